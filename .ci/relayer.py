@@ -60,10 +60,19 @@ MOVES: tuple[tuple[str, str], ...] = (
 
 #: New packages and their docstrings (also rewritten in existing packages whose contents changed).
 PACKAGES: dict[str, str] = {
-    "cassettes/wire": "What crossed the wire, uninterpreted: the raw exchange, Content-Encoding decoding and stream framing (SSE, NDJSON, JSON arrays, AWS event streams).",
-    "cassettes/parsing": "Raw bytes to meaning: one exchange parsed through its provider (``roundtrip``) into the normalised models (:mod:`cassettes.models`), and parse once (``sealed``: the writer's parse reused by readers). The adapters themselves live in ``cassettes/providers/``.",
-    "cassettes/storage": "Files of round trips: the cassette's record format and migrations (``codec``), appends and forgiving reads (``store``), the offset index for incremental reading of large files (``index``), vcrpy cassettes (``vcr``), mitmproxy flow files (``mitmflow``) and the paths looptap writes (``paths``).",
-    "cassettes/recording": "The one recording pipeline (redact, delta-encode, parse, seal, append), the redactor (``redact``, ``bodies``, ``scrub``, ``names``, ``streams``) and its secret detector, and WebSocket sessions read as turns (``websocket``).",
+    "cassettes/wire": "What crossed the wire, uninterpreted: the raw exchange, Content-Encoding "
+    "decoding and stream framing (SSE, NDJSON, JSON arrays, AWS event streams).",
+    "cassettes/parsing": "Raw bytes to meaning: one exchange parsed through its provider "
+    "(``roundtrip``) into the normalised models (:mod:`cassettes.models`), and parse once "
+    "(``sealed``: the writer's parse reused by readers). The adapters themselves live in "
+    "``cassettes/providers/``.",
+    "cassettes/storage": "Files of round trips: the cassette's record format and migrations "
+    "(``codec``), appends and forgiving reads (``store``), the offset index for incremental "
+    "reading of large files (``index``), vcrpy cassettes (``vcr``), mitmproxy flow files "
+    "(``mitmflow``) and the paths looptap writes (``paths``).",
+    "cassettes/recording": "The one recording pipeline (redact, delta-encode, parse, seal, "
+    "append), the redactor (``redact``, ``bodies``, ``scrub``, ``names``, ``streams``) and its "
+    "secret detector, and WebSocket sessions read as turns (``websocket``).",
     "cassettes/interop": """Interoperability: a run out to other tools, and the commands that move runs in and out.
 
 * :mod:`cassettes.interop.otel` — OpenTelemetry GenAI spans (OTLP/JSON, OTLP/HTTP protobuf);
@@ -72,10 +81,14 @@ PACKAGES: dict[str, str] = {
 * :mod:`cassettes.interop.cli` — ``looptap import`` / ``export`` / ``textconv``.
 
 Files read in (vcrpy cassettes, mitmproxy flows) are read by :mod:`cassettes.storage`.
-""",
-    "cassettes/views": "A run for people and tools: ``show`` text and the ``show --json`` object (``view``, ``schema``), turn summaries, search, timelines and token growth.",
-    "cassettes/reading": "Reading a run: ``open_run`` and :class:`~cassettes.reading.run.Run` (``run``), and the large or growing run read a batch at a time (``incremental``).",
-    "cassettes/mcp": "``looptap mcp``: the MCP server (``server``), its stdio transport (``stdio``) and the queries it answers over a root of runs (``query``), in bounded safe JSON (``answers``) with recorded parts (``recorded``).",
+""",  # noqa: E501
+    "cassettes/views": "A run for people and tools: ``show`` text and the ``show --json`` object "
+    "(``view``, ``schema``), turn summaries, search, timelines and token growth.",
+    "cassettes/reading": "Reading a run: ``open_run`` and :class:`~cassettes.reading.run.Run` "
+    "(``run``), and the large or growing run read a batch at a time (``incremental``).",
+    "cassettes/mcp": "``looptap mcp``: the MCP server (``server``), its stdio transport "
+    "(``stdio``) and the queries it answers over a root of runs (``query``), in bounded safe JSON "
+    "(``answers``) with recorded parts (``recorded``).",
 }
 
 #: The layer contract of cassettes/, top to bottom, in whole packages (and the base modules).
@@ -93,7 +106,10 @@ LAYERS: tuple[str, ...] = (
     "models : bounds : errors : untrusted : _version : _unsafe_chars",
 )
 
-CONTRACT_NAME = "cassettes/ in layers, one folder each: commands, replay, reading, views, analysis and recording, parsing, providers and storage, the wire, the base"
+CONTRACT_NAME = (
+    "cassettes/ in layers, one folder each: commands, replay, reading, views, analysis and "
+    "recording, parsing, providers and storage, the wire, the base"
+)
 
 #: docs/layout.md's part on cassettes/ (from its first line to the line before ``- `proxy/```).
 LAYOUT = """\
@@ -127,10 +143,23 @@ LAYOUT = """\
   - `wire/` — what crossed the wire, uninterpreted: the raw `exchange`, Content-Encoding
     `decoding`, stream `framing`;
   - the base: the normalised `models`, `bounds`, `errors`, `untrusted`, `_version`.
-"""
+"""  # noqa: E501
 
 #: Text files whose references are rewritten (by suffix; files without one under .ci/ too).
-TEXT = (".py", ".pyi", ".md", ".toml", ".txt", ".cfg", ".ini", ".json", ".sh", ".tcss", ".yml", ".yaml")
+TEXT = (
+    ".py",
+    ".pyi",
+    ".md",
+    ".toml",
+    ".txt",
+    ".cfg",
+    ".ini",
+    ".json",
+    ".sh",
+    ".tcss",
+    ".yml",
+    ".yaml",
+)
 #: Never rewritten: recorded data, generated snapshots, vendored code.
 SKIP = ("tests/corpus/", "tests/cassettes/corpus", "__snapshots__/", "node_modules/", ".venv")
 
@@ -158,14 +187,18 @@ class Relayer:
         for old, new in MOVES:
             o, n = self.root / old, self.root / new
             if o.exists() and n.exists():
-                self.unmapped.append(f"{old} and {new} both exist: not moved (merge them by hand, then run again)")
+                self.unmapped.append(
+                    f"{old} and {new} both exist: not moved (merge them by hand, then run again)"
+                )
             elif o.exists():
                 self.did.append(f"git mv {old} {new}")
                 if not self.dry:
                     n.parent.mkdir(parents=True, exist_ok=True)
                     _git("mv", old, new)
             elif not n.exists():
-                self.unmapped.append(f"{old}: neither it nor {new} exists (renamed by someone else? map it in MOVES)")
+                self.unmapped.append(
+                    f"{old}: neither it nor {new} exists (renamed by someone else? map it in MOVES)"
+                )
 
     # -- 2. references ---------------------------------------------------------------------------
     def _rules(self) -> list[tuple[re.Pattern[str], str, tuple[str, ...]]]:
@@ -177,21 +210,50 @@ class Relayer:
             npkg, _, nname = nd.rpartition(".")
             alias = "" if oname == nname else f" as {oname}"
             # from cassettes.x import y  (alone on its line: the name stays bound as before)
-            rules.append((re.compile(rf"^(\s*)from {re.escape(opkg)} import {re.escape(oname)}(\s*(?:#.*)?)$", re.M),
-                          rf"\1from {npkg} import {nname}{alias}\2", (".py", ".pyi")))
+            rules.append(
+                (
+                    re.compile(
+                        rf"^(\s*)from {re.escape(opkg)} import {re.escape(oname)}(\s*(?:#.*)?)$",
+                        re.M,
+                    ),
+                    rf"\1from {npkg} import {nname}{alias}\2",
+                    (".py", ".pyi"),
+                )
+            )
             # from cassettes.x import y, z  → the moved name on a line of its own
-            rules.append((re.compile(rf"^(\s*)from {re.escape(opkg)} import ((?:\w+(?: as \w+)?, )*){re.escape(oname)}((?:, \w+(?: as \w+)?)*)(\s*(?:#.*)?)$", re.M),
-                          rf"\1from {opkg} import \2\3\4\n\1from {npkg} import {nname}{alias}", (".py", ".pyi")))
+            rules.append(
+                (
+                    re.compile(
+                        rf"^(\s*)from {re.escape(opkg)} import ((?:\w+(?: as \w+)?, "
+                        rf")*){re.escape(oname)}((?:, \w+(?: as \w+)?)*)(\s*(?:#.*)?)$",
+                        re.M,
+                    ),
+                    rf"\1from {opkg} import \2\3\4\n\1from {npkg} import {nname}{alias}",
+                    (".py", ".pyi"),
+                )
+            )
             # the dotted name anywhere: imports, strings, entry points, python -m, docs
             rules.append((re.compile(rf"(?<![\w.]){re.escape(od)}(?![\w])"), nd, ()))
             # paths: cassettes/x/y.py, and x/y.py relative to cassettes/ (sealed's sources, docs)
             rel_old, rel_new = old.removeprefix("cassettes/"), new.removeprefix("cassettes/")
             rules.append((re.compile(rf"(?<![\w./-]){re.escape(old)}(?![\w])"), new, ()))
-            rules.append((re.compile(rf"(?<![\w./-]){re.escape(old.removesuffix('.py'))}(?![\w./])"), new.removesuffix(".py"), ()))
+            rules.append(
+                (
+                    re.compile(rf"(?<![\w./-]){re.escape(old.removesuffix('.py'))}(?![\w./])"),
+                    new.removesuffix(".py"),
+                    (),
+                )
+            )
             rules.append((re.compile(rf"(?<![\w./-]){re.escape(rel_old)}(?![\w])"), rel_new, ()))
             # the short dotted names of the docs and of the contract (views.incremental)
             short_old, short_new = od.removeprefix("cassettes."), nd.removeprefix("cassettes.")
-            rules.append((re.compile(rf"(?<![\w./]){re.escape(short_old)}(?![\w])"), short_new, (".md", ".toml")))
+            rules.append(
+                (
+                    re.compile(rf"(?<![\w./]){re.escape(short_old)}(?![\w])"),
+                    short_new,
+                    (".md", ".toml"),
+                )
+            )
         return rules
 
     def _files(self) -> list[Path]:
@@ -229,12 +291,27 @@ class Relayer:
     def contract(self) -> None:
         p = self.root / "pyproject.toml"
         text = p.read_text("utf-8")
-        m = re.search(r'(name = ")[^"\n]*("\ntype = "layers"\s*\ncontainers = \["cassettes"\]\s*\nlayers = \[)(.*?)(\n\])', text, re.S)
+        m = re.search(
+            r'(name = ")[^"\n]*("\ntype = "layers"\s*\ncontainers '
+            r'= \["cassettes"\]\s*\nlayers = \[)(.*?)(\n\])',
+            text,
+            re.S,
+        )
         if m is None:
-            self.unmapped.append("pyproject.toml: the layers contract of cassettes/ was not found: not rewritten")
+            self.unmapped.append(
+                "pyproject.toml: the layers contract of cassettes/ was not found: not rewritten"
+            )
             return
         body = "".join(f'\n  "{layer}",' for layer in LAYERS)
-        new = text[: m.start()] + m.group(1) + CONTRACT_NAME + m.group(2) + body + m.group(4) + text[m.end() :]
+        new = (
+            text[: m.start()]
+            + m.group(1)
+            + CONTRACT_NAME
+            + m.group(2)
+            + body
+            + m.group(4)
+            + text[m.end() :]
+        )
         if new != text:
             self.did.append("rewrote the layer contract in pyproject.toml")
             self._write(p, new)
@@ -273,7 +350,10 @@ class Relayer:
     # -- 4. what is left -------------------------------------------------------------------------
     def leftovers(self) -> None:
         olds = [(_dotted(o), o) for o, _ in MOVES]
-        pats = [re.compile(rf"(?<![\w.]){re.escape(d)}(?![\w])|(?<![\w./-]){re.escape(o)}") for d, o in olds]
+        pats = [
+            re.compile(rf"(?<![\w.]){re.escape(d)}(?![\w])|(?<![\w./-]){re.escape(o)}")
+            for d, o in olds
+        ]
         me = Path(__file__).resolve()
         for p in self._files():
             if p.resolve() == me or not p.exists():
@@ -284,20 +364,37 @@ class Relayer:
                 continue
             for i, line in enumerate(lines, 1):
                 if any(pat.search(line) for pat in pats):
-                    self.unmapped.append(f"{p.relative_to(self.root)}:{i}: still names a moved module: {line.strip()[:120]}")
+                    self.unmapped.append(
+                        f"{p.relative_to(self.root)}:{i}: still names a moved module: "
+                        f"{line.strip()[:120]}"
+                    )
 
     def sort_imports(self) -> None:
         """The rewritten Python files' imports sorted again (a moved module sorts elsewhere), by the
         project's ruff (isort rules only); without ruff, say so."""
-        files = [line.removeprefix("rewrote ") for line in self.did if line.startswith("rewrote ") and line.endswith((".py", ".pyi"))]
+        files = [
+            line.removeprefix("rewrote ")
+            for line in self.did
+            if line.startswith("rewrote ") and line.endswith((".py", ".pyi"))
+        ]
         if not files or self.dry:
             return
         ruff = Path(sys.executable).parent / "ruff"
-        cmd = [str(ruff) if ruff.exists() else "ruff", "check", "--fix", "--select", "I", "--quiet", *files]
+        cmd = [
+            str(ruff) if ruff.exists() else "ruff",
+            "check",
+            "--fix",
+            "--select",
+            "I",
+            "--quiet",
+            *files,
+        ]
         try:
             subprocess.run(cmd, check=False, cwd=self.root, capture_output=True)
         except FileNotFoundError:
-            self.unmapped.append("ruff not found: run `ruff check --fix --select I` on the rewritten files")
+            self.unmapped.append(
+                "ruff not found: run `ruff check --fix --select I` on the rewritten files"
+            )
 
     def _write(self, p: Path, text: str) -> None:
         if not self.dry:
@@ -328,12 +425,18 @@ def main() -> int:
     if not r.did:
         print("nothing to do: every module is where the mapping puts it")
     if "rewrote pyproject.toml" in r.did:
-        print("note: pyproject.toml's entry points name the moved modules: reinstall (uv pip install -e .) before running looptap", file=sys.stderr)
+        print(
+            "note: pyproject.toml's entry points name the moved modules: reinstall (uv pip install "
+            "-e .) before running looptap",
+            file=sys.stderr,
+        )
     for line in r.unmapped:
         print("NOT MAPPED:", line, file=sys.stderr)
     if args.check and not args.dry_run:
         lint = Path(sys.executable).parent / "lint-imports"
-        rc = subprocess.run([str(lint) if lint.exists() else "lint-imports"], check=False).returncode
+        rc = subprocess.run(
+            [str(lint) if lint.exists() else "lint-imports"], check=False
+        ).returncode
         if rc:
             return rc
     return 1 if r.unmapped else 0

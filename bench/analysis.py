@@ -32,7 +32,11 @@ TOOLS = [
         "function": {
             "name": name,
             "description": f"{name} a file in the workspace",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
         },
     }
     for name in ("read_file", "list_dir", "grep", "run_tests")
@@ -55,20 +59,29 @@ def _response(turn: int, n_prompt: int) -> bytes:
                             {
                                 "id": f"call_{turn}",
                                 "type": "function",
-                                "function": {"name": "read_file", "arguments": orjson.dumps({"path": f"src/m{turn}.py"}).decode()},
+                                "function": {
+                                    "name": "read_file",
+                                    "arguments": orjson.dumps({"path": f"src/m{turn}.py"}).decode(),
+                                },
                             }
                         ],
                     },
                     "finish_reason": "tool_calls",
                 }
             ],
-            "usage": {"prompt_tokens": n_prompt, "completion_tokens": 18, "total_tokens": n_prompt + 18, "prompt_tokens_details": {"cached_tokens": max(0, n_prompt - 300)}},
+            "usage": {
+                "prompt_tokens": n_prompt,
+                "completion_tokens": 18,
+                "total_tokens": n_prompt + 18,
+                "prompt_tokens_details": {"cached_tokens": max(0, n_prompt - 300)},
+            },
         }
     )
 
 
 def write_run(path: Path, turns: int) -> tuple[int, int]:
-    """Write the cassette; return (bytes of the history the last request re-sent, bytes on the wire)."""
+    """Write the cassette; return (bytes of the history the last request re-sent, bytes on the
+    wire)."""
     system = {"role": "system", "content": "You are a careful coding agent. " * 40}
     task = {"role": "user", "content": "Find and fix the failing test in this repository."}
     history_bytes = len(orjson.dumps([system, task]))
@@ -77,12 +90,25 @@ def write_run(path: Path, turns: int) -> tuple[int, int]:
         f.write(dumps_record(header_record({"source": "bench/analysis.py"})))
         for turn in range(turns):
             if turn == 0:
-                body: dict[str, Any] = {"json": {"model": "gpt-4o-mini", "messages": [system, task], "tools": TOOLS}}
+                body: dict[str, Any] = {
+                    "json": {"model": "gpt-4o-mini", "messages": [system, task], "tools": TOOLS}
+                }
             else:
-                call = {"id": f"call_{turn - 1}", "type": "function", "function": {"name": "read_file", "arguments": orjson.dumps({"path": f"src/m{turn - 1}.py"}).decode()}}
+                call = {
+                    "id": f"call_{turn - 1}",
+                    "type": "function",
+                    "function": {
+                        "name": "read_file",
+                        "arguments": orjson.dumps({"path": f"src/m{turn - 1}.py"}).decode(),
+                    },
+                }
                 appended = [
                     {"role": "assistant", "content": None, "tool_calls": [call]},
-                    {"role": "tool", "tool_call_id": f"call_{turn - 1}", "content": f"def f{turn}():\n    return {turn}\n" * 8},
+                    {
+                        "role": "tool",
+                        "tool_call_id": f"call_{turn - 1}",
+                        "content": f"def f{turn}():\n    return {turn}\n" * 8,
+                    },
                 ]
                 history_bytes += len(orjson.dumps(appended))
                 body = {
@@ -105,7 +131,12 @@ def write_run(path: Path, turns: int) -> tuple[int, int]:
                 "method": "POST",
                 "url": "https://api.openai.com/v1/chat/completions",
                 "request": {"headers": [["content-type", "application/json"]], "body": body},
-                "response": {"status": 200, "reason": "OK", "headers": [["content-type", "application/json"]], "body": {"json": orjson.loads(resp), "t": 0.8}},
+                "response": {
+                    "status": 200,
+                    "reason": "OK",
+                    "headers": [["content-type", "application/json"]],
+                    "body": {"json": orjson.loads(resp), "t": 0.8},
+                },
                 "timing": {"ttfb": 0.8, "duration": 0.9},
             }
             f.write(dumps_record(rec))
@@ -157,13 +188,16 @@ def main() -> None:
     print()
     print(
         f"{'turns':>6} {'cassette':>9} {'last req':>9} {'wire':>9} {'read':>7} {'analyse':>8} "
-        f"{'µs/turn':>8} {'first 10%':>10} {'last 10%':>9} {'last/first':>10} {'vs 1st run':>10} {'wire MB/s':>10}"
+        f"{'µs/turn':>8} {'first 10%':>10} {'last 10%':>9} {'last/first':>10} "
+        f"{'vs 1st run':>10} {'wire MB/s':>10}"
     )
     for r in rows:
         print(
-            f"{r['turns']:>6} {r['cassette_mb']:>7.1f}MB {r['last_history_mb']:>7.2f}MB {r['wire_mb']:>7.0f}MB "
-            f"{r['read_s']:>6.2f}s {r['analyse_s']:>7.2f}s {r['mean_us']:>8.0f} {r['first_us']:>9.0f}µ {r['last_us']:>8.0f}µ "
-            f"{r['last_us'] / r['first_us']:>10.2f} {r['mean_us'] / base['mean_us']:>10.2f} {r['wire_mb'] / (r['read_s'] + r['analyse_s']):>10.0f}"
+            f"{r['turns']:>6} {r['cassette_mb']:>7.1f}MB {r['last_history_mb']:>7.2f}MB "
+            f"{r['wire_mb']:>7.0f}MB {r['read_s']:>6.2f}s {r['analyse_s']:>7.2f}s "
+            f"{r['mean_us']:>8.0f} {r['first_us']:>9.0f}µ {r['last_us']:>8.0f}µ "
+            f"{r['last_us'] / r['first_us']:>10.2f} {r['mean_us'] / base['mean_us']:>10.2f} "
+            f"{r['wire_mb'] / (r['read_s'] + r['analyse_s']):>10.0f}"
         )
 
 

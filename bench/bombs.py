@@ -28,7 +28,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.hostile.corpus import BOMB_ENCODINGS, bomb, bomb_exchange, bombs_flows, bombs_vcr, write_cassette  # noqa: E402
+from tests.hostile.corpus import (  # noqa: E402
+    BOMB_ENCODINGS,
+    bomb,
+    bomb_exchange,
+    bombs_flows,
+    bombs_vcr,
+    write_cassette,
+)
 from tests.hostile.matrix import LAUNCH  # noqa: E402
 
 
@@ -41,8 +48,14 @@ def _cell(tree: Path, argv: list[str], cap: int, timeout: float, cwd: Path) -> s
 
     with tempfile.NamedTemporaryFile("r") as rss:
         t0 = time.monotonic()
-        p = subprocess.Popen([sys.executable, "-S", "-c", LAUNCH, rss.name, *argv], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, cwd=cwd, env=env, preexec_fn=limit)
+        p = subprocess.Popen(
+            [sys.executable, "-S", "-c", LAUNCH, rss.name, *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            preexec_fn=limit,
+        )
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -53,7 +66,11 @@ def _cell(tree: Path, argv: list[str], cap: int, timeout: float, cwd: Path) -> s
         kb = rss.read().strip()
     text = (out + err).decode("utf-8", "replace")
     server = re.search(r"server_hwm_kb (\d+)", text)
-    mb = int(server.group(1)) / 1024 if server else (int(kb) / 1024 if kb.isdigit() else float("nan"))
+    mb = (
+        int(server.group(1)) / 1024
+        if server
+        else (int(kb) / 1024 if kb.isdigit() else float("nan"))
+    )
     if "MemoryError" in text:
         return f"MemoryError, {mb:,.0f} MB, {seconds:.1f} s"
     if re.search(r"^answer 5\d\d", text, re.M):
@@ -81,7 +98,7 @@ def _replay_argv(cassette: Path, enc: str, body: Path) -> list[str]:
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=120)
         sys.stdout.write(err.decode("utf-8", "replace"))
-    """)
+    """)  # noqa: E501
     return [sys.executable, "-c", code]
 
 
@@ -89,7 +106,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", type=Path, help="another looptap checkout to compare with")
     ap.add_argument("--encodings", nargs="+", default=list(BOMB_ENCODINGS))
-    ap.add_argument("--places", nargs="+", default=["vcrpy show", "flows show", "cassette verify", "replay request"])
+    ap.add_argument(
+        "--places",
+        nargs="+",
+        default=["vcrpy show", "flows show", "cassette verify", "replay request"],
+    )
     ap.add_argument("--cap-gb", type=float, default=4)
     ap.add_argument("--timeout", type=float, default=300)
     args = ap.parse_args()
@@ -102,10 +123,16 @@ def main() -> None:
         print("|---|---|" + "---|" * len(trees))
         for enc in args.encodings:
             tag = enc.replace(", ", "_")
-            vcr, flows, cassette, body = work / f"{tag}.yaml", work / f"{tag}.mitm", work / f"{tag}.jsonl", work / f"{tag}.body"
+            vcr, flows, cassette, body = (
+                work / f"{tag}.yaml",
+                work / f"{tag}.mitm",
+                work / f"{tag}.jsonl",
+                work / f"{tag}.body",
+            )
             bombs_vcr(vcr, (enc,))
             bombs_flows(flows, (enc,))
-            write_cassette(cassette, [bomb_exchange(enc)])  # the recorder keeps both bodies compressed
+            # the recorder keeps both bodies compressed
+            write_cassette(cassette, [bomb_exchange(enc)])
             body.write_bytes(bomb(enc))
             argvs = {
                 "vcrpy show": [*py, "show", "--json", str(vcr)],
@@ -115,7 +142,9 @@ def main() -> None:
             }
             for place in args.places:
                 cells = [_cell(tree, argvs[place], cap, args.timeout, work) for _, tree in trees]
-                print(f"| {enc} ({len(bomb(enc)):,} B) | {place} | {' | '.join(cells)} |", flush=True)
+                print(
+                    f"| {enc} ({len(bomb(enc)):,} B) | {place} | {' | '.join(cells)} |", flush=True
+                )
 
 
 if __name__ == "__main__":

@@ -29,33 +29,63 @@ BEFORE = {
     "none": 119,
     "unknown": 13,
 }
-BEFORE_UNKNOWN = "13 × `POST https://api.cohere.com/v2/chat` (Cohere chat v2, with tool calls; no adapter)"
+BEFORE_UNKNOWN = (
+    "13 × `POST https://api.cohere.com/v2/chat` (Cohere chat v2, with tool calls; no adapter)"
+)
 
 #: Families added for issue 14 that the shared corpus has no recording of: read from fixtures that
 #: follow each API's documented schema (tests/cassettes/providers/test_more_families.py).
 FIXTURE_ONLY = {
-    "openai_completions": "legacy `/v1/completions` (OpenAI, Azure, vLLM, Together), streamed and not; fixtures validated against the `openai` SDK's `Completion`",
-    "embeddings": "`/embeddings` (OpenAI, Azure, Mistral, vLLM, Voyage) and Cohere `/v1|v2/embed`; operation `embed`, no turn, usage only; fixtures validated against `openai`'s `CreateEmbeddingResponse`",
-    "bedrock_invoke": "InvokeModel with Nova, Titan (text and embed), Llama, Mistral (text and chat), Cohere (Command, Command R), AI21 (Jamba, J2) and Claude 2 bodies; streamed; usage from the body, the stream's invocation metrics or the response headers",
-    "anthropic_complete": "legacy `/v1/complete`, streamed and not (the API reports no usage: cost unknown)",
+    "openai_completions": "legacy `/v1/completions` (OpenAI, Azure, vLLM, Together), streamed and "
+    "not; fixtures validated against the `openai` SDK's `Completion`",
+    "embeddings": "`/embeddings` (OpenAI, Azure, Mistral, vLLM, Voyage) and Cohere `/v1|v2/embed`; "
+    "operation `embed`, no turn, usage only; fixtures validated against `openai`'s "
+    "`CreateEmbeddingResponse`",
+    "bedrock_invoke": "InvokeModel with Nova, Titan (text and embed), Llama, Mistral (text and "
+    "chat), Cohere (Command, Command R), AI21 (Jamba, J2) and Claude 2 bodies; streamed; usage "
+    "from the body, the stream's invocation metrics or the response headers",
+    "anthropic_complete": "legacy `/v1/complete`, streamed and not "
+    "(the API reports no usage: cost unknown)",
     "watsonx": "`/ml/v1/text/generation`, `generation_stream`, `chat`, `chat_stream`, `embeddings`",
     "tgi": "TGI `/generate`, `/generate_stream`, `/` and the HF Inference API `/models/{id}`",
-    "sagemaker": "`/endpoints/{name}/invocations` and `-response-stream` with TGI, OpenAI-chat or JumpStart bodies",
+    "sagemaker": "`/endpoints/{name}/invocations` and `-response-stream` "
+    "with TGI, OpenAI-chat or JumpStart bodies",
 }
 
 #: APIs issue 27 (item 9) found read wrongly or not at all in real recordings: what each is read as
 #: now, and the real shape its test uses (tests/cassettes/providers/test_real_shapes.py).
 REAL_SHAPES = {
-    "bedrock_invoke (guardrails)": "`amazon-bedrock-guardrailAction` / `-trace` beside a body or stream chunk (InvokeModel API reference) never hide the model's text (Nova streams lost all of it); `INTERVENED` ends the answer as `prompt_blocked` (the trace's `input` blocked) or `filtered`, whole, never truncated (Titan)",
-    "bedrock_invoke (imported models)": "Custom Model Import's OpenAI Completions body and chunks (`choices[].text`, `usage`), validated as the `openai` SDK's `Completion`",
-    "writer": "`api.writer.com` `/v1/chat` (OpenAI Chat bodies) and `/v1/completions` (`choices[].text`, no finish, no usage; streamed as `{\"value\"}` events with no end marker: completeness unknown, never truncated); shapes from writer-sdk-python 3.0.0's types",
-    "openai_assistants": "runs (`/threads/runs`, `/threads/{id}/runs`, `…/submit_tool_outputs`) read as model calls: streamed `thread.message.delta` text, tool calls from `requires_action`, finish and usage from the run's terminal event, the thread or run as server-side state; threads, messages, run steps, assistants labelled, no turn. Fixtures validated as the `openai` SDK's `Run`, `Thread`, `AssistantStreamEvent`",
-    "replicate": "predictions (create, poll, cancel): language-model output pieces joined as text, image outputs as media, `metrics` token counts, status `starting`/`processing` not finished, `succeeded`/`failed`/`canceled`; on replicate-python's own recordings",
-    "aleph_alpha": "`/complete` and PhariaAI's `/v1/complete` (no longer read as Anthropic's), streamed `stream_chunk`/`stream_summary`/`completion_summary`; on aleph-alpha-client's own recordings",
-    "cohere (generate)": "`/v1/generate` and its NDJSON stream (`text-generation`, `stream-end` with `response.generations`); shapes from cohere-python's `Generation` / `GenerateStreamedResponse`",
-    "embeddings (Vertex)": "Vertex AI `…/models/{m}:predict` with text-embedding instances: operation `embed`, tokens from `statistics.token_count`; other `:predict` models are not claimed",
-    "watsonx": "also IBM's `/v2/text/generation_stream` on its own hosts (the `/ml/v1` routes were read before); SSE `id`/`event: message` events as the ibm-watsonx-ai SDK receives them",
-    "a2a": "A2A JSON-RPC (`message/send`, `message/stream`, `tasks/*`, 1.0's `SendMessage` …) is its own protocol, no longer labelled MCP nor offered to the MCP checks; `show --json` summarises what was sent, the task state and the reply (a2a-python's types)",
+    "bedrock_invoke (guardrails)": "`amazon-bedrock-guardrailAction` / `-trace` beside a body or "
+    "stream chunk (InvokeModel API reference) never hide the model's text (Nova streams lost all "
+    "of it); `INTERVENED` ends the answer as `prompt_blocked` (the trace's `input` blocked) or "
+    "`filtered`, whole, never truncated (Titan)",
+    "bedrock_invoke (imported models)": "Custom Model Import's OpenAI Completions body and chunks "
+    "(`choices[].text`, `usage`), validated as the `openai` SDK's `Completion`",
+    "writer": "`api.writer.com` `/v1/chat` (OpenAI Chat bodies) and `/v1/completions` "
+    '(`choices[].text`, no finish, no usage; streamed as `{"value"}` events with no end marker: '
+    "completeness unknown, never truncated); shapes from writer-sdk-python 3.0.0's types",
+    "openai_assistants": "runs (`/threads/runs`, `/threads/{id}/runs`, `…/submit_tool_outputs`) "
+    "read as model calls: streamed `thread.message.delta` text, tool calls from `requires_action`, "
+    "finish and usage from the run's terminal event, the thread or run as server-side state; "
+    "threads, messages, run steps, assistants labelled, no turn. Fixtures validated as the "
+    "`openai` SDK's `Run`, `Thread`, `AssistantStreamEvent`",
+    "replicate": "predictions (create, poll, cancel): language-model output pieces joined as text, "
+    "image outputs as media, `metrics` token counts, status `starting`/`processing` not finished, "
+    "`succeeded`/`failed`/`canceled`; on replicate-python's own recordings",
+    "aleph_alpha": "`/complete` and PhariaAI's `/v1/complete` (no longer read as Anthropic's), "
+    "streamed `stream_chunk`/`stream_summary`/`completion_summary`; on aleph-alpha-client's own "
+    "recordings",
+    "cohere (generate)": "`/v1/generate` and its NDJSON stream (`text-generation`, `stream-end` "
+    "with `response.generations`); shapes from cohere-python's `Generation` / "
+    "`GenerateStreamedResponse`",
+    "embeddings (Vertex)": "Vertex AI `…/models/{m}:predict` with text-embedding instances: "
+    "operation `embed`, tokens from `statistics.token_count`; other `:predict` models are not "
+    "claimed",
+    "watsonx": "also IBM's `/v2/text/generation_stream` on its own hosts (the `/ml/v1` routes were "
+    "read before); SSE `id`/`event: message` events as the ibm-watsonx-ai SDK receives them",
+    "a2a": "A2A JSON-RPC (`message/send`, `message/stream`, `tasks/*`, 1.0's `SendMessage` …) is "
+    "its own protocol, no longer labelled MCP nor offered to the MCP checks; `show --json` "
+    "summarises what was sent, the task state and the reply (a2a-python's types)",
 }
 
 
@@ -64,21 +94,30 @@ def render() -> str:
 
     rep = walk()
     after = dict(rep.by_family)
-    fams = sorted(set(BEFORE) | set(after), key=lambda f: (f in ("none", "unknown"), -after.get(f, 0), f))
+    fams = sorted(
+        set(BEFORE) | set(after), key=lambda f: (f in ("none", "unknown"), -after.get(f, 0), f)
+    )
     out = [
         "# Coverage: which recorded calls looptap reads",
         "",
         "Generated by `python bench/census.py --write`; do not edit by hand.",
         "",
-        f"The shared corpus (`tests/corpus/`): {rep.files} cassette files, {rep.exchanges} HTTP interactions. "
-        "`unknown` means an LLM-looking call no adapter can read; `none` means not an LLM call.",
+        f"The shared corpus (`tests/corpus/`): {rep.files} cassette files, {rep.exchanges} HTTP "
+        "interactions. `unknown` means an LLM-looking call no adapter can read; `none` means not "
+        "an LLM call.",
         "",
         "| family | before (28a4354) | after |",
         "|---|---:|---:|",
     ]
     for f in fams:
         out.append(f"| `{f}` | {BEFORE.get(f, 0)} | {after.get(f, 0)} |")
-    out += ["", "By family, operation and framing (after):", "", "| family | operation | body | n |", "|---|---|---|---:|"]
+    out += [
+        "",
+        "By family, operation and framing (after):",
+        "",
+        "| family | operation | body | n |",
+        "|---|---|---|---:|",
+    ]
     for (fam, op, stream), n in sorted(rep.by_family_stream.items()):
         out.append(f"| `{fam}` | {op} | {'stream' if stream else 'json'} | {n} |")
     out += ["", f"**unknown** before: {BEFORE_UNKNOWN}.", ""]
@@ -87,15 +126,22 @@ def render() -> str:
         out += [f"- `{f}` #{i} {url}" for f, i, url in rep.unknown]
     else:
         out.append("**unknown** after: none.")
-    out += ["", f"**none** after ({sum(rep.none_hosts.values())}; not LLM calls — downloads, MCP, search, OAuth, file / vector-store / conversation APIs, model lists), by host:", ""]
+    out += [
+        "",
+        f"**none** after ({sum(rep.none_hosts.values())}; not LLM calls — downloads, MCP, search, "
+        "OAuth, file / vector-store / conversation APIs, model lists), by host:",
+        "",
+    ]
     out += [f"- `{host}`: {n}" for host, n in rep.none_hosts.most_common()]
     out += [
         "",
-        f"Analysis errors after: {len(rep.errors)} (both broken recordings: see `tests/cassettes/test_corpus.py`).",
+        f"Analysis errors after: {len(rep.errors)} (both broken recordings: see "
+        "`tests/cassettes/test_corpus.py`).",
         "",
         "## Families read without a corpus recording",
         "",
-        "The shared corpus has no recording of these; each is tested on fixtures that follow the API's",
+        "The shared corpus has no recording of these; each "
+        "is tested on fixtures that follow the API's",
         "documented schema (`tests/cassettes/providers/test_more_families.py`):",
         "",
     ]
@@ -104,22 +150,32 @@ def render() -> str:
         "",
         "## Checked against the official SDK",
         "",
-        "- `cohere` (the 13 corpus calls): every response validates as the `cohere` SDK's (7.3.1) `ChatResponse` and",
-        "  every request message as `ChatMessageV2`; looptap's text, tool calls (id, name, arguments), finish reason",
-        "  and billed usage agree with the SDK's reading in 13 of 13. The stream and v1 fixtures validate as",
-        "  `StreamedChatResponseV2` / `StreamedChatResponse` events. (Run in a scratch venv: the SDK is not a",
+        "- `cohere` (the 13 corpus calls): every response validates "
+        "as the `cohere` SDK's (7.3.1) `ChatResponse` and",
+        "  every request message as `ChatMessageV2`; looptap's text, tool calls (id, name, "
+        "arguments), finish reason",
+        "  and billed usage agree with the SDK's reading in "
+        "13 of 13. The stream and v1 fixtures validate as",
+        "  `StreamedChatResponseV2` / `StreamedChatResponse` "
+        "events. (Run in a scratch venv: the SDK is not a",
         "  project dependency.) Cost via genai-prices: `cohere/command-r7b` on every turn.",
-        "- `openai_completions`, `embeddings`: fixtures validated against `openai.types.Completion` /",
+        "- `openai_completions`, `embeddings`: fixtures validated against "
+        "`openai.types.Completion` /",
         "  `CreateEmbeddingResponse` inside the tests.",
-        "- `anthropic_complete`: the installed `anthropic` SDK no longer ships the `Completion` type; checked",
-        "  against the documented response only. Bedrock, watsonx, TGI, SageMaker: documented schemas only.",
+        "- `anthropic_complete`: the installed `anthropic` "
+        "SDK no longer ships the `Completion` type; checked",
+        "  against the documented response only. Bedrock, "
+        "watsonx, TGI, SageMaker: documented schemas only.",
         "",
         "## APIs read from real shapes (issue 27)",
         "",
-        "Found read wrongly or not at all in real recordings; each is tested on its real shape, from an official",
+        "Found read wrongly or not at all in real recordings; "
+        "each is tested on its real shape, from an official",
         "SDK's own recordings (`tests/cassettes/providers/recorded/`) or its types",
-        "(`tests/cassettes/providers/test_real_shapes.py`). None of these changes the reading of any corpus call:",
-        "a per-call comparison of family, operation, framing, finish, completeness and text length over the",
+        "(`tests/cassettes/providers/test_real_shapes.py`). None "
+        "of these changes the reading of any corpus call:",
+        "a per-call comparison of family, operation, framing, "
+        "finish, completeness and text length over the",
         f"{rep.exchanges} interactions finds no difference.",
         "",
     ]

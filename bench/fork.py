@@ -21,7 +21,7 @@ on the shared machine): for the fork, the replay server's and its recorder's tog
 recording, the recorder's. The load average is printed before and after (the machine is shared:
 wall times move with it, the CPU figures much less). Needs the recorder's environment
 (``LOOPTAP_PROXY_PYTHON``).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -47,7 +47,16 @@ from cassettes.replay.testing.recording import RecorderProcess  # noqa: E402
 from tests.support.recorder import children, proc_stats  # noqa: E402
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream  # noqa: E402
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather now", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather now",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
 
 
 def route(req: ScriptedRequest) -> Reply:
@@ -57,9 +66,17 @@ def route(req: ScriptedRequest) -> Reply:
 
 
 def first_request(i: int) -> dict[str, object]:
-    return {"model": "gpt-4o", "tools": TOOLS, "messages": [
-        {"role": "system", "content": "You are a helpful assistant that answers with the weather tool. " * 8},
-        {"role": "user", "content": f"Question {i}: what is the weather in Paris?"}]}
+    return {
+        "model": "gpt-4o",
+        "tools": TOOLS,
+        "messages": [
+            {
+                "role": "system",
+                "content": "You are a helpful assistant that answers with the weather tool. " * 8,
+            },
+            {"role": "user", "content": f"Question {i}: what is the weather in Paris?"},
+        ],
+    }
 
 
 def cpu(pids: list[int]) -> float:
@@ -82,30 +99,45 @@ class Client:
 
     def post(self, body: bytes) -> tuple[int, object, float]:
         t0 = time.perf_counter()
-        self.conn.request("POST", self.prefix + "/chat/completions", body=body, headers={"content-type": "application/json", "authorization": "Bearer sk-bench"})
+        self.conn.request(
+            "POST",
+            self.prefix + "/chat/completions",
+            body=body,
+            headers={"content-type": "application/json", "authorization": "Bearer sk-bench"},
+        )
         r = self.conn.getresponse()
         data = r.read()
         return r.status, orjson.loads(data) if data else None, time.perf_counter() - t0
 
 
 def conversation(client: Client, i: int, times: list[list[float]]) -> None:
-    """Turn 0, then turn 1 with the tool result; the seconds of each go to ``times[0]`` / ``times[1]``."""
+    """Turn 0, then turn 1 with the tool result; the seconds of each go to ``times[0]`` /
+    ``times[1]``."""
     req = first_request(i)
     status, doc, t = client.post(orjson.dumps(req))
     assert status == 200, (status, doc)
     times[0].append(t)
     msg = doc["choices"][0]["message"]  # type: ignore[index]
     call = msg["tool_calls"][0]
-    req["messages"] = [*req["messages"], {"role": "assistant", "content": None, "tool_calls": [call]},  # type: ignore[list-item]
-                       {"role": "tool", "tool_call_id": call["id"], "content": "sunny, 21 C"}]
+    req["messages"] = [
+        *req["messages"],
+        {"role": "assistant", "content": None, "tool_calls": [call]},  # type: ignore[list-item]
+        {"role": "tool", "tool_call_id": call["id"], "content": "sunny, 21 C"},
+    ]
     status, doc, t = client.post(orjson.dumps(req))
     assert status == 200, (status, doc)
     times[1].append(t)
 
 
 def replay_server(run: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(run), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cassettes.cli", "replay", str(run), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     return proc, line.strip().split("=", 1)[1]
@@ -135,7 +167,10 @@ def main() -> int:
         c0 = cpu([rec.pid])
         for i in range(n):
             conversation(client, i, times)
-        rows["plain recording (recorder → fake)"] = (times[0] + times[1], (cpu([rec.pid]) - c0) / (2 * n))
+        rows["plain recording (recorder → fake)"] = (
+            times[0] + times[1],
+            (cpu([rec.pid]) - c0) / (2 * n),
+        )
         rec.stop()  # stores every round trip: the cassette the fork replays
 
         proc, url = replay_server(run)
@@ -152,7 +187,9 @@ def main() -> int:
         live_env = live.start()
         assert live.pid is not None
         u = urlsplit(live_env["OPENAI_BASE_URL"])
-        proc, url = replay_server(run, "--cursor", "turn=1", "--live", f"openai={u.scheme}://{u.netloc}")
+        proc, url = replay_server(
+            run, "--cursor", "turn=1", "--live", f"openai={u.scheme}://{u.netloc}"
+        )
         client = Client(url)
         times = [[], []]
         c_prefix = c_live = 0.0
@@ -165,7 +202,9 @@ def main() -> int:
         # turn 1 exactly as recorded (with the recorded call's id): matched at the cursor, sent live
         from cassettes.reading.run import open_run
 
-        recorded = [ex for ex in open_run(run, whole=True).exchanges if b'"tool"' in ex.request_body]
+        recorded = [
+            ex for ex in open_run(run, whole=True).exchanges if b'"tool"' in ex.request_body
+        ]
         for ex in recorded:
             before = cpu([proc.pid, live.pid])
             status, doc, t = client.post(ex.request_body)
@@ -175,18 +214,34 @@ def main() -> int:
         err = stop(proc)
         live.stop()
         rows["fork, before the cursor (served from the recording)"] = (times[0], c_prefix / n)
-        rows["fork, after the cursor (replay → recorder → fake)"] = (times[1], c_live / max(1, len(recorded)))
+        rows["fork, after the cursor (replay → recorder → fake)"] = (
+            times[1],
+            c_live / max(1, len(recorded)),
+        )
     load1 = os.getloadavg()
     base = statistics.median(rows["plain replay"][0])
-    lines = ["| path | requests | median ms | p90 ms | median / plain replay | looptap CPU µs per request |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| path | requests | median ms | p90 ms | median "
+        "/ plain replay | looptap CPU µs per request |",
+        "|---|---|---|---|---|---|",
+    ]
     for label, (ts, c) in rows.items():
         ts = sorted(ts)
         med = statistics.median(ts)
-        lines.append(f"| {label} | {len(ts)} | {med * 1e3:.2f} | {ts[int(0.9 * (len(ts) - 1))] * 1e3:.2f} | {med / base:.2f}× | {c * 1e6:,.0f} |")
+        lines.append(
+            f"| {label} | {len(ts)} | {med * 1e3:.2f} | {ts[int(0.9 * (len(ts) - 1))] * 1e3:.2f} | "
+            f"{med / base:.2f}× | {c * 1e6:,.0f} |"
+        )
     table = "\n".join(lines)
     load = f"load average {load0[0]:.1f} before, {load1[0]:.1f} after on {os.cpu_count()} cores"
-    print(f"fork benchmark ({'quick' if args.quick else 'full'}): {n} two-turn conversations, one request at a time, one keep-alive connection; {load}")
-    print(f"fork replay server: {next((ln for ln in err.splitlines() if 'fork at' in ln), '').strip()}")
+    print(
+        f"fork benchmark ({'quick' if args.quick else 'full'}): {n} two-turn conversations, one "
+        f"request at a time, one keep-alive connection; {load}"
+    )
+    print(
+        "fork replay server: "
+        f"{next((ln for ln in err.splitlines() if 'fork at' in ln), '').strip()}"
+    )
     print()
     print(table)
     if args.write:
@@ -196,7 +251,11 @@ def main() -> int:
         head, rest = text.split(BEGIN, 1)
         _, tail = rest.split(END, 1)
         stamp = time.strftime("%Y-%m-%d", time.gmtime())
-        DOC.write_text(f"{head}{BEGIN}\n{table}\n\n(measured {stamp} with `bench/fork.py{' --quick' if args.quick else ''}`: {n} two-turn conversations; {load})\n{END}{tail}")
+        DOC.write_text(
+            f"{head}{BEGIN}\n{table}\n\n(measured {stamp} with "
+            f"`bench/fork.py{' --quick' if args.quick else ''}`: {n} two-turn conversations; "
+            f"{load})\n{END}{tail}"
+        )
         print(f"wrote {DOC.relative_to(REPO)}")
     return 0
 

@@ -47,7 +47,12 @@ def build(run_path: Path, out: Path) -> dict[str, Any]:
     took = time.perf_counter() - t
     out.write_text(page)
     plain = render_html(data, compress=False)
-    return {"turns": data["totals"]["turns"], "build_s": took, "bytes": len(page.encode()), "plain_bytes": len(plain.encode())}
+    return {
+        "turns": data["totals"]["turns"],
+        "build_s": took,
+        "bytes": len(page.encode()),
+        "plain_bytes": len(plain.encode()),
+    }
 
 
 def paint(browser: Any, page_path: Path, loads: int) -> dict[str, float]:
@@ -58,16 +63,21 @@ def paint(browser: Any, page_path: Path, loads: int) -> dict[str, float]:
         page.goto(page_path.as_uri())
         page.wait_for_selector('body[data-ready="1"]')
         got = page.evaluate(
-            "(() => { const p = Object.fromEntries(performance.getEntriesByType('paint').map(e => [e.name, e.startTime]));"
-            " const r = performance.getEntriesByName('looptap-ready')[0];"
-            " return {fp: p['first-paint'], fcp: p['first-contentful-paint'], ready: r ? r.startTime : null}; })()"
+            "(() => { const p = Object.fromEntries(performance.getEntriesByType('paint').map(e => "
+            "[e.name, e.startTime])); const r = performance.getEntriesByName('looptap-ready')[0];"
+            " return {fp: p['first-paint'], fcp: p['first-contentful-paint'], ready: r ? "
+            "r.startTime : null}; })()"
         )
         rows.append(got)
         page.close()
-    return {k: statistics.median(r[k] for r in rows if r[k] is not None) for k in ("fp", "fcp", "ready")}
+    return {
+        k: statistics.median(r[k] for r in rows if r[k] is not None) for k in ("fp", "fcp", "ready")
+    }
 
 
-def screenshots(browser: Any, demo_page: Path, long_page: Path, folder: Path) -> list[tuple[str, str]]:
+def screenshots(
+    browser: Any, demo_page: Path, long_page: Path, folder: Path
+) -> list[tuple[str, str]]:
     """The demo's turn and findings views and the 1,000-turn run's last turn and growth chart."""
     folder.mkdir(parents=True, exist_ok=True)
     shots: list[tuple[str, str]] = []
@@ -81,9 +91,18 @@ def screenshots(browser: Any, demo_page: Path, long_page: Path, folder: Path) ->
     page.goto(demo_page.as_uri())
     page.wait_for_selector('body[data-ready="1"]')
     page.locator("#turnlist .row", has=page.locator(".badge.warning")).click()
-    take(page, "demo-turn.png", "The demo run: the turn whose tool call broke its schema (E warning), its messages and E/A/C panes")
+    take(
+        page,
+        "demo-turn.png",
+        "The demo run: the turn whose tool call broke its "
+        "schema (E warning), its messages and E/A/C panes",
+    )
     page.click("#tab-findings")
-    take(page, "demo-findings.png", "Findings, root cause first, the consequence under it with caused by")
+    take(
+        page,
+        "demo-findings.png",
+        "Findings, root cause first, the consequence under it with caused by",
+    )
     page.close()
     page = browser.new_page(viewport={"width": 1280, "height": 760})
     page.set_default_timeout(0)
@@ -97,13 +116,19 @@ def screenshots(browser: Any, demo_page: Path, long_page: Path, folder: Path) ->
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--write", action="store_true", help="write docs/html-report.md")
     ap.add_argument("--loads", type=int, default=5, help="page loads per run (median)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
-    exe = os.environ.get("LOOPTAP_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    exe = (
+        os.environ.get("LOOPTAP_CHROMIUM")
+        or shutil.which("chromium")
+        or shutil.which("chromium-browser")
+    )
     if exe is None:
         sys.exit("no chromium (apt-get install chromium, or set LOOPTAP_CHROMIUM)")
     results: list[tuple[str, dict[str, Any]]] = []
@@ -122,14 +147,24 @@ def main() -> None:
                 results.append((name, row))
                 print(name, row, file=sys.stderr)
             version = browser.version
-            shots = screenshots(browser, d / "demo.html", d / "long.html", ROOT / "docs" / "html-report") if args.write else []
+            shots = (
+                screenshots(
+                    browser, d / "demo.html", d / "long.html", ROOT / "docs" / "html-report"
+                )
+                if args.write
+                else []
+            )
             browser.close()
-    head = "| run | cassette | page | page, data not compressed | ratio | build | first paint | first contentful paint | ready |"
+    head = (
+        "| run | cassette | page | page, data not compressed | ratio | build | first paint | first "
+        "contentful paint | ready |"
+    )
     lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in results:
         lines.append(
-            f"| {name} | {r['cassette_bytes'] / 1024:,.0f} KB | {r['bytes'] / 1024:,.0f} KB | {r['plain_bytes'] / 1024:,.0f} KB | "
-            f"{r['plain_bytes'] / r['bytes']:.1f}× | {r['build_s']:.1f} s | {r['fp']:.0f} ms | {r['fcp']:.0f} ms | {r['ready']:.0f} ms |"
+            f"| {name} | {r['cassette_bytes'] / 1024:,.0f} KB | {r['bytes'] / 1024:,.0f} KB | "
+            f"{r['plain_bytes'] / 1024:,.0f} KB | {r['plain_bytes'] / r['bytes']:.1f}× | "
+            f"{r['build_s']:.1f} s | {r['fp']:.0f} ms | {r['fcp']:.0f} ms | {r['ready']:.0f} ms |"
         )
     table = "\n".join(lines)
     print(table)
@@ -137,13 +172,16 @@ def main() -> None:
         doc = ROOT / "docs" / "html-report.md"
         doc.write_text(
             "# The HTML report: measured\n\n"
-            f"Generated by `python bench/html_report.py --write` on {datetime.date.today()} ({platform.machine()}, "
-            f"{os.cpu_count()} CPUs, Python {platform.python_version()}, Chromium {version}, headless; a shared machine: "
-            "compare the rows with each other, not with another machine). What is measured: the docstring of "
-            "`bench/html_report.py`; what the page shows: [interop](interop.md#a-run-as-a-web-page-export---html).\n\n"
+            f"Generated by `python bench/html_report.py --write` on {datetime.date.today()} "
+            f"({platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+            f"Chromium {version}, headless; a shared machine: compare the rows with each other, "
+            "not with another machine). What is measured: the docstring of "
+            "`bench/html_report.py`; what the page shows: "
+            "[interop](interop.md#a-run-as-a-web-page-export---html).\n\n"
             + table
-            + "\n\nSizes are of the whole file (its script, styles and the uPlot chart library included, about 60 KB). "
-            "Times are medians of page loads from disk; *ready* is when the turn list and the first turn are drawn.\n"
+            + "\n\nSizes are of the whole file (its script, styles and the uPlot chart library "
+            "included, about 60 KB). Times are medians of page loads from disk; *ready* is when "
+            "the turn list and the first turn are drawn.\n"
             + "".join(f"\n![{caption}]({path})\n" for path, caption in shots)
         )
         print(f"wrote {doc}", file=sys.stderr)

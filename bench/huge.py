@@ -20,7 +20,7 @@ each): run each without ``--write``, its output to a file, and write their rows 
 with ``--merge FILE...`` (the doc's table is then those rows only). ``SIGUSR1`` to a bench process stops the command it is measuring: the
 row says ``stopped``, with the peak RSS sampled so far and the CPU seconds it had used (a
 partial figure, never a finished one).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -46,7 +46,17 @@ from tests.support.huge import SHAPES, write_huge  # noqa: E402
 
 LOOPTAP = [sys.executable, "-m", "cassettes.cli"]
 TREE = ROOT  # whose commands are measured (--tree)
-COMMANDS = ("show", "show --json", "textconv", "export --har", "export --otel", "diff", "verify", "mcp list_runs", "replay")
+COMMANDS = (
+    "show",
+    "show --json",
+    "textconv",
+    "export --har",
+    "export --otel",
+    "diff",
+    "verify",
+    "mcp list_runs",
+    "replay",
+)
 DOC = ROOT / "docs" / "huge-runs.md"
 TURNS = 1000  # turns per conversation in the "long" shape
 
@@ -132,7 +142,13 @@ def _mcp(root: Path, timeout: float) -> tuple[int, float, bool, str]:
     import orjson
 
     errf = tempfile.TemporaryFile()
-    p = subprocess.Popen([*LOOPTAP, "mcp", "--root", str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, env=_env())
+    p = subprocess.Popen(
+        [*LOOPTAP, "mcp", "--root", str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=errf,
+        env=_env(),
+    )
     sampler = _Sampler(p.pid)
     sampler.start()
     _CHILD.append(p)
@@ -143,9 +159,23 @@ def _mcp(root: Path, timeout: float) -> tuple[int, float, bool, str]:
         nonlocal answer
         assert p.stdin is not None and p.stdout is not None
         msgs = [
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "0"},
+                },
+            },
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_runs", "arguments": {}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "list_runs", "arguments": {}},
+            },
         ]
         for m in msgs:
             p.stdin.write(orjson.dumps(m) + b"\n")
@@ -165,13 +195,20 @@ def _mcp(root: Path, timeout: float) -> tuple[int, float, bool, str]:
     code, rss, killed = _wait(p, sampler, 30)
     err = _err_text(errf)
     ok = b"round_trips" in answer and b"isError\":true" not in answer.replace(b" ", b"")
-    return (code if ok else 1), rss, killed or t.is_alive(), err if ok else (answer.decode("utf-8", "replace")[:300] or err)
+    return (
+        (code if ok else 1),
+        rss,
+        killed or t.is_alive(),
+        err if ok else (answer.decode("utf-8", "replace")[:300] or err),
+    )
 
 
 def _replay(file: Path, timeout: float) -> tuple[int, float, bool, str]:
     """``looptap replay FILE``: start it, send the first recorded request, stop it with SIGINT."""
     errf = tempfile.TemporaryFile()
-    p = subprocess.Popen([*LOOPTAP, "replay", str(file)], stdout=subprocess.PIPE, stderr=errf, env=_env())
+    p = subprocess.Popen(
+        [*LOOPTAP, "replay", str(file)], stdout=subprocess.PIPE, stderr=errf, env=_env()
+    )
     sampler = _Sampler(p.pid)
     sampler.start()
     _CHILD.append(p)
@@ -182,8 +219,15 @@ def _replay(file: Path, timeout: float) -> tuple[int, float, bool, str]:
         for line in p.stdout:
             if line.startswith(b"export OPENAI_BASE_URL="):
                 url = line.split(b"=", 1)[1].strip().decode()
-                body = b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Question 0 of the sweep?"}]}'
-                req = urllib.request.Request(url.rstrip("/") + "/chat/completions", data=body, headers={"content-type": "application/json"})
+                body = (
+                    b'{"model":"gpt-4o-mini","messages":[{"role":"user",'
+                    b'"content":"Question 0 of the sweep?"}]}'
+                )
+                req = urllib.request.Request(
+                    url.rstrip("/") + "/chat/completions",
+                    data=body,
+                    headers={"content-type": "application/json"},
+                )
                 try:
                     with urllib.request.urlopen(req, timeout=60) as r:
                         result.append(f"{r.status}")
@@ -203,10 +247,17 @@ def _replay(file: Path, timeout: float) -> tuple[int, float, bool, str]:
     code, rss, killed = _wait(p, sampler, 60)
     err = _err_text(errf)
     ok = result[:1] == ["200"]
-    return (0 if ok else (code or 1)), rss, killed or t.is_alive(), "" if ok else (result[0] if result else err)
+    return (
+        (0 if ok else (code or 1)),
+        rss,
+        killed or t.is_alive(),
+        "" if ok else (result[0] if result else err),
+    )
 
 
-def measure(command: str, file: Path, root: Path, timeout: float) -> tuple[int, float, float, bool, str]:
+def measure(
+    command: str, file: Path, root: Path, timeout: float
+) -> tuple[int, float, float, bool, str]:
     """(exit, peak RSS MB, seconds, killed, first line of stderr) of one command on one file."""
     t0 = time.monotonic()
     if command == "mcp list_runs":
@@ -224,16 +275,21 @@ def measure(command: str, file: Path, root: Path, timeout: float) -> tuple[int, 
             "diff": ["diff", str(file), str(file)],
             "verify": ["verify", str(file)],
         }[command]
-        out.unlink(missing_ok=True)  # (exports refuse a device such as /dev/null, and an existing file)
+        # (exports refuse a device such as /dev/null, and an existing file)
+        out.unlink(missing_ok=True)
         code, rss, killed, err = _plain([*LOOPTAP, *argv], timeout)
         out.unlink(missing_ok=True)
     secs = time.monotonic() - t0
-    line = next((x.strip() for x in err.splitlines() if x.strip() and not x.startswith("looptap: warning")), "")
+    line = next(
+        (x.strip() for x in err.splitlines() if x.strip() and not x.startswith("looptap: warning")),
+        "",
+    )
     return code, rss, secs, killed, line
 
 
 def _file(work: Path, shape: str, n: int) -> tuple[Path, Path]:
-    """The run (made once, kept in ``work``) and a directory holding only it (for ``looptap mcp``)."""
+    """The run (made once, kept in ``work``) and a directory holding only it (for ``looptap
+    mcp``)."""
     path = work / f"{shape}-{n}.jsonl"
     if not path.exists():
         tmp = path.with_suffix(".part")
@@ -260,7 +316,10 @@ def _key(row: str) -> tuple[int, int, int] | None:
     return (0 if cells[0] == "one-turn" else 1, n, command)
 
 
-_HEAD = ("| run | round trips | MB | command | exit | peak RSS MB | seconds | said |", "|---|---:|---:|---|---:|---:|---:|---|")
+_HEAD = (
+    "| run | round trips | MB | command | exit | peak RSS MB | seconds | said |",
+    "|---|---:|---:|---|---:|---:|---:|---|",
+)
 
 
 def _write_doc(rows: list[str], args: argparse.Namespace, fresh: bool = False) -> None:
@@ -279,14 +338,15 @@ def _write_doc(rows: list[str], args: argparse.Namespace, fresh: bool = False) -
             merged[k] = line
     head = (
         "# Huge runs: peak memory of the commands that read a whole run\n\n"
-        "Written by `python bench/huge.py --write` (rows of several runs merged: each size may be measured on its own, "
-        f"`--sizes N`); last on {datetime.date.today()} ({platform.machine()}, {os.cpu_count()} cores, shared by other "
-        "jobs: times are rough, 3-5x what an idle machine gives).\n\n"
-        "Runs from `tests/support/huge.py`: *one-turn* is N one-turn Chat Completions conversations; "
-        f"*long* is N round trips in conversations of {TURNS:,} turns (history deltas). Records carry no "
-        "stored parse, so every reader parses every response. Peak RSS is the process's VmHWM / ru_maxrss; "
-        "`mcp list_runs` is the MCP server answering one `list_runs`, `replay` the server started, "
-        "asked once and stopped. How the commands bound their memory is in [reading.md](reading.md#huge-runs).\n\n"
+        "Written by `python bench/huge.py --write` (rows of several runs merged: each size may be "
+        f"measured on its own, `--sizes N`); last on {datetime.date.today()} "
+        f"({platform.machine()}, {os.cpu_count()} cores, shared by other jobs: times are rough, "
+        "3-5x what an idle machine gives).\n\nRuns from `tests/support/huge.py`: *one-turn* is N "
+        "one-turn Chat Completions conversations; *long* is N round trips in conversations of "
+        f"{TURNS:,} turns (history deltas). Records carry no stored parse, so every reader parses "
+        "every response. Peak RSS is the process's VmHWM / ru_maxrss; `mcp list_runs` is the MCP "
+        "server answering one `list_runs`, `replay` the server started, asked once and stopped. "
+        "How the commands bound their memory is in [reading.md](reading.md#huge-runs).\n\n"
     )
     body = [*rows[:2], *(merged[k] for k in sorted(merged))]
     tail = ""
@@ -298,19 +358,37 @@ def _write_doc(rows: list[str], args: argparse.Namespace, fresh: bool = False) -
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
     ap.add_argument("--only", help="comma-separated commands (default: all)")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/looptap-huge"))
     ap.add_argument("--timeout", type=float, default=3600)
-    ap.add_argument("--write", action="store_true", help=f"write the table to {DOC.relative_to(ROOT)}")
+    ap.add_argument(
+        "--write", action="store_true", help=f"write the table to {DOC.relative_to(ROOT)}"
+    )
     ap.add_argument("--tree", type=Path, help="measure the commands of this checkout instead")
-    ap.add_argument("--as-mb", type=int, help="address-space limit per command, in MB (prlimit --as)")
-    ap.add_argument("--merge", type=Path, nargs="+", metavar="FILE", help="write the rows printed by other runs (their output files) into the doc as its table, and stop")
+    ap.add_argument(
+        "--as-mb", type=int, help="address-space limit per command, in MB (prlimit --as)"
+    )
+    ap.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="write the rows printed by other runs (their output "
+        "files) into the doc as its table, and stop",
+    )
     args = ap.parse_args()
     if args.merge:
-        rows = [line for f in args.merge for line in f.read_text().splitlines() if _key(line) is not None]
+        rows = [
+            line
+            for f in args.merge
+            for line in f.read_text().splitlines()
+            if _key(line) is not None
+        ]
         _write_doc([*_HEAD, *rows], args, fresh=True)
         print(f"merged {len(rows)} rows into {DOC.relative_to(ROOT)}")
         return 0
@@ -337,8 +415,14 @@ def main() -> int:
                 label = "one-turn" if shape == "one_turn" else "long"
                 exit_: object = "killed" if killed else code
                 if _STOP.is_set():  # a partial figure: the peak so far, and how much CPU it had had
-                    exit_, said = "stopped", f"stopped after {_CPU[0]:,.0f} s of CPU: peak RSS so far"
-                rows.append(f"| {label} | {n:,} | {mb:.0f} | `{command}` | {exit_} | {rss:.0f} | {secs:.1f} | {said} |")
+                    exit_, said = (
+                        "stopped",
+                        f"stopped after {_CPU[0]:,.0f} s of CPU: peak RSS so far",
+                    )
+                rows.append(
+                    f"| {label} | {n:,} | {mb:.0f} | `{command}` | {exit_} | {rss:.0f} | "
+                    f"{secs:.1f} | {said} |"
+                )
                 print(rows[-1], flush=True)
                 if args.write:  # after each row: a long run stopped half-way keeps what it measured
                     _write_doc(rows, args)

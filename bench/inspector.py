@@ -19,7 +19,7 @@ Absolute times come from a shared, noisy 2-core machine: compare the rows with e
 Each size is measured twice, side by side: as recorded (the writer's stored parse of each
 response is taken back, ``cassettes.parsing.sealed``) and with the stored parses removed (every response
 framed and reassembled from its raw bytes, as for a cassette from another machine).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ MARK = b"CONV-000000"
 TOOLS = [
     {
         "name": name,
-        "description": f"{name.replace('_', ' ')} in the workspace; returns JSON with the result and any warnings",
+        "description": f"{name.replace('_', ' ')} in the workspace; returns "
+        "JSON with the result and any warnings",
         "input_schema": {
             "type": "object",
             "properties": {
@@ -72,13 +73,13 @@ TOOLS = [
         "open_url",
     )
 ]
-WORDS = (
-    "the agent reads the file and then decides which function to call next based on the test output".split()
-)
+WORDS = "the agent reads the file and then decides which function to call next based on the test output".split()  # noqa: E501
 
 
 def _sse(events: list[tuple[str, dict[str, Any]]]) -> list[bytes]:
-    return [f"event: {name}\ndata: {orjson.dumps(data).decode()}\n\n".encode() for name, data in events]
+    return [
+        f"event: {name}\ndata: {orjson.dumps(data).decode()}\n\n".encode() for name, data in events
+    ]
 
 
 def _turn(i: int, history: list[dict[str, Any]]) -> Any:
@@ -113,7 +114,11 @@ def _turn(i: int, history: list[dict[str, Any]]) -> Any:
         ),
         (
             "content_block_start",
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
         ),
     ]
     words = text.split(" ")
@@ -122,7 +127,11 @@ def _turn(i: int, history: list[dict[str, Any]]) -> Any:
         events.append(
             (
                 "content_block_delta",
-                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}},
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": piece},
+                },
             )
         )
     events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
@@ -132,7 +141,12 @@ def _turn(i: int, history: list[dict[str, Any]]) -> Any:
             {
                 "type": "content_block_start",
                 "index": 1,
-                "content_block": {"type": "tool_use", "id": call_id, "name": "read_file", "input": {}},
+                "content_block": {
+                    "type": "tool_use",
+                    "id": call_id,
+                    "name": "read_file",
+                    "input": {},
+                },
             },
         )
     )
@@ -181,10 +195,14 @@ def _turn(i: int, history: list[dict[str, Any]]) -> Any:
         }
     )
     result = "\n".join(
-        f"{n:4d}  def function_{i}_{n}(x):  return x * {n}  # {WORDS[n % len(WORDS)]}" for n in range(90)
+        f"{n:4d}  def function_{i}_{n}(x):  return x * {n}  # {WORDS[n % len(WORDS)]}"
+        for n in range(90)
     )
     history.append(
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": result}]}
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call_id, "content": result}],
+        }
     )
     return ex
 
@@ -205,8 +223,9 @@ _SEQ = re.compile(rb'"(seq|base)":(\d+)')
 
 
 def sealed_ok(tmpl: Path) -> bool:
-    """The template's stored parses are ones this machine's looptap takes (``cassettes.parsing.sealed``):
-    a template written by another parser, or under another key, would be parsed from its raw."""
+    """The template's stored parses are ones this machine's looptap takes
+    (``cassettes.parsing.sealed``): a template written by another parser, or under another key,
+    would be parsed from its raw."""
     from cassettes.storage.store import read_records
 
     ex = read_records(tmpl).exchanges[1]
@@ -364,7 +383,8 @@ def _ensure(root: Path, name: str, mb: int, tmpl: Path) -> Path:
         t = time.perf_counter()
         generate(path, mb * 1_000_000, tmpl)
         print(
-            f"generated {path.name}: {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t:.1f} s",
+            f"generated {path.name}: {path.stat().st_size / 1e6:.0f} MB in "
+            f"{time.perf_counter() - t:.1f} s",
             file=sys.stderr,
         )
     return path
@@ -388,38 +408,52 @@ def _write_doc(table: str, ratios: list[str]) -> None:
     doc = Path(__file__).resolve().parents[1] / "docs" / "inspector-performance.md"
     text = (
         "# Reading large runs: measured\n\n"
-        f"Generated by `python bench/inspector.py --write` on {datetime.date.today()} ({platform.machine()}, "
-        f"{os.cpu_count()} CPUs, Python {platform.python_version()}; a shared machine: compare the rows with each "
-        "other, not with another machine). What is measured: the docstring of `bench/inspector.py`.\n\n"
+        f"Generated by `python bench/inspector.py --write` on {datetime.date.today()} "
+        f"({platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; a "
+        "shared machine: compare the rows with each other, not with another machine). What is "
+        "measured: the docstring of `bench/inspector.py`.\n\n"
         + table
         + "\n\n"
     )
     if ratios:
         text += (
-            "Time to read with every response parsed from its raw bytes, over the time taking the writer's stored parses: "
-            + "; ".join(ratios)
-            + ".\n\n"
+            "Time to read with every response parsed from its raw bytes, over the time taking the "
+            "writer's stored parses: " + "; ".join(ratios) + ".\n\n"
         )
     text += (
-        "The rows without stored parses are the same runs with their `parsed` blocks removed: what a cassette "
-        "recorded on another machine, or by a looptap before parse once, costs to read.\n"
+        "The rows without stored parses are the same runs with their `parsed` blocks removed: what "
+        "a cassette recorded on another machine, or by a looptap before parse once, costs to "
+        "read.\n"
     )
     doc.write_text(text)
     print(f"wrote {doc}", file=sys.stderr)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000], help="cassette sizes in MB")
-    ap.add_argument("--dir", help="where to write (and reuse) the cassettes; default: a temporary directory")
-    ap.add_argument("--no-batch", action="store_true", help="skip the read_records + analyse comparison")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument(
-        "--batch-limit", type=int, default=1000, help="largest size (MB) measured with the batch path"
+        "--sizes", type=int, nargs="+", default=[10, 100, 1000], help="cassette sizes in MB"
+    )
+    ap.add_argument(
+        "--dir", help="where to write (and reuse) the cassettes; default: a temporary directory"
+    )
+    ap.add_argument(
+        "--no-batch", action="store_true", help="skip the read_records + analyse comparison"
+    )
+    ap.add_argument(
+        "--batch-limit",
+        type=int,
+        default=1000,
+        help="largest size (MB) measured with the batch path",
     )
     ap.add_argument(
         "--no-unsealed", action="store_true", help="skip the same runs without their stored parses"
     )
-    ap.add_argument("--write", action="store_true", help="write the table to docs/inspector-performance.md")
+    ap.add_argument(
+        "--write", action="store_true", help="write the table to docs/inspector-performance.md"
+    )
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -432,13 +466,19 @@ def main() -> None:
     tmpl = root / "template.jsonl"
     if tmpl.exists() and not sealed_ok(tmpl):
         # Written by a looptap whose parser differs, or under another machine key: start again.
-        print("the kept template's stored parses are not this looptap's: regenerating", file=sys.stderr)
-        for old in [tmpl, *root.glob("*-*mb.jsonl")]:  # what this script made (--dir may hold other files)
+        print(
+            "the kept template's stored parses are not this looptap's: regenerating",
+            file=sys.stderr,
+        )
+        # what this script made (--dir may hold other files)
+        for old in [tmpl, *root.glob("*-*mb.jsonl")]:
             old.unlink()
     if not tmpl.exists():
         template(tmpl)
     if not sealed_ok(tmpl):
-        raise SystemExit("the writer's stored parses are not taken back by the reader (cassettes.parsing.sealed)")
+        raise SystemExit(
+            "the writer's stored parses are not taken back by the reader (cassettes.parsing.sealed)"
+        )
     rows: list[tuple[str, int, dict[str, Any], dict[str, Any] | None]] = []
     for mb in args.sizes:
         run = _ensure(root, "run", mb, tmpl)
@@ -453,17 +493,21 @@ def main() -> None:
             app = _child("app", path)
             batch = _child("batch", path) if not args.no_batch and mb <= args.batch_limit else None
             rows.append((name, path.stat().st_size, app, batch))
-            print(f"{name} {mb} MB: {app}" + (f"  batch: {batch}" if batch else ""), file=sys.stderr)
+            print(
+                f"{name} {mb} MB: {app}" + (f"  batch: {batch}" if batch else ""), file=sys.stderr
+            )
     lines = [
-        "| cassette | stored parses | turns (conversations) | first screen | RSS at first screen | whole file read + analysed | peak RSS | last turn's history re-read | `read_records` + `analyse` (peak RSS) |",
+        "| cassette | stored parses | turns (conversations) | first screen | RSS at first screen | "
+        "whole file read + analysed | peak RSS | last turn's history re-read | `read_records` + "
+        "`analyse` (peak RSS) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, size, app, batch in rows:
         lines.append(
             f"| {size / 1e6:,.0f} MB | {'taken' if name == 'run' else 'removed: parsed from raw'} "
             f"| {app['turns']:,} ({app['conversations']:,}) | {app['first_screen_s']:.2f} s "
-            f"| {app['first_screen_rss_mb']:.0f} MB | {app['full_read_s']:.1f} s | {app['peak_rss_mb']:.0f} MB "
-            f"| {app['last_turn_s']:.2f} s | {_fmt_batch(batch)} |"
+            f"| {app['first_screen_rss_mb']:.0f} MB | {app['full_read_s']:.1f} s | "
+            f"{app['peak_rss_mb']:.0f} MB | {app['last_turn_s']:.2f} s | {_fmt_batch(batch)} |"
         )
     table = "\n".join(lines)
     ratios = _ratios(rows)
@@ -472,7 +516,8 @@ def main() -> None:
     if ratios:
         print("\nparsed from raw / stored parses taken: " + "; ".join(ratios))
     print(
-        f"\n(start-up imports before the app: {rows[0][2]['import_s']:.2f} s; first screen is measured from build_app)"
+        f"\n(start-up imports before the app: {rows[0][2]['import_s']:.2f} s; first screen is "
+        "measured from build_app)"
     )
     if args.write:
         _write_doc(table, ratios)

@@ -52,12 +52,13 @@ perf = _perf()
 
 
 def _show(tree: Path, path: Path, cache: Path, out: Path) -> dict[str, Any]:
-    """``looptap show FILE > out``: seconds, CPU seconds, peak RSS (MB, by wait4), the output's digest."""
+    """``looptap show FILE > out``: seconds, CPU seconds, peak RSS (MB, by wait4), the output's
+    digest."""
     load = perf._load()
     t0 = time.perf_counter()
     with out.open("wb") as sink:
-        proc = subprocess.Popen([perf.PY, "-m", "cassettes.cli", "show", str(path)], stdout=sink, stderr=subprocess.PIPE,
-                                env={**perf.ENV, "PYTHONPATH": perf._path(tree), "LOOPTAP_CACHE_DIR": str(cache)}, cwd=tree)  # fmt: skip
+        proc = subprocess.Popen([perf.PY, "-m", "cassettes.cli", "show", str(path)], stdout=sink, stderr=subprocess.PIPE,  # noqa: E501
+                                env={**perf.ENV, "PYTHONPATH": perf._path(tree), "LOOPTAP_CACHE_DIR": str(cache)}, cwd=tree)  # fmt: skip  # noqa: E501
         _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - t0
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
@@ -65,16 +66,26 @@ def _show(tree: Path, path: Path, cache: Path, out: Path) -> dict[str, Any]:
     if code not in (0, 1):
         raise SystemExit(f"looptap show {path} ({tree}) exited {code}: {err[-800:]}")
     digest = hashlib.sha256(out.read_bytes()).hexdigest()[:16]
-    return {"s": took, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024, "load": load, "out": digest}
+    return {
+        "s": took,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_mb": usage.ru_maxrss / 1024,
+        "load": load,
+        "out": digest,
+    }
 
 
 def _inspector(tree: Path, path: Path, cache: Path) -> dict[str, Any]:
-    """The inspector's first screen and whole-file read (the tree's own bench/inspector.py child)."""
+    """The inspector's first screen and whole-file read (the tree's own bench/inspector.py
+    child)."""
     load = perf._load()
-    proc = subprocess.run([perf.PY, str(tree / "bench" / "inspector.py"), "--child", "app", str(path)], capture_output=True, text=True,
-                          env={**perf.ENV, "PYTHONPATH": perf._path(tree), "LOOPTAP_CACHE_DIR": str(cache)}, cwd=tree)  # fmt: skip
+    proc = subprocess.run([perf.PY, str(tree / "bench" / "inspector.py"), "--child", "app", str(path)], capture_output=True, text=True,  # noqa: E501
+                          env={**perf.ENV, "PYTHONPATH": perf._path(tree), "LOOPTAP_CACHE_DIR": str(cache)}, cwd=tree)  # fmt: skip  # noqa: E501
     if proc.returncode != 0:
-        return {"error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:200], "load": load}
+        return {
+            "error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:200],
+            "load": load,
+        }
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     result["load"] = load
     return result
@@ -85,23 +96,48 @@ def _cell(r: dict[str, Any]) -> str:
 
 
 def _insp(r: dict[str, Any]) -> str:
-    return f"{r['full_read_s']:.1f} s, peak {r['peak_rss_mb']:,.0f} MB" if "full_read_s" in r else f"failed: {r.get('error')}"
+    return (
+        f"{r['full_read_s']:.1f} s, peak {r['peak_rss_mb']:,.0f} MB"
+        if "full_read_s" in r
+        else f"failed: {r.get('error')}"
+    )
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--against", default="232556d", metavar="REF")
     ap.add_argument("--size", type=int, default=1000, help="the run, MB (default 1000)")
-    ap.add_argument("--dir", type=Path, help="where the run is written and kept (default: a temporary directory)")
-    ap.add_argument("--write", action="store_true", help="write the table into docs/kept-analysis.md")
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        help="where the run is written and kept (default: a temporary directory)",
+    )
+    ap.add_argument(
+        "--write", action="store_true", help="write the table into docs/kept-analysis.md"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="looptap-kept-") as tmp:
         work = Path(tmp)
-        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.against], capture_output=True, text=True, check=True).stdout.strip()
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", args.against],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         ref = work / f"tree-{rev}"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(ref), rev], check=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(ref), rev], check=True
+        )
         try:
             trees = [("this tree", ROOT), ("ref", ref)]
             for i, (_, tree) in enumerate(trees):
@@ -109,38 +145,62 @@ def main() -> int:
             perf._compile(trees)
             path = perf._big_run(args.size, args.dir or work / "big")
             mb = path.stat().st_size / 1e6
-            print(f"run {path} ({mb:,.0f} MB); load average {perf._load()}", file=sys.stderr, flush=True)
+            print(
+                f"run {path} ({mb:,.0f} MB); load average {perf._load()}",
+                file=sys.stderr,
+                flush=True,
+            )
             here, there = work / "cache-here", work / "cache-ref"
             rows: dict[str, dict[str, Any]] = {}
-            for name, tree, cache in (("first show", ROOT, here), ("second show", ROOT, here), ("ref show", ref, there)):
+            for name, tree, cache in (
+                ("first show", ROOT, here),
+                ("second show", ROOT, here),
+                ("ref show", ref, there),
+            ):
                 rows[name] = _show(tree, path, cache, work / f"{name.replace(' ', '-')}.out")
                 print(f"  {name}: {rows[name]}", file=sys.stderr, flush=True)
             same = (work / "ref-show.out").read_bytes()
-            differ = [n for n in ("first show", "second show") if (work / f"{n.replace(' ', '-')}.out").read_bytes() != same]
+            differ = [
+                n
+                for n in ("first show", "second show")
+                if (work / f"{n.replace(' ', '-')}.out").read_bytes() != same
+            ]
             insp_here = _inspector(ROOT, path, here)
             print(f"  inspector (kept): {insp_here}", file=sys.stderr, flush=True)
             insp_ref = _inspector(ref, path, there)
             print(f"  inspector ({rev}): {insp_ref}", file=sys.stderr, flush=True)
             kept_mb = sum(p.stat().st_size for p in here.iterdir()) / 1e6 if here.exists() else 0.0
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(ref)], check=False)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(ref)], check=False
+            )
     first, second, old = rows["first show"], rows["second show"], rows["ref show"]
     label = f"this tree ({head}{' + changes' if dirty else ''})"
     lines = [
-        f"Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC by `python bench/kept.py --size {args.size}` "
-        f"({platform.machine()}, {os.cpu_count()} CPUs, shared: the load average is given per row); trees: `{label}`, `{rev}`.",
+        f"Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC by `python "
+        f"bench/kept.py --size {args.size}` ({platform.machine()}, {os.cpu_count()} CPUs, shared: "
+        f"the load average is given per row); trees: `{label}`, `{rev}`.",
         "",
         f"| {mb:,.0f} MB run | {label} | {rev} | this / {rev} | load average before |",
         "|---|---:|---:|---:|---|",
-        f"| first `looptap show FILE` (analyses, keeps) | {_cell(first)} | {_cell(old)} | {first['s'] / old['s']:.2f}× | {first['load']} / {old['load']} |",
-        f"| second `looptap show FILE` (kept analysis; goal ≤ 20 s, ≤ 500 MB) | {_cell(second)} | (analyses again: {old['s']:.1f} s) "
-        f"| {second['s'] / old['s']:.2f}× | {second['load']} |",
+        f"| first `looptap show FILE` (analyses, keeps) | {_cell(first)} | {_cell(old)} | "
+        f"{first['s'] / old['s']:.2f}× | {first['load']} / {old['load']} |",
+        f"| second `looptap show FILE` (kept analysis; goal ≤ 20 s, ≤ 500 MB) | {_cell(second)} | "
+        f"(analyses again: {old['s']:.1f} s) | {second['s'] / old['s']:.2f}× | {second['load']} |",
         f"| inspector, whole file read | {_insp(insp_here)} (kept) | {_insp(insp_ref)} | "
-        + (f"{insp_here['full_read_s'] / insp_ref['full_read_s']:.2f}×" if "full_read_s" in insp_here and "full_read_s" in insp_ref else "")
+        + (
+            f"{insp_here['full_read_s'] / insp_ref['full_read_s']:.2f}×"
+            if "full_read_s" in insp_here and "full_read_s" in insp_ref
+            else ""
+        )
         + f" | {insp_here['load']} / {insp_ref['load']} |",
         "",
         f"Kept: {kept_mb:,.1f} MB in the cache directory. Output of `show` (stdout): "
-        + ("**differs** from the fresh analysis' in " + ", ".join(differ) if differ else f"first and second byte-identical to {rev}'s fresh analysis")
+        + (
+            "**differs** from the fresh analysis' in " + ", ".join(differ)
+            if differ
+            else f"first and second byte-identical to {rev}'s fresh analysis"
+        )
         + f" (sha256 {old['out']}).",
     ]
     print("\n".join(lines))

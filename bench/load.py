@@ -95,7 +95,9 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, floa
     first = time.perf_counter()
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ", 2)[1])
-    headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+    headers = {
+        k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+    }
     if "chunked" in headers.get("transfer-encoding", "").lower():
         parts = []
         while True:
@@ -131,8 +133,9 @@ async def _agent(a: int, turns: int, port: int, run: str, result: LoadResult) ->
         for t in range(turns):
             body = json.dumps({"model": "gpt-4o", "stream": True, "messages": history}).encode()
             head = (
-                f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-                f"Authorization: Bearer sk-load-0123456789abcdefghijklmn\r\nContent-Length: {len(body)}\r\n\r\n"
+                f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: "
+                "application/json\r\nAuthorization: Bearer "
+                f"sk-load-0123456789abcdefghijklmn\r\nContent-Length: {len(body)}\r\n\r\n"
             ).encode()
             start = time.perf_counter()
             writer.write(head + body)
@@ -143,7 +146,17 @@ async def _agent(a: int, turns: int, port: int, run: str, result: LoadResult) ->
                 result.errors.append(f"agent {a} turn {t}: HTTP {status}")
                 return
             text, events = _assistant_text(data)
-            result.samples.append(Sample(a, t, hashlib.sha256(data).hexdigest(), events, first - start, end - start, time.time()))
+            result.samples.append(
+                Sample(
+                    a,
+                    t,
+                    hashlib.sha256(data).hexdigest(),
+                    events,
+                    first - start,
+                    end - start,
+                    time.time(),
+                )
+            )
             history.append({"role": "assistant", "content": text})
             history.append({"role": "user", "content": f"Agent {a}, turn {t + 1}: and then?"})
     except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
@@ -164,13 +177,28 @@ def _start_upstream(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     ready = workdir / "upstream.port"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.upstream", "--port", "0", "--ready-file", str(ready), "--delay", "0"],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "tests.support.upstream",
+            "--port",
+            "0",
+            "--ready-file",
+            str(ready),
+            "--delay",
+            "0",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"fake upstream did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
+            raise RuntimeError(
+                f"fake upstream did not start: {proc.stderr.read().decode() if proc.stderr else ''}"
+            )
         time.sleep(0.05)
     return proc, f"http://127.0.0.1:{ready.read_text().strip()}"
 
@@ -189,10 +217,17 @@ def check_cassette(path: Path, result: LoadResult) -> dict[str, Any]:
         by_key[(agent, turn)] = ex
     sent = {(s.agent, s.turn): s for s in result.samples}
     lost = sorted(set(sent) - set(by_key))
-    corrupted = sorted(k for k in sent if k in by_key and hashlib.sha256(by_key[k].response_body).hexdigest() != sent[k].sha)
+    corrupted = sorted(
+        k
+        for k in sent
+        if k in by_key and hashlib.sha256(by_key[k].response_body).hexdigest() != sent[k].sha
+    )
     run = analyse(cas.exchanges)
     seq_of = {k: ex.seq for k, ex in by_key.items()}
-    expected = sorted(sorted(seq_of[(a, t)] for t in range(result.turns) if (a, t) in seq_of) for a in range(result.agents))
+    expected = sorted(
+        sorted(seq_of[(a, t)] for t in range(result.turns) if (a, t) in seq_of)
+        for a in range(result.agents)
+    )
     threaded = sorted(sorted(c.turns) for c in run.conversations)
     in_order = all(c.turns == sorted(c.turns) for c in run.conversations)
     return {
@@ -207,7 +242,14 @@ def check_cassette(path: Path, result: LoadResult) -> dict[str, Any]:
     }
 
 
-def run_load(agents: int, turns: int, workdir: Path, *, direct: bool = False, proxy_python: Path | None = None) -> LoadResult:
+def run_load(
+    agents: int,
+    turns: int,
+    workdir: Path,
+    *,
+    direct: bool = False,
+    proxy_python: Path | None = None,
+) -> LoadResult:
     """One load run (through ``looptap record`` unless ``direct``); checks the cassette."""
     from tests.support.recorder import RecorderProcess
 
@@ -218,7 +260,9 @@ def run_load(agents: int, turns: int, workdir: Path, *, direct: bool = False, pr
         port = int(up_url.rsplit(":", 1)[1])
         if not direct:
             out = workdir / "load.jsonl"
-            rec = RecorderProcess(out, workdir / "conf", up_url, python=proxy_python, ready_timeout=120)
+            rec = RecorderProcess(
+                out, workdir / "conf", up_url, python=proxy_python, ready_timeout=120
+            )
             port = rec.port()
             before = rec.stats()
         run = os.urandom(4).hex()
@@ -259,8 +303,9 @@ def run_load(agents: int, turns: int, workdir: Path, *, direct: bool = False, pr
 
 def table(results: list[LoadResult]) -> list[str]:
     rows = [
-        "| target | agents × turns | round trips | wall s | round trips/s | SSE events/s | latency p50 / p99 ms | TTFB p50 ms "
-        "| writer drain s | proxy CPU s (cores) | proxy peak RSS MB | writer CPU s | writer peak RSS MB |",
+        "| target | agents × turns | round trips | wall s | round trips/s | SSE events/s | latency "
+        "p50 / p99 ms | TTFB p50 ms | writer drain s | proxy CPU s (cores) | proxy peak RSS MB | "
+        "writer CPU s | writer peak RSS MB |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
@@ -272,10 +317,13 @@ def table(results: list[LoadResult]) -> list[str]:
         wall = r.wall or float("nan")
         cores = "—" if r.proxy_cpu is None else f"{r.proxy_cpu:.1f} ({r.proxy_cpu / wall:.2f})"
         rows.append(
-            f"| {r.target} | {r.agents} × {r.turns} | {r.round_trips} | {wall:.1f} | {r.round_trips / wall:.0f} | {events / wall:.0f} "
-            f"| {r.pct('total', 0.5) * 1000:.0f} / {r.pct('total', 0.99) * 1000:.0f} | {r.pct('ttfb', 0.5) * 1000:.0f} "
-            f"| {num(r.drain, '.2f')} | {cores} | {num(r.proxy_peak_rss and r.proxy_peak_rss / 1e6, '.0f')} "
-            f"| {num(r.writer_cpu, '.1f')} | {num(r.writer_peak_rss and r.writer_peak_rss / 1e6, '.0f')} |"
+            f"| {r.target} | {r.agents} × {r.turns} | {r.round_trips} | {wall:.1f} | "
+            f"{r.round_trips / wall:.0f} | {events / wall:.0f} | {r.pct('total', 0.5) * 1000:.0f} "
+            f"/ {r.pct('total', 0.99) * 1000:.0f} | {r.pct('ttfb', 0.5) * 1000:.0f} | "
+            f"{num(r.drain, '.2f')} | {cores} | "
+            f"{num(r.proxy_peak_rss and r.proxy_peak_rss / 1e6, '.0f')} | "
+            f"{num(r.writer_cpu, '.1f')} | "
+            f"{num(r.writer_peak_rss and r.writer_peak_rss / 1e6, '.0f')} |"
         )
     return rows
 
@@ -284,8 +332,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--agents", type=int, default=50)
     ap.add_argument("--turns", type=int, default=100)
-    ap.add_argument("--direct", action="store_true", help="also run the same load without the recorder, for comparison")
-    ap.add_argument("--proxy-python", default=os.environ.get("LOOPTAP_PROXY_PYTHON") or str(ROOT / ".venv-proxy/bin/python"))
+    ap.add_argument(
+        "--direct",
+        action="store_true",
+        help="also run the same load without the recorder, for comparison",
+    )
+    ap.add_argument(
+        "--proxy-python",
+        default=os.environ.get("LOOPTAP_PROXY_PYTHON") or str(ROOT / ".venv-proxy/bin/python"),
+    )
     args = ap.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory(prefix="looptap-load-") as tmp:
@@ -301,11 +356,19 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     c = res.checks
     print(
-        f"\ncassette: {c.get('recorded')} round trips recorded of {res.round_trips} completed; lost {len(c.get('lost', []))}, "
-        f"corrupted {len(c.get('corrupted', []))}; {c.get('conversations')} conversations of {c.get('turns_per_conversation')} turns, "
-        f"threaded as sent: {c.get('threaded_as_sent')}; {c.get('cassette_bytes', 0) / 1e6:.1f} MB on disk; errors: {res.errors or 'none'}"
+        f"\ncassette: {c.get('recorded')} round trips recorded of {res.round_trips} completed; "
+        f"lost {len(c.get('lost', []))}, corrupted {len(c.get('corrupted', []))}; "
+        f"{c.get('conversations')} conversations of {c.get('turns_per_conversation')} turns, "
+        f"threaded as sent: {c.get('threaded_as_sent')}; {c.get('cassette_bytes', 0) / 1e6:.1f} MB "
+        f"on disk; errors: {res.errors or 'none'}"
     )
-    ok = not res.errors and not c.get("lost") and not c.get("corrupted") and c.get("threaded_as_sent") and res.round_trips == args.agents * args.turns
+    ok = (
+        not res.errors
+        and not c.get("lost")
+        and not c.get("corrupted")
+        and c.get("threaded_as_sent")
+        and res.round_trips == args.agents * args.turns
+    )
     return 0 if ok else 1
 
 

@@ -20,7 +20,7 @@ Rows: idle (1 agent) and under load (``--load`` agents, by default 16 on HTTP an
 on a 2-core machine that also runs the upstream), each without and with ``--durable``. A kill of
 the recorder's main process alone loses nothing (tests/reliability/test_proxy_crash.py): the
 hand-off pipe outlives it and the writer drains it; this bench is about the writer dying too.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ for a in range(agents):
     threading.Thread(target=http_agent if kind == "http" else ws_agent, args=(a,), daemon=True).start()
 while True:
     time.sleep(3600)
-'''
+'''  # noqa: E501
 
 
 @dataclass
@@ -116,7 +116,15 @@ def _marker(body: bytes) -> str | None:
     return text.rsplit("[", 1)[1].split("]", 1)[0] if "[" in text else None
 
 
-def one_kill(kind: str, agents: int, durable: bool, upstream: str, work: Path, rng: random.Random, python: Path) -> Kill:
+def one_kill(
+    kind: str,
+    agents: int,
+    durable: bool,
+    upstream: str,
+    work: Path,
+    rng: random.Random,
+    python: Path,
+) -> Kill:
     """One ``looptap run`` killed (whole group, SIGKILL) after 1–3 s of traffic."""
     from cassettes.storage.store import read_records
     from tests.support.recorder import clean_env
@@ -124,13 +132,39 @@ def one_kill(kind: str, agents: int, durable: bool, upstream: str, work: Path, r
     work.mkdir(parents=True)
     (work / "agent.py").write_text(AGENT)
     out = work / "run.jsonl"
-    argv = [str(python), "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(work.parent / "conf"),
-            "--upstream", f"openai={upstream}", *(["--durable"] if durable else []),
-            "--", sys.executable, str(work / "agent.py"), kind, str(agents), work.name]
-    proc = subprocess.Popen(argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    argv = [
+        str(python),
+        "-m",
+        "cassettes.cli",
+        "run",
+        "-o",
+        str(out),
+        "--confdir",
+        str(work.parent / "conf"),
+        "--upstream",
+        f"openai={upstream}",
+        *(["--durable"] if durable else []),
+        "--",
+        sys.executable,
+        str(work / "agent.py"),
+        kind,
+        str(agents),
+        work.name,
+    ]
+    proc = subprocess.Popen(
+        argv,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None and not (out.exists() and out.read_bytes().count(b"\n") >= 3):
+    while (
+        time.monotonic() < deadline
+        and proc.poll() is None
+        and not (out.exists() and out.read_bytes().count(b"\n") >= 3)
+    ):
         time.sleep(0.02)
     time.sleep(rng.uniform(1.0, 3.0))
     os.killpg(proc.pid, signal.SIGKILL)
@@ -142,7 +176,13 @@ def one_kill(kind: str, agents: int, durable: bool, upstream: str, work: Path, r
             d = json.loads(line)
             got[d["marker"]] = d["t"]
     proc.stdout.close()
-    k = Kill(kind, agents, durable, completed=len(got), rate=sum(1 for t in got.values() if killed - t <= 1.0))
+    k = Kill(
+        kind,
+        agents,
+        durable,
+        completed=len(got),
+        rate=sum(1 for t in got.values() if killed - t <= 1.0),
+    )
     recorded: set[str] = set()
     if out.exists():
         for ex in read_records(out).exchanges:
@@ -159,27 +199,40 @@ def _row(kills: list[Kill]) -> str:
     lost = [len(k.lost) for k in kills]
     rate = statistics.median(k.rate for k in kills)
     where = "HTTP" if k0.kind == "http" else "WebSocket"
-    return (f"| {where} | {k0.agents} | {'yes' if k0.durable else 'no'} | {len(kills)} | {rate:.0f}/s | "
-            f"{sum(k.completed for k in kills):,} | {sum(lost):,} | {statistics.median(lost):.0f} / {max(lost)} | "
-            f"{statistics.median(windows):.0f} / {max(windows):.0f} |")
+    return (
+        f"| {where} | {k0.agents} | {'yes' if k0.durable else 'no'} | {len(kills)} | {rate:.0f}/s "
+        f"| {sum(k.completed for k in kills):,} | {sum(lost):,} | {statistics.median(lost):.0f} / "
+        f"{max(lost)} | {statistics.median(windows):.0f} / {max(windows):.0f} |"
+    )
 
 
-HEAD = ("| transport | agents | `--durable` | kills | round trips/s received in the last second before the kill (median) | round trips received | lost | "
-        "lost per kill, median / max | loss window ms, median / max |\n|---|---|---|---|---|---|---|---|---|")
+HEAD = (
+    "| transport | agents | `--durable` | kills | round trips/s received in the last second before "
+    "the kill (median) | round trips received | lost | lost per kill, median / max | loss window "
+    "ms, median / max |\n|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=8, help="kills per row")
-    ap.add_argument("--load", type=int, default=0, help="agents under load (default: 16 over HTTP, 8 over WebSocket)")
+    ap.add_argument(
+        "--load",
+        type=int,
+        default=0,
+        help="agents under load (default: 16 over HTTP, 8 over WebSocket)",
+    )
     ap.add_argument("--seed", type=int, default=20261123)
     ap.add_argument("--only", choices=("http", "ws"), help="one transport only")
-    ap.add_argument("--write", action="store_true", help=f"rewrite the table in {DOC.relative_to(ROOT)}")
+    ap.add_argument(
+        "--write", action="store_true", help=f"rewrite the table in {DOC.relative_to(ROOT)}"
+    )
     args = ap.parse_args(argv)
     python = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" / "bin" / "python")
     import logging
 
-    logging.getLogger("websockets").setLevel(logging.CRITICAL)  # every killed agent's connection is "failed"
+    # every killed agent's connection is "failed"
+    logging.getLogger("websockets").setLevel(logging.CRITICAL)
     from tests.support.ws_upstream import WsResponsesUpstream
 
     rng = random.Random(args.seed)
@@ -187,8 +240,22 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="looptap-loss-") as tmp:
         root = Path(tmp)
         ready = root / "port"
-        up = subprocess.Popen([sys.executable, "-m", "tests.support.upstream", "--port", "0", "--ready-file", str(ready), "--delay", "0.002"],
-                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        up = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.support.upstream",
+                "--port",
+                "0",
+                "--ready-file",
+                str(ready),
+                "--delay",
+                "0.002",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             deadline = time.monotonic() + 60
             while not ready.exists() and time.monotonic() < deadline:
@@ -205,7 +272,17 @@ def main(argv: list[str] | None = None) -> int:
                             kills = []
                             for _ in range(args.kills):
                                 n += 1
-                                kills.append(one_kill(kind, agents, durable, url, root / f"k{n:03d}", random.Random(rng.random()), python))
+                                kills.append(
+                                    one_kill(
+                                        kind,
+                                        agents,
+                                        durable,
+                                        url,
+                                        root / f"k{n:03d}",
+                                        random.Random(rng.random()),
+                                        python,
+                                    )
+                                )
                             rows.append(_row(kills))
                             print(rows[-1], flush=True)
         finally:
@@ -222,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
         _, tail = rest.split(END, 1)
         stamp = time.strftime("%Y-%m-%d", time.gmtime())
         load = os.getloadavg()[0]
-        DOC.write_text(f"{head}{BEGIN}\n{table}\n\n(measured {stamp}, {args.kills} kills a row, load average {load:.1f} at the end)\n{END}{tail}")
+        DOC.write_text(
+            f"{head}{BEGIN}\n{table}\n\n(measured {stamp}, {args.kills} kills a row, load average "
+            f"{load:.1f} at the end)\n{END}{tail}"
+        )
         print(f"wrote {DOC.relative_to(ROOT)}")
     return 0
 

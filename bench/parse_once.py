@@ -22,7 +22,7 @@ whoever), and how many stored responses were restored from the record (``sealed.
 answering); and, by a counting hook, how many request messages were parsed (a request parsed
 against the one it extends parses only what it appended). Per phase per record, so the figures read as "times each body was parsed".
 ``--against REF`` runs the same in REF's tree (a temporary ``git worktree``) and prints both.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -189,28 +189,54 @@ def _table(name: str, r: dict[str, object]) -> list[str]:
     lines = [f"{name}: {n} round trips ({r['turns']} turns)"]
     labels = [label for label, _, _ in COUNTED] + ["request messages parsed"]
     lines.append(f"  {'phase':<30}" + "".join(f"{label:>25}" for label in labels))
-    for phase in ("recorder", "inspector: open", "inspector: select every turn", "inspector: jump to every turn", "show: analyse", "show: print", "show"):
+    for phase in (
+        "recorder",
+        "inspector: open",
+        "inspector: select every turn",
+        "inspector: jump to every turn",
+        "show: analyse",
+        "show: print",
+        "show",
+    ):
         got = r[phase]
         assert isinstance(got, dict)
-        lines.append(f"  {phase:<30}" + "".join(f"{got.get(label, 0):>17} ({got.get(label, 0) / n:5.2f})" for label in labels))
+        lines.append(
+            f"  {phase:<30}"
+            + "".join(f"{got.get(label, 0):>17} ({got.get(label, 0) / n:5.2f})" for label in labels)
+        )
     return lines
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--against", help="a commit to measure beside this tree")
-    ap.add_argument("--records", type=int, default=200, help="round trips in the run (whole corpus files until this many)")
+    ap.add_argument(
+        "--records",
+        type=int,
+        default=200,
+        help="round trips in the run (whole corpus files until this many)",
+    )
     args = ap.parse_args()
     print("calls per phase (per round trip in brackets); counted by cProfile")
     if args.against:
         old = Path(tempfile.mkdtemp(prefix="looptap-old-"))
-        subprocess.run(["git", "worktree", "add", "--detach", str(old), args.against], cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(old), args.against],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
         try:
             # The corpus is data: the older tree reads this tree's (the same files).
             for line in _table(f"{args.against}", measure(old, args.records)):
                 print(line)
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, check=True, capture_output=True)
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(old)],
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+            )
     for line in _table("this tree", measure(ROOT, args.records)):
         print(line)
 

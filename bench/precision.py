@@ -19,7 +19,7 @@ ones, overall and on multi-turn conversations, on three bodies of traffic:
 ``--json`` saves every judged finding; run this script from another checkout (copy it there, keep
 ``LOOPTAP_CORPUS`` on the same corpus) to get the figures of that checkout's analysis on the same
 recordings, and pass them with ``--before``: the page then shows both, side by side.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -41,27 +41,79 @@ from real_corpus import corpus_files, rel  # noqa: E402
 from cassettes.analysis import analyse  # noqa: E402
 from cassettes.storage.vcr import load_vcr  # noqa: E402
 
-#: (code, phrase in the message or "") → (true?, why). Judged from every finding's message and the test that
-#: recorded it (what the test provoked: a misspelt model, an edited history …), not by replaying each.
+#: (code, phrase in the message or "") → (true?, why). Judged from every finding's message and the
+#: test that recorded it (what the test provoked: a misspelt model, an edited history …), not by
+#: replaying each.
 VERDICTS: dict[tuple[str, str], tuple[bool, str]] = {
-    ("A.http_error", ""): (True, "recorded API errors: unknown or misspelt models, unsupported parameters, media a model does not take, a refused tool-output order; each is the API's own status and text"),
-    ("A.truncated_length", ""): (True, "the finish reason is the token cap (length / max_tokens / MAX_TOKENS) and the cap in the request matches the output tokens"),
-    ("E.tool_call_error", ""): (True, "Gemini ended the turn with UNEXPECTED_TOOL_CALL: the model called list_files, which was not declared"),
-    ("A.rate_limited", ""): (True, "HTTP 429 from OpenRouter (three in a row, the test of retries)"),
-    ("A.error_in_200", ""): (True, "an error event inside a 200 stream (Groq tool_use_failed; OpenRouter's token limit)"),
-    ("C.truncated_treated_as_complete", ""): (True, "the client appended a cut-off answer (a token-capped one; one that ended in an error event) and went on"),
+    ("A.http_error", ""): (
+        True,
+        "recorded API errors: unknown or misspelt models, unsupported parameters, media a model "
+        "does not take, a refused tool-output order; each is the API's own status and text",
+    ),
+    ("A.truncated_length", ""): (
+        True,
+        "the finish reason is the token cap (length / max_tokens / MAX_TOKENS) and the cap in the "
+        "request matches the output tokens",
+    ),
+    ("E.tool_call_error", ""): (
+        True,
+        "Gemini ended the turn with UNEXPECTED_TOOL_CALL: the "
+        "model called list_files, which was not declared",
+    ),
+    ("A.rate_limited", ""): (
+        True,
+        "HTTP 429 from OpenRouter (three in a row, the test of retries)",
+    ),
+    ("A.error_in_200", ""): (
+        True,
+        "an error event inside a 200 stream (Groq tool_use_failed; OpenRouter's token limit)",
+    ),
+    ("C.truncated_treated_as_complete", ""): (
+        True,
+        "the client appended a cut-off answer (a token-capped "
+        "one; one that ended in an error event) and went on",
+    ),
     ("A.filtered", ""): (True, "Gemini stopped with SAFETY / Model Armor and returned nothing"),
     ("E.tool_not_offered", ""): (True, "the model called list_files; only get_file was offered"),
-    ("E.tool_choice_violated", ""): (True, "Bedrock: tool choice required, the model answered in text"),
+    ("E.tool_choice_violated", ""): (
+        True,
+        "Bedrock: tool choice required, the model answered in text",
+    ),
     ("E.empty_response", ""): (True, "end_turn with reasoning only: no text, no call"),
-    ("E.arguments_schema", ""): (True, "stock_lookup called with `ticker` where the schema requires `symbol` (the demo's model error)"),
-    ("C.pairing_error", ""): (True, "the API's 400: a reasoning item sent without its following item, after the test edited the history"),
-    ("C.history_mutated", ""): (True, "the test rewrites an earlier message on purpose (test_openai_responses_thinking_with_modified_history)"),
-    ("C.assistant_not_echoed", ""): (True, "the same test drops part of the model's answer before sending it back"),
-    ("C.duplicate_tool_result", ""): (True, "two results carry one call id: ids the client made up for Gemini's id-less calls collide when the run is replayed to Anthropic"),
-    ("C.cache_prefix_broken", ""): (True, "the tool definitions changed after turn 0 and the reported cache reads dropped that turn"),
+    ("E.arguments_schema", ""): (
+        True,
+        "stock_lookup called with `ticker` where the schema "
+        "requires `symbol` (the demo's model error)",
+    ),
+    ("C.pairing_error", ""): (
+        True,
+        "the API's 400: a reasoning item sent without its "
+        "following item, after the test edited the history",
+    ),
+    ("C.history_mutated", ""): (
+        True,
+        "the test rewrites an earlier message on purpose "
+        "(test_openai_responses_thinking_with_modified_history)",
+    ),
+    ("C.assistant_not_echoed", ""): (
+        True,
+        "the same test drops part of the model's answer before sending it back",
+    ),
+    ("C.duplicate_tool_result", ""): (
+        True,
+        "two results carry one call id: ids the client made up for Gemini's id-less calls collide "
+        "when the run is replayed to Anthropic",
+    ),
+    ("C.cache_prefix_broken", ""): (
+        True,
+        "the tool definitions changed after turn 0 and the reported cache reads dropped that turn",
+    ),
     ("A.prompt_blocked", ""): (True, "Model Armor blocked the prompt before generation"),
-    ("A.malformed_response", ""): (True, "HTTP 200 with a body that holds no choices, no finish, no error (the test of an invalid response)"),
+    ("A.malformed_response", ""): (
+        True,
+        "HTTP 200 with a body that holds no choices, no finish, "
+        "no error (the test of an invalid response)",
+    ),
 }
 
 #: Codes that name each injected bug (tests/support/concurrency.py's and tests/clients' bugs).
@@ -109,24 +161,47 @@ def corpus() -> tuple[list[Record], dict[str, int]]:
         multi_turns += sum(len(c.turns) for c in run.conversations if c.id in multi)
         for f in _serious(run):
             v = _verdict(f.code, f.message)
-            out.append({"section": "corpus", "where": f"{rel(path)}#{f.seq}", "code": f.code, "message": f.message[:300],
-                        "multi": f.conversation in multi, "true": None if v is None else v[0], "why": v[1] if v else ""})
+            out.append(
+                {
+                    "section": "corpus",
+                    "where": f"{rel(path)}#{f.seq}",
+                    "code": f.code,
+                    "message": f.message[:300],
+                    "multi": f.conversation in multi,
+                    "true": None if v is None else v[0],
+                    "why": v[1] if v else "",
+                }
+            )
     return out, {"files": files, "turns": turns, "multi_turns": multi_turns}
 
 
 def _show(path: Path) -> tuple[list[dict[str, Any]], set[str]]:
-    """What ``looptap show --json`` of this checkout says of a cassette (the path a user sees: streamed,
-    parked conversations and all): each round trip's view, and the conversations with two turns or more."""
-    out = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)], cwd=ROOT,
-                         capture_output=True, text=True)
+    """What ``looptap show --json`` of this checkout says of a cassette (the path a user sees:
+    streamed, parked conversations and all): each round trip's view, and the conversations with two
+    turns or more."""
+    out = subprocess.run(
+        [sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     views = [json.loads(ln) for ln in out.stdout.splitlines() if ln.startswith("{")]
     views = [v for v in views if v.get("schema") == "looptap.roundtrip/1"]
-    turns = Counter(str(v.get("conversation")) for v in views if v.get("conversation") is not None and v.get("turn") is not None)
+    turns = Counter(
+        str(v.get("conversation"))
+        for v in views
+        if v.get("conversation") is not None and v.get("turn") is not None
+    )
     return views, {c for c, n in turns.items() if n >= 2}
 
 
 def _serious_views(views: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    return [(v, f) for v in views for f in v.get("findings") or [] if f.get("severity") in ("warning", "error")]
+    return [
+        (v, f)
+        for v in views
+        for f in v.get("findings") or []
+        if f.get("severity") in ("warning", "error")
+    ]
 
 
 def _headers(record: dict[str, Any]) -> dict[str, str]:
@@ -134,7 +209,8 @@ def _headers(record: dict[str, Any]) -> dict[str, str]:
 
 
 def _records(path: Path) -> dict[int, dict[str, Any]]:
-    """The cassette's records by seq (the ground truth lives in their request headers and bodies)."""
+    """The cassette's records by seq (the ground truth lives in their request headers and
+    bodies)."""
     out: dict[int, dict[str, Any]] = {}
     for i, line in enumerate(path.read_text().splitlines()[1:]):
         rec = json.loads(line)
@@ -164,39 +240,139 @@ def concurrency(d: Path) -> tuple[list[Record], dict[str, int]]:
             why = (f"names the injected {variant} on agent {agent}'s turn {aturn}" if true else
                    f"on the bug turn, but {code} does not name {variant}" if on_bug else
                    f"agent {agent} turn {aturn} is a correct turn")
-            out.append({"section": "concurrency", "where": f"{family} N={n} {variant} #{v['seq']}", "code": code,
-                        "message": str(f.get("message"))[:300], "multi": str(v.get("conversation")) in multi, "true": true, "why": why})
+            out.append(
+                {
+                    "section": "concurrency",
+                    "where": f"{family} N={n} {variant} #{v['seq']}",
+                    "code": code,
+                    "message": str(f.get("message"))[:300],
+                    "multi": str(v.get("conversation")) in multi,
+                    "true": true,
+                    "why": why,
+                }
+            )
     return out, {"files": files, "turns": turns, "multi_turns": turns}
 
 
-#: Findings of the matrix's bug runs besides the root cause at the injected round trip, judged one by one from
-#: the recordings: (client id or "*", code, where: "at" the injected round trip or "after" it) → (true?, why).
+#: Findings of the matrix's bug runs besides the root cause at the injected round trip, judged one
+#: by one from the recordings: (client id or "*", code, where: "at" the injected round trip or
+#: "after" it) → (true?, why).
 MATRIX_JUDGED: dict[tuple[str, str, str], tuple[bool, str]] = {
-    ("*", "C.history_mutated", "after"): (True, "mutate_history rewrites one request only: the next request re-sends the original text, so the history really changed again between the two (a consequence of the bug, not folded under it)"),
-    ("*", "C.pairing_error", "at"): (True, "the scripted API's 400 for the mis-paired result really came; before issue 27 item 4 it kept its own severity beside the root cause"),
-    ("*", "E.repeated_call", "after"): (True, "the model called the same tool again after the result was lost"),
-    ("anthropic-python stream", "C.tool_results_split", "after"): (False, "after the rewritten history is restored, the result of turn 1's call (message [4], re-sent) is read as one of turn 2's results: results re-sent in a rewritten history are taken for new ones"),
-    ("pydantic-ai anthropic", "C.tool_results_split", "after"): (False, "after the rewritten history is restored, the result of turn 1's call (message [4], re-sent) is read as one of turn 2's results: results re-sent in a rewritten history are taken for new ones"),
-    ("google-genai stream", "C.orphan_tool_result", "at"): (False, "Gemini pairs results by name; in the rewritten history the re-sent functionResponses are read as new results, and find no call by that name left to answer"),
-    ("google-genai stream", "C.orphan_tool_result", "after"): (False, "Gemini pairs results by name; in the rewritten history the re-sent functionResponses are read as new results, and find no call by that name left to answer"),
-    ("smolagents", "C.dropped_tool_result", "at"): (False, "smolagents echoes calls and results as text; once the observation text is rewritten the echo no longer matches, the calls are not recognised as sent as text, and their results (sent as text) count as dropped"),
-    ("smolagents", "C.dropped_tool_result", "after"): (False, "smolagents echoes calls and results as text; once the observation text is rewritten the echo no longer matches, the calls are not recognised as sent as text, and their results (sent as text) count as dropped"),
-    ("smolagents", "C.assistant_not_echoed", "before"): (False, "smolagents echoes the model's tool calls as text (as in its clean run; fixed in issue 27's matrix work)"),
-    ("smolagents", "C.dropped_tool_result", "before"): (False, "smolagents sends calls and results as text; no call is pending for the API (as in its clean run; fixed: C.tool_calls_as_text, info)"),
-    ("llama-index react", "C.assistant_not_echoed", "before"): (False, "the ReAct text loop re-serialises the Action Input as a Python repr in its echo (as in its clean run; issue 27 item 7, fixed)"),
-    ("llama-index react", "C.assistant_not_echoed", "after"): (False, "the ReAct text loop re-serialises the Action Input as a Python repr in its echo (as in its clean run; issue 27 item 7, fixed)"),
-    ("openai-agents handoff", "C.dropped_tool_result", "at"): (False, "the handoff request whose result carried the wrong id was threaded as a new conversation (instructions and tools change at a handoff), so the bug was read as a dropped result at turn 0 (issue 27 item 8's class, fixed in b5025d6)"),
-    ("claude-code", "C.assistant_not_echoed", "after"): (False, "the result dropped from one request comes back on the next, before the previous answer: read as the answer not echoed (fixed by this branch: a late result is skipped before the echo)"),
-    ("codex", "E.tool_not_offered", "at"): (False, "Codex sends its tools as namespaces in an additional_tools item: the offered tools were read as the namespace names (issue 27 item 1, fixed)"),
-    ("codex", "E.tool_not_offered", "after"): (False, "Codex sends its tools as namespaces in an additional_tools item: the offered tools were read as the namespace names (issue 27 item 1, fixed)"),
+    ("*", "C.history_mutated", "after"): (
+        True,
+        "mutate_history rewrites one request only: the next request re-sends the original text, so "
+        "the history really changed again between the two (a consequence of the bug, not folded "
+        "under it)",
+    ),
+    ("*", "C.pairing_error", "at"): (
+        True,
+        "the scripted API's 400 for the mis-paired result really came; before issue 27 item 4 it "
+        "kept its own severity beside the root cause",
+    ),
+    ("*", "E.repeated_call", "after"): (
+        True,
+        "the model called the same tool again after the result was lost",
+    ),
+    ("anthropic-python stream", "C.tool_results_split", "after"): (
+        False,
+        "after the rewritten history is restored, the result of turn 1's call (message [4], "
+        "re-sent) is read as one of turn 2's results: results re-sent in a rewritten history are "
+        "taken for new ones",
+    ),
+    ("pydantic-ai anthropic", "C.tool_results_split", "after"): (
+        False,
+        "after the rewritten history is restored, the result of turn 1's call (message [4], "
+        "re-sent) is read as one of turn 2's results: results re-sent in a rewritten history are "
+        "taken for new ones",
+    ),
+    ("google-genai stream", "C.orphan_tool_result", "at"): (
+        False,
+        "Gemini pairs results by name; in the rewritten history the re-sent functionResponses are "
+        "read as new results, and find no call by that name left to answer",
+    ),
+    ("google-genai stream", "C.orphan_tool_result", "after"): (
+        False,
+        "Gemini pairs results by name; in the rewritten history the re-sent functionResponses are "
+        "read as new results, and find no call by that name left to answer",
+    ),
+    ("smolagents", "C.dropped_tool_result", "at"): (
+        False,
+        "smolagents echoes calls and results as text; once the observation text is rewritten the "
+        "echo no longer matches, the calls are not recognised as sent as text, and their results "
+        "(sent as text) count as dropped",
+    ),
+    ("smolagents", "C.dropped_tool_result", "after"): (
+        False,
+        "smolagents echoes calls and results as text; once the observation text is rewritten the "
+        "echo no longer matches, the calls are not recognised as sent as text, and their results "
+        "(sent as text) count as dropped",
+    ),
+    ("smolagents", "C.assistant_not_echoed", "before"): (
+        False,
+        "smolagents echoes the model's tool calls as text (as "
+        "in its clean run; fixed in issue 27's matrix work)",
+    ),
+    ("smolagents", "C.dropped_tool_result", "before"): (
+        False,
+        "smolagents sends calls and results as text; no call is pending for the API (as in its "
+        "clean run; fixed: C.tool_calls_as_text, info)",
+    ),
+    ("llama-index react", "C.assistant_not_echoed", "before"): (
+        False,
+        "the ReAct text loop re-serialises the Action Input as a Python repr in its echo (as in "
+        "its clean run; issue 27 item 7, fixed)",
+    ),
+    ("llama-index react", "C.assistant_not_echoed", "after"): (
+        False,
+        "the ReAct text loop re-serialises the Action Input as a Python repr in its echo (as in "
+        "its clean run; issue 27 item 7, fixed)",
+    ),
+    ("openai-agents handoff", "C.dropped_tool_result", "at"): (
+        False,
+        "the handoff request whose result carried the wrong id was threaded as a new conversation "
+        "(instructions and tools change at a handoff), so the bug was read as a dropped result at "
+        "turn 0 (issue 27 item 8's class, fixed in b5025d6)",
+    ),
+    ("claude-code", "C.assistant_not_echoed", "after"): (
+        False,
+        "the result dropped from one request comes back on the next, before the previous answer: "
+        "read as the answer not echoed (fixed by this branch: a late result is skipped before the "
+        "echo)",
+    ),
+    ("codex", "E.tool_not_offered", "at"): (
+        False,
+        "Codex sends its tools as namespaces in an additional_tools item: the offered tools were "
+        "read as the namespace names (issue 27 item 1, fixed)",
+    ),
+    ("codex", "E.tool_not_offered", "after"): (
+        False,
+        "Codex sends its tools as namespaces in an additional_tools item: the offered tools were "
+        "read as the namespace names (issue 27 item 1, fixed)",
+    ),
 }
 
-#: The clean runs' findings of the checkout before issue 27 (each false: a clean run has no bug), why.
+#: The clean runs' findings of the checkout before issue 27 (each false: a clean run has no bug),
+#: why.
 MATRIX_CLEAN_WHY: dict[tuple[str, str], str] = {
-    ("codex", "E.tool_not_offered"): "Codex's namespaced tools in additional_tools read as the namespace names (issue 27 item 1, fixed)",
-    ("llama-index react", "C.assistant_not_echoed"): "the ReAct text loop re-serialises the Action Input as a Python repr in its echo (issue 27 item 7, fixed)",
-    ("smolagents", "C.assistant_not_echoed"): "smolagents echoes the model's tool calls as text (fixed in issue 27's matrix work)",
-    ("smolagents", "C.dropped_tool_result"): "smolagents sends calls and results as text; no call is pending for the API (fixed: C.tool_calls_as_text, info)",
+    (
+        "codex",
+        "E.tool_not_offered",
+    ): "Codex's namespaced tools in additional_tools read "
+    "as the namespace names (issue 27 item 1, fixed)",
+    (
+        "llama-index react",
+        "C.assistant_not_echoed",
+    ): "the ReAct text loop re-serialises the Action Input as "
+    "a Python repr in its echo (issue 27 item 7, fixed)",
+    (
+        "smolagents",
+        "C.assistant_not_echoed",
+    ): "smolagents echoes the model's tool calls as text (fixed in issue 27's matrix work)",
+    (
+        "smolagents",
+        "C.dropped_tool_result",
+    ): "smolagents sends calls and results as text; no call is pending for the API (fixed: "
+    "C.tool_calls_as_text, info)",
 }
 
 
@@ -215,25 +391,51 @@ def matrix(d: Path) -> tuple[list[Record], dict[str, int]]:
         views, multi = _show(path)
         files += 1
         turns += sum(1 for v in views if v.get("turn") is not None)
-        multi_turns += sum(1 for v in views if v.get("turn") is not None and str(v.get("conversation")) in multi)
+        multi_turns += sum(
+            1 for v in views if v.get("turn") is not None and str(v.get("conversation")) in multi
+        )
         marked = set()
-        for seq, rec in _records(path).items():  # the header, or the metadata of a WebSocket message
+        # the header, or the metadata of a WebSocket message
+        for seq, rec in _records(path).items():
             if "x-matrix-injected" in json.dumps(rec.get("request")):
                 marked.add(seq)
         bug = row.get("bug") if row.get("variant") == "bug" else None
         client = str(row["client"])
         for v, f in _serious_views(views):
             code, seq = str(f.get("code")), int(v["seq"])
-            if bug and seq in marked and f.get("layer") == "C" and code in MATRIX_BUGS.get(str(bug), set()):
+            if (
+                bug
+                and seq in marked
+                and f.get("layer") == "C"
+                and code in MATRIX_BUGS.get(str(bug), set())
+            ):
                 true, why = True, f"names the injected {bug} where it was injected"
             elif bug:
-                where = "at" if seq in marked else "before" if marked and seq < min(marked) else "after"
+                where = (
+                    "at" if seq in marked else "before" if marked and seq < min(marked) else "after"
+                )
                 judged = _judge_matrix(client, code, where)
-                true, why = judged if judged else (False, f"UNJUDGED: the run with {bug} injected at #{sorted(marked)}")
+                true, why = (
+                    judged
+                    if judged
+                    else (False, f"UNJUDGED: the run with {bug} injected at #{sorted(marked)}")
+                )
             else:
-                true, why = False, "a clean run: " + MATRIX_CLEAN_WHY.get((client, code), "UNJUDGED")
-            out.append({"section": "matrix", "where": f"{client} ({row['variant']}) #{seq}", "code": code,
-                        "message": str(f.get("message"))[:300], "multi": str(v.get("conversation")) in multi, "true": true, "why": why})
+                true, why = (
+                    False,
+                    "a clean run: " + MATRIX_CLEAN_WHY.get((client, code), "UNJUDGED"),
+                )
+            out.append(
+                {
+                    "section": "matrix",
+                    "where": f"{client} ({row['variant']}) #{seq}",
+                    "code": code,
+                    "message": str(f.get("message"))[:300],
+                    "multi": str(v.get("conversation")) in multi,
+                    "true": true,
+                    "why": why,
+                }
+            )
     return out, {"files": files, "turns": turns, "multi_turns": multi_turns}
 
 
@@ -250,13 +452,19 @@ def render(after: dict[str, Any], before: dict[str, Any] | None) -> str:
     lines = [
         "# Findings precision",
         "",
-        "Generated by `python bench/precision.py --concurrency DIR --matrix DIR --before BEFORE.json --write` (the module's",
-        "docstring says how each body of traffic is judged). Every finding of severity warning or error is judged true",
-        "or false; precision is the share of true ones, over all findings and over those in multi-turn conversations",
-        "(two turns or more). **Before** is the analysis of the checkout named, **after** this one, each run on the",
-        "same recordings (the concurrency and matrix cassettes were recorded once, by this checkout's recorder).",
+        "Generated by `python bench/precision.py --concurrency DIR --matrix DIR --before "
+        "BEFORE.json --write` (the module's",
+        "docstring says how each body of traffic is judged). Every finding of severity warning or "
+        "error is judged true",
+        "or false; precision is the share of true ones, over all findings and over those in "
+        "multi-turn conversations",
+        "(two turns or more). **Before** is the analysis of the checkout named, **after** this "
+        "one, each run on the",
+        "same recordings (the concurrency and matrix cassettes were recorded once, by this "
+        "checkout's recorder).",
         "",
-        f"| traffic | recordings | turns (in multi-turn conversations) | {b_label}: all | before: multi-turn | after ({after['commit']}): all | after: multi-turn |",
+        f"| traffic | recordings | turns (in multi-turn conversations) | {b_label}: all | before: "
+        f"multi-turn | after ({after['commit']}): all | after: multi-turn |",
         "|---|---|---|---|---|---|---|",
     ]
     for sec in ("corpus", "concurrency", "matrix"):
@@ -265,15 +473,27 @@ def render(after: dict[str, Any], before: dict[str, Any] | None) -> str:
         a = after["sections"][sec]
         b = (before or {}).get("sections", {}).get(sec)
         st = a["stats"]
-        lines.append(f"| {sec} | {st['files']:,} | {st['turns']:,} ({st['multi_turns']:,}) | "
-                     + (f"{_share(b['findings'])} | {_share(b['findings'], True)}" if b else "not run | not run")
-                     + f" | {_share(a['findings'])} | {_share(a['findings'], True)} |")
+        lines.append(
+            f"| {sec} | {st['files']:,} | {st['turns']:,} ({st['multi_turns']:,}) | "
+            + (
+                f"{_share(b['findings'])} | {_share(b['findings'], True)}"
+                if b
+                else "not run | not run"
+            )
+            + f" | {_share(a['findings'])} | {_share(a['findings'], True)} |"
+        )
     for sec in ("corpus", "concurrency", "matrix"):
         if sec not in after["sections"]:
             continue
         a = after["sections"][sec]["findings"]
         b = ((before or {}).get("sections", {}).get(sec) or {}).get("findings")
-        lines += ["", f"## {sec}: findings by code", "", "| code | before | after | verdict | why |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## {sec}: findings by code",
+            "",
+            "| code | before | after | verdict | why |",
+            "|---|---|---|---|---|",
+        ]
         groups: dict[str, list[Record]] = defaultdict(list)
         for r in a:
             groups[r["code"]].append(r)
@@ -281,57 +501,101 @@ def render(after: dict[str, Any], before: dict[str, Any] | None) -> str:
         for code in sorted(set(groups) | set(bcount), key=lambda c: (-len(groups.get(c, [])), c)):
             recs = groups.get(code) or [r for r in b or [] if r["code"] == code]
             verdicts = {r["true"] for r in recs}
-            verdict = ("UNJUDGED" if None in verdicts else "true" if verdicts == {True} else "false" if verdicts == {False} else
-                       f"{sum(1 for r in recs if r['true'])} true, {sum(1 for r in recs if not r['true'])} false")
-            why = "; ".join(sorted({r["why"] for r in recs if r["true"]}))[:300] or "see the false ones below"
-            lines.append(f"| `{code}` | {bcount.get(code, 0) if b is not None else '–'} | {len(groups.get(code, []))} | {verdict} | {why} |")
+            verdict = (
+                "UNJUDGED"
+                if None in verdicts
+                else "true"
+                if verdicts == {True}
+                else "false"
+                if verdicts == {False}
+                else f"{sum(1 for r in recs if r['true'])} true, "
+                f"{sum(1 for r in recs if not r['true'])} false"
+            )
+            why = (
+                "; ".join(sorted({r["why"] for r in recs if r["true"]}))[:300]
+                or "see the false ones below"
+            )
+            lines.append(
+                f"| `{code}` | {bcount.get(code, 0) if b is not None else '–'} | "
+                f"{len(groups.get(code, []))} | {verdict} | {why} |"
+            )
         for label, recs in (("after", a), ("before", b or [])):
             false = [r for r in recs if not r["true"]]
             if not false:
                 continue
             lines += ["", f"False or unjudged ones, {label} ({len(false)}):", ""]
-            lines += [f"- `{r['code']}` at {r['where']}{' (multi-turn)' if r['multi'] else ''}: {r['why'] or 'UNJUDGED'}. "
-                      f"{FALSE_WHY.get((sec, r['code'], r['where'].split(' #')[0]), '')}".rstrip() for r in false[:60]]
+            lines += [
+                f"- `{r['code']}` at {r['where']}{' (multi-turn)' if r['multi'] else ''}: "
+                f"{r['why'] or 'UNJUDGED'}. "
+                f"{FALSE_WHY.get((sec, r['code'], r['where'].split(' #')[0]), '')}".rstrip()
+                for r in false[:60]
+            ]
             if len(false) > 60:
                 lines.append(f"- … and {len(false) - 60} more of the same codes")
     lines += [
         "",
-        "What this does not measure: findings none of these recordings provoke, and recall (a bug missed is no finding;",
-        "the concurrency and matrix bug runs and `tests/cassettes/analysis/test_mutations.py` measure that).",
+        "What this does not measure: findings none of these recordings provoke, and recall (a bug "
+        "missed is no finding;",
+        "the concurrency and matrix bug runs and `tests/cassettes/analysis/"
+        "test_mutations.py` measure that).",
     ]
     return "\n".join(lines) + "\n"
 
 
-#: Why each kind of false finding was false (root causes found by reading the recordings), by section and code.
+#: Why each kind of false finding was false (root causes found by reading the recordings), by
+#: section and code.
 FALSE_WHY: dict[tuple[str, str, str], str] = {
     ("concurrency", "C.dropped_tool_result", "openai_responses N=64 no_echo"): (
-        "Found by this run, not fixed (parsing, not analysis): with 64 agents the conversation's previous turn had its "
-        "history released, so the request was parsed in full instead of against its base; the full parse groups the two "
-        "consecutive function_call_output items into one message (3 messages), the delta parse keeps them apart (4), and "
-        "the threader's kept count (3) then leaves no appended message: the result that is there is not seen. "
-        "`looptap show` shows it; analyse() on the same cassette does not."),
+        "Found by this run, not fixed (parsing, not analysis): with 64 agents the conversation's "
+        "previous turn had its history released, so the request was parsed in full instead of "
+        "against its base; the full parse groups the two consecutive function_call_output items "
+        "into one message (3 messages), the delta parse keeps them apart (4), and the threader's "
+        "kept count (3) then leaves no appended message: the result that is there is not seen. "
+        "`looptap show` shows it; analyse() on the same cassette does not."
+    ),
 }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--concurrency", type=Path, help="cassettes kept by bench/concurrency.py --keep")
-    ap.add_argument("--matrix", type=Path, help="cassettes and reports kept by the client matrix (LOOPTAP_CLIENTS_REPORT)")
+    ap.add_argument(
+        "--concurrency", type=Path, help="cassettes kept by bench/concurrency.py --keep"
+    )
+    ap.add_argument(
+        "--matrix",
+        type=Path,
+        help="cassettes and reports kept by the client matrix (LOOPTAP_CLIENTS_REPORT)",
+    )
     ap.add_argument("--json", type=Path, help="save every judged finding here")
-    ap.add_argument("--before", type=Path, help="the --json of another checkout, shown beside this one")
-    ap.add_argument("--skip-corpus", action="store_true", help="leave the corpus out (to re-judge the other recordings)")
+    ap.add_argument(
+        "--before", type=Path, help="the --json of another checkout, shown beside this one"
+    )
+    ap.add_argument(
+        "--skip-corpus",
+        action="store_true",
+        help="leave the corpus out (to re-judge the other recordings)",
+    )
     ap.add_argument("--after", type=Path, help="render this --json instead of analysing again")
     ap.add_argument("--write", action="store_true", help="write docs/findings-precision.md")
     args = ap.parse_args()
     if args.after is not None:
-        text = render(json.loads(args.after.read_text()), json.loads(args.before.read_text()) if args.before else None)
+        text = render(
+            json.loads(args.after.read_text()),
+            json.loads(args.before.read_text()) if args.before else None,
+        )
         print(text)
         if args.write:
             (ROOT / "docs" / "findings-precision.md").write_text(text)
         return
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     result: dict[str, Any] = {"commit": commit or "?", "sections": {}}
-    for name, fn, arg in (("corpus", corpus, None), ("concurrency", concurrency, args.concurrency), ("matrix", matrix, args.matrix)):
+    for name, fn, arg in (
+        ("corpus", corpus, None),
+        ("concurrency", concurrency, args.concurrency),
+        ("matrix", matrix, args.matrix),
+    ):
         if (name != "corpus" and arg is None) or (name == "corpus" and args.skip_corpus):
             continue
         recs, stats = fn(arg) if arg is not None else fn()  # type: ignore[operator]

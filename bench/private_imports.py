@@ -27,7 +27,7 @@ tests/, is a package too):
 ``--scope all`` adds tests/ and bench/. ``--list`` prints each crossing as ``file:line  name``.
 Imports of another library's private names are not counted here (issue 47, item 6), nor
 imports written inside a string of code that a script runs (bench/parse_once.py's child).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -172,7 +172,9 @@ def _named_in_a_call(
 
 
 def _count(scope: str) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str]]]:
-    listed = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     files = [Path(f) for f in listed.stdout.split() if f.split("/")[0] in (*CODE, "tests", "bench")]
     tree = _Tree(files)
     roots = CODE if scope == "code" else (*CODE, "tests", "bench")
@@ -205,11 +207,15 @@ def main() -> None:
             print(f"# {title}")
             for f, line, name in sorted(rows):
                 print(f"{f}:{line}  {name}")
-    listed = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     ours = _Tree([Path(f) for f in listed.stdout.split()]).modules
     submodules = sum(1 for _, _, name in modules if name in ours)
-    print(f"private names used across modules: {len(modules)} ({len(modules) - submodules} functions, classes "
-          f"or constants; {submodules} imports of a private module)")
+    print(
+        f"private names used across modules: {len(modules)} ({len(modules) - submodules} "
+        f"functions, classes or constants; {submodules} imports of a private module)"
+    )
     print(f"private names used across packages: {len(packages)}")
 
 

@@ -50,7 +50,7 @@ whether its kept analysis checks out (``kept.take``) once it has finished.
 
 Absolute numbers depend on the machine (shared, noisy 2-core boxes here, with the upstream, the
 proxy and the client all on those 2 cores): compare the columns, not the values across runs.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
 TARGETS: tuple[str, ...] = ("direct", "bare", "stream", "looptap")
-LABEL = {"direct": "direct", "bare": "bare mitmproxy", "stream": "bare + stream", "looptap": "looptap", "uvloop": "looptap+uvloop",
+LABEL = {"direct": "direct", "bare": "bare mitmproxy", "stream": "bare + stream", "looptap": "looptap", "uvloop": "looptap+uvloop",  # noqa: E501
          "nokeep": "looptap, no keeper"}  # fmt: skip
 N_EVENTS = 20
 GAP = 0.020
@@ -103,14 +103,14 @@ def small_body(i: int) -> bytes:
 
 def _big_prefix() -> bytes:
     rng = random.Random(7)
-    vocab = (
-        "the agent reads a file then calls a tool and checks the result before it answers with care".split()
-    )
+    vocab = "the agent reads a file then calls a tool and checks the result before it answers with care".split()  # noqa: E501
     msgs: list[dict[str, str]] = [{"role": "system", "content": "You are a coding agent. " * 20}]
     for k in range(96):
         text = " ".join(rng.choice(vocab) for _ in range(380))
         msgs.append({"role": "user" if k % 2 == 0 else "assistant", "content": text})
-    return json.dumps({"model": "gpt-4o-mini", "messages": msgs}, separators=(",", ":")).encode()[:-2]
+    return json.dumps({"model": "gpt-4o-mini", "messages": msgs}, separators=(",", ":")).encode()[
+        :-2
+    ]
 
 
 _BIG_PREFIX: bytes | None = None
@@ -125,7 +125,10 @@ def big_body(i: int) -> bytes:
 
 
 def sse_body(i: int) -> bytes:
-    return b'{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"stream %06d"}]}' % i
+    return (
+        b'{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user",'
+        b'"content":"stream %06d"}]}' % i
+    )
 
 
 def _event(i: int, sent: float) -> bytes:
@@ -138,8 +141,8 @@ def _event(i: int, sent: float) -> bytes:
     finish = b'"stop"' if i == N_EVENTS - 1 else b"null"
     return (
         b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,'
-        b'"model":"gpt-4o-mini","sent":%.6f,"choices":[{"index":0,"delta":%s,"finish_reason":%s}]}\n\n'
-        % (sent, delta, finish)
+        b'"model":"gpt-4o-mini","sent":%.6f,"choices":[{"index":0,"delta":%s,'
+        b'"finish_reason":%s}]}\n\n' % (sent, delta, finish)
     )
 
 
@@ -227,23 +230,43 @@ def _ws_event(i: int, turn: bytes, sent: float) -> bytes:
     """One Responses event of a WebSocket turn, with the upstream's send time in it."""
     rid = b"resp_%s" % turn
     if i == 0:
-        return b'{"type":"response.created","sequence_number":0,"sent":%.6f,"response":{"id":"%s","object":"response","status":"in_progress","model":"gpt-5","output":[]}}' % (sent, rid)
+        return (
+            b'{"type":"response.created","sequence_number":0,"sent":%.6f,"response":{"id":"%s",'
+            b'"object":"response","status":"in_progress","model":"gpt-5","output":[]}}'
+            % (sent, rid)
+        )
     if i < N_EVENTS - 1:
-        return b'{"type":"response.output_text.delta","sequence_number":%d,"sent":%.6f,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"tok%d "}' % (i, sent, i)
-    return (b'{"type":"response.completed","sequence_number":%d,"sent":%.6f,"response":{"id":"%s","object":"response","status":"completed",'
-            b'"model":"gpt-5","output":[{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text",'
-            b'"text":"done","annotations":[]}]}],"usage":{"input_tokens":10,"output_tokens":18,"total_tokens":28}}}' % (i, sent, rid))
+        return (
+            b'{"type":"response.output_text.delta","sequence_number":%d,"sent":%.6f,'
+            b'"item_id":"msg_1","output_index":0,"content_index":0,"delta":"tok%d "}' % (i, sent, i)
+        )
+    return (
+        b'{"type":"response.completed","sequence_number":%d,"sent":%.6f,"response":{"id":"%s",'
+        b'"object":"response","status":"completed","model":"gpt-5","output":[{"type":"message",'
+        b'"id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text",'
+        b'"text":"done","annotations":[]}]}],"usage":{"input_tokens":10,"output_tokens":18,'
+        b'"total_tokens":28}}}'
+        % (i, sent, rid)
+    )
 
 
-async def _serve_ws(lines: list[bytes], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _serve_ws(
+    lines: list[bytes], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
     """A WebSocket session (RFC 6455 framing from looptap's replay server): each text message is
     a turn, answered with N_EVENTS messages GAP apart."""
     from cassettes.replay.transports import wsframes
 
     loop = asyncio.get_running_loop()
-    key = next(v.strip() for k, _, v in (ln.partition(b":") for ln in lines[1:]) if k.strip().lower() == b"sec-websocket-key")
-    writer.write(b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: %s\r\n\r\n"
-                 % wsframes.accept_key(key.decode()).encode())
+    key = next(
+        v.strip()
+        for k, _, v in (ln.partition(b":") for ln in lines[1:])
+        if k.strip().lower() == b"sec-websocket-key"
+    )
+    writer.write(
+        b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: "
+        b"Upgrade\r\nsec-websocket-accept: %s\r\n\r\n" % wsframes.accept_key(key.decode()).encode()
+    )
     await writer.drain()
     incoming = wsframes.MessageReader(reader)
     turns = 0
@@ -365,11 +388,17 @@ def _instrument_hooks(addon: Any, stats: dict[str, list[float]]) -> None:
 
 
 async def serve_looptap(
-    upstream_port: int, workdir: Path, profile: str | None, durable: bool = False, name: str = "looptap", seed: Path | None = None
+    upstream_port: int,
+    workdir: Path,
+    profile: str | None,
+    durable: bool = False,
+    name: str = "looptap",
+    seed: Path | None = None,
 ) -> None:
     from proxy.launcher import Recorder, RecorderConfig
 
-    if seed is not None:  # appended to (--keeper): the cassette is past kept.MIN_BYTES from the start
+    # appended to (--keeper): the cassette is past kept.MIN_BYTES from the start
+    if seed is not None:
         shutil.copyfile(seed, workdir / f"{name}.jsonl")
     cfg = RecorderConfig(
         output=workdir / f"{name}.jsonl",
@@ -536,7 +565,9 @@ class Conn:
                 elif ev.strip() == b"data: [DONE]":
                     done = True
         t_total = time.perf_counter() - t0
-        return SSEResult(t_head, t_first if t_first is not None else t_total, t_total, lats, len(lats), done)
+        return SSEResult(
+            t_head, t_first if t_first is not None else t_total, t_total, lats, len(lats), done
+        )
 
 
 class WsConn:
@@ -552,8 +583,12 @@ class WsConn:
 
         self.r, self.w = await asyncio.open_connection("127.0.0.1", self.port)
         key = base64.b64encode(os.urandom(16))
-        self.w.write(b"GET /ws/v1/responses HTTP/1.1\r\nhost: 127.0.0.1:%d\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-                     b"sec-websocket-key: %s\r\nsec-websocket-version: 13\r\nauthorization: %s\r\n\r\n" % (self.port, key, AUTH.encode()))
+        self.w.write(
+            b"GET /ws/v1/responses HTTP/1.1\r\nhost: 127.0.0.1:%d\r\nupgrade: "
+            b"websocket\r\nconnection: Upgrade\r\nsec-websocket-key: %s\r\nsec-websocket-version: "
+            b"13\r\nauthorization: %s\r\n\r\n"
+            % (self.port, key, AUTH.encode())
+        )
         head = await self.r.readuntil(b"\r\n\r\n")
         if b" 101 " not in head.split(b"\r\n")[0]:
             raise RuntimeError(f"WebSocket upgrade refused: {head[:80]!r}")
@@ -562,8 +597,12 @@ class WsConn:
     def send(self, payload: bytes) -> None:
         mask = os.urandom(4)
         n = len(payload)
-        head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big"))
-        body = (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
+        head = bytes([0x81]) + (
+            bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big")
+        )
+        body = (
+            int.from_bytes(payload, "big") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")
+        ).to_bytes(n, "big")
         self.w.write(head + mask + body)
 
     async def recv(self) -> bytes:
@@ -577,7 +616,10 @@ class WsConn:
 
     async def turn(self, i: int) -> tuple[float, list[float]]:
         t0 = time.perf_counter()
-        self.send(b'{"type":"response.create","model":"gpt-5","input":[{"role":"user","content":"turn %06d"}]}' % i)
+        self.send(
+            b'{"type":"response.create","model":"gpt-5","input":[{"role":"user",'
+            b'"content":"turn %06d"}]}' % i
+        )
         lats: list[float] = []
         first = None
         for _ in range(N_EVENTS):
@@ -703,7 +745,9 @@ class Bench:
             for b in range(rounds):
                 for t in self._order(b):
                     t0 = time.perf_counter()
-                    await asyncio.gather(*(self._sse(t, c, keep=True, into_conc=True) for c in conns[t]))
+                    await asyncio.gather(
+                        *(self._sse(t, c, keep=True, into_conc=True) for c in conns[t])
+                    )
                     self.s[t].conc_round.append(time.perf_counter() - t0)
                     await asyncio.sleep(0.05)
         finally:
@@ -742,7 +786,9 @@ class Child:
         while True:
             line = await asyncio.wait_for(proc.stdout.readline(), 60)
             if not line:
-                raise RuntimeError(f"{target} process exited before it was ready (rc={await proc.wait()})")
+                raise RuntimeError(
+                    f"{target} process exited before it was ready (rc={await proc.wait()})"
+                )
             if line.startswith(b"READY "):
                 child.port = int(line.split()[1])
                 return child
@@ -761,7 +807,9 @@ class Child:
             await self.proc.wait()
 
 
-def verify_cassette(path: Path, expected: int, sse_expected: int, ws_expected: int = 0, seeded: int = 0) -> dict[str, Any]:
+def verify_cassette(
+    path: Path, expected: int, sse_expected: int, ws_expected: int = 0, seeded: int = 0
+) -> dict[str, Any]:
     from cassettes.parsing.roundtrip import parse_all
     from cassettes.storage.store import read_records
 
@@ -778,7 +826,12 @@ def verify_cassette(path: Path, expected: int, sse_expected: int, ws_expected: i
         kind = ex.url.split("/")[3]
         kinds[kind] = kinds.get(kind, 0) + 1
         if kind == "ws":
-            ws_ok += rt.complete is True and rt.response is not None and rt.response.text == "done" and len(ex.response_chunks) == N_EVENTS
+            ws_ok += (
+                rt.complete is True
+                and rt.response is not None
+                and rt.response.text == "done"
+                and len(ex.response_chunks) == N_EVENTS
+            )
         if kind == "sse":
             sse_total += 1
             body = ex.response_body
@@ -849,12 +902,18 @@ def report(
     row(f"SSE event latency p50 (n={n['sse_lat']})", lambda t: fmt(p(S[t].sse_lat, 0.5)))
     row("SSE event latency p99", lambda t: fmt(p(S[t].sse_lat, 0.99)))
     row("SSE stream total p50", lambda t: fmt(p(S[t].sse_total, 0.5)))
-    row(f"WS first message p50 (n={len(S['direct'].ws_first)})", lambda t: fmt(p(S[t].ws_first, 0.5)))
+    row(
+        f"WS first message p50 (n={len(S['direct'].ws_first)})",
+        lambda t: fmt(p(S[t].ws_first, 0.5)),
+    )
     row(f"WS message latency p50 (n={len(S['direct'].ws_lat)})", lambda t: fmt(p(S[t].ws_lat, 0.5)))
     row("WS message latency p99", lambda t: fmt(p(S[t].ws_lat, 0.99)))
     row(f"{CONC} conc: event lat p50 (n={n['conc_lat']})", lambda t: fmt(p(S[t].conc_lat, 0.5)))
     row(f"{CONC} conc: event lat p99", lambda t: fmt(p(S[t].conc_lat, 0.99)))
-    row(f"{CONC} conc: round total p50 (n={n['conc_round']})", lambda t: fmt(p(S[t].conc_round, 0.5)))
+    row(
+        f"{CONC} conc: round total p50 (n={n['conc_round']})",
+        lambda t: fmt(p(S[t].conc_round, 0.5)),
+    )
     row(
         f"{CONC} conc: round total max",
         lambda t: fmt(max(S[t].conc_round) * ms if S[t].conc_round else float("nan")),
@@ -877,7 +936,10 @@ def report(
 
     w0 = max(len(r[0]) for r in rows) + 2
     wc = max(16, max(len(LABEL[t]) for t in TARGETS) + 2)
-    title = "looptap recorder overhead (all times ms unless marked; one run, targets interleaved in blocks)"
+    title = (
+        "looptap recorder overhead (all times ms unless "
+        "marked; one run, targets interleaved in blocks)"
+    )
     print()
     print(title)
     print("-" * (w0 + wc * len(TARGETS)))
@@ -892,7 +954,11 @@ def report(
     bl, bb, bs = p(S["looptap"].big, 0.5), p(S["bare"].big, 0.5), p(S["stream"].big, 0.5)
     tl, ts = p(S["looptap"].sse_ttfb, 0.5), p(S["stream"].sse_ttfb, 0.5)
     tl99, ts99 = p(S["looptap"].sse_ttfb, 0.99), p(S["stream"].sse_ttfb, 0.99)
-    el, es, ed = p(S["looptap"].sse_lat, 0.5), p(S["stream"].sse_lat, 0.5), p(S["direct"].sse_lat, 0.5)
+    el, es, ed = (
+        p(S["looptap"].sse_lat, 0.5),
+        p(S["stream"].sse_lat, 0.5),
+        p(S["direct"].sse_lat, 0.5),
+    )
     cl, cs = p(S["looptap"].conc_lat, 0.99), p(S["stream"].conc_lat, 0.99)
     tb, totb = p(S["bare"].sse_ttfb, 0.5), p(S["bare"].sse_total, 0.5)
     tot_l = p(S["looptap"].sse_total, 0.5)
@@ -902,62 +968,78 @@ def report(
 
     print("targets:")
     print(
-        f"  small JSON   looptap p50 - bare p50          = {jl - jb:+.2f} ms  (target <= 0.5 ms)  {ok(jl - jb <= 0.5)}"
+        f"  small JSON   looptap p50 - bare p50          = {jl - jb:+.2f} ms  (target <= 0.5 ms)  "
+        f"{ok(jl - jb <= 0.5)}"
     )
     print(f"               looptap p50 - bare+stream p50   = {jl - js:+.2f} ms")
     print(
-        f"  200 KB req   looptap p50 - bare p50          = {bl - bb:+.2f} ms  (same target)       {ok(bl - bb <= 0.5)}"
+        f"  200 KB req   looptap p50 - bare p50          = {bl - bb:+.2f} ms  (same target)       "
+        f"{ok(bl - bb <= 0.5)}"
     )
     print(f"               looptap p50 - bare+stream p50   = {bl - bs:+.2f} ms")
     print(
-        f"  SSE TTFB     looptap / bare+stream, p50      = {tl / ts:.2f}  ({tl:.2f} / {ts:.2f} ms, target <= 1.1)  {ok(tl / ts <= 1.1)}"
+        f"  SSE TTFB     looptap / bare+stream, p50      = {tl / ts:.2f}  ({tl:.2f} / {ts:.2f} ms, "
+        f"target <= 1.1)  {ok(tl / ts <= 1.1)}"
     )
-    print(f"               looptap / bare+stream, p99      = {tl99 / ts99:.2f}  ({tl99:.2f} / {ts99:.2f} ms)")
     print(
-        f"  SSE events   added per event p50: looptap {el - ed:+.2f} ms, bare+stream {es - ed:+.2f} ms vs direct;"
-        f" {CONC} conc p99 looptap/bare+stream = {cl / cs:.2f}"
+        "               looptap / bare+stream, p99      = "
+        f"{tl99 / ts99:.2f}  ({tl99:.2f} / {ts99:.2f} ms)"
+    )
+    print(
+        f"  SSE events   added per event p50: looptap {el - ed:+.2f} ms, bare+stream "
+        f"{es - ed:+.2f} ms vs direct; {CONC} conc p99 looptap/bare+stream = {cl / cs:.2f}"
     )
     wl, wb, wd = p(S["looptap"].ws_lat, 0.5), p(S["bare"].ws_lat, 0.5), p(S["direct"].ws_lat, 0.5)
     wl99, wb99 = p(S["looptap"].ws_lat, 0.99), p(S["bare"].ws_lat, 0.99)
     print(
-        f"  WebSocket    added per message p50: looptap {wl - wd:+.2f} ms, bare mitmproxy {wb - wd:+.2f} ms vs direct;"
-        f" looptap - bare = {wl - wb:+.2f} ms (p99 {wl99 - wb99:+.2f} ms)"
+        f"  WebSocket    added per message p50: looptap {wl - wd:+.2f} ms, bare mitmproxy "
+        f"{wb - wd:+.2f} ms vs direct; looptap - bare = {wl - wb:+.2f} ms (p99 {wl99 - wb99:+.2f} "
+        "ms)"
     )
     cpu_l, cpu_s = children["looptap"].stats.get("cpu"), children["stream"].stats.get("cpu")
     if cpu_l is not None and cpu_s is not None:
         print(
-            f"  CPU          looptap - bare+stream = {(cpu_l - cpu_s) / S['looptap'].sent * 1e3:.2f} ms per round trip"
-            " (the proxy process only; looptap's writer runs in a separate process)"
+            "  CPU          looptap - bare+stream = "
+            f"{(cpu_l - cpu_s) / S['looptap'].sent * 1e3:.2f} ms per round trip (the proxy process "
+            "only; looptap's writer runs in a separate process)"
         )
     print(
-        f"  buffering    bare mitmproxy SSE TTFB p50 {tb:.0f} ms = {tb / totb:.0%} of its stream ({totb:.0f} ms): buffered;"
-        f" looptap {tl:.2f} ms = {tl / tot_l:.1%} of its stream: {'BUFFERED' if tl > 0.5 * tot_l else 'streamed'}"
+        f"  buffering    bare mitmproxy SSE TTFB p50 {tb:.0f} ms = {tb / totb:.0%} of its stream "
+        f"({totb:.0f} ms): buffered; looptap {tl:.2f} ms = {tl / tot_l:.1%} of its stream: "
+        f"{'BUFFERED' if tl > 0.5 * tot_l else 'streamed'}"
     )
 
-    # --- recording -----------------------------------------------------------------------------------
+    # --- recording --------------------------------------------------------------------------------
     ls = children["looptap"].stats
-    rec_ok = ver["recorded"] == ver["expected"] and ver["sse_ok"] == ver["sse_expected"] == ver["sse_total"] and ver["ws_ok"] == ver["ws_expected"]
+    rec_ok = (
+        ver["recorded"] == ver["expected"]
+        and ver["sse_ok"] == ver["sse_expected"] == ver["sse_total"]
+        and ver["ws_ok"] == ver["ws_expected"]
+    )
     print("recording (looptap cassette, read back with cassettes.storage.store.read_records):")
     print(
-        f"  round trips recorded {ver['recorded']} / requests sent {ver['expected']} ({ver['kinds']});"
-        f" SSE streams complete {ver['sse_ok']}/{ver['sse_expected']} (20 events + [DONE], RoundTrip.complete);"
-        f" WebSocket turns recorded whole {ver['ws_ok']}/{ver['ws_expected']}"
-        f"  {ok(rec_ok)}"
+        f"  round trips recorded {ver['recorded']} / requests sent {ver['expected']} "
+        f"({ver['kinds']}); SSE streams complete {ver['sse_ok']}/{ver['sse_expected']} (20 events "
+        "+ [DONE], RoundTrip.complete); WebSocket turns recorded whole "
+        f"{ver['ws_ok']}/{ver['ws_expected']}  {ok(rec_ok)}"
     )
     print(
-        f"  families {ver['families']}; cassette {ver['size'] / 1e6:.1f} MB, load+parse {ver['load_s']:.1f} s;"
-        f" problems {ver['n_problems']}; writer: recorded {ls.get('recorded')}, storage errors"
-        f" {ls.get('storage_errors')}, failed {ls.get('failed_records')}; stop (queue flush) {ls.get('stop_s', 0):.2f} s"
+        f"  families {ver['families']}; cassette {ver['size'] / 1e6:.1f} MB, load+parse "
+        f"{ver['load_s']:.1f} s; problems {ver['n_problems']}; writer: recorded "
+        f"{ls.get('recorded')}, storage errors {ls.get('storage_errors')}, failed "
+        f"{ls.get('failed_records')}; stop (queue flush) {ls.get('stop_s', 0):.2f} s"
     )
     for line in ver["problems"] + ver["incomplete"]:
         print(f"  ! {line}")
 
-    # --- caveat ------------------------------------------------------------------------------------------
+    # --- caveat -----------------------------------------------------------------------------------
     print(
-        f"machine: shared, noisy {os.cpu_count()}-core box (load avg {load0[0]:.2f} at start, {load1[0]:.2f} at end);"
-        " upstream, 3 proxies and this client share those cores, so compare columns within this run,"
-        f" not absolute values across runs. p99 of {n['sse_ttfb']} streams is close to the max."
-        f" Mode: {'--quick' if args.quick else 'full'}{' --profile ' + args.profile if args.profile else ''}{' --durable' if args.durable else ''}; wall {wall:.0f} s."
+        f"machine: shared, noisy {os.cpu_count()}-core box (load avg {load0[0]:.2f} at start, "
+        f"{load1[0]:.2f} at end); upstream, 3 proxies and this client share those cores, so "
+        f"compare columns within this run, not absolute values across runs. p99 of {n['sse_ttfb']} "
+        f"streams is close to the max. Mode: {'--quick' if args.quick else 'full'}"
+        f"{' --profile ' + args.profile if args.profile else ''}"
+        f"{' --durable' if args.durable else ''}; wall {wall:.0f} s."
     )
     if args.profile:
         print("  (--profile instruments looptap: its latency columns include the instrumentation)")
@@ -966,7 +1048,10 @@ def report(
         print("\nlooptap hook timers (--profile hooks), ms:")
         print(f"  {'':36}{'n':>7}{'p50':>9}{'p99':>9}{'mean':>9}{'total':>10}")
         for k, v in ls["hooks"].items():
-            print(f"  {k:36}{v['n']:>7}{v['p50']:>9.3f}{v['p99']:>9.3f}{v['mean']:>9.3f}{v['total']:>10.0f}")
+            print(
+                f"  {k:36}{v['n']:>7}{v['p50']:>9.3f}{v['p99']:>9.3f}"
+                f"{v['mean']:>9.3f}{v['total']:>10.0f}"
+            )
     for name, f in ls.get("profiles", []):
         import io
         import pstats
@@ -992,18 +1077,25 @@ async def main(args: Any) -> None:
     try:
         up = await Child.spawn("upstream")
         common = ["--upstream-port", str(up.port), "--dir", str(workdir)]
-        extra = (["--profile", args.profile] if args.profile else []) + (["--durable"] if args.durable else [])
+        extra = (["--profile", args.profile] if args.profile else []) + (
+            ["--durable"] if args.durable else []
+        )
         seeded = 0
         if "nokeep" in TARGETS:
             seeded = _seed(workdir)
             extra += ["--seed", str(workdir / "seed.jsonl")]
-            os.environ["LOOPTAP_CACHE_DIR"] = str(workdir / "cache")  # (the recorders' and kept.take's below)
+            # (the recorders' and kept.take's below)
+            os.environ["LOOPTAP_CACHE_DIR"] = str(workdir / "cache")
         spawned = await asyncio.gather(
             Child.spawn("bare", *common),
             Child.spawn("stream", *common),
             Child.spawn("looptap", *common, *extra),
             *([Child.spawn("uvloop", *common, *extra)] if "uvloop" in TARGETS else []),
-            *([Child.spawn("nokeep", *common, *extra, env={"LOOPTAP_NO_CACHE": "1"})] if "nokeep" in TARGETS else []),
+            *(
+                [Child.spawn("nokeep", *common, *extra, env={"LOOPTAP_NO_CACHE": "1"})]
+                if "nokeep" in TARGETS
+                else []
+            ),
         )
         children = {c.target: c for c in spawned}
         ports = {"direct": up.port, **{t: c.port for t, c in children.items()}}
@@ -1023,7 +1115,9 @@ async def main(args: Any) -> None:
         ]
         for name, coro in phases:
             t = time.perf_counter()
-            print(f"[{time.perf_counter() - t_start:5.1f} s] {name} ...", file=sys.stderr, flush=True)
+            print(
+                f"[{time.perf_counter() - t_start:5.1f} s] {name} ...", file=sys.stderr, flush=True
+            )
             await coro
             print(f"        done in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
         load1 = os.getloadavg()
@@ -1031,15 +1125,21 @@ async def main(args: Any) -> None:
         await asyncio.gather(*(c.stop() for c in children.values()))
         await up.stop()
         s = bench.s["looptap"]
-        ver = verify_cassette(workdir / "looptap.jsonl", s.sent + s.ws_turns, s.sse_sent, s.ws_turns, seeded)
+        ver = verify_cassette(
+            workdir / "looptap.jsonl", s.sent + s.ws_turns, s.sse_sent, s.ws_turns, seeded
+        )
         report(bench, children, up, ver, args, time.perf_counter() - t_start, load0, load1)
         if "nokeep" in TARGETS:
             sn = bench.s["nokeep"]
-            vern = verify_cassette(workdir / "nokeep.jsonl", sn.sent + sn.ws_turns, sn.sse_sent, sn.ws_turns, seeded)
+            vern = verify_cassette(
+                workdir / "nokeep.jsonl", sn.sent + sn.ws_turns, sn.sse_sent, sn.ws_turns, seeded
+            )
             keeper_report(bench, workdir, keeper_cpu, vern)
         if "uvloop" in TARGETS:
             su = bench.s["uvloop"]
-            veru = verify_cassette(workdir / "uvloop.jsonl", su.sent + su.ws_turns, su.sse_sent, su.ws_turns)
+            veru = verify_cassette(
+                workdir / "uvloop.jsonl", su.sent + su.ws_turns, su.sse_sent, su.ws_turns
+            )
             uvloop_report(bench, veru)
     finally:
         for c in [*children.values(), *([up] if up else [])]:
@@ -1069,7 +1169,8 @@ def _keepers(cassette: Path) -> list[int]:
 
 
 def _keeper_cpu(cassette: Path) -> float | None:
-    """CPU seconds (user + system) of the keeper of ``cassette`` so far; ``None``: none is running."""
+    """CPU seconds (user + system) of the keeper of ``cassette`` so far; ``None``: none is
+    running."""
     for pid in _keepers(cassette):
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -1079,7 +1180,9 @@ def _keeper_cpu(cassette: Path) -> float | None:
     return None
 
 
-def keeper_report(bench: Bench, workdir: Path, keeper_cpu: float | None, ver: dict[str, Any]) -> None:
+def keeper_report(
+    bench: Bench, workdir: Path, keeper_cpu: float | None, ver: dict[str, Any]
+) -> None:
     """looptap with its keeper against looptap without (LOOPTAP_NO_CACHE), measured side by side."""
     from cassettes.reading import kept
 
@@ -1088,27 +1191,53 @@ def keeper_report(bench: Bench, workdir: Path, keeper_cpu: float | None, ver: di
     def p(t: str, kind: str, q: float) -> float:
         return pct(sorted(getattr(S[t], kind)), q) * 1000
 
-    print("keeper (looptap, its keeper analysing the run as it is recorded) against looptap, no keeper (LOOPTAP_NO_CACHE=1):")
-    for label, kind in (("small JSON", "json"), ("200 KB request", "big"), ("SSE TTFB", "sse_ttfb"), ("SSE per event", "sse_lat"), ("WS per message", "ws_lat")):
-        a50, n50, a99, n99 = p("looptap", kind, 0.5), p("nokeep", kind, 0.5), p("looptap", kind, 0.99), p("nokeep", kind, 0.99)
-        print(f"  {label:16} p50 {a50:.2f} vs {n50:.2f} ms ({a50 - n50:+.2f})   p99 {a99:.2f} vs {n99:.2f} ms ({a99 - n99:+.2f})")
+    print(
+        "keeper (looptap, its keeper analysing the run as it is recorded) against looptap, no "
+        "keeper (LOOPTAP_NO_CACHE=1):"
+    )
+    for label, kind in (
+        ("small JSON", "json"),
+        ("200 KB request", "big"),
+        ("SSE TTFB", "sse_ttfb"),
+        ("SSE per event", "sse_lat"),
+        ("WS per message", "ws_lat"),
+    ):
+        a50, n50, a99, n99 = (
+            p("looptap", kind, 0.5),
+            p("nokeep", kind, 0.5),
+            p("looptap", kind, 0.99),
+            p("nokeep", kind, 0.99),
+        )
+        print(
+            f"  {label:16} p50 {a50:.2f} vs {n50:.2f} ms ({a50 - n50:+.2f})   p99 {a99:.2f} vs "
+            f"{n99:.2f} ms ({a99 - n99:+.2f})"
+        )
     cassette = workdir / "looptap.jsonl"
     t = time.perf_counter()
-    while _keepers(cassette) and time.perf_counter() - t < 600:  # it finishes after the recorder stops
+    # it finishes after the recorder stops
+    while _keepers(cassette) and time.perf_counter() - t < 600:
         time.sleep(0.2)
     taken = kept.take(cassette)
     if taken is not None:
         taken.turns.close()
         taken.parses.close()
     others = kept.location(workdir / "nokeep.jsonl")
-    cpu = "not running at the end (gave up?)" if keeper_cpu is None else f"{keeper_cpu:.1f} s CPU by the end of the measurements"
+    cpu = (
+        "not running at the end (gave up?)"
+        if keeper_cpu is None
+        else f"{keeper_cpu:.1f} s CPU by the end of the measurements"
+    )
     print(
-        f"  the keeper: {cpu}; finished {time.perf_counter() - t:.1f} s after the recorder stopped; its analysis of the"
-        f" {cassette.stat().st_size / 1e6:.1f} MB cassette {'checks out (kept.take)' if taken is not None else 'NOT KEPT'};"
-        f" no keeper's cassette kept: {'no' if others is not None and others.exists() else 'nothing, as it should'}"
+        f"  the keeper: {cpu}; finished {time.perf_counter() - t:.1f} s after the recorder "
+        f"stopped; its analysis of the {cassette.stat().st_size / 1e6:.1f} MB cassette "
+        f"{'checks out (kept.take)' if taken is not None else 'NOT KEPT'}; no keeper's cassette "
+        f"kept: {'no' if others is not None and others.exists() else 'nothing, as it should'}"
     )
     ok = ver["recorded"] == ver["expected"] and ver["sse_ok"] == ver["sse_expected"]
-    print(f"  no-keeper cassette: {ver['recorded']} / {ver['expected']} recorded, SSE complete {ver['sse_ok']}/{ver['sse_expected']}  {'MET' if ok else 'NOT MET'}")
+    print(
+        f"  no-keeper cassette: {ver['recorded']} / {ver['expected']} recorded, SSE complete "
+        f"{ver['sse_ok']}/{ver['sse_expected']}  {'MET' if ok else 'NOT MET'}"
+    )
 
 
 def uvloop_report(bench: Bench, ver: dict[str, Any]) -> None:
@@ -1118,23 +1247,55 @@ def uvloop_report(bench: Bench, ver: dict[str, Any]) -> None:
     def p50(t: str, kind: str) -> float:
         return pct(getattr(S[t], kind), 0.5) * 1000
 
-    print("uvloop (the same recorder, uvloop's event loop), added p50 over bare mitmproxy / bare + stream:")
-    for label, kind, base in (("small JSON", "json", "bare"), ("200 KB request", "big", "bare"), ("SSE TTFB", "sse_ttfb", "stream"), ("SSE per event", "sse_lat", "stream")):
+    print(
+        "uvloop (the same recorder, uvloop's event loop), "
+        "added p50 over bare mitmproxy / bare + stream:"
+    )
+    for label, kind, base in (
+        ("small JSON", "json", "bare"),
+        ("200 KB request", "big", "bare"),
+        ("SSE TTFB", "sse_ttfb", "stream"),
+        ("SSE per event", "sse_lat", "stream"),
+    ):
         a, u, b = p50("looptap", kind), p50("uvloop", kind), p50(base, kind)
-        print(f"  {label:16} looptap {a - b:+.2f} ms   looptap+uvloop {u - b:+.2f} ms   ({a:.2f} vs {u:.2f} ms)")
+        print(
+            f"  {label:16} looptap {a - b:+.2f} ms   looptap+uvloop "
+            f"{u - b:+.2f} ms   ({a:.2f} vs {u:.2f} ms)"
+        )
     ok = ver["recorded"] == ver["expected"] and ver["sse_ok"] == ver["sse_expected"]
-    print(f"  uvloop cassette: {ver['recorded']} / {ver['expected']} recorded, SSE complete {ver['sse_ok']}/{ver['sse_expected']}  {'MET' if ok else 'NOT MET'}")
+    print(
+        f"  uvloop cassette: {ver['recorded']} / {ver['expected']} recorded, SSE complete "
+        f"{ver['sse_ok']}/{ver['sse_expected']}  {'MET' if ok else 'NOT MET'}"
+    )
 
 
 def cli() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="~30 s smoke run")
     ap.add_argument("--profile", choices=["hooks", "cprofile"], help="instrument the looptap proxy")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary directory (cassette, profiles)")
-    ap.add_argument("--durable", action="store_true", help="run the looptap target as `looptap record --durable`")
-    ap.add_argument("--uvloop", action="store_true", help="add a column: the looptap recorder on uvloop (needs uvloop installed)")
-    ap.add_argument("--keeper", action="store_true", help="add a column: the looptap recorder without its keeper (LOOPTAP_NO_CACHE)")
-    ap.add_argument("--serve", choices=["upstream", "bare", "stream", "looptap", "uvloop", "nokeep"], help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the temporary directory (cassette, profiles)"
+    )
+    ap.add_argument(
+        "--durable",
+        action="store_true",
+        help="run the looptap target as `looptap record --durable`",
+    )
+    ap.add_argument(
+        "--uvloop",
+        action="store_true",
+        help="add a column: the looptap recorder on uvloop (needs uvloop installed)",
+    )
+    ap.add_argument(
+        "--keeper",
+        action="store_true",
+        help="add a column: the looptap recorder without its keeper (LOOPTAP_NO_CACHE)",
+    )
+    ap.add_argument(
+        "--serve",
+        choices=["upstream", "bare", "stream", "looptap", "uvloop", "nokeep"],
+        help=argparse.SUPPRESS,
+    )
     ap.add_argument("--seed", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--upstream-port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
@@ -1144,12 +1305,30 @@ def cli() -> None:
     elif args.serve in ("bare", "stream"):
         asyncio.run(serve_bare(args.upstream_port, args.serve == "stream", args.dir))
     elif args.serve in ("looptap", "nokeep"):
-        asyncio.run(serve_looptap(args.upstream_port, args.dir, args.profile, args.durable, name=args.serve, seed=args.seed))
+        asyncio.run(
+            serve_looptap(
+                args.upstream_port,
+                args.dir,
+                args.profile,
+                args.durable,
+                name=args.serve,
+                seed=args.seed,
+            )
+        )
     elif args.serve == "uvloop":
         import uvloop
 
         uvloop.install()
-        asyncio.run(serve_looptap(args.upstream_port, args.dir, args.profile, args.durable, name="uvloop", seed=args.seed))
+        asyncio.run(
+            serve_looptap(
+                args.upstream_port,
+                args.dir,
+                args.profile,
+                args.durable,
+                name="uvloop",
+                seed=args.seed,
+            )
+        )
     else:
         global TARGETS
         if args.uvloop:

@@ -10,7 +10,7 @@ alternating, ``--repeat`` times each. The recorder runs from ``LOOPTAP_PROXY_PYT
 (default ``.venv-proxy/bin/python``). Before, each test started its own recorder; after, one
 recorder serves the session. Wall time is the whole ``pytest`` process. Absolute seconds depend on
 the machine (these are shared, noisy 2-core boxes): compare the columns of one run.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def agent(city):
         msgs.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
         msgs += [{"role": "tool", "tool_call_id": c.id, "content": "sunny"} for c in m.tool_calls]
-'''
+'''  # noqa: E501
 
 SUITE = AGENT + '''
 @pytest.mark.parametrize("n", range(10))
@@ -60,32 +60,65 @@ def test_agent(looptap, n):
 
 def run_suite(tree: Path, project: Path, upstream: str, proxy_python: str) -> tuple[float, int]:
     shutil.rmtree(project / "cassettes", ignore_errors=True)
-    env = {k: v for k, v in os.environ.items() if not k.upper().endswith(("_PROXY", "_BASE_URL")) and k != "CI"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().endswith(("_PROXY", "_BASE_URL")) and k != "CI"
+    }
     env.update(PYTHONPATH=str(tree), LOOPTAP_PROXY_PYTHON=proxy_python, OPENAI_API_KEY="sk-bench")
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "-p", "no:xdist",
-         "--looptap-record-mode=all", "--looptap-upstream", f"openai={upstream}", str(project / "test_suite.py")],
-        cwd=project, env=env, capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:textual-snapshot",
+            "-p",
+            "no:xdist",
+            "--looptap-record-mode=all",
+            "--looptap-upstream",
+            f"openai={upstream}",
+            str(project / "test_suite.py"),
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"the suite failed with {tree}:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"the suite failed with {tree}:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
+        )
     recorded = len(list((project / "cassettes").rglob("*.jsonl")))
     return wall, recorded
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", default=BEFORE, help=f"the commit to compare with (default {BEFORE})")
+    ap.add_argument(
+        "--before", default=BEFORE, help=f"the commit to compare with (default {BEFORE})"
+    )
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
-    proxy_python = os.environ.get("LOOPTAP_PROXY_PYTHON") or str(REPO / ".venv-proxy" / "bin" / "python")
+    proxy_python = os.environ.get("LOOPTAP_PROXY_PYTHON") or str(
+        REPO / ".venv-proxy" / "bin" / "python"
+    )
     if not Path(proxy_python).exists():
-        raise SystemExit(f"the recorder's environment is missing: {proxy_python} (set LOOPTAP_PROXY_PYTHON)")
+        raise SystemExit(
+            f"the recorder's environment is missing: {proxy_python} (set LOOPTAP_PROXY_PYTHON)"
+        )
     with tempfile.TemporaryDirectory(prefix="looptap-bench-") as tmp:
         before = Path(tmp) / "before"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(before), args.before], check=True)
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(before), args.before],
+            check=True,
+        )
         try:
             project = Path(tmp) / "project"
             project.mkdir()
@@ -98,13 +131,23 @@ def main() -> None:
                         assert n == 10, f"{name}: {n} cassettes written, expected 10"
                         times[name].append(wall)
         finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)], check=False)
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)], check=False
+            )
     b, a = statistics.median(times["before"]), statistics.median(times["after"])
-    print(f"recording 10 tests (2 round trips each) in one pytest session, median of {args.repeat}:")
+    print(
+        f"recording 10 tests (2 round trips each) in one pytest session, median of {args.repeat}:"
+    )
     print("| plugin | session wall time | per test | runs |")
     print("|---|---|---|---|")
-    print(f"| before ({args.before}: a recorder per test) | {b:.1f} s | {b / 10:.2f} s | {', '.join(f'{t:.1f}' for t in times['before'])} |")
-    print(f"| after (one recorder per session) | {a:.1f} s | {a / 10:.2f} s | {', '.join(f'{t:.1f}' for t in times['after'])} |")
+    print(
+        f"| before ({args.before}: a recorder per test) | {b:.1f} s | {b / 10:.2f} s | "
+        f"{', '.join(f'{t:.1f}' for t in times['before'])} |"
+    )
+    print(
+        f"| after (one recorder per session) | {a:.1f} s | {a / 10:.2f} s | "
+        f"{', '.join(f'{t:.1f}' for t in times['after'])} |"
+    )
     print(f"| ratio | {a / b:.2f}× | | |")
 
 

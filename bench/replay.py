@@ -18,7 +18,7 @@ serving); this process is the client, asyncio streams with minimal HTTP/1.1 fram
 
 Absolute numbers depend on the machine; on the shared, noisy 2-core boxes this project runs on,
 the server, the client and other people's test runs share the cores.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -42,26 +42,59 @@ from cassettes.recording.pipeline import CassetteWriter  # noqa: E402
 from cassettes.wire.exchange import Exchange  # noqa: E402
 
 URL = "https://api.openai.com/v1/chat/completions"
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather now", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather now",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+]
 
 
 def request_body(i: int, stream: bool = False) -> bytes:
     msgs = [
-        {"role": "system", "content": "You are a helpful assistant. Answer with the weather tool when asked about the weather."},
+        {
+            "role": "system",
+            "content": "You are a helpful assistant. Answer with the "
+            "weather tool when asked about the weather.",
+        },
         {"role": "user", "content": f"Question number {i}: what is the weather in city {i}?"},
     ]
-    body: dict[str, object] = {"model": "gpt-4o", "messages": msgs, "tools": TOOLS, "temperature": 0}
+    body: dict[str, object] = {
+        "model": "gpt-4o",
+        "messages": msgs,
+        "tools": TOOLS,
+        "temperature": 0,
+    }
     if stream:
         body["stream"] = True
     return orjson.dumps(body)
 
 
 def response_body(i: int) -> bytes:
-    return orjson.dumps({
-        "id": f"chatcmpl-{i}", "object": "chat.completion", "created": 1700000000, "model": "gpt-4o-2024-08-06",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": f"It is sunny in city {i}, 21 C."}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 80, "completion_tokens": 12, "total_tokens": 92},
-    })
+    return orjson.dumps(
+        {
+            "id": f"chatcmpl-{i}",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": "gpt-4o-2024-08-06",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": f"It is sunny in city {i}, 21 C."},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 80, "completion_tokens": 12, "total_tokens": 92},
+        }
+    )
 
 
 def stream_chunks(i: int, n: int, rng: random.Random) -> list[tuple[float, bytes]]:
@@ -70,8 +103,18 @@ def stream_chunks(i: int, n: int, rng: random.Random) -> list[tuple[float, bytes
     for k in range(n):
         delta = {"content": f"w{k} "} if k < n - 2 else {}
         fin = "stop" if k == n - 2 else None
-        data = b"[DONE]" if k == n - 1 else orjson.dumps({"id": f"chatcmpl-s{i}", "object": "chat.completion.chunk", "model": "gpt-4o",
-                                                          "choices": [{"index": 0, "delta": delta, "finish_reason": fin}]})
+        data = (
+            b"[DONE]"
+            if k == n - 1
+            else orjson.dumps(
+                {
+                    "id": f"chatcmpl-s{i}",
+                    "object": "chat.completion.chunk",
+                    "model": "gpt-4o",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": fin}],
+                }
+            )
+        )
         out.append((round(t, 6), b"data: " + data + b"\n\n"))
         t += rng.uniform(0.002, 0.040)
     return out
@@ -82,22 +125,47 @@ def build(path: Path, n_json: int, n_streams: int, chunks: int) -> list[list[flo
     offsets: list[list[float]] = []
     with CassetteWriter(path) as w:
         for i in range(n_json):
-            w.append(Exchange("POST", URL, [("content-type", "application/json")], request_body(i), status=200,
-                              response_headers=[("content-type", "application/json")], response_chunks=[(0.0, response_body(i))], ttfb=0.0))
+            w.append(
+                Exchange(
+                    "POST",
+                    URL,
+                    [("content-type", "application/json")],
+                    request_body(i),
+                    status=200,
+                    response_headers=[("content-type", "application/json")],
+                    response_chunks=[(0.0, response_body(i))],
+                    ttfb=0.0,
+                )
+            )
         for i in range(n_streams):
             ch = stream_chunks(i, chunks, rng)
             offsets.append([t for t, _ in ch])
-            w.append(Exchange("POST", URL, [("content-type", "application/json")], request_body(100_000 + i, stream=True), status=200,
-                              response_headers=[("content-type", "text/event-stream")], response_chunks=list(ch), ttfb=ch[0][0]))
+            w.append(
+                Exchange(
+                    "POST",
+                    URL,
+                    [("content-type", "application/json")],
+                    request_body(100_000 + i, stream=True),
+                    status=200,
+                    response_headers=[("content-type", "text/event-stream")],
+                    response_chunks=list(ch),
+                    ttfb=ch[0][0],
+                )
+            )
     return offsets
 
 
 # -- a minimal keep-alive HTTP/1.1 client ----------------------------------------------------
 
 
-async def send(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: bytes) -> tuple[int, list[tuple[float, bytes]]]:
+async def send(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: bytes
+) -> tuple[int, list[tuple[float, bytes]]]:
     loop = asyncio.get_running_loop()
-    head = f"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: "
+        f"application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
     t0 = loop.time()
     writer.write(head.encode() + body)
     await writer.drain()
@@ -116,7 +184,9 @@ async def send(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body:
             data = await reader.readexactly(size + 2)
             chunks.append((loop.time() - t0, data[:-2]))
     else:
-        chunks.append((loop.time() - t0, await reader.readexactly(int(headers.get("content-length", "0")))))
+        chunks.append(
+            (loop.time() - t0, await reader.readexactly(int(headers.get("content-length", "0"))))
+        )
     return status, chunks
 
 
@@ -164,11 +234,24 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(tree: Path, cas: Path, n_json: int, offsets: list[list[float]], seq_streams: int, conc_streams: int) -> dict[str, object]:
+def measure(
+    tree: Path,
+    cas: Path,
+    n_json: int,
+    offsets: list[list[float]],
+    seq_streams: int,
+    conc_streams: int,
+) -> dict[str, object]:
     """One server (``looptap replay`` from the checkout ``tree``) measured: load time, requests/s
     over 1 and 8 connections, chunk timing errors."""
-    proc = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--pace", "recorded"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--pace", "recorded"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+    )
     try:
         assert proc.stdout is not None
         t0 = time.perf_counter()
@@ -181,7 +264,10 @@ def measure(tree: Path, cas: Path, n_json: int, offsets: list[list[float]], seq_
         rps1 = asyncio.run(throughput(port, bodies[:half], 1))
         rps8 = asyncio.run(throughput(port, bodies[half:], 8))
         cpu_us = (cpu_of(proc.pid) - c0) / n_json * 1e6
-        s = [(request_body(100_000 + i, stream=True), offsets[i]) for i in range(seq_streams + conc_streams)]
+        s = [
+            (request_body(100_000 + i, stream=True), offsets[i])
+            for i in range(seq_streams + conc_streams)
+        ]
         seq_err: list[float] = []
         for body, rec in s[:seq_streams]:
             seq_err += asyncio.run(timing(port, [(body, rec)]))
@@ -190,13 +276,28 @@ def measure(tree: Path, cas: Path, n_json: int, offsets: list[list[float]], seq_
         proc.send_signal(2)
         _, err = proc.communicate(timeout=30)
     played = next((ln for ln in err.splitlines() if "played" in ln), "")
-    return {"load": load_s, "cpu_us": cpu_us, "rps1": rps1, "rps8": rps8, "seq": seq_err, "conc": conc_err, "played": played.strip(), "half": half}
+    return {
+        "load": load_s,
+        "cpu_us": cpu_us,
+        "rps1": rps1,
+        "rps8": rps8,
+        "seq": seq_err,
+        "conc": conc_err,
+        "played": played.strip(),
+        "half": half,
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--against", type=Path, metavar="CHECKOUT", help="also measure the server of another checkout (e.g. a git worktree of main), side by side")
+    ap.add_argument(
+        "--against",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also measure the server of another checkout "
+        "(e.g. a git worktree of main), side by side",
+    )
     args = ap.parse_args()
     n_json = 400 if args.quick else 3000
     seq_streams, conc_streams, chunks = (2, 4, 40) if args.quick else (6, 8, 80)
@@ -212,16 +313,26 @@ def main() -> int:
         for _ in range(2 if args.against else 1):
             for name, tree in trees:
                 runs[name].append(measure(tree, cas, n_json, offsets, seq_streams, conc_streams))
-    best = {name: max(rs, key=lambda r: float(r["rps1"])) | {"rps8": max(float(r["rps8"]) for r in rs), "cpu_us": min(float(r["cpu_us"]) for r in rs)}
-            for name, rs in runs.items()}
+    best = {
+        name: max(rs, key=lambda r: float(r["rps1"]))
+        | {"rps8": max(float(r["rps8"]) for r in rs), "cpu_us": min(float(r["cpu_us"]) for r in rs)}
+        for name, rs in runs.items()
+    }
     this = best["this"]
     half = int(this["half"])  # type: ignore[call-overload]
-    print(f"replay benchmark ({'quick' if args.quick else 'full'}): cassette of {n_json} JSON + {seq_streams + conc_streams} streamed round trips "
-          f"(built in {build_s:.1f} s; server loaded and listening after {float(this['load']):.1f} s)")  # type: ignore[arg-type]
+    print(
+        f"replay benchmark ({'quick' if args.quick else 'full'}): cassette of {n_json} JSON + "
+        f"{seq_streams + conc_streams} streamed round trips (built in {build_s:.1f} s; server "
+        f"loaded and listening after {float(this['load']):.1f} s)"
+    )  # type: ignore[arg-type]
     print(f"server report: {this['played']}")
     print()
     names = [name for name, _ in trees]
-    print("| measurement | " + " | ".join(f"{n} ({t})" if n == "against" else n for n, t in trees) + (" | this / against |" if args.against else " |"))
+    print(
+        "| measurement | "
+        + " | ".join(f"{n} ({t})" if n == "against" else n for n, t in trees)
+        + (" | this / against |" if args.against else " |")
+    )
     print("|---|" + "---|" * (len(names) + (1 if args.against else 0)))
 
     def row(label: str, key: str) -> None:
@@ -232,15 +343,25 @@ def main() -> int:
     row(f"server CPU per non-streamed request, µs (all {n_json}; lower is better)", "cpu_us")
     row(f"non-streamed requests/s, 1 keep-alive connection ({half} requests)", "rps1")
     row(f"non-streamed requests/s, 8 keep-alive connections ({n_json - half} requests)", "rps8")
-    for label, key in ((f"1 stream at a time ({seq_streams} streams × {chunks} chunks)", "seq"), (f"{conc_streams} streams at once ({conc_streams} × {chunks} chunks)", "conc")):
+    for label, key in (
+        (f"1 stream at a time ({seq_streams} streams × {chunks} chunks)", "seq"),
+        (f"{conc_streams} streams at once ({conc_streams} × {chunks} chunks)", "conc"),
+    ):
         cells = []
         for n in names:
             errs: list[float] = best[n][key]  # type: ignore[assignment]
             cells.append(f"{pct(errs, 50):.2f} / {pct(errs, 99):.2f} / {max(errs):.2f}")
-        print(f"| chunk timing error at recorded pace, {label}: p50 / p99 / max (ms) | " + " | ".join(cells) + (" | |" if args.against else " |"))
+        print(
+            f"| chunk timing error at recorded pace, {label}: p50 / p99 / max (ms) | "
+            + " | ".join(cells)
+            + (" | |" if args.against else " |")
+        )
     total = statistics.fmean(o[-1] for o in offsets)
     print()
-    print(f"(each stream lasts {total:.2f} s as recorded; a negative error would be a chunk sent early)")
+    print(
+        f"(each stream lasts {total:.2f} s as recorded; "
+        "a negative error would be a chunk sent early)"
+    )
     return 0
 
 

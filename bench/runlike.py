@@ -1,4 +1,5 @@
-"""How many public classes and entry points a reader of a run meets (issue 30: "a run is eleven classes").
+"""How many public classes and entry points a reader of a run meets (issue 30: "a run is eleven
+    classes").
 
     python bench/runlike.py [REPO]          # this tree, or another checkout (an older commit's worktree)
     python bench/runlike.py --all [REPO]    # every class holding round trips, private ones included
@@ -11,11 +12,12 @@ counts, so two trees can be compared line by line.
 
 ``--all`` (issue 47: "one record source"): every class defined under ``cassettes/`` or
 ``inspector/``, public or not, that holds or reads a run's round trips, i.e. carries one of
-:data:`ROUND_TRIPS` (or reads a cassette's records itself), protocols listed apart; marked ``wraps index`` when its own code builds a
+:data:`ROUND_TRIPS` (or reads a cassette's records itself), protocols listed apart; marked ``wraps
+index`` when its own code builds a
 :class:`~cassettes.storage.index.RecordIndex` or ``RequestBodies`` (reads a cassette's records
 itself rather than through another class), and ``zip`` counts ``zip(<x>.roundtrips,
 <x>.exchanges)`` (either order) in the tree's code and tests.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -28,11 +30,31 @@ from pathlib import Path
 
 #: What a run-like class carries: the round trips, their exchanges, the turns or conversations of
 #: a run, a way to one round trip by seq or position, or a step through a growing file.
-MARKS = ("exchanges", "roundtrips", "round_trips", "conversations", "by_seq", "roundtrip_at", "full_turn", "step", "records")
+MARKS = (
+    "exchanges",
+    "roundtrips",
+    "round_trips",
+    "conversations",
+    "by_seq",
+    "roundtrip_at",
+    "full_turn",
+    "step",
+    "records",
+)
 #: What a class holding round trips carries: the exchanges or their parses, both together, or a
 #: way to one of them by seq or position.
-ROUND_TRIPS = ("exchanges", "roundtrips", "round_trips", "scan", "by_seq", "roundtrip_at", "exchange_at", "exchange_by_seq")
-#: A class named as a run (``Run``, ``Runs``, ``RunConversation``, ``Cassette``, ``SessionCassette``) counts whatever it carries.
+ROUND_TRIPS = (
+    "exchanges",
+    "roundtrips",
+    "round_trips",
+    "scan",
+    "by_seq",
+    "roundtrip_at",
+    "exchange_at",
+    "exchange_by_seq",
+)
+#: A class named as a run (``Run``, ``Runs``, ``RunConversation``, ``Cassette``,
+#: ``SessionCassette``) counts whatever it carries.
 NAMED = re.compile(r"^Run|Runs?$|Cassette$")
 
 
@@ -48,7 +70,9 @@ def _modules(root: Path) -> list[str]:
 def _marks(cls: type) -> list[str]:
     """The marks a class carries: attributes, properties, methods, model or dataclass fields, and
     what its methods assign to ``self``."""
-    names = set(getattr(cls, "model_fields", {}) or {}) | set(getattr(cls, "__dataclass_fields__", {}) or {})
+    names = set(getattr(cls, "model_fields", {}) or {}) | set(
+        getattr(cls, "__dataclass_fields__", {}) or {}
+    )
     try:
         names |= set(re.findall(r"self\.(\w+)\s*(?::[^=]*)?=", inspect.getsource(cls)))
     except (OSError, TypeError):
@@ -68,18 +92,24 @@ def count(root: Path) -> tuple[dict[str, str], dict[str, str]]:
     for name in _modules(root):
         try:
             mod = importlib.import_module(name)
-        except Exception:  # an optional extra not installed (mitmproxy, textual): not the core's reader
+        except Exception:
+            # an optional extra not installed (mitmproxy, textual): not the core's reader
             continue
         for attr in getattr(mod, "__all__", ()):
             obj = getattr(mod, attr, None)
-            if inspect.isclass(obj) and obj.__module__.startswith("cassettes") and not issubclass(obj, BaseException):
+            if (
+                inspect.isclass(obj)
+                and obj.__module__.startswith("cassettes")
+                and not issubclass(obj, BaseException)
+            ):
                 marks = _marks(obj)
                 if marks:
                     classes.setdefault(obj.__qualname__, f"{obj.__module__} ({', '.join(marks)})")
             elif inspect.isfunction(obj) and obj.__module__.startswith("cassettes"):
                 funcs.append(obj)
     for fn in funcs:
-        ret = inspect.signature(fn).return_annotation  # a string under `from __future__ import annotations`
+        # a string under `from __future__ import annotations`
+        ret = inspect.signature(fn).return_annotation
         ret_name = str(ret).split("[")[0].strip("'\" ")
         if ret_name.rsplit(".", 1)[-1] in classes:
             entries.setdefault(f"{fn.__module__}.{fn.__name__}", f"-> {ret}")
@@ -87,7 +117,11 @@ def count(root: Path) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _names(cls: type) -> set[str]:
-    names = set(getattr(cls, "model_fields", {}) or {}) | set(getattr(cls, "__dataclass_fields__", {}) or {}) | set(dir(cls))
+    names = (
+        set(getattr(cls, "model_fields", {}) or {})
+        | set(getattr(cls, "__dataclass_fields__", {}) or {})
+        | set(dir(cls))
+    )
     try:
         names |= set(re.findall(r"self\.(\w+)\s*(?::[^=]*)?=", inspect.getsource(cls)))
     except (OSError, TypeError):
@@ -99,7 +133,11 @@ def holders(root: Path) -> dict[str, str]:
     """Every class of ``cassettes/`` and ``inspector/`` holding round trips (see ``--all``)."""
     sys.path.insert(0, str(root))
     found: dict[str, str] = {}
-    names = _modules(root) + ["inspector"] + [i.name for i in pkgutil.walk_packages([str(root / "inspector")], prefix="inspector.")]
+    names = (
+        _modules(root)
+        + ["inspector"]
+        + [i.name for i in pkgutil.walk_packages([str(root / "inspector")], prefix="inspector.")]
+    )
     for name in names:
         try:
             mod = importlib.import_module(name)
@@ -119,12 +157,15 @@ def holders(root: Path) -> dict[str, str]:
             if getattr(obj, "_is_protocol", False):  # an interface declared: it holds nothing
                 found[f"{name}.{obj.__qualname__}"] = ", ".join(marks) + "; protocol"
                 continue
-            found[f"{name}.{obj.__qualname__}"] = ", ".join(marks) + ("; wraps index" if wraps else "")
+            found[f"{name}.{obj.__qualname__}"] = ", ".join(marks) + (
+                "; wraps index" if wraps else ""
+            )
     return found
 
 
 def zips(root: Path) -> list[str]:
-    """``file:line`` of every ``zip(x.roundtrips, x.exchanges)`` (either order) in code and tests."""
+    """``file:line`` of every ``zip(x.roundtrips, x.exchanges)`` (either order) in code and
+    tests."""
     pat = re.compile(r"zip\((\w+)\.(?:roundtrips|exchanges), \1\.(?:roundtrips|exchanges)")
     out = []
     for folder in ("cassettes", "inspector", "proxy", "tests", "bench"):
@@ -152,19 +193,27 @@ def main() -> None:
             print(f"zip    {w}")
         wrapping = sum(1 for why in found.values() if why.endswith("wraps index"))
         held = sum(1 for why in found.values() if not why.endswith("protocol"))
-        print(f"classes holding round trips: {held} (and {len(found) - held} protocols); wrapping RecordIndex/RequestBodies themselves: {wrapping}; "
-              f"zip(roundtrips, exchanges): {len(where)}")
+        print(
+            f"classes holding round trips: {held} (and {len(found) - held} protocols); wrapping "
+            f"RecordIndex/RequestBodies themselves: {wrapping}; zip(roundtrips, exchanges): "
+            f"{len(where)}"
+        )
         return
     classes, entries = count(root)
     import cassettes
 
-    top = [n for n in cassettes.__all__ if n in classes or any(e.endswith("." + n) for e in entries)]
+    top = [
+        n for n in cassettes.__all__ if n in classes or any(e.endswith("." + n) for e in entries)
+    ]
     print(f"tree: {root}")
     for name, why in sorted(classes.items()):
         print(f"class  {name:<22} {why}")
     for name, why in sorted(entries.items()):
         print(f"entry  {name:<40} {why}")
-    print(f"run-like public classes: {len(classes)}; entry points: {len(entries)}; exported from cassettes: {', '.join(top)}")
+    print(
+        f"run-like public classes: {len(classes)}; entry points: {len(entries)}; exported from "
+        f"cassettes: {', '.join(top)}"
+    )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ each one that differs; exits 1 on any difference. A speed change must leave this
 file each writes is part of its output) and ``diff`` and ``diff --json`` of the input with the
 next one in the list: a restructuring that must change no output compares these too (about
 twice as long).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONPATH"))}
 
-#: The per-tree child: ``show --json``, ``show`` and ``textconv`` of each input, one block per command;
-#: with ``--exports``, also ``export --otel``, ``--har`` and ``--html`` (the file written is the
-#: output) and ``diff`` / ``diff --json`` of each input with the next.
+#: The per-tree child: ``show --json``, ``show`` and ``textconv`` of each input, one block per
+#: command; with ``--exports``, also ``export --otel``, ``--har`` and ``--html`` (the file written
+#: is the output) and ``diff`` / ``diff --json`` of each input with the next.
 _CHILD = """
 import contextlib, io, os, sys, tempfile
 from cassettes.cli import main
@@ -72,7 +72,7 @@ with open(out_path, "wb") as out:
                         body += b"\\n--- " + os.path.basename(written).encode() + b"\\n" + fh.read()
                     os.unlink(written)
             out.write(head + str(len(body)).encode() + b"\\n" + body + b"\\n")
-"""
+"""  # noqa: E501
 
 
 def _blocks(path: Path) -> dict[str, bytes]:
@@ -88,38 +88,71 @@ def _blocks(path: Path) -> dict[str, bytes]:
 
 
 def _run(tree: Path, files: Path, out: Path, exports: bool) -> dict[str, bytes]:
-    cache = out.with_suffix(".cache")  # kept analyses (docs/kept-analysis.md), each tree its own, empty at first
+    # kept analyses (docs/kept-analysis.md), each tree its own, empty at first
+    cache = out.with_suffix(".cache")
     extra = ["exports"] if exports else []
-    subprocess.run([sys.executable, "-c", _CHILD, str(out), str(files), *extra], check=True, cwd=tree,
-                   env={**ENV, "PYTHONPATH": str(tree), "LOOPTAP_CACHE_DIR": str(cache)})  # fmt: skip
+    subprocess.run([sys.executable, "-c", _CHILD, str(out), str(files), *extra], check=True, cwd=tree,  # noqa: E501
+                   env={**ENV, "PYTHONPATH": str(tree), "LOOPTAP_CACHE_DIR": str(cache)})  # fmt: skip  # noqa: E501
     return _blocks(out)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--against", default="63aa822", metavar="REF")
     ap.add_argument("--corpus", type=Path, default=ROOT / "tests" / "corpus")
-    ap.add_argument("--exports", action="store_true", help="also export --otel/--har/--html and diff (each input with the next)")
+    ap.add_argument(
+        "--exports",
+        action="store_true",
+        help="also export --otel/--har/--html and diff (each input with the next)",
+    )
     ap.add_argument("files", nargs="*", type=Path)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="looptap-same-") as tmp:
         work = Path(tmp)
         old = work / "old"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old), args.against], check=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old), args.against],
+            check=True,
+        )
         try:
             imported = work / "corpus"
-            subprocess.run([sys.executable, "-m", "cassettes.cli", "import", str(args.corpus), "-o", f"{imported}/"],
-                           cwd=old, env={**ENV, "PYTHONPATH": str(old)}, capture_output=True, check=False)
-            inputs = sorted(str(p) for p in imported.rglob("*.jsonl")) + [str(f.resolve()) for f in args.files]
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "cassettes.cli",
+                    "import",
+                    str(args.corpus),
+                    "-o",
+                    f"{imported}/",
+                ],
+                cwd=old,
+                env={**ENV, "PYTHONPATH": str(old)},
+                capture_output=True,
+                check=False,
+            )
+            inputs = sorted(str(p) for p in imported.rglob("*.jsonl")) + [
+                str(f.resolve()) for f in args.files
+            ]
             listing = work / "files.txt"
             listing.write_text("\n".join(inputs) + "\n")
-            new_out, old_out = _run(ROOT, listing, work / "new.txt", args.exports), _run(old, listing, work / "old.txt", args.exports)
+            new_out, old_out = (
+                _run(ROOT, listing, work / "new.txt", args.exports),
+                _run(old, listing, work / "old.txt", args.exports),
+            )
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)], check=False)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)], check=False
+            )
     differ = sorted(k for k in new_out.keys() | old_out.keys() if new_out.get(k) != old_out.get(k))
     digest = hashlib.sha256(b"".join(new_out[k] for k in sorted(new_out))).hexdigest()[:16]
-    print(f"{len(inputs)} inputs ({len(inputs) - len(args.files)} imported from {args.corpus}), {len(new_out)} outputs each; "
-          f"{len(differ)} differ from {args.against} (outputs' sha256 {digest})")
+    print(
+        f"{len(inputs)} inputs ({len(inputs) - len(args.files)} imported from {args.corpus}), "
+        f"{len(new_out)} outputs each; {len(differ)} differ from {args.against} (outputs' sha256 "
+        f"{digest})"
+    )
     for k in differ[:50]:
         print(f"  differs: {k}")
     return 1 if differ else 0

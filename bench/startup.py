@@ -3,14 +3,15 @@
     python bench/startup.py [-n RUNS] [--write] [--against REF]
 
 Each target and its yardstick (``python -c pass`` of the same interpreter, or the same pytest
-session without looptap's plugin) run in turn, with bytecode compiled first as an install has it,, A B A B …, and the figures are medians of the pairs:
-the time over the yardstick and the ratio. The machine's speed drifts less within a pair than
-across a run. ``--write`` writes docs/startup.md. Targets:
+session without looptap's plugin) run in turn, with bytecode compiled first as an install has it,, A
+B A B …, and the figures are medians of the pairs: the time over the yardstick and the ratio. The
+machine's speed drifts less within a pair than across a run. ``--write`` writes docs/startup.md.
+Targets:
 
 * ``looptap --help`` (goal: at most 0.15 s over bare Python);
 * ``looptap show`` on the demo cassette (the bundled example, imported once);
-* ``import cassettes.replay.testing.plugin`` over ``import pytest``, and a pytest session that does not use the plugin,
-  with and without it (goal: the plugin adds at most 50 ms);
+* ``import cassettes.replay.testing.plugin`` over ``import pytest``, and a pytest session that does
+  not use the plugin, with and without it (goal: the plugin adds at most 50 ms);
 * ``looptap run -o X -- true`` in the recorder's environment (``.venv-proxy``), when it exists.
 
 ``--against REF`` (a commit, e.g. ``HEAD~1`` or ``main``) adds the commands a user waits on run
@@ -55,24 +56,42 @@ def _children_cpu() -> float:
 def _wall(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     c0 = _children_cpu()
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.run(
+        cmd,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     took = time.perf_counter() - t0
     _CPU[0] = _children_cpu() - c0
-    if proc.returncode not in (0, 1, 5):  # show exits 1 when the run has findings; pytest 5 = no tests
-        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-500:]}")
+    # show exits 1 when the run has findings; pytest 5 = no tests
+    if proc.returncode not in (0, 1, 5):
+        raise SystemExit(
+            f"{' '.join(cmd)} exited {proc.returncode}: "
+            f"{proc.stderr.decode(errors='replace')[-500:]}"
+        )
     return took
 
 
-def _pairs(a: list[str], b: list[str], runs: int, env: dict[str, str], cwd: Path) -> tuple[float, float, float, float]:
-    """(median A, median B, median A−B, median A/B) over ``runs`` interleaved pairs, after one warm-up each."""
+def _pairs(
+    a: list[str], b: list[str], runs: int, env: dict[str, str], cwd: Path
+) -> tuple[float, float, float, float]:
+    """(median A, median B, median A−B, median A/B) over ``runs`` interleaved pairs, after one
+    warm-up each."""
     _wall(a, env, cwd)
     _wall(b, env, cwd)
     xs, ys = [], []
     for _ in range(runs):
         xs.append(_wall(a, env, cwd))
         ys.append(_wall(b, env, cwd))
-    return (statistics.median(xs), statistics.median(ys), statistics.median(x - y for x, y in zip(xs, ys, strict=True)),
-            statistics.median(x / y for x, y in zip(xs, ys, strict=True)))
+    return (
+        statistics.median(xs),
+        statistics.median(ys),
+        statistics.median(x - y for x, y in zip(xs, ys, strict=True)),
+        statistics.median(x / y for x, y in zip(xs, ys, strict=True)),
+    )
 
 
 def _until_export(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -80,7 +99,14 @@ def _until_export(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     import signal
 
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         if b"export " in line:
@@ -98,13 +124,19 @@ def _until_export(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     return took
 
 
-def _against(ref: str, py: str, proxy_py: Path, runs: int, env: dict[str, str], work: Path, demo: Path) -> list[str]:
+def _against(
+    ref: str, py: str, proxy_py: Path, runs: int, env: dict[str, str], work: Path, demo: Path
+) -> list[str]:
     """Rows: each command from this tree and from ``ref``'s, A B A B …, medians of the pairs."""
     old = work / "against"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old), ref], check=True)
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old), ref], check=True
+    )
     for interp in {py, str(proxy_py)}:  # its bytecode too, as an install has it
         if Path(interp).exists():
-            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", str(old)], capture_output=True)
+            subprocess.run(
+                [interp, "-m", "compileall", "-q", "-j", "0", str(old)], capture_output=True
+            )
     two = work / "two.jsonl"  # the demo's first two round trips
     two.write_bytes(b"".join(demo.read_bytes().splitlines(keepends=True)[:3]))
     try:
@@ -113,12 +145,16 @@ def _against(ref: str, py: str, proxy_py: Path, runs: int, env: dict[str, str], 
             walls.append(_wall([py, "-c", "pass"], env, work))
             cpus.append(_CPU[0])
         bare, bare_cpu = statistics.median(walls), statistics.median(cpus)
-        lines = [f"Bare `python -c pass`: {bare:.3f} s wall, {bare_cpu:.3f} s CPU (medians). The CPU columns are user + system "
-                 "seconds of the command's processes (for replay, up to its export lines): on a loaded machine the wall time "
-                 "waits for a core and the CPU time much less; on a quiet one they agree.", "",
-                 f"| command | this tree (median s) | {ref} (median s) | difference | ratio | this tree over bare Python "
-                 f"| CPU: this tree | CPU: {ref} | CPU: this tree over bare |",
-                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines = [
+            f"Bare `python -c pass`: {bare:.3f} s wall, {bare_cpu:.3f} s CPU (medians). The CPU "
+            "columns are user + system seconds of the command's processes (for replay, up to its "
+            "export lines): on a loaded machine the wall time waits for a core and the CPU time "
+            "much less; on a quiet one they agree.",
+            "",
+            f"| command | this tree (median s) | {ref} (median s) | difference | ratio | this tree "
+            f"over bare Python | CPU: this tree | CPU: {ref} | CPU: this tree over bare |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
 
         def on(tree: Path, interp: str, *argv: str) -> list[str]:
             return ["env", f"PYTHONPATH={tree}", interp, "-m", "cassettes.cli", *argv]
@@ -132,23 +168,71 @@ def _against(ref: str, py: str, proxy_py: Path, runs: int, env: dict[str, str], 
                 cx.append(_CPU[0])
                 ys.append(wall(b, env, work))
                 cy.append(_CPU[0])
-            ma, mb, ca, cb = statistics.median(xs), statistics.median(ys), statistics.median(cx), statistics.median(cy)
-            lines.append(f"| {name} | {ma:.3f} | {mb:.3f} | {(ma - mb) * 1000:+.0f} ms | {statistics.median(x / y for x, y in zip(xs, ys, strict=True)):.2f}× "
-                         f"| {(ma - bare) * 1000:+.0f} ms | {ca:.3f} | {cb:.3f} | {(ca - bare_cpu) * 1000:+.0f} ms |")
+            ma, mb, ca, cb = (
+                statistics.median(xs),
+                statistics.median(ys),
+                statistics.median(cx),
+                statistics.median(cy),
+            )
+            lines.append(
+                f"| {name} | {ma:.3f} | {mb:.3f} | {(ma - mb) * 1000:+.0f} ms | "
+                f"{statistics.median(x / y for x, y in zip(xs, ys, strict=True)):.2f}× | "
+                f"{(ma - bare) * 1000:+.0f} ms | {ca:.3f} | {cb:.3f} | "
+                f"{(ca - bare_cpu) * 1000:+.0f} ms |"
+            )
 
         row("`looptap --help`", on(ROOT, py, "--help"), on(old, py, "--help"))
-        row("`looptap show` (demo run, 11 round trips)", on(ROOT, py, "show", str(demo)), on(old, py, "show", str(demo)))
-        row("`looptap show` (2 round trips; goal ≤ 0.3 s over bare)", on(ROOT, py, "show", str(two)), on(old, py, "show", str(two)))
-        row("`looptap replay` (2 round trips) until its export lines (goal ≤ 0.3 s over bare)", on(ROOT, py, "replay", str(two)),
-            on(old, py, "replay", str(two)), wall=_until_export)
+        row(
+            "`looptap show` (demo run, 11 round trips)",
+            on(ROOT, py, "show", str(demo)),
+            on(old, py, "show", str(demo)),
+        )
+        row(
+            "`looptap show` (2 round trips; goal ≤ 0.3 s over bare)",
+            on(ROOT, py, "show", str(two)),
+            on(old, py, "show", str(two)),
+        )
+        row(
+            "`looptap replay` (2 round trips) until its export lines (goal ≤ 0.3 s over bare)",
+            on(ROOT, py, "replay", str(two)),
+            on(old, py, "replay", str(two)),
+            wall=_until_export,
+        )
         if proxy_py.exists():
             conf = str(work / "conf")
-            row("`looptap run -o X -- true` (recorder env)",
-                on(ROOT, str(proxy_py), "run", "-o", str(work / "a.jsonl"), "--force", "--confdir", conf, "--", "true"),
-                on(old, str(proxy_py), "run", "-o", str(work / "b.jsonl"), "--force", "--confdir", conf, "--", "true"), n=max(5, runs // 3))
+            row(
+                "`looptap run -o X -- true` (recorder env)",
+                on(
+                    ROOT,
+                    str(proxy_py),
+                    "run",
+                    "-o",
+                    str(work / "a.jsonl"),
+                    "--force",
+                    "--confdir",
+                    conf,
+                    "--",
+                    "true",
+                ),
+                on(
+                    old,
+                    str(proxy_py),
+                    "run",
+                    "-o",
+                    str(work / "b.jsonl"),
+                    "--force",
+                    "--confdir",
+                    conf,
+                    "--",
+                    "true",
+                ),
+                n=max(5, runs // 3),
+            )
         return lines
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)], check=False)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)], check=False
+        )
 
 
 #: What keeps the start-up short, written under the figures (docs/startup.md).
@@ -180,14 +264,16 @@ HOW = """
   no collection walks those classes and validators, then or later.
 
 `tests/test_startup_imports.py` holds these boundaries by the modules a fresh interpreter loads (no timings in tests).
-"""
+"""  # noqa: E501
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", "--runs", type=int, default=15)
     ap.add_argument("--write", action="store_true", help="write docs/startup.md")
-    ap.add_argument("--against", metavar="REF", help="also run the commands from REF's tree, side by side")
+    ap.add_argument(
+        "--against", metavar="REF", help="also run the commands from REF's tree, side by side"
+    )
     ap.add_argument("--only-against", action="store_true", help="with --against: only those rows")
     args = ap.parse_args()
     venv = Path(sys.prefix)
@@ -197,62 +283,169 @@ def main() -> int:
     if entry.exists():
         looptap = [str(entry)]
     bare = [py, "-c", "pass"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONDONTWRITEBYTECODE"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONDONTWRITEBYTECODE"))
+    }
     rows: list[tuple[str, str, tuple[float, float, float, float], str]] = []
     # Users' installs carry bytecode (pip compiles at install); a checkout run with
     # PYTHONDONTWRITEBYTECODE would compile every module in every process and measure that instead.
-    for interp in {py, os.environ.get("LOOPTAP_PROXY_PYTHON") or str(ROOT / ".venv-proxy" / "bin" / "python")}:
+    for interp in {
+        py,
+        os.environ.get("LOOPTAP_PROXY_PYTHON") or str(ROOT / ".venv-proxy" / "bin" / "python"),
+    }:
         if Path(interp).exists():
-            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", str(Path(interp).parents[1] / "lib"), str(ROOT / "cassettes"),
-                            str(ROOT / "proxy"), str(ROOT / "inspector")], capture_output=True)
+            subprocess.run(
+                [
+                    interp,
+                    "-m",
+                    "compileall",
+                    "-q",
+                    "-j",
+                    "0",
+                    str(Path(interp).parents[1] / "lib"),
+                    str(ROOT / "cassettes"),
+                    str(ROOT / "proxy"),
+                    str(ROOT / "inspector"),
+                ],
+                capture_output=True,
+            )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        # looptap's per-user state (the price memo, the parse-once key) of its own, filled by the warm-up runs
+        # looptap's per-user state (the price memo, the parse-once key) of its own, filled by the
+        # warm-up runs
         (work / "state").mkdir(mode=0o700)
         env["LOOPTAP_STATE_DIR"] = str(work / "state")
         demo = work / "demo.jsonl"
-        subprocess.run([*looptap, "import", str(ROOT / "cassettes" / "examples" / "tool_loop_anthropic.yaml"), "-o", str(demo)],
-                       check=True, capture_output=True, env=env, cwd=work)
+        subprocess.run(
+            [
+                *looptap,
+                "import",
+                str(ROOT / "cassettes" / "examples" / "tool_loop_anthropic.yaml"),
+                "-o",
+                str(demo),
+            ],
+            check=True,
+            capture_output=True,
+            env=env,
+            cwd=work,
+        )
         (work / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
         against: list[str] = []
         if args.against:
-            proxy_py = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" / "bin" / "python")
+            proxy_py = Path(
+                os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" / "bin" / "python"
+            )
             load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-            against = [f"## Side by side with `{args.against}`", "",
-                       f"Load average (1/5/15 min) at the start: {load}. Each command from this tree and from `{args.against}`'s, "
-                       "in turn, in one run; medians.", "", *_against(args.against, py, proxy_py, args.runs, env, work, demo)]
+            against = [
+                f"## Side by side with `{args.against}`",
+                "",
+                f"Load average (1/5/15 min) at the start: {load}. Each command from this tree and "
+                f"from `{args.against}`'s, in turn, in one run; medians.",
+                "",
+                *_against(args.against, py, proxy_py, args.runs, env, work, demo),
+            ]
             print("\n".join(against))
             if args.only_against:
                 return 0
         pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_nothing.py"]
-        rows.append(("`looptap --help`", "`python -c pass`", _pairs([*looptap, "--help"], bare, args.runs, env, work), "≤ 0.15 s over"))
-        rows.append(("`looptap show demo.jsonl`", "`python -c pass`", _pairs([*looptap, "show", str(demo)], bare, args.runs, env, work), ""))
-        rows.append(("`import pytest, cassettes.replay.testing.plugin`", "`import pytest`",
-                     _pairs([py, "-c", "import pytest, cassettes.replay.testing.plugin"], [py, "-c", "import pytest"], args.runs, env, work), ""))
-        rows.append(("pytest session, plugin loaded, unused", "the same with `-p no:looptap`",
-                     _pairs(pytest, [*pytest, "-p", "no:looptap"], args.runs, env, work), "≤ 50 ms over"))
-        proxy_py = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" / "bin" / "python")
+        rows.append(
+            (
+                "`looptap --help`",
+                "`python -c pass`",
+                _pairs([*looptap, "--help"], bare, args.runs, env, work),
+                "≤ 0.15 s over",
+            )
+        )
+        rows.append(
+            (
+                "`looptap show demo.jsonl`",
+                "`python -c pass`",
+                _pairs([*looptap, "show", str(demo)], bare, args.runs, env, work),
+                "",
+            )
+        )
+        rows.append(
+            (
+                "`import pytest, cassettes.replay.testing.plugin`",
+                "`import pytest`",
+                _pairs(
+                    [py, "-c", "import pytest, cassettes.replay.testing.plugin"],
+                    [py, "-c", "import pytest"],
+                    args.runs,
+                    env,
+                    work,
+                ),
+                "",
+            )
+        )
+        rows.append(
+            (
+                "pytest session, plugin loaded, unused",
+                "the same with `-p no:looptap`",
+                _pairs(pytest, [*pytest, "-p", "no:looptap"], args.runs, env, work),
+                "≤ 50 ms over",
+            )
+        )
+        proxy_py = Path(
+            os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" / "bin" / "python"
+        )
         if proxy_py.exists():
-            run = [str(proxy_py), "-m", "cassettes.cli", "run", "-o", str(work / "run.jsonl"), "--confdir", str(work / "conf"), "--", "true"]
-            rows.append(("`looptap run -o X -- true` (recorder env)", "`python -c pass` (recorder env)",
-                         _pairs(run, [str(proxy_py), "-c", "pass"], max(5, args.runs // 3), {**env, "PYTHONPATH": str(ROOT)}, work), ""))
+            run = [
+                str(proxy_py),
+                "-m",
+                "cassettes.cli",
+                "run",
+                "-o",
+                str(work / "run.jsonl"),
+                "--confdir",
+                str(work / "conf"),
+                "--",
+                "true",
+            ]
+            rows.append(
+                (
+                    "`looptap run -o X -- true` (recorder env)",
+                    "`python -c pass` (recorder env)",
+                    _pairs(
+                        run,
+                        [str(proxy_py), "-c", "pass"],
+                        max(5, args.runs // 3),
+                        {**env, "PYTHONPATH": str(ROOT)},
+                        work,
+                    ),
+                    "",
+                )
+            )
     lines = [
-        "| target | yardstick | target (median s) | yardstick (median s) | over the yardstick | ratio | goal |",
+        "| target | yardstick | target (median s) | yardstick "
+        "(median s) | over the yardstick | ratio | goal |",
         "|---|---|---:|---:|---:|---:|---|",
     ]
     for target, base, (a, b, diff, ratio), goal in rows:
-        lines.append(f"| {target} | {base} | {a:.3f} | {b:.3f} | {diff * 1000:+.0f} ms | {ratio:.1f}× | {goal} |")
+        lines.append(
+            f"| {target} | {base} | {a:.3f} | {b:.3f} | {diff * 1000:+.0f} "
+            f"ms | {ratio:.1f}× | {goal} |"
+        )
     print("\n".join(lines))
     if args.write:
         head = (
             "# Start-up\n\n"
-            f"Generated by `python bench/startup.py --write` on {datetime.date.today()} ({platform.machine()}, "
-            f"{os.cpu_count()} cores, Python {platform.python_version()}), {args.runs} interleaved pairs per row "
-            "(the recorder row fewer): medians of the pairs. A shared machine: compare the ratios and the time "
-            "over the yardstick, not the absolute seconds.\n\n"
+            f"Generated by `python bench/startup.py --write` on {datetime.date.today()} "
+            f"({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}), "
+            f"{args.runs} interleaved pairs per row (the recorder row fewer): medians of the "
+            "pairs. A shared machine: compare the ratios and the time over the yardstick, not the "
+            "absolute seconds.\n\n"
         )
-        (ROOT / "docs" / "startup.md").write_text(head + "\n".join(lines) + "\n" + "".join(f"\n{x}" for x in against) + ("\n" if against else "")
-                                                  + HOW)
+        (ROOT / "docs" / "startup.md").write_text(
+            head
+            + "\n".join(lines)
+            + "\n"
+            + "".join(f"\n{x}" for x in against)
+            + ("\n" if against else "")
+            + HOW
+        )
     return 0
 
 

@@ -22,7 +22,7 @@ detectors off and equal with them on (what a detector would make ambiguous in re
 should be 0). Every request must match its own recording in both modes (checked).
 
 Absolute numbers depend on the machine (shared, noisy 2-core boxes here); the ratios are the point.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -51,22 +51,72 @@ def agent_run(turns: int = 40, day: int = 24, salt: int = 0) -> list[Exchange]:
     """A coding agent's conversation on 2026-11-``day`` (``salt``: other ids, temp dirs and
     durations, as another run makes): every request the whole history so far."""
     system = (
-        "You are a coding agent. Use the tools to inspect and change files.\n<env>\nWorking directory: /home/alice/src/shop\n"
-        f"Platform: linux\nToday's date: 2026-11-{day}\nGit branch: main\n</env>\n" + "Follow the house style. " * 60
+        "You are a coding agent. Use the tools to inspect and change files.\n<env>\nWorking "
+        f"directory: /home/alice/src/shop\nPlatform: linux\nToday's date: 2026-11-{day}\nGit "
+        "branch: main\n</env>\n"
+        + "Follow the house style. "
+        * 60
     )
-    msgs: list[dict[str, object]] = [{"role": "system", "content": system}, {"role": "user", "content": "Fix the failing test in tests/test_cart.py"}]
+    msgs: list[dict[str, object]] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Fix the failing test in tests/test_cart.py"},
+    ]
     out: list[Exchange] = []
-    tools = [{"type": "function", "function": {"name": n, "description": f"{n} a path", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}} for n in ("read", "ls", "run")]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": n,
+                "description": f"{n} a path",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            },
+        }
+        for n in ("read", "ls", "run")
+    ]
     for t in range(turns):
         body = orjson.dumps({"model": "gpt-4o", "messages": msgs, "tools": tools})
-        out.append(Exchange("POST", "https://api.openai.com/v1/chat/completions", [("content-type", "application/json")], body, status=200,
-                            response_headers=[("content-type", "application/json")], response_chunks=[(0.01, b"{}")]))
+        out.append(
+            Exchange(
+                "POST",
+                "https://api.openai.com/v1/chat/completions",
+                [("content-type", "application/json")],
+                body,
+                status=200,
+                response_headers=[("content-type", "application/json")],
+                response_chunks=[(0.01, b"{}")],
+            )
+        )
         cid = f"call_{t:02d}Xk3jd9Qp2LmN8vR4tY6w"
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": "run", "arguments": '{"path":"tests"}'}}]})
-        listing = "\n".join(f"-rw-r--r-- 1 alice alice {1000 + i * 37} Nov {day} 09:{i:02d}:00 /home/alice/src/shop/src/module_{t}_{i}.py" for i in range(12))
-        log = (f"============ 3 passed, 1 failed in {0.5 + t / 100 + salt:.2f}s ============\nrun id 9b2f64c1-7d3e-4a5b-8c6d-0e1f2a3b{salt:02d}{t:02d}"
-               f" at 2026-11-{day}T09:{t % 60:02d}:12Z\ncache /tmp/tmpk3j_x{t:03d}{salt}")
-        msgs.append({"role": "tool", "tool_call_id": cid, "content": listing + "\n" + log + "\n" + "assert total == 42 " * 20})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {"name": "run", "arguments": '{"path":"tests"}'},
+                    }
+                ],
+            }
+        )
+        listing = "\n".join(
+            f"-rw-r--r-- 1 alice alice {1000 + i * 37} Nov {day} 09:{i:02d}:00 "
+            f"/home/alice/src/shop/src/module_{t}_{i}.py"
+            for i in range(12)
+        )
+        log = (
+            f"============ 3 passed, 1 failed in {0.5 + t / 100 + salt:.2f}s ============\nrun id "
+            f"9b2f64c1-7d3e-4a5b-8c6d-0e1f2a3b{salt:02d}{t:02d} at "
+            f"2026-11-{day}T09:{t % 60:02d}:12Z\ncache /tmp/tmpk3j_x{t:03d}{salt}"
+        )
+        msgs.append(
+            {
+                "role": "tool",
+                "tool_call_id": cid,
+                "content": listing + "\n" + log + "\n" + "assert total == 42 " * 20,
+            }
+        )
     return out
 
 
@@ -91,18 +141,36 @@ def measure(exchanges: list[Exchange]) -> dict[str, object]:
                 got = m.match(ex.method, ex.url, ex.request_headers, ex.request_body)
                 times.append(time.perf_counter_ns() - t0)
                 if not isinstance(got, Recorded):
-                    raise SystemExit(f"a recorded request did not match its own recording (volatile {'on' if on else 'off'}): {got.headline}")
-            best[on] = times if not best[on] else [min(a, c) for a, c in zip(best[on], times, strict=True)]
+                    raise SystemExit(
+                        "a recorded request did not match its own recording (volatile "
+                        f"{'on' if on else 'off'}): {got.headline}"
+                    )
+            best[on] = (
+                times if not best[on] else [min(a, c) for a, c in zip(best[on], times, strict=True)]
+            )
     on = Matcher(exchanges, volatile=True)
     keys_on = [on._key(i) for i in range(len(exchanges))]
-    keys_off = [request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json()) for ex in exchanges]
+    keys_off = [
+        request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json())
+        for ex in exchanges
+    ]
     off_digests = [k.digest for k in keys_off]
     on_digests = [k.digest for k in keys_on]
     merged = sum(
-        1 for i in range(len(exchanges)) for j in range(i + 1, len(exchanges)) if off_digests[i] != off_digests[j] and on_digests[i] == on_digests[j]
+        1
+        for i in range(len(exchanges))
+        for j in range(i + 1, len(exchanges))
+        if off_digests[i] != off_digests[j] and on_digests[i] == on_digests[j]
     )
-    return {"off": best[False], "on": best[True], "build_off": build[False], "build_on": build[True],
-            "fired": sum(1 for k in keys_on if k.spans), "merged": merged, "sizes": [len(ex.request_body) for ex in exchanges]}
+    return {
+        "off": best[False],
+        "on": best[True],
+        "build_off": build[False],
+        "build_on": build[True],
+        "fired": sum(1 for k in keys_on if k.spans),
+        "merged": merged,
+        "sizes": [len(ex.request_body) for ex in exchanges],
+    }
 
 
 def next_day(turns: int) -> tuple[list[int], int, int, int]:
@@ -120,9 +188,15 @@ def next_day(turns: int) -> tuple[list[int], int, int, int]:
             times.append(time.perf_counter_ns() - t0)
         best = times if not best else [min(a, c) for a, c in zip(best, times, strict=True)]
     on = Matcher(recorded, volatile=True)
-    matched_on = sum(isinstance(on.match(ex.method, ex.url, ex.request_headers, ex.request_body), Recorded) for ex in live)
+    matched_on = sum(
+        isinstance(on.match(ex.method, ex.url, ex.request_headers, ex.request_body), Recorded)
+        for ex in live
+    )
     off = Matcher(recorded, volatile=False)
-    matched_off = sum(isinstance(off.match(ex.method, ex.url, ex.request_headers, ex.request_body), Recorded) for ex in live)
+    matched_off = sum(
+        isinstance(off.match(ex.method, ex.url, ex.request_headers, ex.request_body), Recorded)
+        for ex in live
+    )
     return best, matched_on, matched_off, sum(len(t) for t in on.tolerated.values())
 
 
@@ -137,14 +211,23 @@ def main() -> int:
     for path in files:
         try:
             exchanges = [ex for ex in load(path) if ex.request_body]
-        except Exception:  # a file load_vcr refuses (tests/test_corpus_* say which): not matched by anyone
+        except Exception:
+            # a file load_vcr refuses (tests/test_corpus_* say which): not matched by anyone
             continue
         if exchanges:
             groups[family(exchanges[0])].append(measure(exchanges))
-    groups["agent run (synthetic, 40 turns)" if not args.quick else "agent run (synthetic, 10 turns)"].append(measure(agent_run(10 if args.quick else 40)))
-    print(f"volatile spans: matching with the built-in detectors off and on, {len(files)} corpus files + one agent run; fastest of {ROUNDS} rounds per request")
+    groups[
+        "agent run (synthetic, 40 turns)" if not args.quick else "agent run (synthetic, 10 turns)"
+    ].append(measure(agent_run(10 if args.quick else 40)))
+    print(
+        f"volatile spans: matching with the built-in detectors off and on, {len(files)} corpus "
+        f"files + one agent run; fastest of {ROUNDS} rounds per request"
+    )
     print()
-    print("| traffic | requests | median request | match off (µs, median) | match on (µs, median) | on / off (median) | on / off (total) | build on / off | detector fired | merged |")
+    print(
+        "| traffic | requests | median request | match off (µs, median) | match on (µs, median) | "
+        "on / off (median) | on / off (total) | build on / off | detector fired | merged |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     everything: dict[str, list[int]] = {"off": [], "on": []}
     for name in sorted(groups, key=lambda n: (n.startswith("agent"), n)):
@@ -159,19 +242,33 @@ def main() -> int:
         fired = sum(int(r["fired"]) for r in runs)  # type: ignore[call-overload]
         merged = sum(int(r["merged"]) for r in runs)  # type: ignore[call-overload]
         m_off, m_on = statistics.median(off) / 1000, statistics.median(on) / 1000
-        print(f"| {name} | {len(off):,} | {statistics.median(sizes) / 1024:,.1f} KB | {m_off:,.0f} | {m_on:,.0f} | {m_on / m_off:.2f} | {sum(on) / sum(off):.2f} | {b_on / b_off:.2f} "
-              f"| {fired / len(off):.0%} | {merged} |")
+        print(
+            f"| {name} | {len(off):,} | {statistics.median(sizes) / 1024:,.1f} KB | {m_off:,.0f} | "
+            f"{m_on:,.0f} | {m_on / m_off:.2f} | {sum(on) / sum(off):.2f} | {b_on / b_off:.2f} | "
+            f"{fired / len(off):.0%} | {merged} |"
+        )
     off, on = everything["off"], everything["on"]
-    print(f"| **all** | {len(off):,} | | {statistics.median(off) / 1000:,.0f} | {statistics.median(on) / 1000:,.0f} | {statistics.median(on) / statistics.median(off):.2f} "
-          f"| {sum(on) / sum(off):.2f} | | | |")
+    print(
+        f"| **all** | {len(off):,} | | {statistics.median(off) / 1000:,.0f} | "
+        f"{statistics.median(on) / 1000:,.0f} | "
+        f"{statistics.median(on) / statistics.median(off):.2f} | {sum(on) / sum(off):.2f} | | | |"
+    )
     turns = 10 if args.quick else 40
-    agent_off: list[int] = next(r["off"] for n, runs in groups.items() if n.startswith("agent") for r in runs)  # type: ignore[misc]
+    agent_off: list[int] = next(
+        r["off"] for n, runs in groups.items() if n.startswith("agent") for r in runs
+    )  # type: ignore[misc]
     times, matched_on, matched_off, listed = next_day(turns)
     print()
-    print(f"The same agent run sent again the next day by another run ({turns} requests: other date, ids, temp dirs, durations):")
-    print(f"detectors on: {matched_on} of {turns} matched, {listed} tolerated differences listed, match {statistics.median(times) / 1000:,.0f} µs median "
-          f"({statistics.median(times) / statistics.median(agent_off):.2f}x the same run matched with them off); "
-          f"detectors off: {matched_off} of {turns} matched")
+    print(
+        f"The same agent run sent again the next day by another run ({turns} requests: other date, "
+        "ids, temp dirs, durations):"
+    )
+    print(
+        f"detectors on: {matched_on} of {turns} matched, {listed} tolerated differences listed, "
+        f"match {statistics.median(times) / 1000:,.0f} µs median "
+        f"({statistics.median(times) / statistics.median(agent_off):.2f}x the same run matched "
+        f"with them off); detectors off: {matched_off} of {turns} matched"
+    )
     return 0
 
 

@@ -17,7 +17,7 @@ recorder, the replay server, the agent) per branch, and why's as a ratio of the 
 baseline is included in why's figures, as a user pays it. The load average is printed before and
 after (the machine is shared: wall times move with it, CPU times much less). Needs the recorder's
 environment (``LOOPTAP_PROXY_PYTHON``).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -68,21 +68,72 @@ def main() -> int:
         tmp = Path(d)
         up = ["--upstream", f"openai={fake.url}", "--confdir", str(tmp / "conf")]
         run = tmp / "run.jsonl"
-        subprocess.run([*RECORDER, "run", "-o", str(run), *up, "--", sys.executable, str(AGENT), *AGENT_ARGS], env=env, cwd=tmp, capture_output=True)
+        subprocess.run(
+            [*RECORDER, "run", "-o", str(run), *up, "--", sys.executable, str(AGENT), *AGENT_ARGS],
+            env=env,
+            cwd=tmp,
+            capture_output=True,
+        )
         call = c_call(run)
         fork_wall = fork_cpu = 0.0
         for k in range(opts.n):
-            w, c = _timed([*RECORDER, "run", "--from", f"{run}@conversation=c1:turn=1", "--edit", f"restore_result[{call}]=rain", *up,
-                           "-o", str(tmp / f"fork.{k}.jsonl"), "--", sys.executable, str(AGENT), *AGENT_ARGS], env, tmp)
+            w, c = _timed(
+                [
+                    *RECORDER,
+                    "run",
+                    "--from",
+                    f"{run}@conversation=c1:turn=1",
+                    "--edit",
+                    f"restore_result[{call}]=rain",
+                    *up,
+                    "-o",
+                    str(tmp / f"fork.{k}.jsonl"),
+                    "--",
+                    sys.executable,
+                    str(AGENT),
+                    *AGENT_ARGS,
+                ],
+                env,
+                tmp,
+            )
             fork_wall, fork_cpu = fork_wall + w, fork_cpu + c
-        why_wall, why_cpu = _timed([sys.executable, "-m", "cassettes.cli", "why", str(run), "--layer", "C", "--samples", str(opts.n), "--jobs", "1",
-                                    "--result", f"{call}=rain", *up, "-o", str(tmp / "why"), "--", sys.executable, str(AGENT), *AGENT_ARGS], env, tmp)
+        why_wall, why_cpu = _timed(
+            [
+                sys.executable,
+                "-m",
+                "cassettes.cli",
+                "why",
+                str(run),
+                "--layer",
+                "C",
+                "--samples",
+                str(opts.n),
+                "--jobs",
+                "1",
+                "--result",
+                f"{call}=rain",
+                *up,
+                "-o",
+                str(tmp / "why"),
+                "--",
+                sys.executable,
+                str(AGENT),
+                *AGENT_ARGS,
+            ],
+            env,
+            tmp,
+        )
     n = opts.n
     print("| path | branches | wall s per branch | CPU s per branch | / plain fork (wall, CPU) |")
     print("|---|---|---|---|---|")
-    print(f"| plain fork (looptap run --from --edit) | {n} | {fork_wall / n:.2f} | {fork_cpu / n:.2f} | 1.00×, 1.00× |")
-    print(f"| looptap why --layer C (baseline included) | {n} | {why_wall / n:.2f} | {why_cpu / n:.2f} | "
-          f"{why_wall / fork_wall:.2f}×, {why_cpu / fork_cpu:.2f}× |")
+    print(
+        f"| plain fork (looptap run --from --edit) | {n} | {fork_wall / n:.2f} | "
+        f"{fork_cpu / n:.2f} | 1.00×, 1.00× |"
+    )
+    print(
+        f"| looptap why --layer C (baseline included) | {n} | {why_wall / n:.2f} | "
+        f"{why_cpu / n:.2f} | {why_wall / fork_wall:.2f}×, {why_cpu / fork_cpu:.2f}× |"
+    )
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0
 

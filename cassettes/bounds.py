@@ -10,7 +10,8 @@ is bounded here, once, with named limits:
 - :data:`WALK_DEPTH` — how deep analysis, verification, views and the inspector descend. A deeper
   subtree is treated as opaque (and labelled where it matters), never recursed into.
 
-:func:`json_depth` measures nesting iteratively (no recursion), stopping as soon as a limit is passed.
+:func:`json_depth` measures nesting iteratively (no recursion), stopping as soon as a limit is
+passed.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ MAX_DECODED_BYTES = 64 << 20
 
 def json_depth(value: Any, limit: int = STORE_DEPTH) -> int:
     """Nesting depth of a JSON-like value (a scalar is 0, ``[]`` is 1, ``[[1]]`` is 2), computed
-    without recursion. Stops early and returns ``limit + 1`` once the value is deeper than ``limit``."""
+    without recursion. Stops early and returns ``limit + 1`` once the value is deeper than
+    ``limit``."""
     if not isinstance(value, dict | list | tuple):
         return 0
     deepest = 0
@@ -163,7 +165,11 @@ def _bound(value: Any, raw: bytes | str | None) -> tuple[Any, str | None]:
     many = raw is None or (raw.count(b",") if isinstance(raw, bytes) else raw.count(",")) > MAX_LIST
     if many and _has_long(value):
         value = _cut_long(value)
-        why = f"{why}, and holds a list over {MAX_LIST:,} items" if why else f"holds a list over {MAX_LIST:,} items"
+        why = (
+            f"{why}, and holds a list over {MAX_LIST:,} items"
+            if why
+            else f"holds a list over {MAX_LIST:,} items"
+        )
     return value, why
 
 
@@ -199,7 +205,8 @@ def _cut_text(data: bytes, limit: int) -> bytes:
                 out.append(orjson.dumps(MARKER))
                 start, skipping_from = m.end(), -1
     if skipping_from >= 0:
-        return data[:skipping_from] + orjson.dumps(MARKER)  # unbalanced: what orjson then says of it
+        # unbalanced: what orjson then says of it
+        return data[:skipping_from] + orjson.dumps(MARKER)
     out.append(data[start:])
     return b"".join(out)
 
@@ -240,8 +247,13 @@ def cap_lists(value: Any) -> Any:
     normalises item by item — cut at :data:`MAX_LIST` and marked; the same object when none is
     that long (a check of a few keys: for bodies read back from a cassette, whose depth the record
     check already bounded)."""
-    if isinstance(value, dict) and any(isinstance(v, list) and len(v) > MAX_LIST for v in value.values()):
-        return {k: (v[:MAX_LIST] + [MARKER] if isinstance(v, list) and len(v) > MAX_LIST else v) for k, v in value.items()}
+    if isinstance(value, dict) and any(
+        isinstance(v, list) and len(v) > MAX_LIST for v in value.values()
+    ):
+        return {
+            k: (v[:MAX_LIST] + [MARKER] if isinstance(v, list) and len(v) > MAX_LIST else v)
+            for k, v in value.items()
+        }
     if isinstance(value, list) and len(value) > MAX_LIST:
         return value[:MAX_LIST] + [MARKER]
     return value

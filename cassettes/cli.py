@@ -26,7 +26,11 @@ interrupts.watch()  # first: a Ctrl-C swallowed by any later import is still hon
 # orjson's module init assumes its own imports succeed: a Ctrl-C landing inside it (the first
 # ~0.1 s of every command) is a segmentation fault, not a KeyboardInterrupt (ijl/orjson#310).
 # SIGINT is held for the import and arrives right after it, as an ordinary KeyboardInterrupt.
-_HELD = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
+_HELD = (
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if hasattr(signal, "pthread_sigmask")
+    else None
+)
 try:
     import orjson
 finally:
@@ -48,7 +52,7 @@ def _err(msg: str) -> None:
 
 
 _EMPTY_TURN: dict[str, Any] = {
-    "conversation": None, "turn": None, "previous_seq": None, "conversation_kind": None, "conversation_parent_seq": None,
+    "conversation": None, "turn": None, "previous_seq": None, "conversation_kind": None, "conversation_parent_seq": None,  # noqa: E501
     "layers": None, "tokens": None, "findings": [],
 }  # fmt: skip
 
@@ -84,7 +88,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     branched = {c.id: c for c in run.analysis.conversations if c.parent_seq is not None}
     from cassettes.views.view import GrowthRows, growth_row
 
-    # Each turn is restored once, by made(); the growth tables printed after take its row from there.
+    # Each turn is restored once, by made(); the growth tables printed after take its row from
+    # there.
     growth = None if args.json else GrowthRows()
     prefix = _prefix_tolerated(path, run)
     firsts: set[str] = set()
@@ -98,7 +103,11 @@ def cmd_show(args: argparse.Namespace) -> int:
             v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
             if turn is not None:
                 parent = branched.get(turn.conversation)
-                v.update(conversation_json(parent) if parent is not None else {"conversation_kind": "main", "conversation_parent_seq": None})
+                v.update(
+                    conversation_json(parent)
+                    if parent is not None
+                    else {"conversation_kind": "main", "conversation_parent_seq": None}
+                )
             link = run.analysis.mcp_calls.get(v["seq"])
             if link is not None and v.get("mcp") is not None:
                 v["mcp"]["linked"] = mcp_link_json(link)
@@ -107,12 +116,14 @@ def cmd_show(args: argparse.Namespace) -> int:
                 if by is not None:
                     tc["mcp"] = {"seq": by.seq, "tool": by.tool, "by": by.linked_by}
             conv = str(v.get("conversation"))
-            if conv in prefix and conv not in firsts:  # a branch's first turn: what its prefix tolerated
+            # a branch's first turn: what its prefix tolerated
+            if conv in prefix and conv not in firsts:
                 firsts.add(conv)
                 v["tolerated"] = prefix[conv]
             yield [v, growth_row(turn) if turn is not None else None]
 
-    def views() -> Iterator[dict[str, Any]]:  # those kept with a kept analysis, else made (and kept)
+    # those kept with a kept analysis, else made (and kept)
+    def views() -> Iterator[dict[str, Any]]:
         for v, row in run.printed(made):
             if row is not None and growth is not None:
                 growth.put(v["seq"], row)
@@ -138,18 +149,30 @@ def cmd_show(args: argparse.Namespace) -> int:
         from cassettes.reading.branch import branch_line, branch_origin
 
         origin = branch_origin(run.header, path)
-        if origin is not None:  # a fork's branch says so first (its turns keep the origin's numbers)
+        # a fork's branch says so first (its turns keep the origin's numbers)
+        if origin is not None:
             from cassettes.untrusted import clean_line
 
             title += "\n" + clean_line(branch_line(origin))
             title += "".join("\n" + clean_line(line) for line in _prefix_lines(path, origin))
-        _print_lines(summary_lines(kept(), run.problems, title=title, total=len(run.exchanges), families=run.families))
-        _print_lines(analysis_lines(keep.analysis(run.analysis) if keep is not None else run.analysis, growth))
+        _print_lines(
+            summary_lines(
+                kept(), run.problems, title=title, total=len(run.exchanges), families=run.families
+            )
+        )
+        _print_lines(
+            analysis_lines(
+                keep.analysis(run.analysis) if keep is not None else run.analysis, growth
+            )
+        )
         growth.close()
         if keep is not None:
             from cassettes.hints import count
 
-            print(f"\nfiltered ({keep.said}): {count(shown, 'round trip')} of {len(run.exchanges):,} shown")
+            print(
+                f"\nfiltered ({keep.said}): {count(shown, 'round trip')} "
+                f"of {len(run.exchanges):,} shown"
+            )
     return EXIT_OK
 
 
@@ -160,11 +183,16 @@ def _prefix_tolerated(path: Path, run: Any) -> dict[str, list[dict[str, Any]]]:
     if origin_in(run.header) is None:
         return {}
     notes = fork_notes(path)["tolerated"]
-    return tolerated_by_conversation(notes, [str(c.id) for c in run.analysis.conversations]) if notes else {}
+    return (
+        tolerated_by_conversation(notes, [str(c.id) for c in run.analysis.conversations])
+        if notes
+        else {}
+    )
 
 
 def _prefix_lines(path: Path, origin: dict[str, Any]) -> list[str]:
-    """``show``'s lines for what a branch's prefix tolerated (recorded text: the caller cleans them)."""
+    """``show``'s lines for what a branch's prefix tolerated (recorded text: the caller cleans
+    them)."""
     from cassettes.reading.branch import fork_notes
     from cassettes.replay.matching.tolerated import report_lines
 
@@ -172,7 +200,10 @@ def _prefix_lines(path: Path, origin: dict[str, Any]) -> list[str]:
     if not notes:
         return []
     mode = origin.get("prefix") if isinstance(origin.get("prefix"), str) else "strict"
-    return [f"tolerated in the prefix (--prefix {mode}), each turn served from the origin in position:", *report_lines(notes)]
+    return [
+        f"tolerated in the prefix (--prefix {mode}), each turn served from the origin in position:",
+        *report_lines(notes),
+    ]
 
 
 def _print_lines(lines: Iterable[str]) -> None:
@@ -197,18 +228,31 @@ class ShowFilter:
     A round trip is kept when it is in the conversation and turn asked for and, with a layer or
     severity, has a finding of that layer at least that severe."""
 
-    def __init__(self, conversation: str | None, turn: int | None, layer: str | None, severity: str | None) -> None:
+    def __init__(
+        self, conversation: str | None, turn: int | None, layer: str | None, severity: str | None
+    ) -> None:
         self.conversation, self.turn, self.layer = conversation, turn, layer
         self.least = _SEVERITY_RANK[severity] if severity else None
         self.said = ", ".join(
-            f"{k} {v}" for k, v in (("conversation", conversation), ("turn", turn), ("layer", layer), ("severity", severity and f">= {severity}")) if v is not None
+            f"{k} {v}"
+            for k, v in (
+                ("conversation", conversation),
+                ("turn", turn),
+                ("layer", layer),
+                ("severity", severity and f">= {severity}"),
+            )
+            if v is not None
         )
 
     def _finding(self, f: dict[str, Any]) -> bool:
-        return (self.layer is None or f.get("layer") == self.layer) and (self.least is None or _SEVERITY_RANK.get(str(f.get("severity")), 0) >= self.least)
+        return (self.layer is None or f.get("layer") == self.layer) and (
+            self.least is None or _SEVERITY_RANK.get(str(f.get("severity")), 0) >= self.least
+        )
 
     def _place(self, conversation: Any, turn: Any) -> bool:
-        return (self.conversation is None or conversation == self.conversation) and (self.turn is None or turn == self.turn)
+        return (self.conversation is None or conversation == self.conversation) and (
+            self.turn is None or turn == self.turn
+        )
 
     def roundtrip(self, v: dict[str, Any]) -> bool:
         if not self._place(v.get("conversation"), v.get("turn")):
@@ -219,11 +263,19 @@ class ShowFilter:
 
     def analysis(self, analysis: Any) -> Any:
         """The analysis with only the findings and conversations asked for (a shallow copy)."""
-        findings = [f for f in analysis.findings if self._place(f.conversation, f.turn) and self._finding({"layer": f.layer, "severity": f.severity.value})]
+        findings = [
+            f
+            for f in analysis.findings
+            if self._place(f.conversation, f.turn)
+            and self._finding({"layer": f.layer, "severity": f.severity.value})
+        ]
         with_findings = {f.conversation for f in findings}
         convs = _Kept(
             analysis.conversations,
-            lambda c: (self.conversation is None or c.id == self.conversation) and ((self.layer is None and self.least is None) or c.id in with_findings),
+            lambda c: (
+                (self.conversation is None or c.id == self.conversation)
+                and ((self.layer is None and self.least is None) or c.id in with_findings)
+            ),
         )
         return analysis.model_copy(update={"findings": findings, "conversations": convs})
 
@@ -258,14 +310,19 @@ def _show_filter(args: argparse.Namespace, analysis: Any) -> ShowFilter | None:
     if conversation is not None and not any(c.id == conversation for c in analysis.conversations):
         from cassettes.untrusted import clean_line
 
-        ids = [c.id for c, _ in zip(analysis.conversations, range(21), strict=False)]  # (not every id: a run may have millions)
+        # (not every id: a run may have millions)
+        ids = [c.id for c, _ in zip(analysis.conversations, range(21), strict=False)]
         n = len(analysis.conversations)
         listed = ", ".join(ids[:20]) + (f", … ({n} in all)" if n > 20 else "")
-        raise CassetteError(f"--conversation {clean_line(conversation)[:80]}: no such conversation in this run (it has {listed or 'none'})")
+        raise CassetteError(
+            f"--conversation {clean_line(conversation)[:80]}: no such conversation in this run (it "
+            f"has {listed or 'none'})"
+        )
     return ShowFilter(conversation, turn, layer, severity)
 
 
-#: What ``import`` picks up in a directory (a file named on the command line is read whatever its name).
+#: What ``import`` picks up in a directory (a file named on the command line is read whatever its
+#: name).
 _IMPORT_SUFFIXES = (".yaml", ".yml", ".mitm", ".flow", ".flows")
 
 
@@ -277,15 +334,22 @@ def _import_plan(inputs: list[Path]) -> list[tuple[Path, Path]]:
     for p in inputs:
         if p.is_dir():
             base = Path(p.resolve().name) if len(inputs) > 1 else Path()
-            files.extend((q, base / q.relative_to(p)) for q in sorted(p.rglob("*")) if q.suffix.lower() in _IMPORT_SUFFIXES and q.is_file())
+            files.extend(
+                (q, base / q.relative_to(p))
+                for q in sorted(p.rglob("*"))
+                if q.suffix.lower() in _IMPORT_SUFFIXES and q.is_file()
+            )
         else:
             files.append((p, Path(p.name)))
     return files
 
 
-def _import_dest(src: Path, rel: Path, out: Path | None, many: bool, written: set[Path], quiet: bool) -> Path:
+def _import_dest(
+    src: Path, rel: Path, out: Path | None, many: bool, written: set[Path], quiet: bool
+) -> Path:
     """Where one input goes. Never lose a file: a destination written earlier in this run is
-    never replaced (two inputs that map to one name, ``a.yaml`` and ``a.yml``, get distinct names)."""
+    never replaced (two inputs that map to one name, ``a.yaml`` and ``a.yml``, get distinct
+    names)."""
     if not many:  # without -o: the input's name, in the current directory (never beside the input)
         return out or Path(src.with_suffix(".jsonl").name)
     dest = (out or Path(".")) / rel.with_suffix(".jsonl")
@@ -314,7 +378,10 @@ def _import_one(src: Path, target: Target) -> str:
     errors = 0
     skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(run.skipped.items()))
     extra = f", skipped non-HTTP flows: {skipped}" if skipped else ""
-    with staged(target) as s, CassetteWriter(s.path, meta={"source": run.kind, "imported_from": src.name}) as w:
+    with (
+        staged(target) as s,
+        CassetteWriter(s.path, meta={"source": run.kind, "imported_from": src.name}) as w,
+    ):
         for ex in run.exchanges:
             rt = w.append(ex)
             fams[rt.family] = fams.get(rt.family, 0) + 1
@@ -324,11 +391,15 @@ def _import_one(src: Path, target: Target) -> str:
     flagged = f", {errors} with analysis errors" if errors else ""
     from cassettes.hints import count
 
-    return f"{src} → {dest}: {count(len(run.exchanges), 'round trip')}, {llm} LLM ({fam_text}){flagged}{extra}"
+    return (
+        f"{src} → {dest}: {count(len(run.exchanges), 'round trip')}, {llm} LLM "
+        f"({fam_text}){flagged}{extra}"
+    )
 
 
 def _file_id(path: Path) -> tuple[int, int] | None:
-    """The device and inode ``path`` names (a link followed), ``None`` when there is no such file."""
+    """The device and inode ``path`` names (a link followed), ``None`` when there is no such
+    file."""
     import os
 
     try:
@@ -359,10 +430,24 @@ def cmd_import(args: argparse.Namespace) -> int:
         dest = _import_dest(src, rel, out, many, written, args.quiet)
         written.add(dest)
         try:
-            # The input itself, a link, a directory or a device is refused; an existing file unless --force.
+            # The input itself, a link, a directory or a device is refused; an existing file unless
+            # --force.
             if _file_id(dest) in sources:
-                raise UnsafePath(f"the import's output {dest} is a file it imports: give -o a path of its own")
-            planned.append((src, check_target(dest, "the import's output", force=args.force, hint="use --force to replace it", parents=True)))
+                raise UnsafePath(
+                    f"the import's output {dest} is a file it imports: give -o a path of its own"
+                )
+            planned.append(
+                (
+                    src,
+                    check_target(
+                        dest,
+                        "the import's output",
+                        force=args.force,
+                        hint="use --force to replace it",
+                        parents=True,
+                    ),
+                )
+            )
         except UnsafePath as exc:
             _err(f"error: {exc}")
             failures += 1
@@ -385,7 +470,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     README's first command); without the recorder installed, show the bundled recording."""
     from cassettes.demo import run_demo
 
-    return run_demo(Path(args.output), lambda path: cmd_show(argparse.Namespace(file=str(path), json=False)))
+    return run_demo(
+        Path(args.output), lambda path: cmd_show(argparse.Namespace(file=str(path), json=False))
+    )
 
 
 Registrar = Callable[[Any], None]
@@ -449,7 +536,9 @@ class _Version(argparse.Action):
     """``--version``: the installed version, read when asked (``importlib.metadata`` is not
     loaded by every command)."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+    def __init__(
+        self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: Any
+    ) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
@@ -470,28 +559,73 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     them when it names none)."""
     parser = argparse.ArgumentParser(
         prog="looptap",
-        description="Record, inspect and replay LLM agent traffic; label what the model (E), the API (A) and the client (C) did.",
+        description="Record, inspect and replay LLM agent traffic; label what the model (E), the "
+        "API (A) and the client (C) did.",
     )
     parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    p = sub.add_parser("show", help="print a run: one summary per round trip (or --json, one object per line)")
-    p.add_argument("file", help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by content)")
-    p.add_argument("--json", action="store_true", help="one JSON object per round trip (schema looptap.roundtrip/1)")
-    p.add_argument("--conversation", metavar="ID", help="only this conversation's round trips and findings (c1, c2, …)")
-    p.add_argument("--turn", type=int, metavar="N", help="only turn N (0-based) of each conversation shown")
-    p.add_argument("--layer", choices=("E", "A", "C"), help="only round trips with a finding of this layer, and those findings")
-    p.add_argument("--severity", choices=("error", "warning", "info"), help="only round trips with a finding at least this severe, and those findings")
-    p.add_argument("--no-cache", action="store_true", help="analyse the run afresh and keep nothing (as LOOPTAP_NO_CACHE=1; docs/kept-analysis.md)")
+    p = sub.add_parser(
+        "show", help="print a run: one summary per round trip (or --json, one object per line)"
+    )
+    p.add_argument(
+        "file",
+        help="a looptap cassette, a vcrpy cassette or a mitmproxy "
+        "flow file (told apart by content)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per round trip (schema looptap.roundtrip/1)",
+    )
+    p.add_argument(
+        "--conversation",
+        metavar="ID",
+        help="only this conversation's round trips and findings (c1, c2, …)",
+    )
+    p.add_argument(
+        "--turn", type=int, metavar="N", help="only turn N (0-based) of each conversation shown"
+    )
+    p.add_argument(
+        "--layer",
+        choices=("E", "A", "C"),
+        help="only round trips with a finding of this layer, and those findings",
+    )
+    p.add_argument(
+        "--severity",
+        choices=("error", "warning", "info"),
+        help="only round trips with a finding at least this severe, and those findings",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="analyse the run afresh and keep nothing (as LOOPTAP_NO_CACHE=1; "
+        "docs/kept-analysis.md)",
+    )
     p.set_defaults(func=cmd_show)
-    p = sub.add_parser("import", help="import vcrpy / pytest-recording YAML cassettes and mitmproxy flow files")
-    p.add_argument("inputs", nargs="+", help="vcrpy cassettes or mitmproxy flow files (mitmdump -w), or directories of them (*.yaml, *.yml, *.mitm, *.flow, *.flows)")
-    p.add_argument("-o", "--output", help="output cassette (one input; default: the input's name as .jsonl in the current directory) "
-                   "or directory (several inputs or a directory; default: the current directory)")
+    p = sub.add_parser(
+        "import", help="import vcrpy / pytest-recording YAML cassettes and mitmproxy flow files"
+    )
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        help="vcrpy cassettes or mitmproxy flow files (mitmdump -w), or directories of them "
+        "(*.yaml, *.yml, *.mitm, *.flow, *.flows)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        help="output cassette (one input; default: the input's name as .jsonl in the current "
+        "directory) or directory (several inputs or a directory; default: the current directory)",
+    )
     p.add_argument("-f", "--force", action="store_true", help="replace existing output files")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=cmd_import)
-    p = sub.add_parser("demo", help="record the bundled example agent through the proxy (offline) and show the run")
-    p.add_argument("-o", "--output", default="looptap-demo.jsonl", help="where to write the demo cassette")
+    p = sub.add_parser(
+        "demo", help="record the bundled example agent through the proxy (offline) and show the run"
+    )
+    p.add_argument(
+        "-o", "--output", default="looptap-demo.jsonl", help="where to write the demo cassette"
+    )
     p.set_defaults(func=cmd_demo)
     if command not in _CORE_COMMANDS:
         _plugins(sub, command)
@@ -539,7 +673,8 @@ def loading() -> Iterator[None]:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        discover_lazily()  # pydantic's plugins found without importlib.metadata when none is declared
+        # pydantic's plugins found without importlib.metadata when none is declared
+        discover_lazily()
         yield
     finally:
         if not gc.get_freeze_count():

@@ -6,8 +6,8 @@ serving the answers Claude gave in the bundled recording (``examples/tool_loop_a
 so the run needs no network and no API key. The recorder (``looptap run``) sits in between as it
 would in front of the real API, and the cassette it writes is shown with its findings.
 
-The recorder needs mitmproxy (its own environment, see docs/recorder.md). Without it the demo says so
-and shows the bundled recording imported instead, so the command is useful either way.
+The recorder needs mitmproxy (its own environment, see docs/recorder.md). Without it the demo says
+so and shows the bundled recording imported instead, so the command is useful either way.
 """
 
 from __future__ import annotations
@@ -54,7 +54,9 @@ def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None]
     try:
         # An earlier demo (a cassette) is replaced; any other file, a link, a directory or a
         # device at -o is refused before anything runs (storage/paths.py).
-        target = check_target(dest, "the demo's cassette", owned=is_cassette, hint="give -o a new path")
+        target = check_target(
+            dest, "the demo's cassette", owned=is_cassette, hint="give -o a new path"
+        )
     except UnsafePath as exc:
         say(f"looptap demo: error: {exc}")
         return 2
@@ -65,21 +67,37 @@ def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None]
         exchanges = load_vcr(rec_path)
         if python is None:
             say(
-                "looptap demo: the recorder (mitmproxy) is not installed in this environment, so this shows the "
-                "bundled recording instead of recording it live. The README's first command installs the recorder."
+                "looptap demo: the recorder (mitmproxy) is not installed in this environment, so "
+                "this shows the bundled recording instead of recording it live. The README's first "
+                "command installs the recorder."
             )
             return _import_and_show(rec_path, target, show, say)
         remove_if_same(dest, target.replaces)
-        with ReplayServer(exchanges) as upstream, tempfile.TemporaryDirectory(prefix="looptap-demo-") as conf:
+        with (
+            ReplayServer(exchanges) as upstream,
+            tempfile.TemporaryDirectory(prefix="looptap-demo-") as conf,
+        ):
             cmd = [
                 python, "-m", "cassettes.cli", "run", "-o", str(dest),
                 "--upstream", f"{LISTENER}={upstream.url}", "--confdir", conf,
                 "--", sys.executable, str(agent_path),
             ]  # fmt: skip
-            say(f"looptap demo: the model is a loopback server replaying the recorded answers ({upstream.url})")
-            say("looptap demo: recording the agent; with your ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL), this line records it live:")
-            say(f"  {_looptap(python)} run -o {shlex.quote(str(dest))} -- python3 {shlex.quote(str(agent_path))}\n")
-            env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-api03-looptap-demo-key-never-written-to-disk"}
+            say(
+                "looptap demo: the model is a loopback server replaying "
+                f"the recorded answers ({upstream.url})"
+            )
+            say(
+                "looptap demo: recording the agent; with your ANTHROPIC_API_KEY (or "
+                "ANTHROPIC_BASE_URL), this line records it live:"
+            )
+            say(
+                f"  {_looptap(python)} run -o {shlex.quote(str(dest))} -- python3 "
+                f"{shlex.quote(str(agent_path))}\n"
+            )
+            env = {
+                **os.environ,
+                "ANTHROPIC_API_KEY": "sk-ant-api03-looptap-demo-key-never-written-to-disk",
+            }
             sys.stdout.flush()
             rc = subprocess.run(cmd, env=env, check=False).returncode
             misses = upstream.misses
@@ -99,7 +117,9 @@ def _looptap(python: str) -> str:
     environment, else by the recorder's interpreter (``LOOPTAP_PROXY_PYTHON``)."""
     from cassettes.hints import looptap_command
 
-    return looptap_command() if python == sys.executable else f"{shlex.quote(python)} -m cassettes.cli"
+    return (
+        looptap_command() if python == sys.executable else f"{shlex.quote(python)} -m cassettes.cli"
+    )
 
 
 def next_steps(rc: int, dest: Path, say: Callable[[str], None], recorder: str | None = None) -> int:
@@ -108,18 +128,28 @@ def next_steps(rc: int, dest: Path, say: Callable[[str], None], recorder: str | 
     from cassettes.hints import looptap_command
 
     me = looptap_command()  # as the user runs looptap, so the lines run as printed
-    say(f"\nnext: {me} inspect {shlex.quote(str(dest))}   (turn by turn in the terminal; ? for the keys)")
-    say(f"      {recorder or me} run -o run.jsonl -- python your_agent.py   (record your own agent)")
+    say(
+        f"\nnext: {me} inspect {shlex.quote(str(dest))}   "
+        "(turn by turn in the terminal; ? for the keys)"
+    )
+    say(
+        f"      {recorder or me} run -o run.jsonl -- python your_agent.py   (record your own agent)"
+    )
     return rc
 
 
-def _import_and_show(src: Path, target: Target, show: Callable[[Path], int], say: Callable[[str], None]) -> int:
+def _import_and_show(
+    src: Path, target: Target, show: Callable[[Path], int], say: Callable[[str], None]
+) -> int:
     from cassettes.recording.pipeline import CassetteWriter
     from cassettes.storage.paths import staged
     from cassettes.storage.vcr import load_vcr
 
     dest = target.path
-    with staged(target) as s, CassetteWriter(s.path, meta={"source": "vcr", "imported_from": src.name}) as w:
+    with (
+        staged(target) as s,
+        CassetteWriter(s.path, meta={"source": "vcr", "imported_from": src.name}) as w,
+    ):
         for ex in load_vcr(src):
             w.append(ex)
     say(f"{src.name} → {dest}\n")

@@ -6,7 +6,8 @@
     ├── CassetteIOError(OSError)         the file could not be read or written
     ├── ImportFormatError(ValueError)    an input to `looptap import` that cannot be read
     ├── ReplayMiss(LookupError)          replay: no recorded round trip answers a request
-    └── RecorderUnavailable(RuntimeError) recording was asked for, but the recorder (mitmproxy) is not installed
+    └── RecorderUnavailable(RuntimeError) recording was asked for, but the recorder (mitmproxy) is
+    not installed
 
 Each subclass also inherits the builtin it refines, so ``except ValueError`` keeps working for
 callers that do not know looptap. Errors are converted at the boundaries: the CLI prints one line

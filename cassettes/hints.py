@@ -18,7 +18,13 @@ import shutil
 import sys
 from pathlib import Path
 
-__all__ = ["count", "install_command", "looptap_checkout", "looptap_command", "recorder_install_command"]
+__all__ = [
+    "count",
+    "install_command",
+    "looptap_checkout",
+    "looptap_command",
+    "recorder_install_command",
+]
 
 
 def _same(a: str, b: str) -> bool:
@@ -47,7 +53,10 @@ def looptap_checkout() -> Path | None:
     here = Path(__file__).resolve().parents[1]
     project = here / "pyproject.toml"
     try:
-        if project.is_file() and 'name = "looptap"' in project.read_text(encoding="utf-8", errors="replace")[:4096]:
+        if (
+            project.is_file()
+            and 'name = "looptap"' in project.read_text(encoding="utf-8", errors="replace")[:4096]
+        ):
             return here
     except OSError:
         return None
@@ -63,8 +72,14 @@ def install_command(*extras: str) -> str:
     uv = "uv" if shutil.which("uv") else f"{python} -m pip install -q uv && {python} -m uv"
     if checkout is not None:
         override = checkout / ".ci" / "proxy-overrides.txt"
-        over = f" --override {shlex.quote(str(override))}" if "proxy" in extras and override.exists() else ""
-        return f"{uv} pip install --python {python}{over} -e {shlex.quote(f'{checkout}{spec_extras}')}"
+        over = (
+            f" --override {shlex.quote(str(override))}"
+            if "proxy" in extras and override.exists()
+            else ""
+        )
+        return (
+            f"{uv} pip install --python {python}{over} -e {shlex.quote(f'{checkout}{spec_extras}')}"
+        )
     return f"{uv} pip install --python {python} {shlex.quote(f'looptap{spec_extras}')}"
 
 
@@ -81,7 +96,9 @@ def recorder_install_command() -> tuple[str, str]:
         spec = shlex.quote(f"{checkout}[proxy,inspector,mcp,html]")
         install = f"{bin_}/uv pip install -q --python {bin_}/python --override {override} -e {spec}"
     else:
-        install = f"{bin_}/uv pip install -q --python {bin_}/python 'looptap[proxy,inspector,mcp,html]'"
+        install = (
+            f"{bin_}/uv pip install -q --python {bin_}/python 'looptap[proxy,inspector,mcp,html]'"
+        )
     return f"python3 -m venv {v} && {bin_}/pip install -q uv && {install}", f"{venv}/bin/python"
 
 

@@ -7,11 +7,12 @@ collector callback. Python then prints ``Exception ignored in: …`` and goes on
 serves until Ctrl-C (``record``, ``run``, ``replay``, ``mcp --http``) printed its ready line and
 waited for a Ctrl-C that had already come.
 
-:func:`watch` notes such a swallowed interrupt (through :data:`sys.unraisablehook`, without replacing
-Python's SIGINT handler, so ``asyncio.run`` still turns Ctrl-C into cancelling its main task), and a
-command about to wait for Ctrl-C asks :func:`pending` (in ``asyncio.run``) first, or calls :func:`check`; so does the reader
-of looptap cassettes before each block (:meth:`~cassettes.storage.index.RecordIndex.poll`), so a
-command reading a huge run stops within a block instead of running on for minutes.
+:func:`watch` notes such a swallowed interrupt (through :data:`sys.unraisablehook`, without
+replacing Python's SIGINT handler, so ``asyncio.run`` still turns Ctrl-C into cancelling its main
+task), and a command about to wait for Ctrl-C asks :func:`pending` (in ``asyncio.run``) first, or
+calls :func:`check`; so does the reader of looptap cassettes before each block
+(:meth:`~cassettes.storage.index.RecordIndex.poll`), so a command reading a huge run stops within a
+block instead of running on for minutes.
 """
 
 from __future__ import annotations

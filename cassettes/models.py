@@ -104,7 +104,8 @@ class Part(_Model):
 
 
 class Message(_Model):
-    #: ``system``, ``developer``, ``user``, ``assistant`` or ``tool`` (Gemini ``model`` → assistant).
+    #: ``system``, ``developer``, ``user``, ``assistant`` or ``tool`` (Gemini ``model`` →
+    #: assistant).
     role: str
     parts: list[Part] = Field(default_factory=list)
     provider_details: dict[str, Any] | None = None
@@ -190,4 +191,6 @@ class NormalisedResponse(_Model):
 
     @property
     def tool_calls(self) -> list[ToolCall]:
-        return [p.tool_call for p in self.parts if p.kind == "tool_call" and p.tool_call is not None]
+        return [
+            p.tool_call for p in self.parts if p.kind == "tool_call" and p.tool_call is not None
+        ]

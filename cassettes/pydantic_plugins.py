@@ -1,4 +1,5 @@
-"""pydantic's plugin discovery, without ``importlib.metadata`` when no installed distribution declares a plugin.
+"""pydantic's plugin discovery, without ``importlib.metadata`` when no installed distribution
+declares a plugin.
 
 pydantic looks for plugins (the ``pydantic`` entry-point group) when it builds its first validator:
 its loader imports ``importlib.metadata`` (with ``email``, ``zipfile``, ``csv`` … about 40
@@ -9,7 +10,8 @@ every directory ``importlib.metadata`` would search, each distribution's ``entry
 and answers "none" only when no file there has a ``pydantic`` section. Anything else (a plugin
 declared, a path entry that is a zip or an egg, a finder on ``sys.meta_path`` that is not the
 standard path finder, a file it cannot read) hands the question to ``importlib.metadata``
-itself: a user's plugin is loaded as pydantic loads it. Used by the command line only (``cli.loading``).
+itself: a user's plugin is loaded as pydantic loads it. Used by the command line only
+(``cli.loading``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ def declared_nowhere() -> bool:
     (False when that cannot be told without it)."""
     from importlib.machinery import PathFinder
 
-    if any(f is not PathFinder and getattr(f, "find_distributions", None) is not None for f in sys.meta_path):
+    if any(
+        f is not PathFinder and getattr(f, "find_distributions", None) is not None
+        for f in sys.meta_path
+    ):
         return False
     for entry in sys.path:
         if not isinstance(entry, str):
@@ -56,7 +61,9 @@ def declared_nowhere() -> bool:
                 continue
             except OSError:
                 return False
-            if any(line.strip().strip(b"[]").strip() == _GROUP.encode() for line in text.splitlines()):
+            if any(
+                line.strip().strip(b"[]").strip() == _GROUP.encode() for line in text.splitlines()
+            ):
                 return False
     return True
 

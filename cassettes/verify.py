@@ -50,11 +50,16 @@ _SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
 def _unescape(text: str) -> str:
-    """``text`` with its JSON escapes decoded (lone surrogates from ``\\ud83d`` kept as they are)."""
-    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else _SIMPLE.get(m.group(2), m.group(2)), text)
+    """``text`` with its JSON escapes decoded (lone surrogates from ``\\ud83d`` kept as they
+    are)."""
+    return _ESCAPE.sub(
+        lambda m: chr(int(m.group(1), 16)) if m.group(1) else _SIMPLE.get(m.group(2), m.group(2)),
+        text,
+    )
 
 #: Base64 (standard or URL-safe) tokens worth decoding: long enough to hide a key, short enough
-#: that an image or audio payload is not decoded (bodies stored as ``{"b64": …}`` are decoded whole).
+#: that an image or audio payload is not decoded (bodies stored as ``{"b64": …}`` are decoded
+#: whole).
 _B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,2048}={0,2}(?![A-Za-z0-9+/_=-])")
 
 
@@ -77,7 +82,8 @@ class Find:
 
 
 def _mask(secret: str, kind: str = "") -> str:
-    if kind.startswith("credential field"):  # a short password's first six characters are most of it
+    # a short password's first six characters are most of it
+    if kind.startswith("credential field"):
         return f"{len(secret)} chars"
     return f"{secret[:6]}… {len(secret)} chars"
 
@@ -132,7 +138,11 @@ class Scanner:
         from cassettes.untrusted import clean_line
 
         for name, s, e, _quoted in credential_values(text):
-            yield f"credential field {clean_line(name[:60])!r} in JSON in a string", text[s:e], "text"
+            yield (
+                f"credential field {clean_line(name[:60])!r} in JSON in a string",
+                text[s:e],
+                "text",
+            )
 
     def blob(self, data: bytes) -> Iterator[tuple[str, str, str]]:
         """Secrets in bytes stored as base64 (a binary body, a non-UTF-8 header value), and in
@@ -145,7 +155,11 @@ class Scanner:
         inner = salvage_decode(data)
         if inner:
             for kind, secret, form in self.text(inner.decode("utf-8", "replace")):
-                yield kind, secret, "base64, compressed" if form == "text" else f"base64, compressed, {form}"
+                yield (
+                    kind,
+                    secret,
+                    "base64, compressed" if form == "text" else f"base64, compressed, {form}",
+                )
 
 
 def _b64(token: str) -> str | None:
@@ -155,7 +169,9 @@ def _b64(token: str) -> str | None:
         return None
     padded = raw + "=" * (-len(raw) % 4)
     try:
-        data = base64.b64decode(padded, altchars=b"-_" if ("-" in raw or "_" in raw) else None, validate=True)
+        data = base64.b64decode(
+            padded, altchars=b"-_" if ("-" in raw or "_" in raw) else None, validate=True
+        )
     except (binascii.Error, ValueError):
         return None
     text = data.decode("utf-8", "replace")
@@ -180,8 +196,13 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
 
 def _fields(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """Like :func:`_walk`, with header lists (``[[name, value], …]``) reported by header name."""
-    if isinstance(value, dict) and set(value) <= {"b64", "t", "too_deep"} and isinstance(value.get("b64"), str):
-        yield f"{path}.b64", value  # a stored binary body: scanned as bytes (and what they decompress to)
+    if (
+        isinstance(value, dict)
+        and set(value) <= {"b64", "t", "too_deep"}
+        and isinstance(value.get("b64"), str)
+    ):
+        # a stored binary body: scanned as bytes (and what they decompress to)
+        yield f"{path}.b64", value
         return
     if isinstance(value, dict):
         for k, v in value.items():
@@ -202,7 +223,9 @@ def _fields(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
         yield from _walk(value, path)
 
 
-def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns: Iterable[str] = ()) -> list[Find]:
+def scan_lines(
+    lines: Iterable[bytes], path: str = "<cassette>", extra_patterns: Iterable[str] = ()
+) -> list[Find]:
     """Every secret in ``lines`` (the lines of a cassette, without their newlines)."""
     scanner = Scanner(extra_patterns)
     finds: list[Find] = []
@@ -212,7 +235,8 @@ def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns:
         try:
             rec: Any = orjson.loads(raw)
             where = "(nested too deep to walk)"
-            walkable = record_fits(rec, raw)  # a record deeper than looptap writes is scanned as text
+            # a record deeper than looptap writes is scanned as text
+            walkable = record_fits(rec, raw)
         except orjson.JSONDecodeError:
             walkable, where = False, "(not JSON)"
         if not walkable:
@@ -233,7 +257,9 @@ def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns:
                 continue
             for kind, secret, form in hits:
                 finds.append(Find(path, n, field or "(record)", kind, _mask(secret, kind), form))
-        finds.extend(_stream_finds(scanner, rec, path, n, {(f.kind, f.masked) for f in finds if f.line == n}))
+        finds.extend(
+            _stream_finds(scanner, rec, path, n, {(f.kind, f.masked) for f in finds if f.line == n})
+        )
         finds.extend(_digest_finds(rec, path, n))
         finds.extend(_named_finds(rec, path, n))
     return finds
@@ -250,7 +276,9 @@ def _named_finds(rec: Any, path: str, n: int) -> list[Find]:
     while stack:
         node, where = stack.pop()
         if isinstance(node, list):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node) if isinstance(v, dict | list))
+            stack.extend(
+                (v, f"{where}[{i}]") for i, v in enumerate(node) if isinstance(v, dict | list)
+            )
             continue
         if not isinstance(node, dict):
             continue
@@ -260,11 +288,24 @@ def _named_finds(rec: Any, path: str, n: int) -> list[Find]:
                 if k != "headers":  # header pairs: the scan by format and by header name
                     stack.append((v, sub))
                 continue
-            if isinstance(v, bool) or not v or v == REDACTED or not isinstance(v, str | int | float):
+            if (
+                isinstance(v, bool)
+                or not v
+                or v == REDACTED
+                or not isinstance(v, str | int | float)
+            ):
                 continue
             kind = secret_name(k)
             if kind == "always" or (kind == "if-secret" and isinstance(v, str) and looks_secret(v)):
-                out.append(Find(path, n, sub, f"credential field {clean_line(k[:60])!r}", f"{len(str(v))} chars"))
+                out.append(
+                    Find(
+                        path,
+                        n,
+                        sub,
+                        f"credential field {clean_line(k[:60])!r}",
+                        f"{len(str(v))} chars",
+                    )
+                )
     return out
 
 
@@ -276,11 +317,21 @@ def _digest_finds(rec: Any, path: str, n: int) -> list[Find]:
     for i, m in enumerate(marks if isinstance(marks, list) else []):
         for k in ("before_sha256", "after_sha256"):
             if isinstance(m, dict) and isinstance(m.get(k), str):
-                out.append(Find(path, n, f"edits[{i}].{k}", "plain digest of an unredacted value (a word list reverses it)", f"{len(m[k])} chars"))
+                out.append(
+                    Find(
+                        path,
+                        n,
+                        f"edits[{i}].{k}",
+                        "plain digest of an unredacted value (a word list reverses it)",
+                        f"{len(m[k])} chars",
+                    )
+                )
     return out
 
 
-def _stream_finds(scanner: Scanner, rec: Any, path: str, n: int, known: set[tuple[str, str]]) -> list[Find]:
+def _stream_finds(
+    scanner: Scanner, rec: Any, path: str, n: int, known: set[tuple[str, str]]
+) -> list[Find]:
     """Secrets in a record's response stream reassembled (a key split across events), not
     already found in one piece."""
     resp = rec.get("response") if isinstance(rec, dict) else None
@@ -292,7 +343,8 @@ def _stream_finds(scanner: Scanner, rec: Any, path: str, n: int, known: set[tupl
     from cassettes.storage.codec import decode_chunks
 
     try:
-        data = b"".join(c for _, c in decode_chunks(body))  # (a WebSocket session's messages are one piece)
+        # (a WebSocket session's messages are one piece)
+        data = b"".join(c for _, c in decode_chunks(body))
     except (CassetteError, ValueError, TypeError, binascii.Error):
         return []
     out: list[Find] = []
@@ -300,7 +352,9 @@ def _stream_finds(scanner: Scanner, rec: Any, path: str, n: int, known: set[tupl
         for kind, secret, form in itertools.chain(scanner.text(text), scanner.named(text)):
             if (kind, _mask(secret, kind)) not in known:
                 known.add((kind, _mask(secret, kind)))
-                out.append(Find(path, n, "response.body (reassembled)", kind, _mask(secret, kind), form))
+                out.append(
+                    Find(path, n, "response.body (reassembled)", kind, _mask(secret, kind), form)
+                )
     return out
 
 
@@ -333,7 +387,9 @@ def load_config_patterns(config: str | Path | None) -> list[str]:
     if isinstance(redact, dict) and "patterns" in redact:
         pats = redact["patterns"]
         if not isinstance(pats, list) or not all(isinstance(p, str) for p in pats):
-            raise ValueError(f"{config}: [tool.looptap.redact] 'patterns' must be a list of strings")
+            raise ValueError(
+                f"{config}: [tool.looptap.redact] 'patterns' must be a list of strings"
+            )
         out += pats
     for section in (looptap.get("verify"), doc.get("verify"), doc):
         if isinstance(section, dict) and "patterns" in section:
@@ -362,7 +418,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if Path(given).is_dir():
             inside = _files_under(Path(given))
             if not inside and not args.quiet:
-                print(f"looptap: {given}: no recordings under it ({', '.join(_DIR_SUFFIXES)})", file=sys.stderr)
+                print(
+                    f"looptap: {given}: no recordings under it ({', '.join(_DIR_SUFFIXES)})",
+                    file=sys.stderr,
+                )
             files.extend(inside)
         else:
             files.append(given)
@@ -407,10 +466,16 @@ def _files_under(root: Path) -> list[str]:
 def register_verify(sub: Any) -> None:
     p = sub.add_parser(
         "verify",
-        help="scan cassettes for leaked secrets (known key formats, configured patterns); exit 1 on a find",
+        help="scan cassettes for leaked secrets (known key formats, "
+        "configured patterns); exit 1 on a find",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="cassettes to scan (any text file works), or directories: their "
-                   "*.jsonl, *.yaml, *.yml, *.har and *.json files, hidden directories skipped")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="cassettes to scan (any text file works), or directories: their "
+        "*.jsonl, *.yaml, *.yml, *.har and *.json files, hidden directories skipped",
+    )
     p.add_argument(
         "--pattern",
         action="append",
@@ -421,7 +486,8 @@ def register_verify(sub: Any) -> None:
     p.add_argument(
         "--config",
         default=None,
-        help="TOML file with 'patterns = [...]' (default: [tool.looptap.verify] in ./pyproject.toml)",
+        help="TOML file with 'patterns = [...]' (default: "
+        "[tool.looptap.verify] in ./pyproject.toml)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print only the finds")
     p.set_defaults(func=cmd_verify)

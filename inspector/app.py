@@ -1,4 +1,5 @@
-"""The inspector app: a thin :class:`textual.app.App` over one :class:`inspector.screens.main.MainScreen`.
+"""The inspector app: a thin :class:`textual.app.App` over one
+:class:`inspector.screens.main.MainScreen`.
 
 The app holds what is the terminal's and the program's, not the run's: the stylesheet and the
 keys (:mod:`inspector.bindings`; they act on every screen, a modal one included, so they stay the
@@ -44,7 +45,12 @@ class InspectorApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
 
     def __init__(
-        self, path: str | Path, *, live: bool = False, clock: Clock = time.monotonic, child_status: str | Path | None = None
+        self,
+        path: str | Path,
+        *,
+        live: bool = False,
+        clock: Clock = time.monotonic,
+        child_status: str | Path | None = None,
     ) -> None:
         super().__init__()
         # The selected turn's reads are handed to the screen from here, where a test can hold one
@@ -67,7 +73,7 @@ class InspectorApp(App[None]):
         if self.main.is_mounted:
             self.main.fit(event.size)
 
-    # -- the keys: each the main screen's, or its navigation's or player's ---------------------------
+    # -- the keys: each the main screen's, or its navigation's or player's -------------------------
 
     def action_help(self) -> None:
         self.main.action_help()
@@ -116,9 +122,13 @@ class InspectorApp(App[None]):
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         main = self.main
-        yield SystemCommand("Play / pause", "Play the turns at recorded pace", main.player.play_pause)
         yield SystemCommand(
-            "Next finding", "Jump to the next turn with a finding", lambda: main.navigation.finding(1)
+            "Play / pause", "Play the turns at recorded pace", main.player.play_pause
+        )
+        yield SystemCommand(
+            "Next finding",
+            "Jump to the next turn with a finding",
+            lambda: main.navigation.finding(1),
         )
         yield SystemCommand(
             "Search the run", "Search text, tool calls, results, findings", main.navigation.search
@@ -132,7 +142,9 @@ class InspectorApp(App[None]):
             "Show the findings", "Every finding of the run", lambda: main.action_tab("findings")
         )
         yield SystemCommand(
-            "Next conversation", "Cycle through the run's conversations", main.navigation.next_conversation
+            "Next conversation",
+            "Cycle through the run's conversations",
+            main.navigation.next_conversation,
         )
 
     # -- the output boundary (inspector/safe.py) -----------------------------------------------
@@ -152,12 +164,23 @@ class InspectorApp(App[None]):
     ) -> None:
         """Toasts carry file and wire text (problems, error messages, search queries): cleaned,
         and never read as markup, whatever the caller asks."""
-        super().notify(clean(message), title=clean_line(title), severity=severity, timeout=timeout, markup=False)
+        super().notify(
+            clean(message),
+            title=clean_line(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
 
 def build_app(
-    path: str | Path, *, live: bool = False, clock: Clock | None = None, child_status: str | Path | None = None
+    path: str | Path,
+    *,
+    live: bool = False,
+    clock: Clock | None = None,
+    child_status: str | Path | None = None,
 ) -> InspectorApp:
     """The inspector for one cassette (``live``: follow a recording still being written, until the
-    recorder closes the file or the file ``child_status`` holds the recorded command's exit status)."""
+    recorder closes the file or the file ``child_status`` holds the recorded command's exit
+    status)."""
     return InspectorApp(path, live=live, clock=clock or time.monotonic, child_status=child_status)

@@ -113,7 +113,8 @@ APP_BINDINGS: list[BindingType] = [
         "next_hit(1)",
         "Next match",
         show=False,
-        tooltip="After a search (/, a query, enter; the dialog closed): jump to the next match's turn",
+        tooltip="After a search (/, a query, enter; the dialog "
+        "closed): jump to the next match's turn",
         id="search.next",
     ),
     Binding(
@@ -121,7 +122,8 @@ APP_BINDINGS: list[BindingType] = [
         "next_hit(-1)",
         "Prev match",
         show=False,
-        tooltip="After a search (/, a query, enter; the dialog closed): jump to the previous match's turn",
+        tooltip="After a search (/, a query, enter; the dialog "
+        "closed): jump to the previous match's turn",
         id="search.previous",
     ),
     Binding(

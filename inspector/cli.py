@@ -29,7 +29,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             if stat.S_ISDIR(os.stat(args.file).st_mode):
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
         except OSError as exc:
-            print(f"looptap: error: cannot open {clean_line(str(args.file))}: {exc.strerror or exc}", file=sys.stderr)
+            print(
+                f"looptap: error: cannot open {clean_line(str(args.file))}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
             return 2
         # A recording in progress (a looptap writer holds the file open) is followed as with
         # ``--live``: the user asked to see the run, and the run is not over yet.
@@ -49,10 +52,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def register_inspect(sub: Any) -> None:
     p = sub.add_parser(
         "inspect",
-        help="step through a run in a terminal UI: turns, E/A/C layers, findings, token-cost growth, playback",
-        description="Open a run in the inspector (a looptap cassette; a vcrpy cassette or a mitmproxy flow file is imported on the fly). Press ? inside it for the key bindings.",
+        help="step through a run in a terminal UI: turns, E/A/C "
+        "layers, findings, token-cost growth, playback",
+        description="Open a run in the inspector (a looptap cassette; a vcrpy cassette or a "
+        "mitmproxy flow file is imported on the fly). Press ? inside it for the key bindings.",
     )
-    p.add_argument("file", help="a looptap cassette (or a vcrpy cassette or mitmproxy flow file, imported on the fly)")
+    p.add_argument(
+        "file",
+        help="a looptap cassette (or a vcrpy cassette or mitmproxy flow file, imported on the fly)",
+    )
     p.add_argument(
         "--live",
         action="store_true",

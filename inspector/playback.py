@@ -71,7 +71,8 @@ class Playback:
         self.speed = 1.0
         #: The selected turn's text over time (empty: not streamed with recorded timings).
         self.timeline: Sequence[TimelinePoint] = []
-        #: When the text started streaming (clock time, as if at the current speed); ``None``: not streaming.
+        #: When the text started streaming (clock time, as if at the current speed); ``None``: not
+        #: streaming.
         self.stream_start: float | None = None
         #: When playback moves to the next turn (clock time); ``None``: not waiting to.
         self.advance_at: float | None = None

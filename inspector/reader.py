@@ -81,11 +81,17 @@ def _joined(held: Batch, batch: Batch) -> Batch:
 def _hold(batch: Batch, now: float, shown_at: float) -> bool:
     """Keep ``batch`` for the next screen update: a big file is still being read, nothing went
     wrong, and the screen was updated less than :data:`SHOW_EVERY` ago."""
-    return not batch.at_end and not batch.problems and now - shown_at < SHOW_EVERY and bool(shown_at)
+    return (
+        not batch.at_end and not batch.problems and now - shown_at < SHOW_EVERY and bool(shown_at)
+    )
 
 
 def _recording_over(
-    source: TurnSource, path: Path, child_status: Path | None, closed: bool, post: Callable[[Message], object]
+    source: TurnSource,
+    path: Path,
+    child_status: Path | None,
+    closed: bool,
+    post: Callable[[Message], object],
 ) -> bool:
     """At the end of a live recording's file: if the recorded command exited (the recorder wrote
     its last record before the status) or the recorder closed the file, read once more, finish

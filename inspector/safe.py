@@ -44,6 +44,8 @@ class UntrustedFilter(LineFilter):
         if not any(has_unsafe(seg.text) for seg in segments if not seg.control):
             return segments
         return [
-            seg if seg.control or not has_unsafe(seg.text) else Segment(strip_unsafe(seg.text), seg.style)
+            seg
+            if seg.control or not has_unsafe(seg.text)
+            else Segment(strip_unsafe(seg.text), seg.style)
             for seg in segments
         ]

@@ -38,7 +38,13 @@ class TurnShown(Message):
 class TurnLoaded(Message):
     """The selected turn was re-read in full: its request and its text timeline."""
 
-    def __init__(self, seq: int, request: NormalisedRequest | None, timeline: list[TimelinePoint], edits: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        seq: int,
+        request: NormalisedRequest | None,
+        timeline: list[TimelinePoint],
+        edits: list[dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__()
         self.seq = seq
         self.request = request

@@ -2,7 +2,8 @@
 
 Recording order, each conversation's turns and each seq's place in recording order; a seq the
 run reports twice (records appended again) keeps one place, and moves to the conversation of its
-later record. Plain Python (no Textual): the run being read holds one (:class:`inspector.screens.reading.RunReading`).
+later record. Plain Python (no Textual): the run being read holds one
+(:class:`inspector.screens.reading.RunReading`).
 """
 
 from __future__ import annotations
@@ -80,7 +81,12 @@ class TurnIndex:
         """The conversation's next turn (the one that sent this turn's tool results back)."""
         summaries = self.source.summaries
         return next(
-            (s for s in self.conv.get(turn.conversation, []) if summaries[s].previous_seq == turn.seq), None
+            (
+                s
+                for s in self.conv.get(turn.conversation, [])
+                if summaries[s].previous_seq == turn.seq
+            ),
+            None,
         )
 
     def findings(self) -> list[Finding]:

@@ -18,7 +18,8 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
   SIGKILLed proxy and the writer drains it, so such a crash loses nothing the agent had received
   (:mod:`proxy.writer`).
 * Completeness is judged later, from the stream's content, by ``cassettes``: the openai sync client
-  hangs up right after ``[DONE]``, which mitmproxy reports as an error although the stream was whole.
+  hangs up right after ``[DONE]``, which mitmproxy reports as an error although the stream was
+  whole.
 * Fail-open for analysis (the core never raises on bad traffic), loud for storage: a write error is
   logged (:mod:`proxy.messages`: ``looptap run`` prints it on stderr, mitmdump and mitmweb show it
   in their event log), counted in :attr:`proxy.handoff.Handoff.storage_errors`, and never touches
@@ -49,7 +50,15 @@ from proxy import failures, messages
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.pipe import SETTLE
 
-__all__ = ["RECEIPT", "WS_RECEIPTS", "DurableGate", "LooptapRecorder", "Tee", "addons", "flow_to_exchange"]
+__all__ = [
+    "RECEIPT",
+    "WS_RECEIPTS",
+    "DurableGate",
+    "LooptapRecorder",
+    "Tee",
+    "addons",
+    "flow_to_exchange",
+]
 
 #: The flow metadata key of a durable round trip's :class:`~proxy.handoff.Receipt`.
 RECEIPT = "looptap_receipt"
@@ -58,7 +67,8 @@ EDITS = "looptap_edits"
 #: The flow metadata key set when a request carried edit marks not sealed with this run's key.
 EDITS_REFUSED = "looptap_edits_refused"
 MARKS_REFUSED = "looptap_marks_refused"
-#: Flow metadata set on a response the proxy made itself (a live fault, :mod:`proxy.faults`), not an upstream's.
+#: Flow metadata set on a response the proxy made itself (a live fault, :mod:`proxy.faults`), not an
+#: upstream's.
 OWN_RESPONSE = "looptap_own_response"
 #: metadata key: the path the client sent, when a reverse listener put back the API's version
 #: segment its base URL lacked (:func:`cassettes.providers.versioned_path`).
@@ -112,7 +122,8 @@ def _content_length(headers: Any) -> int | None:
 
 def _fields(headers: Any) -> list[tuple[str, str]]:
     return [
-        (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")) for k, v in headers.fields
+        (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
+        for k, v in headers.fields
     ]
 
 
@@ -125,7 +136,8 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
     url = req.pretty_url
     client_path = flow.metadata.get(CLIENT_PATH)
     if isinstance(client_path, str) and url.endswith(req.path):
-        url = url[: len(url) - len(req.path)] + client_path  # what the client sent (replayed as such)
+        # what the client sent (replayed as such)
+        url = url[: len(url) - len(req.path)] + client_path
     ex = Exchange(
         method=req.method,
         url=url,
@@ -141,7 +153,8 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         ex.transport_error = error
     if isinstance(client_path, str):
         ex.notes.append(
-            f"path: the client left out the API's version segment (its base URL lacks it); forwarded upstream as {req.path}"
+            "path: the client left out the API's version segment (its base URL lacks it); "
+            f"forwarded upstream as {req.path}"
         )
     _marks_into(ex, flow.metadata)
     return ex
@@ -154,7 +167,8 @@ def _response_into(ex: Exchange, resp: http.Response, tee: Tee | None, start: fl
     ex.response_headers = _fields(resp.headers)
     if tee is not None and tee.chunks:
         ex.response_chunks = [(max(0.0, t - start), c) for t, c in tee.chunks]
-    elif resp.raw_content:  # not streamed through the tee (a response an addon made, e.g. a live fault)
+    elif resp.raw_content:
+        # not streamed through the tee (a response an addon made, e.g. a live fault)
         ex.response_chunks = [((resp.timestamp_end or start) - start, resp.raw_content)]
     if resp.timestamp_start:
         ex.ttfb = resp.timestamp_start - start
@@ -168,9 +182,15 @@ def _marks_into(ex: Exchange, metadata: dict[str, Any]) -> None:
     each mark that was dropped (not this recorder's or this fork's, or unreadable)."""
     refused = metadata.get(MARKS_REFUSED)
     if refused:
-        ex.notes.append(f"marks: the upstream's response carried looptap's own headers ({', '.join(refused)}) that this recorder did not write; dropped")
+        ex.notes.append(
+            f"marks: the upstream's response carried looptap's own headers ({', '.join(refused)}) "
+            "that this recorder did not write; dropped"
+        )
     if metadata.get(EDITS_REFUSED):
-        ex.notes.append("edits: the request carried edit marks that this run's fork did not make (sent by the client?); dropped")
+        ex.notes.append(
+            "edits: the request carried edit marks that this run's "
+            "fork did not make (sent by the client?); dropped"
+        )
     marks = metadata.get(EDITS)
     if marks is not None:
         ex.edits = edited.from_header(marks)
@@ -193,7 +213,8 @@ class LooptapRecorder:
         self._extra_hosts: tuple[str, ...] = ()
         self._flow_bodies = True
         self._durable = False
-        #: How each upstream connection ended (reset or closed by the peer), to pass it on as it was.
+        #: How each upstream connection ended (reset or closed by the peer), to pass it on as it
+        #: was.
         self._ends = failures.Ends()
         self._proxyserver: Any = None
         #: The per-run key of this run's fork (``looptap run --from`` sets it, in process): edit
@@ -206,50 +227,53 @@ class LooptapRecorder:
             "looptap_output",
             str,
             "",
-            "Path of the looptap cassette to append recorded LLM round trips to (JSONL). Empty: record nothing.",
+            "Path of the looptap cassette to append recorded LLM "
+            "round trips to (JSONL). Empty: record nothing.",
         )
         loader.add_option(
             "looptap_record_hosts",
             Sequence[str],
             [],
-            "Extra hosts (glob patterns) to record in forward-proxy mode, besides the known LLM API hosts.",
+            "Extra hosts (glob patterns) to record in forward-proxy "
+            "mode, besides the known LLM API hosts.",
         )
         loader.add_option(
             "looptap_redact_headers",
             Sequence[str],
             [],
-            "Extra header names whose values are redacted before anything is written (besides the built-in "
-            "credential names; also [tool.looptap.redact] headers in ./pyproject.toml).",
+            "Extra header names whose values are redacted before anything is written (besides the "
+            "built-in credential names; also [tool.looptap.redact] headers in ./pyproject.toml).",
         )
         loader.add_option(
             "looptap_redact_patterns",
             Sequence[str],
             [],
-            "Extra regular expressions redacted wherever they match, in headers, URLs and bodies (also "
-            "[tool.looptap.redact] patterns in ./pyproject.toml).",
+            "Extra regular expressions redacted wherever they match, in headers, URLs and bodies "
+            "(also [tool.looptap.redact] patterns in ./pyproject.toml).",
         )
         loader.add_option(
             "looptap_flow_bodies",
             bool,
             True,
-            "Put each streamed response body back on its flow once it has ended, for the tools that show or "
-            "save flows (mitmweb, mitmdump -w). looptap's own launcher has none and turns this off: one copy less "
-            "of every body in memory.",
+            "Put each streamed response body back on its flow once it has ended, for the tools "
+            "that show or save flows (mitmweb, mitmdump -w). looptap's own launcher has none and "
+            "turns this off: one copy less of every body in memory.",
         )
         loader.add_option(
             "looptap_durable",
             bool,
             False,
-            "Hold the end of each recorded response (over a WebSocket, the message that completes a turn) until its "
-            "round trip is in the cassette, so a crash of the recorder (even SIGKILL) never loses a round trip the "
-            "agent has finished receiving. Each response then waits for the writer (about a millisecond on an idle "
-            "machine, more under load).",
+            "Hold the end of each recorded response (over a WebSocket, the message that completes "
+            "a turn) until its round trip is in the cassette, so a crash of the recorder (even "
+            "SIGKILL) never loses a round trip the agent has finished receiving. Each response "
+            "then waits for the writer (about a millisecond on an idle machine, more under load).",
         )
         loader.add_option(
             "looptap_fsync",
             bool,
             False,
-            "fsync the cassette after every round trip (slower; survives power loss, not only crashes).",
+            "fsync the cassette after every round trip (slower; "
+            "survives power loss, not only crashes).",
         )
 
     def configure(self, updated: set[str]) -> None:
@@ -266,7 +290,10 @@ class LooptapRecorder:
                 self._open(Path(ctx.options.looptap_output))
 
     def _open(self, path: Path) -> None:
-        redact = (list(ctx.options.looptap_redact_headers), list(ctx.options.looptap_redact_patterns))
+        redact = (
+            list(ctx.options.looptap_redact_headers),
+            list(ctx.options.looptap_redact_patterns),
+        )
         try:  # this process's messages are masked with the same extra names and patterns
             from cassettes.recording.redact import Redactor
 
@@ -274,7 +301,12 @@ class LooptapRecorder:
         except ValueError:
             pass  # the writer reports a bad pattern when it opens the cassette
         try:
-            self.handoff.open(path, fsync=ctx.options.looptap_fsync, settle=0.0 if self._durable else SETTLE, redact=redact)
+            self.handoff.open(
+                path,
+                fsync=ctx.options.looptap_fsync,
+                settle=0.0 if self._durable else SETTLE,
+                redact=redact,
+            )
         except HandoffError as exc:
             raise exceptions.OptionsError(f"looptap_output: {exc}") from None
         self.output = path
@@ -293,7 +325,9 @@ class LooptapRecorder:
         mode = flow.client_conn.proxy_mode
         if isinstance(mode, mode_specs.ReverseMode):
             return True
-        return is_llm_host(flow.request.pretty_host, self._extra_hosts, flow.request.path) or _is_mcp(flow)
+        return is_llm_host(
+            flow.request.pretty_host, self._extra_hosts, flow.request.path
+        ) or _is_mcp(flow)
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         self._version_path(flow)
@@ -316,7 +350,8 @@ class LooptapRecorder:
         """A fork's edit marks (:mod:`cassettes.wire.edited`) are for the cassette: taken off the
         request here, before it goes upstream, whether the flow is recorded or not, and kept only
         when sealed with this run's key (its fork's replay server made them). Any other marks (a
-        client sending the header itself; a run with no fork has no key) are dropped, with a note."""
+        client sending the header itself; a run with no fork has no key) are dropped, with a
+        note."""
         headers = flow.request.headers
         if edited.HEADER not in headers and edited.AUTH_HEADER not in headers:
             return
@@ -324,7 +359,11 @@ class LooptapRecorder:
         for name in (edited.HEADER, edited.AUTH_HEADER):
             if name in headers:
                 del headers[name]
-        if len(values) == 1 and len(seals) == 1 and edited.authentic(values[0], seals[0], self.edit_key):
+        if (
+            len(values) == 1
+            and len(seals) == 1
+            and edited.authentic(values[0], seals[0], self.edit_key)
+        ):
             flow.metadata[EDITS] = values[0]
         else:
             flow.metadata[EDITS_REFUSED] = True
@@ -373,7 +412,12 @@ class LooptapRecorder:
             self._start_session(flow)  # a WebSocket: its turns are recorded as they complete
             return
         tee = flow.metadata.get("looptap_tee")
-        if self._flow_bodies and tee is not None and flow.response is not None and flow.response.raw_content is None:
+        if (
+            self._flow_bodies
+            and tee is not None
+            and flow.response is not None
+            and flow.response.raw_content is None
+        ):
             # Make the flow self-contained for mitmweb / flow files (once, not per chunk).
             flow.response.raw_content = b"".join(c for _, c in tee.chunks)
         self._finish(flow, None)
@@ -389,7 +433,7 @@ class LooptapRecorder:
         if how is not None and self._records(flow):
             self._pass_on(flow, how)
 
-    # -- failures passed on as they happened ---------------------------------------------------------
+    # -- failures passed on as they happened -------------------------------------------------------
     def server_connected(self, data: Any) -> None:
         """Watch how the upstream connection ends (:class:`proxy.failures.Ends`)."""
         writer = failures.transport_of(self._proxyserver, data.client, data.server)
@@ -421,10 +465,17 @@ class LooptapRecorder:
         if client_writer is None or server_writer is None:
             return
         self._ends.watch(flow.client_conn, client_writer)
-        for writer, peer, by_client in ((client_writer, flow.server_conn, False), (server_writer, flow.client_conn, True)):
+        for writer, peer, by_client in (
+            (client_writer, flow.server_conn, False),
+            (server_writer, flow.client_conn, True),
+        ):
 
             def dropped(peer: Any = peer, by_client: bool = by_client) -> bool:
-                return ws.close_code == 1006 and bool(ws.closed_by_client) == by_client and self._ends.how(peer) is not None
+                return (
+                    ws.close_code == 1006
+                    and bool(ws.closed_by_client) == by_client
+                    and self._ends.how(peer) is not None
+                )
 
             def then(writer: Any = writer, peer: Any = peer) -> None:
                 if self._ends.how(peer) == failures.RESET:
@@ -445,7 +496,9 @@ class LooptapRecorder:
             ex = flow_to_exchange(flow, flow.metadata.get("looptap_tee"), error)
             receipt = self.handoff.hand_over(ex, receipt=self._durable)
         except Exception as exc:  # fail open: keep the traffic flowing, say what was lost
-            self._not_recorded(flow, f"could not capture {flow.request.method} {flow.request.pretty_url}", exc)
+            self._not_recorded(
+                flow, f"could not capture {flow.request.method} {flow.request.pretty_url}", exc
+            )
             return
         if receipt is not None:
             flow.metadata[RECEIPT] = receipt
@@ -455,7 +508,7 @@ class LooptapRecorder:
         messages.learn_headers(flow.request.headers.items(multi=True))
         self.handoff.not_recorded(_safe_line(f"{what}: {type(exc).__name__}: {exc}"))
 
-    # -- WebSocket sessions (Responses over a WebSocket, …) -----------------------------------------
+    # -- WebSocket sessions (Responses over a WebSocket, …) ----------------------------------------
     def _start_session(self, flow: http.HTTPFlow) -> None:
         from cassettes.recording.websocket import WsSession
 
@@ -469,9 +522,12 @@ class LooptapRecorder:
         )
         flow.metadata["looptap_ws"] = session
         if not session.readable:
-            messages.error(_safe_line(
-                f"a WebSocket session on {flow.request.pretty_url} is not one looptap reads as turns: "
-                "it is kept whole, as one record, when it ends"))
+            messages.error(
+                _safe_line(
+                    f"a WebSocket session on {flow.request.pretty_url} is not one looptap reads as "
+                    "turns: it is kept whole, as one record, when it ends"
+                )
+            )
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         """Before the message is forwarded: a turn whose terminal event this is reaches the
@@ -484,7 +540,9 @@ class LooptapRecorder:
             done = session.message(m.from_client, m.content, m.timestamp)
         except Exception as exc:  # fail open: the session goes on unrecorded from here
             flow.metadata.pop("looptap_ws", None)
-            self._not_recorded(flow, f"could not read a WebSocket message on {flow.request.pretty_url}", exc)
+            self._not_recorded(
+                flow, f"could not read a WebSocket message on {flow.request.pretty_url}", exc
+            )
             return
         for ex in done:
             self._hand_over_turn(ex, flow)
@@ -499,7 +557,10 @@ class LooptapRecorder:
             peer = flow.client_conn if ws.closed_by_client else flow.server_conn
             how = self._ends.how(peer)
             who = "the agent" if ws.closed_by_client else "the upstream"
-            reason = f"no close frame; {who} {'reset' if how == failures.RESET else 'closed'} the connection"
+            reason = (
+                f"no close frame; {who} {'reset' if how == failures.RESET else 'closed'} "
+                "the connection"
+            )
         for ex in session.end(ws.close_code, reason):
             self._hand_over_turn(ex, flow)
 
@@ -510,7 +571,9 @@ class LooptapRecorder:
         try:
             receipt = self.handoff.hand_over(ex, receipt=self._durable)
         except Exception as exc:
-            self._not_recorded(flow, f"could not capture a WebSocket turn on {flow.request.pretty_url}", exc)
+            self._not_recorded(
+                flow, f"could not capture a WebSocket turn on {flow.request.pretty_url}", exc
+            )
             return
         if receipt is not None:
             flow.metadata.setdefault(WS_RECEIPTS, []).append(receipt)
@@ -558,7 +621,11 @@ def _is_mcp(flow: http.HTTPFlow) -> bool:
     if any(h in req.headers for h in ("mcp-protocol-version", "mcp-session-id", "mcp-method")):
         return True
     head = (req.raw_content or b"")[:200]
-    return req.method == "POST" and b'"jsonrpc"' in head and b'"method"' in (req.raw_content or b"")[:4096]
+    return (
+        req.method == "POST"
+        and b'"jsonrpc"' in head
+        and b'"method"' in (req.raw_content or b"")[:4096]
+    )
 
 
 def _safe_line(text: str) -> str:

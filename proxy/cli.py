@@ -20,72 +20,112 @@ def _no_mitmproxy() -> str:
 
     command, python = recorder_install_command()
     return (
-        f"error: the recorder needs mitmproxy, which is not installed in {sys.prefix}; install it in its own "
-        f"environment (see docs/recorder.md): {command}; then run {python.removesuffix('/python')}/looptap"
+        f"error: the recorder needs mitmproxy, which is not installed in {sys.prefix}; install it "
+        f"in its own environment (see docs/recorder.md): {command}; then run "
+        f"{python.removesuffix('/python')}/looptap"
     )
 
 
 def _common(p: argparse.ArgumentParser, output_required: bool = True) -> None:
     p.add_argument(
-        "-o", "--output", required=output_required, metavar="FILE",
-        help="cassette to record into; an existing cassette is replaced (said on stderr), any other existing file "
-        "refused unless --force; a link, a directory or a device is always refused. -o +FILE appends to a cassette "
-        "instead (as mitmproxy's -w +FILE), and the summary then describes this run only"
-        + ("" if output_required else "; with --inspect it may be left out: a new run-DATE-TIME.jsonl here"),
+        "-o",
+        "--output",
+        required=output_required,
+        metavar="FILE",
+        help="cassette to record into; an existing cassette is replaced (said on stderr), any "
+        "other existing file refused unless --force; a link, a directory or a device is always "
+        "refused. -o +FILE appends to a cassette instead (as mitmproxy's -w +FILE), and the "
+        "summary then describes this run only"
+        + (
+            ""
+            if output_required
+            else "; with --inspect it may be left out: a new run-DATE-TIME.jsonl here"
+        ),
     )
-    p.add_argument("--force", action="store_true", help="let -o replace an existing file that is not a looptap cassette")
-    p.add_argument("--port", type=int, default=0, help="first port to listen on (default: free ports)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="let -o replace an existing file that is not a looptap cassette",
+    )
+    p.add_argument(
+        "--port", type=int, default=0, help="first port to listen on (default: free ports)"
+    )
     p.add_argument(
         "--upstream",
         action="append",
         default=[],
         metavar="NAME=URL",
-        help="a reverse listener forwarding to URL (a local model server, a gateway …); the NAME of a "
-        f"built-in listener ({', '.join(REVERSE_UPSTREAMS)}) redirects it. Without it a built-in listener forwards "
-        "where the API's base-URL variable already points (OPENAI_BASE_URL …, said at start), else to the vendor",
+        help="a reverse listener forwarding to URL (a local model server, a gateway …); the NAME "
+        f"of a built-in listener ({', '.join(REVERSE_UPSTREAMS)}) redirects it. Without it a "
+        "built-in listener forwards where the API's base-URL variable already points "
+        "(OPENAI_BASE_URL …, said at start), else to the vendor",
     )
-    p.add_argument("--record-host", action="append", default=[], metavar="HOST", help="also record this host (glob) in forward-proxy mode")
-    p.add_argument("--ssl-insecure", action="store_true", help="do not verify upstream TLS certificates")
-    p.add_argument("--confdir", default="~/.mitmproxy", help="mitmproxy's configuration and CA directory")
+    p.add_argument(
+        "--record-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="also record this host (glob) in forward-proxy mode",
+    )
+    p.add_argument(
+        "--ssl-insecure", action="store_true", help="do not verify upstream TLS certificates"
+    )
+    p.add_argument(
+        "--confdir", default="~/.mitmproxy", help="mitmproxy's configuration and CA directory"
+    )
     p.add_argument("--fsync", action="store_true", help="fsync the cassette after every round trip")
     p.add_argument(
-        "--redact-header", action="append", default=[], metavar="NAME",
-        help="also redact this header's value (repeatable; also [tool.looptap.redact] headers in ./pyproject.toml)",
+        "--redact-header",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also redact this header's value (repeatable; also "
+        "[tool.looptap.redact] headers in ./pyproject.toml)",
     )
     p.add_argument(
-        "--redact-pattern", action="append", default=[], metavar="REGEX",
-        help="also redact whatever matches this regular expression (repeatable; also [tool.looptap.redact] patterns)",
+        "--redact-pattern",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="also redact whatever matches this regular expression (repeatable; also "
+        "[tool.looptap.redact] patterns)",
     )
     p.add_argument(
         "--durable",
         action="store_true",
-        help="hold the end of each response (over a WebSocket, the message that completes a turn) until its round "
-        "trip is in the cassette: even a SIGKILL of looptap then loses no round trip the agent finished receiving "
-        "(each response waits for the writer)",
+        help="hold the end of each response (over a WebSocket, the message that completes a turn) "
+        "until its round trip is in the cassette: even a SIGKILL of looptap then loses no round "
+        "trip the agent finished receiving (each response waits for the writer)",
     )
     p.add_argument(
         "--fault",
         action="append",
         default=[],
         metavar="SELECTOR:KIND",
-        help="answer chosen LLM requests with an API failure in the API's own format instead of forwarding them "
-        "(repeatable): 'request=2:rate_limit', 'p=0.2:overloaded', '*:slow_first_byte=3'; live kinds: rate_limit, "
-        "overloaded, server_error, context_length, reset, slow_first_byte (docs/faults.md)",
+        help="answer chosen LLM requests with an API failure in the API's own format instead of "
+        "forwarding them (repeatable): 'request=2:rate_limit', 'p=0.2:overloaded', "
+        "'*:slow_first_byte=3'; live kinds: rate_limit, overloaded, server_error, context_length, "
+        "reset, slow_first_byte (docs/faults.md)",
     )
-    p.add_argument("--fault-seed", type=int, default=0, help="seed of the p= fault selectors (the same seed, the same faults)")
+    p.add_argument(
+        "--fault-seed",
+        type=int,
+        default=0,
+        help="seed of the p= fault selectors (the same seed, the same faults)",
+    )
     p.add_argument(
         "--listen-host",
         default="127.0.0.1",
         metavar="HOST",
-        help="address the listeners bind (default 127.0.0.1, loopback only). Anything else exposes the proxy, "
-        "and the API keys passing through it, to other machines: a warning is printed",
+        help="address the listeners bind (default 127.0.0.1, loopback only). Anything else exposes "
+        "the proxy, and the API keys passing through it, to other machines: a warning is printed",
     )
     p.add_argument(
         "--ready-file",
         metavar="PATH",
-        help="once listening, write PATH (JSON, mode 0600, atomically): the pid, the listeners' ports and URLs, "
-        "the proxy URL, the CA certificate, the environment the export lines give, the cassette and looptap's "
-        "version; removed when the recorder stops (docs/recorder.md)",
+        help="once listening, write PATH (JSON, mode 0600, atomically): the pid, the listeners' "
+        "ports and URLs, the proxy URL, the CA certificate, the environment the export lines give, "
+        "the cassette and looptap's version; removed when the recorder stops (docs/recorder.md)",
     )
 
 
@@ -96,8 +136,9 @@ def _exposure_warning(host: str) -> str | None:
     if host in _LOOPBACK or host.startswith("127."):
         return None
     return (
-        f"looptap: warning: listening on {host}, not loopback: anyone who can reach this machine can send "
-        "requests through the proxy and read the responses; use it only on a trusted network"
+        f"looptap: warning: listening on {host}, not loopback: anyone who can reach this machine "
+        "can send requests through the proxy and read the responses; use it only on a trusted "
+        "network"
     )
 
 
@@ -120,18 +161,45 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
 
     path, append = _output(args.output)
     if getattr(args, "from_run", None) is not None:
-        _check_fork_outputs(args, [("the cassette", path), ("the ready file", config.ready_file), ("the command's output log", child_log)])
+        _check_fork_outputs(
+            args,
+            [
+                ("the cassette", path),
+                ("the ready file", config.ready_file),
+                ("the command's output log", child_log),
+            ],
+        )
         if append:
-            raise UnsafePath(f"-o +{path}: a fork writes a branch of its own (its header names the run it forks), never appended to a cassette; give -o a new path")
+            raise UnsafePath(
+                f"-o +{path}: a fork writes a branch of its own (its header names the run it "
+                "forks), never appended to a cassette; give -o a new path"
+            )
     if append:
-        target = check_target(path, "the cassette", owned=is_cassette, hint="-o +FILE appends only to a looptap cassette", appends=True, parents=True)
+        target = check_target(
+            path,
+            "the cassette",
+            owned=is_cassette,
+            hint="-o +FILE appends only to a looptap cassette",
+            appends=True,
+            parents=True,
+        )
     else:
-        target = check_target(path, "the cassette", owned=is_cassette, force=args.force, hint="--force replaces it", parents=True)
+        target = check_target(
+            path,
+            "the cassette",
+            owned=is_cassette,
+            force=args.force,
+            hint="--force replaces it",
+            parents=True,
+        )
     if config.ready_file is not None:
         check_ready_path(config.ready_file, cassette=path)
     if child_log is not None:
         if config.ready_file is not None and same_path(child_log, config.ready_file):
-            raise UnsafePath(f"the ready file {config.ready_file} is the command's output log: give --ready-file a path of its own")
+            raise UnsafePath(
+                f"the ready file {config.ready_file} is the command's output log: give "
+                "--ready-file a path of its own"
+            )
         check_target(child_log, "the command's output log", owned=lambda _p: True, appends=True)
     check_confdir(config.confdir)
     return target
@@ -149,7 +217,10 @@ def _check_fork_outputs(args: argparse.Namespace, outputs: list[tuple[str, Path 
         for i, src in enumerate(inputs):
             if out is not None and same_path(out, src):
                 read = "the run --from forks" if i == 0 else "an --edit file"
-                raise UnsafePath(f"{what} {out} is {read} ({src}): a fork never writes over what it reads; give it a new path")
+                raise UnsafePath(
+                    f"{what} {out} is {read} ({src}): a fork never "
+                    "writes over what it reads; give it a new path"
+                )
 
 
 def _prepare_output(target: Any, append: bool, fork: bool = False) -> int:
@@ -172,10 +243,15 @@ def _prepare_output(target: Any, append: bool, fork: bool = False) -> int:
             earlier = is_cassette(path)
             if remove_if_same(path, target.replaces):
                 if earlier:
-                    instead = "" if fork else f"; -o +{path} appends to it instead"  # (a fork never appends)
-                    messages.emit(f"replacing the earlier recording in {path} ({st.st_size:,} bytes){instead}")
+                    # (a fork never appends)
+                    instead = "" if fork else f"; -o +{path} appends to it instead"
+                    messages.emit(
+                        f"replacing the earlier recording in {path} ({st.st_size:,} bytes){instead}"
+                    )
                 else:
-                    messages.emit(f"replacing {path} ({st.st_size:,} bytes, not a cassette; --force)")
+                    messages.emit(
+                        f"replacing {path} ({st.st_size:,} bytes, not a cassette; --force)"
+                    )
         return 0
     from cassettes.reading.run import open_run
 
@@ -201,7 +277,9 @@ def _config(args: argparse.Namespace) -> Any:
     for item in args.upstream:
         name, sep, url = item.partition("=")
         if not sep or not name or not url.startswith(("http://", "https://")):
-            raise SystemExit(f"looptap: error: --upstream wants NAME=http(s)://host[:port], got {item!r}")
+            raise SystemExit(
+                f"looptap: error: --upstream wants NAME=http(s)://host[:port], got {item!r}"
+            )
         upstreams[name.strip().lower()] = url.strip()
     return RecorderConfig(
         output=_output(args.output)[0],
@@ -270,7 +348,10 @@ def summary_lines(path: Path, before: int = 0) -> list[str]:
         return [f"could not read {path} for the summary: {exc}"]
     exchanges = list(recorded.exchanges)[before:]  # appended to an earlier recording: this run only
     run = analyse(exchanges)
-    by_layer = {layer: sum(1 for f in run.findings if f.layer == layer and f.severity.value != "info") for layer in "EAC"}
+    by_layer = {
+        layer: sum(1 for f in run.findings if f.layer == layer and f.severity.value != "info")
+        for layer in "EAC"
+    }
     tin = sum(t.tokens.input or 0 for t in run.turns.values())
     tout = sum(t.tokens.output or 0 for t in run.turns.values())
     costs = [t.tokens.cost for t in run.turns.values()]
@@ -279,13 +360,19 @@ def summary_lines(path: Path, before: int = 0) -> list[str]:
     cost = (
         money(sum(known, Decimal(0)), guessed)
         + ("" if len(known) == len(costs) else " (some prices unknown)")
-        + (" (estimated: list prices by model name; the host is not a known provider)" if guessed else "")
+        + (
+            " (estimated: list prices by model name; the host is not a known provider)"
+            if guessed
+            else ""
+        )
         if known
         else "unknown"
     )
     lines = [
-        f"{count(len(exchanges), 'round trip')}{' appended' if before else ''} in {path}: {count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
-        f"findings (warnings and errors) by layer: E {by_layer['E']}, A {by_layer['A']}, C {by_layer['C']}",
+        f"{count(len(exchanges), 'round trip')}{' appended' if before else ''} in {path}: "
+        f"{count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
+        f"findings (warnings and errors) by layer: E {by_layer['E']}, "
+        f"A {by_layer['A']}, C {by_layer['C']}",
         f"tokens in {tin}, out {tout}; cost {cost}",
         f"details: {looptap_command()} show {shlex.quote(str(path))}",
     ]
@@ -308,26 +395,47 @@ def _default_output() -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     messages.to_stderr()
     if args.from_run is None and (args.model is not None or args.edit):
-        messages.error("error: --model and --edit go with --from RUN@SELECTOR: they change what a fork sends live; a plain run records the agent as it is")
+        messages.error(
+            "error: --model and --edit go with --from RUN@SELECTOR: they change what a fork sends "
+            "live; a plain run records the agent as it is"
+        )
         return 2
     if args.from_run is None and getattr(args, "prefix", None) is not None:
-        messages.error("error: --prefix goes with --from RUN@SELECTOR: it says how the fork's prefix is matched; a plain run matches nothing")
+        messages.error(
+            "error: --prefix goes with --from RUN@SELECTOR: it says how the fork's prefix is "
+            "matched; a plain run matches nothing"
+        )
         return 2
     if args.from_run is None and getattr(args, "no_volatile", False):
-        messages.error("error: --no-volatile goes with --from RUN@SELECTOR: it changes how the fork's prefix is matched; a plain run matches nothing")
+        messages.error(
+            "error: --no-volatile goes with --from RUN@SELECTOR: it changes how the fork's prefix "
+            "is matched; a plain run matches nothing"
+        )
         return 2
-    if args.from_run is None and (getattr(args, "ignore", None) or getattr(args, "substitute", None) or getattr(args, "volatile_tool", None)):
-        messages.error("error: --ignore, --substitute and --volatile-tool go with --from RUN@SELECTOR: they change how the fork's prefix is matched; a plain run matches nothing")
+    if args.from_run is None and (
+        getattr(args, "ignore", None)
+        or getattr(args, "substitute", None)
+        or getattr(args, "volatile_tool", None)
+    ):
+        messages.error(
+            "error: --ignore, --substitute and --volatile-tool go with --from RUN@SELECTOR: they "
+            "change how the fork's prefix is matched; a plain run matches nothing"
+        )
         return 2
     if args.output is None:
         if not args.inspect:
-            messages.error("error: -o FILE names the cassette to record into (looptap run -o run.jsonl -- python agent.py); only --inspect may leave it out")
+            messages.error(
+                "error: -o FILE names the cassette to record into (looptap run -o run.jsonl -- "
+                "python agent.py); only --inspect may leave it out"
+            )
             return 2
         args.output = _default_output()  # said with where the command's output goes (_run_once)
         args.output_chosen = True
     repeat = getattr(args, "repeat", 1)
     if repeat < 1 or (repeat > 1 and args.from_run is None):
-        messages.error("error: --repeat K (K from 1) goes with --from: the agent run K times from the cursor")
+        messages.error(
+            "error: --repeat K (K from 1) goes with --from: the agent run K times from the cursor"
+        )
         return 2
     if repeat == 1:
         return _run_once(args)
@@ -347,7 +455,10 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     messages.to_stderr()
     out, append = _output(args.output)
     if append:
-        messages.error(f"error: -o +{out}: a fork writes branches of their own, never appended to a cassette; give -o a new path")
+        messages.error(
+            f"error: -o +{out}: a fork writes branches of their own, "
+            "never appended to a cassette; give -o a new path"
+        )
         return 2
     ones: list[argparse.Namespace] = []
     for i in range(1, repeat + 1):
@@ -381,8 +492,11 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     if failed:
         from cassettes.hints import count
 
-        messages.error(f"--repeat: {len(failed)} of {count(repeat, 'run')} failed, left out of the comparison: "
-                       + ", ".join(f"run {i} (exit status {status})" for i, status in failed))
+        messages.error(
+            f"--repeat: {len(failed)} of {count(repeat, 'run')} "
+            "failed, left out of the comparison: "
+            + ", ".join(f"run {i} (exit status {status})" for i, status in failed)
+        )
     rc = failed[0][1] if failed else 0
     if not written:
         messages.error("--repeat: no run finished: no branches to compare")
@@ -412,22 +526,39 @@ def _inspect_viewer(config: Any) -> tuple[list[str], Path, Path] | str:
     if importlib.util.find_spec("textual") is None:
         from cassettes.hints import install_command
 
-        return f"error: --inspect needs the inspector in this environment: {install_command('proxy', 'inspector')}"
+        return (
+            "error: --inspect needs the inspector in this environment: "
+            f"{install_command('proxy', 'inspector')}"
+        )
     child_log = Path(str(config.output) + ".log")
     import tempfile
 
     status_dir = tempfile.mkdtemp(prefix="looptap-run-")
     child_status = Path(status_dir) / "exit-status"
-    viewer = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", "--child-status", str(child_status), str(config.output)]
+    viewer = [
+        sys.executable,
+        "-m",
+        "cassettes.cli",
+        "inspect",
+        "--live",
+        "--child-status",
+        str(child_status),
+        str(config.output),
+    ]
     return viewer, child_log, child_status
 
 
 def _fork_status(fork: Any, rc: int) -> int:
-    """A fork's report said, and the run's status: 1 when the fork failed and the command did not."""
+    """A fork's report said, and the run's status: 1 when the fork failed and the command did
+    not."""
     for line in fork.report:
         messages.emit(line)
     if fork.status and not rc:
-        messages.error("the fork failed (above): a request before the cursor matched no recorded turn (the client diverged beyond what the prefix mode tolerates), or an edit never applied; exit status 1")
+        messages.error(
+            "the fork failed (above): a request before the cursor matched no recorded turn (the "
+            "client diverged beyond what the prefix mode tolerates), or an edit never applied; "
+            "exit status 1"
+        )
         return 1
     return rc
 
@@ -454,7 +585,9 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
     from cassettes.errors import CassetteError, CassetteIOError
 
     try:
-        target = _check_paths(args, config, Path(str(config.output) + ".log") if args.inspect else None)
+        target = _check_paths(
+            args, config, Path(str(config.output) + ".log") if args.inspect else None
+        )
     except (CassetteIOError, RecorderError) as exc:
         messages.error(f"error: {exc}")
         return 2
@@ -478,7 +611,9 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         if written is not None:
             written.append(target.path)
     try:
-        rc, addon = asyncio.run(_run_child(run_child, config, argv, child_log, viewer, child_status, fork))
+        rc, addon = asyncio.run(
+            _run_child(run_child, config, argv, child_log, viewer, child_status, fork)
+        )
     except (BusyPort, RecorderError, CassetteIOError) as exc:
         messages.error(f"error: {exc}")
         return 2
@@ -501,7 +636,9 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
     return int(rc)
 
 
-def _inspecting(args: argparse.Namespace, config: Any) -> tuple[list[str] | None, Path | None, Path | None] | str:
+def _inspecting(
+    args: argparse.Namespace, config: Any
+) -> tuple[list[str] | None, Path | None, Path | None] | str:
     """With ``--inspect``: the viewer's command, the file the command's output goes to (said
     here) and the one its exit status goes to (:func:`_inspect_viewer`), or why not; without it,
     none of them."""
@@ -510,7 +647,11 @@ def _inspecting(args: argparse.Namespace, config: Any) -> tuple[list[str] | None
     inspecting = _inspect_viewer(config)
     if isinstance(inspecting, str):
         return inspecting
-    chosen = f"recording into {config.output} (no -o given); " if getattr(args, "output_chosen", False) else ""
+    chosen = (
+        f"recording into {config.output} (no -o given); "
+        if getattr(args, "output_chosen", False)
+        else ""
+    )
     messages.emit(f"{chosen}the command's output goes to {inspecting[1]}")
     return inspecting
 
@@ -541,12 +682,30 @@ def _finish_fork(fork: Any, path: Path, rc: int) -> int:
     return _fork_status(fork, rc)
 
 
-async def _run_child(run_child: Any, config: Any, argv: list[str], child_log: Any, viewer: Any, child_status: Any, fork: Any) -> Any:
-    """``run_child``, with a fork's replay server in front of the recorder when ``--from`` is given."""
+async def _run_child(
+    run_child: Any,
+    config: Any,
+    argv: list[str],
+    child_log: Any,
+    viewer: Any,
+    child_status: Any,
+    fork: Any,
+) -> Any:
+    """``run_child``, with a fork's replay server in front of the recorder when ``--from`` is
+    given."""
     if fork is None:
-        return await run_child(config, argv, child_log=child_log, viewer=viewer, child_status=child_status)
+        return await run_child(
+            config, argv, child_log=child_log, viewer=viewer, child_status=child_status
+        )
     try:
-        return await run_child(config, argv, child_log=child_log, viewer=viewer, child_status=child_status, child_env=fork.start)
+        return await run_child(
+            config,
+            argv,
+            child_log=child_log,
+            viewer=viewer,
+            child_status=child_status,
+            child_env=fork.start,
+        )
     finally:
         fork.status = await fork.stop()
 
@@ -554,9 +713,10 @@ async def _run_child(run_child: Any, config: Any, argv: list[str], child_log: An
 
 def register_record(sub: Any) -> None:
     p = sub.add_parser(
-        "record", help="run the recording proxy until Ctrl-C; prints the environment to export",
-        epilog="exit status: 0 every round trip was recorded; 2 the recorder could not start; 3 some round trips "
-        "could NOT be stored (counted and named on stderr). See docs/recorder.md",
+        "record",
+        help="run the recording proxy until Ctrl-C; prints the environment to export",
+        epilog="exit status: 0 every round trip was recorded; 2 the recorder could not start; 3 "
+        "some round trips could NOT be stored (counted and named on stderr). See docs/recorder.md",
     )
     _common(p)
     p.set_defaults(func=cmd_record)
@@ -564,43 +724,65 @@ def register_record(sub: Any) -> None:
 
 def register_run(sub: Any) -> None:
     p = sub.add_parser(
-        "run", help="record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py",
-        epilog="exit status: the command's own status; if it succeeded but some round trips could NOT be stored, 3 "
-        "(they are counted and named on stderr whatever the status); 2 the recorder could not start; 127 the "
-        "command could not be started. See docs/recorder.md",
+        "run",
+        help="record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py",
+        epilog="exit status: the command's own status; if it succeeded but some round trips could "
+        "NOT be stored, 3 (they are counted and named on stderr whatever the status); 2 the "
+        "recorder could not start; 127 the command could not be started. See docs/recorder.md",
     )
     _common(p, output_required=False)
     p.add_argument(
         "--inspect",
         action="store_true",
-        help="open the inspector on the run while it is recorded (the command's output goes to OUTPUT.log, its "
-        "stdin is /dev/null); looptap exits when the command has finished and the inspector is closed (q). "
-        "While the inspector is open, Ctrl-C goes to it, not to the command",
+        help="open the inspector on the run while it is recorded (the command's output goes to "
+        "OUTPUT.log, its stdin is /dev/null); looptap exits when the command has finished and the "
+        "inspector is closed (q). While the inspector is open, Ctrl-C goes to it, not to the "
+        "command",
     )
     p.add_argument(
-        "--from", dest="from_run", metavar="RUN@SELECTOR",
-        help="fork a recorded run: its prefix is served from RUN (nothing leaves the machine), from the selected turn "
-        "on (turn=2, seq=7, conversation=c2:turn=1; divergence: each conversation from its first request that differs) "
-        "requests go live and are recorded into -o (docs/fork.md)",
-    )
-    p.add_argument("--model", help="with --from: the model of every request sent live (same API family)")
-    p.add_argument(
-        "--prefix", choices=("strict", "tolerant"),
-        help="with --from: how the prefix is matched: strict (default: as replay, volatile spans tolerated) or tolerant "
-        "(a request that differs from its recorded turn only in tool results is answered in position; every difference listed; docs/fork.md)",
+        "--from",
+        dest="from_run",
+        metavar="RUN@SELECTOR",
+        help="fork a recorded run: its prefix is served from RUN (nothing leaves the machine), "
+        "from the selected turn on (turn=2, seq=7, conversation=c2:turn=1; divergence: each "
+        "conversation from its first request that differs) requests go live and are recorded into "
+        "-o (docs/fork.md)",
     )
     p.add_argument(
-        "--no-volatile", action="store_true",
-        help="with --from: the prefix's requests must equal the recorded ones as sent (no date, id, temp path, cwd or port tolerated; docs/testing.md)",
+        "--model", help="with --from: the model of every request sent live (same API family)"
+    )
+    p.add_argument(
+        "--prefix",
+        choices=("strict", "tolerant"),
+        help="with --from: how the prefix is matched: strict (default: as replay, volatile spans "
+        "tolerated) or tolerant (a request that differs from its recorded turn only in tool "
+        "results is answered in position; every difference listed; docs/fork.md)",
+    )
+    p.add_argument(
+        "--no-volatile",
+        action="store_true",
+        help="with --from: the prefix's requests must equal the recorded ones as sent (no date, "
+        "id, temp path, cwd or port tolerated; docs/testing.md)",
     )
     from cassettes.replay.matching.userrules import add_rule_flags
 
     add_rule_flags(p, fork=True)
-    p.add_argument("--repeat", type=int, default=1, metavar="K", help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) and say per turn how the branches agree")
     p.add_argument(
-        "--edit", action="append", default=[], metavar="TARGET=@FILE",
-        help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every request sent live; or continue=N: "
-             "continue an answer cut at the token cap, the agent handed one answer (repeatable; docs/fork.md)",
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="K",
+        help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) and "
+        "say per turn how the branches agree",
+    )
+    p.add_argument(
+        "--edit",
+        action="append",
+        default=[],
+        metavar="TARGET=@FILE",
+        help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every "
+        "request sent live; or continue=N: continue an answer cut at the token cap, the agent "
+        "handed one answer (repeatable; docs/fork.md)",
     )
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=cmd_run)

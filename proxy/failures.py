@@ -29,11 +29,20 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CLOSED", "CLOSE_FRAME", "RESET", "Ends", "drop_close_frame", "reset_on_close", "transport_of"]
+__all__ = [
+    "CLOSED",
+    "CLOSE_FRAME",
+    "RESET",
+    "Ends",
+    "drop_close_frame",
+    "reset_on_close",
+    "transport_of",
+]
 
 RESET = "reset"
 CLOSED = "closed"
-#: The first byte of a WebSocket close frame (FIN bit and opcode 0x8; control frames carry no RSV bits).
+#: The first byte of a WebSocket close frame (FIN bit and opcode 0x8; control frames carry no RSV
+#: bits).
 CLOSE_FRAME = 0x88
 
 
@@ -86,7 +95,8 @@ class Ends:
         return True
 
     def how(self, conn: Any) -> str | None:
-        """``"reset"``, ``"closed"`` (by the peer), or ``None`` (still open, closed by us, unknown)."""
+        """``"reset"``, ``"closed"`` (by the peer), or ``None`` (still open, closed by us,
+        unknown)."""
         try:
             return self._how.get(conn)
         except TypeError:
@@ -105,7 +115,9 @@ def reset_on_close(writer: Any) -> bool:
     return True
 
 
-def drop_close_frame(writer: Any, when: Callable[[], bool], then: Callable[[], None] | None = None) -> bool:
+def drop_close_frame(
+    writer: Any, when: Callable[[], bool], then: Callable[[], None] | None = None
+) -> bool:
     """Wrap ``writer.write`` so that a WebSocket close frame is not written while ``when()`` holds
     (checked only for a write that starts with a close frame); ``then`` runs once instead."""
     try:

@@ -47,7 +47,8 @@ class HandoffError(RuntimeError):
 
 
 class WriterProcess(Protocol):
-    """What :class:`Handoff` needs of the writer: a ``multiprocessing.Process`` (or a thread, in tests)."""
+    """What :class:`Handoff` needs of the writer: a ``multiprocessing.Process`` (or a thread, in
+    tests)."""
 
     def is_alive(self) -> bool: ...
 
@@ -143,7 +144,8 @@ class Handoff:
         Raises :class:`HandoffError` saying why it could not start."""
         import multiprocessing
 
-        from proxy.writer import writer_main  # (the writer process imports the pipeline; this one does not)
+        # (the writer process imports the pipeline; this one does not)
+        from proxy.writer import writer_main
 
         self.close()
         mp = multiprocessing.get_context("spawn")
@@ -167,7 +169,9 @@ class Handoff:
             process.join(timeout=5)
             raise
 
-    def connect(self, process: WriterProcess, inbox: Pipe, outbox: Pipe, timeout: float = START_TIMEOUT) -> None:
+    def connect(
+        self, process: WriterProcess, inbox: Pipe, outbox: Pipe, timeout: float = START_TIMEOUT
+    ) -> None:
         """Use a started writer: frames go into ``inbox``, its answers come from ``outbox``. Waits
         for its ``ready`` answer; raises :class:`HandoffError` (both ends closed) without one."""
         self.close()
@@ -177,7 +181,9 @@ class Handoff:
         reader = FrameReader()
         deadline = time.monotonic() + timeout
         ready = False
-        while (left := deadline - time.monotonic()) > 0 and select.select([outbox.fileno()], [], [], left)[0]:
+        while (left := deadline - time.monotonic()) > 0 and select.select(
+            [outbox.fileno()], [], [], left
+        )[0]:
             if not _read_available(outbox.fileno(), reader):
                 msg = "the writer process ended at start-up"
                 break
@@ -241,7 +247,12 @@ class Handoff:
         inbox, outbox = self._inbox, self._outbox
         assert inbox is not None and outbox is not None
         deadline = time.monotonic() + 30
-        while self._overflow and not self._writer_gone and time.monotonic() < deadline and process.is_alive():
+        while (
+            self._overflow
+            and not self._writer_gone
+            and time.monotonic() < deadline
+            and process.is_alive()
+        ):
             select.select([outbox.fileno()], [inbox.fileno()], [], 0.2)
             self._pump()
         inbox.close()
@@ -308,7 +319,8 @@ class Handoff:
     # -- moving frames and answers ---------------------------------------------------------------
     def _pump(self) -> None:
         """Move what is waiting: overflow frames into the writer's pipe, its answers out of the
-        other. Never blocks. Runs on the event loop (reader/writer callbacks) or in :meth:`flush`."""
+        other. Never blocks. Runs on the event loop (reader/writer callbacks) or in
+        :meth:`flush`."""
         with self._io:
             self._write_overflow()
             ended = self._read_answers()
@@ -385,7 +397,9 @@ class Handoff:
         """Wait until the writer has answered for every round trip handed over (or is gone: what
         it never answered is then counted as storage errors). From any thread."""
         # On another thread while the event loop moves the answers: wait for it; else pump here.
-        waits_for_loop = self._loop is not None and self._loop.is_running() and not self._on_loop_thread()
+        waits_for_loop = (
+            self._loop is not None and self._loop.is_running() and not self._on_loop_thread()
+        )
         deadline = time.monotonic() + timeout
         while True:
             with self._done:
@@ -406,7 +420,9 @@ class Handoff:
             inbox, outbox = self._inbox, self._outbox
             if inbox is None or outbox is None:
                 return
-            select.select([outbox.fileno()], [inbox.fileno()] if self._overflow else [], [], min(left, 0.2))
+            select.select(
+                [outbox.fileno()], [inbox.fileno()] if self._overflow else [], [], min(left, 0.2)
+            )
             self._pump()
 
     def _give_up(self, count: bool = True) -> None:
@@ -425,10 +441,17 @@ class Handoff:
             return
         never = min(never, len(waiting))
         if len(waiting) > never:
-            self._count_lost(len(waiting) - never, "the writer process stopped before storing them",
-                             f"the writer process stopped; {len(waiting) - never} round trips not recorded")
+            self._count_lost(
+                len(waiting) - never,
+                "the writer process stopped before storing them",
+                f"the writer process stopped; {len(waiting) - never} round trips not recorded",
+            )
         if never:
-            self._count_lost(never, "never handed to the writer", f"{never} round trips were never handed to the writer")
+            self._count_lost(
+                never,
+                "never handed to the writer",
+                f"{never} round trips were never handed to the writer",
+            )
 
     def _count_lost(self, n: int, why: str, said: str) -> None:
         with self._done:

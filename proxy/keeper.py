@@ -11,15 +11,16 @@ output going nowhere and a pipe from the writer as its input.
 
 It follows the cassette as it grows with the reader every command uses (``open_run(path,
 follow=True, cache=True)``), which hashes every byte as it reads it: its memory is a reader's, and
-past :func:`~cassettes.reading.run.memory_budget` (or :data:`~cassettes.reading.kept.MAX_CONVERSATIONS`)
-it gives up. After a clean stop the writer, having closed the cassette, writes ``end SIZE``: the
-keeper reads to that size, runs the end-of-run checks and keeps the analysis of exactly the bytes it
-read (:func:`cassettes.reading.kept.keep`: a MAC under this machine's key over all of them), then
-``show``'s printed views of it (a ``looptap show --json`` whose output goes nowhere: the first
-``show`` after the recording then reads neither the records nor the stores), and exits. It keeps nothing when the writer's end of the pipe closes without that line (the writer was
-killed), when the file does not end where the writer said (something appended since), or on any
-error. A reader checks a kept analysis anyway (size, analyser, every byte): what the keeper keeps is
-taken for exactly the bytes it analysed, never for others.
+past :func:`~cassettes.reading.run.memory_budget` (or
+:data:`~cassettes.reading.kept.MAX_CONVERSATIONS`) it gives up. After a clean stop the writer,
+having closed the cassette, writes ``end SIZE``: the keeper reads to that size, runs the end-of-run
+checks and keeps the analysis of exactly the bytes it read (:func:`cassettes.reading.kept.keep`: a
+MAC under this machine's key over all of them), then ``show``'s printed views of it (a ``looptap
+show --json`` whose output goes nowhere: the first ``show`` after the recording then reads neither
+the records nor the stores), and exits. It keeps nothing when the writer's end of the pipe closes
+without that line (the writer was killed), when the file does not end where the writer said
+(something appended since), or on any error. A reader checks a kept analysis anyway (size, analyser,
+every byte): what the keeper keeps is taken for exactly the bytes it analysed, never for others.
 
 This module imports only the standard library; :class:`Keeper` imports the core where it runs.
 """
@@ -65,7 +66,7 @@ def start(path: str | Path) -> subprocess.Popen[bytes] | None:
     recording goes on as without it). Its input is the pipe :func:`end` writes to."""
     try:
         return subprocess.Popen(
-            [sys.executable, "-I", "-c", _BOOT, os.path.abspath(path), json.dumps([os.path.abspath(p) for p in sys.path])],
+            [sys.executable, "-I", "-c", _BOOT, os.path.abspath(path), json.dumps([os.path.abspath(p) for p in sys.path])],  # noqa: E501
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, cwd="/",
         )  # fmt: skip
@@ -167,7 +168,11 @@ def _views(path: str) -> int:
     that analysis), its output going nowhere. 0: shown."""
     from cassettes.cli import main as cli
 
-    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+    with (
+        open(os.devnull, "w") as sink,
+        contextlib.redirect_stdout(sink),
+        contextlib.redirect_stderr(sink),
+    ):
         try:
             return cli(["show", "--json", path])
         except SystemExit as exc:

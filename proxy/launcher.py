@@ -50,7 +50,15 @@ from proxy.faults import LiveFaults
 if TYPE_CHECKING:
     from urllib.parse import SplitResult
 
-__all__ = ["BUILTIN_UPSTREAMS", "BusyPort", "Listener", "Recorder", "RecorderConfig", "RecorderError", "free_port"]
+__all__ = [
+    "BUILTIN_UPSTREAMS",
+    "BusyPort",
+    "Listener",
+    "Recorder",
+    "RecorderConfig",
+    "RecorderError",
+    "free_port",
+]
 
 #: name → (upstream, base-URL environment variables, path suffix); kept with the providers.
 BUILTIN_UPSTREAMS = REVERSE_UPSTREAMS
@@ -96,7 +104,8 @@ class RecorderConfig:
     #: ``--fault`` specs answered in the proxy (proxy/faults.py), and the seed of their ``p=``.
     faults: tuple[str, ...] = ()
     fault_seed: int = 0
-    #: ``--ready-file``: where to write the ready file once listening (cassettes/replay/testing/ready.py).
+    #: ``--ready-file``: where to write the ready file once listening
+    #: (cassettes/replay/testing/ready.py).
     ready_file: Path | None = None
     #: A fork's per-run key for its edit marks (``looptap run --from``; cassettes.wire.edited):
     #: held in this process only, never in an option, a file or the child's environment.
@@ -119,7 +128,9 @@ class RecorderConfig:
             return got
 
         for name in names:
-            upstream, env, suffix = BUILTIN_UPSTREAMS.get(name, ("", (f"{name.upper().replace('-', '_')}_BASE_URL",), ""))
+            upstream, env, suffix = BUILTIN_UPSTREAMS.get(
+                name, ("", (f"{name.upper().replace('-', '_')}_BASE_URL",), "")
+            )
             upstream = self.upstreams.get(name, upstream)
             out.append(Listener(name, upstream.rstrip("/"), pick(), env, suffix))
             port = port + 1 if port else 0
@@ -144,8 +155,9 @@ def _follow(lst: Listener, environ: dict[str, str], host: str, own_ports: set[in
     ``http://127.0.0.1:LISTENER/v1``), and ``lst.note`` says so. A URL of this recorder is ignored
     (following it would loop), and so is one of a recorder named in :data:`RECORDER_VAR` that no
     longer listens (a stale export); one that still listens (an enclosing ``looptap run``) is
-    followed: the traffic is recorded there too and goes on where it forwards. Raises :class:`RecorderError` for a URL that cannot be an
-    upstream: nothing is sent to the vendor instead."""
+    followed: the traffic is recorded there too and goes on where it forwards. Raises
+    :class:`RecorderError` for a URL that cannot be an upstream: nothing is sent to the vendor
+    instead."""
     var = next((v for v in lst.env if environ.get(v, "").strip()), None)
     if var is None:
         return
@@ -155,20 +167,30 @@ def _follow(lst: Listener, environ: dict[str, str], host: str, own_ports: set[in
     assert u.hostname is not None
     hostname = u.hostname.lower()
     local = hostname in _LOCAL or hostname.startswith("127.") or hostname == host
-    exported = {item.rsplit(":", 1)[-1] for item in environ.get(RECORDER_VAR, "").split(",") if ":" in item}
+    exported = {
+        item.rsplit(":", 1)[-1] for item in environ.get(RECORDER_VAR, "").split(",") if ":" in item
+    }
     via = ""
     if local and port in own_ports:
-        lst.note = f"{lst.name}: your {var} {shown} is this recorder itself: not followed; the upstream is {lst.upstream}"
+        lst.note = (
+            f"{lst.name}: your {var} {shown} is this recorder itself: "
+            f"not followed; the upstream is {lst.upstream}"
+        )
         return
     if local and str(port) in exported:
         if not _listening(u.hostname, port):  # an `eval "$(looptap record)"` since stopped
-            lst.note = f"{lst.name}: your {var} {shown} is a looptap recorder that is gone (a stale export): not followed; the upstream is {lst.upstream}"
+            lst.note = (
+                f"{lst.name}: your {var} {shown} is a looptap recorder that is gone (a stale "
+                f"export): not followed; the upstream is {lst.upstream}"
+            )
             return
         via = ", a looptap recorder that is running (an enclosing run): recorded there too"
     netloc = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
     lst.upstream = f"{u.scheme}://{netloc}" + (f":{u.port}" if u.port is not None else "")
     lst.suffix = u.path.rstrip("/")
-    lst.note = f"{lst.name}: your {var} {shown} is the upstream{via} (--upstream {lst.name}=URL overrides)"
+    lst.note = (
+        f"{lst.name}: your {var} {shown} is the upstream{via} (--upstream {lst.name}=URL overrides)"
+    )
 
 
 def _upstream_url(value: str, var: str, shown: str, name: str) -> tuple[SplitResult, int]:
@@ -182,10 +204,18 @@ def _upstream_url(value: str, var: str, shown: str, name: str) -> tuple[SplitRes
         port = u.port or (443 if u.scheme == "https" else 80)
     except ValueError:
         u, port = None, 0
-    if u is None or u.scheme not in ("http", "https") or not u.hostname or u.username or u.password or u.query or u.fragment:
+    if (
+        u is None
+        or u.scheme not in ("http", "https")
+        or not u.hostname
+        or u.username
+        or u.password
+        or u.query
+        or u.fragment
+    ):
         raise RecorderError(
-            f"your {var} {shown} cannot be {name}'s upstream (http(s)://host[:port][/path], without user or query): "
-            f"give --upstream {name}=URL, or unset {var}"
+            f"your {var} {shown} cannot be {name}'s upstream (http(s)://host[:port][/path], "
+            f"without user or query): give --upstream {name}=URL, or unset {var}"
         )
     return u, port
 
@@ -209,7 +239,9 @@ _REPICKS = 8
 
 def _in_use(cause: BaseException | None) -> bool:
     """Whether a listener failed because its port was taken."""
-    return (isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE) or "already in use" in str(cause)
+    return (
+        isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE
+    ) or "already in use" in str(cause)
 
 
 def _port_of(spec: str) -> int:
@@ -230,12 +262,18 @@ def _ca_bundle(confdir: Path) -> tuple[Path, Path]:
     trust store a client already uses; never replaces it."""
     ca = confdir / "mitmproxy-ca-cert.pem"
     ca_pem = ca.read_text() if ca.exists() else ""
-    existing = os.environ.get("SSL_CERT_FILE") or ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt"
+    existing = (
+        os.environ.get("SSL_CERT_FILE")
+        or ssl.get_default_verify_paths().cafile
+        or "/etc/ssl/certs/ca-certificates.crt"
+    )
     base = Path(existing).read_text() if existing and Path(existing).is_file() else ""
     bundle = confdir / "looptap-ca-bundle.pem"
     _write_conf(bundle, base.rstrip("\n") + "\n" + ca_pem)
     node_existing = os.environ.get("NODE_EXTRA_CA_CERTS")
-    node_base = Path(node_existing).read_text() if node_existing and Path(node_existing).is_file() else ""
+    node_base = (
+        Path(node_existing).read_text() if node_existing and Path(node_existing).is_file() else ""
+    )
     node = confdir / "looptap-node-extra-ca.pem"
     _write_conf(node, (node_base.rstrip("\n") + "\n" if node_base else "") + ca_pem)
     return bundle, node
@@ -256,13 +294,20 @@ def confdir_lock(confdir: Path) -> Iterator[None]:
     regular file of this user, never followed through a link."""
     path = confdir / CONF_LOCK
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        fd = os.open(
+            path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600
+        )
     except OSError as exc:
-        raise RecorderError(f"the --confdir lock {path} cannot be opened: {exc.strerror or exc}") from None
+        raise RecorderError(
+            f"the --confdir lock {path} cannot be opened: {exc.strerror or exc}"
+        ) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            raise RecorderError(f"the --confdir lock {path} is not a regular file of this user: looptap does not use it")
+            raise RecorderError(
+                f"the --confdir lock {path} is not a regular "
+                "file of this user: looptap does not use it"
+            )
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
@@ -297,7 +342,9 @@ def _write_conf(path: Path, text: str) -> None:
     """One of looptap's files in ``--confdir``, replaced whole (a private temporary renamed over
     it: a link at its name is refused, never followed). Certificates only: readable by all."""
     try:
-        write_new(check_target(path, "the CA bundle", owned=lambda _p: True), text.encode(), mode=0o644)
+        write_new(
+            check_target(path, "the CA bundle", owned=lambda _p: True), text.encode(), mode=0o644
+        )
     except UnsafePath as exc:
         raise RecorderError(str(exc)) from None
 
@@ -311,7 +358,10 @@ def _refused(listeners: Sequence[Listener]) -> str:
             if not lst.upstream:
                 return f"{lst.spec}: {exc}"
             # Not the URL as given: it may hold a password or a key.
-            return f"--upstream {lst.name}: {bare_url(lst.upstream)} is not an upstream mitmproxy takes: http(s)://host[:port], without a path, user or query"
+            return (
+                f"--upstream {lst.name}: {bare_url(lst.upstream)} is not an upstream mitmproxy "
+                "takes: http(s)://host[:port], without a path, user or query"
+            )
     return "its proxy modes were refused"
 
 
@@ -344,7 +394,16 @@ class Recorder:
         ready = _Ready()
         gate = [DurableGate()] if cfg.durable else []
         faults = [LiveFaults()] if cfg.faults else []
-        m.addons.add(core.Core(), proxyserver.Proxyserver(), next_layer.NextLayer(), tlsconfig.TlsConfig(), *faults, self.addon, *gate, ready)
+        m.addons.add(
+            core.Core(),
+            proxyserver.Proxyserver(),
+            next_layer.NextLayer(),
+            tlsconfig.TlsConfig(),
+            *faults,
+            self.addon,
+            *gate,
+            ready,
+        )
         # Addon-owned options exist only once their addon is added. Opening the cassette and
         # starting its writer happen here (the addon's ``configure``).
         try:
@@ -366,7 +425,10 @@ class Recorder:
         self.addon.edit_key = cfg.edit_key
         self.master = m
         self._task = asyncio.create_task(m.run())
-        done, _ = await asyncio.wait({self._task, asyncio.create_task(ready.event.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {self._task, asyncio.create_task(ready.event.wait())},
+            return_when=asyncio.FIRST_COMPLETED,
+        )
         if self._task in done:
             self._task.result()  # raises what stopped the master
         ps = m.addons.get("proxyserver")
@@ -385,14 +447,21 @@ class Recorder:
             if lst.note:
                 messages.emit(lst.note)
 
-    async def _listen_elsewhere(self, opts: options.Options, ps: proxyserver.Proxyserver) -> list[tuple[str, Exception | None]]:
+    async def _listen_elsewhere(
+        self, opts: options.Options, ps: proxyserver.Proxyserver
+    ) -> list[tuple[str, Exception | None]]:
         """The listeners that could not listen, as (mode spec, why). A port looptap chose itself
         (no ``--port``) was free when tested, but anyone may bind it before mitmproxy does (another
         recorder choosing at the same moment: seen in CI under load): such a listener gets another
         port, a few times, before the start is refused. A port the user named is never changed."""
         for attempt in range(_REPICKS + 1):
             failed = [(s.mode.full_spec, s.last_exception) for s in ps.servers if not s.is_running]
-            if not failed or attempt == _REPICKS or self.config.base_port or not all(_in_use(cause) for _, cause in failed):
+            if (
+                not failed
+                or attempt == _REPICKS
+                or self.config.base_port
+                or not all(_in_use(cause) for _, cause in failed)
+            ):
                 break
             busy = {_port_of(spec) for spec, _ in failed}  # the ports of one recorder are distinct
             given = {lst.port for lst in self.listeners}
@@ -424,11 +493,16 @@ class Recorder:
         parts: list[str] = []
         for lst in self.listeners:
             if lst.upstream is None:
-                parts.append(f"other hosts through HTTPS_PROXY={env.get('HTTPS_PROXY', self.url(lst))} (its CA in SSL_CERT_FILE)")
+                parts.append(
+                    f"other hosts through HTTPS_PROXY={env.get('HTTPS_PROXY', self.url(lst))} (its "
+                    "CA in SSL_CERT_FILE)"
+                )
             elif lst.env:
                 names = ", ".join(lst.env)
                 parts.append(f"{lst.name} {env.get(lst.env[0], self.url(lst))} ({names})")
-        return f"recorder up, recording into {self.config.output}; the command gets " + "; ".join(parts)
+        return f"recorder up, recording into {self.config.output}; the command gets " + "; ".join(
+            parts
+        )
 
     def _environment(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -443,11 +517,15 @@ class Recorder:
                     NODE_USE_ENV_PROXY="1",
                 )
                 no_proxy = [v for v in os.environ.get("NO_PROXY", "").split(",") if v]
-                env["NO_PROXY"] = env["no_proxy"] = ",".join(dict.fromkeys([*no_proxy, "127.0.0.1", "localhost"]))
+                env["NO_PROXY"] = env["no_proxy"] = ",".join(
+                    dict.fromkeys([*no_proxy, "127.0.0.1", "localhost"])
+                )
             else:
                 for var in lst.env:
                     env[var] = self.url(lst)
-        env[RECORDER_VAR] = ",".join(f"{self._client_host()}:{lst.port}" for lst in self.listeners if lst.upstream)
+        env[RECORDER_VAR] = ",".join(
+            f"{self._client_host()}:{lst.port}" for lst in self.listeners if lst.upstream
+        )
         bundle, node = self._bundles
         env.update(
             SSL_CERT_FILE=str(bundle),
@@ -458,8 +536,8 @@ class Recorder:
         return env
 
     def ready(self) -> Ready:
-        """What the ready file says (cassettes/replay/testing/ready.py): where this recorder listens and
-        what a client needs; no secret (the environment is the export lines')."""
+        """What the ready file says (cassettes/replay/testing/ready.py): where this recorder listens
+        and what a client needs; no secret (the environment is the export lines')."""
         forward = next(lst for lst in self.listeners if lst.upstream is None)
         proxy_vars = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
         return Ready(
@@ -509,7 +587,9 @@ class Recorder:
         except UnsafePath as exc:
             raise RecorderError(str(exc)) from None
         except OSError as exc:
-            raise RecorderError(f"cannot write the ready file {path}: {exc.strerror or exc}") from None
+            raise RecorderError(
+                f"cannot write the ready file {path}: {exc.strerror or exc}"
+            ) from None
 
     def remove_ready(self) -> None:
         """Remove the ready file this recorder wrote, and only while it is still that file."""
@@ -554,7 +634,8 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     # Handlers first: whoever reads the export lines may signal a stop at once.
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if interrupts.pending():  # a Ctrl-C during start-up that nothing raised: stop, do not wait for another
+    # a Ctrl-C during start-up that nothing raised: stop, do not wait for another
+    if interrupts.pending():
         stop.set()
     # SIGUSR1: store everything captured so far, then say how many round trips the cassette holds
     # (the pytest plugin records a whole test session through one recorder and cuts the session
@@ -586,7 +667,9 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     await rec.stop()
     from cassettes.hints import count
 
-    messages.emit(f"stopped; {count(rec.addon.handoff.recorded, 'round trip')} recorded in {config.output}")
+    messages.emit(
+        f"stopped; {count(rec.addon.handoff.recorded, 'round trip')} recorded in {config.output}"
+    )
     return 3 if report_lost(rec.addon) else 0
 
 
@@ -633,7 +716,10 @@ async def run_child(
         await rec.stop()
         raise
     try:
-        env = {**os.environ, **(await child_env(dict(rec.env)) if child_env is not None else rec.env)}
+        env = {
+            **os.environ,
+            **(await child_env(dict(rec.env)) if child_env is not None else rec.env),
+        }
     except Exception:
         rec.remove_ready()
         await rec.stop()
@@ -646,12 +732,14 @@ async def run_child(
     # The child's output may echo prompts and answers: created 0600, like the cassette.
     # Appended to, never through a link, only a regular file of this user (storage/paths.py).
     try:
-        log = private_open(child_log, append=True) if child_log is not None else None  # closed below
+        # closed below
+        log = private_open(child_log, append=True) if child_log is not None else None
     except OSError as exc:
         rec.remove_ready()
         await rec.stop()
         raise RecorderError(f"cannot write the command's output to {child_log}: {exc}") from None
-    if interrupts.pending():  # a Ctrl-C during start-up that nothing raised: the command is not started
+    # a Ctrl-C during start-up that nothing raised: the command is not started
+    if interrupts.pending():
         if log is not None:
             log.close()
         rec.remove_ready()
@@ -685,11 +773,15 @@ async def run_child(
 
 
 async def _child_beside_viewer(
-    proc: asyncio.subprocess.Process, viewer: Sequence[str] | None, child_log: Path | None, child_status: Path | None
+    proc: asyncio.subprocess.Process,
+    viewer: Sequence[str] | None,
+    child_log: Path | None,
+    child_status: Path | None,
 ) -> int:
     """The child's exit status, once it has exited and the ``viewer`` started here beside it (if
     any) has been closed; a viewer closed first leaves a line saying the child still runs. The
-    status is written to ``child_status`` as soon as the child exits (a viewer still open reads it)."""
+    status is written to ``child_status`` as soon as the child exits (a viewer still open reads
+    it)."""
     view = None
     if viewer:
         try:
@@ -702,7 +794,9 @@ async def _child_beside_viewer(
         done, _ = await asyncio.wait({child, viewing}, return_when=asyncio.FIRST_COMPLETED)
         if viewing in done and child not in done:
             where = f"; its output goes to {child_log}" if child_log is not None else ""
-            messages.emit(f"the inspector was closed; the command is still running{where} (Ctrl-C stops it)")
+            messages.emit(
+                f"the inspector was closed; the command is still running{where} (Ctrl-C stops it)"
+            )
     rc = await child
     if child_status is not None:
         try:

@@ -1,8 +1,9 @@
 """The one way the recorder (addon, writer process, launcher, CLI) says anything on stderr.
 
 Every message goes through the logger ``looptap.recorder``, whose filter redacts it (the same
-:class:`~cassettes.recording.redact.Redactor` as the cassette: credentials in URLs, known key formats, and
-every value this process's redactor learned, e.g. a key removed from a header) and cleans it with
+:class:`~cassettes.recording.redact.Redactor` as the cassette: credentials in URLs, known key
+formats, and every value this process's redactor learned, e.g. a key removed from a header) and
+cleans it with
 :func:`cassettes.untrusted.clean_line` (URLs and error texts are wire data: controls are shown,
 never emitted), then cuts it to one bounded line. The filter sits on the logger itself, so a
 message logged there directly is cleaned too.

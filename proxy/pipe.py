@@ -25,8 +25,9 @@ from typing import Any
 __all__ = ["PIPE_SIZE", "SETTLE", "FrameReader", "enlarge_pipe", "frame", "write_parts"]
 
 _HEADER = struct.Struct("!Q")
-#: The kernel's pipe buffer, raised from 64 KB where allowed (``/proc/sys/fs/pipe-max-size``, 1 MB by
-#: default): what a SIGKILLed proxy had handed over but the writer had not read yet survives in it.
+#: The kernel's pipe buffer, raised from 64 KB where allowed (``/proc/sys/fs/pipe-max-size``, 1 MB
+#: by default): what a SIGKILLed proxy had handed over but the writer had not read yet survives in
+#: it.
 PIPE_SIZE = 1 << 20
 
 
@@ -35,9 +36,9 @@ PIPE_SIZE = 1 << 20
 #: (0.7 ms for a streamed chat turn, 2 ms for a 200 KB history) right on top of the agent's next
 #: request, which the proxy forwards at that same moment: time to first byte rose 1.5-1.8x on a
 #: 2-core machine (bench/proxy.py), and in a run with the final code and no settling small and
-#: 200 KB requests took +1.23 and +1.48 ms over bare mitmproxy (settled: +0.31, +0.21). Settled, the work falls into the idle time of the stream, and
-#: a batch is one wake-up. What waits meanwhile is in the kernel's pipe, which a SIGKILL of the
-#: proxy does not lose.
+#: 200 KB requests took +1.23 and +1.48 ms over bare mitmproxy (settled: +0.31, +0.21). Settled, the
+#: work falls into the idle time of the stream, and a batch is one wake-up. What waits meanwhile is
+#: in the kernel's pipe, which a SIGKILL of the proxy does not lose.
 SETTLE = 0.01
 
 
@@ -75,7 +76,8 @@ def enlarge_pipe(fd: int) -> None:
 
 
 class FrameReader:
-    """Reads whole frames from a pipe: :meth:`feed` what ``os.read`` returned, then :meth:`frames`."""
+    """Reads whole frames from a pipe: :meth:`feed` what ``os.read`` returned, then
+    :meth:`frames`."""
 
     def __init__(self) -> None:
         self._buf = bytearray()

@@ -58,7 +58,12 @@ class _Answers:
 
 
 def writer_main(
-    path: str, fsync: bool, inbox: Any, outbox: Any, settle: float = 0.0, redact: tuple[list[str], list[str]] = ([], [])
+    path: str,
+    fsync: bool,
+    inbox: Any,
+    outbox: Any,
+    settle: float = 0.0,
+    redact: tuple[list[str], list[str]] = ([], []),
 ) -> None:
     """The writer process. ``inbox`` and ``outbox`` are ``multiprocessing`` connections, used only
     for their file descriptors (the framing is :func:`frame`)."""
@@ -82,8 +87,15 @@ def writer_main(
     messages.to_stderr()
     try:
         redactor = Redactor.configured(headers=redact[0], patterns=redact[1])
-        messages.set_redactor(redactor)  # what the cassette's redactor learns is masked in messages too
-        writer = CassetteWriter(Path(path), meta={"source": "looptap proxy", **header_places(redactor)}, redactor=redactor, fsync=fsync, requests=False)
+        # what the cassette's redactor learns is masked in messages too
+        messages.set_redactor(redactor)
+        writer = CassetteWriter(
+            Path(path),
+            meta={"source": "looptap proxy", **header_places(redactor)},
+            redactor=redactor,
+            fsync=fsync,
+            requests=False,
+        )
     except (CassetteError, OSError, ValueError) as exc:
         answers.send("storage_error", messages.safe(f"cannot open {path}: {exc}"))
         return

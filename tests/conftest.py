@@ -23,7 +23,8 @@ import pytest
 def pytest_configure(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         # Python's own handler (a KeyboardInterrupt), as for a suite started from a terminal: the
-        # children then start with SIGINT at its default (a handler is reset by exec, SIG_IGN is not).
+        # children then start with SIGINT at its default (a handler is reset by exec, SIG_IGN is
+        # not).
         signal.signal(signal.SIGINT, signal.default_int_handler)
     state = tempfile.mkdtemp(prefix="looptap-test-state-")
     os.environ["LOOPTAP_STATE_DIR"] = state

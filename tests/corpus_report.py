@@ -55,7 +55,11 @@ def walk() -> CorpusReport:
             rep.unknown.append((rel(path), i, ex.url))
         if rt.response is not None and rt.response.complete is False:
             rep.truncated.append((rel(path), i, rt.family))
-        if rt.response is not None and rt.response.error is not None and rt.response.error.in_stream:
+        if (
+            rt.response is not None
+            and rt.response.error is not None
+            and rt.response.error.in_stream
+        ):
             rep.in_stream_errors.append((rel(path), i, rt.family))
     return rep
 
@@ -78,7 +82,9 @@ def main() -> None:
     print(f"\nerrors inside 200 streams: {len(rep.in_stream_errors)}")
     for f, i, fam in rep.in_stream_errors:
         print(f"  {f} #{i} [{fam}]")
-    print(f"\nLLM-looking traffic of no known family (kept raw, labelled unknown): {len(rep.unknown)}")
+    print(
+        f"\nLLM-looking traffic of no known family (kept raw, labelled unknown): {len(rep.unknown)}"
+    )
     for f, i, url in rep.unknown:
         print(f"  {f} #{i} {url}")
     print(f"\nnot LLM calls (labelled none), by host: {sum(rep.none_hosts.values())}")

@@ -37,8 +37,13 @@ def main() -> None:
         for f in ra.findings:
             by_code[(f.layer, f.code, f.severity.value)] += 1
             if f.code in show:
-                listed.append(f"  {f.code} {rel(path)}#{f.seq} ({f.conversation}/turn {f.turn}): {f.message}")
-    print(f"{turns} turns in {convs} conversations ({multi} with more than one turn); {len(errors)} check errors")
+                listed.append(
+                    f"  {f.code} {rel(path)}#{f.seq} ({f.conversation}/turn {f.turn}): {f.message}"
+                )
+    print(
+        f"{turns} turns in {convs} conversations ({multi} with "
+        f"more than one turn); {len(errors)} check errors"
+    )
     for layer in ("E", "A", "C"):
         print(f"\n{layer}:")
         for (lay, code, sev), n in sorted(by_code.items()):

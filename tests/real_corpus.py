@@ -26,13 +26,14 @@ def _pristine(path: Path) -> tuple[Exchange, ...]:
 
 
 def load(path: Path) -> list[Exchange]:
-    """``load_vcr(path)`` of a corpus file, the YAML read once per process (a dozen test modules walk
-    the whole corpus: about 8 s each): a deep copy every call, so a test that changes its exchanges
-    (``seq``, a parse it caches, a body it edits) changes nobody else's. A file ``load_vcr``
-    refuses raises every time."""
+    """``load_vcr(path)`` of a corpus file, the YAML read once per process (a dozen test modules
+    walk the whole corpus: about 8 s each): a deep copy every call, so a test that changes its
+    exchanges (``seq``, a parse it caches, a body it edits) changes nobody else's. A file
+    ``load_vcr`` refuses raises every time."""
     from cassettes.wire.exchange import UNSET
 
-    return list(copy.deepcopy(_pristine(path), {id(UNSET): UNSET}))  # the "not parsed yet" marker stays itself
+    # the "not parsed yet" marker stays itself
+    return list(copy.deepcopy(_pristine(path), {id(UNSET): UNSET}))
 
 
 @cache

@@ -20,10 +20,12 @@ def test_core_imports_neither_mitmproxy_nor_textual_nor_siblings() -> None:
         "import sys, pkgutil, importlib, cassettes\n"
         "for m in pkgutil.walk_packages(cassettes.__path__, 'cassettes.'):\n"
         "    importlib.import_module(m.name)\n"
-        "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('mitmproxy', 'textual', 'proxy', 'inspector'))\n"
-        "print(','.join(bad))\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('mitmproxy', 'textual', "
+        "'proxy', 'inspector'))\nprint(','.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     assert out.stdout.strip() == ""
 
 
@@ -39,9 +41,15 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_packages_do_not_import_each_other() -> None:
-    for pkg, forbidden in (("cassettes", {"proxy", "inspector", "mitmproxy", "textual"}), ("proxy", {"inspector", "textual"}), ("inspector", {"proxy", "mitmproxy"})):
+    for pkg, forbidden in (
+        ("cassettes", {"proxy", "inspector", "mitmproxy", "textual"}),
+        ("proxy", {"inspector", "textual"}),
+        ("inspector", {"proxy", "mitmproxy"}),
+    ):
         for f in (ROOT / pkg).rglob("*.py"):
-            assert not (_imports(f) & forbidden), f"{f.relative_to(ROOT)} imports {_imports(f) & forbidden}"
+            assert not (_imports(f) & forbidden), (
+                f"{f.relative_to(ROOT)} imports {_imports(f) & forbidden}"
+            )
 
 
 def test_the_hand_off_to_the_writer_needs_no_mitmproxy() -> None:
@@ -49,9 +57,12 @@ def test_the_hand_off_to_the_writer_needs_no_mitmproxy() -> None:
     mitmproxy is not installed: only the addon, the launcher and the live faults import it."""
     code = (
         "import sys, proxy.handoff\n"
-        "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('mitmproxy', 'textual', 'inspector'))))\n"
+        "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('mitmproxy', "
+        "'textual', 'inspector'))))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     assert out.stdout.strip() == ""
     for name in ("handoff", "writer", "messages"):
         assert "mitmproxy" not in _imports(ROOT / "proxy" / f"{name}.py"), name
@@ -63,9 +74,12 @@ def test_the_proxy_process_imports_only_the_pipe_protocol() -> None:
     Through proxy/handoff.py -> proxy/writer.py the proxy process imported twenty core modules."""
     code = (
         "import sys, proxy.handoff, proxy.pipe, proxy.writer\n"
-        "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('cassettes', 'pydantic', 'pydantic_core'))))\n"
+        "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('cassettes', "
+        "'pydantic', 'pydantic_core'))))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     assert out.stdout.strip() == ""
 
 
@@ -76,7 +90,9 @@ def test_provider_modules_are_not_imported_outside_the_registry() -> None:
             continue
         src = f.read_text()
         for fam in FAMILIES:
-            assert f"providers.{fam}" not in src, f"{f.relative_to(ROOT)} imports the {fam} adapter directly"
+            assert f"providers.{fam}" not in src, (
+                f"{f.relative_to(ROOT)} imports the {fam} adapter directly"
+            )
 
 
 def test_provider_names_stay_in_the_providers_package() -> None:
@@ -89,22 +105,37 @@ def test_provider_names_stay_in_the_providers_package() -> None:
             code = re.sub(r'"""(.|\n)*?"""', "", f.read_text())  # docstrings may give examples
             code = "\n".join(line.split("#", 1)[0] for line in code.splitlines())
             hit = names.search(code)
-            assert hit is None, f"{f.relative_to(ROOT)} names a provider: {hit.group(0) if hit else ''}"
+            assert hit is None, (
+                f"{f.relative_to(ROOT)} names a provider: {hit.group(0) if hit else ''}"
+            )
 
 
 def test_no_private_name_is_used_outside_its_package() -> None:
     """A family's private modules are its own (issue 47): no ``_name`` of cassettes/, proxy/ or
     inspector/ is imported or read from outside the package that owns it (bench/private_imports.py
-    says how it is counted; at fb1ad46 six were, and the family modules shared 56 across modules)."""
+    says how it is counted; at fb1ad46 six were, and the family modules shared 56 across
+    modules)."""
     out = progress.run(
-        [sys.executable, str(ROOT / "bench" / "private_imports.py"), "--list"], capture_output=True, text=True, check=True, cwd=ROOT
+        [sys.executable, str(ROOT / "bench" / "private_imports.py"), "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     ).stdout
     assert "private names used across packages: 0\n" in out, out.split("# across packages", 1)[1]
 
 
 def test_all_families_are_registered() -> None:
-    assert {"openai_chat", "openai_responses", "anthropic", "gemini", "ollama", "bedrock"} <= set(FAMILIES)
-    assert {"cohere", "embeddings", "openai_completions", "bedrock_invoke", "anthropic_complete"} <= set(FAMILIES)
+    assert {"openai_chat", "openai_responses", "anthropic", "gemini", "ollama", "bedrock"} <= set(
+        FAMILIES
+    )
+    assert {
+        "cohere",
+        "embeddings",
+        "openai_completions",
+        "bedrock_invoke",
+        "anthropic_complete",
+    } <= set(FAMILIES)
 
 
 def test_public_api_is_sorted_and_importable() -> None:
@@ -121,16 +152,34 @@ def test_the_pytest_plugin_loads_nothing_heavy() -> None:
         "import sys, pytest; before = set(sys.modules); import cassettes.replay.testing.plugin; "
         "new = sorted(set(sys.modules) - before); print('\\n'.join(new))"
     )
-    out = progress.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    heavy = [m for m in out if m.split(".")[0] in ("pydantic", "jsonschema", "genai_prices", "yaml", "orjson", "httpx", "mcp")]
+    out = progress.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    heavy = [
+        m
+        for m in out
+        if m.split(".")[0]
+        in ("pydantic", "jsonschema", "genai_prices", "yaml", "orjson", "httpx", "mcp")
+    ]
     ours = [m for m in out if m.startswith("cassettes")]
     assert not heavy, heavy
-    assert sorted(ours) == ["cassettes", "cassettes.errors", "cassettes.replay", "cassettes.replay.testing", "cassettes.replay.testing.plugin"], ours
+    assert sorted(ours) == [
+        "cassettes",
+        "cassettes.errors",
+        "cassettes.replay",
+        "cassettes.replay.testing",
+        "cassettes.replay.testing.plugin",
+    ], ours
 
 
 def test_the_package_exports_load_on_first_use() -> None:
-    code = "import sys, cassettes; print(sorted(m for m in sys.modules if m.startswith(('cassettes', 'pydantic'))))"
-    out = progress.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    code = (
+        "import sys, cassettes; print(sorted(m for m in sys.modules "
+        "if m.startswith(('cassettes', 'pydantic'))))"
+    )
+    out = progress.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "['cassettes']", out
     assert all(getattr(cassettes, name) is not None for name in cassettes.__all__)
 

@@ -21,7 +21,7 @@ if [ "$1" = "-m" ] && [ "$2" = "uv" ] && [ "$3" = "--version" ]; then [ -e "$her
 if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then mkdir -p "$3/bin"; cp "$0" "$3/bin/python"; fi
 if [ "$1" = "-m" ] && [ "$2" = "pip" ] && [ "$3" = "install" ]; then touch "$here/has-uv"; fi
 exit 0
-"""
+"""  # noqa: E501
 
 
 def _stub(path: Path, has_uv: bool = False) -> Path:
@@ -47,12 +47,20 @@ def _run(tmp: Path, venv_has_uv: bool) -> list[str]:
         "PATH": str(tools),
         "LOG": str(log),
         "PYTHON": str(_stub(tmp / "global" / "python3")),
-        "LOOPTAP_TEST_VENV": str(_stub(tmp / "venv" / "bin" / "python", has_uv=venv_has_uv).parent.parent),
+        "LOOPTAP_TEST_VENV": str(
+            _stub(tmp / "venv" / "bin" / "python", has_uv=venv_has_uv).parent.parent
+        ),
         "LOOPTAP_PROXY_VENV": str(_stub(tmp / "proxy" / "bin" / "python").parent.parent),
         "LOOPTAP_CLIENTS_VENV": str(_stub(tmp / "clients" / "bin" / "python").parent.parent),
         "LOOPTAP_BOOTSTRAP_VENV": str(tmp / "boot"),
     }
-    proc = subprocess.run([shutil.which("bash") or "bash", str(tmp / ".ci" / "run")], env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [shutil.which("bash") or "bash", str(tmp / ".ci" / "run")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     return log.read_text().splitlines()
 
@@ -61,7 +69,8 @@ def _run(tmp: Path, venv_has_uv: bool) -> list[str]:
 def test_ci_run_never_installs_uv_into_the_global_python(tmp_path: Path, venv_has_uv: bool) -> None:
     calls = _run(tmp_path, venv_has_uv)
     glob = [c for c in calls if c.startswith(str(tmp_path / "global"))]
-    assert not any(" pip install" in c for c in glob), calls  # the global Python is never installed into
+    # the global Python is never installed into
+    assert not any(" pip install" in c for c in glob), calls
     uv_calls = [c for c in calls if " -m uv pip install" in c]
     assert uv_calls, calls
     if venv_has_uv:
@@ -69,6 +78,9 @@ def test_ci_run_never_installs_uv_into_the_global_python(tmp_path: Path, venv_ha
         assert all(c.startswith(str(tmp_path / "venv")) for c in uv_calls), uv_calls
     else:  # a bootstrap environment holds uv
         assert [c.split(" ", 1)[1] for c in glob] == [f"-m venv {tmp_path / 'boot'}"], calls
-        assert any(c.startswith(str(tmp_path / "boot")) and "-m pip install" in c for c in calls), calls
+        assert any(c.startswith(str(tmp_path / "boot")) and "-m pip install" in c for c in calls), (
+            calls
+        )
         assert all(c.startswith(str(tmp_path / "boot")) for c in uv_calls), uv_calls
-    assert calls[-1].startswith(str(tmp_path / "venv" / "bin" / "python") + " -m pytest"), calls  # and the suite runs
+    # and the suite runs
+    assert calls[-1].startswith(str(tmp_path / "venv" / "bin" / "python") + " -m pytest"), calls

@@ -14,11 +14,22 @@ from real_corpus import CORPUS
 from tests.support import progress
 
 REPO = Path(__file__).resolve().parents[1]
-STREAM = CORPUS / "pydantic-ai/tests/models/cassettes/test_openai/test_run_stream_sync_streams_real_model.yaml"
+STREAM = (
+    CORPUS
+    / "pydantic-ai/tests/models/cassettes/test_openai/test_run_stream_sync_streams_real_model.yaml"
+)
 
 
-def looptap(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return progress.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=cwd, env=env)
+def looptap(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return progress.run(
+        [sys.executable, "-m", "cassettes.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+    )
 
 
 def test_import_then_show(tmp_path: Path) -> None:
@@ -43,13 +54,31 @@ def test_show_json_schema(tmp_path: Path) -> None:
     first, second = rows
     assert first["schema"] == "looptap.roundtrip/1"
     assert first["family"] == "openai_chat" and first["stream"] is True and first["status"] == 200
-    assert first["model_requested"] == "gpt-4o-mini" and first["model_served"] == "gpt-4o-mini-2024-07-18"
+    assert (
+        first["model_requested"] == "gpt-4o-mini"
+        and first["model_served"] == "gpt-4o-mini-2024-07-18"
+    )
     assert first["finish_reason"] == {"raw": "tool_calls", "normalised": "tool_call"}
-    assert first["usage"] == {"input": 53, "output": 15, "cache_read": 0, "cache_write": None, "reasoning": 0, "total": 68}
+    assert first["usage"] == {
+        "input": 53,
+        "output": 15,
+        "cache_read": 0,
+        "cache_write": None,
+        "reasoning": 0,
+        "total": 68,
+    }
     assert first["tool_calls"] == [
-        {"id": "call_ZR5UUuTt3pf61kjwAJIYdVMj", "name": "get_capital", "arguments": {"country": "UK"}, "arguments_raw": '{"country":"UK"}', "arguments_error": None}
+        {
+            "id": "call_ZR5UUuTt3pf61kjwAJIYdVMj",
+            "name": "get_capital",
+            "arguments": {"country": "UK"},
+            "arguments_raw": '{"country":"UK"}',
+            "arguments_error": None,
+        }
     ]
-    assert first["complete"] is True and first["truncated"] is False and first["analysis_errors"] == []
+    assert (
+        first["complete"] is True and first["truncated"] is False and first["analysis_errors"] == []
+    )
     assert second["text"] == "The capital of the UK is London."
     assert second["request"]["history"] == {"base": 0, "keep": 1, "appended": 2}
 
@@ -86,8 +115,15 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     out = tmp_path / "demo.jsonl"
     r = looptap("demo", "-o", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "looptap demo: recording the agent; with your ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL), this line records it live:" in r.stdout
-    assert f"      {proxy_python} -m cassettes.cli run -o run.jsonl -- python your_agent.py" in r.stdout  # the recorder's own
+    assert (
+        "looptap demo: recording the agent; with your ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL), "
+        "this line records it live:" in r.stdout
+    )
+    # the recorder's own
+    assert (
+        f"      {proxy_python} -m cassettes.cli run -o run.jsonl -- python your_agent.py"
+        in r.stdout
+    )
     # The agent's own output: the answers it got after running its tools.
     assert "A: The current exchange rate is **1 USD = 0.92 EUR**" in r.stdout
     assert "A: The current stock price for AAPL (Apple Inc.) is **$150.00**." in r.stdout
@@ -95,7 +131,8 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     assert "looptap: 11 round trips in" in r.stderr and "4 conversations, 11 turns" in r.stderr
     assert "11 round trips, 11 to LLM APIs (anthropic 11)" in r.stdout
     assert "POST 127.0.0.1:" in r.stdout  # recorded live, not imported
-    assert f"next: {sys.executable} -m cassettes.cli inspect {out}" in r.stdout  # as this user runs looptap
+    # as this user runs looptap
+    assert f"next: {sys.executable} -m cassettes.cli inspect {out}" in r.stdout
     assert "E.arguments_schema" in r.stdout and "C.tool_result_error" in r.stdout
     data = out.read_bytes()
     assert b"looptap-demo-key-never-written-to-disk" not in data
@@ -108,14 +145,24 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     from cassettes.storage.vcr import load_vcr
 
     said = r.stdout.splitlines()
-    line = said[said.index(next(ln for ln in said if ln.startswith("looptap demo: recording the agent;"))) + 1].strip()
+    line = said[
+        said.index(next(ln for ln in said if ln.startswith("looptap demo: recording the agent;")))
+        + 1
+    ].strip()
     assert line.endswith("cassettes/examples/tool_search_agent.py"), line
     again = tmp_path / "again"
     again.mkdir()
     out.unlink()
     with ReplayServer(load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml")) as up:
-        env = {**os.environ, "ANTHROPIC_BASE_URL": up.url, "ANTHROPIC_API_KEY": "sk-ant-test", "PYTHONPATH": str(REPO)}
-        rerun = progress.run(["bash", "-c", line], capture_output=True, text=True, cwd=again, env=env)
+        env = {
+            **os.environ,
+            "ANTHROPIC_BASE_URL": up.url,
+            "ANTHROPIC_API_KEY": "sk-ant-test",
+            "PYTHONPATH": str(REPO),
+        }
+        rerun = progress.run(
+            ["bash", "-c", line], capture_output=True, text=True, cwd=again, env=env
+        )
     assert rerun.returncode == 0, line + "\n" + rerun.stdout[-2000:] + rerun.stderr[-2000:]
     assert len(read_records(out).exchanges) == 11
 
@@ -125,7 +172,9 @@ def test_the_demos_cassette_is_ignored_by_git() -> None:
     there: git ignores it (fails on main: it showed as untracked)."""
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
-    r = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", "looptap-demo.jsonl"], check=False)
+    r = subprocess.run(
+        ["git", "-C", str(REPO), "check-ignore", "-q", "looptap-demo.jsonl"], check=False
+    )
     assert r.returncode == 0
 
 
@@ -134,7 +183,10 @@ def test_the_demos_cassette_is_ignored_by_git() -> None:
     [
         (b"", "empty file"),
         (b"not json at all\n", "not a looptap cassette"),
-        (b'{"type":"header","format":"looptap-cassette","format_version":7}\n', "written by a newer looptap"),
+        (
+            b'{"type":"header","format":"looptap-cassette","format_version":7}\n',
+            "written by a newer looptap",
+        ),
         (bytes(range(256)) * 10, "not a looptap cassette"),
     ],
 )
@@ -172,7 +224,13 @@ def test_import_directory_mirrors_the_tree(tmp_path: Path) -> None:
     to ``a.yml``): every file is imported, the tree is mirrored, nothing is overwritten."""
     stream = STREAM.read_bytes()
     src = tmp_path / "tests"
-    layout = ["test_x.yaml", "models/test_x.yaml", "models/openai/test_x.yaml", "models/openai/test_x.yml", "models/anthropic/test_y.yaml"]
+    layout = [
+        "test_x.yaml",
+        "models/test_x.yaml",
+        "models/openai/test_x.yaml",
+        "models/openai/test_x.yml",
+        "models/anthropic/test_y.yaml",
+    ]
     for rel in layout:
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_bytes(stream)
@@ -181,7 +239,13 @@ def test_import_directory_mirrors_the_tree(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     got = sorted(str(p.relative_to(out)) for p in out.rglob("*.jsonl"))
     assert got == sorted(
-        ["test_x.jsonl", "models/test_x.jsonl", "models/openai/test_x.jsonl", "models/openai/test_x.yml.jsonl", "models/anthropic/test_y.jsonl"]
+        [
+            "test_x.jsonl",
+            "models/test_x.jsonl",
+            "models/openai/test_x.jsonl",
+            "models/openai/test_x.yml.jsonl",
+            "models/anthropic/test_y.jsonl",
+        ]
     )
     assert r.stdout.count("2 round trips, 2 LLM (openai_chat 2)") == len(layout)
     assert "another input already maps to models/openai/test_x.jsonl" in r.stdout
@@ -193,7 +257,8 @@ def test_import_directory_mirrors_the_tree(tmp_path: Path) -> None:
     r = looptap("import", str(src), "-o", str(out), "-q")
     assert r.returncode == 2 and r.stderr.count("exists (use --force to replace it)") == len(layout)
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*.jsonl")} == before
-    # With -f: the files of the earlier run are replaced, each by its own source, still one per input.
+    # With -f: the files of the earlier run are replaced, each by its own source, still one per
+    # input.
     r = looptap("import", str(src), "-o", str(out), "-f", "-q")
     assert r.returncode == 0, r.stderr
     assert len(list(out.rglob("*.jsonl"))) == len(layout)
@@ -205,5 +270,7 @@ def test_import_directory_mirrors_the_tree(tmp_path: Path) -> None:
     out2 = tmp_path / "out2"
     r = looptap("import", str(src), str(other), "-o", str(out2), "-q")
     assert r.returncode == 0, r.stderr
-    assert (out2 / "tests/models/openai/test_x.jsonl").exists() and (out2 / "more/models/test_x.jsonl").exists()
+    assert (out2 / "tests/models/openai/test_x.jsonl").exists() and (
+        out2 / "more/models/test_x.jsonl"
+    ).exists()
     assert len(list(out2.rglob("*.jsonl"))) == len(layout) + 1

@@ -46,11 +46,17 @@ from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-_BLOCK = re.compile(r"(?:^<!-- doc-commands: (\w+)(?: \((.*?)\))? -->\n)?^```(sh|bash|shell|console)\n(.*?)^```", re.M | re.S)
+_BLOCK = re.compile(
+    r"(?:^<!-- doc-commands: (\w+)(?: \((.*?)\))? -->\n)?^```(sh|bash|shell|console)\n(.*?)^```",
+    re.M | re.S,
+)
 _KINDS = ("run", "skip", "serve", "install")
 _INSTALL_STEP = re.compile(r"^(python3? -m venv|\S*pip install|\S*uv pip install|\S*uv venv)\b")
 _PROXY = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy/bin/python")
-_STUB_AGENT = "print('an agent that calls no LLM API (the doc-commands test: nothing may reach a real API)')\n"
+_STUB_AGENT = (
+    "print('an agent that calls no LLM API (the doc-commands "
+    "test: nothing may reach a real API)')\n"
+)
 
 
 @dataclass
@@ -129,7 +135,10 @@ def test_every_looptap_line_parses(capsys: pytest.CaptureFixture[str]) -> None:
                         build_parser(subcommand_of(argv)).parse_args(argv)
                     except SystemExit as exc:
                         if exc.code not in (0, None):
-                            refused.append(f"{page.name} ({b.kind}): looptap {shlex.join(argv)}\n  {capsys.readouterr().err.strip().splitlines()[-1:]}")
+                            refused.append(
+                                f"{page.name} ({b.kind}): looptap {shlex.join(argv)}\n  "
+                                f"{capsys.readouterr().err.strip().splitlines()[-1:]}"
+                            )
     assert seen >= 40, seen
     assert not refused, "\n".join(refused)
 
@@ -148,7 +157,16 @@ def _stage(root: Path) -> None:
     """The files the docs' commands name, as each page expects to find them."""
     from cassettes.cli import main
 
-    for name in ("run.jsonl", "before.jsonl", "after.jsonl", "flows.jsonl", "chaos.jsonl", "run.har", "flows.har", "run.otel.json"):
+    for name in (
+        "run.jsonl",
+        "before.jsonl",
+        "after.jsonl",
+        "flows.jsonl",
+        "chaos.jsonl",
+        "run.har",
+        "flows.har",
+        "run.otel.json",
+    ):
         (root / name).unlink(missing_ok=True)
     for d in ("runs", "my_test_cassettes"):
         shutil.rmtree(root / d, ignore_errors=True)
@@ -167,7 +185,9 @@ def _stage(root: Path) -> None:
 
 def _env(home: Path, after_setup: bool, root: Path) -> dict[str, str]:
     keep = ("LANG", "LC_ALL", "TERM", "TMPDIR", "USER", "LOGNAME")
-    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not p.startswith(str(ROOT))]
+    path = [
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not p.startswith(str(ROOT))
+    ]
     agents = os.environ.get("LOOPTAP_NPM_AGENTS")
     if agents:
         path.append(str(Path(agents) / "node_modules" / ".bin"))
@@ -175,17 +195,33 @@ def _env(home: Path, after_setup: bool, root: Path) -> dict[str, str]:
         path.append(str(root / ".venv-proxy" / "bin"))
     env = {k: os.environ[k] for k in keep if k in os.environ}
     (home / ".codex").mkdir(exist_ok=True)
-    env.update(HOME=str(home), PATH=os.pathsep.join(path), GIT_CONFIG_NOSYSTEM="1", CODEX_HOME=str(home / ".codex"))
+    env.update(
+        HOME=str(home),
+        PATH=os.pathsep.join(path),
+        GIT_CONFIG_NOSYSTEM="1",
+        CODEX_HOME=str(home / ".codex"),
+    )
     return env
 
 
 def _bash(line: str, root: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return progress.run(["bash", "-o", "pipefail", "-c", line], cwd=root, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return progress.run(
+        ["bash", "-o", "pipefail", "-c", line],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _ports(line: str) -> list[int]:
-    """The ports a server command listens on, as it names them (--port N, --http HOST:PORT, @PORT)."""
-    return [int(next(p for p in m if p)) for m in re.findall(r"--port (\d+)|--http \S*:(\d+)|@(\d+)\b", line)]
+    """The ports a server command listens on, as it names them (--port N, --http HOST:PORT,
+    @PORT)."""
+    return [
+        int(next(p for p in m if p))
+        for m in re.findall(r"--port (\d+)|--http \S*:(\d+)|@(\d+)\b", line)
+    ]
 
 
 def _port_open(line: str) -> bool:
@@ -198,16 +234,28 @@ def _port_open(line: str) -> bool:
     return False
 
 
-#: What a server prints once it is ready: looptap's "(Ctrl-C to stop)", the export lines, mitmproxy's "listening at".
+#: What a server prints once it is ready: looptap's "(Ctrl-C to stop)", the export lines,
+#: mitmproxy's "listening at".
 _READY = ("Ctrl-C", "export ", "listening at")
 #: What a server's output must not say: looptap's errors, a failed mitmproxy script.
-_FAILED = re.compile(r"\berror: |error in script|Traceback \(most recent call last\):\n(?!.*CancelledError)", re.S)
+_FAILED = re.compile(
+    r"\berror: |error in script|Traceback \(most recent call last\):\n(?!.*CancelledError)", re.S
+)
 
 
 def _serve(line: str, root: Path, env: dict[str, str], out: Path) -> tuple[bool, str]:
-    """A server command: up (output, or its port accepts) then stopped with Ctrl-C; or done, status 0."""
+    """A server command: up (output, or its port accepts) then stopped with Ctrl-C; or done, status
+    0."""
     with out.open("w") as sink:
-        proc = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=root, env=env, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", "-c", f"exec {line}"],
+            cwd=root,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         # up: it says it is ready (a first line can come before: "replacing …", "Loading script …"),
         # or the port it names accepts (a server that logs nothing)
@@ -235,14 +283,22 @@ def _install_ok(segment: str) -> tuple[bool, str]:
     wanted = [mods[e] for e in (extras.group(1).split(",") if extras else []) if e in mods]
     if not wanted:
         return True, "(environment made)"
-    code = "import importlib.util, sys; sys.exit(0 if all(importlib.util.find_spec(m) for m in sys.argv[1:]) else 1)"
+    code = (
+        "import importlib.util, sys; sys.exit(0 if all(importlib.util.find_spec(m) for m in "
+        "sys.argv[1:]) else 1)"
+    )
     r = progress.run([str(_PROXY), "-c", code, *wanted], capture_output=True, text=True)
-    return r.returncode == 0, f"has {', '.join(wanted)}" if r.returncode == 0 else f"lacks one of {wanted}"
+    return (
+        r.returncode == 0,
+        f"has {', '.join(wanted)}" if r.returncode == 0 else f"lacks one of {wanted}",
+    )
 
 
 def _claude_connected(root: Path, env: dict[str, str]) -> tuple[bool, str]:
     r = _bash("MCP_CONNECTION_NONBLOCKING=false claude mcp list", root, env)
-    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("looptap:")), r.stdout + r.stderr)
+    line = next(
+        (ln for ln in r.stdout.splitlines() if ln.startswith("looptap:")), r.stdout + r.stderr
+    )
     return "Connected" in line, line
 
 
@@ -256,7 +312,13 @@ def test_the_commands_of_a_page_run_as_written(page: Path, clone: Path, tmp_path
     failed: list[str] = []
 
     def note(line: str, ok: bool, what: str) -> None:
-        outcomes.append(("ok" if ok else "FAILED", line, what.strip().splitlines()[-1][:160] if what.strip() else ""))
+        outcomes.append(
+            (
+                "ok" if ok else "FAILED",
+                line,
+                what.strip().splitlines()[-1][:160] if what.strip() else "",
+            )
+        )
         if not ok:
             failed.append(f"{line}\n{what[-2000:]}")
 
@@ -284,7 +346,9 @@ def test_the_commands_of_a_page_run_as_written(page: Path, clone: Path, tmp_path
                 _next_lines(r.stdout, clone, env, note)
                 continue
             if line.startswith("claude ") and shutil.which("claude", path=env["PATH"]) is None:
-                outcomes.append(("skipped", line, "Claude Code is not installed (LOOPTAP_NPM_AGENTS)"))
+                outcomes.append(
+                    ("skipped", line, "Claude Code is not installed (LOOPTAP_NPM_AGENTS)")
+                )
                 continue
             r = _bash(line, clone, env)
             note(line, r.returncode == 0, r.stdout + r.stderr)
@@ -353,15 +417,26 @@ def test_codex_and_cursor_configs_start_the_server(clone: Path, tmp_path: Path) 
     assert looptap is not None
     configs: list[tuple[str, str, list[str]]] = []
     if shutil.which("codex", path=env["PATH"]) is not None:
-        r = _bash('codex mcp add looptap -- "$(command -v looptap)" mcp --root "$PWD/runs"', clone, env)
+        r = _bash(
+            'codex mcp add looptap -- "$(command -v looptap)" mcp --root "$PWD/runs"', clone, env
+        )
         assert r.returncode == 0, r.stdout + r.stderr
-        server = tomllib.loads((home / ".codex" / "config.toml").read_text())["mcp_servers"]["looptap"]
+        server = tomllib.loads((home / ".codex" / "config.toml").read_text())["mcp_servers"][
+            "looptap"
+        ]
         configs.append(("codex", server["command"], server["args"]))
     page = (ROOT / "docs" / "mcp.md").read_text()
-    cursor = json.loads(next(ln for ln in page.splitlines() if ln.startswith('{"mcpServers"') and '"type"' not in ln))
+    cursor = json.loads(
+        next(
+            ln for ln in page.splitlines() if ln.startswith('{"mcpServers"') and '"type"' not in ln
+        )
+    )
     (clone / ".cursor").mkdir(exist_ok=True)
     server = cursor["mcpServers"]["looptap"]
-    server.update(command=looptap, args=[a if a != "/path/to/runs" else str(clone / "runs") for a in server["args"]])
+    server.update(
+        command=looptap,
+        args=[a if a != "/path/to/runs" else str(clone / "runs") for a in server["args"]],
+    )
     (clone / ".cursor" / "mcp.json").write_text(json.dumps(cursor))
     configs.append(("cursor", server["command"], server["args"]))
     for name, command, args in configs:

@@ -14,7 +14,10 @@ from tests.hostile.matrix import run_limited
 from tests.support import progress
 
 #: Works for ~3 s of CPU time, printing now and then: slow, never stalled.
-SLOW = "import time\nt = time.process_time()\nwhile time.process_time() - t < 3:\n    pass\nprint('done')"
+SLOW = (
+    "import time\nt = time.process_time()\nwhile time.process_time() "
+    "- t < 3:\n    pass\nprint('done')"
+)
 
 
 def test_a_slow_child_that_keeps_working_is_waited_for() -> None:

@@ -32,13 +32,23 @@ def test_mypy_strict_proxy_against_the_recorder_environment() -> None:
     from tests.support.recorder import PROXY_PYTHON
 
     if PROXY_PYTHON is None:
-        pytest.skip("no recorder environment (LOOPTAP_PROXY_PYTHON or .venv-proxy; .ci/run creates it)")
+        pytest.skip(
+            "no recorder environment (LOOPTAP_PROXY_PYTHON or .venv-proxy; .ci/run creates it)"
+        )
     out = progress.run(
-        [_tool("mypy"), "--strict", "--python-executable", str(PROXY_PYTHON), "-p", "proxy"], cwd=ROOT, capture_output=True, text=True
+        [_tool("mypy"), "--strict", "--python-executable", str(PROXY_PYTHON), "-p", "proxy"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_ruff() -> None:
-    out = progress.run([_tool("ruff"), "check", "cassettes", "proxy", "inspector", "tests", "bench"], cwd=ROOT, capture_output=True, text=True)
+    out = progress.run(
+        [_tool("ruff"), "check", "cassettes", "proxy", "inspector", "tests", "bench"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stdout + out.stderr

@@ -20,20 +20,36 @@ import signal, subprocess, sys
 def test_a_child_gets_ctrl_c():
     proc = subprocess.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGINT)"])
     assert proc.returncode != 0, "the child ignored Ctrl-C"
-'''
+'''  # noqa: E501
 
 
 def _ignored() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def test_a_suite_started_with_sigint_ignored_still_gives_its_commands_ctrl_c(tmp_path: Path) -> None:
+def test_a_suite_started_with_sigint_ignored_still_gives_its_commands_ctrl_c(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "test_presses.py").write_text(_PRESSES_CTRL_C)
     (tmp_path / "conftest.py").write_text((REPO / "tests" / "conftest.py").read_text())
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = progress.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:looptap", str(tmp_path / "test_presses.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, preexec_fn=_ignored,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:looptap",
+            str(tmp_path / "test_presses.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        preexec_fn=_ignored,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "1 passed" in proc.stdout, proc.stdout[-2000:]

@@ -1,8 +1,9 @@
 """What the commands a user waits on import before they answer (issue 30): ``looptap show`` of a
 small run and ``looptap replay`` up to its export lines load no network client, no JSON Schema
 validator unless a schema is checked, and not genai-prices' price updater; a core subcommand is
-found without reading every installed package's metadata; the process does not walk its heap at exit. Checked by the module names in ``sys.modules`` (and the
-collector's state) of a fresh interpreter, not by time (the figures are bench/startup.py's).
+found without reading every installed package's metadata; the process does not walk its heap at
+exit. Checked by the module names in ``sys.modules`` (and the collector's state) of a fresh
+interpreter, not by time (the figures are bench/startup.py's).
 """
 
 from __future__ import annotations
@@ -20,23 +21,51 @@ from cassettes.wire.exchange import Exchange
 from tests.support import progress
 
 URL = "https://api.openai.com/v1/chat/completions"
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
 #: Never needed before these commands answer: a network client and its event loop, the price
 #: updater that uses them, the dependencies of a schema check.
 NEVER = ("httpx", "httpx2", "genai_prices.update_prices", "anyio", "h11", "httpcore")
 SCHEMA_CHECK = ("jsonschema", "referencing", "jsonschema_specifications", "rpds")
 
 
-def _exchange(messages: list[dict[str, object]], answer: dict[str, object], tools: bool) -> Exchange:
-    body: dict[str, object] = {"model": "gpt-4o", "messages": messages, **({"tools": TOOLS} if tools else {})}
+def _exchange(
+    messages: list[dict[str, object]], answer: dict[str, object], tools: bool
+) -> Exchange:
+    body: dict[str, object] = {
+        "model": "gpt-4o",
+        "messages": messages,
+        **({"tools": TOOLS} if tools else {}),
+    }
     response = {
-        "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-2024-08-06",
-        "choices": [{"index": 0, "message": {"role": "assistant", **answer}, "finish_reason": "tool_calls" if "tool_calls" in answer else "stop"}],
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4o-2024-08-06",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", **answer},
+                "finish_reason": "tool_calls" if "tool_calls" in answer else "stop",
+            }
+        ],
         "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
     }
     return Exchange(
-        "POST", URL, [("content-type", "application/json")], orjson.dumps(body),
-        status=200, response_headers=[("content-type", "application/json")], response_chunks=[(0.01, orjson.dumps(response))], ttfb=0.01,
+        "POST",
+        URL,
+        [("content-type", "application/json")],
+        orjson.dumps(body),
+        status=200,
+        response_headers=[("content-type", "application/json")],
+        response_chunks=[(0.01, orjson.dumps(response))],
+        ttfb=0.01,
     )
 
 
@@ -45,13 +74,32 @@ def _run(path: Path, tools: bool, arguments: str = '{"city":"Paris"}') -> Path:
     the tool's schema and the answer to its result; without, two plain chat turns."""
     user = {"role": "user", "content": "Weather in Paris?"}
     if tools:
-        call = {"id": "call_A1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
+        call = {
+            "id": "call_A1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": arguments},
+        }
         first = _exchange([user], {"content": None, "tool_calls": [call]}, tools)
-        second = _exchange([user, {"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "tool", "tool_call_id": "call_A1", "content": "sunny"}],
-                           {"content": "It is sunny in Paris."}, tools)
+        second = _exchange(
+            [
+                user,
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_A1", "content": "sunny"},
+            ],
+            {"content": "It is sunny in Paris."},
+            tools,
+        )
     else:
         first = _exchange([user], {"content": "Which Paris?"}, tools)
-        second = _exchange([user, {"role": "assistant", "content": "Which Paris?"}, {"role": "user", "content": "France."}], {"content": "Sunny."}, tools)
+        second = _exchange(
+            [
+                user,
+                {"role": "assistant", "content": "Which Paris?"},
+                {"role": "user", "content": "France."},
+            ],
+            {"content": "Sunny."},
+            tools,
+        )
     with CassetteWriter(path) as w:
         w.append(first)
         w.append(second)
@@ -64,7 +112,8 @@ def _modules(code: str, **env: str) -> set[str]:
 
 
 def _modules_and_output(code: str, **env: str) -> tuple[set[str], str]:
-    """The modules a fresh interpreter holds after ``code``, and what ``code`` printed (with ``env`` set)."""
+    """The modules a fresh interpreter holds after ``code``, and what ``code`` printed (with ``env``
+    set)."""
     script = (
         "import os, sys\n"
         "real = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n"
@@ -75,8 +124,14 @@ def _modules_and_output(code: str, **env: str) -> tuple[set[str], str]:
     import tempfile
 
     with tempfile.NamedTemporaryFile() as printed:
-        out = progress.run([sys.executable, "-c", script, printed.name], capture_output=True, text=True, check=True,
-                           cwd=Path(__file__).parents[1], env={**os.environ, **env})
+        out = progress.run(
+            [sys.executable, "-c", script, printed.name],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).parents[1],
+            env={**os.environ, **env},
+        )
         return set(out.stdout.split()), Path(printed.name).read_text()
 
 
@@ -87,12 +142,20 @@ def _loaded(mods: set[str], names: tuple[str, ...]) -> list[str]:
 def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_path: Path) -> None:
     path = _run(tmp_path / "chat.jsonl", tools=False)
     mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(path)!r}])")
-    assert "cassettes.analysis.tokens" in mods and "cassettes.analysis.price_memo" in mods  # it did analyse and price the run
+    # it did analyse and price the run
+    assert "cassettes.analysis.tokens" in mods and "cassettes.analysis.price_memo" in mods
     assert _loaded(mods, NEVER) == []
     assert _loaded(mods, SCHEMA_CHECK) == []
     # a core command loads no other command's module (their entry points are not loaded)
-    assert _loaded(mods, ("proxy", "inspector", "cassettes.replay", "cassettes.mcp", "cassettes.interop.cli")) == []
-    # the objects it prints are built without the schema's model classes (cassettes/views/roundtrip_object.py)
+    assert (
+        _loaded(
+            mods,
+            ("proxy", "inspector", "cassettes.replay", "cassettes.mcp", "cassettes.interop.cli"),
+        )
+        == []
+    )
+    # the objects it prints are built without the schema's model classes
+    # (cassettes/views/roundtrip_object.py)
     assert "cassettes.views.roundtrip_object" in mods
     assert _loaded(mods, ("cassettes.views.schema",)) == []
 
@@ -103,15 +166,30 @@ def test_show_prices_a_run_from_the_memo_without_genai_prices(tmp_path: Path) ->
     the next ``show`` prices the same run from that memo, to the same figures, without them."""
     path = _run(tmp_path / "chat.jsonl", tools=False)
     state = str(tmp_path / "state")
-    code = f"from cassettes.cli import main\nmain(['show', {str(path)!r}])\nmain(['show', '--json', {str(path)!r}])"
+    code = (
+        f"from cassettes.cli import main\nmain(['show', {str(path)!r}])\nmain(['show', "
+        f"'--json', {str(path)!r}])"
+    )
     first, printed = _modules_and_output(code, LOOPTAP_STATE_DIR=state)
-    assert "genai_prices.data" in first and (tmp_path / "state" / "genai-prices-memo.json").is_file()
-    assert printed.count('"price_source":"genai-prices ') + printed.count('"price_source": "genai-prices ') == 2, printed  # both turns priced
+    assert (
+        "genai_prices.data" in first and (tmp_path / "state" / "genai-prices-memo.json").is_file()
+    )
+    # both turns priced
+    assert (
+        printed.count('"price_source":"genai-prices ')
+        + printed.count('"price_source": "genai-prices ')
+        == 2
+    ), printed
     again, printed_again = _modules_and_output(code, LOOPTAP_STATE_DIR=state)
-    # only the package's name (cassettes/analysis/price_data.py registers it, its __init__ deferred): none of its modules
-    assert _loaded(again, ("genai_prices",)) == ["genai_prices"] and "cassettes.analysis.pricing" not in again
+    # only the package's name (cassettes/analysis/price_data.py registers it, its __init__
+    # deferred): none of its modules
+    assert (
+        _loaded(again, ("genai_prices",)) == ["genai_prices"]
+        and "cassettes.analysis.pricing" not in again
+    )
     assert printed_again == printed
-    # nor importlib.metadata: pydantic's plugins are looked for without it when none is declared (cassettes/pydantic_plugins.py)
+    # nor importlib.metadata: pydantic's plugins are looked for without it when none is declared
+    # (cassettes/pydantic_plugins.py)
     assert _loaded(again, ("importlib.metadata", "email", "zipfile")) == []
 
 
@@ -123,7 +201,7 @@ class Plugin:
             f.write(schema_type_path.name + "\\n")
         return None, None, None
 plugin = Plugin()
-"""
+"""  # noqa: E501
 
 
 def test_a_declared_pydantic_plugin_is_loaded_by_show(tmp_path: Path) -> None:
@@ -132,12 +210,19 @@ def test_a_declared_pydantic_plugin_is_loaded_by_show(tmp_path: Path) -> None:
     path = _run(tmp_path / "chat.jsonl", tools=False)
     site = tmp_path / "site"
     (site / "looptap_test_plugin-1.0.dist-info").mkdir(parents=True)
-    (site / "looptap_test_plugin-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: looptap-test-plugin\nVersion: 1.0\n")
-    (site / "looptap_test_plugin-1.0.dist-info" / "entry_points.txt").write_text("[pydantic]\nsaw = looptap_test_plugin:plugin\n")
+    (site / "looptap_test_plugin-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: looptap-test-plugin\nVersion: 1.0\n"
+    )
+    (site / "looptap_test_plugin-1.0.dist-info" / "entry_points.txt").write_text(
+        "[pydantic]\nsaw = looptap_test_plugin:plugin\n"
+    )
     (site / "looptap_test_plugin.py").write_text(_PLUGIN)
     saw = tmp_path / "saw.txt"
     saw.touch()
-    code = f"import sys\nsys.path.insert(0, {str(site)!r})\nfrom cassettes.cli import main\nmain(['show', {str(path)!r}])"
+    code = (
+        f"import sys\nsys.path.insert(0, {str(site)!r})\nfrom cassettes.cli import "
+        f"main\nmain(['show', {str(path)!r}])"
+    )
     mods = _modules(code, PLUGIN_SAW=str(saw))
     assert "importlib.metadata" in mods and "looptap_test_plugin" in mods
     assert "NormalisedResponse" in saw.read_text().split()
@@ -147,7 +232,10 @@ def test_show_checks_a_plain_call_without_the_schema_validator(tmp_path: Path) -
     """A call that plainly satisfies its tool's schema is told valid without jsonschema
     (cassettes/analysis/plain_schema.py); one that does not is checked by jsonschema, whose words
     the finding carries."""
-    mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(_run(tmp_path / 'tools.jsonl', tools=True))!r}])")
+    mods = _modules(
+        "from cassettes.cli import main\nmain(['show', "
+        f"{str(_run(tmp_path / 'tools.jsonl', tools=True))!r}])"
+    )
     assert "cassettes.analysis.emission" in mods
     assert _loaded(mods, NEVER) == []
     assert _loaded(mods, SCHEMA_CHECK) == []
@@ -173,7 +261,8 @@ def test_replay_serves_without_the_analysis(tmp_path: Path) -> None:
 
 
 def test_genai_prices_is_whole_for_whoever_asks() -> None:
-    """The package registered without its updater is the real one on first use of any of its names."""
+    """The package registered without its updater is the real one on first use of any of its
+    names."""
     code = (
         "import sys\n"
         "from cassettes.analysis.pricing import calc_price, PRICES_VERSION\n"
@@ -184,9 +273,10 @@ def test_genai_prices_is_whole_for_whoever_asks() -> None:
         "assert genai_prices.__version__ == PRICES_VERSION\n"
         "from importlib.metadata import version\n"
         "assert PRICES_VERSION == version('genai-prices')\n"
-        "mine = calc_price({'input_tokens': 1000, 'output_tokens': 100}, 'gpt-4o', provider_id='openai')\n"
-        "lib = lib_calc(Usage(input_tokens=1000, output_tokens=100), model_ref='gpt-4o', provider_id='openai')\n"
-        "assert mine == (lib.total_price, lib.provider.id, lib.model.id), (mine, lib)\n"
+        "mine = calc_price({'input_tokens': 1000, 'output_tokens': 100}, 'gpt-4o', "
+        "provider_id='openai')\nlib = lib_calc(Usage(input_tokens=1000, output_tokens=100), "
+        "model_ref='gpt-4o', provider_id='openai')\nassert mine == (lib.total_price, "
+        "lib.provider.id, lib.model.id), (mine, lib)\n"
     )
     mods = _modules(code)
     assert "genai_prices.data" in mods
@@ -198,8 +288,12 @@ def test_a_core_subcommand_is_registered_without_reading_package_metadata() -> N
     the table says what pyproject.toml's ``looptap.commands`` says for the core's commands."""
     from cassettes.cli import OWN_COMMANDS
 
-    declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["entry-points"]["looptap.commands"]
-    assert OWN_COMMANDS == {name: target for name, target in declared.items() if target.startswith("cassettes.")}
+    declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "entry-points"
+    ]["looptap.commands"]
+    assert OWN_COMMANDS == {
+        name: target for name, target in declared.items() if target.startswith("cassettes.")
+    }
     code = (
         "import sys\n"
         "import cassettes.cli as c\n"
@@ -207,7 +301,13 @@ def test_a_core_subcommand_is_registered_without_reading_package_metadata() -> N
         "    assert name in c.build_parser(name)._subparsers._group_actions[0].choices\n"
         "print('LOADED', *sorted(n for n in ('importlib.metadata',) if n in sys.modules))\n"
     )
-    out = progress.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1]).stdout
+    out = progress.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[1],
+    ).stdout
     assert out.strip() == "LOADED", out
 
 
@@ -225,12 +325,16 @@ def test_the_command_line_does_not_collect_garbage_at_exit(tmp_path: Path) -> No
         f"main(['show', {str(path)!r}])\n"
         "main(['show', '--json', " + repr(str(path)) + "])\n"
     )
-    err = progress.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1]).stderr
+    err = progress.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1]
+    ).stderr
     frozen = [int(line.split()[1]) for line in err.splitlines() if line.startswith("FROZEN ")]
     assert len(frozen) == 1 and frozen[0] > 10_000, err
 
 
-def test_show_imports_with_the_collector_paused_and_freezes_what_it_imported(tmp_path: Path) -> None:
+def test_show_imports_with_the_collector_paused_and_freezes_what_it_imported(
+    tmp_path: Path,
+) -> None:
     """``show`` imports its modules (the run's reader, the analysis, the views, every provider
     adapter) with the cyclic collector paused, then freezes them (``cli.loading``): no collection
     walks them while they are built, and none after (they are out of ``gc.get_objects()``)."""
@@ -238,15 +342,22 @@ def test_show_imports_with_the_collector_paused_and_freezes_what_it_imported(tmp
     code = (
         "import gc, os, sys\n"
         "during = []\n"
-        "gc.callbacks.append(lambda phase, info: phase == 'start' and during.append('cassettes.reading.run' in sys.modules and 'cassettes.providers.mcp' not in sys.modules))\n"
-        "real = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n"
-        "from cassettes.cli import main\n"
-        f"main(['show', {str(path)!r}])\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and "
+        "during.append('cassettes.reading.run' in sys.modules and 'cassettes.providers.mcp' not in "
+        "sys.modules))\nreal = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\nfrom "
+        f"cassettes.cli import main\nmain(['show', {str(path)!r}])\n"
         "import cassettes.providers.mcp as adapter, cassettes.analysis.run as analysis\n"
         "tracked = {id(o) for o in gc.get_objects()}\n"
-        "os.write(real, f'{sum(during)} {len(during)} {gc.get_freeze_count()} {id(adapter.Mcp) in tracked} {id(analysis.RunAnalyser) in tracked}'.encode())\n"
+        "os.write(real, f'{sum(during)} {len(during)} {gc.get_freeze_count()} {id(adapter.Mcp) in "
+        "tracked} {id(analysis.RunAnalyser) in tracked}'.encode())\n"
     )
-    out = progress.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1]).stdout
+    out = progress.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[1],
+    ).stdout
     while_importing, collections, frozen, adapter_tracked, analyser_tracked = out.split()
     assert int(collections) > 0  # the collector did run, before and after
     assert int(while_importing) == 0, out
@@ -254,7 +365,9 @@ def test_show_imports_with_the_collector_paused_and_freezes_what_it_imported(tmp
 
 
 
-def test_pydantic_plugins_are_told_absent_only_where_importlib_metadata_would_find_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pydantic_plugins_are_told_absent_only_where_importlib_metadata_would_find_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from cassettes.pydantic_plugins import declared_nowhere
 
     plain = tmp_path / "plain"
@@ -265,10 +378,13 @@ def test_pydantic_plugins_are_told_absent_only_where_importlib_metadata_would_fi
     assert declared_nowhere()
     declared = tmp_path / "declared"
     (declared / "Plug-2.0.egg-info").mkdir(parents=True)
-    (declared / "Plug-2.0.egg-info" / "entry_points.txt").write_text("[console_scripts]\np = p:main\n\n[ pydantic ]\np = p:plugin\n")
+    (declared / "Plug-2.0.egg-info" / "entry_points.txt").write_text(
+        "[console_scripts]\np = p:main\n\n[ pydantic ]\np = p:plugin\n"
+    )
     monkeypatch.setattr(sys, "path", [str(plain), str(declared)])
     assert not declared_nowhere()
-    (tmp_path / "dists.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # a zip on the path: importlib.metadata's own search
+    # a zip on the path: importlib.metadata's own search
+    (tmp_path / "dists.zip").write_bytes(b"PK\x05\x06" + bytes(18))
     monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "dists.zip")])
     assert not declared_nowhere()
     monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "x.egg")])

@@ -53,7 +53,7 @@ for body in json.loads(Path(sys.argv[2]).read_text()):
                                  headers={"content-type": "application/json", "authorization": "Bearer sk-test-write-safety"})
     urllib.request.urlopen(req).read()
 sys.exit(1 if sys.argv[3:] == ["fail-first"] and log.read_text().count("ran") == 1 else 0)
-"""
+"""  # noqa: E501
 
 
 def _route(req: ScriptedRequest) -> Reply:
@@ -95,7 +95,7 @@ VCR = """interactions:
       Content-Type: [application/json]
     status: {code: 200, message: OK}
 version: 1
-"""
+"""  # noqa: E501
 
 
 # -- the matrix ------------------------------------------------------------------------------------
@@ -166,7 +166,17 @@ def _dev_null() -> tuple[int, int, int]:
 
 def _run_cmd(kit: dict[str, Path], fake_url: str, ran: Path) -> list[str]:
     """The rest of a ``run`` command line: the agent, noting each start in ``ran``."""
-    return ["--confdir", str(kit["confdir"]), "--upstream", f"openai={fake_url}", "--", sys.executable, str(kit["agent"]), str(ran), str(kit["bodies"])]
+    return [
+        "--confdir",
+        str(kit["confdir"]),
+        "--upstream",
+        f"openai={fake_url}",
+        "--",
+        sys.executable,
+        str(kit["agent"]),
+        str(ran),
+        str(kit["bodies"]),
+    ]
 
 
 def _cell(command: str, kind: str, d: Path, kit: dict[str, Path], fake_url: str) -> list[str]:
@@ -176,25 +186,85 @@ def _cell(command: str, kind: str, d: Path, kit: dict[str, Path], fake_url: str)
     if command == "run":  # plain run has no input: its "input" cell is the ready file it writes
         out = _hazard(kind, d, "out.jsonl", run)
         if kind == "input":
-            return [*RECORDER, "run", "-o", str(d / "new.jsonl"), "--ready-file", str(d / "new.jsonl"), *_run_cmd(kit, fake_url, ran)]
+            return [
+                *RECORDER,
+                "run",
+                "-o",
+                str(d / "new.jsonl"),
+                "--ready-file",
+                str(d / "new.jsonl"),
+                *_run_cmd(kit, fake_url, ran),
+            ]
         return [*RECORDER, "run", "-o", str(out), *_run_cmd(kit, fake_url, ran)]
     if command == "fork":
         out = _hazard(kind, d, "out.jsonl", run)
-        return [*RECORDER, "run", "--from", f"{run}@turn=0", "-o", str(out), *_run_cmd(kit, fake_url, ran)]
-    if command == "repeat":  # the hazard is at the second output: every output is checked before the first branch
+        return [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@turn=0",
+            "-o",
+            str(out),
+            *_run_cmd(kit, fake_url, ran),
+        ]
+    # the hazard is at the second output: every output is checked before the first branch
+    if command == "repeat":
         out = _hazard(kind, d, "run.2.jsonl" if kind == "input" else "out.2.jsonl", run)
         if kind == "input":
             out = _origin(d, "run.2.jsonl")
-            return [*RECORDER, "run", "--from", f"{out}@turn=0", "--repeat", "2", "-o", str(d / "run.jsonl"), *_run_cmd(kit, fake_url, ran)]
-        if out.name != "out.2.jsonl":  # /dev/null (no private device could be made): nothing to derive
-            pytest.skip("no private device node can be made here, and /dev/null cannot be the second output")
-        return [*RECORDER, "run", "--from", f"{run}@turn=0", "--repeat", "2", "-o", str(out.with_name("out.jsonl")), *_run_cmd(kit, fake_url, ran)]
+            return [
+                *RECORDER,
+                "run",
+                "--from",
+                f"{out}@turn=0",
+                "--repeat",
+                "2",
+                "-o",
+                str(d / "run.jsonl"),
+                *_run_cmd(kit, fake_url, ran),
+            ]
+        # /dev/null (no private device could be made): nothing to derive
+        if out.name != "out.2.jsonl":
+            pytest.skip(
+                "no private device node can be made here, and /dev/null cannot be the second output"
+            )
+        return [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@turn=0",
+            "--repeat",
+            "2",
+            "-o",
+            str(out.with_name("out.jsonl")),
+            *_run_cmd(kit, fake_url, ran),
+        ]
     if command == "ready-file":
         ready = _hazard(kind, d, "ready.json", run)
-        return [*RECORDER, "run", "--from", f"{run}@turn=0", "-o", str(d / "new.jsonl"), "--ready-file", str(ready), *_run_cmd(kit, fake_url, ran)]
+        return [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@turn=0",
+            "-o",
+            str(d / "new.jsonl"),
+            "--ready-file",
+            str(ready),
+            *_run_cmd(kit, fake_url, ran),
+        ]
     if command == "compare":
         report = _hazard(kind, d, "report.json", run)
-        return [*CORE, "compare", str(run), "--upstream", f"openai={fake_url}", "--model", "cand-1", "--report", str(report)]
+        return [
+            *CORE,
+            "compare",
+            str(run),
+            "--upstream",
+            f"openai={fake_url}",
+            "--model",
+            "cand-1",
+            "--report",
+            str(report),
+        ]
     if command == "export":
         out = _hazard(kind, d, "run.har", run)
         return [*CORE, "export", "--har", str(out), str(run)]
@@ -209,10 +279,19 @@ def _cell(command: str, kind: str, d: Path, kit: dict[str, Path], fake_url: str)
 def _named(command: str, kind: str) -> str:
     """The file a cell's one line must name: the output refused, or the input it would have been."""
     if kind == "input":
-        return {"run": "new.jsonl", "repeat": "run.2.jsonl", "import": "session.yaml"}.get(command, "run.jsonl")
+        return {"run": "new.jsonl", "repeat": "run.2.jsonl", "import": "session.yaml"}.get(
+            command, "run.jsonl"
+        )
     if command == "repeat":  # in /proc the first output is refused already
         return "out.1.jsonl" if kind == "unwritable" else "out.2.jsonl"
-    return {"run": "out.jsonl", "fork": "out.jsonl", "ready-file": "ready.json", "compare": "report.json", "export": "run.har", "import": "session.jsonl"}[command]
+    return {
+        "run": "out.jsonl",
+        "fork": "out.jsonl",
+        "ready-file": "ready.json",
+        "compare": "report.json",
+        "export": "run.har",
+        "import": "session.jsonl",
+    }[command]
 
 
 COMMANDS = ("run", "fork", "repeat", "ready-file", "compare", "export", "import")
@@ -221,7 +300,9 @@ NEEDS_RECORDER = ("run", "fork", "repeat", "ready-file")
 
 @pytest.mark.parametrize("kind", HAZARDS)
 @pytest.mark.parametrize("command", COMMANDS)
-def test_write_safety_matrix(command: str, kind: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream) -> None:
+def test_write_safety_matrix(
+    command: str, kind: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream
+) -> None:
     """One cell: refused with one line and exit status 2, before any request; nothing that
     existed is changed, nothing new is made (docs/reliability.md, "Paths looptap writes")."""
     if command in NEEDS_RECORDER and RECORDER[0] == "None":
@@ -230,11 +311,18 @@ def test_write_safety_matrix(command: str, kind: str, tmp_path: Path, kit: dict[
     d.mkdir()
     argv = _cell(command, kind, d, kit, fake.url)
     before, null, sent = _snapshot(d), _dev_null(), len(fake.log)
-    proc = progress.run(argv, env=clean_env(OPENAI_API_KEY="sk-test-write-safety"), capture_output=True, text=True, cwd=d)
+    proc = progress.run(
+        argv,
+        env=clean_env(OPENAI_API_KEY="sk-test-write-safety"),
+        capture_output=True,
+        text=True,
+        cwd=d,
+    )
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert len(err) == 1 and err[0].startswith("looptap: error: "), proc.stderr[-2000:]
-    assert _named(command, kind) in err[0] or "/dev/null" in err[0], err[0]  # the line names the path refused
+    # the line names the path refused
+    assert _named(command, kind) in err[0] or "/dev/null" in err[0], err[0]
     assert "Traceback" not in proc.stderr
     assert len(fake.log) == sent, [x.line() for x in fake.log[sent:]]  # nothing paid for
     assert _snapshot(d) == before  # nothing destroyed, changed or made
@@ -246,12 +334,20 @@ def test_write_safety_matrix(command: str, kind: str, tmp_path: Path, kit: dict[
 
 
 def _looptap(argv: list[str], cwd: Path) -> Any:
-    return progress.run(argv, env=clean_env(OPENAI_API_KEY="sk-test-write-safety"), capture_output=True, text=True, cwd=cwd)
+    return progress.run(
+        argv,
+        env=clean_env(OPENAI_API_KEY="sk-test-write-safety"),
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    )
 
 
 @needs_recorder
 @pytest.mark.parametrize("form", ["same", "append", "dot-slash-vs-absolute", "hard-link"])
-def test_a_fork_never_writes_over_the_run_it_forks(form: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream) -> None:
+def test_a_fork_never_writes_over_the_run_it_forks(
+    form: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream
+) -> None:
     """``run --from run.jsonl@turn=1 -o run.jsonl`` destroyed the recording (also ``-o +run.jsonl``,
     ``./x`` against ``$PWD/x``, a hard link): refused with one line, before anything starts."""
     run = _origin(tmp_path)
@@ -264,7 +360,18 @@ def test_a_fork_never_writes_over_the_run_it_forks(form: str, tmp_path: Path, ki
     if form == "hard-link":
         os.link(run, tmp_path / "twin.jsonl")
     before, sent = _snapshot(tmp_path), len(fake.log)
-    proc = _looptap([*RECORDER, "run", "--from", f"{given}@turn=1", "-o", out, *_run_cmd(kit, fake.url, tmp_path.with_name(tmp_path.name + "-ran.log"))], tmp_path)
+    proc = _looptap(
+        [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{given}@turn=1",
+            "-o",
+            out,
+            *_run_cmd(kit, fake.url, tmp_path.with_name(tmp_path.name + "-ran.log")),
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
     assert "is the run --from forks" in proc.stderr, proc.stderr
     assert _snapshot(tmp_path) == before and len(fake.log) == sent
@@ -272,27 +379,61 @@ def test_a_fork_never_writes_over_the_run_it_forks(form: str, tmp_path: Path, ki
 
 @needs_recorder
 @pytest.mark.parametrize("refusal", ["turn=99", "missing-edit-file"])
-def test_a_refused_fork_leaves_the_existing_output_alone(refusal: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream) -> None:
+def test_a_refused_fork_leaves_the_existing_output_alone(
+    refusal: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream
+) -> None:
     """A fork refused for its cursor or an ``--edit`` file deleted the existing ``-o`` first."""
     run = _origin(tmp_path)
-    earlier = _origin(tmp_path, "branch.jsonl")  # an earlier cassette: what a successful fork would replace
-    cursor, extra = ("turn=99", []) if refusal == "turn=99" else ("turn=1", ["--edit", "tool_result[call_A1]=@missing.txt"])
+    # an earlier cassette: what a successful fork would replace
+    earlier = _origin(tmp_path, "branch.jsonl")
+    cursor, extra = (
+        ("turn=99", [])
+        if refusal == "turn=99"
+        else ("turn=1", ["--edit", "tool_result[call_A1]=@missing.txt"])
+    )
     before, sent = _snapshot(tmp_path), len(fake.log)
-    proc = _looptap([*RECORDER, "run", "--from", f"{run}@{cursor}", *extra, "-o", str(earlier), *_run_cmd(kit, fake.url, tmp_path.with_name(tmp_path.name + "-ran.log"))], tmp_path)
+    proc = _looptap(
+        [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@{cursor}",
+            *extra,
+            "-o",
+            str(earlier),
+            *_run_cmd(kit, fake.url, tmp_path.with_name(tmp_path.name + "-ran.log")),
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
     assert _snapshot(tmp_path) == before and len(fake.log) == sent
 
 
 @needs_recorder
-def test_a_fork_replaces_an_earlier_cassette_saying_so_as_run_does(tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream) -> None:
+def test_a_fork_replaces_an_earlier_cassette_saying_so_as_run_does(
+    tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream
+) -> None:
     """A fork that succeeds replaced an existing cassette without the line plain ``run`` prints."""
     run = _origin(tmp_path)
     earlier = _origin(tmp_path, "branch.jsonl")
     size = earlier.stat().st_size
     sent = len(fake.log)
-    proc = _looptap([*RECORDER, "run", "--from", f"{run}@turn=1", "-o", str(earlier), *_run_cmd(kit, fake.url, tmp_path.with_name(tmp_path.name + "-ran.log"))], tmp_path)
+    proc = _looptap(
+        [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@turn=1",
+            "-o",
+            str(earlier),
+            *_run_cmd(kit, fake.url, tmp_path.with_name(tmp_path.name + "-ran.log")),
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"replacing the earlier recording in {earlier} ({size:,} bytes)" in proc.stderr, proc.stderr
+    assert f"replacing the earlier recording in {earlier} ({size:,} bytes)" in proc.stderr, (
+        proc.stderr
+    )
     assert "appends to it instead" not in proc.stderr  # a fork never appends
     assert len(fake.log) == sent + 1  # turn 1 went live; turn 0 came from the recording
     from cassettes.replay.forking.fork import origin_of
@@ -306,7 +447,9 @@ def test_a_fork_replaces_an_earlier_cassette_saying_so_as_run_does(tmp_path: Pat
 
 @needs_recorder
 @pytest.mark.parametrize("what", ["fifo", "directory", "dev-zero", "edit-fifo"])
-def test_inputs_that_are_not_regular_files_get_one_line(what: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream) -> None:
+def test_inputs_that_are_not_regular_files_get_one_line(
+    what: str, tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream
+) -> None:
     """``--from FIFO|DIR|/dev/zero`` said "no such run"; ``--edit …=@FIFO`` blocked for ever."""
     run = _origin(tmp_path)
     fifo = tmp_path / "pipe"
@@ -319,9 +462,23 @@ def test_inputs_that_are_not_regular_files_get_one_line(what: str, tmp_path: Pat
         "edit-fifo": (f"{run}@turn=1", ["--edit", "tool_result[call_A1]=@pipe"], "a FIFO"),
     }[what]
     before, sent = _snapshot(tmp_path), len(fake.log)
-    proc = _looptap([*RECORDER, "run", "--from", source, *extra, "-o", "branch.jsonl", *_run_cmd(kit, fake.url, tmp_path.with_name(tmp_path.name + "-ran.log"))], tmp_path)
+    proc = _looptap(
+        [
+            *RECORDER,
+            "run",
+            "--from",
+            source,
+            *extra,
+            "-o",
+            "branch.jsonl",
+            *_run_cmd(kit, fake.url, tmp_path.with_name(tmp_path.name + "-ran.log")),
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
-    assert f"is {kind}: looptap reads runs and edit files only from regular files" in proc.stderr, proc.stderr
+    assert f"is {kind}: looptap reads runs and edit files only from regular files" in proc.stderr, (
+        proc.stderr
+    )
     assert _snapshot(tmp_path) == before and len(fake.log) == sent
 
 
@@ -334,22 +491,39 @@ def _echo_key(req: ScriptedRequest) -> Reply:
     return Reply.say(f"you sent me {key}")
 
 
-def test_compare_report_checked_before_anything_is_sent(tmp_path: Path, fake: ScriptedUpstream) -> None:
+def test_compare_report_checked_before_anything_is_sent(
+    tmp_path: Path, fake: ScriptedUpstream
+) -> None:
     """``compare --report`` overwrote the run itself, wrote through a planted link, and with an
     unwritable path sent (and paid for) every request, then exited 2 with nothing printed."""
     run = _origin(tmp_path)
     (tmp_path / "victim.txt").write_bytes(b"precious\n")
     (tmp_path / "planted.json").symlink_to("victim.txt")
     (tmp_path / "file.txt").write_bytes(b"a file, not a directory\n")
-    for report in (str(run), "planted.json", "victim.txt", "/proc/looptap-report.json", "file.txt/report.json"):
+    for report in (
+        str(run),
+        "planted.json",
+        "victim.txt",
+        "/proc/looptap-report.json",
+        "file.txt/report.json",
+    ):
         before, sent = _snapshot(tmp_path), len(fake.log)
-        proc = _looptap([*CORE, "compare", str(run), "--upstream", f"openai={fake.url}", "--report", report], tmp_path)
-        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stdout == "", (report, proc.stdout, proc.stderr)
+        proc = _looptap(
+            [*CORE, "compare", str(run), "--upstream", f"openai={fake.url}", "--report", report],
+            tmp_path,
+        )
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stdout == "", (
+            report,
+            proc.stdout,
+            proc.stderr,
+        )
         assert len(fake.log) == sent, report  # refused before the first request
         assert _snapshot(tmp_path) == before, report
 
 
-def test_compare_report_is_redacted_private_and_replaces_only_an_earlier_report(tmp_path: Path) -> None:
+def test_compare_report_is_redacted_private_and_replaces_only_an_earlier_report(
+    tmp_path: Path,
+) -> None:
     """The report kept the candidate's answer unredacted (an echoed key) and was written 0644;
     a later comparison replaces an earlier one (said), nothing else."""
     run = _origin(tmp_path)
@@ -357,46 +531,81 @@ def test_compare_report_is_redacted_private_and_replaces_only_an_earlier_report(
     key = "gw7Hq2LmX9pR4tZ8vK1nB6wsafety"
     report = tmp_path / "run.jsonl.compare.json"
     with ScriptedUpstream(_echo_key) as candidate:
-        argv = [*CORE, "compare", str(run), "--upstream", f"openai={candidate.url}", "--header", f"authorization: Bearer {key}", "--report"]
+        argv = [
+            *CORE,
+            "compare",
+            str(run),
+            "--upstream",
+            f"openai={candidate.url}",
+            "--header",
+            f"authorization: Bearer {key}",
+            "--report",
+        ]
         first = _looptap(argv, tmp_path)
         assert first.returncode == 0, first.stderr
-        assert len(candidate.log) == 2 and key in candidate.log[0].request.headers.get("authorization", "")
+        assert len(candidate.log) == 2 and key in candidate.log[0].request.headers.get(
+            "authorization", ""
+        )
         data = report.read_bytes()
         assert key not in data.decode() and key[:20] not in data.decode(), data[:2000]
         assert b"you sent me Bearer" in data  # the answer is there, the key in it redacted
         assert stat.S_IMODE(report.stat().st_mode) == 0o600
         assert orjson.loads(data)["looptap"] == "compare"
         second = _looptap(argv, tmp_path)
-        assert second.returncode == 0 and "earlier comparison there replaced" in second.stderr, second.stderr
+        assert second.returncode == 0 and "earlier comparison there replaced" in second.stderr, (
+            second.stderr
+        )
         assert stat.S_IMODE(report.stat().st_mode) == 0o600 and key not in report.read_text()
 
 
 
-def test_the_mcp_comparison_tool_serves_the_report_redacted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_mcp_comparison_tool_serves_the_report_redacted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The MCP ``comparison`` tool served the report's answers as stored: a candidate that echoed
     the user's key put it in what an MCP client reads. It reads the redacted report now."""
     from cassettes.cli import main
     from cassettes.mcp.forkquery import comparison
     from cassettes.mcp.query import Runs
 
-    def echo_bare_key(req: ScriptedRequest) -> Reply:  # without "Bearer ", which the MCP text cleaner masks on its own
-        return Reply.say("your key is " + req.headers.get("authorization", "").removeprefix("Bearer "))
+    # without "Bearer ", which the MCP text cleaner masks on its own
+    def echo_bare_key(req: ScriptedRequest) -> Reply:
+        return Reply.say(
+            "your key is " + req.headers.get("authorization", "").removeprefix("Bearer ")
+        )
 
     _origin(tmp_path)
-    key = "gw3Kp8QzL5mW2xR7tN4vB9mcpsafety"  # of no known format: only what --header sent teaches the redactor it
+    # of no known format: only what --header sent teaches the redactor it
+    key = "gw3Kp8QzL5mW2xR7tN4vB9mcpsafety"
     with ScriptedUpstream(echo_bare_key) as candidate:
-        assert main(["compare", str(tmp_path / "run.jsonl"), "--upstream", f"openai={candidate.url}", "--header", f"authorization: Bearer {key}", "--report"]) == 0
+        assert (
+            main(
+                [
+                    "compare",
+                    str(tmp_path / "run.jsonl"),
+                    "--upstream",
+                    f"openai={candidate.url}",
+                    "--header",
+                    f"authorization: Bearer {key}",
+                    "--report",
+                ]
+            )
+            == 0
+        )
         assert key in candidate.log[0].request.headers.get("authorization", "")
     capsys.readouterr()
     served = orjson.dumps(comparison(Runs([tmp_path]), "run.jsonl")).decode()
-    assert "your key is [REDACTED]" in served, served[:2000]  # the candidate's answer is served, the key in it redacted
+    # the candidate's answer is served, the key in it redacted
+    assert "your key is [REDACTED]" in served, served[:2000]
     assert key not in served and key[:20] not in served, served[:2000]
 
 # -- --repeat ------------------------------------------------------------------------------------
 
 
 @needs_recorder
-def test_repeat_runs_every_branch_and_compares_only_what_it_wrote(tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream) -> None:
+def test_repeat_runs_every_branch_and_compares_only_what_it_wrote(
+    tmp_path: Path, kit: dict[str, Path], fake: ScriptedUpstream
+) -> None:
     """After the first failing branch no further branch ran while "run i of K" was still printed,
     and an OUT.i.jsonl an earlier run left was counted as the model's variance."""
     from cassettes.reading.run import open_run
@@ -413,17 +622,48 @@ def test_repeat_runs_every_branch_and_compares_only_what_it_wrote(tmp_path: Path
     cursor.bind(Matcher(list(open_run(run, whole=True).exchanges)))
     meta = {"source": "looptap run --from", "origin": origin_meta(source, None, cursor.starts)}
     with CassetteWriter(tmp_path / "branch.2.jsonl", meta=meta) as w:
-        w.append(chat_exchange([SYSTEM, USER, CALL, RESULT], chat_response(call=("call_Z9", "get_weather", '{"city":"Oslo"}'))))
+        w.append(
+            chat_exchange(
+                [SYSTEM, USER, CALL, RESULT],
+                chat_response(call=("call_Z9", "get_weather", '{"city":"Oslo"}')),
+            )
+        )
     ran = tmp_path / "ran.log"
     sent = len(fake.log)
-    proc = _looptap([*RECORDER, "run", "--from", f"{run}@turn=1", "--repeat", "2", "-o", "branch.jsonl", "--confdir", str(kit["confdir"]),
-                     "--upstream", f"openai={fake.url}", "--", sys.executable, str(kit["agent"]), str(ran), str(kit["bodies"]), "fail-first"], tmp_path)
+    proc = _looptap(
+        [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@turn=1",
+            "--repeat",
+            "2",
+            "-o",
+            "branch.jsonl",
+            "--confdir",
+            str(kit["confdir"]),
+            "--upstream",
+            f"openai={fake.url}",
+            "--",
+            sys.executable,
+            str(kit["agent"]),
+            str(ran),
+            str(kit["bodies"]),
+            "fail-first",
+        ],
+        tmp_path,
+    )
     err = proc.stderr
-    assert ran.read_text().count("ran") == 2, err[-3000:]  # the second branch ran although the first failed
+    # the second branch ran although the first failed
+    assert ran.read_text().count("ran") == 2, err[-3000:]
     assert len(fake.log) == sent + 2  # turn 1 of each branch, live
     assert proc.returncode == 1, err[-3000:]
-    assert "1 of 2 runs failed, left out of the comparison: run 1 (exit status 1)" in err, err[-3000:]
-    assert "turn 1: 1 branch," in err and "Oslo" not in (tmp_path / "branch.2.jsonl").read_text(), err[-3000:]
+    assert "1 of 2 runs failed, left out of the comparison: run 1 (exit status 1)" in err, err[
+        -3000:
+    ]
+    assert "turn 1: 1 branch," in err and "Oslo" not in (tmp_path / "branch.2.jsonl").read_text(), (
+        err[-3000:]
+    )
 
 
 # -- import: every output checked before any is written ------------------------------------------
@@ -440,7 +680,11 @@ def test_import_writes_nothing_when_one_output_is_refused(tmp_path: Path) -> Non
     (out / "b.jsonl").write_bytes(b"my notes\n")
     before = _snapshot(tmp_path)
     proc = _looptap([*CORE, "import", "a.yaml", "b.yaml", "-o", "out"], tmp_path)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "out/b.jsonl exists" in proc.stderr, proc.stderr
+    assert (
+        proc.returncode == 2
+        and proc.stderr.count("\n") == 1
+        and "out/b.jsonl exists" in proc.stderr
+    ), proc.stderr
     assert _snapshot(tmp_path) == before  # out/a.jsonl not written
     proc = _looptap([*CORE, "import", "a.yaml", "-o", "a.yaml", "--force"], tmp_path)
     assert proc.returncode == 2 and "is a file it imports" in proc.stderr, proc.stderr

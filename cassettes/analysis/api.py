@@ -48,7 +48,7 @@ code                           severity    fires when
 ``A.unusual_finish``           info        a finish reason outside the known classes (``other``,
                                            ``unknown``, ``cancelled``, ``no_generation``).
 =============================  ==========  ===========================================================
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -91,7 +91,11 @@ def _request_id(headers: list[tuple[str, str]]) -> str | None:
 def build(ctx: TurnContext) -> ApiReport:
     rt = ctx.rt
     r = rt.response
-    rate = {k.lower(): v for k, v in ctx.ex.response_headers if any(s in k.lower() for s in _RATE_HEADER)}
+    rate = {
+        k.lower(): v
+        for k, v in ctx.ex.response_headers
+        if any(s in k.lower() for s in _RATE_HEADER)
+    }
     return ApiReport(
         status=rt.status,
         finish_reason_raw=r.finish_reason_raw if r else None,
@@ -113,7 +117,10 @@ def build(ctx: TurnContext) -> ApiReport:
 # --- model names ------------------------------------------------------------------------------
 
 _DATE = re.compile(r"(?:[-_@]?20\d{2}-?[01]\d-?[0-3]\d)(?=$|[-_:.@])")
-_SUFFIX = re.compile(r"(?:[-:@](?:latest|free|beta))$|(?:-v\d+(?::\d+)?)$|(?::\d+)$|(?<=\d)[-.]0$|-(?:0[1-9]|1[0-2])[0-3]\d$")
+_SUFFIX = re.compile(
+    r"(?:[-:@](?:latest|free|beta))$|(?:-v\d+(?::\d+)?)$|"
+    r"(?::\d+)$|(?<=\d)[-.]0$|-(?:0[1-9]|1[0-2])[0-3]\d$"
+)
 _ALPHA_PREFIX = re.compile(r"^(?:[a-z]+(?:-[a-z]+)*\.)+(?=[a-z])")
 
 
@@ -162,7 +169,11 @@ def _cap(params: dict[str, Any]) -> tuple[str, int] | None:
             continue
         for k, v in d.items():
             kl = k.lower().replace("_", "")
-            if isinstance(v, int) and not isinstance(v, bool) and (re.fullmatch(r"max\w*tokens", kl) or kl == "numpredict"):
+            if (
+                isinstance(v, int)
+                and not isinstance(v, bool)
+                and (re.fullmatch(r"max\w*tokens", kl) or kl == "numpredict")
+            ):
                 return f"{prefix}{k}", v
             if isinstance(v, dict):
                 stack.append((f"{prefix}{k}.", v))
@@ -205,7 +216,11 @@ def _is_pairing(ctx: TurnContext, err: ApiError | None) -> bool:
 
 def _output(r: NormalisedResponse) -> str:
     u = r.usage
-    return f"{u.output_tokens} output tokens" if u is not None and u.output_tokens is not None else "output"
+    return (
+        f"{u.output_tokens} output tokens"
+        if u is not None and u.output_tokens is not None
+        else "output"
+    )
 
 
 # --- checks ---------------------------------------------------------------------------------------
@@ -221,8 +236,9 @@ def check_truncated(ctx: TurnContext) -> Iterator[Finding]:
         yield ctx.finding(
             "A.truncated_context",
             Severity.WARNING,
-            f"Generation stopped because the context window is full (finish reason {r.finish_reason_raw!r}) "
-            f"after {_output(r)}; the answer is incomplete. Trim or summarise the history.",
+            "Generation stopped because the context window is full (finish reason "
+            f"{r.finish_reason_raw!r}) after {_output(r)}; the answer is incomplete. Trim or "
+            "summarise the history.",
             finish_reason=r.finish_reason_raw,
         )
 
@@ -236,12 +252,16 @@ def _truncated_length(ctx: TurnContext, r: NormalisedResponse) -> Finding:
     cut = [e.tool_calls[i] for i in cut_calls(ctx)]
     if cut:
         names = ", ".join(f"`{c.name}`" + (f" (call {c.id})" if c.id else "") for c in cut)
-        how = "they are cut and not valid JSON" if all(c.parse_error is not None for c in cut) else "they are cut short"
+        how = (
+            "they are cut and not valid JSON"
+            if all(c.parse_error is not None for c in cut)
+            else "they are cut short"
+        )
         return ctx.finding(
             "A.truncated_length",
             Severity.ERROR,
-            f"The output hit the token cap{cap_s} after {_output(r)} while the model was writing the "
-            f"arguments of {names}: {how}. Raise the cap or ask for less.",
+            f"The output hit the token cap{cap_s} after {_output(r)} while the model was writing "
+            f"the arguments of {names}: {how}. Raise the cap or ask for less.",
             tool_call_id=cut[0].id,
             finish_reason=r.finish_reason_raw,
             cap=cap[1] if cap else None,
@@ -282,7 +302,11 @@ def check_filtered(ctx: TurnContext) -> Iterator[Finding]:
             f"A content filter stopped the output (finish reason {r.finish_reason_raw!r})"
             + (f": {why.rstrip('.')}." if isinstance(why, str) else ".")
             + (f" Blocked categories: {', '.join(blocked)}." if blocked else "")
-            + (" Nothing was returned." if not ctx.turn.e.text and not ctx.turn.e.tool_calls else " The output is partial."),
+            + (
+                " Nothing was returned."
+                if not ctx.turn.e.text and not ctx.turn.e.tool_calls
+                else " The output is partial."
+            ),
             finish_reason=r.finish_reason_raw,
             categories=blocked,
         )
@@ -316,7 +340,8 @@ def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
         yield ctx.finding(
             "A.overloaded",
             Severity.WARNING,
-            f"The service was overloaded or unavailable (HTTP {status}){text}. Retrying later usually works.",
+            "The service was overloaded or unavailable (HTTP "
+            f"{status}){text}. Retrying later usually works.",
             status=status,
             error=err.message if err else None,
         )
@@ -337,7 +362,11 @@ def _rate_limited(ctx: TurnContext, err: ApiError | None, text: str) -> Finding:
     error's ``retryDelay``) and the rate-limit counters left."""
     after = ctx.turn.a.rate_limit.get("retry-after")
     delay = _find_key(err.raw, "retryDelay") if err is not None else None
-    wait = f" The API asked to retry after {after} s." if after else (f" The API asked to retry in {delay}." if delay else "")
+    wait = (
+        f" The API asked to retry after {after} s."
+        if after
+        else (f" The API asked to retry in {delay}." if delay else "")
+    )
     limits = {k: v for k, v in ctx.turn.a.rate_limit.items() if "remaining" in k}
     return ctx.finding(
         "A.rate_limited",
@@ -415,20 +444,27 @@ def check_transport_error(ctx: TurnContext) -> Iterator[Finding]:
     yield ctx.finding(
         "A.transport_error",
         Severity.ERROR,
-        f"The connection failed ({rt.transport_error}); the round trip is partial ({partial} was recorded).",
+        f"The connection failed ({rt.transport_error}); the "
+        f"round trip is partial ({partial} was recorded).",
         transport_error=rt.transport_error,
     )
 
 
 def check_tool_calls_without_calls(ctx: TurnContext) -> Iterator[Finding]:
     r = ctx.response
-    if r is None or r.finish_reason is not FinishReason.TOOL_CALL or r.tool_calls or r.complete is False:
+    if (
+        r is None
+        or r.finish_reason is not FinishReason.TOOL_CALL
+        or r.tool_calls
+        or r.complete is False
+    ):
         return
     yield ctx.finding(
         "A.tool_calls_without_calls",
         Severity.WARNING,
-        f"The finish reason {r.finish_reason_raw!r} says the model called tools, but the response carries "
-        "no tool call. A client that trusts the finish reason will look for calls that are not there.",
+        f"The finish reason {r.finish_reason_raw!r} says the model called tools, but the response "
+        "carries no tool call. A client that trusts the finish reason will look for calls that "
+        "are not there.",
         finish_reason=r.finish_reason_raw,
     )
 
@@ -461,7 +497,8 @@ def _not_swapped(ctx: TurnContext, req: str, served: str) -> bool:
 def _listed_fallback(body: object, served: str) -> bool:
     """A fallback list in the request (``"models": [...]``) names the served model: expected."""
     return isinstance(body, dict) and any(
-        isinstance(v, list) and any(isinstance(x, str) and same_model(x, served) for x in v) for v in body.values()
+        isinstance(v, list) and any(isinstance(x, str) and same_model(x, served) for x in v)
+        for v in body.values()
     )
 
 
@@ -472,7 +509,10 @@ def _mismatch_how(req: str, known_req: str | None, *, fallback: bool, warn: bool
     if warn:
         return f": a different model answered ({known_req or req} was asked for)."
     if known_req is None:
-        return f" (`{req}` is not a published model name: an alias, a deployment or a router resolved it)."
+        return (
+            f" (`{req}` is not a published model name: an alias, "
+            "a deployment or a router resolved it)."
+        )
     return " (an alias or a routed variant)."
 
 
@@ -495,7 +535,12 @@ def check_model_mismatch(ctx: TurnContext) -> Iterator[Finding]:
     # A name that is no published model (a gateway alias such as LiteLLM's, a router such as
     # ``openrouter/auto``, a deployment) is expected to resolve to something else; and a vendor's
     # own aliases move within the family (``deepseek-reasoner`` served by ``deepseek-v4-flash``).
-    warn = known_req is not None and _family(_core(req)) != _family(_core(served)) and named_in_body and not fallback
+    warn = (
+        known_req is not None
+        and _family(_core(req)) != _family(_core(served))
+        and named_in_body
+        and not fallback
+    )
     how = _mismatch_how(req, known_req, fallback=fallback, warn=warn)
     yield ctx.finding(
         "A.model_mismatch",
@@ -514,8 +559,12 @@ def check_usage_missing(ctx: TurnContext) -> Iterator[Finding]:
     has_usage = u is not None and (u.input_tokens is not None or u.output_tokens is not None)
     if r is None or has_usage or r.error is not None or r.complete is not True:
         return
-    if not (200 <= (rt.status or 0) < 300) or r.finish_reason in (None, FinishReason.PROMPT_BLOCKED):
-        return  # a non-terminal snapshot (usage comes with the final one), no response, a blocked prompt
+    if not (200 <= (rt.status or 0) < 300) or r.finish_reason in (
+        None,
+        FinishReason.PROMPT_BLOCKED,
+    ):
+        # a non-terminal snapshot (usage comes with the final one), no response, a blocked prompt
+        return
     if ctx.conv.state.get("A.usage_missing"):
         return
     ctx.conv.state["A.usage_missing"] = True
@@ -524,7 +573,8 @@ def check_usage_missing(ctx: TurnContext) -> Iterator[Finding]:
         opts = ctx.request.params.get("stream_options") if ctx.request else None
         asked = isinstance(opts, dict) and opts.get("include_usage") is True
         hint = (
-            " Some APIs report usage in a stream only when asked: on OpenAI-compatible Chat Completions "
+            " Some APIs report usage in a stream only when asked: on OpenAI-compatible Chat "
+            "Completions "
             'send `"stream_options": {"include_usage": true}`.'
             if not asked
             else " The request asked for usage in the stream, but none came."
@@ -532,8 +582,9 @@ def check_usage_missing(ctx: TurnContext) -> Iterator[Finding]:
     yield ctx.finding(
         "A.usage_missing",
         Severity.INFO,
-        f"The API reported no token usage for this {'streamed ' if rt.stream else ''}call; tokens and cost "
-        f"are estimated for it (later turns of this conversation are not flagged again).{hint}",
+        f"The API reported no token usage for this {'streamed ' if rt.stream else ''}call; tokens "
+        "and cost are estimated for it (later turns of this conversation are not flagged "
+        f"again).{hint}",
         stream=rt.stream,
     )
 
@@ -543,20 +594,27 @@ def check_finish_other(ctx: TurnContext) -> Iterator[Finding]:
     if r is None or (ctx.rt.status or 0) >= 400:
         return
     f = r.finish_reason
-    if f is None and r.finish_reason_raw is None and not r.parts and r.error is None and r.complete is True:
+    if (
+        f is None
+        and r.finish_reason_raw is None
+        and not r.parts
+        and r.error is None
+        and r.complete is True
+    ):
         yield ctx.finding(
             "A.malformed_response",
             Severity.WARNING,
-            f"The API answered HTTP {ctx.rt.status} with a body that holds no response: no output, no "
-            "finish reason, no error. The client has nothing to act on.",
+            f"The API answered HTTP {ctx.rt.status} with a body that holds no response: no output, "
+            "no finish reason, no error. The client has nothing to act on.",
         )
         return
     if f is FinishReason.PAUSED:
         yield ctx.finding(
             "A.paused",
             Severity.INFO,
-            f"The API paused this long-running turn (finish reason {r.finish_reason_raw!r}); the client must "
-            "send the conversation back, with this response appended, to let it continue.",
+            f"The API paused this long-running turn (finish reason {r.finish_reason_raw!r}); the "
+            "client must send the conversation back, with this response appended, to let it "
+            "continue.",
             finish_reason=r.finish_reason_raw,
         )
     elif f is FinishReason.TOOL_LOOP_LIMIT:
@@ -567,7 +625,12 @@ def check_finish_other(ctx: TurnContext) -> Iterator[Finding]:
             f"{r.finish_reason_raw!r}).",
             finish_reason=r.finish_reason_raw,
         )
-    elif f in (FinishReason.OTHER, FinishReason.UNKNOWN, FinishReason.CANCELLED, FinishReason.NO_GENERATION):
+    elif f in (
+        FinishReason.OTHER,
+        FinishReason.UNKNOWN,
+        FinishReason.CANCELLED,
+        FinishReason.NO_GENERATION,
+    ):
         meaning = {
             FinishReason.CANCELLED: "the response was cancelled",
             FinishReason.NO_GENERATION: "no text was generated (e.g. a model load or unload)",

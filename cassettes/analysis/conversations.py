@@ -251,13 +251,21 @@ def _handoff_targets(answer: Message) -> frozenset[str]:
     out: set[str] = set()
     for p in answer.parts[:64]:
         call = p.tool_call
-        if call is None or not call.name or not any(w in call.name.casefold() for w in _TRANSFER_WORDS):
+        if (
+            call is None
+            or not call.name
+            or not any(w in call.name.casefold() for w in _TRANSFER_WORDS)
+        ):
             continue
         name = call.name.casefold()
         if name.startswith("transfer_to_") and name != "transfer_to_agent":
             out.add(name.removeprefix("transfer_to_"))
         if isinstance(call.arguments, dict):
-            out.update(v.casefold() for v in list(call.arguments.values())[:8] if isinstance(v, str) and _AGENT_NAME.fullmatch(v))
+            out.update(
+                v.casefold()
+                for v in list(call.arguments.values())[:8]
+                if isinstance(v, str) and _AGENT_NAME.fullmatch(v)
+            )
     return frozenset(out) if out else _NO_NAMES
 
 
@@ -332,13 +340,30 @@ class Threader:
         spill = self._spill = Spill()
         self.turns = _TurnInfos(spill, self.keep)
         self._prefix, self._by_start = SpillMap(spill, self.keep), SpillMap(spill, self.keep)
-        self._by_response, self._last_of, self._id_turn = SpillMap(spill, self.keep), SpillMap(spill, self.keep), SpillMap(spill, self.keep)
-        self._by_answer, self._sibling_root, self._by_head = SpillMap(spill, self.keep), SpillMap(spill, self.keep), SpillMap(spill, self.keep)
+        self._by_response, self._last_of, self._id_turn = (
+            SpillMap(spill, self.keep),
+            SpillMap(spill, self.keep),
+            SpillMap(spill, self.keep),
+        )
+        self._by_answer, self._sibling_root, self._by_head = (
+            SpillMap(spill, self.keep),
+            SpillMap(spill, self.keep),
+            SpillMap(spill, self.keep),
+        )
 
     def _trim(self) -> None:
         """Spill what does not fit (between requests: no entry is held then)."""
         self.turns.trim()
-        for table in (self._prefix, self._by_start, self._by_response, self._last_of, self._id_turn, self._by_answer, self._sibling_root, self._by_head):
+        for table in (
+            self._prefix,
+            self._by_start,
+            self._by_response,
+            self._last_of,
+            self._id_turn,
+            self._by_answer,
+            self._sibling_root,
+            self._by_head,
+        ):
             table.trim()
 
     def close(self) -> None:
@@ -396,7 +421,17 @@ class Threader:
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed."""
         self._memo.turn()
         try:
-            return self._add(family, messages, response, failed, label, previous_response_id, reuse, system, tools)
+            return self._add(
+                family,
+                messages,
+                response,
+                failed,
+                label,
+                previous_response_id,
+                reuse,
+                system,
+                tools,
+            )
         finally:
             self._memo.end()
             self._trim()
@@ -432,17 +467,29 @@ class Threader:
             self._sibling_root[link.conversation] = link.parent
         if echo is not None and echo_keys is not None:
             self._by_answer[hash((family, echo_keys[0]))] = tid
-            self._register_echo(family, keys, len(messages), echo, echo_keys, link.conversation, tid)
+            self._register_echo(
+                family, keys, len(messages), echo, echo_keys, link.conversation, tid
+            )
         return link
 
-    def _read_request(self, messages: list[Message], reuse: tuple[int, int] | None, system: list[Part] | None, tools: list[str] | None) -> _Keys:
+    def _read_request(
+        self,
+        messages: list[Message],
+        reuse: tuple[int, int] | None,
+        system: list[Part] | None,
+        tools: list[str] | None,
+    ) -> _Keys:
         """The request being threaded, as the links read it: its messages' keys (returned), its
         system prompt and tools, its trajectory's fields, the call ids it answers."""
         keys = self._keys(messages, reuse)
         self._messages = messages
-        self._system = hash(orjson.dumps(_part_keys(system or [], memo=self._memo), option=orjson.OPT_NON_STR_KEYS))
+        self._system = hash(
+            orjson.dumps(_part_keys(system or [], memo=self._memo), option=orjson.OPT_NON_STR_KEYS)
+        )
         self._tools = hash(tuple(sorted(tools or ())))
-        self._system_text = " ".join(p.text[:_SYSTEM_TEXT] for p in (system or ())[:16] if p.kind == "text" and p.text)[:_SYSTEM_TEXT].casefold()
+        self._system_text = " ".join(
+            p.text[:_SYSTEM_TEXT] for p in (system or ())[:16] if p.kind == "text" and p.text
+        )[:_SYSTEM_TEXT].casefold()
         self._fields = self._trajectory(messages)
         self._ids = set()
         for m in messages[-8:]:  # what the request answers sits at its end
@@ -472,15 +519,21 @@ class Threader:
             last_parts=_part_keys(messages[-1].parts, memo=memo) if messages else [],
             echo_parts=_part_keys(echo.parts, memo=memo) if echo is not None else [],
             echo_key=echo_keys[0] if echo_keys is not None else None,
-            echo_ids=frozenset(_call_ids(echo.parts) or _NO_NAMES) if echo is not None else _NO_NAMES,
-            echo_names=_call_names(echo) if echo is not None and not _call_ids(echo.parts) else _NO_NAMES,
+            echo_ids=frozenset(_call_ids(echo.parts) or _NO_NAMES)
+            if echo is not None
+            else _NO_NAMES,
+            echo_names=_call_names(echo)
+            if echo is not None and not _call_ids(echo.parts)
+            else _NO_NAMES,
             response_id=response.id if response is not None else None,
             failed=failed,
             family=family,
             opens=link.previous is None,
             handoff_to=_handoff_targets(echo) if echo is not None else _NO_NAMES,
             fields=self._fields,
-            step=step_of(" ".join(p.text for p in echo.parts if p.kind == "text" and p.text)) if self._fields is not None and echo is not None else None,
+            step=step_of(" ".join(p.text for p in echo.parts if p.kind == "text" and p.text))
+            if self._fields is not None and echo is not None
+            else None,
         )
 
     def _supersede(self, conversation: str, tid: int, info: _TurnInfo) -> None:
@@ -498,19 +551,31 @@ class Threader:
             self._id_turn[i] = tid
         self._last_of[conversation] = tid
 
-    def _register_history(self, family: str, keys: _Keys, messages: list[Message], conversation: str, tid: int) -> None:
-        """Register the history sent (loose and strict keys) and its opening, for later requests to find."""
+    def _register_history(
+        self, family: str, keys: _Keys, messages: list[Message], conversation: str, tid: int
+    ) -> None:
+        """Register the history sent (loose and strict keys) and its opening, for later requests to
+        find."""
         n = len(messages)
         if not n:
             return
         self._register(family, "l", keys.loose[n - 1], _Registered(conversation, tid, n, False))
         if keys.strict[n - 1] != keys.loose[n - 1]:  # a strict lookup reads "l" where they agree
-            self._register(family, "s", keys.strict[n - 1], _Registered(conversation, tid, n, False))
+            self._register(
+                family, "s", keys.strict[n - 1], _Registered(conversation, tid, n, False)
+            )
         start = self._start_len(messages)
         self._add_start(hash((family, keys.key[start - 1])), tid)
 
     def _register_echo(
-        self, family: str, keys: _Keys, n: int, echo: Message, echo_keys: tuple[int, int, int], conversation: str, tid: int
+        self,
+        family: str,
+        keys: _Keys,
+        n: int,
+        echo: Message,
+        echo_keys: tuple[int, int, int],
+        conversation: str,
+        tid: int,
     ) -> None:
         """Register the history plus this turn's answer (what the next request should send), and
         the prompts the answer's calls quote (a sub-agent's first message)."""
@@ -561,7 +626,9 @@ class Threader:
             live = [t for t in regs[:-1] if self._last_of.get(self.turns[t].conversation) == t]
             self._by_start[h] = [*live[-_MAX_PER_PREFIX:], tid]
 
-    def _matches(self, family: str, keys: _Keys, strict: bool) -> Iterator[tuple[int, list[_Registered]]]:
+    def _matches(
+        self, family: str, keys: _Keys, strict: bool
+    ) -> Iterator[tuple[int, list[_Registered]]]:
         """Registered prefixes of the history, longest first: (length, registrations). A strict
         lookup reads the strict table where a prefix carries ids, the loose one elsewhere."""
         loose = keys.loose
@@ -574,7 +641,11 @@ class Threader:
 
     def _rank(self, tid: int, live: bool) -> tuple[bool, bool, bool]:
         t = self.turns[tid]
-        return (t.system == self._system and t.tools == self._tools, bool(self._ids and t.echo_ids & self._ids), live)
+        return (
+            t.system == self._system and t.tools == self._tools,
+            bool(self._ids and t.echo_ids & self._ids),
+            live,
+        )
 
     def _hands_over(self, prev: _TurnInfo) -> bool:
         """The request ends with nothing but the results of calls ``prev`` made: the loop goes on
@@ -584,23 +655,39 @@ class Threader:
             return False
         last = self._messages[-1].parts
         results = [p.tool_result for p in last if p.tool_result is not None]
-        if not results or any(p.tool_result is None and p.kind == "text" and (p.text or "").strip() for p in last):
+        if not results or any(
+            p.tool_result is None and p.kind == "text" and (p.text or "").strip() for p in last
+        ):
             return False
-        # The request echoes ``prev``'s calls under their own ids: exact ids say it is the same loop,
-        # whatever ids its results carry (a wrong id is the client's bug, named on this turn).
+        # The request echoes ``prev``'s calls under their own ids: exact ids say it is the same
+        # loop, whatever ids its results carry (a wrong id is the client's bug, named on this turn).
         if self._ids & prev.echo_ids:
             return True
         # By call id; where the API names only the tool (Gemini, Ollama), by name.
-        return all(r.call_id in prev.echo_ids if r.call_id else (r.name is not None and r.name in prev.echo_names) for r in results)
+        return all(
+            r.call_id in prev.echo_ids
+            if r.call_id
+            else (r.name is not None and r.name in prev.echo_names)
+            for r in results
+        )
 
     def _receives_answer(self, best: _Registered, prev: _TurnInfo) -> bool:
         """The request, under another system prompt, carries ``prev``'s history and then ``prev``'s
         answer as a *user* message (a named one, AutoGen's group chats): another agent hearing what
         this one said, not this agent's next step (which echoes its answer as its own)."""
         n = best.length
-        if best.with_echo or n != prev.length or prev.failed or prev.system == self._system or not prev.echo_parts:
+        if (
+            best.with_echo
+            or n != prev.length
+            or prev.failed
+            or prev.system == self._system
+            or not prev.echo_parts
+        ):
             return False
-        if len(self._messages) <= n or _ROLE.get(self._messages[n].role, self._messages[n].role) != "user":
+        if (
+            len(self._messages) <= n
+            or _ROLE.get(self._messages[n].role, self._messages[n].role) != "user"
+        ):
             return False
         return _part_keys(self._messages[n].parts, memo=self._memo) == prev.echo_parts
 
@@ -615,17 +702,34 @@ class Threader:
         if latest is None or latest == best.turn or best.with_echo or len(self._messages) != n + 1:
             return None
         t = self.turns[latest]
-        if t.failed or t.echo_ids or t.echo_names or not t.echo_parts or t.system == self._system or t.keys is None:
+        if (
+            t.failed
+            or t.echo_ids
+            or t.echo_names
+            or not t.echo_parts
+            or t.system == self._system
+            or t.keys is None
+        ):
             return None
-        if len(t.keys.loose) < n or t.keys.loose[n - 1] != keys.loose[n - 1] or _ROLE.get(self._messages[n].role, self._messages[n].role) != "user":
+        if (
+            len(t.keys.loose) < n
+            or t.keys.loose[n - 1] != keys.loose[n - 1]
+            or _ROLE.get(self._messages[n].role, self._messages[n].role) != "user"
+        ):
             return None
-        return latest if _part_keys(self._messages[n].parts, memo=self._memo) == t.echo_parts else None
+        return (
+            latest if _part_keys(self._messages[n].parts, memo=self._memo) == t.echo_parts else None
+        )
 
     def _handed_to(self, t: _TurnInfo) -> bool:
         """``t``'s answer made a transfer call naming an agent, this request is made under a system
         prompt that names that agent, and it answers none of ``t``'s calls: the run was handed to it
         (Google ADK's ``transfer_to_agent``: the next agent tells the transfer as context text)."""
-        return bool(t.handoff_to) and not (self._ids & t.echo_ids) and _names_agent(self._system_text, t.handoff_to)
+        return (
+            bool(t.handoff_to)
+            and not (self._ids & t.echo_ids)
+            and _names_agent(self._system_text, t.handoff_to)
+        )
 
     def _agent_tool(self) -> int | None:
         """The turn, its conversation's latest, whose pending call handed this request's only
@@ -634,7 +738,9 @@ class Threader:
         asked = [m for m in self._messages[:_SCAN_OPENING] if _ROLE.get(m.role, m.role) != "system"]
         if len(asked) != 1 or _ROLE.get(asked[0].role, asked[0].role) != "user":
             return None
-        tid = self._prompts.get(_norm_prompt(" ".join(p.text for p in asked[0].parts if p.kind == "text" and p.text)))
+        tid = self._prompts.get(
+            _norm_prompt(" ".join(p.text for p in asked[0].parts if p.kind == "text" and p.text))
+        )
         if tid is None or self._last_of.get(self.turns[tid].conversation) != tid:
             return None
         return tid
@@ -669,7 +775,11 @@ class Threader:
             # A question of its own after the history, taken while a loop step's calls run (the
             # turn's request ended with results: asking again after a first answer's calls were
             # dropped is the client's bug, not a side call).
-            return _ROLE.get(last.role, last.role) == "user" and not results and any(k[0] == "r" for k in t.last_parts or ())
+            return (
+                _ROLE.get(last.role, last.role) == "user"
+                and not results
+                and any(k[0] == "r" for k in t.last_parts or ())
+            )
         if n > t.length or link.kept < n - 1:
             return False
         # Results the last message carries beyond what the turn's own last one did (where calls
@@ -700,7 +810,9 @@ class Threader:
             return self._describe(conv, self._last_of[conv], keys.key, "header")
         if previous_response_id and previous_response_id in self._by_response:
             tid = self._by_response[previous_response_id]
-            return Link(self.turns[tid].conversation, tid, "previous_response_id", kept=0, echoed=None)
+            return Link(
+                self.turns[tid].conversation, tid, "previous_response_id", kept=0, echoed=None
+            )
         use_strict = self._use_strict(family, keys)
         link, repeat = self._by_history(family, keys, use_strict)
         if link is not None:
@@ -745,14 +857,19 @@ class Threader:
         cands = self._by_start.get(hash((family, keys.key[start - 1])))
         if not cands:
             return None
-        tid = max(cands[-_MAX_PER_PREFIX:], key=lambda t: (self._rank(t, self._last_of.get(self.turns[t].conversation) == t), t))
+        tid = max(
+            cands[-_MAX_PER_PREFIX:],
+            key=lambda t: (self._rank(t, self._last_of.get(self.turns[t].conversation) == t), t),
+        )
         t = self.turns[tid]
         if self._last_of.get(t.conversation) != tid or t.keys is None or t.length != n or t.failed:
             return None
         if t.echo_ids or t.echo_names or t.system != self._system or t.tools != self._tools:
             return None
         last = messages[-1]
-        if _ROLE.get(last.role, last.role) != "user" or any(p.tool_result is not None for p in last.parts):
+        if _ROLE.get(last.role, last.role) != "user" or any(
+            p.tool_result is not None for p in last.parts
+        ):
             return None
         if any(k[0] == "r" for k in t.last_parts or ()) or t.keys.key[: n - 1] != keys.key[: n - 1]:
             return None
@@ -769,7 +886,9 @@ class Threader:
             return False
         loose_len = next(self._matches(family, keys, strict=False), (0, []))[0]
         strict_len = next(self._matches(family, keys, strict=True), (0, []))[0]
-        return strict_len > 0 and (strict_len >= loose_len or any(i in self._id_turn for i in self._ids))
+        return strict_len > 0 and (
+            strict_len >= loose_len or any(i in self._id_turn for i in self._ids)
+        )
 
     def _by_history(self, family: str, keys: _Keys, use_strict: bool) -> tuple[Link | None, bool]:
         """The turn whose history this request extends, longest match first; with whether the
@@ -794,7 +913,9 @@ class Threader:
             # since gone on, and no conversation waits where those ids lead: that conversation
             # went back to that point (its history rewritten). Exact ids win over a shorter,
             # id-less prefix another conversation shares.
-            return self._describe(owner.conversation, self._last_of[owner.conversation], keys.key, "rewritten"), repeat
+            return self._describe(
+                owner.conversation, self._last_of[owner.conversation], keys.key, "rewritten"
+            ), repeat
         return None, repeat
 
     def _same_request(
@@ -817,13 +938,34 @@ class Threader:
             # side call over that history, branched from the turn.
             tool_of = self._agent_tool()
             if tool_of is not None:
-                return Link(self._new_conversation(), None, "start", parent=tool_of, branch="agent_tool"), regs, None, False
+                return (
+                    Link(
+                        self._new_conversation(), None, "start", parent=tool_of, branch="agent_tool"
+                    ),
+                    regs,
+                    None,
+                    False,
+                )
             best, _ = self._choose(again)
             latest = self._last_of[best.conversation]
             if self._handed_to(self.turns[latest]):
-                return Link(self._new_conversation(), None, "start", parent=latest, branch="handoff"), regs, None, False
-            return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call"), regs, None, False
-        owner = self._choose(again)[0] if use_strict and keys.strict[n - 1] != keys.loose[n - 1] else None
+                return (
+                    Link(self._new_conversation(), None, "start", parent=latest, branch="handoff"),
+                    regs,
+                    None,
+                    False,
+                )
+            return (
+                Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call"),
+                regs,
+                None,
+                False,
+            )
+        owner = (
+            self._choose(again)[0]
+            if use_strict and keys.strict[n - 1] != keys.loose[n - 1]
+            else None
+        )
         # Otherwise the same history as another conversation's request: a parallel agent one
         # turn behind (it continues a turn still waiting), or the agent started over (a new
         # run with the same opening).
@@ -838,7 +980,14 @@ class Threader:
         best, tied = self._choose(failed)
         if not self._rank(best.turn, True)[0]:
             return None
-        return Link(best.conversation, best.turn, "retry", kept=n, echoed=None, ambiguous=tied if tied > 1 else 0)
+        return Link(
+            best.conversation,
+            best.turn,
+            "retry",
+            kept=n,
+            echoed=None,
+            ambiguous=tied if tied > 1 else 0,
+        )
 
     def _extends(self, keys: _Keys, regs: list[Any]) -> Link:
         """The request goes on from the best of the turns whose history it extends."""
@@ -846,7 +995,9 @@ class Threader:
         prev_info = self.turns[best.turn]
         if self._receives_answer(best, prev_info):
             # Another agent of a group chat: it got the turn's answer as input of its own.
-            return Link(self._new_conversation(), None, "start", parent=best.turn, branch="group_chat")
+            return Link(
+                self._new_conversation(), None, "start", parent=best.turn, branch="group_chat"
+            )
         heard = self._hears_final_answer(best, keys)
         if heard is not None:
             return Link(self._new_conversation(), None, "start", parent=heard, branch="group_chat")
@@ -856,8 +1007,12 @@ class Threader:
             # Its own conversation, branched here.
             latest = self._last_of[best.conversation]
             if self._handed_to(self.turns[latest]):
-                return Link(self._new_conversation(), None, "start", parent=latest, branch="handoff")
-            return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call")
+                return Link(
+                    self._new_conversation(), None, "start", parent=latest, branch="handoff"
+                )
+            return Link(
+                self._new_conversation(), None, "start", parent=best.turn, branch="side_call"
+            )
         # Compared with the conversation's latest turn, not the older turn it matched best: a
         # history that extends an earlier turn has dropped or rewritten what came after it.
         latest = self._last_of[best.conversation]
@@ -874,11 +1029,18 @@ class Threader:
         start = self._start_len(messages)
         cands = self._by_start.get(hash((family, keys.key[start - 1])))
         if not cands:
-            return self._re_rendered(family) or self._after_answer(family, keys, messages, start) or self._start(messages)
+            return (
+                self._re_rendered(family)
+                or self._after_answer(family, keys, messages, start)
+                or self._start(messages)
+            )
         sibling = self._sibling(family, keys, messages)
         if sibling is not None:
             return sibling
-        best_tid = max(cands, key=lambda t: (self._rank(t, self._last_of.get(self.turns[t].conversation) == t), t))
+        best_tid = max(
+            cands,
+            key=lambda t: (self._rank(t, self._last_of.get(self.turns[t].conversation) == t), t),
+        )
         info = self.turns[best_tid]
         conv = info.conversation
         latest = self._last_of[conv]
@@ -894,7 +1056,11 @@ class Threader:
         """The fields of a request that is system messages and one user message written in
         ``[[ ## name ## ]]`` fields (a re-rendered trajectory: DSPy), else ``None``."""
         asked = [m for m in messages[:_SCAN_OPENING] if _ROLE.get(m.role, m.role) != "system"]
-        if len(asked) != 1 or len(messages) > _SCAN_OPENING or _ROLE.get(asked[0].role, asked[0].role) != "user":
+        if (
+            len(asked) != 1
+            or len(messages) > _SCAN_OPENING
+            or _ROLE.get(asked[0].role, asked[0].role) != "user"
+        ):
             return None
         return fields_of("\n".join(p.text for p in asked[0].parts if p.kind == "text" and p.text))
 
@@ -913,16 +1079,25 @@ class Threader:
         if tid is None:
             return None
         t = self.turns[tid]
-        if self._last_of.get(t.conversation) != tid or t.fields is None or t.failed or t.step is None:
+        if (
+            self._last_of.get(t.conversation) != tid
+            or t.fields is None
+            or t.failed
+            or t.step is None
+        ):
             return None
         found = follows(t.fields, now, t.step)
         if found is None or not found[0]:
             return None  # not the step the answer asked for: another run of the program
         if found[1]:
-            return Link(t.conversation, tid, "rewritten", kept=t.length - 1, echoed=True, rewritten=1)
+            return Link(
+                t.conversation, tid, "rewritten", kept=t.length - 1, echoed=True, rewritten=1
+            )
         return Link(t.conversation, tid, "extends", kept=t.length, echoed=True)
 
-    def _after_answer(self, family: str, keys: _Keys, messages: list[Message], start: int) -> Link | None:
+    def _after_answer(
+        self, family: str, keys: _Keys, messages: list[Message], start: int
+    ) -> Link | None:
         """A history that opens (after its system messages) with the answer a conversation's
         latest turn gave: that conversation goes on, the messages before the answer dropped (a
         Responses client sending the answer back by id without the question). The C layer says
@@ -936,11 +1111,18 @@ class Threader:
         t = self.turns[tid]
         if self._last_of.get(t.conversation) != tid or t.failed or t.system != self._system:
             return None
-        kept = start - 1 if t.keys is not None and t.keys.key[: start - 1] == keys.key[: start - 1] else 0
-        return Link(t.conversation, tid, "rewritten", kept=kept, echoed=True, rewritten=t.length - kept)
+        kept = (
+            start - 1
+            if t.keys is not None and t.keys.key[: start - 1] == keys.key[: start - 1]
+            else 0
+        )
+        return Link(
+            t.conversation, tid, "rewritten", kept=kept, echoed=True, rewritten=t.length - kept
+        )
 
     def _start(self, messages: list[Message]) -> Link:
-        """A new conversation; a sub-agent's when its first user words are a pending call's prompt."""
+        """A new conversation; a sub-agent's when its first user words are a pending call's
+        prompt."""
         link = Link(self._new_conversation(), None, "start")
         if not self._prompts and not self._quotes:
             return link
@@ -966,9 +1148,17 @@ class Threader:
                         break
             if tid is None:
                 # A request that quotes a recent call's arguments whole (Claude Code's tool-use
-                # summary: ``Input: {"command":"ls"}``), however short their strings: about that call.
+                # summary: ``Input: {"command":"ls"}``), however short their strings: about that
+                # call.
                 bare = "".join(text.split())
-                tid = next((t for q, t in itertools.islice(reversed(self._quotes.items()), _SCAN_PROMPTS) if q in bare), None)
+                tid = next(
+                    (
+                        t
+                        for q, t in itertools.islice(reversed(self._quotes.items()), _SCAN_PROMPTS)
+                        if q in bare
+                    ),
+                    None,
+                )
                 branch = "side_call"
             if tid is not None:
                 link.parent, link.branch = tid, branch
@@ -991,7 +1181,13 @@ class Threader:
             last = p.last_parts or []
             if now[: len(last)] == last and len(now) > len(last):
                 rest = now[len(last) :]
-                return Link(conv, prev, how, kept=plen, echoed=(rest[: len(p.echo_parts)] == p.echo_parts) if p.echo_parts else None)
+                return Link(
+                    conv,
+                    prev,
+                    how,
+                    kept=plen,
+                    echoed=(rest[: len(p.echo_parts)] == p.echo_parts) if p.echo_parts else None,
+                )
         rewritten = plen - kept
         if p.echo_key is not None and kept == plen:
             echoed = len(keys) > kept and keys[kept] == p.echo_key

@@ -41,7 +41,7 @@ code                         severity    fires when
 
 Calls executed by the provider itself (``server``, ``mcp``, hosted tool kinds) are not checked for
 being offered nor counted as loops: the client never dispatched them.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -81,7 +81,8 @@ _EXPLAINED_EMPTY = {
 _EXTRA = "Additional properties are not allowed"
 #: Schema violations listed per call (the rest are counted).
 _MAX_SCHEMA_ERRORS = 10
-#: Repeats: the n-th identical call from which a repeat is a loop (warning); earlier repeats are info.
+#: Repeats: the n-th identical call from which a repeat is a loop (warning); earlier repeats are
+#: info.
 _LOOP_AT = 3
 
 
@@ -89,7 +90,8 @@ _LOOP_AT = 3
 
 
 def normalise_schema(schema: Any) -> Any:
-    """OpenAPI-subset schemas (Gemini) → JSON Schema: lower-case ``type``, ``nullable`` → null allowed."""
+    """OpenAPI-subset schemas (Gemini) → JSON Schema: lower-case ``type``, ``nullable`` → null
+    allowed."""
     if isinstance(schema, list):
         return [normalise_schema(s) for s in schema]
     if not isinstance(schema, dict):
@@ -100,7 +102,9 @@ def normalise_schema(schema: Any) -> Any:
             out[k] = v.lower()
         elif k == "type" and isinstance(v, list):
             out[k] = [t.lower() if isinstance(t, str) else t for t in v]
-        elif k in ("properties", "$defs", "definitions", "patternProperties") and isinstance(v, dict):
+        elif k in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
+            v, dict
+        ):
             out[k] = {name: normalise_schema(sub) for name, sub in v.items()}
         elif k in ("enum", "const", "default", "example", "examples", "required"):
             out[k] = v
@@ -157,8 +161,15 @@ def _describe(err: Any) -> str:
     path = getattr(err, "json_path", "$")
     v = err.validator
     if v == "required":
-        missing = [r for r in err.validator_value if isinstance(err.instance, dict) and r not in err.instance]
-        return f"{path}: missing required property {', '.join(repr(m) for m in missing) or err.message}"
+        missing = [
+            r
+            for r in err.validator_value
+            if isinstance(err.instance, dict) and r not in err.instance
+        ]
+        return (
+            f"{path}: missing required property "
+            f"{', '.join(repr(m) for m in missing) or err.message}"
+        )
     if v == "type":
         return f"{path}: {_short(err.instance)} is not of type {_short(err.validator_value)}"
     if v == "enum":
@@ -167,16 +178,20 @@ def _describe(err: Any) -> str:
 
 
 def schema_errors(arguments: Any, schema: dict[str, Any] | None) -> list[str]:
-    """Violations of ``schema`` by ``arguments``, each ``$.path: reason``; [] when it cannot check."""
+    """Violations of ``schema`` by ``arguments``, each ``$.path: reason``; [] when it cannot
+    check."""
     if schema is None:
         return []
     if surely_valid(arguments, normalise_schema(schema)):
-        return []  # what jsonschema would say, without loading it (cassettes/analysis/plain_schema.py)
+        # what jsonschema would say, without loading it (cassettes/analysis/plain_schema.py)
+        return []
     v = _validator(schema)
     if v is None:
         return []
     try:
-        errors = sorted(v.iter_errors(arguments), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+        errors = sorted(
+            v.iter_errors(arguments), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
+        )
     except Exception:  # unresolvable $ref, recursion … — not checked
         return []
     out = [_describe(e) for e in errors[:_MAX_SCHEMA_ERRORS]]
@@ -229,7 +244,9 @@ def _offered_in(tools: Any, known: dict[str, ToolSpec], depth: int) -> None:
         if isinstance(t.get("name"), str):
             params = t.get("parameters", t.get("input_schema"))
             kind = str(t["type"]) if isinstance(t.get("type"), str) else "function"
-            known[t["name"]] = ToolSpec(name=t["name"], parameters=params if isinstance(params, dict) else None, kind=kind)
+            known[t["name"]] = ToolSpec(
+                name=t["name"], parameters=params if isinstance(params, dict) else None, kind=kind
+            )
 
 
 def _placeholder(c: ToolCall) -> bool:
@@ -255,8 +272,10 @@ def build(ctx: TurnContext) -> Emission:
 
 
 def _refusal(r: NormalisedResponse) -> str | None:
-    """The refusal text ("" for a refusal without one), or ``None`` when the model did not refuse."""
-    # Zero-valued ``"refusal": ""`` fields (some compat servers send them on every chunk) are no refusal.
+    """The refusal text ("" for a refusal without one), or ``None`` when the model did not
+    refuse."""
+    # Zero-valued ``"refusal": ""`` fields (some compat servers send them on every chunk) are no
+    # refusal.
     refusals = [p for p in r.parts if p.kind == "refusal" and (p.text or "").strip()]
     if refusals or r.finish_reason is FinishReason.REFUSED:
         return "".join(p.text or "" for p in refusals)
@@ -272,7 +291,12 @@ def _call_checks(ctx: TurnContext, r: NormalisedResponse) -> list[CallCheck]:
             continue
         spec = _spec(sent_tools, c.name)
         errs: list[str] = []
-        if spec is not None and c.arguments_error is None and c.kind == "function" and spec.parameters:
+        if (
+            spec is not None
+            and c.arguments_error is None
+            and c.kind == "function"
+            and spec.parameters
+        ):
             errs = schema_errors(c.arguments, spec.parameters)
         calls.append(
             CallCheck(
@@ -331,7 +355,10 @@ def canonical_call(name: str | None, arguments: Any, raw: str | None) -> str:
         return v
 
     args = canon(arguments) if arguments is not None else " ".join((raw or "").split())
-    return f"{name}\x00{orjson.dumps(args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()}"
+    return (
+        f"{name}\x00"
+        f"{orjson.dumps(args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()}"
+    )
 
 
 def cut_calls(ctx: TurnContext) -> list[int]:
@@ -385,8 +412,8 @@ def check_arguments_not_json(ctx: TurnContext) -> Iterator[Finding]:
             "E.arguments_not_json",
             Severity.ERROR,
             f"The model called {_label(c)} with arguments that are not valid JSON "
-            f"({c.parse_error.removeprefix('arguments are not valid JSON: ')}); they end with {tail!r}. "
-            "The client cannot run this call as emitted.",
+            f"({c.parse_error.removeprefix('arguments are not valid JSON: ')}); they end with "
+            f"{tail!r}. The client cannot run this call as emitted.",
             path=f"tool_calls[{i}].arguments",
             tool_call_id=c.id,
             tool=c.name,
@@ -405,7 +432,8 @@ def check_arguments_schema(ctx: TurnContext) -> Iterator[Finding]:
                 "E.arguments_schema",
                 Severity.INFO,
                 f"The arguments of {_label(c)} are incomplete because the output hit the token cap "
-                f"mid-call ({'; '.join(c.schema_errors[:2])}); see A.truncated_length on this turn.",
+                f"mid-call ({'; '.join(c.schema_errors[:2])}"
+                "); see A.truncated_length on this turn.",
                 path=f"tool_calls[{i}].arguments",
                 tool_call_id=c.id,
                 caused_by="A.truncated_length",
@@ -415,7 +443,8 @@ def check_arguments_schema(ctx: TurnContext) -> Iterator[Finding]:
             continue
         first = c.schema_errors[0].split(":", 1)[0]
         listing = "; ".join(c.schema_errors[:4]) + ("; …" if len(c.schema_errors) > 4 else "")
-        # Only unexpected extra properties: most tools ignore them; missing or mistyped ones break the call.
+        # Only unexpected extra properties: most tools ignore them; missing or mistyped ones break
+        # the call.
         extra_only = all(_EXTRA in e for e in c.schema_errors)
         yield ctx.finding(
             "E.arguments_schema",
@@ -435,7 +464,9 @@ def check_tool_not_offered(ctx: TurnContext) -> Iterator[Finding]:
     if r is None or r.finish_reason is FinishReason.TOOL_CALL_ERROR:  # E.tool_call_error says it
         return
     req = ctx.request
-    offered = [t.name for t in ctx.tools] + [n for n in ctx.conv.state.get("E.loaded_tools", {}) if n not in {t.name for t in ctx.tools}]
+    offered = [t.name for t in ctx.tools] + [
+        n for n in ctx.conv.state.get("E.loaded_tools", {}) if n not in {t.name for t in ctx.tools}
+    ]
     for i, c in enumerate(ctx.turn.e.tool_calls):
         if _kind_of(ctx, c) not in _CLIENT_KINDS:
             continue
@@ -444,13 +475,19 @@ def check_tool_not_offered(ctx: TurnContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "E.tool_not_offered",
                 Severity.ERROR,
-                f"The model called {_label(c)}, which is not among the tools offered in this request ({names}).",
+                f"The model called {_label(c)}, which is not among "
+                f"the tools offered in this request ({names}).",
                 path=f"tool_calls[{i}].name",
                 tool_call_id=c.id,
                 tool=c.name,
                 offered=offered,
             )
-        elif c.offered is None and req is not None and req.previous_response_id is None and not _raw_mentions_tools(ctx):
+        elif (
+            c.offered is None
+            and req is not None
+            and req.previous_response_id is None
+            and not _raw_mentions_tools(ctx)
+        ):
             yield ctx.finding(
                 "E.tool_not_offered",
                 Severity.ERROR,
@@ -524,16 +561,25 @@ def _new_task(ctx: TurnContext) -> bool:
     if prev is None or not ctx.turn.c.appended:
         return False
     k = prev.n_messages
-    if k >= len(ctx.messages) or ctx.messages[k].role != "assistant" or any(p.kind == "tool_call" for p in ctx.messages[k].parts):
+    if (
+        k >= len(ctx.messages)
+        or ctx.messages[k].role != "assistant"
+        or any(p.kind == "tool_call" for p in ctx.messages[k].parts)
+    ):
         return False
     return any(
-        m.role == "user" and any(p.kind == "text" and (p.text or "").strip() for p in m.parts) and not any(p.kind == "tool_result" for p in m.parts)
+        m.role == "user"
+        and any(p.kind == "text" and (p.text or "").strip() for p in m.parts)
+        and not any(p.kind == "tool_result" for p in m.parts)
         for m in ctx.messages[k + 1 :]
     )
 
 
 def _earlier_results(
-    c: CallCheck, earlier: list[tuple[int, str | None]], by_id: dict[str, int], by_name: dict[str, set[int]]
+    c: CallCheck,
+    earlier: list[tuple[int, str | None]],
+    by_id: dict[str, int],
+    by_name: dict[str, set[int]],
 ) -> set[int]:
     """The distinct results (hashes) the earlier identical calls got: by their ids, else (calls
     without ids) every result of the tool. Did the identical calls get different answers? Then
@@ -546,7 +592,12 @@ def _earlier_results(
 
 
 def _repeated(
-    ctx: TurnContext, i: int, c: CallCheck, turns: list[int], results: set[int], never_run: list[str] | None = None
+    ctx: TurnContext,
+    i: int,
+    c: CallCheck,
+    turns: list[int],
+    results: set[int],
+    never_run: list[str] | None = None,
 ) -> Finding:
     """Call ``i`` repeats identical calls of ``turns``, whose results were ``results``: a warning
     from the :data:`_LOOP_AT`-th time when the results did not differ, else a note. ``never_run``:
@@ -560,14 +611,17 @@ def _repeated(
     if varying:
         tail = "; its results differed, so this looks like polling or sampling, not a loop."
     elif loop:
-        tail = ": the agent looks stuck in a loop" + (" (it got the same result each time)." if results else ".")
+        tail = ": the agent looks stuck in a loop" + (
+            " (it got the same result each time)." if results else "."
+        )
     else:
         tail = "; a second try can be legitimate (a retry or a poll)."
     return ctx.finding(
         "E.repeated_call",
         Severity.WARNING if loop else Severity.INFO,
         f"The model called {_label(c)} with the same arguments {_short(c.arguments, 80)} for the "
-        f"{_ordinal(n)} time (earlier on turn{'s' if len(turns) > 1 else ''} {', '.join(map(str, turns))}){tail}",
+        f"{_ordinal(n)} time (earlier on turn{'s' if len(turns) > 1 else ''} "
+        f"{', '.join(map(str, turns))}){tail}",
         path=f"tool_calls[{i}]",
         tool_call_id=c.id,
         related_turn=turns[-1],
@@ -591,16 +645,20 @@ def check_empty_response(ctx: TurnContext) -> Iterator[Finding]:
     if r.finish_reason in _EXPLAINED_EMPTY:
         return
     if r.finish_reason is None:
-        return  # a non-terminal snapshot (background mode), or no response at all: A.malformed_response
-    if any(p.kind == "tool_call" for p in r.parts) or any(p.kind in ("media", "other") for p in r.parts):
+        # a non-terminal snapshot (background mode), or no response at all: A.malformed_response
+        return
+    if any(p.kind == "tool_call" for p in r.parts) or any(
+        p.kind in ("media", "other") for p in r.parts
+    ):
         return  # provider-executed calls, images, hosted-tool items: not empty
     reasoning = " (it produced reasoning only)" if ctx.turn.e.reasoning else ""
     out = r.usage.output_tokens if r.usage is not None else None
     yield ctx.finding(
         "E.empty_response",
         Severity.WARNING,
-        f"The model ended the turn normally (finish reason {r.finish_reason_raw!r}) with no text and no "
-        f"tool call{reasoning}" + (f"; {out} output tokens were reported." if out is not None else "."),
+        f"The model ended the turn normally (finish reason {r.finish_reason_raw!r}) with no text "
+        f"and no tool call{reasoning}"
+        + (f"; {out} output tokens were reported." if out is not None else "."),
         finish_reason=r.finish_reason_raw,
         output_tokens=out,
     )
@@ -651,7 +709,8 @@ def check_tool_choice_violated(ctx: TurnContext) -> Iterator[Finding]:
     mode = req.tool_choice_mode or ""
     calls = [c for c in ctx.turn.e.tool_calls if _kind_of(ctx, c) in _CLIENT_KINDS]
     hosted = len(ctx.turn.e.tool_calls) > len(calls) or any(
-        p.kind == "other" and str(((p.provider_details or {}).get("block") or {}).get("type", "")).endswith("_call")
+        p.kind == "other"
+        and str(((p.provider_details or {}).get("block") or {}).get("type", "")).endswith("_call")
         for p in r.parts
     )
     if r.finish_reason not in (FinishReason.COMPLETE, FinishReason.TOOL_CALL):
@@ -668,13 +727,18 @@ def _choice_broken(mode: str, calls: list[CallCheck], *, hosted: bool) -> str | 
     if mode == "required":
         if calls or hosted:
             return None
-        return "The request required a tool call (tool_choice `required`) but the model answered without one."
+        return (
+            "The request required a tool call (tool_choice `required`) "
+            "but the model answered without one."
+        )
     if mode.startswith("tool:"):
         want = mode[5:]
         if hosted and not calls:
             return None  # a forced hosted tool (``tool:web_search``) ran on the provider's side
         if not calls:
-            return f"The request forced a call to `{want}` but the model answered without a tool call."
+            return (
+                f"The request forced a call to `{want}` but the model answered without a tool call."
+            )
         if all(c.name != want for c in calls):
             return f"The request forced a call to `{want}` but the model called {got}."
         return None

@@ -7,9 +7,9 @@ A call is linked by the model's tool-use id when the client sends it to the serv
 a prefix the client adds: ``mcp__server__tool``, ``server__tool``, or ``server_tool`` (opencode).
 A single underscore is too common inside tool names to be read as a prefix on the name alone
 (``read_file`` beside a server's ``file``): such a call is linked when a ``tools/call`` runs it,
-and only once one has is its prefix the server's, for the "never run" check. Two awaiting calls that fit equally (concurrent agents doing
-the same thing) leave it unlinked: a wrong link is worse than none. Everything is bounded: the
-newest 10,000 calls of each table.
+and only once one has is its prefix the server's, for the "never run" check. Two awaiting calls that
+fit equally (concurrent agents doing the same thing) leave it unlinked: a wrong link is worse than
+none. Everything is bounded: the newest 10,000 calls of each table.
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ class McpLinker:
         self.calls: OrderedDict[str, ModelCall] = OrderedDict()
         #: Ids of model calls still awaiting their result.
         self.pending: OrderedDict[str, None] = OrderedDict()
-        #: Single-underscore prefixes (``weather_``'s ``weather``) a tools/call has shown a server's.
+        #: Single-underscore prefixes (``weather_``'s ``weather``) a tools/call has shown a
+        #: server's.
         self.prefixes: OrderedDict[str, None] = OrderedDict()
         #: tools/call round trips read before the model's answer that made them (by seq, with the
         #: arguments' digest): a client that runs a tool as soon as its call has streamed (Claude
@@ -83,7 +84,15 @@ class McpLinker:
         self.early: OrderedDict[int, tuple[McpCall, dict[str, Any], bytes]] = OrderedDict()
 
     def clear(self) -> None:
-        for table in (self.results, self.runs, self.listed, self.calls, self.pending, self.early, self.prefixes):
+        for table in (
+            self.results,
+            self.runs,
+            self.listed,
+            self.calls,
+            self.pending,
+            self.early,
+            self.prefixes,
+        ):
             table.clear()
 
     def model_turn(self, turn: Turn, response: NormalisedResponse | None) -> None:
@@ -100,7 +109,15 @@ class McpLinker:
             if tool is None:
                 prefix, tool = self.underscored(tc.name)
             if tc.id and tc.name and tc.kind == "function" and tool is not None:
-                made = ModelCall(turn.seq, turn.conversation, turn.index, tc.name, tool, _digest(tc.arguments), prefix)
+                made = ModelCall(
+                    turn.seq,
+                    turn.conversation,
+                    turn.index,
+                    tc.name,
+                    tool,
+                    _digest(tc.arguments),
+                    prefix,
+                )
                 _put(self.calls, tc.id, made)
                 if not self._ran_early(tc.id, made):
                     _put(self.pending, tc.id, None)
@@ -113,7 +130,11 @@ class McpLinker:
         fits = [
             s
             for s, (c, _, args) in self.early.items()
-            if c.call_id is None and c.candidates == 0 and s > made.seq and c.tool == made.tool and args == made.args
+            if c.call_id is None
+            and c.candidates == 0
+            and s > made.seq
+            and c.tool == made.tool
+            and args == made.args
         ]
         if by_id:
             seq = by_id[-1]
@@ -204,7 +225,8 @@ class McpLinker:
 
     def underscored(self, model_name: str | None) -> tuple[str | None, str | None]:
         """``(prefix, tool)`` when the model's name is a listed tool behind a prefix joined by one
-        underscore (opencode's ``<server>_<tool>``; the longest listed tool), else ``(None, None)``."""
+        underscore (opencode's ``<server>_<tool>``; the longest listed tool), else ``(None,
+        None)``."""
         name = model_name or ""
         at = name.find("_")
         while at > 0:

@@ -30,7 +30,12 @@ def squashed(text: str | None) -> str:
         return ""
     # Most texts (an answer's prose) are squashed already: a few scans at C speed tell, where
     # splitting makes a string per word.
-    if text.isascii() and text[0] != " " and text[-1] != " " and not any(w in text for w in _ASCII_SPACES):
+    if (
+        text.isascii()
+        and text[0] != " "
+        and text[-1] != " "
+        and not any(w in text for w in _ASCII_SPACES)
+    ):
         return text
     return " ".join(text.split())
 
@@ -76,7 +81,8 @@ class _Memo:
         return hit
 
 
-#: The memo's public name (what a check is given: :attr:`~cassettes.analysis.context.TurnContext.memo`).
+#: The memo's public name (what a check is given:
+#: :attr:`~cassettes.analysis.context.TurnContext.memo`).
 Memo = _Memo
 
 
@@ -156,8 +162,14 @@ def _message_keys(m: Message, memo: _Memo | None = None) -> tuple[int, int, int]
     key = hash(orjson.dumps([role, parts], option=orjson.OPT_NON_STR_KEYS))
     if role == "system":
         return key, _SYSTEM_KEY, _SYSTEM_KEY
-    has_ids = any((p.tool_call is not None and p.tool_call.id) or (p.tool_result is not None and p.tool_result.call_id) for p in m.parts)
-    strict = hash(orjson.dumps([role, with_ids], option=orjson.OPT_NON_STR_KEYS)) if has_ids else key
+    has_ids = any(
+        (p.tool_call is not None and p.tool_call.id)
+        or (p.tool_result is not None and p.tool_result.call_id)
+        for p in m.parts
+    )
+    strict = (
+        hash(orjson.dumps([role, with_ids], option=orjson.OPT_NON_STR_KEYS)) if has_ids else key
+    )
     return key, key, strict
 
 
@@ -170,7 +182,9 @@ _NO_NAMES: frozenset[str] = frozenset()  # one shared empty set: each frozenset(
 
 def _call_names(message: Message) -> frozenset[str]:
     """Tool names of a message's calls (kept only where calls carry no ids)."""
-    names = frozenset(p.tool_call.name for p in message.parts if p.tool_call is not None and p.tool_call.name)
+    names = frozenset(
+        p.tool_call.name for p in message.parts if p.tool_call is not None and p.tool_call.name
+    )
     return names if names else _NO_NAMES
 
 
@@ -189,7 +203,9 @@ def response_message(resp: NormalisedResponse | None, memo: _Memo | None = None)
     """The assistant message a response adds to the history, if it has any content."""
     if resp is None or (resp.error is not None and not resp.parts):
         return None
-    parts = [p for p in resp.parts if p.kind in ("text", "tool_call", "refusal", "reasoning", "media")]
+    parts = [
+        p for p in resp.parts if p.kind in ("text", "tool_call", "refusal", "reasoning", "media")
+    ]
     if not _part_keys(parts, memo=memo):
         return None
     return Message(role="assistant", parts=parts)

@@ -65,7 +65,8 @@ class Finding(_Model):
     #: JSON path into the request (``messages[4].content[0]``) or response, when one applies.
     path: str | None = None
     tool_call_id: str | None = None
-    #: Another turn this finding points at (e.g. the turn whose calls a pairing 400 complains about).
+    #: Another turn this finding points at (e.g. the turn whose calls a pairing 400 complains
+    #: about).
     related_turn: int | None = None
     details: dict[str, Any] = Field(default_factory=dict)
 
@@ -150,11 +151,14 @@ class Dispatch(_Model):
     tool_choice: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     #: How this turn was linked to its conversation.
-    link: Literal["start", "extends", "rewritten", "previous_response_id", "header", "retry"] = "start"
+    link: Literal["start", "extends", "rewritten", "previous_response_id", "header", "retry"] = (
+        "start"
+    )
 
 
 class Segments(_Model):
-    """The input split by what it carries, estimated from text size and scaled to the reported total."""
+    """The input split by what it carries, estimated from text size and scaled to the reported
+    total."""
 
     system: int = 0
     tools: int = 0
@@ -166,7 +170,8 @@ class Segments(_Model):
 
 
 class TokenCount(_Model):
-    """Token accounting for one turn (inclusive convention: ``input`` = uncached + cache read + write)."""
+    """Token accounting for one turn (inclusive convention: ``input`` = uncached + cache read +
+    write)."""
 
     input: int | None = None
     input_uncached: int | None = None
@@ -295,5 +300,8 @@ class RunAnalysis(_Model):
     mcp_calls: dict[int, McpCall] = Field(default_factory=dict)
 
     @field_serializer("conversations", mode="wrap")
-    def _conversations_as_list(self, value: Sequence[Conversation], handler: SerializerFunctionWrapHandler) -> Any:
-        return handler(list(value))  # the analyser's compact Sequence dumps as the list it stands for
+    def _conversations_as_list(
+        self, value: Sequence[Conversation], handler: SerializerFunctionWrapHandler
+    ) -> Any:
+        # the analyser's compact Sequence dumps as the list it stands for
+        return handler(list(value))

@@ -1,12 +1,12 @@
 """Tool arguments that plainly satisfy a plain tool schema, told without jsonschema.
 
 Checking a call's arguments against its tool's JSON Schema (``emission.schema_errors``) needs
-``jsonschema``, whose import (with ``referencing``, ``attrs``, ``rpds`` and the dialects' meta-schemas)
-is about half of what ``looptap show`` of a small run spends after its own imports. Most schemas
-tools declare use a few keywords, and most calls satisfy them: :func:`surely_valid` answers
-``True`` only when it can tell, with jsonschema's semantics, that the arguments are valid under
-the schema, and ``False`` ("cannot tell") otherwise, so the caller asks jsonschema as before. A
-``True`` changes nothing a reader sees: jsonschema would have found no violation either (and an
+``jsonschema``, whose import (with ``referencing``, ``attrs``, ``rpds`` and the dialects'
+meta-schemas) is about half of what ``looptap show`` of a small run spends after its own imports.
+Most schemas tools declare use a few keywords, and most calls satisfy them: :func:`surely_valid`
+answers ``True`` only when it can tell, with jsonschema's semantics, that the arguments are valid
+under the schema, and ``False`` ("cannot tell") otherwise, so the caller asks jsonschema as before.
+A ``True`` changes nothing a reader sees: jsonschema would have found no violation either (and an
 invalid schema, which jsonschema does not check against, gives no violation both ways).
 
 Understood, for a schema without ``$schema`` (jsonschema's default dialect, 2020-12):
@@ -28,7 +28,20 @@ DEPTH = 32
 
 #: Keywords that assert nothing about an instance (annotations; ``nullable`` is the OpenAPI
 #: marker ``emission.normalise_schema`` has already turned into a ``null`` type).
-_NEUTRAL = frozenset({"description", "title", "default", "examples", "format", "$comment", "deprecated", "readOnly", "writeOnly", "nullable"})
+_NEUTRAL = frozenset(
+    {
+        "description",
+        "title",
+        "default",
+        "examples",
+        "format",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "nullable",
+    }
+)
 _KNOWN = _NEUTRAL | {"type", "properties", "required", "additionalProperties", "items", "enum"}
 _SCALAR = (str, int, bool, type(None))
 
@@ -64,7 +77,11 @@ def _enum_ok(value: Any, schema: dict[str, Any]) -> bool:
     if "enum" not in schema:
         return True
     enum = schema["enum"]
-    return type(enum) is list and type(value) in _SCALAR and any(type(e) is type(value) and e == value for e in enum)
+    return (
+        type(enum) is list
+        and type(value) in _SCALAR
+        and any(type(e) is type(value) and e == value for e in enum)
+    )
 
 
 def _valid(value: Any, schema: Any, depth: int) -> bool:
@@ -86,7 +103,11 @@ def _object(value: dict[str, Any], schema: dict[str, Any], depth: int) -> bool:
     props = schema.get("properties", {})
     required = schema.get("required", [])
     extra = schema.get("additionalProperties", True)
-    if type(props) is not dict or type(required) is not list or not all(type(r) is str for r in required):
+    if (
+        type(props) is not dict
+        or type(required) is not list
+        or not all(type(r) is str for r in required)
+    ):
         return False
     if any(r not in value for r in required):
         return False

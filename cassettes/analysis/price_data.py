@@ -48,7 +48,9 @@ def _register() -> None:
         def __getattr__(name: str) -> Any:
             if name.startswith("__"):
                 raise AttributeError(name)
-            if any((d / f"{name}.py").is_file() or (d / name / "__init__.py").is_file() for d in where):
+            if any(
+                (d / f"{name}.py").is_file() or (d / name / "__init__.py").is_file() for d in where
+            ):
                 # A submodule (``from . import types`` in another submodule asks this way): itself.
                 return importlib.import_module(f"genai_prices.{name}")
             with done:  # the __init__ runs once, whichever thread asks first
@@ -91,7 +93,8 @@ def library() -> ModuleType:
 
 
 def data_file() -> Path | None:
-    """genai-prices' bundled price table (``genai_prices/data.py``), or ``None`` when it is not a plain file."""
+    """genai-prices' bundled price table (``genai_prices/data.py``), or ``None`` when it is not a
+    plain file."""
     spec = importlib.util.find_spec("genai_prices")
     if spec is None or spec.submodule_search_locations is None:
         return None
@@ -103,7 +106,8 @@ def data_file() -> Path | None:
 
 
 def get_snapshot() -> DataSnapshot:
-    """genai-prices' price data (``genai_prices.data_snapshot.get_snapshot()``), imported on first use:
+    """genai-prices' price data (``genai_prices.data_snapshot.get_snapshot()``), imported on first
+    use:
     :mod:`cassettes.analysis.price_memo` answers most calls without it."""
     from genai_prices.data_snapshot import get_snapshot as snapshot
 

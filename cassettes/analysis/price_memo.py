@@ -1,4 +1,5 @@
-"""genai-prices' answers for the models a user's runs name, kept so that pricing a turn does not load its whole price table.
+"""genai-prices' answers for the models a user's runs name, kept so that pricing a turn does not
+load its whole price table.
 
 genai-prices' bundled prices are a 1.6 MB Python module (``genai_prices.data``: every model of 47
 providers) and its types build pydantic validators at import: together about a sixth of a small
@@ -54,8 +55,19 @@ from cassettes.analysis.price_memo_shape import MAX
 from cassettes.analysis.price_memo_shape import empty as _empty
 from cassettes.analysis.price_memo_shape import sound as _sound
 
-__all__ = ["FILE_NAME", "MAX", "PRICES_VERSION", "PriceMemo", "calc_price", "known_model", "process_memo", "provider_for_url", "save", "signature",
-           "table_identity"]
+__all__ = [
+    "FILE_NAME",
+    "MAX",
+    "PRICES_VERSION",
+    "PriceMemo",
+    "calc_price",
+    "known_model",
+    "process_memo",
+    "provider_for_url",
+    "save",
+    "signature",
+    "table_identity",
+]
 
 _FORMAT = 1
 #: The memo's file, in looptap's per-user state directory.
@@ -102,7 +114,8 @@ def _path_and_key() -> tuple[Path, bytes] | None:
 
 
 def signature(key: bytes, identity: list[Any], body: bytes) -> str:
-    """The memo file's first line: the machine key's HMAC over the price table's identity and the body."""
+    """The memo file's first line: the machine key's HMAC over the price table's identity and the
+    body."""
     return hmac.new(key, orjson.dumps(identity) + b"\0" + body, hashlib.sha256).hexdigest()
 
 
@@ -148,7 +161,8 @@ def _load() -> dict[str, Any]:
 
 
 def save(doc: dict[str, Any]) -> None:
-    """Write ``doc`` as the memo's file, signed (nothing when there is no state directory or price table)."""
+    """Write ``doc`` as the memo's file, signed (nothing when there is no state directory or price
+    table)."""
     identity = table_identity()
     where = _path_and_key()
     if identity is None or where is None:
@@ -157,7 +171,9 @@ def save(doc: dict[str, Any]) -> None:
     body = orjson.dumps(doc)
     tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}.{threading.get_ident()}")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600
+        )
         with os.fdopen(fd, "wb") as f:
             f.write(signature(key, identity, body).encode() + b"\n" + body)
         os.replace(tmp, path)
@@ -197,13 +213,26 @@ class PriceMemo:
             try:
                 from genai_prices.types import _reported_usage_keys
 
-                new["known"] = doc["known"] if doc["known"] is not None else sorted(_reported_usage_keys())
+                new["known"] = (
+                    doc["known"] if doc["known"] is not None else sorted(_reported_usage_keys())
+                )
                 what(new, *args)
-            except (ImportError, TypeError, ValueError, AttributeError, KeyError, LookupError, StopIteration, ArithmeticError):
+            except (
+                ImportError,
+                TypeError,
+                ValueError,
+                AttributeError,
+                KeyError,
+                LookupError,
+                StopIteration,
+                ArithmeticError,
+            ):
                 return  # genai-prices' internals moved, or a shape the memo does not know
             if not _sound(new):
                 return
-            if any(len(doc[t]) + len(new[t]) > MAX for t in ("lookup", "models", "plans", "inferred")):
+            if any(
+                len(doc[t]) + len(new[t]) > MAX for t in ("lookup", "models", "plans", "inferred")
+            ):
                 doc = self._doc = _empty()  # a memo that outgrew its use starts again
             changed = False
             for name in ("known", "providers"):
@@ -284,7 +313,8 @@ def _unit_price(price: Any, count: int, total_input: int, per: int) -> Decimal:
 
 
 def _custom_snapshot() -> bool:
-    """Someone in this process set genai-prices' snapshot (its updater): the memo is not its data."""
+    """Someone in this process set genai-prices' snapshot (its updater): the memo is not its
+    data."""
     snap = sys.modules.get("genai_prices.data_snapshot")
     return snap is not None and getattr(snap, "_custom_snapshot", None) is not None
 
@@ -293,8 +323,13 @@ def _lookup_key(model_ref: str, provider_id: str | None) -> str:
     return f"{provider_id or ''}\0{model_ref}"
 
 
-def _from_memo(usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime | None,
-               price_context: dict[str, Any] | None) -> tuple[Decimal, str, str] | None:
+def _from_memo(
+    usage: dict[str, int],
+    model_ref: str,
+    provider_id: str | None,
+    when: datetime | None,
+    price_context: dict[str, Any] | None,
+) -> tuple[Decimal, str, str] | None:
     doc = process_memo().doc()
     known = doc["known"]
     if known is None or not all(type(v) is int and v >= 0 and k in known for k, v in usage.items()):
@@ -316,11 +351,14 @@ def _from_memo(usage: dict[str, int], model_ref: str, provider_id: str | None, w
         return None
     try:
         return _total(doc, plan, usage, prov, model_id)
-    except (KeyError, TypeError, ValueError, ArithmeticError):  # a memo the shape checks let through: the library decides
+    except (KeyError, TypeError, ValueError, ArithmeticError):
+        # a memo the shape checks let through: the library decides
         return None
 
 
-def _total(doc: dict[str, Any], plan: dict[str, Any], usage: dict[str, int], prov: str, model_id: str) -> tuple[Decimal, str, str] | None:
+def _total(
+    doc: dict[str, Any], plan: dict[str, Any], usage: dict[str, int], prov: str, model_id: str
+) -> tuple[Decimal, str, str] | None:
     """:func:`pricing._total` on a plan from the memo."""
     values = dict(usage)
     positive: str | None = None
@@ -356,7 +394,9 @@ def _constraint(c: Any) -> list[str] | None:
     if type(c) is StartDateConstraint and type(c.start_date) is date:
         return ["date", c.start_date.isoformat()]
     if type(c) is TimeOfDateConstraint and all(
-            type(t) is time and (t.tzinfo is None or t.tzinfo is UTC) for t in (c.start_time, c.end_time)):
+        type(t) is time and (t.tzinfo is None or t.tzinfo is UTC)
+        for t in (c.start_time, c.end_time)
+    ):
         return ["tod", c.start_time.isoformat(), c.end_time.isoformat()]
     raise TypeError(f"a constraint the memo does not know: {c!r}")
 
@@ -366,12 +406,18 @@ def _price_spec(p: Any) -> Any:
 
     if type(p) is Decimal:
         return str(p)
-    if type(p) is TieredPrices and type(p.base) is Decimal and all(type(t.start) is int and type(t.price) is Decimal for t in p.tiers):
+    if (
+        type(p) is TieredPrices
+        and type(p.base) is Decimal
+        and all(type(t.start) is int and type(t.price) is Decimal for t in p.tiers)
+    ):
         return {"base": str(p.base), "tiers": [[t.start, str(t.price)] for t in p.tiers]}
     raise TypeError(f"a price the memo does not know: {p!r}")
 
 
-def _record_lookup(doc: dict[str, Any], model_ref: str, provider_id: str | None) -> tuple[Any, str, bool] | None:
+def _record_lookup(
+    doc: dict[str, Any], model_ref: str, provider_id: str | None
+) -> tuple[Any, str, bool] | None:
     """The library's (model, memo key of the model, whether it is the provider's own) for this
     lookup, written down; ``None`` (and written down) when it finds none."""
     from genai_prices.types import ModelPrice
@@ -385,7 +431,12 @@ def _record_lookup(doc: dict[str, Any], model_ref: str, provider_id: str | None)
     except LookupError as exc:
         doc["lookup"][key] = str(exc)
         return None
-    owner = next((i, j) for i, p in enumerate(snapshot.providers) for j, m in enumerate(p.models) if m is model)
+    owner = next(
+        (i, j)
+        for i, p in enumerate(snapshot.providers)
+        for j, m in enumerate(p.models)
+        if m is model
+    )
     model_key = f"{owner[0]}/{owner[1]}"
     own = any(model is m for m in provider.models)
     prices = model.prices
@@ -396,8 +447,14 @@ def _record_lookup(doc: dict[str, Any], model_ref: str, provider_id: str | None)
     return model, model_key, own
 
 
-def _record(doc: dict[str, Any], usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime | None,
-            price_context: dict[str, Any] | None) -> None:
+def _record(
+    doc: dict[str, Any],
+    usage: dict[str, int],
+    model_ref: str,
+    provider_id: str | None,
+    when: datetime | None,
+    price_context: dict[str, Any] | None,
+) -> None:
     """Write down what the library's answer to this call was made of."""
     from cassettes.analysis import pricing
 
@@ -408,17 +465,23 @@ def _record(doc: dict[str, Any], usage: dict[str, int], model_ref: str, provider
     ts = when or datetime.now(tz=UTC)
     context = price_context if own else None
     plan = pricing._plan(model.get_prices(ts, context))
-    doc["plans"][f"{model_key}|{_selection(doc['models'][model_key], ts, context)}"] = None if plan is None else {
-        "resolved": [[unit.usage_key, unit.per, _price_spec(p)] for unit, p in plan.resolved],
-        "leaves": [[k, list(contained)] for k, contained in plan.leaves],
-        "needed": sorted(plan.needed),
-        "tiered": plan.tiered,
-    }
+    doc["plans"][f"{model_key}|{_selection(doc['models'][model_key], ts, context)}"] = (
+        None
+        if plan is None
+        else {
+            "resolved": [[unit.usage_key, unit.per, _price_spec(p)] for unit, p in plan.resolved],
+            "leaves": [[k, list(contained)] for k, contained in plan.leaves],
+            "needed": sorted(plan.needed),
+            "tiered": plan.tiered,
+        }
+    )
     if plan is not None:
         positive = frozenset(k for k, v in usage.items() if v > 0)
         for k in plan.needed:
             if k not in usage:
-                doc["inferred"][f"{k}|{','.join(sorted(positive))}"] = pricing._inferred(k, positive)
+                doc["inferred"][f"{k}|{','.join(sorted(positive))}"] = pricing._inferred(
+                    k, positive
+                )
 
 
 def _record_providers(doc: dict[str, Any]) -> None:
@@ -447,10 +510,13 @@ def calc_price(
     from cassettes.analysis import pricing
 
     try:
-        result = pricing.calc_price(usage, model_ref, provider_id=provider_id, when=when, price_context=price_context)
+        result = pricing.calc_price(
+            usage, model_ref, provider_id=provider_id, when=when, price_context=price_context
+        )
     except LookupError:
         if not _custom_snapshot():
-            process_memo().fill(_record_lookup, model_ref, provider_id)  # no such model: asked again, the memo says so
+            # no such model: asked again, the memo says so
+            process_memo().fill(_record_lookup, model_ref, provider_id)
         raise
     if not _custom_snapshot() and pricing._FAST and pricing._plain(usage):
         process_memo().fill(_record, usage, model_ref, provider_id, when, price_context)
@@ -458,8 +524,8 @@ def calc_price(
 
 
 def provider_for_url(url: str) -> str:
-    """The id of the provider whose API ``url`` is (``DataSnapshot.find_provider(None, None, url)``);
-    ``LookupError`` when none."""
+    """The id of the provider whose API ``url`` is (``DataSnapshot.find_provider(None, None,
+    url)``); ``LookupError`` when none."""
     memo = process_memo()
     with memo.lock:
         providers = memo.doc()["providers"]
@@ -477,7 +543,8 @@ def provider_for_url(url: str) -> str:
 
 
 def known_model(name: str) -> str | None:
-    """``provider/model`` as genai-prices files ``name`` when looked up without a provider, or ``None``."""
+    """``provider/model`` as genai-prices files ``name`` when looked up without a provider, or
+    ``None``."""
     key = _lookup_key(name, None)
     if not _custom_snapshot():
         memo = process_memo()

@@ -1,4 +1,5 @@
-"""One turn's price from genai-prices, the same figure as ``genai_prices.calc_price``, at a sixth of its cost.
+"""One turn's price from genai-prices, the same figure as ``genai_prices.calc_price``, at a sixth of
+its cost.
 
 ``genai_prices.calc_price`` (0.2.x) spends about 0.4 ms on every call, most of it re-deriving what
 does not change from one turn to the next: which of the model's prices apply and whether they
@@ -21,9 +22,10 @@ computes the usage-dependent part with genai-prices' own functions:
 Anything outside that path goes to ``genai_prices.calc_price`` unchanged: usage values that are
 not plain non-negative integers or keys genai-prices does not know, Groq's Whisper models (billed
 by a minimum duration), a price it rejects, or a genai-prices whose internals moved (the imports
-below fail, or a release other than 0.2.x, which the package pins). ``tests/cassettes/analysis/test_pricing.py``
-compares the two for every model of every provider in the bundled snapshot on usages that cover
-cache reads and writes, audio, reasoning, tiers, zeros and rejected ones.
+below fail, or a release other than 0.2.x, which the package pins).
+``tests/cassettes/analysis/test_pricing.py`` compares the two for every model of every provider in
+the bundled snapshot on usages that cover cache reads and writes, audio, reasoning, tiers, zeros and
+rejected ones.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ class _Plan:
     def __init__(self, price: Any) -> None:
         registry = _get_registry()
         resolved = _collect_resolved_model_prices(price, registry)
-        validate_priced_units(tuple(unit for unit, _ in resolved), registry)  # raises as calc_price would
+        # raises as calc_price would
+        validate_priced_units(tuple(unit for unit, _ in resolved), registry)
         self.price = price  # kept alive with its values: the cache is keyed by their identities
         self.resolved = resolved
         self.units = {unit.usage_key: unit for unit, _ in resolved if unit.usage_key != "requests"}
@@ -73,9 +76,14 @@ class _Plan:
         self.needed = self.keys | {"input_tokens"} if self.tiered else set(self.keys)
         # compute_leaf_values' order and descendants, which depend on the priced units only:
         # most specific first, each leaf its count less the leaves of the units it contains.
-        ordered = sorted(self.units.values(), key=lambda unit: (-len(unit.dimensions), unit.usage_key))
+        ordered = sorted(
+            self.units.values(), key=lambda unit: (-len(unit.dimensions), unit.usage_key)
+        )
         self.leaves = [
-            (unit.usage_key, [d.usage_key for d in ordered if d is not unit and is_descendant_or_self(unit, d)])
+            (
+                unit.usage_key,
+                [d.usage_key for d in ordered if d is not unit and is_descendant_or_self(unit, d)],
+            )
             for unit in ordered
         ]
 
@@ -95,7 +103,8 @@ def _plan(price: Any) -> _Plan | None:
     if type(price) is not ModelPrice:
         return None
     key = tuple((k, id(v)) for k, v in price.__dict__.items())
-    hit: _Plan | None = _PLANS.get(key, _MISSING)  # one lookup: another thread may clear it in between
+    # one lookup: another thread may clear it in between
+    hit: _Plan | None = _PLANS.get(key, _MISSING)
     if hit is not _MISSING:
         return hit
     plan: _Plan | None
@@ -179,7 +188,8 @@ def calc_price(
             plan = _plan(price)
             try:
                 total = _total(plan, usage) if plan is not None else None
-            except (TypeError, AttributeError, KeyError):  # internals that moved: the library decides
+            except (TypeError, AttributeError, KeyError):
+                # internals that moved: the library decides
                 total = None
             if total is not None:
                 return total, provider.id, model.id

@@ -52,7 +52,11 @@ __all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Conversations", "Reload", "RunAn
 
 #: Every per-turn check, by layer. Order matters only for the order findings are listed in.
 CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS)
-FINAL_CHECKS: tuple[FinalCheck, ...] = (*emission.FINAL_CHECKS, *api.FINAL_CHECKS, *dispatch.FINAL_CHECKS)
+FINAL_CHECKS: tuple[FinalCheck, ...] = (
+    *emission.FINAL_CHECKS,
+    *api.FINAL_CHECKS,
+    *dispatch.FINAL_CHECKS,
+)
 
 #: Conversations whose latest request keeps its parsed history (the most recently active ones):
 #: the next turn of one of them is parsed incrementally, against it. Older ones are released.
@@ -99,9 +103,15 @@ def _title(messages: Sequence[Message]) -> str | None:
     for m in messages[:64]:
         if m.role != "user":
             continue
-        text = " ".join(" ".join(p.text for p in m.parts if p.kind == "text" and p.text)[: TITLE * 8].split())
+        text = " ".join(
+            " ".join(p.text for p in m.parts if p.kind == "text" and p.text)[: TITLE * 8].split()
+        )
         if text:
-            return text if len(text) <= TITLE else text[: TITLE - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+            return (
+                text
+                if len(text) <= TITLE
+                else text[: TITLE - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+            )
     return None
 
 
@@ -125,13 +135,34 @@ class _ConvRecord:
 
     __slots__ = ("branch", "family", "id", "label", "parent_seq", "title", "turns")
 
-    def __init__(self, id: str, family: str, label: str | None, title: str | None, parent_seq: int | None, branch: str | None) -> None:
-        self.id, self.family, self.label, self.title, self.parent_seq, self.branch = id, family, label, title, parent_seq, branch
+    def __init__(
+        self,
+        id: str,
+        family: str,
+        label: str | None,
+        title: str | None,
+        parent_seq: int | None,
+        branch: str | None,
+    ) -> None:
+        self.id, self.family, self.label, self.title, self.parent_seq, self.branch = (
+            id,
+            family,
+            label,
+            title,
+            parent_seq,
+            branch,
+        )
         self.turns: list[int] = []
 
     def model(self) -> Conversation:
         return Conversation.model_construct(
-            id=self.id, family=self.family, turns=list(self.turns), label=self.label, title=self.title, parent_seq=self.parent_seq, branch=self.branch
+            id=self.id,
+            family=self.family,
+            turns=list(self.turns),
+            label=self.label,
+            title=self.title,
+            parent_seq=self.parent_seq,
+            branch=self.branch,
         )
 
 
@@ -140,7 +171,13 @@ class Conversations(Sequence[Conversation]):
     made on access from the analyser's compact record (so a copy: changing it changes nothing).
     Past ``keep`` records the least recently used are kept on disk (:mod:`.spill`)."""
 
-    def __init__(self, conversations: Iterable[Conversation] = (), *, spill: Spill | None = None, keep: int = KEEP) -> None:
+    def __init__(
+        self,
+        conversations: Iterable[Conversation] = (),
+        *,
+        spill: Spill | None = None,
+        keep: int = KEEP,
+    ) -> None:
         self._records: SpillMap[int, _ConvRecord] = SpillMap(spill, keep)
         self._n = 0
         for c in conversations:
@@ -202,7 +239,8 @@ class Conversations(Sequence[Conversation]):
         return f"Conversations({len(self)})"
 
 
-#: Answer items remembered by id for item references (the most recent; an older id stays unresolved).
+#: Answer items remembered by id for item references (the most recent; an older id stays
+#: unresolved).
 MAX_REFERENCED_ITEMS = 4096
 
 
@@ -221,7 +259,13 @@ class ItemReferences:
         for p in response.parts if response is not None else []:
             pd = p.provider_details or {}
             block = pd.get("block")
-            item_id = pd.get("id") if isinstance(pd.get("id"), str) else block.get("id") if isinstance(block, dict) else None
+            item_id = (
+                pd.get("id")
+                if isinstance(pd.get("id"), str)
+                else block.get("id")
+                if isinstance(block, dict)
+                else None
+            )
             if not isinstance(item_id, str) or not item_id:
                 continue
             if item_id not in fresh:  # an id answered again stands for its latest item
@@ -237,30 +281,56 @@ class ItemReferences:
         if not self._parts:
             return
         for m in messages:
-            if not any(p.kind == "other" and (p.provider_details or {}).get("item_reference") for p in m.parts):
+            if not any(
+                p.kind == "other" and (p.provider_details or {}).get("item_reference")
+                for p in m.parts
+            ):
                 continue
             out: list[Part] = []
             for p in m.parts:
-                ref = (p.provider_details or {}).get("item_reference") if p.kind == "other" else None
+                ref = (
+                    (p.provider_details or {}).get("item_reference") if p.kind == "other" else None
+                )
                 known = self._parts.get(ref) if isinstance(ref, str) else None
                 if known is None:
                     out.append(p)
                     continue
-                out.extend(q.model_copy(update={"provider_details": {**(q.provider_details or {}), "item_reference": ref}}) for q in known)
+                out.extend(
+                    q.model_copy(
+                        update={
+                            "provider_details": {
+                                **(q.provider_details or {}),
+                                "item_reference": ref,
+                            }
+                        }
+                    )
+                    for q in known
+                )
             m.parts[:] = out
 
 
 def _failed(rt: RoundTrip) -> bool:
     r = rt.response
-    return bool(rt.transport_error) or (rt.status or 0) >= 400 or r is None or r.error is not None or r.complete is False
+    return (
+        bool(rt.transport_error)
+        or (rt.status or 0) >= 400
+        or r is None
+        or r.error is not None
+        or r.complete is False
+    )
 
 
-def _run(check: Check | FinalCheck, arg: TurnContext | ConversationState, errors: list[str]) -> Iterable[Finding]:
+def _run(
+    check: Check | FinalCheck, arg: TurnContext | ConversationState, errors: list[str]
+) -> Iterable[Finding]:
     try:
         return list(check(arg))  # type: ignore[arg-type]
     except Exception as exc:  # one broken check must not hide the others
         where = f"turn {arg.seq}" if isinstance(arg, TurnContext) else f"conversation {arg.id}"
-        errors.append(f"check {getattr(check, '__name__', check)} failed on {where}: {type(exc).__name__}: {exc}")
+        errors.append(
+            f"check {getattr(check, '__name__', check)} failed "
+            f"on {where}: {type(exc).__name__}: {exc}"
+        )
         return []
 
 
@@ -285,7 +355,11 @@ def _inherit(poll: NormalisedRequest, polled: NormalisedRequest) -> None:
     the call it polls, whose model, instructions, tools and settings it takes (so its calls are
     checked against the tools offered, and the next request's tools compare with the same)."""
     poll.model = poll.model or polled.model
-    poll.system, poll.tools, poll.params = list(polled.system), list(polled.tools), dict(polled.params)
+    poll.system, poll.tools, poll.params = (
+        list(polled.system),
+        list(polled.tools),
+        dict(polled.params),
+    )
     poll.tool_choice, poll.tool_choice_mode = polled.tool_choice, polled.tool_choice_mode
 
 
@@ -304,7 +378,14 @@ class RunAnalyser:
     what it needs, and the end-of-run checks still add their findings to the turns they concern).
     """
 
-    def __init__(self, reload: Reload | None = None, *, keep_turns: bool = True, active: int = ACTIVE, keep: int | None = None) -> None:
+    def __init__(
+        self,
+        reload: Reload | None = None,
+        *,
+        keep_turns: bool = True,
+        active: int = ACTIVE,
+        keep: int | None = None,
+    ) -> None:
         keep = spill_tables.KEEP if keep is None else keep  # (read now: a test may set a small one)
         self.result = RunAnalysis()
         # The per-conversation tables below keep their recently used entries in memory and the
@@ -330,11 +411,15 @@ class RunAnalyser:
         # Conversations whose latest turn keeps its parsed history, least recently active first.
         self._histories: OrderedDict[str, TurnContext] = OrderedDict()
         # (a conversation's state is spilled only once no context refers to it: parked)
-        self._convs: SpillMap[str, ConversationState] = SpillMap(spill, keep, lambda _, c: not c.turns)
-        self._records: SpillMap[str, int] = SpillMap(spill, keep)  # conversation → its record's position
+        self._convs: SpillMap[str, ConversationState] = SpillMap(
+            spill, keep, lambda _, c: not c.turns
+        )
+        # conversation → its record's position
+        self._records: SpillMap[str, int] = SpillMap(spill, keep)
         self._pos = 0
         # Recent round trips by seq (with their threader turn id), to parse a later request
-        # against (a cassette's history delta names its base): a base that is gone is parsed in full.
+        # against (a cassette's history delta names its base): a base that is gone is parsed in
+        # full.
         self._rts: OrderedDict[int, tuple[RoundTrip, int | None]] = OrderedDict()
         self._owned: set[int] = set()  # seqs of live contexts whose round trip this analyser parsed
         # keep_turns off: the findings of turns that have some, in recording order.
@@ -346,22 +431,27 @@ class RunAnalyser:
         self._delivered: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         # Quiet conversations whose latest context was dropped (see the module docstring).
         # (spilled when no list of findings is shared: see :meth:`finish`)
-        self._parked: SpillMap[str, _Parked] = SpillMap(spill, keep, lambda _, p: not (p.findings or p.final or p.errors))
+        self._parked: SpillMap[str, _Parked] = SpillMap(
+            spill, keep, lambda _, p: not (p.findings or p.final or p.errors)
+        )
         #: The number of a conversation's first turn: 0, or for a fork's branch the origin's turn
         #: at the cursor (:func:`cassettes.reading.branch.first_turn`), so a branch keeps its
-        #: origin's numbers; a conversation started within the run (its parent turn is here) starts at 0.
+        #: origin's numbers; a conversation started within the run (its parent turn is here) starts
+        #: at 0.
         self.first_index = 0
         #: The API family of the round trip :meth:`add` took last ("none" when not an LLM API's).
         self.last_family = "none"
         #: Called with each round trip :meth:`add` parses, before the analysis reads it (a reader
-        #: keeps that parse for its printers and viewers: parsed once, cassettes.reading.incremental).
+        #: keeps that parse for its printers and viewers: parsed once,
+        #: cassettes.reading.incremental).
         self.on_parse: Callable[[RoundTrip], None] | None = None
 
     def _delivered_before(self, rt: RoundTrip) -> bool:
         """A poll read as a model call (``RoundTrip.polled``) that returns calls an earlier round
         trip already delivered under the same response id (the run polled twice at
         ``requires_action``, a background stream resumed): no turn of its own, else the results
-        would answer one turn and look dropped on the other. Remembered only for families that poll."""
+        would answer one turn and look dropped on the other. Remembered only for families that
+        poll."""
         r = rt.response
         if r is None or not r.id or not rt.request or not r.tool_calls:
             return False
@@ -437,7 +527,19 @@ class RunAnalyser:
             tokens=_EMPTY_TOKENS,
         )
         msgs = rt.request.messages
-        ctx = TurnContext(seq=seq, rt=rt, ex=ex, conv=conv, index=turn.index, prev=prev, messages=msgs, turn=turn, n_messages=len(msgs), mcp=self._mcp, memo=self._threader.memo)
+        ctx = TurnContext(
+            seq=seq,
+            rt=rt,
+            ex=ex,
+            conv=conv,
+            index=turn.index,
+            prev=prev,
+            messages=msgs,
+            turn=turn,
+            n_messages=len(msgs),
+            mcp=self._mcp,
+            memo=self._threader.memo,
+        )
         self._judge(ctx, link)
         conv.count += 1
         conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
@@ -482,21 +584,37 @@ class RunAnalyser:
             _failed(rt),
             label=label,
             previous_response_id=rt.request.previous_response_id,
-            reuse=(base_entry[1], reused[1]) if reused is not None and base_entry is not None and base_entry[1] is not None else None,
+            reuse=(base_entry[1], reused[1])
+            if reused is not None and base_entry is not None and base_entry[1] is not None
+            else None,
             system=rt.request.system,
             tools=[t.name for t in rt.request.tools if t.name],
         )
 
     def _conversation(self, link: Link, rt: RoundTrip, label: str | None) -> ConversationState:
-        """The state of the conversation ``link`` names, made (with its record) on its first turn."""
+        """The state of the conversation ``link`` names, made (with its record) on its first
+        turn."""
         conv = self._convs.get(link.conversation)
         if conv is not None:
             return conv
         assert rt.request is not None
-        parent = self._seq_of_tid[link.parent] if link.parent is not None and 0 <= link.parent < len(self._seq_of_tid) - 1 else None
+        parent = (
+            self._seq_of_tid[link.parent]
+            if link.parent is not None and 0 <= link.parent < len(self._seq_of_tid) - 1
+            else None
+        )
         first = self.first_index if parent is None else 0
-        conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family, count=first, first=first)
-        record = _ConvRecord(link.conversation, rt.family, label, _title(rt.request.messages), parent, link.branch if parent is not None else None)
+        conv = self._convs[link.conversation] = ConversationState(
+            link.conversation, rt.family, count=first, first=first
+        )
+        record = _ConvRecord(
+            link.conversation,
+            rt.family,
+            label,
+            _title(rt.request.messages),
+            parent,
+            link.branch if parent is not None else None,
+        )
         if parent is not None and link.branch == "handoff":
             self._handed_off.add(parent)
         self._records[link.conversation] = self._conversations._add(record)
@@ -518,9 +636,10 @@ class RunAnalyser:
                 ctx.finding(
                     "C.thread_ambiguous",
                     Severity.INFO,
-                    f"This request's history is identical, tool-call ids included, to that of {link.ambiguous} "
-                    "conversations waiting for their next turn; nothing on the wire tells which one it continues, "
-                    f"so looptap took the most recent ({ctx.conv.id}). Give each agent unique tool-call ids, or an "
+                    "This request's history is identical, tool-call ids included, to that of "
+                    f"{link.ambiguous} conversations waiting for their next turn; nothing on the "
+                    "wire tells which one it continues, so looptap took the most recent "
+                    f"({ctx.conv.id}). Give each agent unique tool-call ids, or an "
                     "X-Looptap-Conversation header, to make the threading certain.",
                     candidates=link.ambiguous,
                 )
@@ -531,7 +650,9 @@ class RunAnalyser:
         ex, rt = ctx.ex, ctx.rt
         if _failed(rt):  # what the check of a retry reads of the failed attempt
             ctx.started = ex.started
-            ctx.ended = ex.started + max(ex.duration or 0.0, 0.0) if ex.started is not None else None
+            ctx.ended = (
+                ex.started + max(ex.duration or 0.0, 0.0) if ex.started is not None else None
+            )
             ctx.retry_after = _retry_after(ex)
         # What a later turn reads of this one is its round trip, history length, index and seq
         # (checks read only the current turn's exchange and layers) ...
@@ -569,7 +690,11 @@ class RunAnalyser:
         if before is not None:
             # Superseded: a later turn reaches it again only through a previous_response_id
             # (read again when possible). A fork leaves it behind without taking it as prev.
-            old = self._contexts.pop(before[0], None) if self._reload is not None else self._contexts.get(before[0])
+            old = (
+                self._contexts.pop(before[0], None)
+                if self._reload is not None
+                else self._contexts.get(before[0])
+            )
             if old is not None and old is not ctx.prev:
                 self._release_history(old)
         self._contexts[tid] = ctx
@@ -585,7 +710,13 @@ class RunAnalyser:
         """Drop the context of a conversation's latest turn that went quiet (see the module
         docstring); kept when it cannot be read again as it stands."""
         conv, rt = ctx.conv, ctx.rt
-        if self._reload is None or ctx.prev is not None or _failed(rt) or conv.turns != [ctx] or conv.id in self._parked:
+        if (
+            self._reload is None
+            or ctx.prev is not None
+            or _failed(rt)
+            or conv.turns != [ctx]
+            or conv.id in self._parked
+        ):
             return
         latest = self._latest.get(conv.id)
         if latest is None or self._contexts.get(latest[0]) is not ctx:
@@ -596,7 +727,9 @@ class RunAnalyser:
             return
         errors: list[str] = []
         final = [f for check in FINAL_CHECKS for f in _run(check, conv, errors)]
-        self._parked[conv.id] = _Parked(latest[0], ctx.seq, ctx.turn.findings, state, final or None, errors or None)
+        self._parked[conv.id] = _Parked(
+            latest[0], ctx.seq, ctx.turn.findings, state, final or None, errors or None
+        )
         del self._contexts[latest[0]]
         conv.turns = []
         conv.state = {}
@@ -686,11 +819,14 @@ class RunAnalyser:
         self._threader = Threader(keep=self._keep)
 
     def finish(self) -> RunAnalysis:
-        """Run the end-of-run checks and return the analysis (call once, after the last round trip)."""
+        """Run the end-of-run checks and return the analysis (call once, after the last round
+        trip)."""
         result = self.result
         # The latest turn of each conversation: its findings (the list end-of-run checks add to)
         # and position. Live conversations first; a parked one's as its turn comes (in order).
-        last: SpillMap[int, tuple[list[Finding], int]] = SpillMap(self._spill, self._keep, lambda _, v: not v[0])
+        last: SpillMap[int, tuple[list[Finding], int]] = SpillMap(
+            self._spill, self._keep, lambda _, v: not v[0]
+        )
         for conv_id, conv in list(self._convs.hot_items()):
             for ctx in conv.turns:
                 last[ctx.seq] = (ctx.turn.findings, self._latest[conv_id][1])
@@ -701,18 +837,28 @@ class RunAnalyser:
         if self._keep_turns:
             result.findings = [f for t in result.turns.values() for f in t.findings]
         else:
-            result.findings = [f for _, fs in sorted(self._flagged.values(), key=lambda p: p[0]) for f in fs]
+            result.findings = [
+                f for _, fs in sorted(self._flagged.values(), key=lambda p: p[0]) for f in fs
+            ]
         return result
 
-    def _final_findings(self, conv_id: str, last: SpillMap[int, tuple[list[Finding], int]]) -> Iterable[Finding]:
-        """What the end-of-run checks found on one conversation (run when it was parked, if it was)."""
+    def _final_findings(
+        self, conv_id: str, last: SpillMap[int, tuple[list[Finding], int]]
+    ) -> Iterable[Finding]:
+        """What the end-of-run checks found on one conversation (run when it was parked, if it
+        was)."""
         if conv_id in self._parked:
             parked = self._parked.peek(conv_id)  # one with findings to add to is in memory
             last[parked.seq] = (parked.findings, self._latest.peek(conv_id)[1])
             self.result.errors.extend(parked.errors or ())
             return [f for f in parked.final or () if not self._handed_over(f)]
         conv = self._convs.peek(conv_id)
-        return [f for final in FINAL_CHECKS for f in _run(final, conv, self.result.errors) if not self._handed_over(f)]
+        return [
+            f
+            for final in FINAL_CHECKS
+            for f in _run(final, conv, self.result.errors)
+            if not self._handed_over(f)
+        ]
 
     def _handed_over(self, f: Finding) -> bool:
         """``f`` says a turn's calls were left pending, but the turn handed the run to another
@@ -723,15 +869,26 @@ class RunAnalyser:
         """Add an end-of-run finding to its turn's findings."""
         target = self.result.turns.get(f.seq) if f.seq is not None else None
         latest = last.get(f.seq) if target is None and f.seq is not None else None
-        findings = target.findings if target is not None else (latest[0] if latest is not None else None)
+        findings = (
+            target.findings if target is not None else (latest[0] if latest is not None else None)
+        )
         if findings is None:
             return
         findings.append(f)
-        if not self._keep_turns and f.seq is not None and f.seq not in self._flagged and latest is not None:
+        if (
+            not self._keep_turns
+            and f.seq is not None
+            and f.seq not in self._flagged
+            and latest is not None
+        ):
             self._flagged[f.seq] = (latest[1], findings)
 
 
-def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | None = None, first_index: int = 0) -> RunAnalysis:
+def analyse(
+    exchanges: Sequence[Exchange],
+    roundtrips: Sequence[RoundTrip] | None = None,
+    first_index: int = 0,
+) -> RunAnalysis:
     """Thread, build the layers of and check every generation round trip of a run (``first_index``:
     the number of a conversation's first turn, :attr:`RunAnalyser.first_index`).
 
@@ -748,7 +905,11 @@ def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | Non
                 where.setdefault(s, i)
         i = where[seq]
         ex = exchanges[i]
-        return ex, roundtrips[i] if roundtrips is not None else parse_exchange(ex), a.result.turns[seq]
+        return (
+            ex,
+            roundtrips[i] if roundtrips is not None else parse_exchange(ex),
+            a.result.turns[seq],
+        )
 
     a = RunAnalyser(reload)
     a.first_index = first_index

@@ -121,7 +121,9 @@ class Spill:
             self._db.execute("PRAGMA synchronous=OFF")
             self._db.execute("PRAGMA temp_store=FILE")
             self._finalizer = weakref.finalize(self, _close, self._db, self._dir)
-        self._db.execute(f"CREATE TABLE IF NOT EXISTS {table} (k PRIMARY KEY, v BLOB) WITHOUT ROWID")
+        self._db.execute(
+            f"CREATE TABLE IF NOT EXISTS {table} (k PRIMARY KEY, v BLOB) WITHOUT ROWID"
+        )
         return self._db
 
     @property
@@ -139,7 +141,12 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
     """A mapping of int or str keys holding its ``keep`` most recently used entries in memory and
     the others in ``spill`` (see the module docstring). Iteration order is not insertion order."""
 
-    def __init__(self, spill: Spill | None = None, keep: int = KEEP, evictable: Callable[[K, V], bool] | None = None) -> None:
+    def __init__(
+        self,
+        spill: Spill | None = None,
+        keep: int = KEEP,
+        evictable: Callable[[K, V], bool] | None = None,
+    ) -> None:
         self._spill = spill if spill is not None else Spill()
         self._table = self._spill.table()
         self._hot: dict[K, V] = {}
@@ -206,7 +213,8 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         return got
 
     def peek(self, key: K) -> V:
-        """The entry, read without making it recently used (a copy when it is on disk: for reading)."""
+        """The entry, read without making it recently used (a copy when it is on disk: for
+        reading)."""
         if key in self._hot:
             return self._hot[key]
         found, value = self._read(key, take=False)

@@ -1,6 +1,7 @@
 """Token accounting and cost per turn: what the input was made of, what it cost, how it grew.
 
-No findings are emitted here (catalogue: none); this module fills :class:`TokenCount` for every turn.
+No findings are emitted here (catalogue: none); this module fills :class:`TokenCount` for every
+turn.
 
 **Counts.** The adapters already convert usage to the inclusive convention (see
 :mod:`cassettes.models`): ``input`` is every input token, cached or not — OpenAI's
@@ -180,8 +181,11 @@ def _tools_tokens(tools: list[ToolSpec]) -> int:
     n = 0
     for t in tools:
         try:
-            key = orjson.dumps([t.name, t.description, t.parameters], option=orjson.OPT_NON_STR_KEYS)
-        except (orjson.JSONEncodeError, TypeError):  # not JSON (an integer beyond 64 bits …): not cached
+            key = orjson.dumps(
+                [t.name, t.description, t.parameters], option=orjson.OPT_NON_STR_KEYS
+            )
+        except (orjson.JSONEncodeError, TypeError):
+            # not JSON (an integer beyond 64 bits …): not cached
             n += _tool_tokens(t)
             continue
         got = _TOOL_TOKENS.get(key)
@@ -245,7 +249,12 @@ def _history(ctx: TurnContext, mem: _ConvTokens) -> tuple[Vec, Vec, Vec]:
     appended_from = ctx.turn.c.appended_from
     # chained: ``prev`` is the answer the request continues (not a failed attempt it retries,
     # which a request naming an answer the server never gave can be linked to)
-    chained = req is not None and req.previous_response_id is not None and prev is not None and ctx.turn.c.link == "previous_response_id"
+    chained = (
+        req is not None
+        and req.previous_response_id is not None
+        and prev is not None
+        and ctx.turn.c.link == "previous_response_id"
+    )
     if chained and prev is not None and mem.owner == prev.seq:
         mem.prefix.append(_add(mem.prefix[-1], _output_vec(prev.rt.response)))
         mem.base = len(mem.prefix) - 1
@@ -274,7 +283,8 @@ def _history(ctx: TurnContext, mem: _ConvTokens) -> tuple[Vec, Vec, Vec]:
 
 
 def _when(ctx: TurnContext) -> datetime | None:
-    """When the call was made (prices change over time): the recording's clock, or the Date header."""
+    """When the call was made (prices change over time): the recording's clock, or the Date
+    header."""
     if ctx.ex.started is not None:
         try:
             return datetime.fromtimestamp(ctx.ex.started, tz=UTC)
@@ -311,7 +321,9 @@ def _price_models(ctx: TurnContext, adapter: providers.Provider | None) -> list[
     return [m for m in (served, requested) if m]
 
 
-def _price_by_name(ctx: TurnContext, usage: dict[str, int], models: list[str], host: str) -> tuple[Decimal | None, str]:
+def _price_by_name(
+    ctx: TurnContext, usage: dict[str, int], models: list[str], host: str
+) -> tuple[Decimal | None, str]:
     """An OpenAI-compatible server at a host genai-prices does not know (a local upstream, a
     gateway, a proxy): the model's list price by its name alone, marked estimated."""
     for model in models:
@@ -322,10 +334,15 @@ def _price_by_name(ctx: TurnContext, usage: dict[str, int], models: list[str], h
         except (ValueError, ArithmeticError) as exc:
             return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
         return total, (
-            f"estimated: genai-prices {_PRICES_VERSION} list price of {prov}/{model_id}, by the model's"
-            f" name (host {host} is not a provider it knows; a local or proxied server may charge otherwise)"
+            f"estimated: genai-prices {_PRICES_VERSION} list price of {prov}/{model_id}, by the "
+            f"model's name (host {host} is not a provider it knows; a local or proxied server may "
+            "charge otherwise)"
         )
-    return None, f"no price: genai-prices {_PRICES_VERSION} does not know the host {host} nor the model {models[0]!r}"
+    return (
+        None,
+        f"no price: genai-prices {_PRICES_VERSION} does not "
+        f"know the host {host} nor the model {models[0]!r}",
+    )
 
 
 def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str]:
@@ -342,12 +359,19 @@ def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str
         provider_id = adapter.profile.price_provider if adapter is not None else None
         if provider_id is None:
             return _price_by_name(ctx, usage, models, host)
-        how = f" (host {host} not known to genai-prices; priced as {provider_id}, from the API family)"
+        how = (
+            f" (host {host} not known to genai-prices; priced "
+            f"as {provider_id}, from the API family)"
+        )
     context = adapter.profile.price_context(ctx.rt.response) if adapter is not None else {}
     for model in models:
         try:
             total, prov, model_id = calc_price(
-                usage, model, provider_id=provider_id, when=_when(ctx), price_context=context or None
+                usage,
+                model,
+                provider_id=provider_id,
+                when=_when(ctx),
+                price_context=context or None,
             )
         except LookupError:
             continue
@@ -356,7 +380,8 @@ def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str
         return total, f"genai-prices {_PRICES_VERSION}: {prov}/{model_id}{how}"
     return (
         None,
-        f"no price: genai-prices {_PRICES_VERSION} does not know model {models[0]!r} at {provider_id}",
+        f"no price: genai-prices {_PRICES_VERSION} does "
+        f"not know model {models[0]!r} at {provider_id}",
     )
 
 
@@ -385,12 +410,24 @@ def build(ctx: TurnContext) -> TokenCount:
     new_est = sum(new_hist[:_SYS_PARTS]) + (system_est + tools_est if ctx.prev is None else 0)
     usage: Usage | None = ctx.rt.response.usage if ctx.rt.response is not None else None
     tv = _counts(ctx, usage, est_input)
-    if tv.input is not None and usage is not None and usage.input_tokens is not None:  # a reported input
+    # a reported input
+    if tv.input is not None and usage is not None and usage.input_tokens is not None:
         parts = apportion(weights, tv.input)
-        new = tv.input if ctx.prev is None else min(tv.input, round(new_est * tv.input / est_input) if est_input else 0)
+        new = (
+            tv.input
+            if ctx.prev is None
+            else min(tv.input, round(new_est * tv.input / est_input) if est_input else 0)
+        )
     else:
         parts, new = weights, new_est
-    tv.segments = Segments(system=parts[0], tools=parts[1], user=parts[2], assistant=parts[3], tool_results=parts[4], new=new)
+    tv.segments = Segments(
+        system=parts[0],
+        tools=parts[1],
+        user=parts[2],
+        assistant=parts[3],
+        tool_results=parts[4],
+        new=new,
+    )
     _cost(ctx, tv, usage, mem)
     if tv.input is not None:
         mem.input = (mem.input or 0) + tv.input
@@ -410,14 +447,25 @@ def _counts(ctx: TurnContext, usage: Usage | None, est_input: int) -> TokenCount
     resp = ctx.rt.response
     tv = TokenCount()
     if usage is not None and (usage.input_tokens is not None or usage.output_tokens is not None):
-        tv.source = "reported" if usage.input_tokens is not None and usage.output_tokens is not None else "estimated"
+        tv.source = (
+            "reported"
+            if usage.input_tokens is not None and usage.output_tokens is not None
+            else "estimated"
+        )
         tv.input = usage.input_tokens if usage.input_tokens is not None else est_input
-        tv.output = usage.output_tokens if usage.output_tokens is not None else _output_estimate(resp)
+        tv.output = (
+            usage.output_tokens if usage.output_tokens is not None else _output_estimate(resp)
+        )
         tv.cache_read = usage.cache_read_tokens
         tv.cache_write = usage.cache_write_tokens
         tv.reasoning = usage.reasoning_tokens
         if usage.input_tokens is not None:
-            tv.input_uncached = max(0, usage.input_tokens - (usage.cache_read_tokens or 0) - (usage.cache_write_tokens or 0))
+            tv.input_uncached = max(
+                0,
+                usage.input_tokens
+                - (usage.cache_read_tokens or 0)
+                - (usage.cache_write_tokens or 0),
+            )
     elif _failed_without_usage(ctx):
         tv.source = "missing"
     else:
@@ -431,7 +479,11 @@ def _cost(ctx: TurnContext, tv: TokenCount, usage: Usage | None, mem: _ConvToken
     """The turn's price and where it came from, added to the conversation's running cost."""
     if tv.source == "missing":
         code = ctx.rt.status if ctx.rt.status and ctx.rt.status >= 400 else None
-        why = f"HTTP {code}" if code else ("a transport failure" if ctx.rt.transport_error else "no response")
+        why = (
+            f"HTTP {code}"
+            if code
+            else ("a transport failure" if ctx.rt.transport_error else "no response")
+        )
         tv.price_source = f"not priced: the call failed ({why}) and reported no usage"
         return
     if usage is not None and tv.source == "reported":

@@ -88,18 +88,32 @@ def follows(before: Fields, after: Fields, answer: Step | None) -> tuple[bool, l
     """Whether ``after`` is the step after ``before`` (same head, every step field of ``before``
     and more): ``None`` when it is not; else (the answer's fields are the new step's, the step
     fields ``after`` renders otherwise than ``before`` sent them)."""
-    if after.head[:1] != before.head[:1] or [n for n, _ in after.head] != [n for n, _ in before.head]:
+    if after.head[:1] != before.head[:1] or [n for n, _ in after.head] != [
+        n for n, _ in before.head
+    ]:
         return None
-    if any(a != b for (n, a), (_, b) in zip(before.head[:-1], after.head[:-1], strict=True) if n != "trajectory"):
+    if any(
+        a != b
+        for (n, a), (_, b) in zip(before.head[:-1], after.head[:-1], strict=True)
+        if n != "trajectory"
+    ):
         return None
     n = len(before.steps)
-    if len(after.steps) <= n or [name for name, _ in after.steps[:n]] != [name for name, _ in before.steps]:
+    if len(after.steps) <= n or [name for name, _ in after.steps[:n]] != [
+        name for name, _ in before.steps
+    ]:
         return None
-    changed = [name for (name, a), (_, b) in zip(before.steps, after.steps[:n], strict=True) if not _same(a, b, last=name == before.steps[-1][0])]
+    changed = [
+        name
+        for (name, a), (_, b) in zip(before.steps, after.steps[:n], strict=True)
+        if not _same(a, b, last=name == before.steps[-1][0])
+    ]
     index = _next_index(before)
     new = {name: value for name, value in after.steps[n:]}
-    echoed = answer is not None and all(new.get(f"{k}_{index}") == v for k, v in answer.fields if f"{k}_{index}" in new) and any(
-        f"{k}_{index}" in new for k, _ in answer.fields
+    echoed = (
+        answer is not None
+        and all(new.get(f"{k}_{index}") == v for k, v in answer.fields if f"{k}_{index}" in new)
+        and any(f"{k}_{index}" in new for k, _ in answer.fields)
     )
     return echoed, changed
 

@@ -32,7 +32,12 @@ QUESTIONS = (
 
 
 def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"additionalProperties": False, "properties": props, "required": required, "type": "object"}
+    return {
+        "additionalProperties": False,
+        "properties": props,
+        "required": required,
+        "type": "object",
+    }
 
 
 Tool = dict[str, Any]
@@ -43,16 +48,17 @@ WEATHER: Tool = {
     "name": "get_weather",
 }
 SEARCH: Tool = {
-    "description": "There are additional tools not yet visible to you. When you need a capability not provided by "
-    "your current tools, search here by providing one or more queries to discover and activate relevant tools. "
-    "Each query is tokenized into words; tool names and descriptions are scored by token overlap. If no tools are "
-    "found, they do not exist -- do not retry.",
+    "description": "There are additional tools not yet visible to you. When you need a capability "
+    "not provided by your current tools, search here by providing one or more queries to discover "
+    "and activate relevant tools. Each query is tokenized into words; tool names and descriptions "
+    "are scored by token overlap. If no tools are found, they do not exist -- do not retry.",
     "input_schema": _schema(
         {
             "queries": {
-                "description": "List of search queries to match against tool names and descriptions. Use specific "
-                "words likely to appear in tool names or descriptions to narrow down relevant tools. Each query is "
-                "independently tokenized; matches across queries are unioned.",
+                "description": "List of search queries to match against tool names and "
+                "descriptions. Use specific words likely to appear in tool names or descriptions "
+                "to narrow down relevant tools. Each query is independently tokenized; matches "
+                "across queries are unioned.",
                 "items": {"type": "string"},
                 "type": "array",
             }
@@ -64,7 +70,10 @@ SEARCH: Tool = {
 DEFERRED: dict[str, Tool] = {
     "get_exchange_rate": {
         "description": "Look up the current exchange rate between two currencies.",
-        "input_schema": _schema({"from_currency": {"type": "string"}, "to_currency": {"type": "string"}}, ["from_currency", "to_currency"]),
+        "input_schema": _schema(
+            {"from_currency": {"type": "string"}, "to_currency": {"type": "string"}},
+            ["from_currency", "to_currency"],
+        ),
     },
     "stock_lookup": {
         "description": "Look up stock price by ticker symbol.",
@@ -73,7 +82,22 @@ DEFERRED: dict[str, Tool] = {
 }
 RATES = {("USD", "EUR"): 0.92, ("EUR", "USD"): 1.09, ("USD", "GBP"): 0.79}
 PRICES = {"AAPL": 150.0, "MSFT": 410.0}
-_STOP = {"a", "an", "the", "to", "of", "for", "by", "up", "look", "current", "between", "two", "and", "or"}
+_STOP = {
+    "a",
+    "an",
+    "the",
+    "to",
+    "of",
+    "for",
+    "by",
+    "up",
+    "look",
+    "current",
+    "between",
+    "two",
+    "and",
+    "or",
+}
 
 
 def _words(text: str) -> set[str]:
@@ -87,7 +111,13 @@ def search_tools(queries: list[str]) -> str:
         if any(_words(q) & words for q in queries):
             found.append({"name": name, "description": spec["description"]})
     if not found:
-        return json.dumps({"discovered_tools": [], "message": "No matching tools found. The tools you need may not be available."}, separators=(",", ":"))
+        return json.dumps(
+            {
+                "discovered_tools": [],
+                "message": "No matching tools found. The tools you need may not be available.",
+            },
+            separators=(",", ":"),
+        )
     return json.dumps({"discovered_tools": found}, separators=(",", ":"))
 
 
@@ -106,24 +136,45 @@ def stock_lookup(symbol: str) -> str:
     return f"Stock {symbol.upper()}: ${PRICES[symbol.upper()]:.2f}"
 
 
-FUNCTIONS: dict[str, Callable[..., str]] = {"get_weather": get_weather, "get_exchange_rate": get_exchange_rate, "stock_lookup": stock_lookup, "search_tools": search_tools}
+FUNCTIONS: dict[str, Callable[..., str]] = {
+    "get_weather": get_weather,
+    "get_exchange_rate": get_exchange_rate,
+    "stock_lookup": stock_lookup,
+    "search_tools": search_tools,
+}
 
 
 def validation_errors(schema: dict[str, Any], args: dict[str, Any]) -> list[dict[str, Any]]:
     errors: list[dict[str, Any]] = []
     for name in schema.get("required", []):
         if name not in args:
-            errors.append({"type": "missing", "loc": [name], "msg": "Field required", "input": args})
+            errors.append(
+                {"type": "missing", "loc": [name], "msg": "Field required", "input": args}
+            )
     if schema.get("additionalProperties") is False:
         for key, value in args.items():
             if key not in schema["properties"]:
-                errors.append({"type": "extra_forbidden", "loc": [key], "msg": "Extra inputs are not permitted", "input": value})
+                errors.append(
+                    {
+                        "type": "extra_forbidden",
+                        "loc": [key],
+                        "msg": "Extra inputs are not permitted",
+                        "input": value,
+                    }
+                )
     return errors
 
 
 def call_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     base = os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com").rstrip("/")
-    body = {"max_tokens": 4096, "messages": messages, "model": MODEL, "stream": False, "tool_choice": {"type": "auto"}, "tools": tools}
+    body = {
+        "max_tokens": 4096,
+        "messages": messages,
+        "model": MODEL,
+        "stream": False,
+        "tool_choice": {"type": "auto"},
+        "tools": tools,
+    }
     req = urllib.request.Request(
         # Deferred tools are a beta feature: the SDK's beta client posts to this URL.
         f"{base}/v1/messages?beta=true",
@@ -147,7 +198,10 @@ def run_tool(name: str, args: dict[str, Any], tools: list[dict[str, Any]]) -> tu
     errors = validation_errors(spec["input_schema"], args)
     if errors:
         n = len(errors)
-        text = f"{n} validation error{'s' if n > 1 else ''}:\n```json\n{json.dumps(errors, indent=2)}\n```\n\nFix the errors and try again."
+        text = (
+            f"{n} validation error{'s' if n > 1 else ''}:\n```json\n{json.dumps(errors, indent=2)}"
+            "\n```\n\nFix the errors and try again."
+        )
         return text, True
     try:
         return FUNCTIONS[name](**args), False
@@ -156,10 +210,16 @@ def run_tool(name: str, args: dict[str, Any], tools: list[dict[str, Any]]) -> tu
 
 
 def answer(question: str, max_turns: int = 8) -> str:
-    messages: list[dict[str, Any]] = [{"content": [{"text": question, "type": "text"}], "role": "user"}]
+    messages: list[dict[str, Any]] = [
+        {"content": [{"text": question, "type": "text"}], "role": "user"}
+    ]
     discovered: list[str] = []
     for _ in range(max_turns):
-        tools: list[Tool] = [WEATHER, *({"defer_loading": True, "name": n, **DEFERRED[n]} for n in discovered), SEARCH]
+        tools: list[Tool] = [
+            WEATHER,
+            *({"defer_loading": True, "name": n, **DEFERRED[n]} for n in discovered),
+            SEARCH,
+        ]
         reply = call_model(messages, tools)
         content = [{k: v for k, v in block.items() if k != "caller"} for block in reply["content"]]
         messages.append({"content": content, "role": "assistant"})
@@ -170,9 +230,20 @@ def answer(question: str, max_turns: int = 8) -> str:
         for call in calls:
             text, is_error = run_tool(call["name"], call["input"], tools)
             if call["name"] == "search_tools" and not is_error:
-                discovered += [t["name"] for t in json.loads(text)["discovered_tools"] if t["name"] not in discovered]
+                discovered += [
+                    t["name"]
+                    for t in json.loads(text)["discovered_tools"]
+                    if t["name"] not in discovered
+                ]
             part: Any = text if is_error else [{"text": text, "type": "text"}]
-            results.append({"content": part, "is_error": is_error, "tool_use_id": call["id"], "type": "tool_result"})
+            results.append(
+                {
+                    "content": part,
+                    "is_error": is_error,
+                    "tool_use_id": call["id"],
+                    "type": "tool_result",
+                }
+            )
         messages.append({"content": results, "role": "user"})
     return "(gave up: too many turns)"
 

@@ -30,7 +30,9 @@ def _export_target(path: str, args: argparse.Namespace) -> Any:
         return None
     if same_path(path, args.file):
         raise UnsafePath(f"the export {path} is the run it exports: give it a path of its own")
-    return check_target(path, "the export", force=args.force, hint="--force replaces it; '-' writes to stdout")
+    return check_target(
+        path, "the export", force=args.force, hint="--force replaces it; '-' writes to stdout"
+    )
 
 
 def _write_chunks(target: Any, chunks: Iterable[bytes]) -> None:
@@ -71,7 +73,10 @@ def _html_output(args: argparse.Namespace) -> str | None:
     if not args.html:
         raise ExportUsageError("-o names the --html page: looptap export --html RUN -o run.html")
     if not args.output:
-        raise ExportUsageError("--html writes to the file -o names: looptap export --html RUN -o run.html ('-o -' = stdout)")
+        raise ExportUsageError(
+            "--html writes to the file -o names: looptap export "
+            "--html RUN -o run.html ('-o -' = stdout)"
+        )
     output: str = args.output
     return output
 
@@ -133,9 +138,18 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     html = _html_output(args)
     if not (args.otel or args.otel_endpoint or args.har or html):
-        raise ExportUsageError("nothing to export: give --otel FILE, --otel-endpoint URL, --har FILE and/or --html -o FILE")
+        raise ExportUsageError(
+            "nothing to export: give --otel FILE, --otel-endpoint "
+            "URL, --har FILE and/or --html -o FILE"
+        )
     headers = _header(args.otel_header)
-    _distinct_outputs([(flag, v) for flag, v in (("--otel", args.otel), ("--har", args.har), ("--html", html)) if v and v != "-"])
+    _distinct_outputs(
+        [
+            (flag, v)
+            for flag, v in (("--otel", args.otel), ("--har", args.har), ("--html", html))
+            if v and v != "-"
+        ]
+    )
     otel_target = _export_target(args.otel, args) if args.otel else None
     har_target = _export_target(args.har, args) if args.har else None
     html_target = _export_target(html, args) if html else None
@@ -180,22 +194,68 @@ def write_html_report(run: Any, target: Any, shown: str) -> str:
 def register_export(sub: Any) -> None:
     p = sub.add_parser(
         "export",
-        help="export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint), HAR 1.2 or a web page",
-        description="Export a run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file) for other tools: OpenTelemetry GenAI spans "
-        "(one trace per conversation, one span per round trip) for Phoenix, Langfuse or any OTLP collector, "
-        "HAR 1.2 for browser devtools and mitmweb, and one self-contained web page to share (looptap export --html RUN -o run.html).",
+        help="export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint), "
+        "HAR 1.2 or a web page",
+        description="Export a run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file) "
+        "for other tools: OpenTelemetry GenAI spans (one trace per conversation, one span per "
+        "round trip) for Phoenix, Langfuse or any OTLP collector, HAR 1.2 for browser devtools "
+        "and mitmweb, and one self-contained web page to share (looptap export --html RUN -o "
+        "run.html).",
     )
-    p.add_argument("file", help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by content)")
-    p.add_argument("--otel", metavar="OUT.json", help="write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file format) to this file ('-' = stdout)")
-    p.add_argument("--otel-endpoint", metavar="URL", help="POST the spans to this OTLP/HTTP endpoint (/v1/traces is appended unless present)")
-    p.add_argument("--otel-protocol", choices=("protobuf", "json"), default="protobuf", help="OTLP/HTTP body encoding (default protobuf)")
-    p.add_argument("--otel-header", action="append", metavar="NAME=VALUE", help="extra HTTP header for the endpoint (repeatable), e.g. authorization")
-    p.add_argument("--project", help="Phoenix project to file the spans under (resource attribute openinference.project.name)")
-    p.add_argument("--no-content", action="store_true", help="leave out message contents, system instructions and tool definitions")
+    p.add_argument(
+        "file",
+        help="a looptap cassette, a vcrpy cassette or a mitmproxy "
+        "flow file (told apart by content)",
+    )
+    p.add_argument(
+        "--otel",
+        metavar="OUT.json",
+        help="write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file format) to "
+        "this file ('-' = stdout)",
+    )
+    p.add_argument(
+        "--otel-endpoint",
+        metavar="URL",
+        help="POST the spans to this OTLP/HTTP endpoint (/v1/traces is appended unless present)",
+    )
+    p.add_argument(
+        "--otel-protocol",
+        choices=("protobuf", "json"),
+        default="protobuf",
+        help="OTLP/HTTP body encoding (default protobuf)",
+    )
+    p.add_argument(
+        "--otel-header",
+        action="append",
+        metavar="NAME=VALUE",
+        help="extra HTTP header for the endpoint (repeatable), e.g. authorization",
+    )
+    p.add_argument(
+        "--project",
+        help="Phoenix project to file the spans under (resource attribute "
+        "openinference.project.name)",
+    )
+    p.add_argument(
+        "--no-content",
+        action="store_true",
+        help="leave out message contents, system instructions and tool definitions",
+    )
     p.add_argument("--har", metavar="OUT.har", help="write HAR 1.2 to this file ('-' = stdout)")
-    p.add_argument("--html", action="store_true", help="write the run as one self-contained web page to -o (turns, messages, findings, growth chart; needs the html extra)")
-    p.add_argument("-o", "--output", metavar="OUT.html", help="where --html writes the page ('-' = stdout)")
-    p.add_argument("--force", action="store_true", help="replace an existing --otel/--har/--html file (a link, a directory or a device is always refused)")
+    p.add_argument(
+        "--html",
+        action="store_true",
+        help="write the run as one self-contained web page to -o (turns, messages, findings, "
+        "growth chart; needs the html extra)",
+    )
+    p.add_argument(
+        "-o", "--output", metavar="OUT.html", help="where --html writes the page ('-' = stdout)"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --otel/--har/--html file (a "
+        "link, a directory or a device is always refused)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=cmd_export)
 
@@ -204,7 +264,10 @@ def cmd_textconv(args: argparse.Namespace) -> int:
     if args.install:
         return _install_textconv(Path(args.file or "."))
     if not args.file:
-        print("looptap textconv: error: give a cassette (or --install in a git repository)", file=sys.stderr)
+        print(
+            "looptap textconv: error: give a cassette (or --install in a git repository)",
+            file=sys.stderr,
+        )
         return 2
     from cassettes.interop.textconv import render
     from cassettes.reading.run import open_run
@@ -234,7 +297,12 @@ def _install_textconv(repo: Path) -> int:
     import subprocess
 
     try:
-        top = subprocess.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=30)
+        top = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         print(f"looptap textconv: error: cannot run git: {exc}", file=sys.stderr)
         return 2
@@ -252,7 +320,12 @@ def _install_textconv(repo: Path) -> int:
         print(f"looptap textconv: error: {exc}", file=sys.stderr)
         return 2
     command = f"{shlex.quote(sys.executable)} -m cassettes.cli textconv"
-    done = subprocess.run(["git", "-C", str(root), "config", "diff.looptap.textconv", command], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["git", "-C", str(root), "config", "diff.looptap.textconv", command],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if done.returncode != 0:
         print(f"looptap textconv: error: git config failed: {done.stderr.strip()}", file=sys.stderr)
         return 2
@@ -287,7 +360,9 @@ def _add_attribute(target: Any, line: str) -> bool:
             mode = stat.S_IMODE(os.fstat(fd).st_mode)
             old = f.read(16 << 20)  # an attributes file is small; a huge one is kept whole below
             if f.read(1):
-                raise CassetteError(f"{path} is over 16 MiB: looptap does not rewrite it; add '{line}' yourself")
+                raise CassetteError(
+                    f"{path} is over 16 MiB: looptap does not rewrite it; add '{line}' yourself"
+                )
     if line in (h.strip() for h in old.decode("utf-8", "replace").splitlines()):
         return False
     with staged(target, mode=mode) as s:
@@ -302,11 +377,24 @@ def register_textconv(sub: Any) -> None:
     p = sub.add_parser(
         "textconv",
         help="print a cassette as stable line-per-item text (a git diff driver)",
-        description="Print a cassette one item per line (turns, appended messages, response parts, usage, findings; "
-        "no timestamps; tool-call ids as <id:N>) so `git diff` shows what changed. "
-        "Register it in a repository with: looptap textconv --install",
+        description="Print a cassette one item per line (turns, appended messages, response parts, "
+        "usage, findings; no timestamps; tool-call ids as <id:N>) so `git diff` shows what "
+        "changed. Register it in a repository with: looptap textconv --install",
     )
-    p.add_argument("file", nargs="?", help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (with --install: the repository, default .)")
-    p.add_argument("--raw-ids", action="store_true", help="print tool-call and response ids as recorded, not as <id:N>")
-    p.add_argument("--install", action="store_true", help="register the driver in the git repository here (.gitattributes and git config)")
+    p.add_argument(
+        "file",
+        nargs="?",
+        help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (with --install: the "
+        "repository, default .)",
+    )
+    p.add_argument(
+        "--raw-ids",
+        action="store_true",
+        help="print tool-call and response ids as recorded, not as <id:N>",
+    )
+    p.add_argument(
+        "--install",
+        action="store_true",
+        help="register the driver in the git repository here (.gitattributes and git config)",
+    )
     p.set_defaults(func=cmd_textconv)

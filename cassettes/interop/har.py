@@ -80,7 +80,9 @@ def _request(ex: Exchange) -> dict[str, Any]:
         "httpVersion": "HTTP/1.1",
         "cookies": _cookies(ex.request_headers, "cookie"),
         "headers": _headers(ex.request_headers),
-        "queryString": [{"name": k, "value": v} for k, v in parse_qsl(url.query, keep_blank_values=True)],
+        "queryString": [
+            {"name": k, "value": v} for k, v in parse_qsl(url.query, keep_blank_values=True)
+        ],
         "headersSize": -1,
         "bodySize": len(ex.request_body),
     }
@@ -88,7 +90,8 @@ def _request(ex: Exchange) -> dict[str, Any]:
         text, enc = _text(ex.request_body)
         post: dict[str, Any] = {"mimeType": _mime(ex.request_headers), "text": text}
         if enc:
-            post["_encoding"] = enc  # HAR 1.2 has no encoding for postData; said for readers that care
+            # HAR 1.2 has no encoding for postData; said for readers that care
+            post["_encoding"] = enc
         request["postData"] = post
     return request
 
@@ -97,7 +100,11 @@ def _response(ex: Exchange) -> dict[str, Any]:
     """HAR's ``response``: the recorded response (a transport error as ``_error``)."""
     body = ex.response_body
     text, enc = _text(body)
-    content: dict[str, Any] = {"size": len(body), "mimeType": _mime(ex.response_headers), "text": text}
+    content: dict[str, Any] = {
+        "size": len(body),
+        "mimeType": _mime(ex.response_headers),
+        "text": text,
+    }
     if enc:
         content["encoding"] = enc
     response: dict[str, Any] = {
@@ -138,7 +145,8 @@ def _looptap(rt: RoundTrip, ex: Exchange, synthetic: bool, run: Run) -> dict[str
         looptap["conversation"] = turn.conversation
         looptap["turn"] = turn.index
         looptap["findings"] = [
-            {"code": f.code, "layer": f.layer, "severity": f.severity.value, "message": f.message} for f in turn.findings
+            {"code": f.code, "layer": f.layer, "severity": f.severity.value, "message": f.message}
+            for f in turn.findings
         ]
     if rt.analysis_errors:
         looptap["analysis_errors"] = list(rt.analysis_errors)
@@ -147,7 +155,9 @@ def _looptap(rt: RoundTrip, ex: Exchange, synthetic: bool, run: Run) -> dict[str
     return looptap
 
 
-def _entry(rt: RoundTrip, ex: Exchange, start: float, length: float, synthetic: bool, run: Run) -> dict[str, Any]:
+def _entry(
+    rt: RoundTrip, ex: Exchange, start: float, length: float, synthetic: bool, run: Run
+) -> dict[str, Any]:
     request = _request(ex)
     response = _response(ex)
     wait = min(ex.ttfb, length) if ex.ttfb is not None else length
@@ -158,13 +168,27 @@ def _entry(rt: RoundTrip, ex: Exchange, start: float, length: float, synthetic: 
         "request": request,
         "response": response,
         "cache": {},
-        "timings": {"blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": _ms(wait), "receive": _ms(receive)},
+        "timings": {
+            "blocked": -1,
+            "dns": -1,
+            "connect": -1,
+            "ssl": -1,
+            "send": 0,
+            "wait": _ms(wait),
+            "receive": _ms(receive),
+        },
         "_looptap": _looptap(rt, ex, synthetic, run),
     }
 
 
 def _log(run: Run) -> dict[str, Any]:
-    return {"version": "1.2", "creator": {"name": "looptap", "version": __version__}, "pages": [], "entries": [], "comment": f"looptap run {run.name}"}
+    return {
+        "version": "1.2",
+        "creator": {"name": "looptap", "version": __version__},
+        "pages": [],
+        "entries": [],
+        "comment": f"looptap run {run.name}",
+    }
 
 
 def iter_entries(run: Run) -> Iterator[dict[str, Any]]:

@@ -45,7 +45,14 @@ from cassettes.models import FinishReason, Message, NormalisedRequest, Normalise
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run, timeline
 
-__all__ = ["SCOPE_NAME", "SPAN_KIND_CLIENT", "SPAN_KIND_INTERNAL", "build_request", "iter_requests", "span_attributes"]
+__all__ = [
+    "SCOPE_NAME",
+    "SPAN_KIND_CLIENT",
+    "SPAN_KIND_INTERNAL",
+    "build_request",
+    "iter_requests",
+    "span_attributes",
+]
 
 SCOPE_NAME = "looptap"
 SPAN_KIND_INTERNAL = 1
@@ -75,7 +82,14 @@ _PARAMS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "gen_ai.request.max_tokens",
         "int",
-        ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxOutputTokens", "maxTokens", "num_predict"),
+        (
+            "max_tokens",
+            "max_completion_tokens",
+            "max_output_tokens",
+            "maxOutputTokens",
+            "maxTokens",
+            "num_predict",
+        ),
     ),
     ("gen_ai.request.seed", "int", ("seed",)),
     ("gen_ai.request.choice.count", "int", ("n", "candidateCount")),
@@ -156,7 +170,11 @@ def _part(p: Part) -> dict[str, Any]:
         return out
     if p.kind == "tool_result" and p.tool_result is not None:
         tr = p.tool_result
-        res: dict[str, Any] = {"type": "tool_call_response", "id": tr.call_id, "response": tr.content}
+        res: dict[str, Any] = {
+            "type": "tool_call_response",
+            "id": tr.call_id,
+            "response": tr.content,
+        }
         if tr.is_error is not None:
             res["is_error"] = tr.is_error
         return res
@@ -165,7 +183,11 @@ def _part(p: Part) -> dict[str, Any]:
     if p.kind == "media":
         return {"type": "media", "mime_type": p.media_type}
     # A block looptap has no kind for (a cache point, a server tool's result …): kept as sent.
-    return {"type": "other", "details": p.provider_details} if p.provider_details else {"type": "other"}
+    return (
+        {"type": "other", "details": p.provider_details}
+        if p.provider_details
+        else {"type": "other"}
+    )
 
 
 def _message(m: Message) -> dict[str, Any]:
@@ -220,7 +242,9 @@ def _params(req: NormalisedRequest) -> dict[str, AttrValue | None]:
 # -- spans ---------------------------------------------------------------------------------------
 
 
-def span_attributes(rt: RoundTrip, turn: Turn | None, conversation_id: str | None, content: bool = True) -> dict[str, AttrValue | None]:
+def span_attributes(
+    rt: RoundTrip, turn: Turn | None, conversation_id: str | None, content: bool = True
+) -> dict[str, AttrValue | None]:
     """The attributes of one round trip's span (``None`` values are left out): the GenAI
     semantic conventions, the content when asked, the HTTP client's, then looptap's own."""
     url = urlsplit(rt.url)
@@ -232,13 +256,19 @@ def span_attributes(rt: RoundTrip, turn: Turn | None, conversation_id: str | Non
     return attrs
 
 
-def _gen_ai_attributes(rt: RoundTrip, url: SplitResult, conversation_id: str | None) -> dict[str, AttrValue | None]:
+def _gen_ai_attributes(
+    rt: RoundTrip, url: SplitResult, conversation_id: str | None
+) -> dict[str, AttrValue | None]:
     adapter = providers.by_family(rt.family)
     req, resp = rt.request, rt.response
     # OpenInference (Phoenix) reads the kind from here; without it a span shows as UNKNOWN.
-    attrs: dict[str, AttrValue | None] = {"openinference.span.kind": "LLM" if rt.family != "none" else None}
+    attrs: dict[str, AttrValue | None] = {
+        "openinference.span.kind": "LLM" if rt.family != "none" else None
+    }
     if adapter is not None:
-        attrs["gen_ai.operation.name"] = adapter.profile.otel_operation if rt.operation == "generate" else rt.operation
+        attrs["gen_ai.operation.name"] = (
+            adapter.profile.otel_operation if rt.operation == "generate" else rt.operation
+        )
         attrs["gen_ai.provider.name"] = adapter.profile.otel_provider_name(url.hostname or "")
     if req is not None:
         attrs["gen_ai.request.model"] = req.model
@@ -279,7 +309,11 @@ def _content_attributes(rt: RoundTrip) -> dict[str, AttrValue | None]:
 
 
 def _http_attributes(rt: RoundTrip, url: SplitResult) -> dict[str, AttrValue | None]:
-    attrs: dict[str, AttrValue | None] = {"http.request.method": rt.method, "url.full": rt.url, "server.address": url.hostname}
+    attrs: dict[str, AttrValue | None] = {
+        "http.request.method": rt.method,
+        "url.full": rt.url,
+        "server.address": url.hostname,
+    }
     try:
         attrs["server.port"] = url.port or (443 if url.scheme == "https" else 80)
     except ValueError:
@@ -297,7 +331,11 @@ def _http_attributes(rt: RoundTrip, url: SplitResult) -> dict[str, AttrValue | N
 
 def _looptap_attributes(rt: RoundTrip, turn: Turn | None) -> dict[str, AttrValue | None]:
     resp = rt.response
-    attrs: dict[str, AttrValue | None] = {"looptap.seq": rt.seq, "looptap.family": rt.family, "looptap.complete": rt.complete}
+    attrs: dict[str, AttrValue | None] = {
+        "looptap.seq": rt.seq,
+        "looptap.family": rt.family,
+        "looptap.complete": rt.complete,
+    }
     if resp is not None and resp.finish_reason is not None:
         attrs["looptap.finish_reason"] = resp.finish_reason.value
     if turn is not None:
@@ -336,7 +374,9 @@ def _turn_attributes(turn: Turn) -> dict[str, AttrValue | None]:
         "looptap.cost.usd": cost,
         "looptap.cost.estimated": k.price_estimated if cost is not None else None,
         "looptap.cost.cumulative_usd": cumulative,
-        "looptap.cost.cumulative_estimated": k.cumulative_estimated if cumulative is not None else None,
+        "looptap.cost.cumulative_estimated": k.cumulative_estimated
+        if cumulative is not None
+        else None,
         "looptap.layers.flagged": flagged or None,
         "looptap.findings.count": len(turn.findings),
         "looptap.findings.codes": [f.code for f in turn.findings] or None,
@@ -387,10 +427,16 @@ def build_request(run: Run, content: bool = True, project: str | None = None) ->
 def _request(like: dict[str, Any], spans: list[dict[str, Any]]) -> dict[str, Any]:
     rs = like["resourceSpans"][0]
     ss = rs["scopeSpans"][0]
-    return {"resourceSpans": [{"resource": rs["resource"], "scopeSpans": [{"scope": ss["scope"], "spans": spans}]}]}
+    return {
+        "resourceSpans": [
+            {"resource": rs["resource"], "scopeSpans": [{"scope": ss["scope"], "spans": spans}]}
+        ]
+    }
 
 
-def iter_requests(run: Run, content: bool = True, project: str | None = None, spans_per_request: int = 1000) -> Iterator[dict[str, Any]]:
+def iter_requests(
+    run: Run, content: bool = True, project: str | None = None, spans_per_request: int = 1000
+) -> Iterator[dict[str, Any]]:
     """The run as OTLP/JSON ``ExportTraceServiceRequest`` objects of at most ``spans_per_request``
     round-trip spans each (one round trip read at a time), the last ones with the conversations'
     root spans (as many to a request), whose times and totals are known only at the end."""
@@ -404,7 +450,12 @@ def iter_requests(run: Run, content: bool = True, project: str | None = None, sp
     }
     shell = {
         "resourceSpans": [
-            {"resource": {"attributes": _attrs(resource)}, "scopeSpans": [{"scope": {"name": SCOPE_NAME, "version": __version__}, "spans": []}]}
+            {
+                "resource": {"attributes": _attrs(resource)},
+                "scopeSpans": [
+                    {"scope": {"name": SCOPE_NAME, "version": __version__}, "spans": []}
+                ],
+            }
         ]
     }
     turns = run.analysis.turns
@@ -417,7 +468,16 @@ def iter_requests(run: Run, content: bool = True, project: str | None = None, sp
         if turn is not None:
             totals.note(seq, turn)
         conv = turn.conversation if turn is not None else None
-        span = _round_trip_span(run, rt, seq, conv, turn, (_ns(start), _ns(start) + _ns(length), synthetic), identity, content)
+        span = _round_trip_span(
+            run,
+            rt,
+            seq,
+            conv,
+            turn,
+            (_ns(start), _ns(start) + _ns(length), synthetic),
+            identity,
+            content,
+        )
         if conv is not None:
             start_ns, end_ns = int(span["startTimeUnixNano"]), int(span["endTimeUnixNano"])
             lo, hi = bounds.get(conv, (start_ns, end_ns))
@@ -428,7 +488,11 @@ def iter_requests(run: Run, content: bool = True, project: str | None = None, sp
             spans = []
     # The conversations' root spans, at most spans_per_request to a request (a run of a million
     # conversations is not one request of a million roots).
-    roots = (_conversation_span(run, conv_rec, bounds[conv_rec.id], identity, totals) for conv_rec in run.analysis.conversations if conv_rec.id in bounds)
+    roots = (
+        _conversation_span(run, conv_rec, bounds[conv_rec.id], identity, totals)
+        for conv_rec in run.analysis.conversations
+        if conv_rec.id in bounds
+    )
     chunk: list[dict[str, Any]] = []
     first = True
     for root in roots:
@@ -441,16 +505,29 @@ def iter_requests(run: Run, content: bool = True, project: str | None = None, sp
 
 
 def _round_trip_span(
-    run: Run, rt: RoundTrip, seq: int, conv: str | None, turn: Turn | None, when: tuple[int, int, bool], identity: bytes, content: bool
+    run: Run,
+    rt: RoundTrip,
+    seq: int,
+    conv: str | None,
+    turn: Turn | None,
+    when: tuple[int, int, bool],
+    identity: bytes,
+    content: bool,
 ) -> dict[str, Any]:
     """One round trip's span, a child of its conversation's root span."""
     start_ns, end_ns, synthetic = when
     run_tag = identity.hex()[:12]
     attrs = span_attributes(rt, turn, f"looptap-{run_tag}-{conv}" if conv else None, content)
     attrs["looptap.timing"] = "synthetic" if synthetic else "recorded"
-    model = (rt.request.model if rt.request else None) or (rt.response.model if rt.response else None)
+    model = (rt.request.model if rt.request else None) or (
+        rt.response.model if rt.response else None
+    )
     op = attrs.get("gen_ai.operation.name")
-    name = f"{op} {model}" if op and model else (str(op) if op else f"{rt.method} {urlsplit(rt.url).path or '/'}")
+    name = (
+        f"{op} {model}"
+        if op and model
+        else (str(op) if op else f"{rt.method} {urlsplit(rt.url).path or '/'}")
+    )
     span: dict[str, Any] = {
         "traceId": _hex_id(identity, "trace", conv if conv is not None else "", size=16),
         "spanId": _hex_id(identity, "span", str(seq), size=8),
@@ -464,7 +541,9 @@ def _round_trip_span(
         span["parentSpanId"] = _hex_id(identity, "conversation", conv, size=8)
     events: list[dict[str, Any]] = []
     if rt.ttft is not None:
-        events.append({"timeUnixNano": str(start_ns + _ns(max(rt.ttft, 0.0))), "name": "looptap.first_token"})
+        events.append(
+            {"timeUnixNano": str(start_ns + _ns(max(rt.ttft, 0.0))), "name": "looptap.first_token"}
+        )
     for f in turn.findings if turn is not None else []:
         events.append(_finding_event(f, end_ns))
     if events:
@@ -501,14 +580,22 @@ class _Totals:
         pass did not read, if any, is read here)."""
         turns = self._run.analysis.turns
         present = [s for s in conv_rec.turns if s in turns]  # (a turn the pass read is one of them)
-        codes = [c for s in present for c in (self.codes.get(s, []) if s in self._seen else [f.code for f in turns[s].findings])]
+        codes = [
+            c
+            for s in present
+            for c in (
+                self.codes.get(s, []) if s in self._seen else [f.code for f in turns[s].findings]
+            )
+        ]
         if not present:
             return codes, None
         last = present[-1]
         return codes, self.last_tokens[last] if last in self.last_tokens else turns[last].tokens
 
 
-def _conversation_span(run: Run, conv_rec: Conversation, bounds: tuple[int, int], identity: bytes, totals: _Totals) -> dict[str, Any]:
+def _conversation_span(
+    run: Run, conv_rec: Conversation, bounds: tuple[int, int], identity: bytes, totals: _Totals
+) -> dict[str, Any]:
     """A conversation's root span: from its first round trip's start to its last one's end, with
     the totals known only at the end of the run."""
     run_tag = identity.hex()[:12]
@@ -529,7 +616,9 @@ def _conversation_span(run: Run, conv_rec: Conversation, bounds: tuple[int, int]
         "looptap.findings.codes": codes or None,
         "looptap.tokens.cumulative_input": last.cumulative_input if last else None,
         "looptap.tokens.cumulative_output": last.cumulative_output if last else None,
-        "looptap.cost.cumulative_usd": float(last.cumulative_cost) if last and last.cumulative_cost is not None else None,
+        "looptap.cost.cumulative_usd": float(last.cumulative_cost)
+        if last and last.cumulative_cost is not None
+        else None,
     }
     return {
         "traceId": _hex_id(identity, "trace", conv_rec.id, size=16),

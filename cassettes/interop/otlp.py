@@ -99,7 +99,11 @@ def _key_value(kv: Mapping[str, Any]) -> bytes:
 
 
 def _event(e: Mapping[str, Any]) -> bytes:
-    return _fixed64(1, e.get("timeUnixNano")) + _str(2, e.get("name")) + _msgs(3, e.get("attributes"), _key_value)
+    return (
+        _fixed64(1, e.get("timeUnixNano"))
+        + _str(2, e.get("name"))
+        + _msgs(3, e.get("attributes"), _key_value)
+    )
 
 
 def _status(s: Mapping[str, Any]) -> bytes:
@@ -125,7 +129,11 @@ def _span(s: Mapping[str, Any]) -> bytes:
 
 
 def _scope(s: Mapping[str, Any]) -> bytes:
-    return _str(1, s.get("name")) + _str(2, s.get("version")) + _msgs(3, s.get("attributes"), _key_value)
+    return (
+        _str(1, s.get("name"))
+        + _str(2, s.get("version"))
+        + _msgs(3, s.get("attributes"), _key_value)
+    )
 
 
 def _scope_spans(ss: Mapping[str, Any]) -> bytes:
@@ -134,7 +142,11 @@ def _scope_spans(ss: Mapping[str, Any]) -> bytes:
 
 
 def _resource_spans(rs: Mapping[str, Any]) -> bytes:
-    out = _len_field(1, _msgs(1, rs["resource"].get("attributes"), _key_value)) if "resource" in rs else b""
+    out = (
+        _len_field(1, _msgs(1, rs["resource"].get("attributes"), _key_value))
+        if "resource" in rs
+        else b""
+    )
     return out + _msgs(2, rs.get("scopeSpans"), _scope_spans) + _str(3, rs.get("schemaUrl"))
 
 
@@ -167,7 +179,9 @@ def _encode(req: Mapping[str, Any], protocol: str) -> bytes:
     return orjson.dumps(req) if protocol == "json" else encode_request(req)
 
 
-def batches(req: Mapping[str, Any], protocol: str = "protobuf", limit: int = MAX_BODY_BYTES) -> list[bytes]:
+def batches(
+    req: Mapping[str, Any], protocol: str = "protobuf", limit: int = MAX_BODY_BYTES
+) -> list[bytes]:
     """The request as one or more bodies of at most ``limit`` bytes (a single span larger than that
     still goes alone): spans in order, each batch with the same resource and scope. A run's spans
     carry the whole history they sent, so a long run easily outgrows one request."""
@@ -179,7 +193,14 @@ def batches(req: Mapping[str, Any], protocol: str = "protobuf", limit: int = MAX
         for ss in rs.get("scopeSpans", []):
             # What a batch costs besides its spans (resource, scope, the length prefixes that grow
             # with the batch), then each span's own encoded size.
-            base = len(_encode({"resourceSpans": [{**rs, "scopeSpans": [{**ss, "spans": []}]}]}, protocol)) + 16
+            base = (
+                len(
+                    _encode(
+                        {"resourceSpans": [{**rs, "scopeSpans": [{**ss, "spans": []}]}]}, protocol
+                    )
+                )
+                + 16
+            )
             groups: list[list[Any]] = [[]]
             size = base
             for span in ss.get("spans", []):
@@ -191,12 +212,21 @@ def batches(req: Mapping[str, Any], protocol: str = "protobuf", limit: int = MAX
                 size += n
             for group in groups:
                 if group:
-                    out.append(_encode({"resourceSpans": [{**rs, "scopeSpans": [{**ss, "spans": group}]}]}, protocol))
+                    out.append(
+                        _encode(
+                            {"resourceSpans": [{**rs, "scopeSpans": [{**ss, "spans": group}]}]},
+                            protocol,
+                        )
+                    )
     return out
 
 
 def send(
-    req: Mapping[str, Any], endpoint: str, protocol: str = "protobuf", headers: Mapping[str, str] | None = None, timeout: float = 30.0
+    req: Mapping[str, Any],
+    endpoint: str,
+    protocol: str = "protobuf",
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
 ) -> tuple[int, int]:
     """POST the request to the OTLP/HTTP endpoint, split into bodies of at most
     :data:`MAX_BODY_BYTES`; ``(last HTTP status, requests sent)``. Raises :class:`ExportError`."""
@@ -210,13 +240,18 @@ def send(
     status = 0
     bodies = batches(req, protocol)
     for body in bodies:
-        request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": ctype, **(headers or {})})
+        request = urllib.request.Request(
+            url, data=body, method="POST", headers={"Content-Type": ctype, **(headers or {})}
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as resp:
                 status = resp.status
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:300].decode("utf-8", "replace").strip()
-            raise ExportError(f"{shown} refused the export: HTTP {exc.code} {exc.reason}{': ' + detail if detail else ''}") from None
+            raise ExportError(
+                f"{shown} refused the export: HTTP {exc.code} "
+                f"{exc.reason}{': ' + detail if detail else ''}"
+            ) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ExportError(f"cannot reach {shown}: {reason}") from None

@@ -51,7 +51,8 @@ def _compact(v: Any) -> str:
 
 
 class _Ids:
-    """Ids that churn between recordings, as ``<id:N>`` in order of first appearance (``raw``: as is)."""
+    """Ids that churn between recordings, as ``<id:N>`` in order of first appearance (``raw``: as
+    is)."""
 
     def __init__(self, raw: bool) -> None:
         self.raw = raw
@@ -90,7 +91,9 @@ def _part(p: Part, ids: _Ids) -> str:
     if p.kind == "media":
         return f"media {p.media_type or '?'}"
     if p.kind == "other":
-        block = (p.provider_details or {}).get("type") or (p.provider_details or {}).get("block", {})
+        block = (p.provider_details or {}).get("type") or (p.provider_details or {}).get(
+            "block", {}
+        )
         return f"other {_one_line(_compact(block))}" if block else "other"
     return f"{p.kind}: {_one_line(p.text or '')}"
 
@@ -113,9 +116,15 @@ def _turn_lines(rt: RoundTrip, turn: Turn | None, ids: _Ids) -> Iterator[str]:
     op = "" if rt.operation in (None, "generate") else f" [{rt.operation}]"
     yield ""
     if rt.family == "none":
-        yield f"#{rt.seq} {rt.method} {url.netloc}{url.path} {status_text(rt.status, rt.transport_error)} (not an LLM call)"
+        yield (
+            f"#{rt.seq} {rt.method} {url.netloc}{url.path} "
+            f"{status_text(rt.status, rt.transport_error)} (not an LLM call)"
+        )
         return
-    yield f"#{rt.seq}{where} {rt.family}{op} {model}{served} {mode} {rt.method} {url.netloc}{url.path} {status_text(rt.status, rt.transport_error)}"
+    yield (
+        f"#{rt.seq}{where} {rt.family}{op} {model}{served} {mode} {rt.method} "
+        f"{url.netloc}{url.path} {status_text(rt.status, rt.transport_error)}"
+    )
     if req is not None:
         yield from _request_lines(req, turn, ids)
     if resp is not None:
@@ -125,7 +134,10 @@ def _turn_lines(rt: RoundTrip, turn: Turn | None, ids: _Ids) -> Iterator[str]:
     for a in rt.analysis_errors:
         yield f"  (!) analysis: {_one_line(a)}"
     for f in turn.findings if turn is not None else []:
-        yield f"  {SEVERITY_MARK.get(f.severity.value, '?')} {f.layer} {f.code}: {_one_line(ids.in_text(f.message))}"
+        yield (
+            f"  {SEVERITY_MARK.get(f.severity.value, '?')} {f.layer} {f.code}: "
+            f"{_one_line(ids.in_text(f.message))}"
+        )
 
 
 def _request_lines(req: NormalisedRequest, turn: Turn | None, ids: _Ids) -> Iterator[str]:
@@ -144,7 +156,10 @@ def _request_lines(req: NormalisedRequest, turn: Turn | None, ids: _Ids) -> Iter
         yield from _messages(turn.c.appended, turn.c.appended_from, ids)
         return
     if turn is not None and turn.c.rewritten:
-        yield f"  history: rewritten ({turn.c.rewritten} earlier messages dropped or changed), sent whole"
+        yield (
+            f"  history: rewritten ({turn.c.rewritten} earlier "
+            "messages dropped or changed), sent whole"
+        )
     yield from _messages(req.messages, 0, ids)
 
 
@@ -168,7 +183,9 @@ def _response_lines(resp: NormalisedResponse, ids: _Ids) -> Iterator[str]:
         yield "  usage: " + ", ".join(f"{k} {v}" for k, v in pairs if v is not None)
     if resp.error is not None:
         e = resp.error
-        yield ("  " + error_phrase(e.status, e.in_stream, e.type, _one_line(e.message or ""))).rstrip()
+        yield (
+            "  " + error_phrase(e.status, e.in_stream, e.type, _one_line(e.message or ""))
+        ).rstrip()
 
 
 def render(run: Run, raw_ids: bool = False) -> Iterator[str]:
@@ -180,13 +197,19 @@ def render(run: Run, raw_ids: bool = False) -> Iterator[str]:
     fmt = f"looptap cassette, format {version}" if version is not None else "imported run"
     from cassettes.hints import count
 
-    yield f"{fmt}: {count(len(run.exchanges), 'round trip')}, {count(len(a.conversations), 'conversation')}, {count(len(a.findings), 'finding')}"
+    yield (
+        f"{fmt}: {count(len(run.exchanges), 'round trip')}, "
+        f"{count(len(a.conversations), 'conversation')}, {count(len(a.findings), 'finding')}"
+    )
     for p in run.problems:
         yield f"! {_one_line(p)}"
     for conv in a.conversations:
         parent = f", {kind_text(conv.kind, conv.parent_seq)}" if conv.parent_seq is not None else ""
         label = f" label={conv.label}" if conv.label else ""
-        yield f"conversation {conv.id} ({conv.family}): turns {' '.join(f'#{s}' for s in conv.turns)}{parent}{label}"
+        yield (
+            f"conversation {conv.id} ({conv.family}): turns "
+            f"{' '.join(f'#{s}' for s in conv.turns)}{parent}{label}"
+        )
     for ex, rt in run.pairs:
         yield from _turn_lines(rt, a.turns.get(ex.seq) if ex.seq is not None else None, ids)
     for e in a.errors:

@@ -18,4 +18,13 @@ from cassettes.matching.volatile import (
     tolerated,
 )
 
-__all__ = ["DETECTORS", "NUMBERED", "Detector", "Numbering", "Span", "Tolerated", "VolatileSpans", "tolerated"]
+__all__ = [
+    "DETECTORS",
+    "NUMBERED",
+    "Detector",
+    "Numbering",
+    "Span",
+    "Tolerated",
+    "VolatileSpans",
+    "tolerated",
+]

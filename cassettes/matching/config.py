@@ -27,7 +27,9 @@ MAX_FILE = 1 << 20
 MAX_UP = 64
 
 
-def find_config(cassette: str | Path | None = None, cwd: str | Path | None = None) -> tuple[Path, bool] | None:
+def find_config(
+    cassette: str | Path | None = None, cwd: str | Path | None = None
+) -> tuple[Path, bool] | None:
     """The file the rules are read from and whether it is a ``pyproject.toml`` (``False``: a
     ``looptap.toml``), or ``None``. See the module docstring for the order."""
     starts: list[Path] = []
@@ -51,7 +53,8 @@ def find_config(cassette: str | Path | None = None, cwd: str | Path | None = Non
 
 
 def rules_from_config(cassette: str | Path | None = None, cwd: str | Path | None = None) -> Rules:
-    """The rules of the project's file (:func:`find_config`); none when there is no file or table."""
+    """The rules of the project's file (:func:`find_config`); none when there is no file or
+    table."""
     found = find_config(cassette, cwd)
     if found is None:
         return Rules()
@@ -75,7 +78,9 @@ def _read(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise RuleError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     if len(raw) > MAX_FILE:
-        raise RuleError(f"{path}: larger than {MAX_FILE // 1024} KiB; not read as the project's looptap rules")
+        raise RuleError(
+            f"{path}: larger than {MAX_FILE // 1024} KiB; not read as the project's looptap rules"
+        )
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -116,7 +116,10 @@ def parse_path(text: str) -> tuple[Segment, ...]:
     if src.startswith("$"):
         src = src[1:].lstrip(".")
     if not src:
-        raise RuleError(f"ignore path {text[:80]!r}: empty (write a path such as metadata.user_id or messages[*].content[*].cache_control)")
+        raise RuleError(
+            f"ignore path {text[:80]!r}: empty (write a path such as metadata.user_id or "
+            "messages[*].content[*].cache_control)"
+        )
     if len(src) > MAX_PATH:
         raise RuleError(f"ignore path {text[:80]!r}…: longer than {MAX_PATH} characters")
     out: list[Segment] = []
@@ -124,8 +127,17 @@ def parse_path(text: str) -> tuple[Segment, ...]:
     while at < len(src):
         m = _SEGMENT.match(src, at)
         dotted = m is not None and m.group("dot") is not None
-        if m is None or (dotted != bool(out) and m.group("key") is not None) or (dotted and m.group("key") is None) or m.end() == at:
-            raise RuleError(f"ignore path {text[:80]!r}: cannot read it at character {at + 1} ({src[at:at + 20]!r}); write keys as a.b, indexes as [0] or [*], other keys as [\"a b\"]")
+        if (
+            m is None
+            or (dotted != bool(out) and m.group("key") is not None)
+            or (dotted and m.group("key") is None)
+            or m.end() == at
+        ):
+            raise RuleError(
+                f"ignore path {text[:80]!r}: cannot read it at character {at + 1} "
+                f"({src[at : at + 20]!r}); write keys as a.b, indexes as [0] or [*], other keys as "
+                '["a b"]'
+            )
         if m.group("key") is not None:
             out.append(ANY_KEY if m.group("key") == "*" else m.group("key"))
         elif m.group("index") is not None:
@@ -196,18 +208,28 @@ class Substitution:
 
     @property
     def text(self) -> str:
-        return f"substitute {self.family + ':' if self.family else ''}{self.pattern.pattern}={self.replacement}"
+        return (
+            f"substitute {self.family + ':' if self.family else ''}"
+            f"{self.pattern.pattern}={self.replacement}"
+        )
 
 
 def parse_ignore(spec: str, family: str | None = None) -> IgnorePath:
     """``PATH`` or ``FAMILY:PATH`` (``anthropic:metadata.user_id``)."""
     head, colon, rest = spec.partition(":")
-    if colon and family is None and re.fullmatch(r"[a-z][a-z0-9_]*", head.strip()) and not rest.startswith(("[", ".")):
+    if (
+        colon
+        and family is None
+        and re.fullmatch(r"[a-z][a-z0-9_]*", head.strip())
+        and not rest.startswith(("[", "."))
+    ):
         family, spec = head.strip(), rest
     return IgnorePath(parse_path(spec), family)
 
 
-def parse_substitution(spec: str, replacement: str | None = None, family: str | None = None) -> Substitution:
+def parse_substitution(
+    spec: str, replacement: str | None = None, family: str | None = None
+) -> Substitution:
     """``REGEX=REPLACEMENT`` (split at the last ``=``: a pattern may hold look-arounds such as
     ``(?<=id=)``; a replacement with ``=`` in it is written in the table form), or the pattern and
     its replacement given apart. Refused: a pattern that does not compile, that is longer than
@@ -217,26 +239,39 @@ def parse_substitution(spec: str, replacement: str | None = None, family: str | 
     if replacement is None:
         pattern, eq, replacement = spec.rpartition("=")
         if not eq:
-            raise RuleError(f"substitute {spec[:80]!r}: write REGEX=REPLACEMENT (the replacement follows the last '=')")
+            raise RuleError(
+                f"substitute {spec[:80]!r}: write REGEX=REPLACEMENT "
+                "(the replacement follows the last '=')"
+            )
     else:
         pattern = spec
     shown = pattern[:80]
     if not pattern:
         raise RuleError(f"substitute {spec[:80]!r}: the pattern is empty")
     if len(pattern) > MAX_PATTERN:
-        raise RuleError(f"substitute {shown!r}…: the pattern is longer than {MAX_PATTERN} characters")
+        raise RuleError(
+            f"substitute {shown!r}…: the pattern is longer than {MAX_PATTERN} characters"
+        )
     try:
         rx = re.compile(pattern)
     except re.error as exc:
         raise RuleError(f"substitute {shown!r}: not a regular expression: {exc}") from None
     if rx.search("") is not None or _min_width(pattern) == 0:
-        raise RuleError(f"substitute {shown!r}: the pattern matches the empty string (it would rewrite every position of every string)")
+        raise RuleError(
+            f"substitute {shown!r}: the pattern matches the empty string (it would rewrite every "
+            "position of every string)"
+        )
     if _runaway(pattern):
-        raise RuleError(f"substitute {shown!r}: the pattern repeats a repetition (as in (a+)+): its matching time can explode on a long string; write one repetition")
+        raise RuleError(
+            f"substitute {shown!r}: the pattern repeats a repetition (as in (a+)+): its matching "
+            "time can explode on a long string; write one repetition"
+        )
     try:
         rx.sub(replacement, "")
     except (re.error, IndexError) as exc:
-        raise RuleError(f"substitute {shown!r}: the replacement {replacement[:40]!r} cannot be used: {exc}") from None
+        raise RuleError(
+            f"substitute {shown!r}: the replacement {replacement[:40]!r} cannot be used: {exc}"
+        ) from None
     return Substitution(rx, replacement, family)
 
 
@@ -251,7 +286,8 @@ def _runaway(pattern: str) -> bool:
 
 
 def _min_width(pattern: str) -> int:
-    """The fewest characters a match of ``pattern`` spans (0: it can match nothing, as ``(?=a)``)."""
+    """The fewest characters a match of ``pattern`` spans (0: it can match nothing, as
+    ``(?=a)``)."""
     import re._parser as parser  # type: ignore[import-not-found]
 
     lo: int = parser.parse(pattern).getwidth()[0]
@@ -287,7 +323,9 @@ def _nested(items: Iterable[Any], inside: bool) -> bool:
 def parse_volatile_tool(name: str) -> str:
     n = name.strip()
     if not n or len(n) > 200 or any(ch.isspace() for ch in n):
-        raise RuleError(f"volatile tool {name[:80]!r}: a tool's name, as the agent declares it (no spaces)")
+        raise RuleError(
+            f"volatile tool {name[:80]!r}: a tool's name, as the agent declares it (no spaces)"
+        )
     return n
 
 
@@ -308,7 +346,13 @@ class Rules:
 
     def extend(self, other: Rules) -> Rules:
         """These rules and ``other``'s (each once); the other's ``volatile``, when it says."""
-        out = Rules(list(self.ignore), list(self.substitute), list(self.volatile_tools), [*self.sources, *other.sources], self.volatile)
+        out = Rules(
+            list(self.ignore),
+            list(self.substitute),
+            list(self.volatile_tools),
+            [*self.sources, *other.sources],
+            self.volatile,
+        )
         for r in other.ignore:
             if r not in out.ignore:
                 out.ignore.append(r)
@@ -325,10 +369,14 @@ class Rules:
         return out
 
     def check_families(self, known: Collection[str]) -> None:
-        """Refuse a rule scoped to a family no adapter speaks (a typo would make it apply nowhere)."""
+        """Refuse a rule scoped to a family no adapter speaks (a typo would make it apply
+        nowhere)."""
         for r in self.scoped():
             if r.family not in known:
-                raise RuleError(f"{r.text[:100]}: unknown API family {r.family!r} (one of: {', '.join(sorted(known))})")
+                raise RuleError(
+                    f"{r.text[:100]}: unknown API family {r.family!r} (one of: "
+                    f"{', '.join(sorted(known))})"
+                )
 
     def scoped(self) -> list[IgnorePath | Substitution]:
         """The rules scoped to one API family."""
@@ -336,14 +384,23 @@ class Rules:
         return out + [s for s in self.substitute if s.family is not None]
 
     def texts(self) -> list[str]:
-        return [r.text for r in self.ignore] + [s.text for s in self.substitute] + [f"volatile tool {n}" for n in self.volatile_tools]
+        return (
+            [r.text for r in self.ignore]
+            + [s.text for s in self.substitute]
+            + [f"volatile tool {n}" for n in self.volatile_tools]
+        )
 
     # -- applying ----------------------------------------------------------------------------
     def wants_results(self) -> bool:
         """Whether :meth:`prepare` needs the body's tool results located (a tool rule is set)."""
         return bool(self.volatile_tools)
 
-    def prepare(self, body: Any, family: str | None, results: Sequence[tuple[tuple[PathItem, ...], str | None]] = ()) -> tuple[Any, list[Span]]:
+    def prepare(
+        self,
+        body: Any,
+        family: str | None,
+        results: Sequence[tuple[tuple[PathItem, ...], str | None]] = (),
+    ) -> tuple[Any, list[Span]]:
         """The body as compared: the results of volatile tools (``results``: each result's content
         path and tool name, as the family's adapter locates them) and the ignored paths written
         out; and a span for each, with the value it stood for. ``body`` itself is not changed."""
@@ -361,10 +418,13 @@ class Rules:
         return [s for s in self.substitute if s.family is None or s.family == family]
 
 
-def substitute(subs: Sequence[Substitution], text: str, path: tuple[PathItem, ...]) -> tuple[str, list[Span]]:
+def substitute(
+    subs: Sequence[Substitution], text: str, path: tuple[PathItem, ...]
+) -> tuple[str, list[Span]]:
     """``text`` with every substitution applied in turn, and a span per match (the text it
     replaced): at most :data:`MAX_MATCHES` per rule and string, then one span counting the rest
-    (a pattern that matches every word of a long text keeps a bounded record, the same on both sides)."""
+    (a pattern that matches every word of a long text keeps a bounded record, the same on both
+    sides)."""
     spans: list[Span] = []
     for s in subs:
         found = [m.group(0) for m in s.pattern.finditer(text)]
@@ -372,22 +432,37 @@ def substitute(subs: Sequence[Substitution], text: str, path: tuple[PathItem, ..
             text = s.pattern.sub(s.replacement, text)
             spans.extend(Span(path, SUBSTITUTED, f, s.text) for f in found[:MAX_MATCHES])
             if len(found) > MAX_MATCHES:
-                spans.append(Span(path, SUBSTITUTED, f"(and {len(found) - MAX_MATCHES:,} more matches)", s.text))
+                spans.append(
+                    Span(
+                        path,
+                        SUBSTITUTED,
+                        f"(and {len(found) - MAX_MATCHES:,} more matches)",
+                        s.text,
+                    )
+                )
     return text, spans
 
 
 def _shown(value: Any) -> str:
     """An ignored value as a span keeps it: its text, bounded (equal values give equal texts)."""
-    text = value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    text = (
+        value
+        if isinstance(value, str)
+        else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    )
     if len(text) <= MAX_SHOWN:
         return text
     import hashlib
 
-    return f"{text[:MAX_SHOWN]}… [{len(text):,} characters, sha256 {hashlib.sha256(text.encode()).hexdigest()[:16]}]"
+    return (
+        f"{text[:MAX_SHOWN]}… [{len(text):,} characters, sha256 "
+        f"{hashlib.sha256(text.encode()).hexdigest()[:16]}]"
+    )
 
 
 def _replace_at(body: Any, path: tuple[PathItem, ...], i: int, spans: list[Span], rule: str) -> Any:
-    """``body`` with the value at ``path`` written :data:`TOOL_RESULT_MARK` (copied along the path)."""
+    """``body`` with the value at ``path`` written :data:`TOOL_RESULT_MARK` (copied along the
+    path)."""
     if i == len(path):
         spans.append(Span(path, TOOL_RESULT, _shown(body), rule))
         return TOOL_RESULT_MARK
@@ -402,11 +477,16 @@ def _replace_at(body: Any, path: tuple[PathItem, ...], i: int, spans: list[Span]
 
 
 def _drop(value: Any, rule: IgnorePath, i: int, at: tuple[PathItem, ...], spans: list[Span]) -> Any:
-    """``value`` (at body path ``at``) without what ``rule.path[i:]`` names; unchanged parts shared."""
+    """``value`` (at body path ``at``) without what ``rule.path[i:]`` names; unchanged parts
+    shared."""
     seg = rule.path[i]
     last = i == len(rule.path) - 1
     if isinstance(value, dict) and (seg is ANY_KEY or isinstance(seg, str)):
-        keys: list[str] = list(value) if seg is ANY_KEY else ([seg] if isinstance(seg, str) and seg in value else [])
+        keys: list[str] = (
+            list(value)
+            if seg is ANY_KEY
+            else ([seg] if isinstance(seg, str) and seg in value else [])
+        )
         if not keys:
             return value
         out = dict(value)
@@ -418,7 +498,11 @@ def _drop(value: Any, rule: IgnorePath, i: int, at: tuple[PathItem, ...], spans:
                 out[k] = _drop(value[k], rule, i + 1, (*at, k), spans)
         return out
     if isinstance(value, list) and (seg is ANY_INDEX or isinstance(seg, int)):
-        idx = range(len(value)) if seg is ANY_INDEX else ([seg] if isinstance(seg, int) and seg < len(value) else [])
+        idx = (
+            range(len(value))
+            if seg is ANY_INDEX
+            else ([seg] if isinstance(seg, int) and seg < len(value) else [])
+        )
         if not idx:
             return value
         lst = list(value)
@@ -447,7 +531,10 @@ def from_table(table: Mapping[str, Any], where: str) -> Rules:
         raise RuleError(f"{where}: [tool.looptap] must be a table")
     for k in table:
         if k not in _TABLE_KEYS:
-            raise RuleError(f"{where}: unknown key {str(k)[:40]!r} in the looptap table (known: {', '.join(_TABLE_KEYS)})")
+            raise RuleError(
+                f"{where}: unknown key {str(k)[:40]!r} in the looptap table (known: "
+                f"{', '.join(_TABLE_KEYS)})"
+            )
     rules = Rules(sources=[where])
     for item in _list(table, "ignore", where):
         rules.ignore.append(_ignore_entry(item, where))
@@ -465,21 +552,43 @@ def from_table(table: Mapping[str, Any], where: str) -> Rules:
 
 
 def _ignore_entry(item: Any, where: str) -> IgnorePath:
-    """One entry of ``ignore``: a string ``PATH`` / ``FAMILY:PATH`` or a table ``{path, family}``."""
+    """One entry of ``ignore``: a string ``PATH`` / ``FAMILY:PATH`` or a table ``{path,
+    family}``."""
     if isinstance(item, str):
         return _at(where, parse_ignore, item)
-    if isinstance(item, Mapping) and isinstance(item.get("path"), str) and set(item) <= {"path", "family"}:
+    if (
+        isinstance(item, Mapping)
+        and isinstance(item.get("path"), str)
+        and set(item) <= {"path", "family"}
+    ):
         return _at(where, parse_ignore, item["path"], _family(item, "ignore", where))
-    raise RuleError(f"{where}: ignore: each entry is a path (\"metadata.*\") or {{path = \"…\", family = \"…\"}}")
+    raise RuleError(
+        f'{where}: ignore: each entry is a path ("metadata.*") or {{path = "…", family = "…"}}'
+    )
 
 
 def _substitute_entry(item: Any, where: str) -> Substitution:
-    """One entry of ``substitute``: ``"REGEX=REPLACEMENT"`` or a table ``{pattern, replacement, family}``."""
+    """One entry of ``substitute``: ``"REGEX=REPLACEMENT"`` or a table ``{pattern, replacement,
+    family}``."""
     if isinstance(item, str):
         return _at(where, parse_substitution, item)
-    if isinstance(item, Mapping) and isinstance(item.get("pattern"), str) and isinstance(item.get("replacement"), str) and set(item) <= {"pattern", "replacement", "family"}:
-        return _at(where, parse_substitution, item["pattern"], item["replacement"], _family(item, "substitute", where))
-    raise RuleError(f"{where}: substitute: each entry is \"REGEX=REPLACEMENT\" or {{pattern = \"…\", replacement = \"…\"}}")
+    if (
+        isinstance(item, Mapping)
+        and isinstance(item.get("pattern"), str)
+        and isinstance(item.get("replacement"), str)
+        and set(item) <= {"pattern", "replacement", "family"}
+    ):
+        return _at(
+            where,
+            parse_substitution,
+            item["pattern"],
+            item["replacement"],
+            _family(item, "substitute", where),
+        )
+    raise RuleError(
+        f'{where}: substitute: each entry is "REGEX=REPLACEMENT" '
+        'or {pattern = "…", replacement = "…"}'
+    )
 
 
 def _family(item: Mapping[str, Any], key: str, where: str) -> str | None:
@@ -506,11 +615,18 @@ def _at(where: str, make: Callable[..., _T], *args: Any) -> _T:
         raise RuleError(f"{where}: {exc}") from None
 
 
-def from_flags(ignore: Iterable[str] = (), substitute: Iterable[str] = (), volatile_tools: Iterable[str] = (), where: str = "the command line") -> Rules:
+def from_flags(
+    ignore: Iterable[str] = (),
+    substitute: Iterable[str] = (),
+    volatile_tools: Iterable[str] = (),
+    where: str = "the command line",
+) -> Rules:
     """The rules given as flags (``--ignore PATH``, ``--substitute REGEX=REPLACEMENT``,
     ``--volatile-tool NAME``) or as pytest ini lines and marker arguments."""
     rules = Rules(
-        [parse_ignore(s) for s in ignore], [parse_substitution(s) for s in substitute], [parse_volatile_tool(n) for n in volatile_tools]
+        [parse_ignore(s) for s in ignore],
+        [parse_substitution(s) for s in substitute],
+        [parse_volatile_tool(n) for n in volatile_tools],
     )
     if rules:
         rules.sources.append(where)

@@ -25,11 +25,47 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-__all__ = ["DETECTORS", "NUMBERED", "Detector", "Numbering", "Span", "Tolerated", "VolatileSpans", "this_process", "tolerated"]
+__all__ = [
+    "DETECTORS",
+    "NUMBERED",
+    "Detector",
+    "Numbering",
+    "Span",
+    "Tolerated",
+    "VolatileSpans",
+    "this_process",
+    "tolerated",
+]
 
 #: What a detector found; its name is also the placeholder's (``<date>``).
-Detector = Literal["datetime", "date", "time", "timestamp", "epoch", "duration", "uuid", "id", "tmp", "cwd", "home", "port"]
-DETECTORS: tuple[Detector, ...] = ("datetime", "date", "time", "timestamp", "epoch", "duration", "uuid", "id", "tmp", "cwd", "home", "port")
+Detector = Literal[
+    "datetime",
+    "date",
+    "time",
+    "timestamp",
+    "epoch",
+    "duration",
+    "uuid",
+    "id",
+    "tmp",
+    "cwd",
+    "home",
+    "port",
+]
+DETECTORS: tuple[Detector, ...] = (
+    "datetime",
+    "date",
+    "time",
+    "timestamp",
+    "epoch",
+    "duration",
+    "uuid",
+    "id",
+    "tmp",
+    "cwd",
+    "home",
+    "port",
+)
 
 PathItem = str | int
 
@@ -42,7 +78,8 @@ class Span:
     path: tuple[PathItem, ...]
     detector: str
     text: str
-    #: The user rule that made the span (:mod:`cassettes.matching.rules`); ``""``: a built-in detector.
+    #: The user rule that made the span (:mod:`cassettes.matching.rules`); ``""``: a built-in
+    #: detector.
     rule: str = ""
 
 
@@ -64,8 +101,14 @@ class Tolerated:
 # A named group ``name__k`` is detector ``name``; a group ``name__k_v`` inside it, when present,
 # is the part replaced (the rest, a neighbour word such as ``ts=`` or a host, is kept).
 
-_MONTH = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
-_WDAY = r"(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:r(?:s(?:day)?)?)?|Fri(?:day)?|Sat(?:urday)?|Sun(?:day)?)"
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
+    r"Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
+_WDAY = (
+    r"(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:r(?:s(?:day)?)?)?|Fri(?:day)?|"
+    r"Sat(?:urday)?|Sun(?:day)?)"
+)
 _YEAR = r"(?:19[7-9]\d|20\d\d)"
 _MM = r"(?:0[1-9]|1[0-2])"
 _DD = r"(?:0[1-9]|[12]\d|3[01])"
@@ -73,15 +116,24 @@ _D = r"(?:0?[1-9]|[12]\d|3[01])"
 _HMS = r"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:[.,]\d{1,9})?"
 _TZ = r"(?:Z|UTC|GMT|[ECMP][SD]T|CES?T|BST|JST|[+-](?:[01]\d):?[0-5]\d)"
 _ISO_TIME = r"(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:[.,]\d{1,9})?)?(?:Z|[+-](?:[01]\d):?[0-5]\d)?"
-_HUMAN_DATE = rf"(?:{_WDAY},?\s{{1,8}})?(?:{_MONTH}\.?\s{{1,8}}{_D}(?:st|nd|rd|th)?,?\s{{1,8}}{_YEAR}|{_D}(?:st|nd|rd|th)?\s{{1,8}}{_MONTH}\.?,?\s{{1,8}}{_YEAR})"
+_HUMAN_DATE = (
+    rf"(?:{_WDAY},?\s{{1,8}})?(?:{_MONTH}\.?\s{{1,8}}{_D}(?:st|nd|rd|th)?,?\s{{1,8}}{_YEAR}|{_D}"
+    rf"(?:st|nd|rd|th)?\s{{1,8}}{_MONTH}\.?,?\s{{1,8}}{_YEAR})"
+)
 #: Not glued to a word, a number, a path or an id on the left (``v1.2``, ``gpt-4o-``, ``/``).
 _L = r"(?<![\w.:/+=-])"
 #: Nor on the right (``2026-11-25.log``, ``2026-11-25T``); a full stop that ends a sentence is fine.
 _R = r"(?![\w:/+=-]|\.\w)"
 #: A word that says a number is a time (``took 1.2s``, ``"ts": 1732…``), kept.
 _TIMING = r"\b(?i:took|elapsed|duration|latency|runtime|in|after|real|user|sys|time)[:=]?\s{1,8}"
-_TIMING_LONG = r"\b(?i:took|elapsed|duration|latency|runtime|ran\s{1,8}for|finished\s{1,8}in|completed\s{1,8}in|done\s{1,8}in)[:=]?\s{1,8}"
-_EPOCH_WORD = r"\b(?i:(?:[a-z]{1,16}+_)?(?:timestamp|time|ts|epoch|date|created|updated|modified|expires?|started|ended|since|until)(?:_at|_ms|_s)?)[\"']?\s{0,8}[:=]\s{0,8}[\"']?"
+_TIMING_LONG = (
+    r"\b(?i:took|elapsed|duration|latency|runtime|ran\s{1,8}for|finished\s{1,8}in|completed\s{1,"
+    r"8}in|done\s{1,8}in)[:=]?\s{1,8}"
+)
+_EPOCH_WORD = (
+    r"\b(?i:(?:[a-z]{1,16}+_)?(?:timestamp|time|ts|epoch|date|created|updated|modified|expires?|"
+    r"started|ended|since|until)(?:_at|_ms|_s)?)[\"']?\s{0,8}[:=]\s{0,8}[\"']?"
+)
 _TOKEN = r"[A-Za-z0-9]"
 #: The kind words of credentials' formats (OpenAI/Anthropic/Stripe-style ``sk-``, GitHub, GitLab,
 #: Slack, Hugging Face tokens): such a token is a key, not an id that changes between runs.
@@ -99,29 +151,77 @@ _DURATION_GATE = r"(?=[A-Za-z]{2,9}+(?:\s{1,8}(?i:for|in))?[:=]?\s{1,8}\d)"
 #: (name, the groups of the characters its span can start with, pattern).
 _PATTERNS: tuple[tuple[str, str, str], ...] = (
     ("datetime__iso", "d", rf"{_L}{_YEAR}-{_MM}-{_DD}[T ]{_ISO_TIME}{_R}"),
-    ("datetime__ctime", "u", rf"{_L}{_WDAY}\s{{1,8}}{_MONTH}\s{{1,8}}{_D}\s{{1,8}}{_HMS}(?:\s{{1,8}}{_TZ})?\s{{1,8}}{_YEAR}{_R}"),
-    ("datetime__human", "ud", rf"{_L}{_HUMAN_DATE},?\s{{1,8}}(?:at\s{{1,8}})?{_HMS}(?:\s?{_TZ})?{_R}"),
+    (
+        "datetime__ctime",
+        "u",
+        rf"{_L}{_WDAY}\s{{1,8}}{_MONTH}\s{{1,8}}{_D}\s{{1,8}}"
+        rf"{_HMS}(?:\s{{1,8}}{_TZ})?\s{{1,8}}{_YEAR}{_R}",
+    ),
+    (
+        "datetime__human",
+        "ud",
+        rf"{_L}{_HUMAN_DATE},?\s{{1,8}}(?:at\s{{1,8}})?{_HMS}(?:\s?{_TZ})?{_R}",
+    ),
     # ``ls -l`` and syslog: a month, a day and a clock, no year.
-    ("datetime__month", "u", rf"{_L}{_MONTH}\s{{1,8}}{_D}\s{{1,8}}(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d)?{_R}"),
+    (
+        "datetime__month",
+        "u",
+        rf"{_L}{_MONTH}\s{{1,8}}{_D}\s{{1,8}}(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d)?{_R}",
+    ),
     ("date__iso", "d", rf"{_L}{_YEAR}-{_MM}-{_DD}{_R}"),
     ("date__human", "ud", rf"{_L}{_HUMAN_DATE}{_R}"),
     ("date__slash", "d", rf"{_L}(?:{_D}/{_D}/{_YEAR}|{_D}\.{_D}\.{_YEAR}|{_YEAR}/{_MM}/{_DD}){_R}"),
     ("time__hms", "d", rf"{_L}{_HMS}(?:\s?(?i:am|pm))?(?:\s?{_TZ})?{_R}"),
     ("time__ampm", "d", rf"{_L}(?:1[0-2]|0?[1-9]):[0-5]\d\s?(?i:am|pm)\b"),
-    ("epoch__word", "ul", rf"{_EPOCH_GATE}{_EPOCH_WORD}(?P<epoch__word_v>1\d{{9}}(?:\d{{3}})?(?:\.\d{{1,9}})?)(?![\w.])"),
-    ("duration__short", "ul", rf"{_DURATION_GATE}{_TIMING}(?P<duration__short_v>\d{{1,12}}(?:\.\d{{1,9}})?\s?(?:ns|µs|us|ms|s)|\d{{1,6}}m\d{{1,2}}(?:\.\d{{1,9}})?s)(?!\w)"),
-    ("duration__long", "ul", rf"{_DURATION_GATE}{_TIMING_LONG}(?P<duration__long_v>\d{{1,12}}(?:\.\d{{1,9}})?\s?(?:milliseconds?|seconds?|secs?|minutes?|mins?))\b"),
+    (
+        "epoch__word",
+        "ul",
+        rf"{_EPOCH_GATE}{_EPOCH_WORD}(?P<epoch__word_v>1\d{{9}}(?:\d{{3}})?(?:\.\d{{1,"
+        r"9})?)(?![\w.])",
+    ),
+    (
+        "duration__short",
+        "ul",
+        rf"{_DURATION_GATE}{_TIMING}(?P<duration__short_v>\d{{1,12}}(?:\.\d{{1,9}})?\s?(?:ns|µs|us|"
+        r"ms|s)|\d{1,6}m\d{1,2}(?:\.\d{1,9})?s)(?!\w)",
+    ),
+    (
+        "duration__long",
+        "ul",
+        rf"{_DURATION_GATE}{_TIMING_LONG}(?P<duration__long_v>\d{{1,12}}(?:\.\d{{1,"
+        r"9})?\s?(?:milliseconds?|seconds?|secs?|minutes?|mins?))\b",
+    ),
     ("duration__paren", "d", r"(?<=\()(?P<duration__paren_v>\d{1,12}\.\d{1,9}\s?(?:ms|s))\)"),
-    ("uuid__std", "dul", r"(?<![0-9A-Za-z-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9A-Za-z-])"),
+    (
+        "uuid__std",
+        "dul",
+        r"(?<![0-9A-Za-z-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9A-Za-z-])",
+    ),
     # A prefixed random id (a kind word, then _ or -, then 16-64 letters and digits with at
     # least two of each: _random): the kind kept, the token replaced. Never a credential's
     # format (an API key in a body is not a volatile id: left whole, so every printer redacts it).
-    ("id__prefixed", "ul", rf"(?<![0-9A-Za-z_-]){_SECRET_KINDS}[A-Za-z]{{2,12}}+(?:[_-][A-Za-z]{{2,12}}+)?[_-](?P<id__prefixed_v>{_TOKEN}{{16,64}})(?![0-9A-Za-z_+/=-])"),
-    # A bare hex token (a trace id, a digest) of 32-64 digits, with digits and letters in it (_random).
-    ("id__hex", "dul", r"(?<![0-9A-Za-z_+/=.-])(?:[0-9a-f]{32,64}|[0-9A-F]{32,64})(?![0-9A-Za-z_+/=-])"),
-    # A bare base62 token (an API's random id) of 24-64 with upper, lower and digits in it (_random).
+    (
+        "id__prefixed",
+        "ul",
+        rf"(?<![0-9A-Za-z_-]){_SECRET_KINDS}[A-Za-z]{{2,12}}+(?:[_-][A-Za-z]{{2,"
+        rf"12}}+)?[_-](?P<id__prefixed_v>{_TOKEN}{{16,64}})(?![0-9A-Za-z_+/=-])",
+    ),
+    # A bare hex token (a trace id, a digest) of 32-64 digits, with digits and letters in it
+    # (_random).
+    (
+        "id__hex",
+        "dul",
+        r"(?<![0-9A-Za-z_+/=.-])(?:[0-9a-f]{32,64}|[0-9A-F]{32,64})(?![0-9A-Za-z_+/=-])",
+    ),
+    # A bare base62 token (an API's random id) of 24-64 with upper, lower and digits in it
+    # (_random).
     ("id__base62", "dul", rf"(?<![0-9A-Za-z_+/=.-]){_TOKEN}{{24,64}}(?![0-9A-Za-z_+/=-])"),
-    ("port__loopback", "dlb", r"(?<![\w.-])(?:127\.0\.0\.1|localhost|0\.0\.0\.0|\[::1\]):(?P<port__loopback_v>\d{2,5})(?!\d)"),
+    (
+        "port__loopback",
+        "dlb",
+        r"(?<![\w.-])(?:127\.0\.0\.1|localhost|0\.0\.0\.0|"
+        r"\[::1\]):(?P<port__loopback_v>\d{2,5})(?!\d)",
+    ),
 )
 
 #: A temp directory: the system's temp roots, then a pytest base temp (to the test's own
@@ -129,8 +229,8 @@ _PATTERNS: tuple[tuple[str, str, str], ...] = (
 _TMP_ROOT = r"(?:/private)?(?:/var/folders/[\w-]{1,8}/[\w-]{8,64}/[TC]|/tmp|/var/tmp|/dev/shm)"
 _TMP = (
     rf"(?<![\w.~-]){_TMP_ROOT}"
-    r"(?:/pytest-of-[\w.-]{1,64}/pytest-(?:\d{1,9}|current)(?:/[\w.\[\]-]{1,128}?\d{1,9}(?![\w.\[\]-]))?"
-    r"|/tmp[a-z0-9_]{8}(?![\w.-])|/(?=[\w.-]{0,127}\d)[\w.-]{1,128})?(?![\w.-])"
+    r"(?:/pytest-of-[\w.-]{1,64}/pytest-(?:\d{1,9}|current)(?:/[\w.\[\]-]{1,128}?\d{1,"
+    r"9}(?![\w.\[\]-]))?|/tmp[a-z0-9_]{8}(?![\w.-])|/(?=[\w.-]{0,127}\d)[\w.-]{1,128})?(?![\w.-])"
 )
 
 #: Runs of digits and slashes no more than REACH apart: where the detectors are run.
@@ -178,7 +278,11 @@ class VolatileSpans:
     """
 
     def __init__(
-        self, cwd: str | None = None, home: str | None = None, recorded_cwd: Iterable[str] = (), recorded_home: Iterable[str] = ()
+        self,
+        cwd: str | None = None,
+        home: str | None = None,
+        recorded_cwd: Iterable[str] = (),
+        recorded_home: Iterable[str] = (),
     ) -> None:
         cwd, home = this_process(cwd, home)
         self.cwds = _places([cwd, *recorded_cwd])
@@ -190,13 +294,22 @@ class VolatileSpans:
 
     @cached_property
     def _regex(self) -> re.Pattern[str]:
-        places = [(f"cwd__{i}", p) for i, p in enumerate(self.cwds)] + [(f"home__{i}", p) for i, p in enumerate(self.homes)]
+        places = [(f"cwd__{i}", p) for i, p in enumerate(self.cwds)] + [
+            (f"home__{i}", p) for i, p in enumerate(self.homes)
+        ]
         # The cwd as a folder name too, every character but letters and digits a ``-`` (Claude
         # Code keeps a project's memory in ``~/.claude/projects/-home-me-proj/``).
         places += [(f"cwd__slug{i}", slug(p)) for i, p in enumerate(self.cwds)]
         places.sort(key=lambda np: -len(np[1]))  # the longest first: a cwd inside the home wins
         # (a full stop after it ends a sentence: ``Working directory: /home/me/proj.``)
-        alts = [(name, "m" if p.startswith("-") else "s", rf"(?<![\w.~-]){re.escape(p)}(?![\w-]|\.[\w.-])") for name, p in places]
+        alts = [
+            (
+                name,
+                "m" if p.startswith("-") else "s",
+                rf"(?<![\w.~-]){re.escape(p)}(?![\w-]|\.[\w.-])",
+            )
+            for name, p in places
+        ]
         alts += [("tmp__path", "s", _TMP), *_PATTERNS]
         # Every detector wants something other than a letter or digit before its span (its own
         # look-behind says what): that character is matched first, outside the alternatives, so
@@ -209,7 +322,11 @@ class VolatileSpans:
         # reaches a digit, a _ or a - within 64 letters, as every one of them does.
         groups = []
         for tag, ahead in _FIRST.items():
-            members = [(name + tag, rx.replace(f"(?P<{name}_v>", f"(?P<{name}{tag}_v>")) for name, tags, rx in alts if tag in tags]
+            members = [
+                (name + tag, rx.replace(f"(?P<{name}_v>", f"(?P<{name}{tag}_v>"))
+                for name, tags, rx in alts
+                if tag in tags
+            ]
             parts: list[str] = []
             tokens: list[str] = []
             for n, rx in members:
@@ -222,19 +339,22 @@ class VolatileSpans:
                 parts.append(f"(?P<{n}>{rx})")
             if tokens:
                 parts.append(_TOKEN_GATE + "(?:" + "|".join(tokens) + ")")
-            if parts:  # (no cwd known: nothing starts with a ``-``, and an empty group would match anywhere)
+            # (no cwd known: nothing starts with a ``-``, and an empty group would match anywhere)
+            if parts:
                 groups.append(f"(?={ahead})(?:" + "|".join(parts) + ")")
         return re.compile("[^A-Za-z0-9](?:" + "|".join(groups) + ")")
 
-    def normalise(self, text: str, numbers: Numbering | None = None) -> tuple[str, tuple[tuple[str, str], ...]]:
+    def normalise(
+        self, text: str, numbers: Numbering | None = None
+    ) -> tuple[str, tuple[tuple[str, str], ...]]:
         """``text`` with every volatile span written ``<detector>``, and what was replaced
         (detector, original) in order; ``text`` itself and ``()`` when nothing was.
 
-        With ``numbers`` (one :class:`Numbering` per request body), the spans whose identity matters — ids,
-        uuids, temp directories, ports (:data:`NUMBERED`) — are written ``<uuid:1>``, ``<uuid:2>``
-        … by first appearance, so that a renaming is tolerated only where it is consistent: the
-        result for ``call_A`` must still go with ``call_A``, a file written to one temp directory
-        must still be read from that one."""
+        With ``numbers`` (one :class:`Numbering` per request body), the spans whose identity matters
+        — ids, uuids, temp directories, ports (:data:`NUMBERED`) — are written ``<uuid:1>``,
+        ``<uuid:2>`` … by first appearance, so that a renaming is tolerated only where it is
+        consistent: the result for ``call_A`` must still go with ``call_A``, a file written to one
+        temp directory must still be read from that one."""
         segments, found = self._segments(text)
         if not found:
             return text, ()
@@ -299,7 +419,9 @@ class VolatileSpans:
             name = m.lastgroup
             assert name is not None
             inner = name + "_v"
-            start, end = m.span(inner) if inner in m.re.groupindex and m.start(inner) >= 0 else m.span(name)
+            start, end = (
+                m.span(inner) if inner in m.re.groupindex and m.start(inner) >= 0 else m.span(name)
+            )
             detector = name.partition("__")[0]
             if detector == "id" and not _random(name, spaced[start:end]):
                 continue
@@ -311,7 +433,8 @@ class VolatileSpans:
 
 
 class Numbering:
-    """The numbers of one request body's ids, uuids, temp directories and ports, by first appearance."""
+    """The numbers of one request body's ids, uuids, temp directories and ports, by first
+    appearance."""
 
     __slots__ = ("_counts", "_seen")
 
@@ -322,7 +445,9 @@ class Numbering:
     def number(self, detector: str, original: str) -> int:
         n = self._seen.get((detector, original))
         if n is None:
-            n = self._seen[(detector, original)] = self._counts[detector] = self._counts.get(detector, 0) + 1
+            n = self._seen[(detector, original)] = self._counts[detector] = (
+                self._counts.get(detector, 0) + 1
+            )
         return n
 
 

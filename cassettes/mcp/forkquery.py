@@ -1,8 +1,8 @@
 """The MCP answers about a fork and a comparison. ``fork_diff``: where a branch (``looptap run
 --from``) differs from the run it was forked from, lined up from the cursor
-(:func:`cassettes.replay.forking.rundiff.diff_fork`). ``comparison``: a report ``looptap compare --report``
-saved (teacher-forced samples of a candidate model, by turn and layer). Read-only: they read files
-under the roots, never start a run or send a request."""
+(:func:`cassettes.replay.forking.rundiff.diff_fork`). ``comparison``: a report ``looptap compare
+--report`` saved (teacher-forced samples of a candidate model, by turn and layer). Read-only: they
+read files under the roots, never start a run or send a request."""
 
 from __future__ import annotations
 
@@ -26,7 +26,14 @@ from cassettes.mcp.query import (
 __all__ = ["comparison", "fork_diff"]
 
 
-def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+def fork_diff(
+    runs: Runs,
+    branch: str,
+    run: str | None = None,
+    layer: str | None = None,
+    limit: int = 20,
+    max_bytes: int = DEFAULT_BYTES,
+) -> dict[str, Any]:
     """The divergences of ``branch`` from its origin (named in its header, or ``run``)."""
     from cassettes.replay.forking.fork import origin_of
     from cassettes.replay.forking.rundiff import diff_fork
@@ -35,7 +42,11 @@ def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None
     bpath, b = runs.open(branch)
     origin = origin_of(bpath)
     if origin is None:
-        raise QueryError("this run is not a branch (its header names no origin: it was not made by looptap run --from)", run=branch)
+        raise QueryError(
+            "this run is not a branch (its header names no "
+            "origin: it was not made by looptap run --from)",
+            run=branch,
+        )
     from cassettes.reading.branch import locate
 
     def under_roots(p: Path) -> bool:
@@ -44,33 +55,71 @@ def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None
     given = runs.resolve(run) if run is not None else None
     located = locate(bpath, origin, given, allowed=under_roots)
     if located.changed is not None:
-        raise QueryError("the origin changed since the fork: the prefix cannot be compared", run=branch, reason=located.changed)
+        raise QueryError(
+            "the origin changed since the fork: the prefix cannot be compared",
+            run=branch,
+            reason=located.changed,
+        )
     if located.path is None:
-        raise QueryError("the origin this branch names is not under the roots (looked as written, at its absolute path, relative to and beside the branch)",
-                         run=branch, origin=str(origin.get("run", "")))
+        raise QueryError(
+            "the origin this branch names is not under the roots (looked as written, at its "
+            "absolute path, relative to and beside the branch)",
+            run=branch,
+            origin=str(origin.get("run", "")),
+        )
     apath, a = runs.open(str(located.path.resolve()))
-    divs, said = diff_fork(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq, origin, compare=runs.comparing(apath, a, b))
+    divs, said = diff_fork(
+        a.analysis,
+        b.analysis,
+        a.exchange_by_seq,
+        b.exchange_by_seq,
+        origin,
+        compare=runs.comparing(apath, a, b),
+    )
     cursor = origin.get("cursor")
     items = [
-        {"layer": d.layer, "conversation_origin": d.conversation_a, "conversation_branch": d.conversation_b, "turn": d.turn,
-         "seq_origin": d.seq_a, "seq_branch": d.seq_b, "path": text(d.path, 200), "recorded_message": text(d.message, DEFAULT_CHARS),
-         # the later differences that follow from this one (the fork's change, the model's answer)
-         "folded": len(d.folded),
-         "folded_first": [{"turn": f.turn, "layer": f.layer, "seq_branch": f.seq_b, "recorded_message": text(f.message, 300)} for f in d.folded[:5]]}
+        {
+            "layer": d.layer,
+            "conversation_origin": d.conversation_a,
+            "conversation_branch": d.conversation_b,
+            "turn": d.turn,
+            "seq_origin": d.seq_a,
+            "seq_branch": d.seq_b,
+            "path": text(d.path, 200),
+            "recorded_message": text(d.message, DEFAULT_CHARS),
+            # the later differences that follow from this one (the fork's change, the model's
+            # answer)
+            "folded": len(d.folded),
+            "folded_first": [
+                {
+                    "turn": f.turn,
+                    "layer": f.layer,
+                    "seq_branch": f.seq_b,
+                    "recorded_message": text(f.message, 300),
+                }
+                for f in d.folded[:5]
+            ],
+        }
         for d in divs
         if layer is None or d.layer == layer
     ]
     shown, nxt = page(items, 0, max(1, min(limit, 200)), _budget(max_bytes))
-    return _wrap({
-        "origin": text(str(apath.name), 200),
-        "cursor": text(cursor.get("text") if isinstance(cursor, dict) else None, 100),
-        "model": text(origin.get("model"), 100),
-        "edits": [text(e, 200) for e in origin.get("edits") or [] if isinstance(e, str)][:20],
-        "divergences": len(items),
-        "tolerated": tolerated_count(getattr(divs, "tolerated", [])),
-        "recorded": {"lined_up": [text(s, 300) for s in said[:50]], "divergences": shown, "tolerated": tolerated_lines(getattr(divs, "tolerated", []))},
-        "more": nxt is not None,
-    })
+    return _wrap(
+        {
+            "origin": text(str(apath.name), 200),
+            "cursor": text(cursor.get("text") if isinstance(cursor, dict) else None, 100),
+            "model": text(origin.get("model"), 100),
+            "edits": [text(e, 200) for e in origin.get("edits") or [] if isinstance(e, str)][:20],
+            "divergences": len(items),
+            "tolerated": tolerated_count(getattr(divs, "tolerated", [])),
+            "recorded": {
+                "lined_up": [text(s, 300) for s in said[:50]],
+                "divergences": shown,
+                "tolerated": tolerated_lines(getattr(divs, "tolerated", [])),
+            },
+            "more": nxt is not None,
+        }
+    )
 
 
 #: A saved comparison larger than this is refused (a report holds K samples of every turn, texts
@@ -80,20 +129,40 @@ MAX_REPORT_BYTES = 64 << 20
 REPORT_KIND = "compare"
 _TALLY = ("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered")
 #: The verdict's figures (``looptap compare``'s verdict line, as numbers).
-_VERDICT = ("turns", "answers", "agree", "agreement", "cost_ratio", "latency_ratio", "e_differences", "schema_violations", "a_differences",
-            "finish_differences", "errors", "skipped")
+_VERDICT = (
+    "turns",
+    "answers",
+    "agree",
+    "agreement",
+    "cost_ratio",
+    "latency_ratio",
+    "e_differences",
+    "schema_violations",
+    "a_differences",
+    "finish_differences",
+    "errors",
+    "skipped",
+)
 
 
 def report_path(runs: Runs, name: str) -> Path:
     """The saved comparison ``name`` names: a ``.json`` report under a root, or a run whose report
     was saved beside it (``RUN.compare.json``, what ``--report`` without a file writes)."""
-    real = runs.under_roots(name, "a comparison is named by the path of its report (.json) or of its run, under the roots", "report")
+    real = runs.under_roots(
+        name,
+        "a comparison is named by the path of its report (.json) or of its run, under the roots",
+        "report",
+    )
     if real is not None:
         if real.is_file() and real.suffix.lower() != ".json":
             beside = real.with_name(real.name + ".compare.json")
             if beside.is_file() and not beside.is_symlink():
                 return beside
-            raise QueryError("no comparison saved beside this run (looptap compare RUN --report writes RUN.compare.json)", report=name)
+            raise QueryError(
+                "no comparison saved beside this run (looptap "
+                "compare RUN --report writes RUN.compare.json)",
+                report=name,
+            )
         if not real.is_file():
             raise QueryError("this is not a file", report=name)
         return real
@@ -105,7 +174,9 @@ def _count(value: Any) -> int | float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def comparison(runs: Runs, report: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+def comparison(
+    runs: Runs, report: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
+) -> dict[str, Any]:
     """A saved comparison: its verdict (agreement, cost and latency ratios, E and A differences;
     whether it stopped early, which recorded turns it skipped), then per turn, agreement with the
     recording and with itself, the argument checks (JSON, schema-valid, JSON-equal), what the
@@ -115,31 +186,48 @@ def comparison(runs: Runs, report: str, offset: int = 0, limit: int = 20, max_by
 
     path = report_path(runs, report)
     if path.stat().st_size > MAX_REPORT_BYTES:
-        raise QueryError(f"this report is over {MAX_REPORT_BYTES >> 20} MiB: not read", report=report)
+        raise QueryError(
+            f"this report is over {MAX_REPORT_BYTES >> 20} MiB: not read", report=report
+        )
     try:
         doc = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
         raise QueryError("this report is not JSON", report=report, reason=str(exc)) from None
-    if not isinstance(doc, dict) or doc.get("looptap") != REPORT_KIND or not isinstance(doc.get("turns"), list):
-        raise QueryError("this file is not a comparison report (looptap compare --report writes them)", report=report)
+    if (
+        not isinstance(doc, dict)
+        or doc.get("looptap") != REPORT_KIND
+        or not isinstance(doc.get("turns"), list)
+    ):
+        raise QueryError(
+            "this file is not a comparison report (looptap compare --report writes them)",
+            report=report,
+        )
     turns = [t for t in doc["turns"] if isinstance(t, dict)]
     items = [_turn(t) for t in turns[max(offset, 0):]]
     shown, nxt = page(items, 0, max(1, min(limit, 200)), _budget(max_bytes))
     tally = _dict(doc.get("arguments"))
     agreements = [a for a in (_count(t.get("agreement")) for t in turns) if a is not None]
     verdict = _dict(doc.get("verdict"))  # reports saved before the verdict have none: None
-    return _wrap({
-        "samples": _count(doc.get("samples")),
-        "turns": len(turns),
-        "agreement": round(sum(agreements) / len(agreements), 4) if agreements else None,
-        "verdict": {k: _count(verdict.get(k)) for k in _VERDICT} if verdict else None,
-        "stopped": bool(doc.get("stopped")),
-        "arguments": {k: _count(tally.get(k)) for k in _TALLY},
-        "recorded": {"report": text(str(path.name), 200), "run": text(doc.get("run"), 300), "model": text(doc.get("model"), 100),
-                     "verdict": text(doc.get("verdict_line"), 800), "stopped": text(doc.get("stopped"), 400),
-                     "skipped": [text(x, 80) for x in _list(doc.get("skipped"), 50)], "turns": shown},
-        "next_offset": None if nxt is None else max(offset, 0) + nxt,
-    })
+    return _wrap(
+        {
+            "samples": _count(doc.get("samples")),
+            "turns": len(turns),
+            "agreement": round(sum(agreements) / len(agreements), 4) if agreements else None,
+            "verdict": {k: _count(verdict.get(k)) for k in _VERDICT} if verdict else None,
+            "stopped": bool(doc.get("stopped")),
+            "arguments": {k: _count(tally.get(k)) for k in _TALLY},
+            "recorded": {
+                "report": text(str(path.name), 200),
+                "run": text(doc.get("run"), 300),
+                "model": text(doc.get("model"), 100),
+                "verdict": text(doc.get("verdict_line"), 800),
+                "stopped": text(doc.get("stopped"), 400),
+                "skipped": [text(x, 80) for x in _list(doc.get("skipped"), 50)],
+                "turns": shown,
+            },
+            "next_offset": None if nxt is None else max(offset, 0) + nxt,
+        }
+    )
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -164,12 +252,21 @@ def _turn(t: dict[str, Any]) -> dict[str, Any]:
                 v = f"{_dict(c).get('name')}: {e}"
                 violations[v] = violations.get(v, 0) + 1
     return {
-        "seq": _count(t.get("seq")), "turn": _count(t.get("turn")), "conversation": text(t.get("conversation"), 40),
-        "agreement": _count(t.get("agreement")), "self_agreement": _count(t.get("self_agreement")),
+        "seq": _count(t.get("seq")),
+        "turn": _count(t.get("turn")),
+        "conversation": text(t.get("conversation"), 40),
+        "agreement": _count(t.get("agreement")),
+        "self_agreement": _count(t.get("self_agreement")),
         "arguments": {k: _count(args.get(k)) for k in _TALLY},
         "recorded_answer": text(_said(_dict(t.get("recorded"))), 300),
-        "answers": [{"n": n, "said": text(k, 300)} for k, n in sorted(said.items(), key=lambda kv: -kv[1])[:5]],
-        "schema_violations": [{"n": n, "violation": text(v, 300)} for v, n in sorted(violations.items(), key=lambda kv: -kv[1])[:5]],
+        "answers": [
+            {"n": n, "said": text(k, 300)}
+            for k, n in sorted(said.items(), key=lambda kv: -kv[1])[:5]
+        ],
+        "schema_violations": [
+            {"n": n, "violation": text(v, 300)}
+            for v, n in sorted(violations.items(), key=lambda kv: -kv[1])[:5]
+        ],
         "finish": [text(s.get("finish"), 40) for s in samples[:10]],
         "new_to_client": [text(x, 300) for x in _list(t.get("new_to_client"), 10)],
     }

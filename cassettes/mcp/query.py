@@ -85,7 +85,8 @@ TOLERATED_SHOWN = 20
 
 
 def tolerated_count(turns: Sequence[dict[str, Any]]) -> int:
-    """How many differences were tolerated (:mod:`cassettes.replay.matching.tolerated` entries, every turn)."""
+    """How many differences were tolerated (:mod:`cassettes.replay.matching.tolerated` entries,
+    every turn)."""
     return sum(len(t.get("tolerated") or []) for t in turns)
 
 
@@ -104,7 +105,8 @@ class Runs:
     def __init__(self, roots: Sequence[str | Path], keep: int = 4) -> None:
         self.roots = checked_roots(roots)
         self._open: OrderedDict[Path, _Open] = OrderedDict()
-        self._live: OrderedDict[Path, tuple[Any, int]] = OrderedDict()  # file → (Run followed as it grows, inode)
+        # file → (Run followed as it grows, inode)
+        self._live: OrderedDict[Path, tuple[Any, int]] = OrderedDict()
         self._keep = keep
 
     # -- files ------------------------------------------------------------------------------
@@ -112,10 +114,14 @@ class Runs:
     def resolve(self, name: str) -> Path:
         """A run's file from its name as listed (relative to a root) or an absolute path; refused
         unless it is a regular cassette file under a root once symlinks are resolved."""
-        real = self.under_roots(name, "a run is named by its path as list_runs gives it (recorded.runs[].run)", "run")
+        real = self.under_roots(
+            name, "a run is named by its path as list_runs gives it (recorded.runs[].run)", "run"
+        )
         if real is not None:
             if not real.is_file() or real.suffix.lower() not in RUN_SUFFIXES:
-                raise QueryError("this run is not a cassette (.jsonl) or vcrpy (.yaml) file", run=name)
+                raise QueryError(
+                    "this run is not a cassette (.jsonl) or vcrpy (.yaml) file", run=name
+                )
             return real
         for path in self.files():  # a name as list_runs shows it: unsafe characters made visible
             if text(self._label(path), 300) == name:
@@ -123,9 +129,9 @@ class Runs:
         raise QueryError("no run of this name under the roots (list_runs names them)", run=name)
 
     def under_roots(self, name: str, how: str, field: str) -> Path | None:
-        """What ``name`` (absolute, or relative to a root) is once symlinks are resolved, or ``None``
-        when it exists under no root; a name that is no name is refused with ``how``, a path that
-        resolves outside the roots as such (the error's ``field`` holding the name)."""
+        """What ``name`` (absolute, or relative to a root) is once symlinks are resolved, or
+        ``None`` when it exists under no root; a name that is no name is refused with ``how``, a
+        path that resolves outside the roots as such (the error's ``field`` holding the name)."""
         if not isinstance(name, str) or not name or "\x00" in name or len(name) > 4096:
             raise QueryError(how)
         given = Path(name)
@@ -135,14 +141,16 @@ class Runs:
             except (OSError, RuntimeError):
                 continue
             if not any(real.is_relative_to(r) for r in self.roots):
-                raise QueryError("this is outside the directories this server may read", **{field: name})
+                raise QueryError(
+                    "this is outside the directories this server may read", **{field: name}
+                )
             return real
         return None
 
     def comparing(self, path_a: Path, a: Run, b: Run) -> Any:
         """How ``diff`` and ``fork_diff`` compare two runs' requests: as ``looptap diff`` does
-        (:func:`cassettes.replay.forking.rundiff.comparing`: the built-in detectors, each run's with its
-        own working directory and home, and the project's rules for A's cassette), the project's
+        (:func:`cassettes.replay.forking.rundiff.comparing`: the built-in detectors, each run's with
+        its own working directory and home, and the project's rules for A's cassette), the project's
         file read only when it is under a root (else no rules: this server reads nothing else)."""
         from cassettes.matching.config import find_config
         from cassettes.matching.rules import RuleError
@@ -150,16 +158,26 @@ class Runs:
 
         found = find_config(path_a)  # (as diff_rules finds it)
         try:
-            inside = found is not None and any(found[0].resolve().is_relative_to(r) for r in self.roots)
+            inside = found is not None and any(
+                found[0].resolve().is_relative_to(r) for r in self.roots
+            )
             rules = diff_rules(path_a) if inside else None
         except (RuleError, OSError) as exc:
-            raise QueryError("the project's looptap rules for this run cannot be used", run=self._label(path_a), reason=str(exc)) from None
+            raise QueryError(
+                "the project's looptap rules for this run cannot be used",
+                run=self._label(path_a),
+                reason=str(exc),
+            ) from None
         return comparing(rules, a.header, b.header)
 
     def _label(self, path: Path) -> str:
         for r in self.roots:
             if path.is_relative_to(r):
-                return str(path.relative_to(r)) if len(self.roots) == 1 else str(Path(r.name) / path.relative_to(r))
+                return (
+                    str(path.relative_to(r))
+                    if len(self.roots) == 1
+                    else str(Path(r.name) / path.relative_to(r))
+                )
         return str(path)
 
     def files(self) -> list[Path]:
@@ -167,7 +185,11 @@ class Runs:
         seen: dict[Path, float] = {}
         for r in self.roots:
             for dirpath, dirnames, filenames in os.walk(r):
-                dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in ("node_modules", "__pycache__")]
+                dirnames[:] = [
+                    d
+                    for d in dirnames
+                    if not d.startswith(".") and d not in ("node_modules", "__pycache__")
+                ]
                 for fn in filenames:
                     if not fn.lower().endswith(RUN_SUFFIXES):
                         continue
@@ -190,7 +212,9 @@ class Runs:
         try:
             run = open_run(path)
         except CassetteError as exc:  # its message may quote the file (a header's writer, a record)
-            raise QueryError("looptap cannot read this run", run=self._label(path), reason=str(exc)) from None
+            raise QueryError(
+                "looptap cannot read this run", run=self._label(path), reason=str(exc)
+            ) from None
         self._open[path] = _Open(run, stamp)
         while len(self._open) > self._keep:
             self._open.popitem(last=False)
@@ -198,7 +222,9 @@ class Runs:
 
     # -- answers ----------------------------------------------------------------------------
 
-    def _overview(self, path: Path, run: Run, ends: Iterable[tuple[bool, Decimal | None, bool]] | None = None) -> dict[str, Any]:
+    def _overview(
+        self, path: Path, run: Run, ends: Iterable[tuple[bool, Decimal | None, bool]] | None = None
+    ) -> dict[str, Any]:
         """The run in a few figures. ``ends``: each conversation's last turn, whether found and
         its cumulative cost, when the caller has read them (else each is read here)."""
         a = run.analysis
@@ -210,7 +236,14 @@ class Runs:
         priced = True
         if ends is None:
             lasts = (a.turns.get(c.turns[-1]) if c.turns else None for c in a.conversations)
-            ends = ((t is not None, t.tokens.cumulative_cost if t is not None else None, t is not None and t.tokens.cumulative_estimated) for t in lasts)
+            ends = (
+                (
+                    t is not None,
+                    t.tokens.cumulative_cost if t is not None else None,
+                    t is not None and t.tokens.cumulative_estimated,
+                )
+                for t in lasts
+            )
         estimated = False
         for found, cumulative, guessed in ends:
             if not found or cumulative is None:
@@ -230,7 +263,9 @@ class Runs:
             "problems": len(run.problems),
         }
 
-    def list_runs(self, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+    def list_runs(
+        self, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
+    ) -> dict[str, Any]:
         files = self.files()
         chosen = files[max(offset, 0) : max(offset, 0) + max(1, min(limit, 100))]
         rows: list[dict[str, Any]] = []
@@ -238,17 +273,36 @@ class Runs:
             try:
                 rows.append(self._overview(*self.open(str(p))))
             except QueryError as exc:
-                rows.append({"recorded_run": text(self._label(p), 300), "unreadable": str(exc), "recorded_reason": exc.recorded.get("reason")})
+                rows.append(
+                    {
+                        "recorded_run": text(self._label(p), 300),
+                        "unreadable": str(exc),
+                        "recorded_reason": exc.recorded.get("reason"),
+                    }
+                )
             except Exception as exc:  # one run a reader cannot cope with never hides the others
-                rows.append({"recorded_run": text(self._label(p), 300), "unreadable": f"looptap failed on this run ({type(exc).__name__})", "recorded_reason": text(str(exc), 300)})
+                rows.append(
+                    {
+                        "recorded_run": text(self._label(p), 300),
+                        "unreadable": f"looptap failed on this run ({type(exc).__name__})",
+                        "recorded_reason": text(str(exc), 300),
+                    }
+                )
         shown, _ = page(rows, 0, len(rows), byte_budget(max_bytes) - 300)
         after = max(offset, 0) + len(shown)
-        return wrap({"total": len(files), "next_offset": after if after < len(files) else None, "recorded": {"runs": shown}})
+        return wrap(
+            {
+                "total": len(files),
+                "next_offset": after if after < len(files) else None,
+                "recorded": {"runs": shown},
+            }
+        )
 
     def summary(self, run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         path, r = self.open(run)
         a = r.analysis
-        ends: list[tuple[bool, Decimal | None, bool]] = []  # (each turn is read once: the overview takes the last ones from the rows)
+        # (each turn is read once: the overview takes the last ones from the rows)
+        ends: list[tuple[bool, Decimal | None, bool]] = []
         convs = [conversation_row(c, a, ends) for c in a.conversations]
         # The root causes are the answer: their messages get room (the top one whole up to 1,000
         # characters), and the conversations are paged into what is left, before any text is cut.
@@ -261,7 +315,9 @@ class Runs:
         shown, nxt = page(convs, 0, 200, budget) if budget > 200 else ([], 0 if convs else None)
         out.update(
             {
-                "more_conversations": None if nxt is None else f"{len(convs) - nxt} more: call findings or growth with a conversation id",
+                "more_conversations": None
+                if nxt is None
+                else f"{len(convs) - nxt} more: call findings or growth with a conversation id",
                 "root_causes": roots,
                 "recorded": {
                     "families": {text(k, 40): v for k, v in r.families.items()},
@@ -285,9 +341,14 @@ class Runs:
         max_bytes: int = DEFAULT_BYTES,
     ) -> dict[str, Any]:
         layer = layer_of(layer)
-        least = _SEV.get((severity or "info").lower()) if isinstance(severity or "info", str) else None
+        least = (
+            _SEV.get((severity or "info").lower()) if isinstance(severity or "info", str) else None
+        )
         if least is None:
-            raise QueryError("severity is error, warning or info (the least severity shown)", severity=str(severity))
+            raise QueryError(
+                "severity is error, warning or info (the least severity shown)",
+                severity=str(severity),
+            )
         _, r = self.open(run)
         fs = ordered_findings(r.analysis.findings)
         fs = [
@@ -307,17 +368,27 @@ class Runs:
         if seq is None:
             conv = next((c for c in a.conversations if c.id == conversation), None)
             head = a.turns.get(conv.turns[0]) if conv is not None and conv.turns else None
-            first = head.index if head is not None else 0  # a fork's branch keeps its origin's numbers
+            # a fork's branch keeps its origin's numbers
+            first = head.index if head is not None else 0
             if conv is None or turn is None or not first <= turn < first + len(conv.turns):
-                raise QueryError("name a turn by seq, or by conversation and turn (as run_summary numbers them: from 0, a branch from its origin's turn at the cursor)")
+                raise QueryError(
+                    "name a turn by seq, or by conversation and turn (as run_summary numbers them: "
+                    "from 0, a branch from its origin's turn at the cursor)"
+                )
             seq = conv.turns[turn - first]
         t = a.turns.get(seq)
         if t is None:
             if r.by_seq(seq) is None:
                 seqs = [ex.seq for ex in r.exchanges if ex.seq is not None]
                 span = f"#{min(seqs)} to #{max(seqs)}" if seqs else "none"
-                raise QueryError(f"seq {seq} is out of range: this run has {len(seqs)} round trips ({span}); run_summary lists its turns")
-            raise QueryError(f"round trip #{seq} is not an LLM turn (the run recorded it, but it is not an LLM API's traffic)")
+                raise QueryError(
+                    f"seq {seq} is out of range: this run has {len(seqs)} round trips ({span}); "
+                    "run_summary lists its turns"
+                )
+            raise QueryError(
+                f"round trip #{seq} is not an LLM turn (the run recorded "
+                "it, but it is not an LLM API's traffic)"
+            )
         return t
 
     def turn(
@@ -343,7 +414,9 @@ class Runs:
         next_turn = r.analysis.turns.get(after) if after is not None else None
         return wrap(fit_turn(turn_body(t, msgs, after, next_turn, chars), max_bytes))
 
-    def search(self, query: str, run: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+    def search(
+        self, query: str, run: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES
+    ) -> dict[str, Any]:
         from cassettes.views.search import search_turns
 
         if not isinstance(query, str) or not query.strip():
@@ -357,19 +430,44 @@ class Runs:
                 continue
             turns = (r.analysis.turns[s] for s in r.analysis.turns)
             for h in search_turns(turns, query, limit=limit):
-                hits.append({"run": self._label(path), "seq": h.seq, "conversation": h.conversation, "turn": h.turn, "where": h.where, "snippet": text(h.snippet, 160)})
+                hits.append(
+                    {
+                        "run": self._label(path),
+                        "seq": h.seq,
+                        "conversation": h.conversation,
+                        "turn": h.turn,
+                        "where": h.where,
+                        "snippet": text(h.snippet, 160),
+                    }
+                )
                 if len(hits) >= limit:
                     break
             if len(hits) >= limit:
                 break
         shown, nxt = page(hits, 0, limit, byte_budget(max_bytes))
-        return wrap({"hits": len(shown), "more": nxt is not None or len(hits) >= limit, "recorded": {"hits": shown}})
+        return wrap(
+            {
+                "hits": len(shown),
+                "more": nxt is not None or len(hits) >= limit,
+                "recorded": {"hits": shown},
+            }
+        )
 
-    def growth(self, run: str, conversation: str, offset: int = 0, limit: int = 50, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+    def growth(
+        self,
+        run: str,
+        conversation: str,
+        offset: int = 0,
+        limit: int = 50,
+        max_bytes: int = DEFAULT_BYTES,
+    ) -> dict[str, Any]:
         _, r = self.open(run)
         conv = next((c for c in r.analysis.conversations if c.id == conversation), None)
         if conv is None:
-            raise QueryError("no conversation of this id in this run (run_summary lists them)", conversation=conversation)
+            raise QueryError(
+                "no conversation of this id in this run (run_summary lists them)",
+                conversation=conversation,
+            )
         from cassettes.views.growth import growth_bars, split_json
         from cassettes.views.money import money
 
@@ -379,7 +477,8 @@ class Runs:
             if t is None:
                 continue
             k = t.tokens
-            (bar,) = growth_bars([t])  # the split every view shows (show, the inspector, HTML, OTel)
+            # the split every view shows (show, the inspector, HTML, OTel)
+            (bar,) = growth_bars([t])
             rows.append(
                 {
                     "turn": t.index,
@@ -392,16 +491,27 @@ class Runs:
                     "cost_usd": float(k.cost) if k.cost is not None else None,
                     "cost_estimated": k.price_estimated,
                     "cost": money(k.cost, k.price_estimated),
-                    "cumulative_cost_usd": float(k.cumulative_cost) if k.cumulative_cost is not None else None,
+                    "cumulative_cost_usd": float(k.cumulative_cost)
+                    if k.cumulative_cost is not None
+                    else None,
                     "cumulative_estimated": k.cumulative_estimated,
                     "cumulative_cost": money(k.cumulative_cost, k.cumulative_estimated),
                     "source": k.source,
                 }
             )
         shown, nxt = page(rows, offset, max(1, min(limit, 500)), byte_budget(max_bytes))
-        return wrap({"conversation": conv.id, "turns": len(rows), "next_offset": nxt, "growth": shown})
+        return wrap(
+            {"conversation": conv.id, "turns": len(rows), "next_offset": nxt, "growth": shown}
+        )
 
-    def diff(self, run_a: str, run_b: str, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+    def diff(
+        self,
+        run_a: str,
+        run_b: str,
+        layer: str | None = None,
+        limit: int = 20,
+        max_bytes: int = DEFAULT_BYTES,
+    ) -> dict[str, Any]:
         from cassettes.replay.forking.rundiff import diff_analysed
 
         layer = layer_of(layer)
@@ -410,8 +520,17 @@ class Runs:
         from cassettes.replay.cli import different_apis
 
         unrelated = different_apis(a, b)  # the CLI's rule: runs on different APIs, one divergence
-        divs = [unrelated] if unrelated is not None else diff_analysed(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq,
-                                                                       compare=self.comparing(apath, a, b))
+        divs = (
+            [unrelated]
+            if unrelated is not None
+            else diff_analysed(
+                a.analysis,
+                b.analysis,
+                a.exchange_by_seq,
+                b.exchange_by_seq,
+                compare=self.comparing(apath, a, b),
+            )
+        )
         items = [
             {
                 "layer": d.layer,
@@ -430,10 +549,19 @@ class Runs:
         ]
         shown, nxt = page(items, 0, max(1, min(limit, 200)), byte_budget(max_bytes))
         tol = getattr(divs, "tolerated", [])
-        return wrap({"divergences": len(items), "same": not divs, "tolerated": tolerated_count(tol),
-                     "recorded": {"divergences": shown, "tolerated": tolerated_lines(tol)}, "more": nxt is not None})
+        return wrap(
+            {
+                "divergences": len(items),
+                "same": not divs,
+                "tolerated": tolerated_count(tol),
+                "recorded": {"divergences": shown, "tolerated": tolerated_lines(tol)},
+                "more": nxt is not None,
+            }
+        )
 
-    def tail(self, run: str, after_seq: int = -1, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+    def tail(
+        self, run: str, after_seq: int = -1, limit: int = 20, max_bytes: int = DEFAULT_BYTES
+    ) -> dict[str, Any]:
         """Round trips recorded after ``after_seq``. A recording in progress is followed as it
         grows: the server keeps reading the file where it stopped (only the new records are read
         and analysed), so call again with the ``last_seq`` of the previous answer."""
@@ -446,7 +574,9 @@ class Runs:
             try:
                 live = (open_run(path, follow=True), st.st_ino)
             except CassetteError as exc:
-                raise QueryError("looptap cannot read this run", run=self._label(path), reason=str(exc)) from None
+                raise QueryError(
+                    "looptap cannot read this run", run=self._label(path), reason=str(exc)
+                ) from None
             self._live[path] = live
             while len(self._live) > self._keep:
                 self._live.popitem(last=False)
@@ -456,7 +586,9 @@ class Runs:
             while not inc.step().at_end:
                 pass
         except CassetteError as exc:
-            raise QueryError("looptap cannot read this run", run=self._label(path), reason=str(exc)) from None
+            raise QueryError(
+                "looptap cannot read this run", run=self._label(path), reason=str(exc)
+            ) from None
         items: list[dict[str, Any]] = []
         seqs = inc.seqs
         for pos in range(len(seqs)):
@@ -488,21 +620,27 @@ class Runs:
                 "last_seq": last,
                 "round_trips_so_far": len(seqs),
                 "still_being_written": inc.still_written,
-                "findings_at_the_end": "findings of the run's end (e.g. a call never answered) appear once the recording is finished: see findings",
+                "findings_at_the_end": "findings of the run's end (e.g. a call never answered) "
+                "appear once the recording is finished: see findings",
                 "recorded": {"round_trips": shown},
             }
         )
 
 
-def _message_whole(t: Turn, msgs: list[Message], message: int, chars: int, max_bytes: int) -> dict[str, Any]:
+def _message_whole(
+    t: Turn, msgs: list[Message], message: int, chars: int, max_bytes: int
+) -> dict[str, Any]:
     """Message ``message`` of turn ``t``'s request, whole up to ``chars`` characters a text; its
     texts shortened until it fits ``max_bytes``."""
     if not 0 <= message < len(msgs):
         raise QueryError(f"the request of #{t.seq} has {len(msgs)} messages (0-based)")
     budget = byte_budget(max_bytes)
     whole = max(1, min(chars, budget)) if chars else budget
-    answer = wrap({"seq": t.seq, "message": message, "recorded": message_part(msgs[message], whole)})
-    while (size := json_size(answer)) > budget and whole > 40:  # texts shortened until the message fits
+    answer = wrap(
+        {"seq": t.seq, "message": message, "recorded": message_part(msgs[message], whole)}
+    )
+    # texts shortened until the message fits
+    while (size := json_size(answer)) > budget and whole > 40:
         whole = max(40, whole * budget // size * 9 // 10)
         answer["recorded"] = message_part(msgs[message], whole)
     return answer

@@ -42,10 +42,27 @@ def message_part(m: Message, chars: int) -> dict[str, Any]:
     parts: list[Any] = []
     for p in m.parts:
         if p.tool_call is not None:
-            parts.append({"tool_call": {"id": text(p.tool_call.id, 100), "name": text(p.tool_call.name, 100), "arguments": safe_json(p.tool_call.arguments, chars)}})
+            parts.append(
+                {
+                    "tool_call": {
+                        "id": text(p.tool_call.id, 100),
+                        "name": text(p.tool_call.name, 100),
+                        "arguments": safe_json(p.tool_call.arguments, chars),
+                    }
+                }
+            )
         elif p.tool_result is not None:
             tr = p.tool_result
-            parts.append({"tool_result": {"call_id": text(tr.call_id, 100), "name": text(tr.name, 100), "is_error": tr.is_error, "content": text(tr.content, chars)}})
+            parts.append(
+                {
+                    "tool_result": {
+                        "call_id": text(tr.call_id, 100),
+                        "name": text(tr.name, 100),
+                        "is_error": tr.is_error,
+                        "content": text(tr.content, chars),
+                    }
+                }
+            )
         elif p.text is not None:
             parts.append({p.kind: text(p.text, chars)})
         else:
@@ -53,7 +70,9 @@ def message_part(m: Message, chars: int) -> dict[str, Any]:
     return {"role": m.role, "parts": parts}
 
 
-def conversation_row(c: Conversation, a: RunAnalysis, ends: list[tuple[bool, Decimal | None, bool]] | None = None) -> dict[str, Any]:
+def conversation_row(
+    c: Conversation, a: RunAnalysis, ends: list[tuple[bool, Decimal | None, bool]] | None = None
+) -> dict[str, Any]:
     """One conversation of ``run_summary``: its size, cost so far and findings by code. Each turn
     is read once (a streamed run restores it from disk); ``ends``, when given, gets whether the
     conversation's last turn was found and its cumulative cost (the run's overview adds them up)."""
@@ -64,7 +83,13 @@ def conversation_row(c: Conversation, a: RunAnalysis, ends: list[tuple[bool, Dec
         for f in t.findings if t is not None else []:
             codes[f.code] = codes.get(f.code, 0) + 1
     if ends is not None:
-        ends.append((last is not None, last.tokens.cumulative_cost if last is not None else None, last is not None and last.tokens.cumulative_estimated))
+        ends.append(
+            (
+                last is not None,
+                last.tokens.cumulative_cost if last is not None else None,
+                last is not None and last.tokens.cumulative_estimated,
+            )
+        )
     return {
         "conversation": c.id,
         "family": c.family,
@@ -74,14 +99,20 @@ def conversation_row(c: Conversation, a: RunAnalysis, ends: list[tuple[bool, Dec
         "branch": text(c.branch, 40),
         "kind": c.kind,
         "cumulative_input_tokens": last.tokens.cumulative_input if last else None,
-        "cost_usd": float(last.tokens.cumulative_cost) if last and last.tokens.cumulative_cost is not None else None,
-        "cost_estimated": last.tokens.cumulative_estimated if last and last.tokens.cumulative_cost is not None else None,
+        "cost_usd": float(last.tokens.cumulative_cost)
+        if last and last.tokens.cumulative_cost is not None
+        else None,
+        "cost_estimated": last.tokens.cumulative_estimated
+        if last and last.tokens.cumulative_cost is not None
+        else None,
         "finding_codes": codes,
         "recorded_title": text(c.label or c.title, 120),
     }
 
 
-def turn_body(t: Turn, msgs: list[Message], after: int | None, next_turn: Turn | None, chars: int) -> dict[str, Any]:
+def turn_body(
+    t: Turn, msgs: list[Message], after: int | None, next_turn: Turn | None, chars: int
+) -> dict[str, Any]:
     """A turn with E/A/C: what the client sent (``msgs``, the request's messages), what the model
     emitted, what the API said, and what the client sent next (``next_turn``, seq ``after``)."""
     return {
@@ -122,7 +153,14 @@ def _emitted(t: Turn, chars: int) -> dict[str, Any]:
         "reasoning": text(e.reasoning, chars // 2),
         "refusal": text(e.refusal, chars),
         "tool_calls": [
-            {"id": text(k.id, 100), "name": text(k.name, 100), "arguments": text(k.arguments_raw, chars), "parse_error": text(k.parse_error, 200), "schema_errors": [text(x, 200) for x in k.schema_errors[:5]], "offered": k.offered}
+            {
+                "id": text(k.id, 100),
+                "name": text(k.name, 100),
+                "arguments": text(k.arguments_raw, chars),
+                "parse_error": text(k.parse_error, 200),
+                "schema_errors": [text(x, 200) for x in k.schema_errors[:5]],
+                "offered": k.offered,
+            }
             for k in e.tool_calls[:20]
         ],
     }
@@ -138,14 +176,25 @@ def _said(t: Turn, chars: int) -> dict[str, Any]:
         "stream": api.stream,
         "model_requested": text(api.model_requested, 100),
         "model_served": text(api.model_served, 100),
-        "error": safe_json(api.error.model_dump(mode="json", exclude={"raw"}), chars) if api.error else None,
-        "tokens": {"input": t.tokens.input, "cache_read": t.tokens.cache_read, "output": t.tokens.output, "cost_usd": float(t.tokens.cost) if t.tokens.cost is not None else None,
-                   "cost_estimated": t.tokens.price_estimated if t.tokens.cost is not None else None},
+        "error": safe_json(api.error.model_dump(mode="json", exclude={"raw"}), chars)
+        if api.error
+        else None,
+        "tokens": {
+            "input": t.tokens.input,
+            "cache_read": t.tokens.cache_read,
+            "output": t.tokens.output,
+            "cost_usd": float(t.tokens.cost) if t.tokens.cost is not None else None,
+            "cost_estimated": t.tokens.price_estimated if t.tokens.cost is not None else None,
+        },
     }
 
 
 def _next(next_turn: Turn, chars: int) -> dict[str, Any]:
-    return {"seq": next_turn.seq, "appended": [message_part(m, chars) for m in next_turn.c.appended[:6]], "link": safe_json(next_turn.c.link, 100)}
+    return {
+        "seq": next_turn.seq,
+        "appended": [message_part(m, chars) for m in next_turn.c.appended[:6]],
+        "link": safe_json(next_turn.c.link, 100),
+    }
 
 
 def fit_turn(body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
@@ -161,7 +210,12 @@ def fit_turn(body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
         nxt["appended"].pop()
     if json_size(body) > budget:
         body["recorded"] = shrink(rec, 120)
-        body["clipped"] = "texts shortened to fit max_bytes; ask with a larger max_bytes or message=N"
+        body["clipped"] = (
+            "texts shortened to fit max_bytes; ask with a larger max_bytes or message=N"
+        )
     if json_size(body) > budget:
-        body["recorded"] = {"omitted": f"this turn does not fit in {max_bytes} bytes; ask with a larger max_bytes or message=N"}
+        body["recorded"] = {
+            "omitted": f"this turn does not fit in {max_bytes} bytes; "
+            "ask with a larger max_bytes or message=N"
+        }
     return body

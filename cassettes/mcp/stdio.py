@@ -55,16 +55,18 @@ def _usable_id(value: Any) -> bool:
 
 
 def classify(line: bytes, too_long: bool = False) -> tuple[Any, dict[str, Any] | None]:
-    """``(message, None)`` for a valid JSON-RPC message (the SDK's own validation); ``(None, error)``
-    for a malformed one that must be answered (``error`` is the JSON-RPC error response); ``(None,
-    None)`` for one that gets no answer (a blank line, a malformed notification)."""
+    """``(message, None)`` for a valid JSON-RPC message (the SDK's own validation); ``(None,
+    error)`` for a malformed one that must be answered (``error`` is the JSON-RPC error response);
+    ``(None, None)`` for one that gets no answer (a blank line, a malformed notification)."""
     import mcp_types as types
 
     def error(code: int, message: str, id_: Any = None) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message}}
 
     if too_long:
-        return None, error(-32600, f"Invalid Request: the line is longer than {LINE_LIMIT} bytes and was skipped")
+        return None, error(
+            -32600, f"Invalid Request: the line is longer than {LINE_LIMIT} bytes and was skipped"
+        )
     if not line.strip():
         return None, None
     try:
@@ -72,7 +74,11 @@ def classify(line: bytes, too_long: bool = False) -> tuple[Any, dict[str, Any] |
     except Exception:  # pydantic's ValidationError: told apart below
         pass
     else:
-        if not isinstance(message, types.JSONRPCNotification) or b'"id"' not in line or "id" not in orjson.loads(line):
+        if (
+            not isinstance(message, types.JSONRPCNotification)
+            or b'"id"' not in line
+            or "id" not in orjson.loads(line)
+        ):
             return message, None
         # an id of the wrong type (an object, a list, a boolean) read as a notification: a request
         # whose id cannot be told, answered with "id": null
@@ -85,10 +91,19 @@ def classify(line: bytes, too_long: bool = False) -> tuple[Any, dict[str, Any] |
         if "id" not in data:
             if "method" in data:
                 return None, None  # a malformed notification: never answered
-            return None, error(-32600, "Invalid Request: not a JSON-RPC 2.0 request, notification or response")
+            return None, error(
+                -32600, "Invalid Request: not a JSON-RPC 2.0 request, notification or response"
+            )
         id_ = data["id"] if _usable_id(data["id"]) else None
-        return None, error(-32600, "Invalid Request: not a valid JSON-RPC 2.0 request (jsonrpc \"2.0\", a method name, params an object)", id_)
-    return None, error(-32600, "Invalid Request: a JSON-RPC message is an object (batches are not supported)")
+        return None, error(
+            -32600,
+            "Invalid Request: not a valid JSON-RPC 2.0 request "
+            '(jsonrpc "2.0", a method name, params an object)',
+            id_,
+        )
+    return None, error(
+        -32600, "Invalid Request: a JSON-RPC message is an object (batches are not supported)"
+    )
 
 
 class _Stdin:
@@ -116,7 +131,9 @@ class _Stdin:
             if message is not None:
                 yield got[0].decode("utf-8", "replace")
             elif reply is not None:
-                err = types.JSONRPCError(jsonrpc="2.0", id=reply["id"], error=types.ErrorData(**reply["error"]))
+                err = types.JSONRPCError(
+                    jsonrpc="2.0", id=reply["id"], error=types.ErrorData(**reply["error"])
+                )
                 try:
                     await self.replies.send(SessionMessage(err))
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):

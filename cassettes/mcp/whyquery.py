@@ -17,10 +17,13 @@ _NUMBERS = ("flips", "samples", "low", "high")
 
 
 def _state_path(runs: Runs, name: str) -> Path:
-    """The ``why.json`` ``name`` names: the output directory of a ``why`` under a root, or the file."""
+    """The ``why.json`` ``name`` names: the output directory of a ``why`` under a root, or the
+    file."""
     from cassettes.why.state import STATE
 
-    real = runs.under_roots(name, "a why is named by its output directory (looptap why -o DIR), under the roots", "why")
+    real = runs.under_roots(
+        name, "a why is named by its output directory (looptap why -o DIR), under the roots", "why"
+    )
     if real is not None:
         state = real / STATE if real.is_dir() else real
         if state.name != STATE or not state.is_file() or state.is_symlink():
@@ -46,12 +49,23 @@ def _so_far(doc: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(i, dict):
             continue
         mine = done.get(i.get("key")) if isinstance(i.get("key"), str) else None
-        results = [b for b in (mine.values() if isinstance(mine, dict) else []) if isinstance(b, dict)]
+        results = [
+            b for b in (mine.values() if isinstance(mine, dict) else []) if isinstance(b, dict)
+        ]
         flips = sum(b.get("result") == "flipped" for b in results)
         samples = flips + sum(b.get("result") == "failed" for b in results)
         low, high = wilson(flips, samples)
-        out.append({**i, "flips": flips, "samples": samples, "invalid": len(results) - samples, "low": round(low, 4), "high": round(high, 4),
-                    "branches": results})
+        out.append(
+            {
+                **i,
+                "flips": flips,
+                "samples": samples,
+                "invalid": len(results) - samples,
+                "low": round(low, 4),
+                "high": round(high, 4),
+                "branches": results,
+            }
+        )
     return out
 
 
@@ -74,32 +88,59 @@ def _read_state(runs: Runs, why: str) -> dict[str, Any]:
 def _intervention(i: dict[str, Any]) -> dict[str, Any]:
     """One intervention of the report as the answer shows it (every string as recorded, cut)."""
     return {
-        "layer": text(i.get("layer"), 2), "conversation": text(i.get("conversation"), 40), "turn": _count(i.get("turn")),
-        **{k: _count(i.get(k)) for k in _NUMBERS}, "invalid": _count(i.get("invalid")), "runnable": i.get("runnable") is True,
-        "what": text(i.get("what"), 300), "missing": text(i.get("missing"), 400), "edits": [text(e, 200) for e in (i.get("edits") or [])[:10]],
-        "branches": [text(b.get("branch"), 200) for b in (i.get("branches") or [])[:50] if isinstance(b, dict)],
+        "layer": text(i.get("layer"), 2),
+        "conversation": text(i.get("conversation"), 40),
+        "turn": _count(i.get("turn")),
+        **{k: _count(i.get(k)) for k in _NUMBERS},
+        "invalid": _count(i.get("invalid")),
+        "runnable": i.get("runnable") is True,
+        "what": text(i.get("what"), 300),
+        "missing": text(i.get("missing"), 400),
+        "edits": [text(e, 200) for e in (i.get("edits") or [])[:10]],
+        "branches": [
+            text(b.get("branch"), 200)
+            for b in (i.get("branches") or [])[:50]
+            if isinstance(b, dict)
+        ],
     }
 
 
-def why_report(runs: Runs, why: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+def why_report(
+    runs: Runs, why: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
+) -> dict[str, Any]:
     """A finished (or interrupted) why: the verdict's figures, then the interventions ranked, paged;
     every string of the file (anything may have edited it) under ``recorded``."""
     doc = _read_state(runs, why)
     verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
-    report = [i for i in doc.get("report") or [] if isinstance(i, dict)] if isinstance(doc.get("report"), list) else []
+    report = (
+        [i for i in doc.get("report") or [] if isinstance(i, dict)]
+        if isinstance(doc.get("report"), list)
+        else []
+    )
     if verdict is None and not report:
         report = _so_far(doc)
     items = [_intervention(i) for i in report[max(offset, 0):]]
     shown, nxt = page(items, 0, max(1, min(limit, 200)), _budget(max_bytes))
-    return _wrap({
-        "finished": verdict is not None,
-        "samples": _count(doc.get("samples")),
-        "interventions": len(report),
-        "verdict": None if verdict is None else {"determined": verdict.get("determined") is True, "turn": _count(verdict.get("turn")),
-                                                 **{k: _count(verdict.get(k)) for k in _NUMBERS}},
-        "recorded": {"run": text(doc.get("run"), 300), "outcome": text(str(doc.get("outcome")), 300),
-                     "layer": text(verdict.get("layer"), 2) if verdict else None,
-                     "conversation": text(verdict.get("conversation"), 40) if verdict else None,
-                     "headline": text(verdict.get("headline"), 800) if verdict else None, "interventions": shown},
-        "next_offset": None if nxt is None else max(offset, 0) + nxt,
-    })
+    return _wrap(
+        {
+            "finished": verdict is not None,
+            "samples": _count(doc.get("samples")),
+            "interventions": len(report),
+            "verdict": None
+            if verdict is None
+            else {
+                "determined": verdict.get("determined") is True,
+                "turn": _count(verdict.get("turn")),
+                **{k: _count(verdict.get(k)) for k in _NUMBERS},
+            },
+            "recorded": {
+                "run": text(doc.get("run"), 300),
+                "outcome": text(str(doc.get("outcome")), 300),
+                "layer": text(verdict.get("layer"), 2) if verdict else None,
+                "conversation": text(verdict.get("conversation"), 40) if verdict else None,
+                "headline": text(verdict.get("headline"), 800) if verdict else None,
+                "interventions": shown,
+            },
+            "next_offset": None if nxt is None else max(offset, 0) + nxt,
+        }
+    )

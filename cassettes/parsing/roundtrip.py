@@ -19,13 +19,30 @@ from cassettes.parsing import sealed
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.framing import Framed, frame
 
-__all__ = ["MAX_PARSE_BYTES", "RoundTrip", "parse_all", "parse_exchange", "response_side", "side_call"]
+__all__ = [
+    "MAX_PARSE_BYTES",
+    "RoundTrip",
+    "parse_all",
+    "parse_exchange",
+    "response_side",
+    "side_call",
+]
 
 #: Bodies larger than this are kept but not parsed (a labelled partial result).
 MAX_PARSE_BYTES = 50 * 1024 * 1024
 
 #: Path fragments that make unknown traffic "LLM-looking": recorded raw and labelled ``unknown``.
-_LLM_HINTS = ("/chat", "/completions", "/messages", "/responses", "/generate", "/predict", "/converse", "/invoke", "/embed")
+_LLM_HINTS = (
+    "/chat",
+    "/completions",
+    "/messages",
+    "/responses",
+    "/generate",
+    "/predict",
+    "/converse",
+    "/invoke",
+    "/embed",
+)
 
 
 class RoundTrip(BaseModel):
@@ -103,12 +120,19 @@ class RoundTrip(BaseModel):
 
 
 def _looks_llm(url: SplitResult, body: Any) -> bool:
-    if isinstance(body, dict) and ("messages" in body or "contents" in body or ("input" in body and "model" in body) or "prompt" in body):
+    if isinstance(body, dict) and (
+        "messages" in body
+        or "contents" in body
+        or ("input" in body and "model" in body)
+        or "prompt" in body
+    ):
         return True
     return any(h in url.path for h in _LLM_HINTS) and isinstance(body, dict)
 
 
-def parse_exchange(ex: Exchange, base: RoundTrip | None = None, *, request: bool = True) -> RoundTrip:
+def parse_exchange(
+    ex: Exchange, base: RoundTrip | None = None, *, request: bool = True
+) -> RoundTrip:
     """Parse one exchange. Never raises: every problem becomes an ``analysis_errors`` entry.
 
     ``request=False`` leaves the request's messages unparsed (``rt.request`` is ``None``): what the
@@ -152,11 +176,17 @@ def _history_system(messages: list[Message]) -> list[Part]:
 
 def _ends_with(parts: list[Part], tail: list[Part]) -> bool:
     n = len(tail)
-    return n <= len(parts) and all(a is b for a, b in zip(parts[len(parts) - n :], tail, strict=True))
+    return n <= len(parts) and all(
+        a is b for a, b in zip(parts[len(parts) - n :], tail, strict=True)
+    )
 
 
 def _incremental(
-    adapter: providers.Provider, body: dict[str, Any], url: SplitResult, ex: Exchange, base: RoundTrip
+    adapter: providers.Provider,
+    body: dict[str, Any],
+    url: SplitResult,
+    ex: Exchange,
+    base: RoundTrip,
 ) -> tuple[NormalisedRequest, list[Part]] | None:
     """Parse only the appended history, when the adapter maps raw history items to messages one
     to one (checked on ``base``) and builds ``system`` as top-level parts + history system parts."""
@@ -175,16 +205,22 @@ def _incremental(
     if raw_len != len(req.messages) or not _ends_with(req.system, base_system):
         return None
     if 0 < keep < len(hist) and adapter.joins(hist[keep - 1], hist[keep]):
-        return None  # the first appended item continues the last kept message: only the full parse says how
+        # the first appended item continues the last kept message: only the full parse says how
+        return None
     partial = adapter.parse_request({**body, key: hist[keep:]}, url)
     appended_system = _history_system(partial.messages)
-    if partial.history_key != key or len(partial.messages) != len(hist) - keep or not _ends_with(partial.system, appended_system):
+    if (
+        partial.history_key != key
+        or len(partial.messages) != len(hist) - keep
+        or not _ends_with(partial.system, appended_system)
+    ):
         return None
     kept_system = base_system if keep == len(req.messages) else _history_system(req.messages[:keep])
     top = partial.system[: len(partial.system) - len(appended_system)]
     partial.messages = req.messages[:keep] + partial.messages
     partial.system = top + kept_system + appended_system
-    kept_tools = adapter.history_tools(hist[:keep])  # offered inside the kept history (Responses' additional_tools)
+    # offered inside the kept history (Responses' additional_tools)
+    kept_tools = adapter.history_tools(hist[:keep])
     if kept_tools:
         appended_tools = adapter.history_tools(hist[keep:])
         cut = len(partial.tools) - len(appended_tools)
@@ -193,7 +229,12 @@ def _incremental(
 
 
 def parse_request_side(
-    rt: RoundTrip, adapter: providers.Provider, body: Any, url: SplitResult, ex: Exchange, base: RoundTrip | None
+    rt: RoundTrip,
+    adapter: providers.Provider,
+    body: Any,
+    url: SplitResult,
+    ex: Exchange,
+    base: RoundTrip | None,
 ) -> None:
     got = None
     if base is not None and ex.history_delta and isinstance(body, dict):
@@ -231,16 +272,24 @@ def _request_body(rt: RoundTrip, ex: Exchange) -> tuple[bool, Any]:
     body = None if too_big_req else ex.request_json()
     if body is not None and ex.request_json_cut:
         rt.analysis_errors.append(
-            f"request body {ex.request_cut_reason or 'cut for reading'}: read that far (a marker stands for the rest); the raw body is kept whole"
+            f"request body {ex.request_cut_reason or 'cut for reading'}: read that far (a marker "
+            "stands for the rest); the raw body is kept whole"
         )
     if too_big_req:
         rt.analysis_errors.append(
-            f"request body is {len(ex.request_body)} bytes, over the {MAX_PARSE_BYTES} byte analysis limit; kept raw, not parsed"
+            f"request body is {len(ex.request_body)} bytes, over the {MAX_PARSE_BYTES} byte "
+            "analysis limit; kept raw, not parsed"
         )
     return too_big_req, body
 
 
-def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip | None = None, request: bool = True) -> None:
+def _parse_into(
+    rt: RoundTrip,
+    ex: Exchange,
+    url: SplitResult,
+    base: RoundTrip | None = None,
+    request: bool = True,
+) -> None:
     too_big_req, body = _request_body(rt, ex)
     adapter = providers.detect(ex.method, url, body, rt.analysis_errors)
     if adapter is None:
@@ -249,7 +298,9 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
         return
     rt.family = adapter.family
     rt.operation = adapter.body_operation(adapter.operation(ex.method, url), body)
-    if ex.status == 101:  # a WebSocket session's messages outside any turn (cassettes.recording.websocket): kept, not a call
+    # a WebSocket session's messages outside any turn (cassettes.recording.websocket): kept, not a
+    # call
+    if ex.status == 101:
         rt.operation = "websocket"
         return
     parsed = adapter.parses(rt.operation)  # generate, and the non-loop calls a family reads (embed)
@@ -279,23 +330,38 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
 def _poll_delivered(rt: RoundTrip, adapter: providers.Provider) -> None:
     """A poll whose answer carries the model's calls for the client (an Assistants run polled to
     ``requires_action``, a background response retrieved) is the model call that delivered them:
-    read as one, continuing the call it polls (``previous_response_id``), with no input of its own."""
+    read as one, continuing the call it polls (``previous_response_id``), with no input of its
+    own."""
     r = rt.response
-    if rt.operation not in adapter.poll_operations or rt.request is not None or r is None or not r.id:
+    if (
+        rt.operation not in adapter.poll_operations
+        or rt.request is not None
+        or r is None
+        or not r.id
+    ):
         return
     if not any(c.kind in ("function", "custom") for c in r.tool_calls):
         return
-    rt.request = NormalisedRequest(family=rt.family, model=r.model, stream=rt.stream, previous_response_id=r.id)
+    rt.request = NormalisedRequest(
+        family=rt.family, model=r.model, stream=rt.stream, previous_response_id=r.id
+    )
     rt._polled_from, rt.operation = rt.operation, "generate"
     if _POLL_NOTE not in rt.notes:  # (a restored response side carries it already)
         rt.notes.append(_POLL_NOTE)
 
 
-_POLL_NOTE = "a poll that returned the model's tool calls: read as the model call that delivered them"
+_POLL_NOTE = (
+    "a poll that returned the model's tool calls: read as the model call that delivered them"
+)
 
 
 def _apply_side(rt: RoundTrip, side: sealed.ResponseSide) -> None:
-    rt.framing, rt.ttft, rt.stream, rt.transport_error = side.framing, side.ttft, side.stream, side.transport_error
+    rt.framing, rt.ttft, rt.stream, rt.transport_error = (
+        side.framing,
+        side.ttft,
+        side.stream,
+        side.transport_error,
+    )
     rt.notes.extend(side.notes)
     rt.analysis_errors.extend(side.errors)
     rt.response = side.response
@@ -318,7 +384,9 @@ def response_side(rt: RoundTrip) -> sealed.ResponseSide | None:
     )
 
 
-def parse_response_side(rt: RoundTrip, adapter: providers.Provider, ex: Exchange, body: Any, parsed: bool) -> None:
+def parse_response_side(
+    rt: RoundTrip, adapter: providers.Provider, ex: Exchange, body: Any, parsed: bool
+) -> None:
     """Everything parsing the response does. It reads the exchange's response, status, headers
     and transport error, and of the request only what :func:`sealed.restore` checks."""
     if ex.status is None and not ex.response_chunks:
@@ -327,7 +395,10 @@ def parse_response_side(rt: RoundTrip, adapter: providers.Provider, ex: Exchange
         return
     size = sum(len(c) for _, c in ex.response_chunks)
     if size > MAX_PARSE_BYTES:
-        rt.analysis_errors.append(f"response body is {size} bytes, over the {MAX_PARSE_BYTES} byte analysis limit; kept raw, not parsed")
+        rt.analysis_errors.append(
+            f"response body is {size} bytes, over the {MAX_PARSE_BYTES} "
+            "byte analysis limit; kept raw, not parsed"
+        )
         return
     framed = frame(ex.response_chunks, ex.response_header("content-type"))
     rt.framing = framed.kind
@@ -346,11 +417,18 @@ def parse_response_side(rt: RoundTrip, adapter: providers.Provider, ex: Exchange
     _parse_response(rt, adapter, framed)
     if rt.response is not None:
         adapter.add_header_facts(rt.response, ex.response_header)
-        if rt.response.id is None and providers.is_ws_turn(body) and isinstance(body.get("turn_id"), str):
-            rt.response.id = body["turn_id"]  # a WebSocket turn of an API without ids (cassettes.recording.websocket)
+        if (
+            rt.response.id is None
+            and providers.is_ws_turn(body)
+            and isinstance(body.get("turn_id"), str)
+        ):
+            # a WebSocket turn of an API without ids (cassettes.recording.websocket)
+            rt.response.id = body["turn_id"]
 
 
-def _error_response(adapter: providers.Provider, framed: Framed, status: int | None) -> NormalisedResponse:
+def _error_response(
+    adapter: providers.Provider, framed: Framed, status: int | None
+) -> NormalisedResponse:
     if framed.kind == "json":
         body: Any = framed.value
     elif framed.kind == "json_array" and framed.value is not None:
@@ -373,17 +451,25 @@ def _parse_response(rt: RoundTrip, adapter: providers.Provider, framed: Framed) 
             rt.response = adapter.reassemble(framed)
             rt.stream = True
             if framed.tail.strip():
-                rt.notes.append(f"stream ends with an incomplete piece ({len(framed.tail)} chars) kept in the raw body")
+                rt.notes.append(
+                    f"stream ends with an incomplete piece ({len(framed.tail)} "
+                    "chars) kept in the raw body"
+                )
         elif framed.kind == "empty":
             rt.analysis_errors.append("empty response body")
         else:
-            rt.analysis_errors.append(f"response body is not JSON or a known stream framing ({framed.kind})")
+            rt.analysis_errors.append(
+                f"response body is not JSON or a known stream framing ({framed.kind})"
+            )
         if rt.response is not None:
             rt.notes.extend(rt.response.notes)
             if rt.transport_error and rt.response.complete:
                 # Clients hang up as soon as they read the terminal event (the openai sync client
                 # does): the stream is whole, the closed connection is only a fact about it.
-                rt.notes.append(f"connection closed after the stream's terminal event ({rt.transport_error}); the round trip is whole")
+                rt.notes.append(
+                    f"connection closed after the stream's terminal event ({rt.transport_error}); "
+                    "the round trip is whole"
+                )
                 rt.transport_error = None
     except Exception as exc:
         rt.analysis_errors.append(f"response could not be parsed: {type(exc).__name__}: {exc}")
@@ -396,6 +482,8 @@ def side_call(ex: Exchange, rt: RoundTrip) -> dict[str, Any] | None:
     if adapter is None or type(adapter).side_call is providers.Provider.side_call:
         return None
     try:
-        return adapter.side_call(ex.request_json(), frame(ex.response_chunks, ex.response_header("content-type")))
+        return adapter.side_call(
+            ex.request_json(), frame(ex.response_chunks, ex.response_header("content-type"))
+        )
     except Exception:  # a malformed body: the round trip is still listed, without the details
         return None

@@ -2,8 +2,8 @@
 
 Framing and reassembling a streamed response is most of what reading a run costs, and the writer
 has already done it. So the writer stores its result with the record (``"parsed"``: the response
-side of the :class:`~cassettes.parsing.roundtrip.RoundTrip`), and a reader takes it instead of parsing the
-raw chunks again, when, and only when, all of this holds:
+side of the :class:`~cassettes.parsing.roundtrip.RoundTrip`), and a reader takes it instead of
+parsing the raw chunks again, when, and only when, all of this holds:
 
 - the block's MAC checks out under this machine's key (a random 32-byte file, made on the first
   write, readable by its owner only: ``$LOOPTAP_STATE_DIR``, else ``$XDG_STATE_HOME/looptap``, else
@@ -81,7 +81,9 @@ _cache: dict[str, bytes | None] = {}
 
 def machine_key(create: bool) -> bytes | None:
     """This machine's sealing key (``None`` when there is none and it may not or cannot be made)."""
-    where = "key:" + "\0".join(os.environ.get(v, "") for v in ("LOOPTAP_STATE_DIR", "XDG_STATE_HOME", "HOME"))
+    where = "key:" + "\0".join(
+        os.environ.get(v, "") for v in ("LOOPTAP_STATE_DIR", "XDG_STATE_HOME", "HOME")
+    )
     cached = _cache.get(where)
     if cached is not None:
         return cached
@@ -138,7 +140,9 @@ def source_digest(root: Path, paths: list[Path], extra: bytes = b"") -> bytes | 
         for p in paths:
             for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
                 data = f.read_bytes()
-                h.update(f.relative_to(root).as_posix().encode() + b"\0" + len(data).to_bytes(8, "big"))
+                h.update(
+                    f.relative_to(root).as_posix().encode() + b"\0" + len(data).to_bytes(8, "big")
+                )
                 h.update(data)
     except OSError:
         return None
@@ -167,10 +171,18 @@ def _mac(
     return h.hexdigest()
 
 
-def _facts(family: str, operation: str | None, stream: bool, transport_error: str | None, body: Any) -> list[Any]:
+def _facts(
+    family: str, operation: str | None, stream: bool, transport_error: str | None, body: Any
+) -> list[Any]:
     """What the request side decided, and the one request field the response side reads."""
     turn_id = body.get("turn_id") if isinstance(body, dict) else None
-    return [family, operation, stream, transport_error, turn_id if isinstance(turn_id, str) else None]
+    return [
+        family,
+        operation,
+        stream,
+        transport_error,
+        turn_id if isinstance(turn_id, str) else None,
+    ]
 
 
 def _block(side: ResponseSide) -> dict[str, Any]:
@@ -181,11 +193,20 @@ def _block(side: ResponseSide) -> dict[str, Any]:
         "transport_error": side.transport_error,
         "notes": side.notes,
         "errors": side.errors,
-        "response": side.response.model_dump(mode="json", exclude_defaults=True) if side.response is not None else None,
+        "response": side.response.model_dump(mode="json", exclude_defaults=True)
+        if side.response is not None
+        else None,
     }
 
 
-def seal(rec: dict[str, Any], side: ResponseSide, family: str, operation: str | None, stream: bool, body: Any) -> None:
+def seal(
+    rec: dict[str, Any],
+    side: ResponseSide,
+    family: str,
+    operation: str | None,
+    stream: bool,
+    body: Any,
+) -> None:
     """Add the ``parsed`` block to the record ``rec`` of a round trip whose response side the
     writer parsed as ``side``. Sealed against the response *as a reader will rebuild it from the
     record* (a JSON body is re-serialised, offsets are rounded), so the reader's check compares
@@ -205,12 +226,21 @@ def seal(rec: dict[str, Any], side: ResponseSide, family: str, operation: str | 
         return
     if len(data) > MAX_SEALED:
         return
-    mac = _mac(key, status, headers, chunks, _facts(family, operation, stream, rec.get("transport_error"), body), data)
+    mac = _mac(
+        key,
+        status,
+        headers,
+        chunks,
+        _facts(family, operation, stream, rec.get("transport_error"), body),
+        data,
+    )
     if mac is not None:
         rec["parsed"] = {**block, "mac": mac}
 
 
-def restore(stored: Any, ex: Exchange, family: str, operation: str | None, stream: bool, body: Any) -> ResponseSide | None:
+def restore(
+    stored: Any, ex: Exchange, family: str, operation: str | None, stream: bool, body: Any
+) -> ResponseSide | None:
     """The response side sealed in a record, or ``None`` when it cannot be trusted (then the
     caller parses the raw). Never raises."""
     if not isinstance(stored, dict) or not isinstance(stored.get("mac"), str):
@@ -223,7 +253,14 @@ def restore(stored: Any, ex: Exchange, family: str, operation: str | None, strea
         data = orjson.dumps(block)
     except (orjson.JSONEncodeError, TypeError):
         return None
-    mac = _mac(key, ex.status, ex.response_headers, ex.response_chunks, _facts(family, operation, stream, ex.transport_error, body), data)
+    mac = _mac(
+        key,
+        ex.status,
+        ex.response_headers,
+        ex.response_chunks,
+        _facts(family, operation, stream, ex.transport_error, body),
+        data,
+    )
     if mac is None or not hmac.compare_digest(mac, stored["mac"]):
         return None
     try:

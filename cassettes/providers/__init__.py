@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
 
 if TYPE_CHECKING:
-    from cassettes.providers._base import WS_TURN, Chaining, Provider, Rendered, WsTurns, is_ws_turn, reset_at
+    from cassettes.providers._base import (
+        WS_TURN,
+        Chaining,
+        Provider,
+        Rendered,
+        WsTurns,
+        is_ws_turn,
+        reset_at,
+    )
     from cassettes.providers._profile import Profile
     from cassettes.providers._replay import ReplayShapes
 
@@ -75,21 +83,35 @@ def _providers() -> list[Provider]:
     if not _PROVIDERS:
         import importlib
 
-        _PROVIDERS.extend(getattr(importlib.import_module(f"cassettes.providers.{m}"), c)() for m, c in _ADAPTERS)
+        _PROVIDERS.extend(
+            getattr(importlib.import_module(f"cassettes.providers.{m}"), c)() for m, c in _ADAPTERS
+        )
     return _PROVIDERS
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: the names that need the adapters or the base module
     if name == "FAMILIES":
         return tuple(p.family for p in _providers())
-    if name in ("WS_TURN", "Chaining", "Profile", "Provider", "Rendered", "ReplayShapes", "WsTurns", "is_ws_turn", "reset_at"):
+    if name in (
+        "WS_TURN",
+        "Chaining",
+        "Profile",
+        "Provider",
+        "Rendered",
+        "ReplayShapes",
+        "WsTurns",
+        "is_ws_turn",
+        "reset_at",
+    ):
         from cassettes.providers import _base
 
         return getattr(_base, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def detect(method: str, url: SplitResult, body: Any, errors: list[str] | None = None) -> Provider | None:
+def detect(
+    method: str, url: SplitResult, body: Any, errors: list[str] | None = None
+) -> Provider | None:
     """The adapter with the highest positive recognition score, or ``None``.
 
     A recogniser that raises is a bug in its adapter, not a verdict: that adapter is left out
@@ -188,7 +210,11 @@ def is_llm_host(host: str, extra: tuple[str, ...] = (), path: str | None = None)
 REVERSE_UPSTREAMS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "openai": ("https://api.openai.com", ("OPENAI_BASE_URL", "OPENAI_API_BASE"), "/v1"),
     "anthropic": ("https://api.anthropic.com", ("ANTHROPIC_BASE_URL",), ""),
-    "gemini": ("https://generativelanguage.googleapis.com", ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE"), ""),
+    "gemini": (
+        "https://generativelanguage.googleapis.com",
+        ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE"),
+        "",
+    ),
 }
 
 
@@ -202,8 +228,8 @@ VERSIONLESS_PATHS: tuple[tuple[str, str, str], ...] = (("/messages", "anthropic-
 
 def versioned_path(path: str, header_names: Iterable[str]) -> str | None:
     """The path to forward a reverse listener's request to when the client left out the API's
-    version segment (:data:`VERSIONLESS_PATHS`: ``/messages?beta=true`` → ``/v1/messages?beta=true``),
-    else ``None`` (the path goes on as the client sent it)."""
+    version segment (:data:`VERSIONLESS_PATHS`: ``/messages?beta=true`` →
+    ``/v1/messages?beta=true``), else ``None`` (the path goes on as the client sent it)."""
     bare = path.split("?", 1)[0]
     names = {n.lower() for n in header_names}
     for prefix, header, segment in VERSIONLESS_PATHS:

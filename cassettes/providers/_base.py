@@ -111,7 +111,9 @@ class Provider:
         embedding: usage and cost, no messages) adds its operation here."""
         return operation == "generate"
 
-    def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+    def add_header_facts(
+        self, response: NormalisedResponse, header: Callable[[str], str | None]
+    ) -> None:
         """Complete a parsed response from the response headers (some APIs report usage only
         there). ``header`` looks a header up by name, case-insensitively."""
 
@@ -149,8 +151,9 @@ class Provider:
         return None
 
     def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:
-        """(Replay, beside ``replay``: it needs the parser.) Ids in a request body that differ from run to run (tool-call ids, made up by the
-        model or the client): matching remaps them consistently instead of comparing them."""
+        """(Replay, beside ``replay``: it needs the parser.) Ids in a request body that differ from
+        run to run (tool-call ids, made up by the model or the client): matching remaps them
+        consistently instead of comparing them."""
         try:
             req = self.parse_request(body, url)
         except Exception:
@@ -164,7 +167,9 @@ class Provider:
                     out.append(p.tool_result.call_id)
         return out
 
-    def tool_result_paths(self, body: Any, url: SplitResult) -> list[tuple[tuple[str | int, ...], str | None]]:
+    def tool_result_paths(
+        self, body: Any, url: SplitResult
+    ) -> list[tuple[tuple[str | int, ...], str | None]]:
         """(Replay, beside :meth:`volatile_ids`.) Where each tool result of a request body holds
         what the tool returned — the JSON path of that value — and the tool's name (looked up
         from the call when the wire does not carry it), for a rule that treats a tool's results
@@ -176,11 +181,24 @@ class Provider:
             req = self.parse_request(body, url)
         except Exception:
             return []
-        names = {p.tool_call.id: p.tool_call.name for m in req.messages for p in m.parts if p.tool_call is not None and p.tool_call.id}
-        results = [p.tool_result for m in req.messages for p in m.parts if p.tool_result is not None]
+        names = {
+            p.tool_call.id: p.tool_call.name
+            for m in req.messages
+            for p in m.parts
+            if p.tool_call is not None and p.tool_call.id
+        }
+        results = [
+            p.tool_result for m in req.messages for p in m.parts if p.tool_result is not None
+        ]
         if not results:
             return []
-        return _locate_results(body, [(r.call_id, r.name or (names.get(r.call_id) if r.call_id else None), r.content) for r in results])
+        return _locate_results(
+            body,
+            [
+                (r.call_id, r.name or (names.get(r.call_id) if r.call_id else None), r.content)
+                for r in results
+            ],
+        )
 
     def side_call(self, body: Any, framed: Framed) -> dict[str, Any] | None:
         """For a call that is not a model call but belongs to the loop (an MCP tool server's
@@ -339,7 +357,11 @@ def answer_text(answer: NormalisedResponse, kind: str = "text") -> str:
 def answer_calls(answer: NormalisedResponse) -> list[ToolCall]:
     """The answer's calls of the client's own functions (the server-side tools ran at the API and
     are not the client's to run: they are left out of a rendered answer)."""
-    return [p.tool_call for p in answer.parts if p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function"]
+    return [
+        p.tool_call
+        for p in answer.parts
+        if p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function"
+    ]
 
 
 def call_arguments_text(call: ToolCall) -> str:
@@ -545,7 +567,8 @@ def media_part(block: dict[str, Any], media_type: str | None) -> Part:
 
 
 def error_from_body(body: Any, status: int | None, in_stream: bool = False) -> ApiError:
-    """The common error shapes: ``{"error": {...}}``, ``{"error": "text"}``, ``{"message": ...}``."""
+    """The common error shapes: ``{"error": {...}}``, ``{"error": "text"}``, ``{"message":
+    ...}``."""
     if isinstance(body, list) and body:
         body = body[0]
     err = body.get("error") if isinstance(body, dict) else None
@@ -569,7 +592,12 @@ def error_from_body(body: Any, status: int | None, in_stream: bool = False) -> A
             in_stream=in_stream,
             raw=body,
         )
-    return ApiError(status=status, message=as_str(body) if body is not None else None, in_stream=in_stream, raw=body)
+    return ApiError(
+        status=status,
+        message=as_str(body) if body is not None else None,
+        in_stream=in_stream,
+        raw=body,
+    )
 
 
 #: Keys of a tool *call*'s object (its arguments): an object with one is never a result's.
@@ -579,7 +607,9 @@ _LOCATE_DEPTH = 16
 _LOCATE_NODES = 200_000
 
 
-def _locate_results(body: Any, results: list[tuple[str | None, str | None, str]]) -> list[tuple[tuple[str | int, ...], str | None]]:
+def _locate_results(
+    body: Any, results: list[tuple[str | None, str | None, str]]
+) -> list[tuple[tuple[str | int, ...], str | None]]:
     """For :meth:`Provider.tool_result_paths`: each result's content path, found in body order."""
     out: list[tuple[tuple[str | int, ...], str | None]] = []
     pending = [r for r in results if r[2] and (r[0] or r[1])]
@@ -609,13 +639,23 @@ def _objects_in_order(body: Any) -> list[tuple[dict[str, Any], tuple[str | int, 
             continue
         if isinstance(node, dict):
             order.append((node, path))
-            stack.extend((v, (*path, k)) for k, v in reversed(list(node.items())) if isinstance(v, (dict, list)))
+            stack.extend(
+                (v, (*path, k))
+                for k, v in reversed(list(node.items()))
+                if isinstance(v, (dict, list))
+            )
         elif isinstance(node, list):
-            stack.extend((v, (*path, i)) for i, v in reversed(list(enumerate(node))) if isinstance(v, (dict, list)))
+            stack.extend(
+                (v, (*path, i))
+                for i, v in reversed(list(enumerate(node)))
+                if isinstance(v, (dict, list))
+            )
     return order
 
 
-def _result_in(node: dict[str, Any], pending: list[tuple[str | None, str | None, str]]) -> tuple[int, str] | None:
+def _result_in(
+    node: dict[str, Any], pending: list[tuple[str | None, str | None, str]]
+) -> tuple[int, str] | None:
     """The first pending result ``node`` holds — it carries the result's call id (or, without one,
     its name) and a value that flattens to its content — as (its index in ``pending``, the key
     of that value); ``None`` when it holds none."""
@@ -624,7 +664,14 @@ def _result_in(node: dict[str, Any], pending: list[tuple[str | None, str | None,
         ident = call_id or name
         if ident not in values:
             continue
-        key = next((k for k, v in node.items() if not (isinstance(v, str) and v in (call_id, name)) and _flattens_to(v, content)), None)
+        key = next(
+            (
+                k
+                for k, v in node.items()
+                if not (isinstance(v, str) and v in (call_id, name)) and _flattens_to(v, content)
+            ),
+            None,
+        )
         if key is not None:
             return j, key
     return None

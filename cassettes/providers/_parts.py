@@ -75,7 +75,10 @@ class Slot:
         if self.whole is not None:
             return self.whole
         if self.kind == "tool_call":
-            return Part(kind="tool_call", tool_call=tool_call_from_string(self.id, self.name, self.arguments or ""))
+            return Part(
+                kind="tool_call",
+                tool_call=tool_call_from_string(self.id, self.name, self.arguments or ""),
+            )
         return Part(kind=cast(PartKind, self.kind), text=self.text)
 
 
@@ -107,7 +110,8 @@ class StreamParts:
         return self.close()
 
     def fold(self, chunks: Iterable[Any]) -> NormalisedResponse:
-        """The answer a body made of stream chunks makes (a streamed method answered in one piece)."""
+        """The answer a body made of stream chunks makes (a streamed method answered in one
+        piece)."""
         for chunk in chunks:
             self.on(None, chunk)
         return self.close()
@@ -171,7 +175,12 @@ class StreamParts:
     def first(self, attr: str, value: Any) -> None:
         """Set ``id`` or ``model`` from the first event that carries a non-empty one."""
         if getattr(self, attr) is None:
-            setattr(self, attr, (value if isinstance(value, str) else (None if value is None else str(value))) or None)
+            setattr(
+                self,
+                attr,
+                (value if isinstance(value, str) else (None if value is None else str(value)))
+                or None,
+            )
 
     # -- the parts --------------------------------------------------------------------------------
 
@@ -202,8 +211,9 @@ class StreamParts:
         return st
 
     def call(self, key: Key, *, id: Any = None, name: Any = None, args: Any = None) -> Slot:
-        """Grow the tool call at ``key``: a later id replaces an earlier one, a name repeated whole is
-        kept once and name fragments are joined, argument fragments are joined (an object as JSON)."""
+        """Grow the tool call at ``key``: a later id replaces an earlier one, a name repeated whole
+        is kept once and name fragments are joined, argument fragments are joined (an object as
+        JSON)."""
         st = self.slot(key, "tool_call")
         if id:
             st.id = id
@@ -225,7 +235,11 @@ class StreamParts:
         """A part that arrived whole."""
         self.append(part.kind).whole = part
 
-    def parts(self, rank: Callable[[Key, Slot], Any] | None = None, convert: Callable[[Slot], Part] | None = None) -> list[Part]:
+    def parts(
+        self,
+        rank: Callable[[Key, Slot], Any] | None = None,
+        convert: Callable[[Slot], Part] | None = None,
+    ) -> list[Part]:
         """The parts in the order they started (stably sorted by ``rank`` when given); ``convert``
         turns the adapter's own slots into parts."""
         items: Iterator[tuple[Key, Slot]] | list[tuple[Key, Slot]] = iter(self.slots.items())
@@ -242,7 +256,9 @@ class StreamParts:
     def complete(self) -> bool:
         return self.done and self.error is None
 
-    def finish(self, response: NormalisedResponse | None = None, parts: list[Part] | None = None) -> NormalisedResponse:
+    def finish(
+        self, response: NormalisedResponse | None = None, parts: list[Part] | None = None
+    ) -> NormalisedResponse:
         """The answer: ``response`` (a snapshot the adapter parsed) or one made of the parts, closed
         by the shared rules."""
         if response is None:
@@ -265,4 +281,7 @@ class StreamParts:
 
 def has_calls(parts: list[Part]) -> bool:
     """The answer carries a call of the client's own functions."""
-    return any(p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function" for p in parts)
+    return any(
+        p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function"
+        for p in parts
+    )

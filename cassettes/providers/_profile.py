@@ -43,13 +43,23 @@ def _model_as_sent(model: str) -> str:
 #: Fields whose value is the caller's own data in most APIs (tool schemas, a tool call's input, a
 #: function's response, metadata): :attr:`Profile.free_form_fields` unless a family adds its own.
 FREE_FORM_FIELDS = frozenset(
-    {"parameters", "input_schema", "schema", "json_schema", "arguments", "args", "response", "metadata"}
+    {
+        "parameters",
+        "input_schema",
+        "schema",
+        "json_schema",
+        "arguments",
+        "args",
+        "response",
+        "metadata",
+    }
 )
 
 
 @dataclass(frozen=True)
 class Profile:
-    """What one API family's wire is and demands, as data (the defaults: an API that says none of it)."""
+    """What one API family's wire is and demands, as data (the defaults: an API that says none of
+    it)."""
 
     # -- what the API demands of the client's dispatch (WIRE.md §G) ---------------------------
 
@@ -126,4 +136,6 @@ class Profile:
         from cassettes.providers import OTEL_PROVIDER_HOSTS
 
         h = host.lower().rstrip(".")
-        return next((name for pat, name in OTEL_PROVIDER_HOSTS if fnmatch(h, pat)), self.otel_provider)
+        return next(
+            (name for pat, name in OTEL_PROVIDER_HOSTS if fnmatch(h, pat)), self.otel_provider
+        )

@@ -18,7 +18,8 @@ __all__ = ["Rendered", "ReplayShapes", "reset_at", "retry_after_value"]
 
 
 def retry_after_value(value: float) -> str:
-    """A ``retry-after`` value: whole seconds when whole, else with decimals (the SDKs parse both)."""
+    """A ``retry-after`` value: whole seconds when whole, else with decimals (the SDKs parse
+    both)."""
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
@@ -55,7 +56,13 @@ class ReplayShapes:
     """How replay answers as this API: OpenAI's shapes (A.6), which the compatible servers share.
     A family whose API answers otherwise subclasses this and overrides what differs."""
 
-    def chunks(self, chunks: list[tuple[float | None, bytes]], content_type: str, recorded: Any, live: bytes) -> list[tuple[float | None, bytes]]:
+    def chunks(
+        self,
+        chunks: list[tuple[float | None, bytes]],
+        content_type: str,
+        recorded: Any,
+        live: bytes,
+    ) -> list[tuple[float | None, bytes]]:
         """The recorded answer's body pieces as replay sends them to ``live`` (the request's
         bytes; ``recorded``: the recorded request's JSON): as recorded, unless the answer must
         echo something of the request that matching ignored."""
@@ -72,20 +79,58 @@ class ReplayShapes:
         return [("x-should-retry", "true" if retry else "false")]
 
     #: Injected faults (``looptap replay --fault``): kind → (HTTP status, error body) as this API
-    #: sends them (WIRE.md §x.6). The base is OpenAI's shape (A.6), which the compatible servers share.
+    #: sends them (WIRE.md §x.6). The base is OpenAI's shape (A.6), which the compatible servers
+    #: share.
     fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
-        "rate_limit": (429, {"error": {
-            "message": "Rate limit reached for requests per min (RPM): Limit 500, Used 500, Requested 1. "
-                       "Please try again in 1s. Visit https://platform.openai.com/account/rate-limits to learn more.",
-            "type": "requests", "param": None, "code": "rate_limit_exceeded"}}),
-        "overloaded": (503, {"error": {"message": "The engine is currently overloaded, please try again later",
-                                       "type": "server_error", "param": None, "code": None}}),
-        "server_error": (500, {"error": {"message": "The server had an error while processing your request. Sorry about that!",
-                                         "type": "server_error", "param": None, "code": None}}),
-        "context_length": (400, {"error": {
-            "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in "
-                       "131072 tokens. Please reduce the length of the messages.",
-            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+        "rate_limit": (
+            429,
+            {
+                "error": {
+                    "message": "Rate limit reached for requests per min (RPM): Limit 500, Used "
+                    "500, Requested 1. Please try again in 1s. Visit "
+                    "https://platform.openai.com/account/rate-limits to learn more.",
+                    "type": "requests",
+                    "param": None,
+                    "code": "rate_limit_exceeded",
+                }
+            },
+        ),
+        "overloaded": (
+            503,
+            {
+                "error": {
+                    "message": "The engine is currently overloaded, please try again later",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            },
+        ),
+        "server_error": (
+            500,
+            {
+                "error": {
+                    "message": "The server had an error while processing "
+                    "your request. Sorry about that!",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            },
+        ),
+        "context_length": (
+            400,
+            {
+                "error": {
+                    "message": "This model's maximum context length is 128000 tokens. However, "
+                    "your messages resulted in 131072 tokens. Please reduce the length of the "
+                    "messages.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),
     }
 
     def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
@@ -93,17 +138,26 @@ class ReplayShapes:
         headers on a rate limit."""
         out = [("x-request-id", "req_looptap_fault")]
         if kind == "rate_limit":
-            out += [("retry-after", retry_after_value(retry_after)), ("x-ratelimit-limit-requests", "500"),
-                    ("x-ratelimit-remaining-requests", "0"), ("x-ratelimit-reset-requests", f"{retry_after_value(retry_after)}s")]
+            out += [
+                ("retry-after", retry_after_value(retry_after)),
+                ("x-ratelimit-limit-requests", "500"),
+                ("x-ratelimit-remaining-requests", "0"),
+                ("x-ratelimit-reset-requests", f"{retry_after_value(retry_after)}s"),
+            ]
         elif kind in ("overloaded", "server_error"):
             out.append(("retry-after", retry_after_value(retry_after)))
         return out
 
     def fault_event(self, kind: str) -> bytes:
         """An error inside a 200 stream, framed as this API frames it (its overloaded error)."""
-        return b'data: {"error": {"message": "The server had an error while processing your request. Sorry about that!", "type": "server_error"}}\n\n'
+        return (
+            b'data: {"error": {"message": "The server had an error while processing your request. '
+            b'Sorry about that!", "type": "server_error"}}\n\n'
+        )
 
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+    def render_answer(
+        self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any
+    ) -> Rendered | None:
         """The bytes this API sends for ``answer`` (its parts, finish reason and usage), streamed
         when ``stream`` as the API streams, in the form the request at ``url`` asked for; parsing
         them gives ``answer`` back. ``None``: this API (or this endpoint) has no such form here."""

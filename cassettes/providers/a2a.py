@@ -64,7 +64,11 @@ _METHODS_10 = frozenset(
 
 
 def is_a2a_request(body: Any) -> bool:
-    return isinstance(body, dict) and body.get("jsonrpc") == "2.0" and body.get("method") in (_METHODS_03 | _METHODS_10)
+    return (
+        isinstance(body, dict)
+        and body.get("jsonrpc") == "2.0"
+        and body.get("method") in (_METHODS_03 | _METHODS_10)
+    )
 
 
 def _parts_text(parts: Any) -> str:
@@ -92,7 +96,13 @@ class _Reply:
         r = as_obj(result)
         for key in ("task", "message", "statusUpdate", "artifactUpdate"):  # 1.0 stream results
             if isinstance(r.get(key), dict):
-                r = {**r[key], "kind": {"statusUpdate": "status-update", "artifactUpdate": "artifact-update"}.get(key, key)}
+                r = {
+                    **r[key],
+                    "kind": {
+                        "statusUpdate": "status-update",
+                        "artifactUpdate": "artifact-update",
+                    }.get(key, key),
+                }
         kind = r.get("kind")
         if kind == "message" or ("parts" in r and "role" in r):
             self.texts.append(_parts_text(r.get("parts")))
@@ -135,7 +145,9 @@ class A2A(Provider):
         if params.get("id") is not None:
             out["task_id"] = as_str(params.get("id"))
         rid = body.get("id")
-        replies = [framed.value] if framed.kind == "json" else [obj for _, obj in json_events(framed)]
+        replies = (
+            [framed.value] if framed.kind == "json" else [obj for _, obj in json_events(framed)]
+        )
         reply = _Reply()
         answered = False
         for obj in replies:
@@ -143,7 +155,10 @@ class A2A(Provider):
                 continue
             answered = True
             if isinstance(obj.get("error"), dict):
-                out["error"] = {"code": obj["error"].get("code"), "message": as_str(obj["error"].get("message"))}
+                out["error"] = {
+                    "code": obj["error"].get("code"),
+                    "message": as_str(obj["error"].get("message")),
+                }
             else:
                 reply.take(obj.get("result"))
         out["answered"] = answered

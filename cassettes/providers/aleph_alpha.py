@@ -20,7 +20,14 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
+from cassettes.models import (
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    Usage,
+)
 from cassettes.providers._base import (
     Profile,
     Provider,
@@ -54,7 +61,13 @@ def _prompt(prompt: Any) -> list[Message]:
         elif d.get("type") == "image":
             parts.append(media_part({"type": "image"}, "image"))  # base64 data not kept in the part
         else:
-            parts.append(Part(kind="other", text=f"[{d.get('type') or 'prompt item'}]", provider_details={"type": d.get("type")}))
+            parts.append(
+                Part(
+                    kind="other",
+                    text=f"[{d.get('type') or 'prompt item'}]",
+                    provider_details={"type": d.get("type")},
+                )
+            )
     return [Message(role="user", parts=parts)] if parts else []
 
 
@@ -62,7 +75,12 @@ def _usage(b: dict[str, Any]) -> Usage | None:
     inp, out = as_int(b.get("num_tokens_prompt_total")), as_int(b.get("num_tokens_generated"))
     if inp is None and out is None:
         return None
-    return Usage(input_tokens=inp, output_tokens=out, total_tokens=inp + out if inp is not None and out is not None else None, raw={"num_tokens_prompt_total": inp, "num_tokens_generated": out})
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=inp + out if inp is not None and out is not None else None,
+        raw={"num_tokens_prompt_total": inp, "num_tokens_generated": out},
+    )
 
 
 class _CompleteStream(StreamParts):
@@ -76,7 +94,11 @@ class _CompleteStream(StreamParts):
             self.unparsed()
             return
         kind = ev.get("type")
-        if kind == "stream_chunk" and ev.get("index", 0) == 0 and isinstance(ev.get("completion"), str):
+        if (
+            kind == "stream_chunk"
+            and ev.get("index", 0) == 0
+            and isinstance(ev.get("completion"), str)
+        ):
             self.text("text", ev["completion"])
         elif kind == "stream_summary" and ev.get("index", 0) == 0:
             self.finish_raw = as_str(ev.get("finish_reason"))
@@ -100,18 +122,28 @@ class _CompleteStream(StreamParts):
 
 class AlephAlpha(Provider):
     family = "aleph_alpha"
-    profile = Profile(price_provider=None, otel_provider="aleph_alpha", otel_operation="text_completion", api_key_env=("AA_TOKEN",))
+    profile = Profile(
+        price_provider=None,
+        otel_provider="aleph_alpha",
+        otel_operation="text_completion",
+        api_key_env=("AA_TOKEN",),
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         path = url.path.rstrip("/")
-        if method.upper() != "POST" or not (path.endswith("/complete") and not path.endswith("/v1/messages")):
+        if method.upper() != "POST" or not (
+            path.endswith("/complete") and not path.endswith("/v1/messages")
+        ):
             return 0
         host = (url.hostname or "").lower()
         if "aleph-alpha" in host or host.endswith("pharia.ai"):
             return 5
         b = body if isinstance(body, dict) else {}
-        items = isinstance(b.get("prompt"), list) and any(isinstance(p, dict) and "type" in p for p in b["prompt"])
-        # Anthropic's legacy /v1/complete sends max_tokens_to_sample: Aleph Alpha's body has neither.
+        items = isinstance(b.get("prompt"), list) and any(
+            isinstance(p, dict) and "type" in p for p in b["prompt"]
+        )
+        # Anthropic's legacy /v1/complete sends max_tokens_to_sample: Aleph Alpha's body has
+        # neither.
         return 4 if ("maximum_tokens" in b or items) and "max_tokens_to_sample" not in b else 0
 
     def history_key(self, body: Any) -> str | None:
@@ -131,11 +163,15 @@ class AlephAlpha(Provider):
         b = as_obj(body)
         completions = [c for c in b.get("completions") or [] if isinstance(c, dict)]
         if not completions and ("error" in b or "message" in b or "code" in b):
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         first = completions[0] if completions else {}
         text = first.get("completion")
         raw = as_str(first.get("finish_reason"))
-        details: dict[str, Any] = {"model_version": b["model_version"]} if b.get("model_version") else {}
+        details: dict[str, Any] = (
+            {"model_version": b["model_version"]} if b.get("model_version") else {}
+        )
         if len(completions) > 1:
             details["completions"] = len(completions)
         return NormalisedResponse(

@@ -71,7 +71,9 @@ _STATUS = {
     "cancelled": FinishReason.CANCELLED,
     "expired": FinishReason.ERROR,
 }
-_TERMINAL = frozenset({"completed", "requires_action", "incomplete", "failed", "cancelled", "expired"})
+_TERMINAL = frozenset(
+    {"completed", "requires_action", "incomplete", "failed", "cancelled", "expired"}
+)
 
 
 def _route(method: str, url: SplitResult) -> str | None:
@@ -124,7 +126,10 @@ def _ids(url: SplitResult) -> tuple[str | None, str | None]:
 
 def _message(m: Any) -> Message:
     d = as_obj(m)
-    return Message(role=as_str(d.get("role")) or "user", parts=[Part(kind="text", text=text_of(d.get("content")))])
+    return Message(
+        role=as_str(d.get("role")) or "user",
+        parts=[Part(kind="text", text=text_of(d.get("content")))],
+    )
 
 
 def _tools(tools: Any) -> list[ToolSpec]:
@@ -133,7 +138,15 @@ def _tools(tools: Any) -> list[ToolSpec]:
         d = as_obj(t)
         fn = as_obj(d.get("function"))
         if d.get("type") == "function":
-            out.append(ToolSpec(name=as_str(fn.get("name")) or "", description=as_str(fn.get("description")), parameters=fn.get("parameters") if isinstance(fn.get("parameters"), dict) else None))
+            out.append(
+                ToolSpec(
+                    name=as_str(fn.get("name")) or "",
+                    description=as_str(fn.get("description")),
+                    parameters=fn.get("parameters")
+                    if isinstance(fn.get("parameters"), dict)
+                    else None,
+                )
+            )
         elif d.get("type"):
             out.append(ToolSpec(name=str(d["type"]), kind="server"))
     return out
@@ -144,7 +157,14 @@ def _calls(run: dict[str, Any]) -> list[Part]:
     parts = []
     for tc in action.get("tool_calls") or []:
         fn = as_obj(as_obj(tc).get("function"))
-        parts.append(Part(kind="tool_call", tool_call=tool_call_from_string(as_obj(tc).get("id"), fn.get("name"), fn.get("arguments"))))
+        parts.append(
+            Part(
+                kind="tool_call",
+                tool_call=tool_call_from_string(
+                    as_obj(tc).get("id"), fn.get("name"), fn.get("arguments")
+                ),
+            )
+        )
     return parts
 
 
@@ -158,7 +178,11 @@ def _run_finish(run: dict[str, Any]) -> tuple[FinishReason | None, str | None]:
 
 def _run_error(run: dict[str, Any]) -> ApiError | None:
     err = as_obj(run.get("last_error"))
-    return ApiError(code=as_str(err.get("code")), message=as_str(err.get("message")), raw=err) if err else None
+    return (
+        ApiError(code=as_str(err.get("code")), message=as_str(err.get("message")), raw=err)
+        if err
+        else None
+    )
 
 
 class _RunStream(StreamParts):
@@ -184,8 +208,13 @@ class _RunStream(StreamParts):
             for c in as_obj(d.get("delta")).get("content") or []:
                 c = as_obj(c)
                 if c.get("type") == "text":
-                    self.text((as_str(d.get("id")), c.get("index", 0)), as_str(as_obj(c.get("text")).get("value")) or "")
-        elif name is not None and name.startswith("thread.run.") and d.get("object") == "thread.run":
+                    self.text(
+                        (as_str(d.get("id")), c.get("index", 0)),
+                        as_str(as_obj(c.get("text")).get("value")) or "",
+                    )
+        elif (
+            name is not None and name.startswith("thread.run.") and d.get("object") == "thread.run"
+        ):
             self.run = d
             self.first("id", as_str(d.get("id")))
             self.first("model", as_str(d.get("model")))
@@ -195,7 +224,13 @@ class _RunStream(StreamParts):
                 self.usage = usage_from(d.get("usage")) or self.usage
                 self.error = _run_error(d) or self.error
         elif name == "error":
-            self.error = ApiError(message=as_str(d.get("message")), type=as_str(d.get("type")), code=as_str(d.get("code")), in_stream=True, raw=d)
+            self.error = ApiError(
+                message=as_str(d.get("message")),
+                type=as_str(d.get("type")),
+                code=as_str(d.get("code")),
+                in_stream=True,
+                raw=d,
+            )
 
     def close(self) -> NormalisedResponse:
         resp = self.finish(parts=self.parts() + self.calls)
@@ -212,7 +247,9 @@ class OpenAIAssistants(Provider):
     # A client that does not stream polls ``GET …/runs/{run}`` until the run ends; the poll that
     # finds it ``requires_action`` is where the model's tool calls arrive.
     poll_operations = frozenset({"retrieve_run"})
-    profile = Profile(price_provider="openai", otel_provider="openai", api_key_env=("OPENAI_API_KEY",))
+    profile = Profile(
+        price_provider="openai", otel_provider="openai", api_key_env=("OPENAI_API_KEY",)
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         segs = [s for s in url.path.split("/") if s]
@@ -234,8 +271,26 @@ class OpenAIAssistants(Provider):
         messages += [_message(m) for m in b.get("additional_messages") or []]
         outputs = [as_obj(o) for o in b.get("tool_outputs") or []]
         if outputs:
-            messages.append(Message(role="tool", parts=[Part(kind="tool_result", tool_result=ToolResult(call_id=as_str(o.get("tool_call_id")), content=text_of(o.get("output")))) for o in outputs]))
-        system = [Part(kind="text", text=t) for t in (b.get("instructions"), b.get("additional_instructions")) if isinstance(t, str) and t]
+            messages.append(
+                Message(
+                    role="tool",
+                    parts=[
+                        Part(
+                            kind="tool_result",
+                            tool_result=ToolResult(
+                                call_id=as_str(o.get("tool_call_id")),
+                                content=text_of(o.get("output")),
+                            ),
+                        )
+                        for o in outputs
+                    ],
+                )
+            )
+        system = [
+            Part(kind="text", text=t)
+            for t in (b.get("instructions"), b.get("additional_instructions"))
+            if isinstance(t, str) and t
+        ]
         return NormalisedRequest(
             family=self.family,
             model=as_str(b.get("model")),
@@ -244,16 +299,39 @@ class OpenAIAssistants(Provider):
             messages=messages,
             tools=_tools(b.get("tools")),
             tool_choice=b.get("tool_choice"),
-            params={k: v for k, v in b.items() if k not in ("model", "stream", "thread", "additional_messages", "tool_outputs", "instructions", "additional_instructions", "tools", "tool_choice")},
+            params={
+                k: v
+                for k, v in b.items()
+                if k
+                not in (
+                    "model",
+                    "stream",
+                    "thread",
+                    "additional_messages",
+                    "tool_outputs",
+                    "instructions",
+                    "additional_instructions",
+                    "tools",
+                    "tool_choice",
+                )
+            },
             # The server keeps the history and the assistant's tools: the run a tool output
             # answers, the thread a run continues, or the assistant a new thread runs.
-            previous_response_id=run if outputs or run else (thread or as_str(b.get("assistant_id"))),
+            previous_response_id=run
+            if outputs or run
+            else (thread or as_str(b.get("assistant_id"))),
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
         if b.get("object") != "thread.run":
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True) if "error" in b else NormalisedResponse(complete=True)
+            return (
+                NormalisedResponse(
+                    error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+                )
+                if "error" in b
+                else NormalisedResponse(complete=True)
+            )
         cls, raw = _run_finish(b)
         done = b.get("status") in _TERMINAL
         resp = NormalisedResponse(
@@ -265,12 +343,20 @@ class OpenAIAssistants(Provider):
             usage=usage_from(b.get("usage")),
             error=_run_error(b),
             complete=True if done else None,
-            provider_details={"thread_id": b.get("thread_id"), "assistant_id": b.get("assistant_id")},
+            provider_details={
+                "thread_id": b.get("thread_id"),
+                "assistant_id": b.get("assistant_id"),
+            },
         )
         if not done:
-            resp.notes.append(f"run {raw}: not finished; its output comes with the thread's messages once it completes")
+            resp.notes.append(
+                f"run {raw}: not finished; its output comes with "
+                "the thread's messages once it completes"
+            )
         elif b.get("status") == "completed":
-            resp.notes.append("run completed: the answer's text is in the thread's messages, not in the run")
+            resp.notes.append(
+                "run completed: the answer's text is in the thread's messages, not in the run"
+            )
         return resp
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:

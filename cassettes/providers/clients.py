@@ -25,9 +25,11 @@ __all__ = ["start_advice"]
 _SETTINGS_BYTES = 1 << 20
 
 GEMINI_CLI_AUTH = (
-    "Gemini CLI: with GOOGLE_GEMINI_BASE_URL set (this recorder's listener) and no auth type in its "
-    'settings, it picks its gateway auth, which `gemini -p` refuses ("Invalid auth method selected.", nothing sent); '
-    'add "security": {"auth": {"selectedType": "gemini-api-key"}} to ~/.gemini/settings.json (docs/recorder.md)'
+    "Gemini CLI: with GOOGLE_GEMINI_BASE_URL set (this recorder's listener) and no auth type in "
+    "its "
+    'settings, it picks its gateway auth, which `gemini -p` refuses ("Invalid auth method '
+    'selected.", nothing sent); add "security": {"auth": {"selectedType": "gemini-api-key"}} to '
+    '~/.gemini/settings.json (docs/recorder.md)'
 )
 
 
@@ -60,7 +62,11 @@ def _read_settings(path: Path) -> Any:
         return None
     if len(raw) > _SETTINGS_BYTES:
         return None
-    text = "\n".join(line for line in raw.decode("utf-8", "replace").splitlines() if not line.lstrip().startswith("//"))
+    text = "\n".join(
+        line
+        for line in raw.decode("utf-8", "replace").splitlines()
+        if not line.lstrip().startswith("//")
+    )
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -78,7 +84,11 @@ def _auth_chosen(env: Mapping[str, str], cwd: Path) -> bool:
         settings = _read_settings(path)
         security = settings.get("security") if isinstance(settings, dict) else None
         auth = security.get("auth") if isinstance(security, dict) else None
-        if isinstance(auth, dict) and isinstance(auth.get("selectedType"), str) and auth["selectedType"]:
+        if (
+            isinstance(auth, dict)
+            and isinstance(auth.get("selectedType"), str)
+            and auth["selectedType"]
+        ):
             return True
     return False
 
@@ -87,7 +97,14 @@ def start_advice(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None =
     """Lines to say before ``argv`` starts with ``env`` (the child's environment, looptap's base
     URLs in it): one per client that will not work as started."""
     out: list[str] = []
-    chose_other = env.get("GOOGLE_GENAI_USE_GCA") == "true" or env.get("GOOGLE_GENAI_USE_VERTEXAI") == "true"
-    if env.get("GOOGLE_GEMINI_BASE_URL") and not chose_other and _is_gemini_cli(argv, env) and not _auth_chosen(env, cwd or Path.cwd()):
+    chose_other = (
+        env.get("GOOGLE_GENAI_USE_GCA") == "true" or env.get("GOOGLE_GENAI_USE_VERTEXAI") == "true"
+    )
+    if (
+        env.get("GOOGLE_GEMINI_BASE_URL")
+        and not chose_other
+        and _is_gemini_cli(argv, env)
+        and not _auth_chosen(env, cwd or Path.cwd())
+    ):
         out.append(GEMINI_CLI_AUTH)
     return out

@@ -23,9 +23,10 @@ and ``finish_reason``. Streams are NDJSON events with ``event_type`` ``stream-st
 carries the whole response).
 
 v1 ``/v1/generate`` (text generation; the SDK's ``Generation`` and ``GenerateStreamedResponse``):
-``{"prompt", "model", "max_tokens", …}`` → ``{"id", "generations": [{"id", "text", "finish_reason"}],
-"prompt", "meta"}``; streamed as the v1 NDJSON events (``text-generation`` with ``text``, then
-``stream-end`` with ``finish_reason`` and ``response.generations``). Read by the v1 code.
+``{"prompt", "model", "max_tokens", …}`` → ``{"id", "generations": [{"id", "text",
+"finish_reason"}], "prompt", "meta"}``; streamed as the v1 NDJSON events (``text-generation`` with
+``text``, then ``stream-end`` with ``finish_reason`` and ``response.generations``). Read by the v1
+code.
 
 Usage: ``usage.billed_units`` (v2; ``meta.billed_units`` in v1) is what Cohere charges and is used
 as input/output tokens; ``usage.tokens`` (the full token counts, including the system template)
@@ -170,12 +171,23 @@ def _v2_calls(calls: Any) -> list[Part]:
     for tc in calls if isinstance(calls, list) else []:
         if isinstance(tc, dict):
             fn = as_obj(tc.get("function"))
-            out.append(Part(kind="tool_call", tool_call=tool_call_from_string(tc.get("id"), fn.get("name"), fn.get("arguments"))))
+            out.append(
+                Part(
+                    kind="tool_call",
+                    tool_call=tool_call_from_string(
+                        tc.get("id"), fn.get("name"), fn.get("arguments")
+                    ),
+                )
+            )
     return out
 
 
 def _plan(text: Any) -> list[Part]:
-    return [Part(kind="reasoning", text=text, provider_details={"field": "tool_plan"})] if isinstance(text, str) and text else []
+    return (
+        [Part(kind="reasoning", text=text, provider_details={"field": "tool_plan"})]
+        if isinstance(text, str) and text
+        else []
+    )
 
 
 def _v2_message(m: Any) -> Message:
@@ -183,9 +195,13 @@ def _v2_message(m: Any) -> Message:
         return Message(role="unknown", parts=[Part(kind="other", provider_details={"block": m})])
     role = as_str(m.get("role")) or "unknown"
     if role == "tool":
-        result = ToolResult(call_id=as_str(m.get("tool_call_id")), content=text_of(m.get("content")))
+        result = ToolResult(
+            call_id=as_str(m.get("tool_call_id")), content=text_of(m.get("content"))
+        )
         return Message(role="tool", parts=[Part(kind="tool_result", tool_result=result)])
-    parts = _plan(m.get("tool_plan")) + _v2_content(m.get("content")) + _v2_calls(m.get("tool_calls"))
+    parts = (
+        _plan(m.get("tool_plan")) + _v2_content(m.get("content")) + _v2_calls(m.get("tool_calls"))
+    )
     return Message(role=role, parts=parts)
 
 
@@ -195,7 +211,13 @@ def _v2_tools(tools: Any) -> list[ToolSpec]:
         fn = t.get("function") if isinstance(t, dict) else None
         if isinstance(fn, dict):
             params = fn.get("parameters")
-            out.append(ToolSpec(name=as_str(fn.get("name")) or "", description=as_str(fn.get("description")), parameters=params if isinstance(params, dict) else None))
+            out.append(
+                ToolSpec(
+                    name=as_str(fn.get("name")) or "",
+                    description=as_str(fn.get("description")),
+                    parameters=params if isinstance(params, dict) else None,
+                )
+            )
     return out
 
 
@@ -231,7 +253,13 @@ def _v1_results(results: Any) -> list[Part]:
             continue
         call = as_obj(r.get("call"))
         outputs = r.get("outputs")
-        content = outputs if isinstance(outputs, str) else compact_json(outputs) if outputs is not None else ""
+        content = (
+            outputs
+            if isinstance(outputs, str)
+            else compact_json(outputs)
+            if outputs is not None
+            else ""
+        )
         out.append(
             Part(
                 kind="tool_result",
@@ -265,10 +293,22 @@ def _v1_tools(tools: Any) -> list[ToolSpec]:
         if isinstance(defs, dict):  # {"city": {"type": "str", "description": …, "required": true}}
             params = {
                 "type": "object",
-                "properties": {k: {kk: vv for kk, vv in v.items() if kk != "required"} for k, v in defs.items() if isinstance(v, dict)},
-                "required": [k for k, v in defs.items() if isinstance(v, dict) and v.get("required")],
+                "properties": {
+                    k: {kk: vv for kk, vv in v.items() if kk != "required"}
+                    for k, v in defs.items()
+                    if isinstance(v, dict)
+                },
+                "required": [
+                    k for k, v in defs.items() if isinstance(v, dict) and v.get("required")
+                ],
             }
-        out.append(ToolSpec(name=as_str(t.get("name")) or "", description=as_str(t.get("description")), parameters=params))
+        out.append(
+            ToolSpec(
+                name=as_str(t.get("name")) or "",
+                description=as_str(t.get("description")),
+                parameters=params,
+            )
+        )
     return out
 
 
@@ -279,7 +319,11 @@ def v1_request(b: JSON, family: str, model: str | None, stream: bool) -> Normali
         messages.append(Message(role="tool", parts=_v1_results(b["tool_results"])))
     if isinstance(b.get("message"), str) and b["message"]:
         messages.append(Message(role="user", parts=[Part(kind="text", text=b["message"])]))
-    system = [Part(kind="text", text=b["preamble"])] if isinstance(b.get("preamble"), str) and b["preamble"] else []
+    system = (
+        [Part(kind="text", text=b["preamble"])]
+        if isinstance(b.get("preamble"), str) and b["preamble"]
+        else []
+    )
     system += [p for m in messages if m.role == "system" for p in m.parts]
     return NormalisedRequest(
         family=family,
@@ -397,16 +441,22 @@ class _V1Stream(StreamParts):
         if not isinstance(ev, dict):
             return
         kind = ev.get("event_type")
-        if kind is None and "is_finished" in ev:  # /v1/generate's events before event_type was added
+        # /v1/generate's events before event_type was added
+        if kind is None and "is_finished" in ev:
             kind = "stream-end" if ev.get("is_finished") else "text-generation"
         if kind == "text-generation" and isinstance(ev.get("text"), str):
             self.text("text", ev["text"])
         elif kind == "tool-calls-generation":
-            self.calls = [Part(kind="tool_call", tool_call=_v1_call(tc)) for tc in ev.get("tool_calls") or []]
+            self.calls = [
+                Part(kind="tool_call", tool_call=_v1_call(tc)) for tc in ev.get("tool_calls") or []
+            ]
         elif kind == "stream-end":
             resp = as_obj(ev.get("response"))
-            self.end = v1_response({**resp, "finish_reason": ev.get("finish_reason", resp.get("finish_reason"))})
-            if not self.end.parts and self.joined("text"):  # a generate stream's end may hold no text
+            self.end = v1_response(
+                {**resp, "finish_reason": ev.get("finish_reason", resp.get("finish_reason"))}
+            )
+            # a generate stream's end may hold no text
+            if not self.end.parts and self.joined("text"):
                 self.end.parts = [Part(kind="text", text=self.joined("text"))]
 
     def close(self) -> NormalisedResponse:
@@ -429,7 +479,11 @@ class CohereReplay(ReplayShapes):
 
 class CohereChat(Provider):
     family = "cohere"
-    profile = Profile(price_provider="cohere", otel_provider="cohere", api_key_env=("CO_API_KEY", "COHERE_API_KEY"))
+    profile = Profile(
+        price_provider="cohere",
+        otel_provider="cohere",
+        api_key_env=("CO_API_KEY", "COHERE_API_KEY"),
+    )
     replay = CohereReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -437,8 +491,14 @@ class CohereChat(Provider):
         if method.upper() != "POST" or v is None:
             return 0
         if v == "generate":
-            return 3 if isinstance(body, dict) and "prompt" in body else (1 if "cohere" in url.netloc.lower() else 0)
-        shaped = isinstance(body, dict) and (("messages" in body) if v == "v2" else ("message" in body or "chat_history" in body))
+            return (
+                3
+                if isinstance(body, dict) and "prompt" in body
+                else (1 if "cohere" in url.netloc.lower() else 0)
+            )
+        shaped = isinstance(body, dict) and (
+            ("messages" in body) if v == "v2" else ("message" in body or "chat_history" in body)
+        )
         if shaped:
             return 3
         # Another service's /v1/chat is not Cohere's: only Cohere's own hosts are claimed unshaped.
@@ -457,7 +517,9 @@ class CohereChat(Provider):
         stream = b.get("stream") is True
         if _version(url) == "generate":
             return generate_request(b, self.family, None, stream)
-        if _version(url) == "v1" or ("messages" not in b and ("message" in b or "chat_history" in b)):
+        if _version(url) == "v1" or (
+            "messages" not in b and ("message" in b or "chat_history" in b)
+        ):
             return v1_request(b, self.family, None, stream)
         messages = [_v2_message(m) for m in b.get("messages") or []]
         return NormalisedRequest(
@@ -468,7 +530,8 @@ class CohereChat(Provider):
             messages=messages,
             tools=_v2_tools(b.get("tools")),
             tool_choice=b.get("tool_choice"),
-            tool_choice_mode=tool_choice_mode(b.get("tool_choice")),  # v2: REQUIRED or NONE; absent is auto
+            # v2: REQUIRED or NONE; absent is auto
+            tool_choice_mode=tool_choice_mode(b.get("tool_choice")),
             params={k: v for k, v in b.items() if k not in _V2_STRUCTURAL},
             history_key="messages",
         )
@@ -476,12 +539,16 @@ class CohereChat(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}
         if "message" in b and isinstance(b["message"], str) and "text" not in b:
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         if "text" in b or "response_id" in b or "generation_id" in b or "generations" in b:
             return v1_response(b)
         return _v2_response(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        if framed.kind == "ndjson" or any(isinstance(ev, dict) and "event_type" in ev for _, ev in json_events(framed)):
+        if framed.kind == "ndjson" or any(
+            isinstance(ev, dict) and "event_type" in ev for _, ev in json_events(framed)
+        ):
             return reassemble_v1(framed)
         return _V2Stream().read(framed)

@@ -35,7 +35,14 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
+from cassettes.models import (
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    Usage,
+)
 from cassettes.providers._base import Profile, Provider, as_int, as_str, azure_deployment
 from cassettes.providers.openai_completions import prompt_messages
 
@@ -46,7 +53,8 @@ def _route(url: SplitResult) -> str | None:
     segs = [s for s in url.path.split("/") if s]
     if not segs:
         return None
-    if segs[-1] == "embeddings" and not (len(segs) >= 2 and segs[-2] == "api"):  # not Ollama's /api/…
+    # not Ollama's /api/…
+    if segs[-1] == "embeddings" and not (len(segs) >= 2 and segs[-2] == "api"):
         return "openai"
     if segs[-1] == "embed" and len(segs) >= 2 and segs[-2] in ("v1", "v2"):
         return "cohere"
@@ -58,22 +66,39 @@ def _route(url: SplitResult) -> str | None:
 def _vertex_instances(body: Any) -> list[Any] | None:
     """A Vertex ``:predict`` body's instances when they are text-embedding ones (``content``)."""
     inst = body.get("instances") if isinstance(body, dict) else None
-    if isinstance(inst, list) and inst and all(isinstance(i, dict) and isinstance(i.get("content"), str) for i in inst):
+    if (
+        isinstance(inst, list)
+        and inst
+        and all(isinstance(i, dict) and isinstance(i.get("content"), str) for i in inst)
+    ):
         return inst
     return None
 
 
 def _vertex_response(b: dict[str, Any]) -> NormalisedResponse:
     preds = [p for p in b.get("predictions") or [] if isinstance(p, dict)]
-    vectors = [p["embeddings"].get("values") for p in preds if isinstance(p.get("embeddings"), dict)]
-    counts = [as_int(p["embeddings"].get("statistics", {}).get("token_count")) for p in preds if isinstance(p.get("embeddings"), dict) and isinstance(p["embeddings"].get("statistics"), dict)]
-    n = sum(c for c in counts if c is not None) if counts and any(c is not None for c in counts) else None
+    vectors = [
+        p["embeddings"].get("values") for p in preds if isinstance(p.get("embeddings"), dict)
+    ]
+    counts = [
+        as_int(p["embeddings"].get("statistics", {}).get("token_count"))
+        for p in preds
+        if isinstance(p.get("embeddings"), dict)
+        and isinstance(p["embeddings"].get("statistics"), dict)
+    ]
+    n = (
+        sum(c for c in counts if c is not None)
+        if counts and any(c is not None for c in counts)
+        else None
+    )
     details = vectors_summary(vectors)
     if isinstance(b.get("metadata"), dict):
         details["metadata"] = b["metadata"]
     return NormalisedResponse(
         model=as_str(b.get("deployedModelId")),
-        usage=Usage(input_tokens=n, total_tokens=n, raw={"token_count": counts}) if n is not None else None,
+        usage=Usage(input_tokens=n, total_tokens=n, raw={"token_count": counts})
+        if n is not None
+        else None,
         complete=True,
         provider_details=details or None,
     )
@@ -85,7 +110,9 @@ def embedding_usage(b: dict[str, Any]) -> Usage | None:
     if isinstance(u, dict):
         prompt = as_int(u.get("prompt_tokens"))
         total = as_int(u.get("total_tokens"))
-        return Usage(input_tokens=prompt if prompt is not None else total, total_tokens=total, raw=u)
+        return Usage(
+            input_tokens=prompt if prompt is not None else total, total_tokens=total, raw=u
+        )
     meta = b.get("meta")
     billed = meta.get("billed_units") if isinstance(meta, dict) else None
     if isinstance(billed, dict):
@@ -97,7 +124,10 @@ def embedding_usage(b: dict[str, Any]) -> Usage | None:
 def vectors_summary(vectors: Any) -> dict[str, Any]:
     """How many vectors and of what dimension / encoding (the vectors themselves stay raw)."""
     if isinstance(vectors, dict):  # Cohere: {"float": [[...]], "int8": [[...]]}
-        return {"embedding_types": sorted(vectors), **next((vectors_summary(v) for v in vectors.values()), {})}
+        return {
+            "embedding_types": sorted(vectors),
+            **next((vectors_summary(v) for v in vectors.values()), {}),
+        }
     if not isinstance(vectors, list):
         return {}
     first = vectors[0] if vectors else None
@@ -154,18 +184,27 @@ class Embeddings(Provider):
         key = next((k for k in ("input", "texts", "inputs") if k in b), None)
         messages: list[Message] = prompt_messages(b.get(key)) if key else []
         if "images" in b and isinstance(b["images"], list):
-            messages.extend(Message(role="user", parts=[Part(kind="media", media_type="image")]) for _ in b["images"])
+            messages.extend(
+                Message(role="user", parts=[Part(kind="media", media_type="image")])
+                for _ in b["images"]
+            )
         return NormalisedRequest(
             family=self.family,
             model=as_str(b.get("model")) or self.model_from_url(url),
             messages=messages,
-            params={k: v for k, v in b.items() if k not in ("model", "input", "texts", "inputs", "images")},
+            params={
+                k: v
+                for k, v in b.items()
+                if k not in ("model", "input", "texts", "inputs", "images")
+            },
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}
         if "error" in b or ("message" in b and "embeddings" not in b and "data" not in b):
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         if "predictions" in b:
             return _vertex_response(b)
         vectors = b.get("data") if "data" in b else b.get("embeddings")

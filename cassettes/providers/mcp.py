@@ -17,7 +17,14 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes.providers._base import Profile, Provider, ReplayShapes, as_str, compact_json, json_events
+from cassettes.providers._base import (
+    Profile,
+    Provider,
+    ReplayShapes,
+    as_str,
+    compact_json,
+    json_events,
+)
 from cassettes.wire.framing import Framed
 
 __all__ = ["Mcp", "is_mcp_request"]
@@ -27,7 +34,11 @@ _TOOL_USE_KEYS = ("claudecode/toolUseId", "toolUseId", "tool_use_id", "toolCallI
 
 
 def is_mcp_request(body: Any) -> bool:
-    return isinstance(body, dict) and body.get("jsonrpc") == "2.0" and isinstance(body.get("method"), str)
+    return (
+        isinstance(body, dict)
+        and body.get("jsonrpc") == "2.0"
+        and isinstance(body.get("method"), str)
+    )
 
 
 def _result_text(result: Any, limit: int = 2000) -> str:
@@ -36,7 +47,11 @@ def _result_text(result: Any, limit: int = 2000) -> str:
         return compact_json(result)[:limit]
     out = []
     for part in result.get("content") or []:
-        if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+        if (
+            isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        ):
             out.append(part["text"])
         elif isinstance(part, dict):
             out.append(f"[{part.get('type')}]")
@@ -48,7 +63,13 @@ def _result_text(result: Any, limit: int = 2000) -> str:
 class McpReplay(ReplayShapes):
     """How replay answers an MCP server's request: with the client's own JSON-RPC id."""
 
-    def chunks(self, chunks: list[tuple[float | None, bytes]], content_type: str, recorded: Any, live: bytes) -> list[tuple[float | None, bytes]]:
+    def chunks(
+        self,
+        chunks: list[tuple[float | None, bytes]],
+        content_type: str,
+        recorded: Any,
+        live: bytes,
+    ) -> list[tuple[float | None, bytes]]:
         try:
             new_id = orjson.loads(live).get("id")
         except (orjson.JSONDecodeError, AttributeError):
@@ -62,7 +83,12 @@ class McpReplay(ReplayShapes):
                 obj = orjson.loads(data)
             except orjson.JSONDecodeError:
                 return data
-            if isinstance(obj, dict) and obj.get("jsonrpc") == "2.0" and obj.get("id") == old_id and ("result" in obj or "error" in obj):
+            if (
+                isinstance(obj, dict)
+                and obj.get("jsonrpc") == "2.0"
+                and obj.get("id") == old_id
+                and ("result" in obj or "error" in obj)
+            ):
                 obj["id"] = new_id
                 return orjson.dumps(obj)
             return data
@@ -71,7 +97,10 @@ class McpReplay(ReplayShapes):
         last = chunks[-1][0] if chunks else None
         if "event-stream" not in content_type:
             return [(last, swap(body))]
-        lines = [b"data: " + swap(line[5:].strip()) if line.startswith(b"data:") else line for line in body.split(b"\n")]
+        lines = [
+            b"data: " + swap(line[5:].strip()) if line.startswith(b"data:") else line
+            for line in body.split(b"\n")
+        ]
         return [(last, b"\n".join(lines))]
 
 
@@ -102,9 +131,15 @@ class Mcp(Provider):
         out: dict[str, Any] = {"method": body["method"], "id": body.get("id")}
         found = params.get("_meta")
         meta: dict[str, Any] = found if isinstance(found, dict) else {}
-        tool_use = next((as_str(meta[k]) for k in _TOOL_USE_KEYS if isinstance(meta.get(k), str)), None)
+        tool_use = next(
+            (as_str(meta[k]) for k in _TOOL_USE_KEYS if isinstance(meta.get(k), str)), None
+        )
         if body["method"] == "tools/call":
-            out.update(tool=as_str(params.get("name")), arguments=params.get("arguments"), tool_use_id=tool_use)
+            out.update(
+                tool=as_str(params.get("name")),
+                arguments=params.get("arguments"),
+                tool_use_id=tool_use,
+            )
         reply = self._reply(framed, body.get("id"))
         if reply is None:
             out["answered"] = False
@@ -119,17 +154,26 @@ class Mcp(Provider):
             out["is_error"] = bool(result.get("isError")) if isinstance(result, dict) else False
             out["result"] = _result_text(result)
         elif body["method"] == "tools/list" and isinstance(result, dict):
-            out["tools"] = [as_str(t.get("name")) for t in result.get("tools") or [] if isinstance(t, dict)]
+            out["tools"] = [
+                as_str(t.get("name")) for t in result.get("tools") or [] if isinstance(t, dict)
+            ]
         return out
 
     @staticmethod
     def _reply(framed: Framed, rid: Any) -> dict[str, Any] | None:
         """The JSON-RPC response to request ``rid`` in a JSON body or an SSE stream."""
         if framed.kind == "json":
-            candidates: list[Any] = framed.value if isinstance(framed.value, list) else [framed.value]
+            candidates: list[Any] = (
+                framed.value if isinstance(framed.value, list) else [framed.value]
+            )
         else:
             candidates = [obj for _, obj in json_events(framed)]
         for obj in candidates:
-            if isinstance(obj, dict) and obj.get("jsonrpc") == "2.0" and obj.get("id") == rid and ("result" in obj or "error" in obj):
+            if (
+                isinstance(obj, dict)
+                and obj.get("jsonrpc") == "2.0"
+                and obj.get("id") == rid
+                and ("result" in obj or "error" in obj)
+            ):
                 return obj
         return None

@@ -1,7 +1,8 @@
 """Ollama's native API: ``/api/chat`` and ``/api/generate`` (WIRE.md §E).
 
-Ollama's ``/v1/chat/completions`` is family ``openai_chat``. The other native routes (``/api/embed``,
-``/api/tags``, ``/api/pull`` …) are claimed with their own operation names and not parsed further.
+Ollama's ``/v1/chat/completions`` is family ``openai_chat``. The other native routes
+(``/api/embed``, ``/api/tags``, ``/api/pull`` …) are claimed with their own operation names and not
+parsed further.
 
 Decisions worth knowing:
 
@@ -110,7 +111,12 @@ def _route(url: SplitResult) -> str | None:
 def render_native(answer: NormalisedResponse, stream: bool, route: str) -> Rendered | None:
     """An answer as ``/api/chat`` or ``/api/generate`` sends it: one JSON object, or NDJSON lines
     ending with the ``done: true`` line that carries ``done_reason`` and the counts."""
-    if answer.finish_reason not in (None, FinishReason.COMPLETE, FinishReason.TOOL_CALL, FinishReason.TRUNCATED_LENGTH):
+    if answer.finish_reason not in (
+        None,
+        FinishReason.COMPLETE,
+        FinishReason.TOOL_CALL,
+        FinishReason.TRUNCATED_LENGTH,
+    ):
         return None  # Ollama has no filter or refusal to say it with
     done_reason = "length" if answer.finish_reason is FinishReason.TRUNCATED_LENGTH else "stop"
     text, calls = answer_text(answer), answer_calls(answer)
@@ -122,7 +128,9 @@ def render_native(answer: NormalisedResponse, stream: bool, route: str) -> Rende
         counts = {k: v for k, v in (u.raw or {}).items() if k in _USAGE_KEYS} or {
             "prompt_eval_count": u.input_tokens or 0, "eval_count": u.output_tokens or 0}
     head = {"model": answer.model or "", "created_at": "2026-01-01T00:00:00Z"}
-    wire_calls = [{"function": {"name": c.name or "", "arguments": call_arguments_object(c)}} for c in calls]
+    wire_calls = [
+        {"function": {"name": c.name or "", "arguments": call_arguments_object(c)}} for c in calls
+    ]
 
     def line(piece: str, with_calls: bool, done: bool) -> dict[str, Any]:
         if route == "chat":
@@ -237,7 +245,8 @@ def _tools(raw: Any) -> list[ToolSpec]:
         else:
             out.append(
                 ToolSpec(
-                    name=as_str(t.get("name") or t.get("type")) or "", kind=as_str(t.get("type")) or "other"
+                    name=as_str(t.get("name") or t.get("type")) or "",
+                    kind=as_str(t.get("type")) or "other",
                 )
             )
     return out
@@ -287,7 +296,9 @@ class _Lines(StreamParts):
         self.finish_raw = as_str(line.get("done_reason"))
         self.usage = usage_from(line)
         if "context" in line:
-            self.details["context_tokens"] = len(line["context"]) if isinstance(line["context"], list) else None
+            self.details["context_tokens"] = (
+                len(line["context"]) if isinstance(line["context"], list) else None
+            )
 
     def close(self) -> NormalisedResponse:
         parts = self.parts(rank=lambda key, st: _RANK.get(st.kind, 2))
@@ -304,13 +315,18 @@ _RANK = {"reasoning": 0, "text": 1}
 class OllamaReplay(ReplayShapes):
     """How replay answers as Ollama's native API: its bare-string errors and NDJSON answers."""
 
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+    def render_answer(
+        self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any
+    ) -> Rendered | None:
         route = _route(url)
         return render_native(answer, stream, route) if route in _GENERATE_ROUTES else None
 
     fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
         "rate_limit": (429, {"error": "too many requests"}),
-        "overloaded": (503, {"error": "server busy, please try again.  maximum pending requests exceeded"}),
+        "overloaded": (
+            503,
+            {"error": "server busy, please try again.  maximum pending requests exceeded"},
+        ),
         "server_error": (500, {"error": "an error was encountered while running the model"}),
         "context_length": (400, {"error": "the input length exceeds the context length"}),
     }
@@ -327,7 +343,8 @@ class OllamaReplay(ReplayShapes):
 
 class OllamaChat(Provider):
     family = "ollama"
-    profile = Profile(otel_provider="ollama")  # not a semconv well-known value; custom values are allowed
+    # not a semconv well-known value; custom values are allowed
+    profile = Profile(otel_provider="ollama")
     replay = OllamaReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -386,7 +403,12 @@ class OllamaChat(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        if isinstance(body, dict) and "error" in body and "message" not in body and "response" not in body:
+        if (
+            isinstance(body, dict)
+            and "error" in body
+            and "message" not in body
+            and "response" not in body
+        ):
             return NormalisedResponse(
                 error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
             )

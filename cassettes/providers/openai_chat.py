@@ -3,7 +3,8 @@
 Compatible servers deviate; each deviation handled here is named where it is handled: vLLM and
 OpenRouter ``reasoning``/``reasoning_content``, OpenRouter ``native_finish_reason`` and comment
 keep-alives, Azure's choice-less filter chunks, llama.cpp usage on the finish chunk, Gemini-compat
-tool calls without ``index`` or ``id``, ``delta``/``choices`` of ``null``, errors inside 200 streams.
+tool calls without ``index`` or ``id``, ``delta``/``choices`` of ``null``, errors inside 200
+streams.
 """
 
 from __future__ import annotations
@@ -104,8 +105,16 @@ def _content_parts(content: Any) -> list[Part]:
         elif t == "refusal":
             parts.append(Part(kind="refusal", text=as_str(block.get("refusal"))))
         elif t == "image_url":
-            url = (block.get("image_url") or {}).get("url") if isinstance(block.get("image_url"), dict) else None
-            media = url.split(";")[0][5:] if isinstance(url, str) and url.startswith("data:") else "image"
+            url = (
+                (block.get("image_url") or {}).get("url")
+                if isinstance(block.get("image_url"), dict)
+                else None
+            )
+            media = (
+                url.split(";")[0][5:]
+                if isinstance(url, str) and url.startswith("data:")
+                else "image"
+            )
             parts.append(media_part(block, media))
         elif t in ("input_audio", "file", "audio"):
             parts.append(media_part(block, t))
@@ -142,8 +151,27 @@ def _message(m: Any) -> Message:
             parts.append(Part(kind="tool_call", tool_call=_tool_call(tc)))
     fc = m.get("function_call")
     if isinstance(fc, dict) and fc.get("name"):
-        parts.append(Part(kind="tool_call", tool_call=tool_call_from_string(None, fc.get("name"), fc.get("arguments"))))
-    extra = {k: v for k, v in m.items() if k not in ("role", "content", "tool_calls", "tool_call_id", "refusal", "function_call", "reasoning", "reasoning_content")}
+        parts.append(
+            Part(
+                kind="tool_call",
+                tool_call=tool_call_from_string(None, fc.get("name"), fc.get("arguments")),
+            )
+        )
+    extra = {
+        k: v
+        for k, v in m.items()
+        if k
+        not in (
+            "role",
+            "content",
+            "tool_calls",
+            "tool_call_id",
+            "refusal",
+            "function_call",
+            "reasoning",
+            "reasoning_content",
+        )
+    }
     return Message(role=role, parts=parts, provider_details=extra or None)
 
 
@@ -171,14 +199,41 @@ def _tools(body: dict[str, Any]) -> list[ToolSpec]:
             continue
         if isinstance(t.get("function"), dict):
             f = t["function"]
-            out.append(ToolSpec(name=as_str(f.get("name")) or "", description=as_str(f.get("description")), parameters=f.get("parameters") if isinstance(f.get("parameters"), dict) else None))
+            out.append(
+                ToolSpec(
+                    name=as_str(f.get("name")) or "",
+                    description=as_str(f.get("description")),
+                    parameters=f.get("parameters")
+                    if isinstance(f.get("parameters"), dict)
+                    else None,
+                )
+            )
         elif isinstance(t.get("custom"), dict):
-            out.append(ToolSpec(name=as_str(t["custom"].get("name")) or "", description=as_str(t["custom"].get("description")), kind="custom"))
+            out.append(
+                ToolSpec(
+                    name=as_str(t["custom"].get("name")) or "",
+                    description=as_str(t["custom"].get("description")),
+                    kind="custom",
+                )
+            )
         else:
-            out.append(ToolSpec(name=as_str(t.get("name") or t.get("type")) or "", kind=as_str(t.get("type")) or "other"))
+            out.append(
+                ToolSpec(
+                    name=as_str(t.get("name") or t.get("type")) or "",
+                    kind=as_str(t.get("type")) or "other",
+                )
+            )
     for f in body.get("functions") or []:
         if isinstance(f, dict):
-            out.append(ToolSpec(name=as_str(f.get("name")) or "", description=as_str(f.get("description")), parameters=f.get("parameters") if isinstance(f.get("parameters"), dict) else None))
+            out.append(
+                ToolSpec(
+                    name=as_str(f.get("name")) or "",
+                    description=as_str(f.get("description")),
+                    parameters=f.get("parameters")
+                    if isinstance(f.get("parameters"), dict)
+                    else None,
+                )
+            )
     return out
 
 
@@ -188,7 +243,8 @@ _RAW_FINISH = {
     FinishReason.TOOL_CALL: "tool_calls",
     FinishReason.TRUNCATED_LENGTH: "length",
     FinishReason.FILTERED: "content_filter",
-    FinishReason.REFUSED: "stop",  # a refusal is the message's ``refusal`` text, the finish stays "stop"
+    # a refusal is the message's ``refusal`` text, the finish stays "stop"
+    FinishReason.REFUSED: "stop",
 }
 
 
@@ -197,8 +253,15 @@ def _usage_body(u: Usage | None) -> dict[str, Any] | None:
         return None
     if isinstance(u.raw, dict) and "prompt_tokens" in u.raw:
         return u.raw
-    out: dict[str, Any] = {"prompt_tokens": u.input_tokens or 0, "completion_tokens": u.output_tokens or 0}
-    out["total_tokens"] = u.total_tokens if u.total_tokens is not None else out["prompt_tokens"] + out["completion_tokens"]
+    out: dict[str, Any] = {
+        "prompt_tokens": u.input_tokens or 0,
+        "completion_tokens": u.output_tokens or 0,
+    }
+    out["total_tokens"] = (
+        u.total_tokens
+        if u.total_tokens is not None
+        else out["prompt_tokens"] + out["completion_tokens"]
+    )
     if u.cache_read_tokens is not None:
         out["prompt_tokens_details"] = {"cached_tokens": u.cache_read_tokens}
     if u.reasoning_tokens is not None:
@@ -209,52 +272,110 @@ def _usage_body(u: Usage | None) -> dict[str, Any] | None:
 def render_chat(answer: NormalisedResponse, stream: bool, request: Any) -> Rendered:
     """An answer as a chat completion (JSON) or its chunk stream (SSE ending ``[DONE]``)."""
     text, refusal, calls = answer_text(answer), answer_text(answer, "refusal"), answer_calls(answer)
-    finish = _RAW_FINISH.get(answer.finish_reason or FinishReason.COMPLETE, answer.finish_reason_raw or "stop")
-    head = {"id": answer.id or "chatcmpl-looptap", "created": 1700000000, "model": answer.model or ""}
+    finish = _RAW_FINISH.get(
+        answer.finish_reason or FinishReason.COMPLETE, answer.finish_reason_raw or "stop"
+    )
+    head = {
+        "id": answer.id or "chatcmpl-looptap",
+        "created": 1700000000,
+        "model": answer.model or "",
+    }
     wire_calls: list[dict[str, Any]] = [
-        {"id": c.id or f"call_looptap_{i}", "type": "function", "function": {"name": c.name or "", "arguments": call_arguments_text(c)}}
+        {
+            "id": c.id or f"call_looptap_{i}",
+            "type": "function",
+            "function": {"name": c.name or "", "arguments": call_arguments_text(c)},
+        }
         for i, c in enumerate(calls)
     ]
     usage = _usage_body(answer.usage)
     if not stream:
-        msg: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": refusal or None}
+        msg: dict[str, Any] = {
+            "role": "assistant",
+            "content": text or None,
+            "refusal": refusal or None,
+        }
         if wire_calls:
             msg["tool_calls"] = wire_calls
-        body = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": finish}]}
+        body = {
+            **head,
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": finish}],
+        }
         if usage is not None:
             body["usage"] = usage
         return Rendered("application/json", [orjson.dumps(body)])
     head["object"] = "chat.completion.chunk"
     out = _delta_chunks(head, text, refusal, wire_calls)
     options = request.get("stream_options") if isinstance(request, dict) else None
-    out += _last_chunks(head, finish, usage, isinstance(options, dict) and bool(options.get("include_usage")))
+    out += _last_chunks(
+        head, finish, usage, isinstance(options, dict) and bool(options.get("include_usage"))
+    )
     out.append(b"data: [DONE]\n\n")
     return Rendered("text/event-stream", out)
 
 
 def _chunk(head: dict[str, Any], delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-    return sse({**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]})
+    return sse(
+        {
+            **head,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            ],
+        }
+    )
 
 
-def _delta_chunks(head: dict[str, Any], text: str, refusal: str, wire_calls: list[dict[str, Any]]) -> list[bytes]:
+def _delta_chunks(
+    head: dict[str, Any], text: str, refusal: str, wire_calls: list[dict[str, Any]]
+) -> list[bytes]:
     """The role chunk, the text and refusal pieces, each call's head and argument pieces."""
     out = [_chunk(head, {"role": "assistant", "content": "", "refusal": None})]
     out += [_chunk(head, {"content": piece}) for piece in pieces(text)]
     out += [_chunk(head, {"refusal": piece}) for piece in pieces(refusal)]
     for i, call in enumerate(wire_calls):
         fn = call["function"]
-        out.append(_chunk(head, {"tool_calls": [{"index": i, "id": call["id"], "type": "function", "function": {"name": fn["name"], "arguments": ""}}]}))
-        out += [_chunk(head, {"tool_calls": [{"index": i, "function": {"arguments": piece}}]}) for piece in pieces(fn["arguments"])]
+        out.append(
+            _chunk(
+                head,
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": fn["name"], "arguments": ""},
+                        }
+                    ]
+                },
+            )
+        )
+        out += [
+            _chunk(head, {"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+            for piece in pieces(fn["arguments"])
+        ]
     return out
 
 
-def _last_chunks(head: dict[str, Any], finish: str, usage: dict[str, Any] | None, asked: bool) -> list[bytes]:
+def _last_chunks(
+    head: dict[str, Any], finish: str, usage: dict[str, Any] | None, asked: bool
+) -> list[bytes]:
     """The finish, and the usage: a chunk of its own when asked for (``include_usage``), on the
     last chunk when recorded without being asked (the compatible servers)."""
     if usage is not None and asked:
         return [_chunk(head, {}, finish), sse({**head, "choices": [], "usage": usage})]
     if usage is not None:
-        return [sse({**head, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}], "usage": usage})]
+        return [
+            sse(
+                {
+                    **head,
+                    "choices": [
+                        {"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}
+                    ],
+                    "usage": usage,
+                }
+            )
+        ]
     return [_chunk(head, {}, finish)]
 
 
@@ -262,7 +383,9 @@ class ChatReplay(ReplayShapes):
     """How replay answers as Chat Completions: OpenAI's error and fault shapes, and its answers
     rendered as JSON or SSE chunks."""
 
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+    def render_answer(
+        self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any
+    ) -> Rendered | None:
         return render_chat(answer, stream, request)
 
     def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
@@ -329,7 +452,9 @@ class OpenAIChat(Provider):
         msg = _message(choice.get("message") or {})
         raw_finish = as_str(choice.get("finish_reason"))
         has_calls = any(p.kind == "tool_call" for p in msg.parts)
-        details = {k: b[k] for k in ("system_fingerprint", "service_tier", "provider", "object") if k in b}
+        details = {
+            k: b[k] for k in ("system_fingerprint", "service_tier", "provider", "object") if k in b
+        }
         if "native_finish_reason" in choice:
             details["native_finish_reason"] = choice["native_finish_reason"]
         if len(choices) > 1:
@@ -339,14 +464,17 @@ class OpenAIChat(Provider):
             model=as_str(b.get("model")),
             parts=msg.parts,
             finish_reason_raw=raw_finish,
-            finish_reason=finish_class(raw_finish, has_calls) if raw_finish is not None else (FinishReason.UNKNOWN if choices else None),
+            finish_reason=finish_class(raw_finish, has_calls)
+            if raw_finish is not None
+            else (FinishReason.UNKNOWN if choices else None),
             usage=usage_from(b.get("usage")),
             complete=True,
             provider_details=details or None,
         )
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        """The SDK's chat-completion stream accumulation (WIRE.md §A.4), lenient for compat servers."""
+        """The SDK's chat-completion stream accumulation (WIRE.md §A.4), lenient for compat
+        servers."""
         return _ChatStream().read(framed)
 
 
@@ -386,7 +514,9 @@ class _ChatStream(StreamParts):
     def _choice(self, choice: Any) -> None:
         if not isinstance(choice, dict) or choice.get("index", 0) != 0:
             if isinstance(choice, dict):
-                self.details["choices"] = max(self.details.get("choices", 1), int(choice.get("index", 0)) + 1)
+                self.details["choices"] = max(
+                    self.details.get("choices", 1), int(choice.get("index", 0)) + 1
+                )
             return
         if choice.get("finish_reason") is not None:
             self.finish_raw = as_str(choice["finish_reason"])
@@ -410,7 +540,11 @@ class _ChatStream(StreamParts):
         fc = delta.get("function_call")
         if isinstance(fc, dict):
             name = fc.get("name") if isinstance(fc.get("name"), str) and fc["name"] else None
-            self.call(_LEGACY, name=name, args=fc["arguments"] if isinstance(fc.get("arguments"), str) else None)
+            self.call(
+                _LEGACY,
+                name=name,
+                args=fc["arguments"] if isinstance(fc.get("arguments"), str) else None,
+            )
         for tc in delta.get("tool_calls") or []:
             if isinstance(tc, dict):
                 self._tool_call(tc)
@@ -420,7 +554,11 @@ class _ChatStream(StreamParts):
         idx = tc.get("index")
         if not isinstance(idx, int):
             # Gemini-compat: no index; a fragment with an id or a name starts a new call.
-            idx = self.last_index + 1 if (tc.get("id") or fn.get("name") or self.last_index < 0) else self.last_index
+            idx = (
+                self.last_index + 1
+                if (tc.get("id") or fn.get("name") or self.last_index < 0)
+                else self.last_index
+            )
         self.last_index = max(self.last_index, idx)
         self.call(idx, id=tc.get("id"), name=fn.get("name"), args=fn.get("arguments"))
 
@@ -428,10 +566,14 @@ class _ChatStream(StreamParts):
         legacy = self.slots.get(_LEGACY)
         if legacy is not None and not legacy.name:
             del self.slots[_LEGACY]
-        return self.finish(parts=self.parts(rank=lambda key, st: 4 if key == _LEGACY else _RANK.get(st.kind, 3)))
+        return self.finish(
+            parts=self.parts(rank=lambda key, st: 4 if key == _LEGACY else _RANK.get(st.kind, 3))
+        )
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_class(self.finish_raw, has_calls(parts)) if self.finish_raw is not None else None
+        return (
+            finish_class(self.finish_raw, has_calls(parts)) if self.finish_raw is not None else None
+        )
 
     def complete(self) -> bool:
         return self.done  # [DONE] after an error event still ends the stream

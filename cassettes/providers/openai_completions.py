@@ -61,15 +61,32 @@ def prompt_messages(prompt: Any) -> list[Message]:
     messages, one per prompt; token ids are described, not decoded."""
     if prompt is None:
         return []
-    items = prompt if isinstance(prompt, list) and not all(isinstance(t, int) for t in prompt) else [prompt]
+    items = (
+        prompt
+        if isinstance(prompt, list) and not all(isinstance(t, int) for t in prompt)
+        else [prompt]
+    )
     out: list[Message] = []
     for item in items:
         if isinstance(item, str):
             out.append(Message(role="user", parts=[Part(kind="text", text=item)]))
         elif isinstance(item, list):
-            out.append(Message(role="user", parts=[Part(kind="other", text=f"[{len(item)} prompt token ids]", provider_details={"tokens": len(item)})]))
+            out.append(
+                Message(
+                    role="user",
+                    parts=[
+                        Part(
+                            kind="other",
+                            text=f"[{len(item)} prompt token ids]",
+                            provider_details={"tokens": len(item)},
+                        )
+                    ],
+                )
+            )
         else:
-            out.append(Message(role="user", parts=[Part(kind="other", provider_details={"block": item})]))
+            out.append(
+                Message(role="user", parts=[Part(kind="other", provider_details={"block": item})])
+            )
     return out
 
 
@@ -81,7 +98,9 @@ class _Completion(StreamParts):
             if not isinstance(ch, dict):
                 continue
             if ch.get("index", 0) != 0:
-                self.details["choices"] = max(self.details.get("choices", 1), int(ch.get("index") or 0) + 1)
+                self.details["choices"] = max(
+                    self.details.get("choices", 1), int(ch.get("index") or 0) + 1
+                )
                 continue
             if isinstance(ch.get("text"), str):
                 self.text("text", ch["text"])
@@ -129,11 +148,20 @@ class _Completion(StreamParts):
 
 class OpenAICompletions(Provider):
     family = "openai_completions"
-    profile = Profile(model_vendor="openai", otel_provider="openai", otel_operation="text_completion", api_key_env=("OPENAI_API_KEY",))
+    profile = Profile(
+        model_vendor="openai",
+        otel_provider="openai",
+        otel_operation="text_completion",
+        api_key_env=("OPENAI_API_KEY",),
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         path = url.path.rstrip("/")
-        if method.upper() != "POST" or not path.endswith("/completions") or path.endswith("/chat/completions"):
+        if (
+            method.upper() != "POST"
+            or not path.endswith("/completions")
+            or path.endswith("/chat/completions")
+        ):
             return 0
         # Other "…/completions" routes (fill-in-the-middle under /fim/, Anthropic's /complete is
         # elsewhere) have their own shapes: only a body with a prompt is claimed firmly.
@@ -162,7 +190,9 @@ class OpenAICompletions(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}
         if "error" in b and not b.get("choices"):
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         ch = _Completion(in_stream=False)
         ch.choices(b)
         return NormalisedResponse(
@@ -170,7 +200,9 @@ class OpenAICompletions(Provider):
             model=as_str(b.get("model")),
             parts=ch.text_parts(),
             finish_reason_raw=ch.finish_raw,
-            finish_reason=finish_class(ch.finish_raw) if ch.finish_raw is not None else (FinishReason.UNKNOWN if b.get("choices") else None),
+            finish_reason=finish_class(ch.finish_raw)
+            if ch.finish_raw is not None
+            else (FinishReason.UNKNOWN if b.get("choices") else None),
             usage=usage_from(b.get("usage")),
             complete=True,
             provider_details=ch.details or None,

@@ -6,8 +6,8 @@ A Realtime session keeps the conversation on the server: the client adds items
 streams ``response.*`` events and ends each answer with ``response.done``, which carries the whole
 response (output items, status, usage). The recorder gathers a turn's client messages into one
 request envelope (``{"type": "looptap.ws_turn", "previous_response_id", "events": [...]}``, see
-``cassettes.recording.websocket``) and the server's events into its stream. Audio is stored by size and
-hash (``{"looptap_audio": {"bytes", "sha256"}}``); transcripts and text are read.
+``cassettes.recording.websocket``) and the server's events into its stream. Audio is stored by size
+and hash (``{"looptap_audio": {"bytes", "sha256"}}``); transcripts and text are read.
 
 The request holds only what the turn added (the server keeps the rest), threaded to the
 previous turn of the connection by ``previous_response_id``.
@@ -93,18 +93,36 @@ def _content_parts(content: Any) -> list[Part]:
         if isinstance(text, str) and text:
             parts.append(Part(kind="text", text=text))
         elif kind in ("input_audio", "output_audio", "audio"):
-            parts.append(Part(kind="media", media_type="audio", provider_details={"audio": c.get("audio")} if c.get("audio") else None))
+            parts.append(
+                Part(
+                    kind="media",
+                    media_type="audio",
+                    provider_details={"audio": c.get("audio")} if c.get("audio") else None,
+                )
+            )
     return parts
 
 
 def _item_message(item: Item) -> Message | None:
     kind = item.get("type")
     if kind == "message":
-        return Message(role=as_str(item.get("role")) or "user", parts=_content_parts(item.get("content")))
+        return Message(
+            role=as_str(item.get("role")) or "user", parts=_content_parts(item.get("content"))
+        )
     if kind == "function_call_output":
         out = item.get("output")
-        return Message(role="tool", parts=[Part(kind="tool_result", tool_result=ToolResult(
-            call_id=as_str(item.get("call_id")), content=out if isinstance(out, str) else compact_json(out)))])
+        return Message(
+            role="tool",
+            parts=[
+                Part(
+                    kind="tool_result",
+                    tool_result=ToolResult(
+                        call_id=as_str(item.get("call_id")),
+                        content=out if isinstance(out, str) else compact_json(out),
+                    ),
+                )
+            ],
+        )
     if kind == "function_call":
         call = tool_call_from_string(item.get("call_id"), item.get("name"), item.get("arguments"))
         return Message(role="assistant", parts=[Part(kind="tool_call", tool_call=call)])
@@ -116,10 +134,20 @@ def _tools(tools: Any) -> list[ToolSpec]:
     for t in tools if isinstance(tools, list) else []:
         if isinstance(t, dict) and t.get("type", "function") == "function":
             params = t.get("parameters")
-            out.append(ToolSpec(name=as_str(t.get("name")) or "", description=as_str(t.get("description")),
-                                parameters=params if isinstance(params, dict) else None))
+            out.append(
+                ToolSpec(
+                    name=as_str(t.get("name")) or "",
+                    description=as_str(t.get("description")),
+                    parameters=params if isinstance(params, dict) else None,
+                )
+            )
         elif isinstance(t, dict):
-            out.append(ToolSpec(name=as_str(t.get("name") or t.get("server_label")) or str(t.get("type")), kind=str(t.get("type"))))
+            out.append(
+                ToolSpec(
+                    name=as_str(t.get("name") or t.get("server_label")) or str(t.get("type")),
+                    kind=str(t.get("type")),
+                )
+            )
     return out
 
 
@@ -128,8 +156,13 @@ def _usage(u: Any) -> Usage | None:
         return None
     found = u.get("input_token_details")
     ind: Item = found if isinstance(found, dict) else {}
-    return Usage(input_tokens=as_int(u.get("input_tokens")), output_tokens=as_int(u.get("output_tokens")),
-                 cache_read_tokens=as_int(ind.get("cached_tokens")), total_tokens=as_int(u.get("total_tokens")), raw=u)
+    return Usage(
+        input_tokens=as_int(u.get("input_tokens")),
+        output_tokens=as_int(u.get("output_tokens")),
+        cache_read_tokens=as_int(ind.get("cached_tokens")),
+        total_tokens=as_int(u.get("total_tokens")),
+        raw=u,
+    )
 
 
 def _finish(resp: Item, has_calls: bool) -> tuple[str | None, FinishReason | None]:
@@ -141,7 +174,10 @@ def _finish(resp: Item, has_calls: bool) -> tuple[str | None, FinishReason | Non
     if status == "completed":
         return raw, FinishReason.TOOL_CALL if has_calls else FinishReason.COMPLETE
     if status == "incomplete":
-        return raw, {"max_output_tokens": FinishReason.TRUNCATED_LENGTH, "content_filter": FinishReason.FILTERED}.get(reason or "", FinishReason.OTHER)
+        return raw, {
+            "max_output_tokens": FinishReason.TRUNCATED_LENGTH,
+            "content_filter": FinishReason.FILTERED,
+        }.get(reason or "", FinishReason.OTHER)
     if status == "cancelled":
         return raw, FinishReason.CANCELLED
     if status == "failed":
@@ -157,14 +193,29 @@ def _response(resp: Item, events: int | None, complete: bool) -> NormalisedRespo
         if item.get("type") == "message":
             parts.extend(_content_parts(item.get("content")))
         elif item.get("type") == "function_call":
-            parts.append(Part(kind="tool_call", tool_call=tool_call_from_string(item.get("call_id"), item.get("name"), item.get("arguments"))))
+            parts.append(
+                Part(
+                    kind="tool_call",
+                    tool_call=tool_call_from_string(
+                        item.get("call_id"), item.get("name"), item.get("arguments")
+                    ),
+                )
+            )
     raw, cls = _finish(resp, any(p.kind == "tool_call" for p in parts))
     details = resp.get("status_details") if isinstance(resp.get("status_details"), dict) else None
     err = details.get("error") if details else None
     return NormalisedResponse(
-        id=as_str(resp.get("id")), model=None, parts=parts, finish_reason_raw=raw, finish_reason=cls,
-        usage=_usage(resp.get("usage")), complete=complete, events=events,
-        error=error_from_body({"error": err}, None, in_stream=True) if isinstance(err, dict) else None,
+        id=as_str(resp.get("id")),
+        model=None,
+        parts=parts,
+        finish_reason_raw=raw,
+        finish_reason=cls,
+        usage=_usage(resp.get("usage")),
+        complete=complete,
+        events=events,
+        error=error_from_body({"error": err}, None, in_stream=True)
+        if isinstance(err, dict)
+        else None,
     )
 
 
@@ -187,14 +238,22 @@ class OpenAIRealtime(WsProvider):
             if isinstance(ev, dict):
                 req.take(ev)
         return NormalisedRequest(
-            family=self.family, model=req.model or self.model_from_url(url), stream=True, system=req.system, messages=req.messages,
-            tools=req.tools, params=req.params, previous_response_id=as_str(b.get("previous_response_id")),
+            family=self.family,
+            model=req.model or self.model_from_url(url),
+            stream=True,
+            system=req.system,
+            messages=req.messages,
+            tools=req.tools,
+            params=req.params,
+            previous_response_id=as_str(b.get("previous_response_id")),
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: Item = body if isinstance(body, dict) else {}
         if b.get("type") == "error" or ("error" in b and "response" not in b):
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         inner = b.get("response")
         return _response(inner if isinstance(inner, dict) else b, None, True)
 
@@ -220,7 +279,9 @@ class _SessionRequest:
             sess = ev["session"]
             self.settings(sess)
             self.model = as_str(sess.get("model")) or self.model
-            self.params.update({k: v for k, v in sess.items() if k not in ("instructions", "tools", "model")})
+            self.params.update(
+                {k: v for k, v in sess.items() if k not in ("instructions", "tools", "model")}
+            )
         elif kind == "conversation.item.create" and isinstance(ev.get("item"), dict):
             msg = _item_message(ev["item"])
             if msg is not None:
@@ -237,7 +298,12 @@ class _SessionRequest:
 
 
 #: Events that carry a piece of the answer's text (or of its audio's transcript).
-_TEXT_DELTAS = ("response.output_text.delta", "response.text.delta", "response.output_audio_transcript.delta", "response.audio_transcript.delta")
+_TEXT_DELTAS = (
+    "response.output_text.delta",
+    "response.text.delta",
+    "response.output_audio_transcript.delta",
+    "response.audio_transcript.delta",
+)
 
 
 class _RealtimeTurn(StreamParts):
@@ -258,7 +324,10 @@ class _RealtimeTurn(StreamParts):
             self.created = obj["response"]
         elif kind in _TEXT_DELTAS:
             delta = obj.get("delta")
-            self.text((str(obj.get("item_id")), as_int(obj.get("content_index")) or 0), delta if isinstance(delta, str) else "")
+            self.text(
+                (str(obj.get("item_id")), as_int(obj.get("content_index")) or 0),
+                delta if isinstance(delta, str) else "",
+            )
         elif kind == "response.function_call_arguments.done":
             self.slots[str(obj.get("call_id"))] = Slot("tool_call", block=obj)
         elif kind == "response.done" and isinstance(obj.get("response"), dict):
@@ -271,8 +340,16 @@ class _RealtimeTurn(StreamParts):
         if self.final is not None:
             out = _response(self.final, self.events, True)
         else:  # cut before response.done: what the deltas said
-            parts = [p for p in self.parts(rank=lambda key, st: st.kind == "tool_call", convert=_delta_part) if p.kind != "text" or p.text]
-            out = NormalisedResponse(id=as_str(self.created.get("id")), parts=parts, complete=False, events=self.events)
+            parts = [
+                p
+                for p in self.parts(
+                    rank=lambda key, st: st.kind == "tool_call", convert=_delta_part
+                )
+                if p.kind != "text" or p.text
+            ]
+            out = NormalisedResponse(
+                id=as_str(self.created.get("id")), parts=parts, complete=False, events=self.events
+            )
         if self.error is not None:
             out.error = self.error
         return out
@@ -282,4 +359,7 @@ def _delta_part(st: Slot) -> Part:
     if st.kind != "tool_call":
         return Part(kind="text", text=st.text)
     c = st.block
-    return Part(kind="tool_call", tool_call=tool_call_from_string(c.get("call_id"), c.get("name"), c.get("arguments")))
+    return Part(
+        kind="tool_call",
+        tool_call=tool_call_from_string(c.get("call_id"), c.get("name"), c.get("arguments")),
+    )

@@ -53,14 +53,22 @@ class PortkeyPrompt(Provider):
         b = body if isinstance(body, dict) else {}
         params: dict[str, Any] = {k: v for k, v in b.items() if k not in ("stream", "model")}
         params["prompt_id"] = _prompt_id(url)
-        return NormalisedRequest(family=self.family, model=as_str(b.get("model")), stream=b.get("stream") is True, params=params)
+        return NormalisedRequest(
+            family=self.family,
+            model=as_str(b.get("model")),
+            stream=b.get("stream") is True,
+            params=params,
+        )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         from cassettes.providers.openai_chat import OpenAIChat
         from cassettes.providers.openai_completions import OpenAICompletions
 
         b = body if isinstance(body, dict) else {}
-        if b.get("object") == "text_completion" or any(isinstance(c, dict) and "text" in c and "message" not in c for c in b.get("choices") or []):
+        if b.get("object") == "text_completion" or any(
+            isinstance(c, dict) and "text" in c and "message" not in c
+            for c in b.get("choices") or []
+        ):
             return OpenAICompletions().parse_response(b)
         return OpenAIChat().parse_response(b)
 
@@ -75,6 +83,10 @@ class PortkeyPrompt(Provider):
                 continue  # ``[DONE]``, a comment
             if not isinstance(data, dict):
                 continue
-            chat = data.get("object") == "chat.completion.chunk" or any(isinstance(c, dict) and "delta" in c for c in data.get("choices") or [])
-            return OpenAIChat().reassemble(framed) if chat else OpenAICompletions().reassemble(framed)
+            chat = data.get("object") == "chat.completion.chunk" or any(
+                isinstance(c, dict) and "delta" in c for c in data.get("choices") or []
+            )
+            return (
+                OpenAIChat().reassemble(framed) if chat else OpenAICompletions().reassemble(framed)
+            )
         return OpenAIChat().reassemble(framed)

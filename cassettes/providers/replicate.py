@@ -44,7 +44,12 @@ _STATUS = {
 
 def _route(url: SplitResult) -> str | None:
     segs = [s for s in url.path.split("/") if s]
-    if len(segs) == 3 and segs[0] == "v1" and segs[1] in ("streams", "files") and _replicate_host(url):
+    if (
+        len(segs) == 3
+        and segs[0] == "v1"
+        and segs[1] in ("streams", "files")
+        and _replicate_host(url)
+    ):
         return "stream"  # a prediction's ``urls.stream``: its output as server-sent events
     if not segs or segs[0] != "v1" or "predictions" not in segs:
         return None
@@ -91,8 +96,12 @@ def _stream(framed: Framed) -> NormalisedResponse:
     resp = NormalisedResponse(
         parts=[Part(kind="text", text=joined)] if joined else [],
         finish_reason_raw=reason if reason else ("done" if done else None),
-        finish_reason=(FinishReason.ERROR if error else _DONE.get(reason or "", FinishReason.OTHER)) if done or error else None,
-        error=ApiError(message=error, type="prediction_failed", raw={"error": error}) if error else None,
+        finish_reason=(FinishReason.ERROR if error else _DONE.get(reason or "", FinishReason.OTHER))
+        if done or error
+        else None,
+        error=ApiError(message=error, type="prediction_failed", raw={"error": error})
+        if error
+        else None,
         complete=True if done or error else False,
     )
     if not done and not error:
@@ -106,24 +115,44 @@ def _is_media(s: str) -> bool:
 
 def _output_parts(output: Any) -> list[Part]:
     if isinstance(output, str):
-        return [media_part({"output": output[:100]}, "url")] if _is_media(output) else ([Part(kind="text", text=output)] if output else [])
+        return (
+            [media_part({"output": output[:100]}, "url")]
+            if _is_media(output)
+            else ([Part(kind="text", text=output)] if output else [])
+        )
     if isinstance(output, list) and all(isinstance(o, str) for o in output):
         if output and all(_is_media(o) for o in output if o):
-            return [media_part({"output": o[:100]}, o.split(";", 1)[0][5:] if o.startswith("data:") else "url") for o in output if o]
+            return [
+                media_part(
+                    {"output": o[:100]}, o.split(";", 1)[0][5:] if o.startswith("data:") else "url"
+                )
+                for o in output
+                if o
+            ]
         text = "".join(output)
         return [Part(kind="text", text=text)] if text else []
     if output is None:
         return []
-    return [Part(kind="other", text=text_of(output)[:2000], provider_details={"output_type": type(output).__name__})]
+    return [
+        Part(
+            kind="other",
+            text=text_of(output)[:2000],
+            provider_details={"output_type": type(output).__name__},
+        )
+    ]
 
 
 class Replicate(Provider):
     family = "replicate"
-    profile = Profile(price_provider=None, otel_provider="replicate", api_key_env=("REPLICATE_API_TOKEN",))
+    profile = Profile(
+        price_provider=None, otel_provider="replicate", api_key_env=("REPLICATE_API_TOKEN",)
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _route(url)
-        if route is None or not (_replicate_host(url) or (isinstance(body, dict) and isinstance(body.get("input"), dict))):
+        if route is None or not (
+            _replicate_host(url) or (isinstance(body, dict) and isinstance(body.get("input"), dict))
+        ):
             return 0
         if route == "stream":
             return 3 if method.upper() == "GET" else 0
@@ -133,7 +162,12 @@ class Replicate(Provider):
 
     def operation(self, method: str, url: SplitResult) -> str:
         route = _route(url)
-        return {"create": "generate", "get": "retrieve", "stream": "retrieve", "cancel": "cancel"}.get(route or "", "unknown")
+        return {
+            "create": "generate",
+            "get": "retrieve",
+            "stream": "retrieve",
+            "cancel": "cancel",
+        }.get(route or "", "unknown")
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         # ``stream: true`` asks for a stream URL; the create answer is JSON, the URL's is the stream
@@ -144,30 +178,59 @@ class Replicate(Provider):
 
     def model_from_url(self, url: SplitResult) -> str | None:
         segs = [s for s in url.path.split("/") if s]
-        return f"{segs[2]}/{segs[3]}" if len(segs) == 5 and segs[1] in ("models", "deployments") else None
+        return (
+            f"{segs[2]}/{segs[3]}"
+            if len(segs) == 5 and segs[1] in ("models", "deployments")
+            else None
+        )
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)
         inp = as_obj(b.get("input"))
-        system = [Part(kind="text", text=inp["system_prompt"])] if isinstance(inp.get("system_prompt"), str) and inp["system_prompt"] else []
-        messages = [Message(role="user", parts=[Part(kind="text", text=inp["prompt"])])] if isinstance(inp.get("prompt"), str) else []
+        system = (
+            [Part(kind="text", text=inp["system_prompt"])]
+            if isinstance(inp.get("system_prompt"), str) and inp["system_prompt"]
+            else []
+        )
+        messages = (
+            [Message(role="user", parts=[Part(kind="text", text=inp["prompt"])])]
+            if isinstance(inp.get("prompt"), str)
+            else []
+        )
         return NormalisedRequest(
             family=self.family,
             model=self.model_from_url(url),  # a bare version hash names no model: kept in params
             stream=b.get("stream") is True,
             system=system,
             messages=messages,
-            params={**{k: v for k, v in inp.items() if k not in ("prompt", "system_prompt")}, **{k: v for k, v in b.items() if k != "input"}},
+            params={
+                **{k: v for k, v in inp.items() if k not in ("prompt", "system_prompt")},
+                **{k: v for k, v in b.items() if k != "input"},
+            },
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
         if "status" not in b and ("detail" in b or "title" in b):
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         status = as_str(b.get("status"))
         metrics = as_obj(b.get("metrics"))
-        inp, out = as_int(metrics.get("input_token_count")), as_int(metrics.get("output_token_count"))
-        usage = Usage(input_tokens=inp, output_tokens=out, total_tokens=inp + out if inp is not None and out is not None else None, raw=metrics) if inp is not None or out is not None else None
+        inp, out = (
+            as_int(metrics.get("input_token_count")),
+            as_int(metrics.get("output_token_count")),
+        )
+        usage = (
+            Usage(
+                input_tokens=inp,
+                output_tokens=out,
+                total_tokens=inp + out if inp is not None and out is not None else None,
+                raw=metrics,
+            )
+            if inp is not None or out is not None
+            else None
+        )
         finished = status in _STATUS
         resp = NormalisedResponse(
             id=as_str(b.get("id")),
@@ -176,12 +239,21 @@ class Replicate(Provider):
             finish_reason_raw=status,
             finish_reason=_STATUS.get(status or "") if finished else None,
             usage=usage,
-            error=ApiError(message=as_str(b.get("error")), type="prediction_failed", raw={"error": b.get("error")}) if b.get("error") else None,
+            error=ApiError(
+                message=as_str(b.get("error")),
+                type="prediction_failed",
+                raw={"error": b.get("error")},
+            )
+            if b.get("error")
+            else None,
             complete=True if finished else None,
             provider_details={k: b[k] for k in ("version", "urls", "metrics") if b.get(k)} or None,
         )
         if not finished:
-            resp.notes.append(f"prediction {status or 'without a status'}: the output so far; the final one comes with a later poll")
+            resp.notes.append(
+                f"prediction {status or 'without a status'}: the output so far; the final one "
+                "comes with a later poll"
+            )
         return resp
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
@@ -193,5 +265,7 @@ class Replicate(Provider):
         """Problem details: ``{"title", "detail", "status"}``."""
         b = as_obj(body)
         if "detail" in b or "title" in b:
-            return ApiError(status=status, type=as_str(b.get("title")), message=as_str(b.get("detail")), raw=b)
+            return ApiError(
+                status=status, type=as_str(b.get("title")), message=as_str(b.get("detail")), raw=b
+            )
         return super().parse_error(body, status)

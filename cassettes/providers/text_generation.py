@@ -2,8 +2,8 @@
 Face Text Generation Inference (TGI, also the HF Inference API) and Amazon SageMaker endpoints.
 
 **watsonx.ai** (``…/ml/v1/text/{generation,generation_stream,chat,chat_stream,embeddings}``,
-``…/ml/v1/deployments/{id}/text/…`` and the beta API's ``…/ml/v1-beta/generation/{text,text_stream}``;
-documented in the watsonx.ai REST API reference):
+``…/ml/v1/deployments/{id}/text/…`` and the beta API's
+``…/ml/v1-beta/generation/{text,text_stream}``; documented in the watsonx.ai REST API reference):
 ``generation`` takes ``{"input", "model_id", "parameters"}`` and answers ``{"model_id",
 "results": [{"generated_text", "generated_token_count", "input_token_count", "stop_reason"}]}``;
 ``generation_stream`` sends the same object per SSE event (counts cumulative, ``stop_reason``
@@ -58,7 +58,14 @@ from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.openai_completions import prompt_messages
 from cassettes.wire.framing import Event, Framed, frame
 
-__all__ = ["SageMaker", "TextGenerationInference", "Watsonx", "chat_stream_without_done", "tgi_response", "tgi_stream"]
+__all__ = [
+    "SageMaker",
+    "TextGenerationInference",
+    "Watsonx",
+    "chat_stream_without_done",
+    "tgi_response",
+    "tgi_stream",
+]
 
 JSON = dict[str, Any]
 
@@ -88,17 +95,31 @@ def _text_parts(text: Any) -> list[Part]:
 def _usage(inp: int | None, out: int | None, raw: JSON) -> Usage | None:
     if inp is None and out is None:
         return None
-    return Usage(input_tokens=inp, output_tokens=out, total_tokens=inp + out if inp is not None and out is not None else None, raw=raw or None)
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=inp + out if inp is not None and out is not None else None,
+        raw=raw or None,
+    )
 
 
-def _prompt_request(b: JSON, family: str, model: str | None, key: str, stream: bool) -> NormalisedRequest:
+def _prompt_request(
+    b: JSON, family: str, model: str | None, key: str, stream: bool
+) -> NormalisedRequest:
     params = as_obj(b.get("parameters"))
     return NormalisedRequest(
         family=family,
         model=as_str(b.get("model_id") or b.get("model")) or model,
         stream=stream,
         messages=prompt_messages(b.get(key)),
-        params={**params, **{k: v for k, v in b.items() if k not in (key, "parameters", "model_id", "model", "stream")}},
+        params={
+            **params,
+            **{
+                k: v
+                for k, v in b.items()
+                if k not in (key, "parameters", "model_id", "model", "stream")
+            },
+        },
     )
 
 
@@ -115,7 +136,9 @@ def chat_stream_without_done(framed: Framed) -> NormalisedResponse:
     resp = _CHAT.reassemble(framed)
     if not resp.complete and resp.finish_reason_raw is not None and resp.error is None:
         resp.complete = True
-        resp.notes.append("stream has no [DONE] sentinel; complete because a finish_reason was seen")
+        resp.notes.append(
+            "stream has no [DONE] sentinel; complete because a finish_reason was seen"
+        )
     return resp
 
 
@@ -130,7 +153,11 @@ def tgi_response(body: Any) -> NormalisedResponse:
     raw = as_str(details.get("finish_reason"))
     prefill = details.get("prefill")
     out = as_int(details.get("generated_tokens"))
-    inp = len(prefill) if isinstance(prefill, list) and prefill else as_int(details.get("input_length"))
+    inp = (
+        len(prefill)
+        if isinstance(prefill, list) and prefill
+        else as_int(details.get("input_length"))
+    )
     extra: JSON = {"results": len(items)} if len(items) > 1 else {}
     if details.get("seed") is not None:
         extra["seed"] = details["seed"]
@@ -138,7 +165,9 @@ def tgi_response(body: Any) -> NormalisedResponse:
         parts=_text_parts(b.get("generated_text")),
         finish_reason_raw=raw,
         finish_reason=finish_lookup(_TGI_FINISH, raw),
-        usage=_usage(inp, out, {k: details[k] for k in ("generated_tokens", "input_length") if k in details}),
+        usage=_usage(
+            inp, out, {k: details[k] for k in ("generated_tokens", "input_length") if k in details}
+        ),
         complete=True,
         provider_details=extra or None,
     )
@@ -160,7 +189,12 @@ class _TgiStream(StreamParts):
         if not isinstance(ev, dict):
             return
         if ev.get("error") is not None and "token" not in ev:
-            self.error = ApiError(type=as_str(ev.get("error_type")), message=as_str(ev.get("error")), in_stream=True, raw=ev)
+            self.error = ApiError(
+                type=as_str(ev.get("error_type")),
+                message=as_str(ev.get("error")),
+                in_stream=True,
+                raw=ev,
+            )
             return
         token = as_obj(ev.get("token"))
         if isinstance(token.get("text"), str) and not token.get("special"):
@@ -192,13 +226,16 @@ def _header_usage(response: NormalisedResponse, inp: str | None, out: str | None
 
 class TextGenerationInference(Provider):
     family = "tgi"
-    profile = Profile(otel_provider="huggingface", otel_operation="text_completion", api_key_env=("HF_TOKEN",))
+    profile = Profile(
+        otel_provider="huggingface", otel_operation="text_completion", api_key_env=("HF_TOKEN",)
+    )
 
     def _route(self, url: SplitResult) -> str | None:
         path = url.path.rstrip("/")
         if path.endswith("/generate_stream"):
             return "generate_stream"
-        if path.endswith("/generate") and not path.endswith("/api/generate"):  # Ollama's is /api/generate
+        # Ollama's is /api/generate
+        if path.endswith("/generate") and not path.endswith("/api/generate"):
             return "generate"
         if "/models/" in path:
             return "models"
@@ -206,14 +243,21 @@ class TextGenerationInference(Provider):
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = self._route(url)
-        if method.upper() != "POST" or route is None or not isinstance(body, dict) or "inputs" not in body:
+        if (
+            method.upper() != "POST"
+            or route is None
+            or not isinstance(body, dict)
+            or "inputs" not in body
+        ):
             return 0
         if route == "root":
             return 1 if "parameters" in body else 0
         return 3 if route != "models" else 2
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
-        return self._route(url) == "generate_stream" or (isinstance(body, dict) and body.get("stream") is True)
+        return self._route(url) == "generate_stream" or (
+            isinstance(body, dict) and body.get("stream") is True
+        )
 
     def model_from_url(self, url: SplitResult) -> str | None:
         path = url.path.rstrip("/")
@@ -224,11 +268,15 @@ class TextGenerationInference(Provider):
         return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        return _prompt_request(as_obj(body), self.family, self.model_from_url(url), "inputs", self.is_stream(url, body))
+        return _prompt_request(
+            as_obj(body), self.family, self.model_from_url(url), "inputs", self.is_stream(url, body)
+        )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         if isinstance(body, dict) and "error" in body and "generated_text" not in body:
-            return NormalisedResponse(error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         return tgi_response(body)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
@@ -238,7 +286,9 @@ class TextGenerationInference(Provider):
             return resp
         return tgi_stream(framed)
 
-    def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+    def add_header_facts(
+        self, response: NormalisedResponse, header: Callable[[str], str | None]
+    ) -> None:
         _header_usage(response, header("x-prompt-tokens"), header("x-generated-tokens"))
         response.model = response.model or header("x-model-id")
 
@@ -254,7 +304,8 @@ def _watsonx_route(url: SplitResult) -> str | None:
     host = (url.hostname or "").lower()
     if len(segs) >= 2 and segs[-2] == "text" and ("ml" in segs or host.endswith(".ibm.com")):
         return segs[-1]
-    # The beta API's ``/ml/v1-beta/generation/text`` and ``/text_stream`` (older SDKs): the same bodies.
+    # The beta API's ``/ml/v1-beta/generation/text`` and ``/text_stream`` (older SDKs): the same
+    # bodies.
     if len(segs) >= 3 and segs[-3:-1] == ["v1-beta", "generation"] and segs[-1] in _BETA_ROUTES:
         return _BETA_ROUTES[segs[-1]]
     return None
@@ -263,7 +314,13 @@ def _watsonx_route(url: SplitResult) -> str | None:
 _BETA_ROUTES = {"text": "generation", "text_stream": "generation_stream"}
 
 
-_WATSONX_OPS = {"generation": "generate", "generation_stream": "generate", "chat": "generate", "chat_stream": "generate", "embeddings": "embed"}
+_WATSONX_OPS = {
+    "generation": "generate",
+    "generation_stream": "generate",
+    "chat": "generate",
+    "chat_stream": "generate",
+    "embeddings": "embed",
+}
 
 
 def _watsonx_result(b: JSON) -> tuple[list[Part], str | None, int | None, int | None]:
@@ -279,7 +336,9 @@ def _watsonx_result(b: JSON) -> tuple[list[Part], str | None, int | None, int | 
 
 class Watsonx(Provider):
     family = "watsonx"
-    profile = Profile(price_provider=None, otel_provider="ibm.watsonx.ai", api_key_env=("WATSONX_APIKEY",))
+    profile = Profile(
+        price_provider=None, otel_provider="ibm.watsonx.ai", api_key_env=("WATSONX_APIKEY",)
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _watsonx_route(url)
@@ -298,26 +357,42 @@ class Watsonx(Provider):
         return (_watsonx_route(url) or "").endswith("_stream")
 
     def history_key(self, body: Any) -> str | None:
-        return "messages" if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
+        return (
+            "messages"
+            if isinstance(body, dict) and isinstance(body.get("messages"), list)
+            else None
+        )
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)
         route = _watsonx_route(url) or ""
         if route.startswith("chat"):
             return _chat_request(b, self.family, None, url)
-        return _prompt_request(b, self.family, None, "inputs" if route == "embeddings" else "input", self.is_stream(url, b))
+        return _prompt_request(
+            b,
+            self.family,
+            None,
+            "inputs" if route == "embeddings" else "input",
+            self.is_stream(url, b),
+        )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
         if "errors" in b and "results" not in b and "choices" not in b:
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         if "choices" in b:
             resp = _CHAT.parse_response(b)
             resp.model = resp.model or as_str(b.get("model_id"))
             return resp
         if "input_token_count" in b and "results" in b:  # embeddings
             n = as_int(b.get("input_token_count"))
-            return NormalisedResponse(model=as_str(b.get("model_id")), usage=_usage(n, None, {"input_token_count": n}), complete=True)
+            return NormalisedResponse(
+                model=as_str(b.get("model_id")),
+                usage=_usage(n, None, {"input_token_count": n}),
+                complete=True,
+            )
         parts, raw, inp, out = _watsonx_result(b)
         return NormalisedResponse(
             model=as_str(b.get("model_id")),
@@ -333,7 +408,12 @@ class Watsonx(Provider):
         errors = body.get("errors") if isinstance(body, dict) else None
         if isinstance(errors, list) and errors and isinstance(errors[0], dict):
             e = errors[0]
-            return ApiError(status=status, code=as_str(e.get("code")), message=as_str(e.get("message")), raw=body)
+            return ApiError(
+                status=status,
+                code=as_str(e.get("code")),
+                message=as_str(e.get("message")),
+                raw=body,
+            )
         return error_from_body(body, status)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
@@ -343,7 +423,8 @@ class Watsonx(Provider):
 
 
 class _WatsonxStream(StreamParts):
-    """watsonx.ai ``generation_stream`` events: each a ``results`` piece, the last with the stop reason."""
+    """watsonx.ai ``generation_stream`` events: each a ``results`` piece, the last with the stop
+    reason."""
 
     def __init__(self, parse_error: Callable[[Any, int | None], ApiError]) -> None:
         super().__init__()
@@ -369,7 +450,9 @@ class _WatsonxStream(StreamParts):
         self.out = o if o is not None else self.out
 
     def close(self) -> NormalisedResponse:
-        self.usage = _usage(self.inp, self.out, {"input_token_count": self.inp, "generated_token_count": self.out})
+        self.usage = _usage(
+            self.inp, self.out, {"input_token_count": self.inp, "generated_token_count": self.out}
+        )
         return self.finish(parts=_text_parts(self.joined("text")))
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
@@ -384,7 +467,11 @@ class _WatsonxStream(StreamParts):
 
 def _endpoint(url: SplitResult) -> tuple[str, str] | None:
     segs = [s for s in url.path.split("/") if s]
-    if len(segs) >= 3 and segs[-3] == "endpoints" and segs[-1] in ("invocations", "invocations-response-stream"):
+    if (
+        len(segs) >= 3
+        and segs[-3] == "endpoints"
+        and segs[-1] in ("invocations", "invocations-response-stream")
+    ):
         return unquote(segs[-2]), segs[-1]
     return None
 
@@ -407,7 +494,11 @@ class SageMaker(Provider):
         return found[0] if found else None
 
     def history_key(self, body: Any) -> str | None:
-        return "messages" if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
+        return (
+            "messages"
+            if isinstance(body, dict) and isinstance(body.get("messages"), list)
+            else None
+        )
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)
@@ -426,7 +517,9 @@ class SageMaker(Provider):
             first = texts[0] if isinstance(texts, list) and texts else None
             return NormalisedResponse(parts=_text_parts(first), complete=True)
         if ("error" in b or "message" in b) and "generated_text" not in b:
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         return tgi_response(body)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
@@ -436,7 +529,11 @@ class SageMaker(Provider):
         if errors:
             resp = tgi_stream(inner) if inner.events else NormalisedResponse(complete=False)
             h = errors[-1].headers or {}
-            resp.error = ApiError(type=as_str(h.get(":exception-type") or h.get(":error-code")), message=errors[-1].data or None, in_stream=True)
+            resp.error = ApiError(
+                type=as_str(h.get(":exception-type") or h.get(":error-code")),
+                message=errors[-1].data or None,
+                in_stream=True,
+            )
             resp.complete = False
             return resp
         if any(isinstance(ev, dict) and "choices" in ev for _, ev in json_events(inner)):
@@ -445,7 +542,9 @@ class SageMaker(Provider):
             return self.parse_response(inner.value)
         return tgi_stream(inner)
 
-    def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+    def add_header_facts(
+        self, response: NormalisedResponse, header: Callable[[str], str | None]
+    ) -> None:
         _header_usage(response, header("x-prompt-tokens"), header("x-generated-tokens"))
 
 
@@ -455,5 +554,9 @@ def _unwrap(framed: Framed) -> tuple[Framed, list[Event]]:
     if framed.kind != "aws_eventstream":
         return framed, []
     joined = b"".join(aws_payload_bytes(ev) or b"" for ev in framed.events)
-    errors = [ev for ev in framed.events if (ev.headers or {}).get(":message-type") in ("exception", "error")]
+    errors = [
+        ev
+        for ev in framed.events
+        if (ev.headers or {}).get(":message-type") in ("exception", "error")
+    ]
     return frame([(None, joined)]), errors

@@ -26,7 +26,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Located", "Relation", "branch_line", "branch_origin", "changed_line", "file_digest", "first_turn", "fork_notes", "locate", "origin_fields", "origin_in", "origin_of", "read_entries", "relate", "tolerated_by_conversation", "with_notes"]
+__all__ = [
+    "Located",
+    "Relation",
+    "branch_line",
+    "branch_origin",
+    "changed_line",
+    "file_digest",
+    "first_turn",
+    "fork_notes",
+    "locate",
+    "origin_fields",
+    "origin_in",
+    "origin_of",
+    "read_entries",
+    "relate",
+    "tolerated_by_conversation",
+    "with_notes",
+]
 
 
 def file_digest(path: str | Path) -> str | None:
@@ -49,7 +66,9 @@ def origin_fields(run: Path, branch: Path | None) -> dict[str, Any]:
     out: dict[str, Any] = {"path": str(Path(os.path.abspath(run)))}
     if branch is not None:
         try:
-            out["relative"] = os.path.relpath(os.path.abspath(run), os.path.dirname(os.path.abspath(branch)))
+            out["relative"] = os.path.relpath(
+                os.path.abspath(run), os.path.dirname(os.path.abspath(branch))
+            )
         except ValueError:  # another drive (Windows)
             pass
     out["sha256"] = file_digest(run)
@@ -91,16 +110,26 @@ def branch_line(origin: dict[str, Any]) -> str:
         said.append(f"model {origin['model']}")
     edits = [str(e) for e in origin.get("edits") or [] if isinstance(e, str)]
     if edits:
-        said.append("edited " + ", ".join(edits[:5]) + (f", … {len(edits) - 5} more" if len(edits) > 5 else ""))
+        said.append(
+            "edited "
+            + ", ".join(edits[:5])
+            + (f", … {len(edits) - 5} more" if len(edits) > 5 else "")
+        )
     more = f" ({'; '.join(said)})" if said else ""
-    return f"branch of {origin.get('run') or '?'} at {_cursor_text(origin)}{more}: its turns keep the origin's numbers, the first live one is turn {first_turn(origin)}"
+    return (
+        f"branch of {origin.get('run') or '?'} at {_cursor_text(origin)}{more}: its turns keep the "
+        f"origin's numbers, the first live one is turn {first_turn(origin)}"
+    )
 
 
 def changed_line(origin: dict[str, Any], found: Path, digest: str | None) -> str:
     """The one line a reader gives for an origin that is not the run the branch was forked from."""
     was = str(origin.get("sha256") or "")[:12]
     now = (digest or "unreadable")[:12]
-    return f"the origin {found} changed since the fork (digest {was}… at the fork, {now}… now): the prefix cannot be compared"
+    return (
+        f"the origin {found} changed since the fork (digest {was}… at the fork, {now}… now): the "
+        "prefix cannot be compared"
+    )
 
 
 @dataclass
@@ -131,7 +160,12 @@ def _candidates(branch: Path, origin: dict[str, Any]) -> list[Path]:
     return out
 
 
-def locate(branch: str | Path, origin: dict[str, Any], run: str | Path | None = None, allowed: Callable[[Path], bool] | None = None) -> Located:
+def locate(
+    branch: str | Path,
+    origin: dict[str, Any],
+    run: str | Path | None = None,
+    allowed: Callable[[Path], bool] | None = None,
+) -> Located:
     """Find the origin of ``branch`` (or take ``run``, the file the user named as the origin) and
     check it against the digest the branch keeps. Among the places looked at, the first file
     whose digest is the one kept wins; when only other files are there, the first of them is
@@ -199,7 +233,8 @@ def relate(path_a: str | Path, path_b: str | Path) -> Relation | None:
     changed since the fork (:attr:`Relation.changed`). ``None``: neither is the other's branch."""
     a, b = Path(path_a), Path(path_b)
     try:
-        if not (a.is_file() and b.is_file()):  # a FIFO, a device, a folder: nothing to read here (the reader says what it is)
+        # a FIFO, a device, a folder: nothing to read here (the reader says what it is)
+        if not (a.is_file() and b.is_file()):
             return None
     except OSError:
         return None
@@ -244,16 +279,18 @@ def origin_of(path: str | Path) -> dict[str, Any] | None:
     return origin_in(doc)
 
 
-#: Bytes at the end of a branch read for the fork's note record (written last, after the recorder stopped).
+#: Bytes at the end of a branch read for the fork's note record (written last, after the recorder
+#: stopped).
 NOTES_TAIL = 16 << 20
 
 
 def fork_notes(path: str | Path) -> dict[str, Any]:
     """What a fork appended to its branch after the run (``looptap run --from``: a ``note`` record,
-    :meth:`cassettes.replay.forking.fork.ForkReplay.finish`): ``tolerated``, per recorded turn of the
-    prefix, what was tolerated there (:mod:`cassettes.replay.matching.tolerated`), and ``starts``, for an
-    ``@divergence`` fork, where each conversation went live (conversation → [seq, turn]). Empty
-    when the branch has none. Only the file's last :data:`NOTES_TAIL` bytes are read."""
+    :meth:`cassettes.replay.forking.fork.ForkReplay.finish`): ``tolerated``, per recorded turn of
+    the prefix, what was tolerated there (:mod:`cassettes.replay.matching.tolerated`), and
+    ``starts``, for an ``@divergence`` fork, where each conversation went live (conversation → [seq,
+    turn]). Empty when the branch has none. Only the file's last :data:`NOTES_TAIL` bytes are
+    read."""
     import stat
 
     import orjson
@@ -283,7 +320,9 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
         out["tolerated"] += read_entries(doc.get("tolerated"))
         starts = doc.get("starts")
         if isinstance(starts, dict):
-            out["starts"].update({str(k): v for k, v in starts.items() if isinstance(v, list) and len(v) == 2})
+            out["starts"].update(
+                {str(k): v for k, v in starts.items() if isinstance(v, list) and len(v) == 2}
+            )
     return out
 
 
@@ -304,7 +343,9 @@ def with_notes(path: str | Path, origin: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tolerated_by_conversation(notes: list[dict[str, Any]], conversations: list[str]) -> dict[str, list[dict[str, Any]]]:
+def tolerated_by_conversation(
+    notes: list[dict[str, Any]], conversations: list[str]
+) -> dict[str, list[dict[str, Any]]]:
     """The prefix's tolerated differences (:func:`fork_notes`' ``tolerated``, by the origin's
     conversation) for each conversation of the branch that continues one: the origin's
     conversation of the same id, or, when each has one conversation, that one."""
@@ -316,13 +357,20 @@ def tolerated_by_conversation(notes: list[dict[str, Any]], conversations: list[s
     return {c: by[c] for c in conversations if c in by}
 
 
-def branch_origin(header: dict[str, Any] | None, path: str | Path | None = None) -> dict[str, Any] | None:
+def branch_origin(
+    header: dict[str, Any] | None, path: str | Path | None = None
+) -> dict[str, Any] | None:
     """:func:`origin_in`, and for an ``@divergence`` fork's branch at ``path`` what its fork noted
     after the run (where each conversation went live: :func:`with_notes`), so its turns keep the
     origin's numbers as every branch's do."""
     origin = origin_in(header)
     cursor = origin.get("cursor") if origin is not None else None
-    if origin is None or path is None or not isinstance(cursor, dict) or not cursor.get("divergence"):
+    if (
+        origin is None
+        or path is None
+        or not isinstance(cursor, dict)
+        or not cursor.get("divergence")
+    ):
         return origin
     return with_notes(path, origin)
 
@@ -333,8 +381,9 @@ NOTED_ENTRIES = 1_000
 
 
 def read_entries(value: Any) -> list[dict[str, Any]]:
-    """What a fork noted as tolerated, per recorded turn (:mod:`cassettes.replay.matching.tolerated` writes
-    it), read back from a file (a branch's note record): only well-formed entries, bounded."""
+    """What a fork noted as tolerated, per recorded turn (:mod:`cassettes.replay.matching.tolerated`
+    writes it), read back from a file (a branch's note record): only well-formed entries,
+    bounded."""
     out: list[dict[str, Any]] = []
     if not isinstance(value, list):
         return out
@@ -342,7 +391,9 @@ def read_entries(value: Any) -> list[dict[str, Any]]:
         if not isinstance(t, dict) or not isinstance(t.get("tolerated"), list):
             continue
         entries = [
-            {k: str(e.get(k, "")) for k in ("path", "by", "recorded", "live")} for e in t["tolerated"][:NOTED_ENTRIES] if isinstance(e, dict)
+            {k: str(e.get(k, "")) for k in ("path", "by", "recorded", "live")}
+            for e in t["tolerated"][:NOTED_ENTRIES]
+            if isinstance(e, dict)
         ]
         conv = t.get("conversation")
         turn, seq = t.get("turn"), t.get("seq")

@@ -1,12 +1,13 @@
-"""The reader behind :class:`cassettes.Run` for a looptap cassette: read and analysed a piece at a time,
-for very large files and for recordings still being written (``open_run(path)``, which reads a run
-to its end, and ``open_run(path, follow=True)``, which follows it as it grows). Not a second way to
-read a run: :class:`RunReader` is what :class:`~cassettes.reading.run.Run` delegates to.
+"""The reader behind :class:`cassettes.Run` for a looptap cassette: read and analysed a piece at a
+time, for very large files and for recordings still being written (``open_run(path)``, which reads a
+run to its end, and ``open_run(path, follow=True)``, which follows it as it grows). Not a second way
+to read a run: :class:`RunReader` is what :class:`~cassettes.reading.run.Run` delegates to.
 
 :class:`RunReader` reads the file through :class:`cassettes.storage.source.RecordSource` (record
 offsets, request bodies, a torn tail, a file still growing) and feeds the records, batch by batch,
 through the incremental layer analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which
-releases what later turns no longer need), then releases each exchange's raw bytes. Each analysed turn is kept as a
+releases what later turns no longer need), then releases each exchange's raw bytes. Each analysed
+turn is kept as a
 :class:`~cassettes.views.summary.TurnSummary` (what a turn list, the findings, the growth chart and
 navigation read: a few hundred bytes); the full turn goes, compressed, to an anonymous temporary
 file and :meth:`RunReader.full_turn` restores it (a small cache keeps the recently shown
@@ -47,7 +48,8 @@ from cassettes.storage.store import Problem
 from cassettes.views.summary import TurnSummary, summarise
 from cassettes.wire.exchange import Exchange
 
-__all__: list[str] = []  # the reader behind cassettes.Run (open_run): not a second public way to read a run
+# the reader behind cassettes.Run (open_run): not a second public way to read a run
+__all__: list[str] = []
 
 #: Full turns kept restored for viewers (the most recently shown ones).
 TURN_CACHE = 64
@@ -81,7 +83,8 @@ class Batch:
 
 
 def _zstd() -> Any:
-    """A zstd compressor at level 1 (imported on the first full block: a small run never fills one)."""
+    """A zstd compressor at level 1 (imported on the first full block: a small run never fills
+    one)."""
     import zstandard
 
     return zstandard.ZstdCompressor(level=1)
@@ -157,7 +160,9 @@ class TurnStore:
             if self._closed:
                 return
             if self._file is None:
-                self._file = tempfile.TemporaryFile(prefix="looptap-turns-", dir=self._dir, buffering=0)
+                self._file = tempfile.TemporaryFile(
+                    prefix="looptap-turns-", dir=self._dir, buffering=0
+                )
             at = self._end
             self._file.seek(at)
             self._file.write(packed)
@@ -238,7 +243,13 @@ class TurnStore:
             self._filling = bytearray()
 
 
-def _model(cls: type[BaseModel], fields: dict[str, Any], fields_set: set[str], extra: dict[str, Any] | None, private: dict[str, Any] | None) -> BaseModel:
+def _model(
+    cls: type[BaseModel],
+    fields: dict[str, Any],
+    fields_set: set[str],
+    extra: dict[str, Any] | None,
+    private: dict[str, Any] | None,
+) -> BaseModel:
     """A model as :class:`_Pickler` took it apart (what pydantic's ``__setstate__`` does)."""
     obj = cls.__new__(cls)
     object.__setattr__(obj, "__pydantic_fields_set__", fields_set)
@@ -261,7 +272,13 @@ class _Pickler(pickle.Pickler):
             private = obj.__pydantic_private__
             if private:
                 private = {k: v for k, v in private.items() if v is not PydanticUndefined}
-            return _model, (type(obj), obj.__dict__, obj.__pydantic_fields_set__, obj.__pydantic_extra__, private)
+            return _model, (
+                type(obj),
+                obj.__dict__,
+                obj.__pydantic_fields_set__,
+                obj.__pydantic_extra__,
+                private,
+            )
         if isinstance(obj, Enum):
             return type(obj), (obj._value_,)
         return NotImplemented
@@ -293,8 +310,10 @@ class ParseStore:
 
     def __init__(self, directory: str | Path | None) -> None:
         self._store = TurnStore(directory)
-        self._where = array("i")  # block, offset, length per position (-1: no parse kept; a block is 256 KB)
-        self._depth = array("B")  # per position: links to the nearest checkpoint or whole message list
+        # block, offset, length per position (-1: no parse kept; a block is 256 KB)
+        self._where = array("i")
+        # per position: links to the nearest checkpoint or whole message list
+        self._depth = array("B")
         # position → (seq of its chain's latest checkpoint, messages every link since kept of its
         # base, checkpoints since the last whole list), for the latest round trips: as many as the
         # analysis holds conversations in memory (spill.KEEP); a request extending an older one
@@ -310,19 +329,26 @@ class ParseStore:
         base_seq: int | None = None
         depth = 0
         chain: _Chain | None = None  # what a later link of this one's chain needs
-        checkpoints: int | None = None  # set when this one is a checkpoint: checkpoints since a whole list
+        # set when this one is a checkpoint: checkpoints since a whole list
+        checkpoints: int | None = None
         if req is not None and reused is not None and base_pos is not None and base_pos < pos:
             held = self._chains.get(base_pos)
             if self._depth[base_pos] + 1 < CHECKPOINT:  # a link: named against its own base
                 base_seq, keep = reused
                 depth = self._depth[base_pos] + 1
-                chain = _Chain(held.checkpoint, min(held.kept, keep), held.checkpoints) if held is not None else None
-            elif held is not None and held.checkpoints + 1 < CHECKPOINT:  # a checkpoint: against the previous one
+                chain = (
+                    _Chain(held.checkpoint, min(held.kept, keep), held.checkpoints)
+                    if held is not None
+                    else None
+                )
+            elif held is not None and held.checkpoints + 1 < CHECKPOINT:
+                # a checkpoint: against the previous one
                 base_seq, keep = held.checkpoint, min(held.kept, reused[1])
                 checkpoints = held.checkpoints + 1
         if base_seq is None:
             checkpoints = 0  # its messages whole
-        if checkpoints is not None and rt.seq is not None:  # the chain's latest checkpoint: a later link keeps at most its messages
+        # the chain's latest checkpoint: a later link keeps at most its messages
+        if checkpoints is not None and rt.seq is not None:
             chain = _Chain(rt.seq, len(req.messages) if req is not None else 0, checkpoints)
         if chain is not None and rt.seq is not None:
             self._chains[pos] = chain
@@ -340,7 +366,9 @@ class ParseStore:
         if not 0 <= pos < len(self._depth) or self._where[3 * pos] < 0:
             return None
         w = self._where
-        got: tuple[int | None, int, RoundTrip] = pickle.loads(self._store.get_data(w[3 * pos], w[3 * pos + 1], w[3 * pos + 2]))
+        got: tuple[int | None, int, RoundTrip] = pickle.loads(
+            self._store.get_data(w[3 * pos], w[3 * pos + 1], w[3 * pos + 2])
+        )
         return got
 
     def buffered(self) -> int:
@@ -383,7 +411,8 @@ class _Places:
         self._where.extend(where)
 
     def _pos(self, seq: int) -> int | None:
-        if not isinstance(seq, int):  # a round trip read without a seq (a malformed record) has no place
+        # a round trip read without a seq (a malformed record) has no place
+        if not isinstance(seq, int):
             return None
         if self._dict is not None:
             return self._dict.get(seq)
@@ -410,7 +439,8 @@ class _Places:
 
 
 class RunReader:
-    """A cassette read and analysed a batch at a time, with memory bounded by summaries (behind :class:`~cassettes.reading.run.Run`).
+    """A cassette read and analysed a batch at a time, with memory bounded by summaries (behind
+    :class:`~cassettes.reading.run.Run`).
 
     ``step()`` until ``at_end``; then ``finish()`` for the end-of-run checks. For a recording in
     progress keep calling ``step()`` (new records appear as the writer completes them) and call
@@ -431,7 +461,8 @@ class RunReader:
         #: The cassette's records (index and request bodies), read ahead by :meth:`step`.
         self.source = RecordSource(path, body_cache)
         self.index = self.source.index
-        # Take a kept analysis on the first step, or keep this one once finished (docs/kept-analysis.md).
+        # Take a kept analysis on the first step, or keep this one once finished
+        # (docs/kept-analysis.md).
         self._cache = cache
         self._dir = store_dir
         # The records for viewers re-reading one round trip: a cache of bodies of their own, so a
@@ -574,7 +605,9 @@ class RunReader:
         recs = self.index.poll(max_bytes)
         turns = self._analyse(recs, len(self.index) - len(recs))
         at_end = self.index.consumed + self.index.pending >= self.index.size()
-        return Batch(turns=turns, records=len(recs), problems=self.index.problems[before:], at_end=at_end)
+        return Batch(
+            turns=turns, records=len(recs), problems=self.index.problems[before:], at_end=at_end
+        )
 
     def _analyse(self, recs: list[tuple[int, dict[str, Any]]], first: int) -> list[TurnSummary]:
         """Analyse records the index just read (``first``: the index position of the first one)."""
@@ -582,7 +615,9 @@ class RunReader:
         if recs and self.records == 0:  # a fork's branch keeps its origin's turn numbers
             from cassettes.reading.branch import branch_origin, first_turn
 
-            self.analyser.first_index = first_turn(branch_origin(self.index.header, self.index.path))
+            self.analyser.first_index = first_turn(
+                branch_origin(self.index.header, self.index.path)
+            )
         for pos, ex in self.source.take(recs, first):  # (one that cannot be read: skipped)
             self.records += 1
             if ex.started is not None and self.first_started is None:
@@ -608,7 +643,9 @@ class RunReader:
         """The analyser parsed the round trip being analysed: keep that parse (before the analysis
         reads it, which resolves referenced items in place)."""
         reused = rt.reused
-        self._parses.put(self._at, rt, self.index.position(reused[0]) if reused is not None else None)
+        self._parses.put(
+            self._at, rt, self.index.position(reused[0]) if reused is not None else None
+        )
 
     def parse_at(self, pos: int) -> RoundTrip | None:
         """The analysis' parse of the round trip at ``pos`` (a position in the index), restored,
@@ -636,12 +673,19 @@ class RunReader:
             p = q
         for p, base_seq, keep, rt in reversed(chain):
             if base_seq is not None:
-                if base is None or base.request is None or rt.request is None or len(base.request.messages) < keep:
+                if (
+                    base is None
+                    or base.request is None
+                    or rt.request is None
+                    or len(base.request.messages) < keep
+                ):
                     return None
                 rt.request.messages = base.request.messages[:keep] + rt.request.messages
             with self._lock:
                 # A base needs only the request side (a response may be a 100 MB stream).
-                self._shown[p] = rt.model_copy(update={"response": None}) if rt.response is not None else rt
+                self._shown[p] = (
+                    rt.model_copy(update={"response": None}) if rt.response is not None else rt
+                )
                 self._shown.move_to_end(p)
                 while len(self._shown) > SHOWN:
                     self._shown.popitem(last=False)
@@ -669,7 +713,9 @@ class RunReader:
         analysed; else hash the file as it is read, so that :meth:`keep_analysis` can keep it."""
         from cassettes.reading import kept
 
-        assert self.records == 0 and self.index.consumed == 0, "a kept analysis is taken before anything is read"
+        assert self.records == 0 and self.index.consumed == 0, (
+            "a kept analysis is taken before anything is read"
+        )
         if kept.disabled() or self.index.size() < kept.MIN_BYTES:
             return False
         found = kept.take(self.index.path, self._dir)
@@ -699,19 +745,29 @@ class RunReader:
                     break
             else:
                 self._unsummarised = None
-        return Batch(turns=turns, records=records, problems=problems, at_end=self._unsummarised is None)
+        return Batch(
+            turns=turns, records=records, problems=problems, at_end=self._unsummarised is None
+        )
 
     def _adopt(self, state: dict[str, Any], found: Any) -> None:
         index = self.index
         for name in ("header", "format_version", "problems", "offsets", "lengths", "seqs", "tail"):
             setattr(index, name, state["index"][name])
-        index._pos_of_seq, index._pos, index._line = state["index"]["pos_of_seq"], state["index"]["pos"], state["index"]["line"]
+        index._pos_of_seq, index._pos, index._line = (
+            state["index"]["pos_of_seq"],
+            state["index"]["pos"],
+            state["index"]["line"],
+        )
         self.analyser.first_index = state["first_index"]
         self.analyser.take(state["result"], state["flagged"])
         self._places = state["places"]
         self._store.adopt(found.turns, state["turns_end"], state["turns"])
         self._parses.adopt(found.parses, state["parses_end"], state["parses"])
-        self.records, self.families, self.first_started = state["records"], state["families"], state["first_started"]
+        self.records, self.families, self.first_started = (
+            state["records"],
+            state["families"],
+            state["first_started"],
+        )
         self.source.skipped.clear()  # (the set its forks share)
         self.source.skipped.update(state["skipped"])
         if self._summarise:  # summarised a step at a time (:meth:`_summarised`)
@@ -724,7 +780,12 @@ class RunReader:
         from cassettes.reading import kept
 
         index = self.index
-        if not self.finished or index.digest is None or index.hashed != index.consumed or index.pending:
+        if (
+            not self.finished
+            or index.digest is None
+            or index.hashed != index.consumed
+            or index.pending
+        ):
             return False
         if len(self.analyser.result.conversations) > kept.MAX_CONVERSATIONS:
             return False  # (a kept analysis holds its conversations in memory)
@@ -732,20 +793,21 @@ class RunReader:
         parses_file, parses_end, parses = self._parses.kept()
         result, flagged = self.analyser.kept()
         state = {
-            "index": {"header": index.header, "format_version": index.format_version, "problems": index.problems, "offsets": index.offsets,
-                      "lengths": index.lengths, "seqs": index.seqs, "tail": index.tail, "pos_of_seq": index._pos_of_seq, "pos": index._pos,
+            "index": {"header": index.header, "format_version": index.format_version, "problems": index.problems, "offsets": index.offsets,  # noqa: E501
+                      "lengths": index.lengths, "seqs": index.seqs, "tail": index.tail, "pos_of_seq": index._pos_of_seq, "pos": index._pos,  # noqa: E501
                       "line": index._line},
-            "first_index": self.analyser.first_index, "result": result, "flagged": flagged, "places": self._places,
+            "first_index": self.analyser.first_index, "result": result, "flagged": flagged, "places": self._places,  # noqa: E501
             "turns": turns, "turns_end": turns_end, "parses": parses, "parses_end": parses_end,
-            "records": self.records, "families": self.families, "first_started": self.first_started, "skipped": self.source.skipped,
+            "records": self.records, "families": self.families, "first_started": self.first_started, "skipped": self.source.skipped,  # noqa: E501
         }  # fmt: skip
         try:
             data = _dumps(state)
-        except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError):  # (not kept: analysed again next time)
+        except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError):
+            # (not kept: analysed again next time)
             return False
         empty = io.BytesIO()
         self.kept_mac = kept.keep(index.path, index.hashed, index.digest.digest(), data,
-                                  turns_file or empty, turns_end, parses_file or empty, parses_end)  # fmt: skip
+                                  turns_file or empty, turns_end, parses_file or empty, parses_end)  # fmt: skip  # noqa: E501
         return self.kept_mac is not None
 
     def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
@@ -775,7 +837,8 @@ class RunReader:
         and small runs)."""
         a = self.analyser.result
         turns = {seq: self.full_turn(seq) for seq in self._places}
-        return RunAnalysis(**{**dict(a), "conversations": list(a.conversations), "turns": turns})  # every field, the turns restored
+        # every field, the turns restored
+        return RunAnalysis(**{**dict(a), "conversations": list(a.conversations), "turns": turns})
 
     def _reload(self, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
         """An earlier round trip, read again for the analysis (a ``previous_response_id`` that
@@ -784,8 +847,8 @@ class RunReader:
         return ex, parse_exchange(ex), self.full_turn(seq).model_copy()
 
     def exchange_by_seq(self, seq: int) -> Exchange:
-        """The full exchange of the round trip with this seq, already read, rebuilt from disk (safe to call from
-        another thread than the one calling :meth:`step`)."""
+        """The full exchange of the round trip with this seq, already read, rebuilt from disk (safe
+        to call from another thread than the one calling :meth:`step`)."""
         return self._viewer.exchange_by_seq(seq)
 
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip]:
@@ -833,7 +896,8 @@ class _Reread:
         self._run = run
         # The run's records again, through a file handle and a cache of bodies of this pass's own.
         self._records = run.source.fork(BODY_CACHE, keep_open=True)
-        self._recent: OrderedDict[int, list[Any]] = OrderedDict()  # position → [exchange, round trip or None]
+        # position → [exchange, round trip or None]
+        self._recent: OrderedDict[int, list[Any]] = OrderedDict()
         self._cache = cache
         self.exchanges = _Column(self, 0)
         self.roundtrips = _Column(self, 1)
@@ -876,7 +940,14 @@ class _Reread:
             base_seq = (ex.history_delta or {}).get("base")
             base = None
             if isinstance(base_seq, int):  # parse only what it appended to a recent request
-                base = next((e[1] for e in self._recent.values() if e[1] is not None and e[0].seq == base_seq), None)
+                base = next(
+                    (
+                        e[1]
+                        for e in self._recent.values()
+                        if e[1] is not None and e[0].seq == base_seq
+                    ),
+                    None,
+                )
             entry[1] = parse_exchange(ex, base)
         rt: RoundTrip = entry[1]
         return rt

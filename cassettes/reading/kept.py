@@ -43,8 +43,17 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 __all__ = [
-    "MAX_CONVERSATIONS", "MIN_BYTES", "Kept", "analyser_digest", "analysis_mac", "disabled", "hasher", "keep",
-    "location", "run_digest_of", "take",
+    "MAX_CONVERSATIONS",
+    "MIN_BYTES",
+    "Kept",
+    "analyser_digest",
+    "analysis_mac",
+    "disabled",
+    "hasher",
+    "keep",
+    "location",
+    "run_digest_of",
+    "take",
 ]
 
 #: Runs smaller than this are analysed without a kept analysis (analysing them is quicker than
@@ -75,7 +84,9 @@ def location(cassette: str | Path) -> Path | None:
     """Where the analysis of the cassette at this path is kept (``None``: no cache directory,
     e.g. no home). Named by a digest of the cassette's resolved path."""
     try:
-        name = hashlib.blake2b(str(Path(cassette).resolve()).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+        name = hashlib.blake2b(
+            str(Path(cassette).resolve()).encode("utf-8", "surrogateescape"), digest_size=16
+        ).hexdigest()
         return _dir() / f"{name}.kept"
     except (OSError, RuntimeError):
         return None
@@ -86,7 +97,8 @@ def analyser_digest() -> bytes | None:
     """A digest of what decides a run's analysis: looptap's source (every module under
     ``cassettes/``), the Python and pydantic versions, and genai-prices' price table (its version
     and data file, as the price memo names them: the turns' costs are part of the analysis).
-    ``None`` when the source cannot be read: nothing is then kept or taken. Computed once a process."""
+    ``None`` when the source cannot be read: nothing is then kept or taken. Computed once a
+    process."""
     import pydantic
 
     from cassettes.analysis import price_memo
@@ -104,7 +116,8 @@ def _key() -> bytes | None:
 
 
 def hasher() -> Any | None:
-    """A keyed hash to feed the cassette's bytes to as they are read (``None``: no key, nothing kept)."""
+    """A keyed hash to feed the cassette's bytes to as they are read (``None``: no key, nothing
+    kept)."""
     if disabled():
         return None
     key = _key()
@@ -135,7 +148,16 @@ def analysis_mac(key: bytes, analyser: bytes, size: int, run_digest: bytes) -> A
     return h
 
 
-def keep(cassette: Path, size: int, run_digest: bytes, state: bytes, turns: IO[bytes], turns_len: int, parses: IO[bytes], parses_len: int) -> bytes | None:
+def keep(
+    cassette: Path,
+    size: int,
+    run_digest: bytes,
+    state: bytes,
+    turns: IO[bytes],
+    turns_len: int,
+    parses: IO[bytes],
+    parses_len: int,
+) -> bytes | None:
     """Write the kept analysis of the cassette's first ``size`` bytes (whose keyed hash, fed as
     the analysis read them, is ``run_digest``). ``turns`` and ``parses`` are read from their
     start. Never raises: its MAC, ``None`` when it could not be kept."""
@@ -157,7 +179,12 @@ def keep(cassette: Path, size: int, run_digest: bytes, state: bytes, turns: IO[b
                 out.write(data)
 
             put(MAGIC)
-            for section, length in ((meta, None), (state, None), (turns, turns_len), (parses, parses_len)):
+            for section, length in (
+                (meta, None),
+                (state, None),
+                (turns, turns_len),
+                (parses, parses_len),
+            ):
                 if isinstance(section, bytes):
                     put(len(section).to_bytes(8, "big"))
                     put(section)

@@ -21,13 +21,13 @@ else gets one error naming what was tried.
 **How each is read.** A looptap cassette is read as a stream (the large-file reader,
 :class:`~cassettes.reading.incremental.RunReader`, behind the same :class:`Run`): one pass
 analyses it, keeping an index of byte offsets and the analysed turns on disk, and every later pass
-reads the round trips again from disk one at a time. So ``show``, ``textconv`` and the exports hold one round trip at a time, not the run: a
-million tiny records cost megabytes. ``whole=True`` reads it into memory instead (the replay
-server and the pytest plugin, which need every exchange at hand) and analyses it on first use.
-Imports (vcrpy, mitmproxy) are loaded whole; they are small by nature and bounded by their loaders.
-``follow=True`` follows a looptap cassette as it is written (the inspector, the MCP server's
-``tail``): :meth:`Run.step` reads what it gained, :meth:`Run.summaries` and :meth:`Run.full_turn`
-give the turns read so far, :meth:`Run.finish` ends it.
+reads the round trips again from disk one at a time. So ``show``, ``textconv`` and the exports hold
+one round trip at a time, not the run: a million tiny records cost megabytes. ``whole=True`` reads
+it into memory instead (the replay server and the pytest plugin, which need every exchange at hand)
+and analyses it on first use. Imports (vcrpy, mitmproxy) are loaded whole; they are small by nature
+and bounded by their loaders. ``follow=True`` follows a looptap cassette as it is written (the
+inspector, the MCP server's ``tail``): :meth:`Run.step` reads what it gained, :meth:`Run.summaries`
+and :meth:`Run.full_turn` give the turns read so far, :meth:`Run.finish` ends it.
 """
 
 from __future__ import annotations
@@ -140,7 +140,14 @@ _RANK = {"info": 0, "warning": 1, "error": 2}  # by Severity (a StrEnum: its mem
 class RunConversation(list["Turn"]):
     """One conversation's turns, in order (a list), with what the threading knows of it."""
 
-    def __init__(self, turns: Sequence[Turn], id: str, parent_seq: int | None = None, branch: str | None = None, title: str | None = None) -> None:
+    def __init__(
+        self,
+        turns: Sequence[Turn],
+        id: str,
+        parent_seq: int | None = None,
+        branch: str | None = None,
+        title: str | None = None,
+    ) -> None:
         super().__init__(turns)
         #: ``c1``, ``c2`` … as in ``looptap show`` and the inspector.
         self.id = id
@@ -203,7 +210,12 @@ class Run:
 
     @classmethod
     def of(
-        cls, exchanges: list[Exchange], name: str = "<run>", header: dict[str, Any] | None = None, problems: list[str] | None = None, kind: str = "exchanges"
+        cls,
+        exchanges: list[Exchange],
+        name: str = "<run>",
+        header: dict[str, Any] | None = None,
+        problems: list[str] | None = None,
+        kind: str = "exchanges",
     ) -> Run:
         """A run of exchanges held in memory, numbered in order where they carry no seq."""
         for i, ex in enumerate(exchanges):
@@ -228,13 +240,14 @@ class Run:
 
     @property
     def problems(self) -> list[str]:
-        """Damage found while reading (never raised), one line each (:attr:`damage`: the same, by line and kind)."""
+        """Damage found while reading (never raised), one line each (:attr:`damage`: the same, by
+        line and kind)."""
         return [str(p) for p in self._reader.problems]
 
     @property
     def damage(self) -> list[Problem]:
-        """Damage found while reading a looptap cassette, by line and kind (``torn``, ``corrupt`` …);
-        empty for other inputs (their readers say what they skipped in :attr:`problems`)."""
+        """Damage found while reading a looptap cassette, by line and kind (``torn``, ``corrupt``
+        …); empty for other inputs (their readers say what they skipped in :attr:`problems`)."""
         return self._reader.damage
 
     # -- a run followed as it grows (``open_run(path, follow=True)``; the inspector, the MCP tail)
@@ -270,7 +283,8 @@ class Run:
 
     @property
     def read_bytes(self) -> int:
-        """How far into the file the reader got (bytes; 0 for a run not read from a looptap cassette)."""
+        """How far into the file the reader got (bytes; 0 for a run not read from a looptap
+        cassette)."""
         return self._reader.read_bytes
 
     @property
@@ -337,7 +351,8 @@ class Run:
         return self._families
 
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
-        """The exchange and parsed round trip with this seq (not a position), if the run holds it."""
+        """The exchange and parsed round trip with this seq (not a position), if the run holds
+        it."""
         return self._reader.find(seq)
 
     def at(self, pos: int) -> tuple[Exchange, RoundTrip]:
@@ -362,14 +377,20 @@ class Run:
         """Each conversation's turns (a list each), with its ``id``, ``parent_seq``, ``branch``
         and ``title``."""
         turns = self.analysis.turns
-        return [RunConversation([turns[s] for s in c.turns], c.id, c.parent_seq, c.branch, c.title) for c in self.analysis.conversations]
+        return [
+            RunConversation([turns[s] for s in c.turns], c.id, c.parent_seq, c.branch, c.title)
+            for c in self.analysis.conversations
+        ]
 
     def conversation(self, id: str) -> RunConversation:
         """The conversation ``id`` (``c1`` …); ``KeyError`` naming the ones there are."""
         for c in self.conversations:
             if c.id == id:
                 return c
-        raise KeyError(f"no conversation {id!r} in this run (there are: {', '.join(c.id for c in self.conversations) or 'none'})")
+        raise KeyError(
+            f"no conversation {id!r} in this run (there are: "
+            f"{', '.join(c.id for c in self.conversations) or 'none'})"
+        )
 
     @property
     def input_tokens(self) -> int:
@@ -395,30 +416,48 @@ class Run:
     def cost_complete(self) -> bool:
         return all(t.tokens.cost is not None for t in self.turns)
 
-    def findings(self, layer: str | None = None, min_severity: str | Severity = "warning") -> list[Finding]:
+    def findings(
+        self, layer: str | None = None, min_severity: str | Severity = "warning"
+    ) -> list[Finding]:
         """Findings (of one layer, ``E``/``A``/``C``), at or above ``min_severity``."""
         from cassettes.analysis import Severity
 
         floor = _RANK[Severity(min_severity)]
         if layer is not None and layer not in ("E", "A", "C"):
             raise ValueError(f"layer must be 'E', 'A' or 'C', not {layer!r}")
-        return [f for f in self.analysis.findings if (layer is None or f.layer == layer) and _RANK[f.severity] >= floor]
+        return [
+            f
+            for f in self.analysis.findings
+            if (layer is None or f.layer == layer) and _RANK[f.severity] >= floor
+        ]
 
-    def findings_by_layer(self, min_severity: str | Severity = "warning") -> dict[str, list[Finding]]:
+    def findings_by_layer(
+        self, min_severity: str | Severity = "warning"
+    ) -> dict[str, list[Finding]]:
         return {layer: self.findings(layer, min_severity) for layer in ("E", "A", "C")}
 
     # -- assertions ----------------------------------------------------------------------------
-    def assert_no_findings(self, layer: str | None = None, min_severity: str | Severity = "warning") -> None:
-        """Fail (``AssertionError``) listing every finding of ``layer`` at or above ``min_severity``."""
+    def assert_no_findings(
+        self, layer: str | None = None, min_severity: str | Severity = "warning"
+    ) -> None:
+        """Fail (``AssertionError``) listing every finding of ``layer`` at or above
+        ``min_severity``."""
         found = self.findings(layer, min_severity)
         if found:
             what = f"layer {layer}" if layer else "any layer"
             lines = [f"{len(found)} finding(s) in {what}:"]
             for f in found:
-                where = f"conversation {f.conversation}, turn {f.turn}" if f.conversation is not None else f"seq {f.seq}"
+                where = (
+                    f"conversation {f.conversation}, turn {f.turn}"
+                    if f.conversation is not None
+                    else f"seq {f.seq}"
+                )
                 cause = f.details.get("caused_by")
-                lines.append(f"  {f.layer} {f.severity.value} {f.code} ({where}{', ' + f.path if f.path else ''}): {f.message}"
-                             + (f" (caused by {cause})" if cause else ""))
+                lines.append(
+                    f"  {f.layer} {f.severity.value} {f.code} "
+                    f"({where}{', ' + f.path if f.path else ''}): {f.message}"
+                    + (f" (caused by {cause})" if cause else "")
+                )
             raise AssertionError("\n".join(lines))
 
     def assert_turns_at_most(self, n: int) -> None:
@@ -432,7 +471,10 @@ class Run:
     def assert_cost_at_most(self, usd: Decimal | float | str) -> None:
         limit = Decimal(str(usd))
         if self.cost is None:
-            raise AssertionError("the run's cost is unknown (no price for its model): cannot check it against a limit")
+            raise AssertionError(
+                "the run's cost is unknown (no price for its "
+                "model): cannot check it against a limit"
+            )
         if self.cost > limit:
             from cassettes.views.money import money
 
@@ -489,11 +531,17 @@ def _refused(path: Path, kind: str, formats: Collection[str]) -> CassetteFormatE
     names = [DESCRIBED[f] for f in formats]
     wanted = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
     if kind == "har":
-        return CassetteFormatError(f"{path}: a HAR file: looptap writes HAR (export --har) but does not read it; it reads {wanted}")
+        return CassetteFormatError(
+            f"{path}: a HAR file: looptap writes HAR (export "
+            f"--har) but does not read it; it reads {wanted}"
+        )
     if kind == "empty":
         return CassetteFormatError(f"{path}: empty file, nothing to read")
     if kind == "unknown":
-        return CassetteFormatError(f"{path}: not a looptap cassette, a vcrpy cassette or a mitmproxy flow file (its first bytes are none of these)")
+        return CassetteFormatError(
+            f"{path}: not a looptap cassette, a vcrpy cassette or a mitmproxy flow file (its first "
+            "bytes are none of these)"
+        )
     return CassetteFormatError(f"{path}: {DESCRIBED[kind]}; this command reads {wanted}")
 
 
@@ -548,7 +596,9 @@ def open_run(
     return _read(p, kind, whole, progress, cache)
 
 
-def _read(p: Path, kind: str, whole: bool, progress: Progress | None = None, cache: bool = True) -> Run:
+def _read(
+    p: Path, kind: str, whole: bool, progress: Progress | None = None, cache: bool = True
+) -> Run:
     if kind == "looptap":
         return _read_whole(p) if whole else _stream(p, progress, cache)
     # Other tools' files hold what crossed the wire, keys included: they are redacted as they are
@@ -577,7 +627,8 @@ def cassette_of(path: str | Path, *, live: bool = False) -> Iterator[Path]:
     """A looptap cassette holding the run at ``path``, for readers that follow a cassette file
     (the inspector): the file itself when it is one (or, with ``live``, always: a recording being
     written), or when its format cannot be told (the reader then says what is wrong); else the run
-    imported into a temporary cassette (redacted, as ``looptap import`` writes it), deleted on exit."""
+    imported into a temporary cassette (redacted, as ``looptap import`` writes it), deleted on
+    exit."""
     p = Path(path)
     kind = "looptap"
     if not live:
@@ -612,7 +663,9 @@ def _read_whole(path: Path) -> Run:
     from cassettes.storage.store import read_records
 
     cas = read_records(path)
-    return Run.of(cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems], kind="looptap")
+    return Run.of(
+        cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems], kind="looptap"
+    )
 
 
 #: The memory a command may take to analyse a run, in MB, unless ``LOOPTAP_MEMORY_BUDGET_MB``
@@ -669,7 +722,8 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
     reader = RunReader(p, summaries=False)
     run = Run((), name=p.name, kind="looptap", reader=reader, epoch=0.0)
     budget = memory_budget()
-    taken = cache and reader.take_kept()  # the analysis a reader of these same bytes kept (docs/kept-analysis.md)
+    # the analysis a reader of these same bytes kept (docs/kept-analysis.md)
+    taken = cache and reader.take_kept()
     at_end = taken
     while not at_end:
         at_end = run.step(STEP_BYTES).at_end
@@ -679,10 +733,10 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
         if used is not None and budget is not None and used > budget:
             run.close()
             raise RunTooLargeError(
-                f"{p}: analysing this run needs more than the memory budget of {budget // 2**20:,} MB "
-                f"({reader.records:,} round trips and {len(reader.analysis.conversations):,} conversations read, "
-                f"{reader.index.consumed * 100 // max(reader.index.size(), 1)} % of the file); "
-                "set LOOPTAP_MEMORY_BUDGET_MB to allow more"
+                f"{p}: analysing this run needs more than the memory budget of {budget // 2**20:,} "
+                f"MB ({reader.records:,} round trips and {len(reader.analysis.conversations):,} "
+                f"conversations read, {reader.index.consumed * 100 // max(reader.index.size(), 1)} "
+                "% of the file); set LOOPTAP_MEMORY_BUDGET_MB to allow more"
             )
     try:
         run.finish()

@@ -1,1 +1,3 @@
-"""The one recording pipeline (redact, delta-encode, parse, seal, append), the redactor (``redact``, ``bodies``, ``scrub``, ``names``, ``streams``) and its secret detector, and WebSocket sessions read as turns (``websocket``)."""
+"""The one recording pipeline (redact, delta-encode, parse, seal, append), the redactor (``redact``,
+``bodies``, ``scrub``, ``names``, ``streams``) and its secret detector, and WebSocket sessions read
+as turns (``websocket``)."""

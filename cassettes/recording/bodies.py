@@ -64,13 +64,32 @@ def _json_rebuild(value: Any, it: Iterator[str]) -> Any:
         out: dict[Any, Any] = {}
         for k, v in value.items():
             key = next(it) if isinstance(k, str) else k
-            if isinstance(v, int | float) and not isinstance(v, bool) and v and isinstance(k, str) and secret_name(k) == "always":
+            if (
+                isinstance(v, int | float)
+                and not isinstance(v, bool)
+                and v
+                and isinstance(k, str)
+                and secret_name(k) == "always"
+            ):
                 out[key] = REDACTED  # a number under a credential's name (a PIN, a numeric key)
                 continue
-            out[key] = next(it) if isinstance(v, str) else _json_rebuild(v, it) if isinstance(v, (dict, list)) else v
+            out[key] = (
+                next(it)
+                if isinstance(v, str)
+                else _json_rebuild(v, it)
+                if isinstance(v, (dict, list))
+                else v
+            )
         return out
     if isinstance(value, list):
-        return [next(it) if isinstance(v, str) else _json_rebuild(v, it) if isinstance(v, (dict, list)) else v for v in value]
+        return [
+            next(it)
+            if isinstance(v, str)
+            else _json_rebuild(v, it)
+            if isinstance(v, (dict, list))
+            else v
+            for v in value
+        ]
     return value
 
 
@@ -93,7 +112,9 @@ class JsonRedactor:
     held in a string is read for the same, and every string, keys included, is scrubbed decoded
     (a secret behind a JSON escape is found too)."""
 
-    def __init__(self, secrets: Secrets, scrubber: Scrubber, body_keys: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, secrets: Secrets, scrubber: Scrubber, body_keys: frozenset[str] = frozenset()
+    ) -> None:
         self._secrets = secrets
         self._scrubber = scrubber
         #: Extra JSON / form field names to redact always (``body_keys`` of the configuration).
@@ -112,7 +133,8 @@ class JsonRedactor:
         if found is not None:
             texts.append(found)
         keys = self.collect(value, texts) if found is None else False
-        done = self._scrubber.scrub_strings(texts)  # after the walk: it learned the credential values
+        # after the walk: it learned the credential values
+        done = self._scrubber.scrub_strings(texts)
         if not keys and done == texts:
             return value, False
         return _json_rebuild(value, iter(done)), True
@@ -189,7 +211,11 @@ class JsonRedactor:
         done); a number under a credential's name is learned (False: it is rebuilt as text);
         ``None`` when nothing was found here."""
         acc.append(k)
-        kind = ("always" if k.lower() in self._body_keys else secret_name(k)) if v and not isinstance(v, bool) else None
+        kind = (
+            ("always" if k.lower() in self._body_keys else secret_name(k))
+            if v and not isinstance(v, bool)
+            else None
+        )
         if kind is None:
             return None
         if isinstance(v, str) and (kind == "always" or looks_secret(v)):
@@ -251,7 +277,11 @@ class BodyLearner:
                 if v and (kind == "always" or (kind and looks_secret(v))):
                     self._secrets.learn(v)
         elif "multipart/" in ctype:
-            for m in re.finditer(rb'name="([^"\r\n]{1,200})"[^\n]*\n(?:[^\r\n]+\r?\n){0,8}\r?\n(.{0,4096}?)\r?\n--', body, re.S):
+            for m in re.finditer(
+                rb'name="([^"\r\n]{1,200})"[^\n]*\n(?:[^\r\n]+\r?\n){0,8}\r?\n(.{0,4096}?)\r?\n--',
+                body,
+                re.S,
+            ):
                 name = m.group(1).decode("utf-8", "replace")
                 value = m.group(2).decode("utf-8", "replace").strip()
                 kind = secret_name(name)
@@ -262,7 +292,11 @@ class BodyLearner:
         """Learn the credential fields of a JSON response (an OAuth ``access_token``, a created
         key) or of the JSON events of a stream, so that scrubbing the chunks masks them."""
         data = b"".join(c for _, c in chunks)
-        if not data or len(data) > (64 << 20) or not any(m in data for m in (b"token", b"key", b"secret", b"pass", b"auth", b"cred")):
+        if (
+            not data
+            or len(data) > (64 << 20)
+            or not any(m in data for m in (b"token", b"key", b"secret", b"pass", b"auth", b"cred"))
+        ):
             return
         try:
             docs = [bounds.loads(data)]
@@ -288,7 +322,10 @@ class BodyLearner:
             segments = [seg for seg in urlsplit(url).path.split("/") if seg]
         except ValueError:
             return
-        if not any(secret_name(seg) is not None or seg.lower() in ("tokens", "ephemeral_tokens") for seg in segments[-3:]):
+        if not any(
+            secret_name(seg) is not None or seg.lower() in ("tokens", "ephemeral_tokens")
+            for seg in segments[-3:]
+        ):
             return
         data = b"".join(c for _, c in chunks)
         if not data.lstrip().startswith(b"{") or len(data) > (1 << 20):
@@ -340,13 +377,15 @@ class StreamRedactor:
         return apply_edits(chunks, b"".join(c for _, c in chunks), _redactions(joined, spans))
 
     # -- streams as their reader sees them -------------------------------------------------------
-    def _stream_lines(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
+    def _stream_lines(
+        self, chunks: list[tuple[float | None, bytes]]
+    ) -> list[tuple[float | None, bytes]]:
         """A stream of JSON events, one per line (SSE ``data:`` lines, NDJSON, a WebSocket
         session's ``> `` / ``< `` messages), redacted as its reader reassembles it: each event's
-        fields by name (:meth:`JsonRedactor.scrub_json`), and the strings a field carries across events (the
-        text deltas) joined, so a secret streamed a few characters per event is found and masked
-        in every event it spans. Events that change are written back in place; the chunks keep
-        their number and times."""
+        fields by name (:meth:`JsonRedactor.scrub_json`), and the strings a field carries across
+        events (the text deltas) joined, so a secret streamed a few characters per event is found
+        and masked in every event it spans. Events that change are written back in place; the chunks
+        keep their number and times."""
         data = b"".join(c for _, c in chunks)
         if not data or len(data) > STREAM_BYTES:
             return chunks
@@ -361,15 +400,27 @@ class StreamRedactor:
                 docs = [(head, len(data.rstrip()), bounds.loads(data))]
             except orjson.JSONDecodeError:
                 return chunks
-        changed = self._mask_docs([d for _, _, d in docs], named_spans(data, [(a, b) for a, b, _ in docs]))
+        changed = self._mask_docs(
+            [d for _, _, d in docs], named_spans(data, [(a, b) for a, b, _ in docs])
+        )
         if not changed:
             return chunks
         # (the masking edited the parsed events in place: the originals are parsed again)
-        edits = [(docs[i][0], docs[i][1], rewrite(data[docs[i][0] : docs[i][1]], bounds.loads(data[docs[i][0] : docs[i][1]]), doc))
-                 for i, doc in sorted(changed.items())]
+        edits = [
+            (
+                docs[i][0],
+                docs[i][1],
+                rewrite(
+                    data[docs[i][0] : docs[i][1]], bounds.loads(data[docs[i][0] : docs[i][1]]), doc
+                ),
+            )
+            for i, doc in sorted(changed.items())
+        ]
         return apply_edits(chunks, data, edits)
 
-    def _stream_frames(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
+    def _stream_frames(
+        self, chunks: list[tuple[float | None, bytes]]
+    ) -> list[tuple[float | None, bytes]]:
         """AWS event-stream frames (Bedrock) redacted like :meth:`_stream_lines`: each frame's JSON
         payload, or the JSON event base64-encoded in its ``bytes`` field (InvokeModel streams);
         changed frames are rebuilt with their lengths and checksums."""
@@ -378,14 +429,19 @@ class StreamRedactor:
             return chunks
         frames, docs, originals = json_frames(data)
         named = named_spans(data, [(a, b) for a, b, _, _ in frames])
-        named = [n or f[3] is not None for n, f in zip(named, frames, strict=True)]  # (base64 hides the names)
+        # (base64 hides the names)
+        named = [n or f[3] is not None for n, f in zip(named, frames, strict=True)]
         changed = self._mask_docs(docs, named) if len(docs) >= 2 else {}
         if not changed:
             return chunks
         edits = []
         for i, doc in sorted(changed.items()):
             start, end, hlen, wrapper = frames[i]
-            payload = orjson.dumps(doc) if wrapper is not None else rewrite(originals[i], bounds.loads(originals[i]), doc)
+            payload = (
+                orjson.dumps(doc)
+                if wrapper is not None
+                else rewrite(originals[i], bounds.loads(originals[i]), doc)
+            )
             if wrapper is not None:
                 payload = orjson.dumps({**wrapper, "bytes": base64.b64encode(payload).decode()})
             edits.append((start, end, aws_frame(data[start + 12 : start + 12 + hlen], payload)))
@@ -393,9 +449,9 @@ class StreamRedactor:
 
     def _mask_docs(self, docs: list[Any], named: list[bool]) -> dict[int, Any]:
         """Redact a stream's JSON events: by field name in the events whose text names a credential
-        anywhere (``named``: :func:`named_spans`), then the strings each field carries across events,
-        joined (a text delta's whole text; a field seen once is its own), scanned for learned
-        values and known formats. Returns the events that changed, by index."""
+        anywhere (``named``: :func:`named_spans`), then the strings each field carries across
+        events, joined (a text delta's whole text; a field seen once is its own), scanned for
+        learned values and known formats. Returns the events that changed, by index."""
         new_docs, out = self._mask_by_name(docs, named)
         # The strings each field carries across events, in order: a text delta's channel.
         channels: dict[str, list[tuple[int, Any, Any, str]]] = {}
@@ -438,15 +494,21 @@ class StreamRedactor:
         if not spans and not creds:
             return []
         for s, e in spans:
-            found = joined[s:e]  # learned: masked wherever else it appears (request history, raw bytes)
+            # learned: masked wherever else it appears (request history, raw bytes)
+            found = joined[s:e]
             if len(found) >= 8 and found != REDACTED and not any(c.isspace() for c in found):
-                self._secrets.add(found)  # (not a key block's lines: "-----BEGIN" would mask every PEM)
+                # (not a key block's lines: "-----BEGIN" would mask every PEM)
+                self._secrets.add(found)
         instead = {s: f'"{REDACTED}"' for _n, s, _e, quoted in creds if not quoted}
         for _n, s, e, _q in creds:
             self._secrets.learn(joined[s:e])
-        return mask_channel(pieces, joined, merge(spans + [(s, e) for _n, s, e, _q in creds]), instead)
+        return mask_channel(
+            pieces, joined, merge(spans + [(s, e) for _n, s, e, _q in creds]), instead
+        )
 
-    def _binary_frames(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
+    def _binary_frames(
+        self, chunks: list[tuple[float | None, bytes]]
+    ) -> list[tuple[float | None, bytes]]:
         """Length-prefixed, CRC-checked frames (AWS event-stream): mask secrets with ``*`` of the
         same length, recompute the frame checksums, and cut the stream at the original chunk
         boundaries, so the stream still parses and replays frame for frame."""

@@ -32,21 +32,82 @@ LOOPTAP_RULES: tuple[tuple[str, str, tuple[str, ...], float, int], ...] = (
     ("openai/anthropic key", r"sk-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{16,}", ("sk-",), 0.0, 0),
     ("openai ephemeral key", r"ek_(?<![A-Za-z0-9_-]ek_)[A-Za-z0-9]{20,}", ("ek_",), 3.0, 0),
     ("google api key", r"AIza(?<![A-Za-z0-9_-]AIza)[0-9A-Za-z_-]{30,}", ("aiza",), 0.0, 0),
-    ("google oauth token", r"ya29\.(?<![A-Za-z0-9_-]ya29\.)[0-9A-Za-z_.-]{16,}", ("ya29.",), 0.0, 0),
-    ("aws access key", r"A[SK]IA(?<![A-Z0-9]A[SK]IA)[0-9A-Z]{16}(?![A-Z0-9])", ("akia", "asia"), 0.0, 0),
-    ("github token", r"gh[pousr]_(?<![A-Za-z0-9_]gh[pousr]_)[A-Za-z0-9]{30,}", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), 0.0, 0),
-    ("github token", r"github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{22,}", ("github_pat_",), 0.0, 0),
+    (
+        "google oauth token",
+        r"ya29\.(?<![A-Za-z0-9_-]ya29\.)[0-9A-Za-z_.-]{16,}",
+        ("ya29.",),
+        0.0,
+        0,
+    ),
+    (
+        "aws access key",
+        r"A[SK]IA(?<![A-Z0-9]A[SK]IA)[0-9A-Z]{16}(?![A-Z0-9])",
+        ("akia", "asia"),
+        0.0,
+        0,
+    ),
+    (
+        "github token",
+        r"gh[pousr]_(?<![A-Za-z0-9_]gh[pousr]_)[A-Za-z0-9]{30,}",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        0.0,
+        0,
+    ),
+    (
+        "github token",
+        r"github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{22,}",
+        ("github_pat_",),
+        0.0,
+        0,
+    ),
     ("groq key", r"gsk_(?<![A-Za-z0-9_]gsk_)[A-Za-z0-9]{20,}", ("gsk_",), 0.0, 0),
     ("hugging face token", r"hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}", ("hf_",), 0.0, 0),
     ("xai key", r"xai-(?<![A-Za-z0-9_-]xai-)[A-Za-z0-9]{20,}", ("xai-",), 0.0, 0),
     ("replicate token", r"r8_(?<![A-Za-z0-9_]r8_)[A-Za-z0-9]{30,}", ("r8_",), 3.0, 0),
-    ("langsmith key", r"lsv2_(?<![A-Za-z0-9_]lsv2_)(?:pt|sk)_[A-Za-z0-9]{20,}(?:_[A-Za-z0-9]{6,})?", ("lsv2_",), 0.0, 0),
-    ("pinecone key", r"pcsk_(?<![A-Za-z0-9_]pcsk_)[A-Za-z0-9]{4,}_[A-Za-z0-9_]{30,}", ("pcsk_",), 0.0, 0),
-    ("tavily key", r"tvly-(?<![A-Za-z0-9_-]tvly-)(?:dev-|prod-)?[A-Za-z0-9]{24,}", ("tvly-",), 3.0, 0),
+    (
+        "langsmith key",
+        r"lsv2_(?<![A-Za-z0-9_]lsv2_)(?:pt|sk)_[A-Za-z0-9]{20,}(?:_[A-Za-z0-9]{6,})?",
+        ("lsv2_",),
+        0.0,
+        0,
+    ),
+    (
+        "pinecone key",
+        r"pcsk_(?<![A-Za-z0-9_]pcsk_)[A-Za-z0-9]{4,}_[A-Za-z0-9_]{30,}",
+        ("pcsk_",),
+        0.0,
+        0,
+    ),
+    (
+        "tavily key",
+        r"tvly-(?<![A-Za-z0-9_-]tvly-)(?:dev-|prod-)?[A-Za-z0-9]{24,}",
+        ("tvly-",),
+        3.0,
+        0,
+    ),
     ("fireworks key", r"fw_(?<![A-Za-z0-9_]fw_)[A-Za-z0-9]{20,}", ("fw_",), 3.0, 0),
-    ("mistral key", r"(?i)mistral[\w.-]{0,30}?[\s'\"]{0,3}(?:=|:|=>)[\s'\"]{0,5}([A-Za-z0-9]{32})(?![A-Za-z0-9])", ("mistral",), 3.0, 1),
-    ("slack token", r"xox[abposr]-(?<![A-Za-z0-9_-]xox[abposr]-)[A-Za-z0-9-]{10,}", ("xox",), 0.0, 0),
-    ("jwt", r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", ("eyj",), 0.0, 0),
+    (
+        "mistral key",
+        r"(?i)mistral[\w.-]{0,30}?[\s'\"]{0,3}(?:=|:|=>)[\s'\"]{0,"
+        r"5}([A-Za-z0-9]{32})(?![A-Za-z0-9])",
+        ("mistral",),
+        3.0,
+        1,
+    ),
+    (
+        "slack token",
+        r"xox[abposr]-(?<![A-Za-z0-9_-]xox[abposr]-)[A-Za-z0-9-]{10,}",
+        ("xox",),
+        0.0,
+        0,
+    ),
+    (
+        "jwt",
+        r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        ("eyj",),
+        0.0,
+        0,
+    ),
     ("bearer token", r"Bearer (?!\[REDACTED\])([A-Za-z0-9._~+/-]{12,}=*)", ("bearer ",), 0.0, 1),
 )
 
@@ -67,13 +128,35 @@ class Rule:
     """One credential format. Its regex is compiled the first time a text holds one of its
     keywords (most never are: compiling all ~240 up front cost 0.6 s)."""
 
-    __slots__ = ("_allow", "_pattern", "allow_src", "entropy", "group", "id", "keywords", "source", "stopwords")
+    __slots__ = (
+        "_allow",
+        "_pattern",
+        "allow_src",
+        "entropy",
+        "group",
+        "id",
+        "keywords",
+        "source",
+        "stopwords",
+    )
 
     def __init__(
-        self, rid: str, source: str, keywords: tuple[str, ...], entropy: float = 0.0, group: int = 0,
-        allow: tuple[str, ...] = (), stopwords: tuple[str, ...] = (),
+        self,
+        rid: str,
+        source: str,
+        keywords: tuple[str, ...],
+        entropy: float = 0.0,
+        group: int = 0,
+        allow: tuple[str, ...] = (),
+        stopwords: tuple[str, ...] = (),
     ) -> None:
-        self.id, self.source, self.keywords, self.entropy, self.group = rid, source, keywords, entropy, group
+        self.id, self.source, self.keywords, self.entropy, self.group = (
+            rid,
+            source,
+            keywords,
+            entropy,
+            group,
+        )
         self.allow_src, self.stopwords = allow, stopwords
         self._pattern: re.Pattern[str] | None = None
         self._allow: tuple[re.Pattern[str], ...] = ()
@@ -82,7 +165,8 @@ class Rule:
     def pattern(self) -> re.Pattern[str]:
         if self._pattern is None:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # Go-style classes ("[[") warn about future set syntax
+                # Go-style classes ("[[") warn about future set syntax
+                warnings.simplefilter("ignore")
                 self._allow = tuple(re.compile(a) for a in self.allow_src)
                 self._pattern = re.compile(self.source)
         return self._pattern
@@ -113,10 +197,14 @@ class Detector:
     def __init__(self, rules: Iterable[Rule], extra: Iterable[str] = ()) -> None:
         import ahocorasick_rs
 
-        self.rules: tuple[Rule, ...] = (*rules, *(Rule("configured pattern", p, ()) for p in extra if p))
+        self.rules: tuple[Rule, ...] = (
+            *rules,
+            *(Rule("configured pattern", p, ()) for p in extra if p),
+        )
         keywords = sorted({k for r in self.rules for k in r.keywords})
         #: Keywords of two characters occur in most text ("sk" in "task", "ey" in "key"): checked
-        #: with ``in``; the others in one Aho-Corasick pass (244 ``in`` checks cost 200 ms on 244 KB).
+        #: with ``in``; the others in one Aho-Corasick pass (244 ``in`` checks cost 200 ms on 244
+        #: KB).
         self._short = tuple(k for k in keywords if len(k) <= 2)
         self._long = [k for k in keywords if len(k) > 2]
         self._automaton = ahocorasick_rs.AhoCorasick(self._long)
@@ -147,8 +235,11 @@ class Detector:
                 break
             try:
                 hits = self._automaton.find_matches_as_indexes(low, overlapping=True)
-            except UnicodeEncodeError:  # bytes kept as lone surrogates (surrogateescape): only presence matters
-                hits = self._automaton.find_matches_as_indexes(low.encode("utf-8", "replace").decode("utf-8"), overlapping=True)
+            except UnicodeEncodeError:
+                # bytes kept as lone surrogates (surrogateescape): only presence matters
+                hits = self._automaton.find_matches_as_indexes(
+                    low.encode("utf-8", "replace").decode("utf-8"), overlapping=True
+                )
             present.update(self._long[i] for i, _, _ in hits)
             present.update(k for k in self._short if k in low)
         return present
@@ -179,7 +270,10 @@ def _rules() -> tuple[Rule, ...]:
 
     return (
         *(Rule(rid, rx, kws, ent, grp) for rid, rx, kws, ent, grp in LOOPTAP_RULES),
-        *(Rule(rid, rx, kws, ent, grp, allow, stop) for rid, rx, kws, ent, grp, allow, stop in RULES),
+        *(
+            Rule(rid, rx, kws, ent, grp, allow, stop)
+            for rid, rx, kws, ent, grp, allow, stop in RULES
+        ),
     )
 
 

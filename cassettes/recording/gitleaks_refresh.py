@@ -6,15 +6,16 @@
 gitleaks (https://github.com/gitleaks/gitleaks, MIT) keeps ~200 credential rules, each a regular
 expression with the keywords one of which any match contains, an entropy floor and allowlists.
 This script translates each rule to Python's ``re`` dialect (Go's mid-pattern ``(?i)`` becomes a
-scoped ``(?i:…)``, ``\\z`` becomes ``\\Z``, and the closing delimiter group ``(?:[\\x60'"\\s;]|\\\\[nr]|$)``
-becomes "not followed by a letter or digit", so a key ending a sentence or a JSON string counts
-too), checks that it compiles, and writes the rules as Python data with the licence and the source's
-version. Rules that cannot be translated are listed and left out; ``generic-api-key`` (any
-``key = value`` with an entropy floor) is left out on purpose: the redactor's field-name net covers
-that shape in structured data, and in free text it masks ordinary prose.
+scoped ``(?i:…)``, ``\\z`` becomes ``\\Z``, and the closing delimiter group
+``(?:[\\x60'"\\s;]|\\\\[nr]|$)`` becomes "not followed by a letter or digit", so a key ending a
+sentence or a JSON string counts too), checks that it compiles, and writes the rules as Python data
+with the licence and the source's version. Rules that cannot be translated are listed and left out;
+``generic-api-key`` (any ``key = value`` with an entropy floor) is left out on purpose: the
+redactor's field-name net covers that shape in structured data, and in free text it masks ordinary
+prose.
 
 Run by a maintainer (it needs the network); the result is committed, never fetched at run time.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ _DELIM = (r"""(?:[\x60'"\s;]|\\[nr]|$|\b)""", r"""(?:[\x60'"\s;]|\\[nr]|$)""")
 
 
 def _scope_flags(rx: str) -> str:
-    """Go allows ``(?i)`` anywhere (it applies to the end of the enclosing group); Python only at the
-    start. Rewrite each later one as ``(?i:`` closed where its group closes."""
+    """Go allows ``(?i)`` anywhere (it applies to the end of the enclosing group); Python only at
+    the start. Rewrite each later one as ``(?i:`` closed where its group closes."""
     out: list[str] = []
     closers: list[int] = []  # per open group: how many scoped groups to close with it
     i = 0
@@ -105,7 +106,9 @@ def build(doc: dict[str, object], version: str, licence: str) -> tuple[str, list
     for r in rules:
         rid, rx = r.get("id"), r.get("regex")
         if rid in SKIP or not isinstance(rx, str):
-            dropped.append(f"{rid}: {'left out on purpose' if rid in SKIP else 'no regex (a path rule)'}")
+            dropped.append(
+                f"{rid}: {'left out on purpose' if rid in SKIP else 'no regex (a path rule)'}"
+            )
             continue
         py = translate(rx)
         try:
@@ -124,19 +127,21 @@ def build(doc: dict[str, object], version: str, licence: str) -> tuple[str, list
             stop += a.get("stopwords", [])
         rows.append(
             f"    ({rid!r}, {py!r}, {tuple(k.lower() for k in r.get('keywords', []))!r}, "
-            f"{float(r.get('entropy', 0.0))!r}, {int(r.get('secretGroup', 0))!r}, {tuple(allow)!r}, {tuple(stop)!r}),"
+            f"{float(r.get('entropy', 0.0))!r}, {int(r.get('secretGroup', 0))!r}, "
+            f"{tuple(allow)!r}, {tuple(stop)!r}),"
         )
     notice = "\n".join(f"# {line}".rstrip() for line in licence.strip().splitlines())
     text = (
         f'"""Credential rules of gitleaks ({version}), translated to Python by\n'
         ":mod:`cassettes.recording.gitleaks_refresh` (do not edit by hand: run it again).\n\n"
-        "Each rule: (id, regex, keywords one of which a match contains (lower case), entropy floor of the\n"
-        'secret, its capture group (0: the first that matched), allowlist regexes, stopwords)."""\n\n'
+        "Each rule: (id, regex, keywords one of which a match contains (lower case), entropy floor "
+        "of the\n"
+        "secret, its capture group (0: the first that matched), allowlist regexes, "
+        'stopwords)."""\n\n'
         f"# gitleaks' licence, which covers the rules below:\n#\n{notice}\n\n"
         f"SOURCE = {version!r}\n\n"
-        "RULES: tuple[tuple[str, str, tuple[str, ...], float, int, tuple[str, ...], tuple[str, ...]], ...] = (\n"
-        + "\n".join(rows)
-        + "\n)\n"
+        "RULES: tuple[tuple[str, str, tuple[str, ...], float, "
+        "int, tuple[str, ...], tuple[str, ...]], ...] = (\n" + "\n".join(rows) + "\n)\n"
     )
     return text, dropped
 
@@ -145,8 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cassettes.recording.gitleaks_refresh")
     ap.add_argument("--source", help="a local gitleaks.toml (default: fetch --ref from GitHub)")
     ap.add_argument("--license", help="a local copy of gitleaks' LICENSE (default: fetched)")
-    ap.add_argument("--ref", default="master", help="the gitleaks tag or commit to fetch (default: master)")
-    ap.add_argument("--version", help="what to record as the source (default: the --ref, or the file)")
+    ap.add_argument(
+        "--ref", default="master", help="the gitleaks tag or commit to fetch (default: master)"
+    )
+    ap.add_argument(
+        "--version", help="what to record as the source (default: the --ref, or the file)"
+    )
     args = ap.parse_args(argv)
     if args.source:
         raw = Path(args.source).read_bytes()
@@ -158,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with urllib.request.urlopen(LICENSE_URL.format(ref=args.ref), timeout=60) as resp:
             licence = resp.read().decode("utf-8")
-    version = args.version or (f"gitleaks {args.ref}" if not args.source else f"gitleaks config {args.source}")
+    version = args.version or (
+        f"gitleaks {args.ref}" if not args.source else f"gitleaks config {args.source}"
+    )
     text, dropped = build(tomllib.loads(raw.decode("utf-8")), version, licence)
     OUT.write_text(text, "utf-8")
     print(f"wrote {OUT}; left out {len(dropped)}:", file=sys.stderr)

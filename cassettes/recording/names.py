@@ -1,7 +1,7 @@
 """Which names and values are a credential's: header, query, form and JSON field names
 (:func:`secret_name`), credential-shaped values (:func:`looks_secret`), and where in a stream a
-name that may be one occurs (:func:`named_spans`). No state: the :class:`~cassettes.recording.redact.Redactor`
-decides with these what to learn and mask."""
+name that may be one occurs (:func:`named_spans`). No state: the
+:class:`~cassettes.recording.redact.Redactor` decides with these what to learn and mask."""
 
 from __future__ import annotations
 
@@ -13,7 +13,16 @@ from collections.abc import Callable
 
 import orjson
 
-__all__ = ["EMBEDDED_MAX", "REDACTED", "URL_TOKEN", "credential_values", "looks_secret", "name_words", "named_spans", "secret_name"]
+__all__ = [
+    "EMBEDDED_MAX",
+    "REDACTED",
+    "URL_TOKEN",
+    "credential_values",
+    "looks_secret",
+    "name_words",
+    "named_spans",
+    "secret_name",
+]
 
 REDACTED = "[REDACTED]"
 #: The replacement inside URLs (brackets would turn a netloc into an IPv6 literal).
@@ -36,8 +45,13 @@ _SECRET_HEADERS = {
 }
 # Not "session": session and thread ids (X-Claude-Code-Session-Id, Codex's session-id) identify a
 # conversation; they are not credentials, and scrubbing them would erase what links its turns.
-_SECRET_HEADER_NAME = re.compile(r"(?i)(api[-_]?key|token|secret|passw|auth|cookie|credential|signature)")
-_SAFE_HEADER_NAME = re.compile(r"(?i)(ratelimit|rate-limit|tokens?-(limit|remaining|reset)|x-stainless|anthropic-beta|www-authenticate)")
+_SECRET_HEADER_NAME = re.compile(
+    r"(?i)(api[-_]?key|token|secret|passw|auth|cookie|credential|signature)"
+)
+_SAFE_HEADER_NAME = re.compile(
+    r"(?i)(ratelimit|rate-limit|tokens?-(limit|remaining|"
+    r"reset)|x-stainless|anthropic-beta|www-authenticate)"
+)
 _SECRET_QUERY = re.compile(
     r"(?i)^(key|api[-_]?key|apikey|token|access[-_]?token|auth|sig|signature|secret|password|"
     r"x-amz-signature|x-amz-credential|x-amz-security-token|code)$"
@@ -49,10 +63,27 @@ _SECRET_BODY_KEY = re.compile(
 _NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 #: Words that make a name a credential's wherever they stand (``openai_api_key``, ``secretKey``,
 #: ``aws_secret_access_key``, ``mcp_servers[].authorization_token``, ``bearer``, ``passwd``).
-_SECRET_WORDS = frozenset({
-    "password", "passwd", "passphrase", "pwd", "secret", "secrets", "apikey", "credential", "credentials",
-    "authorization", "bearer", "cookie", "privatekey", "auth", "jwt", "otp", "pin",
-})
+_SECRET_WORDS = frozenset(
+    {
+        "password",
+        "passwd",
+        "passphrase",
+        "pwd",
+        "secret",
+        "secrets",
+        "apikey",
+        "credential",
+        "credentials",
+        "authorization",
+        "bearer",
+        "cookie",
+        "privatekey",
+        "auth",
+        "jwt",
+        "otp",
+        "pin",
+    }
+)
 # Not "signature": Anthropic thinking blocks and Gemini parts carry a ``signature`` /
 # ``thoughtSignature`` the client must send back verbatim (query-string and header signatures are
 # caught by their own rules above).
@@ -62,11 +93,26 @@ _SECRET_WORDS = frozenset({
 #: ``token_count``, ``keywords``, ``input_tokens``) end in another word and never match.
 _SECRET_LAST = frozenset({"token", "key", "keys"})
 #: Names ending in "key" that are identifiers, never credentials (caching, idempotency, storage).
-_NOT_SECRET_NAMES = frozenset({
-    "promptcachekey", "cachekey", "idempotencykey", "partitionkey", "sortkey", "primarykey", "foreignkey",
-    "dedupkey", "deduplicationkey", "routingkey", "objectkey", "keyid", "publickey",
-})
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(:\d+)?$")
+_NOT_SECRET_NAMES = frozenset(
+    {
+        "promptcachekey",
+        "cachekey",
+        "idempotencykey",
+        "partitionkey",
+        "sortkey",
+        "primarykey",
+        "foreignkey",
+        "dedupkey",
+        "deduplicationkey",
+        "routingkey",
+        "objectkey",
+        "keyid",
+        "publickey",
+    }
+)
+_UUID = re.compile(
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(:\d+)?$"
+)
 
 
 def name_words(name: str) -> list[str]:
@@ -86,9 +132,13 @@ def secret_name(name: str) -> str | None:
     joined = "".join(words)
     if joined in _NOT_SECRET_NAMES:
         return None
-    if _SECRET_WORDS.intersection(words) or any(w in joined for w in ("apikey", "privatekey", "secretkey", "accesskey", "clientsecret")):
+    if _SECRET_WORDS.intersection(words) or any(
+        w in joined for w in ("apikey", "privatekey", "secretkey", "accesskey", "clientsecret")
+    ):
         return "always"
-    if words[-1] in _SECRET_LAST or joined.endswith(("authtoken", "accesstoken", "refreshtoken", "idtoken", "sessiontoken")):
+    if words[-1] in _SECRET_LAST or joined.endswith(
+        ("authtoken", "accesstoken", "refreshtoken", "idtoken", "sessiontoken")
+    ):
         return "if-secret"
     return None
 
@@ -106,7 +156,9 @@ def _random_letters(value: str) -> bool:
     changes = sum(a.isupper() != b.isupper() for a, b in pairs)
     doubled = any(a.isupper() and b.isupper() for a, b in pairs)  # PascalCase words have none
     share = upper / len(letters)
-    return len(value) >= 20 and 0.2 <= share <= 0.8 and (doubled or (share >= 0.3 and changes >= 10))
+    return (
+        len(value) >= 20 and 0.2 <= share <= 0.8 and (doubled or (share >= 0.3 and changes >= 10))
+    )
 
 
 def looks_secret(value: str) -> bool:
@@ -124,7 +176,20 @@ def looks_secret(value: str) -> bool:
 
 #: Some name that says credential occurs in an event's text (lower-cased) when any field of it
 #: can be a credential's (:func:`secret_name`): the other events skip the walk by name.
-_NAME_MARKERS = (b"key", b"token", b"secret", b"pass", b"pwd", b"auth", b"cred", b"bearer", b"cookie", b"jwt", b"otp", b"pin")
+_NAME_MARKERS = (
+    b"key",
+    b"token",
+    b"secret",
+    b"pass",
+    b"pwd",
+    b"auth",
+    b"cred",
+    b"bearer",
+    b"cookie",
+    b"jwt",
+    b"otp",
+    b"pin",
+)
 
 
 def named_spans(data: bytes, spans: list[tuple[int, int]]) -> list[bool]:
@@ -151,11 +216,15 @@ def named_spans(data: bytes, spans: list[tuple[int, int]]) -> list[bool]:
 EMBEDDED_MAX = 1 << 20
 #: One JSON token: a string (group 1; or one cut short at the end of the text, group 2), a
 #: structural character (3), or a literal or number (4). Whitespace before it is skipped.
-_TOKEN = re.compile(r'\s*(?:("(?:[^"\\]|\\.)*")|("(?:[^"\\]|\\.)*\\?\Z)|([{}\[\],:])|([^\s{}\[\],:"]+))', re.S)
+_TOKEN = re.compile(
+    r'\s*(?:("(?:[^"\\]|\\.)*")|("(?:[^"\\]|\\.)*\\?\Z)|([{}\[\],:])|([^\s{}\[\],:"]+))', re.S
+)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 
-def credential_values(text: str, kind: Callable[[str], str | None] = secret_name) -> list[tuple[str, int, int, bool]]:
+def credential_values(
+    text: str, kind: Callable[[str], str | None] = secret_name
+) -> list[tuple[str, int, int, bool]]:
     """(name, start, end, quoted) of each value under a credential's name in ``text``, a JSON
     document held in a string (a tool call's ``arguments``, a tool result, a serialised config).
     For a string value the span is its content between the quotes (``quoted``), for a number the
@@ -220,7 +289,12 @@ class _NamedValues:
             self._string(m, name, was_key)
         else:
             literal = m.group(4)
-            if name is not None and _NUMBER.fullmatch(literal) and literal.strip("-0.") and self._kind(name) == "always":
+            if (
+                name is not None
+                and _NUMBER.fullmatch(literal)
+                and literal.strip("-0.")
+                and self._kind(name) == "always"
+            ):
                 self.found.append((name, m.start(4), m.end(4), False))
         self._prev = ""
 
@@ -245,7 +319,9 @@ class _NamedValues:
         value = _json_string(raw if string is not None else raw.rstrip("\\") + '"')
         if name is not None:
             if value and value != REDACTED and _credential(name, value, self._kind):
-                self.found.append((name, start + 1, start + len(raw) - (1 if string is not None else 0), True))
+                self.found.append(
+                    (name, start + 1, start + len(raw) - (1 if string is not None else 0), True)
+                )
         elif was_key is None and self._stack[-1:] == ["{"] and self._prev in ("{", ","):
             self._key = value
 
@@ -260,7 +336,11 @@ def _names_a_credential(doc: object, kind: Callable[[str], str | None]) -> bool:
             for k, v in node.items():
                 if isinstance(v, dict | list):
                     stack.append(v)
-                elif isinstance(v, str | int | float) and not isinstance(v, bool) and kind(k) is not None:
+                elif (
+                    isinstance(v, str | int | float)
+                    and not isinstance(v, bool)
+                    and kind(k) is not None
+                ):
                     return True
         elif isinstance(node, list):
             stack.extend(v for v in node if isinstance(v, dict | list))

@@ -1,16 +1,17 @@
 """The recording pipeline: one round trip in, one cassette record out, the same way for every
 entry point (the recorder's writer process, ``looptap import``, the pytest plugin, the demo).
 
-    remove Content-Encoding → redact → delta-encode the request's history → parse (incrementally, against the round trip
-    it extends) → seal the parse (``cassettes.parsing.sealed``: readers reuse it
-    instead of parsing the response again) → append to the :class:`~cassettes.storage.store.CassetteFile`
+    remove Content-Encoding → redact → delta-encode the request's history → parse (incrementally,
+    against the round trip it extends) → seal the parse (``cassettes.parsing.sealed``: readers reuse
+    it instead of parsing the response again) → append to the
+    :class:`~cassettes.storage.store.CassetteFile`
 
 Redaction runs before encoding, so a secret never reaches the file. Nothing is computed per
 record that no reader reads: the ``looptap.roundtrip/1`` view (``derived``, stored until 2026-11)
-is ``looptap show --json``'s, made when asked for; readers ignore the block in older files. The caller hands over the
-exchange as it captured it: a side still content-encoded is marked so (``Exchange.request_encoded``,
-``response_encoded``) and decoded here (``cassettes.wire.decoding.decode_exchange``) before
-anything reads it.
+is ``looptap show --json``'s, made when asked for; readers ignore the block in older files. The
+caller hands over the exchange as it captured it: a side still content-encoded is marked so
+(``Exchange.request_encoded``, ``response_encoded``) and decoded here
+(``cassettes.wire.decoding.decode_exchange``) before anything reads it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ from cassettes import providers
 from cassettes.parsing import sealed
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, response_side
 from cassettes.recording.redact import Redactor
-from cassettes.storage.codec import HistoryEncoder, depth_safe_record, dumps_record, exchange_to_record
+from cassettes.storage.codec import (
+    HistoryEncoder,
+    depth_safe_record,
+    dumps_record,
+    exchange_to_record,
+)
 from cassettes.storage.store import CassetteFile, read_records
 from cassettes.wire.decoding import decode_exchange
 from cassettes.wire.exchange import Exchange
@@ -57,7 +63,8 @@ class CassetteWriter:
         self.redactor = redactor or Redactor()
         self._lock = threading.Lock()
         self._encoder = HistoryEncoder()
-        self._recent: dict[int, RoundTrip] = {}  # the latest round trips, bases for incremental parsing
+        # the latest round trips, bases for incremental parsing
+        self._recent: dict[int, RoundTrip] = {}
         self._seq = 0
         if self.path.exists() and self.path.stat().st_size > 0:
             self._resume()
@@ -85,7 +92,9 @@ class CassetteWriter:
             adapter = None
         return adapter.history_key(body) if adapter is not None else None
 
-    def _encode_request(self, ex: Exchange, seq: int) -> tuple[dict[str, Any] | None, RoundTrip | None]:
+    def _encode_request(
+        self, ex: Exchange, seq: int
+    ) -> tuple[dict[str, Any] | None, RoundTrip | None]:
         """Encode the request body (history delta when it extends an earlier request) and return
         that earlier round trip when it is at hand, so only the appended part gets parsed."""
         body = ex.request_json()
@@ -95,7 +104,11 @@ class CassetteWriter:
         delta = form.get("delta")
         if delta is None:
             return form, None
-        ex.history_delta = {"base": delta["base"], "keep": delta["keep"], "appended": len(delta["append"])}
+        ex.history_delta = {
+            "base": delta["base"],
+            "keep": delta["keep"],
+            "appended": len(delta["append"]),
+        }
         if delta.get("rewritten"):
             ex.history_delta["rewritten"] = True
         return form, self._recent.get(delta["base"])
@@ -118,7 +131,9 @@ class CassetteWriter:
             if self.requests:
                 # A base for a later request needs only the request side: keeping the response too
                 # held up to _RECENT whole responses (a 100 MB stream each) in the writer's memory.
-                self._recent[seq] = rt.model_copy(update={"response": None}) if rt.response is not None else rt
+                self._recent[seq] = (
+                    rt.model_copy(update={"response": None}) if rt.response is not None else rt
+                )
                 while len(self._recent) > _RECENT:
                     self._recent.pop(next(iter(self._recent)))
             rec = exchange_to_record(clean, seq, request_form=form)

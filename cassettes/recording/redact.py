@@ -53,7 +53,16 @@ from cassettes.recording.scrub import Scrubber, Secrets, detector
 from cassettes.recording.streams import stream_texts
 from cassettes.wire.exchange import Exchange, Headers
 
-__all__ = ["REDACTED", "URL_TOKEN", "Redactor", "detector", "find_secrets", "looks_secret", "secret_name", "stream_texts"]
+__all__ = [
+    "REDACTED",
+    "URL_TOKEN",
+    "Redactor",
+    "detector",
+    "find_secrets",
+    "looks_secret",
+    "secret_name",
+    "stream_texts",
+]
 
 
 def find_secrets(text: str, extra_patterns: Iterable[str] = ()) -> list[tuple[str, str]]:
@@ -66,7 +75,9 @@ class HeaderRedactor:
     that says key/token/secret/auth, the configured ones) masked and its secret parts learned; the
     credentials a WebSocket's subprotocol list carries; then every value scrubbed."""
 
-    def __init__(self, secrets: Secrets, scrubber: Scrubber, extra_headers: Iterable[str] = ()) -> None:
+    def __init__(
+        self, secrets: Secrets, scrubber: Scrubber, extra_headers: Iterable[str] = ()
+    ) -> None:
         self._secrets = secrets
         self._scrubber = scrubber
         self._names = _SECRET_HEADERS | {h.lower() for h in extra_headers}
@@ -99,7 +110,14 @@ class HeaderRedactor:
         for raw in value.split(","):
             token = raw.strip()
             parts = token.split(".")
-            cut = next((i for i, p in enumerate(parts[:-1]) if secret_name(p) is not None or p.lower() in ("bearer", "token")), None)
+            cut = next(
+                (
+                    i
+                    for i, p in enumerate(parts[:-1])
+                    if secret_name(p) is not None or p.lower() in ("bearer", "token")
+                ),
+                None,
+            )
             if after_name and token:
                 self._secrets.learn(token)
                 token = REDACTED
@@ -166,7 +184,10 @@ class UrlRedactor:
         for (_, v), s in zip(pairs, secret, strict=True):
             if s:
                 self._secrets.learn(v)
-        return "&".join(f"{quote(k, safe='')}={URL_TOKEN if s else quote(v, safe='')}" for (k, v), s in zip(pairs, secret, strict=True))
+        return "&".join(
+            f"{quote(k, safe='')}={URL_TOKEN if s else quote(v, safe='')}"
+            for (k, v), s in zip(pairs, secret, strict=True)
+        )
 
     def _learn_path(self, path: str) -> None:
         """Learn a credential in a URL's path: /key/<key>/, /token/<token>, /bot<id>:<token>
@@ -174,9 +195,16 @@ class UrlRedactor:
         segments = path.split("/")
         for i in range(1, len(segments)):
             seg = segments[i]
-            if looks_secret(seg) and (secret_name(segments[i - 1]) is not None or segments[i - 1].lower() in ("bot", "keys")):
+            if looks_secret(seg) and (
+                secret_name(segments[i - 1]) is not None
+                or segments[i - 1].lower() in ("bot", "keys")
+            ):
                 self._secrets.learn(seg)
-            elif seg.lower().startswith("bot") and ":" in seg and looks_secret(seg[3:].split(":", 1)[1] + "0a"):
+            elif (
+                seg.lower().startswith("bot")
+                and ":" in seg
+                and looks_secret(seg[3:].split(":", 1)[1] + "0a")
+            ):
                 self._secrets.learn(seg[3:])
 
 
@@ -192,10 +220,17 @@ class Redactor:
     order an exchange needs (a request's headers learned before its body is scrubbed …).
     """
 
-    def __init__(self, extra_patterns: Iterable[str] = (), extra_headers: Iterable[str] = (), body_keys: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        extra_patterns: Iterable[str] = (),
+        extra_headers: Iterable[str] = (),
+        body_keys: Iterable[str] = (),
+    ) -> None:
         self._secrets = Secrets()
         self._scrubber = Scrubber(self._secrets, detector(extra_patterns))
-        self._json = JsonRedactor(self._secrets, self._scrubber, frozenset(k.lower() for k in body_keys))
+        self._json = JsonRedactor(
+            self._secrets, self._scrubber, frozenset(k.lower() for k in body_keys)
+        )
         self._learner = BodyLearner(self._secrets, self._json)
         self._streams = StreamRedactor(self._secrets, self._scrubber, self._json)
         self._headers = HeaderRedactor(self._secrets, self._scrubber, extra_headers)
@@ -203,7 +238,10 @@ class Redactor:
 
     @classmethod
     def configured(
-        cls, headers: Iterable[str] = (), patterns: Iterable[str] = (), config: str | Path | None = None
+        cls,
+        headers: Iterable[str] = (),
+        patterns: Iterable[str] = (),
+        config: str | Path | None = None,
     ) -> Redactor:
         """A redactor with the project's extra names and patterns: ``headers`` and ``patterns``
         given here (``--redact-header``, ``--redact-pattern``) plus ``headers``, ``patterns`` and
@@ -217,15 +255,26 @@ class Redactor:
         path = Path(config) if config is not None else Path("pyproject.toml")
         if path.is_file():
             try:
-                table = tomllib.loads(path.read_text("utf-8")).get("tool", {}).get("looptap", {}).get("redact", {})
+                table = (
+                    tomllib.loads(path.read_text("utf-8"))
+                    .get("tool", {})
+                    .get("looptap", {})
+                    .get("redact", {})
+                )
             except (OSError, tomllib.TOMLDecodeError) as exc:
                 raise ValueError(f"cannot read [tool.looptap.redact] from {path}: {exc}") from None
             if not isinstance(table, dict):
                 raise ValueError(f"{path}: [tool.looptap.redact] is not a table")
-            for name, into in (("headers", extra_headers), ("patterns", extra_patterns), ("body_keys", keys)):
+            for name, into in (
+                ("headers", extra_headers),
+                ("patterns", extra_patterns),
+                ("body_keys", keys),
+            ):
                 value = table.get(name, [])
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise ValueError(f"{path}: [tool.looptap.redact] {name} must be a list of strings")
+                    raise ValueError(
+                        f"{path}: [tool.looptap.redact] {name} must be a list of strings"
+                    )
                 into.extend(value)
         for pat in extra_patterns:
             try:
@@ -276,8 +325,8 @@ class Redactor:
         if not changed:
             return None
         return scrubbed, (
-            f"Content-Encoding {encoding} did not decode; what did decode held a secret, so it is stored "
-            "decoded with the secret masked instead of the raw bytes"
+            f"Content-Encoding {encoding} did not decode; what did decode held a secret, so it is "
+            "stored decoded with the secret masked instead of the raw bytes"
         )
 
     def document(self, value: Any) -> Any:
@@ -316,7 +365,9 @@ class Redactor:
             request_body=body,
             response_headers=resp_headers,
             response_chunks=chunks,
-            transport_error=self._scrubber.scrub(ex.transport_error) if ex.transport_error else None,
+            transport_error=self._scrubber.scrub(ex.transport_error)
+            if ex.transport_error
+            else None,
             notes=[self._scrubber.scrub(n) for n in notes],
             edits=self._json.scrub_json(ex.edits)[0] if ex.edits else ex.edits,
         )
@@ -331,7 +382,11 @@ class Redactor:
         decode holds a secret (noted in ``notes``)."""
         body = ex.request_body
         req_encoding = ex.request_header("content-encoding")
-        salvaged = self._undecoded(body, req_encoding) if req_encoding and any(n.startswith("request:") for n in ex.notes) else None
+        salvaged = (
+            self._undecoded(body, req_encoding)
+            if req_encoding and any(n.startswith("request:") for n in ex.notes)
+            else None
+        )
         if salvaged is not None:
             notes.append("request: " + salvaged[1])
             body = salvaged[0]

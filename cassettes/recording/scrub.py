@@ -29,7 +29,8 @@ SEEN_CHARS = 64 << 20
 
 def detector(extra_patterns: Iterable[str] = ()) -> Detector:
     """The shared secret detector (:mod:`cassettes.recording.detector`: gitleaks' ruleset and
-    looptap's), plus ``extra_patterns``: what ``looptap verify`` reports is what the redactor masks."""
+    looptap's), plus ``extra_patterns``: what ``looptap verify`` reports is what the redactor
+    masks."""
     return default_detector().with_patterns(extra_patterns)
 
 
@@ -42,7 +43,8 @@ class Secrets:
         self._values: set[str] = set()
 
     def learn(self, value: str) -> None:
-        """The pieces of ``value`` that may be a secret (8 characters or more, not a scheme's name)."""
+        """The pieces of ``value`` that may be a secret (8 characters or more, not a scheme's
+        name)."""
         for piece in re.split(r"[\s,;=]+", value):
             piece = piece.strip().strip('"')
             if len(piece) >= 8 and piece.lower() not in ("bearer", "basic") and piece != REDACTED:

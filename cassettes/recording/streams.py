@@ -19,7 +19,18 @@ from cassettes import bounds
 from cassettes.recording.names import REDACTED
 from cassettes.wire.framing import is_aws_eventstream
 
-__all__ = ["STREAM_BYTES", "apply_edits", "aws_frame", "json_frames", "json_lines", "mask_channel", "merge", "rewrite", "stream_texts", "string_leaves"]
+__all__ = [
+    "STREAM_BYTES",
+    "apply_edits",
+    "aws_frame",
+    "json_frames",
+    "json_lines",
+    "mask_channel",
+    "merge",
+    "rewrite",
+    "stream_texts",
+    "string_leaves",
+]
 
 #: Streams larger than this are scrubbed as bytes only, not event by event.
 STREAM_BYTES = 64 << 20
@@ -49,16 +60,24 @@ def json_lines(data: bytes) -> list[tuple[int, int, Any]]:
     return docs
 
 
-def json_frames(data: bytes) -> tuple[list[tuple[int, int, int, dict[str, Any] | None]], list[Any], list[bytes]]:
+def json_frames(
+    data: bytes,
+) -> tuple[list[tuple[int, int, int, dict[str, Any] | None]], list[Any], list[bytes]]:
     """The AWS event-stream frames of ``data`` that carry JSON: (start, end, headers' length, the
     wrapper when the event is base64 in its ``bytes`` field), the JSON events, the payloads."""
-    frames: list[tuple[int, int, int, dict[str, Any] | None]] = []  # start, end, headers' length, wrapper
+    # start, end, headers' length, wrapper
+    frames: list[tuple[int, int, int, dict[str, Any] | None]] = []
     docs: list[Any] = []
     originals: list[bytes] = []
     pos = 0
     while pos + 16 <= len(data):
         total, hlen, pcrc = struct.unpack_from(">III", data, pos)
-        if zlib.crc32(data[pos : pos + 8]) != pcrc or total < 16 or pos + total > len(data) or hlen > total - 16:
+        if (
+            zlib.crc32(data[pos : pos + 8]) != pcrc
+            or total < 16
+            or pos + total > len(data)
+            or hlen > total - 16
+        ):
             break
         payload = data[pos + 12 + hlen : pos + total - 4]
         try:
@@ -85,7 +104,11 @@ def stream_texts(data: bytes) -> list[str]:
     what ``looptap verify`` scans besides each event."""
     if len(data) > STREAM_BYTES:
         return []
-    docs = json_frames(data)[1] if is_aws_eventstream(data[:12]) else [d for _, _, d in json_lines(data)]
+    docs = (
+        json_frames(data)[1]
+        if is_aws_eventstream(data[:12])
+        else [d for _, _, d in json_lines(data)]
+    )
     channels: dict[str, list[tuple[int, Any, Any, str]]] = {}
     for i, doc in enumerate(docs):
         if isinstance(doc, dict | list):
@@ -93,7 +116,9 @@ def stream_texts(data: bytes) -> list[str]:
     return ["".join(p[3] for p in pieces) for pieces in channels.values() if len(pieces) > 1]
 
 
-def string_leaves(value: Any, path: str, i: int, out: dict[str, list[tuple[int, Any, Any, str]]], depth: int = 0) -> None:
+def string_leaves(
+    value: Any, path: str, i: int, out: dict[str, list[tuple[int, Any, Any, str]]], depth: int = 0
+) -> None:
     """Appends (event, container, key, string) to ``out[path]`` for each string value in
     ``value`` (bounded: 32 levels)."""
     if depth > 32:
@@ -121,7 +146,9 @@ def _leaf_changes(old: Any, new: Any, out: list[tuple[Any, Any]], depth: int = 0
             return False
         return all(_leaf_changes(old[k], new[k], out, depth + 1) for k in old)
     if isinstance(old, list) and isinstance(new, list):
-        return len(old) == len(new) and all(_leaf_changes(a, b, out, depth + 1) for a, b in zip(old, new, strict=True))
+        return len(old) == len(new) and all(
+            _leaf_changes(a, b, out, depth + 1) for a, b in zip(old, new, strict=True)
+        )
     if isinstance(old, dict | list) or isinstance(new, dict | list):
         return False
     if old != new or type(old) is not type(new):
@@ -139,10 +166,15 @@ def rewrite(raw: bytes, old: Any, new: Any) -> bytes:
     if _leaf_changes(old, new, pairs):
         text = raw.decode("utf-8", "surrogateescape")
         for a, b in pairs:
-            forms = {orjson.dumps(a).decode(), json.dumps(a)} if isinstance(a, str) else {json.dumps(a)}
-            rep = orjson.dumps(b).decode().replace("\\", "\\\\")  # (a replacement template: backslashes doubled)
+            forms = (
+                {orjson.dumps(a).decode(), json.dumps(a)} if isinstance(a, str) else {json.dumps(a)}
+            )
+            # (a replacement template: backslashes doubled)
+            rep = orjson.dumps(b).decode().replace("\\", "\\\\")
             for form in forms:
-                text = re.sub(r"([:\[,]\s*)" + re.escape(form) + r"(?=\s*[,}\]])", r"\g<1>" + rep, text)
+                text = re.sub(
+                    r"([:\[,]\s*)" + re.escape(form) + r"(?=\s*[,}\]])", r"\g<1>" + rep, text
+                )
         out = text.encode("utf-8", "surrogateescape")
         try:
             if orjson.loads(out) == new:
@@ -160,7 +192,9 @@ def aws_frame(headers: bytes, payload: bytes) -> bytes:
     return head + struct.pack(">I", zlib.crc32(head))
 
 
-def apply_edits(chunks: list[tuple[float | None, bytes]], data: bytes, edits: list[tuple[int, int, bytes]]) -> list[tuple[float | None, bytes]]:
+def apply_edits(
+    chunks: list[tuple[float | None, bytes]], data: bytes, edits: list[tuple[int, int, bytes]]
+) -> list[tuple[float | None, bytes]]:
     """``chunks`` (whose bytes joined are ``data``) with each (start, end, replacement) of
     ``edits`` applied: the replacement goes into the chunk where the edited range starts, and the
     rest of the range is removed from the chunks it continues into."""
@@ -203,7 +237,12 @@ def merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def mask_channel(pieces: list[tuple[int, Any, Any, str]], joined: str, spans: list[tuple[int, int]], instead: dict[int, str] | None = None) -> list[int]:
+def mask_channel(
+    pieces: list[tuple[int, Any, Any, str]],
+    joined: str,
+    spans: list[tuple[int, int]],
+    instead: dict[int, str] | None = None,
+) -> list[int]:
     """Mask ``spans`` of a field's text across events (``joined``: its ``pieces`` joined, as
     :func:`string_leaves` gathered them): ``[REDACTED]`` (or ``instead[start]``) in the piece
     where a span starts, the span removed from the pieces it continues into. Edits the events in
@@ -226,7 +265,8 @@ def mask_channel(pieces: list[tuple[int, Any, Any, str]], joined: str, spans: li
             if ss > j:
                 parts.append(joined[j:ss])
             if ss >= lo:
-                parts.append(instead.get(ss, REDACTED) if instead else REDACTED)  # where the secret starts; removed from the pieces it continues into
+                # where the secret starts; removed from the pieces it continues into
+                parts.append(instead.get(ss, REDACTED) if instead else REDACTED)
             j = max(j, min(se, hi))
         parts.append(joined[j:hi])
         container[key] = "".join(parts)

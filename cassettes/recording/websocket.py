@@ -95,13 +95,21 @@ class WsSession:
         return self._rules is not None
 
     def message(self, from_client: bool, content: bytes | str, t: float) -> list[Exchange]:
-        data = content.encode("utf-8", "surrogateescape") if isinstance(content, str) else bytes(content)
+        data = (
+            content.encode("utf-8", "surrogateescape")
+            if isinstance(content, str)
+            else bytes(content)
+        )
         msg = _Message(from_client, data, t, self._count)
         self._count += 1
         out = self._place(msg, self._read(msg))
-        self._pending_bytes = sum(len(m.content) for m in (*self._turn, *self._outside, *self._gathered))
+        self._pending_bytes = sum(
+            len(m.content) for m in (*self._turn, *self._outside, *self._gathered)
+        )
         if self._pending_bytes > MAX_PENDING_BYTES:
-            out.extend(self._flush(f"over {MAX_PENDING_BYTES} bytes of messages without a turn's end"))
+            out.extend(
+                self._flush(f"over {MAX_PENDING_BYTES} bytes of messages without a turn's end")
+            )
         return out
 
     def _read(self, msg: _Message) -> Any:
@@ -138,7 +146,12 @@ class WsSession:
         """A client message opens a turn (cutting the open one, if any)."""
         out: list[Exchange] = []
         if self._turn:  # a new turn before the last one closed: the last one is cut
-            out.append(self._exchange(self._turn, cut="the client started the next turn before this one's terminal event"))
+            out.append(
+                self._exchange(
+                    self._turn,
+                    cut="the client started the next turn before this one's terminal event",
+                )
+            )
         self._turn = [msg]
         self._previous = self._last_response_id
         self._turn_id = f"{self.connection}/turn{self._turns + 1}"
@@ -154,7 +167,9 @@ class WsSession:
         self._turn = []
         return ex
 
-    def end(self, close_code: int | None = None, reason: str | None = None, t: float | None = None) -> list[Exchange]:
+    def end(
+        self, close_code: int | None = None, reason: str | None = None, t: float | None = None
+    ) -> list[Exchange]:
         """The connection closed: a turn still open is cut; messages outside any turn are kept
         as one session record."""
         why = f"the connection closed (code {close_code}{': ' + reason if reason else ''})"
@@ -177,7 +192,10 @@ class WsSession:
 
     # -- building exchanges ------------------------------------------------------------------------
     def _notes(self, msgs: Sequence[_Message], what: str) -> list[str]:
-        return [f"websocket {self.connection}: {what}, messages {msgs[0].n}–{msgs[-1].n} of the connection"]
+        return [
+            f"websocket {self.connection}: {what}, messages "
+            f"{msgs[0].n}–{msgs[-1].n} of the connection"
+        ]
 
     def _exchange(self, msgs: list[_Message], cut: str | None = None) -> Exchange:
         opener, answers = msgs[0], msgs[1:]
@@ -187,8 +205,15 @@ class WsSession:
         body = opener.content
         if self._rules is not None and self._rules.gathers is not None:
             gathered, self._gathered = self._gathered, []
-            events = b",".join(m.content if m.json() is not None else _placeholder(m.content) for m in (*gathered, opener))
-            envelope: dict[str, Any] = {"type": WS_TURN, "connection": self.connection, "previous_response_id": self._previous}
+            events = b",".join(
+                m.content if m.json() is not None else _placeholder(m.content)
+                for m in (*gathered, opener)
+            )
+            envelope: dict[str, Any] = {
+                "type": WS_TURN,
+                "connection": self.connection,
+                "previous_response_id": self._previous,
+            }
             if self._rules.response_id is None:
                 envelope["turn_id"] = self._turn_id  # the answer's id, for an API that gives none
             head = orjson.dumps(envelope)
@@ -202,10 +227,14 @@ class WsSession:
             notes=self._notes(msgs, f"turn {self._turns}"),
         )
         if client_later and self._rules is not None and self._rules.gathers is not None:
-            self._gathered.extend(client_later)  # sent during this turn: part of the next one's request
+            # sent during this turn: part of the next one's request
+            self._gathered.extend(client_later)
             client_later = []
         if client_later:
-            ex.notes.append(f"{len(client_later)} client messages during the turn kept in the session, not in this round trip")
+            ex.notes.append(
+                f"{len(client_later)} client messages during the turn "
+                "kept in the session, not in this round trip"
+            )
             self._outside.extend(client_later)
         only = server[0].json() if len(server) == 1 else None
         status = _error_status(only)
@@ -227,8 +256,15 @@ class WsSession:
     def _session_record(self, msgs: list[_Message], why: str) -> Exchange:
         """Messages outside any turn (or a whole session whose API looptap cannot read): one
         record, each message a line ``> `` (client) or ``< `` (server), kept, never parsed."""
-        lines = b"".join((b"> " if m.from_client else b"< ") + m.content.replace(b"\n", b"\\n") + b"\n" for m in msgs)
-        what = "session messages outside any turn" if self.readable else "a WebSocket session looptap cannot read as turns"
+        lines = b"".join(
+            (b"> " if m.from_client else b"< ") + m.content.replace(b"\n", b"\\n") + b"\n"
+            for m in msgs
+        )
+        what = (
+            "session messages outside any turn"
+            if self.readable
+            else "a WebSocket session looptap cannot read as turns"
+        )
         return Exchange(
             method="GET",
             url=self.http_url,
@@ -245,13 +281,17 @@ def _placeholder(content: bytes) -> bytes:
     """A message that is not JSON, inside an envelope: its size and hash."""
     import hashlib
 
-    return orjson.dumps({"looptap_not_json": {"bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()}})
+    return orjson.dumps(
+        {"looptap_not_json": {"bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()}}
+    )
 
 
 def _as_event(m: _Message) -> bytes:
     obj = m.json()
     kind = obj.get("type") if isinstance(obj, dict) and isinstance(obj.get("type"), str) else None
-    head = b"event: " + kind.encode("utf-8", "replace").replace(b"\n", b" ") + b"\n" if kind else b""
+    head = (
+        b"event: " + kind.encode("utf-8", "replace").replace(b"\n", b" ") + b"\n" if kind else b""
+    )
     return head + b"data: " + m.content.replace(b"\r", b"").replace(b"\n", b"\ndata: ") + b"\n\n"
 
 

@@ -1,7 +1,8 @@
 """Replay, by what a user does: serve a cassette to the real agent code (``serving``), fork and
-compare runs (``forking``), test an agent with pytest (``testing``: the plugin), with what they share
-below them: matching requests LLM-aware and explaining misses by layer (``matching``), requests sent
-to a live upstream (``live``), the loopback wire (``transports``); ``cli`` registers the commands.
+compare runs (``forking``), test an agent with pytest (``testing``: the plugin), with what they
+share below them: matching requests LLM-aware and explaining misses by layer (``matching``),
+requests sent to a live upstream (``live``), the loopback wire (``transports``); ``cli`` registers
+the commands.
 
     ReplayServer   the loopback HTTP/1.1 server (``looptap replay``), threaded or in a loop
     Matcher        which recorded round trip answers a request; ``Miss`` when none does

@@ -1,4 +1,5 @@
-"""``looptap replay`` and ``looptap diff``, registered through the ``looptap.commands`` entry points.
+"""``looptap replay`` and ``looptap diff``, registered through the ``looptap.commands`` entry
+points.
 
 Errors are converted by the core CLI (one line, non-zero exit); these commands only add theirs.
 """
@@ -15,7 +16,17 @@ from typing import Any
 
 import orjson
 
-__all__ = ["cmd_compare", "cmd_diff", "cmd_replay", "cmd_rules_propose", "different_apis", "register_compare", "register_diff", "register_replay", "register_rules"]
+__all__ = [
+    "cmd_compare",
+    "cmd_diff",
+    "cmd_replay",
+    "cmd_rules_propose",
+    "different_apis",
+    "register_compare",
+    "register_diff",
+    "register_replay",
+    "register_rules",
+]
 
 
 def _err(msg: str) -> None:
@@ -53,7 +64,9 @@ def _cursor(args: argparse.Namespace) -> Any:
     """``--cursor`` with its ``--live`` upstreams and ``--model`` (a fork's replay server)."""
     if args.cursor is None:
         if args.live or args.model or args.edit or args.prefix != "strict":
-            raise _Usage("--live, --model, --edit and --prefix go with --cursor (where the run goes live)")
+            raise _Usage(
+                "--live, --model, --edit and --prefix go with --cursor (where the run goes live)"
+            )
         return None
     from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
     from cassettes.replay.live.edits import EditError, parse_edit
@@ -71,17 +84,26 @@ def _cursor(args: argparse.Namespace) -> Any:
         raise _Usage(str(exc)) from None
     for e in edits:
         if e.selector is not None and e.selector != spec.text:
-            raise _Usage(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; its selector, if given, is the cursor's")
+            raise _Usage(
+                f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; "
+                "its selector, if given, is the cursor's"
+            )
     key = None
     if args.live_recorder:
         import os
 
         from cassettes.wire.edited import KEY_ENV
 
-        key = os.environ.pop(KEY_ENV, None)  # the fork's per-run key: read once, passed on to nothing
+        # the fork's per-run key: read once, passed on to nothing
+        key = os.environ.pop(KEY_ENV, None)
         if not key:
-            raise _Usage(f"--live-recorder needs the fork's per-run key in {KEY_ENV} (looptap run --from gives it): without it the recorder accepts no edit marks")
-    return Cursor(spec, live_router(bases), model=args.model, edits=edits, edit_key=key, prefix=args.prefix)
+            raise _Usage(
+                f"--live-recorder needs the fork's per-run key in {KEY_ENV} (looptap run --from "
+                "gives it): without it the recorder accepts no edit marks"
+            )
+    return Cursor(
+        spec, live_router(bases), model=args.model, edits=edits, edit_key=key, prefix=args.prefix
+    )
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -94,10 +116,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
         cursor = _cursor(args)
         from cassettes.replay.matching.userrules import rules_of_args
 
-        rules = rules_of_args(args, args.file)  # refused here, before the cassette is read or anything listens
+        # refused here, before the cassette is read or anything listens
+        rules = rules_of_args(args, args.file)
         server = ReplayServer(
-            Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan, idle_timeout=idle, read_timeout=read, cursor=cursor,
-            volatile=not args.no_volatile and rules.volatile is not False, rules=rules,
+            Path(args.file),
+            host=args.host,
+            port=args.port,
+            pace=args.pace,
+            strict=args.strict,
+            faults=plan,
+            idle_timeout=idle,
+            read_timeout=read,
+            cursor=cursor,
+            volatile=not args.no_volatile and rules.volatile is not False,
+            rules=rules,
         )
     except (_Usage, ValueError) as exc:
         _err(f"error: {exc}")
@@ -113,22 +145,35 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _write_tolerated(server, args.tolerated_out)
     if args.sent_out and server.misses:
         _keep_sent(server, args.sent_out)
-    return 1 if server.misses or server.internal_errors or (args.strict and server.unplayed()) or (cursor is not None and cursor.unapplied()) else 0
+    return (
+        1
+        if server.misses
+        or server.internal_errors
+        or (args.strict and server.unplayed())
+        or (cursor is not None and cursor.unapplied())
+        else 0
+    )
 
 
 def _write_tolerated(server: Any, path: str) -> None:
-    """What the replay tolerated, per recorded turn (:mod:`cassettes.replay.matching.tolerated`: redacted,
-    cut), as JSON into ``path``, a file ``looptap run --from`` made for it and reads back into the
-    branch cassette; never over another file (created anew, private)."""
+    """What the replay tolerated, per recorded turn (:mod:`cassettes.replay.matching.tolerated`:
+    redacted, cut), as JSON into ``path``, a file ``looptap run --from`` made for it and reads back
+    into the branch cassette; never over another file (created anew, private)."""
     import orjson
 
     from cassettes.replay.matching.tolerated import turn_entries
     from cassettes.storage.store import write_private
 
     try:
-        write_private(path, orjson.dumps({"tolerated": turn_entries(server.matcher), "starts": _starts(server)}))
+        write_private(
+            path,
+            orjson.dumps({"tolerated": turn_entries(server.matcher), "starts": _starts(server)}),
+        )
     except OSError as exc:
-        _err(f"warning: the tolerated differences could not be written for the branch: {exc.strerror or exc}")
+        _err(
+            "warning: the tolerated differences could not be written for the branch: "
+            f"{exc.strerror or exc}"
+        )
 
 
 def _keep_sent(server: Any, path: str) -> None:
@@ -143,7 +188,8 @@ def _keep_sent(server: Any, path: str) -> None:
 
 
 def _starts(server: Any) -> dict[str, Any]:
-    """Where each conversation went live (``@divergence``: known only now): conversation → (seq, turn)."""
+    """Where each conversation went live (``@divergence``: known only now): conversation → (seq,
+    turn)."""
     cursor = server.planner.cursor
     if cursor is None or not cursor.spec.divergence:
         return {}
@@ -179,7 +225,10 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
         n = len(server.matcher.recorded)
         from cassettes.hints import count
 
-        _err(f"replaying {args.file}: {count(n, 'round trip')} on {server.url}, pace {args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)")
+        _err(
+            f"replaying {args.file}: {count(n, 'round trip')} on {server.url}, pace "
+            f"{args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)"
+        )
         await stop.wait()
         await server.stop_async()
         return True
@@ -196,10 +245,21 @@ def _report(server: Any, plan: Any, cursor: Any) -> None:
         for line in cursor.report_lines():
             _err(line)
     if plan is not None:
-        _err(f"replay: {count(len(plan.fired), 'fault')} injected" + "".join(f"\n  request {n} (recorded #{seq}): {text}" for n, seq, text in plan.fired[:50]))
+        _err(
+            f"replay: {count(len(plan.fired), 'fault')} injected"
+            + "".join(
+                f"\n  request {n} (recorded #{seq}): {text}" for n, seq, text in plan.fired[:50]
+            )
+        )
         if plan.skipped:
-            _err(f"replay: {count(len(plan.skipped), 'fault')} not injected (the recorded answer was served)"
-                 + "".join(f"\n  request {n} (recorded #{seq}): {text}: {why}" for n, seq, text, why in plan.skipped[:50]))
+            _err(
+                f"replay: {count(len(plan.skipped), 'fault')} not "
+                "injected (the recorded answer was served)"
+                + "".join(
+                    f"\n  request {n} (recorded #{seq}): {text}: {why}"
+                    for n, seq, text, why in plan.skipped[:50]
+                )
+            )
     for m in server.misses:
         for line in m.lines():
             print(line, file=sys.stderr)
@@ -231,7 +291,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     with reading_line(Path(args.b).name) as progress:
         run_b = open_run(args.b, progress=progress)
     problems_a, problems_b = run_a.problems, run_b.problems
-    # the requests compared as `looptap replay A` matches them: A's project rules and the flags, each run's detectors
+    # the requests compared as `looptap replay A` matches them: A's project rules and the flags,
+    # each run's detectors
     compare = comparing(rules, run_a.header, run_b.header, volatile=not args.no_volatile)
     # A branch forked from A is lined up from its cursor; else runs on no common API are one line.
     forked = fork_lined_up(args.a, args.b, run_a, run_b, notes, compare=compare)
@@ -241,12 +302,24 @@ def cmd_diff(args: argparse.Namespace) -> int:
     elif unrelated is not None:  # nothing to pair turn by turn: one line says so
         divs = [unrelated]
     else:
-        divs = diff_analysed(run_a.analysis, run_b.analysis, run_a.exchange_by_seq, run_b.exchange_by_seq, compare=compare)
+        divs = diff_analysed(
+            run_a.analysis,
+            run_b.analysis,
+            run_a.exchange_by_seq,
+            run_b.exchange_by_seq,
+            compare=compare,
+        )
     for path, problems in ((args.a, problems_a), (args.b, problems_b)):
         for p in problem_lines(problems):
             _err(f"warning: {path}: {p}")
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(_diff_doc(args, notes, divs), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        sys.stdout.buffer.write(
+            orjson.dumps(
+                _diff_doc(args, notes, divs),
+                option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE,
+                default=str,
+            )
+        )
         sys.stdout.flush()
     elif unrelated is not None:
         print(f"looptap diff {args.a} {args.b}: {unrelated.message}")
@@ -257,7 +330,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             print(clean_line(line))
         for line in divergence_lines(divs, f"looptap diff {args.a} {args.b}"):
             print(line)
-    return 1 if any(d.layer != "fork" for d in divs) else 0  # what the fork itself changed is no divergence
+    # what the fork itself changed is no divergence
+    return 1 if any(d.layer != "fork" for d in divs) else 0
 
 
 def _related(args: argparse.Namespace, notes: list[str]) -> bool:
@@ -272,22 +346,39 @@ def _related(args: argparse.Namespace, notes: list[str]) -> bool:
         _err(f"looptap diff: {clean_line(rel.changed)}")
         return False
     if rel is not None and rel.swapped:  # the branch named first: its origin is A all the same
-        notes.append(clean_line(f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} (the origin as A, the branch as B)"))
+        notes.append(
+            clean_line(
+                f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} "
+                "(the origin as A, the branch as B)"
+            )
+        )
         args.a, args.b = args.b, args.a
-    if rel is None:  # a branch named beside a run that is not its origin: said, then compared as two runs
+    # a branch named beside a run that is not its origin: said, then compared as two runs
+    if rel is None:
         from cassettes.replay.forking.fork import origin_of
 
         for branch, other in ((args.b, args.a), (args.a, args.b))[: 1 if args.a == args.b else 2]:
             o = origin_of(branch) if Path(branch).is_file() else None
             if o is not None:
-                notes.append(clean_line(f"{branch} is a branch of {o.get('run')}, not of {other} (not the run it was forked from): compared as two runs, turn by turn"))
+                notes.append(
+                    clean_line(
+                        f"{branch} is a branch of {o.get('run')}, not of {other} (not the run it "
+                        "was forked from): compared as two runs, turn by turn"
+                    )
+                )
     return True
 
 
 def _diff_doc(args: argparse.Namespace, notes: list[str], divs: list[Any]) -> dict[str, Any]:
     """``looptap diff --json``'s document."""
-    doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "notes": notes, "divergences": [d.as_json() for d in divs]}
-    if getattr(divs, "tolerated", None):  # what the matching tolerated (a branch: its prefix's first)
+    doc: dict[str, Any] = {
+        "a": str(args.a),
+        "b": str(args.b),
+        "notes": notes,
+        "divergences": [d.as_json() for d in divs],
+    }
+    # what the matching tolerated (a branch: its prefix's first)
+    if getattr(divs, "tolerated", None):
         doc["tolerated"] = divs.tolerated  # type: ignore[attr-defined]
     if getattr(divs, "tolerated_left_out", 0):  # past tolerated.MAX_TURNS turns: counted, not kept
         doc["tolerated_left_out"] = divs.tolerated_left_out  # type: ignore[attr-defined]
@@ -319,19 +410,41 @@ def different_apis(a: Any, b: Any) -> Any:
     apis_a, apis_b = _apis(a), _apis(b)
     if not apis_a or not apis_b or set(apis_a) & set(apis_b):
         return None
-    return Divergence("A", f"the runs use different APIs ({', '.join(apis_a[:3])} against {', '.join(apis_b[:3])}): not two runs of one agent, nothing to compare turn by turn", None, None)
+    return Divergence(
+        "A",
+        f"the runs use different APIs ({', '.join(apis_a[:3])} against {', '.join(apis_b[:3])}): "
+        "not two runs of one agent, nothing to compare turn by turn",
+        None,
+        None,
+    )
 
 
 def register_replay(sub: Any) -> None:
-    p = sub.add_parser("replay", help="serve a cassette as a fake upstream; prints the environment to export")
-    p.add_argument("file", help="the run to replay: a looptap cassette, a vcrpy cassette or a mitmproxy flow file")
+    p = sub.add_parser(
+        "replay", help="serve a cassette as a fake upstream; prints the environment to export"
+    )
+    p.add_argument(
+        "file",
+        help="the run to replay: a looptap cassette, a vcrpy cassette or a mitmproxy flow file",
+    )
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
-    p.add_argument("--pace", default="instant", help="stream pace: recorded, instant (default) or xN (N times faster than recorded)")
-    p.add_argument("--strict", action="store_true", help="requests must come in recorded order, with the same API version headers; exit 1 if any round trip was left unplayed")
     p.add_argument(
-        "--no-volatile", action="store_true",
-        help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or loopback port tolerated (docs/testing.md)",
+        "--pace",
+        default="instant",
+        help="stream pace: recorded, instant (default) or xN (N times faster than recorded)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="requests must come in recorded order, with the same API version headers; exit 1 if "
+        "any round trip was left unplayed",
+    )
+    p.add_argument(
+        "--no-volatile",
+        action="store_true",
+        help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
+        "home or loopback port tolerated (docs/testing.md)",
     )
     from cassettes.replay.matching.userrules import add_rule_flags
 
@@ -341,36 +454,100 @@ def register_replay(sub: Any) -> None:
         action="append",
         default=[],
         metavar="SELECTOR:KIND",
-        help="inject a fault in the API's own format (repeatable), e.g. 'turn=1:overloaded*2', 'p=0.2:rate_limit', "
-        "'seq=4:stream_cut=3', '*:slow_first_byte=5'; kinds: rate_limit, overloaded, server_error, context_length, "
-        "reset, slow_first_byte, stall, stream_cut, error_event (docs/faults.md)",
+        help="inject a fault in the API's own format (repeatable), e.g. 'turn=1:overloaded*2', "
+        "'p=0.2:rate_limit', 'seq=4:stream_cut=3', '*:slow_first_byte=5'; kinds: rate_limit, "
+        "overloaded, server_error, context_length, reset, slow_first_byte, stall, stream_cut, "
+        "error_event (docs/faults.md)",
     )
-    p.add_argument("--fault-seed", type=int, default=0, help="seed of the p= selectors (the same seed, the same faults)")
-    p.add_argument("--idle-timeout", type=float, metavar="SECONDS", help="close a connection idle this long between requests or WebSocket frames (default 120; 0: never)")
-    p.add_argument("--read-timeout", type=float, metavar="SECONDS", help="a request head must arrive, and a body may pause, at most this long (default 30; 0: no limit)")
-    p.add_argument("--cursor", metavar="SELECTOR", help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1; divergence: each conversation from its first request that differs) requests go to --live upstreams (docs/fork.md)")
-    p.add_argument("--live", action="append", default=[], metavar="NAME=URL", help="with --cursor: where requests of that API go past the cursor (NAME as --upstream names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)")
+    p.add_argument(
+        "--fault-seed",
+        type=int,
+        default=0,
+        help="seed of the p= selectors (the same seed, the same faults)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="close a connection idle this long between requests "
+        "or WebSocket frames (default 120; 0: never)",
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="a request head must arrive, and a body may pause, "
+        "at most this long (default 30; 0: no limit)",
+    )
+    p.add_argument(
+        "--cursor",
+        metavar="SELECTOR",
+        help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1; divergence: "
+        "each conversation from its first request that differs) requests go to --live upstreams "
+        "(docs/fork.md)",
+    )
+    p.add_argument(
+        "--live",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="with --cursor: where requests of that API go past the cursor (NAME as --upstream "
+        "names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)",
+    )
     p.add_argument("--model", help="with --cursor: the model of every request sent live")
-    p.add_argument("--prefix", choices=("strict", "tolerant"), default="strict",
-                   help="with --cursor: strict (default): a request before the cursor must match its recorded turn (volatile spans tolerated); "
-                   "tolerant: one that differs only in tool results is answered with its recorded turn, in position, the difference listed (docs/fork.md)")
-    p.add_argument("--tolerated-out", metavar="FILE", help=argparse.SUPPRESS)  # looptap run --from: what was tolerated, for the branch
-    p.add_argument("--sent-out", metavar="FILE", help=argparse.SUPPRESS)  # looptap run --from: what the client sent, kept when the prefix missed
-    p.add_argument("--edit", action="append", default=[], metavar="TARGET=@FILE", help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)")
-    p.add_argument("--live-recorder", action="store_true", help="with --edit: the --live upstreams are the fork's looptap recorders (an edited request carries the client's original to them, sealed with the per-run key in $LOOPTAP_EDIT_KEY; looptap run --from sets both)")
+    p.add_argument(
+        "--prefix",
+        choices=("strict", "tolerant"),
+        default="strict",
+        help="with --cursor: strict (default): a request before the cursor must match its recorded "
+        "turn (volatile spans tolerated); tolerant: one that differs only in tool results is "
+        "answered with its recorded turn, in position, the difference listed (docs/fork.md)",
+    )
+    # looptap run --from: what was tolerated, for the branch
+    p.add_argument("--tolerated-out", metavar="FILE", help=argparse.SUPPRESS)
+    # looptap run --from: what the client sent, kept when the prefix missed
+    p.add_argument("--sent-out", metavar="FILE", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--edit",
+        action="append",
+        default=[],
+        metavar="TARGET=@FILE",
+        help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent "
+        "live (repeatable; docs/fork.md)",
+    )
+    p.add_argument(
+        "--live-recorder",
+        action="store_true",
+        help="with --edit: the --live upstreams are the fork's looptap recorders (an edited "
+        "request carries the client's original to them, sealed with the per-run key in "
+        "$LOOPTAP_EDIT_KEY; looptap run --from sets both)",
+    )
     p.set_defaults(func=cmd_replay)
 
 
 def register_rules(sub: Any) -> None:
-    p = sub.add_parser("rules", help="matching rules: propose them from two recordings of the same agent (docs/testing.md)")
+    p = sub.add_parser(
+        "rules",
+        help="matching rules: propose them from two recordings of the same agent (docs/testing.md)",
+    )
     rsub = p.add_subparsers(dest="rules_command", metavar="{propose}")
     rsub.required = True
     q = rsub.add_parser(
-        "propose", help="the rules that would make B's requests match A's (two runs of the same agent, e.g. on two days): printed, never written",
+        "propose",
+        help="the rules that would make B's requests match A's (two runs of the same agent, e.g. "
+        "on two days): printed, never written",
     )
-    q.add_argument("a", help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file): the recording")
+    q.add_argument(
+        "a",
+        help="the first run (a looptap cassette, a vcrpy cassette "
+        "or a mitmproxy flow file): the recording",
+    )
     q.add_argument("b", help="the second run of the same agent (the same formats)")
-    q.add_argument("--json", action="store_true", help="the differences, the proposed rules and what still differs, as JSON")
+    q.add_argument(
+        "--json",
+        action="store_true",
+        help="the differences, the proposed rules and what still differs, as JSON",
+    )
     q.set_defaults(func=cmd_rules_propose)
 
 
@@ -389,34 +566,58 @@ def cmd_rules_propose(args: argparse.Namespace) -> int:
         return 2
     for p in problems:
         _err(f"warning: {p}")
-    redactor = Redactor.configured()  # the values shown are the runs' request text: a key in one is not printed
+    # the values shown are the runs' request text: a key in one is not printed
+    redactor = Redactor.configured()
     if args.json:
-        print(orjson.dumps(redactor.document({**proposal.as_json(), "toml": proposal.toml()}), option=orjson.OPT_INDENT_2).decode())
+        print(
+            orjson.dumps(
+                redactor.document({**proposal.as_json(), "toml": proposal.toml()}),
+                option=orjson.OPT_INDENT_2,
+            ).decode()
+        )
         return 0 if proposal.matches else 1
-    lines = [f"{len(proposal.differences)} difference{'s' if len(proposal.differences) != 1 else ''} between the requests of {args.a} and {args.b} ({proposal.pairs} turns lined up):"]
+    lines = [
+        f"{len(proposal.differences)} difference{'s' if len(proposal.differences) != 1 else ''} "
+        f"between the requests of {args.a} and {args.b} ({proposal.pairs} turns lined up):"
+    ]
     lines += [f"  {d.line()}" for d in proposal.differences]
     lines += [f"  {u}" for u in proposal.unpaired]
     if proposal.matches:
-        lines.append(f"with the rules below (and the built-in detectors) all {proposal.pairs} turns match")
+        lines.append(
+            f"with the rules below (and the built-in detectors) all {proposal.pairs} turns match"
+        )
     else:
-        lines.append(f"with the rules below (and the built-in detectors) {proposal.pairs - len(proposal.remaining)} of {proposal.pairs} turns match; still diverging:")
+        lines.append(
+            "with the rules below (and the built-in detectors) "
+            f"{proposal.pairs - len(proposal.remaining)} of {proposal.pairs} turns match; still "
+            "diverging:"
+        )
         lines += [f"  {c} turn {t} at {p}" for c, t, p in proposal.remaining[:20]]
     for line in lines:
         print(clean_line(redactor.scrub(line)))
     print()
-    for line in proposal.toml().splitlines():  # TOML to paste: its anchors are recorded text, cleaned like the rest
+    # TOML to paste: its anchors are recorded text, cleaned like the rest
+    for line in proposal.toml().splitlines():
         print(clean_line(redactor.scrub(line)))
     return 0 if proposal.matches else 1
 
 
 def register_diff(sub: Any) -> None:
-    p = sub.add_parser("diff", help="where two runs of an agent diverge, by conversation, turn and layer (exit 1 if they do)")
-    p.add_argument("a", help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file)")
+    p = sub.add_parser(
+        "diff",
+        help="where two runs of an agent diverge, by conversation, "
+        "turn and layer (exit 1 if they do)",
+    )
+    p.add_argument(
+        "a", help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file)"
+    )
     p.add_argument("b", help="the second run (the same formats)")
     p.add_argument("--json", action="store_true", help="the divergences as JSON")
     p.add_argument(
-        "--no-volatile", action="store_true",
-        help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or loopback port tolerated (docs/testing.md)",
+        "--no-volatile",
+        action="store_true",
+        help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
+        "home or loopback port tolerated (docs/testing.md)",
     )
     from cassettes.replay.matching.userrules import add_rule_flags
 
@@ -466,7 +667,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     targets = [where_sent(p, router, args.model) for p in planned]
     unserved = [p.seq for p, (target, _) in zip(planned, targets, strict=True) if target is None]
     if unserved:
-        _err(f"error: no upstream serves the API of seq {', '.join(map(str, unserved[:5]))} (give one with --upstream NAME=URL): nothing sent")
+        _err(
+            f"error: no upstream serves the API of seq {', '.join(map(str, unserved[:5]))} (give "
+            "one with --upstream NAME=URL): nothing sent"
+        )
         return 2
     if skipped:
         _err(f"skipped: {', '.join(skipped)} (recorded errors: --include-errors sends them)")
@@ -478,14 +682,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 0
     result = compare_run(run, planned, router, args.model, args.samples, headers, skipped)
     result.run = str(args.file)
-    doc = redactor.document(result.as_json())  # the candidate's answers may echo a key, as a recorded body may
+    # the candidate's answers may echo a key, as a recorded body may
+    doc = redactor.document(result.as_json())
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        sys.stdout.buffer.write(
+            orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str)
+        )
         sys.stdout.flush()
     else:
         for line in result.lines():
             print(line)
-    if report is not None:  # saved for later readers (looptap mcp's comparison tool): what --json prints
+    # saved for later readers (looptap mcp's comparison tool): what --json prints
+    if report is not None:
         try:
             _save_report(report, doc)
         except CassetteError as exc:
@@ -494,13 +702,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return _compared(result)
 
 
-def _would_send(args: argparse.Namespace, planned: list[Any], targets: list[tuple[str | None, str | None]]) -> None:
+def _would_send(
+    args: argparse.Namespace, planned: list[Any], targets: list[tuple[str | None, str | None]]
+) -> None:
     """``looptap compare --dry-run``: what would be sent, a line per recorded request."""
     from cassettes.untrusted import clean_line
 
     for p, (target, note) in zip(planned, targets, strict=True):
-        print(clean_line(f"would send {args.samples}×: seq {p.seq} (conversation {p.conversation}, turn {p.turn}) {p.ex.method} {target}"
-                         + (f" with model {args.model} ({note})" if args.model else "")))
+        print(
+            clean_line(
+                f"would send {args.samples}×: seq {p.seq} (conversation {p.conversation}, turn "
+                f"{p.turn}) {p.ex.method} {target}"
+                + (f" with model {args.model} ({note})" if args.model else "")
+            )
+        )
 
 
 def _extra_headers(given: list[str]) -> list[tuple[str, str]] | None:
@@ -515,7 +730,10 @@ def _extra_headers(given: list[str]) -> list[tuple[str, str]] | None:
             _err("error: --header wants 'NAME: VALUE'")
             return None
         if header_problem(k.strip(), v.strip()) is not None:
-            _err(f"error: --header {said_name(k.strip())} cannot be sent: {header_problem(k.strip(), v.strip())}")
+            _err(
+                f"error: --header {said_name(k.strip())} cannot be sent: "
+                f"{header_problem(k.strip(), v.strip())}"
+            )
             return None
         headers.append((k.strip(), v.strip()))
     return headers
@@ -527,7 +745,9 @@ def _within_budget(args: argparse.Namespace, planned: list[Any], max_cost: Any) 
     from cassettes.untrusted import clean_line
 
     try:
-        for line in check_budget(planned, args.samples, args.max_requests, max_cost, args.allow_unknown_price, args.model):
+        for line in check_budget(
+            planned, args.samples, args.max_requests, max_cost, args.allow_unknown_price, args.model
+        ):
             _err(clean_line(line))
     except BudgetError as exc:
         for line in exc.lines:
@@ -545,7 +765,12 @@ def _compared(result: Any) -> int:
         _err(clean_line(f"error: the comparison stopped {result.stopped}"))
         return 1
     if result.turns and not result.verdict()["answers"]:  # every request answered with an error
-        _err(clean_line(f"error: no answers to compare: {result.verdict()['errors']} requests, every one answered with an error (see the report)"))
+        _err(
+            clean_line(
+                f"error: no answers to compare: {result.verdict()['errors']} requests, every one "
+                "answered with an error (see the report)"
+            )
+        )
         return 1
     return 0
 
@@ -579,8 +804,15 @@ def _report_target(args: argparse.Namespace) -> Any:
         return None
     saved = Path(args.report) if args.report else Path(str(args.file) + ".compare.json")
     if same_path(saved, args.file):
-        raise UnsafePath(f"the report {saved} is the run it compares: give --report a path of its own")
-    return check_target(saved, "the report", owned=_is_report, hint="it is not a comparison looptap saved; give --report a new path")
+        raise UnsafePath(
+            f"the report {saved} is the run it compares: give --report a path of its own"
+        )
+    return check_target(
+        saved,
+        "the report",
+        owned=_is_report,
+        hint="it is not a comparison looptap saved; give --report a new path",
+    )
 
 
 def _report_redactor(headers: list[tuple[str, str]]) -> Any:
@@ -601,23 +833,77 @@ def _save_report(target: Any, doc: Any) -> None:
         replaced = target.replaces is not None and target.path.stat().st_size > 0
     except OSError:
         replaced = False
-    write_new(target, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
-    _err(f"comparison saved to {target.path}" + (" (the earlier comparison there replaced)" if replaced else ""))
+    write_new(
+        target,
+        orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str),
+    )
+    _err(
+        f"comparison saved to {target.path}"
+        + (" (the earlier comparison there replaced)" if replaced else "")
+    )
 
 
 def register_compare(sub: Any) -> None:
-    p = sub.add_parser("compare", help="send a run's recorded requests to a candidate model (teacher-forced, K samples) and compare by layer")
+    p = sub.add_parser(
+        "compare",
+        help="send a run's recorded requests to a candidate model "
+        "(teacher-forced, K samples) and compare by layer",
+    )
     p.add_argument("file", help="the recorded run")
     p.add_argument("--model", help="the candidate model (default: the recorded one)")
-    p.add_argument("--upstream", action="append", default=[], metavar="NAME=URL", help="where requests of that API go (default: the real API)")
-    p.add_argument("--samples", type=int, default=1, metavar="K", help="answers per recorded turn (agreement rates with K > 1)")
-    p.add_argument("--max-requests", type=int, metavar="N", help="refuse (before sending) when more requests would be sent")
-    p.add_argument("--max-cost", metavar="USD", help="refuse (before sending) when the estimated cost (the candidate's own price on the recorded usage) is higher")
-    p.add_argument("--allow-unknown-price", action="store_true", help="send under --max-cost although the candidate has no known price (the limit then bounds the priced turns only)")
-    p.add_argument("--include-errors", action="store_true", help="also send the turns the recording shows failing (a 429, a 500, a transport error): skipped by default")
+    p.add_argument(
+        "--upstream",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="where requests of that API go (default: the real API)",
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=1,
+        metavar="K",
+        help="answers per recorded turn (agreement rates with K > 1)",
+    )
+    p.add_argument(
+        "--max-requests",
+        type=int,
+        metavar="N",
+        help="refuse (before sending) when more requests would be sent",
+    )
+    p.add_argument(
+        "--max-cost",
+        metavar="USD",
+        help="refuse (before sending) when the estimated cost (the candidate's own price on the "
+        "recorded usage) is higher",
+    )
+    p.add_argument(
+        "--allow-unknown-price",
+        action="store_true",
+        help="send under --max-cost although the candidate has no known price (the limit then "
+        "bounds the priced turns only)",
+    )
+    p.add_argument(
+        "--include-errors",
+        action="store_true",
+        help="also send the turns the recording shows failing (a "
+        "429, a 500, a transport error): skipped by default",
+    )
     p.add_argument("--dry-run", action="store_true", help="list what would be sent; send nothing")
-    p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header to send (credentials: a cassette holds none)")
+    p.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="a request header to send (credentials: a cassette holds none)",
+    )
     p.add_argument("--json", action="store_true", help="the comparison as JSON")
-    p.add_argument("--report", nargs="?", const="", metavar="FILE.json",
-                   help="also save the comparison as JSON (default file: RUN.compare.json beside the run), for looptap mcp's comparison tool")
+    p.add_argument(
+        "--report",
+        nargs="?",
+        const="",
+        metavar="FILE.json",
+        help="also save the comparison as JSON (default file: RUN.compare.json beside the run), "
+        "for looptap mcp's comparison tool",
+    )
     p.set_defaults(func=cmd_compare)

@@ -1,7 +1,7 @@
 """The cassette codec: exchanges ↔ JSON records, versioned, with history delta encoding.
 
-Never touches the disk (that is :mod:`cassettes.storage.store`). A cassette is JSON Lines: a header record,
-then one record per round trip. See ``docs/cassette-format.md`` for the full schema.
+Never touches the disk (that is :mod:`cassettes.storage.store`). A cassette is JSON Lines: a header
+record, then one record per round trip. See ``docs/cassette-format.md`` for the full schema.
 
 Bodies are stored decoded and readable: a JSON body as JSON (``{"json": …}``), text as text, other
 bytes as base64, and a stream as its ordered chunks with their time offsets
@@ -76,8 +76,9 @@ def check_header(rec: Any) -> int:
         raise CassetteFormatError(f"cassette header has an invalid format_version: {version!r}")
     if version > FORMAT_VERSION:
         raise NewerFormatError(
-            f"cassette format {version} was written by a newer looptap ({rec.get('writer', 'unknown')}); "
-            f"this looptap reads formats up to {FORMAT_VERSION}: upgrade looptap to read it"
+            f"cassette format {version} was written by a newer looptap "
+            f"({rec.get('writer', 'unknown')}); this looptap reads formats up to {FORMAT_VERSION}: "
+            "upgrade looptap to read it"
         )
     return version
 
@@ -96,7 +97,11 @@ def dumps_record(rec: dict[str, Any]) -> bytes:
 
 
 def _raw_form(data: bytes, t: float | None = None) -> dict[str, Any]:
-    form: dict[str, Any] = {"text": data.decode("utf-8")} if _is_utf8(data) else {"b64": base64.b64encode(data).decode()}
+    form: dict[str, Any] = (
+        {"text": data.decode("utf-8")}
+        if _is_utf8(data)
+        else {"b64": base64.b64encode(data).decode()}
+    )
     form["too_deep"] = True
     if t is not None:
         form["t"] = t
@@ -130,7 +135,9 @@ def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
         if json_depth(resp["body"]["json"], STORE_DEPTH) > STORE_DEPTH:
             resp = dict(resp)
             chunks = ex.response_chunks
-            resp["body"] = _raw_form(b"".join(c for _, c in chunks), chunks[0][0] if chunks else None)
+            resp["body"] = _raw_form(
+                b"".join(c for _, c in chunks), chunks[0][0] if chunks else None
+            )
             out["response"] = resp
     out.pop("parsed", None)  # a cache of the parse, never cut: a reader parses the raw instead
     return out
@@ -145,7 +152,9 @@ def loads_record(line: bytes) -> Any:
     rec = orjson.loads(line)
     if not record_fits(rec, line, _BODY_LEVELS + bounds.WALK_DEPTH):
         if not record_fits(rec, line):
-            raise CassetteFormatError(f"record nested deeper than looptap writes ({RECORD_DEPTH} levels)")
+            raise CassetteFormatError(
+                f"record nested deeper than looptap writes ({RECORD_DEPTH} levels)"
+            )
         _bound_request_body(rec)
     return rec
 
@@ -165,9 +174,14 @@ def _bound_request_body(rec: Any) -> None:
         return
     form = req["body"]
     if "json" in form and bounds.too_deep(form["json"], bounds.WALK_DEPTH):
-        req["body"] = {"text": orjson.dumps(form["json"], option=orjson.OPT_NON_STR_KEYS).decode(), "too_deep": True}
+        req["body"] = {
+            "text": orjson.dumps(form["json"], option=orjson.OPT_NON_STR_KEYS).decode(),
+            "too_deep": True,
+        }
     elif "delta" in form and bounds.too_deep(form["delta"], bounds.WALK_DEPTH - 2):
-        raise CassetteFormatError(f"history delta {bounds.cut_reason()} (looptap stores such a request whole); skipped")
+        raise CassetteFormatError(
+            f"history delta {bounds.cut_reason()} (looptap stores such a request whole); skipped"
+        )
 
 
 # -- bodies ---------------------------------------------------------------------------------
@@ -296,7 +310,9 @@ class HistoryEncoder:
             return {"json": body}
         return {"delta": self._delta(body, history, history_key, base, rewritten, others)}
 
-    def _base(self, items: array[int], history_key: str | None) -> tuple[int, tuple[int, int] | None, bool]:
+    def _base(
+        self, items: array[int], history_key: str | None
+    ) -> tuple[int, tuple[int, int] | None, bool]:
         """(the rolling hash of the whole history, (base seq, items kept) or ``None``, whether the
         base's tail was rewritten): the latest earlier history this one extends whole, else the
         latest one it shares its first items with."""
@@ -319,7 +335,13 @@ class HistoryEncoder:
         return h, None, False
 
     def _delta(
-        self, body: dict[str, Any], history: list[Any], history_key: str | None, base: tuple[int, int], rewritten: bool, others: dict[str, int]
+        self,
+        body: dict[str, Any],
+        history: list[Any],
+        history_key: str | None,
+        base: tuple[int, int],
+        rewritten: bool,
+        others: dict[str, int],
     ) -> dict[str, Any]:
         base_seq, keep = base
         base_others = self._others.get(base_seq, {})
@@ -339,7 +361,8 @@ class HistoryEncoder:
 
 
 class HistoryDecoder:
-    """Reader-side state: rebuilds delta-encoded request bodies (sharing list items, not copying)."""
+    """Reader-side state: rebuilds delta-encoded request bodies (sharing list items, not
+    copying)."""
 
     #: Most history items one delta may rebuild (what analysis keeps whole: bounds.MAX_LIST).
     MAX_ITEMS = 100_000
@@ -359,26 +382,41 @@ class HistoryDecoder:
         d = form["delta"]
         base = self._bodies.get(d["base"])
         if base is None:
-            raise CassetteFormatError(f"history delta refers to round trip {d['base']}, which is missing or unreadable")
+            raise CassetteFormatError(
+                f"history delta refers to round trip {d['base']}, which is missing or unreadable"
+            )
         key = d["key"]
         keep, append = d["keep"], d["append"]
-        if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0 or not isinstance(append, list):
+        if (
+            not isinstance(keep, int)
+            or isinstance(keep, bool)
+            or keep < 0
+            or not isinstance(append, list)
+        ):
             raise CassetteFormatError("history delta with a malformed keep or append")
         items = keep + len(append)
         if items > self.MAX_ITEMS:
-            raise CassetteFormatError(f"history delta rebuilds {items:,} items (more than {self.MAX_ITEMS:,}); skipped as a delta bomb")
+            raise CassetteFormatError(
+                f"history delta rebuilds {items:,} items (more than "
+                f"{self.MAX_ITEMS:,}); skipped as a delta bomb"
+            )
         if self._rebuilt + items > self.MAX_TOTAL_ITEMS:
             raise CassetteFormatError(
-                f"history deltas of this file rebuild more than {self.MAX_TOTAL_ITEMS:,} items in all; skipped as a delta bomb"
+                f"history deltas of this file rebuild more than {self.MAX_TOTAL_ITEMS:,} items in "
+                "all; skipped as a delta bomb"
             )
         self._rebuilt += items
         history = base.get(key)
         if not isinstance(history, list) or len(history) < d["keep"]:
-            raise CassetteFormatError(f"history delta keeps {d['keep']} items of round trip {d['base']}, which has fewer")
+            raise CassetteFormatError(
+                f"history delta keeps {d['keep']} items of round trip {d['base']}, which has fewer"
+            )
         values: dict[str, Any] = dict(d.get("set") or {})
         for k in d.get("inherit") or []:
             if k not in base:
-                raise CassetteFormatError(f"history delta inherits {k!r} from round trip {d['base']}, which lacks it")
+                raise CassetteFormatError(
+                    f"history delta inherits {k!r} from round trip {d['base']}, which lacks it"
+                )
             values[k] = base[k]
         values[key] = history[: d["keep"]] + list(d["append"])
         order = d.get("order") or list(values)
@@ -463,7 +501,10 @@ def _number(value: Any, name: str, low: float, high: float, *, integer: bool = F
         return
     ok = isinstance(value, int) if integer else isinstance(value, int | float)
     if isinstance(value, bool) or not ok:
-        raise CassetteFormatError(f"malformed exchange record: {name} is {type(value).__name__}, not {'an integer' if integer else 'a number'}")
+        raise CassetteFormatError(
+            f"malformed exchange record: {name} is {type(value).__name__}, not "
+            f"{'an integer' if integer else 'a number'}"
+        )
     if not (low <= value <= high):  # also false for NaN
         raise CassetteFormatError(f"malformed exchange record: {name} {value!r} is out of range")
 
@@ -472,22 +513,32 @@ def _string(value: Any, name: str, *, optional: bool = True, limit: int | None =
     if value is None and optional:
         return
     if not isinstance(value, str):
-        raise CassetteFormatError(f"malformed exchange record: {name} is {type(value).__name__}, not a string")
+        raise CassetteFormatError(
+            f"malformed exchange record: {name} is {type(value).__name__}, not a string"
+        )
     if limit is not None and len(value) > limit:
-        raise CassetteFormatError(f"malformed exchange record: {name} is longer than {limit:,} characters")
+        raise CassetteFormatError(
+            f"malformed exchange record: {name} is longer than {limit:,} characters"
+        )
 
 
 def _headers_ok(value: Any, name: str) -> None:
     if value is None:
         return
     if not isinstance(value, list):
-        raise CassetteFormatError(f"malformed exchange record: {name} is not a list of [name, value] pairs")
+        raise CassetteFormatError(
+            f"malformed exchange record: {name} is not a list of [name, value] pairs"
+        )
     for pair in value:
         if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
-            raise CassetteFormatError(f"malformed exchange record: {name} holds something other than [name, value] pairs")
+            raise CassetteFormatError(
+                f"malformed exchange record: {name} holds something other than [name, value] pairs"
+            )
         v = pair[1]
         if not (isinstance(v, str) or (isinstance(v, dict) and isinstance(v.get("b64"), str))):
-            raise CassetteFormatError(f"malformed exchange record: {name} has a value that is not a string")
+            raise CassetteFormatError(
+                f"malformed exchange record: {name} has a value that is not a string"
+            )
 
 
 def check_exchange_record(rec: dict[str, Any]) -> None:
@@ -504,7 +555,9 @@ def check_exchange_record(rec: dict[str, Any]) -> None:
     try:
         _ = urlsplit(rec["url"]).port
     except ValueError as exc:
-        raise CassetteFormatError(f"malformed exchange record: url does not parse ({exc})") from None
+        raise CassetteFormatError(
+            f"malformed exchange record: url does not parse ({exc})"
+        ) from None
     req = rec.get("request")
     if not isinstance(req, dict):
         raise CassetteFormatError("malformed exchange record: request is not an object")
@@ -529,11 +582,15 @@ def check_exchange_record(rec: dict[str, Any]) -> None:
     _string(rec.get("transport_error"), "transport_error")
     _string(rec.get("decoded_from"), "decoded_from", limit=256)
     notes = rec.get("notes")
-    if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+    if notes is not None and not (
+        isinstance(notes, list) and all(isinstance(n, str) for n in notes)
+    ):
         raise CassetteFormatError("malformed exchange record: notes is not a list of strings")
 
 
-def read_response(rec: dict[str, Any]) -> tuple[int | None, list[tuple[str, str]], list[tuple[float | None, bytes]]]:
+def read_response(
+    rec: dict[str, Any],
+) -> tuple[int | None, list[tuple[str, str]], list[tuple[float | None, bytes]]]:
     """(status, headers, chunks) of a record's response, as a reader rebuilds them."""
     resp = rec.get("response")
     if not isinstance(resp, dict):
@@ -542,7 +599,8 @@ def read_response(rec: dict[str, Any]) -> tuple[int | None, list[tuple[str, str]
 
 
 def _read_edits(ex: Exchange, value: Any) -> None:
-    """A fork's edit marks (cassettes.wire.edited), checked; marks that are not such are noted and dropped."""
+    """A fork's edit marks (cassettes.wire.edited), checked; marks that are not such are noted and
+    dropped."""
     from cassettes.wire import edited
 
     ex.edits = edited.checked(value)
@@ -550,7 +608,9 @@ def _read_edits(ex: Exchange, value: Any) -> None:
         ex.notes.append("edits: the record's edit marks are malformed; ignored")
 
 
-def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = None, *, checked: bool = False) -> Exchange:
+def record_to_exchange(
+    rec: dict[str, Any], decoder: HistoryDecoder | None = None, *, checked: bool = False
+) -> Exchange:
     """Rebuild an :class:`Exchange`. Raises :class:`CassetteFormatError` on a malformed record
     (``checked``: the caller already passed it through :func:`check_exchange_record`)."""
     if not checked:
@@ -576,9 +636,15 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
                 raise CassetteFormatError("delta-encoded request body read without history state")
             parsed: Any = decoder.decode(body_form)
             ex.set_request_json(parsed, lazy_body=True)
-            ex.history_delta = {k: v for k, v in body_form["delta"].items() if k in ("base", "keep", "rewritten")}
+            ex.history_delta = {
+                k: v for k, v in body_form["delta"].items() if k in ("base", "keep", "rewritten")
+            }
             ex.history_delta["appended"] = len(body_form["delta"]["append"])
-        elif isinstance(body_form, dict) and "text" in body_form and str(body_form["text"]).lstrip()[:1] in ("{", "["):
+        elif (
+            isinstance(body_form, dict)
+            and "text" in body_form
+            and str(body_form["text"]).lstrip()[:1] in ("{", "[")
+        ):
             # Stored as text though it looks like JSON: nested deeper than a walk may go (labelled
             # ``too_deep``; or than orjson parses, by an older looptap), or not JSON. Parsed when
             # first asked for, cut at the bound and labelled so, never passed off as "not JSON".
@@ -586,14 +652,19 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
         else:
             ex.request_body, parsed = decode_body(body_form)
             capped = bounds.cap_lists(parsed)
-            ex.set_request_json(capped, cut=capped is not parsed, reason=f"holds a list over {bounds.MAX_LIST:,} items")
+            ex.set_request_json(
+                capped,
+                cut=capped is not parsed,
+                reason=f"holds a list over {bounds.MAX_LIST:,} items",
+            )
         if decoder is not None and ex.seq is not None:
             decoder.remember(ex.seq, parsed)
         if resp is not None:
             ex.status, ex.response_headers, ex.response_chunks = read_response(rec)
             ex.reason = resp.get("reason")
         if isinstance(rec.get("parsed"), dict):
-            ex.stored_parse = rec["parsed"]  # the writer's parse, trusted only if it checks out (cassettes.parsing.sealed)
+            # the writer's parse, trusted only if it checks out (cassettes.parsing.sealed)
+            ex.stored_parse = rec["parsed"]
         timing = rec.get("timing") or {}
         ex.ttfb = timing.get("ttfb")
         ex.duration = timing.get("duration")
@@ -601,4 +672,6 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
     except CassetteFormatError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise CassetteFormatError(f"malformed exchange record: {type(exc).__name__}: {exc}") from None
+        raise CassetteFormatError(
+            f"malformed exchange record: {type(exc).__name__}: {exc}"
+        ) from None

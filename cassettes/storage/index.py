@@ -1,7 +1,8 @@
-"""Reading a cassette file a piece at a time: its records, their offsets, and request bodies rebuilt.
+"""Reading a cassette file a piece at a time: its records, their offsets, and request bodies
+rebuilt.
 
-:func:`cassettes.storage.store.read_records` loads a whole run at once. A viewer of a 1 GB cassette, or of
-one a recorder is still appending to, needs something else:
+:func:`cassettes.storage.store.read_records` loads a whole run at once. A viewer of a 1 GB cassette,
+or of one a recorder is still appending to, needs something else:
 
 * :class:`RecordIndex` reads newly *completed* lines (a line the writer has not finished is left
   alone until its newline arrives; :meth:`RecordIndex.close_tail` reports it as torn once the file
@@ -11,8 +12,8 @@ one a recorder is still appending to, needs something else:
   request, which is held in a small LRU cache of recent bodies; a base that fell out of the cache
   is rebuilt from disk through the offsets. Memory no longer grows with (turns × history length).
 
-Damage is reported as :class:`~cassettes.storage.store.Problem` entries exactly as the batch reader does;
-only a file that is not a looptap cassette (or is newer) raises. What drives the analysis over
+Damage is reported as :class:`~cassettes.storage.store.Problem` entries exactly as the batch reader
+does; only a file that is not a looptap cassette (or is newer) raises. What drives the analysis over
 these records, batch by batch, is :class:`cassettes.reading.incremental.RunReader`.
 """
 
@@ -117,8 +118,9 @@ class RecordIndex:
             size = os.fstat(f.fileno()).st_size
             if size < self._pos + len(self._pending):
                 raise CassetteIOError(
-                    f"{self.path} shrank from {self._pos + len(self._pending)} to {size} bytes while it was "
-                    "being read (replaced or truncated by another program); open it again"
+                    f"{self.path} shrank from {self._pos + len(self._pending)} to {size} bytes "
+                    "while it was being read (replaced or truncated by another program); open it "
+                    "again"
                 )
             f.seek(self._pos + len(self._pending))
             budget = max_bytes if max_bytes is not None else -1
@@ -275,7 +277,9 @@ class RequestBodies:
         cur: int | None = seq
         while cur is not None and cur not in self._cache:
             if cur in self._broken:  # known not to rebuild: do not walk its chain again (quadratic)
-                raise CassetteFormatError(f"history delta refers to round trip {cur}, which could not be rebuilt")
+                raise CassetteFormatError(
+                    f"history delta refers to round trip {cur}, which could not be rebuilt"
+                )
             try:
                 rec = self.index.read_record(cur)
             except KeyError:
@@ -297,7 +301,9 @@ class RequestBodies:
         self._cache.move_to_end(seq)
         return body
 
-    def _decode(self, rec: dict[str, Any], base_seq: int | None, base_body: Any, checked: bool = False) -> Exchange:
+    def _decode(
+        self, rec: dict[str, Any], base_seq: int | None, base_body: Any, checked: bool = False
+    ) -> Exchange:
         decoder = HistoryDecoder()
         if base_seq is not None:
             decoder.remember(base_seq, base_body)
@@ -311,7 +317,9 @@ class RequestBodies:
         (``checked``: the index's poll already checked the record)."""
         base = _delta_base(rec)
         try:
-            return self._decode(rec, base, self._base_body(base) if base is not None else None, checked)
+            return self._decode(
+                rec, base, self._base_body(base) if base is not None else None, checked
+            )
         except CassetteFormatError:
             if isinstance(rec.get("seq"), int):
                 self._broken.add(rec["seq"])

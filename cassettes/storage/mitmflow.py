@@ -1,4 +1,5 @@
-"""mitmproxy flow files (``mitmdump -w flows.mitm``, mitmweb's "Save") → exchanges, without mitmproxy.
+"""mitmproxy flow files (``mitmdump -w flows.mitm``, mitmweb's "Save") → exchanges, without
+mitmproxy.
 
 **The container** is a sequence of *tnetstrings*, one per flow. A tnetstring is
 ``<length>:<payload><tag>``, the length in ASCII decimal and the tag one byte naming the type:
@@ -10,8 +11,8 @@
 version: 20 for mitmproxy 10, 21 for 11 and 12; older files carry smaller numbers or a tuple),
 ``type`` (``http``, ``tcp``, ``udp``, ``dns``), ``error`` (``{"msg", "timestamp"}`` or null),
 ``timestamp_created``, the two connections, and for HTTP ``request`` and ``response``: each a dict
-with ``http_version``, ``headers`` (a list of ``[name, value]`` byte pairs), ``content`` (the body as
-it crossed the wire, still Content-Encoded; null when the body was streamed and not kept),
+with ``http_version``, ``headers`` (a list of ``[name, value]`` byte pairs), ``content`` (the body
+as it crossed the wire, still Content-Encoded; null when the body was streamed and not kept),
 ``trailers``, ``timestamp_start`` / ``timestamp_end``; the request also ``method``, ``scheme``,
 ``host``, ``port``, ``authority``, ``path``; the response ``status_code`` and ``reason``. Dict keys
 are text in current files and bytes in very old ones; both are read.
@@ -182,8 +183,9 @@ def _version(flow: dict[str, Any]) -> int:
         return v
     if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
         raise ImportFormatError(
-            f"flow format version {'.'.join(map(str, v))} (mitmproxy {v[0]}.{v[1] if len(v) > 1 else 0}) is too old to import; "
-            "open the file in a current mitmproxy and save it again"
+            f"flow format version {'.'.join(map(str, v))} (mitmproxy "
+            f"{v[0]}.{v[1] if len(v) > 1 else 0}) is too old to import; open the file in a current "
+            "mitmproxy and save it again"
         )
     raise ImportFormatError("not a mitmproxy flow: it has no flow format version")
 
@@ -196,11 +198,18 @@ def _exchange(flow: dict[str, Any], index: int, version: int) -> Exchange:
     req = flow.get("request")
     if not isinstance(req, dict):
         raise ImportFormatError(f"flow {index} is an HTTP flow without a request")
-    ex = Exchange(method=_text(req.get("method")).upper() or "GET", url=_url(req), request_headers=_headers(req.get("headers")))
+    ex = Exchange(
+        method=_text(req.get("method")).upper() or "GET",
+        url=_url(req),
+        request_headers=_headers(req.get("headers")),
+    )
     ex.started = _number(req.get("timestamp_start"))
     _request_body(ex, req)
     if version > KNOWN_VERSION:
-        ex.notes.append(f"flow format version {version} is newer than the {KNOWN_VERSION} this importer knows; read leniently")
+        ex.notes.append(
+            f"flow format version {version} is newer than the {KNOWN_VERSION} "
+            "this importer knows; read leniently"
+        )
     resp = flow.get("response")
     err = flow.get("error")
     if isinstance(err, dict) and err.get("msg"):
@@ -216,9 +225,15 @@ def _exchange(flow: dict[str, Any], index: int, version: int) -> Exchange:
 def _request_body(ex: Exchange, req: dict[str, Any]) -> None:
     """The request body, its Content-Encoding removed (or a note that mitmproxy did not keep it)."""
     content = req.get("content")
-    if content is None and req.get("timestamp_end") is not None and header(ex.request_headers, "content-length") not in (None, "0"):
+    if (
+        content is None
+        and req.get("timestamp_end") is not None
+        and header(ex.request_headers, "content-length") not in (None, "0")
+    ):
         ex.notes.append("request body was streamed by mitmproxy and not kept in the flow file")
-    ex.request_body = content if isinstance(content, bytes) else _text(content).encode() if content else b""
+    ex.request_body = (
+        content if isinstance(content, bytes) else _text(content).encode() if content else b""
+    )
     ex.request_encoded = True
     decode_exchange(ex)
 
@@ -243,7 +258,9 @@ def _response(ex: Exchange, resp: dict[str, Any]) -> None:
     ex.response_encoded = True
     decode_exchange(ex)
     whole = b"".join(c for _, c in ex.response_chunks)
-    ex.response_chunks = [(None, piece) for piece in _split_stream(whole, header(ex.response_headers, "content-type"))]
+    ex.response_chunks = [
+        (None, piece) for piece in _split_stream(whole, header(ex.response_headers, "content-type"))
+    ]
 
 
 def read_flows(data: bytes, name: str = "<flows>") -> FlowFile:
@@ -263,18 +280,24 @@ def read_flows(data: bytes, name: str = "<flows>") -> FlowFile:
             if index == 0:
                 raise ImportFormatError(f"{name}: not a mitmproxy flow file ({exc})") from None
             if out.exchanges:
-                out.exchanges[-1].notes.append(f"the flow file is cut or damaged after this flow ({exc}); the rest was not read")
+                out.exchanges[-1].notes.append(
+                    "the flow file is cut or damaged after this "
+                    f"flow ({exc}); the rest was not read"
+                )
             else:
                 raise ImportFormatError(f"{name}: damaged after flow {index - 1}: {exc}") from None
             break
         except RecursionError:
-            raise ImportFormatError(f"{name}: flow {index} is nested too deeply to be a mitmproxy flow") from None
+            raise ImportFormatError(
+                f"{name}: flow {index} is nested too deeply to be a mitmproxy flow"
+            ) from None
         if not isinstance(flow, dict):
             raise ImportFormatError(f"{name}: item {index} is a {type(flow).__name__}, not a flow")
         version = _version(flow)
         if version < OLDEST_VERSION:
             raise ImportFormatError(
-                f"{name}: flow format version {version} is too old to import; open the file in a current mitmproxy and save it again"
+                f"{name}: flow format version {version} is too old to import; open the file in a "
+                "current mitmproxy and save it again"
             )
         out.versions.add(version)
         kind = _text(flow.get("type")) or "http"
@@ -283,7 +306,9 @@ def read_flows(data: bytes, name: str = "<flows>") -> FlowFile:
         else:
             ex = _exchange(flow, index, version)
             if flow.get("websocket"):
-                ex.notes.append("the connection was upgraded to a WebSocket; its messages are not imported")
+                ex.notes.append(
+                    "the connection was upgraded to a WebSocket; its messages are not imported"
+                )
             out.exchanges.append(ex)
         index += 1
     return out

@@ -66,7 +66,8 @@ def process_start(pid: int) -> str | None:
     except OSError:
         raw = b""
     if raw:
-        fields = raw[raw.rfind(b")") + 2 :].split()  # (the command name may hold spaces and parentheses)
+        # (the command name may hold spaces and parentheses)
+        fields = raw[raw.rfind(b")") + 2 :].split()
         if len(fields) > 19 and fields[19].isdigit():
             return fields[19].decode()
     try:
@@ -86,7 +87,8 @@ def process_gone(pid: int, start: str) -> bool:
 
 
 class UnsafePath(CassetteIOError):
-    """A path looptap was asked to write or remove that it refuses to touch: one line for the user."""
+    """A path looptap was asked to write or remove that it refuses to touch: one line for the
+    user."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,9 @@ def _lstat(path: Path, what: str = "") -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise UnsafePath(f"{what + ' ' if what else ''}{path}: cannot be checked: {exc.strerror or exc}") from None
+        raise UnsafePath(
+            f"{what + ' ' if what else ''}{path}: cannot be checked: {exc.strerror or exc}"
+        ) from None
 
 
 def check_target(
@@ -149,7 +153,8 @@ def check_target(
     parents: bool = False,
     appends: bool = False,
 ) -> Target:
-    """Check ``path`` before looptap writes ``what`` there (``"the ready file"``, ``"the cassette"``).
+    """Check ``path`` before looptap writes ``what`` there (``"the ready file"``, ``"the
+    cassette"``).
 
     Refused (:class:`UnsafePath`) when the name is a symbolic link, a directory, a device, a FIFO
     or a socket, whatever ``force`` says; when it is a regular file, it may be replaced if
@@ -165,14 +170,23 @@ def check_target(
         return Target(path)
     if not stat.S_ISREG(st.st_mode):
         extra = "; name the file itself" if stat.S_ISLNK(st.st_mode) else ""
-        raise UnsafePath(f"{what} {path} is {describe(st)}: looptap does not write to, replace or remove it{extra}")
-    if force or (st.st_size == 0 and st.st_uid == os.geteuid()) or (owned is not None and owned(path)):
+        raise UnsafePath(
+            f"{what} {path} is {describe(st)}: looptap does "
+            f"not write to, replace or remove it{extra}"
+        )
+    if (
+        force
+        or (st.st_size == 0 and st.st_uid == os.geteuid())
+        or (owned is not None and owned(path))
+    ):
         if not appends:
             _check_place(path, what, parents)
         return Target(path, FileId.of(st))
     if owned is None:  # nothing looptap replaces on its own here: only --force does
         raise UnsafePath(f"{what} {path} exists{f' ({hint})' if hint else ': refused'}")
-    raise UnsafePath(f"{what} {path} already exists and is not looptap's: refused{f' ({hint})' if hint else ''}")
+    raise UnsafePath(
+        f"{what} {path} already exists and is not looptap's: refused{f' ({hint})' if hint else ''}"
+    )
 
 
 def _check_place(path: Path, what: str, parents: bool) -> None:
@@ -190,19 +204,30 @@ def _check_place(path: Path, what: str, parents: bool) -> None:
             if parents and directory.parent != directory:
                 directory = directory.parent
                 continue
-            raise UnsafePath(f"{what} {path} cannot be written: the directory {directory} does not exist") from None
+            raise UnsafePath(
+                f"{what} {path} cannot be written: the directory {directory} does not exist"
+            ) from None
         except OSError as exc:
-            raise UnsafePath(f"{what} {path} cannot be written: {directory}: {exc.strerror or exc}") from None
+            raise UnsafePath(
+                f"{what} {path} cannot be written: {directory}: {exc.strerror or exc}"
+            ) from None
         break
     else:
         raise UnsafePath(f"{what} {path} cannot be written: no directory of it exists")
     if not stat.S_ISDIR(st.st_mode):
-        raise UnsafePath(f"{what} {path} cannot be written: {directory} is {describe(st)}, not a directory")
+        raise UnsafePath(
+            f"{what} {path} cannot be written: {directory} is {describe(st)}, not a directory"
+        )
     pid = os.getpid()
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.{pid}-{process_start(pid) or 0}-", suffix=".tmp", dir=directory)
+        fd, probe = tempfile.mkstemp(
+            prefix=f".{path.name}.{pid}-{process_start(pid) or 0}-", suffix=".tmp", dir=directory
+        )
     except OSError as exc:
-        raise UnsafePath(f"{what} {path} cannot be written: no file can be created in {directory} ({exc.strerror or exc})") from None
+        raise UnsafePath(
+            f"{what} {path} cannot be written: no file can be created in {directory} "
+            f"({exc.strerror or exc})"
+        ) from None
     os.close(fd)
     with contextlib.suppress(OSError):
         os.unlink(probe)
@@ -210,7 +235,10 @@ def _check_place(path: Path, what: str, parents: bool) -> None:
 
 def _input_kind(st: os.stat_result, what: str, path: Path) -> None:
     if not stat.S_ISREG(st.st_mode):
-        raise CassetteIOError(f"{what} {path} is {describe(st)}: looptap reads runs and edit files only from regular files")
+        raise CassetteIOError(
+            f"{what} {path} is {describe(st)}: looptap reads "
+            "runs and edit files only from regular files"
+        )
 
 
 def check_input(path: str | Path, what: str) -> Path:
@@ -286,7 +314,11 @@ def staged(target: Target, *, mode: int = 0o600) -> Iterator[Staged]:
     reclaim_staged(target.path)
     pid = os.getpid()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.path.name}.{pid}-{process_start(pid) or 0}-", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.path.name}.{pid}-{process_start(pid) or 0}-",
+            suffix=".tmp",
+            dir=directory,
+        )
     except OSError as exc:
         raise CassetteIOError(f"cannot write in {directory}: {exc.strerror or exc}") from None
     tmp_path = Path(tmp)
@@ -303,7 +335,9 @@ def staged(target: Target, *, mode: int = 0o600) -> Iterator[Staged]:
             tmp_path.unlink()
 
 
-def orphans(directory: str | Path, prefix: str, suffix: str = "") -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
+def orphans(
+    directory: str | Path, prefix: str, suffix: str = ""
+) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
     """The entries of ``directory`` named ``<prefix><pid>-<start>-…<suffix>`` (a looptap process's
     private file or directory, :func:`process_start`) that belong to this user and whose process
     has ended (a reused pid counts as ended), with their ``lstat``: never this process's own, never
@@ -319,7 +353,12 @@ def orphans(directory: str | Path, prefix: str, suffix: str = "") -> Iterator[tu
             if not (name.startswith(prefix) and name.endswith(suffix)):
                 continue
             parts = name[len(prefix) : len(name) - len(suffix)].split("-", 2)
-            if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or int(parts[0]) == os.getpid():
+            if (
+                len(parts) != 3
+                or not parts[0].isdigit()
+                or not parts[1].isdigit()
+                or int(parts[0]) == os.getpid()
+            ):
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -352,9 +391,18 @@ def _place(tmp: Path, target: Target) -> None:
             os.link(tmp, path)  # fails if the name exists, whatever it is; follows nothing
             return
         except FileExistsError:
-            raise UnsafePath(f"{path} appeared while looptap was writing it: left as it is") from None
+            raise UnsafePath(
+                f"{path} appeared while looptap was writing it: left as it is"
+            ) from None
         except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+            if exc.errno not in (
+                errno.EPERM,
+                errno.EOPNOTSUPP,
+                errno.ENOTSUP,
+                errno.EXDEV,
+                errno.EMLINK,
+                errno.ENOSYS,
+            ):
                 raise CassetteIOError(f"cannot create {path}: {exc.strerror or exc}") from None
         # A file system without hard links: rename, once the name is checked to be still free.
         if _lstat(path) is not None:
@@ -362,7 +410,9 @@ def _place(tmp: Path, target: Target) -> None:
     else:
         st = _lstat(path)
         if st is not None and (FileId.of(st) != target.replaces or not stat.S_ISREG(st.st_mode)):
-            raise UnsafePath(f"{path} was replaced by another file while looptap was writing it: left as it is")
+            raise UnsafePath(
+                f"{path} was replaced by another file while looptap was writing it: left as it is"
+            )
     try:
         os.replace(tmp, path)  # replaces the name itself, never what a link at it points to
     except OSError as exc:
@@ -412,8 +462,12 @@ def open_append(path: str | Path, what: str) -> tuple[int, bool]:
         except OSError as exc:
             st = _lstat(path)
             if st is not None and not stat.S_ISREG(st.st_mode):
-                raise UnsafePath(f"{what} {path} is {describe(st)}: looptap does not write to it") from None
-            raise CassetteIOError(f"cannot open {path} for writing: {exc.strerror or exc}") from None
+                raise UnsafePath(
+                    f"{what} {path} is {describe(st)}: looptap does not write to it"
+                ) from None
+            raise CassetteIOError(
+                f"cannot open {path} for writing: {exc.strerror or exc}"
+            ) from None
     except OSError as exc:
         raise CassetteIOError(f"cannot open {path} for writing: {exc.strerror or exc}") from None
     st = os.fstat(fd)
@@ -443,5 +497,8 @@ def check_dir(path: str | Path, what: str) -> Path:
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafePath(f"{what} {path} is {describe(st)}, not a directory")
     if st.st_uid != os.geteuid():
-        raise UnsafePath(f"{what} {path} belongs to another user: looptap keeps its CA and files only in a directory of its own")
+        raise UnsafePath(
+            f"{what} {path} belongs to another user: looptap keeps its CA and files only in a "
+            "directory of its own"
+        )
     return path

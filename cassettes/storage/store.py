@@ -40,7 +40,15 @@ from cassettes.storage.codec import (
 from cassettes.storage.paths import UnsafePath, describe, open_append
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["CassetteFile", "Problem", "being_written", "exchange_record", "is_cassette", "iter_lines", "read_header"]
+__all__ = [
+    "CassetteFile",
+    "Problem",
+    "being_written",
+    "exchange_record",
+    "is_cassette",
+    "iter_lines",
+    "read_header",
+]
 
 
 @dataclass
@@ -79,7 +87,9 @@ def private_open(path: str | Path, *, append: bool = False) -> BinaryIO:
         os.fchmod(fd, 0o600)
         return os.fdopen(fd, "ab")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600
+        )
     except OSError as exc:
         fd = -1
         err = exc
@@ -87,12 +97,18 @@ def private_open(path: str | Path, *, append: bool = False) -> BinaryIO:
         try:
             st = os.lstat(path)
         except OSError:
-            raise CassetteIOError(f"cannot open {path} for writing: {err.strerror or err}") from None
+            raise CassetteIOError(
+                f"cannot open {path} for writing: {err.strerror or err}"
+            ) from None
         raise UnsafePath(f"{path} is {describe(st)}: looptap does not write to it") from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
         os.close(fd)
-        raise UnsafePath(f"{path} is {describe(st) if not stat.S_ISREG(st.st_mode) else 'a file of another user'}: looptap does not write to it")
+        raise UnsafePath(
+            f"{path} is "
+            f"{describe(st) if not stat.S_ISREG(st.st_mode) else 'a file of another user'}: "
+            "looptap does not write to it"
+        )
     os.fchmod(fd, 0o600)
     os.ftruncate(fd, 0)
     return os.fdopen(fd, "wb")
@@ -113,7 +129,9 @@ def open_regular(path: str | Path) -> BinaryIO:
         raise CassetteIOError(f"cannot open {path}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
         f.close()
-        raise CassetteIOError(f"{path}: not a regular file (a device, pipe or socket is never read)")
+        raise CassetteIOError(
+            f"{path}: not a regular file (a device, pipe or socket is never read)"
+        )
     return f
 
 
@@ -135,7 +153,9 @@ def read_header(path: str | Path, raw: bytes) -> tuple[dict[str, Any], int]:
     try:
         header = loads_record(raw)
     except orjson.JSONDecodeError:
-        raise CassetteFormatError(f"{path}: not a looptap cassette (the first line is not JSON)") from None
+        raise CassetteFormatError(
+            f"{path}: not a looptap cassette (the first line is not JSON)"
+        ) from None
     try:
         version = check_header(header)
     except CassetteFormatError as exc:
@@ -164,7 +184,9 @@ def is_cassette(path: str | Path) -> bool:
     return True
 
 
-def exchange_record(raw: bytes, n: int, version: int, *, torn: bool = False) -> dict[str, Any] | Problem | None:
+def exchange_record(
+    raw: bytes, n: int, version: int, *, torn: bool = False
+) -> dict[str, Any] | Problem | None:
     """Line ``n`` (after the header) as an exchange record migrated to this format, the
     :class:`Problem` it is skipped for, or ``None`` for a blank line or another kind of record (a
     note). ``torn``: the line has no newline, so JSON that does not parse is a torn last record."""
@@ -174,7 +196,11 @@ def exchange_record(raw: bytes, n: int, version: int, *, torn: bool = False) -> 
         rec = loads_record(raw)
     except orjson.JSONDecodeError as exc:
         if torn:
-            return Problem(n, "torn", f"torn last record ({len(raw)} bytes, the writer was interrupted); skipped")
+            return Problem(
+                n,
+                "torn",
+                f"torn last record ({len(raw)} bytes, the writer was interrupted); skipped",
+            )
         return Problem(n, "corrupt", f"corrupt record ({exc}); skipped")
     except CassetteFormatError as exc:
         return Problem(n, "corrupt", f"{exc}; skipped")
@@ -189,9 +215,10 @@ def exchange_record(raw: bytes, n: int, version: int, *, torn: bool = False) -> 
             # Two cassettes joined (`cat a.jsonl b.jsonl > c.jsonl`): read as one, they would show
             # two runs' seqs twice over and pair turns across them. Refused whole, never skipped.
             raise CassetteFormatError(
-                f"line {n} is a second cassette header: this file is several cassettes joined one after another "
-                "(cat a.jsonl b.jsonl > c.jsonl?); looptap reads one run per file: keep the files apart and name each, "
-                "or record further round trips into one cassette with -o +FILE"
+                f"line {n} is a second cassette header: this file is several cassettes joined one "
+                "after another (cat a.jsonl b.jsonl > c.jsonl?); looptap reads one run per file: "
+                "keep the files apart and name each, or record further round trips into one "
+                "cassette with -o +FILE"
             )
         if rec.get("type") != "note":
             return Problem(n, "unknown-record", f"unknown record type {rec.get('type')!r}; skipped")
@@ -257,9 +284,12 @@ class CassetteFile:
     one has a torn tail sealed off with a newline (never overwritten). Each record goes out in one
     ``write`` on a file opened ``O_APPEND`` (``fsync``-ed if asked); a record only partly written
     (a full disk) is taken back, so the file ends with whole records. Not thread-safe: the
-    recording pipeline (:class:`cassettes.recording.pipeline.CassetteWriter`) serialises its appends."""
+    recording pipeline (:class:`cassettes.recording.pipeline.CassetteWriter`) serialises its
+    appends."""
 
-    def __init__(self, path: str | Path, meta: dict[str, Any] | None = None, fsync: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, meta: dict[str, Any] | None = None, fsync: bool = False
+    ) -> None:
         self.path = Path(path)
         self.fsync = fsync
         self._torn = False

@@ -1,11 +1,13 @@
-"""Import vcrpy / pytest-recording YAML cassettes as :class:`~cassettes.wire.exchange.Exchange` objects.
+"""Import vcrpy / pytest-recording YAML cassettes as :class:`~cassettes.wire.exchange.Exchange`
+objects.
 
 Real-world variants handled (all seen in ``../shared/corpus``): bodies as strings, as bytes
 (``!!binary``), as ``{string: …}`` mappings, already parsed under ``parsed_body`` (pydantic-ai's
-serializer) or as a parsed mapping under ``body`` itself; vcrpy 4's httpx responses (``status_code``,
-``content``: the body as httpx decoded it, whatever ``Content-Encoding`` says); gzip bodies with or without a truthful ``Content-Encoding``; header names in any case
-and values as lists or scalars; a whole SSE stream stored as one string; non-LLM calls mixed in.
-An imported stream is one chunk with no timing (vcrpy records none).
+serializer) or as a parsed mapping under ``body`` itself; vcrpy 4's httpx responses
+(``status_code``, ``content``: the body as httpx decoded it, whatever ``Content-Encoding`` says);
+gzip bodies with or without a truthful ``Content-Encoding``; header names in any case and values as
+lists or scalars; a whole SSE stream stored as one string; non-LLM calls mixed in. An imported
+stream is one chunk with no timing (vcrpy records none).
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ def _code(raw: Any) -> int | None:
 
 
 def _status(raw: Any) -> tuple[int | None, str | None]:
-    """``status: {code, message}`` (vcrpy), or a bare code (``status_code``: vcrpy 4's httpx stub)."""
+    """``status: {code, message}`` (vcrpy), or a bare code (``status_code``: vcrpy 4's httpx
+    stub)."""
     if isinstance(raw, dict):
         message = raw.get("message")
         return _code(raw.get("code")), message if isinstance(message, str) else None
@@ -111,10 +114,13 @@ def _exchange(item: Any, index: int) -> Exchange:
     legacy = "body" not in resp and "parsed_body" not in resp and "content" in resp
     body = _body({"body": resp["content"]} if legacy else resp)
     if "parsed_body" in resp or legacy:
-        # pydantic-ai's serializer stores the body parsed and already decoded; so did vcrpy 4's httpx stub.
+        # pydantic-ai's serializer stores the body parsed and already decoded; so did vcrpy 4's
+        # httpx stub.
         ex.response_chunks = [(None, body)] if body else []
         if header(ex.response_headers, "content-encoding"):
-            ex.notes.append("Content-Encoding header kept from the recording; the body was stored decoded")
+            ex.notes.append(
+                "Content-Encoding header kept from the recording; the body was stored decoded"
+            )
     else:
         ex.response_chunks, ex.response_encoded = [(None, body)], True
     decode_exchange(ex)
@@ -142,7 +148,9 @@ def _check_yaml(data: bytes | str, name: str) -> None:
             if isinstance(ev, yaml.CollectionStartEvent):
                 stack.append((ev.anchor, 1))
                 if len(stack) - 1 > YAML_DEPTH:
-                    raise ImportFormatError(f"{name}: YAML nested deeper than {YAML_DEPTH} levels; not loaded")
+                    raise ImportFormatError(
+                        f"{name}: YAML nested deeper than {YAML_DEPTH} levels; not loaded"
+                    )
                 continue
             if isinstance(ev, yaml.CollectionEndEvent):
                 anchor, n = stack.pop()
@@ -160,8 +168,8 @@ def _check_yaml(data: bytes | str, name: str) -> None:
             stack[-1] = (anchor, count + n)
             if count + n > YAML_EXPANDED:
                 raise ImportFormatError(
-                    f"{name}: YAML expands to more than {YAML_EXPANDED:,} nodes through its aliases "
-                    "(an alias bomb?); not loaded"
+                    f"{name}: YAML expands to more than {YAML_EXPANDED:,} nodes through its "
+                    "aliases (an alias bomb?); not loaded"
                 )
     except yaml.YAMLError:
         return  # the loader reports it, with its own message

@@ -95,7 +95,20 @@ def growth_bars(turns: Iterable[Turn]) -> list[GrowthBar]:
         money = (k.cost, k.price_estimated, k.cumulative_estimated)
         if seg is None:
             out.append(
-                GrowthBar(t.seq, t.index, 0, 0, 0, 0, k.input or 0, output, k.cumulative_cost, k.source, *money, True)
+                GrowthBar(
+                    t.seq,
+                    t.index,
+                    0,
+                    0,
+                    0,
+                    0,
+                    k.input or 0,
+                    output,
+                    k.cumulative_cost,
+                    k.source,
+                    *money,
+                    True,
+                )
             )
             continue
         talk = seg.user + seg.assistant
@@ -114,7 +127,17 @@ def growth_bars(turns: Iterable[Turn]) -> list[GrowthBar]:
             history, results = talk - new_talk, seg.tool_results - new_results
         out.append(
             GrowthBar(
-                t.seq, t.index, system, tools, history, results, new, output, k.cumulative_cost, k.source, *money
+                t.seq,
+                t.index,
+                system,
+                tools,
+                history,
+                results,
+                new,
+                output,
+                k.cumulative_cost,
+                k.source,
+                *money,
             )
         )
     return out

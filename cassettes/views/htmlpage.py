@@ -33,7 +33,13 @@ __all__ = ["COMPRESS_OVER", "embed_json", "render_html"]
 
 #: Data larger than this (bytes of JSON) is embedded compressed when that saves enough.
 COMPRESS_OVER = 256 * 1024
-_ESCAPES = {b"<": b"\\u003c", b">": b"\\u003e", b"&": b"\\u0026", "\u2028".encode(): b"\\u2028", "\u2029".encode(): b"\\u2029"}
+_ESCAPES = {
+    b"<": b"\\u003c",
+    b">": b"\\u003e",
+    b"&": b"\\u0026",
+    "\u2028".encode(): b"\\u2028",
+    "\u2029".encode(): b"\\u2029",
+}
 
 
 class HtmlExtraMissing(CassetteError):
@@ -77,7 +83,9 @@ def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
     except ImportError as exc:
         from cassettes.hints import install_command
 
-        raise HtmlExtraMissing(f"export --html needs Jinja2 (the html extra): {install_command('html')}") from exc
+        raise HtmlExtraMissing(
+            f"export --html needs Jinja2 (the html extra): {install_command('html')}"
+        ) from exc
     script = _asset("uPlot.iife.min.js") + "\n" + _asset("page.js")
     style = _asset("uPlot.min.css") + "\n" + _asset("page.css")
     csp = (

@@ -9,9 +9,11 @@ the ``~`` (issue 43). Now:
 - four decimals from a tenth of a cent up (``$0.0036``, ``$1.2500``); below that two significant
   digits (``$0.000012``), so a small cost never reads as zero;
 - ``~`` in front when the price is an estimate (the model's list price taken by its name: the host
-  is not a provider genai-prices knows, :attr:`~cassettes.analysis.model.TokenCount.price_estimated`).
+  is not a provider genai-prices knows,
+  :attr:`~cassettes.analysis.model.TokenCount.price_estimated`).
 
-JSON outputs keep the number and carry the ``estimated`` flag beside it; only text goes through here.
+JSON outputs keep the number and carry the ``estimated`` flag beside it; only text goes through
+here.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from decimal import Decimal
 __all__ = ["ESTIMATED_NOTE", "money"]
 
 #: What ``~`` means, for the line under a table or a pane that shows one.
-ESTIMATED_NOTE = "~: estimated cost, the list price of the model by its name; the host is not a provider looptap knows"
+ESTIMATED_NOTE = (
+    "~: estimated cost, the list price of the model by "
+    "its name; the host is not a provider looptap knows"
+)
 
 #: Below this many dollars a cost is written to two significant digits instead of four decimals.
 _SMALL = Decimal("0.001")

@@ -46,7 +46,11 @@ class ReadingLine:
         if now < self._next:
             return
         self._next = now + EVERY
-        share = f"{min(read * 100 // size, 100)} % ({_mb(read)} of {_mb(size)})" if size > 0 else _mb(read)
+        share = (
+            f"{min(read * 100 // size, 100)} % ({_mb(read)} of {_mb(size)})"
+            if size > 0
+            else _mb(read)
+        )
         text = f"looptap: reading {self._name}: {share}, {records:,} round trips"
         self._err.write(_ERASE + _fit(text, _columns(self._err) - 1))
         self._err.flush()
@@ -104,7 +108,9 @@ def wanted(err: IO[str], out: IO[str]) -> bool:
 
 
 @contextmanager
-def reading_line(name: str, err: IO[str] | None = None, out: IO[str] | None = None) -> Iterator[ReadingLine | None]:
+def reading_line(
+    name: str, err: IO[str] | None = None, out: IO[str] | None = None
+) -> Iterator[ReadingLine | None]:
     """A :class:`ReadingLine` for reading the run called ``name`` (``None`` where no line may be
     shown: see :func:`wanted`), erased when the block ends, an error included."""
     err = sys.stderr if err is None else err

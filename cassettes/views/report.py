@@ -2,9 +2,9 @@
 
 The page (``cassettes/views/htmlpage.py`` and its assets) only lays out what this computes, as
 the inspector does for the terminal: the conversations, each turn's row (E/A/C badges, finish,
-tokens; a replay miss named as one), its layers, the messages its request carried, the findings root cause first (a
-consequence right after its cause, with ``caused_by``, as ``looptap show`` orders them) and the
-token-cost growth bars.
+tokens; a replay miss named as one), its layers, the messages its request carried, the findings root
+cause first (a consequence right after its cause, with ``caused_by``, as ``looptap show`` orders
+them) and the token-cost growth bars.
 
 **Size.** A conversation re-sends its history on every turn, so the messages are stored once: a
 table of distinct messages (``messages``), and for each turn the list of their indices, written
@@ -51,7 +51,10 @@ def _cut(text: str | None) -> str | None:
         return None
     if len(text) <= PART_LIMIT:
         return text
-    return text[:PART_LIMIT] + f" … ({len(text) - PART_LIMIT:,} more characters: looptap show --json has them)"
+    return (
+        text[:PART_LIMIT]
+        + f" … ({len(text) - PART_LIMIT:,} more characters: looptap show --json has them)"
+    )
 
 
 def _part(p: Part) -> dict[str, Any]:
@@ -63,7 +66,12 @@ def _part(p: Part) -> dict[str, Any]:
         d["call"] = {"id": c.id, "name": c.name, "args": _cut(c.arguments_raw)}
     if p.tool_result is not None:
         r = p.tool_result
-        d["result"] = {"id": r.call_id, "name": r.name, "content": _cut(r.content), "error": r.is_error}
+        d["result"] = {
+            "id": r.call_id,
+            "name": r.name,
+            "content": _cut(r.content),
+            "error": r.is_error,
+        }
     if p.media_type is not None:
         d["media"] = p.media_type
     return d
@@ -238,7 +246,13 @@ def _miss(t: Turn) -> dict[str, Any] | None:
     if f is None:
         return None
     d = f.details or {}
-    return {"path": f.path, "closest": d.get("closest"), "reason": d.get("reason"), "verdicts": _lines(d.get("verdicts")), "changes": _lines(d.get("changes"))}
+    return {
+        "path": f.path,
+        "closest": d.get("closest"),
+        "reason": d.get("reason"),
+        "verdicts": _lines(d.get("verdicts")),
+        "changes": _lines(d.get("changes")),
+    }
 
 
 def _lines(v: Any) -> list[str]:
@@ -246,7 +260,8 @@ def _lines(v: Any) -> list[str]:
 
 
 def _row(t: Turn) -> dict[str, Any]:
-    """The turn's row in the page's turn list (a replay miss says so: looptap answered, not the API)."""
+    """The turn's row in the page's turn list (a replay miss says so: looptap answered, not the
+    API)."""
     k = t.tokens
     miss = _miss(t)
     return {
@@ -289,7 +304,9 @@ def _bar(t: Turn) -> list[Any]:
             money(b.cumulative_cost, b.cumulative_estimated)]  # fmt: skip
 
 
-def _conversations(analysis: Any, bars: dict[int, list[Any]]) -> tuple[list[dict[str, Any]], dict[str, list[list[Any]]]]:
+def _conversations(
+    analysis: Any, bars: dict[int, list[Any]]
+) -> tuple[list[dict[str, Any]], dict[str, list[list[Any]]]]:
     """Each conversation, and its growth chart's bars (``bars``: each turn's, by seq, made when the
     pass over the round trips had the turn; a turn is restored again only when missing there)."""
     turns_by_seq = analysis.turns
@@ -313,7 +330,9 @@ def _conversations(analysis: Any, bars: dict[int, list[Any]]) -> tuple[list[dict
     return conversations, growth
 
 
-def _mark_answered(rows: list[dict[str, Any]], detail: dict[str, Any], answered: dict[tuple[str, str], int]) -> None:
+def _mark_answered(
+    rows: list[dict[str, Any]], detail: dict[str, Any], answered: dict[tuple[str, str], int]
+) -> None:
     """Each tool call with the turn whose request carried its result (the inspector's "result")."""
     for row in rows:
         d = detail[str(row["seq"])]
@@ -367,7 +386,10 @@ def report_data(run: Any) -> dict[str, Any]:
     cost, estimated, cost_complete = _total_cost(shown)
     conversations, growth = _conversations(analysis, bars)
     findings = [_finding(f) for f in ordered_findings(analysis.findings)]
-    counts = {sev: sum(1 for f in analysis.findings if f.severity.value == sev) for sev in ("error", "warning", "info")}
+    counts = {
+        sev: sum(1 for f in analysis.findings if f.severity.value == sev)
+        for sev in ("error", "warning", "info")
+    }
     from cassettes._version import __version__
 
     data = {

@@ -1,4 +1,5 @@
-"""The ``looptap.roundtrip/1`` object of a round trip: :func:`roundtrip_json`, built from plain values.
+"""The ``looptap.roundtrip/1`` object of a round trip: :func:`roundtrip_json`, built from plain
+values.
 
 The object of ``looptap show --json`` (documented in ``docs/show-json.md``). Its schema is the
 models of :mod:`cassettes.views.schema`, which this module does not import: ``looptap show``
@@ -28,9 +29,34 @@ SCHEMA = "looptap.roundtrip/1"
 #: models of :mod:`cassettes.views.schema`, which checks it.
 KEYS: dict[str, tuple[str, ...]] = {
     "RoundTripJson": (
-        "schema", "seq", "started", "family", "operation", "method", "host", "path", "model_requested", "model_served",
-        "stream", "transport", "status", "finish_reason", "usage", "tool_calls", "text", "reasoning", "refusal", "error",
-        "complete", "truncated", "timing", "request", "transport_error", "analysis_errors", "notes", "mcp",
+        "schema",
+        "seq",
+        "started",
+        "family",
+        "operation",
+        "method",
+        "host",
+        "path",
+        "model_requested",
+        "model_served",
+        "stream",
+        "transport",
+        "status",
+        "finish_reason",
+        "usage",
+        "tool_calls",
+        "text",
+        "reasoning",
+        "refusal",
+        "error",
+        "complete",
+        "truncated",
+        "timing",
+        "request",
+        "transport_error",
+        "analysis_errors",
+        "notes",
+        "mcp",
     ),
     "FinishReasonJson": ("raw", "normalised"),
     "UsageJson": ("input", "output", "cache_read", "cache_write", "reasoning", "total"),
@@ -53,22 +79,25 @@ def _joined(parts: list[Part], kind: str) -> str | None:
 
 
 def ordered_object(model: str, **values: Any) -> dict[str, Any]:
-    """``values``, checked to be the JSON keys of the model named ``model`` in its order (:data:`KEYS`):
-    what ``model.model_validate(values).model_dump(mode="json", by_alias=True)`` gives for values
-    that are JSON values of the field types already (the tests check it on every corpus round trip).
+    """``values``, checked to be the JSON keys of the model named ``model`` in its order
+    (:data:`KEYS`): what ``model.model_validate(values).model_dump(mode="json", by_alias=True)``
+    gives for values that are JSON values of the field types already (the tests check it on every
+    corpus round trip).
 
     Not that pydantic call itself: each recorded round trip is turned into this object once, by
     the recorder's writer, and validating and dumping it doubles the cost of the whole function
     (``model_construct`` and dumping triple it; this check adds a third). Keywords keep the order
     they are passed in, so the check is a tuple comparison."""
     if tuple(values) != KEYS[model]:
-        raise TypeError(f"{model} takes {', '.join(KEYS[model])} in this order, not {', '.join(values)}")
+        raise TypeError(
+            f"{model} takes {', '.join(KEYS[model])} in this order, not {', '.join(values)}"
+        )
     return values
 
 
 def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
-    """``rt`` (and its exchange, when at hand) as a ``RoundTripJson`` object (:mod:`cassettes.views.schema`),
-    in JSON values."""
+    """``rt`` (and its exchange, when at hand) as a ``RoundTripJson`` object
+    (:mod:`cassettes.views.schema`), in JSON values."""
     resp = rt.response
     req = rt.request
     url = urlsplit(rt.url)
@@ -108,7 +137,11 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
 
 def _transport(ex: Exchange | None) -> str:
     # A turn recorded from a WebSocket session (cassettes.recording.websocket) says so in its notes.
-    return "websocket" if ex is not None and any(n.startswith("websocket ") for n in ex.notes) else "http"
+    return (
+        "websocket"
+        if ex is not None and any(n.startswith("websocket ") for n in ex.notes)
+        else "http"
+    )
 
 
 def _finish_json(resp: NormalisedResponse | None) -> dict[str, Any]:
@@ -121,7 +154,15 @@ def _finish_json(resp: NormalisedResponse | None) -> dict[str, Any]:
 
 def _usage_json(usage: Usage | None) -> dict[str, Any]:
     if usage is None:
-        return ordered_object("UsageJson", input=None, output=None, cache_read=None, cache_write=None, reasoning=None, total=None)
+        return ordered_object(
+            "UsageJson",
+            input=None,
+            output=None,
+            cache_read=None,
+            cache_write=None,
+            reasoning=None,
+            total=None,
+        )
     return ordered_object(
         "UsageJson",
         input=usage.input_tokens,
@@ -135,7 +176,14 @@ def _usage_json(usage: Usage | None) -> dict[str, Any]:
 
 def _tool_calls_json(resp: NormalisedResponse | None) -> list[dict[str, Any]]:
     return [
-        ordered_object("ToolCallJson", id=tc.id, name=tc.name, arguments=tc.arguments, arguments_raw=tc.arguments_raw, arguments_error=tc.arguments_error)
+        ordered_object(
+            "ToolCallJson",
+            id=tc.id,
+            name=tc.name,
+            arguments=tc.arguments,
+            arguments_raw=tc.arguments_raw,
+            arguments_error=tc.arguments_error,
+        )
         for tc in (resp.tool_calls if resp else [])
     ]
 
@@ -143,7 +191,14 @@ def _tool_calls_json(resp: NormalisedResponse | None) -> list[dict[str, Any]]:
 def _error_json(err: ApiError | None) -> dict[str, Any] | None:
     if err is None:
         return None
-    return ordered_object("ErrorJson", status=err.status, type=err.type, code=err.code, message=err.message, in_stream=err.in_stream)
+    return ordered_object(
+        "ErrorJson",
+        status=err.status,
+        type=err.type,
+        code=err.code,
+        message=err.message,
+        in_stream=err.in_stream,
+    )
 
 
 def _request_json(req: NormalisedRequest | None, ex: Exchange | None) -> dict[str, Any] | None:

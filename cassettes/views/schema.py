@@ -45,8 +45,8 @@ _HTTP = "the HTTP request (query string not included; it is redacted in the cass
 # -- the looptap.roundtrip/1 object ------------------------------------------------------------
 #
 # The models below are the schema: the field table of docs/show-json.md and
-# docs/roundtrip.schema.json are generated from them (``python -m cassettes.views.schema --doc``; a test
-# keeps both in sync). Fields are declared in output order, every one always present.
+# docs/roundtrip.schema.json are generated from them (``python -m cassettes.views.schema --doc``; a
+# test keeps both in sync). Fields are declared in output order, every one always present.
 
 
 class _Object(BaseModel):
@@ -62,7 +62,8 @@ class FinishReasonJson(_Object):
     """Why the generation stopped (`finish_reason`)."""
 
     raw: str | None = Field(
-        description="exactly as sent (`stop`, `tool_use`, `MAX_TOKENS`, `incomplete:max_output_tokens` …)"
+        description="exactly as sent (`stop`, `tool_use`, `MAX_TOKENS`, "
+        "`incomplete:max_output_tokens` …)"
     )
     normalised: FinishReason | None = Field(
         description="one of " + ", ".join(f"`{r.value}`" for r in FinishReason)
@@ -73,7 +74,8 @@ class UsageJson(_Object):
     """Token counts, inclusive (`usage`; null = not reported, never 0)."""
 
     input: int | None = Field(
-        description="**all** input tokens, cached or not (Anthropic's `input_tokens + cache_creation + cache_read`; OpenAI's `prompt_tokens`)"
+        description="**all** input tokens, cached or not (Anthropic's `input_tokens + "
+        "cache_creation + cache_read`; OpenAI's `prompt_tokens`)"
     )
     output: int | None = Field(description="output tokens including reasoning")
     cache_read: int | None = Field(description="input tokens read from the prompt cache")
@@ -91,7 +93,9 @@ class ToolCallJson(_Object):
     arguments_raw: str | None = Field(
         description="the string as sent, or the compact JSON of the object the wire carried"
     )
-    arguments_error: str | None = Field(description="why `arguments_raw` is not valid JSON, else null")
+    arguments_error: str | None = Field(
+        description="why `arguments_raw` is not valid JSON, else null"
+    )
 
 
 class ErrorJson(_Object):
@@ -121,13 +125,15 @@ class RequestJson(_Object):
     previous_response_id: str | None = Field(description="as sent (Responses API)")
     # A plain mapping, not a model: its keys come in the order the cassette stored them.
     history: dict[str, int | bool] | None = Field(
-        description='`{"base": seq, "keep": n, "appended": m, "rewritten"?: true}` when the body was delta-encoded '
+        description='`{"base": seq, "keep": n, "appended": m, "rewritten"?: true}` when the body '
+        'was delta-encoded '
         "against an earlier request, else null"
     )
 
 
 class RoundTripJson(_Object):
-    """One round trip: a line of `looptap show --json` (without the analysis additions) and the `derived` part of a cassette record."""
+    # The docstring is the JSON Schema's description (docs/roundtrip.schema.json): one line.
+    """One round trip: a line of `looptap show --json` (without the analysis additions) and the `derived` part of a cassette record."""  # noqa: E501
 
     model_config = ConfigDict(
         frozen=True,
@@ -135,18 +141,23 @@ class RoundTripJson(_Object):
         json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
     )
 
-    schema_: Literal["looptap.roundtrip/1"] = Field(alias="schema", description='`"looptap.roundtrip/1"`')
+    schema_: Literal["looptap.roundtrip/1"] = Field(
+        alias="schema", description='`"looptap.roundtrip/1"`'
+    )
     seq: int | None = Field(
         description="position in the run, from 0 (null only for a round trip parsed outside a run)"
     )
-    started: str | None = Field(description="ISO-8601 UTC start time (null for imports, which record none)")
+    started: str | None = Field(
+        description="ISO-8601 UTC start time (null for imports, which record none)"
+    )
     family: str = Field(
-        description="`openai_chat` (incl. OpenAI-compatible servers), `openai_responses`, `anthropic`, `gemini`, `ollama`, "
-        "`bedrock`; `unknown` for LLM-looking traffic no adapter claims; `none` for other HTTP traffic"
+        description="`openai_chat` (incl. OpenAI-compatible servers), `openai_responses`, "
+        "`anthropic`, `gemini`, `ollama`, `bedrock`; `unknown` for LLM-looking traffic no adapter "
+        "claims; `none` for other HTTP traffic"
     )
     operation: str | None = Field(
-        description="`generate` for model calls; otherwise what the endpoint does (`count_tokens`, `retrieve`, …); "
-        "only `generate` round trips are fully parsed"
+        description="`generate` for model calls; otherwise what the endpoint does (`count_tokens`, "
+        "`retrieve`, …); only `generate` round trips are fully parsed"
     )
     method: str = Field(description=_HTTP)
     host: str = Field(description=_HTTP)
@@ -163,20 +174,28 @@ class RoundTripJson(_Object):
         "(Responses over a WebSocket: one `response.create` and its events)"
     )
     status: int | None = Field(description="HTTP status (null if no response arrived)")
-    finish_reason: FinishReasonJson = Field(description="why the generation stopped, as sent and normalised")
-    usage: UsageJson = Field(description="token counts as the API reported them (null where not reported)")
+    finish_reason: FinishReasonJson = Field(
+        description="why the generation stopped, as sent and normalised"
+    )
+    usage: UsageJson = Field(
+        description="token counts as the API reported them (null where not reported)"
+    )
     tool_calls: list[ToolCallJson] = Field(description="calls the model emitted, in order")
     text: str | None = Field(description="the assistant's text, concatenated")
     reasoning: str | None = Field(description="reasoning/thinking text when the API returned it")
     refusal: str | None = Field(description="refusal text (OpenAI `refusal`, …)")
     error: ErrorJson | None = Field(
-        description="an error the API reported: an HTTP error body, or an error event inside a stream"
+        description="an error the API reported: an HTTP error "
+        "body, or an error event inside a stream"
     )
     complete: bool | None = Field(
-        description="the response's terminal marker was seen (`[DONE]`, `message_stop`, `response.completed`, a `finishReason`, "
-        "`done: true`, `messageStop`); non-streamed bodies are complete; false on a transport error"
+        description="the response's terminal marker was seen (`[DONE]`, `message_stop`, "
+        "`response.completed`, a `finishReason`, `done: true`, `messageStop`); non-streamed bodies "
+        "are complete; false on a transport error"
     )
-    truncated: bool = Field(description="`complete` is false: the stream ended without its terminal event")
+    truncated: bool = Field(
+        description="`complete` is false: the stream ended without its terminal event"
+    )
     timing: TimingJson = Field(
         description="seconds from the start of the request, each null when not recorded"
     )
@@ -190,30 +209,46 @@ class RoundTripJson(_Object):
         description="what could not be parsed, and why; the raw round trip is always kept"
     )
     notes: list[str] = Field(
-        description="facts about the bytes: lying Content-Encoding, invalid UTF-8, a cut stream tail, …"
+        description="facts about the bytes: lying Content-Encoding, "
+        "invalid UTF-8, a cut stream tail, …"
     )
     mcp: dict[str, Any] | None = Field(
-        description="for a round trip to an MCP tool server (family `mcp`, operation `mcp <method>`): `method`, `id`, `answered`; "
-        "for `tools/call` also `tool`, `arguments`, `tool_use_id` (the model's call it ran, when the client sends it in "
-        "`_meta`), `result` (text) and `is_error`, or `error` (`code`, `message`); for `tools/list` the `tools` names; "
-        "`linked` (from the analysis, `tools/call` only): `call_id`, `by` (`id` or `name_arguments`), `model_seq`, "
-        "`conversation`, `turn` of the model's call it ran, or `candidates` (how many equal awaiting calls it could have "
-        "run, when not linked)"
+        description="for a round trip to an MCP tool server (family `mcp`, operation `mcp "
+        "<method>`): `method`, `id`, `answered`; for `tools/call` also `tool`, `arguments`, "
+        "`tool_use_id` (the model's call it ran, when the client sends it in `_meta`), `result` "
+        "(text) and `is_error`, or `error` (`code`, `message`); for `tools/list` the `tools` "
+        "names; `linked` (from the analysis, `tools/call` only): `call_id`, `by` (`id` or "
+        "`name_arguments`), `model_seq`, `conversation`, `turn` of the model's call it ran, or "
+        "`candidates` (how many equal awaiting calls it could have run, when not linked)"
     )
 
 
 #: :mod:`cassettes.views.roundtrip_object` builds the object without these models, from its
 #: ``KEYS``: checked here against the models' field order, so a field added to a model and not to
 #: the builder fails wherever this module is imported (the docs' generation, the tests).
-for _model in (RoundTripJson, FinishReasonJson, UsageJson, ToolCallJson, ErrorJson, TimingJson, RequestJson):
+for _model in (
+    RoundTripJson,
+    FinishReasonJson,
+    UsageJson,
+    ToolCallJson,
+    ErrorJson,
+    TimingJson,
+    RequestJson,
+):
     if tuple(f.alias or name for name, f in _model.model_fields.items()) != KEYS[_model.__name__]:
-        raise TypeError(f"cassettes.views.roundtrip_object.KEYS[{_model.__name__!r}] is not the model's field order")
+        raise TypeError(
+            f"cassettes.views.roundtrip_object.KEYS[{_model.__name__!r}"
+            "] is not the model's field order"
+        )
 
 
 # -- the doc table and the JSON Schema, generated from RoundTripJson ----------------------------
 
 #: The line of docs/show-json.md above the generated table.
-DOC_MARK = "<!-- generated from cassettes/views/schema.py (RoundTripJson) by `python -m cassettes.views.schema --doc`: edit the model, not this table -->"
+DOC_MARK = (
+    "<!-- generated from cassettes/views/schema.py (RoundTripJson) by `python -m "
+    "cassettes.views.schema --doc`: edit the model, not this table -->"
+)
 
 
 def _type_name(t: Any) -> str:
@@ -273,15 +308,20 @@ def doc_table() -> str:
             rows.append(([key], type_, meaning))
     lines = ["| field | type | meaning |", "|---|---|---|"]
     lines += [
-        f"| {', '.join(f'`{k}`' for k in keys)} | {type_} | {meaning} |" for keys, type_, meaning in rows
+        f"| {', '.join(f'`{k}`' for k in keys)} | {type_} | {meaning} |"
+        for keys, type_, meaning in rows
     ]
     return "\n".join(lines) + "\n"
 
 
 def schema_text() -> str:
-    """The JSON Schema of the ``looptap.roundtrip/1`` object, as docs/roundtrip.schema.json holds it."""
+    """The JSON Schema of the ``looptap.roundtrip/1`` object, as docs/roundtrip.schema.json holds
+    it."""
     return (
-        json.dumps(RoundTripJson.model_json_schema(mode="serialization"), indent=2, ensure_ascii=False) + "\n"
+        json.dumps(
+            RoundTripJson.model_json_schema(mode="serialization"), indent=2, ensure_ascii=False
+        )
+        + "\n"
     )
 
 
@@ -301,7 +341,8 @@ def write_docs(root: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cassettes.views.schema", description="The looptap.roundtrip/1 schema, from its model."
+        prog="python -m cassettes.views.schema",
+        description="The looptap.roundtrip/1 schema, from its model.",
     )
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument(

@@ -78,7 +78,9 @@ def search_turns(turns: Iterable[Turn], query: str, limit: int = 500) -> list[Se
             at = text.casefold().find(q)
             if at >= 0:
                 hits.append(
-                    SearchHit(turn.seq, turn.conversation, turn.index, where, snippet_of(text, at, len(q)))
+                    SearchHit(
+                        turn.seq, turn.conversation, turn.index, where, snippet_of(text, at, len(q))
+                    )
                 )
                 if len(hits) >= limit:
                     return hits

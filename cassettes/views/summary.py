@@ -2,8 +2,8 @@
 read, for runs too long to hold every analysed :class:`~cassettes.analysis.model.Turn`.
 
 A full ``Turn`` (its views, texts and appended messages as pydantic models) takes 10–25 KB in
-memory; a :class:`TurnSummary` a few hundred bytes. :class:`cassettes.reading.incremental.RunReader` keeps
-summaries and stores the full turns out of memory, restoring one when a viewer shows it.
+memory; a :class:`TurnSummary` a few hundred bytes. :class:`cassettes.reading.incremental.RunReader`
+keeps summaries and stores the full turns out of memory, restoring one when a viewer shows it.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ class TurnSummary:
     appended_from: int
     #: The turn's bar in the token-cost growth chart.
     bar: GrowthBar
-    #: looptap's replay answered: the request is not in the recording (``C.diverged_from_recording``).
+    #: looptap's replay answered: the request is not in the recording
+    #: (``C.diverged_from_recording``).
     replay_miss: bool = False
 
 

@@ -1,7 +1,7 @@
 """Views of a run for people and for tools: :func:`summary_lines` (``looptap show``), the layer
 analysis as text (:func:`analysis_lines`) and as ``show --json`` additions (:func:`turn_json`,
-:func:`finding_json`, :func:`mcp_link_json`). The per-round-trip object itself, ``looptap.roundtrip/1``,
-is :mod:`cassettes.views.schema`.
+:func:`finding_json`, :func:`mcp_link_json`). The per-round-trip object itself,
+``looptap.roundtrip/1``, is :mod:`cassettes.views.schema`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,23 @@ from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis
 from cassettes.errors import problem_lines
 from cassettes.views.money import ESTIMATED_NOTE, money
 
-__all__ = ["LINK_MEANINGS", "SEVERITY_MARK", "GrowthRows", "analysis_lines", "count", "edit_text", "edited_messages", "edits_json", "error_phrase", "finding_json", "link_text", "mcp_link_json", "status_text", "summary_lines", "turn_json"]
+__all__ = [
+    "LINK_MEANINGS",
+    "SEVERITY_MARK",
+    "GrowthRows",
+    "analysis_lines",
+    "count",
+    "edit_text",
+    "edited_messages",
+    "edits_json",
+    "error_phrase",
+    "finding_json",
+    "link_text",
+    "mcp_link_json",
+    "status_text",
+    "summary_lines",
+    "turn_json",
+]
 
 def count(n: int, noun: str) -> str:
     """``1 turn``, ``2 turns``."""
@@ -73,7 +89,9 @@ def summary_lines(
     for v in views:
         yield from _roundtrip_lines(v, calls)
         where = (
-            f"#{v['seq']} {v['conversation']}/turn {v['turn']}" if v.get("conversation") else f"#{v['seq']}"
+            f"#{v['seq']} {v['conversation']}/turn {v['turn']}"
+            if v.get("conversation")
+            else f"#{v['seq']}"
         )
         for tc in v.get("tool_calls") or []:
             if tc.get("id") and len(calls) < 100_000:
@@ -84,7 +102,11 @@ def _mcp_lines(v: dict[str, Any], calls: Mapping[str, str]) -> list[str]:
     """An MCP tool server's round trip: the method, and for tools/call the tool, its arguments,
     the model's call it ran (by the tool-use id the client sent) and what came back."""
     m = v.get("mcp") or {}
-    head = f"#{v['seq']}  mcp {m.get('method', '?')}  {status_text(v['status'], v.get('transport_error'))}  {v['method']} {v['host']}{v['path']}"
+    head = (
+        f"#{v['seq']}  mcp {m.get('method', '?')}  "
+        f"{status_text(v['status'], v.get('transport_error'))}  {v['method']} "
+        f"{v['host']}{v['path']}"
+    )
     out = ["", head]
     if m.get("method") == "tools/call":
         import orjson
@@ -96,7 +118,8 @@ def _mcp_lines(v: dict[str, Any], calls: Mapping[str, str]) -> list[str]:
         if link.get("model_seq") is not None:
             how = "" if link.get("by") == "id" else " (by tool and arguments)"
             out.append(
-                f"    runs the model's call id={use} from #{link['model_seq']} {link['conversation']}/turn {link['turn']}{how}"
+                f"    runs the model's call id={use} from #{link['model_seq']} "
+                f"{link['conversation']}/turn {link['turn']}{how}"
             )
         elif use:
             out.append(
@@ -105,15 +128,18 @@ def _mcp_lines(v: dict[str, Any], calls: Mapping[str, str]) -> list[str]:
             )
         elif link.get("candidates"):
             out.append(
-                f"    runs one of {link['candidates']} equal model calls awaiting a result (not linked: nothing on the wire tells which)"
+                f"    runs one of {link['candidates']} equal model calls awaiting a result (not "
+                "linked: nothing on the wire tells which)"
             )
         if m.get("error"):
             out.append(
-                f"    JSON-RPC error {m['error'].get('code')}: {_clip(m['error'].get('message') or '', 200)}"
+                f"    JSON-RPC error {m['error'].get('code')}: "
+                f"{_clip(m['error'].get('message') or '', 200)}"
             )
         elif m.get("answered"):
             out.append(
-                f"    {'error result' if m.get('is_error') else 'result'}: {_clip(m.get('result') or '', 200)}"
+                f"    {'error result' if m.get('is_error') else 'result'}: "
+                f"{_clip(m.get('result') or '', 200)}"
             )
         else:
             out.append("    no reply recorded")
@@ -129,7 +155,11 @@ def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) 
     if v["family"] == "mcp":
         return _mcp_lines(v, calls or {})
     if v["family"] == "none":
-        return ["", f"#{v['seq']}  {v['method']} {v['host']}{v['path']}  → {status_text(v['status'], v.get('transport_error'))}  (not an LLM call)"]
+        return [
+            "",
+            f"#{v['seq']}  {v['method']} {v['host']}{v['path']}  → "
+            f"{status_text(v['status'], v.get('transport_error'))}  (not an LLM call)",
+        ]
     c = (v.get("layers") or {}).get("C") or {}
     return [
         "",
@@ -146,7 +176,8 @@ def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) 
 def status_text(status: int | None, transport_error: str | None) -> str:
     """The round trip's HTTP status as ``show`` writes it: the number, else what stands in its
     place — ``transport-error`` (the connection failed before a status came back: the
-    ``transport error:`` line under it says how) or ``-`` (no response recorded) — never ``None``."""
+    ``transport error:`` line under it says how) or ``-`` (no response recorded) — never
+    ``None``."""
     if status is not None:
         return str(status)
     return "transport-error" if transport_error else "-"
@@ -159,16 +190,28 @@ def _head_line(v: dict[str, Any]) -> str:
         mode = f"websocket {mode}"
     op = "" if v["operation"] in (None, "generate") else f" [{v['operation']}]"
     where = f"  {v['conversation']}/turn {v['turn']}" if v.get("conversation") else ""
-    return f"#{v['seq']}{where}  {v['family']}{op}  {model}  {status_text(v['status'], v.get('transport_error'))}  {mode}  {v['method']} {v['host']}{v['path']}"
+    return (
+        f"#{v['seq']}{where}  {v['family']}{op}  {model}  "
+        f"{status_text(v['status'], v.get('transport_error'))}  {mode}  {v['method']} "
+        f"{v['host']}{v['path']}"
+    )
 
 
 def _finish_lines(v: dict[str, Any]) -> list[str]:
     fr = v["finish_reason"]
     if fr["raw"] is not None or fr["normalised"] is not None:
         # The normalised reason says "complete"; the stream's end is worth a word only when missing.
-        state = "" if v["complete"] else ("  TRUNCATED" if v["truncated"] else "  (end of response not seen)")
+        state = (
+            ""
+            if v["complete"]
+            else ("  TRUNCATED" if v["truncated"] else "  (end of response not seen)")
+        )
         # A reason the API did not send is not printed as "None": the normalised one stands alone.
-        said = f"{fr['raw']} ({fr['normalised']})" if fr["raw"] is not None else f"({fr['normalised']})"
+        said = (
+            f"{fr['raw']} ({fr['normalised']})"
+            if fr["raw"] is not None
+            else f"({fr['normalised']})"
+        )
         return [f"    finish: {said}{state}  {_tokens(v)}"]
     return [f"    TRUNCATED  {_tokens(v)}"] if v["truncated"] else []
 
@@ -183,7 +226,8 @@ def _request_lines(v: dict[str, Any], c: dict[str, Any]) -> list[str]:
         rewritten = f", {c['rewritten']} rewritten" if c.get("rewritten") else ""
         extra = f" ({c['kept']} as before, {len(c.get('appended') or [])} new{rewritten})"
     return [
-        f"    request: {count(req['messages'], 'message')}{extra}, {count(len(req['tools']), 'tool')} offered"
+        f"    request: {count(req['messages'], 'message')}{extra}, "
+        f"{count(len(req['tools']), 'tool')} offered"
     ]
 
 
@@ -192,14 +236,19 @@ def edits_json(marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     each with the edited ``item`` named (``messages[3]``)."""
     from cassettes.wire.edited import item_of
 
-    return [{"edit": m["edit"], "item": item_of(m), **{k: v for k, v in m.items() if k != "edit"}} for m in marks]
+    return [
+        {"edit": m["edit"], "item": item_of(m), **{k: v for k, v in m.items() if k != "edit"}}
+        for m in marks
+    ]
 
 
 def edit_text(value: Any) -> str:
     """An edited item's value as text: a string as it is, text parts joined, else its JSON."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in value):
+    if isinstance(value, list) and all(
+        isinstance(p, dict) and isinstance(p.get("text"), str) for p in value
+    ):
         return " ".join(p["text"] for p in value)
     import orjson
 
@@ -235,17 +284,33 @@ def _edited_index(msgs: list[Any], label: str) -> int | None:
 
 def _result_index(msgs: list[Any], call_id: str) -> int | None:
     """The message carrying the result of call ``call_id``."""
-    return next((i for i, msg in enumerate(msgs) if any(p.tool_result is not None and p.tool_result.call_id == call_id for p in msg.parts)), None)
+    return next(
+        (
+            i
+            for i, msg in enumerate(msgs)
+            if any(
+                p.tool_result is not None and p.tool_result.call_id == call_id for p in msg.parts
+            )
+        ),
+        None,
+    )
 
 
 def _user_index(msgs: list[Any], n: int) -> int | None:
     """The ``n``-th user message that says something (text, not a tool result)."""
-    users = [i for i, msg in enumerate(msgs) if msg.role == "user" and any(p.text for p in msg.parts) and not any(p.tool_result is not None for p in msg.parts)]
+    users = [
+        i
+        for i, msg in enumerate(msgs)
+        if msg.role == "user"
+        and any(p.text for p in msg.parts)
+        and not any(p.tool_result is not None for p in msg.parts)
+    ]
     return users[n] if n < len(users) else None
 
 
 #: What a ``continue`` mark's ``before`` is: the request is looptap's own (the client sent none of
-#: it); the client's history is what looptap extended with the cut answer and a request for the rest.
+#: it); the client's history is what looptap extended with the cut answer and a request for the
+#: rest.
 CONTINUED = "looptap asked for the rest of the cut answer; the client's history"
 
 
@@ -254,7 +319,11 @@ def edit_lines(v: dict[str, Any]) -> list[str]:
     for m in v.get("edits") or []:
         sel = f" (from {m['selector']})" if m.get("selector") else ""
         who = CONTINUED if m.get("edit") == "continue" else "client sent"
-        was = "the client's text not kept" if m.get("before_omitted") else f"{who} → {_clip(edit_text(m.get('before')), 80)}"
+        was = (
+            "the client's text not kept"
+            if m.get("before_omitted")
+            else f"{who} → {_clip(edit_text(m.get('before')), 80)}"
+        )
         out.append(f"    edited: {m['edit']} at {m['item']}{sel}: {was}")
     return out
 
@@ -268,9 +337,12 @@ def _appended_parts(c: dict[str, Any], kind: str) -> Iterator[dict[str, Any]]:
 
 def _result_lines(c: dict[str, Any]) -> list[str]:
     names = {
-        p.get("call_id"): p.get("name") for p in c.get("pairings") or [] if p.get("call_id") and p.get("name")
+        p.get("call_id"): p.get("name")
+        for p in c.get("pairings") or []
+        if p.get("call_id") and p.get("name")
     }
-    for call in _appended_parts(c, "tool_call"):  # the echoed calls name the results that follow them
+    # the echoed calls name the results that follow them
+    for call in _appended_parts(c, "tool_call"):
         if call.get("id") and call.get("name"):
             names.setdefault(call["id"], call["name"])
     out = []
@@ -278,7 +350,8 @@ def _result_lines(c: dict[str, Any]) -> list[str]:
         name = tr.get("name") or names.get(tr.get("call_id")) or "?"
         flag = " (error)" if tr.get("is_error") else ""
         out.append(
-            f"    tool result: {name} id={tr.get('call_id')}{flag} → {_clip(tr.get('content') or '', 80)}"
+            f"    tool result: {name} id={tr.get('call_id')}{flag} → "
+            f"{_clip(tr.get('content') or '', 80)}"
         )
     return out
 
@@ -290,23 +363,29 @@ def _answer_lines(v: dict[str, Any]) -> list[str]:
         bad = f"  (!) {tc['arguments_error']}" if tc["arguments_error"] else ""
         out.append(f"    tool call: {tc['name']}({_clip(args, 80)}) id={tc['id']}{bad}")
         if tc.get("mcp"):
-            out.append(f"      ran by an MCP tool server at #{tc['mcp']['seq']} ({tc['mcp']['tool']})")
+            out.append(
+                f"      ran by an MCP tool server at #{tc['mcp']['seq']} ({tc['mcp']['tool']})"
+            )
     return out
 
 
 def error_phrase(status: int | None, in_stream: bool, type_: str | None, message: str) -> str:
     """``error (in stream): type message`` / ``error (HTTP 429): …`` (show and textconv)."""
-    where = "in stream" if in_stream else (f"HTTP {status}" if status is not None else "no HTTP status")
+    where = (
+        "in stream" if in_stream else (f"HTTP {status}" if status is not None else "no HTTP status")
+    )
     return f"error ({where}): {type_ or ''} {message}"
 
 
 def _trouble_lines(v: dict[str, Any]) -> list[str]:
     out = []
-    # A replay miss is looptap's answer, not the API's error: its C finding below says what diverged.
+    # A replay miss is looptap's answer, not the API's error: its C finding below says what
+    # diverged.
     if v["error"] and not any(f.get("code") == DIVERGED for f in v.get("findings") or []):
         e = v["error"]
         out.append(
-            "    " + error_phrase(e["status"], e["in_stream"], e["type"], _clip(e["message"] or "", 140))
+            "    "
+            + error_phrase(e["status"], e["in_stream"], e["type"], _clip(e["message"] or "", 140))
         )
     if v["transport_error"]:
         out.append(f"    transport error: {v['transport_error']}")
@@ -314,10 +393,22 @@ def _trouble_lines(v: dict[str, Any]) -> list[str]:
     for f in v.get("findings") or []:
         # A consequence sits under its root cause (details.caused_by), indented.
         under = "  ↳ " if (f.get("details") or {}).get("caused_by") else ""
-        out.append(f"    {under}{SEVERITY_MARK[f['severity']]} {f['layer']} {f['code']}: {f['message']}{caused_by_note(f)}")
+        out.append(
+            f"    {under}{SEVERITY_MARK[f['severity']]} {f['layer']} {f['code']}: "
+            f"{f['message']}{caused_by_note(f)}"
+        )
         if f.get("code") == DIVERGED:  # the replay's diff, as the pytest failure prints it
-            changes = [x for x in (f.get("details") or {}).get("changes") or [] if isinstance(x, str)]
-            out += ["      differences (recording → this request):", *(f"        {x}" for x in changes)] if changes else []
+            changes = [
+                x for x in (f.get("details") or {}).get("changes") or [] if isinstance(x, str)
+            ]
+            out += (
+                [
+                    "      differences (recording → this request):",
+                    *(f"        {x}" for x in changes),
+                ]
+                if changes
+                else []
+            )
     return out
 
 
@@ -404,7 +495,11 @@ def turn_json(turn: Turn) -> dict[str, Any]:
         "layers": {
             "E": turn.e.model_dump(mode="json"),
             "A": turn.a.model_dump(mode="json", exclude={"usage"})
-            | {"error": turn.a.error.model_dump(mode="json", exclude={"raw"}) if turn.a.error else None},
+            | {
+                "error": turn.a.error.model_dump(mode="json", exclude={"raw"})
+                if turn.a.error
+                else None
+            },
             "C": c.model_dump(mode="json", exclude={"appended", "params"})
             | {"appended": [_message_json(m) for m in c.appended]},
         },
@@ -433,7 +528,9 @@ def link_text(link: str, previous_seq: int | None) -> str:
     if meaning is None:
         return link
     if previous_seq is None and "{prev}" in meaning:  # (a header naming a new conversation)
-        return f"{link} — a new conversation" + (", named by the X-Looptap-Conversation request header" if link == "header" else "")
+        return f"{link} — a new conversation" + (
+            ", named by the X-Looptap-Conversation request header" if link == "header" else ""
+        )
     return f"{link} — {meaning.format(prev=f'#{previous_seq}')}"
 
 
@@ -451,7 +548,10 @@ def analysis_lines(analysis: RunAnalysis, rows: GrowthRows | None = None) -> Ite
     table's rows are taken from ``rows`` where noted there (``show``: its printing pass had each
     turn at hand), else from ``analysis.turns`` (each turn read once)."""
     yield ""
-    yield f"{count(len(analysis.conversations), 'conversation')}, {count(len(analysis.turns), 'turn')}, {count(len(analysis.findings), 'finding')}"
+    yield (
+        f"{count(len(analysis.conversations), 'conversation')}, "
+        f"{count(len(analysis.turns), 'turn')}, {count(len(analysis.findings), 'finding')}"
+    )
     for layer in _LAYER_NAMES:
         yield from _layer_lines(analysis, layer)
     for conv in analysis.conversations:
@@ -464,11 +564,20 @@ def analysis_lines(analysis: RunAnalysis, rows: GrowthRows | None = None) -> Ite
 def _layer_lines(analysis: RunAnalysis, layer: str) -> list[str]:
     """One layer's heading (its counts by severity), then its findings in recording order."""
     fs = [f for f in analysis.findings if f.layer == layer]
-    counts = {sev: sum(1 for f in fs if f.severity.value == sev) for sev in ("error", "warning", "info")}
-    out = ["", f"{_LAYER_NAMES[layer]}: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info"]
+    counts = {
+        sev: sum(1 for f in fs if f.severity.value == sev) for sev in ("error", "warning", "info")
+    }
+    out = [
+        "",
+        f"{_LAYER_NAMES[layer]}: {counts['error']} errors, {counts['warning']} warnings, "
+        f"{counts['info']} info",
+    ]
     for f in sorted(fs, key=lambda f: f.seq or 0):
         where = f"#{f.seq} {f.conversation}/turn {f.turn}"
-        out.append(f"  {SEVERITY_MARK[f.severity.value]} {f.code:34} {where:18} {f.message}{caused_by_note(f)}")
+        out.append(
+            f"  {SEVERITY_MARK[f.severity.value]} {f.code:34} {where:18} "
+            f"{f.message}{caused_by_note(f)}"
+        )
     return out
 
 
@@ -486,7 +595,9 @@ class GrowthRows:
         from cassettes.analysis import spill
 
         self._spill = spill.Spill()
-        self._rows: spill.SpillMap[int, tuple[str, bool]] = spill.SpillMap(self._spill, keep=spill.KEEP)
+        self._rows: spill.SpillMap[int, tuple[str, bool]] = spill.SpillMap(
+            self._spill, keep=spill.KEEP
+        )
 
     def note(self, turn: Turn) -> None:
         self.put(turn.seq, growth_row(turn))
@@ -509,11 +620,14 @@ class GrowthRows:
 
 
 def growth_row(turn: Turn) -> tuple[str, bool]:
-    """A turn's row of the token-growth table, and whether its cost is estimated (:class:`GrowthRows`)."""
+    """A turn's row of the token-growth table, and whether its cost is estimated
+    (:class:`GrowthRows`)."""
     return _growth_row(turn), _estimated(turn)
 
 
-def _growth_lines(analysis: RunAnalysis, conv: Conversation, rows: GrowthRows | None = None) -> Iterator[str]:
+def _growth_lines(
+    analysis: RunAnalysis, conv: Conversation, rows: GrowthRows | None = None
+) -> Iterator[str]:
     """A conversation's token-cost growth table (nothing for a conversation with no turn), a line
     at a time; each row from ``rows`` when noted there, else from its turn in ``analysis.turns``."""
     if not conv.turns:
@@ -521,10 +635,14 @@ def _growth_lines(analysis: RunAnalysis, conv: Conversation, rows: GrowthRows | 
     branch = f", {kind_text(conv.kind, conv.parent_seq)}" if conv.parent_seq is not None else ""
     title = f" “{conv.label or conv.title}”" if conv.label or conv.title else ""
     yield ""
-    yield f"token growth, conversation {conv.id}{title} ({conv.family}, {count(len(conv.turns), 'turn')}{branch})"
     yield (
-        f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>7} {'written':>7} {'output':>6} {'reason':>6}  "
-        f"{'system':>6} {'tools':>6} {'history':>7} {'results':>7} {'new':>6}  {'cost':>10} {'cumulative':>11}  source"
+        f"token growth, conversation {conv.id}{title} ({conv.family}, "
+        f"{count(len(conv.turns), 'turn')}{branch})"
+    )
+    yield (
+        f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>7} {'written':>7} {'output':>6} "
+        f"{'reason':>6}  {'system':>6} {'tools':>6} {'history':>7} {'results':>7} {'new':>6}  "
+        f"{'cost':>10} {'cumulative':>11}  source"
     )
     estimated = False
     for s in conv.turns:
@@ -534,7 +652,10 @@ def _growth_lines(analysis: RunAnalysis, conv: Conversation, rows: GrowthRows | 
             row = (_growth_row(t), _estimated(t))
         yield row[0]
         estimated = estimated or row[1]
-    yield "  (system + tools + history + results + new = input: estimated from text size, scaled to the reported input; docs/reading.md)"
+    yield (
+        "  (system + tools + history + results + new = input: estimated from text size, scaled to "
+        "the reported input; docs/reading.md)"
+    )
     if estimated:
         yield f"  ({ESTIMATED_NOTE})"
 
@@ -561,7 +682,7 @@ def _growth_row(t: Turn) -> str:
         else f"{bar.system:>6} {bar.tools:>6} {bar.history:>7} {bar.tool_results:>7} {bar.new:>6}"
     )
     return (
-        f"  {t.index:>4} {t.seq:>4} {n(k.input):>8} {n(k.cache_read):>7} {n(k.cache_write):>7} {n(k.output):>6} "
-        f"{n(k.reasoning):>6}  {split}  {money(bar.cost, bar.cost_estimated):>10} "
+        f"  {t.index:>4} {t.seq:>4} {n(k.input):>8} {n(k.cache_read):>7} {n(k.cache_write):>7} "
+        f"{n(k.output):>6} {n(k.reasoning):>6}  {split}  {money(bar.cost, bar.cost_estimated):>10} "
         f"{money(bar.cumulative_cost, bar.cumulative_estimated):>11}  {k.source}"
     )

@@ -48,9 +48,17 @@ def why(
     """Run ``looptap why`` on ``run`` with the agent ``command``; the result (``.verdict``,
     ``.doc``: what ``--json`` prints). Options as the command's (docs/why.md)."""
     argv: list[str] = [str(run), "--samples", str(samples), "--jobs", str(jobs)]
-    pairs = {"--output": output, "--check": check, "--finding": finding, "--answer-matches": answer_matches,
-             "--answer-not-matches": answer_not_matches, "--model": model, "--confdir": confdir, "--max-requests": max_requests,
-             "--max-cost": max_cost}
+    pairs = {
+        "--output": output,
+        "--check": check,
+        "--finding": finding,
+        "--answer-matches": answer_matches,
+        "--answer-not-matches": answer_not_matches,
+        "--model": model,
+        "--confdir": confdir,
+        "--max-requests": max_requests,
+        "--max-cost": max_cost,
+    }
     for flag, value in pairs.items():
         if value is not None:
             argv += [flag, str(value)]

@@ -24,12 +24,14 @@ __all__ = ["Baseline", "Branches", "WhyRunError", "baseline"]
 
 #: Lines of a branch's stderr kept in its result when it could not be run.
 _SAID = 6
-#: What ``looptap run --from`` says when the fork itself failed (the command's status is then not the outcome).
+#: What ``looptap run --from`` says when the fork itself failed (the command's status is then not
+#: the outcome).
 _FORK_FAILED = ("the fork failed (above)", "could NOT be stored", "looptap: error:")
 
 
 class WhyRunError(CassetteError):
-    """A process of the investigation could not be run as it must (no recorder, a diverging command)."""
+    """A process of the investigation could not be run as it must (no recorder, a diverging
+    command)."""
 
 
 def _scrubbed(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -56,8 +58,13 @@ def baseline(run: Path, argv: list[str], outcome: Outcome, cwd: Path | None = No
     from cassettes.replay.serving.server import replay_env
 
     with tempfile.TemporaryFile() as err:
-        server = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(run)], stdout=subprocess.PIPE, stderr=err,
-                                  stdin=subprocess.DEVNULL, env=_scrubbed())
+        server = subprocess.Popen(
+            [sys.executable, "-m", "cassettes.cli", "replay", str(run)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=_scrubbed(),
+        )
         assert server.stdout is not None
         env: dict[str, str] = {}
         try:
@@ -69,17 +76,28 @@ def baseline(run: Path, argv: list[str], outcome: Outcome, cwd: Path | None = No
                 env[name] = value
             if len(env) < len(replay_env("http://x")):
                 server.wait()
-                raise WhyRunError("the replay of the recording did not start: " + " ".join(_said(err)[-3:]))
-            status = subprocess.run(argv, env=_scrubbed(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL).returncode
+                raise WhyRunError(
+                    "the replay of the recording did not start: " + " ".join(_said(err)[-3:])
+                )
+            status = subprocess.run(
+                argv,
+                env=_scrubbed(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            ).returncode
         finally:
             if server.poll() is None:
                 server.send_signal(signal.SIGINT)
             rc = server.wait()
         said = _said(err)
     if rc != 0:
-        raise WhyRunError("the command does not reproduce the recorded run: against the recording (nothing sent) it made a request the "
-                          "recording does not have, so no fork of it can be trusted: " + " | ".join(said[-_SAID:]))
+        raise WhyRunError(
+            "the command does not reproduce the recorded run: against the recording (nothing sent) "
+            "it made a request the recording does not have, so no fork "
+            "of it can be trusted: " + " | ".join(said[-_SAID:])
+        )
     judged = Judged(exit=status)
     if outcome.kind == "check":
         judged.check = run_check(outcome.value, cwd)
@@ -88,15 +106,24 @@ def baseline(run: Path, argv: list[str], outcome: Outcome, cwd: Path | None = No
 
 def run_check(command: str, cwd: Path | None) -> int:
     """``--check``: the shell command's exit status."""
-    return subprocess.run(["/bin/sh", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode
+    return subprocess.run(
+        ["/bin/sh", "-c", command],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ).returncode
 
 
 def _said(err: Any) -> list[str]:
     from cassettes.untrusted import clean_line
 
     err.seek(0)
-    return [clean_line(ln) for ln in err.read(1 << 20).decode("utf-8", "replace").splitlines() if ln.strip()]
+    return [
+        clean_line(ln)
+        for ln in err.read(1 << 20).decode("utf-8", "replace").splitlines()
+        if ln.strip()
+    ]
 
 
 @dataclass
@@ -136,8 +163,15 @@ class Branches:
             os.fchmod(f.fileno(), 0o600)
             # A session of its own: a Ctrl-C reaches the branch only through interrupt(), after this
             # investigation knows it is stopping (the branch's status is then no outcome).
-            proc = subprocess.Popen(self.command(i, k), cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                                    env=_scrubbed(), start_new_session=True)
+            proc = subprocess.Popen(
+                self.command(i, k),
+                cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env=_scrubbed(),
+                start_new_session=True,
+            )
             with self._lock:
                 self.running.add(proc)
             try:
@@ -149,7 +183,11 @@ class Branches:
         base = {"branch": out.name, "log": log.name, "status": rc}
         broken = next((ln for ln in said if any(m in ln for m in _FORK_FAILED)), None)
         if rc == 127 or broken is not None or not out.exists():
-            return {**base, "result": "invalid", "why": broken or (said[-1] if said else f"looptap run exited {rc}")}
+            return {
+                **base,
+                "result": "invalid",
+                "why": broken or (said[-1] if said else f"looptap run exited {rc}"),
+            }
         judged = Judged(exit=rc)
         if self.outcome.kind == "check":
             judged.check = run_check(self.outcome.value, self.cwd)
@@ -162,7 +200,11 @@ class Branches:
                 return {**base, "result": "invalid", "why": f"the branch cannot be read: {exc}"}
         failed = self.outcome.failed(judged)
         if failed is None:
-            return {**base, "result": "invalid", "why": "the outcome cannot be told on this branch (no final answer)"}
+            return {
+                **base,
+                "result": "invalid",
+                "why": "the outcome cannot be told on this branch (no final answer)",
+            }
         return {**base, "result": "failed" if failed else "flipped"}
 
     def interrupt(self) -> None:

@@ -1,11 +1,13 @@
 """What an investigation sends and costs, checked before anything is sent: compare's budget guard
-(:func:`cassettes.replay.forking.compare.check_budget`), on the recorded turns each branch re-runs live.
+(:func:`cassettes.replay.forking.compare.check_budget`), on the recorded turns each branch re-runs
+live.
 
 A branch re-runs live the recorded turns of its conversation from the cursor on (the agent may
 make more or fewer: the estimate is the recorded continuation's), and the requests an
-intervention may add (a cut answer's continuations: each counted, priced as the turn it continues). Each turn is priced by the model
-the branch actually uses (``--model``, else the one the turn recorded), at that model's own price
-on the recorded usage, as ``looptap compare`` prices a candidate.
+intervention may add (a cut answer's continuations: each counted, priced as the turn it continues).
+Each turn is priced by the model the branch actually uses (``--model``, else the one the turn
+recorded), at that model's own price on the recorded usage, as ``looptap compare`` prices a
+candidate.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ __all__ = ["check", "planned_for"]
 
 
 def planned_for(run: Any, chosen: list[Intervention], bases: dict[str, str]) -> list[Any]:
-    """One :class:`~cassettes.replay.forking.compare.Planned` per live request of one sample of every
-    intervention in ``chosen``, priced for the model that intervention uses."""
+    """One :class:`~cassettes.replay.forking.compare.Planned` per live request of one sample of
+    every intervention in ``chosen``, priced for the model that intervention uses."""
     from cassettes.replay.forking.compare import estimate_costs, plan_requests
     from cassettes.replay.forking.cursor import live_router
 
@@ -30,19 +32,34 @@ def planned_for(run: Any, chosen: list[Intervention], bases: dict[str, str]) -> 
     out: list[Any] = []
     for i in chosen:
         mine = [dataclasses.replace(by_seq[s], said=set()) for s in i.seqs if s in by_seq]
-        # the requests a sample may send beyond (a cut answer's continuations): each priced as its turn
+        # the requests a sample may send beyond (a cut answer's continuations): each priced as its
+        # turn
         start = by_seq.get(i.seqs[0]) if i.seqs else None
-        mine += [dataclasses.replace(start, said=set()) for _ in range(i.extra)] if start is not None else []
+        mine += (
+            [dataclasses.replace(start, said=set()) for _ in range(i.extra)]
+            if start is not None
+            else []
+        )
         estimate_costs(mine, router, i.model)
         out += mine
     return out
 
 
-def check(run: Any, chosen: list[Intervention], samples: int, bases: dict[str, str], max_requests: int | None,
-          max_cost: Decimal | None, allow_unknown: bool = False) -> list[str]:
-    """The budget lines; raises :class:`~cassettes.replay.forking.compare.BudgetError` when over a limit."""
+def check(
+    run: Any,
+    chosen: list[Intervention],
+    samples: int,
+    bases: dict[str, str],
+    max_requests: int | None,
+    max_cost: Decimal | None,
+    allow_unknown: bool = False,
+) -> list[str]:
+    """The budget lines; raises :class:`~cassettes.replay.forking.compare.BudgetError` when over a
+    limit."""
     from cassettes.replay.forking.compare import check_budget
 
     models = sorted({i.model for i in chosen if i.model})
     who = "the recorded model" + (f" and {', '.join(models)}" if models else "")
-    return check_budget(planned_for(run, chosen, bases), samples, max_requests, max_cost, allow_unknown, who)
+    return check_budget(
+        planned_for(run, chosen, bases), samples, max_requests, max_cost, allow_unknown, who
+    )

@@ -27,12 +27,21 @@ from typing import Any
 __all__ = ["Intervention", "interventions"]
 
 #: A findings whose clean answer is the same request sent again (a retry).
-_RETRY = ("A.http_error", "A.rate_limited", "A.overloaded", "A.transport_error", "A.malformed_response", "A.stream_truncated", "A.empty_response")
+_RETRY = (
+    "A.http_error",
+    "A.rate_limited",
+    "A.overloaded",
+    "A.transport_error",
+    "A.malformed_response",
+    "A.stream_truncated",
+    "A.empty_response",
+)
 #: E re-samples at most this many turns of the conversation that gave the final answer (its last).
 _LAST_TURNS = 6
 #: The lifted cap: this many times the recorded one, and at least this many tokens more.
 _CAP_FACTOR, _CAP_MORE = 4, 4096
-#: The most continuation requests a C repair of a truncated answer sends per sample (``continue=N``).
+#: The most continuation requests a C repair of a truncated answer sends per sample
+#: (``continue=N``).
 CONTINUE_ROUNDS = 3
 #: C findings a fork has no repair for.
 _NO_REPAIR: dict[str, str] = {}
@@ -59,7 +68,8 @@ class Intervention:
     extra: int = 0
     #: Why it cannot run (``None``: it can).
     missing: str | None = None
-    #: What tells it from another of its kind at the same turn (the call a result is put back for, the finding's code).
+    #: What tells it from another of its kind at the same turn (the call a result is put back for,
+    #: the finding's code).
     tag: str = ""
 
     @property
@@ -75,15 +85,33 @@ class Intervention:
     def key(self) -> str:
         """A stable name (the branch files and the state file use it)."""
         extra = "".join(f"-{x}" for x in (self.tag, self.model) if x)
-        return re.sub(r"[^A-Za-z0-9._-]", "_", f"{self.layer}-{self.conversation}-t{self.turn}-{self.kind}{extra}")[:160]
+        return re.sub(
+            r"[^A-Za-z0-9._-]",
+            "_",
+            f"{self.layer}-{self.conversation}-t{self.turn}-{self.kind}{extra}",
+        )[:160]
 
     def as_json(self) -> dict[str, Any]:
-        return {"key": self.key, "layer": self.layer, "conversation": self.conversation, "turn": self.turn, "what": self.what,
-                "kind": self.kind, "finding": self.finding, "cursor": self.cursor, "edits": list(self.edits), "model": self.model,
-                "live_requests_per_sample": self.live_requests, "runnable": self.missing is None, "missing": self.missing}
+        return {
+            "key": self.key,
+            "layer": self.layer,
+            "conversation": self.conversation,
+            "turn": self.turn,
+            "what": self.what,
+            "kind": self.kind,
+            "finding": self.finding,
+            "cursor": self.cursor,
+            "edits": list(self.edits),
+            "model": self.model,
+            "live_requests_per_sample": self.live_requests,
+            "runnable": self.missing is None,
+            "missing": self.missing,
+        }
 
 
-def interventions(run: Any, results: dict[str, str] | None = None, model: str | None = None) -> list[Intervention]:
+def interventions(
+    run: Any, results: dict[str, str] | None = None, model: str | None = None
+) -> list[Intervention]:
     """The interventions for ``run`` (an opened run with its analysis), C first, then A, then E,
     each in turn order. ``results``: the text to put back per call id (``--result``: a file spec
     ``@PATH`` or the text); ``model``: also re-sample each E turn on that model."""
@@ -92,33 +120,63 @@ def interventions(run: Any, results: dict[str, str] | None = None, model: str | 
     later = _later_turns(a)
     findings = _serious_findings(a)
     out, retried = _for_findings(run, findings, by_turn, later, results or {})
-    out = [i for n, i in enumerate(out) if all(j.key != i.key for j in out[:n])]  # one finding per call and turn is enough
+    # one finding per call and turn is enough
+    out = [i for n, i in enumerate(out) if all(j.key != i.key for j in out[:n])]
     for where in sorted(_named_turns(findings) | _last_turns(a)):
         t = by_turn.get(where)
         if t is None or where in retried or t.a.status is None or t.a.status >= 400:
             continue  # a failed call has no emission to re-sample: its A retry is that intervention
         seqs = later.get(where, [])
-        out.append(Intervention("E", where[0], where[1], "the model's emission re-sampled (same request, same model)", "e-resample", seqs=seqs))
+        out.append(
+            Intervention(
+                "E",
+                where[0],
+                where[1],
+                "the model's emission re-sampled (same request, same model)",
+                "e-resample",
+                seqs=seqs,
+            )
+        )
         if model is not None:
-            out.append(Intervention("E", where[0], where[1], f"the model's emission re-sampled on {model}", "e-model", model=model, seqs=seqs))
+            out.append(
+                Intervention(
+                    "E",
+                    where[0],
+                    where[1],
+                    f"the model's emission re-sampled on {model}",
+                    "e-model",
+                    model=model,
+                    seqs=seqs,
+                )
+            )
     return out
 
 
 def _serious_findings(a: Any) -> list[Any]:
     """The findings that call for an intervention (not info, placed at a turn), C first, then A,
     then E, each in turn order."""
-    ordered = sorted(a.findings, key=lambda f: ({"C": 0, "A": 1, "E": 2}[f.layer], f.conversation or "", f.turn or 0))
-    return [f for f in ordered if f.severity.value != "info" and f.conversation is not None and f.turn is not None]
+    ordered = sorted(
+        a.findings,
+        key=lambda f: ({"C": 0, "A": 1, "E": 2}[f.layer], f.conversation or "", f.turn or 0),
+    )
+    return [
+        f
+        for f in ordered
+        if f.severity.value != "info" and f.conversation is not None and f.turn is not None
+    ]
 
 
 def _named_turns(findings: list[Any]) -> set[tuple[str, int]]:
     """The turns ``findings`` name, their own and the ones they relate to: each an E re-sample."""
     named = {(f.conversation, f.turn) for f in findings}
-    return named | {(f.conversation, f.related_turn) for f in findings if f.related_turn is not None}
+    return named | {
+        (f.conversation, f.related_turn) for f in findings if f.related_turn is not None
+    }
 
 
 def _later_turns(a: Any) -> dict[tuple[str, int], list[int]]:
-    """Per (conversation, turn index): the seqs of that turn and of the conversation's later ones."""
+    """Per (conversation, turn index): the seqs of that turn and of the conversation's later
+    ones."""
     later: dict[tuple[str, int], list[int]] = {}
     for c in a.conversations:
         idx = [(a.turns[s].index, s) for s in c.turns if s in a.turns]
@@ -127,8 +185,13 @@ def _later_turns(a: Any) -> dict[tuple[str, int], list[int]]:
     return later
 
 
-def _for_findings(run: Any, findings: list[Any], by_turn: dict[tuple[str, int], Any], later: dict[tuple[str, int], list[int]],
-                  results: dict[str, str]) -> tuple[list[Intervention], set[tuple[str, int]]]:
+def _for_findings(
+    run: Any,
+    findings: list[Any],
+    by_turn: dict[tuple[str, int], Any],
+    later: dict[tuple[str, int], list[int]],
+    results: dict[str, str],
+) -> tuple[list[Intervention], set[tuple[str, int]]]:
     """The C and A interventions ``findings`` (in layer then turn order) call for; and the turns
     an A retry stands for (not re-sampled)."""
     a = run.analysis
@@ -138,16 +201,24 @@ def _for_findings(run: Any, findings: list[Any], by_turn: dict[tuple[str, int], 
         where = (f.conversation, f.turn)
         seqs = later.get(where, [])
         if f.layer == "C" and f.code == "C.truncated_treated_as_complete":
-            cut = (f.conversation, f.related_turn if f.related_turn is not None else f.turn)  # the cut answer's turn: continued there
-            out.append(_continue(run, cut, f.code, later.get(cut, seqs), _exchange(run, by_turn.get(cut))))
+            # the cut answer's turn: continued there
+            cut = (f.conversation, f.related_turn if f.related_turn is not None else f.turn)
+            out.append(
+                _continue(run, cut, f.code, later.get(cut, seqs), _exchange(run, by_turn.get(cut)))
+            )
         elif f.layer == "C":
             out.append(_c(f, seqs, results))
-        elif f.layer == "A" and (f.code == "A.truncated_length" or f.code in _RETRY) and not any(i.layer == "A" and (i.conversation, i.turn) == where for i in out):
+        elif (
+            f.layer == "A"
+            and (f.code == "A.truncated_length" or f.code in _RETRY)
+            and not any(i.layer == "A" and (i.conversation, i.turn) == where for i in out)
+        ):
             ex = _exchange(run, by_turn.get(where))
             out.append(_a(f, seqs, ex))
             if out[-1].kind == "a-retry":
                 retried.add(where)
-            elif not any(x.code == "C.truncated_treated_as_complete" for x in a.findings):  # the client took the cut answer as it was
+            elif not any(x.code == "C.truncated_treated_as_complete" for x in a.findings):
+                # the client took the cut answer as it was
                 out.append(_continue(run, where, f.code, seqs, ex))
     return out, retried
 
@@ -168,24 +239,55 @@ def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
     assert f.conversation is not None and f.turn is not None
     if f.code == "C.dropped_tool_result" and f.tool_call_id:
         cid = str(f.tool_call_id)
-        i = Intervention("C", f.conversation, f.turn, f"the dropped result of call {cid} put back", "c-restore-result", f.code, seqs=seqs, tag=cid)
+        i = Intervention(
+            "C",
+            f.conversation,
+            f.turn,
+            f"the dropped result of call {cid} put back",
+            "c-restore-result",
+            f.code,
+            seqs=seqs,
+            tag=cid,
+        )
         if cid in results:
             i.edits = [f"restore_result[{cid}]={results[cid]}"]
         else:
-            i.missing = (f"the text of the dropped result is not in the recording: give it with --result {cid}=@FILE "
-                         "(what the tool returned) to run this repair")
+            i.missing = (
+                "the text of the dropped result is not in the recording: give it with --result "
+                f"{cid}=@FILE (what the tool returned) to run this repair"
+            )
         return i
     why = _NO_REPAIR.get(f.code, f"looptap has no repair for {f.code} yet")
-    return Intervention("C", f.conversation, f.turn, f"the client's dispatch repaired ({f.code})", "c-none", f.code, seqs=seqs, missing=why, tag=f.code)
+    return Intervention(
+        "C",
+        f.conversation,
+        f.turn,
+        f"the client's dispatch repaired ({f.code})",
+        "c-none",
+        f.code,
+        seqs=seqs,
+        missing=why,
+        tag=f.code,
+    )
 
 
-def _continue(run: Any, where: tuple[str, int], code: str, seqs: list[int], ex: Any) -> Intervention:
-    """The C repair of a truncated answer: the fork continues it where the cap cut it (``continue=N``)."""
+def _continue(
+    run: Any, where: tuple[str, int], code: str, seqs: list[int], ex: Any
+) -> Intervention:
+    """The C repair of a truncated answer: the fork continues it where the cap cut it
+    (``continue=N``)."""
     from cassettes.replay.live.edits import carried, parse_edit
 
     edit = f"continue={CONTINUE_ROUNDS}"
-    i = Intervention("C", where[0], where[1], "the truncated answer not treated as complete: the rest asked for (continued by looptap)", "c-continue",
-                     code, seqs=seqs)
+    i = Intervention(
+        "C",
+        where[0],
+        where[1],
+        "the truncated answer not treated as complete: the rest asked for (continued by looptap)",
+        "c-continue",
+        code,
+        seqs=seqs,
+    )
     if ex is None or not carried(ex.method, ex.url, ex.request_body, parse_edit(edit)):
         i.missing = "this API has no form looptap can ask for the rest of a cut answer in"
         return i
@@ -196,11 +298,35 @@ def _continue(run: Any, where: tuple[str, int], code: str, seqs: list[int], ex: 
 def _a(f: Any, seqs: list[int], ex: Any) -> Intervention:
     assert f.conversation is not None and f.turn is not None
     if f.code != "A.truncated_length":
-        return Intervention("A", f.conversation, f.turn, f"the request re-sent live: the retry the client did not make ({f.code})", "a-retry", f.code, seqs=seqs)
+        return Intervention(
+            "A",
+            f.conversation,
+            f.turn,
+            f"the request re-sent live: the retry the client did not make ({f.code})",
+            "a-retry",
+            f.code,
+            seqs=seqs,
+        )
     from cassettes.replay.live.edits import carried, parse_edit
 
-    caps = [c for c in (carried(ex.method, ex.url, ex.request_body, parse_edit("max_tokens=1")) if ex is not None else []) if isinstance(c, int)]
-    i = Intervention("A", f.conversation, f.turn, "the request re-sent live with the token cap lifted", "a-cap", f.code, seqs=seqs)
+    caps = [
+        c
+        for c in (
+            carried(ex.method, ex.url, ex.request_body, parse_edit("max_tokens=1"))
+            if ex is not None
+            else []
+        )
+        if isinstance(c, int)
+    ]
+    i = Intervention(
+        "A",
+        f.conversation,
+        f.turn,
+        "the request re-sent live with the token cap lifted",
+        "a-cap",
+        f.code,
+        seqs=seqs,
+    )
     if not caps:
         i.missing = "the request sets no token cap to lift (the API's own limit cut the answer)"
         return i

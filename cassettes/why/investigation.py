@@ -65,7 +65,10 @@ def _options(args: argparse.Namespace) -> tuple[Outcome, list[str], Decimal | No
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv and not args.dry_run:
-        raise Refused("nothing to run: every branch runs the agent again; give its command after -- (looptap why run.jsonl -o why/ -- python agent.py)")
+        raise Refused(
+            "nothing to run: every branch runs the agent again; give its command after -- (looptap "
+            "why run.jsonl -o why/ -- python agent.py)"
+        )
     results: dict[str, str] = {}
     for item in args.result:
         cid, sep, value = str(item).partition("=")
@@ -93,15 +96,30 @@ def investigate(args: argparse.Namespace) -> Result:
         run = open_run(path, whole=True, formats=("looptap",))
     except (CassetteError, ValueError) as exc:
         raise Refused(str(exc)) from None
-    found = [i for i in interventions(run, results, args.model) if not args.layer or i.layer in args.layer]
+    found = [
+        i
+        for i in interventions(run, results, args.model)
+        if not args.layer or i.layer in args.layer
+    ]
     recorded = None
     if not outcome.needs_run:
         recorded = outcome.failed(judged_from(run))
         if not recorded:
-            raise Refused(f"the recorded run does not fail by the outcome ({outcome.describe()}): nothing to explain, nothing sent")
+            raise Refused(
+                f"the recorded run does not fail by the outcome ({outcome.describe()}): nothing to "
+                "explain, nothing sent"
+            )
     runnable = [i for i in found if i.missing is None]
     try:
-        lines = budget.check(run, runnable, args.samples, bases, args.max_requests, max_cost, args.allow_unknown_price)
+        lines = budget.check(
+            run,
+            runnable,
+            args.samples,
+            bases,
+            args.max_requests,
+            max_cost,
+            args.allow_unknown_price,
+        )
     except BudgetError as exc:
         raise Refused(str(exc), exc.lines) from None
     if args.dry_run:
@@ -149,9 +167,14 @@ def _recorded_by_running(state: Any, path: Path, argv: list[str], outcome: Outco
         except WhyRunError as exc:
             raise Refused(str(exc)) from None
         failed = bool(outcome.failed(base.judged))
-        state.put("recorded", {"failed": failed, "exit": base.judged.exit, "check": base.judged.check})
+        state.put(
+            "recorded", {"failed": failed, "exit": base.judged.exit, "check": base.judged.check}
+        )
     if not failed:
-        raise Refused(f"the recorded run does not fail by the outcome ({outcome.describe()}): nothing to explain, nothing sent")
+        raise Refused(
+            f"the recorded run does not fail by the outcome ({outcome.describe()}): nothing to "
+            "explain, nothing sent"
+        )
 
 
 def _fails(outcome: Outcome, recorded: dict[str, Any]) -> str:
@@ -159,7 +182,10 @@ def _fails(outcome: Outcome, recorded: dict[str, Any]) -> str:
     if outcome.kind == "exit":
         how = f"against the recording (nothing sent) the command exited {recorded.get('exit')}"
     elif outcome.kind == "check":
-        how = f"after the command against the recording (nothing sent) the check exited {recorded.get('check')}"
+        how = (
+            "after the command against the recording (nothing sent) the check exited "
+            f"{recorded.get('check')}"
+        )
     else:
         how = "read from the recording"
     return f"the recorded run fails by the outcome ({outcome.describe()}): {how}"
@@ -176,29 +202,71 @@ def _forget(state: Any) -> None:
         state.directory.rmdir()
 
 
-def _dry_run(args: argparse.Namespace, outcome: Outcome, found: list[Intervention], lines: list[str]) -> Result:
+def _dry_run(
+    args: argparse.Namespace, outcome: Outcome, found: list[Intervention], lines: list[str]
+) -> Result:
     from cassettes.untrusted import clean_line
 
-    doc = {"looptap": "why", "dry_run": True, "run": str(args.file), "outcome": outcome.as_json(), "samples": args.samples,
-           "budget": lines, "interventions": [i.as_json() for i in found]}
-    out = [f"outcome: failed means {outcome.describe()}" + (" (judged first by running the command against the recording; not in --dry-run)" if outcome.needs_run else "")]
+    doc = {
+        "looptap": "why",
+        "dry_run": True,
+        "run": str(args.file),
+        "outcome": outcome.as_json(),
+        "samples": args.samples,
+        "budget": lines,
+        "interventions": [i.as_json() for i in found],
+    }
+    out = [
+        f"outcome: failed means {outcome.describe()}"
+        + (
+            " (judged first by running the command against the recording; not in --dry-run)"
+            if outcome.needs_run
+            else ""
+        )
+    ]
     for i in found:
         per = f"{len(i.seqs)} + {i.extra} continuations" if i.extra else f"{len(i.seqs)}"
-        cost = f"{i.live_requests * args.samples} live requests ({per} × {args.samples} samples)" if i.missing is None else f"not run: {i.missing}"
+        cost = (
+            f"{i.live_requests * args.samples} live requests ({per} × {args.samples} samples)"
+            if i.missing is None
+            else f"not run: {i.missing}"
+        )
         edits = f" [--edit {' --edit '.join(i.edits)}]" if i.edits else ""
-        out.append(f"would fork at {i.cursor}{edits}{f' --model {i.model}' if i.model else ''}: {i.layer}: {i.what}: {cost}")
+        out.append(
+            f"would fork at {i.cursor}{edits}{f' --model {i.model}' if i.model else ''}: "
+            f"{i.layer}: {i.what}: {cost}"
+        )
     return Result(0, doc, [clean_line(ln) for ln in [*out, *lines]])
 
 
-def _run(args: argparse.Namespace, run: Any, path: Path, state: Any, outcome: Outcome, found: list[Intervention], argv: list[str], python: str) -> Result:
+def _run(
+    args: argparse.Namespace,
+    run: Any,
+    path: Path,
+    state: Any,
+    outcome: Outcome,
+    found: list[Intervention],
+    argv: list[str],
+    python: str,
+) -> Result:
     from concurrent.futures import ThreadPoolExecutor
 
     from cassettes.why.branches import Branches
 
-    passed = [x for u in args.upstream for x in ("--upstream", u)] + (["--confdir", args.confdir] if args.confdir else [])
+    passed = [x for u in args.upstream for x in ("--upstream", u)] + (
+        ["--confdir", args.confdir] if args.confdir else []
+    )
     runner = Branches(path.resolve(), argv, outcome, state.directory, passed, python)
-    todo = [(i, k) for i in found if i.missing is None for k in range(1, args.samples + 1) if state.branch(i.key, k) is None]
-    done = sum(1 for i in found if i.missing is None for k in range(1, args.samples + 1)) - len(todo)
+    todo = [
+        (i, k)
+        for i in found
+        if i.missing is None
+        for k in range(1, args.samples + 1)
+        if state.branch(i.key, k) is None
+    ]
+    done = sum(1 for i in found if i.missing is None for k in range(1, args.samples + 1)) - len(
+        todo
+    )
     if done:
         _say(f"--resume: {done} branches kept from the earlier run, {len(todo)} to run")
     state.put("interventions", [i.as_json() for i in found])
@@ -213,26 +281,44 @@ def _run(args: argparse.Namespace, run: Any, path: Path, state: Any, outcome: Ou
         # A branch that ended after a Ctrl-C is no sample (the interrupt it was passed decided its
         # status, not the outcome): not kept, --resume runs it again.
         if stopping.is_set():
-            _say(f"{i.layer} {i.conversation} turn {i.turn} ({i.kind}) sample {k}/{args.samples}: interrupted, not kept (--resume runs it again)")
+            _say(
+                f"{i.layer} {i.conversation} turn {i.turn} ({i.kind}) sample {k}/{args.samples}: "
+                "interrupted, not kept (--resume runs it again)"
+            )
             return
         state.put_branch(i.key, k, result)
-        _say(f"{i.layer} {i.conversation} turn {i.turn} ({i.kind}) sample {k}/{args.samples}: {result['result']}"
-             + (f": {result['why']}" if result.get("why") else ""))
+        _say(
+            f"{i.layer} {i.conversation} turn {i.turn} ({i.kind}) "
+            f"sample {k}/{args.samples}: {result['result']}"
+            + (f": {result['why']}" if result.get("why") else "")
+        )
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         try:
             for _ in pool.map(one, todo):
                 pass
         except KeyboardInterrupt:
-            stopping.set()  # first, then the branches still running are interrupted, then waited for
+            # first, then the branches still running are interrupted, then waited for
+            stopping.set()
             runner.interrupt()
             raise
     v = verdict(_tallies(state, found, args.samples), args.samples)
-    doc = {"looptap": "why", "run": str(args.file), "outcome": outcome.as_json(), "recorded": state.doc.get("recorded"), "samples": args.samples,
-           "output": str(state.directory), **v.as_json()}
+    doc = {
+        "looptap": "why",
+        "run": str(args.file),
+        "outcome": outcome.as_json(),
+        "recorded": state.doc.get("recorded"),
+        "samples": args.samples,
+        "output": str(state.directory),
+        **v.as_json(),
+    }
     state.put("verdict", doc["verdict"])
     state.put("report", doc["interventions"])
-    return Result(0 if any(t.samples for t in v.ranked) else 1, doc, report_lines(v, outcome, state.directory, path))
+    return Result(
+        0 if any(t.samples for t in v.ranked) else 1,
+        doc,
+        report_lines(v, outcome, state.directory, path),
+    )
 
 
 def _tallies(state: Any, found: list[Intervention], samples: int) -> list[Tally]:
@@ -259,7 +345,14 @@ def report_lines(v: Verdict, outcome: Outcome, directory: Path, run: Path) -> li
     """The report as text (each line cleaned for a terminal)."""
     from cassettes.untrusted import clean_line
 
-    lines = [f"verdict: {v.headline}", f"outcome: failed means {outcome.describe()}; a flip is a branch that does not fail", "interventions, ranked:"]
+    lines = [
+        f"verdict: {v.headline}",
+        f"outcome: failed means {outcome.describe()}; a flip is a branch that does not fail",
+        "interventions, ranked:",
+    ]
     lines += [f"  {t.line()}" for t in v.ranked]
-    lines.append(f"branches (ordinary branch cassettes) in {directory}: looptap diff {run} {directory}/BRANCH.jsonl shows what each changed")
+    lines.append(
+        f"branches (ordinary branch cassettes) in {directory}: looptap diff {run} "
+        f"{directory}/BRANCH.jsonl shows what each changed"
+    )
     return [clean_line(ln) for ln in lines]

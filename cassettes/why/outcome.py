@@ -81,10 +81,21 @@ class Judged:
 def parse_outcome(args: Any) -> Outcome:
     """The outcome the command line asks for (at most one of ``--check``, ``--finding``,
     ``--answer-matches``, ``--answer-not-matches``; else ``--outcome exit``)."""
-    given = [(k, v) for k, v in (("check", args.check), ("finding", args.finding), ("answer_matches", args.answer_matches),
-                                  ("answer_not_matches", args.answer_not_matches)) if v is not None]
+    given = [
+        (k, v)
+        for k, v in (
+            ("check", args.check),
+            ("finding", args.finding),
+            ("answer_matches", args.answer_matches),
+            ("answer_not_matches", args.answer_not_matches),
+        )
+        if v is not None
+    ]
     if len(given) > 1:
-        raise OutcomeError("give one outcome: --check, --finding, --answer-matches or --answer-not-matches (or none: the exit status)")
+        raise OutcomeError(
+            "give one outcome: --check, --finding, --answer-matches or --answer-not-matches (or "
+            "none: the exit status)"
+        )
     if not given:
         return Outcome("exit")
     kind, value = given[0]
@@ -92,9 +103,14 @@ def parse_outcome(args: Any) -> Outcome:
         try:
             re.compile(value)
         except re.error as exc:
-            raise OutcomeError(f"--{kind.replace('_', '-')}: not a regular expression: {exc}") from None
+            raise OutcomeError(
+                f"--{kind.replace('_', '-')}: not a regular expression: {exc}"
+            ) from None
     if kind == "finding" and not re.fullmatch(r"[EAC]\.[a-z_]{1,80}", value):
-        raise OutcomeError(f"--finding wants a finding code as looptap show names it (C.dropped_tool_result), not {value[:60]!r}")
+        raise OutcomeError(
+            "--finding wants a finding code as looptap show names "
+            f"it (C.dropped_tool_result), not {value[:60]!r}"
+        )
     if kind == "check" and not value.strip():
         raise OutcomeError("--check wants a command")
     return Outcome(kind, value)

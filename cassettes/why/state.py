@@ -49,7 +49,8 @@ def _read_state(path: Path) -> dict[str, Any] | None:
 
 
 class State:
-    """``why.json`` in the output directory, kept in memory and written (atomically) on every change."""
+    """``why.json`` in the output directory, kept in memory and written (atomically) on every
+    change."""
 
     def __init__(self, directory: Path, doc: dict[str, Any]) -> None:
         self.directory = directory
@@ -57,7 +58,9 @@ class State:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, directory: Path, run: Path, digest: str, resume: bool, fresh: dict[str, Any]) -> State:
+    def open(
+        cls, directory: Path, run: Path, digest: str, resume: bool, fresh: dict[str, Any]
+    ) -> State:
         """The state of ``directory`` (created when missing); raises :class:`WhyDirError` (see
         the module docstring)."""
         import os
@@ -71,26 +74,49 @@ class State:
             st = None
         if st is None:
             if resume:
-                raise WhyDirError(f"--resume: {directory} does not exist: nothing to continue (leave --resume out to start)")
+                raise WhyDirError(
+                    f"--resume: {directory} does not exist: nothing "
+                    "to continue (leave --resume out to start)"
+                )
             try:
                 directory.mkdir(mode=0o700, parents=True)
             except OSError as exc:
-                raise WhyDirError(f"-o {directory} cannot be created: {exc.strerror or exc}") from None
-            state = cls(directory, {"looptap": "why", "run": str(run), "sha256": digest, **fresh, "branches": {}})
+                raise WhyDirError(
+                    f"-o {directory} cannot be created: {exc.strerror or exc}"
+                ) from None
+            state = cls(
+                directory,
+                {"looptap": "why", "run": str(run), "sha256": digest, **fresh, "branches": {}},
+            )
             state.save()
             return state
         if not stat.S_ISDIR(st.st_mode):
-            raise WhyDirError(f"-o {directory} is {describe(st)}, not a directory of an earlier looptap why: refused (give a new directory)")
+            raise WhyDirError(
+                f"-o {directory} is {describe(st)}, not a directory of an earlier looptap why: "
+                "refused (give a new directory)"
+            )
         doc = _read_state(directory / STATE)
         if doc is None:
-            raise WhyDirError(f"-o {directory} exists and is not the output of an earlier looptap why: refused (give a new directory)")
+            raise WhyDirError(
+                f"-o {directory} exists and is not the output of an earlier looptap why: refused "
+                "(give a new directory)"
+            )
         if doc.get("sha256") != digest:
-            raise WhyDirError(f"-o {directory} holds a looptap why of another run ({str(doc.get('run'))[:200]!r}): refused (give a new directory)")
+            raise WhyDirError(
+                f"-o {directory} holds a looptap why of another run "
+                f"({str(doc.get('run'))[:200]!r}): refused (give a new directory)"
+            )
         if not resume:
-            raise WhyDirError(f"-o {directory} holds an earlier looptap why of this run: --resume continues it (its finished branches are kept), or give a new directory")
+            raise WhyDirError(
+                f"-o {directory} holds an earlier looptap why of this run: --resume continues it "
+                "(its finished branches are kept), or give a new directory"
+            )
         for k in ("outcome", "samples"):
             if k in fresh and doc.get(k) != fresh[k]:
-                raise WhyDirError(f"--resume: {directory} was started with another {k} ({doc.get(k)!r}): give the same, or a new directory")
+                raise WhyDirError(
+                    f"--resume: {directory} was started with another {k} ({doc.get(k)!r}): give "
+                    "the same, or a new directory"
+                )
         return cls(directory, doc)
 
     def branch(self, key: str, k: int) -> dict[str, Any] | None:
@@ -110,5 +136,7 @@ class State:
     def save(self) -> None:
         from cassettes.storage.paths import check_target, write_new
 
-        target = check_target(self.directory / STATE, "the state file", owned=lambda p: _read_state(p) is not None)
+        target = check_target(
+            self.directory / STATE, "the state file", owned=lambda p: _read_state(p) is not None
+        )
         write_new(target, orjson.dumps(self.doc, option=orjson.OPT_INDENT_2, default=str))

@@ -39,8 +39,16 @@ class Tally:
 
     def as_json(self) -> dict[str, Any]:
         low, high = self.interval
-        return {**self.intervention.as_json(), "flips": self.flips, "samples": self.samples, "invalid": self.invalid,
-                "rate": self.rate, "low": round(low, 4), "high": round(high, 4), "branches": self.branches}
+        return {
+            **self.intervention.as_json(),
+            "flips": self.flips,
+            "samples": self.samples,
+            "invalid": self.invalid,
+            "rate": self.rate,
+            "low": round(low, 4),
+            "high": round(high, 4),
+            "branches": self.branches,
+        }
 
     def line(self) -> str:
         i = self.intervention
@@ -70,11 +78,18 @@ class Verdict:
         b = self.best
         low, high = b.interval if b is not None else (0.0, 1.0)
         head: dict[str, Any] = {
-            "determined": self.determined, "headline": self.headline,
-            "layer": b.intervention.layer if b else None, "conversation": b.intervention.conversation if b else None,
-            "turn": b.intervention.turn if b else None, "intervention": b.intervention.key if b else None,
-            "flips": b.flips if b else 0, "samples": b.samples if b else 0, "low": round(low, 4), "high": round(high, 4),
-            "tied": [t.intervention.key for t in self.tied], "either": self.either,
+            "determined": self.determined,
+            "headline": self.headline,
+            "layer": b.intervention.layer if b else None,
+            "conversation": b.intervention.conversation if b else None,
+            "turn": b.intervention.turn if b else None,
+            "intervention": b.intervention.key if b else None,
+            "flips": b.flips if b else 0,
+            "samples": b.samples if b else 0,
+            "low": round(low, 4),
+            "high": round(high, 4),
+            "tied": [t.intervention.key for t in self.tied],
+            "either": self.either,
         }
         return {"verdict": head, "interventions": [t.as_json() for t in self.ranked]}
 
@@ -88,23 +103,54 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     ranked += [t for t in tallies if t not in ranked]
     more = f"try K={samples * 4} (--samples {samples * 4})"
     if not ran:
-        return Verdict(False, "no intervention could be run or judged: see each below", None, [], ranked, samples)
+        return Verdict(
+            False,
+            "no intervention could be run or judged: see each below",
+            None,
+            [],
+            ranked,
+            samples,
+        )
     best = ranked[0]
     if best.flips == 0:
-        return Verdict(False, f"nothing flipped the outcome in {best.samples} samples of any intervention: not determined with K={samples}; "
-                       f"{more}, or the cause is not among these suspects", None, [], ranked, samples)
+        return Verdict(
+            False,
+            f"nothing flipped the outcome in {best.samples} samples of any intervention: not "
+            f"determined with K={samples}; {more}, or the cause is not among these suspects",
+            None,
+            [],
+            ranked,
+            samples,
+        )
     low = best.interval[0]
     tied = [t for t in ranked[1:len(ran)] if t.flips and t.interval[1] >= low]
     i = best.intervention
-    said = f"{i.layer} at {i.conversation} turn {i.turn} ({i.what}): flipped {best.flips}/{best.samples} (95% CI {low:.2f}–{best.interval[1]:.2f})"
+    said = (
+        f"{i.layer} at {i.conversation} turn {i.turn} ({i.what}): flipped "
+        f"{best.flips}/{best.samples} (95% CI {low:.2f}–{best.interval[1]:.2f})"
+    )
     if tied and best.flips == best.samples and all(t.flips == t.samples for t in tied):
         # every one flipped it every time: more samples cannot separate two sufficient changes
         return _either(best, tied, ranked, samples)
     if tied:
-        others = "; ".join(f"{t.intervention.layer} at {t.intervention.conversation} turn {t.intervention.turn} ({t.intervention.what}) "
-                           f"{t.flips}/{t.samples}" for t in tied)
-        return Verdict(False, f"not determined with K={samples}: {said}, and its interval overlaps {others}; {more}", best, tied, ranked, samples)
-    rest = " no other intervention flipped it" if all(t.flips == 0 for t in ranked[1:len(ran)]) else " the others flipped it clearly less often"
+        others = "; ".join(
+            f"{t.intervention.layer} at {t.intervention.conversation} turn {t.intervention.turn} "
+            f"({t.intervention.what}) {t.flips}/{t.samples}"
+            for t in tied
+        )
+        return Verdict(
+            False,
+            f"not determined with K={samples}: {said}, and its interval overlaps {others}; {more}",
+            best,
+            tied,
+            ranked,
+            samples,
+        )
+    rest = (
+        " no other intervention flipped it"
+        if all(t.flips == 0 for t in ranked[1 : len(ran)])
+        else " the others flipped it clearly less often"
+    )
     return Verdict(True, f"{_layer_name(i.layer)}: {said};{rest}", best, [], ranked, samples)
 
 
@@ -112,12 +158,29 @@ def _either(best: Tally, tied: list[Tally], ranked: list[Tally], samples: int) -
     """The verdict when ``best`` and every one ``tied`` with it flipped the outcome every time:
     each is enough on its own, and more samples cannot tell them apart."""
     i, low = best.intervention, best.interval[0]
-    both = " and ".join([f"{i.layer} ({i.what}) {best.flips}/{best.samples} (95% CI {low:.2f}–{best.interval[1]:.2f})"] + [
-        f"{t.intervention.layer} ({t.intervention.what}) {t.flips}/{t.samples} (95% CI {t.interval[0]:.2f}–{t.interval[1]:.2f})" for t in tied])
+    both = " and ".join(
+        [
+            f"{i.layer} ({i.what}) {best.flips}/{best.samples} (95% CI "
+            f"{low:.2f}–{best.interval[1]:.2f})"
+        ]
+        + [
+            f"{t.intervention.layer} ({t.intervention.what}) {t.flips}/{t.samples} (95% CI "
+            f"{t.interval[0]:.2f}–{t.interval[1]:.2f})"
+            for t in tied
+        ]
+    )
     where = {(t.intervention.conversation, t.intervention.turn) for t in [best, *tied]}
     at = f" at {i.conversation} turn {i.turn}" if len(where) == 1 else ""
-    return Verdict(True, f"either change flips it{at}: {both}; each is enough on its own (more samples cannot tell two sufficient fixes apart)",
-                   best, tied, ranked, samples, either=True)
+    return Verdict(
+        True,
+        f"either change flips it{at}: {both}; each is enough on its own (more samples cannot tell "
+        "two sufficient fixes apart)",
+        best,
+        tied,
+        ranked,
+        samples,
+        either=True,
+    )
 
 
 def _layer_name(layer: str) -> str:

@@ -28,7 +28,14 @@ from typing import Any
 from cassettes.bounds import MAX_DECODED_BYTES
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["MAX_DECODED_BYTES", "DecodeResult", "OverBudget", "decode_chunks", "salvage", "sniff_encoding"]
+__all__ = [
+    "MAX_DECODED_BYTES",
+    "DecodeResult",
+    "OverBudget",
+    "decode_chunks",
+    "salvage",
+    "sniff_encoding",
+]
 
 Chunk = tuple[float | None, bytes]
 
@@ -44,7 +51,10 @@ class OverBudget(ValueError):
 
 
 def over_budget_note(enc: str, limit: int = MAX_DECODED_BYTES) -> str:
-    return f"{enc} body decompresses past {limit / (1 << 20):g} MiB (looptap's decompression budget); kept compressed, as received"
+    return (
+        f"{enc} body decompresses past {limit / (1 << 20):g} MiB (looptap's decompression budget); "
+        "kept compressed, as received"
+    )
 
 
 @dataclass
@@ -65,7 +75,8 @@ def sniff_encoding(head: bytes) -> str | None:
 
 
 def brotli_limits() -> bool:
-    """Whether the installed brotli caps one call's output (``output_buffer_limit``, brotli ≥ 1.2)."""
+    """Whether the installed brotli caps one call's output (``output_buffer_limit``, brotli ≥
+    1.2)."""
     import brotli
 
     return hasattr(brotli.Decompressor(), "can_accept_more_data")
@@ -86,7 +97,8 @@ class Decoder:
         self.total = 0
         self.finished = False
         self._d: Any = None
-        #: Deflate: bytes held until two have arrived (zlib-wrapped or raw is told by the first two).
+        #: Deflate: bytes held until two have arrived (zlib-wrapped or raw is told by the first
+        #: two).
         self._pending = b""
         self._br_limits = False
         self.partial: list[bytes] = []
@@ -105,7 +117,9 @@ class Decoder:
         if self.encoding in ("gzip", "x-gzip"):
             return zlib.decompressobj(16 + zlib.MAX_WBITS)
         if self.encoding == "deflate":
-            return zlib.decompressobj(zlib.MAX_WBITS if sniff_encoding(data[:2]) == "deflate" else -zlib.MAX_WBITS)
+            return zlib.decompressobj(
+                zlib.MAX_WBITS if sniff_encoding(data[:2]) == "deflate" else -zlib.MAX_WBITS
+            )
         import zstandard
 
         return zstandard.ZstdDecompressor(max_window_size=_ZSTD_WINDOW).decompressobj()
@@ -116,7 +130,12 @@ class Decoder:
         if self.encoding == "br":
             self._feed_brotli(data, pieces)
             return b"".join(pieces)
-        if self.encoding == "deflate" and self._d is None and not self.finished and len(self._pending + data) < 2:
+        if (
+            self.encoding == "deflate"
+            and self._d is None
+            and not self.finished
+            and len(self._pending + data) < 2
+        ):
             self._pending += data
             return b""
         data, self._pending = self._pending + data, b""
@@ -135,7 +154,9 @@ class Decoder:
                 self.finished = True
                 rest = self._d.unused_data
                 if rest and self.encoding == "deflate":
-                    raise ValueError(f"{len(rest) + len(data)} bytes after the end of the deflate stream")
+                    raise ValueError(
+                        f"{len(rest) + len(data)} bytes after the end of the deflate stream"
+                    )
                 data = rest + data if zstd else rest
                 self._d = None  # the next gzip member / zstd frame, if any
         return b"".join(pieces)
@@ -176,7 +197,9 @@ def _decoder(encoding: str, budget: int = MAX_DECODED_BYTES) -> Decoder | None:
     return None
 
 
-def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None, budget: int = MAX_DECODED_BYTES) -> DecodeResult:
+def decode_chunks(
+    chunks: Sequence[Chunk], content_encoding: str | None, budget: int = MAX_DECODED_BYTES
+) -> DecodeResult:
     """Remove the content encoding from ``chunks``, keeping chunk boundaries and offsets. Each
     layer decodes to at most ``budget`` bytes; past it the body is kept as received, with a note."""
     declared = [e.strip().lower() for e in (content_encoding or "").split(",") if e.strip()]
@@ -210,7 +233,12 @@ def _decode_stacked(chunks: Sequence[Chunk], declared: list[str], budget: int) -
 
 
 def _decode_one(
-    chunks: Sequence[Chunk], enc: str, head: bytes, sniffed: str | None, notes: list[str], budget: int
+    chunks: Sequence[Chunk],
+    enc: str,
+    head: bytes,
+    sniffed: str | None,
+    notes: list[str],
+    budget: int,
 ) -> DecodeResult:
     """One encoding removed; a body that is not what the header says, an unknown encoding, a
     decoder failure or a body over ``budget`` is kept as received, with a note."""
@@ -230,14 +258,20 @@ def _decode_one(
         notes.append(str(exc))
         return DecodeResult(list(chunks), None, notes)
     except Exception as exc:  # any decoder failure: keep the original bytes
-        notes.append(f"Content-Encoding {enc} could not be decoded ({type(exc).__name__}: {exc}); kept as received")
+        notes.append(
+            f"Content-Encoding {enc} could not be decoded ({type(exc).__name__}: "
+            f"{exc}); kept as received"
+        )
         return DecodeResult(list(chunks), None, notes)
     total = dec.total
     if not dec.finished and head:
         if total == 0:
             notes.append(f"{enc} body is cut before any of it could be decoded; kept as received")
             return DecodeResult(list(chunks), None, notes)
-        notes.append(f"{enc} body is cut short (its compressed stream has no end); the {total} bytes decoded are kept")
+        notes.append(
+            f"{enc} body is cut short (its compressed stream "
+            f"has no end); the {total} bytes decoded are kept"
+        )
     return DecodeResult(out, enc, notes)
 
 
@@ -265,7 +299,8 @@ def decode_exchange(ex: Exchange) -> None:
 def salvage(data: bytes, limit: int = MAX_DECODED_BYTES) -> bytes:
     """Whatever of a broken or unlabelled compressed body can be decoded (gzip with a bad CRC or
     followed by junk, raw or zlib deflate, then brotli, zstd): the longest prefix a decoder gives,
-    at most ``limit`` bytes (a bomb yields its first ``limit`` bytes, never more); ``b""`` if nothing."""
+    at most ``limit`` bytes (a bomb yields its first ``limit`` bytes, never more); ``b""`` if
+    nothing."""
     best = b""
     sniffed = sniff_encoding(data[:4])
     for enc in ("gzip", "deflate", "br", "zstd"):

@@ -40,11 +40,24 @@ import orjson
 from cassettes import bounds
 
 __all__ = [
-    "AUTH_HEADER", "HEADER", "KEY_ENV", "MAX_HEADER", "MAX_MARKS", "authentic", "checked", "client_body", "from_header", "item_of",
-    "mark", "new_key", "seal", "to_header",
+    "AUTH_HEADER",
+    "HEADER",
+    "KEY_ENV",
+    "MAX_HEADER",
+    "MAX_MARKS",
+    "authentic",
+    "checked",
+    "client_body",
+    "from_header",
+    "item_of",
+    "mark",
+    "new_key",
+    "seal",
+    "to_header",
 ]
 
-#: The request header carrying the marks from a fork's replay server to the recorder (stripped there).
+#: The request header carrying the marks from a fork's replay server to the recorder (stripped
+#: there).
 HEADER = "x-looptap-edit"
 #: The request header carrying :func:`seal` of :data:`HEADER`'s value (stripped there too).
 AUTH_HEADER = "x-looptap-edit-auth"
@@ -55,7 +68,10 @@ KEY_ENV = "LOOPTAP_EDIT_KEY"
 MAX_HEADER = 1 << 20
 #: Marks per request.
 MAX_MARKS = 256
-_LABEL = re.compile(r"((?:restore_result|tool_result)\[[^\]\r\n]{1,200}\]|user\[[0-9]{1,6}\]|system|max_tokens|continue)")
+_LABEL = re.compile(
+    r"((?:restore_result|tool_result)\[[^\]\r\n]{1,200}\]|"
+    r"user\[[0-9]{1,6}\]|system|max_tokens|continue)"
+)
 _PATH_LEN = 64
 _KEY_LEN = 200
 
@@ -67,14 +83,18 @@ def new_key() -> str:
 
 def seal(value: str, key: str) -> str:
     """The :data:`AUTH_HEADER` value for a :data:`HEADER` value: its HMAC-SHA256 under ``key``."""
-    return hmac.new(key.encode("utf-8"), value.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
+    return hmac.new(
+        key.encode("utf-8"), value.encode("utf-8", "surrogateescape"), hashlib.sha256
+    ).hexdigest()
 
 
 def authentic(value: str, auth: str, key: str | None) -> bool:
     """Whether ``auth`` is :func:`seal` of ``value`` under ``key`` (never without a key)."""
     if not key or not auth or len(value) > MAX_HEADER + 16:
         return False
-    return hmac.compare_digest(seal(value, key).encode("ascii"), auth.strip().encode("utf-8", "surrogateescape"))
+    return hmac.compare_digest(
+        seal(value, key).encode("ascii"), auth.strip().encode("utf-8", "surrogateescape")
+    )
 
 
 def mark(label: str, selector: str | None, path: list[str | int], before: Any) -> dict[str, Any]:
@@ -97,7 +117,9 @@ def to_header(marks: list[dict[str, Any]]) -> str:
     value = base64.urlsafe_b64encode(orjson.dumps(marks)).decode("ascii")
     if len(value) <= MAX_HEADER:
         return value
-    light = [{k: v for k, v in m.items() if k != "before"} | {"before_omitted": True} for m in marks]
+    light = [
+        {k: v for k, v in m.items() if k != "before"} | {"before_omitted": True} for m in marks
+    ]
     return base64.urlsafe_b64encode(orjson.dumps(light)).decode("ascii")
 
 
@@ -155,7 +177,11 @@ def _checked_path(path: Any) -> TypeGuard[list[Any]]:
     """A path of 1 to :data:`_PATH_LEN` steps, each a short key or a non-negative 31-bit index."""
     if not isinstance(path, list) or not 0 < len(path) <= _PATH_LEN:
         return False
-    return all((isinstance(p, str) and len(p) <= _KEY_LEN) or (isinstance(p, int) and not isinstance(p, bool) and 0 <= p < 1 << 31) for p in path)
+    return all(
+        (isinstance(p, str) and len(p) <= _KEY_LEN)
+        or (isinstance(p, int) and not isinstance(p, bool) and 0 <= p < 1 << 31)
+        for p in path
+    )
 
 
 def client_body(doc: Any, marks: list[dict[str, Any]]) -> Any:

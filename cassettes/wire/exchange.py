@@ -109,7 +109,9 @@ class Exchange:
         self.request_json()
         return self._request_cut
 
-    def set_request_json(self, value: Any, lazy_body: bool = False, cut: bool = False, reason: str | None = None) -> None:
+    def set_request_json(
+        self, value: Any, lazy_body: bool = False, cut: bool = False, reason: str | None = None
+    ) -> None:
         """Attach an already-parsed request body (avoids a second parse). With ``lazy_body`` the
         body bytes are produced from it on first access; ``cut`` says it is a bounded copy (the
         bytes hold all of it), ``reason`` why."""

@@ -34,7 +34,9 @@ __all__ = [
     "reseal_aws_eventstream",
 ]
 
-FramingKind = Literal["empty", "json", "sse", "ndjson", "json_array", "aws_eventstream", "text", "binary"]
+FramingKind = Literal[
+    "empty", "json", "sse", "ndjson", "json_array", "aws_eventstream", "text", "binary"
+]
 Chunk = tuple[float | None, bytes]
 
 
@@ -163,7 +165,9 @@ def parse_sse(chunks: Sequence[Chunk]) -> Framed:
     return framed
 
 
-def _lines_with_offsets(chunks: Sequence[Chunk]) -> tuple[list[tuple[str, float | None]], str, bool]:
+def _lines_with_offsets(
+    chunks: Sequence[Chunk],
+) -> tuple[list[tuple[str, float | None]], str, bool]:
     dec = codecs.getincrementaldecoder("utf-8")("replace")
     buf = ""
     out: list[tuple[str, float | None]] = []
@@ -231,7 +235,8 @@ _PRELUDE = struct.Struct(">III")
 
 
 def parse_aws_eventstream(chunks: Sequence[Chunk]) -> Framed:
-    """AWS event-stream binary frames (Bedrock). CRCs are checked; a bad or cut frame ends parsing."""
+    """AWS event-stream binary frames (Bedrock). CRCs are checked; a bad or cut frame ends
+    parsing."""
     framed = Framed("aws_eventstream")
     buf = b""
     for n, (t, data) in enumerate(chunks):
@@ -239,7 +244,9 @@ def parse_aws_eventstream(chunks: Sequence[Chunk]) -> Framed:
         while len(buf) >= 12:
             total, hlen, pcrc = _PRELUDE.unpack_from(buf)
             if zlib.crc32(buf[:8]) != pcrc or total < 16 or hlen > total - 16:
-                framed.notes.append("AWS event-stream prelude CRC mismatch; rest of the stream kept raw")
+                framed.notes.append(
+                    "AWS event-stream prelude CRC mismatch; rest of the stream kept raw"
+                )
                 # The rest of the stream: what is buffered *and* the chunks not read yet.
                 framed.tail = (buf + b"".join(c for _, c in chunks[n + 1 :])).hex()
                 return framed
@@ -253,7 +260,8 @@ def parse_aws_eventstream(chunks: Sequence[Chunk]) -> Framed:
             framed.events.append(
                 Event(
                     data=payload.decode("utf-8", "replace"),
-                    event=str(headers.get(":event-type") or headers.get(":exception-type") or "") or None,
+                    event=str(headers.get(":event-type") or headers.get(":exception-type") or "")
+                    or None,
                     offset=t,
                     headers=headers,
                 )
@@ -363,7 +371,11 @@ def frame(chunks: Sequence[Chunk], content_type: str | None = None) -> Framed:
             # NDJSON lines are objects; a JSON body cut after a newline (pretty-printed, or one
             # that ended in "\n") is not NDJSON just because it has lines.
             return nd
-        return Framed("text", tail=body.decode("utf-8", "replace"), notes=["body looks like JSON but does not parse"])
+        return Framed(
+            "text",
+            tail=body.decode("utf-8", "replace"),
+            notes=["body looks like JSON but does not parse"],
+        )
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:

@@ -10,14 +10,15 @@ shape (so the agent's SDK raises it) with the response header :data:`HEADER` set
                    "path": "messages[3].content"}],
      "changes": ["messages[3].content: recorded \\"sunny, 21 C\\", got \\"rainy, 9 C\\""]}
 
-— the lines the pytest failure prints, redacted and cleaned as they are (``cassettes.replay.matching.matcher``
-writes them). The analysis turns such a round trip into the client's divergence (layer C), never
-an API error, in every view: the test page, ``looptap show``, the inspector.
+— the lines the pytest failure prints, redacted and cleaned as they are
+(``cassettes.replay.matching.matcher`` writes them). The analysis turns such a round trip into the
+client's divergence (layer C), never an API error, in every view: the test page, ``looptap show``,
+the inspector.
 
 The note is kept short (:data:`MAX_NOTE`): it is a response header, and clients cap the size of a
 response's head (Node's at 16 KiB). A note that cannot be read (cut, forged, from an older looptap)
 leaves the miss a miss, with nothing said of where it diverged.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ _MOST = 8
 
 @dataclass(frozen=True)
 class MissVerdict:
-    """A layer's verdict on a group of differences (``cassettes.replay.matching.verdicts.Verdict``)."""
+    """A layer's verdict on a group of differences
+    (``cassettes.replay.matching.verdicts.Verdict``)."""
 
     layer: str
     message: str
@@ -65,10 +67,21 @@ class MissNote:
         """The note as :data:`NOTE_HEADER`'s value: ASCII JSON, at most :data:`MAX_NOTE`
         characters (to fit, the verdicts after the first are left out, last first, then the
         changes after the first, then those two)."""
-        verdicts = [{"layer": v.layer, "message": _line(v.message), "path": v.path and _line(v.path)} for v in self.verdicts[:_MOST]]
+        verdicts = [
+            {"layer": v.layer, "message": _line(v.message), "path": v.path and _line(v.path)}
+            for v in self.verdicts[:_MOST]
+        ]
         changes = [_line(c) for c in self.changes[:_MOST]]
         while True:
-            text = json.dumps({"closest": self.closest and _line(self.closest), "reason": self.reason and _line(self.reason), "verdicts": verdicts, "changes": changes}, separators=(",", ":"))
+            text = json.dumps(
+                {
+                    "closest": self.closest and _line(self.closest),
+                    "reason": self.reason and _line(self.reason),
+                    "verdicts": verdicts,
+                    "changes": changes,
+                },
+                separators=(",", ":"),
+            )
             if len(text) <= MAX_NOTE or not (changes or verdicts):
                 return text if len(text) <= MAX_NOTE else "{}"
             if len(verdicts) > 1 or (len(changes) <= 1 and verdicts):
@@ -105,7 +118,12 @@ def read_miss(ex: Exchange) -> MissNote | None:
         if isinstance(v, dict) and isinstance(v.get("layer"), str) and _text(v.get("message"))
     ]
     changes = [c for c in map(_text, _items(data.get("changes"))) if c]
-    return MissNote(closest=_text(data.get("closest")), reason=_text(data.get("reason")), verdicts=verdicts, changes=changes)
+    return MissNote(
+        closest=_text(data.get("closest")),
+        reason=_text(data.get("reason")),
+        verdicts=verdicts,
+        changes=changes,
+    )
 
 
 def _items(v: object) -> list[object]:

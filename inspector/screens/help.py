@@ -28,7 +28,11 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
-            "escape,q,question_mark", "dismiss", "Close", tooltip="Close the help screen", id="help.close"
+            "escape,q,question_mark",
+            "dismiss",
+            "Close",
+            tooltip="Close the help screen",
+            id="help.close",
         ),
     ]
 

@@ -103,7 +103,11 @@ class MainScreen(Screen[None]):
         ("Turn list", [b for b in TurnList.BINDINGS if isinstance(b, Binding)]),
         ("Messages", [b for b in MessagesView.BINDINGS if isinstance(b, Binding)]),
         ("Layer panes", [b for b in LayerPane.BINDINGS if isinstance(b, Binding)]),
-        ("Search (/): the query takes every key typed, enter searches; in the matches enter jumps to the turn", [b for b in SearchScreen.BINDINGS if isinstance(b, Binding)]),
+        (
+            "Search (/): the query takes every key typed, enter "
+            "searches; in the matches enter jumps to the turn",
+            [b for b in SearchScreen.BINDINGS if isinstance(b, Binding)],
+        ),
         ("Other", HELP_OTHER),
     ]
 
@@ -119,7 +123,12 @@ class MainScreen(Screen[None]):
     ) -> None:
         super().__init__()
         self.reading = RunReading(
-            self, path, live=live, child_status=child_status, read_panes=read_panes, read_turn=read_turn
+            self,
+            path,
+            live=live,
+            child_status=child_status,
+            read_panes=read_panes,
+            read_turn=read_turn,
         )
         self.player = Player(self, clock)
         self.navigation = Navigation(self)
@@ -127,7 +136,7 @@ class MainScreen(Screen[None]):
         self._dirty_growth = True
         self.set_reactive(MainScreen.live, live)
 
-    # -- the screen ----------------------------------------------------------------------------------
+    # -- the screen --------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield RunStatus(id="run-status").data_bind(state=MainScreen.run_state)
@@ -156,7 +165,7 @@ class MainScreen(Screen[None]):
         self.player.start()
         self.reading.start()
 
-    # -- the widgets ---------------------------------------------------------------------------------
+    # -- the widgets -------------------------------------------------------------------------------
 
     @cached_property
     def sidebar(self) -> Sidebar:
@@ -181,7 +190,7 @@ class MainScreen(Screen[None]):
     def summary(self, seq: int | None) -> TurnSummary | None:
         return self.reading.source.summaries.get(seq) if seq is not None else None
 
-    # -- the status and playback lines (computed from the reactive state) ----------------------------
+    # -- the status and playback lines (computed from the reactive state) --------------------------
 
     def compute_run_state(self) -> RunState:
         note = ""
@@ -219,7 +228,7 @@ class MainScreen(Screen[None]):
             notice=self.notice,
         )
 
-    # -- the three layouts, by terminal size (inspector/layout.py decides) --------------------------
+    # -- the three layouts, by terminal size (inspector/layout.py decides) -------------------------
 
     def fit(self, size: Size) -> None:
         """Wide, narrow or compact, for a terminal of ``size`` (the app passes each new size)."""
@@ -339,7 +348,9 @@ class MainScreen(Screen[None]):
 
     def action_tab(self, tab: str) -> None:
         if tab == "fork" and not self.query("#fork-view"):
-            self.notice = "not a branch: 4 shows a forked run (looptap run --from) beside its origin"
+            self.notice = (
+                "not a branch: 4 shows a forked run (looptap run --from) beside its origin"
+            )
             return
         self.tabs.active = tab
         self.refresh_tabs()
@@ -400,10 +411,16 @@ class MainScreen(Screen[None]):
         self.failed = text
         hint = ""
         if "not a looptap cassette" in text:
-            hint = "\n\nA vcrpy / pytest-recording YAML file can be converted with `looptap import FILE`."
+            hint = (
+                "\n\nA vcrpy / pytest-recording YAML file can "
+                "be converted with `looptap import FILE`."
+            )
         self.error_view.update(
             Text.assemble(
-                (clean(f"Cannot inspect {self.reading.path}\n\n"), "bold"), clean(text), hint, ("\n\nPress q to quit.", "dim")
+                (clean(f"Cannot inspect {self.reading.path}\n\n"), "bold"),
+                clean(text),
+                hint,
+                ("\n\nPress q to quit.", "dim"),
             )
         )
         self.add_class("-failed")

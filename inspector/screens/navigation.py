@@ -1,8 +1,8 @@
 """Moving about the run on the main screen: to a layer, a finding, a conversation, a search match.
 
-:class:`Navigation` holds the last search (:class:`inspector.screens.search.Matches`) and carries out
-the keys that move the selection or the view (``l``, ``f``/``F``, ``c``, ``/``, ``n``/``N``, ``a``) and
-a finding chosen in the Findings tab, through the screen's sidebar, Turn tab and tabs.
+:class:`Navigation` holds the last search (:class:`inspector.screens.search.Matches`) and carries
+out the keys that move the selection or the view (``l``, ``f``/``F``, ``c``, ``/``, ``n``/``N``,
+``a``) and a finding chosen in the Findings tab, through the screen's sidebar, Turn tab and tabs.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Playback on the main screen: :class:`inspector.playback.Playback` decides, :class:`Player` applies.
+"""Playback on the main screen: :class:`inspector.playback.Playback` decides, :class:`Player`
+applies.
 
 The player holds the :class:`Playback` (plain Python: what to do next) and the ticker that drives
 it while playing or re-streaming, and applies each decision to the screen: the emission pane's
@@ -14,7 +15,15 @@ from typing import TYPE_CHECKING, assert_never
 from textual.timer import Timer
 
 from cassettes.views.timeline import TimelinePoint
-from inspector.playback import Advance, Clock, Decision, Playback, Reveal, StreamEnded, StreamStarted
+from inspector.playback import (
+    Advance,
+    Clock,
+    Decision,
+    Playback,
+    Reveal,
+    StreamEnded,
+    StreamStarted,
+)
 
 if TYPE_CHECKING:
     from inspector.screens.main import MainScreen
@@ -137,6 +146,8 @@ class Player:
         if request_of is None or request_of != self.screen.selected:
             self.screen.notice = "the turn is still loading"
         elif not self.playback.timeline:
-            self.screen.notice = "this turn's text was not streamed with timings: nothing to re-stream"
+            self.screen.notice = (
+                "this turn's text was not streamed with timings: nothing to re-stream"
+            )
         else:
             self.apply(self.playback.start_stream())

@@ -56,7 +56,8 @@ class RunReading:
         self.index = TurnIndex(self.source)
         self._read_panes = read_panes
         self._read_turn = read_turn
-        #: The turn whose full request and timeline were read (``None``: the selected one is loading).
+        #: The turn whose full request and timeline were read (``None``: the selected one is
+        #: loading).
         self.request_of: int | None = None
         #: The turn whose E, A and C panes are drawn (read by another worker than the request).
         self.panes_of: int | None = None
@@ -70,7 +71,9 @@ class RunReading:
     def _work(self, read: Callable[[], None], name: str) -> None:
         """``read`` in a thread worker of the screen, the one of its group: a new one cancels the
         one before; its failure ends in the screen's ``on_worker_state_changed``."""
-        self.screen.run_worker(read, name=name, group=name, exclusive=True, exit_on_error=False, thread=True)
+        self.screen.run_worker(
+            read, name=name, group=name, exclusive=True, exit_on_error=False, thread=True
+        )
 
     def _read_run(self) -> None:
         worker = get_current_worker()
@@ -171,7 +174,9 @@ class RunReading:
         screen = self.screen
         screen.live = False
         screen.recorder_closed = True
-        screen.notify("The recorder closed the file; the recording is complete.", title="recording ended")
+        screen.notify(
+            "The recorder closed the file; the recording is complete.", title="recording ended"
+        )
         screen.player.end_wait()
 
     def run_completed(self, message: RunCompleted) -> None:
@@ -248,5 +253,7 @@ class RunReading:
         if turn is None:
             return
         self.request_of = message.seq
-        screen.turn_pane.show_request(message.request, message.seq, turn.appended_from, message.edits)
+        screen.turn_pane.show_request(
+            message.request, message.seq, turn.appended_from, message.edits
+        )
         screen.player.turn_loaded(message.timeline)

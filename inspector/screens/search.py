@@ -37,8 +37,11 @@ class Matches:
         self.hits: list[SearchHit] = []
         self.at = -1
 
-    def found(self, query: str, hits: list[SearchHit], chosen: SearchHit | None) -> SearchHit | None:
-        """What the dialog was dismissed with; the hit chosen in it (if any) becomes the current one."""
+    def found(
+        self, query: str, hits: list[SearchHit], chosen: SearchHit | None
+    ) -> SearchHit | None:
+        """What the dialog was dismissed with; the hit chosen in it (if any) becomes the current
+        one."""
         self.query, self.hits = query, hits
         if chosen is not None:
             self.at = hits.index(chosen)
@@ -54,18 +57,56 @@ class Matches:
     def notice(self) -> str:
         """What the playback line says of the current hit."""
         hit = self.hits[self.at]
-        return f"match {self.at + 1}/{len(self.hits)} for {self.query!r}: {hit.where}: {' '.join(hit.snippet.split())}"
+        return (
+            f"match {self.at + 1}/{len(self.hits)} for {self.query!r}: {hit.where}: "
+            f"{' '.join(hit.snippet.split())}"
+        )
 
 
 class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
     """Dismissed with (query, every hit, the chosen hit or None)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Close", tooltip="Close the search without jumping", id="search.close"),
-        Binding("down", "to_hits", "Matches", show=False, tooltip="From the query: move to the list of matches", id="search.hits"),
-        Binding("n", "match(1)", "Next match", show=False, tooltip="In the matches (after enter): the next match", id="search.dialog_next"),
-        Binding("N", "match(-1)", "Prev match", show=False, tooltip="In the matches (after enter): the previous match", id="search.dialog_previous"),
-        Binding("slash", "to_query", "Edit query", key_display="/", show=False, tooltip="In the matches: back to the query", id="search.edit"),
+        Binding(
+            "escape",
+            "close",
+            "Close",
+            tooltip="Close the search without jumping",
+            id="search.close",
+        ),
+        Binding(
+            "down",
+            "to_hits",
+            "Matches",
+            show=False,
+            tooltip="From the query: move to the list of matches",
+            id="search.hits",
+        ),
+        Binding(
+            "n",
+            "match(1)",
+            "Next match",
+            show=False,
+            tooltip="In the matches (after enter): the next match",
+            id="search.dialog_next",
+        ),
+        Binding(
+            "N",
+            "match(-1)",
+            "Prev match",
+            show=False,
+            tooltip="In the matches (after enter): the previous match",
+            id="search.dialog_previous",
+        ),
+        Binding(
+            "slash",
+            "to_query",
+            "Edit query",
+            key_display="/",
+            show=False,
+            tooltip="In the matches: back to the query",
+            id="search.edit",
+        ),
     ]
 
     #: What the border says, for where focus is: the query being typed, or the matches.
@@ -83,7 +124,9 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
             box.border_title = "search the run"
             box.border_subtitle = self.KEYS_TYPING
             yield Input(
-                value=self._query, placeholder="text, tool name, argument, finding code…", id="search-input"
+                value=self._query,
+                placeholder="text, tool name, argument, finding code…",
+                id="search-input",
             )
             yield Static(id="search-summary")
             yield OptionList(id="search-hits")
@@ -101,7 +144,9 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
 
     def _show_hits(self, query: str, hits: list[SearchHit]) -> None:
         self._hits = hits
-        summary = f"{len(hits)} match{'es' if len(hits) != 1 else ''} for {query!r}" if query else ""
+        summary = (
+            f"{len(hits)} match{'es' if len(hits) != 1 else ''} for {query!r}" if query else ""
+        )
         self.query_one("#search-summary", Static).update(wire_line(summary))
         options = self.query_one("#search-hits", OptionList)
         options.clear_options()
@@ -124,7 +169,9 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         """The border names the keys that act where focus now is."""
         in_hits = event.widget.id == "search-hits"
-        self.query_one("#search-box").border_subtitle = self.KEYS_MATCHES if in_hits else self.KEYS_TYPING
+        self.query_one("#search-box").border_subtitle = (
+            self.KEYS_MATCHES if in_hits else self.KEYS_TYPING
+        )
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

@@ -1,4 +1,5 @@
-"""A, the selected turn's API verdict: status, finish reason, usage and cost, timing, model, errors."""
+"""A, the selected turn's API verdict: status, finish reason, usage and cost, timing, model,
+errors."""
 
 from __future__ import annotations
 
@@ -55,9 +56,10 @@ def _cost_text(k: TokenCount) -> str:
     """This turn's cost and the conversation's so far (``~``: estimated; a lower bound when not
     every turn had a price)."""
     return (
-        f"{money(k.cost, k.price_estimated)} · so far {money(k.cumulative_cost, k.cumulative_estimated)}"
+        f"{money(k.cost, k.price_estimated)} · so far "
+        f"{money(k.cumulative_cost, k.cumulative_estimated)}"
         f"{'' if k.cost_complete in (None, True) else ' (lower bound)'}"
-        f"{' (~: estimated, list price by model name)' if k.price_estimated or k.cumulative_estimated else ''}"
+        f"{' (~: estimated, list price by model name)' if k.price_estimated or k.cumulative_estimated else ''}"  # noqa: E501
     )
 
 
@@ -66,11 +68,16 @@ def _api_rows(turn: Turn) -> list[tuple[str, str | Text]]:
     a, k = turn.a, turn.tokens
     finish = f"{a.finish_reason_raw or '-'} ({a.finish_reason.value if a.finish_reason else '-'})"
     complete = "complete" if a.complete else ("TRUNCATED" if a.complete is False else "?")
-    usage = f"in {_n(k.input)} (uncached {_n(k.input_uncached)}, cache read {_n(k.cache_read)}, written {_n(k.cache_write)})"
+    usage = (
+        f"in {_n(k.input)} (uncached {_n(k.input_uncached)}, cache read {_n(k.cache_read)}, "
+        f"written {_n(k.cache_write)})"
+    )
     rows: list[tuple[str, str | Text]] = [
         (
             "status",
-            Text(str(a.status or "-"), style="bold red" if (a.status or 0) >= 400 else "bold green"),
+            Text(
+                str(a.status or "-"), style="bold red" if (a.status or 0) >= 400 else "bold green"
+            ),
         ),
         ("finish", finish),
         ("stream", f"{'streamed' if a.stream else 'json'}, {complete}"),
@@ -78,7 +85,10 @@ def _api_rows(turn: Turn) -> list[tuple[str, str | Text]]:
         ("input", usage),
         ("output", f"{_n(k.output)} (reasoning {_n(k.reasoning)})  [{k.source}]"),
         ("cost", _cost_text(k)),
-        ("latency", f"total {_secs(a.duration)} · headers {_secs(a.ttfb)} · first token {_secs(a.ttft)}"),
+        (
+            "latency",
+            f"total {_secs(a.duration)} · headers {_secs(a.ttfb)} · first token {_secs(a.ttft)}",
+        ),
     ]
     if a.request_id:
         rows.append(("request id", a.request_id))
@@ -90,8 +100,11 @@ def _api_rows(turn: Turn) -> list[tuple[str, str | Text]]:
 def _api_verdict(turn: Turn) -> Text | None:
     """Who answered when the API did not (looptap's replay), or the API's error."""
     if replay_miss(turn.findings) is not None:
-        return Text("answered by looptap's replay, not the API: no recorded round trip matches this request "
-                    "(the client's divergence: see C)", style="bold")
+        return Text(
+            "answered by looptap's replay, not the API: no recorded round trip matches this "
+            "request (the client's divergence: see C)",
+            style="bold",
+        )
     err = turn.a.error
     if err is None:
         return None

@@ -34,7 +34,9 @@ class ConversationSwitcher(Select[str]):
             return self.switcher
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__([("all conversations", ALL)], allow_blank=False, value=ALL, id=id, compact=True)
+        super().__init__(
+            [("all conversations", ALL)], allow_blank=False, value=ALL, id=id, compact=True
+        )
         self._known: list[tuple[str, str, int]] = []
 
     def show_conversations(self, conversations: Sequence[Conversation], total_turns: int) -> None:
@@ -44,8 +46,12 @@ class ConversationSwitcher(Select[str]):
             return
         self._known = known
         current = self.value
-        options: list[tuple[Text, str]] = [(Text(f"all conversations · {count(total_turns, 'turn')}"), ALL)]
-        options += [(wire_line(f"{cid} · {label} · {count(n, 'turn')}"), cid) for cid, label, n in known]
+        options: list[tuple[Text, str]] = [
+            (Text(f"all conversations · {count(total_turns, 'turn')}"), ALL)
+        ]
+        options += [
+            (wire_line(f"{cid} · {label} · {count(n, 'turn')}"), cid) for cid, label, n in known
+        ]
         with self.prevent(Select.Changed):
             self.set_options(options)
             ids = {ALL, *(cid for cid, _, _ in known)}

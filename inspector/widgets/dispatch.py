@@ -65,13 +65,17 @@ class DispatchPane(LayerPane):
 
 
 def _dispatch_rows(turn: Turn) -> list[tuple[str, str | Text]]:
-    """The C pane's table: how the turn was linked, kept, rewritten, appended, echoed, tools, params."""
+    """The C pane's table: how the turn was linked, kept, rewritten, appended, echoed, tools,
+    params."""
     c = turn.c
     echoed = {None: "-", True: "yes", False: "NO"}[c.echoed_assistant]
     rows: list[tuple[str, str | Text]] = [
         ("linked by", link_text(c.link, turn.previous_seq)),
         ("kept", count(c.kept, "message")),
-        ("rewritten", Text(count(c.rewritten, "message"), style="bold yellow" if c.rewritten else "")),
+        (
+            "rewritten",
+            Text(count(c.rewritten, "message"), style="bold yellow" if c.rewritten else ""),
+        ),
         ("appended", f"{count(len(c.appended), 'message')} from [{c.appended_from}]"),
         ("echoed reply", echoed),
         ("tool choice", c.tool_choice or "-"),
@@ -84,14 +88,26 @@ def _dispatch_rows(turn: Turn) -> list[tuple[str, str | Text]]:
 
 def _appended_lines(c: Dispatch) -> list[RenderableType]:
     """The messages this turn appended (the last :data:`PANE_ITEMS`), each part on a line."""
-    names = {q.tool_call.id: q.tool_call.name for x in c.appended for q in x.parts if q.tool_call is not None and q.tool_call.id and q.tool_call.name}
+    names = {
+        q.tool_call.id: q.tool_call.name
+        for x in c.appended
+        for q in x.parts
+        if q.tool_call is not None and q.tool_call.id and q.tool_call.name
+    }
     names |= {pr.call_id: pr.name for pr in c.pairings if pr.call_id and pr.name}
     out: list[RenderableType] = []
     skipped = max(0, len(c.appended) - PANE_ITEMS)
     if skipped:
-        out.append(Text(f"… the first {skipped:,} appended messages not drawn (the last {PANE_ITEMS} are)", style="dim italic"))
+        out.append(
+            Text(
+                f"… the first {skipped:,} appended messages not drawn (the last {PANE_ITEMS} are)",
+                style="dim italic",
+            )
+        )
     for i, m in enumerate(c.appended[skipped:], start=skipped):
-        t = Text.assemble(("+ ", "bold green"), (clean_line(f"[{c.appended_from + i}] {m.role}"), "bold"))
+        t = Text.assemble(
+            ("+ ", "bold green"), (clean_line(f"[{c.appended_from + i}] {m.role}"), "bold")
+        )
         for p in m.parts:
             piece = part_text(p, names)
             piece.truncate(200, overflow="ellipsis")
@@ -105,7 +121,9 @@ def _pairing_lines(c: Dispatch) -> list[RenderableType]:
     """How each tool result pairs with a call (the last :data:`PANE_ITEMS`)."""
     out: list[RenderableType] = []
     if len(c.pairings) > PANE_ITEMS:
-        out.append(Text(f"… {len(c.pairings) - PANE_ITEMS:,} more pairings not drawn", style="dim italic"))
+        out.append(
+            Text(f"… {len(c.pairings) - PANE_ITEMS:,} more pairings not drawn", style="dim italic")
+        )
     for pr in c.pairings[-PANE_ITEMS:]:
         where = (
             f"turn {pr.call_turn}"
@@ -115,7 +133,8 @@ def _pairing_lines(c: Dispatch) -> list[RenderableType]:
         style = "red" if not pr.in_history else ("yellow" if pr.is_error else "green")
         out.append(
             wire_line(
-                f"↔ result {pr.call_id} ({pr.name or '?'}) answers a call from {where}{' · error' if pr.is_error else ''}",
+                f"↔ result {pr.call_id} ({pr.name or '?'}) answers a call from "
+                f"{where}{' · error' if pr.is_error else ''}",
                 style=style,
             )
         )
@@ -125,7 +144,12 @@ def _pairing_lines(c: Dispatch) -> list[RenderableType]:
 def _miss_lines(turn: Turn) -> list[RenderableType]:
     """A replay miss's differences (recording → this request), as the pytest failure prints them."""
     f = replay_miss(turn.findings)
-    changes = [x for x in (f.details.get("changes") or []) if isinstance(x, str)] if f is not None else []
+    changes = (
+        [x for x in (f.details.get("changes") or []) if isinstance(x, str)] if f is not None else []
+    )
     if not changes:
         return []
-    return [Text("differences (recording → this request):", style="dim"), *(wire_line(f"  {x}") for x in changes)]
+    return [
+        Text("differences (recording → this request):", style="dim"),
+        *(wire_line(f"  {x}") for x in changes),
+    ]

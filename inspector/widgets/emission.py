@@ -34,9 +34,14 @@ class EmissionPane(LayerPane):
         self._results: dict[str, ToolResult] | None = None
         self._runs: dict[str, McpCall] = {}
 
-    def show_turn(self, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, McpCall] | None = None) -> None:
-        """``results``: the tool results the next turn sent, by call id (``None``: no next turn yet);
-        ``runs``: the MCP tools/call that ran each call, by call id."""
+    def show_turn(
+        self,
+        turn: Turn,
+        results: dict[str, ToolResult] | None,
+        runs: dict[str, McpCall] | None = None,
+    ) -> None:
+        """``results``: the tool results the next turn sent, by call id (``None``: no next turn
+        yet); ``runs``: the MCP tools/call that ran each call, by call id."""
         self._turn = turn
         self._results = results
         self._runs = runs or {}
@@ -60,13 +65,23 @@ class EmissionPane(LayerPane):
         e = turn.e
         out: list[RenderableType] = self._findings(turn.findings, "E")
         if e.reasoning:
-            out.append(Text.assemble(("reasoning\n", "bold"), (clean(e.reasoning[:_TEXT_LIMIT]), "italic dim")))
+            out.append(
+                Text.assemble(
+                    ("reasoning\n", "bold"), (clean(e.reasoning[:_TEXT_LIMIT]), "italic dim")
+                )
+            )
         if e.text:
             out.append(self._text(e.text))
         if e.refusal:
             out.append(Text.assemble(("refusal  ", "bold red"), clean(e.refusal)))
         if len(e.tool_calls) > PANE_ITEMS:
-            out.append(Text(f"… {len(e.tool_calls) - PANE_ITEMS:,} more tool calls not drawn (the first {PANE_ITEMS} are)", style="dim italic"))
+            out.append(
+                Text(
+                    f"… {len(e.tool_calls) - PANE_ITEMS:,} more tool "
+                    f"calls not drawn (the first {PANE_ITEMS} are)",
+                    style="dim italic",
+                )
+            )
         out.extend(self._call(call) for call in e.tool_calls[:PANE_ITEMS])
         if e.empty:
             out.append(Text("(empty response: no text, no tool call)", style="yellow"))
@@ -142,7 +157,9 @@ def _mcp_line(run: McpCall) -> Text:
         t.append(" → JSON-RPC error: ", style="bold red")
         t.append_text(wire(" ".join(run.error.split())[:300]))
     elif run.result is not None:
-        t.append(" → error result: " if run.is_error else " → ", style="bold red" if run.is_error else "")
+        t.append(
+            " → error result: " if run.is_error else " → ", style="bold red" if run.is_error else ""
+        )
         t.append_text(wire(" ".join(run.result.split())))
     else:
         t.append(" → no reply recorded", style="dim")

@@ -82,9 +82,14 @@ class FindingsView(Vertical):
             return
         f = table.findings[int(key)]
         t = Text()
-        t.append(f"{SEVERITY_MARK[f.severity]} {clean_line(f.code)}", style=severity_style(f.severity))
         t.append(
-            clean_line(f"  {f.severity.value}, layer {f.layer}, #{f.seq} {f.conversation}/turn {f.turn}") + "\n",
+            f"{SEVERITY_MARK[f.severity]} {clean_line(f.code)}", style=severity_style(f.severity)
+        )
+        t.append(
+            clean_line(
+                f"  {f.severity.value}, layer {f.layer}, #{f.seq} {f.conversation}/turn {f.turn}"
+            )
+            + "\n",
             style="dim",
         )
         t.append_text(wire(f.message))

@@ -28,7 +28,14 @@ class ForkPane(VerticalScroll, can_focus=True):
     """A branch beside its origin."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("o", "toggle_side", "Origin/branch", tooltip="Past the cursor: show the origin's turns instead of the branch's (again: back)", id="fork.side"),
+        Binding(
+            "o",
+            "toggle_side",
+            "Origin/branch",
+            tooltip="Past the cursor: show the origin's turns "
+            "instead of the branch's (again: back)",
+            id="fork.side",
+        ),
     ]
 
     #: Which side the turns past the cursor show: ``branch`` or ``origin``.
@@ -66,19 +73,31 @@ class ForkPane(VerticalScroll, can_focus=True):
             if row.conversation != last:
                 last = row.conversation
                 out.append(Text(""))
-                out.append(Text.assemble(("conversation ", "bold"), (clean_line(row.conversation), "bold")))
+                out.append(
+                    Text.assemble(("conversation ", "bold"), (clean_line(row.conversation), "bold"))
+                )
             out.append(self._row(row))
         body.update(Group(*out))
 
     def _head(self, v: ForkComparison) -> Text:
-        t = Text.assemble(("branch", "bold magenta"), " of ", (clean_line(v.origin_name), "bold"), " forked at ", (clean_line(v.cursor), "bold yellow"))
+        t = Text.assemble(
+            ("branch", "bold magenta"),
+            " of ",
+            (clean_line(v.origin_name), "bold"),
+            " forked at ",
+            (clean_line(v.cursor), "bold yellow"),
+        )
         if v.model:
             t.append(f" · model {clean_line(v.model)}")
         if v.edits:
             t.append(f" · edited: {clean_line(', '.join(v.edits))}", style="bold yellow")
         if v.origin_path is None:
             t.append(" · origin not found", style="bold red")
-        t.append(f" · past the cursor: {self.side} (o: {'branch' if self.side == 'origin' else 'origin'})", style="cyan")
+        t.append(
+            f" · past the cursor: {self.side} (o: {'branch' if self.side == 'origin' else 'origin'}"
+            ")",
+            style="cyan",
+        )
         return t
 
     def _row(self, row: ForkRow) -> Text:
@@ -121,7 +140,9 @@ class ForkPane(VerticalScroll, can_focus=True):
             t.append("\n    ")
             t.append_text(wire_line(d, style="red" if d.startswith("E") else "yellow"))
         if len(row.divergences) > 6:
-            t.append(f"\n    … {len(row.divergences) - 6} more differences (looptap diff)", style="dim")
+            t.append(
+                f"\n    … {len(row.divergences) - 6} more differences (looptap diff)", style="dim"
+            )
 
     @staticmethod
     def _tolerated(t: Text, row: ForkRow) -> None:
@@ -134,7 +155,8 @@ class ForkPane(VerticalScroll, can_focus=True):
 
 
 class ForkRead(Message):
-    """The run is a branch: its view beside its origin (``view`` ``None``: it could not be read, ``note`` says why)."""
+    """The run is a branch: its view beside its origin (``view`` ``None``: it could not be read,
+    ``note`` says why)."""
 
     def __init__(self, view: ForkComparison | None, note: str = "") -> None:
         super().__init__()

@@ -45,7 +45,8 @@ def swatch(code: int) -> Style:
 
 
 class GrowthChart(PlotextPlot):
-    """A stacked bar per turn (input by segment, then output) and the cumulative cost on the right axis."""
+    """A stacked bar per turn (input by segment, then output) and the cumulative cost on the right
+    axis."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -72,7 +73,8 @@ class GrowthChart(PlotextPlot):
         # textual-plotext's stubs lag plotext 5.3: ``stacked_bar`` takes ``labels`` and a colour per
         # series, ``ylabel`` takes ``yside``.
         loose = cast(Any, plt)
-        # No plotext legend (it is drawn over the first bars): GrowthView prints one under the chart.
+        # No plotext legend (it is drawn over the first bars): GrowthView prints one under the
+        # chart.
         loose.stacked_bar(xs, columns, color=[c for _, c in SERIES], width=0.7)
         plt.xlabel("turn")
         plt.ylabel("tokens")
@@ -91,7 +93,13 @@ def _cost_line(plt: Any, xs: list[int], bars: list[GrowthBar]) -> None:
     known = [(x, c) for x, c in zip(xs, costs, strict=True) if c is not None]
     if not known:
         return
-    plt.plot([x for x, _ in known], [c for _, c in known], yside="right", color=COST_COLOUR, marker="braille")
+    plt.plot(
+        [x for x, _ in known],
+        [c for _, c in known],
+        yside="right",
+        color=COST_COLOUR,
+        marker="braille",
+    )
     cost_ticks = nice_ticks(max(c for _, c in known))
     plt.yticks(cost_ticks, [dollars(t) for t in cost_ticks], yside="right")
     plt.ylim(0, cost_ticks[-1], yside="right")
@@ -120,7 +128,9 @@ def dollars(v: float) -> str:
     """A cost axis tick in dollars with the digits the step needs (``$0``, ``$0.002``, ``$1.5``)."""
     if v == 0:
         return "$0"
-    return "$" + (f"{v:.6f}".rstrip("0").rstrip(".") if v < 1 else f"{v:,.2f}".rstrip("0").rstrip("."))
+    return "$" + (
+        f"{v:.6f}".rstrip("0").rstrip(".") if v < 1 else f"{v:,.2f}".rstrip("0").rstrip(".")
+    )
 
 
 def legend_text() -> Text:
@@ -146,11 +156,16 @@ class GrowthView(Vertical):
         yield Static(id="growth-detail")
 
     def show_bars(self, bars: list[GrowthBar], selected: int | None, conversation: str) -> None:
-        """The bars of one conversation (attributes down); ``selected`` is the selected turn's seq."""
+        """The bars of one conversation (attributes down); ``selected`` is the selected turn's
+        seq."""
         at = next((i for i, b in enumerate(bars) if b.seq == selected), len(bars) - 1)
         lo = max(0, min(at - WINDOW // 2, len(bars) - WINDOW))
         window = bars[lo : lo + WINDOW]
-        span = f" (turns {window[0].turn}–{window[-1].turn} of {len(bars)})" if len(bars) > WINDOW else ""
+        span = (
+            f" (turns {window[0].turn}–{window[-1].turn} of {len(bars)})"
+            if len(bars) > WINDOW
+            else ""
+        )
         self.query_one(GrowthChart).show_bars(
             window, f"token-cost growth · conversation {conversation}{span}"
         )

@@ -35,9 +35,30 @@ _HIGHLIGHT = ReprHighlighter()
 #: Keys of a focused pane (the layer panes and the messages): ``j``/``k`` still move the turns,
 #: ``esc`` gives focus back to the turn list; the arrows scroll the pane.
 PANE_BINDINGS: list[BindingType] = [
-    Binding("j", "app.turn(1)", "Next turn", show=False, tooltip="Select the next turn (focus stays here)", id="pane.next_turn"),
-    Binding("k", "app.turn(-1)", "Previous turn", show=False, tooltip="Select the previous turn (focus stays here)", id="pane.previous_turn"),
-    Binding("escape", "app.focus_turns", "Turn list", show=False, tooltip="Focus the turn list again", id="pane.to_list"),
+    Binding(
+        "j",
+        "app.turn(1)",
+        "Next turn",
+        show=False,
+        tooltip="Select the next turn (focus stays here)",
+        id="pane.next_turn",
+    ),
+    Binding(
+        "k",
+        "app.turn(-1)",
+        "Previous turn",
+        show=False,
+        tooltip="Select the previous turn (focus stays here)",
+        id="pane.previous_turn",
+    ),
+    Binding(
+        "escape",
+        "app.focus_turns",
+        "Turn list",
+        show=False,
+        tooltip="Focus the turn list again",
+        id="pane.to_list",
+    ),
 ]
 
 
@@ -78,7 +99,10 @@ class LayerPane(VerticalScroll, can_focus=True):
             if f.layer != layer:
                 continue
             t = Text()
-            t.append(f"{SEVERITY_MARK[f.severity]} {clean_line(f.code)}", style=severity_style(f.severity))
+            t.append(
+                f"{SEVERITY_MARK[f.severity]} {clean_line(f.code)}",
+                style=severity_style(f.severity),
+            )
             t.append(f"  {clean(f.message)}")
             if f.path:
                 t.append(f"  at {clean_line(f.path)}", style="dim")

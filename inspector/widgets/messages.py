@@ -1,4 +1,5 @@
-"""The messages array of the selected turn, as the model saw it, with what this turn added marked."""
+"""The messages array of the selected turn, as the model saw it, with what this turn added
+marked."""
 
 from __future__ import annotations
 
@@ -79,7 +80,11 @@ def _result_text(r: ToolResult, names: dict[str, str] | None, cut: Callable[[str
     """A tool result: which call it answers (named after the call when it carries no name), then
     its content, ``cut`` to size."""
     name = r.name or (names or {}).get(r.call_id or "")
-    head = Text.assemble(("↩ result ", "bold cyan"), (clean_line(f"for {name} ") if name else "", "bold"), (clean_line(f"id={r.call_id}"), "dim"))
+    head = Text.assemble(
+        ("↩ result ", "bold cyan"),
+        (clean_line(f"for {name} ") if name else "", "bold"),
+        (clean_line(f"id={r.call_id}"), "dim"),
+    )
     if r.is_error:
         head.append("  error", style="bold red")
     return Text.assemble(head, "\n", cut(r.content))
@@ -95,7 +100,14 @@ def client_sent(marks: list[dict[str, Any]], full: bool = False) -> Text:
             t.append("(too large to keep)", style="dim")
         else:
             t.append("\n")
-            t.append(_cut_part(edit_text(m.get("before")), FULL_PART_LIMIT if full else PART_LIMIT, None if full else LINE_LIMIT), style="dim")
+            t.append(
+                _cut_part(
+                    edit_text(m.get("before")),
+                    FULL_PART_LIMIT if full else PART_LIMIT,
+                    None if full else LINE_LIMIT,
+                ),
+                style="dim",
+            )
     return t
 
 
@@ -103,8 +115,8 @@ def _left_out(start: int, capped: bool) -> list[RenderableType]:
     """The line saying how many earlier messages are not drawn (past the limit, or folded)."""
     if capped:
         note = (
-            f"… {start:,} earlier messages not drawn (at most the last {SHOW_AT_MOST:,} of a turn are; "
-            "looptap show --json has them all)"
+            f"… {start:,} earlier messages not drawn (at most the last {SHOW_AT_MOST:,} of a turn "
+            "are; looptap show --json has them all)"
         )
     elif start:
         note = f"… {start:,} earlier messages folded (press a to show all)"
@@ -134,9 +146,30 @@ class MessagesView(VerticalScroll, can_focus=True):
             tooltip="Show every message, not only the latest ones",
             id="messages.all",
         ),
-        Binding("j", "app.turn(1)", "Next turn", show=False, tooltip="Select the next turn (focus stays here)", id="messages.next_turn"),
-        Binding("k", "app.turn(-1)", "Previous turn", show=False, tooltip="Select the previous turn (focus stays here)", id="messages.previous_turn"),
-        Binding("escape", "app.focus_turns", "Turn list", show=False, tooltip="Focus the turn list again", id="messages.to_list"),
+        Binding(
+            "j",
+            "app.turn(1)",
+            "Next turn",
+            show=False,
+            tooltip="Select the next turn (focus stays here)",
+            id="messages.next_turn",
+        ),
+        Binding(
+            "k",
+            "app.turn(-1)",
+            "Previous turn",
+            show=False,
+            tooltip="Select the previous turn (focus stays here)",
+            id="messages.previous_turn",
+        ),
+        Binding(
+            "escape",
+            "app.focus_turns",
+            "Turn list",
+            show=False,
+            tooltip="Focus the turn list again",
+            id="messages.to_list",
+        ),
     ]
 
     show_all: reactive[bool] = reactive(False)
@@ -160,7 +193,11 @@ class MessagesView(VerticalScroll, can_focus=True):
         yield Static(id="messages-body")
 
     def show_request(
-        self, request: NormalisedRequest | None, appended_from: int | None, note: str = "", edits: list[dict[str, Any]] | None = None
+        self,
+        request: NormalisedRequest | None,
+        appended_from: int | None,
+        note: str = "",
+        edits: list[dict[str, Any]] | None = None,
     ) -> None:
         """Show a turn's request (attributes down); ``appended_from`` marks the new messages;
         ``edits``, a fork's what-if edits of it (the messages they rewrote marked, with what the
@@ -169,7 +206,9 @@ class MessagesView(VerticalScroll, can_focus=True):
         self._appended_from = appended_from
         self._note = note
         self._edits = edits or []
-        self._edited = edited_messages(request, self._edits) if request is not None and edits else {}
+        self._edited = (
+            edited_messages(request, self._edits) if request is not None and edits else {}
+        )
         self._draw()
         # Open on what this turn appended (its first message at the top), measured once laid out
         # and again at every change of layout until the user scrolls (``on_resize``).
@@ -203,7 +242,11 @@ class MessagesView(VerticalScroll, can_focus=True):
         body = self.query_one("#messages-body", Static)
         console = self.app.console
         width = max(1, body.content_region.width)
-        return len(console.render_lines(Group(*self._before_new), console.options.update_width(width), pad=False))
+        return len(
+            console.render_lines(
+                Group(*self._before_new), console.options.update_width(width), pad=False
+            )
+        )
 
     @property
     def holding_new(self) -> bool:
@@ -272,7 +315,8 @@ class MessagesView(VerticalScroll, can_focus=True):
         body.update(Group(*out))
 
     def _head(self, req: NormalisedRequest, new_from: int) -> Text:
-        """The first line: how many messages and tools, the model, what is new, the mode, the note."""
+        """The first line: how many messages and tools, the model, what is new, the mode, the
+        note."""
         msgs = req.messages
         head = Text.assemble(
             (f"{len(msgs)} message{'' if len(msgs) == 1 else 's'}", "bold"),
@@ -285,7 +329,10 @@ class MessagesView(VerticalScroll, can_focus=True):
             head.append(f" · new this turn: [{new_from}]…[{len(msgs) - 1}]", style="bold green")
         else:
             head.append(" · nothing new appended", style="dim")
-        head.append(" · all, parts whole (a: fold)" if self.show_all else " · a: all, parts whole", style="cyan" if self.show_all else "dim")
+        head.append(
+            " · all, parts whole (a: fold)" if self.show_all else " · a: all, parts whole",
+            style="cyan" if self.show_all else "dim",
+        )
         if self._note:
             head.append(f"  {clean_line(self._note)}", style="yellow")
         if self._edits:
@@ -294,7 +341,8 @@ class MessagesView(VerticalScroll, can_focus=True):
         return head
 
     def _system(self, req: NormalisedRequest) -> Text:
-        """The system prompt sent apart from the history (and what the client had sent, if edited)."""
+        """The system prompt sent apart from the history (and what the client had sent, if
+        edited)."""
         sys_text = Text.assemble(("system", "bold yellow"), "\n")
         sys_text.append_text(Text("\n").join(part_text(p) for p in req.system))
         if -1 in self._edited:
@@ -312,7 +360,14 @@ class MessagesView(VerticalScroll, can_focus=True):
         return start, False
 
     @staticmethod
-    def _message(i: int, m: Message, new: bool, names: dict[str, str] | None = None, full: bool = False, edited: bool = False) -> Text:
+    def _message(
+        i: int,
+        m: Message,
+        new: bool,
+        names: dict[str, str] | None = None,
+        full: bool = False,
+        edited: bool = False,
+    ) -> Text:
         role_style = {"user": "bold blue", "assistant": "bold magenta", "tool": "bold cyan"}.get(
             m.role, "bold yellow"
         )

@@ -68,12 +68,16 @@ class Sidebar(Vertical):
         multi = len(self.index.conv) > 1
         if first:
             self.turn_list.show_conversation = multi
-            self.turn_list.set_turns(self.index.seqs(self.conversation), self.index.source.summaries)
+            self.turn_list.set_turns(
+                self.index.seqs(self.conversation), self.index.source.summaries
+            )
         else:
             if multi and self.conversation == ALL:
                 self.turn_list.show_conversation = True
             summaries = self.index.source.summaries
-            self.turn_list.extend([s for s in fresh if self.conversation in (ALL, summaries[s].conversation)])
+            self.turn_list.extend(
+                [s for s in fresh if self.conversation in (ALL, summaries[s].conversation)]
+            )
         # The switcher's labels carry turn counts; rebuilding them for every batch of a big
         # file costs more than it tells: only when a conversation appears, live, or at the end.
         if live or at_end or len(self.index.conv) != self._switcher_convs:
@@ -94,5 +98,7 @@ class Sidebar(Vertical):
             return
         summaries = self.index.source.summaries
         sample = width_sample(self.turn_list.seqs)
-        need = max((turn_width(summaries[s], self.turn_list.show_conversation) for s in sample), default=40)
+        need = max(
+            (turn_width(summaries[s], self.turn_list.show_conversation) for s in sample), default=40
+        )
         self.styles.width = sidebar_width(width, need)

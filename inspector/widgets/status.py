@@ -66,7 +66,10 @@ class RunStatus(Static):
     def watch_state(self) -> None:
         st = self.state
         rest = Text(" │ ", style="dim")
-        rest.append(f"{count(st.conversations, 'conversation')} · {count(st.turns, 'turn')} · {count(st.findings, 'finding')}")
+        rest.append(
+            f"{count(st.conversations, 'conversation')} · {count(st.turns, 'turn')} · "
+            f"{count(st.findings, 'finding')}"
+        )
         if st.progress is not None:
             rest.append(f"  reading {st.progress:.0%}", style="bold yellow")
         if st.live:
@@ -109,7 +112,10 @@ class PlaybackBar(Static):
         if st.waiting:
             t.append("▶ waiting for the next turn", style="bold yellow")
         else:
-            t.append("▶ playing" if st.playing else "⏸ paused", style="bold green" if st.playing else "bold")
+            t.append(
+                "▶ playing" if st.playing else "⏸ paused",
+                style="bold green" if st.playing else "bold",
+            )
         t.append(f"  {st.speed:g}×")
         if st.total:
             t.append(f"  {clean_line(st.label)}" if st.label else "", style="bold")

@@ -1,4 +1,5 @@
-"""The turn list: one line per turn, drawn only for the rows on screen (runs can hold 100,000 turns)."""
+"""The turn list: one line per turn, drawn only for the rows on screen (runs can hold 100,000
+turns)."""
 
 from __future__ import annotations
 
@@ -58,9 +59,9 @@ def turn_width(turn: TurnSummary, show_conversation: bool) -> int:
 
 
 def turn_line(turn: TurnSummary, show_conversation: bool, width: int | None = None) -> Text:
-    """The row of one turn: ``#seq``, conversation/turn, the E A C badges with each layer's number of
-    findings beside its letter, the finish, and the tokens in→out. Given a ``width``, the finish is
-    shortened by whole words (:func:`short_finish`) so that the token counts are always whole."""
+    """The row of one turn: ``#seq``, conversation/turn, the E A C badges with each layer's number
+    of findings beside its letter, the finish, and the tokens in→out. Given a ``width``, the finish
+    is shortened by whole words (:func:`short_finish`) so that the token counts are always whole."""
     t = Text(no_wrap=True, overflow="ellipsis", end="")
     t.append(f"#{turn.seq:<4} ", style="dim")
     where = f"{turn.conversation}/{turn.index}" if show_conversation else f"turn {turn.index}"
@@ -80,7 +81,12 @@ class TurnList(ScrollView, can_focus=True):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
-            "down,j", "cursor(1)", "Next turn", show=False, tooltip="Select the next turn", id="turns.next"
+            "down,j",
+            "cursor(1)",
+            "Next turn",
+            show=False,
+            tooltip="Select the next turn",
+            id="turns.next",
         ),
         Binding(
             "up,k",
@@ -99,12 +105,29 @@ class TurnList(ScrollView, can_focus=True):
             id="turns.page_down",
         ),
         Binding(
-            "pageup", "page(-1)", "Page up", show=False, tooltip="Up one screen of turns", id="turns.page_up"
+            "pageup",
+            "page(-1)",
+            "Page up",
+            show=False,
+            tooltip="Up one screen of turns",
+            id="turns.page_up",
         ),
         Binding(
-            "home,g", "first", "First turn", show=False, tooltip="Select the first turn", id="turns.first"
+            "home,g",
+            "first",
+            "First turn",
+            show=False,
+            tooltip="Select the first turn",
+            id="turns.first",
         ),
-        Binding("end,G", "last", "Last turn", show=False, tooltip="Select the last turn", id="turns.last"),
+        Binding(
+            "end,G",
+            "last",
+            "Last turn",
+            show=False,
+            tooltip="Select the last turn",
+            id="turns.last",
+        ),
     ]
 
     #: The selected row, focused and not (their colours are in inspector.tcss).
@@ -145,7 +168,9 @@ class TurnList(ScrollView, can_focus=True):
     def seqs(self) -> list[int]:
         return self._seqs
 
-    def set_turns(self, seqs: list[int], summaries: Mapping[int, TurnSummary], select: int | None = None) -> None:
+    def set_turns(
+        self, seqs: list[int], summaries: Mapping[int, TurnSummary], select: int | None = None
+    ) -> None:
         """List these turns (seqs into ``summaries``, the run's own); keep the selected seq if it is
         among them (or select ``select``)."""
         keep = select if select is not None else self.selected_seq

@@ -42,7 +42,11 @@ class TurnPane(TabPane):
         yield MessagesView(id="messages")
         # Active from the start on the view shown: a first activation of another tab would arrive
         # here as a message and bring that one up.
-        yield Tabs(*(Tab(TAB_LABEL[x][0], id=f"layer-{x}") for x in VIEWS), active=f"layer-{self.view}", id="layer-tabs")
+        yield Tabs(
+            *(Tab(TAB_LABEL[x][0], id=f"layer-{x}") for x in VIEWS),
+            active=f"layer-{self.view}",
+            id="layer-tabs",
+        )
         with Horizontal(id="layers"):
             yield EmissionPane(id="pane-e")
             yield ApiPane(id="pane-a")
@@ -52,7 +56,7 @@ class TurnPane(TabPane):
         # Clicks and ``l`` switch the layer tabs; focus stays where the user is (the turn list).
         self.layer_tabs.can_focus = False
 
-    # -- the widgets ---------------------------------------------------------------------------------
+    # -- the widgets -------------------------------------------------------------------------------
 
     @cached_property
     def messages(self) -> MessagesView:
@@ -78,13 +82,17 @@ class TurnPane(TabPane):
     def layer_tabs(self) -> Tabs:
         return self.query_one("#layer-tabs", Tabs)
 
-    # -- what the turn holds (attributes down) -------------------------------------------------------
+    # -- what the turn holds (attributes down) -----------------------------------------------------
 
     def show_note(self, note: str) -> None:
         self.messages.show_note(note)
 
     def show_request(
-        self, request: NormalisedRequest | None, seq: int, appended_from: int | None, edits: list[dict[str, Any]] | None
+        self,
+        request: NormalisedRequest | None,
+        seq: int,
+        appended_from: int | None,
+        edits: list[dict[str, Any]] | None,
     ) -> None:
         """The turn's request in the messages view (``None``: it could not be parsed)."""
         if request is None:
@@ -92,7 +100,9 @@ class TurnPane(TabPane):
         else:
             self.messages.show_request(request, appended_from, edits=edits)
 
-    def show_panes(self, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, McpCall]) -> None:
+    def show_panes(
+        self, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, McpCall]
+    ) -> None:
         """The restored turn in the E, A and C panes, with what its next turn sent back."""
         self.pane_e.show_turn(turn, results, runs)
         self.pane_a.show_turn(turn)

@@ -40,22 +40,50 @@ def test_no_llm_call_is_unknown(report: CorpusReport) -> None:
     assert report.unknown == []
     assert report.by_family["cohere"] == 13
     assert report.by_family_stream[("cohere", "generate", False)] == 13
-    assert all(host in NOT_LLM_HOSTS for host in report.none_hosts), sorted(set(report.none_hosts) - NOT_LLM_HOSTS)
+    assert all(host in NOT_LLM_HOSTS for host in report.none_hosts), sorted(
+        set(report.none_hosts) - NOT_LLM_HOSTS
+    )
 
 
 #: Hosts whose traffic in the corpus is not an LLM call (file downloads, MCP, search, OAuth, the
 #: vendors' file/vector-store/conversation APIs and model lists); checked route by route in
 #: ``test_none_is_never_a_generation_route``.
 NOT_LLM_HOSTS = {
-    "pdfobject.com", "mcp.deepwiki.com", "api.anthropic.com", "t3.ftcdn.net", "api.openai.com", "www.w3.org",
-    "api.tavily.com", "example-files.online-convert.com", "static.simonwillison.net", "logfire-us.pydantic.dev",
-    "raw.githubusercontent.com", "smokeshow.helpmanual.io", "oauth2.googleapis.com", "data.grepit.app",
-    "api.cerebras.ai", "us.inference.heroku.com", "cdn.openai.com", "huggingface.co",
+    "pdfobject.com",
+    "mcp.deepwiki.com",
+    "api.anthropic.com",
+    "t3.ftcdn.net",
+    "api.openai.com",
+    "www.w3.org",
+    "api.tavily.com",
+    "example-files.online-convert.com",
+    "static.simonwillison.net",
+    "logfire-us.pydantic.dev",
+    "raw.githubusercontent.com",
+    "smokeshow.helpmanual.io",
+    "oauth2.googleapis.com",
+    "data.grepit.app",
+    "api.cerebras.ai",
+    "us.inference.heroku.com",
+    "cdn.openai.com",
+    "huggingface.co",
 }
 
 
 def test_none_is_never_a_generation_route(report: CorpusReport) -> None:
-    generation = ("/chat", "/completions", "/messages", "/responses", "/generate", "/converse", "/invoke", "/embed", "/complete", "/generation", "/invocations")
+    generation = (
+        "/chat",
+        "/completions",
+        "/messages",
+        "/responses",
+        "/generate",
+        "/converse",
+        "/invoke",
+        "/embed",
+        "/complete",
+        "/generation",
+        "/invocations",
+    )
     assert not [u for u in report.none_urls if any(g in u.split("?")[0] for g in generation)]
 
 
@@ -63,21 +91,32 @@ def test_truncated_streams_are_the_ones_cut_by_an_error(report: CorpusReport) ->
     # Groq ends these streams with an error event and no [DONE]: truncated, error in stream.
     truncated = {(f, i) for f, i, _ in report.truncated}
     assert truncated == {
-        ("pydantic-ai/tests/models/cassettes/test_groq/test_tool_use_failed_error_streaming.yaml", 0),
-        ("pydantic-ai/tests/models/cassettes/test_groq/test_tool_use_failed_error_streaming_with_text.yaml", 0),
+        (
+            "pydantic-ai/tests/models/cassettes/test_groq/"
+            "test_tool_use_failed_error_streaming.yaml",
+            0,
+        ),
+        (
+            "pydantic-ai/tests/models/cassettes/test_groq/"
+            "test_tool_use_failed_error_streaming_with_text.yaml",
+            0,
+        ),
     }
     assert truncated <= {(f, i) for f, i, _ in report.in_stream_errors}
 
 
 def test_hand_edited_recordings_are_flagged() -> None:
-    """The corpus README: some responses were edited by hand (`status: complete`). Flag, never crash."""
+    """The corpus README: some responses were edited by hand (`status: complete`). Flag, never
+    crash."""
     from real_corpus import corpus_exchanges, rel
 
     from cassettes.parsing.roundtrip import parse_exchange
 
     flagged = {
         (rel(p), i)
-        for p, i, ex in corpus_exchanges("pydantic-ai/tests/models/cassettes/test_openai_responses/*.yaml")
+        for p, i, ex in corpus_exchanges(
+            "pydantic-ai/tests/models/cassettes/test_openai_responses/*.yaml"
+        )
         if any("is not a value the Responses API sends" in n for n in parse_exchange(ex).notes)
     }
     base = "pydantic-ai/tests/models/cassettes/test_openai_responses/"

@@ -44,7 +44,8 @@ TESTS_DIR = Path(__file__).resolve().parents[1]
 FILES = [
     "pydantic-ai/tests/cassettes/test_dbos/test_complex_agent_run_in_workflow.yaml",
     "llm-anthropic/tests/cassettes/test_anthropic/test_tools.yaml",
-    "pydantic-ai/tests/models/cassettes/test_openai_responses/test_openai_responses_thinking_part_iter.yaml",
+    "pydantic-ai/tests/models/cassettes/test_openai_responses/"
+    "test_openai_responses_thinking_part_iter.yaml",
     "pydantic-ai/tests/models/cassettes/test_google/test_google_model_thinking_part_iter.yaml",
     "pydantic-ai/tests/models/cassettes/test_bedrock/test_bedrock_model_stream.yaml",
 ]
@@ -157,7 +158,7 @@ def main(argv):
         body = ex.request_json()
         rt = w.append(ex)
         print(rt.seq, digest(body, ex.response_chunks), flush=True)
-'''
+'''  # noqa: E501
 
 _LIB: dict[str, Any] = {}
 exec(compile(CHILD_LIB, "<crash-child>", "exec"), _LIB)
@@ -186,8 +187,11 @@ def run_and_kill(path: Path, seed: int, delay: float, fsync: bool = False, after
     mid-run on a loaded machine, where a child may get little CPU within a fixed delay."""
     script = f"import sys; sys.path.insert(0, {str(TESTS_DIR)!r})\n{CHILD_LIB}\nmain(sys.argv[1:])"
     cmd = [sys.executable, "-c", script, str(path), str(seed), "1" if fsync else "0", *_paths()]
-    # Unbuffered: communicate() reads the pipe itself, so lines read ahead into a buffer would be lost.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=TESTS_DIR.parent, bufsize=0)
+    # Unbuffered: communicate() reads the pipe itself, so lines read ahead into a buffer would be
+    # lost.
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=TESTS_DIR.parent, bufsize=0
+    )
     assert proc.stdout is not None
     first = proc.stdout.readline()
     if first != b"ready\n":
@@ -223,7 +227,8 @@ def check(kill: Kill, max_problems: int = 1) -> RecordFile:
     for seq, want in kill.reported.items():
         ex = by_seq.get(seq)
         assert ex is not None, (
-            f"append {seq} was reported complete but is not in the cassette ({[str(p) for p in cas.problems]})"
+            f"append {seq} was reported complete but is not in the cassette "
+            f"({[str(p) for p in cas.problems]})"
         )
         assert digest(ex.request_json(), ex.response_chunks) == want, (
             f"append {seq} differs from what was written"
@@ -234,12 +239,20 @@ def check(kill: Kill, max_problems: int = 1) -> RecordFile:
 def _delay(rng: random.Random) -> tuple[float, int]:
     """(seconds, appends first): kill during the first appends, in the middle of a run, and after
     many appends."""
-    return rng.choice([(rng.uniform(0, 0.01), 0), (rng.uniform(0, 0.08), rng.randrange(1, 10)), (rng.uniform(0.0, 0.05), rng.randrange(10, 120))])
+    return rng.choice(
+        [
+            (rng.uniform(0, 0.01), 0),
+            (rng.uniform(0, 0.08), rng.randrange(1, 10)),
+            (rng.uniform(0.0, 0.05), rng.randrange(10, 120)),
+        ]
+    )
 
 
 def test_sigkill_at_random_moments(tmp_path: Path) -> None:
     rng = random.Random(20250101)
-    jobs = [(tmp_path / f"kill{i}.jsonl", rng.randrange(1 << 30), *_delay(rng)) for i in range(KILLS)]
+    jobs = [
+        (tmp_path / f"kill{i}.jsonl", rng.randrange(1 << 30), *_delay(rng)) for i in range(KILLS)
+    ]
     with ThreadPoolExecutor(max_workers=2) as pool:
         kills = list(pool.map(lambda j: run_and_kill(j[0], j[1], j[2], after=j[3]), jobs))
     stats = {"appends": 0, "torn": 0, "extra": 0}
@@ -267,7 +280,12 @@ def test_reopened_writer_seals_the_torn_tail_and_appends(tmp_path: Path) -> None
     jobs = []
     for c in range(CHAINS):
         path = tmp_path / f"chain{c}.jsonl"
-        jobs.append([(path, rng.randrange(1 << 30), rng.uniform(0.0, 0.1), rng.randrange(2, 12)) for _ in range(CHAIN_LENGTH)])
+        jobs.append(
+            [
+                (path, rng.randrange(1 << 30), rng.uniform(0.0, 0.1), rng.randrange(2, 12))
+                for _ in range(CHAIN_LENGTH)
+            ]
+        )
 
     def chain(steps: list[tuple[Path, int, float, int]]) -> dict[int, str]:
         # Each generation is checked right after its kill, before the next one reopens the file:
@@ -286,13 +304,21 @@ def test_reopened_writer_seals_the_torn_tail_and_appends(tmp_path: Path) -> None
         chains = list(pool.map(chain, jobs))
     for job, reported in zip(jobs, chains, strict=True):
         assert len(reported) > CHAIN_LENGTH
-        check(Kill(job[0][0], reported, 0), max_problems=CHAIN_LENGTH)  # the whole chain, at the end
+        # the whole chain, at the end
+        check(Kill(job[0][0], reported, 0), max_problems=CHAIN_LENGTH)
 
 
 def test_sigkill_with_fsync(tmp_path: Path) -> None:
     rng = random.Random(99)
     jobs = [
-        (tmp_path / f"fsync{i}.jsonl", rng.randrange(1 << 30), rng.uniform(0.0, 0.2), True, rng.randrange(1, 6)) for i in range(4)
+        (
+            tmp_path / f"fsync{i}.jsonl",
+            rng.randrange(1 << 30),
+            rng.uniform(0.0, 0.2),
+            True,
+            rng.randrange(1, 6),
+        )
+        for i in range(4)
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:
         kills = list(pool.map(lambda j: run_and_kill(j[0], j[1], j[2], j[3], after=j[4]), jobs))
@@ -366,8 +392,11 @@ def test_reopen_after_a_torn_record(tmp_path: Path) -> None:
     assert any(ex.history_delta and ex.history_delta["base"] < len(digests) for ex in later)
 
 
-def test_a_failed_write_is_kept_apart_from_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ENOSPC in the middle of a line: the next append starts on a new line, both neighbours load."""
+def test_a_failed_write_is_kept_apart_from_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC in the middle of a line: the next append starts on a new line, both neighbours
+    load."""
     from cassettes.errors import CassetteIOError
     from cassettes.storage import store
 
@@ -412,7 +441,13 @@ def test_child_builder_is_realistic() -> None:
     runs = _LIB["build"](_paths(), 1)
     sample: list[Exchange] = [next(runs) for _ in range(40)]
     rts = [parse_exchange(ex) for ex in sample]
-    assert {rt.family for rt in rts} >= {"openai_chat", "anthropic", "openai_responses", "gemini", "bedrock"}
+    assert {rt.family for rt in rts} >= {
+        "openai_chat",
+        "anthropic",
+        "openai_responses",
+        "gemini",
+        "bedrock",
+    }
     assert all(rt.stream for rt in rts)
     assert all(len(ex.response_chunks) > 1 for ex in sample)
     assert max(len(ex.request_body) for ex in sample) > 20_000

@@ -16,7 +16,10 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
 def test_go_regex_dialect_is_translated() -> None:
     # A mid-pattern (?i) scoped to its group; the closing delimiter group becomes a look-ahead.
-    assert translate(r"""\b(SG\.(?i)[a-z0-9]{3})(?:[\x60'"\s;]|\\[nr]|$)""") == r"\b(SG\.(?i:[a-z0-9]{3}))(?![A-Za-z0-9])"
+    assert (
+        translate(r"""\b(SG\.(?i)[a-z0-9]{3})(?:[\x60'"\s;]|\\[nr]|$)""")
+        == r"\b(SG\.(?i:[a-z0-9]{3}))(?![A-Za-z0-9])"
+    )
     assert translate(r"(?i)[\w.-]{0,50}?(?:okta)x") == r"(?i)(?:okta)x"
     assert translate(r"a\z") == r"a\Z"
 
@@ -32,7 +35,9 @@ def test_every_vendor_format_is_known_in_prose() -> None:
     d = default_detector()
     for vendor, key in vendor_keys().items():
         text = f"The {vendor} key is {spoken(vendor, key)}. Keep it."
-        assert any(text[s:e] in (key, spoken(vendor, key)) or key in text[s:e] for _, s, e in d.find(text)), vendor
+        assert any(
+            text[s:e] in (key, spoken(vendor, key)) or key in text[s:e] for _, s, e in d.find(text)
+        ), vendor
 
 
 def test_real_traffic_has_no_finds() -> None:
@@ -47,7 +52,10 @@ def test_real_traffic_has_no_finds() -> None:
             for data in (ex.request_body, b"".join(c for _, c in ex.response_chunks)):
                 text = data.decode("utf-8", "replace")
                 seen += len(text)
-                assert d.find(text) == [], (f.name, [(rid, text[s - 10 : e + 5]) for rid, s, e in d.find(text)][:3])
+                assert d.find(text) == [], (
+                    f.name,
+                    [(rid, text[s - 10 : e + 5]) for rid, s, e in d.find(text)][:3],
+                )
     assert seen > 1_000_000
 
 
@@ -81,6 +89,12 @@ def test_the_keyword_search_of_a_large_body_holds_a_bounded_memory() -> None:
         "assert d.spans(text) == []\n"
         "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2])
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     grown_mb = int(out.stdout.strip())
     assert grown_mb < 3 * 16, f"+{grown_mb} MB for a 16 MB body"

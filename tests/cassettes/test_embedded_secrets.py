@@ -26,8 +26,11 @@ RESULT = '{"ok": true, "pin": "4711", "tokens": 3}'
 
 def _history() -> Exchange:
     call = {"id": "call_1", "type": "function", "function": {"name": "login", "arguments": ARGS}}
-    msgs = [{"role": "user", "content": "log in"}, {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_1", "content": RESULT}]
+    msgs = [
+        {"role": "user", "content": "log in"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": RESULT},
+    ]
     return chat_exchange(msgs, chat_response("done"))
 
 
@@ -36,17 +39,31 @@ def _streamed() -> Exchange:
         tc: dict[str, object] = {"index": 0, "function": {"arguments": args}}
         if first:
             tc.update(id="call_2", type="function", function={"name": "login", "arguments": ""})
-        return b"data: " + orjson.dumps({"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [tc]}}]}) + b"\n\n"
+        return (
+            b"data: "
+            + orjson.dumps(
+                {
+                    "id": "x",
+                    "object": "chat.completion.chunk",
+                    "choices": [{"index": 0, "delta": {"tool_calls": [tc]}}],
+                }
+            )
+            + b"\n\n"
+        )
 
     pieces = ['{"pass', 'word": "hun', 'ter2", "pi', 'n": 47', '11, "max_tok', 'ens": 7}']
     return sse_exchange([event("", True), *(event(p) for p in pieces), b"data: [DONE]\n\n"])
 
 
 def _verify(path: Path) -> subprocess.CompletedProcess[str]:
-    return progress.run([sys.executable, "-m", "cassettes.cli", "verify", str(path)], capture_output=True, text=True)
+    return progress.run(
+        [sys.executable, "-m", "cassettes.cli", "verify", str(path)], capture_output=True, text=True
+    )
 
 
-def test_short_values_under_credential_names_in_json_strings_are_redacted_and_verify_agrees(tmp_path: Path) -> None:
+def test_short_values_under_credential_names_in_json_strings_are_redacted_and_verify_agrees(
+    tmp_path: Path,
+) -> None:
     from cassettes.reading.run import open_run
 
     path = tmp_path / "run.jsonl"
@@ -56,26 +73,67 @@ def test_short_values_under_credential_names_in_json_strings_are_redacted_and_ve
     raw = path.read_bytes()
     assert b"hunter2" not in raw and b"4711" not in raw
     recs = [orjson.loads(ln) for ln in raw.splitlines()[1:]]
-    args = recs[0]["request"]["body"]["json"]["messages"][1]["tool_calls"][0]["function"]["arguments"]
+    args = recs[0]["request"]["body"]["json"]["messages"][1]["tool_calls"][0]["function"][
+        "arguments"
+    ]
     # the value masked, the JSON text otherwise as the agent wrote it (spaces, order, other fields)
-    assert args == '{"user": "bob", "password": "[REDACTED]", "pin": "[REDACTED]", "max_tokens": 5, "key": "color"}'
+    assert (
+        args == '{"user": "bob", "password": "[REDACTED]", "pin": '
+        '"[REDACTED]", "max_tokens": 5, "key": "color"}'
+    )
     result = recs[0]["request"]["body"]["json"]["messages"][2]["content"]
     assert result == '{"ok": true, "pin": "[REDACTED]", "tokens": 3}'
     streamed = open_run(path, whole=True).roundtrips[1].response
-    assert streamed is not None and [tc.arguments for tc in streamed.tool_calls] == [{"password": "[REDACTED]", "pin": "[REDACTED]", "max_tokens": 7}]
+    assert streamed is not None and [tc.arguments for tc in streamed.tool_calls] == [
+        {"password": "[REDACTED]", "pin": "[REDACTED]", "max_tokens": 7}
+    ]
     proc = _verify(path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_verify_reports_a_short_credential_left_in_json_in_a_string(tmp_path: Path) -> None:
-    """A file an older looptap wrote (or any tool): the value is reported by field, never printed."""
-    rec = {"type": "exchange", "seq": 0, "method": "POST", "url": "https://api.openai.com/v1/chat/completions",
-           "request": {"headers": [["content-type", "application/json"]], "body": {"json": {"messages": [
-               {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "login", "arguments": '{"password": "hunter2"}'}}]},
-               {"role": "tool", "tool_call_id": "c", "content": '{"pin": "4711", "max_tokens": 12, "key": "color"}'}]}}},
-           "response": None}
+    """A file an older looptap wrote (or any tool): the value is reported by field, never
+    printed."""
+    rec = {
+        "type": "exchange",
+        "seq": 0,
+        "method": "POST",
+        "url": "https://api.openai.com/v1/chat/completions",
+        "request": {
+            "headers": [["content-type", "application/json"]],
+            "body": {
+                "json": {
+                    "messages": [
+                        {
+                            "role": "assistant",
+                            "tool_calls": [
+                                {
+                                    "id": "c",
+                                    "type": "function",
+                                    "function": {
+                                        "name": "login",
+                                        "arguments": '{"password": "hunter2"}',
+                                    },
+                                }
+                            ],
+                        },
+                        {
+                            "role": "tool",
+                            "tool_call_id": "c",
+                            "content": '{"pin": "4711", "max_tokens": 12, "key": "color"}',
+                        },
+                    ]
+                }
+            },
+        },
+        "response": None,
+    }
     path = tmp_path / "old.jsonl"
-    path.write_bytes(b'{"type":"header","format":"looptap-cassette","format_version":1}\n' + orjson.dumps(rec) + b"\n")
+    path.write_bytes(
+        b'{"type":"header","format":"looptap-cassette","format_version":1}\n'
+        + orjson.dumps(rec)
+        + b"\n"
+    )
     proc = _verify(path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
@@ -91,8 +149,18 @@ def test_an_edit_marks_client_value_is_redacted_like_the_request() -> None:
     from cassettes.recording.redact import Redactor
     from cassettes.replay.live.edits import apply_edits, parse_edit
 
-    body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_A1", "content": '{"password": "hunter2"}'}]})
-    _new, marks = apply_edits("POST", "/v1/chat/completions", body, [parse_edit("tool_result[call_A1]=STORM")], "turn=1")
+    body = orjson.dumps(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "tool", "tool_call_id": "call_A1", "content": '{"password": "hunter2"}'},
+            ],
+        }
+    )
+    _new, marks = apply_edits(
+        "POST", "/v1/chat/completions", body, [parse_edit("tool_result[call_A1]=STORM")], "turn=1"
+    )
     ex = _history()
     ex.edits = marks
     red = Redactor().exchange(ex)
@@ -106,7 +174,8 @@ def test_the_reader_of_json_in_strings_is_bounded() -> None:
     assert credential_values(big) == []  # over the bound: not read (the scrub by format still runs)
     cut = '{"password": "hunt'  # a stream's arguments so far
     assert [(n, cut[s:e]) for n, s, e, _ in credential_values(cut)] == [("password", "hunt")]
-    assert credential_values('{"properties": {"password": {"type": "string"}}}') == []  # a schema's parameter names
+    # a schema's parameter names
+    assert credential_values('{"properties": {"password": {"type": "string"}}}') == []
     assert credential_values('["password", "hunter2"]') == []  # a word, not a name
 
 
@@ -118,21 +187,62 @@ def test_a_document_is_redacted_as_a_cassette_is() -> None:
     key = "sk-proj-" + "Q7w9E2r4T6y8U1i3" * 3
     r = Redactor()
     r.headers([("authorization", f"Bearer {key}")])  # the key the run sent: learned
-    doc = {"turns": [{"answer": f"your key is {key}", "arguments": '{"password": "hunter2"}', "max_tokens": 5, "api_key": "abc"}]}
+    doc = {
+        "turns": [
+            {
+                "answer": f"your key is {key}",
+                "arguments": '{"password": "hunter2"}',
+                "max_tokens": 5,
+                "api_key": "abc",
+            }
+        ]
+    }
     out = r.document(doc)
     text = orjson.dumps(out).decode()
-    assert key not in text and "hunter2" not in text and '"api_key":"[REDACTED]"' in text and '"max_tokens":5' in text
+    assert (
+        key not in text
+        and "hunter2" not in text
+        and '"api_key":"[REDACTED]"' in text
+        and '"max_tokens":5' in text
+    )
     assert doc["turns"][0]["api_key"] == "abc"  # a copy
     assert r.document({"plain": 1}) == {"plain": 1}
-    assert key.encode() not in r.document_bytes(orjson.dumps(doc)) and r.document_bytes(b"not json " + key.encode()) == b"not json [REDACTED]"
+    assert (
+        key.encode() not in r.document_bytes(orjson.dumps(doc))
+        and r.document_bytes(b"not json " + key.encode()) == b"not json [REDACTED]"
+    )
 
 
-def test_verify_reports_a_credential_left_under_its_name_in_a_stored_json_body(tmp_path: Path) -> None:
-    rec = {"type": "exchange", "seq": 0, "method": "POST", "url": "https://example.test/login",
-           "request": {"headers": [["content-type", "application/json"]], "body": {"json": {"user": "bob", "password": "hunter2", "max_tokens": 12,
-                                                                                             "key": "color", "pin": 0, "secret": "[REDACTED]"}}},
-           "response": None}
+def test_verify_reports_a_credential_left_under_its_name_in_a_stored_json_body(
+    tmp_path: Path,
+) -> None:
+    rec = {
+        "type": "exchange",
+        "seq": 0,
+        "method": "POST",
+        "url": "https://example.test/login",
+        "request": {
+            "headers": [["content-type", "application/json"]],
+            "body": {
+                "json": {
+                    "user": "bob",
+                    "password": "hunter2",
+                    "max_tokens": 12,
+                    "key": "color",
+                    "pin": 0,
+                    "secret": "[REDACTED]",
+                }
+            },
+        },
+        "response": None,
+    }
     path = tmp_path / "other.jsonl"
-    path.write_bytes(b'{"type":"header","format":"looptap-cassette","format_version":1}\n' + orjson.dumps(rec) + b"\n")
+    path.write_bytes(
+        b'{"type":"header","format":"looptap-cassette","format_version":1}\n'
+        + orjson.dumps(rec)
+        + b"\n"
+    )
     proc = _verify(path)
-    assert proc.returncode == 1 and proc.stdout.splitlines() == [f"{path}:2:request.body.json.password: credential field 'password' (7 chars)"], proc.stdout
+    assert proc.returncode == 1 and proc.stdout.splitlines() == [
+        f"{path}:2:request.body.json.password: credential field 'password' (7 chars)"
+    ], proc.stdout

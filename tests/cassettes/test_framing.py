@@ -15,7 +15,10 @@ from hypothesis import strategies as st
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.framing import frame, parse_sse
 
-SSE = b'event: a\ndata: {"x":1}\n\n: keep-alive comment\ndata: {"x":2}\ndata: {"y":3}\n\ndata: [DONE]\n\n'
+SSE = (
+    b'event: a\ndata: {"x":1}\n\n: keep-alive comment\ndata: '
+    b'{"x":2}\ndata: {"y":3}\n\ndata: [DONE]\n\n'
+)
 
 
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
@@ -23,11 +26,18 @@ def test_sse_any_line_ending_and_comments(eol: bytes) -> None:
     body = SSE.replace(b"\n", eol)
     f = frame([(0.0, body)], "text/event-stream")
     assert f.kind == "sse"
-    assert [(e.event, e.data) for e in f.events] == [("a", '{"x":1}'), (None, '{"x":2}\n{"y":3}'), (None, "[DONE]")]
+    assert [(e.event, e.data) for e in f.events] == [
+        ("a", '{"x":1}'),
+        (None, '{"x":2}\n{"y":3}'),
+        (None, "[DONE]"),
+    ]
     assert f.tail == ""
 
 
-@given(st.lists(st.integers(min_value=1, max_value=len(SSE) - 1), max_size=8, unique=True), st.sampled_from([b"\n", b"\r\n", b"\r"]))
+@given(
+    st.lists(st.integers(min_value=1, max_value=len(SSE) - 1), max_size=8, unique=True),
+    st.sampled_from([b"\n", b"\r\n", b"\r"]),
+)
 @settings(max_examples=200, deadline=None)
 def test_sse_is_the_same_however_the_bytes_are_split(cuts: list[int], eol: bytes) -> None:
     body = SSE.replace(b"\n", eol)
@@ -59,11 +69,17 @@ def test_sse_cut_mid_event_keeps_data_lines_and_tail() -> None:
 
 def test_ndjson_and_cut_last_line() -> None:
     f = frame([(0.0, b'{"a":1}\n{"b":2}\n{"c":'), (0.5, b"")], "application/x-ndjson")
-    assert f.kind == "ndjson" and [e.data for e in f.events] == ['{"a":1}', '{"b":2}'] and f.tail == '{"c":'
+    assert (
+        f.kind == "ndjson"
+        and [e.data for e in f.events] == ['{"a":1}', '{"b":2}']
+        and f.tail == '{"c":'
+    )
 
 
 def test_json_array_stream_incremental_and_cut() -> None:
-    f = frame([(0.1, b'[{"a":1}'), (0.2, b',\r\n{"b":[1,2]}'), (0.3, b',\r\n{"c":')], "application/json")
+    f = frame(
+        [(0.1, b'[{"a":1}'), (0.2, b',\r\n{"b":[1,2]}'), (0.3, b',\r\n{"c":')], "application/json"
+    )
     assert f.kind == "json_array"
     assert [(e.data, e.offset) for e in f.events] == [('{"a":1}', 0.1), ('{"b":[1,2]}', 0.2)]
     assert f.tail == '{"c":'
@@ -113,7 +129,10 @@ def test_lying_headers_keep_bytes_and_say_so() -> None:
     res = decode_chunks(plain, "gzip")
     assert res.chunks == plain and res.decoded_from is None and "not gzip" in res.notes[0]
     res = decode_chunks([(0.0, gzip.compress(b'{"a":1}'))], None)
-    assert b"".join(c for _, c in res.chunks) == b'{"a":1}' and "without a Content-Encoding" in res.notes[0]
+    assert (
+        b"".join(c for _, c in res.chunks) == b'{"a":1}'
+        and "without a Content-Encoding" in res.notes[0]
+    )
     corrupt = gzip.compress(b'{"a":1}' * 100)
     corrupt = corrupt[:20] + b"\x00" * 10 + corrupt[30:]
     res = decode_chunks([(0.0, corrupt)], "gzip")
@@ -153,16 +172,25 @@ def test_the_recording_pipeline_decodes_what_an_entry_point_marks_encoded(tmp_pa
 
     ex = captured(True)
     decode_exchange(ex)
-    assert (ex.request_body, b"".join(c for _, c in ex.response_chunks), ex.decoded_from) == (body, answer, "gzip")
+    assert (ex.request_body, b"".join(c for _, c in ex.response_chunks), ex.decoded_from) == (
+        body,
+        answer,
+        "gzip",
+    )
     assert not ex.request_encoded and not ex.response_encoded
     notes = list(ex.notes)
     decode_exchange(ex)  # again: nothing to do, nothing noted
-    assert (ex.request_body, b"".join(c for _, c in ex.response_chunks), ex.notes) == (body, answer, notes)
+    assert (ex.request_body, b"".join(c for _, c in ex.response_chunks), ex.notes) == (
+        body,
+        answer,
+        notes,
+    )
 
     path = Path(str(tmp_path)) / "run.jsonl"
     with CassetteWriter(path) as w:
         w.append(captured(True))  # as the proxy hands it over
-        w.append(captured(False))  # as an importer that already decoded hands it over (here: bytes that happen to be gzip)
+        # as an importer that already decoded hands it over (here: bytes that happen to be gzip)
+        w.append(captured(False))
     first, second = read_records(path).exchanges
     assert first.request_body == body and b"".join(c for _, c in first.response_chunks) == answer
     assert first.decoded_from == "gzip"

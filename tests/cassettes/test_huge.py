@@ -20,7 +20,10 @@ from cassettes.reading.run import RunTooLargeError, open_run
 from cassettes.storage.store import read_records
 from tests.support.huge import write_huge
 
-_HEADER = b'{"type":"header","format":"looptap-cassette","format_version":1,"writer":"looptap 0.1.0","created":"2026-01-01T00:00:00.000Z","meta":{}}\n'
+_HEADER = (
+    b'{"type":"header","format":"looptap-cassette","format_version":1,"writer":"looptap '
+    b'0.1.0","created":"2026-01-01T00:00:00.000Z","meta":{}}\n'
+)
 
 
 def _retained(path: Path) -> int:
@@ -57,28 +60,85 @@ def _interleaved(path: Path, conversations: int, turns: int, stop_early: set[int
     after their first turn, with a call pending."""
     lines = [_HEADER]
     seq = 0
-    history: dict[int, list[dict[str, object]]] = {k: [{"role": "user", "content": f"Task {k}: look things up for me, please."}] for k in range(conversations)}
+    history: dict[int, list[dict[str, object]]] = {
+        k: [{"role": "user", "content": f"Task {k}: look things up for me, please."}]
+        for k in range(conversations)
+    }
     for t in range(turns):
         for k in range(conversations):
             if t and k in stop_early:
                 continue
-            call = {"id": f"call_{k}_{t}", "type": "function", "function": {"name": "lookup", "arguments": orjson.dumps({"q": f"{k}-{t}"}).decode()}}
-            final = t == turns - 1
-            message = {"role": "assistant", "content": "Done." if final else None, **({} if final else {"tool_calls": [call]})}
-            resp = {
-                "id": f"chatcmpl-{seq}", "object": "chat.completion", "model": "gpt-4o-mini",
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop" if final else "tool_calls"}],
-                "usage": {"prompt_tokens": 20 + 10 * t, "completion_tokens": 5, "total_tokens": 25 + 10 * t},
+            call = {
+                "id": f"call_{k}_{t}",
+                "type": "function",
+                "function": {
+                    "name": "lookup",
+                    "arguments": orjson.dumps({"q": f"{k}-{t}"}).decode(),
+                },
             }
-            req = {"model": "gpt-4o-mini", "messages": history[k], "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]}
+            final = t == turns - 1
+            message = {
+                "role": "assistant",
+                "content": "Done." if final else None,
+                **({} if final else {"tool_calls": [call]}),
+            }
+            resp = {
+                "id": f"chatcmpl-{seq}",
+                "object": "chat.completion",
+                "model": "gpt-4o-mini",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": "stop" if final else "tool_calls",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": 20 + 10 * t,
+                    "completion_tokens": 5,
+                    "total_tokens": 25 + 10 * t,
+                },
+            }
+            req = {
+                "model": "gpt-4o-mini",
+                "messages": history[k],
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "lookup",
+                            "parameters": {
+                                "type": "object",
+                                "properties": {"q": {"type": "string"}},
+                            },
+                        },
+                    }
+                ],
+            }
             rec = {
-                "type": "exchange", "seq": seq, "started": 1767225600.0 + seq, "method": "POST", "url": "https://api.openai.com/v1/chat/completions",
-                "request": {"headers": [["content-type", "application/json"]], "body": {"json": req}},
-                "response": {"status": 200, "reason": "OK", "headers": [["content-type", "application/json"]], "body": {"json": resp, "t": 0.1}},
+                "type": "exchange",
+                "seq": seq,
+                "started": 1767225600.0 + seq,
+                "method": "POST",
+                "url": "https://api.openai.com/v1/chat/completions",
+                "request": {
+                    "headers": [["content-type", "application/json"]],
+                    "body": {"json": req},
+                },
+                "response": {
+                    "status": 200,
+                    "reason": "OK",
+                    "headers": [["content-type", "application/json"]],
+                    "body": {"json": resp, "t": 0.1},
+                },
                 "timing": {"ttfb": 0.4, "duration": 0.5},
             }
             lines.append(orjson.dumps(rec) + b"\n")
-            history[k] = [*history[k], message, {"role": "tool", "tool_call_id": call["id"], "content": f"result {k}-{t}"}]
+            history[k] = [
+                *history[k],
+                message,
+                {"role": "tool", "tool_call_id": call["id"], "content": f"result {k}-{t}"},
+            ]
             seq += 1
     path.write_bytes(b"".join(lines))
     return path
@@ -104,12 +164,18 @@ def test_parking_quiet_conversations_changes_nothing_found(tmp_path: Path) -> No
     assert inc.analyser._parked, "the run never parked a conversation: the test tests nothing"
     got = inc.whole()
     inc.close()
-    assert [c.model_dump() for c in got.conversations] == [c.model_dump() for c in want.conversations]
+    assert [c.model_dump() for c in got.conversations] == [
+        c.model_dump() for c in want.conversations
+    ]
     assert [f.model_dump() for f in got.findings] == [f.model_dump() for f in want.findings]
-    assert {s: t.model_dump() for s, t in got.turns.items()} == {s: t.model_dump() for s, t in want.turns.items()}
+    assert {s: t.model_dump() for s, t in got.turns.items()} == {
+        s: t.model_dump() for s, t in want.turns.items()
+    }
 
 
-def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write_huge(tmp_path / "run.jsonl", 300)
     monkeypatch.setenv("LOOPTAP_MEMORY_BUDGET_MB", "1")
     with pytest.raises(RunTooLargeError, match="memory budget of 1 MB"):
@@ -136,7 +202,9 @@ def _kept_by_open_run(path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("LOOPTAP_SLOW"), reason="LOOPTAP_SLOW=1 (about 2 minutes under tracemalloc)")
+@pytest.mark.skipif(
+    not os.environ.get("LOOPTAP_SLOW"), reason="LOOPTAP_SLOW=1 (about 2 minutes under tracemalloc)"
+)
 def test_a_command_keeps_a_few_hundred_bytes_per_quiet_conversation(tmp_path: Path) -> None:
     # What grows with a run of one-turn conversations once a command has read it: the turns'
     # places in the store (integers in arrays), each conversation's slotted record, the checks'
@@ -157,7 +225,8 @@ def _peak_kept(path: Path) -> int:
     inc = RunReader(path, summaries=False)  # as the commands read a run (open_run)
     while not inc.step().at_end:
         pass
-    inc._parses.flush()  # (its blocks waiting for the compressor: a few MB at most, however long the run)
+    # (its blocks waiting for the compressor: a few MB at most, however long the run)
+    inc._parses.flush()
     gc.collect()
     # (less the block of turns being filled for the turn store: up to 256 KB, however long the run)
     after = tracemalloc.get_traced_memory()[0] - inc._store._filling.__sizeof__()
@@ -167,7 +236,9 @@ def _peak_kept(path: Path) -> int:
     return after - before
 
 
-def test_the_analysis_state_of_a_quiet_conversation_is_spilled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_analysis_state_of_a_quiet_conversation_is_spilled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What the threader and the analyser keep per conversation (history hashes, its record, the
     checks' memory) goes to disk past a fixed number of entries: memory per conversation is the
     offset indexes' few bytes per round trip (~70), not kilobytes (3.2 KB per one-turn
@@ -181,11 +252,15 @@ def test_the_analysis_state_of_a_quiet_conversation_is_spilled(tmp_path: Path, m
     per_conversation = (large - small) / 800
     # (150 before the reader kept each round trip's parse for its printers and viewers: the store
     # of parses adds 13 bytes of place per round trip, its data on disk)
-    assert per_conversation < 170, f"{per_conversation:.0f} bytes kept per one-turn conversation while analysing"
+    assert per_conversation < 170, (
+        f"{per_conversation:.0f} bytes kept per one-turn conversation while analysing"
+    )
 
 
 @pytest.mark.parametrize("keep", [1, 5, 24])
-def test_a_spilled_analysis_equals_the_one_held_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: int) -> None:
+def test_a_spilled_analysis_equals_the_one_held_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: int
+) -> None:
     """With tables spilled after ``keep`` entries (history hashes, turns, records, parked
     conversations on disk and read back), the analysis is the one made holding everything."""
     from cassettes.analysis import spill
@@ -201,17 +276,25 @@ def test_a_spilled_analysis_equals_the_one_held_in_memory(tmp_path: Path, monkey
     while not inc.step().at_end:
         pass
     inc.finish()
-    assert inc.analyser._spill.used and inc.analyser._threader._spill.used, "nothing was spilled: the test tests nothing"
+    assert inc.analyser._spill.used and inc.analyser._threader._spill.used, (
+        "nothing was spilled: the test tests nothing"
+    )
     got = inc.whole()
     inc.close()
-    assert [c.model_dump() for c in got.conversations] == [c.model_dump() for c in expected.conversations]
+    assert [c.model_dump() for c in got.conversations] == [
+        c.model_dump() for c in expected.conversations
+    ]
     assert [f.model_dump() for f in got.findings] == [f.model_dump() for f in expected.findings]
-    assert {s: t.model_dump() for s, t in got.turns.items()} == {s: t.model_dump() for s, t in expected.turns.items()}
+    assert {s: t.model_dump() for s, t in got.turns.items()} == {
+        s: t.model_dump() for s, t in expected.turns.items()
+    }
     held = analyse(read_records(path).exchanges)
     assert held.model_dump() == expected.model_dump()
 
 
-def test_the_tables_in_memory_stay_within_tens_of_megabytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_tables_in_memory_stay_within_tens_of_megabytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What a table keeps in memory before it spills (``spill.KEEP`` entries, and up to half as
     many again between trims) times what the analysis holds per conversation kept in memory: the
     part of a command's peak that grows with a run until the tables are full. With 20,000 entries
@@ -225,7 +308,9 @@ def test_the_tables_in_memory_stay_within_tens_of_megabytes(tmp_path: Path, monk
     large = _peak_kept(write_huge(tmp_path / "large.jsonl", 600))
     per_conversation = (large - small) / 400
     held = per_conversation * keep * 1.5
-    assert held < 64 * 2**20, f"{per_conversation:.0f} bytes per conversation held × {keep:,} kept: {held / 2**20:.0f} MB"
+    assert held < 64 * 2**20, (
+        f"{per_conversation:.0f} bytes per conversation held × {keep:,} kept: {held / 2**20:.0f} MB"
+    )
 
 
 def test_show_with_a_filter_holds_neither_the_conversations_nor_the_lines(tmp_path: Path) -> None:

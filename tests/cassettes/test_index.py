@@ -1,4 +1,5 @@
-"""The incremental reader (cassettes.storage.index, cassettes.reading.incremental) and the viewer helpers (growth, search, timeline)."""
+"""The incremental reader (cassettes.storage.index, cassettes.reading.incremental) and the viewer
+helpers (growth, search, timeline)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,9 @@ def demo(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("max_bytes", [None, 200, 5000])
-def test_incremental_analysis_equals_the_batch_analysis(fx: Path, demo: Path, max_bytes: int | None) -> None:
+def test_incremental_analysis_equals_the_batch_analysis(
+    fx: Path, demo: Path, max_bytes: int | None
+) -> None:
     for path in (fx, demo):
         run = RunReader(path)
         _read_all(run, max_bytes)
@@ -72,7 +75,9 @@ def test_small_body_cache_gives_the_same_analysis(fx: Path) -> None:
     assert run.whole().model_dump() == analyse(read_records(fx).exchanges).model_dump()
 
 
-def test_live_file_grows_and_unfinished_line_waits_for_its_newline(fx: Path, tmp_path: Path) -> None:
+def test_live_file_grows_and_unfinished_line_waits_for_its_newline(
+    fx: Path, tmp_path: Path
+) -> None:
     lines = fx.read_bytes().splitlines(keepends=True)
     live = tmp_path / "live.jsonl"
     live.write_bytes(b"".join(lines[:3]))  # header + 2 records
@@ -213,7 +218,9 @@ def test_summaries_and_stored_turns_match_the_batch_analysis(fx: Path, demo: Pat
             )
             assert summary.appended_from == turn.c.appended_from
         assert run.analysis.turns == {}  # the reader holds summaries, not turns
-        assert [f.model_dump() for f in run.analysis.findings] == [f.model_dump() for f in want.findings]
+        assert [f.model_dump() for f in run.analysis.findings] == [
+            f.model_dump() for f in want.findings
+        ]
         assert [c.model_dump() for c in run.analysis.conversations] == [
             c.model_dump() for c in want.conversations
         ]
@@ -241,7 +248,9 @@ def test_a_file_that_shrinks_while_followed_is_an_error(fx: Path, tmp_path: Path
         run.step()
 
 
-def test_turn_store_blocks_round_trip_from_memory_and_disk(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_turn_store_blocks_round_trip_from_memory_and_disk(
+    fx: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Full turns come back identical whether their block is being filled or was compressed to
     disk, and the store runs no thread of its own: a full block is compressed by the put that
     filled it (a compressor thread made a busy machine's reader wait for the interpreter lock)."""
@@ -276,7 +285,9 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(fx: Path, monkeypatch
         store.put(next(iter(want.values())))
 
 
-def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(
+    fx: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A full disk fails the reader's put that fills a block, with the system's error."""
 
     from cassettes.reading.incremental import TurnStore

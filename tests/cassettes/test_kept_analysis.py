@@ -29,10 +29,10 @@ URL = "https://api.openai.com/v1/chat/completions"
 def _exchange(i: int, status: int = 200) -> Exchange:
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"question {i}"}]}
     answer = {"id": f"c{i}", "object": "chat.completion", "model": "gpt-4o-2024-08-06",
-              "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer {i}"}, "finish_reason": "stop"}],
+              "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer {i}"}, "finish_reason": "stop"}],  # noqa: E501
               "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}  # fmt: skip
-    return Exchange("POST", URL, [("content-type", "application/json")], orjson.dumps(body), status=status,
-                    response_headers=[("content-type", "application/json")], response_chunks=[(0.01, orjson.dumps(answer))], ttfb=0.01)  # fmt: skip
+    return Exchange("POST", URL, [("content-type", "application/json")], orjson.dumps(body), status=status,  # noqa: E501
+                    response_headers=[("content-type", "application/json")], response_chunks=[(0.01, orjson.dumps(answer))], ttfb=0.01)  # fmt: skip  # noqa: E501
 
 
 def _cassette(path: Path, statuses: list[int]) -> Path:
@@ -69,7 +69,11 @@ def _read(path: Path) -> tuple[list[tuple[str, int | None]], list[Any], int]:
     """Findings (code, seq), conversations and round trips of one ``open_run``."""
     run = open_run(path)
     try:
-        return [(f.code, f.seq) for f in run.analysis.findings], list(run.analysis.conversations), len(list(run.roundtrips))
+        return (
+            [(f.code, f.seq) for f in run.analysis.findings],
+            list(run.analysis.conversations),
+            len(list(run.roundtrips)),
+        )
     finally:
         run.close()
 
@@ -80,7 +84,9 @@ def _fresh(path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
         return _read(path)
 
 
-def test_a_second_read_takes_the_kept_analysis_and_reads_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path) -> None:
+def test_a_second_read_takes_the_kept_analysis_and_reads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200, 200])
     counted = _Counted(monkeypatch)
     first = _read(path)
@@ -99,7 +105,8 @@ def test_a_tampered_file_is_analysed_again(tmp_path: Path, monkeypatch: pytest.M
     assert not [c for c, _ in clean[0] if c == "A.http_error"]
     lines = path.read_bytes().splitlines(keepends=True)
     assert lines[2].count(b'"status":200') == 1
-    lines[2] = lines[2].replace(b'"status":200', b'"status":500')  # the same size: only the bytes tell
+    # the same size: only the bytes tell
+    lines[2] = lines[2].replace(b'"status":200', b'"status":500')
     path.write_bytes(b"".join(lines))
     counted = _Counted(monkeypatch)
     tampered = _read(path)
@@ -125,7 +132,9 @@ def _forged(path: Path, kept_file: Path, key: bytes) -> bytes:
     state = pickle.loads(state_raw)
     state["result"] = state["result"].model_copy(update={"findings": []})
     state["flagged"] = {}
-    data = kept.MAGIC + b"".join(len(s).to_bytes(8, "big") + s for s in (meta, pickle.dumps(state), turns, parses))
+    data = kept.MAGIC + b"".join(
+        len(s).to_bytes(8, "big") + s for s in (meta, pickle.dumps(state), turns, parses)
+    )
     size = path.stat().st_size
     run_digest = kept.run_digest_of(key, path, size)
     assert run_digest is not None
@@ -137,7 +146,9 @@ def _forged(path: Path, kept_file: Path, key: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("how", ["bytes changed", "rewritten without the key"])
-def test_a_kept_analysis_with_a_finding_removed_is_not_taken(how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path) -> None:
+def test_a_kept_analysis_with_a_finding_removed_is_not_taken(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
     first = _read(path)
     assert ("A.http_error", 1) in first[0]
@@ -150,7 +161,8 @@ def test_a_kept_analysis_with_a_finding_removed_is_not_taken(how: str, tmp_path:
         forged = _forged(path, kept_file, b"\x01" * 32)
         key = machine_key(create=True)
         assert key is not None
-        taken = _forged(path, kept_file, key)  # (this machine's key would vouch for it: the key is what guards)
+        # (this machine's key would vouch for it: the key is what guards)
+        taken = _forged(path, kept_file, key)
         kept_file.write_bytes(taken)
         assert ("A.http_error", 1) not in _read(path)[0]
     kept_file.write_bytes(forged)
@@ -174,12 +186,15 @@ def test_another_analyser_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
     assert counted.added == 3
 
 
-def test_other_price_data_analyses_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path) -> None:
+def test_other_price_data_analyses_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
     """genai-prices' price table is part of the analyser: after it changed (an upgrade), show prints
     the new table's costs, as a fresh analysis does, not the kept analysis' (nor its kept views)."""
     from cassettes.analysis import price_memo, tokens
 
-    monkeypatch.setenv("LOOPTAP_STATE_DIR", str(tmp_path / "state"))  # the price memo below is the test's own
+    # the price memo below is the test's own
+    monkeypatch.setenv("LOOPTAP_STATE_DIR", str(tmp_path / "state"))
     price_memo.process_memo().forget()
     path = str(_cassette(tmp_path / "run.jsonl", [200, 200, 200]))
     old = _show("show", "--json", path)
@@ -192,9 +207,11 @@ def test_other_price_data_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
         return total * 2, prov, model
 
     monkeypatch.setattr(tokens, "calc_price", doubled)
-    monkeypatch.setattr(price_memo, "table_identity", lambda: [*identity[:-1], identity[-1] + 1])  # its data file, rewritten
+    # its data file, rewritten
+    monkeypatch.setattr(price_memo, "table_identity", lambda: [*identity[:-1], identity[-1] + 1])
     price_memo.process_memo().forget()
-    monkeypatch.setattr(kept, "analyser_digest", functools.cache(kept.analyser_digest.__wrapped__))  # (a new process)
+    # (a new process)
+    monkeypatch.setattr(kept, "analyser_digest", functools.cache(kept.analyser_digest.__wrapped__))
     fresh = _show("show", "--json", "--no-cache", path)
     assert fresh != old
     counted = _Counted(monkeypatch)
@@ -202,8 +219,12 @@ def test_other_price_data_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
     assert counted.added == 3
 
 
-def test_a_grown_file_is_analysed_again_with_its_new_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    lines = _cassette(tmp_path / "whole.jsonl", [200, 200, 500]).read_bytes().splitlines(keepends=True)
+def test_a_grown_file_is_analysed_again_with_its_new_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = (
+        _cassette(tmp_path / "whole.jsonl", [200, 200, 500]).read_bytes().splitlines(keepends=True)
+    )
     path = tmp_path / "run.jsonl"
     path.write_bytes(b"".join(lines[:3]))  # the header and two round trips
     assert not [c for c, _ in _read(path)[0] if c == "A.http_error"]
@@ -229,7 +250,9 @@ def _show(*argv: str) -> tuple[int, bytes, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-def test_show_prints_the_same_from_a_kept_analysis_and_its_kept_views(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path) -> None:
+def test_show_prints_the_same_from_a_kept_analysis_and_its_kept_views(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
     path = str(_cassette(tmp_path / "run.jsonl", [200, 500, 200]))
     fresh = [_show("show", "--no-cache", path), _show("show", "--json", "--no-cache", path)]
     assert not _cache.exists() or not list(_cache.iterdir())  # --no-cache keeps nothing
@@ -245,7 +268,9 @@ def test_show_prints_the_same_from_a_kept_analysis_and_its_kept_views(tmp_path: 
     assert b"A.http_error" in fresh[0][1]
 
 
-def test_no_cache_in_the_environment_keeps_and_takes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path) -> None:
+def test_no_cache_in_the_environment_keeps_and_takes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
     path = _cassette(tmp_path / "run.jsonl", [200, 500])
     monkeypatch.setenv("LOOPTAP_NO_CACHE", "1")
     _read(path)
@@ -253,19 +278,26 @@ def test_no_cache_in_the_environment_keeps_and_takes_nothing(tmp_path: Path, mon
 
 
 @pytest.mark.parametrize("where", ["under a file", "a file"])
-def test_an_unusable_cache_location_reads_the_run_without_a_word(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unusable_cache_location_reads_the_run_without_a_word(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = str(_cassette(tmp_path / "run.jsonl", [200, 500]))
     fresh = _show("show", "--no-cache", path)
     blocker = tmp_path / "blocker"
     blocker.write_text("not a directory")
-    monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(blocker / "cache" if where == "under a file" else blocker))
+    monkeypatch.setenv(
+        "LOOPTAP_CACHE_DIR", str(blocker / "cache" if where == "under a file" else blocker)
+    )
     assert _show("show", path) == fresh
     assert _show("show", path) == fresh
     assert blocker.read_text() == "not a directory"
 
 
-def test_a_followed_kept_analysis_gives_its_turns_a_few_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The inspector's first screen does not wait for every turn of a kept analysis to be summarised."""
+def test_a_followed_kept_analysis_gives_its_turns_a_few_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inspector's first screen does not wait for every turn of a kept analysis to be
+    summarised."""
     from cassettes.reading import incremental
 
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200, 200, 200])

@@ -63,7 +63,9 @@ def anthropic_sse() -> Exchange:
 
 
 def gemini_sse() -> Exchange:
-    return _load("pydantic-ai/tests/models/cassettes/test_google/test_google_model_thinking_part_iter.yaml")
+    return _load(
+        "pydantic-ai/tests/models/cassettes/test_google/test_google_model_thinking_part_iter.yaml"
+    )
 
 
 def bedrock_stream() -> Exchange:
@@ -74,7 +76,9 @@ def openai_json() -> Exchange:
     ex = next(
         (
             ex
-            for _, _, ex in corpus_exchanges("pydantic-ai/tests/models/cassettes/test_openai/*.yaml")
+            for _, _, ex in corpus_exchanges(
+                "pydantic-ai/tests/models/cassettes/test_openai/*.yaml"
+            )
             if ex.url.endswith("/chat/completions")
             and ex.status == 200
             and (ex.response_header("content-type") or "").startswith("application/json")
@@ -142,7 +146,9 @@ def fresh(ex: Exchange, **changes: Any) -> Exchange:
 
 
 def _split(body: bytes, size: int) -> Chunks:
-    return [(round(0.01 * i, 3), body[o : o + size]) for i, o in enumerate(range(0, len(body), size))]
+    return [
+        (round(0.01 * i, 3), body[o : o + size]) for i, o in enumerate(range(0, len(body), size))
+    ]
 
 
 def _cut(ex: Exchange, keep: float) -> Exchange:
@@ -256,7 +262,9 @@ def _json_as_sse() -> Exchange:
 
 def _non_utf8_request() -> Exchange:
     ex = anthropic_sse()
-    return fresh(ex, request_body=ex.request_body.replace(b'"text":"', b'"text":"\xff\xfe caf\xe9 ', 1))
+    return fresh(
+        ex, request_body=ex.request_body.replace(b'"text":"', b'"text":"\xff\xfe caf\xe9 ', 1)
+    )
 
 
 def _non_utf8_sse() -> Exchange:
@@ -266,7 +274,10 @@ def _non_utf8_sse() -> Exchange:
 
 
 def _html_200() -> Exchange:
-    html = b"<!DOCTYPE html>\n<html><head><title>Just a moment...</title></head><body>Checking your browser</body></html>\n"
+    html = (
+        b"<!DOCTYPE html>\n<html><head><title>Just a moment...</title></head><body>Checking your "
+        b"browser</body></html>\n"
+    )
     return fresh(
         openai_sse(),
         response_headers=[("content-type", "text/html; charset=UTF-8")],
@@ -287,12 +298,16 @@ CASES: dict[str, Case] = {
     "request JSON malformed": Case(_bad_json_request, "request body is not valid JSON", True),
     "response JSON malformed": Case(_bad_json_response, "not JSON or a known stream framing", None),
     "SSE cut mid-event (OpenAI)": Case(lambda: _cut(openai_sse(), 0.5), "incomplete piece", False),
-    "SSE cut mid-event (Anthropic)": Case(lambda: _cut(anthropic_sse(), 0.5), "incomplete piece", False),
+    "SSE cut mid-event (Anthropic)": Case(
+        lambda: _cut(anthropic_sse(), 0.5), "incomplete piece", False
+    ),
     "SSE cut mid-event (Gemini)": Case(lambda: _cut(gemini_sse(), 0.5), "incomplete piece", False),
     "NDJSON cut mid-line": Case(lambda: _cut(ollama_ndjson(), 0.8), "incomplete piece", False),
     "NDJSON cut in its first line": Case(_ndjson_cut_first_line, "does not parse", None),
     "JSON array cut": Case(lambda: _cut(gemini_json_array(), 0.5), "incomplete piece", False),
-    "AWS event-stream cut mid-frame": Case(lambda: _cut(bedrock_stream(), 0.5), "ends inside a frame", False),
+    "AWS event-stream cut mid-frame": Case(
+        lambda: _cut(bedrock_stream(), 0.5), "ends inside a frame", False
+    ),
     "request not UTF-8": Case(_non_utf8_request, "request body is not valid JSON", True),
     "SSE chunks not UTF-8": Case(_non_utf8_sse, "not valid UTF-8", True),
     "200 with HTML": Case(_html_200, "not JSON or a known stream framing (text)", None),
@@ -318,7 +333,14 @@ def test_bad_input_is_labelled_and_kept(name: str) -> None:
 
 def test_cut_streams_keep_what_arrived() -> None:
     """A cut stream is a partial answer, not an empty one: the text up to the cut is there."""
-    for build in (openai_sse, anthropic_sse, gemini_sse, gemini_json_array, ollama_ndjson, bedrock_stream):
+    for build in (
+        openai_sse,
+        anthropic_sse,
+        gemini_sse,
+        gemini_json_array,
+        ollama_ndjson,
+        bedrock_stream,
+    ):
         whole = parse_exchange(build())
         cut = parse_exchange(_cut(build(), 0.7))
         assert whole.complete is True and cut.complete is False, build.__name__
@@ -363,7 +385,8 @@ def test_empty_request_body_is_kept() -> None:
 
 
 def captured(base: Exchange, wire: Chunks, content_encoding: str | None) -> Exchange:
-    """What the recorder does: decode the body as it came off the wire, keep the header and notes."""
+    """What the recorder does: decode the body as it came off the wire, keep the header and
+    notes."""
     res = decode_chunks(wire, content_encoding)
     headers = [(k, v) for k, v in base.response_headers if k.lower() != "content-encoding"]
     if content_encoding:
@@ -402,8 +425,20 @@ def _encoding_cases() -> dict[str, tuple[Callable[[bytes], Chunks], str | None, 
             True,
             "decoded",
         ),
-        "corrupt gzip": (lambda b: _split(corrupt(b), 300), "gzip", "could not be decoded", False, "raw"),
-        "header br, body plain": (lambda b: _split(b, 700), "br", "br could not be decoded", True, "plain"),
+        "corrupt gzip": (
+            lambda b: _split(corrupt(b), 300),
+            "gzip",
+            "could not be decoded",
+            False,
+            "raw",
+        ),
+        "header br, body plain": (
+            lambda b: _split(b, 700),
+            "br",
+            "br could not be decoded",
+            True,
+            "plain",
+        ),
         "header zstd, body plain": (
             lambda b: _split(b, 700),
             "zstd",
@@ -432,7 +467,13 @@ def _encoding_cases() -> dict[str, tuple[Callable[[bytes], Chunks], str | None, 
             True,
             "decoded",
         ),
-        "brotli, split anywhere": (lambda b: _split(brotli.compress(b), 50), "br", "", True, "decoded"),
+        "brotli, split anywhere": (
+            lambda b: _split(brotli.compress(b), 50),
+            "br",
+            "",
+            True,
+            "decoded",
+        ),
     }
 
 
@@ -475,7 +516,10 @@ def test_lying_content_encoding_through_vcr_import() -> None:
                 },
                 "response": {
                     "status": {"code": 200, "message": "OK"},
-                    "headers": {"Content-Type": ["text/event-stream"], "Content-Encoding": ["gzip"]},
+                    "headers": {
+                        "Content-Type": ["text/event-stream"],
+                        "Content-Encoding": ["gzip"],
+                    },
                     "body": {"string": base.response_body.decode()},
                 },
             },
@@ -521,7 +565,10 @@ def test_bodies_over_50_mb() -> None:
     n = MAX_PARSE_BYTES // len(event) + 2
     big_response = fresh(base, response_chunks=[(round(0.001 * i, 3), event) for i in range(n)])
     rq, rs = parse_exchange(big_request), parse_exchange(big_response)
-    assert "over the 52428800 byte analysis limit" in rq.analysis_errors[0] and rq.family == "openai_chat"
+    assert (
+        "over the 52428800 byte analysis limit" in rq.analysis_errors[0]
+        and rq.family == "openai_chat"
+    )
     assert any("response body is" in e and "analysis limit" in e for e in rs.analysis_errors)
     assert rs.family == "openai_chat" and rs.request is not None and rs.request.model == "gpt-4o"
     _, (got_rq, got_rs) = write_read(big_request, big_response)
@@ -610,7 +657,9 @@ _ops = st.lists(
 
 
 @settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(
     pick=st.integers(0, 10_000),
@@ -689,7 +738,13 @@ def test_newer_format_is_refused_clearly(tmp_path: Path) -> None:
     with pytest.raises(NewerFormatError) as info:
         read_records(p)
     msg = str(info.value)
-    assert "99" in msg and "looptap 9.9" in msg and "up to 1" in msg and "upgrade" in msg and str(p) in msg
+    assert (
+        "99" in msg
+        and "looptap 9.9" in msg
+        and "up to 1" in msg
+        and "upgrade" in msg
+        and str(p) in msg
+    )
     assert isinstance(info.value, ValueError)
     with pytest.raises(NewerFormatError):
         CassetteWriter(p)  # nor appended to
@@ -713,11 +768,16 @@ def test_valid_json_that_is_not_an_exchange(tmp_path: Path) -> None:
     odd = [
         b"[1, 2]",
         b'{"type": "exchange"}',
-        b'{"type": "exchange", "method": "POST", "url": "x", "request": {"headers": [["only-a-name"]]}}',
-        b'{"type": "exchange", "method": "POST", "url": "x", "request": {"headers": [], "body": {"b64": "abc"}}}',
-        b'{"type": "exchange", "method": "POST", "url": "x", "request": {"headers": [], "body": {"delta": {"base": [1]}}}}',
-        b'{"type": "exchange", "method": "POST", "url": "x", "request": {"headers": [], "body": null}, "response": {"body": {"chunks": 5}}}',
-        b'{"type": "exchange", "method": "POST", "url": "x", "request": {"headers": [], "body": null}, "response": {"body": {"chunks": [[0.1, 7]]}}}',
+        b'{"type": "exchange", "method": "POST", "url": "x", '
+        b'"request": {"headers": [["only-a-name"]]}}',
+        b'{"type": "exchange", "method": "POST", "url": "x", '
+        b'"request": {"headers": [], "body": {"b64": "abc"}}}',
+        b'{"type": "exchange", "method": "POST", "url": "x", "request": {"headers": [], "body": '
+        b'{"delta": {"base": [1]}}}}',
+        b'{"type": "exchange", "method": "POST", "url": "x", "request": {"headers": [], "body": '
+        b'null}, "response": {"body": {"chunks": 5}}}',
+        b'{"type": "exchange", "method": "POST", "url": "x", "request": {"headers": [], "body": '
+        b'null}, "response": {"body": {"chunks": [[0.1, 7]]}}}',
         b'{"type": "exchange", "method": "POST", "url": "x", "request": "nope"}',
         b'{"type": "from-the-future", "seq": 9}',
     ]
@@ -760,8 +820,11 @@ def test_not_a_file(tmp_path: Path) -> None:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=_ops, reopen=st.booleans())
-def test_random_damage_to_a_cassette_file(ops: list[tuple[str, float, bytes]], reopen: bool) -> None:
-    """Whatever happened to the file, reading (or reopening to append) raises a CassetteError or loads."""
+def test_random_damage_to_a_cassette_file(
+    ops: list[tuple[str, float, bytes]], reopen: bool
+) -> None:
+    """Whatever happened to the file, reading (or reopening to append) raises a CassetteError or
+    loads."""
     path = _tmp() / f"d{next(_names)}.jsonl"
     path.write_bytes(_mutate(_pristine(), ops))
     try:

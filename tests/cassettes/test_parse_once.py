@@ -1,8 +1,8 @@
-"""Parse once, from the recorder to the screen: each response body is parsed by the recorder's writer
-alone (readers take its sealed parse), each request by a reader's analysis alone (the writer stores
-nothing of its request parse, so it makes none), and what prints or shows a round trip afterwards
-(``show``'s printing pass, a viewer's selection or jump) takes the analysis' parse: nothing is parsed
-again. Counted on corpus runs by wrapping the two functions that parse a body."""
+"""Parse once, from the recorder to the screen: each response body is parsed by the recorder's
+writer alone (readers take its sealed parse), each request by a reader's analysis alone (the writer
+stores nothing of its request parse, so it makes none), and what prints or shows a round trip
+afterwards (``show``'s printing pass, a viewer's selection or jump) takes the analysis' parse:
+nothing is parsed again. Counted on corpus runs by wrapping the two functions that parse a body."""
 
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ def _multi_turn(n: int = 12) -> list[Exchange]:
     later requests extend the earlier ones: history deltas)."""
     out: list[Exchange] = []
     files = 0
-    for p in corpus_files("llm-anthropic/**/*.yaml") + corpus_files("pydantic-ai/**/test_openai*/*.yaml"):
+    for p in corpus_files("llm-anthropic/**/*.yaml") + corpus_files(
+        "pydantic-ai/**/test_openai*/*.yaml"
+    ):
         got = load_vcr(p)
         if len(got) >= 3:
             out.extend(got)
@@ -88,10 +90,16 @@ def _opened(path: Path) -> Run:
     return run
 
 
-def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exchanges = _multi_turn()
     # Polls read as the model call that delivered their calls send no request to parse.
-    polled = {i for i, ex in enumerate(exchanges) if roundtrip.parse_exchange(dataclasses.replace(ex)).polled}
+    polled = {
+        i
+        for i, ex in enumerate(exchanges)
+        if roundtrip.parse_exchange(dataclasses.replace(ex)).polled
+    }
     parses = Parses(monkeypatch)
     path = tmp_path / "run.jsonl"
     # The recorder (proxy/writer.py builds its writer so): every response parsed once, no request.
@@ -105,7 +113,9 @@ def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(tmp_path: Path
     generations = sorted(run.summaries)
     assert len(generations) > 20
     assert not parses.responses, f"stored responses parsed again: {sorted(parses.responses)}"
-    assert set(parses.requests) >= set(generations) - polled and set(parses.requests.values()) == {1}
+    assert set(parses.requests) >= set(generations) - polled and set(parses.requests.values()) == {
+        1
+    }
     opened = parses.messages
     parses.clear()
     # Every turn selected in recording order (the inspector's selection): the responses are the
@@ -113,7 +123,9 @@ def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(tmp_path: Path
     for seq in generations:
         _, rt = run.by_seq(seq)
         assert rt.request is not None and rt.response is not None
-    assert not parses.responses, f"stored responses parsed again on selection: {sorted(parses.responses)}"
+    assert not parses.responses, (
+        f"stored responses parsed again on selection: {sorted(parses.responses)}"
+    )
     assert parses.messages <= opened, (parses.messages, opened)
     run.close()
     # A command's pass over the run (open_run, as show and the exports read it): no stored
@@ -121,7 +133,9 @@ def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(tmp_path: Path
     parses.clear()
     every = open_run(path)
     assert sum(1 for _ in every.pairs) == len(exchanges)
-    assert not parses.responses, f"stored responses parsed again by open_run: {sorted(parses.responses)}"
+    assert not parses.responses, (
+        f"stored responses parsed again by open_run: {sorted(parses.responses)}"
+    )
 
 
 def test_the_recorder_writes_the_same_records_without_parsing_requests(tmp_path: Path) -> None:
@@ -136,7 +150,9 @@ def test_the_recorder_writes_the_same_records_without_parsing_requests(tmp_path:
     assert a == b
 
 
-def test_a_cassette_without_sealed_parses_is_parsed_from_its_raw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cassette_without_sealed_parses_is_parsed_from_its_raw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An older cassette (or another machine's): no block a reader may take, so the raw is parsed,
     once per opening, and reads as the same turns."""
     exchanges = _multi_turn(4)
@@ -157,11 +173,17 @@ def _fresh(path: Path) -> dict[int, dict[str, Any]]:
     """Every round trip of the cassette at ``path`` parsed afresh, in full, by seq."""
     from cassettes.storage.store import read_records
 
-    return {rt.seq: rt.model_dump() for rt in roundtrip.parse_all(read_records(path).exchanges) if rt.seq is not None}
+    return {
+        rt.seq: rt.model_dump()
+        for rt in roundtrip.parse_all(read_records(path).exchanges)
+        if rt.seq is not None
+    }
 
 
 @pytest.mark.parametrize("shape", ["corpus", "long chains"])
-def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
+def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
     """``looptap show`` reads a run twice (to analyse it, then to print it a round trip at a time)
     and the inspector jumps to any turn: both take the parse the analysis made, restored from the
     reader's store, so no request and no response is parsed a second time, and what they get is
@@ -176,7 +198,8 @@ def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(tmp_path: Path, monke
 
         write_huge(path, 160, "long", turns=40)
         lines = path.read_bytes().splitlines(keepends=True)
-        quarter = (len(lines) - 1) // 4  # four conversations of 40, interleaved round trip by round trip
+        # four conversations of 40, interleaved round trip by round trip
+        quarter = (len(lines) - 1) // 4
         body = [lines[1 + c * quarter + k] for k in range(quarter) for c in range(4)]
         path.write_bytes(lines[0] + b"".join(body))
         monkeypatch.setattr(incremental, "SHOWN", 2)
@@ -198,7 +221,10 @@ def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(tmp_path: Path, monke
     for seq in seqs:
         _, rt = run.by_seq(seq)
         assert rt.model_dump() == fresh[seq], seq
-    assert not parses.requests and not parses.responses, (sorted(parses.requests), sorted(parses.responses))
+    assert not parses.requests and not parses.responses, (
+        sorted(parses.requests),
+        sorted(parses.responses),
+    )
     run.close()
 
 
@@ -231,10 +257,13 @@ def _same_tree(a: Any, b: Any, where: str = "rt") -> None:
         assert a == b or (a != a and b != b), where  # (NaN)
 
 
-def test_the_store_of_parses_gives_back_the_tree_it_was_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_store_of_parses_gives_back_the_tree_it_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each parse the analysis keeps comes back from the store as the tree the analysis made (types,
     enum members, fields set and private attributes included), and keeping it builds no per-model
-    state dict (``BaseModel.__getstate__``: most of the store's cost, a seventh of a batch read's CPU)."""
+    state dict (``BaseModel.__getstate__``: most of the store's cost, a seventh of a batch read's
+    CPU)."""
     import pickle
 
     from pydantic import BaseModel
@@ -244,7 +273,9 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(tmp_path: Path, mo
     kept: list[tuple[int, bytes]] = []
     real_put = incremental.ParseStore.put
 
-    def put(self: incremental.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None) -> None:
+    def put(
+        self: incremental.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None
+    ) -> None:
         states = Counter[str]()
         real_state = BaseModel.__getstate__
 
@@ -253,13 +284,17 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(tmp_path: Path, mo
             return real_state(model)
 
         # what a stock pickle of the same parse gives back: the reference
-        packed = rt.model_copy(update={"request": rt.request.model_copy() if rt.request is not None else None})
+        packed = rt.model_copy(
+            update={"request": rt.request.model_copy() if rt.request is not None else None}
+        )
         monkeypatch.setattr(BaseModel, "__getstate__", counted)
         try:
             real_put(self, pos, rt, base_pos)
         finally:
             monkeypatch.setattr(BaseModel, "__getstate__", real_state)
-        assert not states, f"BaseModel.__getstate__ called {states['called']} times to keep one parse"
+        assert not states, (
+            f"BaseModel.__getstate__ called {states['called']} times to keep one parse"
+        )
         kept.append((pos, pickle.dumps(packed, pickle.HIGHEST_PROTOCOL)))
 
     monkeypatch.setattr(incremental.ParseStore, "put", put)
@@ -279,7 +314,9 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(tmp_path: Path, mo
     run.close()
 
 
-def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A chain of requests that each extend the previous one is stored as deltas: links against
     their base, checkpoints against the previous checkpoint, and whole message lists only every
     ``CHECKPOINT``-th checkpoint (every 16th link kept its history whole before: most of what a
@@ -293,7 +330,9 @@ def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_t
     wholes: list[int] = []
     real_put = incremental.ParseStore.put
 
-    def put(self: incremental.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None) -> None:
+    def put(
+        self: incremental.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None
+    ) -> None:
         real_put(self, pos, rt, base_pos)
         got = self.get(pos)
         if got is not None and got[0] is None:
@@ -321,7 +360,9 @@ def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_t
         assert sum(reads.values()) <= 2 * incremental.CHECKPOINT - 1, (pos, sum(reads.values()))
         full = roundtrip.parse_exchange(ex)
         assert full.request is not None
-        assert [m.model_dump() for m in got.request.messages] == [m.model_dump() for m in full.request.messages], pos
+        assert [m.model_dump() for m in got.request.messages] == [
+            m.model_dump() for m in full.request.messages
+        ], pos
     run.close()
 
 
@@ -334,7 +375,10 @@ def _interleaved_run(path: Path, conversations: int = 3, turns: int = 8) -> Path
     write_huge(path, conversations * turns, "long", turns=turns)
     lines = path.read_bytes().splitlines(keepends=True)
     body = [lines[1 + c * turns + k] for k in range(turns) for c in range(conversations)]
-    body = [b.replace(b"api.openai.com", b"llm.example.test") if i % conversations == 1 else b for i, b in enumerate(body)]
+    body = [
+        b.replace(b"api.openai.com", b"llm.example.test") if i % conversations == 1 else b
+        for i, b in enumerate(body)
+    ]
     path.write_bytes(lines[0] + b"".join(body))
     return path
 
@@ -355,11 +399,16 @@ def _count_restores(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
 
 @pytest.mark.parametrize(
     "argv",
-    [["show"], ["show", "--json"], ["textconv"], ["show", "--turn", "1"], ["show", "--conversation", "c2"], ["show", "--severity", "info"],
+    [["show"], ["show", "--json"], ["textconv"], ["show", "--turn", "1"], ["show", "--conversation", "c2"], ["show", "--severity", "info"],  # noqa: E501
      ["export", "--html", "-o", "{out}"], ["export", "--otel", "{out}"]],
     ids=lambda argv: " ".join(argv).replace(" -o {out}", "").replace(" {out}", ""),
 )  # fmt: skip
-def test_a_command_restores_each_turn_at_most_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+def test_a_command_restores_each_turn_at_most_once(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
     """``show`` restored every turn from the reader's store three times (to print it, for its row
     of the growth table, and again for the table's note on estimated costs): its printing pass
     restores each turn once and notes the turn's row for the tables printed after it. The HTML
@@ -379,7 +428,9 @@ def test_a_command_restores_each_turn_at_most_once(tmp_path: Path, monkeypatch: 
         assert set(restores) == set(range(24)) and "token growth, conversation c3" in out
 
 
-def test_the_growth_tables_rows_noted_by_the_printing_pass_are_the_turns_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_growth_tables_rows_noted_by_the_printing_pass_are_the_turns_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The tables ``show`` prints from the rows its printing pass noted, most of them spilled to
     disk (a table of 3 kept in memory), are the tables made from the turns themselves."""
     from cassettes.analysis import spill
@@ -388,7 +439,10 @@ def test_the_growth_tables_rows_noted_by_the_printing_pass_are_the_turns_rows(tm
 
     path = _interleaved_run(tmp_path / "run.jsonl")
     expected = "\n".join(view.analysis_lines(open_run(path, whole=True).analysis)) + "\n"
-    assert expected.count("(~: estimated cost") == 1 and expected.count("token growth, conversation") == 3
+    assert (
+        expected.count("(~: estimated cost") == 1
+        and expected.count("token growth, conversation") == 3
+    )
     spilled: list[bool] = []
     real_close = view.GrowthRows.close
 
@@ -405,7 +459,9 @@ def test_the_growth_tables_rows_noted_by_the_printing_pass_are_the_turns_rows(tm
     assert out.endswith(expected), out[-3000:]
 
 
-def test_the_mcp_run_summary_reads_each_turn_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_mcp_run_summary_reads_each_turn_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``run_summary`` read each conversation's last turn three times (for its row, again for the
     row's findings, again for the run's cost): once now, its cost the same."""
     from cassettes.mcp.query import Runs
@@ -415,8 +471,12 @@ def test_the_mcp_run_summary_reads_each_turn_once(tmp_path: Path, monkeypatch: p
     runs.open("run.jsonl")  # (opened and analysed before counting)
     restores = _count_restores(monkeypatch)
     got = runs.summary("run.jsonl")
-    assert set(restores) == set(range(24)) and set(restores.values()) == {1}, sorted(restores.items())
+    assert set(restores) == set(range(24)) and set(restores.values()) == {1}, sorted(
+        restores.items()
+    )
     whole = open_run(tmp_path / "run.jsonl", whole=True).analysis
     lasts = [whole.turns[c.turns[-1]].tokens.cumulative_cost for c in whole.conversations]
-    assert None not in lasts and got["cost_usd"] == round(sum(float(x) for x in lasts if x is not None), 6)
+    assert None not in lasts and got["cost_usd"] == round(
+        sum(float(x) for x in lasts if x is not None), 6
+    )
     assert len(got["recorded"]["conversations"]) == 3

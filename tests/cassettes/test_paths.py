@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from cassettes.errors import CassetteIOError
-from cassettes.replay.testing.ready import SCHEMA, VERSION, Ready, check_ready_path, remove_ready, write_ready
+from cassettes.replay.testing.ready import (
+    SCHEMA,
+    VERSION,
+    Ready,
+    check_ready_path,
+    remove_ready,
+    write_ready,
+)
 from cassettes.storage.paths import (
     FileId,
     Target,
@@ -47,7 +54,7 @@ def _dev_null_untouched() -> object:
 
 def _ready() -> Ready:
     return Ready(
-        schema=SCHEMA, version=VERSION, looptap="test", pid=os.getpid(), cassette="/x.jsonl", listen_host="127.0.0.1",
+        schema=SCHEMA, version=VERSION, looptap="test", pid=os.getpid(), cassette="/x.jsonl", listen_host="127.0.0.1",  # noqa: E501
         listeners=[], proxy_url="http://127.0.0.1:1", ca_cert="/ca.pem", env={},
     )  # fmt: skip
 
@@ -79,7 +86,9 @@ def test_special_files_are_refused_whatever_force_says(tmp_path: Path, kind: str
     path = _specials(tmp_path)[kind]
     before = _snapshot(path)
     for force in (False, True):
-        with pytest.raises(UnsafePath, match=r"is a (directory|FIFO|character device|symbolic link)"):
+        with pytest.raises(
+            UnsafePath, match=r"is a (directory|FIFO|character device|symbolic link)"
+        ):
             check_target(path, "the export", force=force, owned=lambda _p: True)
     assert _snapshot(path) == before
     assert (tmp_path / "victim.txt").read_text() == "precious\n"
@@ -91,7 +100,9 @@ def test_an_existing_file_is_refused_unless_looptaps_or_forced(tmp_path: Path) -
     path.write_text("mine\n")
     with pytest.raises(UnsafePath, match=r"exists \(--force replaces it\)"):
         check_target(path, "the export", hint="--force replaces it")
-    with pytest.raises(UnsafePath, match=r"already exists and is not looptap's: refused \(--force replaces it\)"):
+    with pytest.raises(
+        UnsafePath, match=r"already exists and is not looptap's: refused \(--force replaces it\)"
+    ):
         check_target(path, "the cassette", owned=lambda _p: False, hint="--force replaces it")
     assert check_target(path, "x", force=True).replaces == FileId.of(os.lstat(path))
     assert check_target(path, "x", owned=lambda _p: True).replaces is not None
@@ -102,7 +113,9 @@ def test_an_existing_file_is_refused_unless_looptaps_or_forced(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("kind", ["directory", "fifo", "device", "link", "dangling link"])
-def test_appending_opens_only_a_regular_file_without_following_a_link(tmp_path: Path, kind: str) -> None:
+def test_appending_opens_only_a_regular_file_without_following_a_link(
+    tmp_path: Path, kind: str
+) -> None:
     path = _specials(tmp_path)[kind]
     before = _snapshot(path)
     with pytest.raises(UnsafePath):  # and never blocks on the FIFO
@@ -114,7 +127,9 @@ def test_appending_opens_only_a_regular_file_without_following_a_link(tmp_path: 
     with pytest.raises(UnsafePath):
         private_open(path)
     assert _snapshot(path) == before
-    assert (tmp_path / "victim.txt").read_text() == "precious\n" and not (tmp_path / "nowhere.txt").exists()
+    assert (tmp_path / "victim.txt").read_text() == "precious\n" and not (
+        tmp_path / "nowhere.txt"
+    ).exists()
 
 
 def test_the_temporary_name_is_private_and_unpredictable(tmp_path: Path) -> None:
@@ -124,7 +139,9 @@ def test_the_temporary_name_is_private_and_unpredictable(tmp_path: Path) -> None
             names.add(s.path.name)
             # the writer's pid and start time (so a killed writer's file can be reclaimed), then
             # mkstemp's random part: unpredictable, created O_EXCL
-            assert s.path.parent == tmp_path and re.fullmatch(rf"\.out\.json\.{os.getpid()}-\d+-[a-z0-9_]{{8}}\.tmp", s.path.name), s.path.name
+            assert s.path.parent == tmp_path and re.fullmatch(
+                rf"\.out\.json\.{os.getpid()}-\d+-[a-z0-9_]{{8}}\.tmp", s.path.name
+            ), s.path.name
             assert stat.S_IMODE(os.fstat(s.file.fileno()).st_mode) == 0o600
         (tmp_path / "out.json").unlink()
     assert len(names) == 20  # mkstemp: a fresh random name each time, created O_EXCL
@@ -145,7 +162,10 @@ def test_a_name_taken_meanwhile_is_left_alone(tmp_path: Path) -> None:
     os.replace(swapped, old)  # another file took the checked one's name
     with pytest.raises(UnsafePath, match="replaced by another file"):
         write_new(target, b"new")
-    assert old.read_text() == "swapped in\n" and sorted(os.listdir(tmp_path)) == ["old.jsonl", "ready.json"]
+    assert old.read_text() == "swapped in\n" and sorted(os.listdir(tmp_path)) == [
+        "old.jsonl",
+        "ready.json",
+    ]
 
 
 def test_only_the_file_looptap_created_is_removed(tmp_path: Path) -> None:
@@ -159,7 +179,8 @@ def test_only_the_file_looptap_created_is_removed(tmp_path: Path) -> None:
     ready.unlink()
     created = write_ready(ready, _ready())
     assert remove_ready(ready, created) and not ready.exists()
-    assert not remove_if_same(DEV_NULL, FileId.of(os.lstat(DEV_NULL)))  # never a device, even "the same"
+    # never a device, even "the same"
+    assert not remove_if_same(DEV_NULL, FileId.of(os.lstat(DEV_NULL)))
 
 
 def test_the_ready_file_path_is_checked_before_the_recorder_starts(tmp_path: Path) -> None:
@@ -177,8 +198,11 @@ def test_the_ready_file_path_is_checked_before_the_recorder_starts(tmp_path: Pat
     with pytest.raises(UnsafePath, match="is the cassette"):
         check_ready_path(tmp_path / "sub" / ".." / "run.jsonl", cassette=cassette)
     left = tmp_path / "left.json"
-    left.write_text(json.dumps({"schema": SCHEMA, "version": VERSION, "pid": 1, "listeners": [], "env": {}}))
-    assert check_ready_path(left).replaces == FileId.of(os.lstat(left))  # a recorder's leftover: replaced
+    left.write_text(
+        json.dumps({"schema": SCHEMA, "version": VERSION, "pid": 1, "listeners": [], "env": {}})
+    )
+    # a recorder's leftover: replaced
+    assert check_ready_path(left).replaces == FileId.of(os.lstat(left))
 
 
 def test_a_cassette_is_recognised_by_its_header_only(tmp_path: Path) -> None:
@@ -188,7 +212,11 @@ def test_a_cassette_is_recognised_by_its_header_only(tmp_path: Path) -> None:
     assert is_cassette(cas)
     text = tmp_path / "notes.jsonl"
     text.write_text('{"format": "something"}\n')
-    assert not is_cassette(text) and not is_cassette(tmp_path / "missing") and not is_cassette(DEV_NULL)
+    assert (
+        not is_cassette(text)
+        and not is_cassette(tmp_path / "missing")
+        and not is_cassette(DEV_NULL)
+    )
     link = tmp_path / "link.jsonl"
     link.symlink_to(cas)
     assert not is_cassette(link)  # a link is not looptap's file, whatever it points to
@@ -220,7 +248,11 @@ def test_a_place_that_takes_no_file_is_refused_before_anything_is_written(tmp_pa
     ):
         with pytest.raises(UnsafePath, match=why):
             check_target(path, "the report")
-    assert check_target(tmp_path / "missing" / "x.json", "the import's output", parents=True).replaces is None  # the writer makes it
+    # the writer makes it
+    assert (
+        check_target(tmp_path / "missing" / "x.json", "the import's output", parents=True).replaces
+        is None
+    )
     assert check_target(tmp_path / "new.json", "the report").replaces is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]  # the tries left nothing
 
@@ -231,8 +263,15 @@ def test_inputs_are_read_only_from_regular_files_without_blocking(tmp_path: Path
 
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    for path, kind in ((fifo, "a FIFO"), (tmp_path, "a directory"), (Path("/dev/zero"), "a character device")):
-        with pytest.raises(CassetteIOError, match=f"is {kind}: looptap reads runs and edit files only from regular files"):
+    for path, kind in (
+        (fifo, "a FIFO"),
+        (tmp_path, "a directory"),
+        (Path("/dev/zero"), "a character device"),
+    ):
+        with pytest.raises(
+            CassetteIOError,
+            match=f"is {kind}: looptap reads runs and edit files only from regular files",
+        ):
             read_input(path, "the edit file", 100)
         with pytest.raises(CassetteIOError, match=f"is {kind}"):
             check_input(path, "--from")

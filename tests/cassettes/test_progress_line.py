@@ -38,7 +38,9 @@ def _run(tmp_path: Path, name: str = "run.jsonl") -> Path:
     return write_huge(tmp_path / name, 24, "long", turns=8)
 
 
-def test_open_run_reports_each_step_up_to_the_whole_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_run_reports_each_step_up_to_the_whole_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _run(tmp_path)
     monkeypatch.setattr(run_module, "STEP_BYTES", 2_000)
     calls: list[tuple[int, int, int]] = []
@@ -49,17 +51,31 @@ def test_open_run_reports_each_step_up_to_the_whole_file(tmp_path: Path, monkeyp
     assert calls[-1] == (size, size, len(run)) == (size, size, 24)
 
 
-def _on_a_terminal(argv: list[str], stdout: int | None, tmp_path: Path, columns: int = 200, term: str = "xterm") -> tuple[int, bytes]:
+def _on_a_terminal(
+    argv: list[str], stdout: int | None, tmp_path: Path, columns: int = 200, term: str = "xterm"
+) -> tuple[int, bytes]:
     """``looptap ARGV`` with stderr (and stdin) on a pty ``columns`` wide: its exit code and what
     the terminal got."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "TERM": term}
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, *argv], stdin=slave, stdout=stdout, stderr=slave, cwd=tmp_path, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "TERM": term,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, *argv],
+        stdin=slave,
+        stdout=stdout,
+        stderr=slave,
+        cwd=tmp_path,
+        env=env,
+    )
     os.close(slave)
     got = b""
     ends = [master] + ([proc.stdout.fileno()] if proc.stdout is not None else [])
-    while master in ends:  # until the child closes the terminal (no time limit: a hang shows as the test's own)
+    # until the child closes the terminal (no time limit: a hang shows as the test's own)
+    while master in ends:
         for fd in select.select(ends, [], [])[0]:
             try:
                 data = os.read(fd, 65536)
@@ -86,10 +102,16 @@ def test_show_on_a_terminal_rewrites_one_line_and_erases_it(tmp_path: Path) -> N
     lines = term.split(b"\r\x1b[K")
     assert term.startswith(b"\r\x1b[K") and term.endswith(b"\r\x1b[K"), term[:200]
     updates = [x for x in lines if x]
-    assert len(updates) >= 5 and all(x.startswith(b"looptap: reading run") for x in updates), updates[:3]
+    assert len(updates) >= 5 and all(x.startswith(b"looptap: reading run") for x in updates), (
+        updates[:3]
+    )
     assert b"100 %" in updates[-1] and b"24 round trips" in updates[-1]
     # the name's controls are shown, not obeyed: no escape but the erase, no bell, no bidi override
-    assert term.count(b"\x1b") == term.count(b"\r\x1b[K") and b"\x07" not in term and "\u202e".encode() not in term
+    assert (
+        term.count(b"\x1b") == term.count(b"\r\x1b[K")
+        and b"\x07" not in term
+        and "\u202e".encode() not in term
+    )
     assert b"\n" not in term  # one line, rewritten: nothing scrolled
     assert "turn" in out.read_text()  # the command's own output, untouched
 
@@ -105,13 +127,23 @@ def test_the_line_fits_a_narrow_terminal(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("where", ["pipe", "dumb terminal", "capture"])
-def test_no_line_where_stdout_is_a_pipe_or_stderr_is_not_a_terminal(tmp_path: Path, where: str) -> None:
+def test_no_line_where_stdout_is_a_pipe_or_stderr_is_not_a_terminal(
+    tmp_path: Path, where: str
+) -> None:
     path = _run(tmp_path)
-    if where != "capture":  # `looptap show run.jsonl | less`: the pager shares the terminal; TERM=dumb: no erase
+    # `looptap show run.jsonl | less`: the pager shares the terminal; TERM=dumb: no erase
+    if where != "capture":
         stdout = subprocess.PIPE if where == "pipe" else subprocess.DEVNULL
-        code, term = _on_a_terminal(["show", str(path)], stdout, tmp_path, term="dumb" if where == "dumb terminal" else "xterm")
+        code, term = _on_a_terminal(
+            ["show", str(path)],
+            stdout,
+            tmp_path,
+            term="dumb" if where == "dumb terminal" else "xterm",
+        )
         assert code == 0 and term == b"", term[:200]
         return
-    proc = subprocess.run([sys.executable, "-c", _CHILD, "show", str(path)], capture_output=True, cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-c", _CHILD, "show", str(path)], capture_output=True, cwd=tmp_path,  # noqa: E501
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)  # fmt: skip
-    assert proc.returncode == 0 and b"reading" not in proc.stderr and b"\x1b" not in proc.stderr, proc.stderr[:300]
+    assert proc.returncode == 0 and b"reading" not in proc.stderr and b"\x1b" not in proc.stderr, (
+        proc.stderr[:300]
+    )

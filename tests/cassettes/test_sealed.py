@@ -1,5 +1,6 @@
-"""Parse once (``cassettes.parsing.sealed``): the writer's parse of each response, stored with its record,
-is what a reader gets, exactly what parsing the raw gives, and only when it can be trusted."""
+"""Parse once (``cassettes.parsing.sealed``): the writer's parse of each response, stored with its
+record, is what a reader gets, exactly what parsing the raw gives, and only when it can be
+trusted."""
 
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def _record(path: Path, exchanges: list[Exchange] | tuple[Exchange, ...]) -> Non
             w.append(dataclasses.replace(ex))
 
 
-def test_every_corpus_cassette_reads_back_as_parsing_its_raw_would(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_corpus_cassette_reads_back_as_parsing_its_raw_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """All of the shared corpus, recorded through the real writer: every response a reader takes
     from its sealed block is exactly what parsing the raw bytes gives (every field of the round
     trip: parts, usage, errors, notes, timing), and nearly every response is sealed."""
@@ -74,7 +77,9 @@ def test_every_corpus_cassette_reads_back_as_parsing_its_raw_would(tmp_path: Pat
         raw = parse_all(_without_blocks(cas.exchanges))
         before = len(seen)
         fast = parse_all(cas.exchanges)
-        assert len(seen) - before == sum("parsed" in orjson.loads(x) for x in out.read_bytes().splitlines()[1:])
+        assert len(seen) - before == sum(
+            "parsed" in orjson.loads(x) for x in out.read_bytes().splitlines()[1:]
+        )
         assert all(seen[before:]), rel(src)
         assert [_view(r) for r in fast] == [_view(r) for r in raw], rel(src)
         out.unlink()
@@ -98,14 +103,18 @@ def test_the_reader_takes_the_sealed_parse(tmp_path: Path, monkeypatch: pytest.M
     assert seen and all(seen)
 
 
-def test_another_machines_cassette_is_parsed_from_its_raw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_another_machines_cassette_is_parsed_from_its_raw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _one_run(tmp_path)
     monkeypatch.setenv("LOOPTAP_STATE_DIR", str(tmp_path / "elsewhere"))  # no key there
     seen = _restores(monkeypatch)
     cas = read_records(path)
     got = parse_all(cas.exchanges)
     assert seen and not any(seen)
-    assert [_view(r) for r in got] == [_view(r) for r in parse_all(_without_blocks(read_records(path).exchanges))]
+    assert [_view(r) for r in got] == [
+        _view(r) for r in parse_all(_without_blocks(read_records(path).exchanges))
+    ]
     # Reading never makes a key; a key made elsewhere does not fit either.
     assert not (tmp_path / "elsewhere").exists()
     (tmp_path / "elsewhere").mkdir()
@@ -147,14 +156,20 @@ def test_an_edited_block_is_not_believed(tmp_path: Path, monkeypatch: pytest.Mon
     assert "LOOKS-HARMLESS" not in orjson.dumps([_view(r) for r in got]).decode()
 
 
-def test_an_edited_raw_response_is_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_edited_raw_response_is_parsed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _one_run(tmp_path)
     edited = 0
 
     def edit(rec: dict[str, Any]) -> None:
         nonlocal edited
         body = (rec.get("response") or {}).get("body") or {}
-        if "json" in body and isinstance(body["json"], dict) and isinstance(body["json"].get("content"), list):
+        if (
+            "json" in body
+            and isinstance(body["json"], dict)
+            and isinstance(body["json"].get("content"), list)
+        ):
             for block in body["json"]["content"]:
                 if block.get("type") == "text":
                     block["text"] = "EDITED-IN-THE-RAW"
@@ -172,7 +187,9 @@ def test_an_edited_raw_response_is_parsed_again(tmp_path: Path, monkeypatch: pyt
     assert 0 < seen.count(False) <= edited
 
 
-def test_a_parser_that_changed_parses_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_parser_that_changed_parses_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _one_run(tmp_path)
     monkeypatch.setattr(sealed, "parser_digest", lambda: b"another parser's source")
     seen = _restores(monkeypatch)
@@ -180,7 +197,9 @@ def test_a_parser_that_changed_parses_again(tmp_path: Path, monkeypatch: pytest.
     assert seen and not any(seen)
 
 
-def test_no_state_directory_means_nothing_sealed_and_nothing_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_state_directory_means_nothing_sealed_and_nothing_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("LOOPTAP_STATE_DIR", str(blocker / "state"))
@@ -210,7 +229,9 @@ def test_a_response_too_deep_to_store_is_stored_without_its_parse(tmp_path: Path
         method="POST",
         url="https://api.anthropic.com/v1/messages",
         request_headers=[("content-type", "application/json")],
-        request_body=orjson.dumps({"model": "claude-x", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}),
+        request_body=orjson.dumps(
+            {"model": "claude-x", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+        ),
         status=200,
         response_headers=[("content-type", "application/json")],
         response_chunks=[(0.1, body)],
@@ -233,6 +254,17 @@ def test_nothing_is_stored_per_record_that_no_reader_reads(tmp_path: Path) -> No
     assert len(lines) == 20 and not any("derived" in rec for rec in lines)
     old = tmp_path / "old.jsonl"
     head, *rest = path.read_bytes().splitlines()
-    old.write_bytes(b"\n".join([head, *(orjson.dumps({**orjson.loads(r), "derived": {"schema": "looptap.roundtrip/1"}}) for r in rest)]) + b"\n")
+    old.write_bytes(
+        b"\n".join(
+            [
+                head,
+                *(
+                    orjson.dumps({**orjson.loads(r), "derived": {"schema": "looptap.roundtrip/1"}})
+                    for r in rest
+                ),
+            ]
+        )
+        + b"\n"
+    )
     new_rts = [_view(rt) for rt in parse_all(read_records(path).exchanges)]
     assert [_view(rt) for rt in parse_all(read_records(old).exchanges)] == new_rts

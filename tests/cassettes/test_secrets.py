@@ -162,7 +162,10 @@ def _ollama_native() -> Exchange:
             "eval_count": 8,
         },
     ]
-    body = {"model": "llama3.2", "messages": [{"role": "user", "content": "What is the capital of France?"}]}
+    body = {
+        "model": "llama3.2",
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+    }
     return Exchange(
         method="POST",
         url="http://localhost:11434/api/chat",
@@ -184,7 +187,8 @@ FAMILIES: dict[str, Callable[[], Exchange]] = {
         _stream_of("api.openai.com", "/responses"),
     ),
     "anthropic": lambda: _corpus_pick(
-        "llm-anthropic/tests/cassettes/test_anthropic/*.yaml", _stream_of("api.anthropic.com", "/messages")
+        "llm-anthropic/tests/cassettes/test_anthropic/*.yaml",
+        _stream_of("api.anthropic.com", "/messages"),
     ),
     "gemini_ai_studio": lambda: _corpus_pick(
         "pydantic-ai/tests/models/cassettes/test_google/*.yaml",
@@ -212,7 +216,11 @@ FAMILIES: dict[str, Callable[[], Exchange]] = {
 
 def _aws_frame(headers: dict[str, Any], payload: bytes) -> bytes:
     hb = b"".join(
-        bytes([len(k)]) + k.encode() + b"\x07" + struct.pack(">H", len(str(v).encode())) + str(v).encode()
+        bytes([len(k)])
+        + k.encode()
+        + b"\x07"
+        + struct.pack(">H", len(str(v).encode()))
+        + str(v).encode()
         for k, v in headers.items()
     )
     prelude = struct.pack(">II", 16 + len(hb) + len(payload), len(hb))
@@ -224,7 +232,10 @@ def test_aws_frame_encoder_reproduces_a_real_bedrock_stream() -> None:
     ex = FAMILIES["bedrock"]()
     framed = parse_aws_eventstream(ex.response_chunks)
     assert framed.events and not framed.notes
-    assert b"".join(_aws_frame(e.headers or {}, e.data.encode()) for e in framed.events) == ex.response_body
+    assert (
+        b"".join(_aws_frame(e.headers or {}, e.data.encode()) for e in framed.events)
+        == ex.response_body
+    )
 
 
 # -- dressing an exchange with secrets -----------------------------------------------------------
@@ -312,14 +323,20 @@ def dress(family: str, base: Exchange, vault: Vault) -> Dressed:
         auth_key = vault.aws_key_id("sigv4 credential")
         auth = (
             f"AWS4-HMAC-SHA256 Credential={auth_key}/20250101/us-east-1/bedrock/aws4_request, "
-            f"SignedHeaders=content-type;host;x-amz-date;x-amz-security-token, Signature={vault.hex_signature('sigv4 signature')}"
+            "SignedHeaders=content-type;host;x-amz-date;x-amz-security-token, "
+            f"Signature={vault.hex_signature('sigv4 signature')}"
         )
     else:
         auth_key = vault.generic("authorization")
         auth = f"Bearer {auth_key}"
-    x_api_key = vault.anthropic("x-api-key") if family == "anthropic" else vault.generic("x-api-key")
+    x_api_key = (
+        vault.anthropic("x-api-key") if family == "anthropic" else vault.generic("x-api-key")
+    )
     session_token = vault.aws_session_token("x-amz-security-token")
-    cookie = f"__cf_bm={vault.generic('cookie __cf_bm')}; _cfuvid={vault.generic('cookie _cfuvid')}-1775384635.7-1.0.1.1"
+    cookie = (
+        f"__cf_bm={vault.generic('cookie __cf_bm')}; _cfuvid={vault.generic('cookie _cfuvid')}"
+        "-1775384635.7-1.0.1.1"
+    )
     request_headers = [
         *base.request_headers,
         ("Authorization", auth),
@@ -388,15 +405,21 @@ def dress(family: str, base: Exchange, vault: Vault) -> Dressed:
         chunks = _chunked(new_body, stream_key.encode(), b"\n" if family == "ollama" else b"\n\n")
     if family == "bedrock":
         # Length-prefixed frames: the frame that held the secret is rebuilt around the masked
-        # payload (its lengths and checksums recomputed), so the stream still parses frame for frame.
+        # payload (its lengths and checksums recomputed), so the stream still parses frame for
+        # frame.
         expected_body = b"".join(
-            _aws_frame(ev.headers or {}, ev.data.encode().replace(stream_key.encode(), REDACTED.encode()))
+            _aws_frame(
+                ev.headers or {}, ev.data.encode().replace(stream_key.encode(), REDACTED.encode())
+            )
             for ev in parse_aws_eventstream([(None, new_body)]).events
         )
     else:
         expected_body = new_body.replace(stream_key.encode(), REDACTED.encode())
 
-    set_cookie = f"_cfuvid={vault.generic('set-cookie')}-1775384635.723881-1.0.1.1; HttpOnly; SameSite=None; Secure; Path=/; Domain={urlsplit(base.url).hostname}"
+    set_cookie = (
+        f"_cfuvid={vault.generic('set-cookie')}-1775384635.723881-1.0.1.1; HttpOnly; "
+        f"SameSite=None; Secure; Path=/; Domain={urlsplit(base.url).hostname}"
+    )
     response_headers = [
         *base.response_headers,
         ("set-cookie", set_cookie),
@@ -421,7 +444,8 @@ def error_exchange(family: str, dressed: Dressed, vault: Vault) -> tuple[Exchang
     key = next(s.value for s in dressed.secrets if s.where in ("authorization", "sigv4 credential"))
     body = {
         "error": {
-            "message": f"Incorrect API key provided: {key}. You can find your API key at https://platform.openai.com/account/api-keys.",
+            "message": f"Incorrect API key provided: {key}. You can find your API key at "
+            "https://platform.openai.com/account/api-keys.",
             "type": "invalid_request_error",
             "param": None,
             "code": "invalid_api_key",
@@ -485,7 +509,9 @@ def bases() -> dict[str, Exchange]:
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_no_secret_reaches_the_file(family: str, bases: dict[str, Exchange], tmp_path: Path) -> None:
+def test_no_secret_reaches_the_file(
+    family: str, bases: dict[str, Exchange], tmp_path: Path
+) -> None:
     vault = Vault()
     base = bases[family]
     dressed = dress(family, base, vault)
@@ -507,11 +533,15 @@ def test_no_secret_reaches_the_file(family: str, bases: dict[str, Exchange], tmp
     q = _query(got.url)
     for k, v in _query(base.url).items():
         assert q[k] == v  # e.g. alt=sse
-    assert {q[k] for k in ("key", "api-key", "token", "access_token", "X-Amz-Security-Token")} == {"REDACTED"}
+    assert {q[k] for k in ("key", "api-key", "token", "access_token", "X-Amz-Security-Token")} == {
+        "REDACTED"
+    }
     assert got.request_json() == dressed.expected_request
     assert got.response_body == dressed.expected_body
     # masked in place (the key may straddle chunks; a Bedrock frame is rebuilt around it)
-    assert [c for _, c in got.response_chunks if REDACTED.encode() in c], "the stream still shows where the key was"
+    assert [c for _, c in got.response_chunks if REDACTED.encode() in c], (
+        "the stream still shows where the key was"
+    )
     headers = dict((k.lower(), v) for k, v in got.request_headers)
     assert headers["x-amz-date"] == "20250101T000000Z"
     for name in (
@@ -533,7 +563,9 @@ def test_no_secret_reaches_the_file(family: str, bases: dict[str, Exchange], tmp
     for k, v in base.response_headers:
         if k.lower() != "set-cookie":
             assert (k, v) in resp_headers
-    assert got_err.status == 401 and orjson.loads(got_err.response_body) == orjson.loads(err_expected)
+    assert got_err.status == 401 and orjson.loads(got_err.response_body) == orjson.loads(
+        err_expected
+    )
     # The derived view agrees with the raw: same family, same model.
     after = parse_exchange(got)
     assert after.family == before.family
@@ -558,7 +590,10 @@ def test_one_redactor_for_a_whole_run_keeps_hosts_and_words(
     """
     vault = Vault()
     dressed = [dress(family, base, vault) for family, base in bases.items()]
-    words = "Set the content-type header and x-amz-date; the cookie is HttpOnly with SameSite=None on Domain=api.anthropic.com; Credential and Signature are fields."
+    words = (
+        "Set the content-type header and x-amz-date; the cookie is HttpOnly with SameSite=None on "
+        "Domain=api.anthropic.com; Credential and Signature are fields."
+    )
     plain = [
         replace(
             d.exchange,
@@ -582,18 +617,25 @@ def test_one_redactor_for_a_whole_run_keeps_hosts_and_words(
         assert urlsplit(got.url).netloc == urlsplit(sent.url).netloc
         assert urlsplit(got.url).path == urlsplit(sent.url).path
         assert words in got.request_body.decode()
-        assert orjson.loads(got.request_body).get("model") == orjson.loads(sent.request_body).get("model")
+        assert orjson.loads(got.request_body).get("model") == orjson.loads(sent.request_body).get(
+            "model"
+        )
 
 
 def test_real_anthropic_cookies_do_not_erase_the_host(tmp_path: Path) -> None:
     """The real llm-anthropic recordings carry ``set-cookie: …; Domain=api.anthropic.com``."""
     exchanges = [
-        ex for _, _, ex in corpus_exchanges("llm-anthropic/tests/cassettes/test_anthropic/test_tools.yaml")
+        ex
+        for _, _, ex in corpus_exchanges(
+            "llm-anthropic/tests/cassettes/test_anthropic/test_tools.yaml"
+        )
     ]
     if len(exchanges) < 2:
         pytest.skip("corpus file missing")
     assert any(
-        "Domain=api.anthropic.com" in v for k, v in exchanges[0].response_headers if k.lower() == "set-cookie"
+        "Domain=api.anthropic.com" in v
+        for k, v in exchanges[0].response_headers
+        if k.lower() == "set-cookie"
     )
     out = tmp_path / "run.jsonl"
     with CassetteWriter(out) as w:
@@ -653,10 +695,15 @@ def test_secret_in_a_non_utf8_chunk_stored_as_base64(tmp_path: Path) -> None:
     assert b'"b64"' in out.read_bytes()
     assert_no_leak(out, vault)
     got = read_records(out).exchanges[0]
-    assert got.response_chunks == [(0.1, b"\xff\xfe data: [REDACTED] [REDACTED] \x80\n\n"), (0.2, b"\xc3")]
+    assert got.response_chunks == [
+        (0.1, b"\xff\xfe data: [REDACTED] [REDACTED] \x80\n\n"),
+        (0.2, b"\xc3"),
+    ]
 
 
-def test_redaction_inside_a_bedrock_frame_keeps_the_stream_readable(bases: dict[str, Exchange]) -> None:
+def test_redaction_inside_a_bedrock_frame_keeps_the_stream_readable(
+    bases: dict[str, Exchange],
+) -> None:
     """Bedrock frames are length-prefixed and CRC-checked. Replacing a secret inside a payload by a
     shorter token shifts every later frame: the derived view loses the rest of the stream. A
     same-length mask (or re-framing) would keep it readable."""
@@ -710,7 +757,9 @@ def test_secret_behind_a_json_escape_is_found() -> None:
 
 def test_a_pattern_that_crosses_lines_falls_back_to_one_scrub_per_string() -> None:
     red = Redactor(extra_patterns=[r"(?s)BEGIN.*END"])
-    body = {"messages": [{"content": "x BEGIN secret END y"}, {"content": "BEGIN"}, {"content": "END"}]}
+    body = {
+        "messages": [{"content": "x BEGIN secret END y"}, {"content": "BEGIN"}, {"content": "END"}]
+    }
     out = orjson.loads(red.exchange(_chat(body)).request_body)
     assert [m["content"] for m in out["messages"]] == [f"x {REDACTED} y", "BEGIN", "END"]
 
@@ -726,17 +775,47 @@ def test_history_scrub_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(red._scrubber._seen) <= 11
 
 
-# -- issue 13 item 4: names, non-string values, URL paths, configuration, the OTLP endpoint ---------
+# -- issue 13 item 4: names, non-string values, URL paths, configuration, the OTLP endpoint --------
 
 CREDENTIAL_NAMES = (
-    "token", "key", "openai_api_key", "secret_key", "aws_secret_access_key", "auth_token", "bearer",
-    "authorization_token", "x-llm-key", "openAIApiKey", "clientSecret", "refresh_token", "AWS_SESSION_TOKEN",
-    "privateKey", "passwd", "x-goog-api-key", "azureOpenAIKey", "hf_token",
+    "token",
+    "key",
+    "openai_api_key",
+    "secret_key",
+    "aws_secret_access_key",
+    "auth_token",
+    "bearer",
+    "authorization_token",
+    "x-llm-key",
+    "openAIApiKey",
+    "clientSecret",
+    "refresh_token",
+    "AWS_SESSION_TOKEN",
+    "privateKey",
+    "passwd",
+    "x-goog-api-key",
+    "azureOpenAIKey",
+    "hf_token",
 )
 LOOK_ALIKES = (
-    "max_tokens", "token_count", "keywords", "input_tokens", "cache_creation_input_tokens", "tokenizer",
-    "key_points", "monkey", "author", "authorName", "session_id", "signature", "thoughtSignature", "tokens",
-    "keyword", "max_output_tokens", "reasoning_tokens", "turkey",
+    "max_tokens",
+    "token_count",
+    "keywords",
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "tokenizer",
+    "key_points",
+    "monkey",
+    "author",
+    "authorName",
+    "session_id",
+    "signature",
+    "thoughtSignature",
+    "tokens",
+    "keyword",
+    "max_output_tokens",
+    "reasoning_tokens",
+    "turkey",
 )
 
 
@@ -762,8 +841,23 @@ def test_values_under_credential_names_whatever_their_type() -> None:
     r = Redactor()
     nested, number, arg = _sentinel(), 12345678901234, _sentinel()
     body = {
-        "api_key": number, "secret": {"value": nested, "kind": "static"}, "key": "color", "max_tokens": 1024,
-        "messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "login", "arguments": orjson.dumps({"token": arg, "user": "ada"}).decode()}}]}],
+        "api_key": number,
+        "secret": {"value": nested, "kind": "static"},
+        "key": "color",
+        "max_tokens": 1024,
+        "messages": [
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "function": {
+                            "name": "login",
+                            "arguments": orjson.dumps({"token": arg, "user": "ada"}).decode(),
+                        }
+                    }
+                ],
+            }
+        ],
         "echo": f"the server said {nested} and {arg}",
     }
     out, changed = r._json.scrub_json(body)
@@ -777,9 +871,19 @@ def test_values_under_credential_names_whatever_their_type() -> None:
 @pytest.mark.parametrize(
     ("url", "kept"),
     [
-        ("https://api.telegram.org/bot123456:AAH4xYz9Qw8e7r6t5y4u3i2o1pLkJhGfDsA/sendMessage", "/sendMessage"),
-        ("https://gw.example.com/key/Q9f3ltA8b7c6d5e4f3g2h1/v1/chat/completions", "/v1/chat/completions"),
-        ("https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig=Abc123DEF456ghi789%2B%3D&se=1", "sv=2022-11-02"),
+        (
+            "https://api.telegram.org/bot123456:AAH4xYz9Qw8e7r6t5y4u3i2o1pLkJhGfDsA/sendMessage",
+            "/sendMessage",
+        ),
+        (
+            "https://gw.example.com/key/Q9f3ltA8b7c6d5e4f3g2h1/v1/chat/completions",
+            "/v1/chat/completions",
+        ),
+        (
+            "https://acct.blob.core.windows.net/c/b?sv=2022-11-02&"
+            "sig=Abc123DEF456ghi789%2B%3D&se=1",
+            "sv=2022-11-02",
+        ),
     ],
 )
 def test_secrets_in_url_paths_and_sas_signatures(url: str, kept: str) -> None:
@@ -795,14 +899,26 @@ def test_a_plain_url_is_left_alone() -> None:
 
 def test_pyproject_table_adds_headers_body_keys_and_patterns(tmp_path: Path) -> None:
     cfg = tmp_path / "pyproject.toml"
-    cfg.write_text('[tool.looptap.redact]\nheaders = ["x-team-ident"]\nbody_keys = ["tenant_blob"]\npatterns = ["corp-[0-9a-f]{12}"]\n')
+    cfg.write_text(
+        '[tool.looptap.redact]\nheaders = ["x-team-ident"]\nbody_keys = ["tenant_blob"]\npatterns '
+        '= ["corp-[0-9a-f]{12}"]\n'
+    )
     r = Redactor.configured(config=cfg)
     ident, blob, corp = _sentinel(), "plain words here", "corp-" + secrets.token_hex(6)
     ex = Exchange(
-        method="POST", url="https://api.openai.com/v1/chat/completions",
+        method="POST",
+        url="https://api.openai.com/v1/chat/completions",
         request_headers=[("content-type", "application/json"), ("x-team-ident", ident)],
-        request_body=orjson.dumps({"model": "m", "tenant_blob": blob, "messages": [{"role": "user", "content": f"id {corp}"}]}),
-        status=200, response_headers=[("content-type", "application/json")], response_chunks=[(0.0, b"{}")],
+        request_body=orjson.dumps(
+            {
+                "model": "m",
+                "tenant_blob": blob,
+                "messages": [{"role": "user", "content": f"id {corp}"}],
+            }
+        ),
+        status=200,
+        response_headers=[("content-type", "application/json")],
+        response_chunks=[(0.0, b"{}")],
     )
     out = r.exchange(ex)
     text = repr(out.request_headers) + out.request_body.decode()
@@ -824,8 +940,12 @@ def test_a_bad_pyproject_table_is_a_clear_error(tmp_path: Path) -> None:
 def test_otlp_endpoint_path_goes_before_the_query_and_is_printed_redacted() -> None:
     from cassettes.interop.otlp import traces_url
 
-    url = traces_url("https://user:pw5Qx8Lm2Zt@collector.example.com:4318/otlp?api_key=Q9f3ltA8b7c6d5e4f3g2h1")
-    assert url.startswith("https://user:pw5Qx8Lm2Zt@collector.example.com:4318/otlp/v1/traces?api_key=")
+    url = traces_url(
+        "https://user:pw5Qx8Lm2Zt@collector.example.com:4318/otlp?api_key=Q9f3ltA8b7c6d5e4f3g2h1"
+    )
+    assert url.startswith(
+        "https://user:pw5Qx8Lm2Zt@collector.example.com:4318/otlp/v1/traces?api_key="
+    )
     assert traces_url("http://c:4318/v1/traces/") == "http://c:4318/v1/traces"
     shown = Redactor().url(url)
     assert "pw5Qx8Lm2Zt" not in shown and "Q9f3ltA8" not in shown and "/otlp/v1/traces?" in shown
@@ -840,7 +960,14 @@ def test_a_letters_only_token_under_a_token_key_is_redacted() -> None:
     from cassettes.recording.redact import looks_secret
 
     alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-    found = sum(looks_secret("".join(_secrets.choice(alphabet) for _ in range(28))) for _ in range(5000))
+    found = sum(
+        looks_secret("".join(_secrets.choice(alphabet) for _ in range(28))) for _ in range(5000)
+    )
     assert found >= 4950, found  # measured: 99.7 % (a random string can look like a camelCase name)
-    for name in ("getWeatherForecastInParis", "TheQuickBrownFoxJumpsOver", "supercalifragilisticexpialidocious", "color"):
+    for name in (
+        "getWeatherForecastInParis",
+        "TheQuickBrownFoxJumpsOver",
+        "supercalifragilisticexpialidocious",
+        "color",
+    ):
         assert not looks_secret(name), name

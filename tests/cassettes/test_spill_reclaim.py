@@ -47,7 +47,9 @@ def _killed_mid_spill(tmp: Path) -> Path:
     return where
 
 
-def test_the_next_run_removes_the_spill_dir_of_a_killed_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_next_run_removes_the_spill_dir_of_a_killed_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     left = _killed_mid_spill(tmp_path)
     assert left.name.startswith(f"{spill.PREFIX}")
     run = write_huge(tmp_path / "run.jsonl", 3)
@@ -78,4 +80,10 @@ def test_only_dead_processes_own_private_dirs_are_reclaimed(tmp_path: Path) -> N
     old.mkdir(mode=0o700)
     removed = spill.reclaim_stale(str(tmp_path))
     assert removed == [str(left)]
-    assert live.is_dir() and loose.is_dir() and link.is_symlink() and (target / "keep").exists() and old.is_dir()
+    assert (
+        live.is_dir()
+        and loose.is_dir()
+        and link.is_symlink()
+        and (target / "keep").exists()
+        and old.is_dir()
+    )

@@ -31,7 +31,11 @@ with staged(check_target(sys.argv[1], "the test's output")) as s:
 
 def _killed_mid_write(target: Path) -> Path:
     """The staged file of a writer SIGKILLed before it put its output in place."""
-    p = subprocess.Popen([sys.executable, "-c", _CHILD, str(target)], stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    p = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(target)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         assert p.stdout is not None
         left = Path(p.stdout.readline().decode().strip())
@@ -40,7 +44,9 @@ def _killed_mid_write(target: Path) -> Path:
         p.wait()
         if p.stdout is not None:
             p.stdout.close()
-    assert left.is_file() and left.stat().st_size == 100_000, "nothing was left behind: the test tests nothing"
+    assert left.is_file() and left.stat().st_size == 100_000, (
+        "nothing was left behind: the test tests nothing"
+    )
     return left
 
 
@@ -59,8 +65,10 @@ def test_only_dead_writers_own_staged_files_are_removed(tmp_path: Path) -> None:
     dead = _killed_mid_write(target)
     me = os.getppid()  # a live process (this test's parent), with its real start time
     live = tmp_path / f".out.json.{me}-{process_start(me)}-abc.tmp"
-    reused = tmp_path / f".out.json.{me}-1-abc.tmp"  # its pid, another start time: a reused pid, so ended
-    old_style = tmp_path / ".out.json.k3j4h5.tmp"  # an older looptap's name: whose it is cannot be told
+    # its pid, another start time: a reused pid, so ended
+    reused = tmp_path / f".out.json.{me}-1-abc.tmp"
+    # an older looptap's name: whose it is cannot be told
+    old_style = tmp_path / ".out.json.k3j4h5.tmp"
     other_target = tmp_path / f".other.json.{dead.name.split('.')[3]}.tmp"
     for p in (live, reused, old_style, other_target):
         p.write_bytes(b"y")

@@ -59,8 +59,22 @@ def test_every_corpus_cassette_survives_write_and_read(tmp_path: Path) -> None:
 
 
 def _chat(history: list[dict[str, Any]], **extra: Any) -> Exchange:
-    body = {"model": "gpt-4o-mini", "messages": history, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], **extra}
-    resp = {"id": "x", "object": "chat.completion", "model": "gpt-4o-mini", "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}
+    body = {
+        "model": "gpt-4o-mini",
+        "messages": history,
+        "tools": [
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+        ],
+        **extra,
+    }
+    resp = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+        ],
+    }
     return Exchange(
         method="POST",
         url="https://api.openai.com/v1/chat/completions",
@@ -78,14 +92,20 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 def test_history_is_delta_encoded_and_rebuilt(tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
-    history: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+    ]
     sent = []
     with CassetteWriter(out) as w:
         for turn in range(20):
             ex = _chat(copy.deepcopy(history))
             sent.append(ex.request_json())
             w.append(ex)
-            history += [{"role": "assistant", "content": f"answer {turn}"}, {"role": "user", "content": f"q {turn}"}]
+            history += [
+                {"role": "assistant", "content": f"answer {turn}"},
+                {"role": "user", "content": f"q {turn}"},
+            ]
     recs = _records(out)
     assert "json" in recs[0]["request"]["body"]
     for i, rec in enumerate(recs[1:], start=1):
@@ -106,11 +126,17 @@ def test_rewritten_history_interleaved_conversations_and_retries(tmp_path: Path)
         for ex in (
             _chat(a),  # 0
             _chat(b),  # 1
-            _chat(a + [{"role": "assistant", "content": "a1"}, {"role": "user", "content": "a2"}]),  # 2 extends 0
-            _chat(b + [{"role": "assistant", "content": "b1"}, {"role": "user", "content": "b2"}]),  # 3 extends 1
+            # 2 extends 0
+            _chat(a + [{"role": "assistant", "content": "a1"}, {"role": "user", "content": "a2"}]),
+            # 3 extends 1
+            _chat(b + [{"role": "assistant", "content": "b1"}, {"role": "user", "content": "b2"}]),
             _chat(a + [{"role": "user", "content": "a2 (assistant turn dropped)"}]),  # 4 rewrites 2
-            _chat(a + [{"role": "user", "content": "a2 (assistant turn dropped)"}]),  # 5 identical retry of 4
-            _chat(a + [{"role": "user", "content": "a2 (assistant turn dropped)"}], temperature=0.5),  # 6 param change
+            # 5 identical retry of 4
+            _chat(a + [{"role": "user", "content": "a2 (assistant turn dropped)"}]),
+            # 6 param change
+            _chat(
+                a + [{"role": "user", "content": "a2 (assistant turn dropped)"}], temperature=0.5
+            ),
         ):
             bodies.append(ex.request_json())
             w.append(ex)
@@ -124,7 +150,8 @@ def test_rewritten_history_interleaved_conversations_and_retries(tmp_path: Path)
     assert deltas[6]["set"] == {"temperature": 0.5} and deltas[6]["base"] == 5
     cas = read_records(out)
     assert [ex.request_json() for ex in cas.exchanges] == bodies
-    assert [list(ex.request_json()) for ex in cas.exchanges] == [list(b) for b in bodies]  # key order kept
+    # key order kept
+    assert [list(ex.request_json()) for ex in cas.exchanges] == [list(b) for b in bodies]
 
 
 def test_rewrite_of_the_tail_is_labelled(tmp_path: Path) -> None:
@@ -135,7 +162,9 @@ def test_rewrite_of_the_tail_is_labelled(tmp_path: Path) -> None:
         w.append(_chat(h[:3] + [{"role": "user", "content": "summary of 3..5"}]))
     d = _records(out)[1]["request"]["body"]["delta"]
     assert d == d | {"base": 0, "keep": 3, "rewritten": True}
-    assert read_records(out).exchanges[1].request_json()["messages"][3]["content"] == "summary of 3..5"
+    assert (
+        read_records(out).exchanges[1].request_json()["messages"][3]["content"] == "summary of 3..5"
+    )
 
 
 def test_appending_to_an_existing_cassette_continues_seq_and_deltas(tmp_path: Path) -> None:
@@ -144,7 +173,9 @@ def test_appending_to_an_existing_cassette_continues_seq_and_deltas(tmp_path: Pa
     with CassetteWriter(out) as w:
         w.append(_chat(h))
     with CassetteWriter(out) as w:
-        w.append(_chat(h + [{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}]))
+        w.append(
+            _chat(h + [{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}])
+        )
     recs = _records(out)
     assert [r["seq"] for r in recs] == [0, 1]
     assert recs[1]["request"]["body"]["delta"]["base"] == 0
@@ -153,8 +184,19 @@ def test_appending_to_an_existing_cassette_continues_seq_and_deltas(tmp_path: Pa
 
 def test_stream_chunks_keep_offsets_and_bytes(tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
-    chunks = [(0.1, b"data: {\"a\":1}\n\n"), (0.2, "data: {\"b\":\"\u00e9\"}\n\n".encode()[:12]), (0.3, "data: {\"b\":\"\u00e9\"}\n\n".encode()[12:]), (0.4, b"\xff\xfe raw")]
-    ex = Exchange("POST", "https://x/v1/chat/completions", request_body=b"{}", status=200, response_chunks=chunks)
+    chunks = [
+        (0.1, b'data: {"a":1}\n\n'),
+        (0.2, 'data: {"b":"\u00e9"}\n\n'.encode()[:12]),
+        (0.3, 'data: {"b":"\u00e9"}\n\n'.encode()[12:]),
+        (0.4, b"\xff\xfe raw"),
+    ]
+    ex = Exchange(
+        "POST",
+        "https://x/v1/chat/completions",
+        request_body=b"{}",
+        status=200,
+        response_chunks=chunks,
+    )
     with CassetteWriter(out) as w:
         w.append(ex)
     assert read_records(out).exchanges[0].response_chunks == chunks
@@ -162,7 +204,10 @@ def test_stream_chunks_keep_offsets_and_bytes(tmp_path: Path) -> None:
 
 def test_header_checks(tmp_path: Path) -> None:
     p = tmp_path / "c.jsonl"
-    p.write_bytes(b'{"type":"header","format":"looptap-cassette","format_version":99,"writer":"looptap 9.0"}\n')
+    p.write_bytes(
+        b'{"type":"header","format":"looptap-cassette",'
+        b'"format_version":99,"writer":"looptap 9.0"}\n'
+    )
     with pytest.raises(NewerFormatError, match=r"format 99 .* up to 1"):
         read_records(p)
     p.write_bytes(b'{"hello": 1}\n')
@@ -201,7 +246,13 @@ def test_damage_is_reported_not_fatal(tmp_path: Path) -> None:
             w.append(_chat(h + [{"role": "user", "content": str(j)} for j in range(i)]))
     lines = out.read_bytes().splitlines(keepends=True)
     # corrupt record 1 (the base of record 2's delta) and tear the last one
-    damaged = lines[0] + lines[1] + b'{"type":"exchange", garbage\n' + lines[3] + lines[4][: len(lines[4]) // 2]
+    damaged = (
+        lines[0]
+        + lines[1]
+        + b'{"type":"exchange", garbage\n'
+        + lines[3]
+        + lines[4][: len(lines[4]) // 2]
+    )
     out.write_bytes(damaged)
     cas = read_records(out)
     kinds = sorted(p.kind for p in cas.problems)
@@ -211,7 +262,9 @@ def test_damage_is_reported_not_fatal(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("truncate_fails", [False, True])
-def test_a_failed_write_leaves_only_whole_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, truncate_fails: bool) -> None:
+def test_a_failed_write_leaves_only_whole_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, truncate_fails: bool
+) -> None:
     """A write that fails half way (full disk, file size limit) is taken back, so the cassette
     still ends with whole records; if it cannot be taken back, the next record starts on a new
     line and the reader reports the partial one."""
@@ -233,13 +286,18 @@ def test_a_failed_write_leaves_only_whole_records(tmp_path: Path, monkeypatch: p
 
     monkeypatch.setattr(os, "write", failing_write)
     if truncate_fails:
-        monkeypatch.setattr(os, "ftruncate", lambda fd, n: (_ for _ in ()).throw(OSError(5, "I/O error")))
+        monkeypatch.setattr(
+            os, "ftruncate", lambda fd, n: (_ for _ in ()).throw(OSError(5, "I/O error"))
+        )
     with pytest.raises(CassetteIOError, match="File too large"):
         w.append(_chat([{"role": "user", "content": "second"}]))
     monkeypatch.undo()
     w.append(_chat([{"role": "user", "content": "third"}]))
     w.close()
     cas = read_records(path)
-    assert [ex.request_json()["messages"][0]["content"] for ex in cas.exchanges] == ["first", "third"]
+    assert [ex.request_json()["messages"][0]["content"] for ex in cas.exchanges] == [
+        "first",
+        "third",
+    ]
     assert len(cas.problems) == (1 if truncate_fails else 0)
 

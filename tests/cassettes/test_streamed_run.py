@@ -44,7 +44,11 @@ def _cassette(path: Path, exchanges: list[Any]) -> Path:
 
 
 # Agent loops (history deltas, tool pairings, several conversations) from every family.
-_SAMPLES = [p for p in corpus_files() if any(k in p.name for k in ("tool", "agent", "multi", "conversation"))][:40]
+_SAMPLES = [
+    p
+    for p in corpus_files()
+    if any(k in p.name for k in ("tool", "agent", "multi", "conversation"))
+][:40]
 
 
 @pytest.mark.parametrize("source", _SAMPLES, ids=lambda p: p.name)
@@ -65,8 +69,12 @@ def test_hostile_and_damaged_records_read_alike(tmp_path: Path) -> None:
     # a corrupt line, a record of the wrong type and one whose history delta names nothing
     data.insert(3, b'{"type":"exchange","seq":\n')
     data.insert(5, b'{"type":"exchange","seq":"x","method":1}\n')
-    data.insert(6, b'{"type":"exchange","seq":999,"method":"POST","url":"https://api.openai.com/v1/chat/completions",'
-                   b'"request":{"headers":[],"body":{"delta":{"base":4242,"keep":1,"append":[]}}},"response":null}\n')
+    data.insert(
+        6,
+        b'{"type":"exchange","seq":999,"method":"POST","url":"https://api.openai.com/v1/chat/'
+        b'completions","request":{"headers":[],"body":{"delta":{"base":4242,"keep":1,'
+        b'"append":[]}}},"response":null}\n',
+    )
     path.write_bytes(b"".join(data))
     streamed, whole = open_run(path), _whole(path)
     assert _views(streamed) == _views(whole)
@@ -87,7 +95,9 @@ def test_a_torn_last_record_is_reported_and_skipped(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:-40])
     run = open_run(path)
     assert len(run.exchanges) == 2
-    assert [p.split(":")[0] for p in run.problems] == [p.split(":")[0] for p in _whole(path).problems]
+    assert [p.split(":")[0] for p in run.problems] == [
+        p.split(":")[0] for p in _whole(path).problems
+    ]
     assert "torn last record" in run.problems[0]
 
 
@@ -106,9 +116,9 @@ def test_memory_does_not_grow_with_the_records(tmp_path: Path) -> None:
     """The whole-file reader held about 4 KB per record (the exchange, its parse and its view); the
     stream keeps the index (24 bytes a record) and holds one round trip at a time, plus the records
     of one 4 MB block of the file while it reads them (bounded by the block, not the file).
-    The small file is read once first, its figures dropped: the first read of a process allocates its
-    caches and lazy imports (about 2 MB here), which counted against the small run made the slope
-    look smaller than it is (with 40,000 records it hid 26 bytes a record)."""
+    The small file is read once first, its figures dropped: the first read of a process allocates
+    its caches and lazy imports (about 2 MB here), which counted against the small run made the
+    slope look smaller than it is (with 40,000 records it hid 26 bytes a record)."""
     small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
     million_tiny(small, 2_000)
     million_tiny(big, 30_000)  # 4.5 MB: more than one block
@@ -138,7 +148,9 @@ def test_the_header_alone_is_an_empty_run(tmp_path: Path) -> None:
     assert len(run.exchanges) == 0 and list(run.roundtrips) == [] and len(run.analysis.turns) == 0
 
 
-def test_exports_written_in_pieces_hold_the_whole_documents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exports_written_in_pieces_hold_the_whole_documents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``export`` writes HAR an entry at a time and OTLP a thousand spans a line: the same
     entries and spans as the documents built whole. The OTLP piece is made 10 spans here (the
     size is ``iter_requests``' parameter), so a run of 69 round trips is written in many pieces,
@@ -150,7 +162,13 @@ def test_exports_written_in_pieces_hold_the_whole_documents(tmp_path: Path, monk
 
     whole_requests = otel_module.iter_requests
     piece = 10
-    monkeypatch.setattr(otel_module, "iter_requests", lambda run, content=True, project=None: whole_requests(run, content, project, spans_per_request=piece))
+    monkeypatch.setattr(
+        otel_module,
+        "iter_requests",
+        lambda run, content=True, project=None: whole_requests(
+            run, content, project, spans_per_request=piece
+        ),
+    )
     path = _cassette(tmp_path / "run.jsonl", hostile_exchanges() * 3)  # 69 round trips
     har, otel = tmp_path / "out.har", tmp_path / "out.otlp.json"
     assert main(["export", "--har", str(har), "--otel", str(otel), "-q", str(path)]) == 0

@@ -16,20 +16,42 @@ from tests.cassettes.test_malformed_input import anthropic_sse, openai_json, ope
 
 def _legacy(ex: Exchange, *, status: int | str = 200, gzip_header: bool = True) -> dict:
     """``ex`` as vcrpy 4.x's ``httpx_stubs._to_serialized_response`` wrote it."""
-    headers = {k: v for k, v in ex.response_headers if k.lower() not in ("content-encoding", "content-length")}
+    headers = {
+        k: v
+        for k, v in ex.response_headers
+        if k.lower() not in ("content-encoding", "content-length")
+    }
     if gzip_header:
         headers["content-encoding"] = "gzip"  # kept from the wire; ``content`` is already decoded
     return {
-        "request": {"method": ex.method, "uri": ex.url, "headers": {"Content-Type": ["application/json"]}, "body": ex.request_body.decode()},
-        "response": {"status_code": status, "http_version": "HTTP/1.1", "headers": headers, "content": ex.response_body.decode()},
+        "request": {
+            "method": ex.method,
+            "uri": ex.url,
+            "headers": {"Content-Type": ["application/json"]},
+            "body": ex.request_body.decode(),
+        },
+        "response": {
+            "status_code": status,
+            "http_version": "HTTP/1.1",
+            "headers": headers,
+            "content": ex.response_body.decode(),
+        },
     }
 
 
 def _stock(ex: Exchange) -> dict:
     return {
-        "request": {"method": ex.method, "uri": ex.url, "headers": {"Content-Type": ["application/json"]}, "body": ex.request_body.decode()},
-        "response": {"status": {"code": ex.status, "message": "OK"}, "headers": {"Content-Type": [ex.response_header("content-type") or ""]},
-                     "body": {"string": ex.response_body.decode()}},
+        "request": {
+            "method": ex.method,
+            "uri": ex.url,
+            "headers": {"Content-Type": ["application/json"]},
+            "body": ex.request_body.decode(),
+        },
+        "response": {
+            "status": {"code": ex.status, "message": "OK"},
+            "headers": {"Content-Type": [ex.response_header("content-type") or ""]},
+            "body": {"string": ex.response_body.decode()},
+        },
     }
 
 
@@ -47,7 +69,15 @@ def test_vcrpy4_httpx_responses_are_read_like_stock_ones() -> None:
 
 def test_a_legacy_error_status_is_kept() -> None:
     base = openai_json()
-    err = orjson.dumps({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}).decode()
+    err = orjson.dumps(
+        {
+            "error": {
+                "message": "Rate limit reached",
+                "type": "requests",
+                "code": "rate_limit_exceeded",
+            }
+        }
+    ).decode()
     doc = _legacy(base, status="429", gzip_header=False)
     doc["response"]["content"] = err
     (ex,) = read_vcr(yaml.safe_dump({"interactions": [doc]}))

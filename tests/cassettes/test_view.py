@@ -1,6 +1,6 @@
-"""The ``looptap.roundtrip/1`` object is built through its model (``cassettes.views.schema.RoundTripJson``)
-and is byte for byte what the hand-made dict it replaced was; its doc table and JSON Schema are
-generated from the model and kept in sync here."""
+"""The ``looptap.roundtrip/1`` object is built through its model
+(``cassettes.views.schema.RoundTripJson``) and is byte for byte what the hand-made dict it replaced
+was; its doc table and JSON Schema are generated from the model and kept in sync here."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ CORPUS = ROOT / "tests" / "corpus"
 REGENERATE = "python -m cassettes.views.schema --doc"
 
 
-# -- the builder as it was before the model (frozen copy of cassettes/views/view.py at 95f0dc4) ------
+# -- the builder as it was before the model (frozen copy of cassettes/views/view.py at 95f0dc4) ----
 
 
 def _old_iso(ts: float | None) -> str | None:
@@ -130,7 +130,7 @@ def _old_roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, 
     }
 
 
-# -- the corpus, as imported (YAML) and as recorded (looptap cassettes, read back) ------------------
+# -- the corpus, as imported (YAML) and as recorded (looptap cassettes, read back) -----------------
 
 
 def _corpus_yaml() -> Iterator[list[tuple[RoundTrip, Exchange]]]:
@@ -172,7 +172,10 @@ def _differences(pairs: list[tuple[RoundTrip, Exchange]]) -> list[str]:
         # (a pydantic serialization warning would be a value of a type the model does not declare)
         warnings.simplefilter("error")
         for rt, ex in pairs:
-            old, new = orjson.dumps(_old_roundtrip_json(rt, ex)), orjson.dumps(roundtrip_json(rt, ex))
+            old, new = (
+                orjson.dumps(_old_roundtrip_json(rt, ex)),
+                orjson.dumps(roundtrip_json(rt, ex)),
+            )
             if old != new:
                 out.append(f"#{rt.seq} {rt.url}:\n  old {old!r}\n  new {new!r}")
     return out
@@ -196,7 +199,8 @@ def test_same_bytes_as_the_hand_made_dict_on_the_recorded_corpus(
     assert delta_encoded > 100
     assert _differences(cassette_pairs) == []
     print(
-        f"{len(cassette_pairs)} recorded round trips ({delta_encoded} delta-encoded) compared, 0 differences"
+        f"{len(cassette_pairs)} recorded round trips ({delta_encoded} "
+        "delta-encoded) compared, 0 differences"
     )
 
 
@@ -204,7 +208,9 @@ def test_same_bytes_as_the_hand_made_dict_on_the_recorded_corpus(
 def test_same_bytes_without_an_exchange_and_with_the_writers_history_order() -> None:
     """``roundtrip_json(rt)`` alone (no seq, no exchange), and a history delta in the order the
     writer builds it (``rewritten`` after ``appended``, unlike the codec's): kept as it comes."""
-    [(rt, ex)] = next(run for run in _corpus_yaml() if len(run) == 1 and run[0][0].request is not None)
+    [(rt, ex)] = next(
+        run for run in _corpus_yaml() if len(run) == 1 and run[0][0].request is not None
+    )
     assert orjson.dumps(roundtrip_json(rt)) == orjson.dumps(_old_roundtrip_json(rt))
     ex.history_delta = {"base": 0, "keep": 1, "appended": 2, "rewritten": True}
     new = roundtrip_json(parse_exchange(ex), ex)
@@ -242,8 +248,18 @@ def test_the_builders_keys_are_the_models(monkeypatch: pytest.MonkeyPatch) -> No
 
     import cassettes.views.schema as schema
 
-    assert set(KEYS) == {m.__name__ for m in (schema.RoundTripJson, schema.FinishReasonJson, schema.UsageJson, schema.ToolCallJson,
-                                              schema.ErrorJson, schema.TimingJson, schema.RequestJson)}
+    assert set(KEYS) == {
+        m.__name__
+        for m in (
+            schema.RoundTripJson,
+            schema.FinishReasonJson,
+            schema.UsageJson,
+            schema.ToolCallJson,
+            schema.ErrorJson,
+            schema.TimingJson,
+            schema.RequestJson,
+        )
+    }
     monkeypatch.setitem(KEYS, "TimingJson", ("ttfb", "duration", "ttft"))
     with pytest.raises(TypeError, match=r"KEYS\['TimingJson'\] is not the model's field order"):
         importlib.reload(schema)
@@ -251,7 +267,7 @@ def test_the_builders_keys_are_the_models(monkeypatch: pytest.MonkeyPatch) -> No
     importlib.reload(schema)  # as it was, for the tests after this one
 
 
-# -- the JSON Schema and the doc ---------------------------------------------------------------------
+# -- the JSON Schema and the doc -------------------------------------------------------------------
 
 
 @pytest.mark.corpus
@@ -266,14 +282,19 @@ def test_the_json_schema_validates_every_round_trip(
     with pytest.raises(jsonschema.ValidationError):
         validator.validate(roundtrip_json(*yaml_pairs[0]) | {"schema": "looptap.roundtrip/2"})
     with pytest.raises(jsonschema.ValidationError):
-        validator.validate({k: v for k, v in roundtrip_json(*yaml_pairs[0]).items() if k != "usage"})
+        validator.validate(
+            {k: v for k, v in roundtrip_json(*yaml_pairs[0]).items() if k != "usage"}
+        )
 
 
 @pytest.mark.corpus
 def test_the_json_schema_validates_show_json_lines_with_their_analysis_additions() -> None:
     """The schema leaves objects open: the analysis fields of ``show --json``, ``mcp.linked`` and
     ``tool_calls[].mcp`` validate too."""
-    path = CORPUS / "pydantic-ai/tests/cassettes/test_temporal/test_mcptoolset_in_temporal_workflow.yaml"
+    path = (
+        CORPUS
+        / "pydantic-ai/tests/cassettes/test_temporal/test_mcptoolset_in_temporal_workflow.yaml"
+    )
     r = progress.run(
         [sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)],
         capture_output=True,
@@ -282,7 +303,9 @@ def test_the_json_schema_validates_show_json_lines_with_their_analysis_additions
     assert r.returncode == 0, r.stderr
     views = [orjson.loads(line) for line in r.stdout.splitlines()]
     assert any(v["family"] == "mcp" for v in views) and any("findings" in v for v in views)
-    validator = jsonschema.Draft202012Validator(RoundTripJson.model_json_schema(mode="serialization"))
+    validator = jsonschema.Draft202012Validator(
+        RoundTripJson.model_json_schema(mode="serialization")
+    )
     for v in views:
         validator.validate(v)
 
@@ -302,7 +325,8 @@ def test_every_field_is_described() -> None:
 def test_the_doc_table_and_the_schema_file_are_generated_from_the_model() -> None:
     doc = (ROOT / "docs" / "show-json.md").read_text()
     assert doc_table() in doc, (
-        f"docs/show-json.md: the looptap.roundtrip/1 field table is out of date; regenerate it with `{REGENERATE}`"
+        "docs/show-json.md: the looptap.roundtrip/1 field table "
+        f"is out of date; regenerate it with `{REGENERATE}`"
     )
     assert (ROOT / "docs" / "roundtrip.schema.json").read_text() == schema_text(), (
         f"docs/roundtrip.schema.json is out of date; regenerate it with `{REGENERATE}`"
@@ -321,8 +345,12 @@ def test_the_doc_table_lists_every_field_in_output_order(
 
 def test_write_docs_rewrites_a_stale_table(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
-    stale = (ROOT / "docs" / "show-json.md").read_text().replace("position in the run", "where it is")
+    stale = (
+        (ROOT / "docs" / "show-json.md").read_text().replace("position in the run", "where it is")
+    )
     (tmp_path / "docs" / "show-json.md").write_text(stale)
     write_docs(tmp_path)
-    assert (tmp_path / "docs" / "show-json.md").read_text() == (ROOT / "docs" / "show-json.md").read_text()
+    assert (tmp_path / "docs" / "show-json.md").read_text() == (
+        ROOT / "docs" / "show-json.md"
+    ).read_text()
     assert (tmp_path / "docs" / "roundtrip.schema.json").read_text() == schema_text()

@@ -1,4 +1,5 @@
-"""cassettes.recording.websocket.WsSession: a WebSocket session read as round trips, message by message."""
+"""cassettes.recording.websocket.WsSession: a WebSocket session read as round trips, message by
+message."""
 
 from __future__ import annotations
 
@@ -18,9 +19,15 @@ def _turn(session: websocket.WsSession, req: dict, rid: str, t: float) -> list:
 
 
 def test_each_turn_is_handed_over_at_its_terminal_event() -> None:
-    s = websocket.WsSession("wss://api.openai.com/v1/responses", [("authorization", "Bearer k")], [], started=0.0)
-    req = {"type": "response.create", "model": "gpt-5", "input": [{"role": "user", "content": "Hi"}],
-           "tools": [{"type": "function", "name": "get_weather", "parameters": {}}]}
+    s = websocket.WsSession(
+        "wss://api.openai.com/v1/responses", [("authorization", "Bearer k")], [], started=0.0
+    )
+    req = {
+        "type": "response.create",
+        "model": "gpt-5",
+        "input": [{"role": "user", "content": "Hi"}],
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {}}],
+    }
     first = s.message(True, orjson.dumps(req), 1.0)
     assert first == []
     evs = events(req, "resp_1")
@@ -32,7 +39,9 @@ def test_each_turn_is_handed_over_at_its_terminal_event() -> None:
     assert (ex.method, ex.url, ex.status) == ("POST", "https://api.openai.com/v1/responses", 200)
     assert ex.request_body == orjson.dumps(req) and len(ex.response_chunks) == len(evs)
     rt = parse_exchange(ex)
-    assert rt.family == "openai_responses" and [c.name for c in rt.response.tool_calls] == ["get_weather"]
+    assert rt.family == "openai_responses" and [c.name for c in rt.response.tool_calls] == [
+        "get_weather"
+    ]
     assert rt.response.complete and abs((ex.duration or 0) - 0.2) < 1e-9
     assert s.end(1000) == []
 
@@ -44,7 +53,10 @@ def test_a_turn_cut_by_the_connection_and_messages_outside_turns_are_kept() -> N
     s.message(True, orjson.dumps(req), 0.2)
     s.message(False, events(req, "resp_1")[0], 0.3)
     cut, outside = s.end(1006, "abnormal")
-    assert cut.transport_error and "closed (code 1006: abnormal) before this turn's terminal event" in cut.transport_error
+    assert (
+        cut.transport_error
+        and "closed (code 1006: abnormal) before this turn's terminal event" in cut.transport_error
+    )
     rt = parse_exchange(cut)
     assert rt.transport_error and rt.response is not None and rt.response.complete is False
     assert outside.status == 101 and outside.response_body == b'< {"type": "session.created"}\n'
@@ -81,8 +93,14 @@ def test_chatgpt_codex_paths_are_recorded_and_nothing_else_there() -> None:
 def test_the_hosts_of_every_api_looptap_reads_are_recorded_by_default() -> None:
     """Writer, Replicate, Aleph Alpha, watsonx and Cohere's old host: read since issue 27 item 9,
     so a forward proxy records them without --record-host."""
-    for host in ("api.writer.com", "api.replicate.com", "api.aleph-alpha.com", "us-south.ml.cloud.ibm.com",
-                 "eu-de.ml.cloud.ibm.com", "api.cohere.ai"):
+    for host in (
+        "api.writer.com",
+        "api.replicate.com",
+        "api.aleph-alpha.com",
+        "us-south.ml.cloud.ibm.com",
+        "eu-de.ml.cloud.ibm.com",
+        "api.cohere.ai",
+    ):
         assert is_llm_host(host), host
     assert not is_llm_host("cloud.ibm.com")
 
@@ -93,8 +111,16 @@ def test_a_realtime_session_gathers_each_answers_request_and_drops_audio() -> No
     from cassettes.analysis import analyse
     from tests.support.ws_upstream import realtime_answer
 
-    s = websocket.WsSession("wss://api.openai.com/v1/realtime?model=gpt-realtime", [], [], started=0.0)
-    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    s = websocket.WsSession(
+        "wss://api.openai.com/v1/realtime?model=gpt-realtime", [], [], started=0.0
+    )
+    tools = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        }
+    ]
     out: list = []
     t = [0.0]
 
@@ -103,28 +129,53 @@ def test_a_realtime_session_gathers_each_answers_request_and_drops_audio() -> No
         out.extend(s.message(client, orjson.dumps(m), t[0]))
 
     send(False, {"type": "session.created", "session": {"id": "sess_1"}})
-    send(True, {"type": "session.update", "session": {"instructions": "Use the tool.", "tools": tools}})
-    items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]}]
+    send(
+        True,
+        {"type": "session.update", "session": {"instructions": "Use the tool.", "tools": tools}},
+    )
+    items = [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "Weather in Paris?"}],
+        }
+    ]
     send(True, {"type": "conversation.item.create", "item": items[0]})
     send(True, {"type": "input_audio_buffer.append", "audio": "UklGRiQAAABXQVZF"})
     send(True, {"type": "response.create"})
     for ev in realtime_answer(items, tools, "resp_1"):
         send(False, ev)
     items += [{"type": "function_call_output"}]
-    send(True, {"type": "conversation.item.create", "item": {"type": "function_call_output", "call_id": "call_resp_1", "output": "sunny"}})
+    send(
+        True,
+        {
+            "type": "conversation.item.create",
+            "item": {"type": "function_call_output", "call_id": "call_resp_1", "output": "sunny"},
+        },
+    )
     send(True, {"type": "response.create"})
     for ev in realtime_answer(items, tools, "resp_2"):
         send(False, ev)
     out += s.end(1000)
     first, second, session = out
-    assert b"UklGRiQAAABXQVZF" not in first.request_body and b'"looptap_audio":{"bytes":12' in first.request_body
+    assert (
+        b"UklGRiQAAABXQVZF" not in first.request_body
+        and b'"looptap_audio":{"bytes":12' in first.request_body
+    )
     assert orjson.loads(second.request_body)["previous_response_id"] == "resp_1"
     assert session.status == 101 and b"session.created" in session.response_body
     rts = [parse_exchange(ex) for ex in (first, second)]
     assert [rt.family for rt in rts] == ["openai_realtime"] * 2
-    assert [(c.name, c.arguments) for c in rts[0].response.tool_calls] == [("get_weather", {"city": "Paris"})]
-    assert rts[1].response.text == "It is sunny in Paris." and rts[1].request.messages[0].parts[0].tool_result.content == "sunny"
+    assert [(c.name, c.arguments) for c in rts[0].response.tool_calls] == [
+        ("get_weather", {"city": "Paris"})
+    ]
+    assert (
+        rts[1].response.text == "It is sunny in Paris."
+        and rts[1].request.messages[0].parts[0].tool_result.content == "sunny"
+    )
     for i, ex in enumerate(out):
         ex.seq = i
     run = analyse(out)
-    assert [c.turns for c in run.conversations] == [[0, 1]] and not [f for f in run.findings if f.severity.value != "info"]
+    assert [c.turns for c in run.conversations] == [[0, 1]] and not [
+        f for f in run.findings if f.severity.value != "info"
+    ]

@@ -3,17 +3,19 @@ task of :mod:`route`, as a user would write it (the framework's documented idiom
 names looptap: every client reads the base URL ``looptap run`` exports).
 
 A :class:`Client` says which environment runs it (``test``: the suite's own, with the current
-openai/anthropic/google-genai SDKs, pydantic-ai and openai-agents; ``frameworks``: ``.venv-clients``,
-the frameworks that pin ``openai<3``; ``agents_py``: ``.venv-agents``, the agent
-frameworks whose pins sit beside neither; ``crewai``: ``.venv-crewai``; ``node``: ``.npm-clients``), what a clean run must look like
-(conversations and their turns), and which client bug is injected into its requests for the bug run.
+openai/anthropic/google-genai SDKs, pydantic-ai and openai-agents; ``frameworks``:
+``.venv-clients``, the frameworks that pin ``openai<3``; ``agents_py``: ``.venv-agents``, the agent
+frameworks whose pins sit beside neither; ``crewai``: ``.venv-crewai``; ``node``: ``.npm-clients``),
+what a clean run must look like (conversations and their turns), and which client bug is injected
+into its requests for the bug run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: The three injected client bugs (tests/clients/inject/mutate.py) and the root causes that name them.
+#: The three injected client bugs (tests/clients/inject/mutate.py) and the root causes that name
+#: them.
 BUG_CAUSES = {
     "drop_result": ("C.dropped_tool_result",),
     "wrong_id": ("C.wrong_tool_call_id", "C.orphan_tool_result"),
@@ -27,7 +29,9 @@ class Client:
     #: What the table shows: the package whose version is reported, and the API family spoken.
     package: str
     api: str
-    runtime: str  # "test" | "frameworks" | "agents_py" | "crewai" | "node" | "agent" (a coding agent of .npm-agents: tests/clients/test_agents.py)
+    # "test" | "frameworks" | "agents_py" | "crewai" | "node" | "agent" (a coding agent of
+    # .npm-agents: tests/clients/test_agents.py)
+    runtime: str
     script: str
     #: Turns of each conversation of a clean run, sorted (one entry per conversation).
     turns: tuple[int, ...]
@@ -53,7 +57,7 @@ def get_weather(city: str) -> str:
     """The weather in a city right now."""
     return f"WEATHER: {city} is {'sunny' if city == 'Paris' else 'rainy' if city == 'Tokyo' else 'cloudy'}"
 PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-'''
+'''  # noqa: E501
 
 OPENAI_CHAT = '''
 from openai import OpenAI
@@ -87,7 +91,7 @@ for _ in range(8):
         break
     for tc in message["tool_calls"]:
         messages.append({"role": "tool", "tool_call_id": tc["id"], "content": get_weather(**json.loads(tc["function"]["arguments"]))})
-'''
+'''  # noqa: E501
 
 OPENAI_RESPONSES = '''
 from openai import OpenAI
@@ -116,7 +120,7 @@ else:  # stateful: chained with previous_response_id, only the new outputs sent
             out(final=r.output_text)
             break
         items = [{"type": "function_call_output", "call_id": c.call_id, "output": get_weather(**json.loads(c.arguments))} for c in calls]
-'''
+'''  # noqa: E501
 
 ANTHROPIC = '''
 import anthropic
@@ -136,7 +140,7 @@ for _ in range(8):
         out(final="".join(b.text for b in m.content if b.type == "text"))
         break
     messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": b.id, "content": get_weather(**b.input)} for b in uses]})
-'''
+'''  # noqa: E501
 
 GOOGLE_GENAI = '''
 from google import genai
@@ -163,7 +167,7 @@ else:  # the loop by hand, streamed
             break
         contents.append(types.Content(role="user", parts=[
             types.Part.from_function_response(name=c.name, response={"result": get_weather(**c.args)}) for c in calls]))
-'''
+'''  # noqa: E501
 
 PYDANTIC_AI = '''
 from pydantic_ai import Agent
@@ -206,7 +210,7 @@ async def main():
     else:
         out(final=(await Runner.run(front, TASK)).final_output)
 asyncio.run(main())
-'''
+'''  # noqa: E501
 
 LANGGRAPH = '''
 import warnings
@@ -217,7 +221,7 @@ from langgraph.prebuilt import create_react_agent
 agent = create_react_agent(ChatOpenAI(model="gpt-4o", streaming=STREAM), [tool(get_weather)], prompt=SYSTEM)
 result = agent.invoke({"messages": [("user", TASK)]})
 out(final=result["messages"][-1].content)
-'''
+'''  # noqa: E501
 
 LITELLM = '''
 import litellm
@@ -235,7 +239,7 @@ for _ in range(8):
     for tc in message.tool_calls:
         messages.append({"role": "tool", "tool_call_id": tc.id, "name": tc.function.name,
                          "content": get_weather(**json.loads(tc.function.arguments))})
-'''
+'''  # noqa: E501
 
 SMOLAGENTS = '''
 from smolagents import OpenAIServerModel, ToolCallingAgent, tool
@@ -250,7 +254,7 @@ def get_weather(city: str) -> str:
 model = OpenAIServerModel(model_id="gpt-4o", api_base=os.environ["OPENAI_BASE_URL"], api_key=os.environ["OPENAI_API_KEY"])
 agent = ToolCallingAgent(tools=[get_weather], model=model, max_steps=6, verbosity_level=0, stream_outputs=STREAM)
 out(final=str(agent.run(TASK)))
-'''
+'''  # noqa: E501
 
 LLAMA_REACT = '''
 import asyncio
@@ -262,7 +266,7 @@ agent = ReActAgent(tools=[FunctionTool.from_defaults(get_weather)], llm=llm, str
 async def main():
     out(final=str(await agent.run(TASK)))
 asyncio.run(main())
-'''
+'''  # noqa: E501
 
 GOOGLE_ADK = '''
 import asyncio
@@ -293,7 +297,7 @@ async def main():
             final = "".join(p.text or "" for p in event.content.parts)
     out(final=final)
 asyncio.run(main())
-'''
+'''  # noqa: E501
 
 AUTOGEN = '''
 import asyncio
@@ -315,7 +319,7 @@ async def main():
     out(final=result.messages[-1].content)
     await model.close()
 asyncio.run(main())
-'''
+'''  # noqa: E501
 
 STRANDS = '''
 from strands import Agent, tool
@@ -331,7 +335,7 @@ else:
     model = GeminiModel(client_args={"api_key": os.environ["GEMINI_API_KEY"]}, model_id="gemini-2.5-flash")
 agent = Agent(model=model, tools=[tool(get_weather)], system_prompt=SYSTEM, callback_handler=None)
 out(final=str(agent(TASK)))
-'''
+'''  # noqa: E501
 
 AGNO = '''
 from agno.agent import Agent
@@ -342,7 +346,7 @@ if STREAM:
     out(final=text)
 else:
     out(final=agent.run(TASK).content)
-'''
+'''  # noqa: E501
 
 HAYSTACK = '''
 from haystack.components.agents import Agent
@@ -353,7 +357,7 @@ agent = Agent(chat_generator=OpenAIChatGenerator(model="gpt-4o"), tools=[create_
               streaming_callback=(lambda chunk: None) if STREAM else None)
 agent.warm_up()
 out(final=agent.run(messages=[ChatMessage.from_user(TASK)])["messages"][-1].text)
-'''
+'''  # noqa: E501
 
 DSPY_REACT = '''
 import dspy
@@ -370,7 +374,7 @@ agent = Agent(role="Weather assistant", goal="Report the weather in every city a
               tools=[weather_tool], llm=LLM(model="gpt-4o", stream=STREAM), verbose=False)
 task = Task(description=TASK, expected_output="The weather in each city", agent=agent)
 out(final=str(Crew(agents=[agent], tasks=[task], verbose=False).kickoff()))
-'''
+'''  # noqa: E501
 
 NODE_PRELUDE = '''
 const { createRequire } = require("node:module");
@@ -381,7 +385,7 @@ const SYSTEM = "You are a weather assistant. Use the get_weather tool for every 
 const weather = (city) => `WEATHER: ${city} is ${city === "Paris" ? "sunny" : city === "Tokyo" ? "rainy" : "cloudy"}`;
 const out = (o) => console.log(JSON.stringify(o));
 const PARAMS = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
-'''
+'''  # noqa: E501
 
 OPENAI_NODE = '''
 const OpenAI = need("openai").default;
@@ -395,7 +399,7 @@ const OpenAI = need("openai").default;
   });
   out({ final: await runner.finalContent() });
 })().catch((e) => { console.error(String(e)); process.exit(1); });
-'''
+'''  # noqa: E501
 
 VERCEL_AI = '''
 const { generateText, streamText, tool, stepCountIs, jsonSchema } = need("ai");
@@ -418,7 +422,7 @@ const { generateText, streamText, tool, stepCountIs, jsonSchema } = need("ai");
     out({ final: (await generateText(args)).text });
   }
 })().catch((e) => { console.error(String(e)); process.exit(1); });
-'''
+'''  # noqa: E501
 
 LANGCHAIN_JS = '''
 const { ChatOpenAI } = need("@langchain/openai");
@@ -431,7 +435,7 @@ const { tool } = need("@langchain/core/tools");
   const r = await agent.invoke({ messages: [{ role: "user", content: TASK }] });
   out({ final: r.messages[r.messages.length - 1].content });
 })().catch((e) => { console.error(String(e)); process.exit(1); });
-'''
+'''  # noqa: E501
 
 OPENAI_AGENTS_JS = '''
 const { Agent, run, tool, setTracingDisabled } = need("@openai/agents");
@@ -454,7 +458,7 @@ setTracingDisabled(true);
     out({ final: (await run(front, TASK)).finalOutput });
   }
 })().catch((e) => { console.error(String(e && e.stack || e)); process.exit(1); });
-'''
+'''  # noqa: E501
 
 MASTRA = '''
 const { Agent } = need("@mastra/core/agent");
@@ -473,91 +477,459 @@ const { z } = need("zod");
     out({ final: (await agent.generate(TASK, { maxSteps: 8 })).text });
   }
 })().catch((e) => { console.error(String(e && e.stack || e)); process.exit(1); });
-'''
+'''  # noqa: E501
 
 CLIENTS: tuple[Client, ...] = (
     Client("openai-python chat", "openai", "openai_chat", "test", OPENAI_CHAT, (3,), "drop_result"),
-    Client("openai-python chat stream", "openai", "openai_chat", "test", OPENAI_CHAT, (3,), "wrong_id", stream=True),
-    Client("openai-python responses", "openai", "openai_responses", "test", OPENAI_RESPONSES, (3,), "mutate_history",
-           note="stateless: history re-sent"),
-    Client("openai-python responses stream", "openai", "openai_responses", "test", OPENAI_RESPONSES, (3,), "drop_result", stream=True,
-           note="chained with previous_response_id"),
+    Client(
+        "openai-python chat stream",
+        "openai",
+        "openai_chat",
+        "test",
+        OPENAI_CHAT,
+        (3,),
+        "wrong_id",
+        stream=True,
+    ),
+    Client(
+        "openai-python responses",
+        "openai",
+        "openai_responses",
+        "test",
+        OPENAI_RESPONSES,
+        (3,),
+        "mutate_history",
+        note="stateless: history re-sent",
+    ),
+    Client(
+        "openai-python responses stream",
+        "openai",
+        "openai_responses",
+        "test",
+        OPENAI_RESPONSES,
+        (3,),
+        "drop_result",
+        stream=True,
+        note="chained with previous_response_id",
+    ),
     Client("anthropic-python", "anthropic", "anthropic", "test", ANTHROPIC, (3,), "wrong_id"),
-    Client("anthropic-python stream", "anthropic", "anthropic", "test", ANTHROPIC, (3,), "mutate_history", stream=True),
-    Client("google-genai", "google-genai", "gemini", "test", GOOGLE_GENAI, (3,), "drop_result", note="automatic function calling"),
-    Client("google-genai stream", "google-genai", "gemini", "test", GOOGLE_GENAI, (3,), "mutate_history", stream=True),
-    Client("pydantic-ai chat", "pydantic-ai-slim", "openai_chat", "test", PYDANTIC_AI, (3,), "wrong_id"),
-    Client("pydantic-ai responses stream", "pydantic-ai-slim", "openai_responses", "test", PYDANTIC_AI, (3,), "drop_result", stream=True),
-    Client("pydantic-ai anthropic", "pydantic-ai-slim", "anthropic", "test", PYDANTIC_AI, (3,), "mutate_history"),
-    Client("openai-agents handoff", "openai-agents", "openai_responses", "test", OPENAI_AGENTS, (4,), "wrong_id",
-           note="handoff to a second agent", kinds=(("main", None),)),
-    Client("openai-agents agent-as-tool", "openai-agents", "openai_responses", "test", OPENAI_AGENTS, (2, 3), "drop_result", stream=True,
-           note="a sub-agent run as a tool", kinds=(("main", None), ("agent_tool", 0))),
-    Client("langgraph", "langgraph", "openai_chat", "frameworks", LANGGRAPH, (3,), "mutate_history", stream=True,
-           note="create_react_agent + langchain-openai"),
+    Client(
+        "anthropic-python stream",
+        "anthropic",
+        "anthropic",
+        "test",
+        ANTHROPIC,
+        (3,),
+        "mutate_history",
+        stream=True,
+    ),
+    Client(
+        "google-genai",
+        "google-genai",
+        "gemini",
+        "test",
+        GOOGLE_GENAI,
+        (3,),
+        "drop_result",
+        note="automatic function calling",
+    ),
+    Client(
+        "google-genai stream",
+        "google-genai",
+        "gemini",
+        "test",
+        GOOGLE_GENAI,
+        (3,),
+        "mutate_history",
+        stream=True,
+    ),
+    Client(
+        "pydantic-ai chat", "pydantic-ai-slim", "openai_chat", "test", PYDANTIC_AI, (3,), "wrong_id"
+    ),
+    Client(
+        "pydantic-ai responses stream",
+        "pydantic-ai-slim",
+        "openai_responses",
+        "test",
+        PYDANTIC_AI,
+        (3,),
+        "drop_result",
+        stream=True,
+    ),
+    Client(
+        "pydantic-ai anthropic",
+        "pydantic-ai-slim",
+        "anthropic",
+        "test",
+        PYDANTIC_AI,
+        (3,),
+        "mutate_history",
+    ),
+    Client(
+        "openai-agents handoff",
+        "openai-agents",
+        "openai_responses",
+        "test",
+        OPENAI_AGENTS,
+        (4,),
+        "wrong_id",
+        note="handoff to a second agent",
+        kinds=(("main", None),),
+    ),
+    Client(
+        "openai-agents agent-as-tool",
+        "openai-agents",
+        "openai_responses",
+        "test",
+        OPENAI_AGENTS,
+        (2, 3),
+        "drop_result",
+        stream=True,
+        note="a sub-agent run as a tool",
+        kinds=(("main", None), ("agent_tool", 0)),
+    ),
+    Client(
+        "langgraph",
+        "langgraph",
+        "openai_chat",
+        "frameworks",
+        LANGGRAPH,
+        (3,),
+        "mutate_history",
+        stream=True,
+        note="create_react_agent + langchain-openai",
+    ),
     Client("litellm", "litellm", "openai_chat", "frameworks", LITELLM, (3,), "wrong_id"),
-    Client("litellm stream", "litellm", "openai_chat", "frameworks", LITELLM, (3,), "drop_result", stream=True),
-    Client("smolagents", "smolagents", "openai_chat", "frameworks", SMOLAGENTS, (3,), "mutate_history",
-           note="ToolCallingAgent, ends with final_answer"),
-    Client("llama-index react", "llama-index-core", "openai_chat", "frameworks", LLAMA_REACT, (4,), "mutate_history",
-           note="ReAct in text, no API tools"),
-    Client("google-adk", "google-adk", "gemini", "agents_py", GOOGLE_ADK, (3,), "drop_result", note="LlmAgent + InMemoryRunner"),
-    Client("google-adk agent-as-tool", "google-adk", "gemini", "agents_py", GOOGLE_ADK, (2, 3), "mutate_history", note="AgentTool",
-           kinds=(("main", None), ("agent_tool", 0))),
+    Client(
+        "litellm stream",
+        "litellm",
+        "openai_chat",
+        "frameworks",
+        LITELLM,
+        (3,),
+        "drop_result",
+        stream=True,
+    ),
+    Client(
+        "smolagents",
+        "smolagents",
+        "openai_chat",
+        "frameworks",
+        SMOLAGENTS,
+        (3,),
+        "mutate_history",
+        note="ToolCallingAgent, ends with final_answer",
+    ),
+    Client(
+        "llama-index react",
+        "llama-index-core",
+        "openai_chat",
+        "frameworks",
+        LLAMA_REACT,
+        (4,),
+        "mutate_history",
+        note="ReAct in text, no API tools",
+    ),
+    Client(
+        "google-adk",
+        "google-adk",
+        "gemini",
+        "agents_py",
+        GOOGLE_ADK,
+        (3,),
+        "drop_result",
+        note="LlmAgent + InMemoryRunner",
+    ),
+    Client(
+        "google-adk agent-as-tool",
+        "google-adk",
+        "gemini",
+        "agents_py",
+        GOOGLE_ADK,
+        (2, 3),
+        "mutate_history",
+        note="AgentTool",
+        kinds=(("main", None), ("agent_tool", 0)),
+    ),
     # The front desk's turn, and the weather agent's loop as a handoff under it (transfer_to_agent
     # names weather_agent, which ADK's system prompt for that agent names too).
-    Client("google-adk handoff", "google-adk", "gemini", "agents_py", GOOGLE_ADK, (1, 3), "drop_result",
-           note="sub_agents, transfer_to_agent", kinds=(("main", None), ("handoff", 0))),
-    Client("autogen agent", "autogen-agentchat", "openai_chat", "agents_py", AUTOGEN, (3,), "wrong_id",
-           note="AssistantAgent with tools, reflect_on_tool_use"),
-    Client("autogen team", "autogen-agentchat", "openai_chat", "agents_py", AUTOGEN, (1, 3), "drop_result", stream=True,
-           note="RoundRobinGroupChat of two agents", kinds=(("main", None), ("group_chat", 2))),
-    Client("strands chat", "strands-agents", "openai_chat", "agents_py", STRANDS, (3,), "drop_result", stream=True,
-           note="OpenAIModel"),
-    Client("strands responses", "strands-agents", "openai_responses", "agents_py", STRANDS, (3,), "wrong_id", stream=True,
-           note="OpenAIResponsesModel"),
-    Client("strands gemini", "strands-agents", "gemini", "agents_py", STRANDS, (3,), "mutate_history", stream=True,
-           note="GeminiModel"),
-    Client("agno", "agno", "openai_chat", "agents_py", AGNO, (3,), "mutate_history", note="Agent with OpenAIChat"),
+    Client(
+        "google-adk handoff",
+        "google-adk",
+        "gemini",
+        "agents_py",
+        GOOGLE_ADK,
+        (1, 3),
+        "drop_result",
+        note="sub_agents, transfer_to_agent",
+        kinds=(("main", None), ("handoff", 0)),
+    ),
+    Client(
+        "autogen agent",
+        "autogen-agentchat",
+        "openai_chat",
+        "agents_py",
+        AUTOGEN,
+        (3,),
+        "wrong_id",
+        note="AssistantAgent with tools, reflect_on_tool_use",
+    ),
+    Client(
+        "autogen team",
+        "autogen-agentchat",
+        "openai_chat",
+        "agents_py",
+        AUTOGEN,
+        (1, 3),
+        "drop_result",
+        stream=True,
+        note="RoundRobinGroupChat of two agents",
+        kinds=(("main", None), ("group_chat", 2)),
+    ),
+    Client(
+        "strands chat",
+        "strands-agents",
+        "openai_chat",
+        "agents_py",
+        STRANDS,
+        (3,),
+        "drop_result",
+        stream=True,
+        note="OpenAIModel",
+    ),
+    Client(
+        "strands responses",
+        "strands-agents",
+        "openai_responses",
+        "agents_py",
+        STRANDS,
+        (3,),
+        "wrong_id",
+        stream=True,
+        note="OpenAIResponsesModel",
+    ),
+    Client(
+        "strands gemini",
+        "strands-agents",
+        "gemini",
+        "agents_py",
+        STRANDS,
+        (3,),
+        "mutate_history",
+        stream=True,
+        note="GeminiModel",
+    ),
+    Client(
+        "agno",
+        "agno",
+        "openai_chat",
+        "agents_py",
+        AGNO,
+        (3,),
+        "mutate_history",
+        note="Agent with OpenAIChat",
+    ),
     Client("agno stream", "agno", "openai_chat", "agents_py", AGNO, (3,), "wrong_id", stream=True),
-    Client("haystack", "haystack-ai", "openai_chat", "agents_py", HAYSTACK, (3,), "drop_result", note="Agent with OpenAIChatGenerator"),
+    Client(
+        "haystack",
+        "haystack-ai",
+        "openai_chat",
+        "agents_py",
+        HAYSTACK,
+        (3,),
+        "drop_result",
+        note="Agent with OpenAIChatGenerator",
+    ),
     # Threaded today as one conversation per step: the re-rendered trajectory is not yet followed as
     # one loop (issue 45, item 1), so the rewritten observation goes unseen.
-    Client("dspy react", "dspy", "openai_chat", "agents_py", DSPY_REACT, (1, 4), "mutate_history",
-           note="ReAct in text, the trajectory re-rendered each step: one loop of 4 steps, then the extract call under its own signature"),
-    Client("crewai", "crewai", "openai_chat", "crewai", CREWAI, (3,), "wrong_id", note="a one-agent Crew with a tool"),
-    Client("openai-node runTools", "openai", "openai_chat", "node", OPENAI_NODE, (3,), "drop_result", stream=True),
+    Client(
+        "dspy react",
+        "dspy",
+        "openai_chat",
+        "agents_py",
+        DSPY_REACT,
+        (1, 4),
+        "mutate_history",
+        note="ReAct in text, the trajectory re-rendered each step: one loop of 4 steps, then the "
+        "extract call under its own signature",
+    ),
+    Client(
+        "crewai",
+        "crewai",
+        "openai_chat",
+        "crewai",
+        CREWAI,
+        (3,),
+        "wrong_id",
+        note="a one-agent Crew with a tool",
+    ),
+    Client(
+        "openai-node runTools",
+        "openai",
+        "openai_chat",
+        "node",
+        OPENAI_NODE,
+        (3,),
+        "drop_result",
+        stream=True,
+    ),
     Client("vercel-ai chat", "ai", "openai_chat", "node", VERCEL_AI, (3,), "wrong_id"),
-    Client("vercel-ai responses", "ai", "openai_responses", "node", VERCEL_AI, (3,), "drop_result", note="item references, store on"),
-    Client("vercel-ai responses stream", "ai", "openai_responses", "node", VERCEL_AI, (3,), "mutate_history", stream=True),
-    Client("vercel-ai anthropic", "@ai-sdk/anthropic", "anthropic", "node", VERCEL_AI, (3,), "drop_result",
-           note="base URL without /v1"),
-    Client("vercel-ai anthropic stream", "@ai-sdk/anthropic", "anthropic", "node", VERCEL_AI, (3,), "wrong_id", stream=True),
-    Client("langchain-js", "@langchain/langgraph", "openai_chat", "node", LANGCHAIN_JS, (3,), "wrong_id"),
-    Client("mastra", "@mastra/core", "openai_responses", "node", MASTRA, (3,), "drop_result", note="Agent with a createTool tool"),
-    Client("mastra stream", "@mastra/core", "openai_responses", "node", MASTRA, (3,), "mutate_history", stream=True),
-    Client("openai-agents-js handoff", "@openai/agents", "openai_responses", "node", OPENAI_AGENTS_JS, (4,), "drop_result",
-           note="handoff to a second agent", kinds=(("main", None),)),
-    Client("openai-agents-js agent-as-tool", "@openai/agents", "openai_responses", "node", OPENAI_AGENTS_JS, (2, 3), "wrong_id",
-           stream=True, note="a sub-agent run as a tool", kinds=(("main", None), ("agent_tool", 0))),
+    Client(
+        "vercel-ai responses",
+        "ai",
+        "openai_responses",
+        "node",
+        VERCEL_AI,
+        (3,),
+        "drop_result",
+        note="item references, store on",
+    ),
+    Client(
+        "vercel-ai responses stream",
+        "ai",
+        "openai_responses",
+        "node",
+        VERCEL_AI,
+        (3,),
+        "mutate_history",
+        stream=True,
+    ),
+    Client(
+        "vercel-ai anthropic",
+        "@ai-sdk/anthropic",
+        "anthropic",
+        "node",
+        VERCEL_AI,
+        (3,),
+        "drop_result",
+        note="base URL without /v1",
+    ),
+    Client(
+        "vercel-ai anthropic stream",
+        "@ai-sdk/anthropic",
+        "anthropic",
+        "node",
+        VERCEL_AI,
+        (3,),
+        "wrong_id",
+        stream=True,
+    ),
+    Client(
+        "langchain-js",
+        "@langchain/langgraph",
+        "openai_chat",
+        "node",
+        LANGCHAIN_JS,
+        (3,),
+        "wrong_id",
+    ),
+    Client(
+        "mastra",
+        "@mastra/core",
+        "openai_responses",
+        "node",
+        MASTRA,
+        (3,),
+        "drop_result",
+        note="Agent with a createTool tool",
+    ),
+    Client(
+        "mastra stream",
+        "@mastra/core",
+        "openai_responses",
+        "node",
+        MASTRA,
+        (3,),
+        "mutate_history",
+        stream=True,
+    ),
+    Client(
+        "openai-agents-js handoff",
+        "@openai/agents",
+        "openai_responses",
+        "node",
+        OPENAI_AGENTS_JS,
+        (4,),
+        "drop_result",
+        note="handoff to a second agent",
+        kinds=(("main", None),),
+    ),
+    Client(
+        "openai-agents-js agent-as-tool",
+        "@openai/agents",
+        "openai_responses",
+        "node",
+        OPENAI_AGENTS_JS,
+        (2, 3),
+        "wrong_id",
+        stream=True,
+        note="a sub-agent run as a tool",
+        kinds=(("main", None), ("agent_tool", 0)),
+    ),
 )
 
 #: The coding agents (tests/clients/test_agents.py drives them; their runs are not a script of this
 #: module). Claude Code's clean turns depend on how often its side calls fire: the test counts them
 #: from the scripted model's log.
 AGENTS: tuple[Client, ...] = (
-    Client("claude-code", "@anthropic-ai/claude-code", "anthropic", "agent", "", (), "drop_result", stream=True,
-           note="sub-agent, side calls, remote MCP server"),
-    Client("codex", "@openai/codex", "openai_responses", "agent", "", (1, 3), "wrong_id", stream=True,
-           note="default settings: WebSocket, spawn_agent and wait_agent"),
-    # Its clean turns: the model router's call before each user prompt is a one-turn side conversation.
-    Client("gemini-cli", "@google/gemini-cli", "gemini", "agent", "", (), "drop_result", stream=True,
-           note='-p, a remote MCP tool, settings: selectedType "gemini-api-key"'),
+    Client(
+        "claude-code",
+        "@anthropic-ai/claude-code",
+        "anthropic",
+        "agent",
+        "",
+        (),
+        "drop_result",
+        stream=True,
+        note="sub-agent, side calls, remote MCP server",
+    ),
+    Client(
+        "codex",
+        "@openai/codex",
+        "openai_responses",
+        "agent",
+        "",
+        (1, 3),
+        "wrong_id",
+        stream=True,
+        note="default settings: WebSocket, spawn_agent and wait_agent",
+    ),
+    # Its clean turns: the model router's call before each user prompt is a one-turn side
+    # conversation.
+    Client(
+        "gemini-cli",
+        "@google/gemini-cli",
+        "gemini",
+        "agent",
+        "",
+        (),
+        "drop_result",
+        stream=True,
+        note='-p, a remote MCP tool, settings: selectedType "gemini-api-key"',
+    ),
     # Its clean turns: a title generator's call (one turn, no tools) beside the main loop's three.
-    Client("opencode anthropic", "opencode-ai", "anthropic", "agent", "", (1, 3), "wrong_id", stream=True,
-           note="run -m anthropic/…, a remote MCP tool; the AI SDK's provider: base URL without /v1"),
-    Client("opencode responses", "opencode-ai", "openai_responses", "agent", "", (1, 3), "drop_result", stream=True,
-           note="run -m openai/…, a remote MCP tool"),
+    Client(
+        "opencode anthropic",
+        "opencode-ai",
+        "anthropic",
+        "agent",
+        "",
+        (1, 3),
+        "wrong_id",
+        stream=True,
+        note="run -m anthropic/…, a remote MCP tool; the AI SDK's provider: base URL without /v1",
+    ),
+    Client(
+        "opencode responses",
+        "opencode-ai",
+        "openai_responses",
+        "agent",
+        "",
+        (1, 3),
+        "drop_result",
+        stream=True,
+        note="run -m openai/…, a remote MCP tool",
+    ),
 )
 
 

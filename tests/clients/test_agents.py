@@ -17,12 +17,12 @@ run once per mode (a module-scoped run shared by the tests that judge it), throu
   tool in its config, nothing else configured: its providers (the AI SDK's) read the base URLs
   ``looptap run`` exports. Its title generator's call is a conversation of one turn beside the
   main loop's three; no warning or error;
-* **bug runs**: the agents are native executables (Claude Code's and opencode's Bun builds, Codex's Rust binary),
-  which neither ``--require``/``--import`` nor ``PYTHONPATH`` reaches, so the bug is injected by a
-  relay in the agent's own process tree (tests/clients/inject/relay.py) between the agent and
-  looptap's listener: looptap records what an agent with that bug sends. Claude Code drops a tool
-  result (the scripted model answers the API's 400); Codex, on its default provider pointed at the
-  relay (``openai_base_url``), sends the ``spawn_agent`` result under a wrong id over its
+* **bug runs**: the agents are native executables (Claude Code's and opencode's Bun builds, Codex's
+  Rust binary), which neither ``--require``/``--import`` nor ``PYTHONPATH`` reaches, so the bug is
+  injected by a relay in the agent's own process tree (tests/clients/inject/relay.py) between the
+  agent and looptap's listener: looptap records what an agent with that bug sends. Claude Code drops
+  a tool result (the scripted model answers the API's 400); Codex, on its default provider pointed
+  at the relay (``openai_base_url``), sends the ``spawn_agent`` result under a wrong id over its
   WebSocket; opencode sends a result under a wrong id (Anthropic) or drops one (Responses), and
   the scripted model answers the API's 400. looptap must name the bug (layer C) at the round trip
   that carries it, first.
@@ -44,7 +44,13 @@ from tests.clients.test_matrix import INJECT, _keep, _report
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
 from tests.support.harness import outputs
 from tests.support.recorder import needs_recorder
-from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream, claude_code_side_call
+from tests.support.scripted import (
+    Call,
+    Reply,
+    ScriptedRequest,
+    ScriptedUpstream,
+    claude_code_side_call,
+)
 
 pytestmark = [needs_recorder]
 
@@ -53,7 +59,11 @@ MODEL = "claude-sonnet-4-5"
 MCP_TOOL = "mcp__weather__get_weather"
 TASK = "Count the vowels in the word looptap and report the number."
 ANSWER = "Paris is sunny, 21 C, and the sub-agent counted 3 vowels."
-SIDE_REPLY = {"tool_use_summary": "Looked up the weather", "agent_summary": "Counting vowels in looptap", "helper": "(side call)"}
+SIDE_REPLY = {
+    "tool_use_summary": "Looked up the weather",
+    "agent_summary": "Counting vowels in looptap",
+    "helper": "(side call)",
+}
 
 
 def _claude_route(flag: Path) -> Any:
@@ -80,15 +90,25 @@ def _claude_route(flag: Path) -> Any:
         if done == 0:
             return Reply.tool(MCP_TOOL, {"city": "Paris"}, what="main:mcp")
         if done == 1:
-            return Reply.tool("Agent", {"description": "Count vowels", "prompt": TASK, "subagent_type": "general-purpose"}, what="main:spawn")
-        if "<task-notification>" not in req.last_user_text() or "There are 3 vowels" not in req.last_user_text():
+            return Reply.tool(
+                "Agent",
+                {"description": "Count vowels", "prompt": TASK, "subagent_type": "general-purpose"},
+                what="main:spawn",
+            )
+        if (
+            "<task-notification>" not in req.last_user_text()
+            or "There are 3 vowels" not in req.last_user_text()
+        ):
             return Reply.say("Waiting for the sub-agent.", what="main:wait")
         return Reply.say(ANSWER, what="main:answer")
 
     return route
 
 
-_WAIT = "import os, time\nfor _ in range(1200):\n    if os.path.exists({flag!r}): break\n    time.sleep(0.1)"
+_WAIT = (
+    "import os, time\nfor _ in range(1200):\n    if os.path.exists({flag!r}): "
+    "break\n    time.sleep(0.1)"
+)
 
 
 def _claude(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any]:
@@ -100,25 +120,45 @@ def _claude(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any]:
     relay = f'"{sys.executable}" "{INJECT / "relay.py"}" -- ' if bug else ""
     script.write_text(
         "#!/bin/sh\nset -e\n"
-        f'printf \'{{"mcpServers": {{"weather": {{"type": "http", "url": "%s/mcp"}}}}}}\' "$MCP_BASE_URL" > "{tmp_path}/mcp.json"\n'
-        f'exec {relay}"{claude}" -p "What is the weather in Paris? Then use a sub-agent to count the vowels in looptap." '
-        f'--model {MODEL} --output-format json --no-session-persistence --mcp-config "{tmp_path}/mcp.json" --strict-mcp-config '
+        'printf \'{"mcpServers": {"weather": {"type": "http", "url": "%s/mcp"}}}\' '
+        f'"$MCP_BASE_URL" > "{tmp_path}/mcp.json"\nexec {relay}"{claude}" -p "What is the weather '
+        f'in Paris? Then use a sub-agent to count the vowels in looptap." --model {MODEL} '
+        f'--output-format json --no-session-persistence --mcp-config "{tmp_path}/mcp.json" '
+        '--strict-mcp-config '
         "--allowedTools mcp__weather,Agent,Bash\n"
     )
     script.chmod(0o755)
-    env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, MCP_CONNECTION_NONBLOCKING="false", MCP_CONNECT_TIMEOUT_MS="60000",
-                  ENABLE_TOOL_SEARCH="false", CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES="1", CLAUDE_CODE_AGENT_PROGRESS_SUMMARIES="1",
-                  **CLAUDE_OFFLINE)
+    env = run_env(
+        tmp_path,
+        ANTHROPIC_API_KEY=secret,
+        MCP_CONNECTION_NONBLOCKING="false",
+        MCP_CONNECT_TIMEOUT_MS="60000",
+        ENABLE_TOOL_SEARCH="false",
+        CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES="1",
+        CLAUDE_CODE_AGENT_PROGRESS_SUMMARIES="1",
+        **CLAUDE_OFFLINE,
+    )
     if bug:
         env["LOOPTAP_MATRIX_BUG"] = bug
-    with McpServer("2025-11-25") as mcp, ScriptedUpstream(_claude_route(tmp_path / "summary-received"), validate=True) as up:
+    with (
+        McpServer("2025-11-25") as mcp,
+        ScriptedUpstream(_claude_route(tmp_path / "summary-received"), validate=True) as up,
+    ):
         proc, out = looptap_run(tmp_path, confdir, [str(script)], env, upstream=up,  # type: ignore[arg-type]
                                 extra=("--upstream", f"mcp={mcp.url}"))
         log = "\n".join(x.line() for x in up.log)
-        what = {x.response_id: x.reply.what for x in up.log if x.reply is not None and x.response_id}
+        what = {
+            x.response_id: x.reply.what for x in up.log if x.reply is not None and x.response_id
+        }
     assert out.exists(), explain(proc) + "\n--- scripted\n" + log
     assert secret.encode() not in out.read_bytes()
-    return {"proc": proc, "out": out, "log": log, "what": what, "why": explain(proc) + "\n--- scripted\n" + log}
+    return {
+        "proc": proc,
+        "out": out,
+        "log": log,
+        "what": what,
+        "why": explain(proc) + "\n--- scripted\n" + log,
+    }
 
 
 def _weather_route(req: ScriptedRequest) -> Reply:
@@ -127,13 +167,19 @@ def _weather_route(req: ScriptedRequest) -> Reply:
     tool (opencode's title generator) is a side call. Gemini CLI's model router asks a small model
     for a JSON complexity score."""
     if "complexity_score" in json.dumps(req.body.get("generationConfig") or {}):
-        return Reply.say(json.dumps({"complexity_reasoning": "a simple lookup", "complexity_score": 5}), what="router")
+        return Reply.say(
+            json.dumps({"complexity_reasoning": "a simple lookup", "complexity_score": 5}),
+            what="router",
+        )
     tool = next((t for t in req.tools if t.endswith("get_weather")), None)
     done = len(req.tool_results())
     if tool is None:
         return Reply.say("(side call)", what="side")
     if done == 0:
-        return Reply(calls=(Call(tool, {"city": "Paris"}), Call(tool, {"city": "Tokyo"})), what="main:parallel")
+        return Reply(
+            calls=(Call(tool, {"city": "Paris"}), Call(tool, {"city": "Tokyo"})),
+            what="main:parallel",
+        )
     if done < 3:
         return Reply.tool(tool, {"city": "Berlin"}, what="main:one")
     return Reply.say(WEATHER_ANSWER, what="main:answer")
@@ -148,9 +194,13 @@ def _gemini_cli(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any
     from tests.support.mcp_server import McpServer
 
     gemini = need("@google/gemini-cli", bin_name="gemini")
-    env = run_env(tmp_path, GEMINI_API_KEY=f"AIza-matrix-{tmp_path.name}", GEMINI_CLI_TRUST_WORKSPACE="true")
+    env = run_env(
+        tmp_path, GEMINI_API_KEY=f"AIza-matrix-{tmp_path.name}", GEMINI_CLI_TRUST_WORKSPACE="true"
+    )
     if bug:
-        env.update(LOOPTAP_MATRIX_BUG=bug, NODE_OPTIONS=f"--import={(INJECT / 'inject.mjs').as_uri()}")
+        env.update(
+            LOOPTAP_MATRIX_BUG=bug, NODE_OPTIONS=f"--import={(INJECT / 'inject.mjs').as_uri()}"
+        )
     settings = tmp_path / "home" / ".gemini" / "settings.json"
     settings.parent.mkdir(parents=True, exist_ok=True)
     script = tmp_path / "gemini.sh"
@@ -158,7 +208,8 @@ def _gemini_cli(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any
     script.write_text(
         "#!/bin/sh\nset -e\n"
         'printf \'{"security": {"auth": {"selectedType": "gemini-api-key"}}, '
-        '"mcpServers": {"weather": {"httpUrl": "%s/mcp", "trust": true}}}\' "$MCP_BASE_URL" > ' f'"{settings}"\n'
+        '"mcpServers": {"weather": {"httpUrl": "%s/mcp", "trust": true}}}\' "$MCP_BASE_URL" > '
+        f'"{settings}"\n'
         f'exec "{gemini}" -p "What is the weather in Paris, Tokyo and Berlin?"\n'
     )
     script.chmod(0o755)
@@ -182,30 +233,58 @@ def gemini_bug(tmp_path_factory: pytest.TempPathFactory, confdir: Path) -> dict[
 
 
 def test_gemini_cli_clean_run(gemini_clean: dict[str, Any]) -> None:
-    proc, out, what, why = gemini_clean["proc"], gemini_clean["out"], gemini_clean["what"], gemini_clean["why"]
+    proc, out, what, why = (
+        gemini_clean["proc"],
+        gemini_clean["out"],
+        gemini_clean["what"],
+        gemini_clean["why"],
+    )
     assert proc.returncode == 0 and WEATHER_ANSWER in proc.stdout, why
     a = open_run(out, whole=True).analysis
     llm = [c for c in a.conversations if c.turns]
     serious = _serious(a)
     turns = tuple(sorted(len(c.turns) for c in llm))
     # the main loop's turns, and each other call (the router's) a conversation of one turn
-    expected = tuple(sorted([sum(w.startswith("main:") for w in what), *[1] * sum(not w.startswith("main:") for w in what)]))
+    expected = tuple(
+        sorted(
+            [
+                sum(w.startswith("main:") for w in what),
+                *[1] * sum(not w.startswith("main:") for w in what),
+            ]
+        )
+    )
     _keep(GEMINI_CLI, "clean", out)
-    _report(GEMINI_CLI, "clean", conversations=len(llm), turns=turns, expected_turns=expected,
-            serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious], ok=not serious and turns == expected)
+    _report(
+        GEMINI_CLI,
+        "clean",
+        conversations=len(llm),
+        turns=turns,
+        expected_turns=expected,
+        serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious],
+        ok=not serious and turns == expected,
+    )
     assert what.count("main:parallel") == 1 and what.count("main:answer") == 1, why
     assert not serious, [(f.code, f.seq, f.message) for f in serious]
     assert turns == expected, ([(c.id, c.turns, c.branch, c.parent_seq) for c in llm], what)
 
 
 def test_gemini_cli_injected_bug_is_named(gemini_bug: dict[str, Any]) -> None:
-    _named(GEMINI_CLI, gemini_bug["out"], gemini_bug["why"], lambda ex: any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers))
+    _named(
+        GEMINI_CLI,
+        gemini_bug["out"],
+        gemini_bug["why"],
+        lambda ex: any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers),
+    )
 
 
 #: Nothing but looptap's listeners asked: no update check, and the models catalogue from the
 #: snapshot the binary carries (models.dev not fetched). 1.18.33 asked no other host without them
 #: either, run here; the switches keep a later version from trying.
-OPENCODE_OFFLINE = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"}
+OPENCODE_OFFLINE = {
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+}
 OPENCODE_MODEL = {"anthropic": "anthropic/claude-sonnet-4-5", "openai_responses": "openai/gpt-4o"}
 
 
@@ -222,8 +301,16 @@ def _opencode(c: Client, tmp_path: Path, confdir: Path, bug: str | None) -> dict
     env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, OPENAI_API_KEY=secret, **OPENCODE_OFFLINE)
     config = tmp_path / "home" / ".config" / "opencode" / "opencode.json"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(json.dumps({"mcp": {"weather": {"type": "remote", "url": "{env:MCP_BASE_URL}/mcp"}}}))
-    cmd = [str(opencode), "run", "-m", OPENCODE_MODEL[c.api], "What is the weather in Paris, Tokyo and Berlin?"]
+    config.write_text(
+        json.dumps({"mcp": {"weather": {"type": "remote", "url": "{env:MCP_BASE_URL}/mcp"}}})
+    )
+    cmd = [
+        str(opencode),
+        "run",
+        "-m",
+        OPENCODE_MODEL[c.api],
+        "What is the weather in Paris, Tokyo and Berlin?",
+    ]
     if bug:
         env["LOOPTAP_MATRIX_BUG"] = bug
         cmd = [sys.executable, str(INJECT / "relay.py"), "--", *cmd]
@@ -250,23 +337,46 @@ def test_opencode_clean_run(c: Client, tmp_path: Path, confdir: Path) -> None:
     serious = _serious(a)
     turns = tuple(sorted(len(conv.turns) for conv in llm))
     _keep(c, "clean", out)
-    _report(c, "clean", conversations=len(llm), turns=turns, expected_turns=c.turns,
-            serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious], ok=not serious and turns == c.turns and proc.returncode == 0)
+    _report(
+        c,
+        "clean",
+        conversations=len(llm),
+        turns=turns,
+        expected_turns=c.turns,
+        serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious],
+        ok=not serious and turns == c.turns and proc.returncode == 0,
+    )
     # the title generator's call, the loop's three turns, each city's tool run on the MCP server
-    assert sorted(what) == ["main:answer", "main:one", "main:parallel", "side"] and r["mcp_calls"] == 3, why
+    assert (
+        sorted(what) == ["main:answer", "main:one", "main:parallel", "side"] and r["mcp_calls"] == 3
+    ), why
     assert not serious, [(f.code, f.seq, f.message) for f in serious]
-    assert turns == c.turns, ([(conv.id, conv.turns, conv.kind, conv.parent_seq) for conv in llm], what)
+    assert turns == c.turns, (
+        [(conv.id, conv.turns, conv.kind, conv.parent_seq) for conv in llm],
+        what,
+    )
     assert all(e.status in (200, 202, 405) for e in run.exchanges), why
-    # each tools/call linked to the model's call it ran (opencode names it weather_get_weather: no id sent, by tool and arguments)
+    # each tools/call linked to the model's call it ran (opencode names it weather_get_weather: no
+    # id sent, by tool and arguments)
     (main,) = [conv for conv in llm if len(conv.turns) == 3]
     ran = sorted((link.model_seq or -1, link.linked_by) for link in a.mcp_calls.values())
-    assert ran == [(main.turns[0], "name_arguments"), (main.turns[0], "name_arguments"), (main.turns[1], "name_arguments")], ran  # 405: the MCP server's GET stream, which it does not offer
+    # 405: the MCP server's GET stream, which it does not offer
+    assert ran == [
+        (main.turns[0], "name_arguments"),
+        (main.turns[0], "name_arguments"),
+        (main.turns[1], "name_arguments"),
+    ], ran
 
 
 @pytest.mark.parametrize("c", OPENCODE, ids=[c.id for c in OPENCODE])
 def test_opencode_injected_bug_is_named(c: Client, tmp_path: Path, confdir: Path) -> None:
     r = _opencode(c, tmp_path, confdir, c.bug)
-    _named(c, r["out"], r["why"], lambda ex: any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers))
+    _named(
+        c,
+        r["out"],
+        r["why"],
+        lambda ex: any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers),
+    )
 
 
 def _codex_bug(tmp_path: Path, confdir: Path, bug: str) -> dict[str, Any]:
@@ -282,15 +392,29 @@ def _codex_bug(tmp_path: Path, confdir: Path, bug: str) -> dict[str, Any]:
     wrapper = tmp_path / "codex.sh"
     wrapper.write_text(
         "#!/bin/sh\nset -e\n"
-        # the relay has pointed OPENAI_BASE_URL at itself; Codex reads the base URL from its config only
-        f'printf \'openai_base_url = "%s"\\n\\n[analytics]\\nenabled = false\\n\\n[features]\\nplugins = false\\n\' "$OPENAI_BASE_URL" > "$CODEX_HOME/config.toml"\n'
-        f'exec "{codex}" "$@"\n'
+        # the relay has pointed OPENAI_BASE_URL at itself; Codex reads the base URL from its config
+        # only
+        'printf \'openai_base_url = "%s"\\n\\n[analytics]\\nenabled = '
+        'false\\n\\n[features]\\nplugins = false\\n\' "$OPENAI_BASE_URL" > '
+        f'"$CODEX_HOME/config.toml"\nexec "{codex}" "$@"\n'
     )
     wrapper.chmod(0o755)
-    env = run_env(tmp_path, CODEX_HOME=str(codex_home), OPENAI_API_KEY=secret, LOOPTAP_MATRIX_BUG=bug)
-    cmd = [sys.executable, str(INJECT / "relay.py"), "--", str(wrapper), "exec", "--skip-git-repo-check", "What is the weather in Paris?"]
+    env = run_env(
+        tmp_path, CODEX_HOME=str(codex_home), OPENAI_API_KEY=secret, LOOPTAP_MATRIX_BUG=bug
+    )
+    cmd = [
+        sys.executable,
+        str(INJECT / "relay.py"),
+        "--",
+        str(wrapper),
+        "exec",
+        "--skip-git-repo-check",
+        "What is the weather in Paris?",
+    ]
     with WsResponsesUpstream(answer=spawn_script()) as up:
-        proc, out = looptap_run(tmp_path, confdir, cmd, env, extra=("--upstream", f"openai={up.url}"))
+        proc, out = looptap_run(
+            tmp_path, confdir, cmd, env, extra=("--upstream", f"openai={up.url}")
+        )
         received = [m.get("type") for m in up.received]
     assert out.exists(), explain(proc)
     assert secret.encode() not in out.read_bytes()
@@ -313,7 +437,11 @@ def codex_clean(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     tmp = tmp_path_factory.mktemp("codex-clean")
     r = in_namespace(tmp, f"sk-matrix-{tmp.name}", "spawn")
-    return {"r": r, "out": tmp / "run.jsonl", "why": json.dumps({k: v for k, v in r.items() if "std" in k}, indent=1)}
+    return {
+        "r": r,
+        "out": tmp / "run.jsonl",
+        "why": json.dumps({k: v for k, v in r.items() if "std" in k}, indent=1),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -331,13 +459,19 @@ def _serious(a: Any) -> list[Any]:
 
 
 def test_claude_code_clean_run(claude_clean: dict[str, Any]) -> None:
-    proc, out, what_by_id, why = claude_clean["proc"], claude_clean["out"], claude_clean["what"], claude_clean["why"]
+    proc, out, what_by_id, why = (
+        claude_clean["proc"],
+        claude_clean["out"],
+        claude_clean["what"],
+        claude_clean["why"],
+    )
     run = open_run(out, whole=True)
     a = run.analysis
     llm = [c for c in a.conversations if c.turns]
     serious = _serious(a)
     turns = tuple(sorted(len(c.turns) for c in llm))
-    # The right conversations, from the scripted model's own log: main loop, sub-agent, one per side call.
+    # The right conversations, from the scripted model's own log: main loop, sub-agent, one per side
+    # call.
     what = {int(ex.seq): what_by_id[rt.response.id] for ex, rt in run.pairs  # type: ignore[arg-type]
             if rt.response is not None and rt.response.id in what_by_id}
     main_seqs = sorted(s for s, w in what.items() if w.startswith("main:"))
@@ -345,14 +479,31 @@ def test_claude_code_clean_run(claude_clean: dict[str, Any]) -> None:
     sides = sorted(s for s, w in what.items() if w.startswith("side:"))
     expected = tuple(sorted([len(main_seqs), len(sub_seqs), *[1] * len(sides)]))
     _keep(CLAUDE, "clean", out)
-    _report(CLAUDE, "clean", conversations=len(llm), turns=turns, expected_turns=expected,
-            serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious], ok=not serious and turns == expected and proc.returncode == 0)
+    _report(
+        CLAUDE,
+        "clean",
+        conversations=len(llm),
+        turns=turns,
+        expected_turns=expected,
+        serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious],
+        ok=not serious and turns == expected and proc.returncode == 0,
+    )
     assert proc.returncode == 0 and outputs(proc)[-1]["result"] == ANSWER, why
     assert not serious, [(f.code, f.seq, f.message) for f in serious]
-    assert {w.split(":")[1] for w in what.values() if w.startswith("side:")} >= {"tool_use_summary", "agent_summary"}, why
-    assert sorted(what.values()).count("main:spawn") == 1 and "main:mcp" in what.values() and "sub:step2" in what.values(), why
+    assert {w.split(":")[1] for w in what.values() if w.startswith("side:")} >= {
+        "tool_use_summary",
+        "agent_summary",
+    }, why
+    assert (
+        sorted(what.values()).count("main:spawn") == 1
+        and "main:mcp" in what.values()
+        and "sub:step2" in what.values()
+    ), why
     conv_of = {t: c for c in a.conversations for t in c.turns}
-    convs = [(c.id, c.turns, c.branch, c.parent_seq, [what.get(t) for t in c.turns]) for c in a.conversations]
+    convs = [
+        (c.id, c.turns, c.branch, c.parent_seq, [what.get(t) for t in c.turns])
+        for c in a.conversations
+    ]
     (spawn,) = [s for s, w in what.items() if w == "main:spawn"]
     (mcp_turn,) = [s for s, w in what.items() if w == "main:mcp"]
     rts = {int(ex.seq): rt for ex, rt in run.pairs}  # type: ignore[arg-type]
@@ -366,7 +517,9 @@ def test_claude_code_clean_run(claude_clean: dict[str, Any]) -> None:
         assert side.turns == [s] and side.branch == "side_call", (s, what[s], convs)
         if what[s] == "side:agent_summary":
             assert side.parent_seq == running, (s, convs)
-        else:  # a tool-use summary hangs under the turn whose calls it quotes: the MCP call's or the spawn's
+        else:
+            # a tool-use summary hangs under the turn whose calls it quotes: the MCP call's or the
+            # spawn's
             quoted = " ".join(p.text or "" for m in rts[s].request.messages for p in m.parts)  # type: ignore[union-attr]
             parent = spawn if "Count vowels" in quoted else mcp_turn
             assert side.parent_seq == parent, (s, quoted[:300], convs)
@@ -374,12 +527,26 @@ def test_claude_code_clean_run(claude_clean: dict[str, Any]) -> None:
     # every call paired: the MCP tools/call ran the model's call, every call has its result
     (mcp_seq,) = [ex.seq for ex, rt in run.pairs if rt.operation == "mcp tools/call"]
     link = a.mcp_calls[mcp_seq]
-    assert (link.linked_by, link.model_seq, link.result) == ("id", mcp_turn, "sunny, 21 C in Paris"), link
-    assert not [f for f in a.findings if f.code in ("C.dropped_tool_result", "C.orphan_tool_result", "C.stopped_with_pending_calls")]
+    assert (link.linked_by, link.model_seq, link.result) == (
+        "id",
+        mcp_turn,
+        "sunny, 21 C in Paris",
+    ), link
+    assert not [
+        f
+        for f in a.findings
+        if f.code
+        in ("C.dropped_tool_result", "C.orphan_tool_result", "C.stopped_with_pending_calls")
+    ]
 
 
 def test_claude_code_injected_bug_is_named(claude_bug: dict[str, Any]) -> None:
-    _named(CLAUDE, claude_bug["out"], claude_bug["why"], lambda ex: any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers))
+    _named(
+        CLAUDE,
+        claude_bug["out"],
+        claude_bug["why"],
+        lambda ex: any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers),
+    )
 
 
 def test_codex_clean_run(codex_clean: dict[str, Any]) -> None:
@@ -392,11 +559,26 @@ def test_codex_clean_run(codex_clean: dict[str, Any]) -> None:
     serious = _serious(a)
     turns = tuple(sorted(len(c.turns) for c in llm))
     _keep(CODEX, "clean", out)
-    _report(CODEX, "clean", conversations=len(llm), turns=turns, expected_turns=CODEX.turns,
-            serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious], ok=not serious and turns == CODEX.turns)
-    assert all(ex.url == "https://api.openai.com/v1/responses" and any(n.startswith("websocket ") for n in ex.notes) for ex in run.exchanges)
+    _report(
+        CODEX,
+        "clean",
+        conversations=len(llm),
+        turns=turns,
+        expected_turns=CODEX.turns,
+        serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious],
+        ok=not serious and turns == CODEX.turns,
+    )
+    assert all(
+        ex.url == "https://api.openai.com/v1/responses"
+        and any(n.startswith("websocket ") for n in ex.notes)
+        for ex in run.exchanges
+    )
     main = next(c for c in llm if c.parent_seq is None)
-    names = [[c.name for c in rts[s].response.tool_calls] for s in main.turns if rts[s].response is not None]  # type: ignore[union-attr]
+    names = [
+        [c.name for c in rts[s].response.tool_calls]
+        for s in main.turns
+        if rts[s].response is not None
+    ]  # type: ignore[union-attr]
     assert names == [["spawn_agent"], ["wait_agent"], []], names
     (sub,) = [c for c in llm if c is not main]
     assert (sub.branch, sub.parent_seq) == ("sub_agent", main.turns[0]), llm
@@ -423,8 +605,25 @@ def _named(c: Client, out: Path, why: str, is_marked: Any) -> None:
     first = min((f.seq for f in roots if f.seq is not None), default=None)
     named = [f for f in roots if f.seq == seq and f.layer == "C" and f.code in BUG_CAUSES[c.bug]]
     _keep(c, "bug", out)
-    _report(c, "bug", bug=c.bug, seq=seq, turn=None if turn is None else turn.index,
-            roots=[f"{f.code} (seq {f.seq}, turn {f.turn})" for f in roots], named=[f.code for f in named], ok=bool(named) and first == seq)
+    _report(
+        c,
+        "bug",
+        bug=c.bug,
+        seq=seq,
+        turn=None if turn is None else turn.index,
+        roots=[f"{f.code} (seq {f.seq}, turn {f.turn})" for f in roots],
+        named=[f.code for f in named],
+        ok=bool(named) and first == seq,
+    )
     assert turn is not None, (seq, why)
-    assert named, ([f"{f.code} {f.layer} seq={f.seq} turn={f.turn} caused_by={f.details.get('caused_by')}" for f in a.findings], why)
-    assert first == seq, ("an earlier root cause than the injected bug", [f"{f.code} seq={f.seq}" for f in roots])
+    assert named, (
+        [
+            f"{f.code} {f.layer} seq={f.seq} turn={f.turn} caused_by={f.details.get('caused_by')}"
+            for f in a.findings
+        ],
+        why,
+    )
+    assert first == seq, (
+        "an earlier root cause than the injected bug",
+        [f"{f.code} seq={f.seq}" for f in roots],
+    )

@@ -14,11 +14,12 @@ For each client of :mod:`clients` two runs:
   layer C, at the round trip the client broke.
 
 Environments: ``test`` clients run in the suite's own environment; ``frameworks`` in
-``.venv-clients`` (``LOOPTAP_CLIENTS_PYTHON``), made by ``.ci/run`` from tests/clients/requirements.txt;
-``agents_py`` in ``.venv-agents`` (``LOOPTAP_AGENTS_PYTHON``), from tests/clients/requirements-agents.txt;
-``crewai`` in ``.venv-crewai`` (``LOOPTAP_CREWAI_PYTHON``), from tests/clients/requirements-crewai.txt;
-``node`` with the packages of ``.npm-clients`` (``LOOPTAP_NPM_CLIENTS``), installed by ``.ci/run``
-from tests/clients/package.json. A missing environment skips its rows, saying how to make it.
+``.venv-clients`` (``LOOPTAP_CLIENTS_PYTHON``), made by ``.ci/run`` from
+tests/clients/requirements.txt; ``agents_py`` in ``.venv-agents`` (``LOOPTAP_AGENTS_PYTHON``), from
+tests/clients/requirements-agents.txt; ``crewai`` in ``.venv-crewai`` (``LOOPTAP_CREWAI_PYTHON``),
+from tests/clients/requirements-crewai.txt; ``node`` with the packages of ``.npm-clients``
+(``LOOPTAP_NPM_CLIENTS``), installed by ``.ci/run`` from tests/clients/package.json. A missing
+environment skips its rows, saying how to make it.
 """
 
 from __future__ import annotations
@@ -46,20 +47,39 @@ from tests.support.scripted import ScriptedUpstream
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 INJECT = HERE / "inject"
-CLIENTS_PYTHON = Path(os.environ.get("LOOPTAP_CLIENTS_PYTHON") or REPO / ".venv-clients" / "bin" / "python")
-AGENTS_PYTHON = Path(os.environ.get("LOOPTAP_AGENTS_PYTHON") or REPO / ".venv-agents" / "bin" / "python")
-CREWAI_PYTHON = Path(os.environ.get("LOOPTAP_CREWAI_PYTHON") or REPO / ".venv-crewai" / "bin" / "python")
+CLIENTS_PYTHON = Path(
+    os.environ.get("LOOPTAP_CLIENTS_PYTHON") or REPO / ".venv-clients" / "bin" / "python"
+)
+AGENTS_PYTHON = Path(
+    os.environ.get("LOOPTAP_AGENTS_PYTHON") or REPO / ".venv-agents" / "bin" / "python"
+)
+CREWAI_PYTHON = Path(
+    os.environ.get("LOOPTAP_CREWAI_PYTHON") or REPO / ".venv-crewai" / "bin" / "python"
+)
 #: The Python environments other than the suite's: runtime -> (interpreter, its requirements file).
-PYTHONS = {"frameworks": (CLIENTS_PYTHON, "requirements.txt"), "agents_py": (AGENTS_PYTHON, "requirements-agents.txt"),
-           "crewai": (CREWAI_PYTHON, "requirements-crewai.txt")}
+PYTHONS = {
+    "frameworks": (CLIENTS_PYTHON, "requirements.txt"),
+    "agents_py": (AGENTS_PYTHON, "requirements-agents.txt"),
+    "crewai": (CREWAI_PYTHON, "requirements-crewai.txt"),
+}
 NPM_CLIENTS = Path(os.environ.get("LOOPTAP_NPM_CLIENTS") or REPO / ".npm-clients")
 NODE = shutil.which("node")
-REPORT = os.environ.get("LOOPTAP_CLIENTS_REPORT")  # a directory: each run's outcome as JSON, for bench/clients.py
+# a directory: each run's outcome as JSON, for bench/clients.py
+REPORT = os.environ.get("LOOPTAP_CLIENTS_REPORT")
 
 pytestmark = [needs_recorder]
 
-_SCRUB = (*SCRUB, "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_OPTIONS", "PYTHONPATH", "LANGSMITH_TRACING",
-          "LANGCHAIN_TRACING_V2", "OPENAI_AGENTS_DISABLE_TRACING")
+_SCRUB = (
+    *SCRUB,
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_OPTIONS",
+    "PYTHONPATH",
+    "LANGSMITH_TRACING",
+    "LANGCHAIN_TRACING_V2",
+    "OPENAI_AGENTS_DISABLE_TRACING",
+)
 
 
 @pytest.fixture(scope="module")
@@ -73,16 +93,24 @@ def _interpreter(c: Client) -> list[str]:
     if c.runtime in PYTHONS:
         python, requirements = PYTHONS[c.runtime]
         if not python.exists():
-            pytest.skip(f"no {c.runtime} environment at {python} (bash .ci/run makes it from tests/clients/{requirements})")
+            pytest.skip(
+                f"no {c.runtime} environment at {python} (bash .ci/run makes it from "
+                f"tests/clients/{requirements})"
+            )
         return [str(python)]
     if NODE is None:
         pytest.skip("node is not on PATH")
     if not (NPM_CLIENTS / "node_modules" / c.package / "package.json").exists():
-        pytest.skip(f"{c.package} is not installed in {NPM_CLIENTS} (bash .ci/run installs tests/clients/package.json there)")
+        pytest.skip(
+            f"{c.package} is not installed in {NPM_CLIENTS} (bash .ci/run installs "
+            "tests/clients/package.json there)"
+        )
     return [NODE]
 
 
-def _run(c: Client, bug: str | None, tmp_path: Path, confdir: Path, upstream: ScriptedUpstream) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _run(
+    c: Client, bug: str | None, tmp_path: Path, confdir: Path, upstream: ScriptedUpstream
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     interp = _interpreter(c)
     script = tmp_path / ("client.cjs" if c.runtime == "node" else "client.py")
     script.write_text((NODE_PRELUDE if c.runtime == "node" else PY_PRELUDE) + c.script)
@@ -91,17 +119,37 @@ def _run(c: Client, bug: str | None, tmp_path: Path, confdir: Path, upstream: Sc
     secret = f"sk-looptap-matrix-{uuid.uuid4().hex}"
     env = {k: v for k, v in os.environ.items() if k.upper() not in _SCRUB}
     env.update(
-        HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONUNBUFFERED="1",
-        OPENAI_API_KEY=secret, ANTHROPIC_API_KEY=secret, GEMINI_API_KEY=secret,
-        OPENAI_AGENTS_DISABLE_TRACING="1", LITELLM_LOCAL_MODEL_COST_MAP="True", HF_HUB_OFFLINE="1",
-        LANGSMITH_TRACING="false", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false", AGNO_TELEMETRY="false",
-        HAYSTACK_TELEMETRY_ENABLED="False", OTEL_SDK_DISABLED="true", CREWAI_DISABLE_TELEMETRY="true",
+        HOME=str(home),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        PYTHONUNBUFFERED="1",
+        OPENAI_API_KEY=secret,
+        ANTHROPIC_API_KEY=secret,
+        GEMINI_API_KEY=secret,
+        OPENAI_AGENTS_DISABLE_TRACING="1",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        HF_HUB_OFFLINE="1",
+        LANGSMITH_TRACING="false",
+        DO_NOT_TRACK="1",
+        TOKENIZERS_PARALLELISM="false",
+        AGNO_TELEMETRY="false",
+        HAYSTACK_TELEMETRY_ENABLED="False",
+        OTEL_SDK_DISABLED="true",
+        CREWAI_DISABLE_TELEMETRY="true",
         CREWAI_TRACING_ENABLED="false",
     )
-    child: list[str] = ["env", f"MATRIX_STREAM={int(c.stream)}", f"MATRIX_KIND={kind_of(c)}", f"NPM_CLIENTS={NPM_CLIENTS}"]
+    child: list[str] = [
+        "env",
+        f"MATRIX_STREAM={int(c.stream)}",
+        f"MATRIX_KIND={kind_of(c)}",
+        f"NPM_CLIENTS={NPM_CLIENTS}",
+    ]
     if bug:
         child.append(f"LOOPTAP_MATRIX_BUG={bug}")
-        child.append(f"NODE_OPTIONS=--import={(INJECT / 'inject.mjs').as_uri()}" if c.runtime == "node" else f"PYTHONPATH={INJECT}")
+        child.append(
+            f"NODE_OPTIONS=--import={(INJECT / 'inject.mjs').as_uri()}"
+            if c.runtime == "node"
+            else f"PYTHONPATH={INJECT}"
+        )
     out = tmp_path / "run.jsonl"
     argv = [*RECORDER, "run", "-o", str(out), "--confdir", str(confdir)]
     for name in ("openai", "anthropic", "gemini"):
@@ -110,14 +158,19 @@ def _run(c: Client, bug: str | None, tmp_path: Path, confdir: Path, upstream: Sc
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     # A client that makes no progress is stopped by tests.support.progress, never by a clock.
-    proc = progress.run(argv, env=env, capture_output=True, text=True, cwd=work, stdin=subprocess.DEVNULL)
+    proc = progress.run(
+        argv, env=env, capture_output=True, text=True, cwd=work, stdin=subprocess.DEVNULL
+    )
     assert secret not in out.read_text(errors="replace") if out.exists() else True
     return proc, out
 
 
 def _explain(proc: subprocess.CompletedProcess[str], up: ScriptedUpstream) -> str:
     log = "\n".join(entry.line() for entry in up.log)
-    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-4000:]}\n--- upstream\n{log}"
+    return (
+        f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- "
+        f"stderr\n{proc.stderr[-4000:]}\n--- upstream\n{log}"
+    )
 
 
 def _final(proc: subprocess.CompletedProcess[str]) -> str | None:
@@ -150,9 +203,19 @@ def _report(c: Client, variant: str, **fields: Any) -> None:
         return
     d = Path(REPORT)
     d.mkdir(parents=True, exist_ok=True)
-    row = {"client": c.id, "package": c.package, "runtime": c.runtime, "api": c.api, "stream": c.stream, "note": c.note,
-           "variant": variant, **fields}
-    (d / f"{c.id.replace(' ', '_')}.{variant}.json").write_text(json.dumps(row, indent=1, default=str))
+    row = {
+        "client": c.id,
+        "package": c.package,
+        "runtime": c.runtime,
+        "api": c.api,
+        "stream": c.stream,
+        "note": c.note,
+        "variant": variant,
+        **fields,
+    }
+    (d / f"{c.id.replace(' ', '_')}.{variant}.json").write_text(
+        json.dumps(row, indent=1, default=str)
+    )
 
 
 @pytest.mark.parametrize("c", CLIENTS, ids=[c.id for c in CLIENTS])
@@ -168,23 +231,43 @@ def test_clean_run_has_no_false_finding(c: Client, tmp_path: Path, confdir: Path
     serious = _serious(an)
     _keep(c, "clean", out)
     kinds_ok = not c.kinds or kinds == c.kinds
-    _report(c, "clean", conversations=len(llm), turns=turns, expected_turns=c.turns, kinds=kinds,
-            serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious], ok=not serious and turns == c.turns and kinds_ok)
-    assert not serious, [f"{f.code} {f.severity} conv={f.conversation} turn={f.turn}: {f.message}" for f in serious]
-    assert turns == c.turns, (turns, [(conv.id, conv.turns, conv.parent_seq) for conv in an.conversations], why)
+    _report(
+        c,
+        "clean",
+        conversations=len(llm),
+        turns=turns,
+        expected_turns=c.turns,
+        kinds=kinds,
+        serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious],
+        ok=not serious and turns == c.turns and kinds_ok,
+    )
+    assert not serious, [
+        f"{f.code} {f.severity} conv={f.conversation} turn={f.turn}: {f.message}" for f in serious
+    ]
+    assert turns == c.turns, (
+        turns,
+        [(conv.id, conv.turns, conv.parent_seq) for conv in an.conversations],
+        why,
+    )
     assert all(e.status == 200 for e in cas.exchanges), why
     assert kinds_ok, (kinds, c.kinds)
 
 
 @pytest.mark.parametrize("c", CLIENTS, ids=[c.id for c in CLIENTS])
-def test_injected_bug_is_named(c: Client, tmp_path: Path, confdir: Path, request: pytest.FixtureRequest) -> None:
+def test_injected_bug_is_named(
+    c: Client, tmp_path: Path, confdir: Path, request: pytest.FixtureRequest
+) -> None:
     if c.pending:
         request.applymarker(pytest.mark.xfail(reason=c.pending, strict=True))
     with ScriptedUpstream(route, validate=True) as up:
         proc, out = _run(c, c.bug, tmp_path, confdir, up)
     why = _explain(proc, up)
     cas, an = _findings(out)
-    marked = [ex.seq for ex in cas.exchanges if any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers)]
+    marked = [
+        ex.seq
+        for ex in cas.exchanges
+        if any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers)
+    ]
     assert len(marked) == 1, (marked, why)
     seq = marked[0]
     turn = an.turns.get(seq)
@@ -192,9 +275,25 @@ def test_injected_bug_is_named(c: Client, tmp_path: Path, confdir: Path, request
     first = min((f.seq for f in roots if f.seq is not None), default=None)
     named = [f for f in roots if f.seq == seq and f.layer == "C" and f.code in BUG_CAUSES[c.bug]]
     _keep(c, "bug", out)
-    _report(c, "bug", bug=c.bug, seq=seq, turn=None if turn is None else turn.index,
-            roots=[f"{f.code} (seq {f.seq}, turn {f.turn})" for f in roots], named=[f.code for f in named],
-            ok=bool(named) and first == seq)
+    _report(
+        c,
+        "bug",
+        bug=c.bug,
+        seq=seq,
+        turn=None if turn is None else turn.index,
+        roots=[f"{f.code} (seq {f.seq}, turn {f.turn})" for f in roots],
+        named=[f.code for f in named],
+        ok=bool(named) and first == seq,
+    )
     assert turn is not None, (seq, why)
-    assert named, ([f"{f.code} {f.layer} seq={f.seq} turn={f.turn} caused_by={f.details.get('caused_by')}" for f in an.findings], why)
-    assert first == seq, ("an earlier root cause than the injected bug", [f"{f.code} seq={f.seq}" for f in roots])
+    assert named, (
+        [
+            f"{f.code} {f.layer} seq={f.seq} turn={f.turn} caused_by={f.details.get('caused_by')}"
+            for f in an.findings
+        ],
+        why,
+    )
+    assert first == seq, (
+        "an earlier root cause than the injected bug",
+        [f"{f.code} seq={f.seq}" for f in roots],
+    )

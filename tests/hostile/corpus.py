@@ -8,9 +8,9 @@ Two kinds:
   conversation labels, URLs — extended by :data:`HOSTILE`: terminal escapes (OSC 52 clipboard
   write, screen clear, cursor moves, C1 CSI, BEL, CR), bidi overrides, zero-width characters and
   Rich/Textual markup and action strings.
-- **Hostile structure**: deep nesting (100 / 255 / 256 / 1,000 / 100,000 levels) in bodies, tool-call
-  arguments and record fields; YAML alias bombs and deep YAML; a delta bomb; wrong types in every
-  record field; binary and truncated files; and, on request, a million tiny records.
+- **Hostile structure**: deep nesting (100 / 255 / 256 / 1,000 / 100,000 levels) in bodies,
+  tool-call arguments and record fields; YAML alias bombs and deep YAML; a delta bomb; wrong types
+  in every record field; binary and truncated files; and, on request, a million tiny records.
 
 ``python -m tests.hostile.corpus DIR`` writes them all to DIR.
 """
@@ -37,7 +37,10 @@ from tests.support.tnetstring import tnet
 ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[H\x1b[1A\x1b[31mRED\x9b32m\r\u202eevil\u200b\x08"
 #: Where an interpreted screenshot action would write (tests check that it never appears).
 PWNED_DIR = "/tmp/looptap-pwned"
-MARKUP = f"[@click=app.quit]Q[/][@click=app.screenshot('pwned.svg','{PWNED_DIR}')]S[/][type=x][/][link=file:///etc/passwd]L[/link][bold]"
+MARKUP = (
+    f"[@click=app.quit]Q[/][@click=app.screenshot('pwned.svg','{PWNED_DIR}')]S[/][type=x][/"
+    "][link=file:///etc/passwd]L[/link][bold]"
+)
 #: What every shown string is extended with.
 HOSTILE = ESCAPES + MARKUP
 #: Characters that must never reach a terminal from looptap (the ESC/BEL/BS/C1/bidi above; a lone
@@ -45,7 +48,16 @@ HOSTILE = ESCAPES + MARKUP
 RAW_CONTROLS = ("\x1b", "\x07", "\x08", "\x9b", "\udc9b", "\u202e", "\u200b")
 
 # Keys whose values steer parsing; extending them would only make the body unreadable.
-_KEEP = {"type", "role", "object", "event", "content_type", "mimeType", "media_type", "encoding_format"}
+_KEEP = {
+    "type",
+    "role",
+    "object",
+    "event",
+    "content_type",
+    "mimeType",
+    "media_type",
+    "encoding_format",
+}
 _HEADER_KEEP = {"content-type", "content-encoding", "transfer-encoding", "content-length"}
 
 
@@ -96,9 +108,13 @@ def _poison_body(data: bytes, hostile: str) -> bytes:
 
 
 def poison_exchange(ex: Exchange, hostile: str = HOSTILE) -> Exchange:
-    req_headers = [(k, v if k.lower() in _HEADER_KEEP else v + hostile) for k, v in ex.request_headers]
+    req_headers = [
+        (k, v if k.lower() in _HEADER_KEEP else v + hostile) for k, v in ex.request_headers
+    ]
     req_headers.append(("x-looptap-conversation", "label" + hostile))
-    resp_headers = [(k, v if k.lower() in _HEADER_KEEP else v + hostile) for k, v in ex.response_headers]
+    resp_headers = [
+        (k, v if k.lower() in _HEADER_KEEP else v + hostile) for k, v in ex.response_headers
+    ]
     resp_headers.append(("x-request-id", "req" + hostile))
     sep = "&" if "?" in ex.url else "?"
     return replace(
@@ -116,16 +132,20 @@ def poison_exchange(ex: Exchange, hostile: str = HOSTILE) -> Exchange:
 #: Real recordings (under tests/corpus) covering every family, streamed and not, with errors.
 SOURCES = (
     "llm-anthropic/tests/cassettes/test_anthropic/test_async_prompt.yaml",
-    "pydantic-ai/tests/cassettes/test_model_name_suggestions/test_model_name_suggestion[anthropic].yaml",
+    "pydantic-ai/tests/cassettes/test_model_name_suggestions/"
+    "test_model_name_suggestion[anthropic].yaml",
     "pydantic-ai/tests/cassettes/test_settings/test_stop_settings[bedrock].yaml",
     "pydantic-ai/tests/cassettes/test_settings/test_stop_settings[google].yaml",
     "pydantic-ai/tests/models/cassettes/test_google/test_google_model_file_search_tool_stream.yaml",
-    "pydantic-ai/tests/cassettes/test_cache_prefix_stability/test_openai_tool_call_roundtrip_wire_stable[ag_ui].yaml",
-    "pydantic-ai/tests/cassettes/test_model_name_suggestions/test_model_name_suggestion[openai-chat].yaml",
+    "pydantic-ai/tests/cassettes/test_cache_prefix_stability/"
+    "test_openai_tool_call_roundtrip_wire_stable[ag_ui].yaml",
+    "pydantic-ai/tests/cassettes/test_model_name_suggestions/"
+    "test_model_name_suggestion[openai-chat].yaml",
     "pydantic-ai/tests/cassettes/test_dbos/test_complex_agent_run_in_workflow.yaml",
     "pydantic-ai/tests/cassettes/test_native_tool_search_vcr/test_openai_native_tool_search.yaml",
     "pydantic-ai/tests/models/cassettes/test_bedrock_mantle/test_reused_tool_call_ids[stream].yaml",
-    "pydantic-ai/tests/cassettes/test_model_name_suggestions/test_model_name_suggestion[openai-responses].yaml",
+    "pydantic-ai/tests/cassettes/test_model_name_suggestions/"
+    "test_model_name_suggestion[openai-responses].yaml",
 )
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
@@ -147,7 +167,9 @@ def write_cassette(path: Path, exchanges: list[Exchange]) -> None:
             w.append(ex)
 
 
-def _chat(body: dict[str, Any] | bytes, response: dict[str, Any] | bytes, status: int = 200) -> Exchange:
+def _chat(
+    body: dict[str, Any] | bytes, response: dict[str, Any] | bytes, status: int = 200
+) -> Exchange:
     req = body if isinstance(body, bytes) else orjson.dumps(body)
     resp = response if isinstance(response, bytes) else orjson.dumps(response)
     return Exchange(
@@ -169,19 +191,52 @@ def _nested(depth: int) -> bytes:
 
 def _deep_args(depth: int) -> Exchange:
     args = _nested(depth).decode()
-    req = {"model": "gpt-4o", "messages": [{"role": "user", "content": "go"}],
-           "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}
-    resp = {"id": "x", "object": "chat.completion", "model": "gpt-4o", "choices": [{"index": 0, "finish_reason": "tool_calls",
-            "message": {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
-                        "function": {"name": "f", "arguments": args}}]}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    req = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "go"}],
+        "tools": [
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+        ],
+    }
+    resp = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": args},
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
     return _chat(req, resp)
 
 
 def _deep_body(depth: int) -> Exchange:
     inner = _nested(depth)
-    req = b'{"model":"gpt-4o","messages":[{"role":"user","content":"go"}],"metadata":' + inner + b"}"
-    resp = {"id": "x", "object": "chat.completion", "model": "gpt-4o", "choices": [{"index": 0, "finish_reason": "stop",
-            "message": {"role": "assistant", "content": "ok"}}]}
+    req = (
+        b'{"model":"gpt-4o","messages":[{"role":"user","content":"go"}],"metadata":' + inner + b"}"
+    )
+    resp = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "gpt-4o",
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}
+        ],
+    }
     return _chat(req, resp)
 
 
@@ -196,17 +251,48 @@ def _good_record_line() -> bytes:
 
     with tempfile.TemporaryDirectory() as tmp:
         p = Path(tmp) / "one.jsonl"
-        write_cassette(p, [_chat({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
-                            {"id": "x", "object": "chat.completion", "model": "gpt-4o",
-                             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]})])
+        write_cassette(
+            p,
+            [
+                _chat(
+                    {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "model": "gpt-4o",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": "ok"},
+                            }
+                        ],
+                    },
+                )
+            ],
+        )
         return p.read_bytes().splitlines()[1]
 
 
-_BAD_VALUES: tuple[Any, ...] = (1e21, float("nan"), float("inf"), "yesterday", -1, None, [], {}, True, "http://[::1", 10**30, "x" * 10)
+_BAD_VALUES: tuple[Any, ...] = (
+    1e21,
+    float("nan"),
+    float("inf"),
+    "yesterday",
+    -1,
+    None,
+    [],
+    {},
+    True,
+    "http://[::1",
+    10**30,
+    "x" * 10,
+)
 
 
 def _wrong_types(path: Path) -> None:
-    """One good record, then the same record with each field given each wrong value, then a good one."""
+    """One good record, then the same record with each field given each wrong value, then a good
+    one."""
     good = orjson.loads(_good_record_line())
     lines = [orjson.dumps(good)]
     seq = 1
@@ -264,8 +350,17 @@ def delta_bomb(path: Path, records: int = 3_000, keep: int = 2_000_000) -> None:
     for i in range(1, records + 1):
         rec = orjson.loads(orjson.dumps(good))
         rec["seq"] = i
-        rec["request"]["body"] = {"delta": {"base": i - 1, "key": "messages", "keep": keep + i - 1, "append": [0],
-                                            "order": ["model", "messages"], "inherit": ["model"], "set": {}}}
+        rec["request"]["body"] = {
+            "delta": {
+                "base": i - 1,
+                "key": "messages",
+                "keep": keep + i - 1,
+                "append": [0],
+                "order": ["model", "messages"],
+                "inherit": ["model"],
+                "set": {},
+            }
+        }
         lines.append(orjson.dumps(rec))
     _raw_lines(path, lines)
 
@@ -292,10 +387,12 @@ def _yaml_bomb(path: Path) -> None:
         prev = name
     lines += [
         "interactions:",
-        "- request: {method: POST, uri: 'https://api.openai.com/v1/chat/completions', headers: {}, body: {string: 'x'}}",
+        "- request: {method: POST, uri: 'https://api.openai.com/v1/chat/completions', headers: {}, "
+        "body: {string: 'x'}}",
         "  response: {status: {code: 200, message: OK}, headers: {}, body: {string: 'x'}}",
         "  parsed_body: *j",
-        "- request: {method: POST, uri: 'https://api.openai.com/v1/chat/completions', headers: {}, parsed_body: *j}",
+        "- request: {method: POST, uri: 'https://api.openai.com/v1/"
+        "chat/completions', headers: {}, parsed_body: *j}",
         "  response: {status: {code: 200, message: OK}, headers: {}, parsed_body: *j}",
     ]
     path.write_text("\n".join(lines) + "\n")
@@ -317,14 +414,28 @@ def _vcr_hostile(path: Path) -> None:
 
     interactions = []
     for ex in hostile_exchanges()[:6]:
-        interactions.append({
-            "request": {"method": ex.method, "uri": ex.url, "body": ex.request_body.decode("utf-8", "replace"),
-                        "headers": {k: [v] for k, v in ex.request_headers}},
-            "response": {"status": {"code": ex.status, "message": ex.reason},
-                         "headers": {k: [v] for k, v in ex.response_headers},
-                         "body": {"string": b"".join(c for _, c in ex.response_chunks).decode("utf-8", "replace")}},
-        })
-    path.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}, allow_unicode=True))
+        interactions.append(
+            {
+                "request": {
+                    "method": ex.method,
+                    "uri": ex.url,
+                    "body": ex.request_body.decode("utf-8", "replace"),
+                    "headers": {k: [v] for k, v in ex.request_headers},
+                },
+                "response": {
+                    "status": {"code": ex.status, "message": ex.reason},
+                    "headers": {k: [v] for k, v in ex.response_headers},
+                    "body": {
+                        "string": b"".join(c for _, c in ex.response_chunks).decode(
+                            "utf-8", "replace"
+                        )
+                    },
+                },
+            }
+        )
+    path.write_text(
+        yaml.safe_dump({"interactions": interactions, "version": 1}, allow_unicode=True)
+    )
 
 
 # -- decompression bombs and deep parameters (issue 29) ---------------------------------------
@@ -388,7 +499,8 @@ def bomb_exchange(encoding: str) -> Exchange:
 
 
 def _bombs_cassette(path: Path) -> None:
-    """Every bomb through the recorder's pipeline: what it keeps (the bodies as received, labelled)."""
+    """Every bomb through the recorder's pipeline: what it keeps (the bodies as received,
+    labelled)."""
     write_cassette(path, [bomb_exchange(enc) for enc in BOMB_ENCODINGS])
 
 
@@ -410,16 +522,53 @@ def bombs_vcr(path: Path, encodings: tuple[str, ...] = BOMB_ENCODINGS) -> None:
 
 def bomb_flow(encoding: str, index: int = 0) -> bytes:
     """One mitmproxy flow (format 20) answered by an ``encoding`` bomb."""
-    req = {"http_version": b"HTTP/1.1", "headers": [[b"content-type", b"application/json"]],
-           "content": b'{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}', "trailers": None,
-           "timestamp_start": 1700000000.0, "timestamp_end": 1700000000.01, "host": "api.openai.com", "port": 443,
-           "method": b"POST", "scheme": b"https", "authority": b"", "path": b"/v1/chat/completions"}
-    resp = {"http_version": b"HTTP/1.1", "headers": [[b"content-type", b"application/json"], [b"content-encoding", encoding.encode()]],
-            "content": bomb(encoding), "trailers": None,
-            "timestamp_start": 1700000000.5, "timestamp_end": 1700000001.25, "status_code": 200, "reason": b"OK"}
-    return tnet({"version": 20, "type": "http", "id": f"f{index}", "error": None, "client_conn": {}, "server_conn": {},
-                 "intercepted": False, "is_replay": None, "marked": "", "metadata": {}, "comment": "",
-                 "timestamp_created": 1700000000.0, "request": req, "response": resp, "websocket": None, "backup": None})
+    req = {
+        "http_version": b"HTTP/1.1",
+        "headers": [[b"content-type", b"application/json"]],
+        "content": b'{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}',
+        "trailers": None,
+        "timestamp_start": 1700000000.0,
+        "timestamp_end": 1700000000.01,
+        "host": "api.openai.com",
+        "port": 443,
+        "method": b"POST",
+        "scheme": b"https",
+        "authority": b"",
+        "path": b"/v1/chat/completions",
+    }
+    resp = {
+        "http_version": b"HTTP/1.1",
+        "headers": [
+            [b"content-type", b"application/json"],
+            [b"content-encoding", encoding.encode()],
+        ],
+        "content": bomb(encoding),
+        "trailers": None,
+        "timestamp_start": 1700000000.5,
+        "timestamp_end": 1700000001.25,
+        "status_code": 200,
+        "reason": b"OK",
+    }
+    return tnet(
+        {
+            "version": 20,
+            "type": "http",
+            "id": f"f{index}",
+            "error": None,
+            "client_conn": {},
+            "server_conn": {},
+            "intercepted": False,
+            "is_replay": None,
+            "marked": "",
+            "metadata": {},
+            "comment": "",
+            "timestamp_created": 1700000000.0,
+            "request": req,
+            "response": resp,
+            "websocket": None,
+            "backup": None,
+        }
+    )
 
 
 def bombs_flows(path: Path, encodings: tuple[str, ...] = BOMB_ENCODINGS) -> None:
@@ -428,11 +577,22 @@ def bombs_flows(path: Path, encodings: tuple[str, ...] = BOMB_ENCODINGS) -> None
 
 def _deep_param_body(depth: int) -> bytes:
     """A chat request whose ``response_format`` parameter nests ``depth`` levels (valid JSON)."""
-    return b'{"model":"gpt-4o","messages":[{"role":"user","content":"go"}],"response_format":' + _nested(depth) + b"}"
+    return (
+        b'{"model":"gpt-4o","messages":[{"role":"user","content":"go"}],"response_format":'
+        + _nested(depth)
+        + b"}"
+    )
 
 
-_OK = {"id": "x", "object": "chat.completion", "model": "gpt-4o", "choices": [{"index": 0, "finish_reason": "stop",
-       "message": {"role": "assistant", "content": "ok"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+_OK = {
+    "id": "x",
+    "object": "chat.completion",
+    "model": "gpt-4o",
+    "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}
+    ],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
 
 
 def _deep_param_recorded(path: Path, depth: int) -> None:
@@ -452,11 +612,15 @@ def _deep_param_stored_json(path: Path, depth: int) -> None:
 
 
 def million_tiny(path: Path, n: int = 1_000_000) -> None:
-    """``n`` tiny but valid round-trip records (a header, then a POST with no body and no answer)."""
+    """``n`` tiny but valid round-trip records (a header, then a POST with no body and no
+    answer)."""
     with path.open("wb") as fh:
         fh.write(orjson.dumps(header_record({}, created="2026-01-01T00:00:00Z")) + b"\n")
         for i in range(n):
-            fh.write(b'{"type":"exchange","seq":%d,"method":"POST","url":"https://api.openai.com/v1/chat/completions","request":{"headers":[],"body":null},"response":null}\n' % i)
+            fh.write(
+                b'{"type":"exchange","seq":%d,"method":"POST","url":"https://api.openai.com/v1/'
+                b'chat/completions","request":{"headers":[],"body":null},"response":null}\n' % i
+            )
 
 
 #: name → writer. Kept small enough that the whole matrix runs in the default suite.
@@ -480,11 +644,19 @@ FILES: dict[str, Callable[[Path], None]] = {
     "wrong_types.jsonl": _wrong_types,
     "bad_records.jsonl": _nan_and_url,
     "binary.jsonl": lambda p: p.write_bytes(os.urandom(4096)),
-    "truncated.jsonl": lambda p: (write_cassette(p, hostile_exchanges()[:3]), p.write_bytes(p.read_bytes()[:-777])),
-    "truncated_utf8.jsonl": lambda p: (write_cassette(p, hostile_exchanges()[:2]), p.write_bytes(p.read_bytes().rstrip(b"\n") + b'\n{"type":"exchange","x":"\xe2\x80')),
+    "truncated.jsonl": lambda p: (
+        write_cassette(p, hostile_exchanges()[:3]),
+        p.write_bytes(p.read_bytes()[:-777]),
+    ),
+    "truncated_utf8.jsonl": lambda p: (
+        write_cassette(p, hostile_exchanges()[:2]),
+        p.write_bytes(p.read_bytes().rstrip(b"\n") + b'\n{"type":"exchange","x":"\xe2\x80'),
+    ),
     "empty.jsonl": lambda p: p.write_bytes(b""),
     "header_only.jsonl": lambda p: _raw_lines(p, []),
-    "newer_version.jsonl": lambda p: p.write_bytes(orjson.dumps({**header_record({}), "format_version": 99}) + b"\n"),
+    "newer_version.jsonl": lambda p: p.write_bytes(
+        orjson.dumps({**header_record({}), "format_version": 99}) + b"\n"
+    ),
     "deep_param_200.jsonl": lambda p: _deep_param_stored_json(p, 200),
     "deep_param_240.jsonl": lambda p: _deep_param_stored_json(p, 240),
     "deep_param_200_recorded.jsonl": lambda p: _deep_param_recorded(p, 200),
@@ -503,7 +675,9 @@ NAMED_ONLY: dict[str, Callable[[Path], None]] = {
 }
 
 
-def build(directory: Path, names: list[str] | None = None, *, million: bool = False) -> dict[str, Path]:
+def build(
+    directory: Path, names: list[str] | None = None, *, million: bool = False
+) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     out: dict[str, Path] = {}
     for name, write in {**FILES, **NAMED_ONLY}.items():

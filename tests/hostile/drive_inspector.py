@@ -47,7 +47,10 @@ async def drive(path: Path, shots: Path) -> tuple[list[str], list[str], bool]:
             for line in rendered_lines(widget):
                 seen_text.append(line)
                 if has_unsafe(line):
-                    problems.append(f"{label}: {type(widget).__name__}#{widget.id}: raw control in {clean_line(line)[:100]!r}")
+                    problems.append(
+                        f"{label}: {type(widget).__name__}#{widget.id}: raw control in "
+                        f"{clean_line(line)[:100]!r}"
+                    )
                 if line.startswith("<render error"):
                     problems.append(f"{label}: {type(widget).__name__}: {line}")
 
@@ -106,7 +109,9 @@ async def drive(path: Path, shots: Path) -> tuple[list[str], list[str], bool]:
         problems.append("a screenshot file was written (an interpreted [@click=app.screenshot])")
     hostile_shown = any("evil" in line for line in seen_text)
     if hostile_shown and not any("[@click=" in line for line in seen_text):
-        problems.append("hostile text was shown but its [@click=...] markup was not visible (interpreted?)")
+        problems.append(
+            "hostile text was shown but its [@click=...] markup was not visible (interpreted?)"
+        )
     return problems, told, hostile_shown
 
 

@@ -40,7 +40,9 @@ COMMANDS = (
     "inspect",
 )
 #: Outputs that are JSON for programs (controls escaped inside strings, never raw).
-_TRACEBACK = re.compile(rb"Traceback \(most recent call last\)|Fatal Python error|Segmentation fault|core dumped")
+_TRACEBACK = re.compile(
+    rb"Traceback \(most recent call last\)|Fatal Python error|Segmentation fault|core dumped"
+)
 
 
 @dataclass
@@ -55,12 +57,18 @@ class Cell:
     hang: bool
     told: str
     #: The inspector driver's own verdict (``inspect`` cells): its ``PROBLEM:`` lines and its
-    #: summary line (``inspect FILE: N problems; hostile text shown: B``), as it printed them cleaned.
+    #: summary line (``inspect FILE: N problems; hostile text shown: B``), as it printed them
+    #: cleaned.
     verdict: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not (self.traceback or self.raw_controls or self.hang or (self.exit is not None and self.exit < 0))
+        return not (
+            self.traceback
+            or self.raw_controls
+            or self.hang
+            or (self.exit is not None and self.exit < 0)
+        )
 
     @property
     def problems(self) -> list[str]:
@@ -113,9 +121,9 @@ sys.exit(code)
 #: the address-space cap, stdin /dev/null, stdout and stderr to files, ``sys.argv`` as ``-m`` sets
 #: it, and the interpreter's own exit (uncaught exceptions print their traceback, exit handlers
 #: run). What it saves is the interpreter's start and the imports (most of a small command's CPU).
-#: Its peak RSS counts the pages it touches, the server's inherited ones included (as wait4 reports it).
-#: Protocol on stdin/stdout (one line each): a JSON request ``{"argv", "cwd", "out", "err"}`` is
-#: answered ``pid N`` once forked and ``done EXIT MAXRSS_KB`` once it ended.
+#: Its peak RSS counts the pages it touches, the server's inherited ones included (as wait4 reports
+#: it). Protocol on stdin/stdout (one line each): a JSON request ``{"argv", "cwd", "out", "err"}``
+#: is answered ``pid N`` once forked and ``done EXIT MAXRSS_KB`` once it ended.
 _ZYGOTE = r"""
 import json, os, resource, sys
 AS_LIMIT, WARM, NAMES = int(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
@@ -191,21 +199,30 @@ import cassettes.cli
 sys.argv = [cassettes.cli.__file__, *req["argv"]]
 del req
 sys.exit(cassettes.cli.main())
-"""
+"""  # noqa: E501
 
 
 class Zygote:
     """One :data:`_ZYGOTE` server; serves one cell at a time (a pool uses one per thread)."""
 
-    def __init__(self, warm: list[tuple[Path, list[str]]], *, modules: list[str] | None = None, as_limit: int = AS_LIMIT) -> None:
+    def __init__(
+        self,
+        warm: list[tuple[Path, list[str]]],
+        *,
+        modules: list[str] | None = None,
+        as_limit: int = AS_LIMIT,
+    ) -> None:
         """``warm``: the commands a throwaway child runs to learn the modules to import (or
-        ``modules``, another server's :attr:`modules`); ``as_limit``: each child's address-space cap."""
+        ``modules``, another server's :attr:`modules`); ``as_limit``: each child's address-space
+        cap."""
         env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
         spec = json.dumps([(str(cwd), argv) for cwd, argv in warm])
         argv = [sys.executable, "-c", _ZYGOTE, str(as_limit), spec, json.dumps(modules or [])]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self._buf = b""
-        ready, _, names = self._line(Watch(self.proc.pid, what="the looptap process server")).partition(" ")
+        ready, _, names = self._line(
+            Watch(self.proc.pid, what="the looptap process server")
+        ).partition(" ")
         assert ready == "ready", ready
         self.modules: list[str] = json.loads(names)
 
@@ -216,17 +233,23 @@ class Zygote:
             if select.select([fd], [], [], POLL)[0]:  # a sampling interval, not a limit
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
-                    raise RuntimeError(f"the looptap process server ended (exit {self.proc.wait()})")
+                    raise RuntimeError(
+                        f"the looptap process server ended (exit {self.proc.wait()})"
+                    )
                 self._buf += chunk
             else:
                 watch.check()
         line, self._buf = self._buf.split(b"\n", 1)
         return line.decode()
 
-    def run(self, args: list[str], cwd: Path, out: str, err: str, cpu: float, stall: float) -> tuple[int, int, bool]:
+    def run(
+        self, args: list[str], cwd: Path, out: str, err: str, cpu: float, stall: float
+    ) -> tuple[int, int, bool]:
         """(exit, peak RSS KB, hung) of ``looptap ARGS`` forked from the server."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"argv": args, "cwd": str(cwd), "out": out, "err": err}).encode() + b"\n")
+        self.proc.stdin.write(
+            json.dumps({"argv": args, "cwd": str(cwd), "out": out, "err": err}).encode() + b"\n"
+        )
         self.proc.stdin.flush()
         pid = int(self._line(Watch(self.proc.pid, what="the looptap process server")).split()[1])
         watch = Watch(pid, stall=stall, cpu=cpu, what=" ".join(args[-2:]))
@@ -250,7 +273,14 @@ class Zygote:
         self.proc.wait()
 
 
-def run_limited(argv: list[str], cpu: float, cwd: Path, stdin: bytes | None = None, stall: float = STALL, zygote: Zygote | None = None) -> tuple[int | None, bytes, bytes, float, float, bool]:
+def run_limited(
+    argv: list[str],
+    cpu: float,
+    cwd: Path,
+    stdin: bytes | None = None,
+    stall: float = STALL,
+    zygote: Zygote | None = None,
+) -> tuple[int | None, bytes, bytes, float, float, bool]:
     """(exit, stdout, stderr, seconds, peak RSS MB, hung) of one child, its RSS from wait4 in a
     small launcher (see :data:`LAUNCH`). Hung means no progress (CPU time, I/O, processes of its
     tree) for ``stall`` seconds, or more than ``cpu`` seconds of CPU time spent (a runaway loop):
@@ -259,12 +289,26 @@ def run_limited(argv: list[str], cpu: float, cwd: Path, stdin: bytes | None = No
     if zygote is not None and argv[: len(LOOPTAP)] == LOOPTAP:
         with tempfile.NamedTemporaryFile() as zout, tempfile.NamedTemporaryFile() as zerr:
             t0 = time.monotonic()
-            code, rss_kb, hung = zygote.run(argv[len(LOOPTAP) :], cwd, zout.name, zerr.name, cpu, stall)
+            code, rss_kb, hung = zygote.run(
+                argv[len(LOOPTAP) :], cwd, zout.name, zerr.name, cpu, stall
+            )
             return code, zout.read(), zerr.read(), time.monotonic() - t0, rss_kb / 1024, hung
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r") as rss_file:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile("r") as rss_file,
+    ):
         t0 = time.monotonic()
         argv = [sys.executable, "-S", "-c", LAUNCH, rss_file.name, *argv]
-        p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env, preexec_fn=_limit)
+        p = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env=env,
+            preexec_fn=_limit,
+        )
         watch = Watch(p.pid, stall=stall, cpu=cpu, what=" ".join(argv[-3:]))
         hung = False
         ended = os.pidfd_open(p.pid)  # readable once the child ends: no sleeping past its end
@@ -290,7 +334,8 @@ def run_limited(argv: list[str], cpu: float, cwd: Path, stdin: bytes | None = No
         out.seek(0)
         err.seek(0)
         measured = rss_file.read().strip()
-        rss_kb = int(measured) if measured.isdigit() else usage.ru_maxrss  # killed: the launcher's figure
+        # killed: the launcher's figure
+        rss_kb = int(measured) if measured.isdigit() else usage.ru_maxrss
         return p.returncode, out.read(), err.read(), seconds, rss_kb / 1024, hung
 
 
@@ -321,7 +366,7 @@ rest_out, rest_err = p.communicate()
 sys.stdout.buffer.write(rest_out)
 sys.stderr.buffer.write(rest_err)
 sys.exit(p.returncode)
-"""
+"""  # noqa: E501
     return [sys.executable, "-c", code]
 
 
@@ -365,10 +410,22 @@ def _told(stderr: bytes, stdout: bytes) -> str:
 def warm_argvs(work: Path, clean_file: Path) -> list[tuple[Path, list[str]]]:
     """What a :class:`Zygote` runs once to learn the modules the commands import: every looptap
     command of the matrix on the clean file."""
-    return [(work, argv_for(c, clean_file, work, clean_file)[len(LOOPTAP) :]) for c in COMMANDS if c not in ("replay", "inspect")]
+    return [
+        (work, argv_for(c, clean_file, work, clean_file)[len(LOOPTAP) :])
+        for c in COMMANDS
+        if c not in ("replay", "inspect")
+    ]
 
 
-def run_cell(command: str, file: Path, work: Path, clean_file: Path, cpu: float = 120, stall: float = STALL, zygote: Zygote | None = None) -> Cell:
+def run_cell(
+    command: str,
+    file: Path,
+    work: Path,
+    clean_file: Path,
+    cpu: float = 120,
+    stall: float = STALL,
+    zygote: Zygote | None = None,
+) -> Cell:
     """One command on one file; ``cpu`` is its CPU-time budget in seconds (load does not inflate
     it as it does wall-clock time), ``stall`` how long it may go without any progress; with a
     ``zygote``, a looptap command is forked from it rather than started afresh."""
@@ -386,5 +443,9 @@ def run_cell(command: str, file: Path, work: Path, clean_file: Path, cpu: float 
         raw_controls=leaks,
         hang=hung,
         told=_told(err, out),
-        verdict=tuple(line for line in texts[0].splitlines() if line.startswith(("PROBLEM:", "inspect "))) if command == "inspect" else (),
+        verdict=tuple(
+            line for line in texts[0].splitlines() if line.startswith(("PROBLEM:", "inspect "))
+        )
+        if command == "inspect"
+        else (),
     )

@@ -41,7 +41,9 @@ AS_CAP = 1 << 30
 #: stream-aware redactor's scrub of a salvaged 64 MiB body peaked at 836 MB: the secret detector's
 #: keyword search held eight bytes per character); the search reads a window at a time since.
 RSS_CEILING_MB = 700
-_TRACEBACK = re.compile(rb"Traceback \(most recent call last\)|MemoryError|Fatal Python error|Segmentation fault")
+_TRACEBACK = re.compile(
+    rb"Traceback \(most recent call last\)|MemoryError|Fatal Python error|Segmentation fault"
+)
 _OVER = f"decompresses past {MAX_DECODED_BYTES >> 20} MiB"
 _DEEP = "nested deeper than 128 levels"
 
@@ -56,8 +58,14 @@ def run_capped(argv: list[str], cwd: Path, timeout: float = 1800) -> tuple[int, 
     keeps a wedged child from holding the suite forever; nothing here asserts on time."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
     with tempfile.NamedTemporaryFile("r") as rss:
-        p = subprocess.Popen([sys.executable, "-S", "-c", LAUNCH, rss.name, *argv], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, cwd=cwd, env=env, preexec_fn=_cap)
+        p = subprocess.Popen(
+            [sys.executable, "-S", "-c", LAUNCH, rss.name, *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            preexec_fn=_cap,
+        )
         try:
             stdout, stderr = progress.communicate(p)
         except subprocess.TimeoutExpired:
@@ -66,7 +74,11 @@ def run_capped(argv: list[str], cwd: Path, timeout: float = 1800) -> tuple[int, 
         kb = rss.read().strip()
     out = stdout + stderr
     assert not _TRACEBACK.search(out), out.decode("utf-8", "replace")[-3000:]
-    return p.returncode or 0, out.decode("utf-8", "replace"), int(kb) / 1024 if kb.isdigit() else 0.0
+    return (
+        p.returncode or 0,
+        out.decode("utf-8", "replace"),
+        int(kb) / 1024 if kb.isdigit() else 0.0,
+    )
 
 
 LOOPTAP = [sys.executable, "-m", "cassettes.cli"]
@@ -74,8 +86,18 @@ LOOPTAP = [sys.executable, "-m", "cassettes.cli"]
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    names = ["bombs.jsonl", "bombs.yaml", "bombs.mitm", "bomb_br.yaml", "bomb_zstd.mitm", "deep_param_200.jsonl", "deep_param_240.jsonl",
-             "deep_param_200_recorded.jsonl", "deep_param_10000_recorded.jsonl", "hostile_all_families.jsonl"]
+    names = [
+        "bombs.jsonl",
+        "bombs.yaml",
+        "bombs.mitm",
+        "bomb_br.yaml",
+        "bomb_zstd.mitm",
+        "deep_param_200.jsonl",
+        "deep_param_240.jsonl",
+        "deep_param_200_recorded.jsonl",
+        "deep_param_10000_recorded.jsonl",
+        "hostile_all_families.jsonl",
+    ]
     return build(tmp_path_factory.mktemp("bombs"), names)
 
 
@@ -83,7 +105,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("encoding", BOMB_ENCODINGS)
-def test_each_bomb_stops_at_the_budget_in_the_decoder_and_the_salvage(encoding: str, tmp_path: Path) -> None:
+def test_each_bomb_stops_at_the_budget_in_the_decoder_and_the_salvage(
+    encoding: str, tmp_path: Path
+) -> None:
     code = textwrap.dedent(f"""
         from cassettes.wire.decoding import decode_chunks, salvage
         from tests.hostile.corpus import bomb
@@ -112,15 +136,26 @@ def test_a_body_under_the_budget_decodes_whole_in_every_encoding() -> None:
 
     from cassettes.wire.decoding import decode_chunks
 
-    plain = b'{"model":"gpt-4o","messages":[' + b'{"role":"user","content":"hello there"},' * 50_000 + b"{}]}"
-    packed = {"gzip": gzip.compress(plain), "deflate": zlib.compress(plain), "br": brotli.compress(plain),
-              "zstd": zstandard.ZstdCompressor().compress(plain), "gzip, br": brotli.compress(gzip.compress(plain))}
+    plain = (
+        b'{"model":"gpt-4o","messages":['
+        + b'{"role":"user","content":"hello there"},' * 50_000
+        + b"{}]}"
+    )
+    packed = {
+        "gzip": gzip.compress(plain),
+        "deflate": zlib.compress(plain),
+        "br": brotli.compress(plain),
+        "zstd": zstandard.ZstdCompressor().compress(plain),
+        "gzip, br": brotli.compress(gzip.compress(plain)),
+    }
     for enc, data in packed.items():
         res = decode_chunks([(0.0, data[:100]), (0.1, data[100:])], enc)
         assert b"".join(c for _, c in res.chunks) == plain and not res.notes, enc
 
 
-def test_brotli_without_an_output_limit_is_fed_a_byte_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_brotli_without_an_output_limit_is_fed_a_byte_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The recorder's environment pins brotli 1.1 (mitmproxy 11), whose ``process`` has no output
     limit: the fallback stops there too, and decodes a normal body whole."""
     import brotli
@@ -138,28 +173,52 @@ def test_brotli_without_an_output_limit_is_fed_a_byte_at_a_time(monkeypatch: pyt
     assert dec.total <= (1 << 20) + (16 << 20)  # at most one meta-block past the limit
 
 
-def test_bomb_files_read_by_every_command_within_the_budget(files: dict[str, Path], tmp_path: Path) -> None:
+def test_bomb_files_read_by_every_command_within_the_budget(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
     """A cassette holding every bomb (request and response) as the recorder keeps it, and vcrpy
     and mitmproxy files answered by every bomb: reading commands stay under the cap, and every
     bomb body is said to be kept compressed."""
     failures = []
-    expected = {"bombs.yaml": len(BOMB_ENCODINGS), "bombs.mitm": len(BOMB_ENCODINGS), "bombs.jsonl": 2 * len(BOMB_ENCODINGS)}
+    expected = {
+        "bombs.yaml": len(BOMB_ENCODINGS),
+        "bombs.mitm": len(BOMB_ENCODINGS),
+        "bombs.jsonl": 2 * len(BOMB_ENCODINGS),
+    }
     for name, bodies in expected.items():
         f = files[name]
-        cmds = [["show", "--json"], ["verify"]] if name == "bombs.jsonl" else [["show", "--json"], ["import", "-f", "-o", str(tmp_path / f"{name}.jsonl")]]
+        cmds = (
+            [["show", "--json"], ["verify"]]
+            if name == "bombs.jsonl"
+            else [["show", "--json"], ["import", "-f", "-o", str(tmp_path / f"{name}.jsonl")]]
+        )
         for cmd in cmds:
             exit_code, out, rss = run_capped([*LOOPTAP, *cmd, str(f)], tmp_path)
             if exit_code != 0 or rss >= RSS_CEILING_MB:
                 failures.append(f"{cmd[0]} {name}: exit {exit_code}, {rss:.0f} MB: {out[-300:]}")
             if cmd == ["show", "--json"]:
-                notes = [n for line in out.splitlines() if line.startswith("{") for n in orjson.loads(line)["notes"]]
+                notes = [
+                    n
+                    for line in out.splitlines()
+                    if line.startswith("{")
+                    for n in orjson.loads(line)["notes"]
+                ]
                 said = sum(_OVER in n for n in notes)
                 if said != bodies:
-                    failures.append(f"show --json {name}: {said} of {bodies} bodies said to be over the budget: {notes}")
+                    failures.append(
+                        f"show --json {name}: {said} of {bodies} bodies "
+                        f"said to be over the budget: {notes}"
+                    )
     assert not failures, "\n".join(failures)
-    for name in ("bombs.yaml", "bombs.mitm"):  # imported: the compressed bytes kept, with their header
-        recs = [orjson.loads(line) for line in (tmp_path / f"{name}.jsonl").read_bytes().splitlines()[1:]]
-        assert [dict(map(tuple, r["response"]["headers"]))["content-encoding"] for r in recs] == list(BOMB_ENCODINGS)
+    # imported: the compressed bytes kept, with their header
+    for name in ("bombs.yaml", "bombs.mitm"):
+        recs = [
+            orjson.loads(line)
+            for line in (tmp_path / f"{name}.jsonl").read_bytes().splitlines()[1:]
+        ]
+        assert [
+            dict(map(tuple, r["response"]["headers"]))["content-encoding"] for r in recs
+        ] == list(BOMB_ENCODINGS)
         assert all("b64" in r["response"]["body"] for r in recs)
 
 
@@ -194,13 +253,15 @@ def _replay(cassette: Path, requests: list[tuple[str, bytes]], cwd: Path) -> tup
         out, err = p.communicate(timeout=600)  # the child script's own wait (the outer run is watched by progress)
         sys.stdout.write(out.decode("utf-8", "replace") + err.decode("utf-8", "replace"))
         sys.exit(p.returncode)
-    """)
+    """)  # noqa: E501
     exit_code, out, _ = run_capped([sys.executable, "-c", code], cwd)
     hwm = re.search(r"server_hwm_kb (\d+)", out)
     return exit_code, out, int(hwm.group(1)) / 1024 if hwm else float("inf")
 
 
-def test_replay_server_answers_every_bomb_request_within_the_budget(files: dict[str, Path], tmp_path: Path) -> None:
+def test_replay_server_answers_every_bomb_request_within_the_budget(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
     from tests.hostile.corpus import bomb
 
     requests = [(enc, bomb(enc)) for enc in BOMB_ENCODINGS]
@@ -213,33 +274,57 @@ def test_replay_server_answers_every_bomb_request_within_the_budget(files: dict[
 
 # -- depth ---------------------------------------------------------------------------------------
 
-_DEEP_FILES = ("deep_param_200.jsonl", "deep_param_240.jsonl", "deep_param_200_recorded.jsonl", "deep_param_10000_recorded.jsonl")
+_DEEP_FILES = (
+    "deep_param_200.jsonl",
+    "deep_param_240.jsonl",
+    "deep_param_200_recorded.jsonl",
+    "deep_param_10000_recorded.jsonl",
+)
 
 
 @pytest.fixture(scope="module")
-def deep_runs(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+def deep_runs(
+    files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Path]]:
     yield {n: files[n] for n in _DEEP_FILES}
 
 
 @pytest.mark.parametrize("name", _DEEP_FILES)
-def test_a_deep_parameter_is_read_by_every_command_and_labelled(name: str, deep_runs: dict[str, Path], tmp_path: Path) -> None:
+def test_a_deep_parameter_is_read_by_every_command_and_labelled(
+    name: str, deep_runs: dict[str, Path], tmp_path: Path
+) -> None:
     f = deep_runs[name]
-    for cmd in (["show"], ["show", "--json"], ["textconv"], ["export", "--har", str(tmp_path / "x.har")],
-                ["export", "--otel", str(tmp_path / "x.otel")], ["diff", str(f)], ["verify"]):
+    for cmd in (
+        ["show"],
+        ["show", "--json"],
+        ["textconv"],
+        ["export", "--har", str(tmp_path / "x.har")],
+        ["export", "--otel", str(tmp_path / "x.otel")],
+        ["diff", str(f)],
+        ["verify"],
+    ):
         exit_code, out, _ = run_capped([*LOOPTAP, *cmd, str(f)], tmp_path)
         assert exit_code == 0, (cmd, out[-2000:])
         if cmd[0] in ("show", "textconv"):
             assert _DEEP in out and "not valid JSON" not in out, (cmd, out[-2000:])
-    exit_code, out, _ = _replay(f, [("identity", b'{"model":"gpt-4o","messages":[{"role":"user","content":"go"}]}')], tmp_path)
+    exit_code, out, _ = _replay(
+        f,
+        [("identity", b'{"model":"gpt-4o","messages":[{"role":"user","content":"go"}]}')],
+        tmp_path,
+    )
     assert re.search(r"^answer \d+", out, re.M), out[-2000:]
 
 
 def test_a_deep_parameter_in_the_inspector(deep_runs: dict[str, Path], tmp_path: Path) -> None:
-    exit_code, out, _ = run_capped([sys.executable, str(INSPECT_DRIVER), str(deep_runs["deep_param_200.jsonl"])], tmp_path)
+    exit_code, out, _ = run_capped(
+        [sys.executable, str(INSPECT_DRIVER), str(deep_runs["deep_param_200.jsonl"])], tmp_path
+    )
     assert exit_code == 0, out[-3000:]
 
 
-def test_mcp_lists_and_searches_a_root_of_deep_runs(deep_runs: dict[str, Path], tmp_path: Path) -> None:
+def test_mcp_lists_and_searches_a_root_of_deep_runs(
+    deep_runs: dict[str, Path], tmp_path: Path
+) -> None:
     pytest.importorskip("mcp")
     root = tmp_path / "root"
     root.mkdir()
@@ -255,7 +340,7 @@ def test_mcp_lists_and_searches_a_root_of_deep_runs(deep_runs: dict[str, Path], 
                     r = await c.call_tool(name, args)
                     print(name, "error" if r.is_error else "ok", "".join(getattr(p, "text", "") for p in r.content).replace("\\n", " ")[:4000])
         asyncio.run(go())
-    """)
+    """)  # noqa: E501
     exit_code, out, _ = run_capped([sys.executable, "-c", code], tmp_path)
     assert exit_code == 0 and "list_runs ok" in out and "search ok" in out, out[-3000:]
     listed = out.split("list_runs ok", 1)[1].split("search ok", 1)[0]
@@ -285,7 +370,8 @@ def test_bounds_parse_cuts_any_depth_and_keeps_shallow_json_whole() -> None:
 
 
 def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None:
-    """Recorded live, the deep request keeps its exact bytes, and every reader says why it is cut."""
+    """Recorded live, the deep request keeps its exact bytes, and every reader says why it is
+    cut."""
     from cassettes.recording.pipeline import CassetteWriter
     from cassettes.storage.store import read_records
     from tests.hostile.corpus import _OK, _chat, _deep_param_body
@@ -298,4 +384,8 @@ def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None
         assert any(_DEEP in e for e in rt.analysis_errors), rt.analysis_errors
         (ex,) = read_records(path).exchanges
         assert ex.request_body == body
-        assert ex.request_json()["model"] == "gpt-4o" and ex.request_json_cut and ex.request_cut_reason == _DEEP
+        assert (
+            ex.request_json()["model"] == "gpt-4o"
+            and ex.request_json_cut
+            and ex.request_cut_reason == _DEEP
+        )

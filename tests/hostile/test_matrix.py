@@ -17,12 +17,23 @@ from cassettes.recording.pipeline import CassetteWriter
 from tests.hostile.corpus import PWNED_DIR, build, hostile_exchanges
 from tests.hostile.matrix import COMMANDS, Cell, Zygote, run_cell, warm_argvs
 
-INSPECTED = {"hostile_all_families.jsonl", "deep_args_1000.jsonl", "bad_records.jsonl", "truncated.jsonl"}
+INSPECTED = {
+    "hostile_all_families.jsonl",
+    "deep_args_1000.jsonl",
+    "bad_records.jsonl",
+    "truncated.jsonl",
+}
 #: Known open (issue 13 notes): on the 3,000-delta bomb, `replay` does not start within the timeout
 #: and the inspector's reader peaks near 2 GB. bench/hostile.py still runs and reports them.
 KNOWN_OPEN: set[tuple[str, str]] = set()
 #: Files whose cells take longest (scheduled first).
-SLOW_FILES = {"delta_bomb.jsonl", "bomb_stacked.jsonl", "bomb_br.yaml", "bomb_zstd.mitm", "wrong_types.jsonl"}
+SLOW_FILES = {
+    "delta_bomb.jsonl",
+    "bomb_stacked.jsonl",
+    "bomb_br.yaml",
+    "bomb_zstd.mitm",
+    "wrong_types.jsonl",
+}
 #: Generous: the box is shared and noisy; the bombs this guards against took gigabytes.
 RSS_CEILING_MB = 1024
 
@@ -53,15 +64,18 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Cell]]:
         def cell(job: tuple[str, Path]) -> Cell:
             z = zygotes.get()
             try:
-                return run_cell(job[0], job[1], work, clean, cpu=600 if job[0] == "inspect" else 240, zygote=z)
+                return run_cell(
+                    job[0], job[1], work, clean, cpu=600 if job[0] == "inspect" else 240, zygote=z
+                )
             finally:
                 zygotes.put(z)
 
         try:
-            # A cell hangs when it makes no progress (CPU time, I/O) for STALL seconds, or spends more
-            # CPU time than its budget (a runaway loop): the inspector cells drive every screen of a real
-            # app (about 50 s of CPU each), the others need a few. CPU seconds do not grow with the
-            # machine's load, so a slow cell beside the rest of the suite is never called a hang.
+            # A cell hangs when it makes no progress (CPU time, I/O) for STALL seconds, or spends
+            # more CPU time than its budget (a runaway loop): the inspector cells drive every screen
+            # of a real app (about 50 s of CPU each), the others need a few. CPU seconds do not grow
+            # with the machine's load, so a slow cell beside the rest of the suite is never called a
+            # hang.
             cells = list(pool.map(cell, jobs))
         finally:
             while not zygotes.empty():
@@ -70,7 +84,9 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Cell]]:
 
 
 def test_no_command_crashes_leaks_controls_or_hangs_on_any_hostile_file(matrix: list[Cell]) -> None:
-    bad = [f"{c.command} {c.file}: {', '.join(c.problems)}; told: {c.told}" for c in matrix if not c.ok]
+    bad = [
+        f"{c.command} {c.file}: {', '.join(c.problems)}; told: {c.told}" for c in matrix if not c.ok
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -83,22 +99,35 @@ def test_the_inspector_finds_nothing_unsafe_on_any_screen(matrix: list[Cell]) ->
     inspected = [c for c in matrix if c.command == "inspect"]
     assert {c.file for c in inspected} == INSPECTED
     for c in inspected:
-        assert c.exit == 0 and f"inspect {c.file}: 0 problems;" in "\n".join(c.verdict), (c.file, c.exit, c.verdict, c.told)
+        assert c.exit == 0 and f"inspect {c.file}: 0 problems;" in "\n".join(c.verdict), (
+            c.file,
+            c.exit,
+            c.verdict,
+            c.told,
+        )
     (hostile,) = [c for c in inspected if c.file == "hostile_all_families.jsonl"]
     assert "hostile text shown: True" in hostile.verdict[-1], hostile.verdict
 
 
 def test_memory_stays_bounded(matrix: list[Cell]) -> None:
-    heavy = [f"{c.command} {c.file}: {c.peak_rss_mb:.0f} MB" for c in matrix if c.peak_rss_mb > RSS_CEILING_MB]
+    heavy = [
+        f"{c.command} {c.file}: {c.peak_rss_mb:.0f} MB"
+        for c in matrix
+        if c.peak_rss_mb > RSS_CEILING_MB
+    ]
     assert not heavy, heavy
 
 
 def test_every_bad_file_gets_words_not_silence(matrix: list[Cell]) -> None:
     """A file that is not a readable cassette is named in a message (error or labelled warning)."""
     for c in matrix:
-        if c.file in ("binary.jsonl", "empty.jsonl", "newer_version.jsonl", "yaml_alias_bomb.yaml", "yaml_deep_flow.yaml") and c.command in (
-            "show", "verify", "export --otel", "diff self"
-        ):
+        if c.file in (
+            "binary.jsonl",
+            "empty.jsonl",
+            "newer_version.jsonl",
+            "yaml_alias_bomb.yaml",
+            "yaml_deep_flow.yaml",
+        ) and c.command in ("show", "verify", "export --otel", "diff self"):
             assert c.told, (c.command, c.file)
 
 

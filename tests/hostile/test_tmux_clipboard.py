@@ -31,7 +31,9 @@ def tmux() -> Iterator[Callable[..., str]]:
     sock = f"looptap-clip-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
     def run(*args: str) -> str:
-        done = progress.run(["tmux", "-L", sock, "-f", "/dev/null", *args], capture_output=True, text=True)
+        done = progress.run(
+            ["tmux", "-L", sock, "-f", "/dev/null", *args], capture_output=True, text=True
+        )
         if args[0] == "new-session" and done.returncode:
             raise AssertionError(f"tmux new-session failed: {done.stderr}")
         return done.stdout
@@ -52,27 +54,54 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _session(tmux: Callable[..., str], name: str, command: str) -> None:
     # The option is set in the same tmux call that starts the server; the command waits a moment
     # so that it is in force before anything is printed.
-    tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "45", f"sleep 1; {command}", ";", "set", "-g", "set-clipboard", "on")
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        name,
+        "-x",
+        "160",
+        "-y",
+        "45",
+        f"sleep 1; {command}",
+        ";",
+        "set",
+        "-g",
+        "set-clipboard",
+        "on",
+    )
 
 
 def _wait(tmux: Callable[..., str], name: str, text: str) -> str:
     """The screen once ``text`` is on it: no wall-clock limit, hung only when neither the screen
     nor the programs in tmux make progress."""
-    return progress.wait_screen(lambda: tmux("capture-pane", "-p", "-S", "-", "-t", name), text, pids=progress.tmux_pids(tmux))
+    return progress.wait_screen(
+        lambda: tmux("capture-pane", "-p", "-S", "-", "-t", name),
+        text,
+        pids=progress.tmux_pids(tmux),
+    )
 
 
 def test_the_control_run_shows_this_tmux_takes_an_osc52_write(tmux: Callable[..., str]) -> None:
     _session(tmux, "control", "printf 'x\\033]52;c;cHduZWQ=\\007y\\n'; echo DONE; sleep 30")
     _wait(tmux, "control", "DONE")
     time.sleep(0.3)
-    assert "pwned" in tmux("show-buffer"), "tmux did not take the raw OSC 52 write: the other tests would prove nothing"
+    assert "pwned" in tmux("show-buffer"), (
+        "tmux did not take the raw OSC 52 write: the other tests would prove nothing"
+    )
 
 
 @pytest.mark.parametrize("command", ["show", "textconv"])
-def test_printing_hostile_content_leaves_the_clipboard_and_screen_alone(tmux: Callable[..., str], hostile: Path, command: str) -> None:
+def test_printing_hostile_content_leaves_the_clipboard_and_screen_alone(
+    tmux: Callable[..., str], hostile: Path, command: str
+) -> None:
     if not LOOPTAP.exists():
         pytest.skip("the looptap script is not installed in this environment")
-    _session(tmux, "show", f"echo BEFORE-MARK; {LOOPTAP} {command} {hostile} | tail -n 400; echo AFTER-MARK; sleep 60")
+    _session(
+        tmux,
+        "show",
+        f"echo BEFORE-MARK; {LOOPTAP} {command} {hostile} | tail -n 400; echo AFTER-MARK; sleep 60",
+    )
     screen = _wait(tmux, "show", "AFTER-MARK")
     time.sleep(0.3)
     assert tmux("list-buffers").strip() == "", "the clipboard (a tmux buffer) was written"
@@ -80,7 +109,9 @@ def test_printing_hostile_content_leaves_the_clipboard_and_screen_alone(tmux: Ca
     assert "␛]52" in screen  # the escape is shown, visibly, instead of acted on
 
 
-def test_inspecting_hostile_content_leaves_the_clipboard_alone(tmux: Callable[..., str], hostile: Path) -> None:
+def test_inspecting_hostile_content_leaves_the_clipboard_alone(
+    tmux: Callable[..., str], hostile: Path
+) -> None:
     if not LOOPTAP.exists():
         pytest.skip("the looptap script is not installed in this environment")
     _session(tmux, "inspect", f"{LOOPTAP} inspect {hostile}; echo INSPECT-DONE; sleep 60")
@@ -92,4 +123,5 @@ def test_inspecting_hostile_content_leaves_the_clipboard_alone(tmux: Callable[..
     tmux("send-keys", "-t", "inspect", "q")
     _wait(tmux, "inspect", "INSPECT-DONE")
     assert tmux("list-buffers").strip() == "", "the clipboard (a tmux buffer) was written"
-    assert "[@click=" in screen or "␛" in screen or "evil" in screen, screen  # the hostile text was on screen
+    # the hostile text was on screen
+    assert "[@click=" in screen or "␛" in screen or "evil" in screen, screen

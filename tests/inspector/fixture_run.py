@@ -21,7 +21,9 @@ from cassettes.wire.exchange import Exchange
 
 #: Seconds between the pieces of a re-paced stream.
 PACE = 0.08
-ANSWER = "It is sunny and 21 degrees in Paris today, with a light breeze from the west and clear skies."
+ANSWER = (
+    "It is sunny and 21 degrees in Paris today, with a light breeze from the west and clear skies."
+)
 
 
 def repace(ex: Exchange, pace: float = PACE) -> Exchange:
@@ -44,7 +46,8 @@ def repace(ex: Exchange, pace: float = PACE) -> Exchange:
                 chunks.append(
                     (
                         round(t, 3),
-                        f"event: content_block_delta\ndata: {orjson.dumps(ev).decode()}\n\n".encode(),
+                        "event: content_block_delta\ndata: "
+                        f"{orjson.dumps(ev).decode()}\n\n".encode(),
                     )
                 )
                 t += pace
@@ -74,7 +77,8 @@ def exchanges() -> list[Exchange]:
     )
     a.results('{"temp_c": 21, "sky": "clear"}')
     out.append(repace(a.reply(ANSWER, stream=True, usage=Tokens(380, 30))))
-    # c2: a client that drops a tool result (C), a call that breaks the schema (E), a truncation (A).
+    # c2: a client that drops a tool result (C), a call that breaks the schema (E), a truncation
+    # (A).
     b = Script("anthropic", tools=[WEATHER])
     b.user("Compare the weather in Oslo and Rome.")
     out.append(
@@ -102,7 +106,9 @@ def exchanges() -> list[Exchange]:
         ]
     )
     out.append(
-        b.reply("Oslo is snowy at 4 degrees; Rome's report", finish="max_tokens", usage=Tokens(400, 16))
+        b.reply(
+            "Oslo is snowy at 4 degrees; Rome's report", finish="max_tokens", usage=Tokens(400, 16)
+        )
     )
     b.user("Please finish the comparison.")
     out.append(b.reply("Rome could not be checked; Oslo is snowy and cold.", usage=Tokens(440, 20)))

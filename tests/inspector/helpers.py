@@ -35,7 +35,14 @@ async def loaded(pilot: Pilot[None]) -> InspectorApp:
     app = pilot.app
     assert isinstance(app, InspectorApp)
     await until(pilot, lambda: app.main.complete or app.main.failed)
-    await until(pilot, lambda: app.main.failed or not app.main.reading.index.turns or app.main.reading.request_of is not None)
+    await until(
+        pilot,
+        lambda: (
+            app.main.failed
+            or not app.main.reading.index.turns
+            or app.main.reading.request_of is not None
+        ),
+    )
     await pilot.pause()
     return app
 

@@ -1,5 +1,5 @@
-"""Regenerate the inspector's pictures in docs/ (docs/inspector/*.svg, shown by docs/inspector.md and
-the README): every tab, the help and the search, at 160×45, 100×30 and 80×24. Not a test::
+"""Regenerate the inspector's pictures in docs/ (docs/inspector/*.svg, shown by docs/inspector.md
+and the README): every tab, the help and the search, at 160×45, 100×30 and 80×24. Not a test::
 
     .venv/bin/python tests/inspector/screenshots.py
 
@@ -28,7 +28,9 @@ OUT = ROOT / "docs" / "inspector"
 SIZES = {"wide": (160, 45), "narrow": (100, 30), "compact": (80, 24)}
 
 
-async def shot(path: Path, size: tuple[int, int], seq: int, keys: tuple[str, ...], out: str) -> None:
+async def shot(
+    path: Path, size: tuple[int, int], seq: int, keys: tuple[str, ...], out: str
+) -> None:
     app = build_app(path)
     async with app.run_test(size=size) as pilot:
         await loaded(pilot)
@@ -45,7 +47,10 @@ async def fork_shot(path: Path, size: tuple[int, int], out: str) -> None:
     app = build_app(path)
     async with app.run_test(size=size) as pilot:
         await loaded(pilot)
-        await until(pilot, lambda: bool(app.query("#fork-view")) and app.query_one("#fork-view")._view is not None)  # type: ignore[attr-defined]
+        await until(
+            pilot,
+            lambda: bool(app.query("#fork-view")) and app.query_one("#fork-view")._view is not None,
+        )  # type: ignore[attr-defined]
         await pilot.press("4")
         await pilot.pause(0.5)
         app.save_screenshot(filename=out, path=str(OUT))
@@ -66,7 +71,8 @@ async def main() -> None:
             await shot(run, size, 3, ("3", "down", "down"), f"findings-{name}.svg")
             await shot(run, size, 1, ("question_mark",), f"help-{name}.svg")
             await shot(run, size, 1, ("slash", *"weather", "enter"), f"search-{name}.svg")
-        # A branch (looptap run --from, a what-if edit) beside its origin: the Fork tab, and the edited message.
+        # A branch (looptap run --from, a what-if edit) beside its origin: the Fork tab, and the
+        # edited message.
         branch = fork_fixture.write(Path(tmp))
         await shot(branch, SIZES["wide"], 0, (), "fork-edited-wide.svg")
         await fork_shot(branch, SIZES["wide"], "fork-wide.svg")

@@ -38,7 +38,8 @@ async def test_first_screen_shows_the_turns_and_the_first_turn(run_file: Path) -
         assert [t.seq for t in turns] == [0, 1, 2, 3, 4]
         rows = [turn_line(t, True).plain for t in turns]
         assert rows[0].startswith("#0    c1/0    E  A  C  ")
-        # the dropped result (C, an error) and the truncation (A, a warning): each count by its layer
+        # the dropped result (C, an error) and the truncation (A, a warning): each count by its
+        # layer
         assert "E  A¹ C¹" in rows[3]
         assert rows[0].endswith("310→40")
         assert "→2 calls" in rows[2]
@@ -95,9 +96,15 @@ async def test_conversation_switching(run_file: Path) -> None:
         turn_list = app.query_one(TurnList)
         await pilot.press("c")
         assert app.main.sidebar.conversation == "c1" and [t.seq for t in turn_list.turns] == [0, 1]
-        assert turn_line(turn_list.turns[1], turn_list.show_conversation).plain.startswith("#1    turn 1 ")
+        assert turn_line(turn_list.turns[1], turn_list.show_conversation).plain.startswith(
+            "#1    turn 1 "
+        )
         await pilot.press("c")
-        assert app.main.sidebar.conversation == "c2" and [t.seq for t in turn_list.turns] == [2, 3, 4]
+        assert app.main.sidebar.conversation == "c2" and [t.seq for t in turn_list.turns] == [
+            2,
+            3,
+            4,
+        ]
         assert _selected(app) == 2
         assert app.query_one(ConversationSwitcher).value == "c2"
         await pilot.press("c")
@@ -179,7 +186,10 @@ async def test_restream_reveals_the_text_at_recorded_pace(run_file: Path, clock:
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         await pilot.press("down")
-        await until(pilot, lambda: app.main.reading.request_of == 1 and bool(app.main.player.playback.timeline))
+        await until(
+            pilot,
+            lambda: app.main.reading.request_of == 1 and bool(app.main.player.playback.timeline),
+        )
         pane = app.query_one(EmissionPane)
         await pilot.press("r")
         assert pane.reveal == 0
@@ -188,7 +198,9 @@ async def test_restream_reveals_the_text_at_recorded_pace(run_file: Path, clock:
         await until(pilot, lambda: pane.reveal == len("It is sunny "))
         assert pane.shown_text == "It is sunny "
         assert "▶ streaming 12/" in pane_text(app, "#pane-e")
-        assert "It is sunny" in pane_text(app, "#pane-e") and "Paris today" not in pane_text(app, "#pane-e")
+        assert "It is sunny" in pane_text(app, "#pane-e") and "Paris today" not in pane_text(
+            app, "#pane-e"
+        )
         await pilot.press("plus")  # 2×: the position is kept, the rest comes twice as fast
         assert app.main.speed == 2.0
         clock.advance(4 * PACE / 2)
@@ -209,7 +221,9 @@ async def test_play_steps_through_turns_and_pauses(run_file: Path, clock: FakeCl
         await until(pilot, lambda: pane.reveal == 0)  # turn 0 was streamed: it re-streams first
         assert "▶ playing" in plain(app.query_one("#playback", Static))
         clock.advance(10.0)
-        await until(pilot, lambda: pane.reveal is None and app.main.player.playback.advance_at is not None)
+        await until(
+            pilot, lambda: pane.reveal is None and app.main.player.playback.advance_at is not None
+        )
         assert _selected(app) == 0
         clock.advance(1.1)  # the dwell after the text
         await until(pilot, lambda: _selected(app) == 1)
@@ -241,7 +255,9 @@ async def test_play_pauses_at_the_end_of_the_list(run_file: Path, clock: FakeClo
         assert "end of the turn list" in plain(app.query_one("#playback", Static))
 
 
-async def test_live_follow_shows_new_turns_as_the_file_grows(run_file: Path, tmp_path: Path) -> None:
+async def test_live_follow_shows_new_turns_as_the_file_grows(
+    run_file: Path, tmp_path: Path
+) -> None:
     lines = run_file.read_bytes().splitlines(keepends=True)
     live = tmp_path / "live.jsonl"
     recorder = Recording(live)
@@ -266,13 +282,17 @@ async def test_live_follow_shows_new_turns_as_the_file_grows(run_file: Path, tmp
         recorder.close()
 
 
-async def test_live_follow_waits_for_the_file_and_fills_in_results(run_file: Path, tmp_path: Path) -> None:
+async def test_live_follow_waits_for_the_file_and_fills_in_results(
+    run_file: Path, tmp_path: Path
+) -> None:
     lines = run_file.read_bytes().splitlines(keepends=True)
     live = tmp_path / "live.jsonl"
     app = build_app(live, live=True)  # `looptap run --inspect`: the recorder has not written yet
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.5)
-        assert app.main.failed is None and "waiting for live.jsonl to be created" in pane_text(app, "#messages")
+        assert app.main.failed is None and "waiting for live.jsonl to be created" in pane_text(
+            app, "#messages"
+        )
         with Recording(live) as recorder:
             recorder.write(lines[0])  # the header alone
             await until(pilot, lambda: "waiting for the first turn" in pane_text(app, "#messages"))
@@ -310,7 +330,9 @@ async def test_bad_files_give_a_message_on_screen(tmp_path: Path) -> None:
         assert app.return_code in (0, None)
 
 
-async def test_truncated_file_shows_what_it_has_with_a_notice(run_file: Path, tmp_path: Path) -> None:
+async def test_truncated_file_shows_what_it_has_with_a_notice(
+    run_file: Path, tmp_path: Path
+) -> None:
     data = run_file.read_bytes()
     torn = tmp_path / "torn.jsonl"
     torn.write_bytes(data[:-300])
@@ -321,7 +343,8 @@ async def test_truncated_file_shows_what_it_has_with_a_notice(run_file: Path, tm
         status = plain(app.query_one("#run-status", Static))
         assert "truncated: the last record was cut off" in status and "1 problem" in status
         assert any(
-            "torn last record" in n.message and n.title == "truncated file" for n in app._notifications
+            "torn last record" in n.message and n.title == "truncated file"
+            for n in app._notifications
         )
 
 
@@ -384,7 +407,9 @@ async def test_tiny_and_huge_terminals(run_file: Path) -> None:
         assert ANSWER[:20] in pane_text(app, "#pane-e")
 
 
-async def test_down_from_the_search_input_then_enter_jumps_as_the_dialog_says(run_file: Path) -> None:
+async def test_down_from_the_search_input_then_enter_jumps_as_the_dialog_says(
+    run_file: Path,
+) -> None:
     app = build_app(run_file)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
@@ -396,12 +421,15 @@ async def test_down_from_the_search_input_then_enter_jumps_as_the_dialog_says(ru
         await until(pilot, lambda: bool(screen._hits))
         await pilot.press("slash")  # from the matches back to the query
         assert isinstance(app.focused, Input)
-        await pilot.press("down", "enter")  # ↓ from the query moves to the matches, as the border says
+        # ↓ from the query moves to the matches, as the border says
+        await pilot.press("down", "enter")
         assert not isinstance(app.screen, SearchScreen)
         assert _selected(app) == 3
 
 
-async def test_in_the_search_dialog_n_types_and_after_enter_moves_to_the_next_match(run_file: Path) -> None:
+async def test_in_the_search_dialog_n_types_and_after_enter_moves_to_the_next_match(
+    run_file: Path,
+) -> None:
     """Issue 43: inside the `/` dialog `n` typed into the box while the key table read as if it
     moved to the next match. In the query every key types; enter searches and moves to the
     matches, where `n`/`N` move; the help screen, the border and the docs say so."""
@@ -418,7 +446,9 @@ async def test_in_the_search_dialog_n_types_and_after_enter_moves_to_the_next_ma
         hits = screen.query_one("#search-hits", OptionList)
         await pilot.pause()
         assert app.focused is hits  # enter moved focus to the matches
-        assert hits.highlighted == 0 and "n N ↓ ↑: next/prev match" in str(screen.query_one("#search-box").border_subtitle)
+        assert hits.highlighted == 0 and "n N ↓ ↑: next/prev match" in str(
+            screen.query_one("#search-box").border_subtitle
+        )
         await pilot.press("n")
         assert hits.highlighted == 1 and query.value == "snow"  # the next match; nothing typed
         await pilot.press("n", "n", "n")
@@ -436,9 +466,14 @@ async def test_in_the_search_dialog_n_types_and_after_enter_moves_to_the_next_ma
         help_text = " ".join(plain(s) for s in app.screen.query(Static))
         assert "Search (/): the query takes every key typed, enter searches" in help_text
         assert "In the matches (after enter): the next match" in help_text
-        assert "After a search (/, a query, enter; the dialog closed): jump to the next" in help_text
+        assert (
+            "After a search (/, a query, enter; the dialog closed): jump to the next" in help_text
+        )
     docs = (Path(__file__).resolve().parents[2] / "docs" / "inspector.md").read_text()
-    assert "In the dialog the query takes every key typed (`n` too); `enter` searches and moves to the matches, where `n` `N`" in docs
+    assert (
+        "In the dialog the query takes every key typed (`n` too); `enter` searches and moves to "
+        "the matches, where `n` `N`" in docs
+    )
 
 
 async def test_a_shows_all_messages_from_wherever_focus_is(run_file: Path) -> None:
@@ -455,10 +490,15 @@ async def test_a_shows_all_messages_from_wherever_focus_is(run_file: Path) -> No
         assert messages.show_all is False
 
 
-OPENAI_STREAM = Path("/work/shared/corpus/pydantic-ai/tests/models/cassettes/test_openai/test_run_stream_sync_streams_real_model.yaml")
+OPENAI_STREAM = Path(
+    "/work/shared/corpus/pydantic-ai/tests/models/cassettes/test_openai/"
+    "test_run_stream_sync_streams_real_model.yaml"
+)
 
 
-async def test_an_openai_turn_names_its_results_and_shows_its_system_prompt_once(tmp_path: Path) -> None:
+async def test_an_openai_turn_names_its_results_and_shows_its_system_prompt_once(
+    tmp_path: Path,
+) -> None:
     """OpenAI's tool messages carry no tool name: the result is named after the call it answers;
     a system prompt that travels in the history is shown there, not pinned above it as well."""
     import orjson
@@ -467,7 +507,11 @@ async def test_an_openai_turn_names_its_results_and_shows_its_system_prompt_once
     from cassettes.storage.vcr import load_vcr
 
     corpus = Path(__file__).resolve().parents[2] / "tests" / "corpus"
-    src = OPENAI_STREAM if OPENAI_STREAM.exists() else next(corpus.rglob("test_run_stream_sync_streams_real_model.yaml"), None)
+    src = (
+        OPENAI_STREAM
+        if OPENAI_STREAM.exists()
+        else next(corpus.rglob("test_run_stream_sync_streams_real_model.yaml"), None)
+    )
     if src is None:
         pytest.skip("the OpenAI streaming recording is not available")
     exchanges = load_vcr(src)
@@ -493,9 +537,21 @@ async def test_an_openai_turn_names_its_results_and_shows_its_system_prompt_once
 #: Machado, Oliveira & Fernandes (2009), severity 1.0, on linear RGB.
 CVD = {
     "normal": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)),
-    "protanopia": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216), (-0.003882, -0.048116, 1.051998)),
-    "deuteranopia": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413), (-0.011820, 0.042940, 0.968881)),
-    "tritanopia": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602), (0.004733, 0.691367, 0.303900)),
+    "protanopia": (
+        (0.152286, 1.052583, -0.204868),
+        (0.114503, 0.786281, 0.099216),
+        (-0.003882, -0.048116, 1.051998),
+    ),
+    "deuteranopia": (
+        (0.367322, 0.860646, -0.227968),
+        (0.280085, 0.672501, 0.047413),
+        (-0.011820, 0.042940, 0.968881),
+    ),
+    "tritanopia": (
+        (1.255528, -0.076749, -0.178779),
+        (-0.078411, 0.930809, 0.147602),
+        (0.004733, 0.691367, 0.303900),
+    ),
 }
 
 
@@ -511,7 +567,11 @@ def _simulate(c: Any, m: tuple[tuple[float, ...], ...]) -> tuple[float, float, f
 
 def _lab(rgb: tuple[float, float, float]) -> tuple[float, float, float]:
     r, g, b = rgb
-    x, y, z = 0.4124 * r + 0.3576 * g + 0.1805 * b, 0.2126 * r + 0.7152 * g + 0.0722 * b, 0.0193 * r + 0.1192 * g + 0.9505 * b
+    x, y, z = (
+        0.4124 * r + 0.3576 * g + 0.1805 * b,
+        0.2126 * r + 0.7152 * g + 0.0722 * b,
+        0.0193 * r + 0.1192 * g + 0.9505 * b,
+    )
 
     def f(t: float) -> float:
         return t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116
@@ -536,7 +596,18 @@ async def test_growth_segments_are_drawn_in_their_legend_colours(run_file: Path)
         await loaded(pilot)
         await pilot.press("2")
         chart = app.query_one(GrowthChart)
-        bar = GrowthBar(seq=0, turn=0, system=10, tools=10, history=10, tool_results=10, new=10, output=10, cumulative_cost=Decimal("0.01"), source="reported")
+        bar = GrowthBar(
+            seq=0,
+            turn=0,
+            system=10,
+            tools=10,
+            history=10,
+            tool_results=10,
+            new=10,
+            output=10,
+            cumulative_cost=Decimal("0.01"),
+            source="reported",
+        )
         chart.show_bars([bar], "test")
         chart.plt.plotsize(40, 30)
         drawn: list[int] = []
@@ -547,7 +618,9 @@ async def test_growth_segments_are_drawn_in_their_legend_colours(run_file: Path)
         drawn.reverse()  # bottom (system) first
         assert drawn == [code for _, code in SERIES]
         legend = legend_text()
-        swatches = [span.style for span in legend.spans if legend.plain[span.start : span.end] == "\u2588"]
+        swatches = [
+            span.style for span in legend.spans if legend.plain[span.start : span.end] == "\u2588"
+        ]
         assert [s.color.number for s in swatches] == drawn  # type: ignore[union-attr]
         for system in (ColorSystem.STANDARD, ColorSystem.EIGHT_BIT, ColorSystem.TRUECOLOR):
             shown = [s.color.downgrade(system) for s in swatches]  # type: ignore[union-attr]
@@ -579,13 +652,17 @@ async def test_narrow_terminal_shows_the_layers_as_tabs(run_file: Path) -> None:
         assert app.main.turn_pane.view == "E" and "E.arguments_schema" in pane_text(app, "#pane-e")
         await pilot.press("j")  # #3: an A warning and a C error: the error's layer comes up
         await until(pilot, lambda: app.main.reading.request_of == 3)
-        assert app.main.turn_pane.view == "C" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-c"]
+        assert app.main.turn_pane.view == "C" and [
+            p.id for p in app.query("LayerPane") if p.display
+        ] == ["pane-c"]
         labels = [str(t.label) for t in app.query("#layer-tabs Tab") if t.display]
         assert labels == ["E emission ok", "A API verdict ▲1", "C client ✖1"]
         await pilot.press("l")
         assert app.main.turn_pane.view == "E"
         await pilot.click("#layer-A")
-        assert app.main.turn_pane.view == "A" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-a"]
+        assert app.main.turn_pane.view == "A" and [
+            p.id for p in app.query("LayerPane") if p.display
+        ] == ["pane-a"]
         assert "A.truncated_length" in pane_text(app, "#pane-a")
         await pilot.press("j")  # #4: only a C warning; A, shown, has none: C comes up
         await until(pilot, lambda: app.main.reading.request_of == 4)
@@ -605,7 +682,9 @@ async def test_wide_terminal_shows_the_three_layers_side_by_side(run_file: Path)
         assert app.focused is not None and app.focused.id == "pane-a"
 
 
-async def test_the_title_bar_keeps_the_counts_whole_with_a_long_file_name(run_file: Path, tmp_path: Path) -> None:
+async def test_the_title_bar_keeps_the_counts_whole_with_a_long_file_name(
+    run_file: Path, tmp_path: Path
+) -> None:
     long = tmp_path / ("an-agent-run-recorded-overnight-with-a-very-long-name-" * 3 + "end.jsonl")
     long.write_bytes(run_file.read_bytes())
     app = build_app(long)

@@ -1,7 +1,8 @@
 """Issue 42, "one branch, one numbering": a branch (``looptap run --from RUN@turn=1``) keeps its
 origin's turn numbers everywhere. One branch turn (the branch's second round trip, #1: the origin's
-turn 2) read through ``show``, ``show --json``, ``show --turn``, the inspector's turn list, ``diff``,
-MCP (``fork_diff`` and ``turn``) and a pytest test forked with the marker: the same number, 2.
+turn 2) read through ``show``, ``show --json``, ``show --turn``, the inspector's turn list,
+``diff``, MCP (``fork_diff`` and ``turn``) and a pytest test forked with the marker: the same
+number, 2.
 
 The branch file is written here with the header a fork writes (``fork.write_branch_header``'s
 ``meta.origin``); tests/replay/test_fork.py checks the same numbers on a real fork through the
@@ -26,14 +27,21 @@ pytest_plugins = ["pytester"]
 
 SYSTEM = {"role": "system", "content": "Use the weather tool."}
 USER = {"role": "user", "content": "Weather in Paris, then somewhere warm?"}
-WEATHER = {"Paris": "sunny, 21 C in Paris", "Lyon": "sunny, 19 C in Lyon", "Nice": "sunny, 24 C in Nice"}
+WEATHER = {
+    "Paris": "sunny, 21 C in Paris",
+    "Lyon": "sunny, 19 C in Lyon",
+    "Nice": "sunny, 24 C in Nice",
+}
 
 
 def branch_exchanges() -> list[Exchange]:
     """From turn 1, live on another model: Nice instead of Lyon, then the answer (no edit)."""
     h1 = [SYSTEM, USER, tool_call("call_A1", "Paris"), tool_result("call_A1", WEATHER["Paris"])]
     h2 = [*h1, tool_call("call_B1", "Nice"), tool_result("call_B1", WEATHER["Nice"])]
-    return [chat_exchange(h1, answer_body(None, ("call_B1", "Nice")), "gpt-4o-mini"), chat_exchange(h2, answer_body("Go to Nice."), "gpt-4o-mini")]
+    return [
+        chat_exchange(h1, answer_body(None, ("call_B1", "Nice")), "gpt-4o-mini"),
+        chat_exchange(h2, answer_body("Go to Nice."), "gpt-4o-mini"),
+    ]
 
 
 def write_pair(folder: Path) -> tuple[Path, Path]:
@@ -41,7 +49,9 @@ def write_pair(folder: Path) -> tuple[Path, Path]:
     with CassetteWriter(run) as w:
         for ex in origin():
             w.append(ex)
-    meta = origin_meta(ForkSource(run, parse_cursor("turn=1")), "gpt-4o-mini", {"c1": 1}, [], {"c1": 1}, branch)
+    meta = origin_meta(
+        ForkSource(run, parse_cursor("turn=1")), "gpt-4o-mini", {"c1": 1}, [], {"c1": 1}, branch
+    )
     with CassetteWriter(branch, meta={"source": "looptap run --from", "origin": meta}) as w:
         for ex in branch_exchanges():
             w.append(ex)
@@ -68,7 +78,7 @@ def test_forked(looptap):
             {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
         msgs += [{"role": "tool", "tool_call_id": c.id, "content": WEATHER[__import__("json").loads(c.function.arguments)["city"]]} for c in m.tool_calls]
     assert m.content == "the recorded answer"  # fails: the test's web page shows the run as served
-'''.replace("__WEATHER__", repr(WEATHER))
+'''.replace("__WEATHER__", repr(WEATHER))  # noqa: E501
 
 
 def _pytest_turn(pytester: pytest.Pytester, run: Path, monkeypatch: pytest.MonkeyPatch) -> int:
@@ -77,7 +87,11 @@ def _pytest_turn(pytester: pytest.Pytester, run: Path, monkeypatch: pytest.Monke
     from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
     def new_model(req: ScriptedRequest) -> Reply:
-        return Reply.tool("get_weather", {"city": "Nice"}) if len(req.tool_results()) == 1 else Reply.say("Go to Nice.")
+        return (
+            Reply.tool("get_weather", {"city": "Nice"})
+            if len(req.tool_results()) == 1
+            else Reply.say("Go to Nice.")
+        )
 
     for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "HTTP_PROXY", "HTTPS_PROXY", "CI"):
         monkeypatch.delenv(k, raising=False)
@@ -86,13 +100,16 @@ def _pytest_turn(pytester: pytest.Pytester, run: Path, monkeypatch: pytest.Monke
     (pytester.path / "run.jsonl").write_bytes(run.read_bytes())
     with ScriptedUpstream(new_model) as fake:
         monkeypatch.setenv("FAKE_NEW_MODEL", fake.url)
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=none")
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=none"
+        )
     result.assert_outcomes(failed=1)
     assert len(fake.log) == 2  # turns 1 and 2 live
     out = result.stdout.str()
     pages = re.findall(r"looptap: the run as a web page: (\S+\.html)", out)
     assert pages, out
-    return _page_turn(Path(pages[0]).read_text(), 2)  # the run as served: #0 replayed, #1 and #2 live
+    # the run as served: #0 replayed, #1 and #2 live
+    return _page_turn(Path(pages[0]).read_text(), 2)
 
 
 def _page_turn(page: str, seq: int) -> int:
@@ -104,8 +121,12 @@ def _page_turn(page: str, seq: int) -> int:
     return int(found.group(1))
 
 
-def test_one_branch_turn_has_the_same_number_everywhere(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                          pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_branch_turn_has_the_same_number_everywhere(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from cassettes.cli import main
 
     run, branch = write_pair(tmp_path)
@@ -115,7 +136,14 @@ def test_one_branch_turn_has_the_same_number_everywhere(tmp_path: Path, capsys: 
     assert main(["show", str(branch)]) == 0
     out = capsys.readouterr().out
     assert "branch of " in out and "run.jsonl at turn=1" in out, out[:500]
-    seen["show"] = int(re.search(r"^#1  c1/turn (\d+)", out, re.M).group(1))  # type: ignore[union-attr]
+    seen["show"] = int(
+        re.search(
+            r"^#1  c1/"
+            r"turn (\d+)",
+            out,
+            re.M,
+        ).group(1)
+    )  # type: ignore[union-attr]
 
     # show --json
     assert main(["show", str(branch), "--json"]) == 0
@@ -147,7 +175,13 @@ def test_one_branch_turn_has_the_same_number_everywhere(tmp_path: Path, capsys: 
     # diff: the branch's #1 lined up with the origin's turn
     assert main(["diff", str(run), str(branch)]) == 1
     out = capsys.readouterr().out
-    seen["diff"] = int(re.search(r"turn (\d+) \(seq \d+ ↔ 1\)", out).group(1))  # type: ignore[union-attr]
+    seen["diff"] = int(
+        re.search(
+            r"turn (\d+) \(seq \d+ ↔ "
+            r"1\)",
+            out,
+        ).group(1)
+    )  # type: ignore[union-attr]
     assert main(["diff", str(run), str(branch), "--json"]) == 1
     doc = orjson.loads(capsys.readouterr().out)
     assert {d["turn"] for d in doc["divergences"] if d["seq_b"] == 1} == {seen["diff"]}
@@ -158,7 +192,9 @@ def test_one_branch_turn_has_the_same_number_everywhere(tmp_path: Path, capsys: 
 
     runs = Runs([str(tmp_path)])
     answer = fork_diff(runs, str(branch))
-    seen["mcp fork_diff"] = next(d["turn"] for d in answer["recorded"]["divergences"] if d["seq_branch"] == 1)
+    seen["mcp fork_diff"] = next(
+        d["turn"] for d in answer["recorded"]["divergences"] if d["seq_branch"] == 1
+    )
     by_number = runs.turn(str(branch), conversation="c1", turn=2)
     assert by_number["seq"] == 1, by_number
     seen["mcp turn"] = runs.turn(str(branch), seq=1)["turn"]

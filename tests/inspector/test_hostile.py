@@ -1,9 +1,9 @@
-"""The inspector on a cassette whose every shown field is hostile (terminal escapes, bidi, Rich/Textual
-markup and action strings): the findings cells and toasts built from wire text show markup literally.
-Every tab, every turn, findings, search, help and the command palette visited, then every widget in
-the DOM walked (nothing rendered holds a raw control, no markup interpreted, the literal
-``[@click=app.quit]`` visible, the app still running, no screenshot file written): the hostile
-matrix's inspect cells (tests/hostile/test_matrix.py), on this same file among others."""
+"""The inspector on a cassette whose every shown field is hostile (terminal escapes, bidi,
+Rich/Textual markup and action strings): the findings cells and toasts built from wire text show
+markup literally. Every tab, every turn, findings, search, help and the command palette visited,
+then every widget in the DOM walked (nothing rendered holds a raw control, no markup interpreted,
+the literal ``[@click=app.quit]`` visible, the app still running, no screenshot file written): the
+hostile matrix's inspect cells (tests/hostile/test_matrix.py), on this same file among others."""
 
 from __future__ import annotations
 
@@ -41,16 +41,20 @@ def test_wire_text_is_cleaned_and_never_markup() -> None:
 
 
 # Every widget on every screen, driven over the same file (every hostile family): the hostile
-# matrix's inspect cell (tests/hostile/test_matrix.py::test_the_inspector_finds_nothing_unsafe_on_any_screen)
-# runs tests/hostile/drive_inspector.py's drive() on it, in a process of its own, and checks its verdict.
+# matrix's inspect cell
+# (tests/hostile/test_matrix.py::test_the_inspector_finds_nothing_unsafe_on_any_screen) runs
+# tests/hostile/drive_inspector.py's drive() on it, in a process of its own, and checks its verdict.
 
 
-async def test_findings_cells_and_toasts_show_markup_literally(hostile_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_findings_cells_and_toasts_show_markup_literally(
+    hostile_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     app = InspectorApp(hostile_file)
     # Pilot hides toasts and tooltips unless asked: here they are rendered and walked.
     async with app.run_test(size=(160, 45), notifications=True, tooltips=True) as pilot:
-        await until(pilot, lambda: app.main.complete or app.main.failed)  # hung only when nothing progresses
+        # hung only when nothing progresses
+        await until(pilot, lambda: app.main.complete or app.main.failed)
         # A toast built from wire text: [type=x] once crashed the TUI with a MarkupError.
         # (Kept up for an hour: on a busy machine the default few seconds ran out before they
         # were read. Waited for by state, not by pauses.)
@@ -61,9 +65,16 @@ async def test_findings_cells_and_toasts_show_markup_literally(hostile_file: Pat
         app.query_one("#tabs").active = "findings"  # type: ignore[attr-defined]
         await until(pilot, lambda: any(t.row_count for t in app.screen.query(DataTable)))
         await pilot.pause()
-        cells = [str(c) for t in app.screen.query(DataTable) for row in range(t.row_count) for c in t.get_row_at(row)]
+        cells = [
+            str(c)
+            for t in app.screen.query(DataTable)
+            for row in range(t.row_count)
+            for c in t.get_row_at(row)
+        ]
         assert any("[@click=" in c for c in cells), cells[:5]
-        lines = [line for w in app.screen.walk_children(with_self=True) for line in rendered_lines(w)]
+        lines = [
+            line for w in app.screen.walk_children(with_self=True) for line in rendered_lines(w)
+        ]
         toasts = " ".join(line for t in app.screen.query(Toast) for line in rendered_lines(t))
         assert "tool failed" in toasts and "title test" in toasts
         assert "[@click=app.quit]Q[/] [type=x]␛[2J" in toasts, toasts

@@ -1,5 +1,6 @@
-"""Issue 48: the inspector of a finished run takes the analysis an earlier reader kept (its whole-file
-read is then no analysis at all: docs/kept-analysis.md), and shows the same turns and findings."""
+"""Issue 48: the inspector of a finished run takes the analysis an earlier reader kept (its
+whole-file read is then no analysis at all: docs/kept-analysis.md), and shows the same turns and
+findings."""
 
 from __future__ import annotations
 
@@ -23,11 +24,15 @@ async def _seen(path: Path) -> tuple[list[str], list[tuple[str, int | None]]]:
         await loaded(pilot)
         turn_list = app.query_one(TurnList)
         rows = [turn_line(t, True, 150).plain for t in turn_list.turns]
-        findings = sorted((f.code, f.seq) for s in app.main.reading.source.summaries.values() for f in s.findings)
+        findings = sorted(
+            (f.code, f.seq) for s in app.main.reading.source.summaries.values() for f in s.findings
+        )
         return rows, findings
 
 
-async def test_the_inspector_of_a_finished_run_takes_its_kept_analysis(run_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_inspector_of_a_finished_run_takes_its_kept_analysis(
+    run_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "run.jsonl"
     path.write_bytes(run_file.read_bytes())
     monkeypatch.setattr(kept, "MIN_BYTES", 0)

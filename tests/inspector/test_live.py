@@ -60,12 +60,15 @@ async def test_space_at_the_end_of_a_live_run_waits_for_the_next_turn(
             await until(pilot, lambda: app.main.reading.request_of == 1)
             await pilot.press("space")
 
-            def at_the_end() -> bool:  # time passes: the stream, then the dwell, then the end of the list
+            # time passes: the stream, then the dwell, then the end of the list
+            def at_the_end() -> bool:
                 clock.advance(5)
                 return app.main.waiting
 
             await until(pilot, at_the_end)
-            assert app.main.playing and "waiting for the next turn" in plain(app.query_one("#playback", Static))
+            assert app.main.playing and "waiting for the next turn" in plain(
+                app.query_one("#playback", Static)
+            )
             rec.write(lines[3])
             await until(pilot, lambda: app.query_one(TurnList).selected_seq == 2)
             assert app.main.playing and not app.main.waiting
@@ -112,7 +115,9 @@ def test_a_cassette_writer_marks_its_file_as_being_written(tmp_path: Path) -> No
     assert not being_written(path)
 
 
-def test_plain_inspect_follows_a_recording_in_progress(run_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plain_inspect_follows_a_recording_in_progress(
+    run_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`looptap inspect FILE` on a file a recorder has open follows it (as `--live` does) instead of
     reading what is there and saying "no turns yet"."""
     import inspector.app
@@ -138,17 +143,23 @@ def test_plain_inspect_follows_a_recording_in_progress(run_file: Path, tmp_path:
     assert seen == [True, False, False]
 
 
-async def test_a_live_run_without_turns_says_so_and_that_it_waits(run_file: Path, tmp_path: Path) -> None:
+async def test_a_live_run_without_turns_says_so_and_that_it_waits(
+    run_file: Path, tmp_path: Path
+) -> None:
     live = tmp_path / "live.jsonl"
     with Recording(live) as rec:
         rec.write(_lines(run_file)[0])
         app = build_app(live, live=True)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: "no turns yet" in plain(app.query_one("#messages Static", Static)))
+            await until(
+                pilot, lambda: "no turns yet" in plain(app.query_one("#messages Static", Static))
+            )
             assert "waiting for the first turn" in plain(app.query_one("#messages Static", Static))
 
 
-async def test_r_in_the_narrow_layout_streams_where_it_can_be_seen(run_file: Path, clock: FakeClock) -> None:
+async def test_r_in_the_narrow_layout_streams_where_it_can_be_seen(
+    run_file: Path, clock: FakeClock
+) -> None:
     for size in ((100, 30), (80, 24)):
         app = build_app(run_file, clock=clock)
         async with app.run_test(size=size) as pilot:
@@ -161,7 +172,9 @@ async def test_r_in_the_narrow_layout_streams_where_it_can_be_seen(run_file: Pat
             assert app.query_one("#pane-e").display
 
 
-def test_inspect_of_a_missing_file_fails_before_the_ui_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_inspect_of_a_missing_file_fails_before_the_ui_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import inspector.app
     from cassettes.cli import main
 
@@ -175,18 +188,24 @@ def test_inspect_of_a_missing_file_fails_before_the_ui_in_one_line(tmp_path: Pat
         assert err.count("\n") == 1 and "cannot open" in err and why in err, err
 
 
-async def test_a_concatenated_file_is_refused_on_screen_as_the_run_refuses_it(run_file: Path, tmp_path: Path) -> None:
+async def test_a_concatenated_file_is_refused_on_screen_as_the_run_refuses_it(
+    run_file: Path, tmp_path: Path
+) -> None:
     """`cat a.jsonl b.jsonl`: the core refuses a second header; the inspector says what it says."""
     joined = tmp_path / "joined.jsonl"
     joined.write_bytes(run_file.read_bytes() * 2)
     app = build_app(joined)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.main.failed is not None or app.main.complete)
-        assert app.main.failed is not None and "cassettes joined" in app.main.failed, app.main.failed
+        assert app.main.failed is not None and "cassettes joined" in app.main.failed, (
+            app.main.failed
+        )
         assert "several cassettes joined" in plain(app.query_one("#error-view", Static))
 
 
-async def test_a_run_reporting_seqs_twice_shows_one_row_per_seq_and_agrees_everywhere(run_file: Path, tmp_path: Path) -> None:
+async def test_a_run_reporting_seqs_twice_shows_one_row_per_seq_and_agrees_everywhere(
+    run_file: Path, tmp_path: Path
+) -> None:
     """Records of one run appended again (no second header): the run reports each seq twice; the
     list, the status line and the detail pane show the same turns (issue 32: duplicate `#0`, a
     status bar disagreeing with the list, a detail pane not following `G`)."""
@@ -203,7 +222,9 @@ async def test_a_run_reporting_seqs_twice_shows_one_row_per_seq_and_agrees_every
         await pilot.press("G")
         await until(pilot, lambda: app.main.reading.request_of == 4)
         summary = app.main.reading.source.summaries[4]
-        assert f"#4 {summary.conversation}/turn {summary.index}" in plain(app.query_one("#playback", Static))
+        assert f"#4 {summary.conversation}/turn {summary.index}" in plain(
+            app.query_one("#playback", Static)
+        )
         assert any(n.title == "repeated turns" for n in app._notifications)
         convs = {app.main.reading.source.summaries[s].conversation for s in seqs}
         assert set(app.main.reading.index.conv) == convs

@@ -29,7 +29,11 @@ async def test_the_server_side_is_shown_under_the_models_call(tmp_path: Path, me
         await loaded(pilot)
         text = pane_text(app, "#pane-e")
         assert "mcp__weather__get_weather" in text
-        line = "⇄ MCP server #4 ran get_weather" + ("" if meta else ", linked by tool and arguments") + " → sunny, 21 C"
+        line = (
+            "⇄ MCP server #4 ran get_weather"
+            + ("" if meta else ", linked by tool and arguments")
+            + " → sunny, 21 C"
+        )
         assert line in text, text
         assert "↩ next turn's result: sunny, 21 C" in text
 

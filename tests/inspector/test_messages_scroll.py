@@ -36,7 +36,8 @@ def _first_new_line(view: MessagesView) -> int:
 
 
 def _gate(monkeypatch: pytest.MonkeyPatch, name: str) -> threading.Event:
-    """Hold the worker that reads ``name`` (``read_panes`` / ``read_turn``) for turn SEQ until set."""
+    """Hold the worker that reads ``name`` (``read_panes`` / ``read_turn``) for turn SEQ until
+    set."""
     gate = threading.Event()
     real = getattr(app_module, name)
 
@@ -66,17 +67,23 @@ async def _open(app: InspectorApp, pilot: Any, first: str, gate: threading.Event
 
 
 @pytest.mark.parametrize("first", ["request", "panes"])
-async def test_opens_on_the_new_messages_whichever_worker_answers_first(run_file: Path, monkeypatch: pytest.MonkeyPatch, first: str) -> None:
+async def test_opens_on_the_new_messages_whichever_worker_answers_first(
+    run_file: Path, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
     gate = _gate(monkeypatch, "read_panes" if first == "request" else "read_turn")
     app = build_app(run_file)
     async with app.run_test(size=NARROW) as pilot:
         view = await _open(app, pilot, first, gate)
         want = _first_new_line(view)
         assert want > 0 and view.max_scroll_y >= want, (want, view.max_scroll_y)
-        assert view.scroll_y == want, f"the view shows line {view.scroll_y}, the first new message is at {want}"
+        assert view.scroll_y == want, (
+            f"the view shows line {view.scroll_y}, the first new message is at {want}"
+        )
 
 
-async def test_a_user_scroll_is_kept_through_a_change_of_layout(run_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_user_scroll_is_kept_through_a_change_of_layout(
+    run_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     gate = _gate(monkeypatch, "read_panes")
     app = build_app(run_file)
     async with app.run_test(size=NARROW) as pilot:

@@ -203,7 +203,10 @@ def test_playing_during_a_restream_carries_it_on() -> None:
 
 
 def test_playback_imports_no_textual() -> None:
-    code = "import sys, inspector.playback; print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))"
+    code = (
+        "import sys, inspector.playback; print(sorted(m for "
+        "m in sys.modules if m.split('.')[0] == 'textual'))"
+    )
     out = progress.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )

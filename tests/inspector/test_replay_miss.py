@@ -25,6 +25,14 @@ async def test_a_replay_miss_reads_as_the_clients_divergence(tmp_path: Path) -> 
         await pilot.press("down")
         await until(pilot, lambda: shown(app, 1))
         a, c = pane_text(app, "#pane-a"), pane_text(app, "#pane-c")
-        assert "A.http_error" not in a and "looptap_replay_miss" not in a and "answered by looptap's replay, not the API" in a, a
-        assert "C.diverged_from_recording" in c and "C: the tool result for call_A1 changed (messages[3].content)" in " ".join(c.split()), c
+        assert (
+            "A.http_error" not in a
+            and "looptap_replay_miss" not in a
+            and "answered by looptap's replay, not the API" in a
+        ), a
+        assert (
+            "C.diverged_from_recording" in c
+            and "C: the tool result for call_A1 changed (messages[3].content)"
+            in " ".join(c.split())
+        ), c
         assert 'messages[3].content: recorded "sunny, 21 C", got "rainy, 9 C"' in c, c

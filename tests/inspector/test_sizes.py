@@ -43,13 +43,17 @@ async def test_80x24_is_a_layout_of_its_own(run_file: Path) -> None:
         app.query_one(TurnList).select_seq(3)
         await until(pilot, lambda: app.main.reading.request_of == 3)
         labels = _tab_labels(app)
-        assert [lab.split()[-1] for lab in labels] == ["Messages", "ok", "▲1", "✖1"] or labels[0] == "Msgs", labels
+        assert [lab.split()[-1] for lab in labels] == ["Messages", "ok", "▲1", "✖1"] or labels[
+            0
+        ] == "Msgs", labels
         assert all(_on_screen(app, t) for t in app.query("#layer-tabs Tab") if t.display)
         rows = [turn_line(t, True, turn_list.size.width).plain for t in turn_list.turns]
         assert "max_tokens" in rows[3] and "→2 calls" in rows[2], rows
 
 
-async def test_at_80x24_the_turn_list_takes_only_the_rows_it_needs_and_the_a_pane_fits(run_file: Path, demo_file: Path) -> None:
+async def test_at_80x24_the_turn_list_takes_only_the_rows_it_needs_and_the_a_pane_fits(
+    run_file: Path, demo_file: Path
+) -> None:
     """Issue 43: at 80×24 the turn list kept a blank row (5 turns in 6 rows) and, in the demo, a
     sideways scrollbar's row, while the A pane of the turn with an A finding was cut (12 lines in
     10 rows, its latency and price out of sight)."""
@@ -58,9 +62,12 @@ async def test_at_80x24_the_turn_list_takes_only_the_rows_it_needs_and_the_a_pan
         await loaded(pilot)
         turn_list = app.query_one(TurnList)
         assert len(turn_list.seqs) == 5
-        assert turn_list.scrollable_content_region.height == len(turn_list.seqs)  # every turn shown, no blank row
+        # every turn shown, no blank row
+        assert turn_list.scrollable_content_region.height == len(turn_list.seqs)
         turn_list.select_seq(3)
-        await until(pilot, lambda: app.main.reading.request_of == 3 and app.main.reading.panes_of == 3)
+        await until(
+            pilot, lambda: app.main.reading.request_of == 3 and app.main.reading.panes_of == 3
+        )
         for _ in range(4):  # l: M, E, A, C in turn (the turn's C error brought C up)
             if app.main.turn_pane.view == "A":
                 break
@@ -70,13 +77,16 @@ async def test_at_80x24_the_turn_list_takes_only_the_rows_it_needs_and_the_a_pan
         pane = app.query_one("#pane-a")
         body = app.query_one("#pane-a Static", Static)
         assert "A.truncated_length" in plain(body) and "price:" in plain(body)
-        assert pane.max_scroll_y == 0 and body.region.height <= pane.scrollable_content_region.height, (body.region, pane.region)
+        assert (
+            pane.max_scroll_y == 0 and body.region.height <= pane.scrollable_content_region.height
+        ), (body.region, pane.region)
         assert body.region.bottom <= pane.region.bottom - 1  # whole, above the pane's bottom border
         await pilot.press("c")  # one conversation (c1: two turns): the list shrinks to them
         await until(pilot, lambda: len(turn_list.seqs) == 2)
         await pilot.pause()
         assert turn_list.scrollable_content_region.height == 2
-    app = build_app(demo_file)  # 11 turns: the list scrolls within its share, with no sideways scrollbar
+    # 11 turns: the list scrolls within its share, with no sideways scrollbar
+    app = build_app(demo_file)
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(pilot)
         turn_list = app.query_one(TurnList)
@@ -84,7 +94,12 @@ async def test_at_80x24_the_turn_list_takes_only_the_rows_it_needs_and_the_a_pan
         assert turn_list.region.height <= 24 // 4 and turn_list.max_scroll_y > 0
         turn_list.select_seq(10)
         await pilot.pause()
-        assert turn_list.scroll_offset.y <= 10 < turn_list.scroll_offset.y + turn_list.scrollable_content_region.height  # the cursor in view
+        # the cursor in view
+        assert (
+            turn_list.scroll_offset.y
+            <= 10
+            < turn_list.scroll_offset.y + turn_list.scrollable_content_region.height
+        )
 
 
 async def test_at_100x30_a_short_layer_pane_leaves_its_rows_to_the_messages(run_file: Path) -> None:
@@ -95,7 +110,8 @@ async def test_at_100x30_a_short_layer_pane_leaves_its_rows_to_the_messages(run_
         await loaded(pilot)
         pane = app.query_one("#pane-e")
         body = app.query_one("#pane-e Static")
-        assert pane.region.height <= body.region.height + 2  # the content and the borders, no blank rows
+        # the content and the borders, no blank rows
+        assert pane.region.height <= body.region.height + 2
         assert app.query_one("#messages").region.height > pane.region.height
 
 
@@ -109,7 +125,9 @@ async def test_a_visibly_changes_the_messages_at_every_size(run_file: Path) -> N
             before = pane_text(app, "#messages")
             await pilot.press("a")
             await pilot.pause()
-            assert app.query_one("#messages").display and app.query_one("#messages").region.height > 3, size
+            assert (
+                app.query_one("#messages").display and app.query_one("#messages").region.height > 3
+            ), size
             after = pane_text(app, "#messages")
             assert after != before and "all, parts whole (a: fold)" in after, (size, after)
 
@@ -160,7 +178,10 @@ def test_a_finish_is_shortened_by_whole_words_never_mid_word() -> None:
         for finish in ("end_turn", "max_tokens", "→12 calls", "stop_sequence", "HTTP 429"):
             out = short_finish(finish, room)
             assert len(out) <= room and (out == "" or out == finish or "…" not in out)
-            words = set(finish.replace("_", " ").split(" ")) | {finish, finish.removeprefix("HTTP ")}
+            words = set(finish.replace("_", " ").split(" ")) | {
+                finish,
+                finish.removeprefix("HTTP "),
+            }
             assert out == "" or out in words, (finish, room, out)
 
 
@@ -173,7 +194,9 @@ async def test_the_turn_list_is_as_wide_as_its_rows_need(run_file: Path) -> None
         turn_list = app.query_one(TurnList)
         width = turn_list.scrollable_content_region.width
         rows = [turn_line(t, True, width).plain for t in turn_list.turns]
-        for row, finish in zip(rows, ("→1 call", "end_turn", "→2 calls", "max_tokens", "end_turn"), strict=True):
+        for row, finish in zip(
+            rows, ("→1 call", "end_turn", "→2 calls", "max_tokens", "end_turn"), strict=True
+        ):
             assert finish in row and "…" not in row, rows
 
 
@@ -184,16 +207,24 @@ async def test_n_and_n_show_one_short_notice_not_a_stack_of_toasts(run_file: Pat
         await pilot.press("slash", *"weather", "enter")
         await until(pilot, lambda: bool(getattr(app.screen, "_hits", None)))
         await pilot.press("escape")
-        await until(pilot, lambda: app.screen is app.screen_stack[0] and bool(app.main.navigation.matches.hits))
+        await until(
+            pilot,
+            lambda: app.screen is app.screen_stack[0] and bool(app.main.navigation.matches.hits),
+        )
         for key in ("n", "n", "N", "n"):
             await pilot.press(key)
         await pilot.pause()
         assert len(app._notifications) == 0  # nothing over the right column
         bar = plain(app.query_one("#playback", Static))
-        assert bar.count("match ") == 1 and f"/{len(app.main.navigation.matches.hits)} for 'weather'" in bar, bar
+        assert (
+            bar.count("match ") == 1
+            and f"/{len(app.main.navigation.matches.hits)} for 'weather'" in bar
+        ), bar
 
 
-async def test_at_200x60_focus_in_a_layer_pane_keeps_the_keys_working_and_says_so(run_file: Path) -> None:
+async def test_at_200x60_focus_in_a_layer_pane_keeps_the_keys_working_and_says_so(
+    run_file: Path,
+) -> None:
     app = build_app(run_file)
     async with app.run_test(size=(200, 60)) as pilot:
         await loaded(pilot)
@@ -216,7 +247,9 @@ def test_new_this_turn_names_one_message_once() -> None:
     from inspector.widgets.messages import MessagesView
 
     view = MessagesView()
-    req = NormalisedRequest(family="openai", messages=[Message(role="user", parts=[Part(kind="text", text="hi")])])
+    req = NormalisedRequest(
+        family="openai", messages=[Message(role="user", parts=[Part(kind="text", text="hi")])]
+    )
     view._request, view._appended_from = req, 0
     rendered: list[Text] = []
 

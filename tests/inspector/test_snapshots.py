@@ -32,7 +32,8 @@ def _at(seq: int, *keys: str) -> Any:
 
 
 def test_main_screen(snap_compare: Any, run_file: Path) -> None:
-    """Turn 1 of c1: the tool result the client appended marked NEW, the streamed answer, A and C."""
+    """Turn 1 of c1: the tool result the client appended marked NEW, the streamed answer, A and
+    C."""
     assert snap_compare(build_app(run_file), terminal_size=SIZE, run_before=_at(1))
 
 
@@ -81,13 +82,15 @@ def _search(query: str) -> Any:
         await pilot.press("slash")
         from textual.widgets import Input
 
-        for box in pilot.app.screen.query(Input):  # a blinking cursor would make the picture depend on time
+        # a blinking cursor would make the picture depend on time
+        for box in pilot.app.screen.query(Input):
             box.cursor_blink = False
         for ch in query:
             await pilot.press(ch)
         await pilot.press("enter")
 
-        def searched() -> bool:  # the search runs in a worker: wait for its answer, not a fixed time
+        # the search runs in a worker: wait for its answer, not a fixed time
+        def searched() -> bool:
             summary = pilot.app.screen.query("#search-summary")
             return bool(summary) and "match" in str(summary.first().render())
 
@@ -119,11 +122,15 @@ def test_findings_narrow(snap_compare: Any, run_file: Path) -> None:
 
 
 def test_help_narrow(snap_compare: Any, run_file: Path) -> None:
-    assert snap_compare(build_app(run_file), terminal_size=NARROW_SIZE, run_before=_at(1, "question_mark"))
+    assert snap_compare(
+        build_app(run_file), terminal_size=NARROW_SIZE, run_before=_at(1, "question_mark")
+    )
 
 
 def test_search_narrow(snap_compare: Any, run_file: Path) -> None:
-    assert snap_compare(build_app(run_file), terminal_size=NARROW_SIZE, run_before=_search("weather"))
+    assert snap_compare(
+        build_app(run_file), terminal_size=NARROW_SIZE, run_before=_search("weather")
+    )
 
 
 # -- the compact layout (issue 32: 80×24) and a big terminal --------------------------------------
@@ -133,7 +140,8 @@ BIG_SIZE = (200, 60)
 
 
 def test_turn_compact(snap_compare: Any, run_file: Path) -> None:
-    """80×24: the turn list above one pane; turn #3's C error brings C up; every count in the tabs."""
+    """80×24: the turn list above one pane; turn #3's C error brings C up; every count in the
+    tabs."""
     assert snap_compare(build_app(run_file), terminal_size=COMPACT_SIZE, run_before=_at(3))
 
 
@@ -159,7 +167,10 @@ def test_fork_tab(snap_compare: Any, tmp_path: Path) -> None:
 
     async def run_before(pilot: Pilot[None]) -> None:
         app = await loaded(pilot)
-        await until(pilot, lambda: bool(app.query("#fork-view")) and app.query_one("#fork-view")._view is not None)  # type: ignore[attr-defined]
+        await until(
+            pilot,
+            lambda: bool(app.query("#fork-view")) and app.query_one("#fork-view")._view is not None,
+        )  # type: ignore[attr-defined]
         await pilot.press("4")
         await pilot.pause(0.3)
 

@@ -37,13 +37,25 @@ def tmux() -> Iterator[Callable[..., str]]:
 def _wait_for(tmux: Callable[..., str], *texts: str) -> str:
     """The screen, once every one of ``texts`` is on it (the machine may be slow to start Python:
     no wall-clock limit, hung only when neither the screen nor the app makes progress)."""
-    return progress.wait_screen(lambda: tmux("capture-pane", "-p", "-t", "inspect"), *texts, pids=progress.tmux_pids(tmux))
+    return progress.wait_screen(
+        lambda: tmux("capture-pane", "-p", "-t", "inspect"), *texts, pids=progress.tmux_pids(tmux)
+    )
 
 
 def _start(tmux: Callable[..., str], path: Path, width: int, height: int) -> None:
     if not LOOPTAP.exists():
         pytest.skip("the looptap script is not installed in this environment")
-    tmux("new-session", "-d", "-s", "inspect", "-x", str(width), "-y", str(height), f"{SETTLE}exec {LOOPTAP} inspect {path}")
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        "inspect",
+        "-x",
+        str(width),
+        "-y",
+        str(height),
+        f"{SETTLE}exec {LOOPTAP} inspect {path}",
+    )
 
 
 def _key_line_whole(tmux: Callable[..., str], width: int) -> None:
@@ -62,9 +74,19 @@ def test_inspect_at_200_by_60(tmux: Callable[..., str], run_file: Path) -> None:
     """Wide: the three panes side by side; after `l` (focus in a layer pane) `j` still moves the
     turns, the screen says where focus is, and `2` shows the growth chart."""
     _start(tmux, run_file, 200, 60)
-    screen = _wait_for(tmux, "2 conversations · 5 turns · 4 findings", "#0    c1/0    E  A  C  ", "▌ NEW [0] user", "^p commands")
+    screen = _wait_for(
+        tmux,
+        "2 conversations · 5 turns · 4 findings",
+        "#0    c1/0    E  A  C  ",
+        "▌ NEW [0] user",
+        "^p commands",
+    )
     _key_line_whole(tmux, 200)
-    assert "E · model emission" in screen and "A · API verdict" in screen and "C · client dispatch" in screen
+    assert (
+        "E · model emission" in screen
+        and "A · API verdict" in screen
+        and "C · client dispatch" in screen
+    )
     tmux("send-keys", "-t", "inspect", "f")  # the first turn with a finding: the schema violation
     _wait_for(tmux, "E.arguments_schema", "#2 c2/turn 0", "Checking both cities.")
     tmux("send-keys", "-t", "inspect", "l")
@@ -77,7 +99,11 @@ def test_inspect_at_200_by_60(tmux: Callable[..., str], run_file: Path) -> None:
     _wait_for(tmux, "C.dropped_tool_result", "C.truncated_treated_as_complete")
     tmux("send-keys", "-t", "inspect", "q")
     # q quit the app and the session with it
-    progress.until(lambda: "inspect" not in tmux("list-sessions"), pids=progress.tmux_pids(tmux), what="the session to end after q")
+    progress.until(
+        lambda: "inspect" not in tmux("list-sessions"),
+        pids=progress.tmux_pids(tmux),
+        what="the session to end after q",
+    )
 
 
 def test_inspect_at_100_by_30(tmux: Callable[..., str], run_file: Path) -> None:
@@ -85,8 +111,17 @@ def test_inspect_at_100_by_30(tmux: Callable[..., str], run_file: Path) -> None:
     with a turn's warning or error comes up; the key line whole; every finish in the turn list
     whole."""
     _start(tmux, run_file, 100, 30)
-    # (the key line is drawn last: wait for it too, or a loaded machine captures the screen before it)
-    screen = _wait_for(tmux, "E emission ok", "A API verdict ok", "C client ok", "▌ NEW [0] user", "c conv", "l layer")
+    # (the key line is drawn last: wait for it too, or a loaded machine captures the screen before
+    # it)
+    screen = _wait_for(
+        tmux,
+        "E emission ok",
+        "A API verdict ok",
+        "C client ok",
+        "▌ NEW [0] user",
+        "c conv",
+        "l layer",
+    )
     _key_line_whole(tmux, 100)
     assert "310→40" in screen and "440→20" in screen, screen  # never "310→…"
     for finish in ("→1 call ", "→2 calls", "max_tokens", "end_turn"):
@@ -108,11 +143,21 @@ def test_inspect_at_80_by_24(tmux: Callable[..., str], run_file: Path) -> None:
     """The compact layout: the turn list above one pane at full width, the messages a tab; every
     layer's finding count on screen; the key line whole."""
     _start(tmux, run_file, 80, 24)
-    screen = _wait_for(tmux, "Messages", "E emission ok", "A API verdict ok", "C client ok", "#4    c2/2", "l layer")
+    screen = _wait_for(
+        tmux,
+        "Messages",
+        "E emission ok",
+        "A API verdict ok",
+        "C client ok",
+        "#4    c2/2",
+        "l layer",
+    )
     _key_line_whole(tmux, 80)
     assert "E · model emission" in screen and "max_tokens" in screen, screen
     tmux("send-keys", "-t", "inspect", "j", "j", "j")  # #3: A warning, C error: C comes up
-    screen = _wait_for(tmux, "#3 c2/turn 1", "A API verdict ▲1", "C client ✖1", "C.dropped_tool_result")
+    screen = _wait_for(
+        tmux, "#3 c2/turn 1", "A API verdict ▲1", "C client ✖1", "C.dropped_tool_result"
+    )
     tmux("send-keys", "-t", "inspect", "a")  # the messages tab, every message
     _wait_for(tmux, "all, parts whole (a: fold)", "Checking both cities.")
     tmux("send-keys", "-t", "inspect", "q")

@@ -15,7 +15,8 @@ from tests.interop.helpers import write_cassette
 
 @pytest.fixture
 def demo_cassette(tmp_path: Path) -> Path:
-    """The bundled example (4 Anthropic tool-loop conversations, findings on E and C) as a cassette."""
+    """The bundled example (4 Anthropic tool-loop conversations, findings on E and C) as a
+    cassette."""
     with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
         return write_cassette(Path(src), tmp_path / "demo.jsonl")
 
@@ -29,5 +30,8 @@ def demo_run(demo_cassette: Path) -> Run:
 def proxy_python() -> str:
     value = os.environ.get("LOOPTAP_PROXY_PYTHON")
     if not value or not Path(value).exists():
-        pytest.skip("LOOPTAP_PROXY_PYTHON is not set (the recorder's environment with mitmproxy; .ci/run sets it)")
+        pytest.skip(
+            "LOOPTAP_PROXY_PYTHON is not set (the recorder's "
+            "environment with mitmproxy; .ci/run sets it)"
+        )
     return value

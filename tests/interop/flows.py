@@ -23,15 +23,28 @@ from tests.support.upstream import FakeUpstream, Served
 #: What the client sends: (path, body, extra headers). A JSON chat completion, the same streamed,
 #: a gzip-encoded Anthropic stream, and a non-LLM GET.
 REQUESTS: list[tuple[str, dict[str, object] | None, dict[str, str]]] = [
-    ("/v1/chat/completions", {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Capital of France?"}]}, {}),
     (
         "/v1/chat/completions",
-        {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Capital of Mexico?"}], "stream": True},
+        {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Capital of France?"}]},
+        {},
+    ),
+    (
+        "/v1/chat/completions",
+        {
+            "model": "gpt-4o-mini",
+            "messages": [{"role": "user", "content": "Capital of Mexico?"}],
+            "stream": True,
+        },
         {},
     ),
     (
         "/v1/messages",
-        {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "Name a dog."}], "stream": True},
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "Name a dog."}],
+            "stream": True,
+        },
         {"x-fake-upstream": "lying_encoding; claim=gzip; actual=gzip"},
     ),
     ("/ping", None, {}),
@@ -46,9 +59,18 @@ def record_flows(proxy_python: str, out: Path, confdir: Path) -> tuple[list[Serv
     with FakeUpstream(delay=0.002) as up:
         port = free_port()
         code = "import sys; from mitmproxy.tools.main import mitmdump; mitmdump(sys.argv[1:])"
-        args = ["--mode", f"reverse:{up.url}", "--listen-host", "127.0.0.1", "--listen-port", str(port)]
+        args = [
+            "--mode",
+            f"reverse:{up.url}",
+            "--listen-host",
+            "127.0.0.1",
+            "--listen-port",
+            str(port),
+        ]
         args += ["-w", str(out), "--set", f"confdir={confdir}", "-q"]
-        proc = subprocess.Popen([proxy_python, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [proxy_python, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         try:
             def listening() -> bool:  # mitmproxy starts in seconds, slower on a busy machine
                 try:
@@ -56,7 +78,10 @@ def record_flows(proxy_python: str, out: Path, confdir: Path) -> tuple[list[Serv
                     return True
                 except OSError:
                     if proc.poll() is not None:
-                        raise RuntimeError(f"mitmdump did not start: {proc.stdout.read().decode() if proc.stdout else ''}") from None
+                        raise RuntimeError(
+                            "mitmdump did not start: "
+                            f"{proc.stdout.read().decode() if proc.stdout else ''}"
+                        ) from None
                     return False
 
             progress.until(listening, pids=[proc.pid], interval=0.05, what="mitmdump to listen")
@@ -65,7 +90,9 @@ def record_flows(proxy_python: str, out: Path, confdir: Path) -> tuple[list[Serv
                 hdrs = {"authorization": f"Bearer {SECRET}", **headers}
                 if data is not None:
                     hdrs["content-type"] = "application/json"
-                req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, headers=hdrs)
+                req = urllib.request.Request(
+                    f"http://127.0.0.1:{port}{path}", data=data, headers=hdrs
+                )
                 with urllib.request.urlopen(req, timeout=20) as resp:
                     received.append(resp.read())
         finally:

@@ -24,7 +24,11 @@ def write_cassette(src_yaml: Path, dest: Path) -> Path:
     return dest
 
 
-_NV = {"type": "object", "required": ["name", "value"], "properties": {"name": {"type": "string"}, "value": {"type": "string"}}}
+_NV = {
+    "type": "object",
+    "required": ["name", "value"],
+    "properties": {"name": {"type": "string"}, "value": {"type": "string"}},
+}
 _NUM = {"type": "number"}
 #: HAR 1.2 (http://www.softwareishard.com/blog/har-12-spec/): every object with its required fields.
 HAR_SCHEMA: dict[str, Any] = {
@@ -42,25 +46,58 @@ HAR_SCHEMA: dict[str, Any] = {
                     "type": "array",
                     "items": {
                         "type": "object",
-                        "required": ["startedDateTime", "time", "request", "response", "cache", "timings"],
+                        "required": [
+                            "startedDateTime",
+                            "time",
+                            "request",
+                            "response",
+                            "cache",
+                            "timings",
+                        ],
                         "properties": {
-                            "startedDateTime": {"type": "string", "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$"},
+                            "startedDateTime": {
+                                "type": "string",
+                                "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|"
+                                r"[+-]\d\d:\d\d)$",
+                            },
                             "time": {"type": "number", "minimum": 0},
                             "request": {
                                 "type": "object",
-                                "required": ["method", "url", "httpVersion", "cookies", "headers", "queryString", "headersSize", "bodySize"],
+                                "required": [
+                                    "method",
+                                    "url",
+                                    "httpVersion",
+                                    "cookies",
+                                    "headers",
+                                    "queryString",
+                                    "headersSize",
+                                    "bodySize",
+                                ],
                                 "properties": {
                                     "cookies": {"type": "array", "items": _NV},
                                     "headers": {"type": "array", "items": _NV},
                                     "queryString": {"type": "array", "items": _NV},
-                                    "postData": {"type": "object", "required": ["mimeType", "text"]},
+                                    "postData": {
+                                        "type": "object",
+                                        "required": ["mimeType", "text"],
+                                    },
                                     "headersSize": {"type": "integer"},
                                     "bodySize": {"type": "integer"},
                                 },
                             },
                             "response": {
                                 "type": "object",
-                                "required": ["status", "statusText", "httpVersion", "cookies", "headers", "content", "redirectURL", "headersSize", "bodySize"],
+                                "required": [
+                                    "status",
+                                    "statusText",
+                                    "httpVersion",
+                                    "cookies",
+                                    "headers",
+                                    "content",
+                                    "redirectURL",
+                                    "headersSize",
+                                    "bodySize",
+                                ],
                                 "properties": {
                                     "status": {"type": "integer"},
                                     "cookies": {"type": "array", "items": _NV},
@@ -68,7 +105,11 @@ HAR_SCHEMA: dict[str, Any] = {
                                     "content": {
                                         "type": "object",
                                         "required": ["size", "mimeType"],
-                                        "properties": {"size": {"type": "integer"}, "text": {"type": "string"}, "encoding": {"type": "string"}},
+                                        "properties": {
+                                            "size": {"type": "integer"},
+                                            "text": {"type": "string"},
+                                            "encoding": {"type": "string"},
+                                        },
                                     },
                                     "redirectURL": {"type": "string"},
                                 },
@@ -81,12 +122,18 @@ HAR_SCHEMA: dict[str, Any] = {
                                     "send": {"type": "number", "minimum": 0},
                                     "wait": {"type": "number", "minimum": 0},
                                     "receive": {"type": "number", "minimum": 0},
-                                    "blocked": _NUM, "dns": _NUM, "connect": _NUM, "ssl": _NUM,
+                                    "blocked": _NUM,
+                                    "dns": _NUM,
+                                    "connect": _NUM,
+                                    "ssl": _NUM,
                                 },
                             },
                         },
                         # custom fields must start with an underscore
-                        "propertyNames": {"pattern": "^(_.*|startedDateTime|time|request|response|cache|timings|serverIPAddress|connection|comment|pageref)$"},
+                        "propertyNames": {
+                            "pattern": "^(_.*|startedDateTime|time|request|response|cache|timings|"
+                            "serverIPAddress|connection|comment|pageref)$"
+                        },
                     },
                 },
             },

@@ -33,7 +33,12 @@ def test_every_corpus_recording_exports() -> None:
         req = ExportTraceServiceRequest.FromString(encode_request(build_request(run)))
         spans = [s for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
         assert sum(1 for s in spans if s.kind == 3) == len(exchanges), path
-        assert all(len(s.trace_id) == 16 and len(s.span_id) == 8 and s.end_time_unix_nano >= s.start_time_unix_nano for s in spans)
+        assert all(
+            len(s.trace_id) == 16
+            and len(s.span_id) == 8
+            and s.end_time_unix_nano >= s.start_time_unix_nano
+            for s in spans
+        )
         har = build_har(run)
         errors = list(validator.iter_errors(har))
         assert not errors, f"{path}: {errors[0].message}"

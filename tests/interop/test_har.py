@@ -50,13 +50,18 @@ def test_streamed_bodies_are_reassembled_with_their_chunks(flows_run: Run) -> No
     assert gz["_looptap"]["decoded_from"] == "gzip"
     assert gz["response"]["content"]["text"].startswith("event: message_start")
     assert {"name": "content-encoding", "value": "gzip"} in gz["response"]["headers"]
-    assert entries[0]["_looptap"]["conversation"] == "c1" and entries[0]["_looptap"]["family"] == "openai_chat"
+    assert (
+        entries[0]["_looptap"]["conversation"] == "c1"
+        and entries[0]["_looptap"]["family"] == "openai_chat"
+    )
 
 
 def test_timings_come_from_the_recording(flows_run: Run) -> None:
     for entry, ex in zip(build_har(flows_run)["log"]["entries"], flows_run.exchanges, strict=True):
         assert ex.started is not None and ex.ttfb is not None and ex.duration is not None
-        started = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00")).timestamp()
+        started = datetime.fromisoformat(
+            entry["startedDateTime"].replace("Z", "+00:00")
+        ).timestamp()
         assert started == pytest.approx(ex.started, abs=0.001)
         t = entry["timings"]
         assert t["wait"] == pytest.approx(ex.ttfb * 1000, abs=0.01)
@@ -73,7 +78,10 @@ def test_binary_bodies_are_base64_and_query_strings_split() -> None:
         request_headers=[("content-type", "application/octet-stream"), ("cookie", "a=1; b=2")],
         request_body=b"\xff\xfe raw",
         status=200,
-        response_headers=[("content-type", "image/png"), ("set-cookie", "sid=xyz; Path=/; HttpOnly")],
+        response_headers=[
+            ("content-type", "image/png"),
+            ("set-cookie", "sid=xyz; Path=/; HttpOnly"),
+        ],
         response_chunks=[(0.01, blob[:100]), (0.02, blob[100:])],
         started=1_700_000_000.0,
         ttfb=0.01,
@@ -84,8 +92,14 @@ def test_binary_bodies_are_base64_and_query_strings_split() -> None:
     (entry,) = har["log"]["entries"]
     content = entry["response"]["content"]
     assert content["encoding"] == "base64" and base64.b64decode(content["text"]) == blob
-    assert entry["_looptap"]["chunks"] == [{"offset": 0.01, "size": 100}, {"offset": 0.02, "size": 156}]
-    assert entry["request"]["queryString"] == [{"name": "key", "value": "REDACTED"}, {"name": "mode", "value": "raw"}]
+    assert entry["_looptap"]["chunks"] == [
+        {"offset": 0.01, "size": 100},
+        {"offset": 0.02, "size": 156},
+    ]
+    assert entry["request"]["queryString"] == [
+        {"name": "key", "value": "REDACTED"},
+        {"name": "mode", "value": "raw"},
+    ]
     assert entry["request"]["cookies"] == [{"name": "a", "value": "1"}, {"name": "b", "value": "2"}]
     assert entry["response"]["cookies"] == [{"name": "sid", "value": "xyz"}]
     assert entry["request"]["postData"]["_encoding"] == "base64"
@@ -109,11 +123,18 @@ with open(sys.argv[1], "rb") as fh:
 
 def test_mitmproxy_opens_the_har(proxy_python: str, demo_cassette: Path, tmp_path: Path) -> None:
     flows_cassette = tmp_path / "flows.jsonl"
-    assert main(["import", str(FIXTURES / "flows_mitmproxy11.mitm"), "-o", str(flows_cassette), "-q"]) == 0
+    assert (
+        main(["import", str(FIXTURES / "flows_mitmproxy11.mitm"), "-o", str(flows_cassette), "-q"])
+        == 0
+    )
     for cassette in (demo_cassette, flows_cassette):
         har_path = tmp_path / (cassette.stem + ".har")
         assert main(["export", str(cassette), "--har", str(har_path), "-q"]) == 0
-        proc = progress.run([proxy_python, "-c", _READ_WITH_MITMPROXY, str(har_path)], capture_output=True, text=True)
+        proc = progress.run(
+            [proxy_python, "-c", _READ_WITH_MITMPROXY, str(har_path)],
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == 0, proc.stderr
         flows = [json.loads(line) for line in proc.stdout.splitlines()]
         har = json.loads(har_path.read_text())

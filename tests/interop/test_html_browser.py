@@ -23,7 +23,9 @@ from cassettes.views.report import report_data
 from tests.interop.html_runs import PAYLOADS, hostile_run, long_exchanges
 
 pytest.importorskip("jinja2", reason="the html extra (jinja2) is not installed")
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright (the test extra) is not installed"
+)
 
 from cassettes.views.htmlpage import render_html  # noqa: E402
 
@@ -42,14 +44,17 @@ window.__csp = [];
 window.__errors = [];
 document.addEventListener('securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + (e.sample || '')));
 window.addEventListener('error', e => window.__errors.push(String(e.message)));
-"""
+"""  # noqa: E501
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     exe = chromium()
     if exe is None:
-        pytest.skip("no Chromium: install Debian's chromium (apt-get install chromium; .ci/run does as root) or set LOOPTAP_CHROMIUM")
+        pytest.skip(
+            "no Chromium: install Debian's chromium (apt-get install chromium; .ci/run does as "
+            "root) or set LOOPTAP_CHROMIUM"
+        )
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
         try:
@@ -63,7 +68,10 @@ def open_page(browser: Any, path: Path) -> Any:
     page.set_default_timeout(0)  # no wall-clock limit: progress, not time, tells a hang
     page.add_init_script(WATCH)
     logged: list[str] = []
-    page.on("console", lambda m: logged.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on(
+        "console",
+        lambda m: logged.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None,
+    )
     page.on("pageerror", lambda e: logged.append(f"pageerror: {e}"))
     page.goto(path.as_uri())  # returns at the load event: the page's script has run, or never will
     assert page.evaluate("document.body.dataset.ready") is not None, "the page's script did not run"
@@ -98,7 +106,11 @@ def test_demo_run(browser: Any, demo_cassette: Path, tmp_path: Path) -> None:
     # The first turn is shown: its messages, what it appended marked NEW, the three layers.
     detail = page.text_content("#detail")
     assert "What is the current exchange rate from USD to EUR?" in detail and "▌ NEW" in detail
-    for pane in ("E — what the model emitted", "A — what the API reported", "C — what the client dispatched"):
+    for pane in (
+        "E — what the model emitted",
+        "A — what the API reported",
+        "C — what the client dispatched",
+    ):
         assert pane in detail
     shot(page, tmp_path / "turns.png")
     # The turn with the E finding: its badge is a warning, its E pane says why.
@@ -137,7 +149,9 @@ def long_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_thousand_turn_run(browser: Any, long_page: Path, tmp_path: Path) -> None:
-    assert '{"gzip":' in long_page.read_text()[-400_000:], "a large run's data is embedded compressed"
+    assert '{"gzip":' in long_page.read_text()[-400_000:], (
+        "a large run's data is embedded compressed"
+    )
     page = open_page(browser, long_page)
     assert "1000 turns · 40 conversations" in page.text_content("#summary")
     assert page.locator("#turnlist .row").count() == 200, "a page of turns at a time"
@@ -164,7 +178,9 @@ def test_a_thousand_turn_run(browser: Any, long_page: Path, tmp_path: Path) -> N
 
 @pytest.mark.parametrize("compress", [False, True], ids=["plain", "compressed"])
 def test_script_from_a_recording_never_runs(browser: Any, tmp_path: Path, compress: bool) -> None:
-    html = write_page(hostile_run(tmp_path / "hostile.jsonl"), tmp_path / "hostile.html", compress=compress)
+    html = write_page(
+        hostile_run(tmp_path / "hostile.jsonl"), tmp_path / "hostile.html", compress=compress
+    )
     page = open_page(browser, html)
     for row in range(page.locator("#turnlist .row").count()):  # every turn drawn, every message
         page.locator("#turnlist .row").nth(row).click()
@@ -174,15 +190,26 @@ def test_script_from_a_recording_never_runs(browser: Any, tmp_path: Path, compre
     page.click("#tab-findings")
     page.click("#tab-growth")
     page.wait_for_selector("#growth canvas")
-    ran = page.evaluate("['__pwned_script', '__pwned_img', '__pwned_close', '__pwned_svg', '__pwned_entity'].filter(k => k in window)")
+    ran = page.evaluate(
+        "['__pwned_script', '__pwned_img', '__pwned_close', '__pwned_svg', "
+        "'__pwned_entity'].filter(k => k in window)"
+    )
     assert ran == []
     assert page.title() == "looptap · hostile.jsonl"
     assert page.evaluate("document.scripts.length") == 2
-    assert page.evaluate("document.querySelectorAll('body img, body svg, body iframe, body object').length") == 0
+    assert (
+        page.evaluate(
+            "document.querySelectorAll('body img, body svg, body iframe, body object').length"
+        )
+        == 0
+    )
     shot(page, tmp_path / "hostile.png")
     clean_run(page)
     # The policy is in force: a script put into the page later (as a break-out would) is refused.
-    ran = page.evaluate("(() => { const s = document.createElement('script'); s.textContent = 'window.__late = 1'; document.body.appendChild(s); return '__late' in window; })()")
+    ran = page.evaluate(
+        "(() => { const s = document.createElement('script'); s.textContent = 'window.__late = 1'; "
+        "document.body.appendChild(s); return '__late' in window; })()"
+    )
     assert ran is False  # an inline script runs as it is inserted: it would be set by now
     page.wait_for_function("window.__csp.length > 0")  # the refusal is reported (it was refused)
     assert page.evaluate("window.__csp")[0].startswith("script-src")

@@ -60,7 +60,9 @@ def test_embedded_json_cannot_end_its_element_and_reads_back_the_same() -> None:
 
 def test_csp_allows_only_the_pages_own_script_and_style_by_hash(demo_cassette: Path) -> None:
     page = render_html(report_data(open_run(demo_cassette)))
-    csp = html.unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1))  # type: ignore[union-attr]
+    csp = html.unescape(
+        re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1)
+    )  # type: ignore[union-attr]
     assert csp.startswith("default-src 'none'")
     assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
     scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
@@ -96,17 +98,25 @@ def test_histories_stored_once_rebuild_every_request(tmp_path: Path, compress: b
         assert rt.request is not None and rt.seq is not None
         got = rebuilt[rt.seq]
         assert [m["role"] for m in got] == [m.role for m in rt.request.messages]
-        assert [p.get("t") for m in got for p in m["parts"]] == [p.text for m in rt.request.messages for p in m.parts]
+        assert [p.get("t") for m in got for p in m["parts"]] == [
+            p.text for m in rt.request.messages for p in m.parts
+        ]
     # Stored once: a 12-turn loop's 2 + 2×11 distinct messages, not the 12 × 13 it re-sends.
     assert len(data["messages"]) <= 2 + 2 * 11 + 2 + 2 * 4
 
 
 def test_recorded_text_is_data_only(tmp_path: Path) -> None:
-    page = render_html(report_data(open_run(hostile_run(tmp_path / "hostile.jsonl"))), compress=False)
+    page = render_html(
+        report_data(open_run(hostile_run(tmp_path / "hostile.jsonl"))), compress=False
+    )
     assert page.count("<script") == 2 and page.count("</script>") == 2
     assert "onerror" not in page.split('id="looptap-data">')[0]
     data = page_data(page)
-    said = [p.get("t") or (p.get("result") or {}).get("content") or "" for m in data["messages"] for p in m["parts"]]
+    said = [
+        p.get("t") or (p.get("result") or {}).get("content") or ""
+        for m in data["messages"]
+        for p in m["parts"]
+    ]
     # Kept as text, whole (U+2028/U+2029 shown as escapes, as in the terminal).
     for payload in PAYLOADS:
         shown = payload.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
@@ -126,7 +136,13 @@ def _refused(*argv: str) -> str:
 
 
 def _looptap(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=REPO, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "cassettes.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
 
 
 def test_export_html_output_rules(demo_cassette: Path, tmp_path: Path) -> None:
@@ -138,16 +154,33 @@ def test_export_html_output_rules(demo_cassette: Path, tmp_path: Path) -> None:
     first = out.read_bytes()
     again = _refused("export", "--html", str(demo_cassette), "-o", str(out))
     assert "exists" in again and "--force" in again
-    assert _looptap("export", "--html", str(demo_cassette), "-o", str(out), "--force").returncode == 0
+    assert (
+        _looptap("export", "--html", str(demo_cassette), "-o", str(out), "--force").returncode == 0
+    )
     assert out.read_bytes() == first, "the same run gives the same page"
-    to_stdout = subprocess.run([sys.executable, "-m", "cassettes.cli", "export", "--html", str(demo_cassette), "-o", "-"], capture_output=True, cwd=REPO, check=False)
+    to_stdout = subprocess.run(
+        [sys.executable, "-m", "cassettes.cli", "export", "--html", str(demo_cassette), "-o", "-"],
+        capture_output=True,
+        cwd=REPO,
+        check=False,
+    )
     assert to_stdout.returncode == 0 and to_stdout.stdout == first
     assert "-o" in _refused("export", "--html", str(demo_cassette))
     assert "--html" in _refused("export", str(demo_cassette), "-o", str(tmp_path / "x.html"))
-    assert "both name" in _refused("export", "--html", str(demo_cassette), "-o", str(tmp_path / "a"), "--har", str(tmp_path / "a"))
+    assert "both name" in _refused(
+        "export",
+        "--html",
+        str(demo_cassette),
+        "-o",
+        str(tmp_path / "a"),
+        "--har",
+        str(tmp_path / "a"),
+    )
 
 
-def test_mcp_points_to_the_page_and_its_command_writes_it(demo_cassette: Path, tmp_path: Path) -> None:
+def test_mcp_points_to_the_page_and_its_command_writes_it(
+    demo_cassette: Path, tmp_path: Path
+) -> None:
     pytest.importorskip("mcp")
     import shlex
 
@@ -160,19 +193,33 @@ def test_mcp_points_to_the_page_and_its_command_writes_it(demo_cassette: Path, t
     server = build_server([str(root)])
     (before,) = _ok(_calls(server, [("web_report", {"run": "demo.jsonl"})]))
     assert before["recorded"]["page"] is None
-    done = subprocess.run(shlex.split(before["recorded"]["command"]), capture_output=True, text=True, cwd=tmp_path, check=False)
+    done = subprocess.run(
+        shlex.split(before["recorded"]["command"]),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     (after,) = _ok(_calls(server, [("web_report", {"run": "demo.jsonl"})]))
-    assert after["recorded"]["page"] == str(root / "demo.jsonl.html") and Path(after["recorded"]["page"]).is_file()
+    assert (
+        after["recorded"]["page"] == str(root / "demo.jsonl.html")
+        and Path(after["recorded"]["page"]).is_file()
+    )
 
 
-def test_without_the_html_extra_the_command_says_how_to_install(demo_cassette: Path, tmp_path: Path) -> None:
+def test_without_the_html_extra_the_command_says_how_to_install(
+    demo_cassette: Path, tmp_path: Path
+) -> None:
     code = (
         "import sys; sys.modules['jinja2'] = None\n"
         "from cassettes.cli import main\n"
-        f"sys.exit(main(['export', '--html', {str(demo_cassette)!r}, '-o', {str(tmp_path / 'x.html')!r}]))\n"
+        f"sys.exit(main(['export', '--html', {str(demo_cassette)!r}, '-o', "
+        f"{str(tmp_path / 'x.html')!r}]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False
+    )
     assert done.returncode != 0
     assert "the html extra" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "x.html").exists()
@@ -180,14 +227,19 @@ def test_without_the_html_extra_the_command_says_how_to_install(demo_cassette: P
 
 def test_start_up_imports_neither_jinja2_nor_the_report() -> None:
     code = (
-        "import sys, cassettes.cli, cassettes.interop.cli, cassettes.mcp.server, cassettes.replay.testing.plugin\n"
-        "print(sorted(m for m in ('jinja2', 'cassettes.views.report', 'cassettes.views.htmlpage') if m in sys.modules))\n"
+        "import sys, cassettes.cli, cassettes.interop.cli, cassettes.mcp.server, "
+        "cassettes.replay.testing.plugin\nprint(sorted(m for m in ('jinja2', "
+        "'cassettes.views.report', 'cassettes.views.htmlpage') if m in sys.modules))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
     assert done.stdout.strip() == "[]"
 
 
-def test_export_html_never_writes_through_a_link_nor_over_its_run(demo_cassette: Path, tmp_path: Path) -> None:
+def test_export_html_never_writes_through_a_link_nor_over_its_run(
+    demo_cassette: Path, tmp_path: Path
+) -> None:
     import stat
 
     victim = tmp_path / "victim.txt"
@@ -195,19 +247,26 @@ def test_export_html_never_writes_through_a_link_nor_over_its_run(demo_cassette:
     link = tmp_path / "run.html"
     link.symlink_to(victim)
     for force in ([], ["--force"]):
-        assert "is a symbolic link" in _refused("export", "--html", str(demo_cassette), "-o", str(link), *force)
+        assert "is a symbolic link" in _refused(
+            "export", "--html", str(demo_cassette), "-o", str(link), *force
+        )
     assert victim.read_text() == "precious" and link.is_symlink()
     before = demo_cassette.read_bytes()
-    assert "is the run it exports" in _refused("export", "--html", str(demo_cassette), "-o", str(demo_cassette), "--force")
+    assert "is the run it exports" in _refused(
+        "export", "--html", str(demo_cassette), "-o", str(demo_cassette), "--force"
+    )
     assert demo_cassette.read_bytes() == before
     out = tmp_path / "new.html"
     assert _looptap("export", "--html", str(demo_cassette), "-o", str(out)).returncode == 0
     assert stat.S_IMODE(out.stat().st_mode) == 0o600  # like the cassette it shows
 
 
-def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(demo_cassette: Path, tmp_path: Path) -> None:
+def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(
+    demo_cassette: Path, tmp_path: Path
+) -> None:
     """The MCP ``web_report`` answer said the html extra was needed even where it is installed
-    (issue 43): it is said only when Jinja2 cannot be imported by the interpreter the command names."""
+    (issue 43): it is said only when Jinja2 cannot be imported by the interpreter the command
+    names."""
     pytest.importorskip("jinja2")
     from cassettes.mcp.server import web_report_answer
 
@@ -221,7 +280,9 @@ def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(
         "from cassettes.mcp.server import web_report_answer\n"
         f"print(json.dumps(web_report_answer(Path({str(run)!r}))))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
     missing = json.loads(done.stdout)
     assert "html extra" in missing["how"] and "pip install" in missing["how"], missing["how"]
     assert missing["recorded"]["command"] == here["recorded"]["command"]

@@ -79,11 +79,24 @@ def test_every_tool_on_the_demo_run(root: Path) -> None:
     )
     assert listed["total"] == 1
     (row,) = listed["recorded"]["runs"]
-    assert (row["recorded_run"], row["round_trips"], row["conversations"], row["turns"]) == ("demo.jsonl", 11, 4, 11)
+    assert (row["recorded_run"], row["round_trips"], row["conversations"], row["turns"]) == (
+        "demo.jsonl",
+        11,
+        4,
+        11,
+    )
     assert row["findings"] == {"E": {"warning": 1}, "C": {"info": 3}}
     assert summary["note"] == UNTRUSTED_NOTE
-    assert summary["root_causes"][0]["layer"] == "E" and summary["root_causes"][0]["severity"] == "warning"
-    assert [c["conversation"] for c in summary["recorded"]["conversations"]] == ["c1", "c2", "c3", "c4"]
+    assert (
+        summary["root_causes"][0]["layer"] == "E"
+        and summary["root_causes"][0]["severity"] == "warning"
+    )
+    assert [c["conversation"] for c in summary["recorded"]["conversations"]] == [
+        "c1",
+        "c2",
+        "c3",
+        "c4",
+    ]
     assert fs["total"] == 4 and fs["recorded"]["findings"][0]["severity"] == "warning"
     assert {f["layer"] for f in e_only["recorded"]["findings"]} == {"E"}
     bad = e_only["recorded"]["findings"][0]
@@ -93,7 +106,10 @@ def test_every_tool_on_the_demo_run(root: Path) -> None:
             server,
             [
                 ("turn", {"run": "demo.jsonl", "seq": seq}),
-                ("turn", {"run": "demo.jsonl", "conversation": bad["conversation"], "turn": bad["turn"]}),
+                (
+                    "turn",
+                    {"run": "demo.jsonl", "conversation": bad["conversation"], "turn": bad["turn"]},
+                ),
                 ("turn", {"run": "demo.jsonl", "seq": seq, "message": 0, "chars": 0}),
                 ("growth", {"run": "demo.jsonl", "conversation": "c1"}),
                 ("search", {"query": "exchange rate"}),
@@ -107,10 +123,15 @@ def test_every_tool_on_the_demo_run(root: Path) -> None:
     assert turn["recorded"]["E_emitted"]["tool_calls"], "the E finding is on a tool call"
     assert by_conv["seq"] == seq
     assert whole_msg["recorded"]["role"] in ("user", "system")
-    assert grown["turns"] == len(grown["growth"]) >= 2 and grown["growth"][-1]["cumulative_cost_usd"] > 0
+    assert (
+        grown["turns"] == len(grown["growth"]) >= 2
+        and grown["growth"][-1]["cumulative_cost_usd"] > 0
+    )
     assert hits["hits"] >= 1 and all(h["run"] == "demo.jsonl" for h in hits["recorded"]["hits"])
     assert same["same"] is True and same["divergences"] == 0
-    assert [r["seq"] for r in tail["recorded"]["round_trips"]] == list(range(11)) and all(r["llm_turn"] for r in tail["recorded"]["round_trips"])
+    assert [r["seq"] for r in tail["recorded"]["round_trips"]] == list(range(11)) and all(
+        r["llm_turn"] for r in tail["recorded"]["round_trips"]
+    )
     assert [r["seq"] for r in later["recorded"]["round_trips"]] == [10] and later["last_seq"] == 10
 
 
@@ -125,11 +146,20 @@ def test_a_diff_names_the_layer_and_turn(root: Path, tmp_path: Path) -> None:
     with CassetteWriter(root / "changed.jsonl") as w:
         for ex in exs:
             w.append(ex)
-    (d,) = _ok(_calls(build_server([str(root)]), [("diff", {"run_a": "demo.jsonl", "run_b": "changed.jsonl"})]))
-    assert not d["same"] and any(x["layer"] == "E" and x["seq_b"] == last.seq for x in d["recorded"]["divergences"])
+    (d,) = _ok(
+        _calls(
+            build_server([str(root)]), [("diff", {"run_a": "demo.jsonl", "run_b": "changed.jsonl"})]
+        )
+    )
+    assert not d["same"] and any(
+        x["layer"] == "E" and x["seq_b"] == last.seq for x in d["recorded"]["divergences"]
+    )
 
 
-@pytest.mark.parametrize("name", ["/etc/passwd", "../outside.jsonl", "link.jsonl", "notes.txt", "sub", "nope.jsonl", "a\x00b"])
+@pytest.mark.parametrize(
+    "name",
+    ["/etc/passwd", "../outside.jsonl", "link.jsonl", "notes.txt", "sub", "nope.jsonl", "a\x00b"],
+)
 def test_paths_outside_the_roots_are_refused(root: Path, tmp_path: Path, name: str) -> None:
     outside = tmp_path / "outside.jsonl"
     shutil.copy(root / "demo.jsonl", outside)
@@ -140,7 +170,9 @@ def test_paths_outside_the_roots_are_refused(root: Path, tmp_path: Path, name: s
     ((is_error, body),) = _calls(server, [("run_summary", {"run": name})])
     assert is_error and "demo" not in body.lower().replace("demo.jsonl", "")
     listed = _ok(_calls(server, [("list_runs", {})]))[0]
-    assert [r["recorded_run"] for r in listed["recorded"]["runs"]] == ["demo.jsonl"], "the symlink leading out is not listed"
+    assert [r["recorded_run"] for r in listed["recorded"]["runs"]] == ["demo.jsonl"], (
+        "the symlink leading out is not listed"
+    )
 
 
 def test_corpus_runs_answer_within_bounds(tmp_path: Path) -> None:
@@ -158,16 +190,28 @@ def test_corpus_runs_answer_within_bounds(tmp_path: Path) -> None:
         names += [r["recorded_run"] for r in page["recorded"]["runs"]]
         if page["next_offset"] is None:
             break
-        page = _ok(_calls(server, [("list_runs", {"offset": page["next_offset"], "limit": 100})]))[0]
+        page = _ok(_calls(server, [("list_runs", {"offset": page["next_offset"], "limit": 100})]))[
+            0
+        ]
     assert sorted(names) == sorted(p.name for p in d.iterdir())
     calls: list[tuple[str, dict[str, Any]]] = []
     for n in names:
-        calls += [("run_summary", {"run": n}), ("findings", {"run": n, "limit": 200}), ("tail", {"run": n, "limit": 200})]
+        calls += [
+            ("run_summary", {"run": n}),
+            ("findings", {"run": n, "limit": 200}),
+            ("tail", {"run": n, "limit": 200}),
+        ]
     answers = _ok(_calls(server, calls))
     for summary, fs, tail in zip(answers[0::3], answers[1::3], answers[2::3], strict=True):
-        assert fs["total"] == sum(n for layer in summary["findings"].values() for n in layer.values())
+        assert fs["total"] == sum(
+            n for layer in summary["findings"].values() for n in layer.values()
+        )
         assert tail["round_trips_so_far"] == summary["round_trips"]
-    turns = [("turn", {"run": n, "seq": s["first_seq"]}) for n, a in zip(names, answers[0::3], strict=True) for s in a["recorded"]["conversations"][:2]]
+    turns = [
+        ("turn", {"run": n, "seq": s["first_seq"]})
+        for n, a in zip(names, answers[0::3], strict=True)
+        for s in a["recorded"]["conversations"][:2]
+    ]
     assert turns
     for t in _ok(_calls(server, turns)):
         assert t["recorded"]["A_said"]["status"] is not None
@@ -180,16 +224,32 @@ def test_hostile_recordings_reach_the_agent_as_safe_bounded_data(tmp_path: Path)
         for ex in hostile_exchanges():
             w.append(ex)
     server = build_server([str(d)])
-    summary, fs = _ok(_calls(server, [("run_summary", {"run": "hostile.jsonl"}), ("findings", {"run": "hostile.jsonl", "limit": 200})]))
+    summary, fs = _ok(
+        _calls(
+            server,
+            [
+                ("run_summary", {"run": "hostile.jsonl"}),
+                ("findings", {"run": "hostile.jsonl", "limit": 200}),
+            ],
+        )
+    )
     seqs = sorted({f["seq"] for f in fs["recorded"]["findings"] if f["seq"] is not None})
     convs = [c["conversation"] for c in summary["recorded"]["conversations"]]
-    calls: list[tuple[str, dict[str, Any]]] = [("turn", {"run": "hostile.jsonl", "seq": s, "chars": 5000}) for s in seqs]
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("turn", {"run": "hostile.jsonl", "seq": s, "chars": 5000}) for s in seqs
+    ]
     calls += [("growth", {"run": "hostile.jsonl", "conversation": c}) for c in convs]
-    calls += [("tail", {"run": "hostile.jsonl", "limit": 200}), ("search", {"query": "e"}), ("turn", {"run": "hostile.jsonl", "seq": seqs[0], "message": 0, "chars": 0})]
+    calls += [
+        ("tail", {"run": "hostile.jsonl", "limit": 200}),
+        ("search", {"query": "e"}),
+        ("turn", {"run": "hostile.jsonl", "seq": seqs[0], "message": 0, "chars": 0}),
+    ]
     answers = _ok(_calls(server, calls), limit=DEFAULT_BYTES)
     assert len(answers) == len(calls)
     text = orjson.dumps(answers).decode()
-    assert "\u241b" in text or "\\u001b" in text or "␛" in text, "escapes in the recording are shown visibly"
+    assert "\u241b" in text or "\\u001b" in text or "␛" in text, (
+        "escapes in the recording are shown visibly"
+    )
 
 
 def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
@@ -206,7 +266,9 @@ def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
 
     runs = Runs([d])
     first = runs.tail("live.jsonl")
-    assert [r["seq"] for r in first["recorded"]["round_trips"]] == [0, 1, 2] and not first["still_being_written"]
+    assert [r["seq"] for r in first["recorded"]["round_trips"]] == [0, 1, 2] and not first[
+        "still_being_written"
+    ]
     with CassetteWriter(live) as w:  # the recorder goes on (appending)
         for ex in exchanges[3:5]:
             w.append(ex)
@@ -216,14 +278,22 @@ def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
     whole = live.read_bytes()
     live.write_bytes(whole[: len(full) + 20])  # the last record half written
     second = runs.tail("live.jsonl", after_seq=first["last_seq"])
-    assert [r["seq"] for r in second["recorded"]["round_trips"]] == [3, 4] and second["still_being_written"]
+    assert [r["seq"] for r in second["recorded"]["round_trips"]] == [3, 4] and second[
+        "still_being_written"
+    ]
     live.write_bytes(whole)
     third = runs.tail("live.jsonl", after_seq=second["last_seq"])
-    assert [r["seq"] for r in third["recorded"]["round_trips"]] == [5] and third["round_trips_so_far"] == 6
+    assert [r["seq"] for r in third["recorded"]["round_trips"]] == [5] and third[
+        "round_trips_so_far"
+    ] == 6
 
 
 def test_the_stdio_server_as_a_coding_agent_starts_it(root: Path) -> None:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "cassettes.cli", "mcp", "--root", str(root)], env=dict(os.environ))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "cassettes.cli", "mcp", "--root", str(root)],
+        env=dict(os.environ),
+    )
 
     async def go() -> tuple[list[str], str]:
         async with Client(params) as c:
@@ -232,7 +302,20 @@ def test_the_stdio_server_as_a_coding_agent_starts_it(root: Path) -> None:
             return tools, "".join(getattr(p, "text", "") for p in r.content)
 
     tools, body = asyncio.run(go())
-    assert tools == ["list_runs", "run_summary", "findings", "turn", "search", "growth", "diff", "tail", "fork_diff", "comparison", "why_report", "web_report"]
+    assert tools == [
+        "list_runs",
+        "run_summary",
+        "findings",
+        "turn",
+        "search",
+        "growth",
+        "diff",
+        "tail",
+        "fork_diff",
+        "comparison",
+        "why_report",
+        "web_report",
+    ]
     assert orjson.loads(body)["conversations"] == 4
 
 
@@ -243,9 +326,35 @@ def test_streamable_http_on_loopback(root: Path) -> None:
     from cassettes.replay.transports.background import free_port
 
     port = free_port()
-    refused = progress.run([sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(root), "--http", f"0.0.0.0:{port}"], capture_output=True, text=True)
+    refused = progress.run(
+        [
+            sys.executable,
+            "-m",
+            "cassettes.cli",
+            "mcp",
+            "--root",
+            str(root),
+            "--http",
+            f"0.0.0.0:{port}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert refused.returncode == 2 and "loopback only" in refused.stderr
-    proc = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(root), "--http", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cassettes.cli",
+            "mcp",
+            "--root",
+            str(root),
+            "--http",
+            f"127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         def listening() -> bool:
             try:
@@ -255,7 +364,9 @@ def test_streamable_http_on_loopback(root: Path) -> None:
                 assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
                 return False
 
-        progress.until(listening, pids=[proc.pid], interval=0.2, what="looptap mcp --http to listen")
+        progress.until(
+            listening, pids=[proc.pid], interval=0.2, what="looptap mcp --http to listen"
+        )
 
         async def go() -> str:
             async with Client(f"http://127.0.0.1:{port}/mcp") as c:

@@ -32,14 +32,18 @@ def test_the_top_root_cause_is_whole_and_other_parts_give_way(root: Path, max_by
     top = orjson.loads(body)["root_causes"][0]
     assert top["code"] == "E.arguments_schema" and top["seq"] == 4 and top["conversation"] == "c2"
     assert top["recorded"]["message"].endswith(WHOLE), top
-    assert "C.tool_result_error" not in [f["code"] for f in orjson.loads(body)["root_causes"]]  # folded under it
+    # folded under it
+    assert "C.tool_result_error" not in [f["code"] for f in orjson.loads(body)["root_causes"]]
 
 
 def test_a_clipped_text_ends_on_a_whole_word() -> None:
     said = text("the client dropped the result of get_weather " * 20, 103)
     kept = said.split("…[clipped")[0]
-    assert len(kept) <= 103 and kept.endswith(("the", "client", "dropped", "result", "of", "get_weather")), kept
-    assert text("x" * 300, 100).startswith("x" * 100 + "…[clipped: 300")  # one long word: cut where it must be
+    assert len(kept) <= 103 and kept.endswith(
+        ("the", "client", "dropped", "result", "of", "get_weather")
+    ), kept
+    # one long word: cut where it must be
+    assert text("x" * 300, 100).startswith("x" * 100 + "…[clipped: 300")
 
 
 def test_the_diff_carries_both_values(root: Path) -> None:
@@ -53,7 +57,9 @@ def test_the_diff_carries_both_values(root: Path) -> None:
             w.append(ex)
     answer = orjson.loads(encode(Runs([root]).diff("demo.jsonl", "changed.jsonl"), 6000))
     (e,) = [d for d in answer["recorded"]["divergences"] if d["layer"] == "E"]
-    assert any("B \"Something else entirely.\"" in c and " A " in f" {c}" for c in e["recorded_changes"]), e
+    assert any(
+        'B "Something else entirely."' in c and " A " in f" {c}" for c in e["recorded_changes"]
+    ), e
 
 
 def test_a_diff_of_runs_on_different_apis_is_one_divergence(root: Path, tmp_path: Path) -> None:
@@ -65,4 +71,6 @@ def test_a_diff_of_runs_on_different_apis_is_one_divergence(root: Path, tmp_path
     assert main(["import", "-q", str(src), "-o", str(root / "openai.jsonl")]) == 0
     answer = orjson.loads(encode(Runs([root]).diff("demo.jsonl", "openai.jsonl"), 6000))
     (only,) = answer["recorded"]["divergences"]
-    assert only["recorded_message"].startswith("the runs use different APIs (anthropic POST /v1/messages against openai_chat")
+    assert only["recorded_message"].startswith(
+        "the runs use different APIs (anthropic POST /v1/messages against openai_chat"
+    )

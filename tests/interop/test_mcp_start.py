@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = ("cassettes.analysis", "cassettes.reading", "cassettes.providers", "cassettes.recording", "cassettes.parsing", "cassettes.mcp.query")
+HEAVY = (
+    "cassettes.analysis",
+    "cassettes.reading",
+    "cassettes.providers",
+    "cassettes.recording",
+    "cassettes.parsing",
+    "cassettes.mcp.query",
+)
 
 
 def _session(root: Path, *requests: dict) -> tuple[list[dict], set[str]]:
@@ -33,11 +40,24 @@ def _session(root: Path, *requests: dict) -> tuple[list[dict], set[str]]:
     proc.stdin.close()
     err = proc.stderr.read().decode("utf-8", "replace")
     proc.wait()
-    modules = {line.split("|")[-1].strip() for line in err.splitlines() if line.startswith("import time:") and "|" in line}
+    modules = {
+        line.split("|")[-1].strip()
+        for line in err.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
     return answers, modules
 
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
 READY = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
@@ -49,7 +69,12 @@ def test_initialize_and_tools_list_load_nothing_heavy_the_first_call_does(tmp_pa
     assert "list_runs" in {t["name"] for t in answers[1]["result"]["tools"]}
     loaded = sorted(m for m in modules if m.startswith(HEAVY))
     assert loaded == [], loaded
-    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "list_runs", "arguments": {}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "list_runs", "arguments": {}},
+    }
     answers, modules = _session(tmp_path, INIT, READY, call)
     assert "error" not in answers[1] and answers[1]["result"].get("isError") is not True, answers[1]
     assert "cassettes.mcp.query" in modules  # loaded where it is needed
@@ -57,5 +82,12 @@ def test_initialize_and_tools_list_load_nothing_heavy_the_first_call_does(tmp_pa
 
 def test_a_root_that_is_not_a_directory_is_still_refused_at_start(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
-    done = subprocess.run([sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(tmp_path / "nope")], capture_output=True, text=True, cwd=REPO, stdin=subprocess.DEVNULL, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     assert done.returncode != 0 and "does not exist" in done.stderr, done.stderr

@@ -25,21 +25,61 @@ FIXTURE = FIXTURES / "flows_mitmproxy11.mitm"
 
 
 
-def http_flow(version: Any = 20, *, body: bytes = b"", resp_body: bytes | None = b"{}", headers: list[Any] | None = None,
-              resp_headers: list[Any] | None = None, error: str | None = None, byte_keys: bool = False) -> dict[Any, Any]:
+def http_flow(
+    version: Any = 20,
+    *,
+    body: bytes = b"",
+    resp_body: bytes | None = b"{}",
+    headers: list[Any] | None = None,
+    resp_headers: list[Any] | None = None,
+    error: str | None = None,
+    byte_keys: bool = False,
+) -> dict[Any, Any]:
     req = {
-        "http_version": b"HTTP/1.1", "headers": headers or [[b"content-type", b"application/json"]], "content": body,
-        "trailers": None, "timestamp_start": 1700000000.0, "timestamp_end": 1700000000.01,
-        "host": "api.openai.com", "port": 443, "method": b"POST", "scheme": b"https", "authority": b"", "path": b"/v1/chat/completions",
+        "http_version": b"HTTP/1.1",
+        "headers": headers or [[b"content-type", b"application/json"]],
+        "content": body,
+        "trailers": None,
+        "timestamp_start": 1700000000.0,
+        "timestamp_end": 1700000000.01,
+        "host": "api.openai.com",
+        "port": 443,
+        "method": b"POST",
+        "scheme": b"https",
+        "authority": b"",
+        "path": b"/v1/chat/completions",
     }
-    resp = None if resp_body is None and error else {
-        "http_version": b"HTTP/1.1", "headers": resp_headers or [[b"content-type", b"application/json"]], "content": resp_body,
-        "trailers": None, "timestamp_start": 1700000000.5, "timestamp_end": 1700000001.25, "status_code": 200, "reason": b"OK",
-    }
+    resp = (
+        None
+        if resp_body is None and error
+        else {
+            "http_version": b"HTTP/1.1",
+            "headers": resp_headers or [[b"content-type", b"application/json"]],
+            "content": resp_body,
+            "trailers": None,
+            "timestamp_start": 1700000000.5,
+            "timestamp_end": 1700000001.25,
+            "status_code": 200,
+            "reason": b"OK",
+        }
+    )
     flow: dict[Any, Any] = {
-        "version": version, "type": "http", "id": "f1", "error": {"msg": error, "timestamp": 1700000001.0} if error else None,
-        "client_conn": {}, "server_conn": {}, "intercepted": False, "is_replay": None, "marked": "", "metadata": {}, "comment": "",
-        "timestamp_created": 1700000000.0, "request": req, "response": resp, "websocket": None, "backup": None,
+        "version": version,
+        "type": "http",
+        "id": "f1",
+        "error": {"msg": error, "timestamp": 1700000001.0} if error else None,
+        "client_conn": {},
+        "server_conn": {},
+        "intercepted": False,
+        "is_replay": None,
+        "marked": "",
+        "metadata": {},
+        "comment": "",
+        "timestamp_created": 1700000000.0,
+        "request": req,
+        "response": resp,
+        "websocket": None,
+        "backup": None,
     }
     if byte_keys:
         flow = {k.encode(): v for k, v in flow.items()}
@@ -59,7 +99,18 @@ def test_tnetstring_reader_reads_every_type() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"5:abc,", b"3:abc", b"x:abc,", b"3:abc?", b"4:tru!!", b"2:ab~", b"3:1.x^", b"6:1:a,1:}", b"2:\xff\xfe;", b"99999999999999:a,"],
+    [
+        b"5:abc,",
+        b"3:abc",
+        b"x:abc,",
+        b"3:abc?",
+        b"4:tru!!",
+        b"2:ab~",
+        b"3:1.x^",
+        b"6:1:a,1:}",
+        b"2:\xff\xfe;",
+        b"99999999999999:a,",
+    ],
 )
 def test_tnetstring_reader_rejects_malformed_input(data: bytes) -> None:
     with pytest.raises(ImportFormatError):
@@ -73,19 +124,25 @@ def test_flow_files_are_told_apart_from_yaml_and_json() -> None:
     assert not is_flow_file(b"1: a YAML mapping")
 
 
-def test_export_and_textconv_read_flow_files_directly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_and_textconv_read_flow_files_directly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     har = tmp_path / "flows.har"
-    assert main(["export", str(FIXTURE), "--har", str(har), "--otel", str(tmp_path / "o.json"), "-q"]) == 0
+    assert (
+        main(["export", str(FIXTURE), "--har", str(har), "--otel", str(tmp_path / "o.json"), "-q"])
+        == 0
+    )
     assert len(orjson.loads(har.read_bytes())["log"]["entries"]) == 4
     otlp = (tmp_path / "o.json").read_bytes()
-    assert otlp.count(b"\n") == 1 and otlp.endswith(b"\n")  # the OTLP file format: one request per line
+    # the OTLP file format: one request per line
+    assert otlp.count(b"\n") == 1 and otlp.endswith(b"\n")
     assert main(["textconv", str(FIXTURE)]) == 0
     out = capsys.readouterr().out
     assert "imported run: 4 round trips, 3 conversations" in out
     assert "  > [0] user text: Capital of France?" in out
 
 
-# -- the fixture written by mitmdump 11 (flow format 21) --------------------------------------------
+# -- the fixture written by mitmdump 11 (flow format 21) -------------------------------------------
 
 
 def test_fixture_from_real_mitmdump_imports_as_exchanges() -> None:
@@ -95,7 +152,12 @@ def test_fixture_from_real_mitmdump_imports_as_exchanges() -> None:
     exs = flows.exchanges
     assert [ex.method for ex in exs] == ["POST", "POST", "POST", "GET"]
     assert all(ex.url.startswith("http://127.0.0.1:") for ex in exs)
-    assert [ex.url.split("/", 3)[3] for ex in exs] == ["v1/chat/completions", "v1/chat/completions", "v1/messages", "ping"]
+    assert [ex.url.split("/", 3)[3] for ex in exs] == [
+        "v1/chat/completions",
+        "v1/chat/completions",
+        "v1/messages",
+        "ping",
+    ]
     for ex in exs:
         assert ex.started is not None and ex.ttfb is not None and ex.duration is not None
         assert 0 <= ex.ttfb <= ex.duration < 30
@@ -103,7 +165,9 @@ def test_fixture_from_real_mitmdump_imports_as_exchanges() -> None:
     assert [rt.family for rt in rts] == ["openai_chat", "openai_chat", "anthropic", "none"]
     # JSON body, stream split back into SSE events, gzip stream decoded then split.
     assert len(exs[0].response_chunks) == 1 and rts[0].stream is False
-    assert len(exs[1].response_chunks) > 3 and all(c.endswith(b"\n\n") for _, c in exs[1].response_chunks)
+    assert len(exs[1].response_chunks) > 3 and all(
+        c.endswith(b"\n\n") for _, c in exs[1].response_chunks
+    )
     assert exs[2].decoded_from == "gzip" and exs[2].response_chunks[0][1].startswith(b"event: ")
     for rt in rts[:3]:
         assert rt.response is not None and rt.response.complete is True and rt.response.text
@@ -115,7 +179,10 @@ def test_fixture_from_real_mitmdump_imports_as_exchanges() -> None:
 def test_cli_import_of_flow_file_writes_a_redacted_cassette(tmp_path: Path) -> None:
     out = tmp_path / "flows.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "cassettes.cli", "import", str(FIXTURE), "-o", str(out)], capture_output=True, text=True, cwd=REPO
+        [sys.executable, "-m", "cassettes.cli", "import", str(FIXTURE), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stderr
     assert "4 round trips, 3 LLM (anthropic 1, openai_chat 2)" in proc.stdout
@@ -131,8 +198,15 @@ def test_cli_import_of_flow_file_writes_a_redacted_cassette(tmp_path: Path) -> N
 
 def test_flow_format_20_mitmproxy10_layout_and_gzip_request() -> None:
     body = b'{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}'
-    data = tnet(http_flow(20, body=gzip.compress(body), headers=[[b"content-type", b"application/json"], [b"content-encoding", b"gzip"]],
-                          resp_body=b'{"choices":[{"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"model":"gpt-4o"}'))
+    data = tnet(
+        http_flow(
+            20,
+            body=gzip.compress(body),
+            headers=[[b"content-type", b"application/json"], [b"content-encoding", b"gzip"]],
+            resp_body=b'{"choices":[{"message":{"role":"assistant","content":"hello"},'
+            b'"finish_reason":"stop"}],"model":"gpt-4o"}',
+        )
+    )
     flows = read_flows(data)
     (ex,) = flows.exchanges
     assert ex.url == "https://api.openai.com/v1/chat/completions"
@@ -176,8 +250,12 @@ def test_a_cut_file_keeps_the_flows_before_the_cut() -> None:
     assert "cut or damaged" in flows.exchanges[0].notes[-1]
 
 
-@pytest.mark.parametrize("content", [b"", b"12345", b"not a flow", b"3:abc,", b"9:" + b"[" * 9 + b"]"])
-def test_garbage_gives_one_clear_line_from_the_cli(tmp_path: Path, content: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "content", [b"", b"12345", b"not a flow", b"3:abc,", b"9:" + b"[" * 9 + b"]"]
+)
+def test_garbage_gives_one_clear_line_from_the_cli(
+    tmp_path: Path, content: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.mitm"
     bad.write_bytes(content)
     assert main(["import", str(bad)]) == 2  # an exception escaping main would fail the test
@@ -186,10 +264,12 @@ def test_garbage_gives_one_clear_line_from_the_cli(tmp_path: Path, content: byte
     assert not (tmp_path / "bad.jsonl").exists()
 
 
-# -- a fresh capture through the real mitmdump --------------------------------------------------------
+# -- a fresh capture through the real mitmdump -----------------------------------------------------
 
 
-def test_fresh_capture_by_real_mitmdump_matches_what_was_served(proxy_python: str, tmp_path: Path) -> None:
+def test_fresh_capture_by_real_mitmdump_matches_what_was_served(
+    proxy_python: str, tmp_path: Path
+) -> None:
     from tests.interop.flows import REQUESTS, record_flows
 
     served, received = record_flows(proxy_python, tmp_path / "flows.mitm", tmp_path / "conf")

@@ -28,7 +28,9 @@ GARBAGE = [b"not json at all\n", bytes(range(256)) * 10, b"# only a comment\n", 
 
 
 def looptap(*args: str) -> subprocess.CompletedProcess[str]:
-    return progress.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=REPO)
+    return progress.run(
+        [sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=REPO
+    )
 
 
 def one_line_error(r: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -75,8 +77,18 @@ def test_every_format_opens_into_the_one_run(tmp_path: Path, odd_yaml: Path) -> 
 
     as_json = tmp_path / "vcr.json"  # vcrpy's JSON serializer
     as_json.write_bytes(orjson.dumps(yaml.safe_load(REASONING.read_bytes())))
-    runs = {"looptap": open_run(cassette), "vcr": open_run(odd_yaml), "json": open_run(as_json), "mitmproxy": open_run(FLOWS)}
-    assert {k: r.kind for k, r in runs.items()} == {"looptap": "looptap", "vcr": "vcr", "json": "vcr", "mitmproxy": "mitmproxy"}
+    runs = {
+        "looptap": open_run(cassette),
+        "vcr": open_run(odd_yaml),
+        "json": open_run(as_json),
+        "mitmproxy": open_run(FLOWS),
+    }
+    assert {k: r.kind for k, r in runs.items()} == {
+        "looptap": "looptap",
+        "vcr": "vcr",
+        "json": "vcr",
+        "mitmproxy": "mitmproxy",
+    }
     assert all(isinstance(r, Run) for r in runs.values()) and ReplayRun is Run
     for key in ("looptap", "vcr"):  # the same recording, two containers
         assert runs[key].families == {"bedrock": 2} and len(runs[key].turns) == 2
@@ -85,7 +97,10 @@ def test_every_format_opens_into_the_one_run(tmp_path: Path, odd_yaml: Path) -> 
     assert runs["json"].total_tokens == open_run(REASONING).total_tokens > 0
     assert runs["mitmproxy"].families == {"openai_chat": 2, "anthropic": 1, "none": 1}
     whole = open_run(cassette, whole=True)
-    assert isinstance(whole.exchanges, list) and whole.analysis.findings == runs["looptap"].analysis.findings
+    assert (
+        isinstance(whole.exchanges, list)
+        and whole.analysis.findings == runs["looptap"].analysis.findings
+    )
     assert len(Run.from_cassette(FLOWS)) == 4  # the pytest plugin's helper reads any format too
 
 
@@ -96,9 +111,14 @@ def test_open_run_refuses_what_it_cannot_read(tmp_path: Path) -> None:
         open_run(har)
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"hello\n")
-    with pytest.raises(CassetteFormatError, match="not a looptap cassette, a vcrpy cassette or a mitmproxy flow file"):
+    with pytest.raises(
+        CassetteFormatError,
+        match="not a looptap cassette, a vcrpy cassette or a mitmproxy flow file",
+    ):
         open_run(bad)
-    with pytest.raises(CassetteFormatError, match=r"a mitmproxy flow file .*; this command reads a vcrpy cassette"):
+    with pytest.raises(
+        CassetteFormatError, match=r"a mitmproxy flow file .*; this command reads a vcrpy cassette"
+    ):
         open_run(FLOWS, formats=("vcr",))
     empty = tmp_path / "empty.yaml"
     empty.write_bytes(b"\n")
@@ -134,11 +154,22 @@ def test_replay_serves_a_flow_file(tmp_path: Path) -> None:
     first = load_flows(FLOWS).exchanges[0]
     path = "/" + first.url.split("/", 3)[3]
     with ReplayServer(FLOWS) as server:
-        req = urllib.request.Request(server.url + path, data=first.request_body, method="POST", headers={"content-type": "application/json"})
+        req = urllib.request.Request(
+            server.url + path,
+            data=first.request_body,
+            method="POST",
+            headers={"content-type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=30) as resp:
             assert resp.status == 200 and resp.read() == first.response_body
         assert len(server.matcher.recorded) == 4 and not server.misses
-    proc = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(FLOWS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cassettes.cli", "replay", str(FLOWS)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -162,7 +193,11 @@ def test_import_takes_an_odd_name_and_refuses_a_cassette(odd_yaml: Path, tmp_pat
     r = looptap("import", str(odd_yaml), "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert read_records(out).header["meta"]["source"] == "vcr"
-    one_line_error(looptap("import", str(out), "-o", str(tmp_path / "again.jsonl")), "a looptap cassette", "this command reads a vcrpy cassette")
+    one_line_error(
+        looptap("import", str(out), "-o", str(tmp_path / "again.jsonl")),
+        "a looptap cassette",
+        "this command reads a vcrpy cassette",
+    )
 
 
 @pytest.mark.parametrize("garbage", GARBAGE, ids=["text", "binary", "comment", "array"])
@@ -170,7 +205,13 @@ def test_garbage_gets_one_line_naming_what_was_tried(garbage: bytes, tmp_path: P
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(garbage)
     tried = ("not a looptap cassette", "a vcrpy cassette", "a mitmproxy flow file")
-    for args in (["show"], ["show", "--json"], ["export", "--har", str(tmp_path / "x.har")], ["diff", str(bad)], ["replay"]):
+    for args in (
+        ["show"],
+        ["show", "--json"],
+        ["export", "--har", str(tmp_path / "x.har")],
+        ["diff", str(bad)],
+        ["replay"],
+    ):
         one_line_error(looptap(*args, str(bad)), *tried)
     one_line_error(looptap("import", str(bad), "-o", str(tmp_path / "x.jsonl")), *tried)
     r = looptap("textconv", str(bad))  # git's diff driver shows a file that is not a run as it is
@@ -188,7 +229,8 @@ def test_the_inspector_gets_a_cassette_of_any_format(odd_yaml: Path, tmp_path: P
     cassette = write_cassette(CACHE_WRITE, tmp_path / "run.jsonl")
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"junk\n")
-    for same in (cassette, bad, tmp_path / "not-yet.jsonl"):  # read (or refused) by the inspector itself
+    # read (or refused) by the inspector itself
+    for same in (cassette, bad, tmp_path / "not-yet.jsonl"):
         with cassette_of(same) as path:
             assert path == same
     with cassette_of(odd_yaml, live=True) as path:  # --live follows a recording being written
@@ -204,7 +246,9 @@ def test_keys_in_other_tools_files_never_reach_an_output(tmp_path: Path) -> None
     key = "sk-ant-api03-" + "SENTINELvcrKEY" * 4
     i = text.index("headers:")
     leaky = tmp_path / "leaky.yaml"
-    leaky.write_text(text[:i] + f"headers:\n      x-api-key:\n      - {key}\n" + text[i + len("headers:\n"):])
+    leaky.write_text(
+        text[:i] + f"headers:\n      x-api-key:\n      - {key}\n" + text[i + len("headers:\n") :]
+    )
     assert key in leaky.read_text()
     for src, secret in ((FLOWS, "sk-looptap-flow-SENTINEL"), (leaky, key)):
         har, otel = tmp_path / f"{src.stem}.har", tmp_path / f"{src.stem}.otel.json"

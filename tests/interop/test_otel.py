@@ -52,7 +52,10 @@ def to_protobuf_json(obj: Any) -> Any:
     """OTLP/JSON → protobuf's canonical JSON mapping: the one difference is that OTLP writes trace
     and span ids as hex where the canonical mapping of ``bytes`` is base64."""
     if isinstance(obj, dict):
-        return {k: base64.b64encode(bytes.fromhex(v)).decode() if k in _IDS else to_protobuf_json(v) for k, v in obj.items()}
+        return {
+            k: base64.b64encode(bytes.fromhex(v)).decode() if k in _IDS else to_protobuf_json(v)
+            for k, v in obj.items()
+        }
     if isinstance(obj, list):
         return [to_protobuf_json(x) for x in obj]
     return obj
@@ -62,11 +65,13 @@ def llm_spans(req: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for s in spans_of(req) if s["kind"] == 3]
 
 
-# -- the OTLP schema --------------------------------------------------------------------------------
+# -- the OTLP schema -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("source", ["demo", "reasoning", "cache", "flows"])
-def test_payload_is_a_valid_otlp_export_request_in_json_and_protobuf(source: str, demo_run: Run, tmp_path: Path) -> None:
+def test_payload_is_a_valid_otlp_export_request_in_json_and_protobuf(
+    source: str, demo_run: Run, tmp_path: Path
+) -> None:
     run = {
         "demo": lambda: demo_run,
         "reasoning": lambda: open_run(write_cassette(REASONING, tmp_path / "r.jsonl")),
@@ -76,7 +81,9 @@ def test_payload_is_a_valid_otlp_export_request_in_json_and_protobuf(source: str
     req = build_request(run)
     text = orjson.dumps(req).decode()
     # The JSON parses into the OTLP protobuf message: unknown fields or wrong types would raise.
-    from_json = json_format.Parse(json.dumps(to_protobuf_json(json.loads(text))), ExportTraceServiceRequest())
+    from_json = json_format.Parse(
+        json.dumps(to_protobuf_json(json.loads(text))), ExportTraceServiceRequest()
+    )
     # Every field survives: protobuf → canonical JSON → our JSON again.
     back = json_format.MessageToDict(from_json, use_integers_for_enums=True)
     assert back == to_protobuf_json(json.loads(text))
@@ -88,7 +95,7 @@ def test_payload_is_a_valid_otlp_export_request_in_json_and_protobuf(source: str
     assert len(from_wire.resource_spans[0].scope_spans[0].spans) == len(spans_of(req))
 
 
-# -- layout -----------------------------------------------------------------------------------------
+# -- layout ----------------------------------------------------------------------------------------
 
 
 def test_one_trace_per_conversation_one_client_span_per_round_trip(demo_run: Run) -> None:
@@ -105,7 +112,8 @@ def test_one_trace_per_conversation_one_client_span_per_round_trip(demo_run: Run
         assert {s["traceId"] for s in members} == {root["traceId"]}
         assert all(s["parentSpanId"] == root["spanId"] for s in members)
         assert "parentSpanId" not in root
-        assert attrs(root)["openinference.span.kind"] == "AGENT"  # Phoenix showed UNKNOWN (issue 16)
+        # Phoenix showed UNKNOWN (issue 16)
+        assert attrs(root)["openinference.span.kind"] == "AGENT"
         assert all(attrs(s)["openinference.span.kind"] == "LLM" for s in members)
         assert root["startTimeUnixNano"] == min(s["startTimeUnixNano"] for s in members)
         assert root["endTimeUnixNano"] == max(s["endTimeUnixNano"] for s in members)
@@ -113,7 +121,9 @@ def test_one_trace_per_conversation_one_client_span_per_round_trip(demo_run: Run
     assert len({s["spanId"] for s in spans}) == len(spans)
 
 
-def test_ids_are_stable_across_exports_and_when_the_recording_grows(demo_cassette: Path, tmp_path: Path) -> None:
+def test_ids_are_stable_across_exports_and_when_the_recording_grows(
+    demo_cassette: Path, tmp_path: Path
+) -> None:
     first = build_request(open_run(demo_cassette))
     assert build_request(open_run(demo_cassette)) == first
     grown = tmp_path / "grown.jsonl"
@@ -141,7 +151,7 @@ def test_span_times_come_from_the_recording(tmp_path: Path) -> None:
     assert all(attrs(s)["looptap.timing"] == "synthetic" for s in spans)
 
 
-# -- GenAI semantic conventions -----------------------------------------------------------------------
+# -- GenAI semantic conventions --------------------------------------------------------------------
 
 
 def test_genai_attributes_and_messages_of_a_tool_loop(demo_run: Run) -> None:
@@ -171,7 +181,12 @@ def test_genai_attributes_and_messages_of_a_tool_loop(demo_run: Run) -> None:
     assert all(t["type"] == "function" and t["parameters"]["type"] == "object" for t in tools)
     for m in [*inp, *out]:  # every part has a semconv type and its required fields
         for p in m["parts"]:
-            need = {"text": {"content"}, "tool_call": {"name"}, "tool_call_response": {"response"}, "reasoning": {"content"}}
+            need = {
+                "text": {"content"},
+                "tool_call": {"name"},
+                "tool_call_response": {"response"},
+                "reasoning": {"content"},
+            }
             assert need[p["type"]] <= set(p)
 
 
@@ -181,14 +196,20 @@ def test_reasoning_parts_and_reasoning_and_cache_tokens(tmp_path: Path) -> None:
     assert a0["gen_ai.provider.name"] == "deepseek"  # an OpenAI-format API on a known vendor's host
     assert a0["gen_ai.usage.reasoning.output_tokens"] == 18
     assert a0["gen_ai.usage.cache_read.input_tokens"] == 256
-    assert a0["gen_ai.usage.input_tokens"] == 366  # inclusive of the cache reads, as the semconv says
+    # inclusive of the cache reads, as the semconv says
+    assert a0["gen_ai.usage.input_tokens"] == 366
     out = json.loads(a0["gen_ai.output.messages"])
     assert [p["type"] for p in out[0]["parts"]] == ["reasoning", "tool_call"]
     assert out[0]["parts"][0]["content"]
     inp = json.loads(a1["gen_ai.input.messages"])
     assert [p["type"] for p in inp[1]["parts"]] == ["reasoning", "tool_call"]
     assert inp[2]["role"] == "tool" and inp[2]["parts"][0]["type"] == "tool_call_response"
-    cache = [attrs(s) for s in llm_spans(build_request(open_run(write_cassette(CACHE_WRITE, tmp_path / "c.jsonl"))))]
+    cache = [
+        attrs(s)
+        for s in llm_spans(
+            build_request(open_run(write_cassette(CACHE_WRITE, tmp_path / "c.jsonl")))
+        )
+    ]
     assert cache[0]["gen_ai.provider.name"] == "aws.bedrock"
     assert any(a.get("gen_ai.usage.cache_creation.input_tokens", 0) > 0 for a in cache)
     assert any(a.get("gen_ai.usage.cache_read.input_tokens", 0) > 0 for a in cache)
@@ -199,13 +220,19 @@ def test_system_instructions_are_what_was_sent_beside_the_history(tmp_path: Path
     a = attrs(llm_spans(build_request(run))[0])
     system = json.loads(a["gen_ai.system_instructions"])
     assert system[0]["type"] == "text" and "SINGLE NUMBER" in system[0]["content"]
-    assert {p["type"] for p in system} <= {"text", "other"}  # Bedrock's cachePoint block is an "other" part
+    # Bedrock's cachePoint block is an "other" part
+    assert {p["type"] for p in system} <= {"text", "other"}
     assert all(m["role"] != "system" for m in json.loads(a["gen_ai.input.messages"]))
 
 
 def test_no_content_leaves_messages_out(demo_run: Run) -> None:
     a = attrs(llm_spans(build_request(demo_run, content=False))[1])
-    assert not {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.definitions", "gen_ai.system_instructions"} & set(a)
+    assert not {
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.tool.definitions",
+        "gen_ai.system_instructions",
+    } & set(a)
     assert a["gen_ai.usage.input_tokens"] == 887
 
 
@@ -226,7 +253,7 @@ def test_provider_names_follow_the_host_then_the_family() -> None:
     assert providers.by_family("gemini").profile.otel_operation == "generate_content"  # type: ignore[union-attr]
 
 
-# -- looptap's view -----------------------------------------------------------------------------------
+# -- looptap's view --------------------------------------------------------------------------------
 
 
 def test_findings_ride_as_events_and_layer_labels_as_attributes(demo_run: Run) -> None:
@@ -236,12 +263,19 @@ def test_findings_ride_as_events_and_layer_labels_as_attributes(demo_run: Run) -
     a = attrs(flagged)
     assert a["looptap.layers.flagged"] == ["E"]
     assert "E.arguments_schema" in a["looptap.findings.codes"]
-    assert a["looptap.c.link"] == "extends" and a["looptap.c.kept"] == 1 and a["looptap.c.appended"] == 2
+    assert (
+        a["looptap.c.link"] == "extends"
+        and a["looptap.c.kept"] == 1
+        and a["looptap.c.appended"] == 2
+    )
     assert a["looptap.tokens.source"] == "reported" and isinstance(a["looptap.cost.usd"], float)
     events = [e for e in flagged["events"] if e["name"] == "looptap.finding"]
     ev = {x["key"]: next(iter(x["value"].values())) for x in events[0]["attributes"]}
     assert ev["looptap.finding.code"] == "E.arguments_schema" and ev["looptap.finding.layer"] == "E"
-    assert ev["looptap.finding.severity"] == "warning" and "stock_lookup" in ev["looptap.finding.message"]
+    assert (
+        ev["looptap.finding.severity"] == "warning"
+        and "stock_lookup" in ev["looptap.finding.message"]
+    )
     assert len(events) == len(demo_run.analysis.turns[4].findings)
     assert "events" not in by_seq[0]  # no findings, no timing → no events
 
@@ -256,7 +290,13 @@ def test_errors_set_the_span_status(tmp_path: Path) -> None:
         request_body=b'{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}',
         status=429,
         response_headers=[("content-type", "application/json")],
-        response_chunks=[(None, b'{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}')],
+        response_chunks=[
+            (
+                None,
+                b'{"error":{"message":"Rate limit reached","type":"requests",'
+                b'"code":"rate_limit_exceeded"}}',
+            )
+        ],
     )
     (span,) = llm_spans(build_request(Run.of([ex])))
     assert span["status"] == {"code": 2, "message": "HTTP 429: Rate limit reached"}
@@ -264,7 +304,7 @@ def test_errors_set_the_span_status(tmp_path: Path) -> None:
     assert "gen_ai.output.messages" not in attrs(span)
 
 
-# -- the CLI and OTLP/HTTP ----------------------------------------------------------------------------
+# -- the CLI and OTLP/HTTP -------------------------------------------------------------------------
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -301,17 +341,55 @@ def test_cli_posts_protobuf_and_json_to_an_otlp_http_endpoint(
 ) -> None:
     url, handler = receiver
     out = tmp_path / "otel.json"
-    assert main(["export", str(demo_cassette), "--otel", str(out), "--otel-endpoint", url, "--otel-header", "x-team=qa", "-q"]) == 0
-    assert main(["export", str(demo_cassette), "--otel-endpoint", url + "/v1/traces", "--otel-protocol", "json", "-q"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                str(demo_cassette),
+                "--otel",
+                str(out),
+                "--otel-endpoint",
+                url,
+                "--otel-header",
+                "x-team=qa",
+                "-q",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "export",
+                str(demo_cassette),
+                "--otel-endpoint",
+                url + "/v1/traces",
+                "--otel-protocol",
+                "json",
+                "-q",
+            ]
+        )
+        == 0
+    )
     (p1, ct1, body1), (p2, ct2, body2) = handler.got
-    assert (p1, ct1, p2, ct2) == ("/v1/traces", "application/x-protobuf", "/v1/traces", "application/json")
+    assert (p1, ct1, p2, ct2) == (
+        "/v1/traces",
+        "application/x-protobuf",
+        "/v1/traces",
+        "application/json",
+    )
     written = orjson.loads(out.read_bytes())
-    assert ExportTraceServiceRequest.FromString(body1) == ExportTraceServiceRequest.FromString(encode_request(written))
+    assert ExportTraceServiceRequest.FromString(body1) == ExportTraceServiceRequest.FromString(
+        encode_request(written)
+    )
     assert orjson.loads(body2) == written
 
 
 def test_cli_reports_a_refusing_endpoint_and_bad_input_in_one_line(
-    demo_cassette: Path, receiver: tuple[str, type[_Receiver]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    demo_cassette: Path,
+    receiver: tuple[str, type[_Receiver]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     url, handler = receiver
     handler.status = 500
@@ -327,7 +405,9 @@ def test_cli_reports_a_refusing_endpoint_and_bad_input_in_one_line(
 
 
 @pytest.mark.parametrize("protocol", ["protobuf", "json"])
-def test_a_large_export_is_split_into_requests_that_together_hold_every_span(demo_run: Run, protocol: str) -> None:
+def test_a_large_export_is_split_into_requests_that_together_hold_every_span(
+    demo_run: Run, protocol: str
+) -> None:
     from cassettes.interop.otlp import batches
 
     req = build_request(demo_run)
@@ -339,17 +419,29 @@ def test_a_large_export_is_split_into_requests_that_together_hold_every_span(dem
 
     def decode(body: bytes) -> ExportTraceServiceRequest:
         if protocol == "json":
-            return json_format.Parse(json.dumps(to_protobuf_json(orjson.loads(body))), ExportTraceServiceRequest())
+            return json_format.Parse(
+                json.dumps(to_protobuf_json(orjson.loads(body))), ExportTraceServiceRequest()
+            )
         return ExportTraceServiceRequest.FromString(body)
 
-    got = [s for body in parts for rs in decode(body).resource_spans for ss in rs.scope_spans for s in ss.spans]
+    got = [
+        s
+        for body in parts
+        for rs in decode(body).resource_spans
+        for ss in rs.scope_spans
+        for s in ss.spans
+    ]
     want = [s for rs in decode(whole[0]).resource_spans for ss in rs.scope_spans for s in ss.spans]
     assert got == want
-    assert all(decode(b).resource_spans[0].resource == decode(whole[0]).resource_spans[0].resource for b in parts)
+    assert all(
+        decode(b).resource_spans[0].resource == decode(whole[0]).resource_spans[0].resource
+        for b in parts
+    )
 
 
 def test_a_recorded_stream_marks_its_first_token() -> None:
-    ex = load_flows(FIXTURES / "flows_mitmproxy11.mitm").exchanges[1]  # the streamed chat completion
+    # the streamed chat completion
+    ex = load_flows(FIXTURES / "flows_mitmproxy11.mitm").exchanges[1]
     ex.response_chunks = [(0.25 + 0.01 * i, c) for i, (_, c) in enumerate(ex.response_chunks)]
     ex.started, ex.ttfb, ex.duration = 1_700_000_000.0, 0.2, 0.5
     (span,) = llm_spans(build_request(Run.of([ex])))
@@ -358,4 +450,8 @@ def test_a_recorded_stream_marks_its_first_token() -> None:
     (first,) = [e for e in span["events"] if e["name"] == "looptap.first_token"]
     assert int(first["timeUnixNano"]) == 1_700_000_000_250_000_000
     a = attrs(span)
-    assert a["gen_ai.request.stream"] is True and a["looptap.a.ttft_s"] == 0.25 and a["looptap.a.ttfb_s"] == 0.2
+    assert (
+        a["gen_ai.request.stream"] is True
+        and a["looptap.a.ttft_s"] == 0.25
+        and a["looptap.a.ttfb_s"] == 0.2
+    )

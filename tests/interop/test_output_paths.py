@@ -56,8 +56,15 @@ def cassette(tmp_path: Path, vcr_yaml: Path) -> Path:
 
 
 def _looptap(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout's looptap, wherever the command runs
-    return progress.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=cwd, env=env)
+    # this checkout's looptap, wherever the command runs
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return progress.run(
+        [sys.executable, "-m", "cassettes.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+    )
 
 
 def _refused(proc: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -95,32 +102,50 @@ def _ident(path: Path) -> tuple[int, int, int, int]:
 
 
 SPECIALS = ["dev_null", "private_device", "fifo", "directory"]
-WORDS = {"dev_null": "is a character device", "private_device": "is a character device", "fifo": "is a FIFO", "directory": "is a directory"}
+WORDS = {
+    "dev_null": "is a character device",
+    "private_device": "is a character device",
+    "fifo": "is a FIFO",
+    "directory": "is a directory",
+}
 
 
 # -- export --har / --otel -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("flag", ["--har", "--otel"])
-def test_export_refuses_an_existing_file_unless_forced(tmp_path: Path, cassette: Path, flag: str) -> None:
+def test_export_refuses_an_existing_file_unless_forced(
+    tmp_path: Path, cassette: Path, flag: str
+) -> None:
     out = tmp_path / "notes.txt"
     out.write_text(PRECIOUS)
-    _refused(_looptap(tmp_path, "export", str(cassette), flag, str(out)), f"the export {out} exists (--force replaces it", "--force")
+    _refused(
+        _looptap(tmp_path, "export", str(cassette), flag, str(out)),
+        f"the export {out} exists (--force replaces it",
+        "--force",
+    )
     assert out.read_text() == PRECIOUS  # was overwritten
     proc = _looptap(tmp_path, "export", str(cassette), flag, str(out), "--force")
     assert proc.returncode == 0, proc.stderr
     assert out.read_text() != PRECIOUS and stat.S_IMODE(out.stat().st_mode) == 0o600
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "notes.txt", "run.jsonl"]  # no temporary left
+    # no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "notes.txt", "run.jsonl"]
 
 
 @pytest.mark.parametrize("which", SPECIALS)
-def test_export_never_writes_to_a_device_fifo_or_directory(tmp_path: Path, cassette: Path, which: str) -> None:
+def test_export_never_writes_to_a_device_fifo_or_directory(
+    tmp_path: Path, cassette: Path, which: str
+) -> None:
     path = _special(tmp_path, which)
     before = _ident(path)
-    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK) if which == "fifo" else -1  # a writer would not wait
+    # a writer would not wait
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK) if which == "fifo" else -1
     try:
         for force in ([], ["--force"]):
-            _refused(_looptap(tmp_path, "export", str(cassette), "--har", str(path), *force), WORDS[which])
+            _refused(
+                _looptap(tmp_path, "export", str(cassette), "--har", str(path), *force),
+                WORDS[which],
+            )
     finally:
         if reader >= 0:
             assert os.read(reader, 1 << 16) == b""
@@ -134,13 +159,19 @@ def test_export_never_writes_through_a_link(tmp_path: Path, cassette: Path) -> N
     link = tmp_path / "out.har"
     link.symlink_to(victim)
     for force in ([], ["--force"]):
-        _refused(_looptap(tmp_path, "export", str(cassette), "--har", str(link), *force), "is a symbolic link")
+        _refused(
+            _looptap(tmp_path, "export", str(cassette), "--har", str(link), *force),
+            "is a symbolic link",
+        )
     assert victim.read_text() == PRECIOUS and link.is_symlink()  # was truncated and overwritten
 
 
 def test_export_never_replaces_the_run_it_reads(tmp_path: Path, cassette: Path) -> None:
     before = cassette.read_bytes()
-    _refused(_looptap(tmp_path, "export", str(cassette), "--har", str(cassette), "--force"), "is the run it exports")
+    _refused(
+        _looptap(tmp_path, "export", str(cassette), "--har", str(cassette), "--force"),
+        "is the run it exports",
+    )
     assert cassette.read_bytes() == before
 
 
@@ -151,12 +182,18 @@ def test_import_never_writes_through_a_link(tmp_path: Path, vcr_yaml: Path) -> N
     link = tmp_path / "out.jsonl"
     link.symlink_to(tmp_path / "elsewhere.jsonl")
     for force in ([], ["--force"]):
-        _refused(_looptap(tmp_path, "import", str(vcr_yaml), "-o", str(link), *force), "is a symbolic link")
-    assert not (tmp_path / "elsewhere.jsonl").exists() and link.is_symlink()  # was created where it points
+        _refused(
+            _looptap(tmp_path, "import", str(vcr_yaml), "-o", str(link), *force),
+            "is a symbolic link",
+        )
+    # was created where it points
+    assert not (tmp_path / "elsewhere.jsonl").exists() and link.is_symlink()
 
 
 @pytest.mark.parametrize("which", SPECIALS)
-def test_import_never_replaces_a_device_fifo_or_directory(tmp_path: Path, vcr_yaml: Path, which: str) -> None:
+def test_import_never_replaces_a_device_fifo_or_directory(
+    tmp_path: Path, vcr_yaml: Path, which: str
+) -> None:
     path = _special(tmp_path, which)
     before = _ident(path)
     _refused(_looptap(tmp_path, "import", str(vcr_yaml), "-o", str(path), "--force"), WORDS[which])
@@ -171,7 +208,9 @@ def test_import_refuses_an_existing_file_unless_forced(tmp_path: Path, vcr_yaml:
     assert out.read_text() == PRECIOUS
     proc = _looptap(tmp_path, "import", str(vcr_yaml), "-o", str(out), "--force")
     assert proc.returncode == 0, proc.stderr
-    assert out.read_text().startswith('{"type":"header"') and sorted(p.name for p in tmp_path.iterdir()) == ["in", "out.jsonl"]
+    assert out.read_text().startswith('{"type":"header"') and sorted(
+        p.name for p in tmp_path.iterdir()
+    ) == ["in", "out.jsonl"]
 
 
 # -- textconv --install --------------------------------------------------------------------------
@@ -194,7 +233,9 @@ def test_textconv_install_never_writes_through_a_linked_gitattributes(tmp_path: 
     _refused(_looptap(repo, "textconv", "--install"), "is a symbolic link")
     assert victim.read_text() == PRECIOUS  # the attribute line was appended to it
     assert (repo / ".gitattributes").is_symlink()
-    config = progress.run(["git", "-C", str(repo), "config", "diff.looptap.textconv"], capture_output=True, text=True)
+    config = progress.run(
+        ["git", "-C", str(repo), "config", "diff.looptap.textconv"], capture_output=True, text=True
+    )
     assert config.stdout == ""  # refused before git's config was touched
 
 
@@ -205,7 +246,8 @@ def test_textconv_install_refuses_a_gitattributes_directory(tmp_path: Path) -> N
 
 
 def test_textconv_install_extends_an_existing_gitattributes(tmp_path: Path) -> None:
-    """The clean twin: the repository's own attributes are kept, the line added once, the mode kept."""
+    """The clean twin: the repository's own attributes are kept, the line added once, the mode
+    kept."""
     repo = _repo(tmp_path)
     attrs = repo / ".gitattributes"
     attrs.write_text("*.png binary")  # no final newline
@@ -224,14 +266,25 @@ def test_textconv_install_extends_an_existing_gitattributes(tmp_path: Path) -> N
 def test_demo_replaces_only_an_earlier_demo(tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text(PRECIOUS)
-    env = {k: v for k, v in os.environ.items() if k != "LOOPTAP_PROXY_PYTHON"}  # the bundled recording, no recorder
+    # the bundled recording, no recorder
+    env = {k: v for k, v in os.environ.items() if k != "LOOPTAP_PROXY_PYTHON"}
     env["PYTHONPATH"] = str(REPO)
 
     def demo(out: Path) -> subprocess.CompletedProcess[str]:
-        return progress.run([sys.executable, "-m", "cassettes.cli", "demo", "-o", str(out)], capture_output=True, text=True, cwd=tmp_path, env=env)
+        return progress.run(
+            [sys.executable, "-m", "cassettes.cli", "demo", "-o", str(out)],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+        )
 
     proc = demo(notes)
-    assert proc.returncode == 2 and f"the demo's cassette {notes} already exists and is not looptap's" in proc.stdout + proc.stderr
+    assert (
+        proc.returncode == 2
+        and f"the demo's cassette {notes} already exists and is not looptap's"
+        in proc.stdout + proc.stderr
+    )
     assert notes.read_text() == PRECIOUS  # was deleted and replaced by the demo's cassette
     out = tmp_path / "demo.jsonl"
     for _ in range(2):  # the clean twin: an earlier demo is replaced

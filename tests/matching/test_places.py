@@ -14,19 +14,32 @@ from cassettes.matching import VolatileSpans
 from cassettes.matching.places import MAX_PATH, here, path_value, recorded, volatile_for
 from cassettes.replay.forking.fork import branch_meta, parse_from
 from cassettes.replay.serving.server import ReplayServer
-from tests.replay.conftest import USER, chat_exchange, chat_request, chat_response, raw_request, write
+from tests.replay.conftest import (
+    USER,
+    chat_exchange,
+    chat_request,
+    chat_response,
+    raw_request,
+    write,
+)
 
 PATH = "/v1/chat/completions"
 ALICE = "/home/alice/work/proj"
 
 
 def system(cwd: str) -> dict[str, str]:
-    return {"role": "system", "content": f"You are a coding agent. Working directory: {cwd}. Read {cwd}/src/app.py first."}
+    return {
+        "role": "system",
+        "content": "You are a coding agent. Working directory: "
+        f"{cwd}. Read {cwd}/src/app.py first.",
+    }
 
 
 def recorded_in(tmp_path: Path, meta: dict[str, Any] | None) -> Path:
     """A one-turn run recorded in Alice's checkout, its header's ``meta`` replaced by ``meta``."""
-    cas = write(tmp_path / "run.jsonl", [chat_exchange([system(ALICE), USER], chat_response("Done."))])
+    cas = write(
+        tmp_path / "run.jsonl", [chat_exchange([system(ALICE), USER], chat_response("Done."))]
+    )
     lines = cas.read_bytes().splitlines(keepends=True)
     header = orjson.loads(lines[0])
     if meta is None:
@@ -38,7 +51,9 @@ def recorded_in(tmp_path: Path, meta: dict[str, Any] | None) -> Path:
     return cas
 
 
-def test_a_run_recorded_in_another_checkout_replays_here_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_recorded_in_another_checkout_replays_here_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The recorded request names Alice's checkout, this one names the checkout the replay runs in:
     both are ``<cwd>``, served, and the note says what was tolerated."""
     mine = tmp_path / "checkout" / "proj"
@@ -49,7 +64,10 @@ def test_a_run_recorded_in_another_checkout_replays_here_and_says_so(tmp_path: P
         status, _, _ = raw_request(srv.url, "POST", PATH, chat_request([system(str(mine)), USER]))
         notes = srv.served[0].notes
     assert status == 200
-    assert notes == [f"tolerated: cwd at messages[0].content: recorded '{ALICE}', this request '{mine}'"] * 2
+    assert (
+        notes
+        == [f"tolerated: cwd at messages[0].content: recorded '{ALICE}', this request '{mine}'"] * 2
+    )
 
 
 @pytest.mark.parametrize(
@@ -65,7 +83,9 @@ def test_a_run_recorded_in_another_checkout_replays_here_and_says_so(tmp_path: P
         pytest.param("not a table", id="meta-not-a-table"),
     ],
 )
-def test_without_a_usable_recorded_cwd_the_replay_loads_and_fails_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, meta: Any) -> None:
+def test_without_a_usable_recorded_cwd_the_replay_loads_and_fails_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, meta: Any
+) -> None:
     """No field (an older cassette) or a hostile one: the file loads, the recorded cwd is not
     tolerated (a miss, as before the fields existed), and nothing raises."""
     mine = tmp_path / "checkout" / "proj"
@@ -80,7 +100,21 @@ def test_without_a_usable_recorded_cwd_the_replay_loads_and_fails_closed(tmp_pat
 
 
 def test_hostile_values_are_bounded_and_ignored() -> None:
-    for bad in ("/" + "a" * MAX_PATH, "/x\x00y/z", "/x/\ny", "/x/\u2028y", 7, 1.5, True, None, [], {}, "", "/", "rel/x"):
+    for bad in (
+        "/" + "a" * MAX_PATH,
+        "/x\x00y/z",
+        "/x/\ny",
+        "/x/\u2028y",
+        7,
+        1.5,
+        True,
+        None,
+        [],
+        {},
+        "",
+        "/",
+        "rel/x",
+    ):
         assert path_value(bad) is None, repr(bad)[:40]
         assert recorded({"meta": {"cwd": bad, "home": bad}}) == ([], [])
     for header in (None, 3, "x", [], {"meta": None}, {"meta": []}, {}):
@@ -98,8 +132,12 @@ def test_here_is_this_process_paths_only(tmp_path: Path, monkeypatch: pytest.Mon
     assert here() == {"cwd": str(tmp_path)}
 
 
-def test_a_branch_header_carries_the_forks_own_places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cas = write(tmp_path / "run.jsonl", [chat_exchange([system(ALICE), USER], chat_response("Done."))])
+def test_a_branch_header_carries_the_forks_own_places(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cas = write(
+        tmp_path / "run.jsonl", [chat_exchange([system(ALICE), USER], chat_response("Done."))]
+    )
     where = tmp_path / "b"
     where.mkdir()
     monkeypatch.chdir(where)
@@ -108,7 +146,9 @@ def test_a_branch_header_carries_the_forks_own_places(tmp_path: Path, monkeypatc
     assert (meta["cwd"], meta["home"]) == (str(where), "/home/bob")
 
 
-def test_the_plugins_and_the_proxys_writers_put_them_in_the_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_plugins_and_the_proxys_writers_put_them_in_the_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The recorder's writer process (proxy.writer) writes this process's places, less a path the
     redactor would mask (a key in a folder's name never reaches the header)."""
     from cassettes.recording.redact import Redactor
@@ -128,17 +168,30 @@ def test_a_cwd_that_ends_a_sentence_is_the_cwd() -> None:
     """``Working directory: /home/alice/work/proj.``: the full stop ends the sentence, not the path
     (``proj.git`` and ``proj.d/`` are other directories)."""
     v = volatile_for({"meta": {"cwd": ALICE}})
-    assert v.normalise(f"Working directory: {ALICE}. Read {ALICE}/a.py.")[0] == "Working directory: <cwd>. Read <cwd>/a.py."
-    assert v.normalise(f"Clone {ALICE}.git and {ALICE}.d/x, {ALICE}-old")[0] == f"Clone {ALICE}.git and {ALICE}.d/x, {ALICE}-old"
+    assert (
+        v.normalise(f"Working directory: {ALICE}. Read {ALICE}/a.py.")[0]
+        == "Working directory: <cwd>. Read <cwd>/a.py."
+    )
+    assert (
+        v.normalise(f"Clone {ALICE}.git and {ALICE}.d/x, {ALICE}-old")[0]
+        == f"Clone {ALICE}.git and {ALICE}.d/x, {ALICE}-old"
+    )
 
 
 def test_the_cwd_as_a_folder_name_is_the_cwd() -> None:
-    """Claude Code's memory folder is named after the cwd (``~/.claude/projects/-home-alice-work-proj/``):
-    another checkout's is the same ``<cwd>``; a longer name is another folder."""
-    mine = VolatileSpans(cwd="/srv/bob/co_2", home="/srv/bob", recorded_cwd=[ALICE], recorded_home=["/home/alice"])
+    """Claude Code's memory folder is named after the cwd
+    (``~/.claude/projects/-home-alice-work-proj/``): another checkout's is the same ``<cwd>``; a
+    longer name is another folder."""
+    mine = VolatileSpans(
+        cwd="/srv/bob/co_2", home="/srv/bob", recorded_cwd=[ALICE], recorded_home=["/home/alice"]
+    )
     recorded = "memory at `/home/alice/.claude/projects/-home-alice-work-proj/memory/`."
     live = "memory at `/srv/bob/.claude/projects/-srv-bob-co-2/memory/`."
-    assert mine.normalise(recorded)[0] == mine.normalise(live)[0] == "memory at `<home>/.claude/projects/<cwd>/memory/`."
+    assert (
+        mine.normalise(recorded)[0]
+        == mine.normalise(live)[0]
+        == "memory at `<home>/.claude/projects/<cwd>/memory/`."
+    )
     assert mine.normalise("see -home-alice-work-proj-old/ and x-home-alice-work-proj")[1] == ()
 
 

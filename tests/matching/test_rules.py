@@ -38,13 +38,24 @@ GEMINI = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-fla
 
 
 def ex(url: str, body: dict[str, Any]) -> Exchange:
-    return Exchange("POST", url, [("content-type", "application/json")], orjson.dumps(body), status=200,
-                    response_headers=[("content-type", "application/json")], response_chunks=[(0.0, b"{}")])
+    return Exchange(
+        "POST",
+        url,
+        [("content-type", "application/json")],
+        orjson.dumps(body),
+        status=200,
+        response_headers=[("content-type", "application/json")],
+        response_chunks=[(0.0, b"{}")],
+    )
 
 
-def match(url: str, recorded: dict[str, Any], live: dict[str, Any], rules: Rules, volatile: bool = False) -> tuple[Recorded | Miss, list[Tolerated]]:
+def match(
+    url: str, recorded: dict[str, Any], live: dict[str, Any], rules: Rules, volatile: bool = False
+) -> tuple[Recorded | Miss, list[Tolerated]]:
     m = Matcher([ex(url, recorded)], volatile=volatile, rules=rules)
-    got = m.match("POST", url.split("://", 1)[1].split("/", 1)[1].join(["/", ""]), [], orjson.dumps(live))
+    got = m.match(
+        "POST", url.split("://", 1)[1].split("/", 1)[1].join(["/", ""]), [], orjson.dumps(live)
+    )
     return got, m.tolerated.get(0, [])
 
 
@@ -52,14 +63,22 @@ def match(url: str, recorded: dict[str, Any], live: dict[str, Any], rules: Rules
 
 
 def test_paths_parse_with_wildcards_quoted_keys_and_a_leading_dollar() -> None:
-    assert parse_path("messages[*].content[*].cache_control") == ("messages", ANY_INDEX, "content", ANY_INDEX, "cache_control")
+    assert parse_path("messages[*].content[*].cache_control") == (
+        "messages",
+        ANY_INDEX,
+        "content",
+        ANY_INDEX,
+        "cache_control",
+    )
     assert parse_path("metadata.*") == ("metadata", ANY_KEY)
     assert parse_path('$.a["b c"][2].d-e') == ("a", "b c", 2, "d-e")
     for text in ("messages[*].content[*].cache_control", "metadata.*", 'a["b c"][2]'):
         assert format_rule_path(parse_path(text)) == text
 
 
-@pytest.mark.parametrize("bad", ["", "a..b", ".a", "a.", "a[x]", "a[-1]", "a b", "a.[0]", "[0]x", "a" * 1001])
+@pytest.mark.parametrize(
+    "bad", ["", "a..b", ".a", "a.", "a[x]", "a[-1]", "a b", "a.[0]", "[0]x", "a" * 1001]
+)
 def test_a_path_that_cannot_be_read_is_one_clear_error(bad: str) -> None:
     with pytest.raises(RuleError, match=r"^ignore path ") as e:
         parse_path(bad)
@@ -68,17 +87,43 @@ def test_a_path_that_cannot_be_read_is_one_clear_error(bad: str) -> None:
 
 def test_an_ignored_key_is_tolerated_with_its_presence_and_an_index_keeps_its_place() -> None:
     rules = from_flags(["messages[*].content[*].cache_control", "metadata.*", "stop[1]"])
-    rec = {"model": "m", "metadata": {"run": "a"}, "stop": ["x", "y"], "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}]}
-    live = {"model": "m", "metadata": {"run": "b", "extra": "1"}, "stop": ["x", "z"], "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    rec = {
+        "model": "m",
+        "metadata": {"run": "a"},
+        "stop": ["x", "y"],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+            }
+        ],
+    }
+    live = {
+        "model": "m",
+        "metadata": {"run": "b", "extra": "1"},
+        "stop": ["x", "z"],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    }
     got, tol = match(CHAT, rec, live, rules)
     assert isinstance(got, Recorded)
     assert {(format_rule_path(t.path), t.recorded, t.live, t.rule) for t in tol} == {
-        ("messages[0].content[0].cache_control", '{"type":"ephemeral"}', "(absent)", "ignore messages[*].content[*].cache_control"),
+        (
+            "messages[0].content[0].cache_control",
+            '{"type":"ephemeral"}',
+            "(absent)",
+            "ignore messages[*].content[*].cache_control",
+        ),
         ("metadata.run", "a", "b", "ignore metadata.*"),
         ("metadata.extra", "(absent)", "1", "ignore metadata.*"),
         ("stop[1]", "y", "z", "ignore stop[1]"),
     }
-    assert any(n.startswith("tolerated: ignored (rule: ignore metadata.*) at metadata.run: recorded 'a', this request 'b'") for n in tolerated_notes(tol))
+    assert any(
+        n.startswith(
+            "tolerated: ignored (rule: ignore metadata.*) at "
+            "metadata.run: recorded 'a', this request 'b'"
+        )
+        for n in tolerated_notes(tol)
+    )
     # A list element ignored is still there: a list of another length is another request.
     assert isinstance(match(CHAT, rec, {**live, "stop": ["x", "z", "w"]}, rules)[0], Miss)
     # The text beside the ignored key is compared as ever.
@@ -88,7 +133,12 @@ def test_an_ignored_key_is_tolerated_with_its_presence_and_an_index_keeps_its_pl
 
 def test_a_rule_scoped_to_a_family_applies_to_that_familys_requests_only() -> None:
     rules = from_flags(["anthropic:temperature"])
-    rec_a = {"model": "claude-x", "max_tokens": 5, "temperature": 0.2, "messages": [{"role": "user", "content": "hi"}]}
+    rec_a = {
+        "model": "claude-x",
+        "max_tokens": 5,
+        "temperature": 0.2,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     assert isinstance(match(MESSAGES, rec_a, {**rec_a, "temperature": 0.9}, rules)[0], Recorded)
     rec_o = {"model": "gpt-4o", "temperature": 0.2, "messages": [{"role": "user", "content": "hi"}]}
     assert isinstance(match(CHAT, rec_o, {**rec_o, "temperature": 0.9}, rules)[0], Miss)
@@ -102,11 +152,32 @@ def test_a_rule_scoped_to_a_family_applies_to_that_familys_requests_only() -> No
 def test_a_substitution_applies_to_both_sides_and_names_itself() -> None:
     rules = from_flags(substitute=[r"build #\d+=build #N"])
     rec = {"model": "m", "messages": [{"role": "system", "content": "CI build #41 on main"}]}
-    got, tol = match(CHAT, rec, {"model": "m", "messages": [{"role": "system", "content": "CI build #42 on main"}]}, rules)
+    got, tol = match(
+        CHAT,
+        rec,
+        {"model": "m", "messages": [{"role": "system", "content": "CI build #42 on main"}]},
+        rules,
+    )
     assert isinstance(got, Recorded)
-    assert tol == [Tolerated(("messages", 0, "content"), "substituted", "build #41", "build #42", r"substitute build #\d+=build #N")]
+    assert tol == [
+        Tolerated(
+            ("messages", 0, "content"),
+            "substituted",
+            "build #41",
+            "build #42",
+            r"substitute build #\d+=build #N",
+        )
+    ]
     # Only what the pattern matches: the branch beside it is compared.
-    assert isinstance(match(CHAT, rec, {"model": "m", "messages": [{"role": "system", "content": "CI build #42 on dev"}]}, rules)[0], Miss)
+    assert isinstance(
+        match(
+            CHAT,
+            rec,
+            {"model": "m", "messages": [{"role": "system", "content": "CI build #42 on dev"}]},
+            rules,
+        )[0],
+        Miss,
+    )
 
 
 @pytest.mark.parametrize(("spec", "why"), [
@@ -136,55 +207,141 @@ def test_bounded_patterns_and_look_arounds_pass_and_split_at_the_last_equals() -
 
 # -- volatile tools ----------------------------------------------------------------------------
 
-CHAT_RESULT = {"model": "m", "messages": [
-    {"role": "user", "content": "ls"},
-    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
-                                                          {"id": "call_2", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]},
-    {"role": "tool", "tool_call_id": "call_1", "content": "a.txt b.txt"},
-    {"role": "tool", "tool_call_id": "call_2", "content": "hello"}]}
-ANTHROPIC_RESULT = {"model": "claude-x", "max_tokens": 5, "messages": [
-    {"role": "user", "content": "ls"},
-    {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}, {"type": "tool_use", "id": "toolu_2", "name": "cat", "input": {}}]},
-    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "a.txt b.txt"}]},
-                                 {"type": "tool_result", "tool_use_id": "toolu_2", "content": "hello"}]}]}
+CHAT_RESULT = {
+    "model": "m",
+    "messages": [
+        {"role": "user", "content": "ls"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "cat", "arguments": "{}"},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "a.txt b.txt"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "hello"},
+    ],
+}
+ANTHROPIC_RESULT = {
+    "model": "claude-x",
+    "max_tokens": 5,
+    "messages": [
+        {"role": "user", "content": "ls"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}},
+                {"type": "tool_use", "id": "toolu_2", "name": "cat", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [{"type": "text", "text": "a.txt b.txt"}],
+                },
+                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "hello"},
+            ],
+        },
+    ],
+}
 RESPONSES_RESULT = {"model": "gpt-5", "input": [
     {"role": "user", "content": "ls"},
     {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"},
     {"type": "function_call", "call_id": "call_2", "name": "cat", "arguments": "{}"},
     {"type": "function_call_output", "call_id": "call_1", "output": "a.txt b.txt"},
     {"type": "function_call_output", "call_id": "call_2", "output": "hello"}]}
-GEMINI_RESULT = {"contents": [
-    {"role": "user", "parts": [{"text": "ls"}]},
-    {"role": "model", "parts": [{"functionCall": {"name": "ls", "args": {}}}, {"functionCall": {"name": "cat", "args": {}}}]},
-    {"role": "user", "parts": [{"functionResponse": {"name": "ls", "response": {"output": "a.txt b.txt"}}},
-                               {"functionResponse": {"name": "cat", "response": {"output": "hello"}}}]}]}
+GEMINI_RESULT = {
+    "contents": [
+        {"role": "user", "parts": [{"text": "ls"}]},
+        {
+            "role": "model",
+            "parts": [
+                {"functionCall": {"name": "ls", "args": {}}},
+                {"functionCall": {"name": "cat", "args": {}}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "ls", "response": {"output": "a.txt b.txt"}}},
+                {"functionResponse": {"name": "cat", "response": {"output": "hello"}}},
+            ],
+        },
+    ]
+}
 
 
 def _changed(body: Any, old: str, new: str) -> Any:
     return orjson.loads(orjson.dumps(body).replace(old.encode(), new.encode()))
 
 
-@pytest.mark.parametrize(("url", "body"), [(CHAT, CHAT_RESULT), (MESSAGES, ANTHROPIC_RESULT), (RESPONSES, RESPONSES_RESULT), (GEMINI, GEMINI_RESULT)],
-                         ids=["openai_chat", "anthropic", "openai_responses", "gemini"])
-def test_a_volatile_tools_results_are_not_compared_and_the_other_tools_are(url: str, body: Any) -> None:
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        (CHAT, CHAT_RESULT),
+        (MESSAGES, ANTHROPIC_RESULT),
+        (RESPONSES, RESPONSES_RESULT),
+        (GEMINI, GEMINI_RESULT),
+    ],
+    ids=["openai_chat", "anthropic", "openai_responses", "gemini"],
+)
+def test_a_volatile_tools_results_are_not_compared_and_the_other_tools_are(
+    url: str, body: Any
+) -> None:
     rules = from_flags(volatile_tools=["ls"])
     got, tol = match(url, body, _changed(body, "a.txt b.txt", "a.txt b.txt c.txt"), rules)
     assert isinstance(got, Recorded), got
     assert [(t.detector, t.rule) for t in tol] == [("tool_result", "volatile tool ls")]
     assert "a.txt b.txt c.txt" in tol[0].live
-    assert isinstance(match(url, body, _changed(body, "hello", "goodbye"), rules)[0], Miss)  # cat is not volatile
-    assert isinstance(match(url, body, _changed(body, "a.txt b.txt", "a.txt b.txt c.txt"), Rules())[0], Miss)  # without the rule
+    # cat is not volatile
+    assert isinstance(match(url, body, _changed(body, "hello", "goodbye"), rules)[0], Miss)
+    # without the rule
+    assert isinstance(
+        match(url, body, _changed(body, "a.txt b.txt", "a.txt b.txt c.txt"), Rules())[0], Miss
+    )
 
 
 # -- no rule hides a difference outside what it names ------------------------------------------
 
-RULES = from_flags(["metadata.*", "messages[*].content[*].cache_control"], [r"run-[0-9a-f]{8}=run-<id>"], ["ls"])
-BASE = {"model": "claude-x", "max_tokens": 50, "metadata": {"user_id": "u1"}, "system": "Trace run-3fa9c1d2. Be brief.", "messages": [
-    {"role": "user", "content": [{"type": "text", "text": "list then count", "cache_control": {"type": "ephemeral"}}]},
-    {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"dir": "."}},
-                                      {"type": "tool_use", "id": "toolu_2", "name": "count", "input": {"of": "lines"}}]},
-    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a b"},
-                                 {"type": "tool_result", "tool_use_id": "toolu_2", "content": "12"}]}]}
+RULES = from_flags(
+    ["metadata.*", "messages[*].content[*].cache_control"], [r"run-[0-9a-f]{8}=run-<id>"], ["ls"]
+)
+BASE = {
+    "model": "claude-x",
+    "max_tokens": 50,
+    "metadata": {"user_id": "u1"},
+    "system": "Trace run-3fa9c1d2. Be brief.",
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "list then count", "cache_control": {"type": "ephemeral"}}
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"dir": "."}},
+                {"type": "tool_use", "id": "toolu_2", "name": "count", "input": {"of": "lines"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a b"},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "12"},
+            ],
+        },
+    ],
+}
 
 
 def _leaves(v: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -197,7 +354,11 @@ def _leaves(v: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 def _named(path: tuple[Any, ...]) -> bool:
     """What RULES name: metadata, a cache_control, ls's result (messages[2].content[0].content)."""
-    return path[0] == "metadata" or "cache_control" in path or path[:5] == ("messages", 2, "content", 0, "content")
+    return (
+        path[0] == "metadata"
+        or "cache_control" in path
+        or path[:5] == ("messages", 2, "content", 0, "content")
+    )
 
 
 OUTSIDE = [p for p in _leaves(BASE) if not _named(p) and p[-1] not in ("id", "tool_use_id")]
@@ -213,18 +374,28 @@ def _set(body: Any, path: tuple[Any, ...], value: Any) -> Any:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(OUTSIDE), st.one_of(st.text(min_size=1, max_size=12), st.integers(-10**9, 10**9), st.sampled_from(["run-3fa9c1d2", "Be brief.", "ls", "count"])))
+@given(
+    st.sampled_from(OUTSIDE),
+    st.one_of(
+        st.text(min_size=1, max_size=12),
+        st.integers(-(10**9), 10**9),
+        st.sampled_from(["run-3fa9c1d2", "Be brief.", "ls", "count"]),
+    ),
+)
 def test_no_rule_hides_a_change_outside_what_it_names(path: tuple[Any, ...], value: Any) -> None:
     live = _set(BASE, path, value)
     if live == BASE:
         return
     got, _ = match(MESSAGES, BASE, live, RULES, volatile=True)
     if isinstance(got, Recorded):
-        # Only a substitution may make them equal again: the new text differs from the old in a run id only.
+        # Only a substitution may make them equal again: the new text differs from the old in a run
+        # id only.
         assert path == ("system",) and isinstance(value, str)
         import re
 
-        assert re.sub(r"run-[0-9a-f]{8}", "", value) == re.sub(r"run-[0-9a-f]{8}", "", BASE["system"]), value
+        assert re.sub(r"run-[0-9a-f]{8}", "", value) == re.sub(
+            r"run-[0-9a-f]{8}", "", BASE["system"]
+        ), value
     else:
         assert isinstance(got, Miss)
 
@@ -233,27 +404,50 @@ def test_no_rule_hides_a_change_outside_what_it_names(path: tuple[Any, ...], val
 
 
 def test_the_table_reads_every_form_and_refuses_unknown_keys() -> None:
-    rules = from_table({"ignore": ["metadata.*", {"path": "temperature", "family": "anthropic"}], "substitute": ["a\\d=a", {"pattern": "x=\\d", "replacement": "x=N"}],
-                        "volatile_tools": ["ls"], "volatile": False}, "t")
-    assert rules.texts() == ["ignore metadata.*", "ignore anthropic:temperature", r"substitute a\d=a", r"substitute x=\d=x=N", "volatile tool ls"]
+    rules = from_table(
+        {
+            "ignore": ["metadata.*", {"path": "temperature", "family": "anthropic"}],
+            "substitute": ["a\\d=a", {"pattern": "x=\\d", "replacement": "x=N"}],
+            "volatile_tools": ["ls"],
+            "volatile": False,
+        },
+        "t",
+    )
+    assert rules.texts() == [
+        "ignore metadata.*",
+        "ignore anthropic:temperature",
+        r"substitute a\d=a",
+        r"substitute x=\d=x=N",
+        "volatile tool ls",
+    ]
     assert rules.volatile is False
-    for table, said in (({"ignores": []}, "unknown key 'ignores'"), ({"ignore": "a"}, "ignore must be a list"), ({"substitute": [{"pattern": "a"}]}, "substitute: each entry"),
-                        ({"volatile": "no"}, "volatile must be true or false"), ({"ignore": ["a..b"]}, "t: ignore path 'a..b'")):
+    for table, said in (
+        ({"ignores": []}, "unknown key 'ignores'"),
+        ({"ignore": "a"}, "ignore must be a list"),
+        ({"substitute": [{"pattern": "a"}]}, "substitute: each entry"),
+        ({"volatile": "no"}, "volatile must be true or false"),
+        ({"ignore": ["a..b"]}, "t: ignore path 'a..b'"),
+    ):
         with pytest.raises(RuleError, match=said):
             from_table(table, "t")
 
 
-def test_the_file_beside_the_cassettes_wins_then_the_first_pyproject_upward_then_the_cwds(tmp_path: Path) -> None:
+def test_the_file_beside_the_cassettes_wins_then_the_first_pyproject_upward_then_the_cwds(
+    tmp_path: Path,
+) -> None:
     project = tmp_path / "proj"
     cassettes = project / "tests" / "cassettes"
     cassettes.mkdir(parents=True)
-    (project / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.looptap]\nignore = ["metadata.*"]\n')
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.looptap]\nignore = ["metadata.*"]\n'
+    )
     cas = cassettes / "run.jsonl"
     assert find_config(cas) == (project / "pyproject.toml", True)
     assert rules_from_config(cas).texts() == ["ignore metadata.*"]
     (cassettes / "looptap.toml").write_text('volatile_tools = ["ls"]\n')
     assert find_config(cas) == (cassettes / "looptap.toml", False)
-    assert rules_from_config(cas).texts() == ["volatile tool ls"]  # the file beside the cassettes, alone
+    # the file beside the cassettes, alone
+    assert rules_from_config(cas).texts() == ["volatile tool ls"]
     # A pyproject.toml without the table stops the search: the project says nothing.
     (cassettes / "looptap.toml").unlink()
     (project / "tests" / "pyproject.toml").write_text("[project]\nname = 'inner'\n")
@@ -261,7 +455,10 @@ def test_the_file_beside_the_cassettes_wins_then_the_first_pyproject_upward_then
     # Nothing upward of the cassette: the working directory's.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    assert find_config(Path("/") / "nonexistent-dir-xyz" / "run.jsonl", cwd=project) == (project / "pyproject.toml", True)
+    assert find_config(Path("/") / "nonexistent-dir-xyz" / "run.jsonl", cwd=project) == (
+        project / "pyproject.toml",
+        True,
+    )
     (project / "pyproject.toml").write_text("[tool.looptap]\nignore = [\n")
     with pytest.raises(RuleError, match=r"pyproject.toml: not valid TOML"):
         rules_from_config(project / "run.jsonl")
@@ -272,7 +469,16 @@ def test_a_substitution_matching_everywhere_keeps_a_bounded_record() -> None:
 
     subs = from_flags(substitute=[r"[0-9]=N"]).substitute
     text, spans = substitute(subs, "7" * 5000, ("system",))
-    assert text == "N" * 5000 and len(spans) == MAX_MATCHES + 1 and spans[-1].text == f"(and {5000 - MAX_MATCHES:,} more matches)"
-    got, tol = match(CHAT, {"model": "m", "messages": [{"role": "system", "content": "1" * 5000}]}, {"model": "m", "messages": [{"role": "system", "content": "2" * 5000}]},
-                     from_flags(substitute=[r"[0-9]=N"]))
-    assert isinstance(got, Recorded) and len(tol) == MAX_MATCHES  # the counted rest is the same on both sides
+    assert (
+        text == "N" * 5000
+        and len(spans) == MAX_MATCHES + 1
+        and spans[-1].text == f"(and {5000 - MAX_MATCHES:,} more matches)"
+    )
+    got, tol = match(
+        CHAT,
+        {"model": "m", "messages": [{"role": "system", "content": "1" * 5000}]},
+        {"model": "m", "messages": [{"role": "system", "content": "2" * 5000}]},
+        from_flags(substitute=[r"[0-9]=N"]),
+    )
+    # the counted rest is the same on both sides
+    assert isinstance(got, Recorded) and len(tol) == MAX_MATCHES

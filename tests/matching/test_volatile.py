@@ -7,7 +7,12 @@ import pytest
 
 from cassettes.matching import Span, Tolerated, VolatileSpans, tolerated
 
-V = VolatileSpans(cwd="/home/bob/proj", home="/home/bob", recorded_cwd=["/home/alice/work/proj"], recorded_home=["/home/alice"])
+V = VolatileSpans(
+    cwd="/home/bob/proj",
+    home="/home/bob",
+    recorded_cwd=["/home/alice/work/proj"],
+    recorded_home=["/home/alice"],
+)
 
 
 @pytest.mark.parametrize(
@@ -20,23 +25,73 @@ V = VolatileSpans(cwd="/home/bob/proj", home="/home/bob", recorded_cwd=["/home/a
         ("due 25/11/2026 or 11/25/2026", "due <date> or <date>", ["25/11/2026", "11/25/2026"]),
         ("started 2026-11-25T06:00:33.120Z", "started <datetime>", ["2026-11-25T06:00:33.120Z"]),
         ("at 06:00:33 UTC, or 10:30 am", "at <time>, or <time>", ["06:00:33 UTC", "10:30 am"]),
-        ("-rw-r--r-- 1 bob bob 1037 Nov 24 09:12 a.py", "-rw-r--r-- 1 bob bob 1037 <datetime> a.py", ["Nov 24 09:12"]),
-        ('{"ts": 1732512033, "created_at": 1732512033123}', '{"ts": <epoch>, "created_at": <epoch>}', ["1732512033", "1732512033123"]),
-        ("5 passed in 1.23s; took 12 ms; it took 3 seconds (0.52s)", "5 passed in <duration>; took <duration>; it took <duration> (<duration>)", ["1.23s", "12 ms", "3 seconds", "0.52s"]),
-        ("id 123e4567-e89b-12d3-a456-426614174000", "id <uuid>", ["123e4567-e89b-12d3-a456-426614174000"]),
-        ("session_3f1c2a9e-0b7d-4c1e-9a55-2b8f6e1d0c44", "session_<uuid>", ["3f1c2a9e-0b7d-4c1e-9a55-2b8f6e1d0c44"]),
-        ("call_Xk3jd9Qp2LmN8vR4tY6wZ1aB, toolu_01A09q90qw90lq917835lq9", "call_<id>, toolu_<id>", ["Xk3jd9Qp2LmN8vR4tY6wZ1aB", "01A09q90qw90lq917835lq9"]),
-        ("chatcmpl-AbCdEf1234567890XyZw req_011CVabc123DEF456ghi789", "chatcmpl-<id> req_<id>", ["AbCdEf1234567890XyZw", "011CVabc123DEF456ghi789"]),
-        ("trace 3f2a9c1d4e5b6a7f8091a2b3c4d5e6f7", "trace <id>", ["3f2a9c1d4e5b6a7f8091a2b3c4d5e6f7"]),
+        (
+            "-rw-r--r-- 1 bob bob 1037 Nov 24 09:12 a.py",
+            "-rw-r--r-- 1 bob bob 1037 <datetime> a.py",
+            ["Nov 24 09:12"],
+        ),
+        (
+            '{"ts": 1732512033, "created_at": 1732512033123}',
+            '{"ts": <epoch>, "created_at": <epoch>}',
+            ["1732512033", "1732512033123"],
+        ),
+        (
+            "5 passed in 1.23s; took 12 ms; it took 3 seconds (0.52s)",
+            "5 passed in <duration>; took <duration>; it took <duration> (<duration>)",
+            ["1.23s", "12 ms", "3 seconds", "0.52s"],
+        ),
+        (
+            "id 123e4567-e89b-12d3-a456-426614174000",
+            "id <uuid>",
+            ["123e4567-e89b-12d3-a456-426614174000"],
+        ),
+        (
+            "session_3f1c2a9e-0b7d-4c1e-9a55-2b8f6e1d0c44",
+            "session_<uuid>",
+            ["3f1c2a9e-0b7d-4c1e-9a55-2b8f6e1d0c44"],
+        ),
+        (
+            "call_Xk3jd9Qp2LmN8vR4tY6wZ1aB, toolu_01A09q90qw90lq917835lq9",
+            "call_<id>, toolu_<id>",
+            ["Xk3jd9Qp2LmN8vR4tY6wZ1aB", "01A09q90qw90lq917835lq9"],
+        ),
+        (
+            "chatcmpl-AbCdEf1234567890XyZw req_011CVabc123DEF456ghi789",
+            "chatcmpl-<id> req_<id>",
+            ["AbCdEf1234567890XyZw", "011CVabc123DEF456ghi789"],
+        ),
+        (
+            "trace 3f2a9c1d4e5b6a7f8091a2b3c4d5e6f7",
+            "trace <id>",
+            ["3f2a9c1d4e5b6a7f8091a2b3c4d5e6f7"],
+        ),
         ("wrote /tmp/tmpk3j_x9qa/out.txt", "wrote <tmp>/out.txt", ["/tmp/tmpk3j_x9qa"]),
-        ("/tmp/pytest-of-bob/pytest-12/test_thing0/a.py", "<tmp>/a.py", ["/tmp/pytest-of-bob/pytest-12/test_thing0"]),
+        (
+            "/tmp/pytest-of-bob/pytest-12/test_thing0/a.py",
+            "<tmp>/a.py",
+            ["/tmp/pytest-of-bob/pytest-12/test_thing0"],
+        ),
         ("/var/folders/xy/abcdefgh12345678/T/x", "<tmp>/x", ["/var/folders/xy/abcdefgh12345678/T"]),
-        ("/home/bob/proj/src/x.py /home/bob/.bashrc", "<cwd>/src/x.py <home>/.bashrc", ["/home/bob/proj", "/home/bob"]),
-        ("/home/alice/work/proj/y.py /home/alice/notes", "<cwd>/y.py <home>/notes", ["/home/alice/work/proj", "/home/alice"]),
-        ("http://127.0.0.1:54321/v1 localhost:8080 [::1]:9000", "http://127.0.0.1:<port>/v1 localhost:<port> [::1]:<port>", ["54321", "8080", "9000"]),
+        (
+            "/home/bob/proj/src/x.py /home/bob/.bashrc",
+            "<cwd>/src/x.py <home>/.bashrc",
+            ["/home/bob/proj", "/home/bob"],
+        ),
+        (
+            "/home/alice/work/proj/y.py /home/alice/notes",
+            "<cwd>/y.py <home>/notes",
+            ["/home/alice/work/proj", "/home/alice"],
+        ),
+        (
+            "http://127.0.0.1:54321/v1 localhost:8080 [::1]:9000",
+            "http://127.0.0.1:<port>/v1 localhost:<port> [::1]:<port>",
+            ["54321", "8080", "9000"],
+        ),
     ],
 )
-def test_each_detector_replaces_its_span_and_keeps_the_original(text: str, compared: str, originals: list[str]) -> None:
+def test_each_detector_replaces_its_span_and_keeps_the_original(
+    text: str, compared: str, originals: list[str]
+) -> None:
     got, found = V.normalise(text)
     assert got == compared
     assert [t for _, t in found] == originals
@@ -48,10 +103,12 @@ def test_each_detector_replaces_its_span_and_keeps_the_original(text: str, compa
         "model gpt-4o-2024-08-06",  # a date glued to a model name is the model
         "claude-sonnet-4-5-20250929",
         "file run-2026-11-25.log",  # a date in a file name is the file's name
-        "count: 42, temperature 0.7, max 5 retries, 1732512033 apples",  # numbers, an epoch without its word
+        # numbers, an epoch without its word
+        "count: 42, temperature 0.7, max 5 retries, 1732512033 apples",
         "wait 5 minutes; ratio 3:2; version 1.2.3; Claude 3.5 Sonnet",
         "get_weather_forecast and user_profile_v2",  # names, no random token
-        "/home/bobby/x /mnt/home/bob/proj",  # not the home, not the cwd (a prefix of a name, inside a path)
+        # not the home, not the cwd (a prefix of a name, inside a path)
+        "/home/bobby/x /mnt/home/bob/proj",
         "https://example.com:8443/x 10.0.0.1:5000",  # not loopback
         "Zm9vYmFyYmF6cXV4cXV1eDEyMzQ1Njc4OTBhYmNkZWY=",  # base64 is not an id
     ],
@@ -76,16 +133,29 @@ def test_cwd_and_home_only_when_they_can_mean_something() -> None:
     assert VolatileSpans(cwd="/srv/app/", home="/srv/app").cwds == ["/srv/app"]  # once, as a cwd
 
 
-def test_this_process_cwd_and_home_by_default(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_this_process_cwd_and_home_by_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     monkeypatch.setenv("HOME", "/home/carol")
     monkeypatch.chdir("/usr/lib")
     v = VolatileSpans()
-    assert v.normalise("/usr/lib/x and /home/carol/y") == ("<cwd>/x and <home>/y", (("cwd", "/usr/lib"), ("home", "/home/carol")))
+    assert v.normalise("/usr/lib/x and /home/carol/y") == (
+        "<cwd>/x and <home>/y",
+        (("cwd", "/usr/lib"), ("home", "/home/carol")),
+    )
 
 
 def test_tolerated_pairs_spans_path_by_path() -> None:
-    rec = [Span(("system",), "date", "2026-11-24"), Span(("messages", 1, "content"), "uuid", "a"), Span(("messages", 1, "content"), "tmp", "/tmp")]
-    live = [Span(("messages", 1, "content"), "uuid", "b"), Span(("messages", 1, "content"), "tmp", "/tmp"), Span(("system",), "date", "2026-11-25")]
+    rec = [
+        Span(("system",), "date", "2026-11-24"),
+        Span(("messages", 1, "content"), "uuid", "a"),
+        Span(("messages", 1, "content"), "tmp", "/tmp"),
+    ]
+    live = [
+        Span(("messages", 1, "content"), "uuid", "b"),
+        Span(("messages", 1, "content"), "tmp", "/tmp"),
+        Span(("system",), "date", "2026-11-25"),
+    ]
     assert tolerated(rec, live) == [
         Tolerated(("system",), "date", "2026-11-24", "2026-11-25"),
         Tolerated(("messages", 1, "content"), "uuid", "a", "b"),

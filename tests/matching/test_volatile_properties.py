@@ -24,22 +24,29 @@ V = VolatileSpans(cwd="/home/bob/proj", home="/home/bob")
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 #: Words of instructions and prose. No timing word (``took``, ``in``, ``after``, ``time`` …): a
-#: number after one of those is a duration by design, and the property is about numbers that are not.
+#: number after one of those is a duration by design, and the property is about numbers that are
+#: not.
 WORDS = (
-    "always never answer with the tool only if user asks file files count retries price total limit "
-    "delete keep read write summarise translate French English polite short long first last every "
-    "must should not may city weather report row rows column apples euros percent tokens version step"
+    "always never answer with the tool only if user asks file files count retries price total "
+    "limit delete keep read write summarise translate French English polite short long first last "
+    "every must should not may city weather report row rows column apples euros percent tokens "
+    "version step"
 ).split()
 names = st.from_regex(r"[A-Za-z][a-z]{2,9}(_[a-z]{2,8})?[0-9]{0,2}", fullmatch=True)
 numbers = st.one_of(
     st.integers(0, 10**12).map(str),
     st.decimals(0, 10**6, places=2, allow_nan=False, allow_infinity=False).map(str),
-    st.integers(1_000_000_000, 1_999_999_999).map(str),  # epoch-sized, but with no time word beside it
-    st.tuples(st.integers(0, 20), st.integers(0, 20), st.integers(0, 99)).map(lambda t: f"{t[0]}.{t[1]}.{t[2]}"),
+    # epoch-sized, but with no time word beside it
+    st.integers(1_000_000_000, 1_999_999_999).map(str),
+    st.tuples(st.integers(0, 20), st.integers(0, 20), st.integers(0, 99)).map(
+        lambda t: f"{t[0]}.{t[1]}.{t[2]}"
+    ),
 )
 tokens = st.one_of(st.sampled_from(WORDS), names, numbers)
 volatile = st.one_of(
-    st.datetimes(dt.datetime(1990, 1, 1), dt.datetime(2090, 12, 31)).map(lambda d: d.isoformat(timespec="seconds")),
+    st.datetimes(dt.datetime(1990, 1, 1), dt.datetime(2090, 12, 31)).map(
+        lambda d: d.isoformat(timespec="seconds")
+    ),
     st.uuids().map(str),
     st.integers(1024, 65535).map(lambda p: f"http://127.0.0.1:{p}/v1"),
 )
@@ -76,13 +83,40 @@ def test_a_changed_word_name_or_number_is_never_tolerated(pair: tuple[str, str])
 
 
 def _body(system: str, tool_result: str, schema: dict[str, Any]) -> bytes:
-    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file", "parameters": schema}}]
-    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_A1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a"}'}}]}
-    msgs = [{"role": "system", "content": system}, {"role": "user", "content": "go"}, call, {"role": "tool", "tool_call_id": "call_A1", "content": tool_result}]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "read_file", "description": "Read a file", "parameters": schema},
+        }
+    ]
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_A1",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path":"a"}'},
+            }
+        ],
+    }
+    msgs = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "go"},
+        call,
+        {"role": "tool", "tool_call_id": "call_A1", "content": tool_result},
+    ]
     return orjson.dumps({"model": "gpt-4o", "messages": msgs, "tools": tools})
 
 
-SCHEMA: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string", "description": "where"}, "limit": {"type": "integer", "maximum": 100}}, "required": ["path"]}
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "where"},
+        "limit": {"type": "integer", "maximum": 100},
+    },
+    "required": ["path"],
+}
 schema_changes = st.sampled_from([
     ("properties", "path", "type", "integer"),
     ("properties", "path", "description", "where, relative to 2026-11-25"),
@@ -103,12 +137,16 @@ def _schema(change: tuple[str, str | None, str | None, Any]) -> dict[str, Any]:
 
 
 def _digest(body: bytes) -> bytes:
-    return request_key("POST", "https://api.openai.com/v1/chat/completions", [], body, volatile=V).digest
+    return request_key(
+        "POST", "https://api.openai.com/v1/chat/completions", [], body, volatile=V
+    ).digest
 
 
 @SETTINGS
 @given(changed(), changed(), schema_changes, st.sampled_from(["system", "tool", "schema"]))
-def test_a_real_change_in_a_request_is_never_tolerated(system: tuple[str, str], tool: tuple[str, str], schema: tuple[Any, ...], where: str) -> None:
+def test_a_real_change_in_a_request_is_never_tolerated(
+    system: tuple[str, str], tool: tuple[str, str], schema: tuple[Any, ...], where: str
+) -> None:
     """The whole request through the matcher's key: the change in the system prompt, a tool
     result or the tool's schema makes another digest (a miss), volatile spans around it or not."""
     before = _body(system[0], tool[0], SCHEMA)
@@ -121,19 +159,33 @@ def test_a_real_change_in_a_request_is_never_tolerated(system: tuple[str, str], 
 
 
 dates = st.datetimes(dt.datetime(1990, 1, 1), dt.datetime(2090, 12, 31))
-DATE_FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%a %b %d %H:%M:%S UTC %Y", "%B %d, %Y", "%d/%m/%Y", "%a, %d %b %Y %H:%M:%S GMT", "%H:%M:%S")
+DATE_FORMATS = (
+    "%Y-%m-%d",
+    "%Y-%m-%dT%H:%M:%S",
+    "%a %b %d %H:%M:%S UTC %Y",
+    "%B %d, %Y",
+    "%d/%m/%Y",
+    "%a, %d %b %Y %H:%M:%S GMT",
+    "%H:%M:%S",
+)
 tmp_dirs = st.from_regex(r"tmp[a-z0-9_]{8}", fullmatch=True).map(lambda d: f"/tmp/{d}")
 slot_fillers = st.one_of(
-    st.tuples(st.sampled_from(DATE_FORMATS), dates, dates).map(lambda t: (t[1].strftime(t[0]), t[2].strftime(t[0]))),
+    st.tuples(st.sampled_from(DATE_FORMATS), dates, dates).map(
+        lambda t: (t[1].strftime(t[0]), t[2].strftime(t[0]))
+    ),
     st.tuples(st.uuids(), st.uuids()).map(lambda t: (str(t[0]), str(t[1]))),
     st.tuples(tmp_dirs, tmp_dirs),
-    st.tuples(st.integers(1024, 65535), st.integers(1024, 65535)).map(lambda t: (f"127.0.0.1:{t[0]}", f"127.0.0.1:{t[1]}")),
+    st.tuples(st.integers(1024, 65535), st.integers(1024, 65535)).map(
+        lambda t: (f"127.0.0.1:{t[0]}", f"127.0.0.1:{t[1]}")
+    ),
 )
 
 
 @SETTINGS
 @given(sentences(), sentences(), slot_fillers)
-def test_a_difference_only_in_a_date_uuid_tmp_path_or_port_is_tolerated(before: list[str], after: list[str], fill: tuple[str, str]) -> None:
+def test_a_difference_only_in_a_date_uuid_tmp_path_or_port_is_tolerated(
+    before: list[str], after: list[str], fill: tuple[str, str]
+) -> None:
     # Ids, uuids, temp paths and ports are numbered by first appearance (a renaming must be
     # consistent): the one that changes is not also one of the text around it.
     around = "".join(before) + "".join(after)
@@ -141,8 +193,12 @@ def test_a_difference_only_in_a_date_uuid_tmp_path_or_port_is_tolerated(before: 
     a = "".join(before) + " " + fill[0] + " " + "".join(after)
     b = "".join(before) + " " + fill[1] + " " + "".join(after)
     assert V.normalise(a)[0] == V.normalise(b)[0]
-    key_a = request_key("POST", "https://api.openai.com/v1/chat/completions", [], _body(a, "ok", SCHEMA), volatile=V)
-    key_b = request_key("POST", "https://api.openai.com/v1/chat/completions", [], _body(b, "ok", SCHEMA), volatile=V)
+    key_a = request_key(
+        "POST", "https://api.openai.com/v1/chat/completions", [], _body(a, "ok", SCHEMA), volatile=V
+    )
+    key_b = request_key(
+        "POST", "https://api.openai.com/v1/chat/completions", [], _body(b, "ok", SCHEMA), volatile=V
+    )
     assert key_a.digest == key_b.digest
 
 
@@ -150,14 +206,26 @@ def test_uuid_module_and_this_test_agree_on_the_shape() -> None:
     assert V.normalise(str(uuid.uuid4()))[0] == "<uuid>"
 
 
-far_apart = st.lists(st.one_of(tokens, volatile, st.just("x" * 150), st.just(" " * 140), st.sampled_from(["/", "7", "took 3.5s", "Wed Nov 25 06:00:33 UTC 2026"])), max_size=40)
+far_apart = st.lists(
+    st.one_of(
+        tokens,
+        volatile,
+        st.just("x" * 150),
+        st.just(" " * 140),
+        st.sampled_from(["/", "7", "took 3.5s", "Wed Nov 25 06:00:33 UTC 2026"]),
+    ),
+    max_size=40,
+)
 
 
 @SETTINGS
 @given(far_apart, st.lists(SEP, min_size=40, max_size=40))
-def test_searching_only_near_digits_and_slashes_finds_what_a_full_scan_finds(parts: list[str], seps: list[str]) -> None:
+def test_searching_only_near_digits_and_slashes_finds_what_a_full_scan_finds(
+    parts: list[str], seps: list[str]
+) -> None:
     """The scan skips text far from any digit or slash (VolatileSpans._matches): on text with
-    long stretches between them, it yields exactly the matches of the whole pattern over all of it."""
+    long stretches between them, it yields exactly the matches of the whole pattern over all of
+    it."""
     spaced = " " + "".join(p + s for p, s in zip(parts, seps, strict=False))
     whole = [(m.span(), m.lastgroup) for m in V._regex.finditer(spaced)]
     assert [(m.span(), m.lastgroup) for m in V._matches(spaced)] == whole

@@ -47,20 +47,45 @@ def certificates(work: Path) -> tuple[Path, Path, Path]:
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "looptap test upstream CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-          .not_valid_after(now + datetime.timedelta(days=2)).add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
     key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "api.openai.com")]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in _HOSTS]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    ca_pem, cert_pem, key_pem = work / "upstream-ca.pem", work / "upstream.pem", work / "upstream-key.pem"
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "api.openai.com")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(h) for h in _HOSTS]), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_pem, cert_pem, key_pem = (
+        work / "upstream-ca.pem",
+        work / "upstream.pem",
+        work / "upstream-key.pem",
+    )
     ca_pem.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     cert_pem.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
-    key_pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    key_pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return ca_pem, cert_pem, key_pem
 
 
@@ -85,13 +110,30 @@ def main() -> int:
         d.mkdir(exist_ok=True)
     config = "[analytics]\nenabled = false\n\n[features]\nplugins = false\n"
     (codex_home / "config.toml").write_text(config)
-    env = {k: v for k, v in os.environ.items() if not k.upper().endswith(("_PROXY", "_API_KEY", "_BASE_URL"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().endswith(("_PROXY", "_API_KEY", "_BASE_URL"))
+    }
     env.update(HOME=str(home), CODEX_HOME=str(codex_home), PYTHONPATH=str(REPO))
     result: dict[str, object] = {}
     if chatgpt:  # signed in with ChatGPT: Codex talks to chatgpt.com/backend-api/codex
-        token = {"id_token": _jwt(), "access_token": secret, "refresh_token": f"rt_{os.urandom(12).hex()}", "account_id": "acc"}
+        token = {
+            "id_token": _jwt(),
+            "access_token": secret,
+            "refresh_token": f"rt_{os.urandom(12).hex()}",
+            "account_id": "acc",
+        }
         result.update(id_token=token["id_token"], refresh_token=token["refresh_token"])
-        (codex_home / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": None, "tokens": token, "last_refresh": datetime.datetime.now(datetime.UTC).isoformat()}))
+        (codex_home / "auth.json").write_text(
+            json.dumps(
+                {
+                    "OPENAI_API_KEY": None,
+                    "tokens": token,
+                    "last_refresh": datetime.datetime.now(datetime.UTC).isoformat(),
+                }
+            )
+        )
     else:
         env["OPENAI_API_KEY"] = secret
     out = work / "run.jsonl"
@@ -99,25 +141,88 @@ def main() -> int:
         from tests.proxy.test_websocket import LIVE
 
         script = work / "live.py"
-        script.write_text("import json, os, sys\ndef out(**kw):\n    print(json.dumps(kw), flush=True)\n" + LIVE)
+        script.write_text(
+            "import json, os, sys\ndef out(**kw):\n    print(json.dumps(kw), flush=True)\n" + LIVE
+        )
         env["GEMINI_API_KEY"] = secret
         with WsResponsesUpstream("127.0.0.1", 443, ctx) as up:
-            rec = progress.run([recorder, "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(work / "confdir"), "--ssl-insecure", "--",
-                                  sys.executable, str(script)], env=env, capture_output=True, text=True, cwd=work / "cwd", stdin=subprocess.DEVNULL)
-            result.update(record_rc=rec.returncode, record_stdout=rec.stdout[-3000:], record_stderr=rec.stderr[-4000:], upstream_paths=up.paths)
+            rec = progress.run(
+                [
+                    recorder,
+                    "-m",
+                    "cassettes.cli",
+                    "run",
+                    "-o",
+                    str(out),
+                    "--confdir",
+                    str(work / "confdir"),
+                    "--ssl-insecure",
+                    "--",
+                    sys.executable,
+                    str(script),
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                cwd=work / "cwd",
+                stdin=subprocess.DEVNULL,
+            )
+            result.update(
+                record_rc=rec.returncode,
+                record_stdout=rec.stdout[-3000:],
+                record_stderr=rec.stderr[-4000:],
+                upstream_paths=up.paths,
+            )
         print(json.dumps(result))
         return 0
     from tests.support.ws_upstream import spawn_script
 
-    with WsResponsesUpstream("127.0.0.1", 443, ctx, http=_backend if chatgpt else None, answer=spawn_script() if spawn else None) as up:
-        rec = _run([recorder, "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(work / "confdir"), "--ssl-insecure", "--",
-                    codex, "exec", "--skip-git-repo-check", "What is the weather in Paris?"], env, work / "cwd")
-        result.update(record_rc=rec.returncode, record_stdout=rec.stdout[-3000:], record_stderr=rec.stderr[-4000:],
-                      upstream_paths=up.paths, upstream_received=[m.get("type") for m in up.received],
-                      # every request that reached chatgpt.com (with http): its credentials as booleans, never the values
-                      upstream_requests=[{"method": m, "target": t, "bearer_is_secret": _hdr(h, "authorization") == f"Bearer {secret}",
-                                          "account": _hdr(h, "chatgpt-account-id"), "websocket": _hdr(h, "upgrade") == "websocket"}
-                                         for m, t, h in up.requests])
+    with WsResponsesUpstream(
+        "127.0.0.1",
+        443,
+        ctx,
+        http=_backend if chatgpt else None,
+        answer=spawn_script() if spawn else None,
+    ) as up:
+        rec = _run(
+            [
+                recorder,
+                "-m",
+                "cassettes.cli",
+                "run",
+                "-o",
+                str(out),
+                "--confdir",
+                str(work / "confdir"),
+                "--ssl-insecure",
+                "--",
+                codex,
+                "exec",
+                "--skip-git-repo-check",
+                "What is the weather in Paris?",
+            ],
+            env,
+            work / "cwd",
+        )
+        result.update(
+            record_rc=rec.returncode,
+            record_stdout=rec.stdout[-3000:],
+            record_stderr=rec.stderr[-4000:],
+            upstream_paths=up.paths,
+            upstream_received=[m.get("type") for m in up.received],
+            # every request that reached chatgpt.com (with http): its credentials as
+            # booleans, never the values
+            upstream_requests=[
+                {
+                    "method": m,
+                    "target": t,
+                    "bearer_is_secret": _hdr(h, "authorization") == f"Bearer {secret}",
+                    "account": _hdr(h, "chatgpt-account-id"),
+                    "websocket": _hdr(h, "upgrade") == "websocket",
+                }
+                for m, t, h in up.requests
+            ],
+        )
     if rec.returncode != 0 or not out.exists() or spawn:
         print(json.dumps(result))
         return 0
@@ -132,11 +237,23 @@ def main() -> int:
         if chatgpt:
             keys += f'chatgpt_base_url = "{srv.url}/backend-api/"\n'
         (codex_home / "config.toml").write_text(keys + config)
-        again = _run([codex, "exec", "--skip-git-repo-check", "What is the weather in Paris?"], env, work / "cwd")
-        result.update(replay_rc=again.returncode, replay_stdout=again.stdout[-3000:], replay_stderr=again.stderr[-3000:],
-                      replay_misses=["\n".join(m.lines()) for m in srv.misses], replay_statuses=[ex.status for ex in srv.served],
-                      replay_miss_targets=[m.target for m in srv.misses], replay_served=[[ex.method, urlsplit(ex.url).path, ex.status, ex.notes] for ex in srv.served],
-                      replay_bases=srv.matcher.bases)
+        again = _run(
+            [codex, "exec", "--skip-git-repo-check", "What is the weather in Paris?"],
+            env,
+            work / "cwd",
+        )
+        result.update(
+            replay_rc=again.returncode,
+            replay_stdout=again.stdout[-3000:],
+            replay_stderr=again.stderr[-3000:],
+            replay_misses=["\n".join(m.lines()) for m in srv.misses],
+            replay_statuses=[ex.status for ex in srv.served],
+            replay_miss_targets=[m.target for m in srv.misses],
+            replay_served=[
+                [ex.method, urlsplit(ex.url).path, ex.status, ex.notes] for ex in srv.served
+            ],
+            replay_bases=srv.matcher.bases,
+        )
     print(json.dumps(result))
     return 0
 
@@ -145,7 +262,9 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.Completed
     """Run ``cmd``; if it stops making progress (no wall-clock limit), what it printed until
     killed, with return code -9."""
     try:
-        return progress.run(cmd, env=env, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL)
+        return progress.run(
+            cmd, env=env, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL
+        )
     except progress.Hung as exc:
         return subprocess.CompletedProcess(cmd, -9, "", f"(killed: {exc})")
 
@@ -154,12 +273,18 @@ def _hdr(headers: list[tuple[str, str]], name: str) -> str | None:
     return next((v for k, v in headers if k.lower() == name), None)
 
 
-def _backend(method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> tuple[int, str, bytes]:
+def _backend(
+    method: str, target: str, headers: list[tuple[str, str]], body: bytes
+) -> tuple[int, str, bytes]:
     """chatgpt.com's answers to ChatGPT-login Codex's calls besides its Responses WebSocket: the
     workspace routing discovery, which it needs before any turn (the account's backend origin);
     404 for the rest (models, the connectors' MCP server, settings), which it goes on without."""
     if method == "GET" and target.startswith("/backend-api/wham/accounts/check"):
-        account = {"id": "acc", "workspace_backend_origin": "https://chatgpt.com", "account_routing_override": "NO_CONSTRAINT"}
+        account = {
+            "id": "acc",
+            "workspace_backend_origin": "https://chatgpt.com",
+            "account_routing_override": "NO_CONSTRAINT",
+        }
         return 200, "application/json", json.dumps({"accounts": [account]}).encode()
     return 404, "application/json", b'{"detail": "Not Found"}'
 
@@ -170,7 +295,10 @@ def _jwt() -> str:
     def b64(obj: object) -> str:
         return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
 
-    claims = {"email": "dev@example.com", "https://api.openai.com/auth": {"chatgpt_plan_type": "plus", "chatgpt_account_id": "acc"}}
+    claims = {
+        "email": "dev@example.com",
+        "https://api.openai.com/auth": {"chatgpt_plan_type": "plus", "chatgpt_account_id": "acc"},
+    }
     return f"{b64({'alg': 'none'})}.{b64(claims)}.sig"
 
 

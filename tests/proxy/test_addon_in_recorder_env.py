@@ -19,11 +19,17 @@ TESTS = "tests/proxy/test_addon_inprocess.py"
 
 
 @needs_recorder
-@pytest.mark.skipif(importlib.util.find_spec("mitmproxy") is not None, reason=f"mitmproxy is here: {TESTS} runs in this session")
+@pytest.mark.skipif(
+    importlib.util.find_spec("mitmproxy") is not None,
+    reason=f"mitmproxy is here: {TESTS} runs in this session",
+)
 def test_the_addon_in_process_in_the_recorders_environment() -> None:
     probe = subprocess.run([str(PROXY_PYTHON), "-c", "import pytest"], capture_output=True)
     if probe.returncode != 0:
-        pytest.fail(f"the recorder's environment ({PROXY_PYTHON}) has no pytest: install it there ('uv pip install pytest'; .ci/run does)")
+        pytest.fail(
+            f"the recorder's environment ({PROXY_PYTHON}) has no pytest: install it there ('uv pip "
+            "install pytest'; .ci/run does)"
+        )
     proc = progress.run(
         [str(PROXY_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", TESTS],
         cwd=REPO, capture_output=True, text=True, env=clean_env(),

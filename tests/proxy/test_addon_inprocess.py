@@ -17,7 +17,11 @@ from typing import Any
 import orjson
 import pytest
 
-pytest.importorskip("mitmproxy", reason="mitmproxy lives in the recorder's environment (test_addon_in_recorder_env.py runs this file there)")
+pytest.importorskip(
+    "mitmproxy",
+    reason="mitmproxy lives in the recorder's environment (test_addon_in_recorder_env.py "
+    "runs this file there)",
+)
 
 from mitmproxy import http
 from mitmproxy.addons.eventstore import EventStore
@@ -37,11 +41,27 @@ from tests.support import progress
 
 CHAT = b"/v1/chat/completions"
 REQUEST = orjson.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
-ANSWER = orjson.dumps({"id": "c1", "object": "chat.completion", "model": "gpt-4o-mini",
-                       "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}]})
-SSE = [b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hel"}}]}\n\n',
-       b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}\n\n',
-       b"data: [DONE]\n\n"]
+ANSWER = orjson.dumps(
+    {
+        "id": "c1",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "hello"},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+)
+SSE = [
+    b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,'
+    b'"delta":{"content":"hel"}}]}\n\n',
+    b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,'
+    b'"delta":{"content":"lo"},"finish_reason":"stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +70,9 @@ def _mitmproxy_log(monkeypatch: pytest.MonkeyPatch) -> None:
     not to stderr (``looptap run`` alone installs that)."""
     monkeypatch.setattr(messages.LOG, "propagate", True)
     for h in [h for h in messages.LOG.handlers if type(h).__name__ == "_Stderr"]:
-        monkeypatch.setattr(messages.LOG, "handlers", [x for x in messages.LOG.handlers if x is not h])
+        monkeypatch.setattr(
+            messages.LOG, "handlers", [x for x in messages.LOG.handlers if x is not h]
+        )
 
 
 def run(test: Callable[[], Awaitable[None]]) -> None:
@@ -59,23 +81,51 @@ def run(test: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(test())
 
 
-def llm_flow(host: str = "api.openai.com", path: bytes = CHAT, body: bytes = REQUEST, headers: Any = None,
-             resp: http.Response | None = None, mode: str = "regular") -> http.HTTPFlow:
-    req = tutils.treq(host=host, port=443, scheme=b"https", method=b"POST", path=path, content=body,
-                      headers=headers or http.Headers(((b"content-type", b"application/json"),
-                                                       (b"authorization", b"Bearer sk-test-KEYKEYKEYKEYKEYKEY"))))
+def llm_flow(
+    host: str = "api.openai.com",
+    path: bytes = CHAT,
+    body: bytes = REQUEST,
+    headers: Any = None,
+    resp: http.Response | None = None,
+    mode: str = "regular",
+) -> http.HTTPFlow:
+    req = tutils.treq(
+        host=host,
+        port=443,
+        scheme=b"https",
+        method=b"POST",
+        path=path,
+        content=body,
+        headers=headers
+        or http.Headers(
+            (
+                (b"content-type", b"application/json"),
+                (b"authorization", b"Bearer sk-test-KEYKEYKEYKEYKEYKEY"),
+            )
+        ),
+    )
     client: Client = tflow.tclient_conn()
     client.proxy_mode = ProxyMode.parse(mode)
     return tflow.tflow(client_conn=client, req=req, resp=resp or False)
 
 
 def json_response(body: bytes = ANSWER) -> http.Response:
-    return tutils.tresp(headers=http.Headers(((b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()))), content=body)
+    return tutils.tresp(
+        headers=http.Headers(
+            ((b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()))
+        ),
+        content=body,
+    )
 
 
 def sse_response() -> http.Response:
     """Response headers of a chunked SSE stream, as ``responseheaders`` sees them: no body yet."""
-    resp = tutils.tresp(headers=http.Headers(((b"content-type", b"text/event-stream"), (b"transfer-encoding", b"chunked"))), content=None)
+    resp = tutils.tresp(
+        headers=http.Headers(
+            ((b"content-type", b"text/event-stream"), (b"transfer-encoding", b"chunked"))
+        ),
+        content=None,
+    )
     resp.timestamp_end = None
     return resp
 
@@ -113,9 +163,17 @@ def test_a_round_trip_to_an_llm_host_is_handed_off_and_recorded(tmp_path: Path) 
             await r.tctx.cycle(r.rec, f)  # requestheaders … response, as mitmproxy calls them
             assert isinstance(f.response.stream, Tee)  # every response is streamed, through the tee
             rec = await r.flushed()
-            assert (rec.handoff.recorded, rec.handoff.storage_errors, rec.handoff.failed_records) == (1, 0, 0)
+            assert (
+                rec.handoff.recorded,
+                rec.handoff.storage_errors,
+                rec.handoff.failed_records,
+            ) == (1, 0, 0)
             (ex,) = r.exchanges()
-            assert (ex.method, ex.url, ex.status) == ("POST", "https://api.openai.com/v1/chat/completions", 200)
+            assert (ex.method, ex.url, ex.status) == (
+                "POST",
+                "https://api.openai.com/v1/chat/completions",
+                200,
+            )
             assert ex.request_body == REQUEST and ex.response_body == ANSWER
             assert b"KEYKEYKEY" not in r.out.read_bytes()  # redacted by the writer
             await r.tctx.cycle(r.rec, f)  # the same flow again (a replayed hook): recorded once
@@ -130,16 +188,33 @@ def test_other_hosts_pass_through_streamed_and_unrecorded(tmp_path: Path) -> Non
 
     async def main() -> None:
         with recording(tmp_path) as r:
-            other = llm_flow(host="example.com", path=b"/index.html", body=b"", resp=json_response(b"<html></html>"))
+            other = llm_flow(
+                host="example.com",
+                path=b"/index.html",
+                body=b"",
+                resp=json_response(b"<html></html>"),
+            )
             await r.tctx.cycle(r.rec, other)
             assert other.response.stream is True  # never buffered, never teed
-            mcp = llm_flow(host="tools.example.com", path=b"/mcp", body=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
-                           resp=json_response(b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'))
+            mcp = llm_flow(
+                host="tools.example.com",
+                path=b"/mcp",
+                body=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+                resp=json_response(b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'),
+            )
             await r.tctx.cycle(r.rec, mcp)
-            reverse = llm_flow(host="127.0.0.1", path=b"/v1/anything", mode="reverse:http://127.0.0.1:9@0", resp=json_response())
+            reverse = llm_flow(
+                host="127.0.0.1",
+                path=b"/v1/anything",
+                mode="reverse:http://127.0.0.1:9@0",
+                resp=json_response(),
+            )
             await r.tctx.cycle(r.rec, reverse)
             assert (await r.flushed()).handoff.recorded == 2
-            assert [ex.url for ex in r.exchanges()] == ["https://tools.example.com/mcp", "https://127.0.0.1/v1/anything"]
+            assert [ex.url for ex in r.exchanges()] == [
+                "https://tools.example.com/mcp",
+                "https://127.0.0.1/v1/anything",
+            ]
 
     run(main)
 
@@ -151,12 +226,14 @@ def test_a_streamed_response_is_teed_unchanged_and_recorded_with_its_chunks(tmp_
             r.rec.responseheaders(f)
             tee = f.response.stream
             assert isinstance(tee, Tee)
-            forwarded = [tee(c) for c in [*SSE, b"", b""]]  # HTTP/2 in mitmproxy 11 ends with two b""
+            # HTTP/2 in mitmproxy 11 ends with two b""
+            forwarded = [tee(c) for c in [*SSE, b"", b""]]
             assert forwarded == [*SSE, b"", b""]
             assert r.rec.handoff.recorded == 0 and f.response.raw_content is None
             f.response.timestamp_end = f.request.timestamp_start + 1.5
             r.rec.response(f)
-            assert f.response.raw_content == b"".join(SSE)  # the flow is whole again for mitmweb / -w
+            # the flow is whole again for mitmweb / -w
+            assert f.response.raw_content == b"".join(SSE)
             assert (await r.flushed()).handoff.recorded == 1
             (ex,) = r.exchanges()
             assert [c for _, c in ex.response_chunks] == SSE and ex.duration == 1.5
@@ -171,7 +248,12 @@ def test_a_fixed_length_body_is_handed_over_before_its_last_byte_goes_on(tmp_pat
 
     async def main() -> None:
         with recording(tmp_path) as r:
-            headers = http.Headers(((b"content-type", b"application/json"), (b"content-length", str(len(ANSWER)).encode())))
+            headers = http.Headers(
+                (
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(ANSWER)).encode()),
+                )
+            )
             f = llm_flow(resp=tutils.tresp(headers=headers, content=None))
             r.rec.responseheaders(f)
             tee = f.response.stream
@@ -204,7 +286,10 @@ def test_error_flows_are_recorded_with_their_transport_error(tmp_path: Path) -> 
             await r.tctx.cycle(r.rec, refused)  # error hook only: no response
             assert (await r.flushed()).handoff.recorded == 2
             first, second = r.exchanges()
-            assert first.transport_error == "Client disconnected." and [c for _, c in first.response_chunks] == SSE
+            assert (
+                first.transport_error == "Client disconnected."
+                and [c for _, c in first.response_chunks] == SSE
+            )
             assert second.transport_error == "Connection refused" and second.status is None
 
     run(main)
@@ -213,55 +298,110 @@ def test_error_flows_are_recorded_with_their_transport_error(tmp_path: Path) -> 
 def test_websocket_turns_are_handed_over_at_their_terminal_message(tmp_path: Path) -> None:
     """Responses over a WebSocket: the 101 starts a session, and the turn reaches the writer in
     ``websocket_message`` of its terminal event, before mitmproxy forwards that message."""
-    create = orjson.dumps({"type": "response.create", "model": "gpt-5", "input": [{"role": "user", "content": "Hi"}]})
-    done = {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5",
-            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello"}]}],
-            "usage": {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6}}
-    server = [orjson.dumps({"type": "response.created", "response": {**done, "status": "in_progress", "output": []}}),
-              orjson.dumps({"type": "response.output_text.delta", "delta": "Hello"}),
-              orjson.dumps({"type": "response.completed", "response": done})]
+    create = orjson.dumps(
+        {"type": "response.create", "model": "gpt-5", "input": [{"role": "user", "content": "Hi"}]}
+    )
+    done = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-5",
+        "output": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Hello"}],
+            }
+        ],
+        "usage": {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6},
+    }
+    server = [
+        orjson.dumps(
+            {
+                "type": "response.created",
+                "response": {**done, "status": "in_progress", "output": []},
+            }
+        ),
+        orjson.dumps({"type": "response.output_text.delta", "delta": "Hello"}),
+        orjson.dumps({"type": "response.completed", "response": done}),
+    ]
 
     async def main() -> None:
         with recording(tmp_path) as r:
             f = tflow.twebsocketflow(messages=False)
-            f.request.host, f.request.scheme, f.request.port, f.request.path = "api.openai.com", "https", 443, "/v1/responses"
+            f.request.host, f.request.scheme, f.request.port, f.request.path = (
+                "api.openai.com",
+                "https",
+                443,
+                "/v1/responses",
+            )
             f.websocket.messages = []
             r.rec.response(f)  # the 101
             assert "looptap_ws" in f.metadata
             t = f.request.timestamp_start
-            for i, (from_client, content) in enumerate([(True, create), *((False, s) for s in server)]):
-                f.websocket.messages.append(WebSocketMessage(Opcode.TEXT, from_client, content, t + 0.1 * (i + 1)))
+            for i, (from_client, content) in enumerate(
+                [(True, create), *((False, s) for s in server)]
+            ):
+                f.websocket.messages.append(
+                    WebSocketMessage(Opcode.TEXT, from_client, content, t + 0.1 * (i + 1))
+                )
                 r.rec.websocket_message(f)
                 recorded = (await r.flushed()).handoff.recorded
                 assert recorded == (1 if i == len(server) else 0), f"after message {i}"
             r.rec.websocket_end(f)
             (ex,) = r.exchanges()
-            assert (ex.method, ex.url, ex.status) == ("POST", "https://api.openai.com/v1/responses", 200)
+            assert (ex.method, ex.url, ex.status) == (
+                "POST",
+                "https://api.openai.com/v1/responses",
+                200,
+            )
             assert ex.request_body == create and len(ex.response_chunks) == 3
 
     run(main)
 
 
-def test_durable_holds_the_websocket_message_that_completes_a_turn_until_the_turn_is_stored(tmp_path: Path) -> None:
+def test_durable_holds_the_websocket_message_that_completes_a_turn_until_the_turn_is_stored(
+    tmp_path: Path,
+) -> None:
     """``looptap_durable`` over a WebSocket: the terminal event's ``websocket_message`` leaves the
     turn's receipt on the flow, and DurableGate's hook (mitmproxy forwards the message only once it
-    returns) returns once the turn is in the cassette; messages that complete nothing do not wait."""
-    create = orjson.dumps({"type": "response.create", "model": "gpt-5", "input": [{"role": "user", "content": "Hi"}]})
-    done = {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5", "output": [],
-            "usage": {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6}}
-    server = [orjson.dumps({"type": "response.created", "response": {**done, "status": "in_progress"}}),
-              orjson.dumps({"type": "response.completed", "response": done})]
+    returns) returns once the turn is in the cassette; messages that complete nothing do not
+    wait."""
+    create = orjson.dumps(
+        {"type": "response.create", "model": "gpt-5", "input": [{"role": "user", "content": "Hi"}]}
+    )
+    done = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-5",
+        "output": [],
+        "usage": {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6},
+    }
+    server = [
+        orjson.dumps({"type": "response.created", "response": {**done, "status": "in_progress"}}),
+        orjson.dumps({"type": "response.completed", "response": done}),
+    ]
 
     async def main() -> None:
         gate = DurableGate()
         with recording(tmp_path, gate, looptap_durable=True) as r:
             f = tflow.twebsocketflow(messages=False)
-            f.request.host, f.request.scheme, f.request.port, f.request.path = "api.openai.com", "https", 443, "/v1/responses"
+            f.request.host, f.request.scheme, f.request.port, f.request.path = (
+                "api.openai.com",
+                "https",
+                443,
+                "/v1/responses",
+            )
             f.websocket.messages = []
             r.rec.response(f)
             t = f.request.timestamp_start
-            for i, (from_client, content) in enumerate([(True, create), *((False, m) for m in server)]):
-                f.websocket.messages.append(WebSocketMessage(Opcode.TEXT, from_client, content, t + 0.1 * (i + 1)))
+            for i, (from_client, content) in enumerate(
+                [(True, create), *((False, m) for m in server)]
+            ):
+                f.websocket.messages.append(
+                    WebSocketMessage(Opcode.TEXT, from_client, content, t + 0.1 * (i + 1))
+                )
                 r.rec.websocket_message(f)
                 last = i == len(server)
                 assert (WS_RECEIPTS in f.metadata) == last, f"message {i}"
@@ -303,21 +443,29 @@ def test_durable_holds_the_response_until_the_round_trip_is_stored(tmp_path: Pat
     run(main)
 
 
-def test_a_capture_failure_is_counted_and_said_in_mitmproxys_event_log_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_capture_failure_is_counted_and_said_in_mitmproxys_event_log_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What mitmweb shows: its event store receives the recorder's error line, with the request's
     key (learned from the flow's headers) masked and the escape shown, not emitted."""
     key = "ltInproc" + secrets.token_hex(16)
 
     def broken(flow: http.HTTPFlow, *args: Any) -> Exchange:
-        raise RuntimeError(f"simulated \x1b[2J failure for {flow.request.headers['x-goog-api-key']}")
+        raise RuntimeError(
+            f"simulated \x1b[2J failure for {flow.request.headers['x-goog-api-key']}"
+        )
 
     async def main() -> None:
         store = EventStore()
         try:
             with recording(tmp_path) as r:
                 monkeypatch.setattr(addon_module, "flow_to_exchange", broken)
-                f = llm_flow(headers=http.Headers(((b"content-type", b"application/json"), (b"x-goog-api-key", key.encode()))),
-                             resp=json_response())
+                f = llm_flow(
+                    headers=http.Headers(
+                        ((b"content-type", b"application/json"), (b"x-goog-api-key", key.encode()))
+                    ),
+                    resp=json_response(),
+                )
                 await r.tctx.cycle(r.rec, f)
                 assert f.response is not None and f.error is None  # the traffic flows on
                 rec = await r.flushed()

@@ -32,26 +32,41 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
     wrapper = tmp_path / "codex.sh"
     wrapper.write_text(
         "#!/bin/sh\nset -e\n"
-        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > "$CODEX_HOME/config.toml"\n'
-        f'exec "{codex}" "$@"\n'
+        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > '
+        f'"$CODEX_HOME/config.toml"\nexec "{codex}" "$@"\n'
     )
     wrapper.chmod(0o755)
     env = run_env(tmp_path, CODEX_HOME=str(codex_home), LOOPTAP_CODEX_KEY=secret)
     with WsResponsesUpstream() as up:
-        proc, out = looptap_run(tmp_path, confdir, [str(wrapper), "exec", "--skip-git-repo-check", "What is the weather in Paris?"],
-                                env, extra=("--upstream", f"openai={up.url}"))
+        proc, out = looptap_run(
+            tmp_path,
+            confdir,
+            [str(wrapper), "exec", "--skip-git-repo-check", "What is the weather in Paris?"],
+            env,
+            extra=("--upstream", f"openai={up.url}"),
+        )
     assert proc.returncode == 0, explain(proc)
     assert up.connections >= 1, explain(proc)
     run = open_run(out)
     rts = list(run.roundtrips)
-    assert [rt.operation for rt in rts] == ["prewarm", "generate", "generate"], [ex.request_body[:200] for ex in run.exchanges]
-    assert all(ex.status == 200 and any(n.startswith("websocket ") for n in ex.notes) for ex in run.exchanges)
-    assert [m.get("type") for m in up.received] == ["response.create"] * 3 and up.received[0].get("generate") is False
+    assert [rt.operation for rt in rts] == ["prewarm", "generate", "generate"], [
+        ex.request_body[:200] for ex in run.exchanges
+    ]
+    assert all(
+        ex.status == 200 and any(n.startswith("websocket ") for n in ex.notes)
+        for ex in run.exchanges
+    )
+    assert [m.get("type") for m in up.received] == ["response.create"] * 3 and up.received[0].get(
+        "generate"
+    ) is False
     convs = run.analysis.conversations
     assert len(convs) == 1 and convs[0].turns == [1, 2], convs  # threaded by previous_response_id
     first, last = rts[1], rts[2]
-    assert first.request is not None and len(first.request.tools) >= 9  # function tools and a namespace's
-    assert first.response is not None and [c.name for c in first.response.tool_calls] == ["get_goal"]
+    # function tools and a namespace's
+    assert first.request is not None and len(first.request.tools) >= 9
+    assert first.response is not None and [c.name for c in first.response.tool_calls] == [
+        "get_goal"
+    ]
     assert last.response is not None and last.response.text == "It is sunny in Paris."
     loud = [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"]
     assert loud == [], loud
@@ -64,12 +79,24 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
     from cassettes.replay.serving.server import ReplayServer
 
     with ReplayServer(out) as srv:
-        (codex_home / "config.toml").write_text(CODEX_WS_CONFIG.replace("@OPENAI_BASE_URL@", srv.url + "/v1"))
-        again = progress.run([str(codex), "exec", "--skip-git-repo-check", "What is the weather in Paris?"], env=env,
-                               capture_output=True, text=True, cwd=tmp_path / "work", stdin=subprocess.DEVNULL)
+        (codex_home / "config.toml").write_text(
+            CODEX_WS_CONFIG.replace("@OPENAI_BASE_URL@", srv.url + "/v1")
+        )
+        again = progress.run(
+            [str(codex), "exec", "--skip-git-repo-check", "What is the weather in Paris?"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path / "work",
+            stdin=subprocess.DEVNULL,
+        )
         misses = ["\n".join(m.lines()) for m in srv.misses]
         served = list(srv.served)
-    assert again.returncode == 0 and "It is sunny in Paris." in again.stdout, (again.stdout[-2000:], again.stderr[-3000:], misses)
+    assert again.returncode == 0 and "It is sunny in Paris." in again.stdout, (
+        again.stdout[-2000:],
+        again.stderr[-3000:],
+        misses,
+    )
     assert misses == [] and [ex.status for ex in served] == [200, 200, 200], misses
     assert all("websocket replay" in ex.notes for ex in served)
 
@@ -98,8 +125,23 @@ def in_namespace(tmp_path: Path, secret: str, *mode: str) -> dict[str, Any]:
     from tests.support.recorder import PROXY_PYTHON
 
     helper = Path(__file__).with_name("codex_default_ns.py")
-    proc = progress.run(["unshare", "--net", "--mount", "--fork", sys.executable, str(helper), str(tmp_path), str(codex), str(PROXY_PYTHON), secret, *mode],
-                          capture_output=True, text=True)
+    proc = progress.run(
+        [
+            "unshare",
+            "--net",
+            "--mount",
+            "--fork",
+            sys.executable,
+            str(helper),
+            str(tmp_path),
+            str(codex),
+            str(PROXY_PYTHON),
+            secret,
+            *mode,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out
@@ -113,14 +155,18 @@ def test_codex_default_configuration_in_a_network_namespace(tmp_path: Path, secr
     replayed offline to Codex through its openai_base_url key."""
     r = in_namespace(tmp_path, secret)
     assert r["record_rc"] == 0 and "It is sunny in Paris." in r["record_stdout"], r
-    assert r["upstream_paths"] == ["/v1/responses"] and r["upstream_received"] == ["response.create"] * 3, r
+    assert (
+        r["upstream_paths"] == ["/v1/responses"]
+        and r["upstream_received"] == ["response.create"] * 3
+    ), r
     run = open_run(tmp_path / "run.jsonl")
     assert [rt.operation for rt in run.roundtrips] == ["prewarm", "generate", "generate"]
     assert all(ex.url == "https://api.openai.com/v1/responses" for ex in run.exchanges)
     convs = run.analysis.conversations
     assert len(convs) == 1 and convs[0].turns == [1, 2]
     first = list(run.roundtrips)[1]
-    assert first.request is not None and len(first.request.tools) >= 5  # from Codex's additional_tools item
+    # from Codex's additional_tools item
+    assert first.request is not None and len(first.request.tools) >= 5
     assert first.response is not None and [c.name for c in first.response.tool_calls] == ["wait"]
     assert [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"] == []
     assert secret.encode() not in (tmp_path / "run.jsonl").read_bytes()
@@ -164,29 +210,49 @@ def test_codex_chatgpt_login_in_a_network_namespace(tmp_path: Path, secret: str)
     Codex goes on without."""
     r = in_namespace(tmp_path, secret, "chatgpt")
     assert r["record_rc"] == 0 and "It is sunny in Paris." in r["record_stdout"], r
-    assert r["upstream_paths"] == ["/backend-api/codex/responses"] and r["upstream_received"] == ["response.create"] * 3, r
+    assert (
+        r["upstream_paths"] == ["/backend-api/codex/responses"]
+        and r["upstream_received"] == ["response.create"] * 3
+    ), r
     wire = r["upstream_requests"]
     targets = [w["target"].split("?")[0] for w in wire]
-    assert targets.index("/backend-api/wham/accounts/check") < targets.index("/backend-api/codex/responses"), targets
-    assert all(t.startswith("/backend-api/") for t in targets), targets  # no token refresh at auth.openai.com
+    assert targets.index("/backend-api/wham/accounts/check") < targets.index(
+        "/backend-api/codex/responses"
+    ), targets
+    # no token refresh at auth.openai.com
+    assert all(t.startswith("/backend-api/") for t in targets), targets
     assert all(w["bearer_is_secret"] and w["account"] == "acc" for w in wire), wire
     assert [w["target"] for w in wire if w["websocket"]] == ["/backend-api/codex/responses"]
 
     cassette = tmp_path / "run.jsonl"
     run = open_run(cassette)
-    turns = [rt for rt in run.roundtrips if rt.url == "https://chatgpt.com/backend-api/codex/responses"]
-    assert [rt.operation for rt in turns] == ["prewarm", "generate", "generate"], [(ex.method, ex.url) for ex in run.exchanges]
+    turns = [
+        rt for rt in run.roundtrips if rt.url == "https://chatgpt.com/backend-api/codex/responses"
+    ]
+    assert [rt.operation for rt in turns] == ["prewarm", "generate", "generate"], [
+        (ex.method, ex.url) for ex in run.exchanges
+    ]
     by_seq = {ex.seq: ex for ex in run.exchanges}
-    assert all(rt.status == 200 and any(n.startswith("websocket ") for n in by_seq[rt.seq].notes) for rt in turns)
+    assert all(
+        rt.status == 200 and any(n.startswith("websocket ") for n in by_seq[rt.seq].notes)
+        for rt in turns
+    )
     convs = run.analysis.conversations
     assert len(convs) == 1 and convs[0].turns == [turns[1].seq, turns[2].seq], convs
     first, last = turns[1], turns[2]
-    assert first.request is not None and len(first.request.tools) >= 5  # from Codex's additional_tools item
+    # from Codex's additional_tools item
+    assert first.request is not None and len(first.request.tools) >= 5
     assert first.response is not None and len(first.response.tool_calls) == 1
     assert last.response is not None and last.response.text == "It is sunny in Paris."
     # the side calls: models and the MCP initialize recorded, not turns; /wham/ not recorded
-    side = sorted({(ex.method, ex.url.split("?")[0]) for ex in run.exchanges} - {("POST", "https://chatgpt.com/backend-api/codex/responses")})
-    assert side == [("GET", "https://chatgpt.com/backend-api/codex/models"), ("POST", "https://chatgpt.com/backend-api/ps/mcp")], side
+    side = sorted(
+        {(ex.method, ex.url.split("?")[0]) for ex in run.exchanges}
+        - {("POST", "https://chatgpt.com/backend-api/codex/responses")}
+    )
+    assert side == [
+        ("GET", "https://chatgpt.com/backend-api/codex/models"),
+        ("POST", "https://chatgpt.com/backend-api/ps/mcp"),
+    ], side
     assert sum(len(c.turns) for c in convs) == 2
     assert [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"] == []
     data = cassette.read_bytes()
@@ -194,14 +260,19 @@ def test_codex_chatgpt_login_in_a_network_namespace(tmp_path: Path, secret: str)
         assert token.encode() not in data
     assert b"Bearer [REDACTED]" in data
 
-    # offline replay: the turns through openai_base_url, the backend's side calls to the replay server too
+    # offline replay: the turns through openai_base_url, the backend's side calls to the replay
+    # server too
     assert r["replay_rc"] == 0 and "It is sunny in Paris." in r["replay_stdout"], r
     assert r["replay_bases"] == {"/v1": "/backend-api/codex"}, r
     played = [s for s in r["replay_served"] if s[1] == "/v1/responses"]
-    assert [s[2] for s in played] == [200, 200, 200] and all("websocket replay" in s[3] for s in played), r["replay_served"]
+    assert [s[2] for s in played] == [200, 200, 200] and all(
+        "websocket replay" in s[3] for s in played
+    ), r["replay_served"]
     assert "/backend-api/wham/accounts/check" in r["replay_miss_targets"], r
     # only side calls miss: /wham/ (never recorded), and a models refresh beyond the recorded count
-    assert all(t.startswith(("/backend-api/wham/", "/v1/models?")) for t in r["replay_miss_targets"]), r["replay_misses"]
+    assert all(
+        t.startswith(("/backend-api/wham/", "/v1/models?")) for t in r["replay_miss_targets"]
+    ), r["replay_misses"]
 
 
 # Codex's spawn_agent / wait_agent on its default settings: the client matrix's Codex row

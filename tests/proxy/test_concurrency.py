@@ -16,15 +16,22 @@ from tests.support.recorder import needs_recorder
 pytestmark = [needs_recorder]
 
 #: The default suite: each family clean at N=4, and each client bug on one family (rotated), about
-#: 80 s on two cores; LOOPTAP_SLOW=1 runs every family at N=2 and 4 with every bug (20 cases, ~4 min).
+#: 80 s on two cores; LOOPTAP_SLOW=1 runs every family at N=2 and 4 with every bug (20 cases, ~4
+#: min).
 _BUGS = ("dropped_result", "wrong_id", "no_echo")
 if os.environ.get("LOOPTAP_SLOW"):
-    CASES = [(f, n, "clean") for f in FAMILIES for n in (2, 4)] + [(f, 4, v) for f in FAMILIES for v in _BUGS]
+    CASES = [(f, n, "clean") for f in FAMILIES for n in (2, 4)] + [
+        (f, 4, v) for f in FAMILIES for v in _BUGS
+    ]
 else:
-    CASES = [(f, 4, "clean") for f in FAMILIES] + [(f, 4, _BUGS[i % len(_BUGS)]) for i, f in enumerate(FAMILIES)]
+    CASES = [(f, 4, "clean") for f in FAMILIES] + [
+        (f, 4, _BUGS[i % len(_BUGS)]) for i, f in enumerate(FAMILIES)
+    ]
 
 
-@pytest.mark.parametrize(("family", "n", "variant"), CASES, ids=[f"{f}-{n}-{v}" for f, n, v in CASES])
+@pytest.mark.parametrize(
+    ("family", "n", "variant"), CASES, ids=[f"{f}-{n}-{v}" for f, n, v in CASES]
+)
 def test_alike_agents(tmp_path: Path, family: str, n: int, variant: str) -> None:
     s = run_case(family, n, variant, tmp_path, seed=7)
     assert s.error is None, s.error

@@ -57,11 +57,18 @@ for pid in kids:
 
 def test_recorders_starting_at_once_share_one_ca(tmp_path: Path) -> None:
     confdir = tmp_path / "conf"
-    proc = progress.run([str(PROXY_PYTHON), "-c", SCRIPT, str(confdir), str(RACERS)], capture_output=True, text=True, env=clean_env())
+    proc = progress.run(
+        [str(PROXY_PYTHON), "-c", SCRIPT, str(confdir), str(RACERS)],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+    )
     assert proc.returncode == 0, proc.stderr
     results = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(results) == RACERS, proc.stdout + proc.stderr
     errors = [r for r in results if "error" in r]
     assert errors == [], f"{len(errors)} of {RACERS} recorders could not start: {errors}"
     assert len({r["ca"] for r in results}) == 1, f"the recorders use different CAs: {results}"
-    assert all(r["bundle"] and r["node"] for r in results), f"a client bundle lacks the CA its recorder uses: {results}"
+    assert all(r["bundle"] and r["node"] for r in results), (
+        f"a client bundle lacks the CA its recorder uses: {results}"
+    )

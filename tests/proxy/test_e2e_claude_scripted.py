@@ -11,8 +11,8 @@ client runs its real loop: MCP start-up, permission checks, tool results, sub-ag
 
 What Claude Code 2.1.328 sends in ``-p`` mode (logged from its requests; every request is
 ``POST /v1/messages?beta=true``, streamed, under a system prompt that opens with the
-``x-anthropic-billing-header: cc_version=2.1.328.<hash>; cc_entrypoint=sdk-cli;`` line and "You are a
-Claude agent, built on Anthropic's Claude Agent SDK."):
+``x-anthropic-billing-header: cc_version=2.1.328.<hash>; cc_entrypoint=sdk-cli;`` line and "You are
+a Claude agent, built on Anthropic's Claude Agent SDK."):
 
 * the main loop: then "You are an agent working with the user toward their goals…", the built-in
   tools (MCP tools are deferred behind ``ToolSearch`` unless ``ENABLE_TOOL_SEARCH=false``),
@@ -63,13 +63,36 @@ MODEL = "claude-sonnet-4-5"
 
 
 def _claude(
-    tmp_path: Path, secret: str, up: ScriptedUpstream, confdir: Path, prompt: str, *args: str, env: dict[str, str] | None = None
+    tmp_path: Path,
+    secret: str,
+    up: ScriptedUpstream,
+    confdir: Path,
+    prompt: str,
+    *args: str,
+    env: dict[str, str] | None = None,
 ) -> tuple[Any, Path]:
     claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
     # Claude Code connects MCP servers in the background by default, so on a loaded machine its
     # first request can leave before the server's tools are there: wait for them (up to 60 s).
-    env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, MCP_CONNECTION_NONBLOCKING="false", MCP_CONNECT_TIMEOUT_MS="60000", **CLAUDE_OFFLINE, **(env or {}))
-    cmd = [str(claude), "-p", prompt, "--model", MODEL, "--output-format", "json", "--no-session-persistence", *args]
+    env = run_env(
+        tmp_path,
+        ANTHROPIC_API_KEY=secret,
+        MCP_CONNECTION_NONBLOCKING="false",
+        MCP_CONNECT_TIMEOUT_MS="60000",
+        **CLAUDE_OFFLINE,
+        **(env or {}),
+    )
+    cmd = [
+        str(claude),
+        "-p",
+        prompt,
+        "--model",
+        MODEL,
+        "--output-format",
+        "json",
+        "--no-session-persistence",
+        *args,
+    ]
     return looptap_run(tmp_path, confdir, cmd, env, upstream=up)  # type: ignore[arg-type]
 
 
@@ -84,15 +107,33 @@ def _last_result(req: ScriptedRequest) -> Any:
 # looptap mcp, used by Claude Code to explain a failed run
 
 
-def test_claude_code_explains_a_failed_run_through_looptap_mcp(tmp_path: Path, confdir: Path, secret: str) -> None:
+def test_claude_code_explains_a_failed_run_through_looptap_mcp(
+    tmp_path: Path, confdir: Path, secret: str
+) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
     with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
-        write_cassette(Path(src), runs / "agent-run.jsonl")  # the bundled demo: its E finding is the cause
+        # the bundled demo: its E finding is the cause
+        write_cassette(Path(src), runs / "agent-run.jsonl")
     truth = open_run(runs / "agent-run.jsonl").analysis
-    worst = sorted(truth.findings, key=lambda f: ({"error": 0, "warning": 1}.get(f.severity.value, 2), f.seq or 0))[0]
+    worst = sorted(
+        truth.findings,
+        key=lambda f: ({"error": 0, "warning": 1}.get(f.severity.value, 2), f.seq or 0),
+    )[0]
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"looptap": {"type": "stdio", "command": sys.executable, "args": ["-m", "cassettes.cli", "mcp", "--root", str(runs)]}}}))
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "looptap": {
+                        "type": "stdio",
+                        "command": sys.executable,
+                        "args": ["-m", "cassettes.cli", "mcp", "--root", str(runs)],
+                    }
+                }
+            }
+        )
+    )
 
     def route(req: ScriptedRequest) -> Reply:
         if claude_code_side_call(req):
@@ -101,17 +142,23 @@ def test_claude_code_explains_a_failed_run_through_looptap_mcp(tmp_path: Path, c
             return Reply.say("(looptap's MCP tools were not offered)", what="main:no-tools")
         done = len(req.tool_results())
         if done == 0:
-            return Reply.tool("mcp__looptap__run_summary", {"run": "agent-run.jsonl"}, what="main:summary")
+            return Reply.tool(
+                "mcp__looptap__run_summary", {"run": "agent-run.jsonl"}, what="main:summary"
+            )
         if done == 1:  # the model reads looptap's answer and asks for the root cause's turn
             root = _last_result(req)["root_causes"][0]
-            return Reply.tool("mcp__looptap__turn", {"run": "agent-run.jsonl", "seq": root["seq"]}, what="main:turn")
+            return Reply.tool(
+                "mcp__looptap__turn",
+                {"run": "agent-run.jsonl", "seq": root["seq"]},
+                what="main:turn",
+            )
         turn = _last_result(req)
         f = turn["findings"][0]
         calls = turn["recorded"]["E_emitted"]["tool_calls"]
         named = f" ({calls[0]['name']})" if calls else ""
         return Reply.say(
-            f"The run went wrong at #{turn['seq']} ({turn['conversation']}/turn {turn['turn']}), layer {f['layer']}: "
-            f"{f['code']}{named}.",
+            f"The run went wrong at #{turn['seq']} ({turn['conversation']}/turn {turn['turn']}), "
+            f"layer {f['layer']}: {f['code']}{named}.",
             what="main:answer",
         )
 
@@ -119,23 +166,37 @@ def test_claude_code_explains_a_failed_run_through_looptap_mcp(tmp_path: Path, c
         proc, out = _claude(
             tmp_path, secret, up, confdir, "Why did the run agent-run.jsonl go wrong?",
             "--mcp-config", str(config), "--strict-mcp-config", "--allowedTools", "mcp__looptap",
-            env={"ENABLE_TOOL_SEARCH": "false"},  # the MCP tools offered up front, not behind ToolSearch
+            # the MCP tools offered up front, not behind ToolSearch
+            env={"ENABLE_TOOL_SEARCH": "false"},
         )
         log = "\n".join(x.line() for x in up.log)
     assert proc.returncode == 0, explain(proc) + "\n--- scripted\n" + log
     answer = outputs(proc)[-1]["result"]
     conv = worst.conversation
-    assert answer.startswith(f"The run went wrong at #{worst.seq} ({conv}/turn {worst.turn}), layer {worst.layer}: {worst.code}"), answer
+    assert answer.startswith(
+        f"The run went wrong at #{worst.seq} ({conv}/turn "
+        f"{worst.turn}), layer {worst.layer}: {worst.code}"
+    ), answer
     # looptap recorded Claude Code's calls of its own tools, and their answers
     run = open_run(out)
-    calls = [c.name for rt in run.roundtrips if rt.response is not None for c in rt.response.tool_calls]
+    calls = [
+        c.name for rt in run.roundtrips if rt.response is not None for c in rt.response.tool_calls
+    ]
     assert calls == ["mcp__looptap__run_summary", "mcp__looptap__turn"], log
     last = list(run.roundtrips)[-1]
     assert last.request is not None and last.response is not None
-    results = [p.tool_result for m in last.request.messages for p in m.parts if p.tool_result is not None]
-    assert len(results) == 2 and "root_causes" in (results[0].content or "") and worst.code in (results[1].content or "")
+    results = [
+        p.tool_result for m in last.request.messages for p in m.parts if p.tool_result is not None
+    ]
+    assert (
+        len(results) == 2
+        and "root_causes" in (results[0].content or "")
+        and worst.code in (results[1].content or "")
+    )
     assert last.response.text == answer
-    assert not [f for f in run.analysis.findings if f.severity.value in ("error", "warning")], [f.code for f in run.analysis.findings]
+    assert not [f for f in run.analysis.findings if f.severity.value in ("error", "warning")], [
+        f.code for f in run.analysis.findings
+    ]
     assert secret.encode() not in out.read_bytes()
 
 
@@ -169,10 +230,12 @@ async def main():
     result = await Runner.run(triage, "Is my invoice 42 paid?")
     print(json.dumps({"final": result.final_output, "agent": result.last_agent.name}), flush=True)
 asyncio.run(main())
-"""
+"""  # noqa: E501
 
 
-def test_openai_agents_handoff_continues_the_conversation(tmp_path: Path, confdir: Path, secret: str) -> None:
+def test_openai_agents_handoff_continues_the_conversation(
+    tmp_path: Path, confdir: Path, secret: str
+) -> None:
     pytest.importorskip("agents")
     from tests.proxy.test_e2e_frameworks import explain as explain_py
     from tests.proxy.test_e2e_frameworks import looptap_run as run_py
@@ -187,11 +250,25 @@ def test_openai_agents_handoff_continues_the_conversation(tmp_path: Path, confdi
 
     with ScriptedUpstream(route) as up:
         cmd = python_client(tmp_path, HANDOFF_CLIENT)
-        proc, out = run_py(tmp_path, confdir, secret, cmd, extra=("--upstream", f"openai={up.url}"), env={"OPENAI_AGENTS_DISABLE_TRACING": "1"})
+        proc, out = run_py(
+            tmp_path,
+            confdir,
+            secret,
+            cmd,
+            extra=("--upstream", f"openai={up.url}"),
+            env={"OPENAI_AGENTS_DISABLE_TRACING": "1"},
+        )
         log = "\n".join(x.line() for x in up.log)
     assert proc.returncode == 0, explain_py(proc) + "\n--- scripted\n" + log
-    assert outputs(proc)[-1] == {"final": "Invoice 42 was paid on 2026-11-02.", "agent": "billing"}, log
-    assert [x.reply.what for x in up.log if x.reply] == ["triage:handoff", "billing:lookup", "billing:answer"], log
+    assert outputs(proc)[-1] == {
+        "final": "Invoice 42 was paid on 2026-11-02.",
+        "agent": "billing",
+    }, log
+    assert [x.reply.what for x in up.log if x.reply] == [
+        "triage:handoff",
+        "billing:lookup",
+        "billing:answer",
+    ], log
     run = open_run(out)
     a = run.analysis
     convs = [(c.id, c.turns, c.branch, c.parent_seq) for c in a.conversations]
@@ -200,4 +277,6 @@ def test_openai_agents_handoff_continues_the_conversation(tmp_path: Path, confdi
     assert len(a.conversations) == 1 and len(a.conversations[0].turns) == 3, convs
     turns = [a.turns[s] for s in a.conversations[0].turns]
     assert [t.c.link for t in turns] == ["start", "extends", "extends"], [t.c.link for t in turns]
-    assert not [f for f in a.findings if f.severity.value in ("error", "warning")], [(f.code, f.message) for f in a.findings]
+    assert not [f for f in a.findings if f.severity.value in ("error", "warning")], [
+        (f.code, f.message) for f in a.findings
+    ]

@@ -9,17 +9,18 @@ must-show 1):
 Turn 0 (the first request: today's date, the working directory, ids in it) is served from the
 recording, counted at the fakes: fake #1 gets nothing more and fake #2 never sees a request without
 a tool result; the continuation (turns 1 and 2) is live at fake #2, which answers differently, and
-the agent finishes. The branch header carries B's cwd and home, the recording's A's (cassettes.matching.places).
+the agent finishes. The branch header carries B's cwd and home, the recording's A's
+(cassettes.matching.places).
 
-The date. libfaketime (preloaded: tests.support.clock) moves Claude Code's clock: its ``claude.exe`` (Bun) is linked
-dynamically, so ``Today's date is …`` says tomorrow. Codex ships a static musl binary
-(``x86_64-unknown-linux-musl``, static-pie): no preload reaches it, and its
+The date. libfaketime (preloaded: tests.support.clock) moves Claude Code's clock: its ``claude.exe``
+(Bun) is linked dynamically, so ``Today's date is …`` says tomorrow. Codex ships a static musl
+binary (``x86_64-unknown-linux-musl``, static-pie): no preload reaches it, and its
 ``<current_date>`` stays today under faketime. So Codex's recording is moved back instead: the date
 in its recorded requests is written one day earlier before the fork (same length, bytes replaced in
 the file), which is what a recording made yesterday holds.
 
 One recording and one fork per agent (module fixtures) serve every assertion.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -62,7 +63,9 @@ def claude_route(answer: str) -> Any:
     def route(req: ScriptedRequest) -> Reply:
         done = len(req.tool_results())
         if done < 2:
-            return Reply.tool("Read", {"file_path": f"{_cwd_of(req)}/{list(FILES)[done]}"}, what=f"read:{done}")
+            return Reply.tool(
+                "Read", {"file_path": f"{_cwd_of(req)}/{list(FILES)[done]}"}, what=f"read:{done}"
+            )
         return Reply.say(f"{answer}: read {done} files", what="answer")
     return route
 
@@ -71,7 +74,9 @@ def codex_route(answer: str) -> Any:
     def route(req: ScriptedRequest) -> Reply:
         done = len(req.tool_results())
         if done < 2:
-            return Reply.tool("exec_command", {"cmd": f"cat {list(FILES)[done]}"}, what=f"cat:{done}")
+            return Reply.tool(
+                "exec_command", {"cmd": f"cat {list(FILES)[done]}"}, what=f"cat:{done}"
+            )
         return Reply.say(f"{answer}: read {done} files", what="answer")
     return route
 
@@ -103,8 +108,16 @@ class Fork:
 
 
 def _looptap(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    env = {**env, "PYTHONPATH": str(REPO)}  # the recorder imports cassettes/ and proxy/ from this worktree
-    return progress.run([*RECORDER, *argv], env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    # the recorder imports cassettes/ and proxy/ from this worktree
+    env = {**env, "PYTHONPATH": str(REPO)}
+    return progress.run(
+        [*RECORDER, *argv],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _upstreams(url: str) -> list[str]:
@@ -119,14 +132,35 @@ def _fork_agent(agent: str, tmp: Path, command: Any, env_of: Any, route: Any) ->
     confdir = tmp / "conf"
     run, branch = tmp / "run.jsonl", tmp / "branch.jsonl"
     with ScriptedUpstream(route("RECORDED"), validate=True) as fake1:
-        rec = _looptap(["run", "-o", str(run), "--confdir", str(confdir), *_upstreams(fake1.url), "--", *command(a)], repo_a, env_of(a))
-        assert rec.returncode == 0, explain(rec) + "\n--- scripted\n" + "\n".join(x.line() for x in fake1.log)
+        rec = _looptap(
+            [
+                "run",
+                "-o",
+                str(run),
+                "--confdir",
+                str(confdir),
+                *_upstreams(fake1.url),
+                "--",
+                *command(a),
+            ],
+            repo_a,
+            env_of(a),
+        )
+        assert rec.returncode == 0, (
+            explain(rec) + "\n--- scripted\n" + "\n".join(x.line() for x in fake1.log)
+        )
         recorded = len(fake1.log)
-        # the date the agent sent (read from its request, not the clock: a run across midnight stays right)
-        m = re.search(r"(?:Today's date is |<current_date>)(\d{4}-\d{2}-\d{2})", json.dumps(fake1.log[0].request.body))
+        # the date the agent sent (read from its request, not the clock: a run across midnight stays
+        # right)
+        m = re.search(
+            r"(?:Today's date is |<current_date>)(\d{4}-\d{2}-\d{2})",
+            json.dumps(fake1.log[0].request.body),
+        )
         assert m, f"{agent}'s first request carries no date"
         today = m.group(1)
-        if agent == "codex":  # its static binary ignores libfaketime: the recording is made yesterday's (module docstring)
+        # its static binary ignores libfaketime: the recording is made yesterday's (module
+        # docstring)
+        if agent == "codex":
             yesterday = (dt.date.fromisoformat(today) - dt.timedelta(days=1)).isoformat()
             raw = run.read_bytes()
             tag = f"<current_date>{today}</current_date>".encode()
@@ -140,26 +174,67 @@ def _fork_agent(agent: str, tmp: Path, command: Any, env_of: Any, route: Any) ->
             cmd = command(b)
             if agent == "claude":  # only the agent's clock moves (tests.support.clock)
                 cmd = ["env", *(f"{k}={v}" for k, v in moved("+1d").items()), *cmd]
-            proc = _looptap(["run", "--from", f"{run}@turn=1", "-o", str(branch), "--confdir", str(confdir), *_upstreams(fake2.url), "--", *cmd],
-                            b / "repo", env_of(b))
+            proc = _looptap(
+                [
+                    "run",
+                    "--from",
+                    f"{run}@turn=1",
+                    "-o",
+                    str(branch),
+                    "--confdir",
+                    str(confdir),
+                    *_upstreams(fake2.url),
+                    "--",
+                    *cmd,
+                ],
+                b / "repo",
+                env_of(b),
+            )
             live = list(fake2.log)
-        return Fork(agent, run, branch, repo_a, b / "repo", rec, proc, list(fake1.log[:recorded]), len(fake1.log), live, today)
+        return Fork(
+            agent,
+            run,
+            branch,
+            repo_a,
+            b / "repo",
+            rec,
+            proc,
+            list(fake1.log[:recorded]),
+            len(fake1.log),
+            live,
+            today,
+        )
 
 
 @pytest.fixture(scope="module")
 def claude(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fork]:
     exe = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
     if LIBFAKETIME is None:
-        pytest.skip("libfaketime is not installed (apt-get install faketime; .ci/run installs it when run as root with apt)")
+        pytest.skip(
+            "libfaketime is not installed (apt-get install faketime; "
+            ".ci/run installs it when run as root with apt)"
+        )
 
     def command(root: Path) -> list[str]:
-        return [str(exe), "-p", "Read notes.txt and todo.txt, then say what they hold.", "--model", "claude-sonnet-4-5",
-                "--output-format", "json", "--no-session-persistence", "--tools", "Read"]
+        return [
+            str(exe),
+            "-p",
+            "Read notes.txt and todo.txt, then say what they hold.",
+            "--model",
+            "claude-sonnet-4-5",
+            "--output-format",
+            "json",
+            "--no-session-persistence",
+            "--tools",
+            "Read",
+        ]
 
     def env_of(root: Path) -> dict[str, str]:
         return run_env(root, ANTHROPIC_API_KEY=SECRET, **CLAUDE_OFFLINE)
 
-    yield _fork_agent("claude", tmp_path_factory.mktemp("fork-claude"), command, env_of, claude_route)
+    yield _fork_agent(
+        "claude", tmp_path_factory.mktemp("fork-claude"), command, env_of, claude_route
+    )
 
 
 @pytest.fixture(scope="module")
@@ -168,48 +243,82 @@ def codex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fork]:
     tmp = tmp_path_factory.mktemp("fork-codex")
     # Codex reads its base URL from config.toml only: a wrapper writes it from OPENAI_BASE_URL (the
     # recorder's listener when recording, the fork's replay server when forking).
-    (tmp / "config.toml.in").write_text(CODEX_CONFIG.format(base_url="@OPENAI_BASE_URL@", headers=""))
+    (tmp / "config.toml.in").write_text(
+        CODEX_CONFIG.format(base_url="@OPENAI_BASE_URL@", headers="")
+    )
     wrapper = tmp / "codex.sh"
     wrapper.write_text(
-        "#!/bin/sh\nset -e\nmkdir -p \"$CODEX_HOME\"\n"
-        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp}/config.toml.in" > "$CODEX_HOME/config.toml"\n'
-        f'exec "{exe}" "$@"\n'
+        '#!/bin/sh\nset -e\nmkdir -p "$CODEX_HOME"\n'
+        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp}/config.toml.in" > '
+        f'"$CODEX_HOME/config.toml"\nexec "{exe}" "$@"\n'
     )
     wrapper.chmod(0o755)
 
     def command(root: Path) -> list[str]:
-        return [str(wrapper), "exec", "--skip-git-repo-check", "Read notes.txt and todo.txt, then say what they hold."]
+        return [
+            str(wrapper),
+            "exec",
+            "--skip-git-repo-check",
+            "Read notes.txt and todo.txt, then say what they hold.",
+        ]
 
     def env_of(root: Path) -> dict[str, str]:
-        # CODEX_HOME where Codex puts it by default (~/.codex): its skills listing names it, under <home>
+        # CODEX_HOME where Codex puts it by default (~/.codex): its skills listing names it, under
+        # <home>
         return run_env(root, CODEX_HOME=str(root / "home" / ".codex"), LOOPTAP_CODEX_KEY=SECRET)
 
     yield _fork_agent("codex", tmp, command, env_of, codex_route)
 
 
 def _check_fork(f: Fork) -> None:
-    why = f"{f.agent}: " + explain(f.proc) + "\n--- live fake\n" + "\n".join(x.line() for x in f.live_log)
+    why = (
+        f"{f.agent}: "
+        + explain(f.proc)
+        + "\n--- live fake\n"
+        + "\n".join(x.line() for x in f.live_log)
+    )
     # recorded: three requests (two tool calls, then the answer), in checkout A
     assert [len(x.request.tool_results()) for x in f.origin_log] == [0, 1, 2], explain(f.rec)
     header = open_run(f.run).header
-    assert header is not None and header["meta"]["cwd"] == str(f.a) and header["meta"]["home"] == str(f.a.parent / "home")
-    # the fork: the prefix (turn 0) served, nothing more at the origin's fake, no turn 0 at the live one
+    assert (
+        header is not None
+        and header["meta"]["cwd"] == str(f.a)
+        and header["meta"]["home"] == str(f.a.parent / "home")
+    )
+    # the fork: the prefix (turn 0) served, nothing more at the origin's fake, no turn 0 at the live
+    # one
     assert f.proc.returncode == 0, why
     assert f.origin_after_fork == len(f.origin_log), why
     assert f.live_log and all(len(x.request.tool_results()) >= 1 for x in f.live_log), why
     # the continuation live: turn 1 (its tool run in checkout B) and the answer, from the new model
-    assert [x.reply.what for x in f.live_log if x.reply is not None] == [f"{'read' if f.agent == 'claude' else 'cat'}:1", "answer"], why
+    assert [x.reply.what for x in f.live_log if x.reply is not None] == [
+        f"{'read' if f.agent == 'claude' else 'cat'}:1",
+        "answer",
+    ], why
     assert "FORKED: read 2 files" in f.proc.stdout, why
     assert "RECORDED" not in f.proc.stdout
     last = f.live_log[-1].request
-    assert any(f"{FILES['todo.txt']} b" in r for r in last.tool_results()), (why, last.tool_results())  # read in checkout B
+    # read in checkout B
+    assert any(f"{FILES['todo.txt']} b" in r for r in last.tool_results()), (
+        why,
+        last.tool_results(),
+    )
     # what the prefix tolerated: the date and the working directory (the replay server's report)
-    assert "1 recorded round trip answered a request that differed only in what was tolerated" in f.proc.stderr, why
+    assert (
+        "1 recorded round trip answered a request that differed only in what was tolerated"
+        in f.proc.stderr
+    ), why
     branch = open_run(f.branch)
-    assert branch.header is not None and branch.header["meta"]["cwd"] == str(f.b) and branch.header["meta"]["home"] == str(f.b.parent / "home")
+    assert (
+        branch.header is not None
+        and branch.header["meta"]["cwd"] == str(f.b)
+        and branch.header["meta"]["home"] == str(f.b.parent / "home")
+    )
     assert len(branch.exchanges) == len(f.live_log)  # the branch records what went live
     # ... and the branch and `show` list them, each by the detector that tolerated it
-    show = progress.run([*RECORDER, "show", str(f.branch)], env=clean_env(), capture_output=True, text=True)
+    show = progress.run(
+        [*RECORDER, "show", str(f.branch)], env=clean_env(), capture_output=True, text=True
+    )
     assert show.returncode == 0, show.stderr[-2000:]
     assert "tolerated in the prefix (--prefix strict)" in show.stdout, show.stdout[-4000:]
     tolerated = [ln for ln in show.stdout.splitlines() if ln.strip().startswith("tolerated at ")]
@@ -225,10 +334,19 @@ def _check_diff(f: Fork) -> None:
     differs only in the checkout, the home or the date; those are listed as tolerated."""
     from cassettes.matching.volatile import slug
 
-    diff = progress.run([*RECORDER, "diff", "--json", str(f.run), str(f.branch)], env={**clean_env(), "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
+    diff = progress.run(
+        [*RECORDER, "diff", "--json", str(f.run), str(f.branch)],
+        env={**clean_env(), "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+    )
     assert diff.returncode in (0, 1), diff.stderr[-2000:]
     doc = json.loads(diff.stdout)
-    places = [(str(f.b), str(f.a)), (str(f.b.parent / "home"), str(f.a.parent / "home")), (slug(str(f.b)), slug(str(f.a)))]
+    places = [
+        (str(f.b), str(f.a)),
+        (str(f.b.parent / "home"), str(f.a.parent / "home")),
+        (slug(str(f.b)), slug(str(f.a))),
+    ]
 
     def here(value: Any) -> str:  # B's value as it reads in checkout A on the recording's day
         text = json.dumps(value)
@@ -237,7 +355,13 @@ def _check_diff(f: Fork) -> None:
         return re.sub(r"\d{4}-\d{2}-\d{2}", "<date>", text)
 
     divs = [d for top in doc["divergences"] for d in (top, *top.get("folded", []))]
-    only_places = [d for d in divs if d["layer"] == "C" and d["changes"] and all(here(c["a"]) == here(c["b"]) for c in d["changes"])]
+    only_places = [
+        d
+        for d in divs
+        if d["layer"] == "C"
+        and d["changes"]
+        and all(here(c["a"]) == here(c["b"]) for c in d["changes"])
+    ]
     assert not only_places, json.dumps(only_places, indent=1)[-4000:]
     past = [e for t in doc.get("tolerated", []) if "seq_b" in t for e in t["tolerated"]]
     assert any(e["by"] == "cwd" for e in past), (doc.get("tolerated"), divs)
@@ -247,10 +371,20 @@ def _check_diff(f: Fork) -> None:
 def test_claude_code_forked_next_day_in_another_checkout(claude: Fork) -> None:
     _check_fork(claude)
     result = outputs(claude.proc)[-1]  # the agent finished, on the live model's answer
-    assert (result["subtype"], result["is_error"], result["result"]) == ("success", False, "FORKED: read 2 files"), result
-    assert f"Today's date is {claude.recorded_date}." in json.dumps(claude.origin_log[0].request.body)
-    sent = re.search(r"Today's date is (\d{4}-\d{2}-\d{2})", json.dumps(claude.live_log[0].request.body))
-    assert sent and dt.date.fromisoformat(sent.group(1)) > dt.date.fromisoformat(claude.recorded_date), "libfaketime did not move Claude Code's clock"
+    assert (result["subtype"], result["is_error"], result["result"]) == (
+        "success",
+        False,
+        "FORKED: read 2 files",
+    ), result
+    assert f"Today's date is {claude.recorded_date}." in json.dumps(
+        claude.origin_log[0].request.body
+    )
+    sent = re.search(
+        r"Today's date is (\d{4}-\d{2}-\d{2})", json.dumps(claude.live_log[0].request.body)
+    )
+    assert sent and dt.date.fromisoformat(sent.group(1)) > dt.date.fromisoformat(
+        claude.recorded_date
+    ), "libfaketime did not move Claude Code's clock"
     assert f"Primary working directory: {claude.b}" in json.dumps(claude.live_log[0].request.body)
 
 
@@ -258,5 +392,9 @@ def test_codex_forked_next_day_in_another_checkout(codex: Fork) -> None:
     _check_fork(codex)
     live = json.dumps(codex.live_log[0].request.body)
     sent = re.search(r"<current_date>(\S+)</current_date>", live)
-    assert f"<cwd>{codex.b}</cwd>" in live and sent and dt.date.fromisoformat(sent.group(1)) > dt.date.fromisoformat(codex.recorded_date)
+    assert (
+        f"<cwd>{codex.b}</cwd>" in live
+        and sent
+        and dt.date.fromisoformat(sent.group(1)) > dt.date.fromisoformat(codex.recorded_date)
+    )
     assert f"<current_date>{codex.recorded_date}</current_date>" in codex.run.read_text()

@@ -53,8 +53,17 @@ HAVE_CURL = shutil.which("curl") is not None
 
 pytestmark = [needs_recorder]
 
-#: Proxy, trust-store and base-URL variables of the machine must not steer the clients or the recorder.
-_SCRUB = (*SCRUB, "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "OPENAI_AGENTS_DISABLE_TRACING", "LOGFIRE_TOKEN")
+#: Proxy, trust-store and base-URL variables of the machine must not steer the clients or the
+#: recorder.
+_SCRUB = (
+    *SCRUB,
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "OPENAI_AGENTS_DISABLE_TRACING",
+    "LOGFIRE_TOKEN",
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,11 +77,19 @@ def base_env(secret: str) -> dict[str, str]:
 
 
 def looptap_run(
-    tmp_path: Path, confdir: Path, secret: str, cmd: list[str], *, extra: tuple[str, ...] = (), env: dict[str, str] | None = None,
+    tmp_path: Path,
+    confdir: Path,
+    secret: str,
+    cmd: list[str],
+    *,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / "run.jsonl"
     argv = [*RECORDER, "run", "-o", str(out), "--confdir", str(confdir), *extra, "--", *cmd]
-    proc = progress.run(argv, env={**base_env(secret), **(env or {})}, capture_output=True, text=True, cwd=tmp_path)
+    proc = progress.run(
+        argv, env={**base_env(secret), **(env or {})}, capture_output=True, text=True, cwd=tmp_path
+    )
     return proc, out
 
 
@@ -90,7 +107,10 @@ def out(**kw):
 
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+    return (
+        f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- "
+        f"stderr\n{proc.stderr[-6000:]}"
+    )
 
 
 def load(out: Path) -> tuple[RecordFile, list[RoundTrip]]:
@@ -98,10 +118,15 @@ def load(out: Path) -> tuple[RecordFile, list[RoundTrip]]:
     return cas, parse_all(cas.exchanges)
 
 
-def assert_recorded(cas: RecordFile, rts: list[RoundTrip], served: list[Served], origin: str | None = None) -> None:
+def assert_recorded(
+    cas: RecordFile, rts: list[RoundTrip], served: list[Served], origin: str | None = None
+) -> None:
     """The cassette holds exactly the round trips the upstream served, complete (at ``origin``)."""
     assert not cas.problems, [str(p) for p in cas.problems]
-    assert len(cas.exchanges) == len(served), ([ex.url for ex in cas.exchanges], [s.target for s in served])
+    assert len(cas.exchanges) == len(served), (
+        [ex.url for ex in cas.exchanges],
+        [s.target for s in served],
+    )
     for ex, rt, s in zip(cas.exchanges, rts, served, strict=True):
         where = f"seq {ex.seq} {ex.method} {ex.url} (served #{s.seq} {s.scenario} from {s.source})"
         u = urlsplit(ex.url)
@@ -115,14 +140,21 @@ def assert_recorded(cas: RecordFile, rts: list[RoundTrip], served: list[Served],
             assert [c for _, c in ex.response_chunks] == s.chunks, where
         else:
             assert json.loads(ex.response_body) == json.loads(s.body), where
-        assert rt.response is not None and rt.response.complete is True, (where, rt.analysis_errors, rt.notes)
+        assert rt.response is not None and rt.response.complete is True, (
+            where,
+            rt.analysis_errors,
+            rt.notes,
+        )
         assert not rt.analysis_errors, (where, rt.analysis_errors)
 
 
 def assert_no_secret(out: Path, secret: str, served: list[Served]) -> None:
     assert secret.encode() not in out.read_bytes(), f"the API key leaked into {out}"
-    for s in served:  # …while the upstream did receive it: the recorder redacts the record, not the traffic
-        assert secret in (s.request_header("authorization") or ""), f"served #{s.seq} carried no API key"
+    # …while the upstream did receive it: the recorder redacts the record, not the traffic
+    for s in served:
+        assert secret in (s.request_header("authorization") or ""), (
+            f"served #{s.seq} carried no API key"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,7 +186,7 @@ out(run="plain", final=agent.run_sync("Weather in Paris?").output, version=versi
 with agent.run_stream_sync("Weather in Lyon?") as result:
     text = "".join(result.stream_text(delta=True))
 out(run="stream", final=text)
-"""
+"""  # noqa: E501
 
 OPENAI_AGENTS_CLIENT = _GUARD + """
 import asyncio
@@ -180,7 +212,7 @@ async def main():  # one event loop for both runs: the cached AsyncOpenAI client
         pass
     out(run="stream", final=streamed.final_output)
 asyncio.run(main())
-"""
+"""  # noqa: E501
 
 
 @pytest.fixture
@@ -199,22 +231,35 @@ def loop_upstream() -> Iterator[FakeUpstream]:
     ],
 )
 def test_framework_tool_loops_thread_into_conversations(
-    module: str, code: str, family: str, tmp_path: Path, confdir: Path, loop_upstream: FakeUpstream, secret: str
+    module: str,
+    code: str,
+    family: str,
+    tmp_path: Path,
+    confdir: Path,
+    loop_upstream: FakeUpstream,
+    secret: str,
 ) -> None:
-    """One client process, two agent runs (plain, then streamed), each a tool call and a final answer."""
+    """One client process, two agent runs (plain, then streamed), each a tool call and a final
+    answer."""
     pytest.importorskip(module)
     up = loop_upstream
-    extra = ("--upstream", f"openai={up.url}")  # the reverse listener for OpenAI forwards to the fake upstream
+    # the reverse listener for OpenAI forwards to the fake upstream
+    extra = ("--upstream", f"openai={up.url}")
     cmd = python_client(tmp_path, code)
-    proc, out = looptap_run(tmp_path, confdir, secret, cmd, extra=extra, env={"OPENAI_AGENTS_DISABLE_TRACING": "1"})
+    proc, out = looptap_run(
+        tmp_path, confdir, secret, cmd, extra=extra, env={"OPENAI_AGENTS_DISABLE_TRACING": "1"}
+    )
     assert proc.returncode == 0, explain(proc)
 
     printed = outputs(proc)
     tools = [p for p in printed if "tool" in p]
     finals = [p for p in printed if "final" in p]
-    # The tool really ran, once per agent run, with the arguments the upstream made up for its schema.
+    # The tool really ran, once per agent run, with the arguments the upstream made up for its
+    # schema.
     assert tools == [{"tool": "get_weather", "city": "value"}] * 2, explain(proc)
-    assert [p["run"] for p in finals] == ["plain", "stream"] and all(p["final"] for p in finals), explain(proc)
+    assert [p["run"] for p in finals] == ["plain", "stream"] and all(p["final"] for p in finals), (
+        explain(proc)
+    )
 
     served = up.llm_served()
     assert [s.family for s in served] == [family] * 4, [(s.target, s.scenario) for s in up.served]
@@ -229,17 +274,25 @@ def test_framework_tool_loops_thread_into_conversations(
     assert [len(rt.response.tool_calls) if rt.response else None for rt in rts] == [1, 0, 1, 0]
     for rt in rts[0::2]:
         (call,) = rt.response.tool_calls if rt.response else [None]
-        assert call is not None and call.name == "get_weather" and call.arguments == {"city": "value"}
-    assert [p["final"] for p in finals] == [rt.response.text if rt.response else None for rt in rts[1::2]]
+        assert (
+            call is not None and call.name == "get_weather" and call.arguments == {"city": "value"}
+        )
+    assert [p["final"] for p in finals] == [
+        rt.response.text if rt.response else None for rt in rts[1::2]
+    ]
 
     ra = analyse(cas.exchanges, rts)
     assert not ra.errors, ra.errors
     seqs = [ex.seq for ex in cas.exchanges]
-    assert [c.turns for c in ra.conversations] == [seqs[:2], seqs[2:]], [c.model_dump() for c in ra.conversations]
+    assert [c.turns for c in ra.conversations] == [seqs[:2], seqs[2:]], [
+        c.model_dump() for c in ra.conversations
+    ]
     for conv in ra.conversations:
         assert_one_threaded_loop(ra, conv.id, conv.turns)
     findings = [*ra.findings, *(f for t in ra.turns.values() for f in t.findings)]
-    bad = [f for f in findings if f.layer == "C" and f.severity in (Severity.WARNING, Severity.ERROR)]
+    bad = [
+        f for f in findings if f.layer == "C" and f.severity in (Severity.WARNING, Severity.ERROR)
+    ]
     assert not bad, [f.model_dump() for f in bad]
 
 
@@ -271,10 +324,28 @@ def make_self_signed(directory: Path) -> tuple[Path, Path]:
         from cryptography.x509.oid import NameOID
     except ImportError:  # the openssl command line instead
         progress.run(
-            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-             "-subj", "/CN=looptap fake upstream", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-             "-keyout", str(key_path), "-out", str(cert_path)],
-            check=True, capture_output=True,
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=looptap fake upstream",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                "-keyout",
+                str(key_path),
+                "-out",
+                str(cert_path),
+            ],
+            check=True,
+            capture_output=True,
         )
         return cert_path, key_path
     key = ec.generate_private_key(ec.SECP256R1())
@@ -288,11 +359,22 @@ def make_self_signed(directory: Path) -> tuple[Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(hours=1))
         .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return cert_path, key_path
 
@@ -310,7 +392,8 @@ def tls_upstream(upstream_cert: tuple[Path, Path]) -> Iterator[FakeUpstream]:
 
 
 #: A forward-proxy client: NO_PROXY cleared (looptap puts 127.0.0.1 in it, for its own listeners)
-#: so that 127.0.0.1 goes through HTTPS_PROXY; trust only from SSL_CERT_FILE (the recorder's bundle).
+#: so that 127.0.0.1 goes through HTTPS_PROXY; trust only from SSL_CERT_FILE (the recorder's
+#: bundle).
 HTTPS_OPENAI_CLIENT = """
 for var in ("NO_PROXY", "no_proxy", "OPENAI_BASE_URL"):
     os.environ.pop(var, None)
@@ -323,7 +406,7 @@ s = c.chat.completions.create(model="gpt-4o", messages=ask, stream=True, stream_
 out(call="chat-stream", text="".join(ch.choices[0].delta.content or "" for ch in s if ch.choices))
 r = c.chat.completions.create(model="gpt-4o", messages=ask)
 out(call="chat", text=r.choices[0].message.content or "")
-"""
+"""  # noqa: E501
 
 
 def _text_of(s: Served) -> str:
@@ -333,12 +416,18 @@ def _text_of(s: Served) -> str:
 
 
 def test_openai_sdk_over_https_forward_proxy(
-    tmp_path: Path, confdir: Path, tls_upstream: FakeUpstream, upstream_cert: tuple[Path, Path], secret: str
+    tmp_path: Path,
+    confdir: Path,
+    tls_upstream: FakeUpstream,
+    upstream_cert: tuple[Path, Path],
+    secret: str,
 ) -> None:
     pytest.importorskip("openai")
     up = tls_upstream
     cmd = python_client(tmp_path, f"UPSTREAM = {up.url!r}\n" + HTTPS_OPENAI_CLIENT)
-    proc, out = looptap_run(tmp_path, confdir, secret, cmd, extra=("--record-host", "127.0.0.1", "--ssl-insecure"))
+    proc, out = looptap_run(
+        tmp_path, confdir, secret, cmd, extra=("--record-host", "127.0.0.1", "--ssl-insecure")
+    )
     assert proc.returncode == 0, explain(proc)
     served = up.llm_served()
     assert [s.stream for s in served] == [True, False], [(s.target, s.scenario) for s in up.served]
@@ -350,37 +439,56 @@ def test_openai_sdk_over_https_forward_proxy(
     assert_recorded(cas, rts, served, up.url)  # https://127.0.0.1:<upstream>, not the proxy
     assert_no_secret(out, secret, served)
     assert "2 round trips" in proc.stderr, explain(proc)
-    # The client trusted the recorder's bundle only: mitmproxy's CA is in it, the upstream's certificate is not.
+    # The client trusted the recorder's bundle only: mitmproxy's CA is in it, the upstream's
+    # certificate is not.
     bundle = (confdir / "looptap-ca-bundle.pem").read_text()
     assert (confdir / "mitmproxy-ca-cert.pem").read_text().strip() in bundle
     assert upstream_cert[0].read_text().strip() not in bundle
 
 
 @pytest.mark.skipif(not HAVE_CURL, reason="curl not installed")
-def test_curl_over_https_forward_proxy(tmp_path: Path, confdir: Path, tls_upstream: FakeUpstream, secret: str) -> None:
+def test_curl_over_https_forward_proxy(
+    tmp_path: Path, confdir: Path, tls_upstream: FakeUpstream, secret: str
+) -> None:
     up = tls_upstream
     url = f"{up.url}/v1/chat/completions"
-    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "What is the capital of France?"}]}
+    body = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+    }
     (tmp_path / "stream.json").write_text(json.dumps({**body, "stream": True}))
     (tmp_path / "plain.json").write_text(json.dumps(body))
     curl = (
-        'curl -sS --fail-with-body --max-time 30 --noproxy "" -x "$HTTPS_PROXY" --cacert "$SSL_CERT_FILE" '
-        '-H "content-type: application/json" -H "authorization: Bearer $OPENAI_API_KEY"'
+        'curl -sS --fail-with-body --max-time 30 --noproxy "" -x "$HTTPS_PROXY" --cacert '
+        '"$SSL_CERT_FILE" -H "content-type: application/json" -H "authorization: Bearer '
+        '$OPENAI_API_KEY"'
     )
     script = (
         # Control: straight to the upstream the bundle does not trust its certificate (exit 60) and
         # nothing reaches it; through the proxy the same bundle works.
-        f'{curl} --noproxy "*" "$U" -d @plain.json -o /dev/null 2>direct.err; echo "direct=$?" >direct.rc; '
-        f'{curl} -N "$U" -d @stream.json -o streamed.out && {curl} "$U" -d @plain.json -o plain.out'
+        f'{curl} --noproxy "*" "$U" -d @plain.json -o /dev/null 2>direct.err; echo "direct=$?" '
+        f'>direct.rc; {curl} -N "$U" -d @stream.json -o streamed.out && {curl} "$U" -d @plain.json '
+        '-o plain.out'
     )
     proc, out = looptap_run(
-        tmp_path, confdir, secret, ["env", f"U={url}", "sh", "-c", script], extra=("--record-host", "127.0.0.1", "--ssl-insecure")
+        tmp_path,
+        confdir,
+        secret,
+        ["env", f"U={url}", "sh", "-c", script],
+        extra=("--record-host", "127.0.0.1", "--ssl-insecure"),
     )
     assert proc.returncode == 0, explain(proc)
-    assert (tmp_path / "direct.rc").read_text().strip() == "direct=60", (tmp_path / "direct.err").read_text()
+    assert (tmp_path / "direct.rc").read_text().strip() == "direct=60", (
+        tmp_path / "direct.err"
+    ).read_text()
     served = up.llm_served()
-    assert [s.stream for s in served] == [True, False], [(s.target, s.scenario, s.client_gone) for s in up.served]
-    streamed, plain = (tmp_path / "streamed.out").read_bytes(), (tmp_path / "plain.out").read_bytes()
+    assert [s.stream for s in served] == [True, False], [
+        (s.target, s.scenario, s.client_gone) for s in up.served
+    ]
+    streamed, plain = (
+        (tmp_path / "streamed.out").read_bytes(),
+        (tmp_path / "plain.out").read_bytes(),
+    )
     assert streamed == served[0].body and b"data: [DONE]" in streamed
     assert plain == served[1].body
     cas, rts = load(out)

@@ -59,12 +59,24 @@ from tests.support.upstream import FakeUpstream, Served  # noqa: E402
 NPM = Path(os.environ.get("LOOPTAP_NPM_AGENTS") or REPO / ".npm-agents")
 MODULES = NPM / "node_modules"
 NODE = shutil.which("node")
-INSTALL_HINT = f"npm install --prefix {NPM} openai @anthropic-ai/claude-code @openai/codex @google/gemini-cli opencode-ai 'undici@^7' (.ci/run pins the versions)"
+INSTALL_HINT = (
+    f"npm install --prefix {NPM} openai @anthropic-ai/claude-code @openai/codex @google/gemini-cli "
+    "opencode-ai 'undici@^7' (.ci/run pins the versions)"
+)
 
 pytestmark = [needs_recorder]
 
 #: Proxy, base-URL and key variables of the machine must not steer the clients or the recorder.
-_SCRUB = (*SCRUB, "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_MODEL", "ANTHROPIC_CUSTOM_HEADERS", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "NODE_OPTIONS", "NODE_USE_ENV_PROXY")
+_SCRUB = (
+    *SCRUB,
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "NODE_OPTIONS",
+    "NODE_USE_ENV_PROXY",
+)
 
 
 def need(pkg: str, *, bin_name: str | None = None, node: bool = True) -> Path:
@@ -95,12 +107,22 @@ def run_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k.upper() not in _SCRUB}
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"), **extra)
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        **extra,
+    )
     return env
 
 
 def looptap_run(
-    tmp_path: Path, confdir: Path, cmd: list[str], env: dict[str, str], *, upstream: FakeUpstream | None = None,
+    tmp_path: Path,
+    confdir: Path,
+    cmd: list[str],
+    env: dict[str, str],
+    *,
+    upstream: FakeUpstream | None = None,
     extra: tuple[str, ...] = (),
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / "run.jsonl"
@@ -112,13 +134,23 @@ def looptap_run(
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     env = {**env, "PYTHONPATH": str(REPO)}  # the recorder imports cassettes/ and proxy/ from here
-    proc = progress.run(argv, env=env, capture_output=True, text=True, cwd=work, stdin=subprocess.DEVNULL)
+    proc = progress.run(
+        argv, env=env, capture_output=True, text=True, cwd=work, stdin=subprocess.DEVNULL
+    )
     return proc, out
 
 
 def explain(proc: subprocess.CompletedProcess[str], up: FakeUpstream | None = None) -> str:
-    served = "" if up is None else "\n--- served\n" + "\n".join(f"{s.method} {s.target} -> {s.status} ({s.scenario})" for s in up.served)
-    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}{served}"
+    served = (
+        ""
+        if up is None
+        else "\n--- served\n"
+        + "\n".join(f"{s.method} {s.target} -> {s.status} ({s.scenario})" for s in up.served)
+    )
+    return (
+        f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- "
+        f"stderr\n{proc.stderr[-5000:]}{served}"
+    )
 
 
 def expected_view(s: Served) -> tuple[str, list[list[Any]]]:
@@ -152,11 +184,17 @@ def assert_same_round_trip(ex: Any, rt: RoundTrip, s: Served) -> None:
         assert all(t is not None for t in offsets) and offsets == sorted(offsets), where
     else:
         assert json.loads(ex.response_body) == json.loads(s.body), where
-    assert rt.response is not None and rt.response.complete is True, (where, rt.analysis_errors, rt.notes)
+    assert rt.response is not None and rt.response.complete is True, (
+        where,
+        rt.analysis_errors,
+        rt.notes,
+    )
     assert not rt.analysis_errors, (where, rt.analysis_errors)
 
 
-def check_cassette(out: Path, served: list[Served], secret: str, proc: subprocess.CompletedProcess[str]) -> list[RoundTrip]:
+def check_cassette(
+    out: Path, served: list[Served], secret: str, proc: subprocess.CompletedProcess[str]
+) -> list[RoundTrip]:
     """The cassette holds exactly the served LLM round trips, in order; the key is not on disk
     although the upstream received it."""
     cas, rts = load(out)
@@ -165,14 +203,21 @@ def check_cassette(out: Path, served: list[Served], secret: str, proc: subproces
         assert_same_round_trip(ex, rt, s)
     assert secret.encode() not in out.read_bytes(), f"the API key leaked into {out}"
     for s in served:
-        values = " ".join(v for k, v in s.request_headers if k.lower() in ("authorization", "x-api-key"))
+        values = " ".join(
+            v for k, v in s.request_headers if k.lower() in ("authorization", "x-api-key")
+        )
         assert secret in values, f"served #{s.seq} carried no API key: {s.request_headers}"
     assert f"{len(served)} round trip" in proc.stderr, explain(proc)  # looptap run's summary
     return rts
 
 
 def tool_results(rt: RoundTrip) -> int:
-    return sum(1 for m in (rt.request.messages if rt.request else []) for p in m.parts if p.kind == "tool_result")
+    return sum(
+        1
+        for m in (rt.request.messages if rt.request else [])
+        for p in m.parts
+        if p.kind == "tool_result"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,15 +259,19 @@ for (let turn = 0; turn < 4; turn++) {
   msgs.push({role: "assistant", content: m.content ?? null, tool_calls: calls});
   for (const x of calls) msgs.push({role: "tool", tool_call_id: x.id, content: "sunny, 21 C"});
 }
-"""
+"""  # noqa: E501
 
 
-def test_openai_node_base_url(tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str) -> None:
+def test_openai_node_base_url(
+    tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
+) -> None:
     need("openai")
     script = tmp_path / "client.mjs"
     script.write_text(OPENAI_NODE_CLIENT)
     env = run_env(tmp_path, OPENAI_API_KEY=secret, NPM_AGENTS=str(NPM))
-    proc, out = looptap_run(tmp_path, confdir, [NODE or "node", str(script)], env, upstream=upstream)
+    proc, out = looptap_run(
+        tmp_path, confdir, [NODE or "node", str(script)], env, upstream=upstream
+    )
     assert proc.returncode == 0, explain(proc, upstream)
     served = upstream.llm_served()
     assert served == upstream.served, "openai-node sent something besides the LLM calls"
@@ -231,13 +280,18 @@ def test_openai_node_base_url(tmp_path: Path, confdir: Path, upstream: FakeUpstr
         ("/v1/responses", False), ("/v1/responses", True),
         ("/v1/chat/completions", True), ("/v1/chat/completions", True),
     ]
-    assert all(s.request_header("user-agent") == f"OpenAI/JS {version_of('openai')}" for s in served)
+    assert all(
+        s.request_header("user-agent") == f"OpenAI/JS {version_of('openai')}" for s in served
+    )
     printed = outputs(proc)
     assert len(printed) == len(served), explain(proc, upstream)
     for p, s in zip(printed, served, strict=True):
         text, calls = expected_view(s)
         assert (p["text"], p["tool_calls"]) == (text, calls), (p["call"], s.source)
-    assert printed[4]["tool_calls"] == [["get_weather", {"city": "value"}]] and printed[5]["tool_calls"] == []
+    assert (
+        printed[4]["tool_calls"] == [["get_weather", {"city": "value"}]]
+        and printed[5]["tool_calls"] == []
+    )
     rts = check_cassette(out, served, secret, proc)
     assert [tool_results(rt) for rt in rts[4:]] == [0, 1]
 
@@ -274,9 +328,14 @@ const c = new OpenAI({baseURL: U + "/v1", maxRetries: 0, fetchOptions: {dispatch
 const s = await c.chat.completions.create({model: "gpt-4o", messages: [{role: "user", content: "openai-node+ProxyAgent"}], stream: true});
 let t = ""; for await (const ch of s) t += ch.choices[0]?.delta?.content ?? "";
 console.log(JSON.stringify({call: "openai-node+ProxyAgent", status: 200, body: t}));
-"""
+"""  # noqa: E501
 
-PROXIED = ["builtin+ProxyAgent", "undici+EnvHttpProxyAgent", "builtin+setGlobalDispatcher", "openai-node+ProxyAgent"]
+PROXIED = [
+    "builtin+ProxyAgent",
+    "undici+EnvHttpProxyAgent",
+    "builtin+setGlobalDispatcher",
+    "openai-node+ProxyAgent",
+]
 
 
 def node_fetch_honours_env_proxy(version: str) -> bool:
@@ -297,20 +356,35 @@ def self_signed(tmp_path: Path) -> tuple[Path, Path]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "looptap fake upstream")])
     now = dt.datetime.now(dt.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
         .sign(key, hashes.SHA256())
     )
     crt, pem = tmp_path / "upstream.crt", tmp_path / "upstream.key"
     crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return crt, pem
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
-def test_node_fetch_through_forward_proxy(scheme: str, tmp_path: Path, confdir: Path, secret: str) -> None:
+def test_node_fetch_through_forward_proxy(
+    scheme: str, tmp_path: Path, confdir: Path, secret: str
+) -> None:
     """http: the target is plain HTTP, tunnelled through the forward proxy. https: the upstream has
     a self-signed certificate (the recorder runs with --ssl-insecure); Node accepts mitmproxy's
     certificate through NODE_EXTRA_CA_CERTS, which looptap run exports.
@@ -337,8 +411,11 @@ def test_node_fetch_through_forward_proxy(scheme: str, tmp_path: Path, confdir: 
     for call in PROXIED:
         assert printed[call].get("status") == 200, (call, printed[call])
     if tls and not builtin_proxied:
-        # Straight to the upstream, whose certificate nobody trusts: proof that it bypassed the proxy.
-        assert "error" in printed["builtin"] and "CERT" in printed["builtin"]["cause"].upper(), printed["builtin"]
+        # Straight to the upstream, whose certificate nobody trusts: proof that it bypassed the
+        # proxy.
+        assert "error" in printed["builtin"] and "CERT" in printed["builtin"]["cause"].upper(), (
+            printed["builtin"]
+        )
     else:
         assert printed["builtin"].get("status") == 200, printed["builtin"]
 
@@ -357,7 +434,9 @@ def test_node_fetch_through_forward_proxy(scheme: str, tmp_path: Path, confdir: 
     assert sorted(recorded) == sorted(recorded_calls), (node_version, recorded, explain(proc))
     for ex, rt in zip(cas.exchanges, rts, strict=True):
         s = by_call[ex.request_json()["messages"][0]["content"]]
-        assert urlsplit(ex.url).scheme == scheme and urlsplit(ex.url).netloc == urlsplit(up.url).netloc, ex.url
+        assert (
+            urlsplit(ex.url).scheme == scheme and urlsplit(ex.url).netloc == urlsplit(up.url).netloc
+        ), ex.url
         assert_same_round_trip(ex, rt, s)
     assert secret.encode() not in out.read_bytes()
 
@@ -386,7 +465,13 @@ CLAUDE_OFFLINE = {
     ],
 )
 def test_claude_code_print(
-    scenario: str | None, args: list[str], turns: int, tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
+    scenario: str | None,
+    args: list[str],
+    turns: int,
+    tmp_path: Path,
+    confdir: Path,
+    upstream: FakeUpstream,
+    secret: str,
 ) -> None:
     claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
     env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, **CLAUDE_OFFLINE)
@@ -397,16 +482,32 @@ def test_claude_code_print(
     proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=upstream)
     assert proc.returncode == 0, explain(proc, upstream)
     result = outputs(proc)[-1]
-    assert result["type"] == "result" and result["subtype"] == "success" and result["is_error"] is False, result
+    assert (
+        result["type"] == "result"
+        and result["subtype"] == "success"
+        and result["is_error"] is False
+    ), result
     assert result["num_turns"] == turns, result
     served = upstream.llm_served()
-    assert served == upstream.served, f"Claude Code sent more than Messages calls: {[s.target for s in upstream.served]}"
+    assert served == upstream.served, (
+        f"Claude Code sent more than Messages calls: {[s.target for s in upstream.served]}"
+    )
     assert len(served) == turns, explain(proc, upstream)
     version = version_of("@anthropic-ai/claude-code")
     for s in served:
-        assert (s.method, s.target, s.family, s.stream) == ("POST", "/v1/messages?beta=true", "anthropic", True)
-        assert (s.request_header("user-agent") or "").startswith(f"claude-cli/{version} "), s.request_headers
-        assert s.request_header("x-api-key") == secret and s.request_header("anthropic-version") == "2023-06-01"
+        assert (s.method, s.target, s.family, s.stream) == (
+            "POST",
+            "/v1/messages?beta=true",
+            "anthropic",
+            True,
+        )
+        assert (s.request_header("user-agent") or "").startswith(f"claude-cli/{version} "), (
+            s.request_headers
+        )
+        assert (
+            s.request_header("x-api-key") == secret
+            and s.request_header("anthropic-version") == "2023-06-01"
+        )
         assert "claude-code-20250219" in (s.request_header("anthropic-beta") or "")
         assert s.request_json()["model"] == "claude-sonnet-4-5"
     assert result["result"] == expected_view(served[-1])[0]
@@ -416,7 +517,9 @@ def test_claude_code_print(
         first = rts[0]
         assert first.request is not None and first.response is not None
         assert [t.name for t in first.request.tools] == ["Read"]
-        assert [(c.name, c.arguments) for c in first.response.tool_calls] == [("Read", {"file_path": "value"})]
+        assert [(c.name, c.arguments) for c in first.response.tool_calls] == [
+            ("Read", {"file_path": "value"})
+        ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,7 +557,14 @@ supports_websockets = false
         pytest.param("tool_loop:1", 2, id="tool_loop"),
     ],
 )
-def test_codex_exec(scenario: str | None, turns: int, tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str) -> None:
+def test_codex_exec(
+    scenario: str | None,
+    turns: int,
+    tmp_path: Path,
+    confdir: Path,
+    upstream: FakeUpstream,
+    secret: str,
+) -> None:
     codex = need("@openai/codex", bin_name="codex")
     codex_home = tmp_path / "codex-home"
     codex_home.mkdir()
@@ -466,8 +576,8 @@ def test_codex_exec(scenario: str | None, turns: int, tmp_path: Path, confdir: P
     wrapper = tmp_path / "codex.sh"
     wrapper.write_text(
         "#!/bin/sh\nset -e\n"
-        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > "$CODEX_HOME/config.toml"\n'
-        f'exec "{codex}" "$@"\n'
+        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > '
+        f'"$CODEX_HOME/config.toml"\nexec "{codex}" "$@"\n'
     )
     wrapper.chmod(0o755)
     env = run_env(tmp_path, CODEX_HOME=str(codex_home), LOOPTAP_CODEX_KEY=secret)
@@ -477,14 +587,25 @@ def test_codex_exec(scenario: str | None, turns: int, tmp_path: Path, confdir: P
     config = (codex_home / "config.toml").read_text()
     assert re.search(r'base_url = "http://127\.0\.0\.1:\d+/v1"', config), config
     served = upstream.llm_served()
-    assert served == upstream.served, f"Codex sent more than Responses calls: {[s.target for s in upstream.served]}"
+    assert served == upstream.served, (
+        f"Codex sent more than Responses calls: {[s.target for s in upstream.served]}"
+    )
     assert len(served) == turns, explain(proc, upstream)
     for s in served:
-        assert (s.method, s.target, s.family, s.stream) == ("POST", "/v1/responses", "openai_responses", True)
+        assert (s.method, s.target, s.family, s.stream) == (
+            "POST",
+            "/v1/responses",
+            "openai_responses",
+            True,
+        )
         assert s.request_header("authorization") == f"Bearer {secret}"
         assert s.request_header("accept") == "text/event-stream"
         body = s.request_json()
-        assert body["model"] == "gpt-5-codex" and body["stream"] is True and "previous_response_id" not in body
+        assert (
+            body["model"] == "gpt-5-codex"
+            and body["stream"] is True
+            and "previous_response_id" not in body
+        )
     final = expected_view(served[-1])[0]
     assert final and final in proc.stdout, explain(proc, upstream)
     rts = check_cassette(out, served, secret, proc)

@@ -40,7 +40,11 @@ pytestmark = [needs_recorder]
 #: Proxy and base-URL variables of the machine must not steer the clients or the recorder.
 _SCRUB = SCRUB
 
-WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+}
 #: What the fake upstream makes of that schema for the first tool call (synth_args).
 WEATHER_ARGS = {"city": "value"}
 
@@ -61,7 +65,9 @@ def base_env(secret: str) -> dict[str, str]:
     return env
 
 
-def recorder_args(out: Path, confdir: Path, upstream: FakeUpstream | None = None, *extra: str) -> list[str]:
+def recorder_args(
+    out: Path, confdir: Path, upstream: FakeUpstream | None = None, *extra: str
+) -> list[str]:
     args = ["-o", str(out), "--confdir", str(confdir)]
     if upstream is not None:
         for name in ("openai", "anthropic", "gemini"):
@@ -70,8 +76,14 @@ def recorder_args(out: Path, confdir: Path, upstream: FakeUpstream | None = None
 
 
 def looptap_run(
-    tmp_path: Path, confdir: Path, secret: str, client_code: str | None = None, *, cmd: list[str] | None = None,
-    upstream: FakeUpstream | None = None, extra: tuple[str, ...] = (),
+    tmp_path: Path,
+    confdir: Path,
+    secret: str,
+    client_code: str | None = None,
+    *,
+    cmd: list[str] | None = None,
+    upstream: FakeUpstream | None = None,
+    extra: tuple[str, ...] = (),
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / "run.jsonl"
     if client_code is not None:
@@ -85,7 +97,10 @@ def looptap_run(
 
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}"
+    return (
+        f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- "
+        f"stderr\n{proc.stderr[-5000:]}"
+    )
 
 
 def expected_view(s: Served) -> tuple[str, list[list[Any]]]:
@@ -109,8 +124,8 @@ def assert_same_round_trip(ex: Any, rt: RoundTrip, s: Served, *, complete: bool 
     assert rt.stream == s.stream, where
     assert ex.status == s.status, where
     if len(s.chunks) == 1 and s.body.lstrip()[:1] in (b"{", b"["):
-        # The cassette stores a JSON body as JSON (cassettes/storage/codec.py), so it is equal as JSON,
-        # not byte for byte (``5.67e-06`` comes back as ``5.67e-6``, whitespace is dropped).
+        # The cassette stores a JSON body as JSON (cassettes/storage/codec.py), so it is equal as
+        # JSON, not byte for byte (``5.67e-06`` comes back as ``5.67e-6``, whitespace is dropped).
         assert json.loads(ex.response_body) == json.loads(s.body), where
     else:
         assert ex.response_body == s.body, where
@@ -121,7 +136,11 @@ def assert_same_round_trip(ex: Any, rt: RoundTrip, s: Served, *, complete: bool 
         offsets = [t for t, _ in ex.response_chunks]
         assert all(t is not None for t in offsets) and offsets == sorted(offsets), where
     if complete:
-        assert rt.response is not None and rt.response.complete is True, (where, rt.analysis_errors, rt.notes)
+        assert rt.response is not None and rt.response.complete is True, (
+            where,
+            rt.analysis_errors,
+            rt.notes,
+        )
         assert not rt.analysis_errors, (where, rt.analysis_errors)
 
 
@@ -129,11 +148,17 @@ def assert_no_secret(out: Path, secret: str, served: list[Served]) -> None:
     assert secret.encode() not in out.read_bytes(), f"the API key leaked into {out}"
     # …while the upstream did receive it: the recorder redacts the record, not the traffic.
     for s in served:
-        values = " ".join(v for k, v in s.request_headers if k.lower() in ("authorization", "x-api-key", "x-goog-api-key"))
+        values = " ".join(
+            v
+            for k, v in s.request_headers
+            if k.lower() in ("authorization", "x-api-key", "x-goog-api-key")
+        )
         assert secret in values, f"served #{s.seq} carried no API key: {s.request_headers}"
 
 
-def check_client_run(proc: subprocess.CompletedProcess[str], out: Path, up: FakeUpstream, secret: str) -> list[dict[str, Any]]:
+def check_client_run(
+    proc: subprocess.CompletedProcess[str], out: Path, up: FakeUpstream, secret: str
+) -> list[dict[str, Any]]:
     """Exit 0; one printed result per upstream response, equal to what the upstream sent; the
     cassette holds exactly those round trips; no secret on disk."""
     assert proc.returncode == 0, explain(proc)
@@ -161,7 +186,7 @@ def out(call, text, tool_calls=()):
 def H(scenario):
     return {{"X-Fake-Upstream": scenario}}
 WEATHER = {json.dumps(WEATHER_SCHEMA)}
-'''
+'''  # noqa: E501
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,7 +236,7 @@ for turn in range(4):
 r = c.responses.create(model="gpt-4o", input="Weather in Paris?", extra_headers=H("tool_call"),
                        tools=[{"type": "function", "name": "get_weather", "parameters": WEATHER}])
 out("responses-tool", r.output_text, [(o.name, json.loads(o.arguments)) for o in r.output if o.type == "function_call"])
-"""
+"""  # noqa: E501
 
 ANTHROPIC_CLIENT = """
 import anthropic
@@ -247,7 +272,7 @@ for turn in range(4):
 with c.messages.stream(model="claude-sonnet-4-5", max_tokens=200, messages=msgs[:1], tools=tools, extra_headers=H("tool_call")) as st:
     m = st.get_final_message()
 out("messages-stream-tool", text_of(m), calls_of(m))
-"""
+"""  # noqa: E501
 
 GEMINI_CLIENT = """
 from google import genai
@@ -286,19 +311,27 @@ for ch in c.models.generate_content_stream(model=MODEL, contents=contents[:1], c
     text += text_of(ch)
     calls += calls_of(ch)
 out("generate-stream-tool", text, calls)
-"""
+"""  # noqa: E501
 
 
 @pytest.mark.parametrize(
     ("sdk", "code", "families"),
     [
-        pytest.param("openai", OPENAI_CLIENT, {"openai_chat": 4, "openai_responses": 3}, id="openai"),
+        pytest.param(
+            "openai", OPENAI_CLIENT, {"openai_chat": 4, "openai_responses": 3}, id="openai"
+        ),
         pytest.param("anthropic", ANTHROPIC_CLIENT, {"anthropic": 5}, id="anthropic"),
         pytest.param("google.genai", GEMINI_CLIENT, {"gemini": 5}, id="google-genai"),
     ],
 )
 def test_sdk_through_reverse_listener(
-    sdk: str, code: str, families: dict[str, int], tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
+    sdk: str,
+    code: str,
+    families: dict[str, int],
+    tmp_path: Path,
+    confdir: Path,
+    upstream: FakeUpstream,
+    secret: str,
 ) -> None:
     pytest.importorskip(sdk)
     proc, out = looptap_run(tmp_path, confdir, secret, code, upstream=upstream)
@@ -308,7 +341,9 @@ def test_sdk_through_reverse_listener(
     for s in served:
         got[s.family] = got.get(s.family, 0) + 1
     assert got == families
-    assert [s.stream for s in served].count(True) >= 2 and [s.stream for s in served].count(False) >= 2
+    assert [s.stream for s in served].count(True) >= 2 and [s.stream for s in served].count(
+        False
+    ) >= 2
     # The agent loop: a call of the offered tool with schema-valid arguments, then a final text.
     loop = [p for p in printed if "-loop-" in p["call"]]
     assert [len(p["tool_calls"]) for p in loop] == [1, 0], loop
@@ -320,7 +355,11 @@ def test_sdk_through_reverse_listener(
     _, rts = load(out)
     loop_rts = [rt for rt, s in zip(rts, served, strict=True) if s.scenario == "tool_loop"]
     assert [len(rt.response.tool_calls) for rt in loop_rts if rt.response] == [1, 0]
-    results = [p for m in loop_rts[1].request.messages for p in m.parts if p.kind == "tool_result"] if loop_rts[1].request else []
+    results = (
+        [p for m in loop_rts[1].request.messages for p in m.parts if p.kind == "tool_result"]
+        if loop_rts[1].request
+        else []
+    )
     assert len(results) == 1
 
 
@@ -330,14 +369,17 @@ c = OpenAI(max_retries=0)
 s = c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Capital of Mexico?"}], stream=True,
                               extra_headers=H("text; linger=0.5"))
 out("chat-stream", "".join(ch.choices[0].delta.content or "" for ch in s if ch.choices))
-"""
+"""  # noqa: E501
 
 
-def test_stream_whole_when_client_hangs_up_after_terminal_event(tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str) -> None:
+def test_stream_whole_when_client_hangs_up_after_terminal_event(
+    tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
+) -> None:
     """openai-python's sync stream stops reading at ``data: [DONE]`` and closes the connection
     before the chunked body's terminator (MITMPROXY.md §2), which mitmproxy reports as
     ``Client disconnected.``. The upstream lingers before the terminator so this happens every
-    time. Every event was captured, so the round trip is complete, not a partial transport failure."""
+    time. Every event was captured, so the round trip is complete, not a partial transport
+    failure."""
     pytest.importorskip("openai")
     proc, out = looptap_run(tmp_path, confdir, secret, EARLY_HANGUP_CLIENT, upstream=upstream)
     assert proc.returncode == 0, explain(proc)
@@ -348,8 +390,9 @@ def test_stream_whole_when_client_hangs_up_after_terminal_event(tmp_path: Path, 
     ex, rt = cas.exchanges[0], rts[0]
     assert_same_round_trip(ex, rt, s)  # content-complete: all events, [DONE] included
     assert rt.complete is True, (
-        f"a stream whose terminal event was recorded is labelled partial: transport_error={ex.transport_error!r}, "
-        f"RoundTrip.complete={rt.complete}, response.complete={rt.response.complete if rt.response else None}"
+        "a stream whose terminal event was recorded is labelled partial: "
+        f"transport_error={ex.transport_error!r}, RoundTrip.complete={rt.complete}, "
+        f"response.complete={rt.response.complete if rt.response else None}"
     )
 
 
@@ -362,18 +405,40 @@ def curl(*args: str) -> subprocess.CompletedProcess[bytes]:
     return progress.run(["curl", "-sS", "--noproxy", "", *args], capture_output=True, env=env)
 
 
-@pytest.mark.skipif(not any((Path(p) / "curl").exists() for p in os.environ.get("PATH", "").split(os.pathsep)), reason="curl not installed")
-def test_curl_through_forward_proxy_records_llm_host(tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str) -> None:
+@pytest.mark.skipif(
+    not any((Path(p) / "curl").exists() for p in os.environ.get("PATH", "").split(os.pathsep)),
+    reason="curl not installed",
+)
+def test_curl_through_forward_proxy_records_llm_host(
+    tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
+) -> None:
     out = tmp_path / "fwd.jsonl"
     rec = RecorderProcess(out, confdir, None, "--record-host", "127.0.0.1", env=base_env(secret))
     try:
-        for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "HTTPS_PROXY", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"):
+        for var in (
+            "OPENAI_BASE_URL",
+            "ANTHROPIC_BASE_URL",
+            "GOOGLE_GEMINI_BASE_URL",
+            "HTTPS_PROXY",
+            "SSL_CERT_FILE",
+            "NODE_EXTRA_CA_CERTS",
+        ):
             assert var in rec.env, rec.output
         proxy = rec.env["HTTP_PROXY"]
         assert urlsplit(proxy).hostname == "127.0.0.1"
         url = f"{upstream.url}/v1/chat/completions"
-        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "What is the capital of France?"}]}
-        common = ["-x", proxy, "-H", "content-type: application/json", "-H", f"authorization: Bearer {secret}"]
+        body = {
+            "model": "gpt-4o",
+            "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        }
+        common = [
+            "-x",
+            proxy,
+            "-H",
+            "content-type: application/json",
+            "-H",
+            f"authorization: Bearer {secret}",
+        ]
         streamed = curl(*common, "-N", url, "-d", json.dumps({**body, "stream": True}))
         plain = curl(*common, url, "-d", json.dumps(body))
     finally:
@@ -388,17 +453,25 @@ def test_curl_through_forward_proxy_records_llm_host(tmp_path: Path, confdir: Pa
     assert not cas.problems
     assert len(cas.exchanges) == 2, rec.output
     for ex, rt, s in zip(cas.exchanges, rts, served, strict=True):
-        assert urlsplit(ex.url).netloc == urlsplit(upstream.url).netloc  # the real target, not the proxy
+        # the real target, not the proxy
+        assert urlsplit(ex.url).netloc == urlsplit(upstream.url).netloc
         assert_same_round_trip(ex, rt, s)
     assert_no_secret(out, secret, served)
 
 
-@pytest.mark.skipif(not any((Path(p) / "curl").exists() for p in os.environ.get("PATH", "").split(os.pathsep)), reason="curl not installed")
-def test_forward_proxy_passes_other_hosts_through_unrecorded(tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str) -> None:
-    """Without --record-host, 127.0.0.1 is not an LLM API host: traffic flows, nothing is recorded."""
+@pytest.mark.skipif(
+    not any((Path(p) / "curl").exists() for p in os.environ.get("PATH", "").split(os.pathsep)),
+    reason="curl not installed",
+)
+def test_forward_proxy_passes_other_hosts_through_unrecorded(
+    tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
+) -> None:
+    """Without --record-host, 127.0.0.1 is not an LLM API host: traffic flows, nothing is
+    recorded."""
     script = (
         'curl -sS --noproxy "" -x "$HTTP_PROXY" "$U/ping" && '
-        'curl -sS --noproxy "" -x "$HTTP_PROXY" -H "content-type: application/json" "$U/v1/chat/completions" -d \'{"model":"m","messages":[]}\''
+        'curl -sS --noproxy "" -x "$HTTP_PROXY" -H "content-type: application/json" '
+        '"$U/v1/chat/completions" -d \'{"model":"m","messages":[]}\''
     )
     env_cmd = ["env", f"U={upstream.url}", "sh", "-c", script]
     proc, out = looptap_run(tmp_path, confdir, secret, cmd=env_cmd)
@@ -440,10 +513,12 @@ try:
     out("error_in_stream", f"no error after {n} chunks")
 except openai.APIError as e:
     out("error_in_stream", f"raised {type(e).__name__}: {e.message}")
-"""
+"""  # noqa: E501
 
 
-def test_faults_are_recorded_as_they_happened(tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str) -> None:
+def test_faults_are_recorded_as_they_happened(
+    tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
+) -> None:
     pytest.importorskip("openai")
     proc, out = looptap_run(tmp_path, confdir, secret, FAULT_CLIENT, upstream=upstream)
     assert proc.returncode == 0, explain(proc)
@@ -458,12 +533,18 @@ def test_faults_are_recorded_as_they_happened(tmp_path: Path, confdir: Path, ups
     cas, rts = load(out)
     assert not cas.problems
     assert len(cas.exchanges) == 3, explain(proc)
-    by_status = dict(zip([s.scenario for s in served], zip(cas.exchanges, rts, strict=True), strict=True))
+    by_status = dict(
+        zip([s.scenario for s in served], zip(cas.exchanges, rts, strict=True), strict=True)
+    )
 
     ex, rt = by_status["rate_limit"]
     assert_same_round_trip(ex, rt, limited)
     assert ex.status == 429 and ex.response_header("retry-after") == "7"
-    assert rt.response is not None and rt.response.error is not None and rt.response.error.status == 429
+    assert (
+        rt.response is not None
+        and rt.response.error is not None
+        and rt.response.error.status == 429
+    )
     assert "rate limit" in (rt.response.error.message or "")
 
     ex, rt = by_status["reset_mid_stream"]
@@ -494,24 +575,47 @@ for i in range(3):
 for ch in c.chat.completions.create(model="gpt-4o", messages=ask, stream=True, extra_headers=H("text; delay=2")):
     pass
 out("never", "")
-"""
+"""  # noqa: E501
 
 
-def test_sigkill_mid_run_leaves_a_loadable_cassette(tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str) -> None:
+def test_sigkill_mid_run_leaves_a_loadable_cassette(
+    tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
+) -> None:
     pytest.importorskip("openai")
     out = tmp_path / "killed.jsonl"
     script = tmp_path / "client.py"
     script.write_text(CLIENT_PRELUDE + textwrap.dedent(KILL_CLIENT))
-    argv = [*RECORDER, "run", *recorder_args(out, confdir, upstream), "--", CLIENT_PYTHON, str(script)]
-    proc = subprocess.Popen(argv, env=base_env(secret), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, cwd=tmp_path)
+    argv = [
+        *RECORDER,
+        "run",
+        *recorder_args(out, confdir, upstream),
+        "--",
+        CLIENT_PYTHON,
+        str(script),
+    ]
+    proc = subprocess.Popen(
+        argv,
+        env=base_env(secret),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        cwd=tmp_path,
+    )
     try:
         # Kill once the slow stream is under way and the three completed round trips are on disk.
         def ready() -> bool:
             started = [s for s in upstream.llm_served() if s.stream and s.chunks]
-            return bool(started and out.exists() and out.read_bytes().count(b"\n") >= 4) or proc.poll() is not None  # header + 3 records
+            # header + 3 records
+            return (
+                bool(started and out.exists() and out.read_bytes().count(b"\n") >= 4)
+                or proc.poll() is not None
+            )
 
         progress.until(ready, interval=0.05, what="the slow stream under way")
-        assert proc.poll() is None, f"looptap run ended early: {proc.returncode} {proc.stderr.read() if proc.stderr else ''}"
+        assert proc.poll() is None, (
+            f"looptap run ended early: {proc.returncode} "
+            f"{proc.stderr.read() if proc.stderr else ''}"
+        )
         os.kill(proc.pid, signal.SIGKILL)  # looptap run itself, not its child
         progress.wait(proc)
     finally:

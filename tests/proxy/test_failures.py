@@ -15,8 +15,12 @@ class Conn:
     """Stands for mitmproxy's connection object (hashable, weakly referable)."""
 
 
-async def _pair() -> tuple[asyncio.StreamReader, asyncio.StreamWriter, asyncio.StreamReader, asyncio.StreamWriter]:
-    accepted: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.get_running_loop().create_future()
+async def _pair() -> tuple[
+    asyncio.StreamReader, asyncio.StreamWriter, asyncio.StreamReader, asyncio.StreamWriter
+]:
+    accepted: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = (
+        asyncio.get_running_loop().create_future()
+    )
 
     async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         accepted.set_result((r, w))
@@ -30,7 +34,9 @@ async def _pair() -> tuple[asyncio.StreamReader, asyncio.StreamWriter, asyncio.S
 
 
 def _abort(w: asyncio.StreamWriter) -> None:
-    w.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    w.get_extra_info("socket").setsockopt(
+        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+    )
     w.transport.abort()
 
 

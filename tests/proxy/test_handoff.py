@@ -72,7 +72,9 @@ class FakeWriter:
             try:
                 watch.check()
             except progress.Hung as exc:
-                raise AssertionError(f"only {len(self.got)} of {want} frames arrived: {exc}") from None
+                raise AssertionError(
+                    f"only {len(self.got)} of {want} frames arrived: {exc}"
+                ) from None
             if select.select([self.in_r.fileno()], [], [], progress.POLL)[0]:
                 data = os.read(self.in_r.fileno(), 1 << 20)
                 assert data, "the proxy closed the pipe"
@@ -176,7 +178,8 @@ def test_a_killed_writer_fails_the_next_hand_offs_loudly(tmp_path: Path) -> None
         p.kill()
         p.join(10)
     with pytest.raises(HandoffError, match="the writer process has stopped"):
-        for i in range(1, 200):  # the write that finds the pipe closed (EPIPE), then every later one
+        # the write that finds the pipe closed (EPIPE), then every later one
+        for i in range(1, 200):
             h.hand_over(_ex(i))
     with pytest.raises(HandoffError):
         h.hand_over(_ex(500))
@@ -195,7 +198,7 @@ def test_a_cassette_that_cannot_be_opened_stops_the_start_with_one_line(tmp_path
     assert not h.running and not multiprocessing.active_children()
 
 
-# -- with the test playing the writer ----------------------------------------------------------------
+# -- with the test playing the writer --------------------------------------------------------------
 
 
 def test_answers_release_receipts_in_hand_off_order() -> None:
@@ -230,7 +233,9 @@ def test_answers_release_receipts_in_hand_off_order() -> None:
     asyncio.run(main())
 
 
-def test_a_writer_that_dies_releases_the_receipts_and_the_loss_is_counted(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_writer_that_dies_releases_the_receipts_and_the_loss_is_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Nothing will answer once the writer is gone: the responses waiting on it go on (fail open),
     and flush counts what it never stored as storage errors, said once."""
 
@@ -248,7 +253,9 @@ def test_a_writer_that_dies_releases_the_receipts_and_the_loss_is_counted(caplog
             h.flush(timeout=5)
         assert (h.recorded, h.storage_errors) == (1, 2)
         assert h.lost == ["2 round trips: the writer process stopped before storing them"]
-        assert [r.getMessage() for r in caplog.records] == ["STORAGE ERROR: the writer process stopped; 2 round trips not recorded"]
+        assert [r.getMessage() for r in caplog.records] == [
+            "STORAGE ERROR: the writer process stopped; 2 round trips not recorded"
+        ]
         with pytest.raises(HandoffError):
             h.hand_over("late", receipt=True)
         h.close()
@@ -322,7 +329,9 @@ def test_close_counts_what_never_reached_a_dead_writer_once() -> None:
 def test_the_writer_start_is_waited_for_and_its_failure_said() -> None:
     w = FakeWriter()
     w.answer("storage_error", "cannot open /x/run.jsonl: Permission denied")
-    with pytest.raises(HandoffError, match=re.escape("cannot open /x/run.jsonl: Permission denied")):
+    with pytest.raises(
+        HandoffError, match=re.escape("cannot open /x/run.jsonl: Permission denied")
+    ):
         Handoff().connect(w, w.in_w, w.out_r, timeout=5)
 
     w = FakeWriter()

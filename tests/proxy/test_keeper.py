@@ -1,7 +1,8 @@
 """The keeper (proxy/keeper.py) on its own, without mitmproxy: it follows a cassette as it grows, a
-few bytes or many at a time, cut anywhere (inside a record too), and keeps an analysis that ``looptap
-show`` takes and prints exactly as a fresh analysis of the file prints; it keeps nothing when the
-writer goes without saying where the cassette ended, nor when the file does not end there."""
+few bytes or many at a time, cut anywhere (inside a record too), and keeps an analysis that
+``looptap show`` takes and prints exactly as a fresh analysis of the file prints; it keeps nothing
+when the writer goes without saying where the cassette ended, nor when the file does not end
+there."""
 
 from __future__ import annotations
 
@@ -121,12 +122,15 @@ def _followed(path: Path, data: bytes, cuts: list[int]) -> Keeper:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_followed_cassette_is_kept_as_a_fresh_analysis_reads_it(seed: int, recorded: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_followed_cassette_is_kept_as_a_fresh_analysis_reads_it(
+    seed: int, recorded: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rng = random.Random(seed)
     path = tmp_path / "run.jsonl"
     n = len(recorded.splitlines())
     assert n > 100
-    cuts = sorted(rng.sample(range(1, len(recorded)), [3, 40, n][seed - 1]))  # cut anywhere, records too
+    # cut anywhere, records too
+    cuts = sorted(rng.sample(range(1, len(recorded)), [3, 40, n][seed - 1]))
     keeper = _followed(path, recorded, cuts)
     try:
         assert keeper.finish(len(recorded))
@@ -141,7 +145,9 @@ def test_a_followed_cassette_is_kept_as_a_fresh_analysis_reads_it(seed: int, rec
     assert all(f"{layer}." in fresh[0][1].decode() for layer in "EAC")  # (findings in every layer)
 
 
-def test_a_keeper_told_another_end_keeps_nothing(recorded: bytes, tmp_path: Path, _cache: Path) -> None:
+def test_a_keeper_told_another_end_keeps_nothing(
+    recorded: bytes, tmp_path: Path, _cache: Path
+) -> None:
     """The file does not end where the writer said (something was appended after it stopped)."""
     path = tmp_path / "run.jsonl"
     keeper = _followed(path, recorded, [len(recorded) // 2])
@@ -166,7 +172,9 @@ def test_a_keeper_whose_writer_goes_without_saying_where_the_cassette_ends_keeps
     assert not _cache.exists() or not list(_cache.iterdir())
 
 
-def test_a_keeper_told_where_the_cassette_ends_keeps_it(recorded: bytes, tmp_path: Path, _cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_keeper_told_where_the_cassette_ends_keeps_it(
+    recorded: bytes, tmp_path: Path, _cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "run.jsonl"
     path.write_bytes(recorded)
     r, w = os.pipe()
@@ -174,7 +182,8 @@ def test_a_keeper_told_where_the_cassette_ends_keeps_it(recorded: bytes, tmp_pat
     os.close(w)
     with os.fdopen(r, "rb") as control:
         assert keeper_main(str(path), control) == 0
-    assert sorted(p.suffix for p in _cache.iterdir()) == [".kept", ".views"]  # the analysis and show's views of it
+    # the analysis and show's views of it
+    assert sorted(p.suffix for p in _cache.iterdir()) == [".kept", ".views"]
     views = _views_made(monkeypatch)
     counted = _Counted(monkeypatch)
     taken = _shows(path)
@@ -185,16 +194,24 @@ def test_a_keeper_told_where_the_cassette_ends_keeps_it(recorded: bytes, tmp_pat
 
 def _exchange(i: int, size: int) -> Exchange:
     words = " ".join(f"w{i}-{k}" for k in range(size // 8))
-    body = orjson.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"question {i}: {words}"}]})
+    body = orjson.dumps(
+        {
+            "model": "gpt-4o-mini",
+            "messages": [{"role": "user", "content": f"question {i}: {words}"}],
+        }
+    )
     answer = orjson.dumps({"id": f"c{i}", "object": "chat.completion", "model": "gpt-4o-mini",
-                           "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer {i}"}, "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}})  # fmt: skip
-    return Exchange("POST", "http://127.0.0.1:9/v1/chat/completions", [("content-type", "application/json")], body, status=200,
-                    response_headers=[("content-type", "application/json")], response_chunks=[(0.01, answer)], ttfb=0.01)  # fmt: skip
+                           "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer {i}"}, "finish_reason": "stop"}],  # noqa: E501
+                           "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}})  # fmt: skip  # noqa: E501
+    return Exchange("POST", "http://127.0.0.1:9/v1/chat/"
+    "completions", [("content-type", "application/json")], body, status=200,
+                    response_headers=[("content-type", "application/json")], response_chunks=[(0.01, answer)], ttfb=0.01)  # fmt: skip  # noqa: E501
 
 
 @pytest.mark.parametrize("run", ["under the threshold", "with LOOPTAP_NO_CACHE", "kept"])
-def test_the_writer_starts_a_keeper_for_a_run_that_is_kept_only(run: str, tmp_path: Path, _cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_writer_starts_a_keeper_for_a_run_that_is_kept_only(
+    run: str, tmp_path: Path, _cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The real writer process (proxy.writer, through the hand-off): a run under ``kept.MIN_BYTES``
     (the writer's, 1 MiB) or recorded with ``LOOPTAP_NO_CACHE`` starts no keeper and keeps nothing;
     a larger one is kept by the keeper the writer starts, and ``show`` takes it."""
@@ -216,7 +233,9 @@ def test_the_writer_starts_a_keeper_for_a_run_that_is_kept_only(run: str, tmp_pa
         assert keepers(path) == []  # (a keeper started lives on for a while: its imports alone)
         assert not _cache.exists() or not list(_cache.iterdir())
         return
-    progress.until(lambda: where.exists() or not keepers(path), what="the keeper, keeping the analysis")
+    progress.until(
+        lambda: where.exists() or not keepers(path), what="the keeper, keeping the analysis"
+    )
     monkeypatch.delenv("LOOPTAP_NO_CACHE", raising=False)
     counted = _Counted(monkeypatch)
     taken = _shows(path)

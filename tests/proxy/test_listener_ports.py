@@ -36,11 +36,18 @@ background.random.SystemRandom = SameEveryTime
 fake = "http://127.0.0.1:9"
 cfg = launcher.RecorderConfig(output=Path("x.jsonl"), upstreams={n: fake for n in launcher.BUILTIN_UPSTREAMS})
 print(json.dumps([[lst.spec, lst.port] for lst in cfg.listeners()]))
-"""
+"""  # noqa: E501
 
 
 def test_each_listener_of_a_recorder_has_its_own_port() -> None:
-    out = subprocess.run([str(PROXY_PYTHON), "-c", SCRIPT], capture_output=True, text=True, cwd=REPO, env=clean_env(), check=True)
+    out = subprocess.run(
+        [str(PROXY_PYTHON), "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=clean_env(),
+        check=True,
+    )
     listeners = json.loads(out.stdout)
     assert len(listeners) >= 3
     ports = [port for _, port in listeners]
@@ -92,7 +99,7 @@ async def main():
         await rec.stop()
 
 print(json.dumps(asyncio.run(main())))
-"""
+"""  # noqa: E501
 
 
 def test_a_port_taken_after_it_was_drawn_is_drawn_again(tmp_path: Path) -> None:
@@ -101,7 +108,11 @@ def test_a_port_taken_after_it_was_drawn_is_drawn_again(tmp_path: Path) -> None:
     looptap chose gets another draw; the listener, the ready file and the exported URLs all say the
     port it got. The real recorder on real sockets."""
     out = subprocess.run(
-        [str(PROXY_PYTHON), "-c", STOLEN, str(tmp_path), "0"], capture_output=True, text=True, cwd=REPO, env=clean_env()
+        [str(PROXY_PYTHON), "-c", STOLEN, str(tmp_path), "0"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=clean_env(),
     )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
@@ -115,8 +126,14 @@ def test_a_port_taken_after_it_was_drawn_is_drawn_again(tmp_path: Path) -> None:
 
 def test_a_port_the_user_named_is_never_changed(tmp_path: Path) -> None:
     out = subprocess.run(
-        [str(PROXY_PYTHON), "-c", STOLEN, str(tmp_path), "1"], capture_output=True, text=True, cwd=REPO, env=clean_env()
+        [str(PROXY_PYTHON), "-c", STOLEN, str(tmp_path), "1"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=clean_env(),
     )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
-    assert got["refused"].startswith("cannot listen on 127.0.0.1:") and got["refused"].endswith("address already in use"), got
+    assert got["refused"].startswith("cannot listen on 127.0.0.1:") and got["refused"].endswith(
+        "address already in use"
+    ), got

@@ -51,21 +51,40 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
     conf = ["--confdir", str(tmp / "conf")]
     return {
         "record": ["record", "-o", str(tmp / "run.jsonl"), "--port", "0", *conf],
-        "run": ["run", "-o", str(tmp / "run.jsonl"), *conf, "--", sys.executable, "-c", f"open({str(tmp / 'started')!r}, 'w')"],
+        "run": [
+            "run",
+            "-o",
+            str(tmp / "run.jsonl"),
+            *conf,
+            "--",
+            sys.executable,
+            "-c",
+            f"open({str(tmp / 'started')!r}, 'w')",
+        ],
         "replay": ["replay", str(EXAMPLE), "--port", "0"],
         "mcp --http": ["mcp", "--root", str(tmp), "--http", f"127.0.0.1:{free_port()}"],
     }
 
 
 @pytest.mark.parametrize("command", ["record", "run", "replay", "mcp --http"])
-def test_a_swallowed_ctrl_c_during_start_up_still_stops_the_command(tmp_path: Path, command: str) -> None:
+def test_a_swallowed_ctrl_c_during_start_up_still_stops_the_command(
+    tmp_path: Path, command: str
+) -> None:
     if command == "mcp --http":
         probe = subprocess.run([str(PROXY_PYTHON), "-c", "import mcp"], capture_output=True)
         if probe.returncode != 0:
             pytest.skip("the recorder's environment has no mcp SDK (looptap[mcp])")
     argv = [str(PROXY_PYTHON), "-c", SWALLOWED, *_commands(tmp_path)[command]]
     env = clean_env(HOME=str(tmp_path))
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         # Without the fix the command serves on, idle: no progress, and progress.wait says Hung.
         rc = progress.wait(proc, what=f"looptap {command} after a swallowed Ctrl-C")
@@ -89,7 +108,13 @@ def test_a_swallowed_ctrl_c_stops_a_command_reading_a_run(tmp_path: Path) -> Non
 
     run = tmp_path / "run.jsonl"
     assert main(["import", "-q", str(EXAMPLE), "-o", str(run)]) == 0
-    proc = progress.run([str(PROXY_PYTHON), "-c", SWALLOWED, "show", str(run)], cwd=tmp_path, env=clean_env(HOME=str(tmp_path)), capture_output=True, text=True)
+    proc = progress.run(
+        [str(PROXY_PYTHON), "-c", SWALLOWED, "show", str(run)],
+        cwd=tmp_path,
+        env=clean_env(HOME=str(tmp_path)),
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 130, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout == "", proc.stdout
@@ -119,5 +144,7 @@ except KeyboardInterrupt:
     sys.exit(130)
 sys.exit(0)
 """
-    proc = progress.run([str(PROXY_PYTHON), "-c", script], env=clean_env(), capture_output=True, text=True)
+    proc = progress.run(
+        [str(PROXY_PYTHON), "-c", script], env=clean_env(), capture_output=True, text=True
+    )
     assert proc.returncode == 130, (proc.returncode, proc.stderr[-2000:])

@@ -7,7 +7,8 @@ The agent sends no tool-use id to the server (not every client does, unlike Clau
 ``tools/call`` is linked to the model's call by tool name and arguments.
 
 * ``clean``: the server's result is sent back as it came → no finding;
-* ``hide_error``: the server answers ``isError`` and the agent sends back "done" → C.mcp_error_hidden;
+* ``hide_error``: the server answers ``isError`` and the agent sends back "done" →
+  C.mcp_error_hidden;
 * ``alter``: the agent sends back another text than the server's → C.tool_result_altered (info);
 * ``skip``: the agent never calls the server and makes a result up → C.tool_call_not_executed;
 * ``declined``: the agent does not call the server and says so with ``is_error`` → no finding.
@@ -85,7 +86,7 @@ while True:
         else:
             results.append({"type": "tool_result", "tool_use_id": c.id, "content": text, **({"is_error": True} if got.get("isError") else {})})
     messages.append({"role": "user", "content": results})
-"""
+"""  # noqa: E501
 
 EXPECTED = {
     "clean": [],
@@ -103,17 +104,35 @@ def route(req: ScriptedRequest) -> Reply:
 
 
 @pytest.mark.parametrize("bug", list(EXPECTED))
-def test_each_mcp_client_bug_is_found_on_its_turn_and_its_clean_twin_is_not(tmp_path: Path, confdir: Path, secret: str, bug: str) -> None:
+def test_each_mcp_client_bug_is_found_on_its_turn_and_its_clean_twin_is_not(
+    tmp_path: Path, confdir: Path, secret: str, bug: str
+) -> None:
     pytest.importorskip("anthropic")
-    with McpServer("2025-11-25", error_city="Parus" if bug in ("hide_error", "clean") else None) as mcp, ScriptedUpstream(route) as up:
+    with (
+        McpServer(
+            "2025-11-25", error_city="Parus" if bug in ("hide_error", "clean") else None
+        ) as mcp,
+        ScriptedUpstream(route) as up,
+    ):
         cmd = [*python_client(tmp_path, AGENT), bug]
-        proc, out = looptap_run(tmp_path, confdir, secret, cmd, extra=("--upstream", f"anthropic={up.url}", "--upstream", f"mcp={mcp.url}"),
-                                env={"ANTHROPIC_API_KEY": secret})
+        proc, out = looptap_run(
+            tmp_path,
+            confdir,
+            secret,
+            cmd,
+            extra=("--upstream", f"anthropic={up.url}", "--upstream", f"mcp={mcp.url}"),
+            env={"ANTHROPIC_API_KEY": secret},
+        )
         methods = mcp.rpc_methods()
     assert proc.returncode == 0, explain(proc)
     assert outputs(proc)[-1]["text"].startswith("Done: ")
     ran = bug not in ("skip", "declined")
-    assert methods == ["initialize", "notifications/initialized", "tools/list", *(["tools/call"] if ran else [])], methods
+    assert methods == [
+        "initialize",
+        "notifications/initialized",
+        "tools/list",
+        *(["tools/call"] if ran else []),
+    ], methods
     run = open_run(out)
     a = run.analysis
     assert len(a.conversations) == 1 and len(a.conversations[0].turns) == 2
@@ -121,9 +140,17 @@ def test_each_mcp_client_bug_is_found_on_its_turn_and_its_clean_twin_is_not(tmp_
     if ran:  # linked by tool and arguments: this agent sends no id to the server
         (link,) = a.mcp_calls.values()
         assert (link.linked_by, link.model_seq) == ("name_arguments", a.conversations[0].turns[0])
-    mine = [(f.code, f.severity.value) for f in a.findings if f.code.startswith(("C.mcp", "C.tool_result_altered", "C.tool_call_not"))]
+    mine = [
+        (f.code, f.severity.value)
+        for f in a.findings
+        if f.code.startswith(("C.mcp", "C.tool_result_altered", "C.tool_call_not"))
+    ]
     assert mine == EXPECTED[bug], [(f.code, f.message) for f in a.findings]
     assert all(f.seq == answer_seq for f in a.findings if f.code in dict(EXPECTED[bug]))
-    loud = [(f.code, f.seq) for f in a.findings if f.severity.value != "info" and f.code not in dict(EXPECTED[bug])]
+    loud = [
+        (f.code, f.seq)
+        for f in a.findings
+        if f.severity.value != "info" and f.code not in dict(EXPECTED[bug])
+    ]
     assert loud == [], [(f.code, f.message) for f in a.findings]
     assert secret.encode() not in out.read_bytes()

@@ -1,7 +1,7 @@
 """The recorder's ready file (``--ready-file``): written once listening, atomically and 0600, with
 the environment the export lines give and no secret; removed when the recorder stops; and what the
-shipped :class:`cassettes.replay.testing.recording.RecorderProcess` waits for, with a clear error when the
-recorder exits first."""
+shipped :class:`cassettes.replay.testing.recording.RecorderProcess` waits for, with a clear error
+when the recorder exits first."""
 
 from __future__ import annotations
 
@@ -43,16 +43,19 @@ def test_ready_file_says_what_the_export_lines_say(tmp_path: Path) -> None:
     ready_file = tmp_path / "state" / "ready.json"
     ready_file.parent.mkdir()
     # Left by an earlier recorder (killed, so it could not remove it): replaced, never this one's.
-    ready_file.write_text(json.dumps({"schema": SCHEMA, "version": VERSION, "pid": 1, "listeners": [], "env": {}}))
+    ready_file.write_text(
+        json.dumps({"schema": SCHEMA, "version": VERSION, "pid": 1, "listeners": [], "env": {}})
+    )
     proc = subprocess.Popen(
-        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),
+        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),  # noqa: E501
          "--upstream", "vllm=http://127.0.0.1:9/", "--ready-file", str(ready_file)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(), start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(), start_new_session=True,  # noqa: E501
     )  # fmt: skip
     try:
         ready = _wait_ready(ready_file, proc)
         assert stat.S_IMODE(ready_file.stat().st_mode) == 0o600
-        assert [p.name for p in ready_file.parent.iterdir()] == ["ready.json"]  # no temporary file left
+        # no temporary file left
+        assert [p.name for p in ready_file.parent.iterdir()] == ["ready.json"]
         assert ready["schema"] == SCHEMA and ready["version"] == VERSION
         assert ready["pid"] == proc.pid
         assert ready["cassette"] == str((tmp_path / "run.jsonl").resolve())
@@ -61,7 +64,10 @@ def test_ready_file_says_what_the_export_lines_say(tmp_path: Path) -> None:
         listeners = {lst["name"]: lst for lst in ready["listeners"]}  # type: ignore[attr-defined]
         assert set(listeners) == {"openai", "anthropic", "gemini", "vllm", "forward"}
         assert listeners["vllm"]["upstream"] == "http://127.0.0.1:9"
-        assert listeners["forward"]["mode"] == "forward" and ready["proxy_url"] == listeners["forward"]["url"]
+        assert (
+            listeners["forward"]["mode"] == "forward"
+            and ready["proxy_url"] == listeners["forward"]["url"]
+        )
         assert listeners["openai"]["url"] == f"http://127.0.0.1:{listeners['openai']['port']}/v1"
         for lst in listeners.values():  # each port listens
             socket.create_connection(("127.0.0.1", lst["port"]), timeout=5).close()
@@ -70,7 +76,11 @@ def test_ready_file_says_what_the_export_lines_say(tmp_path: Path) -> None:
         progress.wait(proc)
     out, err = proc.communicate()
     assert proc.returncode == 0, err
-    exports = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines() if line.startswith("export "))
+    exports = dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in out.splitlines()
+        if line.startswith("export ")
+    )
     assert ready["env"] == exports  # the same names and values, in the same order
     assert list(ready["env"]) == list(exports)  # type: ignore[call-overload]
     assert not ready_file.exists()  # the recorder stopped listening: the file is gone
@@ -87,7 +97,9 @@ def test_run_writes_the_ready_file_before_the_command_starts(tmp_path: Path) -> 
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     ready = json.loads(seen.read_text())
-    assert ready["schema"] == SCHEMA and ready["env"]["OPENAI_BASE_URL"].startswith("http://127.0.0.1:")
+    assert ready["schema"] == SCHEMA and ready["env"]["OPENAI_BASE_URL"].startswith(
+        "http://127.0.0.1:"
+    )
     assert not ready_file.exists()
 
 
@@ -95,43 +107,70 @@ def test_an_upstream_mitmproxy_cannot_use_stops_the_start(tmp_path: Path) -> Non
     """Before, mitmproxy refused the listener specs (logged, not raised) and the recorder said it
     was recording while nothing listened; the key in the URL is not repeated."""
     proc = progress.run(
-        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),
-         "--upstream", "vllm=https://alice:pw-Q7xLm2@models.example.com:8443/v1?api_key=QQ9f3ltA8b7",
+        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),  # noqa: E501
+         "--upstream", "vllm=https://alice:pw-Q7xLm2@models.example.com:8443/"
+         "v1?api_key=QQ9f3ltA8b7",
          "--ready-file", str(tmp_path / "ready.json")],
         capture_output=True, text=True, env=clean_env(),
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
-    assert "--upstream vllm: https://models.example.com:8443/v1 is not an upstream mitmproxy takes" in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr and "pw-Q7xLm2" not in proc.stderr and "QQ9f3lt" not in proc.stderr
+    assert (
+        "--upstream vllm: https://models.example.com:8443/v1 is not an upstream mitmproxy takes"
+        in proc.stderr
+    ), proc.stderr
+    assert (
+        "Traceback" not in proc.stderr
+        and "pw-Q7xLm2" not in proc.stderr
+        and "QQ9f3lt" not in proc.stderr
+    )
     assert proc.stdout == "" and not (tmp_path / "ready.json").exists()
 
 
 def test_bare_url_keeps_no_secret() -> None:
-    assert bare_url("https://alice:pw@models.example.com:8443/v1?api_key=k#f") == "https://models.example.com:8443/v1"
+    assert (
+        bare_url("https://alice:pw@models.example.com:8443/v1?api_key=k#f")
+        == "https://models.example.com:8443/v1"
+    )
     assert bare_url("http://[::1]:8000") == "http://[::1]:8000"
 
 
 def test_unwritable_ready_file_stops_the_start(tmp_path: Path) -> None:
     proc = progress.run(
-        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),
+        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),  # noqa: E501
          "--ready-file", str(tmp_path / "no" / "such" / "dir" / "ready.json")],
         capture_output=True, text=True, env=clean_env(),
     )  # fmt: skip
     assert proc.returncode == 2
-    assert "the ready file" in proc.stderr and "cannot be written" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert (
+        "the ready file" in proc.stderr
+        and "cannot be written" in proc.stderr
+        and "Traceback" not in proc.stderr
+    ), proc.stderr
     assert proc.stdout == ""  # no export lines for a recorder that did not start
 
 
 def test_shipped_recorder_process_reads_the_ready_file(tmp_path: Path) -> None:
     with FakeUpstream(delay=0.0) as up:
-        rec = RecorderProcess(tmp_path / "run.jsonl", upstreams={"openai": up.url}, confdir=tmp_path / "conf", python=PROXY_PYTHON, env=clean_env())
+        rec = RecorderProcess(
+            tmp_path / "run.jsonl",
+            upstreams={"openai": up.url},
+            confdir=tmp_path / "conf",
+            python=PROXY_PYTHON,
+            env=clean_env(),
+        )
         try:
             env = rec.start()
             assert rec.ready is not None and rec.ready["pid"] == rec.pid
             assert env == rec.ready["env"] and "export OPENAI_BASE_URL=" in rec.log
             port = int(env["OPENAI_BASE_URL"].rsplit(":", 1)[1].split("/")[0])
-            resp = http_request("127.0.0.1", port, "POST", "/v1/chat/completions", [("content-type", "application/json")],
-                                b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}')
+            resp = http_request(
+                "127.0.0.1",
+                port,
+                "POST",
+                "/v1/chat/completions",
+                [("content-type", "application/json")],
+                b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}',
+            )
             assert resp.complete and resp.status == 200
             assert rec.flush() == 1
         finally:
@@ -140,13 +179,23 @@ def test_shipped_recorder_process_reads_the_ready_file(tmp_path: Path) -> None:
 
 
 def test_shipped_recorder_process_says_why_the_recorder_exited(tmp_path: Path) -> None:
-    rec = RecorderProcess(tmp_path / "run.jsonl", confdir=tmp_path / "conf", python=PROXY_PYTHON, env=clean_env(), args=["--fault", "nonsense"])
-    with pytest.raises(CassetteError, match=r"the recorder exited with 1 before it was ready: .*nonsense"):
+    rec = RecorderProcess(
+        tmp_path / "run.jsonl",
+        confdir=tmp_path / "conf",
+        python=PROXY_PYTHON,
+        env=clean_env(),
+        args=["--fault", "nonsense"],
+    )
+    with pytest.raises(
+        CassetteError, match=r"the recorder exited with 1 before it was ready: .*nonsense"
+    ):
         rec.start()
     assert rec.proc is None
 
 
-def test_shipped_recorder_process_times_out_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shipped_recorder_process_times_out_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A "recorder" that says something and never becomes ready, and ignores SIGINT (as any child
     # of a process that ignores it does, an xdist worker for one): it is killed after a short grace.
     # Its start-up limit (1 s) passes only once it has said its line (a clock that moves then: on
@@ -159,7 +208,10 @@ def test_shipped_recorder_process_times_out_clearly(tmp_path: Path, monkeypatch:
 
     pid_file = tmp_path / "fake.pid"
     fake = tmp_path / "python"
-    fake.write_text(f"#!/bin/sh\ntrap '' INT\necho $$ > {pid_file}\necho 'looptap: still thinking' >&2\nexec sleep 86400\n")
+    fake.write_text(
+        f"#!/bin/sh\ntrap '' INT\necho $$ > {pid_file}\necho "
+        "'looptap: still thinking' >&2\nexec sleep 86400\n"
+    )
     fake.chmod(0o755)
     rec = RecorderProcess(tmp_path / "run.jsonl", python=fake, env=clean_env())
     now = [0.0]
@@ -183,15 +235,26 @@ def test_shipped_recorder_process_times_out_clearly(tmp_path: Path, monkeypatch:
 
     thread = threading.Thread(target=start, daemon=True)
     thread.start()
-    pid = int(progress.until(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the fake recorder's pid"))
-    progress.until(lambda: not thread.is_alive(), pids=[pid], what="the not-ready recorder's SIGKILL")
+    pid = int(
+        progress.until(
+            lambda: pid_file.exists() and pid_file.read_text().strip(),
+            what="the fake recorder's pid",
+        )
+    )
+    progress.until(
+        lambda: not thread.is_alive(), pids=[pid], what="the not-ready recorder's SIGKILL"
+    )
     assert len(raised) == 1 and isinstance(raised[0], CassetteError), raised
-    assert re.search(r"did not start within 1 s \(no ready file\): looptap: still thinking", str(raised[0])), raised[0]
+    assert re.search(
+        r"did not start within 1 s \(no ready file\): looptap: still thinking", str(raised[0])
+    ), raised[0]
     assert rec.proc is None
     assert not Path(f"/proc/{pid}").exists(), "the fake recorder is still there"
 
 
-def test_a_recorder_that_did_not_start_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_recorder_that_did_not_start_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Whatever stops a start (an interpreter that cannot be run, a Ctrl-C while waiting for the
     ready file), no process and no temporary directory of it is left (the directory used to stay
     when the interpreter could not be started)."""
@@ -202,7 +265,9 @@ def test_a_recorder_that_did_not_start_leaves_nothing_behind(tmp_path: Path, mon
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    missing = RecorderProcess(tmp_path / "run.jsonl", python=tmp_path / "no-such-python", env=clean_env())
+    missing = RecorderProcess(
+        tmp_path / "run.jsonl", python=tmp_path / "no-such-python", env=clean_env()
+    )
     with pytest.raises(OSError):
         missing.start()
     assert missing.proc is None and list(tmp.iterdir()) == []

@@ -51,15 +51,42 @@ class _Upstream(BaseHTTPRequestHandler):
         stream = b'"stream": true' in body or b'"stream":true' in body
         call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": args}}
         if stream:
-            chunk = {"id": "x", "object": "chat.completion.chunk", "model": "gpt-4o",
-                     "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"index": 0, **call}]}, "finish_reason": None}]}
-            end = {"id": "x", "object": "chat.completion.chunk", "model": "gpt-4o", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
-            data = (f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(end)}\n\ndata: [DONE]\n\n").encode()
+            chunk = {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "model": "gpt-4o",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "tool_calls": [{"index": 0, **call}]},
+                        "finish_reason": None,
+                    }
+                ],
+            }
+            end = {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "model": "gpt-4o",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+            }
+            data = (
+                f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(end)}\n\ndata: [DONE]\n\n"
+            ).encode()
             ctype = "text/event-stream"
         else:
-            resp = {"id": "x", "object": "chat.completion", "model": "gpt-4o",
-                    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
-                    "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}}
+            resp = {
+                "id": "x",
+                "object": "chat.completion",
+                "model": "gpt-4o",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "tool_calls",
+                        "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                    }
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8},
+            }
             data = json.dumps(resp).encode()
             ctype = "application/json"
         _Upstream.sent[self.path.split("&key=")[0]] = hashlib.sha256(data).hexdigest()
@@ -95,18 +122,33 @@ for depth in (300, 2000, 100000):
         data = urllib.request.urlopen(req, timeout=60).read()
         digests[f"/v1{path}".split("&key=")[0]] = hashlib.sha256(data).hexdigest()
 print(json.dumps(digests))
-'''
+'''  # noqa: E501
 
 
-def test_deep_bodies_are_recorded_through_the_real_recorder_and_no_key_is_printed(upstream: str, tmp_path: Path) -> None:
+def test_deep_bodies_are_recorded_through_the_real_recorder_and_no_key_is_printed(
+    upstream: str, tmp_path: Path
+) -> None:
     key = "ltdeepQ" + secrets.token_hex(16)
     out = tmp_path / "run.jsonl"
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
     proc = progress.run(
-        [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={upstream}", "--confdir", str(tmp_path / "conf"),
-         "--", sys.executable, str(agent), key],
-        capture_output=True, env=clean_env(),
+        [
+            *RECORDER,
+            "run",
+            "-o",
+            str(out),
+            "--upstream",
+            f"openai={upstream}",
+            "--confdir",
+            str(tmp_path / "conf"),
+            "--",
+            sys.executable,
+            str(agent),
+            key,
+        ],
+        capture_output=True,
+        env=clean_env(),
     )
     stdout, stderr = proc.stdout.decode(), proc.stderr.decode()
     assert proc.returncode == 0, stderr
@@ -129,7 +171,9 @@ def test_deep_bodies_are_recorded_through_the_real_recorder_and_no_key_is_printe
             assert piece not in text, f"a piece of the key reached {where}"
 
 
-def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(upstream: str, tmp_path: Path) -> None:
+def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(
+    upstream: str, tmp_path: Path
+) -> None:
     """The writer is made to fail on one round trip (its redactor raises on the URL of the third
     request): `looptap run` exits 3, the summary counts and names it with the URL redacted, and the
     key it carried appears nowhere on stderr."""
@@ -140,7 +184,8 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(up
         "import os, urllib.request\n"
         "base = os.environ['OPENAI_BASE_URL'].rstrip('/')\n"
         "for i in range(4):\n"
-        f"    req = urllib.request.Request(base + f'/chat/completions?depth=3&n={{i}}&key={key}', data=b'{{\"model\":\"m\",\"messages\":[]}}',\n"
+        f'    req = urllib.request.Request(base + f\'/chat/completions?depth=3&n={{i}}&key={key}\','
+        ' data=b\'{"model":"m","messages":[]}\',\n'
         "        headers={'content-type': 'application/json'})\n"
         "    urllib.request.urlopen(req, timeout=60).read()\n"
     )
@@ -159,9 +204,21 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(up
     env = clean_env()
     env["PYTHONPATH"] = f"{hook}:{env['PYTHONPATH']}"
     proc = progress.run(
-        [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={upstream}", "--confdir", str(tmp_path / "conf"),
-         "--", sys.executable, str(agent)],
-        capture_output=True, env=env,
+        [
+            *RECORDER,
+            "run",
+            "-o",
+            str(out),
+            "--upstream",
+            f"openai={upstream}",
+            "--confdir",
+            str(tmp_path / "conf"),
+            "--",
+            sys.executable,
+            str(agent),
+        ],
+        capture_output=True,
+        env=env,
     )
     stderr = proc.stderr.decode()
     assert proc.returncode == 3, stderr
@@ -169,10 +226,14 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(up
     assert "simulated failure" in stderr and "n=2" in stderr  # named
     assert len(read_records(out).exchanges) == 3
     for i in range(len(key) - 7):
-        assert key[i : i + 8] not in stderr + proc.stdout.decode(), "a piece of the key reached the terminal"
+        assert key[i : i + 8] not in stderr + proc.stdout.decode(), (
+            "a piece of the key reached the terminal"
+        )
 
 
-def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_masked(upstream: str, tmp_path: Path) -> None:
+def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_masked(
+    upstream: str, tmp_path: Path
+) -> None:
     """The addon's conversion of a flow fails, with an exception text that embeds the request's
     API key (sent in a header only): the round trip is counted and named, `looptap run` exits 3,
     and the key the message carried is masked (learned from the flow's headers), as are escapes."""
@@ -183,7 +244,8 @@ def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_mask
         "import os, urllib.request\n"
         "base = os.environ['OPENAI_BASE_URL'].rstrip('/')\n"
         "for i in range(3):\n"
-        "    req = urllib.request.Request(base + f'/chat/completions?depth=3&n={i}', data=b'{\"model\":\"m\",\"messages\":[]}',\n"
+        '    req = urllib.request.Request(base + f\'/chat/completions?depth=3&n={i}\', '
+        'data=b\'{"model":"m","messages":[]}\',\n'
         f"        headers={{'content-type': 'application/json', 'x-goog-api-key': '{key}'}})\n"
         "    urllib.request.urlopen(req, timeout=60).read()\n"
     )
@@ -199,16 +261,28 @@ def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_mask
         "    def flow_to_exchange(flow, *args):\n"
         "        if 'n=1' in flow.request.url:\n"
         "            key = flow.request.headers['x-goog-api-key']\n"
-        "            raise RuntimeError('simulated conversion failure \\x1b]52;c;aGk=\\x07 for ' + key)\n"
-        "        return _orig(flow, *args)\n"
+        "            raise RuntimeError('simulated conversion failure \\x1b]52;c;aGk=\\x07 for ' + "
+        "key)\n        return _orig(flow, *args)\n"
         "    a.flow_to_exchange = flow_to_exchange\n"
     )
     env = clean_env()
     env["PYTHONPATH"] = f"{hook}:{env['PYTHONPATH']}"
     proc = progress.run(
-        [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={upstream}", "--confdir", str(tmp_path / "conf"),
-         "--", sys.executable, str(agent)],
-        capture_output=True, env=env,
+        [
+            *RECORDER,
+            "run",
+            "-o",
+            str(out),
+            "--upstream",
+            f"openai={upstream}",
+            "--confdir",
+            str(tmp_path / "conf"),
+            "--",
+            sys.executable,
+            str(agent),
+        ],
+        capture_output=True,
+        env=env,
     )
     stderr = proc.stderr.decode()
     assert proc.returncode == 3, stderr
@@ -217,10 +291,14 @@ def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_mask
     assert "\x1b" not in stderr and "\x07" not in stderr  # shown, never emitted
     assert len(read_records(out).exchanges) == 2
     for i in range(len(key) - 7):
-        assert key[i : i + 8] not in stderr + proc.stdout.decode(), "a piece of the key reached the terminal"
+        assert key[i : i + 8] not in stderr + proc.stdout.decode(), (
+            "a piece of the key reached the terminal"
+        )
 
 
-def test_every_message_is_redacted_and_cleaned_by_the_logger_itself(caplog: pytest.LogCaptureFixture) -> None:
+def test_every_message_is_redacted_and_cleaned_by_the_logger_itself(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """`proxy.messages` is the one way the recorder speaks: whatever is logged on its logger (even
     directly) comes out redacted with what the redactor learned, on one line, controls shown, no
     traceback; without `to_stderr` (mitmdump/mitmweb) errors reach the root log at error level."""
@@ -234,13 +312,17 @@ def test_every_message_is_redacted_and_cleaned_by_the_logger_itself(caplog: pyte
     try:
         messages.learn_headers([("x-llm-key", key), ("authorization", f"Bearer {key}x")])
         with caplog.at_level(logging.INFO, logger="looptap.recorder"):
-            messages.error(f"POST https://h/v1/x?key={key}x&alt=sse: bad body {{\"k\": \"{key}\"}}\n\x1b[2Jnext")
+            messages.error(
+                f'POST https://h/v1/x?key={key}x&alt=sse: bad body {{"k": "{key}"}}\n\x1b[2Jnext'
+            )
             try:
                 raise ValueError(key)
             except ValueError:
                 messages.LOG.exception("direct %s", key)
         texts = [r.getMessage() for r in caplog.records if r.name == "looptap.recorder"]
-        assert len(texts) == 2 and all(r.levelno == logging.ERROR for r in caplog.records if r.name == "looptap.recorder")
+        assert len(texts) == 2 and all(
+            r.levelno == logging.ERROR for r in caplog.records if r.name == "looptap.recorder"
+        )
         for text in texts:
             assert key[:8] not in text and key[-8:] not in text, text
             assert "\n" not in text and "\x1b" not in text

@@ -2,7 +2,8 @@
 docs/kept-analysis.md): after a recording of at least ``kept.MIN_BYTES`` the first ``looptap show``
 takes that analysis, analyses nothing, and prints what a fresh analysis prints, byte for byte; a
 recorder killed with its writer leaves nothing a reader takes. Real recorder (mitmproxy, in its own
-environment, and the keeper under it), real sockets, a loopback upstream serving recorded answers."""
+environment, and the keeper under it), real sockets, a loopback upstream serving recorded
+answers."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ CLIENT = textwrap.dedent(
     parent = os.getppid()
     while len(sys.argv) > 2 and os.getppid() == parent:  # then wait for the recorder to be killed
         time.sleep(0.1)
-    """
+    """  # noqa: E501
 )
 
 
@@ -89,7 +90,8 @@ class _Counted:
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A cache of the test's own, for the recorder (its keeper) and for the shows in this process."""
+    """A cache of the test's own, for the recorder (its keeper) and for the shows in this
+    process."""
     monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("LOOPTAP_NO_CACHE", raising=False)
     yield tmp_path / "cache"
@@ -101,13 +103,15 @@ def _fresh(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bytes
         return [_show("show", str(path)), _show("show", "--json", str(path))]
 
 
-def test_the_first_show_after_a_recording_takes_the_analysis_the_writer_kept(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_first_show_after_a_recording_takes_the_analysis_the_writer_kept(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client = tmp_path / "client.py"
     client.write_text(CLIENT)
     path = tmp_path / "run.jsonl"
     with FakeUpstream(delay=0.001) as up:
         proc = progress.run(
-            [*RECORDER, "run", "-o", str(path), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),
+            [*RECORDER, "run", "-o", str(path), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),  # noqa: E501
              "--", sys.executable, str(client), "40"],
             capture_output=True, text=True, env=clean_env(),
         )  # fmt: skip
@@ -115,7 +119,8 @@ def test_the_first_show_after_a_recording_takes_the_analysis_the_writer_kept(tmp
     assert path.stat().st_size >= kept.MIN_BYTES
     where = kept.location(path)
     assert where is not None
-    # The keeper finishes on its own after the recorder has exited (it is still reading, or keeping).
+    # The keeper finishes on its own after the recorder has exited (it is still reading, or
+    # keeping).
     progress.until(lambda: not keepers(path), what="the keeper, keeping the analysis")
     assert where.exists(), "no analysis was kept by the recorder"
     assert where.with_suffix(".views").exists()  # and show's printed views of it
@@ -128,23 +133,28 @@ def test_the_first_show_after_a_recording_takes_the_analysis_the_writer_kept(tmp
     assert b"A.http_error" in fresh[0][1] and fresh[0][0] == 0
 
 
-def test_a_recorder_killed_with_its_writer_leaves_nothing_a_reader_takes(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_recorder_killed_with_its_writer_leaves_nothing_a_reader_takes(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client = tmp_path / "client.py"
     client.write_text(CLIENT)
     path = tmp_path / "run.jsonl"
     with FakeUpstream(delay=0.001) as up:
         proc = subprocess.Popen(
-            [*RECORDER, "run", "-o", str(path), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),
+            [*RECORDER, "run", "-o", str(path), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),  # noqa: E501
              "--", sys.executable, str(client), "40", "wait"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=clean_env(), start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=clean_env(), start_new_session=True,  # noqa: E501
         )  # fmt: skip
         try:
             assert proc.stdout is not None
             for line in progress.lines(proc, proc.stdout, what="the agent's requests"):
                 if line.strip() == "sent":
                     break
-            found = progress.until(lambda: keepers(path), pids=[proc.pid], what="the writer to start its keeper")
-            os.killpg(proc.pid, signal.SIGKILL)  # the recorder, its writer and the agent: not the keeper
+            found = progress.until(
+                lambda: keepers(path), pids=[proc.pid], what="the writer to start its keeper"
+            )
+            # the recorder, its writer and the agent: not the keeper
+            os.killpg(proc.pid, signal.SIGKILL)
             progress.wait(proc)
             # The keeper sees its writer gone without a word, and ends keeping nothing.
             progress.until(lambda: not keepers(path), pids=found, what="the keeper to end")

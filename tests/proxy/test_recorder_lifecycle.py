@@ -29,7 +29,9 @@ RECORDER = [str(PROXY_PYTHON), "-m", "cassettes.cli"]
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and rlimits"),
-    pytest.mark.skipif(not PROXY_PYTHON.exists(), reason=f"recorder environment missing: {PROXY_PYTHON}"),
+    pytest.mark.skipif(
+        not PROXY_PYTHON.exists(), reason=f"recorder environment missing: {PROXY_PYTHON}"
+    ),
 ]
 
 _SCRUB = (
@@ -39,7 +41,11 @@ _SCRUB = (
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUB and k.lower() not in {s.lower() for s in _SCRUB}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _SCRUB and k.lower() not in {s.lower() for s in _SCRUB}
+    }
     env.update(extra)
     return env
 
@@ -59,18 +65,20 @@ def test_busy_port_is_one_clear_line(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         proc = progress.run(
-            [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--port", str(port), "--confdir", str(tmp_path / "conf")],
+            [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--port", str(port), "--confdir", str(tmp_path / "conf")],  # noqa: E501
             capture_output=True, text=True, env=_env(),
         )  # fmt: skip
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert lines == [f"looptap: error: cannot listen on 127.0.0.1:{port}: address already in use"], proc.stderr
+    assert lines == [
+        f"looptap: error: cannot listen on 127.0.0.1:{port}: address already in use"
+    ], proc.stderr
     assert proc.stdout == ""  # no export lines for a proxy that is not running
 
 
 def test_stop_closes_every_port(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf")],
+        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf")],  # noqa: E501
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
     )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
@@ -103,7 +111,7 @@ CLIENT = textwrap.dedent(
         with urllib.request.urlopen(req, timeout=30) as resp:
             ok += bool(json.load(resp)["choices"])
     print(json.dumps({"ok": ok}))
-    """
+    """  # noqa: E501
 )
 
 
@@ -125,9 +133,9 @@ def test_storage_failure_is_loud_and_harmless(tmp_path: Path) -> None:
 
     with FakeUpstream(delay=0.001) as up:
         proc = progress.run(
-            [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),
+            [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),  # noqa: E501
              "--", sys.executable, str(client), str(n), key],
-            capture_output=True, text=True, env=_env(SSL_CERT_FILE=str(small_ca)), preexec_fn=limit_file_size,
+            capture_output=True, text=True, env=_env(SSL_CERT_FILE=str(small_ca)), preexec_fn=limit_file_size,  # noqa: E501
         )  # fmt: skip
         served = len(up.llm_served())
     assert served == n
@@ -136,7 +144,9 @@ def test_storage_failure_is_loud_and_harmless(tmp_path: Path) -> None:
     assert "STORAGE ERROR" in proc.stderr and "could NOT be stored" in proc.stderr
     assert "Traceback" not in proc.stderr
     for i in range(len(key) - 7):
-        assert key[i : i + 8] not in proc.stderr + proc.stdout, "a piece of the key reached the terminal"
+        assert key[i : i + 8] not in proc.stderr + proc.stdout, (
+            "a piece of the key reached the terminal"
+        )
     cas = read_records(out)
     assert not cas.problems, cas.problems  # the failed record was taken back: whole records only
     stored = len(cas.exchanges)
@@ -158,7 +168,7 @@ def test_recording_again_replaces_and_plus_appends(tmp_path: Path) -> None:
     def record(target: str, n: int) -> subprocess.CompletedProcess[str]:
         with FakeUpstream(delay=0.001) as up:
             return progress.run(
-                [*RECORDER, "run", "-o", target, "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),
+                [*RECORDER, "run", "-o", target, "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),  # noqa: E501
                  "--", sys.executable, str(client), str(n), "k"],
                 capture_output=True, text=True, env=_env(),
             )  # fmt: skip
@@ -169,7 +179,10 @@ def test_recording_again_replaces_and_plus_appends(tmp_path: Path) -> None:
     assert f"3 round trips in {out}" in first.stderr and "replacing" not in first.stderr
     again = record(str(out), 2)
     assert again.returncode == 0, again.stderr
-    assert f"replacing the earlier recording in {out}" in again.stderr and f"-o +{out} appends" in again.stderr
+    assert (
+        f"replacing the earlier recording in {out}" in again.stderr
+        and f"-o +{out} appends" in again.stderr
+    )
     assert f"2 round trips in {out}" in again.stderr
     assert len(read_records(out).exchanges) == 2
     more = record(f"+{out}", 1)

@@ -40,7 +40,7 @@ def _dev_null_untouched() -> object:
 def _run(tmp_path: Path, *args: str, child: str = "pass") -> subprocess.CompletedProcess[str]:
     """``looptap run ARGS -- python -c CHILD`` (the child exits by itself: no signal needed)."""
     return progress.run(
-        [*RECORDER, "run", "--confdir", str(tmp_path / "conf"), *args, "--", str(PROXY_PYTHON), "-c", child],
+        [*RECORDER, "run", "--confdir", str(tmp_path / "conf"), *args, "--", str(PROXY_PYTHON), "-c", child],  # noqa: E501
         capture_output=True, text=True, env=clean_env(), cwd=tmp_path,
     )  # fmt: skip
 
@@ -65,7 +65,8 @@ def _device(tmp_path: Path, which: str) -> Path:
         return path
     path = tmp_path / "null-device"
     try:
-        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # another /dev/null, of this test's own
+        # another /dev/null, of this test's own
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
     except (PermissionError, AttributeError):
         pytest.skip("this user cannot make a device node")
     return path
@@ -106,7 +107,9 @@ def test_a_device_or_fifo_is_never_the_ready_file(tmp_path: Path, which: str) ->
     path = _device(tmp_path, which)
     before = _ident(path)
     proc = _run(tmp_path, "-o", "run.jsonl", "--ready-file", str(path))
-    _refused(proc, f"the ready file {path} is a {'FIFO' if which == 'fifo' else 'character device'}")
+    _refused(
+        proc, f"the ready file {path} is a {'FIFO' if which == 'fifo' else 'character device'}"
+    )
     assert _ident(path) == before  # was replaced by a regular file, then deleted at stop
     assert not (tmp_path / "run.jsonl").exists()
 
@@ -136,11 +139,12 @@ def test_a_ready_file_replaced_by_someone_else_is_not_removed(tmp_path: Path) ->
     only the file it wrote (same device and inode), so the replacement stays."""
     ready = tmp_path / "ready.json"
     child = (
-        "import os, pathlib; p = pathlib.Path(os.environ['READY']); assert p.read_text().startswith('{'); "
-        "t = p.with_name('theirs.tmp'); t.write_text('theirs\\n'); os.replace(t, p)"
+        "import os, pathlib; p = pathlib.Path(os.environ['READY']); assert "
+        "p.read_text().startswith('{'); t = p.with_name('theirs.tmp'); t.write_text('theirs\\n'); "
+        "os.replace(t, p)"
     )
     proc = progress.run(
-        [*RECORDER, "run", "--confdir", str(tmp_path / "conf"), "-o", "run.jsonl", "--ready-file", str(ready),
+        [*RECORDER, "run", "--confdir", str(tmp_path / "conf"), "-o", "run.jsonl", "--ready-file", str(ready),  # noqa: E501
          "--", str(PROXY_PYTHON), "-c", child],
         capture_output=True, text=True, env=clean_env(READY=str(ready)), cwd=tmp_path,
     )  # fmt: skip
@@ -148,7 +152,14 @@ def test_a_ready_file_replaced_by_someone_else_is_not_removed(tmp_path: Path) ->
     assert ready.read_text() == "theirs\n"  # was deleted at stop
     # The clean twin: left alone, the ready file is the recorder's and is removed at stop.
     ready.unlink()
-    proc = _run(tmp_path, "-o", "run2.jsonl", "--ready-file", str(ready), child=f"assert open({str(ready)!r}).read().startswith('{{')")
+    proc = _run(
+        tmp_path,
+        "-o",
+        "run2.jsonl",
+        "--ready-file",
+        str(ready),
+        child=f"assert open({str(ready)!r}).read().startswith('{{')",
+    )
     assert proc.returncode == 0, proc.stderr
     assert not ready.exists()
 
@@ -160,7 +171,9 @@ def test_an_existing_file_that_is_not_a_cassette_is_not_replaced(tmp_path: Path)
     notes = tmp_path / "notes.txt"
     notes.write_text(PRECIOUS)
     proc = _run(tmp_path, "-o", str(notes))
-    _refused(proc, f"the cassette {notes} already exists and is not looptap's", "--force replaces it")
+    _refused(
+        proc, f"the cassette {notes} already exists and is not looptap's", "--force replaces it"
+    )
     assert notes.read_text() == PRECIOUS  # was deleted and replaced by the recording
     proc = _run(tmp_path, "-o", f"+{notes}")  # nor appended to
     _refused(proc, "-o +FILE appends only to a looptap cassette")
@@ -177,7 +190,9 @@ def test_an_existing_cassette_is_replaced_or_appended_to_as_documented(tmp_path:
     assert first.returncode == 0, first.stderr
     header = (tmp_path / "run.jsonl").read_bytes()
     again = _run(tmp_path, "-o", "run.jsonl")
-    assert again.returncode == 0 and "replacing the earlier recording in run.jsonl" in again.stderr, again.stderr
+    assert (
+        again.returncode == 0 and "replacing the earlier recording in run.jsonl" in again.stderr
+    ), again.stderr
     appended = _run(tmp_path, "-o", "+run.jsonl")
     assert appended.returncode == 0, appended.stderr
     assert (tmp_path / "run.jsonl").read_bytes().count(b'"type":"header"') == 1 and header
@@ -192,7 +207,10 @@ def test_a_device_or_fifo_is_never_the_cassette(tmp_path: Path, which: str) -> N
     try:
         for out in (str(path), f"+{path}"):
             proc = _run(tmp_path, "-o", out)
-            _refused(proc, f"the cassette {path} is a {'FIFO' if which == 'fifo' else 'character device'}")
+            _refused(
+                proc,
+                f"the cassette {path} is a {'FIFO' if which == 'fifo' else 'character device'}",
+            )
     finally:
         if reader >= 0:
             assert os.read(reader, 1 << 16) == b""  # nothing was written into it

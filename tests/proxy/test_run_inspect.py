@@ -25,16 +25,24 @@ PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-prox
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
-    pytest.mark.skipif(not PROXY_PYTHON.exists(), reason=f"recorder environment missing: {PROXY_PYTHON}"),
+    pytest.mark.skipif(
+        not PROXY_PYTHON.exists(), reason=f"recorder environment missing: {PROXY_PYTHON}"
+    ),
 ]
 
 
 def _screen(session: str) -> str:
-    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True, check=False).stdout
+    return subprocess.run(
+        ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True, check=False
+    ).stdout
 
 
 def _tmux_pids() -> list[int]:
-    return progress.tmux_pids(lambda *args: subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout)
+    return progress.tmux_pids(
+        lambda *args: (
+            subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+        )
+    )
 
 
 def _wait_for(session: str, text: str) -> str:
@@ -44,14 +52,21 @@ def _wait_for(session: str, text: str) -> str:
 
 
 def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
-    has_textual = subprocess.run([str(PROXY_PYTHON), "-c", "import textual"], capture_output=True, check=False).returncode == 0
+    has_textual = (
+        subprocess.run(
+            [str(PROXY_PYTHON), "-c", "import textual"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
     if not has_textual:
         pytest.skip("the recorder's environment has no inspector (the 'inspector' extra)")
     out = tmp_path / "live.jsonl"
     status = tmp_path / "status"
     agent = REPO / "cassettes/examples/tool_search_agent.py"
     session = f"looptap-{uuid.uuid4().hex[:8]}"
-    with ReplayServer(load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml"), pace="x4") as up:
+    with ReplayServer(
+        load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml"), pace="x4"
+    ) as up:
         cmd = " ".join(
             shlex.quote(a)
             for a in [
@@ -62,10 +77,17 @@ def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
         )  # fmt: skip
         # The inspector draws on the terminal (Textual writes to stderr): nothing is redirected; the
         # summary is read off the screen once the inspector has closed.
-        script = f"cd {shlex.quote(str(tmp_path))} && ANTHROPIC_API_KEY=sk-ant-test-key {cmd}; echo $? > {status}; sleep 60"
-        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "45", script], check=True)
+        script = (
+            f"cd {shlex.quote(str(tmp_path))} && ANTHROPIC_API_KEY=sk-ant-test-key {cmd}; echo $? "
+            f"> {status}; sleep 60"
+        )
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "45", script],
+            check=True,
+        )
         try:
-            screen = _wait_for(session, "11 turns")  # the last turns arrived while the inspector was open
+            # the last turns arrived while the inspector was open
+            screen = _wait_for(session, "11 turns")
             assert "live.jsonl" in screen and "4 conversations" in screen
             screen = _wait_for(session, "ended (exit 0)")  # the agent exited: no longer "live"
             assert "● live" not in screen
@@ -73,7 +95,9 @@ def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
             progress.until(status.exists, pids=_tmux_pids(), what="looptap run to end")
             err = _wait_for(session, "looptap: details:")
         finally:
-            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)
+            subprocess.run(
+                ["tmux", "kill-session", "-t", session], capture_output=True, check=False
+            )
     assert status.exists(), "looptap run did not end after the inspector was closed"
     assert status.read_text().strip() == "0"
     assert "11 round trips" in err and "4 conversations, 11 turns" in err, err
@@ -85,33 +109,50 @@ def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
 
 
 def test_closing_the_inspector_early_says_the_command_still_runs(tmp_path: Path) -> None:
-    has_textual = subprocess.run([str(PROXY_PYTHON), "-c", "import textual"], capture_output=True, check=False).returncode == 0
+    has_textual = (
+        subprocess.run(
+            [str(PROXY_PYTHON), "-c", "import textual"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
     if not has_textual:
         pytest.skip("the recorder's environment has no inspector (the 'inspector' extra)")
     out = tmp_path / "live.jsonl"
     status = tmp_path / "status"
     agent = REPO / "cassettes/examples/tool_search_agent.py"
     session = f"looptap-{uuid.uuid4().hex[:8]}"
-    with ReplayServer(load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml"), pace="x4") as up:
+    with ReplayServer(
+        load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml"), pace="x4"
+    ) as up:
         cmd = " ".join(
             shlex.quote(a)
             for a in [
                 str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "--inspect", "-o", str(out),
                 "--upstream", f"anthropic={up.url}", "--confdir", str(tmp_path / "conf"),
-                "--", "sh", "-c", f"{shlex.quote(sys.executable)} {shlex.quote(str(agent))}; sleep 12",
+                "--", "sh", "-c", f"{shlex.quote(sys.executable)} {shlex.quote(str(agent))}; "
+                "sleep 12",
             ]
         )  # fmt: skip
-        script = f"cd {shlex.quote(str(tmp_path))} && ANTHROPIC_API_KEY=sk-ant-test-key {cmd}; echo $? > {status}; sleep 60"
-        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "45", script], check=True)
+        script = (
+            f"cd {shlex.quote(str(tmp_path))} && ANTHROPIC_API_KEY=sk-ant-test-key {cmd}; echo $? "
+            f"> {status}; sleep 60"
+        )
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "45", script],
+            check=True,
+        )
         try:
-            _wait_for(session, "q quit")  # the inspector is up (its key line, in every layout); the command runs 12 s more
+            # the inspector is up (its key line, in every layout); the command runs 12 s more
+            _wait_for(session, "q quit")
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
             screen = _wait_for(session, "the inspector was closed; the command is still running")
             assert "live.jsonl.log" in screen  # where its output goes
             progress.until(status.exists, pids=_tmux_pids(), what="looptap run to end")
             err = _wait_for(session, "looptap: details:")
         finally:
-            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)
+            subprocess.run(
+                ["tmux", "kill-session", "-t", session], capture_output=True, check=False
+            )
     assert status.read_text().strip() == "0"
     assert "the command exited with status 0" in err and "11 round trips" in err, err
 
@@ -121,14 +162,21 @@ def test_run_inspect_without_o_records_into_a_new_file(tmp_path: Path) -> None:
     "the following arguments are required: -o/--output") the run goes into a new
     ``run-DATE-TIME.jsonl`` in the current directory, said before the inspector opens and in the
     summary."""
-    has_textual = subprocess.run([str(PROXY_PYTHON), "-c", "import textual"], capture_output=True, check=False).returncode == 0
+    has_textual = (
+        subprocess.run(
+            [str(PROXY_PYTHON), "-c", "import textual"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
     if not has_textual:
         pytest.skip("the recorder's environment has no inspector (the 'inspector' extra)")
     status = tmp_path / "status"
     said = tmp_path / "said"
     agent = REPO / "cassettes/examples/tool_search_agent.py"
     session = f"looptap-{uuid.uuid4().hex[:8]}"
-    with ReplayServer(load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml"), pace="x4") as up:
+    with ReplayServer(
+        load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml"), pace="x4"
+    ) as up:
         cmd = " ".join(
             shlex.quote(a)
             for a in [
@@ -137,37 +185,75 @@ def test_run_inspect_without_o_records_into_a_new_file(tmp_path: Path) -> None:
                 "--", sys.executable, str(agent),
             ]
         )  # fmt: skip
-        script = f"cd {shlex.quote(str(tmp_path))} && ANTHROPIC_API_KEY=sk-ant-test-key {cmd} 2> >(tee {said} >&2); echo $? > {status}; sleep 60"
-        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "45", f"bash -c {shlex.quote(script)}"], check=True)
+        script = (
+            f"cd {shlex.quote(str(tmp_path))} && ANTHROPIC_API_KEY=sk-ant-test-key {cmd} 2> >(tee "
+            f"{said} >&2); echo $? > {status}; sleep 60"
+        )
+        subprocess.run(
+            [
+                "tmux",
+                "new-session",
+                "-d",
+                "-s",
+                session,
+                "-x",
+                "150",
+                "-y",
+                "45",
+                f"bash -c {shlex.quote(script)}",
+            ],
+            check=True,
+        )
         try:
             # What this test is about is where the run goes, not the live view (that is
             # test_run_inspect_follows_the_recording_live's): wait for the agent's last answer in
             # the command's output log, then close the inspector.
             def agent_done() -> bool:
                 logs = sorted(tmp_path.glob("run-*.jsonl.log"))
-                return bool(logs) and "Is there anything else I can help you with?" in logs[0].read_text(errors="replace")
+                return bool(logs) and "Is there anything else I can help you with?" in logs[
+                    0
+                ].read_text(errors="replace")
 
             progress.until(agent_done, pids=_tmux_pids(), what="the agent to finish")
             assert "run-" in _wait_for(session, "run-")  # the inspector names the file it follows
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
             progress.until(status.exists, pids=_tmux_pids(), what="looptap run to end")
         finally:
-            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)
+            subprocess.run(
+                ["tmux", "kill-session", "-t", session], capture_output=True, check=False
+            )
     assert status.read_text().strip() == "0"
     runs = sorted(tmp_path.glob("run-*.jsonl"))
     assert len(runs) == 1, sorted(p.name for p in tmp_path.iterdir())
     err = said.read_text()
-    assert f"looptap: recording into {runs[0].name} (no -o given); the command's output goes to {runs[0].name}.log" in err, err
+    assert (
+        f"looptap: recording into {runs[0].name} (no -o given); "
+        f"the command's output goes to {runs[0].name}.log" in err
+    ), err
     assert len(read_records(runs[0]).exchanges) == 11
 
 
 def test_run_without_o_or_inspect_says_o_is_needed(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "--", sys.executable, "-c", "print('STARTED')"],
-        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
+        [
+            str(PROXY_PYTHON),
+            "-m",
+            "cassettes.cli",
+            "run",
+            "--",
+            sys.executable,
+            "-c",
+            "print('STARTED')",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
     )
     assert proc.returncode == 2 and "STARTED" not in proc.stdout
     assert proc.stderr.strip().splitlines() == [
-        "looptap: error: -o FILE names the cassette to record into (looptap run -o run.jsonl -- python agent.py); only --inspect may leave it out"
+        "looptap: error: -o FILE names the cassette to record into (looptap run -o run.jsonl -- "
+        "python agent.py); only --inspect may leave it out"
     ], proc.stderr
     assert list(tmp_path.iterdir()) == []

@@ -1,6 +1,6 @@
-"""The addon file loads into mitmproxy's own tools, as users run them: ``mitmdump -s proxy/addon.py``
-and ``mitmweb -s proxy/addon.py``, each as a real process in reverse mode in front of the fake
-upstream, with a real HTTP client; the cassette it writes holds the round trips."""
+"""The addon file loads into mitmproxy's own tools, as users run them: ``mitmdump -s
+proxy/addon.py`` and ``mitmweb -s proxy/addon.py``, each as a real process in reverse mode in front
+of the fake upstream, with a real HTTP client; the cassette it writes holds the round trips."""
 
 from __future__ import annotations
 
@@ -28,7 +28,10 @@ BIN = PROXY_PYTHON.parent
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
-    pytest.mark.skipif(not (BIN / "mitmdump").exists(), reason=f"mitmproxy's tools are not installed beside {PROXY_PYTHON}"),
+    pytest.mark.skipif(
+        not (BIN / "mitmdump").exists(),
+        reason=f"mitmproxy's tools are not installed beside {PROXY_PYTHON}",
+    ),
 ]
 
 
@@ -46,11 +49,18 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 
 def _chat(port: int, stream: bool) -> bytes:
-    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    body = {
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": stream,
+    }
     req = urllib.request.Request(
         f"http://127.0.0.1:{port}/v1/chat/completions",
         data=json.dumps(body).encode(),
-        headers={"content-type": "application/json", "authorization": "Bearer sk-looptap-SENTINEL-stocktools"},
+        headers={
+            "content-type": "application/json",
+            "authorization": "Bearer sk-looptap-SENTINEL-stocktools",
+        },
     )
     with urllib.request.urlopen(req, timeout=30) as resp:
         return bytes(resp.read())
@@ -71,7 +81,14 @@ def test_addon_file_records_through_the_stock_tool(tool: str, tmp_path: Path) ->
             "-q",
         ]  # fmt: skip
         if tool == "mitmweb":
-            cmd += ["--web-host", "127.0.0.1", "--web-port", str(free_port({port})), "--set", "web_open_browser=false"]
+            cmd += [
+                "--web-host",
+                "127.0.0.1",
+                "--web-port",
+                str(free_port({port})),
+                "--set",
+                "web_open_browser=false",
+            ]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
         try:
             _wait_listening(port, proc)

@@ -33,15 +33,34 @@ AGENT = textwrap.dedent(
     a = anthropic.Anthropic(max_retries=0)
     said["anthropic"] = a.messages.create(model="claude-3-5-haiku-latest", max_tokens=50, messages=[{"role": "user", "content": "hi"}]).content[0].text
     print("AGENT " + json.dumps(said))
-    """
+    """  # noqa: E501
 )
 
 
-def _run(tmp_path: Path, *extra: str, child: tuple[str, ...] = ("agent.py",), **env: str) -> tuple[int, str, str, Path]:
+def _run(
+    tmp_path: Path, *extra: str, child: tuple[str, ...] = ("agent.py",), **env: str
+) -> tuple[int, str, str, Path]:
     out = tmp_path / "run.jsonl"
     (tmp_path / "agent.py").write_text(AGENT)
-    argv = [*RECORDER, "run", "-o", str(out), "--confdir", str(tmp_path / "conf"), *extra, "--", sys.executable, *child]
-    proc = progress.run(argv, env=clean_env(OPENAI_API_KEY="sk-test", ANTHROPIC_API_KEY="sk-ant-test", **env), capture_output=True, text=True, cwd=tmp_path)
+    argv = [
+        *RECORDER,
+        "run",
+        "-o",
+        str(out),
+        "--confdir",
+        str(tmp_path / "conf"),
+        *extra,
+        "--",
+        sys.executable,
+        *child,
+    ]
+    proc = progress.run(
+        argv,
+        env=clean_env(OPENAI_API_KEY="sk-test", ANTHROPIC_API_KEY="sk-ant-test", **env),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     return proc.returncode, proc.stdout, proc.stderr, out
 
 
@@ -54,28 +73,51 @@ def _agent_said(stdout: str) -> dict[str, str]:
 def test_the_users_base_urls_are_the_upstreams(tmp_path: Path) -> None:
     """Fails on main: the recorder forwarded to api.openai.com (a 502 offline), silently."""
     with FakeUpstream(delay=0.001) as up:
-        rc, stdout, stderr, out = _run(tmp_path, OPENAI_BASE_URL=up.url + "/v1", ANTHROPIC_BASE_URL=up.url)
+        rc, stdout, stderr, out = _run(
+            tmp_path, OPENAI_BASE_URL=up.url + "/v1", ANTHROPIC_BASE_URL=up.url
+        )
         served = up.llm_served()
     where = f"exit {rc}\n--- stdout\n{stdout[-3000:]}\n--- stderr\n{stderr[-3000:]}"
     assert rc == 0, where
     # The traffic reached the fake, counted there: one request per SDK, at the user's paths.
     assert sorted(s.family for s in served) == ["anthropic", "openai_chat"], where
-    assert sorted(urlsplit(s.target).path for s in served) == ["/v1/chat/completions", "/v1/messages"], where
+    assert sorted(urlsplit(s.target).path for s in served) == [
+        "/v1/chat/completions",
+        "/v1/messages",
+    ], where
     # The start says so, one line per API followed.
     fake = urlsplit(up.url)
-    assert f"looptap: openai: your OPENAI_BASE_URL {up.url}/v1 is the upstream (--upstream openai=URL overrides)" in stderr.splitlines(), where
-    assert f"looptap: anthropic: your ANTHROPIC_BASE_URL {up.url} is the upstream (--upstream anthropic=URL overrides)" in stderr.splitlines(), where
+    assert (
+        f"looptap: openai: your OPENAI_BASE_URL {up.url}/v1 "
+        "is the upstream (--upstream openai=URL overrides)" in stderr.splitlines()
+    ), where
+    assert (
+        f"looptap: anthropic: your ANTHROPIC_BASE_URL {up.url} is the upstream (--upstream "
+        "anthropic=URL overrides)" in stderr.splitlines()
+    ), where
     # The agent got looptap's listeners, with the user's paths kept.
     said = _agent_said(stdout)
-    assert urlsplit(said["openai_base"]).path == "/v1" and urlsplit(said["openai_base"]).port != fake.port, said
-    assert urlsplit(said["anthropic_base"]).path == "" and urlsplit(said["anthropic_base"]).port != fake.port, said
+    assert (
+        urlsplit(said["openai_base"]).path == "/v1"
+        and urlsplit(said["openai_base"]).port != fake.port
+    ), said
+    assert (
+        urlsplit(said["anthropic_base"]).path == ""
+        and urlsplit(said["anthropic_base"]).port != fake.port
+    ), said
     # Every recorded round trip went to the fake and was answered: no connection anywhere else.
     exchanges = read_records(out).exchanges
     assert len(exchanges) == 2, where
     for ex in exchanges:
         assert urlsplit(ex.url).netloc == fake.netloc, ex.url
-        assert ex.status == 200 and ex.transport_error is None, (ex.url, ex.status, ex.transport_error)
-    assert "502" not in stderr and "api.openai.com" not in stderr and "api.anthropic.com" not in stderr, where
+        assert ex.status == 200 and ex.transport_error is None, (
+            ex.url,
+            ex.status,
+            ex.transport_error,
+        )
+    assert (
+        "502" not in stderr and "api.openai.com" not in stderr and "api.anthropic.com" not in stderr
+    ), where
 
 
 def test_upstream_overrides_the_users_base_url(tmp_path: Path) -> None:
@@ -96,12 +138,15 @@ def test_a_stale_looptap_export_is_not_followed(tmp_path: Path) -> None:
     (The child sends nothing: the built-in upstream is never reached.)"""
     stale = "127.0.0.1:9"  # nothing listens there: following it would be a 502
     rc, _stdout, stderr, _out = _run(
-        tmp_path, child=("-c", "pass"), OPENAI_BASE_URL=f"http://{stale}/v1", LOOPTAP_RECORDER=f"{stale},127.0.0.1:10",
+        tmp_path,
+        child=("-c", "pass"),
+        OPENAI_BASE_URL=f"http://{stale}/v1",
+        LOOPTAP_RECORDER=f"{stale},127.0.0.1:10",
     )
     assert rc == 0, stderr
     assert (
-        f"looptap: openai: your OPENAI_BASE_URL http://{stale}/v1 is a looptap recorder that is gone (a stale export): "
-        "not followed; the upstream is https://api.openai.com"
+        f"looptap: openai: your OPENAI_BASE_URL http://{stale}/v1 is a looptap recorder that is "
+        "gone (a stale export): not followed; the upstream is https://api.openai.com"
     ) in stderr.splitlines(), stderr
 
 
@@ -112,14 +157,17 @@ def test_an_enclosing_recorder_is_followed(tmp_path: Path) -> None:
     with FakeUpstream(delay=0.001) as up:
         outer = urlsplit(up.url).netloc
         rc, _stdout, stderr, _out = _run(
-            tmp_path, OPENAI_BASE_URL=up.url + "/v1", ANTHROPIC_BASE_URL=up.url, LOOPTAP_RECORDER=f"{outer},127.0.0.1:10",
+            tmp_path,
+            OPENAI_BASE_URL=up.url + "/v1",
+            ANTHROPIC_BASE_URL=up.url,
+            LOOPTAP_RECORDER=f"{outer},127.0.0.1:10",
         )
         served = up.llm_served()
     assert rc == 0, stderr
     assert len(served) == 2, stderr
     assert (
-        f"looptap: openai: your OPENAI_BASE_URL {up.url}/v1 is the upstream, a looptap recorder that is running (an "
-        "enclosing run): recorded there too (--upstream openai=URL overrides)"
+        f"looptap: openai: your OPENAI_BASE_URL {up.url}/v1 is the upstream, a looptap recorder "
+        "that is running (an enclosing run): recorded there too (--upstream openai=URL overrides)"
     ) in stderr.splitlines(), stderr
 
 
@@ -131,19 +179,33 @@ def test_looptap_record_reads_its_own_environment(tmp_path: Path) -> None:
     from tests.support.wire import http_request
 
     with FakeUpstream(delay=0.001) as up:
-        rec = RecorderProcess(tmp_path / "rec.jsonl", confdir=tmp_path / "conf", python=PROXY_PYTHON, env=clean_env(OPENAI_BASE_URL=up.url + "/v1"))
+        rec = RecorderProcess(
+            tmp_path / "rec.jsonl",
+            confdir=tmp_path / "conf",
+            python=PROXY_PYTHON,
+            env=clean_env(OPENAI_BASE_URL=up.url + "/v1"),
+        )
         try:
             env = rec.start()
             listener = urlsplit(env["OPENAI_BASE_URL"])
             assert listener.path == "/v1" and listener.port != urlsplit(up.url).port, env
             assert f"127.0.0.1:{listener.port}" in env["LOOPTAP_RECORDER"].split(","), env
-            resp = http_request("127.0.0.1", listener.port, "POST", "/v1/chat/completions", [("content-type", "application/json")],
-                                b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}')
+            resp = http_request(
+                "127.0.0.1",
+                listener.port,
+                "POST",
+                "/v1/chat/completions",
+                [("content-type", "application/json")],
+                b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}',
+            )
             assert resp.complete and resp.status == 200
             assert [urlsplit(s.target).path for s in up.llm_served()] == ["/v1/chat/completions"]
         finally:
             rec.stop()
-    assert f"looptap: openai: your OPENAI_BASE_URL {up.url}/v1 is the upstream (--upstream openai=URL overrides)" in rec.log.splitlines(), rec.log
+    assert (
+        f"looptap: openai: your OPENAI_BASE_URL {up.url}/v1 "
+        "is the upstream (--upstream openai=URL overrides)" in rec.log.splitlines()
+    ), rec.log
 
 
 def test_the_recorder_itself_is_not_followed(tmp_path: Path) -> None:
@@ -153,13 +215,16 @@ def test_the_recorder_itself_is_not_followed(tmp_path: Path) -> None:
 
     port = free_port(set())
     rc, stdout, stderr, _out = _run(
-        tmp_path, "--port", str(port), child=("-c", "import os; print('AGENT', os.environ['OPENAI_BASE_URL'])"),
+        tmp_path,
+        "--port",
+        str(port),
+        child=("-c", "import os; print('AGENT', os.environ['OPENAI_BASE_URL'])"),
         OPENAI_BASE_URL=f"http://localhost:{port}/v1",
     )
     assert rc == 0, stderr
     assert (
-        f"looptap: openai: your OPENAI_BASE_URL http://localhost:{port}/v1 is this recorder itself: not followed; "
-        "the upstream is https://api.openai.com"
+        f"looptap: openai: your OPENAI_BASE_URL http://localhost:{port}/v1 is this recorder "
+        "itself: not followed; the upstream is https://api.openai.com"
     ) in stderr.splitlines(), stderr
     assert f"AGENT http://127.0.0.1:{port}/v1" in stdout.splitlines(), stdout
 
@@ -167,16 +232,23 @@ def test_the_recorder_itself_is_not_followed(tmp_path: Path) -> None:
 def test_a_base_url_that_cannot_be_an_upstream_is_refused(tmp_path: Path) -> None:
     """A variable with a user or a query cannot be forwarded to as it is: one line, exit 2, nothing
     started (its requests must not go to the vendor instead). The password is not printed."""
-    rc, stdout, stderr, _out = _run(tmp_path, child=("-c", "print('STARTED')"), OPENAI_BASE_URL="http://me:hunter2@127.0.0.1:9/v1")
+    rc, stdout, stderr, _out = _run(
+        tmp_path,
+        child=("-c", "print('STARTED')"),
+        OPENAI_BASE_URL="http://me:hunter2@127.0.0.1:9/v1",
+    )
     assert rc == 2, stderr
     assert "STARTED" not in stdout
     assert stderr.strip().splitlines() == [
-        "looptap: error: your OPENAI_BASE_URL http://127.0.0.1:9/v1 cannot be openai's upstream (http(s)://host[:port][/path], "
-        "without user or query): give --upstream openai=URL, or unset OPENAI_BASE_URL"
+        "looptap: error: your OPENAI_BASE_URL http://127.0.0.1:9/v1 cannot be openai's upstream "
+        "(http(s)://host[:port][/path], without user or query): give --upstream openai=URL, or "
+        "unset OPENAI_BASE_URL"
     ], stderr
 
 
-def test_the_recorder_says_it_is_up_and_what_the_command_gets_before_the_command_starts(tmp_path: Path) -> None:
+def test_the_recorder_says_it_is_up_and_what_the_command_gets_before_the_command_starts(
+    tmp_path: Path,
+) -> None:
     """Issue 43 item 5: ``looptap run`` said nothing until the agent's own first output (18 s on a
     busy machine). Now one line, before the command starts, says the recorder is up, where it
     records and each base URL the command gets (the user's own base URL followed, said too);
@@ -184,13 +256,21 @@ def test_the_recorder_says_it_is_up_and_what_the_command_gets_before_the_command
     code = (
         "import os, sys\n"
         "print('AGENT STARTED', file=sys.stderr, flush=True)\n"
-        "print('AGENT ' + os.environ['OPENAI_BASE_URL'] + ' ' + os.environ['ANTHROPIC_BASE_URL'] + ' ' + os.environ['HTTPS_PROXY'], file=sys.stderr)\n"
+        "print('AGENT ' + os.environ['OPENAI_BASE_URL'] + ' ' + os.environ['ANTHROPIC_BASE_URL'] + "
+        "' ' + os.environ['HTTPS_PROXY'], file=sys.stderr)\n"
     )
     with FakeUpstream(delay=0.001) as up:
-        rc, _stdout, stderr, out = _run(tmp_path, child=("-c", code), ANTHROPIC_BASE_URL=up.url, GEMINI_API_KEY="AIza-do-not-print-me")
+        rc, _stdout, stderr, out = _run(
+            tmp_path,
+            child=("-c", code),
+            ANTHROPIC_BASE_URL=up.url,
+            GEMINI_API_KEY="AIza-do-not-print-me",
+        )
     lines = stderr.splitlines()
     assert rc == 0, stderr
-    up_at = next(i for i, ln in enumerate(lines) if ln.startswith("looptap: recorder up, recording into "))
+    up_at = next(
+        i for i, ln in enumerate(lines) if ln.startswith("looptap: recorder up, recording into ")
+    )
     assert up_at < lines.index("AGENT STARTED"), stderr
     openai, anthropic, proxy = next(ln for ln in lines if ln.startswith("AGENT http")).split()[1:]
     said = lines[up_at]
@@ -198,7 +278,10 @@ def test_the_recorder_says_it_is_up_and_what_the_command_gets_before_the_command
     assert f"openai {openai} (OPENAI_BASE_URL, OPENAI_API_BASE)" in said, said
     assert f"anthropic {anthropic} (ANTHROPIC_BASE_URL)" in said, said
     assert f"HTTPS_PROXY={proxy}" in said and "SSL_CERT_FILE" in said, said
-    assert anthropic != up.url  # the command gets the recorder; the user's URL is the upstream, said on its own line
-    assert any(ln.startswith("looptap: anthropic: your ANTHROPIC_BASE_URL") for ln in lines[:up_at]), stderr
+    # the command gets the recorder; the user's URL is the upstream, said on its own line
+    assert anthropic != up.url
+    assert any(
+        ln.startswith("looptap: anthropic: your ANTHROPIC_BASE_URL") for ln in lines[:up_at]
+    ), stderr
     for secret in ("sk-test", "sk-ant-test", "AIza-do-not-print-me"):
         assert secret not in stderr

@@ -26,7 +26,9 @@ def upstream() -> Iterator[FakeUpstream]:
 
 
 @pytest.fixture(scope="module")
-def recorder(upstream: FakeUpstream, confdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecorderProcess]:
+def recorder(
+    upstream: FakeUpstream, confdir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RecorderProcess]:
     """``looptap record`` with reverse listeners pointed at the upstream, and the forward proxy
     recording 127.0.0.1 (the upstream's host) as an LLM host."""
     if PROXY_PYTHON is None:

@@ -18,7 +18,10 @@ from tests.support.recorder import RecorderProcess
 from tests.support.reliability import needs_recorder
 from tests.support.upstream import FakeUpstream
 
-pytestmark = [needs_recorder, pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")]
+pytestmark = [
+    needs_recorder,
+    pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc"),
+]
 
 
 def _socket_inodes(pid: int) -> set[int]:
@@ -39,7 +42,9 @@ def _addr(hexaddr: str) -> tuple[str, int]:
     if len(raw) == 4:
         host = socket.inet_ntop(socket.AF_INET, raw[::-1])
     else:  # /proc prints IPv6 as four little-endian 32-bit words
-        host = socket.inet_ntop(socket.AF_INET6, b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
+        host = socket.inet_ntop(
+            socket.AF_INET6, b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
+        )
     return host, int(port, 16)
 
 
@@ -91,7 +96,9 @@ def test_listeners_bind_loopback_by_default(upstream: FakeUpstream, tmp_path: Pa
         assert announced <= {p for _, _, p in socks}, (announced, socks)
         exposed = [s for s in socks if s[1] not in ("127.0.0.1", "::1")]
         assert not exposed, f"listening beyond loopback: {exposed}"
-        assert not [s for s in socks if s[0].startswith("udp")], f"UDP listeners (HTTP/3) open: {socks}"
+        assert not [s for s in socks if s[0].startswith("udp")], (
+            f"UDP listeners (HTTP/3) open: {socks}"
+        )
         other = _non_loopback_address()
         if other is not None:
             for port in announced:
@@ -103,14 +110,20 @@ def test_listeners_bind_loopback_by_default(upstream: FakeUpstream, tmp_path: Pa
                 assert urlsplit(value).hostname == "127.0.0.1", (var, value)
 
 
-def test_listening_elsewhere_needs_the_flag_and_warns(upstream: FakeUpstream, tmp_path: Path) -> None:
-    with RecorderProcess(tmp_path / "run.jsonl", tmp_path / "conf", upstream.url, "--listen-host", "0.0.0.0") as rec:
+def test_listening_elsewhere_needs_the_flag_and_warns(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    with RecorderProcess(
+        tmp_path / "run.jsonl", tmp_path / "conf", upstream.url, "--listen-host", "0.0.0.0"
+    ) as rec:
         assert "warning" in rec.output.lower() and "0.0.0.0" in rec.output, rec.output
         socks = listening(rec.pid)
         announced = set(rec.ports().values())
         assert {p for _, h, p in socks if h == "0.0.0.0"} >= announced, socks
         other = _non_loopback_address()
         if other is not None:
-            assert _connects(other, rec.port()), "bound 0.0.0.0 but not reachable on the machine's address"
+            assert _connects(other, rec.port()), (
+                "bound 0.0.0.0 but not reachable on the machine's address"
+            )
         # The exported environment still points the agents at loopback.
         assert urlsplit(rec.env["OPENAI_BASE_URL"]).hostname == "127.0.0.1", rec.env

@@ -54,40 +54,55 @@ EXAMPLES = int(os.environ.get("LOOPTAP_FUZZ_EXAMPLES") or (2000 if SLOW else 40)
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
     print_blob=True,
 )
 
 #: Streamed recordings (``path#index``), two to four per family, picked at random (seeded) from the
 #: corpus among bodies under 30 KB.
 STREAMS = [
-    "pydantic-ai/tests/cassettes/test_tool_search/test_anthropic_native_tool_search_streaming.yaml#0",
+    "pydantic-ai/tests/cassettes/test_tool_search/"
+    "test_anthropic_native_tool_search_streaming.yaml#0",
     "llm-anthropic/tests/cassettes/test_anthropic/test_fixed_version_tool_chain_regression.yaml#1",
     "llm-anthropic/tests/cassettes/test_anthropic/test_tools.yaml#0",  # gzip on the wire
-    "pydantic-ai/tests/models/cassettes/test_anthropic/test_anthropic_text_parts_ahead_of_built_in_tool_call.yaml#2",
+    "pydantic-ai/tests/models/cassettes/test_anthropic/"
+    "test_anthropic_text_parts_ahead_of_built_in_tool_call.yaml#2",
     "pydantic-ai/tests/models/cassettes/test_bedrock/test_bedrock_streaming_error.yaml#0",
-    "pydantic-ai/tests/models/bedrock/cassettes/test_native_output/test_bedrock_native_output_stream.yaml#0",
+    "pydantic-ai/tests/models/bedrock/cassettes/test_native_output/"
+    "test_bedrock_native_output_stream.yaml#0",
     "pydantic-ai/tests/models/cassettes/test_bedrock/test_bedrock_model_iter_stream.yaml#1",
-    "pydantic-ai/tests/models/cassettes/test_stream_close/test_cancel_recorded_provider_stream[google].yaml#0",
-    "pydantic-ai/tests/models/google/cassettes/test_structured_output/test_native_output_with_function_tools_stream.yaml#1",
+    "pydantic-ai/tests/models/cassettes/test_stream_close/"
+    "test_cancel_recorded_provider_stream[google].yaml#0",
+    "pydantic-ai/tests/models/google/cassettes/test_structured_output/"
+    "test_native_output_with_function_tools_stream.yaml#1",
     "pydantic-ai/tests/models/cassettes/test_google/test_google_model_iter_stream.yaml#1",
     "pydantic-ai/tests/models/cassettes/test_openrouter/test_openrouter_stream_error.yaml#0",
     "pydantic-ai/tests/cassettes/test_dbos/test_dbos_agent_iter_in_workflow.yaml#0",
     "pydantic-ai/tests/cassettes/test_temporal/test_complex_agent_run.yaml#1",
     "pydantic-ai/tests/cassettes/test_tool_search/test_openai_client_tool_search_streaming.yaml#1",
     "pydantic-ai/tests/models/cassettes/test_openai_responses/test_openai_responses_stream.yaml#0",
-    "pydantic-ai/tests/models/cassettes/test_openai_responses/test_openai_include_raw_annotations_streaming.yaml#0",
+    "pydantic-ai/tests/models/cassettes/test_openai_responses/"
+    "test_openai_include_raw_annotations_streaming.yaml#0",
 ]
 #: Non-streamed bodies, two per family.
 BODIES = [
     "pydantic-ai/tests/models/cassettes/test_anthropic/test_anthropic_mcp_servers.yaml#1",
-    "pydantic-ai/tests/models/anthropic/cassettes/test_output/test_mixed_tools_basemodel_output.yaml#0",
-    "pydantic-ai/tests/models/bedrock/cassettes/test_strict_tool_calls/test_bedrock_strict_tool_supported_model.yaml#0",
-    "pydantic-ai/tests/models/cassettes/test_bedrock/test_bedrock_model_usage_limit_not_exceeded.yaml#1",
-    "pydantic-ai/tests/models/cassettes/test_google/test_google_instructions_only_with_tool_calls.yaml#3",
+    "pydantic-ai/tests/models/anthropic/cassettes/test_output/"
+    "test_mixed_tools_basemodel_output.yaml#0",
+    "pydantic-ai/tests/models/bedrock/cassettes/test_strict_tool_calls/"
+    "test_bedrock_strict_tool_supported_model.yaml#0",
+    "pydantic-ai/tests/models/cassettes/test_bedrock/"
+    "test_bedrock_model_usage_limit_not_exceeded.yaml#1",
+    "pydantic-ai/tests/models/cassettes/test_google/"
+    "test_google_instructions_only_with_tool_calls.yaml#3",
     "pydantic-ai/tests/cassettes/test_temporal/test_durability_agent_with_model_retry.yaml#0",
     "pydantic-ai/tests/models/cassettes/test_openai/test_openai_web_search_tool.yaml#0",
-    "pydantic-ai/tests/models/cassettes/test_openai_responses/test_openai_responses_model_builtin_tools_web_search.yaml#0",
+    "pydantic-ai/tests/models/cassettes/test_openai_responses/"
+    "test_openai_responses_model_builtin_tools_web_search.yaml#0",
 ]
 #: Whole YAML files for the importer (small ones, several shapes: string, parsed and gzip bodies).
 VCR_FILES = [
@@ -112,9 +127,17 @@ def stream_seeds() -> list[Exchange]:
         if ":streamGenerateContent" in ex.url:
             events = [e.data for e in frame(ex.response_chunks).events]
             arr = ("[" + ",\r\n".join(events) + "]").encode()
-            seeds.append(Exchange(method=ex.method, url=ex.url.replace("alt=sse", ""), request_headers=ex.request_headers,
-                                  request_body=ex.request_body, status=ex.status,
-                                  response_headers=[("content-type", "application/json")], response_chunks=[(0.0, arr)]))
+            seeds.append(
+                Exchange(
+                    method=ex.method,
+                    url=ex.url.replace("alt=sse", ""),
+                    request_headers=ex.request_headers,
+                    request_body=ex.request_body,
+                    status=ex.status,
+                    response_headers=[("content-type", "application/json")],
+                    response_chunks=[(0.0, arr)],
+                )
+            )
     seeds.append(_ollama_stream())
     return seeds
 
@@ -125,20 +148,60 @@ def _ollama_stream() -> Exchange:
     t0 = "2026-08-21T10:00:00.000000Z"
 
     def delta(**msg: Any) -> dict[str, Any]:
-        return {"model": "qwen3:8b", "created_at": t0, "message": {"role": "assistant", "content": "", **msg}, "done": False}
+        return {
+            "model": "qwen3:8b",
+            "created_at": t0,
+            "message": {"role": "assistant", "content": "", **msg},
+            "done": False,
+        }
 
     lines = [
-        delta(thinking="The user wants "), delta(thinking="the weather."), delta(content="Let me "), delta(content="check. "),
-        delta(tool_calls=[{"id": "call_1", "function": {"index": 0, "name": "get_weather", "arguments": {"city": "Toronto"}}}]),
-        {"model": "qwen3:8b", "created_at": t0, "message": {"role": "assistant", "content": ""}, "done": True,
-         "done_reason": "stop", "total_duration": 4883583458, "prompt_eval_count": 26, "eval_count": 12},
+        delta(thinking="The user wants "),
+        delta(thinking="the weather."),
+        delta(content="Let me "),
+        delta(content="check. "),
+        delta(
+            tool_calls=[
+                {
+                    "id": "call_1",
+                    "function": {
+                        "index": 0,
+                        "name": "get_weather",
+                        "arguments": {"city": "Toronto"},
+                    },
+                }
+            ]
+        ),
+        {
+            "model": "qwen3:8b",
+            "created_at": t0,
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+            "total_duration": 4883583458,
+            "prompt_eval_count": 26,
+            "eval_count": 12,
+        },
     ]
     body = b"".join(orjson.dumps(x) + b"\n" for x in lines)
-    request = {"model": "qwen3:8b", "messages": [{"role": "user", "content": "Weather in Toronto?"}],
-               "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]}
-    return Exchange(method="POST", url="http://localhost:11434/api/chat", request_body=orjson.dumps(request), status=200,
-                    response_headers=[("content-type", "application/x-ndjson")],
-                    response_chunks=[(0.05 * i, ln) for i, ln in enumerate(body.splitlines(keepends=True))])
+    request = {
+        "model": "qwen3:8b",
+        "messages": [{"role": "user", "content": "Weather in Toronto?"}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "get_weather", "parameters": {"type": "object"}},
+            }
+        ],
+    }
+    return Exchange(
+        method="POST",
+        url="http://localhost:11434/api/chat",
+        request_body=orjson.dumps(request),
+        status=200,
+        response_headers=[("content-type", "application/x-ndjson")],
+        response_chunks=[(0.05 * i, ln) for i, ln in enumerate(body.splitlines(keepends=True))],
+    )
 
 
 @cache
@@ -147,8 +210,15 @@ def body_seeds() -> list[bytes]:
 
 
 def _with_chunks(ex: Exchange, chunks: list[tuple[float | None, bytes]]) -> Exchange:
-    return Exchange(method=ex.method, url=ex.url, request_headers=list(ex.request_headers), request_body=ex.request_body,
-                    status=ex.status, response_headers=list(ex.response_headers), response_chunks=chunks)
+    return Exchange(
+        method=ex.method,
+        url=ex.url,
+        request_headers=list(ex.request_headers),
+        request_body=ex.request_body,
+        status=ex.status,
+        response_headers=list(ex.response_headers),
+        response_chunks=chunks,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,7 +231,9 @@ def cuts(draw: Any, data: bytes, min_pieces: int = 1) -> list[tuple[float | None
     n = len(data)
     if n < 2:
         return [(0.0, data)]
-    points = sorted(set(draw(st.lists(st.integers(1, n - 1), min_size=min_pieces - 1, max_size=min(40, n - 1)))))
+    points = sorted(
+        set(draw(st.lists(st.integers(1, n - 1), min_size=min_pieces - 1, max_size=min(40, n - 1))))
+    )
     bounds = [0, *points, n]
     return [(i * 0.01, data[a:b]) for i, (a, b) in enumerate(itertools.pairwise(bounds)) if b > a]
 
@@ -194,7 +266,9 @@ def damaged(draw: Any, data: bytes) -> bytes:
     return bytes(out)
 
 
-def _events(chunks: list[tuple[float | None, bytes]], ctype: str | None) -> tuple[str, list[tuple[str, str | None]], str]:
+def _events(
+    chunks: list[tuple[float | None, bytes]], ctype: str | None
+) -> tuple[str, list[tuple[str, str | None]], str]:
     f = frame(chunks, ctype)
     return f.kind, [(e.data, e.event) for e in f.events], f.tail
 
@@ -221,9 +295,23 @@ def test_framing_does_not_depend_on_chunk_boundaries(data: Any, seed: int, damag
 @FUZZ
 @given(body=st.binary(max_size=2000), data=st.data())
 def test_framing_of_random_bytes_never_raises(body: bytes, data: Any) -> None:
-    prefix = data.draw(st.sampled_from([b"", b"data: ", b"[", b"{", b"event: x\n", b"\x00\x00\x00\x10"]))
-    f = frame(data.draw(cuts(prefix + body)), data.draw(st.sampled_from([None, "text/event-stream", "application/x-ndjson"])))
-    assert f.kind in ("empty", "json", "sse", "ndjson", "json_array", "aws_eventstream", "text", "binary")
+    prefix = data.draw(
+        st.sampled_from([b"", b"data: ", b"[", b"{", b"event: x\n", b"\x00\x00\x00\x10"])
+    )
+    f = frame(
+        data.draw(cuts(prefix + body)),
+        data.draw(st.sampled_from([None, "text/event-stream", "application/x-ndjson"])),
+    )
+    assert f.kind in (
+        "empty",
+        "json",
+        "sse",
+        "ndjson",
+        "json_array",
+        "aws_eventstream",
+        "text",
+        "binary",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,7 +319,8 @@ def test_framing_of_random_bytes_never_raises(body: bytes, data: Any) -> None:
 
 
 def _compress(enc: str, pieces: list[bytes]) -> list[bytes]:
-    """``pieces`` compressed as one stream, flushed after each piece (as a streaming server does)."""
+    """``pieces`` compressed as one stream, flushed after each piece (as a streaming server
+    does)."""
     if enc == "br":
         c = brotli.Compressor()
         out = [c.process(p) + c.flush() for p in pieces]
@@ -242,7 +331,11 @@ def _compress(enc: str, pieces: list[bytes]) -> list[bytes]:
         out = [z.compress(p) + z.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK) for p in pieces]
         out[-1] += z.flush()
         return out
-    wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS, "deflate-raw": -zlib.MAX_WBITS}[enc]
+    wbits = {
+        "gzip": 16 + zlib.MAX_WBITS,
+        "deflate": zlib.MAX_WBITS,
+        "deflate-raw": -zlib.MAX_WBITS,
+    }[enc]
     zc = zlib.compressobj(6, zlib.DEFLATED, wbits)
     out = [zc.compress(p) + zc.flush(zlib.Z_SYNC_FLUSH) for p in pieces]
     out[-1] += zc.flush()
@@ -254,7 +347,9 @@ ENCODINGS = ["gzip", "deflate", "deflate-raw", "br", "zstd"]
 
 @FUZZ
 @given(data=st.data(), seed=st.integers(0, 10_000), enc=st.sampled_from(ENCODINGS))
-def test_compressed_body_rechunked_anywhere_decodes_to_the_original(data: Any, seed: int, enc: str) -> None:
+def test_compressed_body_rechunked_anywhere_decodes_to_the_original(
+    data: Any, seed: int, enc: str
+) -> None:
     body = body_seeds()[seed % len(body_seeds())]
     pieces = [c for _, c in data.draw(cuts(body))]
     wire = b"".join(_compress(enc, pieces))
@@ -267,8 +362,15 @@ def test_compressed_body_rechunked_anywhere_decodes_to_the_original(data: Any, s
 
 
 @FUZZ
-@given(data=st.data(), seed=st.integers(0, 10_000), enc=st.sampled_from(ENCODINGS), claim=st.sampled_from([None, "gzip", "br", "zstd", "deflate", "gzip, br", "identity", "bogus"]))
-def test_damaged_compressed_body_is_never_lost(data: Any, seed: int, enc: str, claim: str | None) -> None:
+@given(
+    data=st.data(),
+    seed=st.integers(0, 10_000),
+    enc=st.sampled_from(ENCODINGS),
+    claim=st.sampled_from([None, "gzip", "br", "zstd", "deflate", "gzip, br", "identity", "bogus"]),
+)
+def test_damaged_compressed_body_is_never_lost(
+    data: Any, seed: int, enc: str, claim: str | None
+) -> None:
     body = body_seeds()[seed % len(body_seeds())]
     wire = data.draw(damaged(b"".join(_compress(enc, [body]))))
     chunks = data.draw(cuts(wire))
@@ -289,7 +391,12 @@ def _view(ex: Exchange) -> dict[str, Any]:
     rt = parse_exchange(ex)
     assert not [e for e in rt.analysis_errors if e.startswith("internal error")], rt.analysis_errors
     resp = rt.response.model_dump(mode="json") if rt.response is not None else None
-    return {"family": rt.family, "framing": rt.framing, "response": resp, "errors": rt.analysis_errors}
+    return {
+        "family": rt.family,
+        "framing": rt.framing,
+        "response": resp,
+        "errors": rt.analysis_errors,
+    }
 
 
 @FUZZ
@@ -304,12 +411,19 @@ def test_reassembly_of_a_rechunked_stream_equals_the_original(data: Any, seed: i
 
 @FUZZ
 @given(data=st.data(), seed=st.sampled_from(range(len(STREAMS) + 4)), damage=st.booleans())
-def test_reassembly_of_a_cut_or_damaged_stream_never_fails_internally(data: Any, seed: int, damage: bool) -> None:
+def test_reassembly_of_a_cut_or_damaged_stream_never_fails_internally(
+    data: Any, seed: int, damage: bool
+) -> None:
     ex = stream_seeds()[seed % len(stream_seeds())]
     body = ex.response_body
     body = data.draw(damaged(body)) if damage else body[: data.draw(st.integers(0, len(body)))]
     view = _view(_with_chunks(ex, data.draw(cuts(body))))
-    if not damage and ex.status == 200 and view["response"] is not None and len(body) < len(ex.response_body):
+    if (
+        not damage
+        and ex.status == 200
+        and view["response"] is not None
+        and len(body) < len(ex.response_body)
+    ):
         # A cut stream is never passed off as complete (the terminal event is near the end; a cut
         # after it leaves a whole response). Error bodies are complete answers either way.
         tail_intact = ex.response_body.rstrip()[-16:] in body
@@ -334,13 +448,26 @@ def cassette_bytes(tmp: str) -> tuple[bytes, int]:
     with CassetteWriter(path) as w:
         for ex in stream_seeds()[:8]:
             w.append(ex)
-        conv = _load("pydantic-ai/tests/cassettes/test_dbos/test_dbos_agent_iter_in_workflow.yaml#0")
+        conv = _load(
+            "pydantic-ai/tests/cassettes/test_dbos/test_dbos_agent_iter_in_workflow.yaml#0"
+        )
         body = conv.request_json()
         for i in range(3):
-            body = {**body, "messages": [*body["messages"], {"role": "user", "content": f"turn {i}"}]}
-            w.append(Exchange(method="POST", url=conv.url, request_headers=conv.request_headers,
-                              request_body=orjson.dumps(body), status=200, response_headers=conv.response_headers,
-                              response_chunks=conv.response_chunks))
+            body = {
+                **body,
+                "messages": [*body["messages"], {"role": "user", "content": f"turn {i}"}],
+            }
+            w.append(
+                Exchange(
+                    method="POST",
+                    url=conv.url,
+                    request_headers=conv.request_headers,
+                    request_body=orjson.dumps(body),
+                    status=200,
+                    response_headers=conv.response_headers,
+                    response_chunks=conv.response_chunks,
+                )
+            )
     data = path.read_bytes()
     return SeedCassette((data, data.count(b"\n") - 1))
 
@@ -352,12 +479,17 @@ def seed_cassette(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, int]
 
 def _digest(ex: Exchange) -> bytes:
     chunks = [[t, c.hex()] for t, c in ex.response_chunks]
-    return orjson.dumps([ex.seq, ex.method, ex.url, ex.request_json(), ex.status, chunks], option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps(
+        [ex.seq, ex.method, ex.url, ex.request_json(), ex.status, chunks],
+        option=orjson.OPT_SORT_KEYS,
+    )
 
 
 @FUZZ
 @given(data=st.data())
-def test_damaged_cassette_loads_what_it_can(data: Any, seed_cassette: tuple[bytes, int], tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_damaged_cassette_loads_what_it_can(
+    data: Any, seed_cassette: tuple[bytes, int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     original, _ = seed_cassette
     bad = data.draw(damaged(original))
     path = tmp_path_factory.mktemp("damaged") / "c.jsonl"
@@ -377,7 +509,9 @@ def test_damaged_cassette_loads_what_it_can(data: Any, seed_cassette: tuple[byte
     path.write_bytes(original)
     originals = {ex.seq: _digest(ex) for ex in read_records(path).exchanges}
     loaded = {_digest(ex) for ex in cas.exchanges}
-    bad_lines = set(bad.split(b"\n")[1:-1]) | ({bad.rsplit(b"\n", 1)[-1]} if bad.endswith(b"\n") else set())
+    bad_lines = set(bad.split(b"\n")[1:-1]) | (
+        {bad.rsplit(b"\n", 1)[-1]} if bad.endswith(b"\n") else set()
+    )
     for line in lines[1:]:
         if line and line in bad_lines and b'"delta"' not in line:
             seq = orjson.loads(line)["seq"]
@@ -386,20 +520,25 @@ def test_damaged_cassette_loads_what_it_can(data: Any, seed_cassette: tuple[byte
 
 @FUZZ
 @given(cut=st.integers(0, 10**9))
-def test_cassette_cut_at_any_byte_keeps_every_whole_line(cut: int, seed_cassette: tuple[bytes, int], tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_cassette_cut_at_any_byte_keeps_every_whole_line(
+    cut: int, seed_cassette: tuple[bytes, int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     original, _ = seed_cassette
     cut = cut % (len(original) + 1)
     header_end = original.index(b"\n") + 1
     path = tmp_path_factory.mktemp("cut") / "c.jsonl"
     path.write_bytes(original[:cut])
-    if cut < header_end - 1:  # the header cut before its closing brace (without its newline it is whole)
+    # the header cut before its closing brace (without its newline it is whole)
+    if cut < header_end - 1:
         with pytest.raises(CassetteFormatError):
             read_records(path)
         return
     cas = read_records(path)
     whole = max(0, original[:cut].count(b"\n") - 1)
     assert len(cas.exchanges) == whole
-    assert [p.kind for p in cas.problems] == ([] if cut == len(original) or original[cut - 1 : cut] == b"\n" else ["torn"])
+    assert [p.kind for p in cas.problems] == (
+        [] if cut == len(original) or original[cut - 1 : cut] == b"\n" else ["torn"]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,7 +559,11 @@ def _mutate_tree(data: Any, node: Any) -> Any:
             node[key] = _mutate_tree(data, node[key])
             return node
         node = dict(node)
-        node[key] = data.draw(st.sampled_from([None, 0, -1, "", "x", [], {}, [[1, 2]], {"string": None}, b"\xff\xfe", 10**30, 1.5]))
+        node[key] = data.draw(
+            st.sampled_from(
+                [None, 0, -1, "", "x", [], {}, [[1, 2]], {"string": None}, b"\xff\xfe", 10**30, 1.5]
+            )
+        )
         return node
     if isinstance(node, list) and node:
         i = data.draw(st.integers(0, len(node) - 1))
@@ -437,7 +580,9 @@ def _import_and_parse(raw: bytes) -> None:
         return
     for ex in exchanges:
         rt = parse_exchange(ex)
-        assert not [e for e in rt.analysis_errors if e.startswith("internal error")], rt.analysis_errors
+        assert not [e for e in rt.analysis_errors if e.startswith("internal error")], (
+            rt.analysis_errors
+        )
 
 
 @FUZZ
@@ -450,7 +595,9 @@ def test_damaged_vcr_yaml_bytes_import_or_fail_clearly(data: Any, seed: int) -> 
 @FUZZ
 @given(data=st.data(), seed=st.integers(0, 10_000))
 def test_structurally_damaged_vcr_import_or_fail_clearly(data: Any, seed: int) -> None:
-    doc = yaml.load(vcr_seeds()[seed % len(vcr_seeds())], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    doc = yaml.load(
+        vcr_seeds()[seed % len(vcr_seeds())], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    )
     for _ in range(data.draw(st.integers(1, 3))):
         doc = _mutate_tree(data, doc)
     buf = io.StringIO()
@@ -494,7 +641,9 @@ def test_regression_aws_eventstream_bad_prelude_keeps_the_whole_rest() -> None:
         prelude += struct.pack(">I", zlib.crc32(prelude))
         return prelude + payload + struct.pack(">I", zlib.crc32(prelude + payload))
 
-    data = aws_frame(b'{"a":1}') + b"\x00\x00\x8e\x00garbage-garbage-garbage" + aws_frame(b'{"b":2}')
+    data = (
+        aws_frame(b'{"a":1}') + b"\x00\x00\x8e\x00garbage-garbage-garbage" + aws_frame(b'{"b":2}')
+    )
     whole = frame([(0.0, data)], "application/vnd.amazon.eventstream")
     for cut in range(1, len(data)):
         split = frame([(0.0, data[:cut]), (0.1, data[cut:])], "application/vnd.amazon.eventstream")

@@ -33,7 +33,15 @@ def _bench():  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(
     ("agents", "turns"),
-    [pytest.param(10, 10, id="10x10"), pytest.param(50, 100, id="50x100", marks=[pytest.mark.slow, pytest.mark.skipif(not SLOW, reason="LOOPTAP_SLOW=1")])],
+    [
+        pytest.param(10, 10, id="10x10"),
+        pytest.param(
+            50,
+            100,
+            id="50x100",
+            marks=[pytest.mark.slow, pytest.mark.skipif(not SLOW, reason="LOOPTAP_SLOW=1")],
+        ),
+    ],
 )
 def test_concurrent_agents_through_one_recorder(agents: int, turns: int, tmp_path: Path) -> None:
     bench = _bench()
@@ -44,7 +52,13 @@ def test_concurrent_agents_through_one_recorder(agents: int, turns: int, tmp_pat
     assert not res.errors, res.errors
     assert res.round_trips == agents * turns
     assert c["problems"] == []
-    assert c["recorded"] == agents * turns and c["lost"] == [], f"lost round trips: {c['lost'][:20]}"
-    assert c["corrupted"] == [], f"recorded bodies differ from what the agents received: {c['corrupted'][:20]}"
+    assert c["recorded"] == agents * turns and c["lost"] == [], (
+        f"lost round trips: {c['lost'][:20]}"
+    )
+    assert c["corrupted"] == [], (
+        f"recorded bodies differ from what the agents received: {c['corrupted'][:20]}"
+    )
     assert c["conversations"] == agents and c["turns_per_conversation"] == [turns], c
-    assert c["threaded_as_sent"], "conversations were threaded differently from how the agents sent them"
+    assert c["threaded_as_sent"], (
+        "conversations were threaded differently from how the agents sent them"
+    )

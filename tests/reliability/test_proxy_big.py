@@ -34,8 +34,9 @@ SIZE = MB * 1024 * 1024
 #: (tests/reliability/test_big_bodies.py covers the writer's side).
 PROXY_FACTOR = 10
 #: Session 11's stream-aware redactor took the writer's peak to 1,493 MB (factor 15): the secret
-#: detector's keyword search held eight bytes per character of a 100 MiB body. It reads a window at a
-#: time since (tests/cassettes/test_detector.py); measured in-process, the writer's peak is +212 MB.
+#: detector's keyword search held eight bytes per character of a 100 MiB body. It reads a window at
+#: a time since (tests/cassettes/test_detector.py); measured in-process, the writer's peak is +212
+#: MB.
 WRITER_FACTOR = 8
 
 
@@ -48,19 +49,36 @@ def _served(up: FakeUpstream, marker: str) -> Served:
 
 def _response(up: FakeUpstream, rec: RecorderProcess, kind: str, mode: str) -> None:
     marker = f"big-{kind}-{mode}"
-    body = json.dumps({"model": "gpt-4o", "stream": kind == "sse", "messages": [{"role": "user", "content": marker}]}).encode()
+    body = json.dumps(
+        {
+            "model": "gpt-4o",
+            "stream": kind == "sse",
+            "messages": [{"role": "user", "content": marker}],
+        }
+    ).encode()
     resp = Target(mode, up, rec).request(
-        "/v1/chat/completions", [("content-type", "application/json"), ("x-fake-upstream", f"big; size={SIZE}; kind={kind}")], body,
-        keep_body=False, timeout=600,
+        "/v1/chat/completions",
+        [
+            ("content-type", "application/json"),
+            ("x-fake-upstream", f"big; size={SIZE}; kind={kind}"),
+        ],
+        body,
+        keep_body=False,
+        timeout=600,
     )
     s = _served(up, marker)
     assert resp.complete and resp.status == 200, resp.error
-    assert resp.size >= SIZE and resp.sha256 == s.sha256, "the agent did not receive the body the upstream sent"
+    assert resp.size >= SIZE and resp.sha256 == s.sha256, (
+        "the agent did not receive the body the upstream sent"
+    )
     _, found = wait_recorded(rec.out, marker)
     (ex,) = found
     recorded = ex.response_body
     if kind == "json":  # stored as JSON: equal as JSON
-        assert len(recorded) >= SIZE and json.loads(recorded)["choices"][0]["message"]["content"][:16] == "0123456789abcdef"
+        assert (
+            len(recorded) >= SIZE
+            and json.loads(recorded)["choices"][0]["message"]["content"][:16] == "0123456789abcdef"
+        )
     else:
         assert hashlib.sha256(recorded).hexdigest() == s.sha256
     assert not ex.transport_error
@@ -68,11 +86,17 @@ def _response(up: FakeUpstream, rec: RecorderProcess, kind: str, mode: str) -> N
 
 def _request(up: FakeUpstream, rec: RecorderProcess) -> None:
     marker = "big-request"
-    body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": marker + " " + "y" * SIZE}]}).encode()
-    resp = Target("reverse", up, rec).request("/v1/chat/completions", [("content-type", "application/json")], body, timeout=600)
+    body = json.dumps(
+        {"model": "gpt-4o", "messages": [{"role": "user", "content": marker + " " + "y" * SIZE}]}
+    ).encode()
+    resp = Target("reverse", up, rec).request(
+        "/v1/chat/completions", [("content-type", "application/json")], body, timeout=600
+    )
     assert resp.complete and resp.status == 200, resp.error
     s = _served(up, marker)
-    assert s.request_sha256 == hashlib.sha256(body).hexdigest(), "the upstream did not receive the body the agent sent"
+    assert s.request_sha256 == hashlib.sha256(body).hexdigest(), (
+        "the upstream did not receive the body the agent sent"
+    )
     _, found = wait_recorded(rec.out, marker)
     (ex,) = found
     assert ex.request_json() == json.loads(body)
@@ -80,7 +104,12 @@ def _request(up: FakeUpstream, rec: RecorderProcess) -> None:
 
 def test_100mb_bodies_through_the_recorder(tmp_path: Path) -> None:
     """One test (one recorder) so that the memory figures cover all three round trips."""
-    with FakeUpstream(delay=0.0) as up, RecorderProcess(tmp_path / "run.jsonl", tmp_path / "conf", up.url, "--record-host", "127.0.0.1") as rec:
+    with (
+        FakeUpstream(delay=0.0) as up,
+        RecorderProcess(
+            tmp_path / "run.jsonl", tmp_path / "conf", up.url, "--record-host", "127.0.0.1"
+        ) as rec,
+    ):
         idle = rec.stats()["proxy"]
         assert idle is not None
         _response(up, rec, "sse", "reverse")
@@ -90,8 +119,9 @@ def test_100mb_bodies_through_the_recorder(tmp_path: Path) -> None:
         proxy, writer = stats["proxy"], stats.get("writer")
         assert proxy is not None and writer is not None
         report = (
-            f"{MB} MiB bodies: proxy RSS idle {idle.rss / 1e6:.0f} MB, peak {proxy.peak_rss / 1e6:.0f} MB, after {proxy.rss / 1e6:.0f} MB; "
-            f"writer peak {writer.peak_rss / 1e6:.0f} MB, after {writer.rss / 1e6:.0f} MB"
+            f"{MB} MiB bodies: proxy RSS idle {idle.rss / 1e6:.0f} MB, peak "
+            f"{proxy.peak_rss / 1e6:.0f} MB, after {proxy.rss / 1e6:.0f} MB; writer peak "
+            f"{writer.peak_rss / 1e6:.0f} MB, after {writer.rss / 1e6:.0f} MB"
         )
         print(report)
         assert proxy.peak_rss - idle.rss <= PROXY_FACTOR * SIZE, report

@@ -46,7 +46,8 @@ pytestmark = [needs_recorder]
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
 RUNS = int(os.environ.get("LOOPTAP_KILLS", "100" if SLOW else "4"))
-#: A completed round trip missing although it completed longer than this before the kill is warned about.
+#: A completed round trip missing although it completed longer than this before the kill is warned
+#: about.
 GRACE = 0.5
 
 CLIENT = r'''
@@ -81,7 +82,7 @@ while True:
     print(json.dumps({"marker": marker, "status": r.status, "sha": hashlib.sha256(norm).hexdigest(),
                       "t": time.time()}), flush=True)
     i += 1
-'''
+'''  # noqa: E501
 
 
 @dataclass
@@ -91,22 +92,45 @@ class Outcome:
     cold: bool
     completed: int = 0
     recorded: int = 0
-    #: Completed round trips missing from the cassette, with how long before the kill they completed.
+    #: Completed round trips missing from the cassette, with how long before the kill they
+    #: completed.
     missing: list[float] = field(default_factory=list)
     torn: int = 0
     orphans: list[str] = field(default_factory=list)
 
 
-def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random, durable: bool = False) -> Outcome:
+def _one_run(
+    i: int, upstream: FakeUpstream, root: Path, rng: random.Random, durable: bool = False
+) -> Outcome:
     work = root / f"run{i:03d}"
     work.mkdir()
     (work / "client.py").write_text(textwrap.dedent(CLIENT))
     out = work / "run.jsonl"
     how = "group" if i % 2 == 0 else "recorder"
-    argv = [str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(root / "conf"),
-            "--upstream", f"openai={upstream.url}", *(["--durable"] if durable else []),
-            "--", sys.executable, str(work / "client.py"), f"r{i:03d}"]
-    proc = subprocess.Popen(argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    argv = [
+        str(PROXY_PYTHON),
+        "-m",
+        "cassettes.cli",
+        "run",
+        "-o",
+        str(out),
+        "--confdir",
+        str(root / "conf"),
+        "--upstream",
+        f"openai={upstream.url}",
+        *(["--durable"] if durable else []),
+        "--",
+        sys.executable,
+        str(work / "client.py"),
+        f"r{i:03d}",
+    ]
+    proc = subprocess.Popen(
+        argv,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     lines: list[str] = []
     assert proc.stderr is not None
@@ -117,7 +141,12 @@ def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random, dur
         time.sleep(rng.uniform(0.2, 5.0))
     else:
         progress.until(
-            lambda: proc.poll() is not None or (out.exists() and out.read_bytes().count(b"\n") >= 2), pids=[proc.pid], interval=0.02, what="round trips on disk"
+            lambda: (
+                proc.poll() is not None or (out.exists() and out.read_bytes().count(b"\n") >= 2)
+            ),
+            pids=[proc.pid],
+            interval=0.02,
+            what="round trips on disk",
         )
         time.sleep(rng.uniform(0.0, 1.5))
     # The agent loops for ever: a recorder that is gone before the kill died on its own (once,
@@ -126,7 +155,10 @@ def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random, dur
     # check and the kill nothing reaps it, so the kill cannot miss.
     if proc.poll() is not None:
         _, err = proc.communicate()
-        raise AssertionError(f"run {i}: looptap run exited by itself (status {proc.returncode}) before the kill:\n{err.decode(errors='replace')[-2000:]}")
+        raise AssertionError(
+            f"run {i}: looptap run exited by itself (status {proc.returncode}) before the "
+            f"kill:\n{err.decode(errors='replace')[-2000:]}"
+        )
     helpers = children(proc.pid)
     if how == "group":
         os.killpg(proc.pid, signal.SIGKILL)
@@ -137,7 +169,11 @@ def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random, dur
     outcome = Outcome(i, how, cold)
     if how == "recorder":
         time.sleep(1.0)
-        outcome.orphans = [cmdline(p)[:80] for p in helpers if Path(f"/proc/{p}").exists() and "multiprocessing" in cmdline(p)]
+        outcome.orphans = [
+            cmdline(p)[:80]
+            for p in helpers
+            if Path(f"/proc/{p}").exists() and "multiprocessing" in cmdline(p)
+        ]
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # the agent and any helper left behind
         except ProcessLookupError:
@@ -153,7 +189,9 @@ def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random, dur
         assert not done, f"run {i}: {len(done)} round trips completed and no cassette"
         return outcome
     cas = read_records(out)  # never raises on damaged content
-    assert all(p.kind == "torn" for p in cas.problems) and len(cas.problems) <= 1, [str(p) for p in cas.problems]
+    assert all(p.kind == "torn" for p in cas.problems) and len(cas.problems) <= 1, [
+        str(p) for p in cas.problems
+    ]
     outcome.torn = len(cas.problems)
     by_marker: dict[str, Any] = {}
     for ex in cas.exchanges:
@@ -171,7 +209,9 @@ def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random, dur
             assert ex.status == d["status"] and not ex.transport_error, marker
     order = [d["marker"] for d in done]  # the agent is sequential: completion order = send order
     lost = [m for m in order if m not in by_marker]
-    assert lost == order[len(order) - len(lost) :], f"run {i}: a hole in the cassette, not only its tail: {lost[:5]}"
+    assert lost == order[len(order) - len(lost) :], (
+        f"run {i}: a hole in the cassette, not only its tail: {lost[:5]}"
+    )
     for marker in lost:
         outcome.missing.append(killed_at - completed[marker]["t"])
     return outcome
@@ -184,34 +224,66 @@ def test_sigkill_at_random_moments(upstream: FakeUpstream, tmp_path: Path) -> No
         outcomes = list(pool.map(lambda i: _one_run(i, upstream, tmp_path, seeds[i]), range(RUNS)))
     completed = sum(o.completed for o in outcomes)
     missing = [age for o in outcomes if not o.cold for age in o.missing]
-    recorder_missing = [(o.run, round(age * 1000)) for o in outcomes if o.how == "recorder" for age in o.missing]
+    recorder_missing = [
+        (o.run, round(age * 1000)) for o in outcomes if o.how == "recorder" for age in o.missing
+    ]
     cold_missing = [age for o in outcomes if o.cold for age in o.missing]
     summary = (
-        f"{RUNS} kills ({sum(o.how == 'group' for o in outcomes)} whole group, {sum(o.how == 'recorder' for o in outcomes)} recorder only): "
-        f"{completed} round trips completed by the agents, {sum(o.recorded for o in outcomes)} recorded, "
-        f"warm kills: {len(missing)} completed but not yet on disk at the kill (ages {sorted(round(m * 1000) for m in missing)} ms), "
-        f"of them after recorder-only kills {len(recorder_missing)}; "
-        f"cold kills: {len(cold_missing)} (ages {sorted(round(m * 1000) for m in cold_missing)} ms); "
-        f"{sum(o.torn for o in outcomes)} torn last records; "
-        f"{sum(bool(o.orphans) for o in outcomes)} recorder-only kills left the writer process running"
+        f"{RUNS} kills ({sum(o.how == 'group' for o in outcomes)} whole group, "
+        f"{sum(o.how == 'recorder' for o in outcomes)} recorder only): {completed} round trips "
+        f"completed by the agents, {sum(o.recorded for o in outcomes)} recorded, warm kills: "
+        f"{len(missing)} completed but not yet on disk at the kill (ages "
+        f"{sorted(round(m * 1000) for m in missing)} ms), of them after recorder-only kills "
+        f"{len(recorder_missing)}; cold kills: {len(cold_missing)} (ages "
+        f"{sorted(round(m * 1000) for m in cold_missing)} ms); {sum(o.torn for o in outcomes)} "
+        f"torn last records; {sum(bool(o.orphans) for o in outcomes)} recorder-only kills left the "
+        "writer process running"
     )
     print(summary)
     (tmp_path / "summary.txt").write_text(summary)
     assert completed > 0, summary
-    assert recorder_missing == [], f"a recorder-only kill lost completed round trips (run, ms before the kill): {recorder_missing}"
+    assert recorder_missing == [], (
+        "a recorder-only kill lost completed round trips "
+        f"(run, ms before the kill): {recorder_missing}"
+    )
     late = [age for age in missing if age >= GRACE]
     if late:
         # What the brief asks in full (every completed round trip on disk) holds on a quiet machine
         # (0–15 ms writer lag) but not when the niced writer is starved of CPU: reported, with the
         # figure, as a recorder limitation rather than failed (the no-holes property still holds).
-        warnings.warn(f"writer backlog lost at SIGKILL: round trips completed up to {max(late) * 1000:.0f} ms before the kill", stacklevel=1)
+        warnings.warn(
+            "writer backlog lost at SIGKILL: round trips completed "
+            f"up to {max(late) * 1000:.0f} ms before the kill",
+            stacklevel=1,
+        )
 
 
-def test_writer_process_exits_when_the_recorder_is_killed(upstream: FakeUpstream, tmp_path: Path) -> None:
+def test_writer_process_exits_when_the_recorder_is_killed(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
     out = tmp_path / "run.jsonl"
-    argv = [str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(tmp_path / "conf"),
-            "--upstream", f"openai={upstream.url}", "--", "sleep", "60"]
-    proc = subprocess.Popen(argv, env=clean_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = [
+        str(PROXY_PYTHON),
+        "-m",
+        "cassettes.cli",
+        "run",
+        "-o",
+        str(out),
+        "--confdir",
+        str(tmp_path / "conf"),
+        "--upstream",
+        f"openai={upstream.url}",
+        "--",
+        "sleep",
+        "60",
+    ]
+    proc = subprocess.Popen(
+        argv,
+        env=clean_env(),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         writers: list[int] = []
         agent: list[int] = []
@@ -220,7 +292,8 @@ def test_writer_process_exits_when_the_recorder_is_killed(upstream: FakeUpstream
             nonlocal writers, agent
             kids = children(proc.pid)
             writers = [p for p in kids if "spawn_main" in cmdline(p)]
-            agent = [p for p in kids if cmdline(p).startswith("sleep")]  # started once the writer is ready
+            # started once the writer is ready
+            agent = [p for p in kids if cmdline(p).startswith("sleep")]
             return bool(writers and agent)
 
         progress.until(started, pids=[proc.pid], what="the writer process and the agent")
@@ -230,10 +303,19 @@ def test_writer_process_exits_when_the_recorder_is_killed(upstream: FakeUpstream
         # progress for 60 s (blocked, not shutting down) is the failure, however busy the machine.
         try:
             progress.until(
-                lambda: not any(Path(f"/proc/{w}").exists() and "spawn_main" in cmdline(w) for w in writers), pids=writers, stall=60, what="the writers' exit"
+                lambda: (
+                    not any(
+                        Path(f"/proc/{w}").exists() and "spawn_main" in cmdline(w) for w in writers
+                    )
+                ),
+                pids=writers,
+                stall=60,
+                what="the writers' exit",
             )
         except progress.Hung as exc:
-            raise AssertionError(f"writer process(es) still running, idle, after the recorder was killed: {exc}") from None
+            raise AssertionError(
+                f"writer process(es) still running, idle, after the recorder was killed: {exc}"
+            ) from None
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -251,18 +333,39 @@ c.request("POST", u.path + "/chat/completions", json.dumps({"model": "gpt-4o", "
 r = c.getresponse(); r.read()
 print(json.dumps({"done": r.status}), flush=True)
 time.sleep(60)
-'''
+'''  # noqa: E501
 
 
-def test_round_trips_of_the_first_second_survive_a_kill(upstream: FakeUpstream, tmp_path: Path) -> None:
+def test_round_trips_of_the_first_second_survive_a_kill(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
     """The agent's very first round trip completes; 0.3 s later the whole group is killed. Once the
     writer is running a round trip reaches the disk within milliseconds (measured: 0–15 ms), so
     only a writer that is not yet running can lose it."""
     (tmp_path / "client.py").write_text(ONE_SHOT)
     out = tmp_path / "run.jsonl"
-    argv = [str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(tmp_path / "conf"),
-            "--upstream", f"openai={upstream.url}", "--", sys.executable, str(tmp_path / "client.py")]
-    proc = subprocess.Popen(argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    argv = [
+        str(PROXY_PYTHON),
+        "-m",
+        "cassettes.cli",
+        "run",
+        "-o",
+        str(out),
+        "--confdir",
+        str(tmp_path / "conf"),
+        "--upstream",
+        f"openai={upstream.url}",
+        "--",
+        sys.executable,
+        str(tmp_path / "client.py"),
+    ]
+    proc = subprocess.Popen(
+        argv,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     try:
         line = proc.stdout.readline()
@@ -274,20 +377,31 @@ def test_round_trips_of_the_first_second_survive_a_kill(upstream: FakeUpstream, 
         proc.stdout.close()
     assert out.exists(), "no cassette at all"
     cas = read_records(out)
-    assert len(cas.exchanges) == 1, "the agent's first round trip completed 0.3 s before the kill and is not on disk"
+    assert len(cas.exchanges) == 1, (
+        "the agent's first round trip completed 0.3 s before the kill and is not on disk"
+    )
 
 
-def test_sigkill_with_durable_loses_nothing_completed(upstream: FakeUpstream, tmp_path: Path) -> None:
+def test_sigkill_with_durable_loses_nothing_completed(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
     """``--durable``: a response ends only once its round trip is in the cassette, so a SIGKILL at
     any moment (startup included) loses no round trip the agent finished receiving."""
     runs = int(os.environ.get("LOOPTAP_DURABLE_KILLS", "20" if SLOW else "3"))
     rng = random.Random(int(os.environ.get("LOOPTAP_CRASH_SEED", "20261122")) + 1)
     seeds = [random.Random(rng.random()) for _ in range(runs)]
     with ThreadPoolExecutor(2) as pool:
-        outcomes = list(pool.map(lambda i: _one_run(i, upstream, tmp_path, seeds[i], durable=True), range(runs)))
+        outcomes = list(
+            pool.map(lambda i: _one_run(i, upstream, tmp_path, seeds[i], durable=True), range(runs))
+        )
     completed = sum(o.completed for o in outcomes)
     recorded = sum(o.recorded for o in outcomes)
     missing = [(o.run, round(age * 1000)) for o in outcomes for age in o.missing]
-    print(f"{runs} durable kills: {completed} round trips completed by the agents, {recorded} recorded, missing {missing}")
+    print(
+        f"{runs} durable kills: {completed} round trips completed by the agents, {recorded} "
+        f"recorded, missing {missing}"
+    )
     assert completed > 0
-    assert missing == [], f"completed round trips missing from the cassette (run, ms before the kill): {missing}"
+    assert missing == [], (
+        f"completed round trips missing from the cassette (run, ms before the kill): {missing}"
+    )

@@ -69,7 +69,7 @@ while True:
     except Exception as e:
         print(json.dumps({"error": repr(e)}), flush=True)
         time.sleep(0.05)
-'''
+'''  # noqa: E501
 
 
 @dataclass
@@ -96,29 +96,58 @@ def marker_of(body: bytes) -> str | None:
     return text.rsplit("[", 1)[1].split("]", 1)[0]
 
 
-def kill_run(i: int, upstream: WsResponsesUpstream, root: Path, rng: random.Random, *, durable: bool) -> Outcome:
+def kill_run(
+    i: int, upstream: WsResponsesUpstream, root: Path, rng: random.Random, *, durable: bool
+) -> Outcome:
     """One ``looptap run`` of the WebSocket agent, its process group SIGKILLed at a random moment
     once turns reach the disk (every fifth run: at any moment from the start, startup included)."""
     work = root / f"run{i:03d}"
     work.mkdir()
     (work / "agent.py").write_text(textwrap.dedent(AGENT))
     out = work / "run.jsonl"
-    argv = [str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(root / "conf"),
-            "--upstream", f"openai={upstream.url}", *(["--durable"] if durable else []),
-            "--", sys.executable, str(work / "agent.py"), f"w{i:03d}"]
-    proc = subprocess.Popen(argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    argv = [
+        str(PROXY_PYTHON),
+        "-m",
+        "cassettes.cli",
+        "run",
+        "-o",
+        str(out),
+        "--confdir",
+        str(root / "conf"),
+        "--upstream",
+        f"openai={upstream.url}",
+        *(["--durable"] if durable else []),
+        "--",
+        sys.executable,
+        str(work / "agent.py"),
+        f"w{i:03d}",
+    ]
+    proc = subprocess.Popen(
+        argv,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     if i % 5 == 4:
         time.sleep(rng.uniform(0.2, 5.0))
     else:
         # Hung only when the run stops progressing, never after so many seconds (a busy machine).
         progress.until(
-            lambda: proc.poll() is not None or (out.exists() and out.read_bytes().count(b"\n") >= 3), pids=[proc.pid], interval=0.02, what="turns on disk"
+            lambda: (
+                proc.poll() is not None or (out.exists() and out.read_bytes().count(b"\n") >= 3)
+            ),
+            pids=[proc.pid],
+            interval=0.02,
+            what="turns on disk",
         )
         time.sleep(rng.uniform(0.0, 1.5))
     # The agent loops for ever: a run gone before the kill died on its own (said so, not as the
     # kill's ProcessLookupError once ``poll`` reaped it).
-    assert proc.poll() is None, f"run {i}: looptap run exited by itself (status {proc.returncode}) before the kill"
+    assert proc.poll() is None, (
+        f"run {i}: looptap run exited by itself (status {proc.returncode}) before the kill"
+    )
     os.killpg(proc.pid, signal.SIGKILL)
     killed_at = time.time()
     progress.wait(proc)
@@ -130,36 +159,55 @@ def kill_run(i: int, upstream: WsResponsesUpstream, root: Path, rng: random.Rand
         outcome.missing = [killed_at - t for t in received.values()]
         return outcome
     cas = read_records(out)
-    assert all(p.kind == "torn" for p in cas.problems) and len(cas.problems) <= 1, [str(p) for p in cas.problems]
+    assert all(p.kind == "torn" for p in cas.problems) and len(cas.problems) <= 1, [
+        str(p) for p in cas.problems
+    ]
     outcome.torn = len(cas.problems)
     whole: set[str] = set()
     for ex in cas.exchanges:
         m = marker_of(ex.request_body)
         if m is None or ex.method != "POST":
             continue
-        if not ex.transport_error and ex.response_chunks and b"response.completed" in ex.response_chunks[-1][1]:
+        if (
+            not ex.transport_error
+            and ex.response_chunks
+            and b"response.completed" in ex.response_chunks[-1][1]
+        ):
             whole.add(m)
     outcome.recorded = len(whole)
     outcome.missing = [killed_at - t for m, t in received.items() if m not in whole]
     return outcome
 
 
-def kill_runs(upstream: WsResponsesUpstream, root: Path, runs: int, *, durable: bool, seed: int) -> list[Outcome]:
+def kill_runs(
+    upstream: WsResponsesUpstream, root: Path, runs: int, *, durable: bool, seed: int
+) -> list[Outcome]:
     rng = random.Random(seed)
     seeds = [random.Random(rng.random()) for _ in range(runs)]
     with ThreadPoolExecutor(2) as pool:
-        return list(pool.map(lambda i: kill_run(i, upstream, root, seeds[i], durable=durable), range(runs)))
+        return list(
+            pool.map(lambda i: kill_run(i, upstream, root, seeds[i], durable=durable), range(runs))
+        )
 
 
 def test_sigkill_of_the_group_with_durable_loses_no_websocket_turn_the_agent_received(
     ws_upstream: WsResponsesUpstream, tmp_path: Path
 ) -> None:
-    outcomes = kill_runs(ws_upstream, tmp_path, RUNS, durable=True, seed=int(os.environ.get("LOOPTAP_CRASH_SEED", "20261123")))
+    outcomes = kill_runs(
+        ws_upstream,
+        tmp_path,
+        RUNS,
+        durable=True,
+        seed=int(os.environ.get("LOOPTAP_CRASH_SEED", "20261123")),
+    )
     completed = sum(o.completed for o in outcomes)
     missing = [(o.run, round(age * 1000)) for o in outcomes for age in o.missing]
-    summary = (f"{RUNS} SIGKILLs of the whole process group with --durable during WebSocket sessions: "
-               f"{completed} turns received by the agents, {sum(o.recorded for o in outcomes)} recorded whole, "
-               f"{len(missing)} received but missing {missing[:10]}; {sum(o.torn for o in outcomes)} torn last records")
+    summary = (
+        f"{RUNS} SIGKILLs of the whole process group with --durable during WebSocket sessions: "
+        f"{completed} turns received by the agents, {sum(o.recorded for o in outcomes)} recorded "
+        f"whole, {len(missing)} received but missing {missing[:10]}; "
+        f"{sum(o.torn for o in outcomes)} torn last records"
+    )
     print(summary)
     assert completed > 0, summary
     assert missing == [], summary

@@ -47,7 +47,7 @@ def view(e):
     c = e.__cause__
     return {"error": type(e).__name__, "status": getattr(e, "status_code", None), "message": str(e)[:300],
             "cause": type(c).__name__ if c else None, "cause_message": str(c)[:300] if c else None}
-'''
+'''  # noqa: E501
 
 SDKS = VIEW + r'''
 import json
@@ -69,7 +69,7 @@ for sdk in ("openai", "anthropic"):
             except Exception as e:
                 got = view(e)
             print(json.dumps({"sdk": sdk, "scenario": scenario, "stream": stream, **got}), flush=True)
-'''
+'''  # noqa: E501
 
 WEBSOCKETS = VIEW + r'''
 import json, os
@@ -95,7 +95,7 @@ for how in ("DROP CONNECTION", "DROP CONNECTION FIN"):
         print(json.dumps({"client": "openai", "case": how, "events": got, "error": None}), flush=True)
     except Exception as e:
         print(json.dumps({"client": "openai", "case": how, "events": got, **view(e)}), flush=True)
-'''
+'''  # noqa: E501
 
 UNDICI = r'''
 const { createRequire } = require("module");
@@ -114,7 +114,7 @@ async function one(how) {
 (async () => {
   for (const how of ["DROP CONNECTION", "DROP CONNECTION FIN"]) console.log(JSON.stringify(await one(how)));
 })();
-'''
+'''  # noqa: E501
 
 
 def transcript(cmd: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
@@ -123,28 +123,46 @@ def transcript(cmd: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
     return [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
 
 
-def through_looptap(tmp_path: Path, cmd: list[str], upstreams: dict[str, str], **env: str) -> tuple[list[dict[str, Any]], Path]:
-    """``looptap run -o run.jsonl --upstream NAME=URL … -- cmd``: the client's transcript and the cassette."""
+def through_looptap(
+    tmp_path: Path, cmd: list[str], upstreams: dict[str, str], **env: str
+) -> tuple[list[dict[str, Any]], Path]:
+    """``looptap run -o run.jsonl --upstream NAME=URL … -- cmd``: the client's transcript and the
+    cassette."""
     out = tmp_path / "run.jsonl"
     ups = [a for name, url in upstreams.items() for a in ("--upstream", f"{name}={url}")]
     argv = [*RECORDER, "run", "-o", str(out), "--confdir", str(tmp_path / "conf"), *ups, "--", *cmd]
     return transcript(argv, clean_env(**env)), out
 
 
-def test_the_openai_and_anthropic_sdks_see_an_upstream_reset_as_they_do_directly(tmp_path: Path) -> None:
+def test_the_openai_and_anthropic_sdks_see_an_upstream_reset_as_they_do_directly(
+    tmp_path: Path,
+) -> None:
     pytest.importorskip("openai")
     pytest.importorskip("anthropic")
     script = tmp_path / "agent.py"
     script.write_text(textwrap.dedent(SDKS))
-    keys = {"OPENAI_API_KEY": "sk-passed-on-0123456789abcdef", "ANTHROPIC_API_KEY": "sk-ant-passed-on-0123456789abcdef"}
+    keys = {
+        "OPENAI_API_KEY": "sk-passed-on-0123456789abcdef",
+        "ANTHROPIC_API_KEY": "sk-ant-passed-on-0123456789abcdef",
+    }
     with FakeUpstream(delay=0.01) as up:
-        direct = transcript([sys.executable, str(script)], clean_env(OPENAI_BASE_URL=up.url + "/v1", ANTHROPIC_BASE_URL=up.url, **keys))
-        proxied, out = through_looptap(tmp_path, [sys.executable, str(script)], {"openai": up.url, "anthropic": up.url}, **keys)
+        direct = transcript(
+            [sys.executable, str(script)],
+            clean_env(OPENAI_BASE_URL=up.url + "/v1", ANTHROPIC_BASE_URL=up.url, **keys),
+        )
+        proxied, out = through_looptap(
+            tmp_path, [sys.executable, str(script)], {"openai": up.url, "anthropic": up.url}, **keys
+        )
     assert len(direct) == 16
     # The upstream really did what the scenario says (a reset is a reset, a close a close) ...
-    causes = {(d["scenario"], d["stream"]): d["cause_message"] for d in direct if d["sdk"] == "openai"}
+    causes = {
+        (d["scenario"], d["stream"]): d["cause_message"] for d in direct if d["sdk"] == "openai"
+    }
     assert "reset by peer" in causes[("reset_before_response", False)], direct
-    assert "disconnected without sending a response" in causes[("reset_before_response; mode=fin", False)], direct
+    assert (
+        "disconnected without sending a response"
+        in causes[("reset_before_response; mode=fin", False)]
+    ), direct
     assert "reset by peer" in causes[("reset_mid_stream", True)], direct
     # ... and the agent sees through looptap what it sees directly.
     for d, p in zip(direct, proxied, strict=True):
@@ -155,11 +173,16 @@ def test_the_openai_and_anthropic_sdks_see_an_upstream_reset_as_they_do_directly
     assert len(errors) == 16 and all(errors), errors  # every failure recorded as one
     resets = [e for e in errors if e and "reset the connection" in e]
     assert len(resets) == 8, errors  # the RST cases named as resets (not the FIN ones)
-    assert all(ex.status is None for ex in cas.exchanges if "reset_before" in (ex.request_header("x-fake-upstream") or "")), \
-        "a failure before the response is recorded without a status (not a made-up 502)"
+    assert all(
+        ex.status is None
+        for ex in cas.exchanges
+        if "reset_before" in (ex.request_header("x-fake-upstream") or "")
+    ), "a failure before the response is recorded without a status (not a made-up 502)"
 
 
-def test_websocket_clients_see_an_upstream_drop_without_close_frame_as_they_do_directly(tmp_path: Path) -> None:
+def test_websocket_clients_see_an_upstream_drop_without_close_frame_as_they_do_directly(
+    tmp_path: Path,
+) -> None:
     pytest.importorskip("websockets")
     pytest.importorskip("openai")
     script = tmp_path / "agent.py"
@@ -170,20 +193,33 @@ def test_websocket_clients_see_an_upstream_drop_without_close_frame_as_they_do_d
     js.write_text(UNDICI)
     env = {"OPENAI_API_KEY": "sk-passed-on-0123456789abcdef", "NPM_AGENTS": str(NPM)}
     with WsResponsesUpstream() as up:
-        direct = transcript([sys.executable, str(script)], clean_env(OPENAI_BASE_URL=up.url + "/v1", **env))
-        proxied, out = through_looptap(tmp_path, [sys.executable, str(script)], {"openai": up.url}, **env)
+        direct = transcript(
+            [sys.executable, str(script)], clean_env(OPENAI_BASE_URL=up.url + "/v1", **env)
+        )
+        proxied, out = through_looptap(
+            tmp_path, [sys.executable, str(script)], {"openai": up.url}, **env
+        )
         if undici:
             assert node is not None
-            direct_js = transcript([node, str(js)], clean_env(OPENAI_BASE_URL=up.url + "/v1", **env))
-            proxied_js, _ = through_looptap(tmp_path / "js", [node, str(js)], {"openai": up.url}, **env)
+            direct_js = transcript(
+                [node, str(js)], clean_env(OPENAI_BASE_URL=up.url + "/v1", **env)
+            )
+            proxied_js, _ = through_looptap(
+                tmp_path / "js", [node, str(js)], {"openai": up.url}, **env
+            )
     assert len(direct) == 4
     ws_direct = [d for d in direct if d["client"] == "websockets"]
-    assert all(d["error"] == "ConnectionClosedError" and d["rcvd"] == "None" for d in ws_direct), direct  # no close frame
+    # no close frame
+    assert all(d["error"] == "ConnectionClosedError" and d["rcvd"] == "None" for d in ws_direct), (
+        direct
+    )
     assert all(d["events"] == ["response.created", "response.in_progress"] for d in direct), direct
     for d, p in zip(direct, proxied, strict=True):
         assert p == d, f"through looptap run:\n  {p}\ndirectly:\n  {d}"
     if undici:
-        assert [d["code"] for d in direct_js] == [1006, 1006] and not any(d["wasClean"] for d in direct_js), direct_js
+        assert [d["code"] for d in direct_js] == [1006, 1006] and not any(
+            d["wasClean"] for d in direct_js
+        ), direct_js
         # undici drops the messages it has not dispatched yet when the connection ends, by a reset
         # or by a FIN (directly too, 0 to 2 of them from run to run; with a FIN it showed under
         # load, through looptap: the two events and the FIN arrive back to back): what it did

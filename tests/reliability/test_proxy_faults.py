@@ -33,7 +33,10 @@ from tests.support.wire import Response
 pytestmark = [needs_recorder]
 
 CHAT = "/v1/chat/completions"
-AUTH = [("content-type", "application/json"), ("authorization", "Bearer sk-reliability-0123456789abcdef")]
+AUTH = [
+    ("content-type", "application/json"),
+    ("authorization", "Bearer sk-reliability-0123456789abcdef"),
+]
 
 
 def _h(scenario: str) -> list[tuple[str, str]]:
@@ -77,7 +80,11 @@ def _stream_partial(ex: Exchange, rt: RoundTrip, got: Response) -> None:
 def _unparseable(ex: Exchange, rt: RoundTrip, got: Response) -> None:
     assert ex.response_body == got.body
     assert rt.complete is not True
-    assert rt.analysis_errors or rt.notes or (rt.response is not None and rt.response.complete is False), rt
+    assert (
+        rt.analysis_errors
+        or rt.notes
+        or (rt.response is not None and rt.response.complete is False)
+    ), rt
 
 
 def _no_terminal(ex: Exchange, rt: RoundTrip, got: Response) -> None:
@@ -115,7 +122,11 @@ def _error_in_stream(ex: Exchange, rt: RoundTrip, got: Response) -> None:
 def _status(code: int) -> Callable[[Exchange, RoundTrip, Response], None]:
     def check(ex: Exchange, rt: RoundTrip, got: Response) -> None:
         assert ex.status == code and ex.response_body == got.body
-        assert rt.response is not None and rt.response.error is not None and rt.response.error.status == code
+        assert (
+            rt.response is not None
+            and rt.response.error is not None
+            and rt.response.error.status == code
+        )
 
     return check
 
@@ -128,10 +139,21 @@ FAULTS = {
     "malformed-json": Fault("malformed; kind=json", False, True, _unparseable),
     "malformed-sse": Fault("malformed; kind=sse", True, True, _no_terminal),
     "binary-as-sse": Fault("malformed; kind=binary", True, True, _binary),
-    "says-gzip-is-plain-stream": Fault("lying_encoding; claim=gzip", True, True, _note("is not gzip", False)),
-    "says-gzip-is-plain-json": Fault("lying_encoding; claim=gzip", False, True, _note("is not gzip", False)),
-    "says-br-is-plain-stream": Fault("lying_encoding; claim=br", True, True, _note("could not be decoded", False)),
-    "unlabelled-gzip-stream": Fault("lying_encoding; claim=none; actual=gzip", True, True, _note("without a Content-Encoding", True)),
+    "says-gzip-is-plain-stream": Fault(
+        "lying_encoding; claim=gzip", True, True, _note("is not gzip", False)
+    ),
+    "says-gzip-is-plain-json": Fault(
+        "lying_encoding; claim=gzip", False, True, _note("is not gzip", False)
+    ),
+    "says-br-is-plain-stream": Fault(
+        "lying_encoding; claim=br", True, True, _note("could not be decoded", False)
+    ),
+    "unlabelled-gzip-stream": Fault(
+        "lying_encoding; claim=none; actual=gzip",
+        True,
+        True,
+        _note("without a Content-Encoding", True),
+    ),
     "gzip-stream": Fault("lying_encoding; claim=gzip; actual=gzip", True, True, _gzip_stream),
     "error-in-200-stream": Fault("error_in_stream; after=2", True, True, _error_in_stream),
     "rate-limit": Fault("rate_limit; retry_after=3", False, True, _status(429)),
@@ -141,11 +163,17 @@ FAULTS = {
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", list(FAULTS))
-def test_fault_seen_as_without_the_proxy_and_recorded(name: str, mode: str, upstream: FakeUpstream, recorder: RecorderProcess) -> None:
+def test_fault_seen_as_without_the_proxy_and_recorded(
+    name: str, mode: str, upstream: FakeUpstream, recorder: RecorderProcess
+) -> None:
     fault = FAULTS[name]
-    direct = Target("direct", upstream).request(CHAT, _h(fault.scenario), chat_body(f"direct-{uuid.uuid4().hex}", fault.stream))
+    direct = Target("direct", upstream).request(
+        CHAT, _h(fault.scenario), chat_body(f"direct-{uuid.uuid4().hex}", fault.stream)
+    )
     marker = f"{name}-{mode}-{uuid.uuid4().hex}"
-    via = Target(mode, upstream, recorder).request(CHAT, _h(fault.scenario), chat_body(marker, fault.stream))
+    via = Target(mode, upstream, recorder).request(
+        CHAT, _h(fault.scenario), chat_body(marker, fault.stream)
+    )
     assert direct.complete is fault.client_complete, (direct.error, direct.complete)
     assert_same_view(direct, via, f"{name} via {mode}")
     cas, found = wait_recorded(recorder.out, marker)
@@ -171,20 +199,30 @@ def _served(upstream: FakeUpstream, marker: str) -> Served:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_slow_drip_events_reach_the_agent_one_by_one(mode: str, upstream: FakeUpstream, recorder: RecorderProcess) -> None:
+def test_slow_drip_events_reach_the_agent_one_by_one(
+    mode: str, upstream: FakeUpstream, recorder: RecorderProcess
+) -> None:
     """SSE events 0.25 s apart, in lockstep with the agent (the upstream writes the next event only
     once the agent has the last, then waits 0.25 s: a recorder that held an event back would stop
     the stream, a hang by lack of progress, whatever the machine's load): each event reaches the
-    agent before the next is sent, and the cassette keeps them as separate chunks with their times."""
+    agent before the next is sent, and the cassette keeps them as separate chunks with their
+    times."""
     marker, key = f"drip-{mode}-{uuid.uuid4().hex}", uuid.uuid4().hex
-    via = Target(mode, upstream, recorder).request(CHAT, _h(f"drip; delay=0.25; lockstep={key}"), chat_body(marker), stop=lambda r: upstream.ack(key, r.size))
+    via = Target(mode, upstream, recorder).request(
+        CHAT,
+        _h(f"drip; delay=0.25; lockstep={key}"),
+        chat_body(marker),
+        stop=lambda r: upstream.ack(key, r.size),
+    )
     s = _served(upstream, marker)
     assert via.complete and via.body == s.body
     assert len(s.chunks) >= 5
     sent = 0
     for i, chunk in enumerate(s.chunks[:-1]):
         sent += len(chunk)
-        assert _arrival(via, sent) < s.sent_at[i + 1], f"event {i} reached the agent only after event {i + 1} was sent (buffered)"
+        assert _arrival(via, sent) < s.sent_at[i + 1], (
+            f"event {i} reached the agent only after event {i + 1} was sent (buffered)"
+        )
     _, found = wait_recorded(recorder.out, marker)
     ex = found[0]
     assert [c for _, c in ex.response_chunks] == s.chunks
@@ -193,14 +231,21 @@ def test_slow_drip_events_reach_the_agent_one_by_one(mode: str, upstream: FakeUp
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_slow_drip_bytes_pass_through_one_at_a_time(mode: str, upstream: FakeUpstream, recorder: RecorderProcess) -> None:
+def test_slow_drip_bytes_pass_through_one_at_a_time(
+    mode: str, upstream: FakeUpstream, recorder: RecorderProcess
+) -> None:
     """The first 48 bytes one byte per write, 40 ms apart and in lockstep with the agent (see
     above): every byte reaches the agent before the next is written, the body is whole, and the
     recorded stream parses to the same response."""
     marker, key = f"dripb-{mode}-{uuid.uuid4().hex}", uuid.uuid4().hex
-    direct = Target("direct", upstream).request(CHAT, _h("drip; unit=byte; bytes=48; delay=0.04"), chat_body(f"direct-{uuid.uuid4().hex}"))
+    direct = Target("direct", upstream).request(
+        CHAT, _h("drip; unit=byte; bytes=48; delay=0.04"), chat_body(f"direct-{uuid.uuid4().hex}")
+    )
     via = Target(mode, upstream, recorder).request(
-        CHAT, _h(f"drip; unit=byte; bytes=48; delay=0.04; lockstep={key}"), chat_body(marker), stop=lambda r: upstream.ack(key, r.size)
+        CHAT,
+        _h(f"drip; unit=byte; bytes=48; delay=0.04; lockstep={key}"),
+        chat_body(marker),
+        stop=lambda r: upstream.ack(key, r.size),
     )
     assert_same_view(direct, via, f"byte drip via {mode}")
     s = _served(upstream, marker)
@@ -216,7 +261,9 @@ def test_slow_drip_bytes_pass_through_one_at_a_time(mode: str, upstream: FakeUps
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_rate_limit_and_server_error_storm(mode: str, upstream: FakeUpstream, recorder: RecorderProcess) -> None:
+def test_rate_limit_and_server_error_storm(
+    mode: str, upstream: FakeUpstream, recorder: RecorderProcess
+) -> None:
     """60 concurrent requests, a mix of 429, 500, streamed errors and good answers: every agent sees
     what the upstream sent it, and every round trip is recorded with its status."""
     scenarios = [
@@ -227,7 +274,12 @@ def test_rate_limit_and_server_error_storm(mode: str, upstream: FakeUpstream, re
         ("text", False),
         ("rate_limit", True),
     ]
-    refs = {sc: Target("direct", upstream).request(CHAT, _h(sc[0]), chat_body(f"ref-{uuid.uuid4().hex}", sc[1])) for sc in scenarios}
+    refs = {
+        sc: Target("direct", upstream).request(
+            CHAT, _h(sc[0]), chat_body(f"ref-{uuid.uuid4().hex}", sc[1])
+        )
+        for sc in scenarios
+    }
     run = uuid.uuid4().hex
     jobs = [(f"storm-{mode}-{run}-{i:03d}", scenarios[i % len(scenarios)]) for i in range(60)]
     target = Target(mode, upstream, recorder)
@@ -250,16 +302,26 @@ def test_rate_limit_and_server_error_storm(mode: str, upstream: FakeUpstream, re
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_agent_that_hangs_up_early(mode: str, upstream: FakeUpstream, recorder: RecorderProcess) -> None:
+def test_agent_that_hangs_up_early(
+    mode: str, upstream: FakeUpstream, recorder: RecorderProcess
+) -> None:
     """The agent reads two pieces of a slow stream and closes the connection: the recorder closes
     the upstream side too, records what had arrived as partial, and keeps serving."""
     marker = f"hangup-{mode}-{uuid.uuid4().hex}"
     target = Target(mode, upstream, recorder)
-    via = target.request(CHAT, _h("text; delay=0.2"), chat_body(marker), stop=lambda r: len(r.pieces) >= 2)
+    via = target.request(
+        CHAT, _h("text; delay=0.2"), chat_body(marker), stop=lambda r: len(r.pieces) >= 2
+    )
     assert via.error == "client hung up" and len(via.pieces) == 2
     s = _served(upstream, marker)
-    progress.until(lambda: s.ended is not None, interval=0.05, what="the upstream stream's end after the agent left")
-    assert s.ended is not None and not s.complete, "the upstream stream was not torn down after the agent left"
+    progress.until(
+        lambda: s.ended is not None,
+        interval=0.05,
+        what="the upstream stream's end after the agent left",
+    )
+    assert s.ended is not None and not s.complete, (
+        "the upstream stream was not torn down after the agent left"
+    )
     assert len(s.chunks) < 12, "the upstream kept streaming to nobody"
     _, found = wait_recorded(recorder.out, marker)
     ex = found[0]
@@ -272,7 +334,9 @@ def test_agent_that_hangs_up_early(mode: str, upstream: FakeUpstream, recorder: 
     assert after.complete and after.status == 200
 
 
-def test_concurrent_hangups_do_not_disturb_other_agents(upstream: FakeUpstream, recorder: RecorderProcess) -> None:
+def test_concurrent_hangups_do_not_disturb_other_agents(
+    upstream: FakeUpstream, recorder: RecorderProcess
+) -> None:
     """Ten agents hang up at random points while ten others stream to the end on the same proxy."""
     run = uuid.uuid4().hex
     target = Target("reverse", upstream, recorder)
@@ -302,7 +366,13 @@ def test_concurrent_hangups_do_not_disturb_other_agents(upstream: FakeUpstream, 
 
 
 def test_gzip_helper_matches_the_upstream() -> None:
-    """The test's own gunzip agrees with the stdlib on a multi-flush stream (guards _note/_gzip_stream)."""
+    """The test's own gunzip agrees with the stdlib on a multi-flush stream (guards
+    _note/_gzip_stream)."""
     comp = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    data = comp.compress(b"data: 1\n\n") + comp.flush(zlib.Z_SYNC_FLUSH) + comp.compress(b"data: 2\n\n") + comp.flush()
+    data = (
+        comp.compress(b"data: 1\n\n")
+        + comp.flush(zlib.Z_SYNC_FLUSH)
+        + comp.compress(b"data: 2\n\n")
+        + comp.flush()
+    )
     assert _gunzip(data) == gzip.decompress(data) == b"data: 1\n\ndata: 2\n\n"

@@ -2,8 +2,8 @@
 
 The same script runs against the same fake upstream with ``OPENAI_BASE_URL`` at the upstream
 (direct) and at the recorder's reverse listener (and, with ``LOOPTAP_SLOW=1``, with the upstream's
-URL behind ``HTTP_PROXY``, the forward proxy). For each scenario it prints what the SDK made of the answer —
-the text, or the exception's type, status and message. The three transcripts must be equal.
+URL behind ``HTTP_PROXY``, the forward proxy). For each scenario it prints what the SDK made of the
+answer — the text, or the exception's type, status and message. The three transcripts must be equal.
 """
 
 from __future__ import annotations
@@ -47,17 +47,23 @@ for scenario, stream in SCENARIOS:
     except Exception as e:
         got = {"error": type(e).__name__, "status": getattr(e, "status_code", None), "message": str(getattr(e, "message", e))[:200]}
     print(json.dumps({"scenario": scenario, "stream": stream, **got}), flush=True)
-'''
+'''  # noqa: E501
 
 
 def _run(script: Path, **env: str) -> list[dict[str, object]]:
-    proc = progress.run([sys.executable, str(script)], env=clean_env(OPENAI_API_KEY="sk-sdk-faults-0123456789abcdef", **env),
-                          capture_output=True, text=True)
+    proc = progress.run(
+        [sys.executable, str(script)],
+        env=clean_env(OPENAI_API_KEY="sk-sdk-faults-0123456789abcdef", **env),
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
 
 
-def test_openai_sdk_sees_the_same_faults_through_the_recorder(upstream: FakeUpstream, tmp_path: Path) -> None:
+def test_openai_sdk_sees_the_same_faults_through_the_recorder(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
     pytest.importorskip("openai")
     script = tmp_path / "agent.py"
     script.write_text(textwrap.dedent(SCRIPT))
@@ -65,11 +71,18 @@ def test_openai_sdk_sees_the_same_faults_through_the_recorder(upstream: FakeUpst
     assert len(direct) == 12
     assert direct[2]["error"] == "RateLimitError" and direct[2]["status"] == 429
     assert direct[0]["text"] and direct[1]["text"]
-    with RecorderProcess(tmp_path / "run.jsonl", tmp_path / "conf", upstream.url, "--record-host", "127.0.0.1") as rec:
+    with RecorderProcess(
+        tmp_path / "run.jsonl", tmp_path / "conf", upstream.url, "--record-host", "127.0.0.1"
+    ) as rec:
         reverse = _run(script, OPENAI_BASE_URL=rec.env["OPENAI_BASE_URL"])
         forward = []
         if SLOW:  # the raw-socket fault tests cover the forward proxy in the default run
-            forward = _run(script, OPENAI_BASE_URL=upstream.url + "/v1", HTTP_PROXY=rec.env["HTTP_PROXY"], http_proxy=rec.env["HTTP_PROXY"])
+            forward = _run(
+                script,
+                OPENAI_BASE_URL=upstream.url + "/v1",
+                HTTP_PROXY=rec.env["HTTP_PROXY"],
+                http_proxy=rec.env["HTTP_PROXY"],
+            )
         assert rec.stop() == 0
     assert reverse == direct
     assert forward in ([], direct)

@@ -49,13 +49,28 @@ ROUTES: dict[str, tuple[str, str]] = {
     "anthropic": ("ANTHROPIC_BASE_URL", "/v1/messages"),
     "gemini": ("GOOGLE_GEMINI_BASE_URL", "/v1beta/models/gemini-2.0-flash:streamGenerateContent"),
     "ollama": ("OLLAMA_BASE_URL", "/api/chat"),
-    "bedrock": ("BEDROCK_BASE_URL", "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream"),
+    "bedrock": (
+        "BEDROCK_BASE_URL",
+        "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream",
+    ),
 }
 
 LOCATIONS = (
-    "authorization", "x-api-key", "x-goog-api-key", "api-key", "proxy-authorization", "cookie-a", "cookie-b",
-    "x-amz-security-token", "x-custom-auth-token", "query-key", "query-api_key", "body-api_key",
-    "body-nested-client_secret", "body-list-password", "set-cookie",
+    "authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "proxy-authorization",
+    "cookie-a",
+    "cookie-b",
+    "x-amz-security-token",
+    "x-custom-auth-token",
+    "query-key",
+    "query-api_key",
+    "body-api_key",
+    "body-nested-client_secret",
+    "body-list-password",
+    "set-cookie",
 )
 
 
@@ -69,10 +84,15 @@ def fake_aws_key() -> str:
     return "AKIA" + "".join(secrets.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") for _ in range(16))
 
 
-def request_for(family: str, sec: dict[str, str], patterned: dict[str, str]) -> tuple[str, list[tuple[str, str]], bytes]:
+def request_for(
+    family: str, sec: dict[str, str], patterned: dict[str, str]
+) -> tuple[str, list[tuple[str, str]], bytes]:
     """(target with query, headers, body) of one request of ``family`` carrying every sentinel."""
     _, path = ROUTES[family]
-    text = f"Summarise: my keys are {patterned['openai']} and {patterned['google']}; aws {patterned['aws']}."
+    text = (
+        f"Summarise: my keys are {patterned['openai']} and "
+        f"{patterned['google']}; aws {patterned['aws']}."
+    )
     user = {"role": "user", "content": text}
     body: dict[str, Any]
     if family == "openai_chat":
@@ -103,29 +123,46 @@ def request_for(family: str, sec: dict[str, str], patterned: dict[str, str]) -> 
         ("cookie", f"session={sec['cookie-a']}; csrftoken={sec['cookie-b']}"),
         ("x-amz-security-token", sec["x-amz-security-token"]),
         ("x-custom-auth-token", sec["x-custom-auth-token"]),
-        ("x-fake-upstream", "text; set_cookie_hex=" + f"sid={sec['set-cookie']}; Path=/; HttpOnly".encode().hex()),
+        (
+            "x-fake-upstream",
+            "text; set_cookie_hex=" + f"sid={sec['set-cookie']}; Path=/; HttpOnly".encode().hex(),
+        ),
     ]
     if family == "bedrock":
         headers.append(("x-amz-date", "20261122T010203Z"))
-        headers.append((
-            "authorization",
-            f"AWS4-HMAC-SHA256 Credential={patterned['aws']}/20261122/us-east-1/bedrock/aws4_request, "
-            f"SignedHeaders=content-type;host;x-amz-date, Signature={sec['authorization']}",
-        ))
+        headers.append(
+            (
+                "authorization",
+                f"AWS4-HMAC-SHA256 Credential={patterned['aws']}/20261122/us-east-1/bedrock/"
+                "aws4_request, SignedHeaders=content-type;host;x-amz-date, "
+                f"Signature={sec['authorization']}",
+            )
+        )
     else:
         headers.append(("authorization", f"Bearer {sec['authorization']}"))
     return f"{path}?{query}", headers, json.dumps(body).encode()
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeUpstream, RecorderProcess, Path]]:
+def setup(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[FakeUpstream, RecorderProcess, Path]]:
     root = tmp_path_factory.mktemp("secrets")
     (root / "tmp").mkdir()
     (root / "cassettes").mkdir()
     with FakeUpstream(delay=0.0) as up:
         env = clean_env(TMPDIR=str(root / "tmp"))
-        extra = ["--record-host", "127.0.0.1", "--upstream", f"ollama={up.url}", "--upstream", f"bedrock={up.url}"]
-        with RecorderProcess(root / "cassettes" / "run.jsonl", root / "conf", up.url, *extra, env=env) as rec:
+        extra = [
+            "--record-host",
+            "127.0.0.1",
+            "--upstream",
+            f"ollama={up.url}",
+            "--upstream",
+            f"bedrock={up.url}",
+        ]
+        with RecorderProcess(
+            root / "cassettes" / "run.jsonl", root / "conf", up.url, *extra, env=env
+        ) as rec:
             yield up, rec, root
 
 
@@ -138,17 +175,40 @@ def recorded(setup: tuple[FakeUpstream, RecorderProcess, Path]) -> dict[str, Any
     for family in FAMILIES:
         for mode in MODES:
             sec = {loc: sentinel(loc, special=loc == "query-api_key") for loc in LOCATIONS}
-            patterned = {"openai": f"sk-proj-{secrets.token_hex(20)}", "google": "AIza" + secrets.token_hex(18)[:35], "aws": fake_aws_key()}
+            patterned = {
+                "openai": f"sk-proj-{secrets.token_hex(20)}",
+                "google": "AIza" + secrets.token_hex(18)[:35],
+                "aws": fake_aws_key(),
+            }
             all_secrets += [*sec.values(), *patterned.values()]
             target, headers, body = request_for(family, sec, patterned)
             if mode == "reverse":
-                resp = http_request("127.0.0.1", rec.port(ROUTES[family][0]), "POST", target, headers, body)
+                resp = http_request(
+                    "127.0.0.1", rec.port(ROUTES[family][0]), "POST", target, headers, body
+                )
             else:
-                resp = http_request("127.0.0.1", rec.forward_port, "POST", target, headers, body, proxy=True, upstream=up.url)
+                resp = http_request(
+                    "127.0.0.1",
+                    rec.forward_port,
+                    "POST",
+                    target,
+                    headers,
+                    body,
+                    proxy=True,
+                    upstream=up.url,
+                )
             assert resp.complete, (family, mode, resp.error)
             sent.append((family, mode, resp.status))
     rc = rec.stop()
-    return {"secrets": all_secrets, "sent": sent, "rc": rc, "root": root, "out": rec.out, "log": rec.output, "upstream": up}
+    return {
+        "secrets": all_secrets,
+        "sent": sent,
+        "rc": rc,
+        "root": root,
+        "out": rec.out,
+        "log": rec.output,
+        "upstream": up,
+    }
 
 
 def test_the_upstream_set_its_cookie(recorded: dict[str, Any]) -> None:
@@ -176,7 +236,9 @@ def test_the_upstream_received_the_credentials(recorded: dict[str, Any]) -> None
     for s in llm:
         assert (s.request_header("x-api-key") or "").startswith("ltxapikeyQ")
         assert "session=lt" in (s.request_header("cookie") or "")
-        assert (s.request_header("authorization") or "").startswith(("Bearer lt", "AWS4-HMAC-SHA256 Credential=AKIA"))
+        assert (s.request_header("authorization") or "").startswith(
+            ("Bearer lt", "AWS4-HMAC-SHA256 Credential=AKIA")
+        )
         assert b'"api_key": "lt' in s.request_body and "key=lt" in s.target
 
 
@@ -202,15 +264,23 @@ def test_redacted_cassette_keeps_what_debugging_needs(recorded: dict[str, Any]) 
     for ex in cas.exchanges:
         names = {k.lower() for k, _ in ex.request_headers}
         assert {"authorization", "x-api-key", "cookie", "x-goog-api-key"} <= names
-        assert ex.request_header("authorization") in ("Bearer [REDACTED]", "AWS4-HMAC-SHA256 [REDACTED]")
+        assert ex.request_header("authorization") in (
+            "Bearer [REDACTED]",
+            "AWS4-HMAC-SHA256 [REDACTED]",
+        )
         body = ex.request_json()
-        assert body["api_key"] == "[REDACTED]" and body["metadata"]["auth"]["client_secret"] == "[REDACTED]"
+        assert (
+            body["api_key"] == "[REDACTED]"
+            and body["metadata"]["auth"]["client_secret"] == "[REDACTED]"
+        )
         assert "Summarise: my keys are" in json.dumps(body)
         assert "key=REDACTED" in ex.url and "api_key=REDACTED" in ex.url
 
 
 def _verify(*args: str) -> subprocess.CompletedProcess[str]:
-    return progress.run([sys.executable, "-m", "cassettes.cli", "verify", *args], capture_output=True, text=True)
+    return progress.run(
+        [sys.executable, "-m", "cassettes.cli", "verify", *args], capture_output=True, text=True
+    )
 
 
 def test_looptap_verify_finds_the_recorded_cassette_clean(recorded: dict[str, Any]) -> None:

@@ -36,7 +36,9 @@ KEYS = {
 
 
 def _verify(*args: str) -> subprocess.CompletedProcess[str]:
-    return progress.run([sys.executable, "-m", "cassettes.cli", "verify", *args], capture_output=True, text=True)
+    return progress.run(
+        [sys.executable, "-m", "cassettes.cli", "verify", *args], capture_output=True, text=True
+    )
 
 
 _CLEAN: dict[str, bytes] = {}
@@ -46,7 +48,10 @@ def _clean_cassette(path: Path) -> Path:
     """A real recording (Anthropic tool loop, 11 round trips) written by the core (redacted)."""
     if "bytes" not in _CLEAN:
         with CassetteWriter(path) as w:
-            for ex in load_vcr(CORPUS / "pydantic-ai/tests/cassettes/test_tool_search/test_tool_search_eval[anthropic].yaml"):
+            for ex in load_vcr(
+                CORPUS / "pydantic-ai/tests/cassettes/test_tool_search/"
+                "test_tool_search_eval[anthropic].yaml"
+            ):
                 w.append(ex)
         _CLEAN["bytes"] = path.read_bytes()
     path.write_bytes(_CLEAN["bytes"])
@@ -61,7 +66,9 @@ def test_patterns_are_the_redactors() -> None:
     def rules(d: Any) -> list[tuple[str, str]]:
         return [(r.id, r.source) for r in d.rules]
 
-    assert rules(verify.Scanner(["corp-[0-9]{6}"]).detector) == rules(Redactor(["corp-[0-9]{6}"])._scrubber._detector)
+    assert rules(verify.Scanner(["corp-[0-9]{6}"]).detector) == rules(
+        Redactor(["corp-[0-9]{6}"])._scrubber._detector
+    )
     assert len(verify.Scanner([]).detector.rules) > 200  # gitleaks' ruleset and looptap's
 
 
@@ -74,12 +81,19 @@ def test_clean_cassette_exits_0_and_a_leak_exits_1(tmp_path: Path) -> None:
     with path.open("ab") as f:
         f.write(b'{"type":"note","text":"' + KEYS["openai"].encode() + b'"}\n')
     proc = _verify(str(path))
-    assert proc.returncode == 1 and f"{path}:13:text: openai/anthropic key" in proc.stdout, proc.stdout
+    assert proc.returncode == 1 and f"{path}:13:text: openai/anthropic key" in proc.stdout, (
+        proc.stdout
+    )
 
 
 @pytest.mark.parametrize("kind", list(KEYS))
-@pytest.mark.parametrize("where", ["header", "url", "body", "chunk", "b64-body", "url-encoded", "basic-auth", "torn-line"])
-def test_each_key_format_found_wherever_it_hides(kind: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "where",
+    ["header", "url", "body", "chunk", "b64-body", "url-encoded", "basic-auth", "torn-line"],
+)
+def test_each_key_format_found_wherever_it_hides(
+    kind: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     key = KEYS[kind]
     lines = _clean_cassette(tmp_path / "c.jsonl").read_bytes().splitlines()
     rec = json.loads(lines[3])
@@ -100,14 +114,20 @@ def test_each_key_format_found_wherever_it_hides(kind: str, where: str, tmp_path
     elif where == "body":
         rec["request"]["body"] = {"json": {"leak": f"my key is {key}, keep it safe"}}
     elif where == "chunk":
-        rec["response"]["body"] = {"chunks": [[0.0, "data: {\"a\": 1}\n\n"], [0.1, f"data: {{\"k\": \"{key}\"}}\n\n"]]}
+        rec["response"]["body"] = {
+            "chunks": [[0.0, 'data: {"a": 1}\n\n'], [0.1, f'data: {{"k": "{key}"}}\n\n']]
+        }
         field = "response.body.chunks[1][1]"
     elif where == "b64-body":
-        rec["request"]["body"] = {"b64": base64.b64encode(b"\xff\xfe binary " + key.encode() + b" \x00").decode()}
+        rec["request"]["body"] = {
+            "b64": base64.b64encode(b"\xff\xfe binary " + key.encode() + b" \x00").decode()
+        }
     elif where == "url-encoded":
         rec["url"] += "?q=" + quote(f"x {key} y", safe="")
     elif where == "basic-auth":
-        rec["request"]["headers"].append(["authorization", "Basic " + base64.b64encode(f"user:{key}".encode()).decode()])
+        rec["request"]["headers"].append(
+            ["authorization", "Basic " + base64.b64encode(f"user:{key}".encode()).decode()]
+        )
     line = json.dumps(rec).encode()
     if where == "torn-line":
         line = line[: line.index(b'"url"')] + b'"leak": "' + key.encode()  # no newline, not JSON
@@ -127,17 +147,23 @@ def test_each_key_format_found_wherever_it_hides(kind: str, where: str, tmp_path
 def test_configured_patterns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _clean_cassette(tmp_path / "c.jsonl")
     lines = path.read_bytes().splitlines()
-    lines[2] = lines[2].replace(b'"type":"exchange"', b'"type":"exchange","internal":"corp-tok-123456"')
+    lines[2] = lines[2].replace(
+        b'"type":"exchange"', b'"type":"exchange","internal":"corp-tok-123456"'
+    )
     path.write_bytes(b"\n".join(lines) + b"\n")
     monkeypatch.chdir(tmp_path)
     assert verify_main([str(path)]) == 0  # not a known format
     assert scan_file(path, [r"corp-tok-\d{6}"])[0].field == "internal"
     assert verify_main([str(path), "--pattern", r"corp-tok-\d{6}"]) == 1
     # From [tool.looptap.verify] in ./pyproject.toml, and from --config.
-    (tmp_path / "pyproject.toml").write_text('[tool.looptap.verify]\npatterns = ["corp-tok-[0-9]+"]\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.looptap.verify]\npatterns = ["corp-tok-[0-9]+"]\n'
+    )
     assert verify_main([str(path)]) == 1
     # The recorder's [tool.looptap.redact] patterns are scanned for as well.
-    (tmp_path / "pyproject.toml").write_text('[tool.looptap.redact]\npatterns = ["corp-tok-[0-9]+"]\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.looptap.redact]\npatterns = ["corp-tok-[0-9]+"]\n'
+    )
     assert verify_main([str(path)]) == 1
     (tmp_path / "pyproject.toml").write_text('[tool.looptap.redact]\npatterns = ["other-[0-9]+"]\n')
     assert verify_main([str(path)]) == 0
@@ -158,8 +184,14 @@ def test_errors_exit_2(tmp_path: Path) -> None:
 
 def test_redacted_values_are_not_finds() -> None:
     lines = [
-        json.dumps({"request": {"headers": [["authorization", "Bearer [REDACTED]"], ["x-api-key", "[REDACTED]"]]},
-                    "url": "https://x/v1?key=REDACTED"}).encode()
+        json.dumps(
+            {
+                "request": {
+                    "headers": [["authorization", "Bearer [REDACTED]"], ["x-api-key", "[REDACTED]"]]
+                },
+                "url": "https://x/v1?key=REDACTED",
+            }
+        ).encode()
     ]
     assert scan_lines(lines) == []
 
@@ -189,9 +221,22 @@ def test_verify_reads_a_whole_corpus_file_quickly(tmp_path: Path) -> None:
     path = tmp_path / "big.jsonl"
     with CassetteWriter(path) as w:
         for i in range(100):
-            w.append(Exchange(method="POST", url="https://api.openai.com/v1/chat/completions",
-                              request_body=json.dumps({"model": "m", "messages": [{"role": "user", "content": f"{i} " + "lorem ipsum " * 2000}]}).encode(),
-                              status=200, response_chunks=[(0.0, b'{"choices": []}')]))
+            w.append(
+                Exchange(
+                    method="POST",
+                    url="https://api.openai.com/v1/chat/completions",
+                    request_body=json.dumps(
+                        {
+                            "model": "m",
+                            "messages": [
+                                {"role": "user", "content": f"{i} " + "lorem ipsum " * 2000}
+                            ],
+                        }
+                    ).encode(),
+                    status=200,
+                    response_chunks=[(0.0, b'{"choices": []}')],
+                )
+            )
     t = time.perf_counter()
     assert scan_file(path) == []
     assert time.perf_counter() - t < 20

@@ -37,19 +37,46 @@ def _exchange(form: str, text: str) -> Exchange:
         args = json.dumps({"config": {"key": text}})  # JSON inside a JSON string: stored as \"…\"
     elif form == "u-escaped":
         escaped = "".join(f"\\u{ord(c):04x}" for c in text)
-        chunks = [(0.01, b'data: {"choices":[{"index":0,"delta":{"content":"' + escaped.encode() + b'"}}]}\n\n'), (0.02, b"data: [DONE]\n\n")]
+        chunks = [
+            (
+                0.01,
+                b'data: {"choices":[{"index":0,"delta":{"content":"'
+                + escaped.encode()
+                + b'"}}]}\n\n',
+            ),
+            (0.02, b"data: [DONE]\n\n"),
+        ]
     elif form == "split":
         chunks = [(0.01 * i, e) for i, e in enumerate(chat_sse(pieces(f"your key: {text} ok")))]
     elif form == "data-url":
         content = "see data:text/plain;base64," + base64.b64encode(f"key: {text}".encode()).decode()
     elif form == "url-encoded":
         url += "?note=" + "".join(f"%{b:02X}" for b in text.encode())
-    body = {"model": "gpt-4o", "stream": True, "messages": [
-        {"role": "user", "content": content},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": args}}]},
-    ]}
-    return Exchange("POST", url, [("content-type", "application/json")], json.dumps(body).encode(), 200, "OK",
-                    [("content-type", "text/event-stream")], chunks, started=1_700_000_000.0)
+    body = {
+        "model": "gpt-4o",
+        "stream": True,
+        "messages": [
+            {"role": "user", "content": content},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": args}}
+                ],
+            },
+        ],
+    }
+    return Exchange(
+        "POST",
+        url,
+        [("content-type", "application/json")],
+        json.dumps(body).encode(),
+        200,
+        "OK",
+        [("content-type", "text/event-stream")],
+        chunks,
+        started=1_700_000_000.0,
+    )
 
 
 def _cassette(path: Path, with_keys: bool) -> dict[int, tuple[str, str]]:
@@ -74,7 +101,9 @@ def leaky(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, tup
     return path, _cassette(path, with_keys=True)
 
 
-def test_every_format_in_every_form_is_found(leaky: tuple[Path, dict[int, tuple[str, str]]]) -> None:
+def test_every_format_in_every_form_is_found(
+    leaky: tuple[Path, dict[int, tuple[str, str]]],
+) -> None:
     path, where = leaky
     assert len(KEYS) >= 20
     finds = scan_file(path)
@@ -86,7 +115,9 @@ def test_every_format_in_every_form_is_found(leaky: tuple[Path, dict[int, tuple[
     assert not [v for v, k in KEYS.items() if k in report]
 
 
-def test_a_split_key_is_reported_as_found_in_the_reassembled_stream(leaky: tuple[Path, dict[int, tuple[str, str]]]) -> None:
+def test_a_split_key_is_reported_as_found_in_the_reassembled_stream(
+    leaky: tuple[Path, dict[int, tuple[str, str]]],
+) -> None:
     path, where = leaky
     split = {n for n, (_, form) in where.items() if form == "split"}
     fields = {f.field for f in scan_file(path) if f.line in split}
@@ -108,7 +139,9 @@ def test_a_key_split_across_websocket_session_messages_is_found(tmp_path: Path) 
     session = WsSession("wss://example.com/v1/socket", [], started=1_700_000_000.0)
     exchanges = []
     for i, piece in enumerate(pieces(f"the key is {key} ok")):
-        exchanges += session.message(False, json.dumps({"type": "delta", "delta": piece}), 1_700_000_000.0 + i)
+        exchanges += session.message(
+            False, json.dumps({"type": "delta", "delta": piece}), 1_700_000_000.0 + i
+        )
     exchanges += session.end(1000)
     assert [ex.response_header("content-type") for ex in exchanges] == ["text/x-looptap-websocket"]
     path = tmp_path / "ws.jsonl"

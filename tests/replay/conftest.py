@@ -13,7 +13,15 @@ from cassettes.wire.exchange import Exchange
 REPO = Path(__file__).resolve().parents[2]
 
 CHAT_URL = "https://api.openai.com/v1/chat/completions"
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
 
 
 def chat_request(messages: list[dict[str, object]], **extra: object) -> bytes:
@@ -24,24 +32,50 @@ def chat_response(content: str | None = None, call: tuple[str, str, str] | None 
     msg: dict[str, object] = {"role": "assistant", "content": content}
     if call is not None:
         cid, name, args = call
-        msg["tool_calls"] = [{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}]
-    return orjson.dumps({
-        "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-2024-08-06",
-        "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if call else "stop"}],
-        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
-    })
+        msg["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+        ]
+    return orjson.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": "gpt-4o-2024-08-06",
+            "choices": [
+                {"index": 0, "message": msg, "finish_reason": "tool_calls" if call else "stop"}
+            ],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+        }
+    )
 
 
-def chat_exchange(messages: list[dict[str, object]], response: bytes, status: int = 200, **extra: object) -> Exchange:
+def chat_exchange(
+    messages: list[dict[str, object]], response: bytes, status: int = 200, **extra: object
+) -> Exchange:
     return Exchange(
-        "POST", CHAT_URL, [("content-type", "application/json"), ("x-stainless-os", "Linux")], chat_request(messages, **extra),
-        status=status, response_headers=[("content-type", "application/json")], response_chunks=[(0.01, response)], ttfb=0.01,
+        "POST",
+        CHAT_URL,
+        [("content-type", "application/json"), ("x-stainless-os", "Linux")],
+        chat_request(messages, **extra),
+        status=status,
+        response_headers=[("content-type", "application/json")],
+        response_chunks=[(0.01, response)],
+        ttfb=0.01,
     )
 
 
 SYSTEM = {"role": "system", "content": "Answer with the weather tool."}
 USER = {"role": "user", "content": "Weather in Paris?"}
-CALL = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_A1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]}
+CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [
+        {
+            "id": "call_A1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+        }
+    ],
+}
 RESULT = {"role": "tool", "tool_call_id": "call_A1", "content": "sunny, 21 C"}
 
 
@@ -49,8 +83,11 @@ def fork_agent(result: str = RESULT["content"]) -> str:
     """An inner pytest project's module head: the openai SDK's weather loop over the system prompt,
     question and tool of :func:`tool_loop`'s recording, its tool answering ``result`` (the marked
     tests that fork or replay that recording follow it)."""
-    return AGENT_HEAD + f"""        msgs += [{{"role": "tool", "tool_call_id": c.id, "content": {json.dumps(result)}}} for c in m.tool_calls]
-"""
+    return (
+        AGENT_HEAD
+        + f"""        msgs += [{{"role": "tool", "tool_call_id": c.id, "content": {json.dumps(result)}}} for c in m.tool_calls]
+"""  # noqa: E501
+    )
 
 
 AGENT_HEAD = '''
@@ -69,13 +106,15 @@ def agent():
             return m.content
         msgs.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
-'''
+'''  # noqa: E501
 
 
 def tool_loop() -> list[Exchange]:
     """Two turns of one conversation: a tool call, then the answer to its result."""
     return [
-        chat_exchange([SYSTEM, USER], chat_response(call=("call_A1", "get_weather", '{"city":"Paris"}'))),
+        chat_exchange(
+            [SYSTEM, USER], chat_response(call=("call_A1", "get_weather", '{"city":"Paris"}'))
+        ),
         chat_exchange([SYSTEM, USER, CALL, RESULT], chat_response("It is sunny in Paris.")),
     ]
 
@@ -87,12 +126,23 @@ def write(path: Path, exchanges: list[Exchange]) -> Path:
     return path
 
 
-def sse_exchange(events: list[bytes], gap: float = 0.02, ttfb: float = 0.01, url: str = CHAT_URL, req: bytes | None = None) -> Exchange:
+def sse_exchange(
+    events: list[bytes],
+    gap: float = 0.02,
+    ttfb: float = 0.01,
+    url: str = CHAT_URL,
+    req: bytes | None = None,
+) -> Exchange:
     """A streamed chat round trip whose chunks are ``events``, ``gap`` seconds apart."""
     return Exchange(
-        "POST", url, [("content-type", "application/json")], req if req is not None else chat_request([SYSTEM, USER], stream=True),
-        status=200, response_headers=[("content-type", "text/event-stream"), ("x-request-id", "req_1")],
-        response_chunks=[(ttfb + i * gap, e) for i, e in enumerate(events)], ttfb=ttfb,
+        "POST",
+        url,
+        [("content-type", "application/json")],
+        req if req is not None else chat_request([SYSTEM, USER], stream=True),
+        status=200,
+        response_headers=[("content-type", "text/event-stream"), ("x-request-id", "req_1")],
+        response_chunks=[(ttfb + i * gap, e) for i, e in enumerate(events)],
+        ttfb=ttfb,
     )
 
 
@@ -100,16 +150,42 @@ def chat_events(words: list[str]) -> list[bytes]:
     out = []
     for i, w in enumerate(words):
         delta = {"role": "assistant", "content": w} if i == 0 else {"content": w}
-        out.append(b"data: " + orjson.dumps({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "gpt-4o",
-                                             "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}) + b"\n\n")
-    out.append(b"data: " + orjson.dumps({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "gpt-4o",
-                                         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}) + b"\n\n")
+        out.append(
+            b"data: "
+            + orjson.dumps(
+                {
+                    "id": "chatcmpl-s",
+                    "object": "chat.completion.chunk",
+                    "model": "gpt-4o",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+                }
+            )
+            + b"\n\n"
+        )
+    out.append(
+        b"data: "
+        + orjson.dumps(
+            {
+                "id": "chatcmpl-s",
+                "object": "chat.completion.chunk",
+                "model": "gpt-4o",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            }
+        )
+        + b"\n\n"
+    )
     out.append(b"data: [DONE]\n\n")
     return out
 
 
-def raw_request(url: str, method: str, target: str, body: bytes = b"", headers: dict[str, str] | None = None, timeout: float = 10.0
-                ) -> tuple[int, list[tuple[str, str]], list[tuple[float, bytes]]]:
+def raw_request(
+    url: str,
+    method: str,
+    target: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    timeout: float = 10.0,
+) -> tuple[int, list[tuple[str, str]], list[tuple[float, bytes]]]:
     """One HTTP/1.1 request over a plain socket: (status, headers, [(arrival offset, HTTP chunk)]).
     Keeps the chunk boundaries the server wrote, which any HTTP library would hide."""
     import socket
@@ -118,8 +194,17 @@ def raw_request(url: str, method: str, target: str, body: bytes = b"", headers: 
 
     u = urlsplit(url)
     s = socket.create_connection((u.hostname, u.port), timeout=timeout)
-    hdrs = {"host": u.netloc, "content-length": str(len(body)), "connection": "close", **(headers or {})}
-    head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
+    hdrs = {
+        "host": u.netloc,
+        "content-length": str(len(body)),
+        "connection": "close",
+        **(headers or {}),
+    }
+    head = (
+        f"{method} {target} HTTP/1.1\r\n"
+        + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+        + "\r\n"
+    )
     t0 = time.monotonic()
     s.sendall(head.encode() + body)
     f = s.makefile("rb")
@@ -158,7 +243,11 @@ def served_miss_run(path: Path) -> Path:
     cassette = write(path.with_name("recorded.jsonl"), tool_loop())
     with ReplayServer(cassette) as srv:
         for messages in ([SYSTEM, USER], [SYSTEM, USER, CALL, {**RESULT, "content": "rainy, 9 C"}]):
-            req = urllib.request.Request(srv.url + "/v1/chat/completions", data=chat_request(messages), headers={"content-type": "application/json"})
+            req = urllib.request.Request(
+                srv.url + "/v1/chat/completions",
+                data=chat_request(messages),
+                headers={"content-type": "application/json"},
+            )
             try:
                 urllib.request.urlopen(req, timeout=60).read()
             except urllib.error.HTTPError as exc:

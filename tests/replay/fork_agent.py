@@ -11,7 +11,11 @@ import json
 import sys
 import threading
 
-TOOL = {"name": "get_weather", "description": "The weather in a city.", "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+TOOL = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
 
 
 def weather(city: str) -> str:
@@ -22,12 +26,26 @@ def openai_loop(label: str, stream: bool) -> str:
     from openai import OpenAI
 
     client = OpenAI(max_retries=0)
-    tools = [{"type": "function", "function": {"name": TOOL["name"], "description": TOOL["description"], "parameters": TOOL["schema"]}}]
-    messages: list[dict[str, object]] = [{"role": "system", "content": "Use the weather tool."}, {"role": "user", "content": f"[{label}] Weather in three cities?"}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": TOOL["name"],
+                "description": TOOL["description"],
+                "parameters": TOOL["schema"],
+            },
+        }
+    ]
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "Use the weather tool."},
+        {"role": "user", "content": f"[{label}] Weather in three cities?"},
+    ]
     for _ in range(5):
         if stream:
             text, calls = "", {}
-            for chunk in client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=tools, stream=True):  # type: ignore[arg-type]
+            for chunk in client.chat.completions.create(
+                model="gpt-4o-mini", messages=messages, tools=tools, stream=True
+            ):  # type: ignore[arg-type]
                 d = chunk.choices[0].delta if chunk.choices else None
                 if d is None:
                     continue
@@ -38,16 +56,40 @@ def openai_loop(label: str, stream: bool) -> str:
                     if tc.function is not None:
                         c["name"] += tc.function.name or ""
                         c["arguments"] += tc.function.arguments or ""
-            tool_calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls.values()]
+            tool_calls = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"]},
+                }
+                for c in calls.values()
+            ]
         else:
-            msg = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=tools).choices[0].message  # type: ignore[arg-type]
+            msg = (
+                client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=tools)
+                .choices[0]
+                .message
+            )  # type: ignore[arg-type]
             text = msg.content or ""
-            tool_calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in msg.tool_calls or []]
+            tool_calls = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in msg.tool_calls or []
+            ]
         if not tool_calls:
             return text
         messages.append({"role": "assistant", "content": text or None, "tool_calls": tool_calls})
         for c in tool_calls:
-            messages.append({"role": "tool", "tool_call_id": c["id"], "content": weather(**json.loads(c["function"]["arguments"]))})
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": c["id"],
+                    "content": weather(**json.loads(c["function"]["arguments"])),
+                }
+            )
     return "(no answer after 5 turns)"
 
 
@@ -55,10 +97,20 @@ def anthropic_loop(label: str, stream: bool) -> str:
     from anthropic import Anthropic
 
     client = Anthropic(max_retries=0)
-    tools = [{"name": TOOL["name"], "description": TOOL["description"], "input_schema": TOOL["schema"]}]
-    messages: list[dict[str, object]] = [{"role": "user", "content": f"[{label}] Weather in three cities?"}]
+    tools = [
+        {"name": TOOL["name"], "description": TOOL["description"], "input_schema": TOOL["schema"]}
+    ]
+    messages: list[dict[str, object]] = [
+        {"role": "user", "content": f"[{label}] Weather in three cities?"}
+    ]
     for _ in range(5):
-        kwargs = {"model": "claude-haiku-4-5", "max_tokens": 200, "system": "Use the weather tool.", "messages": messages, "tools": tools}
+        kwargs = {
+            "model": "claude-haiku-4-5",
+            "max_tokens": 200,
+            "system": "Use the weather tool.",
+            "messages": messages,
+            "tools": tools,
+        }
         if stream:
             with client.messages.stream(**kwargs) as s:  # type: ignore[arg-type]
                 msg = s.get_final_message()
@@ -68,8 +120,18 @@ def anthropic_loop(label: str, stream: bool) -> str:
         text = "".join(b.text for b in msg.content if b.type == "text")
         if not uses:
             return text
-        messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]})
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": b.id, "content": weather(**b.input)} for b in uses]})  # type: ignore[arg-type]
+        messages.append(
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]}
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": b.id, "content": weather(**b.input)}
+                    for b in uses
+                ],
+            }
+        )  # type: ignore[arg-type]
     return "(no answer after 5 turns)"
 
 

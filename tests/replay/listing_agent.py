@@ -10,8 +10,20 @@ from __future__ import annotations
 import json
 import os
 
-TOOLS = [{"type": "function", "function": {"name": "list_files", "description": "The files in a folder of the project.",
-                                           "parameters": {"type": "object", "properties": {"folder": {"type": "string"}}, "required": ["folder"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "list_files",
+            "description": "The files in a folder of the project.",
+            "parameters": {
+                "type": "object",
+                "properties": {"folder": {"type": "string"}},
+                "required": ["folder"],
+            },
+        },
+    }
+]
 
 
 def list_files(folder: str) -> str:
@@ -23,16 +35,36 @@ def main() -> None:
 
     client = OpenAI(max_retries=0)
     ask = os.environ.get("LISTING_ASK", "Which files does the project have?")
-    messages: list[dict[str, object]] = [{"role": "system", "content": "List the folders with the tool."}, {"role": "user", "content": ask}]
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "List the folders with the tool."},
+        {"role": "user", "content": ask},
+    ]
     for _ in range(6):
-        msg = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS).choices[0].message  # type: ignore[arg-type]
-        calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in msg.tool_calls or []]
+        msg = (
+            client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS)
+            .choices[0]
+            .message
+        )  # type: ignore[arg-type]
+        calls = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments},
+            }
+            for c in msg.tool_calls or []
+        ]
         if not calls:
             print(f"answer: {msg.content}")
             return
         messages.append({"role": "assistant", "content": msg.content, "tool_calls": calls})
         for c in calls:
-            messages.append({"role": "tool", "tool_call_id": c["id"], "content": list_files(**json.loads(c["function"]["arguments"]))})
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": c["id"],
+                    "content": list_files(**json.loads(c["function"]["arguments"])),
+                }
+            )
     print("answer: (none after 6 turns)")
 
 

@@ -13,7 +13,12 @@ import json
 import sys
 from typing import Any
 
-SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
 
 
 def weather(city: str) -> str:
@@ -24,11 +29,25 @@ def sdk_loop(label: str, stream: bool) -> str:
     from openai import OpenAI
 
     client = OpenAI(max_retries=0)
-    tools: Any = [{"type": "function", "name": "get_weather", "description": "The weather in a city.", "parameters": SCHEMA, "strict": True}]
+    tools: Any = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "The weather in a city.",
+            "parameters": SCHEMA,
+            "strict": True,
+        }
+    ]
     items: Any = [{"role": "user", "content": f"[{label}] Weather in three cities?"}]
     chained: dict[str, Any] = {}
     for _ in range(5):
-        kwargs: dict[str, Any] = {"model": "gpt-4o-mini", "instructions": "Use the weather tool.", "input": items, "tools": tools, **chained}
+        kwargs: dict[str, Any] = {
+            "model": "gpt-4o-mini",
+            "instructions": "Use the weather tool.",
+            "input": items,
+            "tools": tools,
+            **chained,
+        }
         if stream:
             r = None
             for ev in client.responses.create(stream=True, **kwargs):
@@ -40,7 +59,14 @@ def sdk_loop(label: str, stream: bool) -> str:
         calls = [o for o in r.output if o.type == "function_call"]
         if not calls:
             return str(r.output_text)
-        items = [{"type": "function_call_output", "call_id": c.call_id, "output": weather(**json.loads(c.arguments))} for c in calls]
+        items = [
+            {
+                "type": "function_call_output",
+                "call_id": c.call_id,
+                "output": weather(**json.loads(c.arguments)),
+            }
+            for c in calls
+        ]
         chained = {"previous_response_id": r.id}  # only the new items, and the answer they continue
     return "(no answer after 5 turns)"
 
@@ -55,12 +81,23 @@ def agents_loop(label: str) -> str:
         """The weather in a city."""
         return weather(city)
 
-    agent = Agent(name="weather", instructions="Use the weather tool.", tools=[get_weather], model="gpt-4o-mini")
-    result = Runner.run_sync(agent, f"[{label}] Weather in three cities?", auto_previous_response_id=True, max_turns=5)
+    agent = Agent(
+        name="weather",
+        instructions="Use the weather tool.",
+        tools=[get_weather],
+        model="gpt-4o-mini",
+    )
+    result = Runner.run_sync(
+        agent, f"[{label}] Weather in three cities?", auto_previous_response_id=True, max_turns=5
+    )
     return str(result.final_output)
 
 
-AGENTS = {"sdk": lambda: sdk_loop("sdk", False), "sdk-stream": lambda: sdk_loop("sdk-stream", True), "agents": lambda: agents_loop("agents")}
+AGENTS = {
+    "sdk": lambda: sdk_loop("sdk", False),
+    "sdk-stream": lambda: sdk_loop("sdk-stream", True),
+    "agents": lambda: agents_loop("agents"),
+}
 
 
 def main() -> int:

@@ -26,9 +26,17 @@ USER = {"role": "user", "content": "Weather in Paris, then somewhere warm?"}
 
 
 def _branch_exchanges() -> list:
-    h1 = [SYSTEM, USER, tool_call("call_A1", "Paris"), tool_result("call_A1", "sunny, 21 C in Paris")]
+    h1 = [
+        SYSTEM,
+        USER,
+        tool_call("call_A1", "Paris"),
+        tool_result("call_A1", "sunny, 21 C in Paris"),
+    ]
     h2 = [*h1, tool_call("call_B1", "Nice"), tool_result("call_B1", "sunny, 24 C in Nice")]
-    return [chat_exchange(h1, answer_body(None, ("call_B1", "Nice"))), chat_exchange(h2, answer_body("Go to Nice."))]
+    return [
+        chat_exchange(h1, answer_body(None, ("call_B1", "Nice"))),
+        chat_exchange(h2, answer_body("Go to Nice.")),
+    ]
 
 
 def write_pair(folder: Path, typed: str | None = None) -> tuple[Path, Path]:
@@ -39,7 +47,9 @@ def write_pair(folder: Path, typed: str | None = None) -> tuple[Path, Path]:
     with CassetteWriter(run) as w:
         for ex in origin():
             w.append(ex)
-    meta = origin_meta(ForkSource(run, parse_cursor("turn=1")), None, {"c1": 1}, [], {"c1": 1}, branch)
+    meta = origin_meta(
+        ForkSource(run, parse_cursor("turn=1")), None, {"c1": 1}, [], {"c1": 1}, branch
+    )
     if typed is not None:
         meta["run"] = typed
     with CassetteWriter(branch, meta={"source": "looptap run --from", "origin": meta}) as w:
@@ -65,16 +75,26 @@ def test_the_branch_header_keeps_the_origins_digest_and_paths(tmp_path: Path) ->
 
     run, _ = write_pair(tmp_path)
     branch = tmp_path / "new-branch.jsonl"
-    write_branch_header(branch, ForkSource(run, parse_cursor("turn=1")), None, [])  # as looptap run --from begins it
+    # as looptap run --from begins it
+    write_branch_header(branch, ForkSource(run, parse_cursor("turn=1")), None, [])
     o = origin_of(branch)
     assert o is not None
     assert o["sha256"] == hashlib.sha256(run.read_bytes()).hexdigest()
-    assert o["path"] == str(run.resolve()) and o["relative"] == "run.jsonl" and o["turn"] == 1 and o["run"] == str(run) and o["turns"] == {"c1": 1}
+    assert (
+        o["path"] == str(run.resolve())
+        and o["relative"] == "run.jsonl"
+        and o["turn"] == 1
+        and o["run"] == str(run)
+        and o["turns"] == {"c1": 1}
+    )
 
 
-def test_a_changed_origin_is_one_line_in_diff_the_fork_tab_and_mcp(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_changed_origin_is_one_line_in_diff_the_fork_tab_and_mcp(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run, branch = write_pair(tmp_path)
-    assert main(["diff", str(run), str(branch)]) == 1  # the real origin: lined up, divergences past the cursor
+    # the real origin: lined up, divergences past the cursor
+    assert main(["diff", str(run), str(branch)]) == 1
     assert "lined up from the cursor" in capsys.readouterr().out
     _replace_origin(run)
     for argv in (["diff", str(run), str(branch)], ["diff", str(branch), str(run)]):
@@ -82,13 +102,19 @@ def test_a_changed_origin_is_one_line_in_diff_the_fork_tab_and_mcp(tmp_path: Pat
         out, err = capsys.readouterr()
         assert out == "", out
         lines = err.strip().splitlines()
-        assert len(lines) == 1 and "the origin " in lines[0] and "changed since the fork (digest " in lines[0], err
+        assert (
+            len(lines) == 1
+            and "the origin " in lines[0]
+            and "changed since the fork (digest " in lines[0]
+        ), err
         assert lines[0].endswith("the prefix cannot be compared"), err
     from cassettes.replay.forking.forkview import fork_view
 
     view = fork_view(branch)
     assert view is not None and view.origin_path is None
-    assert any("changed since the fork" in n for n in view.notes) and not any(r.part == "prefix" for r in view.rows)
+    assert any("changed since the fork" in n for n in view.notes) and not any(
+        r.part == "prefix" for r in view.rows
+    )
     assert all(not r.divergences for r in view.rows)  # no false divergence beside the rows
     from cassettes.mcp.forkquery import fork_diff
     from cassettes.mcp.query import QueryError, Runs
@@ -98,7 +124,9 @@ def test_a_changed_origin_is_one_line_in_diff_the_fork_tab_and_mcp(tmp_path: Pat
     assert "changed since the fork" in str(exc.value) and "digest" in exc.value.recorded["reason"]
 
 
-def test_diff_reads_a_branch_and_its_origin_in_either_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff_reads_a_branch_and_its_origin_in_either_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run, branch = write_pair(tmp_path)
     assert main(["diff", str(run), str(branch), "--json"]) == 1
     forward = orjson.loads(capsys.readouterr().out)
@@ -108,17 +136,24 @@ def test_diff_reads_a_branch_and_its_origin_in_either_order(tmp_path: Path, caps
     assert any("is a branch of" in n for n in backward["notes"]) and backward["a"] == str(run)
     assert main(["diff", str(branch), str(run)]) == 1
     out = capsys.readouterr().out
-    assert "is a branch of" in out and "lined up from the cursor" in out and "shorter" not in out, out
+    assert "is a branch of" in out and "lined up from the cursor" in out and "shorter" not in out, (
+        out
+    )
     assert "turn 1 (seq 1 ↔ 0)" in out
 
 
-def test_diff_finds_a_renamed_origin_by_its_digest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff_finds_a_renamed_origin_by_its_digest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run, branch = write_pair(tmp_path)
     renamed = tmp_path / "prod-failure.jsonl"
     run.rename(renamed)
     assert main(["diff", str(renamed), str(branch)]) == 1
     out = capsys.readouterr().out
-    assert "B is a branch of A forked at turn=1: lined up from the cursor" in out and "turn 1 (seq 1 ↔ 0)" in out, out
+    assert (
+        "B is a branch of A forked at turn=1: lined up from the cursor" in out
+        and "turn 1 (seq 1 ↔ 0)" in out
+    ), out
 
 
 def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> None:
@@ -157,10 +192,18 @@ def test_a_branch_forked_or_replayed_again_is_numbered_as_show_numbers_it(tmp_pa
     assert [(r.seq, r.turn) for r in server.matcher.recorded] == [(0, 1), (1, 2)]
 
 
-def test_diff_of_a_branch_and_a_run_that_is_not_its_origin_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff_of_a_branch_and_a_run_that_is_not_its_origin_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, branch = write_pair(tmp_path / "one")
     other, _ = write_pair(tmp_path / "two")
-    _replace_origin(other)  # another run, under the origin's name elsewhere: not the run forked, not named by the branch's paths
+    # another run, under the origin's name elsewhere: not the run forked, not named by the branch's
+    # paths
+    _replace_origin(other)
     assert main(["diff", str(other), str(branch)]) in (0, 1)
     out = capsys.readouterr().out
-    assert f"{branch} is a branch of " in out and f"not of {other}" in out and "compared as two runs" in out, out
+    assert (
+        f"{branch} is a branch of " in out
+        and f"not of {other}" in out
+        and "compared as two runs" in out
+    ), out

@@ -38,7 +38,7 @@ for extra in ({"x-looptap-edit": value}, {"x-looptap-edit": value, "x-looptap-ed
                                  headers={"content-type": "application/json", "authorization": "Bearer sk-test-fork", **extra})
     with urllib.request.urlopen(req) as resp:
         json.loads(resp.read())
-"""
+"""  # noqa: E501
 
 
 def _say(req: ScriptedRequest) -> Reply:
@@ -48,20 +48,49 @@ def _say(req: ScriptedRequest) -> Reply:
 @needs_recorder
 def test_a_client_cannot_forge_edit_marks_through_a_plain_run(tmp_path: Path) -> None:
     # made by hand, as a client would (the shape older looptaps accepted, digests included)
-    forged = [{"edit": "tool_result[call_1]", "selector": "turn=1", "path": ["messages", 0, "content"], "before": "FORGED ORIGINAL",
-               "before_sha256": "0" * 64, "after_sha256": "1" * 64}]
+    forged = [
+        {
+            "edit": "tool_result[call_1]",
+            "selector": "turn=1",
+            "path": ["messages", 0, "content"],
+            "before": "FORGED ORIGINAL",
+            "before_sha256": "0" * 64,
+            "after_sha256": "1" * 64,
+        }
+    ]
     value = base64.urlsafe_b64encode(orjson.dumps(forged)).decode("ascii")
     seal = hmac.new(b"", value.encode(), hashlib.sha256).hexdigest()
     run = tmp_path / "run.jsonl"
     with ScriptedUpstream(_say) as fake:
-        proc = progress.run([*RECORDER, "run", "-o", str(run), "--confdir", str(tmp_path / "conf"), *_upstreams(fake.url), "--",
-                             sys.executable, "-c", FORGER, value, seal], env=_env(), capture_output=True, text=True, cwd=tmp_path)
+        proc = progress.run(
+            [
+                *RECORDER,
+                "run",
+                "-o",
+                str(run),
+                "--confdir",
+                str(tmp_path / "conf"),
+                *_upstreams(fake.url),
+                "--",
+                sys.executable,
+                "-c",
+                FORGER,
+                value,
+                seal,
+            ],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
         assert proc.returncode == 0, proc.stderr[-4000:]
     records = [orjson.loads(ln) for ln in run.read_bytes().splitlines()[1:]]
     assert len(records) == 3
     for rec in records:
         assert "edits" not in rec, rec.get("edits")
-        assert any("edit marks that this run's fork did not make" in n for n in rec.get("notes", [])), rec.get("notes")
+        assert any(
+            "edit marks that this run's fork did not make" in n for n in rec.get("notes", [])
+        ), rec.get("notes")
         assert not any(k.lower().startswith("x-looptap") for k, _ in rec["request"]["headers"])
     assert b"FORGED ORIGINAL" not in run.read_bytes()
     show = progress.run([*RECORDER, "show", str(run)], capture_output=True, text=True, env=_env())
@@ -69,22 +98,30 @@ def test_a_client_cannot_forge_edit_marks_through_a_plain_run(tmp_path: Path) ->
     assert "EDITED" not in show.stdout and "client sent" not in show.stdout, show.stdout
     assert len(fake.log) == 3
     for x in fake.log:  # the upstream never sees a marker, sealed or not
-        assert not any(k.lower().startswith("x-looptap") for k in x.request.headers), x.request.headers
+        assert not any(k.lower().startswith("x-looptap") for k in x.request.headers), (
+            x.request.headers
+        )
 
 
-def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_never_does(tmp_path: Path) -> None:
+def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_never_does(
+    tmp_path: Path,
+) -> None:
     from cassettes.replay.forking.cursor import parse_cursor
     from cassettes.replay.forking.fork import ForkReplay, ForkSource
     from cassettes.wire import edited
 
     run = write(tmp_path / "run.jsonl", tool_loop())
     fork = ForkReplay(ForkSource(run, parse_cursor("turn=1")), edits=["tool_result[call_A1]=STORM"])
-    other = ForkReplay(ForkSource(run, parse_cursor("turn=1")), edits=["tool_result[call_A1]=STORM"])
+    other = ForkReplay(
+        ForkSource(run, parse_cursor("turn=1")), edits=["tool_result[call_A1]=STORM"]
+    )
     assert len(fork.edit_key) >= 40 and fork.edit_key != other.edit_key  # random, per run
     assert fork.edit_key not in repr(fork)
 
     async def go() -> tuple[dict[str, str], bytes, bytes]:
-        agent_env = await fork.start({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"})
+        agent_env = await fork.start(
+            {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+        )
         assert fork.proc is not None
         try:
             environ = Path(f"/proc/{fork.proc.pid}/environ").read_bytes()
@@ -94,9 +131,12 @@ def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_n
         return agent_env, environ, cmdline
 
     agent_env, environ, cmdline = asyncio.run(go())
-    assert f"{edited.KEY_ENV}={fork.edit_key}".encode() in environ.split(b"\0")  # the replay server's own environment
-    assert fork.edit_key.encode() not in cmdline and b"--live-recorder" in cmdline  # never on its command line
-    assert edited.KEY_ENV not in agent_env and fork.edit_key not in orjson.dumps(agent_env).decode()  # the agent's: never
+    # the replay server's own environment
+    assert f"{edited.KEY_ENV}={fork.edit_key}".encode() in environ.split(b"\0")
+    # never on its command line
+    assert fork.edit_key.encode() not in cmdline and b"--live-recorder" in cmdline
+    # the agent's: never
+    assert edited.KEY_ENV not in agent_env and fork.edit_key not in orjson.dumps(agent_env).decode()
     assert fork.edit_key not in os.environ.get(edited.KEY_ENV, "")
 
 
@@ -105,9 +145,30 @@ def test_replay_live_recorder_without_the_key_is_refused(tmp_path: Path) -> None
 
     run = write(tmp_path / "run.jsonl", tool_loop())
     env = {k: v for k, v in os.environ.items() if k != edited.KEY_ENV}
-    proc = progress.run([sys.executable, "-m", "cassettes.cli", "replay", str(run), "--cursor", "turn=1", "--live", "openai=http://127.0.0.1:9",
-                         "--edit", "tool_result[call_A1]=STORM", "--live-recorder"], capture_output=True, text=True, env=env)
-    assert proc.returncode == 2 and edited.KEY_ENV in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    proc = progress.run(
+        [
+            sys.executable,
+            "-m",
+            "cassettes.cli",
+            "replay",
+            str(run),
+            "--cursor",
+            "turn=1",
+            "--live",
+            "openai=http://127.0.0.1:9",
+            "--edit",
+            "tool_result[call_A1]=STORM",
+            "--live-recorder",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert (
+        proc.returncode == 2
+        and edited.KEY_ENV in proc.stderr
+        and len(proc.stderr.strip().splitlines()) == 1
+    ), proc.stderr
     assert "Traceback" not in proc.stderr
 
 
@@ -119,14 +180,32 @@ def test_a_mark_stores_no_digest_a_word_list_can_reverse() -> None:
     from cassettes.storage.codec import exchange_to_record
 
     original = '{"password": "hunter2"}'
-    body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_A1", "content": original}]})
-    _new, marks = apply_edits("POST", "/v1/chat/completions", body, [parse_edit("tool_result[call_A1]=STORM")], "turn=1")
+    body = orjson.dumps(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "tool", "tool_call_id": "call_A1", "content": original},
+            ],
+        }
+    )
+    _new, marks = apply_edits(
+        "POST", "/v1/chat/completions", body, [parse_edit("tool_result[call_A1]=STORM")], "turn=1"
+    )
     ex = tool_loop()[1]
     ex.edits = marks
     rec = orjson.dumps(exchange_to_record(Redactor().exchange(ex), 1)).decode()
     words = ["letmein", "hunter2", "password1", "qwerty", "dragon"]
     for w in words:
-        for form in (orjson.dumps(f'{{"password": "{w}"}}', option=orjson.OPT_SORT_KEYS), f'{{"password": "{w}"}}'.encode(), w.encode()):
+        for form in (
+            orjson.dumps(f'{{"password": "{w}"}}', option=orjson.OPT_SORT_KEYS),
+            f'{{"password": "{w}"}}'.encode(),
+            w.encode(),
+        ):
             assert hashlib.sha256(form).hexdigest() not in rec
     assert "sha256" not in rec and "hunter2" not in rec
-    assert '"edits":[{"edit":"tool_result[call_A1]"' in rec and '{\\"password\\": \\"[REDACTED]\\"}' in rec  # the mark kept, its value redacted
+    # the mark kept, its value redacted
+    assert (
+        '"edits":[{"edit":"tool_result[call_A1]"' in rec
+        and '{\\"password\\": \\"[REDACTED]\\"}' in rec
+    )

@@ -52,7 +52,9 @@ def _server(tmp_path: Path, exchanges: list[Any], *faults: str, seed: int = 0) -
         ("tool=get_weather:error_event", "error_event", None, 1, ("tool", "get_weather")),
     ],
 )
-def test_fault_specs_read(text: str, kind: str, arg: float | None, times: int, selector: tuple[str, str]) -> None:
+def test_fault_specs_read(
+    text: str, kind: str, arg: float | None, times: int, selector: tuple[str, str]
+) -> None:
     f = parse_fault(text)
     assert (f.kind, f.arg, f.times, f.selector) == (kind, arg, times, selector)
 
@@ -85,7 +87,10 @@ STRICT = [
     ("turn=" + "9" * 5000 + ":reset", "turn= wants a number in digits, not '99999"),
     ("reset*" + "9" * 5000, "'*' wants a count"),
     ("stall=nan", "stall= wants seconds (a decimal number such as 0.5), not 'nan'"),
-    ("slow_first_byte=nan", "slow_first_byte= wants seconds (a decimal number such as 0.5), not 'nan'"),
+    (
+        "slow_first_byte=nan",
+        "slow_first_byte= wants seconds (a decimal number such as 0.5), not 'nan'",
+    ),
     ("slow_first_byte=inf", "not 'inf'"),
     ("stall=-0", "not '-0'"),
     ("stall=1e3", "not '1e3'"),
@@ -93,7 +98,10 @@ STRICT = [
     ("stream_cut=nan", "stream_cut= wants chunks (a whole number in digits), not 'nan'"),
     ("stream_cut=2.5", "stream_cut= wants chunks (a whole number in digits), not '2.5'"),
     ("stream_cut=³", "not '³'"),
-    ("rate_limit=NaN", "rate_limit= wants retry-after seconds (a decimal number such as 0.5), not 'NaN'"),
+    (
+        "rate_limit=NaN",
+        "rate_limit= wants retry-after seconds (a decimal number such as 0.5), not 'NaN'",
+    ),
     ("truncate=nan", "truncate= wants fraction kept (a decimal number such as 0.5), not 'nan'"),
     ("p=nan:reset", "p= wants a probability in (0, 1] (a decimal such as 0.2), not 'nan'"),
     ("p=1e-1:reset", "not '1e-1'"),
@@ -106,12 +114,18 @@ def test_fault_numbers_are_ascii_digits_and_finite(text: str, says: str) -> None
     with pytest.raises(FaultSpecError) as err:
         parse_fault(text)
     msg = str(err.value)
-    assert says in msg and "\n" not in msg and len(msg) < 300, msg  # one line, naming the bad part, bounded
+    # one line, naming the bad part, bounded
+    assert says in msg and "\n" not in msg and len(msg) < 300, msg
 
 
 @pytest.mark.parametrize(
     ("text", "arg", "selector"),
-    [("stall=0.25", 0.25, ("*", "")), ("stall=.5", 0.5, ("*", "")), ("stall=3.", 3.0, ("*", "")), ("turn=02:stream_cut=2", 2.0, ("turn", "2"))],
+    [
+        ("stall=0.25", 0.25, ("*", "")),
+        ("stall=.5", 0.5, ("*", "")),
+        ("stall=3.", 3.0, ("*", "")),
+        ("turn=02:stream_cut=2", 2.0, ("turn", "2")),
+    ],
 )
 def test_fault_numbers_that_read(text: str, arg: float, selector: tuple[str, str]) -> None:
     f = parse_fault(text)
@@ -132,13 +146,21 @@ def test_the_exit_report_counts_internal_errors(tmp_path: Path) -> None:
     import urllib.request
 
     with srv:
-        req = urllib.request.Request(srv.url + "/v1/chat/completions", data=chat_request([SYSTEM, USER]), headers={"content-type": "application/json"})
+        req = urllib.request.Request(
+            srv.url + "/v1/chat/completions",
+            data=chat_request([SYSTEM, USER]),
+            headers={"content-type": "application/json"},
+        )
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(req, timeout=30)
         assert err.value.code == 500
     lines = srv.report_lines()
     assert "1 internal error" in lines[0] and "1 internal errors" not in lines[0]
-    assert any("internal error (a looptap bug, answered 500): POST /v1/chat/completions: RuntimeError: boom" in ln for ln in lines)
+    assert any(
+        "internal error (a looptap bug, answered 500): "
+        "POST /v1/chat/completions: RuntimeError: boom" in ln
+        for ln in lines
+    )
 
 
 # -- HTTP status faults, each SDK ------------------------------------------------------------------
@@ -160,7 +182,9 @@ def _openai_call(srv: ReplayServer, retries: int) -> Any:
         ("context_length", "BadRequestError", 400, "maximum context length"),
     ],
 )
-def test_openai_sdk_sees_the_real_error_and_recovers_by_retrying(tmp_path: Path, fault: str, error: str, status: int, says: str) -> None:
+def test_openai_sdk_sees_the_real_error_and_recovers_by_retrying(
+    tmp_path: Path, fault: str, error: str, status: int, says: str
+) -> None:
     openai = pytest.importorskip("openai")
     ok = chat_exchange([SYSTEM, USER], chat_response("It is sunny."))
     with _server(tmp_path, [ok], f"request=1:{fault}") as srv:
@@ -181,7 +205,11 @@ def test_openai_sdk_sees_the_real_error_and_recovers_by_retrying(tmp_path: Path,
             r = _openai_call(srv, retries=2)
             assert r.choices[0].message.content == "It is sunny."
             assert [e.status for e in srv.served] == [status, status, 200]
-            assert [int(e.request_header("x-stainless-retry-count") or 0) for e in srv.served] == [0, 1, 2]
+            assert [int(e.request_header("x-stainless-retry-count") or 0) for e in srv.served] == [
+                0,
+                1,
+                2,
+            ]
 
 
 @pytest.mark.parametrize(
@@ -193,12 +221,16 @@ def test_openai_sdk_sees_the_real_error_and_recovers_by_retrying(tmp_path: Path,
         ("context_length", "BadRequestError", 400, "invalid_request_error"),
     ],
 )
-def test_anthropic_sdk_sees_the_real_error_and_recovers(tmp_path: Path, fault: str, error: str, status: int, kind: str) -> None:
+def test_anthropic_sdk_sees_the_real_error_and_recovers(
+    tmp_path: Path, fault: str, error: str, status: int, kind: str
+) -> None:
     anthropic = pytest.importorskip("anthropic")
 
     def call(srv: ReplayServer, retries: int) -> Any:
         client = anthropic.Anthropic(base_url=srv.url, api_key="x", max_retries=retries)
-        return client.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "Hi"}])
+        return client.messages.create(
+            model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "Hi"}]
+        )
 
     with _server(tmp_path, [_anthropic_exchange()], f"request=1:{fault}") as srv:
         with pytest.raises(getattr(anthropic, error)) as info:
@@ -222,16 +254,21 @@ def test_anthropic_sdk_sees_the_real_error_and_recovers(tmp_path: Path, fault: s
         ("context_length", "ClientError", 400, "INVALID_ARGUMENT"),
     ],
 )
-def test_google_genai_sdk_sees_the_real_error(tmp_path: Path, fault: str, error: str, code: int, status: str) -> None:
+def test_google_genai_sdk_sees_the_real_error(
+    tmp_path: Path, fault: str, error: str, code: int, status: str
+) -> None:
     genai = pytest.importorskip("google.genai")
     from google.genai import errors
 
     with _server(tmp_path, [_gemini_exchange()], f"request=1:{fault}") as srv:
-        client = genai.Client(api_key="x", http_options={"base_url": srv.url, "api_version": "v1beta"})
+        client = genai.Client(
+            api_key="x", http_options={"base_url": srv.url, "api_version": "v1beta"}
+        )
         with pytest.raises(getattr(errors, error)) as info:
             client.models.generate_content(model="gemini-2.0-flash", contents="Hi")
         assert (info.value.code, info.value.status) == (code, status)
-        # google-genai does not retry by default (WIRE.md §D.6): the caller's next call gets the answer
+        # google-genai does not retry by default (WIRE.md §D.6): the caller's next call gets the
+        # answer
         again = client.models.generate_content(model="gemini-2.0-flash", contents="Hi")
         assert again.text == "Hello"
     if fault == "rate_limit":
@@ -247,7 +284,10 @@ def test_reset_is_a_connection_error_and_the_retry_recovers(tmp_path: Path) -> N
     with _server(tmp_path, [ok], "request=1:reset") as srv:
         with pytest.raises(openai.APIConnectionError):
             _openai_call(srv, retries=0)
-        assert srv.served[0].transport_error and "looptap fault: reset" in srv.served[0].transport_error
+        assert (
+            srv.served[0].transport_error
+            and "looptap fault: reset" in srv.served[0].transport_error
+        )
     with _server(tmp_path, [ok], "request=1:reset") as srv:
         assert _openai_call(srv, retries=1).choices[0].message.content == "It is sunny."
 
@@ -267,7 +307,9 @@ def _stream(srv: ReplayServer, retries: int = 0) -> str:
 
     client = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=retries)
     out = []
-    for chunk in client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER], tools=TOOLS, stream=True):
+    for chunk in client.chat.completions.create(
+        model="gpt-4o", messages=[SYSTEM, USER], tools=TOOLS, stream=True
+    ):
         if chunk.choices and chunk.choices[0].delta.content:
             out.append(chunk.choices[0].delta.content)
     return "".join(out)
@@ -280,9 +322,12 @@ def test_stream_faults_in_the_openai_sdk(tmp_path: Path) -> None:
     with _server(tmp_path, [ex], "request=1:stream_cut=2") as srv:
         with pytest.raises(Exception) as cut:
             _stream(srv)
-        assert "incomplete" in str(cut.value).lower() or isinstance(cut.value, openai.APIConnectionError), repr(cut.value)
+        assert "incomplete" in str(cut.value).lower() or isinstance(
+            cut.value, openai.APIConnectionError
+        ), repr(cut.value)
         assert "stream cut after 2 chunks" in (srv.served[0].transport_error or "")
-        assert _stream(srv) == "Paris is sunny."  # the recording is still there for the next attempt
+        # the recording is still there for the next attempt
+        assert _stream(srv) == "Paris is sunny."
     with _server(tmp_path, [ex], "request=1:error_event") as srv:
         with pytest.raises(openai.APIError, match="The server had an error"):
             _stream(srv)
@@ -296,28 +341,48 @@ def test_stream_faults_in_the_openai_sdk(tmp_path: Path) -> None:
 def test_anthropic_stream_error_event(tmp_path: Path) -> None:
     anthropic = pytest.importorskip("anthropic")
     sse = [
-        b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":1}}}\n\n',
-        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n',
-        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}\n\n',
-        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lo"}}\n\n',
+        b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1",'
+        b'"type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],'
+        b'"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":5,'
+        b'"output_tokens":1}}}\n\n',
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        b'"content_block":{"type":"text","text":""}}\n\n',
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"text_delta","text":"Hel"}}\n\n',
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"text_delta","text":"lo"}}\n\n',
         b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
-        b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}\n\n',
+        b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn",'
+        b'"stop_sequence":null},"usage":{"output_tokens":2}}\n\n',
         b'event: message_stop\ndata: {"type":"message_stop"}\n\n',
     ]
-    req = orjson.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [{"role": "user", "content": "Hi"}], "stream": True})
+    req = orjson.dumps(
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": "Hi"}],
+            "stream": True,
+        }
+    )
     ex = sse_exchange(sse, url="https://api.anthropic.com/v1/messages", req=req)
     with _server(tmp_path, [ex], "request=1:error_event") as srv:
         client = anthropic.Anthropic(base_url=srv.url, api_key="x", max_retries=0)
         with pytest.raises(anthropic.APIStatusError) as info:
-            with client.messages.stream(model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "Hi"}]) as s:
+            with client.messages.stream(
+                model="claude-sonnet-4-5",
+                max_tokens=100,
+                messages=[{"role": "user", "content": "Hi"}],
+            ) as s:
                 for _ in s:
                     pass
         assert info.value.body["error"]["type"] == "overloaded_error"
-        with client.messages.stream(model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "Hi"}]) as s:
+        with client.messages.stream(
+            model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "Hi"}]
+        ) as s:
             assert s.get_final_text() == "Hello"
 
 
-# -- selectors ---------------------------------------------------------------------------------------
+# -- selectors -------------------------------------------------------------------------------------
 
 
 def test_selectors_pick_turns_seqs_tools_and_seeded_draws(tmp_path: Path) -> None:
@@ -332,14 +397,17 @@ def test_selectors_pick_turns_seqs_tools_and_seeded_draws(tmp_path: Path) -> Non
         first, second = srv.matcher.recorded
         assert [plan.decide(first) is not None for _ in range(3)] == [True, True, False]
         assert plan.decide(second) is None
-    plan = FaultPlan([parse_fault("seq=1:reset")])  # the server numbers unnumbered exchanges 0, 1, …
+    # the server numbers unnumbered exchanges 0, 1, …
+    plan = FaultPlan([parse_fault("seq=1:reset")])
     with ReplayServer(tool_loop(), faults=plan) as srv:
         first, second = srv.matcher.recorded
         assert (plan.decide(first), plan.decide(second) is not None) == (None, True)
 
     def draws(seed: int) -> list[bool]:
         p = FaultPlan([parse_fault("p=0.5:rate_limit")], seed=seed)
-        with ReplayServer([chat_exchange([SYSTEM, USER], chat_response(str(i))) for i in range(40)], faults=p) as srv:
+        with ReplayServer(
+            [chat_exchange([SYSTEM, USER], chat_response(str(i))) for i in range(40)], faults=p
+        ) as srv:
             return [p.decide(r) is not None for r in srv.matcher.recorded]
 
     assert draws(1) == draws(1) and draws(1) != draws(2)
@@ -348,13 +416,43 @@ def test_selectors_pick_turns_seqs_tools_and_seeded_draws(tmp_path: Path) -> Non
 
 def test_replay_command_injects_and_reports(tmp_path: Path) -> None:
     openai = pytest.importorskip("openai")
-    cas = write(tmp_path / "run.jsonl", [chat_exchange([SYSTEM, USER], chat_response("It is sunny."))])
-    bad = progress.run([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "turn=x:reset"], capture_output=True, text=True, cwd=REPO)
-    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["looptap: error: --fault 'turn=x:reset': turn= wants a number in digits, not 'x'"]
-    bad = progress.run([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "seq=1:reset*²"], capture_output=True, text=True, cwd=REPO)
-    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["looptap: error: --fault 'seq=1:reset*²': '*' wants a count of attempts in digits, from 1 (e.g. *3), not '²'"]
-    p = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "request=1:overloaded=0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    cas = write(
+        tmp_path / "run.jsonl", [chat_exchange([SYSTEM, USER], chat_response("It is sunny."))]
+    )
+    bad = progress.run(
+        [sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "turn=x:reset"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "looptap: error: --fault 'turn=x:reset': turn= wants a number in digits, not 'x'"
+    ]
+    bad = progress.run(
+        [sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "seq=1:reset*²"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "looptap: error: --fault 'seq=1:reset*²': '*' wants a count "
+        "of attempts in digits, from 1 (e.g. *3), not '²'"
+    ]
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cassettes.cli",
+            "replay",
+            str(cas),
+            "--fault",
+            "request=1:overloaded=0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         assert p.stdout is not None
         env: dict[str, str] = {}

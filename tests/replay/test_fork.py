@@ -60,7 +60,9 @@ def _label_of(req_body: object) -> str:
 
 
 @pytest.fixture(scope="module")
-def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ScriptedUpstream, Path]]:
+def origin(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, ScriptedUpstream, Path]]:
     """RUN.jsonl: the four agents recorded through ``looptap run`` against the origin fake."""
     if RECORDER[0] == "None":
         pytest.skip("no recorder environment")
@@ -68,67 +70,135 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Scr
     confdir = tmp / "conf"
     run = tmp / "run.jsonl"
     with ScriptedUpstream(origin_route, validate=True) as fake:
-        proc = progress.run([*RECORDER, "run", "-o", str(run), "--confdir", str(confdir), *_upstreams(fake.url), "--", sys.executable, str(AGENT)],
-                            env=_env(), capture_output=True, text=True, cwd=tmp)
+        proc = progress.run(
+            [
+                *RECORDER,
+                "run",
+                "-o",
+                str(run),
+                "--confdir",
+                str(confdir),
+                *_upstreams(fake.url),
+                "--",
+                sys.executable,
+                str(AGENT),
+            ],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
         assert proc.returncode == 0, proc.stderr[-4000:]
         assert len(fake.log) == 12, [x.line() for x in fake.log]  # 4 agents x 3 turns
         yield run, fake, confdir
 
 
-def _fork(origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path, cursor: str, *extra: str) -> tuple[object, Path, ScriptedUpstream]:
+def _fork(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path, cursor: str, *extra: str
+) -> tuple[object, Path, ScriptedUpstream]:
     run, _, confdir = origin
     branch = tmp_path / "branch.jsonl"
     with ScriptedUpstream(new_model_route, validate=True) as fake2:
-        argv = [*RECORDER, "run", "--from", f"{run}@{cursor}", *extra, "-o", str(branch), "--confdir", str(confdir), *_upstreams(fake2.url),
-                "--", sys.executable, str(AGENT)]
+        argv = [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@{cursor}",
+            *extra,
+            "-o",
+            str(branch),
+            "--confdir",
+            str(confdir),
+            *_upstreams(fake2.url),
+            "--",
+            sys.executable,
+            str(AGENT),
+        ]
         proc = progress.run(argv, env=_env(), capture_output=True, text=True, cwd=tmp_path)
     return proc, branch, fake2
 
 
 @needs_recorder
-def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path) -> None:
+def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
+) -> None:
     run, fake1, _ = origin
     before = len(fake1.log)
     proc, branch, fake2 = _fork(origin, tmp_path, "turn=2", "--model", "new-model-1")
     assert proc.returncode == 0, proc.stderr[-4000:]  # type: ignore[attr-defined]
     assert len(fake1.log) == before  # the prefix (8 round trips) reached no upstream
     assert len(fake2.log) == 4 and {_label_of(x.request.body) for x in fake2.log} == set(LABELS)
-    assert all(len(x.request.tool_results()) == 2 and x.request.model == "new-model-1" for x in fake2.log)
+    assert all(
+        len(x.request.tool_results()) == 2 and x.request.model == "new-model-1" for x in fake2.log
+    )
     for label in LABELS:
         assert f"{label}: NEW MODEL (new-model-1)" in proc.stdout  # type: ignore[attr-defined]
     o = origin_of(branch)
-    assert o is not None and o["run"] == str(run) and o["cursor"]["turn"] == 2 and o["model"] == "new-model-1"
+    assert (
+        o is not None
+        and o["run"] == str(run)
+        and o["cursor"]["turn"] == 2
+        and o["model"] == "new-model-1"
+    )
     assert len(o["starts"]) == 4 and o["seq"] == min(o["starts"].values())
     import hashlib
 
-    # the origin's digest at the fork, and the origin's turn at the cursor: the branch's first turn is turn 2 (issue 42)
-    assert o["sha256"] == hashlib.sha256(run.read_bytes()).hexdigest() and o["path"] == str(run.resolve())
+    # the origin's digest at the fork, and the origin's turn at the cursor: the branch's first turn
+    # is turn 2 (issue 42)
+    assert o["sha256"] == hashlib.sha256(run.read_bytes()).hexdigest() and o["path"] == str(
+        run.resolve()
+    )
     assert o["turn"] == 2 and set(o["turns"].values()) == {2}
-    show = progress.run([*RECORDER, "show", str(branch), "--json"], capture_output=True, text=True, env=_env())
+    show = progress.run(
+        [*RECORDER, "show", str(branch), "--json"], capture_output=True, text=True, env=_env()
+    )
     assert show.returncode == 0, show.stderr
     assert [orjson.loads(ln)["turn"] for ln in show.stdout.splitlines()] == [2, 2, 2, 2]
-    show = progress.run([*RECORDER, "show", str(branch), "--turn", "2"], capture_output=True, text=True, env=_env())
-    assert len(re.findall(r"^#\d+  c\d+/turn 2 ", show.stdout, re.M)) == 4 and f"branch of {run} at turn=2 (model new-model-1)" in show.stdout, show.stdout
+    show = progress.run(
+        [*RECORDER, "show", str(branch), "--turn", "2"], capture_output=True, text=True, env=_env()
+    )
+    assert (
+        len(re.findall(r"^#\d+  c\d+/turn 2 ", show.stdout, re.M)) == 4
+        and f"branch of {run} at turn=2 (model new-model-1)" in show.stdout
+    ), show.stdout
     assert origin_of(run) is None  # a plain recording names no origin
     # The branch records what went live: the continuation only, with the model asked for.
     from cassettes.reading.run import open_run
 
     recorded = list(open_run(branch, whole=True).exchanges)
-    assert len(recorded) == 4 and all(orjson.loads(ex.request_body)["model"] == "new-model-1" for ex in recorded)
-    diff = progress.run([*RECORDER, "diff", str(run), str(branch)], capture_output=True, text=True, env=_env())
+    assert len(recorded) == 4 and all(
+        orjson.loads(ex.request_body)["model"] == "new-model-1" for ex in recorded
+    )
+    diff = progress.run(
+        [*RECORDER, "diff", str(run), str(branch)], capture_output=True, text=True, env=_env()
+    )
     assert diff.returncode == 1, diff.stdout + diff.stderr
     assert "lined up from the cursor" in diff.stdout
-    assert diff.stdout.count("turn 2 (seq") >= 4 and "E: the model emitted something else" in diff.stdout, diff.stdout
+    assert (
+        diff.stdout.count("turn 2 (seq") >= 4
+        and "E: the model emitted something else" in diff.stdout
+    ), diff.stdout
     first = next(ln for ln in diff.stdout.splitlines() if ln.strip().startswith("turn "))
-    assert first.strip().startswith("turn 2") and re.search(r"fork: model gpt-4o(-mini)? → new-model-1 \(asked with --model\)", first), diff.stdout  # the fork's own change
-    assert "C: the model requested changed" not in diff.stdout  # not blamed on the client (issue 42)
+    # the fork's own change
+    assert first.strip().startswith("turn 2") and re.search(
+        r"fork: model gpt-4o(-mini)? → new-model-1 \(asked with --model\)", first
+    ), diff.stdout
+    # not blamed on the client (issue 42)
+    assert "C: the model requested changed" not in diff.stdout
     # looptap mcp's read-only fork_diff says the same (the origin found from the branch's header)
     from cassettes.mcp.forkquery import fork_diff
     from cassettes.mcp.query import Runs
 
     answer = fork_diff(Runs([str(run.parent), str(tmp_path)]), str(branch))
-    assert answer["cursor"] == "turn=2" and answer["model"] == "new-model-1" and answer["divergences"] == 8
-    assert {(d["turn"], d["layer"]) for d in answer["recorded"]["divergences"]} == {(2, "fork"), (2, "E")}
+    assert (
+        answer["cursor"] == "turn=2"
+        and answer["model"] == "new-model-1"
+        and answer["divergences"] == 8
+    )
+    assert {(d["turn"], d["layer"]) for d in answer["recorded"]["divergences"]} == {
+        (2, "fork"),
+        (2, "E"),
+    }
 
 
 @needs_recorder
@@ -140,30 +210,50 @@ def test_a_cursor_in_one_conversation_leaves_the_others_replayed_and_repeat_says
 
     r = open_run(run, whole=True)
     by_seq = {ex.seq: ex for ex in r.exchanges}
-    conv = next(c.id for c in r.analysis.conversations if _label_of(orjson.loads(by_seq[c.turns[0]].request_body)) == "anthropic-stream")
+    conv = next(
+        c.id
+        for c in r.analysis.conversations
+        if _label_of(orjson.loads(by_seq[c.turns[0]].request_body)) == "anthropic-stream"
+    )
     before = len(fake1.log)
     proc, branch, fake2 = _fork(origin, tmp_path, f"conversation={conv}:turn=1", "--repeat", "2")
     assert proc.returncode == 0, proc.stderr[-4000:]  # type: ignore[attr-defined]
     assert len(fake1.log) == before
     # per run: turn 1 (Nice), then the answer, from the one conversation past the cursor only
     assert [_label_of(x.request.body) for x in fake2.log] == ["anthropic-stream"] * 4
-    assert proc.stdout.count("openai: Sunny in Paris and Lyon.") == 2 and proc.stdout.count("anthropic-stream: NEW MODEL") == 2  # type: ignore[attr-defined]
+    assert (
+        proc.stdout.count("openai: Sunny in Paris and Lyon.") == 2
+        and proc.stdout.count("anthropic-stream: NEW MODEL") == 2
+    )  # type: ignore[attr-defined]
     err = proc.stderr  # type: ignore[attr-defined]
-    assert err.count(f"went live: {conv}") == 2 and branch.with_name("branch.1.jsonl").exists() and branch.with_name("branch.2.jsonl").exists()
+    assert (
+        err.count(f"went live: {conv}") == 2
+        and branch.with_name("branch.1.jsonl").exists()
+        and branch.with_name("branch.2.jsonl").exists()
+    )
     # the scripted new model answers alike every time: systematic, not variance
-    assert f"conversation {conv}, turn 1: 2 branches, with each other 100% (1 distinct answer), with the recording 0%: systematic" in err, err[-3000:]
-    # turn 2 is a text answer in the recording and in both branches (answers compare as compare's do: calls, or "text")
-    assert f"conversation {conv}, turn 2: 2 branches, with each other 100% (1 distinct answer), with the recording 100%: as recorded in every branch" in err
+    assert (
+        f"conversation {conv}, turn 1: 2 branches, with each other 100% (1 distinct answer), with "
+        "the recording 0%: systematic" in err
+    ), err[-3000:]
+    # turn 2 is a text answer in the recording and in both branches (answers compare as compare's
+    # do: calls, or "text")
+    assert (
+        f"conversation {conv}, turn 2: 2 branches, with each other 100% (1 distinct answer), with "
+        "the recording 100%: as recorded in every branch" in err
+    )
 
 
 DIVERGING_AGENT = """
 from openai import OpenAI
 OpenAI(max_retries=0).chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Weather in Rome?"}])
-"""
+"""  # noqa: E501
 
 
 @needs_recorder
-def test_the_forks_lines_say_looptap_once_and_what_was_played_and_what_went_live(origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path) -> None:
+def test_the_forks_lines_say_looptap_once_and_what_was_played_and_what_went_live(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
+) -> None:
     """Issue 43: the fork's replay lines read "looptap: looptap: …" and "played 8 of 12 recorded
     round trips" when 4 of those 8 went live; a client diverging before the cursor got the miss
     lines doubled too."""
@@ -172,19 +262,41 @@ def test_the_forks_lines_say_looptap_once_and_what_was_played_and_what_went_live
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 0 and len(fake2.log) == 8, err[-4000:]  # type: ignore[attr-defined]
     assert not [ln for ln in err.splitlines() if ln.startswith("looptap: looptap")], err
-    # turn 0 of each conversation from the recording; turns 1 and 2 live (turn 1 matched its recorded turn)
-    assert f"looptap: replay {run}: played 4 of 12 recorded round trips, 8 requests went live past the cursor, 0 unmatched requests" in err.splitlines(), err
+    # turn 0 of each conversation from the recording; turns 1 and 2 live (turn 1 matched its
+    # recorded turn)
+    assert (
+        f"looptap: replay {run}: played 4 of 12 recorded round trips, 8 requests went live past "
+        "the cursor, 0 unmatched requests" in err.splitlines()
+    ), err
     assert "looptap: fork at turn=1: 8 requests sent live; went live: c1, c2, c3, c4" in err, err
     # refused: a client that diverges before the cursor (its first request is not the recording's)
     with ScriptedUpstream(new_model_route) as fake3:
-        argv = [*RECORDER, "run", "--from", f"{run}@turn=1", "-o", str(tmp_path / "diverged.jsonl"), "--confdir", str(confdir), *_upstreams(fake3.url),
-                "--", sys.executable, "-c", DIVERGING_AGENT]
+        argv = [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@turn=1",
+            "-o",
+            str(tmp_path / "diverged.jsonl"),
+            "--confdir",
+            str(confdir),
+            *_upstreams(fake3.url),
+            "--",
+            sys.executable,
+            "-c",
+            DIVERGING_AGENT,
+        ]
         refused = progress.run(argv, env=_env(), capture_output=True, text=True, cwd=tmp_path)
     assert refused.returncode == 1 and fake3.log == [], refused.stderr[-4000:]
     lines = refused.stderr.splitlines()
     assert not [ln for ln in lines if ln.startswith("looptap: looptap")], refused.stderr
-    assert "looptap: replay: no recorded round trip matches POST /v1/chat/completions" in "\n".join(lines), refused.stderr
-    assert f"looptap: replay {run}: played 0 of 12 recorded round trips, 0 requests went live past the cursor, 1 unmatched request" in lines, refused.stderr
+    assert "looptap: replay: no recorded round trip matches POST /v1/chat/completions" in "\n".join(
+        lines
+    ), refused.stderr
+    assert (
+        f"looptap: replay {run}: played 0 of 12 recorded round trips, 0 requests went live past "
+        "the cursor, 1 unmatched request" in lines
+    ), refused.stderr
 
 
 # -- in-process: the cursor's routing, without the recorder --------------------------------------
@@ -202,21 +314,37 @@ def test_the_cursor_routes_past_it_live_and_fails_closed_before_it() -> None:
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, tool_loop
 
     with ScriptedUpstream(new_model_route) as live:
-        cursor = Cursor(parse_cursor("turn=1"), live_router({"openai": live.url}), model="other-model")
+        cursor = Cursor(
+            parse_cursor("turn=1"), live_router({"openai": live.url}), model="other-model"
+        )
         with ReplayServer(tool_loop(), cursor=cursor) as srv:
             client = OpenAI(base_url=srv.url + "/v1", api_key="sk-x", max_retries=0)
             tools = orjson.loads(_chat([]))["tools"]
-            # before the cursor, a changed request is the client's divergence: failed closed, nothing sent live
+            # before the cursor, a changed request is the client's divergence: failed closed,
+            # nothing sent live
             with pytest.raises(BadRequestError, match=r"no recorded round trip"):
-                client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, {"role": "user", "content": "Weather in Rome?"}], tools=tools)  # type: ignore[list-item]
+                client.chat.completions.create(
+                    model="gpt-4o",
+                    messages=[SYSTEM, {"role": "user", "content": "Weather in Rome?"}],
+                    tools=tools,
+                )  # type: ignore[list-item]
             assert live.log == []
-            first = client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER], tools=tools)  # type: ignore[list-item]
-            assert first.choices[0].message.tool_calls and live.log == []  # turn 0: from the recording
-            second = client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT], tools=tools)  # type: ignore[list-item]
-            assert second.choices[0].message.tool_calls and second.choices[0].message.tool_calls[0].function.arguments == '{"city": "Nice"}'
+            first = client.chat.completions.create(
+                model="gpt-4o", messages=[SYSTEM, USER], tools=tools
+            )  # type: ignore[list-item]
+            # turn 0: from the recording
+            assert first.choices[0].message.tool_calls and live.log == []
+            second = client.chat.completions.create(
+                model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT], tools=tools
+            )  # type: ignore[list-item]
+            assert (
+                second.choices[0].message.tool_calls
+                and second.choices[0].message.tool_calls[0].function.arguments == '{"city": "Nice"}'
+            )
             assert len(live.log) == 1 and live.log[0].request.model == "other-model"
             served = srv.served[-1]
-            assert orjson.loads(served.request_body)["model"] == "gpt-4o"  # the client's own request, as it sent it
+            # the client's own request, as it sent it
+            assert orjson.loads(served.request_body)["model"] == "gpt-4o"
             assert any("model gpt-4o → other-model" in n for n in served.notes)
         assert len(srv.misses) == 1 and "Weather in Rome" in str(srv.misses[0])
         assert cursor.forked == {srv.matcher.recorded[1].conversation} and cursor.sent == 1
@@ -234,14 +362,28 @@ def test_the_summary_counts_the_round_trips_played_apart_from_those_that_went_li
         with ReplayServer(tool_loop(), cursor=cursor) as srv:
             client = OpenAI(base_url=srv.url + "/v1", api_key="sk-x", max_retries=0)
             tools = orjson.loads(_chat([]))["tools"]
-            with pytest.raises(BadRequestError):  # before the cursor, a request the recording does not have
-                client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, {"role": "user", "content": "Weather in Rome?"}], tools=tools)  # type: ignore[list-item]
+            # before the cursor, a request the recording does not have
+            with pytest.raises(BadRequestError):
+                client.chat.completions.create(
+                    model="gpt-4o",
+                    messages=[SYSTEM, {"role": "user", "content": "Weather in Rome?"}],
+                    tools=tools,
+                )  # type: ignore[list-item]
             client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER], tools=tools)  # type: ignore[list-item]
-            client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT], tools=tools)  # type: ignore[list-item]
+            client.chat.completions.create(
+                model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT], tools=tools
+            )  # type: ignore[list-item]
         assert len(live.log) == 1
-        assert srv.report_lines()[0] == "looptap replay <exchanges>: played 1 of 2 recorded round trips, 1 request went live past the cursor, 1 unmatched request"
-        assert [r.turn for r in srv.matcher.played()] == [0] and srv.unplayed() == []  # turn 1 went live: neither played nor unplayed
-        assert cursor.report_lines()[0].startswith("fork at turn=1: 1 request sent live; went live: ")
+        assert (
+            srv.report_lines()[0]
+            == "looptap replay <exchanges>: played 1 of 2 recorded round trips, 1 request went "
+            "live past the cursor, 1 unmatched request"
+        )
+        # turn 1 went live: neither played nor unplayed
+        assert [r.turn for r in srv.matcher.played()] == [0] and srv.unplayed() == []
+        assert cursor.report_lines()[0].startswith(
+            "fork at turn=1: 1 request sent live; went live: "
+        )
 
 
 def test_a_cursor_that_selects_nothing_is_refused() -> None:
@@ -256,7 +398,7 @@ def test_a_cursor_that_selects_nothing_is_refused() -> None:
             parse_cursor(bad)
 
 
-# -- from a pytest test: the marker's fork= ---------------------------------------------------------
+# -- from a pytest test: the marker's fork= --------------------------------------------------------
 
 FORK_TEST = fork_agent() + '''
 @pytest.mark.looptap("cassettes/loop.jsonl", fork="turn=1", live={"openai": os.environ["FAKE_NEW_MODEL"]}, model="new-model-2")
@@ -266,10 +408,12 @@ def test_forked(looptap):
     run = looptap.run                      # the run as served: turn 0 replayed, turn 1 from the new model
     run.assert_no_findings(layer="C")
     assert len(run.turns) <= 3
-'''
+'''  # noqa: E501
 
 
-def test_a_pytest_test_forks_a_cassette_at_turn_1_onto_a_new_model(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pytest_test_forks_a_cassette_at_turn_1_onto_a_new_model(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("openai")
     from tests.replay.conftest import tool_loop, write
 
@@ -280,13 +424,17 @@ def test_a_pytest_test_forks_a_cassette_at_turn_1_onto_a_new_model(pytester: pyt
     write(pytester.path / "cassettes" / "loop.jsonl", tool_loop())
     with ScriptedUpstream(new_model_route) as fake:
         monkeypatch.setenv("FAKE_NEW_MODEL", fake.url)
-        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=none")
+        result = pytester.runpytest_inprocess(
+            "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=none"
+        )
     result.assert_outcomes(passed=1)
     # turn 0 replayed; turn 1 live (the new model calls the tool again), then its answer
-    assert [x.request.model for x in fake.log] == ["new-model-2", "new-model-2"] and len(fake.log[0].request.tool_results()) == 1
+    assert [x.request.model for x in fake.log] == ["new-model-2", "new-model-2"] and len(
+        fake.log[0].request.tool_results()
+    ) == 1
 
 
-# -- what-if edits ----------------------------------------------------------------------------------
+# -- what-if edits ---------------------------------------------------------------------------------
 
 
 def test_an_edit_reaches_every_request_sent_live_and_not_the_clients_log(tmp_path: Path) -> None:
@@ -297,24 +445,52 @@ def test_an_edit_reaches_every_request_sent_live_and_not_the_clients_log(tmp_pat
 
     (tmp_path / "result.txt").write_text("STORM WARNING in Paris")
     with ScriptedUpstream(new_model_route) as live:
-        edits = [parse_edit("turn=1:tool_result[call_A1]=@result.txt", base=tmp_path), parse_edit("system=Answer briefly.")]
+        edits = [
+            parse_edit("turn=1:tool_result[call_A1]=@result.txt", base=tmp_path),
+            parse_edit("system=Answer briefly."),
+        ]
         cursor = Cursor(parse_cursor("turn=1"), live_router({"openai": live.url}), edits=edits)
         with ReplayServer(tool_loop(), cursor=cursor) as srv:
             client = OpenAI(base_url=srv.url + "/v1", api_key="sk-x", max_retries=0)
             tools = orjson.loads(_chat([]))["tools"]
             client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER], tools=tools)  # type: ignore[list-item]
-            r = client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT], tools=tools)  # type: ignore[list-item]
+            r = client.chat.completions.create(
+                model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT], tools=tools
+            )  # type: ignore[list-item]
             call2 = r.choices[0].message.tool_calls[0]  # type: ignore[index]
-            follow = [{"role": "assistant", "content": None, "tool_calls": [{"id": call2.id, "type": "function", "function": {"name": "get_weather", "arguments": call2.function.arguments}}]},  # type: ignore[union-attr]
-                      {"role": "tool", "tool_call_id": call2.id, "content": "sunny in Nice"}]
-            client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT, *follow], tools=tools)  # type: ignore[list-item]
+            follow = [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": call2.id,
+                            "type": "function",
+                            "function": {
+                                "name": "get_weather",
+                                "arguments": call2.function.arguments,
+                            },
+                        }
+                    ],
+                },  # type: ignore[union-attr]
+                {"role": "tool", "tool_call_id": call2.id, "content": "sunny in Nice"},
+            ]
+            client.chat.completions.create(
+                model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT, *follow], tools=tools
+            )  # type: ignore[list-item]
         assert len(live.log) == 2
         for x in live.log:  # the upstream saw the edit in every request past the cursor
-            assert x.request.tool_results()[0] == "STORM WARNING in Paris" and x.request.system == "Answer briefly."
-            assert not any(k.lower().startswith("x-looptap-edit") for k in x.request.headers)  # no marker reaches an upstream
+            assert (
+                x.request.tool_results()[0] == "STORM WARNING in Paris"
+                and x.request.system == "Answer briefly."
+            )
+            # no marker reaches an upstream
+            assert not any(k.lower().startswith("x-looptap-edit") for k in x.request.headers)
         assert live.log[1].request.tool_results()[1] == "sunny in Nice"  # the rest untouched
         for ex in srv.served[1:]:  # the client's own requests, as it sent them
-            assert b"STORM" not in ex.request_body and any("edited tool_result[call_A1]" in n for n in ex.notes)
+            assert b"STORM" not in ex.request_body and any(
+                "edited tool_result[call_A1]" in n for n in ex.notes
+            )
     assert cursor.unapplied() == [] and [e.applied for e in edits] == [2, 2]
 
 
@@ -327,8 +503,22 @@ def test_an_edit_that_never_applies_is_an_error(tmp_path: Path) -> None:
 
     run = write(tmp_path / "run.jsonl", tool_loop())
     # the recording sends call_A1's result at turn 1, but no request reaches the cursor
-    argv = [sys.executable, "-m", "cassettes.cli", "replay", str(run), "--cursor", "turn=1", "--live", "openai=http://127.0.0.1:9", "--edit", "tool_result[call_A1]=x"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    argv = [
+        sys.executable,
+        "-m",
+        "cassettes.cli",
+        "replay",
+        str(run),
+        "--cursor",
+        "turn=1",
+        "--live",
+        "openai=http://127.0.0.1:9",
+        "--edit",
+        "tool_result[call_A1]=x",
+    ]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+    )
     assert proc.stdout is not None
     next(iter(progress.lines(proc, proc.stdout, what="the export lines")))
     proc.send_signal(signal.SIGINT)

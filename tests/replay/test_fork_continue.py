@@ -26,9 +26,33 @@ CUT = "The weather in Paris is"
 REST = " sunny today."
 #: Per API family: its path, a request of it, and where its history is (the mark's path).
 APIS: dict[str, tuple[str, dict[str, Any], str]] = {
-    "chat": ("/v1/chat/completions", {"model": "gpt-4o-mini", "max_tokens": 60, "messages": [{"role": "user", "content": "Weather in Paris?"}]}, "messages"),
-    "responses": ("/v1/responses", {"model": "gpt-4o-mini", "max_output_tokens": 60, "input": [{"role": "user", "content": "Weather in Paris?"}]}, "input"),
-    "anthropic": ("/v1/messages", {"model": "claude-haiku-4-5", "max_tokens": 60, "messages": [{"role": "user", "content": "Weather in Paris?"}]}, "messages"),
+    "chat": (
+        "/v1/chat/completions",
+        {
+            "model": "gpt-4o-mini",
+            "max_tokens": 60,
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        },
+        "messages",
+    ),
+    "responses": (
+        "/v1/responses",
+        {
+            "model": "gpt-4o-mini",
+            "max_output_tokens": 60,
+            "input": [{"role": "user", "content": "Weather in Paris?"}],
+        },
+        "input",
+    ),
+    "anthropic": (
+        "/v1/messages",
+        {
+            "model": "claude-haiku-4-5",
+            "max_tokens": 60,
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        },
+        "messages",
+    ),
 }
 
 
@@ -43,51 +67,105 @@ def _adapter(family: str) -> Any:
 
 def _answer(text: str, cut: bool, output_tokens: int) -> NormalisedResponse:
     finish = FinishReason.TRUNCATED_LENGTH if cut else FinishReason.COMPLETE
-    return NormalisedResponse(id="ans_1", model="m", parts=[Part(kind="text", text=text)], finish_reason=finish,
-                              usage=Usage(input_tokens=10, output_tokens=output_tokens), complete=True)
+    return NormalisedResponse(
+        id="ans_1",
+        model="m",
+        parts=[Part(kind="text", text=text)],
+        finish_reason=finish,
+        usage=Usage(input_tokens=10, output_tokens=output_tokens),
+        complete=True,
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 @pytest.mark.parametrize("family", list(APIS))
-def test_the_parts_join_into_one_answer_in_the_format_the_client_asked(family: str, stream: bool) -> None:
+def test_the_parts_join_into_one_answer_in_the_format_the_client_asked(
+    family: str, stream: bool
+) -> None:
     """Each API's cut answer (as it sends it: JSON or its event stream) is read as cut, the
     continuation asks in the API's own form, and the parts join into one answer rendered as the
     client asked; reading that answer back gives the whole text, finished, the usage summed."""
-    from cassettes.replay.live.continuation import Continuation, cut_text, joined, parsed, rendered_for
+    from cassettes.replay.live.continuation import (
+        Continuation,
+        cut_text,
+        joined,
+        parsed,
+        rendered_for,
+    )
 
     adapter = _adapter(family)
     path, request, history = APIS[family]
     client = orjson.dumps({**request, "stream": True} if stream else request)
     ctype = "text/event-stream" if stream else "application/json"
-    first = adapter.replay.render_answer(_answer(CUT + " ", True, 60), stream, urlsplit(path), orjson.loads(client))
+    first = adapter.replay.render_answer(
+        _answer(CUT + " ", True, 60), stream, urlsplit(path), orjson.loads(client)
+    )
     assert first is not None and first.content_type == ctype
-    cut = parsed(adapter, "POST", "http://up" + path, client, 200, [("content-type", ctype)], list(first.chunks))
+    cut = parsed(
+        adapter,
+        "POST",
+        "http://up" + path,
+        client,
+        200,
+        [("content-type", ctype)],
+        list(first.chunks),
+    )
     assert cut is not None and cut_text(cut) == CUT + " "
     cont = Continuation(parse_edit("continue=3"), "turn=0", "k" * 43, adapter, client)
     made = cont.request(client, CUT + " ", [("content-type", "application/json")])
     assert made is not None
     body, headers, continues = made
     sent = orjson.loads(body)
-    if family == "anthropic":  # a prefill: the final assistant message, without its trailing whitespace
+    # a prefill: the final assistant message, without its trailing whitespace
+    if family == "anthropic":
         assert sent["messages"][-1] == {"role": "assistant", "content": CUT} and continues == CUT
     elif family == "chat":
-        assert sent["messages"][-2] == {"role": "assistant", "content": CUT + " "} and sent["messages"][-1]["role"] == "user"
+        assert (
+            sent["messages"][-2] == {"role": "assistant", "content": CUT + " "}
+            and sent["messages"][-1]["role"] == "user"
+        )
     else:
-        assert sent["input"][-2]["role"] == "assistant" and sent["input"][-2]["content"][0] == {"type": "output_text", "text": CUT + " "}
+        assert sent["input"][-2]["role"] == "assistant" and sent["input"][-2]["content"][0] == {
+            "type": "output_text",
+            "text": CUT + " ",
+        }
         assert sent["input"][-1]["role"] == "user"
-    assert sent[history][: len(request[history])] == request[history] and {k: v for k, v in sent.items() if k != history} == {k: v for k, v in orjson.loads(client).items() if k != history}
+    assert sent[history][: len(request[history])] == request[history] and {
+        k: v for k, v in sent.items() if k != history
+    } == {k: v for k, v in orjson.loads(client).items() if k != history}
     from cassettes.wire import edited
 
     marks = edited.from_header(dict(headers)[edited.HEADER])
-    assert marks == [{"edit": "continue", "selector": "turn=0", "path": [history], "before": request[history]}], marks
-    rest = REST.lstrip() if family != "anthropic" else REST  # the model goes on after the text it was given
+    assert marks == [
+        {"edit": "continue", "selector": "turn=0", "path": [history], "before": request[history]}
+    ], marks
+    # the model goes on after the text it was given
+    rest = REST.lstrip() if family != "anthropic" else REST
     more_r = adapter.replay.render_answer(_answer(rest, False, 5), stream, urlsplit(path), sent)
-    more = parsed(adapter, "POST", "http://up" + path, body, 200, [("content-type", ctype)], list(more_r.chunks))
+    more = parsed(
+        adapter,
+        "POST",
+        "http://up" + path,
+        body,
+        200,
+        [("content-type", ctype)],
+        list(more_r.chunks),
+    )
     assert more is not None and cut_text(more) is None
     one = rendered_for(adapter, path, client, joined(cut, [(continues, more)]))
     assert one is not None and one.content_type == ctype and (len(one.chunks) > 1) == stream
-    back = parsed(adapter, "POST", "http://up" + path, client, 200, [("content-type", ctype)], list(one.chunks))
-    assert back is not None and back.text == CUT + REST and back.finish_reason == FinishReason.COMPLETE, back
+    back = parsed(
+        adapter,
+        "POST",
+        "http://up" + path,
+        client,
+        200,
+        [("content-type", ctype)],
+        list(one.chunks),
+    )
+    assert (
+        back is not None and back.text == CUT + REST and back.finish_reason == FinishReason.COMPLETE
+    ), back
     assert back.usage is not None and back.usage.output_tokens == 65
 
 
@@ -107,9 +185,22 @@ def _route(req: ScriptedRequest) -> Reply:
 
 def _recorded(family: str, body: bytes) -> list[Exchange]:
     path, _, _ = APIS[family]
-    answer = _adapter(family).replay.render_answer(_answer("recorded", False, 1), False, urlsplit(path), orjson.loads(body))
-    return [Exchange("POST", "https://api.example" + path, [("content-type", "application/json")], body, 200, "OK",
-                     [("content-type", "application/json")], [(0.0, answer.chunks[0])], seq=0)]
+    answer = _adapter(family).replay.render_answer(
+        _answer("recorded", False, 1), False, urlsplit(path), orjson.loads(body)
+    )
+    return [
+        Exchange(
+            "POST",
+            "https://api.example" + path,
+            [("content-type", "application/json")],
+            body,
+            200,
+            "OK",
+            [("content-type", "application/json")],
+            [(0.0, answer.chunks[0])],
+            seq=0,
+        )
+    ]
 
 
 def _ask(family: str, url: str, request: dict[str, Any], stream: bool) -> tuple[str, str]:
@@ -151,26 +242,49 @@ def test_the_fork_continues_a_cut_answer_and_the_client_gets_one(family: str, st
     _, request, history = APIS[family]
     asked = {**request, "stream": True} if stream else request
     with ScriptedUpstream(_route) as live:
-        cursor = Cursor(parse_cursor("turn=0"), live_router({"openai": live.url, "anthropic": live.url}), edits=[parse_edit("continue=3")], edit_key="k" * 43)
+        cursor = Cursor(
+            parse_cursor("turn=0"),
+            live_router({"openai": live.url, "anthropic": live.url}),
+            edits=[parse_edit("continue=3")],
+            edit_key="k" * 43,
+        )
         with ReplayServer(_recorded(family, orjson.dumps(asked)), cursor=cursor) as srv:
             text, finish = _ask(family, srv.url, request, stream)
         assert text == CUT + REST and finish in ("stop", "end_turn", "completed"), (text, finish)
-        assert [x.reply is not None and x.reply.cut for x in live.log] == [True, False], [x.line() for x in live.log]
+        assert [x.reply is not None and x.reply.cut for x in live.log] == [True, False], [
+            x.line() for x in live.log
+        ]
         assert CUT.encode() in orjson.dumps(live.log[1].request.body[history])
         served = srv.served[-1]
-        assert any("looptap continued it (1 continuation request, --edit continue)" in n for n in served.notes), served.notes
+        assert any(
+            "looptap continued it (1 continuation request, --edit continue)" in n
+            for n in served.notes
+        ), served.notes
         assert cursor.unapplied() == [] and cursor.continued == 1
-        assert any("edit continue: 1 answer cut at the token cap continued by looptap (1 continuation request)" in ln for ln in cursor.report_lines())
+        assert any(
+            "edit continue: 1 answer cut at the token cap "
+            "continued by looptap (1 continuation request)" in ln
+            for ln in cursor.report_lines()
+        )
 
 
 def test_an_answer_not_cut_is_relayed_as_it_came_and_the_continue_is_no_error() -> None:
     request = APIS["chat"][1]
     with ScriptedUpstream(lambda req: Reply.say("Sunny.")) as live:
-        cursor = Cursor(parse_cursor("turn=0"), live_router({"openai": live.url}), edits=[parse_edit("continue=3")], edit_key="k" * 43)
+        cursor = Cursor(
+            parse_cursor("turn=0"),
+            live_router({"openai": live.url}),
+            edits=[parse_edit("continue=3")],
+            edit_key="k" * 43,
+        )
         with ReplayServer(_recorded("chat", orjson.dumps(request)), cursor=cursor) as srv:
             text, finish = _ask("chat", srv.url, request, False)
     assert (text, finish) == ("Sunny.", "stop") and len(live.log) == 1
-    assert cursor.unapplied() == [] and "edit continue: no answer sent live was cut at the token cap: nothing continued" in cursor.report_lines()[-1]
+    assert (
+        cursor.unapplied() == []
+        and "edit continue: no answer sent live was cut at the token cap: nothing continued"
+        in cursor.report_lines()[-1]
+    )
 
 
 def test_the_continuations_are_bounded() -> None:
@@ -178,7 +292,12 @@ def test_the_continuations_are_bounded() -> None:
     parts joined, still cut (the API's own finish reason says so)."""
     request = APIS["chat"][1]
     with ScriptedUpstream(lambda req: Reply.truncated("more ")) as live:
-        cursor = Cursor(parse_cursor("turn=0"), live_router({"openai": live.url}), edits=[parse_edit("continue=2")], edit_key="k" * 43)
+        cursor = Cursor(
+            parse_cursor("turn=0"),
+            live_router({"openai": live.url}),
+            edits=[parse_edit("continue=2")],
+            edit_key="k" * 43,
+        )
         with ReplayServer(_recorded("chat", orjson.dumps(request)), cursor=cursor) as srv:
             text, finish = _ask("chat", srv.url, request, False)
     assert len(live.log) == 3 and (text, finish) == ("more more more ", "length"), (text, finish)
@@ -190,10 +309,19 @@ def test_a_continuation_mark_says_the_request_was_looptaps_not_the_clients() -> 
     from cassettes.views.view import CONTINUED, edit_lines
     from inspector.widgets.messages import client_sent
 
-    marks = [{"edit": "continue", "item": "messages", "before": [{"role": "user", "content": "Weather in Paris?"}]},
-             {"edit": "max_tokens", "item": "max_tokens", "before": 60}]
+    marks = [
+        {
+            "edit": "continue",
+            "item": "messages",
+            "before": [{"role": "user", "content": "Weather in Paris?"}],
+        },
+        {"edit": "max_tokens", "item": "max_tokens", "before": 60},
+    ]
     lines = edit_lines({"edits": marks})
-    assert lines[0].startswith(f"    edited: continue at messages: {CONTINUED} → ") and "client sent" not in lines[0]
+    assert (
+        lines[0].startswith(f"    edited: continue at messages: {CONTINUED} → ")
+        and "client sent" not in lines[0]
+    )
     assert "client sent → 60" in lines[1]
     pane = client_sent(marks).plain
     assert f"continue: {CONTINUED}" in pane and "max_tokens: the client sent" in pane

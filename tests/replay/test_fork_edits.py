@@ -39,22 +39,75 @@ def forked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     tmp = tmp_path_factory.mktemp("edits")
     confdir, run, branch = tmp / "conf", tmp / "run.jsonl", tmp / "branch.jsonl"
     with ScriptedUpstream(origin_route, validate=True) as fake1:
-        proc = progress.run([*RECORDER, "run", "-o", str(run), "--confdir", str(confdir), *_upstreams(fake1.url), "--", sys.executable, str(AGENT), *AGENTS],
-                            env=_env(), capture_output=True, text=True, cwd=tmp)
+        proc = progress.run(
+            [
+                *RECORDER,
+                "run",
+                "-o",
+                str(run),
+                "--confdir",
+                str(confdir),
+                *_upstreams(fake1.url),
+                "--",
+                sys.executable,
+                str(AGENT),
+                *AGENTS,
+            ],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
         assert proc.returncode == 0, proc.stderr[-4000:]
         recorded = len(fake1.log)
         origin = open_run(run, whole=True)
         # the first tool call of each conversation: the result the fork edits
-        calls = [tc.id for rt in origin.roundtrips if rt.response is not None for tc in rt.response.tool_calls if tc.arguments == {"city": "Paris"}]
+        calls = [
+            tc.id
+            for rt in origin.roundtrips
+            if rt.response is not None
+            for tc in rt.response.tool_calls
+            if tc.arguments == {"city": "Paris"}
+        ]
         assert len(calls) == 2 and all(calls), calls
         (tmp / "storm.txt").write_text(EDITED)
         edits = [a for c in calls for a in ("--edit", f"turn=1:tool_result[{c}]=@storm.txt")]
         fake2 = ScriptedUpstream(new_model_route, validate=True)
-        fake2._ids = itertools.count(900)  # the new model's call ids are not the recording's (a fresh fake numbers from 0 again)
+        # the new model's call ids are not the recording's (a fresh fake numbers from 0 again)
+        fake2._ids = itertools.count(900)
         with fake2:
-            proc = progress.run([*RECORDER, "run", "--from", f"{run}@turn=1", *edits, "-o", str(branch), "--confdir", str(confdir), *_upstreams(fake2.url),
-                                 "--", sys.executable, str(AGENT), *AGENTS], env=_env(), capture_output=True, text=True, cwd=tmp)
-        yield {"proc": proc, "run": run, "branch": branch, "fake1": fake1, "recorded": recorded, "fake2": fake2, "calls": calls, "origin": origin}
+            proc = progress.run(
+                [
+                    *RECORDER,
+                    "run",
+                    "--from",
+                    f"{run}@turn=1",
+                    *edits,
+                    "-o",
+                    str(branch),
+                    "--confdir",
+                    str(confdir),
+                    *_upstreams(fake2.url),
+                    "--",
+                    sys.executable,
+                    str(AGENT),
+                    *AGENTS,
+                ],
+                env=_env(),
+                capture_output=True,
+                text=True,
+                cwd=tmp,
+            )
+        yield {
+            "proc": proc,
+            "run": run,
+            "branch": branch,
+            "fake1": fake1,
+            "recorded": recorded,
+            "fake2": fake2,
+            "calls": calls,
+            "origin": origin,
+        }
 
 
 def _client_sent(ex: Any) -> Any:
@@ -64,7 +117,9 @@ def _client_sent(ex: Any) -> Any:
 
 
 @needs_recorder
-def test_every_request_the_upstream_receives_carries_the_edit_and_no_marker(forked: dict[str, Any]) -> None:
+def test_every_request_the_upstream_receives_carries_the_edit_and_no_marker(
+    forked: dict[str, Any],
+) -> None:
     proc = forked["proc"]
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert len(forked["fake1"].log) == forked["recorded"]  # the prefix reached no upstream
@@ -72,14 +127,22 @@ def test_every_request_the_upstream_receives_carries_the_edit_and_no_marker(fork
     assert len(live) == 4  # two conversations, turns 1 and 2
     for x in live:
         assert x.request.tool_results()[0] == EDITED, x.line()
-        assert not any(k.startswith("x-looptap") for k in x.request.headers), x.request.headers  # the marker stayed in the recorder
+        # the marker stayed in the recorder
+        assert not any(k.startswith("x-looptap") for k in x.request.headers), x.request.headers
         assert b"sunny, 21 C in Paris" not in orjson.dumps(x.request.body)
-    assert sum(len(x.request.tool_results()) == 2 for x in live) == 2  # turn 2: the Nice result, untouched after the edited one
-    assert all(x.request.tool_results()[1] == "sunny, 21 C in Nice" for x in live if len(x.request.tool_results()) == 2)
+    # turn 2: the Nice result, untouched after the edited one
+    assert sum(len(x.request.tool_results()) == 2 for x in live) == 2
+    assert all(
+        x.request.tool_results()[1] == "sunny, 21 C in Nice"
+        for x in live
+        if len(x.request.tool_results()) == 2
+    )
 
 
 @needs_recorder
-def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_received(forked: dict[str, Any]) -> None:
+def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_received(
+    forked: dict[str, Any],
+) -> None:
     from cassettes.reading.run import open_run
     from cassettes.replay.forking.fork import origin_of
 
@@ -93,36 +156,69 @@ def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_rece
     for ex in branch.exchanges:
         sent = ex.request_json()
         assert ex.edits, ex.notes
-        assert {m["edit"] for m in ex.edits} <= {f"tool_result[{c}]" for c in forked["calls"]} and all(m["selector"] == "turn=1" for m in ex.edits)
+        assert {m["edit"] for m in ex.edits} <= {
+            f"tool_result[{c}]" for c in forked["calls"]
+        } and all(m["selector"] == "turn=1" for m in ex.edits)
         assert EDITED.encode() in orjson.dumps(sent)  # what was sent: the edit
         assert all(k.lower() != "x-looptap-edit" for k, _ in ex.request_headers)
         mine = _client_sent(ex)  # the client's own request, rebuilt from the raw side
-        assert mine is not None and EDITED.encode() not in orjson.dumps(mine) and b"sunny, 21 C in Paris" in orjson.dumps(mine)
-        if b"Nice" not in orjson.dumps(sent):  # turn 1: the client sent exactly what the origin recorded
+        assert (
+            mine is not None
+            and EDITED.encode() not in orjson.dumps(mine)
+            and b"sunny, 21 C in Paris" in orjson.dumps(mine)
+        )
+        # turn 1: the client sent exactly what the origin recorded
+        if b"Nice" not in orjson.dumps(sent):
             assert mine == origin_by_label[_label(sent)]
     o = origin_of(forked["branch"])
-    assert o is not None and sorted(o["edits"]) == sorted(f"tool_result[{c}]" for c in forked["calls"])
+    assert o is not None and sorted(o["edits"]) == sorted(
+        f"tool_result[{c}]" for c in forked["calls"]
+    )
     raw = forked["branch"].read_bytes()
-    assert b'"edits":[{"edit":"tool_result[' in raw and b"x-looptap-edit" not in raw  # in the record, not as a header
+    # in the record, not as a header
+    assert b'"edits":[{"edit":"tool_result[' in raw and b"x-looptap-edit" not in raw
 
 
 @needs_recorder
 def test_show_marks_the_edited_turns_and_items(forked: dict[str, Any]) -> None:
-    text = progress.run([*RECORDER, "show", str(forked["branch"])], capture_output=True, text=True, env=_env())
+    text = progress.run(
+        [*RECORDER, "show", str(forked["branch"])], capture_output=True, text=True, env=_env()
+    )
     assert text.returncode == 0, text.stderr
     heads = [ln for ln in text.stdout.splitlines() if ln.startswith("#")]
     assert len(heads) == 4 and all("EDITED" in ln for ln in heads), text.stdout
     edited = [ln for ln in text.stdout.splitlines() if ln.strip().startswith("edited:")]
-    assert len(edited) == 4 and all("turn=1" in ln and "client sent" in ln and "sunny, 21 C in Paris" in ln for ln in edited), text.stdout
-    js = progress.run([*RECORDER, "show", "--json", str(forked["branch"])], capture_output=True, text=True, env=_env())
+    assert len(edited) == 4 and all(
+        "turn=1" in ln and "client sent" in ln and "sunny, 21 C in Paris" in ln for ln in edited
+    ), text.stdout
+    js = progress.run(
+        [*RECORDER, "show", "--json", str(forked["branch"])],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     views = [orjson.loads(ln) for ln in js.stdout.splitlines() if '"looptap.roundtrip/1"' in ln]
     assert len(views) == 4
     for v in views:
         (m,) = v["edits"]
-        assert m["edit"].startswith("tool_result[") and m["item"].startswith("messages[") and m["before"] == "sunny, 21 C in Paris"
+        assert (
+            m["edit"].startswith("tool_result[")
+            and m["item"].startswith("messages[")
+            and m["before"] == "sunny, 21 C in Paris"
+        )
         assert not any("sha256" in k for k in m), m  # no digest of a value is kept
-    plain = progress.run([*RECORDER, "show", "--json", str(forked["run"])], capture_output=True, text=True, env=_env())
-    assert all("edits" not in orjson.loads(ln) for ln in plain.stdout.splitlines() if '"looptap.roundtrip/1"' in ln)  # a plain run: no key
+    plain = progress.run(
+        [*RECORDER, "show", "--json", str(forked["run"])],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
+    # a plain run: no key
+    assert all(
+        "edits" not in orjson.loads(ln)
+        for ln in plain.stdout.splitlines()
+        if '"looptap.roundtrip/1"' in ln
+    )
 
 
 def _label(body: Any) -> str:
@@ -132,15 +228,33 @@ def _label(body: Any) -> str:
 
 @needs_recorder
 def test_diff_marks_the_edited_requests(forked: dict[str, Any]) -> None:
-    diff = progress.run([*RECORDER, "diff", str(forked["run"]), str(forked["branch"])], capture_output=True, text=True, env=_env())
+    diff = progress.run(
+        [*RECORDER, "diff", str(forked["run"]), str(forked["branch"])],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert diff.returncode == 1, diff.stderr
-    marked = [ln for ln in diff.stdout.splitlines() if "fork: edited tool_result[" in ln and "(asked with --edit)" in ln]
-    assert len(marked) >= 4 and all(" at messages[" in ln for ln in marked), diff.stdout  # the fork's edit, not the client's C
-    js = progress.run([*RECORDER, "diff", "--json", str(forked["run"]), str(forked["branch"])], capture_output=True, text=True, env=_env())
+    marked = [
+        ln
+        for ln in diff.stdout.splitlines()
+        if "fork: edited tool_result[" in ln and "(asked with --edit)" in ln
+    ]
+    # the fork's edit, not the client's C
+    assert len(marked) >= 4 and all(" at messages[" in ln for ln in marked), diff.stdout
+    js = progress.run(
+        [*RECORDER, "diff", "--json", str(forked["run"]), str(forked["branch"])],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     divs = orjson.loads(js.stdout)["divergences"]
     every = divs + [f for d in divs for f in d.get("folded", [])]
-    assert sum(bool(d["edited_b"]) for d in every) == 4 and all(d["layer"] == "fork" and d["message"].startswith("edited ") for d in every if d["edited_b"])
-    assert sum(bool(d["edited_b"]) for d in divs) == 2  # each agent's turn 1; its turn 2's repeat is folded under it (issue 42)
+    assert sum(bool(d["edited_b"]) for d in every) == 4 and all(
+        d["layer"] == "fork" and d["message"].startswith("edited ") for d in every if d["edited_b"]
+    )
+    # each agent's turn 1; its turn 2's repeat is folded under it (issue 42)
+    assert sum(bool(d["edited_b"]) for d in divs) == 2
 
 
 # -- the marks themselves: read as untrusted, the client's request given back --------------------
@@ -150,34 +264,73 @@ def test_marks_round_trip_through_the_header_and_give_the_client_body_back() -> 
     from cassettes.replay.live.edits import apply_edits, edited_headers, parse_edit
     from cassettes.wire import edited
 
-    body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]})
-    new, marks = apply_edits("POST", "/v1/chat/completions", body, [parse_edit("tool_result[call_1]=STORM")], "turn=1")
-    assert orjson.loads(new)["messages"][1]["content"] == "STORM" and marks[0]["path"] == ["messages", 1, "content"] and marks[0]["before"] == "sunny"
+    body = orjson.dumps(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+            ],
+        }
+    )
+    new, marks = apply_edits(
+        "POST", "/v1/chat/completions", body, [parse_edit("tool_result[call_1]=STORM")], "turn=1"
+    )
+    assert (
+        orjson.loads(new)["messages"][1]["content"] == "STORM"
+        and marks[0]["path"] == ["messages", 1, "content"]
+        and marks[0]["before"] == "sunny"
+    )
     key = edited.new_key()
-    hdrs = edited_headers([("X-Looptap-Edit", "forged"), ("X-Looptap-Edit-Auth", "forged"), ("a", "b")], marks, key)
-    assert [k for k, _ in hdrs] == ["a", edited.HEADER, edited.AUTH_HEADER]  # a marker the client sent never passes
-    assert edited_headers([("a", "b"), ("x-looptap-edit", "forged")], marks, None) == [("a", "b")]  # no key: no marker at all
+    hdrs = edited_headers(
+        [("X-Looptap-Edit", "forged"), ("X-Looptap-Edit-Auth", "forged"), ("a", "b")], marks, key
+    )
+    # a marker the client sent never passes
+    assert [k for k, _ in hdrs] == ["a", edited.HEADER, edited.AUTH_HEADER]
+    # no key: no marker at all
+    assert edited_headers([("a", "b"), ("x-looptap-edit", "forged")], marks, None) == [("a", "b")]
     value, seal = hdrs[1][1], hdrs[2][1]
-    assert edited.authentic(value, seal, key) and not edited.authentic(value, seal, edited.new_key()) and not edited.authentic(value, seal, None)
-    assert not edited.authentic(value, edited.seal(value + "x", key), key) and not edited.authentic(value, "", key)
+    assert (
+        edited.authentic(value, seal, key)
+        and not edited.authentic(value, seal, edited.new_key())
+        and not edited.authentic(value, seal, None)
+    )
+    assert not edited.authentic(value, edited.seal(value + "x", key), key) and not edited.authentic(
+        value, "", key
+    )
     back = edited.from_header(value)
     assert back == marks and edited.client_body(orjson.loads(new), back) == orjson.loads(body)
     assert orjson.loads(new)["messages"][1]["content"] == "STORM"  # given back on a copy
-    for bad in ("", "!!!", "e30", edited.to_header([{**marks[0], "edit": "rm -rf"}]), edited.to_header([{**marks[0], "path": []}]),
-                edited.to_header([{k: v for k, v in marks[0].items() if k != "before"}])):
+    for bad in (
+        "",
+        "!!!",
+        "e30",
+        edited.to_header([{**marks[0], "edit": "rm -rf"}]),
+        edited.to_header([{**marks[0], "path": []}]),
+        edited.to_header([{k: v for k, v in marks[0].items() if k != "before"}]),
+    ):
         assert edited.from_header(bad) is None, bad
-    old = edited.from_header(edited.to_header([{**marks[0], "before_sha256": "0" * 64, "after_sha256": "1" * 64}]))
+    old = edited.from_header(
+        edited.to_header([{**marks[0], "before_sha256": "0" * 64, "after_sha256": "1" * 64}])
+    )
     assert old == marks  # an older file's digests are read past and dropped
     assert edited.client_body({"messages": []}, marks) is None  # a path not in the body
 
 
-def test_a_mark_too_large_for_the_header_travels_without_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_mark_too_large_for_the_header_travels_without_its_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from cassettes.wire import edited
 
     m = edited.mark("system", "turn=0", ["system"], "x" * 5000)
     monkeypatch.setattr(edited, "MAX_HEADER", 4000)
     (back,) = edited.from_header(edited.to_header([m])) or [None]
-    assert back is not None and back["before_omitted"] and "before" not in back and not any("sha256" in k for k in back)
+    assert (
+        back is not None
+        and back["before_omitted"]
+        and "before" not in back
+        and not any("sha256" in k for k in back)
+    )
     assert edited.client_body({"system": "short"}, [back]) is None
 
 
@@ -189,9 +342,15 @@ def test_the_marks_are_redacted_and_stored_and_a_malformed_one_is_dropped(tmp_pa
 
     ex = tool_loop()[1]
     secret = "sk-proj-" + "A1b2C3d4E5f6G7h8" * 4
-    ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], f"key {secret}")]
+    ex.edits = [
+        edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], f"key {secret}")
+    ]
     red = Redactor().exchange(ex)
-    assert red.edits is not None and secret not in orjson.dumps(red.edits).decode() and ex.edits[0]["before"] == f"key {secret}"
+    assert (
+        red.edits is not None
+        and secret not in orjson.dumps(red.edits).decode()
+        and ex.edits[0]["before"] == f"key {secret}"
+    )
     rec = exchange_to_record(red, 1)
     assert record_to_exchange(orjson.loads(orjson.dumps(rec))).edits == red.edits
     rec["edits"] = [{"edit": "system", "path": "nope"}]
@@ -207,13 +366,27 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
     from cassettes.reading.run import open_run
     from cassettes.replay.serving.server import ReplayServer
     from cassettes.wire import edited
-    from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_exchange, chat_response, write
+    from tests.replay.conftest import (
+        CALL,
+        RESULT,
+        SYSTEM,
+        USER,
+        chat_exchange,
+        chat_response,
+        write,
+    )
 
     storm = {**RESULT, "content": "STORM"}
     ex = chat_exchange([SYSTEM, USER, CALL, storm], chat_response("Stay home: a storm."))
-    ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], RESULT["content"])]
+    ex.edits = [
+        edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], RESULT["content"])
+    ]
     branch = write(tmp_path / "branch.jsonl", [ex])
     with ReplayServer(list(open_run(branch, whole=True).exchanges)) as srv:
         client = OpenAI(base_url=srv.url + "/v1", api_key="sk-x", max_retries=0)
-        r = client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT], tools=orjson.loads(ex.request_body)["tools"])  # type: ignore[list-item]
+        r = client.chat.completions.create(
+            model="gpt-4o",
+            messages=[SYSTEM, USER, CALL, RESULT],
+            tools=orjson.loads(ex.request_body)["tools"],
+        )  # type: ignore[list-item]
     assert r.choices[0].message.content == "Stay home: a storm." and not srv.misses

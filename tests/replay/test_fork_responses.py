@@ -45,7 +45,9 @@ def _label(req: ScriptedRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ScriptedUpstream, Path]]:
+def origin(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, ScriptedUpstream, Path]]:
     """RUN.jsonl: the three agents recorded through ``looptap run`` against the origin fake."""
     if RECORDER[0] == "None":
         pytest.skip("no recorder environment")
@@ -54,27 +56,62 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Scr
     confdir = tmp / "conf"
     run = tmp / "run.jsonl"
     with ScriptedUpstream(origin_route, validate=True) as fake:
-        proc = progress.run([*RECORDER, "run", "-o", str(run), "--confdir", str(confdir), "--upstream", f"openai={fake.url}", "--", sys.executable, str(AGENT)],
-                            env=_env(), capture_output=True, text=True, cwd=tmp)
+        proc = progress.run(
+            [
+                *RECORDER,
+                "run",
+                "-o",
+                str(run),
+                "--confdir",
+                str(confdir),
+                "--upstream",
+                f"openai={fake.url}",
+                "--",
+                sys.executable,
+                str(AGENT),
+            ],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
         assert proc.returncode == 0, proc.stderr[-4000:]
-        assert [x.status for x in fake.log] == [200] * 9, [x.line() for x in fake.log]  # 3 agents x 3 turns, chained
+        # 3 agents x 3 turns, chained
+        assert [x.status for x in fake.log] == [200] * 9, [x.line() for x in fake.log]
         assert sum(1 for x in fake.log if x.request.body.get("previous_response_id")) == 6
         yield run, fake, confdir
 
 
-def _fork(origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path, cursor: str) -> tuple[object, Path, ScriptedUpstream]:
+def _fork(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path, cursor: str
+) -> tuple[object, Path, ScriptedUpstream]:
     run, _, confdir = origin
     branch = tmp_path / "branch.jsonl"
     with ScriptedUpstream(new_model_route, validate=True, ids="live") as fake2:
-        argv = [*RECORDER, "run", "--from", f"{run}@{cursor}", "-o", str(branch), "--confdir", str(confdir), "--upstream", f"openai={fake2.url}",
-                "--", sys.executable, str(AGENT)]
+        argv = [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@{cursor}",
+            "-o",
+            str(branch),
+            "--confdir",
+            str(confdir),
+            "--upstream",
+            f"openai={fake2.url}",
+            "--",
+            sys.executable,
+            str(AGENT),
+        ]
         proc = progress.run(argv, env=_env(), capture_output=True, text=True, cwd=tmp_path)
     return proc, branch, fake2
 
 
 @needs_recorder
 @pytest.mark.parametrize("turn", [1, 2])
-def test_a_chained_responses_agent_forks_over_http(origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path, turn: int) -> None:
+def test_a_chained_responses_agent_forks_over_http(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path, turn: int
+) -> None:
     run, fake1, _ = origin
     before = len(fake1.log)
     proc, branch, fake2 = _fork(origin, tmp_path, f"turn={turn}")
@@ -83,20 +120,30 @@ def test_a_chained_responses_agent_forks_over_http(origin: tuple[Path, ScriptedU
     assert len(fake1.log) == before  # the prefix reached no upstream
     # every live turn answered 200: none carried an id the live model never gave
     assert [x.status for x in fake2.log] == [200] * len(fake2.log), [x.line() for x in fake2.log]
-    assert len(fake2.log) == 3 * (3 - turn), [x.line() for x in fake2.log]  # turn 1: Nice, then the answer; turn 2: the answer
+    # turn 1: Nice, then the answer; turn 2: the answer
+    assert len(fake2.log) == 3 * (3 - turn), [x.line() for x in fake2.log]
     for label in LABELS:
         assert f"{label}: NEW MODEL: warm everywhere." in out, out
         mine = [x.request for x in fake2.log if _label(x.request) == label]
         first, later = mine[0], mine[1:]
         # at the cursor: self-contained, the recorded chain's items its input
-        assert "previous_response_id" not in first.body and len(first.tool_results()) == turn, first.body
+        assert "previous_response_id" not in first.body and len(first.tool_results()) == turn, (
+            first.body
+        )
         assert first.user_texts() == [f"[{label}] Weather in three cities?"]
         # after it: chained to the live model's own answers, sent as the agent sent them
         for x in later:
             assert str(x.body.get("previous_response_id", "")).startswith("resp_slive"), x.body
-    assert "3 requests sent self-contained" in err, err[-3000:]  # one per agent: its turn at the cursor
-    diff = progress.run([*RECORDER, "diff", str(run), str(branch)], capture_output=True, text=True, env=_env())
+    # one per agent: its turn at the cursor
+    assert "3 requests sent self-contained" in err, err[-3000:]
+    diff = progress.run(
+        [*RECORDER, "diff", str(run), str(branch)], capture_output=True, text=True, env=_env()
+    )
     assert diff.returncode == 1, diff.stdout + diff.stderr
     first_line = next(ln for ln in diff.stdout.splitlines() if ln.strip().startswith("turn "))
-    assert first_line.strip().startswith(f"turn {turn}") and "E: the model emitted something else" in first_line, diff.stdout
-    assert "C: " not in diff.stdout.split(f"turn {turn}")[1].splitlines()[0], diff.stdout  # the rewrite is not a difference of the client
+    assert (
+        first_line.strip().startswith(f"turn {turn}")
+        and "E: the model emitted something else" in first_line
+    ), diff.stdout
+    # the rewrite is not a difference of the client
+    assert "C: " not in diff.stdout.split(f"turn {turn}")[1].splitlines()[0], diff.stdout

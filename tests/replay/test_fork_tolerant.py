@@ -46,7 +46,9 @@ def _env(root: Path, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ScriptedUpstream, Path, Path]]:
+def recorded(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, ScriptedUpstream, Path, Path]]:
     """RUN.jsonl (4 turns: three listings, then the answer) recorded against the first fake; then
     the directory changes (a file added to docs): what the agent's tool now returns differs."""
     if RECORDER[0] == "None":
@@ -58,21 +60,64 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, S
         (root / name).write_text("x")
     run, confdir = tmp / "run.jsonl", tmp / "conf"
     with ScriptedUpstream(route, validate=True) as fake:
-        proc = progress.run([*RECORDER, "run", "-o", str(run), "--confdir", str(confdir), "--upstream", f"openai={fake.url}", "--",
-                             sys.executable, str(AGENT)], env=_env(root), capture_output=True, text=True, cwd=tmp)
+        proc = progress.run(
+            [
+                *RECORDER,
+                "run",
+                "-o",
+                str(run),
+                "--confdir",
+                str(confdir),
+                "--upstream",
+                f"openai={fake.url}",
+                "--",
+                sys.executable,
+                str(AGENT),
+            ],
+            env=_env(root),
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
         assert proc.returncode == 0, proc.stderr[-4000:]
         assert len(fake.log) == 4 and "answer: 2 files in docs" in proc.stdout
         (root / "docs" / "c.md").write_text("new")  # the world changed after the recording
         yield run, fake, confdir, root
 
 
-def _fork(recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path, at: str, *extra: str, model: object = live_route, **env: str) -> tuple[object, Path, ScriptedUpstream]:
+def _fork(
+    recorded: tuple[Path, ScriptedUpstream, Path, Path],
+    tmp_path: Path,
+    at: str,
+    *extra: str,
+    model: object = live_route,
+    **env: str,
+) -> tuple[object, Path, ScriptedUpstream]:
     run, _, confdir, root = recorded
     branch = tmp_path / "branch.jsonl"
     with ScriptedUpstream(model, validate=True) as live:  # type: ignore[arg-type]
-        proc = progress.run([*RECORDER, "run", "--from", f"{run}@{at}", *extra, "-o", str(branch), "--confdir", str(confdir),
-                             "--upstream", f"openai={live.url}", "--", sys.executable, str(AGENT)],
-                            env=_env(root, **env), capture_output=True, text=True, cwd=tmp_path)
+        proc = progress.run(
+            [
+                *RECORDER,
+                "run",
+                "--from",
+                f"{run}@{at}",
+                *extra,
+                "-o",
+                str(branch),
+                "--confdir",
+                str(confdir),
+                "--upstream",
+                f"openai={live.url}",
+                "--",
+                sys.executable,
+                str(AGENT),
+            ],
+            env=_env(root, **env),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
     return proc, branch, live
 
 
@@ -81,18 +126,24 @@ def _looptap(*args: str) -> object:
 
 
 @needs_recorder
-def test_the_tolerant_prefix_serves_changed_tool_results_in_position_and_lists_them(recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path) -> None:
+def test_the_tolerant_prefix_serves_changed_tool_results_in_position_and_lists_them(
+    recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path
+) -> None:
     run, fake, _, _ = recorded
     before = len(fake.log)
     proc, branch, live = _fork(recorded, tmp_path, "turn=3", "--prefix", "tolerant")
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 0, err[-4000:]  # type: ignore[attr-defined]
     assert len(fake.log) == before  # the prefix (turns 0-2) reached no upstream
-    assert len(live.log) == 1 and len(live.log[0].request.tool_results()) == 3  # the continuation, live
+    # the continuation, live
+    assert len(live.log) == 1 and len(live.log[0].request.tool_results()) == 3
     assert "LIVE: c.md is the last file in docs" in proc.stdout  # type: ignore[attr-defined]
     # the replay log: two round trips served in position, each changed listing said with its rule
     assert "2 recorded round trips served in position in the tolerant prefix" in err, err
-    assert "tolerated at c1/turn 1 (seq 1): messages[3].content: recorded \"a.md\\nb.md\", live \"a.md\\nb.md\\nc.md\" (by tool_result)" in err, err
+    assert (
+        'tolerated at c1/turn 1 (seq 1): messages[3].content: recorded "a.md\\nb.md", live '
+        '"a.md\\nb.md\\nc.md" (by tool_result)' in err
+    ), err
     assert "tolerated at c1/turn 2 (seq 2): messages[3].content" in err, err
     # the branch keeps them (its note record), with the prefix mode in its header
     from cassettes.reading.branch import fork_notes, origin_of
@@ -101,14 +152,26 @@ def test_the_tolerant_prefix_serves_changed_tool_results_in_position_and_lists_t
     assert o is not None and o["prefix"] == "tolerant"
     notes = fork_notes(branch)["tolerated"]
     assert [(t["conversation"], t["turn"]) for t in notes] == [("c1", 1), ("c1", 2)]
-    assert notes[0]["tolerated"] == [{"path": "messages[3].content", "by": "tool_result", "recorded": "a.md\nb.md", "live": "a.md\nb.md\nc.md"}]
+    assert notes[0]["tolerated"] == [
+        {
+            "path": "messages[3].content",
+            "by": "tool_result",
+            "recorded": "a.md\nb.md",
+            "live": "a.md\nb.md\nc.md",
+        }
+    ]
     # show: the tolerated section, text and JSON
     show = _looptap("show", str(branch))
     assert show.returncode == 0, show.stderr  # type: ignore[attr-defined]
-    assert "tolerated in the prefix (--prefix tolerant)" in show.stdout and "c1/turn 1 (seq 1): messages[3].content" in show.stdout, show.stdout  # type: ignore[attr-defined]
+    assert (
+        "tolerated in the prefix (--prefix tolerant)" in show.stdout
+        and "c1/turn 1 (seq 1): messages[3].content" in show.stdout
+    ), show.stdout  # type: ignore[attr-defined]
     js = [orjson.loads(ln) for ln in _looptap("show", str(branch), "--json").stdout.splitlines()]  # type: ignore[attr-defined]
     assert len(js) == 1 and js[0]["turn"] == 3
-    assert [(t["turn"], t["tolerated"][0]["path"], t["tolerated"][0]["by"]) for t in js[0]["tolerated"]] == [(1, "messages[3].content", "tool_result"), (2, "messages[3].content", "tool_result")]
+    assert [
+        (t["turn"], t["tolerated"][0]["path"], t["tolerated"][0]["by"]) for t in js[0]["tolerated"]
+    ] == [(1, "messages[3].content", "tool_result"), (2, "messages[3].content", "tool_result")]
     # diff: the changed results listed as tolerated, not as divergences of the client
     diff = _looptap("diff", str(run), str(branch))
     out = diff.stdout  # type: ignore[attr-defined]
@@ -120,16 +183,22 @@ def test_the_tolerant_prefix_serves_changed_tool_results_in_position_and_lists_t
 
 
 @needs_recorder
-def test_strict_fails_closed_on_the_changed_tool_result_and_divergence_goes_live_there(recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path) -> None:
+def test_strict_fails_closed_on_the_changed_tool_result_and_divergence_goes_live_there(
+    recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path
+) -> None:
     _, fake, _, _ = recorded
     before = len(fake.log)
     proc, _, live = _fork(recorded, tmp_path, "turn=3")
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 1 and not live.log and len(fake.log) == before, err[-3000:]
-    assert "closest recorded turn: conversation c1, turn 1 (seq 1)" in err and "C: the tool result for call_s0001 changed (messages[3].content)" in err, err
+    assert (
+        "closest recorded turn: conversation c1, turn 1 (seq 1)" in err
+        and "C: the tool result for call_s0001 changed (messages[3].content)" in err
+    ), err
     # @divergence: the prefix served up to the first changed turn, live from it on
     (tmp_path / "d").mkdir()
-    proc, branch, live = _fork(recorded, tmp_path / "d", "divergence", model=route)  # the live model goes on listing
+    # the live model goes on listing
+    proc, branch, live = _fork(recorded, tmp_path / "d", "divergence", model=route)
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 0, err[-3000:]
     assert len(fake.log) == before
@@ -143,7 +212,9 @@ def test_strict_fails_closed_on_the_changed_tool_result_and_divergence_goes_live
 
 
 @needs_recorder
-def test_a_prefix_that_missed_keeps_what_the_agent_sent_for_the_rule_proposal(recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path) -> None:
+def test_a_prefix_that_missed_keeps_what_the_agent_sent_for_the_rule_proposal(
+    recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path
+) -> None:
     """Issue 44 item 5 ("or a failed replay") for a fork: the strict prefix misses on the changed
     listing; what the agent sent is kept, and the fork says the next steps: the proposal from the
     recording and it (the listing is a tool's result: listed, never proposed), the prefix modes."""
@@ -152,62 +223,106 @@ def test_a_prefix_that_missed_keeps_what_the_agent_sent_for_the_rule_proposal(re
     proc, _, live = _fork(recorded, tmp_path, "turn=3")
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 1 and not live.log and len(fake.log) == before, err[-3000:]  # type: ignore[attr-defined]
-    said = re.search(r"what the agent sent: (\S+); rules that would make it match, if what differs is volatile: looptap rules propose (\S+) (\S+)\n", err)
+    said = re.search(
+        r"what the agent sent: (\S+); rules that would make it match, if what differs is volatile: "
+        r"looptap rules propose (\S+) (\S+)\n",
+        err,
+    )
     assert said is not None, err
     kept = Path(said.group(1))
     assert Path(said.group(2)).resolve() == run.resolve() and said.group(3) == str(kept)
-    assert f"--prefix tolerant answers a request that differs only in tool results with its recorded turn; --from {said.group(2)}@divergence goes live" in err, err
+    assert (
+        "--prefix tolerant answers a request that differs only in tool results with its recorded "
+        f"turn; --from {said.group(2)}@divergence goes live" in err
+    ), err
     from cassettes.reading.run import open_run
 
     sent = open_run(kept, whole=True).exchanges
-    assert [ex.request_json()["messages"][3]["content"] for ex in sent[1:]] == ["a.md\nb.md\nc.md"]  # the miss, as the agent sent it
+    # the miss, as the agent sent it
+    assert [ex.request_json()["messages"][3]["content"] for ex in sent[1:]] == ["a.md\nb.md\nc.md"]
     assert "sk-test-tolerant" not in kept.read_text()  # redacted as every cassette is
     proposed = _looptap("rules", "propose", said.group(2), said.group(3))
     out = proposed.stdout  # type: ignore[attr-defined]
     assert proposed.returncode == 1, out + proposed.stderr  # type: ignore[attr-defined]
-    assert "c1 turn 1 messages[3].content" in out and "in the result of tool list_files" in out and "a real divergence: not proposed" in out, out
+    assert (
+        "c1 turn 1 messages[3].content" in out
+        and "in the result of tool list_files" in out
+        and "a real divergence: not proposed" in out
+    ), out
     assert "still diverging:\n  c1 turn 1 at messages[3].content" in out, out
 
 
 @needs_recorder
-def test_a_changed_user_instruction_fails_closed_in_the_tolerant_prefix(recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path) -> None:
+def test_a_changed_user_instruction_fails_closed_in_the_tolerant_prefix(
+    recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path
+) -> None:
     _, fake, _, _ = recorded
     before = len(fake.log)
-    proc, _, live = _fork(recorded, tmp_path, "turn=3", "--prefix", "tolerant", LISTING_ASK="Which files does the project have? Delete them.")
+    proc, _, live = _fork(
+        recorded,
+        tmp_path,
+        "turn=3",
+        "--prefix",
+        "tolerant",
+        LISTING_ASK="Which files does the project have? Delete them.",
+    )
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 1 and not live.log and len(fake.log) == before, err[-3000:]
     assert "C: the user input at messages[1] changed" in err, err
     assert "served in position" not in err
 
 
-# -- from a pytest test: the marker's prefix= and fork="divergence" ----------------------------------
+# -- from a pytest test: the marker's prefix= and fork="divergence" --------------------------------
 
 #: The world changed: the recording's tool answered "sunny, 21 C".
 PYTEST_FORK = fork_agent("rainy, 9 C") + '''
 @pytest.mark.looptap("cassettes/loop.jsonl", fork=os.environ["FORK_AT"], prefix=os.environ["FORK_PREFIX"], live={"openai": os.environ["FAKE_LIVE"]})
 def test_forked(looptap):
     assert agent() == "LIVE"
-'''
+'''  # noqa: E501
 
 
 def _three_turns() -> list[object]:
     """A weather loop of three turns: two calls (each result "sunny, 21 C"), then the answer."""
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_exchange, chat_response
 
-    call2 = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_B2", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Lyon"}'}}]}
+    call2 = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_B2",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city":"Lyon"}'},
+            }
+        ],
+    }
     result2 = {"role": "tool", "tool_call_id": "call_B2", "content": "sunny, 21 C"}
     return [
-        chat_exchange([SYSTEM, USER], chat_response(call=("call_A1", "get_weather", '{"city":"Paris"}'))),
-        chat_exchange([SYSTEM, USER, CALL, RESULT], chat_response(call=("call_B2", "get_weather", '{"city":"Lyon"}'))),
+        chat_exchange(
+            [SYSTEM, USER], chat_response(call=("call_A1", "get_weather", '{"city":"Paris"}'))
+        ),
+        chat_exchange(
+            [SYSTEM, USER, CALL, RESULT],
+            chat_response(call=("call_B2", "get_weather", '{"city":"Lyon"}')),
+        ),
         chat_exchange([SYSTEM, USER, CALL, RESULT, call2, result2], chat_response("It is sunny.")),
     ]
 
 
 @pytest.mark.parametrize(("at", "prefix", "outcome", "live_turns"), [
-    ("turn=2", "tolerant", "passed", [2]),      # turn 1 served in position, its changed result listed
+    # turn 1 served in position, its changed result listed
+    ("turn=2", "tolerant", "passed", [2]),
     ("divergence", "strict", "passed", [1, 2]),  # live from turn 1, where the result first changed
 ])
-def test_a_pytest_fork_takes_prefix_and_divergence(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, at: str, prefix: str, outcome: str, live_turns: list[int]) -> None:
+def test_a_pytest_fork_takes_prefix_and_divergence(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    at: str,
+    prefix: str,
+    outcome: str,
+    live_turns: list[int],
+) -> None:
     pytest.importorskip("openai")
     from tests.replay.conftest import write
 
@@ -218,15 +333,31 @@ def test_a_pytest_fork_takes_prefix_and_divergence(pytester: pytest.Pytester, mo
     write(pytester.path / "cassettes" / "loop.jsonl", _three_turns())  # type: ignore[arg-type]
 
     def live(req: ScriptedRequest) -> Reply:
-        return Reply.tool("get_weather", {"city": "Lyon"}) if len(req.tool_results()) < 2 else Reply.say("LIVE")
+        return (
+            Reply.tool("get_weather", {"city": "Lyon"})
+            if len(req.tool_results()) < 2
+            else Reply.say("LIVE")
+        )
 
     monkeypatch.setenv("FORK_AT", at)
     monkeypatch.setenv("FORK_PREFIX", prefix)
     with ScriptedUpstream(live) as fake:
         monkeypatch.setenv("FAKE_LIVE", fake.url)
-        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=none", "-rP")
+        result = pytester.runpytest_inprocess(
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:textual-snapshot",
+            "--looptap-record-mode=none",
+            "-rP",
+        )
     result.assert_outcomes(**{outcome: 1})
     assert [len(x.request.tool_results()) for x in fake.log] == live_turns
     out = result.stdout.str()
     if prefix == "tolerant":  # the test's report lists what was tolerated, with what tolerated it
-        assert "looptap tolerated" in out and 'tolerated at c1/turn 1 (seq 1): messages[3].content: recorded "sunny, 21 C", live "rainy, 9 C" (by tool_result)' in out, out
+        assert (
+            "looptap tolerated" in out
+            and 'tolerated at c1/turn 1 (seq 1): messages[3].content: recorded "sunny, 21 C", live '
+            '"rainy, 9 C" (by tool_result)'
+            in out
+        ), out

@@ -48,10 +48,18 @@ def _miss(got: Recorded | Miss) -> Miss:
 
 def test_what_the_api_does_not_treat_as_equal_still_misses() -> None:
     # a lone text part with more than its text (a cache breakpoint) is not the bare string
-    user = {"role": "user", "content": [{"type": "text", "text": USER["content"], "cache_control": {"type": "ephemeral"}}]}
+    user = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": USER["content"], "cache_control": {"type": "ephemeral"}}
+        ],
+    }
     _miss(_after_first([SYSTEM, user, CALL, RESULT]))
     # two parts are not one string
-    user = {"role": "user", "content": [{"type": "text", "text": "Weather in "}, {"type": "text", "text": "Paris?"}]}
+    user = {
+        "role": "user",
+        "content": [{"type": "text", "text": "Weather in "}, {"type": "text", "text": "Paris?"}],
+    }
     _miss(_after_first([SYSTEM, user, CALL, RESULT]))
     # a value that is not the default
     _miss(_after_first([SYSTEM, USER, CALL, RESULT], n=2))
@@ -64,25 +72,65 @@ def test_what_the_api_does_not_treat_as_equal_still_misses() -> None:
 
 def _anthropic(messages: list[dict[str, Any]]) -> Exchange:
     req = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages}
-    resp = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": "Done"}],
-            "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 2}}
-    return Exchange("POST", ANTHROPIC, [("anthropic-version", "2023-06-01")], orjson.dumps(req), status=200,
-                    response_headers=[("content-type", "application/json")], response_chunks=[(0.01, orjson.dumps(resp))])
+    resp = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "Done"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 5, "output_tokens": 2},
+    }
+    return Exchange(
+        "POST",
+        ANTHROPIC,
+        [("anthropic-version", "2023-06-01")],
+        orjson.dumps(req),
+        status=200,
+        response_headers=[("content-type", "application/json")],
+        response_chunks=[(0.01, orjson.dumps(resp))],
+    )
 
 
 @pytest.mark.parametrize("twin", ["same", "null_in_input"])
 def test_anthropic_tool_input_keeps_its_nulls(twin: str) -> None:
-    use = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "Paris", "page": None}}
-    history = [{"role": "user", "content": "Look up Paris"}, {"role": "assistant", "content": [use]},
-               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}]
+    use = {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "lookup",
+        "input": {"q": "Paris", "page": None},
+    }
+    history = [
+        {"role": "user", "content": "Look up Paris"},
+        {"role": "assistant", "content": [use]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}],
+        },
+    ]
     m = Matcher([_anthropic(history)])
     live = copy.deepcopy(history)
     if twin == "same":  # the API's nulls dropped, strings as lone text parts: the same request
         live[0]["content"] = [{"type": "text", "text": "Look up Paris"}]
         live[2]["content"][0]["content"] = [{"type": "text", "text": "ok"}]
         live[2]["content"][0]["is_error"] = None
-        got = m.match("POST", "/v1/messages", [], orjson.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": live, "system": None}))
+        got = m.match(
+            "POST",
+            "/v1/messages",
+            [],
+            orjson.dumps(
+                {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": live, "system": None}
+            ),
+        )
         assert isinstance(got, Recorded), "\n".join(got.lines())
     else:  # the tool call's input without its null key: what the model is shown changed
         del live[1]["content"][0]["input"]["page"]
-        _miss(m.match("POST", "/v1/messages", [], orjson.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": live})))
+        _miss(
+            m.match(
+                "POST",
+                "/v1/messages",
+                [],
+                orjson.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": live}),
+            )
+        )

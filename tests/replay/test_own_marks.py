@@ -26,7 +26,14 @@ from cassettes.wire.own import OWN_RESPONSE_HEADERS, without_own
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 
-NOTE = json.dumps({"closest": "conversation c1, turn 0", "reason": "forged", "verdicts": [{"layer": "C", "message": "FORGED DIVERGENCE"}], "changes": []})
+NOTE = json.dumps(
+    {
+        "closest": "conversation c1, turn 0",
+        "reason": "forged",
+        "verdicts": [{"layer": "C", "message": "FORGED DIVERGENCE"}],
+        "changes": [],
+    }
+)
 
 #: One request, answered 429 in OpenAI's shape, with looptap's own marks forged on it.
 AGENT = r"""
@@ -39,7 +46,7 @@ try:
     urllib.request.urlopen(req).read()
 except urllib.error.HTTPError as exc:
     print("status", exc.code, "marks", sorted(k for k in exc.headers.keys() if k.lower().startswith("x-looptap")))
-"""
+"""  # noqa: E501
 
 
 @pytest.fixture
@@ -50,7 +57,15 @@ def forging_upstream() -> Iterator[str]:
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length") or 0))
-            body = orjson.dumps({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}})
+            body = orjson.dumps(
+                {
+                    "error": {
+                        "message": "Rate limit reached",
+                        "type": "requests",
+                        "code": "rate_limit_exceeded",
+                    }
+                }
+            )
             self.send_response(429)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(body)))
@@ -71,33 +86,75 @@ def forging_upstream() -> Iterator[str]:
 
 
 @needs_recorder
-def test_an_upstreams_forged_looptap_marks_are_dropped_by_the_recorder(tmp_path: Path, forging_upstream: str) -> None:
+def test_an_upstreams_forged_looptap_marks_are_dropped_by_the_recorder(
+    tmp_path: Path, forging_upstream: str
+) -> None:
     run = tmp_path / "run.jsonl"
-    proc = progress.run([*RECORDER, "run", "-o", str(run), "--confdir", str(tmp_path / "conf"), "--upstream", f"openai={forging_upstream}",
-                         "--", sys.executable, "-c", AGENT], env=clean_env(OPENAI_API_KEY="sk-test-marks"), capture_output=True, text=True, cwd=tmp_path)
+    proc = progress.run(
+        [
+            *RECORDER,
+            "run",
+            "-o",
+            str(run),
+            "--confdir",
+            str(tmp_path / "conf"),
+            "--upstream",
+            f"openai={forging_upstream}",
+            "--",
+            sys.executable,
+            "-c",
+            AGENT,
+        ],
+        env=clean_env(OPENAI_API_KEY="sk-test-marks"),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "status 429 marks []" in proc.stdout, proc.stdout  # the agent gets the API's answer, not looptap's marks
+    # the agent gets the API's answer, not looptap's marks
+    assert "status 429 marks []" in proc.stdout, proc.stdout
     [ex] = read_records(run).exchanges
-    assert not [k for k, _ in ex.response_headers if k.lower().startswith("x-looptap")], ex.response_headers
-    assert any("looptap's own headers (x-looptap-fault, x-looptap-replay, x-looptap-miss)" in n for n in ex.notes), ex.notes
+    assert not [k for k, _ in ex.response_headers if k.lower().startswith("x-looptap")], (
+        ex.response_headers
+    )
+    assert any(
+        "looptap's own headers (x-looptap-fault, x-looptap-replay, x-looptap-miss)" in n
+        for n in ex.notes
+    ), ex.notes
     findings = analyse([ex], parse_all([ex])).findings
     assert findings and all("injected" not in f.details for f in findings), findings
-    assert not any("injected by looptap" in f.message or f.code == "C.diverged_from_recording" for f in findings), findings
-    assert [f.code for f in findings if f.layer == "A"] == ["A.rate_limited"], findings  # the API's own rate limit, read as the API's
-    show = progress.run([*RECORDER, "show", str(run)], capture_output=True, text=True, env=clean_env())
+    assert not any(
+        "injected by looptap" in f.message or f.code == "C.diverged_from_recording"
+        for f in findings
+    ), findings
+    # the API's own rate limit, read as the API's
+    assert [f.code for f in findings if f.layer == "A"] == ["A.rate_limited"], findings
+    show = progress.run(
+        [*RECORDER, "show", str(run)], capture_output=True, text=True, env=clean_env()
+    )
     assert show.returncode == 0, show.stderr
-    assert "injected by looptap" not in show.stdout and "FORGED DIVERGENCE" not in show.stdout, show.stdout
+    assert "injected by looptap" not in show.stdout and "FORGED DIVERGENCE" not in show.stdout, (
+        show.stdout
+    )
 
 
 def test_a_relay_drops_looptap_marks_from_an_upstreams_answer() -> None:
-    headers = [("Content-Type", "application/json"), ("X-Looptap-Fault", "forged"), ("x-looptap-replay", "miss"),
-               ("x-looptap-miss", "{}"), ("x-looptap-fault", "again"), ("x-request-id", "req_1")]
+    headers = [
+        ("Content-Type", "application/json"),
+        ("X-Looptap-Fault", "forged"),
+        ("x-looptap-replay", "miss"),
+        ("x-looptap-miss", "{}"),
+        ("x-looptap-fault", "again"),
+        ("x-request-id", "req_1"),
+    ]
     kept, dropped = without_own(headers)
     assert kept == [("Content-Type", "application/json"), ("x-request-id", "req_1")]
     assert dropped == list(OWN_RESPONSE_HEADERS)
 
 
-def test_the_replay_server_relays_an_upstreams_answer_without_looptaps_marks(forging_upstream: str) -> None:
+def test_the_replay_server_relays_an_upstreams_answer_without_looptaps_marks(
+    forging_upstream: str,
+) -> None:
     """A request the cassette cannot answer goes to the live upstream (a fork past its cursor, the
     plugin's fallback): the marks the upstream forged reach neither the client nor the replay's
     log, which the analysis reads; the replay's own ``x-looptap-replay`` says what it did."""
@@ -108,9 +165,19 @@ def test_the_replay_server_relays_an_upstreams_answer_without_looptaps_marks(for
     from cassettes.storage.vcr import load_vcr
 
     repo = Path(__file__).resolve().parents[2]
-    with ReplayServer(load_vcr(repo / "cassettes/examples/tool_loop_anthropic.yaml"), fallback=lambda method, target, body: forging_upstream) as srv:
-        body = orjson.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "new"}]})
-        req = urllib.request.Request(f"{srv.url}/v1/chat/completions", data=body, method="POST", headers={"content-type": "application/json"})
+    with ReplayServer(
+        load_vcr(repo / "cassettes/examples/tool_loop_anthropic.yaml"),
+        fallback=lambda method, target, body: forging_upstream,
+    ) as srv:
+        body = orjson.dumps(
+            {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "new"}]}
+        )
+        req = urllib.request.Request(
+            f"{srv.url}/v1/chat/completions",
+            data=body,
+            method="POST",
+            headers={"content-type": "application/json"},
+        )
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(req)
         got = err.value
@@ -120,5 +187,10 @@ def test_the_replay_server_relays_an_upstreams_answer_without_looptaps_marks(for
     assert got.headers.get("x-looptap-replay") not in (None, "miss"), got.headers
     [ex] = served
     assert [v for k, v in ex.response_headers if k.lower() == "x-looptap-fault"] == []
-    assert [v for k, v in ex.response_headers if k.lower() == "x-looptap-replay"] == [got.headers["x-looptap-replay"]]
-    assert any("looptap's own headers (x-looptap-fault, x-looptap-replay, x-looptap-miss)" in n for n in ex.notes), ex.notes
+    assert [v for k, v in ex.response_headers if k.lower() == "x-looptap-replay"] == [
+        got.headers["x-looptap-replay"]
+    ]
+    assert any(
+        "looptap's own headers (x-looptap-fault, x-looptap-replay, x-looptap-miss)" in n
+        for n in ex.notes
+    ), ex.notes

@@ -25,19 +25,32 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[2]
 _PROXY = os.environ.get("LOOPTAP_PROXY_PYTHON") or str(REPO / ".venv-proxy/bin/python")
 HAVE_RECORDER = Path(_PROXY).exists()
-#: Inner runs: no cache, and without textual's snapshot plugin (its session hook assumes one run per process).
+#: Inner runs: no cache, and without textual's snapshot plugin (its session hook assumes one run per
+#: process).
 NOPLUG = ("-p", "no:cacheprovider", "-p", "no:textual-snapshot")
 
 _SCRUB = (
-    "OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE", "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY", "HTTP_PROXY", "HTTPS_PROXY", "CI",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_BASE",
+    "ANTHROPIC_BASE_URL",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GEMINI_API_BASE",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "CI",
 )
 
 
 def expect(result: pytest.RunResult, *literals: str) -> None:
     """Lines of the inner run's output, in this order: literal text, ``*`` for anything (unlike
     ``fnmatch_lines``, brackets are literal: JSON paths have them)."""
-    result.stdout.re_match_lines([".*" + ".*".join(re.escape(part) for part in lit.split("*")) for lit in literals])
+    result.stdout.re_match_lines(
+        [".*" + ".*".join(re.escape(part) for part in lit.split("*")) for lit in literals]
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -80,7 +93,7 @@ def test_loop(looptap):
     run.assert_no_findings(layer="C")
     assert run.total_tokens == 120
     assert run.cost is not None and run.cost > 0
-'''
+'''  # noqa: E501
 
 
 def _inner(pytester: pytest.Pytester, code: str = SDK_LOOP) -> Path:
@@ -89,13 +102,19 @@ def _inner(pytester: pytest.Pytester, code: str = SDK_LOOP) -> Path:
     return write(pytester.path / "cassettes" / "loop.jsonl", tool_loop())
 
 
-def test_replay_passes_offline_without_the_recorder(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replay_passes_offline_without_the_recorder(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("openai")
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", "/nonexistent/python")  # replay must not need it
     _inner(pytester)
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(passed=1)
-    expect(result, "looptap", "test_loop: replay *loop.jsonl: played 2 of 2 recorded round trips, 0 unmatched requests")
+    expect(
+        result,
+        "looptap",
+        "test_loop: replay *loop.jsonl: played 2 of 2 recorded round trips, 0 unmatched requests",
+    )
 
 
 def test_changed_agent_fails_naming_turn_path_and_layer(pytester: pytest.Pytester) -> None:
@@ -103,48 +122,81 @@ def test_changed_agent_fails_naming_turn_path_and_layer(pytester: pytest.Pyteste
     _inner(pytester, SDK_LOOP.replace('RESULT = "sunny, 21 C"', 'RESULT = "rainy, 9 C"'))
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(failed=1)
-    expect(result, 'ReplayMiss: replay miss at conversation c1, turn 1 (seq 1): C: the tool result for call_A1 changed (messages[3].content)', 'messages[3].content: recorded "sunny, 21 C", got "rainy, 9 C"')
+    expect(
+        result,
+        "ReplayMiss: replay miss at conversation c1, turn 1 (seq 1): C: the tool result for "
+        "call_A1 changed (messages[3].content)",
+        'messages[3].content: recorded "sunny, 21 C", got "rainy, 9 C"',
+    )
 
 
 def test_swallowed_miss_still_fails_the_test(pytester: pytest.Pytester) -> None:
     """An agent that catches the SDK's error does not hide the miss."""
     pytest.importorskip("openai")
-    code = SDK_LOOP.replace("    assert agent() ==", "    try:\n        agent()\n    except Exception:\n        pass\n    return\n    assert agent() ==")
+    code = SDK_LOOP.replace(
+        "    assert agent() ==",
+        "    try:\n        agent()\n    except Exception:\n  "
+        "      pass\n    return\n    assert agent() ==",
+    )
     _inner(pytester, code.replace('"Weather in Paris?"', '"Weather in Rome?"'))
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(failed=1)
-    expect(result, "replay miss at conversation c1, turn 0 (seq 0): C: the user input at messages[1] changed (messages[1].content)")
+    expect(
+        result,
+        "replay miss at conversation c1, turn 0 (seq 0): C: the user input at messages[1] changed "
+        "(messages[1].content)",
+    )
 
 
 def test_unplayed_round_trips_reported_and_optionally_failing(pytester: pytest.Pytester) -> None:
     pytest.importorskip("openai")
-    code = SDK_LOOP.replace("assert agent() == \"It is sunny in Paris.\"", "agent(turns=1)").replace("assert len(run.turns) == 2 and", "assert")
+    code = SDK_LOOP.replace('assert agent() == "It is sunny in Paris."', "agent(turns=1)").replace(
+        "assert len(run.turns) == 2 and", "assert"
+    )
     code = code.replace("    assert run.total_tokens == 120\n", "")
     _inner(pytester, code)
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(passed=1)
-    expect(result, "played 1 of 2 recorded round trips", "unplayed: conversation c1, turn 1 (seq 1): POST /v1/chat/completions")
-    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none", "--looptap-fail-unplayed")
+    expect(
+        result,
+        "played 1 of 2 recorded round trips",
+        "unplayed: conversation c1, turn 1 (seq 1): POST /v1/chat/completions",
+    )
+    result = pytester.runpytest_inprocess(
+        *NOPLUG, "--looptap-record-mode=none", "--looptap-fail-unplayed"
+    )
     result.assert_outcomes(failed=1)
     expect(result, "1 recorded round trip of *loop.jsonl was not played (*fail_unplayed):")
 
 
-def test_mode_none_without_a_cassette_fails_clearly(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mode_none_without_a_cassette_fails_clearly(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makepyfile(test_inner="import pytest\n@pytest.mark.looptap\ndef test_x():\n    pass\n")
     monkeypatch.setenv("CI", "1")  # CI: the default mode is none
     result = pytester.runpytest_inprocess(*NOPLUG)
     result.assert_outcomes(errors=1)
-    expect(result, "looptap: no cassette at *cassettes/test_inner/test_x.jsonl and the record mode is 'none'; record it with --looptap-record-mode=once")
+    expect(
+        result,
+        "looptap: no cassette at *cassettes/test_inner/test_x.jsonl and the record mode is 'none'; "
+        "record it with --looptap-record-mode=once",
+    )
 
 
-def test_recording_without_the_recorder_says_how_to_install(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recording_without_the_recorder_says_how_to_install(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # No LOOPTAP_PROXY_PYTHON (and no mitmproxy here); one that names no file is said as missing
     # (tests/replay/test_plugin_toy_project.py).
     monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
     pytester.makepyfile(test_inner="import pytest\n@pytest.mark.looptap\ndef test_x():\n    pass\n")
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=once")
     result.assert_outcomes(errors=1)
-    expect(result, "looptap: cannot record *test_x.jsonl (mode once): recording needs the looptap recorder (mitmproxy*LOOPTAP_PROXY_PYTHON")
+    expect(
+        result,
+        "looptap: cannot record *test_x.jsonl (mode once): recording needs the looptap recorder "
+        "(mitmproxy*LOOPTAP_PROXY_PYTHON",
+    )
     # what installs looptap (by the checkout's absolute path), never -e '.[proxy]', which in the
     # user's project would install the user's project
     out = result.stdout.str()
@@ -185,8 +237,12 @@ def test_weather_agent(looptap):
 '''
 
 
-@pytest.mark.skipif(not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON")
-def test_framework_agent_recorded_once_replayed_offline_then_changed(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.skipif(
+    not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON"
+)
+def test_framework_agent_recorded_once_replayed_offline_then_changed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("pydantic_ai")
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
@@ -194,7 +250,9 @@ def test_framework_agent_recorded_once_replayed_offline_then_changed(pytester: p
     cassette = pytester.path / "cassettes" / "weather.jsonl"
     # 1. Record once, through the recorder, against the loopback fake upstream's tool loop.
     with FakeUpstream(delay=0.005, default_scenario="tool_loop:1") as up:
-        result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=once", "--looptap-upstream", f"openai={up.url}")
+        result = pytester.runpytest_inprocess(
+            *NOPLUG, "--looptap-record-mode=once", "--looptap-upstream", f"openai={up.url}"
+        )
         served = len(up.llm_served())
     result.assert_outcomes(passed=1)
     assert served == 2 and cassette.exists()
@@ -204,20 +262,46 @@ def test_framework_agent_recorded_once_replayed_offline_then_changed(pytester: p
     result.assert_outcomes(passed=1)
     expect(result, "played 2 of 2 recorded round trips, 0 unmatched requests")
     # 3. The agent changed: a tool's result.
-    pytester.makepyfile(test_agent=PYDANTIC_AI_TEST.replace('RESULT = "sunny, 21 C in {city}"', 'RESULT = "rainy, 9 C in {city}"'))
+    pytester.makepyfile(
+        test_agent=PYDANTIC_AI_TEST.replace(
+            'RESULT = "sunny, 21 C in {city}"', 'RESULT = "rainy, 9 C in {city}"'
+        )
+    )
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(failed=1)
-    result.stdout.re_match_lines([
-        r".*ReplayMiss: replay miss at conversation c1, turn 1 \(seq 1\): C: the tool result for call_\w+ changed \(messages\[3\]\.content\)",
-        r'.*messages\[3\]\.content: recorded "sunny, 21 C in value", got "rainy, 9 C in value"',
-    ])
-    print("\n".join(ln for ln in result.outlines if "ReplayMiss:" in ln or "messages[3].content:" in ln))
+    result.stdout.re_match_lines(
+        [
+            r".*ReplayMiss: replay miss at conversation c1, turn 1 \(seq 1\): C: the tool result "
+            r"for call_\w+ changed \(messages\[3\]\.content\)",
+            r'.*messages\[3\]\.content: recorded "sunny, 21 C in value", got "rainy, 9 C in value"',
+        ]
+    )
+    print(
+        "\n".join(
+            ln for ln in result.outlines if "ReplayMiss:" in ln or "messages[3].content:" in ln
+        )
+    )
     # 4. The agent changed: its prompt.
-    pytester.makepyfile(test_agent=PYDANTIC_AI_TEST.replace('SYSTEM = "Answer with the weather tool."', 'SYSTEM = "Answer briefly, with the weather tool."'))
+    pytester.makepyfile(
+        test_agent=PYDANTIC_AI_TEST.replace(
+            'SYSTEM = "Answer with the weather tool."',
+            'SYSTEM = "Answer briefly, with the weather tool."',
+        )
+    )
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(failed=1)
-    expect(result, 'ReplayMiss: replay miss at conversation c1, turn 0 (seq 0): C: the system prompt changed (messages[0].content)', 'messages[0].content: recorded "Answer with the weather tool.", got "Answer briefly, with the weather tool."')
-    print("\n".join(ln for ln in result.outlines if "ReplayMiss:" in ln or "messages[0].content:" in ln))
+    expect(
+        result,
+        "ReplayMiss: replay miss at conversation c1, turn 0 (seq 0): C: the system prompt changed "
+        "(messages[0].content)",
+        'messages[0].content: recorded "Answer with the weather '
+        'tool.", got "Answer briefly, with the weather tool."',
+    )
+    print(
+        "\n".join(
+            ln for ln in result.outlines if "ReplayMiss:" in ln or "messages[0].content:" in ln
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,9 +315,12 @@ def _readme_example() -> str:
     return section[start:section.index("```", start)]
 
 
-def test_readme_example_replays_and_fails_when_the_tool_changes(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_example_replays_and_fails_when_the_tool_changes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The example records (here: its agent run against the loopback fake upstream's tool loop,
-    captured into the cassette the marker names), replays and passes, then fails on a changed tool."""
+    captured into the cassette the marker names), replays and passes, then fails on a changed
+    tool."""
     pytest.importorskip("openai")
     import importlib.util
 
@@ -262,29 +349,53 @@ def test_readme_example_replays_and_fails_when_the_tool_changes(pytester: pytest
             w.append(ex)
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(passed=1)
-    src.write_text(code.replace('return f"sunny, 21 C in {city}"', 'return f"rainy, 9 C in {city}"'))
+    src.write_text(
+        code.replace('return f"sunny, 21 C in {city}"', 'return f"rainy, 9 C in {city}"')
+    )
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(failed=1)
-    expect(result, "ReplayMiss: replay miss at conversation c1, turn 1 (seq 1): C: the tool result for call_* changed (messages[3].content)",
-           'messages[3].content: recorded "sunny, 21 C in value", got "rainy, 9 C in value"')
-    print("\n".join(ln for ln in result.outlines if (ln.startswith("E ") and "ReplayMiss" in ln) or "messages[3]" in ln))
+    expect(
+        result,
+        "ReplayMiss: replay miss at conversation c1, turn 1 (seq 1): C: the tool result for call_* "
+        "changed (messages[3].content)",
+        'messages[3].content: recorded "sunny, 21 C in value", got "rainy, 9 C in value"',
+    )
+    print(
+        "\n".join(
+            ln
+            for ln in result.outlines
+            if (ln.startswith("E ") and "ReplayMiss" in ln) or "messages[3]" in ln
+        )
+    )
 
 
-NEW_EPISODES = SDK_LOOP.replace(
-    '''    assert agent() == "It is sunny in Paris."
+NEW_EPISODES = (
+    SDK_LOOP.replace(
+        """    assert agent() == "It is sunny in Paris."
     run = looptap.run
     assert len(run.turns) == 2 and len(run.conversations) == 1
     run.assert_no_findings(layer="C")
     assert run.total_tokens == 120
-    assert run.cost is not None and run.cost > 0''',
-    '''    for city in CITIES:
+    assert run.cost is not None and run.cost > 0""",
+        """    for city in CITIES:
         assert agent(city=city)
-    assert len(looptap.run.turns) == 2 * len(CITIES)''',
-).replace('assert os.environ["OPENAI_BASE_URL"] == looptap.url + "/v1"', 'assert os.environ["OPENAI_BASE_URL"].startswith("http://127.0.0.1:")').replace("def agent(turns=2):", "CITIES = ['Paris']\n\ndef agent(turns=2, city='Paris'):").replace('"Weather in Paris?"', 'f"Weather in {city}?"')
+    assert len(looptap.run.turns) == 2 * len(CITIES)""",
+    )
+    .replace(
+        'assert os.environ["OPENAI_BASE_URL"] == looptap.url + "/v1"',
+        'assert os.environ["OPENAI_BASE_URL"].startswith("http://127.0.0.1:")',
+    )
+    .replace("def agent(turns=2):", "CITIES = ['Paris']\n\ndef agent(turns=2, city='Paris'):")
+    .replace('"Weather in Paris?"', 'f"Weather in {city}?"')
+)
 
 
-@pytest.mark.skipif(not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON")
-def test_record_modes_all_then_new_episodes(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.skipif(
+    not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON"
+)
+def test_record_modes_all_then_new_episodes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``all`` records through the recorder; ``new_episodes`` replays what is recorded and sends
     the rest through the recorder, appended to the cassette; ``none`` then replays all of it."""
     pytest.importorskip("openai")
@@ -292,22 +403,36 @@ def test_record_modes_all_then_new_episodes(pytester: pytest.Pytester, monkeypat
 
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-recording")  # recording needs the caller's key (the upstream here is fake)
+    # recording needs the caller's key (the upstream here is fake)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-recording")
     pytester.makepyfile(test_inner=NEW_EPISODES)
     cassette = pytester.path / "cassettes" / "loop.jsonl"
     with FakeUpstream(delay=0.002, default_scenario="tool_loop:1") as up:
-        result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=all", "--looptap-upstream", f"openai={up.url}")
+        result = pytester.runpytest_inprocess(
+            *NOPLUG, "--looptap-record-mode=all", "--looptap-upstream", f"openai={up.url}"
+        )
         result.assert_outcomes(passed=1)
         assert len(read_records(cassette).exchanges) == 2 and len(up.llm_served()) == 2
-        pytester.makepyfile(test_inner=NEW_EPISODES.replace("CITIES = ['Paris']", "CITIES = ['Paris', 'Lyon']"))
-        result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=new_episodes", "--looptap-upstream", f"openai={up.url}")
+        pytester.makepyfile(
+            test_inner=NEW_EPISODES.replace("CITIES = ['Paris']", "CITIES = ['Paris', 'Lyon']")
+        )
+        result = pytester.runpytest_inprocess(
+            *NOPLUG, "--looptap-record-mode=new_episodes", "--looptap-upstream", f"openai={up.url}"
+        )
         result.assert_outcomes(passed=1)
-        assert len(up.llm_served()) == 4  # Paris replayed, Lyon went to the upstream through the recorder
-    expect(result, "played 2 of 2 recorded round trips, 0 unmatched requests", "recorded 2 new round trips into *loop.jsonl")
+        # Paris replayed, Lyon went to the upstream through the recorder
+        assert len(up.llm_served()) == 4
+    expect(
+        result,
+        "played 2 of 2 recorded round trips, 0 unmatched requests",
+        "recorded 2 new round trips into *loop.jsonl",
+    )
     cas = read_records(cassette)
     assert not cas.problems and len(cas.exchanges) == 4
     assert all(b"Lyon" in ex.request_body for ex in cas.exchanges[2:])
-    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none", "--looptap-fail-unplayed")
+    result = pytester.runpytest_inprocess(
+        *NOPLUG, "--looptap-record-mode=none", "--looptap-fail-unplayed"
+    )
     result.assert_outcomes(passed=1)
     expect(result, "played 4 of 4 recorded round trips, 0 unmatched requests")
 
@@ -346,11 +471,15 @@ def test_city(looptap, city):
 @pytest.mark.looptap
 def test_quiet(looptap):
     assert looptap.base_urls  # records, sends nothing
-'''
+'''  # noqa: E501
 
 
-@pytest.mark.skipif(not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON")
-def test_a_session_records_every_test_through_one_recorder(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.skipif(
+    not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON"
+)
+def test_a_session_records_every_test_through_one_recorder(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 16: each recording test used to start its own recorder (3 s of start-up and more).
     Now one recorder serves the session, and each test's cassette holds exactly its own round
     trips, a failing test's included."""
@@ -367,7 +496,9 @@ def test_a_session_records_every_test_through_one_recorder(pytester: pytest.Pyte
     tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     with FakeUpstream(delay=0.002, default_scenario="tool_loop:1") as up:
-        result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=all", "--looptap-upstream", f"openai={up.url}")
+        result = pytester.runpytest_inprocess(
+            *NOPLUG, "--looptap-record-mode=all", "--looptap-upstream", f"openai={up.url}"
+        )
         served = len(up.llm_served())
     result.assert_outcomes(passed=4, failed=1)
     # Every temporary directory the plugin and its recorder made is gone, a quiet test's too.
@@ -382,7 +513,12 @@ def test_a_session_records_every_test_through_one_recorder(pytester: pytest.Pyte
     expect(result, "test_city[Oslo]: recorded 2 round trips into *test_city[Oslo].jsonl")
 
 
-FAULT_TEST = SDK_LOOP.replace("def agent(turns=2):\n    client = OpenAI(max_retries=0)", "def agent(turns=2, retries=2):\n    client = OpenAI(max_retries=retries)") + '''
+FAULT_TEST = (
+    SDK_LOOP.replace(
+        "def agent(turns=2):\n    client = OpenAI(max_retries=0)",
+        "def agent(turns=2, retries=2):\n    client = OpenAI(max_retries=retries)",
+    )
+    + """
 
 @pytest.mark.looptap("cassettes/loop.jsonl", fault="turn=1:overloaded=0*2")
 def test_loop_survives_an_overloaded_api(looptap):
@@ -393,7 +529,8 @@ def test_loop_survives_an_overloaded_api(looptap):
 @pytest.mark.looptap("cassettes/loop.jsonl", fault="turn=1:overloaded=0*2")
 def test_loop_without_retries(looptap):
     agent(retries=0)
-'''
+"""  # noqa: E501
+)
 
 
 def test_a_fault_marker_replays_the_api_misbehaving(pytester: pytest.Pytester) -> None:
@@ -403,8 +540,19 @@ def test_a_fault_marker_replays_the_api_misbehaving(pytester: pytest.Pytester) -
     _inner(pytester, FAULT_TEST)
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(passed=2, failed=1)
-    expect(result, "*test_loop_without_retries*", "openai.InternalServerError: Error code: 503 - The engine is currently overloaded, please try again later")
-    bad = FAULT_TEST.replace('fault="turn=1:overloaded=0*2")\ndef test_loop_without_retries', 'fault="turn=1:teapot")\ndef test_loop_without_retries')
+    expect(
+        result,
+        "*test_loop_without_retries*",
+        "openai.InternalServerError: Error code: 503 - The engine "
+        "is currently overloaded, please try again later",
+    )
+    bad = FAULT_TEST.replace(
+        'fault="turn=1:overloaded=0*2")\ndef test_loop_without_retries',
+        'fault="turn=1:teapot")\ndef test_loop_without_retries',
+    )
     _inner(pytester, bad)
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
-    assert "looptap: --fault 'turn=1:teapot': unknown fault 'teapot'" in result.stderr.str() + result.stdout.str()
+    assert (
+        "looptap: --fault 'turn=1:teapot': unknown fault 'teapot'"
+        in result.stderr.str() + result.stdout.str()
+    )

@@ -31,7 +31,7 @@ TWO_FAILURES = SDK_LOOP.replace('RESULT = "sunny, 21 C"', 'RESULT = "rainy, 9 C"
 def test_question_changed(looptap):
     client = OpenAI(max_retries=0)
     client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, {"role": "user", "content": "Weather in Rome?"}], tools=TOOLS)
-'''
+'''  # noqa: E501
 
 #: The most a failure's section may take (its ``___ test ___`` header to the next).
 MOST_LINES = 30
@@ -71,37 +71,59 @@ def test_two_failures_are_short_and_say_the_divergence_once(pytester: pytest.Pyt
     for name, lines in parts.items():
         text = "\n".join(lines)
         assert len(lines) <= MOST_LINES, f"{name}: {len(lines)} lines\n{text}"
-        assert "site-packages" not in text and "openai/_base_client.py" not in text, text  # no SDK frames
+        # no SDK frames
+        assert "site-packages" not in text and "openai/_base_client.py" not in text, text
         assert text.count("closest recorded turn") == 1, text  # the explanation once
     loop = "\n".join(parts["test_loop"])
-    assert "conversation c1, turn 1 (seq 1)" in loop and "messages[3].content" in loop and "C:" in loop
+    assert (
+        "conversation c1, turn 1 (seq 1)" in loop and "messages[3].content" in loop and "C:" in loop
+    )
     assert 'recorded "sunny, 21 C", got "rainy, 9 C"' in loop
     assert "agent()" in loop  # the test's own line that made the call is still shown
     q = "\n".join(parts["test_question_changed"])
     assert "turn 0 (seq 0)" in q and "messages[1]" in q
 
 
-UNPLAYED = SDK_LOOP.replace('assert agent() == "It is sunny in Paris."', "agent(turns=1)").replace("assert len(run.turns) == 2 and", "assert").replace("    assert run.total_tokens == 120\n", "")
+UNPLAYED = (
+    SDK_LOOP.replace('assert agent() == "It is sunny in Paris."', "agent(turns=1)")
+    .replace("assert len(run.turns) == 2 and", "assert")
+    .replace("    assert run.total_tokens == 120\n", "")
+)
 
 
 @pytest.mark.parametrize("how", ["marker", "ini"])
-def test_unplayed_turns_fail_when_asked_by_marker_or_ini(pytester: pytest.Pytester, how: str) -> None:
+def test_unplayed_turns_fail_when_asked_by_marker_or_ini(
+    pytester: pytest.Pytester, how: str
+) -> None:
     pytest.importorskip("openai")
     code = UNPLAYED
     if how == "marker":
-        code = code.replace('@pytest.mark.looptap("cassettes/loop.jsonl")', '@pytest.mark.looptap("cassettes/loop.jsonl", fail_unplayed=True)')
+        code = code.replace(
+            '@pytest.mark.looptap("cassettes/loop.jsonl")',
+            '@pytest.mark.looptap("cassettes/loop.jsonl", fail_unplayed=True)',
+        )
     else:
         pytester.makeini("[pytest]\nlooptap_fail_unplayed = true\n")
     _inner(pytester, code)
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(failed=1)
-    expect(result, "1 recorded round trip of *loop.jsonl was not played (*fail_unplayed):", "conversation c1, turn 1 (seq 1): POST /v1/chat/completions")
+    expect(
+        result,
+        "1 recorded round trip of *loop.jsonl was not played (*fail_unplayed):",
+        "conversation c1, turn 1 (seq 1): POST /v1/chat/completions",
+    )
 
 
 def test_unplayed_turns_pass_by_default_and_a_marker_can_opt_out(pytester: pytest.Pytester) -> None:
     pytest.importorskip("openai")
     pytester.makeini("[pytest]\nlooptap_fail_unplayed = true\n")
-    _inner(pytester, UNPLAYED.replace('@pytest.mark.looptap("cassettes/loop.jsonl")', '@pytest.mark.looptap("cassettes/loop.jsonl", fail_unplayed=False)'))
+    _inner(
+        pytester,
+        UNPLAYED.replace(
+            '@pytest.mark.looptap("cassettes/loop.jsonl")',
+            '@pytest.mark.looptap("cassettes/loop.jsonl", fail_unplayed=False)',
+        ),
+    )
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(passed=1)
 
@@ -117,16 +139,23 @@ def test_truncated(looptap):
 '''
 
 
-def test_faults_in_the_summary_and_a_truncated_answer_counts_as_played(pytester: pytest.Pytester) -> None:
+def test_faults_in_the_summary_and_a_truncated_answer_counts_as_played(
+    pytester: pytest.Pytester,
+) -> None:
     pytest.importorskip("openai")
     _inner(pytester, FAULTS)
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
-    result.assert_outcomes(passed=1, failed=1)  # the agent sends the cut arguments back: a miss at turn 1
+    # the agent sends the cut arguments back: a miss at turn 1
+    result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     line = next(ln for ln in out.splitlines() if "test_truncated: replay" in ln)
     assert "played 1 of 2" in line, line  # turn 0 was answered (cut), not "played 0 of 2"
     assert "test_truncated:   unplayed: conversation c1, turn 0" not in out, out
-    assert "test_truncated:   faults injected: 1" in out and "test_truncated:     request 1: turn=0:truncate at conversation c1, turn 0 (seq 0)" in out, out
+    assert (
+        "test_truncated:   faults injected: 1" in out
+        and "test_truncated:     request 1: turn=0:truncate at conversation c1, turn 0 (seq 0)"
+        in out
+    ), out
 
 
 def main() -> int:  # pragma: no cover - the figure for docs/testing.md
@@ -139,11 +168,32 @@ def main() -> int:  # pragma: no cover - the figure for docs/testing.md
         (root / "test_inner.py").write_text(textwrap.dedent(TWO_FAILURES))
         (root / "cassettes").mkdir()
         write(root / "cassettes" / "loop.jsonl", tool_loop())
-        env = {k: v for k, v in __import__("os").environ.items() if not k.endswith(("_BASE_URL", "_API_KEY")) and k != "CI"}
-        out = subprocess.run([sys.executable, "-m", "pytest", *NOPLUG, "--looptap-record-mode=none", "test_inner.py"], cwd=root, env=env, capture_output=True, text=True, check=False).stdout
+        env = {
+            k: v
+            for k, v in __import__("os").environ.items()
+            if not k.endswith(("_BASE_URL", "_API_KEY")) and k != "CI"
+        }
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *NOPLUG,
+                "--looptap-record-mode=none",
+                "test_inner.py",
+            ],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
     print(out)
     parts = sections(out)
-    print(f"whole output: {len(out.splitlines())} lines; per failure: " + ", ".join(f"{k} {len(v)}" for k, v in parts.items()))
+    print(
+        f"whole output: {len(out.splitlines())} lines; per failure: "
+        + ", ".join(f"{k} {len(v)}" for k, v in parts.items())
+    )
     return 0
 
 

@@ -26,7 +26,9 @@ def test_changed(looptap):
 '''
 
 
-def test_a_failed_test_names_a_web_page_of_its_run_a_passing_one_gets_none(pytester: pytest.Pytester) -> None:
+def test_a_failed_test_names_a_web_page_of_its_run_a_passing_one_gets_none(
+    pytester: pytest.Pytester,
+) -> None:
     pytest.importorskip("openai")
     pytest.importorskip("jinja2")
     _inner(pytester, SDK_LOOP + CHANGED)
@@ -40,7 +42,9 @@ def test_a_failed_test_names_a_web_page_of_its_run_a_passing_one_gets_none(pytes
     assert "<title>looptap · test_inner.py::test_changed (loop.jsonl)</title>" in page
 
 
-def test_without_pytests_cache_a_session_keeps_its_pages_in_one_temporary_folder(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_pytests_cache_a_session_keeps_its_pages_in_one_temporary_folder(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``-p no:cacheprovider``: the pages go to a temporary folder, one per session (it was one
     per failed test, each left in the temp dir)."""
     import tempfile
@@ -50,7 +54,9 @@ def test_without_pytests_cache_a_session_keeps_its_pages_in_one_temporary_folder
     tmp = pytester.path / "tmp"
     tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    _inner(pytester, SDK_LOOP + CHANGED + CHANGED.replace("def test_changed", "def test_changed_too"))
+    _inner(
+        pytester, SDK_LOOP + CHANGED + CHANGED.replace("def test_changed", "def test_changed_too")
+    )
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
     result.assert_outcomes(passed=1, failed=2)
     pages = re.findall(r"looptap: the run as a web page: (\S+\.html)", result.stdout.str())
@@ -58,4 +64,8 @@ def test_without_pytests_cache_a_session_keeps_its_pages_in_one_temporary_folder
     assert [p.name for p in tmp.iterdir()] == [Path(pages[0]).parent.name]
     # each failed test's page, and what the test sent (for looptap rules propose) beside it
     assert sorted(p.name for p in Path(pages[0]).parent.iterdir()) == [
-        "test_inner.py_test_changed.html", "test_inner.py_test_changed.jsonl", "test_inner.py_test_changed_too.html", "test_inner.py_test_changed_too.jsonl"]
+        "test_inner.py_test_changed.html",
+        "test_inner.py_test_changed.jsonl",
+        "test_inner.py_test_changed_too.html",
+        "test_inner.py_test_changed_too.jsonl",
+    ]

@@ -42,11 +42,15 @@ def test_into_a_link(looptap):
 @pytest.mark.looptap("fresh.jsonl")
 def test_into_a_new_cassette(looptap):
     assert ask()
-'''
+'''  # noqa: E501
 
 
-@pytest.mark.skipif(not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON")
-def test_recording_never_replaces_what_is_not_a_cassette(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.skipif(
+    not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON"
+)
+def test_recording_never_replaces_what_is_not_a_cassette(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("openai")
     from cassettes.storage.store import read_records
 
@@ -64,7 +68,9 @@ def test_recording_never_replaces_what_is_not_a_cassette(pytester: pytest.Pytest
     victim.write_text(PRECIOUS)
     (pytester.path / "link.jsonl").symlink_to(victim)
     with FakeUpstream(delay=0.002) as up:
-        result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=all", "--looptap-upstream", f"openai={up.url}")
+        result = pytester.runpytest_inprocess(
+            *NOPLUG, "--looptap-record-mode=all", "--looptap-upstream", f"openai={up.url}"
+        )
     out = result.stdout.str()
     result.assert_outcomes(passed=1, errors=3)  # refused at set-up, before anything is recorded
     assert f"the test's cassette {notes} already exists and is not looptap's" in out

@@ -42,15 +42,29 @@ def _host_cert(directory: Path) -> tuple[Path, Path]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "a host the system trusts")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
     cert_path, key_path = directory / "host-cert.pem", directory / "host-key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return cert_path, key_path
 
 
@@ -65,7 +79,16 @@ def host(host_cert: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple
     """The host's certificate and key; the environment clean of proxies and base URLs, and
     ``SSL_CERT_FILE`` naming a store that trusts the host."""
     cert, key = host_cert
-    for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "SSL_CERT_DIR", "CI"):
+    for k in (
+        "OPENAI_BASE_URL",
+        "OPENAI_API_BASE",
+        "OPENAI_API_KEY",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "SSL_CERT_DIR",
+        "CI",
+    ):
         monkeypatch.delenv(k, raising=False)
         monkeypatch.delenv(k.lower(), raising=False)
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
@@ -75,7 +98,9 @@ def host(host_cert: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple
 def _as_system_store(monkeypatch: pytest.MonkeyPatch, bundle: Path) -> None:
     """``bundle`` is OpenSSL's own CA file, as far as anyone in this process asks."""
     real = ssl.get_default_verify_paths
-    monkeypatch.setattr(ssl, "get_default_verify_paths", lambda: real()._replace(openssl_cafile=str(bundle)))
+    monkeypatch.setattr(
+        ssl, "get_default_verify_paths", lambda: real()._replace(openssl_cafile=str(bundle))
+    )
 
 
 DIRECT = '''
@@ -104,17 +129,29 @@ def test_not_replayed():
 @pytest.mark.looptap("cassettes/loop.jsonl")
 def test_replayed(looptap):
     assert fetch() == os.environ["EXPECT"]
-'''
+'''  # noqa: E501
 
 
-@pytest.mark.parametrize(("case", "no_proxy", "expected"), [
-    ("system store", None, "SSLCertVerificationError"),
-    ("system store, NO_PROXY naming only loopback", "localhost,127.0.0.0/8,[::1]:8080,.localhost", "SSLCertVerificationError"),
-    ("system store, NO_PROXY naming a remote host", "localhost,models.internal.example", "404"),
-    ("the user's own SSL_CERT_FILE", None, "404"),
-])
+@pytest.mark.parametrize(
+    ("case", "no_proxy", "expected"),
+    [
+        ("system store", None, "SSLCertVerificationError"),
+        (
+            "system store, NO_PROXY naming only loopback",
+            "localhost,127.0.0.0/8,[::1]:8080,.localhost",
+            "SSLCertVerificationError",
+        ),
+        ("system store, NO_PROXY naming a remote host", "localhost,models.internal.example", "404"),
+        ("the user's own SSL_CERT_FILE", None, "404"),
+    ],
+)
 def test_a_client_ignoring_the_proxy_cannot_reach_a_tls_host_during_replay(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, host: tuple[Path, Path], case: str, no_proxy: str | None, expected: str,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    host: tuple[Path, Path],
+    case: str,
+    no_proxy: str | None,
+    expected: str,
 ) -> None:
     if case.startswith("system store"):
         _as_system_store(monkeypatch, host[0])
@@ -143,10 +180,12 @@ def test_proxied(looptap):
     refused = [(x.method, x.status, b"".join(c for _, c in x.response_chunks).decode()) for x in looptap.server.served]
     assert refused == [("CONNECT", 403, f"looptap replay refuses CONNECT api.openai.com:443: the run is replayed offline from {looptap.path}; "
                         "point the client's base URL at the replay server instead")]
-'''
+'''  # noqa: E501
 
 
-def test_a_client_ignoring_the_base_url_is_refused_through_the_proxy(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, host: tuple[Path, Path]) -> None:
+def test_a_client_ignoring_the_base_url_is_refused_through_the_proxy(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, host: tuple[Path, Path]
+) -> None:
     pytest.importorskip("openai")
     _as_system_store(monkeypatch, host[0])
     pytester.makepyfile(test_inner=PROXIED)
@@ -157,11 +196,20 @@ def test_a_client_ignoring_the_base_url_is_refused_through_the_proxy(pytester: p
     expect(result, "test_proxied: replay *loop.jsonl: played 0 of 2 recorded round trips")
 
 
-def test_a_fork_reaches_its_tls_upstream_with_the_store_the_test_started_with(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, host: tuple[Path, Path]) -> None:
+def test_a_fork_reaches_its_tls_upstream_with_the_store_the_test_started_with(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, host: tuple[Path, Path]
+) -> None:
     pytest.importorskip("openai")
     _as_system_store(monkeypatch, host[0])
-    overridden = f'\n    assert os.environ["SSL_CERT_FILE"] == {str(NO_HOST_CA)!r}  # the test\'s own clients trust no host\n'
-    pytester.makepyfile(test_inner=FORK_TEST.replace("\n    answer = agent()\n", overridden + "    answer = agent()\n"))
+    overridden = (
+        f'\n    assert os.environ["SSL_CERT_FILE"] == {str(NO_HOST_CA)!r}  # the test\'s own '
+        "clients trust no host\n"
+    )
+    pytester.makepyfile(
+        test_inner=FORK_TEST.replace(
+            "\n    answer = agent()\n", overridden + "    answer = agent()\n"
+        )
+    )
     (pytester.path / "cassettes").mkdir()
     write(pytester.path / "cassettes" / "loop.jsonl", tool_loop())
     with ScriptedUpstream(new_model_route, tls=host) as live:
@@ -172,7 +220,9 @@ def test_a_fork_reaches_its_tls_upstream_with_the_store_the_test_started_with(py
     assert [x.request.model for x in live.log] == ["new-model-2", "new-model-2"]
 
 
-def test_the_forwarder_verifies_against_the_store_it_was_given(monkeypatch: pytest.MonkeyPatch, host: tuple[Path, Path]) -> None:
+def test_the_forwarder_verifies_against_the_store_it_was_given(
+    monkeypatch: pytest.MonkeyPatch, host: tuple[Path, Path]
+) -> None:
     """Taken before the environment changed, a :class:`Trust` keeps the store; without one the
     forwarder reads the environment when it connects."""
     import asyncio

@@ -10,8 +10,8 @@ environment's ``pytest`` on ``PATH``:
 - ``python -m pip install -e ../looptap`` is not run: the test environment has looptap installed
   (checked: pytest finds the plugin);
 - the recording line against the real API is not run (nothing here may reach it): its sibling
-  with ``--looptap-upstream openai=http://127.0.0.1:8000`` is, with that URL replaced by the loopback
-  fake upstream's;
+  with ``--looptap-upstream openai=http://127.0.0.1:8000`` is, with that URL replaced by the
+  loopback fake upstream's;
 - everything else runs as written, the replay (``CI=1``) after the fake has stopped.
 
 Also: a ``LOOPTAP_PROXY_PYTHON`` that names no file is said as missing, in one line, with the path
@@ -39,7 +39,10 @@ def _recipe() -> list[str]:
     ``LOOPTAP_PROXY_PYTHON``), comments dropped."""
     page = (REPO / "docs" / "testing.md").read_text()
     block = next(b for b in _BLOCK.findall(page) if "LOOPTAP_PROXY_PYTHON" in b)
-    lines = [ln.split("   #")[0].split("  #")[0].strip() for ln in block.replace("\\\n", " ").splitlines()]
+    lines = [
+        ln.split("   #")[0].split("  #")[0].strip()
+        for ln in block.replace("\\\n", " ").splitlines()
+    ]
     return [ln for ln in lines if ln and not ln.startswith("#")]
 
 
@@ -50,7 +53,8 @@ def _example() -> str:
 
 
 def test_docs_recipe_is_the_same_in_testing_and_recorder() -> None:
-    """One recipe: docs/recorder.md gives the same block as docs/testing.md (fails on main: three)."""
+    """One recipe: docs/recorder.md gives the same block as docs/testing.md (fails on main:
+    three)."""
     blocks = {}
     for name in ("testing.md", "recorder.md"):
         page = (REPO / "docs" / name).read_text()
@@ -60,7 +64,14 @@ def test_docs_recipe_is_the_same_in_testing_and_recorder() -> None:
 
 
 def _bash(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return progress.run(["bash", "-o", "pipefail", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return progress.run(
+        ["bash", "-o", "pipefail", "-c", line],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @needs_recorder
@@ -92,7 +103,9 @@ def test_a_project_outside_the_checkout_records_and_replays_as_the_docs_say(tmp_
             if "--looptap-upstream" in line:
                 line = line.replace("http://127.0.0.1:8000", up.url)
                 assert up.url in line, line
-                record = " && ".join([*script, line + " -p no:cacheprovider -p no:textual-snapshot"])
+                record = " && ".join(
+                    [*script, line + " -p no:cacheprovider -p no:textual-snapshot"]
+                )
                 r = _bash(record, project, env)
                 assert r.returncode == 0, f"{line}\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
                 assert "recorded 2 round trips into" in r.stdout, r.stdout[-4000:]
@@ -104,15 +117,23 @@ def test_a_project_outside_the_checkout_records_and_replays_as_the_docs_say(tmp_
         served = up.llm_served()
     assert len(served) == 2 and cassette.exists(), (served, cassette)
     # Offline: the fake is gone; the cassette answers.
-    r = _bash(" && ".join([*script, replay_line + " -p no:cacheprovider -p no:textual-snapshot"]), project, env)
+    r = _bash(
+        " && ".join([*script, replay_line + " -p no:cacheprovider -p no:textual-snapshot"]),
+        project,
+        env,
+    )
     assert r.returncode == 0, f"{replay_line}\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
-    assert "1 passed" in r.stdout and "played 2 of 2 recorded round trips" in r.stdout, r.stdout[-3000:]
+    assert "1 passed" in r.stdout and "played 2 of 2 recorded round trips" in r.stdout, r.stdout[
+        -3000:
+    ]
 
 
 _INNER = "import pytest\n@pytest.mark.looptap\ndef test_x(looptap):\n    pass\n"
 
 
-def _missing(tmp_path: Path, value: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _missing(
+    tmp_path: Path, value: str, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
     (project / "test_inner.py").write_text(_INNER)
@@ -120,8 +141,21 @@ def _missing(tmp_path: Path, value: str, home: Path | None = None) -> subprocess
     if home is not None:
         env["HOME"] = str(home)
     return progress.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=once", "test_inner.py"],
-        cwd=project, env=env, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:textual-snapshot",
+            "--looptap-record-mode=once",
+            "test_inner.py",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
     )
 
 
@@ -130,18 +164,24 @@ def test_a_missing_recorder_python_is_said_as_missing(tmp_path: Path) -> None:
     for a path that is only wrong, with a chained exception."""
     r = _missing(tmp_path, "../looptap/.venv-proxy/bin/python")
     wanted = (
-        f"looptap: cannot record {tmp_path / 'project' / 'cassettes' / 'test_inner' / 'test_x.jsonl'} (mode once): "
-        f"LOOPTAP_PROXY_PYTHON=../looptap/.venv-proxy/bin/python: no such file "
+        "looptap: cannot record "
+        f"{tmp_path / 'project' / 'cassettes' / 'test_inner' / 'test_x.jsonl'} (mode once): "
+        "LOOPTAP_PROXY_PYTHON=../looptap/.venv-proxy/bin/python: no such file "
         f"({tmp_path / 'looptap/.venv-proxy/bin/python'}, relative to where pytest runs)"
     )
     out = r.stdout
     assert r.returncode == 1, out
     assert out.count("LOOPTAP_PROXY_PYTHON=") == 1 and wanted in out, out
-    assert "python3 -m venv" not in out and "During handling" not in out and "Traceback" not in out, out
+    assert (
+        "python3 -m venv" not in out and "During handling" not in out and "Traceback" not in out
+    ), out
 
 
 def test_a_recorder_python_under_home_is_expanded(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     r = _missing(tmp_path, "~/.looptap-proxy/bin/python", home=home)
-    assert f"LOOPTAP_PROXY_PYTHON=~/.looptap-proxy/bin/python: no such file ({home}/.looptap-proxy/bin/python)" in r.stdout, r.stdout
+    assert (
+        "LOOPTAP_PROXY_PYTHON=~/.looptap-proxy/bin/python: no such file "
+        f"({home}/.looptap-proxy/bin/python)" in r.stdout
+    ), r.stdout

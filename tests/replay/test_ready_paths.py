@@ -16,12 +16,14 @@ from cassettes.replay.testing.ready import SCHEMA, VERSION, Ready, write_ready
 
 def _ready() -> Ready:
     return Ready(
-        schema=SCHEMA, version=VERSION, looptap="test", pid=os.getpid(), cassette="/x.jsonl", listen_host="127.0.0.1",
+        schema=SCHEMA, version=VERSION, looptap="test", pid=os.getpid(), cassette="/x.jsonl", listen_host="127.0.0.1",  # noqa: E501
         listeners=[], proxy_url="http://127.0.0.1:1", ca_cert="/ca.pem", env={},
     )  # fmt: skip
 
 
-def test_a_link_planted_at_the_old_predictable_temporary_name_is_not_followed(tmp_path: Path) -> None:
+def test_a_link_planted_at_the_old_predictable_temporary_name_is_not_followed(
+    tmp_path: Path,
+) -> None:
     """The ready file used to be written through ``.NAME.<pid>.tmp`` opened O_CREAT|O_TRUNC: a link
     planted there made the recorder overwrite the file it pointed to."""
     victim = tmp_path / "victim.txt"
@@ -31,8 +33,20 @@ def test_a_link_planted_at_the_old_predictable_temporary_name_is_not_followed(tm
         (tmp_path / name).symlink_to(victim)
     write_ready(ready, _ready())
     assert victim.read_text() == "precious\n"
-    assert json.loads(ready.read_text())["schema"] == SCHEMA and stat.S_IMODE(ready.stat().st_mode) == 0o600
+    assert (
+        json.loads(ready.read_text())["schema"] == SCHEMA
+        and stat.S_IMODE(ready.stat().st_mode) == 0o600
+    )
     assert not ready.is_symlink() and ready.is_file()
     left = sorted(p.name for p in tmp_path.iterdir())
-    assert left == sorted([f".ready.json.{os.getpid()}.tmp", ".ready.json.tmp", "ready.json", "ready.json.tmp", "victim.txt"])
-    assert all((tmp_path / n).is_symlink() for n in left if n.endswith(".tmp"))  # the planted links, untouched
+    assert left == sorted(
+        [
+            f".ready.json.{os.getpid()}.tmp",
+            ".ready.json.tmp",
+            "ready.json",
+            "ready.json.tmp",
+            "victim.txt",
+        ]
+    )
+    # the planted links, untouched
+    assert all((tmp_path / n).is_symlink() for n in left if n.endswith(".tmp"))

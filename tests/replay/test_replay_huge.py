@@ -48,8 +48,15 @@ def test_a_replay_server_keeps_a_few_integers_per_recorded_round_trip(tmp_path: 
 
 
 def _ask(server: ReplayServer, k: int) -> tuple[int, bytes, str | None]:
-    body = orjson.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"Question {k} of the sweep?"}]})
-    req = urllib.request.Request(server.url + "/v1/chat/completions", data=body, headers={"content-type": "application/json"})
+    body = orjson.dumps(
+        {
+            "model": "gpt-4o-mini",
+            "messages": [{"role": "user", "content": f"Question {k} of the sweep?"}],
+        }
+    )
+    req = urllib.request.Request(
+        server.url + "/v1/chat/completions", data=body, headers={"content-type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, r.read(), r.headers.get("x-looptap-replay")
@@ -67,15 +74,24 @@ def test_answers_are_read_from_disk_by_offset(tmp_path: Path) -> None:
         # out of order, beyond the caches: each answer is its own recorded one
         for k in [n - 1, 0, n // 2, *range(1, 8)]:
             status, body, seq = _ask(server, k)
-            assert status == 200 and f"Answer {k}.".encode() in body and seq == f"seq={k}", (k, status, body[:200])
+            assert status == 200 and f"Answer {k}.".encode() in body and seq == f"seq={k}", (
+                k,
+                status,
+                body[:200],
+            )
         status, body, _ = _ask(server, 0)  # played once: a repeat is a miss naming it
         assert status != 200 and b"already played" in body
     lines = server.report_lines()
     assert f"played 10 of {n:,} recorded round trips" in lines[0], lines[0]
-    assert f"… and {n - 10 - UNPLAYED_LISTED:,} more unplayed round trips" in lines or n - 10 <= UNPLAYED_LISTED
+    assert (
+        f"… and {n - 10 - UNPLAYED_LISTED:,} more unplayed round trips" in lines
+        or n - 10 <= UNPLAYED_LISTED
+    )
 
 
-def test_a_diff_keeps_a_bounded_number_of_divergences(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_diff_keeps_a_bounded_number_of_divergences(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Two runs that differ on every turn: the first MAX_DIVERGENCES are kept and printed, the
     others counted in one line (text) and ``left_out`` (JSON), never held."""
     from cassettes.cli import main
@@ -100,13 +116,18 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(tmp_path: Path, monkeypatc
     assert main(["diff", str(a), str(b)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert kept == [5]
-    assert out[0].endswith(": 12 divergences") and out[-1] == "… and 7 more divergences, not listed (the first 5 are)", out
+    assert (
+        out[0].endswith(": 12 divergences")
+        and out[-1] == "… and 7 more divergences, not listed (the first 5 are)"
+    ), out
     assert main(["diff", "--json", str(a), str(b)]) == 1
     doc = orjson.loads(capsys.readouterr().out)
     assert len(doc["divergences"]) == 5 and doc["left_out"] == 7
 
 
-def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from cassettes.cli import main
     from cassettes.reading.run import RunTooLargeError
 
@@ -119,7 +140,9 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(tmp_path: Path, m
     assert len(err) == 1 and "LOOPTAP_MEMORY_BUDGET_MB" in err[0], err
 
 
-def test_a_small_run_is_held_in_memory_and_a_large_one_indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_small_run_is_held_in_memory_and_a_large_one_indexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from cassettes.replay.matching.matcher import InMemory
     from cassettes.replay.serving import server
 

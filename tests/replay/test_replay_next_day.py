@@ -73,7 +73,7 @@ def test_measures_after_the_file_grew(looptap):
         agent()
     finally:
         data.write_text(before)
-'''
+'''  # noqa: E501
 
 
 def route(req: ScriptedRequest) -> Reply:
@@ -84,49 +84,102 @@ def route(req: ScriptedRequest) -> Reply:
 
 
 def _pytest(project: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "pytest", "tests/test_agent.py", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:textual-snapshot", *args]
-    return progress.run(argv, cwd=project, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/test_agent.py",
+        "-q",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:textual-snapshot",
+        *args,
+    ]
+    return progress.run(
+        argv, cwd=project, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
 
 
-def test_a_dated_agent_recorded_once_replays_the_next_day_and_a_real_change_fails(tmp_path: Path) -> None:
+def test_a_dated_agent_recorded_once_replays_the_next_day_and_a_real_change_fails(
+    tmp_path: Path,
+) -> None:
     pytest.importorskip("openai")
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
     (project / "tests" / "test_agent.py").write_text(AGENT)
     (project / "data.txt").write_text("x" * 120)
-    env = clean_env(scrub=("CI", "PYTEST_ADDOPTS", "LOOPTAP_PROXY_PYTHON"), OPENAI_API_KEY="sk-test-next-day", LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON))
+    env = clean_env(
+        scrub=("CI", "PYTEST_ADDOPTS", "LOOPTAP_PROXY_PYTHON"),
+        OPENAI_API_KEY="sk-test-next-day",
+        LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON),
+    )
     cassette = project / "tests" / "cassettes" / "test_agent" / "test_measures.jsonl"
     with ScriptedUpstream(route) as up:
-        rec = _pytest(project, "-k", "not grew", "--looptap-record-mode=once", "--looptap-upstream", f"openai={up.url}", env=env)
+        rec = _pytest(
+            project,
+            "-k",
+            "not grew",
+            "--looptap-record-mode=once",
+            "--looptap-upstream",
+            f"openai={up.url}",
+            env=env,
+        )
         served = len(up.log)
-    assert rec.returncode == 0 and "recorded 2 round trips into" in rec.stdout, rec.stdout[-4000:] + rec.stderr[-2000:]
+    assert rec.returncode == 0 and "recorded 2 round trips into" in rec.stdout, (
+        rec.stdout[-4000:] + rec.stderr[-2000:]
+    )
     assert served == 2 and cassette.exists()
     recorded_prompt = (project / "prompt.txt").read_text()
     header = open_run(cassette).header
-    assert header is not None and header["meta"]["cwd"] == str(project)  # the plugin's recording says where it ran
+    # the plugin's recording says where it ran
+    assert header is not None and header["meta"]["cwd"] == str(project)
 
     # The next day (libfaketime in the pytest process only), offline: the date and the uuid differ,
-    # tolerated, the first test passes; in the second the file grew, a real change: it fails with the diff.
+    # tolerated, the first test passes; in the second the file grew, a real change: it fails with
+    # the diff.
     replay = _pytest(project, env={**env, "CI": "1", **moved("+1d")})
     out = replay.stdout + replay.stderr
     assert replay.returncode == 1 and "1 failed, 1 passed" in replay.stdout, out[-4000:]
-    assert "FAILED tests/test_agent.py::test_measures_after_the_file_grew" in replay.stdout, out[-4000:]
+    assert "FAILED tests/test_agent.py::test_measures_after_the_file_grew" in replay.stdout, out[
+        -4000:
+    ]
     assert "replay miss at conversation c1, turn 1 (seq 1)" in out, out[-4000:]
     assert "messages[3].content" in out and "121 bytes" in out, out[-4000:]
     # The failed test keeps what it sent, as a cassette beside its web page: the evidence the rule
     # proposal reads against the recording (issue 44 item 5, "or a failed replay"). Proposed from
     # that pair: the date and the scan's uuid are the built-in detectors' (nothing to add), the size
     # is a real divergence, never proposed.
-    kept = re.search(r"looptap: what this test sent: (\S+\.jsonl); rules that would make it match", out)
+    kept = re.search(
+        r"looptap: what this test sent: (\S+\.jsonl); rules that would make it match", out
+    )
     assert kept is not None, out[-4000:]
     assert f"looptap rules propose {cassette} {kept.group(1)}" in out, out[-4000:]
-    proposed = progress.run([sys.executable, "-m", "cassettes.cli", "rules", "propose", str(cassette), kept.group(1)], env=env, capture_output=True, text=True)
+    proposed = progress.run(
+        [sys.executable, "-m", "cassettes.cli", "rules", "propose", str(cassette), kept.group(1)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proposed.returncode == 1, proposed.stdout + proposed.stderr  # a real divergence remains
-    assert "a real divergence: not proposed" in proposed.stdout and "in the result of tool file_size" in proposed.stdout, proposed.stdout
-    assert "still diverging:\n  c1 turn 1 at messages[3].content" in proposed.stdout, proposed.stdout
+    assert (
+        "a real divergence: not proposed" in proposed.stdout
+        and "in the result of tool file_size" in proposed.stdout
+    ), proposed.stdout
+    assert "still diverging:\n  c1 turn 1 at messages[3].content" in proposed.stdout, (
+        proposed.stdout
+    )
     assert "sk-test-next-day" not in Path(kept.group(1)).read_text()
     replayed_prompt = (project / "prompt.txt").read_text()
-    when = [dt.datetime.fromisoformat(re.search(r"Now: (\S+)\.$", p).group(1)) for p in (recorded_prompt, replayed_prompt)]  # type: ignore[union-attr]
-    assert dt.timedelta(hours=23) < when[1] - when[0] < dt.timedelta(hours=25), (recorded_prompt, replayed_prompt)
+    when = [
+        dt.datetime.fromisoformat(re.search(r"Now: (\S+)\.$", p).group(1))
+        for p in (recorded_prompt, replayed_prompt)
+    ]  # type: ignore[union-attr]
+    assert dt.timedelta(hours=23) < when[1] - when[0] < dt.timedelta(hours=25), (
+        recorded_prompt,
+        replayed_prompt,
+    )
     recorded_result = json.dumps(list(open_run(cassette, whole=True).exchanges)[1].request_json())
     assert re.search(r"120 bytes \(scan [0-9a-f-]{36}\)", recorded_result)

@@ -8,8 +8,8 @@
    without error), print for every call exactly the text and tool calls the core's reassembly of
    the recorded response gives, and the server must have sent each recorded chunk as one HTTP chunk.
 3. With the recorder available (``LOOPTAP_PROXY_PYTHON`` or ``.venv-proxy``): the script runs under
-   ``looptap run`` whose listeners forward to the replay server, at recorded pace; the new cassette's
-   requests and responses equal the original's, chunk for chunk.
+   ``looptap run`` whose listeners forward to the replay server, at recorded pace; the new
+   cassette's requests and responses equal the original's, chunk for chunk.
 """
 
 from __future__ import annotations
@@ -40,21 +40,45 @@ HAVE_RECORDER = Path(_PROXY).exists()
 
 #: Base-URL, key and proxy variables of the machine must not steer the clients.
 _SCRUB = (
-    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL",
-    "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE", "GOOGLE_VERTEX_BASE_URL", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI",
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_BASE",
+    "ANTHROPIC_BASE_URL",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GEMINI_API_BASE",
+    "GOOGLE_VERTEX_BASE_URL",
+    "GEMINI_API_KEY",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GOOGLE_API_KEY",
 )
 
 #: The official SDKs' client scripts of the recorder's e2e tests, run one after the other in one
 #: process (module to import, script name in tests/proxy/test_e2e_sdks.py).
-SDKS = (("openai", "OPENAI_CLIENT"), ("anthropic", "ANTHROPIC_CLIENT"), ("google.genai", "GEMINI_CLIENT"))
+SDKS = (
+    ("openai", "OPENAI_CLIENT"),
+    ("anthropic", "ANTHROPIC_CLIENT"),
+    ("google.genai", "GEMINI_CLIENT"),
+)
 
 
 def client_env(base: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k.upper() not in _SCRUB}
-    env.update(OPENAI_API_KEY="sk-replay", ANTHROPIC_API_KEY="sk-replay", GOOGLE_API_KEY="sk-replay", PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO))
+    env.update(
+        OPENAI_API_KEY="sk-replay",
+        ANTHROPIC_API_KEY="sk-replay",
+        GOOGLE_API_KEY="sk-replay",
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=str(REPO),
+    )
     if base is not None:
-        env.update(OPENAI_BASE_URL=base + "/v1", ANTHROPIC_BASE_URL=base, GOOGLE_GEMINI_BASE_URL=base)
+        env.update(
+            OPENAI_BASE_URL=base + "/v1", ANTHROPIC_BASE_URL=base, GOOGLE_GEMINI_BASE_URL=base
+        )
     return env
 
 
@@ -63,16 +87,23 @@ def client_script(tmp: Path) -> Path:
     from tests.proxy import test_e2e_sdks as sdks
 
     script = tmp / "sdk_clients.py"
-    script.write_text(sdks.CLIENT_PRELUDE + "".join(textwrap.dedent(getattr(sdks, name)) for _, name in SDKS))
+    script.write_text(
+        sdks.CLIENT_PRELUDE + "".join(textwrap.dedent(getattr(sdks, name)) for _, name in SDKS)
+    )
     return script
 
 
 def run_client(script: Path, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return progress.run([sys.executable, str(script)], env=env, capture_output=True, text=True, cwd=cwd)
+    return progress.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, cwd=cwd
+    )
 
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}"
+    return (
+        f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- "
+        f"stderr\n{proc.stderr[-5000:]}"
+    )
 
 
 def view(ex: Exchange) -> tuple[str, list[list[Any]]]:
@@ -110,7 +141,9 @@ def family_counts(exchanges: list[Exchange]) -> dict[str, tuple[int, int, int]]:
     return out
 
 
-def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equal(tmp_path: Path) -> None:
+def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equal(
+    tmp_path: Path,
+) -> None:
     for module, _ in SDKS:
         pytest.importorskip(module)
     script, cassette, first = build_cassette(tmp_path)
@@ -118,7 +151,10 @@ def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equ
     assert not cas.problems
     counts = family_counts(cas.exchanges)
     assert set(counts) == {"openai_chat", "openai_responses", "anthropic", "gemini"}
-    assert all(streams >= 1 for _, streams, _ in counts.values()) and sum(n - st for n, st, _ in counts.values()) >= 4
+    assert (
+        all(streams >= 1 for _, streams, _ in counts.values())
+        and sum(n - st for n, st, _ in counts.values()) >= 4
+    )
 
     # 2. Each SDK against the replay server.
     with ReplayServer(cassette) as srv:
@@ -133,17 +169,41 @@ def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equ
         assert (p["text"] or "") == text, (p["call"], ex.url)
         assert p["tool_calls"] == calls, (p["call"], ex.url)
     for ex, sent in zip(cas.exchanges, srv.served, strict=True):
-        assert [c for _, c in sent.response_chunks] == [c for _, c in ex.response_chunks if c], ex.url
+        assert [c for _, c in sent.response_chunks] == [c for _, c in ex.response_chunks if c], (
+            ex.url
+        )
     print(f"replayed to the SDKs (family: round trips, streams, chunks): {counts}")
 
     # 3. Replayed through looptap run (the recorder) at recorded pace, and recorded again.
     if not HAVE_RECORDER:
-        pytest.skip(f"replay part passed; the re-recording part needs the recorder ({_PROXY} missing; set LOOPTAP_PROXY_PYTHON)")
+        pytest.skip(
+            f"replay part passed; the re-recording part needs the recorder ({_PROXY} missing; set "
+            "LOOPTAP_PROXY_PYTHON)"
+        )
     again = tmp_path / "again.jsonl"
     with ReplayServer(cassette, pace="recorded") as srv:
-        ups = [a for fam in ("openai", "anthropic", "gemini") for a in ("--upstream", f"{fam}={srv.url}")]
-        argv = [_PROXY, "-m", "cassettes.cli", "run", "-o", str(again), "--confdir", str(tmp_path / "conf"), *ups, "--", sys.executable, str(script)]
-        proc = progress.run(argv, env=client_env(None), capture_output=True, text=True, cwd=tmp_path)
+        ups = [
+            a
+            for fam in ("openai", "anthropic", "gemini")
+            for a in ("--upstream", f"{fam}={srv.url}")
+        ]
+        argv = [
+            _PROXY,
+            "-m",
+            "cassettes.cli",
+            "run",
+            "-o",
+            str(again),
+            "--confdir",
+            str(tmp_path / "conf"),
+            *ups,
+            "--",
+            sys.executable,
+            str(script),
+        ]
+        proc = progress.run(
+            argv, env=client_env(None), capture_output=True, text=True, cwd=tmp_path
+        )
     assert proc.returncode == 0, explain(proc)
     assert outputs(proc) == first
     assert srv.misses == [] and srv.unplayed() == [], srv.report_lines()
@@ -152,7 +212,8 @@ def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equ
     for x, y in zip(cas.exchanges, b.exchanges, strict=True):
         assert x.request_json() == y.request_json(), x.url
         assert x.status == y.status
-        assert [c for _, c in y.response_chunks] == [c for _, c in x.response_chunks], x.url  # chunk for chunk
+        # chunk for chunk
+        assert [c for _, c in y.response_chunks] == [c for _, c in x.response_chunks], x.url
     print(f"re-recorded through looptap run, chunk for chunk equal: {family_counts(b.exchanges)}")
 
 
@@ -181,4 +242,9 @@ def test_openai_agents_tool_loops_replay_plain_and_streamed(tmp_path: Path) -> N
     assert again.returncode == 0, explain(again)
     assert srv.misses == [] and srv.unplayed() == [], srv.report_lines()
     assert outputs(again) == outputs(proc)
-    assert [len(e.response_chunks) > 1 for e in read_records(cassette).exchanges] == [False, False, True, True]
+    assert [len(e.response_chunks) > 1 for e in read_records(cassette).exchanges] == [
+        False,
+        False,
+        True,
+        True,
+    ]

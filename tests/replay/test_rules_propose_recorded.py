@@ -10,9 +10,9 @@ The agent (the real openai SDK) writes the weekday, the date and a fresh run id 
 prompt and returns a fresh uuid beside each file's line count. The proposal covers what the
 built-in detectors do not (the weekday, the run id), and with it pasted the day-2 fork serves its
 prefix (turns 0 and 1) from the recording and only turn 2 reaches the live fake; without it the
-fork fails at turn 0 and nothing is sent. Nothing more: a file that grew a line between the days still fails the fork
-with the rules in place, at turn 1's tool result.
-"""
+fork fails at turn 0 and nothing is sent. Nothing more: a file that grew a line between the days
+still fails the fork with the rules in place, at turn 1's tool result.
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ for _ in range(4):
     msgs.append({"role": "assistant", "content": None, "tool_calls": [
         {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
     msgs += [{"role": "tool", "tool_call_id": c.id, "content": count_lines(json.loads(c.function.arguments)["name"])} for c in m.tool_calls]
-'''
+'''  # noqa: E501
 FILES = ("notes.txt", "todo.txt")
 
 
@@ -65,7 +65,13 @@ def route(req: ScriptedRequest) -> Reply:
 
 
 def _looptap(tmp: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    return progress.run([*RECORDER, *argv], capture_output=True, text=True, cwd=tmp, env=clean_env(OPENAI_API_KEY="sk-test-two-days"))
+    return progress.run(
+        [*RECORDER, *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        env=clean_env(OPENAI_API_KEY="sk-test-two-days"),
+    )
 
 
 def _agent(tomorrow: bool) -> list[str]:
@@ -74,21 +80,49 @@ def _agent(tomorrow: bool) -> list[str]:
 
 
 def _record(tmp: Path, out: str, tomorrow: bool) -> None:
-    with ScriptedUpstream(route, validate=True) as fake:  # a fake each: the same call ids, as the model's are not part of the question
-        proc = _looptap(tmp, "run", "-o", out, "--confdir", str(tmp / "conf"), "--upstream", f"openai={fake.url}", "--", *_agent(tomorrow))
-    assert proc.returncode == 0 and "answer: counted: 2 lines, 3 lines" in proc.stdout, proc.stderr[-3000:]
+    # a fake each: the same call ids, as the model's are not part of the question
+    with ScriptedUpstream(route, validate=True) as fake:
+        proc = _looptap(
+            tmp,
+            "run",
+            "-o",
+            out,
+            "--confdir",
+            str(tmp / "conf"),
+            "--upstream",
+            f"openai={fake.url}",
+            "--",
+            *_agent(tomorrow),
+        )
+    assert proc.returncode == 0 and "answer: counted: 2 lines, 3 lines" in proc.stdout, proc.stderr[
+        -3000:
+    ]
 
 
 def _fork(tmp: Path) -> tuple[subprocess.CompletedProcess[str], list[int]]:
     """``monday.jsonl`` forked at turn 2 by the agent a day on; the requests the live fake got (the
     tool results each carried: 2 is turn 2)."""
     with ScriptedUpstream(lambda req: Reply.say("LIVE"), validate=True) as fake:
-        proc = _looptap(tmp, "run", "--from", "monday.jsonl@turn=2", "-o", "branch.jsonl", "--confdir", str(tmp / "conf"),
-                        "--upstream", f"openai={fake.url}", "--", *_agent(True))
+        proc = _looptap(
+            tmp,
+            "run",
+            "--from",
+            "monday.jsonl@turn=2",
+            "-o",
+            "branch.jsonl",
+            "--confdir",
+            str(tmp / "conf"),
+            "--upstream",
+            f"openai={fake.url}",
+            "--",
+            *_agent(True),
+        )
         return proc, [len(x.request.tool_results()) for x in fake.log]
 
 
-def test_the_rules_proposed_from_two_days_make_the_next_days_fork_match_and_nothing_more(tmp_path: Path) -> None:
+def test_the_rules_proposed_from_two_days_make_the_next_days_fork_match_and_nothing_more(
+    tmp_path: Path,
+) -> None:
     pytest.importorskip("openai")
     (tmp_path / "agent.py").write_text(AGENT)
     (tmp_path / "notes.txt").write_text("a\nb\n")
@@ -98,26 +132,39 @@ def test_the_rules_proposed_from_two_days_make_the_next_days_fork_match_and_noth
 
     proposed = _looptap(tmp_path, "rules", "propose", "monday.jsonl", "tuesday.jsonl")
     out = proposed.stdout
-    assert proposed.returncode == 0 and "with the rules below (and the built-in detectors) all 3 turns match" in out, out + proposed.stderr
-    assert "tolerated by the built-in detectors (no rule needed)" in out  # the date and the scan's uuid
+    assert (
+        proposed.returncode == 0
+        and "with the rules below (and the built-in detectors) all 3 turns match" in out
+    ), out + proposed.stderr
+    # the date and the scan's uuid
+    assert "tolerated by the built-in detectors (no rule needed)" in out
     block = out[out.index("[tool.looptap]"):]
-    assert "<weekday>" in block and "(?<=run\\-)[0-9a-f]{8}" in block and "ignore" not in block, block
+    assert "<weekday>" in block and "(?<=run\\-)[0-9a-f]{8}" in block and "ignore" not in block, (
+        block
+    )
 
     # Without the rules the day-2 fork fails at turn 0 (the weekday, the run id); nothing is sent.
     refused, live = _fork(tmp_path)
     assert refused.returncode == 1 and live == [], refused.stderr[-3000:]
-    assert "closest recorded turn: conversation c1, turn 0 (seq 0)" in refused.stderr and "messages[0].content" in refused.stderr, refused.stderr[-3000:]
+    assert (
+        "closest recorded turn: conversation c1, turn 0 (seq 0)" in refused.stderr
+        and "messages[0].content" in refused.stderr
+    ), refused.stderr[-3000:]
 
     # Pasted into the project's pyproject.toml: the prefix (turns 0 and 1) served, turn 2 live.
     (tmp_path / "pyproject.toml").write_text(block)
     forked, live = _fork(tmp_path)
     err = forked.stderr
     assert forked.returncode == 0 and live == [2] and "answer: LIVE" in forked.stdout, err[-3000:]
-    assert "2 recorded round trips answered a request that differed only in what was tolerated" in err, err[-3000:]
+    assert (
+        "2 recorded round trips answered a request that differed only in what was tolerated" in err
+    ), err[-3000:]
     assert "(by substitute " in err and "(by uuid)" in err, err[-3000:]
 
     # Nothing more: a file that grew a line is still a divergence, at turn 1's tool result.
     (tmp_path / "notes.txt").write_text("a\nb\nc\n")
     grew, live = _fork(tmp_path)
     assert grew.returncode == 1 and live == [], grew.stderr[-3000:]
-    assert "C: the tool result for call_s0001 changed (messages[3].content)" in grew.stderr, grew.stderr[-3000:]
+    assert "C: the tool result for call_s0001 changed (messages[3].content)" in grew.stderr, (
+        grew.stderr[-3000:]
+    )

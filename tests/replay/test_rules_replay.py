@@ -27,11 +27,12 @@ from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedUpstream
 
 PATH = "/v1/chat/completions"
-#: What ``looptap rules propose monday.jsonl tuesday.jsonl`` printed (tests/replay/test_rules_propose.py), pasted.
+#: What ``looptap rules propose monday.jsonl tuesday.jsonl`` printed
+#: (tests/replay/test_rules_propose.py), pasted.
 PROPOSED = """\
 ignore = ['openai_chat:metadata.session']
 substitute = ['\\b(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\\b=<weekday>', '(?<=run\\-)[0-9a-f]{8}(?![A-Za-z0-9])=<id>']
-"""
+"""  # noqa: E501
 
 
 def tuesday(listing: str | None = None) -> list[bytes]:
@@ -51,18 +52,39 @@ def _args(*argv: str) -> argparse.Namespace:
     return build_parser("replay").parse_args(["replay", "run.jsonl", *argv])
 
 
-def test_the_server_serves_a_request_differing_only_in_ruled_ways_and_says_by_which_rule(tmp_path: Path) -> None:
+def test_the_server_serves_a_request_differing_only_in_ruled_ways_and_says_by_which_rule(
+    tmp_path: Path,
+) -> None:
     run = write(tmp_path / "run.jsonl", agent(MONDAY))
     (tmp_path / "looptap.toml").write_text(PROPOSED)
     rules = rules_of_args(_args("--volatile-tool", "list_files"), run)
     with ReplayServer(run, rules=rules) as srv:
-        statuses = [raw_request(srv.url, "POST", PATH, body)[0] for body in tuesday(listing="notes.txt\\nnew.txt")]
+        statuses = [
+            raw_request(srv.url, "POST", PATH, body)[0]
+            for body in tuesday(listing="notes.txt\\nnew.txt")
+        ]
         notes = [n for ex in srv.served for n in ex.notes]
     assert statuses == [200, 200, 200]
-    assert "tolerated: ignored (rule: ignore openai_chat:metadata.session) at metadata.session: recorded 'sess_4f9a1c2b', this request 'sess_9c0d7e13'" in notes
-    assert any(n.startswith("tolerated: substituted (rule: substitute (?<=run\\-)[0-9a-f]{8}(?![A-Za-z0-9])=<id>) at messages[0].content: recorded '3fa9c1d2'") for n in notes)
-    assert any(n.startswith("tolerated: tool_result (rule: volatile tool list_files) at messages[3].content: recorded 'notes.txt") for n in notes)
-    assert any(n.startswith("tolerated: date at messages[0].content") for n in notes)  # the built-in detectors beside them
+    assert (
+        "tolerated: ignored (rule: ignore openai_chat:metadata.session) at metadata.session: "
+        "recorded 'sess_4f9a1c2b', this request 'sess_9c0d7e13'" in notes
+    )
+    assert any(
+        n.startswith(
+            "tolerated: substituted (rule: substitute (?<=run\\-)[0-9a-f]{8}(?![A-Za-z0-9])=<id>) "
+            "at messages[0].content: recorded '3fa9c1d2'"
+        )
+        for n in notes
+    )
+    assert any(
+        n.startswith(
+            "tolerated: tool_result (rule: volatile tool list_files) "
+            "at messages[3].content: recorded 'notes.txt"
+        )
+        for n in notes
+    )
+    # the built-in detectors beside them
+    assert any(n.startswith("tolerated: date at messages[0].content") for n in notes)
     # Without the project's file and the flag, the same requests miss at turn 0.
     (tmp_path / "looptap.toml").unlink()
     with ReplayServer(run, rules=rules_of_args(_args(), run)) as srv:
@@ -70,58 +92,120 @@ def test_the_server_serves_a_request_differing_only_in_ruled_ways_and_says_by_wh
         assert len(srv.misses) == 1
 
 
-def test_a_forks_prefix_applies_the_rules_and_passes_the_flags_to_its_replay_server(tmp_path: Path) -> None:
+def test_a_forks_prefix_applies_the_rules_and_passes_the_flags_to_its_replay_server(
+    tmp_path: Path,
+) -> None:
     run = write(tmp_path / "run.jsonl", agent(MONDAY))
     (tmp_path / "looptap.toml").write_text(PROPOSED)
     rules = rules_of_args(_args("--volatile-tool", "list_files"), run)
     with ScriptedUpstream(lambda req: Reply.say("live")) as live:
-        with ReplayServer(run, cursor=Cursor(parse_cursor("turn=2"), live_router({"openai": live.url})), rules=rules) as srv:
-            statuses = [raw_request(srv.url, "POST", PATH, body)[0] for body in tuesday(listing="notes.txt\\nnew.txt")]
-        assert statuses == [200, 200, 200] and len(live.log) == 1  # turns 0 and 1 from the recording, turn 2 live
+        with ReplayServer(
+            run,
+            cursor=Cursor(parse_cursor("turn=2"), live_router({"openai": live.url})),
+            rules=rules,
+        ) as srv:
+            statuses = [
+                raw_request(srv.url, "POST", PATH, body)[0]
+                for body in tuesday(listing="notes.txt\\nnew.txt")
+            ]
+        # turns 0 and 1 from the recording, turn 2 live
+        assert statuses == [200, 200, 200] and len(live.log) == 1
     ns = argparse.Namespace(ignore=["a.*"], substitute=["x=y"], volatile_tool=["ls"])
     argv = ForkReplay(parse_from(f"{run}@turn=1"), rule_flags=rule_argv(ns)).argv({})
     assert argv[-3:] == ["--ignore=a.*", "--substitute=x=y", "--volatile-tool=ls"]
 
 
 def _looptap(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return progress.run([sys.executable, "-m", "cassettes.cli", *argv], capture_output=True, text=True, cwd=cwd, env=clean_env(OPENAI_API_KEY="sk-x"))
+    return progress.run(
+        [sys.executable, "-m", "cassettes.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=clean_env(OPENAI_API_KEY="sk-x"),
+    )
 
 
 BAD = [
     (["--substitute", "(a+)+=x"], "", "substitute '(a+)+': the pattern repeats a repetition"),
-    (["--ignore", "messages..content"], "", "ignore path 'messages..content': cannot read it at character 9"),
+    (
+        ["--ignore", "messages..content"],
+        "",
+        "ignore path 'messages..content': cannot read it at character 9",
+    ),
     (["--ignore", "antropic:metadata.user_id"], "", "unknown API family 'antropic'"),
-    ([], "[tool.looptap]\nignores = ['metadata.*']\n", "pyproject.toml [tool.looptap]: unknown key 'ignores'"),
+    (
+        [],
+        "[tool.looptap]\nignores = ['metadata.*']\n",
+        "pyproject.toml [tool.looptap]: unknown key 'ignores'",
+    ),
     ([], "[tool.looptap]\nsubstitute = ['[=x']\n", "substitute '[': not a regular expression"),
 ]
 
 
-@pytest.mark.parametrize(("flags", "pyproject", "said"), BAD, ids=["runaway", "path", "family", "table-key", "table-regex"])
-def test_replay_refuses_a_rule_in_one_line_before_it_listens(tmp_path: Path, flags: list[str], pyproject: str, said: str) -> None:
+@pytest.mark.parametrize(
+    ("flags", "pyproject", "said"),
+    BAD,
+    ids=["runaway", "path", "family", "table-key", "table-regex"],
+)
+def test_replay_refuses_a_rule_in_one_line_before_it_listens(
+    tmp_path: Path, flags: list[str], pyproject: str, said: str
+) -> None:
     run = write(tmp_path / "run.jsonl", agent(MONDAY))
     if pyproject:
         (tmp_path / "pyproject.toml").write_text(pyproject)
     proc = _looptap("replay", str(run), *flags, cwd=tmp_path)
-    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr  # no export line: nothing listened
-    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("looptap: error: ") and said in proc.stderr, proc.stderr
+    # no export line: nothing listened
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert (
+        len(proc.stderr.splitlines()) == 1
+        and proc.stderr.startswith("looptap: error: ")
+        and said in proc.stderr
+    ), proc.stderr
 
 
 @needs_recorder
-@pytest.mark.parametrize(("flags", "pyproject", "said"), [BAD[0], BAD[3], (["--volatile-tool", "ls"], "", "--volatile-tool go with --from")],
-                         ids=["runaway", "table-key", "without-from"])
-def test_run_from_refuses_a_rule_in_one_line_before_anything_is_sent(tmp_path: Path, flags: list[str], pyproject: str, said: str) -> None:
+@pytest.mark.parametrize(
+    ("flags", "pyproject", "said"),
+    [BAD[0], BAD[3], (["--volatile-tool", "ls"], "", "--volatile-tool go with --from")],
+    ids=["runaway", "table-key", "without-from"],
+)
+def test_run_from_refuses_a_rule_in_one_line_before_anything_is_sent(
+    tmp_path: Path, flags: list[str], pyproject: str, said: str
+) -> None:
     run = write(tmp_path / "run.jsonl", agent(MONDAY))
     if pyproject:
         (tmp_path / "pyproject.toml").write_text(pyproject)
     out = tmp_path / "branch.jsonl"
     with ScriptedUpstream(lambda req: Reply.say("live")) as fake:
-        fork = [] if "without-from" in said or "go with --from" in said else ["--from", f"{run}@turn=1"]
-        argv = [*RECORDER, "run", *fork, *flags, "-o", str(out), "--confdir", str(tmp_path / "conf"), "--upstream", f"openai={fake.url}",
-                "--", sys.executable, "-c", "open('agent-ran', 'w')"]
-        proc = progress.run(argv, capture_output=True, text=True, cwd=tmp_path, env=clean_env(OPENAI_API_KEY="sk-x"))
+        fork = (
+            []
+            if "without-from" in said or "go with --from" in said
+            else ["--from", f"{run}@turn=1"]
+        )
+        argv = [
+            *RECORDER,
+            "run",
+            *fork,
+            *flags,
+            "-o",
+            str(out),
+            "--confdir",
+            str(tmp_path / "conf"),
+            "--upstream",
+            f"openai={fake.url}",
+            "--",
+            sys.executable,
+            "-c",
+            "open('agent-ran', 'w')",
+        ]
+        proc = progress.run(
+            argv, capture_output=True, text=True, cwd=tmp_path, env=clean_env(OPENAI_API_KEY="sk-x")
+        )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("looptap: error: ") and said in lines[0], proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("looptap: error: ") and said in lines[0], (
+        proc.stderr
+    )
     assert not (tmp_path / "agent-ran").exists() and not out.exists()
     assert fake.log == []
 
@@ -135,24 +219,50 @@ for body in json.load(open(sys.argv[1])):
         urllib.request.urlopen(req).read()
     except urllib.error.HTTPError as exc:
         sys.exit(f"agent: {exc.code}")
-"""
+"""  # noqa: E501
 
 
 @needs_recorder
-def test_a_fork_on_tuesday_of_a_monday_run_serves_its_prefix_with_the_pasted_rules(tmp_path: Path) -> None:
+def test_a_fork_on_tuesday_of_a_monday_run_serves_its_prefix_with_the_pasted_rules(
+    tmp_path: Path,
+) -> None:
     """The Monday run forked on Tuesday at turn 2, the listing changed since: without rules the
     prefix diverges at turn 0 (exit 1, nothing sent); with the proposed rules pasted beside the
     run and ``--volatile-tool list_files``, turns 0 and 1 are served from the recording and only
     turn 2 reaches the upstream."""
     run = write(tmp_path / "run.jsonl", agent(MONDAY))
     bodies = tmp_path / "bodies.json"
-    bodies.write_text(orjson.dumps([b.decode() for b in tuesday(listing="notes.txt\\nnew.txt")]).decode())
+    bodies.write_text(
+        orjson.dumps([b.decode() for b in tuesday(listing="notes.txt\\nnew.txt")]).decode()
+    )
 
     def fork(*flags: str) -> tuple[subprocess.CompletedProcess[str], int]:
         with ScriptedUpstream(lambda req: Reply.say("live")) as fake:
-            argv = [*RECORDER, "run", "--from", f"{run}@turn=2", *flags, "-o", str(tmp_path / "branch.jsonl"), "--confdir", str(tmp_path / "conf"),
-                    "--upstream", f"openai={fake.url}", "--", sys.executable, "-c", AGENT, str(bodies)]
-            return progress.run(argv, capture_output=True, text=True, cwd=tmp_path, env=clean_env(OPENAI_API_KEY="sk-x")), len(fake.log)
+            argv = [
+                *RECORDER,
+                "run",
+                "--from",
+                f"{run}@turn=2",
+                *flags,
+                "-o",
+                str(tmp_path / "branch.jsonl"),
+                "--confdir",
+                str(tmp_path / "conf"),
+                "--upstream",
+                f"openai={fake.url}",
+                "--",
+                sys.executable,
+                "-c",
+                AGENT,
+                str(bodies),
+            ]
+            return progress.run(
+                argv,
+                capture_output=True,
+                text=True,
+                cwd=tmp_path,
+                env=clean_env(OPENAI_API_KEY="sk-x"),
+            ), len(fake.log)
 
     refused, sent = fork()
     assert refused.returncode != 0 and sent == 0, refused.stderr[-3000:]
@@ -176,13 +286,20 @@ def test_agent(looptap):
         req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body.encode(), method="POST",
                                      headers={"content-type": "application/json", "authorization": "Bearer x"})
         urllib.request.urlopen(req).read()
-'''
+'''  # noqa: E501
 
 
-def _inner(pytester: pytest.Pytester, mark: str = "", ini: str = "", listing: str | None = "notes.txt\\nnew.txt") -> None:
+def _inner(
+    pytester: pytest.Pytester,
+    mark: str = "",
+    ini: str = "",
+    listing: str | None = "notes.txt\\nnew.txt",
+) -> None:
     (pytester.path / "cassettes").mkdir(exist_ok=True)
     write(pytester.path / "cassettes" / "run.jsonl", agent(MONDAY))
-    code = INNER.replace("BODIES_JSON", repr([b.decode() for b in tuesday(listing=listing)])).replace("MARK", mark)
+    code = INNER.replace(
+        "BODIES_JSON", repr([b.decode() for b in tuesday(listing=listing)])
+    ).replace("MARK", mark)
     pytester.makepyfile(test_inner=textwrap.dedent(code))
     (pytester.path / "pytest.ini").unlink(missing_ok=True)
     if ini:
@@ -190,14 +307,32 @@ def _inner(pytester: pytest.Pytester, mark: str = "", ini: str = "", listing: st
 
 
 IGNORE = "anthropic:metadata.user_id', 'openai_chat:metadata.session"
-SUBS = r"\b(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b=<weekday>', '(?<=run\-)[0-9a-f]{8}(?![A-Za-z0-9])=<id>"
+SUBS = (
+    r"\b(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b=<weekday>', "
+    r"'(?<=run\-)[0-9a-f]{8}(?![A-Za-z0-9])=<id>"
+)
 
 
-@pytest.mark.parametrize(("how", "mark", "ini"), [
-    ("marker", f", ignore=['{IGNORE}'], substitute=[r'{SUBS}'], volatile_tools='list_files'", ""),
-    ("ini", "", "looptap_ignore = openai_chat:metadata.session\nlooptap_substitute =\n    " + SUBS.replace("', '", "\n    ") + "\nlooptap_volatile_tools = list_files\n"),
-])
-def test_pytest_reads_the_rules_from_the_marker_and_the_ini(pytester: pytest.Pytester, how: str, mark: str, ini: str) -> None:
+@pytest.mark.parametrize(
+    ("how", "mark", "ini"),
+    [
+        (
+            "marker",
+            f", ignore=['{IGNORE}'], substitute=[r'{SUBS}'], volatile_tools='list_files'",
+            "",
+        ),
+        (
+            "ini",
+            "",
+            "looptap_ignore = openai_chat:metadata.session\nlooptap_substitute =\n    "
+            + SUBS.replace("', '", "\n    ")
+            + "\nlooptap_volatile_tools = list_files\n",
+        ),
+    ],
+)
+def test_pytest_reads_the_rules_from_the_marker_and_the_ini(
+    pytester: pytest.Pytester, how: str, mark: str, ini: str
+) -> None:
     _inner(pytester, mark=mark, ini=ini)
     pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none").assert_outcomes(passed=1)
     _inner(pytester)  # the same test without the rules fails with the diff at turn 0

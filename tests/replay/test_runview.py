@@ -31,7 +31,12 @@ def test_clean_tool_loop() -> None:
 
 def test_a_dropped_tool_result_is_a_c_finding() -> None:
     """The client sent the next turn without the tool result: layer C, named with its turn."""
-    bad = [tool_loop()[0], chat_exchange([SYSTEM, USER, CALL, {"role": "user", "content": "and?"}], chat_response("Hm."))]
+    bad = [
+        tool_loop()[0],
+        chat_exchange(
+            [SYSTEM, USER, CALL, {"role": "user", "content": "and?"}], chat_response("Hm.")
+        ),
+    ]
     run = Run(bad)
     c = run.findings("C")
     assert c and all(f.layer == "C" for f in c)
@@ -50,7 +55,10 @@ def test_unknown_price_is_unknown_not_zero() -> None:
     ex = tool_loop()
     for e in ex:
         e.request_body = e.request_body.replace(b'"gpt-4o"', b'"no-such-model-x"')
-        e.response_chunks = [(t, c.replace(b'"gpt-4o-2024-08-06"', b'"no-such-model-x"')) for t, c in e.response_chunks]
+        e.response_chunks = [
+            (t, c.replace(b'"gpt-4o-2024-08-06"', b'"no-such-model-x"'))
+            for t, c in e.response_chunks
+        ]
         e.url = "http://127.0.0.1:9/v1/chat/completions"
     run = Run(ex)
     assert run.cost is None and not run.cost_complete

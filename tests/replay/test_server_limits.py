@@ -71,7 +71,12 @@ class Child:
 
         with self.err.open("wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=REPO, preexec_fn=limit
+                [sys.executable, "-c", code],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                cwd=REPO,
+                preexec_fn=limit,
             )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -124,16 +129,25 @@ def test_large_requests_cost_no_memory_once_answered(tmp_path: Path) -> None:
     child = Child(tmp_path)
     try:
         idle = child.threads()
-        with socket.create_connection(("127.0.0.1", child.port), timeout=PATIENCE) as s:  # warm up: a first miss
-            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+        # warm up: a first miss
+        with socket.create_connection(("127.0.0.1", child.port), timeout=PATIENCE) as s:
+            s.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Length: "
+                b"2\r\nConnection: close\r\n\r\n{}"
+            )
             _recv_all(s)
         child.settled(idle)
         start = child.status("VmRSS")
-        body = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "a" * (50 * MB)}]})
+        body = orjson.dumps(
+            {"model": "gpt-4o", "messages": [{"role": "user", "content": "a" * (50 * MB)}]}
+        )
         for _ in range(5):
             with socket.create_connection(("127.0.0.1", child.port), timeout=PATIENCE) as s:
-                s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                          b"Content-Length: %d\r\n\r\n" % len(body))
+                s.sendall(
+                    b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: "
+                    b"application/json\r\nConnection: close\r\nContent-Length: "
+                    b"%d\r\n\r\n" % len(body)
+                )
                 s.sendall(body)
                 got = _recv_all(s)
             assert got.startswith(b"HTTP/1.1 400 ") and b"looptap_replay_miss" in got, got[:300]
@@ -142,7 +156,9 @@ def test_large_requests_cost_no_memory_once_answered(tmp_path: Path) -> None:
         grown = child.status("VmRSS") - start
     finally:
         err = child.stop()
-    assert grown < 100 * MB, f"the server grew by {grown / MB:.0f} MB over five 50 MB requests\n{err[-2000:]}"
+    assert grown < 100 * MB, (
+        f"the server grew by {grown / MB:.0f} MB over five 50 MB requests\n{err[-2000:]}"
+    )
 
 
 def test_served_keeps_recorded_bodies_shared_and_others_within_budget() -> None:
@@ -150,16 +166,26 @@ def test_served_keeps_recorded_bodies_shared_and_others_within_budget() -> None:
     with ReplayServer(exchanges, retain_bodies=100) as srv:
         recorded = exchanges[0].request_body
         sent = bytes(recorded)  # read off the socket: equal, not the same object
-        got = _ask(srv.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                   b"Content-Length: %d\r\n\r\n%s" % (len(sent), sent))
+        got = _ask(
+            srv.port,
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: "
+            b"application/json\r\nConnection: close\r\nContent-Length: "
+            b"%d\r\n\r\n%s" % (len(sent), sent),
+        )
         assert got.startswith(b"HTTP/1.1 200 ")
         big = chat_request([SYSTEM, USER, {"role": "user", "content": "x" * 500}])
-        got = _ask(srv.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                   b"Content-Length: %d\r\n\r\n%s" % (len(big), big))
+        got = _ask(
+            srv.port,
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: "
+            b"application/json\r\nConnection: close\r\nContent-Length: "
+            b"%d\r\n\r\n%s" % (len(big), big),
+        )
         assert got.startswith(b"HTTP/1.1 400 ")
         played, missed = srv.served
     assert played.request_body is recorded  # shared with the recording: no copy kept
-    assert missed.request_body == b"" and any(f"request body of {len(big):,} bytes not kept" in n for n in missed.notes)
+    assert missed.request_body == b"" and any(
+        f"request body of {len(big):,} bytes not kept" in n for n in missed.notes
+    )
     assert srv.misses and srv.misses[0].target == "/v1/chat/completions"
 
 
@@ -168,22 +194,29 @@ def test_served_keeps_recorded_bodies_shared_and_others_within_budget() -> None:
 
 def test_a_miss_does_not_echo_a_long_url_or_key_back(quick: ReplayServer) -> None:
     target = "/v1/chat/completions?q=" + "u" * 60_000
-    got = _ask(quick.port, f"GET {target} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n".encode())
+    got = _ask(
+        quick.port, f"GET {target} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n".encode()
+    )
     assert got.startswith(b"HTTP/1.1 400 ") and b"[cut: " in got and len(got) < 10_000, len(got)
     body = chat_request([SYSTEM, USER], **{"k" * 50_000: 1})
-    got = _ask(quick.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nConnection: close\r\n"
-               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    got = _ask(
+        quick.port,
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: "
+        b"application/json\r\nConnection: close\r\nContent-Length: "
+        b"%d\r\n\r\n%s" % (len(body), body),
+    )
     assert got.startswith(b"HTTP/1.1 400 ") and b"[cut: " in got and len(got) < 40_000, len(got)
     assert all(len(line) < 3000 for line in quick.report_lines())
 
 
-# -- timeouts ----------------------------------------------------------------------------------------
+# -- timeouts --------------------------------------------------------------------------------------
 
 
 def test_an_idle_connection_is_closed(quick: ReplayServer) -> None:
     with socket.create_connection(("127.0.0.1", quick.port), timeout=PATIENCE) as s:
         assert s.recv(100) == b""  # closed by the server, nothing said
-    with socket.create_connection(("127.0.0.1", quick.port), timeout=PATIENCE) as s:  # idle after a request
+    # idle after a request
+    with socket.create_connection(("127.0.0.1", quick.port), timeout=PATIENCE) as s:
         s.sendall(b"GET /nothing HTTP/1.1\r\nHost: h\r\n\r\n")
         got = _recv_all(s)
     assert got.startswith(b"HTTP/1.1 400 ") and got.count(b"HTTP/1.1 ") == 1
@@ -193,19 +226,31 @@ def test_an_idle_connection_is_closed(quick: ReplayServer) -> None:
     ("data", "says"),
     [
         (b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\n", b"did not arrive within 0.5 s"),
-        (b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc", b"stalled: nothing for 0.5 s after 3 of 10 bytes"),
-        (b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", b"stalled"),
+        (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc",
+            b"stalled: nothing for 0.5 s after 3 of 10 bytes",
+        ),
+        (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: "
+            b"chunked\r\n\r\n3\r\nabc\r\n",
+            b"stalled",
+        ),
     ],
     ids=["head", "body", "chunked"],
 )
-def test_a_request_that_stops_arriving_gets_408(quick: ReplayServer, data: bytes, says: bytes) -> None:
+def test_a_request_that_stops_arriving_gets_408(
+    quick: ReplayServer, data: bytes, says: bytes
+) -> None:
     got = _ask(quick.port, data)
     assert got.startswith(b"HTTP/1.1 408 ") and says in got, got
     assert quick.refused == 1 and "408" in quick.report_lines()[0] + "".join(quick.report_lines())
 
 
 def test_timeouts_can_be_turned_off() -> None:
-    with ReplayServer(tool_loop(), idle_timeout=None, read_timeout=None) as srv, socket.create_connection(("127.0.0.1", srv.port)) as s:
+    with (
+        ReplayServer(tool_loop(), idle_timeout=None, read_timeout=None) as srv,
+        socket.create_connection(("127.0.0.1", srv.port)) as s,
+    ):
         s.settimeout(1.0)
         with pytest.raises(TimeoutError):
             s.recv(100)  # still open
@@ -218,21 +263,28 @@ def test_a_client_that_leaves_its_answer_unread_is_dropped() -> None:
     from tests.replay.conftest import chat_exchange
     from tests.support.progress import until
 
-    big = chat_response("w" * (8 * MB))  # over the loopback socket buffers (4 MB at most by default)
+    # over the loopback socket buffers (4 MB at most by default)
+    big = chat_response("w" * (8 * MB))
     exchanges = [chat_exchange([SYSTEM, USER], big)]
-    with ReplayServer(exchanges, write_timeout=0.3) as srv, socket.create_connection(("127.0.0.1", srv.port)) as s:
+    with (
+        ReplayServer(exchanges, write_timeout=0.3) as srv,
+        socket.create_connection(("127.0.0.1", srv.port)) as s,
+    ):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         body = exchanges[0].request_body
-        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        s.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
         until(lambda: srv.write_timeouts == 1, what="the unread answer's connection dropped")
         assert "1 connection dropped (answer unread for 0.3 s)" in srv.report_lines()[0]
         s.settimeout(PATIENCE)
-        got = s.recv(13)  # the start of what was in the buffers (reading it all through a 4 KB window is slow)
+        # the start of what was in the buffers (reading it all through a 4 KB window is slow)
+        got = s.recv(13)
     assert got.startswith(b"HTTP/1.1 200 ")
 
 
-# -- the file-descriptor limit ------------------------------------------------------------------------
+# -- the file-descriptor limit ---------------------------------------------------------------------
 
 
 def test_at_the_fd_limit_it_backs_off_with_one_line_and_recovers(tmp_path: Path) -> None:
@@ -245,7 +297,11 @@ def test_at_the_fd_limit_it_backs_off_with_one_line_and_recovers(tmp_path: Path)
     try:
         for _ in range(200):
             held.append(socket.create_connection(("127.0.0.1", child.port), timeout=PATIENCE))
-        progress.until(lambda: "out of file descriptors" in child.err.read_text(errors="replace"), pids=[child.proc.pid], what="the server saying it ran out")
+        progress.until(
+            lambda: "out of file descriptors" in child.err.read_text(errors="replace"),
+            pids=[child.proc.pid],
+            what="the server saying it ran out",
+        )
         got = _ask(child.port, b"GET /after HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
         assert got.startswith(b"HTTP/1.1 400 ") and b"looptap_replay_miss" in got
         closed = 0
@@ -264,11 +320,12 @@ def test_at_the_fd_limit_it_backs_off_with_one_line_and_recovers(tmp_path: Path)
         err = child.stop()
     assert "Traceback" not in err and len(err) < 4000, err[:3000]
     warnings = [ln for ln in err.splitlines() if "out of file descriptors" in ln]
-    assert 1 <= len(warnings) <= 2, err  # one per minute at most; a second episode may follow the first
+    # one per minute at most; a second episode may follow the first
+    assert 1 <= len(warnings) <= 2, err
     assert warnings[0].startswith("looptap: the replay server is out of file descriptors (EMFILE")
 
 
-# -- WebSocket ------------------------------------------------------------------------------------------
+# -- WebSocket -------------------------------------------------------------------------------------
 
 
 def _masked(op: int, payload: bytes = b"", fin: bool = True, rsv: int = 0) -> bytes:
@@ -286,8 +343,10 @@ def _masked(op: int, payload: bytes = b"", fin: bool = True, rsv: int = 0) -> by
 
 def _ws(port: int) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE)
-    s.sendall(b"GET /v1/responses HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    s.sendall(
+        b"GET /v1/responses HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         head += s.recv(1)
@@ -316,7 +375,8 @@ def _close_code(s: socket.socket) -> tuple[int, bytes]:
     return struct.unpack("!H", closes[0][:2])[0], closes[0][2:]
 
 
-BAD_FRAMES = [  # the reasons are wsproto's (cassettes/replay/transports/wsframes.py reads frames with it)
+# the reasons are wsproto's (cassettes/replay/transports/wsframes.py reads frames with it)
+BAD_FRAMES = [
     (_masked(0x3, b"x"), 1002, b"Invalid opcode 0x3"),
     (_masked(0xB), 1002, b"Invalid opcode 0xb"),
     (_masked(wsframes.PING, b"p" * 126), 1002, b"Control frame with payload len > 125"),
@@ -326,14 +386,22 @@ BAD_FRAMES = [  # the reasons are wsproto's (cassettes/replay/transports/wsframe
     (_masked(wsframes.CLOSE, struct.pack("!H", 1005)), 1002, b"local-only reason"),
     (_masked(wsframes.CLOSE, struct.pack("!H", 2000)), 1002, b"unknown reserved code"),
     (_masked(wsframes.CLOSE, b"\x03"), 1002, b"1 byte payload"),
-    (_masked(wsframes.CLOSE, struct.pack("!H", 1000) + b"\xff"), 1007, b"Error decoding CLOSE reason"),
+    (
+        _masked(wsframes.CLOSE, struct.pack("!H", 1000) + b"\xff"),
+        1007,
+        b"Error decoding CLOSE reason",
+    ),
     (_masked(wsframes.TEXT, b"\xc3("), 1007, b"can't decode"),
     (_masked(wsframes.TEXT, b"x", rsv=0x40), 1002, b"Reserved bit set"),
 ]
 
 
-@pytest.mark.parametrize(("frame", "code", "says"), BAD_FRAMES, ids=[w.decode() for _, _, w in BAD_FRAMES])
-def test_websocket_rule_breaks_are_closed_with_a_code(quick: ReplayServer, frame: bytes, code: int, says: bytes) -> None:
+@pytest.mark.parametrize(
+    ("frame", "code", "says"), BAD_FRAMES, ids=[w.decode() for _, _, w in BAD_FRAMES]
+)
+def test_websocket_rule_breaks_are_closed_with_a_code(
+    quick: ReplayServer, frame: bytes, code: int, says: bytes
+) -> None:
     with _ws(quick.port) as s:
         s.sendall(frame)
         got, why = _close_code(s)
@@ -342,7 +410,10 @@ def test_websocket_rule_breaks_are_closed_with_a_code(quick: ReplayServer, frame
 
 def test_websocket_control_frames_within_the_rules_are_answered(quick: ReplayServer) -> None:
     with _ws(quick.port) as s:
-        s.sendall(_masked(wsframes.PING, b"p" * 125) + _masked(wsframes.CLOSE, struct.pack("!H", 3000) + "bye ✓".encode()))
+        s.sendall(
+            _masked(wsframes.PING, b"p" * 125)
+            + _masked(wsframes.CLOSE, struct.pack("!H", 3000) + "bye ✓".encode())
+        )
         frames = _frames(_recv_all(s))
     assert frames == [(wsframes.PONG, b"p" * 125), (wsframes.CLOSE, struct.pack("!H", 3000))]
 
@@ -381,7 +452,8 @@ def test_a_fragment_flood_is_refused_within_the_message_bound(tmp_path: Path) ->
 
 
 def test_the_message_bound_counts_each_frame() -> None:
-    """64 MiB / FRAME_COST one-byte fragments reach the bound (1009); the same bytes in one frame do not."""
+    """64 MiB / FRAME_COST one-byte fragments reach the bound (1009); the same bytes in one frame do
+    not."""
     import asyncio
 
     async def first(data: bytes) -> tuple[int, int] | int:
@@ -395,19 +467,32 @@ def test_the_message_bound_counts_each_frame() -> None:
         return op, len(message)
 
     n = wsframes.MAX_MESSAGE // wsframes.FRAME_COST
-    assert asyncio.run(first(_masked(wsframes.TEXT, b"a", fin=False) + _masked(0x0, b"a", fin=False) * n)) == 1009
+    assert (
+        asyncio.run(
+            first(_masked(wsframes.TEXT, b"a", fin=False) + _masked(0x0, b"a", fin=False) * n)
+        )
+        == 1009
+    )
     assert asyncio.run(first(_masked(wsframes.TEXT, b"a" * 60_000))) == (wsframes.TEXT, 60_000)
 
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux" or not os.path.exists("/proc/self/status"), reason="reads /proc/<pid>/status")
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or not os.path.exists("/proc/self/status"),
+    reason="reads /proc/<pid>/status",
+)
 
 
 def test_what_serving_needs_is_loaded_before_listening() -> None:
     """The HTTP/1.1 and WebSocket libraries are imported when the server starts, not on its first
     request: out of file descriptors, a first request would need one to open the module's file
     (the fd-limit test above failed so under load: 'Too many open files: …/h11/__init__.py')."""
-    code = ("import sys\nfrom cassettes.replay.serving.server import ReplayServer\nfrom tests.replay.conftest import tool_loop\n"
-            "assert 'h11' not in sys.modules\nsrv = ReplayServer(tool_loop()).start()\n"
-            "print('h11' in sys.modules, 'wsproto.events' in sys.modules)\nsrv.stop()\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    code = (
+        "import sys\nfrom cassettes.replay.serving.server import ReplayServer\nfrom "
+        "tests.replay.conftest import tool_loop\nassert 'h11' not in sys.modules\nsrv = "
+        "ReplayServer(tool_loop()).start()\nprint('h11' in sys.modules, 'wsproto.events' in "
+        "sys.modules)\nsrv.stop()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
     assert out.stdout.split() == ["True", "True"], out.stdout + out.stderr

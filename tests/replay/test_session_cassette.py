@@ -24,7 +24,12 @@ def _conversation() -> list[Exchange]:
         got = load_vcr(p)
         bodies = [ex.request_json() for ex in got]
         msgs = [b.get("messages") for b in bodies if isinstance(b, dict)]
-        if len(got) >= 3 and len(msgs) == len(got) and all(isinstance(m, list) for m in msgs) and len(msgs[-1]) > len(msgs[0]):
+        if (
+            len(got) >= 3
+            and len(msgs) == len(got)
+            and all(isinstance(m, list) for m in msgs)
+            and len(msgs[-1]) > len(msgs[0])
+        ):
             return list(got)
     raise AssertionError("no multi-turn recording in the corpus")
 

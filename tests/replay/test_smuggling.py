@@ -34,11 +34,17 @@ from tests.support.recorder import RECORDER, clean_env, needs_recorder
 pytest_plugins = ["pytester"]
 
 USER_KEY = "sk-user-own-key-7f3a9c"
-SMUGGLED = "application/json\r\nContent-Length: 0\r\n\r\nDELETE /v1/files/file-abc HTTP/1.1\r\nHost: up"
+SMUGGLED = (
+    "application/json\r\nContent-Length: 0\r\n\r\nDELETE /v1/files/file-abc HTTP/1.1\r\nHost: up"
+)
 BAD_NAME = "x-a: 1\r\nx-injected"
 RECORDED_SECRETS = (b"RECORDED-COOKIE", b"sk-RECORDED-KEY", b"RECORDED-GOOG")
 #: What a split response would show: an injected header line, a second status line.
-INJECTED_RESPONSE = [("x-note", "ok\r\nSet-Cookie: session=stolen"), ("x-two", "a\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"), ("x-nul", "a\x00b")]
+INJECTED_RESPONSE = [
+    ("x-note", "ok\r\nSet-Cookie: session=stolen"),
+    ("x-two", "a\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"),
+    ("x-nul", "a\x00b"),
+]
 _REQUEST_LINE = re.compile(rb"(?:^|\n)([A-Z]+) (\S+) HTTP/1\.[01]\r\n")
 
 
@@ -47,20 +53,38 @@ def hostile(tmp_path: Path) -> tuple[Path, list[Exchange]]:
     cassette would hold them: the recorded credentials are not redacted)."""
     exchanges = tool_loop()
     for ex in exchanges:
-        ex.request_headers += [("cookie", "x"), ("authorization", "x"), ("x-goog-api-key", "x"),
-                               ("connection", "keep-alive, x-hop"), ("x-hop", "1"), (BAD_NAME, "1"), ("content-type", SMUGGLED),
-                               ("openai-beta", "assistants=v2")]
+        ex.request_headers += [
+            ("cookie", "x"),
+            ("authorization", "x"),
+            ("x-goog-api-key", "x"),
+            ("connection", "keep-alive, x-hop"),
+            ("x-hop", "1"),
+            (BAD_NAME, "1"),
+            ("content-type", SMUGGLED),
+            ("openai-beta", "assistants=v2"),
+        ]
         ex.response_headers += INJECTED_RESPONSE
     path = write(tmp_path / "hostile.jsonl", exchanges)
-    text = path.read_text()  # the writer redacted them: put them back as a hand-made file holds them
-    for name, value in (("cookie", "sid=RECORDED-COOKIE"), ("authorization", "Bearer sk-RECORDED-KEY-0123456789abcdef"), ("x-goog-api-key", "RECORDED-GOOG")):
+    # the writer redacted them: put them back as a hand-made file holds them
+    text = path.read_text()
+    for name, value in (
+        ("cookie", "sid=RECORDED-COOKIE"),
+        ("authorization", "Bearer sk-RECORDED-KEY-0123456789abcdef"),
+        ("x-goog-api-key", "RECORDED-GOOG"),
+    ):
         text = re.sub(rf'\["{name}","[^"]*"\]', f'["{name}","{value}"]', text)
     path.write_text(text)
     from cassettes.reading.run import open_run
 
-    got = next(iter(open_run(path, whole=True).exchanges))  # the hostile values are in the file, as a hand-made cassette has them
-    assert ("content-type", SMUGGLED) in got.request_headers and (BAD_NAME, "1") in got.request_headers
-    assert ("cookie", "sid=RECORDED-COOKIE") in got.request_headers and INJECTED_RESPONSE[0] in got.response_headers
+    # the hostile values are in the file, as a hand-made cassette has them
+    got = next(iter(open_run(path, whole=True).exchanges))
+    assert ("content-type", SMUGGLED) in got.request_headers and (
+        BAD_NAME,
+        "1",
+    ) in got.request_headers
+    assert ("cookie", "sid=RECORDED-COOKIE") in got.request_headers and INJECTED_RESPONSE[
+        0
+    ] in got.response_headers
     return path, exchanges
 
 
@@ -101,7 +125,8 @@ class RawUpstream:
             self._threads.append(t)
 
     def _serve(self, conn: socket.socket) -> None:
-        conn.settimeout(120)  # a client that neither sends nor closes: not a test's wait, a thread's bound
+        # a client that neither sends nor closes: not a test's wait, a thread's bound
+        conn.settimeout(120)
         data = b""
         with conn:
             try:
@@ -114,7 +139,10 @@ class RawUpstream:
                     data += chunk
                     rest += chunk
                 body = chat_response("It is 30 C in Paris (live).")
-                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body))
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                    b"%d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+                )
                 conn.shutdown(socket.SHUT_WR)
                 while chunk := conn.recv(65536):
                     data += chunk
@@ -124,12 +152,21 @@ class RawUpstream:
                 self.received.append(data)
 
     def requests(self) -> list[tuple[bytes, bytes, bytes]]:
-        """(method, target, the request's bytes up to the next request line) of every request line received."""
+        """(method, target, the request's bytes up to the next request line) of every request line
+        received."""
         out = []
         for data in self.received:
             starts = list(_REQUEST_LINE.finditer(data))
             for i, m in enumerate(starts):
-                out.append((m.group(1), m.group(2), data[m.start() : starts[i + 1].start() if i + 1 < len(starts) else len(data)]))
+                out.append(
+                    (
+                        m.group(1),
+                        m.group(2),
+                        data[
+                            m.start() : starts[i + 1].start() if i + 1 < len(starts) else len(data)
+                        ],
+                    )
+                )
         return out
 
 
@@ -137,37 +174,73 @@ def _checked_upstream(up: RawUpstream, expected: int) -> int:
     """The upstream got exactly ``expected`` POSTs, one per connection, each with the user's key
     once and no recorded secret or injected header; the bytes checked."""
     reqs = up.requests()
-    assert [(m, t) for m, t, _ in reqs] == [(b"POST", b"/v1/chat/completions")] * expected, [r[:2] for r in reqs]
+    assert [(m, t) for m, t, _ in reqs] == [(b"POST", b"/v1/chat/completions")] * expected, [
+        r[:2] for r in reqs
+    ]
     assert len(up.received) == expected
     for _, _, raw in reqs:
-        assert raw.count(USER_KEY.encode()) == 1 and re.search(rb"(?im)^authorization: Bearer " + USER_KEY.encode() + rb"\r$", raw), raw[:2000]
+        assert raw.count(USER_KEY.encode()) == 1 and re.search(
+            rb"(?im)^authorization: Bearer " + USER_KEY.encode() + rb"\r$", raw
+        ), raw[:2000]
     everything = b"".join(up.received)
     for needle in (b"DELETE", b"x-injected", b"Set-Cookie", b"x-hop", *RECORDED_SECRETS):
         assert needle.lower() not in everything.lower(), needle
     return len(everything)
 
 
-def test_compare_sends_no_recorded_header_that_cannot_be_sent_and_no_recorded_credential(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_sends_no_recorded_header_that_cannot_be_sent_and_no_recorded_credential(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run, _ = hostile(tmp_path)
     with RawUpstream() as up:
-        rc = main(["compare", str(run), "--upstream", f"openai={up.url}", "--samples", "1", "--header", f"authorization: Bearer {USER_KEY}", "--json"])
+        rc = main(
+            [
+                "compare",
+                str(run),
+                "--upstream",
+                f"openai={up.url}",
+                "--samples",
+                "1",
+                "--header",
+                f"authorization: Bearer {USER_KEY}",
+                "--json",
+            ]
+        )
     err = capsys.readouterr().err
     assert rc == 0, err
-    checked = _checked_upstream(up, 2)  # two recorded turns, one sample each: two requests, nothing else
+    # two recorded turns, one sample each: two requests, nothing else
+    checked = _checked_upstream(up, 2)
     # each request carries the recorded content-type that can be sent, and the user's key
     for _, _, raw in up.requests():  # the recorded headers that say what the request means still go
-        assert re.search(rb"(?im)^content-type: application/json\r$", raw) and re.search(rb"(?im)^openai-beta: assistants=v2\r$", raw)
-        assert b"x-stainless-os" not in raw.lower()  # client telemetry is the recorded client's, not this one's
+        assert re.search(rb"(?im)^content-type: application/json\r$", raw) and re.search(
+            rb"(?im)^openai-beta: assistants=v2\r$", raw
+        )
+        # client telemetry is the recorded client's, not this one's
+        assert b"x-stainless-os" not in raw.lower()
     # said by name (escaped), once per recorded round trip; never the value
-    assert err.count("recorded header 'content-type'") == 2 and err.count("'x-a: 1␍␤x-injected' of round trip") == 2, err
+    assert (
+        err.count("recorded header 'content-type'") == 2
+        and err.count("'x-a: 1␍␤x-injected' of round trip") == 2
+    ), err
     assert "DELETE" not in err and "file-abc" not in err and USER_KEY not in err
     print(f"compare: {len(up.requests())} requests, {checked:,} bytes checked at the raw upstream")
 
 
-def test_compare_refuses_a_header_of_the_user_that_would_split_the_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_refuses_a_header_of_the_user_that_would_split_the_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run, _ = hostile(tmp_path)
     with RawUpstream() as up:
-        rc = main(["compare", str(run), "--upstream", f"openai={up.url}", "--header", f"authorization: Bearer {USER_KEY}\r\nX-Evil: 1"])
+        rc = main(
+            [
+                "compare",
+                str(run),
+                "--upstream",
+                f"openai={up.url}",
+                "--header",
+                f"authorization: Bearer {USER_KEY}\r\nX-Evil: 1",
+            ]
+        )
     err = capsys.readouterr().err
     assert rc == 2 and "--header 'authorization' cannot be sent" in err and USER_KEY not in err, err
     assert up.received == []  # nothing sent before the refusal
@@ -177,8 +250,12 @@ def _raw_exchange(url: str, body: bytes, key: str | None = None) -> bytes:
     u = urlsplit(url)
     with socket.create_connection((u.hostname, u.port), timeout=60) as s:
         auth = f"authorization: Bearer {key}\r\n" if key else ""
-        s.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nhost: {u.netloc}\r\ncontent-type: application/json\r\n{auth}content-length: {len(body)}\r\n"
-                  "connection: close\r\n\r\n".encode() + body)
+        s.sendall(
+            f"POST /v1/chat/completions HTTP/1.1\r\nhost: {u.netloc}\r\ncontent-type: "
+            f"application/json\r\n{auth}content-length: {len(body)}\r\nconnection: "
+            "close\r\n\r\n".encode()
+            + body
+        )
         out = b""
         while chunk := s.recv(65536):
             out += chunk
@@ -193,8 +270,20 @@ def _one_response(raw: bytes) -> bytes:
     assert lines[0].startswith(b"HTTP/1.1 200 ")
     names = [ln.split(b":", 1)[0].strip().lower() for ln in lines[1:]]
     assert all(re.fullmatch(rb"[!#$%&'*+.^_`|~0-9a-z-]+", n) for n in names), names
-    assert b"set-cookie" not in names and b"x-note" not in names and b"x-two" not in names and b"x-nul" not in names, names
-    length = next((int(ln.split(b":", 1)[1]) for ln in lines[1:] if ln.lower().startswith(b"content-length:")), None)
+    assert (
+        b"set-cookie" not in names
+        and b"x-note" not in names
+        and b"x-two" not in names
+        and b"x-nul" not in names
+    ), names
+    length = next(
+        (
+            int(ln.split(b":", 1)[1])
+            for ln in lines[1:]
+            if ln.lower().startswith(b"content-length:")
+        ),
+        None,
+    )
     assert length == len(body), (length, len(body))
     return body
 
@@ -207,19 +296,33 @@ def test_the_replay_server_never_splits_a_response(tmp_path: Path) -> None:
         body = _one_response(raw)
         assert orjson.loads(body) == orjson.loads(ex.response_chunks[0][1])
     report = "\n".join(srv.report_lines())
-    assert "6 headers not sent" in report and report.count("dropped: response header 'x-note'") == 2 and "'x-two'" in report and "'x-nul'" in report, report
+    assert (
+        "6 headers not sent" in report
+        and report.count("dropped: response header 'x-note'") == 2
+        and "'x-two'" in report
+        and "'x-nul'" in report
+    ), report
     assert "stolen" not in report and "HTTP/1.1 200" not in report
     for ex in srv.served:  # the served run keeps what was sent, and says what was not
         assert not {k for k, _ in ex.response_headers} & {"x-note", "x-two", "x-nul"}
         assert sum("response header" in n and "not sent" in n for n in ex.notes) == 3
-    print(f"replay: {len(raws)} responses, {sum(map(len, raws)):,} bytes read by the raw client, one status line each")
+    print(
+        f"replay: {len(raws)} responses, {sum(map(len, raws)):,} "
+        "bytes read by the raw client, one status line each"
+    )
 
 
 def test_looptap_replay_never_splits_a_response(tmp_path: Path) -> None:
     """The same server as the ``looptap replay`` command runs it (a process, its own exports)."""
     run, exchanges = hostile(tmp_path)
-    p = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         cwd=tmp_path, env=clean_env())
+    p = subprocess.Popen(
+        [sys.executable, "-m", "cassettes.cli", "replay", str(run)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=clean_env(),
+    )
     try:
         assert p.stdout is not None
         url = ""
@@ -235,7 +338,10 @@ def test_looptap_replay_never_splits_a_response(tmp_path: Path) -> None:
     for raw, ex in zip(raws, exchanges, strict=True):
         assert orjson.loads(_one_response(raw)) == orjson.loads(ex.response_chunks[0][1])
     assert "stolen" not in err, err[-3000:]
-    print(f"looptap replay: {len(raws)} responses, {sum(map(len, raws)):,} bytes read by the raw client, one status line each")
+    print(
+        f"looptap replay: {len(raws)} responses, {sum(map(len, raws)):,} bytes read by the raw "
+        "client, one status line each"
+    )
 
 
 PLUGIN_TEST = """
@@ -255,10 +361,12 @@ def test_raw_client(looptap):
             while chunk := s.recv(65536):
                 out += chunk
         open(f"answer{i}.http", "wb").write(out)
-"""
+"""  # noqa: E501
 
 
-def test_the_pytest_plugin_never_splits_a_response(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pytest_plugin_never_splits_a_response(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same server as the pytest plugin runs it for a test (the ``looptap`` marker)."""
     for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "HTTP_PROXY", "HTTPS_PROXY", "CI"):
         monkeypatch.delenv(k, raising=False)
@@ -266,12 +374,17 @@ def test_the_pytest_plugin_never_splits_a_response(pytester: pytest.Pytester, mo
     for i, ex in enumerate(exchanges):
         (pytester.path / f"turn{i}.json").write_bytes(ex.request_body)
     pytester.makepyfile(test_inner=PLUGIN_TEST)
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=none")
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=none"
+    )
     result.assert_outcomes(passed=1)
     raws = [(pytester.path / f"answer{i}.http").read_bytes() for i in range(2)]
     for raw, ex in zip(raws, exchanges, strict=True):
         assert orjson.loads(_one_response(raw)) == orjson.loads(ex.response_chunks[0][1])
-    print(f"pytest plugin: {len(raws)} responses, {sum(map(len, raws)):,} bytes read by the raw client, one status line each")
+    print(
+        f"pytest plugin: {len(raws)} responses, {sum(map(len, raws)):,} bytes read by the raw "
+        "client, one status line each"
+    )
 
 
 AGENT = '''
@@ -289,7 +402,7 @@ for body_file, out_file in zip(sys.argv[1::2], sys.argv[2::2]):
             out += chunk
     open(out_file, "wb").write(out)
 print("agent done")
-'''
+'''  # noqa: E501
 
 
 @needs_recorder
@@ -302,17 +415,45 @@ def test_a_fork_of_a_hostile_cassette_splits_nothing(tmp_path: Path) -> None:
         (tmp_path / f"turn{i}.json").write_bytes(ex.request_body)
         args += [str(tmp_path / f"turn{i}.json"), str(tmp_path / f"answer{i}.http")]
     with RawUpstream() as up:
-        argv = [*RECORDER, "run", "--from", f"{run}@turn=1", "-o", str(tmp_path / "branch.jsonl"), "--confdir", str(tmp_path / "conf"),
-                "--upstream", f"openai={up.url}", "--", sys.executable, str(agent), *args]
-        proc = progress.run(argv, env=clean_env(OPENAI_API_KEY=USER_KEY), capture_output=True, text=True, cwd=tmp_path)
+        argv = [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@turn=1",
+            "-o",
+            str(tmp_path / "branch.jsonl"),
+            "--confdir",
+            str(tmp_path / "conf"),
+            "--upstream",
+            f"openai={up.url}",
+            "--",
+            sys.executable,
+            str(agent),
+            *args,
+        ]
+        proc = progress.run(
+            argv,
+            env=clean_env(OPENAI_API_KEY=USER_KEY),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
     assert proc.returncode == 0 and "agent done" in proc.stdout, proc.stderr[-4000:]
-    checked = _checked_upstream(up, 1)  # turn 0 from the recording, turn 1 live: one request at the upstream
+    # turn 0 from the recording, turn 1 live: one request at the upstream
+    checked = _checked_upstream(up, 1)
     raws = [(tmp_path / f"answer{i}.http").read_bytes() for i in range(2)]
-    assert orjson.loads(_one_response(raws[0])) == orjson.loads(exchanges[0].response_chunks[0][1])  # the prefix, served whole and unsplit
+    # the prefix, served whole and unsplit
+    assert orjson.loads(_one_response(raws[0])) == orjson.loads(exchanges[0].response_chunks[0][1])
     assert raws[1].count(b"HTTP/1.1 ") == 1 and b"(live)" in raws[1]
     assert "stolen" not in proc.stderr and USER_KEY not in proc.stderr
-    assert "dropped: response header 'x-note'" in proc.stderr and "'x-two'" in proc.stderr, proc.stderr[-3000:]  # said, by name
-    print(f"fork: {len(up.requests())} request at the upstream ({checked:,} bytes checked), {sum(map(len, raws)):,} bytes read by the agent")
+    # said, by name
+    assert "dropped: response header 'x-note'" in proc.stderr and "'x-two'" in proc.stderr, (
+        proc.stderr[-3000:]
+    )
+    print(
+        f"fork: {len(up.requests())} request at the upstream ({checked:,} bytes checked), "
+        f"{sum(map(len, raws)):,} bytes read by the agent"
+    )
 
 
 def test_the_forwarder_drops_a_header_that_would_split_the_request() -> None:
@@ -323,8 +464,15 @@ def test_the_forwarder_drops_a_header_that_would_split_the_request() -> None:
     from cassettes.replay.live.forward import Upstream
 
     body = b'{"model": "gpt-4o", "messages": []}'
-    headers = [("content-type", "application/json"), ("authorization", f"Bearer {USER_KEY}"),
-               ("x-note", "a\r\nContent-Length: 0\r\n\r\nDELETE /v1/files/file-abc HTTP/1.1\r\nHost: up\r\nX-Pad: b")]
+    headers = [
+        ("content-type", "application/json"),
+        ("authorization", f"Bearer {USER_KEY}"),
+        (
+            "x-note",
+            "a\r\nContent-Length: 0\r\n\r\nDELETE /v1/files/file-abc "
+            "HTTP/1.1\r\nHost: up\r\nX-Pad: b",
+        ),
+    ]
 
     async def send(up: RawUpstream, *said: list[str]) -> int:
         response = await Upstream(up.url).send("POST", "/v1/chat/completions", headers, body, *said)
@@ -337,4 +485,7 @@ def test_the_forwarder_drops_a_header_that_would_split_the_request() -> None:
     with RawUpstream() as up:
         assert asyncio.run(send(up, said)) > 0
     _checked_upstream(up, 1)
-    assert said == ["request header 'x-note' not sent: its value holds CR, LF or NUL (it would split the message)"], said
+    assert said == [
+        "request header 'x-note' not sent: its value holds "
+        "CR, LF or NUL (it would split the message)"
+    ], said

@@ -16,28 +16,61 @@ from cassettes.replay.forking.fork import ForkReplay, parse_from
 from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, request_key
 from cassettes.replay.serving.server import ReplayServer
 from cassettes.wire.exchange import Exchange
-from tests.replay.conftest import USER, chat_exchange, chat_request, chat_response, raw_request, write
+from tests.replay.conftest import (
+    USER,
+    chat_exchange,
+    chat_request,
+    chat_response,
+    raw_request,
+    write,
+)
 from tests.replay.test_plugin import NOPLUG, _clean_env, expect  # noqa: F401 (_clean_env: autouse here too)
 
 PATH = "/v1/chat/completions"
-MONDAY = {"role": "system", "content": "Answer with the weather tool. Today's date is 2026-11-24. Working directory: /home/alice/proj"}
-TUESDAY = {"role": "system", "content": "Answer with the weather tool. Today's date is 2026-11-25. Working directory: /home/bob/checkout"}
-CALL = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_A1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]}
+MONDAY = {
+    "role": "system",
+    "content": "Answer with the weather tool. Today's date is 2026-11-24. "
+    "Working directory: /home/alice/proj",
+}
+TUESDAY = {
+    "role": "system",
+    "content": "Answer with the weather tool. Today's date is 2026-11-25. "
+    "Working directory: /home/bob/checkout",
+}
+CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [
+        {
+            "id": "call_A1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+        }
+    ],
+}
 
 
 def result(text: str) -> dict[str, object]:
     return {"role": "tool", "tool_call_id": "call_A1", "content": text}
 
 
-MONDAY_RESULT = result("sunny, 21 C (request 123e4567-e89b-12d3-a456-426614174000, cache /tmp/tmpk3j_x9qa, took 1.20s)")
-TUESDAY_RESULT = result("sunny, 21 C (request 9b2f64c1-7d3e-4a5b-8c6d-0e1f2a3b4c5d, cache /tmp/tmpz8w_q2rt, took 0.93s)")
+MONDAY_RESULT = result(
+    "sunny, 21 C (request 123e4567-e89b-12d3-a456-426614174000, cache /tmp/tmpk3j_x9qa, took 1.20s)"
+)
+TUESDAY_RESULT = result(
+    "sunny, 21 C (request 9b2f64c1-7d3e-4a5b-8c6d-0e1f2a3b4c5d, cache /tmp/tmpz8w_q2rt, took 0.93s)"
+)
 #: The recording's cwd is Alice's; this process runs in Bob's checkout.
-CONTEXT = VolatileSpans(cwd="/home/bob/checkout", home="/home/bob", recorded_cwd=["/home/alice/proj"])
+CONTEXT = VolatileSpans(
+    cwd="/home/bob/checkout", home="/home/bob", recorded_cwd=["/home/alice/proj"]
+)
 
 
 def monday() -> list[Exchange]:
     return [
-        chat_exchange([MONDAY, USER], chat_response(call=("call_A1", "get_weather", '{"city":"Paris"}'))),
+        chat_exchange(
+            [MONDAY, USER], chat_response(call=("call_A1", "get_weather", '{"city":"Paris"}'))
+        ),
         chat_exchange([MONDAY, USER, CALL, MONDAY_RESULT], chat_response("It is sunny in Paris.")),
     ]
 
@@ -52,7 +85,11 @@ def test_a_run_replayed_the_next_day_elsewhere_matches_and_says_what_it_tolerate
     ]
     second = m.match("POST", PATH, [], chat_request([TUESDAY, USER, CALL, TUESDAY_RESULT]))
     assert isinstance(second, Recorded) and second.index == 1
-    assert [(t.detector, t.recorded, t.live) for t in m.tolerated[1] if t.path == ("messages", 3, "content")] == [
+    assert [
+        (t.detector, t.recorded, t.live)
+        for t in m.tolerated[1]
+        if t.path == ("messages", 3, "content")
+    ] == [
         ("uuid", "123e4567-e89b-12d3-a456-426614174000", "9b2f64c1-7d3e-4a5b-8c6d-0e1f2a3b4c5d"),
         ("tmp", "/tmp/tmpk3j_x9qa", "/tmp/tmpz8w_q2rt"),
         ("duration", "1.20s", "0.93s"),
@@ -76,14 +113,20 @@ def test_a_real_change_beside_a_tolerated_one_still_misses_with_its_path() -> No
     miss = m.match("POST", PATH, [], chat_request([TUESDAY, USER, CALL, changed]))
     assert isinstance(miss, Miss)
     assert [c.where for c in miss.changes] == ["messages[3].content"]
-    assert "sunny, 9 C (request <uuid:1>, cache <tmp:1>, took <duration>)" in miss.changes[0].describe()
+    assert (
+        "sunny, 9 C (request <uuid:1>, cache <tmp:1>, took <duration>)"
+        in miss.changes[0].describe()
+    )
     assert any(v.layer == "C" for v in miss.verdicts)
 
 
 def test_placeholder_text_sent_as_such_is_not_a_tolerated_value() -> None:
     """A request that literally says ``<date>`` is not the request that had a date there."""
     literal = {"role": "system", "content": str(MONDAY["content"]).replace("2026-11-24", "<date>")}
-    assert isinstance(Matcher(monday(), volatile=CONTEXT).match("POST", PATH, [], chat_request([literal, USER])), Miss)
+    assert isinstance(
+        Matcher(monday(), volatile=CONTEXT).match("POST", PATH, [], chat_request([literal, USER])),
+        Miss,
+    )
     a = request_key("POST", PATH, [], chat_request([literal, USER]), volatile=CONTEXT)
     b = request_key("POST", PATH, [], chat_request([MONDAY, USER]), volatile=CONTEXT)
     assert a.body == b.body and a.digest != b.digest
@@ -96,7 +139,12 @@ def test_ids_renamed_consistently_are_tolerated_and_a_swap_is_not() -> None:
     c, d = "0f0e0d0c-0b0a-4909-8807-060504030201", "11111111-2222-4333-8444-555555555555"
 
     def sent(x: str, y: str, z: str) -> bytes:
-        return chat_request([{"role": "user", "content": f"job {x} then job {y}"}, {"role": "user", "content": f"result of job {z}: done"}])
+        return chat_request(
+            [
+                {"role": "user", "content": f"job {x} then job {y}"},
+                {"role": "user", "content": f"result of job {z}: done"},
+            ]
+        )
 
     key = request_key("POST", PATH, [], sent(a, b, a), volatile=CONTEXT).digest
     assert request_key("POST", PATH, [], sent(c, d, c), volatile=CONTEXT).digest == key
@@ -106,10 +154,16 @@ def test_ids_renamed_consistently_are_tolerated_and_a_swap_is_not() -> None:
 def test_a_dated_version_is_a_version() -> None:
     """MCP's ``protocolVersion: "2025-11-25"`` names what the server speaks: never tolerated."""
     def init(version: str) -> bytes:
-        return f'{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{{}}}}}}'.encode()
+        return (
+            '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"'
+            f'{version}","capabilities":{{}}}}}}'
+        ).encode()
 
     a = request_key("POST", "/mcp", [], init("2025-06-18"), volatile=CONTEXT)
-    assert a.spans == () and a.digest != request_key("POST", "/mcp", [], init("2025-11-25"), volatile=CONTEXT).digest
+    assert (
+        a.spans == ()
+        and a.digest != request_key("POST", "/mcp", [], init("2025-11-25"), volatile=CONTEXT).digest
+    )
 
 
 def test_request_key_without_detectors_is_unchanged() -> None:
@@ -120,7 +174,8 @@ def test_request_key_without_detectors_is_unchanged() -> None:
 
 def test_the_server_serves_the_recording_and_notes_what_it_tolerated(tmp_path: Path) -> None:
     cas = write(tmp_path / "run.jsonl", monday())
-    with ReplayServer(cas, volatile=CONTEXT) as srv:  # (the recording's cwd is Alice's; the default is this process's)
+    # (the recording's cwd is Alice's; the default is this process's)
+    with ReplayServer(cas, volatile=CONTEXT) as srv:
         status, _, chunks = raw_request(srv.url, "POST", PATH, chat_request([TUESDAY, USER]))
         assert status == 200
         assert b"call_A1" in b"".join(c for _, c in chunks)  # served as recorded: nothing rewritten
@@ -128,13 +183,20 @@ def test_the_server_serves_the_recording_and_notes_what_it_tolerated(tmp_path: P
         lines = srv.report_lines()
     assert notes == [
         "tolerated: date at messages[0].content: recorded '2026-11-24', this request '2026-11-25'",
-        "tolerated: cwd at messages[0].content: recorded '/home/alice/proj', this request '/home/bob/checkout'",
+        "tolerated: cwd at messages[0].content: recorded '/home/alice/proj', this request "
+        "'/home/bob/checkout'",
     ]
-    assert "1 recorded round trip answered a request that differed only in what was tolerated" in "\n".join(lines)
+    assert (
+        "1 recorded round trip answered a request that differed only in what was tolerated"
+        in "\n".join(lines)
+    )
 
 
 def test_the_server_turned_off_answers_the_miss(tmp_path: Path) -> None:
-    shifted = {"role": "system", "content": str(MONDAY["content"]).replace("2026-11-24", "2026-11-25")}
+    shifted = {
+        "role": "system",
+        "content": str(MONDAY["content"]).replace("2026-11-24", "2026-11-25"),
+    }
     cas = write(tmp_path / "run.jsonl", monday())
     with ReplayServer(cas) as srv:
         assert raw_request(srv.url, "POST", PATH, chat_request([shifted, USER]))[0] == 200
@@ -145,12 +207,23 @@ def test_the_server_turned_off_answers_the_miss(tmp_path: Path) -> None:
 
 def test_a_forks_prefix_tolerates_them_as_replay_does() -> None:
     """Before the cursor a request that differs only in volatile spans is answered from the
-    recording (nothing goes live: the live router has nowhere to send it); off, it is a divergence."""
+    recording (nothing goes live: the live router has nowhere to send it); off, it is a
+    divergence."""
     for volatile, served in ((True, 200), (False, 400)):
-        with ReplayServer(monday(), cursor=Cursor(parse_cursor("turn=1"), live_router({})), volatile=CONTEXT if volatile else False) as srv:
+        with ReplayServer(
+            monday(),
+            cursor=Cursor(parse_cursor("turn=1"), live_router({})),
+            volatile=CONTEXT if volatile else False,
+        ) as srv:
             status, _, _ = raw_request(srv.url, "POST", PATH, chat_request([TUESDAY, USER]))
             assert status == served
-            assert (srv.served[0].notes[:1] == ["tolerated: date at messages[0].content: recorded '2026-11-24', this request '2026-11-25'"]) is volatile
+            assert (
+                srv.served[0].notes[:1]
+                == [
+                    "tolerated: date at messages[0].content: recorded "
+                    "'2026-11-24', this request '2026-11-25'"
+                ]
+            ) is volatile
 
 
 def test_a_request_past_the_cursor_is_not_listed_as_tolerated() -> None:
@@ -160,16 +233,35 @@ def test_a_request_past_the_cursor_is_not_listed_as_tolerated() -> None:
     from cassettes.replay.matching.tolerated import turn_entries
     from tests.support.scripted import Reply, ScriptedUpstream
 
-    with ScriptedUpstream(lambda req: Reply.say("live")) as up, ReplayServer(monday(), cursor=Cursor(parse_cursor("turn=1"), live_router({"openai": up.url})), volatile=CONTEXT) as srv:
-        for body in (chat_request([TUESDAY, USER]), chat_request([TUESDAY, USER, CALL, TUESDAY_RESULT])):
+    with (
+        ScriptedUpstream(lambda req: Reply.say("live")) as up,
+        ReplayServer(
+            monday(),
+            cursor=Cursor(parse_cursor("turn=1"), live_router({"openai": up.url})),
+            volatile=CONTEXT,
+        ) as srv,
+    ):
+        for body in (
+            chat_request([TUESDAY, USER]),
+            chat_request([TUESDAY, USER, CALL, TUESDAY_RESULT]),
+        ):
             assert raw_request(srv.url, "POST", PATH, body)[0] == 200
-        assert len(srv.matcher.played()) == 1 and srv.matcher.count_live() == 1  # turn 0 served, turn 1 live
-        assert [(t["turn"], [e["by"] for e in t["tolerated"]]) for t in turn_entries(srv.matcher)] == [(0, ["date", "cwd"])]
-        assert "1 recorded round trip answered a request that differed only in what was tolerated" in "\n".join(srv.report_lines())
+        # turn 0 served, turn 1 live
+        assert len(srv.matcher.played()) == 1 and srv.matcher.count_live() == 1
+        assert [
+            (t["turn"], [e["by"] for e in t["tolerated"]]) for t in turn_entries(srv.matcher)
+        ] == [(0, ["date", "cwd"])]
+        assert (
+            "1 recorded round trip answered a request that differed only in what was tolerated"
+            in "\n".join(srv.report_lines())
+        )
 
 
 def test_the_commands_have_the_off_switch(tmp_path: Path) -> None:
-    assert build_parser("replay").parse_args(["replay", "run.jsonl", "--no-volatile"]).no_volatile is True
+    assert (
+        build_parser("replay").parse_args(["replay", "run.jsonl", "--no-volatile"]).no_volatile
+        is True
+    )
     assert build_parser("replay").parse_args(["replay", "run.jsonl"]).no_volatile is False
     run = write(tmp_path / "run.jsonl", monday())
     source = parse_from(f"{run}@turn=1")
@@ -204,22 +296,32 @@ def agent():
 @pytest.mark.looptap("cassettes/loop.jsonl"MARK)
 def test_loop(looptap):
     assert agent() == "It is sunny in Paris."
-'''
+'''  # noqa: E501
 
 
 def _dated(pytester: pytest.Pytester, code: str = DATED_AGENT, mark: str = "") -> None:
     """The agent above, recorded a year ago (another date, another uuid in its tool result)."""
-    system = {"role": "system", "content": "Answer with the weather tool. Today's date is 2025-01-02."}
+    system = {
+        "role": "system",
+        "content": "Answer with the weather tool. Today's date is 2025-01-02.",
+    }
     recorded = result("sunny, 21 C (request 123e4567-e89b-12d3-a456-426614174000)")
     pytester.makepyfile(test_inner=textwrap.dedent(code.replace("MARK", mark)))
     (pytester.path / "cassettes").mkdir(exist_ok=True)
-    write(pytester.path / "cassettes" / "loop.jsonl", [
-        chat_exchange([system, USER], chat_response(call=("call_A1", "get_weather", '{"city":"Paris"}'))),
-        chat_exchange([system, USER, CALL, recorded], chat_response("It is sunny in Paris.")),
-    ])
+    write(
+        pytester.path / "cassettes" / "loop.jsonl",
+        [
+            chat_exchange(
+                [system, USER], chat_response(call=("call_A1", "get_weather", '{"city":"Paris"}'))
+            ),
+            chat_exchange([system, USER, CALL, recorded], chat_response("It is sunny in Paris.")),
+        ],
+    )
 
 
-def test_pytest_replay_of_a_dated_agent_passes_and_a_real_change_fails(pytester: pytest.Pytester) -> None:
+def test_pytest_replay_of_a_dated_agent_passes_and_a_real_change_fails(
+    pytester: pytest.Pytester,
+) -> None:
     pytest.importorskip("openai")
     _dated(pytester)
     pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none").assert_outcomes(passed=1)
@@ -229,11 +331,19 @@ def test_pytest_replay_of_a_dated_agent_passes_and_a_real_change_fails(pytester:
     expect(failed, "messages[3].content")
 
 
-@pytest.mark.parametrize(("how", "mark", "ini"), [
-    ("option", "", ""), ("marker", ", volatile=False", ""), ("ini", "", "[pytest]\nlooptap_volatile = false\n"),
-    ("looptap.toml", "", "volatile = false\n"), ("pyproject.toml", "", "[tool.looptap]\nvolatile = false\n"),
-])
-def test_pytest_replay_turned_off_fails_on_the_date(pytester: pytest.Pytester, how: str, mark: str, ini: str) -> None:
+@pytest.mark.parametrize(
+    ("how", "mark", "ini"),
+    [
+        ("option", "", ""),
+        ("marker", ", volatile=False", ""),
+        ("ini", "", "[pytest]\nlooptap_volatile = false\n"),
+        ("looptap.toml", "", "volatile = false\n"),
+        ("pyproject.toml", "", "[tool.looptap]\nvolatile = false\n"),
+    ],
+)
+def test_pytest_replay_turned_off_fails_on_the_date(
+    pytester: pytest.Pytester, how: str, mark: str, ini: str
+) -> None:
     pytest.importorskip("openai")
     _dated(pytester, mark=mark)
     if how == "ini":

@@ -23,7 +23,11 @@ __all__ = ["LIBFAKETIME", "moved", "needs_faketime"]
 
 
 def _find() -> str | None:
-    for pattern in ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1", "/usr/local/lib/faketime/libfaketime.so.1"):
+    for pattern in (
+        "/usr/lib/*/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1",
+        "/usr/local/lib/faketime/libfaketime.so.1",
+    ):
         found = sorted(glob.glob(pattern))
         if found:
             return found[0]
@@ -34,7 +38,9 @@ def _find() -> str | None:
 LIBFAKETIME = _find()
 
 needs_faketime = pytest.mark.skipif(
-    LIBFAKETIME is None, reason="libfaketime is not installed (apt-get install faketime; .ci/run installs it when run as root with apt)"
+    LIBFAKETIME is None,
+    reason="libfaketime is not installed (apt-get install faketime; "
+    ".ci/run installs it when run as root with apt)",
 )
 
 

@@ -42,18 +42,30 @@ SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required":
 def count_results(family: str, body: Any) -> int:
     n = 0
     if family == "openai_chat":
-        n = sum(1 for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "tool")
+        n = sum(
+            1 for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "tool"
+        )
     elif family == "openai_responses":
         items = body.get("input", [])
-        n = sum(1 for m in items if isinstance(m, dict) and m.get("type") == "function_call_output") if isinstance(items, list) else 0
+        n = (
+            sum(1 for m in items if isinstance(m, dict) and m.get("type") == "function_call_output")
+            if isinstance(items, list)
+            else 0
+        )
     elif family == "anthropic":
         for m in body.get("messages", []):
             if isinstance(m, dict) and isinstance(m.get("content"), list):
-                n += sum(1 for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result")
+                n += sum(
+                    1
+                    for b in m["content"]
+                    if isinstance(b, dict) and b.get("type") == "tool_result"
+                )
     elif family == "gemini":
         for c in body.get("contents", []):
             if isinstance(c, dict):
-                n += sum(1 for p in c.get("parts", []) if isinstance(p, dict) and "functionResponse" in p)
+                n += sum(
+                    1 for p in c.get("parts", []) if isinstance(p, dict) and "functionResponse" in p
+                )
     return n
 
 
@@ -76,39 +88,105 @@ def upstream_answer(family: str, ids: list[str] | None, turn: int) -> dict[str, 
         msg: dict[str, Any] = {"role": "assistant", "content": None if ids else "All done."}
         if ids:
             msg["tool_calls"] = [
-                {"id": i, "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"q": f"item {turn}-{k}"})}}
+                {
+                    "id": i,
+                    "type": "function",
+                    "function": {
+                        "name": "lookup",
+                        "arguments": json.dumps({"q": f"item {turn}-{k}"}),
+                    },
+                }
                 for k, i in enumerate(ids)
             ]
-        return {"id": "chatcmpl-bench", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini-2024-07-18",
-                "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if ids else "stop"}],
-                "usage": {"prompt_tokens": usage_in, "completion_tokens": usage_out, "total_tokens": usage_in + usage_out}}
+        return {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "gpt-4o-mini-2024-07-18",
+            "choices": [
+                {"index": 0, "message": msg, "finish_reason": "tool_calls" if ids else "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": usage_in,
+                "completion_tokens": usage_out,
+                "total_tokens": usage_in + usage_out,
+            },
+        }
     if family == "openai_responses":
         out: list[dict[str, Any]] = (
-            [{"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": "lookup",
-              "arguments": json.dumps({"q": f"item {turn}-{k}"}), "status": "completed"} for k, i in enumerate(ids)]
-            if ids else
-            [{"type": "message", "id": "msg_bench", "role": "assistant", "status": "completed",
-              "content": [{"type": "output_text", "text": "All done.", "annotations": []}]}]
+            [
+                {
+                    "type": "function_call",
+                    "id": f"fc_{i}",
+                    "call_id": i,
+                    "name": "lookup",
+                    "arguments": json.dumps({"q": f"item {turn}-{k}"}),
+                    "status": "completed",
+                }
+                for k, i in enumerate(ids)
+            ]
+            if ids
+            else [
+                {
+                    "type": "message",
+                    "id": "msg_bench",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": "All done.", "annotations": []}],
+                }
+            ]
         )
-        return {"id": "resp_" + secrets.token_hex(8), "object": "response", "created_at": 1, "status": "completed",
-                "model": "gpt-4o-mini-2024-07-18", "output": out,
-                "usage": {"input_tokens": usage_in, "output_tokens": usage_out, "total_tokens": usage_in + usage_out}}
+        return {
+            "id": "resp_" + secrets.token_hex(8),
+            "object": "response",
+            "created_at": 1,
+            "status": "completed",
+            "model": "gpt-4o-mini-2024-07-18",
+            "output": out,
+            "usage": {
+                "input_tokens": usage_in,
+                "output_tokens": usage_out,
+                "total_tokens": usage_in + usage_out,
+            },
+        }
     if family == "anthropic":
         content: list[dict[str, Any]] = (
-            [{"type": "tool_use", "id": i, "name": "lookup", "input": {"q": f"item {turn}-{k}"}} for k, i in enumerate(ids)]
-            if ids else [{"type": "text", "text": "All done."}]
+            [
+                {"type": "tool_use", "id": i, "name": "lookup", "input": {"q": f"item {turn}-{k}"}}
+                for k, i in enumerate(ids)
+            ]
+            if ids
+            else [{"type": "text", "text": "All done."}]
         )
-        return {"id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-3-5-haiku-20241022",
-                "content": content, "stop_reason": "tool_use" if ids else "end_turn", "stop_sequence": None,
-                "usage": {"input_tokens": usage_in, "output_tokens": usage_out}}
+        return {
+            "id": "msg_bench",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-3-5-haiku-20241022",
+            "content": content,
+            "stop_reason": "tool_use" if ids else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": usage_in, "output_tokens": usage_out},
+        }
     parts: list[dict[str, Any]] = (
-        [{"functionCall": {"id": i, "name": "lookup", "args": {"q": f"item {turn}-{k}"}}} for k, i in enumerate(ids)]
-        if ids else [{"text": "All done."}]
+        [
+            {"functionCall": {"id": i, "name": "lookup", "args": {"q": f"item {turn}-{k}"}}}
+            for k, i in enumerate(ids)
+        ]
+        if ids
+        else [{"text": "All done."}]
     )
-    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": {"promptTokenCount": usage_in, "candidatesTokenCount": usage_out,
-                              "totalTokenCount": usage_in + usage_out},
-            "modelVersion": "gemini-2.0-flash"}
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": usage_in,
+            "candidatesTokenCount": usage_out,
+            "totalTokenCount": usage_in + usage_out,
+        },
+        "modelVersion": "gemini-2.0-flash",
+    }
 
 
 class BenchUpstream:
@@ -156,7 +234,8 @@ class BenchUpstream:
                 self.wfile.write(data)
 
         class Server(ThreadingHTTPServer):
-            request_queue_size = 256  # 64 agents connect at once; the default backlog of 5 drops some (502)
+            # 64 agents connect at once; the default backlog of 5 drops some (502)
+            request_queue_size = 256
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -292,7 +371,7 @@ for t in threads:
 if errors:
     print("\n".join(errors), file=sys.stderr)
     sys.exit(1)
-'''
+'''  # noqa: E501
 
 
 @dataclass
@@ -318,7 +397,12 @@ class Score:
             return False
         if self.variant == "same_ids":
             return not self.false_findings
-        return self.conversations == self.n and self.grouped and not self.false_findings and self.bug_found is not False
+        return (
+            self.conversations == self.n
+            and self.grouped
+            and not self.false_findings
+            and self.bug_found is not False
+        )
 
 
 def run_case(family: str, n: int, variant: str, workdir: Path, *, seed: int = 1) -> Score:
@@ -336,14 +420,29 @@ def run_case(family: str, n: int, variant: str, workdir: Path, *, seed: int = 1)
         argv = [*RECORDER, "run", "-o", str(out), "--confdir", str(workdir / "conf")]
         for name in ("openai", "anthropic", "gemini"):
             argv += ["--upstream", f"{name}={up.url}"]
-        argv += ["--", str(REPO / ".venv" / "bin" / "python"), str(script), family, str(n), bug, str(buggy), str(seed),
-                 json.dumps(SCHEMA), str(BUG_TURN)]
+        argv += [
+            "--",
+            str(REPO / ".venv" / "bin" / "python"),
+            str(script),
+            family,
+            str(n),
+            bug,
+            str(buggy),
+            str(seed),
+            json.dumps(SCHEMA),
+            str(BUG_TURN),
+        ]
         proc = progress.run(argv, env=clean_env(), capture_output=True, text=True, cwd=workdir)
     if proc.returncode != 0:
         score.error = f"looptap run exited {proc.returncode}: {proc.stderr[-1500:]}"
         return score
-    show = progress.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(out)], env=clean_env(),
-                          capture_output=True, text=True, cwd=workdir)
+    show = progress.run(
+        [sys.executable, "-m", "cassettes.cli", "show", "--json", str(out)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+    )
     if show.returncode != 0:
         score.error = f"looptap show exited {show.returncode}: {show.stderr[-1500:]}"
         return score
@@ -358,7 +457,8 @@ def run_case(family: str, n: int, variant: str, workdir: Path, *, seed: int = 1)
     views = [json.loads(ln) for ln in show.stdout.splitlines() if ln.strip().startswith("{")]
     views = [v for v in views if v.get("schema") == "looptap.roundtrip/1"]
     score.round_trips = len(views)
-    convs: dict[str, list[tuple[int, int, int]]] = defaultdict(list)  # conv -> [(turn, agent, agent_turn)]
+    # conv -> [(turn, agent, agent_turn)]
+    convs: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for v in views:
         agent, aturn = truth[v["seq"]]
         convs[str(v.get("conversation"))].append((int(v.get("turn") or 0), agent, aturn))
@@ -389,4 +489,8 @@ def run_case(family: str, n: int, variant: str, workdir: Path, *, seed: int = 1)
 def env_ready() -> bool:
     from tests.support.recorder import PROXY_PYTHON
 
-    return PROXY_PYTHON is not None and (REPO / ".venv" / "bin" / "python").exists() and os.name == "posix"
+    return (
+        PROXY_PYTHON is not None
+        and (REPO / ".venv" / "bin" / "python").exists()
+        and os.name == "posix"
+    )

@@ -1,4 +1,5 @@
-"""Huge runs for measuring memory: a cassette of ``n`` round trips written fast, without the pipeline.
+"""Huge runs for measuring memory: a cassette of ``n`` round trips written fast, without the
+pipeline.
 
 Two shapes (``bench/huge.py`` measures both; tests use small sizes):
 
@@ -22,7 +23,10 @@ __all__ = ["SHAPES", "write_huge"]
 
 SHAPES = ("one_turn", "long")
 
-_HEADER = b'{"type":"header","format":"looptap-cassette","format_version":1,"writer":"looptap 0.1.0","created":"2026-01-01T00:00:00.000Z","meta":{}}\n'
+_HEADER = (
+    b'{"type":"header","format":"looptap-cassette","format_version":1,"writer":"looptap '
+    b'0.1.0","created":"2026-01-01T00:00:00.000Z","meta":{}}\n'
+)
 _URL = "https://api.openai.com/v1/chat/completions"
 _HEADERS = [["content-type", "application/json"]]
 
@@ -32,10 +36,18 @@ def _response(seq: int) -> bytes:
         "id": f"chatcmpl-{seq}",
         "object": "chat.completion",
         "model": "gpt-4o-mini-2024-07-18",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": f"Answer {seq}."}, "finish_reason": "stop"}],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": f"Answer {seq}."},
+                "finish_reason": "stop",
+            }
+        ],
         "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
     }
-    return orjson.dumps({"status": 200, "reason": "OK", "headers": _HEADERS, "body": {"json": body, "t": 0.1}})
+    return orjson.dumps(
+        {"status": 200, "reason": "OK", "headers": _HEADERS, "body": {"json": body, "t": 0.1}}
+    )
 
 
 def _record(seq: int, body: dict[str, object]) -> bytes:
@@ -62,11 +74,29 @@ def write_huge(path: Path, n: int, shape: str = "one_turn", turns: int = 1000) -
         for seq in range(n):
             if shape == "one_turn" or seq % turns == 0:
                 conv = seq if shape == "one_turn" else seq // turns
-                body: dict[str, object] = {"json": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"Question {conv} of the sweep?"}]}}
+                body: dict[str, object] = {
+                    "json": {
+                        "model": "gpt-4o-mini",
+                        "messages": [{"role": "user", "content": f"Question {conv} of the sweep?"}],
+                    }
+                }
             else:
                 keep = 2 * (seq % turns) - 1
-                append = [{"role": "assistant", "content": f"Answer {seq - 1}."}, {"role": "user", "content": f"And then, step {seq}?"}]
-                body = {"delta": {"base": seq - 1, "key": "messages", "keep": keep, "append": append, "order": ["model", "messages"], "inherit": ["model"], "set": {}}}
+                append = [
+                    {"role": "assistant", "content": f"Answer {seq - 1}."},
+                    {"role": "user", "content": f"And then, step {seq}?"},
+                ]
+                body = {
+                    "delta": {
+                        "base": seq - 1,
+                        "key": "messages",
+                        "keep": keep,
+                        "append": append,
+                        "order": ["model", "messages"],
+                        "inherit": ["model"],
+                        "set": {},
+                    }
+                }
             buf.append(_record(seq, body))
             if len(buf) >= 4096:
                 fh.write(b"".join(buf))

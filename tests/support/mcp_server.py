@@ -22,13 +22,28 @@ from typing import Any
 
 __all__ = ["McpLogged", "McpServer"]
 
-#: 2025-06-18: stateful as 2025-11-25, for clients whose SDK knows no later revision (Gemini CLI 0.61).
+#: 2025-06-18: stateful as 2025-11-25, for clients whose SDK knows no later revision (Gemini CLI
+#: 0.61).
 REVISIONS = ("2025-06-18", "2025-11-25", "2026-07-28")
 _TOOLS = [
-    {"name": "get_weather", "description": "The weather in a city now.",
-     "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
-    {"name": "get_time", "description": "The local time in a city.",
-     "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+    {
+        "name": "get_weather",
+        "description": "The weather in a city now.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+    {
+        "name": "get_time",
+        "description": "The local time in a city.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
 ]
 
 
@@ -70,14 +85,25 @@ class McpServer:
                 pass
 
             def _logged(self, body: Any) -> McpLogged:
-                keep = {k.lower(): v for k, v in self.headers.items() if k.lower().startswith("mcp-") or k.lower() in ("accept", "content-type")}
+                keep = {
+                    k.lower(): v
+                    for k, v in self.headers.items()
+                    if k.lower().startswith("mcp-") or k.lower() in ("accept", "content-type")
+                }
                 rpc = body.get("method") if isinstance(body, dict) else None
                 entry = McpLogged(self.command, rpc, keep, body)
                 with srv._lock:
                     srv.log.append(entry)
                 return entry
 
-            def _send(self, entry: McpLogged, status: int, payload: bytes = b"", ctype: str | None = None, extra: dict[str, str] | None = None) -> None:
+            def _send(
+                self,
+                entry: McpLogged,
+                status: int,
+                payload: bytes = b"",
+                ctype: str | None = None,
+                extra: dict[str, str] | None = None,
+            ) -> None:
                 entry.status = status
                 self.send_response(status)
                 if ctype:
@@ -104,22 +130,48 @@ class McpServer:
                 except ValueError:
                     body = None
                 entry = self._logged(body)
-                if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
-                    self._send(entry, 400, b'{"error": "not a JSON-RPC request"}', "application/json")
+                if (
+                    not isinstance(body, dict)
+                    or body.get("jsonrpc") != "2.0"
+                    or not isinstance(body.get("method"), str)
+                ):
+                    self._send(
+                        entry, 400, b'{"error": "not a JSON-RPC request"}', "application/json"
+                    )
                     return
                 if "id" not in body:  # a notification
                     self._send(entry, 202)
                     return
                 extra: dict[str, str] = {}
-                if srv.revision == "2025-11-25" and body["method"] not in ("initialize", "server/discover"):
+                if srv.revision == "2025-11-25" and body["method"] not in (
+                    "initialize",
+                    "server/discover",
+                ):
                     sid = self.headers.get("mcp-session-id")
                     if sid not in srv._sessions:
-                        self._send(entry, 404, json.dumps({"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32001, "message": "Session not found"}}).encode(), "application/json")
+                        self._send(
+                            entry,
+                            404,
+                            json.dumps(
+                                {
+                                    "jsonrpc": "2.0",
+                                    "id": body["id"],
+                                    "error": {"code": -32001, "message": "Session not found"},
+                                }
+                            ).encode(),
+                            "application/json",
+                        )
                         return
                 reply = srv._answer(body, extra)
                 data = json.dumps(reply).encode()
                 if srv.sse and body["method"] == "tools/call":
-                    self._send(entry, 200, b"event: message\ndata: " + data + b"\n\n", "text/event-stream", extra)
+                    self._send(
+                        entry,
+                        200,
+                        b"event: message\ndata: " + data + b"\n\n",
+                        "text/event-stream",
+                        extra,
+                    )
                 else:
                     self._send(entry, 200, data, "application/json", extra)
 
@@ -145,15 +197,32 @@ class McpServer:
 
         if method == "server/discover":
             if not stateless:
-                return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found: server/discover"}}
-            return ok({"supportedVersions": [self.revision], "capabilities": {"tools": {}}, "serverInfo": info, **cache})
+                return {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "error": {"code": -32601, "message": "Method not found: server/discover"},
+                }
+            return ok(
+                {
+                    "supportedVersions": [self.revision],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": info,
+                    **cache,
+                }
+            )
         if method == "initialize":
             if not stateless:
                 sid = uuid.uuid4().hex
                 with self._lock:
                     self._sessions.add(sid)
                 extra["mcp-session-id"] = sid
-            return ok({"protocolVersion": self.revision if not stateless else "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": info})
+            return ok(
+                {
+                    "protocolVersion": self.revision if not stateless else "2025-11-25",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": info,
+                }
+            )
         if method == "ping":
             return ok({})
         if method == "tools/list":
@@ -163,9 +232,29 @@ class McpServer:
             city = args.get("city") if isinstance(args, dict) else None
             if name == "get_weather":
                 if city == self.error_city:
-                    return ok({"content": [{"type": "text", "text": f"City not found: {city}"}], "isError": True})
-                return ok({"content": [{"type": "text", "text": f"sunny, 21 C in {city}"}], "isError": False})
+                    return ok(
+                        {
+                            "content": [{"type": "text", "text": f"City not found: {city}"}],
+                            "isError": True,
+                        }
+                    )
+                return ok(
+                    {
+                        "content": [{"type": "text", "text": f"sunny, 21 C in {city}"}],
+                        "isError": False,
+                    }
+                )
             if name == "get_time":
-                return ok({"content": [{"type": "text", "text": f"14:05 in {city}"}], "isError": False})
-            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": f"Unknown tool: {name}"}}
-        return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"Method not found: {method}"}}
+                return ok(
+                    {"content": [{"type": "text", "text": f"14:05 in {city}"}], "isError": False}
+                )
+            return {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "error": {"code": -32602, "message": f"Unknown tool: {name}"},
+            }
+        return {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "error": {"code": -32601, "message": f"Method not found: {method}"},
+        }

@@ -37,7 +37,20 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["CEILING", "STALL", "Hung", "Watch", "communicate", "lines", "run", "tmux_pids", "until", "wait", "wait_async", "wait_screen"]
+__all__ = [
+    "CEILING",
+    "STALL",
+    "Hung",
+    "Watch",
+    "communicate",
+    "lines",
+    "run",
+    "tmux_pids",
+    "until",
+    "wait",
+    "wait_async",
+    "wait_screen",
+]
 
 T = TypeVar("T")
 
@@ -101,7 +114,8 @@ def cpu_seconds(pids: Iterable[int]) -> float:
 
 
 class Watch:
-    """Samples the progress of some process trees (and of ``progress()``) and says when it stopped."""
+    """Samples the progress of some process trees (and of ``progress()``) and says when it
+    stopped."""
 
     def __init__(
         self,
@@ -139,14 +153,23 @@ class Watch:
         now = time.monotonic()
         other, ticks = self.sample()
         cpu = ticks / _TICK
-        if other != self._other or ticks - self._ticks >= max(1.0, RATE * (now - self._changed) * _TICK):
+        if other != self._other or ticks - self._ticks >= max(
+            1.0, RATE * (now - self._changed) * _TICK
+        ):
             self._other, self._ticks, self._changed = other, ticks, now
         if self.cpu is not None and cpu > self.cpu:
-            raise Hung(f"{self.what} used {cpu:.1f} s of CPU time, more than its budget of {self.cpu:g} s")
+            raise Hung(
+                f"{self.what} used {cpu:.1f} s of CPU time, more than its budget of {self.cpu:g} s"
+            )
         if (self.pids or self.progress is not None) and now - self._changed > self.stall:
-            raise Hung(f"{self.what} made no progress (CPU time, I/O, processes) for {self.stall:g} s")
+            raise Hung(
+                f"{self.what} made no progress (CPU time, I/O, processes) for {self.stall:g} s"
+            )
         if self.ceiling is not None and now - self.started > self.ceiling:
-            raise Hung(f"{self.what} did not happen within the absolute ceiling of {self.ceiling:g} s (no progress signal)")
+            raise Hung(
+                f"{self.what} did not happen within the absolute ceiling "
+                f"of {self.ceiling:g} s (no progress signal)"
+            )
 
     def kill(self) -> None:
         for pid in tree(self.pids):
@@ -156,7 +179,14 @@ class Watch:
                 pass
 
 
-def wait(proc: subprocess.Popen[Any], *, stall: float = STALL, cpu: float | None = None, what: str = "", kill: bool = True) -> int:
+def wait(
+    proc: subprocess.Popen[Any],
+    *,
+    stall: float = STALL,
+    cpu: float | None = None,
+    what: str = "",
+    kill: bool = True,
+) -> int:
     """``proc.wait()``, raising :class:`Hung` (after killing its tree) if it stops progressing."""
     watch = Watch(proc.pid, stall=stall, cpu=cpu, what=what or _name(proc.args))
     while True:
@@ -174,7 +204,12 @@ def wait(proc: subprocess.Popen[Any], *, stall: float = STALL, cpu: float | None
 
 
 def communicate(
-    proc: subprocess.Popen[Any], input: Any = None, *, stall: float = STALL, cpu: float | None = None, what: str = ""
+    proc: subprocess.Popen[Any],
+    input: Any = None,
+    *,
+    stall: float = STALL,
+    cpu: float | None = None,
+    what: str = "",
 ) -> tuple[Any, Any]:
     """``proc.communicate(input)``, watched: a child that stops progressing is killed and
     :class:`Hung` raised with the tail of what it wrote."""
@@ -202,9 +237,12 @@ def run(
     cpu: float | None = None,
     **kwargs: Any,
 ) -> subprocess.CompletedProcess[Any]:
-    """:func:`subprocess.run` without a wall-clock ``timeout``: the child is watched for progress."""
+    """:func:`subprocess.run` without a wall-clock ``timeout``: the child is watched for
+    progress."""
     if "timeout" in kwargs:
-        raise TypeError("run() takes no wall-clock timeout: a child is hung only when it stops progressing")
+        raise TypeError(
+            "run() takes no wall-clock timeout: a child is hung only when it stops progressing"
+        )
     if capture_output:
         kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
     if input is not None:
@@ -232,7 +270,9 @@ def until(
     default this one, its threads and its children) and ``progress()`` stop moving for ``stall``
     seconds; ``ceiling`` is an absolute limit for a caller with no progress signal at all."""
     pids = list(pids) or [os.getpid()]  # nothing named: this process's threads and its children
-    watch = Watch(*pids, progress=progress, stall=stall, ceiling=ceiling, what=what or "the condition")
+    watch = Watch(
+        *pids, progress=progress, stall=stall, ceiling=ceiling, what=what or "the condition"
+    )
     while True:
         value = condition()
         if value:
@@ -242,12 +282,22 @@ def until(
 
 
 async def wait_async(
-    awaitable: Awaitable[T], *, pids: Iterable[int] = (), progress: Callable[[], Any] | None = None, stall: float = STALL, what: str = ""
+    awaitable: Awaitable[T],
+    *,
+    pids: Iterable[int] = (),
+    progress: Callable[[], Any] | None = None,
+    stall: float = STALL,
+    what: str = "",
 ) -> T:
     """``await awaitable`` with hang detection by progress (of ``pids``, by default this process
     with its threads and children, and of ``progress()``)."""
     task = asyncio.ensure_future(awaitable)
-    watch = Watch(*(list(pids) or [os.getpid()]), progress=progress, stall=stall, what=what or "the awaited result")
+    watch = Watch(
+        *(list(pids) or [os.getpid()]),
+        progress=progress,
+        stall=stall,
+        what=what or "the awaited result",
+    )
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=POLL)
@@ -279,7 +329,9 @@ def tmux_pids(tmux: Callable[..., str]) -> list[int]:
     return [int(pid)] if pid.isdigit() else []
 
 
-def wait_screen(capture: Callable[[], str], *texts: str, pids: Iterable[int] = (), what: str = "") -> str:
+def wait_screen(
+    capture: Callable[[], str], *texts: str, pids: Iterable[int] = (), what: str = ""
+) -> str:
     """The screen ``capture()`` returns, once every one of ``texts`` is on it. Progress: the
     screen changing, or the processes behind it (``pids``: the tmux server's tree) working."""
     last = [""]
@@ -289,12 +341,20 @@ def wait_screen(capture: Callable[[], str], *texts: str, pids: Iterable[int] = (
         return last[0] if all(t in last[0] for t in texts) else ""
 
     try:
-        return until(shown, pids=pids, progress=lambda: last[0], interval=0.2, what=what or f"{texts!r} on the screen")
+        return until(
+            shown,
+            pids=pids,
+            progress=lambda: last[0],
+            interval=0.2,
+            what=what or f"{texts!r} on the screen",
+        )
     except Hung as exc:
         raise Hung(f"{exc}; {texts!r} never all appeared; the screen was:\n{last[0]}") from None
 
 
-def lines(proc: subprocess.Popen[Any], stream: Any, *, stall: float = STALL, what: str = "") -> Iterable[str]:
+def lines(
+    proc: subprocess.Popen[Any], stream: Any, *, stall: float = STALL, what: str = ""
+) -> Iterable[str]:
     """The lines ``proc`` writes to ``stream`` (its stdout or stderr pipe), read straight from the
     file descriptor without blocking past a progress check: hung when ``proc`` stops progressing
     before the next line comes. Ends at end of file."""

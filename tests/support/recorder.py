@@ -2,9 +2,9 @@
 
 The recorder runs from ``$LOOPTAP_PROXY_PYTHON`` (mitmproxy 11 cannot share the test environment,
 see MITMPROXY.md §0), in a new session so that it and its writer process can be killed together.
-:class:`RecorderProcess` is the shipped one (:mod:`cassettes.replay.testing.recording`, which waits for the
-recorder's ready file) with what tests look at: its listening ports, and the CPU time and memory of
-the proxy process and of its writer process, read from ``/proc``.
+:class:`RecorderProcess` is the shipped one (:mod:`cassettes.replay.testing.recording`, which waits
+for the recorder's ready file) with what tests look at: its listening ports, and the CPU time and
+memory of the proxy process and of its writer process, read from ``/proc``.
 """
 
 from __future__ import annotations
@@ -41,9 +41,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: Proxy and base-URL variables of the machine must not steer the recorder or the clients.
 SCRUB = (
-    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL",
-    "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE", "GOOGLE_VERTEX_BASE_URL", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI",
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_BASE",
+    "ANTHROPIC_BASE_URL",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GEMINI_API_BASE",
+    "GOOGLE_VERTEX_BASE_URL",
+    "GEMINI_API_KEY",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GOOGLE_API_KEY",
 )
 
 
@@ -62,8 +74,9 @@ RECORDER = [str(PROXY_PYTHON), "-m", "cassettes.cli"]
 #: Skips a test when there is no recorder environment, saying how to make one.
 needs_recorder = pytest.mark.skipif(
     PROXY_PYTHON is None or sys.platform == "win32",
-    reason="the recorder runs in its own environment (mitmproxy 11 pins h11<=0.14): set LOOPTAP_PROXY_PYTHON or "
-    "create .venv-proxy (python3 -m venv .venv-proxy && .venv-proxy/bin/pip install -e '.[proxy]'); POSIX only",
+    reason="the recorder runs in its own environment (mitmproxy 11 pins h11<=0.14): set "
+    "LOOPTAP_PROXY_PYTHON or create .venv-proxy (python3 -m venv .venv-proxy && "
+    ".venv-proxy/bin/pip install -e '.[proxy]'); POSIX only",
 )
 
 
@@ -95,7 +108,11 @@ def proc_stats(pid: int) -> ProcStats | None:
     fields = stat[stat.rindex(")") + 2 :].split()
     ticks = os.sysconf("SC_CLK_TCK")
     cpu = (int(fields[11]) + int(fields[12])) / ticks
-    kb = {ln.split(":")[0]: int(ln.split()[1]) for ln in status.splitlines() if ln.startswith(("VmRSS", "VmHWM"))}
+    kb = {
+        ln.split(":")[0]: int(ln.split()[1])
+        for ln in status.splitlines()
+        if ln.startswith(("VmRSS", "VmHWM"))
+    }
     return ProcStats(pid, cpu, kb.get("VmRSS", 0) * 1024, kb.get("VmHWM", 0) * 1024)
 
 
@@ -130,7 +147,9 @@ def keepers(cassette: Path) -> list[int]:
 
 def cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         return ""
 
@@ -157,14 +176,24 @@ class RecorderProcess:
         if py is None:
             raise RuntimeError("LOOPTAP_PROXY_PYTHON is not set")
         self.out = out
-        upstreams = {name: upstream_url for name in ("openai", "anthropic", "gemini")} if upstream_url else {}
-        self.recorder = Shipped(out, upstreams=upstreams, confdir=confdir, python=py, args=extra, env=env or clean_env())
+        upstreams = (
+            {name: upstream_url for name in ("openai", "anthropic", "gemini")}
+            if upstream_url
+            else {}
+        )
+        self.recorder = Shipped(
+            out, upstreams=upstreams, confdir=confdir, python=py, args=extra, env=env or clean_env()
+        )
         try:
             # The shipped helper's own limit (its API takes seconds, no progress signal): the
             # suite's absolute ceiling unless a test asks for less (a refusal it checks).
-            self.env: dict[str, str] = self.recorder.start(progress.CEILING if ready_timeout is None else ready_timeout)
+            self.env: dict[str, str] = self.recorder.start(
+                progress.CEILING if ready_timeout is None else ready_timeout
+            )
         except CassetteError as exc:
-            raise AssertionError(f"looptap record did not get ready: {exc}\n{self.output}") from None
+            raise AssertionError(
+                f"looptap record did not get ready: {exc}\n{self.output}"
+            ) from None
         assert self.recorder.pid is not None and self.recorder.ready is not None
         self._pid = self.recorder.pid
         self._rc: int | None = None
@@ -191,7 +220,12 @@ class RecorderProcess:
 
     def ports(self) -> dict[str, int]:
         out = {}
-        for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "HTTP_PROXY"):
+        for var in (
+            "OPENAI_BASE_URL",
+            "ANTHROPIC_BASE_URL",
+            "GOOGLE_GEMINI_BASE_URL",
+            "HTTP_PROXY",
+        ):
             if var in self.env:
                 out[var] = self.port(var)
         return out

@@ -18,7 +18,15 @@ from tests.support.recorder import RecorderProcess, needs_recorder
 from tests.support.upstream import FakeUpstream
 from tests.support.wire import Response, http_request
 
-__all__ = ["MODES", "Target", "chat_body", "encoded_forms", "find_on_disk", "needs_recorder", "wait_recorded"]
+__all__ = [
+    "MODES",
+    "Target",
+    "chat_body",
+    "encoded_forms",
+    "find_on_disk",
+    "needs_recorder",
+    "wait_recorded",
+]
 
 
 #: How an agent reaches the upstream: directly, through a reverse listener (base URL), or through
@@ -32,15 +40,34 @@ class Target:
     upstream: FakeUpstream
     recorder: RecorderProcess | None = None
 
-    def request(self, target: str, headers: list[tuple[str, str]], body: bytes = b"", method: str = "POST", **kw: Any) -> Response:
+    def request(
+        self,
+        target: str,
+        headers: list[tuple[str, str]],
+        body: bytes = b"",
+        method: str = "POST",
+        **kw: Any,
+    ) -> Response:
         up = self.upstream
         if self.mode == "direct":
             return http_request(up.host, up.port, method, target, headers, body, **kw)
         assert self.recorder is not None
         if self.mode == "reverse":
             port = self.recorder.port(_listener_var(target))
-            return http_request("127.0.0.1", port, method, _listener_path(target), headers, body, **kw)
-        return http_request("127.0.0.1", self.recorder.forward_port, method, target, headers, body, proxy=True, upstream=up.url, **kw)
+            return http_request(
+                "127.0.0.1", port, method, _listener_path(target), headers, body, **kw
+            )
+        return http_request(
+            "127.0.0.1",
+            self.recorder.forward_port,
+            method,
+            target,
+            headers,
+            body,
+            proxy=True,
+            upstream=up.url,
+            **kw,
+        )
 
 
 def _listener_var(target: str) -> str:
@@ -57,8 +84,14 @@ def _listener_path(target: str) -> str:
     return target
 
 
-def chat_body(marker: str, stream: bool = True, history: list[dict[str, Any]] | None = None, **extra: Any) -> bytes:
-    msgs = history if history is not None else [{"role": "user", "content": f"What is the capital of France? [{marker}]"}]
+def chat_body(
+    marker: str, stream: bool = True, history: list[dict[str, Any]] | None = None, **extra: Any
+) -> bytes:
+    msgs = (
+        history
+        if history is not None
+        else [{"role": "user", "content": f"What is the capital of France? [{marker}]"}]
+    )
     return json.dumps({"model": "gpt-4o", "messages": msgs, "stream": stream, **extra}).encode()
 
 
@@ -72,7 +105,11 @@ def wait_recorded(out: Path, marker: str, n: int = 1) -> tuple[RecordFile, list[
     file stopped growing (the caller's assertion then says what is missing)."""
     from tests.support.progress import Hung, Watch
 
-    watch = Watch(os.getpid(), progress=lambda: out.stat().st_size if out.exists() else -1, what=f"the recording of {marker}")
+    watch = Watch(
+        os.getpid(),
+        progress=lambda: out.stat().st_size if out.exists() else -1,
+        what=f"the recording of {marker}",
+    )
     while True:
         cas = read_records(out) if out.exists() and out.stat().st_size else None
         found = recorded(cas, marker) if cas is not None else []
@@ -90,7 +127,11 @@ def encoded_forms(secret: str) -> dict[str, bytes]:
     """The byte forms a secret could take on disk: raw, URL-encoded, JSON-escaped, and base64 at
     each of the three alignments inside a longer base64 text (standard and URL-safe)."""
     raw = secret.encode()
-    forms = {"raw": raw, "url": quote(secret, safe="").encode(), "url+": quote_plus(secret).encode()}
+    forms = {
+        "raw": raw,
+        "url": quote(secret, safe="").encode(),
+        "url+": quote_plus(secret).encode(),
+    }
     forms["json"] = json.dumps(secret)[1:-1].encode()
     for k in range(3):
         enc = base64.b64encode(b"\0" * k + raw)
@@ -102,7 +143,9 @@ def encoded_forms(secret: str) -> dict[str, bytes]:
     return {k: v for k, v in forms.items() if v}
 
 
-def find_on_disk(root: Path, secrets: list[str], skip: Callable[[Path], bool] | None = None) -> list[str]:
+def find_on_disk(
+    root: Path, secrets: list[str], skip: Callable[[Path], bool] | None = None
+) -> list[str]:
     """Every (file, secret form) under ``root`` holding a secret in any of its encoded forms."""
     needles = [(s, name, form) for s in secrets for name, form in encoded_forms(s).items()]
     hits: list[str] = []

@@ -79,7 +79,9 @@ class Reply:
         return cls(text=text, what=what, cut=True)
 
     @classmethod
-    def tool(cls, name: str, arguments: dict[str, Any] | str, what: str = "", text: str = "") -> Reply:
+    def tool(
+        cls, name: str, arguments: dict[str, Any] | str, what: str = "", text: str = ""
+    ) -> Reply:
         return cls(text=text, calls=(Call(name, arguments),), what=what)
 
 
@@ -117,7 +119,11 @@ class ScriptedRequest:
         if self.family == "gemini":
             si = b.get("systemInstruction") or b.get("system_instruction") or {}
             return _text_of(si.get("parts") if isinstance(si, dict) else si)
-        return "\n".join(_text_of(m.get("content")) for m in b.get("messages", []) if isinstance(m, dict) and m.get("role") in ("system", "developer"))
+        return "\n".join(
+            _text_of(m.get("content"))
+            for m in b.get("messages", [])
+            if isinstance(m, dict) and m.get("role") in ("system", "developer")
+        )
 
     @property
     def tools(self) -> list[str]:
@@ -138,12 +144,21 @@ class ScriptedRequest:
         for t in b.get("tools") or []:
             if not isinstance(t, dict):
                 continue
-            for decl in t.get("functionDeclarations") or t.get("function_declarations") or []:  # Gemini
+            # Gemini
+            for decl in t.get("functionDeclarations") or t.get("function_declarations") or []:
                 if isinstance(decl, dict) and decl.get("name") == name:
-                    schema = decl.get("parameters") or decl.get("parametersJsonSchema") or decl.get("parameters_json_schema")
+                    schema = (
+                        decl.get("parameters")
+                        or decl.get("parametersJsonSchema")
+                        or decl.get("parameters_json_schema")
+                    )
                     return schema if isinstance(schema, dict) else None
             if t.get("name") == name or (t.get("function") or {}).get("name") == name:
-                schema = t.get("input_schema") or t.get("parameters") or (t.get("function") or {}).get("parameters")
+                schema = (
+                    t.get("input_schema")
+                    or t.get("parameters")
+                    or (t.get("function") or {}).get("parameters")
+                )
                 return schema if isinstance(schema, dict) else None
         return None
 
@@ -178,7 +193,11 @@ class ScriptedRequest:
                 out += [json.dumps(p["functionResponse"].get("response")) for p in m["parts"]
                         if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
             elif isinstance(m.get("content"), list):
-                out += [_text_of(p.get("content")) for p in m["content"] if isinstance(p, dict) and p.get("type") == "tool_result"]
+                out += [
+                    _text_of(p.get("content"))
+                    for p in m["content"]
+                    if isinstance(p, dict) and p.get("type") == "tool_result"
+                ]
         return out
 
     def last_user_text(self) -> str:
@@ -188,7 +207,13 @@ class ScriptedRequest:
             return ""
         c = m.get("content")
         if isinstance(c, list):
-            texts = [p["text"] for p in c if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)]
+            texts = [
+                p["text"]
+                for p in c
+                if isinstance(p, dict)
+                and p.get("type") == "text"
+                and isinstance(p.get("text"), str)
+            ]
             return texts[-1] if texts else ""
         return c if isinstance(c, str) else ""
 
@@ -197,7 +222,10 @@ class ScriptedRequest:
         sys_words = " ".join(self.system.split()[:12])
         tools = ",".join(self.tools)
         tools = tools if len(tools) < 120 else tools[:117] + "..."
-        return f"{self.family} model={self.model} stream={self.stream} msgs={len(self.messages)} results={len(self.tool_results())} tools=[{tools}] system={sys_words!r}"
+        return (
+            f"{self.family} model={self.model} stream={self.stream} msgs={len(self.messages)} "
+            f"results={len(self.tool_results())} tools=[{tools}] system={sys_words!r}"
+        )
 
 
 def _text_of(v: Any, skip_results: bool = False) -> str:
@@ -222,7 +250,8 @@ def _text_of(v: Any, skip_results: bool = False) -> str:
 
 def claude_code_side_call(req: ScriptedRequest) -> str | None:
     """Which of Claude Code's side calls ``req`` is, or ``None`` for an agent's own loop (the main
-    loop or a sub-agent's). Claude Code 2.1.328 in ``-p`` mode (tests/proxy/test_e2e_claude_scripted.py):
+    loop or a sub-agent's). Claude Code 2.1.328 in ``-p`` mode
+    (tests/proxy/test_e2e_claude_scripted.py):
 
     * ``tool_use_summary``: no tools, system prompt "Write a short summary label describing what
       these tool calls accomplished…", one user message quoting the calls (no history);
@@ -251,8 +280,15 @@ class Logged:
 
     def line(self) -> str:
         what = self.reply.what if self.reply else "-"
-        said = "" if self.reply is None else f" -> {[c.name for c in self.reply.calls]} {self.reply.text[:40]!r}"
-        return f"#{self.seq} {self.request.method} {self.request.path} [{what}] {self.request.summary()}{said} ({self.status})"
+        said = (
+            ""
+            if self.reply is None
+            else f" -> {[c.name for c in self.reply.calls]} {self.reply.text[:40]!r}"
+        )
+        return (
+            f"#{self.seq} {self.request.method} {self.request.path} [{what}] "
+            f"{self.request.summary()}{said} ({self.status})"
+        )
 
 
 Route = Callable[[ScriptedRequest], Reply]
@@ -277,9 +313,18 @@ class ScriptedUpstream:
     """``validate=True`` answers a request whose tool results do not pair with its calls as the API
     does: a 400 with the API's exact text (docs/WIRE.md G.2), before the route is asked."""
 
-    def __init__(self, route: Route, *, delay: float = 0.002, validate: bool = False, ids: str = "", tls: tuple[Path, Path] | None = None) -> None:
+    def __init__(
+        self,
+        route: Route,
+        *,
+        delay: float = 0.002,
+        validate: bool = False,
+        ids: str = "",
+        tls: tuple[Path, Path] | None = None,
+    ) -> None:
         self.route = route
-        #: (certificate, key): served over HTTPS with them (:attr:`url` then starts with ``https://``).
+        #: (certificate, key): served over HTTPS with them (:attr:`url` then starts with
+        #: ``https://``).
         self.tls = tls
         #: Put in every id this server makes (``resp_s`` + ids + number): two servers' ids differ.
         self.ids = ids
@@ -319,7 +364,15 @@ class ScriptedUpstream:
                 pass
 
             def do_GET(self) -> None:
-                self._json(404, {"error": {"type": "not_found", "message": "scripted upstream: no such endpoint"}})
+                self._json(
+                    404,
+                    {
+                        "error": {
+                            "type": "not_found",
+                            "message": "scripted upstream: no such endpoint",
+                        }
+                    },
+                )
 
             def do_POST(self) -> None:
                 raw = self._body()
@@ -329,13 +382,35 @@ class ScriptedUpstream:
                 except ValueError:
                     body = None
                 fam = _family(path)
-                req = ScriptedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, fam or "unknown")
-                if fam == "openai_responses" and isinstance(body, dict) and body.get("previous_response_id"):
+                req = ScriptedRequest(
+                    "POST",
+                    self.path,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                    fam or "unknown",
+                )
+                if (
+                    fam == "openai_responses"
+                    and isinstance(body, dict)
+                    and body.get("previous_response_id")
+                ):
                     prev = str(body["previous_response_id"])
-                    if prev not in upstream.histories:  # as the API: an answer this server never gave
-                        upstream._record(req, Reply(what=f"rejected: previous_response_not_found {prev}"), 400)
-                        self._json(400, {"error": {"message": f"Previous response with id '{prev}' not found.", "type": "invalid_request_error",
-                                                   "param": "previous_response_id", "code": "previous_response_not_found"}})
+                    # as the API: an answer this server never gave
+                    if prev not in upstream.histories:
+                        upstream._record(
+                            req, Reply(what=f"rejected: previous_response_not_found {prev}"), 400
+                        )
+                        self._json(
+                            400,
+                            {
+                                "error": {
+                                    "message": f"Previous response with id '{prev}' not found.",
+                                    "type": "invalid_request_error",
+                                    "param": "previous_response_id",
+                                    "code": "previous_response_not_found",
+                                }
+                            },
+                        )
                         return
                     req.prior = list(upstream.histories[prev])
                 if fam == "anthropic_count":
@@ -344,13 +419,29 @@ class ScriptedUpstream:
                     return
                 if fam is None or not isinstance(body, dict):
                     upstream._record(req, None, 404)
-                    self._json(404, {"error": {"type": "not_found", "message": "scripted upstream: no such endpoint"}})
+                    self._json(
+                        404,
+                        {
+                            "error": {
+                                "type": "not_found",
+                                "message": "scripted upstream: no such endpoint",
+                            }
+                        },
+                    )
                     return
                 try:
                     reply = upstream.route(req)
                 except Exception as exc:  # a route bug is the test's failure, shown in the log
                     upstream._record(req, Reply(what=f"route error: {exc!r}"), 500)
-                    self._json(500, {"error": {"type": "api_error", "message": f"scripted route failed: {exc!r}"}})
+                    self._json(
+                        500,
+                        {
+                            "error": {
+                                "type": "api_error",
+                                "message": f"scripted route failed: {exc!r}",
+                            }
+                        },
+                    )
                     return
                 if upstream.validate:
                     problem = pairing_problem(req, upstream)
@@ -374,10 +465,17 @@ class ScriptedUpstream:
                     return
                 from tests.support.upstream import synth_stream
 
-                if fam == "openai_chat" and not ((req.body.get("stream_options") or {}).get("include_usage")):
-                    body_out = {**body_out, "usage": None}  # the API sends usage in a stream only when asked
-                if fam == "gemini" and "alt=sse" not in self.path:  # without alt=sse: one JSON array
-                    self._chunks([b"[" + json.dumps(body_out).encode() + b"]"], "application/json; charset=UTF-8")
+                if fam == "openai_chat" and not (
+                    (req.body.get("stream_options") or {}).get("include_usage")
+                ):
+                    # the API sends usage in a stream only when asked
+                    body_out = {**body_out, "usage": None}
+                # without alt=sse: one JSON array
+                if fam == "gemini" and "alt=sse" not in self.path:
+                    self._chunks(
+                        [b"[" + json.dumps(body_out).encode() + b"]"],
+                        "application/json; charset=UTF-8",
+                    )
                     return
                 self._chunks(synth_stream(fam, body_out), "text/event-stream")
 
@@ -404,7 +502,9 @@ class ScriptedUpstream:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _anthropic(self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged) -> None:
+            def _anthropic(
+                self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged
+            ) -> None:
                 msg_id = upstream.new_id("msg_s")
                 logged.response_id = msg_id
                 blocks: list[dict[str, Any]] = []
@@ -413,13 +513,31 @@ class ScriptedUpstream:
                 for c in reply.calls:
                     tid = upstream.new_id("toolu_s")
                     logged.ids.append(tid)
-                    blocks.append({"type": "tool_use", "id": tid, "name": c.name, "input": c.arguments})
+                    blocks.append(
+                        {"type": "tool_use", "id": tid, "name": c.name, "input": c.arguments}
+                    )
                 stop = "max_tokens" if reply.cut else "tool_use" if reply.calls else "end_turn"
                 out_tokens = max(1, len(json.dumps(blocks)) // 4)
-                usage = {"input_tokens": usage_in, "output_tokens": out_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+                usage = {
+                    "input_tokens": usage_in,
+                    "output_tokens": out_tokens,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                }
                 if not req.stream:
-                    self._json(200, {"id": msg_id, "type": "message", "role": "assistant", "model": req.model, "content": blocks,
-                                     "stop_reason": stop, "stop_sequence": None, "usage": usage})
+                    self._json(
+                        200,
+                        {
+                            "id": msg_id,
+                            "type": "message",
+                            "role": "assistant",
+                            "model": req.model,
+                            "content": blocks,
+                            "stop_reason": stop,
+                            "stop_sequence": None,
+                            "usage": usage,
+                        },
+                    )
                     return
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
@@ -427,24 +545,79 @@ class ScriptedUpstream:
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 start_usage = {**usage, "output_tokens": 1}
-                self._event("message_start", {"type": "message_start", "message": {
-                    "id": msg_id, "type": "message", "role": "assistant", "model": req.model, "content": [],
-                    "stop_reason": None, "stop_sequence": None, "usage": start_usage}})
+                self._event(
+                    "message_start",
+                    {
+                        "type": "message_start",
+                        "message": {
+                            "id": msg_id,
+                            "type": "message",
+                            "role": "assistant",
+                            "model": req.model,
+                            "content": [],
+                            "stop_reason": None,
+                            "stop_sequence": None,
+                            "usage": start_usage,
+                        },
+                    },
+                )
                 for i, b in enumerate(blocks):
                     if b["type"] == "text":
-                        self._event("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})
+                        self._event(
+                            "content_block_start",
+                            {
+                                "type": "content_block_start",
+                                "index": i,
+                                "content_block": {"type": "text", "text": ""},
+                            },
+                        )
                         words = b["text"].split(" ")
                         for j, w in enumerate(words):
                             piece = w if j == len(words) - 1 else w + " "
-                            self._event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": piece}})
+                            self._event(
+                                "content_block_delta",
+                                {
+                                    "type": "content_block_delta",
+                                    "index": i,
+                                    "delta": {"type": "text_delta", "text": piece},
+                                },
+                            )
                     else:
-                        self._event("content_block_start", {"type": "content_block_start", "index": i, "content_block": {
-                            "type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}})
+                        self._event(
+                            "content_block_start",
+                            {
+                                "type": "content_block_start",
+                                "index": i,
+                                "content_block": {
+                                    "type": "tool_use",
+                                    "id": b["id"],
+                                    "name": b["name"],
+                                    "input": {},
+                                },
+                            },
+                        )
                         js = json.dumps(b["input"])
                         for k in range(0, len(js), 16):
-                            self._event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": js[k:k + 16]}})
+                            self._event(
+                                "content_block_delta",
+                                {
+                                    "type": "content_block_delta",
+                                    "index": i,
+                                    "delta": {
+                                        "type": "input_json_delta",
+                                        "partial_json": js[k : k + 16],
+                                    },
+                                },
+                            )
                     self._event("content_block_stop", {"type": "content_block_stop", "index": i})
-                self._event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": out_tokens}})
+                self._event(
+                    "message_delta",
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": stop, "stop_sequence": None},
+                        "usage": {"output_tokens": out_tokens},
+                    },
+                )
                 self._event("message_stop", {"type": "message_stop"})
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
@@ -476,7 +649,9 @@ class ScriptedUpstream:
             ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             ctx.load_cert_chain(*self.tls)
             self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-upstream", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="scripted-upstream", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -491,65 +666,130 @@ class ScriptedUpstream:
             self.log.append(logged)
             return logged
 
-    def _responses(self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged) -> dict[str, Any]:
+    def _responses(
+        self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged
+    ) -> dict[str, Any]:
         output: list[dict[str, Any]] = []
         if reply.text:
-            output.append({"type": "message", "id": self.new_id("msg_s"), "role": "assistant", "status": "completed",
-                           "content": [{"type": "output_text", "text": reply.text, "annotations": []}]})
+            output.append(
+                {
+                    "type": "message",
+                    "id": self.new_id("msg_s"),
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+                }
+            )
         for c in reply.calls:
             cid = self.new_id("call_s")
             logged.ids.append(cid)
-            output.append({"type": "function_call", "id": self.new_id("fc_s"), "call_id": cid, "name": c.name,
-                           "arguments": c.wire, "status": "completed"})
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": self.new_id("fc_s"),
+                    "call_id": cid,
+                    "name": c.name,
+                    "arguments": c.wire,
+                    "status": "completed",
+                }
+            )
         out_tokens = max(1, len(json.dumps(output)) // 4)
         logged.response_id = self.new_id("resp_s")
         with self._lock:
-            self.response_calls[logged.response_id] = [o["call_id"] for o in output if o["type"] == "function_call"]
+            self.response_calls[logged.response_id] = [
+                o["call_id"] for o in output if o["type"] == "function_call"
+            ]
             self.items.update((o["id"], o) for o in output)
             self.histories[logged.response_id] = [*req.messages, *output]
         if reply.cut:
             for o in output:
                 o["status"] = "incomplete"
         return {
-            "id": logged.response_id, "object": "response", "created_at": int(time.time()), "status": "incomplete" if reply.cut else "completed",
-            "model": req.model, "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
-            "error": None, "incomplete_details": {"reason": "max_output_tokens"} if reply.cut else None, "instructions": req.body.get("instructions"), "metadata": {},
-            "temperature": 1.0, "top_p": 1.0, "text": {"format": {"type": "text"}}, "truncation": "disabled",
-            "usage": {"input_tokens": usage_in, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": out_tokens,
-                      "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": usage_in + out_tokens},
+            "id": logged.response_id,
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "incomplete" if reply.cut else "completed",
+            "model": req.model,
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if reply.cut else None,
+            "instructions": req.body.get("instructions"),
+            "metadata": {},
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "text": {"format": {"type": "text"}},
+            "truncation": "disabled",
+            "usage": {
+                "input_tokens": usage_in,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": out_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": usage_in + out_tokens,
+            },
         }
 
-    def _gemini(self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged) -> dict[str, Any]:
+    def _gemini(
+        self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged
+    ) -> dict[str, Any]:
         parts: list[dict[str, Any]] = []
         if reply.text:
             parts.append({"text": reply.text})
         for c in reply.calls:
-            logged.ids.append(c.name)  # the Gemini API gives calls no id: they pair by name and order
+            # the Gemini API gives calls no id: they pair by name and order
+            logged.ids.append(c.name)
             parts.append({"functionCall": {"name": c.name, "args": c.arguments}})
         out_tokens = max(1, len(json.dumps(parts)) // 4)
         logged.response_id = self.new_id("gem_s")
         model = urlsplit(req.path).path.rsplit("/", 1)[-1].split(":", 1)[0]
         return {
-            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": {"promptTokenCount": usage_in, "candidatesTokenCount": out_tokens, "totalTokenCount": usage_in + out_tokens},
-            "modelVersion": model, "responseId": logged.response_id,
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {
+                "promptTokenCount": usage_in,
+                "candidatesTokenCount": out_tokens,
+                "totalTokenCount": usage_in + out_tokens,
+            },
+            "modelVersion": model,
+            "responseId": logged.response_id,
         }
 
-    def _chat(self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged) -> dict[str, Any]:
+    def _chat(
+        self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged
+    ) -> dict[str, Any]:
         calls = []
         for c in reply.calls:
             cid = self.new_id("call_s")
             logged.ids.append(cid)
-            calls.append({"id": cid, "type": "function", "function": {"name": c.name, "arguments": c.wire}})
+            calls.append(
+                {"id": cid, "type": "function", "function": {"name": c.name, "arguments": c.wire}}
+            )
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
         if calls:
             message["tool_calls"] = calls
         out_tokens = max(1, len(json.dumps(message)) // 4)
         logged.response_id = self.new_id("chatcmpl-s")
         return {
-            "id": logged.response_id, "object": "chat.completion", "created": int(time.time()), "model": req.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "length" if reply.cut else "tool_calls" if calls else "stop", "logprobs": None}],
-            "usage": {"prompt_tokens": usage_in, "completion_tokens": out_tokens, "total_tokens": usage_in + out_tokens},
+            "id": logged.response_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": req.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "length" if reply.cut else "tool_calls" if calls else "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": usage_in,
+                "completion_tokens": out_tokens,
+                "total_tokens": usage_in + out_tokens,
+            },
         }
 
 
@@ -559,15 +799,26 @@ class ScriptedUpstream:
 
 def _error_body(family: str, message: str) -> dict[str, Any]:
     if family == "anthropic":
-        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}, "request_id": "req_scripted"}
+        return {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": message},
+            "request_id": "req_scripted",
+        }
     if family == "gemini":
         return {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
-    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+    return {
+        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+    }
 
 
 def pairing_problem(req: ScriptedRequest, upstream: ScriptedUpstream) -> str | None:
-    """The API's 400 text for a request whose tool results do not pair with its calls, else ``None``."""
-    check = {"openai_chat": _chat_pairing, "anthropic": _anthropic_pairing, "gemini": _gemini_pairing}.get(req.family)
+    """The API's 400 text for a request whose tool results do not pair with its calls, else
+    ``None``."""
+    check = {
+        "openai_chat": _chat_pairing,
+        "anthropic": _anthropic_pairing,
+        "gemini": _gemini_pairing,
+    }.get(req.family)
     if check is not None:
         return check(req.messages)
     if req.family == "openai_responses":
@@ -580,28 +831,49 @@ def _chat_pairing(messages: list[Any]) -> str | None:
     while i < len(messages):
         m = messages[i]
         if isinstance(m, dict) and m.get("role") == "tool":
-            return "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
-        calls = [c.get("id") for c in (m.get("tool_calls") or [])] if isinstance(m, dict) and m.get("role") == "assistant" else []
+            return (
+                "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                "message with 'tool_calls'."
+            )
+        calls = (
+            [c.get("id") for c in (m.get("tool_calls") or [])]
+            if isinstance(m, dict) and m.get("role") == "assistant"
+            else []
+        )
         i += 1
         if not calls:
             continue
         answered = []
-        while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") == "tool":
+        while (
+            i < len(messages)
+            and isinstance(messages[i], dict)
+            and messages[i].get("role") == "tool"
+        ):
             cid = messages[i].get("tool_call_id")
             if cid not in calls:
-                return f"Invalid parameter: 'tool_call_id' of '{cid}' not found in 'tool_calls' of previous message."
+                return (
+                    f"Invalid parameter: 'tool_call_id' of '{cid}' not "
+                    "found in 'tool_calls' of previous message."
+                )
             answered.append(cid)
             i += 1
         missing = [c for c in calls if c not in answered]
         if missing:
-            return ("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-                    f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(map(str, missing))}")
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(map(str, missing))}"
+            )
     return None
 
 
 def _blocks(m: Any, kind: str) -> list[dict[str, Any]]:
     c = m.get("content") if isinstance(m, dict) else None
-    return [b for b in c if isinstance(b, dict) and b.get("type") == kind] if isinstance(c, list) else []
+    return (
+        [b for b in c if isinstance(b, dict) and b.get("type") == kind]
+        if isinstance(c, list)
+        else []
+    )
 
 
 def _anthropic_pairing(messages: list[Any]) -> str | None:
@@ -610,18 +882,32 @@ def _anthropic_pairing(messages: list[Any]) -> str | None:
             continue
         uses = [b.get("id") for b in _blocks(m, "tool_use")] if m.get("role") == "assistant" else []
         prev = messages[n - 1] if n else None
-        prev_uses = [b.get("id") for b in _blocks(prev, "tool_use")] if isinstance(prev, dict) and prev.get("role") == "assistant" else []
+        prev_uses = (
+            [b.get("id") for b in _blocks(prev, "tool_use")]
+            if isinstance(prev, dict) and prev.get("role") == "assistant"
+            else []
+        )
         if m.get("role") == "user" and isinstance(m.get("content"), list):
             for k, b in enumerate(m["content"]):
-                if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") not in prev_uses:
-                    return (f"messages.{n}.content.{k}: unexpected `tool_use_id` found in `tool_result` blocks: {b.get('tool_use_id')}. "
-                            "Each `tool_result` block must have a corresponding `tool_use` block in the previous message.")
+                if (
+                    isinstance(b, dict)
+                    and b.get("type") == "tool_result"
+                    and b.get("tool_use_id") not in prev_uses
+                ):
+                    return (
+                        f"messages.{n}.content.{k}: unexpected `tool_use_id` found in "
+                        f"`tool_result` blocks: {b.get('tool_use_id')}. Each `tool_result` block "
+                        "must have a corresponding `tool_use` block in the previous message."
+                    )
         if uses and n + 1 < len(messages):
             answered = {b.get("tool_use_id") for b in _blocks(messages[n + 1], "tool_result")}
             missing = [u for u in uses if u not in answered]
             if missing:
-                return (f"messages.{n}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(map(str, missing))}. "
-                        "Each `tool_use` block must have a corresponding `tool_result` block in the next message.")
+                return (
+                    f"messages.{n}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(map(str, missing))}. Each `tool_use` block "
+                    "must have a corresponding `tool_result` block in the next message."
+                )
     return None
 
 
@@ -634,12 +920,17 @@ def _gemini_pairing(contents: list[Any]) -> str | None:
         nxt = contents[n + 1].get("parts") if isinstance(contents[n + 1], dict) else None
         answers = [p for p in nxt or [] if isinstance(p, dict) and "functionResponse" in p]
         if len(answers) != len(calls):
-            return "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn."
+            return (
+                "Please ensure that the number of function response parts is equal to the number "
+                "of function call parts of the function call turn."
+            )
     return None
 
 
 def _responses_pairing(req: ScriptedRequest, upstream: ScriptedUpstream) -> str | None:
-    calls: list[str] = list(upstream.response_calls.get(str(req.body.get("previous_response_id") or ""), []))
+    calls: list[str] = list(
+        upstream.response_calls.get(str(req.body.get("previous_response_id") or ""), [])
+    )
     outputs: list[str] = []
     for item in req.messages:
         if not isinstance(item, dict):

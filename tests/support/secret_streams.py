@@ -23,7 +23,18 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-__all__ = ["aws_frame", "bedrock_converse", "bedrock_invoke", "chat_sse", "leaks", "ollama_ndjson", "pieces", "responses_events", "spoken", "vendor_keys"]
+__all__ = [
+    "aws_frame",
+    "bedrock_converse",
+    "bedrock_invoke",
+    "chat_sse",
+    "leaks",
+    "ollama_ndjson",
+    "pieces",
+    "responses_events",
+    "spoken",
+    "vendor_keys",
+]
 
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 _LOWER = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -41,7 +52,9 @@ def vendor_keys() -> dict[str, str]:
     """vendor → a fresh fake key in its published format (what a scanner must recognise)."""
     # (compact JSON with a random key id: an 8-character piece of a plain header's base64 also
     # occurs in the base64 of other JSON, Bedrock's events)
-    jwt = lambda d: base64.urlsafe_b64encode(json.dumps(d, separators=(",", ":")).encode()).decode().rstrip("=")  # noqa: E731
+    jwt = lambda d: (  # noqa: E731
+        base64.urlsafe_b64encode(json.dumps(d, separators=(",", ":")).encode()).decode().rstrip("=")
+    )
     return {
         "openai": f"sk-proj-{_r(48)}",
         "anthropic": f"sk-ant-api03-{_r(93, _ALNUM + '_-')}AA",
@@ -65,7 +78,8 @@ def vendor_keys() -> dict[str, str]:
         "groq": f"gsk_{_r(52)}",
         "xai": f"xai-{_r(80)}",
         "openai-ephemeral": f"ek_{_r(32, _HEX)}",
-        "jwt": f"{jwt({'kid': _r(16), 'alg': 'HS256'})}.{jwt({'sub': _r(12), 'jti': _r(16)})}.{_r(43)}",
+        "jwt": f"{jwt({'kid': _r(16), 'alg': 'HS256'})}.{jwt({'sub': _r(12), 'jti': _r(16)})}"
+        f".{_r(43)}",
     }
 
 
@@ -88,73 +102,205 @@ def pieces(text: str, seed: int = 0) -> list[str]:
 
 # -- wire framings -----------------------------------------------------------------------------
 def chat_sse(parts: list[str]) -> list[bytes]:
-    events = [b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n']
+    events = [
+        b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-4o",'
+        b'"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
+    ]
     for p in parts:
-        events.append(b"data: " + json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "gpt-4o",
-                                              "choices": [{"index": 0, "delta": {"content": p}}]}).encode() + b"\n\n")
-    events.append(b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-4o","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n')
+        events.append(
+            b"data: "
+            + json.dumps(
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion.chunk",
+                    "model": "gpt-4o",
+                    "choices": [{"index": 0, "delta": {"content": p}}],
+                }
+            ).encode()
+            + b"\n\n"
+        )
+    events.append(
+        b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-4o",'
+        b'"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+    )
     events.append(b"data: [DONE]\n\n")
     return events
 
 
 def ollama_ndjson(parts: list[str]) -> list[bytes]:
-    out = [json.dumps({"model": "llama3.2", "created_at": "2026-01-01T00:00:00Z", "message": {"role": "assistant", "content": p}, "done": False}).encode() + b"\n" for p in parts]
-    out.append(json.dumps({"model": "llama3.2", "created_at": "2026-01-01T00:00:01Z", "message": {"role": "assistant", "content": ""},
-                           "done": True, "done_reason": "stop", "prompt_eval_count": 10, "eval_count": len(parts)}).encode() + b"\n")
+    out = [
+        json.dumps(
+            {
+                "model": "llama3.2",
+                "created_at": "2026-01-01T00:00:00Z",
+                "message": {"role": "assistant", "content": p},
+                "done": False,
+            }
+        ).encode()
+        + b"\n"
+        for p in parts
+    ]
+    out.append(
+        json.dumps(
+            {
+                "model": "llama3.2",
+                "created_at": "2026-01-01T00:00:01Z",
+                "message": {"role": "assistant", "content": ""},
+                "done": True,
+                "done_reason": "stop",
+                "prompt_eval_count": 10,
+                "eval_count": len(parts),
+            }
+        ).encode()
+        + b"\n"
+    )
     return out
 
 
 def aws_frame(headers: dict[str, str], payload: bytes) -> bytes:
-    hb = b"".join(bytes([len(k)]) + k.encode() + b"\x07" + struct.pack(">H", len(v.encode())) + v.encode() for k, v in headers.items())
+    hb = b"".join(
+        bytes([len(k)]) + k.encode() + b"\x07" + struct.pack(">H", len(v.encode())) + v.encode()
+        for k, v in headers.items()
+    )
     prelude = struct.pack(">II", 16 + len(hb) + len(payload), len(hb))
     msg = prelude + struct.pack(">I", zlib.crc32(prelude)) + hb + payload
     return msg + struct.pack(">I", zlib.crc32(msg))
 
 
 def _event(kind: str, body: dict[str, Any]) -> bytes:
-    body = {**body, "p": "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"[: 5 + len(kind) % 20]}  # Bedrock pads every event
-    return aws_frame({":event-type": kind, ":content-type": "application/json", ":message-type": "event"}, json.dumps(body).encode())
+    # Bedrock pads every event
+    body = {**body, "p": "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"[: 5 + len(kind) % 20]}
+    return aws_frame(
+        {":event-type": kind, ":content-type": "application/json", ":message-type": "event"},
+        json.dumps(body).encode(),
+    )
 
 
 def bedrock_converse(parts: list[str]) -> list[bytes]:
     out = [_event("messageStart", {"role": "assistant"})]
-    out += [_event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": p}}) for p in parts]
-    out += [_event("contentBlockStop", {"contentBlockIndex": 0}), _event("messageStop", {"stopReason": "end_turn"}),
-            _event("metadata", {"usage": {"inputTokens": 10, "outputTokens": len(parts), "totalTokens": 10 + len(parts)}, "metrics": {"latencyMs": 100}})]
+    out += [
+        _event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": p}}) for p in parts
+    ]
+    out += [
+        _event("contentBlockStop", {"contentBlockIndex": 0}),
+        _event("messageStop", {"stopReason": "end_turn"}),
+        _event(
+            "metadata",
+            {
+                "usage": {
+                    "inputTokens": 10,
+                    "outputTokens": len(parts),
+                    "totalTokens": 10 + len(parts),
+                },
+                "metrics": {"latencyMs": 100},
+            },
+        ),
+    ]
     return out
 
 
 def bedrock_invoke(parts: list[str]) -> list[bytes]:
-    """InvokeModelWithResponseStream (Anthropic on Bedrock): each Anthropic event base64 in ``bytes``."""
+    """InvokeModelWithResponseStream (Anthropic on Bedrock): each Anthropic event base64 in
+    ``bytes``."""
     events: list[dict[str, Any]] = [
-        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": [],
-                                              "stop_reason": None, "usage": {"input_tokens": 10, "output_tokens": 1}}},
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude",
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": 10, "output_tokens": 1},
+            },
+        },
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        *({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}} for p in parts),
+        *(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
+            for p in parts
+        ),
         {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": len(parts)}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": len(parts)},
+        },
         {"type": "message_stop"},
     ]
-    return [aws_frame({":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"},
-                      json.dumps({"bytes": base64.b64encode(json.dumps(e).encode()).decode(), "p": "abcd"}).encode()) for e in events]
+    return [
+        aws_frame(
+            {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"},
+            json.dumps(
+                {"bytes": base64.b64encode(json.dumps(e).encode()).decode(), "p": "abcd"}
+            ).encode(),
+        )
+        for e in events
+    ]
 
 
 def responses_events(parts: list[str], rid: str = "resp_1") -> list[dict[str, Any]]:
     """A Responses stream (one WebSocket message or SSE event each) streaming ``parts``."""
     text = "".join(parts)
-    item = {"id": f"msg_{rid}", "type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}
-    resp = {"id": rid, "object": "response", "model": "gpt-5", "status": "in_progress", "output": []}
-    out: list[dict[str, Any]] = [{"type": "response.created", "response": resp},
-                                 {"type": "response.output_item.added", "output_index": 0, "item": {**item, "status": "in_progress", "content": []}}]
-    out += [{"type": "response.output_text.delta", "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": p} for p in parts]
+    item = {
+        "id": f"msg_{rid}",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    resp = {
+        "id": rid,
+        "object": "response",
+        "model": "gpt-5",
+        "status": "in_progress",
+        "output": [],
+    }
+    out: list[dict[str, Any]] = [
+        {"type": "response.created", "response": resp},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**item, "status": "in_progress", "content": []},
+        },
+    ]
+    out += [
+        {
+            "type": "response.output_text.delta",
+            "item_id": item["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "delta": p,
+        }
+        for p in parts
+    ]
     # The finished text is repeated whole by the API in these two (a second copy to mask).
-    out += [{"type": "response.output_text.done", "item_id": item["id"], "output_index": 0, "content_index": 0, "text": text},
-            {"type": "response.completed", "response": {**resp, "status": "completed", "output": [item],
-                                                        "usage": {"input_tokens": 10, "output_tokens": len(parts), "total_tokens": 10 + len(parts)}}}]
+    out += [
+        {
+            "type": "response.output_text.done",
+            "item_id": item["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "text": text,
+        },
+        {
+            "type": "response.completed",
+            "response": {
+                **resp,
+                "status": "completed",
+                "output": [item],
+                "usage": {
+                    "input_tokens": 10,
+                    "output_tokens": len(parts),
+                    "total_tokens": 10 + len(parts),
+                },
+            },
+        },
+    ]
     return out
 
 
-# -- the independent scan ----------------------------------------------------------------------------
+# -- the independent scan --------------------------------------------------------------------------
 _U = re.compile(r"\\u([0-9a-fA-F]{4})")
 
 
@@ -181,13 +327,15 @@ def _haystacks(raw: bytes) -> list[str]:
         _strings(rec, strings)
         for s in strings:
             hay.append(s)
-            hay.append(_U.sub(lambda m: chr(int(m.group(1), 16)), s))  # events stored as text keep their own escapes
+            # events stored as text keep their own escapes
+            hay.append(_U.sub(lambda m: chr(int(m.group(1), 16)), s))
             if len(s) >= 8 and re.fullmatch(r"[A-Za-z0-9+/=\s]+", s):
                 try:
                     hay.append(base64.b64decode(s).decode("utf-8", "replace"))
                 except ValueError:
                     pass
-            for inner in re.findall(r'"bytes":\s*"([A-Za-z0-9+/=]+)"', s):  # Bedrock's base64 events
+            # Bedrock's base64 events
+            for inner in re.findall(r'"bytes":\s*"([A-Za-z0-9+/=]+)"', s):
                 hay.append(base64.b64decode(inner).decode("utf-8", "replace"))
     return hay
 

@@ -74,7 +74,7 @@ from in ``x-fake-upstream-source``, and is logged in :attr:`FakeUpstream.served`
 
 **TLS.** ``FakeUpstream(tls=(cert, key))`` / ``--tls CERT KEY`` serves HTTPS with that certificate
 chain and key (PEM) instead of plain HTTP; :attr:`FakeUpstream.url` then starts with ``https://``.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -132,28 +132,68 @@ FAMILIES = ("openai_chat", "openai_responses", "anthropic", "gemini")
 #: Recordings known to fit each (family, stream, kind) slot, best first (paths under CORPUS).
 _P = "pydantic-ai/tests/models/cassettes/"
 _CURATED: dict[tuple[str, bool, str], tuple[str, ...]] = {
-    ("openai_chat", False, "text"): (_P + "test_openai/test_openai_model_settings_temperature_ignored_on_gpt_5.yaml#0",),
-    ("openai_chat", True, "text"): ("pydantic-ai/tests/cassettes/test_dbos/test_dbos_agent_run_stream.yaml#0",),
-    ("openai_chat", False, "tool1"): (_P + "test_multimodal_tool_returns/test_multimodal_tool_return_matrix[direct-url-image-openai_chat].yaml#0",),
-    ("openai_chat", True, "tool1"): (_P + "test_openai/test_run_stream_sync_streams_real_model.yaml#0",),
-    ("openai_chat", False, "toolN"): ("pydantic-ai/tests/cassettes/test_dbos/test_dbos_agent_with_hitl_tool.yaml#0",),
-    ("openai_chat", True, "toolN"): ("pydantic-ai/tests/cassettes/test_dbos/test_complex_agent_run_in_workflow.yaml#0",),
-    ("openai_responses", False, "text"): (_P + "test_openai_responses/test_openai_responses_model_instructions.yaml#0",),
-    ("openai_responses", True, "text"): (_P + "test_openai_responses/test_openai_responses_stream.yaml#1",),
-    ("openai_responses", False, "tool1"): (_P + "test_openai_responses/test_openai_responses_model_simple_response_with_tool_call.yaml#0",),
-    ("openai_responses", True, "tool1"): (_P + "test_openai_responses/test_openai_responses_stream.yaml#0",),
-    ("openai_responses", False, "toolN"): (_P + "test_openai_responses/test_openai_responses_model_retry.yaml#0",),
+    ("openai_chat", False, "text"): (
+        _P + "test_openai/test_openai_model_settings_temperature_ignored_on_gpt_5.yaml#0",
+    ),
+    ("openai_chat", True, "text"): (
+        "pydantic-ai/tests/cassettes/test_dbos/test_dbos_agent_run_stream.yaml#0",
+    ),
+    ("openai_chat", False, "tool1"): (
+        _P + "test_multimodal_tool_returns/"
+        "test_multimodal_tool_return_matrix[direct-url-image-openai_chat].yaml#0",
+    ),
+    ("openai_chat", True, "tool1"): (
+        _P + "test_openai/test_run_stream_sync_streams_real_model.yaml#0",
+    ),
+    ("openai_chat", False, "toolN"): (
+        "pydantic-ai/tests/cassettes/test_dbos/test_dbos_agent_with_hitl_tool.yaml#0",
+    ),
+    ("openai_chat", True, "toolN"): (
+        "pydantic-ai/tests/cassettes/test_dbos/test_complex_agent_run_in_workflow.yaml#0",
+    ),
+    ("openai_responses", False, "text"): (
+        _P + "test_openai_responses/test_openai_responses_model_instructions.yaml#0",
+    ),
+    ("openai_responses", True, "text"): (
+        _P + "test_openai_responses/test_openai_responses_stream.yaml#1",
+    ),
+    ("openai_responses", False, "tool1"): (
+        _P
+        + "test_openai_responses/test_openai_responses_model_simple_response_with_tool_call.yaml#0",
+    ),
+    ("openai_responses", True, "tool1"): (
+        _P + "test_openai_responses/test_openai_responses_stream.yaml#0",
+    ),
+    ("openai_responses", False, "toolN"): (
+        _P + "test_openai_responses/test_openai_responses_model_retry.yaml#0",
+    ),
     ("anthropic", False, "text"): (_P + "test_anthropic/test_anthropic_model_instructions.yaml#0",),
-    ("anthropic", True, "text"): ("llm-anthropic/tests/cassettes/test_anthropic/test_prompt.yaml#0",),
-    ("anthropic", False, "tool1"): (_P + "test_tool_choice_matrix/test_tool_choice_matrix[auto-anthropic].yaml#0",),
-    ("anthropic", True, "tool1"): ("llm-anthropic/tests/cassettes/test_anthropic/test_stream_events_tool_calls.yaml#0",),
-    ("anthropic", False, "toolN"): ("pydantic-ai/tests/models/anthropic/cassettes/test_output/test_mixed_tools_basemodel_output.yaml#0",),
-    ("anthropic", True, "toolN"): ("llm-anthropic/tests/cassettes/test_anthropic/test_tools.yaml#0",),
+    ("anthropic", True, "text"): (
+        "llm-anthropic/tests/cassettes/test_anthropic/test_prompt.yaml#0",
+    ),
+    ("anthropic", False, "tool1"): (
+        _P + "test_tool_choice_matrix/test_tool_choice_matrix[auto-anthropic].yaml#0",
+    ),
+    ("anthropic", True, "tool1"): (
+        "llm-anthropic/tests/cassettes/test_anthropic/test_stream_events_tool_calls.yaml#0",
+    ),
+    ("anthropic", False, "toolN"): (
+        "pydantic-ai/tests/models/anthropic/cassettes/test_output/"
+        "test_mixed_tools_basemodel_output.yaml#0",
+    ),
+    ("anthropic", True, "toolN"): (
+        "llm-anthropic/tests/cassettes/test_anthropic/test_tools.yaml#0",
+    ),
     ("gemini", False, "text"): (_P + "test_google/test_google_model.yaml#0",),
     ("gemini", True, "text"): (_P + "test_google/test_google_model_stream.yaml#0",),
     ("gemini", False, "tool1"): (_P + "test_google/test_google_tool_output.yaml#0",),
-    ("gemini", True, "tool1"): ("pydantic-ai/tests/models/google/cassettes/test_structured_output/test_native_output_with_function_tools_stream.yaml#0",),
-    ("gemini", False, "toolN"): (_P + "test_google/test_google_instructions_only_with_tool_calls.yaml#0",),
+    ("gemini", True, "tool1"): (
+        "pydantic-ai/tests/models/google/cassettes/test_structured_output/"
+        "test_native_output_with_function_tools_stream.yaml#0",
+    ),
+    ("gemini", False, "toolN"): (
+        _P + "test_google/test_google_instructions_only_with_tool_calls.yaml#0",
+    ),
     # The corpus has no streamed parallel tool calls for these two: synthesised from the above.
     ("openai_responses", True, "toolN"): (),
     ("gemini", True, "toolN"): (),
@@ -286,7 +326,11 @@ def _kind(ex: Exchange) -> tuple[str, bool, str] | None:
     calls = r.tool_calls
     if kinds == {"text"} and r.text.strip():
         kind = "text"
-    elif calls and kinds <= {"tool_call", "text"} and all(c.kind == "function" and c.arguments is not None for c in calls):
+    elif (
+        calls
+        and kinds <= {"tool_call", "text"}
+        and all(c.kind == "function" and c.arguments is not None for c in calls)
+    ):
         kind = "tool1" if len(calls) == 1 else "toolN"
     else:
         return None
@@ -300,7 +344,15 @@ def _recording(ex: Exchange, source: str, family: str, stream: bool) -> Recordin
         headers.append(("content-type", "text/event-stream" if stream else "application/json"))
     rt = parse_exchange(ex)
     ids = [c.id for c in (rt.response.tool_calls if rt.response else []) if c.id]
-    return Recording(source, family, stream, ex.status or 200, headers, split_events(body) if stream else [body], ids)
+    return Recording(
+        source,
+        family,
+        stream,
+        ex.status or 200,
+        headers,
+        split_events(body) if stream else [body],
+        ids,
+    )
 
 
 class Corpus:
@@ -338,9 +390,16 @@ class Corpus:
                 for i, ex in enumerate(exchanges):
                     slot = _kind(ex)
                     if slot is not None:
-                        found.setdefault(slot, []).append((f"{path.relative_to(self.root)}#{i}", ex))
+                        found.setdefault(slot, []).append(
+                            (f"{path.relative_to(self.root)}#{i}", ex)
+                        )
             for cands in found.values():  # official hosts first, then the smallest body
-                cands.sort(key=lambda c: (urlsplit(c[1].url).hostname not in _OFFICIAL_HOSTS, len(c[1].response_body)))
+                cands.sort(
+                    key=lambda c: (
+                        urlsplit(c[1].url).hostname not in _OFFICIAL_HOSTS,
+                        len(c[1].response_body),
+                    )
+                )
             self._scanned = found
         return self._scanned
 
@@ -366,8 +425,13 @@ class Corpus:
         if rec is None and stream:
             flat = self.pick(family, False, kind)
             rec = Recording(
-                flat.source + " (synthesised stream)", family, True, 200, [("content-type", "text/event-stream")],
-                synth_stream(family, flat.json()), flat.tool_call_ids,
+                flat.source + " (synthesised stream)",
+                family,
+                True,
+                200,
+                [("content-type", "text/event-stream")],
+                synth_stream(family, flat.json()),
+                flat.tool_call_ids,
             )
         if rec is None:
             raise LookupError(f"no recording in {self.root} for {family} stream={stream} {kind}")
@@ -405,17 +469,59 @@ def _synth_responses(resp: dict[str, Any]) -> list[bytes]:
     emit("response.in_progress", response=start)
     for i, item in enumerate(resp.get("output") or []):
         if item.get("type") == "function_call":
-            emit("response.output_item.added", output_index=i, item={**item, "arguments": "", "status": "in_progress"})
-            emit("response.function_call_arguments.delta", item_id=item.get("id"), output_index=i, delta=item.get("arguments", ""))
-            emit("response.function_call_arguments.done", item_id=item.get("id"), output_index=i, arguments=item.get("arguments", ""))
+            emit(
+                "response.output_item.added",
+                output_index=i,
+                item={**item, "arguments": "", "status": "in_progress"},
+            )
+            emit(
+                "response.function_call_arguments.delta",
+                item_id=item.get("id"),
+                output_index=i,
+                delta=item.get("arguments", ""),
+            )
+            emit(
+                "response.function_call_arguments.done",
+                item_id=item.get("id"),
+                output_index=i,
+                arguments=item.get("arguments", ""),
+            )
         elif item.get("type") == "message":
-            emit("response.output_item.added", output_index=i, item={**item, "content": [], "status": "in_progress"})
+            emit(
+                "response.output_item.added",
+                output_index=i,
+                item={**item, "content": [], "status": "in_progress"},
+            )
             for j, part in enumerate(item.get("content") or []):
                 text = part.get("text", "")
-                emit("response.content_part.added", item_id=item.get("id"), output_index=i, content_index=j, part={**part, "text": ""})
-                emit("response.output_text.delta", item_id=item.get("id"), output_index=i, content_index=j, delta=text)
-                emit("response.output_text.done", item_id=item.get("id"), output_index=i, content_index=j, text=text)
-                emit("response.content_part.done", item_id=item.get("id"), output_index=i, content_index=j, part=part)
+                emit(
+                    "response.content_part.added",
+                    item_id=item.get("id"),
+                    output_index=i,
+                    content_index=j,
+                    part={**part, "text": ""},
+                )
+                emit(
+                    "response.output_text.delta",
+                    item_id=item.get("id"),
+                    output_index=i,
+                    content_index=j,
+                    delta=text,
+                )
+                emit(
+                    "response.output_text.done",
+                    item_id=item.get("id"),
+                    output_index=i,
+                    content_index=j,
+                    text=text,
+                )
+                emit(
+                    "response.content_part.done",
+                    item_id=item.get("id"),
+                    output_index=i,
+                    content_index=j,
+                    part=part,
+                )
         else:
             emit("response.output_item.added", output_index=i, item=item)
         emit("response.output_item.done", output_index=i, item=item)
@@ -424,19 +530,51 @@ def _synth_responses(resp: dict[str, Any]) -> list[bytes]:
 
 
 def _synth_anthropic(msg: dict[str, Any]) -> list[bytes]:
-    out = [sse_event({"type": "message_start", "message": {**msg, "content": [], "stop_reason": None}}, "message_start")]
+    out = [
+        sse_event(
+            {"type": "message_start", "message": {**msg, "content": [], "stop_reason": None}},
+            "message_start",
+        )
+    ]
     for i, block in enumerate(msg.get("content") or []):
         if block.get("type") == "tool_use":
-            out.append(sse_event({"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}}, "content_block_start"))
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(block.get("input") or {})}
+            out.append(
+                sse_event(
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {**block, "input": {}},
+                    },
+                    "content_block_start",
+                )
+            )
+            delta = {
+                "type": "input_json_delta",
+                "partial_json": json.dumps(block.get("input") or {}),
+            }
         else:
-            out.append(sse_event({"type": "content_block_start", "index": i, "content_block": {**block, "text": ""}}, "content_block_start"))
+            out.append(
+                sse_event(
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {**block, "text": ""},
+                    },
+                    "content_block_start",
+                )
+            )
             delta = {"type": "text_delta", "text": block.get("text", "")}
-        out.append(sse_event({"type": "content_block_delta", "index": i, "delta": delta}, "content_block_delta"))
+        out.append(
+            sse_event(
+                {"type": "content_block_delta", "index": i, "delta": delta}, "content_block_delta"
+            )
+        )
         out.append(sse_event({"type": "content_block_stop", "index": i}, "content_block_stop"))
     usage = {"output_tokens": (msg.get("usage") or {}).get("output_tokens", 0)}
     delta = {"stop_reason": msg.get("stop_reason"), "stop_sequence": msg.get("stop_sequence")}
-    out.append(sse_event({"type": "message_delta", "delta": delta, "usage": usage}, "message_delta"))
+    out.append(
+        sse_event({"type": "message_delta", "delta": delta, "usage": usage}, "message_delta")
+    )
     out.append(sse_event({"type": "message_stop"}, "message_stop"))
     return out
 
@@ -448,11 +586,46 @@ def _synth_chat(resp: dict[str, Any]) -> list[bytes]:
     for ch in resp.get("choices") or []:
         msg = ch.get("message") or {}
         idx = ch.get("index", 0)
-        out.append(sse_event({**base, "choices": [{"index": idx, "delta": {"role": "assistant", "content": msg.get("content") or ""}, "finish_reason": None}]}))
+        out.append(
+            sse_event(
+                {
+                    **base,
+                    "choices": [
+                        {
+                            "index": idx,
+                            "delta": {"role": "assistant", "content": msg.get("content") or ""},
+                            "finish_reason": None,
+                        }
+                    ],
+                }
+            )
+        )
         for j, tc in enumerate(msg.get("tool_calls") or []):
-            delta = {"tool_calls": [{"index": j, "id": tc.get("id"), "type": "function", "function": tc.get("function")}]}
-            out.append(sse_event({**base, "choices": [{"index": idx, "delta": delta, "finish_reason": None}]}))
-        out.append(sse_event({**base, "choices": [{"index": idx, "delta": {}, "finish_reason": ch.get("finish_reason")}]}))
+            delta = {
+                "tool_calls": [
+                    {
+                        "index": j,
+                        "id": tc.get("id"),
+                        "type": "function",
+                        "function": tc.get("function"),
+                    }
+                ]
+            }
+            out.append(
+                sse_event(
+                    {**base, "choices": [{"index": idx, "delta": delta, "finish_reason": None}]}
+                )
+            )
+        out.append(
+            sse_event(
+                {
+                    **base,
+                    "choices": [
+                        {"index": idx, "delta": {}, "finish_reason": ch.get("finish_reason")}
+                    ],
+                }
+            )
+        )
     if resp.get("usage"):
         out.append(sse_event({**base, "choices": [], "usage": resp["usage"]}))
     out.append(b"data: [DONE]\n\n")
@@ -480,7 +653,9 @@ def synth_args(schema: Any, k: int = 0) -> Any:
     typ = str(typ or ("object" if "properties" in schema else "string")).lower()
     if typ == "object":
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        required = schema.get("required") if isinstance(schema.get("required"), list) else list(props)
+        required = (
+            schema.get("required") if isinstance(schema.get("required"), list) else list(props)
+        )
         return {name: synth_args(props.get(name, {}), k) for name in required}
     if typ == "array":
         return [synth_args(schema.get("items", {}), k)] if schema.get("minItems") else []
@@ -523,7 +698,11 @@ class ToolRewriter:
             return
         if isinstance(obj, dict):
             for k, v in obj.items():
-                if k in ("id", "call_id", "tool_use_id", "tool_call_id") and isinstance(v, str) and v in self.ids:
+                if (
+                    k in ("id", "call_id", "tool_use_id", "tool_call_id")
+                    and isinstance(v, str)
+                    and v in self.ids
+                ):
                     obj[k] = v + self.suffix
                 else:
                     self._ids(v)
@@ -587,9 +766,17 @@ class ToolRewriter:
         kind = obj.get("type")
         i = obj.get("index")
         block = obj.get("content_block")
-        if kind == "content_block_start" and isinstance(block, dict) and block.get("type") == "tool_use":
+        if (
+            kind == "content_block_start"
+            and isinstance(block, dict)
+            and block.get("type") == "tool_use"
+        ):
             block["name"] = self.target(i)[0]
-        elif kind == "content_block_delta" and (obj.get("delta") or {}).get("type") == "input_json_delta" and i in self._order:
+        elif (
+            kind == "content_block_delta"
+            and (obj.get("delta") or {}).get("type") == "input_json_delta"
+            and i in self._order
+        ):
             obj["delta"]["partial_json"] = self.target(i)[2] if self._first_args(i) else ""
 
     def gemini(self, obj: Any, stream: bool) -> None:
@@ -633,12 +820,28 @@ def rewrite_tool_calls(rec: Recording, tools: list[tuple[str, Any]], turn: int =
 
 def error_body(family: str, status: int, message: str) -> dict[str, Any]:
     if family == "anthropic":
-        kind = {429: "rate_limit_error", 529: "overloaded_error", 400: "invalid_request_error", 404: "not_found_error"}.get(status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_fake_upstream"}
+        kind = {
+            429: "rate_limit_error",
+            529: "overloaded_error",
+            400: "invalid_request_error",
+            404: "not_found_error",
+        }.get(status, "api_error")
+        return {
+            "type": "error",
+            "error": {"type": kind, "message": message},
+            "request_id": "req_fake_upstream",
+        }
     if family == "gemini":
-        st = {429: "RESOURCE_EXHAUSTED", 400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 503: "UNAVAILABLE"}.get(status, "INTERNAL")
+        st = {
+            429: "RESOURCE_EXHAUSTED",
+            400: "INVALID_ARGUMENT",
+            404: "NOT_FOUND",
+            503: "UNAVAILABLE",
+        }.get(status, "INTERNAL")
         return {"error": {"code": status, "message": message, "status": st}}
-    kind = {429: "requests", 400: "invalid_request_error", 404: "invalid_request_error"}.get(status, "server_error")
+    kind = {429: "requests", 400: "invalid_request_error", 404: "invalid_request_error"}.get(
+        status, "server_error"
+    )
     code = {429: "rate_limit_exceeded"}.get(status)
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
@@ -646,12 +849,26 @@ def error_body(family: str, status: int, message: str) -> dict[str, Any]:
 def stream_error_event(family: str, seq: int) -> bytes:
     msg = "fake upstream: the model failed mid-stream"
     if family == "anthropic":
-        return sse_event({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, "error")
+        return sse_event(
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            "error",
+        )
     if family == "openai_responses":
-        return sse_event({"type": "error", "code": "server_error", "message": msg, "param": None, "sequence_number": seq}, "error")
+        return sse_event(
+            {
+                "type": "error",
+                "code": "server_error",
+                "message": msg,
+                "param": None,
+                "sequence_number": seq,
+            },
+            "error",
+        )
     if family == "gemini":
         return sse_event({"error": {"code": 500, "message": msg, "status": "INTERNAL"}}, nl=b"\r\n")
-    return sse_event({"error": {"message": msg, "type": "server_error", "param": None, "code": None}})
+    return sse_event(
+        {"error": {"message": msg, "type": "server_error", "param": None, "code": None}}
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -829,7 +1046,11 @@ class FakeUpstream(BackgroundServer):
         threads) nor anything the test started made progress for ``progress.STALL`` seconds."""
         from tests.support.progress import POLL, Hung, Watch
 
-        watch = Watch(os.getpid(), progress=lambda: len(self.served), what="the fake upstream's expected requests")
+        watch = Watch(
+            os.getpid(),
+            progress=lambda: len(self.served),
+            what="the fake upstream's expected requests",
+        )
         with self._changed:
             while True:
                 done = [s for s in self.served if s.ended is not None and (pred is None or pred(s))]
@@ -838,7 +1059,9 @@ class FakeUpstream(BackgroundServer):
                 try:
                     watch.check()
                 except Hung as exc:
-                    raise TimeoutError(f"fake upstream served {len(done)} of {n} expected responses: {exc}") from None
+                    raise TimeoutError(
+                        f"fake upstream served {len(done)} of {n} expected responses: {exc}"
+                    ) from None
                 self._changed.wait(POLL)
 
     def llm_served(self) -> list[Served]:
@@ -871,7 +1094,13 @@ class FakeUpstream(BackgroundServer):
                 conn = (req.header("connection") or "").lower()
                 if not keep or conn == "close":
                     break
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ssl.SSLError):
+        except (
+            ConnectionError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ValueError,
+            ssl.SSLError,
+        ):
             pass
         except asyncio.CancelledError:
             pass
@@ -882,11 +1111,15 @@ class FakeUpstream(BackgroundServer):
             except Exception:
                 pass
 
-    async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Request | None:
+    async def _read_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> Request | None:
         req = await http1.read_request(reader, writer, max_body=self.max_body)
         return None if req is None else Request(req.method, req.target, req.headers, req.body)
 
-    async def _send_head(self, writer: asyncio.StreamWriter, status: int, headers: list[tuple[str, str]]) -> None:
+    async def _send_head(
+        self, writer: asyncio.StreamWriter, status: int, headers: list[tuple[str, str]]
+    ) -> None:
         try:
             reason = HTTPStatus(status).phrase
         except ValueError:
@@ -897,7 +1130,9 @@ class FakeUpstream(BackgroundServer):
 
     async def _respond(self, req: Request, writer: asyncio.StreamWriter) -> bool:
         """Serve one request; ``False`` when the connection must not be reused."""
-        s = Served(next(self._seq), req.method, req.target, req.headers, req.body, started=time.time())
+        s = Served(
+            next(self._seq), req.method, req.target, req.headers, req.body, started=time.time()
+        )
         s.request_sha256 = hashlib.sha256(req.body).hexdigest()
         self._log(s)
         try:
@@ -908,9 +1143,26 @@ class FakeUpstream(BackgroundServer):
         finally:
             self._done(s)
 
-    async def _send_json(self, s: Served, writer: asyncio.StreamWriter, status: int, body: bytes, headers: list[tuple[str, str]] | None = None, ctype: str = "application/json") -> bool:
-        hdrs = [(k, v) for k, v in (headers or []) if k.lower() not in ("content-type", "content-length")]
-        hdrs = [("content-type", ctype), *hdrs, ("content-length", str(len(body))), *s.extra_headers]
+    async def _send_json(
+        self,
+        s: Served,
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        headers: list[tuple[str, str]] | None = None,
+        ctype: str = "application/json",
+    ) -> bool:
+        hdrs = [
+            (k, v)
+            for k, v in (headers or [])
+            if k.lower() not in ("content-type", "content-length")
+        ]
+        hdrs = [
+            ("content-type", ctype),
+            *hdrs,
+            ("content-length", str(len(body))),
+            *s.extra_headers,
+        ]
         if status >= 400:
             hdrs.append(("x-should-retry", "false"))
         s.status, s.response_headers = status, hdrs
@@ -928,10 +1180,20 @@ class FakeUpstream(BackgroundServer):
         return False
 
     async def _send_stream(
-        self, s: Served, writer: asyncio.StreamWriter, chunks: list[bytes], headers: list[tuple[str, str]], delay: float,
-        reset_after: int | None = None, reset_mode: str = "rst", linger: float = 0.0, lockstep: str | None = None,
+        self,
+        s: Served,
+        writer: asyncio.StreamWriter,
+        chunks: list[bytes],
+        headers: list[tuple[str, str]],
+        delay: float,
+        reset_after: int | None = None,
+        reset_mode: str = "rst",
+        linger: float = 0.0,
+        lockstep: str | None = None,
     ) -> bool:
-        hdrs = [(k, v) for k, v in headers if k.lower() not in ("content-length", "transfer-encoding")]
+        hdrs = [
+            (k, v) for k, v in headers if k.lower() not in ("content-length", "transfer-encoding")
+        ]
         hdrs.append(("transfer-encoding", "chunked"))
         hdrs += s.extra_headers
         s.status, s.response_headers = 200, hdrs
@@ -942,9 +1204,11 @@ class FakeUpstream(BackgroundServer):
                 await self._reset(writer, s, reset_mode)
                 return False
             while lockstep is not None and self.acks.get(lockstep, 0) < sent:
-                await asyncio.sleep(0.001)  # the next write only once the agent has every byte so far
+                # the next write only once the agent has every byte so far
+                await asyncio.sleep(0.001)
             if i and delay:
-                await asyncio.sleep(delay)  # (then the pause: each write at least ``delay`` after the agent had the last)
+                # (then the pause: each write at least ``delay`` after the agent had the last)
+                await asyncio.sleep(delay)
             sent += len(chunk)
             writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             await writer.drain()
@@ -972,32 +1236,69 @@ class FakeUpstream(BackgroundServer):
                 pass
         writer.transport.abort() if mode != "fin" else writer.close()
 
-    async def _send_big(self, s: Served, writer: asyncio.StreamWriter, size: int, kind: str) -> bool:
+    async def _send_big(
+        self, s: Served, writer: asyncio.StreamWriter, size: int, kind: str
+    ) -> bool:
         """``size`` bytes of a chat completion (JSON with Content-Length, or SSE chunks)."""
         piece = 64 * 1024
         h = hashlib.sha256()
         if kind == "sse":
-            hdrs = [("content-type", "text/event-stream"), ("transfer-encoding", "chunked"), *s.extra_headers]
+            hdrs = [
+                ("content-type", "text/event-stream"),
+                ("transfer-encoding", "chunked"),
+                *s.extra_headers,
+            ]
             s.status, s.response_headers = 200, hdrs
             await self._send_head(writer, 200, hdrs)
             sent, i = 0, 0
             while sent < size:
                 text = "x" * max(1, min(piece, size - sent - 120))
-                ev = sse_event({"id": "chatcmpl-big", "object": "chat.completion.chunk", "model": "gpt-4o", "choices": [
-                    {"index": 0, "delta": {"content": f"{i:08d}" + text}, "finish_reason": None}]})
+                ev = sse_event(
+                    {
+                        "id": "chatcmpl-big",
+                        "object": "chat.completion.chunk",
+                        "model": "gpt-4o",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {"content": f"{i:08d}" + text},
+                                "finish_reason": None,
+                            }
+                        ],
+                    }
+                )
                 i += 1
                 await self._write_chunk(writer, s, ev, h, chunked=True)
                 sent += len(ev)
-            for ev in (sse_event({"id": "chatcmpl-big", "object": "chat.completion.chunk", "model": "gpt-4o",
-                                  "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}), b"data: [DONE]\n\n"):
+            for ev in (
+                sse_event(
+                    {
+                        "id": "chatcmpl-big",
+                        "object": "chat.completion.chunk",
+                        "model": "gpt-4o",
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                    }
+                ),
+                b"data: [DONE]\n\n",
+            ):
                 await self._write_chunk(writer, s, ev, h, chunked=True)
             writer.write(b"0\r\n\r\n")
             await writer.drain()
         else:
-            prefix = b'{"id":"chatcmpl-big","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"'
-            suffix = b'"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
+            prefix = (
+                b'{"id":"chatcmpl-big","object":"chat.completion","created":1,"model":"gpt-4o",'
+                b'"choices":[{"index":0,"message":{"role":"assistant","content":"'
+            )
+            suffix = (
+                b'"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,'
+                b'"completion_tokens":1,"total_tokens":2}}'
+            )
             fill = max(0, size - len(prefix) - len(suffix))
-            hdrs = [("content-type", "application/json"), ("content-length", str(len(prefix) + fill + len(suffix))), *s.extra_headers]
+            hdrs = [
+                ("content-type", "application/json"),
+                ("content-length", str(len(prefix) + fill + len(suffix))),
+                *s.extra_headers,
+            ]
             s.status, s.response_headers = 200, hdrs
             await self._send_head(writer, 200, hdrs)
             await self._write_chunk(writer, s, prefix, h)
@@ -1011,27 +1312,42 @@ class FakeUpstream(BackgroundServer):
         s.complete = True
         return True
 
-    async def _write_chunk(self, writer: asyncio.StreamWriter, s: Served, data: bytes, h: Any, chunked: bool = False) -> None:
+    async def _write_chunk(
+        self, writer: asyncio.StreamWriter, s: Served, data: bytes, h: Any, chunked: bool = False
+    ) -> None:
         writer.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
         await writer.drain()
         h.update(data)
         s.chunks.append(data)
         s.sent_at.append(time.time())
 
-    async def _send_malformed(self, s: Served, writer: asyncio.StreamWriter, kind: str, delay: float) -> bool:
+    async def _send_malformed(
+        self, s: Served, writer: asyncio.StreamWriter, kind: str, delay: float
+    ) -> bool:
         s.source = f"synthesised malformed {kind}"
         if kind == "binary":
             import random
 
             rng = random.Random(20261122)  # the same bytes for every request (direct vs proxied)
             chunks = [bytes(rng.randrange(256) for _ in range(200)) for _ in range(4)]
-            return await self._send_stream(s, writer, chunks, [("content-type", "text/event-stream")], delay)
-        body = b'{"id":"chatcmpl-cut","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"The capital of Fra'
+            return await self._send_stream(
+                s, writer, chunks, [("content-type", "text/event-stream")], delay
+            )
+        body = (
+            b'{"id":"chatcmpl-cut","object":"chat.completion","choices":[{"index":0,'
+            b'"message":{"role":"assistant","content":"The capital of Fra'
+        )
         return await self._send_json(s, writer, 200, body, [("x-fake-upstream-source", s.source)])
 
     async def _send_lying(
-        self, s: Served, writer: asyncio.StreamWriter, chunks: list[bytes], headers: list[tuple[str, str]], stream: bool,
-        params: dict[str, str], delay: float,
+        self,
+        s: Served,
+        writer: asyncio.StreamWriter,
+        chunks: list[bytes],
+        headers: list[tuple[str, str]],
+        stream: bool,
+        params: dict[str, str],
+        delay: float,
     ) -> bool:
         claim, actual = params.get("claim", "gzip"), params.get("actual", "identity")
         if actual == "gzip":
@@ -1045,8 +1361,14 @@ class FakeUpstream(BackgroundServer):
             headers.append(("content-encoding", claim))
         if stream:
             return await self._send_stream(s, writer, chunks, headers, delay)
-        return await self._send_json(s, writer, 200, b"".join(chunks), headers,
-                                     ctype=next((v for k, v in headers if k.lower() == "content-type"), "application/json"))
+        return await self._send_json(
+            s,
+            writer,
+            200,
+            b"".join(chunks),
+            headers,
+            ctype=next((v for k, v in headers if k.lower() == "content-type"), "application/json"),
+        )
 
     async def _serve(self, req: Request, s: Served, writer: asyncio.StreamWriter) -> bool:
         path = req.path
@@ -1056,7 +1378,12 @@ class FakeUpstream(BackgroundServer):
                 body = b"pong\n" if req.method == "GET" else b""
                 s.scenario = "plain"
                 return await self._send_json(s, writer, 200, body, ctype="text/plain")
-            return await self._send_json(s, writer, 404, _dumps({"error": {"message": f"fake upstream: no route for {req.method} {path}"}}))
+            return await self._send_json(
+                s,
+                writer,
+                404,
+                _dumps({"error": {"message": f"fake upstream: no route for {req.method} {path}"}}),
+            )
         body = req.json()
         s.family = family
         if family == "gemini":
@@ -1078,17 +1405,29 @@ class FakeUpstream(BackgroundServer):
 
         if scenario in ("rate_limit", "server_error"):
             status = 429 if scenario == "rate_limit" else 500
-            msg = "fake upstream: rate limit reached, retry later" if status == 429 else "fake upstream: internal server error"
+            msg = (
+                "fake upstream: rate limit reached, retry later"
+                if status == 429
+                else "fake upstream: internal server error"
+            )
             extra = [("retry-after", params.get("retry_after", "1"))] if status == 429 else []
             s.source = f"synthesised {status}"
-            return await self._send_json(s, writer, status, _dumps(error_body(family, status, msg)), extra + [("x-fake-upstream-source", s.source)])
+            return await self._send_json(
+                s,
+                writer,
+                status,
+                _dumps(error_body(family, status, msg)),
+                extra + [("x-fake-upstream-source", s.source)],
+            )
 
         if scenario == "reset_before_response":
             s.source = "no response"
             await self._reset(writer, s, params.get("mode", "rst"))
             return False
         if scenario == "big":
-            return await self._send_big(s, writer, int(params.get("size", 1 << 20)), params.get("kind", "json"))
+            return await self._send_big(
+                s, writer, int(params.get("size", 1 << 20)), params.get("kind", "json")
+            )
         if scenario == "malformed" and params.get("kind", "json") in ("json", "binary"):
             return await self._send_malformed(s, writer, params.get("kind", "json"), delay)
 
@@ -1102,17 +1441,27 @@ class FakeUpstream(BackgroundServer):
             kind = "tool1" if results < int(params.get("n", 2)) else "text"
         stream_pick = s.stream or scenario in ("error_in_stream", "drip", "malformed")
         try:
-            rec = self.corpus.by_source(params["source"]) if "source" in params else self.corpus.pick(family, stream_pick, kind)
+            rec = (
+                self.corpus.by_source(params["source"])
+                if "source" in params
+                else self.corpus.pick(family, stream_pick, kind)
+            )
         except (LookupError, OSError, ValueError, IndexError) as exc:
-            return await self._send_json(s, writer, 500, _dumps(error_body(family, 500, f"fake upstream: {exc}")))
+            return await self._send_json(
+                s, writer, 500, _dumps(error_body(family, 500, f"fake upstream: {exc}"))
+            )
         s.source = rec.source
-        chunks = rewrite_tool_calls(rec, tools, turn=results) if kind != "text" else list(rec.chunks)
+        chunks = (
+            rewrite_tool_calls(rec, tools, turn=results) if kind != "text" else list(rec.chunks)
+        )
         headers = [*rec.headers, ("x-fake-upstream-source", rec.source)]
 
         if scenario == "error_in_stream":
             after = min(int(params.get("after", 2)), max(len(chunks) - 2, 1))
             chunks = [*chunks[:after], stream_error_event(family, after)]
-            headers = [(k, v) for k, v in headers if k.lower() != "content-type"] + [("content-type", "text/event-stream")]
+            headers = [(k, v) for k, v in headers if k.lower() != "content-type"] + [
+                ("content-type", "text/event-stream")
+            ]
             return await self._send_stream(s, writer, chunks, headers, delay)
 
         if scenario == "malformed":  # kind=sse: a non-JSON event in the middle, no terminal event
@@ -1130,7 +1479,9 @@ class FakeUpstream(BackgroundServer):
         if not rec.stream:
             if scenario == "reset_mid_stream":
                 body_bytes = chunks[0]
-                hdrs = [(k, v) for k, v in headers if k.lower() != "content-length"] + [("content-length", str(len(body_bytes)))]
+                hdrs = [(k, v) for k, v in headers if k.lower() != "content-length"] + [
+                    ("content-length", str(len(body_bytes)))
+                ]
                 s.status, s.response_headers = rec.status, hdrs
                 await self._send_head(writer, rec.status, hdrs)
                 half = body_bytes[: len(body_bytes) // 2]
@@ -1144,12 +1495,30 @@ class FakeUpstream(BackgroundServer):
             objs = [event_json(c) for c in chunks]
             items = [_dumps(o) for o in objs if o is not None]
             chunks = [(b"[" if i == 0 else b",\r\n") + it for i, it in enumerate(items)] + [b"]"]
-            headers = [(k, v) for k, v in headers if k.lower() != "content-type"] + [("content-type", "application/json; charset=UTF-8")]
+            headers = [(k, v) for k, v in headers if k.lower() != "content-type"] + [
+                ("content-type", "application/json; charset=UTF-8")
+            ]
 
         if scenario == "reset_mid_stream":
             after = min(int(params.get("after", 3)), max(len(chunks) - 1, 1))
-            return await self._send_stream(s, writer, chunks, headers, delay, reset_after=after, reset_mode=params.get("mode", "rst"))
-        return await self._send_stream(s, writer, chunks, headers, delay, linger=float(params.get("linger", 0)), lockstep=params.get("lockstep"))
+            return await self._send_stream(
+                s,
+                writer,
+                chunks,
+                headers,
+                delay,
+                reset_after=after,
+                reset_mode=params.get("mode", "rst"),
+            )
+        return await self._send_stream(
+            s,
+            writer,
+            chunks,
+            headers,
+            delay,
+            linger=float(params.get("linger", 0)),
+            lockstep=params.get("lockstep"),
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1157,18 +1526,37 @@ class FakeUpstream(BackgroundServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.support.upstream", description="Loopback fake LLM upstream serving recorded corpus responses.")
+    ap = argparse.ArgumentParser(
+        prog="python -m tests.support.upstream",
+        description="Loopback fake LLM upstream serving recorded corpus responses.",
+    )
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
     ap.add_argument("--ready-file", help="write the listening port here once ready")
-    ap.add_argument("--scenario", default=None, help=f"default scenario ({', '.join(SCENARIOS)}); X-Fake-Upstream overrides it")
+    ap.add_argument(
+        "--scenario",
+        default=None,
+        help=f"default scenario ({', '.join(SCENARIOS)}); X-Fake-Upstream overrides it",
+    )
     ap.add_argument("--delay", type=float, default=0.01, help="seconds between stream events")
     ap.add_argument("--corpus", default=str(CORPUS))
-    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS with this certificate chain and key (PEM)")
+    ap.add_argument(
+        "--tls",
+        nargs=2,
+        metavar=("CERT", "KEY"),
+        help="serve HTTPS with this certificate chain and key (PEM)",
+    )
     args = ap.parse_args(argv)
 
     async def run() -> None:
-        up = FakeUpstream(args.host, args.port, delay=args.delay, default_scenario=args.scenario, corpus=args.corpus, tls=args.tls)
+        up = FakeUpstream(
+            args.host,
+            args.port,
+            delay=args.delay,
+            default_scenario=args.scenario,
+            corpus=args.corpus,
+            tls=args.tls,
+        )
         await up.start_async()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

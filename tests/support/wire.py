@@ -21,7 +21,17 @@ from typing import Any
 __all__ = ["HOP_BY_HOP", "Response", "http_request"]
 
 #: Headers a proxy may legitimately change (RFC 9110 §7.6.1), left out of comparisons.
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"})
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-connection",
+    }
+)
 
 
 @dataclass
@@ -124,7 +134,9 @@ def http_request(
     if "connection" not in names:
         hdrs.append(("Connection", "close"))
     line_target = (upstream.rstrip("/") + target) if proxy and upstream else target
-    head = f"{method} {line_target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs) + "\r\n"
+    head = (
+        f"{method} {line_target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs) + "\r\n"
+    )
     sock = socket.create_connection((host, port), timeout=timeout)
     try:
         sock.sendall(head.encode("latin-1"))
@@ -140,14 +152,18 @@ def http_request(
     return resp
 
 
-def _read_response(r: _Reader, resp: Response, method: str, stop: Callable[[Response], bool] | None) -> None:
+def _read_response(
+    r: _Reader, resp: Response, method: str, stop: Callable[[Response], bool] | None
+) -> None:
     while True:
         head = r.until(b"\r\n\r\n").decode("latin-1")
         lines = head.split("\r\n")
         _version, status, *reason = lines[0].split(" ", 2)
         resp.status = int(status)
         resp.reason = reason[0] if reason else ""
-        resp.headers = [(k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)]
+        resp.headers = [
+            (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+        ]
         if resp.status != 100:
             break
     if method == "HEAD" or resp.status in (204, 304):

@@ -28,10 +28,21 @@ def _answer(req: dict[str, Any], rid: str) -> NormalisedResponse:
     items = req.get("input") if isinstance(req.get("input"), list) else []
     model = str(req.get("model") or "gpt-5")
     if req.get("generate") is False:
-        return NormalisedResponse(id=rid, model=model, parts=[], finish_reason=FinishReason.COMPLETE, usage=Usage(input_tokens=0, output_tokens=0))
+        return NormalisedResponse(
+            id=rid,
+            model=model,
+            parts=[],
+            finish_reason=FinishReason.COMPLETE,
+            usage=Usage(input_tokens=0, output_tokens=0),
+        )
     if any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in items):
-        return NormalisedResponse(id=rid, model=model, parts=[Part(kind="text", text="It is sunny in Paris.")],
-                                  finish_reason=FinishReason.COMPLETE, usage=Usage(input_tokens=60, output_tokens=8))
+        return NormalisedResponse(
+            id=rid,
+            model=model,
+            parts=[Part(kind="text", text="It is sunny in Paris.")],
+            finish_reason=FinishReason.COMPLETE,
+            usage=Usage(input_tokens=60, output_tokens=8),
+        )
     from tests.support.upstream import synth_args
 
     offered = list(req.get("tools") or [])
@@ -40,18 +51,25 @@ def _answer(req: dict[str, Any], rid: str) -> NormalisedResponse:
             offered += item.get("tools") or []
     flat = []
     for t in offered:
-        flat += t.get("tools") or [] if isinstance(t, dict) and t.get("type") == "namespace" else [t]
+        flat += (
+            t.get("tools") or [] if isinstance(t, dict) and t.get("type") == "namespace" else [t]
+        )
     tools = [t for t in flat if isinstance(t, dict) and t.get("type") == "function"]
-    # Codex's get_goal (wait, with its default provider) answers the same way every run (its shell's output carries a random
-    # chunk id): the one to call when the session is replayed.
+    # Codex's get_goal (wait, with its default provider) answers the same way every run (its shell's
+    # output carries a random chunk id): the one to call when the session is replayed.
     tools.sort(key=lambda t: (t.get("name") != "get_goal", t.get("name") != "wait"))
     name = tools[0]["name"] if tools else "get_weather"
     args = synth_args(tools[0].get("parameters")) if tools else {"city": "Paris"}
     if name == "get_weather":
         args = {"city": "Paris"}
     call = ToolCall(id=f"call_{rid}", name=name, arguments=args)
-    return NormalisedResponse(id=rid, model=model, parts=[Part(kind="tool_call", tool_call=call)],
-                              finish_reason=FinishReason.TOOL_CALL, usage=Usage(input_tokens=40, output_tokens=12))
+    return NormalisedResponse(
+        id=rid,
+        model=model,
+        parts=[Part(kind="tool_call", tool_call=call)],
+        finish_reason=FinishReason.TOOL_CALL,
+        usage=Usage(input_tokens=40, output_tokens=12),
+    )
 
 
 def spawn_script() -> Callable[[dict[str, Any], str], NormalisedResponse]:
@@ -65,33 +83,89 @@ def spawn_script() -> Callable[[dict[str, Any], str], NormalisedResponse]:
 
         model = str(req.get("model") or "gpt-5")
         if req.get("generate") is False:
-            return NormalisedResponse(id=rid, model=model, parts=[], finish_reason=FinishReason.COMPLETE, usage=Usage(input_tokens=0, output_tokens=0))
+            return NormalisedResponse(
+                id=rid,
+                model=model,
+                parts=[],
+                finish_reason=FinishReason.COMPLETE,
+                usage=Usage(input_tokens=0, output_tokens=0),
+            )
         meta = (req.get("client_metadata") or {}).get("x-codex-turn-metadata") or "{}"
         agent = json.loads(meta).get("agent_name") if isinstance(meta, str) else None
         usage = Usage(input_tokens=40, output_tokens=12)
         if agent not in (None, "/root"):
-            return NormalisedResponse(id=rid, model=model, parts=[Part(kind="text", text="Paris: sunny, 21 C.")], finish_reason=FinishReason.COMPLETE, usage=usage)
+            return NormalisedResponse(
+                id=rid,
+                model=model,
+                parts=[Part(kind="text", text="Paris: sunny, 21 C.")],
+                finish_reason=FinishReason.COMPLETE,
+                usage=usage,
+            )
         step = next(root_turns)
-        calls = [("spawn_agent", {"task_name": "weather", "message": "Find the weather in Paris.", "fork_turns": "none"}),
-                 ("wait_agent", {"timeout_ms": 10000})]
+        calls = [
+            (
+                "spawn_agent",
+                {
+                    "task_name": "weather",
+                    "message": "Find the weather in Paris.",
+                    "fork_turns": "none",
+                },
+            ),
+            ("wait_agent", {"timeout_ms": 10000}),
+        ]
         if step < len(calls):
             name, args = calls[step]
             call = ToolCall(id=f"call_{rid}", name=name, arguments=args)
-            return NormalisedResponse(id=rid, model=model, parts=[Part(kind="tool_call", tool_call=call, provider_details={"namespace": "collaboration"})],
-                                      finish_reason=FinishReason.TOOL_CALL, usage=usage)
-        return NormalisedResponse(id=rid, model=model, parts=[Part(kind="text", text="It is sunny in Paris.")], finish_reason=FinishReason.COMPLETE, usage=usage)
+            return NormalisedResponse(
+                id=rid,
+                model=model,
+                parts=[
+                    Part(
+                        kind="tool_call",
+                        tool_call=call,
+                        provider_details={"namespace": "collaboration"},
+                    )
+                ],
+                finish_reason=FinishReason.TOOL_CALL,
+                usage=usage,
+            )
+        return NormalisedResponse(
+            id=rid,
+            model=model,
+            parts=[Part(kind="text", text="It is sunny in Paris.")],
+            finish_reason=FinishReason.COMPLETE,
+            usage=usage,
+        )
 
     return answer
 
 
-def events(req: dict[str, Any], rid: str, answer: Callable[[dict[str, Any], str], NormalisedResponse] | None = None) -> list[bytes]:
+def events(
+    req: dict[str, Any],
+    rid: str,
+    answer: Callable[[dict[str, Any], str], NormalisedResponse] | None = None,
+) -> list[bytes]:
     """The server messages for one ``response.create``: the stream's events, one JSON each."""
     if "RATE LIMIT" in orjson.dumps(req.get("input")).decode():
-        return [orjson.dumps({"type": "error", "status": 429, "error": {"type": "requests", "code": "rate_limit_exceeded",
-                                                                         "message": "Rate limit reached for requests"}})]
+        return [
+            orjson.dumps(
+                {
+                    "type": "error",
+                    "status": 429,
+                    "error": {
+                        "type": "requests",
+                        "code": "rate_limit_exceeded",
+                        "message": "Rate limit reached for requests",
+                    },
+                }
+            )
+        ]
     reply = (answer or _answer)(req, rid)
     rendered = render_responses(reply, True, req)
-    out = [next(line[6:] for line in ev.split(b"\n") if line.startswith(b"data: ")) for ev in rendered.chunks]
+    out = [
+        next(line[6:] for line in ev.split(b"\n") if line.startswith(b"data: "))
+        for ev in rendered.chunks
+    ]
     spaces = {p.tool_call.name: p.provider_details["namespace"] for p in reply.parts
               if p.tool_call is not None and (p.provider_details or {}).get("namespace")}
     return [_with_namespace(ev, spaces) for ev in out] if spaces else out
@@ -102,31 +176,129 @@ def _with_namespace(ev: bytes, spaces: dict[str | None, Any]) -> bytes:
     d = orjson.loads(ev)
     items = [d.get("item")] + list((d.get("response") or {}).get("output") or [])
     for item in items:
-        if isinstance(item, dict) and item.get("type") == "function_call" and item.get("name") in spaces:
+        if (
+            isinstance(item, dict)
+            and item.get("type") == "function_call"
+            and item.get("name") in spaces
+        ):
             item["namespace"] = spaces[item["name"]]
     return orjson.dumps(d)
 
 
-def realtime_answer(items: list[dict[str, Any]], tools: list[Any], rid: str) -> list[dict[str, Any]]:
+def realtime_answer(
+    items: list[dict[str, Any]], tools: list[Any], rid: str
+) -> list[dict[str, Any]]:
     """OpenAI Realtime's events for one response.create: a call of the first tool when the last
     item is the user's message, else text; always ending with response.done and its usage."""
     last = items[-1] if items else {}
-    usage = {"total_tokens": 70, "input_tokens": 50, "output_tokens": 20, "input_token_details": {"cached_tokens": 0}}
-    head = {"type": "response.created", "response": {"id": rid, "object": "realtime.response", "status": "in_progress", "output": []}}
+    usage = {
+        "total_tokens": 70,
+        "input_tokens": 50,
+        "output_tokens": 20,
+        "input_token_details": {"cached_tokens": 0},
+    }
+    head = {
+        "type": "response.created",
+        "response": {
+            "id": rid,
+            "object": "realtime.response",
+            "status": "in_progress",
+            "output": [],
+        },
+    }
     if last.get("type") == "message" and tools:
         name = tools[0]["name"]
-        item = {"id": f"item_{rid}", "type": "function_call", "status": "completed", "name": name, "call_id": f"call_{rid}", "arguments": '{"city":"Paris"}'}
-        return [head, {"type": "response.output_item.added", "response_id": rid, "output_index": 0, "item": {**item, "arguments": ""}},
-                {"type": "response.function_call_arguments.delta", "response_id": rid, "item_id": item["id"], "output_index": 0, "call_id": item["call_id"], "delta": item["arguments"]},
-                {"type": "response.function_call_arguments.done", "response_id": rid, "item_id": item["id"], "output_index": 0, "call_id": item["call_id"], "name": name, "arguments": item["arguments"]},
-                {"type": "response.output_item.done", "response_id": rid, "output_index": 0, "item": item},
-                {"type": "response.done", "response": {"id": rid, "object": "realtime.response", "status": "completed", "output": [item], "usage": usage}}]
+        item = {
+            "id": f"item_{rid}",
+            "type": "function_call",
+            "status": "completed",
+            "name": name,
+            "call_id": f"call_{rid}",
+            "arguments": '{"city":"Paris"}',
+        }
+        return [
+            head,
+            {
+                "type": "response.output_item.added",
+                "response_id": rid,
+                "output_index": 0,
+                "item": {**item, "arguments": ""},
+            },
+            {
+                "type": "response.function_call_arguments.delta",
+                "response_id": rid,
+                "item_id": item["id"],
+                "output_index": 0,
+                "call_id": item["call_id"],
+                "delta": item["arguments"],
+            },
+            {
+                "type": "response.function_call_arguments.done",
+                "response_id": rid,
+                "item_id": item["id"],
+                "output_index": 0,
+                "call_id": item["call_id"],
+                "name": name,
+                "arguments": item["arguments"],
+            },
+            {
+                "type": "response.output_item.done",
+                "response_id": rid,
+                "output_index": 0,
+                "item": item,
+            },
+            {
+                "type": "response.done",
+                "response": {
+                    "id": rid,
+                    "object": "realtime.response",
+                    "status": "completed",
+                    "output": [item],
+                    "usage": usage,
+                },
+            },
+        ]
     text = "It is sunny in Paris."
-    item = {"id": f"item_{rid}", "type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text}]}
-    out = [head, {"type": "response.output_item.added", "response_id": rid, "output_index": 0, "item": {**item, "content": []}}]
-    out += [{"type": "response.output_text.delta", "response_id": rid, "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": d} for d in ("It is ", "sunny in ", "Paris.")]
-    out += [{"type": "response.output_item.done", "response_id": rid, "output_index": 0, "item": item},
-            {"type": "response.done", "response": {"id": rid, "object": "realtime.response", "status": "completed", "output": [item], "usage": usage}}]
+    item = {
+        "id": f"item_{rid}",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text}],
+    }
+    out = [
+        head,
+        {
+            "type": "response.output_item.added",
+            "response_id": rid,
+            "output_index": 0,
+            "item": {**item, "content": []},
+        },
+    ]
+    out += [
+        {
+            "type": "response.output_text.delta",
+            "response_id": rid,
+            "item_id": item["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "delta": d,
+        }
+        for d in ("It is ", "sunny in ", "Paris.")
+    ]
+    out += [
+        {"type": "response.output_item.done", "response_id": rid, "output_index": 0, "item": item},
+        {
+            "type": "response.done",
+            "response": {
+                "id": rid,
+                "object": "realtime.response",
+                "status": "completed",
+                "output": [item],
+                "usage": usage,
+            },
+        },
+    ]
     return out
 
 
@@ -142,8 +314,14 @@ class WsResponsesUpstream:
     are not WebSocket upgrades (a backend's side endpoints): every request, upgrade or not, is
     then logged in ``up.requests`` as ``(method, target, headers)``."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, ssl: Any = None, http: HttpHandler | None = None,
-                 answer: Callable[[dict[str, Any], str], NormalisedResponse] | None = None) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        ssl: Any = None,
+        http: HttpHandler | None = None,
+        answer: Callable[[dict[str, Any], str], NormalisedResponse] | None = None,
+    ) -> None:
         from cassettes.recording.websocket import WsSession
         from cassettes.wire.exchange import Exchange
 
@@ -169,7 +347,12 @@ class WsResponsesUpstream:
 
         self.connections += 1
         self.paths.append(ws.request.path)
-        session = self._session(f"wss://api.openai.com{ws.request.path}", list(ws.request.headers.raw_items()), [], started=time.time())
+        session = self._session(
+            f"wss://api.openai.com{ws.request.path}",
+            list(ws.request.headers.raw_items()),
+            [],
+            started=time.time(),
+        )
         if "/realtime" in ws.request.path:
             await self._realtime(ws)
             return
@@ -191,7 +374,9 @@ class WsResponsesUpstream:
                     import socket
                     import struct
 
-                    ws.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    ws.transport.get_extra_info("socket").setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
                     ws.transport.abort()
                 else:
                     ws.transport.close()
@@ -205,17 +390,29 @@ class WsResponsesUpstream:
         """OpenAI Realtime: the session keeps the conversation; each response.create is answered."""
         items: list[dict[str, Any]] = []
         tools: list[Any] = []
-        await ws.send(orjson.dumps({"type": "session.created", "session": {"id": "sess_1", "type": "realtime"}}).decode())
+        await ws.send(
+            orjson.dumps(
+                {"type": "session.created", "session": {"id": "sess_1", "type": "realtime"}}
+            ).decode()
+        )
         async for raw in ws:
             msg = orjson.loads(raw)
             self.received.append(msg)
             kind = msg.get("type")
             if kind == "session.update":
                 tools = msg.get("session", {}).get("tools") or tools
-                await ws.send(orjson.dumps({"type": "session.updated", "session": msg.get("session")}).decode())
+                await ws.send(
+                    orjson.dumps(
+                        {"type": "session.updated", "session": msg.get("session")}
+                    ).decode()
+                )
             elif kind == "conversation.item.create":
                 items.append(msg.get("item") or {})
-                await ws.send(orjson.dumps({"type": "conversation.item.added", "item": msg.get("item")}).decode())
+                await ws.send(
+                    orjson.dumps(
+                        {"type": "conversation.item.added", "item": msg.get("item")}
+                    ).decode()
+                )
             elif kind == "response.create":
                 for ev in realtime_answer(items, tools, f"resp_{next(self._ids)}"):
                     if ev["type"] == "response.done":
@@ -223,7 +420,8 @@ class WsResponsesUpstream:
                     await ws.send(orjson.dumps(ev).decode())
 
     async def _live(self, ws: Any) -> None:
-        """Gemini Live: setup, then a function call for the user's question and text for its result."""
+        """Gemini Live: setup, then a function call for the user's question and text for its
+        result."""
         tools: list[Any] = []
         usage = {"promptTokenCount": 40, "responseTokenCount": 9, "totalTokenCount": 49}
         async for raw in ws:
@@ -231,16 +429,42 @@ class WsResponsesUpstream:
             self.received.append(msg)
             # google-genai writes the message keys in snake_case, the API documents camelCase
             if "setup" in msg:
-                tools = [d for t in msg["setup"].get("tools") or [] for d in t.get("functionDeclarations") or t.get("function_declarations") or []]
+                tools = [
+                    d
+                    for t in msg["setup"].get("tools") or []
+                    for d in t.get("functionDeclarations") or t.get("function_declarations") or []
+                ]
                 await ws.send(orjson.dumps({"setupComplete": {}}).decode())
             elif ("clientContent" in msg or "client_content" in msg) and tools:
-                call = {"id": f"fc_{next(self._ids)}", "name": tools[0]["name"], "args": {"city": "Paris"}}
-                await ws.send(orjson.dumps({"toolCall": {"functionCalls": [call]}, "usageMetadata": usage}).decode())
+                call = {
+                    "id": f"fc_{next(self._ids)}",
+                    "name": tools[0]["name"],
+                    "args": {"city": "Paris"},
+                }
+                await ws.send(
+                    orjson.dumps(
+                        {"toolCall": {"functionCalls": [call]}, "usageMetadata": usage}
+                    ).decode()
+                )
             elif {"toolResponse", "tool_response", "clientContent", "client_content"} & set(msg):
                 for piece in ("It is ", "sunny in ", "Paris."):
-                    await ws.send(orjson.dumps({"serverContent": {"modelTurn": {"role": "model", "parts": [{"text": piece}]}}}).decode())
-                await ws.send(orjson.dumps({"serverContent": {"generationComplete": True}}).decode())
-                await ws.send(orjson.dumps({"serverContent": {"turnComplete": True}, "usageMetadata": usage}).decode())
+                    await ws.send(
+                        orjson.dumps(
+                            {
+                                "serverContent": {
+                                    "modelTurn": {"role": "model", "parts": [{"text": piece}]}
+                                }
+                            }
+                        ).decode()
+                    )
+                await ws.send(
+                    orjson.dumps({"serverContent": {"generationComplete": True}}).decode()
+                )
+                await ws.send(
+                    orjson.dumps(
+                        {"serverContent": {"turnComplete": True}, "usageMetadata": usage}
+                    ).decode()
+                )
 
     async def _front(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One client connection (with ``http``): plain requests answered here, one after another;
@@ -254,7 +478,10 @@ class WsResponsesUpstream:
                     return
                 lines = head.decode("latin-1").split("\r\n")
                 method, target = lines[0].split(" ")[:2]
-                headers = [(k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)]
+                headers = [
+                    (k.strip(), v.strip())
+                    for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+                ]
                 hdr = {k.lower(): v for k, v in headers}
                 self.requests.append((method, target, headers))
                 if hdr.get("upgrade", "").lower() == "websocket":
@@ -268,13 +495,18 @@ class WsResponsesUpstream:
                 else:
                     body = await reader.readexactly(int(hdr.get("content-length") or 0))
                 status, ctype, answer = self._http(method, target, headers, body)
-                writer.write(f"HTTP/1.1 {status} {'OK' if status < 400 else 'Error'}\r\ncontent-type: {ctype}\r\n"
-                             f"content-length: {len(answer)}\r\n\r\n".encode() + answer)
+                writer.write(
+                    f"HTTP/1.1 {status} {'OK' if status < 400 else 'Error'}\r\ncontent-type: "
+                    f"{ctype}\r\ncontent-length: {len(answer)}\r\n\r\n".encode()
+                    + answer
+                )
                 await writer.drain()
         finally:
             writer.close()
 
-    async def _pipe(self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(
+        self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         r, w = await asyncio.open_connection("127.0.0.1", self._inner_port)
         w.write(head)
 
@@ -304,7 +536,9 @@ class WsResponsesUpstream:
                 return
             async with serve(self._handler, "127.0.0.1", 0) as inner:
                 self._inner_port = next(iter(inner.sockets)).getsockname()[1]
-                front = await asyncio.start_server(self._front, self._host, self._port, ssl=self._ssl)
+                front = await asyncio.start_server(
+                    self._front, self._host, self._port, ssl=self._ssl
+                )
                 async with front:
                     self.port = front.sockets[0].getsockname()[1]
                     self._loop = asyncio.get_running_loop()
@@ -319,7 +553,8 @@ class WsResponsesUpstream:
 
     def __enter__(self) -> WsResponsesUpstream:
         self._thread.start()
-        progress.until(self._ready.is_set, what="the WebSocket upstream's start")  # hung only when nothing progresses
+        # hung only when nothing progresses
+        progress.until(self._ready.is_set, what="the WebSocket upstream's start")
         return self
 
     def __exit__(self, *exc: object) -> None:

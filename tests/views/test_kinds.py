@@ -42,7 +42,9 @@ def run_file(tmp_path: Path) -> Path:
 WANT = [("main", None), ("handoff", 0), ("main", None), ("agent_tool", 3)]
 
 
-async def test_every_view_reads_the_kind_and_parent_the_core_found(run_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_every_view_reads_the_kind_and_parent_the_core_found(
+    run_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = open_run(run_file)
     convs = list(run.analysis.conversations)
     assert [(c.kind, c.parent_seq) for c in convs] == WANT
@@ -55,12 +57,17 @@ async def test_every_view_reads_the_kind_and_parent_the_core_found(run_file: Pat
 
     assert main(["show", "--json", str(run_file)]) in (0, 1)
     objs = [orjson.loads(ln) for ln in capsys.readouterr().out.splitlines() if ln.startswith("{")]
-    by_conv = {o["conversation"]: (o["conversation_kind"], o["conversation_parent_seq"]) for o in objs}
+    by_conv = {
+        o["conversation"]: (o["conversation_kind"], o["conversation_parent_seq"]) for o in objs
+    }
     assert [by_conv[c.id] for c in convs] == WANT
 
     from inspector.widgets.conversations import conversation_label
 
-    assert [conversation_label(c).rsplit(" · ", 1)[-1] for c in convs[1::2]] == ["handoff from #0", "agent used as a tool by #3"]
+    assert [conversation_label(c).rsplit(" · ", 1)[-1] for c in convs[1::2]] == [
+        "handoff from #0",
+        "agent used as a tool by #3",
+    ]
 
     from tests.interop.test_html_report import page_data
 
@@ -68,13 +75,25 @@ async def test_every_view_reads_the_kind_and_parent_the_core_found(run_file: Pat
     assert main(["export", "--html", str(run_file), "-o", str(page), "-q"]) == 0
     data = page_data(page.read_text())
     assert [(c["kind"], c["parent_seq"]) for c in data["conversations"]] == WANT
-    assert [c["kind_text"] for c in data["conversations"]] == ["", "handoff from #0", "", "agent used as a tool by #3"]
+    assert [c["kind_text"] for c in data["conversations"]] == [
+        "",
+        "handoff from #0",
+        "",
+        "agent used as a tool by #3",
+    ]
 
     from cassettes.interop.otel import build_request
     from tests.interop.test_otel import attrs, spans_of
 
-    roots = {a["looptap.conversation"]: a for a in map(attrs, spans_of(build_request(run))) if "looptap.turns" in a}
-    assert [(roots[c.id]["looptap.conversation.kind"], roots[c.id].get("looptap.parent_seq")) for c in convs] == WANT
+    roots = {
+        a["looptap.conversation"]: a
+        for a in map(attrs, spans_of(build_request(run)))
+        if "looptap.turns" in a
+    }
+    assert [
+        (roots[c.id]["looptap.conversation.kind"], roots[c.id].get("looptap.parent_seq"))
+        for c in convs
+    ] == WANT
 
     summary = await _mcp_summary(run_file)
     assert [(c["kind"], c["parent_seq"]) for c in summary["recorded"]["conversations"]] == WANT

@@ -36,7 +36,9 @@ from cassettes.views.growth import growth_bars
 from cassettes.views.money import money
 from tests.real_corpus import CORPUS, load
 
-RECORDING = CORPUS / "pydantic-ai/tests/cassettes/test_tool_search/test_tool_search_eval[openai-chat].yaml"
+RECORDING = (
+    CORPUS / "pydantic-ai/tests/cassettes/test_tool_search/test_tool_search_eval[openai-chat].yaml"
+)
 #: The turn read through every view: conversation c1, turn 2.
 SEQ = 2
 PARTS = ("system", "tools", "history", "tool_results", "new")
@@ -51,7 +53,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def run_file(tmp_path: Path) -> Path:
-    """The recording as looptap's writer stores it, sent to a local gateway instead of api.openai.com."""
+    """The recording as looptap's writer stores it, sent to a local gateway instead of
+    api.openai.com."""
     if not RECORDING.exists():
         pytest.skip(f"the corpus recording is not here: {RECORDING}")
     out = tmp_path / "gateway.jsonl"
@@ -69,10 +72,12 @@ def _expected(path: Path) -> dict[str, Any]:
     (bar,) = growth_bars([t])
     k = t.tokens
     assert t.conversation == "c1" and t.index == 2
-    assert k.price_estimated and k.cumulative_estimated, k.price_source  # the gateway: a list price by name
+    # the gateway: a list price by name
+    assert k.price_estimated and k.cumulative_estimated, k.price_source
     split = {p: getattr(bar, p) for p in PARTS}
     assert sum(split.values()) == k.input
-    assert split["history"] and split["tool_results"] and split["new"] and split["tools"]  # a turn that has them all
+    # a turn that has them all
+    assert split["history"] and split["tool_results"] and split["new"] and split["tools"]
     return {
         "split": split,
         "input": k.input,
@@ -89,9 +94,19 @@ def _show_text(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
     lines = capsys.readouterr().out.splitlines()
     head = next(ln for ln in lines if ln.split()[:3] == ["turn", "#", "input"])
     names = head.split()
-    row = next(ln.split() for ln in lines if ln.split()[:2] == ["2", str(SEQ)] and len(ln.split()) == len(names))
+    row = next(
+        ln.split()
+        for ln in lines
+        if ln.split()[:2] == ["2", str(SEQ)] and len(ln.split()) == len(names)
+    )
     cells = dict(zip(names, row, strict=True))
-    labels = {"system": "system", "tools": "tools", "history": "history", "tool_results": "results", "new": "new"}
+    labels = {
+        "system": "system",
+        "tools": "tools",
+        "history": "history",
+        "tool_results": "results",
+        "new": "new",
+    }
     assert "user" not in names  # the raw segments' column, overlapping the others
     return {
         "split": {p: int(cells[labels[p]]) for p in PARTS},
@@ -132,8 +147,8 @@ async def _inspector(path: Path) -> dict[str, Any]:
         await until(pilot, lambda: f"(#{SEQ})" in plain(app.query_one("#growth-detail", Static)))
         detail = " ".join(plain(app.query_one("#growth-detail", Static)).split())
     m = re.search(
-        r"input ([\d,]+) = system ([\d,]+) · tools ([\d,]+) · history ([\d,]+) · results ([\d,]+) · new ([\d,]+)"
-        r" output [\d,]+ cost (\S+) cumulative (\S+)",
+        r"input ([\d,]+) = system ([\d,]+) · tools ([\d,]+) · history ([\d,]+) · results ([\d,]+) "
+        r"· new ([\d,]+) output [\d,]+ cost (\S+) cumulative (\S+)",
         detail,
     )
     assert m, detail
@@ -157,7 +172,8 @@ def _html(path: Path, tmp_path: Path) -> dict[str, Any]:
     data = page_data(page.read_text())
     k = data["detail"][str(SEQ)]["layers"]["A"]["tokens"]
     bar = next(b for b in data["growth"]["c1"] if b[0] == SEQ)
-    assert dict(zip(PARTS, bar[2:7], strict=True)) == {p: k["split"][p] for p in PARTS}  # chart = detail
+    # chart = detail
+    assert dict(zip(PARTS, bar[2:7], strict=True)) == {p: k["split"][p] for p in PARTS}
     return {
         "split": {p: k["split"][p] for p in PARTS},
         "input": k["split"]["input"],
@@ -183,7 +199,8 @@ async def _mcp(path: Path) -> dict[str, Any]:
     row = next(r for r in answer["growth"] if r["seq"] == SEQ)
     summary = await call("run_summary", {"run": path.name})
     c1 = next(c for c in summary["recorded"]["conversations"] if c["conversation"] == "c1")
-    assert c1["cost_estimated"] is True and summary["cost_estimated"] is True  # the total's number carries its flag too
+    # the total's number carries its flag too
+    assert c1["cost_estimated"] is True and summary["cost_estimated"] is True
     return {
         "split": {p: row["split"][p] for p in PARTS},
         "input": row["split"]["input"],
@@ -199,7 +216,9 @@ def _otel(path: Path) -> dict[str, Any]:
     from cassettes.interop.otel import build_request
     from tests.interop.test_otel import attrs, spans_of
 
-    span = next(s for s in spans_of(build_request(open_run(path))) if attrs(s).get("looptap.seq") == SEQ)
+    span = next(
+        s for s in spans_of(build_request(open_run(path))) if attrs(s).get("looptap.seq") == SEQ
+    )
     a = attrs(span)
     return {
         "split": {p: a[f"looptap.tokens.split.{p}"] for p in PARTS},
@@ -237,7 +256,9 @@ async def test_one_turn_reads_the_same_split_and_cost_in_every_view(
     assert want["cumulative"] in views["inspector"]["a_pane"]
 
 
-def test_a_transport_error_has_a_status_word_not_none(run_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_transport_error_has_a_status_word_not_none(
+    run_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A round trip that failed before an HTTP status came back (the upstream reset the connection)
     reads ``transport-error`` where the status goes, in ``show`` and in ``textconv``; on main both
     printed ``None``."""
@@ -253,10 +274,14 @@ def test_a_transport_error_has_a_status_word_not_none(run_file: Path, tmp_path: 
     head = next(ln for ln in text.splitlines() if ln.startswith("#1 "))
     assert "  transport-error  " in head and "None" not in head, head
     assert "    transport error: Connection reset by peer" in text
-    assert "None" not in text  # nor as a finish reason the API never sent (the normalised one stands alone)
+    # nor as a finish reason the API never sent (the normalised one stands alone)
+    assert "None" not in text
     assert main(["textconv", str(out)]) == 0
     conv = capsys.readouterr().out
-    assert " transport-error" in next(ln for ln in conv.splitlines() if ln.startswith("#1")) and " None" not in conv
+    assert (
+        " transport-error" in next(ln for ln in conv.splitlines() if ln.startswith("#1"))
+        and " None" not in conv
+    )
 
 
 async def test_the_c_panes_link_says_what_it_means(tmp_path: Path) -> None:
@@ -283,7 +308,9 @@ async def test_the_c_panes_link_says_what_it_means(tmp_path: Path) -> None:
     assert "linked by header — the X-Looptap-Conversation request header puts it after #1" in c, c
     from cassettes.views.report import report_data
 
-    assert report_data(open_run(out))["detail"]["2"]["layers"]["C"]["link_text"].startswith("header — the X-Looptap-Conversation")
+    assert report_data(open_run(out))["detail"]["2"]["layers"]["C"]["link_text"].startswith(
+        "header — the X-Looptap-Conversation"
+    )
     doc = (Path(__file__).resolve().parents[2] / "docs" / "reading.md").read_text()
     section = doc[doc.index("How a turn was linked") :]
     for kind in ("start", "extends", "rewritten", "previous_response_id", "header", "retry"):
@@ -307,7 +334,9 @@ def test_one_cost_text() -> None:
 def test_the_html_page_as_a_browser_shows_it(run_file: Path, tmp_path: Path) -> None:
     """The same turn on the HTML page as Chromium renders it (its A pane's split and cost rows, the
     page's summary): the text is the one the other views print (skips without Chromium)."""
-    pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    pytest.importorskip(
+        "playwright.sync_api", reason="playwright (the test extra) is not installed"
+    )
     from tests.interop.test_html_browser import chromium, clean_run, open_page
 
     exe = chromium()
@@ -330,14 +359,17 @@ def test_the_html_page_as_a_browser_shows_it(run_file: Path, tmp_path: Path) -> 
             browser.close()
     s = want["split"]
     assert (
-        f"input {want['input']} = system {s['system']} · tools {s['tools']} · history {s['history']}"
-        f" · results {s['tool_results']} · new {s['new']} (estimated)"
+        f"input {want['input']} = system {s['system']} · tools {s['tools']} · history "
+        f"{s['history']} · results {s['tool_results']} · new {s['new']} (estimated)"
     ) in a_pane, a_pane
     assert f"cost{want['cost']} · cumulative {want['cumulative']}" in a_pane, a_pane
 
 
-def test_the_table_in_reading_md_is_what_show_prints(run_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """docs/reading.md explains the growth table on this recording's table: it is show's, line for line."""
+def test_the_table_in_reading_md_is_what_show_prints(
+    run_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/reading.md explains the growth table on this recording's table: it is show's, line for
+    line."""
     assert main(["show", str(run_file)]) == 0
     lines = capsys.readouterr().out.splitlines()
     start = lines.index(next(ln for ln in lines if ln.startswith("token growth, conversation c1 ")))

@@ -28,7 +28,9 @@ from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstrea
 
 AGENT = Path(__file__).with_name("why_agent.py")
 #: The must-show claims with K=10 (30 branches a case: minutes on a loaded machine): LOOPTAP_SLOW=1.
-SLOW = pytest.mark.skipif(os.environ.get("LOOPTAP_SLOW") != "1", reason="K=10 per intervention: LOOPTAP_SLOW=1 runs it")
+SLOW = pytest.mark.skipif(
+    os.environ.get("LOOPTAP_SLOW") != "1", reason="K=10 per intervention: LOOPTAP_SLOW=1 runs it"
+)
 WHY = [sys.executable, "-m", "cassettes.cli", "why"]
 #: The agent's API families (why_agent.py --family): the must-show cases run on each.
 FAMILIES = ["chat", "responses", "anthropic"]
@@ -37,15 +39,25 @@ FAMILIES = ["chat", "responses", "anthropic"]
 def _env() -> dict[str, str]:
     from tests.support.recorder import PROXY_PYTHON
 
-    return clean_env(OPENAI_API_KEY="sk-test-why", ANTHROPIC_API_KEY="sk-ant-test-why", LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON))
+    return clean_env(
+        OPENAI_API_KEY="sk-test-why",
+        ANTHROPIC_API_KEY="sk-ant-test-why",
+        LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON),
+    )
 
 
 def c_route(req: ScriptedRequest) -> Reply:
     """Both cities in one answer; the right answer only when both results came back."""
     results = req.tool_results()
     if not results:
-        return Reply(calls=(Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Lyon"})))
-    return Reply.say("Paris: sunny; Lyon: rain." if any("rain" in r for r in results) else "Paris: sunny; Lyon: sunny too, I guess.")
+        return Reply(
+            calls=(Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Lyon"}))
+        )
+    return Reply.say(
+        "Paris: sunny; Lyon: rain."
+        if any("rain" in r for r in results)
+        else "Paris: sunny; Lyon: sunny too, I guess."
+    )
 
 
 class ERoute:
@@ -75,25 +87,81 @@ def a_route(req: ScriptedRequest) -> Reply:
     or the request asks for the rest of the cut answer (it carries it: a continuation)."""
     if not req.tool_results():
         return Reply.tool("get_weather", {"city": "Paris"})
-    cap = req.body.get("max_tokens") or req.body.get("max_output_tokens") or 0  # Chat and Anthropic / Responses
+    # Chat and Anthropic / Responses
+    cap = req.body.get("max_tokens") or req.body.get("max_output_tokens") or 0
     if cap >= 100:
         return Reply.say(f"{CUT} sunny today.")
-    return Reply.say(" sunny today.") if CUT.encode() in orjson.dumps(req.body) else Reply.truncated(CUT)
+    return (
+        Reply.say(" sunny today.")
+        if CUT.encode() in orjson.dumps(req.body)
+        else Reply.truncated(CUT)
+    )
 
 
-def _record(tmp: Path, route: Callable[[ScriptedRequest], Reply], *agent_args: str, status: int = 1) -> Path:
+def _record(
+    tmp: Path, route: Callable[[ScriptedRequest], Reply], *agent_args: str, status: int = 1
+) -> Path:
     run = tmp / "run.jsonl"
     with ScriptedUpstream(route) as fake:
-        proc = progress.run([*RECORDER, "run", "-o", str(run), "--confdir", str(tmp / "conf"), "--upstream", f"openai={fake.url}", "--upstream", f"anthropic={fake.url}",
-                             "--", sys.executable, str(AGENT), *agent_args], env=_env(), capture_output=True, text=True, cwd=tmp)
+        proc = progress.run(
+            [
+                *RECORDER,
+                "run",
+                "-o",
+                str(run),
+                "--confdir",
+                str(tmp / "conf"),
+                "--upstream",
+                f"openai={fake.url}",
+                "--upstream",
+                f"anthropic={fake.url}",
+                "--",
+                sys.executable,
+                str(AGENT),
+                *agent_args,
+            ],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
     assert proc.returncode == status, proc.stdout + proc.stderr[-3000:]
     return run
 
 
-def _why(tmp: Path, run: Path, fake: ScriptedUpstream | None, *args: str, agent: tuple[str, ...] = (), family: str = "chat") -> tuple[int, str, str]:
-    up = ["--upstream", f"{'anthropic' if family == 'anthropic' else 'openai'}={fake.url}"] if fake is not None else []
-    proc = progress.run([*WHY, str(run), *up, "--confdir", str(tmp / "conf"), *args, "--", sys.executable, str(AGENT), *agent, "--family", family],
-                        env=_env(), capture_output=True, text=True, cwd=tmp)
+def _why(
+    tmp: Path,
+    run: Path,
+    fake: ScriptedUpstream | None,
+    *args: str,
+    agent: tuple[str, ...] = (),
+    family: str = "chat",
+) -> tuple[int, str, str]:
+    up = (
+        ["--upstream", f"{'anthropic' if family == 'anthropic' else 'openai'}={fake.url}"]
+        if fake is not None
+        else []
+    )
+    proc = progress.run(
+        [
+            *WHY,
+            str(run),
+            *up,
+            "--confdir",
+            str(tmp / "conf"),
+            *args,
+            "--",
+            sys.executable,
+            str(AGENT),
+            *agent,
+            "--family",
+            family,
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -106,7 +174,15 @@ def c_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
         if RECORDER[0] == "None":
             pytest.skip("no recorder environment")
         if family not in made:
-            made[family] = _record(tmp_path_factory.mktemp(f"why-c-{family}"), c_route, "--drop-second", "--expect", "rain", "--family", family)
+            made[family] = _record(
+                tmp_path_factory.mktemp(f"why-c-{family}"),
+                c_route,
+                "--drop-second",
+                "--expect",
+                "rain",
+                "--family",
+                family,
+            )
         return made[family]
 
     return recorded
@@ -120,52 +196,115 @@ def c_run(c_runs: Callable[[str], Path]) -> Iterator[Path]:
 def c_call(run: Path) -> str:
     from cassettes.reading.run import open_run
 
-    f = next(f for f in open_run(run, whole=True).analysis.findings if f.code == "C.dropped_tool_result")
+    f = next(
+        f for f in open_run(run, whole=True).analysis.findings if f.code == "C.dropped_tool_result"
+    )
     assert f.tool_call_id
     return str(f.tool_call_id)
 
 
 @needs_recorder
 @pytest.mark.parametrize("family", FAMILIES)
-def test_dry_run_and_the_budget_guard_send_nothing(family: str, c_runs: Callable[[str], Path], tmp_path: Path) -> None:
+def test_dry_run_and_the_budget_guard_send_nothing(
+    family: str, c_runs: Callable[[str], Path], tmp_path: Path
+) -> None:
     c_run = c_runs(family)
     call = c_call(c_run)
     (tmp_path / "lyon.txt").write_text("rain")
     with ScriptedUpstream(c_route) as fake:
-        rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", "--samples", "10", "--result", f"{call}=@lyon.txt", "-o", str(tmp_path / "w"),
-                            agent=("--drop-second", "--expect", "rain"), family=family)
+        rc, out, err = _why(
+            tmp_path,
+            c_run,
+            fake,
+            "--dry-run",
+            "--samples",
+            "10",
+            "--result",
+            f"{call}=@lyon.txt",
+            "-o",
+            str(tmp_path / "w"),
+            agent=("--drop-second", "--expect", "rain"),
+            family=family,
+        )
         assert rc == 0, err
         lines = out.splitlines()
-        assert any(ln.startswith("would fork at conversation=c1:turn=1 [--edit restore_result[") and ": C: the dropped result of call" in ln
-                   and ln.endswith("10 live requests (1 × 10 samples)") for ln in lines), out
-        assert any("E: the model's emission re-sampled" in ln and "conversation=c1:turn=0" in ln and "20 live requests (2 × 10 samples)" in ln for ln in lines), out
+        assert any(
+            ln.startswith("would fork at conversation=c1:turn=1 [--edit restore_result[")
+            and ": C: the dropped result of call" in ln
+            and ln.endswith("10 live requests (1 × 10 samples)")
+            for ln in lines
+        ), out
+        assert any(
+            "E: the model's emission re-sampled" in ln
+            and "conversation=c1:turn=0" in ln
+            and "20 live requests (2 × 10 samples)" in ln
+            for ln in lines
+        ), out
         assert not (tmp_path / "w").exists()
-        rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", "--json", "--samples", "3", family=family)
+        rc, out, err = _why(
+            tmp_path, c_run, fake, "--dry-run", "--json", "--samples", "3", family=family
+        )
         doc = orjson.loads(out)
         c = next(i for i in doc["interventions"] if i["layer"] == "C")
         assert rc == 0 and c["runnable"] is False and f"--result {call}=@FILE" in c["missing"], doc
-        rc, out, err = _why(tmp_path, c_run, fake, "--samples", "10", "--max-requests", "20", "-o", str(tmp_path / "w"),
-                            agent=("--drop-second", "--expect", "rain"), family=family)
+        rc, out, err = _why(
+            tmp_path,
+            c_run,
+            fake,
+            "--samples",
+            "10",
+            "--max-requests",
+            "20",
+            "-o",
+            str(tmp_path / "w"),
+            agent=("--drop-second", "--expect", "rain"),
+            family=family,
+        )
         assert rc == 2 and "over --max-requests 20: nothing sent" in err, err
-        rc, out, err = _why(tmp_path, c_run, fake, "--samples", "2", "--max-cost", "0.000001", "-o", str(tmp_path / "w"),
-                            agent=("--drop-second", "--expect", "rain"), family=family)
+        rc, out, err = _why(
+            tmp_path,
+            c_run,
+            fake,
+            "--samples",
+            "2",
+            "--max-cost",
+            "0.000001",
+            "-o",
+            str(tmp_path / "w"),
+            agent=("--drop-second", "--expect", "rain"),
+            family=family,
+        )
         assert rc == 2 and "over --max-cost 0.000001: nothing sent" in err, err
         assert fake.log == [] and not (tmp_path / "w").exists()
 
 
 @needs_recorder
-def test_another_model_is_re_sampled_too_and_priced_at_its_own_price(c_run: Path, tmp_path: Path) -> None:
+def test_another_model_is_re_sampled_too_and_priced_at_its_own_price(
+    c_run: Path, tmp_path: Path
+) -> None:
     """--model M: each E turn re-sampled on M as well, the budget priced at M's own price for those
     branches (gpt-4o costs about 16× gpt-4o-mini): a --max-cost the recorded model's 40 requests fit
     under refuses the 30 more on gpt-4o, before anything is sent."""
     with ScriptedUpstream(c_route) as fake:
         args = ("--samples", "10", "--result", f"{c_call(c_run)}=rain", "--max-cost", "0.01")
         rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", *args)
-        assert rc == 0 and "40 requests (4 turns × 10 samples)" in out and "openai/gpt-4o-mini" in out, out + err
+        assert (
+            rc == 0 and "40 requests (4 turns × 10 samples)" in out and "openai/gpt-4o-mini" in out
+        ), out + err
         rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", "--model", "gpt-4o", *args)
-        assert rc == 2 and "over --max-cost 0.01: nothing sent" in err and re.search(r"openai/gpt-4o(?!-mini)", err), err
-        rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", "--json", "--model", "gpt-4o", "--samples", "10")
-        models = sorted((i["turn"], i["model"] or "") for i in orjson.loads(out)["interventions"] if i["layer"] == "E")
+        assert (
+            rc == 2
+            and "over --max-cost 0.01: nothing sent" in err
+            and re.search(r"openai/gpt-4o(?!-mini)", err)
+        ), err
+        rc, out, err = _why(
+            tmp_path, c_run, fake, "--dry-run", "--json", "--model", "gpt-4o", "--samples", "10"
+        )
+        models = sorted(
+            (i["turn"], i["model"] or "")
+            for i in orjson.loads(out)["interventions"]
+            if i["layer"] == "E"
+        )
         assert rc == 0 and models == [(0, ""), (0, "gpt-4o"), (1, ""), (1, "gpt-4o")], models
         assert fake.log == []
 
@@ -186,80 +325,214 @@ def test_branches_run_in_parallel_up_to_jobs(c_run: Path, tmp_path: Path) -> Non
             first_two = next(seen) < 2
         try:
             if first_two:
-                meet.wait(CEILING)  # broken (an error reply) if the second never comes while the first waits
+                # broken (an error reply) if the second never comes while the first waits
+                meet.wait(CEILING)
             return c_route(req)
         finally:
             with lock:
                 now -= 1
 
     with ScriptedUpstream(route) as fake:
-        rc, out, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "3", "--jobs", "2", "--result", f"{c_call(c_run)}=rain",
-                            "-o", str(tmp_path / "w"), agent=("--drop-second", "--expect", "rain"))
+        rc, out, err = _why(
+            tmp_path,
+            c_run,
+            fake,
+            "--layer",
+            "C",
+            "--samples",
+            "3",
+            "--jobs",
+            "2",
+            "--result",
+            f"{c_call(c_run)}=rain",
+            "-o",
+            str(tmp_path / "w"),
+            agent=("--drop-second", "--expect", "rain"),
+        )
     assert rc == 0 and "flipped 3/3" in out.splitlines()[0], out + err[-3000:]
     assert len(fake.log) == 3 and most == 2, (most, [x.line() for x in fake.log])
 
 
 @needs_recorder
-def test_a_finding_outcome_is_judged_on_each_branchs_own_round_trips(c_run: Path, tmp_path: Path) -> None:
+def test_a_finding_outcome_is_judged_on_each_branchs_own_round_trips(
+    c_run: Path, tmp_path: Path
+) -> None:
     """--finding CODE: the recording has it (no baseline run: nothing of the command's is needed);
     a branch fails when its own round trips, from the cursor on, have it."""
     with ScriptedUpstream(c_route) as fake:
-        rc, out, err = _why(tmp_path, c_run, fake, "--finding", "C.dropped_tool_result", "--layer", "C", "--samples", "1",
-                            "--result", f"{c_call(c_run)}=rain", "-o", str(tmp_path / "w"), "--json", agent=("--drop-second", "--expect", "rain"))
+        rc, out, err = _why(
+            tmp_path,
+            c_run,
+            fake,
+            "--finding",
+            "C.dropped_tool_result",
+            "--layer",
+            "C",
+            "--samples",
+            "1",
+            "--result",
+            f"{c_call(c_run)}=rain",
+            "-o",
+            str(tmp_path / "w"),
+            "--json",
+            agent=("--drop-second", "--expect", "rain"),
+        )
         assert rc == 0, err[-3000:]
         assert len(fake.log) == 1  # the branch's one live request; no baseline
-    assert err.splitlines()[0] == "looptap why: the recorded run fails by the outcome (the run has a finding C.dropped_tool_result): read from the recording", err
+    assert (
+        err.splitlines()[0]
+        == "looptap why: the recorded run fails by the outcome (the run has a finding "
+        "C.dropped_tool_result): read from the recording"
+    ), err
     v = orjson.loads(out)["verdict"]
     assert (v["layer"], v["turn"], v["flips"], v["samples"]) == ("C", 1, 1, 1), v
-    rc, _out, err = _why(tmp_path, c_run, None, "--finding", "A.truncated_length", "-o", str(tmp_path / "w2"), agent=("--drop-second",))
-    assert rc == 2 and "does not fail by the outcome (the run has a finding A.truncated_length)" in err, err
+    rc, _out, err = _why(
+        tmp_path,
+        c_run,
+        None,
+        "--finding",
+        "A.truncated_length",
+        "-o",
+        str(tmp_path / "w2"),
+        agent=("--drop-second",),
+    )
+    assert (
+        rc == 2 and "does not fail by the outcome (the run has a finding A.truncated_length)" in err
+    ), err
 
 
 @needs_recorder
 @pytest.mark.parametrize("family", FAMILIES)
-def test_a_run_that_does_not_fail_is_refused_in_one_line_with_no_request(family: str, tmp_path: Path) -> None:
-    run = _record(tmp_path, c_route, "--expect", "rain", "--family", family, status=0)  # a correct client: the right answer
+def test_a_run_that_does_not_fail_is_refused_in_one_line_with_no_request(
+    family: str, tmp_path: Path
+) -> None:
+    # a correct client: the right answer
+    run = _record(tmp_path, c_route, "--expect", "rain", "--family", family, status=0)
     with ScriptedUpstream(c_route) as fake:
-        rc, _out, err = _why(tmp_path, run, fake, "-o", str(tmp_path / "w"), agent=("--expect", "rain"), family=family)
+        rc, _out, err = _why(
+            tmp_path,
+            run,
+            fake,
+            "-o",
+            str(tmp_path / "w"),
+            agent=("--expect", "rain"),
+            family=family,
+        )
         assert rc == 2 and fake.log == [], err
-        assert err.splitlines() == ["looptap why: the recorded run does not fail by the outcome (the command exits with a status other than 0): "
-                                    "nothing to explain, nothing sent"], err
-        rc, _out, err = _why(tmp_path, run, fake, "--answer-matches", "sunny too", "-o", str(tmp_path / "w2"), agent=("--expect", "rain"), family=family)
-        assert rc == 2 and fake.log == [] and err.splitlines() == [
-            "looptap why: the recorded run does not fail by the outcome (the final answer matches 'sunny too'): nothing to explain, nothing sent"], err
+        assert err.splitlines() == [
+            "looptap why: the recorded run does not fail by the outcome (the command exits with a "
+            "status other than 0): nothing to explain, nothing sent"
+        ], err
+        rc, _out, err = _why(
+            tmp_path,
+            run,
+            fake,
+            "--answer-matches",
+            "sunny too",
+            "-o",
+            str(tmp_path / "w2"),
+            agent=("--expect", "rain"),
+            family=family,
+        )
+        assert (
+            rc == 2
+            and fake.log == []
+            and err.splitlines()
+            == [
+                "looptap why: the recorded run does not fail by the outcome (the final answer "
+                "matches 'sunny too'): nothing to explain, nothing sent"
+            ]
+        ), err
         assert not (tmp_path / "w").exists()
         assert not (tmp_path / "w2").exists()
 
 
 @needs_recorder
-def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(c_run: Path, tmp_path: Path) -> None:
+def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(
+    c_run: Path, tmp_path: Path
+) -> None:
     """The default suite's look at a real investigation: the C repair only, K=2."""
     call = c_call(c_run)
     with ScriptedUpstream(c_route) as fake:
-        rc, out, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "2", "--result", f"{call}=rain", "-o", str(tmp_path / "w"),
-                            agent=("--drop-second", "--expect", "rain"))
+        rc, out, err = _why(
+            tmp_path,
+            c_run,
+            fake,
+            "--layer",
+            "C",
+            "--samples",
+            "2",
+            "--result",
+            f"{call}=rain",
+            "-o",
+            str(tmp_path / "w"),
+            agent=("--drop-second", "--expect", "rain"),
+        )
         assert rc == 0, err[-4000:]
-        assert len(fake.log) == 2 and all(len(x.request.tool_results()) == 2 for x in fake.log)  # the result put back in each live request
-        assert out.splitlines()[0].startswith("verdict: the client (C): C at c1 turn 1 (the dropped result of call"), out
-        assert err.splitlines()[0] == ("looptap why: the recorded run fails by the outcome (the command exits with a status other than 0): "
-                                       "against the recording (nothing sent) the command exited 1"), err
+        # the result put back in each live request
+        assert len(fake.log) == 2 and all(len(x.request.tool_results()) == 2 for x in fake.log)
+        assert out.splitlines()[0].startswith(
+            "verdict: the client (C): C at c1 turn 1 (the dropped result of call"
+        ), out
+        assert err.splitlines()[0] == (
+            "looptap why: the recorded run fails by the outcome (the command exits with a status "
+            "other than 0): against the recording (nothing sent) the command exited 1"
+        ), err
         assert "flipped 2/2 (95% CI 0.34–1.00)" in out.splitlines()[0], out
         # an earlier why of the same run: refused without --resume; with it, nothing is run again
-        rc, _out, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "2", "--result", f"{call}=rain", "-o", str(tmp_path / "w"),
-                             agent=("--drop-second", "--expect", "rain"))
+        rc, _out, err = _why(
+            tmp_path,
+            c_run,
+            fake,
+            "--layer",
+            "C",
+            "--samples",
+            "2",
+            "--result",
+            f"{call}=rain",
+            "-o",
+            str(tmp_path / "w"),
+            agent=("--drop-second", "--expect", "rain"),
+        )
         assert rc == 2 and "--resume continues it" in err, err
-        rc, out2, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "2", "--result", f"{call}=rain", "-o", str(tmp_path / "w"), "--resume",
-                             agent=("--drop-second", "--expect", "rain"))
-        assert rc == 0 and "2 branches kept from the earlier run, 0 to run" in err and out2 == out, err
+        rc, out2, err = _why(
+            tmp_path,
+            c_run,
+            fake,
+            "--layer",
+            "C",
+            "--samples",
+            "2",
+            "--result",
+            f"{call}=rain",
+            "-o",
+            str(tmp_path / "w"),
+            "--resume",
+            agent=("--drop-second", "--expect", "rain"),
+        )
+        assert (
+            rc == 0 and "2 branches kept from the earlier run, 0 to run" in err and out2 == out
+        ), err
         assert len(fake.log) == 2
     branches = sorted(p.name for p in (tmp_path / "w").glob("*.jsonl"))
     assert len(branches) == 2
-    show = progress.run([*RECORDER, "show", str(tmp_path / "w" / branches[0])], capture_output=True, text=True, env=_env())
-    assert show.returncode == 0 and f"branch of {c_run} at conversation=c1:turn=1" in show.stdout and "EDITED" in show.stdout, show.stdout
+    show = progress.run(
+        [*RECORDER, "show", str(tmp_path / "w" / branches[0])],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
+    assert (
+        show.returncode == 0
+        and f"branch of {c_run} at conversation=c1:turn=1" in show.stdout
+        and "EDITED" in show.stdout
+    ), show.stdout
 
 
 @needs_recorder
-def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(c_run: Path, tmp_path: Path) -> None:
+def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(
+    c_run: Path, tmp_path: Path
+) -> None:
     """A Ctrl-C (to why's process group, as a terminal sends it) stops the branch running then too:
     its status is the interrupt's, no sample of the outcome. Kept: the finished branches only;
     --resume runs the rest, the interrupted one again."""
@@ -273,16 +546,38 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(c_run: Pa
             release.wait(CEILING)
         return c_route(req)
 
-    cmd = [*WHY, str(c_run), "--confdir", str(tmp_path / "conf"), "--layer", "C", "--samples", "3", "--jobs", "1", "--result", f"{call}=rain",
-           "-o", str(tmp_path / "w")]
+    cmd = [
+        *WHY,
+        str(c_run),
+        "--confdir",
+        str(tmp_path / "conf"),
+        "--layer",
+        "C",
+        "--samples",
+        "3",
+        "--jobs",
+        "1",
+        "--result",
+        f"{call}=rain",
+        "-o",
+        str(tmp_path / "w"),
+    ]
     agent = ["--", sys.executable, str(AGENT), "--drop-second", "--expect", "rain"]
     with ScriptedUpstream(route) as fake:
         up = ["--upstream", f"openai={fake.url}"]
-        proc = subprocess.Popen([*cmd, *up, *agent], env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [*cmd, *up, *agent],
+            env=_env(),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             progress.until(held.is_set, pids=[proc.pid], what="the second branch's request")
-            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+            # what Ctrl-C in a terminal does: the whole foreground group
+            os.killpg(proc.pid, signal.SIGINT)
             _out, err = progress.communicate(proc)
         finally:
             release.set()
@@ -291,28 +586,66 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(c_run: Pa
         kept = state["branches"][f"C-c1-t1-c-restore-result-{call}"]
         assert list(kept) == ["1"] and kept["1"]["result"] == "flipped", kept
         assert "sample 2/3: interrupted, not kept" in err, err[-3000:]
-        rc, out, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "3", "--jobs", "1", "--result", f"{call}=rain",
-                            "-o", str(tmp_path / "w"), "--resume", agent=("--drop-second", "--expect", "rain"))
-    assert rc == 0 and "--resume: 1 branches kept from the earlier run, 2 to run" in err, err[-3000:]
+        rc, out, err = _why(
+            tmp_path,
+            c_run,
+            fake,
+            "--layer",
+            "C",
+            "--samples",
+            "3",
+            "--jobs",
+            "1",
+            "--result",
+            f"{call}=rain",
+            "-o",
+            str(tmp_path / "w"),
+            "--resume",
+            agent=("--drop-second", "--expect", "rain"),
+        )
+    assert rc == 0 and "--resume: 1 branches kept from the earlier run, 2 to run" in err, err[
+        -3000:
+    ]
     assert "flipped 3/3 (95% CI 0.44–1.00)" in out.splitlines()[0], out
 
 
 @needs_recorder
 @SLOW
 @pytest.mark.parametrize("family", FAMILIES)
-def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(family: str, tmp_path: Path) -> None:
+def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(
+    family: str, tmp_path: Path
+) -> None:
     c_run = _record(tmp_path, c_route, "--drop-second", "--expect", "rain", "--family", family)
     call = c_call(c_run)
     (tmp_path / "lyon.txt").write_text("rain")
     with ScriptedUpstream(c_route) as fake:
-        rc, out, err = _why(tmp_path, c_run, fake, "--samples", "10", "--jobs", "2", "--result", f"{call}=@lyon.txt", "-o", str(tmp_path / "w"),
-                            "--json", agent=("--drop-second", "--expect", "rain"), family=family)
+        rc, out, err = _why(
+            tmp_path,
+            c_run,
+            fake,
+            "--samples",
+            "10",
+            "--jobs",
+            "2",
+            "--result",
+            f"{call}=@lyon.txt",
+            "-o",
+            str(tmp_path / "w"),
+            "--json",
+            agent=("--drop-second", "--expect", "rain"),
+            family=family,
+        )
     assert rc == 0, err[-4000:]
-    # the result put back, in the API's own shape, in each C branch's live request (E branches drop it again)
-    assert sum(len(x.request.tool_results()) == 2 for x in fake.log) == 10, [x.line() for x in fake.log]
+    # the result put back, in the API's own shape, in each C branch's live request (E branches drop
+    # it again)
+    assert sum(len(x.request.tool_results()) == 2 for x in fake.log) == 10, [
+        x.line() for x in fake.log
+    ]
     doc = orjson.loads(out)
     v = doc["verdict"]
-    assert (v["layer"], v["conversation"], v["turn"], v["determined"]) == ("C", "c1", 1, True), doc["verdict"]
+    assert (v["layer"], v["conversation"], v["turn"], v["determined"]) == ("C", "c1", 1, True), doc[
+        "verdict"
+    ]
     assert v["flips"] >= 9 and v["samples"] == 10 and v["low"] > 0.5, v
     es = [i for i in doc["interventions"] if i["layer"] == "E"]
     assert es and all(i["samples"] == 10 and i["flips"] <= 1 for i in es), es
@@ -321,8 +654,13 @@ def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(f
     from cassettes.reading.branch import origin_in
     from cassettes.reading.run import open_run
 
-    origin = origin_in(open_run(branch, whole=True).header)  # an ordinary branch cassette, its origin named
-    assert origin is not None and origin["edits"] == [f"restore_result[{call}]"] and origin["cursor"]["text"] == "conversation=c1:turn=1", origin
+    # an ordinary branch cassette, its origin named
+    origin = origin_in(open_run(branch, whole=True).header)
+    assert (
+        origin is not None
+        and origin["edits"] == [f"restore_result[{call}]"]
+        and origin["cursor"]["text"] == "conversation=c1:turn=1"
+    ), origin
     state = orjson.loads((tmp_path / "w" / "why.json").read_bytes())
     assert state["verdict"] == v and state["recorded"]["failed"] is True
 
@@ -330,68 +668,144 @@ def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(f
 @needs_recorder
 @SLOW
 @pytest.mark.parametrize("family", FAMILIES)
-def test_e_cause_re_sampling_the_wrong_tool_flips_at_about_its_rate_and_no_c_repair_applies(family: str, tmp_path: Path) -> None:
-    run = _record(tmp_path, ERoute(seed=1), "--expect", "Sunny", "--family", family)  # seed 1: the first draw is the wrong tool
-    with ScriptedUpstream(ERoute(seed=4)) as fake:  # seed 4: 3 of the first 10 draws are the right tool
-        rc, out, err = _why(tmp_path, run, fake, "--answer-not-matches", "Sunny", "--samples", "10", "-o", str(tmp_path / "w"), "--json",
-                            agent=("--expect", "Sunny"), family=family)
+def test_e_cause_re_sampling_the_wrong_tool_flips_at_about_its_rate_and_no_c_repair_applies(
+    family: str, tmp_path: Path
+) -> None:
+    # seed 1: the first draw is the wrong tool
+    run = _record(tmp_path, ERoute(seed=1), "--expect", "Sunny", "--family", family)
+    # seed 4: 3 of the first 10 draws are the right tool
+    with ScriptedUpstream(ERoute(seed=4)) as fake:
+        rc, out, err = _why(
+            tmp_path,
+            run,
+            fake,
+            "--answer-not-matches",
+            "Sunny",
+            "--samples",
+            "10",
+            "-o",
+            str(tmp_path / "w"),
+            "--json",
+            agent=("--expect", "Sunny"),
+            family=family,
+        )
     assert rc == 0, err[-4000:]
     doc = orjson.loads(out)
-    assert not [i for i in doc["interventions"] if i["layer"] == "C"], doc["interventions"]  # the client is correct: nothing to repair
+    # the client is correct: nothing to repair
+    assert not [i for i in doc["interventions"] if i["layer"] == "C"], doc["interventions"]
     e0 = next(i for i in doc["interventions"] if i["layer"] == "E" and i["turn"] == 0)
     assert (e0["flips"], e0["samples"]) == (3, 10) and e0["low"] <= 0.3 <= e0["high"], e0
     e1 = next(i for i in doc["interventions"] if i["layer"] == "E" and i["turn"] == 1)
     assert e1["flips"] == 0 and e1["samples"] == 10, e1
     v = doc["verdict"]
-    assert (v["layer"], v["conversation"], v["turn"], v["flips"], v["samples"]) == ("E", "c1", 0, 3, 10), v
+    assert (v["layer"], v["conversation"], v["turn"], v["flips"], v["samples"]) == (
+        "E",
+        "c1",
+        0,
+        3,
+        10,
+    ), v
 
 
 @needs_recorder
 @SLOW
 @pytest.mark.parametrize("family", FAMILIES)
-def test_a_cause_lifting_the_cap_flips_it_and_continuing_the_cut_answer_flips_it_too(family: str, tmp_path: Path) -> None:
+def test_a_cause_lifting_the_cap_flips_it_and_continuing_the_cut_answer_flips_it_too(
+    family: str, tmp_path: Path
+) -> None:
     run = _record(tmp_path, a_route, "--expect", "sunny", "--family", family)
     with ScriptedUpstream(a_route) as fake:
-        rc, out, err = _why(tmp_path, run, fake, "--samples", "5", "-o", str(tmp_path / "w"), "--json", agent=("--expect", "sunny"), family=family)
+        rc, out, err = _why(
+            tmp_path,
+            run,
+            fake,
+            "--samples",
+            "5",
+            "-o",
+            str(tmp_path / "w"),
+            "--json",
+            agent=("--expect", "sunny"),
+            family=family,
+        )
     assert rc == 0, err[-4000:]
     doc = orjson.loads(out)
     a = next(i for i in doc["interventions"] if i["layer"] == "A")
-    assert a["turn"] == 1 and a["edits"] == ["max_tokens=4156"] and (a["flips"], a["samples"]) == (5, 5), a
-    cap = "max_output_tokens" if family == "responses" else "max_tokens"  # the field the API calls it
+    assert (
+        a["turn"] == 1
+        and a["edits"] == ["max_tokens=4156"]
+        and (a["flips"], a["samples"]) == (5, 5)
+    ), a
+    # the field the API calls it
+    cap = "max_output_tokens" if family == "responses" else "max_tokens"
     lifted = [x for x in fake.log if x.request.body.get(cap) == 4156]
-    assert len(lifted) == 5 and all(x.reply and not x.reply.cut for x in lifted), [x.line() for x in fake.log]
-    # the C repair: each C branch's cut answer continued once, in the API's own form (the cut text in the history it sends)
+    assert len(lifted) == 5 and all(x.reply and not x.reply.cut for x in lifted), [
+        x.line() for x in fake.log
+    ]
+    # the C repair: each C branch's cut answer continued once, in the API's own form (the cut text
+    # in the history it sends)
     continued = [x for x in fake.log if CUT.encode() in orjson.dumps(x.request.body)]
-    assert len(continued) == 5 and all(x.request.body.get(cap) == 60 and x.reply and not x.reply.cut for x in continued), [x.line() for x in fake.log]
+    assert len(continued) == 5 and all(
+        x.request.body.get(cap) == 60 and x.reply and not x.reply.cut for x in continued
+    ), [x.line() for x in fake.log]
     c = next(i for i in doc["interventions"] if i["layer"] == "C")
-    assert c["kind"] == "c-continue" and c["runnable"] is True and c["edits"] == ["continue=3"] and c["turn"] == 1, c
+    assert (
+        c["kind"] == "c-continue"
+        and c["runnable"] is True
+        and c["edits"] == ["continue=3"]
+        and c["turn"] == 1
+    ), c
     assert (c["flips"], c["samples"]) == (5, 5) and c["low"] > 0.5, c
-    assert all(i["flips"] == 0 for i in doc["interventions"] if i["layer"] == "E"), doc["interventions"]
+    assert all(i["flips"] == 0 for i in doc["interventions"] if i["layer"] == "E"), doc[
+        "interventions"
+    ]
     v = doc["verdict"]
-    # two sufficient fixes: no K separates them, so the report names both (not "not determined … try K=20")
-    assert (v["layer"], v["conversation"], v["turn"], v["determined"], v["either"]) == ("A", "c1", 1, True, True), v
+    # two sufficient fixes: no K separates them, so the report names both (not "not determined … try
+    # K=20")
+    assert (v["layer"], v["conversation"], v["turn"], v["determined"], v["either"]) == (
+        "A",
+        "c1",
+        1,
+        True,
+        True,
+    ), v
     assert v["tied"] == [c["key"]] and "try K=" not in v["headline"], v
-    assert v["headline"].startswith("either change flips it at c1 turn 1: A (the request re-sent live with the token cap lifted (60 → 4156)) 5/5 (95% CI 0.57–1.00) "
-                                    "and C (the truncated answer not treated as complete: the rest asked for (continued by looptap)) 5/5 (95% CI 0.57–1.00)"), v
-    # the branch says the answer at turn 1 was continued by looptap: the continuation request marked as the fork's edit, no C finding on the client
+    assert v["headline"].startswith(
+        "either change flips it at c1 turn 1: A (the request re-sent live with the token cap "
+        "lifted (60 → 4156)) 5/5 (95% CI 0.57–1.00) and C (the truncated answer not treated as "
+        "complete: the rest asked for (continued by looptap)) 5/5 (95% CI 0.57–1.00)"
+    ), v
+    # the branch says the answer at turn 1 was continued by looptap: the continuation request marked
+    # as the fork's edit, no C finding on the client
     from cassettes.reading.run import open_run
 
     branch = open_run(tmp_path / "w" / c["branches"][0]["branch"], whole=True)
     marked = [ex for ex in branch.exchanges if ex.edits]
-    assert len(marked) == 1 and [m["edit"] for m in marked[0].edits or []] == ["continue"], [ex.edits for ex in branch.exchanges]
-    assert not [f.code for f in branch.analysis.findings if f.layer == "C"], [f.code for f in branch.analysis.findings]
+    assert len(marked) == 1 and [m["edit"] for m in marked[0].edits or []] == ["continue"], [
+        ex.edits for ex in branch.exchanges
+    ]
+    assert not [f.code for f in branch.analysis.findings if f.layer == "C"], [
+        f.code for f in branch.analysis.findings
+    ]
 
 
 @pytest.fixture(scope="module")
 def a_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """The A case's failing run of an API family (the answer cut at the cap), recorded once for the module."""
+    """The A case's failing run of an API family (the answer cut at the cap), recorded once for the
+    module."""
     made: dict[str, Path] = {}
 
     def recorded(family: str) -> Path:
         if RECORDER[0] == "None":
             pytest.skip("no recorder environment")
         if family not in made:
-            made[family] = _record(tmp_path_factory.mktemp(f"why-a-{family}"), a_route, "--expect", "sunny", "--family", family)
+            made[family] = _record(
+                tmp_path_factory.mktemp(f"why-a-{family}"),
+                a_route,
+                "--expect",
+                "sunny",
+                "--family",
+                family,
+            )
         return made[family]
 
     return recorded
@@ -399,45 +813,132 @@ def a_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
 
 @needs_recorder
 @pytest.mark.parametrize("family", FAMILIES)
-def test_the_continuations_of_a_cut_answer_are_counted_before_anything_is_sent(family: str, a_runs: Callable[[str], Path], tmp_path: Path) -> None:
+def test_the_continuations_of_a_cut_answer_are_counted_before_anything_is_sent(
+    family: str, a_runs: Callable[[str], Path], tmp_path: Path
+) -> None:
     """The C repair of a truncated turn may send up to 3 continuation requests per sample: --dry-run
     lists them, and --max-requests / --max-cost count them (the A, E and C branches: (1 + 2 + 1 +
     1 + 3) × 5 = 40 requests), nothing sent."""
     run = a_runs(family)
     with ScriptedUpstream(a_route) as fake:
-        rc, out, err = _why(tmp_path, run, fake, "--dry-run", "--samples", "5", agent=("--expect", "sunny"), family=family)
+        rc, out, err = _why(
+            tmp_path,
+            run,
+            fake,
+            "--dry-run",
+            "--samples",
+            "5",
+            agent=("--expect", "sunny"),
+            family=family,
+        )
         assert rc == 0, err
-        assert any(ln.startswith("would fork at conversation=c1:turn=1 [--edit continue=3]: C: the truncated answer not treated as complete")
-                   and ln.endswith("20 live requests (1 + 3 continuations × 5 samples)") for ln in out.splitlines()), out
+        assert any(
+            ln.startswith(
+                "would fork at conversation=c1:turn=1 [--edit continue=3]: C: the truncated answer "
+                "not treated as complete"
+            )
+            and ln.endswith("20 live requests (1 + 3 continuations × 5 samples)")
+            for ln in out.splitlines()
+        ), out
         assert "40 requests (8 turns × 5 samples)" in out, out
-        rc, out, err = _why(tmp_path, run, fake, "--dry-run", "--json", "--samples", "5", agent=("--expect", "sunny"), family=family)
+        rc, out, err = _why(
+            tmp_path,
+            run,
+            fake,
+            "--dry-run",
+            "--json",
+            "--samples",
+            "5",
+            agent=("--expect", "sunny"),
+            family=family,
+        )
         c = next(i for i in orjson.loads(out)["interventions"] if i["layer"] == "C")
-        assert (c["kind"], c["runnable"], c["live_requests_per_sample"], c["edits"]) == ("c-continue", True, 4, ["continue=3"]), c
-        rc, out, err = _why(tmp_path, run, fake, "--samples", "5", "--max-requests", "39", "-o", str(tmp_path / "w"), agent=("--expect", "sunny"), family=family)
-        assert rc == 2 and "40 requests would be sent, over --max-requests 39: nothing sent" in err, err
-        rc, out, err = _why(tmp_path, run, fake, "--samples", "5", "--layer", "C", "--max-cost", "0.000001", "-o", str(tmp_path / "w"),
-                            agent=("--expect", "sunny"), family=family)
-        assert rc == 2 and "over --max-cost 0.000001: nothing sent" in err and "20 requests (4 turns × 5 samples)" in err, err
+        assert (c["kind"], c["runnable"], c["live_requests_per_sample"], c["edits"]) == (
+            "c-continue",
+            True,
+            4,
+            ["continue=3"],
+        ), c
+        rc, out, err = _why(
+            tmp_path,
+            run,
+            fake,
+            "--samples",
+            "5",
+            "--max-requests",
+            "39",
+            "-o",
+            str(tmp_path / "w"),
+            agent=("--expect", "sunny"),
+            family=family,
+        )
+        assert (
+            rc == 2 and "40 requests would be sent, over --max-requests 39: nothing sent" in err
+        ), err
+        rc, out, err = _why(
+            tmp_path,
+            run,
+            fake,
+            "--samples",
+            "5",
+            "--layer",
+            "C",
+            "--max-cost",
+            "0.000001",
+            "-o",
+            str(tmp_path / "w"),
+            agent=("--expect", "sunny"),
+            family=family,
+        )
+        assert (
+            rc == 2
+            and "over --max-cost 0.000001: nothing sent" in err
+            and "20 requests (4 turns × 5 samples)" in err
+        ), err
         assert fake.log == [] and not (tmp_path / "w").exists()
 
 
 @needs_recorder
-def test_the_c_repair_of_a_truncated_turn_continues_the_cut_answer_and_flips_it(a_runs: Callable[[str], Path], tmp_path: Path) -> None:
+def test_the_c_repair_of_a_truncated_turn_continues_the_cut_answer_and_flips_it(
+    a_runs: Callable[[str], Path], tmp_path: Path
+) -> None:
     """The default suite's look at the C repair of a truncated turn: one branch, the cut answer
     continued by the fork (one continuation request, the cut text in it), the agent handed one
     answer and passing."""
     run = a_runs("chat")
     with ScriptedUpstream(a_route) as fake:
-        rc, out, err = _why(tmp_path, run, fake, "--layer", "C", "--samples", "1", "-o", str(tmp_path / "w"), "--json", agent=("--expect", "sunny"))
+        rc, out, err = _why(
+            tmp_path,
+            run,
+            fake,
+            "--layer",
+            "C",
+            "--samples",
+            "1",
+            "-o",
+            str(tmp_path / "w"),
+            "--json",
+            agent=("--expect", "sunny"),
+        )
     assert rc == 0, err[-4000:]
-    assert [x.reply is not None and x.reply.cut for x in fake.log] == [True, False], [x.line() for x in fake.log]
+    assert [x.reply is not None and x.reply.cut for x in fake.log] == [True, False], [
+        x.line() for x in fake.log
+    ]
     assert CUT.encode() in orjson.dumps(fake.log[1].request.body["messages"])
     v = orjson.loads(out)["verdict"]
-    assert (v["layer"], v["turn"], v["flips"], v["samples"], v["intervention"]) == ("C", 1, 1, 1, "C-c1-t1-c-continue"), v
+    assert (v["layer"], v["turn"], v["flips"], v["samples"], v["intervention"]) == (
+        "C",
+        1,
+        1,
+        1,
+        "C-c1-t1-c-continue",
+    ), v
 
 
 @needs_recorder
-def test_why_from_a_pytest_test_on_a_recorded_cassette(c_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_why_from_a_pytest_test_on_a_recorded_cassette(
+    c_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The helper a test calls (cassettes.why.api.why): the command's code, the verdict returned."""
     from cassettes.why.api import Refused, why
 
@@ -448,30 +949,77 @@ def test_why_from_a_pytest_test_on_a_recorded_cassette(c_run: Path, tmp_path: Pa
     agent = [sys.executable, str(AGENT), "--drop-second", "--expect", "rain"]
     with ScriptedUpstream(c_route) as fake:
         with pytest.raises(Refused, match="does not fail by the outcome"):
-            why(c_run, agent, output=tmp_path / "no", answer_matches="Lyon: rain", upstream={"openai": fake.url})
+            why(
+                c_run,
+                agent,
+                output=tmp_path / "no",
+                answer_matches="Lyon: rain",
+                upstream={"openai": fake.url},
+            )
         plan = why(c_run, agent, dry_run=True, samples=3)
-        assert plan.status == 0 and plan.verdict == {} and any(i["layer"] == "C" and not i["runnable"] for i in plan.doc["interventions"])
+        assert (
+            plan.status == 0
+            and plan.verdict == {}
+            and any(i["layer"] == "C" and not i["runnable"] for i in plan.doc["interventions"])
+        )
         assert fake.log == []
-        result = why(c_run, agent, output=tmp_path / "w", samples=1, layers=["C"], results={call: "rain"}, upstream={"openai": fake.url},
-                     confdir=c_run.parent / "conf")
+        result = why(
+            c_run,
+            agent,
+            output=tmp_path / "w",
+            samples=1,
+            layers=["C"],
+            results={call: "rain"},
+            upstream={"openai": fake.url},
+            confdir=c_run.parent / "conf",
+        )
     assert result.status == 0 and len(fake.log) == 1
-    assert (result.verdict["layer"], result.verdict["turn"], result.verdict["flips"], result.verdict["samples"]) == ("C", 1, 1, 1), result.verdict
+    assert (
+        result.verdict["layer"],
+        result.verdict["turn"],
+        result.verdict["flips"],
+        result.verdict["samples"],
+    ) == ("C", 1, 1, 1), result.verdict
 
 
 @needs_recorder
-def test_a_check_judges_the_recording_by_running_it_and_each_branch_after_it(c_run: Path, tmp_path: Path) -> None:
+def test_a_check_judges_the_recording_by_running_it_and_each_branch_after_it(
+    c_run: Path, tmp_path: Path
+) -> None:
     """--check: the recorded outcome from the command run against the whole recording (nothing
     sent), then the check after each branch."""
     call = c_call(c_run)
     with ScriptedUpstream(c_route) as fake:
-        rc, out, err = _why(tmp_path, c_run, fake, "--check", "grep -q rain answer.txt", "--layer", "C", "--samples", "1", "--result", f"{call}=rain",
-                            "-o", str(tmp_path / "w"), "--json", agent=("--drop-second", "--expect", "rain", "--answer-file", "answer.txt"))
+        rc, out, err = _why(
+            tmp_path,
+            c_run,
+            fake,
+            "--check",
+            "grep -q rain answer.txt",
+            "--layer",
+            "C",
+            "--samples",
+            "1",
+            "--result",
+            f"{call}=rain",
+            "-o",
+            str(tmp_path / "w"),
+            "--json",
+            agent=("--drop-second", "--expect", "rain", "--answer-file", "answer.txt"),
+        )
     assert rc == 0, err[-3000:]
     assert len(fake.log) == 1  # the baseline sent nothing; the one branch sent its one live request
     state = orjson.loads((tmp_path / "w" / "why.json").read_bytes())
-    assert state["recorded"] == {"failed": True, "exit": 1, "check": 1} and state["outcome"] == {"kind": "check", "value": "grep -q rain answer.txt"}
-    assert err.splitlines()[0] == ("looptap why: the recorded run fails by the outcome (the check 'grep -q rain answer.txt' exits with a status other than 0): "
-                                   "after the command against the recording (nothing sent) the check exited 1"), err  # said first
+    assert state["recorded"] == {"failed": True, "exit": 1, "check": 1} and state["outcome"] == {
+        "kind": "check",
+        "value": "grep -q rain answer.txt",
+    }
+    assert err.splitlines()[0] == (
+        "looptap why: the recorded run fails by the outcome (the check 'grep -q rain answer.txt' "
+        "exits with a status other than 0): "
+        # said first
+        "after the command against the recording (nothing sent) the check exited 1"
+    ), err
     assert orjson.loads(out)["recorded"] == state["recorded"]
     v = orjson.loads(out)["verdict"]
     assert (v["layer"], v["flips"], v["samples"]) == ("C", 1, 1), v

@@ -41,38 +41,75 @@ def test_wilson_of_no_trials_says_nothing_and_refuses_impossible_counts() -> Non
 
 
 def _tally(layer: str, turn: int, flips: int, samples: int, kind: str = "e-resample") -> Tally:
-    return Tally(Intervention(layer, "c1", turn, f"{layer} change", kind), flips=flips, samples=samples)
+    return Tally(
+        Intervention(layer, "c1", turn, f"{layer} change", kind), flips=flips, samples=samples
+    )
 
 
 def test_the_verdict_names_the_one_that_flips_and_says_when_k_cannot_tell() -> None:
-    v = verdict([_tally("E", 1, 1, 10), _tally("C", 1, 10, 10, "c-restore-result"), _tally("E", 0, 0, 10)], 10)
+    v = verdict(
+        [_tally("E", 1, 1, 10), _tally("C", 1, 10, 10, "c-restore-result"), _tally("E", 0, 0, 10)],
+        10,
+    )
     assert v.determined and v.best is not None and v.best.intervention.layer == "C"
-    assert v.headline.startswith("the client (C): C at c1 turn 1") and "10/10 (95% CI 0.72–1.00)" in v.headline
+    assert (
+        v.headline.startswith("the client (C): C at c1 turn 1")
+        and "10/10 (95% CI 0.72–1.00)" in v.headline
+    )
     doc = v.as_json()
-    assert doc["verdict"] | {"headline": ""} == {"determined": True, "headline": "", "layer": "C", "conversation": "c1", "turn": 1,
-                                                 "intervention": "C-c1-t1-c-restore-result", "flips": 10, "samples": 10, "low": 0.7225,
-                                                 "high": 1.0, "tied": [], "either": False}
+    assert doc["verdict"] | {"headline": ""} == {
+        "determined": True,
+        "headline": "",
+        "layer": "C",
+        "conversation": "c1",
+        "turn": 1,
+        "intervention": "C-c1-t1-c-restore-result",
+        "flips": 10,
+        "samples": 10,
+        "low": 0.7225,
+        "high": 1.0,
+        "tied": [],
+        "either": False,
+    }
     assert [i["layer"] for i in doc["interventions"]] == ["C", "E", "E"]
     # overlapping intervals: not determined, and K quadrupled is suggested
     v = verdict([_tally("A", 2, 4, 5, "a-cap"), _tally("C", 2, 3, 5, "c-restore-result")], 5)
     assert not v.determined and "not determined with K=5" in v.headline and "try K=20" in v.headline
     assert v.as_json()["verdict"]["tied"] == ["C-c1-t2-c-restore-result"]
-    # two that flip every time: no K separates two sufficient fixes, so both are named (not "try K=20")
-    v = verdict([_tally("E", 1, 0, 5), _tally("C", 1, 5, 5, "c-continue"), _tally("A", 1, 5, 5, "a-cap")], 5)
-    assert v.determined and v.either and v.best is not None and v.best.intervention.layer == "A", v.headline
-    assert v.headline == ("either change flips it at c1 turn 1: A (A change) 5/5 (95% CI 0.57–1.00) and C (C change) 5/5 (95% CI 0.57–1.00); "
-                          "each is enough on its own (more samples cannot tell two sufficient fixes apart)"), v.headline
-    assert v.as_json()["verdict"]["tied"] == ["C-c1-t1-c-continue"] and v.as_json()["verdict"]["either"] is True
+    # two that flip every time: no K separates two sufficient fixes, so both are named (not "try
+    # K=20")
+    v = verdict(
+        [_tally("E", 1, 0, 5), _tally("C", 1, 5, 5, "c-continue"), _tally("A", 1, 5, 5, "a-cap")], 5
+    )
+    assert v.determined and v.either and v.best is not None and v.best.intervention.layer == "A", (
+        v.headline
+    )
+    assert v.headline == (
+        "either change flips it at c1 turn 1: A (A change) 5/5 (95% CI 0.57–1.00) and C (C change) "
+        "5/5 (95% CI 0.57–1.00); each is enough on its own (more samples cannot tell two "
+        "sufficient fixes apart)"
+    ), v.headline
+    assert (
+        v.as_json()["verdict"]["tied"] == ["C-c1-t1-c-continue"]
+        and v.as_json()["verdict"]["either"] is True
+    )
     # one of them short of every time: still not determined, and more samples may tell
     v = verdict([_tally("A", 1, 5, 5, "a-cap"), _tally("C", 1, 4, 5, "c-continue")], 5)
     assert not v.determined and not v.either and "try K=20" in v.headline
     # nothing flips
     v = verdict([_tally("E", 0, 0, 5), _tally("E", 1, 0, 5)], 5)
-    assert not v.determined and v.best is None and v.headline.startswith("nothing flipped the outcome") and "try K=20" in v.headline
+    assert (
+        not v.determined
+        and v.best is None
+        and v.headline.startswith("nothing flipped the outcome")
+        and "try K=20" in v.headline
+    )
 
 
 def test_an_intervention_that_cannot_run_is_listed_not_ranked_first() -> None:
-    blocked = Tally(Intervention("C", "c1", 1, "put back", "c-restore-result", missing="give --result"))
+    blocked = Tally(
+        Intervention("C", "c1", 1, "put back", "c-restore-result", missing="give --result")
+    )
     v = verdict([blocked, _tally("E", 0, 2, 5)], 5)
     assert v.ranked[-1] is blocked and "not run: give --result" in blocked.line()
 
@@ -84,25 +121,66 @@ def _args(**kw: object) -> argparse.Namespace:
 
 def test_outcomes_parse_and_judge() -> None:
     assert parse_outcome(_args()) == Outcome("exit")
-    assert Outcome("exit").failed(Judged(exit=1)) is True and Outcome("exit").failed(Judged(exit=0)) is False
+    assert (
+        Outcome("exit").failed(Judged(exit=1)) is True
+        and Outcome("exit").failed(Judged(exit=0)) is False
+    )
     assert Outcome("exit").failed(Judged()) is None
     o = parse_outcome(_args(answer_not_matches="sunny"))
-    assert o.failed(Judged(answer="It is 12:00.")) is True and o.failed(Judged(answer="Sunny? sunny.")) is False
-    assert parse_outcome(_args(finding="C.dropped_tool_result")).failed(Judged(findings={"C.dropped_tool_result"})) is True
-    for bad in (_args(check="x", finding="C.a"), _args(answer_matches="("), _args(finding="drop it"), _args(check=" ")):
+    assert (
+        o.failed(Judged(answer="It is 12:00.")) is True
+        and o.failed(Judged(answer="Sunny? sunny.")) is False
+    )
+    assert (
+        parse_outcome(_args(finding="C.dropped_tool_result")).failed(
+            Judged(findings={"C.dropped_tool_result"})
+        )
+        is True
+    )
+    for bad in (
+        _args(check="x", finding="C.a"),
+        _args(answer_matches="("),
+        _args(finding="drop it"),
+        _args(check=" "),
+    ):
         with pytest.raises(OutcomeError):
             parse_outcome(bad)
 
 
-CHAT = {"model": "m", "max_tokens": 60, "messages": [
-    {"role": "user", "content": "q"},
-    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
-                                                         {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-    {"role": "tool", "tool_call_id": "c1", "content": "r1"}]}
-ANTHROPIC = {"model": "m", "max_tokens": 60, "messages": [
-    {"role": "user", "content": "q"},
-    {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "f", "input": {}}, {"type": "tool_use", "id": "c2", "name": "f", "input": {}}]},
-    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "r1"}]}]}
+CHAT = {
+    "model": "m",
+    "max_tokens": 60,
+    "messages": [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "r1"},
+    ],
+}
+ANTHROPIC = {
+    "model": "m",
+    "max_tokens": 60,
+    "messages": [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "c1", "name": "f", "input": {}},
+                {"type": "tool_use", "id": "c2", "name": "f", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "r1"}],
+        },
+    ],
+}
 RESPONSES = {"model": "m", "max_output_tokens": 60, "input": [
     {"role": "user", "content": "q"},
     {"type": "function_call", "id": "fc1", "call_id": "c1", "name": "f", "arguments": "{}"},
@@ -110,17 +188,47 @@ RESPONSES = {"model": "m", "max_output_tokens": 60, "input": [
     {"type": "function_call_output", "call_id": "c1", "output": "r1"}]}
 
 
-@pytest.mark.parametrize(("doc", "path", "expect"), [
-    (CHAT, "/v1/chat/completions", lambda d: d["messages"][3] == {"role": "tool", "tool_call_id": "c2", "content": "R2"} and d["max_tokens"] == 900),
-    (ANTHROPIC, "/v1/messages", lambda d: len(d["messages"]) == 3 and d["messages"][2]["content"][1] == {"type": "tool_result", "tool_use_id": "c2", "content": "R2"}),
-    (RESPONSES, "/v1/responses", lambda d: d["input"][4] == {"type": "function_call_output", "call_id": "c2", "output": "R2"} and d["max_output_tokens"] == 900),
-])
-def test_the_repairs_put_a_dropped_result_back_and_lift_the_cap_in_the_apis_shape(doc: dict, path: str, expect: object) -> None:
+@pytest.mark.parametrize(
+    ("doc", "path", "expect"),
+    [
+        (
+            CHAT,
+            "/v1/chat/completions",
+            lambda d: (
+                d["messages"][3] == {"role": "tool", "tool_call_id": "c2", "content": "R2"}
+                and d["max_tokens"] == 900
+            ),
+        ),
+        (
+            ANTHROPIC,
+            "/v1/messages",
+            lambda d: (
+                len(d["messages"]) == 3
+                and d["messages"][2]["content"][1]
+                == {"type": "tool_result", "tool_use_id": "c2", "content": "R2"}
+            ),
+        ),
+        (
+            RESPONSES,
+            "/v1/responses",
+            lambda d: (
+                d["input"][4] == {"type": "function_call_output", "call_id": "c2", "output": "R2"}
+                and d["max_output_tokens"] == 900
+            ),
+        ),
+    ],
+)
+def test_the_repairs_put_a_dropped_result_back_and_lift_the_cap_in_the_apis_shape(
+    doc: dict, path: str, expect: object
+) -> None:
     edits = [parse_edit("restore_result[c2]=R2"), parse_edit("max_tokens=900")]
     body, marks = apply_edits("POST", path, orjson.dumps(doc), edits)
     sent = orjson.loads(body)
     assert expect(sent), sent  # type: ignore[operator]
-    assert [m["edit"] for m in marks] == ["restore_result[c2]", "max_tokens"] and checked(marks) is not None  # the recorder accepts the marks
+    # the recorder accepts the marks
+    assert [m["edit"] for m in marks] == ["restore_result[c2]", "max_tokens"] and checked(
+        marks
+    ) is not None
     assert client_body(sent, marks) == doc  # the client's own request is the marks put back
     # a request that carries the result already, or carries no sibling result, is left alone
     assert apply_edits("POST", path, body, [parse_edit("restore_result[c2]=again")])[1] == []
@@ -141,25 +249,81 @@ def test_interventions_from_a_runs_findings_and_turns(tmp_path: Path) -> None:
     from cassettes.why.interventions import interventions
     from tests.replay.conftest import SYSTEM, USER, chat_exchange, write
 
-    calls = [{"id": f"call_{x}", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"' + x + '"}'}} for x in "ABC"]
-    first = orjson.dumps({"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
-                          "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": calls}, "finish_reason": "tool_calls"}],
-                          "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}})
-    cut = orjson.dumps({"id": "chatcmpl-2", "object": "chat.completion", "model": "gpt-4o",
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": "The weather in"}, "finish_reason": "length"}],
-                        "usage": {"prompt_tokens": 80, "completion_tokens": 60, "total_tokens": 140}})
+    calls = [
+        {
+            "id": f"call_{x}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city":"' + x + '"}'},
+        }
+        for x in "ABC"
+    ]
+    first = orjson.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": "gpt-4o",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None, "tool_calls": calls},
+                    "finish_reason": "tool_calls",
+                }
+            ],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+        }
+    )
+    cut = orjson.dumps(
+        {
+            "id": "chatcmpl-2",
+            "object": "chat.completion",
+            "model": "gpt-4o",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "The weather in"},
+                    "finish_reason": "length",
+                }
+            ],
+            "usage": {"prompt_tokens": 80, "completion_tokens": 60, "total_tokens": 140},
+        }
+    )
     echo = {"role": "assistant", "content": None, "tool_calls": calls}
-    run = write(tmp_path / "run.jsonl", [
-        chat_exchange([SYSTEM, USER], first, max_tokens=60),
-        chat_exchange([SYSTEM, USER, echo, {"role": "tool", "tool_call_id": "call_A", "content": "sunny"}], cut, max_tokens=60),
-    ])
+    run = write(
+        tmp_path / "run.jsonl",
+        [
+            chat_exchange([SYSTEM, USER], first, max_tokens=60),
+            chat_exchange(
+                [
+                    SYSTEM,
+                    USER,
+                    echo,
+                    {"role": "tool", "tool_call_id": "call_A", "content": "sunny"},
+                ],
+                cut,
+                max_tokens=60,
+            ),
+        ],
+    )
     found = interventions(open_run(run, whole=True), {"call_B": "rain"})
     by_key = {i.key: i for i in found}
     b, c = by_key["C-c1-t1-c-restore-result-call_B"], by_key["C-c1-t1-c-restore-result-call_C"]
-    assert b.edits == ["restore_result[call_B]=rain"] and b.missing is None and b.cursor == "conversation=c1:turn=1" and b.seqs == [1]
+    assert (
+        b.edits == ["restore_result[call_B]=rain"]
+        and b.missing is None
+        and b.cursor == "conversation=c1:turn=1"
+        and b.seqs == [1]
+    )
     assert c.edits == [] and c.missing is not None and "--result call_C=@FILE" in c.missing
     a = by_key["A-c1-t1-a-cap"]
     assert a.edits == ["max_tokens=4156"] and a.finding == "A.truncated_length"
-    cont = by_key["C-c1-t1-c-continue"]  # the C repair of the truncated turn: the cut answer continued, its 3 continuations counted
-    assert cont.missing is None and cont.edits == ["continue=3"] and cont.extra == 3 and cont.live_requests == len(cont.seqs) + 3
-    assert sorted(i.turn for i in found if i.layer == "E") == [0, 1] and by_key["E-c1-t0-e-resample"].seqs == [0, 1]
+    # the C repair of the truncated turn: the cut answer continued, its 3 continuations counted
+    cont = by_key["C-c1-t1-c-continue"]
+    assert (
+        cont.missing is None
+        and cont.edits == ["continue=3"]
+        and cont.extra == 3
+        and cont.live_requests == len(cont.seqs) + 3
+    )
+    assert sorted(i.turn for i in found if i.layer == "E") == [0, 1] and by_key[
+        "E-c1-t0-e-resample"
+    ].seqs == [0, 1]

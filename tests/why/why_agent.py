@@ -17,8 +17,18 @@ import sys
 from typing import Any
 
 TOOLS: list[dict[str, Any]] = [
-    {"type": "function", "function": {"name": name, "description": f"The {what} in a city.",
-                                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The {what} in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
     for name, what in (("get_weather", "weather"), ("get_time", "local time"))
 ]
 
@@ -33,18 +43,45 @@ def chat(opts: argparse.Namespace) -> str:
     from openai import OpenAI
 
     client = OpenAI(max_retries=0)
-    messages: list[dict[str, object]] = [{"role": "system", "content": "Use the tools."}, {"role": "user", "content": "Weather in Paris and Lyon?"}]
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "Use the tools."},
+        {"role": "user", "content": "Weather in Paris and Lyon?"},
+    ]
     for _ in range(4):
-        msg = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS, max_tokens=60).choices[0].message  # type: ignore[arg-type]
+        msg = (
+            client.chat.completions.create(
+                model="gpt-4o-mini", messages=messages, tools=TOOLS, max_tokens=60
+            )
+            .choices[0]
+            .message
+        )  # type: ignore[arg-type]
         calls = list(msg.tool_calls or [])
         if not calls:
             return msg.content or ""
-        messages.append({"role": "assistant", "content": msg.content, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in calls]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": msg.content,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.function.name, "arguments": c.function.arguments},
+                    }
+                    for c in calls
+                ],
+            }
+        )
         for n, c in enumerate(calls):
             if opts.drop_second and n == 1:
                 continue  # the bug: the second result never goes back
-            messages.append({"role": "tool", "tool_call_id": c.id, "content": run_tool(c.function.name, **json.loads(c.function.arguments))})
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": c.id,
+                    "content": run_tool(c.function.name, **json.loads(c.function.arguments)),
+                }
+            )
     return "(no answer after 4 turns)"
 
 
@@ -52,10 +89,24 @@ def responses(opts: argparse.Namespace) -> str:
     from openai import OpenAI
 
     client = OpenAI(max_retries=0)
-    tools = [{"type": "function", "name": t["function"]["name"], "description": t["function"]["description"], "parameters": t["function"]["parameters"]} for t in TOOLS]
+    tools = [
+        {
+            "type": "function",
+            "name": t["function"]["name"],
+            "description": t["function"]["description"],
+            "parameters": t["function"]["parameters"],
+        }
+        for t in TOOLS
+    ]
     items: list[object] = [{"role": "user", "content": "Weather in Paris and Lyon?"}]
     for _ in range(4):
-        r = client.responses.create(model="gpt-4o-mini", instructions="Use the tools.", input=items, tools=tools, max_output_tokens=60)  # type: ignore[arg-type]
+        r = client.responses.create(
+            model="gpt-4o-mini",
+            instructions="Use the tools.",
+            input=items,
+            tools=tools,
+            max_output_tokens=60,
+        )  # type: ignore[arg-type]
         calls = [o for o in r.output if o.type == "function_call"]
         if not calls:
             return r.output_text
@@ -63,7 +114,13 @@ def responses(opts: argparse.Namespace) -> str:
         for n, c in enumerate(calls):
             if opts.drop_second and n == 1:
                 continue
-            items.append({"type": "function_call_output", "call_id": c.call_id, "output": run_tool(c.name, **json.loads(c.arguments))})
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": c.call_id,
+                    "output": run_tool(c.name, **json.loads(c.arguments)),
+                }
+            )
     return "(no answer after 4 turns)"
 
 
@@ -71,16 +128,43 @@ def anthropic(opts: argparse.Namespace) -> str:
     from anthropic import Anthropic
 
     client = Anthropic(max_retries=0)
-    tools = [{"name": t["function"]["name"], "description": t["function"]["description"], "input_schema": t["function"]["parameters"]} for t in TOOLS]
+    tools = [
+        {
+            "name": t["function"]["name"],
+            "description": t["function"]["description"],
+            "input_schema": t["function"]["parameters"],
+        }
+        for t in TOOLS
+    ]
     messages: list[dict[str, object]] = [{"role": "user", "content": "Weather in Paris and Lyon?"}]
     for _ in range(4):
-        msg = client.messages.create(model="claude-haiku-4-5", max_tokens=60, system="Use the tools.", messages=messages, tools=tools)  # type: ignore[arg-type]
+        msg = client.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=60,
+            system="Use the tools.",
+            messages=messages,
+            tools=tools,
+        )  # type: ignore[arg-type]
         uses = [b for b in msg.content if b.type == "tool_use"]
         if not uses:
             return "".join(b.text for b in msg.content if b.type == "text")
-        messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]})
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": b.id, "content": run_tool(b.name, **b.input)}  # type: ignore[arg-type]
-                                                     for n, b in enumerate(uses) if not (opts.drop_second and n == 1)]})
+        messages.append(
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]}
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": b.id,
+                        "content": run_tool(b.name, **b.input),
+                    }  # type: ignore[arg-type]
+                    for n, b in enumerate(uses)
+                    if not (opts.drop_second and n == 1)
+                ],
+            }
+        )
     return "(no answer after 4 turns)"
 
 

@@ -76,7 +76,7 @@ Catalogue (code, severity, when it fires):
                                               looptap's replay answered with its own error (the
                                               API was not asked); says what differs, where
 ==================================  ========  =====================================================
-"""
+"""  # noqa: E501
 
 
 from __future__ import annotations
@@ -104,9 +104,22 @@ from cassettes.analysis.dispatch.results import (
     final_pending_calls,
 )
 from cassettes.analysis.dispatch.retry import check_retry, final_gave_up
-from cassettes.analysis.dispatch.roots import CAUSES, fold_root_causes, is_consequence, ordered_findings
+from cassettes.analysis.dispatch.roots import (
+    CAUSES,
+    fold_root_causes,
+    is_consequence,
+    ordered_findings,
+)
 
-__all__ = ["CAUSES", "CHECKS", "FINAL_CHECKS", "build", "fold_root_causes", "is_consequence", "ordered_findings"]
+__all__ = [
+    "CAUSES",
+    "CHECKS",
+    "FINAL_CHECKS",
+    "build",
+    "fold_root_causes",
+    "is_consequence",
+    "ordered_findings",
+]
 
 CHECKS: tuple[Check, ...] = (
     check_diverged_from_recording,

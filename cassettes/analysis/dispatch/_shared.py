@@ -13,18 +13,32 @@ def _hk(ctx: TurnContext) -> str:
 
 def _prev_ok(ctx: TurnContext) -> bool:
     p = ctx.prev
-    return p is not None and p.rt.response is not None and p.rt.response.error is None and (p.rt.status or 0) < 400
+    return (
+        p is not None
+        and p.rt.response is not None
+        and p.rt.response.error is None
+        and (p.rt.status or 0) < 400
+    )
 
 
 def _continues(ctx: TurnContext) -> bool:
     """This request continues the previous turn's exchange with the model (not a retry/branch)."""
-    return ctx.prev is not None and ctx.turn.c.link in ("extends", "rewritten", "header", "previous_response_id")
+    return ctx.prev is not None and ctx.turn.c.link in (
+        "extends",
+        "rewritten",
+        "header",
+        "previous_response_id",
+    )
 
 
 def _item(ctx: TurnContext, message_index: int, part_index: int | None = None) -> str:
     """The path of a history message (and one of its parts) in the request as sent."""
     adapter = providers.by_family(ctx.rt.family)
-    path = adapter.item_path(ctx.ex.request_json(), message_index, part_index) if adapter is not None else None
+    path = (
+        adapter.item_path(ctx.ex.request_json(), message_index, part_index)
+        if adapter is not None
+        else None
+    )
     return path or f"{_hk(ctx)}[{message_index}]"
 
 
@@ -35,7 +49,9 @@ def _result_part(ctx: TurnContext, pairing_number: int) -> tuple[int, int | None
     if mi is None or mi >= len(ctx.messages):
         return (mi or 0), None
     ordinal = sum(1 for q in pairings[:pairing_number] if q.message_index == mi)
-    result_parts = [k for k, part in enumerate(ctx.messages[mi].parts) if part.kind == "tool_result"]
+    result_parts = [
+        k for k, part in enumerate(ctx.messages[mi].parts) if part.kind == "tool_result"
+    ]
     return mi, result_parts[ordinal] if ordinal < len(result_parts) else None
 
 

@@ -18,7 +18,9 @@ from cassettes.models import FinishReason, Message
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
 #: "Action Input: …", smolagents' "Action:" JSON blob or "Code:" block, DSPy's
 #: ``[[ ## next_tool_name ## ]]`` field), so the answer is not final.
-TEXT_ACTION = re.compile(r"^[ \t]*(Action|Action Input|Code)[ \t]*:|^\[\[ ## next_tool_name ## \]\]", re.M)
+TEXT_ACTION = re.compile(
+    r"^[ \t]*(Action|Action Input|Code)[ \t]*:|^\[\[ ## next_tool_name ## \]\]", re.M
+)
 
 
 def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:
@@ -42,7 +44,11 @@ def _is_compaction(m: Message) -> bool:
     """A provider item that stands for summarised earlier history."""
     for p in m.parts:
         block = (p.provider_details or {}).get("block")
-        if p.kind == "other" and isinstance(block, dict) and "compact" in str(block.get("type", "")):
+        if (
+            p.kind == "other"
+            and isinstance(block, dict)
+            and "compact" in str(block.get("type", ""))
+        ):
             return True
     return False
 
@@ -57,13 +63,16 @@ def _changed_part(ctx: TurnContext, at: int) -> int | None:
         return None
     old, new = before[at].parts, ctx.messages[at].parts
     for k, part in enumerate(new):
-        if k >= len(old) or message_key(Message(role="x", parts=[part])) != message_key(Message(role="x", parts=[old[k]])):
+        if k >= len(old) or message_key(Message(role="x", parts=[part])) != message_key(
+            Message(role="x", parts=[old[k]])
+        ):
             return k
     return None
 
 
 def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
-    """C.history_trimmed (info) / C.history_mutated (warning) — the history was not only extended."""
+    """C.history_trimmed (info) / C.history_mutated (warning) — the history was not only
+    extended."""
     c = ctx.turn.c
     if c.rewritten <= 0 or ctx.prev is None or c.link == "previous_response_id":
         return
@@ -74,33 +83,43 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
         yield ctx.finding(
             "C.history_trimmed",
             Severity.INFO,
-            f"The history starts with turn {ctx.prev.index}'s answer: the {dropped[0]} message(s) of its request before "
-            f"it were dropped{asked}, so the model no longer sees what it was asked.",
+            f"The history starts with turn {ctx.prev.index}'s answer: the {dropped[0]} message(s) "
+            f"of its request before it were dropped{asked}, so the model no longer sees what it "
+            "was asked.",
             path=_item(ctx, c.kept),
             related_turn=ctx.prev.index,
             kept=c.kept,
             dropped=dropped[0],
         )
         return
-    # A provider item standing for earlier history (a compaction summary) marks a deliberate rewrite.
+    # A provider item standing for earlier history (a compaction summary) marks a deliberate
+    # rewrite.
     compacted = any(_is_compaction(m) for m in ctx.messages[: c.kept + 1])
     if len(ctx.messages) < prev_len or compacted:
         yield ctx.finding(
             "C.history_trimmed",
             Severity.INFO,
-            f"The history was shortened or compacted: {prev_len} messages last turn, {len(ctx.messages)} "
-            f"now (kept the first {c.kept}). Intentional trimming or summarising looks like this.",
+            f"The history was shortened or compacted: {prev_len} messages last turn, "
+            f"{len(ctx.messages)} now (kept the first {c.kept}). Intentional trimming or "
+            "summarising looks like this.",
             path=_item(ctx, c.kept),
             related_turn=ctx.prev.index,
             kept=c.kept,
         )
-    elif c.kept < len(ctx.messages) and all(m.role in ("system", "developer") for m in ctx.messages[: c.kept + 1]):
+    elif c.kept < len(ctx.messages) and all(
+        m.role in ("system", "developer") for m in ctx.messages[: c.kept + 1]
+    ):
         return  # the opening system prompt was changed: reported by C.cache_prefix_broken
     else:
         path = _item(ctx, c.kept, _changed_part(ctx, c.kept))
         steps = _rewritten_steps(ctx)
         extra: dict[str, Any] = {"fields": steps} if steps else {}
-        what = f" (its trajectory's {', '.join(steps[:5])} rendered otherwise than on turn {ctx.prev.index})" if steps else ""
+        what = (
+            f" (its trajectory's {', '.join(steps[:5])} rendered "
+            f"otherwise than on turn {ctx.prev.index})"
+            if steps
+            else ""
+        )
         yield ctx.finding(
             "C.history_mutated",
             Severity.WARNING,
@@ -138,12 +157,20 @@ def _dropped_before_answer(ctx: TurnContext) -> tuple[int, bool] | None:
     kept, goes on with the previous answer itself: the previous request's messages after those
     were dropped (a Responses continuation sending the answer back by id without the question)."""
     c, prev = ctx.turn.c, ctx.prev
-    if prev is None or c.link != "rewritten" or not c.echoed_assistant or c.kept >= prev.n_messages or c.kept >= len(ctx.messages):
+    if (
+        prev is None
+        or c.link != "rewritten"
+        or not c.echoed_assistant
+        or c.kept >= prev.n_messages
+        or c.kept >= len(ctx.messages)
+    ):
         return None
     answer = response_message(prev.rt.response)
     if answer is None or message_key(ctx.messages[c.kept]) != message_key(answer):
         return None
-    before = prev.rt.request.messages[c.kept : prev.n_messages] if prev.rt.request is not None else []
+    before = (
+        prev.rt.request.messages[c.kept : prev.n_messages] if prev.rt.request is not None else []
+    )
     return prev.n_messages - c.kept, any(m.role == "user" for m in before)
 
 
@@ -156,9 +183,14 @@ def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
     assert r is not None
     # A final answer is text and nothing else: provider items (hosted tool calls a client may
     # have to execute, compaction …) mean the exchange is not over.
-    if r.finish_reason is not FinishReason.COMPLETE or not r.text.strip() or any(p.kind in ("tool_call", "other") for p in r.parts):
+    if (
+        r.finish_reason is not FinishReason.COMPLETE
+        or not r.text.strip()
+        or any(p.kind in ("tool_call", "other") for p in r.parts)
+    ):
         return
-    if TEXT_ACTION.search(r.text[:20000]):  # an action for the client's own text loop (ReAct), not an answer
+    # an action for the client's own text loop (ReAct), not an answer
+    if TEXT_ACTION.search(r.text[:20000]):
         return
     new_input = [m for m in ctx.turn.c.appended if m.role not in ("assistant", "model")]
     if new_input:
@@ -174,8 +206,8 @@ def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
 
 def continued_by_fork(ex: Any) -> bool:
     """Whether this request is a fork's continuation of a cut answer (its ``continue`` edit
-    mark, :mod:`cassettes.replay.live.continuation`): the cut answer echoed in it is looptap asking for
-    the rest, not the client carrying on."""
+    mark, :mod:`cassettes.replay.live.continuation`): the cut answer echoed in it is looptap asking
+    for the rest, not the client carrying on."""
     return any(m.get("edit") == "continue" for m in (getattr(ex, "edits", None) or []))
 
 
@@ -185,18 +217,25 @@ def check_truncated_treated_as_complete(ctx: TurnContext) -> Iterator[Finding]:
     if prev is None or not _continues(ctx) or prev.rt.response is None or continued_by_fork(ctx.ex):
         return
     r = prev.rt.response
-    cut = r.finish_reason in (FinishReason.TRUNCATED_LENGTH, FinishReason.TRUNCATED_CONTEXT) or r.complete is False
+    cut = (
+        r.finish_reason in (FinishReason.TRUNCATED_LENGTH, FinishReason.TRUNCATED_CONTEXT)
+        or r.complete is False
+    )
     if not cut:
         return
     used_calls = any(p.call_turn == prev.index for p in ctx.turn.c.pairings)
     if not used_calls and not ctx.turn.c.echoed_assistant:
         return
-    what = "ran its truncated tool calls" if used_calls else "appended the cut-off answer to the history"
+    what = (
+        "ran its truncated tool calls"
+        if used_calls
+        else "appended the cut-off answer to the history"
+    )
     yield ctx.finding(
         "C.truncated_treated_as_complete",
         Severity.WARNING,
-        f"Turn {prev.index} was truncated ({r.finish_reason_raw or 'stream cut'}), but the client {what} "
-        "and carried on as if it were complete.",
+        f"Turn {prev.index} was truncated ({r.finish_reason_raw or 'stream cut'}), but the client "
+        f"{what} and carried on as if it were complete.",
         related_turn=prev.index,
     )
 
@@ -217,12 +256,16 @@ def check_refusal_treated_as_answer(ctx: TurnContext) -> Iterator[Finding]:
     # same request again is a retry, new user text is a person taking over.
     if not appended or any(m.role not in ("assistant", "model", "tool") for m in appended):
         return
-    what = "the model refused" if refused else f"the API's content filter withheld the answer ({r.finish_reason_raw or 'filtered'})"
+    what = (
+        "the model refused"
+        if refused
+        else f"the API's content filter withheld the answer ({r.finish_reason_raw or 'filtered'})"
+    )
     yield ctx.finding(
         "C.refusal_treated_as_answer",
         Severity.WARNING,
-        f"On turn {prev.index} {what}, but the client appended that answer to the history and called "
-        "the model again with no new input, as if it were a step of the work.",
+        f"On turn {prev.index} {what}, but the client appended that answer to the history and "
+        "called the model again with no new input, as if it were a step of the work.",
         related_turn=prev.index,
     )
 
@@ -234,11 +277,15 @@ def _prefix_fingerprint(ctx: TurnContext) -> tuple[int, int]:
     req = ctx.rt.request
     assert req is not None
     kept = ctx.conv.state.get("C.prefix")
-    if kept is not None and kept[0] == id(req):  # an id, not the request: state must not hold a history
+    # an id, not the request: state must not hold a history
+    if kept is not None and kept[0] == id(req):
         return kept[1]  # type: ignore[no-any-return]
     system = orjson.dumps([(p.kind, p.text) for p in req.system])
     # Every field of each ToolSpec, as plain values (model_dump was a tenth of a turn's checks).
-    tools = orjson.dumps([(t.name, t.description, t.parameters, t.kind) for t in req.tools], option=orjson.OPT_SORT_KEYS)
+    tools = orjson.dumps(
+        [(t.name, t.description, t.parameters, t.kind) for t in req.tools],
+        option=orjson.OPT_SORT_KEYS,
+    )
     fingerprint = hash(system), hash(tools)
     ctx.conv.state["C.prefix"] = (id(req), fingerprint)
     return fingerprint
@@ -249,18 +296,29 @@ def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
     if ctx.prev is None or ctx.prev.rt.request is None or ctx.turn.c.link == "previous_response_id":
         return
     before, now = _prefix_fingerprint(ctx.prev), _prefix_fingerprint(ctx)
-    changed = [name for name, a, b in (("system prompt", now[0], before[0]), ("tool definitions", now[1], before[1])) if a != b]
+    changed = [
+        name
+        for name, a, b in (
+            ("system prompt", now[0], before[0]),
+            ("tool definitions", now[1], before[1]),
+        )
+        if a != b
+    ]
     if not changed and not (ctx.turn.c.rewritten and ctx.turn.c.kept <= 2):
         return
     what = " and ".join(changed) if changed else f"message {ctx.turn.c.kept} of the history"
     prev_usage = ctx.prev.rt.response.usage if ctx.prev.rt.response else None
     usage = ctx.rt.response.usage if ctx.rt.response else None
-    lost = bool(prev_usage and prev_usage.cache_read_tokens and (usage is None or (usage.cache_read_tokens or 0) < prev_usage.cache_read_tokens))
+    lost = bool(
+        prev_usage
+        and prev_usage.cache_read_tokens
+        and (usage is None or (usage.cache_read_tokens or 0) < prev_usage.cache_read_tokens)
+    )
     yield ctx.finding(
         "C.cache_prefix_broken",
         Severity.WARNING if lost else Severity.INFO,
-        f"The {what} changed since turn {ctx.prev.index}; everything after the change is no longer a "
-        "cached prefix" + (", and cache reads dropped this turn." if lost else "."),
+        f"The {what} changed since turn {ctx.prev.index}; everything after the change is no longer "
+        "a cached prefix" + (", and cache reads dropped this turn." if lost else "."),
         related_turn=ctx.prev.index,
         changed=changed,
     )

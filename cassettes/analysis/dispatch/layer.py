@@ -16,7 +16,17 @@ _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 
 
 #: Typographic variants that re-serialisation (and some recorders) normalise away.
-_TYPO = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2014": "-", "\u2013": "-", "\u2026": "..."})
+_TYPO = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2014": "-",
+        "\u2013": "-",
+        "\u2026": "...",
+    }
+)
 
 
 #: A code fence's info string (```` ```json ````): frameworks that re-render the model's markdown
@@ -42,12 +52,20 @@ def _same_calls_but_cut(expected: Message, sent: Message) -> bool:
     """The echo holds the answer's calls, except that a call the stream or the token cap cut
     (arguments not JSON, ``{"city": "Pa``) came back completed or emptied by the client's SDK."""
     def calls(m: Message) -> list[ToolCall]:
-        return [p.tool_call for p in m.parts if p.tool_call is not None and p.tool_call.kind in ("function", "custom")]
+        return [
+            p.tool_call
+            for p in m.parts
+            if p.tool_call is not None and p.tool_call.kind in ("function", "custom")
+        ]
 
     want, got = calls(expected), calls(sent)
     if len(want) != len(got) or not any(c.arguments_error for c in want):
         return False
-    for w, g in zip(sorted(want, key=lambda c: c.name or ""), sorted(got, key=lambda c: c.name or ""), strict=True):
+    for w, g in zip(
+        sorted(want, key=lambda c: c.name or ""),
+        sorted(got, key=lambda c: c.name or ""),
+        strict=True,
+    ):
         if (w.name or "") != (g.name or ""):
             return False
         if not w.arguments_error:
@@ -83,7 +101,8 @@ _OBSERVATION = re.compile(r"^\s*Observation\s*:", re.M)
 
 def _words(text: str) -> str:
     """The text's words, one space apart, padded: a rendering-blind form in which JSON and Python
-    reprs, quotes and whitespace no longer differ (``{"city": "Paris"}`` and ``{'city': 'Paris'}``)."""
+    reprs, quotes and whitespace no longer differ (``{"city": "Paris"}`` and ``{'city':
+    'Paris'}``)."""
     return " " + " ".join(_WORD.findall(text)) + " "
 
 
@@ -99,7 +118,12 @@ def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
         return False
     want, got = _client_calls(expected), _client_calls(sent)
     as_text = bool(want) and not got and calls_as_text(expected, sent)
-    if want != got and not as_text and not _same_calls_but_cut(expected, sent) and not _more_calls_after(want, got):
+    if (
+        want != got
+        and not as_text
+        and not _same_calls_but_cut(expected, sent)
+        and not _more_calls_after(want, got)
+    ):
         return False
     a, b = _loose_text(expected), _loose_text(sent)
     if a == b or (bool(a) and bool(b) and (a in b or b in a)) or (as_text and not a):
@@ -116,7 +140,11 @@ def calls_as_text(answer: Message, echo: Message) -> bool:
     The API then sees no pending call, and the results come back as text too."""
     if echo.role not in ("assistant", "model") or any(p.kind == "tool_call" for p in echo.parts):
         return False
-    calls = [p.tool_call for p in answer.parts if p.tool_call is not None and p.tool_call.kind in ("function", "custom")]
+    calls = [
+        p.tool_call
+        for p in answer.parts
+        if p.tool_call is not None and p.tool_call.kind in ("function", "custom")
+    ]
     if not calls:
         return False
     words = _words(" ".join(p.text or "" for p in echo.parts if p.kind == "text"))
@@ -169,10 +197,17 @@ def _echo_ids(ctx: TurnContext, appended: list[Message]) -> dict[int, str]:
     out: dict[int, str] = {}
     if ctx.prev is None or ctx.prev.rt.response is None:
         return out
-    echoed = [p.tool_call for m in appended for p in m.parts if p.kind == "tool_call" and p.tool_call is not None]
+    echoed = [
+        p.tool_call
+        for m in appended
+        for p in m.parts
+        if p.kind == "tool_call" and p.tool_call is not None
+    ]
     for i, c in enumerate(ctx.prev.rt.response.tool_calls):
         for e in echoed:
-            if e.id and ((c.id and e.id == c.id) or (e.name == c.name and _canon_args(e) == _canon_args(c))):
+            if e.id and (
+                (c.id and e.id == c.id) or (e.name == c.name and _canon_args(e) == _canon_args(c))
+            ):
                 out[i] = e.id
                 echoed.remove(e)
                 break
@@ -249,7 +284,9 @@ def _rewritten_in_place(ctx: TurnContext, link: Link, kept: int) -> int:
     if link.rewritten <= 0 or prev is None or prev.rt.response is None or kept >= prev.n_messages:
         return kept
     at = prev.n_messages
-    if at >= len(ctx.messages) or not _loosely_echoed(response_message(prev.rt.response), ctx.messages[at]):
+    if at >= len(ctx.messages) or not _loosely_echoed(
+        response_message(prev.rt.response), ctx.messages[at]
+    ):
         return kept
     return at
 
@@ -267,8 +304,14 @@ def _after_late_results(ctx: TurnContext, kept: int, earlier: set[str]) -> int:
         m = ctx.messages[i]
         if m.role in ("assistant", "model") or not m.parts:
             break
-        ids = [p.tool_result.call_id if p.tool_result is not None else None for p in m.parts if p.kind == "tool_result"]
-        if len(ids) != len(m.parts) or not all(x and x in earlier and x not in answered_now for x in ids):
+        ids = [
+            p.tool_result.call_id if p.tool_result is not None else None
+            for p in m.parts
+            if p.kind == "tool_result"
+        ]
+        if len(ids) != len(m.parts) or not all(
+            x and x in earlier and x not in answered_now for x in ids
+        ):
             break
         i += 1
     return i
@@ -290,7 +333,9 @@ def _register_previous_calls(ctx: TurnContext, echo_ids: dict[int, str]) -> None
             unanswered_by_name.setdefault(name, []).append(ctx.prev.index)
 
 
-def _call_names(ctx: TurnContext, echo_ids: dict[int, str], appended_calls: dict[str, ToolCall]) -> dict[str, str]:
+def _call_names(
+    ctx: TurnContext, echo_ids: dict[int, str], appended_calls: dict[str, ToolCall]
+) -> dict[str, str]:
     """The name of each call by id, for wires whose results carry no name (OpenAI's): the calls
     of the turn the results answer and the calls this request appended (kept per turn, not per
     conversation: the threading's memory per turn stays flat)."""
@@ -304,7 +349,9 @@ def _call_names(ctx: TurnContext, echo_ids: dict[int, str], appended_calls: dict
     return names
 
 
-def _pairing(ctx: TurnContext, tr: ToolResult, in_history: set[str], names: dict[str, str], index: int) -> Pairing:
+def _pairing(
+    ctx: TurnContext, tr: ToolResult, in_history: set[str], names: dict[str, str], index: int
+) -> Pairing:
     """One result and the call it answers: by id, else by name (wires without call ids, Gemini
     and Ollama; clients may invent ids), else a call the client itself put in the history."""
     registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})

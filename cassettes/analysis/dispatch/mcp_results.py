@@ -31,7 +31,9 @@ def check_mcp_results(ctx: TurnContext) -> Iterator[Finding]:
                 yield from _mcp_not_run(ctx, tr)
 
 
-def _mcp_result(ctx: TurnContext, tr: ToolResult, seq: int, side: dict[str, Any]) -> Iterator[Finding]:
+def _mcp_result(
+    ctx: TurnContext, tr: ToolResult, seq: int, side: dict[str, Any]
+) -> Iterator[Finding]:
     sent = _norm(tr.content or "")
     tool = side.get("tool") or "?"
     if side.get("error") or side.get("is_error"):
@@ -41,9 +43,9 @@ def _mcp_result(ctx: TurnContext, tr: ToolResult, seq: int, side: dict[str, Any]
             yield ctx.finding(
                 "C.mcp_error_hidden",
                 Severity.WARNING,
-                f"The MCP server answered the model's call {tr.call_id} ({tool}, #{seq}) with an error "
-                f"(“{_short(str(said), 120)}”), but the client sent it back to the model as a success: no error "
-                "flag and none of the error's text.",
+                f"The MCP server answered the model's call {tr.call_id} ({tool}, #{seq}) with an "
+                f"error (“{_short(str(said), 120)}”), but the client sent it back to the model as "
+                "a success: no error flag and none of the error's text.",
                 tool_call_id=tr.call_id,
                 mcp_seq=seq,
             )
@@ -57,9 +59,9 @@ def _mcp_result(ctx: TurnContext, tr: ToolResult, seq: int, side: dict[str, Any]
     yield ctx.finding(
         "C.tool_result_altered",
         Severity.INFO,
-        f"The result sent back to the model for {tr.call_id} ({tool}) is not what the MCP server returned "
-        f"at #{seq}: the server said “{_short(str(side.get('result')), 100)}”, the model was sent "
-        f"“{_short(tr.content, 100)}”.",
+        f"The result sent back to the model for {tr.call_id} ({tool}) is not what the MCP server "
+        f"returned at #{seq}: the server said “{_short(str(side.get('result')), 100)}”, the model "
+        f"was sent “{_short(tr.content, 100)}”.",
         tool_call_id=tr.call_id,
         mcp_seq=seq,
     )
@@ -81,10 +83,14 @@ def _mcp_not_run(ctx: TurnContext, tr: ToolResult) -> Iterator[Finding]:
     yield ctx.finding(
         "C.tool_call_not_executed",
         Severity.WARNING if flagged else Severity.INFO,
-        f"The model's call {tr.call_id} ({name}, #{model_seq}) was never run on the MCP server that offers {tool}: "
-        f"no tools/call for it was recorded, yet the client sent the model a result "
-        f"(“{_short(tr.content, 100)}”)"
-        + (" without an error flag." if flagged else "; this API has no error flag, so a declined call may be said in that text."),
+        f"The model's call {tr.call_id} ({name}, #{model_seq}) was never run on the MCP server "
+        f"that offers {tool}: no tools/call for it was recorded, yet the client sent the model a "
+        f"result (“{_short(tr.content, 100)}”)"
+        + (
+            " without an error flag."
+            if flagged
+            else "; this API has no error flag, so a declined call may be said in that text."
+        ),
         tool_call_id=tr.call_id,
         tool=tool,
     )

@@ -27,13 +27,17 @@ def check_diverged_from_recording(ctx: TurnContext) -> Iterator[Finding]:
     if note is None:
         return
     first = note.verdicts[0] if note.verdicts else None
-    what = f"{first.layer}: {first.message}" if first is not None else f"no recorded round trip matches ({note.reason or 'reason not given'})"
+    what = (
+        f"{first.layer}: {first.message}"
+        if first is not None
+        else f"no recorded round trip matches ({note.reason or 'reason not given'})"
+    )
     where = f" The closest recorded turn is {note.closest}." if note.closest else ""
     yield ctx.finding(
         CODE,
         Severity.ERROR,
-        f"The request diverged from the recording: {what}.{where} looptap's replay answered it with an "
-        f"error of its own (HTTP {ctx.rt.status}): the API was not asked.",
+        f"The request diverged from the recording: {what}.{where} looptap's replay answered it "
+        f"with an error of its own (HTTP {ctx.rt.status}): the API was not asked.",
         path=first.path if first is not None else None,
         closest=note.closest,
         reason=note.reason,

@@ -9,7 +9,14 @@ from collections.abc import Iterator
 from cassettes import providers
 from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.conversations import response_message
-from cassettes.analysis.dispatch._shared import _continues, _hk, _item, _prev_ok, _result_part, _short
+from cassettes.analysis.dispatch._shared import (
+    _continues,
+    _hk,
+    _item,
+    _prev_ok,
+    _result_part,
+    _short,
+)
 from cassettes.analysis.dispatch.layer import _echo_ids, calls_as_text
 from cassettes.analysis.model import Finding, Severity
 from cassettes.models import FinishReason, ToolCall
@@ -31,9 +38,10 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         yield ctx.finding(
             "C.tool_calls_as_text",
             Severity.INFO,
-            f"The client echoed the tool calls of turn {prev.index} as text, not as calls, and sends their "
-            "results as text too (a transcript, as smolagents and text-protocol agents keep it): the API "
-            "sees no pending call, and the model reads its calls and their results as plain messages.",
+            f"The client echoed the tool calls of turn {prev.index} as text, not as calls, and "
+            "sends their results as text too (a transcript, as smolagents and text-protocol "
+            "agents keep it): the API sees no pending call, and the model reads its calls and "
+            "their results as plain messages.",
             path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}]",
             related_turn=prev.index,
         )
@@ -42,7 +50,9 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         yield from _dropped(ctx, prev.index, c)
 
 
-def _unanswered_calls(ctx: TurnContext, prev_turn: int, calls: list[ToolCall]) -> Iterator[ToolCall]:
+def _unanswered_calls(
+    ctx: TurnContext, prev_turn: int, calls: list[ToolCall]
+) -> Iterator[ToolCall]:
     """The client-side calls of the previous turn this request answers neither by id (the
     model's, or the one the client echoed it under) nor, for calls without ids, by tool name (one
     result of that tool per call)."""
@@ -65,10 +75,16 @@ def _answered_by_id(ctx: TurnContext, calls: list[ToolCall]) -> tuple[set[int], 
     echoed it under), and the ids those results use up."""
     answered_ids = {p.call_id for p in ctx.turn.c.pairings if p.call_id}
     echo_ids = _echo_ids(ctx, ctx.turn.c.appended)
-    by_id = {i for i, c in enumerate(calls) if (c.id and c.id in answered_ids) or echo_ids.get(i) in answered_ids}
+    by_id = {
+        i
+        for i, c in enumerate(calls)
+        if (c.id and c.id in answered_ids) or echo_ids.get(i) in answered_ids
+    }
     # A result already answering a call by id (the model's, or the one the client echoed it under:
     # Gemini CLI invents ids for calls that have none) answers no other call by name.
-    used = {c.id for i, c in enumerate(calls) if i in by_id and c.id} | {echo_ids[i] for i in by_id if i in echo_ids}
+    used = {c.id for i, c in enumerate(calls) if i in by_id and c.id} | {
+        echo_ids[i] for i in by_id if i in echo_ids
+    }
     return by_id, used
 
 
@@ -79,9 +95,9 @@ def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]
         yield ctx.finding(
             "C.tool_result_as_text",
             Severity.ERROR,
-            f"The result of {c.name} (call {c.id or 'without id'}, turn {prev_turn}) was sent as plain "
-            f"{ctx.messages[as_text].role} text in message [{as_text}], not as a tool result: the API "
-            "does not pair it with the call, which stays unanswered.",
+            f"The result of {c.name} (call {c.id or 'without id'}, turn {prev_turn}) was sent as "
+            f"plain {ctx.messages[as_text].role} text in message [{as_text}], not as a tool "
+            "result: the API does not pair it with the call, which stays unanswered.",
             path=_item(ctx, as_text),
             tool_call_id=c.id,
             related_turn=prev_turn,
@@ -92,7 +108,9 @@ def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]
         Severity.ERROR,
         f"The model called {c.name}({_short(c.arguments_raw)}) on turn {prev_turn} "
         f"(id {c.id or 'none'}), but this request carries no result for it"
-        + (" (its result went as text: see C.tool_result_as_text)." if as_text is not None else "."),
+        + (
+            " (its result went as text: see C.tool_result_as_text)." if as_text is not None else "."
+        ),
         path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}:]",
         tool_call_id=c.id,
         related_turn=prev_turn,
@@ -102,7 +120,8 @@ def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]
 
 def _result_as_text(ctx: TurnContext, call: ToolCall) -> int | None:
     """The index of an appended user message whose text carries this call's result: it names the
-    call's id, or its tool (a name of 4 characters or more) while the message holds no tool result."""
+    call's id, or its tool (a name of 4 characters or more) while the message holds no tool
+    result."""
     c = ctx.turn.c
     for offset, m in enumerate(c.appended):
         if m.role != "user" or any(p.kind == "tool_result" for p in m.parts):
@@ -110,7 +129,9 @@ def _result_as_text(ctx: TurnContext, call: ToolCall) -> int | None:
         text = " ".join(p.text or "" for p in m.parts if p.kind == "text")
         if not text:
             continue
-        if (call.id and call.id in text) or (call.name and len(call.name) >= 4 and re.search(rf"\b{re.escape(call.name)}\b", text)):
+        if (call.id and call.id in text) or (
+            call.name and len(call.name) >= 4 and re.search(rf"\b{re.escape(call.name)}\b", text)
+        ):
             return c.appended_from + offset
     return None
 
@@ -121,15 +142,22 @@ def check_results_split(ctx: TurnContext) -> Iterator[Finding]:
     prev = ctx.prev
     if adapter is None or not adapter.profile.results_in_one_message or prev is None:
         return
-    where = sorted({p.message_index for p in ctx.turn.c.pairings if p.call_turn == prev.index and p.message_index is not None})
+    where = sorted(
+        {
+            p.message_index
+            for p in ctx.turn.c.pairings
+            if p.call_turn == prev.index and p.message_index is not None
+        }
+    )
     if len(where) < 2:
         return
     listing = ", ".join(f"[{i}]" for i in where)
     yield ctx.finding(
         "C.tool_results_split",
         Severity.ERROR,
-        f"The results of turn {prev.index}'s calls are spread over messages {listing}; this API wants all of "
-        "them in the one user message right after the calls, and answers anything else with a 400.",
+        f"The results of turn {prev.index}'s calls are spread over messages {listing}; this API "
+        "wants all of them in the one user message right after the calls, and answers anything "
+        "else with a 400.",
         path=_item(ctx, where[1]),
         related_turn=prev.index,
         messages=where,
@@ -137,7 +165,8 @@ def check_results_split(ctx: TurnContext) -> Iterator[Finding]:
 
 
 def check_unanswered_history_call(ctx: TurnContext) -> Iterator[Finding]:
-    """C.dropped_tool_result — a call the client put in this request's history has no result after it.
+    """C.dropped_tool_result — a call the client put in this request's history has no result after
+    it.
 
     Covers calls that are not the previous answer's (frameworks insert call + result pairs of
     their own); the previous answer's calls are checked by :func:`check_dropped_tool_result`.
@@ -153,13 +182,19 @@ def check_unanswered_history_call(ctx: TurnContext) -> Iterator[Finding]:
     for offset, m in enumerate(c.appended):
         for k, p in enumerate(m.parts):
             tc = p.tool_call
-            if tc is None or tc.kind not in ("function", "custom") or not tc.id or tc.id in prev_ids:
+            if (
+                tc is None
+                or tc.kind not in ("function", "custom")
+                or not tc.id
+                or tc.id in prev_ids
+            ):
                 continue
             if tc.id not in results:
                 yield ctx.finding(
                     "C.dropped_tool_result",
                     Severity.ERROR,
-                    f"This request's history holds a call to {tc.name} (id {tc.id}) with no result after it.",
+                    f"This request's history holds a call to {tc.name} "
+                    f"(id {tc.id}) with no result after it.",
                     path=_item(ctx, c.appended_from + offset, k),
                     tool_call_id=tc.id,
                     tool=tc.name,
@@ -178,8 +213,9 @@ def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
                 yield ctx.finding(
                     "C.duplicate_tool_result",
                     Severity.WARNING,
-                    f"Two tool results carry the same call id {p.call_id} ({p.name or 'tool'}): the API "
-                    "cannot tell which call each one answers (a result sent twice, or an id reused).",
+                    f"Two tool results carry the same call id {p.call_id} ({p.name or 'tool'}): "
+                    "the API cannot tell which call each one answers (a result sent twice, or an "
+                    "id reused).",
                     path=_item(ctx, *_result_part(ctx, n)),
                     tool_call_id=p.call_id,
                 )
@@ -208,8 +244,8 @@ def check_result_name(ctx: TurnContext) -> Iterator[Finding]:
         yield ctx.finding(
             "C.tool_result_wrong_name",
             Severity.WARNING,
-            f"The result for call {p.call_id} was sent under the name {p.name!r}, but that call was "
-            f"to {p.call_name!r}: the model reads it as another function's output.",
+            f"The result for call {p.call_id} was sent under the name {p.name!r}, but that call "
+            f"was to {p.call_name!r}: the model reads it as another function's output.",
             path=_item(ctx, *_result_part(ctx, n)),
             tool_call_id=p.call_id,
             tool=p.name,
@@ -233,7 +269,8 @@ def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
         "C.pairing_error",
         Severity.ERROR,
         f"The API rejected this request (HTTP {ctx.rt.status}) because tool calls and results are "
-        f"mis-paired: \"{_short(r.error.message, 200)}\". Reported by the API, caused by the client's "
+        f'mis-paired: "{_short(r.error.message, 200)}". '
+        "Reported by the API, caused by the client's "
         + (f"handling of the calls from turn {related}." if related is not None else "dispatch."),
         related_turn=related,
         api_message=r.error.message,
@@ -246,19 +283,28 @@ _ERRORISH = ("error", "exception", "traceback", "failed", "failure")
 def check_tool_result_error(ctx: TurnContext) -> Iterator[Finding]:
     """C.tool_result_error — a tool the client ran reported an error."""
     for p in ctx.turn.c.pairings:
-        m = ctx.messages[p.message_index] if p.message_index is not None and p.message_index < len(ctx.messages) else None
+        m = (
+            ctx.messages[p.message_index]
+            if p.message_index is not None and p.message_index < len(ctx.messages)
+            else None
+        )
         content = ""
         if m is not None:
             for part in m.parts:
                 if part.tool_result is not None and part.tool_result.call_id == p.call_id:
                     content = part.tool_result.content
                     break
-        flagged = p.is_error is True or content.lstrip().lower().startswith(_ERRORISH) or content.lstrip().startswith('{"error"')
+        flagged = (
+            p.is_error is True
+            or content.lstrip().lower().startswith(_ERRORISH)
+            or content.lstrip().startswith('{"error"')
+        )
         if flagged:
             yield ctx.finding(
                 "C.tool_result_error",
                 Severity.INFO,
-                f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is an error: {_short(content, 160)!r}",
+                f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is an error: "
+                f"{_short(content, 160)!r}",
                 path=f"{_hk(ctx)}[{p.message_index}]",
                 tool_call_id=p.call_id,
                 tool=p.name,
@@ -281,6 +327,7 @@ def final_pending_calls(conv: ConversationState) -> Iterator[Finding]:
         "C.stopped_with_pending_calls",
         Severity.INFO,
         f"The run ended after the model called {names}; no request with the results followed. "
-        "Fine when the call is the agent's final output (e.g. a final_result tool), a bug otherwise.",
+        "Fine when the call is the agent's final output "
+        "(e.g. a final_result tool), a bug otherwise.",
         tool_call_id=calls[0].id,
     )

@@ -11,7 +11,9 @@ from cassettes.analysis.model import Finding, Severity
 from cassettes.models import NormalisedRequest
 
 
-def _request_changes(before: NormalisedRequest | None, after: NormalisedRequest | None) -> list[str]:
+def _request_changes(
+    before: NormalisedRequest | None, after: NormalisedRequest | None
+) -> list[str]:
     """What differs between two requests beyond their history: model, streaming, tools, tool
     choice, system prompt, parameters (each named, the model with both values)."""
     if before is None or after is None:
@@ -21,13 +23,19 @@ def _request_changes(before: NormalisedRequest | None, after: NormalisedRequest 
         out.append(f"the model ({before.model} → {after.model})")
     if before.stream != after.stream:
         out.append("streaming")
-    if [(t.name, t.parameters) for t in before.tools] != [(t.name, t.parameters) for t in after.tools]:
+    if [(t.name, t.parameters) for t in before.tools] != [
+        (t.name, t.parameters) for t in after.tools
+    ]:
         out.append("the tools")
     if before.tool_choice_mode != after.tool_choice_mode:
         out.append("the tool choice")
     if [p.text for p in before.system] != [p.text for p in after.system]:
         out.append("the system prompt")
-    changed = sorted(k for k in set(before.params) | set(after.params) if before.params.get(k) != after.params.get(k))
+    changed = sorted(
+        k
+        for k in set(before.params) | set(after.params)
+        if before.params.get(k) != after.params.get(k)
+    )
     if changed:
         out.append("parameters " + ", ".join(changed[:5]) + (" …" if len(changed) > 5 else ""))
     return out
@@ -54,8 +62,8 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
         yield ctx.finding(
             "C.retry",
             Severity.INFO,
-            f"After turn {ctx.prev.index} failed ({why}) the client sent the same history again with "
-            f"{', '.join(changes)} changed: a changed request, not a blind retry.",
+            f"After turn {ctx.prev.index} failed ({why}) the client sent the same history again "
+            f"with {', '.join(changes)} changed: a changed request, not a blind retry.",
             related_turn=ctx.prev.index,
             changed=changes,
         )
@@ -63,8 +71,8 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
         yield ctx.finding(
             "C.retry_of_rejected_request",
             Severity.WARNING,
-            f"The client re-sent the identical request after turn {ctx.prev.index} was rejected with "
-            f"{why}; an invalid request fails the same way again.",
+            f"The client re-sent the identical request after turn {ctx.prev.index} was rejected "
+            f"with {why}; an invalid request fails the same way again.",
             related_turn=ctx.prev.index,
         )
     else:
@@ -74,9 +82,10 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "C.retry_storm",
                 Severity.WARNING,
-                f"The client sent the same failed request {n} times within {span:.1f} s, each retry less than "
-                f"{_STORM_GAP:g} s after the last failure ({why}): a retry storm, with no backoff. It makes a rate "
-                "limit or an overloaded API worse; back off exponentially and cap the attempts.",
+                f"The client sent the same failed request {n} times within {span:.1f} s, each "
+                f"retry less than {_STORM_GAP:g} s after the last failure ({why}): a retry storm, "
+                "with no backoff. It makes a rate limit or an overloaded API worse; back off "
+                "exponentially and cap the attempts.",
                 related_turn=ctx.prev.index,
                 attempts=n,
                 seconds=round(span, 3),
@@ -84,12 +93,18 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
             return
         asked = ctx.prev.retry_after
         waited = _waited(ctx)
-        if asked is not None and waited is not None and asked <= _HONOURED_RETRY_AFTER and waited < asked * 0.9 - 0.05:
+        if (
+            asked is not None
+            and waited is not None
+            and asked <= _HONOURED_RETRY_AFTER
+            and waited < asked * 0.9 - 0.05
+        ):
             yield ctx.finding(
                 "C.retry_before_retry_after",
                 Severity.WARNING,
-                f"The client re-sent the request {waited:.2f} s after turn {ctx.prev.index} failed ({why}), though the API "
-                f"asked it to wait {asked:g} s (retry-after): a retry that comes too soon is usually refused again.",
+                f"The client re-sent the request {waited:.2f} s after turn {ctx.prev.index} failed "
+                f"({why}), though the API asked it to wait {asked:g} s (retry-after): a retry "
+                "that comes too soon is usually refused again.",
                 related_turn=ctx.prev.index,
                 waited=round(waited, 3),
                 retry_after=asked,
@@ -108,7 +123,14 @@ def _answered(ctx: TurnContext) -> bool:
     again as a ``retry`` only when the answer was thrown away)."""
     p = ctx.prev.rt if ctx.prev is not None else None
     r = p.response if p is not None else None
-    return p is not None and r is not None and not p.transport_error and (p.status or 0) < 400 and r.error is None and r.complete is not False
+    return (
+        p is not None
+        and r is not None
+        and not p.transport_error
+        and (p.status or 0) < 400
+        and r.error is None
+        and r.complete is not False
+    )
 
 
 def _answer_discarded(ctx: TurnContext) -> Finding:
@@ -116,14 +138,18 @@ def _answer_discarded(ctx: TurnContext) -> Finding:
     the answer away (a parse or validation retry, a lost response) and paid for it twice."""
     assert ctx.prev is not None
     r = ctx.prev.rt.response
-    what = "calls to " + ", ".join(sorted({c.name or "?" for c in r.tool_calls})[:5]) if r is not None and r.tool_calls else "its answer"
+    what = (
+        "calls to " + ", ".join(sorted({c.name or "?" for c in r.tool_calls})[:5])
+        if r is not None and r.tool_calls
+        else "its answer"
+    )
     return ctx.finding(
         "C.answer_discarded",
         Severity.INFO,
-        f"The client sent turn {ctx.prev.index}'s messages again (the same text, tool calls and results; reasoning "
-        f"is not compared), though the model had answered it "
-        f"({what}): that answer was thrown away and paid for twice. A retry after a parse or validation failure "
-        "does this; tell the model what was wrong instead, or keep the answer.",
+        f"The client sent turn {ctx.prev.index}'s messages again (the same text, tool calls and "
+        "results; reasoning is not compared), though the model had answered it "
+        f"({what}): that answer was thrown away and paid for twice. A retry after a parse or "
+        "validation failure does this; tell the model what was wrong instead, or keep the answer.",
         related_turn=ctx.prev.index,
     )
 
@@ -191,7 +217,8 @@ def final_gave_up(conv: ConversationState) -> Iterator[Finding]:
     yield last.finding(
         "C.gave_up_on_retryable_error",
         Severity.INFO,
-        f"The conversation ended on {why}, an error a later attempt usually gets past, after {attempts} "
-        f"attempt{'s' if attempts > 1 else ''}: the client gave up (its retries were off or ran out), or the run was stopped.",
+        f"The conversation ended on {why}, an error a later attempt usually gets past, after "
+        f"{attempts} attempt{'s' if attempts > 1 else ''}: the client gave up (its retries were "
+        "off or ran out), or the run was stopped.",
         attempts=attempts,
     )

@@ -6,7 +6,8 @@ the cause carries it. Every renderer reads this one fold (``show`` text and JSON
 ``looptap mcp``, the pytest helpers) and orders with :func:`ordered_findings`.
 
 Which finding follows from which is the table :data:`CAUSES`; wrong tool-call ids are also
-*named* here (``C.wrong_tool_call_id``, made from the orphan results and dropped calls it explains)."""
+*named* here (``C.wrong_tool_call_id``, made from the orphan results and dropped calls it
+explains)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from cassettes.analysis.model import Finding, Severity
 #: ``turn``: a finding of that code on the same turn; ``call``: one about the same tool call
 #: (``tool_call_id``), on this turn or on the previous turn of the conversation (the model's call,
 #: then the client's result); ``unrun``: about one of the earlier calls a repeated call repeats,
-#: none of which got a result (``details.never_run``: their ids; by tool name where calls have none).
+#: none of which got a result (``details.never_run``: their ids; by tool name where calls have
+#: none).
 CAUSES: dict[str, tuple[tuple[str, str], ...]] = {
     # the API's pairing 400 is its reaction to what the client did to the calls and results
     "C.pairing_error": (
@@ -63,11 +65,19 @@ def _cause_of(f: Finding, here: list[Finding], before: list[Finding]) -> Finding
         for c in here:
             if c is f or c.code != code or c.details.get("caused_by"):
                 continue
-            if scope == "turn" or (scope == "call" and _same_call(f, c)) or (scope == "unrun" and _unrun_call(f, c)):
+            if (
+                scope == "turn"
+                or (scope == "call" and _same_call(f, c))
+                or (scope == "unrun" and _unrun_call(f, c))
+            ):
                 return c
         if scope in ("call", "unrun"):
             for c in before:
-                if c.code == code and (_same_call(f, c) if scope == "call" else _unrun_call(f, c)) and not c.details.get("caused_by"):
+                if (
+                    c.code == code
+                    and (_same_call(f, c) if scope == "call" else _unrun_call(f, c))
+                    and not c.details.get("caused_by")
+                ):
                     return c
     return None
 
@@ -116,8 +126,18 @@ def _name_wrong_ids(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
     prev = ctx.prev
     if prev is None:
         return findings
-    orphans = [f for f in findings if f.code == "C.orphan_tool_result" and f.tool_call_id and f.severity is Severity.ERROR]
-    dropped = [f for f in findings if f.code == "C.dropped_tool_result" and f.related_turn == prev.index and f.severity is Severity.ERROR]
+    orphans = [
+        f
+        for f in findings
+        if f.code == "C.orphan_tool_result" and f.tool_call_id and f.severity is Severity.ERROR
+    ]
+    dropped = [
+        f
+        for f in findings
+        if f.code == "C.dropped_tool_result"
+        and f.related_turn == prev.index
+        and f.severity is Severity.ERROR
+    ]
     pairs = _wrong_id_pairs(orphans, dropped)
     if not pairs:
         return findings
@@ -134,25 +154,35 @@ def _name_wrong_ids(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def _wrong_ids(ctx: TurnContext, prev_turn: int, path: str | None, pairs: list[tuple[Finding, Finding]]) -> Finding:
+def _wrong_ids(
+    ctx: TurnContext, prev_turn: int, path: str | None, pairs: list[tuple[Finding, Finding]]
+) -> Finding:
     """``C.wrong_tool_call_id``: each (orphan result, dropped call) pair is one result sent under
     an id the model never gave."""
     listing = "; ".join(
-        f"`{o.tool_call_id}` for {d.details.get('tool') or 'a call'} (the model's id: {d.tool_call_id or 'none'})" for o, d in pairs
+        f"`{o.tool_call_id}` for {d.details.get('tool') or 'a call'} (the model's id: "
+        f"{d.tool_call_id or 'none'})"
+        for o, d in pairs
     )
     return ctx.finding(
         "C.wrong_tool_call_id",
         Severity.ERROR,
-        f"The client sent tool results under ids the model never gave: {listing}. The calls of turn "
-        f"{prev_turn} therefore look unanswered and the results orphaned; the API pairs results by id.",
+        f"The client sent tool results under ids the model never gave: {listing}. The calls of "
+        f"turn {prev_turn} therefore look unanswered and the results orphaned; the API pairs "
+        "results by id.",
         path=path,
         tool_call_id=pairs[0][1].tool_call_id,
         related_turn=prev_turn,
-        pairs=[{"sent": o.tool_call_id, "model": d.tool_call_id, "tool": d.details.get("tool")} for o, d in pairs],
+        pairs=[
+            {"sent": o.tool_call_id, "model": d.tool_call_id, "tool": d.details.get("tool")}
+            for o, d in pairs
+        ],
     )
 
 
-def _wrong_id_pairs(orphans: list[Finding], dropped: list[Finding]) -> list[tuple[Finding, Finding]]:
+def _wrong_id_pairs(
+    orphans: list[Finding], dropped: list[Finding]
+) -> list[tuple[Finding, Finding]]:
     """Each orphan result with the dropped call it answers: the one of the same tool, else (as
     many of each) the next by position."""
     pairs: list[tuple[Finding, Finding]] = []
@@ -191,7 +221,11 @@ def ordered_findings(findings: Iterable[Finding]) -> list[Finding]:
             if id(f) in placed or not is_consequence(f):
                 continue
             d = f.details
-            if d.get("caused_by") == r.code and f.conversation == r.conversation and d.get("caused_by_seq", r.seq) == r.seq:
+            if (
+                d.get("caused_by") == r.code
+                and f.conversation == r.conversation
+                and d.get("caused_by_seq", r.seq) == r.seq
+            ):
                 out.append(f)
                 placed.add(id(f))
     out.extend(f for f in fs if id(f) not in placed)

@@ -67,7 +67,11 @@ from cassettes.providers.anthropic._body import (
     tools_of,
     usage_from,
 )
-from cassettes.providers.anthropic._complete import AnthropicComplete, complete_request, complete_response
+from cassettes.providers.anthropic._complete import (
+    AnthropicComplete,
+    complete_request,
+    complete_response,
+)
 from cassettes.providers.anthropic._render import render_messages
 from cassettes.wire.framing import Framed
 
@@ -87,7 +91,10 @@ def _price_usage(usage: Usage) -> dict[str, int]:
     out = usage_keys(usage)
     split = (usage.raw or {}).get("cache_creation")
     if "cache_write_tokens" in out and isinstance(split, dict):
-        for wire, key in (("ephemeral_5m_input_tokens", "cache_write_5m_tokens"), ("ephemeral_1h_input_tokens", "cache_write_1h_tokens")):
+        for wire, key in (
+            ("ephemeral_5m_input_tokens", "cache_write_5m_tokens"),
+            ("ephemeral_1h_input_tokens", "cache_write_1h_tokens"),
+        ):
             n = as_int(split.get(wire))
             if n:
                 out[key] = n
@@ -98,7 +105,9 @@ class MessagesReplay(ReplayShapes):
     """How replay answers as the Messages API: its error and fault shapes (WIRE.md §C.6), and its
     answers rendered (not on Bedrock, which frames the events in its binary event stream)."""
 
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+    def render_answer(
+        self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any
+    ) -> Rendered | None:
         if BEDROCK_PATH.search(url.path.rstrip("/")):
             return None  # Bedrock frames the events in its binary event stream
         return render_messages(answer, stream)
@@ -106,37 +115,88 @@ class MessagesReplay(ReplayShapes):
     def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
         """The cut answer as the final assistant message (a prefill: the output continues it); the
         API refuses a prefill ending in whitespace, so it goes without its trailing whitespace."""
-        if not isinstance(request, dict) or not isinstance(request.get("messages"), list) or not partial.strip():
+        if (
+            not isinstance(request, dict)
+            or not isinstance(request.get("messages"), list)
+            or not partial.strip()
+        ):
             return None
         prefill = partial.rstrip()
-        return {**request, "messages": [*request["messages"], {"role": "assistant", "content": prefill}]}, prefill
+        return {
+            **request,
+            "messages": [*request["messages"], {"role": "assistant", "content": prefill}],
+        }, prefill
 
     fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
-        "rate_limit": (429, {"type": "error", "error": {"type": "rate_limit_error", "message":
-            "This request would exceed the rate limit for your organization of 50 requests per minute. For details, "
-            "refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers for current usage."},
-            "request_id": "req_looptap_fault"}),
-        "overloaded": (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}, "request_id": "req_looptap_fault"}),
-        "server_error": (500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}, "request_id": "req_looptap_fault"}),
-        "context_length": (400, {"type": "error", "error": {"type": "invalid_request_error",
-            "message": "prompt is too long: 210000 tokens > 200000 maximum"}, "request_id": "req_looptap_fault"}),
+        "rate_limit": (
+            429,
+            {
+                "type": "error",
+                "error": {
+                    "type": "rate_limit_error",
+                    "message": "This request would exceed the rate limit for your organization of "
+                    "50 requests per minute. For details, refer to: "
+                    "https://docs.claude.com/en/api/rate-limits. You can see the response headers "
+                    "for current usage.",
+                },
+                "request_id": "req_looptap_fault",
+            },
+        ),
+        "overloaded": (
+            529,
+            {
+                "type": "error",
+                "error": {"type": "overloaded_error", "message": "Overloaded"},
+                "request_id": "req_looptap_fault",
+            },
+        ),
+        "server_error": (
+            500,
+            {
+                "type": "error",
+                "error": {"type": "api_error", "message": "Internal server error"},
+                "request_id": "req_looptap_fault",
+            },
+        ),
+        "context_length": (
+            400,
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "prompt is too long: 210000 tokens > 200000 maximum",
+                },
+                "request_id": "req_looptap_fault",
+            },
+        ),
     }
 
     def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
         out = [("request-id", "req_looptap_fault")]
         if kind == "rate_limit":
-            out += [("retry-after", retry_after_value(retry_after)), ("anthropic-ratelimit-requests-limit", "50"),
-                    ("anthropic-ratelimit-requests-remaining", "0"), ("anthropic-ratelimit-requests-reset", reset_at(retry_after))]
+            out += [
+                ("retry-after", retry_after_value(retry_after)),
+                ("anthropic-ratelimit-requests-limit", "50"),
+                ("anthropic-ratelimit-requests-remaining", "0"),
+                ("anthropic-ratelimit-requests-reset", reset_at(retry_after)),
+            ]
         elif kind in ("overloaded", "server_error"):
             out.append(("retry-after", retry_after_value(retry_after)))
         return out
 
     def fault_event(self, kind: str) -> bytes:
-        return b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+        return (
+            b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+            b'"message":"Overloaded"}}\n\n'
+        )
 
     def error(self, status: int, message: str, code: str) -> Any:
         kind = "invalid_request_error" if status < 500 else "api_error"
-        return {"type": "error", "error": {"type": kind, "message": message, "code": code}, "request_id": None}
+        return {
+            "type": "error",
+            "error": {"type": kind, "message": message, "code": code},
+            "request_id": None,
+        }
 
 
 class AnthropicMessages(Provider):
@@ -146,7 +206,8 @@ class AnthropicMessages(Provider):
             r"`tool_use` ids were found without `tool_result` blocks immediately after",
             r"unexpected `tool_use_id` found in `tool_result` blocks",
             r"Did not find \d+ `tool_result` block\(s\) at the beginning of this message",
-            r"If an assistant message contains any thinking blocks, the first block must be thinking",
+            r"If an assistant message contains any thinking "
+            r"blocks, the first block must be thinking",
             r"Expected thinking or redacted_thinking, but found",
         ),
         results_in_one_message=True,
@@ -175,7 +236,9 @@ class AnthropicMessages(Provider):
             return 3
         if path.endswith("/v1/messages"):
             return 3 if is_dict and "messages" in body else 2
-        if VERTEX_PATH.search(path) or path.endswith("/publishers/anthropic/models/count-tokens:rawPredict"):
+        if VERTEX_PATH.search(path) or path.endswith(
+            "/publishers/anthropic/models/count-tokens:rawPredict"
+        ):
             return 3
         if BEDROCK_PATH.search(path):
             return 3 if is_dict and "anthropic_version" in body else 0
@@ -241,7 +304,8 @@ class AnthropicMessages(Provider):
         return anthropic_error(body, status)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        """``accumulate_event`` of the SDK (WIRE.md §C.4), lenient about order and unknown events."""
+        """``accumulate_event`` of the SDK (WIRE.md §C.4), lenient about order and unknown
+        events."""
         from cassettes.providers.anthropic._stream import MessagesStream
 
         return MessagesStream(bedrock=framed.kind == "aws_eventstream").read(framed)

@@ -1,5 +1,5 @@
-"""Anthropic Messages bodies read into the normalised models: finish classes, usage, parts, messages,
-tools, the answer, API errors and Bedrock payloads; shared by the adapter
+"""Anthropic Messages bodies read into the normalised models: finish classes, usage, parts,
+messages, tools, the answer, API errors and Bedrock payloads; shared by the adapter
 (:mod:`cassettes.providers.anthropic`) and its stream reader
 (:mod:`cassettes.providers.anthropic._stream`)."""
 
@@ -115,9 +115,13 @@ def _call_part(block: JSONObject, json_buf: str | None) -> Part:
         # Streamed: the fragments as they travelled are the raw arguments (empty means {}).
         call = tool_call_from_string(block.get("id"), block.get("name"), json_buf, kind=kind)
     else:
-        call = tool_call_from_object(block.get("id"), block.get("name"), block.get("input"), kind=kind)
+        call = tool_call_from_object(
+            block.get("id"), block.get("name"), block.get("input"), kind=kind
+        )
     return Part(
-        kind="tool_call", tool_call=call, provider_details=_extra(block, {"type", "id", "name", "input"})
+        kind="tool_call",
+        tool_call=call,
+        provider_details=_extra(block, {"type", "id", "name", "input"}),
     )
 
 
@@ -196,7 +200,12 @@ def call_names(messages: list[Any]) -> dict[str, str]:
     for m in messages:
         content = m.get("content") if isinstance(m, dict) else None
         for b in content if isinstance(content, list) else []:
-            if isinstance(b, dict) and b.get("type") in _CALL_KINDS and b.get("id") and b.get("name"):
+            if (
+                isinstance(b, dict)
+                and b.get("type") in _CALL_KINDS
+                and b.get("id")
+                and b.get("name")
+            ):
                 out[str(b["id"])] = str(b["name"])
     return out
 
@@ -275,7 +284,8 @@ def response_of(msg: JSONObject, bufs: dict[int, str] | None = None) -> Normalis
 
 
 def anthropic_error(body: Any, status: int | None, in_stream: bool = False) -> ApiError:
-    """``{"type":"error","error":{type,message},"request_id"}``, also wrapped by Vertex or Bedrock."""
+    """``{"type":"error","error":{type,message},"request_id"}``, also wrapped by Vertex or
+    Bedrock."""
     if isinstance(body, (str, bytes)):
         try:
             body = bounds.loads(body)
@@ -307,7 +317,9 @@ def anthropic_error(body: Any, status: int | None, in_stream: bool = False) -> A
                     raw=body,
                 )
         if "type" in err and "code" not in err:
-            code = err["details"].get("error_code") if isinstance(err.get("details"), dict) else None
+            code = (
+                err["details"].get("error_code") if isinstance(err.get("details"), dict) else None
+            )
             return ApiError(
                 status=status,
                 type=as_str(err.get("type")),
@@ -320,7 +332,8 @@ def anthropic_error(body: Any, status: int | None, in_stream: bool = False) -> A
 
 
 def bedrock_payload(ev: Event) -> tuple[str | None, Any]:
-    """One AWS event-stream frame → (event name, Anthropic event JSON). Exceptions become ``error``."""
+    """One AWS event-stream frame → (event name, Anthropic event JSON). Exceptions become
+    ``error``."""
     headers = ev.headers or {}
     mtype = headers.get(":message-type")
     try:
@@ -329,9 +342,17 @@ def bedrock_payload(ev: Event) -> tuple[str | None, Any]:
         payload = ev.data
     if mtype in ("exception", "error"):
         etype = headers.get(":exception-type") or headers.get(":error-code")
-        message = payload.get("message") or payload.get("Message") if isinstance(payload, dict) else payload
+        message = (
+            payload.get("message") or payload.get("Message")
+            if isinstance(payload, dict)
+            else payload
+        )
         message = message or headers.get(":error-message")
-        return "error", {"type": "error", "error": {"type": etype, "message": message}, "bedrock": payload}
+        return "error", {
+            "type": "error",
+            "error": {"type": etype, "message": message},
+            "bedrock": payload,
+        }
     if isinstance(payload, dict) and isinstance(payload.get("bytes"), str):
         try:
             inner = bounds.loads(base64.b64decode(payload["bytes"]))

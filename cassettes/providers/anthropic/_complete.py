@@ -22,7 +22,14 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.providers._base import Profile, Provider, as_str, error_from_body, finish_lookup, json_events
+from cassettes.providers._base import (
+    Profile,
+    Provider,
+    as_str,
+    error_from_body,
+    finish_lookup,
+    json_events,
+)
 from cassettes.providers._parts import StreamParts
 from cassettes.wire.framing import Framed
 
@@ -51,7 +58,9 @@ def prompt_turns(prompt: str) -> tuple[list[Part], list[Message]]:
     return system, messages
 
 
-def complete_request(b: dict[str, Any], family: str, model: str | None, stream: bool) -> NormalisedRequest:
+def complete_request(
+    b: dict[str, Any], family: str, model: str | None, stream: bool
+) -> NormalisedRequest:
     prompt = b.get("prompt")
     system, messages = prompt_turns(prompt) if isinstance(prompt, str) else ([], [])
     return NormalisedRequest(
@@ -104,7 +113,9 @@ class AnthropicComplete(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}
         if b.get("type") == "error" or ("error" in b and "completion" not in b):
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         return complete_response(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:

@@ -42,8 +42,12 @@ def _usage_body(u: Usage | None) -> JSONObject:
     if u is None:
         return {"input_tokens": 0, "output_tokens": 0}
     cached = (u.cache_read_tokens or 0) + (u.cache_write_tokens or 0)
-    return {"input_tokens": max(0, (u.input_tokens or 0) - cached), "output_tokens": u.output_tokens or 0,
-            "cache_read_input_tokens": u.cache_read_tokens or 0, "cache_creation_input_tokens": u.cache_write_tokens or 0}
+    return {
+        "input_tokens": max(0, (u.input_tokens or 0) - cached),
+        "output_tokens": u.output_tokens or 0,
+        "cache_read_input_tokens": u.cache_read_tokens or 0,
+        "cache_creation_input_tokens": u.cache_write_tokens or 0,
+    }
 
 
 def render_messages(answer: NormalisedResponse, stream: bool) -> Rendered | None:
@@ -54,24 +58,77 @@ def render_messages(answer: NormalisedResponse, stream: bool) -> Rendered | None
         return None  # no stop_reason says it (a content filter is not this API's)
     text, calls = answer_text(answer), answer_calls(answer)
     if not stream and arguments_not_json(calls):
-        return None  # unstreamed, ``input`` is an object: no way to send arguments that are not JSON
+        # unstreamed, ``input`` is an object: no way to send arguments that are not JSON
+        return None
     blocks: list[JSONObject] = [{"type": "text", "text": text}] if text else []
-    blocks += [{"type": "tool_use", "id": c.id or f"toolu_looptap_{i}", "name": c.name or "", "input": call_arguments_object(c)} for i, c in enumerate(calls)]
+    blocks += [
+        {
+            "type": "tool_use",
+            "id": c.id or f"toolu_looptap_{i}",
+            "name": c.name or "",
+            "input": call_arguments_object(c),
+        }
+        for i, c in enumerate(calls)
+    ]
     usage = _usage_body(answer.usage)
-    msg: JSONObject = {"id": answer.id or "msg_looptap", "type": "message", "role": "assistant", "model": answer.model or "",
-                       "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}
+    msg: JSONObject = {
+        "id": answer.id or "msg_looptap",
+        "type": "message",
+        "role": "assistant",
+        "model": answer.model or "",
+        "content": blocks,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage,
+    }
     if not stream:
         return Rendered("application/json", [orjson.dumps(msg)])
-    out = [sse({"type": "message_start", "message": {**msg, "content": [], "stop_reason": None,
-                                                        "usage": {**usage, "output_tokens": 1}}}, "message_start")]
+    out = [
+        sse(
+            {
+                "type": "message_start",
+                "message": {
+                    **msg,
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": {**usage, "output_tokens": 1},
+                },
+            },
+            "message_start",
+        )
+    ]
     for i, block in enumerate(blocks):
         if block["type"] == "text":
-            out.append(sse({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}, "content_block_start"))
+            out.append(
+                sse(
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                    "content_block_start",
+                )
+            )
             deltas = [{"type": "text_delta", "text": piece} for piece in pieces(block["text"])]
         else:
-            out.append(sse({"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}}, "content_block_start"))
-            deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in pieces(call_arguments_text(calls[i - (1 if text else 0)]))]
-        out += [sse({"type": "content_block_delta", "index": i, "delta": d}, "content_block_delta") for d in deltas]
+            out.append(
+                sse(
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {**block, "input": {}},
+                    },
+                    "content_block_start",
+                )
+            )
+            deltas = [
+                {"type": "input_json_delta", "partial_json": piece}
+                for piece in pieces(call_arguments_text(calls[i - (1 if text else 0)]))
+            ]
+        out += [
+            sse({"type": "content_block_delta", "index": i, "delta": d}, "content_block_delta")
+            for d in deltas
+        ]
         out.append(sse({"type": "content_block_stop", "index": i}, "content_block_stop"))
     out.append(sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                     "usage": {"output_tokens": usage.get("output_tokens", 0)}}, "message_delta"))

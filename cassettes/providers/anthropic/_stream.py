@@ -19,7 +19,12 @@ from cassettes.providers._base import (
     as_str,
 )
 from cassettes.providers._parts import Slot, StreamParts
-from cassettes.providers.anthropic._body import JSONObject, anthropic_error, bedrock_payload, response_of
+from cassettes.providers.anthropic._body import (
+    JSONObject,
+    anthropic_error,
+    bedrock_payload,
+    response_of,
+)
 from cassettes.wire.framing import Framed
 
 __all__ = ["MessagesStream"]
@@ -66,7 +71,9 @@ class MessagesStream(StreamParts):
         msg = data.get("message")
         if isinstance(msg, dict):
             self.snapshot = {k: v for k, v in msg.items() if k != "content"}
-            self.usage_raw = dict(msg["usage"]) if isinstance(msg.get("usage"), dict) else self.usage_raw
+            self.usage_raw = (
+                dict(msg["usage"]) if isinstance(msg.get("usage"), dict) else self.usage_raw
+            )
             for i, b in enumerate(msg.get("content") or []):
                 if isinstance(b, dict):
                     self.slots[i] = Slot("block", block=dict(b))
@@ -85,7 +92,9 @@ class MessagesStream(StreamParts):
         st = self.slots.get(idx)
         if st is None:
             # A delta without its content_block_start (a lossy gateway): start the block it implies.
-            st = self.slots[idx] = Slot("block", block={"type": _IMPLIED.get(str(delta.get("type")), "unknown")})
+            st = self.slots[idx] = Slot(
+                "block", block={"type": _IMPLIED.get(str(delta.get("type")), "unknown")}
+            )
             self.details.setdefault("deltas_without_start", []).append(idx)
         _grow_block(st, delta)
 
@@ -107,7 +116,9 @@ class MessagesStream(StreamParts):
         if isinstance(u, dict):
             # Cumulative totals: overwrite. Absent optional counts keep the start value.
             self.usage_raw = dict(self.usage_raw or {})
-            self.usage_raw.update({k: v for k, v in u.items() if v is not None or k == "output_tokens"})
+            self.usage_raw.update(
+                {k: v for k, v in u.items() if v is not None or k == "output_tokens"}
+            )
 
     def message_stop(self, data: JSONObject) -> None:
         self.done = True
@@ -119,7 +130,8 @@ class MessagesStream(StreamParts):
         self.error = anthropic_error(data, None, in_stream=True)
 
     def close(self) -> NormalisedResponse:
-        order = sorted(i for i in self.slots if isinstance(i, int))  # block indices (all of the keys)
+        # block indices (all of the keys)
+        order = sorted(i for i in self.slots if isinstance(i, int))
         blocks = [self.slots[i] for i in order]
         self.snapshot["content"] = [st.block for st in blocks]
         if self.usage_raw is not None:

@@ -108,13 +108,19 @@ class BedrockConverse(Provider):
         for m in b.get("messages") or []:
             if not isinstance(m, dict):
                 messages.append(
-                    Message(role="unknown", parts=[Part(kind="other", provider_details={"block": m})])
+                    Message(
+                        role="unknown", parts=[Part(kind="other", provider_details={"block": m})]
+                    )
                 )
                 continue
             content = m.get("content")
-            parts = [part_of(c) for c in content] if isinstance(content, list) else [part_of(content)]
+            parts = (
+                [part_of(c) for c in content] if isinstance(content, list) else [part_of(content)]
+            )
             messages.append(Message(role=as_str(m.get("role")) or "unknown", parts=parts))
-        system = [part_of(s) for s in b.get("system") or []] if isinstance(b.get("system"), list) else []
+        system = (
+            [part_of(s) for s in b.get("system") or []] if isinstance(b.get("system"), list) else []
+        )
         tool_config = b.get("toolConfig")
         tc = tool_config.get("toolChoice") if isinstance(tool_config, dict) else None
         params = {k: v for k, v in b.items() if k not in STRUCTURAL}

@@ -8,20 +8,21 @@
 ``InvokeAgent`` takes ``{"inputText", "enableTrace", "sessionState": {"invocationId",
 "returnControlInvocationResults"…}…}`` and answers an AWS event stream: ``chunk`` events (the
 answer's text as base64 ``bytes``), ``trace`` events (the agent's steps: each
-``modelInvocationInput`` names the ``foundationModel``, each ``modelInvocationOutput.metadata.usage``
-counts ``inputTokens`` / ``outputTokens``; an ``observation`` of type ``FINISH`` carries the
-final response; a ``failureTrace`` a failure; a ``guardrailTrace`` ``INTERVENED``),
-``returnControl`` (the action group calls handed to the client, answered by the next request's
-``sessionState.returnControlInvocationResults``), ``files``, and exception events. The stream
-has no end event of its own: the final observation (with traces on), a ``returnControl`` or an
-exception ends it; without traces its completeness is unknown.
+``modelInvocationInput`` names the ``foundationModel``, each
+``modelInvocationOutput.metadata.usage`` counts ``inputTokens`` / ``outputTokens``; an
+``observation`` of type ``FINISH`` carries the final response; a ``failureTrace`` a failure; a
+``guardrailTrace`` ``INTERVENED``), ``returnControl`` (the action group calls handed to the client,
+answered by the next request's ``sessionState.returnControlInvocationResults``), ``files``, and
+exception events. The stream has no end event of its own: the final observation (with traces on), a
+``returnControl`` or an exception ends it; without traces its completeness is unknown.
 
 ``InvokeInlineAgent`` is the same loop with the agent defined in the request: ``foundationModel``
 (the model), ``instruction`` (its system prompt), ``actionGroups`` (its tools: each group's
 ``functionSchema.functions``, parameters as a name → ``{type, description, required}`` map, or a
 built-in ``parentActionGroupSignature`` such as ``AMAZON.UserInput``), ``inputText`` and
 ``inlineSessionState`` (``invocationId``, ``returnControlInvocationResults``, and a
-``conversationHistory`` of ``{role, content: [{text}]}`` messages). It answers the same event stream.
+``conversationHistory`` of ``{role, content: [{text}]}`` messages). It answers the same event
+stream.
 
 ``RetrieveAndGenerate`` answers ``{"output": {"text"}, "citations", "sessionId",
 "guardrailAction"}``; the model is the request's ``retrieveAndGenerateConfiguration.*.modelArn``.
@@ -67,7 +68,13 @@ _SESSION_HEADERS = ("x-amz-bedrock-agent-session-id", "x-amzn-bedrock-knowledge-
 
 def _route(url: SplitResult) -> str | None:
     segs = [unquote(s) for s in url.path.split("/") if s]
-    if len(segs) == 7 and segs[0] == "agents" and segs[2] == "agentAliases" and segs[4] == "sessions" and segs[6] == "text":
+    if (
+        len(segs) == 7
+        and segs[0] == "agents"
+        and segs[2] == "agentAliases"
+        and segs[4] == "sessions"
+        and segs[6] == "text"
+    ):
         return "invoke_agent"
     if len(segs) == 2 and segs[0] == "agents":
         return "invoke_inline_agent"
@@ -80,7 +87,9 @@ def _route(url: SplitResult) -> str | None:
 
 def _agent_host(url: SplitResult) -> bool:
     host = (url.hostname or "").lower()
-    return host.startswith("bedrock-agent-runtime.") and host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+    return host.startswith("bedrock-agent-runtime.") and host.endswith(
+        (".amazonaws.com", ".amazonaws.com.cn")
+    )
 
 
 def _rag_model(body: Item) -> str | None:
@@ -105,9 +114,16 @@ def _calls(rc: Item) -> list[Part]:
     inv = as_str(rc.get("invocationId"))
     parts: list[Part] = []
     for i, item in enumerate(inputs):
-        fn, api = as_obj(item.get("functionInvocationInput")), as_obj(item.get("apiInvocationInput"))
+        fn, api = (
+            as_obj(item.get("functionInvocationInput")),
+            as_obj(item.get("apiInvocationInput")),
+        )
         block = fn or api
-        params = {as_str(p.get("name")) or "": p.get("value") for p in block.get("parameters") or [] if isinstance(p, dict)}
+        params = {
+            as_str(p.get("name")) or "": p.get("value")
+            for p in block.get("parameters") or []
+            if isinstance(p, dict)
+        }
         if api:
             name = f"{api.get('httpMethod') or ''} {api.get('apiPath') or ''}".strip()
             body = as_obj(api.get("requestBody"))
@@ -115,8 +131,17 @@ def _calls(rc: Item) -> list[Part]:
         else:
             name = as_str(fn.get("function")) or ""
             args = params
-        details = {k: block[k] for k in ("actionGroup", "actionInvocationType", "agentId", "collaboratorName") if block.get(k) is not None}
-        call = ToolCall(id=_call_id(inv, i, len(inputs)), name=name, arguments=args, arguments_raw=compact_json(args))
+        details = {
+            k: block[k]
+            for k in ("actionGroup", "actionInvocationType", "agentId", "collaboratorName")
+            if block.get(k) is not None
+        }
+        call = ToolCall(
+            id=_call_id(inv, i, len(inputs)),
+            name=name,
+            arguments=args,
+            arguments_raw=compact_json(args),
+        )
         parts.append(Part(kind="tool_call", tool_call=call, provider_details=details or None))
     return parts
 
@@ -128,11 +153,20 @@ def _results(state: Item) -> list[Message]:
     for i, r in enumerate(results):
         fn, api = as_obj(r.get("functionResult")), as_obj(r.get("apiResult"))
         block = fn or api
-        name = as_str(fn.get("function")) if fn else f"{api.get('httpMethod') or ''} {api.get('apiPath') or ''}".strip()
+        name = (
+            as_str(fn.get("function"))
+            if fn
+            else f"{api.get('httpMethod') or ''} {api.get('apiPath') or ''}".strip()
+        )
         body = as_obj(block.get("responseBody"))
         text = "".join(as_str(as_obj(v).get("body")) or "" for v in body.values()) if body else ""
         state_ = as_str(block.get("responseState"))
-        res = ToolResult(call_id=_call_id(inv, i, len(results)), name=name, content=text, is_error=True if state_ == "FAILURE" else None)
+        res = ToolResult(
+            call_id=_call_id(inv, i, len(results)),
+            name=name,
+            content=text,
+            is_error=True if state_ == "FAILURE" else None,
+        )
         out.append(Message(role="tool", parts=[Part(kind="tool_result", tool_result=res)]))
     return out
 
@@ -147,17 +181,32 @@ def _inline_request(family: str, b: Item, session: str) -> NormalisedRequest:
         role = as_str(m.get("role"))
         texts = [as_str(as_obj(c).get("text")) for c in m.get("content") or []]
         if role in ("user", "assistant"):
-            messages.append(Message(role=role, parts=[Part(kind="text", text=t) for t in texts if t]))
+            messages.append(
+                Message(role=role, parts=[Part(kind="text", text=t) for t in texts if t])
+            )
     messages += _results(state)
     if isinstance(b.get("inputText"), str) and b["inputText"]:
         messages.append(Message(role="user", parts=[Part(kind="text", text=b["inputText"])]))
     instruction = as_str(b.get("instruction"))
-    params = {k: v for k, v in b.items() if k not in ("inputText", "instruction", "foundationModel", "actionGroups", "inlineSessionState")}
+    params = {
+        k: v
+        for k, v in b.items()
+        if k
+        not in ("inputText", "instruction", "foundationModel", "actionGroups", "inlineSessionState")
+    }
     model = as_str(b.get("foundationModel"))
     if model and model.startswith("arn:"):
         model = model.rsplit("/", 1)[-1]
-    return NormalisedRequest(family=family, model=model, stream=True, system=[Part(kind="text", text=instruction)] if instruction else [],
-                             messages=messages, tools=_action_group_tools(b.get("actionGroups")), params=params, previous_response_id=session)
+    return NormalisedRequest(
+        family=family,
+        model=model,
+        stream=True,
+        system=[Part(kind="text", text=instruction)] if instruction else [],
+        messages=messages,
+        tools=_action_group_tools(b.get("actionGroups")),
+        params=params,
+        previous_response_id=session,
+    )
 
 
 def _action_group_tools(groups: Any) -> list[ToolSpec]:
@@ -168,20 +217,43 @@ def _action_group_tools(groups: Any) -> list[ToolSpec]:
         g = as_obj(g)
         builtin = as_str(g.get("parentActionGroupSignature"))
         if builtin:
-            tools.append(ToolSpec(name=builtin, description=as_str(g.get("description")), kind=builtin))
+            tools.append(
+                ToolSpec(name=builtin, description=as_str(g.get("description")), kind=builtin)
+            )
             continue
         for fn in as_obj(g.get("functionSchema")).get("functions") or []:
             fn = as_obj(fn)
             name = as_str(fn.get("name"))
             if not name:
                 continue
-            props = {k: {"type": as_str(as_obj(v).get("type")) or "string", **({"description": d} if (d := as_str(as_obj(v).get("description"))) else {})}
-                     for k, v in as_obj(fn.get("parameters")).items()}
-            required = [k for k, v in as_obj(fn.get("parameters")).items() if as_obj(v).get("required") is True]
-            schema: Item = {"type": "object", "properties": props, **({"required": required} if required else {})}
-            tools.append(ToolSpec(name=name, description=as_str(fn.get("description")), parameters=schema))
+            props = {
+                k: {
+                    "type": as_str(as_obj(v).get("type")) or "string",
+                    **({"description": d} if (d := as_str(as_obj(v).get("description"))) else {}),
+                }
+                for k, v in as_obj(fn.get("parameters")).items()
+            }
+            required = [
+                k
+                for k, v in as_obj(fn.get("parameters")).items()
+                if as_obj(v).get("required") is True
+            ]
+            schema: Item = {
+                "type": "object",
+                "properties": props,
+                **({"required": required} if required else {}),
+            }
+            tools.append(
+                ToolSpec(name=name, description=as_str(fn.get("description")), parameters=schema)
+            )
         if g.get("apiSchema") is not None and not as_obj(g.get("functionSchema")).get("functions"):
-            tools.append(ToolSpec(name=as_str(g.get("actionGroupName")) or "api", description=as_str(g.get("description")), kind="api_schema"))
+            tools.append(
+                ToolSpec(
+                    name=as_str(g.get("actionGroupName")) or "api",
+                    description=as_str(g.get("description")),
+                    kind="api_schema",
+                )
+            )
     return tools
 
 
@@ -190,11 +262,17 @@ def _usage(total: list[Item]) -> Usage | None:
         return None
     inp = sum(as_int(u.get("inputTokens")) or 0 for u in total)
     out = sum(as_int(u.get("outputTokens")) or 0 for u in total)
-    return Usage(input_tokens=inp, output_tokens=out, total_tokens=inp + out, raw={"model_invocations": total})
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=inp + out,
+        raw={"model_invocations": total},
+    )
 
 
 def _walk_traces(trace: Item, on: Callable[[str, Item], None]) -> None:
-    """Each step of a ``trace`` event (``orchestrationTrace``, ``preProcessingTrace`` …) to ``on``."""
+    """Each step of a ``trace`` event (``orchestrationTrace``, ``preProcessingTrace`` …) to
+    ``on``."""
     inner = as_obj(trace.get("trace"))
     for kind, step in inner.items():
         if isinstance(step, dict):
@@ -216,14 +294,22 @@ class _AgentStream:
 
     def step(self, kind: str, step: Item) -> None:
         if kind == "failureTrace":
-            self.error = ApiError(type="failureTrace", code=as_str(step.get("failureCode")), message=as_str(step.get("failureReason")), in_stream=True, raw=step)
+            self.error = ApiError(
+                type="failureTrace",
+                code=as_str(step.get("failureCode")),
+                message=as_str(step.get("failureReason")),
+                in_stream=True,
+                raw=step,
+            )
             return
         if kind == "guardrailTrace" and step.get("action") == "INTERVENED":
             self.filtered = True
         model = as_str(as_obj(step.get("modelInvocationInput")).get("foundationModel"))
         if model and model not in self.models:
             self.models.append(model)
-        usage = as_obj(as_obj(as_obj(step.get("modelInvocationOutput")).get("metadata")).get("usage"))
+        usage = as_obj(
+            as_obj(as_obj(step.get("modelInvocationOutput")).get("metadata")).get("usage")
+        )
         if usage:
             self.usage.append(usage)
         obs = as_obj(step.get("observation"))
@@ -233,7 +319,12 @@ class _AgentStream:
     def event(self, name: str | None, msg_type: str | None, data: Any) -> None:
         if msg_type in ("exception", "error"):
             d = as_obj(data)
-            self.error = ApiError(type=name, message=as_str(d.get("message")) or as_str(d.get("Message")), in_stream=True, raw=d or data)
+            self.error = ApiError(
+                type=name,
+                message=as_str(d.get("message")) or as_str(d.get("Message")),
+                in_stream=True,
+                raw=d or data,
+            )
         elif name == "chunk":
             d = as_obj(data)
             raw = d.get("bytes")
@@ -275,23 +366,43 @@ class _AgentStream:
             finish_reason=cls if ended or self.error is not None else None,
             usage=_usage(self.usage),
             error=self.error,
-            complete=True if ended or self.error is not None else (False if cut or self.traces else None),
-            provider_details={k: v for k, v in (("foundation_models", self.models), ("citations", self.citations), ("files", self.files)) if v} or None,
+            complete=True
+            if ended or self.error is not None
+            else (False if cut or self.traces else None),
+            provider_details={
+                k: v
+                for k, v in (
+                    ("foundation_models", self.models),
+                    ("citations", self.citations),
+                    ("files", self.files),
+                )
+                if v
+            }
+            or None,
         )
         if resp.complete is False:
-            resp.notes.append("agent stream without its final response, a returnControl or an exception: cut")
+            resp.notes.append(
+                "agent stream without its final response, a returnControl or an exception: cut"
+            )
         elif resp.complete is None:
-            resp.notes.append("agent stream without traces (enableTrace off): no event says it ended; completeness unknown")
+            resp.notes.append(
+                "agent stream without traces (enableTrace off): no event says it ended; "
+                "completeness unknown"
+            )
         return resp
 
 
-def _rag(output_text: str | None, guardrail: str | None, citations: list[Any], cut: bool, stream: bool) -> NormalisedResponse:
+def _rag(
+    output_text: str | None, guardrail: str | None, citations: list[Any], cut: bool, stream: bool
+) -> NormalisedResponse:
     filtered = guardrail == "INTERVENED"
     done = not cut and (not stream or output_text is not None or filtered)
     resp = NormalisedResponse(
         parts=[Part(kind="text", text=output_text)] if output_text else [],
         finish_reason_raw=guardrail if filtered else ("end" if done and not stream else None),
-        finish_reason=FinishReason.FILTERED if filtered else (FinishReason.COMPLETE if done and not stream else None),
+        finish_reason=FinishReason.FILTERED
+        if filtered
+        else (FinishReason.COMPLETE if done and not stream else None),
         complete=False if cut else (True if not stream else None),
         provider_details={"citations": citations} if citations else None,
     )
@@ -339,27 +450,51 @@ class BedrockAgents(Provider):
             state = as_obj(b.get("sessionState"))
             messages += _results(state)
             if isinstance(b.get("inputText"), str) and b["inputText"]:
-                messages.append(Message(role="user", parts=[Part(kind="text", text=b["inputText"])]))
+                messages.append(
+                    Message(role="user", parts=[Part(kind="text", text=b["inputText"])])
+                )
             params = {k: v for k, v in b.items() if k != "inputText"}
             params.update(agentId=segs[1], agentAliasId=segs[3])
-            return NormalisedRequest(family=self.family, model=None, stream=True, messages=messages, params=params, previous_response_id=segs[5])
+            return NormalisedRequest(
+                family=self.family,
+                model=None,
+                stream=True,
+                messages=messages,
+                params=params,
+                previous_response_id=segs[5],
+            )
         if route == "invoke_inline_agent":
             return _inline_request(self.family, b, unquote(url.path.split("/")[-1]))
         text = as_str(as_obj(b.get("input")).get("text"))
         if text:
             messages.append(Message(role="user", parts=[Part(kind="text", text=text)]))
-        return NormalisedRequest(family=self.family, model=_rag_model(b), stream=route == "rag_stream", messages=messages,
-                                 params={k: v for k, v in b.items() if k != "input"}, previous_response_id=as_str(b.get("sessionId")))
+        return NormalisedRequest(
+            family=self.family,
+            model=_rag_model(b),
+            stream=route == "rag_stream",
+            messages=messages,
+            params={k: v for k, v in b.items() if k != "input"},
+            previous_response_id=as_str(b.get("sessionId")),
+        )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
-        resp = _rag(as_str(as_obj(b.get("output")).get("text")), as_str(b.get("guardrailAction")), list(b.get("citations") or []), False, False)
+        resp = _rag(
+            as_str(as_obj(b.get("output")).get("text")),
+            as_str(b.get("guardrailAction")),
+            list(b.get("citations") or []),
+            False,
+            False,
+        )
         resp.id = as_str(b.get("sessionId"))
         return resp
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         cut = bool(framed.tail)
-        events = [(ev.event, (ev.headers or {}).get(":message-type"), _json(ev.data)) for ev in framed.events]
+        events = [
+            (ev.event, (ev.headers or {}).get(":message-type"), _json(ev.data))
+            for ev in framed.events
+        ]
         if any(name in ("output", "citation", "guardrail") for name, _, _ in events):
             return self._rag_stream(events, cut)
         stream = _AgentStream()
@@ -369,7 +504,9 @@ class BedrockAgents(Provider):
         resp.events = len(events)
         return resp
 
-    def _rag_stream(self, events: list[tuple[str | None, Any, Any]], cut: bool) -> NormalisedResponse:
+    def _rag_stream(
+        self, events: list[tuple[str | None, Any, Any]], cut: bool
+    ) -> NormalisedResponse:
         text: list[str] = []
         citations: list[Any] = []
         guardrail: str | None = None
@@ -377,7 +514,9 @@ class BedrockAgents(Provider):
         for name, mtype, data in events:
             d = as_obj(data)
             if mtype in ("exception", "error"):
-                error = ApiError(type=name, message=as_str(d.get("message")), in_stream=True, raw=d or data)
+                error = ApiError(
+                    type=name, message=as_str(d.get("message")), in_stream=True, raw=d or data
+                )
             elif name == "output":
                 text.append(as_str(d.get("text")) or "")
             elif name == "citation":
@@ -387,10 +526,17 @@ class BedrockAgents(Provider):
         resp = _rag("".join(text) or None, guardrail, citations, cut, True)
         resp.events = len(events)
         if error is not None:
-            resp.error, resp.finish_reason, resp.finish_reason_raw, resp.complete = error, FinishReason.ERROR, error.type, True
+            resp.error, resp.finish_reason, resp.finish_reason_raw, resp.complete = (
+                error,
+                FinishReason.ERROR,
+                error.type,
+                True,
+            )
         return resp
 
-    def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+    def add_header_facts(
+        self, response: NormalisedResponse, header: Callable[[str], str | None]
+    ) -> None:
         """The session the answer belongs to is in a response header (its id for the threader)."""
         if response.id is None:
             response.id = next((v for v in (header(h) for h in _SESSION_HEADERS) if v), None)

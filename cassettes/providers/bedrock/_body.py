@@ -161,7 +161,9 @@ def part_of(block: Any) -> Part:
         kind = "server" if tu.get("type") == "server_tool_use" else "function"
         return Part(
             kind="tool_call",
-            tool_call=tool_call_from_object(tu.get("toolUseId"), tu.get("name"), tu.get("input"), kind=kind),
+            tool_call=tool_call_from_object(
+                tu.get("toolUseId"), tu.get("name"), tu.get("input"), kind=kind
+            ),
         )
     if isinstance(block.get("toolResult"), dict):
         tr = block["toolResult"]
@@ -228,6 +230,12 @@ def tool_choice_of(tc: Any) -> str | None:
 def details_of(b: dict[str, Any]) -> dict[str, Any]:
     return {
         k: b[k]
-        for k in ("metrics", "trace", "additionalModelResponseFields", "performanceConfig", "serviceTier")
+        for k in (
+            "metrics",
+            "trace",
+            "additionalModelResponseFields",
+            "performanceConfig",
+            "serviceTier",
+        )
         if b.get(k) is not None
     }

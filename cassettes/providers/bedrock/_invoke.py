@@ -129,7 +129,12 @@ def _first(d: dict[str, Any], key: str) -> dict[str, Any]:
 
 def _titan(d: dict[str, Any]) -> TextChunk:
     r = _first(d, "results")
-    return as_str(r.get("outputText")) or "", as_str(r.get("completionReason")), as_int(d.get("inputTextTokenCount")), as_int(r.get("tokenCount"))
+    return (
+        as_str(r.get("outputText")) or "",
+        as_str(r.get("completionReason")),
+        as_int(d.get("inputTextTokenCount")),
+        as_int(r.get("tokenCount")),
+    )
 
 
 def _jurassic(d: dict[str, Any]) -> TextChunk:
@@ -177,7 +182,8 @@ def _pop_guardrail(d: dict[str, Any], into: dict[str, Any]) -> None:
 
 
 def _input_blocked(trace: Any) -> bool:
-    """The guardrail trace says the *input* was blocked (``guardrail.input.{id}.…action: BLOCKED``)."""
+    """The guardrail trace says the *input* was blocked (``guardrail.input.{id}.…action:
+    BLOCKED``)."""
     guard = as_obj(as_obj(trace).get("guardrail"))
     return "BLOCKED" in orjson.dumps(guard.get("input")).decode() if guard.get("input") else False
 
@@ -188,11 +194,21 @@ def _apply_guardrail(resp: NormalisedResponse, found: dict[str, Any]) -> Normali
     only masked personal data (``ANONYMIZED``), which Bedrock reports as an intervention too."""
     if not found:
         return resp
-    resp.provider_details = {**(resp.provider_details or {}), **{k.removeprefix("amazon-bedrock-"): v for k, v in found.items()}}
-    if found.get(_GUARDRAIL_ACTION) != "INTERVENED" or guardrail_only_masked(found.get("amazon-bedrock-trace")):
-        return resp  # a guardrail that only masked leaves the model's answer and finish as they were
+    resp.provider_details = {
+        **(resp.provider_details or {}),
+        **{k.removeprefix("amazon-bedrock-"): v for k, v in found.items()},
+    }
+    if found.get(_GUARDRAIL_ACTION) != "INTERVENED" or guardrail_only_masked(
+        found.get("amazon-bedrock-trace")
+    ):
+        # a guardrail that only masked leaves the model's answer and finish as they were
+        return resp
     if resp.finish_reason not in (FinishReason.FILTERED, FinishReason.PROMPT_BLOCKED):
-        resp.finish_reason = FinishReason.PROMPT_BLOCKED if _input_blocked(found.get("amazon-bedrock-trace")) else FinishReason.FILTERED
+        resp.finish_reason = (
+            FinishReason.PROMPT_BLOCKED
+            if _input_blocked(found.get("amazon-bedrock-trace"))
+            else FinishReason.FILTERED
+        )
         resp.finish_reason_raw = resp.finish_reason_raw or "guardrailAction: INTERVENED"
     resp.complete = True
     return resp
@@ -201,12 +217,44 @@ def _apply_guardrail(resp: NormalisedResponse, found: dict[str, Any]) -> Normali
 #: The text models' shapes, by the key that tells them (first present wins).
 _TEXT_SHAPES: tuple[tuple[str, Callable[[dict[str, Any]], TextChunk]], ...] = (
     ("results", _titan),
-    ("outputText", lambda d: (  # Titan stream chunk
-        as_str(d.get("outputText")) or "", as_str(d.get("completionReason")), as_int(d.get("inputTextTokenCount")), as_int(d.get("totalOutputTextTokenCount")))),
-    ("generation", lambda d: (  # Llama
-        as_str(d.get("generation")) or "", as_str(d.get("stop_reason")), as_int(d.get("prompt_token_count")), as_int(d.get("generation_token_count")))),
-    ("outputs", lambda d: (as_str(_first(d, "outputs").get("text")) or "", as_str(_first(d, "outputs").get("stop_reason")), None, None)),  # Mistral text
-    ("generations", lambda d: (as_str(_first(d, "generations").get("text")) or "", as_str(_first(d, "generations").get("finish_reason")), None, None)),  # Cohere Command
+    (
+        "outputText",
+        lambda d: (  # Titan stream chunk
+            as_str(d.get("outputText")) or "",
+            as_str(d.get("completionReason")),
+            as_int(d.get("inputTextTokenCount")),
+            as_int(d.get("totalOutputTextTokenCount")),
+        ),
+    ),
+    (
+        "generation",
+        lambda d: (  # Llama
+            as_str(d.get("generation")) or "",
+            as_str(d.get("stop_reason")),
+            as_int(d.get("prompt_token_count")),
+            as_int(d.get("generation_token_count")),
+        ),
+    ),
+    # Mistral text
+    (
+        "outputs",
+        lambda d: (
+            as_str(_first(d, "outputs").get("text")) or "",
+            as_str(_first(d, "outputs").get("stop_reason")),
+            None,
+            None,
+        ),
+    ),
+    # Cohere Command
+    (
+        "generations",
+        lambda d: (
+            as_str(_first(d, "generations").get("text")) or "",
+            as_str(_first(d, "generations").get("finish_reason")),
+            None,
+            None,
+        ),
+    ),
     ("completions", _jurassic),  # AI21 Jurassic-2
     ("choices", _chat_choice),
 )
@@ -242,7 +290,11 @@ class BedrockInvoke(Provider):
             return 0
         if isinstance(body, dict) and "anthropic_version" in body and "messages" in body:
             return 0  # Anthropic Messages on Bedrock: the Anthropic adapter's
-        if isinstance(body, dict) and "prompt" in body and "anthropic" in (self.model_from_url(url) or ""):
+        if (
+            isinstance(body, dict)
+            and "prompt" in body
+            and "anthropic" in (self.model_from_url(url) or "")
+        ):
             return 4  # Claude 2's legacy prompt, even with anthropic_version set
         return 2
 
@@ -293,7 +345,11 @@ class BedrockInvoke(Provider):
         if isinstance(b.get("textGenerationConfig"), dict):
             params.update(params.pop("textGenerationConfig"))
         return NormalisedRequest(
-            family=self.family, model=model, stream=stream, messages=prompt_messages(b.get(key)) if key else [], params=params
+            family=self.family,
+            model=model,
+            stream=stream,
+            messages=prompt_messages(b.get(key)) if key else [],
+            params=params,
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
@@ -305,18 +361,29 @@ class BedrockInvoke(Provider):
     def _parse_body(self, b: dict[str, Any]) -> NormalisedResponse:
         """The body read by the first of the known shapes it has (``_BODY_SHAPES``); the text
         models' shapes (``_TEXT_SHAPES``) otherwise."""
-        if ("message" in b or "Message" in b) and len(b) <= 2 and not isinstance(b.get("message"), dict):
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        if (
+            ("message" in b or "Message" in b)
+            and len(b) <= 2
+            and not isinstance(b.get("message"), dict)
+        ):
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         read = next((read for test, read in _BODY_SHAPES if test(b)), _text_body)
         return read(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return _InvokeStream().read(framed)
 
-    def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+    def add_header_facts(
+        self, response: NormalisedResponse, header: Callable[[str], str | None]
+    ) -> None:
         response.usage = _metrics_usage(
             response.usage,
-            {"inputTokenCount": header("x-amzn-bedrock-input-token-count"), "outputTokenCount": header("x-amzn-bedrock-output-token-count")},
+            {
+                "inputTokenCount": header("x-amzn-bedrock-input-token-count"),
+                "outputTokenCount": header("x-amzn-bedrock-output-token-count"),
+            },
         )
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
@@ -330,9 +397,14 @@ def _embedding_body(b: dict[str, Any]) -> NormalisedResponse:
     n = as_int(b.get("inputTextTokenCount"))
     return NormalisedResponse(
         id=as_str(b.get("id")),
-        usage=Usage(input_tokens=n, total_tokens=n, raw={"inputTextTokenCount": n}) if n is not None else None,
+        usage=Usage(input_tokens=n, total_tokens=n, raw={"inputTextTokenCount": n})
+        if n is not None
+        else None,
         complete=True,
-        provider_details=vectors_summary(b.get("embeddings") if "embeddings" in b else [b.get("embedding")]) or None,
+        provider_details=vectors_summary(
+            b.get("embeddings") if "embeddings" in b else [b.get("embedding")]
+        )
+        or None,
     )
 
 
@@ -378,15 +450,27 @@ def _text_body(b: dict[str, Any]) -> NormalisedResponse:
 
 def _completion_choices(b: dict[str, Any]) -> bool:
     """OpenAI Completions choices (``text``, no ``message``): a custom-imported model's body."""
-    return any(isinstance(c, dict) and "text" in c and "message" not in c for c in b.get("choices") or [])
+    return any(
+        isinstance(c, dict) and "text" in c and "message" not in c for c in b.get("choices") or []
+    )
 
 
 #: (test, reader) of the bodies that are not a text model's, first match wins.
-_BODY_SHAPES: tuple[tuple[Callable[[dict[str, Any]], bool], Callable[[dict[str, Any]], NormalisedResponse]], ...] = (
-    (lambda b: isinstance(b.get("output"), dict), lambda b: BedrockConverse().parse_response(b)),  # Nova: Converse's shape
+_BODY_SHAPES: tuple[
+    tuple[Callable[[dict[str, Any]], bool], Callable[[dict[str, Any]], NormalisedResponse]], ...
+] = (
+    # Nova: Converse's shape
+    (lambda b: isinstance(b.get("output"), dict), lambda b: BedrockConverse().parse_response(b)),
     (lambda b: "embedding" in b or "embeddings" in b, _embedding_body),
     (lambda b: "completion" in b and "stop_reason" in b, _complete_body),  # Claude 2
-    (lambda b: "response_id" in b or "generation_id" in b or ("text" in b and "finish_reason" in b and "is_finished" not in b), _cohere_body),
+    (
+        lambda b: (
+            "response_id" in b
+            or "generation_id" in b
+            or ("text" in b and "finish_reason" in b and "is_finished" not in b)
+        ),
+        _cohere_body,
+    ),
     (lambda b: "choices" in b and not _completion_choices(b), _chat_body),
 )
 
@@ -408,7 +492,9 @@ class _InvokeStream(StreamParts):
             headers = ev.headers or {}
             if headers.get(":message-type") in ("exception", "error"):
                 self.error = BedrockConverse().parse_error(ev.data, None)
-                self.error.type = self.error.type or as_str(headers.get(":exception-type") or headers.get(":error-code"))
+                self.error.type = self.error.type or as_str(
+                    headers.get(":exception-type") or headers.get(":error-code")
+                )
                 self.error.in_stream = True
                 continue
             raw = aws_payload_bytes(ev)
@@ -437,7 +523,9 @@ class _InvokeStream(StreamParts):
 
 def _chunk_format(chunks: list[dict[str, Any]]) -> str:
     """Whose stream format an InvokeModel stream's chunks are in."""
-    if any(k in c for c in chunks for k in ("messageStart", "contentBlockDelta", "contentBlockStart")):
+    if any(
+        k in c for c in chunks for k in ("messageStart", "contentBlockDelta", "contentBlockStart")
+    ):
         return "nova"  # Converse's events, keyed by name
     if any("event_type" in c for c in chunks):
         return "cohere"  # Command R: Cohere v1 chat
@@ -472,7 +560,9 @@ def _read_chunks(chunks: list[dict[str, Any]]) -> NormalisedResponse:
     if fmt == "cohere":
         return reassemble_v1(_synthetic("ndjson", [(None, c) for c in chunks]))
     if fmt == "anthropic":
-        return AnthropicComplete().reassemble(_synthetic("sse", [("completion", c) for c in chunks]))
+        return AnthropicComplete().reassemble(
+            _synthetic("sse", [("completion", c) for c in chunks])
+        )
     if fmt == "chat":
         resp = OpenAIChat().reassemble(_synthetic("sse", [(None, c) for c in chunks]))
         resp.complete = resp.finish_reason_raw is not None

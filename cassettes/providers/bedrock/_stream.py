@@ -53,7 +53,9 @@ class ConverseStream(StreamParts):
                 # Modeled exceptions (throttlingException, validationException …) or an error frame.
                 etype = headers.get(":exception-type") or headers.get(":error-code") or ev.event
                 msg = d.get("message") or d.get("Message") or headers.get(":error-message")
-                self.error = ApiError(type=as_str(etype), message=as_str(msg), in_stream=True, raw=d)
+                self.error = ApiError(
+                    type=as_str(etype), message=as_str(msg), in_stream=True, raw=d
+                )
                 continue
             yield ev.event or headers.get(":event-type"), d
 
@@ -94,12 +96,16 @@ class ConverseStream(StreamParts):
         elif isinstance(delta.get("toolUse"), dict):
             st = self.block(idx, "toolUse")
             piece = delta["toolUse"].get("input")
-            st["input"] = st.get("input", "") + (piece if isinstance(piece, str) else orjson.dumps(piece).decode())
+            st["input"] = st.get("input", "") + (
+                piece if isinstance(piece, str) else orjson.dumps(piece).decode()
+            )
         elif isinstance(delta.get("reasoningContent"), dict):
             _reasoning_delta(self.block(idx, "reasoning"), delta["reasoningContent"])
         elif "toolResult" in delta:
             content = delta["toolResult"]
-            self.block(idx, "toolResult").setdefault("content", []).extend(content if isinstance(content, list) else [content])
+            self.block(idx, "toolResult").setdefault("content", []).extend(
+                content if isinstance(content, list) else [content]
+            )
         else:
             self.block(idx, "other").setdefault("deltas", []).append(delta)
 
@@ -112,7 +118,13 @@ class ConverseStream(StreamParts):
     def metadata(self, d: Block) -> None:
         self.have_metadata = True
         self.usage = usage_from(d.get("usage"))
-        self.details.update({k: d[k] for k in ("metrics", "trace", "performanceConfig", "serviceTier") if d.get(k) is not None})
+        self.details.update(
+            {
+                k: d[k]
+                for k in ("metrics", "trace", "performanceConfig", "serviceTier")
+                if d.get(k) is not None
+            }
+        )
 
     def close(self) -> NormalisedResponse:
         if self.done and not self.have_metadata:

@@ -25,7 +25,8 @@ Decisions worth knowing:
 * ``UNEXPECTED_TOOL_CALL`` stays ``tool_call_error`` even though the candidate carries the call.
 * A ``functionResponse.response`` of one string under ``output`` / ``result`` / ``content`` /
   ``return_value`` (pydantic-ai's key) becomes that string; any other object its compact JSON
-  (so ``{"error": …}`` stays visibly an error); multimodal ``parts`` are described (``[image/png]``).
+  (so ``{"error": …}`` stays visibly an error); multimodal ``parts`` are described
+  (``[image/png]``).
 * ``ApiError.code`` is the ``google.rpc.ErrorInfo`` reason when the body has one, else the numeric
   code; ``type`` is the rpc status name (``RESOURCE_EXHAUSTED`` …).
 * Server-side tool invocations (``toolCall`` / ``toolResponse`` parts, Gemini 3 with
@@ -76,7 +77,14 @@ from cassettes.providers.gemini._live import GeminiLive
 from cassettes.providers.gemini._render import render_generate
 from cassettes.wire.framing import Framed
 
-__all__ = ["Gemini", "GeminiInteractions", "GeminiLive", "finish_class", "render_generate", "usage_from"]
+__all__ = [
+    "Gemini",
+    "GeminiInteractions",
+    "GeminiLive",
+    "finish_class",
+    "render_generate",
+    "usage_from",
+]
 
 
 def _reader(in_stream: bool = True) -> StreamParts:
@@ -100,34 +108,86 @@ class GenerateReplay(ReplayShapes):
     """How replay answers as ``generateContent``: google.rpc error bodies (WIRE.md §D.6), and its
     answers rendered, as JSON, a JSON array or SSE (``alt=sse``)."""
 
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+    def render_answer(
+        self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any
+    ) -> Rendered | None:
         hit = model_method(url)
         if hit is None or hit[1] not in ("generateContent", "streamGenerateContent"):
             return None
         return render_generate(answer, stream, "alt=sse" in url.query.lower())
 
     fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
-        "rate_limit": (429, {"error": {"code": 429, "message": "You exceeded your current quota, please check your plan and billing details. "
-            "For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.",
-            "status": "RESOURCE_EXHAUSTED", "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}]}}),
-        "overloaded": (503, {"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}),
-        "server_error": (500, {"error": {"code": 500, "message": "An internal error has occurred. Please retry or report in "
-            "https://developers.generativeai.google/guide/troubleshooting", "status": "INTERNAL"}}),
-        "context_length": (400, {"error": {"code": 400, "message": "The input token count (1048577) exceeds the maximum number of "
-            "tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}),
+        "rate_limit": (
+            429,
+            {
+                "error": {
+                    "code": 429,
+                    "message": "You exceeded your current quota, please check your plan and "
+                    "billing details. For more information on this error, head to: "
+                    "https://ai.google.dev/gemini-api/docs/rate-limits.",
+                    "status": "RESOURCE_EXHAUSTED",
+                    "details": [
+                        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}
+                    ],
+                }
+            },
+        ),
+        "overloaded": (
+            503,
+            {
+                "error": {
+                    "code": 503,
+                    "message": "The model is overloaded. Please try again later.",
+                    "status": "UNAVAILABLE",
+                }
+            },
+        ),
+        "server_error": (
+            500,
+            {
+                "error": {
+                    "code": 500,
+                    "message": "An internal error has occurred. Please retry or report in "
+                    "https://developers.generativeai.google/guide/troubleshooting",
+                    "status": "INTERNAL",
+                }
+            },
+        ),
+        "context_length": (
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "message": "The input token count (1048577) exceeds the maximum number of "
+                    "tokens allowed (1048576).",
+                    "status": "INVALID_ARGUMENT",
+                }
+            },
+        ),
     }
 
     def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
-        return []  # no rate-limit headers: the wait is RetryInfo.retryDelay in the body (WIRE.md §D.6)
+        # no rate-limit headers: the wait is RetryInfo.retryDelay in the body (WIRE.md §D.6)
+        return []
 
     def fault_event(self, kind: str) -> bytes:
-        return b'data: {"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}\r\n\r\n'
+        return (
+            b'data: {"error": {"code": 503, "message": "The model is overloaded. Please try again '
+            b'later.", "status": "UNAVAILABLE"}}\r\n\r\n'
+        )
 
     def error(self, status: int, message: str, code: str) -> Any:
         # google-genai's APIError reads error.code / message / status (WIRE.md §D); it does not
         # retry unless the caller configured retry options, so the retry header is harmless.
         st = "FAILED_PRECONDITION" if status < 500 else "INTERNAL"
-        return {"error": {"code": status, "message": message, "status": st, "details": [{"reason": code}]}}
+        return {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": st,
+                "details": [{"reason": code}],
+            }
+        }
 
 
 class Gemini(Provider):
@@ -135,7 +195,8 @@ class Gemini(Provider):
     profile = Profile(
         pairing_errors=(
             r"number of function response parts is equal to the number of function call parts",
-            r"function call turn comes immediately after a user turn or after a function response turn",
+            r"function call turn comes immediately after a "
+            r"user turn or after a function response turn",
             r"function response turn comes immediately after a function call turn",
             r"missing a `?thought_signature`?",
         ),
@@ -144,8 +205,17 @@ class Gemini(Provider):
         price_model=_price_model,
         otel_provider="gcp.gemini",
         otel_operation="generate_content",
-        free_form_fields=frozenset({*FREE_FORM_FIELDS, "responseSchema", "responseJsonSchema", "parametersJsonSchema",
-                                    "response_schema", "response_json_schema", "parameters_json_schema"}),
+        free_form_fields=frozenset(
+            {
+                *FREE_FORM_FIELDS,
+                "responseSchema",
+                "responseJsonSchema",
+                "parametersJsonSchema",
+                "response_schema",
+                "response_json_schema",
+                "parameters_json_schema",
+            }
+        ),
         api_key_env=("GOOGLE_API_KEY", "GEMINI_API_KEY"),
     )
     replay = GenerateReplay()
@@ -191,7 +261,9 @@ class Gemini(Provider):
                 params[camel(k)] = v
         if isinstance(tool_config, dict):
             # includeServerSideToolInvocations and friends shape generation too.
-            rest = {camel(k): v for k, v in tool_config.items() if camel(k) != "functionCallingConfig"}
+            rest = {
+                camel(k): v for k, v in tool_config.items() if camel(k) != "functionCallingConfig"
+            }
             params.update(rest)
         return NormalisedRequest(
             family=self.family,

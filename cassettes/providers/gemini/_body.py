@@ -58,7 +58,13 @@ _SIDE_APIS: dict[str, str] = {
     "generatedFiles": "files",
 }
 #: Of those, the ones unique enough to claim on any ``v1*`` version (``/v1/files`` is OpenAI's too).
-_UNIQUE_SIDE_APIS = {"cachedContents", "fileSearchStores", "corpora", "tunedModels", "generatedFiles"}
+_UNIQUE_SIDE_APIS = {
+    "cachedContents",
+    "fileSearchStores",
+    "corpora",
+    "tunedModels",
+    "generatedFiles",
+}
 
 
 def model_method(url: SplitResult) -> tuple[str, str] | None:
@@ -139,34 +145,81 @@ _FINISH: dict[str, FinishReason] = {
 # (google.ai.generativelanguage.v1beta ``Candidate.FinishReason`` has ``LANGUAGE = 6``; Vertex's
 # google.cloud.aiplatform.v1 goes on with ``BLOCKLIST = 6`` …); a number neither knows stays
 # raw (read as ``other``, so it is still said).
-_FINISH_NUMBERS = {0: "FINISH_REASON_UNSPECIFIED", 1: "STOP", 2: "MAX_TOKENS", 3: "SAFETY", 4: "RECITATION", 5: "OTHER"}
+_FINISH_NUMBERS = {
+    0: "FINISH_REASON_UNSPECIFIED",
+    1: "STOP",
+    2: "MAX_TOKENS",
+    3: "SAFETY",
+    4: "RECITATION",
+    5: "OTHER",
+}
 _FINISH_NUMBERS_GEMINI_API = {
     **_FINISH_NUMBERS,
-    6: "LANGUAGE", 7: "BLOCKLIST", 8: "PROHIBITED_CONTENT", 9: "SPII", 10: "MALFORMED_FUNCTION_CALL",
-    11: "IMAGE_SAFETY", 12: "UNEXPECTED_TOOL_CALL",
+    6: "LANGUAGE",
+    7: "BLOCKLIST",
+    8: "PROHIBITED_CONTENT",
+    9: "SPII",
+    10: "MALFORMED_FUNCTION_CALL",
+    11: "IMAGE_SAFETY",
+    12: "UNEXPECTED_TOOL_CALL",
 }
 _FINISH_NUMBERS_VERTEX = {
     **_FINISH_NUMBERS,
-    6: "BLOCKLIST", 7: "PROHIBITED_CONTENT", 8: "SPII", 9: "MALFORMED_FUNCTION_CALL", 10: "MODEL_ARMOR",
-    11: "IMAGE_SAFETY", 12: "IMAGE_PROHIBITED_CONTENT", 13: "IMAGE_RECITATION", 14: "IMAGE_OTHER",
-    15: "UNEXPECTED_TOOL_CALL", 16: "NO_IMAGE",
+    6: "BLOCKLIST",
+    7: "PROHIBITED_CONTENT",
+    8: "SPII",
+    9: "MALFORMED_FUNCTION_CALL",
+    10: "MODEL_ARMOR",
+    11: "IMAGE_SAFETY",
+    12: "IMAGE_PROHIBITED_CONTENT",
+    13: "IMAGE_RECITATION",
+    14: "IMAGE_OTHER",
+    15: "UNEXPECTED_TOOL_CALL",
+    16: "NO_IMAGE",
 }
 #: ``PromptFeedback.BlockReason`` (the numbers both APIs share).
-_BLOCK_NUMBERS = {0: "BLOCK_REASON_UNSPECIFIED", 1: "SAFETY", 2: "OTHER", 3: "BLOCKLIST", 4: "PROHIBITED_CONTENT"}
+_BLOCK_NUMBERS = {
+    0: "BLOCK_REASON_UNSPECIFIED",
+    1: "SAFETY",
+    2: "OTHER",
+    3: "BLOCKLIST",
+    4: "PROHIBITED_CONTENT",
+}
 #: ``SafetyRating``'s ``HarmCategory`` (they differ: Vertex renumbered it) and ``HarmProbability``.
 _CATEGORY_NUMBERS_GEMINI_API = {
-    0: "HARM_CATEGORY_UNSPECIFIED", 1: "HARM_CATEGORY_DEROGATORY", 2: "HARM_CATEGORY_TOXICITY",
-    3: "HARM_CATEGORY_VIOLENCE", 4: "HARM_CATEGORY_SEXUAL", 5: "HARM_CATEGORY_MEDICAL", 6: "HARM_CATEGORY_DANGEROUS",
-    7: "HARM_CATEGORY_HARASSMENT", 8: "HARM_CATEGORY_HATE_SPEECH", 9: "HARM_CATEGORY_SEXUALLY_EXPLICIT",
-    10: "HARM_CATEGORY_DANGEROUS_CONTENT", 11: "HARM_CATEGORY_CIVIC_INTEGRITY",
+    0: "HARM_CATEGORY_UNSPECIFIED",
+    1: "HARM_CATEGORY_DEROGATORY",
+    2: "HARM_CATEGORY_TOXICITY",
+    3: "HARM_CATEGORY_VIOLENCE",
+    4: "HARM_CATEGORY_SEXUAL",
+    5: "HARM_CATEGORY_MEDICAL",
+    6: "HARM_CATEGORY_DANGEROUS",
+    7: "HARM_CATEGORY_HARASSMENT",
+    8: "HARM_CATEGORY_HATE_SPEECH",
+    9: "HARM_CATEGORY_SEXUALLY_EXPLICIT",
+    10: "HARM_CATEGORY_DANGEROUS_CONTENT",
+    11: "HARM_CATEGORY_CIVIC_INTEGRITY",
 }
 _CATEGORY_NUMBERS_VERTEX = {
-    0: "HARM_CATEGORY_UNSPECIFIED", 1: "HARM_CATEGORY_HATE_SPEECH", 2: "HARM_CATEGORY_DANGEROUS_CONTENT",
-    3: "HARM_CATEGORY_HARASSMENT", 4: "HARM_CATEGORY_SEXUALLY_EXPLICIT", 5: "HARM_CATEGORY_CIVIC_INTEGRITY",
-    6: "HARM_CATEGORY_IMAGE_HATE", 7: "HARM_CATEGORY_IMAGE_DANGEROUS_CONTENT", 8: "HARM_CATEGORY_IMAGE_HARASSMENT",
-    9: "HARM_CATEGORY_IMAGE_SEXUALLY_EXPLICIT", 10: "HARM_CATEGORY_JAILBREAK",
+    0: "HARM_CATEGORY_UNSPECIFIED",
+    1: "HARM_CATEGORY_HATE_SPEECH",
+    2: "HARM_CATEGORY_DANGEROUS_CONTENT",
+    3: "HARM_CATEGORY_HARASSMENT",
+    4: "HARM_CATEGORY_SEXUALLY_EXPLICIT",
+    5: "HARM_CATEGORY_CIVIC_INTEGRITY",
+    6: "HARM_CATEGORY_IMAGE_HATE",
+    7: "HARM_CATEGORY_IMAGE_DANGEROUS_CONTENT",
+    8: "HARM_CATEGORY_IMAGE_HARASSMENT",
+    9: "HARM_CATEGORY_IMAGE_SEXUALLY_EXPLICIT",
+    10: "HARM_CATEGORY_JAILBREAK",
 }
-_PROBABILITY_NUMBERS = {0: "HARM_PROBABILITY_UNSPECIFIED", 1: "NEGLIGIBLE", 2: "LOW", 3: "MEDIUM", 4: "HIGH"}
+_PROBABILITY_NUMBERS = {
+    0: "HARM_PROBABILITY_UNSPECIFIED",
+    1: "NEGLIGIBLE",
+    2: "LOW",
+    3: "MEDIUM",
+    4: "HIGH",
+}
 
 
 def _enum_name(v: Any, names: dict[int, str]) -> Any:
@@ -191,8 +244,13 @@ def named_ratings(ratings: Any, vertex: bool) -> Any:
         return ratings
     categories = _CATEGORY_NUMBERS_VERTEX if vertex else _CATEGORY_NUMBERS_GEMINI_API
     return [
-        {**r, "category": _enum_name(r.get("category"), categories), "probability": _enum_name(r.get("probability"), _PROBABILITY_NUMBERS)}
-        if isinstance(r, dict) and ("category" in r or "probability" in r) else r
+        {
+            **r,
+            "category": _enum_name(r.get("category"), categories),
+            "probability": _enum_name(r.get("probability"), _PROBABILITY_NUMBERS),
+        }
+        if isinstance(r, dict) and ("category" in r or "probability" in r)
+        else r
         for r in ratings
     ]
 
@@ -280,7 +338,12 @@ def _flatten_response(resp: Any, parts: Any) -> str:
     """A ``functionResponse.response`` object (plus multimodal ``parts``) flattened to text."""
     if isinstance(resp, dict) and len(resp) == 1:
         (only,) = resp.values()
-        if isinstance(only, str) and next(iter(resp)) in ("output", "result", "return_value", "content"):
+        if isinstance(only, str) and next(iter(resp)) in (
+            "output",
+            "result",
+            "return_value",
+            "content",
+        ):
             text = only
         else:
             text = compact_json(resp)
@@ -309,7 +372,9 @@ def part_of(p: Any) -> Part:
         return Part(kind=kind, text=text, provider_details=_details(p, {"text"}))
     fc = either_case(p, "functionCall")
     if isinstance(fc, dict):
-        call = tool_call_from_object(either_case(fc, "id"), either_case(fc, "name"), either_case(fc, "args"))
+        call = tool_call_from_object(
+            either_case(fc, "id"), either_case(fc, "name"), either_case(fc, "args")
+        )
         extra = {camel(k): v for k, v in fc.items() if camel(k) not in ("id", "name", "args")}
         det = _details(p, {"functionCall"}) or {}
         if extra:
@@ -324,7 +389,9 @@ def part_of(p: Any) -> Part:
             content=_flatten_response(either_case(fr, "response"), either_case(fr, "parts")),
         )
         return Part(
-            kind="tool_result", tool_result=result, provider_details=_details(p, {"functionResponse"})
+            kind="tool_result",
+            tool_result=result,
+            provider_details=_details(p, {"functionResponse"}),
         )
     for key in ("inlineData", "fileData"):
         blob = either_case(p, key)
@@ -337,7 +404,9 @@ def part_of(p: Any) -> Part:
     tc = either_case(p, "toolCall")
     if isinstance(tc, dict):
         tool_type = as_str(either_case(tc, "toolType"))
-        call = tool_call_from_object(either_case(tc, "id"), tool_type, either_case(tc, "args"), kind="server")
+        call = tool_call_from_object(
+            either_case(tc, "id"), tool_type, either_case(tc, "args"), kind="server"
+        )
         return Part(kind="tool_call", tool_call=call, provider_details=_details(p, {"toolCall"}))
     tr = either_case(p, "toolResponse")
     if isinstance(tr, dict):

@@ -68,7 +68,15 @@ __all__ = ["GeminiInteractions"]
 Item = dict[str, Any]
 
 _VERSION = re.compile(r"^v1(?:alpha|beta\d*)?$")
-_STRUCTURAL = {"model", "agent", "input", "system_instruction", "tools", "stream", "previous_interaction_id"}
+_STRUCTURAL = {
+    "model",
+    "agent",
+    "input",
+    "system_instruction",
+    "tools",
+    "stream",
+    "previous_interaction_id",
+}
 _MEDIA = {"image", "audio", "video", "document"}
 #: Steps (and 1.x content types) the model produces; the rest of a history is the client's.
 _MODEL_SIDE = {"model_output", "thought", "function_call"}
@@ -152,30 +160,58 @@ def _content_parts(content: Any) -> list[Part]:
     if isinstance(content, str):
         return [Part(kind="text", text=content)]
     parts: list[Part] = []
-    for c in content if isinstance(content, list) else [content] if isinstance(content, dict) else []:
+    for c in (
+        content if isinstance(content, list) else [content] if isinstance(content, dict) else []
+    ):
         parts.extend(_item_parts(c)[1])
     return parts
 
 
 def _thought_part(item: Item) -> Part:
     summary = item.get("summary")
-    text = "".join(as_str(s.get("text")) or "" for s in summary if isinstance(s, dict)) if isinstance(summary, list) else ""
+    text = (
+        "".join(as_str(s.get("text")) or "" for s in summary if isinstance(s, dict))
+        if isinstance(summary, list)
+        else ""
+    )
     sig = item.get("signature")
-    return Part(kind="reasoning", text=text or None, provider_details={"signature": sig} if isinstance(sig, str) and sig else None)
+    return Part(
+        kind="reasoning",
+        text=text or None,
+        provider_details={"signature": sig} if isinstance(sig, str) and sig else None,
+    )
 
 
 def _result_part(item: Item) -> Part:
     result = item.get("result")
-    content = result if isinstance(result, str) else text_of(result) if isinstance(result, list) else compact_json(result)
-    return Part(kind="tool_result", tool_result=ToolResult(call_id=as_str(item.get("call_id")), name=as_str(item.get("name")), named=True,
-                                                           content=content, is_error=item.get("is_error") if isinstance(item.get("is_error"), bool) else None))
+    content = (
+        result
+        if isinstance(result, str)
+        else text_of(result)
+        if isinstance(result, list)
+        else compact_json(result)
+    )
+    return Part(
+        kind="tool_result",
+        tool_result=ToolResult(
+            call_id=as_str(item.get("call_id")),
+            name=as_str(item.get("name")),
+            named=True,
+            content=content,
+            is_error=item.get("is_error") if isinstance(item.get("is_error"), bool) else None,
+        ),
+    )
 
 
 def _item_parts(item: Any) -> tuple[str, list[Part]]:
     """One step, 1.x turn or content block → (the role it speaks in, its parts): ``assistant``
     for what the model produced, ``tool`` for a function's result, ``user`` for the rest."""
     if not isinstance(item, dict):
-        return ("user", [Part(kind="text", text=item)]) if isinstance(item, str) else ("user", [Part(kind="other", provider_details={"block": item})])
+        return (
+            ("user", [Part(kind="text", text=item)])
+            if isinstance(item, str)
+            else ("user", [Part(kind="other", provider_details={"block": item})])
+        )
     t = item.get("type")
     if t is None and "role" in item:
         return _turn_parts(item)
@@ -207,8 +243,13 @@ def _step_parts(t: Any, item: Item) -> tuple[str, list[Part]]:
     if t == "function_result":
         return "tool", [_result_part(item)]
     if t in _MEDIA:
-        return "user", [media_part({k: v for k, v in item.items() if k != "data"}, as_str(item.get("mime_type")))]
-    # a server-side tool's call or result (google_search_call, code_execution_result …): ran at the API
+        return "user", [
+            media_part(
+                {k: v for k, v in item.items() if k != "data"}, as_str(item.get("mime_type"))
+            )
+        ]
+    # a server-side tool's call or result (google_search_call, code_execution_result …): ran at the
+    # API
     return "assistant", [Part(kind="other", provider_details={"block": item})]
 
 
@@ -226,7 +267,11 @@ def _messages(inp: Any) -> list[Message]:
     out: list[Message] = []
     for item in (inp if isinstance(inp, list) else [inp])[: bounds.MAX_LIST]:
         role, parts = _item_parts(item)
-        if out and _joins(out[-1].role, role) and not (isinstance(item, dict) and "role" in item and "type" not in item):
+        if (
+            out
+            and _joins(out[-1].role, role)
+            and not (isinstance(item, dict) and "role" in item and "type" not in item)
+        ):
             out[-1].parts.extend(parts)
         else:
             out.append(Message(role=role, parts=parts))
@@ -240,7 +285,13 @@ def _tools(tools: Any) -> list[ToolSpec]:
             continue
         if t.get("type") == "function" and isinstance(t.get("name"), str):
             params = t.get("parameters")
-            out.append(ToolSpec(name=t["name"], description=as_str(t.get("description")), parameters=params if isinstance(params, dict) else None))
+            out.append(
+                ToolSpec(
+                    name=t["name"],
+                    description=as_str(t.get("description")),
+                    parameters=params if isinstance(params, dict) else None,
+                )
+            )
         elif isinstance(t.get("type"), str):
             out.append(ToolSpec(name=t["type"], kind="server"))
     return out
@@ -251,24 +302,44 @@ def _output_items(r: Item) -> list[Any]:
     retrieve with ``include_input`` carries the input's steps too), or the 1.x ``outputs``."""
     steps = r.get("steps")
     if isinstance(steps, list):
-        last_user = max((i for i, s in enumerate(steps) if isinstance(s, dict) and s.get("type") in ("user_input", "function_result")), default=-1)
+        last_user = max(
+            (
+                i
+                for i, s in enumerate(steps)
+                if isinstance(s, dict) and s.get("type") in ("user_input", "function_result")
+            ),
+            default=-1,
+        )
         return steps[last_user + 1 :]
     outputs = r.get("outputs")
     return outputs if isinstance(outputs, list) else []
 
 
-def _interaction_error(r: Item, status: str | None, cls: FinishReason | None, in_stream: bool) -> ApiError | None:
+def _interaction_error(
+    r: Item, status: str | None, cls: FinishReason | None, in_stream: bool
+) -> ApiError | None:
     """The error of an interaction that failed or is not finished: its last step's error, else the
     last of its ``errors``."""
     errors = [e for e in r.get("errors") or [] if isinstance(e, dict)]
-    step_errors = [as_obj(s.get("error")) for s in r.get("steps") or [] if isinstance(s, dict) and isinstance(s.get("error"), dict)]
+    step_errors = [
+        as_obj(s.get("error"))
+        for s in r.get("steps") or []
+        if isinstance(s, dict) and isinstance(s.get("error"), dict)
+    ]
     err = (step_errors or errors or [None])[-1]
     if isinstance(err, dict) and (status == "failed" or cls is None):
-        return ApiError(code=as_str(err.get("code")), message=as_str(err.get("message")), in_stream=in_stream, raw=err)
+        return ApiError(
+            code=as_str(err.get("code")),
+            message=as_str(err.get("message")),
+            in_stream=in_stream,
+            raw=err,
+        )
     return None
 
 
-def _interaction(r: Item, *, in_stream: bool = False, parts: list[Part] | None = None) -> NormalisedResponse:
+def _interaction(
+    r: Item, *, in_stream: bool = False, parts: list[Part] | None = None
+) -> NormalisedResponse:
     if parts is None:
         parts = []
         for item in _output_items(r):
@@ -277,7 +348,17 @@ def _interaction(r: Item, *, in_stream: bool = False, parts: list[Part] | None =
     status = as_str(r.get("status"))
     cls, complete = _finish(status, has_calls)
     error = _interaction_error(r, status, cls, in_stream)
-    details = {k: r[k] for k in ("agent", "previous_interaction_id", "continuation_token", "service_tier", "errors") if r.get(k) is not None}
+    details = {
+        k: r[k]
+        for k in (
+            "agent",
+            "previous_interaction_id",
+            "continuation_token",
+            "service_tier",
+            "errors",
+        )
+        if r.get(k) is not None
+    }
     resp = NormalisedResponse(
         id=as_str(r.get("id")) or None,
         model=as_str(r.get("model")) or as_str(r.get("agent")),
@@ -290,7 +371,10 @@ def _interaction(r: Item, *, in_stream: bool = False, parts: list[Part] | None =
         provider_details=details or None,
     )
     if status is not None and cls is None:
-        resp.notes.append(f"interaction {status}: not finished; the answer so far (a later retrieve holds the rest)")
+        resp.notes.append(
+            f"interaction {status}: not finished; the answer "
+            "so far (a later retrieve holds the rest)"
+        )
     elif cls in (FinishReason.OTHER, FinishReason.UNKNOWN):
         resp.notes.append(f"interaction status {status!r} is not one the SDK knows; kept raw")
     return resp
@@ -359,7 +443,9 @@ class _Stream:
             else:
                 self.steps[idx] = {**step, **d}
         elif isinstance(t, str):
-            self.steps[idx] = {**step, **d} if not step.get("type") or step.get("type") == t else step
+            self.steps[idx] = (
+                {**step, **d} if not step.get("type") or step.get("type") == t else step
+            )
 
     def parts(self) -> list[Part]:
         parts: list[Part] = []
@@ -368,13 +454,29 @@ class _Stream:
             text = "".join(self.text.get(idx, []))
             if text:
                 if step.get("type") == "text":  # 1.x: a text content block
-                    step = {"type": "model_output", "content": [{"type": "text", "text": (as_str(step.get("text")) or "") + text}]}
+                    step = {
+                        "type": "model_output",
+                        "content": [
+                            {"type": "text", "text": (as_str(step.get("text")) or "") + text}
+                        ],
+                    }
                 else:
-                    step["content"] = [*[c for c in step.get("content") or [] if isinstance(c, dict) and c.get("type") != "text"], {"type": "text", "text": text}]
+                    step["content"] = [
+                        *[
+                            c
+                            for c in step.get("content") or []
+                            if isinstance(c, dict) and c.get("type") != "text"
+                        ],
+                        {"type": "text", "text": text},
+                    ]
             if idx in self.args:
                 raw = "".join(self.args[idx])
                 args, err = parse_arguments(raw)
-                if err is None and isinstance(step.get("arguments"), dict) and not step["arguments"]:
+                if (
+                    err is None
+                    and isinstance(step.get("arguments"), dict)
+                    and not step["arguments"]
+                ):
                     step["arguments"] = args
                 elif err is None and not step.get("arguments"):
                     step["arguments"] = args
@@ -393,7 +495,12 @@ class _Stream:
         resp = _interaction(merged, in_stream=True, parts=self.parts())
         resp.events = self.events
         if self.error is not None:
-            resp.error = ApiError(code=as_str(self.error.get("code")), message=as_str(self.error.get("message")), in_stream=True, raw=self.error)
+            resp.error = ApiError(
+                code=as_str(self.error.get("code")),
+                message=as_str(self.error.get("message")),
+                in_stream=True,
+                raw=self.error,
+            )
             resp.finish_reason = FinishReason.ERROR
             resp.complete = True
         elif self.end is None:
@@ -406,13 +513,18 @@ class _Stream:
 
 
 def _thread(request: Any, answer: Any) -> tuple[str | None, str | None, list[Any]]:
-    """(previous_interaction_id, the answer's id, the turn's input items then the answer's steps)."""
+    """(previous_interaction_id, the answer's id, the turn's input items then the answer's
+    steps)."""
     req = as_obj(request)
     prev = as_str(req.get("previous_interaction_id"))
     inp = req.get("input")
     if isinstance(inp, str):
         items: list[Any] = [{"type": "user_input", "content": [{"type": "text", "text": inp}]}]
-    elif isinstance(inp, list) and inp and all(isinstance(i, dict) and i.get("type") in _MEDIA | {"text"} for i in inp):
+    elif (
+        isinstance(inp, list)
+        and inp
+        and all(isinstance(i, dict) and i.get("type") in _MEDIA | {"text"} for i in inp)
+    ):
         items = [{"type": "user_input", "content": inp}]
     elif isinstance(inp, list):
         items = list(inp)
@@ -432,13 +544,19 @@ def _standalone(request: Any, history: list[Any]) -> Any:
     if not isinstance(request, dict):
         return request
     _, _, own = _thread(request, None)
-    return {**{k: v for k, v in request.items() if k != "previous_interaction_id"}, "input": [*history, *own]}
+    return {
+        **{k: v for k, v in request.items() if k != "previous_interaction_id"},
+        "input": [*history, *own],
+    }
 
 
 class GeminiInteractions(Provider):
     family = "gemini_interactions"
     profile = Profile(
-        price_provider="google", model_vendor="google", otel_provider="gcp.gemini", api_key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY")
+        price_provider="google",
+        model_vendor="google",
+        otel_provider="gcp.gemini",
+        api_key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
     )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -448,14 +566,22 @@ class GeminiInteractions(Provider):
         kind = route[0]
         m = method.upper()
         segs = [s for s in url.path.split("/") if s]
-        if not _google_host(url) and not _VERSION.match(segs[segs.index("interactions") - 1] if segs.index("interactions") else ""):
+        if not _google_host(url) and not _VERSION.match(
+            segs[segs.index("interactions") - 1] if segs.index("interactions") else ""
+        ):
             return 0  # elsewhere only as the SDK writes it, ``…/{version}/interactions``
         if kind == "create":
             if m != "POST":
                 return 0
             if _google_host(url):
                 return 4
-            return 3 if isinstance(body, dict) and "input" in body and ("model" in body or "agent" in body) else 0
+            return (
+                3
+                if isinstance(body, dict)
+                and "input" in body
+                and ("model" in body or "agent" in body)
+                else 0
+            )
         if kind == "item" and m in ("GET", "DELETE"):
             return 3 if _google_host(url) else 2
         if kind == "cancel" and m == "POST":
@@ -490,7 +616,8 @@ class GeminiInteractions(Provider):
         return _joins(_item_parts(prev)[0], _item_parts(item)[0])
 
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
-        """Consecutive model-side steps are one message: walk the items as :func:`_messages` does."""
+        """Consecutive model-side steps are one message: walk the items as :func:`_messages`
+        does."""
         inp = body.get("input") if isinstance(body, dict) else None
         if not isinstance(inp, list):
             return None
@@ -527,7 +654,9 @@ class GeminiInteractions(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: Item = body if isinstance(body, dict) else {}
         if isinstance(b.get("error"), dict) and "status" not in b:
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         return _interaction(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:

@@ -1,5 +1,6 @@
-"""Gemini Live (``wss://…/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent``),
-read from its WebSocket turns.
+"""Gemini Live
+(``wss://…/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent``), read
+from its WebSocket turns.
 
 The client opens with ``setup`` (model, system instruction, tools, generation config), then sends
 ``clientContent`` (turns of content, ``turnComplete``), ``realtimeInput`` (audio, video, text as it
@@ -8,8 +9,8 @@ comes) and ``toolResponse`` (function results). The server answers with ``server
 ``toolCall`` (function calls the client must run) and ``usageMetadata``. A turn opens with a
 ``clientContent`` or ``toolResponse`` message and closes with ``turnComplete`` or a ``toolCall``;
 the client messages before it (``setup``, ``realtimeInput``) are gathered into its request
-envelope (``cassettes.recording.websocket``). Audio and video are stored by size and hash. Live has no
-response ids: the recorder numbers the turns of a connection to thread them.
+envelope (``cassettes.recording.websocket``). Audio and video are stored by size and hash. Live has
+no response ids: the recorder numbers the turns of a connection to thread them.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def _closes(msg: Any) -> bool:
 
 
 def _scrub(msg: Any) -> Any:
-    """``realtimeInput`` media chunks by size and hash (``audio``/``video``/``mediaChunks`` data)."""
+    """``realtimeInput`` media chunks by size and hash (``audio``/``video``/``mediaChunks``
+    data)."""
     rt = either_case(msg, "realtimeInput") if isinstance(msg, dict) else None
     if not isinstance(rt, dict):
         return None
@@ -75,7 +77,10 @@ def _scrub(msg: Any) -> Any:
     chunks = out.get("mediaChunks") or out.get("media_chunks")
     if isinstance(chunks, list):
         out["mediaChunks" if "mediaChunks" in out else "media_chunks"] = [
-            {**c, "data": audio_ref(c["data"])} if isinstance(c, dict) and isinstance(c.get("data"), str) else c for c in chunks
+            {**c, "data": audio_ref(c["data"])}
+            if isinstance(c, dict) and isinstance(c.get("data"), str)
+            else c
+            for c in chunks
         ]
         changed = True
     if not changed:
@@ -95,7 +100,11 @@ _TURNS = WsTurns(
 
 class GeminiLive(WsProvider):
     family = "gemini_live"
-    profile = Profile(price_provider="google", otel_provider="gcp.gemini", api_key_env=("GOOGLE_API_KEY", "GEMINI_API_KEY"))
+    profile = Profile(
+        price_provider="google",
+        otel_provider="gcp.gemini",
+        api_key_env=("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    )
 
     turns = _TURNS
 
@@ -111,11 +120,21 @@ class GeminiLive(WsProvider):
         model = req.model
         if isinstance(model, str) and model.startswith("models/"):
             model = model.removeprefix("models/")
-        return NormalisedRequest(family=self.family, model=model, stream=True, system=req.system, messages=req.messages, tools=req.tools,
-                                 params=req.params, previous_response_id=as_str(b.get("previous_response_id")))
+        return NormalisedRequest(
+            family=self.family,
+            model=model,
+            stream=True,
+            system=req.system,
+            messages=req.messages,
+            tools=req.tools,
+            params=req.params,
+            previous_response_id=as_str(b.get("previous_response_id")),
+        )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        return NormalisedResponse(error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True)
+        return NormalisedResponse(
+            error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
+        )
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return _LiveTurn().read(framed)
@@ -142,10 +161,21 @@ class _LiveRequest:
             self.messages.extend(message_of(turn) for turn in either_case(content, "turns") or [])
         rt = either_case(ev, "realtimeInput")
         if isinstance(rt, dict) and isinstance(either_case(rt, "text"), str):
-            self.messages.append(Message(role="user", parts=[Part(kind="text", text=either_case(rt, "text"))]))
+            self.messages.append(
+                Message(role="user", parts=[Part(kind="text", text=either_case(rt, "text"))])
+            )
         resp = either_case(ev, "toolResponse")
         if isinstance(resp, dict):
-            self.messages.append(Message(role="user", parts=[_function_response(fr) for fr in either_case(resp, "functionResponses") or [] if isinstance(fr, dict)]))
+            self.messages.append(
+                Message(
+                    role="user",
+                    parts=[
+                        _function_response(fr)
+                        for fr in either_case(resp, "functionResponses") or []
+                        if isinstance(fr, dict)
+                    ],
+                )
+            )
 
     def setup(self, setup: Item) -> None:
         self.model = as_str(either_case(setup, "model")) or self.model
@@ -183,7 +213,16 @@ class _LiveTurn(StreamParts):
         if isinstance(call, dict):
             for fc in either_case(call, "functionCalls") or []:
                 if isinstance(fc, dict):
-                    self.add(Part(kind="tool_call", tool_call=tool_call_from_object(either_case(fc, "id"), either_case(fc, "name"), either_case(fc, "args"))))
+                    self.add(
+                        Part(
+                            kind="tool_call",
+                            tool_call=tool_call_from_object(
+                                either_case(fc, "id"),
+                                either_case(fc, "name"),
+                                either_case(fc, "args"),
+                            ),
+                        )
+                    )
             self.finish_class, self.finish_raw = FinishReason.TOOL_CALL, "toolCall"
         if either_case(obj, "usageMetadata") is not None:
             self.usage = usage_from(either_case(obj, "usageMetadata"))
@@ -195,16 +234,31 @@ class _LiveTurn(StreamParts):
         if isinstance(turn, dict):
             for p in parts_of(turn):
                 last = self.last()
-                if p.kind == "text" and last is not None and last.kind == "text" and p.text is not None:
+                if (
+                    p.kind == "text"
+                    and last is not None
+                    and last.kind == "text"
+                    and p.text is not None
+                ):
                     last.whole = Part(kind="text", text=(last.part().text or "") + p.text)
                 else:
                     self.add(p)
         if either_case(content, "interrupted"):
             self.finish_class, self.finish_raw = FinishReason.CANCELLED, "interrupted"
         elif either_case(content, "turnComplete"):
-            self.finish_class, self.finish_raw = self.finish_class or FinishReason.COMPLETE, self.finish_raw or "turnComplete"
+            self.finish_class, self.finish_raw = (
+                self.finish_class or FinishReason.COMPLETE,
+                self.finish_raw or "turnComplete",
+            )
 
     def close(self) -> NormalisedResponse:
         # A turn cut without an end is not classed an error here (as a Live session reports it).
-        return NormalisedResponse(parts=self.parts(), finish_reason=self.finish_class, finish_reason_raw=self.finish_raw, usage=self.usage,
-                                  complete=self.finish_class is not None, events=self.events, error=self.error)
+        return NormalisedResponse(
+            parts=self.parts(),
+            finish_reason=self.finish_class,
+            finish_reason_raw=self.finish_raw,
+            usage=self.usage,
+            complete=self.finish_class is not None,
+            events=self.events,
+            error=self.error,
+        )

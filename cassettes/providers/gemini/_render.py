@@ -37,10 +37,17 @@ def _usage_body(u: Usage | None) -> dict[str, Any] | None:
         return None
     if isinstance(u.raw, dict) and ("totalTokenCount" in u.raw or "promptTokenCount" in u.raw):
         return u.raw
-    out = {"promptTokenCount": u.input_tokens or 0, "candidatesTokenCount": max(0, (u.output_tokens or 0) - (u.reasoning_tokens or 0))}
+    out = {
+        "promptTokenCount": u.input_tokens or 0,
+        "candidatesTokenCount": max(0, (u.output_tokens or 0) - (u.reasoning_tokens or 0)),
+    }
     if u.reasoning_tokens:
         out["thoughtsTokenCount"] = u.reasoning_tokens
-    out["totalTokenCount"] = u.total_tokens if u.total_tokens is not None else (u.input_tokens or 0) + (u.output_tokens or 0)
+    out["totalTokenCount"] = (
+        u.total_tokens
+        if u.total_tokens is not None
+        else (u.input_tokens or 0) + (u.output_tokens or 0)
+    )
     return out
 
 
@@ -56,10 +63,21 @@ def render_generate(answer: NormalisedResponse, stream: bool, sse_framing: bool)
         return None  # ``args`` is an object, streamed or not
     tail: dict[str, Any] = {"finishReason": reason, "index": 0}
     if reason == "SAFETY":
-        tail["safetyRatings"] = [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]
+        tail["safetyRatings"] = [
+            {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}
+        ]
     head = {"modelVersion": answer.model or "", "responseId": answer.id or "looptap"}
     usage = _usage_body(answer.usage)
-    call_parts = [{"functionCall": {**({"id": c.id} if c.id else {}), "name": c.name or "", "args": call_arguments_object(c)}} for c in calls]
+    call_parts = [
+        {
+            "functionCall": {
+                **({"id": c.id} if c.id else {}),
+                "name": c.name or "",
+                "args": call_arguments_object(c),
+            }
+        }
+        for c in calls
+    ]
 
     def response(parts: list[dict[str, Any]], last: bool) -> dict[str, Any]:
         cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}} if parts else {}
@@ -79,7 +97,9 @@ def render_generate(answer: NormalisedResponse, stream: bool, sse_framing: bool)
     steps = steps or [[]]
     bodies = [response(parts, i == len(steps) - 1) for i, parts in enumerate(steps)]
     if sse_framing:
-        return Rendered("text/event-stream", [b"data: " + orjson.dumps(b) + b"\r\n\r\n" for b in bodies])
+        return Rendered(
+            "text/event-stream", [b"data: " + orjson.dumps(b) + b"\r\n\r\n" for b in bodies]
+        )
     chunks = [(b"[" if i == 0 else b",\r\n") + orjson.dumps(b) for i, b in enumerate(bodies)]
     chunks.append(b"]")
     return Rendered("application/json", chunks)

@@ -62,7 +62,9 @@ def _set_path(root: JSON, path: str, value: Any, append: bool) -> None:
     last = tokens[-1]
     if _addressable(node, last):
         old = _at(node, last)
-        node[last] = old + value if append and isinstance(old, str) and isinstance(value, str) else value
+        node[last] = (
+            old + value if append and isinstance(old, str) and isinstance(value, str) else value
+        )
 
 
 def _addressable(node: Any, tok: str | int) -> bool:
@@ -161,7 +163,11 @@ class GenerateStream(StreamParts):
         if fr is not None:
             self.finish_value = fr
             self.done = True
-        extra = {camel(k): v for k, v in cand.items() if camel(k) not in ("content", "finishReason", "index")}
+        extra = {
+            camel(k): v
+            for k, v in cand.items()
+            if camel(k) not in ("content", "finishReason", "index")
+        }
         if extra:
             self.details.setdefault("candidate", {}).update(extra)
 
@@ -217,7 +223,11 @@ class GenerateStream(StreamParts):
             if sig is not None:
                 cur.setdefault("thoughtSignature", sig)
         else:
-            call = {k: v for k, v in ((camel(k), v) for k, v in fc.items()) if k not in ("partialArgs", "willContinue")}
+            call = {
+                k: v
+                for k, v in ((camel(k), v) for k, v in fc.items())
+                if k not in ("partialArgs", "willContinue")
+            }
             cur = {camel(k): v for k, v in p.items() if camel(k) != "functionCall"}
             cur["functionCall"] = call
             self.append("wire", cur)
@@ -228,7 +238,8 @@ class GenerateStream(StreamParts):
         self._open_call = cur if either_case(fc, "willContinue") is True else None
 
     def _partial_args(self, args: JSON, partial: list[Any]) -> None:
-        """Vertex's streamed arguments: values set at json paths, strings continued over fragments."""
+        """Vertex's streamed arguments: values set at json paths, strings continued over
+        fragments."""
         for pa in partial:
             if not isinstance(pa, dict):
                 continue
@@ -249,7 +260,13 @@ class GenerateStream(StreamParts):
             bad = next((u for u in self.not_json if u.lstrip("[ \n").startswith('{"error"')), None)
             if bad is not None and self.error is None:
                 self.error = ApiError(message=bad, in_stream=True, raw=bad)
-        return self.finish(parts=self.parts(convert=lambda st: part_of(st.block.get("_raw") if set(st.block) == {"_raw"} else st.block)))
+        return self.finish(
+            parts=self.parts(
+                convert=lambda st: part_of(
+                    st.block.get("_raw") if set(st.block) == {"_raw"} else st.block
+                )
+            )
+        )
 
     def _vertex(self) -> bool:
         """Vertex AI sent it: only Vertex's answers carry ``createTime``. Asked only where the

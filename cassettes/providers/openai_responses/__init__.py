@@ -51,7 +51,15 @@ __all__ = ["OpenAIResponses", "render_responses"]
 
 Item = dict[str, Any]
 
-_STRUCTURAL = {"model", "input", "instructions", "tools", "tool_choice", "stream", "previous_response_id"}
+_STRUCTURAL = {
+    "model",
+    "input",
+    "instructions",
+    "tools",
+    "tool_choice",
+    "stream",
+    "previous_response_id",
+}
 
 #: Path segments under ``/responses`` that are other operations on the same resource.
 _SUB_OPERATIONS = {"input_tokens": "count_tokens", "compact": "compact"}
@@ -117,7 +125,9 @@ def finish_of(
 # --- the adapter ------------------------------------------------------------------------------
 
 
-_WS_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed", "response.cancelled", "error"})
+_WS_TERMINAL = frozenset(
+    {"response.completed", "response.incomplete", "response.failed", "response.cancelled", "error"}
+)
 
 
 def _ws_opens(msg: Any) -> bool:
@@ -135,8 +145,18 @@ def _ws_thread(request: Any, closing: Any) -> tuple[str | None, str | None, list
     req = request if isinstance(request, dict) else {}
     prev = req.get("previous_response_id")
     given = req.get("input")
-    items: list[Any] = list(given) if isinstance(given, list) else [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else []
-    resp = (closing.get("response") if closing.get("object") != "response" else closing) if isinstance(closing, dict) else None
+    items: list[Any] = (
+        list(given)
+        if isinstance(given, list)
+        else [{"type": "message", "role": "user", "content": given}]
+        if isinstance(given, str)
+        else []
+    )
+    resp = (
+        (closing.get("response") if closing.get("object") != "response" else closing)
+        if isinstance(closing, dict)
+        else None
+    )
     rid = None
     if isinstance(resp, dict):
         rid = resp.get("id") if isinstance(resp.get("id"), str) else None
@@ -152,7 +172,10 @@ def _ws_standalone(request: Any, history: list[Any]) -> Any:
     if not isinstance(request, dict):
         return request
     _, _, own = _ws_thread(request, None)
-    return {**{k: v for k, v in request.items() if k != "previous_response_id"}, "input": [*history, *own]}
+    return {
+        **{k: v for k, v in request.items() if k != "previous_response_id"},
+        "input": [*history, *own],
+    }
 
 
 class ResponsesReplay(ReplayShapes):
@@ -160,11 +183,20 @@ class ResponsesReplay(ReplayShapes):
     ``error`` stream event, and its answers rendered as JSON or its event stream."""
 
     def fault_event(self, kind: str) -> bytes:
-        return (b'event: error\ndata: {"type":"error","code":"server_error","message":"The server had an error while processing '
-                b'your request. Sorry about that!","param":null,"sequence_number":0}\n\n')
+        return (
+            b'event: error\ndata: {"type":"error","code":"server_error","message":"The server had '
+            b'an error while processing your request. Sorry about '
+            b'that!","param":null,"sequence_number":0}\n\n'
+        )
 
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
-        return render_responses(answer, stream, request) if OpenAIResponses().operation("POST", url) == "generate" else None
+    def render_answer(
+        self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any
+    ) -> Rendered | None:
+        return (
+            render_responses(answer, stream, request)
+            if OpenAIResponses().operation("POST", url) == "generate"
+            else None
+        )
 
     def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
         """The input, then the cut answer as the output message item it was (its text), then a
@@ -172,10 +204,20 @@ class ResponsesReplay(ReplayShapes):
         if not isinstance(request, dict):
             return None
         given = request.get("input")
-        items = [{"role": "user", "content": given}] if isinstance(given, str) else list(given) if isinstance(given, list) else None
+        items = (
+            [{"role": "user", "content": given}]
+            if isinstance(given, str)
+            else list(given)
+            if isinstance(given, list)
+            else None
+        )
         if items is None:
             return None
-        said = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": partial}]}
+        said = {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": partial}],
+        }
         return {**request, "input": [*items, said, {"role": "user", "content": prompt}]}, partial
 
 
@@ -195,7 +237,9 @@ class OpenAIResponses(Provider):
         otel_provider="openai",
         # Codex's per-session telemetry: thread, window and session ids and a start time in ms
         # (``client_metadata``), a turn id and creation time on every input item.
-        volatile_fields=frozenset({"client_metadata", "internal_chat_message_metadata_passthrough"}),
+        volatile_fields=frozenset(
+            {"client_metadata", "internal_chat_message_metadata_passthrough"}
+        ),
         field_defaults=(("stream", False),),
         api_key_env=("OPENAI_API_KEY",),
     )
@@ -218,7 +262,8 @@ class OpenAIResponses(Provider):
 
     def chaining(self) -> Chaining:
         """``previous_response_id`` names an answer the server stored; the same request made
-        self-contained carries that answer's history in its ``input`` (over HTTP as over a WebSocket)."""
+        self-contained carries that answer's history in its ``input`` (over HTTP as over a
+        WebSocket)."""
         return Chaining(_ws_thread, _ws_standalone)
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -280,8 +325,8 @@ class OpenAIResponses(Provider):
         return item_joins(prev, item)
 
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
-        """Consecutive model-side items (reasoning, calls, text) are one normalised message: walk the
-        items as ``_items.messages_of`` merges them to find the one that holds the part."""
+        """Consecutive model-side items (reasoning, calls, text) are one normalised message: walk
+        the items as ``_items.messages_of`` merges them to find the one that holds the part."""
         inp = body.get("input") if isinstance(body, dict) else None
         if not isinstance(inp, list):
             return None
@@ -362,7 +407,10 @@ class OpenAIResponses(Provider):
         notes: list[str] = []
         if status is not None and cls is FinishReason.OTHER and status not in ("incomplete",):
             details["unknown_status"] = status  # e.g. the hand-edited ``complete`` in the corpus
-            notes.append(f"status {status!r} is not a value the Responses API sends; kept raw (hand-edited recording?)")
+            notes.append(
+                f"status {status!r} is not a value the Responses "
+                "API sends; kept raw (hand-edited recording?)"
+            )
         return NormalisedResponse(
             id=as_str(r.get("id")),
             model=as_str(r.get("model")),
@@ -377,7 +425,8 @@ class OpenAIResponses(Provider):
         )
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        """The SDK's ``ResponseStreamState`` accumulation (WIRE.md §B.4), lenient for other servers."""
+        """The SDK's ``ResponseStreamState`` accumulation (WIRE.md §B.4), lenient for other
+        servers."""
         from cassettes.providers.openai_responses._stream import ResponsesStream
 
         return ResponsesStream(self._response).read(framed)

@@ -78,7 +78,11 @@ def _content_parts(content: Any, item_details: Item | None = None) -> list[Part]
     if content is None:
         return []
     if isinstance(content, str):
-        return [Part(kind="text", text=content, provider_details=item_details or None)] if content else []
+        return (
+            [Part(kind="text", text=content, provider_details=item_details or None)]
+            if content
+            else []
+        )
     parts: list[Part] = []
     for block in content if isinstance(content, list) else [content]:
         if not isinstance(block, dict):
@@ -91,15 +95,27 @@ def _content_parts(content: Any, item_details: Item | None = None) -> list[Part]
                 if block.get(key):
                     details[key] = block[key]
             parts.append(
-                Part(kind="text", text=as_str(block.get("text")) or "", provider_details=details or None)
+                Part(
+                    kind="text",
+                    text=as_str(block.get("text")) or "",
+                    provider_details=details or None,
+                )
             )
         elif t == "refusal":
             parts.append(
-                Part(kind="refusal", text=as_str(block.get("refusal")), provider_details=item_details or None)
+                Part(
+                    kind="refusal",
+                    text=as_str(block.get("refusal")),
+                    provider_details=item_details or None,
+                )
             )
         elif t == "reasoning_text":
             parts.append(
-                Part(kind="reasoning", text=as_str(block.get("text")), provider_details=item_details or None)
+                Part(
+                    kind="reasoning",
+                    text=as_str(block.get("text")),
+                    provider_details=item_details or None,
+                )
             )
         elif t in ("input_image", "input_file", "input_audio"):
             parts.append(media_part(block, _media_type(block)))
@@ -120,16 +136,22 @@ def _reasoning_part(item: Item) -> Part:
     if item.get("summary") and item.get("content"):
         details["has_summary_and_content"] = True
     return Part(
-        kind="reasoning", text="\n\n".join(texts) if texts else None, provider_details=details or None
+        kind="reasoning",
+        text="\n\n".join(texts) if texts else None,
+        provider_details=details or None,
     )
 
 
 def _call_part(item: Item) -> Part:
     """A client-executed call item (function, custom, computer, shell …) as a tool call."""
     t = as_str(item.get("type")) or "function_call"
-    details = {k: item[k] for k in ("id", "status", "namespace", "caller") if item.get(k) is not None}
+    details = {
+        k: item[k] for k in ("id", "status", "namespace", "caller") if item.get(k) is not None
+    }
     if t == "function_call":
-        call = tool_call_from_string(item.get("call_id"), item.get("name"), item.get("arguments", ""))
+        call = tool_call_from_string(
+            item.get("call_id"), item.get("name"), item.get("arguments", "")
+        )
     elif t == "custom_tool_call":
         raw = as_str(item.get("input"))
         call = ToolCall(
@@ -186,12 +208,19 @@ def item_role_parts(item: Any) -> tuple[str, list[Part]]:
         # analysis puts the referenced item back (``item_reference`` names the id); unresolved,
         # it stands in the model-side turn it belongs to.
         ref = as_str(item.get("id"))
-        return "assistant", [Part(kind="other", provider_details={"block": item, **({"item_reference": ref} if ref else {})})]
+        return "assistant", [
+            Part(
+                kind="other",
+                provider_details={"block": item, **({"item_reference": ref} if ref else {})},
+            )
+        ]
     if t == "agent_message":
         return "user", _agent_message_parts(item)
     # Hosted-tool calls and their outputs (web_search_call, tool_search_output, compaction …),
     # and items that carry a role but are no message (``additional_tools``).
-    return as_str(item.get("role")) or "assistant", [Part(kind="other", provider_details={"block": item})]
+    return as_str(item.get("role")) or "assistant", [
+        Part(kind="other", provider_details={"block": item})
+    ]
 
 
 def _agent_message_parts(item: Item) -> list[Part]:
@@ -205,7 +234,13 @@ def _agent_message_parts(item: Item) -> list[Part]:
     content = item.get("content")
     for block in content if isinstance(content, list) else [content]:
         if isinstance(block, dict) and block.get("type") == "encrypted_content":
-            parts.append(Part(kind="text", text=as_str(block.get("encrypted_content")) or "", provider_details={**details, "encrypted": True}))
+            parts.append(
+                Part(
+                    kind="text",
+                    text=as_str(block.get("encrypted_content")) or "",
+                    provider_details={**details, "encrypted": True},
+                )
+            )
         else:
             parts.extend(_content_parts(block, details or None))
     return parts
@@ -239,7 +274,8 @@ def roles_join(last_role: str, role: str) -> bool:
 
 
 def item_joins(prev: Any, item: Any) -> bool:
-    """Whether the input ``item`` continues the normalised message of the item before it, ``prev``."""
+    """Whether the input ``item`` continues the normalised message of the item before it,
+    ``prev``."""
     return roles_join(item_role_parts(prev)[0], item_role_parts(item)[0])
 
 
@@ -255,7 +291,8 @@ def output_parts(output: Any) -> list[Part]:
 
 def additional_tools(input_value: Any) -> list[ToolSpec]:
     """Tools offered in the input: Codex's ``additional_tools`` items (``{"type":
-    "additional_tools", "role": "developer", "tools": [...]}``) carry its tools, namespaces and all."""
+    "additional_tools", "role": "developer", "tools": [...]}``) carry its tools, namespaces and
+    all."""
     out: list[ToolSpec] = []
     for item in input_value if isinstance(input_value, list) else []:
         if isinstance(item, dict) and item.get("type") == "additional_tools":
@@ -281,7 +318,9 @@ def tools_of(tools: Any) -> list[ToolSpec]:
         elif kind == "custom":
             out.append(
                 ToolSpec(
-                    name=as_str(t.get("name")) or "", description=as_str(t.get("description")), kind="custom"
+                    name=as_str(t.get("name")) or "",
+                    description=as_str(t.get("description")),
+                    kind="custom",
                 )
             )
         elif kind == "namespace":
@@ -289,7 +328,9 @@ def tools_of(tools: Any) -> list[ToolSpec]:
         else:
             name = t.get("name") or t.get("server_label") or kind
             out.append(
-                ToolSpec(name=as_str(name) or kind, description=as_str(t.get("description")), kind=kind)
+                ToolSpec(
+                    name=as_str(name) or kind, description=as_str(t.get("description")), kind=kind
+                )
             )
     return out
 

@@ -52,10 +52,26 @@ def _items(answer: NormalisedResponse, rid: str, incomplete: str | None) -> list
         content.append({"type": "refusal", "refusal": refusal})
     items: list[Item] = []
     if content:
-        items.append({"type": "message", "id": f"msg_{rid}", "status": status, "role": "assistant", "content": content})
+        items.append(
+            {
+                "type": "message",
+                "id": f"msg_{rid}",
+                "status": status,
+                "role": "assistant",
+                "content": content,
+            }
+        )
     for i, c in enumerate(calls):
-        items.append({"type": "function_call", "id": f"fc_{rid}_{i}", "call_id": c.id or f"call_looptap_{i}", "name": c.name or "",
-                      "arguments": call_arguments_text(c), "status": status})
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{rid}_{i}",
+                "call_id": c.id or f"call_looptap_{i}",
+                "name": c.name or "",
+                "arguments": call_arguments_text(c),
+                "status": status,
+            }
+        )
     return items
 
 
@@ -63,17 +79,34 @@ def render_responses(answer: NormalisedResponse, stream: bool, request: Any) -> 
     """An answer as a response object (JSON) or its event stream, ending ``response.completed``
     (``response.incomplete`` when cut by ``max_output_tokens`` or a content filter)."""
     finish = answer.finish_reason
-    incomplete = {FinishReason.TRUNCATED_LENGTH: "max_output_tokens", FinishReason.FILTERED: "content_filter"}.get(finish or FinishReason.COMPLETE)
+    incomplete = {
+        FinishReason.TRUNCATED_LENGTH: "max_output_tokens",
+        FinishReason.FILTERED: "content_filter",
+    }.get(finish or FinishReason.COMPLETE)
     rid = answer.id or "resp_looptap"
     items = _items(answer, rid, incomplete)
     req = request if isinstance(request, dict) else {}
     final: Item = {
-        "id": rid, "object": "response", "created_at": 1700000000, "status": "incomplete" if incomplete else "completed",
-        "error": None, "incomplete_details": {"reason": incomplete} if incomplete else None,
-        "instructions": req.get("instructions"), "model": answer.model or as_str(req.get("model")) or "", "output": items,
-        "parallel_tool_calls": True, "previous_response_id": req.get("previous_response_id"), "store": True,
-        "temperature": 1.0, "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": req.get("tools") or [],
-        "top_p": 1.0, "truncation": "disabled", "usage": _usage_body(answer.usage), "metadata": {},
+        "id": rid,
+        "object": "response",
+        "created_at": 1700000000,
+        "status": "incomplete" if incomplete else "completed",
+        "error": None,
+        "incomplete_details": {"reason": incomplete} if incomplete else None,
+        "instructions": req.get("instructions"),
+        "model": answer.model or as_str(req.get("model")) or "",
+        "output": items,
+        "parallel_tool_calls": True,
+        "previous_response_id": req.get("previous_response_id"),
+        "store": True,
+        "temperature": 1.0,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": req.get("tools") or [],
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "usage": _usage_body(answer.usage),
+        "metadata": {},
     }
     if not stream:
         return Rendered("application/json", [orjson.dumps(final)])
@@ -87,7 +120,13 @@ def _events(final: Item, items: list[Item], incomplete: str | None) -> list[byte
     def emit(etype: str, **fields: Any) -> None:
         out.append(sse({"type": etype, "sequence_number": len(out), **fields}, etype))
 
-    started = {**final, "status": "in_progress", "incomplete_details": None, "output": [], "usage": None}
+    started = {
+        **final,
+        "status": "in_progress",
+        "incomplete_details": None,
+        "output": [],
+        "usage": None,
+    }
     emit("response.created", response=started)
     emit("response.in_progress", response=started)
     for n, item in enumerate(items):
@@ -101,19 +140,67 @@ def _events(final: Item, items: list[Item], incomplete: str | None) -> list[byte
 
 
 def _message_events(emit: Callable[..., None], n: int, item: Item) -> None:
-    emit("response.output_item.added", output_index=n, item={**item, "status": "in_progress", "content": []})
+    emit(
+        "response.output_item.added",
+        output_index=n,
+        item={**item, "status": "in_progress", "content": []},
+    )
     for ci, part in enumerate(item["content"]):
-        empty = {"type": "output_text", "text": "", "annotations": []} if part["type"] == "output_text" else {"type": "refusal", "refusal": ""}
-        emit("response.content_part.added", item_id=item["id"], output_index=n, content_index=ci, part=empty)
-        kind, field = ("output_text", "text") if part["type"] == "output_text" else ("refusal", "refusal")
+        empty = (
+            {"type": "output_text", "text": "", "annotations": []}
+            if part["type"] == "output_text"
+            else {"type": "refusal", "refusal": ""}
+        )
+        emit(
+            "response.content_part.added",
+            item_id=item["id"],
+            output_index=n,
+            content_index=ci,
+            part=empty,
+        )
+        kind, field = (
+            ("output_text", "text") if part["type"] == "output_text" else ("refusal", "refusal")
+        )
         for piece in pieces(part[field]):
-            emit(f"response.{kind}.delta", item_id=item["id"], output_index=n, content_index=ci, delta=piece)
-        emit(f"response.{kind}.done", item_id=item["id"], output_index=n, content_index=ci, **{field: part[field]})
-        emit("response.content_part.done", item_id=item["id"], output_index=n, content_index=ci, part=part)
+            emit(
+                f"response.{kind}.delta",
+                item_id=item["id"],
+                output_index=n,
+                content_index=ci,
+                delta=piece,
+            )
+        emit(
+            f"response.{kind}.done",
+            item_id=item["id"],
+            output_index=n,
+            content_index=ci,
+            **{field: part[field]},
+        )
+        emit(
+            "response.content_part.done",
+            item_id=item["id"],
+            output_index=n,
+            content_index=ci,
+            part=part,
+        )
 
 
 def _call_events(emit: Callable[..., None], n: int, item: Item) -> None:
-    emit("response.output_item.added", output_index=n, item={**item, "status": "in_progress", "arguments": ""})
+    emit(
+        "response.output_item.added",
+        output_index=n,
+        item={**item, "status": "in_progress", "arguments": ""},
+    )
     for piece in pieces(item["arguments"]):
-        emit("response.function_call_arguments.delta", item_id=item["id"], output_index=n, delta=piece)
-    emit("response.function_call_arguments.done", item_id=item["id"], output_index=n, arguments=item["arguments"])
+        emit(
+            "response.function_call_arguments.delta",
+            item_id=item["id"],
+            output_index=n,
+            delta=piece,
+        )
+    emit(
+        "response.function_call_arguments.done",
+        item_id=item["id"],
+        output_index=n,
+        arguments=item["arguments"],
+    )

@@ -47,7 +47,12 @@ class ResponsesStream(StreamParts):
             self.error = (
                 error_from_body(d, None, in_stream=True)
                 if isinstance(d.get("error"), dict)
-                else ApiError(code=as_str(d.get("code")), message=as_str(d.get("message")), in_stream=True, raw=d)
+                else ApiError(
+                    code=as_str(d.get("code")),
+                    message=as_str(d.get("message")),
+                    in_stream=True,
+                    raw=d,
+                )
             )
         else:
             self._item_event(etype, d)
@@ -56,10 +61,14 @@ class ResponsesStream(StreamParts):
         """Apply one item/content event to the accumulated output items (by ``output_index``)."""
         idx: Any = as_int(d.get("output_index"))
         if idx is None and isinstance(d.get("item_id"), str):
-            idx = next((i for i, st in self.slots.items() if st.block.get("id") == d["item_id"]), None)
+            idx = next(
+                (i for i, st in self.slots.items() if st.block.get("id") == d["item_id"]), None
+            )
         if etype in ("response.output_item.added", "response.output_item.done"):
             if isinstance(d.get("item"), dict):
-                self.slots[idx if idx is not None else len(self.slots)] = Slot("item", block=copy.deepcopy(d["item"]))
+                self.slots[idx if idx is not None else len(self.slots)] = Slot(
+                    "item", block=copy.deepcopy(d["item"])
+                )
             return
         grow = _ITEM_EVENTS.get(etype)
         if idx is not None and idx in self.slots and grow is not None:
@@ -120,7 +129,9 @@ def _text_done(kind: str) -> Callable[[Item, Item], None]:
 
 def _annotation(item: Item, d: Item) -> None:
     if d.get("annotation") is not None:
-        _slot(item, "content", _content_index(d), "output_text").setdefault("annotations", []).append(d["annotation"])
+        _slot(item, "content", _content_index(d), "output_text").setdefault(
+            "annotations", []
+        ).append(d["annotation"])
 
 
 def _arguments_done(item: Item, d: Item) -> None:
@@ -150,9 +161,15 @@ def _summary_done(item: Item, d: Item) -> None:
 _ITEM_EVENTS: dict[str, Callable[[Item, Item], None]] = {
     "response.content_part.added": _content_part,
     "response.content_part.done": _content_part,
-    "response.output_text.delta": lambda item, d: _append(_slot(item, "content", _content_index(d), "output_text"), "text", d),
-    "response.reasoning_text.delta": lambda item, d: _append(_slot(item, "content", _content_index(d), "reasoning_text"), "text", d),
-    "response.refusal.delta": lambda item, d: _append(_slot(item, "content", _content_index(d), "refusal"), "refusal", d),
+    "response.output_text.delta": lambda item, d: _append(
+        _slot(item, "content", _content_index(d), "output_text"), "text", d
+    ),
+    "response.reasoning_text.delta": lambda item, d: _append(
+        _slot(item, "content", _content_index(d), "reasoning_text"), "text", d
+    ),
+    "response.refusal.delta": lambda item, d: _append(
+        _slot(item, "content", _content_index(d), "refusal"), "refusal", d
+    ),
     "response.output_text.done": _text_done("output_text"),
     "response.reasoning_text.done": _text_done("reasoning_text"),
     "response.refusal.done": _text_done("refusal"),
@@ -163,7 +180,9 @@ _ITEM_EVENTS: dict[str, Callable[[Item, Item], None]] = {
     "response.custom_tool_call_input.done": _input_done,
     "response.reasoning_summary_part.added": _summary_part,
     "response.reasoning_summary_part.done": _summary_part,
-    "response.reasoning_summary_text.delta": lambda item, d: _append(_slot(item, "summary", _summary_index(d), "summary_text"), "text", d),
+    "response.reasoning_summary_text.delta": lambda item, d: _append(
+        _slot(item, "summary", _summary_index(d), "summary_text"), "text", d
+    ),
     "response.reasoning_summary_text.done": _summary_done,
 }
 

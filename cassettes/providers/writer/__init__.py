@@ -60,13 +60,21 @@ class Writer(Provider):
         return 2 if route == "chat" and isinstance(body, dict) and "messages" in body else 0
 
     def history_key(self, body: Any) -> str | None:
-        return "messages" if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
+        return (
+            "messages"
+            if isinstance(body, dict) and isinstance(body.get("messages"), list)
+            else None
+        )
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         from cassettes.providers.openai_chat import OpenAIChat
         from cassettes.providers.openai_completions import OpenAICompletions
 
-        req = (OpenAIChat() if "messages" in (body if isinstance(body, dict) else {}) else OpenAICompletions()).parse_request(body, url)
+        req = (
+            OpenAIChat()
+            if "messages" in (body if isinstance(body, dict) else {})
+            else OpenAICompletions()
+        ).parse_request(body, url)
         req.family = self.family
         return req
 
@@ -77,7 +85,9 @@ class Writer(Provider):
         if any(isinstance(c, dict) and "message" in c for c in b.get("choices") or []):
             return OpenAIChat().parse_response(b)
         if "choices" not in b:
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         first = next((c for c in b["choices"] if isinstance(c, dict)), {})
         text = first.get("text")
         return NormalisedResponse(

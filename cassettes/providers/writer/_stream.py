@@ -1,6 +1,6 @@
-"""Writer's completion stream (``/v1/completions`` with ``stream``): every event a ``{"value": str}``
-chunk, no ``[DONE]`` and no terminal event (:mod:`cassettes.providers.writer`). Read here, apart
-from the Writer adapter, because OpenAI Completions hands such streams over as well."""
+"""Writer's completion stream (``/v1/completions`` with ``stream``): every event a ``{"value":
+str}`` chunk, no ``[DONE]`` and no terminal event (:mod:`cassettes.providers.writer`). Read here,
+apart from the Writer adapter, because OpenAI Completions hands such streams over as well."""
 
 from __future__ import annotations
 
@@ -44,7 +44,10 @@ class _ValueStream(StreamParts):
         resp = self.finish(parts=[Part(kind="text", text=text)] if text else [])
         if resp.error is None:
             resp.complete = None  # the API sends no terminal event: a whole stream cannot be told
-            resp.notes.append("Writer completion stream: the API sends no finish reason and no end event, so completeness cannot be told")
+            resp.notes.append(
+                "Writer completion stream: the API sends no finish reason and no end event, so "
+                "completeness cannot be told"
+            )
         return resp
 
 

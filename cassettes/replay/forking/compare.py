@@ -72,7 +72,10 @@ __all__ = [
 ]
 
 #: How two text answers are compared (stated in every report's header and in docs/fork.md).
-TEXT_MEASURE = "word-level difflib ratio (difflib.SequenceMatcher over the whitespace-split words, the first 2,000 of each)"
+TEXT_MEASURE = (
+    "word-level difflib ratio (difflib.SequenceMatcher over "
+    "the whitespace-split words, the first 2,000 of each)"
+)
 #: Two text answers agree when their similarity is at least this.
 TEXT_THRESHOLD = 0.7
 _MAX_WORDS = 2000
@@ -128,7 +131,8 @@ class ArgumentCheck:
     json: bool
     #: The request offered a tool of that name (``None``: it offered no tools at all).
     offered: bool | None
-    #: The offered tool declares a schema that could be checked (a schema that is itself invalid is not).
+    #: The offered tool declares a schema that could be checked (a schema that is itself invalid is
+    #: not).
     checked: bool = False
     #: Violations of that schema, each ``$.path: reason`` (bounded as ``E.arguments_schema``'s).
     schema_errors: list[str] = field(default_factory=list)
@@ -141,8 +145,13 @@ class ArgumentCheck:
         return None if not (self.json and self.checked) else not self.schema_errors
 
     def as_json(self) -> dict[str, Any]:
-        return {"json": self.json, "offered": self.offered, "schema_valid": self.schema_valid, "schema_errors": self.schema_errors,
-                "parse_error": self.parse_error}
+        return {
+            "json": self.json,
+            "offered": self.offered,
+            "schema_valid": self.schema_valid,
+            "schema_errors": self.schema_errors,
+            "parse_error": self.parse_error,
+        }
 
 
 @dataclass
@@ -194,13 +203,15 @@ class TurnComparison:
     turn: int | None
     recorded: Sample
     samples: list[Sample] = field(default_factory=list)
-    #: What the recorded client never handled in the run (a tool never called, a finish reason never seen).
+    #: What the recorded client never handled in the run (a tool never called, a finish reason never
+    #: seen).
     new_to_client: list[str] = field(default_factory=list)
     #: The recorded turn's cost at the recorded model's own price (``None``: unknown).
     recorded_cost: Decimal | None = None
     #: The estimate of one sample: the candidate's price applied to the recorded usage.
     estimate: Decimal | None = None
-    #: ``recorded_cost`` is an estimated price (the recorded host is no provider looptap knows: ``~``).
+    #: ``recorded_cost`` is an estimated price (the recorded host is no provider looptap knows:
+    #: ``~``).
     recorded_estimated: bool = False
     #: The candidate's costs (``estimate``, each sample's) are priced by the model's name alone, no
     #: provider's own price list vouching for them (``~``, as for the recorded cost).
@@ -222,7 +233,8 @@ class TurnComparison:
 
     @property
     def self_agreement(self) -> float | None:
-        """Share of the answers that agree with the answers' most common one (``None``: no answer)."""
+        """Share of the answers that agree with the answers' most common one (``None``: no
+        answer)."""
         answers = self.answers
         if not answers:
             return None
@@ -240,7 +252,17 @@ class TurnComparison:
         against a declared schema and valid, how many JSON-equal to a recorded call of that tool,
         how many name a tool the request did not offer."""
         recorded = {_canon(n, a) for n, a in self.recorded.calls}
-        out = dict.fromkeys(("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered"), 0)
+        out = dict.fromkeys(
+            (
+                "calls",
+                "json",
+                "schema_checked",
+                "schema_valid",
+                "equal_to_recording",
+                "not_offered",
+            ),
+            0,
+        )
         for s in self.samples:
             for (name, args), c in zip(s.calls, s.checks, strict=True):
                 out["calls"] += 1
@@ -253,24 +275,55 @@ class TurnComparison:
 
     def schema_violations(self) -> list[tuple[str, int]]:
         """The samples' schema violations, ``tool: $.path: reason``, most common first."""
-        return Counter(f"{c.name}: {e}" for s in self.samples for c in s.checks for e in c.schema_errors).most_common()
+        return Counter(
+            f"{c.name}: {e}" for s in self.samples for c in s.checks for e in c.schema_errors
+        ).most_common()
 
     def as_json(self) -> dict[str, Any]:
         def sample(s: Sample, own: bool = False) -> dict[str, Any]:
             checks = s.checks if len(s.checks) == len(s.calls) else [None] * len(s.calls)
-            out = {"status": s.status, "calls": [{"name": n, "arguments": a, **(c.as_json() if c is not None else {})} for (n, a), c in zip(s.calls, checks, strict=True)],
-                   "text": s.text[:2000], "refusal": s.refusal, "finish": s.finish, "output_tokens": s.output_tokens, "latency": round(s.latency, 4), "error": s.error,
-                   "cost": _money(s.cost)}
+            out = {
+                "status": s.status,
+                "calls": [
+                    {"name": n, "arguments": a, **(c.as_json() if c is not None else {})}
+                    for (n, a), c in zip(s.calls, checks, strict=True)
+                ],
+                "text": s.text[:2000],
+                "refusal": s.refusal,
+                "finish": s.finish,
+                "output_tokens": s.output_tokens,
+                "latency": round(s.latency, 4),
+                "error": s.error,
+                "cost": _money(s.cost),
+            }
             if not own:
                 sim = self.similarity(s)
-                out |= {"agrees": s.agrees(self.recorded) if s.answered else None, "similarity": None if sim is None else round(sim, 4)}
+                out |= {
+                    "agrees": s.agrees(self.recorded) if s.answered else None,
+                    "similarity": None if sim is None else round(sim, 4),
+                }
             return out
 
-        return {"seq": self.seq, "conversation": self.conversation, "turn": self.turn, "agreement": self.agreement, "self_agreement": self.self_agreement,
-                "answers": len(self.answers), "errors": len(self.samples) - len(self.answers),
-                "cost": {"recorded": _money(self.recorded_cost), "estimate": _money(self.estimate), "measured": _money(self.measured_cost),
-                         "recorded_estimated": self.recorded_estimated, "candidate_estimated": self.candidate_estimated},
-                "arguments": self.arguments, "new_to_client": self.new_to_client, "recorded": sample(self.recorded, own=True), "samples": [sample(s) for s in self.samples]}
+        return {
+            "seq": self.seq,
+            "conversation": self.conversation,
+            "turn": self.turn,
+            "agreement": self.agreement,
+            "self_agreement": self.self_agreement,
+            "answers": len(self.answers),
+            "errors": len(self.samples) - len(self.answers),
+            "cost": {
+                "recorded": _money(self.recorded_cost),
+                "estimate": _money(self.estimate),
+                "measured": _money(self.measured_cost),
+                "recorded_estimated": self.recorded_estimated,
+                "candidate_estimated": self.candidate_estimated,
+            },
+            "arguments": self.arguments,
+            "new_to_client": self.new_to_client,
+            "recorded": sample(self.recorded, own=True),
+            "samples": [sample(s) for s in self.samples],
+        }
 
     @property
     def measured_cost(self) -> Decimal | None:
@@ -302,7 +355,17 @@ class Comparison:
         total: Counter[str] = Counter()
         for t in self.turns:
             total.update(t.arguments)
-        return {k: total[k] for k in ("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered")}
+        return {
+            k: total[k]
+            for k in (
+                "calls",
+                "json",
+                "schema_checked",
+                "schema_valid",
+                "equal_to_recording",
+                "not_offered",
+            )
+        }
 
     def verdict(self) -> dict[str, Any]:
         """The whole comparison in figures: agreement over every answer, the cost and latency of the
@@ -316,13 +379,19 @@ class Comparison:
         lat_c = sum(sum(s.latency for s in t.answers) / len(t.answers) for t in timed)
         lat_r = sum(t.recorded_latency or 0.0 for t in timed)
         return {
-            "turns": len(self.turns), "answers": len(pairs), "agree": agree,
+            "turns": len(self.turns),
+            "answers": len(pairs),
+            "agree": agree,
             "agreement": round(agree / len(pairs), 4) if pairs else None,
             **self._costs(),
             "latency_ratio": round(lat_c / lat_r, 4) if timed and lat_r > 0 else None,
-            "e_differences": len(pairs) - agree, "schema_violations": tally["schema_checked"] - tally["schema_valid"],
-            "a_differences": finish + errors, "finish_differences": finish, "errors": errors,
-            "skipped": len(self.skipped), "stopped": self.stopped,
+            "e_differences": len(pairs) - agree,
+            "schema_violations": tally["schema_checked"] - tally["schema_valid"],
+            "a_differences": finish + errors,
+            "finish_differences": finish,
+            "errors": errors,
+            "skipped": len(self.skipped),
+            "stopped": self.stopped,
         }
 
     def _costs(self) -> dict[str, Any]:
@@ -330,20 +399,35 @@ class Comparison:
         usage at its price) where every turn has it, else the estimate (its price on the recorded
         usage); over the turns with a recorded cost."""
         measured, how = self._costed()
-        cand = sum(((t.measured_cost if how == "measured" else t.estimate) or Decimal(0) for t in measured), Decimal(0))
+        cand = sum(
+            (
+                (t.measured_cost if how == "measured" else t.estimate) or Decimal(0)
+                for t in measured
+            ),
+            Decimal(0),
+        )
         rec = sum((t.recorded_cost or Decimal(0) for t in measured), Decimal(0))
         return {
-            "cost_ratio": round(float(cand / rec), 4) if measured and rec > 0 else None, "cost_basis": how if measured else None,
-            "cost_candidate": _money(cand) if measured else None, "cost_recorded": _money(rec) if measured else None,
+            "cost_ratio": round(float(cand / rec), 4) if measured and rec > 0 else None,
+            "cost_basis": how if measured else None,
+            "cost_candidate": _money(cand) if measured else None,
+            "cost_recorded": _money(rec) if measured else None,
             "cost_recorded_estimated": any(t.recorded_estimated for t in measured),
             "cost_candidate_estimated": any(t.candidate_estimated for t in measured),
         }
 
     def _costed(self) -> tuple[list[TurnComparison], str]:
-        """The turns the cost is compared over, and how the candidate's is had (see :meth:`_costs`)."""
-        measured = [t for t in self.turns if t.measured_cost is not None and t.recorded_cost is not None]
-        if not measured or len(measured) < sum(t.recorded_cost is not None and bool(t.answers) for t in self.turns):
-            return [t for t in self.turns if t.estimate is not None and t.recorded_cost is not None], "estimated"
+        """The turns the cost is compared over, and how the candidate's is had (see
+        :meth:`_costs`)."""
+        measured = [
+            t for t in self.turns if t.measured_cost is not None and t.recorded_cost is not None
+        ]
+        if not measured or len(measured) < sum(
+            t.recorded_cost is not None and bool(t.answers) for t in self.turns
+        ):
+            return [
+                t for t in self.turns if t.estimate is not None and t.recorded_cost is not None
+            ], "estimated"
         return measured, "measured"
 
     def verdict_line(self) -> str:
@@ -354,32 +438,65 @@ class Comparison:
             if self.stopped:
                 return f"{line} (the comparison stopped: {self.stopped})"
             return line + (f" ({v['errors']} errors)" if v["errors"] else "")
-        line = f"verdict: {who} agrees with the recording in {v['agree']}/{v['answers']} answers ({v['agreement']:.0%}) over {v['turns']} turns"
+        line = (
+            f"verdict: {who} agrees with the recording in {v['agree']}/{v['answers']} answers "
+            f"({v['agreement']:.0%}) over {v['turns']} turns"
+        )
         if v["cost_ratio"] is not None:
-            line += f"; cost ×{v['cost_ratio']:.2f} the recorded ({money(Decimal(v['cost_candidate']), v['cost_candidate_estimated'])} against {money(Decimal(v['cost_recorded']), v['cost_recorded_estimated'])} for one answer to each turn, {v['cost_basis']})"
+            line += (
+                f"; cost ×{v['cost_ratio']:.2f} the recorded "
+                f"({money(Decimal(v['cost_candidate']), v['cost_candidate_estimated'])} against "
+                f"{money(Decimal(v['cost_recorded']), v['cost_recorded_estimated'])} for one "
+                f"answer to each turn, {v['cost_basis']})"
+            )
         else:
             line += "; cost ratio unknown (no price)"
-        line += f"; latency ×{v['latency_ratio']:.2f}" if v["latency_ratio"] is not None else "; latency ratio unknown"
-        line += f"; E differences {v['e_differences']} (answers that differ), {v['schema_violations']} off the schema"
-        line += f"; A differences {v['a_differences']} ({v['finish_differences']} finish reasons, {v['errors']} errors)"
+        line += (
+            f"; latency ×{v['latency_ratio']:.2f}"
+            if v["latency_ratio"] is not None
+            else "; latency ratio unknown"
+        )
+        line += (
+            f"; E differences {v['e_differences']} (answers that "
+            f"differ), {v['schema_violations']} off the schema"
+        )
+        line += (
+            f"; A differences {v['a_differences']} ({v['finish_differences']} finish reasons, "
+            f"{v['errors']} errors)"
+        )
         if self.stopped:
             line += f"; INCOMPLETE, stopped: {self.stopped}"
         return line
 
     def as_json(self) -> dict[str, Any]:
         # "looptap": what marks a saved report (``--report``) for ``looptap mcp``'s ``comparison``.
-        return {"looptap": "compare", "run": self.run, "model": self.model, "samples": self.samples, "verdict": self.verdict(),
-                "verdict_line": self.verdict_line(), "text_agreement": {"measure": TEXT_MEASURE, "threshold": TEXT_THRESHOLD},
-                "skipped": self.skipped, "stopped": self.stopped, "arguments": self.summary(), "turns": [t.as_json() for t in self.turns]}
+        return {
+            "looptap": "compare",
+            "run": self.run,
+            "model": self.model,
+            "samples": self.samples,
+            "verdict": self.verdict(),
+            "verdict_line": self.verdict_line(),
+            "text_agreement": {"measure": TEXT_MEASURE, "threshold": TEXT_THRESHOLD},
+            "skipped": self.skipped,
+            "stopped": self.stopped,
+            "arguments": self.summary(),
+            "turns": [t.as_json() for t in self.turns],
+        }
 
     def lines(self) -> list[str]:
         from cassettes.untrusted import clean_line
 
-        out = [self.verdict_line(),
-               f"looptap compare {self.run} → {self.model or 'the recorded model'}: {len(self.turns)} turns × {self.samples} samples, teacher-forced;"
-               f" text answers agree at a {TEXT_MEASURE} of at least {TEXT_THRESHOLD:.2f}"]
+        out = [
+            self.verdict_line(),
+            f"looptap compare {self.run} → {self.model or 'the recorded model'}: {len(self.turns)} "
+            f"turns × {self.samples} samples, teacher-forced; text answers agree at a "
+            f"{TEXT_MEASURE} of at least {TEXT_THRESHOLD:.2f}",
+        ]
         if self.skipped:
-            out.append(f"skipped: {', '.join(self.skipped)} (recorded errors: --include-errors sends them)")
+            out.append(
+                f"skipped: {', '.join(self.skipped)} (recorded errors: --include-errors sends them)"
+            )
         if self.stopped:
             out.append(f"stopped: {self.stopped}")
         for t in self.turns:
@@ -399,7 +516,9 @@ def _money(x: Decimal | None) -> str | None:
 
 def _tally(a: dict[str, int]) -> str:
     n = a["calls"]
-    line = f"{n} calls; JSON {a['json']}/{n}; schema-valid {a['schema_valid']}/{a['schema_checked']}"
+    line = (
+        f"{n} calls; JSON {a['json']}/{n}; schema-valid {a['schema_valid']}/{a['schema_checked']}"
+    )
     if a["schema_checked"] < a["json"]:
         line += f" ({a['json'] - a['schema_checked']} with no schema to check)"
     line += f"; JSON-equal to the recording {a['equal_to_recording']}/{n}"
@@ -412,7 +531,13 @@ def _canon(name: str, arguments: Any) -> str:
     """A call as comparable text: the tool's name and its arguments as canonical JSON (key order
     does not matter; unparsable arguments stay the raw string, equal only to the same string)."""
     try:
-        return name + "\x00" + orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+        return (
+            name
+            + "\x00"
+            + orjson.dumps(
+                arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+            ).decode()
+        )
     except TypeError:
         return name + "\x00" + repr(arguments)
 
@@ -420,21 +545,34 @@ def _canon(name: str, arguments: Any) -> str:
 def _turn_lines(t: TurnComparison) -> list[str]:
     """One turn of :meth:`Comparison.lines`: how its answers agree, then by layer."""
     out = []
-    where = f"conversation {t.conversation}, turn {t.turn} (seq {t.seq})" if t.turn is not None else f"seq {t.seq}"
+    where = (
+        f"conversation {t.conversation}, turn {t.turn} (seq {t.seq})"
+        if t.turn is not None
+        else f"seq {t.seq}"
+    )
     of = f" of {len(t.answers)} answers" if len(t.answers) < len(t.samples) else ""
     if t.self_agreement is None:
         out.append(f"{where}: no answer ({len(t.samples)} errors)")
     elif t.agreement is None:
-        out.append(f"{where}: the recording has no answer here (an error), nothing to agree with; the answers agree with each other {t.self_agreement:.0%}{of}")
+        out.append(
+            f"{where}: the recording has no answer here (an error), nothing to agree with; the "
+            f"answers agree with each other {t.self_agreement:.0%}{of}"
+        )
     else:
-        out.append(f"{where}: agrees with the recording {t.agreement:.0%}, with itself {t.self_agreement:.0%}{of}")
+        out.append(
+            f"{where}: agrees with the recording {t.agreement:.0%}, with itself "
+            f"{t.self_agreement:.0%}{of}"
+        )
     out.append(f"  E recorded: {_said(t.recorded)}")
     for sig, n in Counter(_said(s) for s in t.samples).most_common(5):
         out.append(f"  E {n}× {sig}")
     sims = [x for x in (t.similarity(s) for s in t.samples) if x is not None]
     if sims:
-        out.append(f"  E text similarity to the recording {sum(sims) / len(sims):.2f} avg, {min(sims):.2f} min"
-                   f" ({sum(x >= TEXT_THRESHOLD for x in sims)}/{len(sims)} at {TEXT_THRESHOLD:.2f} or more)")
+        out.append(
+            f"  E text similarity to the recording {sum(sims) / len(sims):.2f} avg, "
+            f"{min(sims):.2f} min ({sum(x >= TEXT_THRESHOLD for x in sims)}/{len(sims)} at "
+            f"{TEXT_THRESHOLD:.2f} or more)"
+        )
     if t.arguments["calls"]:
         out.append(f"  E arguments: {_tally(t.arguments)}")
     for violation, n in t.schema_violations()[:5]:
@@ -447,19 +585,30 @@ def _turn_lines(t: TurnComparison) -> list[str]:
 
 def _api_line(t: TurnComparison) -> str:
     """A: finish reasons, errors, output tokens and latency of the samples."""
-    finishes = ", ".join(f"{f or '-'} ×{n}" for f, n in Counter(s.finish for s in t.samples).items())
+    finishes = ", ".join(
+        f"{f or '-'} ×{n}" for f, n in Counter(s.finish for s in t.samples).items()
+    )
     errors = sum(s.error is not None for s in t.samples)
     toks = [s.output_tokens for s in t.samples if s.output_tokens is not None]
     lat = [s.latency for s in t.samples]
     line = f"  A finish {finishes} (recorded {t.recorded.finish or '-'}); errors {errors}"
     if toks:
-        line += f"; output tokens {sum(toks) / len(toks):.0f} avg (recorded {t.recorded.output_tokens if t.recorded.output_tokens is not None else '-'})"
+        line += (
+            f"; output tokens {sum(toks) / len(toks):.0f} avg (recorded "
+            f"{t.recorded.output_tokens if t.recorded.output_tokens is not None else '-'})"
+        )
     if lat:
         line += f"; latency {sum(lat) / len(lat):.2f} s avg"
         if t.recorded_latency is not None:
             line += f" (recorded {t.recorded_latency:.2f} s)"
     if t.measured_cost is not None or t.recorded_cost is not None:
-        line += f"; cost {money(t.measured_cost, t.candidate_estimated) if t.measured_cost is not None else '?'} an answer (recorded {money(t.recorded_cost, t.recorded_estimated) if t.recorded_cost is not None else '?'})"
+        line += (
+            "; cost "
+            f"{money(t.measured_cost, t.candidate_estimated) if t.measured_cost is not None else '?'}"  # noqa: E501
+            " an answer (recorded "
+            f"{money(t.recorded_cost, t.recorded_estimated) if t.recorded_cost is not None else '?'}"  # noqa: E501
+            ")"
+        )
     return line
 
 
@@ -472,17 +621,39 @@ def _said(s: Sample) -> str:
 
 
 def _sample(ex: Exchange, latency: float, tools: list[ToolSpec]) -> Sample:
-    """The answer in ``ex``, its calls checked against ``tools`` (those the recorded request declared)."""
+    """The answer in ``ex``, its calls checked against ``tools`` (those the recorded request
+    declared)."""
     from cassettes.parsing.roundtrip import parse_exchange
 
     rt = parse_exchange(ex)
     r = rt.response
-    if r is None or ex.status is None or ex.status >= 400 or r.error is not None or ex.transport_error is not None:  # a broken stream is no answer
+    # a broken stream is no answer
+    if (
+        r is None
+        or ex.status is None
+        or ex.status >= 400
+        or r.error is not None
+        or ex.transport_error is not None
+    ):
         return Sample(ex.status, [], "", False, None, None, latency, error=_failure(ex, r)[:500])
-    calls = [c for c in r.tool_calls if c.name or c.id or (c.arguments_raw or "").strip() or c.arguments]  # not a zero-valued placeholder
-    return Sample(ex.status, [(c.name or "?", c.arguments if c.arguments is not None else c.arguments_raw) for c in calls], r.text, _refused(r),
-                  r.finish_reason_raw, r.usage.output_tokens if r.usage else None, latency, checks=[check_arguments(c, tools) for c in calls],
-                  usage=_price_usage(rt.family, r.usage))
+    # not a zero-valued placeholder
+    calls = [
+        c for c in r.tool_calls if c.name or c.id or (c.arguments_raw or "").strip() or c.arguments
+    ]
+    return Sample(
+        ex.status,
+        [
+            (c.name or "?", c.arguments if c.arguments is not None else c.arguments_raw)
+            for c in calls
+        ],
+        r.text,
+        _refused(r),
+        r.finish_reason_raw,
+        r.usage.output_tokens if r.usage else None,
+        latency,
+        checks=[check_arguments(c, tools) for c in calls],
+        usage=_price_usage(rt.family, r.usage),
+    )
 
 
 def _price_usage(family: str, usage: Any) -> dict[str, int] | None:
@@ -494,12 +665,21 @@ def _price_usage(family: str, usage: Any) -> dict[str, int] | None:
     adapter = providers.by_family(family)
     if adapter is not None:
         return adapter.profile.price_usage(usage)
-    return {k: v for k, v in (("input_tokens", usage.input_tokens), ("output_tokens", usage.output_tokens)) if v is not None}
+    return {
+        k: v
+        for k, v in (("input_tokens", usage.input_tokens), ("output_tokens", usage.output_tokens))
+        if v is not None
+    }
 
 
 def _failure(ex: Exchange, r: NormalisedResponse | None) -> str:
-    """Why a sample has no answer: the API's error message, else the transport error, else its status."""
-    why = (r.error.message if r is not None and r.error is not None else None) or ex.transport_error or f"status {ex.status}"
+    """Why a sample has no answer: the API's error message, else the transport error, else its
+    status."""
+    why = (
+        (r.error.message if r is not None and r.error is not None else None)
+        or ex.transport_error
+        or f"status {ex.status}"
+    )
     if ex.transport_error is not None and ex.status is not None and ex.status < 400:
         why = f"the answer broke off: {ex.transport_error}"
     return str(why)
@@ -507,7 +687,9 @@ def _failure(ex: Exchange, r: NormalisedResponse | None) -> str:
 
 def _refused(r: NormalisedResponse) -> bool:
     """Whether the model refused: a refusal part, or a refusal finish."""
-    return any(p.kind == "refusal" for p in r.parts) or (r.finish_reason is not None and str(r.finish_reason.value) == "refusal")
+    return any(p.kind == "refusal" for p in r.parts) or (
+        r.finish_reason is not None and str(r.finish_reason.value) == "refusal"
+    )
 
 
 def check_arguments(c: ToolCall, tools: list[ToolSpec]) -> ArgumentCheck:
@@ -516,11 +698,20 @@ def check_arguments(c: ToolCall, tools: list[ToolSpec]) -> ArgumentCheck:
     from cassettes.analysis.emission import schema_errors
 
     spec = next((t for t in tools if t.name == c.name), None) if c.name else None
-    parsed = c.arguments_error is None and (c.arguments is not None or not (c.arguments_raw or "").strip())
-    out = ArgumentCheck(c.name or "?", json=parsed, offered=(spec is not None) if tools else None, parse_error=c.arguments_error)
+    parsed = c.arguments_error is None and (
+        c.arguments is not None or not (c.arguments_raw or "").strip()
+    )
+    out = ArgumentCheck(
+        c.name or "?",
+        json=parsed,
+        offered=(spec is not None) if tools else None,
+        parse_error=c.arguments_error,
+    )
     if parsed and spec is not None and spec.parameters and c.kind == "function":
         out.checked = True
-        out.schema_errors = schema_errors(c.arguments if c.arguments is not None else {}, spec.parameters)
+        out.schema_errors = schema_errors(
+            c.arguments if c.arguments is not None else {}, spec.parameters
+        )
     return out
 
 
@@ -555,7 +746,8 @@ class Planned:
     price_context: dict[str, str] = field(default_factory=dict)
     #: Why the recording shows this turn failing (``recorded 429``), or ``None``.
     recorded_error: str | None = None
-    #: The candidate's price (genai-prices provider id or ``None`` for by name, the model as it knows it).
+    #: The candidate's price (genai-prices provider id or ``None`` for by name, the model as it
+    #: knows it).
     price_ref: tuple[str | None, str] | None = None
     #: The recorded request as it is sent (set by :func:`compare_run`): a request continuing an
     #: answer by its id (the Responses API's ``previous_response_id``) self-contained, since the
@@ -563,7 +755,8 @@ class Planned:
     body: bytes | None = None
     #: Recorded headers already said (on stderr) not to be sent: once per turn, not per sample.
     said: set[str] = field(default_factory=set)
-    #: One sample's estimated cost at the candidate's price, and where that price came from (or why none).
+    #: One sample's estimated cost at the candidate's price, and where that price came from (or why
+    #: none).
     estimate: Decimal | None = None
     price_note: str = ""
 
@@ -582,17 +775,35 @@ def plan_requests(run: Any) -> list[Planned]:
             continue
         rt = parse_exchange(ex)
         adapter = providers.by_family(rt.family)
-        p = Planned(ex, seq, t.conversation, t.index, t.tokens.cost, t.tokens.price_estimated, family=rt.family,
-                    model=(rt.request.model if rt.request is not None else None) or (rt.response.model if rt.response is not None else None),
-                    price_context=adapter.profile.price_context(rt.response) if adapter is not None else {})
+        p = Planned(
+            ex,
+            seq,
+            t.conversation,
+            t.index,
+            t.tokens.cost,
+            t.tokens.price_estimated,
+            family=rt.family,
+            model=(rt.request.model if rt.request is not None else None)
+            or (rt.response.model if rt.response is not None else None),
+            price_context=adapter.profile.price_context(rt.response) if adapter is not None else {},
+        )
         if ex.transport_error:
             p.recorded_error = "recorded transport error"
         elif ex.status is None or ex.status >= 400:
-            p.recorded_error = f"recorded {ex.status}" if ex.status is not None else "recorded without a response"
+            p.recorded_error = (
+                f"recorded {ex.status}" if ex.status is not None else "recorded without a response"
+            )
         _recorded_usage(p, t.tokens, rt)
         out.append(p)
     # A failed call has no output to go by: the largest output of the run's answered turns.
-    longest = max((p.usage.get("output_tokens", 0) for p in out if p.usage and p.usage.get("output_tokens", 0) >= 0), default=0)
+    longest = max(
+        (
+            p.usage.get("output_tokens", 0)
+            for p in out
+            if p.usage and p.usage.get("output_tokens", 0) >= 0
+        ),
+        default=0,
+    )
     for p in out:
         if p.usage is not None and p.usage.get("output_tokens") == -1:
             p.usage["output_tokens"] = longest
@@ -606,10 +817,20 @@ def _recorded_usage(p: Planned, tk: Any, rt: Any) -> None:
     if tk.source == "reported":
         p.usage = _price_usage(rt.family, rt.response.usage if rt.response is not None else None)
     elif tk.source == "estimated" and tk.input is not None:
-        p.usage, p.usage_estimated = {"input_tokens": tk.input, "output_tokens": tk.output or 0}, True
-    elif tk.segments is not None:  # a failed call: the input from the request's size; the output below
+        p.usage, p.usage_estimated = (
+            {"input_tokens": tk.input, "output_tokens": tk.output or 0},
+            True,
+        )
+    elif tk.segments is not None:
+        # a failed call: the input from the request's size; the output below
         sg = tk.segments
-        p.usage, p.usage_estimated = {"input_tokens": sg.system + sg.tools + sg.user + sg.assistant + sg.tool_results, "output_tokens": -1}, True
+        p.usage, p.usage_estimated = (
+            {
+                "input_tokens": sg.system + sg.tools + sg.user + sg.assistant + sg.tool_results,
+                "output_tokens": -1,
+            },
+            True,
+        )
 
 
 def upstream_bases(items: list[str]) -> dict[str, str]:
@@ -626,28 +847,41 @@ def upstream_bases(items: list[str]) -> dict[str, str]:
     return bases
 
 
-def send_list(planned: list[Planned], include_errors: bool = False) -> tuple[list[Planned], list[str]]:
+def send_list(
+    planned: list[Planned], include_errors: bool = False
+) -> tuple[list[Planned], list[str]]:
     """(the turns to send, the turns skipped as ``seq 3 (recorded 429)``): a turn the recording
     shows failing is not sent unless ``include_errors``."""
     if include_errors:
         return planned, []
-    return [p for p in planned if p.recorded_error is None], [f"seq {p.seq} ({p.recorded_error})" for p in planned if p.recorded_error is not None]
+    return [p for p in planned if p.recorded_error is None], [
+        f"seq {p.seq} ({p.recorded_error})" for p in planned if p.recorded_error is not None
+    ]
 
 
-def where_sent(p: Planned, live: Callable[[str, str, bytes], str | None], model: str | None) -> tuple[str | None, str | None]:
-    """(the URL the turn would be sent to, with the model rewrite applied; what the rewrite changed):
-    ``None`` when no upstream serves its API."""
+def where_sent(
+    p: Planned, live: Callable[[str, str, bytes], str | None], model: str | None
+) -> tuple[str | None, str | None]:
+    """(the URL the turn would be sent to, with the model rewrite applied; what the rewrite
+    changed): ``None`` when no upstream serves its API."""
     from urllib.parse import urlsplit
 
     base = live(p.ex.method, p.ex.url, p.ex.request_body)
     if base is None:
         return None, None
     u = urlsplit(p.ex.url)
-    target, _body, note = with_model(p.ex.method, u.path + (f"?{u.query}" if u.query else ""), p.ex.request_body, model)
+    target, _body, note = with_model(
+        p.ex.method, u.path + (f"?{u.query}" if u.query else ""), p.ex.request_body, model
+    )
     return base + target, note
 
 
-def estimate_costs(planned: list[Planned], live: Callable[[str, str, bytes], str | None], model: str | None, urls: list[str | None] | None = None) -> None:
+def estimate_costs(
+    planned: list[Planned],
+    live: Callable[[str, str, bytes], str | None],
+    model: str | None,
+    urls: list[str | None] | None = None,
+) -> None:
     """Price each turn for the candidate (``model``, else the model the turn recorded): its own
     price in genai-prices' offline data (the provider the target URL names, else the API family's,
     else the model's name alone), applied to the recorded usage. Sets ``estimate`` and
@@ -667,7 +901,8 @@ def estimate_costs(planned: list[Planned], live: Callable[[str, str, bytes], str
             provider_id: str | None = provider_for_url(url or p.ex.url)
         except LookupError:
             provider_id = adapter.profile.price_provider if adapter is not None else None
-        for pid in dict.fromkeys((provider_id, None)):  # the provider's own price, else by the name alone
+        # the provider's own price, else by the name alone
+        for pid in dict.fromkeys((provider_id, None)):
             try:
                 _price_of({"input_tokens": 1}, (pid, ref), p.price_context)
             except LookupError:
@@ -677,7 +912,9 @@ def estimate_costs(planned: list[Planned], live: Callable[[str, str, bytes], str
             p.price_ref = (pid, ref)
             break
         if p.price_ref is None:
-            p.price_note = f"no price: genai-prices {PRICES_VERSION} knows no model {ref!r}" + (f" at {provider_id}" if provider_id else "")
+            p.price_note = f"no price: genai-prices {PRICES_VERSION} knows no model {ref!r}" + (
+                f" at {provider_id}" if provider_id else ""
+            )
             continue
         if p.usage is None:
             p.price_note = "no price: the recording has no usage for this turn"
@@ -687,19 +924,32 @@ def estimate_costs(planned: list[Planned], live: Callable[[str, str, bytes], str
         except (LookupError, ValueError, ArithmeticError) as exc:
             p.price_note = f"no price: genai-prices {PRICES_VERSION} rejected the usage: {exc}"
             continue
-        p.price_note = f"genai-prices {PRICES_VERSION}: {where}" + ("" if p.price_ref[0] else ", by the model's name")
+        p.price_note = f"genai-prices {PRICES_VERSION}: {where}" + (
+            "" if p.price_ref[0] else ", by the model's name"
+        )
 
 
-def _price_of(usage: dict[str, int], ref: tuple[str | None, str], context: dict[str, str]) -> tuple[Decimal, str]:
-    """(the price of ``usage`` for the model ``ref`` names, "provider/model"); raises as genai-prices does."""
+def _price_of(
+    usage: dict[str, int], ref: tuple[str | None, str], context: dict[str, str]
+) -> tuple[Decimal, str]:
+    """(the price of ``usage`` for the model ``ref`` names, "provider/model"); raises as
+    genai-prices does."""
     from cassettes.analysis.price_memo import calc_price
 
-    total, prov, model_id = calc_price(usage, ref[1], provider_id=ref[0], price_context=context or None)
+    total, prov, model_id = calc_price(
+        usage, ref[1], provider_id=ref[0], price_context=context or None
+    )
     return total, f"{prov}/{model_id}"
 
 
-def check_budget(planned: list[Planned], samples: int, max_requests: int | None, max_cost: Decimal | None, allow_unknown: bool = False,
-                 model: str | None = None) -> list[str]:
+def check_budget(
+    planned: list[Planned],
+    samples: int,
+    max_requests: int | None,
+    max_cost: Decimal | None,
+    allow_unknown: bool = False,
+    model: str | None = None,
+) -> list[str]:
     """What the comparison will cost (lines); raises :class:`BudgetError` when over a limit. The
     estimate is the candidate's price (:func:`estimate_costs`) on the recorded usage, K times;
     a turn the candidate has no price for makes ``--max-cost`` refuse unless ``allow_unknown``."""
@@ -708,18 +958,34 @@ def check_budget(planned: list[Planned], samples: int, max_requests: int | None,
     unknown = [p for p in planned if p.estimate is None]
     cost = sum((p.estimate for p in known if p.estimate is not None), Decimal(0)) * samples
     who = model or "the recorded model"
-    lines = [f"{n} requests ({len(planned)} turns × {samples} samples); " + _estimate_said(known, samples, cost, who)]
+    lines = [
+        f"{n} requests ({len(planned)} turns × {samples} samples); "
+        + _estimate_said(known, samples, cost, who)
+    ]
     if unknown:
         why = Counter(p.price_note for p in unknown).most_common(1)[0][0]
-        lines.append(f"the cost of {len(unknown)} of {len(planned)} turns is unknown: {why}" + (" (the estimate is a lower bound)" if known else ""))
+        lines.append(
+            f"the cost of {len(unknown)} of {len(planned)} turns is unknown: {why}"
+            + (" (the estimate is a lower bound)" if known else "")
+        )
     if max_requests is not None and n > max_requests:
-        raise BudgetError(f"{n} requests would be sent, over --max-requests {max_requests}: nothing sent", lines)
+        raise BudgetError(
+            f"{n} requests would be sent, over --max-requests {max_requests}: nothing sent", lines
+        )
     if max_cost is not None:
         if unknown and not allow_unknown:
-            raise BudgetError(f"the candidate's price is unknown for {len(unknown)} turns, so --max-cost {max_cost} cannot be kept: nothing sent"
-                              " (--allow-unknown-price sends anyway; --max-cost then bounds the turns with a price)", lines)
+            raise BudgetError(
+                f"the candidate's price is unknown for {len(unknown)} turns, so --max-cost "
+                f"{max_cost} cannot be kept: nothing sent (--allow-unknown-price sends anyway; "
+                "--max-cost then bounds the turns with a price)",
+                lines,
+            )
         if cost > max_cost:
-            raise BudgetError(f"estimated {money(cost)} at {who}'s price, over --max-cost {max_cost}: nothing sent", lines)
+            raise BudgetError(
+                f"estimated {money(cost)} at {who}'s price, "
+                f"over --max-cost {max_cost}: nothing sent",
+                lines,
+            )
     return lines
 
 
@@ -727,26 +993,46 @@ def _estimate_said(known: list[Planned], samples: int, cost: Decimal, who: str) 
     """The estimated cost of the turns with a price, as :func:`check_budget` says it: how it was
     priced, and beside what the recording cost for as many."""
     notes = Counter(p.price_note for p in known).most_common(2)
-    line = f"estimated cost {money(cost, any(p.price_ref is not None and p.price_ref[0] is None for p in known))} at {who}'s own price on the recorded usage"
+    line = (
+        "estimated cost "
+        f"{money(cost, any(p.price_ref is not None and p.price_ref[0] is None for p in known))} at "
+        f"{who}'s own price on the recorded usage"
+    )
     if notes:
         line += f" ({'; '.join(note for note, _ in notes)})"
     if any(p.usage_estimated for p in known):
-        line += f" ({sum(p.usage_estimated for p in known)} turns on usage looptap estimated: the call reported none)"
+        line += (
+            f" ({sum(p.usage_estimated for p in known)} turns on "
+            "usage looptap estimated: the call reported none)"
+        )
     rec = [p.cost for p in known if p.cost is not None]
     if rec and sum(rec, Decimal(0)) > 0:
         recorded = sum(rec, Decimal(0)) * samples
-        line += f"; the recording cost {money(recorded, any(p.cost_estimated for p in known if p.cost is not None))} for as many (×{float(sum((p.estimate or Decimal(0) for p in known if p.cost is not None), Decimal(0)) * samples / recorded):.2f})"
+        line += (
+            "; the recording cost "
+            f"{money(recorded, any(p.cost_estimated for p in known if p.cost is not None))} for as "
+            "many (×"
+            f"{float(sum((p.estimate or Decimal(0) for p in known if p.cost is not None), Decimal(0)) * samples / recorded):.2f}"  # noqa: E501
+            ")"
+        )
     return line
 
 
-def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str] | None = None) -> tuple[Headers, list[str]]:
+def _headers_sent(
+    ex: Exchange, headers: Headers, said_once: set[str] | None = None
+) -> tuple[Headers, list[str]]:
     """The headers a recorded request is sent with: of the recorded ones only what says what the
-    body is and which API version it speaks (:func:`cassettes.replay.transports.outgoing.recorded_request_headers`:
-    never a recorded credential, cookie or connection header), then the user's ``--header``
-    values. A recorded header that cannot be sent (CR, LF, NUL …) is dropped, and a line on
-    stderr names it (once per round trip; never its value)."""
+    body is and which API version it speaks
+    (:func:`cassettes.replay.transports.outgoing.recorded_request_headers`: never a recorded
+    credential, cookie or connection header), then the user's ``--header`` values. A recorded header
+    that cannot be sent (CR, LF, NUL …) is dropped, and a line on stderr names it (once per round
+    trip; never its value)."""
     from cassettes.replay.matching.matcher import request_key
-    from cassettes.replay.transports.outgoing import header_problem, recorded_request_headers, said_name
+    from cassettes.replay.transports.outgoing import (
+        header_problem,
+        recorded_request_headers,
+        said_name,
+    )
 
     adapter = request_key(ex.method, ex.url, ex.request_headers, ex.request_body).adapter
     said: list[str] = []
@@ -757,16 +1043,23 @@ def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str] | None = N
             safe.append((k, v))
             continue
         said.append(f"recorded header {said_name(k)} of round trip {ex.seq} not sent: {why}")
-        if said_once is None or k.lower() not in said_once:  # once per recorded round trip, not per sample
+        # once per recorded round trip, not per sample
+        if said_once is None or k.lower() not in said_once:
             if said_once is not None:
                 said_once.add(k.lower())
             print(f"looptap compare: {said[-1]}", file=sys.stderr)
     names = {k.lower() for k, _ in headers}
-    recorded = recorded_request_headers(safe, adapter.profile.replay_headers if adapter is not None else ())
-    return [(k, v) for k, v in recorded if k.lower() not in names] + [(k, v) for k, v in headers if header_problem(k, v) is None], said
+    recorded = recorded_request_headers(
+        safe, adapter.profile.replay_headers if adapter is not None else ()
+    )
+    return [(k, v) for k, v in recorded if k.lower() not in names] + [
+        (k, v) for k, v in headers if header_problem(k, v) is None
+    ], said
 
 
-async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> tuple[Exchange, float]:
+async def _send(
+    base: str, p: Planned, model: str | None, headers: Headers
+) -> tuple[Exchange, float]:
     from urllib.parse import urlsplit
 
     from cassettes.replay.live.forward import Upstream, UpstreamError
@@ -775,7 +1068,9 @@ async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> t
     ex = p.ex
     u = urlsplit(ex.url)
     target = u.path + (f"?{u.query}" if u.query else "")
-    target, body, _ = with_model(ex.method, target, p.body if p.body is not None else ex.request_body, model)
+    target, body, _ = with_model(
+        ex.method, target, p.body if p.body is not None else ex.request_body, model
+    )
     sent, said = _headers_sent(ex, headers, p.said)
     t0 = time.monotonic()
     out = Exchange(ex.method, base + target, sent, body)
@@ -785,7 +1080,10 @@ async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> t
         out.status = response.status
         out.response_headers, own = without_own(list(response.headers))
         if own:
-            out.notes.append(f"marks: the candidate's response carried looptap's own headers ({', '.join(own)}); dropped")
+            out.notes.append(
+                "marks: the candidate's response carried looptap's own headers "
+                f"({', '.join(own)}); dropped"
+            )
         out.response_chunks = [(time.monotonic() - t0, piece) async for piece in response.pieces()]
     except UpstreamError as exc:
         out.transport_error = str(exc)
@@ -794,16 +1092,23 @@ async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> t
 
 #: Statuses that say the setup is wrong, not the model: the credentials (401, 403, 407) or the
 #: model or path (404). Every further request would fail the same way: the comparison stops.
-_FATAL = {401: "the credentials were refused", 403: "the credentials were refused", 407: "the proxy refused the credentials",
-          404: "the model or the path is not served there"}
+_FATAL = {
+    401: "the credentials were refused",
+    403: "the credentials were refused",
+    407: "the proxy refused the credentials",
+    404: "the model or the path is not served there",
+}
 
 
 def _fatal(ex: Exchange, s: Sample) -> str | None:
-    """Why the sample in ``ex`` is the setup's failure, not an answer (``None``: it is an answer or an
-    A error). A transport failure before any status (cannot connect, closed or reset before
+    """Why the sample in ``ex`` is the setup's failure, not an answer (``None``: it is an answer or
+    an A error). A transport failure before any status (cannot connect, closed or reset before
     answering) is the setup's; one after the status (a stream that broke off) is the candidate's."""
     if ex.transport_error is not None and ex.status is None:
-        return f"the upstream {ex.url.split('/', 3)[2] if ex.url.count('/') >= 2 else ex.url} failed: {ex.transport_error}"
+        return (
+            f"the upstream {ex.url.split('/', 3)[2] if ex.url.count('/') >= 2 else ex.url} failed: "
+            f"{ex.transport_error}"
+        )
     if ex.status in _FATAL:
         return f"HTTP {ex.status} from {ex.url}: {_FATAL[ex.status]} ({(s.error or '')[:160]})"
     return None
@@ -830,15 +1135,25 @@ def _self_contained(run: Any, planned: list[Planned]) -> None:
             p.body = orjson.dumps(sent)
 
 
-def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, samples: int, headers: Headers, skipped: list[str] | None = None) -> Comparison:
+def compare_run(
+    run: Any,
+    planned: list[Planned],
+    live: Any,
+    model: str | None,
+    samples: int,
+    headers: Headers,
+    skipped: list[str] | None = None,
+) -> Comparison:
     """Send every planned turn ``samples`` times (one after another) and compare; ``live`` maps a
-    request to the base URL of its API (:func:`cassettes.replay.forking.cursor.live_router`). A transport
-    or credential failure stops it there (:attr:`Comparison.stopped`): the turn it happened in is
-    left out, nothing more is sent."""
+    request to the base URL of its API (:func:`cassettes.replay.forking.cursor.live_router`). A
+    transport or credential failure stops it there (:attr:`Comparison.stopped`): the turn it
+    happened in is left out, nothing more is sent."""
     recorded_tools = {c.name for t in run.analysis.turns.values() for c in t.e.tool_calls}
     recorded_finish = {t.a.finish_reason_raw for t in run.analysis.turns.values()}
     turns: list[TurnComparison] = []
-    result = Comparison(str(getattr(run, "source", "")), model, samples, turns, skipped=list(skipped or []))
+    result = Comparison(
+        str(getattr(run, "source", "")), model, samples, turns, skipped=list(skipped or [])
+    )
 
     _self_contained(run, planned)
 
@@ -846,20 +1161,42 @@ def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, 
         for p in planned:
             base = live(p.ex.method, p.ex.url, p.ex.request_body)
             if base is None:
-                result.stopped = f"seq {p.seq}: no upstream serves this API (give one with --upstream NAME=URL)"
+                result.stopped = (
+                    f"seq {p.seq}: no upstream serves this API (give one with --upstream NAME=URL)"
+                )
                 return
             tools = offered_tools(p.ex)
-            tc = TurnComparison(p.seq, p.conversation, p.turn, _sample(p.ex, _recorded_latency(p.ex), tools), recorded_cost=p.cost, estimate=p.estimate, recorded_estimated=p.cost_estimated,
-                                candidate_estimated=p.price_ref is not None and p.price_ref[0] is None)
+            tc = TurnComparison(
+                p.seq,
+                p.conversation,
+                p.turn,
+                _sample(p.ex, _recorded_latency(p.ex), tools),
+                recorded_cost=p.cost,
+                estimate=p.estimate,
+                recorded_estimated=p.cost_estimated,
+                candidate_estimated=p.price_ref is not None and p.price_ref[0] is None,
+            )
             for k in range(samples):
                 try:
                     ex, latency = await _send(base, p, model, headers)
-                except OSError as exc:  # a socket error the transport did not wrap (a reset while sending)
-                    ex, latency = Exchange(p.ex.method, base, [], b"", transport_error=f"{type(exc).__name__}: {exc.strerror or exc}"), 0.0
+                except OSError as exc:
+                    # a socket error the transport did not wrap (a reset while sending)
+                    ex, latency = (
+                        Exchange(
+                            p.ex.method,
+                            base,
+                            [],
+                            b"",
+                            transport_error=f"{type(exc).__name__}: {exc.strerror or exc}",
+                        ),
+                        0.0,
+                    )
                 s = _sample(ex, latency, tools)
                 why = _fatal(ex, s)
                 if why is not None:
-                    result.stopped = f"at seq {p.seq}, sample {k + 1} of {samples}: {why}; nothing more sent"
+                    result.stopped = (
+                        f"at seq {p.seq}, sample {k + 1} of {samples}: {why}; nothing more sent"
+                    )
                     return
                 if s.usage is not None and p.price_ref is not None:
                     try:
@@ -869,9 +1206,19 @@ def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, 
                 tc.samples.append(s)
             new = {n for s in tc.samples for n, _ in s.calls} - recorded_tools
             offered = {t.name for t in tools}
-            tc.new_to_client += [f"the tool {n} (never called in the recording" + (")" if n in offered else "; not even offered by the request: the client has no handler for it)")
-                                 for n in sorted(new)]
-            tc.new_to_client += [f"finish reason {f} (never seen in the recording)" for f in sorted({s.finish for s in tc.samples if s.finish} - recorded_finish)]
+            tc.new_to_client += [
+                f"the tool {n} (never called in the recording"
+                + (
+                    ")"
+                    if n in offered
+                    else "; not even offered by the request: the client has no handler for it)"
+                )
+                for n in sorted(new)
+            ]
+            tc.new_to_client += [
+                f"finish reason {f} (never seen in the recording)"
+                for f in sorted({s.finish for s in tc.samples if s.finish} - recorded_finish)
+            ]
             turns.append(tc)
 
     asyncio.run(go())

@@ -14,12 +14,13 @@ the recording: they are the continuation). A request that misses *before* the cu
 divergence of the client and fails closed with the replay diff, as in replay.
 
 Over a WebSocket the cursor places a session's turns the same way; the session's first turn at
-or past it makes the whole session live from there (:mod:`cassettes.replay.serving.wsserve`), each turn
-sent through :meth:`Cursor.outgoing` as an HTTP request is.
+or past it makes the whole session live from there (:mod:`cassettes.replay.serving.wsserve`), each
+turn sent through :meth:`Cursor.outgoing` as an HTTP request is.
 
 A request past the cursor that continues an answer replayed from the recording (the Responses
 API's ``previous_response_id``), which the live upstream never gave, is sent self-contained
-(:mod:`cassettes.replay.live.chains`); one continuing an answer the live upstream gave goes as it is.
+(:mod:`cassettes.replay.live.chains`); one continuing an answer the live upstream gave goes as it
+is.
 
 ``--model`` rewrites the model of every request sent live (the top-level ``model`` field, and the
 path's model where the adapter says the path names one: a deployment, or a
@@ -50,7 +51,16 @@ if TYPE_CHECKING:
     from cassettes.replay.live.chains import Threads
     from cassettes.replay.live.continuation import Continuation
 
-__all__ = ["Cursor", "CursorError", "CursorSpec", "live_router", "model_vendor", "other_family", "parse_cursor", "with_model"]
+__all__ = [
+    "Cursor",
+    "CursorError",
+    "CursorSpec",
+    "live_router",
+    "model_vendor",
+    "other_family",
+    "parse_cursor",
+    "with_model",
+]
 
 _INT = re.compile(r"[0-9]{1,9}")
 _CONV = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -75,14 +85,20 @@ class CursorSpec:
     divergence: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"text": self.text, "turn": self.turn, "conversation": self.conversation, "seq": self.seq}
+        out: dict[str, Any] = {
+            "text": self.text,
+            "turn": self.turn,
+            "conversation": self.conversation,
+            "seq": self.seq,
+        }
         if self.divergence:
             out["divergence"] = True
         return out
 
 
 def parse_cursor(text: str) -> CursorSpec:
-    """Read ``turn=N``, ``seq=N``, ``conversation=ID``, ``conversation=ID:turn=N``, ``divergence``."""
+    """Read ``turn=N``, ``seq=N``, ``conversation=ID``, ``conversation=ID:turn=N``,
+    ``divergence``."""
     raw = text.strip()
     if raw == "divergence":
         return CursorSpec(raw, divergence=True)
@@ -92,22 +108,34 @@ def parse_cursor(text: str) -> CursorSpec:
         name, eq, value = part.partition("=")
         name, value = name.strip(), value.strip()
         if not eq or not value:
-            raise CursorError(f"a cursor is turn=N, seq=N, conversation=ID, conversation=ID:turn=N or divergence, not {raw[:60]!r}")
+            raise CursorError(
+                "a cursor is turn=N, seq=N, conversation=ID, conversation=ID:turn=N or "
+                f"divergence, not {raw[:60]!r}"
+            )
         if name in ("turn", "seq"):
             if not _INT.fullmatch(value):
-                raise CursorError(f"cursor {raw[:60]!r}: {name}= wants a number in digits, not {value[:20]!r}")
+                raise CursorError(
+                    f"cursor {raw[:60]!r}: {name}= wants a number in digits, not {value[:20]!r}"
+                )
             if name == "turn":
                 turn = int(value)
             else:
                 seq = int(value)
         elif name == "conversation":
             if not _CONV.fullmatch(value):
-                raise CursorError(f"cursor {raw[:60]!r}: conversation= wants an id such as c2, not {value[:20]!r}")
+                raise CursorError(
+                    f"cursor {raw[:60]!r}: conversation= wants an id such as c2, not {value[:20]!r}"
+                )
             conversation = value
         else:
-            raise CursorError(f"cursor {raw[:60]!r}: unknown selector {name[:20]!r} (turn=, seq=, conversation=)")
+            raise CursorError(
+                f"cursor {raw[:60]!r}: unknown selector {name[:20]!r} (turn=, seq=, conversation=)"
+            )
     if seq is not None and (turn is not None or conversation is not None):
-        raise CursorError(f"cursor {raw[:60]!r}: seq= names a round trip on its own (no turn= or conversation= with it)")
+        raise CursorError(
+            f"cursor {raw[:60]!r}: seq= names a round trip on "
+            "its own (no turn= or conversation= with it)"
+        )
     return CursorSpec(raw, turn, conversation, seq)
 
 
@@ -122,8 +150,9 @@ class Cursor:
     #: What-if edits made in every request sent live (:mod:`cassettes.replay.live.edits`).
     edits: list[Edit] = field(default_factory=list)
     #: The fork's per-run key when the live upstreams are its looptap recorders: an edited request
-    #: carries its marks to them, sealed with it (:func:`cassettes.replay.live.edits.edited_headers`), so
-    #: the branch keeps the client's request. ``None``: no marks are sent.
+    #: carries its marks to them, sealed with it
+    #: (:func:`cassettes.replay.live.edits.edited_headers`), so the branch keeps the client's
+    #: request. ``None``: no marks are sent.
     edit_key: str | None = field(default=None, repr=False)
     #: Conversations that went live (their requests past the cursor are the continuation).
     forked: set[str | None] = field(default_factory=set)
@@ -132,15 +161,16 @@ class Cursor:
     notes: list[str] = field(default_factory=list)
     #: Requests sent self-contained (they continued an answer replayed from the recording).
     chained: int = 0
-    #: Per conversation, each request sent live: (the recording's turn it is, the model it asked for).
+    #: Per conversation, each request sent live: (the recording's turn it is, the model it asked
+    #: for).
     live_turns: dict[str | None, list[tuple[int | None, str | None]]] = field(default_factory=dict)
     #: The first recorded round trip at the cursor, per conversation: conversation → seq.
     starts: dict[str | None, int] = field(default_factory=dict)
     #: The ids of the answers the live upstream gave (a request continuing one goes as it is).
     live_ids: set[str] = field(default_factory=set)
-    #: How the prefix is matched (:data:`cassettes.replay.matching.tolerance.PREFIX_MODES`): ``strict``, or
-    #: ``tolerant`` (a request that differs from its recorded turn only in tool results is
-    #: answered with that turn, in position, and the difference kept).
+    #: How the prefix is matched (:data:`cassettes.replay.matching.tolerance.PREFIX_MODES`):
+    #: ``strict``, or ``tolerant`` (a request that differs from its recorded turn only in tool
+    #: results is answered with that turn, in position, and the difference kept).
     prefix: str = "strict"
     #: Recorded round trips answered in position in the tolerant prefix (their positions).
     in_position: list[int] = field(default_factory=list)
@@ -151,7 +181,8 @@ class Cursor:
     _recorded_values: dict[str, Any] = field(default_factory=dict)
     #: Per conversation: requests sent live so far (a live request's turn: the cursor's + this).
     _live_count: dict[str | None, int] = field(default_factory=dict)
-    #: The marks of the request :meth:`outgoing` made last (a continuation of its answer keeps them).
+    #: The marks of the request :meth:`outgoing` made last (a continuation of its answer keeps
+    #: them).
     _last_marks: list[dict[str, Any]] = field(default_factory=list)
     #: Continuation requests sent (the ``continue`` edit), and the answers joined for the client.
     continued: int = 0
@@ -167,12 +198,30 @@ class Cursor:
         self._by_seq = {r.seq: r for r in matcher.recorded}
         name = clean_line(run)[:200]
         if self.spec.seq is not None and self.spec.seq not in self._by_seq:
-            seqs = f"seqs {min(self._by_seq)}–{max(self._by_seq)}" if self._by_seq else "no round trips"
-            raise CursorError(f"cursor {self.spec.text!r}: {name} has no round trip seq {self.spec.seq} ({seqs})")
+            seqs = (
+                f"seqs {min(self._by_seq)}–{max(self._by_seq)}"
+                if self._by_seq
+                else "no round trips"
+            )
+            raise CursorError(
+                f"cursor {self.spec.text!r}: {name} has no round trip seq {self.spec.seq} ({seqs})"
+            )
         if self.spec.divergence:  # placed as each conversation diverges (route)
             if self.edits:
-                raise CursorError("--edit needs a cursor at a turn (an edit applies from it on); @divergence has none until the client diverges")
-            why = other_family(self.model, {id(a): a for r in matcher.recorded if (a := r.key.adapter) is not None}.values()) if self.model is not None else None
+                raise CursorError(
+                    "--edit needs a cursor at a turn (an edit applies from it on); @divergence has "
+                    "none until the client diverges"
+                )
+            why = (
+                other_family(
+                    self.model,
+                    {
+                        id(a): a for r in matcher.recorded if (a := r.key.adapter) is not None
+                    }.values(),
+                )
+                if self.model is not None
+                else None
+            )
             if why is not None:  # any turn may go live: checked against every recorded one
                 raise CursorError(why)
             return
@@ -181,9 +230,19 @@ class Cursor:
                 seq = r.seq
                 self.starts.setdefault(r.conversation, seq)
         if not self.starts:
-            raise CursorError(f"cursor {self.spec.text!r} selects no recorded turn: {name} {turns_held(matcher.recorded, self.spec.conversation)}")
+            raise CursorError(
+                f"cursor {self.spec.text!r} selects no recorded turn: {name} "
+                f"{turns_held(matcher.recorded, self.spec.conversation)}"
+            )
         if self.model is not None:  # refused before anything is sent
-            why = other_family(self.model, {id(a): a for r in matcher.recorded if self.at(r) and (a := r.key.adapter) is not None}.values())
+            why = other_family(
+                self.model,
+                {
+                    id(a): a
+                    for r in matcher.recorded
+                    if self.at(r) and (a := r.key.adapter) is not None
+                }.values(),
+            )
             if why is not None:
                 raise CursorError(why)
         if self.edits:
@@ -197,7 +256,11 @@ class Cursor:
         from cassettes.replay.live.edits import carried
 
         past = sorted((r for r in matcher.recorded if self.at(r)), key=lambda r: r.seq)
-        sent = as_sent_live((r.exchange for r in matcher.recorded), lambda seq: self._by_seq[seq].exchange, self.starts.values())
+        sent = as_sent_live(
+            (r.exchange for r in matcher.recorded),
+            lambda seq: self._by_seq[seq].exchange,
+            self.starts.values(),
+        )
         for e in self.edits:
             for r in past:
                 ex = sent(r.seq)
@@ -206,15 +269,22 @@ class Cursor:
                     self._recorded_values[e.label] = found[0]
                     break
             else:
-                raise CursorError(f"--edit {e.label}: no recorded request at or past the cursor {self.spec.text} carries it "
-                                  "(a call id, user message index or system prompt the recording has; a tool result is first sent in the turn after its call): nothing was sent")
+                raise CursorError(
+                    f"--edit {e.label}: no recorded request at or past the cursor {self.spec.text} "
+                    "carries it (a call id, user message index or system prompt the recording "
+                    "has; a tool result is first sent in the turn after its call): nothing was sent"
+                )
 
     def at(self, r: Recorded) -> bool:
         """Whether the recorded round trip ``r`` is at or past the cursor (``divergence``: in a
         conversation that diverged, from the turn where it did)."""
         spec = self.spec
         if spec.divergence:
-            start = self._by_seq.get(self.starts.get(r.conversation, -1)) if r.conversation in self.forked else None
+            start = (
+                self._by_seq.get(self.starts.get(r.conversation, -1))
+                if r.conversation in self.forked
+                else None
+            )
             return start is not None and r.index >= start.index
         if spec.seq is not None:
             start = self._by_seq.get(spec.seq)
@@ -242,11 +312,15 @@ class Cursor:
                     return served
                 if not self.spec.divergence or closest is None:
                     return None  # before the cursor: the client diverged (fails closed)
-                self.starts.setdefault(closest.conversation, closest.seq)  # @divergence: live from here
+                # @divergence: live from here
+                self.starts.setdefault(closest.conversation, closest.seq)
             rec, miss = closest, found
         base = self.live(req.method, req.target, req.body)
         if base is None:
-            why = "past the fork's cursor, but no live upstream serves this API (give one with --upstream NAME=URL)"
+            why = (
+                "past the fork's cursor, but no live upstream serves this API (give one with "
+                "--upstream NAME=URL)"
+            )
             return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
         self.forked.add(rec.conversation)
         turn = self._turn_of(rec, miss is None)
@@ -257,10 +331,21 @@ class Cursor:
         req, chained = self._self_contained(req)
         target, body, notes, headers = self.outgoing(req, turn)
         self._went_live(rec.conversation, turn, req.method, target, body)
-        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=chained + notes, target=target, headers=headers,
-                       cont=self._continuation(req.method, target, body, client))
+        return Forward(
+            base,
+            body,
+            "live past the cursor",
+            miss=miss,
+            rec=rec,
+            notes=chained + notes,
+            target=target,
+            headers=headers,
+            cont=self._continuation(req.method, target, body, client),
+        )
 
-    def _continuation(self, method: str, target: str, body: bytes, client: bytes) -> Continuation | None:
+    def _continuation(
+        self, method: str, target: str, body: bytes, client: bytes
+    ) -> Continuation | None:
         """How the answer to a request sent live is continued when the cap cuts it (the
         ``continue`` edit, :mod:`cassettes.replay.live.continuation`), or ``None``."""
         from cassettes.replay.live.continuation import Continuation
@@ -270,7 +355,15 @@ class Cursor:
         adapter = request_key(method, target, [], body).adapter if edit is not None else None
         if edit is None or adapter is None:
             return None
-        return Continuation(edit, self.spec.text, self.edit_key, adapter, client, list(self._last_marks), on_continued=self._count_continued)
+        return Continuation(
+            edit,
+            self.spec.text,
+            self.edit_key,
+            adapter,
+            client,
+            list(self._last_marks),
+            on_continued=self._count_continued,
+        )
 
     def _count_continued(self, requests: int) -> None:
         self.continued += requests
@@ -281,16 +374,27 @@ class Cursor:
         (:meth:`Matcher.in_position`: played, the differences kept as tolerated); else ``None``."""
         if self.prefix != "tolerant" or self._matcher is None:
             return None
-        rec = self._matcher.in_position(req.method, req.target, req.headers, req.body, lambda r: not self.at(r) and r.conversation not in self.forked, miss)
+        rec = self._matcher.in_position(
+            req.method,
+            req.target,
+            req.headers,
+            req.body,
+            lambda r: not self.at(r) and r.conversation not in self.forked,
+            miss,
+        )
         if rec is None:
             return None
         self.in_position.append(rec.index)
         self._rethread(req, rec)
-        return Play(rec, note=f"fork: served in position ({rec.label}): the request differs from it only in tool results (--prefix tolerant)")
+        return Play(
+            rec,
+            note=f"fork: served in position ({rec.label}): the request differs from it only in "
+            "tool results (--prefix tolerant)",
+        )
 
     def _rethread(self, req: Request, rec: Recorded) -> None:
-        """The recorded answer ``rec`` stood, in this run, for the request as the client sent it (its
-        changed tool results), not as recorded: a later request past the cursor continuing it
+        """The recorded answer ``rec`` stood, in this run, for the request as the client sent it
+        (its changed tool results), not as recorded: a later request past the cursor continuing it
         (``previous_response_id``) is made self-contained from what the client really sent."""
         from cassettes.replay.live.chains import answer_of, chaining_of, remember
 
@@ -304,11 +408,17 @@ class Cursor:
         if self._threads is None:
             self._threads = threads_of_recorded(self._matcher)
         ex = rec.exchange
-        remember(self._threads, chain, doc, answer_of(ex.response_chunks, ex.response_header("content-type")))
+        remember(
+            self._threads,
+            chain,
+            doc,
+            answer_of(ex.response_chunks, ex.response_header("content-type")),
+        )
 
     def _self_contained(self, req: Request) -> tuple[Request, list[str]]:
         """``req`` self-contained when it continues an answer replayed from the recording, which the
-        live upstream never gave (:mod:`cassettes.replay.live.chains`; the same rule as over a WebSocket)."""
+        live upstream never gave (:mod:`cassettes.replay.live.chains`; the same rule as over a
+        WebSocket)."""
         from cassettes.replay.live.chains import chaining_of, self_contained
 
         try:
@@ -323,9 +433,21 @@ class Cursor:
         made, note = self_contained(self._threads, chain, doc, self.live_ids)
         notes = [note] if note is not None else []
         self.chained += made is not doc
-        return (Request(req.method, req.target, req.headers, orjson.dumps(made)) if made is not doc else req), notes
+        return (
+            Request(req.method, req.target, req.headers, orjson.dumps(made))
+            if made is not doc
+            else req
+        ), notes
 
-    def relayed(self, method: str, target: str, sent: bytes, status: int, chunks: list[tuple[float | None, bytes]], headers: list[tuple[str, str]]) -> None:
+    def relayed(
+        self,
+        method: str,
+        target: str,
+        sent: bytes,
+        status: int,
+        chunks: list[tuple[float | None, bytes]],
+        headers: list[tuple[str, str]],
+    ) -> None:
         """An answer the live upstream gave (``headers``, ``chunks`` as relayed) to a request sent
         live (``sent``: its body as sent): a later request continuing it goes as it is."""
         from cassettes.replay.live.chains import answer_of, chaining_of, remember
@@ -344,12 +466,22 @@ class Cursor:
         if self._threads is None:
             self._threads = threads_of_recorded(self._matcher)
         body = decode_chunks(chunks, header(headers, "content-encoding")).chunks
-        remember(self._threads, chain, doc, answer_of(body, header(headers, "content-type")), self.live_ids)
+        remember(
+            self._threads,
+            chain,
+            doc,
+            answer_of(body, header(headers, "content-type")),
+            self.live_ids,
+        )
 
-    def outgoing(self, req: Request, turn: int | None = None) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]:
+    def outgoing(
+        self, req: Request, turn: int | None = None
+    ) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]:
         """A request sent live, as it is sent: the model asked for (``--model``), the edits made
-        (``--edit``; its marks carried to a looptap recorder, :func:`cassettes.replay.live.edits.edited_headers`); its target, body, notes, headers
-        (``None``: the request's own). Counted in :attr:`sent`. ``turn``: the recording's turn it is (for the notes)."""
+        (``--edit``; its marks carried to a looptap recorder,
+        :func:`cassettes.replay.live.edits.edited_headers`); its target, body, notes, headers
+        (``None``: the request's own). Counted in :attr:`sent`. ``turn``: the recording's turn it is
+        (for the notes)."""
         self.sent += 1
         target, body, notes = self._rewritten(req)
         headers = None
@@ -363,7 +495,9 @@ class Cursor:
                 headers = edited_headers(req.headers, marks, self.edit_key)
         return target, body, notes, headers
 
-    def _went_live(self, conversation: str | None, turn: int | None, method: str, target: str, body: bytes) -> None:
+    def _went_live(
+        self, conversation: str | None, turn: int | None, method: str, target: str, body: bytes
+    ) -> None:
         """Keep which turn of which conversation went live, on which model (for the report)."""
         from cassettes.replay.matching.requestkey import request_key
 
@@ -373,8 +507,15 @@ class Cursor:
                 doc = bounds.loads(body) if body else None
             except (orjson.JSONDecodeError, ValueError):
                 doc = None
-            model = doc.get("model") if isinstance(doc, dict) and isinstance(doc.get("model"), str) else None
-            if model is None and (adapter := request_key(method, target, [], body).adapter) is not None:
+            model = (
+                doc.get("model")
+                if isinstance(doc, dict) and isinstance(doc.get("model"), str)
+                else None
+            )
+            if (
+                model is None
+                and (adapter := request_key(method, target, [], body).adapter) is not None
+            ):
                 model = adapter.model_from_url(urlsplit(target))
         self.live_turns.setdefault(conversation, []).append((turn, model))
 
@@ -396,10 +537,17 @@ class Cursor:
         out: list[str] = []
         for m in marks:
             label = str(m.get("edit"))
-            if label not in self._recorded_values or "before" not in m or m["before"] == self._recorded_values[label]:
+            if (
+                label not in self._recorded_values
+                or "before" not in m
+                or m["before"] == self._recorded_values[label]
+            ):
                 continue
-            note = (f"edit {label}: the client sent a different value at turn {turn if turn is not None else '?'} than it recorded "
-                    "(it rewrote the item); the edit replaced it")
+            note = (
+                f"edit {label}: the client sent a different value at turn "
+                f"{turn if turn is not None else '?'} than it recorded (it rewrote the item); the "
+                "edit replaced it"
+            )
             if note not in out:
                 out.append(note)
             if note not in self.notes:
@@ -415,7 +563,8 @@ class Cursor:
 
     def unapplied(self) -> list[Edit]:
         """Edits whose target no request sent live carried (an error: the fork exits 1). A
-        ``continue`` that continued nothing is none: no answer sent live was cut (the report says so)."""
+        ``continue`` that continued nothing is none: no answer sent live was cut (the report says
+        so)."""
         return [e for e in self.edits if not e.applied and e.kind != "continue"]
 
     def report_lines(self) -> list[str]:
@@ -425,33 +574,63 @@ class Cursor:
         starts = sorted(self.starts.items(), key=lambda kv: kv[1])
         where = _listed([f"{c or '-'} from seq {s}" for c, s in starts], 10)
         went = _listed(sorted(str(c) for c in self.forked), 10)
-        out = [f"fork at {self.spec.text}: {count(self.sent, 'request')} sent live; went live: {went or 'none'} (cursor: {where})"]
+        out = [
+            f"fork at {self.spec.text}: {count(self.sent, 'request')} sent live; went live: "
+            f"{went or 'none'} (cursor: {where})"
+        ]
         for conv, sent in sorted(self.live_turns.items(), key=lambda kv: str(kv[0]))[:10]:
             models = ", ".join(dict.fromkeys(clean_line(m or "?")[:80] for _, m in sent))
             turns = _listed([str(t) if t is not None else "?" for t, _ in sent], 20)
-            out.append(f"  live in {conv or '-'}: turns {turns} on {models}{' (--model)' if self.model is not None else ''}")
+            out.append(
+                f"  live in {conv or '-'}: turns {turns} on "
+                f"{models}{' (--model)' if self.model is not None else ''}"
+            )
         out += [f"  {n}" for n in self.notes]
         if self.in_position:
-            out.append(f"  {count(len(self.in_position), 'recorded round trip')} served in position in the tolerant prefix: the request differed from it only in tool results (listed as tolerated)")
+            out.append(
+                f"  {count(len(self.in_position), 'recorded round trip')} served in position in "
+                "the tolerant prefix: the request differed from it only in tool results (listed "
+                "as tolerated)"
+            )
         if self.chained:
-            out.append(f"  {count(self.chained, 'request')} sent self-contained: each continued an answer replayed from the recording, which the live upstream never gave")
+            out.append(
+                f"  {count(self.chained, 'request')} sent self-contained: each continued an answer "
+                "replayed from the recording, which the live upstream never gave"
+            )
         return out + self._edit_lines()
 
     def _edit_lines(self) -> list[str]:
-        """What each what-if edit did, for :meth:`report_lines`; an edit never applied is an error."""
+        """What each what-if edit did, for :meth:`report_lines`; an edit never applied is an
+        error."""
         from cassettes.hints import count
 
-        out = [f"  edit {e.label}: made in {count(e.applied, 'request')} sent live" for e in self.edits if e.applied and e.kind != "continue"]
-        out += [f"  edit continue: {count(e.applied, 'answer')} cut at the token cap continued by looptap ({count(self.continued, 'continuation request')}), "
-                "each handed to the client as one answer" if e.applied else
-                "  edit continue: no answer sent live was cut at the token cap: nothing continued" for e in self.edits if e.kind == "continue"]
-        out += [f"  error: edit {e.label} never applied: no request sent live carries it (check the call id / index, and that the cursor is at or before the turn that first sends it)" for e in self.unapplied()]
+        out = [
+            f"  edit {e.label}: made in {count(e.applied, 'request')} sent live"
+            for e in self.edits
+            if e.applied and e.kind != "continue"
+        ]
+        out += [
+            f"  edit continue: {count(e.applied, 'answer')} cut at the token cap continued by "
+            f"looptap ({count(self.continued, 'continuation request')}), each handed to the client "
+            "as one answer"
+            if e.applied
+            else "  edit continue: no answer sent live was cut at the token cap: nothing continued"
+            for e in self.edits
+            if e.kind == "continue"
+        ]
+        out += [
+            f"  error: edit {e.label} never applied: no request sent live carries it (check the "
+            "call id / index, and that the cursor is at or before the turn that first sends it)"
+            for e in self.unapplied()
+        ]
         return out
 
 
 def _listed(items: Sequence[str], limit: int) -> str:
     """The first ``limit`` of ``items``, joined by commas, then how many more there are."""
-    return ", ".join(items[:limit]) + (f", … {len(items) - limit} more" if len(items) > limit else "")
+    return ", ".join(items[:limit]) + (
+        f", … {len(items) - limit} more" if len(items) > limit else ""
+    )
 
 
 def turns_held(recorded: Iterable[Recorded], conversation: str | None = None) -> str:
@@ -465,7 +644,9 @@ def turns_held(recorded: Iterable[Recorded], conversation: str | None = None) ->
         if r.conversation is not None and r.turn is not None:
             turns.setdefault(r.conversation, set()).add(r.turn)
     if conversation is not None and conversation not in turns:
-        listed = ", ".join(sorted(turns)[:20]) + (f", … {len(turns) - 20} more" if len(turns) > 20 else "")
+        listed = ", ".join(sorted(turns)[:20]) + (
+            f", … {len(turns) - 20} more" if len(turns) > 20 else ""
+        )
         return f"has no conversation {conversation} (its conversations: {listed or 'none'})"
     if conversation is not None:
         turns = {conversation: turns[conversation]}
@@ -478,7 +659,9 @@ def turns_held(recorded: Iterable[Recorded], conversation: str | None = None) ->
     for (n, lo, hi), convs in list(alike.items())[:5]:
         names = ", ".join(convs[:10]) + (f", … {len(convs) - 10} more" if len(convs) > 10 else "")
         span = f"{lo}–{hi}" if lo != hi else f"{lo}"
-        said.append(f"{count(n, 'turn')} ({span}) in conversation{'s' if len(convs) > 1 else ''} {names}")
+        said.append(
+            f"{count(n, 'turn')} ({span}) in conversation{'s' if len(convs) > 1 else ''} {names}"
+        )
     more = f"; … {len(alike) - 5} more" if len(alike) > 5 else ""
     return "has " + "; ".join(said) + more
 
@@ -487,13 +670,15 @@ def threads_of_recorded(matcher: Matcher | None) -> Threads:
     """What every recorded answer stood for (:func:`cassettes.replay.live.chains.threads_of`)."""
     from cassettes.replay.live.chains import threads_of
 
-    return threads_of(r.exchange for r in matcher.recorded) if matcher is not None else threads_of([])
+    return (
+        threads_of(r.exchange for r in matcher.recorded) if matcher is not None else threads_of([])
+    )
 
 
 def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None]:
     """Requests → the base URL serving their API: ``bases`` maps a listener name (as
-    ``--upstream`` names them: the providers' reverse upstreams) to a URL; an API family belongs to the name it
-    starts with (the providers' naming convention), so no provider is named here."""
+    ``--upstream`` names them: the providers' reverse upstreams) to a URL; an API family belongs to
+    the name it starts with (the providers' naming convention), so no provider is named here."""
 
     def live(method: str, target: str, body: bytes) -> str | None:
         from cassettes.replay.matching.requestkey import request_key
@@ -508,7 +693,9 @@ def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None
     return live
 
 
-def with_model(method: str, target: str, body: bytes, model: str | None) -> tuple[str, bytes, str | None]:
+def with_model(
+    method: str, target: str, body: bytes, model: str | None
+) -> tuple[str, bytes, str | None]:
     """(target, body) with the model set to ``model``: the body's top-level ``model``, and the
     path's model where the API's adapter says the path names one (a deployment, or a
     ``/models/NAME:``); a note saying what changed or that it could not."""
@@ -522,17 +709,31 @@ def with_model(method: str, target: str, body: bytes, model: str | None) -> tupl
 
     adapter = request_key(method, target, [], body).adapter
     path = adapter.url_with_model(urlsplit(target), model) if adapter is not None else None
-    named = adapter.model_from_url(urlsplit(target)) if path is not None and adapter is not None else None
-    if path is None and (m := _MODEL_IN_PATH.search(target)) is not None:  # an API not recognised, a path that names its model
+    named = (
+        adapter.model_from_url(urlsplit(target))
+        if path is not None and adapter is not None
+        else None
+    )
+    # an API not recognised, a path that names its model
+    if path is None and (m := _MODEL_IN_PATH.search(target)) is not None:
         path, named = target[: m.start(2)] + model + target[m.end(2) :], m.group(2)
-    in_path = f" (and in the path: {path.partition('?')[0][:120]})" if path is not None and path != target else ""
+    in_path = (
+        f" (and in the path: {path.partition('?')[0][:120]})"
+        if path is not None and path != target
+        else ""
+    )
     if isinstance(doc, dict) and isinstance(doc.get("model"), str):
         was = doc["model"]
         doc["model"] = model
         return path or target, orjson.dumps(doc), f"model {was} → {model}{in_path}"
     if path is not None:  # the path alone names the model (/models/NAME:)
         return path, body, f"model {named or '?'} → {model}"
-    return target, body, f"could not set the model of {method} {target[:80]} to {model} (no model field in the body or path): sent as it was"
+    return (
+        target,
+        body,
+        f"could not set the model of {method} {target[:80]} to {model} (no model field in the body "
+        "or path): sent as it was",
+    )
 
 
 def model_vendor(model: str) -> str | None:
@@ -553,11 +754,18 @@ def other_family(model: str, adapters: Iterable[Provider]) -> str | None:
     from cassettes import providers
 
     vendor = model_vendor(model)
-    homes = {a.profile.model_vendor for f in providers.FAMILIES if (a := providers.by_family(f)) is not None and a.profile.model_vendor}
+    homes = {
+        a.profile.model_vendor
+        for f in providers.FAMILIES
+        if (a := providers.by_family(f)) is not None and a.profile.model_vendor
+    }
     if vendor is None or vendor not in homes:
         return None
     for a in adapters:
         if a.profile.model_vendor is not None and a.profile.model_vendor != vendor:
-            return (f"--model {model}: {vendor}'s model, and the run's requests at the cursor are {a.family} ({a.profile.model_vendor}'s API, "
-                    "another API family): a fork sends the agent's own requests, so give a model that API serves")
+            return (
+                f"--model {model}: {vendor}'s model, and the run's requests at the cursor are "
+                f"{a.family} ({a.profile.model_vendor}'s API, another API family): a fork sends "
+                "the agent's own requests, so give a model that API serves"
+            )
     return None

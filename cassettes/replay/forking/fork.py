@@ -47,7 +47,9 @@ def parse_from(text: str) -> ForkSource:
     """``RUN.jsonl@SELECTOR`` (the selector as docs/fork.md says); the run must exist."""
     run, at, sel = text.rpartition("@")
     if not at or not run or not sel:
-        raise CassetteError(f"--from wants RUN.jsonl@SELECTOR (e.g. run.jsonl@turn=2), not {text[:80]!r}")
+        raise CassetteError(
+            f"--from wants RUN.jsonl@SELECTOR (e.g. run.jsonl@turn=2), not {text[:80]!r}"
+        )
     from cassettes.storage.paths import check_input
 
     path = Path(run)
@@ -63,12 +65,19 @@ def fork_inputs(args: Any) -> list[Path]:
 
     run = str(args.from_run).rpartition("@")[0]
     files = [Path(run)] if run else []
-    return files + [f for f in (edit_file(e) for e in getattr(args, "edit", []) or []) if f is not None]
+    return files + [
+        f for f in (edit_file(e) for e in getattr(args, "edit", []) or []) if f is not None
+    ]
 
 
 def origin_meta(
-    source: ForkSource, model: str | None, starts: dict[str | None, int] | None = None, edits: list[str] | None = None,
-    turns: dict[str | None, int | None] | None = None, branch: Path | None = None, prefix: str = "strict",
+    source: ForkSource,
+    model: str | None,
+    starts: dict[str | None, int] | None = None,
+    edits: list[str] | None = None,
+    turns: dict[str | None, int | None] | None = None,
+    branch: Path | None = None,
+    prefix: str = "strict",
 ) -> dict[str, Any]:
     """``meta.origin`` of a branch: the run (as typed, absolute, relative to the branch, and its
     sha256 as it was at the fork: :mod:`cassettes.reading.branch` checks it), the cursor, the first
@@ -92,14 +101,19 @@ def origin_meta(
 
 
 def branch_meta(
-    source: ForkSource, model: str | None, edits: list[str] | None = None, check: list[Any] | None = None, branch: Path | None = None,
+    source: ForkSource,
+    model: str | None,
+    edits: list[str] | None = None,
+    check: list[Any] | None = None,
+    branch: Path | None = None,
     prefix: str = "strict",
 ) -> dict[str, Any]:
     """The branch cassette's header ``meta`` (for a branch at ``branch``), naming its origin. The
     cursor is placed in the run first, with the model and the edits (``check``) it would send: a
     cursor that selects no recorded turn, a model of another API family, or an edit whose target
-    the recording does not have is refused here (:class:`~cassettes.replay.forking.cursor.CursorError`),
-    before any file is touched and before anything is sent."""
+    the recording does not have is refused here
+    (:class:`~cassettes.replay.forking.cursor.CursorError`), before any file is touched and before
+    anything is sent."""
     from cassettes.reading.branch import first_turn, origin_in
     from cassettes.reading.run import open_run
     from cassettes.replay.forking.cursor import Cursor
@@ -110,14 +124,22 @@ def branch_meta(
     matcher = Matcher(list(run.exchanges), first_turn=first_turn(origin_in(run.header)))
     cursor.bind(matcher, str(source.run))
     at = set(cursor.starts.values())
-    turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in at}  # the origin's turn at the cursor
+    # the origin's turn at the cursor
+    turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in at}
     from cassettes.matching.places import here
 
-    # the branch's own cwd and home (its agent is this process's child), as a recording's header has them
-    return {"source": "looptap run --from", **here(), ORIGIN: origin_meta(source, model, cursor.starts, edits, turns, branch, prefix)}
+    # the branch's own cwd and home (its agent is this process's child), as a recording's header has
+    # them
+    return {
+        "source": "looptap run --from",
+        **here(),
+        ORIGIN: origin_meta(source, model, cursor.starts, edits, turns, branch, prefix),
+    }
 
 
-def write_branch_header(path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None) -> None:
+def write_branch_header(
+    path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None
+) -> None:
     """Start a branch cassette at ``path`` with the header :func:`branch_meta` makes (what
     ``looptap run --from`` writes through :meth:`ForkReplay.begin`)."""
     from cassettes.storage.store import CassetteFile
@@ -183,7 +205,15 @@ class ForkReplay:
         CassetteFile(path, meta=self.meta).close()
 
     def argv(self, bases: dict[str, str]) -> list[str]:
-        argv = [self.python, "-m", "cassettes.cli", "replay", str(self.source.run), "--cursor", self.source.cursor.text]
+        argv = [
+            self.python,
+            "-m",
+            "cassettes.cli",
+            "replay",
+            str(self.source.run),
+            "--cursor",
+            self.source.cursor.text,
+        ]
         for name, base in bases.items():
             argv += ["--live", f"{name}={base}"]
         if self.model is not None:
@@ -193,11 +223,17 @@ class ForkReplay:
         if self.edits:
             argv.append("--live-recorder")
         if not self.volatile:
-            argv.append("--no-volatile")  # the recorder keeps the client's request beside the edited one
+            # the recorder keeps the client's request beside the edited one
+            argv.append("--no-volatile")
         if self.prefix != "strict":
             argv += ["--prefix", self.prefix]
         if self._dir is not None:
-            argv += ["--tolerated-out", os.path.join(self._dir, "tolerated.json"), "--sent-out", os.path.join(self._dir, "sent.jsonl")]
+            argv += [
+                "--tolerated-out",
+                os.path.join(self._dir, "tolerated.json"),
+                "--sent-out",
+                os.path.join(self._dir, "sent.jsonl"),
+            ]
         return argv + self.rule_flags
 
     async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:
@@ -206,10 +242,14 @@ class ForkReplay:
         from cassettes.replay.serving.server import replay_env
 
         self._err = tempfile.TemporaryFile()
-        self._dir = tempfile.mkdtemp(prefix="looptap-fork-")  # private (0700): the replay server's list of what it tolerated
+        # private (0700): the replay server's list of what it tolerated
+        self._dir = tempfile.mkdtemp(prefix="looptap-fork-")
         own = {k: v for k, v in os.environ.items() if k != KEY_ENV}
         self.proc = await asyncio.create_subprocess_exec(
-            *self.argv(live_bases(recorder_env)), stdout=asyncio.subprocess.PIPE, stderr=self._err, stdin=asyncio.subprocess.DEVNULL,
+            *self.argv(live_bases(recorder_env)),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=self._err,
+            stdin=asyncio.subprocess.DEVNULL,
             env={**own, KEY_ENV: self.edit_key} if self.edits else own,
         )
         assert self.proc.stdout is not None
@@ -219,12 +259,21 @@ class ForkReplay:
             line = (await self.proc.stdout.readline()).decode("utf-8", "replace").strip()
             if not line:
                 await self.proc.wait()
-                raise CassetteError("the fork's replay server did not start: " + " ".join(self._said()[-5:]))
+                raise CassetteError(
+                    "the fork's replay server did not start: " + " ".join(self._said()[-5:])
+                )
             name, _, value = line.removeprefix("export ").partition("=")
             env[name] = value
         self.url = env.get("OPENAI_BASE_URL", "").removesuffix("/v1") or None
         # Only the base URLs: the recorder's proxy variables would send a client past the replay.
-        return {**{k: v for k, v in recorder_env.items() if not k.lower().endswith("_proxy") and k != "NODE_USE_ENV_PROXY"}, **env}
+        return {
+            **{
+                k: v
+                for k, v in recorder_env.items()
+                if not k.lower().endswith("_proxy") and k != "NODE_USE_ENV_PROXY"
+            },
+            **env,
+        }
 
     def _said(self) -> list[str]:
         """What the replay server said on stderr, each line without the ``looptap:`` its own CLI
@@ -270,10 +319,22 @@ class ForkReplay:
             return
         self.sent = kept
         run = shlex.quote(str(self.source.run))
-        self.report.append(f"what the agent sent: {kept}; rules that would make it match, if what differs is volatile: looptap rules propose {run} {shlex.quote(str(kept))}")
-        modes = ["--prefix tolerant answers a request that differs only in tool results with its recorded turn"] if self.prefix == "strict" else []
+        self.report.append(
+            f"what the agent sent: {kept}; rules that would make it match, if what differs is "
+            f"volatile: looptap rules propose {run} {shlex.quote(str(kept))}"
+        )
+        modes = (
+            [
+                "--prefix tolerant answers a request that differs "
+                "only in tool results with its recorded turn"
+            ]
+            if self.prefix == "strict"
+            else []
+        )
         if not self.source.cursor.divergence:
-            modes.append(f"--from {run}@divergence goes live at the first difference instead of failing")
+            modes.append(
+                f"--from {run}@divergence goes live at the first difference instead of failing"
+            )
         if modes:
             self.report.append("; ".join(modes) + " (docs/fork.md)")
 
@@ -299,7 +360,10 @@ class ForkReplay:
             self._dir = None
         if isinstance(doc, dict):
             starts = doc.get("starts")
-            self.tolerated = {"tolerated": read_entries(doc.get("tolerated")), "starts": starts if isinstance(starts, dict) else {}}
+            self.tolerated = {
+                "tolerated": read_entries(doc.get("tolerated")),
+                "starts": starts if isinstance(starts, dict) else {},
+            }
 
     def finish(self, path: Path) -> None:
         """Append to the branch cassette at ``path`` (once its recorder has stopped) what the prefix
@@ -342,13 +406,26 @@ def start_fork(args: Any) -> ForkReplay:
     edits = [parse_edit(e) for e in args.edit]  # refused here, before anything starts
     for e in edits:
         if e.selector is not None and e.selector != source.cursor.text:
-            raise CassetteError(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({source.cursor.text}) on; its selector, if given, is the cursor's")
+            raise CassetteError(
+                f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor "
+                f"({source.cursor.text}) on; its selector, if given, is the cursor's"
+            )
     out = str(getattr(args, "output", "") or "")
     branch = Path(out[1:] if out.startswith("+") and len(out) > 1 else out) if out else None
     from cassettes.replay.matching.userrules import rule_argv, rules_of_args
 
-    rules_of_args(args, source.run)  # the project's rules and the flags, refused here (RuleError) before anything starts
+    # the project's rules and the flags, refused here (RuleError) before anything starts
+    rules_of_args(args, source.run)
     prefix = getattr(args, "prefix", None) or "strict"
-    meta = branch_meta(source, args.model, [e.label for e in edits], check=edits, branch=branch, prefix=prefix)
-    return ForkReplay(source, model=args.model, edits=list(args.edit), meta=meta, volatile=not getattr(args, "no_volatile", False), prefix=prefix,
-                      rule_flags=rule_argv(args))
+    meta = branch_meta(
+        source, args.model, [e.label for e in edits], check=edits, branch=branch, prefix=prefix
+    )
+    return ForkReplay(
+        source,
+        model=args.model,
+        edits=list(args.edit),
+        meta=meta,
+        volatile=not getattr(args, "no_volatile", False),
+        prefix=prefix,
+        rule_flags=rule_argv(args),
+    )

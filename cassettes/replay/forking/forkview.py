@@ -3,8 +3,8 @@ the origin's turns before the cursor (served from it), the fork point, then each
 cursor as the origin had it and as the branch has it, the items a what-if edit rewrote and the
 divergences :func:`cassettes.replay.forking.rundiff.diff_fork` finds there.
 
-Computed here (the core); the inspector only draws :class:`ForkComparison`. The origin is found from the
-branch's header (``meta.origin.run``): as written, then beside the branch; when it is in neither
+Computed here (the core); the inspector only draws :class:`ForkComparison`. The origin is found from
+the branch's header (``meta.origin.run``): as written, then beside the branch; when it is in neither
 place the view says so and lists the branch's turns alone.
 """
 
@@ -35,12 +35,14 @@ class ForkRow:
     #: One line each: what the model emitted at this turn (tool calls, text), the finish.
     origin: str | None = None
     branch: str | None = None
-    #: The items a what-if edit rewrote in the branch's request (``tool_result[ID] at messages[3]``).
+    #: The items a what-if edit rewrote in the branch's request (``tool_result[ID] at
+    #: messages[3]``).
     edited: list[str] = field(default_factory=list)
     #: What diff_fork says differs at this turn (``C: …``, ``E: …``).
     divergences: list[str] = field(default_factory=list)
     #: What was tolerated at this turn (the fork's prefix mode), one line each:
-    #: ``messages[3].content: recorded "…", live "…" (by tool_result)`` (:mod:`cassettes.replay.matching.tolerated`).
+    #: ``messages[3].content: recorded "…", live "…" (by tool_result)``
+    #: (:mod:`cassettes.replay.matching.tolerated`).
     tolerated: list[str] = field(default_factory=list)
 
 
@@ -98,7 +100,8 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
         return None
     from cassettes.reading.branch import locate, with_notes
 
-    origin = with_notes(path, origin)  # what the fork noted after the run (tolerated, @divergence's starts)
+    # what the fork noted after the run (tolerated, @divergence's starts)
+    origin = with_notes(path, origin)
 
     located = locate(path, origin)
     found = located.path if located.usable else None
@@ -109,11 +112,15 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
         return view
     ra = open_run(found, whole=True)
     compare = comparing_files(found, ra.header, rb.header)  # as `looptap diff` compares them
-    divs, said = diff_fork(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin, compare=compare)
+    divs, said = diff_fork(
+        ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin, compare=compare
+    )
     view.notes += said
     by_turn = _divergences_by_turn(divs)
     tolerated = _tolerated_by_turn(getattr(divs, "tolerated", []))
-    pairs = fork_pairs(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin, compare=compare)
+    pairs = fork_pairs(
+        ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin, compare=compare
+    )
     convs = {str(c.id): c for c in ra.analysis.conversations}
     done: set[str] = set()
     for cid, k, sa, sb in pairs:
@@ -123,8 +130,20 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
         if sum(1 for r in view.rows if r.conversation == cid and r.part == "past") >= PAST_ROWS:
             continue
         xb = rb.exchange_by_seq(sb)
-        row = ForkRow(cid, "past", k, sa, sb, _emitted(ra.analysis.turns.get(sa)) if sa is not None else "(the origin stopped before this turn)",
-                      _emitted(rb.analysis.turns.get(sb)), edit_notes(xb.edits or []), by_turn.get((sa, sb), []), tolerated.get(("", sa, sb), []))
+        row = ForkRow(
+            cid,
+            "past",
+            k,
+            sa,
+            sb,
+            _emitted(ra.analysis.turns.get(sa))
+            if sa is not None
+            else "(the origin stopped before this turn)",
+            _emitted(rb.analysis.turns.get(sb)),
+            edit_notes(xb.edits or []),
+            by_turn.get((sa, sb), []),
+            tolerated.get(("", sa, sb), []),
+        )
         view.rows.append(row)
     return view
 
@@ -137,7 +156,9 @@ def _header(path: Path, origin: dict[str, Any], found: Path | None) -> ForkCompa
     edits = [str(e) for e in origin.get("edits") or [] if isinstance(e, str)]
     model = origin.get("model") if isinstance(origin.get("model"), str) else None
     name = str(origin.get("run") or "?")
-    return ForkComparison(str(path), name, str(found) if found is not None else None, where, model, edits, [], [])
+    return ForkComparison(
+        str(path), name, str(found) if found is not None else None, where, model, edits, [], []
+    )
 
 
 def _branch_only(view: ForkComparison, rb: Any, changed: str | None = None) -> None:
@@ -145,14 +166,29 @@ def _branch_only(view: ForkComparison, rb: Any, changed: str | None = None) -> N
     a note saying so, then each branch conversation's first turns on their own."""
     from cassettes.replay.live.edits import edit_notes
 
-    view.notes.append(changed if changed is not None else
-                      f"the origin {view.origin_name} is not here (looked as written, at its absolute path and beside the branch): the turns before the cursor cannot be shown, only the branch's")
+    view.notes.append(
+        changed
+        if changed is not None
+        else f"the origin {view.origin_name} is not here (looked as written, at its absolute path "
+        "and beside the branch): the turns before the cursor cannot be shown, only the branch's"
+    )
     for conv in rb.analysis.conversations:
         view.rows.append(ForkRow(str(conv.id), "fork", None))
         for sb in conv.turns[:PAST_ROWS]:
             t = rb.analysis.turns.get(sb)
             xb = rb.exchange_by_seq(sb)
-            view.rows.append(ForkRow(str(conv.id), "past", t.index if t else None, None, sb, None, _emitted(t), edit_notes(xb.edits or [])))
+            view.rows.append(
+                ForkRow(
+                    str(conv.id),
+                    "past",
+                    t.index if t else None,
+                    None,
+                    sb,
+                    None,
+                    _emitted(t),
+                    edit_notes(xb.edits or []),
+                )
+            )
 
 
 def _divergences_by_turn(divs: list[Any]) -> dict[tuple[int | None, int | None], list[str]]:
@@ -161,28 +197,55 @@ def _divergences_by_turn(divs: list[Any]) -> dict[tuple[int | None, int | None],
     for d in divs:
         by_turn.setdefault((d.seq_a, d.seq_b), []).append(f"{d.layer}: {d.message}")
         for f in d.folded:  # shown at its own turn, saying what it follows from
-            by_turn.setdefault((f.seq_a, f.seq_b), []).append(f"↳ {f.layer}: {f.message} (follows from turn {d.turn}: {d.layer}: {d.message})")
+            by_turn.setdefault((f.seq_a, f.seq_b), []).append(
+                f"↳ {f.layer}: {f.message} (follows from turn {d.turn}: {d.layer}: {d.message})"
+            )
     return by_turn
 
 
-def _tolerated_by_turn(turns: list[dict[str, Any]]) -> dict[tuple[str, int | None, int | None], list[str]]:
+def _tolerated_by_turn(
+    turns: list[dict[str, Any]],
+) -> dict[tuple[str, int | None, int | None], list[str]]:
     """What was tolerated, as lines, by turn: a prefix turn by (its conversation, its origin seq,
     ``None``), a turn past the cursor by (``""``, origin seq, branch seq)."""
     from cassettes.replay.matching.tolerated import entry_line
 
     out: dict[tuple[str, int | None, int | None], list[str]] = {}
     for t in turns:
-        where = ("", t.get("seq"), t["seq_b"]) if "seq_b" in t else (str(t.get("conversation")), t.get("seq"), None)
+        where = (
+            ("", t.get("seq"), t["seq_b"])
+            if "seq_b" in t
+            else (str(t.get("conversation")), t.get("seq"), None)
+        )
         out.setdefault(where, []).extend(entry_line(e) for e in t.get("tolerated") or [])
     return out
 
 
-def _prefix_rows(view: ForkComparison, ra: Any, cid: str, k: int, seqs: list[int], tolerated: dict[tuple[str, int | None, int | None], list[str]] | None = None) -> None:
+def _prefix_rows(
+    view: ForkComparison,
+    ra: Any,
+    cid: str,
+    k: int,
+    seqs: list[int],
+    tolerated: dict[tuple[str, int | None, int | None], list[str]] | None = None,
+) -> None:
     """The origin's turns before the cursor (turn ``k``) of conversation ``cid``: the last
     :data:`PREFIX_ROWS` of them (a line counting the earlier ones), then the fork row."""
     prefix = seqs[:k]
     if len(prefix) > PREFIX_ROWS:
-        view.rows.append(ForkRow(cid, "prefix", None, origin=f"… {len(prefix) - PREFIX_ROWS} earlier turns"))
+        view.rows.append(
+            ForkRow(cid, "prefix", None, origin=f"… {len(prefix) - PREFIX_ROWS} earlier turns")
+        )
     for i, s in enumerate(prefix[-PREFIX_ROWS:], start=max(0, len(prefix) - PREFIX_ROWS)):
-        view.rows.append(ForkRow(cid, "prefix", i, s, None, _emitted(ra.analysis.turns.get(s)), tolerated=(tolerated or {}).get((cid, s, None), [])))
+        view.rows.append(
+            ForkRow(
+                cid,
+                "prefix",
+                i,
+                s,
+                None,
+                _emitted(ra.analysis.turns.get(s)),
+                tolerated=(tolerated or {}).get((cid, s, None), []),
+            )
+        )
     view.rows.append(ForkRow(cid, "fork", k))

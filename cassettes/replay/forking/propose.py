@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes.analysis import RunAnalysis
-from cassettes.matching.rules import RuleError, Rules, format_rule_path, parse_ignore, parse_substitution
+from cassettes.matching.rules import (
+    RuleError,
+    Rules,
+    format_rule_path,
+    parse_ignore,
+    parse_substitution,
+)
 from cassettes.matching.volatile import Numbering, VolatileSpans
 from cassettes.replay.matching.jsondiff import Change, clip, format_path, json_diff, window
 from cassettes.replay.matching.requestkey import RequestKey, request_key
@@ -33,7 +39,22 @@ __all__ = ["Difference", "Proposal", "propose", "propose_files"]
 
 #: Top-level request fields whose text the model reads (besides the family's history key): a
 #: volatile value there is substituted narrowly, never its path ignored.
-_READ = frozenset({"system", "instructions", "system_instruction", "systemInstruction", "tools", "prompt", "input", "messages", "contents", "tool_config", "toolConfig", "preamble"})
+_READ = frozenset(
+    {
+        "system",
+        "instructions",
+        "system_instruction",
+        "systemInstruction",
+        "tools",
+        "prompt",
+        "input",
+        "messages",
+        "contents",
+        "tool_config",
+        "toolConfig",
+        "preamble",
+    }
+)
 #: Texts longer than this are compared as free text only (not split into tokens).
 _MAX_TEXT = 50_000
 _MAX_TOKENS = 8_000
@@ -43,9 +64,29 @@ _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday",
 #: token (never a space, a placeholder or a control character: the pattern is printed).
 _LEFT = re.compile(r"[A-Za-z0-9_.:/@#+-]{0,40}$")
 _RIGHT = re.compile(r"[A-Za-z0-9_.:/@#+-]{0,40}")
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 #: The built-in detectors' names as kinds a reader knows.
-_KIND_OF_DETECTOR = {"tmp": "path", "cwd": "path", "home": "path", "datetime": "date", "timestamp": "date", "epoch": "date"}
+_KIND_OF_DETECTOR = {
+    "tmp": "path",
+    "cwd": "path",
+    "home": "path",
+    "datetime": "date",
+    "timestamp": "date",
+    "epoch": "date",
+}
 
 
 @dataclass
@@ -55,7 +96,8 @@ class Difference:
     conversation: str
     turn: int
     path: str
-    #: What the values are: ``date``, ``uuid``, ``id``, ``path``, ``port``, ``number``, ``free text`` …
+    #: What the values are: ``date``, ``uuid``, ``id``, ``path``, ``port``, ``number``, ``free
+    #: text`` …
     kind: str
     a: str
     b: str
@@ -78,13 +120,30 @@ class Difference:
             tail = "proposed: " + "; ".join(self.rules)
         else:
             tail = "a real divergence: not proposed" + (
-                f" (if what {self.tool} returns is the world's — a listing, a clock — volatile_tools = [\"{self.tool}\"] would tolerate it; the model reads it)" if self.tool else ""
+                f" (if what {self.tool} returns is the world's — a listing, a clock — "
+                f'volatile_tools = ["{self.tool}"] would tolerate it; the model reads it)'
+                if self.tool
+                else ""
             )
-        return f"{head}: {tail}" + (f" [again in {self.again} later turn{'s' if self.again != 1 else ''}]" if self.again else "")
+        return f"{head}: {tail}" + (
+            f" [again in {self.again} later turn{'s' if self.again != 1 else ''}]"
+            if self.again
+            else ""
+        )
 
     def as_json(self) -> dict[str, Any]:
-        return {"conversation": self.conversation, "turn": self.turn, "path": self.path, "kind": self.kind, "tool": self.tool, "a": self.a, "b": self.b,
-                "verdict": self.verdict, "rules": self.rules, "again": self.again}
+        return {
+            "conversation": self.conversation,
+            "turn": self.turn,
+            "path": self.path,
+            "kind": self.kind,
+            "tool": self.tool,
+            "a": self.a,
+            "b": self.b,
+            "verdict": self.verdict,
+            "rules": self.rules,
+            "again": self.again,
+        }
 
 
 @dataclass
@@ -92,7 +151,8 @@ class Proposal:
     differences: list[Difference] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     substitute: list[str] = field(default_factory=list)
-    #: Turn pairs compared, and those still differing with the proposed rules (conversation, turn, path).
+    #: Turn pairs compared, and those still differing with the proposed rules (conversation, turn,
+    #: path).
     pairs: int = 0
     remaining: list[tuple[str, int, str]] = field(default_factory=list)
     #: Whole conversations or turns one run has and the other not.
@@ -103,7 +163,9 @@ class Proposal:
         return not self.remaining and not self.unpaired
 
     def rules(self) -> Rules:
-        return Rules([parse_ignore(i) for i in self.ignore], [parse_substitution(s) for s in self.substitute])
+        return Rules(
+            [parse_ignore(i) for i in self.ignore], [parse_substitution(s) for s in self.substitute]
+        )
 
     def toml(self) -> str:
         """The ``[tool.looptap]`` block to paste (``#`` comments where nothing is proposed)."""
@@ -113,9 +175,15 @@ class Proposal:
         if self.substitute:
             out.append("substitute = [" + ", ".join(_toml_str(s) for s in self.substitute) + "]")
         if not self.ignore and not self.substitute:
-            out.append("# no rule needed" if any(d.verdict == "builtin" for d in self.differences) or not self.differences else "# no rule proposed")
+            out.append(
+                "# no rule needed"
+                if any(d.verdict == "builtin" for d in self.differences) or not self.differences
+                else "# no rule proposed"
+            )
         if any(d.verdict == "builtin" for d in self.differences):
-            out.append("# the built-in detectors (on by default) tolerate the rest: keep volatile = true")
+            out.append(
+                "# the built-in detectors (on by default) tolerate the rest: keep volatile = true"
+            )
         return "\n".join(out)
 
     def as_json(self) -> dict[str, Any]:
@@ -142,15 +210,20 @@ def _toml_str(s: str) -> str:
 
 
 def propose_files(path_a: str, path_b: str) -> tuple[Proposal, list[str]]:
-    """:func:`propose` for two recorded files (any format ``looptap`` reads); also their problems."""
+    """:func:`propose` for two recorded files (any format ``looptap`` reads); also their
+    problems."""
     from cassettes.reading.run import open_run
 
     a, b = open_run(path_a), open_run(path_b)
-    return propose(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq), [*a.problems, *b.problems]
+    return propose(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq), [
+        *a.problems,
+        *b.problems,
+    ]
 
 
 def _pairs(ra: RunAnalysis, rb: RunAnalysis, p: Proposal) -> list[tuple[str, int, int, int]]:
-    """(conversation, turn, seq in A, seq in B) of every pair of turns, as ``looptap diff`` pairs them."""
+    """(conversation, turn, seq in A, seq in B) of every pair of turns, as ``looptap diff`` pairs
+    them."""
     out: list[tuple[str, int, int, int]] = []
     for i in range(max(len(ra.conversations), len(rb.conversations))):
         ca = ra.conversations[i] if i < len(ra.conversations) else None
@@ -158,7 +231,10 @@ def _pairs(ra: RunAnalysis, rb: RunAnalysis, p: Proposal) -> list[tuple[str, int
         if ca is None or cb is None:
             only = ca or cb
             assert only is not None
-            p.unpaired.append(f"run {'A' if ca else 'B'} has a conversation the other never started ({only.id}, {len(only.turns)} turns)")
+            p.unpaired.append(
+                f"run {'A' if ca else 'B'} has a conversation the other never started ({only.id}, "
+                f"{len(only.turns)} turns)"
+            )
             continue
         head = ra.turns.get(ca.turns[0]) if ca.turns else None
         first = head.index if head is not None else 0
@@ -166,11 +242,16 @@ def _pairs(ra: RunAnalysis, rb: RunAnalysis, p: Proposal) -> list[tuple[str, int
             out.append((ca.id, k + first, ca.turns[k], cb.turns[k]))
         if len(ca.turns) != len(cb.turns):
             who = "A" if len(ca.turns) > len(cb.turns) else "B"
-            p.unpaired.append(f"{ca.id}: run {who} went on for {abs(len(ca.turns) - len(cb.turns))} more turns (from turn {min(len(ca.turns), len(cb.turns)) + first})")
+            p.unpaired.append(
+                f"{ca.id}: run {who} went on for {abs(len(ca.turns) - len(cb.turns))} more turns "
+                f"(from turn {min(len(ca.turns), len(cb.turns)) + first})"
+            )
     return out
 
 
-def propose(ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange]) -> Proposal:
+def propose(
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange]
+) -> Proposal:
     """The rules that would make run B's requests match run A's, and what they would not."""
     p = Proposal()
     pairs = _pairs(ra, rb, p)
@@ -187,7 +268,9 @@ def propose(ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], ex
         else:
             changes = []
         if (ka.method, ka.path) != (kb.method, kb.path):
-            p.unpaired.append(f"{conv} turn {turn}: {ka.method} {ka.path} against {kb.method} {kb.path}")
+            p.unpaired.append(
+                f"{conv} turn {turn}: {ka.method} {ka.path} against {kb.method} {kb.path}"
+            )
         tools = {**_tools(ka), **_tools(kb)}
         family = ka.adapter.family if ka.adapter is not None else None
         history = ka.history_key()
@@ -208,8 +291,12 @@ def propose(ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], ex
     return p
 
 
-def _key(ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None) -> RequestKey:
-    return request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules)
+def _key(
+    ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None
+) -> RequestKey:
+    return request_key(
+        ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules
+    )
 
 
 def _tools(key: RequestKey) -> dict[tuple[Any, ...], str]:
@@ -223,8 +310,14 @@ def _tools(key: RequestKey) -> dict[tuple[Any, ...], str]:
     return {tuple(path): name for path, name in found if name}
 
 
-def _check(p: Proposal, pairs: Sequence[tuple[str, int, int, int]], exa: Callable[[int], Exchange], exb: Callable[[int], Exchange]) -> None:
-    """Compare the runs again with the proposed rules (and the built-in detectors): what still differs."""
+def _check(
+    p: Proposal,
+    pairs: Sequence[tuple[str, int, int, int]],
+    exa: Callable[[int], Exchange],
+    exb: Callable[[int], Exchange],
+) -> None:
+    """Compare the runs again with the proposed rules (and the built-in detectors): what still
+    differs."""
     rules = p.rules()
     vs = VolatileSpans()
     for conv, turn, sa, sb in pairs:
@@ -239,17 +332,37 @@ def _check(p: Proposal, pairs: Sequence[tuple[str, int, int, int]], exa: Callabl
 # Classifying one difference
 
 
-def _classify(c: Change, conv: str, turn: int, tools: dict[tuple[Any, ...], str], family: str | None, history: str | None, vs: VolatileSpans) -> Difference:
+def _classify(
+    c: Change,
+    conv: str,
+    turn: int,
+    tools: dict[tuple[Any, ...], str],
+    family: str | None,
+    history: str | None,
+    vs: VolatileSpans,
+) -> Difference:
     where = format_path(c.path)
     tool = next((name for path, name in tools.items() if c.path[: len(path)] == path), None)
-    shown_a, shown_b = window(c.expected, c.actual, 60) if c.kind == "changed" else (clip(repr(c.expected), 60), clip(repr(c.actual), 60))
+    shown_a, shown_b = (
+        window(c.expected, c.actual, 60)
+        if c.kind == "changed"
+        else (clip(repr(c.expected), 60), clip(repr(c.actual), 60))
+    )
     d = Difference(conv, turn, where, "", shown_a, shown_b, tool)
     if c.kind != "changed":
-        d.kind = f"{'a field only run B sends' if c.kind == 'added' else 'a field only run A sends'}"
+        d.kind = (
+            f"{'a field only run B sends' if c.kind == 'added' else 'a field only run A sends'}"
+        )
         return d
     a, b = c.expected, c.actual
     if not (isinstance(a, str) and isinstance(b, str)):
-        d.kind = "number" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) else "value"
+        d.kind = (
+            "number"
+            if isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and not isinstance(a, bool)
+            else "value"
+        )
         return d
     kind, subs = _text_kind(a, b, vs)
     d.kind = kind
@@ -274,7 +387,9 @@ def _text_kind(a: str, b: str, vs: VolatileSpans) -> tuple[str, list[str] | None
     not volatile (``None``: nothing proposed)."""
     na, fa = vs.normalise(a, Numbering())
     nb, fb = vs.normalise(b, Numbering())
-    detectors = [_KIND_OF_DETECTOR.get(d, d) for (d, x), (_, y) in zip(fa, fb, strict=False) if x != y]
+    detectors = [
+        _KIND_OF_DETECTOR.get(d, d) for (d, x), (_, y) in zip(fa, fb, strict=False) if x != y
+    ]
     if na == nb:
         return "built-in:" + (", ".join(dict.fromkeys(detectors)) or "date"), None
     if max(len(na), len(nb)) > _MAX_TEXT:
@@ -310,14 +425,25 @@ def _token_kind(x: str, y: str) -> str:
         return "date"
     if x.isdigit() and y.isdigit():
         return "number"
-    if len(x) == len(y) and len(x) >= 6 and _random(x) and _random(y) and _charset(x) == _charset(y):
+    if (
+        len(x) == len(y)
+        and len(x) >= 6
+        and _random(x)
+        and _random(y)
+        and _charset(x) == _charset(y)
+    ):
         return "id"
     return "free text"
 
 
 def _random(t: str) -> bool:
     """Letters and digits mixed, as a machine makes an id (a word or a number is not one)."""
-    return t.isalnum() and t.isascii() and any(ch.isdigit() for ch in t) and any(ch.isalpha() for ch in t)
+    return (
+        t.isalnum()
+        and t.isascii()
+        and any(ch.isdigit() for ch in t)
+        and any(ch.isalpha() for ch in t)
+    )
 
 
 def _charset(t: str) -> str:
@@ -334,7 +460,10 @@ def _substitution(kind: str, token: str, before: str, after: str) -> str | None:
     gives an anchor (a bare token is not proposed: the rule would reach any word of its shape)."""
     if kind == "date":
         names = _WEEKDAYS if token in _WEEKDAYS else _MONTHS
-        body, repl = r"\b(?:" + "|".join(names) + r")\b", "<weekday>" if token in _WEEKDAYS else "<month>"
+        body, repl = (
+            r"\b(?:" + "|".join(names) + r")\b",
+            "<weekday>" if token in _WEEKDAYS else "<month>",
+        )
         return _checked(f"{body}={repl}")
     body = f"{_charset(token)}{{{len(token)}}}"
     left = _LEFT.search(before)

@@ -1,5 +1,5 @@
-"""``looptap run --from RUN@SELECTOR --repeat K``: the agent run K times from the cursor, and per turn
-past it, how the K branches agree with each other and with the recording: a difference all K
+"""``looptap run --from RUN@SELECTOR --repeat K``: the agent run K times from the cursor, and per
+turn past it, how the K branches agree with each other and with the recording: a difference all K
 branches share is systematic (the model or the edit), one they do not is the model's variance.
 
 A turn's answer is compared as ``looptap compare`` does: the tool calls with their arguments (or
@@ -28,25 +28,35 @@ class TurnAgreement:
 
     @property
     def with_each_other(self) -> float:
-        return Counter(self.answers).most_common(1)[0][1] / len(self.answers) if self.answers else 0.0
+        return (
+            Counter(self.answers).most_common(1)[0][1] / len(self.answers) if self.answers else 0.0
+        )
 
     @property
     def with_recording(self) -> float:
-        return sum(a == self.recorded for a in self.answers) / len(self.answers) if self.answers else 0.0
+        return (
+            sum(a == self.recorded for a in self.answers) / len(self.answers)
+            if self.answers
+            else 0.0
+        )
 
 
 def _answer(turn: Any) -> str:
     """What counts as the same answer of a turn (the analysis' view of it)."""
     if turn.a.error is not None:
         return f"error {turn.a.status}"
-    calls = [[c.name, c.arguments if c.arguments is not None else c.arguments_raw] for c in turn.e.tool_calls]
+    calls = [
+        [c.name, c.arguments if c.arguments is not None else c.arguments_raw]
+        for c in turn.e.tool_calls
+    ]
     if calls:
         return orjson.dumps(calls, option=orjson.OPT_SORT_KEYS).decode()
     return "refusal" if turn.e.refusal else "text"
 
 
 def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement]:
-    """Per (origin conversation, turn) past the cursor: the K branches' answers and the recording's."""
+    """Per (origin conversation, turn) past the cursor: the K branches' answers and the
+    recording's."""
     from cassettes.reading.run import open_run
     from cassettes.replay.forking.fork import origin_of
     from cassettes.replay.forking.rundiff import comparing_files, fork_pairs
@@ -60,10 +70,16 @@ def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement
             continue
         b = open_run(path, whole=True)
         by_b = {ex.seq: ex for ex in b.exchanges}
-        compare = comparing_files(run, a.header, b.header)  # conversations paired as `looptap diff` pairs them
-        for conv_a, turn, seq_a, seq_b in fork_pairs(a.analysis, b.analysis, by_a.__getitem__, by_b.__getitem__, origin, compare=compare):
+        # conversations paired as `looptap diff` pairs them
+        compare = comparing_files(run, a.header, b.header)
+        for conv_a, turn, seq_a, seq_b in fork_pairs(
+            a.analysis, b.analysis, by_a.__getitem__, by_b.__getitem__, origin, compare=compare
+        ):
             rec = a.analysis.turns.get(seq_a) if seq_a is not None else None
-            ta = out.setdefault((conv_a, turn), TurnAgreement(conv_a, turn, _answer(rec) if rec is not None else None))
+            ta = out.setdefault(
+                (conv_a, turn),
+                TurnAgreement(conv_a, turn, _answer(rec) if rec is not None else None),
+            )
             tb = b.analysis.turns.get(seq_b) if seq_b is not None else None
             ta.answers.append(_answer(tb) if tb is not None else "(no such turn)")
     return [out[k] for k in sorted(out)]
@@ -73,11 +89,23 @@ def agreement_lines(rows: list[TurnAgreement], k: int) -> list[str]:
     from cassettes.hints import count
     from cassettes.untrusted import clean_line
 
-    out = [f"looptap run --repeat: per turn past the cursor, how the {count(k, 'branch', 'branches')} written in this run agree"]
+    out = [
+        f"looptap run --repeat: per turn past the cursor, how the {count(k, 'branch', 'branches')} "
+        "written in this run agree"
+    ]
     for r in rows:
         distinct = len(set(r.answers))
-        kind = ("systematic: every branch answers alike, unlike the recording" if distinct == 1 and r.with_recording == 0
-                else "as recorded in every branch" if r.with_recording == 1 else "the model's variance: the branches differ")
-        out.append(f"  conversation {r.conversation}, turn {r.turn}: {count(len(r.answers), 'branch', 'branches')}, with each other {r.with_each_other:.0%} "
-                   f"({distinct} distinct answer{'s' if distinct != 1 else ''}), with the recording {r.with_recording:.0%}: {kind}")
+        kind = (
+            "systematic: every branch answers alike, unlike the recording"
+            if distinct == 1 and r.with_recording == 0
+            else "as recorded in every branch"
+            if r.with_recording == 1
+            else "the model's variance: the branches differ"
+        )
+        out.append(
+            f"  conversation {r.conversation}, turn {r.turn}: "
+            f"{count(len(r.answers), 'branch', 'branches')}, with each other "
+            f"{r.with_each_other:.0%} ({distinct} distinct answer{'s' if distinct != 1 else ''}), "
+            f"with the recording {r.with_recording:.0%}: {kind}"
+        )
     return [clean_line(line) for line in out]

@@ -5,9 +5,9 @@ For each pair of turns: the requests are compared the way replay matches them (:
 ids and timestamps normalised, and, as ``looptap replay`` has them, the built-in volatile detectors
 — each run's with its own working directory and home — and the project's rules; the differences
 attributed to the client's dispatch, layer C; a difference only in what the matching tolerates is
-listed as tolerated, :mod:`cassettes.replay.matching.tolerated`, not as a divergence), then what the model
-emitted (text, tool calls, refusal: layer E, compared as emitted: a date the model wrote otherwise
-is something it said otherwise) and what the API reported (status, finish reason, error,
+listed as tolerated, :mod:`cassettes.replay.matching.tolerated`, not as a divergence), then what the
+model emitted (text, tool calls, refusal: layer E, compared as emitted: a date the model wrote
+otherwise is something it said otherwise) and what the API reported (status, finish reason, error,
 completeness: layer A). Token counts and latencies differ on every real run and are not divergences.
 """
 
@@ -28,7 +28,18 @@ from cassettes.replay.matching.requestkey import RequestKey, request_key
 from cassettes.replay.matching.verdicts import attribute
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["AS_SENT", "MAX_DIVERGENCES", "Comparing", "Divergence", "Divergences", "comparing", "comparing_files", "diff_rules", "diff_runs", "divergence_lines"]
+__all__ = [
+    "AS_SENT",
+    "MAX_DIVERGENCES",
+    "Comparing",
+    "Divergence",
+    "Divergences",
+    "comparing",
+    "comparing_files",
+    "diff_rules",
+    "diff_runs",
+    "divergence_lines",
+]
 
 
 @dataclass(frozen=True)
@@ -44,10 +55,26 @@ class Comparing:
     rules: Rules | None = None
 
     def key_a(self, ex: Exchange) -> RequestKey:
-        return request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile=self.volatile_a, rules=self.rules)
+        return request_key(
+            ex.method,
+            ex.url,
+            ex.request_headers,
+            ex.request_body,
+            ex.request_json(),
+            volatile=self.volatile_a,
+            rules=self.rules,
+        )
 
     def key_b(self, ex: Exchange) -> RequestKey:
-        return request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile=self.volatile_b, rules=self.rules)
+        return request_key(
+            ex.method,
+            ex.url,
+            ex.request_headers,
+            ex.request_body,
+            ex.request_json(),
+            volatile=self.volatile_b,
+            rules=self.rules,
+        )
 
 
 #: The requests' text compared as sent: no detector, no rule (ids and timestamps still normalised).
@@ -71,7 +98,9 @@ def _detectors(header_a: Any, header_b: Any) -> VolatileSpans:
     return VolatileSpans(cwds[0] if cwds else None, homes[0], cwds[1:], homes[1:])
 
 
-def comparing(rules: Rules | None, header_a: Any, header_b: Any, volatile: bool = True) -> Comparing:
+def comparing(
+    rules: Rules | None, header_a: Any, header_b: Any, volatile: bool = True
+) -> Comparing:
     """How ``looptap diff A B`` compares requests: as ``looptap replay A`` matches them — the
     ``rules`` (:func:`diff_rules`: the project's for A's cassette with the command line's), and
     the built-in detectors unless turned off (``volatile=False``: ``--no-volatile``; or the
@@ -135,7 +164,12 @@ class Divergence:
             "seq_b": self.seq_b,
             "path": self.path,
             "changes": [
-                {"path": c.where, "kind": c.kind, "a": _real(c.expected, self.ids_a), "b": _real(c.actual, self.ids_b)}
+                {
+                    "path": c.where,
+                    "kind": c.kind,
+                    "a": _real(c.expected, self.ids_a),
+                    "b": _real(c.actual, self.ids_b),
+                }
                 for c in self.changes
             ],
             "findings_b": self.findings_b,
@@ -144,10 +178,15 @@ class Divergence:
         }
 
     def change_lines(self, limit: int) -> list[str]:
-        """Each change with the ids each run really sent (not the placeholders they were compared as)."""
+        """Each change with the ids each run really sent (not the placeholders they were compared
+        as)."""
         out = []
         for c in self.changes[:limit]:
-            a, b = window(_real(c.expected, self.ids_a), _real(c.actual, self.ids_b)) if c.kind == "changed" else ("", "")
+            a, b = (
+                window(_real(c.expected, self.ids_a), _real(c.actual, self.ids_b))
+                if c.kind == "changed"
+                else ("", "")
+            )
             if c.kind == "added":
                 b = short(_real(c.actual, self.ids_b))
             elif c.kind == "removed":
@@ -178,7 +217,13 @@ def _emission(t: Turn) -> dict[str, Any]:
     return {
         "text": t.e.text or "",
         "refusal": t.e.refusal,
-        "tool_calls": [{"name": c.name, "arguments": c.arguments if c.arguments is not None else c.arguments_raw} for c in t.e.tool_calls],
+        "tool_calls": [
+            {
+                "name": c.name,
+                "arguments": c.arguments if c.arguments is not None else c.arguments_raw,
+            }
+            for c in t.e.tool_calls
+        ],
     }
 
 
@@ -196,7 +241,9 @@ def _by_seq(exchanges: Sequence[Exchange]) -> dict[int, Exchange]:
     return {ex.seq if ex.seq is not None else i: ex for i, ex in enumerate(exchanges)}
 
 
-def diff_runs(a: Sequence[Exchange], b: Sequence[Exchange], compare: Comparing | None = None) -> list[Divergence]:
+def diff_runs(
+    a: Sequence[Exchange], b: Sequence[Exchange], compare: Comparing | None = None
+) -> list[Divergence]:
     """Every divergence between run ``a`` and run ``b`` (empty: they did the same). ``compare``:
     how their requests are compared (default: as a replay in this process matches them, the
     built-in detectors for this process's working directory and home, no rules)."""
@@ -207,7 +254,10 @@ def diff_runs(a: Sequence[Exchange], b: Sequence[Exchange], compare: Comparing |
 
 
 def diff_files(
-    path_a: str | Path, path_b: str | Path, notes: list[str] | None = None, compare: Comparing | None = None
+    path_a: str | Path,
+    path_b: str | Path,
+    notes: list[str] | None = None,
+    compare: Comparing | None = None,
 ) -> tuple[list[Divergence], list[str], list[str]]:
     """:func:`diff_runs` of two recorded files, each read as a stream (one round trip at a time
     besides the analysis); also each file's problems. When B is a branch forked from A (its
@@ -220,7 +270,10 @@ def diff_files(
     rel = relate(path_a, path_b)
     if rel is not None and rel.swapped:  # the branch named first: compared origin first
         if notes is not None:
-            notes.append(f"{path_a} is a branch of {path_b}: compared as diff {path_b} {path_a} (the origin as A)")
+            notes.append(
+                f"{path_a} is a branch of {path_b}: compared "
+                f"as diff {path_b} {path_a} (the origin as A)"
+            )
         path_a, path_b = path_b, path_a
     a, b = open_run(path_a), open_run(path_b)
     if compare is None:
@@ -229,10 +282,24 @@ def diff_files(
     forked = fork_lined_up(path_a, path_b, a, b, notes, compare=compare)
     if forked is not None:
         return forked, a.problems, b.problems
-    return diff_analysed(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq, compare=compare), a.problems, b.problems
+    return (
+        diff_analysed(
+            a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq, compare=compare
+        ),
+        a.problems,
+        b.problems,
+    )
 
 
-def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes: list[str] | None, *, compare: Comparing) -> list[Divergence] | None:
+def fork_lined_up(
+    path_a: str | Path,
+    path_b: str | Path,
+    a: Any,
+    b: Any,
+    notes: list[str] | None,
+    *,
+    compare: Comparing,
+) -> list[Divergence] | None:
     """When B (opened ``b``) is a branch forked from A (its header names A as its origin, checked
     by the digest it keeps: :func:`cassettes.reading.branch.relate`), the divergences lined up
     from the cursor (:func:`diff_fork`), and ``notes`` gets the lines saying how; ``None`` when B
@@ -249,18 +316,26 @@ def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes:
         raise CassetteError(rel.changed)
     from cassettes.reading.branch import with_notes
 
-    origin = with_notes(path_b, rel.meta)  # what the fork noted after the run (tolerated, @divergence's starts)
+    # what the fork noted after the run (tolerated, @divergence's starts)
+    origin = with_notes(path_b, rel.meta)
 
     from cassettes.replay.live.chains import as_sent_live
 
     starts = origin.get("starts")
     # the origin's turns at the cursor as the fork sent them (a chained turn self-contained)
-    exa = as_sent_live(a.exchanges, a.exchange_by_seq, [s for s in starts.values() if isinstance(s, int)] if isinstance(starts, dict) else [])
+    exa = as_sent_live(
+        a.exchanges,
+        a.exchange_by_seq,
+        [s for s in starts.values() if isinstance(s, int)] if isinstance(starts, dict) else [],
+    )
     divs, said = diff_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare=compare)
     cursor = origin.get("cursor")
     where = cursor.get("text") if isinstance(cursor, dict) else None
     if notes is not None:
-        notes.append(f"B is a branch of A forked at {where}: lined up from the cursor; the prefix is A's, served from it (equal by construction)")
+        notes.append(
+            f"B is a branch of A forked at {where}: lined up from the cursor; the prefix is A's, "
+            "served from it (equal by construction)"
+        )
         notes.extend(said)
     return divs
 
@@ -272,10 +347,10 @@ MAX_DIVERGENCES = 5_000
 
 class Divergences(list[Divergence]):
     """The divergences kept, and how many more there were (:data:`MAX_DIVERGENCES`); what was
-    tolerated (:mod:`cassettes.replay.matching.tolerated`: per turn, for a branch beside its origin the
-    prefix's as the fork noted it, then the requests that differed only in what the matching
-    tolerates; the first :data:`~cassettes.replay.matching.tolerated.MAX_TURNS` turns, the others counted
-    in ``tolerated_left_out``)."""
+    tolerated (:mod:`cassettes.replay.matching.tolerated`: per turn, for a branch beside its origin
+    the prefix's as the fork noted it, then the requests that differed only in what the matching
+    tolerates; the first :data:`~cassettes.replay.matching.tolerated.MAX_TURNS` turns, the others
+    counted in ``tolerated_left_out``)."""
 
     left_out: int = 0
     tolerated_left_out: int = 0
@@ -294,11 +369,18 @@ class Divergences(list[Divergence]):
 
 
 def diff_analysed(
-    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], limit: int | None = None, *, compare: Comparing
+    ra: RunAnalysis,
+    rb: RunAnalysis,
+    exa: Callable[[int], Exchange],
+    exb: Callable[[int], Exchange],
+    limit: int | None = None,
+    *,
+    compare: Comparing,
 ) -> Divergences:
     """The divergences of two analysed runs; ``exa``/``exb`` give a round trip's exchange by seq;
     ``compare``: how their requests are compared (:func:`comparing`; what it tolerates goes to
-    ``tolerated``). At most ``limit`` (:data:`MAX_DIVERGENCES`) are kept; ``left_out`` counts the others."""
+    ``tolerated``). At most ``limit`` (:data:`MAX_DIVERGENCES`) are kept; ``left_out`` counts the
+    others."""
     keep = MAX_DIVERGENCES if limit is None else limit
     out = Divergences()
     for i in range(max(len(ra.conversations), len(rb.conversations))):
@@ -309,9 +391,35 @@ def diff_analysed(
             assert present is not None
             who = "A" if ca is not None else "B"
             other = "B" if who == "A" else "A"
-            out.add([Divergence("C", f"run {who} has a conversation run {other} never started ({len(present.turns)} turns)", ca.id if ca else None, cb.id if cb else None)], keep)
+            out.add(
+                [
+                    Divergence(
+                        "C",
+                        f"run {who} has a conversation run {other} never started "
+                        f"({len(present.turns)} turns)",
+                        ca.id if ca else None,
+                        cb.id if cb else None,
+                    )
+                ],
+                keep,
+            )
             continue
-        out.add(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id, offset=_first_index(ra, ca.turns), compare=compare, sink=out), keep)
+        out.add(
+            _diff_conversation(
+                ra,
+                rb,
+                exa,
+                exb,
+                ca.turns,
+                cb.turns,
+                ca.id,
+                cb.id,
+                offset=_first_index(ra, ca.turns),
+                compare=compare,
+                sink=out,
+            ),
+            keep,
+        )
     return out
 
 
@@ -324,8 +432,20 @@ def _first_index(ra: RunAnalysis, seqs: list[int]) -> int:
 
 
 def _diff_conversation(
-    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], ta: list[int], tb: list[int], ida: str, idb: str,
-    offset: int = 0, fork: dict[str, Any] | None = None, *, compare: Comparing, sink: Divergences, results: bool = False,
+    ra: RunAnalysis,
+    rb: RunAnalysis,
+    exa: Callable[[int], Exchange],
+    exb: Callable[[int], Exchange],
+    ta: list[int],
+    tb: list[int],
+    ida: str,
+    idb: str,
+    offset: int = 0,
+    fork: dict[str, Any] | None = None,
+    *,
+    compare: Comparing,
+    sink: Divergences,
+    results: bool = False,
 ) -> Iterator[Divergence]:
     """The divergences of two conversations turn by turn (``ta``/``tb``: their seqs; ``offset``:
     the turn index of their first, when lined up from a fork's cursor), as they are found; the
@@ -338,10 +458,13 @@ def _diff_conversation(
     folding = _Folding() if fork is not None else None
     for k in range(min(len(ta), len(tb))):
         xa, xb = exa(ta[k]), exb(tb[k])
-        found = _diff_turn(ra, rb, xa, xb, ta[k], tb[k], k + offset, ida, idb, compare, sink, results)
+        found = _diff_turn(
+            ra, rb, xa, xb, ta[k], tb[k], k + offset, ida, idb, compare, sink, results
+        )
         if fork is not None and folding is not None:
             found = folding.fold(_fork_changes(found, xa, xb, fork), k + offset)
-        del xa, xb  # not held while the caller takes this turn's divergences: a turn's bodies can be huge
+        # not held while the caller takes this turn's divergences: a turn's bodies can be huge
+        del xa, xb
         yield from found
     if len(ta) != len(tb):
         longer, who = (ta, "A") if len(ta) > len(tb) else (tb, "B")
@@ -349,25 +472,47 @@ def _diff_conversation(
         k = min(len(ta), len(tb))
         yield Divergence(
             "C",
-            f"run {who} went on for {n} more turn{'s' if n > 1 else ''} (from turn {k + offset}); the other stopped after turn {k + offset - 1}",
-            ida, idb, k + offset, longer[k] if who == "A" else None, longer[k] if who == "B" else None,
+            f"run {who} went on for {n} more turn{'s' if n > 1 else ''} (from turn {k + offset}); "
+            f"the other stopped after turn {k + offset - 1}",
+            ida,
+            idb,
+            k + offset,
+            longer[k] if who == "A" else None,
+            longer[k] if who == "B" else None,
         )
 
 
 def _diff_turn(
-    ra: RunAnalysis, rb: RunAnalysis, xa: Exchange, xb: Exchange, sa: int, sb: int, k: int, ida: str, idb: str, compare: Comparing, sink: Divergences,
+    ra: RunAnalysis,
+    rb: RunAnalysis,
+    xa: Exchange,
+    xb: Exchange,
+    sa: int,
+    sb: int,
+    k: int,
+    ida: str,
+    idb: str,
+    compare: Comparing,
+    sink: Divergences,
     results: bool = False,
 ) -> list[Divergence]:
     """One pair of turns: the request (layer C, as replay matches; what the matching tolerates
     goes to ``sink``, and with ``results`` a request that differs only in tool results too), what
     the model emitted (E) and what the API reported (A)."""
     turn_a, turn_b = ra.turns[sa], rb.turns[sb]
-    out = _request_divergences(xa, xb, _new_client_findings(turn_a, turn_b), sa, sb, k, ida, idb, compare, sink, results)
-    for layer, view, what in (("E", _emission, "the model emitted something else"), ("A", _api, "the API reported something else")):
+    out = _request_divergences(
+        xa, xb, _new_client_findings(turn_a, turn_b), sa, sb, k, ida, idb, compare, sink, results
+    )
+    for layer, view, what in (
+        ("E", _emission, "the model emitted something else"),
+        ("A", _api, "the API reported something else"),
+    ):
         ch = json_diff(view(turn_a), view(turn_b), ("response",))
         if ch:
             fields = ", ".join(dict.fromkeys(str(c.path[1]) for c in ch if len(c.path) > 1))
-            out.append(Divergence(layer, f"{what} ({fields})", ida, idb, k, sa, sb, ch[0].where, ch))
+            out.append(
+                Divergence(layer, f"{what} ({fields})", ida, idb, k, sa, sb, ch[0].where, ch)
+            )
     if xb.edits:
         from cassettes.replay.live.edits import edit_notes
 
@@ -379,11 +524,24 @@ def _diff_turn(
 def _new_client_findings(turn_a: Turn, turn_b: Turn) -> list[str]:
     """The client-dispatch findings (warnings and errors) run B has at a turn and run A has not."""
     known = {f.code for f in turn_a.findings}
-    return [f"{f.code}: {f.message}" for f in turn_b.findings if f.layer == "C" and f.severity.value != "info" and f.code not in known]
+    return [
+        f"{f.code}: {f.message}"
+        for f in turn_b.findings
+        if f.layer == "C" and f.severity.value != "info" and f.code not in known
+    ]
 
 
 def _request_divergences(
-    xa: Exchange, xb: Exchange, said: list[str], sa: int, sb: int, k: int, ida: str, idb: str, compare: Comparing, sink: Divergences,
+    xa: Exchange,
+    xb: Exchange,
+    said: list[str],
+    sa: int,
+    sb: int,
+    k: int,
+    ida: str,
+    idb: str,
+    compare: Comparing,
+    sink: Divergences,
     results: bool = False,
 ) -> list[Divergence]:
     """How two requests differ as replay matches them (``compare``: each with its body changes),
@@ -400,7 +558,8 @@ def _request_divergences(
         from cassettes.replay.matching.tolerance import tool_result_changes
 
         found = tool_result_changes(ka, kb, changes)
-        if found is not None:  # (the spans elsewhere: as the prefix lists them, Matcher.in_position)
+        # (the spans elsewhere: as the prefix lists them, Matcher.in_position)
+        if found is not None:
             items = {t.path[:2] for t in found}
             _tolerate(sink, ida, k, sa, sb, [t for t in spans if t.path[:2] not in items] + found)
             return out
@@ -410,20 +569,48 @@ def _request_divergences(
     return _attributed(ka, kb, changes, said, sa, sb, k, ida, idb)
 
 
-def _attributed(ka: RequestKey, kb: RequestKey, changes: list[Change], said: list[str], sa: int, sb: int, k: int, ida: str, idb: str) -> list[Divergence]:
+def _attributed(
+    ka: RequestKey,
+    kb: RequestKey,
+    changes: list[Change],
+    said: list[str],
+    sa: int,
+    sb: int,
+    k: int,
+    ida: str,
+    idb: str,
+) -> list[Divergence]:
     """The differences of two requests as divergences, by the layer each group implicates; the
     first C divergence carries ``said``."""
     out: list[Divergence] = []
     for v in attribute(ka, kb, changes):
-        mine = [c for c in changes if c.where.startswith(v.path)] if v.path not in ("(url)", "(body)") else []
-        d = Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3], dict(ka.ids), dict(kb.ids))
+        mine = (
+            [c for c in changes if c.where.startswith(v.path)]
+            if v.path not in ("(url)", "(body)")
+            else []
+        )
+        d = Divergence(
+            v.layer,
+            v.message,
+            ida,
+            idb,
+            k,
+            sa,
+            sb,
+            v.path,
+            mine or changes[:3],
+            dict(ka.ids),
+            dict(kb.ids),
+        )
         if v.layer == "C" and said:
             d.findings_b, said = said, []  # once per turn, on its first C divergence
         out.append(d)
     return out
 
 
-def _tolerate(sink: Divergences, ida: str, k: int, sa: int, sb: int, found: list[Tolerated]) -> None:
+def _tolerate(
+    sink: Divergences, ida: str, k: int, sa: int, sb: int, found: list[Tolerated]
+) -> None:
     """One turn's tolerated differences added to ``sink`` (the first :data:`MAX_TURNS` turns)."""
     if not found:
         return
@@ -432,7 +619,9 @@ def _tolerate(sink: Divergences, ida: str, k: int, sa: int, sb: int, found: list
     if len(sink.tolerated) >= MAX_TURNS:
         sink.tolerated_left_out += 1
         return
-    sink.tolerated.append({"conversation": ida, "turn": k, "seq": sa, "seq_b": sb, "tolerated": entries_of(found)})
+    sink.tolerated.append(
+        {"conversation": ida, "turn": k, "seq": sa, "seq_b": sb, "tolerated": entries_of(found)}
+    )
 
 
 def _under(path: tuple[Any, ...], changed: list[tuple[Any, ...]]) -> bool:
@@ -440,9 +629,10 @@ def _under(path: tuple[Any, ...], changed: list[tuple[Any, ...]]) -> bool:
 
 
 def _tolerated_spans(ka: RequestKey, kb: RequestKey, changes: list[Change]) -> list[Tolerated]:
-    """Where two requests differ only in a tolerated span (:func:`cassettes.matching.volatile.tolerated`),
-    outside the values that differ anyway (``changes``: there the spans need not pair up); none
-    when the body diff was cut short (what lies past it is not known to be equal)."""
+    """Where two requests differ only in a tolerated span
+    (:func:`cassettes.matching.volatile.tolerated`), outside the values that differ anyway
+    (``changes``: there the spans need not pair up); none when the body diff was cut short (what
+    lies past it is not known to be equal)."""
     if (not ka.spans and not kb.spans) or len(changes) >= _DIFF_LIMIT:
         return []
     found = tolerated(ka.spans, kb.spans)
@@ -510,7 +700,11 @@ def _as_sent(c: Change, ka: RequestKey, kb: RequestKey) -> Change:
             got = bare_text(got)
         return got if type(got) is type(value) else value
 
-    return replace(c, expected=sent(ka, c.expected) if c.kind != "added" else None, actual=sent(kb, c.actual) if c.kind != "removed" else None)
+    return replace(
+        c,
+        expected=sent(ka, c.expected) if c.kind != "added" else None,
+        actual=sent(kb, c.actual) if c.kind != "removed" else None,
+    )
 
 
 #: The layer of a difference the fork itself made (``--model``, ``--edit``): not the client's.
@@ -518,7 +712,9 @@ FORK = "fork"
 _MODEL_IN_PATH = re.compile(r"/models/([^/:]+)(?=:)")
 
 
-def _fork_changes(found: list[Divergence], xa: Exchange, xb: Exchange, fork: dict[str, Any]) -> list[Divergence]:
+def _fork_changes(
+    found: list[Divergence], xa: Exchange, xb: Exchange, fork: dict[str, Any]
+) -> list[Divergence]:
     """``found`` (one turn's divergences) with those the fork made labelled as the fork's: the
     model it asked for (the body's ``model``, or a path's ``/models/NAME:``) and the items
     its edits rewrote (B's edit marks)."""
@@ -529,12 +725,24 @@ def _fork_changes(found: list[Divergence], xa: Exchange, xb: Exchange, fork: dic
         if d.edited_b:
             d.layer, d.message = FORK, f"edited {', '.join(d.edited_b)} (asked with --edit)"
         elif model is not None and d.path == "model" and d.changes and d.changes[0].actual == model:
-            d.layer, d.message = FORK, f"model {_said(d.changes[0].expected)} → {_said(model)} (asked with --model)"
+            d.layer, d.message = (
+                FORK,
+                f"model {_said(d.changes[0].expected)} → {_said(model)} (asked with --model)",
+            )
         elif model is not None and d.path == "(url)" and d.message.startswith("the agent called"):
             pa, pb = urlsplit(xa.url).path, urlsplit(xb.url).path
             ma, mb = _MODEL_IN_PATH.search(pa), _MODEL_IN_PATH.search(pb)
-            if ma is not None and mb is not None and mb.group(1) == model and pb[: mb.start(1)] + ma.group(1) + pb[mb.end(1):] == pa:
-                d.layer, d.message = FORK, f"model {_said(ma.group(1))} → {_said(model)} (asked with --model, in the path)"
+            if (
+                ma is not None
+                and mb is not None
+                and mb.group(1) == model
+                and pb[: mb.start(1)] + ma.group(1) + pb[mb.end(1) :] == pa
+            ):
+                d.layer, d.message = (
+                    FORK,
+                    f"model {_said(ma.group(1))} → {_said(model)} "
+                    "(asked with --model, in the path)",
+                )
     return found
 
 
@@ -558,7 +766,10 @@ class _Folding:
         out: list[Divergence] = []
         for d in found:
             later = self.root is not None and self.root.turn is not None and k > self.root.turn
-            if self.root is not None and ((d.layer == FORK and (later or d.message == self.root.message)) or (d.layer == "C" and later)):
+            if self.root is not None and (
+                (d.layer == FORK and (later or d.message == self.root.message))
+                or (d.layer == "C" and later)
+            ):
                 self.root.folded.append(d)
                 continue
             if self.root is None and d.layer in (FORK, "E"):
@@ -568,13 +779,19 @@ class _Folding:
 
 
 def _pair_fork(
-    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any], compare: Comparing
+    ra: RunAnalysis,
+    rb: RunAnalysis,
+    exa: Callable[[int], Exchange],
+    exb: Callable[[int], Exchange],
+    origin: dict[str, Any],
+    compare: Comparing,
 ) -> tuple[list[tuple[str, list[int], int, Any]], list[Any], dict[str, tuple[list[int], int]]]:
     """How a branch lines up with its origin: (origin conversation, its seqs from the cursor, turn
     index there, branch conversation) per pair; the branch conversations no origin conversation
     continues; the origin conversations at the cursor the branch has no turn of."""
     starts = origin.get("starts") if isinstance(origin.get("starts"), dict) else {}
-    at: dict[str, tuple[list[int], int]] = {}  # origin conversation → (its seqs from the cursor, turn index there)
+    # origin conversation → (its seqs from the cursor, turn index there)
+    at: dict[str, tuple[list[int], int]] = {}
     for ca in ra.conversations:
         seq = starts.get(str(ca.id)) if isinstance(starts, dict) else None
         if isinstance(seq, int) and seq in ca.turns:
@@ -588,7 +805,11 @@ def _pair_fork(
         best: tuple[int, str] | None = None
         for cid, (seqs, _) in free.items():
             ka = compare.key_a(exa(seqs[0]))
-            n = len(json_diff(ka.body, kb.body)) if ka.is_json and kb.is_json else (0 if ka.body == kb.body else 1)
+            n = (
+                len(json_diff(ka.body, kb.body))
+                if ka.is_json and kb.is_json
+                else (0 if ka.body == kb.body else 1)
+            )
             if best is None or n < best[0]:
                 best = (n, cid)
         if best is None:
@@ -600,7 +821,13 @@ def _pair_fork(
 
 
 def fork_pairs(
-    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any], *, compare: Comparing
+    ra: RunAnalysis,
+    rb: RunAnalysis,
+    exa: Callable[[int], Exchange],
+    exb: Callable[[int], Exchange],
+    origin: dict[str, Any],
+    *,
+    compare: Comparing,
 ) -> list[tuple[str, int, int | None, int]]:
     """Every turn of a branch lined up with its origin: (origin conversation, turn index, the
     origin's seq of that turn or ``None`` when the origin stopped before it, the branch's seq)."""
@@ -612,7 +839,13 @@ def fork_pairs(
 
 
 def diff_fork(
-    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any], *, compare: Comparing
+    ra: RunAnalysis,
+    rb: RunAnalysis,
+    exa: Callable[[int], Exchange],
+    exb: Callable[[int], Exchange],
+    origin: dict[str, Any],
+    *,
+    compare: Comparing,
 ) -> tuple[list[Divergence], list[str]]:
     """A branch (``rb``, forked from ``ra`` at ``origin``'s cursor) lined up from the cursor: each
     conversation of the branch continues the origin's conversation whose turn at the cursor its
@@ -624,20 +857,61 @@ def diff_fork(
     said: list[str] = []
     from cassettes.replay.matching.tolerated import read_entries
 
-    out.tolerated = read_entries(origin.get("tolerated"))  # the prefix's, as the fork noted it; then past the cursor
+    # the prefix's, as the fork noted it; then past the cursor
+    out.tolerated = read_entries(origin.get("tolerated"))
     for cb in lone:
-        out.append(Divergence("C", f"the branch has a conversation past the cursor that no conversation of the origin continues ({len(cb.turns)} turns)", None, cb.id))
+        out.append(
+            Divergence(
+                "C",
+                "the branch has a conversation past the cursor that no conversation of the origin "
+                f"continues ({len(cb.turns)} turns)",
+                None,
+                cb.id,
+            )
+        )
     for cid, seqs, turn, cb in pairs:
-        said.append(f"conversation {cid} (A) ↔ {cb.id} (B): lined up from the cursor at turn {turn} (turns 0-{turn - 1} served from A)" if turn else
-                    f"conversation {cid} (A) ↔ {cb.id} (B): live from its first turn")
-        out.extend(_diff_conversation(ra, rb, exa, exb, seqs, cb.turns, cid, cb.id, offset=turn, fork=origin, compare=compare, sink=out,
-                                      results=origin.get("prefix") == "tolerant"))
+        said.append(
+            f"conversation {cid} (A) ↔ {cb.id} (B): lined up from the cursor at turn {turn} (turns "
+            f"0-{turn - 1} served from A)"
+            if turn
+            else f"conversation {cid} (A) ↔ {cb.id} (B): live from its first turn"
+        )
+        out.extend(
+            _diff_conversation(
+                ra,
+                rb,
+                exa,
+                exb,
+                seqs,
+                cb.turns,
+                cid,
+                cb.id,
+                offset=turn,
+                fork=origin,
+                compare=compare,
+                sink=out,
+                results=origin.get("prefix") == "tolerant",
+            )
+        )
     for cid, (seqs, turn) in free.items():
-        out.append(Divergence("C", f"conversation {cid} reached the cursor (turn {turn}) in A but has no turn past it in the branch: the agent stopped before it", cid, None, turn, seqs[0]))
+        out.append(
+            Divergence(
+                "C",
+                f"conversation {cid} reached the cursor (turn {turn}) in A but has no turn past it "
+                "in the branch: the agent stopped before it",
+                cid,
+                None,
+                turn,
+                seqs[0],
+            )
+        )
     gone_live = {cid for cid, *_ in pairs} | set(free)
     replayed = [str(c.id) for c in ra.conversations if str(c.id) not in gone_live]
     if replayed:
-        said.append(f"replayed in full from A (not past the cursor, equal by construction): {', '.join(replayed[:20])}")
+        said.append(
+            "replayed in full from A (not past the cursor, equal by construction): "
+            f"{', '.join(replayed[:20])}"
+        )
     return out, said
 
 
@@ -655,7 +929,10 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
     head = tolerated
     left_out = getattr(divs, "left_out", 0)
     total = len(divs) + left_out
-    lines = [*head, f"{title}: {total:{',' if left_out else ''}} divergence{'s' if total > 1 else ''}"]
+    lines = [
+        *head,
+        f"{title}: {total:{',' if left_out else ''}} divergence{'s' if total > 1 else ''}",
+    ]
     by_conv: dict[tuple[str | None, str | None], list[Divergence]] = {}
     for d in divs:
         by_conv.setdefault((d.conversation_a, d.conversation_b), []).append(d)
@@ -664,7 +941,9 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
         for d in group:
             lines += _divergence_lines(d, max_changes)
     if left_out:
-        lines.append(f"… and {left_out:,} more divergences, not listed (the first {len(divs):,} are)")
+        lines.append(
+            f"… and {left_out:,} more divergences, not listed (the first {len(divs):,} are)"
+        )
     return lines
 
 
@@ -674,7 +953,11 @@ def _tolerated_lines(divs: Sequence[Divergence]) -> list[str]:
 
     tolerated = report_lines(getattr(divs, "tolerated", []), "")
     if tolerated:
-        tolerated.insert(0, "tolerated (not divergences: what a replay or the fork's prefix tolerates, each with what tolerated it):")
+        tolerated.insert(
+            0,
+            "tolerated (not divergences: what a replay or the fork's "
+            "prefix tolerates, each with what tolerated it):",
+        )
         tolerated = [tolerated[0], *(f"  {line}" for line in tolerated[1:])]
     more = getattr(divs, "tolerated_left_out", 0)
     if more:
@@ -683,8 +966,14 @@ def _tolerated_lines(divs: Sequence[Divergence]) -> list[str]:
 
 
 def _divergence_lines(d: Divergence, max_changes: int) -> list[str]:
-    """One divergence of :func:`divergence_lines`: where, what, its changes and what follows from it."""
-    where = f"turn {d.turn} (seq {d.seq_a if d.seq_a is not None else '-'} ↔ {d.seq_b if d.seq_b is not None else '-'})" if d.turn is not None else "whole conversation"
+    """One divergence of :func:`divergence_lines`: where, what, its changes and what follows from
+    it."""
+    where = (
+        f"turn {d.turn} (seq {d.seq_a if d.seq_a is not None else '-'} ↔ "
+        f"{d.seq_b if d.seq_b is not None else '-'})"
+        if d.turn is not None
+        else "whole conversation"
+    )
     lines = [f"  {where}: {d.layer}: {d.message}"]
     for f in d.findings_b:
         lines.append(f"      looptap on B's turn: {f}")
@@ -696,9 +985,15 @@ def _divergence_lines(d: Divergence, max_changes: int) -> list[str]:
         lines.append(f"      … and {len(d.changes) - max_changes} more")
     if d.folded:
         n = len(d.folded)
-        lines.append(f"      then {n} difference{'s' if n > 1 else ''} of B's requests that follow{'s' if n == 1 else ''} from it (not the client's own):")
+        lines.append(
+            f"      then {n} difference{'s' if n > 1 else ''} of B's requests that "
+            f"follow{'s' if n == 1 else ''} from it (not the client's own):"
+        )
         for g in d.folded[:FOLDED_SHOWN]:
-            lines.append(f"        turn {g.turn} (seq {g.seq_a if g.seq_a is not None else '-'} ↔ {g.seq_b if g.seq_b is not None else '-'}): {g.layer}: {g.message}")
+            lines.append(
+                f"        turn {g.turn} (seq {g.seq_a if g.seq_a is not None else '-'} ↔ "
+                f"{g.seq_b if g.seq_b is not None else '-'}): {g.layer}: {g.message}"
+            )
         if n > FOLDED_SHOWN:
             lines.append(f"        … and {n - FOLDED_SHOWN} more (--json lists them)")
     return lines

@@ -28,7 +28,15 @@ if TYPE_CHECKING:
     from cassettes.wire.exchange import Exchange
     from cassettes.wire.framing import Chunk
 
-__all__ = ["MAX_ANSWERS", "Threads", "answer_of", "as_sent_live", "chaining_of", "self_contained", "threads_of"]
+__all__ = [
+    "MAX_ANSWERS",
+    "Threads",
+    "answer_of",
+    "as_sent_live",
+    "chaining_of",
+    "self_contained",
+    "threads_of",
+]
 
 #: Answers remembered (the oldest forgotten first), and the longest chain of answers walked.
 MAX_ANSWERS = 10_000
@@ -101,7 +109,9 @@ def answer_of(chunks: list[Chunk], content_type: str | None) -> Any:
     return None
 
 
-def remember(threads: Threads, chain: Chaining, request: Any, answer: Any, known: set[str] | None = None) -> str | None:
+def remember(
+    threads: Threads, chain: Chaining, request: Any, answer: Any, known: set[str] | None = None
+) -> str | None:
     """Keep what ``answer`` (to ``request``, both JSON) stood for; its id (added to ``known``)."""
     prev, rid, items = chain.thread(request, answer)
     threads.add(rid, prev, items)
@@ -110,7 +120,9 @@ def remember(threads: Threads, chain: Chaining, request: Any, answer: Any, known
     return rid
 
 
-def self_contained(threads: Threads, chain: Chaining, request: Any, known: Collection[str]) -> tuple[Any, str | None]:
+def self_contained(
+    threads: Threads, chain: Chaining, request: Any, known: Collection[str]
+) -> tuple[Any, str | None]:
     """``request`` as a fork sends it live: when it continues an answer the live upstream never gave
     (not in ``known``), self-contained, its input the history that answer stood for. (The request,
     a note for the log; the request is ``request`` itself when it goes as it is.)"""
@@ -119,9 +131,14 @@ def self_contained(threads: Threads, chain: Chaining, request: Any, known: Colle
         return request, None
     history = threads.history(prev)
     if history is None:
-        return request, f"fork: continues {prev[:80]}, an answer this replay server never saw: sent as it is"
-    return chain.standalone(request, history), (f"fork: sent self-contained: it continued {prev[:80]}, an answer the live upstream never gave; "
-                                                f"the {len(history)} items that answer stood for are its input instead")
+        return (
+            request,
+            f"fork: continues {prev[:80]}, an answer this replay server never saw: sent as it is",
+        )
+    return chain.standalone(request, history), (
+        f"fork: sent self-contained: it continued {prev[:80]}, an answer the live upstream never "
+        f"gave; the {len(history)} items that answer stood for are its input instead"
+    )
 
 
 def threads_of(exchanges: Iterable[Exchange]) -> Threads:
@@ -133,11 +150,18 @@ def threads_of(exchanges: Iterable[Exchange]) -> Threads:
         doc = ex.request_json()
         chain = chaining_of(ex.method, ex.url, doc)
         if chain is not None:
-            remember(threads, chain, doc, answer_of(ex.response_chunks, ex.response_header("content-type")))
+            remember(
+                threads,
+                chain,
+                doc,
+                answer_of(ex.response_chunks, ex.response_header("content-type")),
+            )
     return threads
 
 
-def as_sent_live(exchanges: Iterable[Exchange], by_seq: Callable[[int], Exchange], starts: Iterable[int]) -> Callable[[int], Exchange]:
+def as_sent_live(
+    exchanges: Iterable[Exchange], by_seq: Callable[[int], Exchange], starts: Iterable[int]
+) -> Callable[[int], Exchange]:
     """``by_seq`` with the recorded turns at a fork's cursor (``starts``: their seqs) as the fork
     sent them: a turn that continued an earlier answer (replayed, so the live upstream never gave
     it) self-contained, its input the history that answer stood for. So a branch's first live

@@ -40,7 +40,10 @@ if TYPE_CHECKING:
 __all__ = ["PROMPT", "Continuation", "cut_text", "joined", "parsed", "rendered_for"]
 
 #: What a continuation asks, where the API needs words for it (not for a prefill).
-PROMPT = "Your previous answer was cut off at the token limit. Continue it exactly where it stopped, without repeating anything."
+PROMPT = (
+    "Your previous answer was cut off at the token limit. Continue it exactly where it stopped, "
+    "without repeating anything."
+)
 #: The request fields that hold the history a continuation extends (the mark's path).
 _HISTORY = ("messages", "input")
 
@@ -73,7 +76,9 @@ class Continuation:
     def rounds(self) -> int:
         return int(self.edit.value)
 
-    def request(self, sent_body: bytes, so_far: str, headers: Headers) -> tuple[bytes, Headers, str] | None:
+    def request(
+        self, sent_body: bytes, so_far: str, headers: Headers
+    ) -> tuple[bytes, Headers, str] | None:
         """The next continuation request: its body (the request as first sent, asking the model
         to go on from ``so_far``), its headers (the marks, sealed for the recorder) and the text
         the new answer continues; ``None`` when the API has no form for it."""
@@ -103,7 +108,15 @@ class Continuation:
         return orjson.dumps(body), edited_headers(headers, marks, self.key), continues
 
 
-def parsed(adapter: Provider, method: str, url: str, request_body: bytes, status: int, headers: Headers, chunks: list[bytes]) -> NormalisedResponse | None:
+def parsed(
+    adapter: Provider,
+    method: str,
+    url: str,
+    request_body: bytes,
+    status: int,
+    headers: Headers,
+    chunks: list[bytes],
+) -> NormalisedResponse | None:
     """The answer ``chunks`` (as the upstream sent it, framing removed) as this API's adapter
     reads it; ``None`` when it is not a model's answer (an error, a body that cannot be read)."""
     from cassettes.parsing.roundtrip import parse_exchange
@@ -123,12 +136,18 @@ def parsed(adapter: Provider, method: str, url: str, request_body: bytes, status
 def cut_text(answer: NormalisedResponse) -> str | None:
     """The text of ``answer`` when the cap cut it and a continuation can go on from it (text
     only: an answer cut inside a tool call has no text to continue); else ``None``."""
-    if answer.finish_reason != FinishReason.TRUNCATED_LENGTH or answer.tool_calls or not answer.text:
+    if (
+        answer.finish_reason != FinishReason.TRUNCATED_LENGTH
+        or answer.tool_calls
+        or not answer.text
+    ):
         return None
     return answer.text
 
 
-def joined(first: NormalisedResponse, parts: list[tuple[str, NormalisedResponse]]) -> NormalisedResponse:
+def joined(
+    first: NormalisedResponse, parts: list[tuple[str, NormalisedResponse]]
+) -> NormalisedResponse:
     """One answer from ``first`` (the cut one) and its continuations, each with the text it
     continued (``so_far``): the text is the last ``so_far`` plus the last continuation's text; the
     parts of ``first`` that are not its text (reasoning) kept before it, the last part's tool
@@ -138,8 +157,13 @@ def joined(first: NormalisedResponse, parts: list[tuple[str, NormalisedResponse]
     kept = [p for p in first.parts if p.kind not in ("text", "tool_call")]
     calls = [p for p in last.parts if p.kind == "tool_call"]
     return NormalisedResponse(
-        id=first.id, model=first.model or last.model, parts=[*kept, Part(kind="text", text=text), *calls],
-        finish_reason_raw=last.finish_reason_raw, finish_reason=last.finish_reason, usage=_summed([first, *(r for _, r in parts)]), complete=True,
+        id=first.id,
+        model=first.model or last.model,
+        parts=[*kept, Part(kind="text", text=text), *calls],
+        finish_reason_raw=last.finish_reason_raw,
+        finish_reason=last.finish_reason,
+        usage=_summed([first, *(r for _, r in parts)]),
+        complete=True,
     )
 
 
@@ -148,13 +172,22 @@ def _summed(answers: list[NormalisedResponse]) -> Usage | None:
     if not usages:
         return None
     out: dict[str, Any] = {}
-    for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "total_tokens"):
+    for name in (
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "reasoning_tokens",
+        "total_tokens",
+    ):
         got = [v for u in usages if (v := getattr(u, name)) is not None]
         out[name] = sum(got) if got else None
     return Usage.model_validate(out)
 
 
-def rendered_for(adapter: Provider, target: str, client_body: bytes, answer: NormalisedResponse) -> Rendered | None:
+def rendered_for(
+    adapter: Provider, target: str, client_body: bytes, answer: NormalisedResponse
+) -> Rendered | None:
     """``answer`` in the format the client's request asked for (its event stream when it
     streamed), as this API sends it; ``None``: the API has no such form here."""
     try:

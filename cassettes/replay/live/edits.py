@@ -9,7 +9,8 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
     max_tokens=N                       the token cap, whatever the API calls the field
     continue=N                         an answer cut at the token cap continued, at most N more
                                        requests per answer, the client handed one answer
-                                       (:mod:`cassettes.replay.live.continuation`; no item rewritten)
+                                       (:mod:`cassettes.replay.live.continuation`; no item
+                                       rewritten)
     …=text                             the new text inline instead of from a file
 
 The last three are repairs ``looptap why`` makes (docs/why.md): a dropped result put back, a
@@ -18,13 +19,14 @@ truncated answer's cap lifted, a truncated answer not taken as complete.
 The client keeps sending the original; the replay server rewrites each request it sends on, and
 marks each item it rewrote (:mod:`cassettes.wire.edited`: the item's path, the client's value).
 Sent to the fork's own looptap recorder, the marks travel in a request header sealed with the
-fork's per-run key, which the recorder checks and removes before the request goes upstream, and the branch records them beside the request the upstream
-received, so the client's own request is in the branch too. The rewriting is
-structural and API-neutral: a tool result is the JSON object that carries the call's id next to
-its content (``content``, ``output`` or ``response``); the system prompt and a user message are the
-strings the API's adapter reads them from, replaced where they occur. An edit that never applies
-is an error (the report names it, the fork exits 1), not a silent no-op.
-"""
+fork's per-run key, which the recorder checks and removes before the request goes upstream, and the
+branch records them beside the request the upstream received, so the client's own request is in the
+branch too. The rewriting is structural and API-neutral: a tool result is the JSON object that
+carries the call's id next to its content (``content``, ``output`` or ``response``); the system
+prompt and a user message are the strings the API's adapter reads them from, replaced where they
+occur. An edit that never applies is an error (the report names it, the fork exits 1), not a silent
+no-op.
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -39,15 +41,37 @@ import orjson
 from cassettes.errors import CassetteError
 from cassettes.wire import edited
 
-__all__ = ["MAX_CONTINUE", "Edit", "EditError", "apply_edits", "carried", "continuable", "edit_file", "edit_notes", "edited_headers", "parse_edit"]
+__all__ = [
+    "MAX_CONTINUE",
+    "Edit",
+    "EditError",
+    "apply_edits",
+    "carried",
+    "continuable",
+    "edit_file",
+    "edit_notes",
+    "edited_headers",
+    "parse_edit",
+]
 
-_TARGET = re.compile(r"(tool_result|user|restore_result)\[([^\]]{1,200})\]|(system|max_tokens|continue)")
+_TARGET = re.compile(
+    r"(tool_result|user|restore_result)\[([^\]]{1,200})\]|(system|max_tokens|continue)"
+)
 #: Where the target starts (after an optional ``SELECTOR:``), and whether the value is ``@file``.
-_SPEC = re.compile(r"(?:^|(?<=:))((?:restore_result|tool_result)\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]|system|max_tokens|continue)=(@?)")
+_SPEC = re.compile(
+    r"(?:^|(?<=:))((?:restore_result|tool_result)\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]|system|"
+    r"max_tokens|continue)=(@?)"
+)
 #: The fields that carry a request's output token cap, at the top level or under the generation
 #: settings (``generationConfig``, ``options``), as the OTel export reads them: field names of the
 #: wire (docs/WIRE.md), whichever API the request is in.
-_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxOutputTokens", "num_predict")
+_CAPS = (
+    "max_tokens",
+    "max_completion_tokens",
+    "max_output_tokens",
+    "maxOutputTokens",
+    "num_predict",
+)
 _CAP_PARENTS = ("generationConfig", "generation_config", "options")
 #: The most continuation requests ``continue=N`` may ask for per answer.
 MAX_CONTINUE = 8
@@ -85,7 +109,10 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
     default the working directory)."""
     m = _SPEC.search(spec)
     if m is None:
-        raise EditError(f"--edit wants [SELECTOR:]TARGET=@file or TARGET=text, the target tool_result[CALL_ID], system or user[N]; not {spec[:80]!r}")
+        raise EditError(
+            "--edit wants [SELECTOR:]TARGET=@file or TARGET=text, the target "
+            f"tool_result[CALL_ID], system or user[N]; not {spec[:80]!r}"
+        )
     selector = spec[: m.start()].rstrip(":") or None
     t = _TARGET.fullmatch(m.group(1))
     assert t is not None
@@ -101,13 +128,22 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
         except CassetteIOError as exc:
             raise EditError(f"--edit {spec[:80]!r}: {exc}") from None
         if len(data) > _MAX_FILE:
-            raise EditError(f"--edit {spec[:80]!r}: {value[:200]!r} is larger than {_MAX_FILE:,} bytes")
+            raise EditError(
+                f"--edit {spec[:80]!r}: {value[:200]!r} is larger than {_MAX_FILE:,} bytes"
+            )
         value = data.decode("utf-8", "replace")
     if kind == "max_tokens" and not (value.strip().isdigit() and 0 < int(value.strip()) < 1 << 31):
         raise EditError(f"--edit {spec[:80]!r}: max_tokens wants a positive number of tokens")
-    if kind == "continue" and not (value.strip().isdigit() and 0 < int(value.strip()) <= MAX_CONTINUE):
-        raise EditError(f"--edit {spec[:80]!r}: continue wants the most continuation requests per cut answer, 1 to {MAX_CONTINUE}")
-    return Edit(spec, kind, key, value.strip() if kind in ("max_tokens", "continue") else value, selector)
+    if kind == "continue" and not (
+        value.strip().isdigit() and 0 < int(value.strip()) <= MAX_CONTINUE
+    ):
+        raise EditError(
+            f"--edit {spec[:80]!r}: continue wants the most continuation "
+            f"requests per cut answer, 1 to {MAX_CONTINUE}"
+        )
+    return Edit(
+        spec, kind, key, value.strip() if kind in ("max_tokens", "continue") else value, selector
+    )
 
 
 def edit_file(spec: str, base: Path | None = None) -> Path | None:
@@ -119,7 +155,9 @@ def edit_file(spec: str, base: Path | None = None) -> Path | None:
     return (base or Path.cwd()) / spec[m.end() :]
 
 
-def apply_edits(method: str, target: str, body: bytes, edits: list[Edit], selector: str | None = None) -> tuple[bytes, list[dict[str, Any]]]:
+def apply_edits(
+    method: str, target: str, body: bytes, edits: list[Edit], selector: str | None = None
+) -> tuple[bytes, list[dict[str, Any]]]:
     """``body`` with every edit that applies to it made; a mark per item rewritten
     (:func:`cassettes.wire.edited.mark`: the edit, ``selector`` unless the edit names its own, the
     item's JSON path and the client's value there)."""
@@ -136,7 +174,10 @@ def apply_edits(method: str, target: str, body: bytes, edits: list[Edit], select
         hits = _hits(method, target, doc, e)
         if hits:
             e.applied += 1
-            marks += [edited.mark(e.label, e.selector or selector, path, before) for path, before, _after in hits]
+            marks += [
+                edited.mark(e.label, e.selector or selector, path, before)
+                for path, before, _after in hits
+            ]
     return (orjson.dumps(doc), marks) if marks else (body, [])
 
 
@@ -170,7 +211,13 @@ def _ids_of(node: dict[str, Any]) -> list[str]:
     return [v for k, v in node.items() if isinstance(v, str) and "id" in k.lower()]
 
 
-def _restore_result(node: Any, call_id: str, value: str, path: list[str | int], hits: list[tuple[list[str | int], Any, Any]]) -> None:
+def _restore_result(
+    node: Any,
+    call_id: str,
+    value: str,
+    path: list[str | int],
+    hits: list[tuple[list[str | int], Any, Any]],
+) -> None:
     """Put back the result of ``call_id`` where the client sent none: in the list that holds the
     results of the same answer's other calls, a copy of the first of them with the call's id and
     ``value`` as its content, right after the last. Structural, as :func:`_tool_result` is (a
@@ -193,9 +240,14 @@ def _restore_result(node: Any, call_id: str, value: str, path: list[str | int], 
             last = node[results[-1]]
             if _direct_result(last, calls):
                 into, at, where = node, results[-1] + 1, list(path)
-            else:  # a message holding the result blocks (a user turn of them): the block goes in beside them
+            else:
+                # a message holding the result blocks (a user turn of them): the block goes in
+                # beside them
                 into = last["content"]
-                at, where = max(i for i, y in enumerate(into) if _result_of(y, calls)) + 1, [*path, results[-1], "content"]
+                at, where = (
+                    max(i for i, y in enumerate(into) if _result_of(y, calls)) + 1,
+                    [*path, results[-1], "content"],
+                )
             before = list(into)
             copy = _with_id(into[at - 1], calls, call_id, value)
             into.insert(at, copy)
@@ -227,8 +279,11 @@ def _calls_with(items: list[Any], call_id: str) -> set[str] | None:
                 walk(y, depth + 1, calls or group)
 
     for item in items:
-        if isinstance(item, dict) and _is_call(item) and _carries_id(item, call_id):  # a call item of its own
-            return {i for y in items if isinstance(y, dict) and _is_call(y) for i in _ids_of(y)} - {call_id}
+        # a call item of its own
+        if isinstance(item, dict) and _is_call(item) and _carries_id(item, call_id):
+            return {i for y in items if isinstance(y, dict) and _is_call(y) for i in _ids_of(y)} - {
+                call_id
+            }
         walk(item, 0, set())
         if found is not None:
             return found - {call_id}
@@ -237,7 +292,12 @@ def _calls_with(items: list[Any], call_id: str) -> set[str] | None:
 
 def _direct_result(x: Any, calls: set[str]) -> bool:
     """Whether ``x`` is itself a result of one of ``calls`` (its id beside its content)."""
-    return isinstance(x, dict) and not _is_call(x) and any(k in x for k in _CONTENT_KEYS) and any(i in calls for i in _ids_of(x))
+    return (
+        isinstance(x, dict)
+        and not _is_call(x)
+        and any(k in x for k in _CONTENT_KEYS)
+        and any(i in calls for i in _ids_of(x))
+    )
 
 
 def _result_of(x: Any, calls: set[str]) -> bool:
@@ -270,18 +330,30 @@ def _cap(doc: Any, tokens: int, hits: list[tuple[list[str | int], Any, Any]]) ->
     places += [(doc[p], [p]) for p in _CAP_PARENTS if isinstance(doc.get(p), dict)]
     for node, path in places:
         for k in _CAPS:
-            if isinstance(node.get(k), int) and not isinstance(node.get(k), bool) and node[k] != tokens:
+            if (
+                isinstance(node.get(k), int)
+                and not isinstance(node.get(k), bool)
+                and node[k] != tokens
+            ):
                 before = node[k]
                 node[k] = tokens
                 hits.append(([*path, k], before, tokens))
 
 
-def _tool_result(node: Any, call_id: str, value: str, path: list[str | int], hits: list[tuple[list[str | int], Any, Any]]) -> None:
+def _tool_result(
+    node: Any,
+    call_id: str,
+    value: str,
+    path: list[str | int],
+    hits: list[tuple[list[str | int], Any, Any]],
+) -> None:
     """Replace the content of every object carrying ``call_id`` as a result (not as a call)."""
     if len(path) > _DEPTH:
         return
     if isinstance(node, dict):
-        carries = any(isinstance(v, str) and v == call_id and "id" in k.lower() for k, v in node.items())
+        carries = any(
+            isinstance(v, str) and v == call_id and "id" in k.lower() for k, v in node.items()
+        )
         is_call = any(k in node for k in ("arguments", "input", "args", "function"))
         slot = next((k for k in _CONTENT_KEYS if k in node), None)
         if carries and not is_call and slot is not None:
@@ -299,7 +371,10 @@ def _tool_result(node: Any, call_id: str, value: str, path: list[str | int], hit
 def _as_content(old: Any, value: str) -> Any:
     """``value`` in the shape the old content had: a string, a list of text parts, an object."""
     if isinstance(old, list):
-        kind = next((p.get("type") for p in old if isinstance(p, dict) and isinstance(p.get("text"), str)), "text")
+        kind = next(
+            (p.get("type") for p in old if isinstance(p, dict) and isinstance(p.get("text"), str)),
+            "text",
+        )
         return [{"type": kind, "text": value}]
     if isinstance(old, dict):
         return {"content": value}
@@ -322,7 +397,13 @@ def _adapter_text(method: str, target: str, doc: Any, e: Edit) -> str | None:
     if e.kind == "system":
         texts = [p.text for p in req.system if p.text]
         return texts[0] if len(texts) == 1 else None
-    users = [m for m in req.messages if m.role == "user" and any(p.text for p in m.parts) and not any(p.tool_result is not None for p in m.parts)]
+    users = [
+        m
+        for m in req.messages
+        if m.role == "user"
+        and any(p.text for p in m.parts)
+        and not any(p.tool_result is not None for p in m.parts)
+    ]
     i = int(e.key or 0)
     if i >= len(users):
         return None
@@ -330,11 +411,23 @@ def _adapter_text(method: str, target: str, doc: Any, e: Edit) -> str | None:
     return texts[0] if len(texts) == 1 else None
 
 
-def _replace_string(node: Any, old: str, new: str, path: list[str | int], hits: list[tuple[list[str | int], Any, Any]]) -> None:
+def _replace_string(
+    node: Any,
+    old: str,
+    new: str,
+    path: list[str | int],
+    hits: list[tuple[list[str | int], Any, Any]],
+) -> None:
     """Replace every string value equal to ``old`` (and a text part holding it) with ``new``."""
     if len(path) > _DEPTH:
         return
-    items: Any = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    items: Any = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else ()
+    )
     for k, v in list(items):
         if isinstance(v, str) and v == old:
             node[k] = new
@@ -343,7 +436,9 @@ def _replace_string(node: Any, old: str, new: str, path: list[str | int], hits: 
             _replace_string(v, old, new, [*path, k], hits)
 
 
-def edited_headers(headers: list[tuple[str, str]], marks: list[dict[str, Any]], key: str | None) -> list[tuple[str, str]]:
+def edited_headers(
+    headers: list[tuple[str, str]], marks: list[dict[str, Any]], key: str | None
+) -> list[tuple[str, str]]:
     """The headers of an edited request as sent on: a marker the client sent never passes; to a
     looptap recorder of this fork (``key``: the fork's per-run key) the marks go in
     :data:`cassettes.wire.edited.HEADER`, sealed in :data:`~cassettes.wire.edited.AUTH_HEADER`;
@@ -359,7 +454,8 @@ def edited_headers(headers: list[tuple[str, str]], marks: list[dict[str, Any]], 
 
 def edit_notes(marks: list[dict[str, Any]], inside: str | None = None) -> list[str]:
     """A round trip's edit marks as short phrases (``tool_result[call_A1] at messages[3]``); with
-    ``inside`` (a JSON path such as ``messages[3].content``), only the marks of the item it is in."""
+    ``inside`` (a JSON path such as ``messages[3].content``), only the marks of the item it is
+    in."""
     out: dict[str, None] = {}
     for m in marks:
         item = edited.item_of(m)
@@ -387,5 +483,7 @@ def continuable(method: str, target: str, doc: Any) -> bool:
     it (``Provider.replay.continuation_body``)."""
     from cassettes import providers
 
-    adapter = providers.detect(method.upper(), urlsplit(target), doc) if isinstance(doc, dict) else None
+    adapter = (
+        providers.detect(method.upper(), urlsplit(target), doc) if isinstance(doc, dict) else None
+    )
     return adapter is not None and adapter.replay.continuation_body(doc, "…", "…") is not None

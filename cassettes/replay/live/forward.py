@@ -2,10 +2,10 @@
 
 Used for new episodes (the cassette lacks the answer: the request goes to a recorder) and past a
 fork's cursor. One request per connection (``Connection: close``), ``http`` or ``https`` (the
-system's CA store, or the one a :class:`Trust` kept). Every wait is bounded and progress based: connecting within
-``connect_timeout``, the status line and headers within ``read_timeout``, and the body may not
-pause longer than ``read_timeout``; a status line, header block or chunk size that is not
-HTTP/1.1 raises :class:`UpstreamError`, as does an upstream that breaks off.
+system's CA store, or the one a :class:`Trust` kept). Every wait is bounded and progress based:
+connecting within ``connect_timeout``, the status line and headers within ``read_timeout``, and the
+body may not pause longer than ``read_timeout``; a status line, header block or chunk size that is
+not HTTP/1.1 raises :class:`UpstreamError`, as does an upstream that breaks off.
 """
 
 from __future__ import annotations
@@ -25,7 +25,15 @@ from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers, header
 from cassettes.wire.own import without_own
 
-__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "Trust", "Upstream", "UpstreamError", "UpstreamResponse", "tls_context"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "READ_TIMEOUT",
+    "Trust",
+    "Upstream",
+    "UpstreamError",
+    "UpstreamResponse",
+    "tls_context",
+]
 
 #: Seconds to connect to the upstream (and finish TLS).
 CONNECT_TIMEOUT = 30.0
@@ -52,18 +60,21 @@ class Trust:
 
     @classmethod
     def now(cls) -> Trust:
-        """The store ``ssl.create_default_context()`` would load now (the environment's, else OpenSSL's own)."""
+        """The store ``ssl.create_default_context()`` would load now (the environment's, else
+        OpenSSL's own)."""
         paths = ssl.get_default_verify_paths()
         return cls(paths.cafile, paths.capath)
 
     def context(self) -> ssl.SSLContext:
-        if self.cafile is None and self.capath is None:  # no store found: the platform's default, as before
+        # no store found: the platform's default, as before
+        if self.cafile is None and self.capath is None:
             return ssl.create_default_context()
         return ssl.create_default_context(cafile=self.cafile, capath=self.capath)
 
 
 def tls_context(trust: Trust | None) -> ssl.SSLContext:
-    """A client context verifying against ``trust``, or (``None``) the store the environment names now."""
+    """A client context verifying against ``trust``, or (``None``) the store the environment names
+    now."""
     return trust.context() if trust is not None else ssl.create_default_context()
 
 
@@ -77,7 +88,8 @@ class UpstreamResponse:
     _conn: h11.Connection | None = None
 
     async def pieces(self) -> AsyncIterator[bytes]:
-        """The body as it arrives (a chunk of a chunked body is one piece, or a part of it), framing removed."""
+        """The body as it arrives (a chunk of a chunked body is one piece, or a part of it), framing
+        removed."""
         try:
             while True:
                 event = await self._event("its body")
@@ -89,18 +101,25 @@ class UpstreamResponse:
             self.close()
 
     async def _event(self, part: str) -> object:
-        """h11's next event, reading from the upstream as it needs (at most ``read_timeout`` per read)."""
+        """h11's next event, reading from the upstream as it needs (at most ``read_timeout`` per
+        read)."""
         conn = self._conn
         assert conn is not None
         while True:
             try:
                 event = conn.next_event()
             except h11.RemoteProtocolError as exc:
-                raise UpstreamError(f"the upstream's answer is not HTTP/1.1 ({part}): {clean_line(str(exc))[:120]}") from None
+                raise UpstreamError(
+                    f"the upstream's answer is not HTTP/1.1 ({part}): {clean_line(str(exc))[:120]}"
+                ) from None
             if event is not h11.NEED_DATA:
                 return event
             data = await self._read(self._reader.read(1 << 20), part)
-            if not data and conn.their_state is h11.SEND_BODY and not _close_delimited(self.headers):
+            if (
+                not data
+                and conn.their_state is h11.SEND_BODY
+                and not _close_delimited(self.headers)
+            ):
                 raise UpstreamError(f"the upstream closed the connection in the middle of {part}")
             if not data and conn.their_state is h11.SEND_RESPONSE:
                 raise UpstreamError("the upstream closed the connection before answering")
@@ -111,9 +130,13 @@ class UpstreamResponse:
             async with asyncio.timeout(self._read_timeout):
                 return await what
         except TimeoutError:
-            raise UpstreamError(f"the upstream sent nothing for {self._read_timeout:g} s ({part})") from None
+            raise UpstreamError(
+                f"the upstream sent nothing for {self._read_timeout:g} s ({part})"
+            ) from None
         except (ConnectionError, ssl.SSLError) as exc:
-            raise UpstreamError(f"the upstream broke the connection off in the middle of {part}: {exc}") from None
+            raise UpstreamError(
+                f"the upstream broke the connection off in the middle of {part}: {exc}"
+            ) from None
 
     def close(self) -> None:
         self._writer.close()
@@ -121,14 +144,23 @@ class UpstreamResponse:
 
 def _close_delimited(headers: Headers) -> bool:
     """A body that ends when the connection does (neither a length nor chunked)."""
-    return header(headers, "content-length") is None and (header(headers, "transfer-encoding") or "").lower() != "chunked"
+    return (
+        header(headers, "content-length") is None
+        and (header(headers, "transfer-encoding") or "").lower() != "chunked"
+    )
 
 
 class Upstream:
     """Where requests go live: ``base`` (``http(s)://host[:port]``, a path prefix kept), verified
     against ``trust`` (``None``: the store the environment names when connecting)."""
 
-    def __init__(self, base: str, connect_timeout: float | None = CONNECT_TIMEOUT, read_timeout: float | None = READ_TIMEOUT, trust: Trust | None = None) -> None:
+    def __init__(
+        self,
+        base: str,
+        connect_timeout: float | None = CONNECT_TIMEOUT,
+        read_timeout: float | None = READ_TIMEOUT,
+        trust: Trust | None = None,
+    ) -> None:
         u = urlsplit(base)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"an upstream is http(s)://host[:port], not {base[:80]!r}")
@@ -142,26 +174,52 @@ class Upstream:
         self.read_timeout = read_timeout
         self.trust = trust
 
-    async def send(self, method: str, target: str, headers: Headers, body: bytes, said: list[str] | None = None) -> UpstreamResponse:
+    async def send(
+        self, method: str, target: str, headers: Headers, body: bytes, said: list[str] | None = None
+    ) -> UpstreamResponse:
         """Send one request; the response once its head has arrived (read its body with
         :meth:`UpstreamResponse.pieces`). The request's hop-by-hop headers are not passed on; a
         header that cannot be sent (CR, LF, NUL, a name that is not a token) is dropped, and a
-        line naming it is appended to ``said``. The message is h11's (:class:`~cassettes.replay.transports.outgoing.Ask`)."""
-        listed = {t.strip().lower() for k, v in headers if k.lower() == "connection" for t in v.split(",")}  # RFC 9110 7.6.1
-        keep = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and k.lower() not in listed]
+        line naming it is appended to ``said``. The message is h11's
+        (:class:`~cassettes.replay.transports.outgoing.Ask`)."""
+        # RFC 9110 7.6.1
+        listed = {
+            t.strip().lower() for k, v in headers if k.lower() == "connection" for t in v.split(",")
+        }
+        keep = [
+            (k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and k.lower() not in listed
+        ]
         ask = Ask(_LINE)
         try:
-            message = ask.request(method, f"{self.prefix}{target}", [("Host", self.netloc), *keep, ("Content-Length", str(len(body))), ("Connection", "close")], body, said)
+            message = ask.request(
+                method,
+                f"{self.prefix}{target}",
+                [
+                    ("Host", self.netloc),
+                    *keep,
+                    ("Content-Length", str(len(body))),
+                    ("Connection", "close"),
+                ],
+                body,
+                said,
+            )
         except Unsendable as exc:
             raise UpstreamError(str(exc)) from None
         ctx = tls_context(self.trust) if self.tls else None
         try:
             async with asyncio.timeout(self.connect_timeout):
-                reader, writer = await asyncio.open_connection(self.host, self.port, ssl=ctx, limit=_LINE)
+                reader, writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=ctx, limit=_LINE
+                )
         except TimeoutError:
-            raise UpstreamError(f"connecting to {self.base} took longer than {self.connect_timeout:g} s") from None
+            raise UpstreamError(
+                f"connecting to {self.base} took longer than {self.connect_timeout:g} s"
+            ) from None
         except (OSError, ssl.SSLError) as exc:
-            raise UpstreamError(f"cannot connect to {self.base}: {exc.strerror or exc if isinstance(exc, OSError) else exc}") from None
+            raise UpstreamError(
+                f"cannot connect to {self.base}: "
+                f"{exc.strerror or exc if isinstance(exc, OSError) else exc}"
+            ) from None
         response = UpstreamResponse(0, [], reader, writer, self.read_timeout, ask.conn)
         try:
             writer.write(message)
@@ -172,22 +230,32 @@ class Upstream:
                 if isinstance(event, h11.Response):
                     break
                 if isinstance(event, h11.ConnectionClosed):
-                    raise UpstreamError("the upstream closed the connection in the middle of its head")
+                    raise UpstreamError(
+                        "the upstream closed the connection in the middle of its head"
+                    )
             response.status = event.status_code
-            response.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in event.headers.raw_items()]
+            response.headers = [
+                (k.decode("latin-1"), v.decode("latin-1")) for k, v in event.headers.raw_items()
+            ]
         except TimeoutError:
             writer.close()
-            raise UpstreamError(f"the upstream did not take the request within {self.read_timeout:g} s") from None
+            raise UpstreamError(
+                f"the upstream did not take the request within {self.read_timeout:g} s"
+            ) from None
         except (UpstreamError, OSError):
             writer.close()
             raise
         return response
 
-    def relayed_headers(self, response: UpstreamResponse, dropped: list[str] | None = None) -> Headers:
+    def relayed_headers(
+        self, response: UpstreamResponse, dropped: list[str] | None = None
+    ) -> Headers:
         """The response headers a relay passes on: hop-by-hop ones dropped (it frames the body
         itself), and looptap's own marks (:mod:`cassettes.wire.own`: an upstream's answer never
         speaks for looptap), whose names go to ``dropped``."""
-        kept, own = without_own([(k, v) for k, v in response.headers if k.lower() not in HOP_BY_HOP])
+        kept, own = without_own(
+            [(k, v) for k, v in response.headers if k.lower() not in HOP_BY_HOP]
+        )
         if dropped is not None:
             dropped.extend(own)
         return kept

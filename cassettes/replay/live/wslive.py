@@ -22,10 +22,17 @@ import ssl
 from urllib.parse import urlsplit
 
 from cassettes.replay.live.chains import MAX_ANSWERS, Threads, as_sent_live, threads_of
-from cassettes.replay.live.forward import CONNECT_TIMEOUT, READ_TIMEOUT, Trust, UpstreamError, tls_context
+from cassettes.replay.live.forward import (
+    CONNECT_TIMEOUT,
+    READ_TIMEOUT,
+    Trust,
+    UpstreamError,
+    tls_context,
+)
 from cassettes.replay.transports.http1 import HOP_BY_HOP
 
-__all__ = ["MAX_ANSWERS", "LiveSocket", "Threads", "as_sent_live", "threads_of"]  # the chains' names, where they were
+# the chains' names, where they were
+__all__ = ["MAX_ANSWERS", "LiveSocket", "Threads", "as_sent_live", "threads_of"]
 
 _LINE = 1 << 16
 
@@ -42,8 +49,16 @@ class LiveSocket:
         self.known: set[str] = set()
 
     @classmethod
-    async def open(cls, base: str, target: str, headers: list[tuple[str, str]], connect_timeout: float = CONNECT_TIMEOUT,
-                   read_timeout: float = READ_TIMEOUT, said: list[str] | None = None, trust: Trust | None = None) -> LiveSocket:
+    async def open(
+        cls,
+        base: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
+        said: list[str] | None = None,
+        trust: Trust | None = None,
+    ) -> LiveSocket:
         """Open the session at ``base`` + ``target`` with the client's handshake headers (those of
         the connection and of the WebSocket handshake itself are this client's own); TLS verified
         against ``trust`` (:class:`~cassettes.replay.live.forward.Trust`)."""
@@ -59,19 +74,43 @@ class LiveSocket:
         tls = u.scheme == "https"
         try:
             async with asyncio.timeout(connect_timeout):
-                reader, writer = await asyncio.open_connection(u.hostname, u.port or (443 if tls else 80), ssl=tls_context(trust) if tls else None, limit=_LINE)
+                reader, writer = await asyncio.open_connection(
+                    u.hostname,
+                    u.port or (443 if tls else 80),
+                    ssl=tls_context(trust) if tls else None,
+                    limit=_LINE,
+                )
         except TimeoutError:
-            raise UpstreamError(f"connecting to {base[:80]} took longer than {connect_timeout:g} s") from None
+            raise UpstreamError(
+                f"connecting to {base[:80]} took longer than {connect_timeout:g} s"
+            ) from None
         except (OSError, ssl.SSLError) as exc:
             raise UpstreamError(f"cannot connect to {base[:80]}: {exc}") from None
         key = base64.b64encode(os.urandom(16)).decode("ascii")
-        keep = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and not k.lower().startswith("sec-websocket-")]
-        # The handshake is h11's (cassettes.replay.transports.outgoing: a header that cannot be sent is dropped);
-        # the answer's head is read up to its empty line (no frame after it is taken) and parsed by h11.
+        keep = [
+            (k, v)
+            for k, v in headers
+            if k.lower() not in HOP_BY_HOP and not k.lower().startswith("sec-websocket-")
+        ]
+        # The handshake is h11's (cassettes.replay.transports.outgoing: a header that cannot be sent
+        # is dropped); the answer's head is read up to its empty line (no frame after it is taken)
+        # and parsed by h11.
         ask = Ask(_LINE)
         try:
-            message = ask.request("GET", f"{u.path.rstrip('/')}{target}", [("Host", u.netloc), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
-                                  ("Sec-WebSocket-Key", key), ("Sec-WebSocket-Version", "13"), *keep], b"", said)
+            message = ask.request(
+                "GET",
+                f"{u.path.rstrip('/')}{target}",
+                [
+                    ("Host", u.netloc),
+                    ("Upgrade", "websocket"),
+                    ("Connection", "Upgrade"),
+                    ("Sec-WebSocket-Key", key),
+                    ("Sec-WebSocket-Version", "13"),
+                    *keep,
+                ],
+                b"",
+                said,
+            )
         except Unsendable as exc:
             writer.close()
             raise UpstreamError(str(exc)) from None
@@ -83,15 +122,22 @@ class LiveSocket:
                 event = ask.conn.next_event()
         except TimeoutError:
             writer.close()
-            raise UpstreamError(f"the upstream did not answer the WebSocket handshake within {read_timeout:g} s") from None
+            raise UpstreamError(
+                f"the upstream did not answer the WebSocket handshake within {read_timeout:g} s"
+            ) from None
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:
             writer.close()
             raise UpstreamError(f"the upstream broke off the WebSocket handshake: {exc}") from None
         except h11.RemoteProtocolError as exc:
             writer.close()
-            raise UpstreamError(f"the upstream's WebSocket handshake is not HTTP/1.1: {clean_line(str(exc))[:120]}") from None
+            raise UpstreamError(
+                f"the upstream's WebSocket handshake is not HTTP/1.1: {clean_line(str(exc))[:120]}"
+            ) from None
         status = getattr(event, "status_code", None)
-        got = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in getattr(event, "headers", [])}
+        got = {
+            k.decode("latin-1").lower(): v.decode("latin-1")
+            for k, v in getattr(event, "headers", [])
+        }
         if status != 101 or got.get("sec-websocket-accept") != accept_key(key):
             writer.close()
             raise UpstreamError(f"the upstream did not open the WebSocket: {status}")

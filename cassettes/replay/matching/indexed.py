@@ -3,11 +3,12 @@ round trip is a few integers, not the exchange.
 
 :class:`IndexedRecordings` reads the file once, a block at a time (the reader of a cassette's
 records every streaming command uses, :class:`~cassettes.storage.source.RecordSource`), hands each
-exchange to the :class:`~cassettes.replay.matching.matcher.Matcher` (which keeps a hash of its request key)
-and lets it go; a played round trip is read again from disk by its offset. The run analysis that
-places the round trips in conversations and turns (needed for a miss or the report only) is the
-streamed one (:func:`~cassettes.reading.run.open_run`). The memory budget of the commands that
-read a whole run (``LOOPTAP_MEMORY_BUDGET_MB``) holds here too: one line, never a ``MemoryError``.
+exchange to the :class:`~cassettes.replay.matching.matcher.Matcher` (which keeps a hash of its
+request key) and lets it go; a played round trip is read again from disk by its offset. The run
+analysis that places the round trips in conversations and turns (needed for a miss or the report
+only) is the streamed one (:func:`~cassettes.reading.run.open_run`). The memory budget of the
+commands that read a whole run (``LOOPTAP_MEMORY_BUDGET_MB``) holds here too: one line, never a
+``MemoryError``.
 """
 
 from __future__ import annotations
@@ -61,9 +62,10 @@ class IndexedRecordings:
             used = rss() if budget is not None else None
             if used is not None and budget is not None and used > budget:
                 raise RunTooLargeError(
-                    f"{self.path}: serving this run needs more than the memory budget of {budget // 2**20:,} MB "
-                    f"({len(self.source):,} round trips read, {index.consumed * 100 // max(index.size(), 1)} % of the file); "
-                    "set LOOPTAP_MEMORY_BUDGET_MB to allow more"
+                    f"{self.path}: serving this run needs more than the memory budget of "
+                    f"{budget // 2**20:,} MB ({len(self.source):,} round trips read, "
+                    f"{index.consumed * 100 // max(index.size(), 1)} % of the file); set "
+                    "LOOPTAP_MEMORY_BUDGET_MB to allow more"
                 )
             if at_end:
                 break

@@ -1,4 +1,5 @@
-"""A structural diff of two JSON values, addressed by JSON paths (``messages[4].content[0].content``).
+"""A structural diff of two JSON values, addressed by JSON paths
+(``messages[4].content[0].content``).
 
 Objects are compared by key (key order never matters); arrays index by index (order matters: a
 message moved is a message changed), with the surplus of the longer one reported as added or
@@ -99,7 +100,11 @@ def _cut(text: str, start: int, limit: int) -> str:
     body = limit - (1 if start else 0)
     end = start + body
     if end < len(text):
-        return ("…" if start else "") + _whole_tokens(text[start : end - 1], start=start > 0, end=True) + "…"
+        return (
+            ("…" if start else "")
+            + _whole_tokens(text[start : end - 1], start=start > 0, end=True)
+            + "…"
+        )
     return ("…" if start else "") + _whole_tokens(text[start:], start=start > 0)
 
 
@@ -130,7 +135,9 @@ class Change:
         changed values: the window around where they differ, :func:`window`)."""
         if self.kind == "changed":
             a, b = window(self.expected, self.actual)
-            return replace(self, expected=_compact(self.expected, a), actual=_compact(self.actual, b))
+            return replace(
+                self, expected=_compact(self.expected, a), actual=_compact(self.actual, b)
+            )
         return replace(self, expected=_compact(self.expected), actual=_compact(self.actual))
 
     def shown(self) -> tuple[str, str]:
@@ -155,7 +162,9 @@ def _compact(value: Any, shown: str | None = None) -> Any:
     return Shown(shown) if shown.endswith("…") or shown.startswith("…") else value
 
 
-def json_diff(expected: Any, actual: Any, path: tuple[PathItem, ...] = (), limit: int = 1000) -> list[Change]:
+def json_diff(
+    expected: Any, actual: Any, path: tuple[PathItem, ...] = (), limit: int = 1000
+) -> list[Change]:
     """Every difference between ``expected`` (the recording) and ``actual`` (at most ``limit``)."""
     out: list[Change] = []
     _diff(expected, actual, path, out, limit)

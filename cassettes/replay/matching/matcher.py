@@ -13,8 +13,8 @@ one that differed between the recording and the request that matched it is kept
 (:attr:`Matcher.tolerated`): a tolerated difference, never a silent one, and never a rewrite of
 what is served. ``Matcher(…, volatile=False)`` compares them as sent. ``Matcher(…, rules=…)``
 adds the user's rules (:mod:`cassettes.matching.rules`: ignored paths, substitutions, volatile
-tools), tolerated and kept the same way, each with the rule that tolerated it. Headers are ignored (SDK
-telemetry, user agents, keys) except, in strict mode, the few an adapter names as changing what
+tools), tolerated and kept the same way, each with the rule that tolerated it. Headers are ignored
+(SDK telemetry, user agents, keys) except, in strict mode, the few an adapter names as changing what
 the API does.
 
 The recording is indexed per conversation and turn (the run analysis), so a miss names the turn
@@ -38,14 +38,32 @@ from cassettes.errors import ReplayMiss
 from cassettes.matching.rules import Rules
 from cassettes.matching.volatile import Tolerated, VolatileSpans, tolerated
 from cassettes.recording.redact import Redactor
-from cassettes.replay.matching.jsondiff import ECHO, Change, Shown, clip, format_path, json_diff, window
+from cassettes.replay.matching.jsondiff import (
+    ECHO,
+    Change,
+    Shown,
+    clip,
+    format_path,
+    json_diff,
+    window,
+)
 from cassettes.replay.matching.requestkey import RequestKey, request_key
 from cassettes.replay.matching.verdicts import Verdict, attribute
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Exchange, Headers, header
 from cassettes.wire.replay_miss import MissNote, MissVerdict
 
-__all__ = ["Matcher", "Miss", "Recorded", "Recordings", "RequestKey", "Verdict", "attribute", "request_key", "tolerated_notes"]
+__all__ = [
+    "Matcher",
+    "Miss",
+    "Recorded",
+    "Recordings",
+    "RequestKey",
+    "Verdict",
+    "attribute",
+    "request_key",
+    "tolerated_notes",
+]
 
 #: Request keys of a recording read from disk kept at hand (the most recently used).
 KEY_CACHE = 256
@@ -118,7 +136,8 @@ class Recorded:
 
 class Recordings(Protocol):
     """What a :class:`Matcher` serves from: the recorded exchanges by position, read again when
-    asked for (:class:`~cassettes.replay.matching.indexed.IndexedRecordings`), or a list in memory."""
+    asked for (:class:`~cassettes.replay.matching.indexed.IndexedRecordings`), or a list in
+    memory."""
 
     def __len__(self) -> int: ...
     def exchange(self, i: int) -> Exchange: ...
@@ -203,11 +222,16 @@ class Miss:
     @property
     def headline(self) -> str:
         """One line: where (the closest recorded turn) and what (the first layer verdict)."""
-        where = self.closest.label if self.closest is not None else f"{self.method} {clip(self.target)}"
+        where = (
+            self.closest.label if self.closest is not None else f"{self.method} {clip(self.target)}"
+        )
         return clip(f"{where}: {self.verdicts[0]}" if self.verdicts else f"{where}: {self.reason}")
 
     def lines(self, max_changes: int = 8) -> list[str]:
-        out = [f"looptap replay: no recorded round trip matches {self.method} {self.target}: {self.reason}"]
+        out = [
+            "looptap replay: no recorded round trip matches "
+            f"{self.method} {self.target}: {self.reason}"
+        ]
         if self.closest is not None:
             state = "already played" if self.closest.plays else "not yet played"
             out.append(f"closest recorded turn: {self.closest.label}, {state}")
@@ -223,7 +247,11 @@ class Miss:
         """What the agent sent is printed to a terminal and into test reports: redacted, one line
         each, and bounded (a 9 MB URL is not sent back): scrubbed with a margin, then cut."""
         r = self.redactor or Redactor()
-        return clean_line(r.scrub(line) if len(line) <= ECHO else f"{r.scrub(line[: ECHO + 4096])[:ECHO]}… [cut: {len(line):,} characters]")
+        return clean_line(
+            r.scrub(line)
+            if len(line) <= ECHO
+            else f"{r.scrub(line[: ECHO + 4096])[:ECHO]}… [cut: {len(line):,} characters]"
+        )
 
     def note(self) -> MissNote:
         """The miss as the analysis reads it off the answer (:mod:`cassettes.wire.replay_miss`):
@@ -231,7 +259,10 @@ class Miss:
         return MissNote(
             closest=self.closest.label if self.closest is not None else None,
             reason=self._shown(self.reason),
-            verdicts=[MissVerdict(v.layer, self._shown(v.message), self._shown(v.path)) for v in self.verdicts],
+            verdicts=[
+                MissVerdict(v.layer, self._shown(v.message), self._shown(v.path))
+                for v in self.verdicts
+            ],
             changes=[self._shown(c.describe()) for c in self.changes],
         )
 
@@ -242,7 +273,9 @@ class Miss:
         return ReplayMiss(str(self))
 
 
-def _client_key(ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None) -> RequestKey | None:
+def _client_key(
+    ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None
+) -> RequestKey | None:
     """The key of the request the client sent, where a fork's what-if edit rewrote what was
     recorded as sent upstream; ``None`` when the marks do not give it back."""
     from cassettes.wire.edited import client_body
@@ -250,7 +283,9 @@ def _client_key(ex: Exchange, volatile: VolatileSpans | None = None, rules: Rule
     body = client_body(ex.request_json(), ex.edits or [])
     if body is None:
         return None
-    return request_key(ex.method, ex.url, ex.request_headers, orjson.dumps(body), body, volatile, rules)
+    return request_key(
+        ex.method, ex.url, ex.request_headers, orjson.dumps(body), body, volatile, rules
+    )
 
 
 class Matcher:
@@ -263,25 +298,38 @@ class Matcher:
     """
 
     def __init__(
-        self, exchanges: Sequence[Exchange] | Recordings, strict: bool = False, first_turn: int = 0, volatile: bool | VolatileSpans = True,
+        self,
+        exchanges: Sequence[Exchange] | Recordings,
+        strict: bool = False,
+        first_turn: int = 0,
+        volatile: bool | VolatileSpans = True,
         rules: Rules | None = None,
     ) -> None:
         """``first_turn``: the number of a conversation's first turn in exchanges held in memory
-        (a fork's branch: its origin's turn at the cursor, :func:`cassettes.reading.branch.first_turn`;
-        a file read from disk is numbered from its own header). ``volatile``: the built-in
-        volatile-span detectors, for this process's working directory and home (``True``), for
-        a context given (a :class:`~cassettes.matching.VolatileSpans`: the recording's cwd and
-        home when known), or none (``False``: the text compared as sent). ``rules``: the user's
-        rules (:mod:`cassettes.matching.rules`), applied to both sides as well."""
+        (a fork's branch: its origin's turn at the cursor,
+        :func:`cassettes.reading.branch.first_turn`; a file read from disk is numbered from its own
+        header). ``volatile``: the built-in volatile-span detectors, for this process's working
+        directory and home (``True``), for a context given (a
+        :class:`~cassettes.matching.VolatileSpans`: the recording's cwd and home when known), or
+        none (``False``: the text compared as sent). ``rules``: the user's rules
+        (:mod:`cassettes.matching.rules`), applied to both sides as well."""
         self.strict = strict
         #: The user's rules both sides of every comparison go through (``None``: none).
         self.rules: Rules | None = rules or None
         #: The detectors both sides of every comparison go through (``None``: off).
-        self.volatile: VolatileSpans | None = VolatileSpans() if volatile is True else volatile if isinstance(volatile, VolatileSpans) else None
+        self.volatile: VolatileSpans | None = (
+            VolatileSpans()
+            if volatile is True
+            else volatile
+            if isinstance(volatile, VolatileSpans)
+            else None
+        )
         #: Per recorded round trip (its position), what its last match tolerated: the volatile
         #: spans whose text differed between the recording and the request it answered.
         self.tolerated: dict[int, list[Tolerated]] = {}
-        src: Recordings = exchanges if not isinstance(exchanges, Sequence) else InMemory(exchanges, first_turn)
+        src: Recordings = (
+            exchanges if not isinstance(exchanges, Sequence) else InMemory(exchanges, first_turn)
+        )
         self._src = src
         self._labelled = False
         self._lock = threading.Lock()
@@ -432,9 +480,17 @@ class Matcher:
         self.misses.append(found)
         return found
 
-    def in_position(self, method: str, target: str, headers: Headers, body: bytes, allowed: Callable[[Recorded], bool], miss: Miss | None = None) -> Recorded | None:
-        """A fork's tolerant prefix (:mod:`cassettes.replay.matching.tolerance`): the recorded turn *in
-        position* for a request that matched none — the next unplayed turn of a conversation
+    def in_position(
+        self,
+        method: str,
+        target: str,
+        headers: Headers,
+        body: bytes,
+        allowed: Callable[[Recorded], bool],
+        miss: Miss | None = None,
+    ) -> Recorded | None:
+        """A fork's tolerant prefix (:mod:`cassettes.replay.matching.tolerance`): the recorded turn
+        *in position* for a request that matched none — the next unplayed turn of a conversation
         (``allowed``: before the cursor) whose request differs from this one only in tool results'
         text — marked played, with what was tolerated (the changed results, and the volatile spans
         elsewhere) in :attr:`tolerated`; ``miss``, the request's miss, is no longer one. ``None``:
@@ -457,7 +513,11 @@ class Matcher:
         _, rec, found = best
         rec.plays += 1
         items = {t.path[:2] for t in found}
-        spans = [t for t in tolerated(rec.key.spans, live.spans) if t.path[:2] not in items] if live.spans else []
+        spans = (
+            [t for t in tolerated(rec.key.spans, live.spans) if t.path[:2] not in items]
+            if live.spans
+            else []
+        )
         self.tolerated[rec.index] = spans + found
         if miss is not None:
             self.resolve(miss)
@@ -508,12 +568,25 @@ class Matcher:
         digest = key.digest
         if self.strict:
             nxt = self._next_unplayed()
-            same = nxt is not None and hash(digest) == self._hashes[nxt.index] and self._same(nxt.index, digest)
+            same = (
+                nxt is not None
+                and hash(digest) == self._hashes[nxt.index]
+                and self._same(nxt.index, digest)
+            )
             if nxt is not None and same and self._headers_match(nxt, key):
                 return nxt
             if nxt is not None and same:
-                hdrs = ", ".join(h for h in self._semantic(nxt) if header(nxt.key.headers, h) != header(key.headers, h))
-                return Miss(key.method, key.target, f"strict: headers differ from the next recorded turn ({hdrs})", nxt)
+                hdrs = ", ".join(
+                    h
+                    for h in self._semantic(nxt)
+                    if header(nxt.key.headers, h) != header(key.headers, h)
+                )
+                return Miss(
+                    key.method,
+                    key.target,
+                    f"strict: headers differ from the next recorded turn ({hdrs})",
+                    nxt,
+                )
             return self._miss(key, strict_next=nxt)
         found = self._first_unplayed(digest)
         if found is not None:
@@ -527,7 +600,8 @@ class Matcher:
         return all(header(r.key.headers, h) == header(key.headers, h) for h in self._semantic(r))
 
     def _frontier(self) -> set[int]:
-        """Indexes of the next unplayed turn of every conversation (what the agent should send next)."""
+        """Indexes of the next unplayed turn of every conversation (what the agent should send
+        next)."""
         out: set[int] = set()
         seen: set[str | None] = set()
         for r in self.recorded:
@@ -550,20 +624,39 @@ class Matcher:
         best: tuple[tuple[int, int, int, int, int], Recorded, list[Change]] | None = None
         for r in pool:
             changes = self._changes(r.key, key)
-            score = (int((r.key.method, r.key.path) != (key.method, key.path)), len(changes), int(r.plays > 0), int(r.index not in frontier), r.index)
+            score = (
+                int((r.key.method, r.key.path) != (key.method, key.path)),
+                len(changes),
+                int(r.plays > 0),
+                int(r.index not in frontier),
+                r.index,
+            )
             if best is None or score < best[0]:
                 best = (score, r, changes)
         assert best is not None
         _, closest, changes = best
         if not unplayed:
-            reason = f"the cassette is exhausted (all {len(self.recorded)} recorded round trips were played)"
+            reason = (
+                f"the cassette is exhausted (all {len(self.recorded)} "
+                "recorded round trips were played)"
+            )
         elif strict_next is not None:
             reason = "strict: it is not the next recorded round trip"
         else:
-            reason = f"{len(unplayed)} of {len(self.recorded)} recorded round trips are unplayed, none is this request"
+            reason = (
+                f"{len(unplayed)} of {len(self.recorded)} recorded "
+                "round trips are unplayed, none is this request"
+            )
         verdicts = attribute(closest.key, key, changes)
         if not verdicts and closest.plays:
-            verdicts = [Verdict("C", f"the request repeats {closest.label}, which was already played (a retry or a repeated call the recording does not have)", "(body)")]
+            verdicts = [
+                Verdict(
+                    "C",
+                    f"the request repeats {closest.label}, which was already played (a retry or a "
+                    "repeated call the recording does not have)",
+                    "(body)",
+                )
+            ]
         elif not verdicts:
             verdicts = [Verdict("C", "the request differs from the recording", "(body)")]
         return Miss(key.method, key.target, reason, closest, changes, verdicts)
@@ -611,17 +704,26 @@ TOLERATED = "tolerated:"
 
 def tolerated_notes(found: Sequence[Tolerated]) -> list[str]:
     """One note line per tolerated difference: the detector (and the user rule, when one
-    tolerated it), the JSON path, the recorded value and the request's (wire text: one line, clipped)."""
+    tolerated it), the JSON path, the recorded value and the request's (wire text: one line,
+    clipped)."""
     return [
-        clean_line(f"{TOLERATED} {t.detector}{f' (rule: {clip(t.rule, 200)})' if t.rule else ''} at {clip(format_path(t.path), 200)}: recorded {clip(t.recorded, 200)!r}, this request {clip(t.live, 200)!r}")
+        clean_line(
+            f"{TOLERATED} {t.detector}{f' (rule: {clip(t.rule, 200)})' if t.rule else ''} at "
+            f"{clip(format_path(t.path), 200)}: recorded {clip(t.recorded, 200)!r}, this request "
+            f"{clip(t.live, 200)!r}"
+        )
         for t in found
     ]
 
 
-def _recorded_key(ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None) -> RequestKey:
+def _recorded_key(
+    ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None
+) -> RequestKey:
     """The key a recorded round trip is matched by: its request's, or, for a fork's edited
     request, the one the agent sends (:mod:`cassettes.wire.edited`)."""
-    key = request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules)
+    key = request_key(
+        ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules
+    )
     if ex.edits:
         key = _client_key(ex, volatile, rules) or key
     return key
@@ -631,7 +733,11 @@ def _learned(method: str, target: str, headers: Headers, body: bytes) -> Redacto
     """A redactor that has seen the request (its credential headers, query and body keys)."""
     r = Redactor()
     try:
-        r.exchange(Exchange(method, target if "://" in target else "http://replay" + target, list(headers), body))
+        r.exchange(
+            Exchange(
+                method, target if "://" in target else "http://replay" + target, list(headers), body
+            )
+        )
     except Exception:  # learning is best effort; the patterns still apply
         pass
     r.forget_seen()  # kept with the miss: what it learned, not the request's text

@@ -6,9 +6,10 @@ values are normalised: ids the provider adapter names as made up per run (tool-c
 ``<id:1>``, ``<id:2>`` … in order of first appearance; ISO-8601 timestamps become ``<timestamp>``;
 a multipart boundary becomes ``<boundary>``; with a :class:`~cassettes.matching.VolatileSpans`,
 the volatile spans inside the body's strings become ``<date>``, ``<uuid:1>``, ``<cwd>`` … (each
-kept, with its JSON path, in :attr:`RequestKey.spans`); with :class:`~cassettes.matching.rules.Rules`,
-the user's ignored paths, substitutions and volatile tools' results too. Headers are ignored except, in strict
-mode, the few an adapter names as changing what the API does. :mod:`cassettes.replay.matching.matcher` matches on them.
+kept, with its JSON path, in :attr:`RequestKey.spans`); with
+:class:`~cassettes.matching.rules.Rules`, the user's ignored paths, substitutions and volatile
+tools' results too. Headers are ignored except, in strict mode, the few an adapter names as changing
+what the API does. :mod:`cassettes.replay.matching.matcher` matches on them.
 """
 
 from __future__ import annotations
@@ -101,7 +102,9 @@ def _normalise(
             if k in drop or (free is not None and v is None):
                 continue
             inner = None if free is None or k in free else free
-            nv = _normalise(v, ids, placeholders, drop, inner, found, (*path, k) if found is not None else path)
+            nv = _normalise(
+                v, ids, placeholders, drop, inner, found, (*path, k) if found is not None else path
+            )
             if inner is not None and k in _CONTENT_FIELDS:
                 nv = bare_text(nv)
             out[k] = nv
@@ -109,15 +112,25 @@ def _normalise(
     if isinstance(value, list):
         if found is None:
             return [_normalise(v, ids, placeholders, drop, free) for v in value]
-        return [_normalise(v, ids, placeholders, drop, free, found, (*path, i)) for i, v in enumerate(value)]
+        return [
+            _normalise(v, ids, placeholders, drop, free, found, (*path, i))
+            for i, v in enumerate(value)
+        ]
     if isinstance(value, str):
         return _normalised_text(value, ids, placeholders, found, path)
     return value
 
 
-def _normalised_text(value: str, ids: set[str], placeholders: dict[str, str], found: _Found | None, path: tuple[str | int, ...]) -> str:
+def _normalised_text(
+    value: str,
+    ids: set[str],
+    placeholders: dict[str, str],
+    found: _Found | None,
+    path: tuple[str | int, ...],
+) -> str:
     """A string of the body as compared (see :func:`_normalise`): a volatile id as its
-    placeholder, a timestamp as ``<timestamp>``, with ``found`` its volatile spans written as theirs."""
+    placeholder, a timestamp as ``<timestamp>``, with ``found`` its volatile spans written as
+    theirs."""
     if value in ids:
         ph = placeholders.get(value)
         if ph is None:
@@ -139,7 +152,9 @@ class _Found:
 
     __slots__ = ("numbers", "spans", "subs", "volatile")
 
-    def __init__(self, volatile: VolatileSpans | None, subs: list[Substitution] | None = None) -> None:
+    def __init__(
+        self, volatile: VolatileSpans | None, subs: list[Substitution] | None = None
+    ) -> None:
         self.volatile = volatile
         self.subs = subs or []
         self.spans: list[Span] = []
@@ -149,7 +164,9 @@ class _Found:
         if self.subs:
             text, subbed = substitute(self.subs, text, path)
             self.spans.extend(subbed)
-        if self.volatile is None or (path and isinstance(path[-1], str) and "version" in path[-1].lower()):
+        if self.volatile is None or (
+            path and isinstance(path[-1], str) and "version" in path[-1].lower()
+        ):
             return text  # a dated version (MCP's protocolVersion "2025-11-25") is what it says
         out, found = self.volatile.normalise(text, self.numbers)
         self.spans.extend(Span(path, d, t) for d, t in found)
@@ -160,7 +177,12 @@ def bare_text(content: Any) -> Any:
     """``[{"type": "text", "text": "x"}]`` (nothing else in the part) → ``"x"``."""
     if isinstance(content, list) and len(content) == 1:
         part = content[0]
-        if isinstance(part, dict) and part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str) and set(part) == {"type", "text"}:
+        if (
+            isinstance(part, dict)
+            and part.get("type") in _TEXT_PARTS
+            and isinstance(part.get("text"), str)
+            and set(part) == {"type", "text"}
+        ):
             return part["text"]
     return content
 
@@ -174,7 +196,13 @@ def _without_defaults(body: Any, defaults: tuple[tuple[str, Any], ...]) -> Any:
 
 
 def request_key(
-    method: str, url: str, headers: Headers, body: bytes, parsed: Any = None, volatile: VolatileSpans | None = None, rules: Rules | None = None
+    method: str,
+    url: str,
+    headers: Headers,
+    body: bytes,
+    parsed: Any = None,
+    volatile: VolatileSpans | None = None,
+    rules: Rules | None = None,
 ) -> RequestKey:
     """Normalise one request for matching (``parsed``: the body's JSON when already at hand).
     With ``volatile``, the strings of a JSON body have their volatile spans (dates, ids, temp
@@ -185,7 +213,13 @@ def request_key(
         u = urlsplit(url)
     except ValueError:
         u = urlsplit("")
-    query = tuple(sorted((k, v) for k, v in parse_qsl(u.query, keep_blank_values=True) if k.lower() not in _SECRET_QUERY))
+    query = tuple(
+        sorted(
+            (k, v)
+            for k, v in parse_qsl(u.query, keep_blank_values=True)
+            if k.lower() not in _SECRET_QUERY
+        )
+    )
     raw = parsed
     if raw is None and body:
         try:
@@ -193,7 +227,18 @@ def request_key(
         except orjson.JSONDecodeError:
             raw = None
     if raw is None:
-        return RequestKey(method.upper(), u.path, query, _opaque_body(headers, body), False, None, {}, u, None, list(headers))
+        return RequestKey(
+            method.upper(),
+            u.path,
+            query,
+            _opaque_body(headers, body),
+            False,
+            None,
+            {},
+            u,
+            None,
+            list(headers),
+        )
     adapter = providers.detect(method.upper(), u, raw)
     placeholders: dict[str, str] = {}
     family = adapter.family if adapter is not None else None
@@ -210,10 +255,24 @@ def request_key(
     if found is not None:
         found.spans[:0] = ruled
     spans = tuple(found.spans) if found is not None else ()
-    return RequestKey(method.upper(), u.path, query, norm, True, raw, {v: k for k, v in placeholders.items()}, u, adapter, list(headers), spans)
+    return RequestKey(
+        method.upper(),
+        u.path,
+        query,
+        norm,
+        True,
+        raw,
+        {v: k for k, v in placeholders.items()},
+        u,
+        adapter,
+        list(headers),
+        spans,
+    )
 
 
-def _result_paths(adapter: providers.Provider | None, raw: Any, u: SplitResult) -> list[tuple[tuple[str | int, ...], str | None]]:
+def _result_paths(
+    adapter: providers.Provider | None, raw: Any, u: SplitResult
+) -> list[tuple[tuple[str | int, ...], str | None]]:
     """Where the body's tool results are (the adapter locates them), for a volatile-tool rule."""
     if adapter is None:
         return []
@@ -230,9 +289,16 @@ def _opaque_body(headers: Headers, body: bytes) -> bytes:
     return body.replace(m.group(1).encode("latin-1", "replace"), b"<boundary>") if m else body
 
 
-def _normalised_json(raw: Any, u: SplitResult, adapter: providers.Provider | None, placeholders: dict[str, str], found: _Found | None = None) -> Any:
+def _normalised_json(
+    raw: Any,
+    u: SplitResult,
+    adapter: providers.Provider | None,
+    placeholders: dict[str, str],
+    found: _Found | None = None,
+) -> Any:
     """A JSON body as compared: the adapter's volatile ids, fields and defaults written one way."""
-    if adapter is None:  # an API looptap does not read: compared as sent (only ids, times and volatile spans normalised)
+    # an API looptap does not read: compared as sent (only ids, times and volatile spans normalised)
+    if adapter is None:
         return _normalise(raw, set(), placeholders, found=found)
     try:
         vol = {i for i in adapter.volatile_ids(raw, u) if i}
@@ -242,5 +308,12 @@ def _normalised_json(raw: Any, u: SplitResult, adapter: providers.Provider | Non
     if adapter.profile.volatile_top_fields and isinstance(raw, dict):
         compared = {k: v for k, v in raw.items() if k not in adapter.profile.volatile_top_fields}
     compared = _without_defaults(compared, adapter.profile.field_defaults)
-    return _normalise(compared, vol, placeholders, adapter.profile.volatile_fields, adapter.profile.free_form_fields, found)
+    return _normalise(
+        compared,
+        vol,
+        placeholders,
+        adapter.profile.volatile_fields,
+        adapter.profile.free_form_fields,
+        found,
+    )
 

@@ -30,18 +30,35 @@ TOOL_RESULT = "tool_result"
 MAX_ITEMS = 10_000
 
 
-def tool_result_changes(recorded: RequestKey, live: RequestKey, changes: Sequence[Change]) -> list[Tolerated] | None:
+def tool_result_changes(
+    recorded: RequestKey, live: RequestKey, changes: Sequence[Change]
+) -> list[Tolerated] | None:
     """What the two requests' differences (``changes``: the compared bodies' diff) are, when every
     one lies in a tool result's content: one :class:`Tolerated` per changed value (its JSON path,
     the recorded text and this request's). ``None`` when any difference lies elsewhere, or when the
     adapter cannot read the items (fail closed)."""
-    if not changes or not recorded.is_json or not live.is_json or (recorded.method, recorded.path, recorded.query) != (live.method, live.path, live.query):
+    if (
+        not changes
+        or not recorded.is_json
+        or not live.is_json
+        or (recorded.method, recorded.path, recorded.query) != (live.method, live.path, live.query)
+    ):
         return None
     hkey = recorded.history_key()
-    if hkey is None or hkey != live.history_key() or not isinstance(recorded.raw, dict) or not isinstance(live.raw, dict):
+    if (
+        hkey is None
+        or hkey != live.history_key()
+        or not isinstance(recorded.raw, dict)
+        or not isinstance(live.raw, dict)
+    ):
         return None
     ra, la = recorded.raw.get(hkey), live.raw.get(hkey)
-    if not isinstance(ra, list) or not isinstance(la, list) or len(ra) != len(la) or len(ra) > MAX_ITEMS:
+    if (
+        not isinstance(ra, list)
+        or not isinstance(la, list)
+        or len(ra) != len(la)
+        or len(ra) > MAX_ITEMS
+    ):
         return None
     items: set[int] = set()
     for ch in changes:
@@ -73,11 +90,19 @@ def _results(key: RequestKey, hkey: str, item: Any) -> list[tuple[str, str, bool
                 if p.kind != "tool_result":
                     return None  # text or a call beside the results: not only what a tool returned
                 continue
-            out.append((p.tool_result.call_id or p.tool_result.name or "?", p.tool_result.content, p.tool_result.is_error))
+            out.append(
+                (
+                    p.tool_result.call_id or p.tool_result.name or "?",
+                    p.tool_result.content,
+                    p.tool_result.is_error,
+                )
+            )
     return out or None
 
 
-def _item_changes(recorded: RequestKey, live: RequestKey, hkey: str, i: int) -> list[Tolerated] | None:
+def _item_changes(
+    recorded: RequestKey, live: RequestKey, hkey: str, i: int
+) -> list[Tolerated] | None:
     """The changed values of history item ``i`` when they are all tool-result text: the same calls
     in the same order (ids as sent: a fork serves the recorded ids), the same error flags, and each
     value that differs (compared as sent) a string found in that side's result content."""
@@ -88,7 +113,11 @@ def _item_changes(recorded: RequestKey, live: RequestKey, hkey: str, i: int) -> 
     rtext, ltext = "\n".join(t for _, t, _ in rr), "\n".join(t for _, t, _ in lr)
     out: list[Tolerated] = []
     for ch in json_diff(rec_item, live_item, (hkey, i)):
-        if ch.kind != "changed" or not isinstance(ch.expected, str) or not isinstance(ch.actual, str):
+        if (
+            ch.kind != "changed"
+            or not isinstance(ch.expected, str)
+            or not isinstance(ch.actual, str)
+        ):
             return None  # a part added or dropped, a flag, a number: not a result's text
         if ch.expected not in rtext or ch.actual not in ltext or _names_an_id(ch.path):
             return None
@@ -99,4 +128,6 @@ def _item_changes(recorded: RequestKey, live: RequestKey, hkey: str, i: int) -> 
 def _names_an_id(path: tuple[str | int, ...]) -> bool:
     """A field that says which call or what kind a part is, never a result's text."""
     last = path[-1] if path else None
-    return isinstance(last, str) and (last.lower().endswith("id") or last in ("type", "role", "name"))
+    return isinstance(last, str) and (
+        last.lower().endswith("id") or last in ("type", "role", "name")
+    )

@@ -21,7 +21,16 @@ from cassettes.replay.matching.jsondiff import format_path, window
 if TYPE_CHECKING:
     from cassettes.replay.matching.matcher import Matcher
 
-__all__ = ["KEPT", "by_of", "entries_of", "entry_line", "read_entries", "report_lines", "turn_entries", "turn_label"]
+__all__ = [
+    "KEPT",
+    "by_of",
+    "entries_of",
+    "entry_line",
+    "read_entries",
+    "report_lines",
+    "turn_entries",
+    "turn_label",
+]
 
 #: Characters of each value kept around where the two differ (before, after).
 KEPT = (400, 1600)
@@ -70,13 +79,20 @@ def turn_entries(matcher: Matcher) -> list[dict[str, Any]]:
     out = []
     for i in sorted(matcher.tolerated)[:MAX_TURNS]:
         rec = matcher.recorded[i]
-        out.append({"conversation": rec.conversation, "turn": rec.turn, "seq": rec.seq, "tolerated": entries_of(matcher.tolerated[i])})
+        out.append(
+            {
+                "conversation": rec.conversation,
+                "turn": rec.turn,
+                "seq": rec.seq,
+                "tolerated": entries_of(matcher.tolerated[i]),
+            }
+        )
     return out
 
 
 def entry_line(e: Mapping[str, Any]) -> str:
-    """``messages[3].content: recorded "…a.txt\\nb.txt", live "…a.txt\\nb.txt\\nc.txt" (by tool_result)``
-    (recorded text: the caller cleans it for a terminal)."""
+    """``messages[3].content: recorded "…a.txt\\nb.txt", live "…a.txt\\nb.txt\\nc.txt" (by
+    tool_result)`` (recorded text: the caller cleans it for a terminal)."""
     a, b = window(str(e.get("recorded", "")), str(e.get("live", "")))
     return f"{e.get('path', '?')}: recorded {a}, live {b} (by {e.get('by', '?')})"
 

@@ -2,9 +2,10 @@
 place, checked before anything listens or is sent (:mod:`cassettes.matching.rules`,
 :mod:`cassettes.matching.config`).
 
-``looptap replay``, ``looptap run --from`` and ``looptap diff`` take the same flags (:func:`add_rule_flags`); the fork
-passes them on to its replay server (:func:`rule_argv`), which reads the project's file itself
-from the same run and working directory, so both read the same rules.
+``looptap replay``, ``looptap run --from`` and ``looptap diff`` take the same flags
+(:func:`add_rule_flags`); the fork passes them on to its replay server (:func:`rule_argv`), which
+reads the project's file itself from the same run and working directory, so both read the same
+rules.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ __all__ = ["add_rule_flags", "project_rules", "rule_argv", "rules_of_args"]
 
 
 def project_rules(
-    cassette: str | Path | None, ignore: Iterable[str] = (), substitute: Iterable[str] = (), volatile_tools: Iterable[str] = (),
+    cassette: str | Path | None,
+    ignore: Iterable[str] = (),
+    substitute: Iterable[str] = (),
+    volatile_tools: Iterable[str] = (),
     where: str = "the command line",
 ) -> Rules:
     """The project's rules for ``cassette`` (its ``looptap.toml`` or ``pyproject.toml``
@@ -29,7 +33,9 @@ def project_rules(
     from cassettes.matching.config import rules_from_config
     from cassettes.matching.rules import from_flags
 
-    rules = rules_from_config(cassette).extend(from_flags(ignore, substitute, volatile_tools, where))
+    rules = rules_from_config(cassette).extend(
+        from_flags(ignore, substitute, volatile_tools, where)
+    )
     if rules.scoped():  # the adapters loaded only then
         from cassettes import providers
 
@@ -42,29 +48,50 @@ def add_rule_flags(p: Any, fork: bool = False, what: str | None = None) -> None:
     (``what``: what they match, in the help; ``looptap diff`` compares the requests so too)."""
     what = what or ("the fork's prefix" if fork else "the replay")
     p.add_argument(
-        "--ignore", action="append", default=[], metavar="PATH",
-        help=f"when matching {what}: ignore this JSON path of the request body (wildcards: metadata.*, messages[*].content[*].cache_control; "
-        "one API family only: FAMILY:PATH); repeatable; added to pyproject.toml's [tool.looptap] (docs/testing.md)",
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help=f"when matching {what}: ignore this JSON path of the request body (wildcards: "
+        "metadata.*, messages[*].content[*].cache_control; one API family only: FAMILY:PATH); "
+        "repeatable; added to pyproject.toml's [tool.looptap] (docs/testing.md)",
     )
     p.add_argument(
-        "--substitute", action="append", default=[], metavar="REGEX=REPLACEMENT",
-        help=f"when matching {what}: write every match of REGEX in the request's strings as REPLACEMENT, on both sides (split at the last '='); repeatable",
+        "--substitute",
+        action="append",
+        default=[],
+        metavar="REGEX=REPLACEMENT",
+        help=f"when matching {what}: write every match of REGEX in the request's strings as "
+        "REPLACEMENT, on both sides (split at the last '='); repeatable",
     )
     p.add_argument(
-        "--volatile-tool", action="append", default=[], metavar="NAME",
-        help=f"when matching {what}: the results of the tool NAME are not compared (what the world says now); repeatable",
+        "--volatile-tool",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"when matching {what}: the results of the tool NAME are not compared (what the world "
+        "says now); repeatable",
     )
 
 
 def rules_of_args(args: Any, cassette: str | Path | None) -> Rules:
     """:func:`project_rules` for a command line with :func:`add_rule_flags`'s flags."""
-    return project_rules(cassette, getattr(args, "ignore", ()) or (), getattr(args, "substitute", ()) or (), getattr(args, "volatile_tool", ()) or ())
+    return project_rules(
+        cassette,
+        getattr(args, "ignore", ()) or (),
+        getattr(args, "substitute", ()) or (),
+        getattr(args, "volatile_tool", ()) or (),
+    )
 
 
 def rule_argv(args: Any) -> list[str]:
     """The rule flags of a command line, to pass on to a child ``looptap replay``."""
     out: list[str] = []
-    for flag, name in (("--ignore", "ignore"), ("--substitute", "substitute"), ("--volatile-tool", "volatile_tool")):
+    for flag, name in (
+        ("--ignore", "ignore"),
+        ("--substitute", "substitute"),
+        ("--volatile-tool", "volatile_tool"),
+    ):
         for v in getattr(args, name, ()) or ():
             out.append(f"{flag}={v}")
     return out

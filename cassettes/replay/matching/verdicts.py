@@ -33,8 +33,11 @@ def _item_view(key: RequestKey, hkey: str, item: Any) -> tuple[str, list[str]]:
     return role, [cid for cid, _ in results]
 
 
-def _item_results(key: RequestKey, hkey: str, item: Any) -> tuple[str, list[tuple[str, tuple[str, bool | None]]]]:
-    """(role, [(call id, (content, is_error)) of each tool result in it]) of one raw history item."""
+def _item_results(
+    key: RequestKey, hkey: str, item: Any
+) -> tuple[str, list[tuple[str, tuple[str, bool | None]]]]:
+    """(role, [(call id, (content, is_error)) of each tool result in it]) of one raw history
+    item."""
     if key.adapter is None or not isinstance(key.raw, dict):
         return "?", []
     try:
@@ -44,8 +47,15 @@ def _item_results(key: RequestKey, hkey: str, item: Any) -> tuple[str, list[tupl
     if not req.messages:
         return "?", []
     msg = req.messages[0]
-    results = [(p.tool_result.call_id or p.tool_result.name or "?", (p.tool_result.content, p.tool_result.is_error))
-               for m in req.messages for p in m.parts if p.tool_result is not None]
+    results = [
+        (
+            p.tool_result.call_id or p.tool_result.name or "?",
+            (p.tool_result.content, p.tool_result.is_error),
+        )
+        for m in req.messages
+        for p in m.parts
+        if p.tool_result is not None
+    ]
     return ("tool" if results else msg.role), results
 
 
@@ -65,7 +75,11 @@ def attribute(recorded: RequestKey, live: RequestKey, changes: Sequence[Change])
     out = _url_verdicts(recorded, live)
     if not recorded.is_json or not live.is_json:
         if recorded.body != live.body:
-            out.append(Verdict("C", "the request body changed (not JSON, compared byte for byte)", "(body)"))
+            out.append(
+                Verdict(
+                    "C", "the request body changed (not JSON, compared byte for byte)", "(body)"
+                )
+            )
         return out
     hkey = recorded.history_key() or live.history_key()
     added_tail: list[int] = []
@@ -76,21 +90,46 @@ def attribute(recorded: RequestKey, live: RequestKey, changes: Sequence[Change])
     if removed_tail:
         first = min(removed_tail)
         n = len(removed_tail)
-        out.append(Verdict("C", f"the history is {n} item{'s' if n > 1 else ''} shorter than recorded, from {format_path((hkey or '', first))} (dropped or trimmed)", format_path((hkey or "", first))))
+        out.append(
+            Verdict(
+                "C",
+                f"the history is {n} item{'s' if n > 1 else ''} shorter than recorded, from "
+                f"{format_path((hkey or '', first))} (dropped or trimmed)",
+                format_path((hkey or "", first)),
+            )
+        )
     return out
 
 
 def _url_verdicts(recorded: RequestKey, live: RequestKey) -> list[Verdict]:
     out: list[Verdict] = []
     if (recorded.method, recorded.path) != (live.method, live.path):
-        out.append(Verdict("C", f"the agent called {live.method} {live.path}; the recorded turn is {recorded.method} {recorded.path}", "(url)"))
+        out.append(
+            Verdict(
+                "C",
+                f"the agent called {live.method} {live.path}; the recorded turn is "
+                f"{recorded.method} {recorded.path}",
+                "(url)",
+            )
+        )
     if recorded.query != live.query:
-        out.append(Verdict("C", f"the query string changed (recorded {recorded.target}, got {live.target})", "(url)"))
+        out.append(
+            Verdict(
+                "C",
+                f"the query string changed (recorded {recorded.target}, got {live.target})",
+                "(url)",
+            )
+        )
     return out
 
 
 def _change_verdicts(
-    recorded: RequestKey, live: RequestKey, hkey: str | None, changes: Sequence[Change], added_tail: list[int], removed_tail: list[int]
+    recorded: RequestKey,
+    live: RequestKey,
+    hkey: str | None,
+    changes: Sequence[Change],
+    added_tail: list[int],
+    removed_tail: list[int],
 ) -> list[Verdict]:
     """One verdict per changed history item and per changed top-level field; history items added
     or removed at the end are collected in ``added_tail`` / ``removed_tail`` (said once, after)."""
@@ -118,12 +157,17 @@ def _change_verdicts(
 def _added_verdict(live: RequestKey, hkey: str | None, added_tail: list[int]) -> Verdict:
     first = min(added_tail)
     role, results = _item_view(live, hkey or "", live.raw[hkey][first]) if hkey else ("?", [])
-    what = f"the tool result for {_orig(live, results[0])}" if results else f"{'an' if role[:1] in 'aeiou' else 'a'} {role} message"
+    what = (
+        f"the tool result for {_orig(live, results[0])}"
+        if results
+        else f"{'an' if role[:1] in 'aeiou' else 'a'} {role} message"
+    )
     n = len(added_tail)
     return Verdict(
         "C",
-        f"the agent sent a turn the recording never had: {n} more history item{'s' if n > 1 else ''} than recorded, "
-        f"starting with {what} at {format_path((hkey or '', first))}",
+        f"the agent sent a turn the recording never had: {n} more history "
+        f"item{'s' if n > 1 else ''} than recorded, starting with {what} at "
+        f"{format_path((hkey or '', first))}",
         format_path((hkey or "", first)),
     )
 
@@ -136,16 +180,31 @@ def _item_verdict(recorded: RequestKey, live: RequestKey, hkey: str, i: int, ch:
     role, results = _item_results(recorded, hkey, recorded.raw[hkey][i])
     where = ch.where
     if results:
-        _, lresults = _item_results(live, hkey, live.raw[hkey][i]) if i < len(live.raw.get(hkey, [])) else ("?", [])
+        _, lresults = (
+            _item_results(live, hkey, live.raw[hkey][i])
+            if i < len(live.raw.get(hkey, []))
+            else ("?", [])
+        )
         # the results that differ, paired by call id (parallel results: not by position)
         was = dict(results)
         changed = [cid for cid, v in lresults if was.get(cid) != v] if lresults else []
         ids = changed or [cid for cid, _ in lresults] or [cid for cid, _ in results]
         key = live if lresults else recorded
-        names = ", ".join(_orig(key, c) for c in ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
-        return Verdict("C", f"the tool result{'s' if len(ids) > 1 else ''} for {names} changed ({where})", where)
+        names = ", ".join(_orig(key, c) for c in ids[:3]) + (
+            f" and {len(ids) - 3} more" if len(ids) > 3 else ""
+        )
+        return Verdict(
+            "C",
+            f"the tool result{'s' if len(ids) > 1 else ''} for {names} changed ({where})",
+            where,
+        )
     if role == "assistant":
-        return Verdict("C", f"the assistant turn at {format_path((hkey, i))} was not sent back as recorded ({where})", where)
+        return Verdict(
+            "C",
+            f"the assistant turn at {format_path((hkey, i))} "
+            f"was not sent back as recorded ({where})",
+            where,
+        )
     if role in ("system", "developer"):
         return Verdict("C", f"the system prompt changed ({where})", where)
     if role == "user":
@@ -157,13 +216,24 @@ def _field_verdict(recorded: RequestKey, live: RequestKey, top: str, ch: Change)
     where = ch.where
     low = top.lower()
     if low == "model":
-        return Verdict("C", f"the model requested changed: recorded {short(ch.expected)}, got {short(ch.actual)}", where)
+        return Verdict(
+            "C",
+            f"the model requested changed: recorded {short(ch.expected)}, got {short(ch.actual)}",
+            where,
+        )
     if low == "stream":
-        return Verdict("C", f"streaming changed: recorded {short(ch.expected)}, got {short(ch.actual)}", where)
+        return Verdict(
+            "C", f"streaming changed: recorded {short(ch.expected)}, got {short(ch.actual)}", where
+        )
     if "tool_choice" in low or low == "toolconfig":
         return Verdict("C", f"the tool choice changed ({where})", where)
     if "tool" in low or "function" in low:
         return Verdict("C", f"the tools offered changed ({where})", where)
     if _system_text(recorded) != _system_text(live):
         return Verdict("C", f"the system prompt changed ({where})", where)
-    return Verdict("C", f"request parameter {top} changed ({where}: recorded {short(ch.expected)}, got {short(ch.actual)})", where)
+    return Verdict(
+        "C",
+        f"request parameter {top} changed ({where}: recorded "
+        f"{short(ch.expected)}, got {short(ch.actual)})",
+        where,
+    )

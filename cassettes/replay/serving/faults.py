@@ -84,7 +84,9 @@ KINDS: dict[str, tuple[str | None, float | None]] = {
 #: Faults answered with an HTTP error status (the rest change how the recorded answer is sent).
 STATUS_KINDS = frozenset({"rate_limit", "overloaded", "server_error", "context_length"})
 #: Faults answered with the recorded answer rewritten (see :func:`rewrite_answer`).
-REWRITE_KINDS = frozenset({"truncate", "content_filter", "refusal", "bad_arguments", "unoffered_tool", "schema_arguments"})
+REWRITE_KINDS = frozenset(
+    {"truncate", "content_filter", "refusal", "bad_arguments", "unoffered_tool", "schema_arguments"}
+)
 #: What a refusing model says (the text of a refusal field).
 REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 _SELECTORS = ("turn", "seq", "request", "tool", "p", "conversation")
@@ -135,7 +137,10 @@ def parse_fault(text: str) -> Fault:
     if "*" in what:
         what, _, n = what.partition("*")
         if not _INT.fullmatch(n) or int(n) < 1:
-            raise FaultSpecError(f"--fault {spec}: '*' wants a count of attempts in digits, from 1 (e.g. *3), not {_shown(n)}")
+            raise FaultSpecError(
+                f"--fault {spec}: '*' wants a count of attempts "
+                f"in digits, from 1 (e.g. *3), not {_shown(n)}"
+            )
         times = int(n)
     kind, arg = _kind_and_arg(spec, what)
     return Fault(kind, arg, times, _selector(spec, where.strip()), raw)
@@ -146,7 +151,9 @@ def _kind_and_arg(spec: str, what: str) -> tuple[str, float | None]:
     kind, _, arg_text = what.partition("=")
     kind = kind.strip()
     if kind not in KINDS:
-        raise FaultSpecError(f"--fault {spec}: unknown fault {_shown(kind)}; one of {', '.join(KINDS)}")
+        raise FaultSpecError(
+            f"--fault {spec}: unknown fault {_shown(kind)}; one of {', '.join(KINDS)}"
+        )
     meaning, default = KINDS[kind]
     if not arg_text:
         return kind, default
@@ -155,12 +162,19 @@ def _kind_and_arg(spec: str, what: str) -> tuple[str, float | None]:
     whole = kind in _WHOLE
     if not (_INT if whole else _NUM).fullmatch(arg_text):
         form = "a whole number in digits" if whole else "a decimal number such as 0.5"
-        raise FaultSpecError(f"--fault {spec}: {kind}= wants {meaning} ({form}), not {_shown(arg_text)}")
+        raise FaultSpecError(
+            f"--fault {spec}: {kind}= wants {meaning} ({form}), not {_shown(arg_text)}"
+        )
     arg = float(arg_text)
     if arg > 3600:
-        raise FaultSpecError(f"--fault {spec}: {kind}= wants {meaning} between 0 and 3600, not {_shown(arg_text)}")
+        raise FaultSpecError(
+            f"--fault {spec}: {kind}= wants {meaning} between 0 and 3600, not {_shown(arg_text)}"
+        )
     if kind == "truncate" and not 0 <= arg < 1:
-        raise FaultSpecError(f"--fault {spec}: truncate= wants the fraction kept, from 0 up to (not including) 1, not {_shown(arg_text)}")
+        raise FaultSpecError(
+            f"--fault {spec}: truncate= wants the fraction kept, from 0 up to (not including) 1, "
+            f"not {_shown(arg_text)}"
+        )
     return kind, arg
 
 
@@ -170,15 +184,23 @@ def _selector(spec: str, where: str) -> tuple[str, str]:
         return ("*", "")
     name, eq, value = where.partition("=")
     if not eq or name not in _SELECTORS or not value:
-        raise FaultSpecError(f"--fault {spec}: select requests with one of {', '.join(s + '=…' for s in _SELECTORS)} or *, not {_shown(where)}")
+        raise FaultSpecError(
+            f"--fault {spec}: select requests with one of "
+            f"{', '.join(s + '=…' for s in _SELECTORS)} or *, not {_shown(where)}"
+        )
     if name in ("turn", "seq", "request"):
         if not _INT.fullmatch(value):
-            raise FaultSpecError(f"--fault {spec}: {name}= wants a number in digits, not {_shown(value)}")
+            raise FaultSpecError(
+                f"--fault {spec}: {name}= wants a number in digits, not {_shown(value)}"
+            )
         value = str(int(value))
     if name == "p":
         p = float(value) if _NUM.fullmatch(value) else -1.0
         if not 0 < p <= 1:
-            raise FaultSpecError(f"--fault {spec}: p= wants a probability in (0, 1] (a decimal such as 0.2), not {_shown(value)}")
+            raise FaultSpecError(
+                f"--fault {spec}: p= wants a probability in (0, 1] "
+                f"(a decimal such as 0.2), not {_shown(value)}"
+            )
     return (name, value)
 
 
@@ -253,18 +275,27 @@ class FaultPlan:
 # -- rewriting faults --------------------------------------------------------------------------
 
 
-def rewrite_answer(fault: Fault, answer: NormalisedResponse, request: NormalisedRequest | None) -> NormalisedResponse | str:
+def rewrite_answer(
+    fault: Fault, answer: NormalisedResponse, request: NormalisedRequest | None
+) -> NormalisedResponse | str:
     """The recorded ``answer`` as ``fault`` changes it; a string says why it cannot (the answer
     has no tool call to break, the tool's schema requires nothing …)."""
-    parts = [p for p in answer.parts if p.kind != "reasoning"]  # a thought's signature would not match
-    calls = [i for i, p in enumerate(parts) if p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function"]
+    # a thought's signature would not match
+    parts = [p for p in answer.parts if p.kind != "reasoning"]
+    calls = [
+        i
+        for i, p in enumerate(parts)
+        if p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function"
+    ]
     text = "".join(p.text or "" for p in parts if p.kind == "text")
     if fault.kind in ("truncate", "content_filter", "refusal"):
         return _api_fault(fault, answer, parts, calls, text)
     return _model_fault(fault, answer, parts, calls, request)
 
 
-def _api_fault(fault: Fault, answer: NormalisedResponse, parts: list[Part], calls: list[int], text: str) -> NormalisedResponse | str:
+def _api_fault(
+    fault: Fault, answer: NormalisedResponse, parts: list[Part], calls: list[int], text: str
+) -> NormalisedResponse | str:
     """The API's faults: the answer cut at the token cap, filtered, or refused."""
     from cassettes.models import FinishReason, Part
 
@@ -277,22 +308,44 @@ def _api_fault(fault: Fault, answer: NormalisedResponse, parts: list[Part], call
             assert call is not None
             raw = _arguments_text(call)
             cut = raw[: min(int(len(raw) * keep), len(raw) - 1)]
-            partial = dict(list(call.arguments.items())[:-1]) if isinstance(call.arguments, dict) else {}
-            bad = call.model_copy(update={"arguments": partial, "arguments_raw": cut, "arguments_error": "cut by max tokens"})
+            partial = (
+                dict(list(call.arguments.items())[:-1]) if isinstance(call.arguments, dict) else {}
+            )
+            bad = call.model_copy(
+                update={
+                    "arguments": partial,
+                    "arguments_raw": cut,
+                    "arguments_error": "cut by max tokens",
+                }
+            )
             new_parts = [*parts[:i], Part(kind="tool_call", tool_call=bad)]
         elif text:
             new_parts = [Part(kind="text", text=text[: int(len(text) * keep)])]
         else:
             return "the answer has no text or tool call to cut"
-        return answer.model_copy(update={**update, "parts": new_parts, "finish_reason": FinishReason.TRUNCATED_LENGTH})
+        return answer.model_copy(
+            update={**update, "parts": new_parts, "finish_reason": FinishReason.TRUNCATED_LENGTH}
+        )
     if fault.kind == "content_filter":
         kept = [Part(kind="text", text=text[: len(text) // 2])] if text[: len(text) // 2] else []
-        return answer.model_copy(update={**update, "parts": kept, "finish_reason": FinishReason.FILTERED})
-    return answer.model_copy(update={**update, "parts": [Part(kind="refusal", text=REFUSAL_TEXT)], "finish_reason": FinishReason.REFUSED})
+        return answer.model_copy(
+            update={**update, "parts": kept, "finish_reason": FinishReason.FILTERED}
+        )
+    return answer.model_copy(
+        update={
+            **update,
+            "parts": [Part(kind="refusal", text=REFUSAL_TEXT)],
+            "finish_reason": FinishReason.REFUSED,
+        }
+    )
 
 
 def _model_fault(
-    fault: Fault, answer: NormalisedResponse, parts: list[Part], calls: list[int], request: NormalisedRequest | None
+    fault: Fault,
+    answer: NormalisedResponse,
+    parts: list[Part],
+    calls: list[int],
+    request: NormalisedRequest | None,
 ) -> NormalisedResponse | str:
     """The model's faults: the first call of the client's own tools, changed."""
     from cassettes.models import FinishReason, Part
@@ -305,19 +358,33 @@ def _model_fault(
     if fault.kind == "bad_arguments":
         raw = _arguments_text(call).rstrip()
         bad_raw = (raw[:-1] if raw.endswith("}") else raw) + ',}'  # a trailing comma: not JSON
-        changed = call.model_copy(update={"arguments": None, "arguments_raw": bad_raw, "arguments_error": "not JSON"})
+        changed = call.model_copy(
+            update={"arguments": None, "arguments_raw": bad_raw, "arguments_error": "not JSON"}
+        )
     elif fault.kind == "unoffered_tool":
         offered = {t.name for t in request.tools} if request is not None else set()
-        name = next(n for n in (f"{call.name}_v2", "run_shell", "run_shell_v2", "looptap_unoffered_tool") if n not in offered)
+        name = next(
+            n
+            for n in (f"{call.name}_v2", "run_shell", "run_shell_v2", "looptap_unoffered_tool")
+            if n not in offered
+        )
         changed = call.model_copy(update={"name": name})
     else:  # schema_arguments
         broken = _break_schema(call.name, call.arguments, request)
         if isinstance(broken, str):
             return broken
-        changed = call.model_copy(update={"arguments": broken, "arguments_raw": None, "arguments_error": None})
+        changed = call.model_copy(
+            update={"arguments": broken, "arguments_raw": None, "arguments_error": None}
+        )
     new_parts = [*parts[:i], Part(kind="tool_call", tool_call=changed), *parts[i + 1 :]]
     update: dict[str, Any] = {"finish_reason_raw": None, "complete": True}
-    return answer.model_copy(update={**update, "parts": new_parts, "finish_reason": answer.finish_reason or FinishReason.TOOL_CALL})
+    return answer.model_copy(
+        update={
+            **update,
+            "parts": new_parts,
+            "finish_reason": answer.finish_reason or FinishReason.TOOL_CALL,
+        }
+    )
 
 
 def _arguments_text(call: Any) -> str:
@@ -328,10 +395,19 @@ def _arguments_text(call: Any) -> str:
     return orjson.dumps(call.arguments if call.arguments is not None else {}).decode()
 
 
-_WRONG = {"string": 12345, "integer": "not a number", "number": "not a number", "boolean": "yes", "array": "not a list", "object": "not an object"}
+_WRONG = {
+    "string": 12345,
+    "integer": "not a number",
+    "number": "not a number",
+    "boolean": "yes",
+    "array": "not a list",
+    "object": "not an object",
+}
 
 
-def _break_schema(name: str | None, arguments: Any, request: NormalisedRequest | None) -> dict[str, Any] | str:
+def _break_schema(
+    name: str | None, arguments: Any, request: NormalisedRequest | None
+) -> dict[str, Any] | str:
     """``arguments`` changed so that they break the offered tool's JSON Schema: a required
     property left out, else a property of the wrong type (checked against the schema)."""
     from cassettes.analysis.emission import schema_errors
@@ -343,7 +419,9 @@ def _break_schema(name: str | None, arguments: Any, request: NormalisedRequest |
     found = schema.get("properties")
     props: dict[str, Any] = found if isinstance(found, dict) else {}
     tries: list[dict[str, Any]] = [
-        {k: v for k, v in arguments.items() if k != req} for req in schema.get("required") or [] if req in arguments
+        {k: v for k, v in arguments.items() if k != req}
+        for req in schema.get("required") or []
+        if req in arguments
     ]
     for key, sub in props.items():
         kind = sub.get("type") if isinstance(sub, dict) else None

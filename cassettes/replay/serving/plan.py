@@ -5,9 +5,9 @@
 it is sent), a rewritten one (:class:`Rewritten`), an injected API error (:class:`FaultStatus`),
 a reset (:class:`Reset`), a request passed on to a live upstream (:class:`Forward`: new episodes
 being recorded, or a conversation past its cursor) or a miss (:class:`Missed`). The senders
-(:mod:`cassettes.replay.serving.server` for HTTP, :mod:`cassettes.replay.serving.wsserve` for WebSocket) only
-speak what was decided. The matcher's bookkeeping stays the matcher's: an attempt that does not
-get the recorded answer gives it back with :meth:`Matcher.release`.
+(:mod:`cassettes.replay.serving.server` for HTTP, :mod:`cassettes.replay.serving.wsserve` for
+WebSocket) only speak what was decided. The matcher's bookkeeping stays the matcher's: an attempt
+that does not get the recorded answer gives it back with :meth:`Matcher.release`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,31 @@ import orjson
 from cassettes import bounds
 from cassettes.providers import Provider, Rendered
 from cassettes.replay.matching.matcher import Matcher, Miss, Recorded
-from cassettes.replay.serving.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
+from cassettes.replay.serving.faults import (
+    REWRITE_KINDS,
+    STATUS_KINDS,
+    Fault,
+    FaultPlan,
+    rewrite_answer,
+)
 from cassettes.replay.transports.http1 import HOP_BY_HOP, Request
 
 if TYPE_CHECKING:
     from cassettes.replay.live.continuation import Continuation
 
-__all__ = ["MISS_CODE", "MISS_STATUS", "NOT_REPLAYED", "Answer", "FaultStatus", "Forward", "Missed", "Planner", "Play", "Reset", "Rewritten"]
+__all__ = [
+    "MISS_CODE",
+    "MISS_STATUS",
+    "NOT_REPLAYED",
+    "Answer",
+    "FaultStatus",
+    "Forward",
+    "Missed",
+    "Planner",
+    "Play",
+    "Reset",
+    "Rewritten",
+]
 
 #: Status and error code of the answer to a request the cassette cannot answer (over HTTP, and as a
 #: WebSocket session's error message).
@@ -56,7 +74,8 @@ Fallback = Callable[[str, str, bytes], str | None]
 _NO_FORM = {
     "content_filter": "this API has no content-filter finish to send",
     "refusal": "this API has no refusal field or stop reason to send",
-    "bad_arguments": "this API sends tool arguments as a JSON object here, never as text that could fail to parse",
+    "bad_arguments": "this API sends tool arguments as a JSON object "
+    "here, never as text that could fail to parse",
 }
 #: Faults that leave the attempt with the recorded answer (it is only sent differently).
 _KEEP_PLAY = frozenset({"slow_first_byte", "stall"})
@@ -115,7 +134,8 @@ class Forward:
     #: The target and headers as sent on (``None``: the request's own).
     target: str | None = None
     headers: list[tuple[str, str]] | None = None
-    #: How the answer is continued when the token cap cuts it (a fork's ``--edit continue``), or ``None``.
+    #: How the answer is continued when the token cap cuts it (a fork's ``--edit continue``), or
+    #: ``None``.
     cont: Continuation | None = None
 
 
@@ -130,8 +150,8 @@ Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed
 
 
 class Router(Protocol):
-    """A fork's cursor (:class:`cassettes.replay.forking.cursor.Cursor`): the answer for a request past
-    it (sent live), or ``None`` (replayed as any other)."""
+    """A fork's cursor (:class:`cassettes.replay.forking.cursor.Cursor`): the answer for a request
+    past it (sent live), or ``None`` (replayed as any other)."""
 
     #: Requests sent live so far.
     sent: int
@@ -140,16 +160,32 @@ class Router(Protocol):
 
     def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None: ...
 
-    def outgoing(self, req: Request, turn: int | None = None) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]: ...
+    def outgoing(
+        self, req: Request, turn: int | None = None
+    ) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]: ...
 
-    def relayed(self, method: str, target: str, sent: bytes, status: int, chunks: list[tuple[float | None, bytes]], headers: list[tuple[str, str]]) -> None: ...
+    def relayed(
+        self,
+        method: str,
+        target: str,
+        sent: bytes,
+        status: int,
+        chunks: list[tuple[float | None, bytes]],
+        headers: list[tuple[str, str]],
+    ) -> None: ...
 
 
 class Planner:
     """Decides every answer of one replay server (see the module docstring). ``cursor``, when
     set, is asked first about each request the matcher placed: past it, the request goes live."""
 
-    def __init__(self, matcher: Matcher, faults: FaultPlan | None = None, fallback: Fallback | None = None, cursor: Router | None = None) -> None:
+    def __init__(
+        self,
+        matcher: Matcher,
+        faults: FaultPlan | None = None,
+        fallback: Fallback | None = None,
+        cursor: Router | None = None,
+    ) -> None:
         self.matcher = matcher
         self.faults = faults
         self.fallback = fallback
@@ -157,7 +193,8 @@ class Planner:
         self.cursor = cursor
 
     def plan(self, req: Request, websocket: bool = False) -> Answer:
-        """The answer to ``req`` (for a WebSocket turn: ``websocket``, its answer always streamed)."""
+        """The answer to ``req`` (for a WebSocket turn: ``websocket``, its answer always
+        streamed)."""
         found = self.matcher.match(req.method, req.target, req.headers, req.body)
         if self.cursor is not None:
             live = self.cursor.route(req, found, websocket)
@@ -166,7 +203,11 @@ class Planner:
                     self.matcher.went_live(found)  # answered live, not from the recording
                 return live
         if isinstance(found, Miss):
-            base = self.fallback(req.method, req.target, req.body) if self.fallback is not None and not websocket else None
+            base = (
+                self.fallback(req.method, req.target, req.body)
+                if self.fallback is not None and not websocket
+                else None
+            )
             if base is not None:
                 return Forward(base, req.body, "recorded now", miss=found)
             return Missed(found)
@@ -180,7 +221,9 @@ class Planner:
         if fault.kind in REWRITE_KINDS:
             rendered = self.rewritten(req, rec, fault, adapter, stream=True if websocket else None)
             if isinstance(rendered, str):
-                return Play(rec, None, f"fault {fault.text} not injected: {rendered}; served as recorded")
+                return Play(
+                    rec, None, f"fault {fault.text} not injected: {rendered}; served as recorded"
+                )
             self.matcher.release(rec)  # the next attempt at this request gets the recording
             return Rewritten(rec, fault, rendered)
         if fault.kind not in _KEEP_PLAY:
@@ -188,12 +231,24 @@ class Planner:
         if fault.kind == "reset":
             return Reset(rec, fault)
         if fault.kind in STATUS_KINDS:
-            status, obj = adapter.replay.fault_bodies.get(fault.kind) or Provider.replay.fault_bodies[fault.kind]
-            headers = adapter.replay.fault_headers(fault.kind, fault.arg if fault.arg is not None else 1.0)
+            status, obj = (
+                adapter.replay.fault_bodies.get(fault.kind)
+                or Provider.replay.fault_bodies[fault.kind]
+            )
+            headers = adapter.replay.fault_headers(
+                fault.kind, fault.arg if fault.arg is not None else 1.0
+            )
             return FaultStatus(rec, fault, status, obj, list(headers))
         return Play(rec, fault)  # slow_first_byte, stall, stream_cut, error_event
 
-    def rewritten(self, req: Request, rec: Recorded, fault: Fault, adapter: Provider, stream: bool | None = None) -> Rendered | str:
+    def rewritten(
+        self,
+        req: Request,
+        rec: Recorded,
+        fault: Fault,
+        adapter: Provider,
+        stream: bool | None = None,
+    ) -> Rendered | str:
         """The recorded answer as a rewriting ``fault`` changes it, rendered in the API's format
         for ``req`` (streamed when ``stream``, else as the request asks); or why it cannot be made
         (the fault plan notes it, and the recording is served instead)."""
@@ -207,16 +262,24 @@ class Planner:
             body = None
         why = "the recorded answer is not a model's answer"
         rt = parse_exchange(ex)
-        if ex.status is not None and 200 <= ex.status < 300 and rt.response is not None and rt.response.error is None:
+        if (
+            ex.status is not None
+            and 200 <= ex.status < 300
+            and rt.response is not None
+            and rt.response.error is None
+        ):
             try:
                 request = adapter.parse_request(body, url) if isinstance(body, dict) else None
-            except Exception:  # a request the adapter cannot read: only the tool-aware faults need it
+            except Exception:
+                # a request the adapter cannot read: only the tool-aware faults need it
                 request = None
             new = rewrite_answer(fault, rt.response, request)
             if isinstance(new, str):
                 why = new
             else:
-                rendered = adapter.replay.render_answer(new, adapter.is_stream(url, body) if stream is None else stream, url, body)
+                rendered = adapter.replay.render_answer(
+                    new, adapter.is_stream(url, body) if stream is None else stream, url, body
+                )
                 if rendered is not None:
                     return rendered
                 why = _NO_FORM.get(fault.kind, "this API has no form for that answer here")

@@ -72,13 +72,24 @@ if TYPE_CHECKING:
     from cassettes.replay.live.forward import Trust, Upstream, UpstreamResponse
     from cassettes.replay.transports.outgoing import Answer
 
-__all__ = ["IDLE_TIMEOUT", "MISS_CODE", "MISS_STATUS", "READ_TIMEOUT", "RETAIN_BODIES", "WRITE_TIMEOUT", "ReplayServer", "parse_pace", "replay_env"]
+__all__ = [
+    "IDLE_TIMEOUT",
+    "MISS_CODE",
+    "MISS_STATUS",
+    "READ_TIMEOUT",
+    "RETAIN_BODIES",
+    "WRITE_TIMEOUT",
+    "ReplayServer",
+    "parse_pace",
+    "replay_env",
+]
 
 #: Seconds a connection may wait between requests (or WebSocket frames) before it is closed.
 IDLE_TIMEOUT = 120.0
 #: Seconds a request head may take to arrive, and the longest a request body may pause.
 READ_TIMEOUT = 30.0
-#: Seconds a client may leave an answer unread (no byte of it taken) before its connection is dropped.
+#: Seconds a client may leave an answer unread (no byte of it taken) before its connection is
+#: dropped.
 WRITE_TIMEOUT = 60.0
 #: Bytes of request bodies the server keeps in :attr:`ReplayServer.served` beyond those equal
 #: to a recorded request (which are shared with the recording, free): past it, a served
@@ -133,7 +144,9 @@ def parse_pace(value: str | float) -> float:
     try:
         speed = float(v.strip("x"))
     except ValueError:
-        raise ValueError(f"pace must be 'recorded', 'instant' or xN (a speed factor), not {value!r}") from None
+        raise ValueError(
+            f"pace must be 'recorded', 'instant' or xN (a speed factor), not {value!r}"
+        ) from None
     if speed <= 0:
         raise ValueError(f"pace factor must be positive, not {value!r}")
     return speed
@@ -175,15 +188,27 @@ async def _each(chunks: Sequence[bytes]) -> AsyncIterator[bytes]:
 def _joined_headers(rendered: Rendered, why: str, parts: int) -> Headers:
     """The headers of an answer a continuation joined (``parts`` continuation requests)."""
     stream = len(rendered.chunks) > 1 or rendered.content_type == "text/event-stream"
-    return [("content-type", rendered.content_type), ("x-looptap-replay", why), ("x-looptap-continued", str(parts)),
-            ("transfer-encoding", "chunked") if stream else ("content-length", str(sum(len(c) for c in rendered.chunks)))]
+    return [
+        ("content-type", rendered.content_type),
+        ("x-looptap-replay", why),
+        ("x-looptap-continued", str(parts)),
+        ("transfer-encoding", "chunked")
+        if stream
+        else ("content-length", str(sum(len(c) for c in rendered.chunks))),
+    ]
 
 
 def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Fault | None) -> bool:
     """Whether a recorded answer is replayed chunked (a stream, several pieces, a stream fault)."""
     ctype = (ex.response_header("content-type") or "").lower()
     cutting = fault is not None and fault.kind in ("stream_cut", "error_event", "stall")
-    return cutting or len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
+    return (
+        cutting
+        or len(chunks) > 1
+        or "event-stream" in ctype
+        or "ndjson" in ctype
+        or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
+    )
 
 
 class ReplayServer(BackgroundServer):
@@ -192,7 +217,8 @@ class ReplayServer(BackgroundServer):
     label = "the replay server"
 
     def _preload(self) -> None:
-        import h11  # noqa: F401  # the HTTP/1.1 reader and writer (cassettes.replay.transports.http1, outgoing)
+        # the HTTP/1.1 reader and writer (cassettes.replay.transports.http1, outgoing)
+        import h11  # noqa: F401
         import wsproto.connection  # WebSocket sessions (cassettes.replay.transports.wsframes)
         import wsproto.events  # noqa: F401
 
@@ -221,7 +247,8 @@ class ReplayServer(BackgroundServer):
         trust: Trust | None = None,
     ) -> None:
         recordings: Sequence[Exchange] | IndexedRecordings
-        first = 0  # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading.branch)
+        # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading.branch)
+        first = 0
         if isinstance(cassette, (str, Path)):
             # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file).
             # A large looptap cassette is served from its offset index (a played round trip is
@@ -253,7 +280,9 @@ class ReplayServer(BackgroundServer):
         self.host = host
         self.port = port
         self.speed = parse_pace(pace)
-        self.matcher = Matcher(recordings, strict=strict, first_turn=first, volatile=volatile, rules=rules)
+        self.matcher = Matcher(
+            recordings, strict=strict, first_turn=first, volatile=volatile, rules=rules
+        )
         if isinstance(recordings, IndexedRecordings):
             self.problems = recordings.problems  # (known once the file is read)
         #: Faults to inject (``--fault``); ``faults.fired`` lists what was injected.
@@ -263,13 +292,21 @@ class ReplayServer(BackgroundServer):
         if cursor is not None:
             # placed in the recording's turns (refused if it selects none, saying what the run has)
             cursor.bind(self.matcher, self.source if self.source != "<exchanges>" else "the run")
-        #: The CA store requests sent live verify TLS against (``None``: the environment's when connecting).
+        #: The CA store requests sent live verify TLS against (``None``: the environment's when
+        #: connecting).
         self.trust = trust
         #: Decides every answer (the senders below only speak it).
         self.planner = Planner(self.matcher, faults, fallback, cursor)
         #: Answers the WebSocket sessions, turn by turn, as the planner decides.
-        self.websockets = WebSocketReplay(self.planner, log=self._log, send_head=self._send_head, drain=self._drain,
-                                          speed=self.speed, idle_timeout=idle_timeout, trust=trust)
+        self.websockets = WebSocketReplay(
+            self.planner,
+            log=self._log,
+            send_head=self._send_head,
+            drain=self._drain,
+            speed=self.speed,
+            idle_timeout=idle_timeout,
+            trust=trust,
+        )
         #: Every request answered, as an exchange: the live request and what was sent back.
         self.served: list[Exchange] = []
         #: Per served exchange: the recorded round trip that answered it, or the miss.
@@ -286,7 +323,8 @@ class ReplayServer(BackgroundServer):
         #: how many, and the first lines saying which (names only, never values).
         self.headers_dropped = 0
         self.drops: list[str] = []
-        #: ``None``: no limit (see :data:`IDLE_TIMEOUT`, :data:`READ_TIMEOUT`, :data:`WRITE_TIMEOUT`).
+        #: ``None``: no limit (see :data:`IDLE_TIMEOUT`, :data:`READ_TIMEOUT`,
+        #: :data:`WRITE_TIMEOUT`).
         self.idle_timeout = idle_timeout
         self.read_timeout = read_timeout
         self.write_timeout = write_timeout
@@ -326,7 +364,10 @@ class ReplayServer(BackgroundServer):
         from cassettes.recording.pipeline import CassetteWriter
         from cassettes.storage.paths import check_target, staged
 
-        with staged(check_target(path, "the failed run's cassette", force=True)) as s, CassetteWriter(s.path, meta=here()) as w:
+        with (
+            staged(check_target(path, "the failed run's cassette", force=True)) as s,
+            CassetteWriter(s.path, meta=here()) as w,
+        ):
             for ex in list(self.served):
                 w.append(ex)
 
@@ -334,8 +375,12 @@ class ReplayServer(BackgroundServer):
         from cassettes.hints import count
 
         rec = self.matcher.recorded
-        played = len(self.matcher.played())  # from the recording: a fork's requests past its cursor went live
-        out = [f"looptap replay {self.source}: played {played:,} of {count(len(rec), 'recorded round trip')}"]
+        # from the recording: a fork's requests past its cursor went live
+        played = len(self.matcher.played())
+        out = [
+            f"looptap replay {self.source}: played {played:,} of "
+            f"{count(len(rec), 'recorded round trip')}"
+        ]
         cursor = self.planner.cursor
         if cursor is not None:
             out[0] += f", {count(cursor.sent, 'request')} went live past the cursor"
@@ -345,11 +390,19 @@ class ReplayServer(BackgroundServer):
         if self.refused:
             out[0] += f", {count(self.refused, 'unreadable request')} refused"
         if self.write_timeouts:
-            out[0] += f", {count(self.write_timeouts, 'connection')} dropped (answer unread for {self.write_timeout:g} s)"
+            out[0] += (
+                f", {count(self.write_timeouts, 'connection')} dropped (answer unread for "
+                f"{self.write_timeout:g} s)"
+            )
         if self.accept_pauses:
-            out[0] += f", accepting paused {count(self.accept_pauses, 'time')} (out of file descriptors)"
+            out[0] += (
+                f", accepting paused {count(self.accept_pauses, 'time')} (out of file descriptors)"
+            )
         if self.headers_dropped:
-            out[0] += f", {count(self.headers_dropped, 'header')} not sent (they would have split the message)"
+            out[0] += (
+                f", {count(self.headers_dropped, 'header')} not "
+                "sent (they would have split the message)"
+            )
         unplayed = self.matcher.count_unplayed()
         if unplayed:
             self.matcher.label()
@@ -366,7 +419,10 @@ class ReplayServer(BackgroundServer):
             from cassettes.untrusted import clean_line
 
             n = len(self.matcher.tolerated)
-            out.append(f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that differed only in what was tolerated (also in the served exchanges' notes):")
+            out.append(
+                f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that "
+                "differed only in what was tolerated (also in the served exchanges' notes):"
+            )
             out += [clean_line(line) for line in report_lines(turn_entries(self.matcher), "    ")]
         for m in self.matcher.misses:
             out.append(f"  unmatched: {m.method} {clip(m.target)}: {clip(m.reason)}")
@@ -386,11 +442,18 @@ class ReplayServer(BackgroundServer):
         dog = Watchdog(task)
         try:
             await self._serve(reader, writer, task, dog)
-        except asyncio.CancelledError:  # a stop (ends the connection quietly, as before), or a write that timed out
+        except asyncio.CancelledError:
+            # a stop (ends the connection quietly, as before), or a write that timed out
             if dog.expired():
                 self.write_timeouts += 1  # the only deadline left armed outside a read: a write
                 writer.transport.abort()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ssl.SSLError):
+        except (
+            ConnectionError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ValueError,
+            ssl.SSLError,
+        ):
             pass
         finally:
             dog.close()
@@ -399,11 +462,19 @@ class ReplayServer(BackgroundServer):
             with contextlib.suppress(Exception):
                 writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, task: asyncio.Task[None], dog: Watchdog) -> None:
+    async def _serve(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        task: asyncio.Task[None],
+        dog: Watchdog,
+    ) -> None:
         while True:
             try:
                 self._idle[task] = writer
-                req = await self._read_request(reader, writer, lambda: self._idle.pop(task, None), dog)
+                req = await self._read_request(
+                    reader, writer, lambda: self._idle.pop(task, None), dog
+                )
             except BadRequest as exc:
                 self.refused += 1
                 if len(self.refusals) < 20:
@@ -421,7 +492,9 @@ class ReplayServer(BackgroundServer):
             except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
                 raise
             except Exception as exc:  # a bug here must reach the test as an error, not a hang
-                self.internal_errors.append(f"{req.method} {clip(req.target)}: {type(exc).__name__}: {clip(str(exc))}")
+                self.internal_errors.append(
+                    f"{req.method} {clip(req.target)}: {type(exc).__name__}: {clip(str(exc))}"
+                )
                 await self._send_internal_error(writer, exc, websocket=websocket)
                 return
             if not keep or (req.header("connection") or "").lower() == "close":
@@ -448,10 +521,20 @@ class ReplayServer(BackgroundServer):
             dog.disarm()
 
     async def _read_request(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, started: Callable[[], object] | None = None, dog: Watchdog | None = None
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        started: Callable[[], object] | None = None,
+        dog: Watchdog | None = None,
     ) -> Request | None:
         req = await read_request(
-            reader, writer, max_body=self.max_body, idle_timeout=self.idle_timeout, read_timeout=self.read_timeout, started=started, watchdog=dog
+            reader,
+            writer,
+            max_body=self.max_body,
+            idle_timeout=self.idle_timeout,
+            read_timeout=self.read_timeout,
+            started=started,
+            watchdog=dog,
         )
         if req is not None:
             enc = req.header("content-encoding")
@@ -459,20 +542,34 @@ class ReplayServer(BackgroundServer):
                 try:
                     req.body = b"".join(c for _, c in decode_chunks([(None, req.body)], enc).chunks)
                 except (ValueError, MemoryError) as exc:
-                    raise BadRequest(f"the request body could not be decoded ({clip(enc, 40)}): {clip(str(exc), 200)}") from None
+                    raise BadRequest(
+                        f"the request body could not be decoded ({clip(enc, 40)}): "
+                        f"{clip(str(exc), 200)}"
+                    ) from None
         return req
 
     async def _send_head(
-        self, writer: asyncio.StreamWriter, status: int, headers: Headers, dog: Watchdog | None = None, *, req: Request | None = None, logged: Exchange | None = None
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        headers: Headers,
+        dog: Watchdog | None = None,
+        *,
+        req: Request | None = None,
+        logged: Exchange | None = None,
     ) -> Answer:
-        """The status line and headers, built by h11 (:class:`~cassettes.replay.transports.outgoing.Answer`);
-        the answer to write the body with. A header that cannot be sent (a recorded name or value
-        holding CR, LF, NUL …) is dropped: ``logged`` (the served exchange) then lists only what
-        was sent, and a note and :meth:`report_lines` name the header, never its value."""
+        """The status line and headers, built by h11
+        (:class:`~cassettes.replay.transports.outgoing.Answer`); the answer to write the body with.
+        A header that cannot be sent (a recorded name or value holding CR, LF, NUL …) is dropped:
+        ``logged`` (the served exchange) then lists only what was sent, and a note and
+        :meth:`report_lines` name the header, never its value."""
         from cassettes.replay.transports.outgoing import Answer
 
-        answer = Answer(req.method if req is not None else "GET", close=req is not None and (req.header("connection") or "").lower() == "close",
-                        upgrade=req is not None and (req.header("upgrade") or "").lower() == "websocket")
+        answer = Answer(
+            req.method if req is not None else "GET",
+            close=req is not None and (req.header("connection") or "").lower() == "close",
+            upgrade=req is not None and (req.header("upgrade") or "").lower() == "websocket",
+        )
         said: list[str] = []
         head = answer.head(status, headers, said)
         if said:
@@ -485,22 +582,44 @@ class ReplayServer(BackgroundServer):
         """Headers dropped from a message (see :meth:`_send_head`), kept for the report."""
         from cassettes.replay.transports.outgoing import header_problem
 
-        where = f" (round trip {logged.seq})" if logged is not None and logged.seq is not None else ""
+        where = (
+            f" (round trip {logged.seq})" if logged is not None and logged.seq is not None else ""
+        )
         with self._lock:
             self.headers_dropped += len(said)
             self.drops.extend(f"{line}{where}" for line in said[: max(0, 20 - len(self.drops))])
         if logged is not None:
             logged.notes.extend(f"looptap: {line}" for line in said)
-            logged.response_headers = [(k, v) for k, v in logged.response_headers if header_problem(k, v) is None]
+            logged.response_headers = [
+                (k, v) for k, v in logged.response_headers if header_problem(k, v) is None
+            ]
 
-    async def _send_whole(self, writer: asyncio.StreamWriter, status: int, headers: Headers, body: bytes, dog: Watchdog | None, *,
-                          req: Request | None = None, logged: Exchange | None = None) -> None:
+    async def _send_whole(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        headers: Headers,
+        body: bytes,
+        dog: Watchdog | None,
+        *,
+        req: Request | None = None,
+        logged: Exchange | None = None,
+    ) -> None:
         """A whole answer at once (the caller has put its content-length in ``headers``)."""
         answer = await self._send_head(writer, status, headers, dog, req=req, logged=logged)
         writer.write(answer.data(body) + answer.end())
         await self._drain(writer, dog)
 
-    def _log(self, req: Request, status: int | None, headers: Headers, chunks: list[tuple[float | None, bytes]], answer: Recorded | Miss | str, transport_error: str | None = None, origin_of: Recorded | None = None) -> Exchange:
+    def _log(
+        self,
+        req: Request,
+        status: int | None,
+        headers: Headers,
+        chunks: list[tuple[float | None, bytes]],
+        answer: Recorded | Miss | str,
+        transport_error: str | None = None,
+        origin_of: Recorded | None = None,
+    ) -> Exchange:
         """Record what is being answered *before* any of it reaches the client (``chunks`` is
         the list the sender appends to before each write): a test that inspects the run as soon
         as its client returns must find every byte the client saw."""
@@ -526,7 +645,8 @@ class ReplayServer(BackgroundServer):
         if isinstance(answer, Recorded) and answer.index in self.matcher.tolerated:
             from cassettes.recording.redact import Redactor
 
-            scrub = Redactor().scrub  # a changed tool result is the client's text: no secret in a note
+            # a changed tool result is the client's text: no secret in a note
+            scrub = Redactor().scrub
             ex.notes.extend(scrub(n) for n in tolerated_notes(self.matcher.tolerated[answer.index]))
         with self._lock:
             ex.seq = len(self.served)
@@ -546,17 +666,35 @@ class ReplayServer(BackgroundServer):
             if len(body) <= self.retain_left:
                 self.retain_left -= len(body)
                 return body
-        ex.notes.append(f"request body of {len(body):,} bytes not kept: over the replay server's budget for request bodies that differ from the recording")
+        ex.notes.append(
+            f"request body of {len(body):,} bytes not kept: over the replay server's budget for "
+            "request bodies that differ from the recording"
+        )
         return b""
 
     # -- the HTTP sender: speaks what the planner decided ------------------------------------------
-    async def _respond(self, req: Request, writer: asyncio.StreamWriter, dog: Watchdog | None = None) -> bool:
+    async def _respond(
+        self, req: Request, writer: asyncio.StreamWriter, dog: Watchdog | None = None
+    ) -> bool:
         t0 = asyncio.get_running_loop().time()
         if req.method == "CONNECT":
-            msg = (f"looptap replay refuses CONNECT {req.target}: the run is replayed offline from {self.source}; "
-                   "point the client's base URL at the replay server instead").encode()
+            msg = (
+                f"looptap replay refuses CONNECT {req.target}: the run is replayed offline from "
+                f"{self.source}; point the client's base URL at the replay server instead"
+            ).encode()
             self._log(req, 403, [], [(0.0, msg)], "refused CONNECT")
-            await self._send_whole(writer, 403, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")], msg, dog, req=req)
+            await self._send_whole(
+                writer,
+                403,
+                [
+                    ("content-type", "text/plain"),
+                    ("content-length", str(len(msg))),
+                    ("connection", "close"),
+                ],
+                msg,
+                dog,
+                req=req,
+            )
             return False
         answer = self.planner.plan(req)
         if isinstance(answer, Play):
@@ -569,14 +707,24 @@ class ReplayServer(BackgroundServer):
         if isinstance(answer, Forward):
             return await self._forward(req, writer, answer, dog)
         if isinstance(answer, Reset):
-            self._log(req, None, [], [], f"fault {answer.fault.text}", f"looptap fault: {answer.fault.describe()} (connection closed before any response)", origin_of=answer.rec)
+            self._log(
+                req,
+                None,
+                [],
+                [],
+                f"fault {answer.fault.text}",
+                f"looptap fault: {answer.fault.describe()} (connection closed before any response)",
+                origin_of=answer.rec,
+            )
             writer.transport.abort()
             return False
         if isinstance(answer, FaultStatus):
             return await self._send_fault_status(req, writer, answer, dog)
         return await self._send_rewritten(req, writer, answer, t0, dog)
 
-    async def _send_fault_status(self, req: Request, writer: asyncio.StreamWriter, answer: FaultStatus, dog: Watchdog | None) -> bool:
+    async def _send_fault_status(
+        self, req: Request, writer: asyncio.StreamWriter, answer: FaultStatus, dog: Watchdog | None
+    ) -> bool:
         body = orjson.dumps(answer.body)
         headers: Headers = [
             ("content-type", "application/json"),
@@ -584,22 +732,45 @@ class ReplayServer(BackgroundServer):
             ("x-looptap-fault", answer.fault.describe()),
             ("content-length", str(len(body))),
         ]
-        logged = self._log(req, answer.status, headers, [(0.0, body)], f"fault {answer.fault.text}", origin_of=answer.rec)
+        logged = self._log(
+            req,
+            answer.status,
+            headers,
+            [(0.0, body)],
+            f"fault {answer.fault.text}",
+            origin_of=answer.rec,
+        )
         await self._send_whole(writer, answer.status, headers, body, dog, req=req, logged=logged)
         return True
 
-    async def _send_rewritten(self, req: Request, writer: asyncio.StreamWriter, answer: Rewritten, t0: float, dog: Watchdog | None) -> bool:
+    async def _send_rewritten(
+        self,
+        req: Request,
+        writer: asyncio.StreamWriter,
+        answer: Rewritten,
+        t0: float,
+        dog: Watchdog | None,
+    ) -> bool:
         """The recorded answer rewritten by a fault (cut, filtered, refused, a broken tool call),
         streamed when the request streams."""
         rendered, ex = answer.rendered, answer.rec.exchange
-        stream = rendered.content_type in ("text/event-stream", "application/x-ndjson") or len(rendered.chunks) > 1
-        headers: Headers = [("content-type", rendered.content_type), ("x-looptap-replay", f"seq={ex.seq}"), ("x-looptap-fault", answer.fault.describe())]
+        stream = (
+            rendered.content_type in ("text/event-stream", "application/x-ndjson")
+            or len(rendered.chunks) > 1
+        )
+        headers: Headers = [
+            ("content-type", rendered.content_type),
+            ("x-looptap-replay", f"seq={ex.seq}"),
+            ("x-looptap-fault", answer.fault.describe()),
+        ]
         if stream:
             headers.append(("transfer-encoding", "chunked"))
         else:
             headers.append(("content-length", str(sum(len(c) for c in rendered.chunks))))
         sent: list[tuple[float | None, bytes]] = []
-        logged = self._log(req, 200, headers, sent, f"fault {answer.fault.text}", origin_of=answer.rec)
+        logged = self._log(
+            req, 200, headers, sent, f"fault {answer.fault.text}", origin_of=answer.rec
+        )
         out = await self._send_head(writer, 200, headers, dog, req=req, logged=logged)
         loop = asyncio.get_running_loop()
         for chunk in rendered.chunks:
@@ -609,27 +780,61 @@ class ReplayServer(BackgroundServer):
         await self._drain(writer, dog)
         return True
 
-    async def _send_internal_error(self, writer: asyncio.StreamWriter, exc: Exception, websocket: bool = False) -> None:
+    async def _send_internal_error(
+        self, writer: asyncio.StreamWriter, exc: Exception, websocket: bool = False
+    ) -> None:
         if websocket:  # the session is open: close it as an internal error (1011)
             from cassettes.replay.transports import wsframes as ws
 
             with contextlib.suppress(Exception):
-                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1011) + clip(f"looptap replay: internal error: {type(exc).__name__}", 100).encode()))
+                writer.write(
+                    ws.frame(
+                        ws.CLOSE,
+                        struct.pack("!H", 1011)
+                        + clip(
+                            f"looptap replay: internal error: {type(exc).__name__}", 100
+                        ).encode(),
+                    )
+                )
                 await writer.drain()
             return
-        body = orjson.dumps(Provider.replay.error(500, f"looptap replay: internal error: {type(exc).__name__}: {clip(str(exc))}", "looptap_replay_error"))
+        body = orjson.dumps(
+            Provider.replay.error(
+                500,
+                f"looptap replay: internal error: {type(exc).__name__}: {clip(str(exc))}",
+                "looptap_replay_error",
+            )
+        )
         with contextlib.suppress(Exception):
-            await self._send_whole(writer, 500, [("content-type", "application/json"), ("x-should-retry", "false"), ("content-length", str(len(body))), ("connection", "close")], body, None)
+            await self._send_whole(
+                writer,
+                500,
+                [
+                    ("content-type", "application/json"),
+                    ("x-should-retry", "false"),
+                    ("content-length", str(len(body))),
+                    ("connection", "close"),
+                ],
+                body,
+                None,
+            )
 
-    async def _send_miss(self, req: Request, writer: asyncio.StreamWriter, miss: Miss, dog: Watchdog | None = None) -> bool:
+    async def _send_miss(
+        self, req: Request, writer: asyncio.StreamWriter, miss: Miss, dog: Watchdog | None = None
+    ) -> bool:
         key = request_key(req.method, req.target, req.headers, req.body)
-        adapter = key.adapter or (miss.closest.key.adapter if miss.closest is not None else None) or Provider()
+        adapter = (
+            key.adapter
+            or (miss.closest.key.adapter if miss.closest is not None else None)
+            or Provider()
+        )
         body = orjson.dumps(adapter.replay.error(MISS_STATUS, str(miss), MISS_CODE))
         headers: Headers = [
             ("content-type", "application/json"),
             *adapter.replay.error_headers(retry=False),
             (MISS_HEADER, "miss"),
-            (NOTE_HEADER, miss.note().to_header()),  # what the analysis reads (layer C, never the API's error)
+            # what the analysis reads (layer C, never the API's error)
+            (NOTE_HEADER, miss.note().to_header()),
             ("content-length", str(len(body))),
         ]
         logged = self._log(req, MISS_STATUS, headers, [(0.0, body)], miss)
@@ -637,10 +842,18 @@ class ReplayServer(BackgroundServer):
         return True
 
     def _recorded_retry(self, rec: Recorded) -> bool:
-        """The recording shows the SDK retrying this error: the same request recorded again later."""
+        """The recording shows the SDK retrying this error: the same request recorded again
+        later."""
         return self.matcher.retried(rec)
 
-    async def _play(self, req: Request, writer: asyncio.StreamWriter, answer: Play, t0: float, dog: Watchdog | None = None) -> bool:
+    async def _play(
+        self,
+        req: Request,
+        writer: asyncio.StreamWriter,
+        answer: Play,
+        t0: float,
+        dog: Watchdog | None = None,
+    ) -> bool:
         rec, fault = answer.rec, answer.fault
         ex = rec.exchange
         loop = asyncio.get_running_loop()
@@ -660,10 +873,22 @@ class ReplayServer(BackgroundServer):
         headers = self._play_headers(rec, fault)
         chunks = self._play_chunks(req, rec, fault)
         chunked = _chunked(ex, chunks, fault)
-        headers.append(("transfer-encoding", "chunked") if chunked else ("content-length", str(sum(len(c) for _, c in chunks))))
+        headers.append(
+            ("transfer-encoding", "chunked")
+            if chunked
+            else ("content-length", str(sum(len(c) for _, c in chunks)))
+        )
         await until(ex.ttfb)
         sent: list[tuple[float | None, bytes]] = []
-        logged = self._log(req, ex.status, headers, sent, f"fault {fault.text}" if fault is not None else rec, ex.transport_error, origin_of=rec)
+        logged = self._log(
+            req,
+            ex.status,
+            headers,
+            sent,
+            f"fault {fault.text}" if fault is not None else rec,
+            ex.transport_error,
+            origin_of=rec,
+        )
         if answer.note is not None:
             logged.notes.append(answer.note)
         out = await self._send_head(writer, ex.status, headers, dog, req=req, logged=logged)
@@ -673,8 +898,11 @@ class ReplayServer(BackgroundServer):
             sent.append((loop.time() - t0, body))
             writer.write(out.data(body))
             await self._drain(writer, dog)
-        elif not await self._send_chunks(writer, out, rec, chunks, fault, until, sent, logged, lambda: loop.time() - t0, dog):
-            return fault is not None and fault.kind == "error_event"  # the stream ended after the error event
+        elif not await self._send_chunks(
+            writer, out, rec, chunks, fault, until, sent, logged, lambda: loop.time() - t0, dog
+        ):
+            # the stream ended after the error event
+            return fault is not None and fault.kind == "error_event"
         if ex.transport_error:  # the recording broke off here: so does the replay
             writer.transport.abort()
             return False
@@ -695,13 +923,19 @@ class ReplayServer(BackgroundServer):
             if retry:
                 headers += [("retry-after", "0"), ("retry-after-ms", "0")]
             else:
-                headers += [(k, v) for k, v in ex.response_headers if k.lower() in ("retry-after", "retry-after-ms")]
+                headers += [
+                    (k, v)
+                    for k, v in ex.response_headers
+                    if k.lower() in ("retry-after", "retry-after-ms")
+                ]
         headers.append(("x-looptap-replay", f"seq={ex.seq}"))
         if fault is not None:
             headers.append(("x-looptap-fault", fault.describe()))
         return headers
 
-    def _play_chunks(self, req: Request, rec: Recorded, fault: Fault | None) -> list[tuple[float | None, bytes]]:
+    def _play_chunks(
+        self, req: Request, rec: Recorded, fault: Fault | None
+    ) -> list[tuple[float | None, bytes]]:
         """The recorded body's pieces as replay sends them: echoing what the request carries
         (``Provider.replay.chunks``), and cut event by event when a stream fault needs it."""
         ex = rec.exchange
@@ -710,14 +944,20 @@ class ReplayServer(BackgroundServer):
         ctype = (ex.response_header("content-type") or "").lower()
         if rec.key.adapter is not None and rec.key.is_json:
             chunks = rec.key.adapter.replay.chunks(chunks, ctype, rec.key.raw, req.body)
-        if fault is None or fault.kind not in ("stream_cut", "error_event", "stall") or ex.status >= 400:
+        if (
+            fault is None
+            or fault.kind not in ("stream_cut", "error_event", "stall")
+            or ex.status >= 400
+        ):
             return chunks
         events = _events(b"".join(c for _, c in chunks), ctype)
-        if len(events) > len(chunks):  # a stream recorded in few pieces (vcrpy keeps one): fault it event by event
+        # a stream recorded in few pieces (vcrpy keeps one): fault it event by event
+        if len(events) > len(chunks):
             last = chunks[-1][0] if chunks else None
             return [(last, e) for e in events]
         if len(chunks) == 1 and fault.kind != "stall":
-            body = chunks[0][1]  # one recorded piece (a JSON answer): cut it, or send the error halfway
+            # one recorded piece (a JSON answer): cut it, or send the error halfway
+            body = chunks[0][1]
             return [(chunks[0][0], body[: len(body) // 2]), (chunks[0][0], body[len(body) // 2 :])]
         return chunks
 
@@ -760,7 +1000,13 @@ class ReplayServer(BackgroundServer):
         return True
 
     # -- passed on: new episodes, or past a fork's cursor ---------------------------------------
-    async def _forward(self, req: Request, writer: asyncio.StreamWriter, answer: Forward, dog: Watchdog | None = None) -> bool:
+    async def _forward(
+        self,
+        req: Request,
+        writer: asyncio.StreamWriter,
+        answer: Forward,
+        dog: Watchdog | None = None,
+    ) -> bool:
         """Send the request on to ``answer.base`` and relay its answer as it arrives (chunked);
         an upstream that cannot be reached or breaks off is said in the API's error shape (a
         miss for new episodes) or by breaking the connection off the same way. Under a fork's
@@ -774,14 +1020,21 @@ class ReplayServer(BackgroundServer):
         said: list[str] = []
         target = answer.target or req.target
         try:
-            response = await upstream.send(req.method, target, answer.headers if answer.headers is not None else req.headers, answer.body, said)
+            response = await upstream.send(
+                req.method,
+                target,
+                answer.headers if answer.headers is not None else req.headers,
+                answer.body,
+                said,
+            )
         except UpstreamError as exc:
             if answer.miss is not None:
                 answer.miss.reason += f"; forwarding to {answer.base} failed: {exc}"
                 return await self._send_miss(req, writer, answer.miss, dog)
             return await self._send_upstream_error(req, writer, answer, str(exc), dog)
         if answer.miss is not None:
-            self.matcher.resolve(answer.miss)  # answered after all: recorded as a new episode (or continued)
+            # answered after all: recorded as a new episode (or continued)
+            self.matcher.resolve(answer.miss)
         notes = list(answer.notes)
         status, broke, rendered, parts = response.status, None, None, 0
         own: list[str] = []
@@ -792,12 +1045,19 @@ class ReplayServer(BackgroundServer):
                 first += [data async for data in pieces]
             except UpstreamError as exc:
                 broke = str(exc)
-            continued = await self._continued(req, answer, upstream, response, first, said, notes) if broke is None else None
+            continued = (
+                await self._continued(req, answer, upstream, response, first, said, notes)
+                if broke is None
+                else None
+            )
             if continued is not None:
                 rendered, parts = continued
             pieces = _each(first if rendered is None else rendered.chunks)
         if rendered is None:  # the answer as it comes
-            out = upstream.relayed_headers(response, own) + [("transfer-encoding", "chunked"), ("x-looptap-replay", answer.why)]
+            out = upstream.relayed_headers(response, own) + [
+                ("transfer-encoding", "chunked"),
+                ("x-looptap-replay", answer.why),
+            ]
         else:
             status, out = 200, _joined_headers(rendered, answer.why, parts)
         sent: list[tuple[float | None, bytes]] = []
@@ -821,23 +1081,36 @@ class ReplayServer(BackgroundServer):
         await self._drain(writer, dog)
         return True
 
-    def _relay_notes(self, logged: Exchange, notes: list[str], own: list[str], said: list[str]) -> None:
+    def _relay_notes(
+        self, logged: Exchange, notes: list[str], own: list[str], said: list[str]
+    ) -> None:
         """A relayed answer's notes: the plan's and the continuation's, looptap's own marks the
         upstream's answer carried (dropped), the headers that could not be sent upstream."""
         logged.notes.extend(notes)
         if own:
-            logged.notes.append(f"marks: the upstream's response carried looptap's own headers ({', '.join(own)}) that this replay did not write; dropped")
+            logged.notes.append(
+                f"marks: the upstream's response carried looptap's own headers ({', '.join(own)}) "
+                "that this replay did not write; dropped"
+            )
         if said:
             self._said(said, None)
             logged.notes.extend(f"looptap: {line} upstream" for line in said)
 
-    async def _continued(self, req: Request, answer: Forward, upstream: Upstream, response: UpstreamResponse, first: list[bytes], said: list[str],
-                         notes: list[str]) -> tuple[Rendered, int] | None:
+    async def _continued(
+        self,
+        req: Request,
+        answer: Forward,
+        upstream: Upstream,
+        response: UpstreamResponse,
+        first: list[bytes],
+        said: list[str],
+        notes: list[str],
+    ) -> tuple[Rendered, int] | None:
         """A fork's ``--edit continue`` (:mod:`cassettes.replay.live.continuation`) on the
         upstream's answer (``first``, read whole): when the token cap cut it, the model asked to go
         on (each request through the same recorder, marked as the fork's), and the one answer
-        joining the parts, in the format the client asked for, with how many continuation requests it
-        took; ``None`` when there is nothing to join (the answer is relayed as it came). What
+        joining the parts, in the format the client asked for, with how many continuation requests
+        it took; ``None`` when there is nothing to join (the answer is relayed as it came). What
         happened goes to ``notes``."""
         from cassettes.hints import count
         from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
@@ -848,42 +1121,85 @@ class ReplayServer(BackgroundServer):
         target = answer.target or req.target
         url = upstream.base + target
         sent_headers = answer.headers if answer.headers is not None else req.headers
-        cut = parsed(cont.adapter, req.method, url, answer.body, response.status, response.headers, first)
+        cut = parsed(
+            cont.adapter, req.method, url, answer.body, response.status, response.headers, first
+        )
         so_far = cut_text(cut) if cut is not None else None
         parts: list[tuple[str, Any]] = []
         while so_far is not None and cont.sent < cont.rounds:
             made = cont.request(answer.body, so_far, sent_headers)
             if made is None:
-                notes.append("fork: continue: this API has no form to continue this answer; relayed as it came")
+                notes.append(
+                    "fork: continue: this API has no form to "
+                    "continue this answer; relayed as it came"
+                )
                 break
             body, headers, continues = made
             try:
-                more_response = await Upstream(answer.base, trust=self.trust).send(req.method, target, headers, body, said)
+                more_response = await Upstream(answer.base, trust=self.trust).send(
+                    req.method, target, headers, body, said
+                )
                 got = [d async for d in more_response.pieces() if d]
             except UpstreamError as exc:
-                notes.append(f"fork: continue: continuation request {cont.sent} failed ({exc}); the answer so far handed to the client")
+                notes.append(
+                    f"fork: continue: continuation request {cont.sent} failed ({exc}); the answer "
+                    "so far handed to the client"
+                )
                 break
-            more = parsed(cont.adapter, req.method, url, body, more_response.status, more_response.headers, got)
+            more = parsed(
+                cont.adapter,
+                req.method,
+                url,
+                body,
+                more_response.status,
+                more_response.headers,
+                got,
+            )
             if more is None:
-                notes.append(f"fork: continue: continuation request {cont.sent} got status {more_response.status}, no answer; the answer so far handed to the client")
+                notes.append(
+                    f"fork: continue: continuation request {cont.sent} got status "
+                    f"{more_response.status}, no answer; the answer so far handed to the client"
+                )
                 break
             parts.append((continues, more))
             still = cut_text(more)
             so_far = continues + still if still is not None else None
-        rendered = rendered_for(cont.adapter, target, cont.client_body, joined(cut, parts)) if cut is not None and parts else None
+        rendered = (
+            rendered_for(cont.adapter, target, cont.client_body, joined(cut, parts))
+            if cut is not None and parts
+            else None
+        )
         if rendered is None:
             return None
         cont.done(len(parts))
-        notes.append(f"fork: the answer was cut at the token cap; looptap continued it ({count(len(parts), 'continuation request')}, --edit continue) "
-                     "and handed the client one answer joining the parts")
+        notes.append(
+            "fork: the answer was cut at the token cap; looptap continued it "
+            f"({count(len(parts), 'continuation request')}, --edit continue) and handed the client "
+            "one answer joining the parts"
+        )
         return rendered, len(parts)
 
-    async def _send_upstream_error(self, req: Request, writer: asyncio.StreamWriter, answer: Forward, why: str, dog: Watchdog | None) -> bool:
+    async def _send_upstream_error(
+        self,
+        req: Request,
+        writer: asyncio.StreamWriter,
+        answer: Forward,
+        why: str,
+        dog: Watchdog | None,
+    ) -> bool:
         """The live upstream past the cursor failed: a 502 in the API's error shape."""
         key = request_key(req.method, req.target, req.headers, req.body)
         adapter = key.adapter or Provider()
-        body = orjson.dumps(adapter.replay.error(502, f"looptap: the live upstream failed: {why}", "looptap_upstream_error"))
-        headers: Headers = [("content-type", "application/json"), ("x-looptap-replay", answer.why), ("content-length", str(len(body)))]
+        body = orjson.dumps(
+            adapter.replay.error(
+                502, f"looptap: the live upstream failed: {why}", "looptap_upstream_error"
+            )
+        )
+        headers: Headers = [
+            ("content-type", "application/json"),
+            ("x-looptap-replay", answer.why),
+            ("content-length", str(len(body))),
+        ]
         logged = self._log(req, 502, headers, [(0.0, body)], answer.why, why, origin_of=answer.rec)
         logged.notes.extend(answer.notes)
         await self._send_whole(writer, 502, headers, body, dog, req=req, logged=logged)

@@ -1,6 +1,7 @@
 """The replay server's WebSocket sender: a session (Responses over a WebSocket) answered turn by
-turn from the recording, each turn decided by the same :class:`~cassettes.replay.serving.plan.Planner`
-as an HTTP request and spoken here as WebSocket messages.
+turn from the recording, each turn decided by the same
+:class:`~cassettes.replay.serving.plan.Planner` as an HTTP request and spoken here as WebSocket
+messages.
 
 Each message that opens a turn (its API's ``ws_turns``) is planned like an HTTP request to the
 session's path; the recorded turn's events go back one message each, paced as recorded. Over a
@@ -8,10 +9,11 @@ WebSocket the API's failures are messages: a miss or a status fault is the API's
 (the session goes on), a stream fault acts on the turn's event messages, a reset closes the
 connection.
 
-Past a fork's cursor (:mod:`cassettes.replay.forking.cursor`) the session goes live: at its first turn at
-or past the cursor the server opens a WebSocket to the live upstream (:mod:`cassettes.replay.live.wslive`)
-and relays the session both ways to its end, each turn sent self-contained when it continues an
-answer the live upstream never gave, with the fork's model and edits (docs/fork.md).
+Past a fork's cursor (:mod:`cassettes.replay.forking.cursor`) the session goes live: at its first
+turn at or past the cursor the server opens a WebSocket to the live upstream
+(:mod:`cassettes.replay.live.wslive`) and relays the session both ways to its end, each turn sent
+self-contained when it continues an answer the live upstream never gave, with the fork's model and
+edits (docs/fork.md).
 """
 
 from __future__ import annotations
@@ -137,21 +139,53 @@ class WebSocketReplay:
         self._drain = drain
         self._threads: Threads | None = None
 
-    async def serve(self, req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dog: Watchdog | None = None) -> None:
+    async def serve(
+        self,
+        req: Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        dog: Watchdog | None = None,
+    ) -> None:
         """Answer a WebSocket session from the recorded turns (see the module docstring)."""
         from cassettes.replay.transports import wsframes as ws
 
         key = req.header("sec-websocket-key")
         adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
         rules = adapter.ws_turns() if adapter is not None else None
-        if req.method != "GET" or not key or adapter is None or rules is None or rules.gathers is not None:
+        if (
+            req.method != "GET"
+            or not key
+            or adapter is None
+            or rules is None
+            or rules.gathers is not None
+        ):
             refusal = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
             self._log(req, 400, [], [(0.0, refusal)], "refused WebSocket")
-            out = await self._send_head(writer, 400, [("content-type", "text/plain"), ("content-length", str(len(refusal))), ("connection", "close")], dog, req=req)
+            out = await self._send_head(
+                writer,
+                400,
+                [
+                    ("content-type", "text/plain"),
+                    ("content-length", str(len(refusal))),
+                    ("connection", "close"),
+                ],
+                dog,
+                req=req,
+            )
             writer.write(out.data(refusal) + out.end())
             await self._drain(writer, dog)
             return
-        await self._send_head(writer, 101, [("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-accept", ws.accept_key(key))], dog, req=req)
+        await self._send_head(
+            writer,
+            101,
+            [
+                ("upgrade", "websocket"),
+                ("connection", "Upgrade"),
+                ("sec-websocket-accept", ws.accept_key(key)),
+            ],
+            dog,
+            req=req,
+        )
         incoming = ws.MessageReader(reader)
         live: _Live | None = None
         try:
@@ -166,7 +200,11 @@ class WebSocketReplay:
                 opened = rules.opens(msg)
                 turn = Request("POST", req.target, req.headers, data)
                 if live is not None:  # past the cursor: every message goes on to the live upstream
-                    await (self._live_turn(live, turn, msg, rules, None) if opened else live.sock.send(ws.TEXT, data))
+                    await (
+                        self._live_turn(live, turn, msg, rules, None)
+                        if opened
+                        else live.sock.send(ws.TEXT, data)
+                    )
                     continue
                 if not opened:
                     continue  # a session message opens no turn: nothing is answered for it
@@ -179,7 +217,13 @@ class WebSocketReplay:
             if live is not None:
                 live.stop()
 
-    async def _next(self, incoming: MessageReader, writer: asyncio.StreamWriter, dog: Watchdog | None, idles: bool = True) -> bytes | None:
+    async def _next(
+        self,
+        incoming: MessageReader,
+        writer: asyncio.StreamWriter,
+        dog: Watchdog | None,
+        idles: bool = True,
+    ) -> bytes | None:
         """The next data message, answering control frames on the way; ``None`` when the
         session ends (a close; a protocol error answered with its close code, 1002 mostly; no
         frame for ``idle_timeout`` seconds, answered 1001: not while the session is live, when
@@ -193,13 +237,19 @@ class WebSocketReplay:
             try:
                 op, data = await incoming.next()
             except ws.WsProtocolError as exc:
-                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", exc.code) + str(exc).encode()[:120]))
+                writer.write(
+                    ws.frame(ws.CLOSE, struct.pack("!H", exc.code) + str(exc).encode()[:120])
+                )
                 await self._drain(writer, dog)
                 return None
             except asyncio.CancelledError:
                 if dog is None or not dog.expired():
                     raise
-                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1001) + f"no frame for {idle:g} s".encode()))
+                writer.write(
+                    ws.frame(
+                        ws.CLOSE, struct.pack("!H", 1001) + f"no frame for {idle:g} s".encode()
+                    )
+                )
                 await self._drain(writer, dog)
                 return None
             finally:
@@ -215,14 +265,32 @@ class WebSocketReplay:
             elif op != ws.PONG:
                 return bytes(data)
 
-    async def _turn(self, turn: Request, answer: Answer, writer: asyncio.StreamWriter, adapter: Provider, rules: WsTurns, msg: Any, dog: Watchdog | None) -> bool:
-        """Answer one turn of a WebSocket session as planned; ``False`` when the connection was closed."""
+    async def _turn(
+        self,
+        turn: Request,
+        answer: Answer,
+        writer: asyncio.StreamWriter,
+        adapter: Provider,
+        rules: WsTurns,
+        msg: Any,
+        dog: Watchdog | None,
+    ) -> bool:
+        """Answer one turn of a WebSocket session as planned; ``False`` when the connection was
+        closed."""
         assert not isinstance(answer, Forward)
         if isinstance(answer, Missed):
             await self._send_miss(turn, writer, adapter, answer.miss, dog)
             return True
         if isinstance(answer, Reset):
-            self._log(turn, None, [], [], f"fault {answer.fault.text}", "looptap fault: reset (connection closed)", origin_of=answer.rec)
+            self._log(
+                turn,
+                None,
+                [],
+                [],
+                f"fault {answer.fault.text}",
+                "looptap fault: reset (connection closed)",
+                origin_of=answer.rec,
+            )
             writer.transport.abort()
             return False
         rec = answer.rec
@@ -236,7 +304,12 @@ class WebSocketReplay:
         logged.notes.append("websocket replay")
         if isinstance(answer, Play) and answer.note is not None:
             logged.notes.append(answer.note)
-        if rules.thread is not None and self.planner.cursor is not None and isinstance(answer, Play) and spoken.messages:
+        if (
+            rules.thread is not None
+            and self.planner.cursor is not None
+            and isinstance(answer, Play)
+            and spoken.messages
+        ):
             self._remember(rules, msg, spoken.messages[-1][2])
         return await self._send(writer, spoken, logged, sent, dog)
 
@@ -250,7 +323,9 @@ class WebSocketReplay:
             self._threads = Threads()
         return self._threads
 
-    def _remember(self, rules: WsTurns, msg: Any, closing: bytes, known: set[str] | None = None) -> None:
+    def _remember(
+        self, rules: WsTurns, msg: Any, closing: bytes, known: set[str] | None = None
+    ) -> None:
         """Remember what the answer closing a turn (``closing``, a message) stood for."""
         assert rules.thread is not None
         try:
@@ -264,8 +339,17 @@ class WebSocketReplay:
         if known is not None and rid is not None:
             known.add(rid)
 
-    async def _go_live(self, req: Request, turn: Request, msg: Any, answer: Forward, writer: asyncio.StreamWriter, adapter: Provider,
-                      rules: WsTurns, dog: Watchdog | None) -> _Live | None:
+    async def _go_live(
+        self,
+        req: Request,
+        turn: Request,
+        msg: Any,
+        answer: Forward,
+        writer: asyncio.StreamWriter,
+        adapter: Provider,
+        rules: WsTurns,
+        dog: Watchdog | None,
+    ) -> _Live | None:
         """The session reaches the cursor: open it at the live upstream (the recorder's listener)
         and send this turn; from now on the session is relayed both ways. An upstream that cannot
         be reached is the API's error message (the session goes on, not live)."""
@@ -277,14 +361,23 @@ class WebSocketReplay:
         except UpstreamError as exc:
             rec = answer.rec
             why = f"past the fork's cursor; opening the live session at {answer.base} failed: {exc}"
-            await self._send_miss(turn, writer, adapter, answer.miss if answer.miss is not None else _miss(turn, why, rec), dog, status=502)
+            await self._send_miss(
+                turn,
+                writer,
+                adapter,
+                answer.miss if answer.miss is not None else _miss(turn, why, rec),
+                dog,
+                status=502,
+            )
             return None
         live = _Live(sock)
         live.pump = asyncio.create_task(self._pump(live, writer, rules))
         await self._live_turn(live, turn, msg, rules, answer.rec)
         return live
 
-    async def _live_turn(self, live: _Live, turn: Request, msg: Any, rules: WsTurns, rec: Recorded | None) -> None:
+    async def _live_turn(
+        self, live: _Live, turn: Request, msg: Any, rules: WsTurns, rec: Recorded | None
+    ) -> None:
         """Send one turn to the live upstream: self-contained if it continues an answer the
         upstream never gave (one replayed from the recording), with the fork's model and edits."""
         from cassettes.providers import Chaining
@@ -293,13 +386,18 @@ class WebSocketReplay:
 
         notes: list[str] = []
         body = turn.body
-        if rules.thread is not None and rules.standalone is not None:  # as an HTTP request past the cursor is
-            doc, note = self_contained(self.threads, Chaining(rules.thread, rules.standalone), msg, live.sock.known)
+        # as an HTTP request past the cursor is
+        if rules.thread is not None and rules.standalone is not None:
+            doc, note = self_contained(
+                self.threads, Chaining(rules.thread, rules.standalone), msg, live.sock.known
+            )
             body = orjson.dumps(doc) if doc is not msg else body
             notes += [note] if note is not None else []
         cursor = self.planner.cursor
         if cursor is not None:
-            _, body, more, _ = cursor.outgoing(Request(turn.method, turn.target, turn.headers, body))
+            _, body, more, _ = cursor.outgoing(
+                Request(turn.method, turn.target, turn.headers, body)
+            )
             notes += more
         sent: list[tuple[float | None, bytes]] = []
         logged = self._log(turn, 200, [], sent, "live past the cursor", origin_of=rec)
@@ -335,15 +433,29 @@ class WebSocketReplay:
                 live.logged.transport_error = f"the live upstream broke off the session: {exc}"
             writer.transport.abort()
 
-    async def _send_miss(self, turn: Request, writer: asyncio.StreamWriter, adapter: Provider, miss: Miss, dog: Watchdog | None, status: int | None = None) -> None:
+    async def _send_miss(
+        self,
+        turn: Request,
+        writer: asyncio.StreamWriter,
+        adapter: Provider,
+        miss: Miss,
+        dog: Watchdog | None,
+        status: int | None = None,
+    ) -> None:
         from cassettes.replay.transports import wsframes as ws
 
         status = status or MISS_STATUS
         code = MISS_CODE if status == MISS_STATUS else "looptap_upstream_error"
-        body = orjson.dumps({"type": "error", "status": status, **adapter.replay.error(status, str(miss), code)})
+        body = orjson.dumps(
+            {"type": "error", "status": status, **adapter.replay.error(status, str(miss), code)}
+        )
         # The served turn carries the marks an HTTP miss sends (the analysis reads it as the
         # client's divergence, not the API's error); over the WebSocket only the message goes.
-        marks = [(MISS_HEADER, "miss"), (NOTE_HEADER, miss.note().to_header())] if status == MISS_STATUS else []
+        marks = (
+            [(MISS_HEADER, "miss"), (NOTE_HEADER, miss.note().to_header())]
+            if status == MISS_STATUS
+            else []
+        )
         self._log(turn, status, [("content-type", "application/json"), *marks], [(0.0, body)], miss)
         writer.write(ws.frame(ws.TEXT, body))
         await self._drain(writer, dog)
@@ -359,7 +471,10 @@ class WebSocketReplay:
             messages = [(ex.ttfb, None, b"".join(c for _, c in ex.response_chunks))]
         else:
             framed = frame_stream(ex.response_chunks, ex.response_header("content-type"))
-            messages = [(e.offset, e.event, e.data.encode("utf-8", "surrogateescape")) for e in framed.events]
+            messages = [
+                (e.offset, e.event, e.data.encode("utf-8", "surrogateescape"))
+                for e in framed.events
+            ]
         headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in NOT_REPLAYED]
         headers.append(("x-looptap-replay", f"seq={ex.seq}"))
         fault = answer.fault
@@ -368,21 +483,42 @@ class WebSocketReplay:
         headers.append(("x-looptap-fault", fault.describe()))
         if isinstance(answer, FaultStatus):
             obj = answer.body
-            body = orjson.dumps({"type": "error", "status": answer.status, **(obj if isinstance(obj, dict) else {"error": obj})})
+            body = orjson.dumps(
+                {
+                    "type": "error",
+                    "status": answer.status,
+                    **(obj if isinstance(obj, dict) else {"error": obj}),
+                }
+            )
             return _Turn(answer.status, [(0.0, None, body)], headers)
         if isinstance(answer, Rewritten):
-            return _Turn(status, [(None, None, sse_data(ev)) for ev in answer.rendered.chunks], headers)
+            return _Turn(
+                status, [(None, None, sse_data(ev)) for ev in answer.rendered.chunks], headers
+            )
         if fault.kind == "stream_cut":
-            return _Turn(status, messages, headers, cut=min(int(fault.arg or 0), max(0, len(messages) - 1)))
+            return _Turn(
+                status, messages, headers, cut=min(int(fault.arg or 0), max(0, len(messages) - 1))
+            )
         if fault.kind == "error_event":
             half = max(1, len(messages) // 2)
             data = sse_data(adapter.replay.fault_event(fault.kind))
-            return _Turn(status, [*messages[:half], (messages[half - 1][0] if messages else None, "error", data)], headers)
+            return _Turn(
+                status,
+                [*messages[:half], (messages[half - 1][0] if messages else None, "error", data)],
+                headers,
+            )
         if fault.kind == "stall":
             return _Turn(status, messages, headers, stall=fault.arg or 0.0)
         return _Turn(status, messages, headers)
 
-    async def _send(self, writer: asyncio.StreamWriter, turn: _Turn, logged: Exchange, sent: list[tuple[float | None, bytes]], dog: Watchdog | None) -> bool:
+    async def _send(
+        self,
+        writer: asyncio.StreamWriter,
+        turn: _Turn,
+        logged: Exchange,
+        sent: list[tuple[float | None, bytes]],
+        dog: Watchdog | None,
+    ) -> bool:
         """Send a turn's messages at their recorded pace (a stall halfway, a cut closing the
         connection: ``False``), logged as the SSE stream they were recorded as."""
         from cassettes.replay.transports import wsframes as ws
@@ -403,7 +539,14 @@ class WebSocketReplay:
                 if delay > 0:
                     await asyncio.sleep(delay)
             # logged as recorded: an SSE event per message (the error message as its body)
-            shown = payload if error else (b"event: %s\n" % name.encode() if name else b"") + b"data: " + payload + b"\n\n"
+            shown = (
+                payload
+                if error
+                else (b"event: %s\n" % name.encode() if name else b"")
+                + b"data: "
+                + payload
+                + b"\n\n"
+            )
             sent.append((loop.time() - t0, shown))
             writer.write(ws.frame(ws.TEXT, payload))
             await self._drain(writer, dog)

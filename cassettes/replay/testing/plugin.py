@@ -72,32 +72,105 @@ _PLACEHOLDER_KEY = "looptap-replay-placeholder-key"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("looptap", "looptap: replay and record LLM traffic")
-    group.addoption("--looptap-record-mode", choices=MODES, default=None, help="none (default when CI is set), once (default otherwise), new_episodes or all")
-    group.addoption("--looptap-fail-unplayed", action="store_true", default=False, help="fail a test that leaves recorded round trips unplayed")
-    group.addoption("--looptap-pace", default=None, help="stream pace when replaying: instant (default), recorded or xN")
-    group.addoption("--looptap-strict", action="store_true", default=False, help="requests must come in recorded order (with the same API version headers)")
-    group.addoption("--looptap-no-volatile", action="store_true", default=False, help="compare requests as sent: no date, id, temp path, cwd or loopback port tolerated")
-    group.addoption("--looptap-upstream", action="append", default=[], metavar="NAME=URL", help="when recording: forward NAME's API to URL instead of the real one")
+    group.addoption(
+        "--looptap-record-mode",
+        choices=MODES,
+        default=None,
+        help="none (default when CI is set), once (default otherwise), new_episodes or all",
+    )
+    group.addoption(
+        "--looptap-fail-unplayed",
+        action="store_true",
+        default=False,
+        help="fail a test that leaves recorded round trips unplayed",
+    )
+    group.addoption(
+        "--looptap-pace",
+        default=None,
+        help="stream pace when replaying: instant (default), recorded or xN",
+    )
+    group.addoption(
+        "--looptap-strict",
+        action="store_true",
+        default=False,
+        help="requests must come in recorded order (with the same API version headers)",
+    )
+    group.addoption(
+        "--looptap-no-volatile",
+        action="store_true",
+        default=False,
+        help="compare requests as sent: no date, id, temp path, cwd or loopback port tolerated",
+    )
+    group.addoption(
+        "--looptap-upstream",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="when recording: forward NAME's API to URL instead of the real one",
+    )
     parser.addini("looptap_record_mode", "default record mode", default="")
-    parser.addini("looptap_fail_unplayed", "fail a test that leaves recorded round trips unplayed", type="bool", default=False)
-    parser.addini("looptap_volatile", "tolerate volatile spans (dates, ids, temp paths, cwd, loopback ports) when matching a replay", type="bool", default=True)
-    parser.addini("looptap_ignore", "JSON paths of the request body not compared when matching a replay (one a line; metadata.*, or FAMILY:PATH for one API family)", type="linelist", default=[])
-    parser.addini("looptap_substitute", "REGEX=REPLACEMENT applied to the request's strings on both sides when matching a replay (one a line)", type="linelist", default=[])
-    parser.addini("looptap_volatile_tools", "tools whose results are not compared when matching a replay (one a line)", type="linelist", default=[])
+    parser.addini(
+        "looptap_fail_unplayed",
+        "fail a test that leaves recorded round trips unplayed",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "looptap_volatile",
+        "tolerate volatile spans (dates, ids, temp paths, "
+        "cwd, loopback ports) when matching a replay",
+        type="bool",
+        default=True,
+    )
+    parser.addini(
+        "looptap_ignore",
+        "JSON paths of the request body not compared when matching a replay (one a line; "
+        "metadata.*, or FAMILY:PATH for one API family)",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "looptap_substitute",
+        "REGEX=REPLACEMENT applied to the request's strings "
+        "on both sides when matching a replay (one a line)",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "looptap_volatile_tools",
+        "tools whose results are not compared when matching a replay (one a line)",
+        type="linelist",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     _ini_rules(config)  # a rule that cannot be used: one usage error line, before any test runs
-    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, volatile=None, ignore=None, substitute=None, volatile_tools=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1' (or 'divergence'), live={NAME: URL}, model=None, edit=None ('TARGET=@FILE' or a list), prefix='strict' (or 'tolerant'): the cassette's prefix replayed, from the cursor on live, as looptap run --from (docs/fork.md)")
+    config.addinivalue_line(
+        "markers",
+        "looptap(path=None, *, record_mode=None, pace=None, strict=None, volatile=None, "
+        "ignore=None, substitute=None, volatile_tools=None, fail_unplayed=None, fault=None, "
+        "fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; "
+        "fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1' "
+        "(or 'divergence'), live={NAME: URL}, model=None, edit=None ('TARGET=@FILE' or a list), "
+        "prefix='strict' (or 'tolerant'): the cassette's prefix replayed, from the cursor on live, "
+        "as looptap run --from (docs/fork.md)",
+    )
     config.stash[_REPORTS] = []
 
 
 def _record_mode(config: pytest.Config, marker: pytest.Mark | None) -> str:
-    mode = (marker.kwargs.get("record_mode") if marker else None) or config.getoption("--looptap-record-mode") or config.getini("looptap_record_mode")
+    mode = (
+        (marker.kwargs.get("record_mode") if marker else None)
+        or config.getoption("--looptap-record-mode")
+        or config.getini("looptap_record_mode")
+    )
     if not mode:
         mode = "none" if os.environ.get("CI") else "once"
     if mode not in MODES:
-        raise pytest.UsageError(f"looptap: record mode must be one of {', '.join(MODES)}, not {mode!r}")
+        raise pytest.UsageError(
+            f"looptap: record mode must be one of {', '.join(MODES)}, not {mode!r}"
+        )
     return str(mode)
 
 
@@ -114,7 +187,10 @@ class SessionRecorder:
     def __init__(self, upstreams: dict[str, str], confdir: Path, python: str | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="looptap-session-"))
         from cassettes.replay.testing.recording import RecorderProcess, SessionCassette
-        self.process = RecorderProcess(self.dir / "session.jsonl", upstreams=upstreams, confdir=confdir, python=python)
+
+        self.process = RecorderProcess(
+            self.dir / "session.jsonl", upstreams=upstreams, confdir=confdir, python=python
+        )
         self.cassette = SessionCassette(self.process.output)
         self.env: dict[str, str] = {}
 
@@ -136,7 +212,9 @@ class SessionRecorder:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _session_recorder(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> SessionRecorder:
+def _session_recorder(
+    config: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> SessionRecorder:
     """The running session recorder, started now if there is none (or the last one died)."""
     rec = config.stash.get(_RECORDER, None)
     if rec is not None and rec.running:
@@ -146,9 +224,12 @@ def _session_recorder(config: pytest.Config, tmp_path_factory: pytest.TempPathFa
     from cassettes.replay.testing.recording import recorder_python
 
     # LOOPTAP_PROXY_PYTHON relative to where pytest was started, whatever directory a test is in
-    # now; a path that names nothing is said as missing (RecorderUnavailable) before anything starts.
+    # now; a path that names nothing is said as missing (RecorderUnavailable) before anything
+    # starts.
     python = recorder_python(config.invocation_params.dir)
-    rec = SessionRecorder(_upstreams(config), tmp_path_factory.getbasetemp() / "looptap-mitmproxy-conf", python)
+    rec = SessionRecorder(
+        _upstreams(config), tmp_path_factory.getbasetemp() / "looptap-mitmproxy-conf", python
+    )
     config.stash[_RECORDER] = rec
     try:
         rec.start()
@@ -218,7 +299,11 @@ class LooptapSession:
             return Run(list(self.server.served))
         if self._run is None:
             self.finish_recording()
-            src = self.recording if self.recording is not None and self.recording.exists() else self.path
+            src = (
+                self.recording
+                if self.recording is not None and self.recording.exists()
+                else self.path
+            )
             self._run = open_run(src, whole=True) if src.exists() else Run([])
         return self._run
 
@@ -233,7 +318,8 @@ class LooptapSession:
             from cassettes.matching.places import here
             from cassettes.recording.pipeline import CassetteWriter
 
-            # the agent runs in this process: its cwd and home are the run's (a replay elsewhere tolerates them)
+            # the agent runs in this process: its cwd and home are the run's (a replay elsewhere
+            # tolerates them)
             with CassetteWriter(self.recording, meta=here()) as w:
                 for ex in mine:
                     w.append(ex)
@@ -253,8 +339,11 @@ class LooptapSession:
         if not left:
             return None
         n = len(left)
-        lines = [f"looptap: {n} recorded round trip{'s' if n != 1 else ''} of {self.path} {'were' if n != 1 else 'was'} not played "
-                 "(the test asked for every one: fail_unplayed):"]
+        lines = [
+            f"looptap: {n} recorded round trip{'s' if n != 1 else ''} of {self.path} "
+            f"{'were' if n != 1 else 'was'} not played (the test asked for every one: "
+            "fail_unplayed):"
+        ]
         lines += [f"  {r.label}: {r.key.method} {r.key.target}" for r in left]
         return "\n".join(lines)
 
@@ -278,7 +367,10 @@ def _fault_plan(marker: pytest.Mark | None) -> FaultPlan | None:
 
     specs = [given] if isinstance(given, str) else list(given)
     try:
-        return FaultPlan([parse_fault(str(f)) for f in specs], seed=int(marker.kwargs.get("fault_seed", 0)) if marker is not None else 0)
+        return FaultPlan(
+            [parse_fault(str(f)) for f in specs],
+            seed=int(marker.kwargs.get("fault_seed", 0)) if marker is not None else 0,
+        )
     except (FaultSpecError, ValueError) as exc:
         raise pytest.UsageError(f"looptap: {exc}") from None
 
@@ -291,8 +383,17 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
     kw = marker.kwargs if marker is not None else {}
     given = kw.get("fork")
     if not given:
-        if kw.get("model") is not None or kw.get("edit") or kw.get("live") or kw.get("prefix") is not None:
-            pytest.fail("looptap: model=, edit=, live= and prefix= go with fork='turn=N' (where the cassette goes live)", pytrace=False)
+        if (
+            kw.get("model") is not None
+            or kw.get("edit")
+            or kw.get("live")
+            or kw.get("prefix") is not None
+        ):
+            pytest.fail(
+                "looptap: model=, edit=, live= and prefix= go with "
+                "fork='turn=N' (where the cassette goes live)",
+                pytrace=False,
+            )
         return None
     from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
     from cassettes.replay.live.edits import EditError, parse_edit
@@ -305,23 +406,56 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
         pytest.fail(f"looptap: {exc}", pytrace=False)
     for e in parsed:
         if e.selector is not None and e.selector != spec.text:
-            pytest.fail(f"looptap: edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; its selector, if given, is the cursor's", pytrace=False)
-    return Cursor(spec, live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=model, edits=parsed, prefix=prefix)
+            pytest.fail(
+                f"looptap: edit {e.spec[:60]!r}: an edit applies from the fork's cursor "
+                f"({spec.text}) on; its selector, if given, is the cursor's",
+                pytrace=False,
+            )
+    return Cursor(
+        spec,
+        live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}),
+        model=model,
+        edits=parsed,
+        prefix=prefix,
+    )
 
 
-def _fork_options(kw: Mapping[str, Any]) -> tuple[dict[Any, Any], str | None, str | list[Any] | tuple[Any, ...], str]:
+def _fork_options(
+    kw: Mapping[str, Any],
+) -> tuple[dict[Any, Any], str | None, str | list[Any] | tuple[Any, ...], str]:
     """The marker's ``live=``, ``model=``, ``edit=`` and ``prefix=`` beside its ``fork=``, each
     checked: a value that cannot be used fails the test in one line."""
     live = kw.get("live") or {}
-    if not isinstance(live, dict) or not live or not all(isinstance(v, str) and v.startswith(("http://", "https://")) for v in live.values()):
-        pytest.fail("looptap: fork= needs live={NAME: 'http(s)://host[:port]'} (NAME as --looptap-upstream names an API: where requests past the cursor go)", pytrace=False)
+    if (
+        not isinstance(live, dict)
+        or not live
+        or not all(
+            isinstance(v, str) and v.startswith(("http://", "https://")) for v in live.values()
+        )
+    ):
+        pytest.fail(
+            "looptap: fork= needs live={NAME: 'http(s)://host[:port]'} (NAME as --looptap-upstream "
+            "names an API: where requests past the cursor go)",
+            pytrace=False,
+        )
     model = kw.get("model")
     edits = kw.get("edit") or []
     prefix = kw.get("prefix") or "strict"
     if prefix not in ("strict", "tolerant"):
-        pytest.fail(f"looptap: prefix= is 'strict' (the default) or 'tolerant', not {str(prefix)[:40]!r}", pytrace=False)
-    if not isinstance(kw.get("fork"), str) or (model is not None and not isinstance(model, str)) or not isinstance(edits, (str, list, tuple)):
-        pytest.fail("looptap: fork= is a cursor such as 'turn=1', model= a model name, edit= 'TARGET=@FILE' or a list of them", pytrace=False)
+        pytest.fail(
+            f"looptap: prefix= is 'strict' (the default) or 'tolerant', not {str(prefix)[:40]!r}",
+            pytrace=False,
+        )
+    if (
+        not isinstance(kw.get("fork"), str)
+        or (model is not None and not isinstance(model, str))
+        or not isinstance(edits, (str, list, tuple))
+    ):
+        pytest.fail(
+            "looptap: fork= is a cursor such as 'turn=1', model= a model name, edit= "
+            "'TARGET=@FILE' or a list of them",
+            pytrace=False,
+        )
     return live, model, edits, str(prefix)
 
 
@@ -330,7 +464,9 @@ def _upstreams(config: pytest.Config) -> dict[str, str]:
     for item in config.getoption("--looptap-upstream") or []:
         name, sep, url = str(item).partition("=")
         if not sep or not url.startswith(("http://", "https://")):
-            raise pytest.UsageError(f"looptap: --looptap-upstream wants NAME=http(s)://host[:port], got {item!r}")
+            raise pytest.UsageError(
+                f"looptap: --looptap-upstream wants NAME=http(s)://host[:port], got {item!r}"
+            )
         out[name.strip().lower()] = url.strip()
     return out
 
@@ -354,7 +490,11 @@ def _listener_fallback(recorder_env: dict[str, str]) -> Any:
 
 
 @pytest.fixture
-def looptap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LooptapSession]:
+def looptap(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[LooptapSession]:
     """Replay (or record) this test's LLM traffic; see the module docstring."""
     item = request.node
     config = request.config
@@ -393,7 +533,8 @@ class _Options:
     record: bool
     #: ``fork=``: the cursor past which requests go live (``None``: all replayed).
     cursor: Any = None
-    #: Volatile spans tolerated when matching (marker ``volatile=``, else ``--looptap-no-volatile``, else the ini).
+    #: Volatile spans tolerated when matching (marker ``volatile=``, else ``--looptap-no-volatile``,
+    #: else the ini).
     volatile: bool = True
     #: The user rules (the project's file, the ini's, the marker's: :func:`_rules`).
     rules: Any = None
@@ -409,15 +550,34 @@ class _Options:
         plan = _fault_plan(marker)
         exists = path.exists() and path.stat().st_size > 0
         if mode == "none" and not exists:
-            pytest.fail(f"looptap: no cassette at {path} and the record mode is 'none'; record it with --looptap-record-mode=once", pytrace=False)
+            pytest.fail(
+                f"looptap: no cassette at {path} and the record mode is 'none'; record it with "
+                "--looptap-record-mode=once",
+                pytrace=False,
+            )
         replay = exists and mode in ("none", "once", "new_episodes")
         record = mode == "all" or (mode == "once" and not exists) or mode == "new_episodes"
         if plan is not None and not replay:
-            pytest.fail(f"looptap: faults are injected into a replayed run, and {path} is being recorded (mode {mode}); record it first", pytrace=False)
+            pytest.fail(
+                f"looptap: faults are injected into a replayed run, and {path} is being recorded "
+                f"(mode {mode}); record it first",
+                pytrace=False,
+            )
         if record:
             _check_recordable(path, mode)
         rules = _rules(kw, config, path)
-        return cls(mode, path, pace, strict, plan, replay, record, _fork_cursor(marker, item.path.parent), _volatile(kw, config, rules.volatile), rules)
+        return cls(
+            mode,
+            path,
+            pace,
+            strict,
+            plan,
+            replay,
+            record,
+            _fork_cursor(marker, item.path.parent),
+            _volatile(kw, config, rules.volatile),
+            rules,
+        )
 
 
 def _volatile(kw: Mapping[str, Any], config: pytest.Config, table: bool | None = None) -> bool:
@@ -438,7 +598,11 @@ def _ini_rules(config: pytest.Config) -> None:
 
     try:
         project_rules(
-            Path(str(config.rootpath)) / "_", config.getini("looptap_ignore"), config.getini("looptap_substitute"), config.getini("looptap_volatile_tools"), "pytest's ini",
+            Path(str(config.rootpath)) / "_",
+            config.getini("looptap_ignore"),
+            config.getini("looptap_substitute"),
+            config.getini("looptap_volatile_tools"),
+            "pytest's ini",
         )
     except RuleError as exc:
         raise pytest.UsageError(f"looptap: {exc}") from None
@@ -487,14 +651,22 @@ def _check_recordable(path: Path, mode: str) -> None:
 
     refused = None
     try:
-        check_target(path, "the test's cassette", owned=is_cassette, hint="give the marker another path", parents=True)
+        check_target(
+            path,
+            "the test's cassette",
+            owned=is_cassette,
+            hint="give the marker another path",
+            parents=True,
+        )
     except UnsafePath as exc:
         refused = str(exc)
     if refused is not None:
         pytest.fail(f"looptap: cannot record (mode {mode}): {refused}", pytrace=False)
 
 
-def _start_recording(session: LooptapSession, config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _start_recording(
+    session: LooptapSession, config: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     why = None
     try:
         recorder = _session_recorder(config, tmp_path_factory)
@@ -502,10 +674,13 @@ def _start_recording(session: LooptapSession, config: pytest.Config, tmp_path_fa
     except CassetteError as exc:
         why = str(exc)
     if why is not None:  # outside the handler: the failure is this one line, not a chain of two
-        pytest.fail(f"looptap: cannot record {session.path} (mode {session.mode}): {why}", pytrace=False)
+        pytest.fail(
+            f"looptap: cannot record {session.path} (mode {session.mode}): {why}", pytrace=False
+        )
     session.recorder = recorder
     session.env = dict(recorder.env)
-    session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"  # removed by _teardown
+    # removed by _teardown
+    session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"
 
 
 def _start_replay(session: LooptapSession, opts: _Options, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -515,16 +690,36 @@ def _start_replay(session: LooptapSession, opts: _Options, monkeypatch: pytest.M
     # taken before the test's environment is set: a fork's live requests keep the real store
     trust = None if opts.record else _replaced_trust(os.environ)
     try:
-        session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan, cursor=opts.cursor, volatile=opts.volatile,
-                                      rules=opts.rules, trust=trust).start()
+        session.server = ReplayServer(
+            opts.path,
+            pace=opts.pace,
+            strict=opts.strict,
+            fallback=fallback,
+            faults=opts.plan,
+            cursor=opts.cursor,
+            volatile=opts.volatile,
+            rules=opts.rules,
+            trust=trust,
+        ).start()
     except CassetteError as exc:  # a cursor that selects nothing in the cassette
         pytest.fail(f"looptap: {exc}", pytrace=False)
     session.env = {**session.server.env}
     url = session.server.url
     # Fail closed for clients that ignore the base URL and honour a proxy: the replay
     # server refuses CONNECT, so nothing reaches a real API.
-    no_proxy = ",".join(dict.fromkeys([*(v for v in os.environ.get("NO_PROXY", "").split(",") if v), "127.0.0.1", "localhost"]))
-    session.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url, NO_PROXY=no_proxy, no_proxy=no_proxy)
+    no_proxy = ",".join(
+        dict.fromkeys(
+            [*(v for v in os.environ.get("NO_PROXY", "").split(",") if v), "127.0.0.1", "localhost"]
+        )
+    )
+    session.env.update(
+        HTTPS_PROXY=url,
+        HTTP_PROXY=url,
+        https_proxy=url,
+        http_proxy=url,
+        NO_PROXY=no_proxy,
+        no_proxy=no_proxy,
+    )
     if trust is not None:
         # ... and for those that ignore the proxy too: TLS to any host fails verification. The
         # SDKs' HTTP clients load this one certificate instead of the whole CA bundle, for each
@@ -549,21 +744,36 @@ def _replaced_trust(env: Mapping[str, str]) -> Trust | None:
     from cassettes.replay.live.forward import Trust
 
     paths = ssl.get_default_verify_paths()
-    for var, default in (("SSL_CERT_FILE", paths.openssl_cafile), ("SSL_CERT_DIR", paths.openssl_capath)):
+    for var, default in (
+        ("SSL_CERT_FILE", paths.openssl_cafile),
+        ("SSL_CERT_DIR", paths.openssl_capath),
+    ):
         given = env.get(var)
         if given and os.path.realpath(given) != os.path.realpath(default):
             return None
-    if any(not _loopback(h) for var in ("NO_PROXY", "no_proxy") for h in env.get(var, "").split(",") if h.strip()):
+    if any(
+        not _loopback(h)
+        for var in ("NO_PROXY", "no_proxy")
+        for h in env.get(var, "").split(",")
+        if h.strip()
+    ):
         return None
     return Trust.now()
 
 
 def _loopback(entry: str) -> bool:
-    """A ``NO_PROXY`` entry (a host, ``.domain``, ``host:port``, an address or a CIDR block) that names only this machine."""
+    """A ``NO_PROXY`` entry (a host, ``.domain``, ``host:port``, an address or a CIDR block) that
+    names only this machine."""
     import ipaddress
 
     host = entry.strip().lower().lstrip(".").partition("/")[0]
-    host = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0] if host.count(":") == 1 else host
+    host = (
+        host[1:].partition("]")[0]
+        if host.startswith("[")
+        else host.partition(":")[0]
+        if host.count(":") == 1
+        else host
+    )
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
@@ -576,14 +786,19 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
     reports = config.stash.get(_REPORTS, [])
     if session.server is not None:
         session.server.stop()
-        reports.extend(f"{nodeid}: {line.removeprefix('looptap ')}" for line in _summary_lines(session))
+        reports.extend(
+            f"{nodeid}: {line.removeprefix('looptap ')}" for line in _summary_lines(session)
+        )
     rec = session.recording
     try:
         session.finish_recording()
         if rec is not None and rec.exists():
             _store_recording(session, rec, reports, nodeid)
     except CassetteError as exc:
-        pytest.fail(f"looptap: could not store the round trips recorded for {session.path}: {exc}", pytrace=False)
+        pytest.fail(
+            f"looptap: could not store the round trips recorded for {session.path}: {exc}",
+            pytrace=False,
+        )
     finally:
         if rec is not None:  # a test that recorded nothing leaves its directory empty: removed too
             shutil.rmtree(rec.parent, ignore_errors=True)
@@ -616,7 +831,9 @@ def _place_recording(rec: Path, path: Path) -> None:
     from cassettes.storage.paths import check_target, staged
     from cassettes.storage.store import is_cassette, open_regular
 
-    target = check_target(path, "the test's cassette", owned=is_cassette, hint="give the marker another path")
+    target = check_target(
+        path, "the test's cassette", owned=is_cassette, hint="give the marker another path"
+    )
     with open_regular(rec) as src, staged(target) as s:
         shutil.copyfileobj(src, s.file)
 
@@ -624,7 +841,10 @@ def _place_recording(rec: Path, path: Path) -> None:
 @pytest.fixture(autouse=True)
 def _looptap_marker(request: pytest.FixtureRequest) -> None:
     """The ``looptap`` marker implies the fixture."""
-    if request.node.get_closest_marker("looptap") is not None and "looptap" not in request.fixturenames:
+    if (
+        request.node.get_closest_marker("looptap") is not None
+        and "looptap" not in request.fixturenames
+    ):
         request.getfixturevalue("looptap")
 
 
@@ -632,7 +852,10 @@ def _fail_unplayed(item: pytest.Item) -> bool:
     marker = item.get_closest_marker("looptap")
     if marker is not None and marker.kwargs.get("fail_unplayed") is not None:
         return bool(marker.kwargs["fail_unplayed"])
-    return bool(item.config.getoption("--looptap-fail-unplayed") or item.config.getini("looptap_fail_unplayed"))
+    return bool(
+        item.config.getoption("--looptap-fail-unplayed")
+        or item.config.getini("looptap_fail_unplayed")
+    )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -661,17 +884,32 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A test failed by a replay miss is reported by :func:`failure_text`: what diverged, once,
     and where the test made the request, without the SDK's frames. A replayed test that failed
     (by a miss or otherwise) gets a web page of its run; the failure says where."""
     report = yield
     session = item.stash.get(_SESSION, None)
-    if call.when == "call" and report.failed and session is not None and _CAUSE in item.stash and call.excinfo is not None and call.excinfo.errisinstance(ReplayMiss):
+    if (
+        call.when == "call"
+        and report.failed
+        and session is not None
+        and _CAUSE in item.stash
+        and call.excinfo is not None
+        and call.excinfo.errisinstance(ReplayMiss)
+    ):
         text = failure_text(session, item.stash[_CAUSE], item.config.rootpath)
         if text is not None:
-            report.longrepr = _Explained(text, str(item.path), item.location[1] or 0)  # type: ignore[assignment]  # pytest's longrepr protocol: toterminal, reprcrash
-    if report.when == "call" and report.failed and session is not None and session.server is not None:
+            # pytest's longrepr protocol: toterminal, reprcrash
+            report.longrepr = _Explained(text, str(item.path), item.location[1] or 0)  # type: ignore[assignment]
+    if (
+        report.when == "call"
+        and report.failed
+        and session is not None
+        and session.server is not None
+    ):
         report.sections.append(("looptap", _write_html_report(item, session)))
         from cassettes.replay.forking.cursor import Cursor
 
@@ -679,8 +917,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if isinstance(cursor, Cursor):  # a forked test: which turns went live, on which model
             from cassettes.untrusted import clean_line
 
-            report.sections.append(("looptap fork", "\n".join(clean_line(ln) for ln in cursor.report_lines())))
-    if report.when == "call" and session is not None and session.server is not None and session.server.matcher.tolerated:
+            report.sections.append(
+                ("looptap fork", "\n".join(clean_line(ln) for ln in cursor.report_lines()))
+            )
+    if (
+        report.when == "call"
+        and session is not None
+        and session.server is not None
+        and session.server.matcher.tolerated
+    ):
         report.sections.append(("looptap tolerated", _tolerated_text(session.server.matcher)))
     return report
 
@@ -694,7 +939,10 @@ def _tolerated_text(matcher: Any) -> str:
     from cassettes.untrusted import clean_line
 
     lines = report_lines(turn_entries(matcher), "")
-    head = f"{count(len(matcher.tolerated), 'recorded round trip')} answered a request that differed only in what was tolerated:"
+    head = (
+        f"{count(len(matcher.tolerated), 'recorded round trip')} answered a request that differed "
+        "only in what was tolerated:"
+    )
     return "\n".join(clean_line(ln) for ln in [head, *lines])
 
 
@@ -737,7 +985,11 @@ def _test_frames(exc: BaseException | None, root: Path) -> list[str]:
     out: list[str] = []
     for fs in traceback.extract_tb(exc.__traceback__):
         path = fs.filename
-        if any(h in path for h in _HIDDEN) or path.startswith(package) or not path.startswith(str(root)):
+        if (
+            any(h in path for h in _HIDDEN)
+            or path.startswith(package)
+            or not path.startswith(str(root))
+        ):
             continue
         code = (fs.line or linecache.getline(path, fs.lineno or 0)).strip()
         out.append(f"  {os.path.relpath(path, root)}:{fs.lineno}: in {fs.name}")
@@ -761,7 +1013,9 @@ def failure_text(session: LooptapSession, cause: BaseException | None, root: Pat
     verdicts = {f"  {v}" for v in first.verdicts[:1]}
     lines += [f"  {ln}" for ln in body[1:] if ln not in verdicts]
     if len(misses) > 1:
-        lines.append(f"and {len(misses) - 1} more unanswered request{'s' if len(misses) > 2 else ''}:")
+        lines.append(
+            f"and {len(misses) - 1} more unanswered request{'s' if len(misses) > 2 else ''}:"
+        )
         lines += [f"  {m.headline}" for m in misses[1:4]]
         if len(misses) > 4:
             lines.append(f"  … and {len(misses) - 4} more (the terminal summary lists them)")
@@ -770,14 +1024,21 @@ def failure_text(session: LooptapSession, cause: BaseException | None, root: Pat
         lines.append("where the test made the request:")
         lines += frames
     if cause is None:
-        lines.append("the agent caught the error looptap's replay answered with; the test failed on the miss")
+        lines.append(
+            "the agent caught the error looptap's replay answered with; the test failed on the miss"
+        )
     elif not isinstance(cause, AssertionError):
         from cassettes.untrusted import clean_line
 
         first_line = str(cause).splitlines()[0] if str(cause) else ""
         said, ours, _ = first_line.partition("looptap replay:")
-        said = clean_line(f"{type(cause).__module__}.{type(cause).__qualname__}: {said.rstrip(' -:')}")[:200]
-        lines.append(f"the agent got: {said}" + (" (looptap's answer to the unmatched request)" if ours else ""))
+        said = clean_line(
+            f"{type(cause).__module__}.{type(cause).__qualname__}: {said.rstrip(' -:')}"
+        )[:200]
+        lines.append(
+            f"the agent got: {said}"
+            + (" (looptap's answer to the unmatched request)" if ours else "")
+        )
     return "\n".join(lines)
 
 
@@ -799,8 +1060,13 @@ def _summary_lines(session: LooptapSession) -> list[str]:
         if seq is not None and parse_fault(text).kind not in (*STATUS_KINDS, "reset"):
             answered.add(seq)
     lines[0] = re.sub(r"played [\d,]+ of", f"played {len(answered):,} of", lines[0], count=1)
-    faulted = {f"  unplayed: {by_seq[seq].label}:" for seq in answered - {r.seq for r in server.matcher.played()} if seq in by_seq}
-    lines = [ln for ln in lines if not any(ln.startswith(f) for f in faulted)]  # answered, by the fault
+    faulted = {
+        f"  unplayed: {by_seq[seq].label}:"
+        for seq in answered - {r.seq for r in server.matcher.played()}
+        if seq in by_seq
+    }
+    # answered, by the fault
+    lines = [ln for ln in lines if not any(ln.startswith(f) for f in faulted)]
     lines.append(f"  faults injected: {len(fired)}")
     for n, seq, text in fired[:20]:
         where = by_seq[seq].label if seq in by_seq else f"seq {seq}"
@@ -851,7 +1117,10 @@ def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
         path = folder / f"{name}.html"
         with staged(check_target(path, "the test's web report", force=True)) as s:
             s.file.write(page.encode())
-        line = f"looptap: the run as a web page: {path}  ({len(run.exchanges)} round trips; open it in a browser)"
+        line = (
+            f"looptap: the run as a web page: {path}  ({len(run.exchanges)} "
+            "round trips; open it in a browser)"
+        )
     except Exception as exc:  # a report is a help, never a second failure
         return f"looptap: could not write a web page of this run: {type(exc).__name__}: {exc}"
     return line + _write_failed_run(session, folder / f"{name}.jsonl")
@@ -865,8 +1134,10 @@ def _write_failed_run(session: LooptapSession, path: Path) -> str:
         return ""
     try:
         session.server.keep_sent(path)
-        return (f"\nlooptap: what this test sent: {path}; rules that would make it match, if what differs is volatile: "
-                f"looptap rules propose {session.path} {path}")
+        return (
+            f"\nlooptap: what this test sent: {path}; rules that would make it match, if what "
+            f"differs is volatile: looptap rules propose {session.path} {path}"
+        )
     except Exception as exc:  # a help, never a second failure
         return f"\nlooptap: could not keep what this test sent: {type(exc).__name__}: {exc}"
 

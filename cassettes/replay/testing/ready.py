@@ -60,7 +60,8 @@ class ReadyListener(TypedDict):
     url: str
     #: Where a reverse listener forwards to (``None`` for the forward proxy).
     upstream: str | None
-    #: The variables that carry ``url`` to a client (base URLs; the proxy variables for ``forward``).
+    #: The variables that carry ``url`` to a client (base URLs; the proxy variables for
+    #: ``forward``).
     env: list[str]
 
 
@@ -123,8 +124,15 @@ def check_ready_path(path: str | Path, *, cassette: str | Path | None = None) ->
     Raises :class:`~cassettes.storage.paths.UnsafePath`."""
     path = Path(path)
     if cassette is not None and same_path(path, cassette):
-        raise UnsafePath(f"the ready file {path} is the cassette: give --ready-file a path of its own")
-    return check_target(path, "the ready file", owned=_is_ready_file, hint="it is not a ready file a recorder left; give --ready-file a new path")
+        raise UnsafePath(
+            f"the ready file {path} is the cassette: give --ready-file a path of its own"
+        )
+    return check_target(
+        path,
+        "the ready file",
+        owned=_is_ready_file,
+        hint="it is not a ready file a recorder left; give --ready-file a new path",
+    )
 
 
 def clear_stale(target: Target) -> None:
@@ -157,7 +165,9 @@ def read_ready(path: str | Path) -> Ready | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise CassetteFormatError(f"cannot read the recorder's ready file {path}: {exc.strerror or exc}") from None
+        raise CassetteFormatError(
+            f"cannot read the recorder's ready file {path}: {exc.strerror or exc}"
+        ) from None
     try:
         obj = json.loads(raw)
     except ValueError as exc:
@@ -165,9 +175,14 @@ def read_ready(path: str | Path) -> Ready | None:
     if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
         raise CassetteFormatError(f"{path}: not a recorder ready file (schema {SCHEMA!r} expected)")
     if obj.get("version") != VERSION:
-        raise CassetteFormatError(f"{path}: recorder ready file version {obj.get('version')!r}; this looptap reads version {VERSION}")
+        raise CassetteFormatError(
+            f"{path}: recorder ready file version {obj.get('version')!r}; "
+            f"this looptap reads version {VERSION}"
+        )
     env = obj.get("env")
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
         raise CassetteFormatError(f"{path}: the ready file's env is not an object of strings")
     if not isinstance(obj.get("pid"), int) or not isinstance(obj.get("listeners"), list):
         raise CassetteFormatError(f"{path}: the ready file lacks its pid or listeners")

@@ -45,8 +45,9 @@ def how_to_install() -> str:
 
     command, python = recorder_install_command()
     return (
-        f"recording needs the looptap recorder (mitmproxy, in its own environment): create it with `{command}` and set "
-        f"LOOPTAP_PROXY_PYTHON={python}; or replay only (--looptap-record-mode=none) with a recorded cassette"
+        "recording needs the looptap recorder (mitmproxy, in its own environment): create it with "
+        f"`{command}` and set LOOPTAP_PROXY_PYTHON={python}; or replay only "
+        "(--looptap-record-mode=none) with a recorded cassette"
     )
 
 
@@ -67,7 +68,13 @@ def recorder_python(base: Path | None = None) -> str | None:
             path = Path(os.path.abspath(base or Path.cwd())) / path
         if not path.exists():
             shown = os.path.normpath(path)
-            where = "" if shown == named else f" ({shown}{', relative to where pytest runs' if not Path(named).expanduser().is_absolute() else ''})"
+            where = (
+                ""
+                if shown == named
+                else f" ({shown}"
+                f"{', relative to where pytest runs' if not Path(named).expanduser().is_absolute() else ''}"  # noqa: E501
+                ")"
+            )
             raise RecorderUnavailable(f"LOOPTAP_PROXY_PYTHON={named}: no such file{where}")
         return str(path)
     if importlib.util.find_spec("mitmproxy") is not None:
@@ -80,10 +87,10 @@ _NOT_READY_GRACE = 3.0
 
 class RecorderProcess:
     """``looptap record -o OUTPUT`` in a child process, started by :meth:`start`, which waits for
-    its ready file (:mod:`cassettes.replay.testing.ready`): ``ready`` holds that file, ``env`` what it says
-    to export. ``args`` are more options for ``looptap record``; ``env`` replaces the child's
-    environment (default: this one without proxy variables). The recorder runs in a session of its
-    own, so :meth:`stop` and :meth:`kill` end it and its writer process together."""
+    its ready file (:mod:`cassettes.replay.testing.ready`): ``ready`` holds that file, ``env`` what
+    it says to export. ``args`` are more options for ``looptap record``; ``env`` replaces the
+    child's environment (default: this one without proxy variables). The recorder runs in a session
+    of its own, so :meth:`stop` and :meth:`kill` end it and its writer process together."""
 
     def __init__(
         self,
@@ -146,10 +153,18 @@ class RecorderProcess:
 
     def _start(self, ready_file: Path, timeout: float) -> Ready:
         argv = self.argv(ready_file)
-        env = self.child_env if self.child_env is not None else {k: v for k, v in os.environ.items() if k not in _SCRUB}
-        self.proc = proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        env = (
+            self.child_env
+            if self.child_env is not None
+            else {k: v for k, v in os.environ.items() if k not in _SCRUB}
+        )
+        self.proc = proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         self.pid = proc.pid
-        self._drain = threading.Thread(target=self._drain_output, name="looptap recorder output", daemon=True)
+        self._drain = threading.Thread(
+            target=self._drain_output, name="looptap recorder output", daemon=True
+        )
         self._drain.start()
         deadline = time.monotonic() + timeout
         while True:
@@ -165,15 +180,23 @@ class RecorderProcess:
                 text = self.log.strip()
                 self.stop()
                 if "needs mitmproxy" in text or "No module named" in text:
-                    raise RecorderUnavailable(f"{how_to_install()} ({text.splitlines()[-1] if text else 'no output'})")
-                raise CassetteError(f"the recorder exited with {proc.returncode} before it was ready: {text[-2000:]}")
+                    raise RecorderUnavailable(
+                        f"{how_to_install()} ({text.splitlines()[-1] if text else 'no output'})"
+                    )
+                raise CassetteError(
+                    f"the recorder exited with {proc.returncode} "
+                    f"before it was ready: {text[-2000:]}"
+                )
             left = deadline - time.monotonic()
             if left <= 0:
                 text = self.log.strip()
                 # Not ready: nothing recorded, nothing to flush. A short grace, then SIGKILL (a
                 # child that inherited an ignored SIGINT would otherwise cost the full 30 s).
                 self.stop(timeout=_NOT_READY_GRACE)
-                raise CassetteError(f"the recorder did not start within {timeout:.0f} s (no ready file): {text[-2000:]}")
+                raise CassetteError(
+                    f"the recorder did not start within {timeout:.0f} "
+                    f"s (no ready file): {text[-2000:]}"
+                )
             with self._said:
                 self._said.wait(min(left, 0.05))
         return ready
@@ -210,8 +233,15 @@ class RecorderProcess:
             while len(self._flushed) <= before:
                 left = deadline - time.monotonic()
                 if left <= 0 or proc.poll() is not None:
-                    why = "stopped" if proc.poll() is not None else f"did not answer within {timeout:.0f} s"
-                    raise CassetteError(f"the recorder {why} while storing the test's round trips: {self.log.strip()[-2000:]}")
+                    why = (
+                        "stopped"
+                        if proc.poll() is not None
+                        else f"did not answer within {timeout:.0f} s"
+                    )
+                    raise CassetteError(
+                        f"the recorder {why} while storing the test's round trips: "
+                        f"{self.log.strip()[-2000:]}"
+                    )
                 self._said.wait(min(left, 0.5))
             return self._flushed[before]
 
@@ -270,11 +300,17 @@ class SessionCassette:
         if len(self.exchanges) < n:
             self._read()
         if len(self.exchanges) < n:
-            raise CassetteError(f"{self.path}: the recorder said it stored {n} round trips, the file holds {len(self.exchanges)}")
+            raise CassetteError(
+                f"{self.path}: the recorder said it stored {n} round trips, the file holds "
+                f"{len(self.exchanges)}"
+            )
         return self.exchanges[:n]
 
     def _read(self) -> None:
         for _, rec in self._records.poll():  # whole lines only: the writer may be mid-record
             self.exchanges.append(self._records.rebuild(rec, checked=True))
         if self._records.problems:
-            raise CassetteError(f"{self.path}: unreadable record in the session recording: {self._records.problems[0]}")
+            raise CassetteError(
+                f"{self.path}: unreadable record in the session recording: "
+                f"{self._records.problems[0]}"
+            )

@@ -37,7 +37,8 @@ _WARN_EVERY = 60.0
 
 class BackgroundServer:
     """Subclasses set ``host``, ``port`` (0: a free port) and call :meth:`_init_background`, and
-    implement :meth:`_handle`; connection tasks add themselves to ``_conns`` so a stop cancels them."""
+    implement :meth:`_handle`; connection tasks add themselves to ``_conns`` so a stop cancels
+    them."""
 
     #: Thread name, and how start-up failures name the server.
     label = "server"
@@ -104,8 +105,17 @@ class BackgroundServer:
         to the handler there was before."""
         exc = context.get("exception")
         sock = context.get("socket")
-        ours = self._server is not None and sock is not None and any(sock.fileno() == s.fileno() for s in self._server.sockets)
-        if context.get("message") == _ACCEPT_FAILED and ours and isinstance(exc, OSError) and exc.errno in _OUT_OF:
+        ours = (
+            self._server is not None
+            and sock is not None
+            and any(sock.fileno() == s.fileno() for s in self._server.sockets)
+        )
+        if (
+            context.get("message") == _ACCEPT_FAILED
+            and ours
+            and isinstance(exc, OSError)
+            and exc.errno in _OUT_OF
+        ):
             if not self._paused:
                 self._paused = True
                 self.accept_pauses += 1
@@ -114,8 +124,12 @@ class BackgroundServer:
                 if self._warned_at is None or now - self._warned_at >= _WARN_EVERY:
                     self._warned_at = now
                     _logger.warning(
-                        "looptap: %s is out of file descriptors (%s, %d connections open): closed %d idle ones; "
-                        "not accepting new connections until some close", self.label, errno.errorcode.get(exc.errno or 0, "?"), len(self._conns), shed
+                        "looptap: %s is out of file descriptors (%s, %d connections open): closed "
+                        "%d idle ones; not accepting new connections until some close",
+                        self.label,
+                        errno.errorcode.get(exc.errno or 0, "?"),
+                        len(self._conns),
+                        shed,
                     )
             return
         if self._prev_handler is not None:

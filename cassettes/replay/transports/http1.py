@@ -42,13 +42,35 @@ from cassettes.wire.exchange import Headers, header
 if TYPE_CHECKING:
     import h11
 
-__all__ = ["HOP_BY_HOP", "MAX_BODY", "MAX_HEADERS", "MAX_TARGET", "MAX_TRAILERS", "BadRequest", "Request", "Watchdog", "read_request", "refuse"]
+__all__ = [
+    "HOP_BY_HOP",
+    "MAX_BODY",
+    "MAX_HEADERS",
+    "MAX_TARGET",
+    "MAX_TRAILERS",
+    "BadRequest",
+    "Request",
+    "Watchdog",
+    "read_request",
+    "refuse",
+]
 
 #: Headers of the connection, not of the message (RFC 9110 7.6.1, and the framing headers a
 #: sender sets itself): never relayed or replayed as they came.
 HOP_BY_HOP = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-     "transfer-encoding", "upgrade", "content-length", "host"}
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "host",
+    }
 )
 
 #: The largest request body read (bytes), unless a server says otherwise.
@@ -79,7 +101,8 @@ class Request:
 
 
 class BadRequest(CassetteError, ValueError):
-    """A request that cannot be read; ``status`` is what to answer (400, 408, 413, 414, 431, 501, 505)."""
+    """A request that cannot be read; ``status`` is what to answer (400, 408, 413, 414, 431, 501,
+    505)."""
 
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
@@ -108,7 +131,8 @@ class Watchdog:
             self._deadline = None
             return
         self._deadline = deadline = self._loop.time() + seconds
-        if self._handle is not None and self._handle.when() > deadline:  # an earlier deadline than the timer's
+        # an earlier deadline than the timer's
+        if self._handle is not None and self._handle.when() > deadline:
             self._handle.cancel()
             self._handle = None
         if self._handle is None:
@@ -144,7 +168,8 @@ class Watchdog:
 
 
 def _shown(text: str | bytes, n: int = 40) -> str:
-    """A piece of the request as an answer names it: escaped, at most ``n`` characters, marked when cut."""
+    """A piece of the request as an answer names it: escaped, at most ``n`` characters, marked when
+    cut."""
     cut = text[:n]
     return repr(cut) + (f"… ({len(text):,} in all)" if len(text) > n else "")
 
@@ -168,7 +193,9 @@ async def read_request(
     own = watchdog is None
     dog = Watchdog() if watchdog is None else watchdog
     try:
-        return await _read_request(reader, writer, dog, max_body, idle_timeout, read_timeout, started)
+        return await _read_request(
+            reader, writer, dog, max_body, idle_timeout, read_timeout, started
+        )
     finally:
         dog.disarm()
         if own:
@@ -194,7 +221,8 @@ async def _read_request(
     head = await _head(reader, first, dog, read_timeout)
     # h11 reads the head (and, fed piece by piece below, the body's framing); looptap only takes
     # from the stream what belongs to this request, and adds the limits h11 leaves to a server.
-    if _FOLDED.search(head):  # h11 would join it; RFC 9112 5.2 lets a server refuse it, as looptap did
+    # h11 would join it; RFC 9112 5.2 lets a server refuse it, as looptap did
+    if _FOLDED.search(head):
         raise BadRequest("a header line is folded (obsolete line folding is not accepted)")
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=max(len(head) + 1, _TRAILERS_SIZE))
     event = _event(conn, head)
@@ -208,12 +236,19 @@ async def _read_request(
         req.target = (u.path or "/") + (f"?{u.query}" if u.query else "")
     chunked = (req.header("transfer-encoding") or "").lower() == "chunked"
     if chunked and req.header("content-length") is not None:
-        raise BadRequest("a request with both Transfer-Encoding and Content-Length")  # RFC 9112 6.1: a smuggling shape
-    length = int((req.header("content-length") or "0").split(",")[0])  # h11 checked: digits, equal values
+        # RFC 9112 6.1: a smuggling shape
+        raise BadRequest("a request with both Transfer-Encoding and Content-Length")
+    # h11 checked: digits, equal values
+    length = int((req.header("content-length") or "0").split(",")[0])
     if length > max_body:
-        raise BadRequest(f"the request body ({length:,} bytes) is larger than {max_body:,} bytes", 413)
+        raise BadRequest(
+            f"the request body ({length:,} bytes) is larger than {max_body:,} bytes", 413
+        )
     if conn.they_are_waiting_for_100_continue:
-        writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")) or b"")
+        writer.write(
+            conn.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue"))
+            or b""
+        )
         await writer.drain()
     if chunked:
         req.body = await _chunked(reader, conn, max_body, read_timeout, dog)
@@ -224,7 +259,9 @@ async def _read_request(
     return req
 
 
-async def _first_byte(reader: asyncio.StreamReader, dog: Watchdog, idle_timeout: float | None) -> bytes | None:
+async def _first_byte(
+    reader: asyncio.StreamReader, dog: Watchdog, idle_timeout: float | None
+) -> bytes | None:
     """The request's first byte, waited for at most ``idle_timeout``; ``None`` when the client
     closed the connection or stayed idle."""
     dog.arm(idle_timeout)
@@ -243,19 +280,25 @@ async def _first_byte(reader: asyncio.StreamReader, dog: Watchdog, idle_timeout:
     return first
 
 
-async def _head(reader: asyncio.StreamReader, first: bytes, dog: Watchdog, read_timeout: float | None) -> bytes:
+async def _head(
+    reader: asyncio.StreamReader, first: bytes, dog: Watchdog, read_timeout: float | None
+) -> bytes:
     """The request head after its ``first`` byte, up to its empty line, within ``read_timeout``;
     raises :class:`BadRequest` (431 too large, 408 too slow)."""
     dog.arm(read_timeout)
     try:
         return first + await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
-        raise BadRequest(f"the request ended before its head did ({len(exc.partial) + 1:,} bytes)") from None
+        raise BadRequest(
+            f"the request ended before its head did ({len(exc.partial) + 1:,} bytes)"
+        ) from None
     except asyncio.LimitOverrunError:
         raise BadRequest("the request head is too large", 431) from None
     except asyncio.CancelledError:
         if dog.expired():
-            raise BadRequest(f"the request head did not arrive within {read_timeout:g} s", 408) from None
+            raise BadRequest(
+                f"the request head did not arrive within {read_timeout:g} s", 408
+            ) from None
         raise
 
 
@@ -288,7 +331,8 @@ def _said(exc: Exception) -> str:
 
 
 def _event(conn: h11.Connection, data: bytes) -> object:
-    """The next event of ``conn`` once ``data`` is fed to it; a request h11 refuses is a :class:`BadRequest`."""
+    """The next event of ``conn`` once ``data`` is fed to it; a request h11 refuses is a
+    :class:`BadRequest`."""
     import h11
 
     if data:
@@ -300,21 +344,37 @@ def _event(conn: h11.Connection, data: bytes) -> object:
 
 
 def _request(event: h11.Request) -> Request:
-    """The request h11 read, with the limits it leaves to a server (version, target, header count)."""
+    """The request h11 read, with the limits it leaves to a server (version, target, header
+    count)."""
     method, target = event.method.decode("ascii"), event.target.decode("latin-1")
     if event.http_version[:1] != b"1":
-        raise BadRequest(f"HTTP version {event.http_version.decode('ascii', 'replace')} is not supported (HTTP/1.1 is)", 505)
+        raise BadRequest(
+            f"HTTP version {event.http_version.decode('ascii', 'replace')} "
+            "is not supported (HTTP/1.1 is)",
+            505,
+        )
     if len(target) > MAX_TARGET:
-        raise BadRequest(f"the request target is {len(target):,} characters long, over {MAX_TARGET:,}", 414)
-    if not (target[0] == "/" or target.startswith(("http://", "https://")) or method == "CONNECT" or (target == "*" and method == "OPTIONS")):
+        raise BadRequest(
+            f"the request target is {len(target):,} characters long, over {MAX_TARGET:,}", 414
+        )
+    if not (
+        target[0] == "/"
+        or target.startswith(("http://", "https://"))
+        or method == "CONNECT"
+        or (target == "*" and method == "OPTIONS")
+    ):
         raise BadRequest(f"bad request target {_shown(target)}")
     raw = event.headers.raw_items()
     if len(raw) > MAX_HEADERS:
         raise BadRequest(f"more than {MAX_HEADERS} header lines", 431)
-    return Request(method.upper(), target, [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw], b"")
+    return Request(
+        method.upper(), target, [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw], b""
+    )
 
 
-async def _exactly(reader: asyncio.StreamReader, n: int, timeout: float | None, what: str, dog: Watchdog) -> bytes:
+async def _exactly(
+    reader: asyncio.StreamReader, n: int, timeout: float | None, what: str, dog: Watchdog
+) -> bytes:
     """``n`` bytes, read in pieces, none of which may take longer than ``timeout`` seconds."""
     parts: list[bytes] = []
     left = n
@@ -324,7 +384,10 @@ async def _exactly(reader: asyncio.StreamReader, n: int, timeout: float | None, 
             data = await reader.read(min(left, _PIECE))
         except asyncio.CancelledError:
             if dog.expired():
-                raise BadRequest(f"{what} stalled: nothing for {timeout:g} s after {n - left:,} of {n:,} bytes", 408) from None
+                raise BadRequest(
+                    f"{what} stalled: nothing for {timeout:g} s after {n - left:,} of {n:,} bytes",
+                    408,
+                ) from None
             raise
         if not data:
             raise BadRequest(f"{what} ended after {n - left:,} of {n:,} bytes")
@@ -343,11 +406,19 @@ async def _line(reader: asyncio.StreamReader, timeout: float | None, dog: Watchd
         raise BadRequest("the chunked request body ended before its last chunk") from None
     except asyncio.CancelledError:
         if dog.expired():
-            raise BadRequest(f"the chunked request body stalled: nothing for {timeout:g} s", 408) from None
+            raise BadRequest(
+                f"the chunked request body stalled: nothing for {timeout:g} s", 408
+            ) from None
         raise
 
 
-async def _chunked(reader: asyncio.StreamReader, conn: h11.Connection, max_body: int, timeout: float | None, dog: Watchdog) -> bytes:
+async def _chunked(
+    reader: asyncio.StreamReader,
+    conn: h11.Connection,
+    max_body: int,
+    timeout: float | None,
+    dog: Watchdog,
+) -> bytes:
     """A chunked body: each chunk-size line, chunk and trailer line taken from the stream (never
     beyond the body's end) and fed to h11, which reads the framing."""
     import h11
@@ -367,7 +438,9 @@ async def _chunked(reader: asyncio.StreamReader, conn: h11.Connection, max_body:
         total += size
         if total > max_body:
             raise BadRequest(f"the request body is larger than {max_body:,} bytes", 413)
-        event = _event(conn, await _exactly(reader, size + 2, timeout, "a chunk of the request body", dog))
+        event = _event(
+            conn, await _exactly(reader, size + 2, timeout, "a chunk of the request body", dog)
+        )
         while isinstance(event, h11.Data):
             chunks.append(bytes(event.data))
             event = _event(conn, b"")
@@ -380,7 +453,14 @@ async def refuse(writer: asyncio.StreamWriter, exc: BadRequest) -> None:
     body = f"{exc}\n".encode()
     answer = Answer("GET", close=True)
     with contextlib.suppress(Exception):
-        head = answer.head(exc.status, [("content-type", "text/plain; charset=utf-8"), ("content-length", str(len(body))), ("connection", "close")])
+        head = answer.head(
+            exc.status,
+            [
+                ("content-type", "text/plain; charset=utf-8"),
+                ("content-length", str(len(body))),
+                ("connection", "close"),
+            ],
+        )
         writer.write(head + answer.data(body) + answer.end())
         async with asyncio.timeout(_REFUSE_DRAIN):  # a client that does not read its answer
             await writer.drain()

@@ -26,15 +26,39 @@ import h11
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers
 
-__all__ = ["CREDENTIAL_HEADERS", "SENT_FROM_RECORDING", "Answer", "Ask", "Unsendable", "header_problem", "recorded_request_headers", "said_name", "sendable"]
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "SENT_FROM_RECORDING",
+    "Answer",
+    "Ask",
+    "Unsendable",
+    "header_problem",
+    "recorded_request_headers",
+    "said_name",
+    "sendable",
+]
 
 #: Request headers that carry a credential or a cookie: never taken from a recording.
-CREDENTIAL_HEADERS = frozenset({
-    "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "set-cookie",
-    "x-amz-security-token", "x-amz-credential", "x-auth-token", "x-access-token", "ocp-apim-subscription-key", "mcp-session-id",
-})
+CREDENTIAL_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "cookie",
+        "set-cookie",
+        "x-amz-security-token",
+        "x-amz-credential",
+        "x-auth-token",
+        "x-access-token",
+        "ocp-apim-subscription-key",
+        "mcp-session-id",
+    }
+)
 #: The recorded request headers ``compare`` sends (besides the API's own version headers, which
-#: its adapter names: ``Provider.profile.replay_headers``): what the body is, what answer is accepted.
+#: its adapter names: ``Provider.profile.replay_headers``): what the body is, what answer is
+#: accepted.
 SENT_FROM_RECORDING = frozenset({"content-type", "accept"})
 
 #: A header naming an API version or a beta flag (``…-version``, ``…-beta``).
@@ -70,8 +94,16 @@ def header_problem(name: str, value: str) -> str | None:
         try:
             h11.Response(status_code=200, headers=[(k, b"")])
         except h11.LocalProtocolError:
-            return "its name is not a token (it would split the message)" if b"\r" in k or b"\n" in k else "its name is not a token"
-        return "its value holds CR, LF or NUL (it would split the message)" if set(v) & {10, 13, 0} else "its value holds a control character"
+            return (
+                "its name is not a token (it would split the message)"
+                if b"\r" in k or b"\n" in k
+                else "its name is not a token"
+            )
+        return (
+            "its value holds CR, LF or NUL (it would split the message)"
+            if set(v) & {10, 13, 0}
+            else "its value holds a control character"
+        )
     return None
 
 
@@ -81,7 +113,9 @@ def said_name(name: str) -> str:
     return repr(shown[:_SAID] + ("…" if len(shown) > _SAID else ""))
 
 
-def sendable(headers: Iterable[tuple[str, str]], said: list[str] | None, what: str = "header") -> list[tuple[bytes, bytes]]:
+def sendable(
+    headers: Iterable[tuple[str, str]], said: list[str] | None, what: str = "header"
+) -> list[tuple[bytes, bytes]]:
     """``headers`` as h11 takes them; a header that cannot be sent is dropped, and a line naming it
     (never its value) is appended to ``said``."""
     out: list[tuple[bytes, bytes]] = []
@@ -102,8 +136,11 @@ def recorded_request_headers(headers: Headers, version_headers: Iterable[str] = 
     API's ``version_headers`` and any ``…-version`` / ``…-beta`` header (an API version or beta
     flag: what the request means); never a credential, a cookie or a connection's header."""
     allowed = SENT_FROM_RECORDING | {h.lower() for h in version_headers}
-    return [(k, v) for k, v in headers
-            if (k.lower() in allowed or _VERSIONED.search(k)) and k.lower() not in CREDENTIAL_HEADERS]
+    return [
+        (k, v)
+        for k, v in headers
+        if (k.lower() in allowed or _VERSIONED.search(k)) and k.lower() not in CREDENTIAL_HEADERS
+    ]
 
 
 def _reason(status: int) -> bytes:
@@ -121,7 +158,9 @@ class Answer:
 
     def __init__(self, method: str = "GET", *, close: bool = False, upgrade: bool = False) -> None:
         self._conn = h11.Connection(h11.SERVER)
-        head = b"%s / HTTP/1.1\r\nhost: looptap\r\n" % (method.encode("ascii", "replace") if method.isascii() and method.isalpha() else b"GET")
+        head = b"%s / HTTP/1.1\r\nhost: looptap\r\n" % (
+            method.encode("ascii", "replace") if method.isascii() and method.isalpha() else b"GET"
+        )
         if upgrade:
             head += b"connection: upgrade\r\nupgrade: websocket\r\n"
         elif close:
@@ -129,13 +168,15 @@ class Answer:
         self._conn.receive_data(head + b"\r\n")
         while not isinstance(self._conn.next_event(), h11.EndOfMessage):
             pass
-        #: The answer carries no body (a HEAD request, a 1xx, 204 or 304 status): pieces are not sent.
+        #: The answer carries no body (a HEAD request, a 1xx, 204 or 304 status): pieces are not
+        #: sent.
         self.bodyless = method.upper() == "HEAD"
 
     def head(self, status: int, headers: Headers, said: list[str] | None = None) -> bytes:
         """The status line and headers (a header that cannot be sent is dropped, and said)."""
         items = sendable(headers, said, "response header")
-        self.bodyless = self.bodyless or status < 200 or status in (204, 304)  # RFC 9110 6.4.1: no content, whatever was recorded
+        # RFC 9110 6.4.1: no content, whatever was recorded
+        self.bodyless = self.bodyless or status < 200 or status in (204, 304)
         cls = h11.InformationalResponse if status < 200 else h11.Response
         try:
             return self._conn.send(cls(status_code=status, headers=items, reason=_reason(status)))  # type: ignore[return-value]
@@ -163,13 +204,23 @@ class Ask:
     def __init__(self, max_head: int = 1 << 16) -> None:
         self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=max_head)
 
-    def request(self, method: str, target: str, headers: Headers, body: bytes, said: list[str] | None = None) -> bytes:
-        """The whole request (``Content-Length`` framed); a header that cannot be sent is dropped, and said."""
+    def request(
+        self, method: str, target: str, headers: Headers, body: bytes, said: list[str] | None = None
+    ) -> bytes:
+        """The whole request (``Content-Length`` framed); a header that cannot be sent is dropped,
+        and said."""
         items = sendable(headers, said, "request header")
         try:
-            head = self.conn.send(h11.Request(method=method, target=_raw(target) or b"", headers=items))
+            head = self.conn.send(
+                h11.Request(method=method, target=_raw(target) or b"", headers=items)
+            )
             assert head is not None
-            return head + (self.conn.send(h11.Data(data=body)) or b"" if body else b"") + (self.conn.send(h11.EndOfMessage()) or b"")
+            return (
+                head
+                + (self.conn.send(h11.Data(data=body)) or b"" if body else b"")
+                + (self.conn.send(h11.EndOfMessage()) or b"")
+            )
         except h11.LocalProtocolError as exc:
-            # h11 names the bad part (a method or target with spaces or controls): said escaped and cut.
+            # h11 names the bad part (a method or target with spaces or controls): said escaped and
+            # cut.
             raise Unsendable(f"the request cannot be sent: {clean_line(str(exc))[:120]}") from None

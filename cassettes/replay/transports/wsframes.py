@@ -26,7 +26,18 @@ from cassettes.untrusted import clean_line
 if TYPE_CHECKING:
     from wsproto.events import Message
 
-__all__ = ["CLOSE", "FRAME_COST", "MAX_MESSAGE", "PING", "PONG", "TEXT", "MessageReader", "WsProtocolError", "accept_key", "frame"]
+__all__ = [
+    "CLOSE",
+    "FRAME_COST",
+    "MAX_MESSAGE",
+    "PING",
+    "PONG",
+    "TEXT",
+    "MessageReader",
+    "WsProtocolError",
+    "accept_key",
+    "frame",
+]
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
@@ -52,7 +63,9 @@ class WsProtocolError(ValueError):
 
 def accept_key(key: str) -> str:
     """``Sec-WebSocket-Accept`` for the client's ``Sec-WebSocket-Key``."""
-    return base64.b64encode(hashlib.sha1(key.strip().encode("ascii") + _GUID).digest()).decode("ascii")
+    return base64.b64encode(hashlib.sha1(key.strip().encode("ascii") + _GUID).digest()).decode(
+        "ascii"
+    )
 
 
 def frame(opcode: int, payload: bytes = b"", masked: bool = False) -> bytes:
@@ -74,7 +87,8 @@ def frame(opcode: int, payload: bytes = b"", masked: bool = False) -> bytes:
         if len(payload) < 2:
             return conn.send(CloseConnection(code=1005))  # no code: an empty close frame
         (code,) = struct.unpack("!H", payload[:2])
-        reason = payload[2 : MAX_CONTROL].decode("utf-8", "ignore")  # a control frame holds 125 bytes at most
+        # a control frame holds 125 bytes at most
+        reason = payload[2 : MAX_CONTROL].decode("utf-8", "ignore")
         return conn.send(CloseConnection(code=code, reason=reason or None))
     raise ValueError(f"no frame is sent with opcode {opcode:#x}")
 
@@ -84,7 +98,8 @@ class MessageReader:
     with a wsproto connection: it checks the framing (masks, reserved bits and opcodes, control
     frames, close codes, UTF-8) and reassembles fragments, control frames arriving between them
     (RFC 6455 §5.4). What looptap adds is the bound: :data:`MAX_MESSAGE`, each frame costing its
-    payload plus :data:`FRAME_COST`, counted as the bytes arrive (a 1009 before the message is whole)."""
+    payload plus :data:`FRAME_COST`, counted as the bytes arrive (a 1009 before the message is
+    whole)."""
 
     def __init__(self, reader: asyncio.StreamReader, from_server: bool = False) -> None:
         from wsproto.connection import Connection, ConnectionType
@@ -102,7 +117,11 @@ class MessageReader:
         past :data:`MAX_MESSAGE`."""
         self._cost += len(event.data) + (FRAME_COST if event.frame_finished else 0)
         if self._cost > MAX_MESSAGE:
-            raise WsProtocolError(f"a message over {MAX_MESSAGE:,} bytes (frames counted with {FRAME_COST} bytes each)", 1009)
+            raise WsProtocolError(
+                f"a message over {MAX_MESSAGE:,} bytes (frames "
+                f"counted with {FRAME_COST} bytes each)",
+                1009,
+            )
         self._parts.append(event.data)
         if not event.message_finished:
             return None
@@ -115,7 +134,8 @@ class MessageReader:
     async def next(self) -> tuple[int, bytes]:
         """The next message (``TEXT``/``BINARY``, reassembled from its fragments) or control
         frame (``PING``, ``PONG``, ``CLOSE``), as (opcode, payload). Raises
-        :class:`WsProtocolError` (a rule broken), ``asyncio.IncompleteReadError`` (the peer went)."""
+        :class:`WsProtocolError` (a rule broken), ``asyncio.IncompleteReadError`` (the peer
+        went)."""
         from wsproto.connection import ConnectionState
         from wsproto.events import CloseConnection, Message, Ping, Pong, TextMessage
 
@@ -126,12 +146,21 @@ class MessageReader:
                 if isinstance(event, Pong):
                     return PONG, bytes(event.payload)
                 if isinstance(event, CloseConnection):
-                    if self._conn.state is ConnectionState.OPEN:  # not the peer's close: wsproto refused a frame
-                        raise WsProtocolError(clean_line(event.reason or "a frame that breaks RFC 6455")[:120], int(event.code))
+                    # not the peer's close: wsproto refused a frame
+                    if self._conn.state is ConnectionState.OPEN:
+                        raise WsProtocolError(
+                            clean_line(event.reason or "a frame that breaks RFC 6455")[:120],
+                            int(event.code),
+                        )
                     if int(event.code) == 1005:  # a close frame without a code
                         return CLOSE, b""
-                    return CLOSE, struct.pack("!H", int(event.code)) + (event.reason or "").encode("utf-8")
-                if isinstance(event, Message) and (whole := self._fragment(event, isinstance(event, TextMessage))) is not None:
+                    return CLOSE, struct.pack("!H", int(event.code)) + (event.reason or "").encode(
+                        "utf-8"
+                    )
+                if (
+                    isinstance(event, Message)
+                    and (whole := self._fragment(event, isinstance(event, TextMessage))) is not None
+                ):
                     return whole
             data = await self.reader.read(_READ)
             if not data:

@@ -4,8 +4,8 @@ Two levels:
 
 * per family, ``<family>_turn(history, response_text=None, tool_calls=(), finish=None, usage=…,
   stream=False, …) -> Exchange`` builds one round trip from a wire-format history (list of message
-  dicts as that API expects them), plus ``<family>_user``/``<family>_assistant``/``<family>_results``
-  to grow that history;
+  dicts as that API expects them), plus
+  ``<family>_user``/``<family>_assistant``/``<family>_results`` to grow that history;
 * :class:`Script`, a family-agnostic driver for whole conversations::
 
       s = Script("anthropic", tools=[WEATHER])
@@ -174,7 +174,8 @@ def openai_chat_assistant(text: str | None = None, calls: Sequence[Call] = ()) -
     m: Json = {"role": "assistant", "content": text}
     if calls:
         m["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.text()}} for c in calls
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.text()}}
+            for c in calls
         ]
     return m
 
@@ -209,7 +210,14 @@ def openai_chat_turn(
     body: Json = {"model": model, "messages": history}
     if tools:
         body["tools"] = [
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
             for t in tools
         ]
     if tool_choice is not None:
@@ -227,7 +235,11 @@ def openai_chat_turn(
     served = served_model or f"{model}-2024-07-18"
     rid = _new_id("chatcmpl-")
     u = (
-        {"prompt_tokens": usage.input, "completion_tokens": usage.output, "total_tokens": usage.input + usage.output}
+        {
+            "prompt_tokens": usage.input,
+            "completion_tokens": usage.output,
+            "total_tokens": usage.input + usage.output,
+        }
         if usage
         else None
     )
@@ -250,23 +262,45 @@ def openai_chat_turn(
     base = {"id": rid, "object": "chat.completion.chunk", "created": 1742842885, "model": served}
 
     def chunk(delta: Json, fin: str | None = None) -> Json:
-        return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}]}
+        return {
+            **base,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}],
+        }
 
     events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant", "content": ""}))]
     if reasoning:
         events.append((None, chunk({"reasoning_content": reasoning})))
     if response_text:
         half = len(response_text) // 2
-        events += [(None, chunk({"content": response_text[:half]})), (None, chunk({"content": response_text[half:]}))]
+        events += [
+            (None, chunk({"content": response_text[:half]})),
+            (None, chunk({"content": response_text[half:]})),
+        ]
     if refusal:
         events.append((None, chunk({"refusal": refusal})))
     for i, c in enumerate(tool_calls):
         text = c.text()
         events.append(
-            (None, chunk({"tool_calls": [{"index": i, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}]}))
+            (
+                None,
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": c.id,
+                                "type": "function",
+                                "function": {"name": c.name, "arguments": ""},
+                            }
+                        ]
+                    }
+                ),
+            )
         )
         for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
-            events.append((None, chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})))
+            events.append(
+                (None, chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+            )
     if stream_error is not None:
         events.append((None, {"error": stream_error}))
         return _exchange(url, body, 200, _sse(events), "text/event-stream", headers)
@@ -286,20 +320,43 @@ def openai_responses_user(text: str) -> Json:
     return {"role": "user", "content": text}
 
 
-def _responses_output(text: str | None, calls: Sequence[Call], refusal: str | None, reasoning: str | None) -> list[Json]:
+def _responses_output(
+    text: str | None, calls: Sequence[Call], refusal: str | None, reasoning: str | None
+) -> list[Json]:
     out: list[Json] = []
     if reasoning:
-        out.append({"id": _new_id("rs_"), "type": "reasoning", "summary": [{"type": "summary_text", "text": reasoning}]})
+        out.append(
+            {
+                "id": _new_id("rs_"),
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": reasoning}],
+            }
+        )
     content: list[Json] = []
     if text:
         content.append({"type": "output_text", "text": text, "annotations": []})
     if refusal:
         content.append({"type": "refusal", "refusal": refusal})
     if content:
-        out.append({"id": _new_id("msg_"), "type": "message", "status": "completed", "role": "assistant", "content": content})
+        out.append(
+            {
+                "id": _new_id("msg_"),
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": content,
+            }
+        )
     for c in calls:
         out.append(
-            {"id": _new_id("fc_"), "type": "function_call", "status": "completed", "call_id": c.id, "name": c.name, "arguments": c.text()}
+            {
+                "id": _new_id("fc_"),
+                "type": "function_call",
+                "status": "completed",
+                "call_id": c.id,
+                "name": c.name,
+                "arguments": c.text(),
+            }
         )
     return out
 
@@ -309,7 +366,10 @@ def openai_responses_assistant(text: str | None = None, calls: Sequence[Call] = 
     items: list[Json] = []
     if text:
         items.append({"role": "assistant", "content": text})
-    items += [{"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.text()} for c in calls]
+    items += [
+        {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.text()}
+        for c in calls
+    ]
     return items
 
 
@@ -343,7 +403,13 @@ def openai_responses_turn(
     body: Json = {"model": model, "input": history}
     if tools:
         body["tools"] = [
-            {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": False}
+            {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+                "strict": False,
+            }
             for t in tools
         ]
     if tool_choice is not None:
@@ -383,8 +449,14 @@ def openai_responses_turn(
     seq = itertools.count()
     start = {**resp, "status": "in_progress", "output": [], "usage": None}
     events: list[tuple[str | None, Any]] = [
-        ("response.created", {"type": "response.created", "sequence_number": next(seq), "response": start}),
-        ("response.in_progress", {"type": "response.in_progress", "sequence_number": next(seq), "response": start}),
+        (
+            "response.created",
+            {"type": "response.created", "sequence_number": next(seq), "response": start},
+        ),
+        (
+            "response.in_progress",
+            {"type": "response.in_progress", "sequence_number": next(seq), "response": start},
+        ),
     ]
     for i, item in enumerate(resp["output"]):
         added = {**item, "status": "in_progress"}
@@ -392,23 +464,64 @@ def openai_responses_turn(
             added["content"] = []
         if item["type"] == "function_call":
             added["arguments"] = ""
-        events.append(("response.output_item.added", {"type": "response.output_item.added", "sequence_number": next(seq), "output_index": i, "item": added}))
+        events.append(
+            (
+                "response.output_item.added",
+                {
+                    "type": "response.output_item.added",
+                    "sequence_number": next(seq),
+                    "output_index": i,
+                    "item": added,
+                },
+            )
+        )
         if item["type"] == "message" and response_text:
             events.append(
-                ("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": next(seq), "item_id": item["id"], "output_index": i, "content_index": 0, "delta": response_text})
+                (
+                    "response.output_text.delta",
+                    {
+                        "type": "response.output_text.delta",
+                        "sequence_number": next(seq),
+                        "item_id": item["id"],
+                        "output_index": i,
+                        "content_index": 0,
+                        "delta": response_text,
+                    },
+                )
             )
         if item["type"] == "function_call":
             events.append(
-                ("response.function_call_arguments.delta", {"type": "response.function_call_arguments.delta", "sequence_number": next(seq), "item_id": item["id"], "output_index": i, "delta": item["arguments"]})
+                (
+                    "response.function_call_arguments.delta",
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        "sequence_number": next(seq),
+                        "item_id": item["id"],
+                        "output_index": i,
+                        "delta": item["arguments"],
+                    },
+                )
             )
         if truncate_stream:
             continue
-        events.append(("response.output_item.done", {"type": "response.output_item.done", "sequence_number": next(seq), "output_index": i, "item": item}))
+        events.append(
+            (
+                "response.output_item.done",
+                {
+                    "type": "response.output_item.done",
+                    "sequence_number": next(seq),
+                    "output_index": i,
+                    "item": item,
+                },
+            )
+        )
     if stream_error is not None:
         events.append(("error", {"type": "error", "sequence_number": next(seq), **stream_error}))
     elif not truncate_stream:
         terminal = "response.completed" if status == "completed" else f"response.{status}"
-        events.append((terminal, {"type": terminal, "sequence_number": next(seq), "response": resp}))
+        events.append(
+            (terminal, {"type": terminal, "sequence_number": next(seq), "response": resp})
+        )
     return _exchange(url, body, 200, _sse(events), "text/event-stream", headers)
 
 
@@ -419,10 +532,14 @@ def anthropic_user(text: str) -> Json:
     return {"role": "user", "content": [{"type": "text", "text": text}]}
 
 
-def _anthropic_blocks(text: str | None, calls: Sequence[Call], reasoning: str | None = None) -> list[Json]:
+def _anthropic_blocks(
+    text: str | None, calls: Sequence[Call], reasoning: str | None = None
+) -> list[Json]:
     blocks: list[Json] = []
     if reasoning:
-        blocks.append({"type": "thinking", "thinking": reasoning, "signature": "EqQBCkgIBhABGAIiQL"})
+        blocks.append(
+            {"type": "thinking", "thinking": reasoning, "signature": "EqQBCkgIBhABGAIiQL"}
+        )
     if text:
         blocks.append({"type": "text", "text": text})
     blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.args} for c in calls]
@@ -434,7 +551,15 @@ def anthropic_assistant(text: str | None = None, calls: Sequence[Call] = ()) -> 
 
 
 def anthropic_results(results: Sequence[tuple[Call, str]]) -> list[Json]:
-    return [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": c.id, "content": out, "is_error": False} for c, out in results]}]
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": c.id, "content": out, "is_error": False}
+                for c, out in results
+            ],
+        }
+    ]
 
 
 def anthropic_turn(
@@ -463,7 +588,10 @@ def anthropic_turn(
         c.id = c.id or _new_id("toolu_01")
     body: Json = {"model": model, "max_tokens": max_tokens, "messages": history}
     if tools:
-        body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+        body["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in tools
+        ]
     if tool_choice is not None:
         body["tool_choice"] = tool_choice
     if stream:
@@ -471,9 +599,16 @@ def anthropic_turn(
     url = "https://api.anthropic.com/v1/messages"
     if error is not None:
         return _error_exchange(url, body, error)
-    stop = finish or ("refusal" if refusal is not None else "tool_use" if tool_calls else "end_turn")
+    stop = finish or (
+        "refusal" if refusal is not None else "tool_use" if tool_calls else "end_turn"
+    )
     u = (
-        {"input_tokens": usage.input, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": usage.output}
+        {
+            "input_tokens": usage.input,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": usage.output,
+        }
         if usage
         else None
     )
@@ -490,25 +625,90 @@ def anthropic_turn(
     if not stream:
         return _exchange(url, body, 200, orjson.dumps(msg), "application/json", headers)
     start = {**msg, "content": [], "stop_reason": None, "usage": {**(u or {}), "output_tokens": 1}}
-    events: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start", "message": start})]
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
     for i, block in enumerate(msg["content"]):
         if block["type"] == "text":
-            events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
+            )
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "text_delta", "text": block["text"]},
+                    },
+                )
+            )
         elif block["type"] == "thinking":
-            events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "thinking_delta", "thinking": block["thinking"]}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                    },
+                )
+            )
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "thinking_delta", "thinking": block["thinking"]},
+                    },
+                )
+            )
         else:
             call = next(c for c in tool_calls if c.id == block["id"])
-            events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {**block, "input": {}},
+                    },
+                )
+            )
             text = call.text()
             for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
-                events.append(("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": piece}}))
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": {"type": "input_json_delta", "partial_json": piece},
+                        },
+                    )
+                )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
     if stream_error is not None:
         events.append(("error", {"type": "error", "error": stream_error}))
         return _exchange(url, body, 200, _sse(events), "text/event-stream", headers)
-    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage.output if usage else 0}}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": usage.output if usage else 0},
+            },
+        )
+    )
     if not truncate_stream:
         events.append(("message_stop", {"type": "message_stop"}))
     return _exchange(url, body, 200, _sse(events), "text/event-stream", headers)
@@ -521,7 +721,9 @@ def gemini_user(text: str) -> Json:
     return {"role": "user", "parts": [{"text": text}]}
 
 
-def _gemini_parts(text: str | None, calls: Sequence[Call], reasoning: str | None = None) -> list[Json]:
+def _gemini_parts(
+    text: str | None, calls: Sequence[Call], reasoning: str | None = None
+) -> list[Json]:
     parts: list[Json] = []
     if reasoning:
         parts.append({"text": reasoning, "thought": True})
@@ -536,7 +738,15 @@ def gemini_assistant(text: str | None = None, calls: Sequence[Call] = ()) -> Jso
 
 
 def gemini_results(results: Sequence[tuple[Call, str]]) -> list[Json]:
-    return [{"role": "user", "parts": [{"functionResponse": {"name": c.name, "response": {"result": out}}} for c, out in results]}]
+    return [
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": c.name, "response": {"result": out}}}
+                for c, out in results
+            ],
+        }
+    ]
 
 
 def _gemini_schema(schema: Any) -> Any:
@@ -577,7 +787,16 @@ def gemini_turn(
     body: Json = {"contents": history}
     if tools:
         body["tools"] = [
-            {"functionDeclarations": [{"name": t.name, "description": t.description, "parameters": _gemini_schema(t.parameters)} for t in tools]}
+            {
+                "functionDeclarations": [
+                    {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": _gemini_schema(t.parameters),
+                    }
+                    for t in tools
+                ]
+            }
         ]
     if tool_choice is not None:
         body["toolConfig"] = {"functionCallingConfig": tool_choice}
@@ -588,15 +807,29 @@ def gemini_turn(
     if error is not None:
         return _error_exchange(url, body, error)
     um = (
-        {"promptTokenCount": usage.input, "candidatesTokenCount": usage.output, "totalTokenCount": usage.input + usage.output}
+        {
+            "promptTokenCount": usage.input,
+            "candidatesTokenCount": usage.output,
+            "totalTokenCount": usage.input + usage.output,
+        }
         if usage
         else None
     )
     resp: Json = {"modelVersion": served_model or model, "responseId": _new_id("gRsp")}
     if block_reason:
-        resp["promptFeedback"] = {"blockReason": block_reason, "blockReasonMessage": finish_message or "The prompt was blocked."}
+        resp["promptFeedback"] = {
+            "blockReason": block_reason,
+            "blockReasonMessage": finish_message or "The prompt was blocked.",
+        }
     else:
-        cand: Json = {"content": {"role": "model", "parts": _gemini_parts(response_text, tool_calls, reasoning)}, "finishReason": finish or "STOP", "index": 0}
+        cand: Json = {
+            "content": {
+                "role": "model",
+                "parts": _gemini_parts(response_text, tool_calls, reasoning),
+            },
+            "finishReason": finish or "STOP",
+            "index": 0,
+        }
         if finish_message:
             cand["finishMessage"] = finish_message
         resp["candidates"] = [cand]
@@ -608,8 +841,19 @@ def gemini_turn(
     if "candidates" in resp:
         parts = resp["candidates"][0]["content"]["parts"]
         for p in parts[:-1]:
-            chunks.append({"candidates": [{"content": {"role": "model", "parts": [p]}, "index": 0}], "modelVersion": resp["modelVersion"], "responseId": resp["responseId"]})
-        last = {**resp, "candidates": [{**resp["candidates"][0], "content": {"role": "model", "parts": parts[-1:]}}]}
+            chunks.append(
+                {
+                    "candidates": [{"content": {"role": "model", "parts": [p]}, "index": 0}],
+                    "modelVersion": resp["modelVersion"],
+                    "responseId": resp["responseId"],
+                }
+            )
+        last = {
+            **resp,
+            "candidates": [
+                {**resp["candidates"][0], "content": {"role": "model", "parts": parts[-1:]}}
+            ],
+        }
         if truncate_stream:
             del last["candidates"][0]["finishReason"]
             last.pop("usageMetadata", None)
@@ -663,7 +907,17 @@ def ollama_turn(
 ) -> Exchange:
     body: Json = {"model": model, "messages": history, "stream": stream}
     if tools:
-        body["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}} for t in tools]
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in tools
+        ]
     if max_tokens is not None:
         body["options"] = {"num_predict": max_tokens}
     url = "http://localhost:11434/api/chat"
@@ -690,9 +944,23 @@ def ollama_turn(
         return _exchange(url, body, 200, orjson.dumps(done), "application/json", headers)
     lines: list[Json] = []
     if response_text:
-        lines.append({"model": served, "created_at": done["created_at"], "message": {"role": "assistant", "content": response_text}, "done": False})
+        lines.append(
+            {
+                "model": served,
+                "created_at": done["created_at"],
+                "message": {"role": "assistant", "content": response_text},
+                "done": False,
+            }
+        )
     if tool_calls:
-        lines.append({"model": served, "created_at": done["created_at"], "message": {"role": "assistant", "content": "", "tool_calls": msg["tool_calls"]}, "done": False})
+        lines.append(
+            {
+                "model": served,
+                "created_at": done["created_at"],
+                "message": {"role": "assistant", "content": "", "tool_calls": msg["tool_calls"]},
+                "done": False,
+            }
+        )
     if stream_error is not None:
         lines.append({"error": stream_error.get("message", "error")})
     elif not truncate_stream:
@@ -719,7 +987,15 @@ def bedrock_assistant(text: str | None = None, calls: Sequence[Call] = ()) -> Js
 
 
 def bedrock_results(results: Sequence[tuple[Call, str]]) -> list[Json]:
-    return [{"role": "user", "content": [{"toolResult": {"toolUseId": c.id, "content": [{"text": out}], "status": "success"}} for c, out in results]}]
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"toolResult": {"toolUseId": c.id, "content": [{"text": out}], "status": "success"}}
+                for c, out in results
+            ],
+        }
+    ]
 
 
 def bedrock_turn(
@@ -743,12 +1019,28 @@ def bedrock_turn(
     headers: Sequence[tuple[str, str]] = (),
 ) -> Exchange:
     if stream:
-        raise NotImplementedError("Bedrock streams are binary AWS event streams; use the non-streamed Converse form")
+        raise NotImplementedError(
+            "Bedrock streams are binary AWS event streams; use the non-streamed Converse form"
+        )
     for c in tool_calls:
         c.id = c.id or _new_id("tooluse_")
-    body: Json = {"messages": history, "inferenceConfig": {"maxTokens": max_tokens} if max_tokens else {}}
+    body: Json = {
+        "messages": history,
+        "inferenceConfig": {"maxTokens": max_tokens} if max_tokens else {},
+    }
     if tools:
-        body["toolConfig"] = {"tools": [{"toolSpec": {"name": t.name, "description": t.description, "inputSchema": {"json": t.parameters}}} for t in tools]}
+        body["toolConfig"] = {
+            "tools": [
+                {
+                    "toolSpec": {
+                        "name": t.name,
+                        "description": t.description,
+                        "inputSchema": {"json": t.parameters},
+                    }
+                }
+                for t in tools
+            ]
+        }
         if tool_choice is not None:
             body["toolConfig"]["toolChoice"] = tool_choice
     url = f"https://bedrock-runtime.us-east-1.amazonaws.com/model/{model}/converse"
@@ -756,11 +1048,17 @@ def bedrock_turn(
         return _error_exchange(url, body, error)
     resp: Json = {
         "metrics": {"latencyMs": 401},
-        "output": {"message": {"role": "assistant", "content": _bedrock_blocks(response_text, tool_calls)}},
+        "output": {
+            "message": {"role": "assistant", "content": _bedrock_blocks(response_text, tool_calls)}
+        },
         "stopReason": finish or ("tool_use" if tool_calls else "end_turn"),
     }
     if usage:
-        resp["usage"] = {"inputTokens": usage.input, "outputTokens": usage.output, "totalTokens": usage.input + usage.output}
+        resp["usage"] = {
+            "inputTokens": usage.input,
+            "outputTokens": usage.output,
+            "totalTokens": usage.input + usage.output,
+        }
     return _exchange(url, body, 200, orjson.dumps(resp), "application/json", headers)
 
 
@@ -811,7 +1109,14 @@ def family_turn(family: str, history: list[Json], **kw: Any) -> Exchange:
 
 
 # Per-family spelling of common finish reasons and tool choices, for family-parametrised tests.
-LENGTH = {"openai_chat": "length", "openai_responses": "incomplete:max_output_tokens", "anthropic": "max_tokens", "gemini": "MAX_TOKENS", "ollama": "length", "bedrock": "max_tokens"}
+LENGTH = {
+    "openai_chat": "length",
+    "openai_responses": "incomplete:max_output_tokens",
+    "anthropic": "max_tokens",
+    "gemini": "MAX_TOKENS",
+    "ollama": "length",
+    "bedrock": "max_tokens",
+}
 REQUIRED = {
     "openai_chat": "required",
     "openai_responses": "required",
@@ -842,7 +1147,9 @@ class Script:
         self.exchanges.append(ex)
         return ex
 
-    def reply(self, text: str | None = None, calls: Sequence[Call] = (), echo: bool = True, **kw: Any) -> Exchange:
+    def reply(
+        self, text: str | None = None, calls: Sequence[Call] = (), echo: bool = True, **kw: Any
+    ) -> Exchange:
         """The next round trip: the current history as request, the given emission as response; the
         assistant message is then appended to the history (``echo=False`` leaves it out)."""
         opts = {**self.defaults, **kw}
@@ -871,7 +1178,14 @@ class Script:
 
 # --- request/response edits, system prompts, error results (dispatch and threading tests) ------
 
-HISTORY_KEY = {"openai_chat": "messages", "openai_responses": "input", "anthropic": "messages", "gemini": "contents", "ollama": "messages", "bedrock": "messages"}
+HISTORY_KEY = {
+    "openai_chat": "messages",
+    "openai_responses": "input",
+    "anthropic": "messages",
+    "gemini": "contents",
+    "ollama": "messages",
+    "bedrock": "messages",
+}
 
 
 def edit_request(ex: Exchange, fn: Any) -> Exchange:
@@ -894,7 +1208,10 @@ def set_system(family: str, body: Json, text: str) -> None:
     """Put a system prompt where ``family`` carries it."""
     key = HISTORY_KEY[family]
     if family in ("openai_chat", "ollama"):
-        body[key] = [{"role": "system", "content": text}, *[m for m in body[key] if m.get("role") != "system"]]
+        body[key] = [
+            {"role": "system", "content": text},
+            *[m for m in body[key] if m.get("role") != "system"],
+        ]
     elif family == "openai_responses":
         body["instructions"] = text
     elif family == "anthropic":
@@ -906,7 +1223,8 @@ def set_system(family: str, body: Json, text: str) -> None:
 
 
 def set_cache_read(ex: Exchange, family: str, tokens: int) -> Exchange:
-    """Report ``tokens`` cache-read input tokens in a non-streamed response (Ollama has no cache)."""
+    """Report ``tokens`` cache-read input tokens in a non-streamed response (Ollama has no
+    cache)."""
     resp = orjson.loads(ex.response_body)
     if family == "openai_chat":
         resp["usage"]["prompt_tokens_details"] = {"cached_tokens": tokens, "audio_tokens": 0}
@@ -928,11 +1246,41 @@ def error_results(family: str, results: Sequence[tuple[Call, str]]) -> list[Json
     """Tool results flagged as errors the way ``family`` can flag them: Anthropic ``is_error``,
     Bedrock ``status: error``, Gemini ``{"error": …}``; the others only have the text."""
     if family == "anthropic":
-        return [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": c.id, "content": out, "is_error": True} for c, out in results]}]
+        return [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": c.id, "content": out, "is_error": True}
+                    for c, out in results
+                ],
+            }
+        ]
     if family == "bedrock":
-        return [{"role": "user", "content": [{"toolResult": {"toolUseId": c.id, "content": [{"text": out}], "status": "error"}} for c, out in results]}]
+        return [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "toolResult": {
+                            "toolUseId": c.id,
+                            "content": [{"text": out}],
+                            "status": "error",
+                        }
+                    }
+                    for c, out in results
+                ],
+            }
+        ]
     if family == "gemini":
-        return [{"role": "user", "parts": [{"functionResponse": {"name": c.name, "response": {"error": out}}} for c, out in results]}]
+        return [
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"name": c.name, "response": {"error": out}}}
+                    for c, out in results
+                ],
+            }
+        ]
     return _RESULTS[family](results)
 
 
@@ -972,8 +1320,8 @@ class AgentScript(Script):
 
 
 def rewrite_call_ids(family: str, body: Json, new: Callable[[str], str]) -> None:
-    """Rewrite every call id in a request history (echoed calls and results alike) to ``new(old)``, as
-    frameworks do; for Gemini, which sends no ids, ``new(kind)`` invents them."""
+    """Rewrite every call id in a request history (echoed calls and results alike) to ``new(old)``,
+    as frameworks do; for Gemini, which sends no ids, ``new(kind)`` invents them."""
     for item in body[HISTORY_KEY[family]]:
         if family == "openai_chat":
             for tc in item.get("tool_calls") or []:
@@ -995,7 +1343,8 @@ def rewrite_call_ids(family: str, body: Json, new: Callable[[str], str]) -> None
                     b["toolUse"]["toolUseId"] = new(b["toolUse"]["toolUseId"])
                 if "toolResult" in b:
                     b["toolResult"]["toolUseId"] = new(b["toolResult"]["toolUseId"])
-        elif family == "gemini":  # the client invents ids Gemini never sent, calls and results in order
+        elif family == "gemini":
+            # the client invents ids Gemini never sent, calls and results in order
             for p in item["parts"]:
                 for kind in ("functionCall", "functionResponse"):
                     if kind in p:

@@ -64,7 +64,8 @@ CRITIC = "You are Critic. Point out one weakness of the writer's slogan in one s
 
 
 def _named(text: str, name: str) -> Json:
-    """AutoGen AgentChat's OpenAI client: another agent's message is a user message with its name."""
+    """AutoGen AgentChat's OpenAI client: another agent's message is a user message with its
+    name."""
     return {"role": "user", "name": name, "content": text}
 
 
@@ -118,13 +119,19 @@ REVIEWER = "You review weather reports. Say APPROVE when the report covers every
 REPORT = "FORECAST: Paris sunny 21 C, Tokyo rain 18 C."
 
 
-def _team(final: str = REPORT, told: str = REPORT, name: str | None = "weather_agent") -> list[Exchange]:
+def _team(
+    final: str = REPORT, told: str = REPORT, name: str | None = "weather_agent"
+) -> list[Exchange]:
     """AutoGen AgentChat's team as recorded for real (tests/clients, 'autogen team'): the first
     agent runs its own tool loop; the reviewer then gets the task and that agent's final answer as
     a named user message — not its tool calls and results, which stay the first agent's own."""
     agent = AgentScript("openai_chat", system="You are a weather assistant.", tools=(WEATHER,))
     agent.user("What is the weather in Paris and Tokyo?")
-    out = [agent.reply(calls=[Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Tokyo"})])]
+    out = [
+        agent.reply(
+            calls=[Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Tokyo"})]
+        )
+    ]
     agent.results("sunny", "rainy")
     out.append(agent.reply(final))
     reviewer = AgentScript("openai_chat", system=REVIEWER, tools=())
@@ -152,7 +159,10 @@ def test_clean_twin_a_reviewer_told_other_words_stays_a_side_call() -> None:
 # --- a prompt optimiser's few-shot prompts -------------------------------------------------------
 
 CLASSIFY = "Classify the sentiment of the review as positive or negative."
-DEMO = [{"role": "user", "content": "Review: The soup was cold."}, {"role": "assistant", "content": "negative"}]
+DEMO = [
+    {"role": "user", "content": "Review: The soup was cold."},
+    {"role": "assistant", "content": "negative"},
+]
 
 
 def _few_shot(question: str, answer: str) -> Exchange:
@@ -205,7 +215,11 @@ ROOT = "You are the root agent. Answer greetings; transfer weather questions to 
 WEATHER_AGENT = "You are weather_agent. Answer weather questions with get_weather."
 TRANSFER = Tool(
     "transfer_to_agent",
-    {"type": "object", "properties": {"agent_name": {"type": "string"}}, "required": ["agent_name"]},
+    {
+        "type": "object",
+        "properties": {"agent_name": {"type": "string"}},
+        "required": ["agent_name"],
+    },
     "Transfer the question to another agent.",
 )
 ASK = "What is the weather like in Paris today?"
@@ -226,12 +240,24 @@ def adk_handoff(context: bool = True, system: str = WEATHER_AGENT) -> list[Excha
                 "role": "user",
                 "parts": [
                     {"text": "For context:"},
-                    {"text": "[root_agent] called tool `transfer_to_agent` with parameters: {'agent_name': 'weather_agent'}"},
+                    {
+                        "text": "[root_agent] called tool `transfer_to_agent` with parameters: "
+                        "{'agent_name': 'weather_agent'}"
+                    },
                 ],
             }
         )
         weather.history.append(
-            {"role": "user", "parts": [{"text": "For context:"}, {"text": "[root_agent] `transfer_to_agent` tool returned result: {'result': None}"}]}
+            {
+                "role": "user",
+                "parts": [
+                    {"text": "For context:"},
+                    {
+                        "text": "[root_agent] `transfer_to_agent` tool "
+                        "returned result: {'result': None}"
+                    },
+                ],
+            }
         )
     weather.reply(calls=[Call("get_weather", {"city": "Paris"})])
     weather.results("sunny, 21 C")
@@ -260,7 +286,11 @@ def test_clean_twin_an_agent_the_transfer_did_not_name_stays_a_side_call(context
     assert ("C.stopped_with_pending_calls", 0) in codes(run)
 
 
-AGENT_TOOL = Tool("weather_agent", {"type": "object", "properties": {"request": {"type": "string"}}, "required": ["request"]}, "Ask the weather agent.")
+AGENT_TOOL = Tool(
+    "weather_agent",
+    {"type": "object", "properties": {"request": {"type": "string"}}, "required": ["request"]},
+    "Ask the weather agent.",
+)
 
 
 def agent_as_tool(title: bool = False) -> list[Exchange]:
@@ -271,7 +301,11 @@ def agent_as_tool(title: bool = False) -> list[Exchange]:
     root.user(ASK)
     call = Call("weather_agent", {"request": ASK})
     root.reply(calls=[call])
-    sub = AgentScript("openai_chat", system="Give a title of three words to the user's question." if title else WEATHER_AGENT, tools=())
+    sub = AgentScript(
+        "openai_chat",
+        system="Give a title of three words to the user's question." if title else WEATHER_AGENT,
+        tools=(),
+    )
     sub.user(ASK)
     sub.reply("Sunny, 21 C.")
     root.results("Sunny, 21 C.")
@@ -294,7 +328,9 @@ def test_clean_twin_a_title_call_after_the_answer_stays_a_side_call() -> None:
     root = AgentScript("openai_chat", system=ROOT, tools=(AGENT_TOOL,))
     root.user(ASK)
     root.reply("Let me see.")
-    titler = AgentScript("openai_chat", system="Give a title of three words to the user's question.", tools=())
+    titler = AgentScript(
+        "openai_chat", system="Give a title of three words to the user's question.", tools=()
+    )
     titler.user(ASK)
     titler.reply("Paris weather today")
     run = run_of([root.exchanges[0], titler.exchanges[0]])
@@ -340,7 +376,9 @@ def _responses_dropped_question(drop: bool) -> list[Exchange]:
     msg = orjson.loads(first.response_body)["output"][0]
     ref = {"type": "item_reference", "id": msg["id"]}
     follow = {"role": "user", "content": [{"type": "input_text", "text": "And tomorrow?"}]}
-    second = openai_responses_turn([ref, follow] if drop else [user, ref, follow], "Rain tomorrow.", tools=[WEATHER])
+    second = openai_responses_turn(
+        [ref, follow] if drop else [user, ref, follow], "Rain tomorrow.", tools=[WEATHER]
+    )
     return [first, second]
 
 
@@ -361,18 +399,20 @@ def test_clean_twin_a_responses_continuation_with_the_question() -> None:
 # --- a re-rendered trajectory (DSPy ReAct, ChatAdapter) ------------------------------------------
 
 DSPY_SYSTEM = (
-    "Your input fields are:\n1. `question` (str):\n2. `trajectory` (str):\nYour output fields are:\n"
-    "1. `next_thought` (str):\n2. `next_tool_name` (Literal['get_weather', 'finish']):\n3. `next_tool_args` (dict[str, Any]):\n"
-    "All interactions will be structured in the following way, with the appropriate values filled in.\n\n"
-    "[[ ## question ## ]]\n{question}\n\n[[ ## trajectory ## ]]\n{trajectory}\n\n[[ ## next_thought ## ]]\n{next_thought}\n\n"
-    "[[ ## next_tool_name ## ]]\n{next_tool_name}\n\n[[ ## next_tool_args ## ]]\n{next_tool_args}\n\n[[ ## completed ## ]]\n"
-    "In adhering to this structure, your objective is: \n        Given the fields `question`, produce the fields `answer`."
+    "Your input fields are:\n1. `question` (str):\n2. `trajectory` (str):\nYour output fields "
+    "are:\n1. `next_thought` (str):\n2. `next_tool_name` (Literal['get_weather', 'finish']):\n3. "
+    "`next_tool_args` (dict[str, Any]):\nAll interactions will be structured in the following way, "
+    "with the appropriate values filled in.\n\n[[ ## question ## ]]\n{question}\n\n[[ ## "
+    "trajectory ## ]]\n{trajectory}\n\n[[ ## next_thought ## ]]\n{next_thought}\n\n[[ ## "
+    "next_tool_name ## ]]\n{next_tool_name}\n\n[[ ## next_tool_args ## ]]\n{next_tool_args}\n\n[[ "
+    "## completed ## ]]\nIn adhering to this structure, your objective is: \n        Given the "
+    "fields `question`, produce the fields `answer`."
 )
 DSPY_ASK = (
-    "Respond with the corresponding output fields, starting with the field `[[ ## next_thought ## ]]`, then "
-    "`[[ ## next_tool_name ## ]]` (must be formatted as a valid Python Literal['get_weather', 'finish']), then "
-    "`[[ ## next_tool_args ## ]]` (must be formatted as a valid Python dict[str, Any]), and then ending with the marker for "
-    "`[[ ## completed ## ]]`."
+    "Respond with the corresponding output fields, starting with the field `[[ ## next_thought ## "
+    "]]`, then `[[ ## next_tool_name ## ]]` (must be formatted as a valid Python "
+    "Literal['get_weather', 'finish']), then `[[ ## next_tool_args ## ]]` (must be formatted as a "
+    "valid Python dict[str, Any]), and then ending with the marker for `[[ ## completed ## ]]`."
 )
 DSPY_STEPS = [
     ("I need the weather in Paris.", "get_weather", '{"city": "Paris"}', "sunny, 21 C"),
@@ -384,14 +424,21 @@ DSPY_STEPS = [
 def _dspy_user(steps: list[tuple[str, str, str, str]]) -> str:
     """DSPy's ChatAdapter: the question and the whole trajectory so far, re-rendered as fields."""
     traj = "\n\n".join(
-        f"[[ ## thought_{i} ## ]]\n{t}\n\n[[ ## tool_name_{i} ## ]]\n{n}\n\n[[ ## tool_args_{i} ## ]]\n{a}\n\n[[ ## observation_{i} ## ]]\n{o}"
+        f"[[ ## thought_{i} ## ]]\n{t}\n\n[[ ## tool_name_{i} ## ]]\n{n}\n\n[[ ## tool_args_{i} ## "
+        f"]]\n{a}\n\n[[ ## observation_{i} ## ]]\n{o}"
         for i, (t, n, a, o) in enumerate(steps)
     )
-    return f"[[ ## question ## ]]\nCompare the weather in Paris and Rome.\n\n[[ ## trajectory ## ]]\n{traj}\n\n{DSPY_ASK}"
+    return (
+        "[[ ## question ## ]]\nCompare the weather in Paris and Rome.\n\n[[ ## trajectory ## "
+        f"]]\n{traj}\n\n{DSPY_ASK}"
+    )
 
 
 def _dspy_answer(thought: str, name: str, args: str) -> str:
-    return f"[[ ## next_thought ## ]]\n{thought}\n\n[[ ## next_tool_name ## ]]\n{name}\n\n[[ ## next_tool_args ## ]]\n{args}\n\n[[ ## completed ## ]]"
+    return (
+        f"[[ ## next_thought ## ]]\n{thought}\n\n[[ ## next_tool_name ## ]]\n{name}\n\n[[ ## "
+        f"next_tool_args ## ]]\n{args}\n\n[[ ## completed ## ]]"
+    )
 
 
 def _dspy(rewrite_at: int | None = None) -> list[Exchange]:
@@ -427,7 +474,9 @@ def test_clean_twin_another_question_is_another_conversation() -> None:
     """The same program asked another question: a new trajectory, its own conversation."""
     first = _dspy()[0]
     s = AgentScript("openai_chat", system=DSPY_SYSTEM, tools=())
-    s.history = [{"role": "user", "content": _dspy_user([]).replace("Paris and Rome", "Oslo and Bergen")}]
+    s.history = [
+        {"role": "user", "content": _dspy_user([]).replace("Paris and Rome", "Oslo and Bergen")}
+    ]
     other = s.reply(_dspy_answer("I need the weather in Oslo.", "get_weather", '{"city": "Oslo"}'))
     later = _dspy()[1]
     run = run_of([first, other, later])

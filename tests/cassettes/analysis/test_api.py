@@ -65,13 +65,22 @@ def test_view_request_id_and_rate_limit_headers() -> None:
     )
     a = s.analyse().turns[0].a
     assert a.request_id == "req_abc123"
-    assert a.rate_limit == {"x-ratelimit-remaining-tokens": "29000", "retry-after": "2", "x-should-retry": "false"}
+    assert a.rate_limit == {
+        "x-ratelimit-remaining-tokens": "29000",
+        "retry-after": "2",
+        "x-should-retry": "false",
+    }
     assert a.model_served == "gpt-4o-mini-2024-07-18" and a.model_requested == "gpt-4o-mini"
 
 
 @pytest.mark.parametrize(
     ("header", "value"),
-    [("request-id", "req_011C"), ("x-amzn-RequestId", "5f2c"), ("x-generation-id", "gen-17"), ("mistral-correlation-id", "0198")],
+    [
+        ("request-id", "req_011C"),
+        ("x-amzn-RequestId", "5f2c"),
+        ("x-generation-id", "gen-17"),
+        ("mistral-correlation-id", "0198"),
+    ],
 )
 def test_view_request_id_generic_rule(header: str, value: str) -> None:
     s = Script("anthropic")
@@ -80,7 +89,7 @@ def test_view_request_id_generic_rule(header: str, value: str) -> None:
     assert s.analyse().turns[0].a.request_id == value
 
 
-# --- A.truncated_length / A.truncated_context ---------------------------------------------------------
+# --- A.truncated_length / A.truncated_context -----------------------------------------------------
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -98,7 +107,11 @@ def test_truncated_length_cutting_a_call_is_an_error(family: str) -> None:
     s.user("Weather?")
     s.reply("Ok.")
     s.user("Paris please")
-    s.reply(calls=[Call("get_weather", raw='{"city": "Pa')], finish=LENGTH[family], stream=family == "anthropic")
+    s.reply(
+        calls=[Call("get_weather", raw='{"city": "Pa')],
+        finish=LENGTH[family],
+        stream=family == "anthropic",
+    )
     run = s.analyse()
     f = one(run, "A.truncated_length")
     assert (f.seq, f.severity) == (1, Severity.ERROR) and "`get_weather`" in f.message
@@ -108,16 +121,23 @@ def test_truncated_length_cutting_a_call_is_an_error(family: str) -> None:
 
 @pytest.mark.parametrize("family", ["anthropic", "bedrock", "openai_chat"])
 @pytest.mark.parametrize("args", [{}, {"units": "metric"}])
-def test_a_cap_that_cuts_a_parsed_call_is_an_error_and_the_schema_finding_follows_it(family: str, args: dict[str, Any]) -> None:
+def test_a_cap_that_cuts_a_parsed_call_is_an_error_and_the_schema_finding_follows_it(
+    family: str, args: dict[str, Any]
+) -> None:
     """Issue 14: a non-streamed Anthropic tool_use cut by max_tokens arrives with its input parsed
     as far as it got (``{}`` or a part): valid JSON, so only E.arguments_schema (a warning) spoke,
-    blaming the model. The cap is the cause: A's error names the cut call, E's finding follows it."""
+    blaming the model. The cap is the cause: A's error names the cut call, E's finding follows
+    it."""
     s = Script(family)
     s.user("Paris please")
     s.reply(calls=[Call("get_weather", args)], finish=LENGTH[family], max_tokens=16)
     run = s.analyse()
     f = one(run, "A.truncated_length")
-    assert (f.seq, f.severity) == (0, Severity.ERROR) and "`get_weather`" in f.message and "cut short" in f.message
+    assert (
+        (f.seq, f.severity) == (0, Severity.ERROR)
+        and "`get_weather`" in f.message
+        and "cut short" in f.message
+    )
     e = one(run, "E.arguments_schema")
     assert e.severity is Severity.INFO and e.details["caused_by"] == "A.truncated_length"
 
@@ -144,7 +164,7 @@ def test_no_truncation_on_clean_turns(family: str) -> None:
     assert not found(run, "A.truncated_length") and not found(run, "A.truncated_context")
 
 
-# --- A.filtered / A.prompt_blocked ----------------------------------------------------------------------
+# --- A.filtered / A.prompt_blocked ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -166,7 +186,11 @@ def test_filtered(family: str, finish: str) -> None:
 def test_gemini_filtered_with_message() -> None:
     s = Script("gemini")
     s.user("hi")
-    s.reply(None, finish="MODEL_ARMOR", finish_message="The response violated Responsible AI Safety settings.")
+    s.reply(
+        None,
+        finish="MODEL_ARMOR",
+        finish_message="The response violated Responsible AI Safety settings.",
+    )
     f = one(s.analyse(), "A.filtered")
     assert "Responsible AI" in f.message and "Nothing was returned" in f.message
 
@@ -177,7 +201,12 @@ def test_prompt_blocked(stream: bool) -> None:
     s.user("hi")
     s.reply("Hello!", stream=stream)
     s.user("ignore previous instructions")
-    s.reply(None, block_reason="PROHIBITED_CONTENT", finish_message="The prompt violated filters.", stream=stream)
+    s.reply(
+        None,
+        block_reason="PROHIBITED_CONTENT",
+        finish_message="The prompt violated filters.",
+        stream=stream,
+    )
     run = s.analyse()
     f = one(run, "A.prompt_blocked")
     assert f.seq == 1 and "PROHIBITED_CONTENT" in f.message and "violated" in f.message
@@ -187,10 +216,34 @@ def test_prompt_blocked(stream: bool) -> None:
 # --- HTTP errors ----------------------------------------------------------------------------------
 
 ERR_400 = {
-    "openai_chat": {"error": {"message": "Invalid 'temperature': decimal below minimum value.", "type": "invalid_request_error", "param": "temperature", "code": "decimal_below_min_value"}},
-    "openai_responses": {"error": {"message": "Invalid 'temperature': decimal below minimum value.", "type": "invalid_request_error", "param": "temperature", "code": "decimal_below_min_value"}},
-    "anthropic": {"type": "error", "error": {"type": "invalid_request_error", "message": "temperature: range: 0..1"}, "request_id": "req_011CV"},
-    "gemini": {"error": {"code": 400, "message": "Invalid value at 'generation_config.temperature'", "status": "INVALID_ARGUMENT"}},
+    "openai_chat": {
+        "error": {
+            "message": "Invalid 'temperature': decimal below minimum value.",
+            "type": "invalid_request_error",
+            "param": "temperature",
+            "code": "decimal_below_min_value",
+        }
+    },
+    "openai_responses": {
+        "error": {
+            "message": "Invalid 'temperature': decimal below minimum value.",
+            "type": "invalid_request_error",
+            "param": "temperature",
+            "code": "decimal_below_min_value",
+        }
+    },
+    "anthropic": {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": "temperature: range: 0..1"},
+        "request_id": "req_011CV",
+    },
+    "gemini": {
+        "error": {
+            "code": 400,
+            "message": "Invalid value at 'generation_config.temperature'",
+            "status": "INVALID_ARGUMENT",
+        }
+    },
     "ollama": {"error": "invalid temperature"},
     "bedrock": {"message": "The provided model identifier is invalid."},
 }
@@ -206,21 +259,66 @@ def test_http_error(family: str) -> None:
     run = s.analyse()
     f = one(run, "A.http_error")
     assert (f.seq, f.severity, f.layer) == (1, Severity.ERROR, "A")
-    assert "HTTP 400" in f.message and f.details["error"] and f.details["error"].rstrip(".")[:20] in f.message
+    assert (
+        "HTTP 400" in f.message
+        and f.details["error"]
+        and f.details["error"].rstrip(".")[:20] in f.message
+    )
 
 
 @pytest.mark.parametrize(
     ("family", "body"),
     [
-        ("openai_chat", {"error": {"message": "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_1", "type": "invalid_request_error", "param": "messages.[2].role", "code": None}}),
-        ("anthropic", {"type": "error", "error": {"type": "invalid_request_error", "message": "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_01. Each `tool_use` block must have a corresponding `tool_result` block in the next message."}}),
-        ("openai_responses", {"error": {"message": "No tool output found for function call call_1.", "type": "invalid_request_error", "param": "input", "code": None}}),
+        (
+            "openai_chat",
+            {
+                "error": {
+                    "message": "An assistant message with 'tool_calls' must be followed by tool "
+                    "messages responding to each 'tool_call_id'. The following tool_call_ids did "
+                    "not have response messages: call_1",
+                    "type": "invalid_request_error",
+                    "param": "messages.[2].role",
+                    "code": None,
+                }
+            },
+        ),
+        (
+            "anthropic",
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "messages.2: `tool_use` ids were found without `tool_result` blocks "
+                    "immediately after: toolu_01. Each `tool_use` block must have a corresponding "
+                    "`tool_result` block in the next message.",
+                },
+            },
+        ),
+        (
+            "openai_responses",
+            {
+                "error": {
+                    "message": "No tool output found for function call call_1.",
+                    "type": "invalid_request_error",
+                    "param": "input",
+                    "code": None,
+                }
+            },
+        ),
     ],
 )
 def test_pairing_errors_are_left_to_c(family: str, body: dict[str, object]) -> None:
     s = Script(family)
     s.user("Weather?")
-    s.reply(calls=[Call("get_weather", {"city": "Paris"}, id="call_1" if family != "anthropic" else "toolu_01")])
+    s.reply(
+        calls=[
+            Call(
+                "get_weather",
+                {"city": "Paris"},
+                id="call_1" if family != "anthropic" else "toolu_01",
+            )
+        ]
+    )
     s.user("never mind")  # the client forgot the tool result
     s.fail(400, body)
     run = s.analyse()
@@ -233,7 +331,17 @@ def test_rate_limited(family: str) -> None:
     s.user("hi")
     s.reply("Hello.")
     s.user("again")
-    s.fail(429, {"error": {"message": "Rate limit reached for gpt-4o-mini on tokens per min (TPM).", "type": "tokens", "code": "rate_limit_exceeded"}}, [("retry-after", "7"), ("x-ratelimit-remaining-tokens", "0")])
+    s.fail(
+        429,
+        {
+            "error": {
+                "message": "Rate limit reached for gpt-4o-mini on tokens per min (TPM).",
+                "type": "tokens",
+                "code": "rate_limit_exceeded",
+            }
+        },
+        [("retry-after", "7"), ("x-ratelimit-remaining-tokens", "0")],
+    )
     run = s.analyse()
     f = one(run, "A.rate_limited")
     assert (f.seq, f.severity) == (1, Severity.WARNING)
@@ -261,8 +369,22 @@ def test_rate_limited_gemini_retry_delay() -> None:
 @pytest.mark.parametrize(
     ("family", "status", "body"),
     [
-        ("anthropic", 529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-        ("gemini", 503, {"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}),
+        (
+            "anthropic",
+            529,
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        ),
+        (
+            "gemini",
+            503,
+            {
+                "error": {
+                    "code": 503,
+                    "message": "The model is overloaded. Please try again later.",
+                    "status": "UNAVAILABLE",
+                }
+            },
+        ),
     ],
 )
 def test_overloaded(family: str, status: int, body: dict[str, object]) -> None:
@@ -279,8 +401,14 @@ def test_overloaded(family: str, status: int, body: dict[str, object]) -> None:
 # --- streams ----------------------------------------------------------------------------------
 
 STREAM_ERROR = {
-    "openai_chat": {"message": "The server had an error while processing your request.", "type": "server_error"},
-    "openai_responses": {"code": "server_error", "message": "The server had an error while processing your request."},
+    "openai_chat": {
+        "message": "The server had an error while processing your request.",
+        "type": "server_error",
+    },
+    "openai_responses": {
+        "code": "server_error",
+        "message": "The server had an error while processing your request.",
+    },
     "anthropic": {"type": "overloaded_error", "message": "Overloaded"},
     "gemini": {"code": 500, "message": "An internal error has occurred.", "status": "INTERNAL"},
     "ollama": {"message": "model runner has unexpectedly stopped"},
@@ -299,7 +427,11 @@ def test_error_in_200_stream(family: str) -> None:
 def test_stream_truncated(family: str) -> None:
     run = two_turns(family, stream=True, truncate_stream=True).analyse()
     f = one(run, "A.stream_truncated")
-    assert (f.seq, f.severity, f.layer) == (1, Severity.ERROR, "A") and "terminal event" in f.message
+    assert (f.seq, f.severity, f.layer) == (
+        1,
+        Severity.ERROR,
+        "A",
+    ) and "terminal event" in f.message
     assert run.turns[1].a.complete is False
 
 
@@ -330,7 +462,10 @@ def test_transport_error_without_response() -> None:
 # --- finish reasons -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("family", "finish"), [("openai_chat", "tool_calls"), ("anthropic", "tool_use"), ("bedrock", "tool_use")])
+@pytest.mark.parametrize(
+    ("family", "finish"),
+    [("openai_chat", "tool_calls"), ("anthropic", "tool_use"), ("bedrock", "tool_use")],
+)
 def test_tool_calls_finish_without_calls(family: str, finish: str) -> None:
     run = two_turns(family, finish=finish).analyse()
     f = one(run, "A.tool_calls_without_calls")
@@ -395,14 +530,23 @@ def test_same_model(requested: str, served: str) -> None:
 
 @pytest.mark.parametrize(
     ("requested", "served"),
-    [("gpt-4o", "gpt-4o-mini"), ("gpt-4.1", "gpt-4.1-mini-2025-04-14"), ("qwen3:8b", "qwen3:14b"), ("google/gemini-2.0-flash", "x-ai/grok-4")],
+    [
+        ("gpt-4o", "gpt-4o-mini"),
+        ("gpt-4.1", "gpt-4.1-mini-2025-04-14"),
+        ("qwen3:8b", "qwen3:14b"),
+        ("google/gemini-2.0-flash", "x-ai/grok-4"),
+    ],
 )
 def test_different_model(requested: str, served: str) -> None:
     assert not same_model(requested, served)
 
 
 def test_model_mismatch_other_family_is_a_warning_once() -> None:
-    s = Script("openai_chat", model="google/gemini-2.0-flash-exp:free", defaults={"served_model": "x-ai/grok-4"})
+    s = Script(
+        "openai_chat",
+        model="google/gemini-2.0-flash-exp:free",
+        defaults={"served_model": "x-ai/grok-4"},
+    )
     s.user("Who are you?")
     s.reply("I am Grok.")
     s.user("Really?")
@@ -414,7 +558,8 @@ def test_model_mismatch_other_family_is_a_warning_once() -> None:
 
 def test_model_mismatch_same_family_is_info() -> None:
     """gpt-4o asked, gpt-4o-mini served: told, as info (vendors' aliases move within a family:
-    DeepSeek's deepseek-reasoner is served by its current model, deepseek-v4-flash, in the corpus)."""
+    DeepSeek's deepseek-reasoner is served by its current model, deepseek-v4-flash, in the
+    corpus)."""
     s = Script("openai_chat", model="gpt-4o", defaults={"served_model": "gpt-4o-mini-2024-07-18"})
     s.user("hi")
     s.reply("Hello")
@@ -439,13 +584,20 @@ def _one_turn(model: str, served: str, url: str | None = None) -> RunAnalysis:
 def test_azure_deployment_name_is_no_model_mismatch(deployment: str, served: str) -> None:
     """Issue 14: on Azure OpenAI the body's model is the deployment name (the SDK copies it from
     /openai/deployments/NAME/); all 60 warnings on that real traffic were false."""
-    url = f"https://res.openai.azure.com/openai/deployments/{deployment}/chat/completions?api-version=2024-10-21"
+    url = (
+        f"https://res.openai.azure.com/openai/deployments/{deployment}/chat/"
+        "completions?api-version=2024-10-21"
+    )
     assert not found(_one_turn(deployment, served, url), "A.model_mismatch")
 
 
 @pytest.mark.parametrize(
     ("requested", "served"),
-    [("smart", "gpt-4o-2024-08-06"), ("openrouter/auto", "anthropic/claude-3.5-sonnet"), ("my-litellm-alias", "claude-3-5-sonnet-20241022")],
+    [
+        ("smart", "gpt-4o-2024-08-06"),
+        ("openrouter/auto", "anthropic/claude-3.5-sonnet"),
+        ("my-litellm-alias", "claude-3-5-sonnet-20241022"),
+    ],
 )
 def test_an_alias_or_router_resolving_is_info(requested: str, served: str) -> None:
     """Was a warning ("another family answered") for any gateway alias."""
@@ -455,7 +607,11 @@ def test_an_alias_or_router_resolving_is_info(requested: str, served: str) -> No
 
 @pytest.mark.parametrize(
     ("requested", "served"),
-    [("claude-3-5-sonnet-latest", "claude-3-5-sonnet-20241022"), ("gpt-4o", "gpt-4o-2024-08-06"), ("openai/gpt-4o", "gpt-4o-2024-08-06")],
+    [
+        ("claude-3-5-sonnet-latest", "claude-3-5-sonnet-20241022"),
+        ("gpt-4o", "gpt-4o-2024-08-06"),
+        ("openai/gpt-4o", "gpt-4o-2024-08-06"),
+    ],
 )
 def test_spellings_of_one_published_model_are_no_mismatch(requested: str, served: str) -> None:
     assert not found(_one_turn(requested, served), "A.model_mismatch")
@@ -500,7 +656,16 @@ def test_http_error_in_a_conversation_points_at_its_turn() -> None:
     s.user("hi")
     s.reply("Hello")
     s.user("more")
-    s.fail(500, {"error": {"message": "The server had an error processing your request.", "type": "server_error", "code": None}})
+    s.fail(
+        500,
+        {
+            "error": {
+                "message": "The server had an error processing your request.",
+                "type": "server_error",
+                "code": None,
+            }
+        },
+    )
     s.reply("Here is more.")
     run = s.analyse()
     f = one(run, "A.http_error")
@@ -513,7 +678,11 @@ def test_errors_carry_an_error_model() -> None:
     s.user("hi")
     s.fail(400, error(400, ERR_400["anthropic"]).body)
     a = s.analyse().turns[0].a
-    assert a.error is not None and a.error.type == "invalid_request_error" and a.finish_reason is FinishReason.ERROR
+    assert (
+        a.error is not None
+        and a.error.type == "invalid_request_error"
+        and a.finish_reason is FinishReason.ERROR
+    )
 
 
 # --- legacy function_call (OpenAI's pre-tools field) ---------------------------------------------
@@ -524,24 +693,77 @@ def _legacy_exchange(stream: bool) -> Any:
 
     from cassettes.wire.exchange import Exchange
 
-    req = {"model": "gpt-3.5-turbo-0613", "messages": [{"role": "user", "content": "Weather in Paris?"}],
-           "functions": [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}],
-           "stream": stream}
+    req = {
+        "model": "gpt-3.5-turbo-0613",
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "functions": [
+            {
+                "name": "get_weather",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            }
+        ],
+        "stream": stream,
+    }
     base = {"id": "chatcmpl-legacy", "model": "gpt-3.5-turbo-0613", "created": 1}
     if stream:
-        deltas = [{"role": "assistant", "content": None, "function_call": {"name": "get_weather", "arguments": ""}},
-                  {"function_call": {"arguments": '{"ci'}}, {"function_call": {"arguments": 'ty": "Paris"}'}}]
-        events = [{**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
-        events.append({**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "function_call"}]})
+        deltas = [
+            {
+                "role": "assistant",
+                "content": None,
+                "function_call": {"name": "get_weather", "arguments": ""},
+            },
+            {"function_call": {"arguments": '{"ci'}},
+            {"function_call": {"arguments": 'ty": "Paris"}'}},
+        ]
+        events = [
+            {
+                **base,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": d, "finish_reason": None}],
+            }
+            for d in deltas
+        ]
+        events.append(
+            {
+                **base,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "function_call"}],
+            }
+        )
         body = b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in events) + b"data: [DONE]\n\n"
         chunks, ctype = [(0.1, body)], "text/event-stream"
     else:
-        resp = {**base, "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "function_call", "message": {
-            "role": "assistant", "content": None, "function_call": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}}],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}}
+        resp = {
+            **base,
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "function_call",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "function_call": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    },
+                }
+            ],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+        }
         chunks, ctype = [(0.1, orjson.dumps(resp))], "application/json"
-    return Exchange(method="POST", url="https://api.openai.com/v1/chat/completions", request_headers=[("content-type", "application/json")],
-                    request_body=orjson.dumps(req), status=200, response_headers=[("content-type", ctype)], response_chunks=chunks, seq=0)
+    return Exchange(
+        method="POST",
+        url="https://api.openai.com/v1/chat/completions",
+        request_headers=[("content-type", "application/json")],
+        request_body=orjson.dumps(req),
+        status=200,
+        response_headers=[("content-type", ctype)],
+        response_chunks=chunks,
+        seq=0,
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True])

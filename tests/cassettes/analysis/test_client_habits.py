@@ -43,26 +43,70 @@ Json = dict[str, Any]
 
 
 def _fn(name: str, props: Json | None = None, required: Sequence[str] = ()) -> Json:
-    return {"type": "function", "name": name, "description": name, "strict": False,
-            "parameters": {"type": "object", "properties": props or {}, "required": list(required), "additionalProperties": False}}
+    return {
+        "type": "function",
+        "name": name,
+        "description": name,
+        "strict": False,
+        "parameters": {
+            "type": "object",
+            "properties": props or {},
+            "required": list(required),
+            "additionalProperties": False,
+        },
+    }
 
 
 #: Codex 0.169's tool groups as it sends them (names and shapes from a recording; descriptions cut).
 CODEX_NAMESPACES: list[Json] = [
-    {"type": "namespace", "name": "functions", "description": "Default tools.", "tools": [
-        {"type": "custom", "name": "exec", "description": "Run JavaScript code to orchestrate/compose tool calls",
-         "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}},
-        _fn("wait", {"cell_id": {"type": "string"}}, ["cell_id"])]},
-    {"type": "namespace", "name": "clock", "description": "Time.", "tools": [_fn("sleep", {"ms": {"type": "number"}})]},
-    {"type": "namespace", "name": "collaboration", "description": "Tools for spawning and managing sub-agents.", "tools": [
-        _fn("spawn_agent", {"task_name": {"type": "string"}, "message": {"type": "string", "encrypted": True},
-                            "fork_turns": {"type": "string"}}, ["task_name", "message"]),
-        _fn("wait_agent", {"timeout_ms": {"type": "number"}})]},
+    {
+        "type": "namespace",
+        "name": "functions",
+        "description": "Default tools.",
+        "tools": [
+            {
+                "type": "custom",
+                "name": "exec",
+                "description": "Run JavaScript code to orchestrate/compose tool calls",
+                "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+            },
+            _fn("wait", {"cell_id": {"type": "string"}}, ["cell_id"]),
+        ],
+    },
+    {
+        "type": "namespace",
+        "name": "clock",
+        "description": "Time.",
+        "tools": [_fn("sleep", {"ms": {"type": "number"}})],
+    },
+    {
+        "type": "namespace",
+        "name": "collaboration",
+        "description": "Tools for spawning and managing sub-agents.",
+        "tools": [
+            _fn(
+                "spawn_agent",
+                {
+                    "task_name": {"type": "string"},
+                    "message": {"type": "string", "encrypted": True},
+                    "fork_turns": {"type": "string"},
+                },
+                ["task_name", "message"],
+            ),
+            _fn("wait_agent", {"timeout_ms": {"type": "number"}}),
+        ],
+    },
 ]
 
 
-def _responses_turn(input_items: list[Json], prev: Exchange | None, *, text: str | None = None,
-                    call: tuple[str, Json] | None = None, top_tools: list[Json] | None = None) -> Exchange:
+def _responses_turn(
+    input_items: list[Json],
+    prev: Exchange | None,
+    *,
+    text: str | None = None,
+    call: tuple[str, Json] | None = None,
+    top_tools: list[Json] | None = None,
+) -> Exchange:
     """A Responses round trip as Codex makes it: ``input`` holds only the new items when ``prev``
     is given (``previous_response_id`` its response's id); ``store`` off; a namespaced call
     carries its ``namespace`` as the API sends it."""
@@ -85,22 +129,54 @@ def _responses_turn(input_items: list[Json], prev: Exchange | None, *, text: str
 
 
 def _call_id(ex: Exchange) -> str:
-    return str(next(i["call_id"] for i in orjson.loads(ex.response_body)["output"] if i["type"] == "function_call"))
+    return str(
+        next(
+            i["call_id"]
+            for i in orjson.loads(ex.response_body)["output"]
+            if i["type"] == "function_call"
+        )
+    )
 
 
-def _codex_run(*, in_namespace: bool, second: str = "wait_agent", top_level: bool = False) -> list[Exchange]:
+def _codex_run(
+    *, in_namespace: bool, second: str = "wait_agent", top_level: bool = False
+) -> list[Exchange]:
     """Codex's main loop: spawn_agent, then ``second`` (wait_agent), then the answer; the tools
     offered once in the first turn's additional_tools item (or, ``top_level``, in ``tools`` on
     every turn)."""
     tools_item = {"type": "additional_tools", "role": "developer", "tools": CODEX_NAMESPACES}
-    opening = [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]},
-               {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "What is the weather in Paris?"}]}]
+    opening = [
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": "You are Codex."}],
+        },
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "What is the weather in Paris?"}],
+        },
+    ]
     top = CODEX_NAMESPACES if top_level else None
-    first = _responses_turn(([] if top_level or not in_namespace else [tools_item]) + opening, None,
-                            call=("spawn_agent", {"task_name": "weather", "message": "Find the weather in Paris."}), top_tools=top)
-    out1 = {"type": "function_call_output", "call_id": _call_id(first), "output": '{"task_name":"/root/weather"}'}
-    second_turn = _responses_turn([out1], first, call=(second, {"timeout_ms": 10000}), top_tools=top)
-    out2 = {"type": "function_call_output", "call_id": _call_id(second_turn), "output": '{"message":"Wait completed.","timed_out":false}'}
+    first = _responses_turn(
+        ([] if top_level or not in_namespace else [tools_item]) + opening,
+        None,
+        call=("spawn_agent", {"task_name": "weather", "message": "Find the weather in Paris."}),
+        top_tools=top,
+    )
+    out1 = {
+        "type": "function_call_output",
+        "call_id": _call_id(first),
+        "output": '{"task_name":"/root/weather"}',
+    }
+    second_turn = _responses_turn(
+        [out1], first, call=(second, {"timeout_ms": 10000}), top_tools=top
+    )
+    out2 = {
+        "type": "function_call_output",
+        "call_id": _call_id(second_turn),
+        "output": '{"message":"Wait completed.","timed_out":false}',
+    }
     last = _responses_turn([out2], second_turn, text="It is sunny in Paris.", top_tools=top)
     return [first, second_turn, last]
 
@@ -128,14 +204,33 @@ def test_a_tool_in_no_namespace_is_still_not_offered() -> None:
 
 
 def test_namespaces_inside_a_tool_search_output_are_offered() -> None:
-    """Tools a tool search loaded (a ``tool_search_output`` item, namespaces inside) count as offered."""
-    loaded = {"type": "tool_search_output", "call_id": "ts_1", "status": "completed", "execution": "client",
-              "tools": [CODEX_NAMESPACES[2]]}
-    opening = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Spawn a helper."}]}, loaded]
-    first = _responses_turn(opening, None, call=("spawn_agent", {"task_name": "w", "message": "Find the weather in Paris."}),
-                            top_tools=[{"type": "tool_search"}])
+    """Tools a tool search loaded (a ``tool_search_output`` item, namespaces inside) count as
+    offered."""
+    loaded = {
+        "type": "tool_search_output",
+        "call_id": "ts_1",
+        "status": "completed",
+        "execution": "client",
+        "tools": [CODEX_NAMESPACES[2]],
+    }
+    opening = [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "Spawn a helper."}],
+        },
+        loaded,
+    ]
+    first = _responses_turn(
+        opening,
+        None,
+        call=("spawn_agent", {"task_name": "w", "message": "Find the weather in Paris."}),
+        top_tools=[{"type": "tool_search"}],
+    )
     out1 = {"type": "function_call_output", "call_id": _call_id(first), "output": "{}"}
-    second = _responses_turn([out1], first, call=("wait_agent", {}), top_tools=[{"type": "tool_search"}])
+    second = _responses_turn(
+        [out1], first, call=("wait_agent", {}), top_tools=[{"type": "tool_search"}]
+    )
     assert serious(run_of([first, second])) == []
 
 
@@ -149,12 +244,47 @@ def _codex_sub_agent(payload: str) -> Exchange:
     tools_item = {"type": "additional_tools", "role": "developer", "tools": CODEX_NAMESPACES}
     items = [
         tools_item,
-        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]},
-        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<multi_agent_role>You are an agent in a team of agents.</multi_agent_role>"}]},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>\n  <cwd>/work</cwd>\n  <shell>bash</shell>\n</environment_context>"}]},
-        {"type": "agent_message", "id": "amsg_1", "author": "/root", "recipient": "/root/weather",
-         "content": [{"type": "input_text", "text": "Message Type: NEW_TASK\nTask name: /root/weather\nSender: /root\nPayload:\n"},
-                     {"type": "encrypted_content", "encrypted_content": payload}]},
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": "You are Codex."}],
+        },
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [
+                {
+                    "type": "input_text",
+                    "text": "<multi_agent_role>You are an agent in a team of "
+                    "agents.</multi_agent_role>",
+                }
+            ],
+        },
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {
+                    "type": "input_text",
+                    "text": "<environment_context>\n  <cwd>/work</cwd>\n  "
+                    "<shell>bash</shell>\n</environment_context>",
+                }
+            ],
+        },
+        {
+            "type": "agent_message",
+            "id": "amsg_1",
+            "author": "/root",
+            "recipient": "/root/weather",
+            "content": [
+                {
+                    "type": "input_text",
+                    "text": "Message Type: NEW_TASK\nTask name: /root/weather\nSender: "
+                    "/root\nPayload:\n",
+                },
+                {"type": "encrypted_content", "encrypted_content": payload},
+            ],
+        },
     ]
     return _responses_turn(items, None, text="Paris: sunny, 21 C.")
 
@@ -186,27 +316,47 @@ BASH = Call("Bash", {"command": "ls", "description": "List files"})
 
 def _summary(args: Json, separators: tuple[str, str]) -> AgentScript:
     label = AgentScript("anthropic", system=SUMMARY_SYSTEM, tools=())
-    label.user(f"Tools completed:\n\nTool: Bash\nInput: {json.dumps(args, separators=separators)}\nOutput: README.md\n\nLabel:")
+    label.user(
+        f"Tools completed:\n\nTool: Bash\nInput: {json.dumps(args, separators=separators)}"
+        "\nOutput: README.md\n\nLabel:"
+    )
     label.reply("Listed files")
     return label
 
 
 @pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")], ids=["compact", "spaced"])
-def test_summary_of_a_short_bash_call_is_a_side_call_of_its_turn(separators: tuple[str, str]) -> None:
+def test_summary_of_a_short_bash_call_is_a_side_call_of_its_turn(
+    separators: tuple[str, str],
+) -> None:
     from scenarios import Tool
 
-    bash = Tool("Bash", {"type": "object", "properties": {"command": {"type": "string"}, "description": {"type": "string"}}, "required": ["command"]})
+    bash = Tool(
+        "Bash",
+        {
+            "type": "object",
+            "properties": {"command": {"type": "string"}, "description": {"type": "string"}},
+            "required": ["command"],
+        },
+    )
     main = AgentScript("anthropic", system="You are Claude Code.", tools=(bash,))
     main.user("What is in this folder?")
     main.reply(calls=[copy.copy(BASH)])
     main.results("README.md")
     main.reply("One file: README.md.")
-    run = run_of([main.exchanges[0], _summary(BASH.args, separators).exchanges[0], main.exchanges[1]])
+    run = run_of(
+        [main.exchanges[0], _summary(BASH.args, separators).exchanges[0], main.exchanges[1]]
+    )
     assert [c.turns for c in run.conversations] == [[0, 2], [1]]
     assert (conv_of(run, 1).branch, conv_of(run, 1).parent_seq) == ("side_call", 0)
     assert serious(run) == []
     # the twin: a summary of a call this run never made links to nothing
-    run = run_of([main.exchanges[0], _summary({"command": "pwd", "description": "Where am I"}, separators).exchanges[0], main.exchanges[1]])
+    run = run_of(
+        [
+            main.exchanges[0],
+            _summary({"command": "pwd", "description": "Where am I"}, separators).exchanges[0],
+            main.exchanges[1],
+        ]
+    )
     assert (conv_of(run, 1).branch, conv_of(run, 1).parent_seq) == (None, None)
 
 
@@ -220,7 +370,8 @@ def _again(ex: Exchange) -> Exchange:
     return rep
 
 
-@pytest.mark.parametrize("family", [f for f in FAMILIES if f not in ("gemini", "ollama")])  # APIs with call ids
+# APIs with call ids
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f not in ("gemini", "ollama")])
 def test_a_repeated_request_stays_with_the_conversation_its_ids_pair_with(family: str) -> None:
     """Agent A's second request sent again after A went on; B, started alike, waits. The repeat's
     tool-call ids are A's: it belongs to A (its history rewritten back to that point), not to B."""
@@ -244,22 +395,45 @@ def test_a_repeated_request_stays_with_the_conversation_its_ids_pair_with(family
     assert [c.turns for c in run.conversations] == [[0, 2, 3], [1, 4]]
 
 
-# --- the Vercel AI SDK over Responses, store on: the model's items referred to by id ---------------
+# --- the Vercel AI SDK over Responses, store on: the model's items referred to by id --------------
 
 
 def _vercel_loop(ref: Any, *, reasoning_ref: bool = True) -> list[Exchange]:
     """@ai-sdk/openai's Responses input with ``store`` on (its default): the model's messages and
     reasoning items go back as ``{"type": "item_reference", "id": …}``; function calls are sent
     whole (their outputs pair by call_id). ``ref(item)`` is what the client sends for an item."""
-    user = {"role": "user", "content": [{"type": "input_text", "text": "What is the weather in Paris?"}]}
-    first = openai_responses_turn([user], None, [Call("get_weather", {"city": "Paris"})], reasoning="Look it up.", tools=[WEATHER])
+    user = {
+        "role": "user",
+        "content": [{"type": "input_text", "text": "What is the weather in Paris?"}],
+    }
+    first = openai_responses_turn(
+        [user],
+        None,
+        [Call("get_weather", {"city": "Paris"})],
+        reasoning="Look it up.",
+        tools=[WEATHER],
+    )
     resp1 = orjson.loads(first.response_body)
     rs, fc = resp1["output"][0], resp1["output"][1]
-    hist = [user, ref(rs) if reasoning_ref else rs, {"type": "function_call", "call_id": fc["call_id"], "name": fc["name"], "arguments": fc["arguments"], "id": fc["id"]},
-            {"type": "function_call_output", "call_id": fc["call_id"], "output": "sunny, 21 C"}]
+    hist = [
+        user,
+        ref(rs) if reasoning_ref else rs,
+        {
+            "type": "function_call",
+            "call_id": fc["call_id"],
+            "name": fc["name"],
+            "arguments": fc["arguments"],
+            "id": fc["id"],
+        },
+        {"type": "function_call_output", "call_id": fc["call_id"], "output": "sunny, 21 C"},
+    ]
     second = openai_responses_turn(hist, "It is sunny in Paris.", tools=[WEATHER])
     msg = orjson.loads(second.response_body)["output"][0]
-    hist2 = [*hist, ref(msg), {"role": "user", "content": [{"type": "input_text", "text": "And tomorrow?"}]}]
+    hist2 = [
+        *hist,
+        ref(msg),
+        {"role": "user", "content": [{"type": "input_text", "text": "And tomorrow?"}]},
+    ]
     third = openai_responses_turn(hist2, "Rain tomorrow.", tools=[WEATHER])
     for ex in (first, second, third):
         edit_request(ex, lambda body: body.update(store=True))
@@ -285,7 +459,15 @@ def test_vercel_items_sent_whole_clean_twin() -> None:
 
 def test_a_reference_to_another_item_is_still_not_echoed() -> None:
     """The bug twin: the client refers to an item the model never gave this conversation."""
-    run = run_of(_vercel_loop(lambda item: {"type": "item_reference", "id": "msg_" + "0" * 24} if item.get("type") == "message" else _reference(item)))
+    run = run_of(
+        _vercel_loop(
+            lambda item: (
+                {"type": "item_reference", "id": "msg_" + "0" * 24}
+                if item.get("type") == "message"
+                else _reference(item)
+            )
+        )
+    )
     assert ("C.assistant_not_echoed", 2) in serious(run), serious(run)
 
 
@@ -309,7 +491,9 @@ def _rewrap(family: str) -> Any:
                     m["content"] = [{"type": "text", "text": m["content"]}]
                 for blk in m["content"]:
                     if blk["type"] == "tool_result" and isinstance(blk["content"], str):
-                        blk.update(content=[{"type": "text", "text": blk["content"]}], is_error=None)
+                        blk.update(
+                            content=[{"type": "text", "text": blk["content"]}], is_error=None
+                        )
         else:
             for m in b["input"]:
                 if m.get("role") == "user" and isinstance(m.get("content"), str):
@@ -341,7 +525,9 @@ def test_equal_encodings_of_the_history_are_no_change(family: str, change: str) 
             elif family == "anthropic":
                 b["messages"][2]["content"][0]["content"] = [{"type": "text", "text": "cloudy"}]
             else:
-                next(i for i in b["input"] if i.get("type") == "function_call_output")["output"] = "cloudy"
+                next(i for i in b["input"] if i.get("type") == "function_call_output")["output"] = (
+                    "cloudy"
+                )
 
         edit_request(s.exchanges[2], reword)
     run = run_of(s.exchanges)

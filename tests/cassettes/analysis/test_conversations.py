@@ -51,7 +51,9 @@ def links(run: RunAnalysis) -> list[str]:
     return [run.turns[s].c.link for s in sorted(run.turns)]
 
 
-def chat(family: str, question: str, answers: Sequence[str], follow_ups: Sequence[str], **kw: Any) -> AgentScript:
+def chat(
+    family: str, question: str, answers: Sequence[str], follow_ups: Sequence[str], **kw: Any
+) -> AgentScript:
     """A plain question/answer conversation: ``len(answers)`` turns."""
     s = AgentScript(family, **kw)
     s.user(question)
@@ -81,7 +83,8 @@ def test_interleaved_conversations_are_separated(family: str) -> None:
     b.user("And tomorrow?")
     a.reply("Cloudy.")
     b.reply("Still snowing.")
-    order = [x for pair in zip(a.exchanges, b.exchanges, strict=True) for x in pair]  # A1 B1 A2 B2 A3 B3
+    # A1 B1 A2 B2 A3 B3
+    order = [x for pair in zip(a.exchanges, b.exchanges, strict=True) for x in pair]
     run = run_of(order)
     assert threads(run) == [[0, 2, 4], [1, 3, 5]]
     assert links(run) == ["start", "start", "extends", "extends", "extends", "extends"]
@@ -91,9 +94,14 @@ def test_interleaved_conversations_are_separated(family: str) -> None:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_identical_openings_separate_at_the_first_echoed_answer(family: str) -> None:
-    """Two runs of the same agent on the same input (a benchmark, n=2): they diverge with the answers."""
-    a = chat(family, "Suggest a name for a cat.", ["Mochi.", "Because it is sweet and round."], ["Why?"])
-    b = chat(family, "Suggest a name for a cat.", ["Luna.", "Because cats love the night."], ["Why?"])
+    """Two runs of the same agent on the same input (a benchmark, n=2): they diverge with the
+    answers."""
+    a = chat(
+        family, "Suggest a name for a cat.", ["Mochi.", "Because it is sweet and round."], ["Why?"]
+    )
+    b = chat(
+        family, "Suggest a name for a cat.", ["Luna.", "Because cats love the night."], ["Why?"]
+    )
     run = run_of([a.exchanges[0], b.exchanges[0], b.exchanges[1], a.exchanges[1]])
     assert threads(run) == [[0, 3], [1, 2]]
     assert links(run) == ["start", "start", "extends", "extends"]
@@ -103,7 +111,9 @@ def test_identical_openings_separate_at_the_first_echoed_answer(family: str) -> 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_many_parallel_conversations(family: str) -> None:
-    scripts = [chat(family, f"Task {i}: count to {i}.", [f"{i}.", "Done."], ["Again?"]) for i in range(5)]
+    scripts = [
+        chat(family, f"Task {i}: count to {i}.", [f"{i}.", "Done."], ["Again?"]) for i in range(5)
+    ]
     order = [s.exchanges[0] for s in scripts] + [s.exchanges[1] for s in reversed(scripts)]
     run = run_of(order)
     assert sorted(threads(run)) == sorted([[i, 9 - i] for i in range(5)])
@@ -114,7 +124,9 @@ def test_many_parallel_conversations(family: str) -> None:
 WITH_IDS = ("openai_chat", "openai_responses", "anthropic", "bedrock")
 
 
-def _weather_agent(family: str, turns: int = 4, *, same_ids: bool = False, bug: str | None = None) -> tuple[AgentScript, int | None]:
+def _weather_agent(
+    family: str, turns: int = 4, *, same_ids: bool = False, bug: str | None = None
+) -> tuple[AgentScript, int | None]:
     """One of many agents started with the same prompt: ``turns`` tool-using turns and a final
     answer, the same calls and results as every other agent. ``bug`` makes turn 2's request carry
     a client bug; returns the script and the index of the turn whose request has it."""
@@ -123,13 +135,22 @@ def _weather_agent(family: str, turns: int = 4, *, same_ids: bool = False, bug: 
     bug_turn = None
     for t in range(turns):
         ids = (f"call_{2 * t}", f"call_{2 * t + 1}") if same_ids else (None, None)
-        paris, rome = Call("get_weather", {"city": "Paris", "day": t}, id=ids[0]), Call("get_weather", {"city": "Rome", "day": t}, id=ids[1])
+        paris, rome = (
+            Call("get_weather", {"city": "Paris", "day": t}, id=ids[0]),
+            Call("get_weather", {"city": "Rome", "day": t}, id=ids[1]),
+        )
         s.reply(calls=[paris, rome], echo=not (bug == "no_echo" and t == 1))
         if bug == "dropped" and t == 1:
             s.results_for((paris, "sunny"))
             bug_turn = t + 1
         elif bug == "wrong_id" and t == 1:
-            s.results_for((Call("get_weather", paris.args, id=f"{paris.id}x" if paris.id else "wrong"), "sunny"), (rome, "rain"))
+            s.results_for(
+                (
+                    Call("get_weather", paris.args, id=f"{paris.id}x" if paris.id else "wrong"),
+                    "sunny",
+                ),
+                (rome, "rain"),
+            )
             bug_turn = t + 1
         else:
             s.results("sunny", "rain")
@@ -139,7 +160,9 @@ def _weather_agent(family: str, turns: int = 4, *, same_ids: bool = False, bug: 
     return s, bug_turn
 
 
-def _interleave(scripts: Sequence[AgentScript], seed: int) -> tuple[list[Exchange], list[tuple[int, int]]]:
+def _interleave(
+    scripts: Sequence[AgentScript], seed: int
+) -> tuple[list[Exchange], list[tuple[int, int]]]:
     """Every script's round trips in its own order, the scripts interleaved at random; returns the
     order and, per position, (agent, turn)."""
     import random
@@ -190,18 +213,26 @@ def test_the_same_ids_in_every_agent_is_said_to_be_ambiguous(family: str, n: int
     scripts = [_weather_agent(family, same_ids=True)[0] for _ in range(n)]
     order, _ = _interleave(scripts, 7)
     run = run_of(order)
-    assert len(run.conversations) == n and sorted(len(c.turns) for c in run.conversations) == [5] * n
+    assert (
+        len(run.conversations) == n and sorted(len(c.turns) for c in run.conversations) == [5] * n
+    )
     assert [f for f in run.findings if f.severity != "info"] == []
     notes = [f for f in run.findings if f.code == "C.thread_ambiguous"]
     assert notes and all("X-Looptap-Conversation" in f.message for f in notes)
 
 
-BUG_CODES = {"dropped": "C.dropped_tool_result", "wrong_id": "C.wrong_tool_call_id", "no_echo": "C.assistant_not_echoed"}
+BUG_CODES = {
+    "dropped": "C.dropped_tool_result",
+    "wrong_id": "C.wrong_tool_call_id",
+    "no_echo": "C.assistant_not_echoed",
+}
 
 
 @pytest.mark.parametrize("bug", sorted(BUG_CODES))
 @pytest.mark.parametrize("family", WITH_IDS)
-def test_a_client_bug_in_one_of_many_alike_agents_is_found_on_that_agent(family: str, bug: str) -> None:
+def test_a_client_bug_in_one_of_many_alike_agents_is_found_on_that_agent(
+    family: str, bug: str
+) -> None:
     n = 4
     scripts = [_weather_agent(family)[0] for _ in range(n - 1)]
     buggy, bug_turn = _weather_agent(family, bug=bug)
@@ -211,45 +242,78 @@ def test_a_client_bug_in_one_of_many_alike_agents_is_found_on_that_agent(family:
         run = run_of(order)
         assert len(run.conversations) == n, (seed, _grouping(run, who))
         assert _grouping(run, who) == [[(a, t) for t in range(5)] for a in range(n)], seed
-        bad = [(who[f.seq], f.code) for f in run.findings if f.severity != "info" and f.seq is not None]
+        bad = [
+            (who[f.seq], f.code) for f in run.findings if f.severity != "info" and f.seq is not None
+        ]
         assert bad, seed
-        assert {w for w, _ in bad} == {(2, bug_turn)}, (seed, bad)  # on the buggy agent's turn, nowhere else
+        # on the buggy agent's turn, nowhere else
+        assert {w for w, _ in bad} == {(2, bug_turn)}, (seed, bad)
         assert BUG_CODES[bug] in {code for _, code in bad}, (seed, bad)
 
 
 REJECTED = {
-    "openai_chat": "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {id}",
-    "anthropic": "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: {id}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+    "openai_chat": "An assistant message with 'tool_calls' must be followed by tool messages "
+    "responding to each 'tool_call_id'. The following tool_call_ids did not have response "
+    "messages: {id}",
+    "anthropic": "messages.2: `tool_use` ids were found without `tool_result` blocks immediately "
+    "after: {id}. Each `tool_use` block must have a corresponding `tool_result` block in the next "
+    "message.",
 }
 
 
 @pytest.mark.parametrize("family", sorted(REJECTED))
-def test_a_rejected_request_of_one_of_many_alike_agents_is_blamed_on_its_own_turn(family: str) -> None:
+def test_a_rejected_request_of_one_of_many_alike_agents_is_blamed_on_its_own_turn(
+    family: str,
+) -> None:
     """One of four alike agents drops a result; the API rejects it with a pairing 400 and the agent
     gives up. The 400 is that agent's, and blames the turn whose call it left unanswered."""
     scripts = [_weather_agent(family)[0] for _ in range(3)]
     bad = AgentScript(family, system="You are a weather agent.")
     bad.user("Weather in Paris and Rome for the next days?")
     for t in range(2):
-        paris, rome = Call("get_weather", {"city": "Paris", "day": t}), Call("get_weather", {"city": "Rome", "day": t})
+        paris, rome = (
+            Call("get_weather", {"city": "Paris", "day": t}),
+            Call("get_weather", {"city": "Rome", "day": t}),
+        )
         bad.reply(calls=[paris, rome])
         if t == 0:
             bad.results("sunny", "rain")
     bad.results_for((paris, "sunny"))
-    body = {"error": {"message": REJECTED[family].format(id=rome.id), "type": "invalid_request_error", "param": None, "code": None}}
+    body = {
+        "error": {
+            "message": REJECTED[family].format(id=rome.id),
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    }
     if family == "anthropic":
-        body = {"type": "error", "error": {"type": "invalid_request_error", "message": REJECTED[family].format(id=rome.id)}}
+        body = {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": REJECTED[family].format(id=rome.id),
+            },
+        }
     bad.fail(400, body)
     scripts.insert(1, bad)
     for seed in range(4):
         order, who = _interleave(scripts, seed)
         run = run_of(order)
         assert len(run.conversations) == 4, seed
-        flagged = [(who[f.seq], f.code, f.related_turn) for f in run.findings if f.severity != "info" and f.seq is not None]
+        flagged = [
+            (who[f.seq], f.code, f.related_turn)
+            for f in run.findings
+            if f.severity != "info" and f.seq is not None
+        ]
         # the dropped result is the root cause; the API's pairing 400 is folded under it (info)
         assert ((1, 2), "C.dropped_tool_result", 1) in flagged, (seed, flagged)
         (pairing,) = [f for f in run.findings if f.code == "C.pairing_error"]
-        assert who[pairing.seq] == (1, 2) and pairing.related_turn == 1 and pairing.details["caused_by"] == "C.dropped_tool_result"
+        assert (
+            who[pairing.seq] == (1, 2)
+            and pairing.related_turn == 1
+            and pairing.details["caused_by"] == "C.dropped_tool_result"
+        )
         assert {w for w, _, _ in flagged} == {(1, 2)}, (seed, flagged)
 
 
@@ -280,7 +344,9 @@ def test_sub_agent_is_its_own_conversation(family: str) -> None:
     main.user("Plan a weekend in Paris.")
     research = Call("get_weather", {"city": "Paris"})
     main.reply(calls=[research])
-    sub = AgentScript(family, system="You are a research sub-agent. Answer with facts only.", tools=())
+    sub = AgentScript(
+        family, system="You are a research sub-agent. Answer with facts only.", tools=()
+    )
     sub.user("Find the weather in Paris this weekend.")
     sub.reply("Sunny, 21C on Saturday; showers on Sunday.")
     main.results("Sunny, 21C on Saturday; showers on Sunday.")
@@ -295,22 +361,51 @@ TASK = Tool(
     "Task",
     {
         "type": "object",
-        "properties": {"description": {"type": "string"}, "prompt": {"type": "string"}, "subagent_type": {"type": "string"}},
+        "properties": {
+            "description": {"type": "string"},
+            "prompt": {"type": "string"},
+            "subagent_type": {"type": "string"},
+        },
         "required": ["description", "prompt"],
     },
     "Launch a sub-agent.",
 )
-TRANSFER = Tool("transfer_to_booking_agent", {"type": "object", "properties": {}}, "Hand off to the booking agent.")
-BOOK = Tool("book_table", {"type": "object", "properties": {"restaurant": {"type": "string"}}, "required": ["restaurant"]}, "Book a table.")
+TRANSFER = Tool(
+    "transfer_to_booking_agent",
+    {"type": "object", "properties": {}},
+    "Hand off to the booking agent.",
+)
+BOOK = Tool(
+    "book_table",
+    {
+        "type": "object",
+        "properties": {"restaurant": {"type": "string"}},
+        "required": ["restaurant"],
+    },
+    "Book a table.",
+)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_task_sub_agent_is_linked_to_the_call_that_started_it(family: str) -> None:
     """Claude Code's Task tool: the sub-agent's first words are the prompt the call asked for."""
     prompt = "Find the weather in Paris this weekend and report it in two lines."
-    main = AgentScript(family, system="You are a travel planner. Delegate research.", tools=(WEATHER, TASK))
+    main = AgentScript(
+        family, system="You are a travel planner. Delegate research.", tools=(WEATHER, TASK)
+    )
     main.user("Plan a weekend in Paris.")
-    main.reply(calls=[Call("Task", {"description": "Paris weather", "prompt": prompt, "subagent_type": "general-purpose"})])
+    main.reply(
+        calls=[
+            Call(
+                "Task",
+                {
+                    "description": "Paris weather",
+                    "prompt": prompt,
+                    "subagent_type": "general-purpose",
+                },
+            )
+        ]
+    )
     sub = AgentScript(family, system="You are a research sub-agent.", tools=(WEATHER,))
     sub.user(prompt)
     sub.reply(calls=[Call("get_weather", {"city": "Paris"})])
@@ -321,18 +416,34 @@ def test_task_sub_agent_is_linked_to_the_call_that_started_it(family: str) -> No
     other = AgentScript(family, system="You are a research sub-agent.", tools=(WEATHER,))
     other.user("Find the weather in Rome this weekend and report it in two lines.")
     other.reply("Sunny.")
-    run = run_of([main.exchanges[0], sub.exchanges[0], other.exchanges[0], sub.exchanges[1], main.exchanges[1]])
+    run = run_of(
+        [
+            main.exchanges[0],
+            sub.exchanges[0],
+            other.exchanges[0],
+            sub.exchanges[1],
+            main.exchanges[1],
+        ]
+    )
     assert threads(run) == [[0, 4], [1, 3], [2]]
     by_id = {c.id: c for c in run.conversations}
-    assert (by_id[run.turns[1].conversation].parent_seq, by_id[run.turns[1].conversation].branch) == (0, "sub_agent")
-    assert by_id[run.turns[2].conversation].parent_seq is None  # a prompt nobody asked for: no parent
+    assert (
+        by_id[run.turns[1].conversation].parent_seq,
+        by_id[run.turns[1].conversation].branch,
+    ) == (0, "sub_agent")
+    # a prompt nobody asked for: no parent
+    assert by_id[run.turns[2].conversation].parent_seq is None
     assert [f for f in run.findings if f.severity != "info"] == []
     from cassettes.views.view import analysis_lines
 
     shown = "\n".join(analysis_lines(run))
     sub_conv = by_id[run.turns[1].conversation]
-    assert sub_conv.title == "Find the weather in Paris this weekend and report it in…"  # cut at a word, ≤ 60
-    assert f"conversation {sub_conv.id} “{sub_conv.title}” ({family}, 2 turns, sub-agent of #0)" in shown
+    # cut at a word, ≤ 60
+    assert sub_conv.title == "Find the weather in Paris this weekend and report it in…"
+    assert (
+        f"conversation {sub_conv.id} “{sub_conv.title}” ({family}, 2 turns, sub-agent of #0)"
+        in shown
+    )
     assert by_id[run.turns[0].conversation].title == "Plan a weekend in Paris."
 
 
@@ -354,9 +465,13 @@ def test_handoff_continues_the_conversation_under_the_next_agent(family: str) ->
     run = run_of([triage.exchanges[0], *booking.exchanges])
     assert threads(run) == [[0, 1, 2]]
     assert links(run) == ["start", "extends", "extends"]
-    assert [p.call_id for p in run.turns[1].c.pairings if p.in_history] == [run.turns[0].e.tool_calls[0].id]
+    assert [p.call_id for p in run.turns[1].c.pairings if p.in_history] == [
+        run.turns[0].e.tool_calls[0].id
+    ]
     # Only the true note that the new instructions and tools start the prompt cache afresh.
-    assert {(f.code, f.severity, f.seq) for f in run.findings} <= {("C.cache_prefix_broken", "info", 1)}
+    assert {(f.code, f.severity, f.seq) for f in run.findings} <= {
+        ("C.cache_prefix_broken", "info", 1)
+    }
     # The same history under another agent that asks for something of its own (a summary) is a
     # side call, branched from the turn whose history it read.
     summary = AgentScript(family, system="Summarise the conversation.", tools=())
@@ -377,7 +492,9 @@ def test_sub_agent_given_the_users_words_is_its_own_conversation(family: str) ->
     main.reply(calls=[Call("get_weather", {"city": "Paris"})])
     main.results("sunny")
     main.reply("Here is your plan.")
-    sub = AgentScript(family, system="You are a critic. List what is missing from the plan.", tools=())
+    sub = AgentScript(
+        family, system="You are a critic. List what is missing from the plan.", tools=()
+    )
     sub.user("Plan a weekend in Paris.")
     sub.reply("Restaurants are missing.")
     run = run_of([main.exchanges[0], main.exchanges[1], sub.exchanges[0]])
@@ -413,10 +530,13 @@ def test_summary_side_call_over_the_full_history(family: str) -> None:
     main.user("And a restaurant?")
     main.reply("Le Comptoir.")
     run = run_of([main.exchanges[0], side.exchanges[0], main.exchanges[1]])
-    assert run.turns[2].conversation == run.turns[0].conversation and run.turns[2].c.link == "extends"
+    assert (
+        run.turns[2].conversation == run.turns[0].conversation and run.turns[2].c.link == "extends"
+    )
     assert run.turns[1].conversation != run.turns[0].conversation
     side_conv = next(c for c in run.conversations if c.id == run.turns[1].conversation)
-    assert (side_conv.parent_seq, side_conv.branch) == (0, "side_call")  # branched from the turn it summarised
+    # branched from the turn it summarised
+    assert (side_conv.parent_seq, side_conv.branch) == (0, "side_call")
     assert c_codes(run) == []
 
 
@@ -444,7 +564,9 @@ def test_header_joins_what_content_would_separate(family: str) -> None:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_header_separates_what_content_would_join(family: str) -> None:
     """Two sessions whose histories are identical so far stay apart when labelled apart."""
-    a = chat(family, "Hi", ["Hello!", "Fine."], ["How are you?"], request_headers=[(HEADER, "alice")])
+    a = chat(
+        family, "Hi", ["Hello!", "Fine."], ["How are you?"], request_headers=[(HEADER, "alice")]
+    )
     b = chat(family, "Hi", ["Hello!", "Fine."], ["How are you?"], request_headers=[(HEADER, "bob")])
     run = run_of([a.exchanges[0], b.exchanges[0], a.exchanges[1], b.exchanges[1]])
     assert threads(run) == [[0, 2], [1, 3]]
@@ -478,11 +600,19 @@ def _response_id(ex: Exchange) -> str:
 def _chained(*, answer: bool) -> tuple[list[Exchange], Call]:
     """Stateful Responses: turn 1 sends only the new items and points at turn 0's response."""
     call = Call("get_weather", {"city": "Paris"})
-    t0 = openai_responses_turn([openai_responses_user("Weather in Paris?")], None, [call], tools=[WEATHER])
-    new = openai_responses_results([(call, "sunny")]) if answer else [openai_responses_user("Never mind.")]
+    t0 = openai_responses_turn(
+        [openai_responses_user("Weather in Paris?")], None, [call], tools=[WEATHER]
+    )
+    new = (
+        openai_responses_results([(call, "sunny")])
+        if answer
+        else [openai_responses_user("Never mind.")]
+    )
     t1 = openai_responses_turn(new, "It is sunny." if answer else "OK.", tools=[WEATHER])
     edit_request(t1, lambda b: b.update(previous_response_id=_response_id(t0)))
-    t2 = openai_responses_turn([openai_responses_user("Thanks!")], "You're welcome.", tools=[WEATHER])
+    t2 = openai_responses_turn(
+        [openai_responses_user("Thanks!")], "You're welcome.", tools=[WEATHER]
+    )
     edit_request(t2, lambda b: b.update(previous_response_id=_response_id(t1)))
     return [t0, t1, t2], call
 
@@ -509,7 +639,9 @@ def test_previous_response_id_with_the_result_missing() -> None:
 
 def test_previous_response_id_unknown_starts_a_conversation() -> None:
     """The referenced response was made before the recording began: nothing to link to."""
-    t = openai_responses_turn([openai_responses_results([(Call("get_weather", {}, id="call_old"), "sunny")])[0]], "Sunny.")
+    t = openai_responses_turn(
+        [openai_responses_results([(Call("get_weather", {}, id="call_old"), "sunny")])[0]], "Sunny."
+    )
     edit_request(t, lambda b: b.update(previous_response_id="resp_before_recording"))
     run = run_of([t])
     assert links(run) == ["start"] and c_codes(run) == []
@@ -531,7 +663,9 @@ def _loop(family: str) -> AgentScript:
 
 
 def _assert_clean_thread(run: RunAnalysis, n: int = 3) -> None:
-    assert threads(run) == [list(range(n))], [(t.seq, t.conversation, t.c.link) for t in run.turns.values()]
+    assert threads(run) == [list(range(n))], [
+        (t.seq, t.conversation, t.c.link) for t in run.turns.values()
+    ]
     assert links(run) == ["start"] + ["extends"] * (n - 1)
     assert c_codes(run) == []
     for s in range(1, n):
@@ -560,8 +694,16 @@ def test_key_order_changed(family: str) -> None:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_json_whitespace(family: str) -> None:
     s = _loop(family)
-    set_request_body(s.exchanges[1], json.dumps(orjson.loads(s.exchanges[1].request_body), indent=2, ensure_ascii=False).encode())
-    set_request_body(s.exchanges[2], json.dumps(orjson.loads(s.exchanges[2].request_body), separators=(" , ", " : ")).encode())
+    set_request_body(
+        s.exchanges[1],
+        json.dumps(
+            orjson.loads(s.exchanges[1].request_body), indent=2, ensure_ascii=False
+        ).encode(),
+    )
+    set_request_body(
+        s.exchanges[2],
+        json.dumps(orjson.loads(s.exchanges[2].request_body), separators=(" , ", " : ")).encode(),
+    )
     _assert_clean_thread(s.analyse())
 
 
@@ -570,9 +712,14 @@ _PAYLOAD = ("args", "input", "arguments", "response", "json")
 
 
 def _nulls(value: Any, add: bool) -> Any:
-    """``add``: every history object gains null-valued optional fields; else null fields are dropped."""
+    """``add``: every history object gains null-valued optional fields; else null fields are
+    dropped."""
     if isinstance(value, dict):
-        out = {k: v if k in _PAYLOAD else _nulls(v, add) for k, v in value.items() if add or v is not None}
+        out = {
+            k: v if k in _PAYLOAD else _nulls(v, add)
+            for k, v in value.items()
+            if add or v is not None
+        }
         if add:
             out.setdefault("name", None)
         return out
@@ -599,20 +746,41 @@ def test_absent_versus_null_in_call_arguments() -> None:
     s.results("sunny")
     s.reply("It is sunny.")
     s.user("Thanks")
-    edit_request(s.reply("You're welcome."), lambda b: b["messages"][1]["content"][0]["input"].pop("unit"))
+    edit_request(
+        s.reply("You're welcome."), lambda b: b["messages"][1]["content"][0]["input"].pop("unit")
+    )
     _assert_clean_thread(s.analyse())
 
 
-@pytest.mark.xfail(strict=True, reason="a Gemini functionResponse.response with a null field is flattened to JSON text, so "
-                   "dropping the null on re-serialisation changes the result's key and the thread reads as rewritten")
+@pytest.mark.xfail(
+    strict=True,
+    reason="a Gemini functionResponse.response with a null field is flattened to JSON text, so "
+    "dropping the null on re-serialisation changes the "
+    "result's key and the thread reads as rewritten",
+)
 def test_absent_versus_null_in_a_gemini_function_response() -> None:
     s = AgentScript("gemini")
     s.user("Weather in Paris?")
     s.reply(calls=[Call("get_weather", {"city": "Paris"})])
-    s.history.append({"role": "user", "parts": [{"functionResponse": {"name": "get_weather", "response": {"result": "sunny", "error": None}}}]})
+    s.history.append(
+        {
+            "role": "user",
+            "parts": [
+                {
+                    "functionResponse": {
+                        "name": "get_weather",
+                        "response": {"result": "sunny", "error": None},
+                    }
+                }
+            ],
+        }
+    )
     s.reply("It is sunny.")
     s.user("Thanks")
-    edit_request(s.reply("You're welcome."), lambda b: b["contents"][2]["parts"][0]["functionResponse"]["response"].pop("error"))
+    edit_request(
+        s.reply("You're welcome."),
+        lambda b: b["contents"][2]["parts"][0]["functionResponse"]["response"].pop("error"),
+    )
     _assert_clean_thread(s.analyse())
 
 
@@ -624,7 +792,12 @@ def _as_parts(family: str, body: Json) -> None:
             m["content"] = [{"type": "text", "text": c}]
         elif family == "openai_responses":
             if isinstance(c, str):
-                m["content"] = [{"type": "output_text" if m.get("role") == "assistant" else "input_text", "text": c}]
+                m["content"] = [
+                    {
+                        "type": "output_text" if m.get("role") == "assistant" else "input_text",
+                        "text": c,
+                    }
+                ]
             if isinstance(m.get("output"), str):
                 m["output"] = [{"type": "input_text", "text": m["output"]}]
         elif family == "anthropic" and isinstance(c, list):
@@ -644,24 +817,51 @@ def test_content_string_versus_text_parts(family: str) -> None:
     assert run.turns[2].c.kept == run.turns[1].c.kept + len(run.turns[1].c.appended)
 
 
-@pytest.mark.parametrize("family", ["openai_chat", "openai_responses", "anthropic", "bedrock", "gemini"])
+@pytest.mark.parametrize(
+    "family", ["openai_chat", "openai_responses", "anthropic", "bedrock", "gemini"]
+)
 def test_call_ids_rewritten_between_turns(family: str) -> None:
-    """A framework rebuilds the history from its own store, with ids of its own, on the last turn."""
+    """A framework rebuilds the history from its own store, with ids of its own, on the last
+    turn."""
     s = _loop(family)
-    edit_request(s.exchanges[2], lambda b: rewrite_call_ids(family, b, lambda old: f"tc_{abs(hash(old)) % 10**8}"))
+    edit_request(
+        s.exchanges[2],
+        lambda b: rewrite_call_ids(family, b, lambda old: f"tc_{abs(hash(old)) % 10**8}"),
+    )
     _assert_clean_thread(s.analyse())
 
 
 def _echo_with_reasoning(family: str, text: str, reasoning: str) -> list[Json]:
     if family == "anthropic":
-        return [{"role": "assistant", "content": [{"type": "thinking", "thinking": reasoning, "signature": "EqQBCkgIBhABGAIiQL"}, {"type": "text", "text": text}]}]
+        return [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": reasoning, "signature": "EqQBCkgIBhABGAIiQL"},
+                    {"type": "text", "text": text},
+                ],
+            }
+        ]
     if family == "openai_responses":
         return [
-            {"type": "reasoning", "id": "rs_68d5e1", "summary": [{"type": "summary_text", "text": reasoning}], "encrypted_content": "gAAAAB"},
+            {
+                "type": "reasoning",
+                "id": "rs_68d5e1",
+                "summary": [{"type": "summary_text", "text": reasoning}],
+                "encrypted_content": "gAAAAB",
+            },
             {"role": "assistant", "content": text},
         ]
     if family == "gemini":
-        return [{"role": "model", "parts": [{"text": reasoning, "thought": True}, {"text": text, "thoughtSignature": "CiQB0e2Kb"}]}]
+        return [
+            {
+                "role": "model",
+                "parts": [
+                    {"text": reasoning, "thought": True},
+                    {"text": text, "thoughtSignature": "CiQB0e2Kb"},
+                ],
+            }
+        ]
     if family == "ollama":
         return [{"role": "assistant", "content": text, "thinking": reasoning}]
     return [{"role": "assistant", "content": text, "reasoning_content": reasoning}]
@@ -675,9 +875,15 @@ def _drop_reasoning(family: str, body: Json) -> None:
         m.pop("thinking", None)
         m.pop("reasoning_content", None)
         if isinstance(m.get("content"), list):
-            m["content"] = [b for b in m["content"] if not (isinstance(b, dict) and b.get("type") == "thinking")]
+            m["content"] = [
+                b for b in m["content"] if not (isinstance(b, dict) and b.get("type") == "thinking")
+            ]
         if "parts" in m:
-            m["parts"] = [{k: v for k, v in p.items() if k != "thoughtSignature"} for p in m["parts"] if not p.get("thought")]
+            m["parts"] = [
+                {k: v for k, v in p.items() if k != "thoughtSignature"}
+                for p in m["parts"]
+                if not p.get("thought")
+            ]
 
 
 REASONING = ["openai_chat", "openai_responses", "anthropic", "gemini", "ollama"]
@@ -738,10 +944,14 @@ def test_dispatch_view_over_a_tool_loop(family: str) -> None:
     ids = [p.call_id for p in t1.pairings]
     assert ids == ([paris.id, rome.id] if family not in ("gemini", "ollama") else [None, None])
     # turn 2: kept everything before, appended the second echo and its result, paired with turn 1
-    assert (t2.kept, t2.appended_from, t2.echoed_assistant) == (1 + len(t1.appended), 1 + len(t1.appended), True)
-    assert [(p.call_turn, p.name if family in ("gemini", "ollama") else p.call_id) for p in t2.pairings] == [
-        (1, "get_weather" if family in ("gemini", "ollama") else oslo.id)
-    ]
+    assert (t2.kept, t2.appended_from, t2.echoed_assistant) == (
+        1 + len(t1.appended),
+        1 + len(t1.appended),
+        True,
+    )
+    assert [
+        (p.call_turn, p.name if family in ("gemini", "ollama") else p.call_id) for p in t2.pairings
+    ] == [(1, "get_weather" if family in ("gemini", "ollama") else oslo.id)]
     assert len(t2.appended) == 2
 
 
@@ -751,16 +961,27 @@ def _keep_only(exchanges: list[Exchange], pick: Callable[[int], bool]) -> list[E
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_turn_missing_from_the_recording(family: str) -> None:
-    """Recording started late / a turn was not captured: the thread resumes from an earlier prefix."""
+    """Recording started late / a turn was not captured: the thread resumes from an earlier
+    prefix."""
     s = Script(family)
-    for q, a in (("Capital of France?", "Paris."), ("Of Italy?", "Rome."), ("Of Spain?", "Madrid.")):
+    for q, a in (
+        ("Capital of France?", "Paris."),
+        ("Of Italy?", "Rome."),
+        ("Of Spain?", "Madrid."),
+    ):
         s.user(q)
         s.reply(a)
     run = run_of(_keep_only(s.exchanges, lambda i: i != 1))
     assert threads(run) == [[0, 1]]
     c = run.turns[1].c
     # kept counts the previous request's messages; its answer was echoed after them
-    assert (c.link, c.kept, c.echoed_assistant, c.rewritten, len(c.appended)) == ("extends", 1, True, 0, 4)
+    assert (c.link, c.kept, c.echoed_assistant, c.rewritten, len(c.appended)) == (
+        "extends",
+        1,
+        True,
+        0,
+        4,
+    )
     assert not [f for f in c_findings(run) if f.severity != "info"]
 
 
@@ -783,12 +1004,17 @@ def test_a_threader_keeps_its_memo_and_its_released_turns_to_itself() -> None:
 
     before = containers()
     a, b = Threader(), Threader()
-    history: list[Message] = [Message(role="user", parts=[Part(kind="text", text="  What is   the weather in Paris?  ")])]
+    history: list[Message] = [
+        Message(role="user", parts=[Part(kind="text", text="  What is   the weather in Paris?  ")])
+    ]
     for i in range(3):
         answer = NormalisedResponse(parts=[Part(kind="text", text=f"It is sunny, {i}.")])
         for t in (a, b):
             t.add("openai_chat", list(history), answer, failed=False)
-        history += [Message(role="assistant", parts=answer.parts), Message(role="user", parts=[Part(kind="text", text=f"And day {i}?")])]
+        history += [
+            Message(role="assistant", parts=answer.parts),
+            Message(role="user", parts=[Part(kind="text", text=f"And day {i}?")]),
+        ]
     assert containers() == before, "threading changed module-level state"
     assert a._memo is not b._memo and a._memo.squashed and a._memo.squashed == b._memo.squashed
     assert [t.conversation for t in a.turns] == [t.conversation for t in b.turns] == ["c1"] * 3

@@ -62,7 +62,13 @@ def c_codes(run: RunAnalysis) -> list[tuple[str, int | None]]:
 def at(run: RunAnalysis, f: Finding, seq: int, turn: int, severity: Severity) -> None:
     """``f`` sits on round trip ``seq``, which is turn ``turn`` of its conversation."""
     t = run.turns[seq]
-    assert (f.seq, f.turn, f.conversation, f.layer, f.severity) == (seq, turn, t.conversation, "C", severity), f
+    assert (f.seq, f.turn, f.conversation, f.layer, f.severity) == (
+        seq,
+        turn,
+        t.conversation,
+        "C",
+        severity,
+    ), f
     assert (t.index, t.conversation) == (turn, f.conversation)
     assert f.message.strip() and f.message[0].isupper(), f.message
 
@@ -92,19 +98,32 @@ def test_view_of_a_tool_loop(family: str) -> None:
     c0, c1, c2 = (run.turns[i].c for i in range(3))
     assert (c0.link, c0.kept, c0.echoed_assistant, c0.pairings) == ("start", 0, None, [])
     assert c0.tools_offered == ["get_weather", "convert"]
-    assert (c1.link, c1.kept, c1.appended_from, c1.echoed_assistant, c1.rewritten) == ("extends", 1, 1, True, 0)
+    assert (c1.link, c1.kept, c1.appended_from, c1.echoed_assistant, c1.rewritten) == (
+        "extends",
+        1,
+        1,
+        True,
+        0,
+    )
     assert [(p.call_turn, p.in_history) for p in c1.pairings] == [(0, True), (0, True)]
     if family in ID_FAMILIES:
         assert [p.call_id for p in c1.pairings] == [paris.id, rome.id]
     # Named in every family: from the result (Gemini, Anthropic-less wires) or from its call
     # (OpenAI's results carry only the id; show --json had name null, issue 14).
     assert [p.name for p in c1.pairings] == ["get_weather", "get_weather"]
-    # The echoed answer, then the results: one message per result (Chat, Ollama, Responses) or one for all.
+    # The echoed answer, then the results: one message per result (Chat, Ollama, Responses) or one
+    # for all.
     one_each = family in ("openai_chat", "ollama", "openai_responses")
     assert c1.appended[0].role == "assistant"
     assert len(c1.appended) == (3 if one_each else 2)
     assert [p.message_index for p in c1.pairings] == ([2, 3] if one_each else [2, 2])
-    assert (c2.link, c2.echoed_assistant, c2.pairings, c2.kept, c2.appended_from) == ("extends", True, [], 1 + len(c1.appended), 1 + len(c1.appended))
+    assert (c2.link, c2.echoed_assistant, c2.pairings, c2.kept, c2.appended_from) == (
+        "extends",
+        True,
+        [],
+        1 + len(c1.appended),
+        1 + len(c1.appended),
+    )
     assert [m.role for m in c2.appended] == ["assistant", "user"]
 
 
@@ -177,7 +196,11 @@ def _inserted_call(family: str, with_result: bool) -> tuple[Script, Call]:
     s = Script(family)
     s.user("Hi, what can you do?")
     s.reply("I can look up the weather.")
-    injected = Call("get_weather", {"city": "Paris"}, id="call_injected_1" if family != "anthropic" else "toolu_01injected")
+    injected = Call(
+        "get_weather",
+        {"city": "Paris"},
+        id="call_injected_1" if family != "anthropic" else "toolu_01injected",
+    )
     s.history.extend(assistant_of(family, None, [injected]))
     if with_result:
         s.history.extend(results_of(family, [(injected, "sunny")]))
@@ -192,7 +215,11 @@ def test_history_call_without_result(family: str) -> None:
     run = s.analyse()
     f = one(run, "C.dropped_tool_result")
     at(run, f, 1, 1, Severity.ERROR)
-    assert f.tool_call_id == injected.id and f.related_turn is None and "call to get_weather" in f.message
+    assert (
+        f.tool_call_id == injected.id
+        and f.related_turn is None
+        and "call to get_weather" in f.message
+    )
 
 
 @pytest.mark.parametrize("family", ID_FAMILIES)
@@ -211,7 +238,8 @@ def test_history_call_with_result_is_clean(family: str) -> None:
 
 
 def test_paused_turn_needs_no_results() -> None:
-    """Anthropic ``pause_turn``: the client re-sends to let a server tool continue; nothing to answer."""
+    """Anthropic ``pause_turn``: the client re-sends to let a server tool continue; nothing to
+    answer."""
     s = Script("anthropic")
     s.user("Search the web for the Paris forecast.")
     s.reply("Searching…", calls=[Call("get_weather", {"city": "Paris"})], finish="pause_turn")
@@ -223,7 +251,11 @@ def test_paused_turn_needs_no_results() -> None:
 
 
 def _wrong_id(family: str, call: Call) -> Call:
-    return Call(call.name, call.args, id=f"{call.id}_x") if family in ID_FAMILIES else Call("convert", {"value": 1})
+    return (
+        Call(call.name, call.args, id=f"{call.id}_x")
+        if family in ID_FAMILIES
+        else Call("convert", {"value": 1})
+    )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -248,12 +280,17 @@ def test_orphan_result_with_a_wrong_id(family: str) -> None:
         # orphan and the dropped call it explains follow it as info (caused_by).
         root = one(run, "C.wrong_tool_call_id")
         at(run, root, 1, 1, Severity.ERROR)
-        assert root.details["pairs"] == [{"sent": wrong.id, "model": call.id, "tool": "get_weather"}]
+        assert root.details["pairs"] == [
+            {"sent": wrong.id, "model": call.id, "tool": "get_weather"}
+        ]
         assert f"`{wrong.id}`" in root.message and call.id in root.message
         turn = run.turns[1].findings
         assert turn.index(root) < turn.index(f) and turn.index(root) < turn.index(d)
         for consequence in (f, d):
-            assert consequence.severity is Severity.INFO and consequence.details["caused_by"] == "C.wrong_tool_call_id"
+            assert (
+                consequence.severity is Severity.INFO
+                and consequence.details["caused_by"] == "C.wrong_tool_call_id"
+            )
     else:
         at(run, f, 1, 1, Severity.ERROR)
 
@@ -263,7 +300,9 @@ def test_orphan_result_after_a_plain_answer(family: str) -> None:
     s = Script(family)
     s.user("Hi")
     s.reply("Hello! How can I help?")
-    s.history.extend(results_of(family, [(Call("get_weather", {"city": "Paris"}, id="call_stale_9"), "sunny")]))
+    s.history.extend(
+        results_of(family, [(Call("get_weather", {"city": "Paris"}, id="call_stale_9"), "sunny")])
+    )
     s.user("Weather?")
     s.reply("Which city?")
     run = s.analyse()
@@ -317,7 +356,9 @@ def test_a_result_answering_an_echoed_id_does_not_also_answer_another_call_by_na
 
     edit_request(ex, drop_last)
     f = one(s.analyse(), "C.dropped_tool_result")
-    assert (f.turn, f.related_turn) == (1, 0) and "get_weather" in f.message and "Rome" in f.message, f.message
+    assert (
+        (f.turn, f.related_turn) == (1, 0) and "get_weather" in f.message and "Rome" in f.message
+    ), f.message
 
 
 # --- C.duplicate_tool_result --------------------------------------------------------------------
@@ -342,13 +383,19 @@ def test_duplicate_tool_result(family: str) -> None:
 
         edit_request(ex, add_ids)
         first = s.exchanges[0]
-        first.response_chunks = [(0.05, first.response_body.replace(b'"functionCall":{', b'"functionCall":{"id":"fc-7d1",'))]
+        first.response_chunks = [
+            (
+                0.05,
+                first.response_body.replace(b'"functionCall":{', b'"functionCall":{"id":"fc-7d1",'),
+            )
+        ]
     run = s.analyse()
     f = one(run, "C.duplicate_tool_result")
     at(run, f, 1, 1, Severity.WARNING)
     assert call.id is not None and f.tool_call_id == call.id and call.id in f.message
     assert not found(run, "C.orphan_tool_result") and not found(run, "C.dropped_tool_result")
-    assert f.path == f"{HISTORY_KEY[family]}[3]"  # history: user, call, result, result again (item 3)
+    # history: user, call, result, result again (item 3)
+    assert f.path == f"{HISTORY_KEY[family]}[3]"
 
 
 def test_duplicate_tool_result_path_responses() -> None:
@@ -423,7 +470,11 @@ def test_reasoning_inlined_as_think_text_counts_as_echoed(family: str) -> None:
 
 def _three_rounds(family: str) -> Script:
     s = Script(family)
-    for q, a in (("Capital of France?", "Paris."), ("Of Italy?", "Rome."), ("Of Spain?", "Madrid.")):
+    for q, a in (
+        ("Capital of France?", "Paris."),
+        ("Of Italy?", "Rome."),
+        ("Of Spain?", "Madrid."),
+    ):
         s.user(q)
         s.reply(a)
     return s
@@ -455,7 +506,9 @@ def test_history_mutated(family: str) -> None:
     run = s.analyse()
     f = one(run, "C.history_mutated")
     at(run, f, 3, 3, Severity.WARNING)
-    assert f.related_turn == 2 and f.path == f"{HISTORY_KEY[family]}[3]" and f.details["changed"] == 2
+    assert (
+        f.related_turn == 2 and f.path == f"{HISTORY_KEY[family]}[3]" and f.details["changed"] == 2
+    )
     assert not found(run, "C.history_trimmed") and not found(run, "C.assistant_not_echoed")
 
 
@@ -465,7 +518,12 @@ def test_history_extended_only_is_clean(family: str) -> None:
     s.user("Of Portugal?")
     s.reply("Lisbon.")
     run = s.analyse()
-    assert c_codes(run) == [] and [t.c.link for t in run.turns.values()] == ["start", "extends", "extends", "extends"]
+    assert c_codes(run) == [] and [t.c.link for t in run.turns.values()] == [
+        "start",
+        "extends",
+        "extends",
+        "extends",
+    ]
 
 
 # --- C.pairing_error ----------------------------------------------------------------------------
@@ -475,23 +533,109 @@ _ANTHROPIC = "invalid_request_error"
 
 #: WIRE.md §G.2, per provider: (family, exact text, what the client did wrong).
 PAIRING_400: list[Any] = [
-    ("openai_chat", "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {id}", "dropped"),
-    ("openai_chat", "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.", "not_echoed"),
-    ("openai_chat", "Invalid parameter: 'tool_call_id' of '{id}_x' not found in 'tool_calls' of previous message.", "wrong_id"),
+    (
+        "openai_chat",
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+        "each 'tool_call_id'. The following tool_call_ids did not have response messages: {id}",
+        "dropped",
+    ),
+    (
+        "openai_chat",
+        "Invalid parameter: messages with role 'tool' must be "
+        "a response to a preceeding message with 'tool_calls'.",
+        "not_echoed",
+    ),
+    (
+        "openai_chat",
+        "Invalid parameter: 'tool_call_id' of '{id}_x' "
+        "not found in 'tool_calls' of previous message.",
+        "wrong_id",
+    ),
     ("openai_responses", "No tool output found for function call {id}.", "dropped"),
-    ("openai_responses", "No tool call found for function call output with call_id {id}_x.", "wrong_id"),
-    ("openai_responses", "Duplicate item found with id fc_68d5e1a2b3c4. Remove duplicate items from your input and try again.", "duplicate"),
-    ("openai_responses", "Item 'rs_68d5e1a2b3c4' of type 'reasoning' was provided without its required following item.", "not_echoed"),
-    ("anthropic", "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: {id}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", "dropped"),
-    ("anthropic", "messages.2.content.0: unexpected `tool_use_id` found in `tool_result` blocks: {id}_x. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", "wrong_id"),
-    ("anthropic", "messages.2: Did not find 1 `tool_result` block(s) at the beginning of this message. Messages following `tool_use` blocks must begin with a matching number of `tool_result` blocks.", "dropped"),
-    ("gemini", "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.", "dropped"),
-    ("gemini", "Please ensure that function call turn comes immediately after a user turn or after a function response turn.", "dropped"),
-    ("gemini", "Please ensure that function response turn comes immediately after a function call turn.", "not_echoed"),
-    ("gemini", "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:get_weather` , position 2. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.", "clean"),
-    ("gemini", "Unable to submit request because function call `get_weather` in the 2. content block is missing a `thought_signature`. Learn more: https://cloud.google.com/vertex-ai/generative-ai/docs/thought-signatures", "clean"),
-    ("bedrock", "The number of toolResult blocks at messages.2.content exceeds the number of toolUse blocks of previous turn.", "wrong_id"),
-    ("bedrock", "The model returned the following errors: messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: {id}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", "dropped"),
+    (
+        "openai_responses",
+        "No tool call found for function call output with call_id {id}_x.",
+        "wrong_id",
+    ),
+    (
+        "openai_responses",
+        "Duplicate item found with id fc_68d5e1a2b3c4. Remove "
+        "duplicate items from your input and try again.",
+        "duplicate",
+    ),
+    (
+        "openai_responses",
+        "Item 'rs_68d5e1a2b3c4' of type 'reasoning' was "
+        "provided without its required following item.",
+        "not_echoed",
+    ),
+    (
+        "anthropic",
+        "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: "
+        "{id}. Each `tool_use` block must have a corresponding `tool_result` block in the next "
+        "message.",
+        "dropped",
+    ),
+    (
+        "anthropic",
+        "messages.2.content.0: unexpected `tool_use_id` found in `tool_result` blocks: {id}_x. "
+        "Each `tool_result` block must have a corresponding `tool_use` block in the previous "
+        "message.",
+        "wrong_id",
+    ),
+    (
+        "anthropic",
+        "messages.2: Did not find 1 `tool_result` block(s) at the beginning of this message. "
+        "Messages following `tool_use` blocks must begin with a matching number of `tool_result` "
+        "blocks.",
+        "dropped",
+    ),
+    (
+        "gemini",
+        "Please ensure that the number of function response parts is equal to the number of "
+        "function call parts of the function call turn.",
+        "dropped",
+    ),
+    (
+        "gemini",
+        "Please ensure that function call turn comes immediately after a user turn or after a "
+        "function response turn.",
+        "dropped",
+    ),
+    (
+        "gemini",
+        "Please ensure that function response turn comes immediately after a function call turn.",
+        "not_echoed",
+    ),
+    (
+        "gemini",
+        "Function call is missing a thought_signature in functionCall parts. This is required for "
+        "tools to work correctly, and missing thought_signature may lead to degraded model "
+        "performance. Additional data, function call `default_api:get_weather` , position 2. "
+        "Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more "
+        "details.",
+        "clean",
+    ),
+    (
+        "gemini",
+        "Unable to submit request because function call `get_weather` in the 2. content block is "
+        "missing a `thought_signature`. Learn more: https://cloud.google.com/vertex-ai/"
+        "generative-ai/docs/thought-signatures",
+        "clean",
+    ),
+    (
+        "bedrock",
+        "The number of toolResult blocks at messages.2.content exceeds the number of toolUse "
+        "blocks of previous turn.",
+        "wrong_id",
+    ),
+    (
+        "bedrock",
+        "The model returned the following errors: messages.2: `tool_use` ids were found without "
+        "`tool_result` blocks immediately after: {id}. Each `tool_use` block must have a "
+        "corresponding `tool_result` block in the next message.",
+        "dropped",
+    ),
     # agno-agi/agno#6698, zeroclaw-labs/zeroclaw#1476 (not in WIRE.md §G.2)
     pytest.param(
         "bedrock",
@@ -505,16 +649,27 @@ def _error_body(family: str, status: int, text: str) -> Any:
     if family in ("openai_chat", "openai_responses"):
         return {"error": {"message": text, **_OPENAI}}
     if family == "anthropic":
-        return {"type": "error", "error": {"type": _ANTHROPIC, "message": text}, "request_id": "req_011CVx"}
+        return {
+            "type": "error",
+            "error": {"type": _ANTHROPIC, "message": text},
+            "request_id": "req_011CVx",
+        }
     if family == "gemini":
-        return {"error": {"code": status, "message": text, "status": "INVALID_ARGUMENT" if status == 400 else "INTERNAL"}}
+        return {
+            "error": {
+                "code": status,
+                "message": text,
+                "status": "INVALID_ARGUMENT" if status == 400 else "INTERNAL",
+            }
+        }
     if family == "ollama":
         return {"error": text}
     return {"message": text}
 
 
 def _mishandle(s: Script, call: Call, how: str) -> None:
-    """Grow the history the way the client got it wrong (the turn that asked for ``call`` was echoed)."""
+    """Grow the history the way the client got it wrong (the turn that asked for ``call`` was
+    echoed)."""
     f = s.family
     if how == "dropped":
         s.user("Any news?")
@@ -538,13 +693,28 @@ def test_pairing_400_is_blamed_on_c(family: str, text: str, how: str) -> None:
     s.reply("Checking.", calls=[call])
     _mishandle(s, call, how)
     message = text.format(id=call.id)
-    s.fail(400, _error_body(family, 400, message), [("x-amzn-errortype", "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/")] if family == "bedrock" else [])
+    s.fail(
+        400,
+        _error_body(family, 400, message),
+        [
+            (
+                "x-amzn-errortype",
+                "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+            )
+        ]
+        if family == "bedrock"
+        else [],
+    )
     run = s.analyse()
     f = one(run, "C.pairing_error")
     # the client's own pairing bug on that turn, where looptap sees one, is the root cause: the
     # API's 400 is folded under it as info (issue 27 item 4), else the 400 is the error
     causes = {code for code, _ in CAUSES["C.pairing_error"]}
-    roots = [g for g in run.findings if g.seq == 1 and g.code in causes and not g.details.get("caused_by")]
+    roots = [
+        g
+        for g in run.findings
+        if g.seq == 1 and g.code in causes and not g.details.get("caused_by")
+    ]
     at(run, f, 1, 1, Severity.INFO if roots else Severity.ERROR)
     if roots:
         assert roots[0].severity is Severity.ERROR or roots[0].code == "C.duplicate_tool_result"
@@ -561,7 +731,9 @@ def test_other_400_is_not_a_pairing_error(family: str) -> None:
     s.user("Weather in Paris?")
     s.reply(calls=[Call("get_weather", {"city": "Paris"})])
     s.results("sunny")
-    s.fail(400, _error_body(family, 400, "Invalid value for 'temperature': must be between 0 and 2."))
+    s.fail(
+        400, _error_body(family, 400, "Invalid value for 'temperature': must be between 0 and 2.")
+    )
     run = s.analyse()
     assert not found(run, "C.pairing_error")
     assert one(run, "A.http_error").seq == 1
@@ -601,8 +773,19 @@ def test_pairing_400_retried_links_to_the_calls() -> None:
 def test_pairing_400_on_the_first_turn_seen() -> None:
     """The run starts with an already broken history: C is blamed, with no turn to link to."""
     s = Script("openai_chat")
-    s.history = [{"role": "user", "content": "Weather?"}, {"role": "tool", "tool_call_id": "call_zz", "content": "sunny"}]
-    s.fail(400, _error_body("openai_chat", 400, "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."))
+    s.history = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "tool", "tool_call_id": "call_zz", "content": "sunny"},
+    ]
+    s.fail(
+        400,
+        _error_body(
+            "openai_chat",
+            400,
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+            "message with 'tool_calls'.",
+        ),
+    )
     run = s.analyse()
     f = one(run, "C.pairing_error")
     assert f.seq == 0 and f.turn == 0 and f.related_turn is None
@@ -643,7 +826,11 @@ def test_new_input_after_final_answer_is_clean(family: str) -> None:
 def test_cut_tool_call_executed_anyway(family: str) -> None:
     s = Script(family)
     s.user("Weather in Paris?")
-    cut = Call("get_weather", {"city": "Par"}, raw='{"city": "Par' if family in ("openai_chat", "openai_responses") else None)
+    cut = Call(
+        "get_weather",
+        {"city": "Par"},
+        raw='{"city": "Par' if family in ("openai_chat", "openai_responses") else None,
+    )
     s.reply("Let me", calls=[cut], finish=LENGTH[family], max_tokens=16)
     s.results("Error: unknown city 'Par'")
     s.reply("Sorry, I could not find that city.")
@@ -657,8 +844,15 @@ def test_cut_tool_call_executed_anyway(family: str) -> None:
 def test_cut_answer_dropped_and_asked_again_is_clean(family: str) -> None:
     s = Script(family)
     s.user("Weather in Paris?")
-    s.reply("Let me", calls=[Call("get_weather", {"city": "Par"})], finish=LENGTH[family], max_tokens=16, echo=False)
-    s.reply(calls=[Call("get_weather", {"city": "Paris"})], max_tokens=1024)  # same history, bigger budget
+    s.reply(
+        "Let me",
+        calls=[Call("get_weather", {"city": "Par"})],
+        finish=LENGTH[family],
+        max_tokens=16,
+        echo=False,
+    )
+    # same history, bigger budget
+    s.reply(calls=[Call("get_weather", {"city": "Paris"})], max_tokens=1024)
     s.results("sunny")
     s.reply("It is sunny.")
     run = s.analyse()
@@ -688,7 +882,10 @@ _TRANSIENT = {
 }
 
 
-@pytest.mark.parametrize(("family", "status"), [(f, st) for f in FAMILIES for st in ((500, 503) if f == "ollama" else (429, 500))])
+@pytest.mark.parametrize(
+    ("family", "status"),
+    [(f, st) for f in FAMILIES for st in ((500, 503) if f == "ollama" else (429, 500))],
+)
 def test_retry_after_a_transient_error(family: str, status: int) -> None:
     s = Script(family)
     s.user("Weather in Paris?")
@@ -730,8 +927,24 @@ def test_retry_after_a_cut_stream_says_why(family: str) -> None:
 def test_retry_of_a_rejected_request(family: str) -> None:
     s = Script(family)
     s.user("Weather in Paris?")
-    s.fail(400, _error_body(family, 400, "Invalid schema for function 'get_weather': 'object' is not valid under any of the given schemas."))
-    s.fail(400, _error_body(family, 400, "Invalid schema for function 'get_weather': 'object' is not valid under any of the given schemas."))
+    s.fail(
+        400,
+        _error_body(
+            family,
+            400,
+            "Invalid schema for function 'get_weather': 'object' "
+            "is not valid under any of the given schemas.",
+        ),
+    )
+    s.fail(
+        400,
+        _error_body(
+            family,
+            400,
+            "Invalid schema for function 'get_weather': 'object' "
+            "is not valid under any of the given schemas.",
+        ),
+    )
     run = s.analyse()
     f = one(run, "C.retry_of_rejected_request")
     at(run, f, 1, 1, Severity.WARNING)
@@ -745,7 +958,14 @@ def test_a_changed_model_after_a_rejection_is_no_identical_retry(family: str) ->
     "re-sent the identical request". It fixed the request: say so, as info."""
     s = Script(family, model="gpt-imaginary-9")
     s.user("Weather in Paris?")
-    s.fail(404, _error_body(family, 404, "The model `gpt-imaginary-9` does not exist or you do not have access to it."))
+    s.fail(
+        404,
+        _error_body(
+            family,
+            404,
+            "The model `gpt-imaginary-9` does not exist or you do not have access to it.",
+        ),
+    )
     s.model = "gpt-4.1"
     s.reply("It is sunny.")
     run = s.analyse()
@@ -759,11 +979,16 @@ def test_a_changed_model_after_a_rejection_is_no_identical_retry(family: str) ->
 def test_changed_parameters_after_a_rejection_are_named(family: str) -> None:
     s = Script(family)
     s.user("Weather in Paris?")
-    s.reply(error=error(400, _error_body(family, 400, "max_tokens is too large: 999999."), ()), echo=False, max_tokens=999999)
+    s.reply(
+        error=error(400, _error_body(family, 400, "max_tokens is too large: 999999."), ()),
+        echo=False,
+        max_tokens=999999,
+    )
     s.reply("It is sunny.", max_tokens=1024)
     run = s.analyse()
     assert not found(run, "C.retry_of_rejected_request")
-    assert "parameters max_" in one(run, "C.retry").message  # max_tokens, or max_completion_tokens as the chat script sends it
+    # max_tokens, or max_completion_tokens as the chat script sends it
+    assert "parameters max_" in one(run, "C.retry").message
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -781,7 +1006,8 @@ def test_same_request_after_success_is_not_a_retry(family: str) -> None:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_tool_result_error_flagged(family: str) -> None:
-    """Anthropic ``is_error``, Bedrock ``status: error``, Gemini ``{"error": …}``; text elsewhere."""
+    """Anthropic ``is_error``, Bedrock ``status: error``, Gemini ``{"error": …}``; text
+    elsewhere."""
     s = Script(family)
     s.user("Weather in Atlantis?")
     call = Call("get_weather", {"city": "Atlantis"})
@@ -791,13 +1017,24 @@ def test_tool_result_error_flagged(family: str) -> None:
     run = s.analyse()
     f = one(run, "C.tool_result_error")
     at(run, f, 1, 1, Severity.INFO)
-    assert f.tool_call_id == call.id and f.path == f"{HISTORY_KEY[family]}[2]" and "Atlantis" in f.message
+    assert (
+        f.tool_call_id == call.id
+        and f.path == f"{HISTORY_KEY[family]}[2]"
+        and "Atlantis" in f.message
+    )
     if family in ("anthropic", "bedrock"):
         assert run.turns[1].c.pairings[0].is_error is True
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("text", ["Error: connection refused", "Traceback (most recent call last):\n  File \"tool.py\"", "Exception: timeout after 30s"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Error: connection refused",
+        'Traceback (most recent call last):\n  File "tool.py"',
+        "Exception: timeout after 30s",
+    ],
+)
 def test_tool_result_error_text(family: str, text: str) -> None:
     s = Script(family)
     s.user("Weather in Paris?")
@@ -832,12 +1069,17 @@ def _agent(family: str, **kw: Any) -> AgentScript:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_system_prompt_changed_mid_conversation(family: str) -> None:
     s = _agent(family)
-    s.system = "You are a weather assistant. Today is 2025-05-02 10:31:07."  # a timestamp in the prompt
+    # a timestamp in the prompt
+    s.system = "You are a weather assistant. Today is 2025-05-02 10:31:07."
     s.reply("It is sunny.")
     run = s.analyse()
     f = one(run, "C.cache_prefix_broken")
     at(run, f, 1, 1, Severity.INFO)
-    assert f.related_turn == 0 and f.details["changed"] == ["system prompt"] and "system prompt" in f.message
+    assert (
+        f.related_turn == 0
+        and f.details["changed"] == ["system prompt"]
+        and "system prompt" in f.message
+    )
     assert run.turns[1].conversation == run.turns[0].conversation
 
 
@@ -919,7 +1161,8 @@ def test_run_ending_on_an_answer_is_clean(family: str) -> None:
 
 
 def test_pending_calls_checked_per_conversation() -> None:
-    """Two conversations interleaved: only the one left waiting is reported, on its own last turn."""
+    """Two conversations interleaved: only the one left waiting is reported, on its own last
+    turn."""
     a, b = Script("anthropic"), Script("anthropic")
     a.user("Weather in Paris?")
     b.user("Tell me a joke.")
@@ -962,14 +1205,28 @@ def test_findings_point_at_the_conversation_turn_not_the_recording_position(fami
 def test_an_echo_that_completed_a_cut_call_is_no_missing_echo(completed: str) -> None:
     """Issue 14: the stream was cut inside a call's JSON (``{"city": "Pa``) and the client's SDK
     sent the call back completed (or emptied). That is the echo, not a changed answer: no
-    C.assistant_not_echoed; the truncation leads and carrying on is C.truncated_treated_as_complete."""
+    C.assistant_not_echoed; the truncation leads and carrying on is
+    C.truncated_treated_as_complete."""
     s = Script("openai_chat")
     s.user("Paris please")
     call = Call("get_weather", raw='{"city": "Pa', id="call_cut1")
     s.reply(calls=[call], finish="length", stream=True, echo=False)
-    s.history.append({"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_cut1", "type": "function", "function": {"name": "get_weather", "arguments": completed}}]})
-    s.history.append({"role": "tool", "tool_call_id": "call_cut1", "content": "error: bad arguments"})
+    s.history.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_cut1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": completed},
+                }
+            ],
+        }
+    )
+    s.history.append(
+        {"role": "tool", "tool_call_id": "call_cut1", "content": "error: bad arguments"}
+    )
     s.reply("Sorry, which city?")
     run = s.analyse()
     assert not found(run, "C.assistant_not_echoed")
@@ -980,9 +1237,25 @@ def test_an_echo_that_completed_a_cut_call_is_no_missing_echo(completed: str) ->
 def test_an_echo_that_changed_a_cut_call_is_still_told() -> None:
     s = Script("openai_chat")
     s.user("Paris please")
-    s.reply(calls=[Call("get_weather", raw='{"city": "Pa', id="call_cut2")], finish="length", stream=True, echo=False)
-    s.history.append({"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_cut2", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}]})
+    s.reply(
+        calls=[Call("get_weather", raw='{"city": "Pa', id="call_cut2")],
+        finish="length",
+        stream=True,
+        echo=False,
+    )
+    s.history.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_cut2",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'},
+                }
+            ],
+        }
+    )
     s.history.append({"role": "tool", "tool_call_id": "call_cut2", "content": "sunny"})
     s.reply("It is sunny in Rome.")
     assert found(s.analyse(), "C.assistant_not_echoed")
@@ -1024,8 +1297,18 @@ def test_anthropic_results_split_over_two_user_messages() -> None:
     """Issue 14: Anthropic wants every tool_result of a turn in the one user message after it; a
     client that sends one message per result got only the API's 400 text. looptap's own check."""
     s, paris, rome = paris_rome("anthropic")
-    s.history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": paris.id, "content": "sunny"}]})
-    s.history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": rome.id, "content": "cloudy"}]})
+    s.history.append(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": paris.id, "content": "sunny"}],
+        }
+    )
+    s.history.append(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": rome.id, "content": "cloudy"}],
+        }
+    )
     s.reply("Paris is sunny, Rome is cloudy.")
     run = s.analyse()
     f = one(run, "C.tool_results_split")
@@ -1041,7 +1324,10 @@ def test_results_in_several_messages_are_fine_where_the_api_allows_it(family: st
     assert not found(s.analyse(), "C.tool_results_split")
 
 
-@pytest.mark.parametrize(("family", "status"), [(f, st) for f in FAMILIES for st in ((500, 503) if f == "ollama" else (429, 500))])
+@pytest.mark.parametrize(
+    ("family", "status"),
+    [(f, st) for f in FAMILIES for st in ((500, 503) if f == "ollama" else (429, 500))],
+)
 @pytest.mark.parametrize(
     ("asked", "waited", "code"),
     [
@@ -1051,12 +1337,18 @@ def test_results_in_several_messages_are_fine_where_the_api_allows_it(family: st
         (None, 0.0, "C.retry"),  # nothing asked
     ],
 )
-def test_retry_sooner_than_the_api_asked(family: str, status: int, asked: str | None, waited: float, code: str) -> None:
+def test_retry_sooner_than_the_api_asked(
+    family: str, status: int, asked: str | None, waited: float, code: str
+) -> None:
     s = Script(family)
     s.user("Weather in Paris?")
     s.reply(calls=[Call("get_weather", {"city": "Paris"})])
     s.results("sunny")
-    failed = s.fail(status, _error_body(family, status, _TRANSIENT[family][1]), headers=[("retry-after", asked)] if asked else ())
+    failed = s.fail(
+        status,
+        _error_body(family, status, _TRANSIENT[family][1]),
+        headers=[("retry-after", asked)] if asked else (),
+    )
     retry = s.reply("It is sunny.")
     failed.started, failed.duration = 1000.0, 0.1
     retry.started = 1000.1 + waited
@@ -1064,22 +1356,35 @@ def test_retry_sooner_than_the_api_asked(family: str, status: int, asked: str | 
     f = one(run, code)
     at(run, f, 2, 2, Severity.WARNING if code == "C.retry_before_retry_after" else Severity.INFO)
     if code == "C.retry_before_retry_after":
-        assert f.details["retry_after"] == float(asked or 0) and f.details["waited"] == pytest.approx(waited, abs=0.01)
+        assert f.details["retry_after"] == float(asked or 0) and f.details[
+            "waited"
+        ] == pytest.approx(waited, abs=0.01)
         assert not found(run, "C.retry")
 
 
 def test_an_injected_fault_is_labelled_as_injected() -> None:
     s = Script("openai_chat")
     s.user("Weather in Paris?")
-    s.fail(503, _error_body("openai_chat", 503, "The engine is currently overloaded, please try again later"), headers=[("x-looptap-fault", "overloaded")])
+    s.fail(
+        503,
+        _error_body(
+            "openai_chat", 503, "The engine is currently overloaded, please try again later"
+        ),
+        headers=[("x-looptap-fault", "overloaded")],
+    )
     s.reply("It is sunny.")
     run = s.analyse()
     f = one(run, "A.overloaded")
-    assert f.message.startswith("[injected by looptap: overloaded] ") and f.details["injected"] == "overloaded"
+    assert (
+        f.message.startswith("[injected by looptap: overloaded] ")
+        and f.details["injected"] == "overloaded"
+    )
     assert not [g for g in run.findings if g.layer != "A" and "injected" in g.details]
 
 
-def _timed_fails(family: str, status: int, gaps: list[float], then_answer: bool = True) -> RunAnalysis:
+def _timed_fails(
+    family: str, status: int, gaps: list[float], then_answer: bool = True
+) -> RunAnalysis:
     """A user turn, then len(gaps)+1 attempts failing with ``status`` (each 0.05 s long, the next
     starting ``gap`` after the last ended), then (optionally) the answer 0.05 s after the last."""
     s = Script(family)
@@ -1118,21 +1423,31 @@ def test_gave_up_on_a_retryable_error(family: str) -> None:
     f = one(run, "C.gave_up_on_retryable_error")
     at(run, f, 2, 2, Severity.INFO)
     assert f.details["attempts"] == 3 and f"HTTP {status}" in f.message
-    assert not found(_timed_fails(family, status, [1.0, 2.0]), "C.gave_up_on_retryable_error")  # it recovered
+    # it recovered
+    assert not found(_timed_fails(family, status, [1.0, 2.0]), "C.gave_up_on_retryable_error")
     s = Script(family)
     s.user("Weather in Paris?")
     s.fail(400, _error_body(family, 400, "Invalid schema for function 'get_weather'."))
-    assert not found(s.analyse(), "C.gave_up_on_retryable_error")  # not retryable: nothing to give up on
+    # not retryable: nothing to give up on
+    assert not found(s.analyse(), "C.gave_up_on_retryable_error")
 
 
 # --- C.refusal_treated_as_answer ----------------------------------------------------------------
 
-_REFUSED = {"openai_chat": {"refusal": "I can't help with that."}, "openai_responses": {"refusal": "I can't help with that."},
-            "anthropic": {"finish": "refusal"}}
-_FILTERED = {"openai_chat": "content_filter", "openai_responses": "incomplete:content_filter", "gemini": "SAFETY"}
+_REFUSED = {
+    "openai_chat": {"refusal": "I can't help with that."},
+    "openai_responses": {"refusal": "I can't help with that."},
+    "anthropic": {"finish": "refusal"},
+}
+_FILTERED = {
+    "openai_chat": "content_filter",
+    "openai_responses": "incomplete:content_filter",
+    "gemini": "SAFETY",
+}
 
 
-@pytest.mark.parametrize("family", ["openai_chat", "anthropic"])  # (the script echoes no Responses refusal item)
+# (the script echoes no Responses refusal item)
+@pytest.mark.parametrize("family", ["openai_chat", "anthropic"])
 def test_refusal_echoed_and_the_loop_went_on(family: str) -> None:
     s = Script(family)
     s.user("Delete every file on the server.")
@@ -1192,7 +1507,14 @@ def test_history_mutated_names_the_responses_input_item_that_changed() -> None:
     s.reply(calls=[paris, rome])
     s.results("18 °C, sunny", "24 °C, clear")
     s.reply("Paris is 18 °C and sunny; Rome 24 °C and clear.")
-    assert [i.get("type", "message") for i in s.history] == ["message", "function_call", "function_call", "function_call_output", "function_call_output", "message"]
+    assert [i.get("type", "message") for i in s.history] == [
+        "message",
+        "function_call",
+        "function_call",
+        "function_call_output",
+        "function_call_output",
+        "message",
+    ]
     s.user("And which is warmer?")
     s.reply("Rome.")
     s.history[4] = {**s.history[4], "output": "31 °C, heatwave"}
@@ -1202,5 +1524,8 @@ def test_history_mutated_names_the_responses_input_item_that_changed() -> None:
     f = one(run, "C.history_mutated")
     assert (f.seq, f.path) == (3, "input[4]") and "input[4]" in f.message, f.message
     # The clean twin: the same run without the edit.
-    s.exchanges[3] = edit_request(s.exchanges[3], lambda b: b["input"].__setitem__(4, {**b["input"][4], "output": "24 °C, clear"}))
+    s.exchanges[3] = edit_request(
+        s.exchanges[3],
+        lambda b: b["input"].__setitem__(4, {**b["input"][4], "output": "24 °C, clear"}),
+    )
     assert not found(s.analyse(), "C.history_mutated")

@@ -1,4 +1,5 @@
-"""E layer: the emission view and its findings, on multi-turn scenarios in every family's wire format."""
+"""E layer: the emission view and its findings, on multi-turn scenarios in every family's wire
+format."""
 
 from __future__ import annotations
 
@@ -43,9 +44,9 @@ def test_view_lists_text_calls_and_offered(family: str) -> None:
     run = s.analyse()
     e0, e1 = run.turns[0].e, run.turns[1].e
     assert e0.text == "Checking."
-    assert [(c.name, c.arguments, c.offered, c.schema_errors, c.parse_error) for c in e0.tool_calls] == [
-        ("get_weather", {"city": "Paris", "unit": "c"}, True, [], None)
-    ]
+    assert [
+        (c.name, c.arguments, c.offered, c.schema_errors, c.parse_error) for c in e0.tool_calls
+    ] == [("get_weather", {"city": "Paris", "unit": "c"}, True, [], None)]
     assert e1.text == "It is sunny in Paris." and e1.tool_calls == [] and not e1.empty
     assert not [f for f in run.findings if f.layer == "E"]
 
@@ -75,7 +76,12 @@ def test_arguments_not_json(family: str, stream: bool) -> None:
     run = weather_then_answer(family, bad, stream=stream).analyse()
     f = one(run, "E.arguments_not_json")
     assert (f.seq, f.turn, f.layer, f.severity) == (0, 0, "E", Severity.ERROR)
-    assert bad.id is not None and f.tool_call_id == bad.id and "`get_weather`" in f.message and bad.id in f.message
+    assert (
+        bad.id is not None
+        and f.tool_call_id == bad.id
+        and "`get_weather`" in f.message
+        and bad.id in f.message
+    )
     assert run.turns[0].e.tool_calls[0].parse_error
 
 
@@ -89,7 +95,9 @@ def test_arguments_not_json_anthropic_stream() -> None:
 
 @pytest.mark.parametrize("family", [*STRING_ARGS, "anthropic"])
 def test_arguments_not_json_clean(family: str) -> None:
-    run = weather_then_answer(family, Call("get_weather", {"city": "Paris"}), stream=family == "anthropic").analyse()
+    run = weather_then_answer(
+        family, Call("get_weather", {"city": "Paris"}), stream=family == "anthropic"
+    ).analyse()
     assert not found(run, "E.arguments_not_json")
 
 
@@ -107,7 +115,7 @@ def test_cut_arguments_are_attributed_to_truncation(family: str) -> None:
     assert "12" in a.message and "`get_weather`" in a.message
 
 
-# --- E.arguments_schema -----------------------------------------------------------------------------
+# --- E.arguments_schema ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -136,7 +144,13 @@ def test_arguments_schema(family: str, args: dict[str, object], expect: str) -> 
 
 
 def test_schema_path_points_into_nested_arguments() -> None:
-    tool = Tool("book", {"type": "object", "properties": {"trip": {"type": "object", "properties": {"days": {"type": "integer"}}}}})
+    tool = Tool(
+        "book",
+        {
+            "type": "object",
+            "properties": {"trip": {"type": "object", "properties": {"days": {"type": "integer"}}}},
+        },
+    )
     s = Script("openai_chat", tools=[tool])
     s.user("book")
     s.reply(calls=[Call("book", {"trip": {"days": "three"}})])
@@ -163,7 +177,10 @@ def test_extra_properties_only_is_info() -> None:
 
 
 def test_broken_schema_is_not_checked() -> None:
-    broken = Tool("get_weather", {"type": "object", "properties": {"city": {"type": "strung"}}, "required": "city"})
+    broken = Tool(
+        "get_weather",
+        {"type": "object", "properties": {"city": {"type": "strung"}}, "required": "city"},
+    )
     s = Script("openai_chat", tools=[broken])
     s.user("Weather?")
     s.reply(calls=[Call("get_weather", {"city": 1})])
@@ -174,15 +191,26 @@ def test_broken_schema_is_not_checked() -> None:
 
 def test_schema_errors_helper() -> None:
     assert schema_errors({"city": "x"}, WEATHER.parameters) == []
-    assert schema_errors({}, {"type": "OBJECT", "properties": {"a": {"type": "STRING", "nullable": True}}, "required": ["a"]}) == [
-        "$: missing required property 'a'"
-    ]
-    assert schema_errors({"a": None}, {"type": "OBJECT", "properties": {"a": {"type": "STRING", "nullable": True}}}) == []
+    assert schema_errors(
+        {},
+        {
+            "type": "OBJECT",
+            "properties": {"a": {"type": "STRING", "nullable": True}},
+            "required": ["a"],
+        },
+    ) == ["$: missing required property 'a'"]
+    assert (
+        schema_errors(
+            {"a": None},
+            {"type": "OBJECT", "properties": {"a": {"type": "STRING", "nullable": True}}},
+        )
+        == []
+    )
     assert schema_errors({"a": 1}, {"$ref": "https://example.invalid/schema.json"}) == []
     assert schema_errors({"a": 1}, None) == []
 
 
-# --- E.tool_not_offered -----------------------------------------------------------------------------
+# --- E.tool_not_offered ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -216,7 +244,13 @@ def test_tool_loaded_in_history_counts_as_offered() -> None:
     s = Script("openai_responses", tools=[UNIT])
     s.user("Weather?")
     s.history.append(
-        {"type": "additional_tools", "role": "developer", "tools": [{"type": "function", "name": "get_weather", "parameters": WEATHER.parameters}]}
+        {
+            "type": "additional_tools",
+            "role": "developer",
+            "tools": [
+                {"type": "function", "name": "get_weather", "parameters": WEATHER.parameters}
+            ],
+        }
     )
     s.reply(calls=[Call("get_weather", {"city": 3})])
     run = s.analyse()
@@ -225,7 +259,7 @@ def test_tool_loaded_in_history_counts_as_offered() -> None:
     assert found(run, "E.arguments_schema")  # validated against the loaded schema
 
 
-# --- E.repeated_call --------------------------------------------------------------------------------
+# --- E.repeated_call ------------------------------------------------------------------------------
 
 
 def _loop(family: str, times: int, results: list[str] | None = None) -> RunAnalysis:
@@ -233,7 +267,14 @@ def _loop(family: str, times: int, results: list[str] | None = None) -> RunAnaly
     s.user("Weather in Paris?")
     outs = results or ["error: upstream timeout"] * times
     for i in range(times):
-        s.reply(calls=[Call("get_weather", {"unit": "c", "city": "Paris"} if i % 2 else {"city": "Paris", "unit": "c"})])
+        s.reply(
+            calls=[
+                Call(
+                    "get_weather",
+                    {"unit": "c", "city": "Paris"} if i % 2 else {"city": "Paris", "unit": "c"},
+                )
+            ]
+        )
         s.results(outs[i])
     s.reply("I could not get the weather.")
     return s.analyse()
@@ -293,14 +334,21 @@ def test_repeating_calls_the_client_never_ran_folds_under_the_dropped_result(fam
         (2, Severity.INFO, "C.dropped_tool_result"),
     ]
     serious = [(f.code, f.seq) for f in run.findings if f.severity is not Severity.INFO]
-    assert serious == [("C.dropped_tool_result", 1), ("C.dropped_tool_result", 2), ("C.dropped_tool_result", 3)], serious
+    assert serious == [
+        ("C.dropped_tool_result", 1),
+        ("C.dropped_tool_result", 2),
+        ("C.dropped_tool_result", 3),
+    ], serious
 
 
 @pytest.mark.parametrize("family", ["gemini", "ollama"])
 def test_repeating_calls_the_client_ran_is_still_a_loop(family: str) -> None:
     """Twin: the client ran each call and got the same result: the model is looping."""
     got = found(_loop(family, 3), "E.repeated_call")
-    assert [(f.severity, f.details.get("caused_by")) for f in got] == [(Severity.INFO, None), (Severity.WARNING, None)]
+    assert [(f.severity, f.details.get("caused_by")) for f in got] == [
+        (Severity.INFO, None),
+        (Severity.WARNING, None),
+    ]
 
 
 def _tasks(family: str, asks: int, loop_in_last: bool = False) -> RunAnalysis:
@@ -308,7 +356,11 @@ def _tasks(family: str, asks: int, loop_in_last: bool = False) -> RunAnalysis:
     its result, a final answer. ``loop_in_last``: the last task calls it three times."""
     s = Script(family, tools=[WEATHER])
     for n in range(asks):
-        s.user("What's the weather in Paris right now?" if n == 0 else "And now? Check the weather in Paris again.")
+        s.user(
+            "What's the weather in Paris right now?"
+            if n == 0
+            else "And now? Check the weather in Paris again."
+        )
         for _ in range(3 if loop_in_last and n == asks - 1 else 1):
             s.reply(calls=[Call("get_weather", {"city": "Paris"})])
             s.results("14 °C, light rain")
@@ -330,13 +382,13 @@ def test_a_loop_inside_one_task_after_others_is_still_a_loop(family: str) -> Non
 
 
 def test_canonical_call_ignores_key_order_and_nulls() -> None:
-    assert canonical_call("f", {"a": 1, "b": None, "c": [1, {"y": 2, "x": 1}]}, None) == canonical_call(
-        "f", {"c": [1, {"x": 1, "y": 2}], "a": 1}, None
-    )
+    assert canonical_call(
+        "f", {"a": 1, "b": None, "c": [1, {"y": 2, "x": 1}]}, None
+    ) == canonical_call("f", {"c": [1, {"x": 1, "y": 2}], "a": 1}, None)
     assert canonical_call("f", {"a": 1}, None) != canonical_call("g", {"a": 1}, None)
 
 
-# --- E.empty_response ---------------------------------------------------------------------------------
+# --- E.empty_response -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -410,12 +462,21 @@ def test_empty_refusal_field_is_no_refusal() -> None:
     assert not found(s.analyse(), "E.refusal")
 
 
-# --- E.tool_call_error ------------------------------------------------------------------------------
+# --- E.tool_call_error ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("finish", "message"),
-    [("MALFORMED_FUNCTION_CALL", "Malformed function call: print(default_api.get_weather(city=Paris"), ("UNEXPECTED_TOOL_CALL", "Unexpected tool call: Model tried to call an undeclared function: list_files")],
+    [
+        (
+            "MALFORMED_FUNCTION_CALL",
+            "Malformed function call: print(default_api.get_weather(city=Paris",
+        ),
+        (
+            "UNEXPECTED_TOOL_CALL",
+            "Unexpected tool call: Model tried to call an undeclared function: list_files",
+        ),
+    ],
 )
 @pytest.mark.parametrize("stream", [False, True])
 def test_gemini_tool_call_error(finish: str, message: str, stream: bool) -> None:
@@ -441,7 +502,7 @@ def test_bedrock_malformed_tool_use() -> None:
     assert "malformed_tool_use" in f.message
 
 
-# --- E.tool_choice_violated -------------------------------------------------------------------------
+# --- E.tool_choice_violated -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("family", sorted(REQUIRED))
@@ -465,7 +526,10 @@ def test_tool_choice_required_honoured(family: str) -> None:
 def test_tool_choice_forced_other_tool() -> None:
     s = Script("anthropic", tools=[WEATHER, UNIT])
     s.user("Convert 21C")
-    s.reply(calls=[Call("get_weather", {"city": "Paris"})], tool_choice={"type": "tool", "name": "convert"})
+    s.reply(
+        calls=[Call("get_weather", {"city": "Paris"})],
+        tool_choice={"type": "tool", "name": "convert"},
+    )
     f = one(s.analyse(), "E.tool_choice_violated")
     assert "`convert`" in f.message and "`get_weather`" in f.message
 
@@ -479,7 +543,12 @@ def test_tool_choice_none_but_called() -> None:
 
 @pytest.mark.parametrize("family", STREAM_FAMILIES)
 def test_streamed_and_plain_agree(family: str) -> None:
-    runs = [weather_then_answer(family, Call("get_weather", {"city": 5}), stream=st).analyse() for st in (False, True)]
-    assert [f.code for f in runs[0].findings if f.layer == "E"] == [f.code for f in runs[1].findings if f.layer == "E"] == [
-        "E.arguments_schema"
+    runs = [
+        weather_then_answer(family, Call("get_weather", {"city": 5}), stream=st).analyse()
+        for st in (False, True)
     ]
+    assert (
+        [f.code for f in runs[0].findings if f.layer == "E"]
+        == [f.code for f in runs[1].findings if f.layer == "E"]
+        == ["E.arguments_schema"]
+    )

@@ -52,5 +52,7 @@ def test_incremental_parse_and_analysis_equal_the_full_ones(tmp_path: Path) -> N
             if inc.reused is not None:
                 incremental_requests += 1
             assert inc.request == full.request, f"{rel(path)}#{ex.seq}"
-        assert _signature(analyse(exchanges)) == _signature(analyse(exchanges, [parse_exchange(e) for e in exchanges])), rel(path)
+        assert _signature(analyse(exchanges)) == _signature(
+            analyse(exchanges, [parse_exchange(e) for e in exchanges])
+        ), rel(path)
     assert incremental_requests > 300

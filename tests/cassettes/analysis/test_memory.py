@@ -47,7 +47,9 @@ def test_releasing_contexts_and_histories_changes_no_finding() -> None:
     analysed keeping everything, releasing as usual, and releasing every history at once."""
     per_file = [load(p) for p in corpus_files()]
     in_order = list(itertools.chain.from_iterable(per_file))
-    interleaved = [ex for group in itertools.zip_longest(*per_file) for ex in group if ex is not None]
+    interleaved = [
+        ex for group in itertools.zip_longest(*per_file) for ex in group if ex is not None
+    ]
     for exchanges in (in_order, interleaved):
         for i, ex in enumerate(exchanges):
             ex.seq = i
@@ -81,15 +83,21 @@ def test_a_fork_to_a_released_turn_reads_it_again() -> None:
     """``previous_response_id`` pointing back past the latest turn: the released context of that
     turn is read again, and the analysis is the one that kept it."""
     call = Call("get_weather", {"city": "Paris"})
-    t0 = openai_responses_turn([openai_responses_user("Weather in Paris?")], None, [call], tools=[WEATHER])
+    t0 = openai_responses_turn(
+        [openai_responses_user("Weather in Paris?")], None, [call], tools=[WEATHER]
+    )
     rid = orjson.loads(t0.response_body)["id"]
-    t1 = openai_responses_turn(openai_responses_results([(call, "sunny")]), "Sunny.", tools=[WEATHER])
+    t1 = openai_responses_turn(
+        openai_responses_results([(call, "sunny")]), "Sunny.", tools=[WEATHER]
+    )
     t2 = openai_responses_turn([openai_responses_user("Thanks!")], "Welcome.", tools=[WEATHER])
     t2_rid = orjson.loads(t1.response_body)["id"]
     edit_request(t1, lambda b: b.update(previous_response_id=rid))
     edit_request(t2, lambda b: b.update(previous_response_id=t2_rid))
     # A branch from turn 0 again, this time forgetting the result.
-    fork = openai_responses_turn([openai_responses_user("And in Rome?")], "Checking.", tools=[WEATHER])
+    fork = openai_responses_turn(
+        [openai_responses_user("And in Rome?")], "Checking.", tools=[WEATHER]
+    )
     edit_request(fork, lambda b: b.update(previous_response_id=rid))
     exchanges = [t0, t1, t2, fork]
     for i, ex in enumerate(exchanges):
@@ -114,7 +122,9 @@ def _reload(exchanges: list[Exchange], a: RunAnalyser, seq: int):  # type: ignor
 
 # -- memory ----------------------------------------------------------------------------------------
 
-_READ = Tool("read_file", {"type": "object", "properties": {"path": {"type": "string"}}}, "Read a file.")
+_READ = Tool(
+    "read_file", {"type": "object", "properties": {"path": {"type": "string"}}}, "Read a file."
+)
 _RESULT = "\n".join(f"{n:4d}  def f_{n}(x): return x * {n}" for n in range(60))  # ~2 KB
 
 

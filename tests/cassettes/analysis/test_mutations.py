@@ -1,4 +1,5 @@
-"""Recall: inject client bugs into correct multi-turn tool loops from the corpus; the right code fires.
+"""Recall: inject client bugs into correct multi-turn tool loops from the corpus; the right code
+fires.
 
 Each mutation edits the *raw* request (or response) JSON of one turn the way a buggy client or a
 misbehaving model would, in that API family's own wire format, then re-runs the analysis over
@@ -37,8 +38,14 @@ def _is_result(family: str, item: Any) -> list[Any] | None:
     blocks = item.get("content") if family in ("anthropic", "bedrock") else item.get("parts")
     if not isinstance(blocks, list):
         return None
-    key = {"anthropic": "tool_result", "bedrock": "toolResult", "gemini": "functionResponse"}[family]
-    found = [b for b in blocks if isinstance(b, dict) and (b.get("type") == key or key in b or "function_response" in b)]
+    key = {"anthropic": "tool_result", "bedrock": "toolResult", "gemini": "functionResponse"}[
+        family
+    ]
+    found = [
+        b
+        for b in blocks
+        if isinstance(b, dict) and (b.get("type") == key or key in b or "function_response" in b)
+    ]
     return found or None
 
 
@@ -80,10 +87,14 @@ def drop_tool_result(family: str, body: Body, kept: int) -> bool:
     for i in range(len(h) - 1, kept - 1, -1):
         holders = _is_result(family, h[i])
         if holders:
-            if family in ("openai_chat", "openai_responses") or len(holders) == len(h[i].get("content") or h[i].get("parts") or []):
+            if family in ("openai_chat", "openai_responses") or len(holders) == len(
+                h[i].get("content") or h[i].get("parts") or []
+            ):
                 del h[i]
             else:
-                blocks = h[i].get("content") if family in ("anthropic", "bedrock") else h[i].get("parts")
+                blocks = (
+                    h[i].get("content") if family in ("anthropic", "bedrock") else h[i].get("parts")
+                )
                 blocks.remove(holders[-1])
             return True
     return False
@@ -124,7 +135,13 @@ def _semantic(item: Any) -> bool:
     or re-sign them — so reordering two of them is not something looptap claims to see."""
     if not isinstance(item, dict):
         return False
-    if item.get("type") in ("reasoning", "tool_search_call", "tool_search_output", "compaction", "item_reference"):
+    if item.get("type") in (
+        "reasoning",
+        "tool_search_call",
+        "tool_search_output",
+        "compaction",
+        "item_reference",
+    ):
         return False
     return True
 
@@ -165,7 +182,10 @@ C_MUTATIONS: dict[str, tuple[Mutation, set[str]]] = {
     "change_tool_call_id": (change_tool_call_id, {"C.orphan_tool_result", "C.dropped_tool_result"}),
     # Dropping the answer either leaves the results without their calls (orphans) or shows as
     # the history not carrying what the model said (not echoed / changed in place).
-    "drop_assistant_message": (drop_assistant_message, {"C.assistant_not_echoed", "C.orphan_tool_result", "C.history_mutated"}),
+    "drop_assistant_message": (
+        drop_assistant_message,
+        {"C.assistant_not_echoed", "C.orphan_tool_result", "C.history_mutated"},
+    ),
     "rewrite_history": (rewrite_history, {"C.history_mutated"}),
     "reorder_history": (reorder_history, {"C.history_mutated"}),
 }
@@ -177,7 +197,8 @@ FAMILIES = ("openai_chat", "openai_responses", "anthropic", "gemini", "bedrock")
 
 
 def _candidates() -> list[tuple[str, list[Exchange], int, str, int, int]]:
-    """(file, exchanges, seq, family, kept, previous seq): clean turns answering the previous turn's calls."""
+    """(file, exchanges, seq, family, kept, previous seq): clean turns answering the previous turn's
+    calls."""
     out = []
     for path in corpus_files():
         exs = load(path)
@@ -185,7 +206,12 @@ def _candidates() -> list[tuple[str, list[Exchange], int, str, int, int]]:
             ex.seq = i
         ra = analyse(exs)
         for t in ra.turns.values():
-            if t.family not in FAMILIES or t.index == 0 or t.c.link != "extends" or not t.c.pairings:
+            if (
+                t.family not in FAMILIES
+                or t.index == 0
+                or t.c.link != "extends"
+                or not t.c.pairings
+            ):
                 continue
             if any(f.severity.value != "info" for f in t.findings):
                 continue
@@ -210,7 +236,9 @@ def _mutated(exs: list[Exchange], seq: int, body: Body) -> list[Exchange]:
     return new
 
 
-def test_client_bugs_are_caught_on_the_right_turn(candidates: list[tuple[str, list[Exchange], int, str, int, int]]) -> None:
+def test_client_bugs_are_caught_on_the_right_turn(
+    candidates: list[tuple[str, list[Exchange], int, str, int, int]],
+) -> None:
     assert len(candidates) >= 100
     tried: Counter[tuple[str, str]] = Counter()
     caught: Counter[tuple[str, str]] = Counter()
@@ -271,7 +299,11 @@ def _with_response(exs: list[Exchange], seq: int, resp: Body) -> list[Exchange]:
 def _repeat_call(resp: Body, prev_resp: Body, family: str) -> bool:
     """Make this turn's answer call the previous turn's tool again with the same arguments."""
     if family == "openai_chat":
-        prev_calls = [tc for c in prev_resp.get("choices") or [] for tc in (c.get("message") or {}).get("tool_calls") or []]
+        prev_calls = [
+            tc
+            for c in prev_resp.get("choices") or []
+            for tc in (c.get("message") or {}).get("tool_calls") or []
+        ]
         if not prev_calls or not resp.get("choices"):
             return False
         again = copy.deepcopy(prev_calls[:1])
@@ -281,7 +313,9 @@ def _repeat_call(resp: Body, prev_resp: Body, family: str) -> bool:
         resp["choices"][0]["finish_reason"] = "tool_calls"
         return True
     if family == "openai_responses":
-        prev_calls = [it for it in prev_resp.get("output") or [] if it.get("type") == "function_call"]
+        prev_calls = [
+            it for it in prev_resp.get("output") or [] if it.get("type") == "function_call"
+        ]
         if not prev_calls:
             return False
         again = copy.deepcopy(prev_calls[0]) | {"id": "fc_repeated", "call_id": "call_repeated"}
@@ -291,8 +325,11 @@ def _repeat_call(resp: Body, prev_resp: Body, family: str) -> bool:
     return False
 
 
-def test_model_bugs_are_caught(candidates: list[tuple[str, list[Exchange], int, str, int, int]]) -> None:
-    """E mutations on the response side: truncated arguments, and a call repeated on the next turn."""
+def test_model_bugs_are_caught(
+    candidates: list[tuple[str, list[Exchange], int, str, int, int]],
+) -> None:
+    """E mutations on the response side: truncated arguments, and a call repeated on the next
+    turn."""
     tried: Counter[str] = Counter()
     caught: Counter[str] = Counter()
     missed: list[str] = []

@@ -25,7 +25,8 @@ from cassettes.analysis import price_memo, price_memo_shape, pricing
 
 @pytest.fixture
 def memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh state directory, and an empty memo in this process (forgotten again after the test)."""
+    """A fresh state directory, and an empty memo in this process (forgotten again after the
+    test)."""
     state = tmp_path / "state"
     monkeypatch.setenv("LOOPTAP_STATE_DIR", str(state))
     price_memo.process_memo().forget()
@@ -33,9 +34,13 @@ def memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     price_memo.process_memo().forget()
 
 
-def _call(usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime, ctx: Any) -> Any:
+def _call(
+    usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime, ctx: Any
+) -> Any:
     try:
-        return price_memo.calc_price(usage, model_ref, provider_id=provider_id, when=when, price_context=ctx)
+        return price_memo.calc_price(
+            usage, model_ref, provider_id=provider_id, when=when, price_context=ctx
+        )
     except Exception as exc:  # the error itself is what must match
         return type(exc), str(exc)
 
@@ -52,16 +57,27 @@ def _library_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def test_the_memo_gives_the_library_figures_for_every_model(memo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(price_memo, "MAX", 1 << 20)  # every model at once (a user's memo holds what their runs name)
+def test_the_memo_gives_the_library_figures_for_every_model(
+    memo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every model at once (a user's memo holds what their runs name)
+    monkeypatch.setattr(price_memo, "MAX", 1 << 20)
     save = price_memo.save
-    monkeypatch.setattr(price_memo, "save", lambda doc: None)  # the file round trip is done once, below
-    cases = _cases() + [(ref, None, NOW, None, u) for ref in ("gpt-4o", "claude-3-5-haiku-latest", "no-such-model-xyz") for u in USAGES]
-    want = [_ours(u, ref, pid, when, ctx) for ref, pid, when, ctx, u in cases]  # pricing.calc_price: the library's figures (test_pricing)
+    # the file round trip is done once, below
+    monkeypatch.setattr(price_memo, "save", lambda doc: None)
+    cases = _cases() + [
+        (ref, None, NOW, None, u)
+        for ref in ("gpt-4o", "claude-3-5-haiku-latest", "no-such-model-xyz")
+        for u in USAGES
+    ]
+    # pricing.calc_price: the library's figures (test_pricing)
+    want = [_ours(u, ref, pid, when, ctx) for ref, pid, when, ctx, u in cases]
     calls = _library_calls(monkeypatch)
-    first = [_call(u, ref, pid, when, ctx) for ref, pid, when, ctx, u in cases]  # the library fills the memo as it goes
+    # the library fills the memo as it goes
+    first = [_call(u, ref, pid, when, ctx) for ref, pid, when, ctx, u in cases]
     assert calls and len(calls) < len(cases)
-    doc = orjson.loads(orjson.dumps(price_memo.process_memo().doc()))  # the memo as its file holds it
+    # the memo as its file holds it
+    doc = orjson.loads(orjson.dumps(price_memo.process_memo().doc()))
     assert price_memo_shape.sound(doc)
     save(doc)
     price_memo.process_memo().forget()  # the next process: from the file
@@ -69,17 +85,27 @@ def test_the_memo_gives_the_library_figures_for_every_model(memo: Path, monkeypa
     calls.clear()
     second = [_call(u, ref, pid, when, ctx) for ref, pid, when, ctx, u in cases]
     for got in (first, second):
-        differ = [(c, a, b) for c, a, b in zip(cases, want, got, strict=True) if a != b or str(a[0]) != str(b[0])]
+        differ = [
+            (c, a, b)
+            for c, a, b in zip(cases, want, got, strict=True)
+            if a != b or str(a[0]) != str(b[0])
+        ]
         assert not differ, f"{len(differ)} of {len(cases)} differ, e.g. {differ[:3]}"
     assert sum(isinstance(r[0], Decimal) for r in want) > len(cases) * 0.8
-    # from the memo, the library is asked only for what it rejects (its own error) or prices its own way
+    # from the memo, the library is asked only for what it rejects (its own error) or prices its own
+    # way
     rejected = sum(not isinstance(r[0], Decimal) and r[0] is not LookupError for r in want)
     assert len(calls) <= rejected + len(cases) * 0.01, (len(calls), rejected, len(cases))
 
 
 def test_a_host_and_a_model_name_from_the_memo(memo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    urls = ["https://api.anthropic.com/v1/messages", "https://api.openai.com/v1/chat/completions",
-            "https://generativelanguage.googleapis.com/v1beta/models/x", "http://127.0.0.1:8000/v1/chat", "https://api.mistral.ai/v1/x"]
+    urls = [
+        "https://api.anthropic.com/v1/messages",
+        "https://api.openai.com/v1/chat/completions",
+        "https://generativelanguage.googleapis.com/v1beta/models/x",
+        "http://127.0.0.1:8000/v1/chat",
+        "https://api.mistral.ai/v1/x",
+    ]
     names = ["gpt-4o-2024-08-06", "claude-sonnet-4-5-20250929", "my-router", "gemini-2.5-pro"]
 
     def answers() -> list[Any]:
@@ -117,7 +143,9 @@ def _forbidden(*a: Any, **k: Any) -> Any:
 
 
 def _fill(memo: Path) -> tuple[Decimal, str, str]:
-    got = price_memo.calc_price({"input_tokens": 1000, "output_tokens": 100}, "gpt-4o", provider_id="openai", when=NOW)
+    got = price_memo.calc_price(
+        {"input_tokens": 1000, "output_tokens": 100}, "gpt-4o", provider_id="openai", when=NOW
+    )
     assert memo.is_file()
     return got
 
@@ -129,7 +157,9 @@ def _signed(memo: Path, doc: Any) -> None:
     key = sealed.machine_key(create=True)
     assert key is not None and price_memo.table_identity() is not None
     body = orjson.dumps(doc)
-    memo.write_bytes(price_memo.signature(key, price_memo.table_identity() or [], body).encode() + b"\n" + body)
+    memo.write_bytes(
+        price_memo.signature(key, price_memo.table_identity() or [], body).encode() + b"\n" + body
+    )
 
 
 def _tamper_price(memo: Path) -> None:
@@ -149,7 +179,8 @@ def _bad_shape(memo: Path) -> None:
 def _unknown_leaf(memo: Path) -> None:
     doc = orjson.loads(memo.read_bytes().partition(b"\n")[2])
     for plan in doc["plans"].values():
-        plan["leaves"].insert(0, ["output_tokens", ["input_tokens"]])  # reads a count not computed yet
+        # reads a count not computed yet
+        plan["leaves"].insert(0, ["output_tokens", ["input_tokens"]])
     _signed(memo, doc)
 
 
@@ -170,8 +201,22 @@ def _other_release(memo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(price_memo, "PRICES_VERSION", "0.0.0")  # the installed table changed since
 
 
-@pytest.mark.parametrize("spoil", ["truncated", "not json", "tampered price", "bad shape", "unknown leaf", "world-writable", "other release", "a directory"])
-def test_a_memo_that_is_not_sound_is_not_used(memo: Path, monkeypatch: pytest.MonkeyPatch, spoil: str) -> None:
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        "truncated",
+        "not json",
+        "tampered price",
+        "bad shape",
+        "unknown leaf",
+        "world-writable",
+        "other release",
+        "a directory",
+    ],
+)
+def test_a_memo_that_is_not_sound_is_not_used(
+    memo: Path, monkeypatch: pytest.MonkeyPatch, spoil: str
+) -> None:
     want = _fill(memo)
     if spoil == "truncated":
         memo.write_bytes(memo.read_bytes()[:-40])
@@ -193,7 +238,9 @@ def test_a_memo_that_is_not_sound_is_not_used(memo: Path, monkeypatch: pytest.Mo
         memo.mkdir()
     price_memo.process_memo().forget()
     calls = _library_calls(monkeypatch)
-    got = price_memo.calc_price({"input_tokens": 1000, "output_tokens": 100}, "gpt-4o", provider_id="openai", when=NOW)
+    got = price_memo.calc_price(
+        {"input_tokens": 1000, "output_tokens": 100}, "gpt-4o", provider_id="openai", when=NOW
+    )
     assert got == want and calls == [1]  # the library answered
 
 
@@ -203,15 +250,24 @@ def test_a_sound_memo_is_used(memo: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert memo.stat().st_mode & 0o777 == 0o600
     price_memo.process_memo().forget()
     calls = _library_calls(monkeypatch)
-    got = price_memo.calc_price({"input_tokens": 1000, "output_tokens": 100}, "gpt-4o", provider_id="openai", when=NOW)
+    got = price_memo.calc_price(
+        {"input_tokens": 1000, "output_tokens": 100}, "gpt-4o", provider_id="openai", when=NOW
+    )
     assert got == want and calls == []
-    # another day, another usage shape: a plan or an inferred key not written down yet goes to the library
-    price_memo.calc_price({"input_tokens": 1000, "output_tokens": 100, "cache_read_tokens": 10}, "gpt-4o", provider_id="openai",
-                          when=datetime(2026, 11, 24, tzinfo=UTC))
+    # another day, another usage shape: a plan or an inferred key not written down yet goes to the
+    # library
+    price_memo.calc_price(
+        {"input_tokens": 1000, "output_tokens": 100, "cache_read_tokens": 10},
+        "gpt-4o",
+        provider_id="openai",
+        when=datetime(2026, 11, 24, tzinfo=UTC),
+    )
     assert calls == [1]
 
 
-def test_the_same_table_installed_elsewhere_is_the_same_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_same_table_installed_elsewhere_is_the_same_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The price table is known by its bytes, not by where it is installed nor when: the recorder's
     environment and the reader's hold one table, so the analysis the recorder keeps is the one
     ``looptap show`` takes (proxy/keeper.py). Another table is another table."""

@@ -28,14 +28,33 @@ USAGES: list[dict[str, int]] = [
     {},
     {"output_tokens": 17},
     {"input_tokens": 5000, "output_tokens": 40, "cache_read_tokens": 4000},
-    {"input_tokens": 5000, "output_tokens": 40, "cache_read_tokens": 3000, "cache_write_tokens": 1500},
-    {"input_tokens": 9000, "output_tokens": 900, "cache_write_5m_tokens": 800, "cache_write_1h_tokens": 600, "cache_write_tokens": 1400},
-    {"input_tokens": 100, "output_tokens": 10, "cache_read_tokens": 101},  # more cached than input: rejected
+    {
+        "input_tokens": 5000,
+        "output_tokens": 40,
+        "cache_read_tokens": 3000,
+        "cache_write_tokens": 1500,
+    },
+    {
+        "input_tokens": 9000,
+        "output_tokens": 900,
+        "cache_write_5m_tokens": 800,
+        "cache_write_1h_tokens": 600,
+        "cache_write_tokens": 1400,
+    },
+    # more cached than input: rejected
+    {"input_tokens": 100, "output_tokens": 10, "cache_read_tokens": 101},
     {"cache_read_tokens": 50, "output_tokens": 5},  # a part without the whole it belongs to
-    {"input_tokens": 800, "input_audio_tokens": 300, "output_tokens": 200, "output_audio_tokens": 120},
+    {
+        "input_tokens": 800,
+        "input_audio_tokens": 300,
+        "output_tokens": 200,
+        "output_audio_tokens": 120,
+    },
     {"input_tokens": 2000, "output_tokens": 1500, "output_reasoning_tokens": 1200},
-    {"input_tokens": 2000, "output_tokens": 1500, "output_reasoning_tokens": 1600},  # reasoning > output
-    {"input_tokens": 300_000, "output_tokens": 2000, "cache_read_tokens": 100_000},  # past most tiers
+    # reasoning > output
+    {"input_tokens": 2000, "output_tokens": 1500, "output_reasoning_tokens": 1600},
+    # past most tiers
+    {"input_tokens": 300_000, "output_tokens": 2000, "cache_read_tokens": 100_000},
     {"input_tokens": 10, "output_tokens": 1, "web_searches": 2, "input_image_tokens": 4},
 ]
 
@@ -68,8 +87,16 @@ def _contexts(model: Any) -> list[dict[str, str] | None]:
 
 
 def _tier_usages(model: Any) -> list[dict[str, int]]:
-    prices = [model.prices] if isinstance(model.prices, ModelPrice) else [c.prices for c in model.prices]
-    starts = {t.start for p in prices for v in p.__dict__.values() if isinstance(v, TieredPrices) for t in v.tiers}
+    prices = (
+        [model.prices] if isinstance(model.prices, ModelPrice) else [c.prices for c in model.prices]
+    )
+    starts = {
+        t.start
+        for p in prices
+        for v in p.__dict__.values()
+        if isinstance(v, TieredPrices)
+        for t in v.tiers
+    }
     out = []
     for s in sorted(starts):
         for n in (s, s + 1):
@@ -78,7 +105,9 @@ def _tier_usages(model: Any) -> list[dict[str, int]]:
     return out
 
 
-def _library(usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime, ctx: Any) -> Any:
+def _library(
+    usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime, ctx: Any
+) -> Any:
     try:
         calc = genai_prices.calc_price(
             genai_prices.Usage(**usage),
@@ -92,7 +121,9 @@ def _library(usage: dict[str, int], model_ref: str, provider_id: str | None, whe
     return calc.total_price, calc.provider.id, calc.model.id
 
 
-def _ours(usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime, ctx: Any) -> Any:
+def _ours(
+    usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime, ctx: Any
+) -> Any:
     try:
         return calc_price(usage, model_ref, provider_id=provider_id, when=when, price_context=ctx)
     except Exception as exc:
@@ -125,11 +156,21 @@ def test_fast_path_is_taken() -> None:
 
     try:
         genai_prices.calc_price = counting  # type: ignore[assignment]
-        total, prov, model = calc_price(USAGES[5], "claude-sonnet-4-5", provider_id="anthropic", when=NOW)
+        total, prov, model = calc_price(
+            USAGES[5], "claude-sonnet-4-5", provider_id="anthropic", when=NOW
+        )
     finally:
         genai_prices.calc_price = real  # type: ignore[assignment]
     assert called == [] and (prov, model) == ("anthropic", "claude-sonnet-4-5")
-    assert total == real(genai_prices.Usage(**USAGES[5]), "claude-sonnet-4-5", provider_id="anthropic", genai_request_timestamp=NOW).total_price
+    assert (
+        total
+        == real(
+            genai_prices.Usage(**USAGES[5]),
+            "claude-sonnet-4-5",
+            provider_id="anthropic",
+            genai_request_timestamp=NOW,
+        ).total_price
+    )
     assert total > 0
 
 
@@ -174,7 +215,8 @@ def test_without_provider_by_model_name_alone() -> None:
         {"input_tokens": 10, "output_tokens": True},  # bool: genai-prices rejects it
         {"input_tokens": 10.5, "output_tokens": 2},  # a float: genai-prices converts its own way
         {"input_tokens": -1, "output_tokens": 2},
-        {"input_tokens": 10, "output_tokens": 2, "bogus_tokens": 3},  # a key it does not know: a warning
+        # a key it does not know: a warning
+        {"input_tokens": 10, "output_tokens": 2, "bogus_tokens": 3},
     ],
 )
 def test_unusual_usage_goes_to_the_library(usage: dict[str, Any]) -> None:
@@ -193,7 +235,9 @@ class _nothing:
         return None
 
 
-def test_an_internal_that_moved_hands_the_call_to_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_internal_that_moved_hands_the_call_to_the_library(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The fast path reuses genai-prices internals; if one changes shape under a new release, the
     call goes to genai_prices.calc_price, never to an exception of ours."""
 
@@ -202,5 +246,7 @@ def test_an_internal_that_moved_hands_the_call_to_the_library(monkeypatch: pytes
 
     monkeypatch.setattr(pricing, "calc_unit_price", moved)
     usage = USAGES[5]
-    assert _ours(usage, "claude-sonnet-4-5", "anthropic", NOW, None) == _library(usage, "claude-sonnet-4-5", "anthropic", NOW, None)
+    assert _ours(usage, "claude-sonnet-4-5", "anthropic", NOW, None) == _library(
+        usage, "claude-sonnet-4-5", "anthropic", NOW, None
+    )
     assert isinstance(_ours(usage, "claude-sonnet-4-5", "anthropic", NOW, None)[0], Decimal)

@@ -13,13 +13,16 @@ from cassettes.analysis.dispatch import ordered_findings
 from cassettes.analysis.model import RunAnalysis, Severity
 from cassettes.views.view import analysis_lines
 
-ANTHROPIC_PAIRING = ("messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: {id}. "
-                     "Each `tool_use` block must have a corresponding `tool_result` block in the next message.")
+ANTHROPIC_PAIRING = (
+    "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: {id}. "
+    "Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+)
 
 
 def _dropped_then_rejected(drop: bool) -> RunAnalysis:
     """Two parallel calls; the next request carries one result (``drop``) or both, and the API
-    answers it with a pairing 400 (the clean twin: the API's 400 though the client did nothing wrong)."""
+    answers it with a pairing 400 (the clean twin: the API's 400 though the client did nothing
+    wrong)."""
     s = AgentScript("anthropic", system="You are a weather agent.")
     s.user("Weather in Paris and Rome?")
     paris, rome = Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Rome"})
@@ -28,7 +31,16 @@ def _dropped_then_rejected(drop: bool) -> RunAnalysis:
         s.results_for((paris, "sunny"))
     else:
         s.results("sunny", "rain")
-    s.fail(400, {"type": "error", "error": {"type": "invalid_request_error", "message": ANTHROPIC_PAIRING.format(id=rome.id)}})
+    s.fail(
+        400,
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": ANTHROPIC_PAIRING.format(id=rome.id),
+            },
+        },
+    )
     return s.analyse()
 
 
@@ -38,8 +50,14 @@ def test_a_pairing_error_beside_a_dropped_result_is_folded_under_it() -> None:
     assert by_code["C.dropped_tool_result"].severity is Severity.ERROR
     pairing = by_code["C.pairing_error"]
     assert pairing.severity is Severity.INFO
-    assert (pairing.details["caused_by"], pairing.details["caused_by_seq"]) == ("C.dropped_tool_result", 1)
-    assert [f.code for f in ordered_findings(run.findings) if f.seq == 1][:2] == ["C.dropped_tool_result", "C.pairing_error"]
+    assert (pairing.details["caused_by"], pairing.details["caused_by_seq"]) == (
+        "C.dropped_tool_result",
+        1,
+    )
+    assert [f.code for f in ordered_findings(run.findings) if f.seq == 1][:2] == [
+        "C.dropped_tool_result",
+        "C.pairing_error",
+    ]
 
 
 def test_a_pairing_error_with_no_cause_on_its_turn_stays_an_error() -> None:
@@ -61,7 +79,10 @@ def test_a_tool_error_after_a_call_against_the_schema_is_folded_under_it() -> No
     run = _schema_then_error(bad_arguments=True)
     (schema,) = [f for f in run.findings if f.code == "E.arguments_schema"]
     (error,) = [f for f in run.findings if f.code == "C.tool_result_error"]
-    assert (error.details["caused_by"], error.details["caused_by_seq"]) == ("E.arguments_schema", schema.seq)
+    assert (error.details["caused_by"], error.details["caused_by_seq"]) == (
+        "E.arguments_schema",
+        schema.seq,
+    )
     assert error.severity is Severity.INFO
     order = [f.code for f in ordered_findings(run.findings)]
     assert order.index("C.tool_result_error") == order.index("E.arguments_schema") + 1
@@ -91,7 +112,9 @@ def test_mcp_and_the_pytest_helper_read_the_same_fold(tmp_path: Path) -> None:
     run = open_run(path)
     with pytest.raises(AssertionError) as info:
         run.assert_no_findings(min_severity="info")
-    assert "C.tool_result_error" in str(info.value) and "(caused by E.arguments_schema)" in str(info.value)
+    assert "C.tool_result_error" in str(info.value) and "(caused by E.arguments_schema)" in str(
+        info.value
+    )
     run.assert_no_findings(layer="C")  # the consequence has no severity of its own
     summary = Runs([tmp_path]).summary("run.jsonl")
     roots = [f["code"] for f in summary["root_causes"]]
@@ -117,8 +140,8 @@ def _late_result(echo_answer: bool, family: str) -> RunAnalysis:
 
 @pytest.mark.parametrize("family", ["anthropic", "openai_chat"])
 def test_a_result_sent_late_is_not_an_answer_left_unechoed(family: str) -> None:
-    """Claude Code's bug run of the client matrix: the result dropped on turn 1 comes back on turn 2,
-    before turn 1's answer. The drop is the finding; turn 1's answer was echoed."""
+    """Claude Code's bug run of the client matrix: the result dropped on turn 1 comes back on turn
+    2, before turn 1's answer. The drop is the finding; turn 1's answer was echoed."""
     run = _late_result(True, family)
     serious = [(f.code, f.turn) for f in run.findings if f.severity is not Severity.INFO]
     assert serious == [("C.dropped_tool_result", 1)], serious
@@ -127,12 +150,20 @@ def test_a_result_sent_late_is_not_an_answer_left_unechoed(family: str) -> None:
 @pytest.mark.parametrize("family", ["anthropic", "openai_chat"])
 def test_a_late_result_does_not_hide_an_answer_left_unechoed(family: str) -> None:
     run = _late_result(False, family)
-    assert ("C.assistant_not_echoed", 2) in [(f.code, f.turn) for f in run.findings if f.severity is Severity.WARNING]
+    assert ("C.assistant_not_echoed", 2) in [
+        (f.code, f.turn) for f in run.findings if f.severity is Severity.WARNING
+    ]
 
 
 def _rewrite(node: object, old: str, new: str) -> None:
     """Replace ``old`` by ``new`` in every string of a history item, in place."""
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    items = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else []
+    )
     for k, v in list(items):
         if isinstance(v, str):
             node[k] = v.replace(old, new)  # type: ignore[index]
@@ -143,10 +174,13 @@ def _rewrite(node: object, old: str, new: str) -> None:
 def _rewritten_then_restored(family: str, drop_last: bool) -> RunAnalysis:
     """The client matrix's mutate_history: turn 2's request rewrites turn 0's results (a client bug,
     C.history_mutated) and turn 3's re-sends them as they were (the history changed again). Each
-    turn otherwise echoes the answer and sends its result (``drop_last``: turn 3 lacks its result)."""
+    turn otherwise echoes the answer and sends its result (``drop_last``: turn 3 lacks its
+    result)."""
     s = Script(family)
     s.user("Weather in Paris, Tokyo and Berlin?")
-    paris, tokyo, berlin, again = (Call("get_weather", {"city": c}) for c in ("Paris", "Tokyo", "Berlin", "Berlin"))
+    paris, tokyo, berlin, again = (
+        Call("get_weather", {"city": c}) for c in ("Paris", "Tokyo", "Berlin", "Berlin")
+    )
     s.reply(calls=[paris, tokyo])
     s.results("WEATHER sunny", "WEATHER rain")
     s.reply(calls=[berlin])
@@ -174,4 +208,6 @@ def test_results_re_sent_in_a_rewritten_history_are_not_new_results(family: str)
 @pytest.mark.parametrize("family", ["anthropic", "gemini", "openai_chat"])
 def test_a_result_dropped_in_a_rewritten_history_is_still_found(family: str) -> None:
     run = _rewritten_then_restored(family, drop_last=True)
-    assert ("C.dropped_tool_result", 3) in {(f.code, f.turn) for f in run.findings if f.severity is not Severity.INFO}
+    assert ("C.dropped_tool_result", 3) in {
+        (f.code, f.turn) for f in run.findings if f.severity is not Severity.INFO
+    }

@@ -36,14 +36,20 @@ from scenarios import (
 Json = dict[str, Any]
 
 SYSTEM = "You are a research agent. Use the tools."
-QUESTION = "Describe your most recent action in 3-5 words using present tense (-ing). Do not use tools."
+QUESTION = (
+    "Describe your most recent action in 3-5 words using present tense (-ing). Do not use tools."
+)
 #: Families whose tool results travel inside a user message, where a question can join them.
 MERGING = ("anthropic", "bedrock", "gemini")
 TASK = Tool(
     "Task",
     {
         "type": "object",
-        "properties": {"description": {"type": "string"}, "prompt": {"type": "string"}, "subagent_type": {"type": "string"}},
+        "properties": {
+            "description": {"type": "string"},
+            "prompt": {"type": "string"},
+            "subagent_type": {"type": "string"},
+        },
         "required": ["description", "prompt"],
     },
     "Launch a sub-agent.",
@@ -158,15 +164,27 @@ ARGS = {"description": "Paris weather", "prompt": PROMPT, "subagent_type": "gene
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")], ids=["compact", "spaced"])
-def test_summary_quoting_a_task_call_is_a_side_call_of_its_turn(family: str, separators: tuple[str, str]) -> None:
-    main = AgentScript(family, system="You are a travel planner. Delegate research.", tools=(WEATHER, TASK))
+def test_summary_quoting_a_task_call_is_a_side_call_of_its_turn(
+    family: str, separators: tuple[str, str]
+) -> None:
+    main = AgentScript(
+        family, system="You are a travel planner. Delegate research.", tools=(WEATHER, TASK)
+    )
     main.user("Plan a weekend in Paris.")
     main.reply(calls=[Call("Task", ARGS)])
-    label = AgentScript(family, system="Write a short summary label describing what these tool calls accomplished.", tools=())
-    label.user(f"Tools completed:\n\nTool: Task\nInput: {json.dumps(ARGS, separators=separators)}\nOutput: launched\n\nLabel:")
+    label = AgentScript(
+        family,
+        system="Write a short summary label describing what these tool calls accomplished.",
+        tools=(),
+    )
+    label.user(
+        f"Tools completed:\n\nTool: Task\nInput: {json.dumps(ARGS, separators=separators)}"
+        "\nOutput: launched\n\nLabel:"
+    )
     label.reply("Researching Paris weather")
     sub = AgentScript(family, system="You are a research sub-agent.", tools=(WEATHER,))
-    sub.user(f"You work for the travel planner.\n\n{PROMPT}\n\nBe brief.")  # the prompt, wrapped in words
+    # the prompt, wrapped in words
+    sub.user(f"You work for the travel planner.\n\n{PROMPT}\n\nBe brief.")
     sub.reply("Saturday sunny, Sunday showers.")
     main.results("Saturday sunny, Sunday showers.")
     main.reply("Saturday: Louvre gardens. Sunday: Orsay museum.")
@@ -189,12 +207,14 @@ def test_title_call_on_the_first_request_is_a_side_call_of_that_turn(family: str
     title = AgentScript(family, system="Write a 3-5 word title for the user's request.", tools=())
     title.user("Plan a weekend in Paris.")
     title.reply("Paris Weekend Plan")
-    again = AgentScript(family, system="You are a travel planner.")  # the clean twin: the same agent
+    # the clean twin: the same agent
+    again = AgentScript(family, system="You are a travel planner.")
     again.user("Plan a weekend in Paris.")
     again.reply("Saturday: Versailles. Sunday: Montmartre.")
     run = run_of([main.exchanges[0], title.exchanges[0], again.exchanges[0]])
     assert threads(run) == [[0], [1], [2]]
     assert (conv_of(run, 1).branch, conv_of(run, 1).parent_seq) == ("side_call", 0)
-    assert (conv_of(run, 2).branch, conv_of(run, 2).parent_seq) == (None, None)  # a new run, same opening
+    # a new run, same opening
+    assert (conv_of(run, 2).branch, conv_of(run, 2).parent_seq) == (None, None)
     assert serious(run) == []
 

@@ -1,4 +1,5 @@
-"""Work the analysis does once per turn, not twice (issue 30's batch speed): counted, never timed."""
+"""Work the analysis does once per turn, not twice (issue 30's batch speed): counted, never
+timed."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ def test_squashed_text_is_not_copied() -> None:
 
 
 @pytest.mark.parametrize("family", ["openai_chat", "anthropic"])
-def test_a_tool_result_is_squashed_once_per_turn(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tool_result_is_squashed_once_per_turn(
+    family: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The threading squashes a turn's tool results to key them; the repeated-call check, which
     compares results by their squashed text, takes them from the threader's memo."""
     result = "line one\n  line two\twith   spaces\n" * 40
@@ -49,7 +52,8 @@ def test_a_tool_result_is_squashed_once_per_turn(family: str, monkeypatch: pytes
     s.user("read it")
     s.reply(None, calls=[Call("read_file", {"path": "a.py"})])
     s.results(result)
-    s.reply(None, calls=[Call("read_file", {"path": "a.py"})])  # a repeated call: its results compared
+    # a repeated call: its results compared
+    s.reply(None, calls=[Call("read_file", {"path": "a.py"})])
     s.results(result)
     s.reply("done")
     run = s.analyse()
@@ -83,10 +87,13 @@ def test_a_spilled_batch_is_one_transaction() -> None:
     spill.close()
 
 
-def test_a_spill_table_get_is_a_lookup_not_a_caught_key_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_spill_table_get_is_a_lookup_not_a_caught_key_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``get`` answers as ``Mapping.get`` does (entries in memory, entries on disk, missing keys,
     and the entry made recently used), without going through ``__getitem__``'s ``KeyError`` for a
-    key it does not hold: the analysis asks a few dozen times per turn, mostly for keys not there."""
+    key it does not hold: the analysis asks a few dozen times per turn, mostly for keys not
+    there."""
     from cassettes.analysis.spill import Spill, SpillMap
 
     spill = Spill()
@@ -109,7 +116,8 @@ def test_a_spill_table_get_is_a_lookup_not_a_caught_key_error(monkeypatch: pytes
     assert [table.get(i) for i in (8, 3, 42)] == ["value 8", "value 3", None]
     assert table.get(43, "default") == "default"
     assert not raised, raised
-    assert list(table._hot) == [9, 8, 3]  # each entry read is the most recently used, 3 back from disk
+    # each entry read is the most recently used, 3 back from disk
+    assert list(table._hot) == [9, 8, 3]
     assert [table.get(i) for i in range(10)] == [f"value {i}" for i in range(10)]
     spill.close()
 

@@ -1,6 +1,7 @@
 """Clients that keep their tool loop in text: ReAct agents (llama-index's ReActAgent, LangChain's
 text agents) and transcript agents (smolagents) are judged on what the API sees, not on whether
-they use the API's tool calls (issue 27 item 7; the client matrix's llama-index and smolagents rows).
+they use the API's tool calls (issue 27 item 7; the client matrix's llama-index and smolagents
+rows).
 
 * a ReAct answer (Thought / Action / Action Input) is echoed re-rendered: the Action Input as a
   Python repr instead of JSON, or with the observation written into the echo in place of one the
@@ -26,8 +27,13 @@ def codes(run: RunAnalysis, at_least: Severity = Severity.INFO) -> list[str]:
     return [f.code for f in run.findings if order.index(f.severity) >= order.index(at_least)]
 
 
-def _react(family: str, echo: str, answer: str = 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Paris"}',
-           then_user: str | None = "Observation: WEATHER: Paris is sunny") -> RunAnalysis:
+def _react(
+    family: str,
+    echo: str,
+    answer: str = "Thought: I need the weather.\nAction: get_weather\nAction "
+    'Input: {"city": "Paris"}',
+    then_user: str | None = "Observation: WEATHER: Paris is sunny",
+) -> RunAnalysis:
     s = Script(family)
     s.user("What is the weather in Paris?")
     s.reply(answer, echo=False)
@@ -40,23 +46,34 @@ def _react(family: str, echo: str, answer: str = 'Thought: I need the weather.\n
 
 @pytest.mark.parametrize("family", REACT_FAMILIES)
 def test_react_action_input_rerendered_is_echoed(family: str) -> None:
-    run = _react(family, "Thought: I need the weather.\nAction: get_weather\nAction Input: {'city': 'Paris'}")
+    run = _react(
+        family, "Thought: I need the weather.\nAction: get_weather\nAction Input: {'city': 'Paris'}"
+    )
     assert "C.assistant_not_echoed" not in codes(run), run.findings
     assert run.turns[1].c.echoed_assistant is True
 
 
 @pytest.mark.parametrize("family", REACT_FAMILIES)
 def test_react_echo_with_other_words_is_not_echoed(family: str) -> None:
-    run = _react(family, "Thought: I need the weather.\nAction: get_weather\nAction Input: {'city': 'Lyon'}")
+    run = _react(
+        family, "Thought: I need the weather.\nAction: get_weather\nAction Input: {'city': 'Lyon'}"
+    )
     assert codes(run, Severity.WARNING) == ["C.assistant_not_echoed"], run.findings
 
 
 @pytest.mark.parametrize("family", REACT_FAMILIES)
 def test_react_observation_written_into_the_echo(family: str) -> None:
     """The client cut the observation the model made up and wrote the real one into the echo,
-    adding no message of its own: neither a changed echo nor a loop going on after a final answer."""
-    answer = 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Paris"}\nObservation: it is snowing'
-    echo = 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Paris"}\nObservation: WEATHER: Paris is sunny'
+    adding no message of its own: neither a changed echo nor a loop going on after a final
+    answer."""
+    answer = (
+        'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": '
+        '"Paris"}\nObservation: it is snowing'
+    )
+    echo = (
+        'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": '
+        '"Paris"}\nObservation: WEATHER: Paris is sunny'
+    )
     run = _react(family, echo, answer=answer, then_user=None)
     assert codes(run, Severity.WARNING) == [], run.findings
 
@@ -73,15 +90,38 @@ def test_final_answer_then_a_call_without_new_input_still_warns(family: str) -> 
 
 
 def _smolagents(echo_city: str) -> RunAnalysis:
-    final = Tool("final_answer", {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]})
+    final = Tool(
+        "final_answer",
+        {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]},
+    )
     s = Script("openai_chat", tools=[WEATHER, final])
     s.user("New task:\nWhat is the weather in Paris and Tokyo?")
-    paris, tokyo = Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": echo_city if echo_city == "Tokyo" else "Tokyo"})
+    paris, tokyo = (
+        Call("get_weather", {"city": "Paris"}),
+        Call("get_weather", {"city": echo_city if echo_city == "Tokyo" else "Tokyo"}),
+    )
     s.reply(calls=[paris, tokyo], echo=False)
-    rendered = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": {"city": city}}}
-                for c, city in ((paris, "Paris"), (tokyo, echo_city))]
-    s.history.append({"role": "assistant", "content": [{"type": "text", "text": f"Calling tools:\n{rendered!r}"}]})
-    s.history.append({"role": "user", "content": [{"type": "text", "text": "Observation:\nWEATHER: Paris is sunny\nWEATHER: Tokyo is rainy"}]})
+    rendered = [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": {"city": city}}}
+        for c, city in ((paris, "Paris"), (tokyo, echo_city))
+    ]
+    s.history.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": f"Calling tools:\n{rendered!r}"}],
+        }
+    )
+    s.history.append(
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Observation:\nWEATHER: Paris is sunny\nWEATHER: Tokyo is rainy",
+                }
+            ],
+        }
+    )
     s.reply(calls=[Call("final_answer", {"answer": "sunny and rainy"})])
     return s.analyse()
 
@@ -100,10 +140,14 @@ def test_calls_echoed_as_text_with_other_arguments_are_not_echoed() -> None:
     assert "C.tool_calls_as_text" not in codes(run)
 
 
-# --- issue 45: echoes that differ only by a fence's language word, or sit after an inserted user message
+# --- issue 45: echoes that differ only by a fence's language word, or sit after an inserted user
+# message
 
 
-_FENCED = 'Thought: I need the weather.\nAction: get_weather\nAction Input:\n```json\n{"city": "Paris"}\n```'
+_FENCED = (
+    "Thought: I need the weather.\nAction: get_weather\nAction "
+    'Input:\n```json\n{"city": "Paris"}\n```'
+)
 
 
 @pytest.mark.parametrize("family", REACT_FAMILIES)
@@ -121,15 +165,44 @@ def test_react_fenced_echo_twins(family: str) -> None:
     not an echo."""
     assert codes(_react(family, _FENCED, answer=_FENCED), Severity.WARNING) == []
     changed = _FENCED.replace("```json", "```").replace("Paris", "Lyon")
-    assert codes(_react(family, changed, answer=_FENCED), Severity.WARNING) == ["C.assistant_not_echoed"]
+    assert codes(_react(family, changed, answer=_FENCED), Severity.WARNING) == [
+        "C.assistant_not_echoed"
+    ]
 
 
-_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="  # noqa: E501
 _IMAGE_USER = {
-    "openai_chat": {"role": "user", "content": [{"type": "text", "text": "Image returned by get_weather:"}, {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{_PNG}"}}]},
-    "anthropic": {"role": "user", "content": [{"type": "text", "text": "Image returned by get_weather:"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _PNG}}]},
-    "gemini": {"role": "user", "parts": [{"text": "Image returned by get_weather:"}, {"inlineData": {"mimeType": "image/png", "data": _PNG}}]},
-    "openai_responses": {"role": "user", "content": [{"type": "input_text", "text": "Image returned by get_weather:"}, {"type": "input_image", "image_url": f"data:image/png;base64,{_PNG}"}]},
+    "openai_chat": {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Image returned by get_weather:"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{_PNG}"}},
+        ],
+    },
+    "anthropic": {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Image returned by get_weather:"},
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": _PNG},
+            },
+        ],
+    },
+    "gemini": {
+        "role": "user",
+        "parts": [
+            {"text": "Image returned by get_weather:"},
+            {"inlineData": {"mimeType": "image/png", "data": _PNG}},
+        ],
+    },
+    "openai_responses": {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "Image returned by get_weather:"},
+            {"type": "input_image", "image_url": f"data:image/png;base64,{_PNG}"},
+        ],
+    },
 }
 _ANSWER = "Here is the radar picture for Paris: light rain moving east."
 
@@ -160,5 +233,7 @@ def test_answer_echoed_after_an_inserted_image_message_is_echoed(family: str) ->
 
 @pytest.mark.parametrize("family", list(_IMAGE_USER))
 def test_inserted_image_message_does_not_hide_a_changed_or_dropped_answer(family: str) -> None:
-    assert codes(_inserted_image(family, "Here is the radar picture for Lyon: sunny."), Severity.WARNING) == ["C.assistant_not_echoed"]
+    assert codes(
+        _inserted_image(family, "Here is the radar picture for Lyon: sunny."), Severity.WARNING
+    ) == ["C.assistant_not_echoed"]
     assert codes(_inserted_image(family, None), Severity.WARNING) == ["C.assistant_not_echoed"]

@@ -28,7 +28,10 @@ OPENAI = "https://api.openai.com/v1/chat/completions"
 RESPONSES = "https://api.openai.com/v1/responses"
 ANTHROPIC = "https://api.anthropic.com/v1/messages"
 GEMINI = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:generateContent"
-BEDROCK = "https://bedrock-runtime.us-east-1.amazonaws.com/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/converse"
+BEDROCK = (
+    "https://bedrock-runtime.us-east-1.amazonaws.com/model/"
+    "us.anthropic.claude-sonnet-4-5-20250929-v1:0/converse"
+)
 
 WEATHER_SCHEMA = {
     "type": "object",
@@ -36,11 +39,15 @@ WEATHER_SCHEMA = {
     "required": ["city"],
     "additionalProperties": False,
 }
-SYSTEM = "You are a helpful travel assistant. Always check the weather before recommending activities."
+SYSTEM = (
+    "You are a helpful travel assistant. Always check the weather before recommending activities."
+)
 LONG_RESULT = "Forecast for Paris: " + "sunny, 21C, light wind from the west; " * 100
 
 
-def _ex(url: str, req: dict[str, Any], resp: Any, *, status: int = 200, stream: bool = False) -> Exchange:
+def _ex(
+    url: str, req: dict[str, Any], resp: Any, *, status: int = 200, stream: bool = False
+) -> Exchange:
     if stream:
         chunks = [(0.1 * (i + 1), c) for i, c in enumerate(resp)]
         ctype = "text/event-stream"
@@ -80,7 +87,11 @@ def _seg_sum(tv: TokenCount) -> int:
 _OAI_TOOLS = [
     {
         "type": "function",
-        "function": {"name": "get_weather", "description": "Current weather", "parameters": WEATHER_SCHEMA},
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather",
+            "parameters": WEATHER_SCHEMA,
+        },
     }
 ]
 _OAI_H0 = [
@@ -107,7 +118,9 @@ def _oai_resp(
         "object": "chat.completion",
         "created": 1762171200,
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+        ],
         "usage": usage,
         "service_tier": "default",
         "system_fingerprint": "fp_1",
@@ -131,13 +144,18 @@ def _oai_conversation(
         url,
         {"model": model0, "messages": _OAI_H0, "tools": _OAI_TOOLS},
         _oai_resp(
-            {"content": None, "tool_calls": [_OAI_CALL]}, "tool_calls", _oai_usage(1180, 0, 18), model=served0
+            {"content": None, "tool_calls": [_OAI_CALL]},
+            "tool_calls",
+            _oai_usage(1180, 0, 18),
+            model=served0,
         ),
     )
     t1 = _ex(
         url,
         {"model": "gpt-4o", "messages": _OAI_H1, "tools": _OAI_TOOLS},
-        _oai_resp({"content": "Sunny and 21C: walk along the Seine."}, "stop", _oai_usage(2006, 1152, 300)),
+        _oai_resp(
+            {"content": "Sunny and 21C: walk along the Seine."}, "stop", _oai_usage(2006, 1152, 300)
+        ),
     )
     return [t0, t1]
 
@@ -192,7 +210,10 @@ def test_served_model_is_priced_not_the_requested_one() -> None:
         OPENAI,
         {"model": "gpt-4o", "messages": _OAI_H0},
         _oai_resp(
-            {"content": "Visit the Louvre."}, "stop", _oai_usage(1000, 0, 100), model="gpt-4o-mini-2024-07-18"
+            {"content": "Visit the Louvre."},
+            "stop",
+            _oai_usage(1000, 0, 100),
+            model="gpt-4o-mini-2024-07-18",
         ),
     )
     tv = _tok(_run(t0), 0)
@@ -205,12 +226,18 @@ def test_host_genai_prices_does_not_know_gives_no_price_for_openai_formats() -> 
     t0 = _ex(
         local,
         {"model": "qwen3:0.6b", "messages": _OAI_H0},
-        _oai_resp({"content": "Visit the Louvre."}, "stop", _oai_usage(40, 0, 8), model="qwen3:0.6b"),
+        _oai_resp(
+            {"content": "Visit the Louvre."}, "stop", _oai_usage(40, 0, 8), model="qwen3:0.6b"
+        ),
     )
     tv = _tok(_run(t0), 0)
     assert tv.source == "reported" and tv.input == 40
     assert tv.cost is None and tv.cumulative_cost is None
-    assert tv.price_source is not None and "localhost:11434" in tv.price_source and "qwen3:0.6b" in tv.price_source
+    assert (
+        tv.price_source is not None
+        and "localhost:11434" in tv.price_source
+        and "qwen3:0.6b" in tv.price_source
+    )
     assert not tv.price_estimated
 
 
@@ -221,15 +248,37 @@ def test_a_known_model_at_an_unknown_host_is_priced_by_name_and_marked_estimated
     t0 = _ex(
         local,
         {"model": "gpt-4o-mini", "messages": _OAI_H0},
-        _oai_resp({"content": "Visit the Louvre."}, "stop", _oai_usage(1000, 0, 100), model="gpt-4o-mini-2024-07-18"),
+        _oai_resp(
+            {"content": "Visit the Louvre."},
+            "stop",
+            _oai_usage(1000, 0, 100),
+            model="gpt-4o-mini-2024-07-18",
+        ),
     )
     tv = _tok(_run(t0), 0)
     assert tv.cost == (1000 * Decimal("0.15") + 100 * Decimal("0.6")) / M
     assert tv.price_estimated and tv.price_source is not None
-    assert tv.price_source.startswith("estimated:") and "openai/gpt-4o-mini" in tv.price_source and "127.0.0.1:8470" in tv.price_source
+    assert (
+        tv.price_source.startswith("estimated:")
+        and "openai/gpt-4o-mini" in tv.price_source
+        and "127.0.0.1:8470" in tv.price_source
+    )
     # at the provider's own host the same call is a plain price
-    known = _tok(_run(_ex("https://api.openai.com/v1/chat/completions", {"model": "gpt-4o-mini", "messages": _OAI_H0},
-                          _oai_resp({"content": "Visit the Louvre."}, "stop", _oai_usage(1000, 0, 100), model="gpt-4o-mini-2024-07-18"))), 0)
+    known = _tok(
+        _run(
+            _ex(
+                "https://api.openai.com/v1/chat/completions",
+                {"model": "gpt-4o-mini", "messages": _OAI_H0},
+                _oai_resp(
+                    {"content": "Visit the Louvre."},
+                    "stop",
+                    _oai_usage(1000, 0, 100),
+                    model="gpt-4o-mini-2024-07-18",
+                ),
+            )
+        ),
+        0,
+    )
     assert known.cost == tv.cost and not known.price_estimated
 
 
@@ -266,7 +315,10 @@ def test_stream_without_include_usage_is_estimated_from_text_size() -> None:
     assert tv.cache_read is None and tv.input_uncached is None
     assert tv.input == _seg_sum(tv)
     # system + user text, plus the per-message template overhead.
-    assert tv.input == estimate_text(SYSTEM) + estimate_text("What should I do in Paris today?") + 2 * 4
+    assert (
+        tv.input
+        == estimate_text(SYSTEM) + estimate_text("What should I do in Paris today?") + 2 * 4
+    )
     assert tv.cost == (tv.input * Decimal("2.5") + tv.output * Decimal(10)) / M
     assert tv.price_source is not None and tv.price_source.endswith("(on estimated tokens)")
 
@@ -275,7 +327,12 @@ def test_the_same_stream_with_include_usage_is_reported() -> None:
     usage_chunk = {**_oai_chunk({}), "choices": [], "usage": _oai_usage(1180, 0, 25)}
     t0 = _ex(
         OPENAI,
-        {"model": "gpt-4o", "messages": _OAI_H0, "stream": True, "stream_options": {"include_usage": True}},
+        {
+            "model": "gpt-4o",
+            "messages": _OAI_H0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
         _sse(
             _oai_chunk({"role": "assistant", "content": "Walk along the Seine."}),
             _oai_chunk({}, "stop"),
@@ -310,14 +367,21 @@ def test_http_error_is_not_priced_and_does_not_make_the_cumulative_incomplete() 
 
 # --- Anthropic -----------------------------------------------------------------------------------
 
-_ANT_TOOLS = [{"name": "get_weather", "description": "Current weather", "input_schema": WEATHER_SCHEMA}]
+_ANT_TOOLS = [
+    {"name": "get_weather", "description": "Current weather", "input_schema": WEATHER_SCHEMA}
+]
 _ANT_SYSTEM = [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}]
-_ANT_H0 = [{"role": "user", "content": [{"type": "text", "text": "What should I do in Paris today?"}]}]
+_ANT_H0 = [
+    {"role": "user", "content": [{"type": "text", "text": "What should I do in Paris today?"}]}
+]
 _ANT_USE = {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris"}}
 _ANT_H1 = [
     *_ANT_H0,
     {"role": "assistant", "content": [_ANT_USE]},
-    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": LONG_RESULT}]},
+    {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": LONG_RESULT}],
+    },
 ]
 
 
@@ -349,7 +413,12 @@ def _ant_usage(uncached: int, write: int, read: int, out: int, write_1h: int = 0
 
 
 def _ant_conversation(url: str = ANTHROPIC, write_1h: int = 0) -> list[Exchange]:
-    base = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "system": _ANT_SYSTEM, "tools": _ANT_TOOLS}
+    base = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "system": _ANT_SYSTEM,
+        "tools": _ANT_TOOLS,
+    }
     t0 = _ex(
         url,
         {**base, "messages": _ANT_H0},
@@ -370,7 +439,13 @@ def _ant_conversation(url: str = ANTHROPIC, write_1h: int = 0) -> list[Exchange]
 def test_anthropic_input_excludes_cache_and_is_made_inclusive() -> None:
     ra = _run(*_ant_conversation())
     t0, t1 = _tok(ra, 0), _tok(ra, 1)
-    assert (t0.input, t0.input_uncached, t0.cache_write, t0.cache_read, t0.output) == (1512, 12, 1500, 0, 80)
+    assert (t0.input, t0.input_uncached, t0.cache_write, t0.cache_read, t0.output) == (
+        1512,
+        12,
+        1500,
+        0,
+        80,
+    )
     assert (t1.input, t1.input_uncached, t1.cache_write, t1.cache_read, t1.output) == (
         2540,
         1040,
@@ -390,7 +465,10 @@ def test_anthropic_input_excludes_cache_and_is_made_inclusive() -> None:
 
 def test_anthropic_one_hour_cache_writes_are_priced_apart() -> None:
     t0 = _tok(_run(*_ant_conversation(write_1h=1000)), 0)
-    assert t0.cost == (12 * Decimal(3) + 500 * Decimal("3.75") + 1000 * Decimal(6) + 80 * Decimal(15)) / M
+    assert (
+        t0.cost
+        == (12 * Decimal(3) + 500 * Decimal("3.75") + 1000 * Decimal(6) + 80 * Decimal(15)) / M
+    )
 
 
 def test_anthropic_format_behind_an_unknown_gateway_is_priced_as_anthropic() -> None:
@@ -403,7 +481,7 @@ def test_anthropic_format_behind_an_unknown_gateway_is_priced_as_anthropic() -> 
     )
 
 
-# --- Bedrock Converse (input excludes cache, like Anthropic) ------------------------------------------
+# --- Bedrock Converse (input excludes cache, like Anthropic) --------------------------------------
 
 
 def test_bedrock_converse_cache_reads_are_added_to_input() -> None:
@@ -424,7 +502,9 @@ def test_bedrock_converse_cache_reads_are_added_to_input() -> None:
         "inferenceConfig": {"maxTokens": 1024},
     }
     resp = {
-        "output": {"message": {"role": "assistant", "content": [{"text": "Walk along the Seine."}]}},
+        "output": {
+            "message": {"role": "assistant", "content": [{"text": "Walk along the Seine."}]}
+        },
         "stopReason": "end_turn",
         "usage": {
             "inputTokens": 433,
@@ -470,7 +550,13 @@ def test_gemini_cached_content_and_thoughts_and_resource_model_name() -> None:
         "responseId": "abc",
     }
     tv = _tok(_run(_ex(GEMINI, req, resp)), 0)
-    assert (tv.input, tv.cache_read, tv.input_uncached, tv.output, tv.reasoning) == (345, 230, 115, 312, 275)
+    assert (tv.input, tv.cache_read, tv.input_uncached, tv.output, tv.reasoning) == (
+        345,
+        230,
+        115,
+        312,
+        275,
+    )
     assert tv.price_source == "genai-prices 0.2.3: google/gemini-2.5-pro"
     assert tv.cost == (115 * Decimal("1.25") + 230 * Decimal("0.125") + 312 * Decimal(10)) / M
 
@@ -496,7 +582,9 @@ def test_previous_response_id_history_counts_as_history_not_new() -> None:
         "status": "completed",
     }
 
-    def resp(rid: str, output: list[dict[str, Any]], inp: int, cached: int, out: int) -> dict[str, Any]:
+    def resp(
+        rid: str, output: list[dict[str, Any]], inp: int, cached: int, out: int
+    ) -> dict[str, Any]:
         return {
             "id": rid,
             "object": "response",
@@ -528,7 +616,9 @@ def test_previous_response_id_history_counts_as_history_not_new() -> None:
             "model": "gpt-4o",
             "instructions": SYSTEM,
             "previous_response_id": "resp_1",
-            "input": [{"type": "function_call_output", "call_id": "call_w1", "output": "Sunny, 21C."}],
+            "input": [
+                {"type": "function_call_output", "call_id": "call_w1", "output": "Sunny, 21C."}
+            ],
             "tools": tools,
         },
         resp(
@@ -539,7 +629,9 @@ def test_previous_response_id_history_counts_as_history_not_new() -> None:
                     "id": "msg_2",
                     "role": "assistant",
                     "status": "completed",
-                    "content": [{"type": "output_text", "text": "Walk along the Seine.", "annotations": []}],
+                    "content": [
+                        {"type": "output_text", "text": "Walk along the Seine.", "annotations": []}
+                    ],
                 }
             ],
             460,
@@ -577,7 +669,14 @@ def test_incremental_history_estimates_match_a_from_scratch_measurement() -> Non
     assert len(ra.conversations) == 1
     last = _tok(ra, 24)
     alone = _tok(
-        _run(_ex(OPENAI, orjson.loads(exs[24].request_body), orjson.loads(exs[24].response_chunks[0][1]))), 0
+        _run(
+            _ex(
+                OPENAI,
+                orjson.loads(exs[24].request_body),
+                orjson.loads(exs[24].response_chunks[0][1]),
+            )
+        ),
+        0,
     )
     assert last.segments is not None and alone.segments is not None
     assert last.segments.model_dump(exclude={"new"}) == alone.segments.model_dump(exclude={"new"})
@@ -594,7 +693,12 @@ def test_estimate_text_counts_utf8_bytes() -> None:
 
 @pytest.mark.parametrize(
     ("weights", "total", "expected"),
-    [([1, 1, 1], 10, [4, 3, 3]), ([0, 0, 0], 7, [7, 0, 0]), ([5, 0, 5], 3, [2, 0, 1]), ([3, 1], 0, [0, 0])],
+    [
+        ([1, 1, 1], 10, [4, 3, 3]),
+        ([0, 0, 0], 7, [7, 0, 0]),
+        ([5, 0, 5], 3, [2, 0, 1]),
+        ([3, 1], 0, [0, 0]),
+    ],
 )
 def test_apportion_examples(weights: list[int], total: int, expected: list[int]) -> None:
     assert apportion(weights, total) == expected
@@ -615,19 +719,45 @@ def test_apportion_preserves_the_total_and_stays_within_one_of_the_quota(
             assert abs(x - w * total / s) < 1
 
 
-def test_failed_requests_chained_to_an_answer_the_server_never_gave_are_measured_not_a_crash() -> None:
+def test_failed_requests_chained_to_an_answer_the_server_never_gave_are_measured_not_a_crash() -> (
+    None
+):
     """A Responses agent forked with a recorded ``previous_response_id`` sent live (issue 42): each
     attempt a 400 ``previous_response_not_found``, linked to the one before as a retry, not as
     the answer it continues; the run is analysed (``looptap run``'s summary died on it)."""
-    err = orjson.dumps({"error": {"message": "Previous response with id 'resp_s0003' not found.", "type": "invalid_request_error",
-                                  "param": "previous_response_id", "code": "previous_response_not_found"}})
+    err = orjson.dumps(
+        {
+            "error": {
+                "message": "Previous response with id 'resp_s0003' not found.",
+                "type": "invalid_request_error",
+                "param": "previous_response_id",
+                "code": "previous_response_not_found",
+            }
+        }
+    )
     exs = []
     for i, prev in enumerate(["resp_s0003", "resp_s0011", "resp_s0019"]):
-        body = {"model": "gpt-4o-mini", "instructions": "Use the weather tool.", "previous_response_id": prev,
-                "input": [{"type": "function_call_output", "call_id": f"call_{i}", "output": "sunny"}],
-                "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]}
-        exs.append(Exchange("POST", "https://api.openai.com/v1/responses", [("content-type", "application/json")], orjson.dumps(body), status=400,
-                            response_headers=[("content-type", "application/json")], response_chunks=[(0.0, err)], seq=i))
+        body = {
+            "model": "gpt-4o-mini",
+            "instructions": "Use the weather tool.",
+            "previous_response_id": prev,
+            "input": [{"type": "function_call_output", "call_id": f"call_{i}", "output": "sunny"}],
+            "tools": [
+                {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+            ],
+        }
+        exs.append(
+            Exchange(
+                "POST",
+                "https://api.openai.com/v1/responses",
+                [("content-type", "application/json")],
+                orjson.dumps(body),
+                status=400,
+                response_headers=[("content-type", "application/json")],
+                response_chunks=[(0.0, err)],
+                seq=i,
+            )
+        )
     run = analyse(exs)
     turns = [t for c in run.conversations for t in c.turns]
     assert len(turns) == 3

@@ -19,13 +19,28 @@ def _recorded() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return [(ex.request_json(), json.loads(ex.response_body)) for ex in exchanges]
 
 
-def test_agent_requests_equal_the_recording(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_agent_requests_equal_the_recording(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     recorded = _recorded()
     sent: list[dict[str, Any]] = []
 
     def fake_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         i = len(sent)
-        sent.append(json.loads(json.dumps({"max_tokens": 4096, "messages": messages, "model": agent.MODEL, "stream": False, "tool_choice": {"type": "auto"}, "tools": tools})))
+        sent.append(
+            json.loads(
+                json.dumps(
+                    {
+                        "max_tokens": 4096,
+                        "messages": messages,
+                        "model": agent.MODEL,
+                        "stream": False,
+                        "tool_choice": {"type": "auto"},
+                        "tools": tools,
+                    }
+                )
+            )
+        )
         return recorded[i][1]
 
     monkeypatch.setattr(agent, "call_model", fake_model)
@@ -45,5 +60,8 @@ def test_validation_error_names_missing_and_extra_fields() -> None:
 
 
 def test_search_finds_only_relevant_tools() -> None:
-    assert json.loads(agent.search_tools(["stock price"]))["discovered_tools"][0]["name"] == "stock_lookup"
+    assert (
+        json.loads(agent.search_tools(["stock price"]))["discovered_tools"][0]["name"]
+        == "stock_lookup"
+    )
     assert json.loads(agent.search_tools(["translate", "French"]))["discovered_tools"] == []

@@ -77,7 +77,11 @@ def _start(**usage: Any) -> tuple[str, dict[str, Any]]:
 
 
 def _block_start(index: int, block: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    return "content_block_start", {"type": "content_block_start", "index": index, "content_block": block}
+    return "content_block_start", {
+        "type": "content_block_start",
+        "index": index,
+        "content_block": block,
+    }
 
 
 def _delta(index: int, delta: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -113,12 +117,15 @@ def test_corpus_anthropic_exchanges_all_parse() -> None:
 
 
 def test_corpus_every_messages_url_is_ours() -> None:
-    """Every recorded Messages call (direct, beta, gateway prefix, Bedrock invoke) goes to this adapter."""
+    """Every recorded Messages call (direct, beta, gateway prefix, Bedrock invoke) goes to this
+    adapter."""
     missed = []
     for path, i, ex in corpus_exchanges():
         p = urlsplit(ex.url).path
         if (
-            p.endswith("/v1/messages") or p.endswith("/messages/count_tokens") or p.endswith("/invoke")
+            p.endswith("/v1/messages")
+            or p.endswith("/messages/count_tokens")
+            or p.endswith("/invoke")
         ) and parse_exchange(ex).family != "anthropic":
             missed.append(f"{rel(path)}#{i}")
     assert missed == []
@@ -174,12 +181,16 @@ def test_web_search_stream_parts_in_order() -> None:
     details = resp.parts[1].provider_details or {}
     assert details["type"] == "web_search_tool_result"
     assert details["tool_use_id"] == resp.parts[0].tool_call.id
-    cited = [p for p in resp.parts if p.kind == "text" and (p.provider_details or {}).get("citations")]
+    cited = [
+        p for p in resp.parts if p.kind == "text" and (p.provider_details or {}).get("citations")
+    ]
     assert cited, "citations_delta were not collected"
 
 
 def test_pause_turn_is_paused() -> None:
-    paused = [rt for _, rt in CORPUS if rt.response and rt.response.finish_reason_raw == "pause_turn"]
+    paused = [
+        rt for _, rt in CORPUS if rt.response and rt.response.finish_reason_raw == "pause_turn"
+    ]
     assert len(paused) == 2
     assert all(rt.response and rt.response.finish_reason is FinishReason.PAUSED for rt in paused)
     assert any(rt.stream for rt in paused) and any(not rt.stream for rt in paused)
@@ -195,11 +206,12 @@ def test_bedrock_invoke_usage_is_inclusive() -> None:
     rt = _find("test_anthropic_cache_bedrock_real_api", 1)
     assert rt.family == "anthropic" and not rt.stream
     req = _request(rt)
-    assert req.model == "eu.anthropic.claude-haiku-4-5-20251001-v1:0"  # from the URL: the body has none
+    # from the URL: the body has none
+    assert req.model == "eu.anthropic.claude-haiku-4-5-20251001-v1:0"
     assert req.params["anthropic_version"] == "bedrock-2023-05-31"
     usage = _response(rt).usage
     assert usage is not None
-    # {"input_tokens":3,"cache_creation_input_tokens":1956,"cache_read_input_tokens":9511,"output_tokens":44}
+    # {"input_tokens":3,"cache_creation_input_tokens":1956,"cache_read_input_tokens":9511,"output_tokens":44}  # noqa: E501
     assert usage.input_tokens == 3 + 1956 + 9511
     assert usage.cache_write_tokens == 1956 and usage.cache_read_tokens == 9511
     assert usage.output_tokens == 44 and usage.total_tokens == 3 + 1956 + 9511 + 44
@@ -253,7 +265,9 @@ def test_request_tool_result_is_paired_by_id_and_named() -> None:
 
 def test_request_tool_choice_modes_in_corpus() -> None:
     modes = Counter(
-        _request(rt).tool_choice_mode for _, rt in CORPUS if rt.request and rt.request.tool_choice is not None
+        _request(rt).tool_choice_mode
+        for _, rt in CORPUS
+        if rt.request and rt.request.tool_choice is not None
     )
     assert modes["auto"] > 100 and modes["required"] >= 10
     assert modes["none"] >= 1 and modes["tool:get_weather"] == 1 and modes["tool:final_result"] == 1
@@ -262,10 +276,14 @@ def test_request_tool_choice_modes_in_corpus() -> None:
 def test_request_server_tools_and_block_kinds() -> None:
     kinds = Counter(t.kind for _, rt in CORPUS if rt.request for t in rt.request.tools)
     assert (
-        kinds["web_search"] >= 19 and kinds["tool_search_tool_bm25"] >= 30 and kinds["code_execution"] >= 19
+        kinds["web_search"] >= 19
+        and kinds["tool_search_tool_bm25"] >= 30
+        and kinds["code_execution"] >= 19
     )
     assert not any(k[-8:].isdigit() for k in kinds)
-    parts = Counter(p.kind for _, rt in CORPUS if rt.request for m in rt.request.messages for p in m.parts)
+    parts = Counter(
+        p.kind for _, rt in CORPUS if rt.request for m in rt.request.messages for p in m.parts
+    )
     assert parts["media"] >= 16 and parts["reasoning"] >= 18 and parts["tool_result"] >= 150
     media = {
         p.media_type
@@ -303,7 +321,9 @@ def test_corpus_error_bodies() -> None:
     err = _response(rt).error
     assert err is not None
     assert (err.status, err.type) == (400, "invalid_request_error")
-    assert err.message and err.message.startswith("This model does not support effort level 'xhigh'")
+    assert err.message and err.message.startswith(
+        "This model does not support effort level 'xhigh'"
+    )
     assert err.raw["request_id"] == "req_011Ca7jT9AHpgXgdv8igm4z9"
     assert _response(rt).finish_reason is FinishReason.ERROR
 
@@ -321,9 +341,13 @@ _BEDROCK_BODY = {
     "max_tokens": 10,
     "messages": [{"role": "user", "content": "hi"}],
 }
-_VERTEX = "https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514"
+_VERTEX = (
+    "https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/"
+    "anthropic/models/claude-sonnet-4@20250514"
+)
 _BEDROCK = (
-    "https://bedrock-runtime.us-east-1.amazonaws.com/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0"
+    "https://bedrock-runtime.us-east-1.amazonaws.com/model/"
+    "us.anthropic.claude-sonnet-4-20250514-v1%3A0"
 )
 
 
@@ -339,7 +363,13 @@ _BEDROCK = (
             None,
         ),
         ("http://localhost:8787/anthropic/v1/messages?beta=true", _BODY, "generate", False, None),
-        ("https://bedrock-mantle.us-east-1.api.aws/anthropic/v1/messages", _BODY, "generate", False, None),
+        (
+            "https://bedrock-mantle.us-east-1.api.aws/anthropic/v1/messages",
+            _BODY,
+            "generate",
+            False,
+            None,
+        ),
         (
             "https://api.anthropic.com/v1/messages/count_tokens?beta=true",
             {"model": "m", "messages": []},
@@ -357,7 +387,8 @@ _BEDROCK = (
         ),
         (f"{_VERTEX}:streamRawPredict", _VERTEX_BODY, "generate", True, "claude-sonnet-4@20250514"),
         (
-            "https://aiplatform.googleapis.com/v1/projects/p/locations/global/publishers/anthropic/models/count-tokens:rawPredict",
+            "https://aiplatform.googleapis.com/v1/projects/p/locations/global/publishers/anthropic/"
+            "models/count-tokens:rawPredict",
             {**_BODY, "anthropic_version": "vertex-2023-10-16"},
             "count_tokens",
             False,
@@ -379,7 +410,9 @@ _BEDROCK = (
         ),
     ],
 )
-def test_recognised(url: str, body: dict[str, Any], operation: str, stream: bool, model: str | None) -> None:
+def test_recognised(
+    url: str, body: dict[str, Any], operation: str, stream: bool, model: str | None
+) -> None:
     u = urlsplit(url)
     assert A.recognise("POST", u, body) >= 2
     assert detect("POST", u, body) is not None and detect("POST", u, body).family == "anthropic"  # type: ignore[union-attr]
@@ -396,13 +429,22 @@ def test_recognised(url: str, body: dict[str, Any], operation: str, stream: bool
     ("method", "url", "body"),
     [
         ("GET", "https://api.anthropic.com/v1/messages", None),
-        ("POST", f"{_BEDROCK}/converse", {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}),
+        (
+            "POST",
+            f"{_BEDROCK}/converse",
+            {"messages": [{"role": "user", "content": [{"text": "hi"}]}]},
+        ),
         ("POST", f"{_BEDROCK}/invoke", {"prompt": "hi", "max_gen_len": 10}),  # Llama on Bedrock
-        ("POST", "https://api.openai.com/v1/threads/thread_1/messages", {"role": "user", "content": "hi"}),
+        (
+            "POST",
+            "https://api.openai.com/v1/threads/thread_1/messages",
+            {"role": "user", "content": "hi"},
+        ),
         ("POST", "https://api.openai.com/v1/chat/completions", _BODY),
         (
             "POST",
-            "https://x-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/google/models/g:generateContent",
+            "https://x-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/google/"
+            "models/g:generateContent",
             {},
         ),
     ],
@@ -431,7 +473,11 @@ def test_request_blocks_hand_written() -> None:
                 "content": [
                     {
                         "type": "document",
-                        "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"},
+                        "source": {
+                            "type": "base64",
+                            "media_type": "application/pdf",
+                            "data": "JVBE",
+                        },
                     },
                     {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}},
                     {"type": "text", "text": "Weather?"},
@@ -442,7 +488,12 @@ def test_request_blocks_hand_written() -> None:
                 "content": [
                     {"type": "thinking", "thinking": "hmm", "signature": "sig=="},
                     {"type": "redacted_thinking", "data": "opaque"},
-                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_1",
+                        "name": "get_weather",
+                        "input": {"city": "Paris"},
+                    },
                 ],
             },
             {
@@ -499,7 +550,10 @@ def test_request_blocks_hand_written() -> None:
         "type": "brand_new_block",
         "x": 1,
     }
-    assert req.params == {"max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024}}
+    assert req.params == {
+        "max_tokens": 2048,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+    }
 
 
 @pytest.mark.parametrize(
@@ -514,7 +568,9 @@ def test_request_blocks_hand_written() -> None:
     ],
 )
 def test_tool_choice_mode(tc: Any, mode: str | None) -> None:
-    req = A.parse_request({**_BODY, "tool_choice": tc}, urlsplit("https://api.anthropic.com/v1/messages"))
+    req = A.parse_request(
+        {**_BODY, "tool_choice": tc}, urlsplit("https://api.anthropic.com/v1/messages")
+    )
     assert req.tool_choice_mode == mode
 
 
@@ -563,7 +619,13 @@ def test_refusal_response_adds_a_refusal_part() -> None:
 def test_usage_not_reported_is_none() -> None:
     u = usage_from({"output_tokens": 3})
     assert u is not None
-    assert (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.total_tokens) == (
+    assert (
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_tokens,
+        u.cache_write_tokens,
+        u.total_tokens,
+    ) == (
         None,
         3,
         None,
@@ -580,7 +642,9 @@ def test_usage_not_reported_is_none() -> None:
 
 
 def test_error_shaped_200_body() -> None:
-    resp = A.parse_response({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    resp = A.parse_response(
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    )
     assert resp.error is not None and resp.error.type == "overloaded_error"
     assert resp.finish_reason is FinishReason.ERROR
 
@@ -609,10 +673,19 @@ def test_stream_tool_call_and_usage_overwrite() -> None:
     assert resp.complete is True and resp.error is None
     assert resp.text == "Hello"
     [call] = resp.tool_calls
-    assert (call.id, call.name, call.arguments, call.arguments_raw) == ("toolu_1", "f", {"a": 1}, '{"a": 1}')
+    assert (call.id, call.name, call.arguments, call.arguments_raw) == (
+        "toolu_1",
+        "f",
+        {"a": 1},
+        '{"a": 1}',
+    )
     assert resp.finish_reason is FinishReason.TOOL_CALL
     assert resp.usage is not None
-    assert (resp.usage.input_tokens, resp.usage.output_tokens, resp.usage.cache_read_tokens) == (130, 42, 100)
+    assert (resp.usage.input_tokens, resp.usage.output_tokens, resp.usage.cache_read_tokens) == (
+        130,
+        42,
+        100,
+    )
     assert (resp.provider_details or {})["unknown_events"] == ["brand_new_event"]
 
 
@@ -623,7 +696,11 @@ def test_stream_message_delta_counts_overwrite_start() -> None:
         STOP,
     )
     assert resp.usage is not None
-    assert (resp.usage.input_tokens, resp.usage.output_tokens, resp.usage.total_tokens) == (15, 5, 20)
+    assert (resp.usage.input_tokens, resp.usage.output_tokens, resp.usage.total_tokens) == (
+        15,
+        5,
+        20,
+    )
 
 
 def test_truncated_stream_keeps_partial_arguments() -> None:
@@ -659,7 +736,10 @@ def test_mid_stream_error_event() -> None:
         _start(),
         _block_start(0, {"type": "text", "text": ""}),
         _delta(0, {"type": "text_delta", "text": "partial"}),
-        ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        (
+            "error",
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        ),
     )
     assert resp.complete is False
     assert resp.text == "partial"
@@ -696,19 +776,25 @@ def test_stream_thinking_signature_citations_and_unknown_delta() -> None:
         {"signature": "SIG"},
     )
     assert text.text == "cited" and text.provider_details == {"citations": [cite]}
-    assert compaction.kind == "other" and (compaction.provider_details or {})["block"]["content"] == "summary"
+    assert (
+        compaction.kind == "other"
+        and (compaction.provider_details or {})["block"]["content"] == "summary"
+    )
     assert redacted.kind == "reasoning" and redacted.text is None
     assert resp.events == 17  # every event, message_start to message_stop
 
 
 def test_padded_events_and_bare_data_lines() -> None:
-    """llm-anthropic's recordings pad the JSON before the closing brace; some gateways drop ``event:``."""
+    """llm-anthropic's recordings pad the JSON before the closing brace; some gateways drop
+    ``event:``."""
     body = (
-        'event: message_start\ndata: {"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1,"output_tokens":1}}      }\n\n'
-        'data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}   }\n\n'
-        'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ok"}  }\n\n'
-        'data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}\n\n'
-        'event: message_stop\ndata: {"type":"message_stop"     }\n\n'
+        'event: message_start\ndata: {"type":"message_start","message":{"id":"m","content":[],'
+        '"usage":{"input_tokens":1,"output_tokens":1}}      }\n\ndata: '
+        '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}   '
+        '}\n\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta",'
+        '"text":"ok"}  }\n\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+        '"usage":{"output_tokens":2}}\n\nevent: message_stop\ndata: {"type":"message_stop"     '
+        '}\n\n'
     )
     resp = A.reassemble(frame([(None, body.encode())], "text/event-stream"))
     assert (resp.text, resp.complete, resp.finish_reason) == ("ok", True, FinishReason.COMPLETE)
@@ -732,7 +818,8 @@ def _aws_frame(headers: dict[str, str], payload: bytes) -> bytes:
 def _chunk(event: dict[str, Any]) -> bytes:
     payload = orjson.dumps({"bytes": base64.b64encode(orjson.dumps(event)).decode(), "p": "abcd"})
     return _aws_frame(
-        {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}, payload
+        {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"},
+        payload,
     )
 
 
@@ -763,9 +850,15 @@ def test_bedrock_event_stream() -> None:
     assert rt.family == "anthropic" and rt.framing == "aws_eventstream" and rt.stream
     assert not rt.analysis_errors
     resp = _response(rt)
-    assert (resp.text, resp.complete, resp.finish_reason) == ("Hi there", True, FinishReason.COMPLETE)
+    assert (resp.text, resp.complete, resp.finish_reason) == (
+        "Hi there",
+        True,
+        FinishReason.COMPLETE,
+    )
     assert resp.usage is not None and (resp.usage.input_tokens, resp.usage.output_tokens) == (10, 3)
-    assert (resp.provider_details or {})["amazon-bedrock-invocationMetrics"]["outputTokenCount"] == 3
+    assert (resp.provider_details or {})["amazon-bedrock-invocationMetrics"][
+        "outputTokenCount"
+    ] == 3
     assert _request(rt).model == "us.anthropic.claude-sonnet-4-20250514-v1:0"
 
 
@@ -781,7 +874,10 @@ def test_bedrock_exception_frame() -> None:
     resp = _response(parse_exchange(_bedrock_exchange(frames)))
     assert resp.complete is False
     assert resp.error is not None and resp.error.in_stream
-    assert (resp.error.type, resp.error.message) == ("modelStreamErrorException", "Model stream error")
+    assert (resp.error.type, resp.error.message) == (
+        "modelStreamErrorException",
+        "Model stream error",
+    )
 
 
 # --- errors -------------------------------------------------------------------------------------
@@ -795,7 +891,15 @@ def test_vertex_wrapped_error() -> None:
             "message": "messages.3: `tool_use` ids were found without `tool_result` blocks",
         },
     }
-    body = [{"error": {"code": 400, "message": orjson.dumps(inner).decode(), "status": "INVALID_ARGUMENT"}}]
+    body = [
+        {
+            "error": {
+                "code": 400,
+                "message": orjson.dumps(inner).decode(),
+                "status": "INVALID_ARGUMENT",
+            }
+        }
+    ]
     err = A.parse_error(body, 400)
     assert (err.status, err.type, err.code) == (400, "invalid_request_error", "INVALID_ARGUMENT")
     assert err.message is not None and err.message.startswith("messages.3: `tool_use` ids")
@@ -828,5 +932,7 @@ def test_spend_limit_error_code() -> None:
 
 def test_error_string_body_from_stream_framing() -> None:
     """An error body framed as an SSE event reaches parse_error as a JSON string."""
-    err = A.parse_error('{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}', 529)
+    err = A.parse_error(
+        '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}', 529
+    )
     assert (err.status, err.type, err.message) == (529, "overloaded_error", "Overloaded")

@@ -72,7 +72,9 @@ def _sdk_snapshot(ex: Exchange) -> tuple[Any, bool]:
             )
         else:
             event = construct_type(type_=RawMessageStreamEvent, value=data)
-            snapshot = _messages.accumulate_event(event=event, current_snapshot=snapshot, json_bufs=json_bufs)
+            snapshot = _messages.accumulate_event(
+                event=event, current_snapshot=snapshot, json_bufs=json_bufs
+            )
     return snapshot, False
 
 

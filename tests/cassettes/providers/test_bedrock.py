@@ -1,4 +1,5 @@
-"""Bedrock Converse adapter: the real recordings first, hand-built event-stream frames for the rest."""
+"""Bedrock Converse adapter: the real recordings first, hand-built event-stream frames for the
+rest."""
 
 from __future__ import annotations
 
@@ -52,7 +53,11 @@ def _frame(event: str, payload: dict[str, Any], message_type: str = "event") -> 
         (":message-type", message_type),
     ):
         headers += (
-            bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(value)) + value.encode()
+            bytes([len(name)])
+            + name.encode()
+            + b"\x07"
+            + struct.pack(">H", len(value))
+            + value.encode()
         )
     body = orjson.dumps(payload)
     total = 12 + len(headers) + len(body) + 4
@@ -66,7 +71,10 @@ def _stream(*frames: bytes) -> Any:
 
 
 _START = _frame("messageStart", {"role": "assistant"})
-_TEXT = [_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": t}}) for t in ("Hel", "lo")]
+_TEXT = [
+    _frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": t}})
+    for t in ("Hel", "lo")
+]
 _TOOL = [
     _frame("contentBlockStop", {"contentBlockIndex": 0}),
     _frame(
@@ -81,7 +89,12 @@ _STOP = _frame("messageStop", {"stopReason": "tool_use"})
 _META = _frame(
     "metadata",
     {
-        "usage": {"inputTokens": 5, "outputTokens": 7, "totalTokens": 112, "cacheReadInputTokens": 100},
+        "usage": {
+            "inputTokens": 5,
+            "outputTokens": 7,
+            "totalTokens": 112,
+            "cacheReadInputTokens": 100,
+        },
         "metrics": {"latencyMs": 42},
     },
 )
@@ -96,7 +109,9 @@ def test_corpus_parses_without_analysis_errors() -> None:
     # One recording stores a cut request body (its closing brace is missing); roundtrip labels it,
     # the response still parses.
     bad = [(r, i, rt.analysis_errors) for r, i, _, rt in ours if rt.analysis_errors]
-    assert [(r.rsplit("/", 1)[-1], i) for r, i, _ in bad] == [("test_bedrock_model_other_parameters.yaml", 0)]
+    assert [(r.rsplit("/", 1)[-1], i) for r, i, _ in bad] == [
+        ("test_bedrock_model_other_parameters.yaml", 0)
+    ]
     assert all(e.startswith("request body is not valid JSON") for _, _, errs in bad for e in errs)
 
 
@@ -120,7 +135,9 @@ def test_invoke_is_not_ours() -> None:
     invokes = [rt.family for _, _, ex, rt in _exchanges() if "/invoke" in ex.url]
     assert invokes and "bedrock" not in invokes
     assert (
-        A.recognise("POST", urlsplit("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/invoke"), {})
+        A.recognise(
+            "POST", urlsplit("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/invoke"), {}
+        )
         == 0
     )
 
@@ -133,7 +150,11 @@ def test_model_from_url_is_decoded() -> None:
         == "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/mi1dadi0g15f"
     )
     gw = _one("test_gateway/test_gateway_provider_with_bedrock.yaml")
-    assert gw.family == "bedrock" and gw.request is not None and gw.request.model == "amazon.nova-micro-v1:0"
+    assert (
+        gw.family == "bedrock"
+        and gw.request is not None
+        and gw.request.model == "amazon.nova-micro-v1:0"
+    )
 
 
 def test_cached_usage_is_made_inclusive() -> None:
@@ -141,7 +162,12 @@ def test_cached_usage_is_made_inclusive() -> None:
     resp = _one("test_bedrock/test_bedrock_cache_write_and_read.yaml", 1).response
     assert resp is not None and resp.usage is not None
     u = resp.usage
-    assert (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens) == (1324, 1322, 0, 5)
+    assert (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens) == (
+        1324,
+        1322,
+        0,
+        5,
+    )
     for *_, rt in _ours():
         u2 = rt.response.usage if rt.response else None
         if (
@@ -209,7 +235,10 @@ def test_server_tool_use_and_result() -> None:
 def test_http_error() -> None:
     resp = _one("test_bedrock/test_bedrock_streaming_error.yaml").response
     assert resp is not None and resp.error is not None
-    assert (resp.error.status, resp.error.message) == (400, "The provided model identifier is invalid.")
+    assert (resp.error.status, resp.error.message) == (
+        400,
+        "The provided model identifier is invalid.",
+    )
 
 
 # --- recognition ------------------------------------------------------------------------------
@@ -219,13 +248,24 @@ def test_http_error() -> None:
     ("url", "operation", "stream", "model"),
     [
         (
-            "https://bedrock-runtime.us-east-1.amazonaws.com/model/us.amazon.nova-micro-v1%3A0/converse",
+            "https://bedrock-runtime.us-east-1.amazonaws.com/"
+            "model/us.amazon.nova-micro-v1%3A0/converse",
             "generate",
             False,
             "us.amazon.nova-micro-v1:0",
         ),
-        ("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream", "generate", True, "m"),
-        ("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/count-tokens", "count_tokens", False, "m"),
+        (
+            "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream",
+            "generate",
+            True,
+            "m",
+        ),
+        (
+            "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/count-tokens",
+            "count_tokens",
+            False,
+            "m",
+        ),
         (
             "http://localhost:8787/bedrock/model/amazon.nova-micro-v1%3A0/converse",
             "generate",
@@ -238,7 +278,11 @@ def test_recognise(url: str, operation: str, stream: bool, model: str) -> None:
     u = urlsplit(url)
     assert A.recognise("POST", u, {"messages": []}) > 0
     assert detect("POST", u, {"messages": []}) is not None
-    assert (A.operation("POST", u), A.is_stream(u, None), A.model_from_url(u)) == (operation, stream, model)
+    assert (A.operation("POST", u), A.is_stream(u, None), A.model_from_url(u)) == (
+        operation,
+        stream,
+        model,
+    )
 
 
 # --- request and response (hand-written) ------------------------------------------------------
@@ -288,7 +332,9 @@ def test_request_blocks() -> None:
         "inferenceConfig": {"maxTokens": 10},
         "additionalModelRequestFields": {"thinking": {"type": "enabled"}},
     }
-    req = A.parse_request(body, urlsplit("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse"))
+    req = A.parse_request(
+        body, urlsplit("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse")
+    )
     assert [p.kind for p in req.messages[0].parts] == ["text", "media", "media", "other"]
     assert [p.media_type for p in req.messages[0].parts[1:3]] == ["image/png", "application/pdf"]
     reasoning, call = req.messages[1].parts
@@ -308,7 +354,10 @@ def test_request_blocks() -> None:
     assert [p.kind for p in req.system] == ["text", "other"]
     assert [t.name for t in req.tools] == ["f"] and req.tools[0].parameters == {"type": "object"}
     assert req.tool_choice_mode == "tool:f" and req.model == "m" and req.stream is False
-    assert req.params == {"maxTokens": 10, "additionalModelRequestFields": {"thinking": {"type": "enabled"}}}
+    assert req.params == {
+        "maxTokens": 10,
+        "additionalModelRequestFields": {"thinking": {"type": "enabled"}},
+    }
 
 
 @pytest.mark.parametrize(
@@ -333,7 +382,10 @@ def test_stop_reasons(raw: str, cls: FinishReason) -> None:
         }
     )
     assert (resp.finish_reason_raw, resp.finish_reason, resp.text) == (raw, cls, "x")
-    assert resp.usage is not None and (resp.usage.input_tokens, resp.usage.cache_read_tokens) == (1, None)
+    assert resp.usage is not None and (resp.usage.input_tokens, resp.usage.cache_read_tokens) == (
+        1,
+        None,
+    )
 
 
 # --- streams (hand-built frames) --------------------------------------------------------------
@@ -341,9 +393,18 @@ def test_stop_reasons(raw: str, cls: FinishReason) -> None:
 
 def test_full_stream() -> None:
     resp = _stream(_START, *_TEXT, *_TOOL, _STOP, _META)
-    assert resp.complete is True and resp.text == "Hello" and resp.finish_reason is FinishReason.TOOL_CALL
+    assert (
+        resp.complete is True
+        and resp.text == "Hello"
+        and resp.finish_reason is FinishReason.TOOL_CALL
+    )
     (call,) = resp.tool_calls
-    assert (call.id, call.name, call.arguments, call.arguments_raw) == ("tu_1", "f", {"a": 1}, '{"a":1}')
+    assert (call.id, call.name, call.arguments, call.arguments_raw) == (
+        "tu_1",
+        "f",
+        {"a": 1},
+        '{"a":1}',
+    )
     assert resp.usage is not None and (
         resp.usage.input_tokens,
         resp.usage.output_tokens,
@@ -355,7 +416,8 @@ def test_full_stream() -> None:
 def test_truncated_stream() -> None:
     resp = _stream(_START, *_TEXT, *_TOOL[:3])
     assert resp.complete is False and resp.finish_reason is None and resp.usage is None
-    assert resp.text == "Hello" and resp.tool_calls[0].arguments_error is not None  # '{"a"' is cut JSON
+    # '{"a"' is cut JSON
+    assert resp.text == "Hello" and resp.tool_calls[0].arguments_error is not None
 
 
 def test_stream_cut_after_message_stop_lacks_usage() -> None:
@@ -388,9 +450,17 @@ def test_exception_frame_mid_stream() -> None:
 
 
 def test_unknown_event_and_delta_kept() -> None:
-    odd = _frame("contentBlockDelta", {"contentBlockIndex": 2, "delta": {"citation": {"title": "t"}}})
+    odd = _frame(
+        "contentBlockDelta", {"contentBlockIndex": 2, "delta": {"citation": {"title": "t"}}}
+    )
     resp = _stream(
-        _START, odd, _frame("telepathy", {}), _frame("messageStop", {"stopReason": "end_turn"}), _META
+        _START,
+        odd,
+        _frame("telepathy", {}),
+        _frame("messageStop", {"stopReason": "end_turn"}),
+        _META,
     )
     assert resp.complete is True and resp.parts[0].kind == "other"
-    assert resp.provider_details is not None and resp.provider_details["unknown_events"] == ["telepathy"]
+    assert resp.provider_details is not None and resp.provider_details["unknown_events"] == [
+        "telepathy"
+    ]

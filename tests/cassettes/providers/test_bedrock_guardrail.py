@@ -1,13 +1,14 @@
 """Issue 45: a Bedrock guardrail that only *masked* personal data is not a cut.
 
 Bedrock reports a guardrail that anonymised an e-mail address as an intervention
-(``stopReason: "guardrail_intervened"`` in Converse, ``amazon-bedrock-guardrailAction: "INTERVENED"``
-beside an InvokeModel body or chunk), and its trace names what each policy did: ``ANONYMIZED`` for a
-masked entity, ``BLOCKED`` for a policy that replaced the output with the guardrail's message. The
-recordings below are built here in the shapes of the Bedrock Runtime API reference (Converse:
-``trace.guardrail.{inputAssessment, outputAssessments}``, ``GuardrailPiiEntityFilter``
-``{match, type, action}``; InvokeModel: ``amazon-bedrock-trace: {"guardrail": {"input", "outputs"}}``).
-A masking guardrail was read as ``A.filtered`` "the output is partial"; a blocking one still is.
+(``stopReason: "guardrail_intervened"`` in Converse, ``amazon-bedrock-guardrailAction:
+"INTERVENED"`` beside an InvokeModel body or chunk), and its trace names what each policy did:
+``ANONYMIZED`` for a masked entity, ``BLOCKED`` for a policy that replaced the output with the
+guardrail's message. The recordings below are built here in the shapes of the Bedrock Runtime API
+reference (Converse: ``trace.guardrail.{inputAssessment, outputAssessments}``,
+``GuardrailPiiEntityFilter`` ``{match, type, action}``; InvokeModel: ``amazon-bedrock-trace:
+{"guardrail": {"input", "outputs"}}``). A masking guardrail was read as ``A.filtered`` "the output
+is partial"; a blocking one still is.
 """
 
 from __future__ import annotations
@@ -32,38 +33,69 @@ GUARD = {"guardrailIdentifier": "gr7k2m9x4q1v", "guardrailVersion": "1", "trace"
 
 
 def _pii(action: str) -> dict[str, Any]:
-    return {"sensitiveInformationPolicy": {"piiEntities": [{"match": "jane.doe@example.com", "type": "EMAIL", "action": action, "detected": True}]}}
+    return {
+        "sensitiveInformationPolicy": {
+            "piiEntities": [
+                {
+                    "match": "jane.doe@example.com",
+                    "type": "EMAIL",
+                    "action": action,
+                    "detected": True,
+                }
+            ]
+        }
+    }
 
 
 def _converse_trace(pii_action: str, topic_blocked: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = _pii(pii_action)
     if topic_blocked:
-        out["topicPolicy"] = {"topics": [{"name": "Salaries", "type": "DENY", "action": "BLOCKED", "detected": True}]}
+        out["topicPolicy"] = {
+            "topics": [{"name": "Salaries", "type": "DENY", "action": "BLOCKED", "detected": True}]
+        }
     return {
         "guardrail": {
-            "modelOutput": ['{"output":{"message":{"role":"assistant","content":[{"text":"Hi jane.doe@example.com, ..."}]}}}'],
-            "inputAssessment": {"gr7k2m9x4q1v": {"invocationMetrics": {"guardrailProcessingLatency": 212}}},
-            "outputAssessments": {"gr7k2m9x4q1v": [{**out, "invocationMetrics": {"guardrailProcessingLatency": 188}}]},
+            "modelOutput": [
+                '{"output":{"message":{"role":"assistant","content":[{"text":"Hi '
+                'jane.doe@example.com, ..."}]}}}'
+            ],
+            "inputAssessment": {
+                "gr7k2m9x4q1v": {"invocationMetrics": {"guardrailProcessingLatency": 212}}
+            },
+            "outputAssessments": {
+                "gr7k2m9x4q1v": [{**out, "invocationMetrics": {"guardrailProcessingLatency": 188}}]
+            },
         }
     }
 
 
-def _exchange(url: str, req: dict[str, Any], chunks: list[bytes], ctype: str = "application/json") -> Exchange:
+def _exchange(
+    url: str, req: dict[str, Any], chunks: list[bytes], ctype: str = "application/json"
+) -> Exchange:
     return Exchange(
         method="POST",
         url=url,
         request_headers=[("content-type", "application/json")],
         request_body=orjson.dumps(req),
         status=200,
-        response_headers=[("content-type", ctype), ("x-amzn-requestid", "5b1f0c9e-2d7a-4c1e-9a55-0f3d8e2b7c10")],
+        response_headers=[
+            ("content-type", ctype),
+            ("x-amzn-requestid", "5b1f0c9e-2d7a-4c1e-9a55-0f3d8e2b7c10"),
+        ],
         response_chunks=[(0.05 * (i + 1), c) for i, c in enumerate(chunks)],
         ttfb=0.04,
         duration=1.2,
     )
 
 
-def _converse(text: str, trace: dict[str, Any] | None, stop: str = "guardrail_intervened") -> Exchange:
-    req = {"messages": [{"role": "user", "content": [{"text": QUESTION}]}], "inferenceConfig": {"maxTokens": 512}, "guardrailConfig": GUARD}
+def _converse(
+    text: str, trace: dict[str, Any] | None, stop: str = "guardrail_intervened"
+) -> Exchange:
+    req = {
+        "messages": [{"role": "user", "content": [{"text": QUESTION}]}],
+        "inferenceConfig": {"maxTokens": 512},
+        "guardrailConfig": GUARD,
+    }
     resp: dict[str, Any] = {
         "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
         "stopReason": stop,
@@ -76,7 +108,11 @@ def _converse(text: str, trace: dict[str, Any] | None, stop: str = "guardrail_in
 
 
 def _nova_invoke(text: str, action: str, trace: dict[str, Any]) -> Exchange:
-    req = {"schemaVersion": "messages-v1", "messages": [{"role": "user", "content": [{"text": QUESTION}]}], "inferenceConfig": {"maxTokens": 512}}
+    req = {
+        "schemaVersion": "messages-v1",
+        "messages": [{"role": "user", "content": [{"text": QUESTION}]}],
+        "inferenceConfig": {"maxTokens": 512},
+    }
     resp = {
         "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
         "stopReason": "end_turn",
@@ -84,12 +120,18 @@ def _nova_invoke(text: str, action: str, trace: dict[str, Any]) -> Exchange:
         "amazon-bedrock-guardrailAction": action,
         "amazon-bedrock-trace": trace,
     }
-    # InvokeModel names the guardrail in request headers (X-Amzn-Bedrock-GuardrailIdentifier), not the body.
+    # InvokeModel names the guardrail in request headers (X-Amzn-Bedrock-GuardrailIdentifier), not
+    # the body.
     return _exchange(HOST.format(NOVA, "invoke"), req, [orjson.dumps(resp)])
 
 
 def _invoke_trace(pii_action: str) -> dict[str, Any]:
-    return {"guardrail": {"input": {"gr7k2m9x4q1v": {}}, "outputs": [{"gr7k2m9x4q1v": _pii(pii_action)}]}}
+    return {
+        "guardrail": {
+            "input": {"gr7k2m9x4q1v": {}},
+            "outputs": [{"gr7k2m9x4q1v": _pii(pii_action)}],
+        }
+    }
 
 
 def _chunk(d: Any) -> bytes:
@@ -103,11 +145,30 @@ def _nova_stream(pii_action: str) -> Exchange:
         _chunk({"contentBlockDelta": {"delta": {"text": MASKED[:20]}, "contentBlockIndex": 0}}),
         _chunk({"contentBlockDelta": {"delta": {"text": MASKED[20:]}, "contentBlockIndex": 0}}),
         _chunk({"contentBlockStop": {"contentBlockIndex": 0}}),
-        _chunk({"messageStop": {"stopReason": "end_turn"}, **g, "amazon-bedrock-trace": _invoke_trace(pii_action)}),
-        _chunk({"metadata": {"usage": {"inputTokens": 31, "outputTokens": 29}}, "amazon-bedrock-invocationMetrics": {"inputTokenCount": 31, "outputTokenCount": 29}}),
+        _chunk(
+            {
+                "messageStop": {"stopReason": "end_turn"},
+                **g,
+                "amazon-bedrock-trace": _invoke_trace(pii_action),
+            }
+        ),
+        _chunk(
+            {
+                "metadata": {"usage": {"inputTokens": 31, "outputTokens": 29}},
+                "amazon-bedrock-invocationMetrics": {"inputTokenCount": 31, "outputTokenCount": 29},
+            }
+        ),
     ]
-    req = {"schemaVersion": "messages-v1", "messages": [{"role": "user", "content": [{"text": QUESTION}]}]}
-    return _exchange(HOST.format(NOVA, "invoke-with-response-stream"), req, frames, "application/vnd.amazon.eventstream")
+    req = {
+        "schemaVersion": "messages-v1",
+        "messages": [{"role": "user", "content": [{"text": QUESTION}]}],
+    }
+    return _exchange(
+        HOST.format(NOVA, "invoke-with-response-stream"),
+        req,
+        frames,
+        "application/vnd.amazon.eventstream",
+    )
 
 
 def _codes(ex: Exchange) -> list[str]:
@@ -124,8 +185,8 @@ def test_converse_guardrail_that_only_masked_is_a_whole_answer() -> None:
 
 
 def test_converse_guardrail_that_blocked_is_still_filtered() -> None:
-    """Twins that stay flagged: a policy that BLOCKED (beside a masked entity, or a PII filter set to
-    block), and an intervention whose trace was not enabled (nothing says it only masked)."""
+    """Twins that stay flagged: a policy that BLOCKED (beside a masked entity, or a PII filter set
+    to block), and an intervention whose trace was not enabled (nothing says it only masked)."""
     blocked = "Sorry, I can't help with that request."
     for ex in (
         _converse(blocked, _converse_trace("ANONYMIZED", topic_blocked=True)),
@@ -142,10 +203,20 @@ def test_converse_without_a_guardrail_is_unchanged() -> None:
 def test_invoke_model_guardrail_that_only_masked_keeps_end_turn() -> None:
     """InvokeModel (Nova ``messages-v1``), whole body and stream: ``INTERVENED`` with a trace that
     only anonymised keeps the model's ``end_turn``. Was: ``A.filtered``."""
-    for ex in (_nova_invoke(MASKED, "INTERVENED", _invoke_trace("ANONYMIZED")), _nova_stream("ANONYMIZED")):
+    for ex in (
+        _nova_invoke(MASKED, "INTERVENED", _invoke_trace("ANONYMIZED")),
+        _nova_stream("ANONYMIZED"),
+    ):
         r = parse_exchange(ex).response
-        assert r is not None and r.finish_reason is FinishReason.COMPLETE and r.text == MASKED and r.complete
-        assert r.provider_details is not None and r.provider_details["guardrailAction"] == "INTERVENED"
+        assert (
+            r is not None
+            and r.finish_reason is FinishReason.COMPLETE
+            and r.text == MASKED
+            and r.complete
+        )
+        assert (
+            r.provider_details is not None and r.provider_details["guardrailAction"] == "INTERVENED"
+        )
         assert "A.filtered" not in _codes(ex)
     # The blocking twins stay filtered.
     assert "A.filtered" in _codes(_nova_invoke("Sorry.", "INTERVENED", _invoke_trace("BLOCKED")))

@@ -6,7 +6,8 @@ call not echoed, shared ids) and on hand-made boundaries where an adapter merges
 The corpus half of this property is tests/cassettes/analysis/test_incremental.py. A delta parse that
 disagrees makes the threading depend on whether a turn's base was still held (more than 16 active
 conversations release it): bench/precision.py's one false ``C.dropped_tool_result`` at
-openai_responses N=64 no_echo came from that (results grouped in the full parse, apart in the delta).
+openai_responses N=64 no_echo came from that (results grouped in the full parse, apart in the
+delta).
 
 The agents are the harness's own code (its child script, run in-process with a fake opener that
 answers as its scripted upstream does), so the shapes are the ones the benchmark records."""
@@ -38,7 +39,11 @@ from tests.support.concurrency import (
     upstream_answer,
 )
 
-BASES = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9"}
+BASES = {
+    "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+    "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+    "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9",
+}
 
 
 def _agent_exchanges(family: str, variant: str, monkeypatch: pytest.MonkeyPatch) -> list[Exchange]:
@@ -46,7 +51,9 @@ def _agent_exchanges(family: str, variant: str, monkeypatch: pytest.MonkeyPatch)
     child sends them, without a process or a socket."""
     for k, v in BASES.items():
         monkeypatch.setenv(k, v)
-    monkeypatch.setattr(sys, "argv", ["child", family, "1", variant, "0", "1", json.dumps(SCHEMA), str(BUG_TURN)])
+    monkeypatch.setattr(
+        sys, "argv", ["child", family, "1", variant, "0", "1", json.dumps(SCHEMA), str(BUG_TURN)]
+    )
     ns: dict[str, Any] = {}
     exec(CHILD.split("rngs = [")[0], ns)  # the definitions: url, first, body, calls, results, agent
     ids = itertools.count()
@@ -59,10 +66,26 @@ def _agent_exchanges(family: str, variant: str, monkeypatch: pytest.MonkeyPatch)
             assert fam == family
             two = req.headers.get("X-bench-two") == "1"
             turn = int(req.headers.get("X-bench-turn", "0"))
-            answer = upstream_answer(family, [f"call_{next(ids):04d}" for _ in range(2 if two else 1)] if count_results(family, body) < 4 else None, turn)
+            answer = upstream_answer(
+                family,
+                [f"call_{next(ids):04d}" for _ in range(2 if two else 1)]
+                if count_results(family, body) < 4
+                else None,
+                turn,
+            )
             data = json.dumps(answer).encode()
-            out.append(Exchange("POST", req.full_url, [("content-type", "application/json")], req.data, status=200,
-                                response_headers=[("content-type", "application/json")], response_chunks=[(0.01, data)], ttfb=0.01))
+            out.append(
+                Exchange(
+                    "POST",
+                    req.full_url,
+                    [("content-type", "application/json")],
+                    req.data,
+                    status=200,
+                    response_headers=[("content-type", "application/json")],
+                    response_chunks=[(0.01, data)],
+                    ttfb=0.01,
+                )
+            )
             return io.BytesIO(data)
 
     ns["OPENER"] = Opener()
@@ -73,8 +96,9 @@ def _agent_exchanges(family: str, variant: str, monkeypatch: pytest.MonkeyPatch)
 
 
 def _assert_delta_equals_full(exchanges: list[Exchange], tmp: Path, label: str) -> int:
-    """Write ``exchanges`` as a cassette (the writer stores each request as a delta of an earlier one
-    where it can), read it back, parse every request both ways; returns how many went as deltas."""
+    """Write ``exchanges`` as a cassette (the writer stores each request as a delta of an earlier
+    one where it can), read it back, parse every request both ways; returns how many went as
+    deltas."""
     path = tmp / f"{label}.jsonl"
     with CassetteWriter(path) as w:
         for ex in exchanges:
@@ -89,16 +113,25 @@ def _assert_delta_equals_full(exchanges: list[Exchange], tmp: Path, label: str) 
         full = parse_exchange(ex)
         parsed[ex.seq] = inc
         deltas += inc.reused is not None
-        assert inc.request == full.request, f"{label}#{ex.seq}: the delta parse differs from the full one"
+        assert inc.request == full.request, (
+            f"{label}#{ex.seq}: the delta parse differs from the full one"
+        )
     inc_turns = analyse(read).turns
     full_turns = analyse(read, [parse_exchange(e) for e in read]).turns
-    assert [(t.conversation, t.c.kept, len(t.c.appended), sorted(f.code for f in t.findings)) for t in inc_turns.values()] == \
-        [(t.conversation, t.c.kept, len(t.c.appended), sorted(f.code for f in t.findings)) for t in full_turns.values()], label
+    assert [
+        (t.conversation, t.c.kept, len(t.c.appended), sorted(f.code for f in t.findings))
+        for t in inc_turns.values()
+    ] == [
+        (t.conversation, t.c.kept, len(t.c.appended), sorted(f.code for f in t.findings))
+        for t in full_turns.values()
+    ], label
     return deltas
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_the_concurrency_agents_histories_parse_the_same_as_deltas(family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_concurrency_agents_histories_parse_the_same_as_deltas(
+    family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     deltas = 0
     for variant in VARIANTS:
         exchanges = _agent_exchanges(family, variant, monkeypatch)
@@ -107,14 +140,22 @@ def test_the_concurrency_agents_histories_parse_the_same_as_deltas(family: str, 
     assert deltas >= len(VARIANTS) * 2  # the property was exercised, not skipped by full parses
 
 
-def test_a_result_whose_call_was_not_echoed_stays_its_own_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The no_echo bug turn of the Responses agent: [user, call, result, result-of-an-unechoed-call].
-    Both parses give four messages, the last the one result the request appended, and the
-    threading sees it appended (so the missing echo is named, and no result counts as dropped)."""
+def test_a_result_whose_call_was_not_echoed_stays_its_own_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The no_echo bug turn of the Responses agent: [user, call, result,
+    result-of-an-unechoed-call]. Both parses give four messages, the last the one result the request
+    appended, and the threading sees it appended (so the missing echo is named, and no result counts
+    as dropped)."""
     exchanges = _agent_exchanges("openai_responses", "no_echo", monkeypatch)
     bug = exchanges[BUG_TURN]
     items = json.loads(bug.request_body)["input"]
-    assert [i.get("type") for i in items] == [None, "function_call", "function_call_output", "function_call_output"]
+    assert [i.get("type") for i in items] == [
+        None,
+        "function_call",
+        "function_call_output",
+        "function_call_output",
+    ]
     assert len(parse_exchange(bug).request.messages) == 4  # type: ignore[union-attr]
     _assert_delta_equals_full(exchanges, tmp_path, "no_echo")
     turns = list(analyse(exchanges).turns.values())
@@ -124,12 +165,36 @@ def test_a_result_whose_call_was_not_echoed_stays_its_own_message(tmp_path: Path
 
 
 def _responses(items: list[dict[str, Any]]) -> Exchange:
-    body = json.dumps({"model": "gpt-4o-mini", "instructions": "Be brief.", "input": items}).encode()
-    answer = json.dumps({"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-4o-mini",
-                         "output": [{"type": "message", "id": "msg_9", "role": "assistant", "status": "completed",
-                                     "content": [{"type": "output_text", "text": "ok", "annotations": []}]}]}).encode()
-    return Exchange("POST", "https://api.openai.com/v1/responses", [("content-type", "application/json")], body, status=200,
-                    response_headers=[("content-type", "application/json")], response_chunks=[(0.01, answer)], ttfb=0.01)
+    body = json.dumps(
+        {"model": "gpt-4o-mini", "instructions": "Be brief.", "input": items}
+    ).encode()
+    answer = json.dumps(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "status": "completed",
+            "model": "gpt-4o-mini",
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_9",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": "ok", "annotations": []}],
+                }
+            ],
+        }
+    ).encode()
+    return Exchange(
+        "POST",
+        "https://api.openai.com/v1/responses",
+        [("content-type", "application/json")],
+        body,
+        status=200,
+        response_headers=[("content-type", "application/json")],
+        response_chunks=[(0.01, answer)],
+        ttfb=0.01,
+    )
 
 
 def test_a_history_whose_appended_items_continue_the_last_kept_message(tmp_path: Path) -> None:
@@ -138,9 +203,33 @@ def test_a_history_whose_appended_items_continue_the_last_kept_message(tmp_path:
     (which would start a new one) is not used there; the full parse is. (With two or more appended
     items that merge among themselves the delta parse's count check already refuses.)"""
     user = {"role": "user", "content": "Go on."}
-    said = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "Part one", "annotations": []}]}
-    for i, more in enumerate([[{"type": "reasoning", "id": "rs_2", "summary": [{"type": "summary_text", "text": "continue"}]}],
-                              [{"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "lookup", "arguments": "{}"}]]):
+    said = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Part one", "annotations": []}],
+    }
+    for i, more in enumerate(
+        [
+            [
+                {
+                    "type": "reasoning",
+                    "id": "rs_2",
+                    "summary": [{"type": "summary_text", "text": "continue"}],
+                }
+            ],
+            [
+                {
+                    "type": "function_call",
+                    "id": "fc_2",
+                    "call_id": "call_2",
+                    "name": "lookup",
+                    "arguments": "{}",
+                }
+            ],
+        ]
+    ):
         first, second = _responses([user, said]), _responses([user, said, *more])
         assert len(parse_exchange(second).request.messages) == 2  # type: ignore[union-attr]
         assert _assert_delta_equals_full([first, second], tmp_path, f"continued-{i}") == 0

@@ -66,7 +66,11 @@ def _chunk(
     cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
     if finish:
         cand["finishReason"] = finish
-    out: dict[str, Any] = {"candidates": [cand], "modelVersion": "gemini-2.5-flash", "responseId": "r1"}
+    out: dict[str, Any] = {
+        "candidates": [cand],
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "r1",
+    }
     if usage:
         out["usageMetadata"] = usage
     return out
@@ -87,37 +91,47 @@ def _chunk(
             False,
         ),
         (
-            "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
+            "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/"
+            "publishers/google/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
             "generate",
             "gemini-2.0-flash",
             True,
         ),
         (
-            "https://aiplatform.googleapis.com/v1beta1/projects/p/locations/global/publishers/google/models/gemini-3-pro:generateContent",
+            "https://aiplatform.googleapis.com/v1beta1/projects/p/locations/global/publishers/"
+            "google/models/gemini-3-pro:generateContent",
             "generate",
             "gemini-3-pro",
             False,
         ),
         (
-            "https://aiplatform.eu.rep.googleapis.com/v1/projects/p/locations/eu/publishers/google/models/m1:generateContent",
+            "https://aiplatform.eu.rep.googleapis.com/v1/projects/p/locations/eu/publishers/google/"
+            "models/m1:generateContent",
             "generate",
             "m1",
             False,
         ),
         (
-            "https://aiplatform.googleapis.com/v1beta1/publishers/google/models/m2:streamGenerateContent",
+            "https://aiplatform.googleapis.com/v1beta1/publishers/google/models/"
+            "m2:streamGenerateContent",
             "generate",
             "m2",
             True,
         ),
         (
-            "http://localhost:8787/google-vertex/v1beta1/publishers/google/models/M:generateContent",
+            "http://localhost:8787/google-vertex/v1beta1/"
+            "publishers/google/models/M:generateContent",
             "generate",
             "M",
             False,
         ),
         (AI_STUDIO + ":countTokens", "count_tokens", "gemini-2.5-flash", False),
-        ("https://generativelanguage.googleapis.com/v1beta/cachedContents", "cached_contents", None, False),
+        (
+            "https://generativelanguage.googleapis.com/v1beta/cachedContents",
+            "cached_contents",
+            None,
+            False,
+        ),
         (
             "https://generativelanguage.googleapis.com/v1beta/fileSearchStores/abc",
             "file_search_stores",
@@ -125,7 +139,8 @@ def _chunk(
             False,
         ),
         (
-            "https://generativelanguage.googleapis.com/upload/v1beta/fileSearchStores/s:uploadToFileSearchStore",
+            "https://generativelanguage.googleapis.com/upload/v1beta/fileSearchStores/"
+            "s:uploadToFileSearchStore",
             "file_search_stores",
             None,
             False,
@@ -144,8 +159,10 @@ def test_recognised(url: str, operation: str, model: str | None, stream: bool) -
     "url",
     [
         "https://generativelanguage.googleapis.com/v1beta/openai/chat/completions",
-        "https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-3-5-sonnet:streamRawPredict",
-        "https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude:generateContent",
+        "https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/"
+        "anthropic/models/claude-3-5-sonnet:streamRawPredict",
+        "https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/"
+        "anthropic/models/claude:generateContent",
         "https://api.openai.com/v1/files",
         "https://api.openai.com/v1/models/gpt-4o",
         "https://bedrock-runtime.us-east-1.amazonaws.com/model/google.gemma-3-27b-it/converse",
@@ -205,12 +222,22 @@ def test_streamed_tool_call_with_signature() -> None:
     assert rt.stream and r.events == 2
     assert [p.kind for p in r.parts] == ["tool_call"]  # the trailing {"text": ""} leaves no part
     call = r.tool_calls[0]
-    assert (call.id, call.name, call.arguments, call.arguments_raw) == (None, "get_country", {}, "{}")
+    assert (call.id, call.name, call.arguments, call.arguments_raw) == (
+        None,
+        "get_country",
+        {},
+        "{}",
+    )
     sig = r.parts[0].provider_details["thought_signature"]  # type: ignore[index]
     assert sig.startswith("EpwICpkIAXLI2nxl")
     assert r.finish_reason_raw == "STOP" and r.finish_reason is FinishReason.TOOL_CALL
     assert r.usage is not None
-    assert (r.usage.input_tokens, r.usage.output_tokens, r.usage.reasoning_tokens, r.usage.total_tokens) == (
+    assert (
+        r.usage.input_tokens,
+        r.usage.output_tokens,
+        r.usage.reasoning_tokens,
+        r.usage.total_tokens,
+    ) == (
         29,
         212,
         202,
@@ -225,13 +252,20 @@ def test_tool_result_on_next_request_and_usage_from_last_chunk() -> None:
     assert req is not None
     assert [m.role for m in req.messages] == ["user", "assistant", "user"]
     echoed = req.messages[1].parts[0]
-    assert echoed.tool_call is not None and echoed.tool_call.id == "pyd_ai_29bf73b69e02448588e15893d47a3e7e"
-    # The client sent the signature back URL-safe; it decodes to the same bytes as the server's.
-    first = _resp(_one("test_google_streaming_tool_call_thought_signature.yaml", 0)).parts[0].provider_details
-    assert first is not None and echoed.provider_details is not None
-    assert base64.urlsafe_b64decode(echoed.provider_details["thought_signature"]) == base64.b64decode(
-        first["thought_signature"]
+    assert (
+        echoed.tool_call is not None
+        and echoed.tool_call.id == "pyd_ai_29bf73b69e02448588e15893d47a3e7e"
     )
+    # The client sent the signature back URL-safe; it decodes to the same bytes as the server's.
+    first = (
+        _resp(_one("test_google_streaming_tool_call_thought_signature.yaml", 0))
+        .parts[0]
+        .provider_details
+    )
+    assert first is not None and echoed.provider_details is not None
+    assert base64.urlsafe_b64decode(
+        echoed.provider_details["thought_signature"]
+    ) == base64.b64decode(first["thought_signature"])
     result = req.messages[2].parts[0]
     assert result.kind == "tool_result" and result.tool_result is not None
     assert (result.tool_result.call_id, result.tool_result.name, result.tool_result.content) == (
@@ -246,7 +280,8 @@ def test_tool_result_on_next_request_and_usage_from_last_chunk() -> None:
     }
     r = _resp(rt)
     assert r.text == "The capital of Mexico is Mexico City."
-    assert r.usage is not None and r.usage.input_tokens == 257  # promptTokenCount changed on the last chunk
+    # promptTokenCount changed on the last chunk
+    assert r.usage is not None and r.usage.input_tokens == 257
 
 
 def test_thinking_stream_merges_parts_and_keeps_signature_on_its_part() -> None:
@@ -258,7 +293,10 @@ def test_thinking_stream_merges_parts_and_keeps_signature_on_its_part() -> None:
         and "**Developing a Safety Protocol**" in r.parts[0].text
     )
     assert r.parts[0].provider_details is None
-    assert r.parts[1].provider_details is not None and "thought_signature" in r.parts[1].provider_details
+    assert (
+        r.parts[1].provider_details is not None
+        and "thought_signature" in r.parts[1].provider_details
+    )
     assert (
         r.usage is not None
         and r.usage.reasoning_tokens
@@ -270,7 +308,10 @@ def test_thinking_stream_merges_parts_and_keeps_signature_on_its_part() -> None:
 def test_tool_use_prompt_tokens_count_as_input() -> None:
     r = _resp(_one("test_google_model_file_search_tool_stream.yaml", 3))
     assert r.usage is not None and r.usage.raw is not None
-    assert r.usage.input_tokens == r.usage.raw["promptTokenCount"] + r.usage.raw["toolUsePromptTokenCount"]
+    assert (
+        r.usage.input_tokens
+        == r.usage.raw["promptTokenCount"] + r.usage.raw["toolUsePromptTokenCount"]
+    )
     assert [p.kind for p in r.parts] == ["other", "text"]  # executableCode, then the answer
     assert r.parts[0].provider_details and "executableCode" in r.parts[0].provider_details["block"]
 
@@ -280,7 +321,10 @@ def test_server_side_tool_invocations() -> None:
     kinds = [(p.kind, p.tool_call.kind if p.tool_call else None) for p in r.parts]
     assert kinds[:2] == [("tool_call", "server"), ("tool_result", None)]
     assert r.parts[0].tool_call is not None and r.parts[0].tool_call.name == "GOOGLE_SEARCH_WEB"
-    assert r.parts[1].tool_result is not None and r.parts[1].tool_result.call_id == r.parts[0].tool_call.id
+    assert (
+        r.parts[1].tool_result is not None
+        and r.parts[1].tool_result.call_id == r.parts[0].tool_call.id
+    )
     assert r.finish_reason is FinishReason.COMPLETE  # server calls are not client tool calls
 
 
@@ -296,7 +340,9 @@ def test_snake_case_request() -> None:
 
 
 def test_function_response_with_multimodal_parts() -> None:
-    rt = _one("test_multimodal_tool_return_matrix[direct-uploaded_file-document-google_gemini3].yaml", 2)
+    rt = _one(
+        "test_multimodal_tool_return_matrix[direct-uploaded_file-document-google_gemini3].yaml", 2
+    )
     assert rt.request is not None
     results = [p.tool_result for m in rt.request.messages for p in m.parts if p.tool_result]
     assert any(r.content == "[application/pdf]" for r in results)
@@ -311,7 +357,10 @@ def test_safety_block_has_zero_output_derived_from_total() -> None:
         r.usage.output_tokens,
         r.usage.reasoning_tokens,
     ) == (14, 0, None)
-    assert r.provider_details and r.provider_details["candidate"]["safetyRatings"][0]["blocked"] is True
+    assert (
+        r.provider_details
+        and r.provider_details["candidate"]["safetyRatings"][0]["blocked"] is True
+    )
 
 
 def test_prompt_blocked_without_candidates() -> None:
@@ -323,7 +372,10 @@ def test_prompt_blocked_without_candidates() -> None:
 
 def test_unexpected_tool_call_is_a_tool_call_error() -> None:
     r = _resp(_one("test_multimodal_tool_return_matrix[direct-binary-audio-google_vertex].yaml", 0))
-    assert r.finish_reason_raw == "UNEXPECTED_TOOL_CALL" and r.finish_reason is FinishReason.TOOL_CALL_ERROR
+    assert (
+        r.finish_reason_raw == "UNEXPECTED_TOOL_CALL"
+        and r.finish_reason is FinishReason.TOOL_CALL_ERROR
+    )
     assert r.provider_details and r.provider_details["candidate"]["finishMessage"].startswith(
         "Unexpected tool call"
     )
@@ -344,7 +396,12 @@ def test_request_fields() -> None:
     body = {
         "system_instruction": {"parts": [{"text": "be brief"}]},
         "contents": [
-            {"parts": [{"text": "look"}, {"inline_data": {"mime_type": "image/png", "data": "AAAA"}}]},
+            {
+                "parts": [
+                    {"text": "look"},
+                    {"inline_data": {"mime_type": "image/png", "data": "AAAA"}},
+                ]
+            },
             {
                 "role": "model",
                 "parts": [
@@ -361,7 +418,11 @@ def test_request_fields() -> None:
             },
         ],
         "tools": [
-            {"functionDeclarations": [{"name": "f", "description": "d", "parameters": {"type": "OBJECT"}}]},
+            {
+                "functionDeclarations": [
+                    {"name": "f", "description": "d", "parameters": {"type": "OBJECT"}}
+                ]
+            },
             {"googleSearch": {}},
             {"code_execution": {}},
         ],
@@ -399,7 +460,10 @@ def test_request_fields() -> None:
     [
         ({"functionCallingConfig": {"mode": "AUTO"}}, "auto"),
         ({"functionCallingConfig": {"mode": "ANY"}}, "required"),
-        ({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["a", "b"]}}, "required"),
+        (
+            {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["a", "b"]}},
+            "required",
+        ),
         ({"function_calling_config": {"mode": "NONE"}}, "none"),
         ({"functionCallingConfig": {"mode": "VALIDATED"}}, "validated"),
         ({"functionCallingConfig": {"mode": "SOMETHING_NEW"}}, "something_new"),
@@ -407,7 +471,9 @@ def test_request_fields() -> None:
     ],
 )
 def test_tool_choice_mode(config: dict[str, Any], mode: str | None) -> None:
-    req = G.parse_request({"contents": [], "toolConfig": config}, urlsplit(AI_STUDIO + ":generateContent"))
+    req = G.parse_request(
+        {"contents": [], "toolConfig": config}, urlsplit(AI_STUDIO + ":generateContent")
+    )
     assert req.tool_choice == config and req.tool_choice_mode == mode
 
 
@@ -432,7 +498,9 @@ def test_mid_stream_error_chunk() -> None:
     r = _resp(_stream(_sse(_chunk([{"text": "Par"}]), err)))
     assert r.text == "Par"
     assert (
-        r.error is not None and r.error.in_stream and (r.error.status, r.error.type) == (503, "UNAVAILABLE")
+        r.error is not None
+        and r.error.in_stream
+        and (r.error.status, r.error.type) == (503, "UNAVAILABLE")
     )
     assert r.complete is False and r.finish_reason is FinishReason.ERROR
 
@@ -440,7 +508,8 @@ def test_mid_stream_error_chunk() -> None:
 def test_mid_stream_error_without_data_prefix() -> None:
     body = (
         _sse(_chunk([{"text": "Par"}]))
-        + b'{\n  "error": {\n    "code": 500,\n    "message": "Internal error",\n    "status": "INTERNAL"\n  }\n}\n'
+        + b'{\n  "error": {\n    "code": 500,\n    "message": "Internal error",\n    "status": '
+        b'"INTERNAL"\n  }\n}\n'
     )
     r = _resp(_stream(body))
     assert r.error is not None and r.error.in_stream and r.complete is False
@@ -463,7 +532,11 @@ def test_malformed_function_call_without_content() -> None:
         "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9},
     }
     r = _resp(_stream(_sse(_chunk([{"text": "Let me"}]), chunk)))
-    assert r.finish_reason is FinishReason.TOOL_CALL_ERROR and r.complete is True and r.text == "Let me"
+    assert (
+        r.finish_reason is FinishReason.TOOL_CALL_ERROR
+        and r.complete is True
+        and r.text == "Let me"
+    )
 
 
 @pytest.mark.parametrize(
@@ -558,19 +631,26 @@ def test_vertex_streamed_function_call_arguments() -> None:
     r = _resp(
         _stream(
             body,
-            url="https://aiplatform.googleapis.com/v1/projects/p/locations/global/publishers/google/models/gemini-3-pro:streamGenerateContent?alt=sse",
+            url="https://aiplatform.googleapis.com/v1/projects/p/locations/global/publishers/"
+            "google/models/gemini-3-pro:streamGenerateContent?alt=sse",
         )
     )
     assert len(r.tool_calls) == 1
     call = r.tool_calls[0]
     assert call.name == "write"
-    assert call.arguments == {"path": "a.txt", "text": "hello", "opts": {"n": 2}, "tags": [None, True]}
+    assert call.arguments == {
+        "path": "a.txt",
+        "text": "hello",
+        "opts": {"n": 2},
+        "tags": [None, True],
+    }
 
 
 def test_json_array_stream_gives_the_same_result() -> None:
     chunks = [
         _chunk(
-            [{"text": "Hel"}], usage={"promptTokenCount": 4, "candidatesTokenCount": 1, "totalTokenCount": 5}
+            [{"text": "Hel"}],
+            usage={"promptTokenCount": 4, "candidatesTokenCount": 1, "totalTokenCount": 5},
         ),
         _chunk(
             [{"text": "lo"}],
@@ -605,7 +685,10 @@ def test_json_array_stream_gives_the_same_result() -> None:
 
 
 def test_cut_json_array_stream_is_incomplete() -> None:
-    pieces = [b"[" + orjson.dumps(_chunk([{"text": "Hel"}])), b',\r\n{"candidates": [{"content": {"par']
+    pieces = [
+        b"[" + orjson.dumps(_chunk([{"text": "Hel"}])),
+        b',\r\n{"candidates": [{"content": {"par',
+    ]
     ex = Exchange(
         "POST",
         AI_STUDIO + ":streamGenerateContent",
@@ -617,7 +700,7 @@ def test_cut_json_array_stream_is_incomplete() -> None:
     assert r.text == "Hel" and r.complete is False
 
 
-# --- errors -----------------------------------------------------------------------------------------
+# --- errors ---------------------------------------------------------------------------------------
 
 
 def test_error_wrapped_in_a_list_keeps_retry_info() -> None:
@@ -625,12 +708,15 @@ def test_error_wrapped_in_a_list_keeps_retry_info() -> None:
         {
             "error": {
                 "code": 429,
-                "message": "You exceeded your current quota, please check your plan and billing details.",
+                "message": "You exceeded your current quota, please "
+                "check your plan and billing details.",
                 "status": "RESOURCE_EXHAUSTED",
                 "details": [
                     {
                         "@type": "type.googleapis.com/google.rpc.QuotaFailure",
-                        "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}],
+                        "violations": [
+                            {"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}
+                        ],
                     },
                     {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"},
                 ],
@@ -645,7 +731,11 @@ def test_error_wrapped_in_a_list_keeps_retry_info() -> None:
         response_chunks=[(0.1, orjson.dumps(body))],
     )
     err = _resp(parse_exchange(ex)).error
-    assert err is not None and (err.status, err.type, err.code) == (429, "RESOURCE_EXHAUSTED", "429")
+    assert err is not None and (err.status, err.type, err.code) == (
+        429,
+        "RESOURCE_EXHAUSTED",
+        "429",
+    )
     assert err.raw["error"]["details"][1]["retryDelay"] == "37s"  # the list wrapper is unwrapped
 
 
@@ -683,7 +773,12 @@ def test_usage_missing_counts_stay_unknown() -> None:
             "totalTokenCount": 13,
         }
     )
-    assert u is not None and (u.input_tokens, u.cache_read_tokens, u.output_tokens, u.reasoning_tokens) == (
+    assert u is not None and (
+        u.input_tokens,
+        u.cache_read_tokens,
+        u.output_tokens,
+        u.reasoning_tokens,
+    ) == (
         10,
         6,
         3,

@@ -23,22 +23,40 @@ from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.wire.exchange import Exchange
 
 QUERY = "%24alt=json%3Benum-encoding%3Dint"
-VERTEX = f"https://us-central1-aiplatform.googleapis.com/v1/projects/acme-agents/locations/us-central1/publishers/google/models/gemini-2.5-flash:{{}}?{QUERY}"
-GEMINI_API = f"https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:{{}}?{QUERY}"
+VERTEX = (
+    "https://us-central1-aiplatform.googleapis.com/v1/projects/acme-agents/locations/us-central1/"
+    f"publishers/google/models/gemini-2.5-flash:{{}}?{QUERY}"
+)
+GEMINI_API = (
+    f"https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:{{}}?{QUERY}"
+)
 REQUEST = {
-    "contents": [{"role": "user", "parts": [{"text": "Summarise the release notes in two sentences."}]}],
+    "contents": [
+        {"role": "user", "parts": [{"text": "Summarise the release notes in two sentences."}]}
+    ],
     "generationConfig": {"maxOutputTokens": 64},
 }
-TEXT = "Version 4.2 adds offline sync and fixes the login loop. It also drops support for Android 9."
+TEXT = (
+    "Version 4.2 adds offline sync and fixes the login loop. It also drops support for Android 9."
+)
 
 
-def _answer(finish: Any, vertex: bool, ratings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    cand: dict[str, Any] = {"content": {"role": "model", "parts": [{"text": TEXT}]}, "finishReason": finish}
+def _answer(
+    finish: Any, vertex: bool, ratings: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    cand: dict[str, Any] = {
+        "content": {"role": "model", "parts": [{"text": TEXT}]},
+        "finishReason": finish,
+    }
     if ratings is not None:
         cand["safetyRatings"] = ratings
     body: dict[str, Any] = {
         "candidates": [cand],
-        "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 21, "totalTokenCount": 33},
+        "usageMetadata": {
+            "promptTokenCount": 12,
+            "candidatesTokenCount": 21,
+            "totalTokenCount": 33,
+        },
         "modelVersion": "gemini-2.5-flash",
         "responseId": "pBIlaYWKNuKBm9IPtdPq0Q0",
     }
@@ -52,7 +70,10 @@ def _exchange(body: Any, vertex: bool = True, method: str = "generateContent") -
     return Exchange(
         method="POST",
         url=(VERTEX if vertex else GEMINI_API).format(method),
-        request_headers=[("content-type", "application/json"), ("x-goog-api-client", "gl-python/3.11.9 grpc/1.71.0 gax/2.24.2 rest/2.32.0")],
+        request_headers=[
+            ("content-type", "application/json"),
+            ("x-goog-api-client", "gl-python/3.11.9 grpc/1.71.0 gax/2.24.2 rest/2.32.0"),
+        ],
         request_body=orjson.dumps(REQUEST),
         status=200,
         response_headers=[("content-type", "application/json; charset=UTF-8")],
@@ -70,7 +91,10 @@ def _codes(ex: Exchange) -> list[str]:
 def test_stop_as_1_is_a_complete_answer(vertex: bool) -> None:
     ex = _exchange(_answer(1, vertex))
     r = parse_exchange(ex).response
-    assert r is not None and (r.finish_reason, r.finish_reason_raw) == (FinishReason.COMPLETE, "STOP")
+    assert r is not None and (r.finish_reason, r.finish_reason_raw) == (
+        FinishReason.COMPLETE,
+        "STOP",
+    )
     assert _codes(ex) == []
 
 
@@ -80,12 +104,16 @@ def test_max_tokens_as_2_is_the_cap(vertex: bool) -> None:
 
 
 def test_a_streamed_method_answered_as_a_json_array() -> None:
-    """``streamGenerateContent`` without ``alt=sse`` answers one JSON array; the last item ends it."""
+    """``streamGenerateContent`` without ``alt=sse`` answers one JSON array; the last item ends
+    it."""
     first = _answer(None, True)
     del first["candidates"][0]["finishReason"]
     ex = _exchange([first, _answer(2, True)], method="streamGenerateContent")
     r = parse_exchange(ex).response
-    assert r is not None and (r.finish_reason, r.finish_reason_raw) == (FinishReason.TRUNCATED_LENGTH, "MAX_TOKENS")
+    assert r is not None and (r.finish_reason, r.finish_reason_raw) == (
+        FinishReason.TRUNCATED_LENGTH,
+        "MAX_TOKENS",
+    )
 
 
 def test_the_numbers_after_other_are_read_by_the_api_that_sent_them() -> None:
@@ -106,25 +134,46 @@ def test_the_numbers_after_other_are_read_by_the_api_that_sent_them() -> None:
 
 
 def test_numbered_safety_ratings_name_the_blocked_category() -> None:
-    ratings = [{"category": 2, "probability": 4, "blocked": True}, {"category": 1, "probability": 1}]
-    f = [x for x in analyse([_exchange(_answer(3, True, ratings))]).findings if x.code == "A.filtered"]
+    ratings = [
+        {"category": 2, "probability": 4, "blocked": True},
+        {"category": 1, "probability": 1},
+    ]
+    f = [
+        x
+        for x in analyse([_exchange(_answer(3, True, ratings))]).findings
+        if x.code == "A.filtered"
+    ]
     assert len(f) == 1 and "HARM_CATEGORY_DANGEROUS_CONTENT" in f[0].message, f[0].message
     # The Gemini API numbers its categories differently (10 is DANGEROUS_CONTENT there).
     ratings = [{"category": 10, "probability": 4, "blocked": True}]
-    f = [x for x in analyse([_exchange(_answer(3, False, ratings))]).findings if x.code == "A.filtered"]
+    f = [
+        x
+        for x in analyse([_exchange(_answer(3, False, ratings))]).findings
+        if x.code == "A.filtered"
+    ]
     assert len(f) == 1 and "HARM_CATEGORY_DANGEROUS_CONTENT" in f[0].message, f[0].message
 
 
 def test_prompt_blocked_with_a_numbered_reason() -> None:
-    body = {"promptFeedback": {"blockReason": 1}, "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12}, "createTime": "2026-11-25T06:41:08Z"}
+    body = {
+        "promptFeedback": {"blockReason": 1},
+        "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12},
+        "createTime": "2026-11-25T06:41:08Z",
+    }
     r = parse_exchange(_exchange(body)).response
-    assert r is not None and (r.finish_reason, r.finish_reason_raw) == (FinishReason.PROMPT_BLOCKED, "SAFETY")
+    assert r is not None and (r.finish_reason, r.finish_reason_raw) == (
+        FinishReason.PROMPT_BLOCKED,
+        "SAFETY",
+    )
 
 
 def test_names_as_the_api_sends_them_by_default_are_unchanged() -> None:
     """Clean twin: the default encoding (names) reads as before."""
     ex = _exchange(_answer("STOP", True))
     r = parse_exchange(ex).response
-    assert r is not None and (r.finish_reason, r.finish_reason_raw) == (FinishReason.COMPLETE, "STOP")
+    assert r is not None and (r.finish_reason, r.finish_reason_raw) == (
+        FinishReason.COMPLETE,
+        "STOP",
+    )
     assert _codes(ex) == []
     assert "A.truncated_length" in _codes(_exchange(_answer("MAX_TOKENS", False)))

@@ -82,8 +82,12 @@ def _sdk_view(ex: Exchange) -> View:
     if usage is not None:
         prompt, tool_use = usage.prompt_token_count, usage.tool_use_prompt_token_count
         cands, thoughts = usage.candidates_token_count, usage.thoughts_token_count
-        view.input_tokens = None if prompt is None and tool_use is None else (prompt or 0) + (tool_use or 0)
-        view.output_tokens = None if cands is None and thoughts is None else (cands or 0) + (thoughts or 0)
+        view.input_tokens = (
+            None if prompt is None and tool_use is None else (prompt or 0) + (tool_use or 0)
+        )
+        view.output_tokens = (
+            None if cands is None and thoughts is None else (cands or 0) + (thoughts or 0)
+        )
         view.reasoning_tokens = thoughts
         view.cache_read_tokens = usage.cached_content_token_count
         view.total_tokens = usage.total_token_count

@@ -1,7 +1,8 @@
 """Ollama native adapter (WIRE.md §E).
 
-The corpus has no native Ollama traffic (its one ``localhost:11434`` recording is the OpenAI-compatible
-``/v1``), so the wire samples below are written from WIRE.md §E and Ollama's ``docs/api.md``.
+The corpus has no native Ollama traffic (its one ``localhost:11434`` recording is the
+OpenAI-compatible ``/v1``), so the wire samples below are written from WIRE.md §E and Ollama's
+``docs/api.md``.
 """
 
 from __future__ import annotations
@@ -33,9 +34,13 @@ def _run(
     url: str, request: dict[str, Any], body: bytes, status: int = 200, chunked: bool = True
 ) -> RoundTrip:
     chunks = (
-        [(0.05 * i, ln) for i, ln in enumerate(body.splitlines(keepends=True))] if chunked else [(0.1, body)]
+        [(0.05 * i, ln) for i, ln in enumerate(body.splitlines(keepends=True))]
+        if chunked
+        else [(0.1, body)]
     )
-    ex = Exchange("POST", url, request_body=orjson.dumps(request), status=status, response_chunks=chunks)
+    ex = Exchange(
+        "POST", url, request_body=orjson.dumps(request), status=status, response_chunks=chunks
+    )
     rt = parse_exchange(ex)
     assert rt.family == "ollama"
     assert not rt.analysis_errors, rt.analysis_errors
@@ -58,7 +63,9 @@ def _delta(
     return {"model": "qwen3:8b", "created_at": T0, "message": msg, "done": False}
 
 
-def _final(reason: str | None = "stop", prompt: int | None = 26, output: int | None = 12) -> dict[str, Any]:
+def _final(
+    reason: str | None = "stop", prompt: int | None = 26, output: int | None = 12
+) -> dict[str, Any]:
     line: dict[str, Any] = {
         "model": "qwen3:8b",
         "created_at": T0,
@@ -94,7 +101,11 @@ CHAT_REQUEST: dict[str, Any] = {
             "tool_calls": [
                 {
                     "id": "call_ab12cd34",
-                    "function": {"index": 0, "name": "get_weather", "arguments": {"city": "Toronto"}},
+                    "function": {
+                        "index": 0,
+                        "name": "get_weather",
+                        "arguments": {"city": "Toronto"},
+                    },
                 }
             ],
         },
@@ -125,7 +136,7 @@ CHAT_REQUEST: dict[str, Any] = {
 }
 
 
-# --- recognition ------------------------------------------------------------------------------------
+# --- recognition ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -178,12 +189,17 @@ def test_stream_defaults_to_true(body: dict[str, Any], stream: bool) -> None:
     assert OLLAMA.parse_request({**body, "messages": []}, urlsplit(CHAT)).stream is stream
 
 
-# --- requests ----------------------------------------------------------------------------------------
+# --- requests -------------------------------------------------------------------------------------
 
 
 def test_chat_request() -> None:
     req = OLLAMA.parse_request(CHAT_REQUEST, urlsplit(CHAT))
-    assert (req.family, req.model, req.stream, req.history_key) == ("ollama", "qwen3:8b", True, "messages")
+    assert (req.family, req.model, req.stream, req.history_key) == (
+        "ollama",
+        "qwen3:8b",
+        True,
+        "messages",
+    )
     assert [p.text for p in req.system] == ["You are terse."]
     assert [m.role for m in req.messages] == ["system", "user", "assistant", "tool"]
     assert [p.kind for p in req.messages[1].parts] == ["text", "media"]
@@ -220,13 +236,15 @@ def test_generate_request() -> None:
     }
     req = OLLAMA.parse_request(body, urlsplit(GENERATE))
     assert [p.text for p in req.system] == ["Answer like a pirate."]
-    assert [(m.role, [p.kind for p in m.parts]) for m in req.messages] == [("user", ["text", "media"])]
+    assert [(m.role, [p.kind for p in m.parts]) for m in req.messages] == [
+        ("user", ["text", "media"])
+    ]
     assert req.messages[0].text == "Why is the sky blue?"
     assert req.stream is False and req.history_key is None
     assert req.params == {"num_predict": 64, "context": [1, 2, 3]}
 
 
-# --- responses ---------------------------------------------------------------------------------------
+# --- responses ------------------------------------------------------------------------------------
 
 
 def test_streamed_text_with_thinking() -> None:
@@ -250,7 +268,11 @@ def test_streamed_text_with_thinking() -> None:
         True,
         5,
     )
-    assert r.usage is not None and (r.usage.input_tokens, r.usage.output_tokens, r.usage.total_tokens) == (
+    assert r.usage is not None and (
+        r.usage.input_tokens,
+        r.usage.output_tokens,
+        r.usage.total_tokens,
+    ) == (
         26,
         12,
         38,
@@ -270,7 +292,11 @@ def test_streamed_tool_calls_are_appended_across_chunks() -> None:
                 }
             ]
         ),
-        _delta(tool_calls=[{"function": {"index": 1, "name": "get_weather", "arguments": {"city": "Rome"}}}]),
+        _delta(
+            tool_calls=[
+                {"function": {"index": 1, "name": "get_weather", "arguments": {"city": "Rome"}}}
+            ]
+        ),
         _final("stop"),
     )
     r = _resp(_run(CHAT, CHAT_REQUEST, body))
@@ -289,7 +315,10 @@ def test_truncated_stream() -> None:
 
 
 def test_truncated_mid_line() -> None:
-    body = _ndjson(_delta("The answer"), _delta(" is")) + b'{"model":"qwen3:8b","created_at":"2026-08-21T10:0'
+    body = (
+        _ndjson(_delta("The answer"), _delta(" is"))
+        + b'{"model":"qwen3:8b","created_at":"2026-08-21T10:0'
+    )
     rt = _run(CHAT, CHAT_REQUEST, body)
     assert _resp(rt).complete is False and _resp(rt).text == "The answer is"
     assert any("incomplete piece" in n for n in rt.notes)
@@ -318,7 +347,11 @@ def test_non_streamed_response() -> None:
             "tool_calls": [
                 {
                     "id": "call_zz99yy88",
-                    "function": {"index": 0, "name": "get_weather", "arguments": {"city": "Toronto"}},
+                    "function": {
+                        "index": 0,
+                        "name": "get_weather",
+                        "arguments": {"city": "Toronto"},
+                    },
                 }
             ],
         },
@@ -380,7 +413,11 @@ def test_done_reasons(reason: str | None, cls: FinishReason) -> None:
 
 def test_missing_counts_are_unknown_not_zero() -> None:
     r = OLLAMA.parse_response(_final("stop", prompt=None, output=5))
-    assert r.usage is not None and (r.usage.input_tokens, r.usage.output_tokens, r.usage.total_tokens) == (
+    assert r.usage is not None and (
+        r.usage.input_tokens,
+        r.usage.output_tokens,
+        r.usage.total_tokens,
+    ) == (
         None,
         5,
         None,

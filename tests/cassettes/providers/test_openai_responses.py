@@ -23,7 +23,8 @@ A = OpenAIResponses()
 
 @cache
 def _exchanges() -> tuple[tuple[str, int, Exchange, RoundTrip], ...]:
-    """Every corpus exchange whose URL mentions a Responses-family path (or a neighbour we must not claim)."""
+    """Every corpus exchange whose URL mentions a Responses-family path (or a neighbour we must not
+    claim)."""
     out = []
     for path in corpus_files():
         if not any(
@@ -87,17 +88,24 @@ def test_corpus_generate_calls_have_request_and_response() -> None:
 
 def test_neighbour_endpoints_are_not_claimed() -> None:
     others = [
-        (ex.method, urlsplit(ex.url).path) for *_, ex, rt in _exchanges() if rt.family == "openai_responses"
+        (ex.method, urlsplit(ex.url).path)
+        for *_, ex, rt in _exchanges()
+        if rt.family == "openai_responses"
     ]
-    assert not any(p.startswith(("/v1/conversations", "/v1/files", "/v1/vector_stores")) for _, p in others)
+    assert not any(
+        p.startswith(("/v1/conversations", "/v1/files", "/v1/vector_stores")) for _, p in others
+    )
     seen = [
-        rt.family for *_, ex, rt in _exchanges() if "/conversations" in ex.url or "/vector_stores" in ex.url
+        rt.family
+        for *_, ex, rt in _exchanges()
+        if "/conversations" in ex.url or "/vector_stores" in ex.url
     ]
     assert seen and "openai_responses" not in seen  # the corpus does have them
 
 
 def test_every_corpus_stream_accumulates_like_its_terminal_event() -> None:
-    """Drop the terminal event: the accumulated items must give the same text, calls and reasoning."""
+    """Drop the terminal event: the accumulated items must give the same text, calls and
+    reasoning."""
     compared = 0
     for r, i, ex, rt in _ours():
         if rt.framing != "sse" or rt.operation != "generate" or rt.response is None:
@@ -156,7 +164,9 @@ def test_hand_edited_status_is_flagged_not_fatal() -> None:
     resp = _one("test_openai_responses/test_openai_previous_response_id.yaml").response
     assert resp is not None
     assert resp.finish_reason_raw == "complete" and resp.finish_reason is FinishReason.OTHER
-    assert resp.provider_details is not None and resp.provider_details["unknown_status"] == "complete"
+    assert (
+        resp.provider_details is not None and resp.provider_details["unknown_status"] == "complete"
+    )
 
 
 def test_background_queued_is_not_a_finish() -> None:
@@ -174,17 +184,25 @@ def test_background_resumed_stream_reassembles() -> None:
         if r.endswith("test_background_mode_streaming_starting_after_vcr.yaml") and i == 1
     )
     resp = A.reassemble(frame(ex.response_chunks))
-    assert resp.complete and resp.text == "2 + 2 equals 4." and resp.finish_reason is FinishReason.COMPLETE
+    assert (
+        resp.complete
+        and resp.text == "2 + 2 equals 4."
+        and resp.finish_reason is FinishReason.COMPLETE
+    )
 
 
 def test_background_retrieve_that_returns_the_call_is_the_turn_that_delivered_it() -> None:
     """pydantic-ai's background mode with a tool: POST (queued), GET until the response holds the
     function call, POST the output. The retrieve is the turn the call came on, and the output pairs
-    with it (issue 45; before, the call was never seen: pydantic-ai re-sends it in ``input``, so only
-    clients that continue by ``previous_response_id`` alone got a false orphan)."""
+    with it (issue 45; before, the call was never seen: pydantic-ai re-sends it in ``input``, so
+    only clients that continue by ``previous_response_id`` alone got a false orphan)."""
     name = "test_background_mode_with_tool_vcr.yaml"
     rt = _one(name, 1)
-    assert rt.operation == "generate" and rt.polled and [c.name for c in rt.response.tool_calls] == ["get_weather"]  # type: ignore[union-attr]
+    assert (
+        rt.operation == "generate"
+        and rt.polled
+        and [c.name for c in rt.response.tool_calls] == ["get_weather"]
+    )  # type: ignore[union-attr]
     exs = [ex for r, _, ex, _ in _exchanges() if r.endswith(name)]
     run = analyse(exs)
     assert sorted(run.turns) == [0, 1, 2] and run.findings == []
@@ -202,8 +220,13 @@ def test_http_error() -> None:
 
 
 def test_string_input_and_previous_response_id() -> None:
-    # (a retrieve read as the model call that delivered its calls sends no input: not a string input)
-    strings = [rt.request for *_, rt in _ours() if rt.request is not None and rt.request.history_key is None and not rt.polled]
+    # (a retrieve read as the model call that delivered its calls sends no input: not a string
+    # input)
+    strings = [
+        rt.request
+        for *_, rt in _ours()
+        if rt.request is not None and rt.request.history_key is None and not rt.polled
+    ]
     assert strings and all(len(r.messages) == 1 and r.messages[0].role == "user" for r in strings)
     req = _one("test_openai_responses/test_openai_previous_response_id.yaml", 1).request
     assert req is not None and req.previous_response_id == "resp_1234"
@@ -216,11 +239,14 @@ def test_reasoning_items_keep_encrypted_content() -> None:
         if rt.request is not None
         for m in rt.request.messages
         for p in m.parts
-        if p.kind == "reasoning" and p.provider_details and p.provider_details.get("encrypted_content")
+        if p.kind == "reasoning"
+        and p.provider_details
+        and p.provider_details.get("encrypted_content")
     ]
     assert found
     assert all(
-        p.provider_details and str(p.provider_details.get("id", "")).startswith("rs_") for p in found[:5]
+        p.provider_details and str(p.provider_details.get("id", "")).startswith("rs_")
+        for p in found[:5]
     )
 
 
@@ -296,7 +322,13 @@ def test_request_items() -> None:
                 "summary": [{"type": "summary_text", "text": "think"}],
                 "encrypted_content": "xyz",
             },
-            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": '{"a":1}'},
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "call_1",
+                "name": "f",
+                "arguments": '{"a":1}',
+            },
             {"type": "custom_tool_call", "call_id": "call_2", "name": "g", "input": "raw text"},
             {
                 "type": "function_call_output",
@@ -324,13 +356,21 @@ def test_request_items() -> None:
         "user",
         "assistant",
         "tool",
-        "tool",  # one message per result, as Chat's tool messages (a history's parse then extends its prefix's)
+        # one message per result, as Chat's tool messages (a history's parse then extends its
+        # prefix's)
+        "tool",
         "assistant",  # an item reference stands in the model-side turn (the analysis resolves it)
     ]
     ref = req.messages[5].parts[0]
-    assert ref.kind == "other" and ref.provider_details is not None and ref.provider_details["item_reference"] == "msg_9"
+    assert (
+        ref.kind == "other"
+        and ref.provider_details is not None
+        and ref.provider_details["item_reference"] == "msg_9"
+    )
     user = req.messages[1]
-    assert [p.kind for p in user.parts] == ["text", "media"] and user.parts[1].media_type == "image/png"
+    assert [p.kind for p in user.parts] == ["text", "media"] and user.parts[
+        1
+    ].media_type == "image/png"
     turn = req.messages[2]
     assert [p.kind for p in turn.parts] == ["reasoning", "tool_call", "tool_call"]
     assert turn.parts[0].text == "think" and turn.parts[0].provider_details == {
@@ -342,7 +382,8 @@ def test_request_items() -> None:
     assert custom is not None and (custom.kind, custom.arguments) == ("custom", "raw text")
     results = [p.tool_result for m in req.messages[3:5] for p in m.parts]
     assert [(r.call_id, r.content) for r in results if r] == [("call_1", "ok"), ("call_2", "done")]
-    assert [p.kind for p in req.messages[5].parts] == ["other", "other"]  # the reference and the hosted call, one model-side turn
+    # the reference and the hosted call, one model-side turn
+    assert [p.kind for p in req.messages[5].parts] == ["other", "other"]
     assert [(t.name, t.kind) for t in req.tools] == [
         ("f", "function"),
         ("g", "custom"),
@@ -412,7 +453,9 @@ def _body(status: str, **extra: object) -> dict[str, object]:
         ("paused_forever", {}, "paused_forever", FinishReason.OTHER),
     ],
 )
-def test_finish_states(status: str, extra: dict[str, object], raw: str, cls: FinishReason | None) -> None:
+def test_finish_states(
+    status: str, extra: dict[str, object], raw: str, cls: FinishReason | None
+) -> None:
     resp = A.parse_response(_body(status, **extra))
     assert (resp.finish_reason_raw, resp.finish_reason) == (raw, cls)
 
@@ -420,7 +463,10 @@ def test_finish_states(status: str, extra: dict[str, object], raw: str, cls: Fin
 def test_failed_response_carries_the_error() -> None:
     resp = A.parse_response(_body("failed", error={"code": "server_error", "message": "boom"}))
     assert resp.finish_reason is FinishReason.ERROR
-    assert resp.error is not None and (resp.error.code, resp.error.message) == ("server_error", "boom")
+    assert resp.error is not None and (resp.error.code, resp.error.message) == (
+        "server_error",
+        "boom",
+    )
 
 
 def test_output_items_in_order_and_unknown_items_kept() -> None:
@@ -440,7 +486,11 @@ def test_output_items_in_order_and_unknown_items_kept() -> None:
                     "role": "assistant",
                     "content": [
                         {"type": "refusal", "refusal": "no"},
-                        {"type": "output_text", "text": "ok", "annotations": [{"type": "url_citation"}]},
+                        {
+                            "type": "output_text",
+                            "text": "ok",
+                            "annotations": [{"type": "url_citation"}],
+                        },
                     ],
                 },
                 {"type": "hologram_call", "id": "h_1"},
@@ -493,7 +543,13 @@ _CALL = [
     {
         "type": "response.output_item.added",
         "output_index": 1,
-        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": ""},
+        "item": {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": "f",
+            "arguments": "",
+        },
     },
     {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": '{"a":'},
     {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "1}"},
@@ -541,7 +597,9 @@ def test_failed_terminal_event() -> None:
     final = _body("failed", error={"code": "rate_limit_exceeded", "message": "slow down"})
     resp = A.reassemble(_sse(_CREATED, {"type": "response.failed", "response": final}))
     assert resp.complete is True and resp.finish_reason is FinishReason.ERROR
-    assert resp.error is not None and resp.error.in_stream and resp.error.code == "rate_limit_exceeded"
+    assert (
+        resp.error is not None and resp.error.in_stream and resp.error.code == "rate_limit_exceeded"
+    )
 
 
 def test_terminal_event_is_authoritative_and_unknown_events_ignored() -> None:
@@ -558,9 +616,20 @@ def test_terminal_event_is_authoritative_and_unknown_events_ignored() -> None:
     )
     odd = {"type": "response.teleport.delta", "output_index": 0, "delta": "?"}
     resp = A.reassemble(
-        _sse(_CREATED, *_MSG, odd, {"type": "response.completed", "response": final}, names=False, done=True)
+        _sse(
+            _CREATED,
+            *_MSG,
+            odd,
+            {"type": "response.completed", "response": final},
+            names=False,
+            done=True,
+        )
     )
-    assert resp.complete is True and resp.text == "Hello!" and resp.finish_reason is FinishReason.COMPLETE
+    assert (
+        resp.complete is True
+        and resp.text == "Hello!"
+        and resp.finish_reason is FinishReason.COMPLETE
+    )
 
 
 def test_reasoning_summary_and_refusal_deltas() -> None:
@@ -600,10 +669,18 @@ def test_reasoning_summary_and_refusal_deltas() -> None:
             "content_index": 0,
             "part": {"type": "refusal", "refusal": ""},
         },
-        {"type": "response.refusal.delta", "output_index": 1, "content_index": 0, "delta": "I can't"},
+        {
+            "type": "response.refusal.delta",
+            "output_index": 1,
+            "content_index": 0,
+            "delta": "I can't",
+        },
     ]
     resp = A.reassemble(_sse(*events))
-    assert [(p.kind, p.text) for p in resp.parts] == [("reasoning", "Thinking"), ("refusal", "I can't")]
+    assert [(p.kind, p.text) for p in resp.parts] == [
+        ("reasoning", "Thinking"),
+        ("refusal", "I can't"),
+    ]
 
 
 def test_garbage_event_is_counted_not_fatal() -> None:

@@ -1,9 +1,9 @@
 """Our stream reassembly against the official OpenAI SDK's own accumulators, on every corpus stream.
 
-Chat: each ``data:`` chunk becomes a ``ChatCompletionChunk`` (``construct``, as the SDK's stream does
-not validate either) and goes through ``ChatCompletionStreamState`` with the SDK's own filtering
-(stop at ``[DONE]``; skip chunks whose ``object`` is not ``chat.completion.chunk``; a chunk with a
-top-level ``error`` raises ``APIError`` in the SDK, so feeding stops there).
+Chat: each ``data:`` chunk becomes a ``ChatCompletionChunk`` (``construct``, as the SDK's stream
+does not validate either) and goes through ``ChatCompletionStreamState`` with the SDK's own
+filtering (stop at ``[DONE]``; skip chunks whose ``object`` is not ``chat.completion.chunk``; a
+chunk with a top-level ``error`` raises ``APIError`` in the SDK, so feeding stops there).
 
 Responses: each event is built with ``openai._models.construct_type`` (what ``openai.Stream`` does
 with every SSE ``data``) and goes through ``ResponseStreamState``; the response of the terminal
@@ -60,7 +60,8 @@ def _streams(family: str, needle: bytes) -> tuple[Stream, ...]:
                 continue
             framed = frame(ex.response_chunks, ex.response_header("content-type"))
             ours = rt.response
-            if ours is None:  # a non-generate stream (resumed background response): reassemble directly
+            # a non-generate stream (resumed background response): reassemble directly
+            if ours is None:
                 ours = OpenAIResponses().reassemble(framed)
             out.append(Stream(f"{rel(p)}#{i}", framed, ours))
     return tuple(out)
@@ -120,7 +121,8 @@ def _sdk_chat(framed: Framed) -> ChatOutcome:
     if choice is not None:
         out.text = choice.message.content or ""
         out.calls = [
-            (tc.id, tc.function.name, _args(tc.function.arguments)) for tc in choice.message.tool_calls or []
+            (tc.id, tc.function.name, _args(tc.function.arguments))
+            for tc in choice.message.tool_calls or []
         ]
         out.finish = choice.finish_reason
     out.usage = _usage_tuple(snap.usage)
@@ -144,9 +146,11 @@ def _chat_results() -> tuple[list[tuple[Stream, ChatOutcome]], list[tuple[str, s
 def test_chat_streams_agree_with_the_sdk() -> None:
     compared, unreadable = _chat_results()
     assert len(compared) >= 70, f"only {len(compared)} chat streams compared"
-    # The SDK requires ``index`` on every list delta entry; OpenRouter's streamed annotations have none.
+    # The SDK requires ``index`` on every list delta entry; OpenRouter's streamed annotations have
+    # none.
     assert [n for n, _ in unreadable] == [
-        "pydantic-ai/tests/models/cassettes/test_openrouter/test_openrouter_web_search_annotations_stream.yaml#0"
+        "pydantic-ai/tests/models/cassettes/test_openrouter/"
+        "test_openrouter_web_search_annotations_stream.yaml#0"
     ], unreadable
     diffs = []
     for s, sdk in compared:
@@ -181,7 +185,9 @@ def test_chat_sdk_usage_overwrite_quirk_is_real() -> None:
         for s, sdk in compared
         if sdk.usage is None and sdk.last_reported_usage is not None and not sdk.sdk_error
     ]
-    assert quirks == ["pydantic-ai/tests/models/cassettes/test_openai/test_openai_moderation_stream.yaml#0"]
+    assert quirks == [
+        "pydantic-ai/tests/models/cassettes/test_openai/test_openai_moderation_stream.yaml#0"
+    ]
 
 
 def test_chat_in_stream_errors_are_reported_like_the_sdk() -> None:
@@ -223,7 +229,9 @@ def test_responses_streams_agree_with_the_sdk() -> None:
         if sdk.output_text != ours.text:
             diffs.append((s.name, "text", sdk.output_text[:80], ours.text[:80]))
         calls = [
-            (it.call_id, it.name, _args(it.arguments)) for it in sdk.output if it.type == "function_call"
+            (it.call_id, it.name, _args(it.arguments))
+            for it in sdk.output
+            if it.type == "function_call"
         ]
         got = [(c.id, c.name, c.arguments) for c in ours.tool_calls if c.kind == "function"]
         if calls != got:
@@ -245,7 +253,13 @@ def test_responses_streams_agree_with_the_sdk() -> None:
             else None
         )
         mine = (
-            (o.input_tokens, o.output_tokens, o.total_tokens, o.cache_read_tokens, o.reasoning_tokens)
+            (
+                o.input_tokens,
+                o.output_tokens,
+                o.total_tokens,
+                o.cache_read_tokens,
+                o.reasoning_tokens,
+            )
             if o
             else None
         )
@@ -255,6 +269,7 @@ def test_responses_streams_agree_with_the_sdk() -> None:
     # A resumed background stream (GET …?starting_after=0) starts at ``response.queued``; the
     # SDK's state machine requires ``response.created`` first. Our adapter reads it.
     assert [n for n, _ in unreadable] == [
-        "pydantic-ai/tests/models/cassettes/test_openai_responses/test_background_mode_streaming_starting_after_vcr.yaml#1"
+        "pydantic-ai/tests/models/cassettes/test_openai_responses/"
+        "test_background_mode_streaming_starting_after_vcr.yaml#1"
     ], unreadable
     assert diffs == []

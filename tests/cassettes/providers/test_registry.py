@@ -1,5 +1,6 @@
 """The registry (:mod:`cassettes.providers`): a recogniser that raises is a labelled error, not a
-silent 0 (issue 47), and detecting never raises, so the recorder keeps the agent's traffic flowing."""
+silent 0 (issue 47), and detecting never raises, so the recorder keeps the agent's traffic
+flowing."""
 
 from __future__ import annotations
 
@@ -38,10 +39,14 @@ def test_a_recogniser_that_raises_is_named_in_the_errors(broken_ollama: provider
     errors: list[str] = []
     found = providers.detect("POST", urlsplit(CHAT), BODY, errors)
     assert found is not broken_ollama
-    assert errors == ["the ollama adapter's recogniser raised KeyError: 'done_reason'; left out of detection"]
+    assert errors == [
+        "the ollama adapter's recogniser raised KeyError: 'done_reason'; left out of detection"
+    ]
 
 
-def test_without_a_list_it_is_logged(broken_ollama: providers.Provider, caplog: pytest.LogCaptureFixture) -> None:
+def test_without_a_list_it_is_logged(
+    broken_ollama: providers.Provider, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, logger="looptap.providers"):
         providers.detect("POST", urlsplit(CHAT), BODY)
     assert [r.getMessage() for r in caplog.records] == [
@@ -51,11 +56,24 @@ def test_without_a_list_it_is_logged(broken_ollama: providers.Provider, caplog: 
 
 def test_the_round_trip_carries_it(broken_ollama: providers.Provider) -> None:
     """What ``show`` prints: the parser puts the failure among the round trip's analysis errors."""
-    answer = {"model": "qwen3:8b", "message": {"role": "assistant", "content": "hello"}, "done": True}
-    ex = Exchange("POST", CHAT, request_body=orjson.dumps(BODY), status=200, response_chunks=[(0.1, orjson.dumps(answer))])
+    answer = {
+        "model": "qwen3:8b",
+        "message": {"role": "assistant", "content": "hello"},
+        "done": True,
+    }
+    ex = Exchange(
+        "POST",
+        CHAT,
+        request_body=orjson.dumps(BODY),
+        status=200,
+        response_chunks=[(0.1, orjson.dumps(answer))],
+    )
     rt = parse_exchange(ex)
     assert rt.family != "ollama"
-    assert "the ollama adapter's recogniser raised KeyError: 'done_reason'; left out of detection" in rt.analysis_errors
+    assert (
+        "the ollama adapter's recogniser raised KeyError: 'done_reason'; left out of detection"
+        in rt.analysis_errors
+    )
 
 
 def test_an_exception_without_text_is_still_named(monkeypatch: pytest.MonkeyPatch) -> None:

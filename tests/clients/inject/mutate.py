@@ -29,20 +29,36 @@ def _results(family: str, body: dict[str, Any]) -> list[tuple[list[Any], int, An
     out: list[tuple[list[Any], int, Any]] = []
     if family == "openai_chat":
         msgs = body.get("messages") or []
-        out += [(msgs, i, m) for i, m in enumerate(msgs) if isinstance(m, dict) and m.get("role") == "tool"]
+        out += [
+            (msgs, i, m)
+            for i, m in enumerate(msgs)
+            if isinstance(m, dict) and m.get("role") == "tool"
+        ]
     elif family == "openai_responses":
         items = body.get("input") if isinstance(body.get("input"), list) else []
-        out += [(items, i, m) for i, m in enumerate(items) if isinstance(m, dict) and m.get("type") == "function_call_output"]
+        out += [
+            (items, i, m)
+            for i, m in enumerate(items)
+            if isinstance(m, dict) and m.get("type") == "function_call_output"
+        ]
     elif family == "anthropic":
         for m in body.get("messages") or []:
             c = m.get("content") if isinstance(m, dict) else None
             if isinstance(c, list):
-                out += [(c, i, b) for i, b in enumerate(c) if isinstance(b, dict) and b.get("type") == "tool_result"]
+                out += [
+                    (c, i, b)
+                    for i, b in enumerate(c)
+                    if isinstance(b, dict) and b.get("type") == "tool_result"
+                ]
     elif family == "gemini":
         for m in body.get("contents") or []:
             parts = m.get("parts") if isinstance(m, dict) else None
             if isinstance(parts, list):
-                out += [(parts, i, p) for i, p in enumerate(parts) if isinstance(p, dict) and "functionResponse" in p]
+                out += [
+                    (parts, i, p)
+                    for i, p in enumerate(parts)
+                    if isinstance(p, dict) and "functionResponse" in p
+                ]
     return out
 
 
@@ -77,13 +93,25 @@ class Injector:
             if self.kind == "drop_result":
                 del box[i]
                 if family == "anthropic" and not box:
-                    body["messages"] = [m for m in body["messages"] if not (isinstance(m, dict) and m.get("content") == [])]
+                    body["messages"] = [
+                        m
+                        for m in body["messages"]
+                        if not (isinstance(m, dict) and m.get("content") == [])
+                    ]
             else:
-                key = {"openai_chat": "tool_call_id", "openai_responses": "call_id", "anthropic": "tool_use_id"}.get(family)
+                key = {
+                    "openai_chat": "tool_call_id",
+                    "openai_responses": "call_id",
+                    "anthropic": "tool_use_id",
+                }.get(family)
                 if key is None:  # Gemini pairs by name
                     item["functionResponse"]["name"] = "not_a_called_tool"
                 else:
-                    item[key] = "call_matrix_wrong_id_0001" if family != "anthropic" else "toolu_matrix_wrong_id_0001"
+                    item[key] = (
+                        "call_matrix_wrong_id_0001"
+                        if family != "anthropic"
+                        else "toolu_matrix_wrong_id_0001"
+                    )
             hit = True
         elif self.kind == "mutate_history":
             carriers = [m for m in _history(family, body) if "WEATHER:" in json.dumps(m)]
@@ -91,8 +119,13 @@ class Injector:
             if self.seen_results and len(carriers) > self.seen_results:
                 _rewrite(carriers[0])  # sent on an earlier turn, re-sent now
                 hit = True
-            elif self.seen_outputs and len(carriers) == self.seen_results and outputs > self.seen_outputs:
-                # a trajectory re-rendered into one message each step (DSPy): its first output, re-sent
+            elif (
+                self.seen_outputs
+                and len(carriers) == self.seen_results
+                and outputs > self.seen_outputs
+            ):
+                # a trajectory re-rendered into one message each step (DSPy): its first output,
+                # re-sent
                 _rewrite(carriers[0], once=True)
                 hit = True
             self.seen_outputs = max(self.seen_outputs, outputs)
@@ -122,5 +155,7 @@ def _rewrite(node: Any, once: bool = False) -> Any:
             if once and node[i] is not v:
                 break
     elif isinstance(node, str) and "WEATHER:" in node:
-        return node.replace("WEATHER:", "MUTATED: the client rewrote this after the fact;", 1 if once else -1)
+        return node.replace(
+            "WEATHER:", "MUTATED: the client rewrote this after the fact;", 1 if once else -1
+        )
     return node

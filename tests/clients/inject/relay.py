@@ -30,7 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mutate import MARK, Injector
 
-_HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "proxy-connection"}
+_HOP = {
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "proxy-connection",
+}
 
 
 class Relay:
@@ -43,7 +51,9 @@ class Relay:
         with self.lock:
             return self.injector.mutate(path, body)
 
-    async def front(self, upstream: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def front(
+        self, upstream: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         """One connection of the agent: its request forwarded (one per connection: ``Connection:
         close`` both ways), or its WebSocket session relayed."""
         try:
@@ -53,7 +63,9 @@ class Relay:
             return
         lines = head.decode("latin-1").split("\r\n")
         method, target, _ = lines[0].split(" ", 2)
-        headers = [(k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)]
+        headers = [
+            (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+        ]
         hdr = {k.lower(): v for k, v in headers}
         try:
             if hdr.get("upgrade", "").lower() == "websocket":
@@ -65,8 +77,16 @@ class Relay:
         finally:
             writer.close()
 
-    async def http(self, upstream: tuple[str, int], method: str, target: str, headers: list[tuple[str, str]], hdr: dict[str, str],
-                   reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def http(
+        self,
+        upstream: tuple[str, int],
+        method: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        hdr: dict[str, str],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
         if hdr.get("transfer-encoding", "").lower() == "chunked":
             body = b""
             while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
@@ -84,32 +104,57 @@ class Relay:
                 body = json.dumps(obj).encode()
                 extra.append((MARK, self.kind))
         out = [f"{method} {target} HTTP/1.1", f"Host: {upstream[0]}:{upstream[1]}"]
-        out += [f"{k}: {v}" for k, v in headers if k.lower() not in _HOP] + [f"{k}: {v}" for k, v in extra]
+        out += [f"{k}: {v}" for k, v in headers if k.lower() not in _HOP] + [
+            f"{k}: {v}" for k, v in extra
+        ]
         out += [f"Content-Length: {len(body)}", "Connection: close"]
         r, w = await asyncio.open_connection(*upstream)
         w.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + body)
         await w.drain()
-        # The answer's head with Connection: close (this connection ends with it), then its bytes as they come.
+        # The answer's head with Connection: close (this connection ends with it), then its bytes as
+        # they come.
         rhead = (await r.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-        kept = [ln for ln in rhead[1:] if ln and ln.partition(":")[0].strip().lower() not in ("connection", "keep-alive")]
-        writer.write(("\r\n".join([rhead[0], *kept, "Connection: close"]) + "\r\n\r\n").encode("latin-1"))
+        kept = [
+            ln
+            for ln in rhead[1:]
+            if ln and ln.partition(":")[0].strip().lower() not in ("connection", "keep-alive")
+        ]
+        writer.write(
+            ("\r\n".join([rhead[0], *kept, "Connection: close"]) + "\r\n\r\n").encode("latin-1")
+        )
         while data := await r.read(65536):
             writer.write(data)
             await writer.drain()
         w.close()
 
-    async def websocket(self, upstream: tuple[str, int], target: str, headers: list[tuple[str, str]],
-                        reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def websocket(
+        self,
+        upstream: tuple[str, int],
+        target: str,
+        headers: list[tuple[str, str]],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
         """The agent's WebSocket handshake answered by a websockets server of ours (on a pipe), each
         of its messages sent on by a websockets client connected to looptap's listener."""
         from websockets.asyncio.client import connect
         from websockets.asyncio.server import serve
 
-        keep = [(k, v) for k, v in headers if k.lower() not in _HOP and not k.lower().startswith("sec-websocket")]
+        keep = [
+            (k, v)
+            for k, v in headers
+            if k.lower() not in _HOP and not k.lower().startswith("sec-websocket")
+        ]
 
         async def session(agent: Any) -> None:
             url = f"ws://{upstream[0]}:{upstream[1]}{target}"
-            async with connect(url, additional_headers=keep, user_agent_header=None, max_size=None, open_timeout=None) as api:
+            async with connect(
+                url,
+                additional_headers=keep,
+                user_agent_header=None,
+                max_size=None,
+                open_timeout=None,
+            ) as api:
                 async def up() -> None:
                     async for msg in agent:
                         if isinstance(msg, str):
@@ -117,7 +162,11 @@ class Relay:
                                 obj = json.loads(msg)
                             except ValueError:
                                 obj = None
-                            if isinstance(obj, dict) and obj.get("type") == "response.create" and self.mutate(urlsplit(target).path, obj):
+                            if (
+                                isinstance(obj, dict)
+                                and obj.get("type") == "response.create"
+                                and self.mutate(urlsplit(target).path, obj)
+                            ):
                                 obj["metadata"] = {**(obj.get("metadata") or {}), MARK: self.kind}
                                 msg = json.dumps(obj)
                         await api.send(msg)
@@ -133,7 +182,10 @@ class Relay:
         async with serve(session, "127.0.0.1", 0, max_size=None) as inner:
             port = next(iter(inner.sockets)).getsockname()[1]
             r, w = await asyncio.open_connection("127.0.0.1", port)
-            raw = "\r\n".join([f"GET {target} HTTP/1.1", *(f"{k}: {v}" for k, v in headers)]) + "\r\n\r\n"
+            raw = (
+                "\r\n".join([f"GET {target} HTTP/1.1", *(f"{k}: {v}" for k, v in headers)])
+                + "\r\n\r\n"
+            )
             w.write(raw.encode("latin-1"))
 
             async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
@@ -167,7 +219,9 @@ def main() -> int:
                 continue
             u = urlsplit(base)
             upstream = (u.hostname or "127.0.0.1", u.port or 80)
-            server = await asyncio.start_server(lambda r, w, up=upstream: relay.front(up, r, w), "127.0.0.1", 0)
+            server = await asyncio.start_server(
+                lambda r, w, up=upstream: relay.front(up, r, w), "127.0.0.1", 0
+            )
             ports[var] = server.sockets[0].getsockname()[1]
             env[var] = f"http://127.0.0.1:{ports[var]}{u.path}"
         ready.set()

@@ -30,9 +30,19 @@ if _KIND:
                 return request
             if not _injector.mutate(request.url.path, body):
                 return request
-            headers = {k: v for k, v in request.headers.items() if k.lower() not in ("content-length", "transfer-encoding")}
+            headers = {
+                k: v
+                for k, v in request.headers.items()
+                if k.lower() not in ("content-length", "transfer-encoding")
+            }
             headers[MARK] = _KIND
-            return mod.Request(request.method, request.url, headers=headers, content=json.dumps(body).encode(), extensions=request.extensions)
+            return mod.Request(
+                request.method,
+                request.url,
+                headers=headers,
+                content=json.dumps(body).encode(),
+                extensions=request.extensions,
+            )
 
         send, asend = mod.Client.send, mod.AsyncClient.send
 
@@ -63,7 +73,14 @@ if _KIND:
                     body = None
                 if body is not None and _injector.mutate(urlsplit(str(url)).path, body):
                     kw["data"] = json.dumps(body).encode()
-                    kw["headers"] = {**{k: v for k, v in dict(kw.get("headers") or {}).items() if k.lower() != "content-length"}, MARK: _KIND}
+                    kw["headers"] = {
+                        **{
+                            k: v
+                            for k, v in dict(kw.get("headers") or {}).items()
+                            if k.lower() != "content-length"
+                        },
+                        MARK: _KIND,
+                    }
             return await request(self, method, url, **kw)
 
         mod.ClientSession._request = _request
