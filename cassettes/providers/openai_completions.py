@@ -209,7 +209,7 @@ class OpenAICompletions(Provider):
         )
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        from cassettes.providers.writer import is_value_stream, value_stream
+        from cassettes.providers.writer.stream import is_value_stream, value_stream
 
         if is_value_stream(framed):  # Writer's completions behind another host: no [DONE] to expect
             return value_stream(framed)

@@ -42,6 +42,7 @@ from cassettes.analysis import spill
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.reading.packed import compressor, decompressor
 from cassettes.storage.index import BLOCK, BODY_CACHE
 from cassettes.storage.source import RecordSource
 from cassettes.storage.store import Problem
@@ -80,20 +81,6 @@ class Batch:
     problems: list[Problem]
     #: Nothing more to read right now (end of what the file holds).
     at_end: bool
-
-
-def _zstd() -> Any:
-    """A zstd compressor at level 1 (imported on the first full block: a small run never fills
-    one)."""
-    import zstandard
-
-    return zstandard.ZstdCompressor(level=1)
-
-
-def _unzstd() -> Any:
-    import zstandard
-
-    return zstandard.ZstdDecompressor()
 
 
 class TurnStore:
@@ -155,7 +142,8 @@ class TurnStore:
             data = self._waiting.get(block)
         if data is None:
             return
-        packed = _zstd().compress(data)  # outside the lock: a viewer's thread may read meanwhile
+        # outside the lock: a viewer's thread may read meanwhile
+        packed = compressor().compress(data)
         with self._lock:
             if self._closed:
                 return
@@ -184,7 +172,7 @@ class TurnStore:
         assert self._file is not None
         at, length = self._blocks[block]
         self._file.seek(at)
-        raw: bytes = _unzstd().decompress(self._file.read(length))
+        raw: bytes = decompressor().decompress(self._file.read(length))
         self._recent[block] = raw
         while len(self._recent) > 4:
             self._recent.popitem(last=False)

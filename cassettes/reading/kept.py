@@ -370,9 +370,9 @@ class ViewsWriter:
             self.abandon()
 
     def _block(self) -> None:
-        from cassettes.reading.incremental import _zstd
+        from cassettes.reading.packed import compressor
 
-        packed = _zstd().compress(bytes(self._buf))
+        packed = compressor().compress(bytes(self._buf))
         self._buf = bytearray()
         self._put(len(packed).to_bytes(8, "big") + packed)
 
@@ -438,8 +438,8 @@ def iter_views(blocks: list[bytes]) -> Any:
     """Each view kept in ``blocks`` (from :func:`views`), in order."""
     import orjson
 
-    from cassettes.reading.incremental import _unzstd
+    from cassettes.reading.packed import decompressor
 
     for block in blocks:
-        for line in _unzstd().decompress(block).splitlines():
+        for line in decompressor().decompress(block).splitlines():
             yield orjson.loads(line)

@@ -25,7 +25,7 @@ from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import Profile, Provider, as_str
-from cassettes.providers.writer._stream import is_value_stream, value_stream
+from cassettes.providers.writer.stream import is_value_stream, value_stream
 from cassettes.wire.framing import Framed
 
 __all__ = ["Writer", "is_value_stream", "value_stream"]

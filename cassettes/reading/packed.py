@@ -1,0 +1,24 @@
+"""The compression of what a reader keeps for itself: the blocks of full turns and parses in its
+anonymous temporary files (:mod:`cassettes.reading.incremental`) and the kept views' blocks
+(:mod:`cassettes.reading.kept`). zstd at level 1, imported on the first block (a small run never
+fills one)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["compressor", "decompressor"]
+
+
+def compressor() -> Any:
+    """A zstd compressor at level 1."""
+    import zstandard
+
+    return zstandard.ZstdCompressor(level=1)
+
+
+def decompressor() -> Any:
+    """A zstd decompressor, for blocks this process wrote."""
+    import zstandard
+
+    return zstandard.ZstdDecompressor()
