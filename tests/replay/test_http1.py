@@ -18,16 +18,25 @@ from cassettes.wire.exchange import Exchange
 from tests.support.upstream import FakeUpstream
 
 
-class Echo(BackgroundServer):
+class Echo:
     """The reader alone: answers each request with what it read."""
 
-    label = "echo"
-    read_limit = 4096
-
     def __init__(self) -> None:
-        self.host, self.port = "127.0.0.1", 0
         self.read: list[http1.Request] = []
-        self._init_background()
+        self.server = BackgroundServer(
+            self._handle, host="127.0.0.1", port=0, label="echo", read_limit=4096
+        )
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def __enter__(self) -> Echo:
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -258,7 +267,7 @@ def test_identical_lengths_and_leading_empty_lines_are_read(echo: Echo) -> None:
 
 @pytest.mark.parametrize("server", ["replay", "upstream"])
 def test_both_servers_answer_unreadable_requests(server: str) -> None:
-    srv: BackgroundServer = (
+    srv: ReplayServer | FakeUpstream = (
         ReplayServer([Exchange(method="GET", url="http://x/ping", status=200)])
         if server == "replay"
         else FakeUpstream()

@@ -98,7 +98,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 from cassettes.parsing.roundtrip import parse_exchange
@@ -991,11 +991,13 @@ def _offered_tools(family: str, target: str, body: Any) -> tuple[list[tuple[str,
     return tools, results
 
 
-class FakeUpstream(BackgroundServer):
+class FakeUpstream:
     """The fake upstream. ``start()``/``stop()`` run it in a thread; ``await start_async()`` in a
     running loop; also a context manager."""
 
     label = "fake upstream"
+    #: StreamReader buffer limit (the longest line or headers block it reads at once).
+    read_limit = 1 << 20
     #: The largest request body read (a larger one is answered 413).
     max_body = http1.MAX_BODY
 
@@ -1009,10 +1011,8 @@ class FakeUpstream(BackgroundServer):
         corpus: Path | str = CORPUS,
         tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
     ) -> None:
-        self.host = host
         #: (certificate chain PEM, private key PEM): serve HTTPS instead of plain HTTP.
         self.tls = (Path(tls[0]), Path(tls[1])) if tls is not None else None
-        self.port = port
         self.delay = delay
         self.default_scenario = default_scenario
         self.corpus = Corpus(Path(corpus))
@@ -1021,14 +1021,51 @@ class FakeUpstream(BackgroundServer):
         self.acks: dict[str, int] = {}
         self._lock = threading.Lock()
         self._seq = itertools.count()
-        self._init_background()
         self._changed = threading.Condition()
+        self._server = BackgroundServer(
+            self._handle,
+            host=host,
+            port=port,
+            label=self.label,
+            read_limit=self.read_limit,
+            ssl_context=self._ssl_context,
+            start_failed=self._start_failed,
+        )
+
+    @property
+    def host(self) -> str:
+        return self._server.host
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the one bound, once listening)."""
+        return self._server.port
 
     @property
     def url(self) -> str:
         return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
-    # -- lifecycle (BackgroundServer) ---------------------------------------------------------
+    # -- lifecycle (a BackgroundServer's) ------------------------------------------------------
+    async def start_async(self) -> None:
+        await self._server.start_async()
+
+    async def stop_async(self) -> None:
+        await self._server.stop_async()
+
+    def start(self) -> Self:
+        """Serve from a thread of its own; returns once listening."""
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def _ssl_context(self) -> ssl.SSLContext | None:
         if self.tls is None:
             return None
@@ -1078,9 +1115,6 @@ class FakeUpstream(BackgroundServer):
 
     # -- HTTP/1.1 ------------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
         try:
             while True:
                 try:
@@ -1105,7 +1139,6 @@ class FakeUpstream(BackgroundServer):
         except asyncio.CancelledError:
             pass
         finally:
-            self._conns.discard(task)
             try:
                 writer.close()
             except Exception:

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 from urllib.parse import urlsplit
 
 import orjson
@@ -211,7 +211,7 @@ def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Faul
     )
 
 
-class ReplayServer(BackgroundServer):
+class ReplayServer:
     """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
 
     label = "the replay server"
@@ -277,8 +277,6 @@ class ReplayServer(BackgroundServer):
             for i, ex in enumerate(recordings):
                 if ex.seq is None:
                     ex.seq = i
-        self.host = host
-        self.port = port
         self.speed = parse_pace(pace)
         self.matcher = Matcher(
             recordings, strict=strict, first_turn=first, volatile=volatile, rules=rules
@@ -333,9 +331,53 @@ class ReplayServer(BackgroundServer):
         #: Connections waiting for their next request (closed first when out of descriptors).
         self._idle: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._lock = threading.Lock()
-        self._init_background()
+        #: Listens and runs the connections (in the caller's event loop or a thread of its own).
+        self._server = BackgroundServer(
+            self._handle,
+            host=host,
+            port=port,
+            label=self.label,
+            read_limit=self.read_limit,
+            preload=self._preload,
+            shed_idle=self._shed_idle,
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start_async(self) -> None:
+        await self._server.start_async()
+
+    async def stop_async(self) -> None:
+        await self._server.stop_async()
+
+    def start(self) -> Self:
+        """Serve from a thread of its own; returns once listening."""
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     # -- public view ---------------------------------------------------------------------------
+    @property
+    def host(self) -> str:
+        return self._server.host
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the one bound, once listening)."""
+        return self._server.port
+
+    @property
+    def accept_pauses(self) -> int:
+        """Times accepting was paused for want of file descriptors (or memory)."""
+        return self._server.accept_pauses
+
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
@@ -438,7 +480,6 @@ class ReplayServer(BackgroundServer):
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._conns.add(task)
         dog = Watchdog(task)
         try:
             await self._serve(reader, writer, task, dog)
@@ -457,7 +498,6 @@ class ReplayServer(BackgroundServer):
             pass
         finally:
             dog.close()
-            self._conns.discard(task)
             self._idle.pop(task, None)
             with contextlib.suppress(Exception):
                 writer.close()

@@ -1,13 +1,14 @@
 """An asyncio TCP server that runs in an event loop or on a thread of its own.
 
 The replay server serves tests from a thread (``start()`` / ``stop()`` or ``with``), and so does
-the test suite's fake upstream; both are this class with their own connection handler.
+the test suite's fake upstream; each holds a :class:`BackgroundServer` and gives it its connection
+handler (and what else it needs: host, port, TLS, how to shed idle connections).
 
 **Out of file descriptors.** When ``accept()`` fails for want of file descriptors (``EMFILE``,
 ``ENFILE``) or memory, asyncio stops accepting for a second and tries again; it also reports
 each failure with a traceback, a hundred a second while the limit holds. The server takes those
-reports over: it closes its idle connections (``_shed_idle``: those waiting for a request), logs
-one warning line per episode (at most one a minute), counts it in
+reports over: it closes its idle connections (the holder's ``shed_idle``: those waiting for a
+request), logs one warning line per episode (at most one a minute), counts it in
 :attr:`BackgroundServer.accept_pauses`, and accepting resumes by itself as connections close.
 """
 
@@ -22,10 +23,10 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Collection
-from typing import Any, Self
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
 
-__all__ = ["BackgroundServer", "free_port"]
+__all__ = ["BackgroundServer", "Handler", "free_port"]
 
 _logger = logging.getLogger("looptap.server")
 #: What asyncio's accept loop reports when ``accept()`` fails for want of resources.
@@ -34,20 +35,59 @@ _OUT_OF = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 #: Seconds between two warnings about running out of file descriptors.
 _WARN_EVERY = 60.0
 
+#: Serves one connection (until it ends, or is cancelled by a stop).
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def _no_tls() -> ssl.SSLContext | None:
+    return None
+
+
+def _nothing_to_preload() -> None:
+    pass
+
+
+def _none_idle() -> int:
+    return 0
+
 
 class BackgroundServer:
-    """Subclasses set ``host``, ``port`` (0: a free port) and call :meth:`_init_background`, and
-    implement :meth:`_handle`; connection tasks add themselves to ``_conns`` so a stop cancels
-    them."""
+    """Listens on ``host:port`` (0: a free port; :attr:`port` is the one bound once listening)
+    and serves each connection with ``handle``, in a task a stop cancels.
 
-    #: Thread name, and how start-up failures name the server.
-    label = "server"
-    #: StreamReader buffer limit (the longest line or headers block it reads at once).
-    read_limit = 1 << 20
-    host: str
-    port: int
+    ``label`` names the thread and the server in errors and warnings; ``read_limit`` is the
+    StreamReader buffer limit (the longest line or headers block it reads at once). ``ssl_context``
+    is called when it starts listening (``None``: plain TCP). ``start_failed`` makes the error
+    :meth:`start` raises when it could not listen (default: an :class:`OSError` saying where).
+    ``preload`` imports what serving a request needs, before listening: imported on the first
+    request instead, it would need file descriptors exactly when a server out of them cannot open
+    one (the module's file), and the request would fail with a traceback. ``shed_idle`` closes
+    the connections waiting for a request (a server may close an idle connection at any time), to
+    make room when out of file descriptors, and says how many (default: none, for a holder that
+    does not know which are idle)."""
 
-    def _init_background(self) -> None:
+    def __init__(
+        self,
+        handle: Handler,
+        *,
+        host: str,
+        port: int,
+        label: str = "server",
+        read_limit: int = 1 << 20,
+        ssl_context: Callable[[], ssl.SSLContext | None] = _no_tls,
+        start_failed: Callable[[BaseException], Exception] | None = None,
+        preload: Callable[[], None] = _nothing_to_preload,
+        shed_idle: Callable[[], int] = _none_idle,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.label = label
+        self.read_limit = read_limit
+        self._handle = handle
+        self._ssl_context = ssl_context
+        self._start_failed = start_failed
+        self._preload = preload
+        self._shed_idle = shed_idle
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
         self._thread: threading.Thread | None = None
@@ -62,20 +102,11 @@ class BackgroundServer:
         self._prev_handler: Any = None
         self._handler_loop: asyncio.AbstractEventLoop | None = None
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        raise NotImplementedError
-
-    def _ssl_context(self) -> ssl.SSLContext | None:
-        return None
-
-    def _start_failed(self, exc: BaseException) -> Exception:
+    def _failed(self, exc: BaseException) -> Exception:
         """The error :meth:`start` raises when the server could not listen."""
+        if self._start_failed is not None:
+            return self._start_failed(exc)
         return OSError(f"{self.label} could not listen on {self.host}:{self.port}: {exc}")
-
-    def _preload(self) -> None:
-        """Import what serving a request needs, before listening: imported on the first request
-        instead, it would need file descriptors exactly when a server out of them cannot open
-        one (the module's file), and the request would fail with a traceback."""
 
     # -- in a running event loop ---------------------------------------------------------------
     async def start_async(self) -> None:
@@ -91,13 +122,13 @@ class BackgroundServer:
 
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._paused = False  # accepting again
-        await self._handle(reader, writer)
-
-    def _shed_idle(self) -> int:
-        """Close the connections waiting for a request (a server may close an idle connection at
-        any time), to make room when out of file descriptors; how many. None here: a server that
-        knows which of its connections are idle says so."""
-        return 0
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        try:
+            await self._handle(reader, writer)
+        finally:
+            self._conns.discard(task)
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """The loop's exception handler while serving: a failed ``accept()`` on this server's
@@ -153,15 +184,14 @@ class BackgroundServer:
             self._handler_loop = None
 
     # -- on a thread of its own ----------------------------------------------------------------
-    def start(self) -> Self:
+    def start(self) -> None:
         """Serve from a thread of its own; returns once listening."""
         self._thread = threading.Thread(target=self._thread_main, name=self.label, daemon=True)
         self._thread.start()
         if not self._ready.wait(15):
             raise RuntimeError(f"{self.label} did not start within 15 s")
         if self._error is not None:
-            raise self._start_failed(self._error) from self._error
-        return self
+            raise self._failed(self._error) from self._error
 
     def _thread_main(self) -> None:
         async def run() -> None:
@@ -186,12 +216,6 @@ class BackgroundServer:
         if self._thread is not None:
             self._thread.join(10)
             self._thread = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _ephemeral_range() -> tuple[int, int]:
