@@ -3,8 +3,10 @@
 Data flow (STYLE.md): the screen holds three plain objects, each one concept — the run being read
 and every worker that reads it (:class:`inspector.screens.reading.RunReading`), playback
 (:class:`inspector.screens.player.Player`) and the moves between layers, findings, conversations
-and search matches (:class:`inspector.screens.navigation.Navigation`) — and hands each widget what
-it shows (attributes down); widgets report what the user did with their own messages
+and search matches (:class:`inspector.screens.navigation.Navigation`); each states what it needs of
+this screen in its own module (``ReadingScreen``, ``PlayerScreen``, ``NavigationScreen``: public
+members only) and none imports this one. The screen hands each widget what it shows (attributes
+down); widgets report what the user did with their own messages
 (``TurnList.TurnSelected``, ``FindingsTable.FindingChosen`` …, messages up), which this screen
 passes on. The widgets own their state: the :class:`inspector.widgets.sidebar.Sidebar` the
 conversation listed, the turn list its rows and cursor, the

@@ -3,29 +3,86 @@
 :class:`Navigation` holds the last search (:class:`inspector.screens.search.Matches`) and carries
 out the keys that move the selection or the view (``l``, ``f``/``F``, ``c``, ``/``, ``n``/``N``,
 ``a``) and a finding chosen in the Findings tab, through the screen's sidebar, Turn tab and tabs.
+What it needs of the screen is :class:`NavigationScreen` (public members only; the main screen is
+one).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+from textual.app import App
 
 from cassettes.views.search import SearchHit, search_turns
+from cassettes.views.summary import TurnSummary
 from inspector.layout import VIEWS, View
 from inspector.screens.search import Matches, SearchScreen
+from inspector.source import TurnSource
+from inspector.turns import TurnIndex
 from inspector.widgets.badges import LAYERS
 from inspector.widgets.conversations import ALL
 from inspector.widgets.findings import FindingsTable
+from inspector.widgets.sidebar import Sidebar
+from inspector.widgets.turn_list import TurnList
+from inspector.widgets.turn_pane import TurnPane
 
-if TYPE_CHECKING:
-    from inspector.screens.main import MainScreen
+__all__ = ["Navigation", "NavigationReading", "NavigationScreen"]
 
-__all__ = ["Navigation"]
+
+class NavigationReading(Protocol):
+    """What a search reads of the run (:class:`inspector.screens.reading.RunReading` is one)."""
+
+    @property
+    def index(self) -> TurnIndex: ...
+
+    @property
+    def source(self) -> TurnSource: ...
+
+
+class NavigationScreen(Protocol):
+    """What navigation needs of its screen: its widgets, layout, tabs and notice."""
+
+    listed: int
+    notice: str
+
+    @property
+    def app(self) -> App[object]: ...
+
+    @property
+    def reading(self) -> NavigationReading: ...
+
+    @property
+    def sidebar(self) -> Sidebar: ...
+
+    @property
+    def turn_list(self) -> TurnList: ...
+
+    @property
+    def turn_pane(self) -> TurnPane: ...
+
+    @property
+    def narrow(self) -> bool: ...
+
+    @property
+    def compact(self) -> bool: ...
+
+    def show_view(self, view: View) -> None: ...
+
+    def pane_visible(self, view: View) -> bool: ...
+
+    def bring_up_findings(self, turn: TurnSummary, *, jump: bool = False) -> None: ...
+
+    def action_tab(self, tab: str) -> None: ...
+
+    def dirty(self) -> None: ...
+
+    def refresh_tabs(self) -> None: ...
 
 
 class Navigation:
     """The main screen's moves between layers, findings, conversations and search matches."""
 
-    def __init__(self, screen: MainScreen) -> None:
+    def __init__(self, screen: NavigationScreen) -> None:
         self.screen = screen
         self.matches = Matches()
 

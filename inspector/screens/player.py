@@ -4,17 +4,19 @@ applies.
 The player holds the :class:`Playback` (plain Python: what to do next) and the ticker that drives
 it while playing or re-streaming, and applies each decision to the screen: the emission pane's
 revealed text, the next turn in the list, and the screen's playback reactives (``playing``,
-``speed``, ``streaming``, ``waiting``, ``notice``) the playback line is computed from.
+``speed``, ``streaming``, ``waiting``, ``notice``) the playback line is computed from. What it
+needs of the screen is :class:`PlayerScreen` (public members only; the main screen is one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, assert_never
+from collections.abc import Callable, Sequence
+from typing import Protocol, assert_never
 
 from textual.timer import Timer
 
 from cassettes.views.timeline import TimelinePoint
+from inspector.layout import View
 from inspector.playback import (
     Advance,
     Clock,
@@ -24,11 +26,50 @@ from inspector.playback import (
     StreamEnded,
     StreamStarted,
 )
+from inspector.turns import TurnIndex
+from inspector.widgets.turn_list import TurnList
+from inspector.widgets.turn_pane import TurnPane
 
-if TYPE_CHECKING:
-    from inspector.screens.main import MainScreen
+__all__ = ["Player", "PlayerReading", "PlayerScreen"]
 
-__all__ = ["Player"]
+
+class PlayerReading(Protocol):
+    """What the player reads of the run (:class:`inspector.screens.reading.RunReading` is one)."""
+
+    @property
+    def index(self) -> TurnIndex: ...
+
+    @property
+    def request_of(self) -> int | None: ...
+
+
+class PlayerScreen(Protocol):
+    """What the player needs of its screen: its playback reactives, the turn list and pane."""
+
+    live: bool
+    selected: int | None
+    playing: bool
+    speed: float
+    streaming: bool
+    waiting: bool
+    notice: str
+
+    @property
+    def reading(self) -> PlayerReading: ...
+
+    @property
+    def turn_list(self) -> TurnList: ...
+
+    @property
+    def turn_pane(self) -> TurnPane: ...
+
+    def pane_visible(self, view: View) -> bool: ...
+
+    def show_view(self, view: View) -> None: ...
+
+    def set_interval(
+        self, interval: float, callback: Callable[[], None], *, pause: bool
+    ) -> Timer: ...
 
 
 class Player:
@@ -37,7 +78,7 @@ class Player:
     #: Runs while playing or re-streaming (started paused when the screen is mounted).
     _ticker: Timer
 
-    def __init__(self, screen: MainScreen, clock: Clock) -> None:
+    def __init__(self, screen: PlayerScreen, clock: Clock) -> None:
         self.screen = screen
         self.playback = Playback(clock)
 

@@ -7,31 +7,123 @@ the turns' summaries; the reading keeps only seq indexes into them, a
 next turn sent, re-reading its full history (:mod:`inspector.selected` reads). The workers post to
 the screen; the screen hands each message here, and this shows what it says through the screen's
 widgets and reactive state. A worker's failure ends in the screen's ``on_worker_state_changed``.
+What it needs of the screen is :class:`ReadingScreen` (public members only; the main screen is
+one), and of its player :class:`ReadingPlayer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
-from textual.widgets import TabPane
-from textual.worker import get_current_worker
+from textual.css.query import DOMQuery
+from textual.message import Message
+from textual.notifications import SeverityLevel
+from textual.widget import Widget
+from textual.widgets import TabbedContent, TabPane
+from textual.worker import Worker, get_current_worker
 
+from cassettes.views.summary import TurnSummary
+from cassettes.views.timeline import TimelinePoint
 from inspector.reader import ChildExited, RecorderClosed, RunCompleted, RunRead, read_run
 from inspector.selected import TurnLoaded, TurnShown
 from inspector.source import TurnSource, open_source
 from inspector.turns import TurnIndex
 from inspector.widgets.fork import ForkPane, ForkRead, read_fork
+from inspector.widgets.sidebar import Sidebar
+from inspector.widgets.turn_list import TurnList
+from inspector.widgets.turn_pane import TurnPane
 
-if TYPE_CHECKING:
-    from inspector.screens.main import MainScreen
-
-__all__ = ["PanesReader", "RunReading", "TurnReader"]
+__all__ = ["PanesReader", "ReadingPlayer", "ReadingScreen", "RunReading", "TurnReader"]
 
 #: What the selected turn's two workers call (:func:`inspector.selected.read_panes`, ``read_turn``).
 PanesReader = Callable[[TurnSource, TurnIndex, int], TurnShown | None]
 TurnReader = Callable[[TurnSource, int], TurnLoaded]
+
+W = TypeVar("W", bound=Widget)
+
+
+class ReadingPlayer(Protocol):
+    """What the reading tells playback (:class:`inspector.screens.player.Player` is one)."""
+
+    def turn_came(self, *, following: bool) -> None: ...
+
+    def end_wait(self) -> None: ...
+
+    def turn_loaded(self, timeline: Sequence[TimelinePoint]) -> None: ...
+
+
+class ReadingScreen(Protocol):
+    """What the reading needs of its screen: its workers and messages, its run reactives, its
+    widgets and tabs, and its player."""
+
+    live: bool
+    complete: bool
+    progress: float | None
+    exit_status: int | None
+    recorder_closed: bool
+    conversation_count: int
+    turn_count: int
+    finding_count: int
+    problem_count: int
+    torn: bool
+    selected: int | None
+    position: int
+    listed: int
+    waiting: bool
+    notice: str
+
+    @property
+    def player(self) -> ReadingPlayer: ...
+
+    @property
+    def sidebar(self) -> Sidebar: ...
+
+    @property
+    def turn_list(self) -> TurnList: ...
+
+    @property
+    def turn_pane(self) -> TurnPane: ...
+
+    @property
+    def tabs(self) -> TabbedContent: ...
+
+    def summary(self, seq: int | None) -> TurnSummary | None: ...
+
+    def fit_sidebar(self) -> None: ...
+
+    def label_tabs(self, turn: TurnSummary | None = None) -> None: ...
+
+    def dirty(self) -> None: ...
+
+    def refresh_tabs(self) -> None: ...
+
+    def query(self, selector: str) -> DOMQuery[Widget]: ...
+
+    def query_one(self, selector: str, expect_type: type[W]) -> W: ...
+
+    def run_worker(
+        self,
+        work: Callable[[], None],
+        name: str,
+        group: str,
+        *,
+        exclusive: bool,
+        exit_on_error: bool,
+        thread: bool,
+    ) -> Worker[None]: ...
+
+    def post_message(self, message: Message) -> bool: ...
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+    ) -> None: ...
 
 
 class RunReading:
@@ -39,7 +131,7 @@ class RunReading:
 
     def __init__(
         self,
-        screen: MainScreen,
+        screen: ReadingScreen,
         path: Path,
         *,
         live: bool,
