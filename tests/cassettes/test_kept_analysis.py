@@ -5,9 +5,7 @@ ones a reader without any kept analysis gets."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import pickle
 from pathlib import Path
 from typing import Any
@@ -15,13 +13,12 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.analysis.run import RunAnalyser
-from cassettes.cli import main
 from cassettes.parsing.sealed import machine_key
 from cassettes.reading import kept
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire.exchange import Exchange
+from tests.support.analysed import Analysed, cli_output
 
 URL = "https://api.openai.com/v1/chat/completions"
 
@@ -51,18 +48,6 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache"
 
 
-class _Counted:
-    """How many round trips the analyser analysed (0: a kept analysis was taken)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.added = 0
-        real = RunAnalyser.add
-
-        def add(analyser: RunAnalyser, *a: Any, **k: Any) -> Any:
-            self.added += 1
-            return real(analyser, *a, **k)
-
-        monkeypatch.setattr(RunAnalyser, "add", add)
 
 
 def _read(path: Path) -> tuple[list[tuple[str, int | None]], list[Any], int]:
@@ -88,7 +73,7 @@ def test_a_second_read_takes_the_kept_analysis_and_reads_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
 ) -> None:
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200, 200])
-    counted = _Counted(monkeypatch)
+    counted = Analysed(monkeypatch)
     first = _read(path)
     assert counted.added == 4
     assert sorted(p.suffix for p in _cache.iterdir()) == [".kept"]
@@ -108,7 +93,7 @@ def test_a_tampered_file_is_analysed_again(tmp_path: Path, monkeypatch: pytest.M
     # the same size: only the bytes tell
     lines[2] = lines[2].replace(b'"status":200', b'"status":500')
     path.write_bytes(b"".join(lines))
-    counted = _Counted(monkeypatch)
+    counted = Analysed(monkeypatch)
     tampered = _read(path)
     assert counted.added == 3
     assert ("A.http_error", 1) in tampered[0]
@@ -166,7 +151,7 @@ def test_a_kept_analysis_with_a_finding_removed_is_not_taken(
         kept_file.write_bytes(taken)
         assert ("A.http_error", 1) not in _read(path)[0]
     kept_file.write_bytes(forged)
-    counted = _Counted(monkeypatch)
+    counted = Analysed(monkeypatch)
     again = _read(path)
     assert counted.added == 3
     assert again == first == _fresh(path, monkeypatch)
@@ -179,7 +164,7 @@ def test_another_analyser_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
     assert digest is not None
     changed = bytes(b ^ 0xFF for b in digest)
     monkeypatch.setattr(kept, "analyser_digest", lambda: changed)  # a changed source
-    counted = _Counted(monkeypatch)
+    counted = Analysed(monkeypatch)
     assert _read(path) == first
     assert counted.added == 3
     assert _read(path) == first  # kept again, for this analyser
@@ -197,8 +182,8 @@ def test_other_price_data_analyses_again(
     monkeypatch.setenv("LOOPTAP_STATE_DIR", str(tmp_path / "state"))
     price_memo.process_memo().forget()
     path = str(_cassette(tmp_path / "run.jsonl", [200, 200, 200]))
-    old = _show("show", "--json", path)
-    assert old == _show("show", "--json", path)  # (the kept analysis and its views, taken)
+    old = cli_output("show", "--json", path)
+    assert old == cli_output("show", "--json", path)  # (the kept analysis and its views, taken)
     real, identity = tokens.calc_price, price_memo.table_identity()
     assert identity is not None and b'"cost"' in old[1]
 
@@ -212,10 +197,10 @@ def test_other_price_data_analyses_again(
     price_memo.process_memo().forget()
     # (a new process)
     monkeypatch.setattr(kept, "analyser_digest", functools.cache(kept.analyser_digest.__wrapped__))
-    fresh = _show("show", "--json", "--no-cache", path)
+    fresh = cli_output("show", "--json", "--no-cache", path)
     assert fresh != old
-    counted = _Counted(monkeypatch)
-    assert _show("show", "--json", path) == fresh
+    counted = Analysed(monkeypatch)
+    assert cli_output("show", "--json", path) == fresh
     assert counted.added == 3
 
 
@@ -230,41 +215,33 @@ def test_a_grown_file_is_analysed_again_with_its_new_turns(
     assert not [c for c, _ in _read(path)[0] if c == "A.http_error"]
     with path.open("ab") as f:  # the recording goes on
         f.write(lines[3])
-    counted = _Counted(monkeypatch)
+    counted = Analysed(monkeypatch)
     grown = _read(path)
     assert counted.added == 3
     assert ("A.http_error", 2) in grown[0]
     assert grown == _fresh(path, monkeypatch)
 
 
-def _show(*argv: str) -> tuple[int, bytes, str]:
-    out = io.BytesIO()
-    text = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
-    err = io.StringIO()
-    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(err):
-        try:
-            rc = main(list(argv))
-        except SystemExit as exc:
-            rc = int(exc.code or 0)
-    text.flush()
-    return rc, out.getvalue(), err.getvalue()
 
 
 def test_show_prints_the_same_from_a_kept_analysis_and_its_kept_views(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
 ) -> None:
     path = str(_cassette(tmp_path / "run.jsonl", [200, 500, 200]))
-    fresh = [_show("show", "--no-cache", path), _show("show", "--json", "--no-cache", path)]
+    fresh = [
+        cli_output("show", "--no-cache", path),
+        cli_output("show", "--json", "--no-cache", path),
+    ]
     assert not _cache.exists() or not list(_cache.iterdir())  # --no-cache keeps nothing
-    counted = _Counted(monkeypatch)
-    assert [_show("show", path), _show("show", "--json", path)] == fresh
+    counted = Analysed(monkeypatch)
+    assert [cli_output("show", path), cli_output("show", "--json", path)] == fresh
     assert counted.added == 3
     assert sorted(p.suffix for p in _cache.iterdir()) == [".kept", ".views"]
-    assert [_show("show", path), _show("show", "--json", path)] == fresh
+    assert [cli_output("show", path), cli_output("show", "--json", path)] == fresh
     assert counted.added == 3
     (views,) = _cache.glob("*.views")
     views.write_bytes(views.read_bytes()[:-1] + b"\0")  # views that do not check out are made again
-    assert [_show("show", path), _show("show", "--json", path)] == fresh
+    assert [cli_output("show", path), cli_output("show", "--json", path)] == fresh
     assert b"A.http_error" in fresh[0][1]
 
 
@@ -282,14 +259,14 @@ def test_an_unusable_cache_location_reads_the_run_without_a_word(
     where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = str(_cassette(tmp_path / "run.jsonl", [200, 500]))
-    fresh = _show("show", "--no-cache", path)
+    fresh = cli_output("show", "--no-cache", path)
     blocker = tmp_path / "blocker"
     blocker.write_text("not a directory")
     monkeypatch.setenv(
         "LOOPTAP_CACHE_DIR", str(blocker / "cache" if where == "under a file" else blocker)
     )
-    assert _show("show", path) == fresh
-    assert _show("show", path) == fresh
+    assert cli_output("show", path) == fresh
+    assert cli_output("show", path) == fresh
     assert blocker.read_text() == "not a directory"
 
 
@@ -303,7 +280,7 @@ def test_a_followed_kept_analysis_gives_its_turns_a_few_at_a_time(
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200, 200, 200])
     first = _read(path)
     monkeypatch.setattr(incremental, "KEPT_STEP", 2)
-    counted = _Counted(monkeypatch)
+    counted = Analysed(monkeypatch)
     run = open_run(path, follow=True, cache=True)
     sizes = []
     while True:

@@ -6,8 +6,6 @@ there."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import random
 from collections.abc import Iterator
@@ -17,8 +15,6 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.analysis.run import RunAnalyser
-from cassettes.cli import main as cli
 from cassettes.errors import CassetteError
 from cassettes.reading import kept
 from cassettes.reading.run import open_run
@@ -27,26 +23,14 @@ from cassettes.wire.exchange import Exchange
 from proxy.keeper import Keeper
 from proxy.keeper import main as keeper_main
 from tests.support import progress
+from tests.support.analysed import Analysed, cli_output
 from tests.support.recorder import keepers
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
 
-def _show(*argv: str) -> tuple[int, bytes, str]:
-    out = io.BytesIO()
-    text = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
-    err = io.StringIO()
-    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(err):
-        try:
-            rc = cli(list(argv))
-        except SystemExit as exc:
-            rc = int(exc.code or 0)
-    text.flush()
-    return rc, out.getvalue(), err.getvalue()
-
-
 def _shows(path: Path) -> list[tuple[int, bytes, str]]:
-    return [_show("show", str(path)), _show("show", "--json", str(path))]
+    return [cli_output("show", str(path)), cli_output("show", "--json", str(path))]
 
 
 @pytest.fixture(autouse=True)
@@ -75,16 +59,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return path.read_bytes()
 
 
-class _Counted:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.added = 0
-        real = RunAnalyser.add
-
-        def add(analyser: RunAnalyser, *a: Any, **k: Any) -> Any:
-            self.added += 1
-            return real(analyser, *a, **k)
-
-        monkeypatch.setattr(RunAnalyser, "add", add)
 
 
 def _views_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -136,7 +110,7 @@ def test_a_followed_cassette_is_kept_as_a_fresh_analysis_reads_it(
         assert keeper.finish(len(recorded))
     finally:
         keeper.close()
-    counted = _Counted(monkeypatch)
+    counted = Analysed(monkeypatch)
     taken = _shows(path)
     assert counted.added == 0  # show took the keeper's analysis
     fresh = _fresh(path, monkeypatch)
@@ -185,7 +159,7 @@ def test_a_keeper_told_where_the_cassette_ends_keeps_it(
     # the analysis and show's views of it
     assert sorted(p.suffix for p in _cache.iterdir()) == [".kept", ".views"]
     views = _views_made(monkeypatch)
-    counted = _Counted(monkeypatch)
+    counted = Analysed(monkeypatch)
     taken = _shows(path)
     assert counted.added == 0 and views == []  # neither analysed nor printed anew: both taken
     assert taken == _fresh(path, monkeypatch)
@@ -237,7 +211,7 @@ def test_the_writer_starts_a_keeper_for_a_run_that_is_kept_only(
         lambda: where.exists() or not keepers(path), what="the keeper, keeping the analysis"
     )
     monkeypatch.delenv("LOOPTAP_NO_CACHE", raising=False)
-    counted = _Counted(monkeypatch)
+    counted = Analysed(monkeypatch)
     taken = _shows(path)
     assert counted.added == 0
     assert taken == _fresh(path, monkeypatch)

@@ -7,8 +7,6 @@ answers."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import signal
 import subprocess
@@ -16,15 +14,13 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from cassettes.analysis.run import RunAnalyser
-from cassettes.cli import main
 from cassettes.reading import kept
 from cassettes.storage.store import read_records
 from tests.support import progress
+from tests.support.analysed import Analysed, cli_output
 from tests.support.recorder import RECORDER, clean_env, keepers, needs_recorder
 from tests.support.upstream import FakeUpstream
 
@@ -61,31 +57,8 @@ CLIENT = textwrap.dedent(
 )
 
 
-def _show(*argv: str) -> tuple[int, bytes, str]:
-    out = io.BytesIO()
-    text = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
-    err = io.StringIO()
-    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(err):
-        try:
-            rc = main(list(argv))
-        except SystemExit as exc:
-            rc = int(exc.code or 0)
-    text.flush()
-    return rc, out.getvalue(), err.getvalue()
 
 
-class _Counted:
-    """How many round trips this process analysed (0: a kept analysis was taken)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.added = 0
-        real = RunAnalyser.add
-
-        def add(analyser: RunAnalyser, *a: Any, **k: Any) -> Any:
-            self.added += 1
-            return real(analyser, *a, **k)
-
-        monkeypatch.setattr(RunAnalyser, "add", add)
 
 
 @pytest.fixture
@@ -100,7 +73,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def _fresh(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bytes, str]]:
     with monkeypatch.context() as m:
         m.setenv("LOOPTAP_NO_CACHE", "1")
-        return [_show("show", str(path)), _show("show", "--json", str(path))]
+        return [cli_output("show", str(path)), cli_output("show", "--json", str(path))]
 
 
 def test_the_first_show_after_a_recording_takes_the_analysis_the_writer_kept(
@@ -124,8 +97,8 @@ def test_the_first_show_after_a_recording_takes_the_analysis_the_writer_kept(
     progress.until(lambda: not keepers(path), what="the keeper, keeping the analysis")
     assert where.exists(), "no analysis was kept by the recorder"
     assert where.with_suffix(".views").exists()  # and show's printed views of it
-    counted = _Counted(monkeypatch)
-    taken = [_show("show", str(path)), _show("show", "--json", str(path))]
+    counted = Analysed(monkeypatch)
+    taken = [cli_output("show", str(path)), cli_output("show", "--json", str(path))]
     assert counted.added == 0  # the first show analysed nothing: it took the writer's analysis
     fresh = _fresh(path, monkeypatch)
     assert counted.added == 2 * 120  # (a fresh analysis reads every round trip)
@@ -166,7 +139,7 @@ def test_a_recorder_killed_with_its_writer_leaves_nothing_a_reader_takes(
     assert where is not None and not where.exists()
     records = len(read_records(path).exchanges)  # (the writer's backlog, if any, went with it)
     assert records > 40
-    counted = _Counted(monkeypatch)
-    first = [_show("show", str(path)), _show("show", "--json", str(path))]
+    counted = Analysed(monkeypatch)
+    first = [cli_output("show", str(path)), cli_output("show", "--json", str(path))]
     assert counted.added == records  # analysed afresh (and kept by this first reader)
     assert first == _fresh(path, monkeypatch)

@@ -1,0 +1,41 @@
+"""What the kept-analysis tests share: a command's output captured in this process, and a count of
+the round trips this process analysed (0: a kept analysis was taken instead)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import pytest
+
+from cassettes.analysis.run import RunAnalyser
+from cassettes.cli import main
+
+
+def cli_output(*argv: str) -> tuple[int, bytes, str]:
+    """``looptap ARGV`` run in this process: exit status, stdout bytes, stderr text."""
+    out = io.BytesIO()
+    text = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(err):
+        try:
+            rc = main(list(argv))
+        except SystemExit as exc:
+            rc = int(exc.code or 0)
+    text.flush()
+    return rc, out.getvalue(), err.getvalue()
+
+
+class Analysed:
+    """How many round trips this process analysed from now on (0: a kept analysis was taken)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.added = 0
+        real = RunAnalyser.add
+
+        def add(analyser: RunAnalyser, *a: Any, **k: Any) -> Any:
+            self.added += 1
+            return real(analyser, *a, **k)
+
+        monkeypatch.setattr(RunAnalyser, "add", add)
