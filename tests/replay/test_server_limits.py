@@ -156,7 +156,10 @@ def test_large_requests_cost_no_memory_once_answered(tmp_path: Path) -> None:
         grown = child.status("VmRSS") - start
     finally:
         err = child.stop()
-    assert grown < 100 * MB, (
+    # Keeping one copy of each body would be 250 MB (the bug kept two: 500 MB). What the allocator
+    # keeps after five 50 MB requests varies from run to run: 60-90 MB, once in ten 103 MB, on
+    # this tree and on 119317a alike; 150 MB stays below a single body kept per request.
+    assert grown < 150 * MB, (
         f"the server grew by {grown / MB:.0f} MB over five 50 MB requests\n{err[-2000:]}"
     )
 
