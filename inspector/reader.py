@@ -138,7 +138,7 @@ def read_run(
             held = batch
             continue
         held = None
-        if batch.records or batch.problems or batch.at_end:
+        if batch.records or batch.problems or batch.turns or batch.at_end:
             shown_at = now
             post(RunRead(batch, progress))
         if batch.at_end:

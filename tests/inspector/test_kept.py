@@ -51,3 +51,22 @@ async def test_the_inspector_of_a_finished_run_takes_its_kept_analysis(
     assert await _seen(path) == first
     assert len(added) == analysed  # nothing analysed: the kept analysis was taken
     assert first[1]  # (findings in E, A and C)
+
+
+async def test_every_turn_of_a_kept_analysis_is_listed_not_only_its_first_and_last_steps(
+    run_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept analysis is summarised a few turns a step, and those steps read no record: each
+    must still reach the screen (they were dropped, so the 1 GB run listed 888 of 52,600 turns)."""
+    from cassettes.reading import incremental
+    from inspector import reader
+
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(run_file.read_bytes())
+    monkeypatch.setattr(kept, "MIN_BYTES", 0)
+    monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(incremental, "KEPT_STEP", 1)
+    monkeypatch.setattr(reader, "SHOW_EVERY", 0)  # every step shown as it comes
+    first = await _seen(path)
+    assert len(first[0]) == 5 and list((tmp_path / "cache").glob("*.kept"))
+    assert await _seen(path) == first
