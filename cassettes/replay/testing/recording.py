@@ -199,7 +199,22 @@ class RecorderProcess:
                 )
             with self._said:
                 self._said.wait(min(left, 0.05))
+        self._await_exports(ready, deadline)
         return ready
+
+    def _await_exports(self, ready: Ready, deadline: float) -> None:
+        """Wait until the export lines the recorder prints right after its ready file are in
+        :attr:`log` (so what it said on starting is there once :meth:`start` returns), or it
+        exits, or the start's deadline passes: the ready file is what counts, the lines only
+        complete the log."""
+        wanted = {f"export {k}=" for k in ready["env"]}
+        with self._said:
+            while True:
+                seen = {line.split("=", 1)[0] + "=" for line in self._lines if "=" in line}
+                left = deadline - time.monotonic()
+                if wanted <= seen or left <= 0 or self.proc is None or self.proc.poll() is not None:
+                    return
+                self._said.wait(min(left, 0.05))
 
     def _drain_output(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
