@@ -699,13 +699,15 @@ class RunReader:
         """Before the first :meth:`step`: take the kept analysis of this file when one checks
         out (:mod:`cassettes.reading.kept`), and stand finished, as if the file had been read and
         analysed; else hash the file as it is read, so that :meth:`keep_analysis` can keep it."""
-        from cassettes.reading import kept
+        from cassettes.reading import keeping, kept
 
         assert self.records == 0 and self.index.consumed == 0, (
             "a kept analysis is taken before anything is read"
         )
         if kept.disabled() or self.index.size() < kept.MIN_BYTES:
             return False
+        # the recorder's keeper finishing this very run: its analysis, rather than a second one
+        keeping.wait(self.index.path, self.index.size())
         found = kept.take(self.index.path, self._dir)
         if found is None:
             self.index.digest = kept.hasher()
