@@ -34,6 +34,7 @@ import contextlib
 import fcntl
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -174,21 +175,31 @@ class Claim:
 
 def read_state(cassette: str | Path) -> State | None:
     """What the claim on ``cassette`` says while one is held; ``None`` when none is."""
+    with _opened(cassette) as fd:
+        return _said(fd) if fd is not None else None
+
+
+@contextlib.contextmanager
+def _opened(cassette: str | Path) -> Iterator[int | None]:
+    """The claim file of ``cassette``, open to read (``None``: there is none)."""
     path = claim_path(cassette)
-    if path is None:
-        return None
+    fd = -1
+    if path is not None:
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not _held(fd):
-            return None
-        return _decode(os.pread(fd, LINE, 0))
-    except OSError:
-        return None
+        yield fd if fd >= 0 else None
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
+
+
+def _said(fd: int) -> State | None:
+    """What a claim says while it is held (``None``: released, or unreadable)."""
+    try:
+        return _decode(os.pread(fd, LINE, 0)) if _held(fd) else None
+    except OSError:
+        return None
 
 
 def _held(fd: int) -> bool:
@@ -224,22 +235,22 @@ def wait(cassette: str | Path, size: int) -> bool:
     """Wait for the keeper finishing the analysis of ``cassette`` (``size`` bytes), if one is:
     until its claim is released, or :data:`STALL` seconds pass without progress. ``True`` when
     there was one and it finished (its analysis may now be taken); ``False`` otherwise."""
-    path = claim_path(cassette)
-    if path is None:
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        state = _decode(os.pread(fd, LINE, 0)) if _held(fd) else None
+    with _opened(cassette) as fd:
+        state = _said(fd) if fd is not None else None
         if (
-            state is None
+            fd is None
+            or state is None
             or state.state not in _FINISHING
             or state.size != size
             or state.pid == os.getpid()
         ):
             return False
+        return _until_released(fd, state)
+
+
+def _until_released(fd: int, state: State) -> bool:
+    """Wait while the claim at ``fd`` is held and its keeper progresses (see :func:`wait`)."""
+    try:
         _lift(state.pid)
         said_last: State | None = state
         cpu_last = _cpu(state.pid)
@@ -259,5 +270,3 @@ def wait(cassette: str | Path, size: int) -> bool:
         return True
     except OSError:
         return False
-    finally:
-        os.close(fd)
