@@ -21,8 +21,7 @@ __all__ = ["Capture", "decoded"]
 def decoded(raw: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
     """Header fields as mitmproxy's addon records them (UTF-8, surrogate-escaped)."""
     return [
-        (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
-        for k, v in raw
+        (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")) for k, v in raw
     ]
 
 

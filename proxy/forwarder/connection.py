@@ -463,4 +463,3 @@ class _Done:
                     f"{type(exc).__name__}: {exc}"
                 )
             )
-

@@ -31,9 +31,7 @@ def reset(writer: asyncio.StreamWriter) -> None:
     writer.transport.abort()
 
 
-async def _pump(
-    src: asyncio.StreamReader, dst: asyncio.StreamWriter, *, half_close: bool
-) -> bool:
+async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, *, half_close: bool) -> bool:
     """Relay ``src`` into ``dst`` until ``src`` ends; ``True`` when it ended with a reset."""
     try:
         while True:
