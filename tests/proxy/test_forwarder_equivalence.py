@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -316,6 +317,24 @@ def upstream() -> Iterator[FakeUpstream]:
         yield up
 
 
+def listening(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its sockets in ``/proc/net/tcp``)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        parts = line.split()
+        if parts[3] == "0A" and parts[9] in inodes:
+            ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def run(
     tmp_path: Path, confdir: Path, up: FakeUpstream, switch: str | None
 ) -> tuple[list[dict[str, Any]], list[Any], str]:
@@ -341,6 +360,9 @@ def run(
             )
         )
         ports = rec.ports()
+        # the forwarder listens on the clients' ports, mitmproxy behind it on internal ones
+        extra = listening(rec.pid) - set(ports.values())
+        assert len(extra) == (0 if switch == "mitmproxy" else 3), (ports, extra)
         seen = scripted(ports, up, tag, rec.recorder.flush)
         seen.append(websocket_turns(ports["GOOGLE_GEMINI_BASE_URL"]))
         rc = rec.stop()
