@@ -44,6 +44,7 @@ from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.own import OWN_RESPONSE_HEADERS
 from proxy import messages
+from proxy.failures import CLOSED, RESET
 from proxy.forwarder.capture import Capture, decoded
 from proxy.forwarder.splice import reset, splice
 from proxy.forwarder.upstream import READ, Pool, Target, UpstreamConn
@@ -64,7 +65,6 @@ _OWN = frozenset(name.encode() for name in OWN_RESPONSE_HEADERS)
 #: Said after a transport error when the upstream's connection ended with a reset (the addon's
 #: words).
 _RESET_SAID = " (the upstream reset the connection)"
-RESET, CLOSED = "reset", "closed"
 
 
 class Sink(Protocol):

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-import struct
 
+from proxy import failures
 from proxy.forwarder.upstream import READ
 
 __all__ = ["reset", "splice"]
@@ -24,10 +23,7 @@ __all__ = ["reset", "splice"]
 
 def reset(writer: asyncio.StreamWriter) -> None:
     """End the connection with a TCP reset (``SO_LINGER`` 0), as a peer's was."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    failures.reset_on_close(writer)
     writer.transport.abort()
 
 

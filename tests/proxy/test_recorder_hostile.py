@@ -274,7 +274,7 @@ def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_mask
         "    _orig_ex = c.Capture.exchange\n"
         "    def exchange(self, error):\n"
         "        if 'n=1' in self.path:\n"
-        "            key = dict((k.lower(), v) for k, v in self.request_headers)['x-goog-api-key']\n"
+        "            key = dict(self.request_headers)['x-goog-api-key']\n"
         "            raise RuntimeError('simulated conversion failure \\x1b]52;c;aGk=\\x07 for ' + "
         "key)\n        return _orig_ex(self, error)\n"
         "    c.Capture.exchange = exchange\n"
