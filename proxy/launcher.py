@@ -4,6 +4,12 @@ One minimal mitmproxy ``Master`` per process (core, proxyserver, next_layer, tls
 looptap addon: measurably cheaper per request than ``DumpMaster``, MITMPROXY.md §4), listening on
 127.0.0.1 only: a reverse listener per API (OpenAI, Anthropic, Gemini, and any ``--upstream``), and
 a forward proxy with mitmproxy's CA for clients that only honour ``HTTPS_PROXY``.
+
+The reverse listeners' ports are served by looptap's own forwarder (:mod:`proxy.forwarder`: plain
+HTTP/1.1 handled in asyncio, at a fraction of mitmproxy's latency), with a mitmproxy reverse
+listener per API kept on an internal loopback port for what it splices there (WebSocket, HTTP/2,
+``Expect``, …). ``--durable``, ``--fault``, a fork's run and ``LOOPTAP_FORWARDER=mitmproxy`` keep
+mitmproxy on every listener, as before (:func:`proxy.forwarder.refused`).
 """
 
 from __future__ import annotations

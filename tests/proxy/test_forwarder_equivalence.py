@@ -393,3 +393,44 @@ def test_the_forwarder_records_and_answers_as_mitmproxy_does(
     assert "Client disconnected." in errors
     assert any(n.startswith("path: ") for r in fast for n in r["notes"])
     assert any(n.startswith("edits: ") for r in fast for n in r["notes"])
+
+
+def small_script(port: int) -> list[Any]:
+    """JSON, SSE, an upstream reset mid-stream: what the client saw of each."""
+    seen: list[Any] = []
+    for scenario, stream in (("text", False), ("text", True), ("reset_mid_stream", True)):
+        c = Client(port)
+        c.sock.sendall(post(CHAT, body(stream), scenario))
+        seen.append((c.response(), c.to_end() if scenario.startswith("reset") else None))
+        c.close()
+    return seen
+
+
+@pytest.mark.parametrize("insecure", [False, True], ids=["verified", "ssl-insecure"])
+def test_an_https_upstream_is_verified_and_recorded_as_mitmproxy_does(
+    tmp_path: Path, confdir: Path, insecure: bool
+) -> None:
+    """An https upstream whose certificate no trust store holds (and names another host): refused
+    by both paths alike (mitmproxy answers, the forwarder having handed it the request), and with
+    ``--ssl-insecure`` forwarded and recorded alike."""
+    from tests.proxy.codex_default_ns import certificates
+
+    _, cert, key = certificates(tmp_path)
+    got = {}
+    with FakeUpstream(delay=0.005, tls=(cert, key)) as up:
+        for switch in ("mitmproxy", "looptap"):
+            out = tmp_path / f"{switch}-{insecure}.jsonl"
+            args = ["--upstream", f"openai={up.url}", *(["--ssl-insecure"] if insecure else [])]
+            with RecorderProcess(
+                out, confdir, None, *args, env=clean_env(LOOPTAP_FORWARDER=switch)
+            ) as rec:
+                seen = small_script(rec.port())
+                assert rec.stop() in (0, 3), rec.output
+            records = [view(ex, {}) for ex in read_records(out).exchanges]
+            got[switch] = (seen, records)
+    assert got["looptap"] == got["mitmproxy"]
+    seen, records = got["looptap"]
+    if insecure:
+        assert [r["status"] for r in records] == [200, 200, 200]
+    else:
+        assert all(s[0].get("status", b"").startswith(b"HTTP/1.1 502") for s in seen), seen
