@@ -424,6 +424,8 @@ def test_an_https_upstream_is_verified_and_recorded_as_mitmproxy_does(
             with RecorderProcess(
                 out, confdir, None, *args, env=clean_env(LOOPTAP_FORWARDER=switch)
             ) as rec:
+                served = listening(rec.pid) - set(rec.ports().values())
+                assert len(served) == (3 if switch == "looptap" else 0), served
                 seen = small_script(rec.port())
                 assert rec.stop() in (0, 3), rec.output
             records = [view(ex, {}) for ex in read_records(out).exchanges]
