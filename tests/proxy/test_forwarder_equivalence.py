@@ -169,6 +169,10 @@ def scripted(
     ):
         seen.append(one(openai, post(CHAT, body(stream), scenario)))
     seen.append(one(openai, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"))
+    # a client that asks for the connection to close after its answer
+    seen.append(
+        one(openai, post(CHAT, body(), "text", headers=(("Connection", "close"),)), to_end=True)
+    )
     # a gzip'd request body, and a chunked one
     seen.append(
         one(openai, post(CHAT, _gzip_request(), "text", headers=(("Content-Encoding", "gzip"),)))
