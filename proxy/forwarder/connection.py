@@ -319,12 +319,14 @@ class ClientConn:
                 raise _ClientGone
             up.writer.write(out)
             return await self._relay(up, cap, done, req.method == b"HEAD")
-        except (asyncio.CancelledError, _ClientGone):
-            if not self._gone:
-                raise
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                task.uncancel()
+        except (asyncio.CancelledError, _ClientGone, ConnectionError) as exc:
+            # (a ConnectionError out of the relay is the client's: the upstream's are read there)
+            if isinstance(exc, asyncio.CancelledError):
+                if not self._gone:
+                    raise  # the recorder stopping
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    task.uncancel()
             up.abort()
             done(None if done.given else "Client disconnected.")
             return False
