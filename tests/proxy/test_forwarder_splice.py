@@ -1,6 +1,7 @@
 """The forwarder in process (it imports no mitmproxy): what it does not handle itself reaches the
 internal listener byte for byte, from the request that needs it, and the answers come back as they
-were sent; what it handles is recorded once, before the client has the answer's last byte.
+were sent; no CR, LF or NUL of a request is forwarded; an upstream's own looptap marks are dropped
+with the addon's note.
 
 A stand-in for mitmproxy's internal listener logs every byte it receives and answers a fixed text;
 the upstream is the tests' ``FakeUpstream``; the writer is a list."""
@@ -79,9 +80,15 @@ class Stand:
 
 @asynccontextmanager
 async def forwarder(up: FakeUpstream) -> AsyncIterator[tuple[int, Stand, Sink]]:
+    async with forwarder_to(up.url) as got:
+        yield got
+
+
+@asynccontextmanager
+async def forwarder_to(url: str) -> AsyncIterator[tuple[int, Stand, Sink]]:
     stand, sink = Stand(), Sink()
     stand.server = await asyncio.start_server(stand.handle, "127.0.0.1", 0)
-    target = Target.parse(up.url)
+    target = Target.parse(url)
     assert target is not None
     fwd = Forwarder()
     route = Route("openai", target, Pool(target), sink, "127.0.0.1", stand.port)
@@ -181,5 +188,41 @@ def test_no_cr_lf_from_a_request_reaches_the_upstream_or_the_record(
                 assert got == ANSWER
                 assert stand.got and bad in stand.got[0]
             assert sink.items == []
+
+    asyncio.run(main())
+
+
+def test_the_upstreams_own_marks_are_dropped_and_said_as_the_addon_says(
+    upstream: FakeUpstream,
+) -> None:
+    """An upstream's ``x-looptap-*`` headers never reach the client nor the cassette; the round
+    trip carries the addon's note (proxy/notes.py words it for both)."""
+    from proxy import notes
+
+    async def lying(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(len(JSON))
+        writer.write(
+            b"HTTP/1.1 500 Internal Server Error\r\nX-Looptap-Fault: rate_limit\r\n"
+            b"content-type: application/json\r\nx-looptap-replay: miss\r\n"
+            b"content-length: 2\r\n\r\n{}"
+        )
+        await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(lying, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with forwarder_to(f"http://127.0.0.1:{port}") as (fport, _stand, sink):
+                got = await exchange(fport, post(b"Connection: close\r\n"))
+        finally:
+            server.close()
+        assert got.startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
+        assert b"looptap" not in got.lower()
+        (ex,) = sink.items
+        assert [k for k, _ in ex.response_headers] == ["content-type", "content-length"]
+        assert ex.notes == [notes.marks_refused(["x-looptap-fault", "x-looptap-replay"])]
+        assert ex.response_body == b"{}" and ex.transport_error is None
 
     asyncio.run(main())
