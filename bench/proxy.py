@@ -1,4 +1,4 @@
-"""Recorder overhead benchmark: direct vs bare mitmproxy vs bare + stream vs looptap, in one run.
+"""Recorder overhead benchmark: direct, bare mitmproxy, bare + stream, looptap (and mitmproxy-only).
 
 Runs in the recorder's environment (mitmproxy 11.0.2 + the looptap core; no httpx needed)::
 
@@ -19,9 +19,17 @@ minimal HTTP/1.1 framing). Targets:
                       addon at all: it buffers every response body, SSE included
 * ``bare + stream``   the same plus a three-line addon that sets ``flow.response.stream = True`` in
                       ``responseheaders``: the fair streaming baseline
-* ``looptap``         ``proxy.launcher.Recorder`` exactly as ``looptap record`` builds it (minimal
-                      Master + LooptapRecorder writing a temporary cassette); the client talks to
-                      its ``openai`` reverse listener, pointed at the upstream
+* ``looptap``         ``proxy.launcher.Recorder`` exactly as ``looptap record`` builds it (its own
+                      forwarder on the reverse listeners, proxy/forwarder/, mitmproxy behind it for
+                      what it splices, e.g. the WebSocket turns; writing a temporary cassette); the
+                      client talks to its ``openai`` reverse listener, pointed at the upstream
+* ``looptap (mitmproxy only)`` the same with ``LOOPTAP_FORWARDER=mitmproxy``: mitmproxy (minimal
+                      Master + LooptapRecorder) on every listener, as before the forwarder
+                      (``--no-mitmproxy-column`` leaves it out)
+
+The run ends with a peer summary (issue 48): looptap's added latency over direct against bare
+mitmproxy's (small JSON p50 ratio, goal <= 0.5; p99 ratio, goal <= 1.0) and its SSE time to first
+event over direct (goal <= +1 ms).
 
 The upstream routes on the first path segment: ``/json``, ``/big`` and ``/sse``. The client sends
 ``POST /json/v1/chat/completions`` and so on, with OpenAI chat bodies, so looptap does its real
