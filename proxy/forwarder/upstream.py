@@ -26,6 +26,9 @@ __all__ = ["READ", "Pool", "Target", "UpstreamConn"]
 
 #: How much is read from a socket at once (mitmproxy reads as much).
 READ = 1 << 16
+#: The largest response head read from an upstream (h11's default is 16 KiB; an API's answer with
+#: many headers is not refused for it). A larger one is a failed round trip.
+MAX_HEAD = 1 << 20
 #: Idle connections kept per upstream.
 _IDLE = 32
 
@@ -80,7 +83,9 @@ class UpstreamConn:
 
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
-    h11: h11.Connection = field(default_factory=lambda: h11.Connection(h11.CLIENT))
+    h11: h11.Connection = field(
+        default_factory=lambda: h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+    )
     #: It carried a request before (a reused connection).
     reused: bool = False
 
