@@ -3,13 +3,13 @@ pool of keep-alive HTTP/1.1 connections (:class:`Pool`).
 
 A connection is opened when no idle one is left, verified as mitmproxy verifies its upstreams by
 default (the ``certifi`` bundle mitmproxy itself trusts, the host name checked; ``--ssl-insecure``
-turns both off, as it does for mitmproxy), offers only ``http/1.1`` by ALPN (the forwarder speaks
-HTTP/1.1 both ways), and goes back to the pool only once its response ended cleanly and neither side
-asked to close. An idle connection the API closed meanwhile is seen closed (asyncio reads it
-eagerly) and dropped before reuse. Each connection carries an ``h11`` client state: h11 serialises
-the request (refusing by construction a header that would break the framing) and frames the
-response (``Content-Length``, chunked, read to close, bodiless ``HEAD``/``204``/``304``). No
-mitmproxy import.
+turns both off, as it does for mitmproxy), sends no ALPN extension, as mitmproxy sends none for a
+plain-HTTP client (so the upstream speaks HTTP/1.1, as to mitmproxy), and goes back to the pool
+only once its response ended cleanly and neither side asked to close. An idle connection the API
+closed meanwhile is seen closed (asyncio reads it eagerly) and dropped before reuse. Each
+connection carries an ``h11`` client state: h11 serialises the request (refusing by construction a
+header that would break the framing) and frames the response (``Content-Length``, chunked, read to
+close, bodiless ``HEAD``/``204``/``304``). No mitmproxy import.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ class Pool:
 
 def _client_context(insecure: bool) -> ssl.SSLContext:
     """TLS towards an https upstream: mitmproxy's default trust (``certifi``'s bundle, which it
-    loads itself) with the host name checked, or none at all with ``--ssl-insecure``."""
+    loads itself) with the host name checked, or none at all with ``--ssl-insecure``; no ALPN."""
     cafile: str | None
     try:
         import certifi
@@ -169,5 +169,4 @@ def _client_context(insecure: bool) -> ssl.SSLContext:
     if insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
-    ctx.set_alpn_protocols(["http/1.1"])
     return ctx
