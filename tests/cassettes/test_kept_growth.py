@@ -253,7 +253,7 @@ def test_a_changed_kept_file_is_not_continued(
     how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
 ) -> None:
     path = tmp_path / "run.jsonl"
-    lines = _small(path, [200, 500, 200])
+    _small(path, [200, 500, 200])
     _findings(path)
     (where,) = _cache.glob("*.kept")
     data = where.read_bytes()
