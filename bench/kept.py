@@ -117,6 +117,32 @@ def _insp(r: dict[str, Any]) -> str:
     )
 
 
+_OPEN = (
+    "import sys\nfrom cassettes.reading.run import open_run\n"
+    "open_run(sys.argv[1], cache=sys.argv[2] == '1').close()\n"
+)
+
+
+def _analysis(path: Path, cache: Path, use: bool) -> dict[str, Any]:
+    """``open_run(FILE)`` (the analysis, nothing printed), with the kept analysis in ``cache`` or
+    without (``cache=False``): seconds, CPU seconds, peak RSS (MB, by wait4)."""
+    load = perf._load()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([perf.PY, "-c", _OPEN, str(path), "1" if use else "0"], stderr=subprocess.PIPE,  # noqa: E501
+                            env={**perf.ENV, "PYTHONPATH": perf._path(ROOT), "LOOPTAP_CACHE_DIR": str(cache)}, cwd=ROOT)  # fmt: skip  # noqa: E501
+    _, status, usage = os.wait4(proc.pid, 0)
+    took = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        raise SystemExit(f"open_run({path}) failed: {err[-800:]}")
+    return {
+        "s": took,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_mb": usage.ru_maxrss / 1024,
+        "load": load,
+    }
+
+
 def grow(size: int, where: Path | None, more: float, write: bool) -> int:
     """``--grow`` (see the module's docstring)."""
     head = subprocess.run(
@@ -158,6 +184,12 @@ def grow(size: int, where: Path | None, more: float, write: bool) -> int:
             f.seek(cut)
             shutil.copyfileobj(f, out, 1 << 20)
         grown_mb = path.stat().st_size / 1e6
+        # the analysis alone (open_run, as the MCP server and the exports read a run), continued
+        # from a copy of the kept analysis, then fresh
+        shutil.copytree(cache, work / "cache-copy")
+        for name, use in (("analysis-continued", True), ("analysis-fresh", False)):
+            rows[name] = _analysis(path, work / "cache-copy", use)
+            print(f"  {name}: {rows[name]}", file=sys.stderr, flush=True)
         # side by side: continued, then fresh; then the JSON of each
         row("continued", ())
         row("fresh", ("--no-cache",))
@@ -187,6 +219,10 @@ def grow(size: int, where: Path | None, more: float, write: bool) -> int:
         f"**{_cell(fresh)}** | {fresh['load']} |",
         f"| continued / fresh | {cont['s'] / fresh['s']:.2f}× wall; "
         f"{cont['cpu_s'] / fresh['cpu_s']:.2f}× CPU | |",
+        f"| grown, the analysis alone (`open_run(FILE)`, nothing printed): continued | "
+        f"{_cell(rows['analysis-continued'])} | {rows['analysis-continued']['load']} |",
+        f"| grown, the analysis alone: fresh (`open_run(FILE, cache=False)`) | "
+        f"{_cell(rows['analysis-fresh'])} | {rows['analysis-fresh']['load']} |",
         "",
         f"Kept after the grown `show`: {kept_mb:,.1f} MB in the cache directory. Output of the "
         "continued `show` "

@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from cassettes.analysis.spill import Spill
 from cassettes.reading.incremental import _Pickler
+from cassettes.reading.packed import compressor, decompressor
 
 # the reader's own: not a public way to read a run
 __all__: list[str] = []
@@ -78,8 +79,11 @@ def dump(
     out: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-working-", dir=directory)
     made: list[IO[bytes]] = [out]
     try:
-        dumper = _Dumper(out, reader)
-        dumper.dump(state)
+        # compressed as it is pickled (zstd level 1: the recent round trips' histories, most of
+        # it, are text)
+        with compressor().stream_writer(out, closefd=False) as packed:
+            dumper = _Dumper(packed, reader)
+            dumper.dump(state)
         length = out.tell()
         spills: list[tuple[IO[bytes] | None, int]] = []
         for spill in dumper.spills:
@@ -102,4 +106,5 @@ def load(file: IO[bytes], reader: object, spills: list[IO[bytes] | None]) -> Any
     each spill made anew from its copy. Only for what this machine's key vouched for
     (:func:`cassettes.reading.kept.take`)."""
     file.seek(0)
-    return _Loader(file, reader, spills).load()
+    with decompressor().stream_reader(file, closefd=False) as unpacked:
+        return _Loader(unpacked, reader, spills).load()
