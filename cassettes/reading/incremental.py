@@ -510,6 +510,8 @@ class RunReader:
         self.kept_mac: bytes | None = None
         # The turns of a kept analysis not yet summarised (a step summarises KEPT_STEP of them).
         self._unsummarised: Iterator[int] | None = None
+        # Continued from a kept analysis' working state (:meth:`_resume`).
+        self._resumed = False
         # The pass over the records read so far that :attr:`pairs` and its columns go through.
         self._again: _Reread | None = None
         # Once :meth:`settle` ran: the analysis of the whole run, its turns restored on lookup.
@@ -720,6 +722,8 @@ class RunReader:
                 tail = self.source.close_tail()
                 self._analyse(tail, len(self.index) - len(tail))
                 self.analyser.finish()
+                if self._resumed and self.summaries:
+                    self._resummarise()
                 self._store.flush()
                 self._parses.flush()
                 self.keep_analysis(working)  # when the file was hashed as it was read (take_kept)
@@ -792,6 +796,19 @@ class RunReader:
         self.kept_mac = found.mac
         return True
 
+    def _resummarise(self) -> None:
+        """A continued analysis' turns summarised from the store before they had findings hold
+        lists of their own: those the end-of-run checks added findings to are summarised again,
+        so that their summaries show them, as a turn summarised as it is analysed does."""
+        for seq, summary in list(self.summaries.items()):
+            findings = self.analyser.findings_of(seq)
+            if findings is not None and summary.findings is not findings:
+                turn = self._store.get(*self._places.get(seq))
+                turn.findings = findings
+                self.summaries[seq] = summarise(turn)  # (in its place: the order is the turns')
+                with self._lock:
+                    self._turns.pop(seq, None)
+
     def _resume(self, found: Any) -> bool:
         """Go on from the working state kept with the analysis of the file's first bytes (checked
         by :func:`~cassettes.reading.kept.take`); ``False`` (nothing changed) when it cannot be
@@ -825,6 +842,7 @@ class RunReader:
         self.source.bodies._broken.update(state["broken"])
         if self._summarise:  # the turns read before, summarised a step at a time first
             self._unsummarised = iter(list(self._places))
+        self._resumed = True
         return True
 
     def _summarised(self, records: int, problems: list[Problem]) -> Batch:

@@ -301,3 +301,34 @@ def test_a_file_that_shrank_is_analysed_again(
     assert counted.added == 2
     assert shrunk == _fresh(path, monkeypatch)
     assert not [c for c, _ in _findings(path) if c == "A.http_error"]
+
+
+def _followed(path: Path, cache: bool) -> dict[int, list[str]]:
+    """The findings of each turn's summary, as a viewer following the run (the inspector) has
+    them once it is finished."""
+    run = open_run(path, follow=True, cache=cache)
+    try:
+        while not run.step().at_end:
+            pass
+        run.finish()
+        return {seq: [f.code for f in s.findings] for seq, s in run.summaries.items()}
+    finally:
+        run.close()
+
+
+def test_a_viewer_following_a_grown_file_has_every_turn_and_finding(
+    recorded: list[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inspector of a grown file: the turns read before are summarised from the kept analysis,
+    the new ones as they are read, and the end-of-run checks' findings show in both."""
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"".join(recorded[:150]))
+    cli_output("show", str(path))
+    with path.open("ab") as f:
+        f.write(b"".join(recorded[150:]))
+    counted = Analysed(monkeypatch)
+    continued = _followed(path, True)
+    assert counted.added == len(recorded) - 150
+    fresh = _followed(path, False)
+    assert continued == fresh
+    assert sum(map(len, fresh.values())) > 50
