@@ -63,6 +63,28 @@ def _exchange(i: int, status: int = 200) -> Exchange:
                     response_headers=[("content-type", "application/json")], response_chunks=[(0.01, orjson.dumps(answer))], ttfb=0.01)  # fmt: skip  # noqa: E501
 
 
+def _agents(path: Path, agents: int = 6, turns: int = 30, pad: int = 5000) -> list[bytes]:
+    """The lines of a cassette (header first) of ``agents`` conversations going on side by side,
+    each request carrying its conversation's whole history so far (threaded by its content: a
+    continued analysis threads the new turns by the keys it kept of the old ones)."""
+    histories: list[list[dict[str, Any]]] = [[] for _ in range(agents)]
+    with CassetteWriter(path) as w:
+        for t in range(turns):
+            for a in range(agents):
+                history = histories[a]
+                history.append(
+                    {"role": "user", "content": f"agent {a} step {t}: " + f"data {a}.{t} " * pad}
+                )
+                body = {"model": "gpt-4o", "messages": history}
+                answer = {"id": f"c{a}-{t}", "object": "chat.completion", "model": "gpt-4o-2024-08-06",  # noqa: E501
+                          "choices": [{"index": 0, "message": {"role": "assistant", "content": f"done {a}.{t}"}, "finish_reason": "stop"}],  # noqa: E501
+                          "usage": {"prompt_tokens": 50 * t + 5, "completion_tokens": 3, "total_tokens": 50 * t + 8}}  # fmt: skip  # noqa: E501
+                w.append(Exchange("POST", URL, [("content-type", "application/json")], orjson.dumps(body), status=200,  # noqa: E501
+                                  response_headers=[("content-type", "application/json")], response_chunks=[(0.01, orjson.dumps(answer))], ttfb=0.01))  # fmt: skip  # noqa: E501
+                history.append({"role": "assistant", "content": f"done {a}.{t}"})
+    return path.read_bytes().splitlines(keepends=True)
+
+
 def _small(path: Path, statuses: list[int]) -> list[bytes]:
     """A small cassette's lines (header first), one round trip per status."""
     with CassetteWriter(path) as w:
@@ -210,23 +232,29 @@ def _child(seed: int, tmp_path: Path, *argv: str) -> tuple[bytes, int]:
     return proc.stdout, int(proc.stderr.decode().strip().splitlines()[-1])
 
 
+@pytest.mark.parametrize("run", ["agents", "recorded"])
 def test_another_process_continues_what_one_kept(
-    recorded: list[bytes], tmp_path: Path, _cache: Path
+    run: str, recorded: list[bytes], tmp_path: Path, _cache: Path
 ) -> None:
     """The process that continues is not the one that kept (``hash`` of a str is salted per
-    process: what the threader and the checks keep must not depend on it)."""
+    process: what the threader and the checks keep must not depend on it): conversations that
+    go on across the cut are threaded as a fresh analysis threads them."""
+    lines = _agents(tmp_path / "agents.jsonl") if run == "agents" else recorded
+    cut = len(lines) // 2 if run == "agents" else 120
     path = tmp_path / "run.jsonl"
-    path.write_bytes(b"".join(recorded[:120]))
+    path.write_bytes(b"".join(lines[:cut]))
     assert path.stat().st_size >= 1 << 20  # (kept by a process of its own: kept.MIN_BYTES)
     _, analysed = _child(1, tmp_path, "show", "--json", str(path))
-    assert analysed == 119
+    assert analysed == cut - 1
     with path.open("ab") as f:
-        f.write(b"".join(recorded[120:]))
+        f.write(b"".join(lines[cut:]))
     for argv in (["show", "--json"], ["show"]):
         continued, analysed = _child(2, tmp_path, *argv, str(path))
         fresh, _ = _child(3, tmp_path, *argv, "--no-cache", str(path))
         assert continued == fresh
-        assert analysed == (len(recorded) - 120 if argv == ["show", "--json"] else 0)
+        assert analysed == (len(lines) - cut if argv == ["show", "--json"] else 0)
+    if run == "agents":
+        assert b"180 round trips" in fresh and b"6 conversations" in fresh
 
 
 @pytest.mark.parametrize("longer", [False, True], ids=["same size", "grown"])
