@@ -20,7 +20,13 @@ show --json`` whose output goes nowhere: the first ``show`` after the recording 
 the records nor the stores), and exits. It keeps nothing when the writer's end of the pipe closes
 without that line (the writer was killed), when the file does not end where the writer said
 (something appended since), or on any error. A reader checks a kept analysis anyway (size, analyser,
-every byte): what the keeper keeps is taken for exactly the bytes it analysed, never for others.
+every byte): what the keeper keeps is taken for exactly the bytes it analysed, never for others
+(or continued, for a file that grew from them).
+
+Recording onto a cassette whose analysis is kept (``looptap run -o +FILE``), the keeper's reader
+continues that analysis from where it ended once the bytes it was made from check out (the working
+state kept beside it: docs/kept-analysis.md, "A file that grew"), and analyses only the round
+trips appended.
 
 This module imports only the standard library; :class:`Keeper` imports the core where it runs.
 """
