@@ -536,18 +536,22 @@ class Recorder:
                 or not all(_in_use(cause) for _, cause in failed)
             ):
                 break
-            given = {lst.port for lst in self.listeners} | internal
-            for lst in self.listeners:
-                if lst.internal is not None and lst.internal in busy:
-                    lst.internal = free_port(given)
-                    given.add(lst.internal)
-                elif lst.internal is None and lst.port in busy:
-                    lst.port = free_port(given)
-                    given.add(lst.port)
+            self._repick(busy, {lst.port for lst in self.listeners} | internal)
             opts.update(mode=[lst.spec for lst in self.listeners])
             # The update above queues the same change; whichever runs second finds nothing to do.
             await ps.servers.update([ProxyMode.parse(lst.spec) for lst in self.listeners])
         return failed
+
+    def _repick(self, busy: set[int], given: set[int]) -> None:
+        """Another free port for each mitmproxy listener whose port was taken (``busy``): the
+        internal one behind the forwarder, else the listener's own."""
+        for lst in self.listeners:
+            if lst.internal is not None and lst.internal in busy:
+                lst.internal = free_port(given)
+                given.add(lst.internal)
+            elif lst.internal is None and lst.port in busy:
+                lst.port = free_port(given)
+                given.add(lst.port)
 
     def _client_host(self) -> str:
         """The host a local client connects to (in a URL)."""

@@ -74,6 +74,7 @@ MAGIC = b"looptap kept analysis 2\n"
 #: Bytes copied at a time between files.
 _CHUNK = 1 << 20
 
+
 def disabled() -> bool:
     """``LOOPTAP_NO_CACHE`` is set (to anything but ``0`` or nothing)."""
     return os.environ.get("LOOPTAP_NO_CACHE", "").strip() not in ("", "0")
@@ -302,6 +303,38 @@ def _hashed(key: bytes, cassette: Path, size: int, at: int | None) -> tuple[byte
     return digest, there
 
 
+class _Plan(NamedTuple):
+    """What a kept file's meta section says, checked against the cassette as it is now."""
+
+    raw: bytes
+    size: int
+    #: Where the kept working state stopped reading (a file that grew is continued from there).
+    at: int | None
+    spills: int
+    grown: bool
+
+
+def _plan(f: IO[bytes], analyser: bytes, cassette: Path) -> _Plan | None:
+    """The kept file's meta section, when it is this analyser's and fits the cassette: the same
+    size, or grown from a size a working state was kept for (one that shrank is analysed again)."""
+    if f.read(len(MAGIC)) != MAGIC:
+        return None
+    raw = _section(f, 4096)
+    if raw is None:
+        return None
+    meta = json.loads(raw)
+    if not isinstance(meta, dict) or meta.get("analyser") != analyser.hex():
+        return None
+    size, at, spills = meta.get("size"), meta.get("resume"), meta.get("spills")
+    if not isinstance(size, int) or not isinstance(spills, int) or not 0 <= spills < 16:
+        return None
+    now = os.stat(cassette).st_size
+    grown = now > size and isinstance(at, int) and 0 < at <= size
+    if size != now and not grown:
+        return None
+    return _Plan(raw, size, at if isinstance(at, int) else None, spills, grown)
+
+
 def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
     """The kept analysis of the cassette as it is now, checked (see the module's docstring);
     ``None`` when there is none, or it does not check out. For a file that grew since, what to
@@ -312,78 +345,87 @@ def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
 
     where = location(cassette)
     analyser = analyser_digest()
-    if where is None or analyser is None:
+    key = _key() if where is not None and analyser is not None else None
+    if where is None or analyser is None or key is None:
         return None
     made: list[IO[bytes]] = []
     try:
         with open(where, "rb") as f:
-            if f.read(len(MAGIC)) != MAGIC:
+            plan = _plan(f, analyser, cassette)
+            if plan is None:
                 return None
-            meta_raw = _section(f, 4096)
-            if meta_raw is None:
-                return None
-            meta = json.loads(meta_raw)
-            if not isinstance(meta, dict) or meta.get("analyser") != analyser.hex():
-                return None
-            size, at, spills = meta.get("size"), meta.get("resume"), meta.get("spills")
-            now = os.stat(cassette).st_size
-            if not isinstance(size, int) or not isinstance(spills, int) or not 0 <= spills < 16:
-                return None
-            # a file that grew is continued from the working state, if one was kept; one that
-            # shrank is analysed again
-            grown = now > size and isinstance(at, int) and 0 < at <= size
-            if size != now and not grown:
-                return None
-            key = _key()
-            if key is None:
-                return None
-            hashed = _hashed(key, cassette, size, at if grown else None)
+            hashed = _hashed(key, cassette, plan.size, plan.at if plan.grown else None)
             if hashed is None:
                 return None
-            mac = analysis_mac(key, analyser, size, hashed[0])
-            mac.update(MAGIC + len(meta_raw).to_bytes(8, "big") + meta_raw)
-
-            def copied() -> IO[bytes] | None:
-                tmp: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-kept-", dir=store_dir)
-                made.append(tmp)
-                return tmp if _copy_section(f, tmp, mac) else None
-
-            # the finished analysis, for the same bytes; only its MAC for a grown file
-            state = _section(f, 1 << 34, mac) if not grown else _skip_section(f, mac)
-            if state is None:
+            mac = analysis_mac(key, analyser, plan.size, hashed[0])
+            mac.update(MAGIC + len(plan.raw).to_bytes(8, "big") + plan.raw)
+            read = _Sections(f, mac, store_dir, made).read(plan)
+            if read is None:
                 return None
-            turns, parses = copied(), copied()
-            if turns is None or parses is None:
-                return None
-            working: list[IO[bytes]] = []
-            for _ in range(1 + spills):  # the working state and the spilled tables
-                if grown:
-                    got = copied()
-                    if got is None:
-                        return None
-                    working.append(got)
-                elif _skip_section(f, mac) is None:
-                    return None
             digest = mac.digest()
             if not hmac.compare_digest(f.read(33), digest):
                 return None
         made = []
-        if not grown:
+        state, turns, parses, working = read
+        if not plan.grown:
             return Kept(state, turns, parses, digest)
-        assert isinstance(at, int)
-        spilled: list[IO[bytes] | None] = []
-        for w in working[1:]:
-            if os.fstat(w.fileno()).st_size:
-                spilled.append(w)
-            else:  # (nothing was spilled)
-                w.close()
-                spilled.append(None)
-        return Kept(b"", turns, parses, digest, Resume(working[0], spilled, at, hashed[1]))
+        assert plan.at is not None
+        return Kept(b"", turns, parses, digest, _resume(working, plan.at, hashed[1]))
     except (OSError, ValueError, CassetteError):
         return None
     finally:
         for tmp in made:
             tmp.close()
+
+
+class _Sections:
+    """The sections of a kept file after its meta, each fed to the MAC: copied to anonymous
+    temporary files of this process (``made``: closed by the caller unless all checks out), or
+    read, or skipped where they are not needed."""
+
+    def __init__(
+        self, f: IO[bytes], mac: Any, store_dir: str | Path | None, made: list[IO[bytes]]
+    ) -> None:
+        self.f, self.mac, self.store_dir, self.made = f, mac, store_dir, made
+
+    def copied(self) -> IO[bytes] | None:
+        tmp: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-kept-", dir=self.store_dir)
+        self.made.append(tmp)
+        return tmp if _copy_section(self.f, tmp, self.mac) else None
+
+    def read(self, plan: _Plan) -> tuple[bytes, IO[bytes], IO[bytes], list[IO[bytes]]] | None:
+        """The finished analysis (only its MAC for a grown file), its two stores, and for a
+        grown file the working state and the spilled tables (only their MAC otherwise)."""
+        f, mac = self.f, self.mac
+        state = _section(f, 1 << 34, mac) if not plan.grown else _skip_section(f, mac)
+        if state is None:
+            return None
+        turns, parses = self.copied(), self.copied()
+        if turns is None or parses is None:
+            return None
+        working: list[IO[bytes]] = []
+        for _ in range(1 + plan.spills):  # the working state and the spilled tables
+            if plan.grown:
+                got = self.copied()
+                if got is None:
+                    return None
+                working.append(got)
+            elif _skip_section(f, mac) is None:
+                return None
+        return state, turns, parses, working
+
+
+def _resume(working: list[IO[bytes]], at: int, digest: Any) -> Resume:
+    """What a grown file is continued from: the working state, and each spilled table's file
+    (``None`` where nothing was spilled)."""
+    spilled: list[IO[bytes] | None] = []
+    for w in working[1:]:
+        if os.fstat(w.fileno()).st_size:
+            spilled.append(w)
+        else:  # (nothing was spilled)
+            w.close()
+            spilled.append(None)
+    return Resume(working[0], spilled, at, digest)
 
 
 def _section(f: IO[bytes], limit: int, mac: Any = None) -> bytes | None:

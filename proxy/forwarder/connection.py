@@ -337,77 +337,41 @@ class ClientConn:
         """The upstream's answer, streamed to the client; ``True`` when both connections go on."""
         h = up.h11
         w = self.writer
+        answer = _Answer(cap, done, head)
         how: str | None = None
         before = bytearray()  # what came before the response head (for the error's words)
-        length: int | None = None
-        chunked = False
-        got = 0
         while True:
             try:
                 event = h.next_event()
             except h11.RemoteProtocolError as exc:
                 return self._upstream_failed(up, cap, done, how, before, exc)
             if event is h11.NEED_DATA:
-                try:
-                    data = await up.reader.read(READ)
-                except ConnectionResetError:
-                    how, data = RESET, b""
-                except OSError:
-                    how, data = CLOSED, b""
-                if not data:
-                    how = how or CLOSED
-                elif cap.status is None and len(before) < 200:
-                    before += data[:200]
-                h.receive_data(data)
+                how = await _receive(up, cap, before, how)
             elif isinstance(event, h11.Response):
-                cap.response_started = time.time()
-                fields = list(event.headers.raw_items())
-                kept = [(k, v) for k, v in fields if k.lower() not in _OWN]
-                if len(kept) != len(fields):
-                    present = {k.lower() for k, _ in fields}
-                    cap.marks_refused = [n for n in OWN_RESPONSE_HEADERS if n.encode() in present]
-                cap.status = event.status_code
-                cap.reason = event.reason.decode("latin-1")
-                cap.response_headers = decoded(kept)
-                length = _content_length(kept)
-                te = next((v for k, v in kept if k.lower() == b"transfer-encoding"), b"")
-                chunked = b"chunked" in te.lower()
-                w.write(
-                    b"HTTP/%s %d %s\r\n%s\r\n"
-                    % (
-                        event.http_version,
-                        event.status_code,
-                        event.reason,
-                        b"".join(b"%s: %s\r\n" % kv for kv in kept),
-                    )
-                )
+                w.write(answer.head(event))
             elif isinstance(event, h11.Data):
-                data = bytes(event.data)
-                if not data:
-                    continue
-                cap.chunk(data)
-                if length:
-                    got += len(data)
-                    if got >= length:
-                        done(None)  # before the last byte goes on
-                w.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
-                await w.drain()
+                if event.data:
+                    w.write(answer.piece(bytes(event.data)))
+                    await w.drain()
             elif isinstance(event, h11.EndOfMessage):
-                cap.response_ended = time.time()
-                done(None)
-                if chunked and not head:
-                    w.write(b"0\r\n\r\n")
-                keep = h.our_state is h11.DONE and h.their_state is h11.DONE
-                if keep:
-                    self.route.pool.put(up)
-                else:
-                    up.abort()
-                await w.drain()
-                return keep
+                w.write(answer.end())
+                return await self._settled(up)
             elif isinstance(event, h11.InformationalResponse):
                 continue  # an interim answer: not the response
             else:  # ConnectionClosed before a response: h11 raised above
                 return self._upstream_failed(up, cap, done, how or CLOSED, before, None)
+
+    async def _settled(self, up: UpstreamConn) -> bool:
+        """The answer ended: its upstream connection back to the pool when both sides are done
+        with it (else closed); ``True`` when the client's connection goes on too."""
+        h = up.h11
+        keep = h.our_state is h11.DONE and h.their_state is h11.DONE
+        if keep:
+            self.route.pool.put(up)
+        else:
+            up.abort()
+        await self.writer.drain()
+        return keep
 
     def _upstream_failed(
         self,
@@ -435,6 +399,76 @@ class ClientConn:
         else:
             self.writer.close()
         return False
+
+
+async def _receive(
+    up: UpstreamConn, cap: Capture, before: bytearray, how: str | None
+) -> str | None:
+    """Feed the upstream's next bytes to its h11 state; returns how its connection ended, if it
+    did (a reset, a close), keeping the first bytes that came before a response head."""
+    try:
+        data = await up.reader.read(READ)
+    except ConnectionResetError:
+        how, data = RESET, b""
+    except OSError:
+        how, data = CLOSED, b""
+    if not data:
+        how = how or CLOSED
+    elif cap.status is None and len(before) < 200:
+        before += data[:200]
+    up.h11.receive_data(data)
+    return how
+
+
+class _Answer:
+    """One response as it is relayed: what goes to the client (the head as it came but for
+    looptap's own marks, each piece re-framed as one chunk when the response is chunked) and what
+    is recorded, handed to the writer before its last byte goes on."""
+
+    __slots__ = ("cap", "chunked", "done", "got", "head_only", "length")
+
+    def __init__(self, cap: Capture, done: _Done, head_only: bool) -> None:
+        self.cap = cap
+        self.done = done
+        #: The request was a ``HEAD``: no body follows, not even a chunked one's terminator.
+        self.head_only = head_only
+        self.length: int | None = None
+        self.chunked = False
+        self.got = 0
+
+    def head(self, event: h11.Response) -> bytes:
+        cap = self.cap
+        cap.response_started = time.time()
+        fields = list(event.headers.raw_items())
+        kept = [(k, v) for k, v in fields if k.lower() not in _OWN]
+        if len(kept) != len(fields):
+            present = {k.lower() for k, _ in fields}
+            cap.marks_refused = [n for n in OWN_RESPONSE_HEADERS if n.encode() in present]
+        cap.status = event.status_code
+        cap.reason = event.reason.decode("latin-1")
+        cap.response_headers = decoded(kept)
+        self.length = _content_length(kept)
+        te = next((v for k, v in kept if k.lower() == b"transfer-encoding"), b"")
+        self.chunked = b"chunked" in te.lower()
+        return b"HTTP/%s %d %s\r\n%s\r\n" % (
+            event.http_version,
+            event.status_code,
+            event.reason,
+            b"".join(b"%s: %s\r\n" % kv for kv in kept),
+        )
+
+    def piece(self, data: bytes) -> bytes:
+        self.cap.chunk(data)
+        if self.length:
+            self.got += len(data)
+            if self.got >= self.length:
+                self.done(None)  # before the last byte goes on
+        return b"%x\r\n%s\r\n" % (len(data), data) if self.chunked else data
+
+    def end(self) -> bytes:
+        self.cap.response_ended = time.time()
+        self.done(None)
+        return b"0\r\n\r\n" if self.chunked and not self.head_only else b""
 
 
 class _Done:
