@@ -214,11 +214,22 @@ class TurnStore:
 
     def adopt(self, file: IO[bytes], end: int, state: dict[str, Any]) -> None:
         """Read the blocks of a kept analysis' store from ``file`` (this process's own copy)."""
+        file.flush()  # (a forked reader reads it through a file description of its own)
         with self._lock:
             self._file, self._end = file, end
             self._blocks, self._block = dict(state["blocks"]), int(state["block"])
             self._filling, self._waiting = bytearray(), {}
             self._recent.clear()
+
+    def reopen(self) -> None:
+        """In a process forked from the one that wrote the store (:mod:`.parallel`): read it
+        through a file description of this process's own. A fork shares its parent's file offset,
+        and a read is a seek then a read: two processes reading at once would read each other's
+        places. (Its file is unbuffered, or flushed when adopted.)"""
+        with self._lock:
+            if self._file is not None:
+                path = f"/proc/self/fd/{self._file.fileno()}"
+                self._file = open(path, "rb", buffering=0)
 
     def close(self) -> None:
         with self._lock:
@@ -375,6 +386,9 @@ class ParseStore:
 
     def flush(self) -> None:
         self._store.flush()
+
+    def reopen(self) -> None:
+        self._store.reopen()
 
     def close(self) -> None:
         self._store.close()
@@ -580,6 +594,17 @@ class RunReader:
         turns: Mapping[int, Any] = self._again.turns
         # every other field as the analysis left it
         self._settled = self.analyser.result.model_copy(update={"turns": turns})
+
+    @property
+    def settled(self) -> bool:
+        """Read to its end, finished and settled (:meth:`settle`): nothing of it changes now."""
+        return self._settled is not None
+
+    def reopen(self) -> None:
+        """In a process forked from this reader's (:mod:`.parallel`, once settled): read the
+        stores through file descriptions of its own (:meth:`TurnStore.reopen`)."""
+        self._store.reopen()
+        self._parses.reopen()
 
     def step(self, max_bytes: int | None = BLOCK) -> Batch:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
