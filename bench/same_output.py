@@ -119,7 +119,7 @@ def main() -> int:
         default=[],
         metavar="KEY=VALUE",
         help="set in this tree's environment only (e.g. LOOPTAP_WORKERS=2 LOOPTAP_PARALLEL_MIN=1:"
-        " the printing pass in worker processes, docs/performance.md); repeatable",
+        " the printing pass in worker processes, docs/kept-analysis.md); repeatable",
     )
     ap.add_argument("files", nargs="*", type=Path)
     args = ap.parse_args()

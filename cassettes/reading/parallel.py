@@ -1,5 +1,5 @@
 """Work on each round trip of an analysed run spread over the machine's cores, the results handed
-on in recording order (``Run.each_pair``; docs/performance.md, "Using the machine's cores").
+on in recording order (``Run.each_pair``; docs/kept-analysis.md, "Using the machine's cores").
 
 What a command does with each round trip once the run is analysed (``looptap show``'s printing
 pass: the round trip read again from disk, its parse and turn restored from the reader's stores,
@@ -78,7 +78,7 @@ def busy(cores: int) -> bool:
     """The machine's cores are taken already: its load average over the last minute is at least
     ``cores``. Workers would then share the time this process gets (the scheduler shares a
     session's processes as one) and cost it more: each round trip's result is pickled, sent and
-    unpickled, and a worker runs slower beside another (measured in docs/performance.md)."""
+    unpickled, and a worker runs slower beside another (measured in docs/kept-analysis.md)."""
     try:
         return os.getloadavg()[0] >= cores
     except OSError:  # (no load average: unknown, taken as idle)

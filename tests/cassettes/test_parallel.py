@@ -1,5 +1,5 @@
 """Each round trip's work spread over worker processes (cassettes/reading/parallel.py,
-``Run.each_pair``; docs/performance.md): the results are the ones this process makes, in the
+``Run.each_pair``; docs/kept-analysis.md): the results are the ones this process makes, in the
 same order; ``show`` prints the same bytes; a worker that dies or raises never hangs the command
 nor changes what it gives; ``LOOPTAP_WORKERS=1``, a small run and a busy machine keep it all in
 this process."""
