@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def min_records() -> int:
     return int(raw) if raw.isdigit() else MIN_RECORDS
 
 
-def mapped(reader: Reader, each: Each[T]) -> Iterator[T]:
+def mapped(reader: Reader, each: Each[T]) -> Generator[T, None, None]:
     """``each(exchange, round trip)`` of every round trip the reader read, in recording order: in
     worker processes when the run is large enough and the reader is a settled
     :class:`~cassettes.reading.incremental.RunReader` (see the module docstring), else here, over
@@ -227,9 +227,10 @@ class _Pool(Generic[T]):
                 proc.join()
         self._procs, self._conns = [], []
 
-    def results(self) -> Iterator[T]:
+    def results(self) -> Generator[T, None, None]:
         """The results, task by task, in order; the rest done here once the workers failed."""
         k = 0  # the first task whose results were not handed on
+        done = False  # every task's results were taken back
         try:
             try:
                 self._start()
@@ -244,10 +245,11 @@ class _Pool(Generic[T]):
                     break
                 self._send(k + self._n * AHEAD)
                 k += 1
+                done = k == len(self._tasks)
                 yield from got
         finally:
-            if self.failed is not None:
-                for proc in self._procs:  # (their results are not needed: no clean stop)
+            if not done:  # failed, or stopped early (Ctrl-C, a closed pipe): no clean stop
+                for proc in self._procs:
                     proc.kill()
             self._stop()
         if k < len(self._tasks):  # the workers failed: the rest here, as without them

@@ -33,7 +33,16 @@ and :meth:`Run.full_turn` give the turns read so far, :meth:`Run.finish` ends it
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import (
+    Callable,
+    Collection,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+    Sized,
+)
 from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
@@ -310,7 +319,9 @@ class Run:
         kept for the next reader as they pass (docs/kept-analysis.md)."""
         return self._reader.printed(make)
 
-    def each_pair(self, each: Callable[[Exchange, RoundTrip], T2]) -> Iterator[T2]:
+    def each_pair(
+        self, each: Callable[[Exchange, RoundTrip], T2]
+    ) -> Generator[T2, None, None]:
         """``each(exchange, round trip)`` of every round trip, in recording order, as
         :attr:`pairs` would give them. For a large run read to its end from a looptap cassette,
         ``each`` runs in worker processes, one per core (:mod:`cassettes.reading.parallel`;

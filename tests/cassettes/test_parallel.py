@@ -160,6 +160,23 @@ def test_a_worker_that_raises_hands_over_and_the_run_s_own_error_is_raised_here(
     assert len(forks) == 4
 
 
+def test_a_pass_stopped_early_ends_its_workers(
+    spread: None, long_run: Path, forks: list[int]
+) -> None:
+    """A consumer that stops (a closed pipe, Ctrl-C) ends the workers: none is left behind."""
+    run = open_run(long_run, cache=False)
+    try:
+        them = run.each_pair(_made)
+        assert next(iter(them))[1] == 0
+        them.close()
+    finally:
+        run.close()
+    assert len(forks) == 2
+    for pid in forks:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
 def test_one_worker_a_small_run_or_a_busy_machine_keep_it_in_this_process(
     long_run: Path, monkeypatch: pytest.MonkeyPatch, forks: list[int]
 ) -> None:
