@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -97,18 +97,14 @@ def mapped(reader: Reader, each: Each[T]) -> Generator[T, None, None]:
     worker processes when the run is large enough and the reader is a settled
     :class:`~cassettes.reading.incremental.RunReader` (see the module docstring), else here, over
     the reader's own pass (``reader.pairs``)."""
-    from cassettes.reading.incremental import RunReader
-
-    n = workers()
-    if (
-        not isinstance(reader, RunReader)
-        or not reader.settled
-        or n < 2
-        or len(reader.source) < max(min_records(), 1)
-        or not hasattr(os, "fork")
-    ):
+    # (a RunReader has ``settled``; a run held in memory, reading.held, has not)
+    if not getattr(reader, "settled", False) or not hasattr(os, "fork"):
         return (each(ex, rt) for ex, rt in reader.pairs)
-    return _Pool(reader, each, n).results()
+    run = cast("RunReader", reader)
+    n = workers() if len(run.source) >= max(min_records(), 1) else 1
+    if n < 2:
+        return (each(ex, rt) for ex, rt in reader.pairs)
+    return _Pool(run, each, n).results()
 
 
 def _tasks(reader: RunReader) -> list[tuple[int, int]]:

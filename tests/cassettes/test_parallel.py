@@ -203,6 +203,10 @@ def test_one_worker_a_small_run_or_a_busy_machine_keep_it_in_this_process(
         assert len(forks) == 2
     finally:
         run.close()
+    monkeypatch.setenv("LOOPTAP_WORKERS", "2")  # a run held in memory (a vcrpy cassette): here
+    held = open_run(CORPUS / "tests/cassettes/test_anthropic/test_stream_events_tool_calls.yaml")
+    assert [seq for _, seq, _ in held.each_pair(_made)] == [ex.seq for ex in held.exchanges]
+    assert len(forks) == 2
 
 
 _CHILD = """
