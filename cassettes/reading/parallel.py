@@ -12,7 +12,8 @@ stay in order (printing, the growth table, what a branch's first turn tolerated)
   ``LOOPTAP_WORKERS``; ``LOOPTAP_WORKERS=1`` keeps everything in this process. A run of fewer
   than :data:`MIN_RECORDS` round trips (``LOOPTAP_PARALLEL_MIN``) is done here: starting
   processes would cost more than it saves. So is a run not read from a looptap cassette, or not
-  read to its end (a recording followed live).
+  read to its end (a recording followed live), and any run where there is no ``/proc/self/fd``
+  (not Linux).
 * **Forked, not spawned.** A worker is a fork of this process taken once the analysis is done:
   it has the reader as it stands (index, stores, analysis) without a byte being sent, imports
   nothing (``show`` has imported neither textual nor mitmproxy), and reads the cassette and the
@@ -98,7 +99,8 @@ def mapped(reader: Reader, each: Each[T]) -> Generator[T, None, None]:
     :class:`~cassettes.reading.incremental.RunReader` (see the module docstring), else here, over
     the reader's own pass (``reader.pairs``)."""
     # (a RunReader has ``settled``; a run held in memory, reading.held, has not)
-    if not getattr(reader, "settled", False) or not hasattr(os, "fork"):
+    # (a fork reopens the stores through /proc/self/fd: RunReader.reopen)
+    if not getattr(reader, "settled", False) or not os.path.isdir("/proc/self/fd"):
         return (each(ex, rt) for ex, rt in reader.pairs)
     run = cast("RunReader", reader)
     n = workers() if len(run.source) >= max(min_records(), 1) else 1
@@ -130,7 +132,11 @@ def _serve(
     # (and so copy, page by page) every object of the run's analysis, for nothing.
     gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    reader.reopen()
+    try:
+        reader.reopen()
+    except OSError as exc:  # (said to the parent, which does the work itself)
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
     again = reader.reread()
     skipped = reader.source.skipped
     while True:
