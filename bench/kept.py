@@ -2,6 +2,7 @@
 against an older commit, in one run, outputs compared byte for byte.
 
     python bench/kept.py [--against REF] [--size MB] [--dir DIR] [--write]
+    python bench/kept.py --grow [--size MB] [--dir DIR] [--more PCT] [--write]
     python bench/kept.py --workers N [--size MB] [--dir DIR] [--rounds R] [--write]
 
 The run is bench/perf.py's ``batch`` run (bench/inspector.py's synthetic agent run of ~``--size``
@@ -19,6 +20,14 @@ Wall seconds, CPU seconds (user + system) and peak RSS (by ``wait4``) per row; t
 before each. The stdout of every ``show`` is compared byte for byte with REF's (a fresh analysis):
 the bench exits 1 when one differs. ``--write`` puts the table into docs/kept-analysis.md.
 
+``--grow``: a file that grew (docs/kept-analysis.md, "A file that grew"), on this tree only. The
+run is cut to its first records, ``--more`` percent (default 1) of its round trips left out;
+``looptap show`` of that (the first: analyses, keeps) and ``show --no-cache`` of it (a fresh
+analysis, keeping nothing: what keeping costs); then the rest is appended, and ``show`` of the
+grown file (continued from the kept analysis) is measured side by side with ``show --no-cache``
+(a fresh analysis of every byte), then ``show --json`` of each; outputs compared byte for byte
+(exit 1 when one differs). ``--write`` puts that table into docs/kept-analysis.md.
+
 ``--workers N``: this tree only, the first ``looptap show FILE`` (an empty cache each time: it
 analyses and keeps) with ``LOOPTAP_WORKERS=1`` against ``LOOPTAP_WORKERS=N`` (the printing pass in
 N worker processes, cassettes/reading/parallel.py), ``--rounds`` times interleaved: wall, CPU (the
@@ -35,6 +44,7 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +55,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "kept-analysis.md"
 BEGIN, END = "<!-- bench/kept.py: begin -->", "<!-- bench/kept.py: end -->"
+GROW_BEGIN = "<!-- bench/kept.py --grow: begin -->"
+GROW_END = "<!-- bench/kept.py --grow: end -->"
 
 
 def _perf() -> Any:
@@ -58,13 +70,15 @@ def _perf() -> Any:
 perf = _perf()
 
 
-def _show(tree: Path, path: Path, cache: Path, out: Path) -> dict[str, Any]:
-    """``looptap show FILE > out``: seconds, CPU seconds, peak RSS (MB, by wait4), the output's
-    digest."""
+def _show(
+    tree: Path, path: Path, cache: Path, out: Path, options: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``looptap show [OPTIONS] FILE > out``: seconds, CPU seconds, peak RSS (MB, by wait4), the
+    output's digest."""
     load = perf._load()
     t0 = time.perf_counter()
     with out.open("wb") as sink:
-        proc = subprocess.Popen([perf.PY, "-m", "cassettes.cli", "show", str(path)], stdout=sink, stderr=subprocess.PIPE,  # noqa: E501
+        proc = subprocess.Popen([perf.PY, "-m", "cassettes.cli", "show", *options, str(path)], stdout=sink, stderr=subprocess.PIPE,  # noqa: E501
                                 env={**perf.ENV, "PYTHONPATH": perf._path(tree), "LOOPTAP_CACHE_DIR": str(cache)}, cwd=tree)  # fmt: skip  # noqa: E501
         _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - t0
@@ -108,6 +122,129 @@ def _insp(r: dict[str, Any]) -> str:
         if "full_read_s" in r
         else f"failed: {r.get('error')}"
     )
+
+
+_OPEN = (
+    "import sys\nfrom cassettes.reading.run import open_run\n"
+    "open_run(sys.argv[1], cache=sys.argv[2] == '1').close()\n"
+)
+
+
+def _analysis(path: Path, cache: Path, use: bool) -> dict[str, Any]:
+    """``open_run(FILE)`` (the analysis, nothing printed), with the kept analysis in ``cache`` or
+    without (``cache=False``): seconds, CPU seconds, peak RSS (MB, by wait4)."""
+    load = perf._load()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([perf.PY, "-c", _OPEN, str(path), "1" if use else "0"], stderr=subprocess.PIPE,  # noqa: E501
+                            env={**perf.ENV, "PYTHONPATH": perf._path(ROOT), "LOOPTAP_CACHE_DIR": str(cache)}, cwd=ROOT)  # fmt: skip  # noqa: E501
+    _, status, usage = os.wait4(proc.pid, 0)
+    took = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        raise SystemExit(f"open_run({path}) failed: {err[-800:]}")
+    return {
+        "s": took,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_mb": usage.ru_maxrss / 1024,
+        "load": load,
+    }
+
+
+def grow(size: int, where: Path | None, more: float, write: bool) -> int:
+    """``--grow`` (see the module's docstring)."""
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    label = f"{head}{' + changes' if dirty else ''}"
+    start = datetime.datetime.now(datetime.UTC)
+    with tempfile.TemporaryDirectory(prefix="looptap-grow-") as tmp:
+        work = Path(tmp)
+        perf._META[ROOT] = perf._metadata(ROOT, work / "meta")
+        perf._compile([("this tree", ROOT)])
+        big = perf._big_run(size, where or work / "big")
+        # (streamed: a child's peak RSS, by wait4, starts at this process's when it is forked)
+        with big.open("rb") as f:
+            records = sum(1 for _ in f) - 1
+        kept_n = round(records / (1 + more / 100))
+        path = work / "run.jsonl"
+        with big.open("rb") as f, path.open("wb") as out:
+            for _ in range(1 + kept_n):
+                out.write(f.readline())
+            cut = f.tell()
+        base_mb = path.stat().st_size / 1e6
+        print(f"run {big}: {records:,} round trips; load average {perf._load()}", file=sys.stderr)
+        cache = work / "cache"
+        rows: dict[str, dict[str, Any]] = {}
+
+        def row(name: str, options: tuple[str, ...] = ()) -> None:
+            rows[name] = _show(ROOT, path, cache, work / f"{name}.out", options)
+            print(f"  {name}: {rows[name]}", file=sys.stderr, flush=True)
+
+        row("first", ())  # analyses, keeps (with what a grown file is continued from)
+        row("first-fresh", ("--no-cache",))
+        with big.open("rb") as f, path.open("ab") as out:
+            f.seek(cut)
+            shutil.copyfileobj(f, out, 1 << 20)
+        grown_mb = path.stat().st_size / 1e6
+        # the analysis alone (open_run, as the MCP server and the exports read a run), continued
+        # from a copy of the kept analysis, then fresh
+        shutil.copytree(cache, work / "cache-copy")
+        for name, use in (("analysis-continued", True), ("analysis-fresh", False)):
+            rows[name] = _analysis(path, work / "cache-copy", use)
+            print(f"  {name}: {rows[name]}", file=sys.stderr, flush=True)
+        # side by side: continued, then fresh; then the JSON of each
+        row("continued", ())
+        row("fresh", ("--no-cache",))
+        row("json-kept", ("--json",))
+        row("json-fresh", ("--json", "--no-cache"))
+        same = (work / "continued.out").read_bytes() == (work / "fresh.out").read_bytes()
+        same_json = (work / "json-kept.out").read_bytes() == (work / "json-fresh.out").read_bytes()
+        kept_mb = sum(p.stat().st_size for p in cache.iterdir()) / 1e6 if cache.exists() else 0.0
+    first, first_fresh = rows["first"], rows["first-fresh"]
+    cont, fresh = rows["continued"], rows["fresh"]
+    new = records - kept_n
+    lines_out = [
+        f"Measured {start:%Y-%m-%d %H:%M} UTC by `python bench/kept.py --grow --size {size} "
+        f"--more {more:g}` on {label} ({platform.machine()}, {os.cpu_count()} CPUs, shared: "
+        "the load average before each row is given; compare the CPU seconds).",
+        "",
+        f"| {base_mb:,.0f} MB run ({kept_n:,} round trips), then {new:,} more appended "
+        f"({grown_mb:,.0f} MB) | wall (CPU), peak RSS | load average before |",
+        "|---|---:|---|",
+        f"| first `looptap show FILE` (analyses, keeps the analysis and its working state) | "
+        f"{_cell(first)} | {first['load']} |",
+        f"| `looptap show --no-cache FILE` of the same bytes (analyses, keeps nothing) | "
+        f"{_cell(first_fresh)} | {first_fresh['load']} |",
+        f"| **grown**: `looptap show FILE` (continued from the kept analysis) | "
+        f"**{_cell(cont)}** | {cont['load']} |",
+        f"| **grown**: `looptap show --no-cache FILE` (a fresh analysis of every byte) | "
+        f"**{_cell(fresh)}** | {fresh['load']} |",
+        f"| continued / fresh | {cont['s'] / fresh['s']:.2f}× wall; "
+        f"{cont['cpu_s'] / fresh['cpu_s']:.2f}× CPU | |",
+        f"| grown, the analysis alone (`open_run(FILE)`, nothing printed): continued | "
+        f"{_cell(rows['analysis-continued'])} | {rows['analysis-continued']['load']} |",
+        f"| grown, the analysis alone: fresh (`open_run(FILE, cache=False)`) | "
+        f"{_cell(rows['analysis-fresh'])} | {rows['analysis-fresh']['load']} |",
+        "",
+        f"Kept after the grown `show`: {kept_mb:,.1f} MB in the cache directory. Output of the "
+        "continued `show` "
+        + ("byte-identical" if same else "**differs from**")
+        + f" to the fresh analysis' (sha256 {fresh['out']}); `show --json`: "
+        + ("byte-identical" if same_json else "**differs**")
+        + f" (sha256 {rows['json-fresh']['out']}).",
+    ]
+    print("\n".join(lines_out))
+    if write:
+        text = DOC.read_text()
+        a, b = text.index(GROW_BEGIN) + len(GROW_BEGIN), text.index(GROW_END)
+        DOC.write_text(text[:a] + "\n" + "\n".join(lines_out) + "\n" + text[b:])
+        print(f"wrote {DOC}", file=sys.stderr)
+    return 0 if same and same_json else 1
 
 
 # -- --workers: the first show, in this process alone or with worker processes ----------------
@@ -245,6 +382,12 @@ def main() -> int:
         "--write", action="store_true", help="write the table into docs/kept-analysis.md"
     )
     ap.add_argument(
+        "--grow", action="store_true", help="a file that grew: continued against a fresh analysis"
+    )
+    ap.add_argument(
+        "--more", type=float, default=1.0, help="--grow: percent of round trips appended (1)"
+    )
+    ap.add_argument(
         "--workers",
         type=int,
         metavar="N",
@@ -253,6 +396,8 @@ def main() -> int:
     )
     ap.add_argument("--rounds", type=int, default=2, help="with --workers: rounds (default 2)")
     args = ap.parse_args()
+    if args.grow:
+        return grow(args.size, args.dir, args.more, args.write)
     if args.workers is not None:
         return workers_main(args.size, args.dir, args.workers, args.rounds, args.write)
     with tempfile.TemporaryDirectory(prefix="looptap-kept-") as tmp:

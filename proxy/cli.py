@@ -333,30 +333,50 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def summary_lines(path: Path, before: int = 0) -> list[str]:
+    """``looptap run``'s closing summary of the run it recorded into ``path`` (of the round trips
+    after the first ``before``, when it appended to an earlier recording)."""
+    from cassettes.analysis import analyse
+    from cassettes.reading.run import open_run
+
+    try:
+        if before:  # appended to an earlier recording: this run's round trips only, on their own
+            recorded = open_run(path, whole=True, formats=("looptap",))
+            exchanges = len(recorded.exchanges) - before
+            run = analyse(list(recorded.exchanges)[before:])
+        else:
+            # Read as `show` reads it: the analysis the recorder's keeper kept (waiting for it to
+            # finish), else analysed as a stream (and kept), never the whole run in memory.
+            streamed = open_run(path, formats=("looptap",))
+            try:
+                exchanges = len(streamed.exchanges)
+                run = streamed.analysis
+                return _summary(path, before, exchanges, run)
+            finally:
+                streamed.close()
+    except Exception as exc:
+        return [f"could not read {path} for the summary: {exc}"]
+    return _summary(path, before, exchanges, run)
+
+
+def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
     import shlex
     from decimal import Decimal
 
-    from cassettes.analysis import analyse
     from cassettes.hints import looptap_command
-    from cassettes.reading.run import open_run
     from cassettes.views.money import money
     from cassettes.views.view import count
 
-    try:
-        recorded = open_run(path, whole=True, formats=("looptap",))
-    except Exception as exc:
-        return [f"could not read {path} for the summary: {exc}"]
-    exchanges = list(recorded.exchanges)[before:]  # appended to an earlier recording: this run only
-    run = analyse(exchanges)
     by_layer = {
         layer: sum(1 for f in run.findings if f.layer == layer and f.severity.value != "info")
         for layer in "EAC"
     }
-    tin = sum(t.tokens.input or 0 for t in run.turns.values())
-    tout = sum(t.tokens.output or 0 for t in run.turns.values())
-    costs = [t.tokens.cost for t in run.turns.values()]
+    # one pass over the turns (a streamed run restores each from its store as it is read)
+    tokens = [t.tokens for t in run.turns.values()]
+    tin = sum(t.input or 0 for t in tokens)
+    tout = sum(t.output or 0 for t in tokens)
+    costs = [t.cost for t in tokens]
     known = [c for c in costs if c is not None]
-    guessed = any(t.tokens.price_estimated for t in run.turns.values() if t.tokens.cost is not None)
+    guessed = any(t.price_estimated for t in tokens if t.cost is not None)
     cost = (
         money(sum(known, Decimal(0)), guessed)
         + ("" if len(known) == len(costs) else " (some prices unknown)")
@@ -369,7 +389,7 @@ def summary_lines(path: Path, before: int = 0) -> list[str]:
         else "unknown"
     )
     lines = [
-        f"{count(len(exchanges), 'round trip')}{' appended' if before else ''} in {path}: "
+        f"{count(exchanges, 'round trip')}{' appended' if before else ''} in {path}: "
         f"{count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
         f"findings (warnings and errors) by layer: E {by_layer['E']}, "
         f"A {by_layer['A']}, C {by_layer['C']}",

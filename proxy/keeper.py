@@ -21,7 +21,13 @@ show --json`` whose output goes nowhere: the first ``show`` after the recording 
 the records nor the stores), and exits. It keeps nothing when the writer's end of the pipe closes
 without that line (the writer was killed), when the file does not end where the writer said
 (something appended since), or on any error. A reader checks a kept analysis anyway (size, analyser,
-every byte): what the keeper keeps is taken for exactly the bytes it analysed, never for others.
+every byte): what the keeper keeps is taken for exactly the bytes it analysed, never for others
+(or continued, for a file that grew from them).
+
+Recording onto a cassette whose analysis is kept (``looptap run -o +FILE``), the keeper's reader
+continues that analysis from where it ended once the bytes it was made from check out (the working
+state kept beside it: docs/kept-analysis.md, "A file that grew"), and analyses only the round
+trips appended.
 
 This module imports only the standard library; :class:`Keeper` imports the core where it runs.
 """
@@ -35,7 +41,10 @@ import select
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cassettes.reading.keeping import Claim
 
 __all__ = ["Keeper", "end", "main", "start"]
 
@@ -59,18 +68,20 @@ _BOOT = (
     "import json\n"
     "sys.path[:] = json.loads(sys.argv[2])\n"
     "from proxy.keeper import main\n"
-    "sys.exit(main(sys.argv[1]))\n"
+    "sys.exit(main(sys.argv[1], claim=int(sys.argv[3]) if len(sys.argv) > 3 else None))\n"
 )
 
 
-def start(path: str | Path) -> subprocess.Popen[bytes] | None:
+def start(path: str | Path, claim: int | None = None) -> subprocess.Popen[bytes] | None:
     """Start the keeper of the cassette at ``path``; ``None`` when it could not be started (the
-    recording goes on as without it). Its input is the pipe :func:`end` writes to."""
+    recording goes on as without it). Its input is the pipe :func:`end` writes to; ``claim``, the
+    writer's claim on the keeping (:class:`cassettes.reading.keeping.Claim`), is inherited."""
+    extra = [str(claim)] if claim is not None else []
     try:
         return subprocess.Popen(
-            [sys.executable, "-I", "-c", _BOOT, os.path.abspath(path), json.dumps([os.path.abspath(p) for p in sys.path])],  # noqa: E501
+            [sys.executable, "-I", "-c", _BOOT, os.path.abspath(path), json.dumps([os.path.abspath(p) for p in sys.path]), *extra],  # noqa: E501
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, cwd="/",
+            start_new_session=True, cwd="/", pass_fds=() if claim is None else (claim,),
         )  # fmt: skip
     except (OSError, ValueError):
         return None
@@ -94,12 +105,14 @@ def end(keeper: subprocess.Popen[bytes], size: int | None) -> None:
 class Keeper:
     """The analysis of one cassette, followed as it grows and kept once it is complete."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, claim: Claim | None = None) -> None:
         from cassettes.reading.run import memory_budget, open_run
 
         self.path = Path(path)
         self.run = open_run(self.path, follow=True, cache=True)
         self._budget = memory_budget()
+        #: The writer's claim on the keeping: what a reader waiting for this keeper watches.
+        self.claim = claim
 
     def follow(self) -> bool:
         """Analyse what the file gained since; ``False`` when it is no longer worth keeping (more
@@ -109,6 +122,8 @@ class Keeper:
 
         while True:
             batch = self.run.step()
+            if self.claim is not None:
+                self.claim.progress(self.run.read_bytes)
             used = rss() if self._budget is not None else None
             if used is not None and self._budget is not None and used > self._budget:
                 return False
@@ -125,23 +140,32 @@ class Keeper:
             return False
         if self.run.read_bytes != size or self.run.still_written:
             return False
+        if self.claim is not None:
+            self.claim.step("checking")
         self.run.finish()  # the reader keeps the analysis of every byte it hashed
         return True
 
     def close(self) -> None:
         self.run.close()
+        if self.claim is not None:  # kept, or given up: a waiting reader goes on
+            self.claim.close()
 
 
-def main(path: str, control: IO[bytes] | None = None) -> int:
+def main(path: str, control: IO[bytes] | None = None, claim: int | None = None) -> int:
     """The keeper process: follow the cassette at ``path`` until the writer says where it ended
-    (``end SIZE`` on ``control``, standard input by default), then keep its analysis. 0: kept."""
+    (``end SIZE`` on ``control``, standard input by default), then keep its analysis. 0: kept.
+    ``claim``: the file descriptor of the writer's claim on the keeping, held until the analysis
+    is kept (or given up), then let go before ``show``'s views are made."""
     from cassettes.errors import CassetteError
+    from cassettes.reading.keeping import Claim
 
     fd = (control or sys.stdin.buffer).fileno()
     said = b""
     keeper: Keeper | None = None
+    held = Claim.inherited(claim) if claim is not None else None
     try:
-        keeper = Keeper(path)
+        keeper = Keeper(path, held)
+        held = None  # the keeper's to let go of now
         while True:
             if not keeper.follow():
                 return 1
@@ -163,6 +187,8 @@ def main(path: str, control: IO[bytes] | None = None) -> int:
     finally:
         if keeper is not None:
             keeper.close()
+        if held is not None:
+            held.close()
 
 
 def _views(path: str) -> int:

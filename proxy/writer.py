@@ -22,6 +22,7 @@ from proxy import keeper, messages
 from proxy.pipe import PIPE_SIZE, FrameReader, frame, write_parts
 
 if TYPE_CHECKING:
+    from cassettes.reading.keeping import Claim
     from cassettes.recording.pipeline import CassetteWriter
 
 __all__ = ["writer_main"]
@@ -151,6 +152,8 @@ class _Keeping:
         self._min = kept.MIN_BYTES
         self._off = kept.disabled()
         self._keeper: subprocess.Popen[bytes] | None = None
+        #: The claim on the keeping (cassettes/reading/keeping.py), shared with the keeper.
+        self._claim: Claim | None = None
 
     def _size(self) -> int | None:
         try:
@@ -164,16 +167,33 @@ class _Keeping:
             return
         size = self._size()
         if size is not None and size >= self._min:
-            self._keeper = keeper.start(self._path)
+            from cassettes.reading.keeping import Claim
+
+            self._claim = Claim.take(self._path)
+            self._keeper = keeper.start(
+                self._path, self._claim.fd if self._claim is not None else None
+            )
             self._off = self._keeper is None
+            if self._claim is not None:
+                if self._keeper is not None:
+                    self._claim.keeper(self._keeper.pid)
+                else:
+                    self._claim.close()
 
     def stop(self) -> None:
         """The cassette is closed: the keeper keeps the analysis of what it holds (started now if
-        the last batch made it large enough), and finishes on its own."""
+        the last batch made it large enough), and finishes on its own; a reader that opens the
+        run meanwhile waits for it (the claim says where the cassette ended)."""
         self.check()
         if self._keeper is not None:
-            keeper.end(self._keeper, self._size())
+            size = self._size()
+            if self._claim is not None and size is not None:
+                self._claim.finishing(size)
+            keeper.end(self._keeper, size)
             self._keeper = None
+        if self._claim is not None:
+            self._claim.close()  # the keeper holds it on
+            self._claim = None
 
 
 def header_places(redactor: Any) -> dict[str, str]:

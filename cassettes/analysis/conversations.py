@@ -75,6 +75,7 @@ from cassettes.analysis.message_keys import (
     message_key,
     response_message,
     squashed,
+    stable,
 )
 from cassettes.analysis.spill import KEEP, Spill, SpillMap
 from cassettes.analysis.trajectory import Fields, Step, fields_of, follows, step_of
@@ -269,6 +270,10 @@ def _handoff_targets(answer: Message) -> frozenset[str]:
     return frozenset(out) if out else _NO_NAMES
 
 
+#: The two kinds of registered prefix (loose, strict) as numbers, for the tables' keys.
+_KIND = {"l": 1, "s": 2}
+
+
 def _names_agent(system_text: str, targets: frozenset[str]) -> bool:
     """The system prompt names one of ``targets`` as a word of its own."""
     return any(re.search(rf"(?<![\w-]){re.escape(t)}(?![\w-])", system_text) for t in targets)
@@ -333,6 +338,8 @@ class Threader:
     _sibling_root: SpillMap[str, int] = field(init=False)
     #: This threader's memo of squashed texts and part keys (:class:`_Memo`).
     _memo: _Memo = field(default_factory=_Memo)
+    #: API family → :meth:`_family`'s number for it.
+    _families: dict[str, int] = field(default_factory=dict)
     #: Where the tables above keep what does not fit in memory (``keep`` entries each).
     keep: int = KEEP
 
@@ -375,6 +382,14 @@ class Threader:
         """This threader's memo: the checks of a turn key the texts and parts its threading keyed
         a moment before (a tool result, the previous answer)."""
         return self._memo
+
+    def _family(self, family: str) -> int:
+        """The API family as a number that is the same in every process (a str's ``hash`` is
+        salted per process: :func:`~.message_keys.stable`), for the tables' keys."""
+        got = self._families.get(family)
+        if got is None:
+            got = self._families[family] = stable(family.encode("utf-8", "surrogatepass"))
+        return got
 
     def _new_conversation(self) -> str:
         self._count += 1
@@ -466,7 +481,7 @@ class Threader:
         if link.branch == "sibling" and link.parent is not None:
             self._sibling_root[link.conversation] = link.parent
         if echo is not None and echo_keys is not None:
-            self._by_answer[hash((family, echo_keys[0]))] = tid
+            self._by_answer[hash((self._family(family), echo_keys[0]))] = tid
             self._register_echo(
                 family, keys, len(messages), echo, echo_keys, link.conversation, tid
             )
@@ -483,10 +498,10 @@ class Threader:
         system prompt and tools, its trajectory's fields, the call ids it answers."""
         keys = self._keys(messages, reuse)
         self._messages = messages
-        self._system = hash(
+        self._system = stable(
             orjson.dumps(_part_keys(system or [], memo=self._memo), option=orjson.OPT_NON_STR_KEYS)
         )
-        self._tools = hash(tuple(sorted(tools or ())))
+        self._tools = stable(orjson.dumps(sorted(tools or ())))
         self._system_text = " ".join(
             p.text[:_SYSTEM_TEXT] for p in (system or ())[:16] if p.kind == "text" and p.text
         )[:_SYSTEM_TEXT].casefold()
@@ -565,7 +580,7 @@ class Threader:
                 family, "s", keys.strict[n - 1], _Registered(conversation, tid, n, False)
             )
         start = self._start_len(messages)
-        self._add_start(hash((family, keys.key[start - 1])), tid)
+        self._add_start(hash((self._family(family), keys.key[start - 1])), tid)
 
     def _register_echo(
         self,
@@ -605,7 +620,7 @@ class Threader:
         return self._last_of.get(r.conversation) == r.turn
 
     def _register(self, family: str, kind: str, h: int, reg: _Registered) -> None:
-        key = hash((family, kind, h))
+        key = hash((self._family(family), _KIND[kind], h))
         regs = self._prefix.get(key)
         if regs is None:
             self._prefix[key] = [reg]
@@ -633,9 +648,10 @@ class Threader:
         lookup reads the strict table where a prefix carries ids, the loose one elsewhere."""
         loose = keys.loose
         rolling = keys.strict if strict else loose
+        fam = self._family(family)
         for i in range(len(rolling) - 1, -1, -1):
-            kind = "s" if strict and rolling[i] != loose[i] else "l"
-            regs = self._prefix.get(hash((family, kind, rolling[i])))
+            kind = _KIND["s" if strict and rolling[i] != loose[i] else "l"]
+            regs = self._prefix.get(hash((fam, kind, rolling[i])))
             if regs:
                 yield i + 1, regs
 
@@ -854,7 +870,7 @@ class Threader:
         n = len(messages)
         if n < start + 2:  # (nothing shared beyond the opening: not a few-shot prompt)
             return None
-        cands = self._by_start.get(hash((family, keys.key[start - 1])))
+        cands = self._by_start.get(hash((self._family(family), keys.key[start - 1])))
         if not cands:
             return None
         tid = max(
@@ -1027,7 +1043,7 @@ class Threader:
         """No earlier history is extended: a conversation that begins with the same opening
         words has rewritten its history — unless another agent opens the same way."""
         start = self._start_len(messages)
-        cands = self._by_start.get(hash((family, keys.key[start - 1])))
+        cands = self._by_start.get(hash((self._family(family), keys.key[start - 1])))
         if not cands:
             return (
                 self._re_rendered(family)
@@ -1065,7 +1081,7 @@ class Threader:
         return fields_of("\n".join(p.text for p in asked[0].parts if p.kind == "text" and p.text))
 
     def _head_key(self, family: str, f: Fields) -> int:
-        return hash((family, self._system, self._tools, f.head[0]))
+        return stable(orjson.dumps([family, self._system, self._tools, f.head[0]]))
 
     def _re_rendered(self, family: str) -> Link | None:
         """The next step of a re-rendered trajectory (:mod:`.trajectory`): the same agent and
@@ -1105,7 +1121,7 @@ class Threader:
         first = messages[start - 1]
         if _ROLE.get(first.role, first.role) not in ("assistant", "model"):
             return None
-        tid = self._by_answer.get(hash((family, keys.key[start - 1])))
+        tid = self._by_answer.get(hash((self._family(family), keys.key[start - 1])))
         if tid is None:
             return None
         t = self.turns[tid]

@@ -5,13 +5,14 @@ a list of text parts, reasoning blocks dropped or re-signed). See :mod:`.convers
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import orjson
 
 from cassettes.models import Message, NormalisedResponse, Part
 
-__all__ = ["Memo", "message_key", "response_message", "squashed"]
+__all__ = ["Memo", "message_key", "response_message", "squashed", "stable"]
 
 _ROLE = {"developer": "system", "model": "assistant"}
 _SQUASH_MAX = 1024
@@ -22,6 +23,13 @@ _KEYED_MAX = 512
 #: What ``str.split()`` splits ASCII text at, but a single space: text holding none of these (nor a
 #: space at either end) is already squashed.
 _ASCII_SPACES = ("  ", "\n", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
+
+
+def stable(data: bytes) -> int:
+    """A 64-bit hash of ``data`` that is the same in every process (``hash`` of bytes or a str is
+    salted per process: a kept analysis is continued by another process, whose keys must match the
+    ones the threader and the checks kept; docs/kept-analysis.md)."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
 
 
 def squashed(text: str | None) -> str:
@@ -159,7 +167,7 @@ def _message_keys(m: Message, memo: _Memo | None = None) -> tuple[int, int, int]
     # A tool result is a tool result whether it travels as a `tool` message or inside a user one.
     if parts and all(k[0] == "r" for k in parts):
         role = "tool"
-    key = hash(orjson.dumps([role, parts], option=orjson.OPT_NON_STR_KEYS))
+    key = stable(orjson.dumps([role, parts], option=orjson.OPT_NON_STR_KEYS))
     if role == "system":
         return key, _SYSTEM_KEY, _SYSTEM_KEY
     has_ids = any(
@@ -168,13 +176,13 @@ def _message_keys(m: Message, memo: _Memo | None = None) -> tuple[int, int, int]
         for p in m.parts
     )
     strict = (
-        hash(orjson.dumps([role, with_ids], option=orjson.OPT_NON_STR_KEYS)) if has_ids else key
+        stable(orjson.dumps([role, with_ids], option=orjson.OPT_NON_STR_KEYS)) if has_ids else key
     )
     return key, key, strict
 
 
 #: What any system message counts as in a lookup key.
-_SYSTEM_KEY = hash("looptap:system")
+_SYSTEM_KEY = stable(b"looptap:system")
 
 
 _NO_NAMES: frozenset[str] = frozenset()  # one shared empty set: each frozenset() is a new object

@@ -350,6 +350,16 @@ class _Parked:
     errors: list[str] | None
 
 
+def _unreferenced(_: str, conv: ConversationState) -> bool:
+    """A conversation's state no context refers to (parked): it may be spilled."""
+    return not conv.turns
+
+
+def _unshared(_: str, parked: _Parked) -> bool:
+    """A parked conversation with no list of findings shared with a caller: it may be spilled."""
+    return not (parked.findings or parked.final or parked.errors)
+
+
 def _inherit(poll: NormalisedRequest, polled: NormalisedRequest) -> None:
     """A poll read as a model call (``RoundTrip.polled``) sends nothing of its own: it stands for
     the call it polls, whose model, instructions, tools and settings it takes (so its calls are
@@ -411,9 +421,7 @@ class RunAnalyser:
         # Conversations whose latest turn keeps its parsed history, least recently active first.
         self._histories: OrderedDict[str, TurnContext] = OrderedDict()
         # (a conversation's state is spilled only once no context refers to it: parked)
-        self._convs: SpillMap[str, ConversationState] = SpillMap(
-            spill, keep, lambda _, c: not c.turns
-        )
+        self._convs: SpillMap[str, ConversationState] = SpillMap(spill, keep, _unreferenced)
         # conversation → its record's position
         self._records: SpillMap[str, int] = SpillMap(spill, keep)
         self._pos = 0
@@ -431,9 +439,7 @@ class RunAnalyser:
         self._delivered: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         # Quiet conversations whose latest context was dropped (see the module docstring).
         # (spilled when no list of findings is shared: see :meth:`finish`)
-        self._parked: SpillMap[str, _Parked] = SpillMap(
-            spill, keep, lambda _, p: not (p.findings or p.final or p.errors)
-        )
+        self._parked: SpillMap[str, _Parked] = SpillMap(spill, keep, _unshared)
         #: The number of a conversation's first turn: 0, or for a fork's branch the origin's turn
         #: at the cursor (:func:`cassettes.reading.branch.first_turn`), so a branch keeps its
         #: origin's numbers; a conversation started within the run (its parent turn is here) starts

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Literal, get_args
 
 __all__ = [
     "DETECTORS",
@@ -52,20 +52,7 @@ Detector = Literal[
     "home",
     "port",
 ]
-DETECTORS: tuple[Detector, ...] = (
-    "datetime",
-    "date",
-    "time",
-    "timestamp",
-    "epoch",
-    "duration",
-    "uuid",
-    "id",
-    "tmp",
-    "cwd",
-    "home",
-    "port",
-)
+DETECTORS: tuple[Detector, ...] = get_args(Detector)
 
 PathItem = str | int
 

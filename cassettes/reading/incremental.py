@@ -154,6 +154,7 @@ class TurnStore:
             at = self._end
             self._file.seek(at)
             self._file.write(packed)
+            self._file.flush()  # (a buffered copy, adopted or resumed: a fork reads the file)
             self._end += len(packed)
             self._blocks[block] = (at, len(packed))
             del self._waiting[block]
@@ -221,11 +222,30 @@ class TurnStore:
             self._filling, self._waiting = bytearray(), {}
             self._recent.clear()
 
+    def working(self) -> dict[str, Any]:
+        """Where it stands, the block being filled included: what a grown file is continued from
+        (:meth:`resume`, on a copy of the file :meth:`kept` gives once flushed)."""
+        with self._lock:
+            assert not self._waiting, "a block is being compressed"
+            return {"blocks": dict(self._blocks), "block": self._block, "end": self._end,
+                    "filling": bytes(self._filling)}  # fmt: skip
+
+    def resume(self, file: IO[bytes], state: dict[str, Any]) -> None:
+        """Go on from :meth:`working`'s ``state``, its blocks read from ``file`` (this process's
+        own copy; what lies past the state's end is written over)."""
+        file.flush()  # (a forked reader reads it through a file description of its own)
+        with self._lock:
+            self._file, self._end = file, int(state["end"])
+            self._blocks, self._block = dict(state["blocks"]), int(state["block"])
+            self._filling, self._waiting = bytearray(state["filling"]), {}
+            self._recent.clear()
+
     def reopen(self) -> None:
         """In a process forked from the one that wrote the store (:mod:`.parallel`): read it
         through a file description of this process's own. A fork shares its parent's file offset,
         and a read is a seek then a read: two processes reading at once would read each other's
-        places. (Its file is unbuffered, or flushed when adopted.)"""
+        places. (Its file is unbuffered, or flushed when adopted or resumed and after each block
+        written.)"""
         with self._lock:
             if self._file is not None:
                 path = f"/proc/self/fd/{self._file.fileno()}"
@@ -384,6 +404,15 @@ class ParseStore:
         self._store.adopt(file, end, state)
         self._where, self._depth = state["where"], state["depth"]
 
+    def working(self) -> dict[str, Any]:
+        """Where it stands, its chains included (see :meth:`TurnStore.working`)."""
+        return {"store": self._store.working(), "where": self._where, "depth": self._depth,
+                "chains": self._chains}  # fmt: skip
+
+    def resume(self, file: IO[bytes], state: dict[str, Any]) -> None:
+        self._store.resume(file, state["store"])
+        self._where, self._depth, self._chains = state["where"], state["depth"], state["chains"]
+
     def flush(self) -> None:
         self._store.flush()
 
@@ -498,6 +527,8 @@ class RunReader:
         self.kept_mac: bytes | None = None
         # The turns of a kept analysis not yet summarised (a step summarises KEPT_STEP of them).
         self._unsummarised: Iterator[int] | None = None
+        # Continued from a kept analysis' working state (:meth:`_resume`).
+        self._resumed = False
         # The pass over the records read so far that :attr:`pairs` and its columns go through.
         self._again: _Reread | None = None
         # Once :meth:`settle` ran: the analysis of the whole run, its turns restored on lookup.
@@ -610,7 +641,7 @@ class RunReader:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
         if self._cache:
             self._cache = False
-            if self.take_kept():
+            if self.take_kept() or self._unsummarised is not None:  # (kept, or continued)
                 return self._summarised(self.records, list(self.index.problems))
         if self._unsummarised is not None:
             return self._summarised(0, [])
@@ -712,28 +743,75 @@ class RunReader:
         trips by API family."""
         if not self.finished:
             self.finished = True
-            tail = self.source.close_tail()
-            self._analyse(tail, len(self.index) - len(tail))
-            self.analyser.finish()
-            self._store.flush()
-            self._parses.flush()
-            self.keep_analysis()  # when the file was hashed as it was read (take_kept)
+            # what a grown file is continued from: taken before the tail and the end-of-run
+            # checks, which change it
+            working = self._working()
+            try:
+                tail = self.source.close_tail()
+                self._analyse(tail, len(self.index) - len(tail))
+                self.analyser.finish()
+                if self._resumed and self.summaries:
+                    self._resummarise()
+                self._store.flush()
+                self._parses.flush()
+                self.keep_analysis(working)  # when the file was hashed as it was read (take_kept)
+            finally:
+                if working is not None:
+                    for f in (working.state, *(f for f, _ in working.spills)):
+                        if f is not None:
+                            f.close()
         return self.index.header or {}, self.first_started, dict(self.families)
+
+    def _working(self) -> Any:
+        """The working state to continue from when the file grows (a ``kept.Working``), pickled
+        (:mod:`cassettes.reading.resume`), when the analysis is to be kept (:meth:`take_kept`
+        hashed the file from its first byte); ``None`` otherwise or when it cannot be pickled."""
+        from cassettes.reading import kept, resume
+
+        index = self.index
+        if (
+            index.digest is None
+            or index.hashed != index.consumed
+            or not index.consumed
+            or len(self.analyser.result.conversations) > kept.MAX_CONVERSATIONS
+        ):
+            return None
+        state = {
+            "index": {"header": index.header, "format_version": index.format_version, "problems": index.problems, "offsets": index.offsets,  # noqa: E501
+                      "lengths": index.lengths, "seqs": index.seqs, "pos_of_seq": index._pos_of_seq, "pos": index._pos, "line": index._line},  # noqa: E501
+            "analyser": self.analyser, "places": self._places, "turns": self._store.working(), "parses": self._parses.working(),  # noqa: E501
+            "records": self.records, "families": self.families, "first_started": self.first_started, "skipped": self.source.skipped,  # noqa: E501
+            "broken": self.source.bodies._broken,
+        }  # fmt: skip
+        try:
+            file, length, spills = resume.dump(state, self, self._dir)
+        except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError):
+            return None  # (nothing to continue from: a grown file is analysed again)
+        except OSError:
+            return None
+        return kept.Working(index.consumed, file, length, spills)
 
     def take_kept(self) -> bool:
         """Before the first :meth:`step`: take the kept analysis of this file when one checks
         out (:mod:`cassettes.reading.kept`), and stand finished, as if the file had been read and
         analysed; else hash the file as it is read, so that :meth:`keep_analysis` can keep it."""
-        from cassettes.reading import kept
+        from cassettes.reading import keeping, kept
 
         assert self.records == 0 and self.index.consumed == 0, (
             "a kept analysis is taken before anything is read"
         )
         if kept.disabled() or self.index.size() < kept.MIN_BYTES:
             return False
+        # the recorder's keeper finishing this very run: its analysis, rather than a second one
+        keeping.wait(self.index.path, self.index.size())
         found = kept.take(self.index.path, self._dir)
         if found is None:
             self.index.digest = kept.hasher()
+            return False
+        if found.resume is not None:  # the file grew: continued from where the analysis stopped
+            if not self._resume(found):
+                found.close()
+                self.index.digest = kept.hasher()
             return False
         try:  # written by this analyser's source, checked by this machine's key first (kept.take)
             state = pickle.loads(found.state)
@@ -744,6 +822,55 @@ class RunReader:
             return False
         self._adopt(state, found)
         self.kept_mac = found.mac
+        return True
+
+    def _resummarise(self) -> None:
+        """A continued analysis' turns summarised from the store before they had findings hold
+        lists of their own: those the end-of-run checks added findings to are summarised again,
+        so that their summaries show them, as a turn summarised as it is analysed does."""
+        for seq, summary in list(self.summaries.items()):
+            findings = self.analyser.findings_of(seq)
+            if findings is not None and summary.findings is not findings:
+                turn = self._store.get(*self._places.get(seq))
+                turn.findings = findings
+                self.summaries[seq] = summarise(turn)  # (in its place: the order is the turns')
+                with self._lock:
+                    self._turns.pop(seq, None)
+
+    def _resume(self, found: Any) -> bool:
+        """Go on from the working state kept with the analysis of the file's first bytes (checked
+        by :func:`~cassettes.reading.kept.take`); ``False`` (nothing changed) when it cannot be
+        read. The next :meth:`step` reads from where that analysis stopped."""
+        from cassettes.reading import resume
+
+        try:  # written by this analyser's source, checked by this machine's key first (kept.take)
+            state = resume.load(found.resume.state, self, found.resume.spills)
+            found.resume.state.close()
+            st = state["index"]
+            if st["pos"] != found.resume.at:
+                return False
+        except Exception:  # a kept analysis only ever saves time: analysed afresh
+            return False
+        index = self.index
+        for name in ("header", "format_version", "problems", "offsets", "lengths", "seqs"):
+            setattr(index, name, st[name])
+        index._pos_of_seq, index._pos, index._line = st["pos_of_seq"], st["pos"], st["line"]
+        index.digest, index.hashed = found.resume.digest, found.resume.at
+        self.analyser = state["analyser"]
+        self._places = state["places"]
+        self._store.resume(found.turns, state["turns"])
+        self._parses.resume(found.parses, state["parses"])
+        self.records, self.families, self.first_started = (
+            state["records"],
+            state["families"],
+            state["first_started"],
+        )
+        self.source.skipped.clear()  # (the set its forks share)
+        self.source.skipped.update(state["skipped"])
+        self.source.bodies._broken.update(state["broken"])
+        if self._summarise:  # the turns read before, summarised a step at a time first
+            self._unsummarised = iter(list(self._places))
+        self._resumed = True
         return True
 
     def _summarised(self, records: int, problems: list[Problem]) -> Batch:
@@ -758,9 +885,12 @@ class RunReader:
                     break
             else:
                 self._unsummarised = None
-        return Batch(
-            turns=turns, records=records, problems=problems, at_end=self._unsummarised is None
+        index = self.index
+        # (a continued analysis reads on once they are all summarised)
+        at_end = self._unsummarised is None and (
+            self.finished or index.consumed + index.pending >= index.size()
         )
+        return Batch(turns=turns, records=records, problems=problems, at_end=at_end)
 
     def _adopt(self, state: dict[str, Any], found: Any) -> None:
         index = self.index
@@ -787,9 +917,10 @@ class RunReader:
             self._unsummarised = iter(list(self._places))
         self.finished = True
 
-    def keep_analysis(self) -> bool:
+    def keep_analysis(self, working: Any = None) -> bool:
         """Once finished: keep the analysis, for the next reader of the same bytes (when the file
-        was hashed from its first byte as it was read: :meth:`take_kept`). Never raises."""
+        was hashed from its first byte as it was read: :meth:`take_kept`), and ``working`` (from
+        :meth:`_working`), to continue it from when the file grows. Never raises."""
         from cassettes.reading import kept
 
         index = self.index
@@ -820,7 +951,7 @@ class RunReader:
             return False
         empty = io.BytesIO()
         self.kept_mac = kept.keep(index.path, index.hashed, index.digest.digest(), data,
-                                  turns_file or empty, turns_end, parses_file or empty, parses_end)  # fmt: skip  # noqa: E501
+                                  turns_file or empty, turns_end, parses_file or empty, parses_end, working)  # fmt: skip  # noqa: E501
         return self.kept_mac is not None
 
     def full_turn(self, seq: int, *, remember: bool = True) -> Turn:

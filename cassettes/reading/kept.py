@@ -12,8 +12,11 @@ and a viewer restore those, and parse nothing). It is kept in a cache file, not 
 A kept analysis is taken only when all of this holds, and analysed afresh otherwise (never
 trusted blindly):
 
-- the cassette has the size it had when it was analysed (a file that grew, a recording that went
-  on, is analysed again, and its new analysis kept);
+- the cassette has the size it had when it was analysed; a file that grew since (a recording that
+  went on, one appended to) is *continued*: the reader's working state, kept as it stood before the
+  end-of-run checks, is taken once the MAC below checks out over the bytes it was made from (the
+  file's first bytes, hashed again), and the reader goes on from where it stopped; the grown
+  file's analysis is then kept in its place;
 - the analyser is the same: a digest of looptap's source (every module under ``cassettes/``),
   the Python and pydantic versions and genai-prices' price table (its version and data file);
 - a MAC under this machine's key (the parse-once key of :mod:`cassettes.parsing.sealed`) checks
@@ -35,6 +38,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import io
 import json
 import os
 import sys
@@ -46,6 +50,7 @@ __all__ = [
     "MAX_CONVERSATIONS",
     "MIN_BYTES",
     "Kept",
+    "Resume",
     "analyser_digest",
     "analysis_mac",
     "disabled",
@@ -63,8 +68,9 @@ MIN_BYTES = 1 << 20
 #: when it is written and read (a model of about 1 KB each while pickled), where the analysis
 #: spills them to disk.
 MAX_CONVERSATIONS = 20_000
-#: The kept file's first bytes (the format's version: another one is not read).
-MAGIC = b"looptap kept analysis 1\n"
+#: The kept file's first bytes (the format's version: another one is not read; 2 added the working
+#: state a grown file is continued from).
+MAGIC = b"looptap kept analysis 2\n"
 #: Bytes copied at a time between files.
 _CHUNK = 1 << 20
 
@@ -129,15 +135,50 @@ def _run_hash(key: bytes) -> Any:
     return hmac.new(key, b"looptap-run\0", "sha256")
 
 
+class Resume(NamedTuple):
+    """What a grown file is continued from (:func:`take` of a file larger than the one analysed):
+    the reader's working state before the end-of-run checks, pickled by the reader (with the
+    files of the analysis' spilled tables: ``None`` where nothing was spilled), in anonymous
+    temporary files of this process; where it stopped reading; and the keyed hash of the file's
+    bytes up to there, to be fed what the reader reads next."""
+
+    state: IO[bytes]
+    spills: list[IO[bytes] | None]
+    at: int
+    digest: Any
+
+
 class Kept(NamedTuple):
     """A kept analysis, checked: the reader's state (pickled by the reader) and its two stores,
-    each in an anonymous temporary file of this process."""
+    each in an anonymous temporary file of this process. ``resume`` is set (and ``state`` empty)
+    when the file grew since: what to continue from."""
 
     state: bytes
     turns: IO[bytes]
     parses: IO[bytes]
     #: The kept file's MAC (what its printed views are bound to: :func:`views`).
     mac: bytes
+    resume: Resume | None = None
+
+    def close(self) -> None:
+        """Let go of its temporary files (when it is not taken after all)."""
+        for f in (self.turns, self.parses, *(self._resume_files())):
+            f.close()
+
+    def _resume_files(self) -> list[IO[bytes]]:
+        if self.resume is None:
+            return []
+        return [self.resume.state, *(f for f in self.resume.spills if f is not None)]
+
+
+class Working(NamedTuple):
+    """What :func:`keep` keeps to continue from (see :class:`Resume`): the bytes read when it was
+    taken, the pickled state and its length, and each spill file with its length."""
+
+    at: int
+    state: IO[bytes]
+    state_len: int
+    spills: list[tuple[IO[bytes] | None, int]]
 
 
 def analysis_mac(key: bytes, analyser: bytes, size: int, run_digest: bytes) -> Any:
@@ -157,10 +198,12 @@ def keep(
     turns_len: int,
     parses: IO[bytes],
     parses_len: int,
+    working: Working | None = None,
 ) -> bytes | None:
     """Write the kept analysis of the cassette's first ``size`` bytes (whose keyed hash, fed as
-    the analysis read them, is ``run_digest``). ``turns`` and ``parses`` are read from their
-    start. Never raises: its MAC, ``None`` when it could not be kept."""
+    the analysis read them, is ``run_digest``), and the working state to continue it from when
+    the file grows (``working``). ``turns``, ``parses`` and the working state's files are read
+    from their start. Never raises: its MAC, ``None`` when it could not be kept."""
     where = location(cassette)
     key = _key()
     analyser = analyser_digest()
@@ -171,7 +214,15 @@ def keep(
         where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(prefix=".kept-", dir=where.parent)  # 0600
         mac = analysis_mac(key, analyser, size, run_digest)
-        meta = json.dumps({"size": size, "analyser": analyser.hex()}).encode()
+        spills = working.spills if working is not None else []
+        meta = json.dumps(
+            {
+                "size": size,
+                "analyser": analyser.hex(),
+                "resume": working.at if working is not None else None,
+                "spills": len(spills),
+            }
+        ).encode()
         with os.fdopen(fd, "wb") as out:
 
             def put(data: bytes) -> None:
@@ -179,12 +230,16 @@ def keep(
                 out.write(data)
 
             put(MAGIC)
-            for section, length in (
+            empty = io.BytesIO()
+            sections: list[tuple[bytes | IO[bytes], int | None]] = [
                 (meta, None),
                 (state, None),
                 (turns, turns_len),
                 (parses, parses_len),
-            ):
+                (working.state, working.state_len) if working is not None else (b"", None),
+                *((f if f is not None else empty, n) for f, n in spills),
+            ]
+            for section, length in sections:
                 if isinstance(section, bytes):
                     put(len(section).to_bytes(8, "big"))
                     put(section)
@@ -217,24 +272,40 @@ def keep(
 def run_digest_of(key: bytes, cassette: Path, size: int) -> bytes | None:
     """The keyed hash of the cassette's first ``size`` bytes, as :func:`hasher` gives it; ``None``
     when the file holds fewer."""
+    got = _hashed(key, cassette, size, None)
+    return got[0] if got is not None else None
+
+
+def _hashed(key: bytes, cassette: Path, size: int, at: int | None) -> tuple[bytes, Any] | None:
+    """The keyed hash of the cassette's first ``size`` bytes, and (``at``) a running hash of its
+    first ``at`` bytes, to be fed more; ``None`` when the file holds fewer."""
     from cassettes.storage.store import open_regular
 
     h = _run_hash(key)
+    there: Any = None
+    done = 0
     with open_regular(cassette) as f:
-        left = size
-        while left:
-            chunk = f.read(min(4 * _CHUNK, left))
+        while done < size:
+            want = min(4 * _CHUNK, size - done)
+            if at is not None and there is None and done < at:
+                want = min(want, at - done)
+            chunk = f.read(want)
             if not chunk:
                 return None
             h.update(chunk)
-            left -= len(chunk)
+            done += len(chunk)
+            if at is not None and there is None and done == at:
+                there = h.copy()
+    if at is not None and there is None:
+        return None
     digest: bytes = h.digest()
-    return digest
+    return digest, there
 
 
 def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
     """The kept analysis of the cassette as it is now, checked (see the module's docstring);
-    ``None`` when there is none, or it does not check out. Never raises."""
+    ``None`` when there is none, or it does not check out. For a file that grew since, what to
+    continue from (:attr:`Kept.resume`), when it was kept and checks out. Never raises."""
     if disabled():
         return None
     from cassettes.errors import CassetteError
@@ -254,30 +325,60 @@ def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
             meta = json.loads(meta_raw)
             if not isinstance(meta, dict) or meta.get("analyser") != analyser.hex():
                 return None
-            size = meta.get("size")
-            if not isinstance(size, int) or size != os.stat(cassette).st_size:
-                return None  # the file grew (or shrank) since: analysed again
+            size, at, spills = meta.get("size"), meta.get("resume"), meta.get("spills")
+            now = os.stat(cassette).st_size
+            if not isinstance(size, int) or not isinstance(spills, int) or not 0 <= spills < 16:
+                return None
+            # a file that grew is continued from the working state, if one was kept; one that
+            # shrank is analysed again
+            grown = now > size and isinstance(at, int) and 0 < at <= size
+            if size != now and not grown:
+                return None
             key = _key()
-            run_digest = run_digest_of(key, cassette, size) if key is not None else None
-            if key is None or run_digest is None:
+            if key is None:
                 return None
-            mac = analysis_mac(key, analyser, size, run_digest)
+            hashed = _hashed(key, cassette, size, at if grown else None)
+            if hashed is None:
+                return None
+            mac = analysis_mac(key, analyser, size, hashed[0])
             mac.update(MAGIC + len(meta_raw).to_bytes(8, "big") + meta_raw)
-            state = _section(f, 1 << 34, mac)
-            if state is None:
-                return None
-            stores: list[IO[bytes]] = []
-            for _ in range(2):
+
+            def copied() -> IO[bytes] | None:
                 tmp: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-kept-", dir=store_dir)
                 made.append(tmp)
-                if not _copy_section(f, tmp, mac):
+                return tmp if _copy_section(f, tmp, mac) else None
+
+            # the finished analysis, for the same bytes; only its MAC for a grown file
+            state = _section(f, 1 << 34, mac) if not grown else _skip_section(f, mac)
+            if state is None:
+                return None
+            turns, parses = copied(), copied()
+            if turns is None or parses is None:
+                return None
+            working: list[IO[bytes]] = []
+            for _ in range(1 + spills):  # the working state and the spilled tables
+                if grown:
+                    got = copied()
+                    if got is None:
+                        return None
+                    working.append(got)
+                elif _skip_section(f, mac) is None:
                     return None
-                stores.append(tmp)
             digest = mac.digest()
             if not hmac.compare_digest(f.read(33), digest):
                 return None
         made = []
-        return Kept(state, stores[0], stores[1], digest)
+        if not grown:
+            return Kept(state, turns, parses, digest)
+        assert isinstance(at, int)
+        spilled: list[IO[bytes] | None] = []
+        for w in working[1:]:
+            if os.fstat(w.fileno()).st_size:
+                spilled.append(w)
+            else:  # (nothing was spilled)
+                w.close()
+                spilled.append(None)
+        return Kept(b"", turns, parses, digest, Resume(working[0], spilled, at, hashed[1]))
     except (OSError, ValueError, CassetteError):
         return None
     finally:
@@ -298,6 +399,22 @@ def _section(f: IO[bytes], limit: int, mac: Any = None) -> bytes | None:
     if mac is not None:
         mac.update(head + data)
     return data
+
+
+def _skip_section(f: IO[bytes], mac: Any) -> Any:
+    """A section fed to the MAC and not kept (``b""``; ``None`` when the file ends first)."""
+    head = f.read(8)
+    if len(head) != 8:
+        return None
+    mac.update(head)
+    left = int.from_bytes(head, "big")
+    while left:
+        chunk = f.read(min(_CHUNK, left))
+        if not chunk:
+            return None
+        mac.update(chunk)
+        left -= len(chunk)
+    return b""
 
 
 def _copy_section(f: IO[bytes], out: IO[bytes], mac: Any) -> bool:

@@ -16,6 +16,7 @@ import orjson
 __all__ = [
     "EMBEDDED_MAX",
     "REDACTED",
+    "SECRET_HEADERS",
     "URL_TOKEN",
     "credential_values",
     "looks_secret",
@@ -28,21 +29,24 @@ REDACTED = "[REDACTED]"
 #: The replacement inside URLs (brackets would turn a netloc into an IPv6 literal).
 URL_TOKEN = "REDACTED"
 
-_SECRET_HEADERS = {
-    "mcp-session-id",  # a bearer of the MCP session: whoever holds it speaks in it
-    "authorization",
-    "proxy-authorization",
-    "x-api-key",
-    "api-key",
-    "x-goog-api-key",
-    "cookie",
-    "set-cookie",
-    "x-amz-security-token",
-    "x-amz-credential",
-    "x-auth-token",
-    "x-access-token",
-    "ocp-apim-subscription-key",
-}
+#: Headers whose values are credentials or bearers: redacted in a recording, never sent from one.
+SECRET_HEADERS = frozenset(
+    {
+        "mcp-session-id",  # a bearer of the MCP session: whoever holds it speaks in it
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "cookie",
+        "set-cookie",
+        "x-amz-security-token",
+        "x-amz-credential",
+        "x-auth-token",
+        "x-access-token",
+        "ocp-apim-subscription-key",
+    }
+)
 # Not "session": session and thread ids (X-Claude-Code-Session-Id, Codex's session-id) identify a
 # conversation; they are not credentials, and scrubbing them would erase what links its turns.
 _SECRET_HEADER_NAME = re.compile(

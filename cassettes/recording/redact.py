@@ -42,9 +42,9 @@ from cassettes.recording.bodies import BodyLearner, JsonRedactor, StreamRedactor
 from cassettes.recording.names import (
     _SAFE_HEADER_NAME,
     _SECRET_HEADER_NAME,
-    _SECRET_HEADERS,
     _SECRET_QUERY,
     REDACTED,
+    SECRET_HEADERS,
     URL_TOKEN,
     looks_secret,
     secret_name,
@@ -80,7 +80,7 @@ class HeaderRedactor:
     ) -> None:
         self._secrets = secrets
         self._scrubber = scrubber
-        self._names = _SECRET_HEADERS | {h.lower() for h in extra_headers}
+        self._names = SECRET_HEADERS | {h.lower() for h in extra_headers}
 
     def _learn_header(self, lname: str, value: str) -> None:
         """Learn only the secret parts of a credential header, not its syntax.

@@ -72,8 +72,9 @@ class RecordIndex:
         self._pending = b""  # bytes of a line whose newline has not arrived yet
         #: The last record, when :meth:`close_tail` found it complete without its newline.
         self.tail: list[tuple[int, dict[str, Any]]] = []
-        #: A hash fed every byte :meth:`poll` reads, in order (a kept analysis names the bytes it
-        #: is the analysis of: ``cassettes.reading.kept``); ``None``: not hashed.
+        #: A hash fed every byte :meth:`poll` reads, in order, a whole line at a time (a kept
+        #: analysis names the bytes it is the analysis of, and a reader continues it from where
+        #: reading stopped: ``cassettes.reading.kept``); ``None``: not hashed.
         self.digest: Any = None
         #: Bytes fed to :attr:`digest`.
         self.hashed = 0
@@ -128,9 +129,6 @@ class RecordIndex:
                 block = f.read(BLOCK if budget < 0 else min(BLOCK, budget))
                 if not block:
                     break
-                if self.digest is not None:
-                    self.digest.update(block)
-                    self.hashed += len(block)
                 if budget > 0:
                     budget = max(0, budget - len(block))
                 data = self._pending + block if self._pending else block
@@ -142,6 +140,10 @@ class RecordIndex:
                     self._line_done(data[start:nl], self._pos, out)
                     self._pos += nl + 1 - start
                     start = nl + 1
+                # whole lines only: the hash ends where reading did
+                if self.digest is not None and start:
+                    self.digest.update(memoryview(data)[:start])
+                    self.hashed += start
                 self._pending = data[start:]
         return out
 
@@ -187,6 +189,9 @@ class RecordIndex:
         """The file is finished: an unfinished last line is a torn record (reported, skipped).
 
         Raises :class:`CassetteFormatError` when the file held no header at all."""
+        if self.digest is not None and self._pending:
+            self.digest.update(self._pending)
+            self.hashed += len(self._pending)
         if self.header is None:
             head = self._pending
             if not head.strip():

@@ -215,3 +215,66 @@ def test_the_writer_starts_a_keeper_for_a_run_that_is_kept_only(
     taken = _shows(path)
     assert counted.added == 0
     assert taken == _fresh(path, monkeypatch)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_keeper_recording_onto_a_kept_cassette_continues_its_kept_analysis(
+    seed: int, recorded: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``looptap run -o +run.jsonl`` onto a cassette whose analysis is kept: the keeper goes on
+    from the kept analysis (only the appended round trips analysed), the new bytes cut anywhere;
+    ``show`` takes what it keeps and prints what a fresh analysis prints."""
+    rng = random.Random(seed)
+    lines = recorded.splitlines(keepends=True)
+    k = [60, len(lines) // 2][seed - 1]
+    head = b"".join(lines[:k])
+    path = tmp_path / "run.jsonl"
+    keeper = _followed(path, head, [])
+    try:
+        assert keeper.finish(len(head))  # the first recording, kept
+    finally:
+        keeper.close()
+    counted = Analysed(monkeypatch)
+    keeper = Keeper(path)  # the second recording appends
+    try:
+        at = len(head)
+        for cut in [*sorted(rng.sample(range(at + 1, len(recorded)), 20)), len(recorded)]:
+            with path.open("ab") as f:
+                f.write(recorded[at:cut])
+            at = cut
+            assert keeper.follow()
+        assert keeper.finish(len(recorded))
+    finally:
+        keeper.close()
+    assert counted.added == len(lines) - k  # the appended round trips only
+    taken = _shows(path)
+    assert counted.added == len(lines) - k  # show took the keeper's analysis
+    assert taken == _fresh(path, monkeypatch)
+
+
+def test_the_writer_appending_to_a_kept_cassette_keeps_its_grown_analysis(
+    tmp_path: Path, _cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real writer process, twice on one cassette (the second time appending to it, as
+    ``-o +FILE`` does): what its keeper keeps of the grown file is what ``show`` takes."""
+    from proxy.handoff import Handoff
+
+    path = tmp_path / "run.jsonl"
+    where = kept.location(path)
+    assert where is not None
+    for first in (0, 40):
+        h = Handoff()
+        h.open(path, settle=0.0)
+        for i in range(first, first + 40):
+            h.hand_over(_exchange(i, 32_000))
+        h.close()
+        assert h.recorded == 40
+        progress.until(lambda: not keepers(path), what="the keeper, keeping the analysis")
+        assert where.exists()
+    # the grown file's analysis
+    assert f'"size": {path.stat().st_size},'.encode() in where.read_bytes()[:4096]
+    counted = Analysed(monkeypatch)
+    taken = _shows(path)
+    assert counted.added == 0
+    assert taken == _fresh(path, monkeypatch)
+    assert b"80 round trips" in taken[0][1]

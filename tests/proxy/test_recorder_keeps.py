@@ -143,3 +143,30 @@ def test_a_recorder_killed_with_its_writer_leaves_nothing_a_reader_takes(
     first = [cli_output("show", str(path)), cli_output("show", "--json", str(path))]
     assert counted.added == records  # analysed afresh (and kept by this first reader)
     assert first == _fresh(path, monkeypatch)
+
+
+def test_the_run_summary_and_a_show_right_after_it_wait_for_the_keeper_and_take_its_analysis(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No waiting for the keeper here: `looptap run`'s closing summary reads the run as `show`
+    # does, so it waits for the keeper finishing it (cassettes/reading/keeping.py) and takes its
+    # analysis; by the time `run` has exited the analysis is kept, and a `show` takes it.
+    client = tmp_path / "client.py"
+    client.write_text(CLIENT)
+    path = tmp_path / "run.jsonl"
+    with FakeUpstream(delay=0.001) as up:
+        proc = progress.run(
+            [*RECORDER, "run", "-o", str(path), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),  # noqa: E501
+             "--", sys.executable, str(client), "40"],
+            capture_output=True, text=True, env=clean_env(),
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    where = kept.location(path)
+    assert where is not None and where.exists(), "the summary did not wait for the keeper"
+    counted = Analysed(monkeypatch)
+    taken = [cli_output("show", str(path)), cli_output("show", "--json", str(path))]
+    assert counted.added == 0
+    assert taken == _fresh(path, monkeypatch)
+    said = proc.stderr
+    assert f"120 round trips in {path}: 40 conversations, 120 turns" in said
+    assert "findings (warnings and errors) by layer: E 0, A 1, C 80" in said  # as `show` counts

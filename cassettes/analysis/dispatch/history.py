@@ -11,7 +11,7 @@ import orjson
 
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.dispatch._shared import _continues, _hk, _item, _prev_ok
-from cassettes.analysis.message_keys import message_key, response_message
+from cassettes.analysis.message_keys import message_key, response_message, stable
 from cassettes.analysis.model import Finding, Severity
 from cassettes.models import FinishReason, Message
 
@@ -277,8 +277,8 @@ def _prefix_fingerprint(ctx: TurnContext) -> tuple[int, int]:
     req = ctx.rt.request
     assert req is not None
     kept = ctx.conv.state.get("C.prefix")
-    # an id, not the request: state must not hold a history
-    if kept is not None and kept[0] == id(req):
+    # the turn, not its request: state must not hold a history
+    if kept is not None and kept[0] == (ctx.seq, ctx.index):
         return kept[1]  # type: ignore[no-any-return]
     system = orjson.dumps([(p.kind, p.text) for p in req.system])
     # Every field of each ToolSpec, as plain values (model_dump was a tenth of a turn's checks).
@@ -286,8 +286,8 @@ def _prefix_fingerprint(ctx: TurnContext) -> tuple[int, int]:
         [(t.name, t.description, t.parameters, t.kind) for t in req.tools],
         option=orjson.OPT_SORT_KEYS,
     )
-    fingerprint = hash(system), hash(tools)
-    ctx.conv.state["C.prefix"] = (id(req), fingerprint)
+    fingerprint = stable(system), stable(tools)
+    ctx.conv.state["C.prefix"] = ((ctx.seq, ctx.index), fingerprint)
     return fingerprint
 
 

@@ -23,6 +23,7 @@ from http import HTTPStatus
 
 import h11
 
+from cassettes.recording.names import SECRET_HEADERS
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers
 
@@ -39,23 +40,7 @@ __all__ = [
 ]
 
 #: Request headers that carry a credential or a cookie: never taken from a recording.
-CREDENTIAL_HEADERS = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "x-api-key",
-        "api-key",
-        "x-goog-api-key",
-        "cookie",
-        "set-cookie",
-        "x-amz-security-token",
-        "x-amz-credential",
-        "x-auth-token",
-        "x-access-token",
-        "ocp-apim-subscription-key",
-        "mcp-session-id",
-    }
-)
+CREDENTIAL_HEADERS = frozenset(SECRET_HEADERS)
 #: The recorded request headers ``compare`` sends (besides the API's own version headers, which
 #: its adapter names: ``Provider.profile.replay_headers``): what the body is, what answer is
 #: accepted.
