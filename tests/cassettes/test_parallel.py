@@ -21,7 +21,7 @@ from cassettes.reading import parallel
 from cassettes.reading.run import Run, open_run
 from cassettes.views.roundtrip_object import roundtrip_json
 from cassettes.wire.exchange import Exchange
-from tests.support.analysed import cli_output
+from tests.support.analysed import Analysed, cli_output
 from tests.support.huge import write_huge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -259,3 +259,30 @@ def test_a_forked_reader_reads_the_stores_through_a_file_description_of_its_own(
     assert os.waitstatus_to_exitcode(status) == 0
     assert os.lseek(fd, 0, os.SEEK_CUR) == 0  # the parent's offset did not move
     store.close()
+
+
+def test_a_grown_file_continued_from_its_kept_analysis_prints_the_same_with_workers(
+    spread: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forks: list[int]
+) -> None:
+    """The stores of a continued analysis are written after they were resumed from the kept copy
+    (buffered files): the workers, reading them through descriptions of their own, must see every
+    block."""
+    from cassettes.reading import kept
+
+    monkeypatch.setattr(kept, "MIN_BYTES", 0)
+    monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("LOOPTAP_NO_CACHE")
+    lines = write_huge(tmp_path / "all.jsonl", 400, "long", turns=40).read_bytes().splitlines(True)
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"".join(lines[:251]))  # the header and 250 round trips
+    monkeypatch.setenv("LOOPTAP_WORKERS", "1")
+    _show("show", "--json", str(path))  # analysed and kept (its views too)
+    with path.open("ab") as f:  # the recording goes on
+        f.write(b"".join(lines[251:]))
+    monkeypatch.setenv("LOOPTAP_WORKERS", "2")
+    counted = Analysed(monkeypatch)
+    grown = [_show("show", "--json", str(path))]  # continued; its views made by the workers
+    assert counted.added == 150  # only the round trips appended were analysed
+    assert len(forks) == 2
+    monkeypatch.setenv("LOOPTAP_WORKERS", "1")
+    assert grown == [_show("show", "--json", "--no-cache", str(path))]
