@@ -1,6 +1,6 @@
 """``show --json``, ``show`` and ``textconv`` of real inputs, this tree against another commit, byte for byte.
 
-    python bench/same_output.py [--against REF] [--corpus DIR] [--exports] [FILE.jsonl ...]
+    python bench/same_output.py [--against REF] [--corpus DIR] [--exports] [--env K=V] [FILE.jsonl ...]
 
 Every vcrpy cassette under ``--corpus`` (default ``tests/corpus``) is imported once, by REF's
 looptap, into a temporary directory; the FILEs given (e.g. bench/inspector.py's synthetic run,
@@ -18,6 +18,10 @@ each one that differs; exits 1 on any difference. A speed change must leave this
 file each writes is part of its output) and ``diff`` and ``diff --json`` of the input with the
 next one in the list: a restructuring that must change no output compares these too (about
 twice as long).
+
+``--env KEY=VALUE`` (repeatable) is set for this tree's child only: ``--env LOOPTAP_WORKERS=2
+--env LOOPTAP_PARALLEL_MIN=1`` makes every ``show`` spread its printing pass over two worker
+processes (cassettes/reading/parallel.py), to compare with REF's serial output.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -87,12 +91,14 @@ def _blocks(path: Path) -> dict[str, bytes]:
     return out
 
 
-def _run(tree: Path, files: Path, out: Path, exports: bool) -> dict[str, bytes]:
+def _run(
+    tree: Path, files: Path, out: Path, exports: bool, env: dict[str, str] | None = None
+) -> dict[str, bytes]:
     # kept analyses (docs/kept-analysis.md), each tree its own, empty at first
     cache = out.with_suffix(".cache")
     extra = ["exports"] if exports else []
     subprocess.run([sys.executable, "-c", _CHILD, str(out), str(files), *extra], check=True, cwd=tree,  # noqa: E501
-                   env={**ENV, "PYTHONPATH": str(tree), "LOOPTAP_CACHE_DIR": str(cache)})  # fmt: skip  # noqa: E501
+                   env={**ENV, **(env or {}), "PYTHONPATH": str(tree), "LOOPTAP_CACHE_DIR": str(cache)})  # fmt: skip  # noqa: E501
     return _blocks(out)
 
 
@@ -107,8 +113,17 @@ def main() -> int:
         action="store_true",
         help="also export --otel/--har/--html and diff (each input with the next)",
     )
+    ap.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set in this tree's environment only (e.g. LOOPTAP_WORKERS=2 LOOPTAP_PARALLEL_MIN=1:"
+        " the printing pass in worker processes, docs/kept-analysis.md); repeatable",
+    )
     ap.add_argument("files", nargs="*", type=Path)
     args = ap.parse_args()
+    env = dict(e.split("=", 1) for e in args.env)
     with tempfile.TemporaryDirectory(prefix="looptap-same-") as tmp:
         work = Path(tmp)
         old = work / "old"
@@ -139,7 +154,7 @@ def main() -> int:
             listing = work / "files.txt"
             listing.write_text("\n".join(inputs) + "\n")
             new_out, old_out = (
-                _run(ROOT, listing, work / "new.txt", args.exports),
+                _run(ROOT, listing, work / "new.txt", args.exports, env),
                 _run(old, listing, work / "old.txt", args.exports),
             )
         finally:

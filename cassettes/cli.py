@@ -38,7 +38,9 @@ finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, _HELD)
 
 if TYPE_CHECKING:
+    from cassettes.parsing.roundtrip import RoundTrip
     from cassettes.storage.paths import Target
+    from cassettes.wire.exchange import Exchange
 
 __all__ = ["main"]
 
@@ -94,33 +96,39 @@ def cmd_show(args: argparse.Namespace) -> int:
     prefix = _prefix_tolerated(path, run)
     firsts: set[str] = set()
 
+    def view(ex: Exchange, rt: RoundTrip) -> list[Any]:
+        """One round trip's printed view and growth row: of that round trip and the analysis
+        only (it may be made in a worker process: ``Run.each_pair``)."""
+        v = roundtrip_json(rt, ex)
+        if ex.edits:
+            v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)
+        turn = turns.get(v["seq"])
+        v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
+        if turn is not None:
+            parent = branched.get(turn.conversation)
+            v.update(
+                conversation_json(parent)
+                if parent is not None
+                else {"conversation_kind": "main", "conversation_parent_seq": None}
+            )
+        link = run.analysis.mcp_calls.get(v["seq"])
+        if link is not None and v.get("mcp") is not None:
+            v["mcp"]["linked"] = mcp_link_json(link)
+        for tc in v["tool_calls"] if ran else []:
+            by = ran.get(tc.get("id") or "")
+            if by is not None:
+                tc["mcp"] = {"seq": by.seq, "tool": by.tool, "by": by.linked_by}
+        return [v, growth_row(turn) if turn is not None else None]
+
     def made() -> Iterator[list[Any]]:  # one round trip at a time: the run is never held
-        for ex, rt in run.pairs:
-            v = roundtrip_json(rt, ex)
-            if ex.edits:
-                v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)
-            turn = turns.get(v["seq"])
-            v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
-            if turn is not None:
-                parent = branched.get(turn.conversation)
-                v.update(
-                    conversation_json(parent)
-                    if parent is not None
-                    else {"conversation_kind": "main", "conversation_parent_seq": None}
-                )
-            link = run.analysis.mcp_calls.get(v["seq"])
-            if link is not None and v.get("mcp") is not None:
-                v["mcp"]["linked"] = mcp_link_json(link)
-            for tc in v["tool_calls"] if ran else []:
-                by = ran.get(tc.get("id") or "")
-                if by is not None:
-                    tc["mcp"] = {"seq": by.seq, "tool": by.tool, "by": by.linked_by}
+        for made in run.each_pair(view):  # in order, whichever process made them
+            v = made[0]
             conv = str(v.get("conversation"))
             # a branch's first turn: what its prefix tolerated
             if conv in prefix and conv not in firsts:
                 firsts.add(conv)
                 v["tolerated"] = prefix[conv]
-            yield [v, growth_row(turn) if turn is not None else None]
+            yield made
 
     # those kept with a kept analysis, else made (and kept)
     def views() -> Iterator[dict[str, Any]]:

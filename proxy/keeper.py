@@ -6,8 +6,9 @@ The writer (:mod:`proxy.writer`) starts it with :func:`start` once the cassette 
 :data:`cassettes.reading.kept.MIN_BYTES`: a process of its own, off the request path (neither the
 proxy's process nor the writer's, so it takes no GIL from either), at the lowest priority the
 system has (``SCHED_IDLE``, else nice 19: it runs on what the proxy, the writer and the agent leave
-idle), in a session of its own (a Ctrl-C at the terminal is the recorder's to handle), with its
-output going nowhere and a pipe from the writer as its input.
+idle), on one core (``LOOPTAP_WORKERS=1``: its ``show`` forks no workers,
+:mod:`cassettes.reading.parallel`), in a session of its own (a Ctrl-C at the terminal is the
+recorder's to handle), with its output going nowhere and a pipe from the writer as its input.
 
 It follows the cassette as it grows with the reader every command uses (``open_run(path,
 follow=True, cache=True)``), which hashes every byte as it reads it: its memory is a reader's, and
@@ -63,6 +64,7 @@ _BOOT = (
     "        os.nice(19)\n"
     "    except (AttributeError, OSError):\n"
     "        pass\n"
+    "os.environ['LOOPTAP_WORKERS'] = '1'\n"  # one core, idle: no worker processes of show's
     "import json\n"
     "sys.path[:] = json.loads(sys.argv[2])\n"
     "from proxy.keeper import main\n"

@@ -154,6 +154,7 @@ class TurnStore:
             at = self._end
             self._file.seek(at)
             self._file.write(packed)
+            self._file.flush()  # (a buffered copy, adopted or resumed: a fork reads the file)
             self._end += len(packed)
             self._blocks[block] = (at, len(packed))
             del self._waiting[block]
@@ -214,6 +215,7 @@ class TurnStore:
 
     def adopt(self, file: IO[bytes], end: int, state: dict[str, Any]) -> None:
         """Read the blocks of a kept analysis' store from ``file`` (this process's own copy)."""
+        file.flush()  # (a forked reader reads it through a file description of its own)
         with self._lock:
             self._file, self._end = file, end
             self._blocks, self._block = dict(state["blocks"]), int(state["block"])
@@ -231,11 +233,23 @@ class TurnStore:
     def resume(self, file: IO[bytes], state: dict[str, Any]) -> None:
         """Go on from :meth:`working`'s ``state``, its blocks read from ``file`` (this process's
         own copy; what lies past the state's end is written over)."""
+        file.flush()  # (a forked reader reads it through a file description of its own)
         with self._lock:
             self._file, self._end = file, int(state["end"])
             self._blocks, self._block = dict(state["blocks"]), int(state["block"])
             self._filling, self._waiting = bytearray(state["filling"]), {}
             self._recent.clear()
+
+    def reopen(self) -> None:
+        """In a process forked from the one that wrote the store (:mod:`.parallel`): read it
+        through a file description of this process's own. A fork shares its parent's file offset,
+        and a read is a seek then a read: two processes reading at once would read each other's
+        places. (Its file is unbuffered, or flushed when adopted or resumed and after each block
+        written.)"""
+        with self._lock:
+            if self._file is not None:
+                path = f"/proc/self/fd/{self._file.fileno()}"
+                self._file = open(path, "rb", buffering=0)
 
     def close(self) -> None:
         with self._lock:
@@ -401,6 +415,9 @@ class ParseStore:
 
     def flush(self) -> None:
         self._store.flush()
+
+    def reopen(self) -> None:
+        self._store.reopen()
 
     def close(self) -> None:
         self._store.close()
@@ -608,6 +625,17 @@ class RunReader:
         turns: Mapping[int, Any] = self._again.turns
         # every other field as the analysis left it
         self._settled = self.analyser.result.model_copy(update={"turns": turns})
+
+    @property
+    def settled(self) -> bool:
+        """Read to its end, finished and settled (:meth:`settle`): nothing of it changes now."""
+        return self._settled is not None
+
+    def reopen(self) -> None:
+        """In a process forked from this reader's (:mod:`.parallel`, once settled): read the
+        stores through file descriptions of its own (:meth:`TurnStore.reopen`)."""
+        self._store.reopen()
+        self._parses.reopen()
 
     def step(self, max_bytes: int | None = BLOCK) -> Batch:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""

@@ -33,7 +33,16 @@ and :meth:`Run.full_turn` give the turns read so far, :meth:`Run.finish` ends it
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import (
+    Callable,
+    Collection,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+    Sized,
+)
 from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
@@ -67,6 +76,7 @@ __all__ = [
 ]
 
 T = TypeVar("T", covariant=True)
+T2 = TypeVar("T2")
 
 #: The formats :func:`open_run` reads, by the name :attr:`Run.kind` gives them.
 FORMATS = ("looptap", "vcr", "mitmproxy")
@@ -308,6 +318,18 @@ class Run:
         order): those kept with the run's kept analysis when they check out, else ``make()``'s,
         kept for the next reader as they pass (docs/kept-analysis.md)."""
         return self._reader.printed(make)
+
+    def each_pair(
+        self, each: Callable[[Exchange, RoundTrip], T2]
+    ) -> Generator[T2, None, None]:
+        """``each(exchange, round trip)`` of every round trip, in recording order, as
+        :attr:`pairs` would give them. For a large run read to its end from a looptap cassette,
+        ``each`` runs in worker processes, one per core (:mod:`cassettes.reading.parallel`;
+        ``LOOPTAP_WORKERS=1``: here): it must need nothing but its round trip and what the
+        analysis holds, change nothing, and return what pickles."""
+        from cassettes.reading.parallel import mapped
+
+        return mapped(self._reader, each)
 
     def close(self) -> None:
         """Let go of what the reader keeps on disk (the store of full turns and parses)."""
