@@ -777,8 +777,7 @@ class RunReader:
         ):
             return None
         state = {
-            "index": {"header": index.header, "format_version": index.format_version, "problems": index.problems, "offsets": index.offsets,  # noqa: E501
-                      "lengths": index.lengths, "seqs": index.seqs, "pos_of_seq": index._pos_of_seq, "pos": index._pos, "line": index._line},  # noqa: E501
+            "index": index.snapshot(tail=False),
             "analyser": self.analyser, "places": self._places, "turns": self._store.working(), "parses": self._parses.working(),  # noqa: E501
             "records": self.records, "families": self.families, "first_started": self.first_started, "skipped": self.source.skipped,  # noqa: E501
             "broken": self.source.bodies._broken,
@@ -852,9 +851,7 @@ class RunReader:
         except Exception:  # a kept analysis only ever saves time: analysed afresh
             return False
         index = self.index
-        for name in ("header", "format_version", "problems", "offsets", "lengths", "seqs"):
-            setattr(index, name, st[name])
-        index._pos_of_seq, index._pos, index._line = st["pos_of_seq"], st["pos"], st["line"]
+        index.restore(st)
         index.digest, index.hashed = found.resume.digest, found.resume.at
         self.analyser = state["analyser"]
         self._places = state["places"]
@@ -894,13 +891,7 @@ class RunReader:
 
     def _adopt(self, state: dict[str, Any], found: Any) -> None:
         index = self.index
-        for name in ("header", "format_version", "problems", "offsets", "lengths", "seqs", "tail"):
-            setattr(index, name, state["index"][name])
-        index._pos_of_seq, index._pos, index._line = (
-            state["index"]["pos_of_seq"],
-            state["index"]["pos"],
-            state["index"]["line"],
-        )
+        index.restore(state["index"])
         self.analyser.first_index = state["first_index"]
         self.analyser.take(state["result"], state["flagged"])
         self._places = state["places"]
@@ -937,9 +928,7 @@ class RunReader:
         parses_file, parses_end, parses = self._parses.kept()
         result, flagged = self.analyser.kept()
         state = {
-            "index": {"header": index.header, "format_version": index.format_version, "problems": index.problems, "offsets": index.offsets,  # noqa: E501
-                      "lengths": index.lengths, "seqs": index.seqs, "tail": index.tail, "pos_of_seq": index._pos_of_seq, "pos": index._pos,  # noqa: E501
-                      "line": index._line},
+            "index": index.snapshot(tail=True),
             "first_index": self.analyser.first_index, "result": result, "flagged": flagged, "places": self._places,  # noqa: E501
             "turns": turns, "turns_end": turns_end, "parses": parses, "parses_end": parses_end,
             "records": self.records, "families": self.families, "first_started": self.first_started, "skipped": self.source.skipped,  # noqa: E501

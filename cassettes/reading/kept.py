@@ -445,21 +445,12 @@ def _section(f: IO[bytes], limit: int, mac: Any = None) -> bytes | None:
 
 def _skip_section(f: IO[bytes], mac: Any) -> Any:
     """A section fed to the MAC and not kept (``b""``; ``None`` when the file ends first)."""
-    head = f.read(8)
-    if len(head) != 8:
-        return None
-    mac.update(head)
-    left = int.from_bytes(head, "big")
-    while left:
-        chunk = f.read(min(_CHUNK, left))
-        if not chunk:
-            return None
-        mac.update(chunk)
-        left -= len(chunk)
-    return b""
+    return b"" if _copy_section(f, None, mac) else None
 
 
-def _copy_section(f: IO[bytes], out: IO[bytes], mac: Any) -> bool:
+def _copy_section(f: IO[bytes], out: IO[bytes] | None, mac: Any) -> bool:
+    """A section fed to the MAC and copied to ``out`` (``None``: only fed); ``False`` when the
+    file ends first."""
     head = f.read(8)
     if len(head) != 8:
         return False
@@ -470,9 +461,11 @@ def _copy_section(f: IO[bytes], out: IO[bytes], mac: Any) -> bool:
         if not chunk:
             return False
         mac.update(chunk)
-        out.write(chunk)
+        if out is not None:
+            out.write(chunk)
         left -= len(chunk)
-    out.flush()
+    if out is not None:
+        out.flush()
     return True
 
 

@@ -79,6 +79,26 @@ class RecordIndex:
         #: Bytes fed to :attr:`digest`.
         self.hashed = 0
 
+    #: What :meth:`snapshot` holds of the index as it stands (and :meth:`restore` sets again).
+    _SNAPSHOT = ("header", "format_version", "problems", "offsets", "lengths", "seqs")
+
+    def snapshot(self, *, tail: bool) -> dict[str, Any]:
+        """The index as read so far, for a kept analysis to pickle (:meth:`restore` makes it
+        again); its torn-tail record only with ``tail`` (a read that went to its end)."""
+        out = {name: getattr(self, name) for name in self._SNAPSHOT}
+        if tail:
+            out["tail"] = self.tail
+        out.update(pos_of_seq=self._pos_of_seq, pos=self._pos, line=self._line)
+        return out
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Stand where :meth:`snapshot` was taken (its tail too, when it holds one)."""
+        for name in self._SNAPSHOT:
+            setattr(self, name, state[name])
+        if "tail" in state:
+            self.tail = state["tail"]
+        self._pos_of_seq, self._pos, self._line = state["pos_of_seq"], state["pos"], state["line"]
+
     @property
     def consumed(self) -> int:
         """Bytes of the file read so far (whole lines only)."""
