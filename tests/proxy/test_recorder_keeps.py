@@ -76,12 +76,11 @@ def _fresh(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bytes
         return [cli_output("show", str(path)), cli_output("show", "--json", str(path))]
 
 
-def test_the_first_show_after_a_recording_takes_the_analysis_the_writer_kept(
-    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _record(tmp_path: Path, path: Path) -> subprocess.CompletedProcess[str]:
+    """``looptap run`` of the 40-conversation agent into ``path``, against a loopback upstream;
+    the recorder's output, once it has exited cleanly."""
     client = tmp_path / "client.py"
     client.write_text(CLIENT)
-    path = tmp_path / "run.jsonl"
     with FakeUpstream(delay=0.001) as up:
         proc = progress.run(
             [*RECORDER, "run", "-o", str(path), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),  # noqa: E501
@@ -89,6 +88,14 @@ def test_the_first_show_after_a_recording_takes_the_analysis_the_writer_kept(
             capture_output=True, text=True, env=clean_env(),
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_the_first_show_after_a_recording_takes_the_analysis_the_writer_kept(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.jsonl"
+    _record(tmp_path, path)
     assert path.stat().st_size >= kept.MIN_BYTES
     where = kept.location(path)
     assert where is not None
@@ -151,16 +158,8 @@ def test_the_run_summary_and_a_show_right_after_it_wait_for_the_keeper_and_take_
     # No waiting for the keeper here: `looptap run`'s closing summary reads the run as `show`
     # does, so it waits for the keeper finishing it (cassettes/reading/keeping.py) and takes its
     # analysis; by the time `run` has exited the analysis is kept, and a `show` takes it.
-    client = tmp_path / "client.py"
-    client.write_text(CLIENT)
     path = tmp_path / "run.jsonl"
-    with FakeUpstream(delay=0.001) as up:
-        proc = progress.run(
-            [*RECORDER, "run", "-o", str(path), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),  # noqa: E501
-             "--", sys.executable, str(client), "40"],
-            capture_output=True, text=True, env=clean_env(),
-        )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    proc = _record(tmp_path, path)
     where = kept.location(path)
     assert where is not None and where.exists(), "the summary did not wait for the keeper"
     counted = Analysed(monkeypatch)
