@@ -19,12 +19,12 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.reading import keeping, kept
+from cassettes.reading import keeping
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire.exchange import Exchange
 from tests.support import progress
-from tests.support.analysed import Analysed
+from tests.support.analysed import Analysed, keep_every_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,10 +54,7 @@ KEEPER = textwrap.dedent(
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(kept, "MIN_BYTES", 0)
-    monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("LOOPTAP_NO_CACHE", raising=False)
-    return tmp_path / "cache"
+    return keep_every_run(tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from cassettes.reading import kept
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire.exchange import Exchange
-from tests.support.analysed import Analysed, cli_output
+from tests.support.analysed import Analysed, cli_output, keep_every_run
 
 URL = "https://api.openai.com/v1/chat/completions"
 
@@ -42,10 +42,7 @@ def _cassette(path: Path, statuses: list[int]) -> Path:
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every run kept (however small), in a cache of the test's own."""
-    monkeypatch.setattr(kept, "MIN_BYTES", 0)
-    monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("LOOPTAP_NO_CACHE", raising=False)
-    return tmp_path / "cache"
+    return keep_every_run(tmp_path, monkeypatch)
 
 
 

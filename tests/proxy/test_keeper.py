@@ -23,7 +23,7 @@ from cassettes.wire.exchange import Exchange
 from proxy.keeper import Keeper
 from proxy.keeper import main as keeper_main
 from tests.support import progress
-from tests.support.analysed import Analysed, cli_output
+from tests.support.analysed import Analysed, cli_output, keep_every_run
 from tests.support.recorder import keepers
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
@@ -36,10 +36,7 @@ def _shows(path: Path) -> list[tuple[int, bytes, str]]:
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every run kept (however small), in a cache of the test's own."""
-    monkeypatch.setattr(kept, "MIN_BYTES", 0)
-    monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("LOOPTAP_NO_CACHE", raising=False)
-    yield tmp_path / "cache"
+    yield keep_every_run(tmp_path, monkeypatch)
 
 
 @pytest.fixture(scope="module")

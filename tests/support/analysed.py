@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cassettes.analysis.run import RunAnalyser
 from cassettes.cli import main
+from cassettes.reading import kept
 
 
 def cli_output(*argv: str) -> tuple[int, bytes, str]:
@@ -39,3 +41,11 @@ class Analysed:
             return real(analyser, *a, **k)
 
         monkeypatch.setattr(RunAnalyser, "add", add)
+
+
+def keep_every_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every run's analysis kept (however small), in a cache of the test's own: its directory."""
+    monkeypatch.setattr(kept, "MIN_BYTES", 0)
+    monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("LOOPTAP_NO_CACHE", raising=False)
+    return tmp_path / "cache"
