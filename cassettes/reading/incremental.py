@@ -854,19 +854,10 @@ class RunReader:
         index.restore(st)
         index.digest, index.hashed = found.resume.digest, found.resume.at
         self.analyser = state["analyser"]
-        self._places = state["places"]
         self._store.resume(found.turns, state["turns"])
         self._parses.resume(found.parses, state["parses"])
-        self.records, self.families, self.first_started = (
-            state["records"],
-            state["families"],
-            state["first_started"],
-        )
-        self.source.skipped.clear()  # (the set its forks share)
-        self.source.skipped.update(state["skipped"])
+        self._took(state)  # the turns read before, summarised a step at a time first
         self.source.bodies._broken.update(state["broken"])
-        if self._summarise:  # the turns read before, summarised a step at a time first
-            self._unsummarised = iter(list(self._places))
         self._resumed = True
         return True
 
@@ -894,9 +885,16 @@ class RunReader:
         index.restore(state["index"])
         self.analyser.first_index = state["first_index"]
         self.analyser.take(state["result"], state["flagged"])
-        self._places = state["places"]
         self._store.adopt(found.turns, state["turns_end"], state["turns"])
         self._parses.adopt(found.parses, state["parses_end"], state["parses"])
+        self._took(state)
+        self.finished = True
+
+    def _took(self, state: dict[str, Any]) -> None:
+        """What a kept analysis and a kept working state both give back: the turns' places, the
+        counts, the records skipped; the turns to summarise a step at a time
+        (:meth:`_summarised`) for a viewer."""
+        self._places = state["places"]
         self.records, self.families, self.first_started = (
             state["records"],
             state["families"],
@@ -904,9 +902,8 @@ class RunReader:
         )
         self.source.skipped.clear()  # (the set its forks share)
         self.source.skipped.update(state["skipped"])
-        if self._summarise:  # summarised a step at a time (:meth:`_summarised`)
+        if self._summarise:
             self._unsummarised = iter(list(self._places))
-        self.finished = True
 
     def keep_analysis(self, working: Any = None) -> bool:
         """Once finished: keep the analysis, for the next reader of the same bytes (when the file
