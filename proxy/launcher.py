@@ -261,6 +261,23 @@ def _port_of(spec: str) -> int:
     return int(spec.rsplit("@", 1)[-1].rsplit(":", 1)[-1])
 
 
+def _named_ports_free(host: str, ports: list[int]) -> None:
+    """The ports the forwarder will take from a ``--port`` the user named, checked in listener
+    order before mitmproxy binds anything: a taken one is the one reported (mitmproxy alone tried
+    them first, in that order; its own internal ports and the forward proxy's come after). Raises
+    :class:`BusyPort`."""
+    import socket
+
+    for port in ports:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (as asyncio's server)
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                why = "address already in use" if _in_use(exc) else str(exc)
+                raise BusyPort(f"cannot listen on {host}:{port}: {why}") from None
+
+
 class _Ready:
     def __init__(self) -> None:
         self.event = asyncio.Event()
@@ -452,6 +469,8 @@ class Recorder:
         cfg = self.config
         check_confdir(cfg.confdir)
         fast = self._fast_listeners()
+        if cfg.base_port:
+            _named_ports_free(cfg.host, [lst.port for lst, _ in fast])
         opts = options.Options(
             mode=[lst.spec for lst in self.listeners],
             listen_host=cfg.host,

@@ -190,3 +190,26 @@ def test_recording_again_replaces_and_plus_appends(tmp_path: Path) -> None:
     assert f"1 round trip appended in {out}" in more.stderr and "replacing" not in more.stderr
     cas = read_records(out)
     assert len(cas.exchanges) == 3 and not cas.problems
+
+
+def test_the_named_port_is_the_one_reported_when_a_later_one_is_taken_too(tmp_path: Path) -> None:
+    # --port P gives P, P+1, P+2 (the forwarder's) and P+3 (the forward proxy, mitmproxy's): with
+    # P and P+3 both taken, the start names P, as mitmproxy alone did (it binds later ports first).
+    with socket.socket() as taken, socket.socket() as later:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        try:
+            later.bind(("127.0.0.1", port + 3))
+        except OSError:
+            pytest.skip(f"port {port + 3} is in use already")
+        taken.listen()
+        later.listen()
+        proc = progress.run(
+            [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--port", str(port), "--confdir", str(tmp_path / "conf")],  # noqa: E501
+            capture_output=True, text=True, env=_env(),
+        )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"looptap: error: cannot listen on 127.0.0.1:{port}: address already in use"
+    ], proc.stderr
+    assert proc.stdout == ""
