@@ -46,7 +46,7 @@ from cassettes.providers import is_llm_host, versioned_path
 from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.own import OWN_RESPONSE_HEADERS
-from proxy import failures, messages, notes
+from proxy import failures, messages
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.pipe import SETTLE
 
@@ -152,7 +152,10 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
     if error:
         ex.transport_error = error
     if isinstance(client_path, str):
-        ex.notes.append(notes.versioned(req.path))
+        ex.notes.append(
+            "path: the client left out the API's version segment (its base URL lacks it); "
+            f"forwarded upstream as {req.path}"
+        )
     _marks_into(ex, flow.metadata)
     return ex
 
@@ -179,14 +182,20 @@ def _marks_into(ex: Exchange, metadata: dict[str, Any]) -> None:
     each mark that was dropped (not this recorder's or this fork's, or unreadable)."""
     refused = metadata.get(MARKS_REFUSED)
     if refused:
-        ex.notes.append(notes.marks_refused(refused))
+        ex.notes.append(
+            f"marks: the upstream's response carried looptap's own headers ({', '.join(refused)}) "
+            "that this recorder did not write; dropped"
+        )
     if metadata.get(EDITS_REFUSED):
-        ex.notes.append(notes.EDITS_REFUSED)
+        ex.notes.append(
+            "edits: the request carried edit marks that this run's "
+            "fork did not make (sent by the client?); dropped"
+        )
     marks = metadata.get(EDITS)
     if marks is not None:
         ex.edits = edited.from_header(marks)
         if ex.edits is None:
-            ex.notes.append(notes.EDITS_UNREADABLE)
+            ex.notes.append("edits: the request's edit marks could not be read; dropped")
 
 
 class LooptapRecorder:
