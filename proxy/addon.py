@@ -120,6 +120,12 @@ def _content_length(headers: Any) -> int | None:
     return n if n >= 0 else None
 
 
+def _has_own(headers: Any) -> bool:
+    """Whether any header is named like looptap's own (``x-looptap-…``): one pass over the raw
+    fields, instead of a case-insensitive lookup per name on every request and response."""
+    return any(k[:10].lower() == b"x-looptap-" for k, _ in headers.fields)
+
+
 def _fields(headers: Any) -> list[tuple[str, str]]:
     return [
         (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
@@ -353,7 +359,7 @@ class LooptapRecorder:
         client sending the header itself; a run with no fork has no key) are dropped, with a
         note."""
         headers = flow.request.headers
-        if edited.HEADER not in headers and edited.AUTH_HEADER not in headers:
+        if not _has_own(headers):
             return
         values, seals = headers.get_all(edited.HEADER), headers.get_all(edited.AUTH_HEADER)
         for name in (edited.HEADER, edited.AUTH_HEADER):
@@ -401,6 +407,8 @@ class LooptapRecorder:
         if flow.metadata.get(OWN_RESPONSE):
             return
         headers = flow.response.headers
+        if not _has_own(headers):
+            return
         found = [name for name in OWN_RESPONSE_HEADERS if name in headers]
         for name in found:
             del headers[name]
