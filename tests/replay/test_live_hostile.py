@@ -282,3 +282,28 @@ def test_what_compare_sends_never_carries_both_content_length_and_chunked(
     for x, ex in zip(live.log, [e for e in exchanges for _ in range(2)], strict=True):
         assert orjson.loads(ex.request_body) == x.request.body
 
+
+def test_an_upstream_that_answers_before_taking_the_body_fails_that_call_alone() -> None:
+    """An upstream that refuses a large body from its head (413) and closes before reading it
+    resets the connection while the fork is still sending: that call is answered in the API's
+    shape, naming what happened (it was a socket error past the relay: the client's connection
+    dropped unanswered, nothing said); the next call is answered."""
+    from openai import APIStatusError, OpenAI
+
+    from tests.support.upstream import FakeUpstream
+
+    class Small(FakeUpstream):
+        max_body = 1 << 20
+
+    with Small() as live, _fork(live.url, ["REQ-0", "REQ-1"]) as srv:
+        client = OpenAI(base_url=srv.url + "/v1", api_key=_key("REQ-0"), max_retries=0)
+        # more than the loopback's buffers hold: the reset comes while it is being sent
+        big = [SYSTEM, {"role": "user", "content": "REQ-0 " + "x" * (32 << 20)}]
+        with pytest.raises(APIStatusError, match="broke the connection off while taking the req"):
+            client.chat.completions.create(model="gpt-4o", messages=big, tools=TOOLS)  # type: ignore[arg-type]
+        # the fake answers from its corpus: a 200 is this call's answer
+        ok = client.chat.completions.with_raw_response.create(
+            model="gpt-4o", messages=[SYSTEM, {"role": "user", "content": "REQ-1"}], tools=TOOLS
+        )  # type: ignore[arg-type]
+        assert ok.status_code == 200
+    assert srv.internal_errors == [] and [ex.status for ex in srv.served] == [400, 200]

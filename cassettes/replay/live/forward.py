@@ -9,7 +9,7 @@ as another request's, and no request is sent on a connection the upstream may ha
 bounded and progress based: connecting within ``connect_timeout``, the status line and headers
 within ``read_timeout``, and the body may not pause longer than ``read_timeout``; a status line,
 header block or chunk size that is not HTTP/1.1 raises :class:`UpstreamError`, as does an
-upstream that breaks off.
+upstream that breaks off (also while it takes the request).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ class UpstreamResponse:
             raise UpstreamError(
                 f"the upstream sent nothing for {self._read_timeout:g} s ({part})"
             ) from None
-        except (ConnectionError, ssl.SSLError) as exc:
+        except OSError as exc:  # a reset, a TLS failure
             raise UpstreamError(
                 f"the upstream broke the connection off in the middle of {part}: {exc}"
             ) from None
@@ -246,9 +246,15 @@ class Upstream:
             raise UpstreamError(
                 f"the upstream did not take the request within {self.read_timeout:g} s"
             ) from None
-        except (UpstreamError, OSError):
+        except UpstreamError:
             writer.close()
             raise
+        except OSError as exc:  # reset or closed while it took the request
+            writer.close()
+            raise UpstreamError(
+                "the upstream broke the connection off while taking the request: "
+                f"{exc.strerror or exc}"
+            ) from None
         return response
 
     def relayed_headers(
