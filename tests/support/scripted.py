@@ -32,6 +32,7 @@ shapes are described in tests/proxy/test_e2e_claude_scripted.py).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import ssl
@@ -95,6 +96,8 @@ class ScriptedRequest:
     #: Responses API: the history the server holds for ``previous_response_id`` (its inputs and
     #: outputs), which :attr:`messages` puts before the request's own input.
     prior: list[Any] = field(default_factory=list)
+    #: The number of the connection that carried it (1, 2 … in the order they were accepted).
+    connection: int = 0
 
     # -- views of the body shared by the families ------------------------------------------------
     @property
@@ -309,9 +312,24 @@ def _family(path: str) -> str | None:
     return None
 
 
+#: What a hostile upstream does on a connection after each answer (``ScriptedUpstream(after=…)``).
+AFTER = ("stale", "close", "408")
+#: Seconds a hostile upstream's connection is idle after an answer before its ``408``.
+_IDLE = 0.02
+
+
 class ScriptedUpstream:
     """``validate=True`` answers a request whose tool results do not pair with its calls as the API
-    does: a 400 with the API's exact text (docs/WIRE.md G.2), before the route is asked."""
+    does: a 400 with the API's exact text (docs/WIRE.md G.2), before the route is asked.
+
+    ``after`` makes it a hostile server, on every connection after each answer (whatever the
+    client's ``Connection`` header said): ``"stale"`` sends a second answer nobody asked for (a
+    chat completion saying ``STALE-n``); ``"close"`` keeps the connection open and closes it,
+    unanswered, when a next request comes on it (an idle timeout that fires as the client reuses
+    it: :attr:`closed_at_reuse` counts them); ``"408"`` sends ``408 Request Timeout`` with
+    ``Connection: close`` and closes it (an idle timeout of :data:`_IDLE`). A client that reused a
+    connection would take the stale answer or the 408 for its next request's, or fail that
+    request; :attr:`afters` counts the answers after which it was done."""
 
     def __init__(
         self,
@@ -321,8 +339,16 @@ class ScriptedUpstream:
         validate: bool = False,
         ids: str = "",
         tls: tuple[Path, Path] | None = None,
+        after: str | None = None,
     ) -> None:
+        assert after is None or after in AFTER, after
         self.route = route
+        self.after = after
+        #: How many answers :attr:`after` followed.
+        self.afters = 0
+        #: ``after="close"``: requests that came on a connection after its answer (closed).
+        self.closed_at_reuse = 0
+        self._connections = itertools.count(1)
         #: (certificate, key): served over HTTPS with them (:attr:`url` then starts with
         #: ``https://``).
         self.tls = tls
@@ -363,6 +389,63 @@ class ScriptedUpstream:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                self.connection_no = next(upstream._connections)
+
+            def handle_one_request(self) -> None:
+                if upstream.after == "close" and getattr(self, "answered", False):
+                    # a request on a connection that had its answer: closed, unanswered
+                    self.close_connection = True
+                    if self.rfile.readline(65537):
+                        with upstream._lock:
+                            upstream.closed_at_reuse += 1
+                    return
+                super().handle_one_request()
+                if upstream.after is not None and self.raw_requestline:
+                    self.answered = True
+                    with contextlib.suppress(OSError):
+                        self._after(upstream.after)
+
+            def _after(self, after: str) -> None:
+                with upstream._lock:
+                    upstream.afters += 1
+                    n = upstream.afters
+                if after == "close":
+                    # kept open whatever the client said, to be closed when it is reused
+                    self.close_connection = False
+                    return
+                if after == "stale":
+                    stale = json.dumps(
+                        {
+                            "id": f"chatcmpl-stale{n}",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": "stale",
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": {"role": "assistant", "content": f"STALE-{n}"},
+                                    "finish_reason": "stop",
+                                }
+                            ],
+                        }
+                    ).encode()
+                    self.wfile.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                        b"content-length: %d\r\n\r\n%s" % (len(stale), stale)
+                    )
+                else:
+                    # idle a moment first: the 408 comes apart from the answer, as an idle
+                    # timeout's does (not in the answer's last read)
+                    time.sleep(_IDLE)
+                    self.wfile.write(
+                        b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\n"
+                        b"connection: close\r\n\r\n"
+                    )
+                    self.close_connection = True
+                self.wfile.flush()
+
             def do_GET(self) -> None:
                 self._json(
                     404,
@@ -388,6 +471,7 @@ class ScriptedUpstream:
                     {k.lower(): v for k, v in self.headers.items()},
                     body,
                     fam or "unknown",
+                    connection=self.connection_no,
                 )
                 if (
                     fam == "openai_responses"
