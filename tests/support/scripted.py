@@ -28,21 +28,48 @@ so are response ids (``Logged.response_id``: what ties a recorded round trip to 
 
 :func:`claude_code_side_call` tells Claude Code's side calls from its agents' own loops (the
 shapes are described in tests/proxy/test_e2e_claude_scripted.py).
+
+**A hostile upstream** (tests/proxy/test_hostile_upstreams.py): a reply's ``wire`` sends a JSON
+answer wrongly (:data:`WIRES`), and the server's ``quirks`` (:data:`QUIRKS`) break HTTP/1.1 for
+every request: what a proxy that shares or reuses upstream connections must survive.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import select
+import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+#: How a reply's JSON answer goes out (``Reply.wire``), besides as it should (``""``).
+WIRES = {
+    "stale": "a second, unrequested answer follows it at once (a Chat answer's text: STALE: and "
+    "the first's)",
+    "short": "its Content-Length is 3 bytes short of the body sent",
+    "204": "status 204, with the body all the same",
+    "close": "the connection closed `idle` seconds after it, unannounced (a request sent on it "
+    "meanwhile is never read)",
+    "idle408": "a 408 and a close when no request follows on the connection within `idle` seconds",
+    "bad_head": "an unparseable status line instead, then a close",
+}
+#: What a server does to every request (``ScriptedUpstream(quirks=...)``).
+QUIRKS = {
+    "cl_framing": "request bodies framed by Content-Length alone, Transfer-Encoding ignored (the "
+    "back end of a CL.TE request smuggling)",
+    "early": "POSTs answered from their head, before the body is read (the route sees an empty "
+    "JSON body; the request's body is logged once read)",
+    "head_body": "a HEAD is answered 200 with a body",
+}
+_STALE = "STALE: "
 
 
 @dataclass(frozen=True)
@@ -69,10 +96,13 @@ class Reply:
     #: ``max_tokens``, a Responses answer ``incomplete`` for ``max_output_tokens``): the text is
     #: sent as it is, the finish reason says it is cut.
     cut: bool = False
+    #: How the answer goes out (:data:`WIRES`; a JSON answer of Chat Completions, Responses or
+    #: Gemini).
+    wire: str = ""
 
     @classmethod
-    def say(cls, text: str, what: str = "") -> Reply:
-        return cls(text=text, what=what)
+    def say(cls, text: str, what: str = "", wire: str = "") -> Reply:
+        return cls(text=text, what=what, wire=wire)
 
     @classmethod
     def truncated(cls, text: str, what: str = "") -> Reply:
@@ -95,6 +125,8 @@ class ScriptedRequest:
     #: Responses API: the history the server holds for ``previous_response_id`` (its inputs and
     #: outputs), which :attr:`messages` puts before the request's own input.
     prior: list[Any] = field(default_factory=list)
+    #: The body as it came, framing removed (JSON or not).
+    raw: bytes = b""
 
     # -- views of the body shared by the families ------------------------------------------------
     @property
@@ -321,7 +353,17 @@ class ScriptedUpstream:
         validate: bool = False,
         ids: str = "",
         tls: tuple[Path, Path] | None = None,
+        quirks: Collection[str] = (),
+        idle: float = 0.05,
     ) -> None:
+        unknown = set(quirks) - set(QUIRKS)
+        if unknown:
+            raise ValueError(f"unknown quirks {sorted(unknown)} (known: {sorted(QUIRKS)})")
+        self.quirks = frozenset(quirks)
+        #: How long the connection of a ``wire="idle408"`` or ``"close"`` answer stays open idle.
+        self.idle = idle
+        #: Those connections still open (a test that waits for 0 knows they are closed).
+        self.idling = 0
         self.route = route
         #: (certificate, key): served over HTTPS with them (:attr:`url` then starts with
         #: ``https://``).
@@ -356,12 +398,24 @@ class ScriptedUpstream:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            #: The request being answered (a POST's).
+            req: ScriptedRequest
             # The head and the body go out in two writes: with Nagle on, a keep-alive client's
             # delayed ACK held each answer ~40 ms (bench/fork.py's plain recording row).
             disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
+
+            def do_HEAD(self) -> None:
+                upstream._record(
+                    ScriptedRequest("HEAD", self.path, self._headers(), None, "unknown"), None, 200
+                )
+                body = {"object": "list", "data": []}
+                self._json(200, body, "head_body" if "head_body" in upstream.quirks else "")
+
+            def _headers(self) -> dict[str, str]:
+                return {k.lower(): v for k, v in self.headers.items()}
 
             def do_GET(self) -> None:
                 self._json(
@@ -375,19 +429,18 @@ class ScriptedUpstream:
                 )
 
             def do_POST(self) -> None:
-                raw = self._body()
+                early = "early" in upstream.quirks
+                raw = b"" if early else self._body()
+                self._post(raw, {} if early else _json_or_none(raw))
+                if early:  # the body read only now: the answer went out first
+                    self.req.raw = self._body()
+                    self.req.body = _json_or_none(self.req.raw)
+
+            def _post(self, raw: bytes, body: Any) -> None:
                 path = urlsplit(self.path).path
-                try:
-                    body = json.loads(raw) if raw else None
-                except ValueError:
-                    body = None
                 fam = _family(path)
-                req = ScriptedRequest(
-                    "POST",
-                    self.path,
-                    {k.lower(): v for k, v in self.headers.items()},
-                    body,
-                    fam or "unknown",
+                req = self.req = ScriptedRequest(
+                    "POST", self.path, self._headers(), body, fam or "unknown", raw=raw
                 )
                 if (
                     fam == "openai_responses"
@@ -461,7 +514,7 @@ class ScriptedUpstream:
                 else:
                     body_out = upstream._chat(req, reply, usage_in, logged)
                 if not req.stream:
-                    self._json(200, body_out)
+                    self._json(200, body_out, reply.wire)
                     return
                 from tests.support.upstream import synth_stream
 
@@ -480,7 +533,10 @@ class ScriptedUpstream:
                 self._chunks(synth_stream(fam, body_out), "text/event-stream")
 
             def _body(self) -> bytes:
-                if self.headers.get("transfer-encoding", "").lower() == "chunked":
+                if (
+                    "cl_framing" not in upstream.quirks
+                    and self.headers.get("transfer-encoding", "").lower() == "chunked"
+                ):
                     data = b""
                     while True:
                         size = int(self.rfile.readline().strip().split(b";")[0], 16)
@@ -492,15 +548,49 @@ class ScriptedUpstream:
                 n = int(self.headers.get("content-length") or 0)
                 return self.rfile.read(n) if n else b""
 
-            def _json(self, status: int, obj: Any) -> None:
+            def _json(self, status: int, obj: Any, wire: str = "") -> None:
+                """A JSON answer, sent as ``wire`` says (:data:`WIRES`)."""
+                if wire == "bad_head":
+                    self.wfile.write(b"HTTP/1.1 2OO OK\r\ncontent-length: 0\r\n\r\n")
+                    self.close_connection = True
+                    return
+                if wire in ("idle408", "close"):
+                    with upstream._lock:
+                        upstream.idling += 1
                 data = json.dumps(obj).encode()
-                self.send_response(status)
+                self.send_response(204 if wire == "204" else status)
                 self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
+                self.send_header("content-length", str(len(data) - (3 if wire == "short" else 0)))
                 if status >= 400:
                     self.send_header("x-should-retry", "false")
                 self.end_headers()
-                self.wfile.write(data)
+                if self.command != "HEAD" or wire == "head_body":
+                    self.wfile.write(data)
+                if wire == "stale":
+                    self._json(status, _restated(obj, _STALE))
+                elif wire in ("idle408", "close"):
+                    self._idle(wire)
+
+            def _idle(self, wire: str) -> None:
+                """After an answer: ``close``: a close ``upstream.idle`` seconds later; ``idle408``:
+                a 408 and a close then, unless a request came."""
+                try:
+                    if wire == "close":
+                        time.sleep(upstream.idle)
+                    elif select.select([self.connection], [], [], upstream.idle)[0]:
+                        return
+                    else:
+                        self.wfile.write(
+                            b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\n"
+                            b"content-length: 7\r\n\r\ntimeout"
+                        )
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                finally:
+                    with upstream._lock:
+                        upstream.idling -= 1
 
             def _anthropic(
                 self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged
@@ -791,6 +881,22 @@ class ScriptedUpstream:
                 "total_tokens": usage_in + out_tokens,
             },
         }
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def _restated(obj: Any, prefix: str) -> Any:
+    """A Chat Completions answer's copy whose text starts with ``prefix``."""
+    out = json.loads(json.dumps(obj))
+    for choice in out.get("choices") or []:
+        msg = choice.get("message") or {}
+        msg["content"] = prefix + (msg.get("content") or "")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
