@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -45,6 +46,18 @@ MARKER = re.compile(r"REQ-\d+\b")
 
 def answer_to(marker: str) -> str:
     return f"answer to {marker}"
+
+
+@dataclass
+class Client:
+    """An openai SDK client with a key of its own, on an HTTP client of its own."""
+
+    sdk: Any
+    http: Any
+
+    def close(self) -> None:
+        self.sdk.close()
+        self.http.close()
 
 
 @dataclass
@@ -94,30 +107,27 @@ class Hostile:
             assert rec.stop() == 0, rec.output
 
     # -- clients ---------------------------------------------------------------------------------
-    def client(self) -> Any:
-        """An openai SDK client with a key of its own, on an HTTP client of its own."""
-        return openai.OpenAI(
-            base_url=self.base,
-            api_key=f"sk-hostile-{secrets.token_hex(8)}",
-            max_retries=0,
-            http_client=httpx.Client(),
-        )
+    def client(self) -> Client:
+        http = httpx.Client()
+        key = f"sk-hostile-{secrets.token_hex(8)}"
+        sdk = openai.OpenAI(base_url=self.base, api_key=key, max_retries=0, http_client=http)
+        return Client(sdk, http)
 
-    def call(self, client: Any = None, *, head: bool = False, big: int = 0) -> Call:
+    def call(self, client: Client | None = None, *, head: bool = False, big: int = 0) -> Call:
         """One chat completion (on ``client``, else on a fresh client closed after it), after a
         ``HEAD`` on the same HTTP client when ``head``; ``big`` pads the prompt."""
         n = next(self._n)
         marker = f"REQ-{n}"
         own = client or self.client()
-        call = Call(marker, own.api_key, self.wire(n) in self.spoils)
+        call = Call(marker, own.sdk.api_key, self.wire(n) in self.spoils)
         with self._lock:
             self.calls.append(call)
         try:
             if head:
-                own._client.head(f"{self.base}/models")  # the HTTP client it was given
+                own.http.head(f"{self.base}/models")
                 with self._lock:
                     self.heads += 1
-            got = own.chat.completions.create(
+            got = own.sdk.chat.completions.create(
                 model="gpt-4o",
                 messages=[{"role": "user", "content": f"{marker}: say hello" + " ." * big}],
                 extra_headers={"X-Req": marker},
@@ -205,33 +215,45 @@ class Hostile:
                 continue
             text = req.raw.decode("latin-1")
             found = MARKER.findall(text)
-            stolen = [k for k in keys if k in text]
-            assert len(found) == 1 and not stolen, f"a request mixed: {found} {stolen}\n{text}"
+            assert len(found) == 1 and found[0] in by_marker, f"a request mixed: {found}\n{text}"
             own = by_marker[found[0]]
+            stolen = [k for k in keys - {own.key} if k in text]
+            assert not stolen, f"{own.marker} carried another client's key\n{text}"
             assert req.headers.get("authorization") == f"Bearer {own.key}", found
             assert req.headers.get("x-req") == own.marker, found
             arrived[own.marker] += 1
-        missing = {c.marker: arrived[c.marker] for c in self.calls if arrived[c.marker] != 1}
-        assert not missing, f"requests that did not reach the upstream once: {missing}"
+        assert _once(self.calls, arrived), f"not arrived once: {arrived}"
 
     def check_cassette(self) -> None:
         """One record per request, each with its own answer; no A.http_error."""
         run = open_run(self.out)
         posts: Counter[str] = Counter()
+        spoiled = {c.marker: c.spoiled for c in self.calls}
         heads = 0
         for ex in run.exchanges:
             if ex.method == "HEAD":
                 heads += 1
                 continue
-            (marker,) = MARKER.findall(ex.request_body.decode("latin-1"))
+            marker = next((v for k, v in ex.request_headers if k.lower() == "x-req"), "?")
+            assert set(MARKER.findall(ex.request_body.decode("latin-1"))) <= {marker}, marker
             posts[marker] += 1
-            if ex.status == 200 and ex.transport_error is None:
-                said = _content(ex.response_body)
-                assert said is None or said == answer_to(marker), (marker, said)
+            said = _content(ex.response_body) if ex.transport_error is None else None
+            what = (marker, ex.status, said, ex.transport_error)
+            if not spoiled.get(marker, True):
+                assert MARKER.findall(ex.request_body.decode("latin-1")) == [marker], marker
+                assert (ex.status, said) == (200, answer_to(marker)), what
+            assert said is None or said == answer_to(marker), what
         assert heads == self.heads
-        assert posts == Counter(c.marker for c in self.calls), posts
+        assert _once(self.calls, posts), f"not recorded once: {posts}"
         errors = [f.message for f in run.findings("A") if f.code == "A.http_error"]
         assert not errors, errors
+
+
+def _once(calls: list[Call], seen: Counter[str]) -> bool:
+    """Each call seen once (a spoiled one at most once), and nothing else."""
+    return set(seen) <= {c.marker for c in calls} and all(
+        seen[c.marker] == 1 or (c.spoiled and seen[c.marker] == 0) for c in calls
+    )
 
 
 def _number(marker: str) -> int:
@@ -307,3 +329,94 @@ def test_an_answer_before_the_body_is_read_goes_to_its_own_call(
     with Hostile(tmp_path / "run.jsonl", confdir, quirks=("early",)).running() as h:
         h.drive(big=1 << 17)
     h.check()
+
+
+# ---------------------------------------------------------------------------------------------
+# 1: CL+TE request smuggling, on raw sockets
+
+
+def test_a_request_with_content_length_and_chunked_smuggles_nothing(
+    tmp_path: Path, confdir: Path
+) -> None:
+    """Client A sends a request with both ``Content-Length`` and ``Transfer-Encoding: chunked``
+    whose chunked body hides the head of a second request, A's, with room for a body; the upstream
+    frames by ``Content-Length``. Then client B sends an ordinary request with its own key and
+    prompt: B's request must reach the upstream as B's, and B get its own answer; A gets a 400
+    (or its own answer)."""
+    h = Hostile(tmp_path / "run.jsonl", confdir, quirks=("cl_framing",))
+    a = Call("REQ-0", f"sk-smuggler-{secrets.token_hex(8)}", spoiled=True)
+    b = Call("REQ-1", f"sk-victim-{secrets.token_hex(8)}", spoiled=False)
+    h.calls += [a, b]
+    own = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "REQ-0: hi"}]})
+    hidden = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: api\r\n"
+        f"Authorization: Bearer {a.key}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 400\r\n\r\n"
+    )
+    data = (own + hidden).encode()
+    size = b"%x\r\n" % len(data)
+    with h.running():
+        port = urlsplit(h.base).port
+        assert port is not None
+        got_a = _raw_chat(
+            port,
+            a,
+            size + data + b"\r\n0\r\n\r\n",
+            [("Content-Length", str(len(size) + len(own))), ("Transfer-Encoding", "chunked")],
+        )
+        prompt = {"role": "user", "content": "REQ-1: my secret plans" + " ." * 400}
+        body = json.dumps({"model": "gpt-4o", "messages": [prompt]}).encode()
+        got_b = _raw_chat(port, b, body, [("Content-Length", str(len(body)))])
+    h.check_upstream()
+    assert got_b.answer == answer_to(b.marker), got_b
+    assert got_a.status == 400 or got_a.answer == answer_to(a.marker), got_a
+    h.check_cassette()
+
+
+@dataclass
+class _Got:
+    status: int | None
+    answer: str | None
+    error: str | None
+
+
+def _raw_chat(port: int, call: Call, body: bytes, framing: list[tuple[str, str]]) -> _Got:
+    """One chat request on a raw socket, its key first among its headers; what came back."""
+    got = http_request(
+        "127.0.0.1",
+        port,
+        "POST",
+        "/v1/chat/completions",
+        [
+            ("Host", f"127.0.0.1:{port}"),
+            ("Authorization", f"Bearer {call.key}"),
+            ("Content-Type", "application/json"),
+            ("X-Req", call.marker),
+            ("Connection", "keep-alive"),
+            *framing,
+        ],
+        body,
+        timeout=progress.STALL,
+    )
+    call.answer = _content(got.body) if got.status == 200 else None
+    return _Got(got.status, call.answer, got.error)
+
+
+# ---------------------------------------------------------------------------------------------
+# An unparseable answer
+
+
+def test_an_unparseable_answer_head_is_mitmproxys_502_and_recorded_so(
+    tmp_path: Path, confdir: Path
+) -> None:
+    wire = lambda n: "bad_head" if n in (1, 5) else ""  # noqa: E731
+    with Hostile(
+        tmp_path / "run.jsonl", confdir, wire=wire, spoils=frozenset({"bad_head"})
+    ).running() as h:
+        h.drive(threads=0)
+    failed = {c.marker: c.error for c in h.calls if c.error}
+    assert set(failed) == {"REQ-1", "REQ-5"}, failed
+    assert all(e.startswith("InternalServerError: Error code: 502") for e in failed.values())
+    h.check()
+    said = [ex.transport_error for ex in open_run(h.out).exchanges if ex.transport_error]
+    assert said == ["Cannot parse HTTP response: Bad HTTP response line: b'HTTP/1.1 2OO OK'"] * 2

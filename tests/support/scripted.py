@@ -45,6 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -549,27 +550,40 @@ class ScriptedUpstream:
                 return self.rfile.read(n) if n else b""
 
             def _json(self, status: int, obj: Any, wire: str = "") -> None:
-                """A JSON answer, sent as ``wire`` says (:data:`WIRES`)."""
-                if wire == "bad_head":
-                    self.wfile.write(b"HTTP/1.1 2OO OK\r\ncontent-length: 0\r\n\r\n")
-                    self.close_connection = True
-                    return
+                """A JSON answer, sent as ``wire`` says (:data:`WIRES`), in one write: what a
+                hostile answer sends beyond it reaches the peer with it."""
                 if wire in ("idle408", "close"):
                     with upstream._lock:
                         upstream.idling += 1
-                data = json.dumps(obj).encode()
-                self.send_response(204 if wire == "204" else status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data) - (3 if wire == "short" else 0)))
-                if status >= 400:
-                    self.send_header("x-should-retry", "false")
-                self.end_headers()
-                if self.command != "HEAD" or wire == "head_body":
-                    self.wfile.write(data)
-                if wire == "stale":
-                    self._json(status, _restated(obj, _STALE))
+                try:
+                    self.wfile.write(self._answer(status, obj, wire))
+                except OSError:
+                    self.close_connection = True
+                    return
+                if wire == "bad_head":
+                    self.close_connection = True
                 elif wire in ("idle408", "close"):
                     self._idle(wire)
+
+            def _answer(self, status: int, obj: Any, wire: str) -> bytes:
+                if wire == "bad_head":
+                    return b"HTTP/1.1 2OO OK\r\ncontent-length: 0\r\n\r\n"
+                data = json.dumps(obj).encode()
+                code = 204 if wire == "204" else status
+                head = [
+                    f"HTTP/1.1 {code} {HTTPStatus(code).phrase}",
+                    f"Server: {self.version_string()}",
+                    f"Date: {self.date_time_string()}",
+                    "content-type: application/json",
+                    f"content-length: {len(data) - (3 if wire == 'short' else 0)}",
+                    *(["x-should-retry: false"] if status >= 400 else []),
+                ]
+                out = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+                if self.command != "HEAD" or wire == "head_body":
+                    out += data
+                if wire == "stale":
+                    out += self._answer(status, _restated(obj, _STALE), "")
+                return out
 
             def _idle(self, wire: str) -> None:
                 """After an answer: ``close``: a close ``upstream.idle`` seconds later; ``idle408``:
