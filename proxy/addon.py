@@ -75,6 +75,9 @@ OWN_RESPONSE = "looptap_own_response"
 CLIENT_PATH = "looptap_client_path"
 #: The flow metadata key of the receipts of the WebSocket turns a message completed (durable mode).
 WS_RECEIPTS = "looptap_ws_receipts"
+#: How mitmproxy's error starts for an answer whose head it cannot parse: the upstream answered,
+#: wrongly, so mitmproxy's 502 stands even when the upstream then closed (not passed on as a close).
+_UNPARSEABLE = "Cannot parse HTTP response"
 
 
 class Tee:
@@ -438,7 +441,7 @@ class LooptapRecorder:
         if how == failures.RESET:
             msg += " (the upstream reset the connection)"
         self._finish(flow, msg)
-        if how is not None and self._records(flow):
+        if how is not None and self._records(flow) and not msg.startswith(_UNPARSEABLE):
             self._pass_on(flow, how)
 
     # -- failures passed on as they happened -------------------------------------------------------
