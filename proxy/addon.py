@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.net.http.url import unparse as unparse_url
 from mitmproxy.proxy import mode_specs
 
 from cassettes.providers import is_llm_host, versioned_path
@@ -142,7 +143,7 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
     them, off the proxy's event loop."""
     req = flow.request
     start = req.timestamp_start
-    url = req.pretty_url
+    url = req.pretty_url if req.scheme else _routed(flow)
     client_path = flow.metadata.get(CLIENT_PATH)
     if isinstance(client_path, str) and url.endswith(req.path):
         # what the client sent (replayed as such)
@@ -167,6 +168,16 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         )
     _marks_into(ex, flow.metadata)
     return ex
+
+
+def _routed(flow: http.HTTPFlow) -> str:
+    """The URL of a request mitmproxy refused before routing it (one it could not frame, e.g. both
+    ``Content-Length`` and ``Transfer-Encoding``): a reverse listener's upstream, not the
+    listener's own address with no scheme."""
+    mode, req = flow.client_conn.proxy_mode, flow.request
+    if isinstance(mode, mode_specs.ReverseMode):
+        return unparse_url(mode.scheme, *mode.address, req.path)
+    return req.pretty_url
 
 
 def _response_into(ex: Exchange, resp: http.Response, tee: Tee | None, start: float) -> None:

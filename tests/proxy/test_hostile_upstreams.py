@@ -236,6 +236,8 @@ class Hostile:
                 heads += 1
                 continue
             marker = next((v for k, v in ex.request_headers if k.lower() == "x-req"), "?")
+            # the upstream's URL, also for a request mitmproxy refused before routing it
+            assert ex.url.startswith(self.up.url + "/"), (marker, ex.url)
             assert set(MARKER.findall(ex.request_body.decode("latin-1"))) <= {marker}, marker
             posts[marker] += 1
             said = _content(ex.response_body) if ex.transport_error is None else None
