@@ -283,21 +283,15 @@ def test_a_stale_second_answer_reaches_no_one(tmp_path: Path, confdir: Path) -> 
     h.check()
 
 
-def test_a_short_content_length_spoils_its_own_call_only(tmp_path: Path, confdir: Path) -> None:
-    """Every third answer's Content-Length is 3 bytes short: that call may fail, the bytes left
-    over reach no later call."""
-    wire = lambda n: "short" if n % 3 == 0 else ""  # noqa: E731
+@pytest.mark.parametrize("spoil", ["short", "204"])
+def test_a_spoiled_answer_spoils_its_own_call_only(
+    tmp_path: Path, confdir: Path, spoil: str
+) -> None:
+    """Every third answer is spoiled: its Content-Length 3 bytes short (``short``), or a 204 with a
+    body (``204``). That call may fail; the bytes left over reach no later call."""
+    wire = lambda n: spoil if n % 3 == 0 else ""  # noqa: E731
     with Hostile(
-        tmp_path / "run.jsonl", confdir, wire=wire, spoils=frozenset({"short"})
-    ).running() as h:
-        h.drive()
-    h.check()
-
-
-def test_a_204_with_a_body_spoils_its_own_call_only(tmp_path: Path, confdir: Path) -> None:
-    wire = lambda n: "204" if n % 3 == 0 else ""  # noqa: E731
-    with Hostile(
-        tmp_path / "run.jsonl", confdir, wire=wire, spoils=frozenset({"204"})
+        tmp_path / "run.jsonl", confdir, wire=wire, spoils=frozenset({spoil})
     ).running() as h:
         h.drive()
     h.check()
