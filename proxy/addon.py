@@ -31,21 +31,21 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
 * In forward-proxy mode only LLM API hosts are recorded (``looptap_record_hosts`` adds more);
   other traffic passes through, streamed and unrecorded.
 * What mitmproxy cannot pass never leaves the client waiting (docs/recorder.md, "What mitmproxy
-  11.0.2 does not pass"): an informational answer (``103 Early Hints``) that mitmproxy took for the
-  answer is answered ``502`` at once, saying why (:meth:`LooptapRecorder.response`); an HTTP/1
-  body's trailer fields are dropped so that it ends (:mod:`proxy.trailers`).
+  11.0.2 does not pass"): informational answers (``103 Early Hints``) before an HTTP/1 upstream's
+  answer are dropped, so that the answer passes, and an HTTP/1 body's trailer fields, so that it
+  ends (:mod:`proxy.http1_fixes`); the round trip says so.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mitmproxy import ctx, exceptions, http, version
+from mitmproxy import ctx, exceptions, http
+from mitmproxy.net.http import status_codes
 from mitmproxy.net.http.url import unparse as unparse_url
 from mitmproxy.proxy import mode_specs
 
@@ -53,7 +53,7 @@ from cassettes.providers import is_llm_host, versioned_path
 from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.own import OWN_RESPONSE_HEADERS
-from proxy import failures, messages, trailers
+from proxy import failures, http1_fixes, messages
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.pipe import SETTLE
 
@@ -85,9 +85,6 @@ WS_RECEIPTS = "looptap_ws_receipts"
 #: How mitmproxy's error starts for an answer whose head it cannot parse: the upstream answered,
 #: wrongly, so mitmproxy's 502 stands even when the upstream then closed (not passed on as a close).
 _UNPARSEABLE = "Cannot parse HTTP response"
-#: metadata key: the status line of an informational answer (1xx but 101) mitmproxy took for the
-#: answer (:meth:`LooptapRecorder.response`).
-INFORMATIONAL = "looptap_informational"
 
 
 class Tee:
@@ -166,10 +163,13 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         request_encoded=True,
         response_encoded=True,
     )
-    if flow.response is not None and INFORMATIONAL not in flow.metadata:
+    if flow.response is not None:
         _response_into(ex, flow.response, tee, start)
     if error:
         ex.transport_error = error
+    dropped = http1_fixes.informational.get(req)
+    if dropped:
+        ex.notes.append(_informational_note(dropped))
     if isinstance(client_path, str):
         ex.notes.append(
             "path: the client left out the API's version segment (its base URL lacks it); "
@@ -177,6 +177,20 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         )
     _marks_into(ex, flow.metadata)
     return ex
+
+
+def _informational_note(dropped: dict[int, int]) -> str:
+    """What an HTTP/1 upstream sent before its answer that the client did not get
+    (:data:`proxy.http1_fixes.informational`)."""
+    said = ", ".join(
+        f"{status} {status_codes.RESPONSES.get(status, '')}".rstrip()
+        + (f" ({n} times)" if n > 1 else "")
+        for status, n in sorted(dropped.items())
+    )
+    return (
+        f"informational: the upstream sent {said} before its answer; not passed to the client "
+        "(mitmproxy passes no 1xx on)"
+    )
 
 
 def _routed(flow: http.HTTPFlow) -> str:
@@ -259,7 +273,7 @@ class LooptapRecorder:
 
     # -- options -------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
-        refused = trailers.apply()
+        refused = http1_fixes.apply()
         if refused is not None:
             messages.emit(refused, logging.WARNING)
         loader.add_option(
@@ -409,10 +423,6 @@ class LooptapRecorder:
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         assert flow.response is not None
-        status = flow.response.status_code
-        if 100 <= status < 200 and status != 101:
-            flow.metadata[INFORMATIONAL] = f"{status} {flow.response.reason}".strip()
-            return  # not the answer: response() answers instead
         self._drop_own_marks(flow)
         if self._records(flow):
             length = _content_length(flow.response.headers)
@@ -453,9 +463,6 @@ class LooptapRecorder:
             flow.metadata[MARKS_REFUSED] = found
 
     def response(self, flow: http.HTTPFlow) -> None:
-        if INFORMATIONAL in flow.metadata:
-            self._informational(flow)
-            return
         if flow.response is not None and flow.response.status_code == 101 and self._records(flow):
             self._start_session(flow)  # a WebSocket: its turns are recorded as they complete
             return
@@ -469,33 +476,6 @@ class LooptapRecorder:
             # Make the flow self-contained for mitmweb / flow files (once, not per chunk).
             flow.response.raw_content = b"".join(c for _, c in tee.chunks)
         self._finish(flow, None)
-
-    def _informational(self, flow: http.HTTPFlow) -> None:
-        """mitmproxy 11.0.2 takes the first informational answer of an HTTP/1 upstream (``103
-        Early Hints`` before the answer) for the answer. A 1xx has no body
-        (mitmproxy/net/http/http1/read.py:73-74), so the message ends with its head, the server
-        connection forgets the request (mitmproxy/proxy/layers/http/_http1.py:209-215), reads
-        the real answer as "Unexpected data from server" and closes (:395-398); the same in
-        12.2.3. (Its HTTP/2 side drops informational answers: _http2.py:576-590.) The client would
-        get the informational head and wait until its own timeout for an answer that never comes.
-        No hook makes mitmproxy read on, so the client gets a ``502`` at once, saying why, with
-        ``x-should-retry: false`` (a retry meets the same answer, and the upstream did the work),
-        and the round trip is recorded with no answer and that transport error."""
-        why = (
-            f"the upstream sent an informational answer ({flow.metadata[INFORMATIONAL]}) before "
-            f"its answer; mitmproxy {version.VERSION}, the recorder's proxy, takes it for the "
-            "answer over HTTP/1 and drops the rest, so looptap answered 502"
-        )
-        self._finish(flow, why)
-        # the error's shape the SDKs read their message from (OpenAI, Anthropic, Gemini alike)
-        body = {"error": {"message": f"looptap: {why}", "type": "looptap_error", "code": 502}}
-        headers = [("content-type", "application/json"), ("x-should-retry", "false")]
-        if flow.request.http_version.startswith("HTTP/1"):
-            headers.append(("connection", "close"))
-        flow.response = http.Response.make(
-            502, json.dumps(body), [(k.encode(), v.encode()) for k, v in headers]
-        )
-        flow.metadata[OWN_RESPONSE] = True
 
     def error(self, flow: http.HTTPFlow) -> None:
         if "looptap_ws" in flow.metadata:
