@@ -71,7 +71,7 @@ def test_why_report_reads_the_verdict_and_the_interventions_ranked(tmp_path: Pat
         "turn": 1,
         "flips": 10,
         "samples": 10,
-        "low": 0.7225,
+        "low": 0.6555,
         "high": 1.0,
     }
     rec = answer["recorded"]
