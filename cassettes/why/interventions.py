@@ -2,7 +2,9 @@
 layer (docs/why.md "Interventions").
 
 * **E** — the model's emission at turn t re-sampled: the run forked at t, the same request sent
-  live to the same model (and, with ``--model``, to that model too).
+  live to the same model (and, with ``--model``, to that model too): at every turn a finding
+  names, the last turns of the conversation that gave the final answer, and the last turn of each
+  of its sub-agents (the answer that went back to it as a tool's result).
 * **A** — the API's answer at turn t replaced by a clean one: the same request sent live; for a
   truncation (``A.truncated_length``) with the cap lifted (the ``max_tokens`` edit); for an error
   or a cut stream, the retry the client did not make — never for a request the API refused for
@@ -139,7 +141,7 @@ def interventions(
     out, retried = _for_findings(run, findings, by_turn, later, results or {})
     # one finding per call and turn is enough
     out = [i for n, i in enumerate(out) if all(j.key != i.key for j in out[:n])]
-    for where in sorted(_named_turns(findings) | _last_turns(a)):
+    for where in sorted(_named_turns(findings) | _last_turns(a) | _answered_back(a)):
         t = by_turn.get(where)
         if t is None or where in retried or t.a.status is None or t.a.status >= 400:
             continue  # a failed call has no emission to re-sample: its A retry is that intervention
@@ -274,6 +276,24 @@ def _last_turns(a: Any) -> set[tuple[str, int]]:
             if s in a.turns:
                 named.add((last.conversation, a.turns[s].index))
     return named
+
+
+def _answered_back(a: Any) -> set[tuple[str, int]]:
+    """The last turn of each sub-agent (an agent used as a tool) of the conversation of the run's
+    last turn: its answer went back to that conversation as a tool's result."""
+    last = max(a.turns.values(), key=lambda t: t.seq, default=None)
+    out: set[tuple[str, int]] = set()
+    for c in a.conversations if last is not None else []:
+        parent = a.turns.get(c.parent_seq) if c.parent_seq is not None else None
+        if (
+            parent is not None
+            and parent.conversation == last.conversation
+            and c.branch in ("sub_agent", "agent_tool")
+            and c.turns
+            and c.turns[-1] in a.turns
+        ):
+            out.add((c.id, a.turns[c.turns[-1]].index))
+    return set(sorted(out)[:_LAST_TURNS])
 
 
 def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:

@@ -211,11 +211,13 @@ def _refusal(refused: Tally, ran: list[Tally], ranked: list[Tally], samples: int
     """The verdict when the API refused the client's request and nothing that ran flipped the
     outcome: the request is the suspect, by the API's message, and no more samples can help."""
     i = refused.intervention
+    n = sum(t.samples for t in ran)
     tried = (
-        f"none of the {len(ran)} interventions run flipped it "
-        f"({sum(t.samples for t in ran)} samples)"
-        if ran
-        else "nothing could be run"
+        "nothing could be run"
+        if not ran
+        else f"the one intervention run did not flip it in {n} samples"
+        if len(ran) == 1
+        else f"none of the {len(ran)} interventions run flipped it in {n} samples"
     )
     test = f"test a fix with a fork at it ({i.fix})" if i.fix else "fix the client and record again"
     said = f": {i.evidence!r}" if i.evidence else ""

@@ -606,6 +606,11 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(
     assert rc == 0 and "--resume: 1 branches kept from the earlier run, 2 to run" in err, err[
         -3000:
     ]
+    # the budget said is what is left (issue 55), not the full 3 branches' requests
+    assert (
+        "looptap why: 2 requests left to send (2 of 3 branches left to run; 1 kept from the "
+        "earlier run); estimated cost" in err
+    ), err[-3000:]
     assert "flipped 3/3 (95% CI 0.31–1.00)" in out.splitlines()[0], out
 
 

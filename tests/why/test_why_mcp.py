@@ -107,7 +107,7 @@ def test_an_interrupted_why_has_no_verdict_and_other_files_are_refused(tmp_path:
         2,
         2,
         0,
-        0.3424,
+        0.1979,
         1.0,
     ), c
     assert c["branches"] == ["C-c1-t1-c-restore-result.1.jsonl", "C-c1-t1-c-restore-result.2.jsonl"]

@@ -16,6 +16,9 @@ to the weather agent (a ``transfer_to_weather_agent`` call, answered as openai-a
 then the same history under the weather agent's system prompt and tools). ``--drop-second`` is
 then the weather agent's bug, after the hand-over or inside the sub-agent.
 
+``--vary FILE``: the agent counts its runs in FILE; its 2nd, 5th, 8th … run asks another question
+(the client diverging from the recording, as a client whose prompt carries what changed does).
+
 ``--bad-schema``: from its second request on, the client also offers a ``get_forecast`` tool whose
 schema the API refuses (``properties`` an array): a client bug the API answers with a 400.
 """
@@ -27,6 +30,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 TOOLS: list[dict[str, Any]] = [
@@ -102,15 +106,25 @@ class Agent:
     drop: bool = False
 
 
+def question(opts: argparse.Namespace) -> str:
+    """The user's question; with ``--vary``, another one on the 2nd, 5th, 8th … run."""
+    if not opts.vary:
+        return QUESTION
+    counter = Path(opts.vary)
+    n = int(counter.read_text() or 0) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    return QUESTION + (" Asked again." if n % 3 == 1 else "")
+
+
 def agents(opts: argparse.Namespace, loop: Callable[[Agent, str], str]) -> tuple[Agent, str]:
     """The first agent of ``--shape`` and its question (``loop`` runs a sub-agent)."""
     weather = Agent(WEATHER_SYSTEM, TOOLS, lambda n, a: run_tool(n, **a), drop=opts.drop_second)
     if opts.shape == "sub-agent":
-        return Agent(MAIN_SYSTEM, [ASK], lambda n, a: loop(weather, a["question"])), QUESTION
+        return Agent(MAIN_SYSTEM, [ASK], lambda n, a: loop(weather, a["question"])), question(opts)
     if opts.shape == "handoff":
         to = {"transfer_to_weather_agent": weather}
-        return Agent(TRIAGE_SYSTEM, [TRANSFER], lambda n, a: "", handoff=to), QUESTION
-    return weather, QUESTION
+        return Agent(TRIAGE_SYSTEM, [TRANSFER], lambda n, a: "", handoff=to), question(opts)
+    return weather, question(opts)
 
 
 def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
@@ -264,6 +278,7 @@ def main() -> int:
     ap.add_argument("--answer-file", help="also write the answer there (what a --check reads)")
     ap.add_argument("--shape", choices=("plain", "sub-agent", "handoff"), default="plain")
     ap.add_argument("--bad-schema", action="store_true")
+    ap.add_argument("--vary", metavar="FILE")
     opts = ap.parse_args()
     text = {"chat": chat, "responses": responses, "anthropic": anthropic}[opts.family](opts)
     print(f"answer: {text}")
