@@ -137,6 +137,7 @@ _TOKEN_GATE = r"(?=[A-Za-z]{0,64}+[\d_-])"
 #: timing word or two then a digit), so that an ordinary word fails them at once.
 _EPOCH_GATE = r"(?=[A-Za-z_]{1,40}+[\"']?\s{0,8}[:=])"
 _DURATION_GATE = r"(?=[A-Za-z]{2,9}+(?:\s{1,8}(?i:for|in))?[:=]?\s{1,8}\d)"
+_DURATION_KEY_GATE = r"(?=[A-Za-z_]{5,20}+[\"']?\s{0,8}[:=>]\s{0,8}[\"']?\d)"
 
 #: (name, the groups of the characters its span can start with, pattern).
 _PATTERNS: tuple[tuple[str, str, str], ...] = (
@@ -185,6 +186,14 @@ _PATTERNS: tuple[tuple[str, str, str], ...] = (
         r"9})?\s?(?:milliseconds?|seconds?|secs?|minutes?|mins?))\b",
     ),
     ("duration__paren", "d", r"(?<=\()(?P<duration__paren_v>\d{1,12}\.\d{1,9}\s?(?:ms|s))\)"),
+    # A duration named by its key with its unit, in JSON text, a setting or a tag
+    # (``"duration_ms": 280``, ``<duration_ms>280</duration_ms>``: Claude Code's task notification).
+    (
+        "duration__key",
+        "ul",
+        rf"{_DURATION_KEY_GATE}\b(?i:duration|elapsed|latency|runtime)(?:_(?i:ms|s|secs?|seconds|"
+        r"millis)|Ms|Secs?|Seconds|Millis)[\"']?\s{0,8}[:=>]\s{0,8}[\"']?(?P<duration__key_v>\d{1,12}(?:\.\d{1,9})?)(?![\w.])",
+    ),
     (
         "uuid__std",
         "dul",
@@ -205,6 +214,14 @@ _PATTERNS: tuple[tuple[str, str, str], ...] = (
         "id__hex",
         "dul",
         r"(?<![0-9A-Za-z_+/=.-])(?:[0-9a-f]{32,64}|[0-9A-F]{32,64})(?![0-9A-Za-z_+/=-])",
+    ),
+    # A shorter lowercase hex token (16-31: an agent's id, Claude Code's ``agentId: a4a0f46b…``,
+    # ``<task-id>…``, ``tasks/….output``), also as a path's part, with two digits and two letters
+    # at least (_random).
+    (
+        "id__hexshort",
+        "dl",
+        r"(?<![0-9A-Za-z_+=.-])[0-9a-f]{16,31}(?![0-9A-Za-z_+/=-])",
     ),
     # A bare base62 token (an API's random id) of 24-64 with upper, lower and digits in it
     # (_random).
@@ -488,6 +505,8 @@ def _random(name: str, token: str) -> bool:
     digits = sum(c.isdigit() for c in token)
     letters = len(token) - digits
     if name.startswith("id__prefixed"):
+        return digits >= 2 and letters >= 2
+    if name.startswith("id__hexshort"):
         return digits >= 2 and letters >= 2
     if name.startswith("id__hex"):
         return digits > 0 and letters > 0

@@ -406,6 +406,7 @@ def read_entries(value: Any) -> list[dict[str, Any]]:
             continue
         entries = [
             {k: str(e.get(k, "")) for k in ("path", "by", "recorded", "live")}
+            | ({"times": e["times"]} if type(e.get("times")) is int and e["times"] > 1 else {})
             for e in t["tolerated"][:NOTED_ENTRIES]
             if isinstance(e, dict)
         ]

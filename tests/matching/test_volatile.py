@@ -199,3 +199,33 @@ def test_the_recordings_time_is_its_headers_created_time() -> None:
     assert recorded_time(header) == RECORDED
     assert volatile_for(header).recorded_time == RECORDED
     assert recorded_time({"created": "not a date"}) is None and recorded_time(None) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        # Claude Code's sub-agent: its id in the Agent tool's result and in the task notification
+        # (issue 55: a fork past a sub-agent missed on it), the notification's duration
+        (
+            "agentId: ae663a9a07429144b (internal ID - Use SendMessage with to: "
+            "'ae663a9a07429144b')\noutput_file: /tmp/claude-0/x/tasks/ae663a9a07429144b.output",
+            [("id", "ae663a9a07429144b")] * 2
+            + [("tmp", "/tmp/claude-0")]
+            + [("id", "ae663a9a07429144b")],
+        ),
+        (
+            "<task-id>a4a0f46b1d45f2b67</task-id><usage><tool_uses>1</tool_uses>"
+            "<duration_ms>280</duration_ms></usage>",
+            [("id", "a4a0f46b1d45f2b67"), ("duration", "280")],
+        ),
+        ('{"durationMs": 1250, "elapsed_s": 1.5}', [("duration", "1250"), ("duration", "1.5")]),
+        # not random (no digits, or too few), not a duration key (no unit), a key glued to a token
+        (
+            "deadbeefdeadbeef 1234567890123456 abcdef0123 latency: 30 durations: 5 "
+            "sk-ae663a9a07429144b",
+            [],
+        ),
+    ],
+)
+def test_short_agent_ids_and_keyed_durations(text: str, found: list[tuple[str, str]]) -> None:
+    assert list(V.normalise(text)[1]) == found
