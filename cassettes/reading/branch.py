@@ -339,14 +339,13 @@ def with_notes(path: str | Path, origin: dict[str, Any]) -> dict[str, Any]:
     not known when the header was written), and ``tolerated``."""
     notes = fork_notes(path)
     out = dict(origin, tolerated=notes["tolerated"])
-    placed = origin.get("starts") if isinstance(origin.get("starts"), dict) else {}
+    given, named = origin.get("starts"), origin.get("turns")
+    placed: dict[str, Any] = given if isinstance(given, dict) else {}
     # the conversations the cursor did not place: each where it went live (a change past the
     # cursor reached it), added to those it did
-    starts = {
-        c: v for c, v in notes["starts"].items() if isinstance(v[0], int) and c not in placed
-    }
+    starts = {c: v for c, v in notes["starts"].items() if isinstance(v[0], int) and c not in placed}
     if starts:
-        known = origin.get("turns") if isinstance(origin.get("turns"), dict) else {}
+        known: dict[str, Any] = named if isinstance(named, dict) else {}
         out["starts"] = {**placed, **{c: v[0] for c, v in starts.items()}}
         out["turns"] = {**known, **{c: v[1] for c, v in starts.items()}}
         if not placed:  # @divergence: the turn a view numbers the branch's first one from

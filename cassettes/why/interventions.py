@@ -283,10 +283,11 @@ def _answered_back(a: Any) -> set[tuple[str, int]]:
     last turn: its answer went back to that conversation as a tool's result."""
     last = max(a.turns.values(), key=lambda t: t.seq, default=None)
     out: set[tuple[str, int]] = set()
-    for c in a.conversations if last is not None else []:
+    for c in a.conversations:
         parent = a.turns.get(c.parent_seq) if c.parent_seq is not None else None
         if (
-            parent is not None
+            last is not None
+            and parent is not None
             and parent.conversation == last.conversation
             and c.branch in ("sub_agent", "agent_tool")
             and c.turns

@@ -178,12 +178,12 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
             ranked,
             samples,
         )
-    others = ranked[1 : len(ran)]
+    rivals = ranked[1 : len(ran)]
     rest = (
         " no other intervention ran"
-        if not others
+        if not rivals
         else " no other intervention flipped it"
-        if all(t.flips == 0 for t in others)
+        if all(t.flips == 0 for t in rivals)
         else " the others flipped it clearly less often"
     )
     return Verdict(True, f"{_layer_name(i.layer)}: {said};{rest}", best, [], ranked, samples)
