@@ -759,7 +759,7 @@ def test_a_cause_lifting_the_cap_flips_it_and_continuing_the_cut_answer_flips_it
         and c["edits"] == ["continue=3"]
         and c["turn"] == 1
     ), c
-    assert (c["flips"], c["samples"]) == (5, 5) and c["low"] > 0.5, c
+    assert (c["flips"], c["samples"]) == (5, 5) and c["low"] > 0.46, c
     assert all(i["flips"] == 0 for i in doc["interventions"] if i["layer"] == "E"), doc[
         "interventions"
     ]

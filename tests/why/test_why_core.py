@@ -432,6 +432,14 @@ def test_a_refused_request_decides_when_nothing_that_ran_flipped_it() -> None:
     ), v.headline
     assert "try K=" not in v.headline and v.as_json()["verdict"]["by"] == "refusal"
     assert v.as_json()["verdict"]["evidence"] == said
+    # the text report spells out the fork that tests a fix
+    from cassettes.why.investigation import report_lines
+
+    lines = report_lines(v, Outcome("exit"), Path("w"), Path("run.jsonl"), ["python", "agent.py"])
+    assert (
+        "to test a fix: looptap run --from run.jsonl@conversation=c1:turn=1 --edit "
+        "'tool_schema[get_forecast]=@SCHEMA.json' -o fixed.jsonl -- python agent.py" in lines
+    ), lines
     # nothing ran at all (the first request refused): still the verdict, never "try K="
     v = verdict([refused], 5)
     assert v.refused and "nothing could be run" in v.headline and "try K=" not in v.headline
