@@ -101,6 +101,18 @@ class Reply:
     #: How the answer goes out (:data:`WIRES`; a JSON answer of Chat Completions, Responses or
     #: Gemini).
     wire: str = ""
+    #: The API refuses the request instead: its error message, sent with :attr:`status` in the
+    #: API's own error shape (OpenAI's with :attr:`param` and :attr:`code`).
+    refused: str = ""
+    status: int = 400
+    param: str | None = None
+    code: str | None = None
+
+    @classmethod
+    def refuse(
+        cls, message: str, param: str | None = None, code: str | None = None, status: int = 400
+    ) -> Reply:
+        return cls(refused=message, status=status, param=param, code=code, what="refused")
 
     @classmethod
     def say(cls, text: str, what: str = "", wire: str = "") -> Reply:
@@ -586,6 +598,12 @@ class ScriptedUpstream:
                         },
                     )
                     return
+                if reply.refused:
+                    upstream._record(req, reply, reply.status)
+                    self._json(
+                        reply.status, _error_body(fam, reply.refused, reply.param, reply.code)
+                    )
+                    return
                 if upstream.validate:
                     problem = pairing_problem(req, upstream)
                     if problem is not None:
@@ -1006,7 +1024,9 @@ def _restated(obj: Any, prefix: str) -> Any:
 # Pairing checks as the APIs make them (docs/WIRE.md G.2: the exact texts)
 
 
-def _error_body(family: str, message: str) -> dict[str, Any]:
+def _error_body(
+    family: str, message: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
     if family == "anthropic":
         return {
             "type": "error",
@@ -1016,7 +1036,7 @@ def _error_body(family: str, message: str) -> dict[str, Any]:
     if family == "gemini":
         return {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
     return {
-        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+        "error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}
     }
 
 
