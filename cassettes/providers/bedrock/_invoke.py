@@ -29,6 +29,7 @@ from cassettes.providers._base import (
     as_str,
     aws_payload_bytes,
     finish_lookup,
+    latest_count,
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.bedrock import BedrockConverse, BedrockReplay
@@ -579,7 +580,7 @@ def _text_stream(chunks: list[dict[str, Any]]) -> NormalisedResponse:
         piece, f, i, o = _text_chunk(c)
         text.append(piece)
         finish = f or finish
-        inp, out = (i if i is not None else inp), (o if o is not None else out)
+        inp, out = latest_count(inp, i), latest_count(out, o)  # Llama: the input count comes once
     joined = "".join(text)
     return NormalisedResponse(
         parts=[Part(kind="text", text=joined)] if joined else [],
