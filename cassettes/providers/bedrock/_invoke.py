@@ -33,7 +33,12 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.bedrock import BedrockConverse, BedrockReplay
-from cassettes.providers.bedrock._body import guardrail_only_masked, model_action, priced_model
+from cassettes.providers.bedrock._body import (
+    guardrail_only_masked,
+    model_action,
+    priced_model,
+    with_masks,
+)
 from cassettes.providers.bedrock._stream import CONVERSE_EVENTS
 from cassettes.wire.framing import Framed
 
@@ -195,10 +200,12 @@ def _apply_guardrail(resp: NormalisedResponse, found: dict[str, Any]) -> Normali
     only masked personal data (``ANONYMIZED``), which Bedrock reports as an intervention too."""
     if not found:
         return resp
-    resp.provider_details = {
-        **(resp.provider_details or {}),
-        **{k.removeprefix("amazon-bedrock-"): v for k, v in found.items()},
-    }
+    resp.provider_details = with_masks(
+        {
+            **(resp.provider_details or {}),
+            **{k.removeprefix("amazon-bedrock-"): v for k, v in found.items()},
+        }
+    )
     if found.get(_GUARDRAIL_ACTION) != "INTERVENED" or guardrail_only_masked(
         found.get("amazon-bedrock-trace")
     ):
