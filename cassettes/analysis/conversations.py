@@ -81,7 +81,25 @@ from cassettes.analysis.spill import KEEP, Spill, SpillMap
 from cassettes.analysis.trajectory import Fields, Step, fields_of, follows, step_of
 from cassettes.models import Message, NormalisedResponse, Part
 
-__all__ = ["Link", "Threader", "message_key", "response_message", "squashed"]
+__all__ = ["Attempt", "Link", "Threader", "message_key", "response_message", "squashed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What the wire says of a request as an attempt: when it was sent and when its answer ended
+    (epoch seconds; ``None``: the recording has no clock), and the client's retry counter (the
+    SDK's ``x-stainless-retry-count``: 0 on a first attempt; ``None``: not sent)."""
+
+    sent: float | None = None
+    ended: float | None = None
+    retries: int | None = None
+
+
+#: The longest wait after a failure that still reads as a retry when the client's retry counter
+#: does not say it is one: the SDKs honour a retry-after of up to 60 s and back off for less; an
+#: identical request minutes later is another run sending it (``looptap run -o +FILE`` appends
+#: runs to one cassette).
+_RETRY_WINDOW = 120.0
 
 
 @dataclass
@@ -174,6 +192,8 @@ class _TurnInfo:
     #: fields; like ``keys``, kept only while the turn is its conversation's latest.
     fields: Fields | None = None
     step: Step | None = None
+    #: When a failed turn's answer ended (epoch seconds), for :meth:`Threader._retried`.
+    ended: float | None = None
 
 
 #: Registrations kept per prefix hash once pruned: those still their conversation's latest (up
@@ -329,6 +349,8 @@ class Threader:
     _system_text: str = ""
     #: The request's trajectory fields, when it is one (:meth:`_trajectory`).
     _fields: Fields | None = None
+    #: The request as an attempt: its clock and the client's retry counter.
+    _attempt: Attempt = field(default_factory=Attempt)
     #: Answers by their key (family, loose key) → the turn that gave them: a history that starts
     #: with an answer continues that turn's conversation (the question before it was dropped).
     _by_answer: SpillMap[int, int] = field(init=False)
@@ -431,10 +453,13 @@ class Threader:
         reuse: tuple[int, int] | None = None,
         system: list[Part] | None = None,
         tools: list[str] | None = None,
+        attempt: Attempt | None = None,
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
-        earlier turn's (a cassette's history delta): their keys are reused, not recomputed."""
+        earlier turn's (a cassette's history delta): their keys are reused, not recomputed;
+        ``attempt`` is what tells a retry from another run sending the same request."""
         self._memo.turn()
+        self._attempt = attempt or Attempt()
         try:
             return self._add(
                 family,
@@ -549,6 +574,7 @@ class Threader:
             step=step_of(" ".join(p.text for p in echo.parts if p.kind == "text" and p.text))
             if self._fields is not None and echo is not None
             else None,
+            ended=self._attempt.ended if failed else None,
         )
 
     def _supersede(self, conversation: str, tid: int, info: _TurnInfo) -> None:
@@ -990,7 +1016,11 @@ class Threader:
     def _retry_of(self, again: list[Any], n: int) -> Link | None:
         """Exactly an earlier request again: a retry when that was the conversation's latest
         attempt and it failed."""
-        failed = [r for r in again if self.turns[r.turn].failed and self._live(r)]
+        failed = [
+            r
+            for r in again
+            if self.turns[r.turn].failed and self._live(r) and self._retried(self.turns[r.turn])
+        ]
         if not failed:
             return None
         best, tied = self._choose(failed)
@@ -1004,6 +1034,18 @@ class Threader:
             echoed=None,
             ambiguous=tied if tied > 1 else 0,
         )
+
+    def _retried(self, t: _TurnInfo) -> bool:
+        """This request, the same as the failed turn ``t``'s, is its retry, not another run
+        sending the same request: the client's retry counter says so (above 0), or it came within
+        :data:`_RETRY_WINDOW` of the failure. A counter of 0 (the SDK's first attempt) with no
+        clock, or a longer wait, is a new start."""
+        a = self._attempt
+        if a.retries:
+            return True
+        if a.sent is not None and t.ended is not None:
+            return a.sent - t.ended <= _RETRY_WINDOW
+        return a.retries is None
 
     def _extends(self, keys: _Keys, regs: list[Any]) -> Link:
         """The request goes on from the best of the turns whose history it extends."""
