@@ -136,12 +136,11 @@ def _attempt(ex: Exchange) -> Attempt:
     sent = ended = None
     if ex.started is not None:
         sent, ended = ex.started, ex.started + max(ex.duration or 0.0, 0.0)
-    else:
-        date = ex.response_header("date")
+    elif date := ex.response_header("date"):
         from email.utils import parsedate_to_datetime  # a recording without its clock only
 
         try:
-            sent = ended = parsedate_to_datetime(date).timestamp() if date else None
+            sent = ended = parsedate_to_datetime(date).timestamp()
         except (TypeError, ValueError, IndexError, OverflowError):
             pass
     retries = None

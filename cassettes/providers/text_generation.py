@@ -7,8 +7,9 @@ Face Text Generation Inference (TGI, also the HF Inference API) and Amazon SageM
 ``generation`` takes ``{"input", "model_id", "parameters"}`` and answers ``{"model_id",
 "results": [{"generated_text", "generated_token_count", "input_token_count", "stop_reason"}]}``;
 ``generation_stream`` sends the same object per SSE event (the output count cumulative, the input
-count on the first event and 0 on the later ones, ``stop_reason`` ``not_finished`` until the last). ``chat`` / ``chat_stream`` are OpenAI Chat Completions bodies
-with ``model_id`` for ``model`` (parsed by the OpenAI Chat adapter's code). ``embeddings``
+count on the first event and 0 on the later ones, ``stop_reason`` ``not_finished`` until the
+last). ``chat`` / ``chat_stream`` are OpenAI Chat Completions bodies with ``model_id`` for
+``model`` (parsed by the OpenAI Chat adapter's code). ``embeddings``
 (``{"inputs"}`` → ``{"results": [{"embedding"}], "input_token_count"}``) is a non-loop call.
 
 **TGI** (``POST /generate``, ``/generate_stream``, ``/`` and the HF Inference API's

@@ -1,4 +1,4 @@
-"""Issue 54: an identical request a separate run sent, appended to the same cassette, is not a retry.
+"""Issue 54: the same request sent by a separate run, appended to the same cassette, is no retry.
 
 Recorded for real: the openai SDK (``max_retries=0``) sends a request the API rejects (the fake
 upstream serves OpenAI's real 400 ``unsupported_value`` from the corpus) under ``looptap run -o
