@@ -19,9 +19,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "SERVER_KINDS",
     "ApiError",
     "FinishReason",
     "Message",
@@ -33,6 +35,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "Usage",
+    "emitted_calls",
 ]
 
 PartKind = Literal["text", "tool_call", "tool_result", "reasoning", "refusal", "media", "other"]
@@ -62,6 +65,23 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
 
+#: OpenAI Responses' output items of tools OpenAI runs itself (WIRE.md B.3), kept as ``other``
+#: parts by the parse (their history items are echoed as they are).
+RESPONSES_SERVER_CALLS = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+    }
+)
+#: Call kinds the provider runs itself, whose result it puts in the answer: no client result is
+#: due. Anthropic's ``server_tool_use`` (web search, web fetch, code execution …, also on Bedrock)
+#: and ``mcp_tool_use``, Gemini's built-in tools, OpenAI Responses' hosted calls.
+SERVER_KINDS = frozenset({"server", "mcp", *RESPONSES_SERVER_CALLS})
+
+
 class ToolCall(_Model):
     """A call the model emitted (layer E)."""
 
@@ -76,6 +96,11 @@ class ToolCall(_Model):
     arguments_error: str | None = None
     #: ``function`` for client tools; ``custom``, ``server`` (provider-executed) or a hosted type.
     kind: str = "function"
+
+    @property
+    def by_server(self) -> bool:
+        """The provider ran this call and put its result in the answer (:data:`SERVER_KINDS`)."""
+        return self.kind in SERVER_KINDS
 
 
 class ToolResult(_Model):
@@ -194,3 +219,55 @@ class NormalisedResponse(_Model):
         return [
             p.tool_call for p in self.parts if p.kind == "tool_call" and p.tool_call is not None
         ]
+
+
+def _hosted_call(block: Any) -> ToolCall | None:
+    """An OpenAI Responses hosted-call item (``web_search_call`` …) as the call it records: its
+    id, the tool, what it was asked (the search action, the queries, the code, an MCP call's
+    arguments; never an image it made)."""
+    t = block.get("type") if isinstance(block, dict) else None
+    if t not in RESPONSES_SERVER_CALLS:
+        return None
+    raw: str | None = None
+    if t == "mcp_call":  # the arguments as the model wrote them, a JSON string
+        raw = block.get("arguments") if isinstance(block.get("arguments"), str) else None
+        try:
+            args: Any = orjson.loads(raw) if raw is not None else None
+        except orjson.JSONDecodeError:
+            args = None
+    elif t == "web_search_call":
+        args = block.get("action")
+    else:  # the queries of a file search, the code the interpreter ran; nothing of an image
+        key = {"file_search_call": "queries", "code_interpreter_call": "code"}.get(t)
+        args = {key: block.get(key)} if key else None
+    name = block.get("name") if t == "mcp_call" else t.removesuffix("_call")
+    return ToolCall(
+        id=block.get("id") if isinstance(block.get("id"), str) else None,
+        name=name if isinstance(name, str) else None,
+        arguments=args,
+        arguments_raw=raw if raw is not None else _compact(args),
+        kind=t,
+    )
+
+
+def _compact(v: Any) -> str | None:
+    if v is None:
+        return None
+    try:
+        return orjson.dumps(v).decode()
+    except TypeError:
+        return None
+
+
+def emitted_calls(response: NormalisedResponse | None) -> list[ToolCall]:
+    """Every call the model made, in order: its tool calls (the client's and the server's) and the
+    calls OpenAI Responses records as hosted-call items (run by OpenAI; ``other`` parts)."""
+    out: list[ToolCall] = []
+    for p in response.parts if response is not None else ():
+        if p.kind == "tool_call" and p.tool_call is not None:
+            out.append(p.tool_call)
+        elif p.kind == "other":
+            hosted = _hosted_call((p.provider_details or {}).get("block"))
+            if hosted is not None:
+                out.append(hosted)
+    return out

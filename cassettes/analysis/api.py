@@ -18,6 +18,9 @@ code                           severity    fires when
 ``A.truncated_context``        warning     generation stopped because the context window was full.
 ``A.filtered``                 warning     a content filter / safety system blocked the output.
 ``A.prompt_blocked``           warning     the prompt itself was blocked before generation.
+``A.guardrail_masked``         info        a guardrail only masked personal data (Bedrock's
+                                           ``ANONYMIZED``, nothing blocked): which kinds, in the
+                                           prompt or the answer; the answer is whole.
 ``A.http_error``               error       HTTP 4xx/5xx, with the provider's message — except pairing
                                            errors (``C.*``: caused by the client's dispatch), a
                                            replay's answer to a request its cassette has not
@@ -53,6 +56,7 @@ code                           severity    fires when
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -319,6 +323,33 @@ def check_filtered(ctx: TurnContext) -> Iterator[Finding]:
             + (f": {why}" if isinstance(why, str) else ".")
             + " Nothing was generated.",
             finish_reason=r.finish_reason_raw,
+        )
+
+
+def check_guardrail_masked(ctx: TurnContext) -> Iterator[Finding]:
+    """A.guardrail_masked — a guardrail masked personal data and did nothing else: the answer is
+    whole, some values replaced by tags (Bedrock's ``{EMAIL}``). What and where, never the values
+    (the trace's ``match``)."""
+    masks = provider_detail(ctx.response, "guardrail_masked")
+    if not isinstance(masks, dict) or not masks:
+        return
+    where = [
+        f"in the {place}: "
+        + ", ".join(
+            f"{k} ×{n}" if n > 1 else k
+            for k, n in sorted(Counter(str(x) for x in kinds[:256]).items())
+        )
+        for place, kinds in sorted(masks.items(), reverse=True)
+        if isinstance(kinds, list) and kinds
+    ]
+    if where:
+        yield ctx.finding(
+            "A.guardrail_masked",
+            Severity.INFO,
+            "A guardrail masked personal data and blocked nothing ("
+            + "; ".join(where)
+            + "): the answer is whole, the masked values replaced by tags such as {EMAIL}.",
+            masked={k: v for k, v in masks.items() if isinstance(v, list)},
         )
 
 
@@ -651,6 +682,7 @@ CHECKS: tuple[Check, ...] = (
     check_stream_truncated,
     check_truncated,
     check_filtered,
+    check_guardrail_masked,
     check_tool_calls_without_calls,
     check_finish_other,
     check_model_mismatch,

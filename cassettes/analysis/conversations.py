@@ -81,7 +81,25 @@ from cassettes.analysis.spill import KEEP, Spill, SpillMap
 from cassettes.analysis.trajectory import Fields, Step, fields_of, follows, step_of
 from cassettes.models import Message, NormalisedResponse, Part
 
-__all__ = ["Link", "Threader", "message_key", "response_message", "squashed"]
+__all__ = ["Attempt", "Link", "Threader", "message_key", "response_message", "squashed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What the wire says of a request as an attempt: when it was sent and when its answer ended
+    (epoch seconds; ``None``: the recording has no clock), and the client's retry counter (the
+    SDK's ``x-stainless-retry-count``: 0 on a first attempt; ``None``: not sent)."""
+
+    sent: float | None = None
+    ended: float | None = None
+    retries: int | None = None
+
+
+#: The longest wait after a failure that still reads as a retry when the client's retry counter
+#: does not say it is one: the SDKs honour a retry-after of up to 60 s and back off for less; an
+#: identical request minutes later is another run sending it (``looptap run -o +FILE`` appends
+#: runs to one cassette).
+_RETRY_WINDOW = 120.0
 
 
 @dataclass
@@ -174,6 +192,8 @@ class _TurnInfo:
     #: fields; like ``keys``, kept only while the turn is its conversation's latest.
     fields: Fields | None = None
     step: Step | None = None
+    #: When a failed turn's answer ended (epoch seconds), for :meth:`Threader._retried`.
+    ended: float | None = None
 
 
 #: Registrations kept per prefix hash once pruned: those still their conversation's latest (up
@@ -244,6 +264,35 @@ _SYSTEM_TEXT = 8192
 _TRANSFER_WORDS = ("transfer", "handoff", "hand_off")
 #: An agent's name as a transfer call's argument carries it: one identifier-like word.
 _AGENT_NAME = re.compile(r"[\w.-]{3,64}")
+
+
+#: The most demo pairs a few-shot prompt is read for (a longer history is a conversation's).
+_MAX_DEMOS = 64
+#: A text-protocol field marker opening a message (DSPy: ``[[ ## question ## ]]``).
+_FIELD_MARK = re.compile(r"\s*\[\[ ## [A-Za-z_]\w{0,63} ## \]\][ \t]*\n")
+
+
+def _demo_pairs(messages: list[Message], start: int) -> bool:
+    """After the system messages, question/answer pairs (user, assistant) and a last question,
+    none of them with a tool call or result: a few-shot prompt's shape."""
+    body = messages[start - 1 :]
+    if len(body) % 2 == 0 or len(body) > 2 * _MAX_DEMOS + 1:
+        return False
+    for i, m in enumerate(body):
+        if _ROLE.get(m.role, m.role) != ("user" if i % 2 == 0 else "assistant"):
+            return False
+        if any(p.tool_call is not None or p.tool_result is not None for p in m.parts):
+            return False
+    return True
+
+
+def _fields_prompt(messages: list[Message]) -> bool:
+    """Every message after the system ones is written in DSPy's ``[[ ## name ## ]]`` fields."""
+    body = [m for m in messages if _ROLE.get(m.role, m.role) != "system"]
+    return bool(body) and all(
+        _FIELD_MARK.match(next((p.text for p in m.parts if p.kind == "text" and p.text), ""))
+        for m in body
+    )
 
 
 def _handoff_targets(answer: Message) -> frozenset[str]:
@@ -329,6 +378,8 @@ class Threader:
     _system_text: str = ""
     #: The request's trajectory fields, when it is one (:meth:`_trajectory`).
     _fields: Fields | None = None
+    #: The request as an attempt: its clock and the client's retry counter.
+    _attempt: Attempt = field(default_factory=Attempt)
     #: Answers by their key (family, loose key) → the turn that gave them: a history that starts
     #: with an answer continues that turn's conversation (the question before it was dropped).
     _by_answer: SpillMap[int, int] = field(init=False)
@@ -431,10 +482,13 @@ class Threader:
         reuse: tuple[int, int] | None = None,
         system: list[Part] | None = None,
         tools: list[str] | None = None,
+        attempt: Attempt | None = None,
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
-        earlier turn's (a cassette's history delta): their keys are reused, not recomputed."""
+        earlier turn's (a cassette's history delta): their keys are reused, not recomputed;
+        ``attempt`` is what tells a retry from another run sending the same request."""
         self._memo.turn()
+        self._attempt = attempt or Attempt()
         try:
             return self._add(
                 family,
@@ -549,6 +603,7 @@ class Threader:
             step=step_of(" ".join(p.text for p in echo.parts if p.kind == "text" and p.text))
             if self._fields is not None and echo is not None
             else None,
+            ended=self._attempt.ended if failed else None,
         )
 
     def _supersede(self, conversation: str, tid: int, info: _TurnInfo) -> None:
@@ -862,35 +917,79 @@ class Threader:
         return Link(t.conversation, live[-1].turn, "retry", kept=n, echoed=None)
 
     def _sibling(self, family: str, keys: _Keys, messages: list[Message]) -> Link | None:
-        """An independent prompt built like a conversation's latest request: the same messages but
-        the last, a question of its own (a prompt optimiser's few-shot prompts: system, demo
-        question, demo answer, new question), after an answer that called no tool. Its own
-        conversation, a sibling of the first prompt of the group (no history was rewritten)."""
+        """An independent prompt that shares a conversation's opening (a prompt optimiser's
+        few-shot prompts: system, demo questions and answers, a question of its own), after that
+        conversation's answer called no tool: its own conversation, a sibling of the first prompt
+        of the group (no history was rewritten). Either built like a conversation's latest request
+        but for its last question, or a prompt of demo pairs that does not go on from it
+        (:meth:`_goes_on`)."""
         start = self._start_len(messages)
         n = len(messages)
-        if n < start + 2:  # (nothing shared beyond the opening: not a few-shot prompt)
+        last = messages[-1]
+        if (
+            n < start + 2  # (nothing shared beyond the opening: not a few-shot prompt)
+            or _ROLE.get(last.role, last.role) != "user"
+            or any(p.tool_result is not None for p in last.parts)
+        ):
             return None
         cands = self._by_start.get(hash((self._family(family), keys.key[start - 1])))
         if not cands:
             return None
-        tid = max(
-            cands[-_MAX_PER_PREFIX:],
-            key=lambda t: (self._rank(t, self._last_of.get(self.turns[t].conversation) == t), t),
-        )
-        t = self.turns[tid]
-        if self._last_of.get(t.conversation) != tid or t.keys is None or t.length != n or t.failed:
+        latest = [
+            t
+            for t in cands[-_MAX_PER_PREFIX:]
+            if self._last_of.get(self.turns[t].conversation) == t and self._answered_alike(t)
+        ]
+        if not latest:
             return None
-        if t.echo_ids or t.echo_names or t.system != self._system or t.tools != self._tools:
-            return None
-        last = messages[-1]
-        if _ROLE.get(last.role, last.role) != "user" or any(
-            p.tool_result is not None for p in last.parts
-        ):
-            return None
-        if any(k[0] == "r" for k in t.last_parts or ()) or t.keys.key[: n - 1] != keys.key[: n - 1]:
-            return None
-        root = self._sibling_root.get(t.conversation, tid)
+        # Built like a conversation's latest request: the same messages but the last.
+        same = [
+            t
+            for t in latest
+            if self.turns[t].length == n
+            and not any(k[0] == "r" for k in self.turns[t].last_parts or ())
+            and self.turns[t].keys.key[: n - 1] == keys.key[: n - 1]  # type: ignore[union-attr]
+        ]
+        if not same:
+            tid = max(latest, key=lambda t: (self._rank(t, True), t))
+            if not _demo_pairs(messages, start) or self._goes_on(self.turns[tid], keys, messages):
+                return None
+        else:
+            tid = max(same, key=lambda t: (self._rank(t, True), t))
+        root = self._sibling_root.get(self.turns[tid].conversation, tid)
         return Link(self._new_conversation(), None, "start", parent=root, branch="sibling")
+
+    def _answered_alike(self, tid: int) -> bool:
+        """Turn ``tid``, a conversation's latest, was this agent's and was answered without a
+        call: a prompt may be its sibling."""
+        t = self.turns[tid]
+        return (
+            t.keys is not None
+            and not t.failed
+            and not t.echo_ids
+            and not t.echo_names
+            and t.system == self._system
+            and t.tools == self._tools
+        )
+
+    def _goes_on(self, t: _TurnInfo, keys: _Keys, messages: list[Message]) -> bool:
+        """The request may go on from ``t``: its latest request's question is in it, followed by
+        more; or it is that request, its last question changed, then ``t``'s answer. A rewritten
+        history, not an independent prompt (the same question asked last under other demos is).
+        In prompts written in DSPy's fields the second shape is an optimiser's bootstrapped demo:
+        a question it asked, re-rendered as a demo, and the answer it got (DSPy's conversation
+        history re-sends its questions as they were asked: the first shape)."""
+        assert t.keys is not None
+        if t.keys.key[t.length - 1] in keys.key[:-1]:
+            return True
+        if _fields_prompt(messages):
+            return False
+        m = t.length
+        return (
+            len(keys.key) > m
+            and keys.key[: m - 1] == t.keys.key[: m - 1]
+            and keys.key[m] == t.echo_key
+        )
 
     def _use_strict(self, family: str, keys: _Keys) -> bool:
         """Whether the keys with tool-call ids decide: when they reach as far as the loose ones, or
@@ -990,7 +1089,11 @@ class Threader:
     def _retry_of(self, again: list[Any], n: int) -> Link | None:
         """Exactly an earlier request again: a retry when that was the conversation's latest
         attempt and it failed."""
-        failed = [r for r in again if self.turns[r.turn].failed and self._live(r)]
+        failed = [
+            r
+            for r in again
+            if self.turns[r.turn].failed and self._live(r) and self._retried(self.turns[r.turn])
+        ]
         if not failed:
             return None
         best, tied = self._choose(failed)
@@ -1004,6 +1107,18 @@ class Threader:
             echoed=None,
             ambiguous=tied if tied > 1 else 0,
         )
+
+    def _retried(self, t: _TurnInfo) -> bool:
+        """This request, the same as the failed turn ``t``'s, is its retry, not another run
+        sending the same request: the client's retry counter says so (above 0), or it came within
+        :data:`_RETRY_WINDOW` of the failure. A counter of 0 (the SDK's first attempt) with no
+        clock, or a longer wait, is a new start."""
+        a = self._attempt
+        if a.retries:
+            return True
+        if a.sent is not None and t.ended is not None:
+            return a.sent - t.ended <= _RETRY_WINDOW
+        return a.retries is None
 
     def _extends(self, keys: _Keys, regs: list[Any]) -> Link:
         """The request goes on from the best of the turns whose history it extends."""

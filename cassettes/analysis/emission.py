@@ -54,7 +54,7 @@ from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_
 from cassettes.analysis.message_keys import stable
 from cassettes.analysis.model import CallCheck, Emission, Finding, Severity
 from cassettes.analysis.plain_schema import surely_valid
-from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec
+from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec, emitted_calls
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator  # type: ignore[import-untyped]
@@ -287,7 +287,7 @@ def _call_checks(ctx: TurnContext, r: NormalisedResponse) -> list[CallCheck]:
     """Each tool call the model emitted, with its argument checks against the tool offered."""
     sent_tools = [*ctx.tools, *_loaded_tools(ctx)]
     calls: list[CallCheck] = []
-    for c in r.tool_calls:
+    for c in emitted_calls(r):
         if _placeholder(c):
             continue
         spec = _spec(sent_tools, c.name)
@@ -308,6 +308,7 @@ def _call_checks(ctx: TurnContext, r: NormalisedResponse) -> list[CallCheck]:
                 parse_error=c.arguments_error,
                 schema_errors=errs,
                 offered=(spec is not None) if sent_tools else None,
+                kind=c.kind,
             )
         )
     return calls
@@ -328,14 +329,6 @@ def _ok_2xx(ctx: TurnContext) -> NormalisedResponse | None:
 
 def _label(c: CallCheck) -> str:
     return f"`{c.name}`" + (f" (call {c.id})" if c.id else "")
-
-
-def _kind_of(ctx: TurnContext, c: CallCheck) -> str:
-    r = ctx.response
-    for tc in r.tool_calls if r is not None else []:
-        if tc.id == c.id and tc.name == c.name:
-            return tc.kind
-    return "function"
 
 
 def _detail(resp: NormalisedResponse | None, key: str) -> str | None:
@@ -469,7 +462,7 @@ def check_tool_not_offered(ctx: TurnContext) -> Iterator[Finding]:
         n for n in ctx.conv.state.get("E.loaded_tools", {}) if n not in {t.name for t in ctx.tools}
     ]
     for i, c in enumerate(ctx.turn.e.tool_calls):
-        if _kind_of(ctx, c) not in _CLIENT_KINDS:
+        if c.kind not in _CLIENT_KINDS:
             continue
         if c.offered is False:
             names = ", ".join(f"`{n}`" for n in offered[:12]) + (" …" if len(offered) > 12 else "")
@@ -538,7 +531,7 @@ def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
         seen.clear()  # the same question in a new task is asked afresh, not a loop
     here: set[str] = set()
     for i, c in enumerate(ctx.turn.e.tool_calls):
-        if c.parse_error is not None or _kind_of(ctx, c) not in _CLIENT_KINDS:
+        if c.parse_error is not None or c.kind not in _CLIENT_KINDS:
             continue
         key = canonical_call(c.name, c.arguments, c.arguments_raw)
         if key in here:
@@ -708,7 +701,7 @@ def check_tool_choice_violated(ctx: TurnContext) -> Iterator[Finding]:
     if r is None or req is None or not ctx.tools:
         return
     mode = req.tool_choice_mode or ""
-    calls = [c for c in ctx.turn.e.tool_calls if _kind_of(ctx, c) in _CLIENT_KINDS]
+    calls = [c for c in ctx.turn.e.tool_calls if c.kind in _CLIENT_KINDS]
     hosted = len(ctx.turn.e.tool_calls) > len(calls) or any(
         p.kind == "other"
         and str(((p.provider_details or {}).get("block") or {}).get("type", "")).endswith("_call")

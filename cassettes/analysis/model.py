@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
 
-from cassettes.models import ApiError, FinishReason, Message, Usage
+from cassettes.models import SERVER_KINDS, ApiError, FinishReason, Message, Usage
 
 __all__ = [
     "KIND_WORDS",
@@ -84,6 +84,14 @@ class CallCheck(_Model):
     schema_errors: list[str] = Field(default_factory=list)
     #: The tool was among those offered in the request (``None`` when no tools list was sent).
     offered: bool | None = None
+    #: The call's kind (:attr:`cassettes.models.ToolCall.kind`): ``function`` / ``custom`` for the
+    #: client's tools; ``server``, ``mcp`` or a hosted item's type for one the provider ran.
+    kind: str = "function"
+
+    @property
+    def by_server(self) -> bool:
+        """The provider ran the call and answered it itself: no client result is due."""
+        return self.kind in SERVER_KINDS
 
 
 class Emission(_Model):

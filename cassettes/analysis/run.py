@@ -20,6 +20,7 @@ check of its retry reads the failed attempt's timing, which is not stored).
 from __future__ import annotations
 
 import pickle
+import re
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -30,7 +31,7 @@ from cassettes import providers
 from cassettes.analysis import api, dispatch, emission, tokens
 from cassettes.analysis import spill as spill_tables
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
-from cassettes.analysis.conversations import Link, Threader
+from cassettes.analysis.conversations import Attempt, Link, Threader
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import (
     ApiReport,
@@ -126,6 +127,30 @@ def _retry_after(ex: Exchange) -> float | None:
         return float(s) if s is not None else None
     except ValueError:
         return None
+
+
+def _attempt(ex: Exchange) -> Attempt:
+    """The request as an attempt (:class:`~.conversations.Attempt`): its clock (the recording's,
+    else the response's ``Date`` header, to the second) and the client's retry counter
+    (``x-stainless-retry-count``; botocore's ``amz-sdk-request: attempt=N`` counts from 1)."""
+    sent = ended = None
+    if ex.started is not None:
+        sent, ended = ex.started, ex.started + max(ex.duration or 0.0, 0.0)
+    elif date := ex.response_header("date"):
+        from email.utils import parsedate_to_datetime  # a recording without its clock only
+
+        try:
+            sent = ended = parsedate_to_datetime(date).timestamp()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            pass
+    retries = None
+    count = ex.request_header("x-stainless-retry-count")
+    if count is not None and count.strip().isdigit():
+        retries = int(count)
+    else:
+        aws = re.search(r"\battempt=(\d+)", ex.request_header("amz-sdk-request") or "")
+        retries = int(aws.group(1)) - 1 if aws and int(aws.group(1)) > 0 else None
+    return Attempt(sent, ended, retries)
 
 
 class _ConvRecord:
@@ -511,7 +536,7 @@ class RunAnalyser:
         self._items.resolve(rt.request.messages)
         self._items.remember(rt.response)
         label = ex.request_header(_HEADER)
-        link = self._thread(rt, label)
+        link = self._thread(rt, label, _attempt(ex))
         tid = len(self._threader.turns) - 1
         self._seq_of_tid.append(seq)
         self._remember(seq, rt, tid)
@@ -578,7 +603,7 @@ class RunAnalyser:
             _inherit(rt.request, prev.rt.request)
         return prev
 
-    def _thread(self, rt: RoundTrip, label: str | None) -> Link:
+    def _thread(self, rt: RoundTrip, label: str | None, attempt: Attempt) -> Link:
         """The conversation and turn this request continues (the threader's link)."""
         assert rt.request is not None
         reused = rt.reused
@@ -595,6 +620,7 @@ class RunAnalyser:
             else None,
             system=rt.request.system,
             tools=[t.name for t in rt.request.tools if t.name],
+            attempt=attempt,
         )
 
     def _conversation(self, link: Link, rt: RoundTrip, label: str | None) -> ConversationState:

@@ -40,6 +40,7 @@ from cassettes.models import (
     Part,
     ToolCall,
     ToolSpec,
+    Usage,
 )
 from cassettes.providers._profile import FREE_FORM_FIELDS, Profile, usage_keys
 from cassettes.providers._replay import Rendered, ReplayShapes, reset_at, retry_after_value
@@ -457,6 +458,49 @@ def as_int(v: Any) -> int | None:
     if isinstance(v, str) and v.strip().isdigit():
         return int(v.strip())
     return None
+
+
+_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "total_tokens",
+)
+
+
+def latest_count(before: int | None, now: int | None) -> int | None:
+    """A count a stream repeats on its chunks: the latest, unless it is absent or 0 after a count
+    (:func:`merged_usage`)."""
+    return before if not now and before else now if now is not None else before
+
+
+def merged_usage(before: Usage | None, now: Usage | None) -> Usage | None:
+    """The usage of a stream that reports it on more than one chunk: each count as the latest
+    chunk gives it, except that a 0 or an absent count never replaces the count an earlier chunk
+    gave (watsonx sends the input count on its first chunk and 0 on the later ones; vLLM and Gemini
+    repeat cumulative counts, the latest the largest). The total then covers what was kept."""
+    if before is None or now is None:
+        return now or before
+    kept = {
+        k: getattr(before, k)
+        for k in _COUNTS
+        if latest_count(getattr(before, k), getattr(now, k)) != getattr(now, k)
+    }
+    if not kept:
+        return now
+    merged = now.model_copy(update=kept)
+    if isinstance(before.raw, dict) and isinstance(now.raw, dict):
+        merged.raw = {
+            **now.raw,
+            **{k: v for k, v in before.raw.items() if v and not now.raw.get(k)},
+        }
+    if merged.input_tokens is not None and merged.output_tokens is not None:
+        merged.total_tokens = max(
+            merged.total_tokens or 0, merged.input_tokens + merged.output_tokens
+        )
+    return merged
 
 
 def as_str(v: Any) -> str | None:

@@ -26,7 +26,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.models import ApiError, FinishReason, NormalisedResponse, Part, PartKind, Usage
-from cassettes.providers._base import compact_json, json_events, tool_call_from_string
+from cassettes.providers._base import compact_json, json_events, merged_usage, tool_call_from_string
 from cassettes.wire.framing import Framed
 
 __all__ = ["Slot", "StreamParts"]
@@ -171,6 +171,10 @@ class StreamParts:
         seen = self.details.setdefault("unknown_events", [])
         if repeat or name not in seen:
             seen.append(name)
+
+    def add_usage(self, usage: Usage | None) -> None:
+        """Usage reported by one more chunk (:func:`~cassettes.providers._base.merged_usage`)."""
+        self.usage = merged_usage(self.usage, usage)
 
     def first(self, attr: str, value: Any) -> None:
         """Set ``id`` or ``model`` from the first event that carries a non-empty one."""

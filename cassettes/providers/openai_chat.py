@@ -504,7 +504,8 @@ class _ChatStream(StreamParts):
         self.id = self.id or as_str(chunk.get("id")) or None
         self.model = self.model or as_str(chunk.get("model")) or None
         if chunk.get("usage"):
-            self.usage = usage_from(chunk["usage"])  # cumulative where repeated (vLLM): last wins
+            # on every chunk (vLLM, watsonx chat): cumulative, and a 0 never replaces a count
+            self.add_usage(usage_from(chunk["usage"]))
         for key in ("system_fingerprint", "service_tier", "provider"):
             if chunk.get(key) is not None:
                 self.details[key] = chunk[key]

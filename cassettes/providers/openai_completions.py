@@ -136,7 +136,7 @@ class _Completion(StreamParts):
         self.first("id", chunk.get("id"))
         self.first("model", chunk.get("model"))
         if chunk.get("usage"):
-            self.usage = usage_from(chunk["usage"])
+            self.add_usage(usage_from(chunk["usage"]))
         self.choices(chunk)
 
     def close(self) -> NormalisedResponse:

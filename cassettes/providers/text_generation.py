@@ -6,9 +6,10 @@ Face Text Generation Inference (TGI, also the HF Inference API) and Amazon SageM
 ``…/ml/v1-beta/generation/{text,text_stream}``; documented in the watsonx.ai REST API reference):
 ``generation`` takes ``{"input", "model_id", "parameters"}`` and answers ``{"model_id",
 "results": [{"generated_text", "generated_token_count", "input_token_count", "stop_reason"}]}``;
-``generation_stream`` sends the same object per SSE event (counts cumulative, ``stop_reason``
-``not_finished`` until the last). ``chat`` / ``chat_stream`` are OpenAI Chat Completions bodies
-with ``model_id`` for ``model`` (parsed by the OpenAI Chat adapter's code). ``embeddings``
+``generation_stream`` sends the same object per SSE event (the output count cumulative, the input
+count on the first event and 0 on the later ones, ``stop_reason`` ``not_finished`` until the
+last). ``chat`` / ``chat_stream`` are OpenAI Chat Completions bodies with ``model_id`` for
+``model`` (parsed by the OpenAI Chat adapter's code). ``embeddings``
 (``{"inputs"}`` → ``{"results": [{"embedding"}], "input_token_count"}``) is a non-loop call.
 
 **TGI** (``POST /generate``, ``/generate_stream``, ``/`` and the HF Inference API's
@@ -429,8 +430,6 @@ class _WatsonxStream(StreamParts):
     def __init__(self, parse_error: Callable[[Any, int | None], ApiError]) -> None:
         super().__init__()
         self.parse_error = parse_error
-        self.inp: int | None = None
-        self.out: int | None = None
 
     payloads = StreamParts.every_event
 
@@ -446,13 +445,11 @@ class _WatsonxStream(StreamParts):
         for p in parts:
             self.text("text", p.text or "")
         self.finish_raw = r if r not in (None, "not_finished") else self.finish_raw
-        self.inp = i if i is not None else self.inp
-        self.out = o if o is not None else self.out
+        # The input count comes on the first event and 0 on the later ones; the output count is
+        # cumulative.
+        self.add_usage(_usage(i, o, {"input_token_count": i, "generated_token_count": o}))
 
     def close(self) -> NormalisedResponse:
-        self.usage = _usage(
-            self.inp, self.out, {"input_token_count": self.inp, "generated_token_count": self.out}
-        )
         return self.finish(parts=_text_parts(self.joined("text")))
 
     def classify(self, parts: list[Part]) -> FinishReason | None:

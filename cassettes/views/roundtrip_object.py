@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from cassettes.models import emitted_calls
 from cassettes.parsing.roundtrip import side_call
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     ),
     "FinishReasonJson": ("raw", "normalised"),
     "UsageJson": ("input", "output", "cache_read", "cache_write", "reasoning", "total"),
-    "ToolCallJson": ("id", "name", "arguments", "arguments_raw", "arguments_error"),
+    "ToolCallJson": ("id", "name", "arguments", "arguments_raw", "arguments_error", "ran_by"),
     "ErrorJson": ("status", "type", "code", "message", "in_stream"),
     "TimingJson": ("ttfb", "ttft", "duration"),
     "RequestJson": ("messages", "tools", "tool_choice", "previous_response_id", "history"),
@@ -183,8 +184,9 @@ def _tool_calls_json(resp: NormalisedResponse | None) -> list[dict[str, Any]]:
             arguments=tc.arguments,
             arguments_raw=tc.arguments_raw,
             arguments_error=tc.arguments_error,
+            ran_by="server" if tc.by_server else "client",
         )
-        for tc in (resp.tool_calls if resp else [])
+        for tc in emitted_calls(resp)
     ]
 
 

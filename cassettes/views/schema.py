@@ -96,6 +96,11 @@ class ToolCallJson(_Object):
     arguments_error: str | None = Field(
         description="why `arguments_raw` is not valid JSON, else null"
     )
+    ran_by: Literal["client", "server"] = Field(
+        description="`server`: the API ran the tool itself (Anthropic's `server_tool_use`, an "
+        "OpenAI Responses hosted call such as `web_search_call`) and put its result in the "
+        "answer, so no result is due from the client; `client`: the client runs it"
+    )
 
 
 class ErrorJson(_Object):

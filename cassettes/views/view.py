@@ -361,6 +361,12 @@ def _answer_lines(v: dict[str, Any]) -> list[str]:
     for tc in v["tool_calls"]:
         args = tc["arguments_raw"] if tc["arguments_raw"] is not None else ""
         bad = f"  (!) {tc['arguments_error']}" if tc["arguments_error"] else ""
+        if tc.get("ran_by") == "server":
+            out.append(
+                f"    server tool call: {tc['name']}({_clip(args, 80)}) id={tc['id']}{bad}"
+                "  (run by the API: no result due from the client)"
+            )
+            continue
         out.append(f"    tool call: {tc['name']}({_clip(args, 80)}) id={tc['id']}{bad}")
         if tc.get("mcp"):
             out.append(

@@ -115,10 +115,15 @@ class EmissionPane(LayerPane):
             t.append("\n")
             t.append_text(_mcp_line(run))
         t.append("\n")
-        t.append_text(self._result_line(call.id))
+        t.append_text(self._result_line(call.id, call.by_server))
         return t
 
-    def _result_line(self, call_id: str | None) -> Text:
+    def _result_line(self, call_id: str | None, by_server: bool = False) -> Text:
+        if by_server:
+            return Text(
+                "  ↩ run by the API, which put its result in this answer: none due from the client",
+                style="cyan",
+            )
         if self._results is None:
             return Text("  ↩ no next turn yet: the result has not been sent", style="dim")
         res = self._results.get(call_id or "")

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from real_corpus import load
 
 from cassettes.errors import CassetteError
-from cassettes.models import Part
+from cassettes.models import Part, emitted_calls
 from cassettes.parsing.roundtrip import RoundTrip, parse_all, parse_exchange, side_call
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
@@ -96,8 +96,9 @@ def _old_roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, 
                 "arguments": tc.arguments,
                 "arguments_raw": tc.arguments_raw,
                 "arguments_error": tc.arguments_error,
+                "ran_by": "server" if tc.by_server else "client",
             }
-            for tc in (resp.tool_calls if resp else [])
+            for tc in emitted_calls(resp)
         ],
         "text": _old_joined(resp.parts, "text") if resp else None,
         "reasoning": _old_joined(resp.parts, "reasoning") if resp else None,

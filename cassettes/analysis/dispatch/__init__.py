@@ -61,6 +61,9 @@ Catalogue (code, severity, when it fires):
 ``C.tool_calls_as_text``            info      the client echoed the answer's calls as text and sends
                                               the results as text: a transcript (smolagents), no
                                               call left pending for the API
+``C.output_tool_as_text``           info      the answer's one call (an output tool: final_result) came
+                                              back as assistant text, its arguments, with no result:
+                                              a framework resuming a run that ended on it
 ``C.tool_results_split``            error     one turn's results spread over several messages where the
                                               API wants them in one (Anthropic)
 ``C.wrong_tool_call_id``            error     results sent under ids the model never gave (the root of

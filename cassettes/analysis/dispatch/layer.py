@@ -117,6 +117,8 @@ def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
     if sent.role not in ("assistant", "model"):
         return False
     want, got = _client_calls(expected), _client_calls(sent)
+    if want and not got and call_as_output(expected, sent):
+        return True
     as_text = bool(want) and not got and calls_as_text(expected, sent)
     if (
         want != got
@@ -154,6 +156,42 @@ def calls_as_text(answer: Message, echo: Message) -> bool:
         if not all(_words(v) in words for v in _leaf_values(c.arguments) if _words(v).strip()):
             return False
     return True
+
+
+_FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(?P<body>.*)\n\1\s*$", re.S)
+_NO_JSON = object()
+
+
+def call_as_output(answer: Message, echo: Message) -> bool:
+    """The client turned the answer's one call into the output it stood for: the echo is assistant
+    text, no call, that is the call's arguments as JSON (or the value of its one argument). A
+    structured-output tool (pydantic-ai's ``final_result``) ends a run; a framework that resumes the
+    conversation later writes that call back as the answer, with no result for it."""
+    if echo.role not in ("assistant", "model") or any(p.kind == "tool_call" for p in echo.parts):
+        return False
+    calls = [
+        p.tool_call
+        for p in answer.parts
+        if p.tool_call is not None and p.tool_call.kind in ("function", "custom")
+    ]
+    if len(calls) != 1 or calls[0].arguments_error or calls[0].arguments in (None, "", {}):
+        return False
+    text = "".join(p.text or "" for p in echo.parts if p.kind == "text").strip()
+    fenced = _FENCE.match(text)
+    text = fenced.group("body").strip() if fenced else text
+    if not text or len(text) > 1_000_000:
+        return False
+    try:
+        value: object = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        value = _NO_JSON
+    args = calls[0].arguments
+    if value == args:
+        return True
+    if isinstance(args, dict) and len(args) == 1:
+        only = next(iter(args.values()))
+        return value == only or (isinstance(only, str) and only.strip() == text)
+    return False
 
 
 def _leaf_values(value: object, depth: int = 0) -> list[str]:

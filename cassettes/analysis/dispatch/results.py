@@ -17,7 +17,7 @@ from cassettes.analysis.dispatch._shared import (
     _result_part,
     _short,
 )
-from cassettes.analysis.dispatch.layer import _echo_ids, calls_as_text
+from cassettes.analysis.dispatch.layer import _echo_ids, call_as_output, calls_as_text
 from cassettes.analysis.model import Finding, Severity
 from cassettes.models import FinishReason, ToolCall
 
@@ -34,6 +34,9 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         return
     appended = ctx.turn.c.appended
     answer = response_message(prev.rt.response, ctx.memo)
+    if answer is not None and appended and call_as_output(answer, appended[0]):
+        yield _output_call_as_text(ctx, prev.index, prev.rt.response.tool_calls)
+        return
     if answer is not None and appended and calls_as_text(answer, appended[0]):
         yield ctx.finding(
             "C.tool_calls_as_text",
@@ -48,6 +51,25 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         return
     for c in _unanswered_calls(ctx, prev.index, prev.rt.response.tool_calls):
         yield from _dropped(ctx, prev.index, c)
+
+
+def _output_call_as_text(ctx: TurnContext, prev_turn: int, calls: list[ToolCall]) -> Finding:
+    """C.output_tool_as_text (info) — the answer's one call came back as the output it stood for
+    (:func:`~.layer.call_as_output`): the allowance :func:`final_pending_calls` makes for a run that
+    ends on an output tool, when the conversation is resumed."""
+    c = next(c for c in calls if c.kind in ("function", "custom"))
+    return ctx.finding(
+        "C.output_tool_as_text",
+        Severity.INFO,
+        f"The client sent turn {prev_turn}'s call to {c.name} back as assistant text, its "
+        "arguments as the answer, with no result for it: a framework whose output tool ends the "
+        f"run writes the structured output back this way when it resumes. Fine when {c.name} is "
+        "the agent's output tool (e.g. a final_result tool), a bug otherwise.",
+        path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}]",
+        tool_call_id=c.id,
+        related_turn=prev_turn,
+        tool=c.name,
+    )
 
 
 def _unanswered_calls(

@@ -100,6 +100,58 @@ def guardrail_only_masked(trace: Any) -> bool:
     return "ANONYMIZED" in actions and "BLOCKED" not in actions
 
 
+#: Where a guardrail trace assessed what: the prompt (Converse ``inputAssessment``, InvokeModel
+#: ``input``) or the answer (``outputAssessments`` / ``outputs``).
+_ASSESSED = {
+    "inputAssessment": "prompt",
+    "input": "prompt",
+    "outputAssessments": "answer",
+    "outputs": "answer",
+}
+
+
+def _masked_kinds(v: Any, into: list[str], depth: int = 0) -> None:
+    """The entity types (``EMAIL``) and regex names a guardrail assessment anonymised."""
+    if depth > 12:
+        return
+    if isinstance(v, dict):
+        policy = v.get("sensitiveInformationPolicy")
+        if isinstance(policy, dict):
+            for key, name in (("piiEntities", "type"), ("regexes", "name")):
+                for e in policy.get(key) or []:
+                    if isinstance(e, dict) and e.get("action") == "ANONYMIZED":
+                        into.append(str(e.get(name) or "?")[:64])
+        for k, x in v.items():
+            if k != "sensitiveInformationPolicy":
+                _masked_kinds(x, into, depth + 1)
+    elif isinstance(v, list):
+        for x in v[:64]:
+            _masked_kinds(x, into, depth + 1)
+
+
+def guardrail_masks(trace: Any) -> dict[str, list[str]] | None:
+    """What a guardrail that only masked masked, by where (``prompt``, ``answer``): the entity
+    types and regex names, one per masked value, never the values themselves; ``None`` when the
+    guardrail did not only mask."""
+    if not guardrail_only_masked(trace):
+        return None
+    guard = as_obj(as_obj(trace).get("guardrail"))
+    out: dict[str, list[str]] = {}
+    for key, where in _ASSESSED.items():
+        kinds: list[str] = []
+        _masked_kinds(guard.get(key), kinds)
+        if kinds:
+            out.setdefault(where, []).extend(kinds)
+    return out or None
+
+
+def with_masks(details: dict[str, Any]) -> dict[str, Any]:
+    """``details`` (a response's provider details, with the guardrail ``trace``), with
+    ``guardrail_masked`` (:func:`guardrail_masks`) when the guardrail only masked."""
+    masks = guardrail_masks(details.get("trace"))
+    return {**details, "guardrail_masked": masks} if masks else details
+
+
 def converse_finish(raw: str | None, trace: Any, calls: bool) -> FinishReason | None:
     """Converse's stop reason, read with its guardrail trace: ``guardrail_intervened`` after a
     guardrail that only masked is the end of a whole answer (Converse puts the guardrail's stop
@@ -228,14 +280,16 @@ def tool_choice_of(tc: Any) -> str | None:
 
 
 def details_of(b: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: b[k]
-        for k in (
-            "metrics",
-            "trace",
-            "additionalModelResponseFields",
-            "performanceConfig",
-            "serviceTier",
-        )
-        if b.get(k) is not None
-    }
+    return with_masks(
+        {
+            k: b[k]
+            for k in (
+                "metrics",
+                "trace",
+                "additionalModelResponseFields",
+                "performanceConfig",
+                "serviceTier",
+            )
+            if b.get(k) is not None
+        }
+    )

@@ -29,10 +29,16 @@ from cassettes.providers._base import (
     as_str,
     aws_payload_bytes,
     finish_lookup,
+    latest_count,
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.bedrock import BedrockConverse, BedrockReplay
-from cassettes.providers.bedrock._body import guardrail_only_masked, model_action, priced_model
+from cassettes.providers.bedrock._body import (
+    guardrail_only_masked,
+    model_action,
+    priced_model,
+    with_masks,
+)
 from cassettes.providers.bedrock._stream import CONVERSE_EVENTS
 from cassettes.wire.framing import Framed
 
@@ -194,10 +200,12 @@ def _apply_guardrail(resp: NormalisedResponse, found: dict[str, Any]) -> Normali
     only masked personal data (``ANONYMIZED``), which Bedrock reports as an intervention too."""
     if not found:
         return resp
-    resp.provider_details = {
-        **(resp.provider_details or {}),
-        **{k.removeprefix("amazon-bedrock-"): v for k, v in found.items()},
-    }
+    resp.provider_details = with_masks(
+        {
+            **(resp.provider_details or {}),
+            **{k.removeprefix("amazon-bedrock-"): v for k, v in found.items()},
+        }
+    )
     if found.get(_GUARDRAIL_ACTION) != "INTERVENED" or guardrail_only_masked(
         found.get("amazon-bedrock-trace")
     ):
@@ -579,7 +587,7 @@ def _text_stream(chunks: list[dict[str, Any]]) -> NormalisedResponse:
         piece, f, i, o = _text_chunk(c)
         text.append(piece)
         finish = f or finish
-        inp, out = (i if i is not None else inp), (o if o is not None else out)
+        inp, out = latest_count(inp, i), latest_count(out, o)  # Llama: the input count comes once
     joined = "".join(text)
     return NormalisedResponse(
         parts=[Part(kind="text", text=joined)] if joined else [],

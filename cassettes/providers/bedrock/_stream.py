@@ -25,7 +25,13 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.bedrock._body import Block, converse_finish, part_of, usage_from
+from cassettes.providers.bedrock._body import (
+    Block,
+    converse_finish,
+    part_of,
+    usage_from,
+    with_masks,
+)
 from cassettes.wire.framing import Framed
 
 __all__ = ["CONVERSE_EVENTS", "ConverseStream"]
@@ -129,6 +135,7 @@ class ConverseStream(StreamParts):
     def close(self) -> NormalisedResponse:
         if self.done and not self.have_metadata:
             self.details["metadata_missing"] = True
+        self.details = with_masks(self.details)
         return self.finish(parts=self.parts(convert=lambda st: _stream_part(st.block)))
 
     def classify(self, parts: list[Part]) -> FinishReason | None:

@@ -225,7 +225,7 @@ class _LiveTurn(StreamParts):
                     )
             self.finish_class, self.finish_raw = FinishReason.TOOL_CALL, "toolCall"
         if either_case(obj, "usageMetadata") is not None:
-            self.usage = usage_from(either_case(obj, "usageMetadata"))
+            self.add_usage(usage_from(either_case(obj, "usageMetadata")))
         if "error" in obj:
             self.error = error_from_body(obj, None, in_stream=True)
 

@@ -137,7 +137,7 @@ class GenerateStream(StreamParts):
         self.first("id", either_case(chunk, "responseId"))
         self.first("model", either_case(chunk, "modelVersion"))
         if either_case(chunk, "usageMetadata") is not None:
-            self.usage = usage_from(either_case(chunk, "usageMetadata"))
+            self.add_usage(usage_from(either_case(chunk, "usageMetadata")))
         for key in ("createTime", "modelStatus"):
             if either_case(chunk, key) is not None:
                 self.details[snake(key)] = either_case(chunk, key)

@@ -44,16 +44,12 @@ from cassettes.wire.exchange import Exchange
 Json = dict[str, Any]
 
 
-
-
-
 def kinds(run: RunAnalysis) -> list[tuple[str, int | None]]:
     return [(c.kind, c.parent_seq) for c in run.conversations]
 
 
 def codes(run: RunAnalysis) -> list[tuple[str, int | None]]:
     return [(f.code, f.seq) for f in run.findings]
-
 
 
 # --- a group chat ------------------------------------------------------------------------------
@@ -183,6 +179,58 @@ def test_few_shot_prompts_are_siblings_not_rewrites() -> None:
     assert threads(run) == [[0], [1], [2], [3]]
     assert kinds(run) == [("main", None), ("sibling", 0), ("sibling", 0), ("sibling", 0)]
     assert serious(run) == []
+
+
+DEMOS = [
+    ("Review: The soup was cold.", "negative"),
+    ("Review: Friendly staff.", "positive"),
+    ("Review: Too loud to talk.", "negative"),
+]
+
+
+def _demo_prompt(demos: list[int], question: str, answer: str) -> Exchange:
+    """A few-shot prompt of the demos named (by index) and a question of its own."""
+    s = AgentScript("openai_chat", system=CLASSIFY, tools=())
+    s.history = [
+        m
+        for i in demos
+        for m in (
+            {"role": "user", "content": DEMOS[i][0]},
+            {"role": "assistant", "content": DEMOS[i][1]},
+        )
+    ]
+    s.history.append({"role": "user", "content": question})
+    return s.reply(answer)
+
+
+def test_few_shot_prompts_with_other_demos_are_siblings_not_rewrites() -> None:
+    """Issue 54: an optimiser's prompts differ in their demos too (one left out while it is itself
+    bootstrapped, one added, the question asked again under other demos). Was: the second and
+    third read as the first one's history rewritten (C.history_mutated), one conversation."""
+    run = run_of(
+        [
+            _demo_prompt([0, 1, 2], "Review: Lovely staff and great bread.", "positive"),
+            _demo_prompt([0, 2], "Review: Best croissant in town.", "positive"),
+            _demo_prompt([0, 1], "Review: Lovely staff and great bread.", "positive"),
+        ]
+    )
+    assert threads(run) == [[0], [1], [2]]
+    assert kinds(run) == [("main", None), ("sibling", 0), ("sibling", 0)]
+    assert codes(run) == []
+
+
+def test_twin_a_chat_that_edits_its_last_question_and_goes_on_is_still_a_rewrite() -> None:
+    """The edited question followed by the answer it got and a new question: the history was
+    changed in place, and looptap still says so."""
+    s = AgentScript("openai_chat", system=CLASSIFY, tools=())
+    s.history = [*copy.deepcopy(DEMO), {"role": "user", "content": "Review: Lovely staff."}]
+    s.reply("positive")
+    s.history[-2] = {"role": "user", "content": "Review: Lovely staff, cold soup."}
+    s.user("Review: We waited an hour.")
+    s.reply("negative")
+    run = run_of(s.exchanges)
+    assert threads(run) == [[0, 1]]
+    assert serious(run) == [("C.history_mutated", 1)]
 
 
 def test_clean_twin_a_chat_that_goes_on_after_the_demo_stays_one_conversation() -> None:

@@ -36,6 +36,8 @@ from cassettes.analysis.model import Finding, RunAnalysis, Severity
 ID_FAMILIES = ("openai_chat", "openai_responses", "anthropic", "bedrock")
 #: Wires without ids: calls and results pair by tool name.
 NAME_FAMILIES = ("gemini", "ollama")
+
+
 def _fams(*xfail: tuple[str, pytest.MarkDecorator], among: tuple[str, ...] = FAMILIES) -> list[Any]:
     marks = dict(xfail)
     return [pytest.param(f, marks=marks[f]) if f in marks else f for f in among]
@@ -229,8 +231,6 @@ def test_history_call_without_result_path(family: str) -> None:
     assert one(s.analyse(), "C.dropped_tool_result").path == f"{HISTORY_KEY[family]}[2]"
 
 
-
-
 @pytest.mark.parametrize("family", ID_FAMILIES)
 def test_history_call_with_result_is_clean(family: str) -> None:
     s, _ = _inserted_call(family, with_result=True)
@@ -374,6 +374,7 @@ def test_duplicate_tool_result(family: str) -> None:
     s.results("sunny")  # a retry loop appended the result a second time
     ex = s.reply("It is sunny.")
     if family == "gemini":  # Gemini carries the call id when the API sent one
+
         def add_ids(body: dict[str, Any]) -> None:
             for item in body["contents"]:
                 for p in item["parts"]:
@@ -950,6 +951,67 @@ def test_retry_of_a_rejected_request(family: str) -> None:
     at(run, f, 1, 1, Severity.WARNING)
     assert f.related_turn == 0 and "HTTP 400" in f.message
     assert not found(run, "C.retry")
+
+
+def _twice(status: int, first: dict[str, Any], second: dict[str, Any]) -> RunAnalysis:
+    """The same request failing twice (``status``), each attempt as the wire told it: ``started``
+    (the recording's clock), ``date`` (the response's Date header, an import's only clock) and
+    ``headers`` (the client's retry counter)."""
+    s = Script("openai_chat")
+    s.user("Weather in Paris?")
+    for attempt in (first, second):
+        ex = s.fail(status, _error_body("openai_chat", status, "Invalid value for 'temperature'."))
+        ex.started = attempt.get("started")
+        ex.request_headers += list(attempt.get("headers", ()))
+        if "date" in attempt:
+            ex.response_headers.append(("date", attempt["date"]))
+    return s.analyse()
+
+
+_SDK = (("x-stainless-retry-count", "0"),)
+_SDK_RETRY = (("x-stainless-retry-count", "1"),)
+_DATE = "Tue, 16 Sep 2025 10:00:00 GMT"
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "retry"),
+    [
+        # Issue 54: a separate run appended to the cassette minutes later, the SDK's counter 0.
+        ({"started": 1e9, "headers": _SDK}, {"started": 1e9 + 300, "headers": _SDK}, False),
+        ({"date": _DATE, "headers": _SDK}, {"date": _DATE.replace("10:00", "10:07")}, False),
+        ({"started": 1e9}, {"started": 1e9 + 480}, False),
+        ({"headers": _SDK}, {"headers": _SDK}, False),  # no clock, and the SDK says: a 1st attempt
+        ({"headers": (("amz-sdk-request", "attempt=1; max=3"),)},) * 2 + (False,),
+        # Twins: what says it is a retry.
+        ({"started": 1e9, "headers": _SDK}, {"started": 1e9 + 2, "headers": _SDK}, True),
+        ({"date": _DATE}, {"date": _DATE.replace("10:00:00", "10:00:01")}, True),
+        ({"started": 1e9}, {"started": 1e9 + 300, "headers": _SDK_RETRY}, True),
+        ({}, {}, True),  # nothing either way (pydantic-ai's recorder keeps neither): as before
+        ({"started": 1e9}, {"started": 1e9 + 300, "headers": (("amz-sdk-request", "attempt=2"),)})
+        + (True,),
+    ],
+)
+def test_a_retry_needs_evidence(first: dict[str, Any], second: dict[str, Any], retry: bool) -> None:
+    """Issue 54: an identical request after a 400 is a retry when the client's retry counter says
+    so or it came soon after; one the SDK sent as a first attempt with nothing else to go on, or
+    minutes later, is another run sending it: its own conversation, no retry finding."""
+    run = _twice(400, first, second)
+    codes = [f.code for f in run.findings]
+    assert codes.count("A.http_error") == 2
+    assert ("C.retry_of_rejected_request" in codes) is retry, codes
+    assert len(run.conversations) == (1 if retry else 2)
+    assert (run.turns[1].c.link == "retry") is retry
+
+
+def test_an_sdk_retry_minutes_later_is_still_a_retry() -> None:
+    """The SDK's own retry after a 500 (counter 1) is a retry however long it waited."""
+    run = _twice(
+        500, {"started": 1e9, "headers": _SDK}, {"started": 1e9 + 600, "headers": _SDK_RETRY}
+    )
+    assert [f.code for f in run.findings if f.code.startswith("C.")] == [
+        "C.retry",
+        "C.gave_up_on_retryable_error",
+    ]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

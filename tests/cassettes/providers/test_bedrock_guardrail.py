@@ -221,3 +221,78 @@ def test_invoke_model_guardrail_that_only_masked_keeps_end_turn() -> None:
     # The blocking twins stay filtered.
     assert "A.filtered" in _codes(_nova_invoke("Sorry.", "INTERVENED", _invoke_trace("BLOCKED")))
     assert "A.filtered" in _codes(_nova_stream("BLOCKED"))
+
+
+# --- issue 54: a guardrail that only masked says so, at info level ------------------------------
+
+
+def _masked(ex: Exchange) -> list[str]:
+    return [f.message for f in analyse([ex]).findings if f.code == "A.guardrail_masked"]
+
+
+def _real_converse(trace: dict[str, Any] | None) -> Exchange:
+    """The corpus' real Converse guardrail round trip (pydantic-ai's
+    test_bedrock_model_guardrail_config: Nova Micro, a DRAFT guardrail with its trace enabled, which
+    took no action), its output assessment given the sensitive-information policy a masking
+    guardrail adds, and its answer the masked one."""
+    from real_corpus import CORPUS, load
+
+    path = CORPUS / "pydantic-ai/tests/models/cassettes/test_bedrock"
+    ex = load(path / "test_bedrock_model_guardrail_config.yaml")[0]
+    body = orjson.loads(b"".join(c for _, c in ex.response_chunks))
+    if trace is not None:
+        body["output"]["message"]["content"] = [{"text": MASKED}]
+        body["stopReason"] = "guardrail_intervened"
+        guard = body["trace"]["guardrail"]
+        for gid, outs in guard["outputAssessments"].items():
+            outs[0].update(trace)
+            guard["actionReason"] = "Guardrail masked."
+            assert gid in guard["inputAssessment"]
+    ex.response_chunks = [(0.0, orjson.dumps(body))]
+    return ex
+
+
+def test_a_guardrail_that_only_masked_says_what_and_where() -> None:
+    """Was: silent (nothing said the answer's {EMAIL} is the guardrail's). Info, never a block: the
+    kinds and where (prompt or answer), never the masked value itself."""
+    for ex in (
+        _converse(MASKED, _converse_trace("ANONYMIZED")),
+        _nova_invoke(MASKED, "INTERVENED", _invoke_trace("ANONYMIZED")),
+        _nova_stream("ANONYMIZED"),
+        _real_converse(_pii("ANONYMIZED")),
+    ):
+        run = analyse([ex])
+        assert [(f.code, f.severity.value) for f in run.findings] == [
+            ("A.guardrail_masked", "info")
+        ]
+        (msg,) = _masked(ex)
+        assert "in the answer: EMAIL" in msg and "prompt" not in msg
+        assert "jane.doe@example.com" not in msg + orjson.dumps(run.findings[0].details).decode()
+
+
+def test_masked_in_the_prompt_and_twice_in_the_answer() -> None:
+    trace = _converse_trace("ANONYMIZED")
+    out = trace["guardrail"]["outputAssessments"]["gr7k2m9x4q1v"][0]
+    out["sensitiveInformationPolicy"]["piiEntities"].append(
+        {"match": "John", "type": "NAME", "action": "ANONYMIZED", "detected": True}
+    )
+    out["sensitiveInformationPolicy"]["piiEntities"].append(
+        {"match": "ann@example.com", "type": "EMAIL", "action": "ANONYMIZED", "detected": True}
+    )
+    trace["guardrail"]["inputAssessment"]["gr7k2m9x4q1v"]["sensitiveInformationPolicy"] = {
+        "regexes": [{"name": "ticket", "match": "T-1234", "action": "ANONYMIZED"}]
+    }
+    (msg,) = _masked(_converse(MASKED, trace))
+    assert "in the prompt: ticket; in the answer: EMAIL ×2, NAME" in msg
+
+
+def test_twins_no_mask_note_for_a_block_nor_for_no_action() -> None:
+    """A guardrail that blocked stays A.filtered alone; one that took no action (the real
+    recording as it is) and a call without a guardrail say nothing."""
+    blocked = "Sorry, I can't help with that request."
+    assert _codes(_converse(blocked, _converse_trace("ANONYMIZED", topic_blocked=True))) == [
+        "A.filtered"
+    ]
+    assert _codes(_nova_stream("BLOCKED")) == ["A.filtered"]
+    assert _codes(_real_converse(None)) == []
+    assert _codes(_converse(MASKED, None, stop="end_turn")) == []
