@@ -17,7 +17,7 @@ from cassettes.why.interventions import Intervention, interventions
 from cassettes.why.outcome import Outcome, OutcomeError, judged_from, parse_outcome
 from cassettes.why.verdict import Tally, Verdict, verdict
 
-__all__ = ["Refused", "Result", "investigate"]
+__all__ = ["Refused", "Result", "default_output", "investigate"]
 
 
 @dataclass
@@ -128,7 +128,7 @@ def investigate(args: argparse.Namespace) -> Result:
     if args.dry_run:
         return _dry_run(args, outcome, found, lines)
     if args.output is None:
-        args.output = str(_beside(path))
+        args.output = str(default_output(path))
         _say(f"the branches go to {args.output} (a new directory beside the run; -o DIR names one)")
     from cassettes.replay.testing.recording import how_to_install, recorder_python
 
@@ -173,7 +173,7 @@ def _kept(args: argparse.Namespace) -> dict[str, int]:
     }
 
 
-def _beside(run: Path) -> Path:
+def default_output(run: Path) -> Path:
     """A new directory's path beside ``run`` for its branches (``run.why``, else ``run.why-2``
     …): never a path that exists."""
     import os

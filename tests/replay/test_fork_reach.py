@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import ScriptedUpstream
-from tests.why.test_why import AGENT, _env, _record
+from tests.why.test_why import AGENT, record_run, why_env
 from tests.why.test_why_agents import dropped, route
 
 pytestmark = [needs_recorder]
@@ -42,7 +42,7 @@ def _fork(tmp: Path, run: Path, fake: ScriptedUpstream, *args: str) -> tuple[int
             "--shape",
             "sub-agent",
         ],
-        env=_env(),
+        env=why_env(),
         capture_output=True,
         text=True,
         cwd=tmp,
@@ -53,7 +53,7 @@ def _fork(tmp: Path, run: Path, fake: ScriptedUpstream, *args: str) -> tuple[int
 def test_a_sub_agents_changed_answer_takes_its_parent_live_from_the_request_it_reaches(
     tmp_path: Path,
 ) -> None:
-    run = _record(tmp_path, route, "--drop-second", "--expect", "rain", "--shape", "sub-agent")
+    run = record_run(tmp_path, route, "--drop-second", "--expect", "rain", "--shape", "sub-agent")
     call, conversation, turn = dropped(run)
     assert (conversation, turn) == ("c2", 1)
     with ScriptedUpstream(route) as fake:
@@ -92,7 +92,7 @@ def test_a_sub_agents_changed_answer_takes_its_parent_live_from_the_request_it_r
         [*RECORDER, "show", str(tmp_path / "branch.jsonl")],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=why_env(),
     )
     assert show.returncode == 0, show.stderr
     # the origin's turn numbers: both live turns are turn 1 of their conversation
@@ -101,7 +101,7 @@ def test_a_sub_agents_changed_answer_takes_its_parent_live_from_the_request_it_r
         [*RECORDER, "diff", str(run), str(tmp_path / "branch.jsonl")],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=why_env(),
     )
     assert "(turns 0-0 served from A)" in diff.stdout and "turn 1 (seq 3 ↔" in diff.stdout, (
         diff.stdout

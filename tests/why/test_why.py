@@ -36,7 +36,7 @@ WHY = [sys.executable, "-m", "cassettes.cli", "why"]
 FAMILIES = ["chat", "responses", "anthropic"]
 
 
-def _env() -> dict[str, str]:
+def why_env() -> dict[str, str]:
     from tests.support.recorder import PROXY_PYTHON
 
     return clean_env(
@@ -98,7 +98,7 @@ def a_route(req: ScriptedRequest) -> Reply:
     )
 
 
-def _record(
+def record_run(
     tmp: Path, route: Callable[[ScriptedRequest], Reply], *agent_args: str, status: int = 1
 ) -> Path:
     run = tmp / "run.jsonl"
@@ -120,7 +120,7 @@ def _record(
                 str(AGENT),
                 *agent_args,
             ],
-            env=_env(),
+            env=why_env(),
             capture_output=True,
             text=True,
             cwd=tmp,
@@ -157,7 +157,7 @@ def _why(
             "--family",
             family,
         ],
-        env=_env(),
+        env=why_env(),
         capture_output=True,
         text=True,
         cwd=tmp,
@@ -174,7 +174,7 @@ def c_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
         if RECORDER[0] == "None":
             pytest.skip("no recorder environment")
         if family not in made:
-            made[family] = _record(
+            made[family] = record_run(
                 tmp_path_factory.mktemp(f"why-c-{family}"),
                 c_route,
                 "--drop-second",
@@ -407,7 +407,7 @@ def test_a_run_that_does_not_fail_is_refused_in_one_line_with_no_request(
     family: str, tmp_path: Path
 ) -> None:
     # a correct client: the right answer
-    run = _record(tmp_path, c_route, "--expect", "rain", "--family", family, status=0)
+    run = record_run(tmp_path, c_route, "--expect", "rain", "--family", family, status=0)
     with ScriptedUpstream(c_route) as fake:
         rc, _out, err = _why(
             tmp_path,
@@ -520,7 +520,7 @@ def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(
         [*RECORDER, "show", str(tmp_path / "w" / branches[0])],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=why_env(),
     )
     assert (
         show.returncode == 0
@@ -567,7 +567,7 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(
         up = ["--upstream", f"openai={fake.url}"]
         proc = subprocess.Popen(
             [*cmd, *up, *agent],
-            env=_env(),
+            env=why_env(),
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -620,7 +620,7 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(
 def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(
     family: str, tmp_path: Path
 ) -> None:
-    c_run = _record(tmp_path, c_route, "--drop-second", "--expect", "rain", "--family", family)
+    c_run = record_run(tmp_path, c_route, "--drop-second", "--expect", "rain", "--family", family)
     call = c_call(c_run)
     (tmp_path / "lyon.txt").write_text("rain")
     with ScriptedUpstream(c_route) as fake:
@@ -677,7 +677,7 @@ def test_e_cause_re_sampling_the_wrong_tool_flips_at_about_its_rate_and_no_c_rep
     family: str, tmp_path: Path
 ) -> None:
     # seed 1: the first draw is the wrong tool
-    run = _record(tmp_path, ERoute(seed=1), "--expect", "Sunny", "--family", family)
+    run = record_run(tmp_path, ERoute(seed=1), "--expect", "Sunny", "--family", family)
     # seed 4: 3 of the first 10 draws are the right tool
     with ScriptedUpstream(ERoute(seed=4)) as fake:
         rc, out, err = _why(
@@ -718,7 +718,7 @@ def test_e_cause_re_sampling_the_wrong_tool_flips_at_about_its_rate_and_no_c_rep
 def test_a_cause_lifting_the_cap_flips_it_and_continuing_the_cut_answer_flips_it_too(
     family: str, tmp_path: Path
 ) -> None:
-    run = _record(tmp_path, a_route, "--expect", "sunny", "--family", family)
+    run = record_run(tmp_path, a_route, "--expect", "sunny", "--family", family)
     with ScriptedUpstream(a_route) as fake:
         rc, out, err = _why(
             tmp_path,
@@ -803,7 +803,7 @@ def a_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
         if RECORDER[0] == "None":
             pytest.skip("no recorder environment")
         if family not in made:
-            made[family] = _record(
+            made[family] = record_run(
                 tmp_path_factory.mktemp(f"why-a-{family}"),
                 a_route,
                 "--expect",
@@ -947,7 +947,7 @@ def test_why_from_a_pytest_test_on_a_recorded_cassette(
     """The helper a test calls (cassettes.why.api.why): the command's code, the verdict returned."""
     from cassettes.why.api import Refused, why
 
-    for k, v in _env().items():
+    for k, v in why_env().items():
         monkeypatch.setenv(k, v)
     monkeypatch.chdir(tmp_path)
     call = c_call(c_run)

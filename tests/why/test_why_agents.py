@@ -21,7 +21,7 @@ from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
 from tests.why.test_why import AGENT as AGENT_PY
-from tests.why.test_why import SLOW, _env, _record, _why
+from tests.why.test_why import SLOW, _why, record_run, why_env
 
 pytestmark = [needs_recorder]
 
@@ -95,7 +95,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         key = (family, shape, *extra)
         if key not in made:
             tmp = tmp_path_factory.mktemp(f"why-{family}-{shape}")
-            made[key] = _record(tmp, route, *extra, "--family", family, "--shape", shape)
+            made[key] = record_run(tmp, route, *extra, "--family", family, "--shape", shape)
         return made[key]
 
     return recorded
@@ -327,7 +327,7 @@ def test_a_refused_schema_is_the_clients_request_with_the_apis_message_and_no_mo
                 "--family",
                 family,
             ],
-            env=_env(),
+            env=why_env(),
             capture_output=True,
             text=True,
             cwd=tmp_path,
@@ -396,7 +396,7 @@ def test_an_edit_note_never_says_the_client_rewrote_a_result_it_never_sent(
             return Reply.tool("get_time", {"city": "Paris"})
         return route(req)
 
-    run = _record(tmp_path, three_turns, *AGENT)
+    run = record_run(tmp_path, three_turns, *AGENT)
     call, _, turn = dropped(run)
     with ScriptedUpstream(three_turns) as fake:
         rc, _out, err = _why(

@@ -573,10 +573,10 @@ def test_an_edit_file_loses_its_one_trailing_newline(tmp_path: Path) -> None:
 
 
 def test_the_default_output_is_a_new_directory_beside_the_run(tmp_path: Path) -> None:
-    from cassettes.why.investigation import _beside
+    from cassettes.why.investigation import default_output
 
     run = tmp_path / "run.jsonl"
-    assert _beside(run) == tmp_path / "run.why"
+    assert default_output(run) == tmp_path / "run.why"
     (tmp_path / "run.why").mkdir()
     (tmp_path / "run.why-2").write_text("someone's file")
-    assert _beside(run) == tmp_path / "run.why-3"
+    assert default_output(run) == tmp_path / "run.why-3"
