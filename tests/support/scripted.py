@@ -190,8 +190,11 @@ class ScriptedRequest:
             if m.get("type") == "function_call_output" or m.get("role") == "tool":
                 out.append(_text_of(m.get("output", m.get("content"))))
             elif isinstance(m.get("parts"), list):  # Gemini
-                out += [json.dumps(p["functionResponse"].get("response")) for p in m["parts"]
-                        if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+                out += [
+                    json.dumps(p["functionResponse"].get("response"))
+                    for p in m["parts"]
+                    if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
+                ]
             elif isinstance(m.get("content"), list):
                 out += [
                     _text_of(p.get("content"))
@@ -321,8 +324,11 @@ class ScriptedUpstream:
         validate: bool = False,
         ids: str = "",
         tls: tuple[Path, Path] | None = None,
+        pieces: int = 0,
     ) -> None:
         self.route = route
+        #: Stream each tool call's arguments this many characters per event (0: whole).
+        self.pieces = pieces
         #: (certificate, key): served over HTTPS with them (:attr:`url` then starts with
         #: ``https://``).
         self.tls = tls
@@ -477,7 +483,7 @@ class ScriptedUpstream:
                         "application/json; charset=UTF-8",
                     )
                     return
-                self._chunks(synth_stream(fam, body_out), "text/event-stream")
+                self._chunks(synth_stream(fam, body_out, upstream.pieces), "text/event-stream")
 
             def _body(self) -> bytes:
                 if self.headers.get("transfer-encoding", "").lower() == "chunked":
