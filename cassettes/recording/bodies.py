@@ -111,6 +111,7 @@ class JsonRedactor:
         #: :meth:`masks` of each text met, in the order met, up to :data:`SEEN_CHARS` characters.
         self._memo: dict[str, tuple[tuple[int, int, str], ...]] = {}
         self._memo_chars = 0
+        self._names: dict[str, str] = {}
 
     def scrub_json(self, value: Any) -> tuple[Any, bool]:
         """``value`` (parsed JSON) redacted, and whether anything changed: :meth:`learn`, then
@@ -132,9 +133,9 @@ class JsonRedactor:
             if (
                 named
                 or any(d is not t for d, t in zip(done, texts, strict=True))
-                or any(self.masks(k) for k in keys)
+                or any(self.name(k) is not k for k in keys)
             ):
-                return _json_rebuild(value, iter(done), self.text), True
+                return _json_rebuild(value, iter(done), self.name), True
             return value, False
 
         return mask
@@ -149,17 +150,15 @@ class JsonRedactor:
         done = self._memo.get(text)
         if done is not None:
             return done
-        found = self._scrubber.spans(text)
-        creds = credential_values(text, self.name_kind)
-        if found and text.lstrip()[:1] in ("{", "["):
-            try:
-                orjson.loads(text)
-                found = inside_strings(text, found)
-            except orjson.JSONDecodeError:
-                pass  # prose that starts with a bracket: masked as text
+        found = self._found(text)
+        known = len(self._secrets)
         for s, e in found:
-            if e - s >= 8 and not any(c.isspace() for c in text[s:e]):
-                self._secrets.add(text[s:e])  # (not a key block's lines: "-----BEGIN" in every PEM)
+            value = text[s:e].strip('"')  # (a format's match may take the quotes, in prose)
+            if len(value) >= 8 and not any(c.isspace() for c in value):
+                self._secrets.add(value)  # (not a key block's lines: "-----BEGIN" in every PEM)
+        if len(self._secrets) > known:  # what a format found only here is masked all through it
+            found = self._found(text)
+        creds = credential_values(text, self.name_kind)
         numbers = {s for _n, s, _e, quoted in creds if not quoted}
         spans = merge(found + [(s, e) for _n, s, e, _q in creds])
         done = tuple((s, e, f'"{REDACTED}"' if s in numbers else REDACTED) for s, e in spans)
@@ -171,6 +170,18 @@ class JsonRedactor:
             del self._memo[old]
         return done
 
+    def _found(self, text: str) -> list[tuple[int, int]]:
+        """The values learned and the known formats in ``text``; inside its strings (keys by the
+        formats only) if it is JSON."""
+        found = self._scrubber.spans(text)
+        if found and text.lstrip()[:1] in ("{", "["):
+            try:
+                orjson.loads(text)
+            except orjson.JSONDecodeError:
+                return found  # prose that starts with a bracket: masked as text
+            return inside_strings(text, found, lambda key: self._scrubber.spans(key, False))
+        return found
+
     def text(self, text: str) -> str:
         """``text`` with its :meth:`masks` applied (``text`` itself when it has none)."""
         pieces: list[str] = []
@@ -179,6 +190,16 @@ class JsonRedactor:
             pieces += [text[pos:s], rep]
             pos = e
         return "".join(pieces) + text[pos:] if pieces else text
+
+    def name(self, key: str) -> str:
+        """A JSON key masked by the known formats only: a value learned is masked in values, not
+        in names (a password that is a word leaves the keys that are that word)."""
+        done = self._names.get(key)
+        if done is None:
+            if len(self._names) >= 1 << 16:
+                self._names.clear()
+            done = self._names[key] = self._scrubber.scrub(key, learned=False)
+        return done
 
     def forget(self) -> None:
         """Drop the masks remembered (and the texts they are of); what was learned stays."""
@@ -377,8 +398,10 @@ class StreamRedactor:
             if (named[i] or events[i][4] is not None) and isinstance(doc, dict | list):
                 texts: list[str] = []
                 keys: list[str] = []
-                if self._json.collect(doc, texts, keys) or any(self._json.masks(k) for k in keys):
-                    docs[i] = changed[i] = _json_rebuild(doc, iter(texts), self._json.text)
+                if self._json.collect(doc, texts, keys) or any(
+                    self._json.name(k) is not k for k in keys
+                ):
+                    docs[i] = changed[i] = _json_rebuild(doc, iter(texts), self._json.name)
         channels: dict[str, list[tuple[int, Any, Any, str]]] = {}
         for i, doc in enumerate(docs):
             if isinstance(doc, dict | list):

@@ -226,13 +226,17 @@ _TOKEN = re.compile(
 )
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)", re.S)
+_COLON = re.compile(r"\s*:")
 
 
-def inside_strings(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``spans`` of ``text``, a JSON document, cut to the insides of its strings (keys too) and
-    widened to whole escapes, so that masking them leaves it JSON of the same shape: a format's
-    match that took a value's quotes (``"password": "radiance"``) masks the value only, a learned
-    value written as a number is left to the names (:func:`credential_values`)."""
+def inside_strings(
+    text: str, spans: list[tuple[int, int]], names: Callable[[str], list[tuple[int, int]]]
+) -> list[tuple[int, int]]:
+    """``spans`` of ``text``, a JSON document, cut to the insides of its string values and widened
+    to whole escapes, so that masking them leaves it JSON of the same shape: a format's match that
+    took a value's quotes (``"password": "radiance"``) masks the value only, a learned value
+    written as a number is left to the names (:func:`credential_values`). A key is masked where
+    ``names`` finds something in it alone (a match across the text may end on a key)."""
     out: list[tuple[int, int]] = []
     pos = 0
     while pos < len(text):
@@ -243,7 +247,8 @@ def inside_strings(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, i
         if m.group(1) is None:
             continue
         a, b = m.start(1) + 1, m.end(1) - 1
-        for s, e in spans:
+        key = _COLON.match(text, pos) is not None
+        for s, e in [(a + s, a + e) for s, e in names(text[a:b])] if key else spans:
             s, e = max(s, a), min(e, b)
             if s < e and text.find("\\", a, b) >= 0:
                 for esc in _ESCAPE.finditer(text, a, b):

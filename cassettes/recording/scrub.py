@@ -80,12 +80,12 @@ class Scrubber:
             pat = self._escaped_cache[secret] = re.compile("".join(parts))
         return pat
 
-    def scrub(self, text: str, token: str = REDACTED) -> str:
+    def scrub(self, text: str, token: str = REDACTED, learned: bool = True) -> str:
         """``text`` with each of its :meth:`spans` replaced by ``token`` (``text`` itself when it
         holds none)."""
         pieces: list[str] = []
         pos = 0
-        for s, e in self.spans(text):
+        for s, e in self.spans(text, learned):
             pieces += [text[pos:s], token]
             pos = e
         return "".join(pieces) + text[pos:] if pieces else text
@@ -97,13 +97,13 @@ class Scrubber:
         out = self.scrub(text)
         return data if out == text else out.encode("utf-8", "surrogateescape")
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        """Merged (start, end) spans of every secret in ``text``: the values learned, then what
-        the detector finds in the rest (a format's match never takes a learned value's
-        neighbours: ``ya29.…`` would take the ``.`` that ends a sentence)."""
+    def spans(self, text: str, learned: bool = True) -> list[tuple[int, int]]:
+        """Merged (start, end) spans of every secret in ``text``: the values learned (unless not
+        ``learned``), then what the detector finds in the rest (a format's match never takes a
+        learned value's neighbours: ``ya29.…`` would take the ``.`` that ends a sentence)."""
         found: list[tuple[int, int]] = []
         escaped = "\\" in text
-        for secret in self._secrets:
+        for secret in self._secrets if learned else ():
             for form in {secret, quote(secret, safe="")}:
                 i = text.find(form)
                 while i >= 0:

@@ -259,3 +259,20 @@ def test_a_streamed_gemini_function_call_is_masked_as_the_unstreamed_one(tmp_pat
     )
     assert b"hunt3r" not in path.read_bytes()
     assert got == twin == ([[0, 1]], [])
+
+
+def test_a_masked_argument_is_not_judged_against_its_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The corpus's case (pydantic-ai's test_google_validated_accepts_strict_incompatible_schema):
+    ``"password": "Secret1"`` matches the tool's ``pattern``; ``"[REDACTED]"`` does not, and
+    ``E.arguments_schema`` blamed the model for what the recorder wrote."""
+    monkeypatch.setitem(SCHEMA["properties"]["password"], "pattern", "(?=.*[0-9]).+")
+    args = {"user": "bob", "password": "Secret1"}
+    got, _ = _read(tmp_path, "secret", _login("openai_chat", "Log me in.", args, 0))
+    twin, _ = _read(
+        tmp_path,
+        "twin",
+        _login("openai_chat", "Log me in.", {"user": "bob", "pasture": "Secret1"}, 0),
+    )
+    assert got == twin == ([[0, 1]], [])

@@ -444,12 +444,12 @@ class Corpus:
 # Synthesised streams (only for slots the corpus has no recording for)
 
 
-def synth_stream(family: str, body: Any, piece: int = 0) -> list[bytes]:
+def synth_stream(family: str, body: Any, piece: int | list[int] = 0) -> list[bytes]:
     """A family-correct SSE stream carrying what a non-streamed response ``body`` carries; with
     ``piece``, each tool call's arguments go ``piece`` characters per event, as models stream them
-    (Gemini sends a call whole)."""
+    (or cut at the positions ``piece`` lists); Gemini sends a call whole, and its text so."""
     if family == "gemini":
-        return [sse_event(body, nl=b"\r\n")]
+        return [sse_event(b, nl=b"\r\n") for b in _gemini_pieces(body, piece)]
     if family == "openai_responses":
         return _synth_responses(body, piece)
     if family == "anthropic":
@@ -459,12 +459,33 @@ def synth_stream(family: str, body: Any, piece: int = 0) -> list[bytes]:
     raise ValueError(family)
 
 
-def _cut(text: str, piece: int) -> list[str]:
-    """``text`` in pieces of ``piece`` characters (whole when ``piece`` is 0)."""
-    return [text[i : i + piece] for i in range(0, len(text), piece)] if piece else [text]
+def _cut(text: str, piece: int | list[int]) -> list[str]:
+    """``text`` in pieces of ``piece`` characters, or cut at the positions ``piece`` lists (whole
+    when ``piece`` is 0 or none of them falls inside)."""
+    if isinstance(piece, int):
+        return [text[i : i + piece] for i in range(0, len(text), piece)] if piece else [text]
+    cuts = sorted({c for c in piece if 0 < c < len(text)})
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
 
 
-def _synth_responses(resp: dict[str, Any], piece: int = 0) -> list[bytes]:
+def _gemini_pieces(body: dict[str, Any], piece: int | list[int]) -> list[dict[str, Any]]:
+    """A Gemini answer as its stream's events: a text part ``piece`` by ``piece`` (the finish and
+    the usage in the last event), the rest whole."""
+    parts = body["candidates"][0]["content"]["parts"] if body.get("candidates") else []
+    if not piece or len(parts) != 1 or "text" not in parts[0]:
+        return [body]
+    texts = _cut(parts[0]["text"], piece)
+    head = {k: v for k, v in body.items() if k != "usageMetadata"}
+    events = []
+    for i, text in enumerate(texts):
+        cand = {**body["candidates"][0], "content": {"role": "model", "parts": [{"text": text}]}}
+        if i < len(texts) - 1:
+            cand.pop("finishReason", None)
+        events.append({**(body if i == len(texts) - 1 else head), "candidates": [cand]})
+    return events
+
+
+def _synth_responses(resp: dict[str, Any], piece: int | list[int] = 0) -> list[bytes]:
     seq = itertools.count()
     out: list[bytes] = []
 
@@ -537,7 +558,7 @@ def _synth_responses(resp: dict[str, Any], piece: int = 0) -> list[bytes]:
     return out
 
 
-def _synth_anthropic(msg: dict[str, Any], piece: int = 0) -> list[bytes]:
+def _synth_anthropic(msg: dict[str, Any], piece: int | list[int] = 0) -> list[bytes]:
     out = [
         sse_event(
             {"type": "message_start", "message": {**msg, "content": [], "stop_reason": None}},
@@ -588,7 +609,7 @@ def _synth_anthropic(msg: dict[str, Any], piece: int = 0) -> list[bytes]:
     return out
 
 
-def _synth_chat(resp: dict[str, Any], piece: int = 0) -> list[bytes]:
+def _synth_chat(resp: dict[str, Any], piece: int | list[int] = 0) -> list[bytes]:
     base = {k: resp.get(k) for k in ("id", "created", "model", "system_fingerprint")}
     base["object"] = "chat.completion.chunk"
     out: list[bytes] = []
