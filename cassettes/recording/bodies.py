@@ -2,14 +2,15 @@
 reassembles them; three parts of the :class:`~cassettes.recording.redact.Redactor`'s pipeline.
 
 :class:`JsonRedactor`: a JSON body's credential fields (``api_key``, ``access_token``, ``password``
-…, and the configured ``body_keys``) are masked and learned, and every string is scrubbed decoded
-(a secret behind a JSON escape is found too). :class:`StreamRedactor`: each JSON event of an SSE,
-NDJSON, WebSocket or AWS event stream is redacted the same way, and the strings a field carries
-across events are joined and searched, so a key streamed a few characters per event is masked in
-every event it spans. :class:`BodyLearner`: forms, and responses that mint or return credentials,
-teach them to the redactor first. All three share the redactor's
-:class:`~cassettes.recording.scrub.Secrets` and :class:`~cassettes.recording.scrub.Scrubber`; the
-headers and URLs are :mod:`cassettes.recording.redact`'s.
+…, and the configured ``body_keys``) are masked and learned, and every string is masked as the run
+first decided for that text (:meth:`JsonRedactor.masks`: one mask per text, so what the analysis
+compares reads as it was sent). :class:`StreamRedactor`: each JSON event of an SSE, NDJSON,
+WebSocket or AWS event stream is redacted the same way, and the strings a field carries across
+events are joined and masked as that text is anywhere else, in every event it spans.
+:class:`BodyLearner`: forms, and credentials an endpoint mints, teach them to the redactor first.
+All three share the redactor's :class:`~cassettes.recording.scrub.Secrets` and
+:class:`~cassettes.recording.scrub.Scrubber`; the headers and URLs are
+:mod:`cassettes.recording.redact`'s.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Three nets, widest last:
    except rate-limit counters), credential query parameters (``key``, ``api_key``, ``token``,
    signatures …) and JSON body keys (``api_key``, ``access_token``, ``password`` …).
 2. **By value learned** — every value removed by name is remembered (for the life of the
-   redactor) and scrubbed wherever else it appears: bodies, URLs, other headers, stream chunks.
+   redactor) and scrubbed wherever else it appears after: bodies, URLs, other headers, streams.
 3. **By pattern** — known key formats, by the detector ``looptap verify`` uses too
    (:mod:`cassettes.recording.detector`: gitleaks' ruleset and looptap's rules for LLM vendors'
    keys), and any configured pattern, in headers, URLs and bodies.
@@ -15,7 +15,8 @@ Three nets, widest last:
 Streams are read as their reader reassembles them (:meth:`Redactor.chunks`): each JSON event of
 an SSE, NDJSON, WebSocket or AWS event stream is redacted by field name, and the strings a field
 carries across events are joined and searched, so a key streamed a few characters per event is
-masked in every event it spans (and learned, for the next request that sends it back).
+masked in every event it spans. A text is masked as the run first decided for it, so an echo or
+a history sent again reads as it did (docs/redaction.md: what looptap reads is what was sent).
 
 The nets are parts of one pipeline, each with one job, composed by :class:`Redactor` and sharing
 the secrets learned (:class:`~cassettes.recording.scrub.Secrets`): the
