@@ -252,7 +252,7 @@ class JsonRedactor:
         (those of 8 characters or more: a shorter one is masked only where a name says it is
         one, never everywhere it occurs). Only when it holds some credential word: most strings
         that start with ``{`` are code or prose, and their parse is what this would cost."""
-        if len(text) > EMBEDDED_MAX:
+        if len(text) > EMBEDDED_MAX or text.lstrip()[:1] not in ("{", "["):
             return
         low = text.lower()
         if not any(m.decode() in low for m in _NAME_MARKERS):
@@ -375,9 +375,6 @@ class StreamRedactor:
     def __init__(self, scrubber: Scrubber, json: JsonRedactor) -> None:
         self._scrubber = scrubber
         self._json = json
-
-    def chunks(self, chunks: Chunks) -> Chunks:
-        return self.learn(chunks)()
 
     def learn(self, chunks: Chunks) -> Callable[[], Chunks]:
         """Learn what the chunks teach: each JSON event's credential fields by name, and the

@@ -299,8 +299,8 @@ class Redactor:
         return self._scrubber.scrub_bytes(data)
 
     def chunks(self, chunks: Chunks) -> Chunks:
-        """Response chunks redacted (:meth:`StreamRedactor.chunks`)."""
-        return self._streams.chunks(chunks)
+        """Response chunks redacted (:meth:`StreamRedactor.learn`, then masked)."""
+        return self._streams.learn(chunks)()
 
     def forget_seen(self) -> None:
         """Drop the masks remembered and the texts they are of (what was learned stays): for a
