@@ -116,9 +116,10 @@ def stream_texts(data: bytes) -> list[str]:
     return ["".join(p[3] for p in pieces) for pieces in channels.values() if len(pieces) > 1]
 
 
-#: What tells one part of an answer from another in a stream's events (Anthropic's content blocks,
-#: Responses' output items and parts, parallel tool calls): a field's text is joined per part.
-_PARTS = ("index", "output_index", "content_index")
+#: What tells one part of an answer from another in a stream's events (Anthropic's and Bedrock's
+#: content blocks, Responses' output items and parts, parallel tool calls): a field's text is
+#: joined per part.
+_PARTS = ("index", "output_index", "content_index", "contentBlockIndex")
 _PART_KEYS = frozenset(_PARTS)
 
 

@@ -1,7 +1,7 @@
 """A property of redaction (issue 54): for any JSON document, with credential-named keys and
 credential-shaped values planted in it, streamed as a model streams it (tool-call arguments over
-OpenAI Chat, Anthropic and Responses events, structured output over Gemini's text parts) cut into
-any events and any socket reads, the recorder's redactor stores
+OpenAI Chat, Anthropic and Responses SSE events and Bedrock ConverseStream frames, structured output
+over Gemini's text parts) cut into any events and any socket reads, the recorder's redactor stores
 
 * valid JSON with the same structure: every object keeps its keys, every list its length, every
   string stays a string (a number under a credential's name becomes the string ``[REDACTED]``,
@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.redact import REDACTED, Redactor
 from cassettes.wire.exchange import Exchange
-from tests.support.upstream import synth_stream
+from tests.support.secret_streams import aws_frame
+from tests.support.upstream import _cut, synth_stream
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
 EXAMPLES = int(os.environ.get("LOOPTAP_FUZZ_EXAMPLES") or (1000 if SLOW else 40))
@@ -44,7 +45,10 @@ long_secret = st.text(_ALNUM, min_size=8, max_size=24)
 format_key = st.text(_ALNUM, min_size=24, max_size=32).map(lambda s: "sk-proj-" + s)
 words = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=16)
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**9), 10**12), st.floats(allow_nan=False, width=32)
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**9), 10**12),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
 )
 
 
@@ -85,13 +89,36 @@ def documents(draw: st.DrawFn) -> dict[str, Any]:
     return {"doc": obj(0), "formats": formats}
 
 
+#: The families whose next request sends the call's input back as an object (compared as one).
+OBJECTS = ("anthropic", "bedrock")
 URLS = {
     "openai_chat": "https://api.openai.com/v1/chat/completions",
     "openai_responses": "https://api.openai.com/v1/responses",
     "anthropic": "https://api.anthropic.com/v1/messages",
     "gemini": "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.0-flash"
     ":streamGenerateContent?alt=sse",
+    "bedrock": "https://bedrock-runtime.us-east-1.amazonaws.com/model/"
+    "anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream",
 }
+
+
+def _stream(family: str, text: str, doc: dict[str, Any], events: int | list[int]) -> list[bytes]:
+    """The answer's stream: its SSE events, or (Bedrock ConverseStream) its event-stream frames,
+    a call's input ``text`` cut at ``events``."""
+    if family != "bedrock":
+        return synth_stream(family, _answer(family, text, doc), events)
+    start = {"toolUse": {"toolUseId": "t1", "name": "f"}}
+    frames = [("messageStart", {"role": "assistant"})]
+    frames += [("contentBlockStart", {"contentBlockIndex": 0, "start": start})]
+    frames += [
+        ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": piece}}})
+        for piece in (_cut(text, events) if events else [text])
+    ]
+    frames += [("contentBlockStop", {"contentBlockIndex": 0})]
+    frames += [("messageStop", {"stopReason": "tool_use"})]
+    frames += [("metadata", {"usage": {"inputTokens": 9, "outputTokens": 9, "totalTokens": 18}})]
+    head = {":content-type": "application/json", ":message-type": "event"}
+    return [aws_frame({":event-type": k, **head}, json.dumps(v).encode()) for k, v in frames]
 
 
 def _answer(family: str, text: str, doc: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +199,11 @@ def _request(family: str, echo: bool, text: str, doc: dict[str, Any]) -> bytes:
             "stream": True,
             "messages": [{"role": "user", "content": "go"}, *back[: 2 * echo]],
         }
+    elif family == "bedrock":
+        use = {"toolUse": {"toolUseId": "t1", "name": "f", "input": doc}}
+        result = {"toolResult": {"toolUseId": "t1", "content": [{"text": "ok"}]}}
+        back = [{"role": "assistant", "content": [use]}, {"role": "user", "content": [result]}]
+        body = {"messages": [{"role": "user", "content": [{"text": "go"}]}, *back[: 2 * echo]]}
     else:
         back = [
             {"role": "model", "parts": [{"text": text}]},
@@ -193,7 +225,14 @@ def _exchange(family: str, request: bytes, events: list[bytes], reads: list[int]
         request,
         200,
         "OK",
-        [("content-type", "text/event-stream")],
+        [
+            (
+                "content-type",
+                "application/vnd.amazon.eventstream"
+                if family == "bedrock"
+                else "text/event-stream",
+            )
+        ],
         [(0.01 * i, c) for i, c in enumerate(chunks)],
     )
 
@@ -271,18 +310,10 @@ def test_any_document_streamed_any_way_is_stored_as_valid_alike_json(
     doc, formats = planted["doc"], planted["formats"]
     # (Anthropic streams its input as the JSON text the server writes: one way)
     text = json.dumps(doc, ensure_ascii=ascii_only or family == "anthropic")
-    answer = _answer(family, text, doc)
     red = Redactor()
+    first = _request(family, False, text, doc)
     said = _said(
-        family,
-        red.exchange(
-            _exchange(
-                family,
-                _request(family, False, text, doc),
-                synth_stream(family, answer, events),
-                reads,
-            )
-        ),
+        family, red.exchange(_exchange(family, first, _stream(family, text, doc, events), reads))
     )
     stored = json.loads(said)  # valid JSON
     _same_shape(doc, stored)
@@ -298,18 +329,9 @@ def test_any_document_streamed_any_way_is_stored_as_valid_alike_json(
     for key in formats:
         assert key[8:] not in said
     # the echo the next request sends is stored as the answer was
-    echo = red.exchange(
-        _exchange(
-            family,
-            _request(family, True, text, doc),
-            synth_stream(family, _answer(family, "done", {"a": 1}), 0),
-            [],
-        )
-    )
-    echoed = _echoed(family, echo)
-    assert json.loads(echoed) == stored if family == "anthropic" else echoed == said
+    again = _exchange(family, _request(family, True, text, doc), _stream(family, "{}", {}, 0), [])
+    echoed = _echoed(family, red.exchange(again))
+    assert json.loads(echoed) == stored if family in OBJECTS else echoed == said
     # and whatever the cut: the document whole, through a redactor of its own, is stored alike
-    whole = Redactor().exchange(
-        _exchange(family, _request(family, False, text, doc), synth_stream(family, answer, 0), [])
-    )
-    assert _said(family, whole) == said
+    whole = _exchange(family, first, _stream(family, text, doc, 0), [])
+    assert _said(family, Redactor().exchange(whole)) == said
