@@ -1,7 +1,8 @@
 """Does redaction change a reading? Each corpus cassette read as it is (``load_vcr``: the wire's
-text) and as ``looptap show FILE.yaml`` reads it (redacted as it is read, as ``looptap import``
-stores it): every file whose conversations or warning-or-worse findings differ, listed, and the
-totals (issue 54: redaction must never change a reading).
+text), as ``looptap show FILE.yaml`` reads it (redacted as it is read) and as ``looptap import``
+stores it (through the recorder's writer, then read back): every file whose conversations or
+warning-or-worse findings differ, listed, and the totals (issue 54: redaction must never change a
+reading).
 
     .venv/bin/python bench/redaction_readings.py [--json OUT]
 """
@@ -20,7 +21,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from real_corpus import corpus_files, rel  # noqa: E402
 
-from cassettes.reading.run import Run, open_run  # noqa: E402
+from cassettes.reading.run import Run, cassette_of, open_run  # noqa: E402
 from cassettes.storage.vcr import load_vcr  # noqa: E402
 
 
@@ -38,26 +39,29 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="save both readings of every file")
     args = ap.parse_args()
     out: dict[str, Any] = {}
-    changed = findings = plain_findings = conversations = 0
+    changed = conversations = 0
+    findings = {"plain": 0, "shown": 0, "imported": 0}
     for path in corpus_files():
         try:
             plain = reading(Run.of(load_vcr(path)))
             shown = reading(open_run(path, whole=True))
+            with cassette_of(path) as imported:
+                stored = reading(open_run(imported, whole=True))
         except Exception as exc:  # a file the reader refuses is the corpus test's business
             print(f"{rel(path)}: not read ({type(exc).__name__})")
             continue
-        out[rel(path)] = {"plain": plain, "redacted": shown}
-        plain_findings += len(plain["findings"])
-        findings += len(shown["findings"])
+        out[rel(path)] = got = {"plain": plain, "shown": shown, "imported": stored}
         conversations += len(plain["conversations"])
-        if plain != shown:
-            changed += 1
+        for way, read in got.items():
+            findings[way] += len(read["findings"])
             for key in ("conversations", "findings"):
-                if plain[key] != shown[key]:
-                    print(f"{rel(path)} {key}: plain {plain[key]} / redacted {shown[key]}")
+                if read[key] != plain[key]:
+                    print(f"{rel(path)} {way} {key}: {read[key]}, plain {plain[key]}")
+        changed += shown != plain or stored != plain
     print(
         f"{len(out)} files, {conversations} conversations; warning-or-worse findings: "
-        f"{plain_findings} plain, {findings} redacted; {changed} files read differently"
+        + ", ".join(f"{n} {way}" for way, n in findings.items())
+        + f"; {changed} files read differently"
     )
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, sort_keys=True))
