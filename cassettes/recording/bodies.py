@@ -100,7 +100,8 @@ def _redactions(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int,
 
 class JsonRedactor:
     """Redacts parsed JSON: a credential name's value is masked and learned (in JSON held in a
-    string too), and every other string, keys included, is masked where :meth:`masks` says."""
+    string too), every other string is masked where :meth:`masks` says, every key where
+    :meth:`name` says."""
 
     def __init__(
         self, secrets: Secrets, scrubber: Scrubber, body_keys: frozenset[str] = frozenset()
@@ -205,6 +206,7 @@ class JsonRedactor:
     def forget(self) -> None:
         """Drop the masks remembered (and the texts they are of); what was learned stays."""
         self._memo.clear()
+        self._names.clear()
         self._memo_chars = 0
 
     def collect(self, value: Any, acc: list[str], keys: list[str] | None = None) -> bool:
