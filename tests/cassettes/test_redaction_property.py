@@ -29,7 +29,7 @@ from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.redact import REDACTED, Redactor
 from cassettes.wire.exchange import Exchange
 from tests.support.secret_streams import aws_frame
-from tests.support.upstream import _cut, synth_stream
+from tests.support.upstream import cut, synth_stream
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
 EXAMPLES = int(os.environ.get("LOOPTAP_FUZZ_EXAMPLES") or (1000 if SLOW else 40))
@@ -112,7 +112,7 @@ def _stream(family: str, text: str, doc: dict[str, Any], events: int | list[int]
     frames += [("contentBlockStart", {"contentBlockIndex": 0, "start": start})]
     frames += [
         ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": piece}}})
-        for piece in (_cut(text, events) if events else [text])
+        for piece in (cut(text, events) if events else [text])
     ]
     frames += [("contentBlockStop", {"contentBlockIndex": 0})]
     frames += [("messageStop", {"stopReason": "tool_use"})]

@@ -459,7 +459,7 @@ def synth_stream(family: str, body: Any, piece: int | list[int] = 0) -> list[byt
     raise ValueError(family)
 
 
-def _cut(text: str, piece: int | list[int]) -> list[str]:
+def cut(text: str, piece: int | list[int]) -> list[str]:
     """``text`` in pieces of ``piece`` characters, or cut at the positions ``piece`` lists (whole
     when ``piece`` is 0 or none of them falls inside)."""
     if isinstance(piece, int):
@@ -474,7 +474,7 @@ def _gemini_pieces(body: dict[str, Any], piece: int | list[int]) -> list[dict[st
     parts = body["candidates"][0]["content"]["parts"] if body.get("candidates") else []
     if not piece or len(parts) != 1 or "text" not in parts[0]:
         return [body]
-    texts = _cut(parts[0]["text"], piece)
+    texts = cut(parts[0]["text"], piece)
     head = {k: v for k, v in body.items() if k != "usageMetadata"}
     events = []
     for i, text in enumerate(texts):
@@ -502,7 +502,7 @@ def _synth_responses(resp: dict[str, Any], piece: int | list[int] = 0) -> list[b
                 output_index=i,
                 item={**item, "arguments": "", "status": "in_progress"},
             )
-            for delta in _cut(item.get("arguments", ""), piece):
+            for delta in cut(item.get("arguments", ""), piece):
                 emit(
                     "response.function_call_arguments.delta",
                     item_id=item.get("id"),
@@ -579,7 +579,7 @@ def _synth_anthropic(msg: dict[str, Any], piece: int | list[int] = 0) -> list[by
             )
             deltas = [
                 {"type": "input_json_delta", "partial_json": p}
-                for p in _cut(json.dumps(block.get("input") or {}), piece)
+                for p in cut(json.dumps(block.get("input") or {}), piece)
             ]
         else:
             out.append(
@@ -632,7 +632,7 @@ def _synth_chat(resp: dict[str, Any], piece: int | list[int] = 0) -> list[bytes]
         )
         for j, tc in enumerate(msg.get("tool_calls") or []):
             fn = tc.get("function") or {}
-            args = _cut(fn.get("arguments") or "", piece) if piece else []
+            args = cut(fn.get("arguments") or "", piece) if piece else []
             first = {"index": j, "id": tc.get("id"), "type": "function"}
             calls = [{**first, "function": {**fn, "arguments": ""} if args else fn}]
             calls += [{"index": j, "function": {"arguments": a}} for a in args]
