@@ -181,7 +181,10 @@ class JsonRedactor:
                 orjson.loads(text)
             except orjson.JSONDecodeError:
                 return found  # prose that starts with a bracket: masked as text
-            return inside_strings(text, found, lambda key: self._scrubber.spans(key, False))
+            formats = self._scrubber.spans(text, learned=False)  # (none: none in any key either)
+            return inside_strings(
+                text, found, lambda k: self._scrubber.spans(k, False) if formats else []
+            )
         return found
 
     def text(self, text: str) -> str:

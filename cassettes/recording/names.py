@@ -236,9 +236,10 @@ def inside_strings(
     to whole escapes, so that masking them leaves it JSON of the same shape: a format's match that
     took a value's quotes (``"password": "radiance"``) masks the value only, a learned value
     written as a number is left to the names (:func:`credential_values`). A key is masked where
-    ``names`` finds something in it alone (a match across the text may end on a key)."""
+    ``names`` finds something in it alone (a match across the text may end on a key). ``spans``
+    sorted and apart."""
     out: list[tuple[int, int]] = []
-    pos = 0
+    pos = k = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
@@ -247,8 +248,13 @@ def inside_strings(
         if m.group(1) is None:
             continue
         a, b = m.start(1) + 1, m.end(1) - 1
+        while k < len(spans) and spans[k][1] <= a:
+            k += 1
+        j = k
+        while j < len(spans) and spans[j][0] < b:
+            j += 1
         key = _COLON.match(text, pos) is not None
-        for s, e in [(a + s, a + e) for s, e in names(text[a:b])] if key else spans:
+        for s, e in [(a + s, a + e) for s, e in names(text[a:b])] if key else spans[k:j]:
             s, e = max(s, a), min(e, b)
             if s < e and text.find("\\", a, b) >= 0:
                 for esc in _ESCAPE.finditer(text, a, b):
