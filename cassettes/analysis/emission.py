@@ -55,6 +55,7 @@ from cassettes.analysis.message_keys import stable
 from cassettes.analysis.model import CallCheck, Emission, Finding, Severity
 from cassettes.analysis.plain_schema import surely_valid
 from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec, emitted_calls
+from cassettes.recording.names import REDACTED
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator  # type: ignore[import-untyped]
@@ -191,7 +192,9 @@ def schema_errors(arguments: Any, schema: dict[str, Any] | None) -> list[str]:
         return []
     try:
         errors = sorted(
-            v.iter_errors(arguments), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
+            # a value the recorder masked is not the model's: not judged (docs/redaction.md)
+            (e for e in v.iter_errors(arguments) if e.instance != REDACTED),
+            key=lambda e: (list(map(str, e.absolute_path)), e.validator),
         )
     except Exception:  # unresolvable $ref, recursion … — not checked
         return []

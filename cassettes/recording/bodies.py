@@ -2,21 +2,24 @@
 reassembles them; three parts of the :class:`~cassettes.recording.redact.Redactor`'s pipeline.
 
 :class:`JsonRedactor`: a JSON body's credential fields (``api_key``, ``access_token``, ``password``
-…, and the configured ``body_keys``) are masked and learned, and every string is scrubbed decoded
-(a secret behind a JSON escape is found too). :class:`StreamRedactor`: each JSON event of an SSE,
-NDJSON, WebSocket or AWS event stream is redacted the same way, and the strings a field carries
-across events are joined and searched, so a key streamed a few characters per event is masked in
-every event it spans. :class:`BodyLearner`: forms, and responses that mint or return credentials,
-teach them to the redactor first. All three share the redactor's
-:class:`~cassettes.recording.scrub.Secrets` and :class:`~cassettes.recording.scrub.Scrubber`; the
-headers and URLs are :mod:`cassettes.recording.redact`'s.
+…, and the configured ``body_keys``) are masked and learned, and every string is masked as the run
+first decided for that text (:meth:`JsonRedactor.masks`: one mask per text, so what the analysis
+compares reads as it was sent). :class:`StreamRedactor`: each JSON event of an SSE, NDJSON,
+WebSocket or AWS event stream is redacted the same way, and the strings a field carries across
+events are joined and masked as that text is anywhere else, in every event it spans.
+:class:`BodyLearner`: forms, and credentials an endpoint mints, teach them to the redactor first.
+All three share the redactor's :class:`~cassettes.recording.scrub.Secrets` and
+:class:`~cassettes.recording.scrub.Scrubber`; the headers and URLs are
+:mod:`cassettes.recording.redact`'s.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
+import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -28,6 +31,7 @@ from cassettes.recording.names import (
     EMBEDDED_MAX,
     REDACTED,
     credential_values,
+    inside_strings,
     looks_secret,
     named_spans,
     secret_name,
@@ -48,49 +52,36 @@ from cassettes.wire.framing import is_aws_eventstream, reseal_aws_eventstream
 
 __all__ = ["BodyLearner", "JsonRedactor", "StreamRedactor"]
 
+#: How much text a redactor remembers its masks for (characters; a few agents' histories).
+SEEN_CHARS = 64 << 20
 #: JSON bodies larger than this are scrubbed as bytes only, not string by string.
 _WHOLE_BYTES = 8 << 20
 _REDACTED_BYTES = REDACTED.encode()
-#: How much JSON-in-string text :meth:`JsonRedactor._embedded` remembers the answer for (chars).
-_EMBEDDED_SEEN = 16 << 20
 
 
-def _json_rebuild(value: Any, it: Iterator[str]) -> Any:
-    """``value`` with its strings (keys included) replaced, in :meth:`JsonRedactor.collect`
-    order, from ``it``."""
+def _json_rebuild(value: Any, it: Iterator[str], key: Callable[[str], str]) -> Any:
+    """``value`` with its strings replaced, in :meth:`JsonRedactor.collect` order, from ``it``,
+    its keys by ``key``, and a number under a credential's name by ``[REDACTED]``."""
     if isinstance(value, str):
         return next(it)
-    if isinstance(value, dict):
-        out: dict[Any, Any] = {}
-        for k, v in value.items():
-            key = next(it) if isinstance(k, str) else k
-            if (
-                isinstance(v, int | float)
-                and not isinstance(v, bool)
-                and v
-                and isinstance(k, str)
-                and secret_name(k) == "always"
-            ):
-                out[key] = REDACTED  # a number under a credential's name (a PIN, a numeric key)
-                continue
-            out[key] = (
-                next(it)
-                if isinstance(v, str)
-                else _json_rebuild(v, it)
-                if isinstance(v, (dict, list))
-                else v
-            )
-        return out
     if isinstance(value, list):
-        return [
-            next(it)
-            if isinstance(v, str)
-            else _json_rebuild(v, it)
-            if isinstance(v, (dict, list))
-            else v
-            for v in value
-        ]
-    return value
+        return [_json_rebuild(v, it, key) if isinstance(v, str | dict | list) else v for v in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[Any, Any] = {}
+    for k, v in value.items():
+        if not isinstance(k, str):
+            out[k] = _json_rebuild(v, it, key)
+        elif (
+            isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and v
+            and secret_name(k) == "always"
+        ):
+            out[key(k)] = REDACTED  # a number under a credential's name (a PIN, a numeric key)
+        else:
+            out[key(k)] = _json_rebuild(v, it, key) if isinstance(v, str | dict | list) else v
+    return out
 
 
 def _redactions(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int, bytes]]:
@@ -108,9 +99,9 @@ def _redactions(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int,
 
 
 class JsonRedactor:
-    """Redacts parsed JSON by field name: a credential name's value is masked and learned, JSON
-    held in a string is read for the same, and every string, keys included, is scrubbed decoded
-    (a secret behind a JSON escape is found too)."""
+    """Redacts parsed JSON: a credential name's value is masked and learned (in JSON held in a
+    string too), every other string is masked where :meth:`masks` says, every key where
+    :meth:`name` says."""
 
     def __init__(
         self, secrets: Secrets, scrubber: Scrubber, body_keys: frozenset[str] = frozenset()
@@ -119,98 +110,172 @@ class JsonRedactor:
         self._scrubber = scrubber
         #: Extra JSON / form field names to redact always (``body_keys`` of the configuration).
         self._body_keys = body_keys
-        #: :meth:`_embedded`'s answers for the JSON strings already seen (an agent re-sends its
-        #: tool calls' arguments and results on every turn), up to :data:`_EMBEDDED_SEEN` chars.
-        self._embedded_seen: dict[str, str] = {}
-        self._embedded_chars = 0
+        #: :meth:`masks` of each text met, in the order met, up to :data:`SEEN_CHARS` characters.
+        self._memo: dict[str, tuple[tuple[int, int, str], ...]] = {}
+        self._memo_chars = 0
+        self._names: dict[str, str] = {}
 
     def scrub_json(self, value: Any) -> tuple[Any, bool]:
-        """``value`` (parsed JSON) with credential keys' values redacted and every string, keys
-        included, scrubbed; and whether anything changed. Scans the decoded strings, so a secret
-        behind a JSON escape is found too."""
-        texts: list[str] = []
-        found = value if isinstance(value, str) else None
-        if found is not None:
-            texts.append(found)
-        keys = self.collect(value, texts) if found is None else False
-        # after the walk: it learned the credential values
-        done = self._scrubber.scrub_strings(texts)
-        if not keys and done == texts:
-            return value, False
-        return _json_rebuild(value, iter(done)), True
+        """``value`` (parsed JSON) redacted, and whether anything changed: :meth:`learn`, then
+        its masking."""
+        return self.learn(value)()
 
-    def collect(self, value: Any, acc: list[str]) -> bool:
-        """Appends the strings inside ``value`` (a dict or list) to ``acc`` in
-        :func:`_json_rebuild` order; a credential key's string value is learned and appended as
-        ``REDACTED``. Returns whether there was one. (One walk: this is the writer's hot path.)"""
+    def learn(self, value: Any) -> Callable[[], tuple[Any, bool]]:
+        """Learn the credentials ``value`` (parsed JSON) carries by name; the function returned
+        masks it (a copy when anything changed, ``value`` itself otherwise; and whether anything
+        did). Learn all a round trip teaches before masking any of it."""
+        if isinstance(value, str):
+            return lambda: (out := self.text(value), out is not value)
+        texts: list[str] = []
+        keys: list[str] = []
+        named = self.collect(value, texts, keys)
+
+        def mask() -> tuple[Any, bool]:
+            done = [self.text(t) for t in texts]
+            if (
+                named
+                or any(d is not t for d, t in zip(done, texts, strict=True))
+                or any(self.name(k) is not k for k in keys)
+            ):
+                return _json_rebuild(value, iter(done), self.name), True
+            return value, False
+
+        return mask
+
+    def masks(self, text: str) -> tuple[tuple[int, int, str], ...]:
+        """Where a string is masked, and with what: (start, end, replacement), sorted. Decided
+        the first time the run meets the text and kept (for :data:`SEEN_CHARS` characters of
+        text), so a text sent again, an echo, a history, reads the same whatever the run learned
+        since. Its credential names' values if it holds JSON (:func:`credential_values`: a number
+        becomes the string ``"[REDACTED]"``), the values learned and the known formats (inside
+        its strings if it is JSON: :func:`inside_strings`); what the formats find is learned."""
+        done = self._memo.get(text)
+        if done is not None:
+            return done
+        found = self._found(text)
+        known = len(self._secrets)
+        for s, e in found:
+            value = text[s:e].strip('"')  # (a format's match may take the quotes, in prose)
+            if len(value) >= 8 and not any(c.isspace() for c in value):
+                self._secrets.add(value)  # (not a key block's lines: "-----BEGIN" in every PEM)
+        if len(self._secrets) > known:  # what a format found only here is masked all through it
+            found = self._found(text)
+        creds = credential_values(text, self.name_kind)
+        numbers = {s for _n, s, _e, quoted in creds if not quoted}
+        spans = merge(found + [(s, e) for _n, s, e, _q in creds])
+        done = tuple((s, e, f'"{REDACTED}"' if s in numbers else REDACTED) for s, e in spans)
+        self._memo[text] = done
+        self._memo_chars += len(text)
+        while self._memo_chars > SEEN_CHARS and len(self._memo) > 1:  # the oldest first
+            old = next(iter(self._memo))
+            self._memo_chars -= len(old)
+            del self._memo[old]
+        return done
+
+    def _found(self, text: str) -> list[tuple[int, int]]:
+        """The values learned and the known formats in ``text``; inside its strings (keys by the
+        formats only) if it is JSON."""
+        found = self._scrubber.spans(text)
+        if found and text.lstrip()[:1] in ("{", "["):
+            try:
+                orjson.loads(text)
+            except orjson.JSONDecodeError:
+                return found  # prose that starts with a bracket: masked as text
+            formats = self._scrubber.spans(text, learned=False)  # (none: none in any key either)
+            return inside_strings(
+                text, found, lambda k: self._scrubber.spans(k, False) if formats else []
+            )
+        return found
+
+    def text(self, text: str) -> str:
+        """``text`` with its :meth:`masks` applied (``text`` itself when it has none)."""
+        pieces: list[str] = []
+        pos = 0
+        for s, e, rep in self.masks(text):
+            pieces += [text[pos:s], rep]
+            pos = e
+        return "".join(pieces) + text[pos:] if pieces else text
+
+    def name(self, key: str) -> str:
+        """A JSON key masked by the known formats only: a value learned is masked in values, not
+        in names (a password that is a word leaves the keys that are that word)."""
+        done = self._names.get(key)
+        if done is None:
+            if len(self._names) >= 1 << 16:
+                self._names.clear()
+            done = self._names[key] = self._scrubber.scrub(key, learned=False)
+        return done
+
+    def forget(self) -> None:
+        """Drop the masks remembered (and the texts they are of); what was learned stays."""
+        self._memo.clear()
+        self._names.clear()
+        self._memo_chars = 0
+
+    def collect(self, value: Any, acc: list[str], keys: list[str] | None = None) -> bool:
+        """Appends the string values inside ``value`` (a dict or list) to ``acc``, and its keys to
+        ``keys``, in :func:`_json_rebuild` order; a credential key's string value is learned and
+        appended as ``REDACTED``, JSON held in a string is read for the same (:meth:`learn_text`).
+        Returns whether there was one. (One walk: this is the writer's hot path.)"""
         found = False
         if isinstance(value, dict):
             for k, v in value.items():
-                named = self._collect_named(k, v, acc) if isinstance(k, str) else None
-                if named is not None:
-                    found = True
-                    if named:  # its value is appended (as REDACTED) already
-                        continue
-                found = self._collect_value(v, acc) or found
+                if isinstance(k, str):
+                    if keys is not None:
+                        keys.append(k)
+                    named = self._collect_named(k, v, acc)
+                    if named is not None:
+                        found = True
+                        if named:  # its value is appended (as REDACTED) already
+                            continue
+                found = self._collect_value(v, acc, keys) or found
         elif isinstance(value, list):
             for v in value:
-                found = self._collect_value(v, acc) or found
+                found = self._collect_value(v, acc, keys) or found
         return found
 
-    def _collect_value(self, v: Any, acc: list[str]) -> bool:
+    def _collect_value(self, v: Any, acc: list[str], keys: list[str] | None) -> bool:
         """:meth:`collect` of one value of an object or list: a string appended (JSON held in it
-        with its credential names' values masked, :meth:`_embedded`), an object or list walked;
-        whether a credential was found."""
+        read for credentials the first time it is met), an object or list walked; whether a
+        credential was found by name."""
         if isinstance(v, str):
-            if v[:1] in ("{", "[") and len(v) < EMBEDDED_MAX:
-                masked = self._embedded(v)
-                acc.append(masked)
-                return masked is not v
+            if v[:1] in ("{", "[") and v not in self._memo:
+                self.learn_text(v)
             acc.append(v)
             return False
-        return isinstance(v, (dict, list)) and self.collect(v, acc)
+        return isinstance(v, (dict, list)) and self.collect(v, acc, keys)
 
     def name_kind(self, name: str) -> str | None:
         """What a field's name says of its value (:func:`secret_name`), the configured
         ``body_keys`` always a credential's."""
         return "always" if name.lower() in self._body_keys else secret_name(name)
 
-    def _embedded(self, text: str) -> str:
-        """JSON inside a JSON string (tool-call arguments, a tool result, a serialised config):
-        ``text`` with the values of its credential names masked whatever their length
-        (:func:`credential_values`: ``{"password": "[REDACTED]"}``, a number as the string
-        ``"[REDACTED]"``), its formatting otherwise kept; ``text`` itself (the same object) when
-        it holds none. The values it masks, and the credential-shaped strings of its objects under
-        such names, are learned (those of 8 characters or more: a shorter one is masked only where
-        a name says it is one, never everywhere it occurs)."""
-        done = self._embedded_seen.get(text)
-        if done is not None:
-            return text if done == text else done
-        self._learn_embedded(text)
-        spans = credential_values(text, self.name_kind)
-        out = text
-        if spans:
-            pieces: list[str] = []
-            pos = 0
-            for _name, start, end, quoted in spans:
-                self._secrets.learn(text[start:end])
-                pieces += [text[pos:start], REDACTED if quoted else f'"{REDACTED}"']
-                pos = end
-            pieces.append(text[pos:])
-            out = "".join(pieces)
-        if self._embedded_chars + len(text) > _EMBEDDED_SEEN:
-            self._embedded_seen.clear()
-            self._embedded_chars = 0
-        self._embedded_seen[text] = out
-        self._embedded_chars += len(text)
-        return out
+    def learn_text(self, text: str) -> None:
+        """JSON inside a JSON string (tool-call arguments, a tool result, a serialised config; a
+        stream's arguments joined, cut short or not): learn the values of its credential names
+        (:func:`credential_values`), and the credential-shaped strings of objects under such names
+        (those of 8 characters or more: a shorter one is masked only where a name says it is
+        one, never everywhere it occurs). Only when it holds some credential word: most strings
+        that start with ``{`` are code or prose, and their parse is what this would cost."""
+        if len(text) > EMBEDDED_MAX or text.lstrip()[:1] not in ("{", "["):
+            return
+        low = text.lower()
+        if not any(m.decode() in low for m in _NAME_MARKERS):
+            return
+        for _n, s, e, _q in credential_values(text, self.name_kind):
+            self._secrets.learn(text[s:e])
+        try:
+            inner = bounds.loads(text)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(inner, dict | list):
+            self.collect(inner, [])
 
     def _collect_named(self, k: str, v: Any, acc: list[str]) -> bool | None:
-        """A JSON key and what its name says of its value: the key is appended to ``acc``; a
-        credential's string value is learned and appended as ``REDACTED`` (True: the value is
-        done); a number under a credential's name is learned (False: it is rebuilt as text);
-        ``None`` when nothing was found here."""
-        acc.append(k)
+        """A JSON key and what its name says of its value: a credential's string value is learned
+        and appended to ``acc`` as ``REDACTED`` (True: the value is done); a number under a
+        credential's name is learned (False: it is rebuilt as text); ``None`` when nothing was
+        found here."""
         kind = (
             ("always" if k.lower() in self._body_keys else secret_name(k))
             if v and not isinstance(v, bool)
@@ -243,21 +308,6 @@ class JsonRedactor:
             elif isinstance(v, dict | list):
                 self._learn_leaves(v, depth + 1)
 
-    def _learn_embedded(self, text: str) -> None:
-        """JSON inside a JSON string (tool-call arguments, a serialised config): learn the values
-        of its credential keys, which the scrub of the string then masks too where they are
-        echoed elsewhere. (Only when it holds some credential word: most strings that start with
-        ``{`` are code or prose, and their parse is what this would cost.)"""
-        low = text.lower()
-        if not any(m.decode() in low for m in _NAME_MARKERS):
-            return
-        try:
-            inner = bounds.loads(text)
-        except orjson.JSONDecodeError:
-            return
-        if isinstance(inner, dict | list):
-            self.collect(inner, [])
-
 
 class BodyLearner:
     """Learns the credentials a body carries where no JSON walk of the redaction meets them by
@@ -287,30 +337,6 @@ class BodyLearner:
                 kind = secret_name(name)
                 if value and (kind == "always" or (kind and looks_secret(value))):
                     self._secrets.learn(value)
-
-    def response(self, chunks: list[tuple[float | None, bytes]]) -> None:
-        """Learn the credential fields of a JSON response (an OAuth ``access_token``, a created
-        key) or of the JSON events of a stream, so that scrubbing the chunks masks them."""
-        data = b"".join(c for _, c in chunks)
-        if (
-            not data
-            or len(data) > (64 << 20)
-            or not any(m in data for m in (b"token", b"key", b"secret", b"pass", b"auth", b"cred"))
-        ):
-            return
-        try:
-            docs = [bounds.loads(data)]
-        except orjson.JSONDecodeError:
-            docs = []
-            for line in data.splitlines():
-                if line.startswith(b"data:"):
-                    try:
-                        docs.append(bounds.loads(line[5:]))
-                    except orjson.JSONDecodeError:
-                        continue
-        for doc in docs:
-            if isinstance(doc, dict | list):
-                self._json.collect(doc, [])
 
     def minted(self, url: str, chunks: list[tuple[float | None, bytes]]) -> None:
         """A credential minted by an endpoint named for one (``POST /v1/realtime/client_secrets``
@@ -347,185 +373,129 @@ class BodyLearner:
 
 
 class StreamRedactor:
-    """Redacts response chunks as their reader reassembles them: the JSON events of an SSE, NDJSON,
-    WebSocket or AWS event stream by field name and across events, and a secret split across
-    chunks, keeping the chunks' number, times and framing."""
+    """Redacts a response's chunks as their reader reassembles them: the JSON events of an SSE,
+    NDJSON, WebSocket or AWS event stream (or one JSON body) by field name and across events,
+    the rest across chunk boundaries, keeping the chunks' number, times and framing."""
 
-    def __init__(self, secrets: Secrets, scrubber: Scrubber, json: JsonRedactor) -> None:
-        self._secrets = secrets
+    def __init__(self, scrubber: Scrubber, json: JsonRedactor) -> None:
         self._scrubber = scrubber
         self._json = json
 
-    def chunks(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
-        """Scrub stream chunks, including a secret split across a chunk boundary.
-
-        Chunks follow socket reads, not events, so a secret can arrive in two pieces that neither
-        chunk shows whole (or that only a pattern sees, half of it). The joined stream is searched;
-        each secret is replaced in the chunk where it starts and removed from the chunks it
-        continues into. Offsets and the number of chunks are kept.
-        """
-        if is_aws_eventstream(b"".join(c for _, c in chunks[:2])[:12]):
-            return self._binary_frames(self._stream_frames(chunks))
-        chunks = self._stream_lines(chunks)
-        if len(chunks) < 2:
-            return [(t, self._scrubber.scrub_bytes(c)) for t, c in chunks]
-        texts = [c.decode("utf-8", "surrogateescape") for _, c in chunks]
-        joined = "".join(texts)
-        spans = self._scrubber.spans(joined)
-        if not spans:
-            return list(chunks)
-        return apply_edits(chunks, b"".join(c for _, c in chunks), _redactions(joined, spans))
-
-    # -- streams as their reader sees them -------------------------------------------------------
-    def _stream_lines(
-        self, chunks: list[tuple[float | None, bytes]]
-    ) -> list[tuple[float | None, bytes]]:
-        """A stream of JSON events, one per line (SSE ``data:`` lines, NDJSON, a WebSocket
-        session's ``> `` / ``< `` messages), redacted as its reader reassembles it: each event's
-        fields by name (:meth:`JsonRedactor.scrub_json`), and the strings a field carries across
-        events (the text deltas) joined, so a secret streamed a few characters per event is found
-        and masked in every event it spans. Events that change are written back in place; the chunks
-        keep their number and times."""
+    def learn(self, chunks: Chunks) -> Callable[[], Chunks]:
+        """Learn what the chunks teach: each JSON event's credential fields by name, and the
+        values under credential names in the JSON a field carries across events (a tool call's
+        arguments, streamed). The function returned masks the chunks: each field's text across
+        events joined (a text delta's whole text) and masked as :meth:`JsonRedactor.masks` masks
+        that text anywhere else, in the piece where a secret starts and removed from the pieces
+        it continues into; changed events rewritten in place (a Bedrock frame rebuilt with its
+        lengths and checksums); what lies outside the events (other SSE lines, a body that is not
+        JSON) scrubbed across chunk boundaries."""
         data = b"".join(c for _, c in chunks)
-        if not data or len(data) > STREAM_BYTES:
-            return chunks
-        session = data.startswith((b"> ", b"< "))  # a WebSocket session's messages (wire.websocket)
-        docs = json_lines(data) if session or data.count(b"\n") >= 2 else []
-        if len(docs) < 2 and not session:
-            # One JSON body: its strings are searched decoded too (a key behind "\u0073k-…").
-            head = len(data) - len(data.lstrip())
-            if data[head : head + 1] not in (b"{", b"[") or len(data) > _WHOLE_BYTES:
-                return chunks
-            try:
-                docs = [(head, len(data.rstrip()), bounds.loads(data))]
-            except orjson.JSONDecodeError:
-                return chunks
-        changed = self._mask_docs(
-            [d for _, _, d in docs], named_spans(data, [(a, b) for a, b, _ in docs])
-        )
-        if not changed:
-            return chunks
-        # (the masking edited the parsed events in place: the originals are parsed again)
-        edits = [
-            (
-                docs[i][0],
-                docs[i][1],
-                rewrite(
-                    data[docs[i][0] : docs[i][1]], bounds.loads(data[docs[i][0] : docs[i][1]]), doc
-                ),
-            )
-            for i, doc in sorted(changed.items())
-        ]
-        return apply_edits(chunks, data, edits)
-
-    def _stream_frames(
-        self, chunks: list[tuple[float | None, bytes]]
-    ) -> list[tuple[float | None, bytes]]:
-        """AWS event-stream frames (Bedrock) redacted like :meth:`_stream_lines`: each frame's JSON
-        payload, or the JSON event base64-encoded in its ``bytes`` field (InvokeModel streams);
-        changed frames are rebuilt with their lengths and checksums."""
-        data = b"".join(c for _, c in chunks)
-        if len(data) > STREAM_BYTES:
-            return chunks
-        frames, docs, originals = json_frames(data)
-        named = named_spans(data, [(a, b) for a, b, _, _ in frames])
-        # (base64 hides the names)
-        named = [n or f[3] is not None for n, f in zip(named, frames, strict=True)]
-        changed = self._mask_docs(docs, named) if len(docs) >= 2 else {}
-        if not changed:
-            return chunks
-        edits = []
-        for i, doc in sorted(changed.items()):
-            start, end, hlen, wrapper = frames[i]
-            payload = (
-                orjson.dumps(doc)
-                if wrapper is not None
-                else rewrite(originals[i], bounds.loads(originals[i]), doc)
-            )
-            if wrapper is not None:
-                payload = orjson.dumps({**wrapper, "bytes": base64.b64encode(payload).decode()})
-            edits.append((start, end, aws_frame(data[start + 12 : start + 12 + hlen], payload)))
-        return apply_edits(chunks, data, edits)
-
-    def _mask_docs(self, docs: list[Any], named: list[bool]) -> dict[int, Any]:
-        """Redact a stream's JSON events: by field name in the events whose text names a credential
-        anywhere (``named``: :func:`named_spans`), then the strings each field carries across
-        events, joined (a text delta's whole text; a field seen once is its own), scanned for
-        learned values and known formats. Returns the events that changed, by index."""
-        new_docs, out = self._mask_by_name(docs, named)
-        # The strings each field carries across events, in order: a text delta's channel.
+        aws = is_aws_eventstream(data[:12])
+        events = _events(data, aws)
+        docs = [e[2] for e in events]
+        named = named_spans(data, [(a, b) for a, b, *_ in events])
+        changed: dict[int, Any] = {}
+        for i, doc in enumerate(docs):
+            # (base64 hides the names)
+            if (named[i] or events[i][4] is not None) and isinstance(doc, dict | list):
+                texts: list[str] = []
+                keys: list[str] = []
+                if self._json.collect(doc, texts, keys) or any(
+                    self._json.name(k) is not k for k in keys
+                ):
+                    docs[i] = changed[i] = _json_rebuild(doc, iter(texts), self._json.name)
         channels: dict[str, list[tuple[int, Any, Any, str]]] = {}
-        for i, doc in enumerate(new_docs):
+        for i, doc in enumerate(docs):
             if isinstance(doc, dict | list):
                 string_leaves(doc, "", i, channels)
-        for pieces in channels.values():
-            for i in self._mask_channel(pieces):
-                out[i] = new_docs[i]
-        return out
+        joined = ["".join(p[3] for p in pieces) for pieces in channels.values()]
+        for text in joined:
+            self._json.learn_text(text)
 
-    def _mask_by_name(self, docs: list[Any], named: list[bool]) -> tuple[list[Any], dict[int, Any]]:
-        """The events with the ones ``named`` redacted by field name and their strings scrubbed (in
-        one pass over the strings of them all); and the events that changed, by index."""
-        texts: list[str] = []
-        slices: list[tuple[int, int, int, bool]] = []
-        for i, (doc, walk) in enumerate(zip(docs, named, strict=True)):
-            if walk and isinstance(doc, dict | list):
-                start = len(texts)
-                keys = self._json.collect(doc, texts)
-                slices.append((i, start, len(texts), keys))
-        out: dict[int, Any] = {}
-        new_docs = list(docs)
-        if slices:
-            done = self._scrubber.scrub_strings(texts)
-            for i, a, b, keys in slices:
-                if keys or done[a:b] != texts[a:b]:
-                    new_docs[i] = out[i] = _json_rebuild(docs[i], iter(done[a:b]))
-        return new_docs, out
+        def mask() -> Chunks:
+            for pieces, text in zip(channels.values(), joined, strict=True):
+                for i in mask_channel(pieces, text, self._json.masks(text)):
+                    changed[i] = docs[i]
+            return self._write(chunks, data, events, changed, aws)
 
-    def _mask_channel(self, pieces: list[tuple[int, Any, Any, str]]) -> list[int]:
-        """One field's strings across events, joined and scanned for learned values and known
-        formats (what is found learned), and read as JSON for its credential names' values: masked
-        in the events in place; the indexes of the events it changed."""
-        joined = "".join(p[3] for p in pieces)
-        spans = self._scrubber.spans(joined)
-        # JSON the field carries across events (a tool call's arguments streamed): the values
-        # of its credential names, whatever their length (a number becomes the string).
-        creds = credential_values(joined, self._json.name_kind)
-        if not spans and not creds:
-            return []
-        for s, e in spans:
-            # learned: masked wherever else it appears (request history, raw bytes)
-            found = joined[s:e]
-            if len(found) >= 8 and found != REDACTED and not any(c.isspace() for c in found):
-                # (not a key block's lines: "-----BEGIN" would mask every PEM)
-                self._secrets.add(found)
-        instead = {s: f'"{REDACTED}"' for _n, s, _e, quoted in creds if not quoted}
-        for _n, s, e, _q in creds:
-            self._secrets.learn(joined[s:e])
-        return mask_channel(
-            pieces, joined, merge(spans + [(s, e) for _n, s, e, _q in creds]), instead
-        )
+        return mask
 
-    def _binary_frames(
-        self, chunks: list[tuple[float | None, bytes]]
-    ) -> list[tuple[float | None, bytes]]:
-        """Length-prefixed, CRC-checked frames (AWS event-stream): mask secrets with ``*`` of the
-        same length, recompute the frame checksums, and cut the stream at the original chunk
-        boundaries, so the stream still parses and replays frame for frame."""
-        data = b"".join(c for _, c in chunks)
+    def _write(
+        self, chunks: Chunks, data: bytes, events: list[_Event], changed: dict[int, Any], aws: bool
+    ) -> Chunks:
+        """The chunks with the ``changed`` events rewritten, and the scrub's finds outside the
+        events masked (in an AWS event stream with ``*``, its lengths kept, its checksums
+        recomputed)."""
+        edits = []
+        for i, doc in sorted(changed.items()):
+            start, end, _, hlen, wrapper = events[i]
+            raw = data[start + 12 + hlen : end - 4] if aws else data[start:end]
+            out = rewrite(raw, bounds.loads(raw), doc) if wrapper is None else orjson.dumps(doc)
+            if wrapper is not None:
+                out = orjson.dumps({**wrapper, "bytes": base64.b64encode(out).decode()})
+            if aws:
+                out, raw = aws_frame(data[start + 12 : start + 12 + hlen], out), data[start:end]
+            # only what changed: the rest stays in the chunks it came in
+            a = _shared(raw, out)
+            b = _shared(raw[a:][::-1], out[a:][::-1])
+            edits.append((start + a, end - b, out[a : len(out) - b]))
         text = data.decode("utf-8", "surrogateescape")
-        spans = self._scrubber.spans(text)
-        if not spans:
+        starts = [e[0] for e in events]
+        outside = [
+            (s, e, rep)
+            for s, e, rep in _redactions(text, self._scrubber.spans(text))
+            if not _overlaps(starts, events, s, e)
+        ]
+        if aws and outside:
+            buf = bytearray(data)
+            for s, e, _ in outside:
+                buf[s:e] = bytes(b if b >= 0x80 else 42 for b in buf[s:e])  # 42: "*"
+            data = reseal_aws_eventstream(bytes(buf))
+            cuts = list(itertools.accumulate(len(c) for _, c in chunks))
+            chunks = [(t, data[a:b]) for (t, _), a, b in zip(chunks, [0, *cuts], cuts, strict=True)]
+            outside = []
+        if not edits and not outside:
             return list(chunks)
-        masked = list(text)
-        for s, e in spans:
-            for i in range(s, e):
-                if masked[i].isascii():
-                    masked[i] = "*"
-        out = reseal_aws_eventstream("".join(masked).encode("utf-8", "surrogateescape"))
-        result: list[tuple[float | None, bytes]] = []
-        pos = 0
-        for t, c in chunks:
-            result.append((t, out[pos : pos + len(c)]))
-            pos += len(c)
-        return result
+        return apply_edits(chunks, data, sorted(edits + outside))
+
+
+#: A JSON event of a response body: (start, end, parsed, an AWS frame's headers' length, the
+#: object an AWS event was base64 inside, in its ``bytes``); start and end are its frame's in an
+#: AWS event stream, its JSON text's otherwise.
+_Event = tuple[int, int, Any, int, dict[str, Any] | None]
+Chunks = list[tuple[float | None, bytes]]
+
+
+def _events(data: bytes, aws: bool) -> list[_Event]:
+    """The JSON events of a response body: one JSON body whole, else each SSE ``data:`` line,
+    NDJSON line or WebSocket message, or each AWS event-stream frame's JSON. None past the
+    bounds (a stream over :data:`STREAM_BYTES`, one JSON body over :data:`_WHOLE_BYTES`)."""
+    if len(data) > STREAM_BYTES or (len(data) > _WHOLE_BYTES and data.count(b"\n") < 2):
+        return []
+    if aws:
+        frames, docs, _ = json_frames(data)
+        return [(a, b, doc, h, w) for (a, b, h, w), doc in zip(frames, docs, strict=True)]
+    head = len(data) - len(data.lstrip())
+    if data[head : head + 1] in (b"{", b"["):
+        try:
+            return [(head, len(data.rstrip()), bounds.loads(data), 0, None)]
+        except orjson.JSONDecodeError:
+            pass
+    return [(a, b, doc, 0, None) for a, b, doc in json_lines(data)]
+
+
+def _shared(a: bytes, b: bytes) -> int:
+    """How many bytes ``a`` and ``b`` share at their start."""
+    n, i = min(len(a), len(b)), 0
+    while i < n and a[i : i + 4096] == b[i : i + 4096]:
+        i += 4096
+    while i < n and a[i] == b[i]:
+        i += 1
+    return min(i, n)
+
+
+def _overlaps(starts: list[int], events: list[_Event], s: int, e: int) -> bool:
+    """Whether bytes ``s``–``e`` overlap one of ``events`` (sorted; ``starts``: their starts)."""
+    j = bisect.bisect_right(starts, s) - 1
+    return (j >= 0 and events[j][1] > s) or (j + 1 < len(events) and starts[j + 1] < e)

@@ -19,6 +19,7 @@ __all__ = [
     "SECRET_HEADERS",
     "URL_TOKEN",
     "credential_values",
+    "inside_strings",
     "looks_secret",
     "name_words",
     "named_spans",
@@ -224,6 +225,44 @@ _TOKEN = re.compile(
     r'\s*(?:("(?:[^"\\]|\\.)*")|("(?:[^"\\]|\\.)*\\?\Z)|([{}\[\],:])|([^\s{}\[\],:"]+))', re.S
 )
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)", re.S)
+_COLON = re.compile(r"\s*:")
+
+
+def inside_strings(
+    text: str, spans: list[tuple[int, int]], names: Callable[[str], list[tuple[int, int]]]
+) -> list[tuple[int, int]]:
+    """``spans`` of ``text``, a JSON document, cut to the insides of its string values and widened
+    to whole escapes, so that masking them leaves it JSON of the same shape: a format's match that
+    took a value's quotes (``"password": "radiance"``) masks the value only, a learned value
+    written as a number is left to the names (:func:`credential_values`). A key is masked where
+    ``names`` finds something in it alone (a match across the text may end on a key). ``spans``
+    sorted and apart."""
+    out: list[tuple[int, int]] = []
+    pos = k = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            break
+        pos = m.end()
+        if m.group(1) is None:
+            continue
+        a, b = m.start(1) + 1, m.end(1) - 1
+        while k < len(spans) and spans[k][1] <= a:
+            k += 1
+        j = k
+        while j < len(spans) and spans[j][0] < b:
+            j += 1
+        key = _COLON.match(text, pos) is not None
+        for s, e in [(a + s, a + e) for s, e in names(text[a:b])] if key else spans[k:j]:
+            s, e = max(s, a), min(e, b)
+            if s < e and text.find("\\", a, b) >= 0:
+                for esc in _ESCAPE.finditer(text, a, b):
+                    s = esc.start() if esc.start() < s < esc.end() else s
+                    e = esc.end() if esc.start() < e < esc.end() else e
+            if s < e:
+                out.append((s, e))
+    return out
 
 
 def credential_values(

@@ -7,7 +7,7 @@ Three nets, widest last:
    except rate-limit counters), credential query parameters (``key``, ``api_key``, ``token``,
    signatures …) and JSON body keys (``api_key``, ``access_token``, ``password`` …).
 2. **By value learned** — every value removed by name is remembered (for the life of the
-   redactor) and scrubbed wherever else it appears: bodies, URLs, other headers, stream chunks.
+   redactor) and scrubbed wherever else it appears after: bodies, URLs, other headers, streams.
 3. **By pattern** — known key formats, by the detector ``looptap verify`` uses too
    (:mod:`cassettes.recording.detector`: gitleaks' ruleset and looptap's rules for LLM vendors'
    keys), and any configured pattern, in headers, URLs and bodies.
@@ -15,7 +15,8 @@ Three nets, widest last:
 Streams are read as their reader reassembles them (:meth:`Redactor.chunks`): each JSON event of
 an SSE, NDJSON, WebSocket or AWS event stream is redacted by field name, and the strings a field
 carries across events are joined and searched, so a key streamed a few characters per event is
-masked in every event it spans (and learned, for the next request that sends it back).
+masked in every event it spans. A text is masked as the run first decided for it, so an echo or
+a history sent again reads as it did (docs/redaction.md: what looptap reads is what was sent).
 
 The nets are parts of one pipeline, each with one job, composed by :class:`Redactor` and sharing
 the secrets learned (:class:`~cassettes.recording.scrub.Secrets`): the
@@ -30,7 +31,7 @@ that would break the JSON or SSE it sits in.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 import orjson
 
-from cassettes.recording.bodies import BodyLearner, JsonRedactor, StreamRedactor
+from cassettes.recording.bodies import BodyLearner, Chunks, JsonRedactor, StreamRedactor
 from cassettes.recording.names import (
     _SAFE_HEADER_NAME,
     _SECRET_HEADER_NAME,
@@ -232,7 +233,7 @@ class Redactor:
             self._secrets, self._scrubber, frozenset(k.lower() for k in body_keys)
         )
         self._learner = BodyLearner(self._secrets, self._json)
-        self._streams = StreamRedactor(self._secrets, self._scrubber, self._json)
+        self._streams = StreamRedactor(self._scrubber, self._json)
         self._headers = HeaderRedactor(self._secrets, self._scrubber, extra_headers)
         self._url = UrlRedactor(self._secrets, self._scrubber)
 
@@ -297,14 +298,14 @@ class Redactor:
     def scrub_bytes(self, data: bytes) -> bytes:
         return self._scrubber.scrub_bytes(data)
 
-    def chunks(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
-        """Response chunks redacted (:meth:`StreamRedactor.chunks`)."""
-        return self._streams.chunks(chunks)
+    def chunks(self, chunks: Chunks) -> Chunks:
+        """Response chunks redacted (:meth:`StreamRedactor.learn`, then masked)."""
+        return self._streams.learn(chunks)()
 
     def forget_seen(self) -> None:
-        """Drop the cache of strings already scrubbed (what was learned stays): for a redactor
-        kept only to scrub a few lines later, such as a replay miss's."""
-        self._scrubber.forget_seen()
+        """Drop the masks remembered and the texts they are of (what was learned stays): for a
+        redactor kept only to scrub a few lines later, such as a replay miss's."""
+        self._json.forget()
 
     def _undecoded(self, data: bytes, encoding: str | None) -> tuple[bytes, str] | None:
         """A body kept as received because its Content-Encoding failed to decode hides whatever
@@ -351,20 +352,22 @@ class Redactor:
         return orjson.dumps(out) if changed else data
 
     def exchange(self, ex: Exchange) -> Exchange:
-        """A redacted copy of ``ex`` (the original is not modified)."""
+        """A redacted copy of ``ex`` (the original is not modified). All the round trip teaches
+        (its headers, URL, request body, response) is learned before its bodies are masked."""
         req_headers = self.headers(ex.request_headers)  # learn header secrets first
         url = self.url(ex.url)
         notes = list(ex.notes)
-        body, parsed = self._request_body(ex, notes)
+        request = self._request_body(ex, notes)
         resp_headers = self.headers(ex.response_headers)
-        chunks = self._response_chunks(ex, notes)
+        response = self._response_chunks(ex, notes)
+        body, parsed = request()
         out = replace(
             ex,
             url=url,
             request_headers=req_headers,
             request_body=body,
             response_headers=resp_headers,
-            response_chunks=chunks,
+            response_chunks=response(),
             transport_error=self._scrubber.scrub(ex.transport_error)
             if ex.transport_error
             else None,
@@ -376,10 +379,11 @@ class Redactor:
             out.set_request_json(parsed)  # unchanged: its parse is kept
         return out
 
-    def _request_body(self, ex: Exchange, notes: list[str]) -> tuple[bytes, Any]:
-        """The request body redacted, and its parsed JSON when that may be kept (``None`` else).
-        A body kept encoded because it did not decode is stored decoded and masked when what did
-        decode holds a secret (noted in ``notes``)."""
+    def _request_body(self, ex: Exchange, notes: list[str]) -> Callable[[], tuple[bytes, Any]]:
+        """Learn what the request body teaches; the function returned masks it: the body, and
+        its parsed JSON when that may be kept (``None`` else). A body kept encoded because it did
+        not decode is stored decoded and masked when what did decode holds a secret (noted in
+        ``notes``)."""
         body = ex.request_body
         req_encoding = ex.request_header("content-encoding")
         salvaged = (
@@ -395,12 +399,18 @@ class Redactor:
             self._learner.form(body, ctype)
         parsed = ex.request_json() if salvaged is None else None
         if parsed is None or ex.request_json_cut:
-            return self._scrubber.scrub_bytes(body), None
-        new_parsed, changed = self._json.scrub_json(parsed)
-        return (orjson.dumps(new_parsed), None) if changed else (body, parsed)
+            return lambda: (self._scrubber.scrub_bytes(body), None)
+        mask = self._json.learn(parsed)
 
-    def _response_chunks(self, ex: Exchange, notes: list[str]) -> list[tuple[float | None, bytes]]:
-        """The response chunks redacted (credentials it mints or returns learned first)."""
+        def masked() -> tuple[bytes, Any]:
+            new_parsed, changed = mask()
+            return (orjson.dumps(new_parsed), None) if changed else (body, parsed)
+
+        return masked
+
+    def _response_chunks(self, ex: Exchange, notes: list[str]) -> Callable[[], Chunks]:
+        """Learn what the response teaches (the credentials it mints or returns, by name); the
+        function returned masks its chunks."""
         resp_chunks = ex.response_chunks
         resp_encoding = ex.response_header("content-encoding")
         if resp_encoding and ex.decoded_from is None and resp_chunks:
@@ -408,9 +418,8 @@ class Redactor:
             if salvaged is not None:
                 resp_chunks = [(resp_chunks[0][0], salvaged[0])]
                 notes.append(salvaged[1])
-        self._learner.response(resp_chunks)
         self._learner.minted(ex.url, resp_chunks)
-        return self._streams.chunks(resp_chunks)
+        return self._streams.learn(resp_chunks)
 
 
 def salvage_decode(data: bytes, limit: int = 64 << 20) -> bytes:

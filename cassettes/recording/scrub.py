@@ -19,12 +19,7 @@ from cassettes.recording.detector import Detector, default_detector
 from cassettes.recording.names import REDACTED
 from cassettes.recording.streams import merge
 
-__all__ = ["SEEN_CHARS", "Scrubber", "Secrets", "detector"]
-
-#: Joins the strings of a JSON body for one scrub: no known pattern matches a NUL or a newline.
-_SEP = "\n\x00\n"
-#: How much already-scrubbed text a redactor remembers (characters; a few agents' histories).
-SEEN_CHARS = 64 << 20
+__all__ = ["Scrubber", "Secrets", "detector"]
 
 
 def detector(extra_patterns: Iterable[str] = ()) -> Detector:
@@ -70,11 +65,6 @@ class Scrubber:
         #: ``looptap verify`` scans with.
         self._detector = detector
         self._escaped_cache: dict[str, re.Pattern[str]] = {}
-        #: Scrubbed forms of JSON strings already seen, for the history an agent re-sends on every
-        #: turn (valid while no new literal is learned; :meth:`scrub_strings`).
-        self._seen: dict[str, str] = {}
-        self._seen_chars = 0
-        self._seen_literals = 0
 
     def _escaped(self, secret: str) -> re.Pattern[str]:
         """A learned secret as it may be written inside a JSON string: any character as ``\\uXXXX``,
@@ -90,57 +80,15 @@ class Scrubber:
             pat = self._escaped_cache[secret] = re.compile("".join(parts))
         return pat
 
-    def scrub(self, text: str, token: str = REDACTED) -> str:
-        escaped = "\\" in text
-        for secret in sorted(self._secrets, key=len, reverse=True):
-            if secret in text:
-                text = text.replace(secret, token)
-            q = quote(secret, safe="")
-            if q != secret and q in text:
-                text = text.replace(q, token)
-            if escaped:
-                text = self._escaped(secret).sub(token, text)
-        spans = merge(self._detector.spans(text))
-        if spans:
-            pieces: list[str] = []
-            pos = 0
-            for s, e in spans:
-                pieces += [text[pos:s], token]
-                pos = e
-            pieces.append(text[pos:])
-            text = "".join(pieces)
-        return text
-
-    def scrub_strings(self, texts: list[str]) -> list[str]:
-        """:meth:`scrub` of each text, in one pass over the ones not seen before.
-
-        An agent re-sends its whole history on every turn: scrubbing the raw body again each time
-        cost milliseconds per round trip on a 200 KB history (13 patterns over every byte), now
-        only the new messages are scanned. The new ones are joined with a separator no pattern
-        crosses (checked: a different number of pieces falls back to one scrub per text).
-        """
-        if len(self._secrets) != self._seen_literals:
-            self._seen.clear()
-            self._seen_chars = 0
-            self._seen_literals = len(self._secrets)
-        seen = self._seen
-        new = list(dict.fromkeys(t for t in texts if t and t not in seen))
-        if new:
-            if any(_SEP in t for t in new):
-                done = [self.scrub(t) for t in new]
-            else:
-                done = self.scrub(_SEP.join(new)).split(_SEP)
-                if len(done) != len(new):
-                    done = [self.scrub(t) for t in new]
-            for t, r in zip(new, done, strict=True):
-                seen[t] = r
-                self._seen_chars += len(t)
-        out = [seen.get(t, t) for t in texts]
-        while self._seen_chars > SEEN_CHARS and seen:  # forget the oldest first
-            old = next(iter(seen))
-            self._seen_chars -= len(old)
-            del seen[old]
-        return out
+    def scrub(self, text: str, token: str = REDACTED, learned: bool = True) -> str:
+        """``text`` with each of its :meth:`spans` replaced by ``token`` (``text`` itself when it
+        holds none)."""
+        pieces: list[str] = []
+        pos = 0
+        for s, e in self.spans(text, learned):
+            pieces += [text[pos:s], token]
+            pos = e
+        return "".join(pieces) + text[pos:] if pieces else text
 
     def scrub_bytes(self, data: bytes) -> bytes:
         if not data:
@@ -149,11 +97,13 @@ class Scrubber:
         out = self.scrub(text)
         return data if out == text else out.encode("utf-8", "surrogateescape")
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        """Merged (start, end) spans of every secret in ``text``."""
+    def spans(self, text: str, learned: bool = True) -> list[tuple[int, int]]:
+        """Merged (start, end) spans of every secret in ``text``: the values learned (unless not
+        ``learned``), then what the detector finds in the rest (a format's match never takes a
+        learned value's neighbours: ``ya29.…`` would take the ``.`` that ends a sentence)."""
         found: list[tuple[int, int]] = []
         escaped = "\\" in text
-        for secret in self._secrets:
+        for secret in self._secrets if learned else ():
             for form in {secret, quote(secret, safe="")}:
                 i = text.find(form)
                 while i >= 0:
@@ -161,11 +111,13 @@ class Scrubber:
                     i = text.find(form, i + 1)
             if escaped:
                 found.extend(m.span() for m in self._escaped(secret).finditer(text))
-        found.extend(self._detector.spans(text))
-        return merge(found)
-
-    def forget_seen(self) -> None:
-        """Drop the cache of strings already scrubbed (what was learned stays): for a redactor
-        kept only to scrub a few lines later, such as a replay miss's."""
-        self._seen.clear()
-        self._seen_chars = 0
+        rest = text
+        if found:  # blanked for the detector, in place
+            found = merge(found)
+            pieces: list[str] = []
+            pos = 0
+            for s, e in found:
+                pieces += [text[pos:s], "\x00" * (e - s)]
+                pos = e
+            rest = "".join(pieces) + text[pos:]
+        return merge(found + self._detector.spans(rest))

@@ -11,12 +11,12 @@ import binascii
 import re
 import struct
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from cassettes import bounds
-from cassettes.recording.names import REDACTED
 from cassettes.wire.framing import is_aws_eventstream
 
 __all__ = [
@@ -116,14 +116,31 @@ def stream_texts(data: bytes) -> list[str]:
     return ["".join(p[3] for p in pieces) for pieces in channels.values() if len(pieces) > 1]
 
 
+#: What tells one part of an answer from another in a stream's events (Anthropic's and Bedrock's
+#: content blocks, Responses' output items and parts, parallel tool calls): a field's text is
+#: joined per part.
+_PARTS = ("index", "output_index", "content_index", "contentBlockIndex")
+_PART_KEYS = frozenset(_PARTS)
+
+
 def string_leaves(
     value: Any, path: str, i: int, out: dict[str, list[tuple[int, Any, Any, str]]], depth: int = 0
 ) -> None:
     """Appends (event, container, key, string) to ``out[path]`` for each string value in
-    ``value`` (bounded: 32 levels)."""
+    ``value`` (bounded: 32 levels); an object's ``index`` (``output_index``, ``content_index``) is
+    part of the path, so each block, item or call of an answer is its own text."""
     if depth > 32:
         return
-    for k, v in value.items() if isinstance(value, dict) else enumerate(value):
+    if isinstance(value, dict):
+        if not _PART_KEYS.isdisjoint(value):
+            for k in _PARTS:
+                n = value.get(k)
+                if type(n) is int:
+                    path = f"{path}#{n}"
+        items: Any = value.items()
+    else:
+        items = enumerate(value)
+    for k, v in items:
         if type(v) is str:
             if v:
                 p = f"{path}/{k}"
@@ -238,35 +255,31 @@ def merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def mask_channel(
-    pieces: list[tuple[int, Any, Any, str]],
-    joined: str,
-    spans: list[tuple[int, int]],
-    instead: dict[int, str] | None = None,
+    pieces: list[tuple[int, Any, Any, str]], joined: str, masks: Sequence[tuple[int, int, str]]
 ) -> list[int]:
-    """Mask ``spans`` of a field's text across events (``joined``: its ``pieces`` joined, as
-    :func:`string_leaves` gathered them): ``[REDACTED]`` (or ``instead[start]``) in the piece
-    where a span starts, the span removed from the pieces it continues into. Edits the events in
-    place; returns the indexes of the events changed."""
+    """Apply ``masks`` (start, end, replacement; sorted, apart) to a field's text across events
+    (``joined``: its ``pieces`` joined, as :func:`string_leaves` gathered them): the replacement
+    in the piece where a mask starts, the masked text removed from the pieces it continues into.
+    Edits the events in place; returns the indexes of the events changed."""
     changed: list[int] = []
     pos = 0
     k = 0
     for i, container, key, value in pieces:
         lo, hi = pos, pos + len(value)
         pos = hi
-        while k < len(spans) and spans[k][1] <= lo:
+        while k < len(masks) and masks[k][1] <= lo:
             k += 1
-        if k >= len(spans) or spans[k][0] >= hi:
+        if k >= len(masks) or masks[k][0] >= hi:
             continue
         parts: list[str] = []
         j = lo
-        for ss, se in spans[k:]:
+        for ss, se, rep in masks[k:]:
             if ss >= hi:
                 break
             if ss > j:
                 parts.append(joined[j:ss])
-            if ss >= lo:
-                # where the secret starts; removed from the pieces it continues into
-                parts.append(instead.get(ss, REDACTED) if instead else REDACTED)
+            if ss >= lo:  # where the secret starts; removed from the pieces it continues into
+                parts.append(rep)
             j = max(j, min(se, hi))
         parts.append(joined[j:hi])
         container[key] = "".join(parts)

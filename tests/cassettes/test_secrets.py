@@ -725,18 +725,22 @@ def _chat(body: dict[str, Any], auth: str = "Bearer sk-none") -> Exchange:
     )
 
 
-def test_re_sent_history_is_scrubbed_again_once_a_new_secret_is_learned() -> None:
-    """The redactor remembers scrubbed history strings; a literal learned later must still reach
-    a string it had remembered clean."""
+def test_a_text_stored_before_its_secret_was_learned_is_stored_the_same_when_sent_again() -> None:
+    """A text is masked as it was the first time the run met it (issue 54), so a history sent
+    again reads as the one sent first: masking a value learned since in it alone made it read as
+    rewritten (a split conversation, ``C.history_mutated``). A token said in plain words before
+    anything named it stays in that text, which is on disk already in the first request; every
+    text met once it is learned is masked, and so is the header that taught it."""
     red = Redactor()
     token = "opaque-" + secrets.token_hex(12)  # no known format: only learning can catch it
     history = [{"role": "user", "content": f"the deploy token is {token}, keep it"}]
     first = red.exchange(_chat({"model": "gpt-4o", "messages": history}))
     assert token.encode() in first.request_body  # not known yet: nothing says it is a secret
-    second = red.exchange(_chat({"model": "gpt-4o", "messages": history}, auth=f"Bearer {token}"))
-    assert token.encode() not in second.request_body
+    later = [*history, {"role": "user", "content": f"now use {token}"}]
+    second = red.exchange(_chat({"model": "gpt-4o", "messages": later}, auth=f"Bearer {token}"))
     assert token.encode() not in orjson.dumps(second.request_headers)
-    assert b"the deploy token is [REDACTED], keep it" in second.request_body
+    sent = orjson.loads(second.request_body)["messages"]
+    assert sent == [history[0], {"role": "user", "content": f"now use {REDACTED}"}]
 
 
 def test_secret_behind_a_json_escape_is_found() -> None:
@@ -765,14 +769,14 @@ def test_a_pattern_that_crosses_lines_falls_back_to_one_scrub_per_string() -> No
 
 
 def test_history_scrub_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cassettes.recording.scrub as scrub
+    import cassettes.recording.bodies as bodies
 
-    monkeypatch.setattr(scrub, "SEEN_CHARS", 10_000)
+    monkeypatch.setattr(bodies, "SEEN_CHARS", 10_000)
     red = Redactor()
     for i in range(50):
         red.exchange(_chat({"messages": [{"content": f"{i:04d} " + "w" * 995}]}))
-    assert red._scrubber._seen_chars <= 10_000
-    assert len(red._scrubber._seen) <= 11
+    assert red._json._memo_chars <= 10_000
+    assert sum(len(t) > 900 for t in red._json._memo) <= 10
 
 
 # -- issue 13 item 4: names, non-string values, URL paths, configuration, the OTLP endpoint --------

@@ -238,8 +238,11 @@ class ScriptedRequest:
             if m.get("type") == "function_call_output" or m.get("role") == "tool":
                 out.append(_text_of(m.get("output", m.get("content"))))
             elif isinstance(m.get("parts"), list):  # Gemini
-                out += [json.dumps(p["functionResponse"].get("response")) for p in m["parts"]
-                        if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+                out += [
+                    json.dumps(p["functionResponse"].get("response"))
+                    for p in m["parts"]
+                    if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
+                ]
             elif isinstance(m.get("content"), list):
                 out += [
                     _text_of(p.get("content"))
@@ -387,6 +390,7 @@ class ScriptedUpstream:
         after: str | None = None,
         quirks: Collection[str] = (),
         idle: float = 0.05,
+        pieces: int = 0,
     ) -> None:
         assert after is None or after in AFTER, after
         unknown = set(quirks) - set(QUIRKS)
@@ -404,6 +408,8 @@ class ScriptedUpstream:
         #: ``after="close"``: requests that came on a connection after its answer (closed).
         self.closed_at_reuse = 0
         self._connections = itertools.count(1)
+        #: Stream each tool call's arguments this many characters per event (0: whole).
+        self.pieces = pieces
         #: (certificate, key): served over HTTPS with them (:attr:`url` then starts with
         #: ``https://``).
         self.tls = tls
@@ -638,7 +644,7 @@ class ScriptedUpstream:
                         "application/json; charset=UTF-8",
                     )
                     return
-                self._chunks(synth_stream(fam, body_out), "text/event-stream")
+                self._chunks(synth_stream(fam, body_out, upstream.pieces), "text/event-stream")
 
             def _body(self) -> bytes:
                 if (

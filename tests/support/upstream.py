@@ -449,20 +449,48 @@ class Corpus:
 # Synthesised streams (only for slots the corpus has no recording for)
 
 
-def synth_stream(family: str, body: Any) -> list[bytes]:
-    """A family-correct SSE stream carrying what a non-streamed response ``body`` carries."""
+def synth_stream(family: str, body: Any, piece: int | list[int] = 0) -> list[bytes]:
+    """A family-correct SSE stream carrying what a non-streamed response ``body`` carries; with
+    ``piece``, each tool call's arguments go ``piece`` characters per event, as models stream them
+    (or cut at the positions ``piece`` lists); Gemini sends a call whole, and its text so."""
     if family == "gemini":
-        return [sse_event(body, nl=b"\r\n")]
+        return [sse_event(b, nl=b"\r\n") for b in _gemini_pieces(body, piece)]
     if family == "openai_responses":
-        return _synth_responses(body)
+        return _synth_responses(body, piece)
     if family == "anthropic":
-        return _synth_anthropic(body)
+        return _synth_anthropic(body, piece)
     if family == "openai_chat":
-        return _synth_chat(body)
+        return _synth_chat(body, piece)
     raise ValueError(family)
 
 
-def _synth_responses(resp: dict[str, Any]) -> list[bytes]:
+def cut(text: str, piece: int | list[int]) -> list[str]:
+    """``text`` in pieces of ``piece`` characters, or cut at the positions ``piece`` lists (whole
+    when ``piece`` is 0 or none of them falls inside)."""
+    if isinstance(piece, int):
+        return [text[i : i + piece] for i in range(0, len(text), piece)] if piece else [text]
+    cuts = sorted({c for c in piece if 0 < c < len(text)})
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
+def _gemini_pieces(body: dict[str, Any], piece: int | list[int]) -> list[dict[str, Any]]:
+    """A Gemini answer as its stream's events: a text part ``piece`` by ``piece`` (the finish and
+    the usage in the last event), the rest whole."""
+    parts = body["candidates"][0]["content"]["parts"] if body.get("candidates") else []
+    if not piece or len(parts) != 1 or "text" not in parts[0]:
+        return [body]
+    texts = cut(parts[0]["text"], piece)
+    head = {k: v for k, v in body.items() if k != "usageMetadata"}
+    events = []
+    for i, text in enumerate(texts):
+        cand = {**body["candidates"][0], "content": {"role": "model", "parts": [{"text": text}]}}
+        if i < len(texts) - 1:
+            cand.pop("finishReason", None)
+        events.append({**(body if i == len(texts) - 1 else head), "candidates": [cand]})
+    return events
+
+
+def _synth_responses(resp: dict[str, Any], piece: int | list[int] = 0) -> list[bytes]:
     seq = itertools.count()
     out: list[bytes] = []
 
@@ -479,12 +507,13 @@ def _synth_responses(resp: dict[str, Any]) -> list[bytes]:
                 output_index=i,
                 item={**item, "arguments": "", "status": "in_progress"},
             )
-            emit(
-                "response.function_call_arguments.delta",
-                item_id=item.get("id"),
-                output_index=i,
-                delta=item.get("arguments", ""),
-            )
+            for delta in cut(item.get("arguments", ""), piece):
+                emit(
+                    "response.function_call_arguments.delta",
+                    item_id=item.get("id"),
+                    output_index=i,
+                    delta=delta,
+                )
             emit(
                 "response.function_call_arguments.done",
                 item_id=item.get("id"),
@@ -534,7 +563,7 @@ def _synth_responses(resp: dict[str, Any]) -> list[bytes]:
     return out
 
 
-def _synth_anthropic(msg: dict[str, Any]) -> list[bytes]:
+def _synth_anthropic(msg: dict[str, Any], piece: int | list[int] = 0) -> list[bytes]:
     out = [
         sse_event(
             {"type": "message_start", "message": {**msg, "content": [], "stop_reason": None}},
@@ -553,10 +582,10 @@ def _synth_anthropic(msg: dict[str, Any]) -> list[bytes]:
                     "content_block_start",
                 )
             )
-            delta = {
-                "type": "input_json_delta",
-                "partial_json": json.dumps(block.get("input") or {}),
-            }
+            deltas = [
+                {"type": "input_json_delta", "partial_json": p}
+                for p in cut(json.dumps(block.get("input") or {}), piece)
+            ]
         else:
             out.append(
                 sse_event(
@@ -568,11 +597,12 @@ def _synth_anthropic(msg: dict[str, Any]) -> list[bytes]:
                     "content_block_start",
                 )
             )
-            delta = {"type": "text_delta", "text": block.get("text", "")}
-        out.append(
+            deltas = [{"type": "text_delta", "text": block.get("text", "")}]
+        out.extend(
             sse_event(
-                {"type": "content_block_delta", "index": i, "delta": delta}, "content_block_delta"
+                {"type": "content_block_delta", "index": i, "delta": d}, "content_block_delta"
             )
+            for d in deltas
         )
         out.append(sse_event({"type": "content_block_stop", "index": i}, "content_block_stop"))
     usage = {"output_tokens": (msg.get("usage") or {}).get("output_tokens", 0)}
@@ -584,7 +614,7 @@ def _synth_anthropic(msg: dict[str, Any]) -> list[bytes]:
     return out
 
 
-def _synth_chat(resp: dict[str, Any]) -> list[bytes]:
+def _synth_chat(resp: dict[str, Any], piece: int | list[int] = 0) -> list[bytes]:
     base = {k: resp.get(k) for k in ("id", "created", "model", "system_fingerprint")}
     base["object"] = "chat.completion.chunk"
     out: list[bytes] = []
@@ -606,20 +636,21 @@ def _synth_chat(resp: dict[str, Any]) -> list[bytes]:
             )
         )
         for j, tc in enumerate(msg.get("tool_calls") or []):
-            delta = {
-                "tool_calls": [
-                    {
-                        "index": j,
-                        "id": tc.get("id"),
-                        "type": "function",
-                        "function": tc.get("function"),
-                    }
-                ]
-            }
-            out.append(
+            fn = tc.get("function") or {}
+            args = cut(fn.get("arguments") or "", piece) if piece else []
+            first = {"index": j, "id": tc.get("id"), "type": "function"}
+            calls = [{**first, "function": {**fn, "arguments": ""} if args else fn}]
+            calls += [{"index": j, "function": {"arguments": a}} for a in args]
+            out.extend(
                 sse_event(
-                    {**base, "choices": [{"index": idx, "delta": delta, "finish_reason": None}]}
+                    {
+                        **base,
+                        "choices": [
+                            {"index": idx, "delta": {"tool_calls": [c]}, "finish_reason": None}
+                        ],
+                    }
                 )
+                for c in calls
             )
         out.append(
             sse_event(
