@@ -76,3 +76,34 @@ def test_show_ends_and_prints_the_run_past_a_fifo(
     os.mkfifo(path, 0o600)
     assert _show(run, env) == shown
     assert _show(run, env) == shown  # and again, past whatever the first one kept
+
+
+_SWAPPED = """
+import os, sys
+from cassettes.reading.incremental import RunReader
+reader = RunReader(sys.argv[1])
+while not reader.step().at_end:
+    pass
+os.unlink(sys.argv[1])
+os.mkfifo(sys.argv[1])
+try:
+    reader.exchange_by_seq(0)
+except OSError as exc:
+    print(exc)
+"""
+
+
+def test_a_run_swapped_for_a_fifo_while_read_is_an_error_not_a_wait(
+    run: Path, tmp_path: Path
+) -> None:
+    """A viewer reads a round trip again from disk when it is shown: the file it follows, swapped
+    for a FIFO meanwhile, is one error (was: the viewer waited for a writer forever)."""
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(run.read_bytes())
+    r = progress.run(
+        [sys.executable, "-c", _SWAPPED, str(path)], capture_output=True, text=True, env=clean_env()
+    )
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert (
+        r.stdout.strip() == f"{path}: not a regular file (a device, pipe or socket is never read)"
+    )
