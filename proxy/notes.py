@@ -7,7 +7,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["EDITS_REFUSED", "EDITS_UNREADABLE", "marks_refused", "versioned"]
+__all__ = [
+    "EDITS_REFUSED",
+    "EDITS_UNREADABLE",
+    "MAX_REQUEST",
+    "marks_refused",
+    "request_cut",
+    "versioned",
+]
+
+#: Bytes of a request body the recorder keeps (the size of a whole LLM request: Anthropic's limit
+#: for a Messages request, OpenAI's for the files of one; larger uploads are files and batches). A
+#: longer body, or one of unknown length (chunked), is streamed to the upstream as it comes instead
+#: of held whole (:class:`proxy.addon.Capped`); the cassette keeps its first bytes, with a note
+#: (:func:`request_cut`). Never a 413: the proxy does not break an upload the API would take.
+MAX_REQUEST = 32 << 20
 
 #: A request carried a fork's edit marks that this run's fork did not seal.
 EDITS_REFUSED = (
@@ -25,6 +39,16 @@ def versioned(forwarded_path: str) -> str:
     return (
         "path: the client left out the API's version segment (its base URL lacks it); "
         f"forwarded upstream as {forwarded_path}"
+    )
+
+
+def request_cut(sent: int, kept: int) -> str:
+    """A request body longer than :data:`MAX_REQUEST`: streamed to the upstream whole, its first
+    bytes kept."""
+    return (
+        f"request body: {sent:,} bytes went to the upstream; the cassette keeps the first "
+        f"{kept:,} (the recorder keeps at most {MAX_REQUEST >> 20} MiB of a request, cut before "
+        "a quote so that no JSON string is kept in part)"
     )
 
 
