@@ -6,8 +6,10 @@ Each size, through a reverse listener (``Content-Length``) and through the forwa
 (chunked), with a fresh recorder (``looptap record``, tests/support/recorder.py) in front of the
 tests' loopback upstream: whether the agent got the upstream's answer, whether the upstream got
 every byte, and the peak resident memory (``VmHWM``) of the proxy process and of its writer process
-over their resident memory at start. The recorder keeps at most ``proxy.notes.MAX_REQUEST`` of a
-request; a longer body is streamed to the upstream, so the figures should not grow with the size.
+over their resident memory at start, once the round trip is in the cassette. The recorder keeps
+at most ``proxy.notes.MAX_REQUEST`` of a request; a longer body is streamed to the upstream, so the
+figures should not grow with the size. ``--shapes``: one long message, or 1 KiB messages (the
+recorder then keeps a full 32 MiB: the writer's worst case).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.recorder import RecorderProcess
-from tests.support.reliability import Target
+from tests.support.reliability import Target, wait_recorded
 from tests.support.upstream import FakeUpstream
 
 MIB = 1 << 20
@@ -53,12 +55,13 @@ def one(size: int, mode: str, where: Path, shape: str) -> str:
     ):
         idle = rec.stats()
         resp = Target(mode, up, rec).request(
-            "/v1/chat/completions",
+            "/v1/chat/completions?m=upload",
             headers,
             _chunked(data) if mode == "forward" else data,
             timeout=600,
         )
         (served,) = up.wait_served(1)
+        wait_recorded(rec.out, "upload")  # (the writer's peak: once it wrote the round trip)
         whole = served.request_sha256 == hashlib.sha256(data).hexdigest()
         peak = {k: v.peak_rss - idle[k].rss for k, v in rec.stats().items() if v and idle.get(k)}
         rec.stop()

@@ -381,7 +381,7 @@ class LooptapRecorder:
         self._version_path(flow)
         self._take_edit_marks(flow)
         # mitmproxy holds a request whole before the ``request`` hook (65 MiB took the proxy to
-        # +196 MiB, 200 MiB to +790 MiB): a long one, or one of unknown length, is streamed instead
+        # +195 MiB, 200 MiB to +600 MiB): a long one, or one of unknown length, is streamed instead
         length = _content_length(flow.request.headers)
         if length is None or length > notes.MAX_REQUEST:
             flow.request.stream = flow.metadata[CAPPED] = Capped(notes.MAX_REQUEST)

@@ -6,8 +6,8 @@ and the cassette saying what it kept (the body's first bytes and a note of how m
 Through a reverse listener with the openai SDK (retries off: one request, its ``Content-Length``
 over the limit) and through the forward proxy with a raw socket sending it chunked (no length:
 streamed from its first byte). Before, mitmproxy held the whole body and the recorder copied it
-on: the proxy grew by +196 MiB and the writer by +207 MiB for 65 MiB (bench/upload.py has the
-figures for 1, 65 and 200 MiB)."""
+on: the proxy grew by +195 to +256 MiB and the writer by +272 MiB for 65 MiB (bench/upload.py has
+the figures for 1, 65 and 200 MiB)."""
 
 from __future__ import annotations
 
