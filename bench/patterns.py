@@ -5,8 +5,8 @@ shapes a backtracking engine explodes on, and the ratio of each doubling (linear
 
 Each shape is applied as a substitution rule (``rules.substitute``, what replay, diff and a fork
 do with ``--substitute``) and as a redaction pattern (``Redactor.scrub``, what the recorder's
-writer does with ``--redact-pattern``). Figures are the best of ``RUNS`` runs (the machine is
-shared: the least disturbed run is the closest to the work's own cost); Python's own
+writer does with ``--redact-pattern``). Figures are this process's CPU time (not wall-clock: the
+machine is shared), the best of ``RUNS`` runs; Python's own
 ``re`` on the first shape is shown for 18 to 24 characters (its time quadruples every two).
 """
 
@@ -41,9 +41,9 @@ SIZES = (1 << 20, 2 << 20, 4 << 20)
 def _best(f: Callable[[], object], runs: int) -> float:
     times = []
     for _ in range(runs):
-        t = time.perf_counter()
+        t = time.process_time()
         f()
-        times.append(time.perf_counter() - t)
+        times.append(time.process_time() - t)
     return min(times)
 
 
