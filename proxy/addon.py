@@ -30,23 +30,30 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
   other side too, not a close ``1000 (OK)``.
 * In forward-proxy mode only LLM API hosts are recorded (``looptap_record_hosts`` adds more);
   other traffic passes through, streamed and unrecorded.
+* What mitmproxy cannot pass never leaves the client waiting (docs/recorder.md, "What mitmproxy
+  11.0.2 does not pass"): informational answers (``103 Early Hints``) before an HTTP/1 upstream's
+  answer are dropped, so that the answer passes, and an HTTP/1 body's trailer fields, so that it
+  ends (:mod:`proxy.http1_fixes`); the round trip says so.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.net.http import status_codes
+from mitmproxy.net.http.url import unparse as unparse_url
 from mitmproxy.proxy import mode_specs
 
 from cassettes.providers import is_llm_host, versioned_path
 from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.own import OWN_RESPONSE_HEADERS
-from proxy import failures, messages, notes
+from proxy import failures, http1_fixes, messages
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.pipe import SETTLE
 
@@ -75,8 +82,17 @@ OWN_RESPONSE = "looptap_own_response"
 CLIENT_PATH = "looptap_client_path"
 #: The flow metadata key of the receipts of the WebSocket turns a message completed (durable mode).
 WS_RECEIPTS = "looptap_ws_receipts"
+#: How mitmproxy's error starts for an answer whose head it cannot parse: the upstream answered,
+#: wrongly, so mitmproxy's 502 stands even when the upstream then closed (not passed on as a close).
+_UNPARSEABLE = "Cannot parse HTTP response"
 #: The flow metadata key of a request streamed to the upstream through a :class:`Capped`.
 CAPPED = "looptap_capped"
+#: Bytes of a request body the recorder keeps (the size of a whole LLM request: Anthropic's limit
+#: for a Messages request, OpenAI's for the files of one; larger uploads are files and batches). A
+#: longer body, or one of unknown length (chunked), is streamed to the upstream as it comes instead
+#: of held whole (:class:`Capped`); the cassette keeps its first bytes, with a note. Never a 413:
+#: the proxy does not break an upload the API would take.
+MAX_REQUEST = 32 << 20
 
 
 class Tee:
@@ -174,6 +190,12 @@ def _content_length(headers: Any) -> int | None:
     return n if n >= 0 else None
 
 
+def _has_own(headers: Any) -> bool:
+    """Whether any header is named like looptap's own (``x-looptap-…``): one pass over the raw
+    fields, instead of a case-insensitive lookup per name on every request and response."""
+    return any(k[:10].lower() == b"x-looptap-" for k, _ in headers.fields)
+
+
 def _fields(headers: Any) -> list[tuple[str, str]]:
     return [
         (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
@@ -187,7 +209,7 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
     them, off the proxy's event loop."""
     req = flow.request
     start = req.timestamp_start
-    url = req.pretty_url
+    url = req.pretty_url if req.scheme else _routed(flow)
     client_path = flow.metadata.get(CLIENT_PATH)
     if isinstance(client_path, str) and url.endswith(req.path):
         # what the client sent (replayed as such)
@@ -205,13 +227,47 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         _response_into(ex, flow.response, tee, start)
     if error:
         ex.transport_error = error
+    dropped = http1_fixes.informational.get(req)
+    if dropped:
+        ex.notes.append(_informational_note(dropped))
     if isinstance(client_path, str):
-        ex.notes.append(notes.versioned(req.path))
+        ex.notes.append(
+            "path: the client left out the API's version segment (its base URL lacks it); "
+            f"forwarded upstream as {req.path}"
+        )
     capped = flow.metadata.get(CAPPED)
     if isinstance(capped, Capped) and capped.cut:
-        ex.notes.append(notes.request_cut(capped.sent, len(ex.request_body)))
+        ex.notes.append(
+            f"request body: {capped.sent:,} bytes went to the upstream; the cassette keeps the "
+            f"first {len(ex.request_body):,} (the recorder keeps at most {MAX_REQUEST >> 20} MiB "
+            "of a request, cut before a quote so that no JSON string is kept in part)"
+        )
     _marks_into(ex, flow.metadata)
     return ex
+
+
+def _informational_note(dropped: dict[int, int]) -> str:
+    """What an HTTP/1 upstream sent before its answer that the client did not get
+    (:data:`proxy.http1_fixes.informational`)."""
+    said = ", ".join(
+        f"{status} {status_codes.RESPONSES.get(status, '')}".rstrip()
+        + (f" ({n} times)" if n > 1 else "")
+        for status, n in sorted(dropped.items())
+    )
+    return (
+        f"informational: the upstream sent {said} before its answer; not passed to the client "
+        "(mitmproxy passes no 1xx on)"
+    )
+
+
+def _routed(flow: http.HTTPFlow) -> str:
+    """The URL of a request mitmproxy refused before routing it (one it could not frame, e.g. both
+    ``Content-Length`` and ``Transfer-Encoding``): a reverse listener's upstream, not the
+    listener's own address with no scheme."""
+    mode, req = flow.client_conn.proxy_mode, flow.request
+    if isinstance(mode, mode_specs.ReverseMode):
+        return unparse_url(mode.scheme, *mode.address, req.path)
+    return req.pretty_url
 
 
 def _response_into(ex: Exchange, resp: http.Response, tee: Tee | None, start: float) -> None:
@@ -229,6 +285,13 @@ def _response_into(ex: Exchange, resp: http.Response, tee: Tee | None, start: fl
     end = resp.timestamp_end or (tee.chunks[-1][0] if tee is not None and tee.chunks else None)
     if end:
         ex.duration = end - start
+    announced = resp.headers.get("trailer")
+    if announced and resp.http_version.startswith("HTTP/1"):
+        ex.notes.append(
+            f"trailers: the upstream announced trailer fields ({announced}) after the body; "
+            "the recorder's mitmproxy passes no HTTP/1 trailer fields: dropped, for the client "
+            "and the cassette alike"
+        )
 
 
 def _marks_into(ex: Exchange, metadata: dict[str, Any]) -> None:
@@ -236,14 +299,20 @@ def _marks_into(ex: Exchange, metadata: dict[str, Any]) -> None:
     each mark that was dropped (not this recorder's or this fork's, or unreadable)."""
     refused = metadata.get(MARKS_REFUSED)
     if refused:
-        ex.notes.append(notes.marks_refused(refused))
+        ex.notes.append(
+            f"marks: the upstream's response carried looptap's own headers ({', '.join(refused)}) "
+            "that this recorder did not write; dropped"
+        )
     if metadata.get(EDITS_REFUSED):
-        ex.notes.append(notes.EDITS_REFUSED)
+        ex.notes.append(
+            "edits: the request carried edit marks that this run's "
+            "fork did not make (sent by the client?); dropped"
+        )
     marks = metadata.get(EDITS)
     if marks is not None:
         ex.edits = edited.from_header(marks)
         if ex.edits is None:
-            ex.notes.append(notes.EDITS_UNREADABLE)
+            ex.notes.append("edits: the request's edit marks could not be read; dropped")
 
 
 class LooptapRecorder:
@@ -271,6 +340,9 @@ class LooptapRecorder:
 
     # -- options -------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
+        refused = http1_fixes.apply()
+        if refused is not None:
+            messages.emit(refused, logging.WARNING)
         loader.add_option(
             "looptap_output",
             str,
@@ -383,8 +455,8 @@ class LooptapRecorder:
         # mitmproxy holds a request whole before the ``request`` hook (65 MiB took the proxy to
         # +195 MiB, 200 MiB to +600 MiB): a long one, or one of unknown length, is streamed instead
         length = _content_length(flow.request.headers)
-        if length is None or length > notes.MAX_REQUEST:
-            flow.request.stream = flow.metadata[CAPPED] = Capped(notes.MAX_REQUEST)
+        if length is None or length > MAX_REQUEST:
+            flow.request.stream = flow.metadata[CAPPED] = Capped(MAX_REQUEST)
 
     @staticmethod
     def _version_path(flow: http.HTTPFlow) -> None:
@@ -406,7 +478,7 @@ class LooptapRecorder:
         client sending the header itself; a run with no fork has no key) are dropped, with a
         note."""
         headers = flow.request.headers
-        if edited.HEADER not in headers and edited.AUTH_HEADER not in headers:
+        if not _has_own(headers):
             return
         values, seals = headers.get_all(edited.HEADER), headers.get_all(edited.AUTH_HEADER)
         for name in (edited.HEADER, edited.AUTH_HEADER):
@@ -454,6 +526,8 @@ class LooptapRecorder:
         if flow.metadata.get(OWN_RESPONSE):
             return
         headers = flow.response.headers
+        if not _has_own(headers):
+            return
         found = [name for name in OWN_RESPONSE_HEADERS if name in headers]
         for name in found:
             del headers[name]
@@ -483,7 +557,7 @@ class LooptapRecorder:
         if how == failures.RESET:
             msg += " (the upstream reset the connection)"
         self._finish(flow, msg)
-        if how is not None and self._records(flow):
+        if how is not None and self._records(flow) and not msg.startswith(_UNPARSEABLE):
             self._pass_on(flow, how)
 
     # -- failures passed on as they happened -------------------------------------------------------

@@ -96,7 +96,7 @@ class LiveFaults:
 
     async def request(self, flow: http.HTTPFlow) -> None:
         if self.plan is None or not _is_llm(flow) or flow.request.raw_content is None:
-            return  # (None: streamed to the upstream already, proxy.notes.MAX_REQUEST: too late)
+            return  # (None: streamed to the upstream already, proxy.addon.MAX_REQUEST: too late)
         self._n += 1
         # live, ``*N`` fails this request and the next N-1 (the retries)
         if self._burst is not None:

@@ -3,13 +3,8 @@
 One minimal mitmproxy ``Master`` per process (core, proxyserver, next_layer, tlsconfig and the
 looptap addon: measurably cheaper per request than ``DumpMaster``, MITMPROXY.md §4), listening on
 127.0.0.1 only: a reverse listener per API (OpenAI, Anthropic, Gemini, and any ``--upstream``), and
-a forward proxy with mitmproxy's CA for clients that only honour ``HTTPS_PROXY``.
-
-The reverse listeners' ports are served by looptap's own forwarder (:mod:`proxy.forwarder`: plain
-HTTP/1.1 handled in asyncio, at a fraction of mitmproxy's latency), with a mitmproxy reverse
-listener per API kept on an internal loopback port for what it splices there (WebSocket, HTTP/2,
-``Expect``, …). ``--durable``, ``--fault``, a fork's run and ``LOOPTAP_FORWARDER=mitmproxy`` keep
-mitmproxy on every listener, as before (:func:`proxy.forwarder.refused`).
+a forward proxy with mitmproxy's CA for clients that only honour ``HTTPS_PROXY``. mitmproxy carries
+every byte on every listener: looptap only watches (docs/recorder.md).
 """
 
 from __future__ import annotations
@@ -53,7 +48,6 @@ from cassettes.storage.store import open_regular, private_open
 from proxy import messages
 from proxy.addon import DurableGate, LooptapRecorder
 from proxy.faults import LiveFaults
-from proxy.forwarder import Forwarder, ForwarderError, Pool, Route, Target, refused
 
 if TYPE_CHECKING:
     from urllib.parse import SplitResult
@@ -90,14 +84,9 @@ class Listener:
     #: What the start says about this listener's upstream (the user's base-URL variable followed
     #: or ignored); empty when it forwards to the built-in API or a ``--upstream``.
     note: str = ""
-    #: When looptap's forwarder serves ``port`` (:mod:`proxy.forwarder`): the loopback port of the
-    #: mitmproxy reverse listener kept for what the forwarder splices to it.
-    internal: int | None = None
 
     @property
     def spec(self) -> str:
-        if self.upstream and self.internal is not None:
-            return f"reverse:{self.upstream}@127.0.0.1:{self.internal}"
         return f"reverse:{self.upstream}@{self.port}" if self.upstream else f"regular@{self.port}"
 
 
@@ -258,25 +247,8 @@ def _in_use(cause: BaseException | None) -> bool:
 
 
 def _port_of(spec: str) -> int:
-    """The port of a listener's mode spec (``reverse:URL@[HOST:]PORT``, ``regular@PORT``)."""
-    return int(spec.rsplit("@", 1)[-1].rsplit(":", 1)[-1])
-
-
-def _named_ports_free(host: str, ports: list[int]) -> None:
-    """The ports the forwarder will take from a ``--port`` the user named, checked in listener
-    order before mitmproxy binds anything: a taken one is the one reported (mitmproxy alone tried
-    them first, in that order; its own internal ports and the forward proxy's come after). Raises
-    :class:`BusyPort`."""
-    import socket
-
-    for port in ports:
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (as asyncio's server)
-            try:
-                probe.bind((host, port))
-            except OSError as exc:
-                why = "address already in use" if _in_use(exc) else str(exc)
-                raise BusyPort(f"cannot listen on {host}:{port}: {why}") from None
+    """The port of a listener's mode spec (``reverse:URL@PORT``, ``regular@PORT``)."""
+    return int(spec.rsplit("@", 1)[-1])
 
 
 class _Ready:
@@ -415,69 +387,10 @@ class Recorder:
         self._ready_id: FileId | None = None
         #: The CA bundles for clients (``prepare_confdir``), written at start.
         self._bundles: tuple[Path, Path] = (Path(), Path())
-        #: looptap's own forwarder on the reverse listeners (None: mitmproxy serves them all).
-        self.forwarder: Forwarder | None = None
-        #: Why mitmproxy serves every listener (:func:`proxy.forwarder.refused`), once started.
-        self.forwarder_refused: str | None = None
-
-    def _fast_listeners(self) -> list[tuple[Listener, Target]]:
-        """The reverse listeners the forwarder serves, each given an internal port for mitmproxy;
-        none when :func:`proxy.forwarder.refused` says why (an upstream it does not take stays
-        mitmproxy's)."""
-        cfg = self.config
-        try:
-            why = refused(
-                durable=cfg.durable, faults=bool(cfg.faults), edit_key=cfg.edit_key is not None
-            )
-        except ForwarderError as exc:
-            raise RecorderError(str(exc)) from None
-        self.forwarder_refused = why
-        if why is not None:
-            return []
-        given = {lst.port for lst in self.listeners}
-        out: list[tuple[Listener, Target]] = []
-        for lst in self.listeners:
-            target = Target.parse(lst.upstream) if lst.upstream else None
-            if target is not None:
-                lst.internal = free_port(given)
-                given.add(lst.internal)
-                out.append((lst, target))
-        return out
-
-    async def _start_forwarder(self, fast: list[tuple[Listener, Target]]) -> None:
-        """Listen on each fast listener's own port. A port looptap chose that was taken meanwhile
-        is chosen again (as for mitmproxy's, :meth:`_listen_elsewhere`); a ``--port`` never is."""
-        cfg = self.config
-        fwd = self.forwarder = Forwarder()
-        for lst, target in fast:
-            assert lst.internal is not None
-            route = Route(
-                lst.name,
-                target,
-                Pool(target, insecure=cfg.ssl_insecure),
-                self.addon.handoff,
-                "127.0.0.1",
-                lst.internal,
-            )
-            for attempt in range(_REPICKS + 1):
-                try:
-                    await fwd.listen(route, cfg.host, lst.port)
-                    break
-                except OSError as exc:
-                    if attempt == _REPICKS or cfg.base_port or not _in_use(exc):
-                        await self.stop()
-                        why = "address already in use" if _in_use(exc) else str(exc)
-                        raise BusyPort(f"cannot listen on {cfg.host}:{lst.port}: {why}") from None
-                    lst.port = free_port(
-                        {x.port for x in self.listeners} | {x.internal or 0 for x in self.listeners}
-                    )
 
     async def start(self) -> None:
         cfg = self.config
         check_confdir(cfg.confdir)
-        fast = self._fast_listeners()
-        if cfg.base_port:
-            _named_ports_free(cfg.host, [lst.port for lst, _ in fast])
         opts = options.Options(
             mode=[lst.spec for lst in self.listeners],
             listen_host=cfg.host,
@@ -537,8 +450,6 @@ class Recorder:
             spec, cause = failed[0]
             why = "address already in use" if _in_use(cause) else str(cause)
             raise BusyPort(f"cannot listen on {cfg.host}:{_port_of(spec)}: {why}")
-        if fast:
-            await self._start_forwarder(fast)
         self.env = self._environment()
         for lst in self.listeners:
             if lst.note:
@@ -560,31 +471,23 @@ class Recorder:
         port, a few times, before the start is refused. A port the user named is never changed."""
         for attempt in range(_REPICKS + 1):
             failed = [(s.mode.full_spec, s.last_exception) for s in ps.servers if not s.is_running]
-            busy = {_port_of(spec) for spec, _ in failed}  # the ports of one recorder are distinct
-            internal = {lst.internal for lst in self.listeners if lst.internal is not None}
             if (
                 not failed
                 or attempt == _REPICKS
-                or (self.config.base_port and not busy <= internal)  # the forwarder's are ours
+                or self.config.base_port
                 or not all(_in_use(cause) for _, cause in failed)
             ):
                 break
-            self._repick(busy, {lst.port for lst in self.listeners} | internal)
+            busy = {_port_of(spec) for spec, _ in failed}  # the ports of one recorder are distinct
+            given = {lst.port for lst in self.listeners}
+            for lst in self.listeners:
+                if lst.port in busy:
+                    lst.port = free_port(given)
+                    given.add(lst.port)
             opts.update(mode=[lst.spec for lst in self.listeners])
             # The update above queues the same change; whichever runs second finds nothing to do.
             await ps.servers.update([ProxyMode.parse(lst.spec) for lst in self.listeners])
         return failed
-
-    def _repick(self, busy: set[int], given: set[int]) -> None:
-        """Another free port for each mitmproxy listener whose port was taken (``busy``): the
-        internal one behind the forwarder, else the listener's own."""
-        for lst in self.listeners:
-            if lst.internal is not None and lst.internal in busy:
-                lst.internal = free_port(given)
-                given.add(lst.internal)
-            elif lst.internal is None and lst.port in busy:
-                lst.port = free_port(given)
-                given.add(lst.port)
 
     def _client_host(self) -> str:
         """The host a local client connects to (in a URL)."""
@@ -715,9 +618,6 @@ class Recorder:
         if m is None:
             return
         await asyncio.get_running_loop().run_in_executor(None, self.addon.handoff.flush)
-        if self.forwarder is not None:
-            await self.forwarder.close()
-            self.forwarder = None
         ps = m.addons.get("proxyserver")
         try:
             await ps.servers.update([])  # shutdown() alone leaves the ports open (MITMPROXY.md §1)

@@ -7,6 +7,9 @@ Only the two paths are written: no environment variable, no user name besides wh
 hold. A header is untrusted: a value that is not a string, is empty or longer than
 :data:`MAX_PATH`, is not absolute or holds a control character is ignored (a replay without it
 tolerates this machine's paths only, as before the fields existed).
+
+When the run was recorded is the header's own ``created`` time: an epoch timestamp within a year
+of it in a request is volatile as a date is (:attr:`VolatileSpans.recorded_time`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 from cassettes.matching.volatile import VolatileSpans, this_process
 
-__all__ = ["MAX_PATH", "PLACES", "here", "recorded", "volatile_for"]
+__all__ = ["MAX_PATH", "PLACES", "here", "recorded", "recorded_time", "volatile_for"]
 
 #: The header fields (in ``meta``): the agent's working directory, its home.
 PLACES = ("cwd", "home")
@@ -57,8 +60,25 @@ def recorded(header: Any) -> tuple[list[str], list[str]]:
     return ([cwd] if cwd else []), ([home] if home else [])
 
 
+def recorded_time(header: Any) -> float | None:
+    """When the run under ``header`` was recorded (its ``created`` time, epoch seconds), or
+    ``None`` when the header does not say it in a form read here."""
+    import datetime as dt
+
+    created = header.get("created") if isinstance(header, Mapping) else None
+    if not isinstance(created, str) or len(created) > 64:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
+
+
 def volatile_for(header: Any) -> VolatileSpans:
     """The built-in detectors for replaying the run under ``header`` here: this process's cwd and
-    home, and the recording's."""
+    home, and the recording's; an epoch near when it was recorded."""
     cwds, homes = recorded(header)
-    return VolatileSpans(recorded_cwd=cwds, recorded_home=homes)
+    return VolatileSpans(
+        recorded_cwd=cwds, recorded_home=homes, recorded_time=recorded_time(header)
+    )

@@ -11,9 +11,12 @@ is recorded or served: the caller compares the normalised text and keeps the ori
 The detectors are deliberately narrow. A number, a name or a word the model would read
 differently must never be tolerated (tests/matching/test_volatile_properties.py says so for
 generated text): a date needs a real date's shape, an epoch a timestamp's neighbour word (``ts=``,
-``"created":``), a duration a unit and a timing word (``took``, ``in``), an id a random-looking
-token (letters and digits, 16 or more), a span glued to a word or a path (``gpt-4o-2024-08-06``,
-``run-2026-11-25.log``) stays what it is. No provider is named: ids are recognised by shape.
+``"created":``) or, when the recording's own time is known (a replay or a fork of it), a value
+within a year of it (``Current time: 1795643906.95``, in seconds or milliseconds; a number far
+from it stays what it is), a duration a unit and a timing word (``took``, ``in``), an id a
+random-looking token (letters and digits, 16 or more), a span glued to a word or a path
+(``gpt-4o-2024-08-06``, ``run-2026-11-25.log``) stays what it is. No provider is named: ids are
+recognised by shape.
 """
 
 from __future__ import annotations
@@ -134,6 +137,7 @@ _TOKEN_GATE = r"(?=[A-Za-z]{0,64}+[\d_-])"
 #: timing word or two then a digit), so that an ordinary word fails them at once.
 _EPOCH_GATE = r"(?=[A-Za-z_]{1,40}+[\"']?\s{0,8}[:=])"
 _DURATION_GATE = r"(?=[A-Za-z]{2,9}+(?:\s{1,8}(?i:for|in))?[:=]?\s{1,8}\d)"
+_DURATION_KEY_GATE = r"(?=[A-Za-z_]{5,20}+[\"']?\s{0,8}[:=>]\s{0,8}[\"']?\d)"
 
 #: (name, the groups of the characters its span can start with, pattern).
 _PATTERNS: tuple[tuple[str, str, str], ...] = (
@@ -164,8 +168,11 @@ _PATTERNS: tuple[tuple[str, str, str], ...] = (
         "epoch__word",
         "ul",
         rf"{_EPOCH_GATE}{_EPOCH_WORD}(?P<epoch__word_v>1\d{{9}}(?:\d{{3}})?(?:\.\d{{1,"
-        r"9})?)(?![\w.])",
+        r"9})?)(?!\w|\.\d)",
     ),
+    # A bare epoch (seconds or milliseconds, a fraction or not): an epoch only when it is within
+    # a year of the recording's own time (VolatileSpans.recorded_time; checked in _scan).
+    ("epoch__bare", "d", r"(?<![\w.:/+=-])1\d{9}(?:\d{3})?(?:\.\d{1,9})?(?![\w:/+=-]|\.\d)"),
     (
         "duration__short",
         "ul",
@@ -179,6 +186,14 @@ _PATTERNS: tuple[tuple[str, str, str], ...] = (
         r"9})?\s?(?:milliseconds?|seconds?|secs?|minutes?|mins?))\b",
     ),
     ("duration__paren", "d", r"(?<=\()(?P<duration__paren_v>\d{1,12}\.\d{1,9}\s?(?:ms|s))\)"),
+    # A duration named by its key with its unit, in JSON text, a setting or a tag
+    # (``"duration_ms": 280``, ``<duration_ms>280</duration_ms>``: Claude Code's task notification).
+    (
+        "duration__key",
+        "ul",
+        rf"{_DURATION_KEY_GATE}\b(?i:duration|elapsed|latency|runtime)(?:_(?i:ms|s|secs?|seconds|"
+        r"millis)|Ms|Secs?|Seconds|Millis)[\"']?\s{0,8}[:=>]\s{0,8}[\"']?(?P<duration__key_v>\d{1,12}(?:\.\d{1,9})?)(?![\w.])",
+    ),
     (
         "uuid__std",
         "dul",
@@ -200,6 +215,14 @@ _PATTERNS: tuple[tuple[str, str, str], ...] = (
         "dul",
         r"(?<![0-9A-Za-z_+/=.-])(?:[0-9a-f]{32,64}|[0-9A-F]{32,64})(?![0-9A-Za-z_+/=-])",
     ),
+    # A shorter lowercase hex token (16-31: an agent's id, Claude Code's ``agentId: a4a0f46b…``,
+    # ``<task-id>…``, ``tasks/….output``), also as a path's part, with two digits and two letters
+    # at least (_random).
+    (
+        "id__hexshort",
+        "dl",
+        r"(?<![0-9A-Za-z_+=.-])[0-9a-f]{16,31}(?![0-9A-Za-z_+/=-])",
+    ),
     # A bare base62 token (an API's random id) of 24-64 with upper, lower and digits in it
     # (_random).
     ("id__base62", "dul", rf"(?<![0-9A-Za-z_+/=.-]){_TOKEN}{{24,64}}(?![0-9A-Za-z_+/=-])"),
@@ -219,6 +242,9 @@ _TMP = (
     r"(?:/pytest-of-[\w.-]{1,64}/pytest-(?:\d{1,9}|current)(?:/[\w.\[\]-]{1,128}?\d{1,"
     r"9}(?![\w.\[\]-]))?|/tmp[a-z0-9_]{8}(?![\w.-])|/(?=[\w.-]{0,127}\d)[\w.-]{1,128})?(?![\w.-])"
 )
+
+#: How near the recording's own time a bare number must be to be taken for an epoch (seconds).
+EPOCH_WINDOW = 366 * 86400
 
 #: Runs of digits and slashes no more than REACH apart: where the detectors are run.
 REACH = 128
@@ -270,8 +296,13 @@ class VolatileSpans:
         home: str | None = None,
         recorded_cwd: Iterable[str] = (),
         recorded_home: Iterable[str] = (),
+        recorded_time: float | None = None,
     ) -> None:
         cwd, home = this_process(cwd, home)
+        #: When the run compared against was recorded (epoch seconds): a bare number within
+        #: :data:`EPOCH_WINDOW` of it, in seconds or milliseconds, is a timestamp. ``None``: none
+        #: is (a bare number stays significant).
+        self.recorded_time = recorded_time
         self.cwds = _places([cwd, *recorded_cwd])
         self.homes = [h for h in _places([home, *recorded_home]) if h not in self.cwds]
         # Texts already scanned (an agent sends its whole history again every turn: each message
@@ -412,11 +443,22 @@ class VolatileSpans:
             detector = name.partition("__")[0]
             if detector == "id" and not _random(name, spaced[start:end]):
                 continue
+            if name.startswith("epoch__bare") and not self._near(spaced[start:end]):
+                continue
             segments.append(spaced[at:start])
             found.append((detector, spaced[start:end]))
             at = end
         segments.append(spaced[at:])
         return tuple(segments), tuple(found)
+
+    def _near(self, number: str) -> bool:
+        """Whether ``number`` (10 or 13 digits, a fraction or not) is a time within
+        :data:`EPOCH_WINDOW` of the recording's."""
+        if self.recorded_time is None:
+            return False
+        whole = number.partition(".")[0]
+        seconds = float(number) / (1000 if len(whole) == 13 else 1)
+        return abs(seconds - self.recorded_time) <= EPOCH_WINDOW
 
 
 class Numbering:
@@ -463,6 +505,8 @@ def _random(name: str, token: str) -> bool:
     digits = sum(c.isdigit() for c in token)
     letters = len(token) - digits
     if name.startswith("id__prefixed"):
+        return digits >= 2 and letters >= 2
+    if name.startswith("id__hexshort"):
         return digits >= 2 and letters >= 2
     if name.startswith("id__hex"):
         return digits > 0 and letters > 0

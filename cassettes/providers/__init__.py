@@ -231,9 +231,12 @@ def versioned_path(path: str, header_names: Iterable[str]) -> str | None:
     version segment (:data:`VERSIONLESS_PATHS`: ``/messages?beta=true`` →
     ``/v1/messages?beta=true``), else ``None`` (the path goes on as the client sent it)."""
     bare = path.split("?", 1)[0]
-    names = {n.lower() for n in header_names}
     for prefix, header, segment in VERSIONLESS_PATHS:
-        if (bare == prefix or bare.startswith(prefix + "/")) and header in names:
+        # the path first: the header names are read only for a path that may need the segment
+        # (this runs on every request through a reverse listener)
+        if (bare == prefix or bare.startswith(prefix + "/")) and any(
+            n.lower() == header for n in header_names
+        ):
             return segment + path
     return None
 

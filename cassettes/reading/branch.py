@@ -288,16 +288,20 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
     """What a fork appended to its branch after the run (``looptap run --from``: a ``note`` record,
     :meth:`cassettes.replay.forking.fork.ForkReplay.finish`): ``tolerated``, per recorded turn of
     the prefix, what was tolerated there (:mod:`cassettes.replay.matching.tolerated`), and
-    ``starts``, for an ``@divergence`` fork, where each conversation went live (conversation → [seq,
-    turn]). Empty when the branch has none. Only the file's last :data:`NOTES_TAIL` bytes are
+    ``starts``, where each conversation went live that the cursor did not place (an
+    ``@divergence`` fork's every one; a conversation a change past the cursor reached):
+    conversation → [seq, turn]; ``failed``, why the fork failed, one line each (a request before
+    the cursor that matched no recorded turn, an edit never applied). Empty when the branch has
+    none. Only the file's last :data:`NOTES_TAIL` bytes are
     read."""
     import stat
 
     import orjson
 
     from cassettes import bounds
+    from cassettes.untrusted import clean_line
 
-    out: dict[str, Any] = {"tolerated": [], "starts": {}}
+    out: dict[str, Any] = {"tolerated": [], "starts": {}, "failed": []}
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as f:
@@ -323,6 +327,9 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
             out["starts"].update(
                 {str(k): v for k, v in starts.items() if isinstance(v, list) and len(v) == 2}
             )
+        failed = doc.get("failed")
+        if isinstance(failed, list):
+            out["failed"] += [clean_line(x)[:2000] for x in failed[:20] if isinstance(x, str)]
     return out
 
 
@@ -332,14 +339,20 @@ def with_notes(path: str | Path, origin: dict[str, Any]) -> dict[str, Any]:
     not known when the header was written), and ``tolerated``."""
     notes = fork_notes(path)
     out = dict(origin, tolerated=notes["tolerated"])
-    starts = {c: v for c, v in notes["starts"].items() if isinstance(v[0], int)}
-    if starts and not origin.get("starts"):
-        out["starts"] = {c: v[0] for c, v in starts.items()}
-        out["turns"] = {c: v[1] for c, v in starts.items()}
-        out["seq"] = min(v[0] for v in starts.values())
-        turns = [v[1] for v in starts.values() if isinstance(v[1], int)]
-        if turns:
-            out["turn"] = min(turns)
+    given, named = origin.get("starts"), origin.get("turns")
+    placed: dict[str, Any] = given if isinstance(given, dict) else {}
+    # the conversations the cursor did not place: each where it went live (a change past the
+    # cursor reached it), added to those it did
+    starts = {c: v for c, v in notes["starts"].items() if isinstance(v[0], int) and c not in placed}
+    if starts:
+        known: dict[str, Any] = named if isinstance(named, dict) else {}
+        out["starts"] = {**placed, **{c: v[0] for c, v in starts.items()}}
+        out["turns"] = {**known, **{c: v[1] for c, v in starts.items()}}
+        if not placed:  # @divergence: the turn a view numbers the branch's first one from
+            out["seq"] = min(v[0] for v in starts.values())
+            turns = [v[1] for v in starts.values() if isinstance(v[1], int)]
+            if turns:
+                out["turn"] = min(turns)
     return out
 
 
@@ -392,6 +405,7 @@ def read_entries(value: Any) -> list[dict[str, Any]]:
             continue
         entries = [
             {k: str(e.get(k, "")) for k in ("path", "by", "recorded", "live")}
+            | ({"times": e["times"]} if type(e.get("times")) is int and e["times"] > 1 else {})
             for e in t["tolerated"][:NOTED_ENTRIES]
             if isinstance(e, dict)
         ]

@@ -167,7 +167,13 @@ def _write_tolerated(server: Any, path: str) -> None:
     try:
         write_private(
             path,
-            orjson.dumps({"tolerated": turn_entries(server.matcher), "starts": _starts(server)}),
+            orjson.dumps(
+                {
+                    "tolerated": turn_entries(server.matcher),
+                    "starts": _starts(server),
+                    "failed": _failed(server),
+                }
+            ),
         )
     except OSError as exc:
         _err(
@@ -187,14 +193,28 @@ def _keep_sent(server: Any, path: str) -> None:
         _err(f"warning: what the client sent could not be kept: {exc}")
 
 
+def _failed(server: Any) -> list[str]:
+    """Why the fork failed, one line each (none: it did not): each request before the cursor that
+    matched no recorded turn (its closest turn and what differs), each edit never applied."""
+    cursor = server.planner.cursor
+    out = [f"the client diverged before the cursor at {m.headline}" for m in server.matcher.misses]
+    out += [
+        f"edit {e.label} never applied: no request sent live carried it"
+        for e in (cursor.unapplied() if cursor is not None else [])
+    ]
+    return out[:20]
+
+
 def _starts(server: Any) -> dict[str, Any]:
-    """Where each conversation went live (``@divergence``: known only now): conversation → (seq,
+    """Where each conversation went live that the cursor did not place (known only now: at
+    ``@divergence``, each; else each one a change past the cursor reached): conversation → (seq,
     turn)."""
     cursor = server.planner.cursor
-    if cursor is None or not cursor.spec.divergence:
+    if cursor is None:
         return {}
     by_seq = {r.seq: r for r in server.matcher.recorded}
-    return {str(c): [s, by_seq[s].turn if s in by_seq else None] for c, s in cursor.starts.items()}
+    starts = cursor.starts if cursor.spec.divergence else cursor.reached
+    return {str(c): [s, by_seq[s].turn if s in by_seq else None] for c, s in starts.items()}
 
 
 def _serve(server: Any, args: argparse.Namespace) -> bool:

@@ -181,7 +181,7 @@ class Branches:
                     self.running.discard(proc)
         said = _tail(log)
         base = {"branch": out.name, "log": log.name, "status": rc}
-        broken = next((ln for ln in said if any(m in ln for m in _FORK_FAILED)), None)
+        broken = _fork_failed(out, said)
         if rc == 127 or broken is not None or not out.exists():
             return {
                 **base,
@@ -203,7 +203,8 @@ class Branches:
             return {
                 **base,
                 "result": "invalid",
-                "why": "the outcome cannot be told on this branch (no final answer)",
+                "why": "the outcome cannot be told: the branch gave no final answer (no turn of "
+                f"it answered with text; the command exited {rc})",
             }
         return {**base, "result": "failed" if failed else "flipped"}
 
@@ -215,6 +216,19 @@ class Branches:
             for proc in self.running:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGINT)
+
+
+def _fork_failed(branch: Path, said: list[str]) -> str | None:
+    """Why the fork of ``branch`` failed (the note it appended: a request before the cursor that
+    matched no recorded turn, an edit never applied; else the fork's own words in its log), or
+    ``None``. Whatever the command's status was then, it is not the outcome's."""
+    from cassettes.reading.branch import fork_notes
+
+    failed = fork_notes(branch)["failed"] if branch.exists() else []
+    if failed:
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return f"the fork failed: {failed[0]}{more}"
+    return next((ln for ln in said if any(m in ln for m in _FORK_FAILED)), None)
 
 
 def _tail(log: Path) -> list[str]:

@@ -7,12 +7,13 @@ make more or fewer: the estimate is the recorded continuation's), and the reques
 intervention may add (a cut answer's continuations: each counted, priced as the turn it continues).
 Each turn is priced by the model the branch actually uses (``--model``, else the one the turn
 recorded), at that model's own price on the recorded usage, as ``looptap compare`` prices a
-candidate.
+candidate. A resumed investigation counts only the branches left to run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -53,13 +54,34 @@ def check(
     max_requests: int | None,
     max_cost: Decimal | None,
     allow_unknown: bool = False,
+    kept: dict[str, int] | None = None,
 ) -> list[str]:
     """The budget lines; raises :class:`~cassettes.replay.forking.compare.BudgetError` when over a
-    limit."""
+    limit. ``kept``: per intervention (its key), the branches an earlier run of this
+    investigation finished (``--resume``): only what is left is counted, and said so."""
     from cassettes.replay.forking.compare import check_budget
 
     models = sorted({i.model for i in chosen if i.model})
     who = "the recorded model" + (f" and {', '.join(models)}" if models else "")
-    return check_budget(
-        planned_for(run, chosen, bases), samples, max_requests, max_cost, allow_unknown, who
+    done = {i.key: min(samples, (kept or {}).get(i.key, 0)) for i in chosen}
+    if not any(done.values()):
+        return check_budget(
+            planned_for(run, chosen, bases), samples, max_requests, max_cost, allow_unknown, who
+        )
+    from cassettes.replay.forking.compare import BudgetError
+
+    left = [p for i in chosen for p in planned_for(run, [i], bases) * (samples - done[i.key])]
+    branches = sum(samples - d for d in done.values())
+    said = (
+        f"{len(left)} requests left to send ({branches} of {len(chosen) * samples} branches left "
+        f"to run; {sum(done.values())} kept from the earlier run)"
     )
+
+    def resumed(lines: list[str]) -> list[str]:
+        head = re.sub(r"^\d+ requests \([^)]*\)", lambda _: said, lines[0], count=1)
+        return [head, *lines[1:]]
+
+    try:
+        return resumed(check_budget(left, 1, max_requests, max_cost, allow_unknown, who))
+    except BudgetError as exc:
+        raise BudgetError(str(exc), resumed(exc.lines)) from None

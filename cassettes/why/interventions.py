@@ -2,10 +2,13 @@
 layer (docs/why.md "Interventions").
 
 * **E** — the model's emission at turn t re-sampled: the run forked at t, the same request sent
-  live to the same model (and, with ``--model``, to that model too).
+  live to the same model (and, with ``--model``, to that model too): at every turn a finding
+  names, the last turns of the conversation that gave the final answer, and the last turn of each
+  of its sub-agents (the answer that went back to it as a tool's result).
 * **A** — the API's answer at turn t replaced by a clean one: the same request sent live; for a
   truncation (``A.truncated_length``) with the cap lifted (the ``max_tokens`` edit); for an error
-  or a cut stream, the retry the client did not make.
+  or a cut stream, the retry the client did not make — never for a request the API refused for
+  what it holds (below): a retry sends the same request and is refused the same way.
 * **C** — the client's dispatch at turn t repaired as its finding says it should have been, an
   edit applied to every request sent live from t on: ``C.dropped_tool_result`` → the result put
   back (``restore_result[CALL_ID]``, its text given with ``--result CALL_ID=@FILE``: the recording
@@ -13,7 +16,11 @@ layer (docs/why.md "Interventions").
   ``A.truncated_length`` the client carried on from) → the cut answer continued, as a correct
   client does (``continue=N``: the fork asks the model for the rest in the API's own form, at most
   N more requests, and hands the client one answer; the budget counts those N). A C finding
-  without a repair a fork can make is listed, not run, saying why.
+  without a repair a fork can make is listed, not run, saying why. A request the API refused for
+  what it holds (a 4xx naming a tool's schema, a parameter, the model: :func:`refusal`) is the
+  client's request: a C suspect with the API's message as evidence and the ``--edit`` (or
+  ``--model``) a fork would test a fix with, listed, not run (no re-run of the same request can
+  flip a deterministic refusal).
 
 Each intervention forks at ``conversation=C:turn=T``: the other conversations stay replayed.
 """
@@ -45,6 +52,11 @@ _CAP_FACTOR, _CAP_MORE = 4, 4096
 CONTINUE_ROUNDS = 3
 #: C findings a fork has no repair for.
 _NO_REPAIR: dict[str, str] = {}
+#: The statuses of an API refusing a request for what it holds (a bad request, an unknown model, a
+#: request too large, an unprocessable one): the same request is refused again, whenever sent.
+_REFUSING = (400, 404, 413, 422)
+#: The error types that say the request is at fault (docs/WIRE.md A.6, C.6).
+_REQUEST_ERRORS = ("invalid_request_error", "not_found_error", "INVALID_ARGUMENT", "NOT_FOUND")
 
 
 @dataclass
@@ -71,6 +83,11 @@ class Intervention:
     #: What tells it from another of its kind at the same turn (the call a result is put back for,
     #: the finding's code).
     tag: str = ""
+    #: What shows it, beside the finding (a refused request: the API's own message).
+    evidence: str | None = None
+    #: How a fix would be tested when the repair needs what only the user knows (a refused
+    #: request: the ``--edit`` or ``--model`` of a fork at its turn).
+    fix: str | None = None
 
     @property
     def cursor(self) -> str:
@@ -106,6 +123,8 @@ class Intervention:
             "live_requests_per_sample": self.live_requests,
             "runnable": self.missing is None,
             "missing": self.missing,
+            "evidence": self.evidence,
+            "fix": self.fix,
         }
 
 
@@ -122,7 +141,7 @@ def interventions(
     out, retried = _for_findings(run, findings, by_turn, later, results or {})
     # one finding per call and turn is enough
     out = [i for n, i in enumerate(out) if all(j.key != i.key for j in out[:n])]
-    for where in sorted(_named_turns(findings) | _last_turns(a)):
+    for where in sorted(_named_turns(findings) | _last_turns(a) | _answered_back(a)):
         t = by_turn.get(where)
         if t is None or where in retried or t.a.status is None or t.a.status >= 400:
             continue  # a failed call has no emission to re-sample: its A retry is that intervention
@@ -175,14 +194,35 @@ def _named_turns(findings: list[Any]) -> set[tuple[str, int]]:
 
 
 def _later_turns(a: Any) -> dict[tuple[str, int], list[int]]:
-    """Per (conversation, turn index): the seqs of that turn and of the conversation's later
-    ones."""
+    """Per (conversation, turn index): the seqs a fork there may send live: that turn and the
+    conversation's later ones, and the turns recorded after it in the conversations linked to it
+    (its parent, its sub-agents, a handoff, a group chat: a change there may reach them, and each
+    goes live from the first request it reaches: :mod:`cassettes.replay.forking.cursor`)."""
+    linked = _linked(a)
     later: dict[tuple[str, int], list[int]] = {}
     for c in a.conversations:
         idx = [(a.turns[s].index, s) for s in c.turns if s in a.turns]
-        for i, _s in idx:
-            later[(c.id, i)] = [s for j, s in idx if j >= i]
+        others = sorted(s for o in linked.get(c.id, ()) if o != c.id for s in _seqs(a, o))
+        for i, s in idx:
+            later[(c.id, i)] = sorted([t for j, t in idx if j >= i] + [t for t in others if t > s])
     return later
+
+
+def _seqs(a: Any, conversation: str) -> list[int]:
+    return [s for c in a.conversations if c.id == conversation for s in c.turns if s in a.turns]
+
+
+def _linked(a: Any) -> dict[str, set[str]]:
+    """Per conversation, the conversations linked to it through parents and branches, itself
+    included (the tree it is in)."""
+    group = {c.id: {c.id} for c in a.conversations}
+    for c in a.conversations:
+        parent = a.turns.get(c.parent_seq) if c.parent_seq is not None else None
+        if parent is not None and parent.conversation in group:
+            merged = group[c.id] | group[parent.conversation]
+            for member in merged:
+                group[member] = merged
+    return group
 
 
 def _for_findings(
@@ -208,6 +248,9 @@ def _for_findings(
             )
         elif f.layer == "C":
             out.append(_c(f, seqs, results))
+        elif (refused := refusal(f, _exchange(run, by_turn.get(where)))) is not None:
+            out.append(refused)
+            retried.add(where)  # the refused turn has no emission to re-sample, nor a retry
         elif (
             f.layer == "A"
             and (f.code == "A.truncated_length" or f.code in _RETRY)
@@ -233,6 +276,25 @@ def _last_turns(a: Any) -> set[tuple[str, int]]:
             if s in a.turns:
                 named.add((last.conversation, a.turns[s].index))
     return named
+
+
+def _answered_back(a: Any) -> set[tuple[str, int]]:
+    """The last turn of each sub-agent (an agent used as a tool) of the conversation of the run's
+    last turn: its answer went back to that conversation as a tool's result."""
+    last = max(a.turns.values(), key=lambda t: t.seq, default=None)
+    out: set[tuple[str, int]] = set()
+    for c in a.conversations:
+        parent = a.turns.get(c.parent_seq) if c.parent_seq is not None else None
+        if (
+            last is not None
+            and parent is not None
+            and parent.conversation == last.conversation
+            and c.branch in ("sub_agent", "agent_tool")
+            and c.turns
+            and c.turns[-1] in a.turns
+        ):
+            out.add((c.id, a.turns[c.turns[-1]].index))
+    return set(sorted(out)[:_LAST_TURNS])
 
 
 def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
@@ -334,6 +396,95 @@ def _a(f: Any, seqs: list[int], ex: Any) -> Intervention:
     i.what = f"the request re-sent live with the token cap lifted ({max(caps)} → {lifted})"
     i.edits = [f"max_tokens={lifted}"]
     return i
+
+
+def refusal(f: Any, ex: Any) -> Intervention | None:
+    """The C suspect of an ``A.http_error`` whose request the API refused for what it holds: a 4xx
+    of :data:`_REFUSING` whose error says the request is at fault (its type, a ``param``, a path
+    its message starts with); ``None`` for any other finding. What the error names (a tool's
+    schema, the model, the token cap, another parameter) says the fix a fork can test."""
+    status = f.details.get("status") if f.code == "A.http_error" else None
+    if status not in _REFUSING or f.conversation is None or f.turn is None:
+        return None
+    message = str(f.details.get("error") or "")
+    param = _param(ex)
+    kind = str(f.details.get("type") or "")
+    if not (param or kind in _REQUEST_ERRORS or re.match(r"[\w.\[\]]+: ", message)):
+        return None
+    named = param or message
+    tool = _refused_tool(named, message, ex)
+    if tool is not None:
+        fix, what = f"--edit 'tool_schema[{tool}]=@SCHEMA.json'", f"the schema of tool {tool!r}"
+    elif re.match(r"models?\b", named) or "model" in str(f.details.get("error_code") or ""):
+        fix, what = "--model MODEL", "the model"
+    elif re.search(r"max_(?:completion_|output_)?tokens", named):
+        fix, what = "--edit max_tokens=N", "the token cap"
+    else:
+        fix, what = None, f"{param!r}" if param else "the request"
+    test = (
+        f"test a fix with a fork at it: {fix}"
+        if fix
+        else "no fork edit changes it: fix the client and record again"
+    )
+    return Intervention(
+        "C",
+        f.conversation,
+        f.turn,
+        f"the request the API refused (HTTP {status}, at {what})",
+        "c-refused",
+        f.code,
+        missing=f"the API refuses this request whenever it is sent, so no re-run flips it; {test}",
+        tag=str(status),
+        evidence=message[:500] or None,
+        fix=fix,
+    )
+
+
+def _param(ex: Any) -> str:
+    """The ``param`` an OpenAI-style error names (``tools[0].function.parameters``), else ``""``."""
+    import orjson
+
+    from cassettes import bounds
+
+    try:
+        doc = bounds.loads(ex.response_body) if ex is not None else None
+    except (orjson.JSONDecodeError, ValueError):
+        return ""
+    err = doc.get("error") if isinstance(doc, dict) else None
+    param = err.get("param") if isinstance(err, dict) else None
+    return param if isinstance(param, str) else ""
+
+
+def _refused_tool(named: str, message: str, ex: Any) -> str | None:
+    """The tool whose schema the error names: by name (``Invalid schema for function 'x'``), or
+    by its index in the request's tools (``tools[2]…``, ``tools.2.custom.input_schema``,
+    ``function_declarations[2]``)."""
+    m = re.search(r"(?:function|tool) '([^']{1,128})'", message)
+    if m:
+        return m.group(1)
+    m = re.search(r"(?:function_declarations|functionDeclarations)\[(\d{1,4})", named) or re.search(
+        r"tools(?:\[|\.)(\d{1,4})", named
+    )
+    if m is None or ex is None:
+        return None
+    import orjson
+
+    from cassettes import bounds
+
+    try:
+        doc = bounds.loads(ex.request_body)
+    except (orjson.JSONDecodeError, ValueError):
+        return None
+    tools = doc.get("tools") if isinstance(doc, dict) else None
+    if not isinstance(tools, list):
+        return None
+    # Gemini: the declarations of every tools item, in order
+    decls = [d for t in tools if isinstance(t, dict) for d in t.get("functionDeclarations") or []]
+    pool = decls if "declarations" in m.group(0) else tools
+    i = int(m.group(1))
+    item = pool[i] if i < len(pool) and isinstance(pool[i], dict) else {}
+    name = item.get("name") or (item.get("function") or {}).get("name")
+    return str(name)[:128] if name else None
 
 
 def _exchange(run: Any, turn: Any) -> Any:

@@ -110,6 +110,8 @@ def investigate(args: argparse.Namespace) -> Result:
                 "explain, nothing sent"
             )
     runnable = [i for i in found if i.missing is None]
+    if args.resume and args.output is None:
+        raise Refused("--resume continues the why in -o DIR: give the directory of the earlier one")
     try:
         lines = budget.check(
             run,
@@ -119,13 +121,15 @@ def investigate(args: argparse.Namespace) -> Result:
             args.max_requests,
             max_cost,
             args.allow_unknown_price,
+            _kept(args) if args.resume else None,
         )
     except BudgetError as exc:
         raise Refused(str(exc), exc.lines) from None
     if args.dry_run:
         return _dry_run(args, outcome, found, lines)
     if args.output is None:
-        raise Refused("-o DIR names where the branches go (a new directory)")
+        args.output = str(_beside(path))
+        _say(f"the branches go to {args.output} (a new directory beside the run; -o DIR names one)")
     from cassettes.replay.testing.recording import how_to_install, recorder_python
 
     python = recorder_python()
@@ -151,6 +155,34 @@ def investigate(args: argparse.Namespace) -> Result:
     for line in lines:
         _say(line)
     return _run(args, run, path, state, outcome, found, argv, python)
+
+
+def _kept(args: argparse.Namespace) -> dict[str, int]:
+    """Per intervention (its key), the branches the earlier why in ``-o`` kept (``--resume``; what
+    the budget leaves out). Nothing when it cannot be read: the state is checked when opened."""
+    from cassettes.why.state import STATE, read_state
+
+    doc = read_state(Path(args.output) / STATE) or {}
+    branches = doc.get("branches")
+    if not isinstance(branches, dict):
+        return {}
+    return {
+        str(k): sum(1 for n, r in v.items() if isinstance(r, dict) and str(n).isdigit())
+        for k, v in branches.items()
+        if isinstance(v, dict)
+    }
+
+
+def _beside(run: Path) -> Path:
+    """A new directory's path beside ``run`` for its branches (``run.why``, else ``run.why-2``
+    …): never a path that exists."""
+    import os
+
+    base = run.with_name(run.name.removesuffix(".jsonl") + ".why")
+    n = 1
+    while os.path.lexists(base if n == 1 else f"{base}-{n}"):
+        n += 1
+    return base if n == 1 else Path(f"{base}-{n}")
 
 
 def _recorded_by_running(state: Any, path: Path, argv: list[str], outcome: Outcome) -> None:
@@ -315,9 +347,9 @@ def _run(
     state.put("verdict", doc["verdict"])
     state.put("report", doc["interventions"])
     return Result(
-        0 if any(t.samples for t in v.ranked) else 1,
+        0 if v.refused or any(t.samples for t in v.ranked) else 1,
         doc,
-        report_lines(v, outcome, state.directory, path),
+        report_lines(v, outcome, state.directory, path, argv),
     )
 
 
@@ -341,15 +373,26 @@ def _tallies(state: Any, found: list[Intervention], samples: int) -> list[Tally]
     return out
 
 
-def report_lines(v: Verdict, outcome: Outcome, directory: Path, run: Path) -> list[str]:
+def report_lines(
+    v: Verdict, outcome: Outcome, directory: Path, run: Path, argv: list[str] | None = None
+) -> list[str]:
     """The report as text (each line cleaned for a terminal)."""
+    import shlex
+
     from cassettes.untrusted import clean_line
 
     lines = [
         f"verdict: {v.headline}",
         f"outcome: failed means {outcome.describe()}; a flip is a branch that does not fail",
-        "interventions, ranked:",
     ]
+    i = v.best.intervention if v.refused and v.best is not None else None
+    if i is not None and i.fix:
+        cmd = shlex.join(argv or ["CMD"])
+        lines.append(
+            f"to test a fix: looptap run --from {shlex.quote(f'{run}@{i.cursor}')} {i.fix} "
+            f"-o fixed.jsonl -- {cmd}"
+        )
+    lines.append("interventions, ranked:")
     lines += [f"  {t.line()}" for t in v.ranked]
     lines.append(
         f"branches (ordinary branch cassettes) in {directory}: looptap diff {run} "

@@ -18,7 +18,7 @@ import orjson
 
 from cassettes.errors import CassetteError
 
-__all__ = ["STATE", "State", "WhyDirError", "run_digest"]
+__all__ = ["STATE", "State", "WhyDirError", "read_state", "run_digest"]
 
 #: The state file's name inside the output directory.
 STATE = "why.json"
@@ -38,7 +38,7 @@ def run_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def _read_state(path: Path) -> dict[str, Any] | None:
+def read_state(path: Path) -> dict[str, Any] | None:
     from cassettes.storage.paths import read_input
 
     try:
@@ -95,7 +95,7 @@ class State:
                 f"-o {directory} is {describe(st)}, not a directory of an earlier looptap why: "
                 "refused (give a new directory)"
             )
-        doc = _read_state(directory / STATE)
+        doc = read_state(directory / STATE)
         if doc is None:
             raise WhyDirError(
                 f"-o {directory} exists and is not the output of an earlier looptap why: refused "
@@ -137,6 +137,6 @@ class State:
         from cassettes.storage.paths import check_target, write_new
 
         target = check_target(
-            self.directory / STATE, "the state file", owned=lambda p: _read_state(p) is not None
+            self.directory / STATE, "the state file", owned=lambda p: read_state(p) is not None
         )
         write_new(target, orjson.dumps(self.doc, option=orjson.OPT_INDENT_2, default=str))

@@ -5,7 +5,13 @@ plainly that K samples cannot tell (docs/why.md "Reading the verdict").
 
 A *flip* is a branch that does not fail by the outcome, where the recording did. A branch the
 fork could not run (the client diverged before the cursor, the recorder failed) or whose outcome
-cannot be told is not a sample: it is counted apart and said.
+cannot be told is not a sample: it is counted apart, listed with its reason, and the verdict says
+on how many samples it rests.
+
+A request the API refused for what it holds (``c-refused``: a 4xx naming a tool's schema, a
+parameter, the model) is the client's, shown by the API's message: when nothing that ran flipped
+the outcome, the verdict names it, with the fork that would test a fix, and advises no more
+samples (the same request is refused every time; more samples of what ran cannot change that).
 """
 
 from __future__ import annotations
@@ -50,15 +56,28 @@ class Tally:
             "branches": self.branches,
         }
 
+    @property
+    def left_out(self) -> str:
+        """The branches that are no sample, and why (the first reason, and how many share it)."""
+        if not self.invalid:
+            return ""
+        whys = [str(b.get("why") or "no reason given") for b in self.branches if _no_sample(b)]
+        first = whys[0] if whys else "no reason given"
+        same = sum(w == first for w in whys)
+        also = f" ({same} of them)" if 1 < same < self.invalid else ""
+        of = self.invalid + self.samples
+        return f"{self.invalid} of {of} branches are no sample: {first}{also}"
+
     def line(self) -> str:
         i = self.intervention
         low, high = self.interval
         head = f"{i.layer} {i.conversation} turn {i.turn}: {i.what}"
         if i.missing is not None:
-            return f"{head}: not run: {i.missing}"
+            said = f" (the API said: {i.evidence!r})" if i.evidence else ""
+            return f"{head}: not run: {i.missing}{said}"
         if not self.samples:
-            return f"{head}: no sample could be judged ({self.invalid} branches invalid)"
-        extra = f"; {self.invalid} invalid branches left out" if self.invalid else ""
+            return f"{head}: no sample: {self.left_out}"
+        extra = f"; {self.left_out}" if self.invalid else ""
         return f"{head}: flipped {self.flips}/{self.samples} (95% CI {low:.2f}–{high:.2f}){extra}"
 
 
@@ -73,6 +92,8 @@ class Verdict:
     samples: int
     #: The best and every tied one flipped the outcome in every sample: each is enough on its own.
     either: bool = False
+    #: The verdict rests on a refused request (``best`` is its suspect, not run), not on flips.
+    refused: bool = False
 
     def as_json(self) -> dict[str, Any]:
         b = self.best
@@ -90,6 +111,10 @@ class Verdict:
             "high": round(high, 4),
             "tied": [t.intervention.key for t in self.tied],
             "either": self.either,
+            "by": "refusal" if self.refused else "flips",
+            "evidence": b.intervention.evidence if b else None,
+            "fix": b.intervention.fix if b else None,
+            "left_out": b.invalid if b else 0,
         }
         return {"verdict": head, "interventions": [t.as_json() for t in self.ranked]}
 
@@ -97,10 +122,14 @@ class Verdict:
 def verdict(tallies: list[Tally], samples: int) -> Verdict:
     """Rank by the interval's low end, then the rate; the best determines the outcome when it
     flipped it and no other intervention that flipped it has an interval reaching the best's low
-    end. ``samples``: the K asked for (what "try K=…" quadruples)."""
+    end. ``samples``: the K asked for (what "try K=…" quadruples). A refused request decides
+    when nothing that ran flipped the outcome (:func:`_refusal`)."""
     ran = [t for t in tallies if t.intervention.missing is None and t.samples]
     ranked = sorted(ran, key=lambda t: (-t.interval[0], -(t.rate or 0.0), t.intervention.key))
     ranked += [t for t in tallies if t not in ranked]
+    refused = next((t for t in tallies if t.intervention.kind == "c-refused"), None)
+    if refused is not None and not any(t.flips for t in ran):
+        return _refusal(refused, ran, ranked, samples)
     more = f"try K={samples * 4} (--samples {samples * 4})"
     if not ran:
         return Verdict(
@@ -116,18 +145,21 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
         return Verdict(
             False,
             f"nothing flipped the outcome in {best.samples} samples of any intervention: not "
-            f"determined with K={samples}; {more}, or the cause is not among these suspects",
+            f"determined with K={samples}; {more}, or the cause is not among these suspects"
+            + _resting(best),
             None,
             [],
             ranked,
             samples,
         )
     low = best.interval[0]
-    tied = [t for t in ranked[1:len(ran)] if t.flips and t.interval[1] >= low]
+    tied = [t for t in ranked[1 : len(ran)] if t.flips and t.interval[1] >= low]
     i = best.intervention
     said = (
         f"{i.layer} at {i.conversation} turn {i.turn} ({i.what}): flipped "
         f"{best.flips}/{best.samples} (95% CI {low:.2f}–{best.interval[1]:.2f})"
+        + _still_failed(best)
+        + _resting(best)
     )
     if tied and best.flips == best.samples and all(t.flips == t.samples for t in tied):
         # every one flipped it every time: more samples cannot separate two sufficient changes
@@ -146,12 +178,59 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
             ranked,
             samples,
         )
+    rivals = ranked[1 : len(ran)]
     rest = (
-        " no other intervention flipped it"
-        if all(t.flips == 0 for t in ranked[1 : len(ran)])
+        " no other intervention ran"
+        if not rivals
+        else " no other intervention flipped it"
+        if all(t.flips == 0 for t in rivals)
         else " the others flipped it clearly less often"
     )
     return Verdict(True, f"{_layer_name(i.layer)}: {said};{rest}", best, [], ranked, samples)
+
+
+def _still_failed(t: Tally) -> str:
+    """A repair (C, A) that flipped only some samples: the others still failed with it, so
+    something else fails the run too (a second cause)."""
+    failed = t.samples - t.flips
+    if t.intervention.layer == "E" or not failed:
+        return ""
+    return (
+        f"; with it, {failed} of {t.samples} branches still failed: another cause fails the run too"
+    )
+
+
+def _resting(t: Tally) -> str:
+    """Branches of ``t`` that are no sample (the fork failed …): on how many samples it rests."""
+    if not t.invalid:
+        return ""
+    return f" [{t.samples} samples left: {t.left_out}]"
+
+
+def _refusal(refused: Tally, ran: list[Tally], ranked: list[Tally], samples: int) -> Verdict:
+    """The verdict when the API refused the client's request and nothing that ran flipped the
+    outcome: the request is the suspect, by the API's message, and no more samples can help."""
+    i = refused.intervention
+    n = sum(t.samples for t in ran)
+    tried = (
+        "nothing could be run"
+        if not ran
+        else f"the one intervention run did not flip it in {n} samples"
+        if len(ran) == 1
+        else f"none of the {len(ran)} interventions run flipped it in {n} samples"
+    )
+    test = f"test a fix with a fork at it ({i.fix})" if i.fix else "fix the client and record again"
+    said = f": {i.evidence!r}" if i.evidence else ""
+    return Verdict(
+        True,
+        f"the client (C): {i.what} at {i.conversation} turn {i.turn}{said}; the API refuses the "
+        f"same request every time, so more samples cannot change it ({tried}); {test}",
+        refused,
+        [],
+        [refused, *[t for t in ranked if t is not refused]],
+        samples,
+        refused=True,
+    )
 
 
 def _either(best: Tally, tied: list[Tally], ranked: list[Tally], samples: int) -> Verdict:
@@ -181,6 +260,10 @@ def _either(best: Tally, tied: list[Tally], ranked: list[Tally], samples: int) -
         samples,
         either=True,
     )
+
+
+def _no_sample(branch: dict[str, Any]) -> bool:
+    return branch.get("result") not in ("flipped", "failed")
 
 
 def _layer_name(layer: str) -> str:

@@ -161,3 +161,71 @@ def test_tolerated_pairs_spans_path_by_path() -> None:
         Tolerated(("messages", 1, "content"), "uuid", "a", "b"),
     ]
     assert tolerated(rec, rec) == []
+
+
+#: The recording's own time in the epoch tests (2026-11-25T21:58:26Z).
+RECORDED = 1795643906.0
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        # issue 55: seconds and milliseconds, with a fraction or not, with no timestamp word
+        ("Current time: 1795643906.95.", ["1795643906.95"]),
+        ("The clock reads 1795650000 now", ["1795650000"]),
+        ("It is 1795643906950 ms since the epoch", ["1795643906950"]),
+        ("started 1795643906.123456 and 1764107906", ["1795643906.123456", "1764107906"]),
+        # far from the recording's time (more than a year): a number, significant
+        ("order 1234567890 ships; 1732512033 apples; 1900000000000", []),
+        # glued to a word or a version, or longer: not an epoch
+        ("v1795643906 build-1795643906 17956439069501 1795643906.95.3", []),
+    ],
+)
+def test_an_epoch_near_the_recordings_time_is_volatile_without_its_word(
+    text: str, found: list[str]
+) -> None:
+    spans = VolatileSpans(cwd="/home/bob/proj", home="/home/bob", recorded_time=RECORDED)
+    assert [t for d, t in spans.normalise(text)[1] if d == "epoch"] == found
+    # without the recording's time, a bare number is never an epoch
+    assert [t for d, t in V.normalise(text)[1] if d == "epoch"] == [
+        t for t in found if "time: " in text
+    ]
+
+
+def test_the_recordings_time_is_its_headers_created_time() -> None:
+    from cassettes.matching.places import recorded_time, volatile_for
+
+    header = {"created": "2026-11-25T21:58:26.000Z", "meta": {}}
+    assert recorded_time(header) == RECORDED
+    assert volatile_for(header).recorded_time == RECORDED
+    assert recorded_time({"created": "not a date"}) is None and recorded_time(None) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        # Claude Code's sub-agent: its id in the Agent tool's result and in the task notification
+        # (issue 55: a fork past a sub-agent missed on it), the notification's duration
+        (
+            "agentId: ae663a9a07429144b (internal ID - Use SendMessage with to: "
+            "'ae663a9a07429144b')\noutput_file: /tmp/claude-0/x/tasks/ae663a9a07429144b.output",
+            [("id", "ae663a9a07429144b")] * 2
+            + [("tmp", "/tmp/claude-0")]
+            + [("id", "ae663a9a07429144b")],
+        ),
+        (
+            "<task-id>a4a0f46b1d45f2b67</task-id><usage><tool_uses>1</tool_uses>"
+            "<duration_ms>280</duration_ms></usage>",
+            [("id", "a4a0f46b1d45f2b67"), ("duration", "280")],
+        ),
+        ('{"durationMs": 1250, "elapsed_s": 1.5}', [("duration", "1250"), ("duration", "1.5")]),
+        # not random (no digits, or too few), not a duration key (no unit), a key glued to a token
+        (
+            "deadbeefdeadbeef 1234567890123456 abcdef0123 latency: 30 durations: 5 "
+            "sk-ae663a9a07429144b",
+            [],
+        ),
+    ],
+)
+def test_short_agent_ids_and_keyed_durations(text: str, found: list[tuple[str, str]]) -> None:
+    assert list(V.normalise(text)[1]) == found

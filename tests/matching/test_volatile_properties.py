@@ -229,3 +229,24 @@ def test_searching_only_near_digits_and_slashes_finds_what_a_full_scan_finds(
     spaced = " " + "".join(p + s for p, s in zip(parts, seps, strict=False))
     whole = [(m.span(), m.lastgroup) for m in V._regex.finditer(spaced)]
     assert [(m.span(), m.lastgroup) for m in V._matches(spaced)] == whole
+
+
+#: A recording's own time (2026-11-25): bare epoch numbers within a year of it are volatile.
+RECORDED = 1795643906.0
+V_TIMED = VolatileSpans(cwd="/home/bob/proj", home="/home/bob", recorded_time=RECORDED)
+far = st.one_of(
+    st.integers(1_000_000_000, int(RECORDED) - 400 * 86400),
+    st.integers(int(RECORDED) + 400 * 86400, 1_999_999_999),
+).map(str)
+
+
+@SETTINGS
+@given(sentences(), far, far)
+def test_a_changed_number_far_from_the_recordings_time_is_never_tolerated(
+    parts: list[str], old: str, new: str
+) -> None:
+    """Issue 55: with the recording's time known, an epoch-sized number more than a year from it
+    stays significant, in any sentence."""
+    assume(old != new)
+    a, b = "".join(parts) + f" {old} ", "".join(parts) + f" {new} "
+    assert V_TIMED.normalise(a)[0] != V_TIMED.normalise(b)[0]

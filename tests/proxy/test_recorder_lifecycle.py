@@ -193,8 +193,8 @@ def test_recording_again_replaces_and_plus_appends(tmp_path: Path) -> None:
 
 
 def test_the_named_port_is_the_one_reported_when_a_later_one_is_taken_too(tmp_path: Path) -> None:
-    # --port P gives P, P+1, P+2 (the forwarder's) and P+3 (the forward proxy, mitmproxy's): with
-    # P and P+3 both taken, the start names P, as mitmproxy alone did (it binds later ports first).
+    # --port P gives P, P+1, P+2 (the reverse listeners) and P+3 (the forward proxy): with P and
+    # P+3 both taken, the start names P, the first in listener order.
     with socket.socket() as taken, socket.socket() as later:
         taken.bind(("127.0.0.1", 0))
         port = taken.getsockname()[1]

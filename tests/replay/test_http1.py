@@ -179,6 +179,27 @@ BAD = [
         400,
         b"both Transfer-Encoding and Content-Length",
     ),
+    # the same in other spellings (issue 53): the order, the case, no space, equal lengths
+    *(
+        (
+            b"POST /a HTTP/1.1\r\n" + H + both + b"\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            400,
+            b"both Transfer-Encoding and Content-Length",
+        )
+        for both in (
+            b"Transfer-Encoding: chunked\r\nContent-Length: 3",
+            b"content-length: 3\r\nTRANSFER-ENCODING: Chunked",
+            b"Content-Length:3\r\nTransfer-Encoding:chunked",
+            b"Content-Length: 3, 3\r\nTransfer-Encoding: chunked",
+        )
+    ),
+    (
+        b"POST /a HTTP/1.1\r\n"
+        + H
+        + b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+        501,
+        b"multiple Transfer-Encoding",
+    ),
     (
         b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
         501,

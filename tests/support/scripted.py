@@ -28,21 +28,50 @@ so are response ids (``Logged.response_id``: what ties a recorded round trip to 
 
 :func:`claude_code_side_call` tells Claude Code's side calls from its agents' own loops (the
 shapes are described in tests/proxy/test_e2e_claude_scripted.py).
+
+**A hostile upstream** (tests/proxy/test_hostile_upstreams.py): a reply's ``wire`` sends a JSON
+answer wrongly (:data:`WIRES`), and the server's ``quirks`` (:data:`QUIRKS`) break HTTP/1.1 for
+every request: what a proxy that shares or reuses upstream connections must survive.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import select
+import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+#: How a reply's JSON answer goes out (``Reply.wire``), besides as it should (``""``).
+WIRES = {
+    "stale": "a second, unrequested answer follows it at once (a Chat answer's text: STALE: and "
+    "the first's)",
+    "short": "its Content-Length is 3 bytes short of the body sent",
+    "204": "status 204, with the body all the same",
+    "close": "the connection closed `idle` seconds after it, unannounced (a request sent on it "
+    "meanwhile is never read)",
+    "idle408": "a 408 and a close when no request follows on the connection within `idle` seconds",
+    "bad_head": "an unparseable status line instead, then a close",
+}
+#: What a server does to every request (``ScriptedUpstream(quirks=...)``).
+QUIRKS = {
+    "cl_framing": "request bodies framed by Content-Length alone, Transfer-Encoding ignored (the "
+    "back end of a CL.TE request smuggling)",
+    "early": "POSTs answered from their head, before the body is read (the route sees an empty "
+    "JSON body; the request's body is logged once read)",
+    "head_body": "a HEAD is answered 200 with a body",
+}
+_STALE = "STALE: "
 
 
 @dataclass(frozen=True)
@@ -69,10 +98,25 @@ class Reply:
     #: ``max_tokens``, a Responses answer ``incomplete`` for ``max_output_tokens``): the text is
     #: sent as it is, the finish reason says it is cut.
     cut: bool = False
+    #: How the answer goes out (:data:`WIRES`; a JSON answer of Chat Completions, Responses or
+    #: Gemini).
+    wire: str = ""
+    #: The API refuses the request instead: its error message, sent with :attr:`status` in the
+    #: API's own error shape (OpenAI's with :attr:`param` and :attr:`code`).
+    refused: str = ""
+    status: int = 400
+    param: str | None = None
+    code: str | None = None
 
     @classmethod
-    def say(cls, text: str, what: str = "") -> Reply:
-        return cls(text=text, what=what)
+    def refuse(
+        cls, message: str, param: str | None = None, code: str | None = None, status: int = 400
+    ) -> Reply:
+        return cls(refused=message, status=status, param=param, code=code, what="refused")
+
+    @classmethod
+    def say(cls, text: str, what: str = "", wire: str = "") -> Reply:
+        return cls(text=text, what=what, wire=wire)
 
     @classmethod
     def truncated(cls, text: str, what: str = "") -> Reply:
@@ -95,6 +139,10 @@ class ScriptedRequest:
     #: Responses API: the history the server holds for ``previous_response_id`` (its inputs and
     #: outputs), which :attr:`messages` puts before the request's own input.
     prior: list[Any] = field(default_factory=list)
+    #: The number of the connection that carried it (1, 2 … in the order they were accepted).
+    connection: int = 0
+    #: The body as it came, framing removed (JSON or not).
+    raw: bytes = b""
 
     # -- views of the body shared by the families ------------------------------------------------
     @property
@@ -309,9 +357,24 @@ def _family(path: str) -> str | None:
     return None
 
 
+#: What a hostile upstream does on a connection after each answer (``ScriptedUpstream(after=…)``).
+AFTER = ("stale", "close", "408")
+#: Seconds a hostile upstream's connection is idle after an answer before its ``408``.
+_IDLE = 0.02
+
+
 class ScriptedUpstream:
     """``validate=True`` answers a request whose tool results do not pair with its calls as the API
-    does: a 400 with the API's exact text (docs/WIRE.md G.2), before the route is asked."""
+    does: a 400 with the API's exact text (docs/WIRE.md G.2), before the route is asked.
+
+    ``after`` makes it a hostile server, on every connection after each answer (whatever the
+    client's ``Connection`` header said): ``"stale"`` sends a second answer nobody asked for (a
+    chat completion saying ``STALE-n``); ``"close"`` keeps the connection open and closes it,
+    unanswered, when a next request comes on it (an idle timeout that fires as the client reuses
+    it: :attr:`closed_at_reuse` counts them); ``"408"`` sends ``408 Request Timeout`` with
+    ``Connection: close`` and closes it (an idle timeout of :data:`_IDLE`). A client that reused a
+    connection would take the stale answer or the 408 for its next request's, or fail that
+    request; :attr:`afters` counts the answers after which it was done."""
 
     def __init__(
         self,
@@ -321,8 +384,26 @@ class ScriptedUpstream:
         validate: bool = False,
         ids: str = "",
         tls: tuple[Path, Path] | None = None,
+        after: str | None = None,
+        quirks: Collection[str] = (),
+        idle: float = 0.05,
     ) -> None:
+        assert after is None or after in AFTER, after
+        unknown = set(quirks) - set(QUIRKS)
+        if unknown:
+            raise ValueError(f"unknown quirks {sorted(unknown)} (known: {sorted(QUIRKS)})")
+        self.quirks = frozenset(quirks)
+        #: How long the connection of a ``wire="idle408"`` or ``"close"`` answer stays open idle.
+        self.idle = idle
+        #: Those connections still open (a test that waits for 0 knows they are closed).
+        self.idling = 0
         self.route = route
+        self.after = after
+        #: How many answers :attr:`after` followed.
+        self.afters = 0
+        #: ``after="close"``: requests that came on a connection after its answer (closed).
+        self.closed_at_reuse = 0
+        self._connections = itertools.count(1)
         #: (certificate, key): served over HTTPS with them (:attr:`url` then starts with
         #: ``https://``).
         self.tls = tls
@@ -356,12 +437,81 @@ class ScriptedUpstream:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            #: The request being answered (a POST's).
+            req: ScriptedRequest
             # The head and the body go out in two writes: with Nagle on, a keep-alive client's
             # delayed ACK held each answer ~40 ms (bench/fork.py's plain recording row).
             disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                self.connection_no = next(upstream._connections)
+
+            def handle_one_request(self) -> None:
+                if upstream.after == "close" and getattr(self, "answered", False):
+                    # a request on a connection that had its answer: closed, unanswered
+                    self.close_connection = True
+                    if self.rfile.readline(65537):
+                        with upstream._lock:
+                            upstream.closed_at_reuse += 1
+                    return
+                super().handle_one_request()
+                if upstream.after is not None and self.raw_requestline:
+                    self.answered = True
+                    with contextlib.suppress(OSError):
+                        self._after(upstream.after)
+
+            def _after(self, after: str) -> None:
+                with upstream._lock:
+                    upstream.afters += 1
+                    n = upstream.afters
+                if after == "close":
+                    # kept open whatever the client said, to be closed when it is reused
+                    self.close_connection = False
+                    return
+                if after == "stale":
+                    stale = json.dumps(
+                        {
+                            "id": f"chatcmpl-stale{n}",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": "stale",
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": {"role": "assistant", "content": f"STALE-{n}"},
+                                    "finish_reason": "stop",
+                                }
+                            ],
+                        }
+                    ).encode()
+                    self.wfile.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                        b"content-length: %d\r\n\r\n%s" % (len(stale), stale)
+                    )
+                else:
+                    # idle a moment first: the 408 comes apart from the answer, as an idle
+                    # timeout's does (not in the answer's last read)
+                    time.sleep(_IDLE)
+                    self.wfile.write(
+                        b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\n"
+                        b"connection: close\r\n\r\n"
+                    )
+                    self.close_connection = True
+                self.wfile.flush()
+
+            def do_HEAD(self) -> None:
+                upstream._record(
+                    ScriptedRequest("HEAD", self.path, self._headers(), None, "unknown"), None, 200
+                )
+                body = {"object": "list", "data": []}
+                self._json(200, body, "head_body" if "head_body" in upstream.quirks else "")
+
+            def _headers(self) -> dict[str, str]:
+                return {k.lower(): v for k, v in self.headers.items()}
 
             def do_GET(self) -> None:
                 self._json(
@@ -375,19 +525,24 @@ class ScriptedUpstream:
                 )
 
             def do_POST(self) -> None:
-                raw = self._body()
+                early = "early" in upstream.quirks
+                raw = b"" if early else self._body()
+                self._post(raw, {} if early else _json_or_none(raw))
+                if early:  # the body read only now: the answer went out first
+                    self.req.raw = self._body()
+                    self.req.body = _json_or_none(self.req.raw)
+
+            def _post(self, raw: bytes, body: Any) -> None:
                 path = urlsplit(self.path).path
-                try:
-                    body = json.loads(raw) if raw else None
-                except ValueError:
-                    body = None
                 fam = _family(path)
-                req = ScriptedRequest(
+                req = self.req = ScriptedRequest(
                     "POST",
                     self.path,
-                    {k.lower(): v for k, v in self.headers.items()},
+                    self._headers(),
                     body,
                     fam or "unknown",
+                    raw=raw,
+                    connection=self.connection_no,
                 )
                 if (
                     fam == "openai_responses"
@@ -443,6 +598,12 @@ class ScriptedUpstream:
                         },
                     )
                     return
+                if reply.refused:
+                    upstream._record(req, reply, reply.status)
+                    self._json(
+                        reply.status, _error_body(fam, reply.refused, reply.param, reply.code)
+                    )
+                    return
                 if upstream.validate:
                     problem = pairing_problem(req, upstream)
                     if problem is not None:
@@ -461,7 +622,7 @@ class ScriptedUpstream:
                 else:
                     body_out = upstream._chat(req, reply, usage_in, logged)
                 if not req.stream:
-                    self._json(200, body_out)
+                    self._json(200, body_out, reply.wire)
                     return
                 from tests.support.upstream import synth_stream
 
@@ -480,7 +641,10 @@ class ScriptedUpstream:
                 self._chunks(synth_stream(fam, body_out), "text/event-stream")
 
             def _body(self) -> bytes:
-                if self.headers.get("transfer-encoding", "").lower() == "chunked":
+                if (
+                    "cl_framing" not in upstream.quirks
+                    and self.headers.get("transfer-encoding", "").lower() == "chunked"
+                ):
                     data = b""
                     while True:
                         size = int(self.rfile.readline().strip().split(b";")[0], 16)
@@ -492,15 +656,62 @@ class ScriptedUpstream:
                 n = int(self.headers.get("content-length") or 0)
                 return self.rfile.read(n) if n else b""
 
-            def _json(self, status: int, obj: Any) -> None:
+            def _json(self, status: int, obj: Any, wire: str = "") -> None:
+                """A JSON answer, sent as ``wire`` says (:data:`WIRES`), in one write: what a
+                hostile answer sends beyond it reaches the peer with it."""
+                if wire in ("idle408", "close"):
+                    with upstream._lock:
+                        upstream.idling += 1
+                try:
+                    self.wfile.write(self._answer(status, obj, wire))
+                except OSError:
+                    self.close_connection = True
+                    return
+                if wire == "bad_head":
+                    self.close_connection = True
+                elif wire in ("idle408", "close"):
+                    self._idle(wire)
+
+            def _answer(self, status: int, obj: Any, wire: str) -> bytes:
+                if wire == "bad_head":
+                    return b"HTTP/1.1 2OO OK\r\ncontent-length: 0\r\n\r\n"
                 data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                if status >= 400:
-                    self.send_header("x-should-retry", "false")
-                self.end_headers()
-                self.wfile.write(data)
+                code = 204 if wire == "204" else status
+                head = [
+                    f"HTTP/1.1 {code} {HTTPStatus(code).phrase}",
+                    f"Server: {self.version_string()}",
+                    f"Date: {self.date_time_string()}",
+                    "content-type: application/json",
+                    f"content-length: {len(data) - (3 if wire == 'short' else 0)}",
+                    *(["x-should-retry: false"] if status >= 400 else []),
+                ]
+                out = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+                if self.command != "HEAD" or wire == "head_body":
+                    out += data
+                if wire == "stale":
+                    out += self._answer(status, _restated(obj, _STALE), "")
+                return out
+
+            def _idle(self, wire: str) -> None:
+                """After an answer: ``close``: a close ``upstream.idle`` seconds later; ``idle408``:
+                a 408 and a close then, unless a request came."""
+                try:
+                    if wire == "close":
+                        time.sleep(upstream.idle)
+                    elif select.select([self.connection], [], [], upstream.idle)[0]:
+                        return
+                    else:
+                        self.wfile.write(
+                            b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\n"
+                            b"content-length: 7\r\n\r\ntimeout"
+                        )
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                finally:
+                    with upstream._lock:
+                        upstream.idling -= 1
 
             def _anthropic(
                 self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged
@@ -793,11 +1004,29 @@ class ScriptedUpstream:
         }
 
 
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def _restated(obj: Any, prefix: str) -> Any:
+    """A Chat Completions answer's copy whose text starts with ``prefix``."""
+    out = json.loads(json.dumps(obj))
+    for choice in out.get("choices") or []:
+        msg = choice.get("message") or {}
+        msg["content"] = prefix + (msg.get("content") or "")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Pairing checks as the APIs make them (docs/WIRE.md G.2: the exact texts)
 
 
-def _error_body(family: str, message: str) -> dict[str, Any]:
+def _error_body(
+    family: str, message: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
     if family == "anthropic":
         return {
             "type": "error",
@@ -807,7 +1036,7 @@ def _error_body(family: str, message: str) -> dict[str, Any]:
     if family == "gemini":
         return {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
     return {
-        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+        "error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}
     }
 
 

@@ -68,7 +68,12 @@ Common keys: ``delay=<seconds>`` between stream events (default: the server's ``
 stops at its terminal event, like openai-python's sync stream at ``[DONE]``, then hangs up first),
 ``source=<corpus path>#<index>`` to serve that recording, ``set_cookie=<value>`` (or
 ``set_cookie_hex=<hex of the value>``, which keeps it out of the request's bytes) to add a
-``Set-Cookie`` response header. Error statuses carry
+``Set-Cookie`` response header. Three keys frame the answer as mitmproxy 11.0.2 cannot pass it
+(tests/proxy/test_mitmproxy_quirks.py): ``early_hints=<n>`` sends ``n`` ``103 Early Hints`` heads
+before the answer's; ``trailers=announced`` (or ``unannounced``: no ``Trailer`` header) sends the
+answer chunked, a JSON body too, and ends it with a trailer section carrying the body's SHA-256
+(:attr:`Served.trailers`); ``duplicate_length=1`` sends a JSON body's ``Content-Length`` twice,
+equal. Error statuses carry
 ``x-should-retry: false`` so the SDKs do not retry. Every response says which recording it came
 from in ``x-fake-upstream-source``, and is logged in :attr:`FakeUpstream.served`.
 
@@ -916,6 +921,11 @@ class Served:
     sent_at: list[float] = field(default_factory=list)
     #: Extra response headers asked for by the request (``set_cookie=``).
     extra_headers: list[tuple[str, str]] = field(default_factory=list)
+    #: ``trailers=``: the trailer fields that ended the chunked body (``None``: no trailer section).
+    trailers: list[tuple[str, str]] | None = None
+    #: ``trailers=announced``: a ``Trailer`` header names them; ``duplicate_length=1``.
+    announce_trailers: bool = False
+    duplicate_length: bool = False
     #: SHA-256 of the response body (``big``) and of the request body (always).
     sha256: str | None = None
     request_sha256: str | None = None
@@ -1190,21 +1200,46 @@ class FakeUpstream:
             for k, v in (headers or [])
             if k.lower() not in ("content-type", "content-length")
         ]
-        hdrs = [
-            ("content-type", ctype),
-            *hdrs,
-            ("content-length", str(len(body))),
-            *s.extra_headers,
-        ]
+        if s.trailers is not None:
+            framing = [("transfer-encoding", "chunked"), *self._trailer_names(s)]
+        else:
+            framing = [("content-length", str(len(body)))] * (2 if s.duplicate_length else 1)
+        hdrs = [("content-type", ctype), *hdrs, *framing, *s.extra_headers]
         if status >= 400:
             hdrs.append(("x-should-retry", "false"))
         s.status, s.response_headers = status, hdrs
         await self._send_head(writer, status, hdrs)
-        writer.write(body)
+        if s.trailers is not None:
+            writer.write(b"%x\r\n%s\r\n%s" % (len(body), body, self._last_chunk(s, body)))
+        else:
+            writer.write(body)
         await writer.drain()
         s.chunks.append(body)
         s.complete = True
         return True
+
+    @staticmethod
+    def _trailer_names(s: Served) -> list[tuple[str, str]]:
+        return [("trailer", "x-fake-upstream-sha256")] if s.announce_trailers else []
+
+    @staticmethod
+    def _last_chunk(s: Served, body: bytes) -> bytes:
+        """The end of a chunked body: the last chunk, then (``trailers=``) a trailer section."""
+        if s.trailers is None:
+            return b"0\r\n\r\n"
+        s.trailers = [("x-fake-upstream-sha256", hashlib.sha256(body).hexdigest())]
+        return (
+            b"0\r\n"
+            + b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in s.trailers)
+            + b"\r\n"
+        )
+
+    @staticmethod
+    async def _send_early_hints(writer: asyncio.StreamWriter, n: int) -> None:
+        """``n`` informational ``103 Early Hints`` heads, each in a write of its own."""
+        for i in range(n):
+            writer.write(b"HTTP/1.1 103 Early Hints\r\nlink: </hint/%d>; rel=preload\r\n\r\n" % i)
+            await writer.drain()
 
     def ack(self, key: str, nbytes: int) -> bool:
         """The agent of a ``lockstep=KEY`` stream has ``nbytes`` body bytes (a ``stop`` callback of
@@ -1228,7 +1263,7 @@ class FakeUpstream:
             (k, v) for k, v in headers if k.lower() not in ("content-length", "transfer-encoding")
         ]
         hdrs.append(("transfer-encoding", "chunked"))
-        hdrs += s.extra_headers
+        hdrs += [*self._trailer_names(s), *s.extra_headers]
         s.status, s.response_headers = 200, hdrs
         await self._send_head(writer, 200, hdrs)
         sent = 0
@@ -1252,7 +1287,7 @@ class FakeUpstream:
             return False
         if linger:
             await asyncio.sleep(linger)
-        writer.write(b"0\r\n\r\n")
+        writer.write(self._last_chunk(s, b"".join(chunks)))
         await writer.drain()
         s.complete = True
         return True
@@ -1435,6 +1470,10 @@ class FakeUpstream:
             msg = f"fake upstream: unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})"
             return await self._send_json(s, writer, 400, _dumps(error_body(family, 400, msg)))
         delay = float(params.get("delay", self.delay))
+        if params.get("trailers") in ("announced", "unannounced"):
+            s.trailers, s.announce_trailers = [], params["trailers"] == "announced"
+        s.duplicate_length = params.get("duplicate_length") == "1"
+        await self._send_early_hints(writer, int(params.get("early_hints", 0)))
 
         if scenario in ("rate_limit", "server_error"):
             status = 429 if scenario == "rate_limit" else 500

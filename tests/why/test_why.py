@@ -478,7 +478,7 @@ def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(
             "looptap why: the recorded run fails by the outcome (the command exits with a status "
             "other than 0): against the recording (nothing sent) the command exited 1"
         ), err
-        assert "flipped 2/2 (95% CI 0.34–1.00)" in out.splitlines()[0], out
+        assert "flipped 2/2 (95% CI 0.20–1.00)" in out.splitlines()[0], out
         # an earlier why of the same run: refused without --resume; with it, nothing is run again
         rc, _out, err = _why(
             tmp_path,
@@ -606,7 +606,12 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(
     assert rc == 0 and "--resume: 1 branches kept from the earlier run, 2 to run" in err, err[
         -3000:
     ]
-    assert "flipped 3/3 (95% CI 0.44–1.00)" in out.splitlines()[0], out
+    # the budget said is what is left (issue 55), not the full 3 branches' requests
+    assert (
+        "looptap why: 2 requests left to send (2 of 3 branches left to run; 1 kept from the "
+        "earlier run); estimated cost" in err
+    ), err[-3000:]
+    assert "flipped 3/3 (95% CI 0.31–1.00)" in out.splitlines()[0], out
 
 
 @needs_recorder
@@ -754,7 +759,7 @@ def test_a_cause_lifting_the_cap_flips_it_and_continuing_the_cut_answer_flips_it
         and c["edits"] == ["continue=3"]
         and c["turn"] == 1
     ), c
-    assert (c["flips"], c["samples"]) == (5, 5) and c["low"] > 0.5, c
+    assert (c["flips"], c["samples"]) == (5, 5) and c["low"] > 0.46, c
     assert all(i["flips"] == 0 for i in doc["interventions"] if i["layer"] == "E"), doc[
         "interventions"
     ]
@@ -771,8 +776,8 @@ def test_a_cause_lifting_the_cap_flips_it_and_continuing_the_cut_answer_flips_it
     assert v["tied"] == [c["key"]] and "try K=" not in v["headline"], v
     assert v["headline"].startswith(
         "either change flips it at c1 turn 1: A (the request re-sent live with the token cap "
-        "lifted (60 → 4156)) 5/5 (95% CI 0.57–1.00) and C (the truncated answer not treated as "
-        "complete: the rest asked for (continued by looptap)) 5/5 (95% CI 0.57–1.00)"
+        "lifted (60 → 4156)) 5/5 (95% CI 0.46–1.00) and C (the truncated answer not treated as "
+        "complete: the rest asked for (continued by looptap)) 5/5 (95% CI 0.46–1.00)"
     ), v
     # the branch says the answer at turn 1 was continued by looptap: the continuation request marked
     # as the fork's edit, no C finding on the client

@@ -71,7 +71,7 @@ def test_why_report_reads_the_verdict_and_the_interventions_ranked(tmp_path: Pat
         "turn": 1,
         "flips": 10,
         "samples": 10,
-        "low": 0.7225,
+        "low": 0.6555,
         "high": 1.0,
     }
     rec = answer["recorded"]
@@ -107,7 +107,7 @@ def test_an_interrupted_why_has_no_verdict_and_other_files_are_refused(tmp_path:
         2,
         2,
         0,
-        0.3424,
+        0.1979,
         1.0,
     ), c
     assert c["branches"] == ["C-c1-t1-c-restore-result.1.jsonl", "C-c1-t1-c-restore-result.2.jsonl"]

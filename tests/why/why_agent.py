@@ -4,9 +4,23 @@ asks about the weather in Paris and Lyon, runs the tools the model calls, prints
 and exits 1 when it lacks the word the task needs (``--expect``), as a task's own check would.
 
     python why_agent.py [--drop-second] [--expect WORD] [--family chat|responses|anthropic]
+                        [--shape plain|sub-agent|handoff] [--bad-schema]
 
 ``--drop-second``: the client bug of the C case: of an answer's tool calls, only the first one's
 result is sent back (the second is dropped). The cap is 60 output tokens (the A case lifts it).
+
+``--shape`` (Chat and Anthropic): ``sub-agent``, a main agent whose one tool asks a weather
+sub-agent (its own system prompt and tools, the question as its first user message) and gets the
+sub-agent's answer back as the tool's result; ``handoff``, a triage agent that hands the run over
+to the weather agent (a ``transfer_to_weather_agent`` call, answered as openai-agents answers it,
+then the same history under the weather agent's system prompt and tools). ``--drop-second`` is
+then the weather agent's bug, after the hand-over or inside the sub-agent.
+
+``--vary FILE``: the agent counts its runs in FILE; its 2nd, 5th, 8th … run asks another question
+(the client diverging from the recording, as a client whose prompt carries what changed does).
+
+``--bad-schema``: from its second request on, the client also offers a ``get_forecast`` tool whose
+schema the API refuses (``properties`` an array): a client bug the API answers with a 400.
 """
 
 from __future__ import annotations
@@ -14,6 +28,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 TOOLS: list[dict[str, Any]] = [
@@ -39,26 +56,98 @@ def run_tool(name: str, city: str) -> str:
     return {"Paris": "sunny", "Lyon": "rain"}.get(city, "cloudy")
 
 
-def chat(opts: argparse.Namespace) -> str:
+WEATHER_SYSTEM = "Use the tools."
+QUESTION = "Weather in Paris and Lyon?"
+#: The sub-agent shape's main agent: its one tool asks the weather agent.
+MAIN_SYSTEM = "You are the main agent. Ask the weather agent, then report what it said."
+ASK: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "ask_weather_agent",
+        "description": "Ask the weather agent a question.",
+        "parameters": {
+            "type": "object",
+            "properties": {"question": {"type": "string"}},
+            "required": ["question"],
+        },
+    },
+}
+#: The handoff shape's first agent: its one tool hands the run over.
+TRIAGE_SYSTEM = "You are the triage agent. Hand weather questions to the weather agent."
+TRANSFER: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "transfer_to_weather_agent",
+        "description": "Handoff to the weather agent to handle the request.",
+        "parameters": {"type": "object", "properties": {}, "required": []},
+    },
+}
+#: A tool whose schema the API refuses (``properties`` must be an object).
+BAD: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_forecast",
+        "description": "The forecast in a city.",
+        "parameters": {"type": "object", "properties": ["city"]},
+    },
+}
+
+
+@dataclass
+class Agent:
+    """One agent of a loop: its system prompt, its tools (Chat's shape) and how it runs a call;
+    ``handoff``: the agent a call of that name hands the run over to; ``drop``: it drops the
+    second result of an answer (the C bug)."""
+
+    system: str
+    tools: list[dict[str, Any]]
+    run: Callable[[str, dict[str, Any]], str]
+    handoff: dict[str, Agent] = field(default_factory=dict)
+    drop: bool = False
+
+
+def question(opts: argparse.Namespace) -> str:
+    """The user's question; with ``--vary``, another one on the 2nd, 5th, 8th … run."""
+    if not opts.vary:
+        return QUESTION
+    counter = Path(opts.vary)
+    n = int(counter.read_text() or 0) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    return QUESTION + (" Asked again." if n % 3 == 1 else "")
+
+
+def agents(opts: argparse.Namespace, loop: Callable[[Agent, str], str]) -> tuple[Agent, str]:
+    """The first agent of ``--shape`` and its question (``loop`` runs a sub-agent)."""
+    weather = Agent(WEATHER_SYSTEM, TOOLS, lambda n, a: run_tool(n, **a), drop=opts.drop_second)
+    if opts.shape == "sub-agent":
+        return Agent(MAIN_SYSTEM, [ASK], lambda n, a: loop(weather, a["question"])), question(opts)
+    if opts.shape == "handoff":
+        to = {"transfer_to_weather_agent": weather}
+        return Agent(TRIAGE_SYSTEM, [TRANSFER], lambda n, a: "", handoff=to), question(opts)
+    return weather, question(opts)
+
+
+def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
     from openai import OpenAI
 
     client = OpenAI(max_retries=0)
-    messages: list[dict[str, object]] = [
-        {"role": "system", "content": "Use the tools."},
-        {"role": "user", "content": "Weather in Paris and Lyon?"},
-    ]
-    for _ in range(4):
+    history: list[dict[str, object]] = [{"role": "user", "content": question}]
+    for n in range(4):
+        tools = agent.tools + ([BAD] if opts.bad_schema and n else [])
         msg = (
             client.chat.completions.create(
-                model="gpt-4o-mini", messages=messages, tools=TOOLS, max_tokens=60
-            )
+                model="gpt-4o-mini",
+                messages=[{"role": "system", "content": agent.system}, *history],
+                tools=tools,
+                max_tokens=60,
+            )  # type: ignore[arg-type]
             .choices[0]
             .message
-        )  # type: ignore[arg-type]
+        )
         calls = list(msg.tool_calls or [])
         if not calls:
             return msg.content or ""
-        messages.append(
+        history.append(
             {
                 "role": "assistant",
                 "content": msg.content,
@@ -72,17 +161,23 @@ def chat(opts: argparse.Namespace) -> str:
                 ],
             }
         )
-        for n, c in enumerate(calls):
-            if opts.drop_second and n == 1:
+        after = None
+        for k, c in enumerate(calls):
+            if agent.drop and k == 1:
                 continue  # the bug: the second result never goes back
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": c.id,
-                    "content": run_tool(c.function.name, **json.loads(c.function.arguments)),
-                }
-            )
+            if c.function.name in agent.handoff:
+                after = agent.handoff[c.function.name]
+                out = json.dumps({"assistant": "weather_agent"})  # as openai-agents answers it
+            else:
+                out = agent.run(c.function.name, json.loads(c.function.arguments))
+            history.append({"role": "tool", "tool_call_id": c.id, "content": out})
+        agent = after or agent
     return "(no answer after 4 turns)"
+
+
+def chat(opts: argparse.Namespace) -> str:
+    first, question = agents(opts, lambda a, q: chat_loop(opts, a, q))
+    return chat_loop(opts, first, question)
 
 
 def responses(opts: argparse.Namespace) -> str:
@@ -124,26 +219,30 @@ def responses(opts: argparse.Namespace) -> str:
     return "(no answer after 4 turns)"
 
 
-def anthropic(opts: argparse.Namespace) -> str:
-    from anthropic import Anthropic
-
-    client = Anthropic(max_retries=0)
-    tools = [
+def _anthropic_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
         {
             "name": t["function"]["name"],
             "description": t["function"]["description"],
             "input_schema": t["function"]["parameters"],
         }
-        for t in TOOLS
+        for t in tools
     ]
-    messages: list[dict[str, object]] = [{"role": "user", "content": "Weather in Paris and Lyon?"}]
-    for _ in range(4):
+
+
+def anthropic_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
+    from anthropic import Anthropic
+
+    client = Anthropic(max_retries=0)
+    messages: list[dict[str, object]] = [{"role": "user", "content": question}]
+    for n in range(4):
+        tools = agent.tools + ([BAD] if opts.bad_schema and n else [])
         msg = client.messages.create(
             model="claude-haiku-4-5",
             max_tokens=60,
-            system="Use the tools.",
+            system=agent.system,
             messages=messages,
-            tools=tools,
+            tools=_anthropic_tools(tools),
         )  # type: ignore[arg-type]
         uses = [b for b in msg.content if b.type == "tool_use"]
         if not uses:
@@ -151,21 +250,24 @@ def anthropic(opts: argparse.Namespace) -> str:
         messages.append(
             {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]}
         )
-        messages.append(
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": b.id,
-                        "content": run_tool(b.name, **b.input),
-                    }  # type: ignore[arg-type]
-                    for n, b in enumerate(uses)
-                    if not (opts.drop_second and n == 1)
-                ],
-            }
-        )
+        after, results = None, []
+        for k, b in enumerate(uses):
+            if agent.drop and k == 1:
+                continue
+            if b.name in agent.handoff:
+                after = agent.handoff[b.name]
+                out = json.dumps({"assistant": "weather_agent"})
+            else:
+                out = agent.run(b.name, dict(b.input))  # type: ignore[arg-type]
+            results.append({"type": "tool_result", "tool_use_id": b.id, "content": out})
+        messages.append({"role": "user", "content": results})
+        agent = after or agent
     return "(no answer after 4 turns)"
+
+
+def anthropic(opts: argparse.Namespace) -> str:
+    first, question = agents(opts, lambda a, q: anthropic_loop(opts, a, q))
+    return anthropic_loop(opts, first, question)
 
 
 def main() -> int:
@@ -174,6 +276,9 @@ def main() -> int:
     ap.add_argument("--expect", default="sunny")
     ap.add_argument("--family", choices=("chat", "responses", "anthropic"), default="chat")
     ap.add_argument("--answer-file", help="also write the answer there (what a --check reads)")
+    ap.add_argument("--shape", choices=("plain", "sub-agent", "handoff"), default="plain")
+    ap.add_argument("--bad-schema", action="store_true")
+    ap.add_argument("--vary", metavar="FILE")
     opts = ap.parse_args()
     text = {"chat": chat, "responses": responses, "anthropic": anthropic}[opts.family](opts)
     print(f"answer: {text}")

@@ -1177,20 +1177,7 @@ def compare_run(
                 candidate_estimated=p.price_ref is not None and p.price_ref[0] is None,
             )
             for k in range(samples):
-                try:
-                    ex, latency = await _send(base, p, model, headers)
-                except OSError as exc:
-                    # a socket error the transport did not wrap (a reset while sending)
-                    ex, latency = (
-                        Exchange(
-                            p.ex.method,
-                            base,
-                            [],
-                            b"",
-                            transport_error=f"{type(exc).__name__}: {exc.strerror or exc}",
-                        ),
-                        0.0,
-                    )
+                ex, latency = await _send(base, p, model, headers)
                 s = _sample(ex, latency, tools)
                 why = _fatal(ex, s)
                 if why is not None:

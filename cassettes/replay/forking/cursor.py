@@ -10,8 +10,13 @@ names them).
 Which requests go live: one the matcher placed at or past the cursor; and, once a conversation
 has gone live, a request that matches nothing whose closest recorded turn is in that conversation
 or past the cursor (the live model answered differently, so the agent's next requests differ from
-the recording: they are the continuation). A request that misses *before* the cursor is a
-divergence of the client and fails closed with the replay diff, as in replay.
+the recording: they are the continuation). A change past the cursor may reach another
+conversation (a sub-agent's answer returned to its parent as a tool result, a handoff, a group
+chat): a request of another conversation that matches nothing, whose closest recorded turn is that
+conversation's next one and was recorded after the first round trip that went live, is where the
+change reached it; that conversation goes live from there (its earlier turns stay served), and the
+report says so (:attr:`Cursor.reached`). A request that misses *before* the cursor is a divergence
+of the client and fails closed with the replay diff, as in replay.
 
 Over a WebSocket the cursor places a session's turns the same way; the session's first turn at
 or past it makes the whole session live from there (:mod:`cassettes.replay.serving.wsserve`), each
@@ -186,6 +191,9 @@ class Cursor:
     _last_marks: list[dict[str, Any]] = field(default_factory=list)
     #: Continuation requests sent (the ``continue`` edit), and the answers joined for the client.
     continued: int = 0
+    #: Conversations a change past the cursor reached (their first request that differed went live):
+    #: conversation → the seq of the recorded turn there.
+    reached: dict[str | None, int] = field(default_factory=dict)
 
     def bind(self, matcher: Matcher, run: str = "the run") -> None:
         """Place the cursor in ``matcher``'s recording (labelled by turn); raises
@@ -279,10 +287,10 @@ class Cursor:
         """Whether the recorded round trip ``r`` is at or past the cursor (``divergence``: in a
         conversation that diverged, from the turn where it did)."""
         spec = self.spec
-        if spec.divergence:
+        if spec.divergence or r.conversation in self.reached:
             start = (
                 self._by_seq.get(self.starts.get(r.conversation, -1))
-                if r.conversation in self.forked
+                if r.conversation in self.forked or r.conversation in self.reached
                 else None
             )
             return start is not None and r.index >= start.index
@@ -307,13 +315,16 @@ class Cursor:
         else:
             closest = found.closest
             if closest is None or not (self.at(closest) or closest.conversation in self.forked):
-                served = self._before_cursor(req, found)
-                if served is not None:
-                    return served
-                if not self.spec.divergence or closest is None:
-                    return None  # before the cursor: the client diverged (fails closed)
-                # @divergence: live from here
-                self.starts.setdefault(closest.conversation, closest.seq)
+                if closest is not None and self._reaches(closest):
+                    self._reach(closest, found)  # live from here: the change reached it
+                else:
+                    served = self._before_cursor(req, found)
+                    if served is not None:
+                        return served
+                    if not self.spec.divergence or closest is None:
+                        return None  # before the cursor: the client diverged (fails closed)
+                    # @divergence: live from here
+                    self.starts.setdefault(closest.conversation, closest.seq)
             rec, miss = closest, found
         base = self.live(req.method, req.target, req.body)
         if base is None:
@@ -341,6 +352,39 @@ class Cursor:
             target=target,
             headers=headers,
             cont=self._continuation(req.method, target, body, client),
+        )
+
+    def _reaches(self, closest: Recorded) -> bool:
+        """Whether a request that matched nothing, whose closest recorded turn is ``closest`` (in
+        a conversation not live), is where a change past the cursor reached another conversation:
+        a conversation has gone live, and ``closest`` is its own conversation's next turn, recorded
+        after the first round trip that went live (in the recording, the change could reach
+        nothing before it). ``@divergence`` places every conversation by itself."""
+        if self.spec.divergence or self._matcher is None or closest.plays:
+            return False
+        first = min((self.starts[c] for c in self.forked if c in self.starts), default=None)
+        return first is not None and closest.seq > first and self._matcher.is_next(closest)
+
+    def _reach(self, closest: Recorded, miss: Miss) -> None:
+        """``closest``'s conversation goes live from it (:meth:`_reaches`), said in the report."""
+        from cassettes.untrusted import clean_line
+
+        self.reached[closest.conversation] = closest.seq
+        self.starts.setdefault(closest.conversation, closest.seq)
+        if self._matcher is not None:  # answered live: neither played nor unplayed
+            closest.plays += 1
+            self._matcher.went_live(closest)
+        what = "; ".join(f"{v.layer}: {v.message}" for v in miss.note().verdicts[:2]) or "differs"
+        cause = ", ".join(
+            f"{c or '-'} turn {self._by_seq[s].turn}"
+            for c, s in sorted(self.starts.items(), key=lambda kv: kv[1])
+            if c in self.forked and s in self._by_seq
+        )
+        self.notes.append(
+            clean_line(
+                f"{closest.conversation or '-'} went live from turn {closest.turn}: the change "
+                f"past the cursor ({cause}) reached it ({what[:300]})"
+            )
         )
 
     def _continuation(
@@ -535,10 +579,14 @@ class Cursor:
         recorded there (it rewrote the item: a summary for the full result): the model got the
         edit, not the client's rewrite. Also in the report (:attr:`notes`)."""
         out: list[str] = []
+        # the items the client sends itself: a result put back (never sent), a cap, a schema and
+        # the continuation's history are the fork's doing, not an item the client could rewrite
+        own = {e.label for e in self.edits if e.kind in ("tool_result", "system", "user")}
         for m in marks:
             label = str(m.get("edit"))
             if (
-                label not in self._recorded_values
+                label not in own
+                or label not in self._recorded_values
                 or "before" not in m
                 or m["before"] == self._recorded_values[label]
             ):

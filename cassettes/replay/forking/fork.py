@@ -359,17 +359,20 @@ class ForkReplay:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
         if isinstance(doc, dict):
-            starts = doc.get("starts")
+            starts, failed = doc.get("starts"), doc.get("failed")
             self.tolerated = {
                 "tolerated": read_entries(doc.get("tolerated")),
                 "starts": starts if isinstance(starts, dict) else {},
+                "failed": [str(x) for x in failed if isinstance(x, str)]
+                if isinstance(failed, list)
+                else [],
             }
 
     def finish(self, path: Path) -> None:
         """Append to the branch cassette at ``path`` (once its recorder has stopped) what the prefix
         tolerated and, for ``@divergence``, where each conversation went live: a ``note`` record
         (:func:`cassettes.reading.branch.fork_notes` reads it), when there is anything to say."""
-        if not self.tolerated.get("tolerated") and not self.tolerated.get("starts"):
+        if not any(self.tolerated.get(k) for k in ("tolerated", "starts", "failed")):
             return
         import orjson
 

@@ -95,7 +95,11 @@ def _detectors(header_a: Any, header_b: Any) -> VolatileSpans:
     here = [cwd] if cwd else []
     cwds = [*(cwd_a or here), *(cwd_b or here)]
     homes = [*(home_a or [home]), *(home_b or [home])]
-    return VolatileSpans(cwds[0] if cwds else None, homes[0], cwds[1:], homes[1:])
+    from cassettes.matching.places import recorded_time
+
+    return VolatileSpans(
+        cwds[0] if cwds else None, homes[0], cwds[1:], homes[1:], recorded_time(header_a)
+    )
 
 
 def comparing(

@@ -6,12 +6,17 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
     user[N]=@question.txt              the N-th user message (0: the first)
     restore_result[CALL_ID]=@file.txt  a result the client never sent for that call, put back
                                        beside the results it sent for the same answer's calls
+    tool_schema[NAME]=@schema.json     the JSON schema of the tool NAME offers (its parameters,
+                                       whatever the API calls the field)
     max_tokens=N                       the token cap, whatever the API calls the field
     continue=N                         an answer cut at the token cap continued, at most N more
                                        requests per answer, the client handed one answer
                                        (:mod:`cassettes.replay.live.continuation`; no item
                                        rewritten)
     …=text                             the new text inline instead of from a file
+
+A file's text is what an editor saves: its one trailing newline ends the file, not the text, and
+is left out (a second one is kept).
 
 The last three are repairs ``looptap why`` makes (docs/why.md): a dropped result put back, a
 truncated answer's cap lifted, a truncated answer not taken as complete.
@@ -55,13 +60,16 @@ __all__ = [
 ]
 
 _TARGET = re.compile(
-    r"(tool_result|user|restore_result)\[([^\]]{1,200})\]|(system|max_tokens|continue)"
+    r"(tool_result|user|restore_result|tool_schema)\[([^\]]{1,200})\]|(system|max_tokens|continue)"
 )
 #: Where the target starts (after an optional ``SELECTOR:``), and whether the value is ``@file``.
 _SPEC = re.compile(
-    r"(?:^|(?<=:))((?:restore_result|tool_result)\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]|system|"
-    r"max_tokens|continue)=(@?)"
+    r"(?:^|(?<=:))((?:restore_result|tool_result|tool_schema)\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]"
+    r"|system|max_tokens|continue)=(@?)"
 )
+#: Where a tool's schema is, by API (docs/WIRE.md): Chat ``function.parameters``, Responses and
+#: Gemini ``parameters`` (or ``parametersJsonSchema``), Anthropic ``input_schema``.
+_SCHEMA_KEYS = ("parameters", "input_schema", "parametersJsonSchema", "parameters_json_schema")
 #: The fields that carry a request's output token cap, at the top level or under the generation
 #: settings (``generationConfig``, ``options``), as the OTel export reads them: field names of the
 #: wire (docs/WIRE.md), whichever API the request is in.
@@ -89,7 +97,8 @@ class EditError(CassetteError, ValueError):
 @dataclass
 class Edit:
     spec: str
-    #: ``tool_result``, ``system``, ``user``, ``restore_result``, ``max_tokens`` or ``continue``.
+    #: ``tool_result``, ``system``, ``user``, ``restore_result``, ``tool_schema``, ``max_tokens``
+    #: or ``continue``.
     kind: str
     #: The call id (tool_result) or the index (user).
     key: str | None
@@ -111,7 +120,7 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
     if m is None:
         raise EditError(
             "--edit wants [SELECTOR:]TARGET=@file or TARGET=text, the target "
-            f"tool_result[CALL_ID], system or user[N]; not {spec[:80]!r}"
+            f"tool_result[CALL_ID], system, user[N] or tool_schema[NAME]; not {spec[:80]!r}"
         )
     selector = spec[: m.start()].rstrip(":") or None
     t = _TARGET.fullmatch(m.group(1))
@@ -132,6 +141,7 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
                 f"--edit {spec[:80]!r}: {value[:200]!r} is larger than {_MAX_FILE:,} bytes"
             )
         value = data.decode("utf-8", "replace")
+        value = value[:-2] if value.endswith("\r\n") else value.removesuffix("\n")
     if kind == "max_tokens" and not (value.strip().isdigit() and 0 < int(value.strip()) < 1 << 31):
         raise EditError(f"--edit {spec[:80]!r}: max_tokens wants a positive number of tokens")
     if kind == "continue" and not (
@@ -141,6 +151,13 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
             f"--edit {spec[:80]!r}: continue wants the most continuation "
             f"requests per cut answer, 1 to {MAX_CONTINUE}"
         )
+    if kind == "tool_schema":
+        try:
+            schema = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            schema = None
+        if not isinstance(schema, dict):
+            raise EditError(f"--edit {spec[:80]!r}: tool_schema wants a JSON object (a schema)")
     return Edit(
         spec, kind, key, value.strip() if kind in ("max_tokens", "continue") else value, selector
     )
@@ -190,6 +207,8 @@ def _hits(method: str, target: str, doc: Any, e: Edit) -> list[tuple[list[str | 
         _restore_result(doc, e.key or "", e.value, [], hits)
     elif e.kind == "max_tokens":
         _cap(doc, int(e.value), hits)
+    elif e.kind == "tool_schema":
+        _schema(doc, e.key or "", orjson.loads(e.value), hits)
     elif e.kind == "continue":
         pass  # no item of the request: the answer is continued (cassettes.replay.live.continuation)
     else:
@@ -338,6 +357,32 @@ def _cap(doc: Any, tokens: int, hits: list[tuple[list[str | int], Any, Any]]) ->
                 before = node[k]
                 node[k] = tokens
                 hits.append(([*path, k], before, tokens))
+
+
+def _schema(
+    doc: Any, name: str, schema: dict[str, Any], hits: list[tuple[list[str | int], Any, Any]]
+) -> None:
+    """Set the schema of the tool ``name`` the request offers (its ``tools``; Gemini's function
+    declarations in them) to ``schema``; a request that does not offer it is left as it is."""
+    tools = doc.get("tools") if isinstance(doc, dict) else None
+    for i, t in enumerate(tools if isinstance(tools, list) else []):
+        if not isinstance(t, dict):
+            continue
+        places: list[tuple[Any, list[str | int]]] = [(t, ["tools", i])]
+        places += [(t.get("function"), ["tools", i, "function"])]
+        for key in ("functionDeclarations", "function_declarations"):
+            decls = t.get(key)
+            places += [
+                (d, ["tools", i, key, j])
+                for j, d in enumerate(decls if isinstance(decls, list) else [])
+            ]
+        for node, path in places:
+            if not isinstance(node, dict) or node.get("name") != name:
+                continue
+            slot = next((k for k in _SCHEMA_KEYS if k in node), None)
+            if slot is not None and node[slot] != schema:
+                hits.append(([*path, slot], node[slot], schema))
+                node[slot] = schema
 
 
 def _tool_result(

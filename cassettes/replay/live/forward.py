@@ -1,11 +1,15 @@
 """The replay server's HTTP/1.1 client: a request passed on to a live upstream, its answer relayed.
 
 Used for new episodes (the cassette lacks the answer: the request goes to a recorder) and past a
-fork's cursor. One request per connection (``Connection: close``), ``http`` or ``https`` (the
-system's CA store, or the one a :class:`Trust` kept). Every wait is bounded and progress based:
-connecting within ``connect_timeout``, the status line and headers within ``read_timeout``, and the
-body may not pause longer than ``read_timeout``; a status line, header block or chunk size that is
-not HTTP/1.1 raises :class:`UpstreamError`, as does an upstream that breaks off.
+fork's cursor, and by ``compare``. One request per connection (``Connection: close``), framed by
+its own ``Content-Length``, and one answer read from it: no connection is kept or reused, so what
+an upstream sends after the answer (an answer nobody asked for, a ``408`` when idle) is never read
+as another request's, and no request is sent on a connection the upstream may have closed.
+``http`` or ``https`` (the system's CA store, or the one a :class:`Trust` kept). Every wait is
+bounded and progress based: connecting within ``connect_timeout``, the status line and headers
+within ``read_timeout``, and the body may not pause longer than ``read_timeout``; a status line,
+header block or chunk size that is not HTTP/1.1 raises :class:`UpstreamError`, as does an
+upstream that breaks off (also while it takes the request).
 """
 
 from __future__ import annotations
@@ -133,7 +137,7 @@ class UpstreamResponse:
             raise UpstreamError(
                 f"the upstream sent nothing for {self._read_timeout:g} s ({part})"
             ) from None
-        except (ConnectionError, ssl.SSLError) as exc:
+        except OSError as exc:  # a reset, a TLS failure
             raise UpstreamError(
                 f"the upstream broke the connection off in the middle of {part}: {exc}"
             ) from None
@@ -242,9 +246,15 @@ class Upstream:
             raise UpstreamError(
                 f"the upstream did not take the request within {self.read_timeout:g} s"
             ) from None
-        except (UpstreamError, OSError):
+        except UpstreamError:
             writer.close()
             raise
+        except OSError as exc:  # reset or closed while it took the request
+            writer.close()
+            raise UpstreamError(
+                "the upstream broke the connection off while taking the request: "
+                f"{exc.strerror or exc}"
+            ) from None
         return response
 
     def relayed_headers(

@@ -225,7 +225,9 @@ class Miss:
         where = (
             self.closest.label if self.closest is not None else f"{self.method} {clip(self.target)}"
         )
-        return clip(f"{where}: {self.verdicts[0]}" if self.verdicts else f"{where}: {self.reason}")
+        return self._shown(
+            clip(f"{where}: {self.verdicts[0]}" if self.verdicts else f"{where}: {self.reason}")
+        )
 
     def lines(self, max_changes: int = 8) -> list[str]:
         out = [
@@ -598,6 +600,12 @@ class Matcher:
 
     def _headers_match(self, r: Recorded, key: RequestKey) -> bool:
         return all(header(r.key.headers, h) == header(key.headers, h) for h in self._semantic(r))
+
+    def is_next(self, rec: Recorded) -> bool:
+        """Whether ``rec`` is the next unplayed turn of its conversation (what its agent should
+        send next)."""
+        self.label()
+        return rec.index in self._frontier()
 
     def _frontier(self) -> set[int]:
         """Indexes of the next unplayed turn of every conversation (what the agent should send

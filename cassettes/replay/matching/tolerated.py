@@ -66,8 +66,18 @@ def _entry(t: Tolerated) -> dict[str, Any]:
 
 
 def entries_of(found: Iterable[Tolerated]) -> list[dict[str, Any]]:
-    """The tolerated differences of one request, as entries (redacted, cut)."""
-    return [_entry(t) for t in found]
+    """The tolerated differences of one request, as entries (redacted, cut), each once: the same
+    span at the same path several times (an id said three times in one text) is one entry with
+    ``times``."""
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for t in found:
+        e = _entry(t)
+        key = (e["path"], e["by"], e["recorded"], e["live"])
+        if key in out:
+            out[key]["times"] = out[key].get("times", 1) + 1
+        else:
+            out[key] = e
+    return list(out.values())
 
 
 def turn_entries(matcher: Matcher) -> list[dict[str, Any]]:
@@ -94,7 +104,9 @@ def entry_line(e: Mapping[str, Any]) -> str:
     """``messages[3].content: recorded "…a.txt\\nb.txt", live "…a.txt\\nb.txt\\nc.txt" (by
     tool_result)`` (recorded text: the caller cleans it for a terminal)."""
     a, b = window(str(e.get("recorded", "")), str(e.get("live", "")))
-    return f"{e.get('path', '?')}: recorded {a}, live {b} (by {e.get('by', '?')})"
+    times = e.get("times")
+    said = f", {times} times" if isinstance(times, int) and times > 1 else ""
+    return f"{e.get('path', '?')}: recorded {a}, live {b} (by {e.get('by', '?')}{said})"
 
 
 def turn_label(t: Mapping[str, Any]) -> str:
