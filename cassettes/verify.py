@@ -37,6 +37,7 @@ from urllib.parse import unquote
 import orjson
 
 from cassettes.bounds import record_fits
+from cassettes.patterns import PatternError, UserPattern
 
 __all__ = ["Find", "load_config_patterns", "main", "register_verify", "scan_file", "scan_lines"]
 
@@ -401,12 +402,13 @@ def load_config_patterns(config: str | Path | None) -> list[str]:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    p = ""
     try:
         patterns = [*load_config_patterns(args.config), *args.pattern]
         for p in patterns:
-            re.compile(p)
-    except re.error as exc:
-        print(f"looptap: error: invalid --pattern: {exc}", file=sys.stderr)
+            UserPattern(p)
+    except PatternError as exc:
+        print(f"looptap: error: invalid --pattern {p[:80]!r}: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except (OSError, ValueError) as exc:
         print(f"looptap: error: cannot read the verify config: {exc}", file=sys.stderr)

@@ -85,6 +85,14 @@ WS_RECEIPTS = "looptap_ws_receipts"
 #: How mitmproxy's error starts for an answer whose head it cannot parse: the upstream answered,
 #: wrongly, so mitmproxy's 502 stands even when the upstream then closed (not passed on as a close).
 _UNPARSEABLE = "Cannot parse HTTP response"
+#: The flow metadata key of a request streamed to the upstream through a :class:`Capped`.
+CAPPED = "looptap_capped"
+#: Bytes of a request body the recorder keeps (the size of a whole LLM request: Anthropic's limit
+#: for a Messages request, OpenAI's for the files of one; larger uploads are files and batches). A
+#: longer body, or one of unknown length (chunked), is streamed to the upstream as it comes instead
+#: of held whole (:class:`Capped`); the cassette keeps its first bytes, with a note. Never a 413:
+#: the proxy does not break an upload the API would take.
+MAX_REQUEST = 32 << 20
 
 
 class Tee:
@@ -118,8 +126,60 @@ class Tee:
         return data
 
 
+class Capped:
+    """The request stream callable: forwards every chunk untouched, keeps the first ``limit``
+    bytes and counts the rest; cannot raise."""
+
+    __slots__ = ("_chunks", "_joined", "_kept", "limit", "sent")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.sent = 0
+        self._kept = 0
+        self._chunks: list[bytes] = []
+        self._joined: tuple[int, bytes] = (0, b"")
+
+    def __call__(self, data: bytes) -> bytes:
+        try:
+            self.sent += len(data)
+            if self._kept < self.limit and data:
+                piece = data[: self.limit - self._kept]
+                self._chunks.append(piece)
+                self._kept += len(piece)
+        except Exception:  # never break the stream
+            pass
+        return data
+
+    @property
+    def cut(self) -> bool:
+        return self.sent > self._kept
+
+    def kept(self) -> bytes:
+        """What the cassette keeps: all of it, or the first bytes cut before their last quote (a
+        JSON string, a secret in it, is never kept in part)."""
+        if self._joined[0] != self.sent:  # (joined once per length: asked for by several hooks)
+            chunks = self._chunks
+            if self.cut:  # up to the last quote, copied once
+                last = next((i for i in range(len(chunks) - 1, -1, -1) if b'"' in chunks[i]), -1)
+                chunks = (
+                    [*chunks[:last], chunks[last][: chunks[last].rfind(b'"')]] if last >= 0 else []
+                )
+            self._joined = (self.sent, b"".join(chunks))
+        return self._joined[1]
+
+
+def _request_body(flow: http.HTTPFlow) -> bytes:
+    """The request body as the cassette keeps it (a streamed one: what its :class:`Capped`
+    kept)."""
+    raw = flow.request.raw_content
+    capped = flow.metadata.get(CAPPED)
+    if raw is None and isinstance(capped, Capped):
+        return capped.kept()
+    return raw or b""
+
+
 def _content_length(headers: Any) -> int | None:
-    """The announced body length of a response, if it has one (not chunked)."""
+    """The announced body length of a request or response, if it has one (not chunked)."""
     value = headers.get("content-length")
     if value is None or "chunked" in headers.get("transfer-encoding", "").lower():
         return None
@@ -158,7 +218,7 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         method=req.method,
         url=url,
         request_headers=_fields(req.headers),
-        request_body=req.raw_content or b"",
+        request_body=_request_body(flow),
         started=start,
         request_encoded=True,
         response_encoded=True,
@@ -174,6 +234,13 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         ex.notes.append(
             "path: the client left out the API's version segment (its base URL lacks it); "
             f"forwarded upstream as {req.path}"
+        )
+    capped = flow.metadata.get(CAPPED)
+    if isinstance(capped, Capped) and capped.cut:
+        ex.notes.append(
+            f"request body: {capped.sent:,} bytes went to the upstream; the cassette keeps the "
+            f"first {len(ex.request_body):,} (the recorder keeps at most {MAX_REQUEST >> 20} MiB "
+            "of a request, cut before a quote so that no JSON string is kept in part)"
         )
     _marks_into(ex, flow.metadata)
     return ex
@@ -385,6 +452,11 @@ class LooptapRecorder:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         self._version_path(flow)
         self._take_edit_marks(flow)
+        # mitmproxy holds a request whole before the ``request`` hook (65 MiB took the proxy to
+        # +195 MiB, 200 MiB to +600 MiB): a long one, or one of unknown length, is streamed instead
+        length = _content_length(flow.request.headers)
+        if length is None or length > MAX_REQUEST:
+            flow.request.stream = flow.metadata[CAPPED] = Capped(MAX_REQUEST)
 
     @staticmethod
     def _version_path(flow: http.HTTPFlow) -> None:
@@ -675,12 +747,8 @@ def _is_mcp(flow: http.HTTPFlow) -> bool:
     req = flow.request
     if any(h in req.headers for h in ("mcp-protocol-version", "mcp-session-id", "mcp-method")):
         return True
-    head = (req.raw_content or b"")[:200]
-    return (
-        req.method == "POST"
-        and b'"jsonrpc"' in head
-        and b'"method"' in (req.raw_content or b"")[:4096]
-    )
+    body = _request_body(flow)
+    return req.method == "POST" and b'"jsonrpc"' in body[:200] and b'"method"' in body[:4096]
 
 
 def _safe_line(text: str) -> str:

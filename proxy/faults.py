@@ -95,8 +95,8 @@ class LiveFaults:
             self.plan = live_plan(specs, int(ctx.options.looptap_fault_seed)) if specs else None
 
     async def request(self, flow: http.HTTPFlow) -> None:
-        if self.plan is None or not _is_llm(flow):
-            return
+        if self.plan is None or not _is_llm(flow) or flow.request.raw_content is None:
+            return  # (None: streamed to the upstream already, proxy.addon.MAX_REQUEST: too late)
         self._n += 1
         # live, ``*N`` fails this request and the next N-1 (the retries)
         if self._burst is not None:

@@ -29,6 +29,7 @@ from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 from mitmproxy.proxy.mode_specs import ProxyMode
 
 from cassettes import __version__, interrupts
+from cassettes.errors import CassetteIOError
 from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
 from cassettes.replay.testing.ready import VERSION as READY_VERSION
@@ -43,7 +44,7 @@ from cassettes.replay.testing.ready import (
 )
 from cassettes.replay.transports.background import free_port
 from cassettes.storage.paths import FileId, UnsafePath, check_dir, check_target, write_new
-from cassettes.storage.store import private_open
+from cassettes.storage.store import open_regular, private_open
 from proxy import messages
 from proxy.addon import DurableGate, LooptapRecorder
 from proxy.faults import LiveFaults
@@ -282,6 +283,8 @@ def _ca_bundle(confdir: Path) -> tuple[Path, Path]:
 
 #: The files looptap itself keeps in ``--confdir`` (beside mitmproxy's own).
 CONF_FILES = ("looptap-ca-bundle.pem", "looptap-node-extra-ca.pem")
+#: mitmproxy's files in ``--confdir`` read at start (by mitmproxy; the certificate by looptap too).
+CA_FILES = tuple(f"{options.CONF_BASENAME}-{n}.pem" for n in ("ca", "ca-cert", "dhparam"))
 #: Locked (``flock``) while a recorder creates mitmproxy's CA or rewrites looptap's files in
 #: ``--confdir``: recorders that start at once on one confdir (two ``looptap run``, a recorder per
 #: xdist worker, all on ``~/.mitmproxy``) take turns, instead of one finding a file the other is
@@ -330,12 +333,16 @@ def prepare_confdir(confdir: Path, key_size: int = options.KEY_SIZE) -> tuple[Pa
 def check_confdir(confdir: Path) -> None:
     """``--confdir`` checked before anything starts (storage/paths.py): a directory of this user
     (created 0700 when missing), and looptap's files in it regular files (replaced whole each
-    start), never a link, a directory or a device. Raises :class:`RecorderError`."""
+    start), never a link, a directory or a device; mitmproxy's CA files, where they are, regular
+    files (a FIFO there would hang the start). Raises :class:`RecorderError`."""
     try:
         check_dir(confdir, "--confdir")
         for name in CONF_FILES:
             check_target(confdir / name, "the CA bundle", owned=lambda _p: True)
-    except UnsafePath as exc:
+        for name in CA_FILES:
+            if os.path.lexists(confdir / name):
+                open_regular(confdir / name).close()
+    except (UnsafePath, CassetteIOError) as exc:
         raise RecorderError(str(exc)) from None
 
 

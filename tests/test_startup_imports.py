@@ -31,8 +31,9 @@ TOOLS = [
     }
 ]
 #: Never needed before these commands answer: a network client and its event loop, the price
-#: updater that uses them, the dependencies of a schema check.
-NEVER = ("httpx", "httpx2", "genai_prices.update_prices", "anyio", "h11", "httpcore")
+#: updater that uses them, the dependencies of a schema check, the engine of user patterns (RE2:
+#: loaded when a pattern is given, cassettes/patterns.py).
+NEVER = ("httpx", "httpx2", "genai_prices.update_prices", "anyio", "h11", "httpcore", "re2")
 SCHEMA_CHECK = ("jsonschema", "referencing", "jsonschema_specifications", "rpds")
 
 
@@ -258,6 +259,17 @@ def test_replay_serves_without_the_analysis(tmp_path: Path) -> None:
     assert _loaded(mods, NEVER) == []
     assert _loaded(mods, SCHEMA_CHECK) == []
     assert _loaded(mods, ("cassettes.analysis", "genai_prices")) == []
+
+
+def test_the_pattern_engine_loads_with_a_user_pattern_only() -> None:
+    """The pytest plugin loads no RE2 (every test run pays for what it loads); a substitution
+    rule, a redaction pattern, do (the twin: the check can fail)."""
+    assert _loaded(_modules("import cassettes.replay.testing.plugin"), ("re2",)) == []
+    for code in (
+        "from cassettes.matching.rules import parse_substitution\nparse_substitution('a+=b')",
+        "from cassettes.recording.redact import Redactor\nRedactor.configured(patterns=['k-.+'])",
+    ):
+        assert "re2" in _modules(code), code
 
 
 def test_genai_prices_is_whole_for_whoever_asks() -> None:

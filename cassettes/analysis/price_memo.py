@@ -54,6 +54,7 @@ from cassettes.analysis.price_data import PRICES_VERSION, data_file
 from cassettes.analysis.price_memo_shape import MAX
 from cassettes.analysis.price_memo_shape import empty as _empty
 from cassettes.analysis.price_memo_shape import sound as _sound
+from cassettes.storage.store import open_regular
 
 __all__ = [
     "FILE_NAME",
@@ -137,19 +138,13 @@ def _load() -> dict[str, Any]:
     if identity is None or where is None:
         return _empty()
     path, key = where
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return _empty()
-    try:
-        if not _owned(path, fd):
-            return _empty()
-        with os.fdopen(fd, "rb", closefd=False) as f:
+    try:  # (a FIFO or a device put in its place is refused, never waited on)
+        with open_regular(path, follow=False) as f:
+            if not _owned(path, f.fileno()):
+                return _empty()
             raw = f.read(1 << 24)
     except OSError:
         return _empty()
-    finally:
-        os.close(fd)
     mac, _, body = raw.partition(b"\n")
     if not hmac.compare_digest(mac, signature(key, identity, body).encode()):
         return _empty()
@@ -294,7 +289,8 @@ def _selection(model: dict[str, Any], ts: datetime, context: dict[str, Any] | No
     if not context:
         return str(chosen)
     applied = [
-        str(i) for i, (constraint, when) in enumerate(model["variants"])
+        str(i)
+        for i, (constraint, when) in enumerate(model["variants"])
         if _active(constraint, ts) and all(context.get(k) == v for k, v in when.items())
     ]
     return f"{chosen}:{','.join(applied)}"

@@ -18,8 +18,9 @@ served: the caller compares what :meth:`Rules.prepare` and :meth:`Rules.substitu
 keeps the original.
 
 Rules are untrusted input too (a project's file, a command line): a path or a pattern that
-cannot be used is one :class:`RuleError` line, and a pattern is refused when its matching time
-could explode (a repetition inside a repetition) or when it matches the empty string.
+cannot be used is one :class:`RuleError` line. A pattern is matched by RE2, in time linear in the
+text whatever its shape (:mod:`cassettes.patterns`), and refused when it matches the empty
+string.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import orjson
 
 from cassettes.errors import CassetteError
 from cassettes.matching.volatile import IGNORED, PathItem, Span
+from cassettes.patterns import PatternError, Template, UserPattern
 
 __all__ = [
     "ANY_INDEX",
@@ -72,8 +74,8 @@ MAX_MATCHES = 200
 
 
 class RuleError(CassetteError, ValueError):
-    """A rule that cannot be used (a path that does not parse, a pattern that does not compile or
-    could run away, an unknown API family or table key): one line saying which and why."""
+    """A rule that cannot be used (a path that does not parse, a pattern RE2 does not take, an
+    unknown API family or table key): one line saying which and why."""
 
 
 class _Any:
@@ -200,10 +202,12 @@ class IgnorePath:
 
 @dataclass(frozen=True)
 class Substitution:
-    """Write every match of ``pattern`` in a string as ``replacement`` (both sides)."""
+    """Write every match of ``pattern`` in a string as ``replacement`` (both sides; read as
+    ``template``)."""
 
-    pattern: re.Pattern[str]
+    pattern: UserPattern
     replacement: str
+    template: Template = field(compare=False, repr=False)
     family: str | None = None
 
     @property
@@ -230,12 +234,11 @@ def parse_ignore(spec: str, family: str | None = None) -> IgnorePath:
 def parse_substitution(
     spec: str, replacement: str | None = None, family: str | None = None
 ) -> Substitution:
-    """``REGEX=REPLACEMENT`` (split at the last ``=``: a pattern may hold look-arounds such as
-    ``(?<=id=)``; a replacement with ``=`` in it is written in the table form), or the pattern and
-    its replacement given apart. Refused: a pattern that does not compile, that is longer than
-    :data:`MAX_PATTERN`, that matches the empty string, or that nests an unbounded repetition
-    inside another (``(a+)+``: catastrophic backtracking); a replacement naming a group the
-    pattern lacks."""
+    """``REGEX=REPLACEMENT`` (split at the last ``=``; a replacement with ``=`` in it is written in
+    the table form), or the pattern and its replacement given apart. The pattern is matched by RE2,
+    in time linear in the text (:mod:`cassettes.patterns`). Refused: a pattern RE2 does not take
+    (a look-around, a backreference), one longer than :data:`MAX_PATTERN` or that matches the
+    empty string; a replacement naming a group the pattern lacks."""
     if replacement is None:
         pattern, eq, replacement = spec.rpartition("=")
         if not eq:
@@ -253,71 +256,21 @@ def parse_substitution(
             f"substitute {shown!r}…: the pattern is longer than {MAX_PATTERN} characters"
         )
     try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise RuleError(f"substitute {shown!r}: not a regular expression: {exc}") from None
-    if rx.search("") is not None or _min_width(pattern) == 0:
+        rx = UserPattern(pattern)
+    except PatternError as exc:
+        raise RuleError(f"substitute {shown!r}: not a pattern looptap takes: {exc}") from None
+    if rx.matches_empty():
         raise RuleError(
             f"substitute {shown!r}: the pattern matches the empty string (it would rewrite every "
             "position of every string)"
         )
-    if _runaway(pattern):
-        raise RuleError(
-            f"substitute {shown!r}: the pattern repeats a repetition (as in (a+)+): its matching "
-            "time can explode on a long string; write one repetition"
-        )
     try:
-        rx.sub(replacement, "")
-    except (re.error, IndexError) as exc:
+        template = rx.template(replacement)
+    except PatternError as exc:
         raise RuleError(
             f"substitute {shown!r}: the replacement {replacement[:40]!r} cannot be used: {exc}"
         ) from None
-    return Substitution(rx, replacement, family)
-
-
-def _runaway(pattern: str) -> bool:
-    """Whether an unbounded repetition sits inside another repetition (``(a+)+``, ``(a|aa)*``
-    with a ``*`` inside, ``(.*x)*``): the shape whose backtracking is exponential. Read with the
-    standard library's own parser (``re._parser``: private, used here only; the rules' tests
-    fail the day it moves)."""
-    import re._parser as parser  # type: ignore[import-not-found]
-
-    return _nested(parser.parse(pattern), False)
-
-
-def _min_width(pattern: str) -> int:
-    """The fewest characters a match of ``pattern`` spans (0: it can match nothing, as
-    ``(?=a)``)."""
-    import re._parser as parser  # type: ignore[import-not-found]
-
-    lo: int = parser.parse(pattern).getwidth()[0]
-    return lo
-
-
-def _nested(items: Iterable[Any], inside: bool) -> bool:
-    import re._constants as c  # type: ignore[import-not-found]
-
-    for op, av in items:
-        if op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)):
-            _lo, hi, sub = av
-            unbounded = hi == c.MAXREPEAT or hi > 1000
-            if inside and unbounded:
-                return True
-            if _nested(sub, inside or hi > 1):
-                return True
-        elif op == c.SUBPATTERN:
-            if _nested(av[-1], inside):
-                return True
-        elif op == c.BRANCH:
-            if any(_nested(alt, inside) for alt in av[1]):
-                return True
-        elif op in (c.ASSERT, c.ASSERT_NOT):
-            if _nested(av[1], inside):
-                return True
-        elif op == getattr(c, "ATOMIC_GROUP", None):
-            if _nested(av, inside):
-                return True
-    return False
+    return Substitution(rx, replacement, template, family)
 
 
 def parse_volatile_tool(name: str) -> str:
@@ -427,9 +380,8 @@ def substitute(
     sides)."""
     spans: list[Span] = []
     for s in subs:
-        found = [m.group(0) for m in s.pattern.finditer(text)]
+        text, found = s.pattern.sub(s.template, text)
         if found:
-            text = s.pattern.sub(s.replacement, text)
             spans.extend(Span(path, SUBSTITUTED, f, s.text) for f in found[:MAX_MATCHES])
             if len(found) > MAX_MATCHES:
                 spans.append(

@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from cassettes.errors import CassetteFormatError
 from cassettes.models import NormalisedResponse
 from cassettes.storage.codec import read_response
+from cassettes.storage.store import open_regular
 from cassettes.wire.exchange import Exchange, Headers
 
 __all__ = ["ResponseSide", "machine_key", "restore", "seal", "state_dir"]
@@ -93,7 +94,7 @@ def machine_key(create: bool) -> bytes | None:
         return None
     key: bytes | None
     try:
-        key = path.read_bytes()
+        key = _read_key(path)
     except OSError:
         if not create:
             return None
@@ -104,13 +105,20 @@ def machine_key(create: bool) -> bytes | None:
     return key
 
 
+def _read_key(path: Path) -> bytes:
+    """The key file's bytes (a FIFO or a device put in its place is refused, never waited on:
+    there is then no key, and nothing is sealed or kept)."""
+    with open_regular(path) as f:
+        return f.read(64)
+
+
 def _make_key(path: Path) -> bytes | None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process made it first
         try:
-            return path.read_bytes()
+            return _read_key(path)
         except OSError:
             return None
     except OSError:

@@ -46,6 +46,9 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+from cassettes.errors import CassetteError
+from cassettes.storage.store import open_regular
+
 __all__ = [
     "MAX_CONVERSATIONS",
     "MIN_BYTES",
@@ -280,8 +283,6 @@ def run_digest_of(key: bytes, cassette: Path, size: int) -> bytes | None:
 def _hashed(key: bytes, cassette: Path, size: int, at: int | None) -> tuple[bytes, Any] | None:
     """The keyed hash of the cassette's first ``size`` bytes, and (``at``) a running hash of its
     first ``at`` bytes, to be fed more; ``None`` when the file holds fewer."""
-    from cassettes.storage.store import open_regular
-
     h = _run_hash(key)
     there: Any = None
     done = 0
@@ -341,8 +342,6 @@ def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
     continue from (:attr:`Kept.resume`), when it was kept and checks out. Never raises."""
     if disabled():
         return None
-    from cassettes.errors import CassetteError
-
     where = location(cassette)
     analyser = analyser_digest()
     key = _key() if where is not None and analyser is not None else None
@@ -350,7 +349,7 @@ def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
         return None
     made: list[IO[bytes]] = []
     try:
-        with open(where, "rb") as f:
+        with open_regular(where) as f:  # (a FIFO put there is no kept analysis, not a hang)
             plan = _plan(f, analyser, cassette)
             if plan is None:
                 return None
@@ -568,7 +567,8 @@ def views(cassette: Path, kept_mac: bytes) -> list[bytes] | None:
     if where is None or key is None:
         return None
     try:
-        data = where.with_suffix(".views").read_bytes()
+        with open_regular(where.with_suffix(".views")) as f:
+            data = f.read()
     except OSError:
         return None
     if len(data) < len(VIEWS_MAGIC) + 32 or not data.startswith(VIEWS_MAGIC):

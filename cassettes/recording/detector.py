@@ -23,6 +23,8 @@ import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
+from cassettes.patterns import UserPattern
+
 __all__ = ["LOOPTAP_RULES", "WINDOW", "Detector", "Rule", "default_detector", "entropy"]
 
 #: (id, regex, keywords, entropy floor, secret group). The boundary guard is a look-behind placed
@@ -158,11 +160,21 @@ class Rule:
             group,
         )
         self.allow_src, self.stopwords = allow, stopwords
-        self._pattern: re.Pattern[str] | None = None
+        self._pattern: re.Pattern[str] | UserPattern | None = None
         self._allow: tuple[re.Pattern[str], ...] = ()
 
+    @classmethod
+    def configured(cls, source: str) -> Rule:
+        """A user's pattern (``--redact-pattern``, ``verify --pattern``): any match is a secret.
+        Matched by RE2, in time linear in the text (:mod:`cassettes.patterns`); compiled now, so
+        that a pattern RE2 does not take is refused before anything is read
+        (:class:`~cassettes.patterns.PatternError`)."""
+        rule = cls("configured pattern", source, ())
+        rule._pattern = UserPattern(source)
+        return rule
+
     @property
-    def pattern(self) -> re.Pattern[str]:
+    def pattern(self) -> re.Pattern[str] | UserPattern:
         if self._pattern is None:
             with warnings.catch_warnings():
                 # Go-style classes ("[[") warn about future set syntax
@@ -199,7 +211,7 @@ class Detector:
 
         self.rules: tuple[Rule, ...] = (
             *rules,
-            *(Rule("configured pattern", p, ()) for p in extra if p),
+            *(Rule.configured(p) for p in extra if p),
         )
         keywords = sorted({k for r in self.rules for k in r.keywords})
         #: Keywords of two characters occur in most text ("sk" in "task", "ey" in "key"): checked

@@ -39,6 +39,7 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 import orjson
 
+from cassettes.patterns import PatternError, UserPattern
 from cassettes.recording.bodies import BodyLearner, Chunks, JsonRedactor, StreamRedactor
 from cassettes.recording.names import (
     _SAFE_HEADER_NAME,
@@ -279,8 +280,8 @@ class Redactor:
                 into.extend(value)
         for pat in extra_patterns:
             try:
-                re.compile(pat)
-            except re.error as exc:
+                UserPattern(pat)
+            except PatternError as exc:
                 raise ValueError(f"invalid redaction pattern {pat!r}: {exc}") from None
         return cls(extra_patterns, extra_headers, keys)
 

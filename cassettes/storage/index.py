@@ -252,17 +252,18 @@ class RecordIndex:
         return self.record_at(i)
 
     def record_at(
-        self, pos: int, *, regular: bool = False, changed: str = "", fh: BinaryIO | None = None
+        self, pos: int, *, changed: str = "", fh: BinaryIO | None = None
     ) -> dict[str, Any]:
-        """The record at position ``pos`` in reading order, read again from disk (``regular``:
-        refuse anything but a regular file; ``changed``: said after the error if it is no object;
-        ``fh``: read through this handle on the file, kept open by the caller)."""
+        """The record at position ``pos`` in reading order, read again from disk (only from a
+        regular file: one swapped for a FIFO meanwhile is an error, not a wait; ``changed``: said
+        after the error if it is no object; ``fh``: read through this handle on the file, kept
+        open by the caller)."""
         seq = self.seqs[pos]
         if fh is not None:
             fh.seek(self.offsets[pos])
             raw = fh.read(self.lengths[pos])
         else:
-            with open_regular(self.path) if regular else open(self.path, "rb") as f:
+            with open_regular(self.path) as f:
                 f.seek(self.offsets[pos])
                 raw = f.read(self.lengths[pos])
         rec = loads_record(raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf"))

@@ -131,7 +131,7 @@ class RecordSource:
         when the bytes there are no record any more)."""
         with self._lock:
             if not self._keep_open:
-                rec = self.index.record_at(pos, regular=True, changed=changed)
+                rec = self.index.record_at(pos, changed=changed)
             else:
                 if self._fh is None:
                     self._fh = open_regular(self.index.path)

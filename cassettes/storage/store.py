@@ -120,13 +120,18 @@ def write_private(path: str | Path, data: bytes) -> None:
         f.write(data)
 
 
-def open_regular(path: str | Path) -> BinaryIO:
+def open_regular(path: str | Path, *, follow: bool = True) -> BinaryIO:
     """``path`` opened for reading, refused unless it is a regular file: a device, a FIFO or a
-    socket (``/dev/zero``, ``/dev/stdin``) would never end. Raises :class:`CassetteIOError`."""
+    socket (``/dev/zero``, ``/dev/stdin``) would never end. ``follow=False``: a link is refused
+    too (``O_NOFOLLOW``). Raises :class:`CassetteIOError`. The one way looptap opens a file that
+    someone else may have put in its place (a cassette, a kept analysis, the machine key)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:  # without blocking: a FIFO opens at once, and is refused below
-        f = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
+        f = os.fdopen(os.open(path, flags), "rb")
     except OSError as exc:
-        raise CassetteIOError(f"cannot open {path}: {exc.strerror or exc}") from None
+        err = CassetteIOError(f"cannot open {path}: {exc.strerror or exc}")
+        err.errno = exc.errno  # (a caller may tell a missing file from the rest)
+        raise err from None
     if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
         f.close()
         raise CassetteIOError(

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from cassettes.patterns import PatternError, UserPattern
+
 __all__ = ["Judged", "Outcome", "OutcomeError", "final_answer", "judged_from", "parse_outcome"]
 
 #: Characters of the final answer a pattern is matched against.
@@ -64,7 +66,7 @@ class Outcome:
             return None if judged.findings is None else self.value in judged.findings
         if judged.answer is None:
             return None
-        hit = re.search(self.value, judged.answer[:_ANSWER_LIMIT]) is not None
+        hit = UserPattern(self.value).search(judged.answer[:_ANSWER_LIMIT])
         return hit if self.kind == "answer_matches" else not hit
 
 
@@ -101,10 +103,10 @@ def parse_outcome(args: Any) -> Outcome:
     kind, value = given[0]
     if kind.startswith("answer"):
         try:
-            re.compile(value)
-        except re.error as exc:
+            UserPattern(value)
+        except PatternError as exc:
             raise OutcomeError(
-                f"--{kind.replace('_', '-')}: not a regular expression: {exc}"
+                f"--{kind.replace('_', '-')}: not a pattern looptap takes: {exc}"
             ) from None
     if kind == "finding" and not re.fullmatch(r"[EAC]\.[a-z_]{1,80}", value):
         raise OutcomeError(

@@ -1,11 +1,15 @@
 """User rules (issue 44, item 2): ignored JSON paths with wildcards and an API family's scope,
-regular-expression substitutions (bounded: a runaway or empty-matching pattern is refused), and
+regular-expression substitutions (matched by RE2 in linear time; an empty-matching pattern, a
+look-around or a backreference is refused in one line), and
 tool results made volatile by the tool's name — across the wire shapes of four API families.
 Every rule applied is a tolerated difference named after its rule, and no rule hides a
 difference outside what it names (a generated change elsewhere still misses)."""
 
 from __future__ import annotations
 
+import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +29,15 @@ from cassettes.matching.rules import (
     from_table,
     parse_path,
     parse_substitution,
+    substitute,
 )
 from cassettes.matching.volatile import Tolerated
 from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, tolerated_notes
 from cassettes.replay.matching.userrules import project_rules
 from cassettes.wire.exchange import Exchange
+from tests.support import progress
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CHAT = "https://api.openai.com/v1/chat/completions"
 MESSAGES = "https://api.anthropic.com/v1/messages"
@@ -181,28 +189,91 @@ def test_a_substitution_applies_to_both_sides_and_names_itself() -> None:
 
 
 @pytest.mark.parametrize(("spec", "why"), [
-    ("(a+)+=x", "repeats a repetition"),
-    (r"(\w+\s?)+$=x", "repeats a repetition"),
-    ("(?:a|ab)*c*(x.*)+=y", "repeats a repetition"),
     ("x*=y", "matches the empty string"),
-    ("(?=a)=y", "matches the empty string"),
-    ("[a-=y", "not a regular expression"),
-    (r"(a)=\2", "the replacement"),
+    (r"\b=y", "matches the empty string"),
+    ("(?=a)b=y", "'(?=' at position 0 (no look-around or backreference"),
+    (r"(?<=id=)[0-9a-f]{8}=<id>", "'(?<=' at position 0 (no look-around"),
+    (r"x(?!y)=z", "'(?!' at position 1"),
+    (r"(a)\1=x", "'\\\\1' at position 3 (no look-around or backreference"),
+    (r"(?P<n>a)(?P=n)=x", "'(?P=' at position 8"),
+    (r"end\Z=x", "at position 3 (write \\z)"),
+    ("a++=x", "bad repetition operator '++' at position 1"),
+    ("[a-=y", "not a pattern looptap takes: missing ]"),
+    (r"(a)=\2", "the replacement '\\\\2' cannot be used: the replacement names group '2'"),
+    (r"(a)=\n", "neither a group"),
     ("noequals", "write REGEX=REPLACEMENT"),
     ("=x", "the pattern is empty"),
     ("a" * 1001 + "=x", "longer than 1000"),
 ])
-def test_a_pattern_that_cannot_be_used_or_could_run_away_is_refused(spec: str, why: str) -> None:
+def test_a_pattern_re2_cannot_take_is_refused_in_one_line_naming_where(spec: str, why: str) -> None:
     with pytest.raises(RuleError, match=r"^substitute ") as e:
         parse_substitution(spec)
-    assert why in str(e.value) and "\n" not in str(e.value)
+    assert why in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
-def test_bounded_patterns_and_look_arounds_pass_and_split_at_the_last_equals() -> None:
-    s = parse_substitution(r"(?<=id=)[0-9a-f]{8}=<id>")
-    assert s.pattern.pattern == r"(?<=id=)[0-9a-f]{8}" and s.replacement == "<id>"
+def test_bounded_patterns_pass_split_at_the_last_equals_and_replace_as_written() -> None:
+    s = parse_substitution(r"id=[0-9a-f]{8}\b=<id>")
+    assert s.pattern.pattern == r"id=[0-9a-f]{8}\b" and s.replacement == "<id>"
     parse_substitution(r"(ab){1,3}c+=x")
     parse_substitution(r"(?:\d{2}:){2}\d{2}=<t>")
+    # groups by number and name, a doubled backslash, text beyond ASCII kept as written
+    s = parse_substitution(r"(?P<day>[0-9]{2})-([0-9]{2})=\2/\g<day> é\\")
+    assert substitute([s], "on 25-11, 01-02", ())[0] == "on 11/25 é\\, 02/01 é\\"
+
+
+# The shapes whose backtracking is exponential or polynomial (the old runaway check let the first
+# through), each with the text that makes a backtracking engine explode (of n repeats), and
+# whether that text is matched whole (else not at all).
+RUNAWAY = [
+    ("(a|a)*b", "a{n}b", True),
+    ("(a|a)*b", "a{n}c", False),
+    ("(a+)+$", "a{n}!", False),
+    (r"(\w+\s?)+$", "ab {n}!", False),
+    ("^(a|aa)+$", "a{n}", True),
+    ("(x+x+)+y", "x{n}", False),
+    ("(?:a|ab)*c*(x.*)+", "ab{n}x!", True),
+]
+
+
+def shaped(shape: str, n: int) -> str:
+    """``a{n}b`` → ``n`` times ``a``, then ``b``."""
+    unit, _, rest = shape.partition("{n}")
+    return unit * n + rest
+
+
+#: Run in a process of its own, with a CPU-time budget (tests/support/progress.py): a pattern
+#: that ran away would spin, and the budget ends it.
+_APPLY = """
+import json, sys
+from cassettes.matching.rules import parse_substitution, substitute
+from cassettes.recording.redact import Redactor
+from tests.matching.test_rules import RUNAWAY, shaped
+out = []
+for pattern, shape, _ in RUNAWAY:
+    text = shaped(shape, (1 << 20) // len(shape.partition("{n}")[0]))
+    got, spans = substitute([parse_substitution(pattern + "=<x>")], text, ())
+    masked = Redactor.configured(patterns=[pattern]).scrub(text)
+    out.append([got == "<x>", got == text, len(spans), masked.count("[REDACTED]")])
+print(json.dumps(out))
+"""
+
+
+def test_runaway_shapes_are_matched_in_linear_time_and_right() -> None:
+    """Each shape over a megabyte, as a substitution and as a redaction pattern, ends (a
+    backtracking engine needs longer than the universe's age for the first) and matches what
+    Python's engine matches on the same shape, small."""
+    r = progress.run(
+        [sys.executable, "-c", _APPLY], capture_output=True, text=True, cwd=ROOT, cpu=120
+    )
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    for (pattern, _, whole), got in zip(RUNAWAY, json.loads(r.stdout), strict=True):
+        assert got == [whole, not whole, int(whole), int(whole)], (pattern, got)
+    for pattern, shape, whole in RUNAWAY:  # small enough to backtrack through
+        small = shaped(shape, 12)
+        assert re.sub(pattern, "<x>", small) == ("<x>" if whole else small), pattern
+        assert substitute([parse_substitution(pattern + "=<x>")], small, ())[0] == re.sub(
+            pattern, "<x>", small
+        )
 
 
 # -- volatile tools ----------------------------------------------------------------------------

@@ -6,11 +6,13 @@ when the recorder exits first."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -300,3 +302,18 @@ def test_a_foreign_file_is_not_a_ready_file(tmp_path: Path) -> None:
     path.write_text(json.dumps({"schema": SCHEMA, "version": VERSION + 1}))
     with pytest.raises(CassetteFormatError, match="version"):
         read_ready(path)
+
+
+def test_a_fifo_at_the_ready_file_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """A FIFO put where a recorder will write its ready file (the recorder refuses to start): a
+    reader waiting for the file gets one line, never waits for a writer (was: forever)."""
+    path = tmp_path / "ready.json"
+    os.mkfifo(path)
+    read = (
+        "import sys\nfrom cassettes.errors import CassetteFormatError\n"
+        "from cassettes.replay.testing.ready import read_ready\n"
+        "try:\n    read_ready(sys.argv[1])\nexcept CassetteFormatError as exc:\n    print(exc)\n"
+    )  # (in a process of its own: one that waits must not hang the suite)
+    r = progress.run([sys.executable, "-c", read, path], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert "ready file" in r.stdout and "not a regular file" in r.stdout, r.stdout

@@ -262,3 +262,17 @@ def test_a_confdir_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
     proc = _run(tmp_path, "-o", "run.jsonl")
     _refused(proc, "--confdir", "is a regular file, not a directory")  # was: a traceback
     assert (tmp_path / "conf").read_text() == PRECIOUS and not (tmp_path / "run.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "name", ["mitmproxy-ca.pem", "mitmproxy-ca-cert.pem", "mitmproxy-dhparam.pem"]
+)
+def test_a_fifo_planted_in_the_confdir_is_refused_not_waited_on(tmp_path: Path, name: str) -> None:
+    """mitmproxy reads its CA and DH files at start, looptap the CA certificate: a FIFO at one
+    of them is refused in one line (was: the start waited for a writer forever)."""
+    assert _run(tmp_path, "-o", "first.jsonl").returncode == 0  # the CA made
+    (tmp_path / "conf" / name).unlink()
+    os.mkfifo(tmp_path / "conf" / name)
+    proc = _run(tmp_path, "-o", "run.jsonl")
+    _refused(proc, name, "not a regular file")
+    assert not (tmp_path / "run.jsonl").exists()

@@ -129,7 +129,7 @@ def test_the_proposed_rules_make_two_days_match_and_a_real_change_still_diverges
     assert proposal.ignore == ["openai_chat:metadata.session"]
     assert proposal.substitute == [
         r"\b(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b=<weekday>",
-        r"(?<=run\-)[0-9a-f]{8}(?![A-Za-z0-9])=<id>",
+        r"run\-[0-9a-f]{8}\b=run-<id>",
     ]
 
     # The printed block, read back as the project would, makes the replay match ...

@@ -139,9 +139,9 @@ def test_the_rules_proposed_from_two_days_make_the_next_days_fork_match_and_noth
     # the date and the scan's uuid
     assert "tolerated by the built-in detectors (no rule needed)" in out
     block = out[out.index("[tool.looptap]"):]
-    assert "<weekday>" in block and "(?<=run\\-)[0-9a-f]{8}" in block and "ignore" not in block, (
-        block
-    )
+    assert (
+        "<weekday>" in block and "run\\-[0-9a-f]{8}\\b=run-<id>" in block and "ignore" not in block
+    ), block
 
     # Without the rules the day-2 fork fails at turn 0 (the weekday, the run id); nothing is sent.
     refused, live = _fork(tmp_path)

@@ -465,13 +465,15 @@ def _substitution(kind: str, token: str, before: str, after: str) -> str | None:
             "<weekday>" if token in _WEEKDAYS else "<month>",
         )
         return _checked(f"{body}={repl}")
+    # (RE2 matches user patterns: no look-around, so the anchor is matched and written back; the
+    # anchors' characters need no escape in a replacement)
     body = f"{_charset(token)}{{{len(token)}}}"
     left = _LEFT.search(before)
     if left is not None and left.group():
-        return _checked(f"(?<={re.escape(left.group())}){body}(?![A-Za-z0-9])=<id>")
+        return _checked(f"{re.escape(left.group())}{body}\\b={left.group()}<id>")
     right = _RIGHT.match(after)
     if right is not None and right.group():
-        return _checked(f"(?<![A-Za-z0-9]){body}(?={re.escape(right.group())})=<id>")
+        return _checked(f"\\b{body}{re.escape(right.group())}=<id>{right.group()}")
     return None
 
 

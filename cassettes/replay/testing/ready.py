@@ -13,9 +13,9 @@ upstream URL is written without user, password, query or fragment.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Literal, TypedDict
 from urllib.parse import urlsplit
@@ -30,6 +30,7 @@ from cassettes.storage.paths import (
     same_path,
     write_new,
 )
+from cassettes.storage.store import open_regular
 
 __all__ = [
     "SCHEMA",
@@ -102,14 +103,12 @@ def _is_ready_file(path: Path) -> bool:
     """Whether ``path`` is a ready file a recorder of this user left (at most 1 MiB is read, no link
     followed): the one existing file ``--ready-file`` may replace."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open_regular(path, follow=False) as f:
+            if os.fstat(f.fileno()).st_uid != os.geteuid():
+                return False
+            raw = f.read(1 << 20)
     except OSError:
         return False
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            return False
-        raw = f.read(1 << 20)
     try:
         obj = json.loads(raw)
     except ValueError:
@@ -160,11 +159,12 @@ def remove_ready(path: str | Path, created: FileId | None) -> bool:
 def read_ready(path: str | Path) -> Ready | None:
     """The ready file at ``path``, or ``None`` while there is none. Raises
     :class:`CassetteFormatError` for a file that is not a ready file of this version."""
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        return None
+    try:  # (a FIFO or a device is refused, never waited on)
+        with open_regular(path) as f:
+            raw = f.read(1 << 20)
     except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
         raise CassetteFormatError(
             f"cannot read the recorder's ready file {path}: {exc.strerror or exc}"
         ) from None

@@ -1,0 +1,109 @@
+"""A FIFO put where looptap keeps its own files (issue 53 item 4): a kept analysis, its printed
+views, the recorder's claim, the machine key, the price memo. ``looptap show`` opens each without
+blocking and refuses anything but a regular file (``storage.store.open_regular``), so it ends and
+prints the run as it does without one; before, opening the FIFO waited for a writer forever.
+
+A hang is told by lack of progress (tests/support/progress.py): a process blocked in ``open``
+uses no CPU time and does no I/O."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from cassettes.analysis.price_memo import FILE_NAME as MEMO
+from cassettes.reading import kept
+from tests.support import progress
+from tests.support.huge import write_huge
+from tests.support.recorder import clean_env
+
+#: Round trips of the run: over kept.MIN_BYTES, so that a kept analysis is looked for.
+ROUND_TRIPS = 2000
+
+
+def _show(run: Path, env: dict[str, str]) -> str:
+    r = progress.run(
+        [sys.executable, "-m", "cassettes.cli", "show", str(run)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    return str(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = write_huge(tmp_path_factory.mktemp("planted") / "run.jsonl", ROUND_TRIPS)
+    assert path.stat().st_size >= kept.MIN_BYTES
+    return path
+
+
+@pytest.fixture(scope="module")
+def shown(run: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """What ``show`` prints with nothing planted (no cache, no state)."""
+    where = tmp_path_factory.mktemp("plain")
+    env = clean_env(LOOPTAP_CACHE_DIR=str(where / "cache"), LOOPTAP_STATE_DIR=str(where / "st"))
+    out = _show(run, env)
+    assert f"{ROUND_TRIPS:,} round trips" in out
+    return out
+
+
+@pytest.mark.parametrize("planted", ["kept", "views", "keeping", "key", "memo"])
+def test_show_ends_and_prints_the_run_past_a_fifo(
+    planted: str, run: Path, shown: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache, state = tmp_path / "cache", tmp_path / "state"
+    env = clean_env(LOOPTAP_CACHE_DIR=str(cache), LOOPTAP_STATE_DIR=str(state))
+    monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(cache))
+    where = kept.location(run)
+    assert where is not None
+    path = {
+        "kept": where,
+        "views": where.with_suffix(".views"),
+        "keeping": where.with_suffix(".keeping"),
+        "key": state / "parse.key",
+        "memo": state / MEMO,
+    }[planted]
+    if planted == "views":  # (read only with a kept analysis: one kept first)
+        assert _show(run, env) == shown
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.mkfifo(path, 0o600)
+    assert _show(run, env) == shown
+    assert _show(run, env) == shown  # and again, past whatever the first one kept
+
+
+_SWAPPED = """
+import os, sys
+from cassettes.reading.incremental import RunReader
+reader = RunReader(sys.argv[1])
+while not reader.step().at_end:
+    pass
+os.unlink(sys.argv[1])
+os.mkfifo(sys.argv[1])
+try:
+    reader.exchange_by_seq(0)
+except OSError as exc:
+    print(exc)
+"""
+
+
+def test_a_run_swapped_for_a_fifo_while_read_is_an_error_not_a_wait(
+    run: Path, tmp_path: Path
+) -> None:
+    """A viewer reads a round trip again from disk when it is shown: the file it follows, swapped
+    for a FIFO meanwhile, is one error (was: the viewer waited for a writer forever)."""
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(run.read_bytes())
+    r = progress.run(
+        [sys.executable, "-c", _SWAPPED, str(path)], capture_output=True, text=True, env=clean_env()
+    )
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert (
+        r.stdout.strip() == f"{path}: not a regular file (a device, pipe or socket is never read)"
+    )
