@@ -2,8 +2,10 @@
 
 A consequence keeps its message and gets ``details.caused_by`` (the cause's code) and
 ``details.caused_by_seq`` (the round trip the cause is on); it keeps no severity of its own (info):
-the cause carries it. Every renderer reads this one fold (``show`` text and JSON, the inspector,
-``looptap mcp``, the pytest helpers) and orders with :func:`ordered_findings`.
+the cause carries it. The analysis keeps each turn's findings and the run's in the order of
+:func:`ordered_findings` (root causes by severity, each followed by what it caused), and every view
+shows them in that order (``show`` text and JSON, the inspector, the HTML page, ``looptap mcp``,
+the pytest helpers): none sorts them again.
 
 Which finding follows from which is the table :data:`CAUSES`; wrong tool-call ids are also
 *named* here (``C.wrong_tool_call_id``, made from the orphan results and dropped calls it
