@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from cassettes.hints import count
 from proxy import messages
 from proxy.pipe import SETTLE, FrameReader, enlarge_pipe, frame, write_parts
 
@@ -444,19 +445,21 @@ class Handoff:
             self._count_lost(
                 len(waiting) - never,
                 "the writer process stopped before storing them",
-                f"the writer process stopped; {len(waiting) - never} round trips not recorded",
+                f"the writer process stopped; {count(len(waiting) - never, 'round trip')} not "
+                "recorded",
             )
         if never:
             self._count_lost(
                 never,
                 "never handed to the writer",
-                f"{never} round trips were never handed to the writer",
+                f"{count(never, 'round trip')} {'was' if never == 1 else 'were'} never handed to "
+                "the writer",
             )
 
     def _count_lost(self, n: int, why: str, said: str) -> None:
         with self._done:
             self.storage_errors += n
-            self.lost.append(f"{n} round trips: {why}")
+            self.lost.append(f"{count(n, 'round trip')}: {why}")
             self._done.notify_all()
         messages.error(f"STORAGE ERROR: {said}")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cassettes.hints import count
 from cassettes.why.interventions import Intervention
 from cassettes.why.stats import wilson
 
@@ -57,8 +58,13 @@ class Tally:
         if i.missing is not None:
             return f"{head}: not run: {i.missing}"
         if not self.samples:
-            return f"{head}: no sample could be judged ({self.invalid} branches invalid)"
-        extra = f"; {self.invalid} invalid branches left out" if self.invalid else ""
+            invalid = count(self.invalid, "branch", "branches")
+            return f"{head}: no sample could be judged ({invalid} invalid)"
+        extra = (
+            f"; {count(self.invalid, 'invalid branch', 'invalid branches')} left out"
+            if self.invalid
+            else ""
+        )
         return f"{head}: flipped {self.flips}/{self.samples} (95% CI {low:.2f}–{high:.2f}){extra}"
 
 
@@ -115,7 +121,8 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     if best.flips == 0:
         return Verdict(
             False,
-            f"nothing flipped the outcome in {best.samples} samples of any intervention: not "
+            f"nothing flipped the outcome in {count(best.samples, 'sample')} of any intervention: "
+            "not "
             f"determined with K={samples}; {more}, or the cause is not among these suspects",
             None,
             [],

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cassettes.errors import CassetteError, ReplayMiss
+from cassettes.hints import count
 
 # Everything else is imported where it is used: this module loads in every pytest session of every
 # project that has looptap installed, whether a test uses it or not.
@@ -818,10 +819,12 @@ def _store_recording(session: LooptapSession, rec: Path, reports: list[str], nod
         with CassetteWriter(session.path) as w:
             for ex in new:
                 w.append(ex)
-        reports.append(f"{nodeid}: recorded {len(new)} new round trips into {session.path}")
+        reports.append(
+            f"{nodeid}: recorded {count(len(new), 'new round trip')} into {session.path}"
+        )
     else:
         _place_recording(rec, session.path)
-        reports.append(f"{nodeid}: recorded {len(new)} round trips into {session.path}")
+        reports.append(f"{nodeid}: recorded {count(len(new), 'round trip')} into {session.path}")
 
 
 def _place_recording(rec: Path, path: Path) -> None:
