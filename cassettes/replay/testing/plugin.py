@@ -48,7 +48,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cassettes.errors import CassetteError, ReplayMiss
-from cassettes.hints import count
 
 # Everything else is imported where it is used: this module loads in every pytest session of every
 # project that has looptap installed, whether a test uses it or not.
@@ -808,6 +807,7 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
 def _store_recording(session: LooptapSession, rec: Path, reports: list[str], nodeid: str) -> None:
     """This test's recording put into its cassette (appended in ``new_episodes``). Raises
     :class:`CassetteError`."""
+    from cassettes.hints import count
     from cassettes.reading.run import open_run
     from cassettes.recording.pipeline import CassetteWriter
 
