@@ -105,9 +105,8 @@ class Navigation:
         listed; from a turn without one, ``f`` starts at the worst and ``F`` at the last."""
         screen = self.screen
         rows = screen.turn_list.turns
-        walk = list(
-            dict.fromkeys(f.seq for f in ordered_findings(f for t in rows for f in t.findings))
-        )
+        found = ordered_findings(f for t in rows for f in t.findings)
+        walk = list(dict.fromkeys(f.seq for f in found if f.seq is not None))
         here = screen.turn_list.selected_seq
         if here in walk:
             i = walk.index(here) + direction

@@ -174,7 +174,8 @@ def test_export_html_output_rules(demo_cassette: Path, tmp_path: Path) -> None:
     assert done.returncode == 0 and f"→ {page.name}" in done.stderr, done.stderr
     assert page.read_bytes() == first and not demo_cassette.with_suffix(".html").exists()
     again = _looptap("export", "--html", str(demo_cassette), cwd=here)
-    assert again.returncode == 2 and "exists (-o names another; --force replaces it)" in again.stderr
+    assert again.returncode == 2, again.stderr
+    assert "exists (-o names another; --force replaces it)" in again.stderr
     assert page.read_bytes() == first
     assert "--html" in _refused("export", str(demo_cassette), "-o", str(tmp_path / "x.html"))
     assert "both name" in _refused(
