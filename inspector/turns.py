@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from cassettes.analysis.dispatch import ordered_findings
 from cassettes.analysis.model import Finding
 from cassettes.views.growth import GrowthBar
 from cassettes.views.summary import TurnSummary
@@ -90,9 +91,10 @@ class TurnIndex:
         )
 
     def findings(self) -> list[Finding]:
-        """Every finding of the run, in recording order."""
+        """Every finding of the run, root causes first (the core's order, as the HTML page and
+        ``show`` list them)."""
         summaries = self.source.summaries
-        return [f for s in self.order for f in summaries[s].findings]
+        return ordered_findings(f for s in self.order for f in summaries[s].findings)
 
     def finding_count(self) -> int:
         summaries = self.source.summaries

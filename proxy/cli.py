@@ -363,7 +363,7 @@ def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
     from decimal import Decimal
 
     from cassettes.hints import looptap_command
-    from cassettes.views.money import money
+    from cassettes.views.money import ESTIMATED_NOTE, money
     from cassettes.views.view import count
 
     by_layer = {
@@ -380,11 +380,7 @@ def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
     cost = (
         money(sum(known, Decimal(0)), guessed)
         + ("" if len(known) == len(costs) else " (some prices unknown)")
-        + (
-            " (estimated: list prices by model name; the host is not a known provider)"
-            if guessed
-            else ""
-        )
+        + (f" ({ESTIMATED_NOTE.removeprefix('~: ')})" if guessed else "")
         if known
         else "unknown"
     )

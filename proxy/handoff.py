@@ -444,19 +444,19 @@ class Handoff:
             self._count_lost(
                 len(waiting) - never,
                 "the writer process stopped before storing them",
-                f"the writer process stopped; {len(waiting) - never} round trips not recorded",
+                f"the writer process stopped; {_trips(len(waiting) - never)} not recorded",
             )
         if never:
             self._count_lost(
                 never,
                 "never handed to the writer",
-                f"{never} round trips were never handed to the writer",
+                f"{_trips(never)} {'was' if never == 1 else 'were'} never handed to the writer",
             )
 
     def _count_lost(self, n: int, why: str, said: str) -> None:
         with self._done:
             self.storage_errors += n
-            self.lost.append(f"{n} round trips: {why}")
+            self.lost.append(f"{_trips(n)}: {why}")
             self._done.notify_all()
         messages.error(f"STORAGE ERROR: {said}")
 
@@ -474,3 +474,9 @@ def _read_available(fd: int, reader: FrameReader) -> bool:
         if not data:
             return False
         reader.feed(data)
+
+
+def _trips(n: int) -> str:
+    """``1 round trip``, ``2 round trips`` (cassettes.hints.count's words: the proxy process
+    imports no more of cassettes/ than the pipe's protocol)."""
+    return f"{n:,} round trip{'' if n == 1 else 's'}"

@@ -659,6 +659,7 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
 
     async def flush() -> None:
         await loop.run_in_executor(None, rec.addon.handoff.flush)
+        # machine-read (cassettes/replay/testing/recording.py _FLUSHED): its words stay as they are
         messages.emit(f"{FLUSHED} {rec.addon.handoff.recorded} round trips stored")
 
     def on_flush() -> None:

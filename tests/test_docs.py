@@ -37,3 +37,24 @@ def test_links_resolve(page: Path) -> None:
 def test_readme_is_short() -> None:
     """What looptap is, the two set-up commands, one example per job, links (details in docs/)."""
     assert len((ROOT / "README.md").read_text().splitlines()) <= 90
+
+
+def test_the_docs_index_links_every_page_and_the_readme_links_the_index() -> None:
+    """Issue 54: 12 pages of docs/ could not be reached from the README (show-json.md, the schema
+    the README advertises, from nowhere). docs/README.md links every page; the README links it."""
+    docs = ROOT / "docs"
+    index = docs / "README.md"
+    linked = {(docs / t.partition("#")[0]).resolve() for t in LINK.findall(index.read_text())}
+    pages = {p.resolve() for p in docs.glob("*.md")} - {index.resolve()}
+    assert not pages - linked, sorted(p.name for p in pages - linked)
+    assert "](docs/README.md)" in (ROOT / "README.md").read_text()
+    # and so every page is reachable from the README
+    seen, todo = set(), [ROOT / "README.md"]
+    while todo:
+        page = todo.pop()
+        for t in LINK.findall(page.read_text()):
+            dest = (page.parent / t.partition("#")[0]).resolve()
+            if dest.suffix == ".md" and dest.exists() and dest not in seen:
+                seen.add(dest)
+                todo.append(dest)
+    assert pages <= seen, sorted(p.name for p in pages - seen)

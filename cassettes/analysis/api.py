@@ -64,6 +64,7 @@ from cassettes import providers
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
 from cassettes.analysis.emission import cut_calls
 from cassettes.analysis.model import ApiReport, Finding, Severity
+from cassettes.hints import count
 from cassettes.models import ApiError, FinishReason, NormalisedResponse
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build", "same_model"]
@@ -453,7 +454,7 @@ def check_stream_truncated(ctx: TurnContext) -> Iterator[Finding]:
     e = ctx.turn.e
     got = []
     if e.text:
-        got.append(f"{len(e.text)} characters of text")
+        got.append(f"{count(len(e.text), 'character')} of text")
     if e.tool_calls:
         got.append(f"{len(e.tool_calls)} tool call(s)")
     yield ctx.finding(

@@ -173,8 +173,11 @@ class Segments(_Model):
     user: int = 0
     assistant: int = 0
     tool_results: int = 0
-    #: Of the above, what this turn appended (new input, not history re-sent).
+    #: Of the above, what this turn appended (new input, not history re-sent; on a
+    #: conversation's first turn, all of it).
     new: int = 0
+    #: Of ``new``, the tool results (the rest of it is user and assistant messages).
+    new_tool_results: int = 0
 
 
 class TokenCount(_Model):
@@ -218,6 +221,8 @@ class Turn(_Model):
     a: ApiReport
     c: Dispatch
     tokens: TokenCount
+    #: Root causes first, each followed by what it caused
+    #: (:func:`~cassettes.analysis.dispatch.ordered_findings`).
     findings: list[Finding] = Field(default_factory=list)
 
 
@@ -301,6 +306,7 @@ class RunAnalysis(_Model):
     conversations: Sequence[Conversation] = Field(default_factory=list)
     #: Turns by seq (LLM generation round trips only).
     turns: dict[int, Turn] = Field(default_factory=dict)
+    #: The run's, in the same order as a turn's (root causes first, by severity).
     findings: list[Finding] = Field(default_factory=list)
     #: Checks that failed with an internal error (the rest of the analysis still ran).
     errors: list[str] = Field(default_factory=list)

@@ -676,6 +676,8 @@ class RunAnalyser:
                     candidates=link.ambiguous,
                 )
             )
+        # root causes first, each followed by what it caused: the one order every view shows
+        turn.findings[:] = dispatch.ordered_findings(turn.findings)
 
     def _settle(self, ctx: TurnContext) -> None:
         """Keep of a judged turn only what a later turn reads of it."""
@@ -867,11 +869,10 @@ class RunAnalyser:
                 self._apply_final(f, last)
             last.trim()
         if self._keep_turns:
-            result.findings = [f for t in result.turns.values() for f in t.findings]
+            found = [f for t in result.turns.values() for f in t.findings]
         else:
-            result.findings = [
-                f for _, fs in sorted(self._flagged.values(), key=lambda p: p[0]) for f in fs
-            ]
+            found = [f for _, fs in sorted(self._flagged.values(), key=lambda p: p[0]) for f in fs]
+        result.findings = dispatch.ordered_findings(found)
         return result
 
     def _final_findings(
@@ -907,6 +908,7 @@ class RunAnalyser:
         if findings is None:
             return
         findings.append(f)
+        findings[:] = dispatch.ordered_findings(findings)  # in place: the list its readers hold
         if (
             not self._keep_turns
             and f.seq is not None

@@ -34,7 +34,10 @@ each turn, so a turn costs time proportional to what it added, not to the whole 
 **Cost.** From ``genai-prices`` (offline data shipped with the library; never a hand-typed
 table): the provider is found from the request URL when genai-prices knows the host; otherwise
 the adapter's :attr:`~cassettes.providers.Profile.price_provider` (the vendor its wire format
-implies; OpenAI-format hosts have none), else the price is unknown. The model is the served one,
+implies), else (OpenAI-format hosts have none) the model's list price by its name. A price at a
+host genai-prices does not know is an estimate whatever the family (a gateway or a proxy may
+charge otherwise), and so is a price of token counts looptap estimated: ``price_estimated``,
+shown ``~``. The model is the served one,
 or the requested one when nothing was served or the two name the same model
 (``models/gemini-2.5-pro`` vs ``gemini-2.5-pro``). The usage passed uses genai-prices' keys, which
 follow the same inclusive convention (its ``input_tokens`` includes cache reads/writes; cached
@@ -132,10 +135,13 @@ def _message_vec(m: Message) -> Vec:
     home = (
         _SYS
         if role in ("system", "developer")
+        else _RESULTS
+        # a message of tool results only, whatever its role: Anthropic's and Bedrock's ``user``
+        # carrying them is the ``tool`` message of OpenAI's wire (so its template tokens too)
+        if role in ("tool", "function")
+        or (m.parts and all(p.kind == "tool_result" for p in m.parts))
         else _USER
         if role == "user"
-        else _RESULTS
-        if role in ("tool", "function")
         else _ASSIST
     )
     out[home] += MESSAGE_OVERHEAD
@@ -359,9 +365,11 @@ def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str
         provider_id = adapter.profile.price_provider if adapter is not None else None
         if provider_id is None:
             return _price_by_name(ctx, usage, models, host)
+        # the wire format names the vendor, not who charges: a gateway or proxy may charge
+        # otherwise, so this is the list price, estimated, as for a host of no known family
         how = (
             f" (host {host} not known to genai-prices; priced "
-            f"as {provider_id}, from the API family)"
+            f"as {provider_id}, from the API family; a gateway or proxy may charge otherwise)"
         )
     context = adapter.profile.price_context(ctx.rt.response) if adapter is not None else {}
     for model in models:
@@ -377,7 +385,10 @@ def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str
             continue
         except (ValueError, ArithmeticError) as exc:  # usage genai-prices rejects (cache > input …)
             return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
-        return total, f"genai-prices {_PRICES_VERSION}: {prov}/{model_id}{how}"
+        return (
+            total,
+            f"{'estimated: ' if how else ''}genai-prices {_PRICES_VERSION}: {prov}/{model_id}{how}",
+        )
     return (
         None,
         f"no price: genai-prices {_PRICES_VERSION} does "
@@ -405,28 +416,35 @@ def build(ctx: TurnContext) -> TokenCount:
     system_est = sum(_part_tokens(p) for p in req.system) if req is not None else 0
     system_est = max(0, system_est - own[_SYS_PARTS])
     tools_est = _tools_tokens(ctx.tools)
-    weights = [system_est + hist[_SYS], tools_est, hist[_USER], hist[_ASSIST], hist[_RESULTS]]
+    # what the request carries, re-sent and new apart, each part in one slot (system messages
+    # with the system prompt): scaled together, the parts add up and the new ones are theirs
+    old = _sub(hist, new_hist)
+    weights = [
+        system_est + hist[_SYS],
+        tools_est,
+        old[_USER],
+        old[_ASSIST],
+        old[_RESULTS],
+        new_hist[_USER],
+        new_hist[_ASSIST],
+        new_hist[_RESULTS],
+    ]
     est_input = sum(weights)
-    new_est = sum(new_hist[:_SYS_PARTS]) + (system_est + tools_est if ctx.prev is None else 0)
     usage: Usage | None = ctx.rt.response.usage if ctx.rt.response is not None else None
     tv = _counts(ctx, usage, est_input)
     # a reported input
     if tv.input is not None and usage is not None and usage.input_tokens is not None:
         parts = apportion(weights, tv.input)
-        new = (
-            tv.input
-            if ctx.prev is None
-            else min(tv.input, round(new_est * tv.input / est_input) if est_input else 0)
-        )
     else:
-        parts, new = weights, new_est
+        parts = weights
     tv.segments = Segments(
         system=parts[0],
         tools=parts[1],
-        user=parts[2],
-        assistant=parts[3],
-        tool_results=parts[4],
-        new=new,
+        user=parts[2] + parts[5],
+        assistant=parts[3] + parts[6],
+        tool_results=parts[4] + parts[7],
+        new=sum(parts) if ctx.prev is None else sum(parts[5:]),
+        new_tool_results=parts[7],
     )
     _cost(ctx, tv, usage, mem)
     if tv.input is not None:
@@ -492,11 +510,12 @@ def _cost(ctx: TurnContext, tv: TokenCount, usage: Usage | None, mem: _ConvToken
     else:
         price_usage = {"input_tokens": tv.input or 0, "output_tokens": tv.output or 0}
     tv.cost, tv.price_source = _price(ctx, price_usage)
-    tv.price_estimated = tv.price_source.startswith("estimated:")
     if tv.cost is None:
         mem.unknown += 1
         return
-    mem.cost = (mem.cost or Decimal(0)) + tv.cost
-    mem.estimated = mem.estimated or tv.price_estimated
     if tv.source == "estimated":
         tv.price_source += " (on estimated tokens)"
+    # a list price at a host that may charge otherwise, or any price of estimated counts
+    tv.price_estimated = tv.price_source.startswith("estimated:") or tv.source == "estimated"
+    mem.cost = (mem.cost or Decimal(0)) + tv.cost
+    mem.estimated = mem.estimated or tv.price_estimated

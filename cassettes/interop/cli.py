@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError, CassetteFormatError
+from cassettes.hints import count
 
 __all__ = ["cmd_export", "cmd_textconv", "register_export", "register_textconv"]
 
@@ -20,7 +21,7 @@ class ExportUsageError(CassetteError, ValueError):
     """The export command line asks for something it cannot do."""
 
 
-def _export_target(path: str, args: argparse.Namespace) -> Any:
+def _export_target(path: str, args: argparse.Namespace, unnamed: bool = False) -> Any:
     """Where an export goes, checked before anything is read (storage/paths.py): ``None`` for
     stdout; the input itself, a link, a directory, a device, a FIFO or a socket is refused, and an
     existing file unless ``--force`` (an empty one of this user is taken)."""
@@ -30,9 +31,12 @@ def _export_target(path: str, args: argparse.Namespace) -> Any:
         return None
     if same_path(path, args.file):
         raise UnsafePath(f"the export {path} is the run it exports: give it a path of its own")
-    return check_target(
-        path, "the export", force=args.force, hint="--force replaces it; '-' writes to stdout"
+    hint = (
+        "-o names another; --force replaces it"  # a name looptap chose (--html without -o)
+        if unnamed
+        else "--force replaces it; '-' writes to stdout"
     )
+    return check_target(path, "the export", force=args.force, hint=hint)
 
 
 def _write_chunks(target: Any, chunks: Iterable[bytes]) -> None:
@@ -67,17 +71,14 @@ def _header(values: list[str] | None) -> dict[str, str]:
 
 
 def _html_output(args: argparse.Namespace) -> str | None:
-    """Where ``--html`` writes (``-o``; ``None``: no page asked for); each needs the other."""
+    """Where ``--html`` writes (``None``: no page asked for): ``-o``, else the run's name as
+    ``NAME.html`` in the current directory (as ``import`` names its cassette: never beside the
+    input), which, not named by the user, is never replaced (``--force`` does)."""
     if not (getattr(args, "html", False) or getattr(args, "output", None)):
         return None
     if not args.html:
         raise ExportUsageError("-o names the --html page: looptap export --html RUN -o run.html")
-    if not args.output:
-        raise ExportUsageError(
-            "--html writes to the file -o names: looptap export "
-            "--html RUN -o run.html ('-o -' = stdout)"
-        )
-    output: str = args.output
+    output: str = args.output or Path(args.file).with_suffix(".html").name
     return output
 
 
@@ -114,7 +115,7 @@ def _export_otel_file(run: Any, args: argparse.Namespace, target: Any) -> str:
             yield orjson.dumps(req, option=orjson.OPT_APPEND_NEWLINE)
 
     _write_chunks(target, lines())
-    return f"{n} spans → {args.otel}"
+    return f"{count(n, 'span')} → {args.otel}"
 
 
 def _export_otel_endpoint(run: Any, args: argparse.Namespace, headers: dict[str, str]) -> str:
@@ -127,10 +128,10 @@ def _export_otel_endpoint(run: Any, args: argparse.Namespace, headers: dict[str,
         n += _spans(req)
         status, sent = send(req, args.otel_endpoint, protocol=args.otel_protocol, headers=headers)
         posts += sent
-    in_posts = f", {posts} requests" if posts > 1 else ""
+    in_posts = f", {count(posts, 'request')}" if posts > 1 else ""
     # The endpoint may carry credentials (user:password@, ?api_key=…): never printed.
     shown = Redactor().url(traces_url(args.otel_endpoint))
-    return f"{n} spans → {shown} (HTTP {status}{in_posts})"
+    return f"{count(n, 'span')} → {shown} (HTTP {status}{in_posts})"
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -140,7 +141,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not (args.otel or args.otel_endpoint or args.har or html):
         raise ExportUsageError(
             "nothing to export: give --otel FILE, --otel-endpoint "
-            "URL, --har FILE and/or --html -o FILE"
+            "URL, --har FILE and/or --html [-o FILE]"
         )
     headers = _header(args.otel_header)
     _distinct_outputs(
@@ -152,7 +153,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     )
     otel_target = _export_target(args.otel, args) if args.otel else None
     har_target = _export_target(args.har, args) if args.har else None
-    html_target = _export_target(html, args) if html else None
+    html_target = _export_target(html, args, unnamed=not args.output) if html else None
     from cassettes.views.progress import reading_line
 
     with reading_line(Path(args.file).name) as progress:
@@ -170,7 +171,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         from cassettes.interop.har import har_chunks
 
         _write_chunks(har_target, har_chunks(run))
-        said.append(f"{len(run.exchanges)} HAR entries → {args.har}")
+        said.append(f"{count(len(run.exchanges), 'HAR entry', 'HAR entries')} → {args.har}")
     if html:
         said.append(write_html_report(run, html_target, html))
     if not args.quiet:
@@ -188,7 +189,8 @@ def write_html_report(run: Any, target: Any, shown: str) -> str:
     data = report_data(run)
     page = render_html(data).encode()
     _write_chunks(target, [page])
-    return f"{data['totals']['turns']} turns as a web page ({len(page) / 1024:,.0f} KB) → {shown}"
+    turns = count(data["totals"]["turns"], "turn")
+    return f"{turns} as a web page ({len(page) / 1024:,.0f} KB) → {shown}"
 
 
 def register_export(sub: Any) -> None:
@@ -244,11 +246,15 @@ def register_export(sub: Any) -> None:
     p.add_argument(
         "--html",
         action="store_true",
-        help="write the run as one self-contained web page to -o (turns, messages, findings, "
-        "growth chart; needs the html extra)",
+        help="write the run as one self-contained web page (turns, messages, findings, growth "
+        "chart; needs the html extra) to -o, else to RUN.html in the current directory",
     )
     p.add_argument(
-        "-o", "--output", metavar="OUT.html", help="where --html writes the page ('-' = stdout)"
+        "-o",
+        "--output",
+        metavar="OUT.html",
+        help="where --html writes the page ('-' = stdout; default: the run's name as NAME.html "
+        "in the current directory)",
     )
     p.add_argument(
         "--force",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from cassettes.errors import CassetteError
+from cassettes.hints import count
 from cassettes.untrusted import clean
 
 if TYPE_CHECKING:
@@ -125,12 +126,12 @@ def safe_json(value: Any, limit: int, depth: int = 0) -> Any:
         items = list(value.items())
         out = {text(str(k), 80): safe_json(v, limit, depth + 1) for k, v in items[:50]}
         if len(items) > 50:
-            out["…"] = f"{len(items) - 50} more keys"
+            out["…"] = count(len(items) - 50, "more key")
         return out
     if isinstance(value, list):
         out_l = [safe_json(v, limit, depth + 1) for v in value[:50]]
         if len(value) > 50:
-            out_l.append(f"…{len(value) - 50} more items")
+            out_l.append(f"…{count(len(value) - 50, 'more item')}")
         return out_l
     return value
 
@@ -215,11 +216,11 @@ def encode(answer: dict[str, Any], max_bytes: Any = DEFAULT_BYTES) -> str:
 def _cut(value: Any, items: int) -> Any:
     if isinstance(value, dict):
         return {k: _cut(v, items) for k, v in list(value.items())[:items]} | (
-            {"…": f"{len(value) - items} more keys"} if len(value) > items else {}
+            {"…": count(len(value) - items, "more key")} if len(value) > items else {}
         )
     if isinstance(value, list):
         return [_cut(v, items) for v in value[:items]] + (
-            [f"…{len(value) - items} more items"] if len(value) > items else []
+            [f"…{count(len(value) - items, 'more item')}"] if len(value) > items else []
         )
     return value
 

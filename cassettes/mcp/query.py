@@ -28,9 +28,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis.dispatch import is_consequence, ordered_findings
+from cassettes.analysis.dispatch import is_consequence
 from cassettes.analysis.model import Turn
 from cassettes.errors import CassetteError
+from cassettes.hints import count
 from cassettes.mcp.answers import (
     DEFAULT_BYTES,
     DEFAULT_CHARS,
@@ -306,7 +307,7 @@ class Runs:
         convs = [conversation_row(c, a, ends) for c in a.conversations]
         # The root causes are the answer: their messages get room (the top one whole up to 1,000
         # characters), and the conversations are paged into what is left, before any text is cut.
-        found = [f for f in ordered_findings(a.findings) if not is_consequence(f)][:8]
+        found = [f for f in a.findings if not is_consequence(f)][:8]
         roots = [finding_part(f, 1000 if i == 0 else 400) for i, f in enumerate(found)]
         out = self._overview(path, r, ends)
         while len(roots) > 1 and json_size(out) + json_size(roots) > byte_budget(max_bytes) - 300:
@@ -350,10 +351,9 @@ class Runs:
                 severity=str(severity),
             )
         _, r = self.open(run)
-        fs = ordered_findings(r.analysis.findings)
         fs = [
             f
-            for f in fs
+            for f in r.analysis.findings
             if (layer is None or f.layer == layer)
             and _SEV.get(f.severity.value, 3) <= least
             and (code is None or f.code == code)
@@ -382,7 +382,8 @@ class Runs:
                 seqs = [ex.seq for ex in r.exchanges if ex.seq is not None]
                 span = f"#{min(seqs)} to #{max(seqs)}" if seqs else "none"
                 raise QueryError(
-                    f"seq {seq} is out of range: this run has {len(seqs)} round trips ({span}); "
+                    f"seq {seq} is out of range: this run has "
+                    f"{count(len(seqs), 'round trip')} ({span}); "
                     "run_summary lists its turns"
                 )
             raise QueryError(
@@ -633,7 +634,7 @@ def _message_whole(
     """Message ``message`` of turn ``t``'s request, whole up to ``chars`` characters a text; its
     texts shortened until it fits ``max_bytes``."""
     if not 0 <= message < len(msgs):
-        raise QueryError(f"the request of #{t.seq} has {len(msgs)} messages (0-based)")
+        raise QueryError(f"the request of #{t.seq} has {count(len(msgs), 'message')} (0-based)")
     budget = byte_budget(max_bytes)
     whole = max(1, min(chars, budget)) if chars else budget
     answer = wrap(

@@ -7,7 +7,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from cassettes.analysis.dispatch import ordered_findings
 from cassettes.analysis.model import Conversation, Finding, RunAnalysis, Turn
 from cassettes.mcp.answers import byte_budget, json_size, safe_json, shrink, text
 from cassettes.models import Message
@@ -122,7 +121,7 @@ def turn_body(
         "previous_seq": t.previous_seq,
         "next_seq": after,
         "family": t.family,
-        "findings": [finding_part(f, chars) for f in ordered_findings(t.findings)],
+        "findings": [finding_part(f, chars) for f in t.findings],
         "recorded": {
             "C_sent": _sent(t, msgs, chars),
             "E_emitted": _emitted(t, chars),

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cassettes.errors import CassetteError, CassetteFormatError
+from cassettes.hints import count
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.held import Held
 from cassettes.wire.exchange import Exchange
@@ -168,7 +169,7 @@ class RunConversation(list["Turn"]):
         self.title = title
 
     def __repr__(self) -> str:
-        return f"RunConversation({self.id!r}, {len(self)} turns)"
+        return f"RunConversation({self.id!r}, {count(len(self), 'turn')})"
 
 
 class Run:
@@ -484,11 +485,11 @@ class Run:
 
     def assert_turns_at_most(self, n: int) -> None:
         if len(self.turns) > n:
-            raise AssertionError(f"the run took {len(self.turns)} turns, more than {n}")
+            raise AssertionError(f"the run took {count(len(self.turns), 'turn')}, more than {n}")
 
     def assert_tokens_at_most(self, n: int) -> None:
         if self.total_tokens > n:
-            raise AssertionError(f"the run used {self.total_tokens} tokens, more than {n}")
+            raise AssertionError(f"the run used {count(self.total_tokens, 'token')}, more than {n}")
 
     def assert_cost_at_most(self, usd: Decimal | float | str) -> None:
         limit = Decimal(str(usd))
@@ -504,7 +505,10 @@ class Run:
             raise AssertionError(f"the run cost {money(self.cost, guessed)}, more than ${limit}")
 
     def __repr__(self) -> str:
-        return f"Run({len(self)} round trips, {len(self.turns)} turns, {self.total_tokens} tokens)"
+        return (
+            f"Run({count(len(self), 'round trip')}, {count(len(self.turns), 'turn')}, "
+            f"{count(self.total_tokens, 'token')})"
+        )
 
 
 def _created(header: dict[str, Any]) -> float | None:
@@ -756,8 +760,9 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
             run.close()
             raise RunTooLargeError(
                 f"{p}: analysing this run needs more than the memory budget of {budget // 2**20:,} "
-                f"MB ({reader.records:,} round trips and {len(reader.analysis.conversations):,} "
-                f"conversations read, {reader.index.consumed * 100 // max(reader.index.size(), 1)} "
+                f"MB ({count(reader.records, 'round trip')} and "
+                f"{count(len(reader.analysis.conversations), 'conversation')} "
+                f"read, {reader.index.consumed * 100 // max(reader.index.size(), 1)} "
                 "% of the file); set LOOPTAP_MEMORY_BUDGET_MB to allow more"
             )
     try:

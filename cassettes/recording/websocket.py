@@ -34,6 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from cassettes import bounds, providers
+from cassettes.hints import count
 from cassettes.providers import WS_TURN
 from cassettes.wire.exchange import Exchange, Headers
 
@@ -232,7 +233,7 @@ class WsSession:
             client_later = []
         if client_later:
             ex.notes.append(
-                f"{len(client_later)} client messages during the turn "
+                f"{count(len(client_later), 'client message')} during the turn "
                 "kept in the session, not in this round trip"
             )
             self._outside.extend(client_later)

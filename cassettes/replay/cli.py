@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from cassettes.hints import count
+
 __all__ = [
     "cmd_compare",
     "cmd_diff",
@@ -598,18 +600,20 @@ def cmd_rules_propose(args: argparse.Namespace) -> int:
         return 0 if proposal.matches else 1
     lines = [
         f"{len(proposal.differences)} difference{'s' if len(proposal.differences) != 1 else ''} "
-        f"between the requests of {args.a} and {args.b} ({proposal.pairs} turns lined up):"
+        f"between the requests of {args.a} and {args.b} ({count(proposal.pairs, 'turn')} lined up):"
     ]
     lines += [f"  {d.line()}" for d in proposal.differences]
     lines += [f"  {u}" for u in proposal.unpaired]
     if proposal.matches:
         lines.append(
-            f"with the rules below (and the built-in detectors) all {proposal.pairs} turns match"
+            "with the rules below (and the built-in detectors) all "
+            f"{count(proposal.pairs, 'turn')} match"
         )
     else:
         lines.append(
             "with the rules below (and the built-in detectors) "
-            f"{proposal.pairs - len(proposal.remaining)} of {proposal.pairs} turns match; still "
+            f"{proposal.pairs - len(proposal.remaining)} of {count(proposal.pairs, 'turn')} "
+            "match; still "
             "diverging:"
         )
         lines += [f"  {c} turn {t} at {p}" for c, t, p in proposal.remaining[:20]]
@@ -787,8 +791,9 @@ def _compared(result: Any) -> int:
     if result.turns and not result.verdict()["answers"]:  # every request answered with an error
         _err(
             clean_line(
-                f"error: no answers to compare: {result.verdict()['errors']} requests, every one "
-                "answered with an error (see the report)"
+                "error: no answers to compare: "
+                f"{count(result.verdict()['errors'], 'request')}, every one answered with an "
+                "error (see the report)"
             )
         )
         return 1

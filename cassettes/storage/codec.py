@@ -27,6 +27,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.errors import CassetteFormatError, NewerFormatError
+from cassettes.hints import count
 from cassettes.wire.exchange import Exchange
 
 __all__ = [
@@ -409,7 +410,8 @@ class HistoryDecoder:
         history = base.get(key)
         if not isinstance(history, list) or len(history) < d["keep"]:
             raise CassetteFormatError(
-                f"history delta keeps {d['keep']} items of round trip {d['base']}, which has fewer"
+                f"history delta keeps {count(d['keep'], 'item')} of round trip {d['base']}, which "
+                "has fewer"
             )
         values: dict[str, Any] = dict(d.get("set") or {})
         for k in d.get("inherit") or []:

@@ -2,9 +2,10 @@
 
 The turn's :class:`~cassettes.analysis.model.Segments` split the input by what it carries
 (system, tools, user, assistant history, tool results) and say how much of it this turn appended
-(``new``). A stacked bar needs parts that do not overlap, so ``new`` is taken out of the
-categories it came from, in proportion to the estimated size of the appended messages in each
-(the segments are estimates scaled to the reported input; so is this split). System prompt and
+(``new``, and of it the tool results: ``new_tool_results``, apportioned with the rest, so one
+estimator decides every part). A stacked bar needs parts that do not overlap, so ``new`` is taken
+out of the categories it came from (the segments are estimates scaled to the reported input; so
+is this split). System prompt and
 tool schemas are their own parts on every turn, the first one included. Bars stack:
 ``system + tools + history + tool_results + new == input``, then ``output`` on top.
 
@@ -23,8 +24,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from cassettes.analysis.model import Turn
-from cassettes.analysis.tokens import apportion, estimate_text
-from cassettes.models import Message
 
 __all__ = ["SPLIT", "GrowthBar", "growth_bars", "split_json"]
 
@@ -69,22 +68,6 @@ class GrowthBar:
         return self.system + self.tools + self.history + self.tool_results + self.new
 
 
-def _appended_weights(messages: list[Message]) -> list[int]:
-    """Estimated (user + assistant, tool results) sizes of the appended messages."""
-    talk = results = 0
-    for m in messages:
-        for p in m.parts:
-            if p.tool_result is not None:
-                results += estimate_text(p.tool_result.content)
-            elif p.tool_call is not None:
-                talk += estimate_text(p.tool_call.name) + estimate_text(p.tool_call.arguments_raw)
-            elif m.role in ("tool", "function"):
-                results += estimate_text(p.text)
-            else:
-                talk += estimate_text(p.text)
-    return [talk, results]
-
-
 def growth_bars(turns: Iterable[Turn]) -> list[GrowthBar]:
     """The bars of the given turns (usually one conversation's, in order)."""
     out: list[GrowthBar] = []
@@ -117,14 +100,12 @@ def growth_bars(turns: Iterable[Turn]) -> list[GrowthBar]:
             history = results = 0
             new = talk + seg.tool_results
         else:
+            # the analysis split re-sent and new parts in one apportioning: they add up
             new = min(seg.new, talk + seg.tool_results)
-            new_talk, new_results = apportion(_appended_weights(t.c.appended), new)
-            # An estimate can put more in a category than it holds: move the excess to the other.
-            if new_talk > talk:
-                new_talk, new_results = talk, new - talk
-            elif new_results > seg.tool_results:
-                new_talk, new_results = new - seg.tool_results, seg.tool_results
+            new_results = min(seg.new_tool_results, seg.tool_results, new)
+            new_talk = min(new - new_results, talk)
             history, results = talk - new_talk, seg.tool_results - new_results
+            new = new_talk + new_results
         out.append(
             GrowthBar(
                 t.seq,

@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError
+from cassettes.hints import count
 
 __all__ = ["COMPRESS_OVER", "embed_json", "render_html"]
 
@@ -100,7 +101,7 @@ def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
         csp=csp,
         version=__version__,
         name=data.get("name", "run"),
-        round_trips=data.get("round_trips", 0),
+        round_trips=count(data.get("round_trips", 0), "round trip"),
         style=style,
         script=script,
         data=_payload(data, compress),

@@ -8,9 +8,10 @@ the ``~`` (issue 43). Now:
 - ``unknown`` when no price is known — never ``$0``;
 - four decimals from a tenth of a cent up (``$0.0036``, ``$1.2500``); below that two significant
   digits (``$0.000012``), so a small cost never reads as zero;
-- ``~`` in front when the price is an estimate (the model's list price taken by its name: the host
-  is not a provider genai-prices knows,
-  :attr:`~cassettes.analysis.model.TokenCount.price_estimated`).
+- ``~`` in front when the price is an estimate
+  (:attr:`~cassettes.analysis.model.TokenCount.price_estimated`): the host is not a provider
+  genai-prices knows (a gateway, a proxy, a local server: the model's list price, whatever the API
+  family), or the token counts were looptap's estimate (the API reported no usage).
 
 JSON outputs keep the number and carry the ``estimated`` flag beside it; only text goes through
 here.
@@ -24,8 +25,8 @@ __all__ = ["ESTIMATED_NOTE", "money"]
 
 #: What ``~`` means, for the line under a table or a pane that shows one.
 ESTIMATED_NOTE = (
-    "~: estimated cost, the list price of the model by "
-    "its name; the host is not a provider looptap knows"
+    "~: estimated cost, the list price of the model; the host is not a provider looptap knows, "
+    "or the API reported no usage and looptap estimated the tokens"
 )
 
 #: Below this many dollars a cost is written to two significant digits instead of four decimals.

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO
 
+from cassettes.hints import count
 from cassettes.untrusted import SafeTextStream, clean_line
 
 #: Seconds before the line first appears, and between two of its updates.
@@ -51,7 +52,7 @@ class ReadingLine:
             if size > 0
             else _mb(read)
         )
-        text = f"looptap: reading {self._name}: {share}, {records:,} round trips"
+        text = f"looptap: reading {self._name}: {share}, {count(records, 'round trip')}"
         self._err.write(_ERASE + _fit(text, _columns(self._err) - 1))
         self._err.flush()
         self.shown = True

@@ -3,8 +3,8 @@
 The page (``cassettes/views/htmlpage.py`` and its assets) only lays out what this computes, as
 the inspector does for the terminal: the conversations, each turn's row (E/A/C badges, finish,
 tokens; a replay miss named as one), its layers, the messages its request carried, the findings root
-cause first (a consequence right after its cause, with ``caused_by``, as ``looptap show`` orders
-them) and the token-cost growth bars.
+cause first (a consequence right after its cause, with ``caused_by``: the analysis' own order,
+which every view keeps) and the token-cost growth bars.
 
 **Size.** A conversation re-sends its history on every turn, so the messages are stored once: a
 table of distinct messages (``messages``), and for each turn the list of their indices, written
@@ -28,8 +28,8 @@ import orjson
 
 from cassettes.analysis import Finding, Turn
 from cassettes.analysis.dispatch.replayed import replay_miss
-from cassettes.analysis.dispatch.roots import ordered_findings
 from cassettes.analysis.model import kind_text
+from cassettes.hints import count
 from cassettes.models import Message, Part
 from cassettes.untrusted import clean
 from cassettes.views.growth import growth_bars, split_json
@@ -53,7 +53,7 @@ def _cut(text: str | None) -> str | None:
         return text
     return (
         text[:PART_LIMIT]
-        + f" … ({len(text) - PART_LIMIT:,} more characters: looptap show --json has them)"
+        + f" … ({count(len(text) - PART_LIMIT, 'more character')}: looptap show --json has them)"
     )
 
 
@@ -285,7 +285,7 @@ def _detail(rt: Any, t: Turn, history: list[Any], pinned: bool) -> dict[str, Any
     """What the page shows of the selected turn."""
     return {
         "layers": _layers(t),
-        "findings": [_finding(f) for f in ordered_findings(t.findings)],
+        "findings": [_finding(f) for f in t.findings],
         "miss": _miss(t),
         "history": history,
         "parsed": rt.request is not None,
@@ -385,7 +385,7 @@ def report_data(run: Any) -> dict[str, Any]:
     _mark_answered(rows, detail, answered)
     cost, estimated, cost_complete = _total_cost(shown)
     conversations, growth = _conversations(analysis, bars)
-    findings = [_finding(f) for f in ordered_findings(analysis.findings)]
+    findings = [_finding(f) for f in analysis.findings]
     counts = {
         sev: sum(1 for f in analysis.findings if f.severity.value == sev)
         for sev in ("error", "warning", "info")

@@ -12,6 +12,7 @@ from typing import Any
 from cassettes.analysis.dispatch.replayed import CODE as DIVERGED
 from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis, Turn, kind_text
 from cassettes.errors import problem_lines
+from cassettes.hints import count
 from cassettes.views.money import ESTIMATED_NOTE, money
 
 __all__ = [
@@ -25,16 +26,13 @@ __all__ = [
     "edits_json",
     "error_phrase",
     "finding_json",
+    "finding_line",
     "link_text",
     "mcp_link_json",
     "status_text",
     "summary_lines",
     "turn_json",
 ]
-
-def count(n: int, noun: str) -> str:
-    """``1 turn``, ``2 turns``."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _clip(text: str, n: int = 100) -> str:
@@ -396,13 +394,9 @@ def _trouble_lines(v: dict[str, Any]) -> list[str]:
     if v["transport_error"]:
         out.append(f"    transport error: {v['transport_error']}")
     out.extend(f"    (!) analysis: {a}" for a in v["analysis_errors"])
+    # the analysis' order: root causes first, a consequence indented under its cause
     for f in v.get("findings") or []:
-        # A consequence sits under its root cause (details.caused_by), indented.
-        under = "  ↳ " if (f.get("details") or {}).get("caused_by") else ""
-        out.append(
-            f"    {under}{SEVERITY_MARK[f['severity']]} {f['layer']} {f['code']}: "
-            f"{f['message']}{caused_by_note(f)}"
-        )
+        out.append("  " + finding_line(f))
         if f.get("code") == DIVERGED:  # the replay's diff, as the pytest failure prints it
             changes = [
                 x for x in (f.get("details") or {}).get("changes") or [] if isinstance(x, str)
@@ -546,20 +540,26 @@ SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "·"}
 
 #: Each finding layer's heading in text output, in the order they are shown.
 _LAYER_NAMES = {"E": "E — model emission", "A": "A — API", "C": "C — client dispatch"}
+_SEVERITIES = ("error", "warning", "info")
 
 
 def analysis_lines(analysis: RunAnalysis, rows: GrowthRows | None = None) -> Iterator[str]:
-    """Findings grouped by layer, then the token-cost growth table of each conversation, a line at
-    a time (a run of a million conversations has millions of lines: they are never held). The
-    table's rows are taken from ``rows`` where noted there (``show``: its printing pass had each
-    turn at hand), else from ``analysis.turns`` (each turn read once)."""
+    """Each layer's counts, the findings root cause first (the analysis' own order: by severity,
+    each consequence under its cause), then the token-cost growth table of each conversation, a
+    line at a time (a run of a million conversations has millions of lines: they are never held).
+    The table's rows are taken from ``rows`` where noted there (``show``: its printing pass had
+    each turn at hand), else from ``analysis.turns`` (each turn read once)."""
     yield ""
     yield (
         f"{count(len(analysis.conversations), 'conversation')}, "
         f"{count(len(analysis.turns), 'turn')}, {count(len(analysis.findings), 'finding')}"
     )
-    for layer in _LAYER_NAMES:
-        yield from _layer_lines(analysis, layer)
+    yield from _layer_counts(analysis.findings)
+    if analysis.findings:
+        yield ""
+        yield "findings, root causes first:"
+    for f in analysis.findings:
+        yield finding_line(f, where=True)
     for conv in analysis.conversations:
         yield from _growth_lines(analysis, conv, rows)
     if analysis.errors:
@@ -567,24 +567,31 @@ def analysis_lines(analysis: RunAnalysis, rows: GrowthRows | None = None) -> Ite
         yield from (f"(!) analysis: {e}" for e in analysis.errors)
 
 
-def _layer_lines(analysis: RunAnalysis, layer: str) -> list[str]:
-    """One layer's heading (its counts by severity), then its findings in recording order."""
-    fs = [f for f in analysis.findings if f.layer == layer]
-    counts = {
-        sev: sum(1 for f in fs if f.severity.value == sev) for sev in ("error", "warning", "info")
-    }
-    out = [
-        "",
-        f"{_LAYER_NAMES[layer]}: {counts['error']} errors, {counts['warning']} warnings, "
-        f"{counts['info']} info",
+def _layer_counts(findings: Iterable[Finding]) -> list[str]:
+    """Each layer's heading with its findings counted by severity."""
+    counts = {(layer, sev): 0 for layer in _LAYER_NAMES for sev in _SEVERITIES}
+    for f in findings:
+        counts[f.layer, f.severity.value] += 1
+    return [
+        f"{name}: {count(counts[layer, 'error'], 'error')}, "
+        f"{count(counts[layer, 'warning'], 'warning')}, {counts[layer, 'info']} info"
+        for layer, name in _LAYER_NAMES.items()
     ]
-    for f in sorted(fs, key=lambda f: f.seq or 0):
-        where = f"#{f.seq} {f.conversation}/turn {f.turn}"
-        out.append(
-            f"  {SEVERITY_MARK[f.severity.value]} {f.code:34} {where:18} "
-            f"{f.message}{caused_by_note(f)}"
-        )
-    return out
+
+
+def finding_line(f: Finding | dict[str, Any], *, where: bool = False) -> str:
+    """A finding as text output writes it: ``✖ C C.code: message``; a consequence indented under
+    its cause with ``↳`` and what caused it; ``where``: its round trip, conversation and turn
+    after the code (the run's list). ``f``: a finding, or its JSON (``show --json``'s)."""
+    if isinstance(f, Finding):
+        sev, layer, code, message = f.severity.value, f.layer, f.code, f.message
+        seq, conv, turn = f.seq, f.conversation, f.turn
+    else:
+        sev, layer, code, message = f["severity"], f["layer"], f["code"], f["message"]
+        seq, conv, turn = f.get("seq"), f.get("conversation"), f.get("turn")
+    under = "  ↳ " if caused_by_note(f) else ""
+    at = f" (#{seq} {conv}/turn {turn})" if where else ""
+    return f"  {under}{SEVERITY_MARK[sev]} {layer} {code}{at}: {message}{caused_by_note(f)}"
 
 
 class GrowthRows:

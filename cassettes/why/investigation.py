@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.errors import CassetteError
+from cassettes.hints import count
 from cassettes.why.interventions import Intervention, interventions
 from cassettes.why.outcome import Outcome, OutcomeError, judged_from, parse_outcome
 from cassettes.why.verdict import Tally, Verdict, verdict
@@ -257,9 +258,10 @@ def _dry_run(
         )
     ]
     for i in found:
-        per = f"{len(i.seqs)} + {i.extra} continuations" if i.extra else f"{len(i.seqs)}"
+        per = f"{len(i.seqs)} + {count(i.extra, 'continuation')}" if i.extra else f"{len(i.seqs)}"
         cost = (
-            f"{i.live_requests * args.samples} live requests ({per} × {args.samples} samples)"
+            f"{count(i.live_requests * args.samples, 'live request')} ({per} × "
+            f"{count(args.samples, 'sample')})"
             if i.missing is None
             else f"not run: {i.missing}"
         )
@@ -300,7 +302,8 @@ def _run(
         todo
     )
     if done:
-        _say(f"--resume: {done} branches kept from the earlier run, {len(todo)} to run")
+        kept = count(done, "branch", "branches")
+        _say(f"--resume: {kept} kept from the earlier run, {len(todo)} to run")
     state.put("interventions", [i.as_json() for i in found])
 
     stopping = threading.Event()

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cassettes.hints import count
 from cassettes.why.interventions import Intervention
 from cassettes.why.stats import wilson
 
@@ -144,8 +145,8 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     if best.flips == 0:
         return Verdict(
             False,
-            f"nothing flipped the outcome in {best.samples} samples of any intervention: not "
-            f"determined with K={samples}; {more}, or the cause is not among these suspects"
+            f"nothing flipped the outcome in {count(best.samples, 'sample')} of any intervention: "
+            f"not determined with K={samples}; {more}, or the cause is not among these suspects"
             + _resting(best),
             None,
             [],

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from textual.app import App
 
+from cassettes.analysis.dispatch import ordered_findings
 from cassettes.views.search import SearchHit, search_turns
 from cassettes.views.summary import TurnSummary
 from inspector.layout import VIEWS, View
@@ -99,18 +100,23 @@ class Navigation:
             screen.turn_pane.layer_panes[LAYERS[i]].focus()
 
     def finding(self, direction: int) -> None:
+        """``f`` / ``F``: the next / previous turn with a finding in the order of the findings
+        (the core's: root causes by severity, each followed by what it caused), among the turns
+        listed; from a turn without one, ``f`` starts at the worst and ``F`` at the last."""
         screen = self.screen
         rows = screen.turn_list.turns
-        i = screen.turn_list.cursor + direction
-        while 0 <= i < len(rows):
-            turn = rows[i]
-            if turn.findings:
-                screen.turn_list.move_to(i)
-                screen.action_tab("turn")
-                screen.bring_up_findings(turn, jump=True)
-                return
-            i += direction
-        screen.notice = "no further turn with findings in this list"
+        found = ordered_findings(f for t in rows for f in t.findings)
+        walk = list(dict.fromkeys(f.seq for f in found if f.seq is not None))
+        here = screen.turn_list.selected_seq
+        if here in walk:
+            i = walk.index(here) + direction
+        else:
+            i = 0 if direction > 0 else len(walk) - 1
+        if not 0 <= i < len(walk) or not screen.turn_list.select_seq(walk[i]):
+            screen.notice = "no further turn with findings in this list"
+            return
+        screen.action_tab("turn")
+        screen.bring_up_findings(rows[screen.turn_list.cursor], jump=True)
 
     def finding_chosen(self, message: FindingsTable.FindingChosen) -> None:
         f = message.finding

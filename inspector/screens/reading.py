@@ -24,6 +24,7 @@ from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 from textual.worker import Worker, get_current_worker
 
+from cassettes.hints import count
 from cassettes.views.summary import TurnSummary
 from cassettes.views.timeline import TimelinePoint
 from inspector.reader import ChildExited, RecorderClosed, RunCompleted, RunRead, read_run
@@ -280,7 +281,7 @@ class RunReading:
         torn = [p for p in self.source.problems if p.kind == "torn"]
         if torn:
             screen.notify(
-                f"{torn[0]}. Showing the {self.source.records} complete round trips.",
+                f"{torn[0]}. Showing the {count(self.source.records, 'complete round trip')}.",
                 title="truncated file",
                 severity="warning",
                 timeout=10,

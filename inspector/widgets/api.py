@@ -59,7 +59,7 @@ def _cost_text(k: TokenCount) -> str:
         f"{money(k.cost, k.price_estimated)} · so far "
         f"{money(k.cumulative_cost, k.cumulative_estimated)}"
         f"{'' if k.cost_complete in (None, True) else ' (lower bound)'}"
-        f"{' (~: estimated, list price by model name)' if k.price_estimated or k.cumulative_estimated else ''}"  # noqa: E501
+        f"{' (~: estimated)' if k.price_estimated or k.cumulative_estimated else ''}"
     )
 
 

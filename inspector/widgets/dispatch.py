@@ -100,7 +100,8 @@ def _appended_lines(c: Dispatch) -> list[RenderableType]:
     if skipped:
         out.append(
             Text(
-                f"… the first {skipped:,} appended messages not drawn (the last {PANE_ITEMS} are)",
+                f"… the first {count(skipped, 'appended message')} not drawn (the last "
+                f"{PANE_ITEMS} are)",
                 style="dim italic",
             )
         )

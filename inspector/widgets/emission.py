@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.reactive import reactive
 
 from cassettes.analysis.model import CallCheck, Layer, McpCall, Turn
+from cassettes.hints import count
 from cassettes.models import ToolResult
 from cassettes.untrusted import clean, clean_line
 from inspector.safe import wire
@@ -98,7 +99,7 @@ class EmissionPane(LayerPane):
         body.append("\n")
         body.append(clean(shown[:_TEXT_LIMIT]))
         if len(shown) > _TEXT_LIMIT:
-            body.append(f" … ({len(shown) - _TEXT_LIMIT:,} more characters)", style="dim")
+            body.append(f" … ({count(len(shown) - _TEXT_LIMIT, 'more character')})", style="dim")
         return body
 
     def _call(self, call: CallCheck) -> Text:

@@ -17,7 +17,7 @@ __all__ = ["FindingsTable", "FindingsView"]
 
 
 class FindingsTable(DataTable[Text]):
-    """Every finding of the run (or of the conversation being viewed), in recording order."""
+    """Every finding of the run, root causes first (each followed by what it caused), as given."""
 
     class FindingChosen(Message):
         """The user chose a finding: show its turn."""

@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from cassettes.hints import count
 from cassettes.models import Message, NormalisedRequest, Part, ToolResult
 from cassettes.untrusted import clean, clean_line
 from cassettes.views.view import CONTINUED, edit_text, edited_messages
@@ -44,7 +45,7 @@ def _cut_part(text: str, limit: int = PART_LIMIT, lines: int | None = LINE_LIMIT
     if lines is not None and len(rows) > lines:
         cut = "\n".join(rows[:lines])
     left = len(text) - len(cut)
-    return text if left <= 0 else cut + f" … ({left:,} more characters)"
+    return text if left <= 0 else cut + f" … ({count(left, 'more character')})"
 
 
 def part_text(p: Part, names: dict[str, str] | None = None, full: bool = False) -> Text:
@@ -115,11 +116,11 @@ def _left_out(start: int, capped: bool) -> list[RenderableType]:
     """The line saying how many earlier messages are not drawn (past the limit, or folded)."""
     if capped:
         note = (
-            f"… {start:,} earlier messages not drawn (at most the last {SHOW_AT_MOST:,} of a turn "
-            "are; looptap show --json has them all)"
+            f"… {count(start, 'earlier message')} not drawn (at most the last "
+            f"{SHOW_AT_MOST:,} of a turn are; looptap show --json has them all)"
         )
     elif start:
-        note = f"… {start:,} earlier messages folded (press a to show all)"
+        note = f"… {count(start, 'earlier message')} folded (press a to show all)"
     else:
         return []
     return [Text(""), Text(note, style="dim italic")]

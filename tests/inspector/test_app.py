@@ -122,28 +122,32 @@ async def test_jump_to_findings_by_key_and_from_the_findings_table(run_file: Pat
     app = build_app(run_file)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
-        await pilot.press("f")
-        assert _selected(app) == 2
+        # f walks the turns in the order of their findings, root cause first: #3's error (C
+        # dropped a result), then the warnings in recording order (#2, #3 already seen, #4)
         await pilot.press("f")
         assert _selected(app) == 3
-        await pilot.press("F")
+        await pilot.press("f")
         assert _selected(app) == 2
+        await pilot.press("F")
+        assert _selected(app) == 3
         await pilot.press("G", "f")
         assert _selected(app) == 4  # no further finding: stays
+        await pilot.press("F")
+        assert _selected(app) == 2
         await pilot.press("3")
         assert app.query_one(TabbedContent).active == "findings"
         table = app.query_one(FindingsTable)
         await until(pilot, lambda: len(table.findings) == 4)
-        assert [f.code for f in table.findings] == [
+        assert [f.code for f in table.findings] == [  # as show and the HTML page list them
+            "C.dropped_tool_result",
             "E.arguments_schema",
             "A.truncated_length",
-            "C.dropped_tool_result",
             "C.truncated_treated_as_complete",
         ]
         await pilot.press("c")  # viewing c1 only: the jump must switch conversation
         assert app.main.sidebar.conversation == "c1"
         table.focus()
-        table.move_cursor(row=2)
+        table.move_cursor(row=0)
         await pilot.press("enter")
         assert app.query_one(TabbedContent).active == "turn"
         assert _selected(app) == 3
@@ -647,7 +651,7 @@ async def test_narrow_terminal_shows_the_layers_as_tabs(run_file: Path) -> None:
         assert shown == ["pane-e"]
         e = app.query_one("#pane-e")
         assert e.size.width >= 50 and e.size.height >= 4, e.size  # a real pane, not a sliver
-        await pilot.press("f")  # #2: the schema violation is E's
+        await pilot.press("f", "f")  # #3's error first, then #2: the schema violation is E's
         await until(pilot, lambda: app.main.reading.request_of == 2)
         assert app.main.turn_pane.view == "E" and "E.arguments_schema" in pane_text(app, "#pane-e")
         await pilot.press("j")  # #3: an A warning and a C error: the error's layer comes up

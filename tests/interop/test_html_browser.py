@@ -153,9 +153,9 @@ def test_a_thousand_turn_run(browser: Any, long_page: Path, tmp_path: Path) -> N
         "a large run's data is embedded compressed"
     )
     page = open_page(browser, long_page)
-    assert "1000 turns · 40 conversations" in page.text_content("#summary")
+    assert "1,000 turns · 40 conversations" in page.text_content("#summary")
     assert page.locator("#turnlist .row").count() == 200, "a page of turns at a time"
-    assert "page 1 of 5 (1000 turns)" in page.text_content("#turnlist .pager")
+    assert "page 1 of 5 (1,000 turns)" in page.text_content("#turnlist .pager")
     shot(page, tmp_path / "long-turns.png")
     for _ in range(4):
         page.click("#turnlist .pager button:last-child")

@@ -135,12 +135,12 @@ def _refused(*argv: str) -> str:
     return str(info.value)
 
 
-def _looptap(*args: str) -> subprocess.CompletedProcess[str]:
+def _looptap(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "cassettes.cli", *args],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=cwd,
         check=False,
     )
 
@@ -165,7 +165,18 @@ def test_export_html_output_rules(demo_cassette: Path, tmp_path: Path) -> None:
         check=False,
     )
     assert to_stdout.returncode == 0 and to_stdout.stdout == first
-    assert "-o" in _refused("export", "--html", str(demo_cassette))
+    # without -o: the run's name as NAME.html in the current directory (as import names its
+    # cassette), never replaced unasked; was: refused, "--html writes to the file -o names"
+    here = tmp_path / "here"
+    here.mkdir()
+    done = _looptap("export", "--html", str(demo_cassette), cwd=here)
+    page = here / demo_cassette.with_suffix(".html").name
+    assert done.returncode == 0 and f"→ {page.name}" in done.stderr, done.stderr
+    assert page.read_bytes() == first and not demo_cassette.with_suffix(".html").exists()
+    again = _looptap("export", "--html", str(demo_cassette), cwd=here)
+    assert again.returncode == 2, again.stderr
+    assert "exists (-o names another; --force replaces it)" in again.stderr
+    assert page.read_bytes() == first
     assert "--html" in _refused("export", str(demo_cassette), "-o", str(tmp_path / "x.html"))
     assert "both name" in _refused(
         "export",

@@ -263,7 +263,7 @@ def test_the_text_report_gives_the_argument_checks_by_turn_and_overall(
         assert main(["compare", str(run), "--upstream", f"openai={fake.url}"]) == 0
     out = capsys.readouterr().out
     assert (
-        "  E arguments: 1 calls; JSON 1/1; schema-valid 0/1; JSON-equal to the recording 0/1" in out
+        "  E arguments: 1 call; JSON 1/1; schema-valid 0/1; JSON-equal to the recording 0/1" in out
     )
     assert '  E 1× off the schema: get_weather: $.city: 7 is not of type "string"' in out
     # not JSON: not counted as checked

@@ -7,8 +7,8 @@ suite's recorder environment, so the recipe's relative ``LOOPTAP_PROXY_PYTHON`` 
 only there. The recipe's lines run one by one in one bash, in the project, with the test
 environment's ``pytest`` on ``PATH``:
 
-- ``python -m pip install -e ../looptap`` is not run: the test environment has looptap installed
-  (checked: pytest finds the plugin);
+- ``python -m pip install -e '../looptap[html]'`` is not run: the test environment has looptap
+  installed (checked: pytest finds the plugin);
 - the recording line against the real API is not run (nothing here may reach it): its sibling
   with ``--looptap-upstream openai=http://127.0.0.1:8000`` is, with that URL replaced by the
   loopback fake upstream's;

@@ -603,7 +603,7 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(
             "--resume",
             agent=("--drop-second", "--expect", "rain"),
         )
-    assert rc == 0 and "--resume: 1 branches kept from the earlier run, 2 to run" in err, err[
+    assert rc == 0 and "--resume: 1 branch kept from the earlier run, 2 to run" in err, err[
         -3000:
     ]
     # the budget said is what is left (issue 55), not the full 3 branches' requests

@@ -2,8 +2,10 @@
 
 A consequence keeps its message and gets ``details.caused_by`` (the cause's code) and
 ``details.caused_by_seq`` (the round trip the cause is on); it keeps no severity of its own (info):
-the cause carries it. Every renderer reads this one fold (``show`` text and JSON, the inspector,
-``looptap mcp``, the pytest helpers) and orders with :func:`ordered_findings`.
+the cause carries it. The analysis keeps each turn's findings and the run's in the order of
+:func:`ordered_findings` (root causes by severity, each followed by what it caused), and every view
+shows them in that order (``show`` text and JSON, the inspector, the HTML page, ``looptap mcp``,
+the pytest helpers): none sorts them again.
 
 Which finding follows from which is the table :data:`CAUSES`; wrong tool-call ids are also
 *named* here (``C.wrong_tool_call_id``, made from the orphan results and dropped calls it
@@ -208,25 +210,26 @@ def is_consequence(f: Finding) -> bool:
 def ordered_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Root causes first (by severity, then recording order), each followed by the findings it
     caused (same code and conversation, on the round trip ``caused_by_seq`` names when it is
-    known); consequences whose cause is not among ``findings`` come at the end."""
+    known); consequences whose cause is not among ``findings`` come at the end. In n log n: the
+    analysis orders every run's list, a million findings included."""
     fs = list(findings)
-    roots = [f for f in fs if not is_consequence(f)]
-    roots.sort(key=lambda f: (_SEVERITY_RANK.get(f.severity.value, 3), f.seq or 0))
+    roots = sorted(
+        (f for f in fs if not is_consequence(f)),
+        key=lambda f: (_SEVERITY_RANK.get(f.severity.value, 3), f.seq or 0),
+    )
+    # each consequence (by its place in ``fs``) under the cause it names: (code, conversation,
+    # seq), the seq None when it names none (then any root of that code and conversation)
+    under: dict[tuple[object, str | None, int | None], list[int]] = {}
+    for i, f in enumerate(fs):
+        if is_consequence(f):
+            d = f.details
+            under.setdefault((d["caused_by"], f.conversation, d.get("caused_by_seq")), []).append(i)
     out: list[Finding] = []
-    placed: set[int] = set()
     for r in roots:
         out.append(r)
-        placed.add(id(r))
-        for f in fs:
-            if id(f) in placed or not is_consequence(f):
-                continue
-            d = f.details
-            if (
-                d.get("caused_by") == r.code
-                and f.conversation == r.conversation
-                and d.get("caused_by_seq", r.seq) == r.seq
-            ):
-                out.append(f)
-                placed.add(id(f))
-    out.extend(f for f in fs if id(f) not in placed)
+        mine = under.pop((r.code, r.conversation, r.seq), [])
+        if r.seq is not None:
+            mine += under.pop((r.code, r.conversation, None), [])
+        out.extend(fs[i] for i in sorted(mine))
+    out.extend(fs[i] for i in sorted(i for left in under.values() for i in left))
     return out

@@ -46,6 +46,7 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError
+from cassettes.hints import count
 from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
 from cassettes.replay.forking.cursor import with_model
 from cassettes.views.money import money
@@ -437,10 +438,10 @@ class Comparison:
             line = f"verdict: {who}: no answers to compare"
             if self.stopped:
                 return f"{line} (the comparison stopped: {self.stopped})"
-            return line + (f" ({v['errors']} errors)" if v["errors"] else "")
+            return line + (f" ({count(v['errors'], 'error')})" if v["errors"] else "")
         line = (
             f"verdict: {who} agrees with the recording in {v['agree']}/{v['answers']} answers "
-            f"({v['agreement']:.0%}) over {v['turns']} turns"
+            f"({v['agreement']:.0%}) over {count(v['turns'], 'turn')}"
         )
         if v["cost_ratio"] is not None:
             line += (
@@ -461,8 +462,8 @@ class Comparison:
             f"differ), {v['schema_violations']} off the schema"
         )
         line += (
-            f"; A differences {v['a_differences']} ({v['finish_differences']} finish reasons, "
-            f"{v['errors']} errors)"
+            f"; A differences {v['a_differences']} "
+            f"({count(v['finish_differences'], 'finish reason')}, {count(v['errors'], 'error')})"
         )
         if self.stopped:
             line += f"; INCOMPLETE, stopped: {self.stopped}"
@@ -489,8 +490,9 @@ class Comparison:
 
         out = [
             self.verdict_line(),
-            f"looptap compare {self.run} → {self.model or 'the recorded model'}: {len(self.turns)} "
-            f"turns × {self.samples} samples, teacher-forced; text answers agree at a "
+            f"looptap compare {self.run} → {self.model or 'the recorded model'}: "
+            f"{count(len(self.turns), 'turn')} × {count(self.samples, 'sample')}, teacher-forced; "
+            "text answers agree at a "
             f"{TEXT_MEASURE} of at least {TEXT_THRESHOLD:.2f}",
         ]
         if self.skipped:
@@ -517,7 +519,8 @@ def _money(x: Decimal | None) -> str | None:
 def _tally(a: dict[str, int]) -> str:
     n = a["calls"]
     line = (
-        f"{n} calls; JSON {a['json']}/{n}; schema-valid {a['schema_valid']}/{a['schema_checked']}"
+        f"{count(n, 'call')}; JSON {a['json']}/{n}; "
+        f"schema-valid {a['schema_valid']}/{a['schema_checked']}"
     )
     if a["schema_checked"] < a["json"]:
         line += f" ({a['json'] - a['schema_checked']} with no schema to check)"
@@ -552,7 +555,7 @@ def _turn_lines(t: TurnComparison) -> list[str]:
     )
     of = f" of {len(t.answers)} answers" if len(t.answers) < len(t.samples) else ""
     if t.self_agreement is None:
-        out.append(f"{where}: no answer ({len(t.samples)} errors)")
+        out.append(f"{where}: no answer ({count(len(t.samples), 'error')})")
     elif t.agreement is None:
         out.append(
             f"{where}: the recording has no answer here (an error), nothing to agree with; the "
@@ -959,23 +962,26 @@ def check_budget(
     cost = sum((p.estimate for p in known if p.estimate is not None), Decimal(0)) * samples
     who = model or "the recorded model"
     lines = [
-        f"{n} requests ({len(planned)} turns × {samples} samples); "
+        f"{count(n, 'request')} ({count(len(planned), 'turn')} × {count(samples, 'sample')}); "
         + _estimate_said(known, samples, cost, who)
     ]
     if unknown:
         why = Counter(p.price_note for p in unknown).most_common(1)[0][0]
         lines.append(
-            f"the cost of {len(unknown)} of {len(planned)} turns is unknown: {why}"
+            f"the cost of {len(unknown)} of {count(len(planned), 'turn')} is unknown: {why}"
             + (" (the estimate is a lower bound)" if known else "")
         )
     if max_requests is not None and n > max_requests:
         raise BudgetError(
-            f"{n} requests would be sent, over --max-requests {max_requests}: nothing sent", lines
+            f"{count(n, 'request')} would be sent, over --max-requests {max_requests}: nothing "
+            "sent",
+            lines,
         )
     if max_cost is not None:
         if unknown and not allow_unknown:
             raise BudgetError(
-                f"the candidate's price is unknown for {len(unknown)} turns, so --max-cost "
+                f"the candidate's price is unknown for {count(len(unknown), 'turn')}, so "
+                "--max-cost "
                 f"{max_cost} cannot be kept: nothing sent (--allow-unknown-price sends anyway; "
                 "--max-cost then bounds the turns with a price)",
                 lines,
@@ -1002,7 +1008,7 @@ def _estimate_said(known: list[Planned], samples: int, cost: Decimal, who: str) 
         line += f" ({'; '.join(note for note, _ in notes)})"
     if any(p.usage_estimated for p in known):
         line += (
-            f" ({sum(p.usage_estimated for p in known)} turns on "
+            f" ({count(sum(p.usage_estimated for p in known), 'turn')} on "
             "usage looptap estimated: the call reported none)"
         )
     rec = [p.cost for p in known if p.cost is not None]

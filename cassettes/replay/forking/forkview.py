@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cassettes.hints import count
+
 __all__ = ["ForkComparison", "ForkRow", "find_origin", "fork_view"]
 
 #: Turns listed per conversation before the cursor (the older ones are counted).
@@ -77,7 +79,7 @@ def _emitted(turn: Any) -> str:
     e = turn.e
     bits = [f"{c.name}({c.arguments_raw or ''})" for c in e.tool_calls[:4]]
     if len(e.tool_calls) > 4:
-        bits.append(f"… {len(e.tool_calls) - 4} more calls")
+        bits.append(f"… {count(len(e.tool_calls) - 4, 'more call')}")
     if e.text:
         bits.append(repr(" ".join(e.text.split())[:120]))
     if e.refusal:
@@ -234,7 +236,9 @@ def _prefix_rows(
     prefix = seqs[:k]
     if len(prefix) > PREFIX_ROWS:
         view.rows.append(
-            ForkRow(cid, "prefix", None, origin=f"… {len(prefix) - PREFIX_ROWS} earlier turns")
+            ForkRow(
+                cid, "prefix", None, origin=f"… {count(len(prefix) - PREFIX_ROWS, 'earlier turn')}"
+            )
         )
     for i, s in enumerate(prefix[-PREFIX_ROWS:], start=max(0, len(prefix) - PREFIX_ROWS)):
         view.rows.append(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes.analysis import RunAnalysis
+from cassettes.hints import count
 from cassettes.matching.rules import (
     RuleError,
     Rules,
@@ -233,7 +234,7 @@ def _pairs(ra: RunAnalysis, rb: RunAnalysis, p: Proposal) -> list[tuple[str, int
             assert only is not None
             p.unpaired.append(
                 f"run {'A' if ca else 'B'} has a conversation the other never started ({only.id}, "
-                f"{len(only.turns)} turns)"
+                f"{count(len(only.turns), 'turn')})"
             )
             continue
         head = ra.turns.get(ca.turns[0]) if ca.turns else None
@@ -243,7 +244,8 @@ def _pairs(ra: RunAnalysis, rb: RunAnalysis, p: Proposal) -> list[tuple[str, int
         if len(ca.turns) != len(cb.turns):
             who = "A" if len(ca.turns) > len(cb.turns) else "B"
             p.unpaired.append(
-                f"{ca.id}: run {who} went on for {abs(len(ca.turns) - len(cb.turns))} more turns "
+                f"{ca.id}: run {who} went on for "
+                f"{count(abs(len(ca.turns) - len(cb.turns)), 'more turn')} "
                 f"(from turn {min(len(ca.turns), len(cb.turns)) + first})"
             )
     return out

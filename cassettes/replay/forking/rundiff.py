@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cassettes.analysis import RunAnalysis, Turn, analyse
+from cassettes.hints import count
 from cassettes.matching.rules import Rules
 from cassettes.matching.volatile import IGNORED, Tolerated, VolatileSpans, tolerated
 from cassettes.replay.matching.jsondiff import Change, json_diff, short, window
@@ -400,7 +401,7 @@ def diff_analysed(
                     Divergence(
                         "C",
                         f"run {who} has a conversation run {other} never started "
-                        f"({len(present.turns)} turns)",
+                        f"({count(len(present.turns), 'turn')})",
                         ca.id if ca else None,
                         cb.id if cb else None,
                     )
@@ -868,7 +869,7 @@ def diff_fork(
             Divergence(
                 "C",
                 "the branch has a conversation past the cursor that no conversation of the origin "
-                f"continues ({len(cb.turns)} turns)",
+                f"continues ({count(len(cb.turns), 'turn')})",
                 None,
                 cb.id,
             )

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import bounds
+from cassettes.hints import count
 
 if TYPE_CHECKING:
     from cassettes.providers import Chaining
@@ -137,7 +138,7 @@ def self_contained(
         )
     return chain.standalone(request, history), (
         f"fork: sent self-contained: it continued {prev[:80]}, an answer the live upstream never "
-        f"gave; the {len(history)} items that answer stood for are its input instead"
+        f"gave; the {count(len(history), 'item')} that answer stood for are its input instead"
     )
 
 

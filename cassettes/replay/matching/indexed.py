@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from cassettes.hints import count
 from cassettes.storage.index import BLOCK
 from cassettes.storage.source import RecordSource
 from cassettes.wire.exchange import Exchange
@@ -63,7 +64,7 @@ class IndexedRecordings:
             if used is not None and budget is not None and used > budget:
                 raise RunTooLargeError(
                     f"{self.path}: serving this run needs more than the memory budget of "
-                    f"{budget // 2**20:,} MB ({len(self.source):,} round trips read, "
+                    f"{budget // 2**20:,} MB ({count(len(self.source), 'round trip')} read, "
                     f"{index.consumed * 100 // max(index.size(), 1)} % of the file); set "
                     "LOOPTAP_MEMORY_BUDGET_MB to allow more"
                 )

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import bounds, providers
+from cassettes.hints import count
 from cassettes.providers import Provider
 from cassettes.replay.serving.plan import (
     MISS_CODE,
@@ -529,7 +530,9 @@ class WebSocketReplay:
         half = max(1, len(turn.messages) // 2)
         for i, (offset, name, payload) in enumerate(turn.messages):
             if turn.cut is not None and i >= turn.cut:
-                logged.transport_error = f"looptap fault: stream cut after {turn.cut} messages"
+                logged.transport_error = (
+                    f"looptap fault: stream cut after {count(turn.cut, 'message')}"
+                )
                 writer.transport.abort()
                 return False
             if turn.stall is not None and i == half:

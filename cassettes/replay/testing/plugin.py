@@ -807,6 +807,7 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
 def _store_recording(session: LooptapSession, rec: Path, reports: list[str], nodeid: str) -> None:
     """This test's recording put into its cassette (appended in ``new_episodes``). Raises
     :class:`CassetteError`."""
+    from cassettes.hints import count
     from cassettes.reading.run import open_run
     from cassettes.recording.pipeline import CassetteWriter
 
@@ -818,10 +819,12 @@ def _store_recording(session: LooptapSession, rec: Path, reports: list[str], nod
         with CassetteWriter(session.path) as w:
             for ex in new:
                 w.append(ex)
-        reports.append(f"{nodeid}: recorded {len(new)} new round trips into {session.path}")
+        reports.append(
+            f"{nodeid}: recorded {count(len(new), 'new round trip')} into {session.path}"
+        )
     else:
         _place_recording(rec, session.path)
-        reports.append(f"{nodeid}: recorded {len(new)} round trips into {session.path}")
+        reports.append(f"{nodeid}: recorded {count(len(new), 'round trip')} into {session.path}")
 
 
 def _place_recording(rec: Path, path: Path) -> None:

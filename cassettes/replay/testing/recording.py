@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cassettes.errors import CassetteError, RecorderUnavailable
+from cassettes.hints import count
 from cassettes.replay.testing.ready import Ready, read_ready
 from cassettes.wire.exchange import Exchange
 
@@ -316,7 +317,8 @@ class SessionCassette:
             self._read()
         if len(self.exchanges) < n:
             raise CassetteError(
-                f"{self.path}: the recorder said it stored {n} round trips, the file holds "
+                f"{self.path}: the recorder said it stored {count(n, 'round trip')}, the file "
+                "holds "
                 f"{len(self.exchanges)}"
             )
         return self.exchanges[:n]

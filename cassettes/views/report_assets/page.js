@@ -18,6 +18,8 @@
   }
   function add(parent, ...kids) { for (const k of kids) if (k) parent.appendChild(k); return parent; }
   function num(v) { return v === null || v === undefined ? "-" : Number(v).toLocaleString("en-US"); }
+  // "1 turn", "2 turns": a number and its noun, agreed (as cassettes/hints.py count writes them)
+  function count(n, noun, plural) { return num(n) + " " + (n === 1 ? noun : plural || noun + "s"); }
 
   async function load() {
     const raw = document.getElementById("looptap-data").textContent;
@@ -37,7 +39,7 @@
   function badge(layer, b) {
     const sev = b[0];
     const s = el("span", "badge" + (sev ? " " + sev : ""), layer + (b[1] ? b[1] : ""));
-    s.title = layer + ": " + (sev ? b[1] + " finding(s), worst " + sev : "nothing raised");
+    s.title = layer + ": " + (sev ? count(b[1], "finding") + ", worst " + sev : "nothing raised");
     return s;
   }
 
@@ -74,19 +76,20 @@
     // -- header --------------------------------------------------------------------------------
     const t = data.totals;
     document.getElementById("summary").textContent =
-      data.round_trips + " round trips · " + t.turns + " turns · " + t.conversations + " conversations · " +
+      count(data.round_trips, "round trip") + " · " + count(t.turns, "turn") + " · " + count(t.conversations, "conversation") + " · " +
       num(t.input) + " → " + num(t.output) + " tokens · cost " + t.cost_text + (t.cost_complete ? "" : " (partial)") +
-      " · findings: " + t.findings.error + " errors, " + t.findings.warning + " warnings, " + t.findings.info + " info";
+      " · findings: " + count(t.findings.error, "error") + ", " + count(t.findings.warning, "warning") + ", " + num(t.findings.info) + " info";
     const probs = document.getElementById("problems");
     for (const p of data.problems.concat(data.analysis_errors)) probs.appendChild(el("li", null, p));
 
     // -- conversation switcher -----------------------------------------------------------------
     const sw = document.getElementById("conversation");
-    const all = el("option", null, "all conversations (" + data.turns.length + " turns)");
+    const all = el("option", null, "all conversations (" + count(data.turns.length, "turn") + ")");
     all.value = "";
     sw.appendChild(all);
     for (const c of data.conversations) {
-      const o = el("option", null, c.id + (c.title ? " “" + c.title + "”" : "") + " · " + c.turns.length + " turns · " + c.family + (c.kind_text ? " · " + c.kind_text : ""));
+      // the title last: where the menu is narrower than the label, only the title is cut (…)
+      const o = el("option", null, c.id + " · " + count(c.turns.length, "turn") + " · " + c.family + (c.kind_text ? " · " + c.kind_text : "") + (c.title ? " · “" + c.title + "”" : ""));
       o.value = c.id;
       sw.appendChild(o);
     }
@@ -140,7 +143,7 @@
         const next = el("button", null, "next ›");
         next.disabled = page >= pages - 1;
         next.addEventListener("click", () => { page++; renderList(); });
-        add(p, prev, el("span", "dim", "page " + (page + 1) + " of " + pages + " (" + rows.length + " turns)"), next);
+        add(p, prev, el("span", "dim", "page " + (page + 1) + " of " + pages + " (" + count(rows.length, "turn") + ")"), next);
         list.appendChild(p);
       }
     }
@@ -198,10 +201,10 @@
         if (ids.length - first > SHOW_AT_MOST) first = ids.length - SHOW_AT_MOST;
         if (first > 0) {
           if (allOf || ids.length - FOLD_AFTER <= 0) {
-            box.appendChild(el("p", "dim", "… " + first + " earlier messages not drawn (at most the last " + SHOW_AT_MOST +
+            box.appendChild(el("p", "dim", "… " + count(first, "earlier message") + " not drawn (at most the last " + SHOW_AT_MOST +
               " of a turn are; looptap show --json has them all)"));
           } else {
-            const more = el("button", "more", "show the " + first + " older messages");
+            const more = el("button", "more", "show the " + count(first, "older message"));
             more.addEventListener("click", () => draw(true));
             box.appendChild(more);
           }
@@ -262,7 +265,7 @@
           (k.reasoning ? " (" + num(k.reasoning) + " reasoning)" : "") + "  [" + k.source + "]"],
         ["split", k.split.unsplit ? null : "input " + num(k.split.input) + " = system " + num(k.split.system) + " · tools " + num(k.split.tools) +
           " · history " + num(k.split.history) + " · results " + num(k.split.tool_results) + " · new " + num(k.split.new) + "  (estimated)"],
-        ["cost", k.cost_text + " · cumulative " + k.cumulative_cost_text + (k.price_estimated || k.cumulative_estimated ? "  (~: estimated, the list price by model name)" : "")],
+        ["cost", k.cost_text + " · cumulative " + k.cumulative_cost_text + (k.price_estimated || k.cumulative_estimated ? "  (~: estimated)" : "")],
         ["timing", [secs(a.ttfb) && "headers " + secs(a.ttfb), secs(a.ttft) && "first token " + secs(a.ttft), secs(a.duration) && "done " + secs(a.duration)].filter(Boolean).join(" · ")],
         ["stream", a.stream ? (a.complete === false ? "yes, cut before its end" : "yes") : "no"],
         ["request id", a.request_id],
@@ -370,7 +373,7 @@
       const conv = convFilter || (data.conversations.find((c) => c.turns.length) || {}).id;
       growthBox.textContent = "";
       const bars = data.growth[conv] || [];
-      growthBox.appendChild(el("h2", null, "Token-cost growth · conversation " + (conv || "-") + " · " + bars.length + " turns" +
+      growthBox.appendChild(el("h2", null, "Token-cost growth · conversation " + (conv || "-") + " · " + count(bars.length, "turn") +
         (convFilter ? "" : " (choose another in the switcher)")));
       if (!bars.length) { growthBox.appendChild(el("p", "dim", "no turns")); return; }
       // Stacked bottom to top; each series holds its running total, drawn top first so the
@@ -399,7 +402,8 @@
       const ints = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7];
       new uPlot({
         width: Math.max(480, growthBox.clientWidth - 24), height: 420,
-        scales: { x: { time: false }, tokens: { range: (u, lo, hi) => [0, Math.max(1, hi)] } },
+        // half a turn of room each side: the first and the last bar are drawn whole
+        scales: { x: { time: false, range: (u, lo, hi) => [lo - 0.5, hi + 0.5] }, tokens: { range: (u, lo, hi) => [0, Math.max(1, hi)] } },
         axes: [
           { label: "turn", incrs: ints, values: (u, vals) => vals.map((v) => String(Math.round(v))) },
           { scale: "tokens", label: "tokens", incrs: ints, size: 70, values: (u, vals) => vals.map((v) => num(Math.round(v))) },

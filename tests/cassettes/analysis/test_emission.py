@@ -16,7 +16,8 @@ STRING_ARGS = ("openai_chat", "openai_responses")
 
 
 def found(run: RunAnalysis, code: str) -> list[Finding]:
-    return [f for f in run.findings if f.code == code]
+    """The findings of ``code`` in recording order (the run lists them root causes first)."""
+    return sorted((f for f in run.findings if f.code == code), key=lambda f: f.seq or 0)
 
 
 def one(run: RunAnalysis, code: str) -> Finding:

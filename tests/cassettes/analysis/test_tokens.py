@@ -321,6 +321,8 @@ def test_stream_without_include_usage_is_estimated_from_text_size() -> None:
     )
     assert tv.cost == (tv.input * Decimal("2.5") + tv.output * Decimal(10)) / M
     assert tv.price_source is not None and tv.price_source.endswith("(on estimated tokens)")
+    # a price of estimated counts is an estimate (issue 54: it read without its ~)
+    assert tv.price_estimated and _tok(_run(t0), 0).cumulative_estimated
 
 
 def test_the_same_stream_with_include_usage_is_reported() -> None:
@@ -479,6 +481,9 @@ def test_anthropic_format_behind_an_unknown_gateway_is_priced_as_anthropic() -> 
         and "localhost:8787" in t0.price_source
         and "anthropic/claude-sonnet-4-5" in t0.price_source
     )
+    # the list price at a host that may charge otherwise: an estimate, as for an OpenAI-format
+    # host (issue 54: it read $… with price_estimated false beside the OpenAI run's ~$…)
+    assert t0.price_estimated and t0.price_source.startswith("estimated:")
 
 
 # --- Bedrock Converse (input excludes cache, like Anthropic) --------------------------------------
