@@ -22,7 +22,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mitmproxy import exceptions, master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
@@ -251,6 +251,25 @@ def _port_of(spec: str) -> int:
     return int(spec.rsplit("@", 1)[-1])
 
 
+def _quiet_cancellations(loop: asyncio.AbstractEventLoop) -> None:
+    """A client still connected when the recorder stops (every SDK keeps its connection alive):
+    the end of the event loop cancels mitmproxy's task for that connection, and asyncio's stream
+    callback, asking the cancelled task for its exception, reports the cancellation as 'Exception
+    in callback' with a traceback on the user's terminal. A cancellation is how the stop works,
+    not an error: it is left unsaid; anything else goes to the handler that was there."""
+    before = loop.get_exception_handler()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), asyncio.CancelledError):
+            return
+        if before is not None:
+            before(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+
+
 class _Ready:
     def __init__(self) -> None:
         self.event = asyncio.Event()
@@ -391,6 +410,7 @@ class Recorder:
     async def start(self) -> None:
         cfg = self.config
         check_confdir(cfg.confdir)
+        _quiet_cancellations(asyncio.get_running_loop())
         opts = options.Options(
             mode=[lst.spec for lst in self.listeners],
             listen_host=cfg.host,

@@ -98,6 +98,37 @@ def test_stop_closes_every_port(tmp_path: Path) -> None:
     assert [p for p in ports if not _bindable(p)] == [], err
 
 
+def test_stopping_while_a_client_holds_its_connection_prints_no_traceback(tmp_path: Path) -> None:
+    """A keep-alive client (every SDK) still connected when the recorder stops: mitmproxy's
+    connection task is cancelled, which asyncio used to print as 'Exception in callback …
+    CancelledError' with a traceback on the user's terminal."""
+    with FakeUpstream(delay=0.0) as up:
+        proc = subprocess.Popen(
+            [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"), "--upstream", f"openai={up.url}"],  # noqa: E501
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+        )  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        base = ""
+        for line in progress.lines(proc, proc.stdout, what="the recorder's export lines"):
+            if line.startswith("export OPENAI_BASE_URL="):
+                base = line.split("=", 1)[1].strip().strip("'\"")
+                break
+        port = int(re.findall(r":(\d+)", base)[0])
+        body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+        with socket.create_connection(("127.0.0.1", port), timeout=progress.STALL) as held:
+            held.sendall(
+                f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                f"\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
+            )
+            assert held.recv(65536).startswith(b"HTTP/1.1 200")  # answered, and kept open
+            proc.send_signal(signal.SIGINT)
+            rc = progress.wait(proc)
+        err = proc.stderr.read()
+    assert rc == 0, err
+    assert "Traceback" not in err and "CancelledError" not in err, err
+    assert "1 round trip recorded" in err, err
+
+
 CLIENT = textwrap.dedent(
     """
     import json, os, sys, urllib.request
