@@ -74,6 +74,7 @@ def test_show_json_schema(tmp_path: Path) -> None:
             "arguments": {"country": "UK"},
             "arguments_raw": '{"country":"UK"}',
             "arguments_error": None,
+            "ran_by": "client",
         }
     ]
     assert (

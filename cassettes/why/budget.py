@@ -17,6 +17,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from cassettes.hints import count
 from cassettes.why.interventions import Intervention
 
 __all__ = ["check", "planned_for"]
@@ -73,8 +74,9 @@ def check(
     left = [p for i in chosen for p in planned_for(run, [i], bases) * (samples - done[i.key])]
     branches = sum(samples - d for d in done.values())
     said = (
-        f"{len(left)} requests left to send ({branches} of {len(chosen) * samples} branches left "
-        f"to run; {sum(done.values())} kept from the earlier run)"
+        f"{count(len(left), 'request')} left to send ({branches} of "
+        f"{count(len(chosen) * samples, 'branch', 'branches')} left to run; "
+        f"{sum(done.values())} kept from the earlier run)"
     )
 
     def resumed(lines: list[str]) -> list[str]:

@@ -67,7 +67,9 @@ class Tally:
         same = sum(w == first for w in whys)
         also = f" ({same} of them)" if 1 < same < self.invalid else ""
         of = self.invalid + self.samples
-        return f"{self.invalid} of {of} branches are no sample: {first}{also}"
+        verb = "is" if self.invalid == 1 else "are"
+        branches = count(of, "branch", "branches")
+        return f"{self.invalid} of {branches} {verb} no sample: {first}{also}"
 
     def line(self) -> str:
         i = self.intervention
@@ -197,7 +199,8 @@ def _still_failed(t: Tally) -> str:
     if t.intervention.layer == "E" or not failed:
         return ""
     return (
-        f"; with it, {failed} of {t.samples} branches still failed: another cause fails the run too"
+        f"; with it, {failed} of {count(t.samples, 'branch', 'branches')} still failed: another "
+        "cause fails the run too"
     )
 
 
@@ -205,7 +208,7 @@ def _resting(t: Tally) -> str:
     """Branches of ``t`` that are no sample (the fork failed …): on how many samples it rests."""
     if not t.invalid:
         return ""
-    return f" [{t.samples} samples left: {t.left_out}]"
+    return f" [{count(t.samples, 'sample')} left: {t.left_out}]"
 
 
 def _refusal(refused: Tally, ran: list[Tally], ranked: list[Tally], samples: int) -> Verdict:
@@ -216,9 +219,9 @@ def _refusal(refused: Tally, ran: list[Tally], ranked: list[Tally], samples: int
     tried = (
         "nothing could be run"
         if not ran
-        else f"the one intervention run did not flip it in {n} samples"
+        else f"the one intervention run did not flip it in {count(n, 'sample')}"
         if len(ran) == 1
-        else f"none of the {len(ran)} interventions run flipped it in {n} samples"
+        else f"none of the {len(ran)} interventions run flipped it in {count(n, 'sample')}"
     )
     test = f"test a fix with a fork at it ({i.fix})" if i.fix else "fix the client and record again"
     said = f": {i.evidence!r}" if i.evidence else ""

@@ -370,7 +370,7 @@ def test_a_branch_whose_fork_failed_is_no_sample_and_the_verdict_says_how_many_a
     assert (
         "flipped 2/2" in head
         and (
-            "[2 samples left: 1 of 3 branches are no sample: the fork failed: the client diverged "
+            "[2 samples left: 1 of 3 branches is no sample: the fork failed: the client diverged "
             "before the cursor at conversation c1, turn 0"
         )
         in head

@@ -394,10 +394,10 @@ def test_branches_whose_fork_failed_are_no_sample_and_the_verdict_says_what_is_l
         {"result": "invalid", "why": why},
         {"result": "flipped"},
     ]
-    assert t.line().endswith(f"; 1 of 3 branches are no sample: {why}"), t.line()
+    assert t.line().endswith(f"; 1 of 3 branches is no sample: {why}"), t.line()
     v = verdict([t], 3)
     assert v.headline.endswith(
-        f"[2 samples left: 1 of 3 branches are no sample: {why}]; no other intervention ran"
+        f"[2 samples left: 1 of 3 branches is no sample: {why}]; no other intervention ran"
     ), v.headline
     assert v.as_json()["verdict"]["left_out"] == 1
     none = _tally("C", 1, 0, 0, "c-restore-result")

@@ -67,8 +67,8 @@ _SPEC = re.compile(
     r"(?:^|(?<=:))((?:restore_result|tool_result|tool_schema)\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]"
     r"|system|max_tokens|continue)=(@?)"
 )
-#: Where a tool's schema is, by API (docs/WIRE.md): Chat ``function.parameters``, Responses and
-#: Gemini ``parameters`` (or ``parametersJsonSchema``), Anthropic ``input_schema``.
+#: The fields that hold a tool's schema, in the tool itself, its ``function`` or one of its function
+#: declarations: field names of the wire (docs/WIRE.md), whichever API the request is in.
 _SCHEMA_KEYS = ("parameters", "input_schema", "parametersJsonSchema", "parameters_json_schema")
 #: The fields that carry a request's output token cap, at the top level or under the generation
 #: settings (``generationConfig``, ``options``), as the OTel export reads them: field names of the
@@ -362,7 +362,7 @@ def _cap(doc: Any, tokens: int, hits: list[tuple[list[str | int], Any, Any]]) ->
 def _schema(
     doc: Any, name: str, schema: dict[str, Any], hits: list[tuple[list[str | int], Any, Any]]
 ) -> None:
-    """Set the schema of the tool ``name`` the request offers (its ``tools``; Gemini's function
+    """Set the schema of the tool ``name`` the request offers (its ``tools``, and the function
     declarations in them) to ``schema``; a request that does not offer it is left as it is."""
     tools = doc.get("tools") if isinstance(doc, dict) else None
     for i, t in enumerate(tools if isinstance(tools, list) else []):
