@@ -135,18 +135,24 @@ def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
     return head.strip() != "" and head in _words(b)
 
 
+def _echoed_calls(answer: Message, echo: Message) -> list[ToolCall] | None:
+    """The answer's function calls, when ``echo`` is assistant text holding no call of its own
+    (``None`` otherwise): what :func:`calls_as_text` and :func:`call_as_output` compare."""
+    if echo.role not in ("assistant", "model") or any(p.kind == "tool_call" for p in echo.parts):
+        return None
+    return [
+        p.tool_call
+        for p in answer.parts
+        if p.tool_call is not None and p.tool_call.kind in ("function", "custom")
+    ]
+
+
 def calls_as_text(answer: Message, echo: Message) -> bool:
     """The client echoed the answer's tool calls as text, not as calls (smolagents' "Calling
     tools: [{'id': …, 'function': {'name': 'get_weather', 'arguments': {'city': 'Paris'}}}]"): every
     call's name and argument values are in the echo's words, and the echo holds no call itself.
     The API then sees no pending call, and the results come back as text too."""
-    if echo.role not in ("assistant", "model") or any(p.kind == "tool_call" for p in echo.parts):
-        return False
-    calls = [
-        p.tool_call
-        for p in answer.parts
-        if p.tool_call is not None and p.tool_call.kind in ("function", "custom")
-    ]
+    calls = _echoed_calls(answer, echo)
     if not calls:
         return False
     words = _words(" ".join(p.text or "" for p in echo.parts if p.kind == "text"))
@@ -167,14 +173,10 @@ def call_as_output(answer: Message, echo: Message) -> bool:
     text, no call, that is the call's arguments as JSON (or the value of its one argument). A
     structured-output tool (pydantic-ai's ``final_result``) ends a run; a framework that resumes the
     conversation later writes that call back as the answer, with no result for it."""
-    if echo.role not in ("assistant", "model") or any(p.kind == "tool_call" for p in echo.parts):
+    calls = _echoed_calls(answer, echo)
+    if not calls or len(calls) != 1:
         return False
-    calls = [
-        p.tool_call
-        for p in answer.parts
-        if p.tool_call is not None and p.tool_call.kind in ("function", "custom")
-    ]
-    if len(calls) != 1 or calls[0].arguments_error or calls[0].arguments in (None, "", {}):
+    if calls[0].arguments_error or calls[0].arguments in (None, "", {}):
         return False
     text = "".join(p.text or "" for p in echo.parts if p.kind == "text").strip()
     fenced = _FENCE.match(text)
