@@ -158,7 +158,7 @@ def test_early_hints_are_dropped_and_the_answer_passes(
     else:
         assert through == direct and through["text"], (direct, through)
     ((ex, findings),) = _recorded(recorder, scenario)
-    assert ex.status == 200 and ex.transport_error is None, ex
+    _answered(ex, client, stream)
     assert ex.response_body == served[0].body
     times = f" ({hints} times)" if hints > 1 else ""
     said = f"informational: the upstream sent 103 Early Hints{times} before its answer;"
@@ -201,6 +201,16 @@ def test_after_early_hints_the_next_call_on_the_connection_gets_its_own_answer(
     assert second.json()["choices"][0]["message"]["tool_calls"], second.text
 
 
+def _answered(ex: Any, client: str, stream: bool) -> None:
+    """Recorded as answered, 200, without a transport error. The openai sync SDK hangs up right
+    after ``[DONE]`` (MITMPROXY.md §2): whether that comes before the message's last chunk is a race
+    (seen once in a full suite), which mitmproxy names ``Client disconnected.``; the stream is
+    whole either way (judged from its content)."""
+    assert ex.status == 200, ex
+    late = ("Client disconnected.",) if client == "openai" and stream else ()
+    assert ex.transport_error in (None, *late), ex
+
+
 @pytest.mark.parametrize("announced", ["announced", "unannounced"])
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 @pytest.mark.parametrize("client", ["httpx", "openai"])
@@ -216,7 +226,7 @@ def test_trailers_are_dropped_and_the_answer_ends_whole(
     else:
         assert through == direct and through["text"], (direct, through)
     ((ex, findings),) = _recorded(recorder, scenario)
-    assert ex.status == 200 and ex.transport_error is None, ex
+    _answered(ex, client, stream)
     assert ex.response_body == served[0].body
     dropped = [n for n in ex.notes if n.startswith("trailers:")]
     assert len(dropped) == (1 if announced == "announced" else 0), ex.notes
