@@ -43,7 +43,10 @@ def count_lines(name):
 
 now = datetime.datetime.now()
 client = OpenAI(max_retries=0)
-msgs = [{"role": "system", "content": f"You count lines. Today is {now:%A}, {now:%Y-%m-%d}. Trace run-{uuid.uuid4().hex[:8]}."},
+# a run id as machines make them, letters and digits (one of 43 all-digit draws reads as a number,
+# which propose rightly leaves alone: the test failed so once in a full suite)
+rid = next(h for h in iter(lambda: uuid.uuid4().hex[:8], "") if not (h.isdigit() or h.isalpha()))
+msgs = [{"role": "system", "content": f"You count lines. Today is {now:%A}, {now:%Y-%m-%d}. Trace run-{rid}."},
         {"role": "user", "content": "How many lines do notes.txt and todo.txt have?"}]
 for _ in range(4):
     m = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
