@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "SERVER_KINDS",
+    "USAGE_COUNTS",
     "ApiError",
     "FinishReason",
     "Message",
@@ -177,6 +178,17 @@ class Usage(_Model):
     reasoning_tokens: int | None = None
     total_tokens: int | None = None
     raw: dict[str, Any] | None = None
+
+
+#: :class:`Usage`'s token counts, by field name (what summing or merging usages walks).
+USAGE_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "total_tokens",
+)
 
 
 class ApiError(_Model):

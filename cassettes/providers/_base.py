@@ -33,6 +33,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.models import (
+    USAGE_COUNTS,
     ApiError,
     FinishReason,
     NormalisedRequest,
@@ -460,14 +461,6 @@ def as_int(v: Any) -> int | None:
     return None
 
 
-_COUNTS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "total_tokens",
-)
 
 
 def latest_count(before: int | None, now: int | None) -> int | None:
@@ -485,7 +478,7 @@ def merged_usage(before: Usage | None, now: Usage | None) -> Usage | None:
         return now or before
     kept = {
         k: getattr(before, k)
-        for k in _COUNTS
+        for k in USAGE_COUNTS
         if latest_count(getattr(before, k), getattr(now, k)) != getattr(now, k)
     }
     if not kept:

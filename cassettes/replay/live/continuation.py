@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import bounds
-from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
+from cassettes.models import USAGE_COUNTS, FinishReason, NormalisedResponse, Part, Usage
 from cassettes.wire import edited
 
 if TYPE_CHECKING:
@@ -172,14 +172,7 @@ def _summed(answers: list[NormalisedResponse]) -> Usage | None:
     if not usages:
         return None
     out: dict[str, Any] = {}
-    for name in (
-        "input_tokens",
-        "output_tokens",
-        "cache_read_tokens",
-        "cache_write_tokens",
-        "reasoning_tokens",
-        "total_tokens",
-    ):
+    for name in USAGE_COUNTS:
         got = [v for u in usages if (v := getattr(u, name)) is not None]
         out[name] = sum(got) if got else None
     return Usage.model_validate(out)
