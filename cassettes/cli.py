@@ -102,6 +102,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         v = roundtrip_json(rt, ex)
         if ex.edits:
             v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)
+        if ex.reconstructed:
+            v["reconstructed"] = ex.reconstructed  # an imported trace's (docs/interop.md)
         turn = turns.get(v["seq"])
         v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
         if turn is not None:
@@ -332,6 +334,52 @@ def _show_filter(args: argparse.Namespace, analysis: Any) -> ShowFilter | None:
 #: What ``import`` picks up in a directory (a file named on the command line is read whatever its
 #: name).
 _IMPORT_SUFFIXES = (".yaml", ".yml", ".mitm", ".flow", ".flows")
+#: …and traces or trajectories (docs/interop.md), when their content says they are such.
+_TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".otlp")
+
+
+def _trace_kind(path: Path) -> str | None:
+    """What trace format ``path`` holds (``cassettes.interop.traces.sniff``), ``None`` for none."""
+    from cassettes.interop.traces import sniff
+
+    try:
+        with path.open("rb") as f:
+            return sniff(f.read(1 << 16))
+    except OSError:
+        return None
+
+
+def _trace_runs(files: list[tuple[Path, Path]]) -> tuple[dict[Path, tuple[str, int]], int]:
+    """Each trace file's format and how many runs it holds (read through once: a damaged file is
+    refused here, before anything is written), and how many failed."""
+    from cassettes.interop.traces import runs_in
+
+    runs: dict[Path, tuple[str, int]] = {}
+    failures = 0
+    for src, _rel in files:
+        kind = _trace_kind(src) if src.is_file() else None
+        if kind is None:
+            continue
+        try:
+            runs[src] = (kind, sum(1 for _ in runs_in(src, kind)))
+        except CassetteError as exc:
+            _err(f"error: {exc}")
+            failures += 1
+    return runs, failures
+
+
+def _split_runs(
+    files: list[tuple[Path, Path]], runs: dict[Path, tuple[str, int]]
+) -> list[tuple[Path, Path]]:
+    """A file of several trajectories gives one cassette each: ``NAME-1``, ``NAME-2`` …"""
+    out: list[tuple[Path, Path]] = []
+    for src, rel in files:
+        n = runs.get(src, ("", 1))[1]
+        if n == 1:
+            out.append((src, rel))
+        else:
+            out.extend((src, rel.with_name(f"{rel.stem}-{k}{rel.suffix}")) for k in range(1, n + 1))
+    return out
 
 
 def _import_plan(inputs: list[Path]) -> list[tuple[Path, Path]]:
@@ -345,7 +393,11 @@ def _import_plan(inputs: list[Path]) -> list[tuple[Path, Path]]:
             files.extend(
                 (q, base / q.relative_to(p))
                 for q in sorted(p.rglob("*"))
-                if q.suffix.lower() in _IMPORT_SUFFIXES and q.is_file()
+                if q.is_file()
+                and (
+                    q.suffix.lower() in _IMPORT_SUFFIXES
+                    or (q.suffix.lower() in _TRACE_SUFFIXES and _trace_kind(q) is not None)
+                )
             )
         else:
             files.append((p, Path(p.name)))
@@ -425,12 +477,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     if not files:
         _err("error: no input files")
         return EXIT_ERROR
+    runs, failures = _trace_runs(files)
+    files = _split_runs([f for f in files if f[0] in runs or not _trace_kind(f[0])], runs)
+    if failures and not files:
+        return EXIT_ERROR
     out = Path(args.output) if args.output else None
     many = len(files) > 1 or any(p.is_dir() for p in inputs)  # a directory's -o is a directory
     if many and out is not None and out.exists() and not out.is_dir():
         _err(f"error: several inputs need -o to be a directory, and {out} is a file")
         return EXIT_ERROR
-    failures = 0
     written: set[Path] = set()  # --force replaces only files that existed before the run
     planned: list[tuple[Path, Target]] = []
     sources = {_file_id(src) for src, _rel in files} - {None}
@@ -459,18 +514,31 @@ def cmd_import(args: argparse.Namespace) -> int:
         except UnsafePath as exc:
             _err(f"error: {exc}")
             failures += 1
-    if failures:
+    if failures and len(planned) < len(files):
         return EXIT_ERROR
-    for src, target in planned:
+    for src, targets in _grouped(planned):
         try:
-            line = _import_one(src, target)
+            if src in runs:
+                from cassettes.interop.traces import import_runs
+
+                lines = import_runs(src, runs[src][0], targets)
+            else:
+                lines = [_import_one(src, targets[0])]
         except CassetteError as exc:
             _err(f"error: {exc}")
             failures += 1
             continue
-        if not args.quiet:
+        for line in lines if not args.quiet else []:
             print(line)
     return EXIT_ERROR if failures else EXIT_OK
+
+
+def _grouped(planned: list[tuple[Path, Target]]) -> list[tuple[Path, list[Target]]]:
+    """The targets of each input, in order (a file of several trajectories has one each)."""
+    out: dict[Path, list[Target]] = {}
+    for src, target in planned:
+        out.setdefault(src, []).append(target)
+    return list(out.items())
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -495,6 +495,8 @@ def exchange_to_record(
         rec["notes"] = ex.notes
     if ex.edits:
         rec["edits"] = ex.edits  # a fork's what-if edits (cassettes.wire.edited)
+    if ex.reconstructed:
+        rec["reconstructed"] = ex.reconstructed  # an imported trace's (docs/cassette-format.md)
     return rec
 
 
@@ -610,6 +612,22 @@ def _read_edits(ex: Exchange, value: Any) -> None:
         ex.notes.append("edits: the record's edit marks are malformed; ignored")
 
 
+def _reconstructed(value: Any, notes: list[str]) -> dict[str, Any] | None:
+    """An imported round trip's provenance mark, checked (version 1: ``from`` and ``inferred``
+    lists of field names); one that is not such is noted and dropped."""
+    if (
+        isinstance(value, dict)
+        and value.get("v") == 1
+        and all(
+            isinstance(value.get(k), list) and all(isinstance(n, str) for n in value[k])
+            for k in ("from", "inferred")
+        )
+    ):
+        return value
+    notes.append("reconstructed: the record's provenance mark is malformed; ignored")
+    return None
+
+
 def record_to_exchange(
     rec: dict[str, Any], decoder: HistoryDecoder | None = None, *, checked: bool = False
 ) -> Exchange:
@@ -632,6 +650,8 @@ def record_to_exchange(
         )
         if "edits" in rec:
             _read_edits(ex, rec["edits"])
+        if "reconstructed" in rec:
+            ex.reconstructed = _reconstructed(rec["reconstructed"], ex.notes)
         body_form = req.get("body")
         if isinstance(body_form, dict) and "delta" in body_form:
             if decoder is None:

@@ -165,6 +165,7 @@ def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) 
         *_finish_lines(v),
         *_request_lines(v, c),
         *edit_lines(v),
+        *reconstructed_lines(v),
         *_result_lines(c),
         *_answer_lines(v),
         *_trouble_lines(v),
@@ -310,6 +311,20 @@ def _user_index(msgs: list[Any], n: int) -> int | None:
 #: it); the client's history is what looptap extended with the cut answer and a request for the
 #: rest.
 CONTINUED = "looptap asked for the rest of the cut answer; the client's history"
+
+
+def reconstructed_lines(v: dict[str, Any]) -> list[str]:
+    """An imported round trip's provenance (docs/interop.md): what came from the trace, what
+    looptap inferred (which no finding rests on alone)."""
+    r = v.get("reconstructed")
+    if not r:
+        return []
+    given = ", ".join(r.get("from") or []) or "nothing"
+    inferred = ", ".join(r.get("inferred") or []) or "nothing"
+    return [
+        f"    reconstructed from a {r.get('source', 'trace')}: {given}; inferred by looptap "
+        f"(not evidence): {inferred}"
+    ]
 
 
 def edit_lines(v: dict[str, Any]) -> list[str]:

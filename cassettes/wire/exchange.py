@@ -64,6 +64,10 @@ class Exchange:
     #: A fork's what-if edits made in this request (:mod:`cassettes.wire.edited`): the request
     #: is what the upstream received, these marks give back the client's own.
     edits: list[dict[str, Any]] | None = None
+    #: An imported trace's round trip rebuilt by looptap (:mod:`cassettes.interop.traces`): which
+    #: fields came from the trace and which looptap inferred (``{"v": 1, "source", "from",
+    #: "inferred"}``); ``None`` for a round trip that crossed a wire.
+    reconstructed: dict[str, Any] | None = None
     #: Position in the cassette (assigned by the store).
     seq: int | None = None
     #: Set by the store: the request body extends round trip ``base`` (``{"base", "keep",

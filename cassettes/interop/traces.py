@@ -1,0 +1,283 @@
+"""Production traces in: chat trajectories and OTLP traces (OTel GenAI semantic conventions,
+OpenInference) read as model calls (:class:`~cassettes.providers.rebuild.Call`), each rebuilt as
+the round trip the API would have carried and marked as reconstructed (docs/interop.md).
+
+Told apart by content (:func:`sniff`): a JSON list, or an object holding ``messages`` / ``traj`` /
+``trajectory``, is a trajectory (one a line in JSON Lines: one cassette each); an object holding
+``resourceSpans`` is an ``ExportTraceServiceRequest`` (one a line, as the OTel file exporter and
+collectors write them); a file that is neither text nor any other format looptap reads is tried as
+OTLP protobuf. Bounded: a JSON document (a whole file, or a line) over
+:data:`~cassettes.bounds.MAX_DECODED_BYTES` is refused, never read whole; JSON Lines are read a
+line at a time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from cassettes import bounds
+from cassettes.errors import ImportFormatError
+from cassettes.providers.rebuild import Call
+
+__all__ = ["DOC_LIMIT", "read_calls", "runs_in", "sniff"]
+
+#: The largest JSON document (a file read whole, or one line) an import parses.
+DOC_LIMIT = bounds.MAX_DECODED_BYTES
+_HISTORY_KEYS = ("messages", "traj", "trajectory")
+_FIRST_KEY = re.compile(rb'\s*\{\s*"((?:[^"\\]|\\.)*)"')
+
+
+def sniff(head: bytes) -> str | None:
+    """``"trajectory"``, ``"otlp"`` (JSON) or ``"otlp-proto"`` for the first bytes of a file of
+    those, ``None`` for anything else (a looptap cassette, a vcrpy cassette, a HAR …)."""
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if text.startswith(b"["):
+        return "trajectory"
+    if text.startswith(b"{"):
+        m = _FIRST_KEY.match(text)
+        if m is not None and m.group(1) in (b"type", b"log", b"interactions", b"version"):
+            return None  # a looptap header, a HAR, a vcrpy cassette in JSON
+        if b'"resourceSpans"' in text or b'"resource_spans"' in text:
+            return "otlp"
+        if any(b'"%s"' % k.encode() in text for k in _HISTORY_KEYS):
+            return "trajectory"
+        return None
+    # OTLP protobuf: field 1 (resource_spans), length-delimited, and not text.
+    if head[:1] == b"\x0a" and (b"\x00" in head or not _printable(head)):
+        return "otlp-proto"
+    return None
+
+
+def _printable(head: bytes) -> bool:
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# -- reading JSON documents, bounded -----------------------------------------------------------
+
+
+def _docs(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, document) of a JSON file or of each line of a JSON Lines file; 0 for a file
+    that is one document. Never holds more than :data:`DOC_LIMIT` bytes of it."""
+    try:
+        fh: BinaryIO = path.open("rb")
+    except OSError as exc:
+        raise ImportFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with fh:
+        size = path.stat().st_size
+        if size <= DOC_LIMIT:
+            data = fh.read()
+            try:
+                yield 0, orjson.loads(data)
+                return
+            except orjson.JSONDecodeError:
+                pass  # JSON Lines, or damaged: said line by line below
+            fh.seek(0)
+        yield from _lines(path, fh)
+
+
+def _lines(path: Path, fh: BinaryIO) -> Iterator[tuple[int, Any]]:
+    for n, line in enumerate(iter(lambda: fh.readline(DOC_LIMIT + 1), b""), 1):
+        if len(line) > DOC_LIMIT:
+            raise ImportFormatError(
+                f"{path}: line {n} is longer than {DOC_LIMIT >> 20} MiB (one JSON document a "
+                "line is expected); not imported"
+            )
+        if not line.strip():
+            continue
+        try:
+            yield n, orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            where = "is cut short" if not line.endswith(b"\n") else "is not JSON"
+            raise ImportFormatError(
+                f"{path}: line {n} {where} ({str(exc).split(':')[0]}); nothing imported"
+            ) from None
+
+
+# -- trajectories --------------------------------------------------------------------------------
+
+
+def _trajectories(doc: Any, where: str) -> Iterator[tuple[list[Any], dict[str, Any]]]:
+    """(messages, the object around them) of each trajectory one document holds."""
+    if isinstance(doc, list) and all(isinstance(m, dict) and "role" in m for m in doc):
+        yield doc, {}
+        return
+    if isinstance(doc, list):
+        for i, item in enumerate(doc):
+            yield from _trajectories(item, f"{where}, item {i}")
+        return
+    if isinstance(doc, dict):
+        for key in _HISTORY_KEYS:
+            if isinstance(doc.get(key), list):
+                yield doc[key], doc
+                return
+    raise ImportFormatError(
+        f"{where}: not a chat trajectory (a list of messages with roles, or an object holding "
+        "one under 'messages', 'traj' or 'trajectory')"
+    )
+
+
+def _is_anthropic(messages: list[Any], around: dict[str, Any]) -> bool:
+    for m in messages:
+        if m.get("role") in ("system", "tool") or m.get("tool_calls"):
+            return False
+        c = m.get("content")
+        if isinstance(c, list) and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in c
+        ):
+            return True
+    return isinstance(around.get("system"), (str, list))
+
+
+def _checked(messages: list[Any], where: str) -> list[dict[str, Any]]:
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise ImportFormatError(f"{where}: message {i} has no role; nothing imported")
+        if bounds.too_deep(m):
+            raise ImportFormatError(
+                f"{where}: message {i} is nested deeper than {bounds.WALK_DEPTH} levels; "
+                "nothing imported"
+            )
+    return messages
+
+
+def _chat_ids(messages: list[dict[str, Any]], inferred: set[str]) -> list[dict[str, Any]]:
+    """OpenAI-shaped messages with the tool-call ids (and string arguments) a trajectory left out
+    filled in: a call without an id gets one, a tool result without one answers the oldest call
+    not answered yet."""
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for i, m in enumerate(messages):
+        m = dict(m)
+        if m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
+            calls = []
+            for j, c in enumerate(m["tool_calls"]):
+                c = dict(c) if isinstance(c, dict) else {}
+                if not c.get("id"):
+                    c["id"] = f"call_imported_{i}_{j}"
+                    inferred.add("tool_call.id")
+                fn = c.get("function")
+                if isinstance(fn, dict) and not isinstance(fn.get("arguments"), str):
+                    c["function"] = {**fn, "arguments": orjson.dumps(fn.get("arguments")).decode()}
+                c.setdefault("type", "function")
+                pending.append(c["id"])
+                calls.append(c)
+            m["tool_calls"] = calls
+        elif m.get("role") == "tool":
+            if not m.get("tool_call_id") and pending:
+                m["tool_call_id"] = pending[0]
+                inferred.add("tool_result.tool_call_id")
+            if m.get("tool_call_id") in pending:
+                pending.remove(m["tool_call_id"])
+        out.append(m)
+    return out
+
+
+def trajectory_calls(messages: list[Any], around: dict[str, Any], where: str) -> list[Call]:
+    """The model calls of one trajectory: one per assistant message, its request the messages
+    before it."""
+    msgs = _checked(messages, where)
+    anthropic = _is_anthropic(msgs, around)
+    family = "anthropic" if anthropic else "openai_chat"
+    model = around.get("model") if isinstance(around.get("model"), str) else None
+    inferred: set[str] = set()
+    system: list[str] = []
+    if anthropic:
+        s = around.get("system")
+        system = [s] if isinstance(s, str) else []
+    else:
+        msgs = _chat_ids(msgs, inferred)
+    tools = around.get("tools") if isinstance(around.get("tools"), list) else []
+    given = (
+        {"messages", "output"} | ({"model"} if model else set()) | ({"tools"} if tools else set())
+    )
+    if not tools:
+        inferred.add("tools")  # the trajectory does not say which were offered
+    calls = []
+    for i, m in enumerate(msgs):
+        if m["role"] != "assistant":
+            continue
+        output = {k: v for k, v in m.items() if k != "role"}
+        if anthropic and isinstance(output.get("content"), str):
+            output["content"] = [{"type": "text", "text": output["content"]}]
+        calls.append(
+            Call(
+                family, "trajectory", msgs[:i], output, model=model, system=system,
+                tools=tools, given=set(given), inferred=set(inferred),
+            )
+        )  # fmt: skip
+    return calls
+
+
+# -- the runs of a file ---------------------------------------------------------------------------
+
+
+def runs_in(path: Path, kind: str) -> Iterator[list[Call]]:
+    """The runs ``path`` holds (one list of model calls each): a trajectory file may hold several,
+    an OTLP file is one run. Raises :class:`ImportFormatError`: one line saying what is wrong."""
+    if kind == "trajectory":
+        for n, doc in _docs(path):
+            where = f"{path}, line {n}" if n else str(path)
+            for k, (messages, around) in enumerate(_trajectories(doc, where)):
+                calls = trajectory_calls(messages, around, where if not k else f"{where} #{k}")
+                if not calls:
+                    raise ImportFormatError(
+                        f"{where}: a trajectory without an assistant message (no model call to "
+                        "rebuild); nothing imported"
+                    )
+                yield calls
+        return
+    from cassettes.interop.otlp_in import otlp_calls
+
+    yield otlp_calls(path, kind)
+
+
+def read_calls(path: Path, kind: str) -> list[list[Call]]:
+    """Every run of ``path``, read whole before anything is written (so a damaged line later in
+    the file leaves nothing written)."""
+    return list(runs_in(path, kind))
+
+
+def import_runs(path: Path, kind: str, targets: list[Any]) -> list[str]:
+    """Write each run of ``path`` as a cassette at its checked target (one each, in order), each
+    under a private name put in place whole; the summary lines."""
+    from cassettes.hints import count
+    from cassettes.providers.rebuild import exchange
+    from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.storage.paths import staged
+
+    lines = []
+    runs = runs_in(path, kind)
+    for target, calls in zip(targets, runs, strict=False):
+        target.path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"source": f"import ({kind})", "imported_from": path.name}
+        inferred: set[str] = set()
+        with staged(target) as s, CassetteWriter(s.path, meta=meta) as w:
+            for n, call in enumerate(calls):
+                ex = exchange(call, n)
+                inferred |= set((ex.reconstructed or {}).get("inferred", ()))
+                w.append(ex)
+        said = f"; inferred: {', '.join(sorted(inferred))}" if inferred else ""
+        lines.append(
+            f"{path} → {target.path}: {count(len(calls), 'round trip')} rebuilt from a {kind}"
+            f"{said}{_limits(calls)}"
+        )
+    return lines
+
+
+def _limits(calls: list[Call]) -> str:
+    """What cannot be done with a run whose trace kept no message content."""
+    if all(c.messages or c.output for c in calls):
+        return ""
+    return (
+        " (no message content in the trace: models, usage and timing only; turns, tool calls, "
+        "findings on what was said, fork and replay need the messages)"
+    )

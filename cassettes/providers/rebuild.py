@@ -1,0 +1,263 @@
+"""A round trip rebuilt from a trace or a trajectory: the request and answer the API would have
+carried for one model call whose messages (and perhaps usage, finish reason, ids) are all that was
+kept, in the wire shape of OpenAI Chat or the Anthropic Messages API.
+
+What the source gave and what was made up here are listed on the exchange
+(:attr:`~cassettes.wire.exchange.Exchange.reconstructed`): ``from`` (the source) and ``inferred``
+(this module: ids the source lacked, a finish reason read off the answer's tool calls, the
+framing — one JSON body, never a stream —, a model it did not name). An inferred finish reason is
+only ever ``stop``/``tool_calls`` (``end_turn``/``tool_use``): looptap never infers a truncation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from cassettes.wire.exchange import Exchange
+
+__all__ = ["REBUILT", "Call", "exchange", "from_parts"]
+
+#: The families a round trip is rebuilt in, with the URL it is given.
+REBUILT = {
+    "openai_chat": "https://api.openai.com/v1/chat/completions",
+    "anthropic": "https://api.anthropic.com/v1/messages",
+}
+_JSON = [("content-type", "application/json")]
+#: max_tokens is required by the Messages API; a trace that does not say gets this (inferred).
+_MAX_TOKENS = 4096
+
+
+@dataclass
+class Call:
+    """One model call as a source kept it. ``messages``/``output`` are in ``family``'s wire shape
+    (an OpenAI Chat message list and assistant message; Anthropic ``messages`` and a
+    ``{"content": [blocks]}`` answer); ``given``/``inferred`` name the fields by origin."""
+
+    family: str
+    source: str
+    messages: list[dict[str, Any]]
+    output: dict[str, Any] | None = None
+    model: str | None = None
+    system: list[str] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    finish: str | None = None
+    response_id: str | None = None
+    started: float | None = None
+    duration: float | None = None
+    error: str | None = None
+    given: set[str] = field(default_factory=set)
+    inferred: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+
+
+def exchange(call: Call, n: int) -> Exchange:
+    """The exchange of ``call`` (the ``n``-th of its run: inferred ids are made from it)."""
+    chat = call.family != "anthropic"
+    if not call.model:
+        call.inferred.add("model")
+    if not call.response_id:
+        call.response_id = f"{'chatcmpl' if chat else 'msg'}_imported_{n}"
+        call.inferred.add("response.id")
+    req, resp = (_chat if chat else _anthropic)(call)
+    ex = Exchange(
+        method="POST",
+        url=REBUILT["openai_chat" if chat else "anthropic"],
+        request_headers=list(_JSON),
+        request_body=orjson.dumps(req),
+        started=call.started,
+        duration=call.duration,
+        notes=list(call.notes),
+    )
+    if call.error is not None:
+        ex.status, ex.reason = 500, "Internal Server Error"
+        error = {"error": {"type": "api_error", "message": call.error}}
+        ex.response_chunks = [(None, orjson.dumps(error))]
+        call.inferred.add("status")
+    elif resp is not None:
+        ex.status, ex.reason = 200, "OK"
+        ex.response_headers = list(_JSON)
+        ex.response_chunks = [(None, orjson.dumps(resp))]
+        call.inferred |= {"status", "framing"}
+    ex.reconstructed = {
+        "v": 1,
+        "source": call.source,
+        "from": sorted(call.given),
+        "inferred": sorted(call.inferred),
+    }
+    return ex
+
+
+def _calls_of(out: dict[str, Any] | None, chat: bool) -> bool:
+    if out is None:
+        return False
+    if chat:
+        return bool(out.get("tool_calls"))
+    blocks = out.get("content")
+    return isinstance(blocks, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks
+    )
+
+
+def _finish(call: Call, chat: bool) -> str:
+    if call.finish:
+        return call.finish
+    call.inferred.add("finish_reason")
+    calls = _calls_of(call.output, chat)
+    if chat:
+        return "tool_calls" if calls else "stop"
+    return "tool_use" if calls else "end_turn"
+
+
+def _chat(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    system = [{"role": "system", "content": s} for s in call.system]
+    req: dict[str, Any] = {"model": call.model or "unknown", "messages": system + call.messages}
+    if call.tools:
+        req["tools"] = call.tools
+    if call.output is None:
+        return req, None
+    message = {"role": "assistant", "content": None, **call.output}
+    resp: dict[str, Any] = {
+        "id": call.response_id,
+        "object": "chat.completion",
+        "created": int(call.started or 0),
+        "model": call.model or "unknown",
+        "choices": [{"index": 0, "message": message, "finish_reason": _finish(call, True)}],
+    }
+    if call.usage:
+        i, o = call.usage.get("input_tokens", 0), call.usage.get("output_tokens", 0)
+        resp["usage"] = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
+    return req, resp
+
+
+def _anthropic(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    req: dict[str, Any] = {"model": call.model or "unknown", "max_tokens": _MAX_TOKENS}
+    if call.system:
+        req["system"] = "\n\n".join(call.system)
+    req["messages"] = call.messages
+    if call.tools:
+        req["tools"] = call.tools
+    call.inferred.add("max_tokens")
+    if call.output is None:
+        return req, None
+    resp: dict[str, Any] = {
+        "id": call.response_id,
+        "type": "message",
+        "role": "assistant",
+        "model": call.model or "unknown",
+        "content": call.output.get("content") or [],
+        "stop_reason": _finish(call, False),
+        "stop_sequence": None,
+    }
+    if call.usage:
+        resp["usage"] = {
+            "input_tokens": call.usage.get("input_tokens", 0),
+            "output_tokens": call.usage.get("output_tokens", 0),
+        }
+    return req, resp
+
+
+# -- semconv parts (gen_ai.input.messages …) → a family's messages ---------------------------
+
+
+def _text(p: dict[str, Any]) -> str:
+    c = p.get("content")
+    return c if isinstance(c, str) else ("" if c is None else orjson.dumps(c).decode())
+
+
+def _args_text(args: Any) -> str:
+    return (
+        args if isinstance(args, str) else orjson.dumps(args if args is not None else {}).decode()
+    )
+
+
+def _args_object(args: Any) -> Any:
+    if isinstance(args, str):
+        try:
+            return orjson.loads(args)
+        except orjson.JSONDecodeError:
+            return {"_raw": args}
+    return args if args is not None else {}
+
+
+def _chat_message(role: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    texts = [_text(p) for p in parts if p.get("type") == "text"]
+    calls = [p for p in parts if p.get("type") == "tool_call"]
+    results = [p for p in parts if p.get("type") == "tool_call_response"]
+    out: list[dict[str, Any]] = [
+        {
+            "role": "tool",
+            "tool_call_id": str(r.get("id") or ""),
+            "content": _text({"content": r.get("response")}),
+        }
+        for r in results
+    ]
+    if texts or calls or not results:
+        m: dict[str, Any] = {"role": role, "content": "".join(texts) if texts else None}
+        if calls:
+            m["tool_calls"] = [
+                {
+                    "id": str(c.get("id") or ""),
+                    "type": "function",
+                    "function": {
+                        "name": str(c.get("name") or ""),
+                        "arguments": _args_text(c.get("arguments")),
+                    },
+                }
+                for c in calls
+            ]
+        elif m["content"] is None:
+            m["content"] = ""
+        out.append(m)
+    return out
+
+
+def _anthropic_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for p in parts:
+        t = p.get("type")
+        if t == "text":
+            blocks.append({"type": "text", "text": _text(p)})
+        elif t == "tool_call":
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": str(p.get("id") or ""),
+                    "name": str(p.get("name") or ""),
+                    "input": _args_object(p.get("arguments")),
+                }
+            )
+        elif t == "tool_call_response":
+            block = {
+                "type": "tool_result",
+                "tool_use_id": str(p.get("id") or ""),
+                "content": _text({"content": p.get("response")}),
+            }
+            if p.get("is_error") is True:
+                block["is_error"] = True
+            blocks.append(block)
+    return blocks
+
+
+def from_parts(
+    family: str, messages: list[dict[str, Any]]
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Semconv messages (``{"role", "parts": [...]}``) as ``family``'s history: (system texts
+    that ride beside it, the messages)."""
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role = str(m.get("role") or "user")
+        parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
+        if family == "anthropic":
+            if role in ("system", "developer"):
+                system.append("".join(_text(p) for p in parts if p.get("type") == "text"))
+                continue
+            blocks = _anthropic_blocks(parts)
+            out.append({"role": "assistant" if role == "assistant" else "user", "content": blocks})
+        else:
+            out.extend(_chat_message(role, parts))
+    return system, out
