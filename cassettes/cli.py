@@ -68,6 +68,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             analysis_lines,
             conversation_json,
             edits_json,
+            mark_inferred,
             mcp_link_json,
             summary_lines,
             turn_json,
@@ -106,6 +107,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             v["reconstructed"] = ex.reconstructed  # an imported trace's (docs/interop.md)
         turn = turns.get(v["seq"])
         v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
+        if ex.reconstructed:
+            mark_inferred(v)
         if turn is not None:
             parent = branched.get(turn.conversation)
             v.update(

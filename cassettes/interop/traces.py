@@ -24,7 +24,7 @@ from cassettes import bounds
 from cassettes.errors import ImportFormatError
 from cassettes.providers.rebuild import Call
 
-__all__ = ["DOC_LIMIT", "read_calls", "runs_in", "sniff"]
+__all__ = ["DOC_LIMIT", "chat_ids", "import_runs", "read_docs", "runs_in", "sniff"]
 
 #: The largest JSON document (a file read whole, or one line) an import parses.
 DOC_LIMIT = bounds.MAX_DECODED_BYTES
@@ -64,7 +64,7 @@ def _printable(head: bytes) -> bool:
 # -- reading JSON documents, bounded -----------------------------------------------------------
 
 
-def _docs(path: Path) -> Iterator[tuple[int, Any]]:
+def read_docs(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, document) of a JSON file or of each line of a JSON Lines file; 0 for a file
     that is one document. Never holds more than :data:`DOC_LIMIT` bytes of it."""
     try:
@@ -149,7 +149,7 @@ def _checked(messages: list[Any], where: str) -> list[dict[str, Any]]:
     return messages
 
 
-def _chat_ids(messages: list[dict[str, Any]], inferred: set[str]) -> list[dict[str, Any]]:
+def chat_ids(messages: list[dict[str, Any]], inferred: set[str]) -> list[dict[str, Any]]:
     """OpenAI-shaped messages with the tool-call ids (and string arguments) a trajectory left out
     filled in: a call without an id gets one, a tool result without one answers the oldest call
     not answered yet."""
@@ -194,8 +194,8 @@ def trajectory_calls(messages: list[Any], around: dict[str, Any], where: str) ->
         s = around.get("system")
         system = [s] if isinstance(s, str) else []
     else:
-        msgs = _chat_ids(msgs, inferred)
-    tools = around.get("tools") if isinstance(around.get("tools"), list) else []
+        msgs = chat_ids(msgs, inferred)
+    tools: list[dict[str, Any]] = [t for t in around.get("tools") or [] if isinstance(t, dict)]
     given = (
         {"messages", "output"} | ({"model"} if model else set()) | ({"tools"} if tools else set())
     )
@@ -210,7 +210,7 @@ def trajectory_calls(messages: list[Any], around: dict[str, Any], where: str) ->
             output["content"] = [{"type": "text", "text": output["content"]}]
         calls.append(
             Call(
-                family, "trajectory", msgs[:i], output, model=model, system=system,
+                family, "a trajectory", msgs[:i], output, model=model, system=system,
                 tools=tools, given=set(given), inferred=set(inferred),
             )
         )  # fmt: skip
@@ -224,7 +224,7 @@ def runs_in(path: Path, kind: str) -> Iterator[list[Call]]:
     """The runs ``path`` holds (one list of model calls each): a trajectory file may hold several,
     an OTLP file is one run. Raises :class:`ImportFormatError`: one line saying what is wrong."""
     if kind == "trajectory":
-        for n, doc in _docs(path):
+        for n, doc in read_docs(path):
             where = f"{path}, line {n}" if n else str(path)
             for k, (messages, around) in enumerate(_trajectories(doc, where)):
                 calls = trajectory_calls(messages, around, where if not k else f"{where} #{k}")
@@ -238,12 +238,6 @@ def runs_in(path: Path, kind: str) -> Iterator[list[Call]]:
     from cassettes.interop.otlp_in import otlp_calls
 
     yield otlp_calls(path, kind)
-
-
-def read_calls(path: Path, kind: str) -> list[list[Call]]:
-    """Every run of ``path``, read whole before anything is written (so a damaged line later in
-    the file leaves nothing written)."""
-    return list(runs_in(path, kind))
 
 
 def import_runs(path: Path, kind: str, targets: list[Any]) -> list[str]:
@@ -267,15 +261,19 @@ def import_runs(path: Path, kind: str, targets: list[Any]) -> list[str]:
                 w.append(ex)
         said = f"; inferred: {', '.join(sorted(inferred))}" if inferred else ""
         lines.append(
-            f"{path} → {target.path}: {count(len(calls), 'round trip')} rebuilt from a {kind}"
+            f"{path} → {target.path}: {count(len(calls), 'round trip')} rebuilt from "
+            f"{_KINDS.get(kind, kind)}"
             f"{said}{_limits(calls)}"
         )
     return lines
 
 
+_KINDS = {"trajectory": "a trajectory", "otlp": "OTLP/JSON", "otlp-proto": "OTLP protobuf"}
+
+
 def _limits(calls: list[Call]) -> str:
     """What cannot be done with a run whose trace kept no message content."""
-    if all(c.messages or c.output for c in calls):
+    if not any({"messages", "output"} <= c.inferred for c in calls):
         return ""
     return (
         " (no message content in the trace: models, usage and timing only; turns, tool calls, "

@@ -130,6 +130,8 @@ def _chat(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
     if call.usage:
         i, o = call.usage.get("input_tokens", 0), call.usage.get("output_tokens", 0)
         resp["usage"] = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
+        if "cache_read" in call.usage:
+            resp["usage"]["prompt_tokens_details"] = {"cached_tokens": call.usage["cache_read"]}
     return req, resp
 
 
@@ -153,10 +155,17 @@ def _anthropic(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
         "stop_sequence": None,
     }
     if call.usage:
+        # The Messages API counts cache reads and writes outside input_tokens (the trace's input
+        # count is the inclusive one, as the semconv has it).
+        read, write = call.usage.get("cache_read"), call.usage.get("cache_write")
         resp["usage"] = {
-            "input_tokens": call.usage.get("input_tokens", 0),
+            "input_tokens": call.usage.get("input_tokens", 0) - (read or 0) - (write or 0),
             "output_tokens": call.usage.get("output_tokens", 0),
         }
+        if read is not None:
+            resp["usage"]["cache_read_input_tokens"] = read
+        if write is not None:
+            resp["usage"]["cache_creation_input_tokens"] = write
     return req, resp
 
 
@@ -231,7 +240,7 @@ def _anthropic_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 }
             )
         elif t == "tool_call_response":
-            block = {
+            block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": str(p.get("id") or ""),
                 "content": _text({"content": p.get("response")}),

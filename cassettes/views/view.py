@@ -322,9 +322,33 @@ def reconstructed_lines(v: dict[str, Any]) -> list[str]:
     given = ", ".join(r.get("from") or []) or "nothing"
     inferred = ", ".join(r.get("inferred") or []) or "nothing"
     return [
-        f"    reconstructed from a {r.get('source', 'trace')}: {given}; inferred by looptap "
+        f"    reconstructed from {r.get('source', 'a trace')}: {given}; inferred by looptap "
         f"(not evidence): {inferred}"
     ]
+
+
+#: What a finding rests on, by code, where that may be a field looptap inferred when it rebuilt
+#: an imported round trip (``reconstructed``): such a finding is said to be no evidence.
+RESTS_ON = {
+    "A.tool_calls_without_calls": "output",
+    "E.empty_response": "output",
+    "E.tool_not_offered": "tools",
+    "E.tool_choice_violated": "tools",
+    "A.truncated_length": "finish_reason",
+    "A.stream_truncated": "framing",
+    "A.usage_missing": "usage",
+}
+
+
+def mark_inferred(v: dict[str, Any]) -> None:
+    """Say of each finding of an imported round trip that rests on what looptap inferred that it
+    is no evidence (``details.inferred`` names the field)."""
+    inferred = set((v.get("reconstructed") or {}).get("inferred") or ())
+    for f in v.get("findings") or []:
+        field = RESTS_ON.get(f.get("code", ""))
+        if field in inferred:
+            f.setdefault("details", {})["inferred"] = field
+            f["message"] += f" [rests on the {field}, which looptap inferred: not evidence]"
 
 
 def edit_lines(v: dict[str, Any]) -> list[str]:

@@ -1,0 +1,428 @@
+"""OTLP traces read back as model calls: the GenAI semantic conventions (``gen_ai.input.messages``,
+``gen_ai.output.messages``, ``gen_ai.system_instructions`` as span attributes or on the
+``gen_ai.client.inference.operation.details`` event; the older per-message events
+``gen_ai.{system,user,assistant,tool}.message`` and ``gen_ai.choice``; ``gen_ai.tool.definitions``;
+usage, finish reasons, models, provider) and OpenInference's flattened attributes
+(``llm.input_messages.N.message.*``, ``llm.output_messages…``, ``llm.tools.N.tool.json_schema``,
+``llm.token_count.*``, ``openinference.span.kind``), looptap's own export among them.
+
+Each LLM span is one call, in the order the spans started (a file's order is not trusted: spans
+arrive as their exporter batched them). Agent and tool spans (``invoke_agent``, ``execute_tool``,
+OpenInference ``AGENT``/``TOOL``/``CHAIN``) are not calls: the conversations, their kinds and
+parents are what looptap's analysis finds in the rebuilt requests, as for a recorded run.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cassettes import bounds
+from cassettes.errors import ImportFormatError
+from cassettes.interop.traces import chat_ids, read_docs
+from cassettes.providers.rebuild import Call, from_parts
+
+__all__ = ["OTLP_LIMIT", "otlp_calls"]
+
+#: The largest OTLP file imported (its spans are held to be put in order).
+OTLP_LIMIT = 512 << 20
+_NOT_CALLS = {"invoke_agent", "create_agent", "execute_tool", "embeddings"}
+_CALL_OPS = {"chat", "text_completion", "generate_content", "responses"}
+#: Semconv (and raw) finish reasons → each family's own.
+_FINISH = {
+    "openai_chat": {"tool_call": "tool_calls", "tool_use": "tool_calls", "end_turn": "stop",
+                    "max_tokens": "length"},
+    "anthropic": {"stop": "end_turn", "tool_call": "tool_use", "tool_calls": "tool_use",
+                  "length": "max_tokens"},
+}  # fmt: skip
+_OI_KEY = re.compile(r"llm\.(input|output)_messages\.(\d+)\.message\.(.+)")
+_OI_CALL = re.compile(r"tool_calls\.(\d+)\.tool_call\.(.+)")
+
+
+def _value(v: Any, depth: int = 0) -> Any:
+    """An OTLP ``AnyValue`` (JSON form) as a Python value."""
+    if not isinstance(v, dict) or depth > bounds.WALK_DEPTH:
+        return None
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        try:
+            return int(v["intValue"])
+        except (TypeError, ValueError):
+            return None
+    if "doubleValue" in v or "boolValue" in v:
+        return v.get("doubleValue", v.get("boolValue"))
+    if "arrayValue" in v:
+        return [_value(x, depth + 1) for x in (v["arrayValue"] or {}).get("values") or []]
+    if "kvlistValue" in v:
+        return _attrs((v["kvlistValue"] or {}).get("values"), depth + 1)
+    return v.get("bytesValue")
+
+
+def _attrs(kvs: Any, depth: int = 0) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in kvs if isinstance(kvs, list) else []:
+        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+            out[kv["key"]] = _value(kv.get("value"), depth)
+    return out
+
+
+def _json(v: Any) -> Any:
+    """An attribute that holds JSON as a string (as the semconv has it), parsed and bounded."""
+    if isinstance(v, str) and v[:1] in ("[", "{"):
+        try:
+            return bounds.loads(v)
+        except orjson.JSONDecodeError:
+            return None
+    return v
+
+
+def _spans_of(doc: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(doc, dict):
+        raise ImportFormatError(f"{where}: not an OTLP ExportTraceServiceRequest")
+    spans: list[dict[str, Any]] = []
+    for rs in doc.get("resourceSpans") or doc.get("resource_spans") or []:
+        if not isinstance(rs, dict):
+            continue
+        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
+        for ss in scopes if isinstance(scopes, list) else []:
+            spans.extend(s for s in (ss or {}).get("spans") or [] if isinstance(s, dict))
+    return spans
+
+
+def _proto_docs(path: Path) -> list[tuple[int, Any]]:
+    try:
+        from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+    except ImportError:
+        raise ImportFormatError(
+            f"{path}: OTLP protobuf needs opentelemetry-proto (pip install opentelemetry-proto), "
+            "or export the traces as OTLP/JSON"
+        ) from None
+    if path.stat().st_size > bounds.MAX_DECODED_BYTES:
+        raise ImportFormatError(f"{path}: OTLP protobuf over 64 MiB; not imported (split it)")
+    msg = ExportTraceServiceRequest()
+    try:
+        msg.ParseFromString(path.read_bytes())
+    except Exception:  # the protobuf runtime's DecodeError, by implementation
+        raise ImportFormatError(f"{path}: not OTLP protobuf (it does not decode)") from None
+    return [(0, MessageToDict(msg))]
+
+
+def _hex(v: Any) -> str:
+    """A span id as OTLP/JSON spells it (hex); protobuf's JSON form gives base64."""
+    if not isinstance(v, str) or not v:
+        return ""
+    if re.fullmatch(r"[0-9a-fA-F]+", v):
+        return v.lower()
+    try:
+        return base64.b64decode(v).hex()
+    except ValueError:
+        return v
+
+
+def otlp_calls(path: Path, kind: str) -> list[Call]:
+    """The model calls of an OTLP file, in the order they started."""
+    if path.stat().st_size > OTLP_LIMIT:
+        raise ImportFormatError(
+            f"{path}: {path.stat().st_size >> 20} MiB of OTLP is more than an import holds "
+            f"({OTLP_LIMIT >> 20} MiB); split it by trace and import the parts"
+        )
+    docs = _proto_docs(path) if kind == "otlp-proto" else read_docs(path)
+    spans: list[tuple[int, dict[str, Any]]] = []
+    for n, doc in docs:
+        where = f"{path}, line {n}" if n else str(path)
+        spans.extend((len(spans), s) for s in _spans_of(doc, where))
+    if not spans:
+        raise ImportFormatError(f"{path}: no spans in it; nothing imported")
+    ids = {_hex(s.get("spanId")) for _, s in spans}
+
+    def start(item: tuple[int, dict[str, Any]]) -> tuple[int, int]:
+        try:
+            return int(item[1].get("startTimeUnixNano") or 0), item[0]
+        except (TypeError, ValueError):
+            return 0, item[0]
+
+    calls = []
+    for _, span in sorted(spans, key=start):
+        call = _call(span)
+        if call is None:
+            continue
+        parent = _hex(span.get("parentSpanId"))
+        if parent and parent not in ids:
+            call.notes.append(
+                f"imported: the span's parent {parent[:16]} is not in the file (read as a root)"
+            )
+        calls.append(call)
+    if not calls:
+        raise ImportFormatError(
+            f"{path}: {len(spans)} spans, none of a model call (no gen_ai.* chat or OpenInference "
+            "LLM span); nothing imported"
+        )
+    return calls
+
+
+def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
+    op = a.get("gen_ai.operation.name")
+    if op is None and a.get("openinference.span.kind") is not None:
+        return str(a["openinference.span.kind"]).upper() == "LLM"
+    if op in _NOT_CALLS:
+        return False
+    events = {e.get("name") for e in span.get("events") or [] if isinstance(e, dict)}
+    return (
+        op in _CALL_OPS
+        or "gen_ai.input.messages" in a
+        or any(str(e).startswith("gen_ai.") for e in events)
+    )
+
+
+def _family(a: dict[str, Any]) -> str:
+    fam = a.get("looptap.family")
+    provider = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or "")
+    provider = provider or str(a.get("llm.provider") or a.get("llm.system") or "")
+    return "anthropic" if fam == "anthropic" or provider.lower() == "anthropic" else "openai_chat"
+
+
+def _call(span: dict[str, Any]) -> Call | None:
+    a = _attrs(span.get("attributes"))
+    if not _is_call(a, span):
+        return None
+    family = _family(a)
+    oi = not any(k.startswith("gen_ai.") and "messages" in k for k in a) and any(
+        k.startswith("llm.input_messages.") or k.startswith("llm.output_messages.") for k in a
+    )
+    inputs, system, output, finish = (_openinference if oi else _semconv)(a, span)
+    call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
+    call.given.add("provider" if "gen_ai.provider.name" in a or "llm.provider" in a else "")
+    if family == "openai_chat" and a.get("looptap.family") not in (None, "openai_chat"):
+        call.notes.append(f"imported: a {a['looptap.family']} call, rebuilt as OpenAI Chat")
+    _content(call, inputs, system, output)
+    tools = _json(a.get("gen_ai.tool.definitions"))
+    call.tools = _tools(family, tools if isinstance(tools, list) else _oi_tools(a))
+    _metadata(call, a, span, finish)
+    call.given.discard("")
+    return call
+
+
+def _content(
+    call: Call, inputs: list[Any] | None, system: list[str], output: dict[str, Any] | None
+) -> None:
+    if inputs is None and output is None:
+        call.inferred |= {"messages", "output"}
+        call.notes.append(
+            "imported: the trace kept no message content (metadata only): no turns, tool calls, "
+            "fork or replay from it"
+        )
+        call.output = {"content": [] if call.family == "anthropic" else ""}
+        return
+    sys_parts, call.messages = from_parts(call.family, inputs or [])
+    call.system = system + sys_parts
+    call.given |= {"messages"} if inputs is not None else set()
+    if output is not None:
+        _, out = from_parts(call.family, [{"role": "assistant", **output}])
+        call.output = {k: v for k, v in (out[-1] if out else {}).items() if k != "role"}
+        call.given.add("output")
+    if call.family == "openai_chat":  # ids the trace left out, as the next call will name them
+        said = chat_ids(
+            [*call.messages, {"role": "assistant", **(call.output or {})}], call.inferred
+        )
+        call.messages = said[:-1]
+        call.output = {k: v for k, v in said[-1].items() if k != "role"} if call.output else None
+
+
+def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) -> None:
+    model = (
+        a.get("gen_ai.response.model") or a.get("gen_ai.request.model") or a.get("llm.model_name")
+    )
+    if isinstance(model, str) and model:
+        call.model = model
+        call.given.add("model")
+    rid = a.get("gen_ai.response.id")
+    if isinstance(rid, str) and rid:
+        call.response_id = rid
+        call.given.add("response.id")
+    reasons = a.get("gen_ai.response.finish_reasons")
+    raw = reasons[0] if isinstance(reasons, list) and reasons else finish
+    if isinstance(raw, str) and raw and raw != "unknown":
+        call.finish = _FINISH[call.family].get(raw, raw)
+        call.given.add("finish_reason")
+    usage = {
+        "input_tokens": a.get("gen_ai.usage.input_tokens", a.get("llm.token_count.prompt")),
+        "output_tokens": a.get("gen_ai.usage.output_tokens", a.get("llm.token_count.completion")),
+        "cache_read": a.get(
+            "gen_ai.usage.cache_read.input_tokens",
+            a.get("llm.token_count.prompt_details.cache_read"),
+        ),
+        "cache_write": a.get(
+            "gen_ai.usage.cache_creation.input_tokens",
+            a.get("llm.token_count.prompt_details.cache_write"),
+        ),
+    }
+    call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
+    if call.usage:
+        call.given.add("usage")
+    try:
+        t0, t1 = int(span.get("startTimeUnixNano") or 0), int(span.get("endTimeUnixNano") or 0)
+    except (TypeError, ValueError):
+        t0 = t1 = 0
+    if t0 > 0:
+        call.started, call.duration = t0 / 1e9, max(0, t1 - t0) / 1e9 if t1 >= t0 else None
+        call.given.add("timing")
+    status: dict[str, Any] = span["status"] if isinstance(span.get("status"), dict) else {}
+    if status.get("code") in (2, "STATUS_CODE_ERROR") and not call.output:
+        call.error = str(status.get("message") or "error")
+        call.given.add("error")
+
+
+# -- the GenAI semantic conventions --------------------------------------------------------------
+
+
+def _semconv(
+    a: dict[str, Any], span: dict[str, Any]
+) -> tuple[list[Any] | None, list[str], dict[str, Any] | None, Any]:
+    """(input messages, system texts, the output message, its finish reason) of a span."""
+    events = [e for e in span.get("events") or [] if isinstance(e, dict)]
+    for e in events:  # the inference details event carries the same attributes
+        if e.get("name") == "gen_ai.client.inference.operation.details":
+            a = {**_attrs(e.get("attributes")), **a}
+    inputs = _json(a.get("gen_ai.input.messages"))
+    outputs = _json(a.get("gen_ai.output.messages"))
+    sys_parts = _json(a.get("gen_ai.system_instructions"))
+    system = [
+        str(p.get("content") or "")
+        for p in (sys_parts if isinstance(sys_parts, list) else [])
+        if isinstance(p, dict) and p.get("type") == "text"
+    ]
+    if not isinstance(inputs, list) and not isinstance(outputs, list):
+        inputs, outputs = _old_events(events)
+    out = outputs[0] if isinstance(outputs, list) and outputs else None
+    out = out if isinstance(out, dict) else None
+    return (
+        [m for m in inputs if isinstance(m, dict)] if isinstance(inputs, list) else None,
+        system,
+        out,
+        out.get("finish_reason") if out else None,
+    )
+
+
+_OLD_ROLES = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+
+
+def _old_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    content = body.get("content")
+    if isinstance(content, str) and content:
+        parts.append({"type": "text", "content": content})
+    for tc in _json(body.get("tool_calls")) or []:
+        if isinstance(tc, dict):
+            fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else tc
+            parts.append(
+                {"type": "tool_call", "id": tc.get("id"), "name": fn.get("name"),
+                 "arguments": fn.get("arguments")}
+            )  # fmt: skip
+    return parts
+
+
+def _old_events(events: list[dict[str, Any]]) -> tuple[list[Any] | None, list[Any] | None]:
+    """The per-message events of semconv ≤ 1.36 (content on the event's attributes)."""
+    inputs: list[Any] = []
+    outputs: list[Any] = []
+    for e in events:
+        body = _attrs(e.get("attributes"))
+        role = _OLD_ROLES.get(str(e.get("name")))
+        if role == "tool":
+            inputs.append(
+                {"role": "tool", "parts": [{"type": "tool_call_response", "id": body.get("id"),
+                                            "response": body.get("content")}]}
+            )  # fmt: skip
+        elif role is not None:
+            inputs.append({"role": role, "parts": _old_parts(body)})
+        elif e.get("name") == "gen_ai.choice":
+            msg = _json(body.get("message"))
+            parts = _old_parts(msg if isinstance(msg, dict) else body)
+            outputs.append({"parts": parts, "finish_reason": body.get("finish_reason")})
+    return (inputs or None), (outputs or None)
+
+
+# -- OpenInference -------------------------------------------------------------------------------
+
+
+def _oi_messages(a: dict[str, Any], side: str) -> list[dict[str, Any]]:
+    msgs: dict[int, dict[str, Any]] = {}
+    for key, value in a.items():
+        m = _OI_KEY.fullmatch(key)
+        if m is None or m.group(1) != side:
+            continue
+        msg = msgs.setdefault(int(m.group(2)), {"calls": {}})
+        field = m.group(3)
+        c = _OI_CALL.fullmatch(field)
+        if c is not None:
+            msg["calls"].setdefault(int(c.group(1)), {})[c.group(2)] = value
+        else:
+            msg[field] = value
+    out = []
+    for _, msg in sorted(msgs.items()):
+        parts: list[dict[str, Any]] = []
+        if msg.get("role") == "tool":
+            parts.append(
+                {"type": "tool_call_response", "id": msg.get("tool_call_id"),
+                 "response": msg.get("content")}
+            )  # fmt: skip
+        elif isinstance(msg.get("content"), str):
+            parts.append({"type": "text", "content": msg["content"]})
+        for _, call in sorted(msg["calls"].items()):
+            parts.append(
+                {"type": "tool_call", "id": call.get("id"), "name": call.get("function.name"),
+                 "arguments": call.get("function.arguments")}
+            )  # fmt: skip
+        out.append({"role": str(msg.get("role") or "user"), "parts": parts})
+    return out
+
+
+def _openinference(
+    a: dict[str, Any], span: dict[str, Any]
+) -> tuple[list[Any] | None, list[str], dict[str, Any] | None, Any]:
+    inputs = _oi_messages(a, "input")
+    outputs = _oi_messages(a, "output")
+    return inputs or None, [], (outputs[0] if outputs else None), None
+
+
+def _oi_tools(a: dict[str, Any]) -> list[Any]:
+    tools = []
+    for key in sorted(k for k in a if re.fullmatch(r"llm\.tools\.\d+\.tool\.json_schema", k)):
+        t = _json(a[key])
+        fn = t.get("function") if isinstance(t, dict) else None
+        if isinstance(fn, dict):
+            tools.append({"type": "function", **fn})
+    return tools
+
+
+def _tools(family: str, defs: list[Any]) -> list[dict[str, Any]]:
+    """Semconv tool definitions in ``family``'s request shape."""
+    out: list[dict[str, Any]] = []
+    for d in defs:
+        if not isinstance(d, dict) or not isinstance(d.get("name"), str):
+            continue
+        params = d.get("parameters") or {"type": "object", "properties": {}}
+        if family == "anthropic":
+            tool = {"name": d["name"], "input_schema": params}
+            if d.get("description"):
+                tool["description"] = d["description"]
+        else:
+            fn = {"name": d["name"], "parameters": params}
+            if d.get("description"):
+                fn["description"] = d["description"]
+            tool = {"type": "function", "function": fn}
+        out.append(tool)
+    return out

@@ -1,0 +1,240 @@
+"""``looptap import`` of production traces (issue 57): OTLP GenAI / OpenInference spans and chat
+trajectories rebuilt as round trips, marked as reconstructed, and bad input refused in one line
+with nothing written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from cassettes.cli import main
+from tests.interop.helpers import CORPUS, write_cassette
+
+CHAT_TOOLS = CORPUS / "test_openai" / "test_openai_tool_output.yaml"
+RESPONSES_TOOLS = (
+    CORPUS / "test_openai_responses" / "test_openai_conversation_id_tool_call_continuation.yaml"
+)
+GEMINI_TOOLS = CORPUS / "test_google" / "test_google_instructions_only_with_tool_calls.yaml"
+
+
+def show_json(path: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    capsys.readouterr()
+    assert main(["show", "--json", str(path)]) == 0
+    return [orjson.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+
+
+def essentials(v: dict[str, Any]) -> dict[str, Any]:
+    """What an import must keep of a round trip: its place, its calls, usage and findings."""
+    return {
+        "conversation": v["conversation"],
+        "turn": v["turn"],
+        "kind": v["conversation_kind"],
+        "parent": v["conversation_parent_seq"],
+        "calls": [(c["id"], c["name"], c["arguments"]) for c in v["tool_calls"]],
+        "usage": (v["usage"] or {}).get("input"),
+        "output": (v["usage"] or {}).get("output"),
+        "findings": sorted(f["code"] for f in v["findings"]),
+    }
+
+
+def round_trip(src: Path, tmp_path: Path, *extra: str) -> Path:
+    otel, back = tmp_path / "run.otel.json", tmp_path / "back.jsonl"
+    assert main(["export", "-q", str(src), "--otel", str(otel), *extra]) == 0
+    assert main(["import", "-q", str(otel), "-o", str(back)]) == 0
+    return back
+
+
+def test_export_then_import_keeps_conversations_turns_calls_usage_and_findings(
+    demo_cassette: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    back = round_trip(demo_cassette, tmp_path)
+    before, after = show_json(demo_cassette, capsys), show_json(back, capsys)
+    assert [essentials(v) for v in after] == [essentials(v) for v in before]
+    assert len({v["conversation"] for v in after}) == 4 and any(v["findings"] for v in after)
+    mark = after[0]["reconstructed"]
+    assert mark["v"] == 1 and mark["source"] == "an OTel GenAI trace"
+    assert {"messages", "output", "usage", "finish_reason", "response.id"} <= set(mark["from"])
+    assert {"framing", "status"} <= set(mark["inferred"])
+
+
+@pytest.mark.parametrize(
+    "src", [CHAT_TOOLS, RESPONSES_TOOLS, GEMINI_TOOLS], ids=lambda p: p.parent.name
+)
+def test_other_families_come_back_with_the_same_conversations_and_calls(
+    src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_cassette(src, tmp_path / "run.jsonl")
+    back = round_trip(run, tmp_path)
+
+    def shape(v: dict[str, Any]) -> Any:
+        e = essentials(v)
+        # (a call the API gave no id gets one, marked inferred)
+        calls = [(name, args) for _id, name, args in e["calls"]]
+        return (e["conversation"], e["turn"], e["kind"], e["parent"], calls, e["usage"])
+
+    before = [shape(v) for v in show_json(run, capsys) if v["family"] != "none"]
+    assert [shape(v) for v in show_json(back, capsys)] == before
+
+
+def test_a_trace_without_content_imports_as_metadata_and_says_what_it_cannot_do(
+    demo_cassette: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    otel, back = tmp_path / "run.otel.json", tmp_path / "back.jsonl"
+    assert main(["export", "-q", str(demo_cassette), "--otel", str(otel), "--no-content"]) == 0
+    capsys.readouterr()
+    assert main(["import", str(otel), "-o", str(back)]) == 0
+    assert "no message content in the trace" in capsys.readouterr().out
+    views = show_json(back, capsys)
+    assert [v["usage"]["input"] for v in views] == [
+        v["usage"]["input"] for v in show_json(demo_cassette, capsys)
+    ]
+    # a tool_use finish with no call in the (unknown) answer is said to be no evidence
+    said = [f for v in views for f in v["findings"] if f["code"] == "A.tool_calls_without_calls"]
+    assert said and all(f["details"]["inferred"] == "output" for f in said)
+    assert all("not evidence" in f["message"] for f in said)
+
+
+def test_spans_out_of_order_and_a_missing_parent(
+    demo_cassette: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    otel = tmp_path / "run.otel.json"
+    assert main(["export", "-q", str(demo_cassette), "--otel", str(otel)]) == 0
+    req = orjson.loads(otel.read_bytes())
+    spans = req["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.reverse()  # as a batching exporter may write them
+    roots = {s["spanId"] for s in spans if not s.get("parentSpanId")}
+    spans[:] = [s for s in spans if s["spanId"] not in roots]  # every parent gone
+    shuffled = tmp_path / "shuffled.json"
+    shuffled.write_bytes(orjson.dumps(req) + b"\n")
+    back = tmp_path / "back.jsonl"
+    assert main(["import", "-q", str(shuffled), "-o", str(back)]) == 0
+    after = show_json(back, capsys)
+    assert [essentials(v) for v in after] == [
+        essentials(v) for v in show_json(demo_cassette, capsys)
+    ]
+    assert all(any("parent" in n and "not in the file" in n for n in v["notes"]) for v in after)
+
+
+def test_an_openai_trajectory_is_rebuilt_with_ids_and_finish_reasons_marked_inferred(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traj = tmp_path / "traj.json"
+    traj.write_bytes(
+        orjson.dumps(
+            {
+                "model": "gpt-4o-mini",
+                "messages": [
+                    {"role": "user", "content": "Weather in Paris?"},
+                    {"role": "assistant", "content": None, "tool_calls": [
+                        {"function": {"name": "weather", "arguments": {"city": "Paris"}}}
+                    ]},
+                    {"role": "tool", "content": "sunny"},
+                    {"role": "assistant", "content": "Sunny."},
+                ],
+            }
+        )
+    )  # fmt: skip
+    out = tmp_path / "run.jsonl"
+    assert main(["import", "-q", str(traj), "-o", str(out)]) == 0
+    views = show_json(out, capsys)
+    assert [(v["conversation"], v["turn"]) for v in views] == [("c1", 0), ("c1", 1)]
+    assert views[0]["tool_calls"][0]["arguments"] == {"city": "Paris"}
+    assert views[0]["finish_reason"]["raw"] == "tool_calls"
+    mark = views[0]["reconstructed"]
+    assert {"finish_reason", "tool_call.id", "response.id", "tools"} <= set(mark["inferred"])
+    assert {"messages", "output", "model"} <= set(mark["from"])
+    # no tools were in the trajectory: that none were offered is looptap's inference, said so
+    (f,) = [f for f in views[0]["findings"] if f["code"] == "E.tool_not_offered"]
+    assert f["details"]["inferred"] == "tools"
+    capsys.readouterr()
+    assert main(["show", str(out)]) == 0
+    assert "reconstructed from a trajectory" in capsys.readouterr().out
+
+
+def test_jsonl_of_anthropic_trajectories_gives_one_cassette_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def traj(q: str) -> dict[str, Any]:
+        return {
+            "system": "Be brief.",
+            "traj": [
+                {"role": "user", "content": q},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "t1", "name": "look", "input": {"q": q}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "found"}]},
+                {"role": "assistant", "content": "Done."},
+            ],
+        }  # fmt: skip
+
+    src = tmp_path / "runs.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(traj(q)) + b"\n" for q in ("a", "b", "c")))
+    out = tmp_path / "out"
+    assert main(["import", "-q", str(src), "-o", str(out)]) == 0
+    made = sorted(p.name for p in out.iterdir())
+    assert made == ["runs-1.jsonl", "runs-2.jsonl", "runs-3.jsonl"]
+    views = show_json(out / "runs-2.jsonl", capsys)
+    assert [v["family"] for v in views] == ["anthropic", "anthropic"]
+    assert views[0]["tool_calls"][0]["arguments"] == {"q": "b"}
+    assert views[1]["finish_reason"]["raw"] == "end_turn"
+
+
+def _refused(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    capsys.readouterr()
+    assert main(["import", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_bad_input_is_one_line_and_writes_nothing(
+    demo_cassette: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    otel = tmp_path / "run.otel.json"
+    assert main(["export", "-q", str(demo_cassette), "--otel", str(otel)]) == 0
+    keep = tmp_path / "keep.jsonl"
+    keep.write_text("mine\n")
+    cases: dict[str, bytes] = {
+        "truncated": otel.read_bytes()[: otel.stat().st_size // 2],
+        "deep": orjson.dumps(
+            [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y", "x": _deep()}]
+        ),
+        "no-assistant": orjson.dumps([{"role": "user", "content": "x"}]),
+        "no-role": orjson.dumps({"messages": [{"content": "x"}]}),
+    }
+    said = {}
+    for name, data in cases.items():
+        src = tmp_path / f"{name}.json"
+        src.write_bytes(data)
+        said[name] = _refused([str(src), "-o", str(keep), "--force"], capsys)
+        assert keep.read_text() == "mine\n"  # the file named is never destroyed
+    assert "cut short" in said["truncated"] or "not JSON" in said["truncated"]
+    assert "deeper than" in said["deep"]
+    assert "without an assistant message" in said["no-assistant"]
+    assert "has no role" in said["no-role"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".keep")]  # no staged file
+
+
+def _deep() -> Any:
+    v: Any = "bottom"
+    for _ in range(200):
+        v = [v]
+    return v
+
+
+@pytest.mark.parametrize("head", [b"[", b'{"resourceSpans": ['], ids=["trajectory", "otlp"])
+def test_a_gigabyte_file_is_refused_without_being_read_whole(
+    head: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:
+        f.write(head)
+        f.truncate(1 << 30)  # sparse: a gigabyte on the file system, nothing on the disk
+    err = _refused([str(big), "-o", str(tmp_path / "out.jsonl")], capsys)
+    assert "MiB" in err
+    assert not (tmp_path / "out.jsonl").exists()
+    assert os.path.getsize(big) == 1 << 30
