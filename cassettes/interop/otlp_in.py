@@ -23,6 +23,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.errors import ImportFormatError
+from cassettes.hints import count
 from cassettes.interop.traces import chat_ids, read_docs
 from cassettes.providers.rebuild import Call, from_parts
 
@@ -162,8 +163,8 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
         calls.append(call)
     if not calls:
         raise ImportFormatError(
-            f"{path}: {len(spans)} spans, none of a model call (no gen_ai.* chat or OpenInference "
-            "LLM span); nothing imported"
+            f"{path}: {count(len(spans), 'span')}, none of a model call (no gen_ai.* chat or "
+            "OpenInference LLM span); nothing imported"
         )
     return calls
 

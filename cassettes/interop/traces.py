@@ -36,8 +36,8 @@ def sniff(head: bytes) -> str | None:
     """``"trajectory"``, ``"otlp"`` (JSON) or ``"otlp-proto"`` for the first bytes of a file of
     those, ``None`` for anything else (a looptap cassette, a vcrpy cassette, a HAR …)."""
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
-    if text.startswith(b"["):
-        return "trajectory"
+    if text.startswith(b"["):  # a list of messages, or of trajectories
+        return "trajectory" if text[1:].lstrip()[:1] in (b"{", b"[") else None
     if text.startswith(b"{"):
         m = _FIRST_KEY.match(text)
         if m is not None and m.group(1) in (b"type", b"log", b"interactions", b"version"):

@@ -226,7 +226,9 @@ def _deep() -> Any:
     return v
 
 
-@pytest.mark.parametrize("head", [b"[", b'{"resourceSpans": ['], ids=["trajectory", "otlp"])
+@pytest.mark.parametrize(
+    "head", [b'[{"role": "user", "content": "', b'{"resourceSpans": ['], ids=["trajectory", "otlp"]
+)
 def test_a_gigabyte_file_is_refused_without_being_read_whole(
     head: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
