@@ -206,6 +206,10 @@ def _call(span: dict[str, Any]) -> Call | None:
     _content(call, inputs, system, output)
     tools = _json(a.get("gen_ai.tool.definitions"))
     call.tools = _tools(family, tools if isinstance(tools, list) else _oi_tools(a))
+    if not call.tools:  # most instrumentations do not record the tools offered
+        call.inferred.add("tools")
+    else:
+        call.given.add("tools")
     _metadata(call, a, span, finish)
     call.given.discard("")
     return call
@@ -245,6 +249,9 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
         call.model = model
         call.given.add("model")
     rid = a.get("gen_ai.response.id")
+    if rid is None and a.get("output.mime_type") == "application/json":  # OpenInference
+        body = _json(a.get("output.value"))
+        rid = body.get("id") if isinstance(body, dict) else None
     if isinstance(rid, str) and rid:
         call.response_id = rid
         call.given.add("response.id")
@@ -396,7 +403,7 @@ def _openinference(
 ) -> tuple[list[Any] | None, list[str], dict[str, Any] | None, Any]:
     inputs = _oi_messages(a, "input")
     outputs = _oi_messages(a, "output")
-    return inputs or None, [], (outputs[0] if outputs else None), None
+    return inputs or None, [], (outputs[0] if outputs else None), a.get("llm.finish_reason")
 
 
 def _oi_tools(a: dict[str, Any]) -> list[Any]:

@@ -5,6 +5,7 @@ with nothing written."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,14 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from tests.interop.helpers import CORPUS, write_cassette
+from tests.interop.helpers import CORPUS, REPO, write_cassette
+from tests.support import progress
+from tests.support.recorder import RECORDER, needs_recorder
+from tests.support.scripted import ScriptedUpstream
+from tests.why.test_why import why_env
+from tests.why.test_why_agents import route
+
+TRACED = Path(__file__).with_name("traced_agent.py")
 
 CHAT_TOOLS = CORPUS / "test_openai" / "test_openai_tool_output.yaml"
 RESPONSES_TOOLS = (
@@ -240,3 +248,46 @@ def test_a_gigabyte_file_is_refused_without_being_read_whole(
     assert "MiB" in err
     assert not (tmp_path / "out.jsonl").exists()
     assert os.path.getsize(big) == 1 << 30
+
+
+@needs_recorder
+@pytest.mark.parametrize("instrumentation", ["openai-v2", "openinference"])
+def test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run(
+    instrumentation: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The why tests' agent (the real openai SDK; a main agent whose tool asks a sub-agent) run
+    once under ``looptap run`` and traced by a real instrumentation: the trace, imported, has the
+    recording's conversations, kinds, parents, turns, tool calls and usage."""
+    pytest.importorskip("opentelemetry.sdk")
+    trace = tmp_path / "trace.json"
+    env = why_env()
+    env.update(
+        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_ONLY",
+        OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
+        PYTHONPATH=str(REPO),
+    )
+    with ScriptedUpstream(route) as fake:
+        agent = [sys.executable, str(TRACED), instrumentation, str(trace)]
+        proc = progress.run(
+            [*RECORDER, "run", "-o", str(tmp_path / "run.jsonl"), "--confdir",
+             str(tmp_path / "conf"), "--upstream", f"openai={fake.url}", "--", *agent,
+             "--family", "chat", "--shape", "sub-agent"],
+            env=env, capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recorded = [essentials(v) for v in show_json(tmp_path / "run.jsonl", capsys)]
+    assert [r["kind"] for r in recorded] == ["main", "agent_tool", "agent_tool", "main"]
+    for src in (trace, trace.with_suffix(".pb")):  # OTLP/JSON, and the same spans in protobuf
+        back = tmp_path / f"{src.suffix[1:]}.jsonl"
+        assert main(["import", "-q", str(src), "-o", str(back)]) == 0
+        views = show_json(back, capsys)
+        got = [essentials(v) for v in views]
+        if instrumentation == "openai-v2":
+            # it records no tool definitions: that the sub-agent was a tool of the main agent
+            # cannot be told, only that it is a sub-agent of #0
+            assert [g["kind"] for g in got] == ["main", "sub_agent", "sub_agent", "main"]
+            got = [{**g, "kind": r["kind"]} for g, r in zip(got, recorded, strict=True)]
+        assert [{**g, "findings": []} for g in got] == [{**r, "findings": []} for r in recorded]
+        # a tool the model called that the trace does not list is no evidence of a bug
+        for f in (f for v in views for f in v["findings"]):
+            assert f["details"].get("inferred") == "tools", f
