@@ -197,8 +197,9 @@ def _message(m: Message) -> dict[str, Any]:
 def _system_instructions(req: NormalisedRequest) -> list[dict[str, Any]]:
     """System parts sent beside the history (instructions that are history messages are already
     among the input messages, as the semconv wants)."""
-    in_history = {id(p) for m in req.messages if m.role in ("system", "developer") for p in m.parts}
-    return [_part(p) for p in req.system if id(p) not in in_history]
+    # (by value: a request rebuilt from a history delta holds copies of its history's parts)
+    in_history = [p for m in req.messages if m.role in ("system", "developer") for p in m.parts]
+    return [_part(p) for p in req.system if p not in in_history]
 
 
 def _output_messages(resp: NormalisedResponse) -> list[dict[str, Any]]:

@@ -272,6 +272,7 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
             a.get("llm.token_count.prompt_details.cache_write"),
         ),
     }
+    _params(call, a)
     call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
     if call.usage:
         call.given.add("usage")
@@ -286,6 +287,35 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
     if status.get("code") in (2, "STATUS_CODE_ERROR") and not call.output:
         call.error = str(status.get("message") or "error")
         call.given.add("error")
+
+
+#: ``gen_ai.request.*`` → the request's own names (OpenAI Chat, Anthropic; ``None``: not sent).
+_PARAMS = {
+    "max_tokens": ("max_tokens", "max_tokens"),
+    "temperature": ("temperature", "temperature"),
+    "top_p": ("top_p", "top_p"),
+    "top_k": (None, "top_k"),
+    "frequency_penalty": ("frequency_penalty", None),
+    "presence_penalty": ("presence_penalty", None),
+    "seed": ("seed", None),
+    "stop_sequences": ("stop", "stop_sequences"),
+}
+
+
+def _params(call: Call, a: dict[str, Any]) -> None:
+    """The sampling parameters and the stream flag the trace kept, put back in the request."""
+    invoked = _json(a.get("llm.invocation_parameters"))  # OpenInference: the request's own
+    if isinstance(invoked, dict):
+        call.params = {k: v for k, v in invoked.items() if k not in ("model", "messages", "tools")}
+    for name, keys in _PARAMS.items():
+        value = a.get(f"gen_ai.request.{name}")
+        key = keys[call.family == "anthropic"]
+        if value is not None and key is not None:
+            call.params[key] = value
+    call.stream = a.get("gen_ai.request.stream") is True or call.params.pop("stream", None) is True
+    call.params.pop("stream_options", None)
+    if call.params:
+        call.given.add("params")
 
 
 # -- the GenAI semantic conventions --------------------------------------------------------------

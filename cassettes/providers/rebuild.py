@@ -49,6 +49,10 @@ class Call:
     started: float | None = None
     duration: float | None = None
     error: str | None = None
+    #: Sampling parameters the source kept, by the family's own names (``max_tokens`` …).
+    params: dict[str, Any] = field(default_factory=dict)
+    #: The client asked for a stream: the answer is rendered as this API streams it.
+    stream: bool = False
     given: set[str] = field(default_factory=set)
     inferred: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
@@ -81,6 +85,8 @@ def exchange(call: Call, n: int) -> Exchange:
         ex.status, ex.reason = 200, "OK"
         ex.response_headers = list(_JSON)
         ex.response_chunks = [(None, orjson.dumps(resp))]
+        if call.stream:
+            _streamed(ex, "openai_chat" if chat else "anthropic", resp, req)
         call.inferred |= {"status", "framing"}
     ex.reconstructed = {
         "v": 1,
@@ -89,6 +95,23 @@ def exchange(call: Call, n: int) -> Exchange:
         "inferred": sorted(call.inferred),
     }
     return ex
+
+
+def _streamed(ex: Exchange, family: str, resp: dict[str, Any], req: dict[str, Any]) -> None:
+    """The answer as this API streams it (its own renderer: the events a replay serves)."""
+    from urllib.parse import urlsplit
+
+    from cassettes import providers
+
+    adapter = providers.by_family(family)
+    if adapter is None:
+        return
+    rendered = adapter.replay.render_answer(
+        adapter.parse_response(resp), True, urlsplit(ex.url), req
+    )
+    if rendered is not None:
+        ex.response_headers = [("content-type", rendered.content_type)]
+        ex.response_chunks = [(None, c) for c in rendered.chunks]
 
 
 def _calls_of(out: dict[str, Any] | None, chat: bool) -> bool:
@@ -117,6 +140,9 @@ def _chat(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
     req: dict[str, Any] = {"model": call.model or "unknown", "messages": system + call.messages}
     if call.tools:
         req["tools"] = call.tools
+    req.update(call.params)
+    if call.stream:
+        req["stream"] = True
     if call.output is None:
         return req, None
     message = {"role": "assistant", "content": None, **call.output}
@@ -142,7 +168,11 @@ def _anthropic(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
     req["messages"] = call.messages
     if call.tools:
         req["tools"] = call.tools
-    call.inferred.add("max_tokens")
+    if "max_tokens" not in call.params:
+        call.inferred.add("max_tokens")
+    req.update(call.params)
+    if call.stream:
+        req["stream"] = True
     if call.output is None:
         return req, None
     resp: dict[str, Any] = {

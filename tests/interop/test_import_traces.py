@@ -14,8 +14,10 @@ import pytest
 
 from cassettes.cli import main
 from tests.interop.helpers import CORPUS, REPO, write_cassette
+from tests.replay.test_fork import AGENT as FORK_AGENT
+from tests.replay.test_fork import new_model_route, origin_route
 from tests.support import progress
-from tests.support.recorder import RECORDER, needs_recorder
+from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 from tests.why.test_why import why_env
 from tests.why.test_why_agents import route
@@ -291,3 +293,38 @@ def test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run(
         # a tool the model called that the trace does not list is no evidence of a bug
         for f in (f for v in views for f in v["findings"]):
             assert f["details"].get("inferred") == "tools", f
+
+
+@needs_recorder
+def test_a_fork_of_an_imported_trace_serves_the_prefix_and_goes_live_at_turn_2(
+    tmp_path: Path,
+) -> None:
+    """The fork tests' four agents (openai and anthropic, streamed and not; 3 turns each) recorded,
+    exported as OTLP and imported: ``run --from imported@turn=2`` with the same agents sends only
+    the turn-2 requests live (4), the 8 of the prefix served from the trace's answers."""
+    env = clean_env(OPENAI_API_KEY="sk-test-fork", ANTHROPIC_API_KEY="sk-ant-test-fork")
+
+    def looptap_run(url: str, *args: str) -> Any:
+        up = ["--upstream", f"openai={url}", "--upstream", f"anthropic={url}"]
+        argv = [*RECORDER, "run", *args, "--confdir", str(tmp_path / "conf"), *up, "--"]
+        return progress.run(
+            [*argv, sys.executable, str(FORK_AGENT)],
+            env=env, capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+
+    with ScriptedUpstream(origin_route, validate=True) as fake:
+        proc = looptap_run(fake.url, "-o", str(tmp_path / "run.jsonl"))
+    assert proc.returncode == 0 and len(fake.log) == 12, proc.stderr[-3000:]
+    trace, imported = tmp_path / "trace.json", tmp_path / "imported.jsonl"
+    assert main(["export", "-q", str(tmp_path / "run.jsonl"), "--otel", str(trace)]) == 0
+    assert main(["import", "-q", str(trace), "-o", str(imported)]) == 0
+    with ScriptedUpstream(new_model_route, validate=True) as fake2:
+        proc = looptap_run(
+            fake2.url, "--from", f"{imported}@turn=2", "-o", str(tmp_path / "b.jsonl")
+        )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # only the turn-2 requests (each with its two tool results) reached an upstream
+    assert len(fake2.log) == 4, [x.line() for x in fake2.log]
+    assert all(len(x.request.tool_results()) == 2 for x in fake2.log)
+    assert {x.request.stream for x in fake2.log} == {True, False}
+    assert proc.stdout.count("NEW MODEL") == 4, proc.stdout
