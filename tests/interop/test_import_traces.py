@@ -328,3 +328,42 @@ def test_a_fork_of_an_imported_trace_serves_the_prefix_and_goes_live_at_turn_2(
     assert all(len(x.request.tool_results()) == 2 for x in fake2.log)
     assert {x.request.stream for x in fake2.log} == {True, False}
     assert proc.stdout.count("NEW MODEL") == 4, proc.stdout
+
+
+def test_the_pytest_plugin_replays_an_imported_trajectory_offline(tmp_path: Path) -> None:
+    """docs/testing.md's example test, its cassette imported from a trajectory (no recording
+    ever made): the plugin serves it offline (``CI=1``: nothing may be recorded) and it passes."""
+    page = (REPO / "docs" / "testing.md").read_text()
+    start = page.index("```python\n") + len("```python\n")
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_weather_agent.py").write_text(page[start : page.index("```", start)])
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
+    traj = tmp_path / "traj.json"
+    traj.write_bytes(
+        orjson.dumps(
+            {
+                "model": "gpt-4o-mini",
+                "tools": [{"type": "function", "function": {
+                    "name": "get_weather", "description": "The weather in a city right now.",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                   "required": ["city"]}}}],
+                "messages": [
+                    {"role": "system", "content": "Answer with the weather tool."},
+                    {"role": "user", "content": "What is the weather in Paris?"},
+                    {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C in Paris"},
+                    {"role": "assistant", "content": "It is sunny in Paris."},
+                ],
+            }
+        )
+    )  # fmt: skip
+    cassette = project / "tests" / "cassettes" / "test_weather_agent" / "test_weather.jsonl"
+    assert main(["import", "-q", str(traj), "-o", str(cassette)]) == 0
+    proc = progress.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        env=clean_env(CI="1", OPENAI_API_KEY="sk-test-imported"),
+        capture_output=True, text=True, cwd=project,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-4000:]
