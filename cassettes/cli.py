@@ -136,10 +136,15 @@ def cmd_show(args: argparse.Namespace) -> int:
             yield made
 
     # those kept with a kept analysis, else made (and kept)
+    inferred: dict[str, int] = {}  # findings resting on what an import inferred, by code
+
     def views() -> Iterator[dict[str, Any]]:
         for v, row in run.printed(made):
             if row is not None and growth is not None:
                 growth.put(v["seq"], row)
+            for f in v["findings"] if v.get("reconstructed") else []:
+                if f.get("details", {}).get("inferred"):
+                    inferred[f["code"]] = inferred.get(f["code"], 0) + 1
             yield v
 
     shown = 0
@@ -179,6 +184,15 @@ def cmd_show(args: argparse.Namespace) -> int:
             )
         )
         growth.close()
+        if inferred:
+            from cassettes.hints import count
+
+            said = ", ".join(f"{code} ×{n}" for code, n in sorted(inferred.items()))
+            print(
+                f"\n{count(sum(inferred.values()), 'finding')} above rest on what an imported "
+                "trace did not give (looptap inferred it when it rebuilt the round trip; not "
+                f"evidence): {said}"
+            )
         if keep is not None:
             from cassettes.hints import count
 

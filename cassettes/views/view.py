@@ -341,14 +341,17 @@ RESTS_ON = {
 
 
 def mark_inferred(v: dict[str, Any]) -> None:
-    """Say of each finding of an imported round trip that rests on what looptap inferred that it
-    is no evidence (``details.inferred`` names the field)."""
-    inferred = set((v.get("reconstructed") or {}).get("inferred") or ())
+    """Say of each finding of an imported round trip that rests on a field the source did not give
+    (looptap inferred it, or it is not known) that it is no evidence (``details.inferred`` names
+    the field)."""
+    given = set((v.get("reconstructed") or {}).get("from") or ())
     for f in v.get("findings") or []:
         field = RESTS_ON.get(f.get("code", ""))
-        if field in inferred:
+        if field is not None and field not in given:
             f.setdefault("details", {})["inferred"] = field
-            f["message"] += f" [rests on the {field}, which looptap inferred: not evidence]"
+            f["message"] += (
+                f" [rests on the {field}, which the imported trace did not give: not evidence]"
+            )
 
 
 def edit_lines(v: dict[str, Any]) -> list[str]:

@@ -162,7 +162,10 @@ def test_an_openai_trajectory_is_rebuilt_with_ids_and_finish_reasons_marked_infe
     assert f["details"]["inferred"] == "tools"
     capsys.readouterr()
     assert main(["show", str(out)]) == 0
-    assert "reconstructed from a trajectory" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "reconstructed from a trajectory" in text
+    assert "2 findings above rest on what an imported trace did not give" in text
+    assert "A.usage_missing ×1, E.tool_not_offered ×1" in text
 
 
 def test_jsonl_of_anthropic_trajectories_gives_one_cassette_each(
