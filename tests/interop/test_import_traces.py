@@ -282,6 +282,10 @@ def test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run(
     assert proc.returncode == 0, proc.stderr[-3000:]
     recorded = [essentials(v) for v in show_json(tmp_path / "run.jsonl", capsys)]
     assert [r["kind"] for r in recorded] == ["main", "agent_tool", "agent_tool", "main"]
+    # the recording itself, through export --otel and back: all of it, kinds and findings too
+    assert [
+        essentials(v) for v in show_json(round_trip(tmp_path / "run.jsonl", tmp_path), capsys)
+    ] == recorded
     for src in (trace, trace.with_suffix(".pb")):  # OTLP/JSON, and the same spans in protobuf
         back = tmp_path / f"{src.suffix[1:]}.jsonl"
         assert main(["import", "-q", str(src), "-o", str(back)]) == 0
@@ -370,3 +374,74 @@ def test_the_pytest_plugin_replays_an_imported_trajectory_offline(tmp_path: Path
         capture_output=True, text=True, cwd=project,
     )  # fmt: skip
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-4000:]
+
+
+def _moved(otel: Path, tmp_path: Path, how: str) -> Path:
+    """Our export with its messages moved where other instrumentations put them: on the
+    ``gen_ai.client.inference.operation.details`` event, or as the older per-message events."""
+    req = orjson.loads(otel.read_bytes())
+    for span in req["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        keys = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
+        moved = [a for a in span["attributes"] if a["key"] in keys]
+        span["attributes"] = [a for a in span["attributes"] if a["key"] not in keys]
+        if not moved:
+            continue
+        if how == "details":
+            event = {"name": "gen_ai.client.inference.operation.details", "attributes": moved}
+            span["events"] = [*span.get("events", []), event]
+            continue
+        value = {a["key"]: orjson.loads(a["value"]["stringValue"]) for a in moved}
+        span["events"] = [*span.get("events", []), *_old_events(value)]
+    out = tmp_path / f"{how}.json"
+    out.write_bytes(orjson.dumps(req) + b"\n")
+    return out
+
+
+def _old_events(value: dict[str, Any]) -> list[dict[str, Any]]:
+    """semconv ≤ 1.36: one event a message, its content and tool calls as attributes."""
+
+    def attr(k: str, v: Any) -> dict[str, Any]:
+        return {
+            "key": k,
+            "value": {"stringValue": v if isinstance(v, str) else orjson.dumps(v).decode()},
+        }
+
+    def calls(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"id": p["id"], "type": "function", "function": {
+            "name": p["name"], "arguments": orjson.dumps(p["arguments"]).decode()}}
+            for p in parts if p["type"] == "tool_call"]  # fmt: skip
+
+    events = []
+    for m in value.get("gen_ai.input.messages", []):
+        parts = m["parts"]
+        text = "".join(p.get("content", "") for p in parts if p["type"] == "text")
+        for r in (p for p in parts if p["type"] == "tool_call_response"):
+            said = [attr("id", r["id"]), attr("content", r["response"])]
+            events.append({"name": "gen_ai.tool.message", "attributes": said})
+        if m["role"] == "user" and not text:
+            continue
+        said = [attr("content", text)] if text else []
+        if calls(parts):
+            said.append(attr("tool_calls", calls(parts)))
+        events.append({"name": f"gen_ai.{m['role']}.message", "attributes": said})
+    for m in value.get("gen_ai.output.messages", []):
+        body = {"content": "".join(p.get("content", "") for p in m["parts"] if p["type"] == "text"),
+                "tool_calls": calls(m["parts"])}  # fmt: skip
+        events.append({"name": "gen_ai.choice", "attributes": [
+            attr("message", body), attr("finish_reason", m["finish_reason"])]})  # fmt: skip
+    return events
+
+
+@pytest.mark.parametrize("how", ["details", "events"])
+def test_messages_on_the_details_event_or_as_per_message_events(
+    how: str, demo_cassette: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    otel = tmp_path / "run.otel.json"
+    assert main(["export", "-q", str(demo_cassette), "--otel", str(otel)]) == 0
+    back = tmp_path / "back.jsonl"
+    assert main(["import", "-q", str(_moved(otel, tmp_path, how)), "-o", str(back)]) == 0
+    got = [essentials(v) for v in show_json(back, capsys)]
+    want = [essentials(v) for v in show_json(demo_cassette, capsys)]
+    if how == "events":  # a gen_ai.tool.message event has no is_error: C.tool_result_error goes
+        got, want = ([{**e, "findings": []} for e in x] for x in (got, want))
+    assert got == want
