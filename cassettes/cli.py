@@ -377,6 +377,9 @@ def _trace_runs(files: list[tuple[Path, Path]]) -> tuple[dict[Path, tuple[str, i
         kind = _trace_kind(src) if src.is_file() else None
         if kind is None:
             continue
+        if kind != "trajectory":  # a trace is one run (read whole before a byte is written)
+            runs[src] = (kind, 1)
+            continue
         try:
             runs[src] = (kind, sum(1 for _ in runs_in(src, kind)))
         except CassetteError as exc:
