@@ -25,7 +25,7 @@ from cassettes import bounds
 from cassettes.errors import ImportFormatError
 from cassettes.hints import count
 from cassettes.interop.traces import chat_ids, read_docs
-from cassettes.providers.rebuild import Call, from_parts
+from cassettes.providers.rebuild import REBUILT, Call, from_parts
 
 __all__ = ["OTLP_LIMIT", "otlp_calls"]
 
@@ -185,10 +185,17 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
 
 
 def _family(a: dict[str, Any]) -> str:
+    """The API family a call is rebuilt in: looptap's own label, the URL, the provider named."""
     fam = a.get("looptap.family")
+    if fam in REBUILT:
+        return str(fam)
     provider = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or "")
-    provider = provider or str(a.get("llm.provider") or a.get("llm.system") or "")
-    return "anthropic" if fam == "anthropic" or provider.lower() == "anthropic" else "openai_chat"
+    provider = (provider or str(a.get("llm.provider") or a.get("llm.system") or "")).lower()
+    if str(a.get("url.full") or "").split("?")[0].endswith("/responses"):
+        return "openai_responses"
+    if provider in ("gcp.gemini", "gcp.vertex_ai", "gemini", "google", "vertex_ai"):
+        return "gemini"
+    return "anthropic" if provider == "anthropic" else "openai_chat"
 
 
 def _call(span: dict[str, Any]) -> Call | None:
@@ -225,12 +232,15 @@ def _content(
             "imported: the trace kept no message content (metadata only): no turns, tool calls, "
             "fork or replay from it"
         )
-        call.output = {"content": [] if call.family == "anthropic" else ""}
+        call.output = {"content": [] if call.family == "anthropic" else "", "parts": []}
         return
     sys_parts, call.messages = from_parts(call.family, inputs or [])
     call.system = system + sys_parts
     call.given |= {"messages"} if inputs is not None else set()
-    if output is not None:
+    if output is not None and call.family in ("openai_responses", "gemini"):
+        call.output = {"parts": [p for p in output.get("parts") or [] if isinstance(p, dict)]}
+        call.given.add("output")  # (rendered by the API's own renderer: parts as they are)
+    elif output is not None:
         _, out = from_parts(call.family, [{"role": "assistant", **output}])
         call.output = {k: v for k, v in (out[-1] if out else {}).items() if k != "role"}
         call.given.add("output")
@@ -259,7 +269,7 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
     reasons = a.get("gen_ai.response.finish_reasons")
     raw = reasons[0] if isinstance(reasons, list) and reasons else finish
     if isinstance(raw, str) and raw and raw != "unknown":
-        call.finish = _FINISH[call.family].get(raw, raw)
+        call.finish = _FINISH.get(call.family, {}).get(raw, raw)
         call.given.add("finish_reason")
     usage = {
         "input_tokens": a.get("gen_ai.usage.input_tokens", a.get("llm.token_count.prompt")),

@@ -1,6 +1,7 @@
 """A round trip rebuilt from a trace or a trajectory: the request and answer the API would have
 carried for one model call whose messages (and perhaps usage, finish reason, ids) are all that was
-kept, in the wire shape of OpenAI Chat or the Anthropic Messages API.
+kept, in the wire shape of OpenAI Chat, the Anthropic Messages API, OpenAI Responses or Gemini
+(the last two: the request built here, the answer by the API's own renderer, as replay serves it).
 
 What the source gave and what was made up here are listed on the exchange
 (:attr:`~cassettes.wire.exchange.Exchange.reconstructed`): ``from`` (the source) and ``inferred``
@@ -16,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["REBUILT", "Call", "exchange", "from_parts"]
@@ -24,6 +26,8 @@ __all__ = ["REBUILT", "Call", "exchange", "from_parts"]
 REBUILT = {
     "openai_chat": "https://api.openai.com/v1/chat/completions",
     "anthropic": "https://api.anthropic.com/v1/messages",
+    "openai_responses": "https://api.openai.com/v1/responses",
+    "gemini": "https://generativelanguage.googleapis.com/v1beta/models/{model}:{method}",
 }
 _JSON = [("content-type", "application/json")]
 #: max_tokens is required by the Messages API; a trace that does not say gets this (inferred).
@@ -60,6 +64,8 @@ class Call:
 
 def exchange(call: Call, n: int) -> Exchange:
     """The exchange of ``call`` (the ``n``-th of its run: inferred ids are made from it)."""
+    if call.family in ("openai_responses", "gemini"):
+        return _rendered(call, n)
     chat = call.family != "anthropic"
     if not call.model:
         call.inferred.add("model")
@@ -88,6 +94,10 @@ def exchange(call: Call, n: int) -> Exchange:
         if call.stream:
             _streamed(ex, "openai_chat" if chat else "anthropic", resp, req)
         call.inferred |= {"status", "framing"}
+    return _marked(ex, call)
+
+
+def _marked(ex: Exchange, call: Call) -> Exchange:
     ex.reconstructed = {
         "v": 1,
         "source": call.source,
@@ -95,6 +105,126 @@ def exchange(call: Call, n: int) -> Exchange:
         "inferred": sorted(call.inferred),
     }
     return ex
+
+
+# -- OpenAI Responses and Gemini: the request built here, the answer by the API's own renderer --
+
+#: Semconv finish reasons → the normalised class the renderers take.
+_FINISHED = {
+    "stop": FinishReason.COMPLETE,
+    "end_turn": FinishReason.COMPLETE,
+    "completed": FinishReason.COMPLETE,
+    "tool_call": FinishReason.TOOL_CALL,
+    "tool_calls": FinishReason.TOOL_CALL,
+    "tool_use": FinishReason.TOOL_CALL,
+    "length": FinishReason.TRUNCATED_LENGTH,
+    "max_tokens": FinishReason.TRUNCATED_LENGTH,
+    "content_filter": FinishReason.FILTERED,
+}
+
+
+def _answer(call: Call) -> NormalisedResponse:
+    parts: list[Part] = []
+    for p in (call.output or {}).get("parts") or []:
+        if p.get("type") == "text":
+            parts.append(Part(kind="text", text=_text(p)))
+        elif p.get("type") == "tool_call":
+            args = _args_object(p.get("arguments"))
+            tc = ToolCall(
+                id=str(p.get("id") or "") or None,
+                name=str(p.get("name") or ""),
+                arguments=args,
+                arguments_raw=_args_text(p.get("arguments")),
+            )
+            parts.append(Part(kind="tool_call", tool_call=tc))
+    finish = _FINISHED.get((call.finish or "").lower())
+    if finish is None:
+        call.inferred.add("finish_reason")
+        finish = (
+            FinishReason.TOOL_CALL if any(p.tool_call for p in parts) else FinishReason.COMPLETE
+        )
+    usage = None
+    if call.usage:
+        usage = Usage(
+            input_tokens=call.usage.get("input_tokens"),
+            output_tokens=call.usage.get("output_tokens"),
+            cache_read_tokens=call.usage.get("cache_read"),
+        )
+    return NormalisedResponse(
+        id=call.response_id, model=call.model, parts=parts, finish_reason=finish, usage=usage
+    )
+
+
+def _rendered(call: Call, n: int) -> Exchange:
+    from urllib.parse import urlsplit
+
+    from cassettes import providers
+
+    if not call.response_id:
+        call.response_id = f"resp_imported_{n}"
+        call.inferred.add("response.id")
+    if not call.model:
+        call.inferred.add("model")
+    model = call.model or "unknown"
+    if call.family == "gemini":
+        method = "streamGenerateContent?alt=sse" if call.stream else "generateContent"
+        url = REBUILT["gemini"].format(model=model, method=method)
+        req = _gemini_request(call)
+    else:
+        url, req = REBUILT["openai_responses"], _responses_request(call)
+    ex = Exchange(
+        method="POST", url=url, request_headers=list(_JSON), request_body=orjson.dumps(req),
+        started=call.started, duration=call.duration, notes=list(call.notes),
+    )  # fmt: skip
+    adapter = providers.by_family(call.family)
+    rendered = (
+        adapter.replay.render_answer(_answer(call), call.stream, urlsplit(url), req)
+        if adapter is not None and call.output is not None
+        else None
+    )
+    if rendered is not None:
+        ex.status, ex.reason = 200, "OK"
+        ex.response_headers = [("content-type", rendered.content_type)]
+        ex.response_chunks = [(None, c) for c in rendered.chunks]
+        call.inferred |= {"status", "framing"}
+    return _marked(ex, call)
+
+
+def _responses_request(call: Call) -> dict[str, Any]:
+    req: dict[str, Any] = {"model": call.model or "unknown"}
+    if call.system:
+        req["instructions"] = "\n\n".join(call.system)
+    req["input"] = call.messages
+    if call.tools:
+        req["tools"] = [
+            {"type": "function", **{k: v for k, v in t["function"].items()}}
+            for t in call.tools
+            if isinstance(t.get("function"), dict)
+        ]
+    params = dict(call.params)
+    if "max_tokens" in params:
+        params["max_output_tokens"] = params.pop("max_tokens")
+    req.update(params)
+    if call.stream:
+        req["stream"] = True
+    return req
+
+
+_GEMINI_PARAMS = {"max_tokens": "maxOutputTokens", "temperature": "temperature", "top_p": "topP",
+                  "top_k": "topK", "stop": "stopSequences", "seed": "seed"}  # fmt: skip
+
+
+def _gemini_request(call: Call) -> dict[str, Any]:
+    req: dict[str, Any] = {"contents": call.messages}
+    if call.system:
+        req["systemInstruction"] = {"parts": [{"text": s} for s in call.system]}
+    if call.tools:
+        decls = [t["function"] for t in call.tools if isinstance(t.get("function"), dict)]
+        req["tools"] = [{"functionDeclarations": decls}]
+    config = {_GEMINI_PARAMS[k]: v for k, v in call.params.items() if k in _GEMINI_PARAMS}
+    if config:
+        req["generationConfig"] = config
+    return req
 
 
 def _streamed(ex: Exchange, family: str, resp: dict[str, Any], req: dict[str, Any]) -> None:
@@ -281,6 +411,44 @@ def _anthropic_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return blocks
 
 
+def _responses_items(role: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for p in parts:
+        t = p.get("type")
+        if t == "text" and role == "assistant":
+            text = [{"type": "output_text", "text": _text(p), "annotations": []}]
+            items.append({"type": "message", "role": "assistant", "content": text})
+        elif t == "text":
+            items.append({"role": role, "content": _text(p)})
+        elif t == "tool_call":
+            args = _args_text(p.get("arguments"))
+            items.append({"type": "function_call", "call_id": str(p.get("id") or ""),
+                          "name": str(p.get("name") or ""), "arguments": args})  # fmt: skip
+        elif t == "tool_call_response":
+            out = _text({"content": p.get("response")})
+            items.append({"type": "function_call_output", "call_id": str(p.get("id") or ""),
+                          "output": out})  # fmt: skip
+    return items
+
+
+def _gemini_content(role: str, parts: list[dict[str, Any]], names: dict[str, str]) -> Any:
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        t = p.get("type")
+        if t == "text":
+            out.append({"text": _text(p)})
+        elif t == "tool_call":
+            names[str(p.get("id") or "")] = str(p.get("name") or "")
+            call = {"name": str(p.get("name") or ""), "args": _args_object(p.get("arguments"))}
+            out.append({"functionCall": call})
+        elif t == "tool_call_response":
+            name = names.get(str(p.get("id") or ""), "")
+            res = p.get("response")
+            res = res if isinstance(res, dict) else {"result": res}
+            out.append({"functionResponse": {"name": name, "response": res}})
+    return {"role": "model" if role == "assistant" else "user", "parts": out}
+
+
 def from_parts(
     family: str, messages: list[dict[str, Any]]
 ) -> tuple[list[str], list[dict[str, Any]]]:
@@ -288,10 +456,17 @@ def from_parts(
     that ride beside it, the messages)."""
     system: list[str] = []
     out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # Gemini names a result by its call's name
     for m in messages:
         role = str(m.get("role") or "user")
         parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
-        if family == "anthropic":
+        if family in ("gemini", "openai_responses") and role in ("system", "developer"):
+            system.append("".join(_text(p) for p in parts if p.get("type") == "text"))
+        elif family == "gemini":
+            out.append(_gemini_content(role, parts, names))
+        elif family == "openai_responses":
+            out.extend(_responses_items(role, parts))
+        elif family == "anthropic":
             if role in ("system", "developer"):
                 system.append("".join(_text(p) for p in parts if p.get("type") == "text"))
                 continue

@@ -81,10 +81,19 @@ def test_other_families_come_back_with_the_same_conversations_and_calls(
     back = round_trip(run, tmp_path)
 
     def shape(v: dict[str, Any]) -> Any:
-        e = essentials(v)
+        e = {**essentials(v), "family": v["family"]}
         # (a call the API gave no id gets one, marked inferred)
         calls = [(name, args) for _id, name, args in e["calls"]]
-        return (e["conversation"], e["turn"], e["kind"], e["parent"], calls, e["usage"])
+        return (
+            e["family"],
+            e["conversation"],
+            e["turn"],
+            e["kind"],
+            e["parent"],
+            calls,
+            e["usage"],
+            e["findings"],
+        )
 
     before = [shape(v) for v in show_json(run, capsys) if v["family"] != "none"]
     assert [shape(v) for v in show_json(back, capsys)] == before
