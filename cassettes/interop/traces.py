@@ -244,7 +244,7 @@ def import_runs(path: Path, kind: str, targets: list[Any]) -> list[str]:
     """Write each run of ``path`` as a cassette at its checked target (one each, in order), each
     under a private name put in place whole; the summary lines."""
     from cassettes.hints import count
-    from cassettes.providers.rebuild import exchange
+    from cassettes.providers.rebuild import exchange, link_items
     from cassettes.recording.pipeline import CassetteWriter
     from cassettes.storage.paths import staged
 
@@ -254,6 +254,7 @@ def import_runs(path: Path, kind: str, targets: list[Any]) -> list[str]:
         target.path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"source": f"import ({kind})", "imported_from": path.name}
         inferred: set[str] = set()
+        link_items(calls)
         with staged(target) as s, CassetteWriter(s.path, meta=meta) as w:
             for n, call in enumerate(calls):
                 ex = exchange(call, n)

@@ -20,7 +20,7 @@ import orjson
 from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["REBUILT", "Call", "exchange", "from_parts"]
+__all__ = ["REBUILT", "Call", "exchange", "from_parts", "link_items"]
 
 #: The families a round trip is rebuilt in, with the URL it is given.
 REBUILT = {
@@ -188,6 +188,41 @@ def _rendered(call: Call, n: int) -> Exchange:
         ex.response_chunks = [(None, c) for c in rendered.chunks]
         call.inferred |= {"status", "framing"}
     return _marked(ex, call)
+
+
+def link_items(calls: list[Call]) -> None:
+    """OpenAI Responses: give the history items that echo an earlier answer's output items the ids
+    that answer was rendered with (``msg_RID``, ``fc_RID_i``: an SDK sends the items back as it got
+    them), so the agent that produced the trace matches the rebuilt requests."""
+    fcs: dict[str, str] = {}  # call id → its function_call item's id
+    msgs: dict[str, str] = {}  # an answer's text → its message item's id
+    for n, call in enumerate(calls):
+        if call.family != "openai_responses":
+            continue
+        for item in call.messages:
+            if item.get("type") == "function_call" and item.get("call_id") in fcs:
+                item.update(id=fcs[item["call_id"]], status="completed")
+            elif item.get("type") == "message" and _item_text(item) in msgs:
+                item.update(id=msgs[_item_text(item)], status="completed")
+        if not call.response_id:
+            call.response_id = f"resp_imported_{n}"
+            call.inferred.add("response.id")
+        parts = (call.output or {}).get("parts") or []
+        made = [p for p in parts if p.get("type") == "tool_call"]
+        fcs.update(
+            (str(p.get("id") or ""), f"fc_{call.response_id}_{i}") for i, p in enumerate(made)
+        )
+        text = "".join(_text(p) for p in parts if p.get("type") == "text")
+        if text:
+            msgs[text] = f"msg_{call.response_id}"
+        if fcs or msgs:
+            call.inferred.add("item ids")
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    return "".join(
+        str(c.get("text") or "") for c in item.get("content") or [] if isinstance(c, dict)
+    )
 
 
 def _responses_request(call: Call) -> dict[str, Any]:
@@ -416,7 +451,7 @@ def _responses_items(role: str, parts: list[dict[str, Any]]) -> list[dict[str, A
     for p in parts:
         t = p.get("type")
         if t == "text" and role == "assistant":
-            text = [{"type": "output_text", "text": _text(p), "annotations": []}]
+            text = [{"type": "output_text", "text": _text(p), "annotations": [], "logprobs": []}]
             items.append({"type": "message", "role": "assistant", "content": text})
         elif t == "text":
             items.append({"role": role, "content": _text(p)})

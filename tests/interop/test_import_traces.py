@@ -19,7 +19,8 @@ from tests.replay.test_fork import new_model_route, origin_route
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import ScriptedUpstream
-from tests.why.test_why import why_env
+from tests.why.test_why import AGENT as WHY_AGENT
+from tests.why.test_why import c_route, why_env
 from tests.why.test_why_agents import route
 
 TRACED = Path(__file__).with_name("traced_agent.py")
@@ -454,3 +455,26 @@ def test_messages_on_the_details_event_or_as_per_message_events(
     if how == "events":  # a gen_ai.tool.message event has no is_error: C.tool_result_error goes
         got, want = ([{**e, "findings": []} for e in x] for x in (got, want))
     assert got == want
+
+
+@needs_recorder
+def test_a_fork_of_an_imported_responses_trace(tmp_path: Path) -> None:
+    """The why tests' agent on OpenAI Responses (two parallel calls, then the answer): the imported
+    trace's items carry the ids the rebuilt answers were rendered with, so ``--from
+    imported@turn=1`` serves turn 0 and sends turn 1 live (fails without link_items: the SDK
+    echoes the function_call items with their ids, the rebuilt request had none)."""
+
+    def looptap_run(url: str, *args: str) -> Any:
+        agent = [sys.executable, str(WHY_AGENT), "--family", "responses"]
+        up = ["--upstream", f"openai={url}"]
+        argv = [*RECORDER, "run", *args, "--confdir", str(tmp_path / "conf"), *up, "--", *agent]
+        return progress.run(argv, env=why_env(), capture_output=True, text=True, cwd=tmp_path)
+
+    with ScriptedUpstream(c_route) as fake:
+        proc = looptap_run(fake.url, "-o", str(tmp_path / "run.jsonl"))
+    assert proc.returncode == 0 and len(fake.log) == 2, proc.stderr[-3000:]
+    back = round_trip(tmp_path / "run.jsonl", tmp_path)
+    with ScriptedUpstream(c_route) as fake2:
+        proc = looptap_run(fake2.url, "--from", f"{back}@turn=1", "-o", str(tmp_path / "b.jsonl"))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert len(fake2.log) == 1 and fake2.log[0].request.tool_results() == ["sunny", "rain"]
