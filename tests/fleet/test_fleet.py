@@ -156,9 +156,7 @@ def test_parquet_reads_back_as_the_index(indexed: tuple[Path, Path], tmp_path: P
         data = ds.dataset(out / table, format="parquet", partitioning="hive").to_table()
         assert set(data.column_names) == {n for n, _, _ in columns}
         arrow = data.to_pydict()
-        rows = [
-            (*(arrow[n][i] for n in names), str(arrow["day"][i])) for i in range(data.num_rows)
-        ]
+        rows = [(*(arrow[n][i] for n in names), str(arrow["day"][i])) for i in range(data.num_rows)]
         assert sorted(rows, key=repr) == want, table
     counts = _query(out, "SELECT count(*) AS n FROM findings")
     assert counts == _query(db, "SELECT count(*) AS n FROM findings")
