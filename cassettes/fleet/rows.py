@@ -81,6 +81,7 @@ def run_rows(path: str) -> RunRows:
 
 def _failed(out: RunRows, run_row: dict[str, Any], when: datetime, why: str) -> None:
     out.tables = {"runs": [run_row]}
+    why = why.removeprefix(f"{out.path}: ")  # the line names the file already
     run_row.update(day=when.date().isoformat(), recorded=when.isoformat(), error=why[:500])
     out.skipped = why.splitlines()[0][:300] if why else "unreadable"
 
