@@ -183,6 +183,8 @@ def _turn(key: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
         "token_source": tok.get("source"),
         "cost": tok.get("cost"),
         "cost_estimated": tok.get("price_estimated"),
+        "cumulative_cost": tok.get("cumulative_cost"),
+        "cumulative_estimated": tok.get("cumulative_estimated"),
         "ttfb": timing.get("ttfb"),
         "ttft": timing.get("ttft"),
         "duration": timing.get("duration"),

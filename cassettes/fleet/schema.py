@@ -62,6 +62,8 @@ TABLES: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("token_source", "VARCHAR", "`reported`, `estimated` or `missing`"),
         ("cost", "DECIMAL(18,9)", "USD (`tokens.cost`); null = unknown, never 0"),
         ("cost_estimated", "BOOLEAN", "the price is an estimate (`tokens.price_estimated`)"),
+        ("cumulative_cost", "DECIMAL(18,9)", "USD of the conversation up to this turn"),
+        ("cumulative_estimated", "BOOLEAN", "`cumulative_cost` holds an estimated price"),
         ("ttfb", "DOUBLE", "seconds to the response headers"),
         ("ttft", "DOUBLE", "seconds to the first stream event"),
         ("duration", "DOUBLE", "seconds to the end of the response (latency)"),
