@@ -342,3 +342,33 @@ def _overviews(con: Any, stamps: dict[str, tuple[Path, int, int]]) -> dict[Path,
         o["cost_usd"] = round(o["cost_usd"], 6) if priced[run] else None
         o["cost_estimated"] = o["cost_estimated"] if priced[run] else None
     return out
+
+
+def runs_mentioning(roots: Sequence[Path], query: str, limit: int = 50) -> list[Path]:
+    """Runs of the index of ``roots`` with a finding message or a tool call's name holding
+    ``query`` (case-insensitive), newest first: the MCP server's search reads these first, so a
+    hit beyond the newest runs is found. ``[]`` without DuckDB or an index."""
+    db = find_index(roots)
+    if db is None:
+        return []
+    try:
+        import duckdb
+    except ImportError:
+        return []
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error:
+        return []
+    try:
+        found = con.execute(
+            "SELECT run FROM runs WHERE run IN ("
+            "  SELECT run FROM findings WHERE contains(lower(message), lower(?))"
+            "  UNION SELECT run FROM tool_calls WHERE contains(lower(name), lower(?))"
+            ") ORDER BY recorded DESC LIMIT ?",
+            [query, query, limit],
+        ).fetchall()
+    except duckdb.Error:
+        return []
+    finally:
+        con.close()
+    return [Path(r[0]) for r in found if Path(r[0]).is_file()]

@@ -413,7 +413,11 @@ class Runs:
 
         if not isinstance(query, str) or not query.strip():
             raise QueryError("search wants a non-empty query")
-        names = [run] if run else [str(p) for p in self.files()[:50]]
+        from cassettes.fleet.index import runs_mentioning
+
+        # the fleet index's runs that mention it first (any age), then the newest
+        first = runs_mentioning(self.roots, query) if run is None else []
+        names = [run] if run else list(dict.fromkeys(map(str, [*first, *self.files()[:50]])))
         hits: list[dict[str, Any]] = []
         for name in names:
             try:

@@ -230,3 +230,24 @@ def test_the_core_and_the_pytest_plugin_never_import_duckdb(tmp_path: Path) -> N
         [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     assert r.returncode == 0 and r.stderr.endswith("False"), r.stderr
+
+
+def test_mcp_search_reaches_an_old_run_through_the_index(tmp_path: Path) -> None:
+    """The MCP search reads the 50 newest runs; with an index, the runs whose findings mention the
+    query are read first, whatever their age."""
+    from cassettes.mcp.query import Runs
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    _at(Path(shutil.copy(C, runs / "old.yaml")), "2026-01-01")
+    for i in range(50):
+        _at(Path(shutil.copy(B, runs / f"new{i:02}.yaml")), "2026-02-01")
+
+    def hits() -> set[str]:
+        answer = Runs([runs]).search("tool_use_failed", limit=5)
+        return {h["run"] for h in answer["recorded"]["hits"]}
+
+    assert hits() == set()
+    r = looptap("index", str(runs))
+    assert r.returncode == 0, r.stderr
+    assert hits() == {"old.yaml"}
