@@ -149,9 +149,48 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         sql, params = questions.findings(since, args.new)
     elif args.question == "cost":
         sql, params = questions.cost(args.by)
-    else:
+    elif args.question == "failing-turns":
         sql, params = questions.failing_turns()
+    else:
+        return _page(args)
     return _run(args, sql, params)
+
+
+def _page(args: argparse.Namespace) -> int:
+    """``looptap fleet page``: the named questions on one web page (docs/fleet.md)."""
+    from cassettes.fleet import questions
+    from cassettes.fleet.index import FleetError, duckdb_module
+    from cassettes.storage.paths import check_target, staged
+    from cassettes.untrusted import clean_line
+    from cassettes.views.htmlpage import render_fleet_html
+
+    target = check_target(args.output, "the page", force=args.force, hint="--force replaces it")
+    con = _open(args.fleet)
+    tables = []
+    try:
+        for title, (sql, params) in (
+            ("Findings by code", questions.findings(None, False)),
+            ("Cost by model", questions.cost("model")),
+            ("Cost by agent", questions.cost("agent")),
+            ("Failing turns", questions.failing_turns()),
+        ):
+            cur = con.execute(sql, params)
+            names = [d[0] for d in cur.description or ()]
+            rows = [
+                [clean_line(str(_plain(v))) if v is not None else "" for v in r]
+                for r in cur.fetchmany(200)
+            ]
+            tables.append((title, names, rows))
+        runs, failed = con.execute("SELECT count(*), count(error) FROM runs").fetchone()
+    except duckdb_module().Error as exc:
+        raise FleetError(f"the fleet cannot be read: {str(exc).splitlines()[0]}") from None
+    finally:
+        con.close()
+    page = render_fleet_html(f"{count(runs, 'run')} ({failed:,} unreadable)", tables)
+    with staged(target) as s:
+        s.file.write(page.encode())
+    _say(f"wrote {args.output}")
+    return 0
 
 
 def _output_options(p: argparse.ArgumentParser) -> None:
@@ -216,6 +255,10 @@ def register_fleet(sub: Any) -> None:
         help="runs grouped by their first root-cause error and the turn's request shape",
     )
     _output_options(q)
+    q = qs.add_parser("page", help="the questions above as one web page (the html extra)")
+    q.add_argument("-o", "--output", default="fleet.html", help="default fleet.html")
+    q.add_argument("--force", action="store_true", help="replace an existing page")
+    q.add_argument("--fleet", metavar="FLEET", help="as for the questions")
     p.set_defaults(func=cmd_fleet)
 
 

@@ -78,10 +78,24 @@ def connect(db: Path, *, read_only: bool = False) -> Any:
     except duckdb.Error as exc:
         raise FleetError(f"cannot open the fleet index {db}: {exc}") from None
     if not read_only:
-        for table, columns in TABLES.items():
-            cols = ", ".join(f'"{n}" {t}' for n, t, _ in columns)
-            con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+        _tables(con)
     return con
+
+
+def _tables(con: Any) -> None:
+    """Create the tables; an index of another schema (an older looptap's) is emptied first, so
+    the update reads every run again into the tables as :data:`TABLES` has them."""
+    have = {
+        table: [(n, t) for n, t, *_ in con.execute(f"DESCRIBE {table}").fetchall()]
+        for (table,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        if table in TABLES
+    }
+    if any(cols != [(n, t) for n, t, _ in TABLES[table]] for table, cols in have.items()):
+        for table in have:
+            con.execute(f"DROP TABLE {table}")
+    for table, columns in TABLES.items():
+        cols = ", ".join(f'"{n}" {t}' for n, t, _ in columns)
+        con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
 
 
 @dataclass

@@ -76,7 +76,8 @@ def cost(by: str) -> tuple[str, list[object]]:
     return (
         f"""
         SELECT {key} AS {by}, count(DISTINCT t.run) AS runs, count(*) AS turns,
-               sum(t.cost) AS cost_usd, CAST(sum(t.cost) / count(DISTINCT t.run) AS DECIMAL(18, 9)) AS cost_per_run,
+               sum(t.cost) AS cost_usd,
+               CAST(sum(t.cost) / count(DISTINCT t.run) AS DECIMAL(18, 9)) AS cost_per_run,
                count(*) FILTER (WHERE t.cost IS NULL) AS unpriced_turns,
                sum(t.input_tokens) AS input_tokens, sum(t.output_tokens) AS output_tokens
         FROM turns t JOIN runs r ON t.run = r.run

@@ -251,3 +251,22 @@ def test_mcp_search_reaches_an_old_run_through_the_index(tmp_path: Path) -> None
     r = looptap("index", str(runs))
     assert r.returncode == 0, r.stderr
     assert hits() == {"old.yaml"}
+
+
+def test_fleet_page(tmp_path: Path) -> None:
+    """``looptap fleet page``: the named questions as one page, with no script, its recorded text
+    escaped; an existing page is replaced only with --force."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(C, runs / "c<b>.yaml")
+    db = tmp_path / "fleet.duckdb"
+    _index(runs, db)
+    page = tmp_path / "fleet.html"
+    r = looptap("fleet", "page", "--fleet", str(db), "-o", str(page))
+    assert r.returncode == 0, r.stderr
+    html = page.read_text()
+    assert "A.error_in_200" in html and "Failing turns" in html and "1 run (0 unreadable)" in html
+    assert "<script" not in html and "default-src &#39;none&#39;" in html
+    assert "c&lt;b&gt;.yaml" in html and "<b>" not in html  # recorded names, escaped
+    r = looptap("fleet", "page", "--fleet", str(db), "-o", str(page))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and page.read_text() == html
