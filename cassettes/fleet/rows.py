@@ -96,7 +96,7 @@ def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> Non
         if run.epoch is not None:
             when = datetime.fromtimestamp(run.epoch, UTC)
         day = when.date().isoformat()
-        meta = run.header.get("meta") if isinstance(run.header.get("meta"), dict) else {}
+        meta = _dict(run.header.get("meta"))
         origin = origin_in(run.header)
         client = _client(run)
         run_row.update(
@@ -143,6 +143,10 @@ def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> Non
         )
     finally:
         run.close()
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _str(value: Any, limit: int = 300) -> str | None:
@@ -195,7 +199,7 @@ def _turn(key: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
 
 
 def _finding(run: str, day: str, i: int, f: dict[str, Any]) -> dict[str, Any]:
-    details = f.get("details") if isinstance(f.get("details"), dict) else {}
+    details = _dict(f.get("details"))
     return {
         "run": run,
         "day": day,
