@@ -266,7 +266,9 @@ def export_parquet(dirs: Sequence[str], out: Path, quiet: bool) -> int:
     """``looptap export --parquet OUTDIR DIR...``: the index of ``dirs`` brought up to date (the
     default one, beside the first), then its tables written as Parquet under ``out``."""
     from cassettes.fleet.index import export_parquet as write
+    from cassettes.fleet.index import parquet_dir
 
+    parquet_dir(out)  # refused before anything is read
     con, _ = index_dirs(dirs, None, 1)
     try:
         written = write(con, out)

@@ -37,6 +37,7 @@ __all__ = [
     "default_fleet",
     "duckdb_module",
     "export_parquet",
+    "parquet_dir",
     "update",
 ]
 
@@ -71,6 +72,7 @@ def connect(db: Path, *, read_only: bool = False) -> Any:
     duckdb = duckdb_module()
     if read_only and not db.is_file():
         raise FleetError(f"no fleet index at {db}: make one with looptap index DIR")
+    _index_file(db)
     if not read_only:
         db.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -80,6 +82,17 @@ def connect(db: Path, *, read_only: bool = False) -> Any:
     if not read_only:
         _tables(con)
     return con
+
+
+def _index_file(db: Path) -> None:
+    """Refuse to make an index over a file that is not one (DuckDB would take any file over),
+    a link or anything but a regular file."""
+    if db.is_symlink() or (db.exists() and not db.is_file()):
+        raise FleetError(f"{db} is not a fleet index (a link, a directory or a device)")
+    if db.is_file() and db.stat().st_size:
+        with open(db, "rb") as f:
+            if f.read(12)[8:12] != b"DUCK":
+                raise FleetError(f"{db} is not a fleet index (not a DuckDB file): name another")
 
 
 def _tables(con: Any) -> None:
@@ -241,17 +254,29 @@ def _load(
 
 
 def export_parquet(con: Any, out: Path) -> dict[str, int]:
-    """Every table as Parquet under ``out/<table>/day=YYYY-MM-DD/``: rows written per table."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Every table as Parquet under ``out/<table>/day=YYYY-MM-DD/``: rows written per table.
+    Each ``out/<table>`` is replaced whole (``OVERWRITE``); nothing else in ``out`` is touched."""
+    parquet_dir(out)
     written: dict[str, int] = {}
+    duckdb = duckdb_module()
     for table in TABLES:
         target = str(out / table)
         written[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        con.execute(
-            f"COPY (SELECT * FROM {table} ORDER BY run) TO '{_quoted(target)}' "
-            "(FORMAT PARQUET, PARTITION_BY (day), OVERWRITE)"
-        )
+        try:
+            con.execute(
+                f"COPY (SELECT * FROM {table} ORDER BY run) TO '{_quoted(target)}' "
+                "(FORMAT PARQUET, PARTITION_BY (day), OVERWRITE)"
+            )
+        except duckdb.Error as exc:
+            raise FleetError(f"cannot write {target}: {str(exc).splitlines()[0]}") from None
     return written
+
+
+def parquet_dir(out: Path) -> None:
+    """Make the export's directory, or refuse a name that is not one (a file, a link)."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise FleetError(f"the Parquet export goes to a directory: {out} is not one")
+    out.mkdir(parents=True, exist_ok=True)
 
 
 def parquet_views(con: Any, where: Path) -> None:

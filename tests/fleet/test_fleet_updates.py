@@ -125,6 +125,20 @@ def test_bad_input_is_indexed_or_skipped_with_a_line(tmp_path: Path) -> None:
     assert rows["notes.jsonl"][2]
     # skipped files are not tried again until they change
     assert "indexed 0 runs" in _index(runs, db)
+    # the run that was being written is finished: read again, whole
+    (runs / "cut.jsonl").write_bytes(whole)
+    assert "indexed 1 run " in _index(runs, db)
+    got = _rows(db, "SELECT round_trips, problems FROM runs WHERE run LIKE '%cut.jsonl'")
+    assert got == [(rows["good.jsonl"][0], 0)]
+    # an export to a file, an index that is not DuckDB's: one line each, nothing overwritten
+    for args in (
+        ["export", "--parquet", str(good), str(runs)],
+        ["index", str(runs), "-o", str(good)],
+        ["query", "--fleet", str(good), "SELECT 1"],
+    ):
+        r = looptap(*args)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert good.read_bytes() == whole
 
 
 def test_a_run_too_large_for_the_memory_budget_is_skipped_with_a_line(tmp_path: Path) -> None:
