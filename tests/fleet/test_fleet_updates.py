@@ -284,3 +284,22 @@ def test_fleet_page(tmp_path: Path) -> None:
     assert "c&lt;b&gt;.yaml" in html and "<b>" not in html  # recorded names, escaped
     r = looptap("fleet", "page", "--fleet", str(db), "-o", str(page))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and page.read_text() == html
+
+
+def test_the_index_reports_its_progress_run_by_run(tmp_path: Path) -> None:
+    """The progress callback (the command's progress line, views/progress.py) is told after each
+    run: bytes read grow to the total to read, round trips to those indexed."""
+    from cassettes.fleet.index import connect, update
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for i, src in enumerate((A, B, C)):
+        shutil.copy(src, runs / f"r{i}.yaml")
+    seen: list[tuple[int, int, int]] = []
+    con = connect(tmp_path / "fleet.duckdb")
+    done = update(con, [runs], progress=lambda *a: seen.append(a))
+    con.close()
+    assert len(seen) == 3
+    assert [s[0] for s in seen] == sorted(s[0] for s in seen)
+    assert seen[-1][0] == seen[-1][1] == sum(p.stat().st_size for p in runs.iterdir())
+    assert seen[-1][2] == done.round_trips > 0
