@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +303,18 @@ def test_the_index_reports_its_progress_run_by_run(tmp_path: Path) -> None:
     assert [s[0] for s in seen] == sorted(s[0] for s in seen)
     assert seen[-1][0] == seen[-1][1] == sum(p.stat().st_size for p in runs.iterdir())
     assert seen[-1][2] == done.round_trips > 0
+
+
+def test_since_takes_a_date_or_a_git_ref(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cassettes.errors import CassetteError
+    from cassettes.fleet.questions import since_time
+
+    assert since_time("2026-11-25") == datetime(2026, 11, 25)
+    assert since_time("2026-11-25T10:00:00+02:00") == datetime(2026, 11, 25, 8)  # as UTC
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    head = subprocess.run(
+        ["git", "log", "-1", "--format=%ct", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout
+    assert since_time("HEAD") == datetime.fromtimestamp(int(head), UTC).replace(tzinfo=None)
+    with pytest.raises(CassetteError, match=r"a date .* or a git ref"):
+        since_time("no-such-ref-anywhere")
