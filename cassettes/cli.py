@@ -70,7 +70,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for p in problem_lines(run.problems):
         _err(f"warning: {path}: {p}")
     keep = _show_filter(args, run.analysis)
-    from cassettes.fleet.shown import show_pairs
+    from cassettes.reading.shown import show_pairs
     from cassettes.views.view import GrowthRows
 
     # Each turn is restored once, by show_pairs(); the growth tables printed after take its row
