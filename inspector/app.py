@@ -73,38 +73,38 @@ class InspectorApp(App[None]):
         if self.main.is_mounted:
             self.main.fit(event.size)
 
-    # -- the keys: each the main screen's, or its navigation's or player's -------------------------
+    # -- the keys: each the main screen's, or its player's or turn list's -----------------------
 
     def action_help(self) -> None:
         self.main.action_help()
 
     def action_search(self) -> None:
-        self.main.navigation.search()
+        self.main.search()
 
     def action_finding(self, direction: int) -> None:
-        self.main.navigation.finding(direction)
+        self.main.finding(direction)
 
     def action_next_conversation(self) -> None:
-        self.main.navigation.next_conversation()
+        self.main.next_conversation()
 
     def action_next_layer(self) -> None:
-        self.main.navigation.next_layer()
+        self.main.next_layer()
 
     def action_next_hit(self, direction: int) -> None:
-        self.main.navigation.next_hit(direction)
+        self.main.next_hit(direction)
 
     def action_all_messages(self) -> None:
-        self.main.navigation.all_messages()
+        self.main.all_messages()
 
     def action_play_pause(self) -> None:
         self.main.player.play_pause()
 
     def action_step(self, delta: int) -> None:
-        self.main.player.move(delta)
+        self.main.turn_list.step(delta)
 
     def action_turn(self, delta: int) -> None:
         """``j``/``k`` from a pane (``app.turn``): the turn list moves, focus stays."""
-        self.main.player.move(delta)
+        self.main.turn_list.step(delta)
 
     def action_speed(self, direction: int) -> None:
         self.main.player.change_speed(direction)
@@ -126,12 +126,10 @@ class InspectorApp(App[None]):
             "Play / pause", "Play the turns at recorded pace", main.player.play_pause
         )
         yield SystemCommand(
-            "Next finding",
-            "Jump to the next turn with a finding",
-            lambda: main.navigation.finding(1),
+            "Next finding", "Jump to the next turn with a finding", lambda: main.finding(1)
         )
         yield SystemCommand(
-            "Search the run", "Search text, tool calls, results, findings", main.navigation.search
+            "Search the run", "Search text, tool calls, results, findings", main.search
         )
         yield SystemCommand(
             "Show the growth chart",
@@ -142,9 +140,7 @@ class InspectorApp(App[None]):
             "Show the findings", "Every finding of the run", lambda: main.action_tab("findings")
         )
         yield SystemCommand(
-            "Next conversation",
-            "Cycle through the run's conversations",
-            main.navigation.next_conversation,
+            "Next conversation", "Cycle through the run's conversations", main.next_conversation
         )
 
     # -- the output boundary (inspector/safe.py) -----------------------------------------------
