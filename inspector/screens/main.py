@@ -7,7 +7,7 @@ what the status line shows), the sidebar (the conversation listed and the turn l
 (:class:`inspector.widgets.turn_pane.TurnPane`: the pane that is up, the layer tabs), the Growth,
 Findings and Fork tabs, and playback with its line (:class:`inspector.screens.player.Player`).
 None of them knows this screen: each reports with its own messages (``TurnList.TurnSelected``,
-``RunReading.TurnsRead``, ``Player.TurnPlayed``, the workers' ``TurnLoaded`` …), and this screen
+``Player.TurnPlayed``, the workers' ``RunRead``, ``TurnLoaded`` …), and this screen
 hands the others what follows (attributes down). The keys (the app's bindings) call the actions
 below, which move the widgets where :class:`inspector.screens.navigation.Navigation` decides.
 :mod:`inspector.layout` decides the layout.
@@ -35,7 +35,7 @@ from cassettes.views.summary import TurnSummary
 from inspector.bindings import APP_BINDINGS, HELP_OTHER
 from inspector.layout import FOCUS_NAMES, View, layout_classes
 from inspector.playback import Clock
-from inspector.reader import ChildExited, RecorderClosed, RunCompleted
+from inspector.reader import ChildExited, RunRead
 from inspector.screens.help import HelpScreen
 from inspector.screens.navigation import Navigation
 from inspector.screens.player import Player
@@ -51,6 +51,7 @@ from inspector.widgets.layers import LayerPane
 from inspector.widgets.messages import MessagesView
 from inspector.widgets.sidebar import Sidebar
 from inspector.widgets.status import RunState, RunStatus
+from inspector.widgets.tabs import RunTabs
 from inspector.widgets.turn_list import TurnList
 from inspector.widgets.turn_pane import TurnPane
 
@@ -90,8 +91,6 @@ class MainScreen(Screen[None]):
         self.turn_pane = TurnPane("Turn", id="turn")
         self.player = Player(clock, self.turn_pane, id="playback")
         self.navigation = Navigation()
-        self._dirty_findings = True
-        self._dirty_growth = True
 
     # -- the screen --------------------------------------------------------------------------------
 
@@ -100,7 +99,7 @@ class MainScreen(Screen[None]):
         yield RunStatus(id="run-status")
         with Horizontal(id="main"):
             yield Sidebar(self.reading.index, id="sidebar")
-            with TabbedContent(id="tabs", initial="turn"):
+            with RunTabs(self.reading.index, id="tabs"):
                 yield self.turn_pane
                 with TabPane("Growth", id="growth"):
                     yield GrowthView(id="growth-view")
@@ -133,8 +132,8 @@ class MainScreen(Screen[None]):
         return self.query_one(TurnList)
 
     @cached_property
-    def tabs(self) -> TabbedContent:
-        return self.query_one("#tabs", TabbedContent)
+    def tabs(self) -> RunTabs:
+        return self.query_one(RunTabs)
 
     # -- the state the parts own, as tests and embedders read it here ------------------------------
 
@@ -238,8 +237,7 @@ class MainScreen(Screen[None]):
         self.turn_pane.bring_up(turn.findings)
         self.turn_pane.show_note(f"loading turn #{turn.seq}…")
         self.reading.load_selected(turn.seq)
-        self._dirty_growth = True
-        self.refresh_tabs()
+        self.tabs.turn_selected(turn.seq)
 
     @on(FindingsTable.FindingChosen)
     def _finding_chosen(self, message: FindingsTable.FindingChosen) -> None:
@@ -254,34 +252,39 @@ class MainScreen(Screen[None]):
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self) -> None:
-        self.refresh_tabs()
+        # Narrow terminals give the Growth and Findings tabs the whole width (no list beside).
+        self.set_class(self.tabs.active != "turn", "-full-tab")
 
     def on_player_turn_played(self) -> None:
         if not self.turn_list.step(1):
             self.player.ran_out()
 
-    # -- what the reading reports (its own messages, and its workers' once it took its part) -------
+    # -- what the workers post (bubbled up through the reading, which takes its part first) -------
 
-    def on_run_reading_turns_read(self, message: RunReading.TurnsRead) -> None:
-        reading, fresh = self.reading, message.fresh
-        if fresh or message.repeated:
-            self.dirty()
-        if message.repeated:
+    def on_run_read(self, message: RunRead) -> None:
+        if not self.is_attached:  # (not read as the app closed)
+            return
+        reading = self.reading
+        first = not reading.index.order
+        added = reading.took(message)
+        fresh = added.fresh
+        if added.repeated:
             self.turn_list.refresh()
         if fresh:
             self.sidebar.add_fresh(
-                fresh, first=message.first, live=reading.live, at_end=message.at_end
+                fresh, first=first, live=reading.live, at_end=message.batch.at_end
             )
             self.player.total = len(self.turn_list.seqs)
             self.player.position = self.turn_list.cursor
-            if message.first or reading.live:
+            if first or reading.live:
                 self.fit_sidebar()
-        self.refresh_tabs()
+        if fresh or added.repeated:
+            self.tabs.run_changed()
         if self.player.waiting and fresh:
             # Playing at the end of a live recording: the awaited turn came (following, the list
             # has already moved to it).
             self.player.turn_came(following=self.turn_list.following)
-        if not reading.index.order and message.at_end:
+        if not reading.index.order and message.batch.at_end:
             # All of the file there is was read, and it holds no turn (yet, live).
             self.turn_pane.show_note(
                 "no turns yet: waiting for the first turn of the recording…"
@@ -289,30 +292,32 @@ class MainScreen(Screen[None]):
                 else "no LLM turns in this file"
             )
 
-    def on_run_completed(self, message: RunCompleted) -> None:
+    def on_run_completed(self) -> None:
+        if not self.is_attached:
+            return
+        self.reading.completed()
         self.sidebar.update_switcher()
-        self.dirty()
         self.turn_list.refresh()
         if self.reading.selected is not None:
             self.label_tabs()
-        self.refresh_tabs()
+        self.tabs.run_changed()
 
     def on_child_exited(self, message: ChildExited) -> None:
-        self.player.end_wait()
+        if self.is_attached:
+            self.reading.child_exited(message)
+            self.player.end_wait()
 
-    def on_recorder_closed(self, message: RecorderClosed) -> None:
-        self.player.end_wait()
+    def on_recorder_closed(self) -> None:
+        if self.is_attached:
+            self.reading.file_closed()
+            self.player.end_wait()
 
     def on_run_reading_failed(self, message: RunReading.Failed) -> None:
         self.show_failure(message.text)
 
     async def on_fork_read(self, message: ForkRead) -> None:
-        if not self.is_attached:
-            return
-        if not self.query("#fork-view"):
-            await self.tabs.add_pane(TabPane("Fork", ForkPane(id="fork-view"), id="fork"))
+        if self.is_attached and await self.tabs.show_fork(message.view, message.note):
             self.player.notice = "this run is a branch: 4 shows it beside its origin"
-        self.query_one("#fork-view", ForkPane).show_view(message.view, message.note)
 
     def on_turn_shown(self, message: TurnShown) -> None:
         if self.is_attached and message.seq == self.reading.selected:
@@ -330,13 +335,14 @@ class MainScreen(Screen[None]):
     # -- the keys (the app's bindings call these) --------------------------------------------------
 
     def action_tab(self, tab: str) -> None:
-        if tab == "fork" and not self.query("#fork-view"):
+        if tab == "fork" and not self.tabs.forked:
             self.player.notice = (
                 "not a branch: 4 shows a forked run (looptap run --from) beside its origin"
             )
             return
         self.tabs.active = tab
-        self.refresh_tabs()
+        self._tab_activated()
+        self.tabs.redraw()
         if tab == "findings":
             self.query_one(FindingsTable).focus()
         elif tab == "fork":
@@ -381,8 +387,7 @@ class MainScreen(Screen[None]):
 
     def show_conversation(self, conversation: str, select: int | None = None) -> None:
         self.player.total = self.sidebar.show_conversation(conversation, select=select)
-        self.dirty()
-        self.refresh_tabs()
+        self.tabs.conversation_shown(conversation)
 
     def next_conversation(self) -> None:
         self.show_conversation(self.sidebar.next_conversation())
@@ -406,30 +411,6 @@ class MainScreen(Screen[None]):
             return
         self.jump(hit.seq, hit.conversation)
         self.player.notice = self.navigation.matches.notice()
-
-    # -- the Growth and Findings tabs: redrawn when shown, if the run changed ---------------------
-
-    def dirty(self) -> None:
-        """The run changed: the findings table and the chart are redrawn when next shown."""
-        self._dirty_findings = self._dirty_growth = True
-
-    def refresh_tabs(self) -> None:
-        """Redraw the findings table and the chart only when visible (they can be large)."""
-        if not self.is_attached:
-            return
-        active = self.tabs.active
-        # Narrow terminals give the Growth and Findings tabs the whole width (no turn list beside).
-        self.set_class(active != "turn", "-full-tab")
-        index = self.reading.index
-        if active == "findings" and self._dirty_findings:
-            self._dirty_findings = False
-            # Every finding of the run (whatever conversation is viewed: a jump switches to it).
-            self.query_one(FindingsTable).show_findings(index.findings())
-        if active == "growth" and self._dirty_growth:
-            self._dirty_growth = False
-            seq = self.reading.selected
-            conv = index.growth_conversation(self.reading.summary(seq), self.sidebar.conversation)
-            self.query_one(GrowthView).show_bars(index.bars(conv), seq, conv)
 
     # -- the run cannot be shown -------------------------------------------------------------------
 

@@ -5,10 +5,12 @@ summaries; the reading keeps only seq indexes into them, a :class:`inspector.tur
 the run's state as reactives (read so far, live, complete, the counts; :attr:`RunReading.run_state`
 is what the status line shows) and runs every thread worker that reads from disk: the run
 (:mod:`inspector.reader` reads), a branch's origin, and the selected turn's two reads
-(:mod:`inspector.selected` reads). The workers post to this widget; what the screen must show it
-hears as messages: this widget's own (:class:`RunReading.TurnsRead`, :class:`RunReading.Failed`)
-and the workers' ``RunCompleted``, ``ChildExited``, ``RecorderClosed``, ``ForkRead``,
-``TurnShown`` and ``TurnLoaded``, which bubble up once this widget has taken its part.
+(:mod:`inspector.selected` reads). The workers' messages (``RunRead``, ``RunCompleted``,
+``ChildExited``, ``RecorderClosed``, ``ForkRead``, ``TurnShown``, ``TurnLoaded``) bubble up to the
+screen, which hands this widget what is the run's (:meth:`RunReading.took` …: the index, the
+counts; it calls nothing of the screen) and shows the rest in the same handler, so what is read
+and what is shown never differ between two messages. A worker's failure ends here, in
+:meth:`RunReading.on_worker_state_changed`; the run's posts :class:`RunReading.Failed`.
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.views.summary import TurnSummary
-from inspector.reader import ChildExited, RunCompleted, RunRead, read_run
+from inspector.reader import ChildExited, RunRead, read_run
 from inspector.selected import TurnLoaded, TurnShown
 from inspector.source import TurnSource, open_source
-from inspector.turns import TurnIndex
+from inspector.turns import Added, TurnIndex
 from inspector.widgets.fork import read_fork
 from inspector.widgets.status import RunState
 
@@ -63,15 +65,6 @@ class RunReading(Widget):
     torn: reactive[bool] = reactive(False)
 
     run_state: reactive[RunState] = reactive(RunState)
-
-    @dataclass
-    class TurnsRead(Message):
-        """A batch was read: ``fresh`` turns are new, ``repeated`` ones were reported again."""
-
-        fresh: list[int]
-        repeated: bool
-        first: bool
-        at_end: bool
 
     @dataclass
     class Failed(Message):
@@ -154,13 +147,10 @@ class RunReading(Widget):
             cancelled=lambda: worker.is_cancelled,
         )
 
-    def on_run_read(self, message: RunRead) -> None:
-        message.stop()
-        if not self.is_attached:  # (not read as the app closed)
-            return
+    def took(self, message: RunRead) -> Added:
+        """A batch the reader worker read: into the index; what it added."""
         batch = message.batch
         self.progress = message.progress
-        first = not self.index.order
         added = self.index.add(batch.turns)
         for seq in added.repeated:
             self._repeat(seq)
@@ -169,9 +159,7 @@ class RunReading(Widget):
         for p in batch.problems:
             self.notify(str(p), title="damaged record skipped", severity="warning", timeout=8)
         self._counts()
-        self.post_message(
-            self.TurnsRead(added.fresh, bool(added.repeated), first=first, at_end=batch.at_end)
-        )
+        return added
 
     def _repeat(self, seq: int) -> None:
         """A seq the run reported twice (records appended again): the source keeps the later
@@ -201,7 +189,7 @@ class RunReading(Widget):
         self.problem_count = len(self.source.problems)
         self.torn = any(p.kind == "torn" for p in self.source.problems)
 
-    def on_child_exited(self, message: ChildExited) -> None:
+    def child_exited(self, message: ChildExited) -> None:
         self.live = False
         self.exit_status = message.status
         self.notify(
@@ -210,17 +198,15 @@ class RunReading(Widget):
             severity="information" if message.status == 0 else "warning",
         )
 
-    def on_recorder_closed(self) -> None:
+    def file_closed(self) -> None:
         self.live = False
         self.recorder_closed = True
         self.notify(
             "The recorder closed the file; the recording is complete.", title="recording ended"
         )
 
-    def on_run_completed(self, message: RunCompleted) -> None:
-        if not self.is_attached:
-            message.stop()
-            return
+    def completed(self) -> None:
+        """The whole file was read and the end-of-run checks ran."""
         self.complete = True
         self.progress = None
         self._work(self._read_fork, "fork")
