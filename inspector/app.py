@@ -30,6 +30,7 @@ from cassettes.untrusted import clean, clean_line
 from inspector.bindings import APP_BINDINGS
 from inspector.playback import Clock
 from inspector.safe import UntrustedFilter
+from inspector.screens.help import HelpScreen, key_groups
 from inspector.screens.main import MainScreen
 from inspector.selected import read_panes, read_turn
 
@@ -76,7 +77,7 @@ class InspectorApp(App[None]):
     # -- the keys: each the main screen's, or its player's or turn list's -----------------------
 
     def action_help(self) -> None:
-        self.main.action_help()
+        self.push_screen(HelpScreen(key_groups()))
 
     def action_search(self) -> None:
         self.main.search()

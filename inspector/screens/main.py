@@ -17,12 +17,10 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.geometry import Size
 from textual.screen import Screen
@@ -32,11 +30,9 @@ from textual.widgets import Static, TabbedContent, TabPane
 from cassettes.untrusted import clean
 from cassettes.views.search import SearchHit
 from cassettes.views.summary import TurnSummary
-from inspector.bindings import APP_BINDINGS, HELP_OTHER
 from inspector.layout import FOCUS_NAMES, View, layout_classes
 from inspector.playback import Clock
 from inspector.reader import ChildExited, RunRead
-from inspector.screens.help import HelpScreen
 from inspector.screens.navigation import Navigation
 from inspector.screens.player import Player
 from inspector.screens.reading import PanesReader, RunReading, TurnReader
@@ -47,8 +43,6 @@ from inspector.widgets.findings import FindingsTable, FindingsView
 from inspector.widgets.fork import ForkPane, ForkRead
 from inspector.widgets.growth import GrowthView
 from inspector.widgets.keys import KeyBar
-from inspector.widgets.layers import LayerPane
-from inspector.widgets.messages import MessagesView
 from inspector.widgets.sidebar import Sidebar
 from inspector.widgets.status import RunState, RunStatus
 from inspector.widgets.tabs import RunTabs
@@ -60,19 +54,6 @@ __all__ = ["MainScreen", "PanesReader", "TurnReader"]
 
 class MainScreen(Screen[None]):
     """The run: the turn list beside the selected turn, the Growth, Findings and Fork tabs."""
-
-    #: The help screen's groups besides the app's keys (listed under "Run and playback").
-    HELP_GROUPS: ClassVar[list[tuple[str, list[Binding]]]] = [
-        ("Turn list", [b for b in TurnList.BINDINGS if isinstance(b, Binding)]),
-        ("Messages", [b for b in MessagesView.BINDINGS if isinstance(b, Binding)]),
-        ("Layer panes", [b for b in LayerPane.BINDINGS if isinstance(b, Binding)]),
-        (
-            "Search (/): the query takes every key typed, enter "
-            "searches; in the matches enter jumps to the turn",
-            [b for b in SearchScreen.BINDINGS if isinstance(b, Binding)],
-        ),
-        ("Other", HELP_OTHER),
-    ]
 
     def __init__(
         self,
@@ -353,10 +334,6 @@ class MainScreen(Screen[None]):
 
     def action_focus_turns(self) -> None:
         self.turn_list.focus()
-
-    def action_help(self) -> None:
-        keys = ("Run and playback", [b for b in APP_BINDINGS if isinstance(b, Binding)])
-        self.app.push_screen(HelpScreen([keys, *self.HELP_GROUPS]))
 
     def next_layer(self) -> None:
         self.action_tab("turn")
