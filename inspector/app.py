@@ -86,7 +86,7 @@ class InspectorApp(App[None]):
         self.main.finding(direction)
 
     def action_next_conversation(self) -> None:
-        self.main.next_conversation()
+        self.main.sidebar.next_conversation()
 
     def action_next_layer(self) -> None:
         self.main.next_layer()
@@ -141,7 +141,9 @@ class InspectorApp(App[None]):
             "Show the findings", "Every finding of the run", lambda: main.action_tab("findings")
         )
         yield SystemCommand(
-            "Next conversation", "Cycle through the run's conversations", main.next_conversation
+            "Next conversation",
+            "Cycle through the run's conversations",
+            main.sidebar.next_conversation,
         )
 
     # -- the output boundary (inspector/safe.py) -----------------------------------------------

@@ -38,7 +38,6 @@ from inspector.screens.player import Player
 from inspector.screens.reading import PanesReader, RunReading, TurnReader
 from inspector.screens.search import SearchScreen
 from inspector.selected import TurnLoaded, TurnShown
-from inspector.widgets.conversations import ALL, ConversationSwitcher
 from inspector.widgets.findings import FindingsTable, FindingsView
 from inspector.widgets.fork import ForkPane, ForkRead
 from inspector.widgets.growth import GrowthView
@@ -227,9 +226,9 @@ class MainScreen(Screen[None]):
         if self.narrow:
             self.show_view(f.layer)
 
-    @on(ConversationSwitcher.ConversationChosen)
-    def _conversation_chosen(self, message: ConversationSwitcher.ConversationChosen) -> None:
-        self.show_conversation(message.conversation)
+    def on_sidebar_conversation_shown(self, message: Sidebar.ConversationShown) -> None:
+        self.player.total = message.count
+        self.tabs.conversation_shown(message.conversation)
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self) -> None:
@@ -344,30 +343,20 @@ class MainScreen(Screen[None]):
         self.turn_pane.toggle_all_messages()
 
     def finding(self, direction: int) -> None:
-        """``f`` / ``F``: the next / previous turn with a finding (:class:`Navigation` decides)."""
-        turn_list = self.turn_list
-        rows = turn_list.turns
-        seq = self.navigation.next_finding(rows, turn_list.selected_seq, direction)
-        if seq is None or not turn_list.select_seq(seq):
+        """``f`` / ``F``: the next / previous turn with a finding (the sidebar moves there)."""
+        turn = self.sidebar.next_finding(direction)
+        if turn is None:
             self.player.notice = "no further turn with findings in this list"
             return
         self.action_tab("turn")
-        self.turn_pane.bring_up(rows[turn_list.cursor].findings, jump=True)
+        self.turn_pane.bring_up(turn.findings, jump=True)
 
     def jump(self, seq: int | None, conversation: str | None) -> None:
         if seq is None:
             return
-        if not self.turn_list.select_seq(seq):
-            self.show_conversation(conversation or ALL, select=seq)
+        self.sidebar.jump(seq, conversation)
         self.action_tab("turn")
         self.turn_list.focus()
-
-    def show_conversation(self, conversation: str, select: int | None = None) -> None:
-        self.player.total = self.sidebar.show_conversation(conversation, select=select)
-        self.tabs.conversation_shown(conversation)
-
-    def next_conversation(self) -> None:
-        self.show_conversation(self.sidebar.next_conversation())
 
     def search(self) -> None:
         matches = self.navigation.matches
