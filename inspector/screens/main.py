@@ -18,16 +18,14 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
-from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.geometry import Size
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
-from cassettes.untrusted import clean
 from cassettes.views.search import SearchHit
 from cassettes.views.summary import TurnSummary
 from inspector.layout import FOCUS_NAMES, View, layout_classes
@@ -43,7 +41,7 @@ from inspector.widgets.fork import ForkPane, ForkRead
 from inspector.widgets.growth import GrowthView
 from inspector.widgets.keys import KeyBar
 from inspector.widgets.sidebar import Sidebar
-from inspector.widgets.status import RunState, RunStatus
+from inspector.widgets.status import ErrorView, RunState, RunStatus
 from inspector.widgets.tabs import RunTabs
 from inspector.widgets.turn_list import TurnList
 from inspector.widgets.turn_pane import TurnPane
@@ -85,7 +83,7 @@ class MainScreen(Screen[None]):
                     yield GrowthView(id="growth-view")
                 with TabPane("Findings", id="findings"):
                     yield FindingsView(id="findings-view")
-        yield Static(id="error-view")
+        yield ErrorView(id="error-view")
         yield self.player
         yield KeyBar(id="keys")
 
@@ -381,21 +379,8 @@ class MainScreen(Screen[None]):
     # -- the run cannot be shown -------------------------------------------------------------------
 
     def show_failure(self, text: str) -> None:
-        """Why, instead of the panes."""
+        """The run cannot be shown: why, instead of the panes."""
         self.reading.failed = text
-        hint = ""
-        if "not a looptap cassette" in text:
-            hint = (
-                "\n\nA vcrpy / pytest-recording YAML file can "
-                "be converted with `looptap import FILE`."
-            )
-        self.query_one("#error-view", Static).update(
-            Text.assemble(
-                (clean(f"Cannot inspect {self.reading.path}\n\n"), "bold"),
-                clean(text),
-                hint,
-                ("\n\nPress q to quit.", "dim"),
-            )
-        )
+        self.query_one(ErrorView).show(self.reading.path, text)
         self.add_class("-failed")
         self.notify(text, title="cannot read the run", severity="error", timeout=15)

@@ -1,17 +1,19 @@
-"""The run's status line, at the top (the playback line at the bottom is the player's)."""
+"""The run's status line, at the top (the playback line at the bottom is the player's), and why
+the run cannot be shown, instead of the panes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cassettes.untrusted import clean_line
+from cassettes.untrusted import clean, clean_line
 from cassettes.views.view import count
 
-__all__ = ["RunState", "RunStatus", "fit_name"]
+__all__ = ["ErrorView", "RunState", "RunStatus", "fit_name"]
 
 
 def fit_name(name: str, room: int) -> str:
@@ -80,3 +82,23 @@ class RunStatus(Static):
         head.append_text(self._rest)
         head.truncate(width, overflow="ellipsis")
         self.update(head)
+
+
+class ErrorView(Static):
+    """Why the run cannot be shown (the screen shows it instead of the panes)."""
+
+    def show(self, path: Path, text: str) -> None:
+        hint = ""
+        if "not a looptap cassette" in text:
+            hint = (
+                "\n\nA vcrpy / pytest-recording YAML file can "
+                "be converted with `looptap import FILE`."
+            )
+        self.update(
+            Text.assemble(
+                (clean(f"Cannot inspect {path}\n\n"), "bold"),
+                clean(text),
+                hint,
+                ("\n\nPress q to quit.", "dim"),
+            )
+        )
