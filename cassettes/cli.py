@@ -38,9 +38,7 @@ finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, _HELD)
 
 if TYPE_CHECKING:
-    from cassettes.parsing.roundtrip import RoundTrip
     from cassettes.storage.paths import Target
-    from cassettes.wire.exchange import Exchange
 
 __all__ = ["main"]
 
@@ -53,26 +51,14 @@ def _err(msg: str) -> None:
     print(f"looptap: {msg}", file=sys.stderr)
 
 
-_EMPTY_TURN: dict[str, Any] = {
-    "conversation": None, "turn": None, "previous_seq": None, "conversation_kind": None, "conversation_parent_seq": None,  # noqa: E501
-    "layers": None, "tokens": None, "findings": [],
-}  # fmt: skip
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     with loading():
         from cassettes import providers
         from cassettes.reading.run import open_run
-        from cassettes.views.roundtrip_object import roundtrip_json
-        from cassettes.views.view import (
-            analysis_lines,
-            conversation_json,
-            edits_json,
-            mark_inferred,
-            mcp_link_json,
-            summary_lines,
-            turn_json,
-        )
+        from cassettes.views import roundtrip_object  # noqa: F401 - show_pairs' (loaded here)
+        from cassettes.views.view import analysis_lines, summary_lines
 
         providers.FAMILIES  # noqa: B018 - the adapters, which the first round trip would load
 
@@ -83,63 +69,19 @@ def cmd_show(args: argparse.Namespace) -> int:
         run = open_run(path, progress=progress, cache=not getattr(args, "no_cache", False))
     for p in problem_lines(run.problems):
         _err(f"warning: {path}: {p}")
-    turns = run.analysis.turns
     keep = _show_filter(args, run.analysis)
-    ran = {c.call_id: c for c in run.analysis.mcp_calls.values() if c.call_id}
-    # The conversations that branched from another (few): every other one is a main one. (Made for
-    # text too: the printed views are kept with a kept analysis, and a later --json reads them.)
-    branched = {c.id: c for c in run.analysis.conversations if c.parent_seq is not None}
-    from cassettes.views.view import GrowthRows, growth_row
+    from cassettes.reading.shown import show_pairs
+    from cassettes.views.view import GrowthRows
 
-    # Each turn is restored once, by made(); the growth tables printed after take its row from
-    # there.
+    # Each turn is restored once, by show_pairs(); the growth tables printed after take its row
+    # from there.
     growth = None if args.json else GrowthRows()
-    prefix = _prefix_tolerated(path, run)
-    firsts: set[str] = set()
-
-    def view(ex: Exchange, rt: RoundTrip) -> list[Any]:
-        """One round trip's printed view and growth row: of that round trip and the analysis
-        only (it may be made in a worker process: ``Run.each_pair``)."""
-        v = roundtrip_json(rt, ex)
-        if ex.edits:
-            v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)
-        if ex.reconstructed:
-            v["reconstructed"] = ex.reconstructed  # an imported trace's (docs/interop.md)
-        turn = turns.get(v["seq"])
-        v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
-        if ex.reconstructed:
-            mark_inferred(v)
-        if turn is not None:
-            parent = branched.get(turn.conversation)
-            v.update(
-                conversation_json(parent)
-                if parent is not None
-                else {"conversation_kind": "main", "conversation_parent_seq": None}
-            )
-        link = run.analysis.mcp_calls.get(v["seq"])
-        if link is not None and v.get("mcp") is not None:
-            v["mcp"]["linked"] = mcp_link_json(link)
-        for tc in v["tool_calls"] if ran else []:
-            by = ran.get(tc.get("id") or "")
-            if by is not None:
-                tc["mcp"] = {"seq": by.seq, "tool": by.tool, "by": by.linked_by}
-        return [v, growth_row(turn) if turn is not None else None]
-
-    def made() -> Iterator[list[Any]]:  # one round trip at a time: the run is never held
-        for made in run.each_pair(view):  # in order, whichever process made them
-            v = made[0]
-            conv = str(v.get("conversation"))
-            # a branch's first turn: what its prefix tolerated
-            if conv in prefix and conv not in firsts:
-                firsts.add(conv)
-                v["tolerated"] = prefix[conv]
-            yield made
 
     # those kept with a kept analysis, else made (and kept)
     inferred: dict[str, int] = {}  # findings resting on what an import inferred, by code
 
     def views() -> Iterator[dict[str, Any]]:
-        for v, row in run.printed(made):
+        for v, row in run.printed(lambda: show_pairs(run, path)):
             if row is not None and growth is not None:
                 growth.put(v["seq"], row)
             for f in v["findings"] if v.get("reconstructed") else []:
@@ -202,19 +144,6 @@ def cmd_show(args: argparse.Namespace) -> int:
             )
     return EXIT_OK
 
-
-def _prefix_tolerated(path: Path, run: Any) -> dict[str, list[dict[str, Any]]]:
-    """For a fork's branch: per conversation, what its prefix tolerated (docs/fork.md)."""
-    from cassettes.reading.branch import fork_notes, origin_in, tolerated_by_conversation
-
-    if origin_in(run.header) is None:
-        return {}
-    notes = fork_notes(path)["tolerated"]
-    return (
-        tolerated_by_conversation(notes, [str(c.id) for c in run.analysis.conversations])
-        if notes
-        else {}
-    )
 
 
 def _prefix_lines(path: Path, origin: dict[str, Any]) -> list[str]:
@@ -599,6 +528,9 @@ OWN_COMMANDS = {
     "mcp": "cassettes.mcp.server:register_mcp",
     "verify": "cassettes.verify:register_verify",
     "why": "cassettes.why.cli:register_why",
+    "index": "cassettes.fleet.cli:register_index",
+    "query": "cassettes.fleet.cli:register_query",
+    "fleet": "cassettes.fleet.cli:register_fleet",
 }
 
 

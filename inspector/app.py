@@ -30,6 +30,7 @@ from cassettes.untrusted import clean, clean_line
 from inspector.bindings import APP_BINDINGS
 from inspector.playback import Clock
 from inspector.safe import UntrustedFilter
+from inspector.screens.help import HelpScreen, key_groups
 from inspector.screens.main import MainScreen
 from inspector.selected import read_panes, read_turn
 
@@ -73,38 +74,38 @@ class InspectorApp(App[None]):
         if self.main.is_mounted:
             self.main.fit(event.size)
 
-    # -- the keys: each the main screen's, or its navigation's or player's -------------------------
+    # -- the keys: each the main screen's, or its player's or turn list's -----------------------
 
     def action_help(self) -> None:
-        self.main.action_help()
+        self.push_screen(HelpScreen(key_groups()))
 
     def action_search(self) -> None:
-        self.main.navigation.search()
+        self.main.search()
 
     def action_finding(self, direction: int) -> None:
-        self.main.navigation.finding(direction)
+        self.main.finding(direction)
 
     def action_next_conversation(self) -> None:
-        self.main.navigation.next_conversation()
+        self.main.sidebar.next_conversation()
 
     def action_next_layer(self) -> None:
-        self.main.navigation.next_layer()
+        self.main.next_layer()
 
     def action_next_hit(self, direction: int) -> None:
-        self.main.navigation.next_hit(direction)
+        self.main.next_hit(direction)
 
     def action_all_messages(self) -> None:
-        self.main.navigation.all_messages()
+        self.main.all_messages()
 
     def action_play_pause(self) -> None:
         self.main.player.play_pause()
 
     def action_step(self, delta: int) -> None:
-        self.main.player.move(delta)
+        self.main.turn_list.step(delta)
 
     def action_turn(self, delta: int) -> None:
         """``j``/``k`` from a pane (``app.turn``): the turn list moves, focus stays."""
-        self.main.player.move(delta)
+        self.main.turn_list.step(delta)
 
     def action_speed(self, direction: int) -> None:
         self.main.player.change_speed(direction)
@@ -126,12 +127,10 @@ class InspectorApp(App[None]):
             "Play / pause", "Play the turns at recorded pace", main.player.play_pause
         )
         yield SystemCommand(
-            "Next finding",
-            "Jump to the next turn with a finding",
-            lambda: main.navigation.finding(1),
+            "Next finding", "Jump to the next turn with a finding", lambda: main.finding(1)
         )
         yield SystemCommand(
-            "Search the run", "Search text, tool calls, results, findings", main.navigation.search
+            "Search the run", "Search text, tool calls, results, findings", main.search
         )
         yield SystemCommand(
             "Show the growth chart",
@@ -144,7 +143,7 @@ class InspectorApp(App[None]):
         yield SystemCommand(
             "Next conversation",
             "Cycle through the run's conversations",
-            main.navigation.next_conversation,
+            main.sidebar.next_conversation,
         )
 
     # -- the output boundary (inspector/safe.py) -----------------------------------------------

@@ -137,6 +137,12 @@ def _export_otel_endpoint(run: Any, args: argparse.Namespace, headers: dict[str,
 def cmd_export(args: argparse.Namespace) -> int:
     from cassettes.reading.run import open_run
 
+    if args.parquet:
+        from cassettes.fleet.cli import export_parquet
+
+        return export_parquet([args.file, *args.more], Path(args.parquet), args.quiet)
+    if args.more:
+        raise ExportUsageError("one run at a time (several directories only with --parquet)")
     html = _html_output(args)
     if not (args.otel or args.otel_endpoint or args.har or html):
         raise ExportUsageError(
@@ -207,7 +213,14 @@ def register_export(sub: Any) -> None:
     p.add_argument(
         "file",
         help="a looptap cassette, a vcrpy cassette or a mitmproxy "
-        "flow file (told apart by content)",
+        "flow file (told apart by content); with --parquet, a directory of runs",
+    )
+    p.add_argument("more", nargs="*", metavar="DIR", help="with --parquet: more directories")
+    p.add_argument(
+        "--parquet",
+        metavar="OUTDIR",
+        help="index the runs under the directories (looptap index) and write its tables as "
+        "Parquet partitioned by day under OUTDIR (docs/fleet.md; the fleet extra)",
     )
     p.add_argument(
         "--otel",

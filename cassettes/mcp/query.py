@@ -20,7 +20,6 @@ finds and opens the runs and answers the questions.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 from cassettes.analysis.dispatch import is_consequence
 from cassettes.analysis.model import Turn
 from cassettes.errors import CassetteError
+from cassettes.fleet.files import RUN_SUFFIXES, run_files
 from cassettes.hints import count
 from cassettes.mcp.answers import (
     DEFAULT_BYTES,
@@ -67,7 +67,6 @@ __all__ = [
     "text",
 ]
 
-RUN_SUFFIXES = (".jsonl", ".yaml", ".yml")
 _SEV = {"error": 0, "warning": 1, "info": 2}
 
 
@@ -183,24 +182,7 @@ class Runs:
 
     def files(self) -> list[Path]:
         """Every cassette under the roots, newest first (symlinks leading out are left out)."""
-        seen: dict[Path, float] = {}
-        for r in self.roots:
-            for dirpath, dirnames, filenames in os.walk(r):
-                dirnames[:] = [
-                    d
-                    for d in dirnames
-                    if not d.startswith(".") and d not in ("node_modules", "__pycache__")
-                ]
-                for fn in filenames:
-                    if not fn.lower().endswith(RUN_SUFFIXES):
-                        continue
-                    try:
-                        real = (Path(dirpath) / fn).resolve(strict=True)
-                        if any(real.is_relative_to(x) for x in self.roots) and real.is_file():
-                            seen[real] = real.stat().st_mtime
-                    except OSError:
-                        continue
-        return sorted(seen, key=lambda p: (-seen[p], str(p)))
+        return run_files(self.roots)
 
     def open(self, name: str) -> tuple[Path, Run]:
         path = self.resolve(name)
@@ -270,7 +252,16 @@ class Runs:
         files = self.files()
         chosen = files[max(offset, 0) : max(offset, 0) + max(1, min(limit, 100))]
         rows: list[dict[str, Any]] = []
+        from cassettes.fleet.index import overviews
+
+        indexed = overviews(self.roots, chosen)  # the fleet index's, where it is up to date
         for p in chosen:
+            hit = indexed.get(p)
+            if hit is not None:
+                rows.append(
+                    {"recorded_run": text(self._label(p), 300), "bytes": p.stat().st_size, **hit}
+                )
+                continue
             try:
                 rows.append(self._overview(*self.open(str(p))))
             except QueryError as exc:
@@ -422,7 +413,11 @@ class Runs:
 
         if not isinstance(query, str) or not query.strip():
             raise QueryError("search wants a non-empty query")
-        names = [run] if run else [str(p) for p in self.files()[:50]]
+        from cassettes.fleet.index import runs_mentioning
+
+        # the fleet index's runs that mention it first (any age), then the newest
+        first = runs_mentioning(self.roots, query) if run is None else []
+        names = [run] if run else list(dict.fromkeys(map(str, [*first, *self.files()[:50]])))
         hits: list[dict[str, Any]] = []
         for name in names:
             try:

@@ -30,7 +30,7 @@ import orjson
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 
-__all__ = ["COMPRESS_OVER", "embed_json", "render_html"]
+__all__ = ["COMPRESS_OVER", "embed_json", "render_fleet_html", "render_html"]
 
 #: Data larger than this (bytes of JSON) is embedded compressed when that saves enough.
 COMPRESS_OVER = 256 * 1024
@@ -76,17 +76,40 @@ def _payload(data: dict[str, Any], compress: bool | None) -> str:
     return embed_json(data)
 
 
-def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
-    """The page for ``data`` (:func:`~cassettes.views.report.report_data`). ``compress``:
-    ``None`` decides by size, ``True`` / ``False`` force it (tests)."""
+def _needs_jinja2(what: str = "export --html") -> None:
     try:
-        import jinja2
+        import jinja2  # noqa: F401
     except ImportError as exc:
         from cassettes.hints import install_command
 
         raise HtmlExtraMissing(
-            f"export --html needs Jinja2 (the html extra): {install_command('html')}"
+            f"{what} needs Jinja2 (the html extra): {install_command('html')}"
         ) from exc
+
+
+def render_fleet_html(summary: str, tables: list[tuple[str, list[str], list[list[str]]]]) -> str:
+    """``looptap fleet page``: the fleet's named questions as plain tables, each cell text
+    (autoescaped, already cleaned by the caller); no script at all, the page's style allowed by
+    its hash only."""
+    _needs_jinja2("fleet page")
+    import jinja2
+
+    style = _asset("page.css")
+    csp = f"default-src 'none'; style-src {_hash(style)}; base-uri 'none'; form-action 'none'"
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    from cassettes._version import __version__
+
+    return env.from_string(_asset("fleet.html.j2")).render(
+        csp=csp, version=__version__, style=style, summary=summary, tables=tables
+    )
+
+
+def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
+    """The page for ``data`` (:func:`~cassettes.views.report.report_data`). ``compress``:
+    ``None`` decides by size, ``True`` / ``False`` force it (tests)."""
+    _needs_jinja2()
+    import jinja2
+
     script = _asset("uPlot.iife.min.js") + "\n" + _asset("page.js")
     style = _asset("uPlot.min.css") + "\n" + _asset("page.css")
     csp = (

@@ -12,7 +12,13 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-__all__ = ["HelpScreen"]
+from inspector.bindings import APP_BINDINGS, HELP_OTHER
+from inspector.screens.search import SearchScreen
+from inspector.widgets.layers import LayerPane
+from inspector.widgets.messages import MessagesView
+from inspector.widgets.turn_list import TurnList
+
+__all__ = ["HelpScreen", "key_groups"]
 
 ABOUT = """\
 Each turn is one round trip of a conversation. Three layers act in every turn:
@@ -21,6 +27,27 @@ Each turn is one round trip of a conversation. Three layers act in every turn:
   C  the client: what the request kept, rewrote and appended; results paired with calls
 Badges: green = nothing found, cyan = info, yellow = warning, red = error.
 The messages pane is the request as the model saw it; ▌ NEW marks what this turn added."""
+
+
+def key_groups() -> list[tuple[str, list[Binding]]]:
+    """Every key, grouped by where it acts: the app's (on every screen) first, then each
+    widget's."""
+
+    def keys(bindings: list[BindingType]) -> list[Binding]:
+        return [b for b in bindings if isinstance(b, Binding)]
+
+    return [
+        ("Run and playback", keys(APP_BINDINGS)),
+        ("Turn list", keys(TurnList.BINDINGS)),
+        ("Messages", keys(MessagesView.BINDINGS)),
+        ("Layer panes", keys(LayerPane.BINDINGS)),
+        (
+            "Search (/): the query takes every key typed, enter "
+            "searches; in the matches enter jumps to the turn",
+            keys(SearchScreen.BINDINGS),
+        ),
+        ("Other", HELP_OTHER),
+    ]
 
 
 class HelpScreen(ModalScreen[None]):

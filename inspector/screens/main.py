@@ -1,61 +1,48 @@
 """The inspector's main screen: one run, read in workers, shown turn by turn, played back.
 
-Data flow (STYLE.md): the screen holds three plain objects, each one concept — the run being read
-and every worker that reads it (:class:`inspector.screens.reading.RunReading`), playback
-(:class:`inspector.screens.player.Player`) and the moves between layers, findings, conversations
-and search matches (:class:`inspector.screens.navigation.Navigation`); each states what it needs of
-this screen in its own module (``ReadingScreen``, ``PlayerScreen``, ``NavigationScreen``: public
-members only) and none imports this one. The screen hands each widget what it shows (attributes
-down); widgets report what the user did with their own messages
-(``TurnList.TurnSelected``, ``FindingsTable.FindingChosen`` …, messages up), which this screen
-passes on. The widgets own their state: the :class:`inspector.widgets.sidebar.Sidebar` the
-conversation listed, the turn list its rows and cursor, the
-:class:`inspector.widgets.turn_pane.TurnPane` the pane that is up, the messages view its scroll,
-the emission pane what it reveals. Every worker failure ends in :meth:`on_worker_state_changed`.
-The status and playback lines are reactives computed from this screen's reactive state
-(``run_state``, ``play_state``); :mod:`inspector.layout` decides the layout.
+Data flow (STYLE.md; Textual's "attributes down, messages up"): the screen composes the parts,
+each a widget that owns its concept and its state — the run being read and every worker that
+reads it (:class:`inspector.screens.reading.RunReading`, invisible; its reactive ``run_state`` is
+what the status line shows), the sidebar (the conversation listed and the turn list), the Turn tab
+(:class:`inspector.widgets.turn_pane.TurnPane`: the pane that is up, the layer tabs), the Growth,
+Findings and Fork tabs, and playback with its line (:class:`inspector.screens.player.Player`).
+None of them knows this screen: each reports with its own messages (``TurnList.TurnSelected``,
+``Player.TurnPlayed``, the workers' ``RunRead``, ``TurnLoaded`` …), and this screen
+hands the others what follows (attributes down). The keys (the app's bindings) call the actions
+below, which move the widgets where :class:`inspector.screens.navigation.Navigation` decides.
+:mod:`inspector.layout` decides the layout.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import ClassVar
 
-from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.geometry import Size
-from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Static, TabbedContent, TabPane
-from textual.worker import Worker, WorkerState
+from textual.widgets import TabbedContent, TabPane
 
-from cassettes.errors import CassetteError
-from cassettes.untrusted import clean
+from cassettes.views.search import SearchHit
 from cassettes.views.summary import TurnSummary
-from inspector.bindings import APP_BINDINGS, HELP_OTHER
 from inspector.layout import FOCUS_NAMES, View, layout_classes
 from inspector.playback import Clock
-from inspector.reader import ChildExited, RecorderClosed, RunCompleted, RunRead
-from inspector.screens.help import HelpScreen
+from inspector.reader import ChildExited, RunRead
 from inspector.screens.navigation import Navigation
 from inspector.screens.player import Player
 from inspector.screens.reading import PanesReader, RunReading, TurnReader
 from inspector.screens.search import SearchScreen
 from inspector.selected import TurnLoaded, TurnShown
-from inspector.widgets.conversations import ConversationSwitcher
 from inspector.widgets.findings import FindingsTable, FindingsView
 from inspector.widgets.fork import ForkPane, ForkRead
 from inspector.widgets.growth import GrowthView
 from inspector.widgets.keys import KeyBar
-from inspector.widgets.layers import LayerPane
-from inspector.widgets.messages import MessagesView
 from inspector.widgets.sidebar import Sidebar
-from inspector.widgets.status import PlaybackBar, PlayState, RunState, RunStatus
+from inspector.widgets.status import ErrorView, RunState, RunStatus
+from inspector.widgets.tabs import RunTabs
 from inspector.widgets.turn_list import TurnList
 from inspector.widgets.turn_pane import TurnPane
 
@@ -64,54 +51,6 @@ __all__ = ["MainScreen", "PanesReader", "TurnReader"]
 
 class MainScreen(Screen[None]):
     """The run: the turn list beside the selected turn, the Growth, Findings and Fork tabs."""
-
-    # -- reactive state: the status and playback lines are computed from it ------------------------
-
-    #: Following a recording still being written.
-    live: reactive[bool] = reactive(False)
-    #: The whole file was read and the end-of-run checks ran.
-    complete: reactive[bool] = reactive(False)
-    #: Share of the file read (``None``: unknown or done).
-    progress: reactive[float | None] = reactive(0.0)
-    #: Why the run cannot be shown (``None``: it can).
-    failed: reactive[str | None] = reactive(None)
-    #: ``looptap run --inspect``: the recorded command's exit status once it exited.
-    exit_status: reactive[int | None] = reactive(None)
-    #: The recorder closed the file (a recording followed live has ended).
-    recorder_closed: reactive[bool] = reactive(False)
-    conversation_count: reactive[int] = reactive(0)
-    turn_count: reactive[int] = reactive(0)
-    finding_count: reactive[int] = reactive(0)
-    problem_count: reactive[int] = reactive(0)
-    torn: reactive[bool] = reactive(False)
-    #: The selected turn's seq, its place in the list and the list's length.
-    selected: reactive[int | None] = reactive(None)
-    position: reactive[int] = reactive(0)
-    listed: reactive[int] = reactive(0)
-    playing: reactive[bool] = reactive(False)
-    speed: reactive[float] = reactive(1.0)
-    streaming: reactive[bool] = reactive(False)
-    #: Playing at the end of a live recording: the next turn is awaited.
-    waiting: reactive[bool] = reactive(False)
-    following: reactive[bool] = reactive(False)
-    #: The latest short notice (a search match, where focus is): one at a time, replaced.
-    notice: reactive[str] = reactive("")
-
-    run_state: reactive[RunState] = reactive(RunState)
-    play_state: reactive[PlayState] = reactive(PlayState)
-
-    #: The help screen's groups besides the app's keys (listed under "Run and playback").
-    HELP_GROUPS: ClassVar[list[tuple[str, list[Binding]]]] = [
-        ("Turn list", [b for b in TurnList.BINDINGS if isinstance(b, Binding)]),
-        ("Messages", [b for b in MessagesView.BINDINGS if isinstance(b, Binding)]),
-        ("Layer panes", [b for b in LayerPane.BINDINGS if isinstance(b, Binding)]),
-        (
-            "Search (/): the query takes every key typed, enter "
-            "searches; in the matches enter jumps to the turn",
-            [b for b in SearchScreen.BINDINGS if isinstance(b, Binding)],
-        ),
-        ("Other", HELP_OTHER),
-    ]
 
     def __init__(
         self,
@@ -125,33 +64,27 @@ class MainScreen(Screen[None]):
     ) -> None:
         super().__init__()
         self.reading = RunReading(
-            self,
-            path,
-            live=live,
-            child_status=child_status,
-            read_panes=read_panes,
-            read_turn=read_turn,
+            path, live=live, child_status=child_status, read_panes=read_panes, read_turn=read_turn
         )
-        self.player = Player(self, clock)
-        self.navigation = Navigation(self)
-        self._dirty_findings = True
-        self._dirty_growth = True
-        self.set_reactive(MainScreen.live, live)
+        self.turn_pane = TurnPane("Turn", id="turn")
+        self.player = Player(clock, self.turn_pane, id="playback")
+        self.navigation = Navigation()
 
     # -- the screen --------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield RunStatus(id="run-status").data_bind(state=MainScreen.run_state)
+        yield self.reading
+        yield RunStatus(id="run-status")
         with Horizontal(id="main"):
             yield Sidebar(self.reading.index, id="sidebar")
-            with TabbedContent(id="tabs", initial="turn"):
-                yield TurnPane("Turn", id="turn")
+            with RunTabs(self.reading.index, id="tabs"):
+                yield self.turn_pane
                 with TabPane("Growth", id="growth"):
                     yield GrowthView(id="growth-view")
                 with TabPane("Findings", id="findings"):
                     yield FindingsView(id="findings-view")
-        yield Static(id="error-view")
-        yield PlaybackBar(id="playback").data_bind(state=MainScreen.play_state)
+        yield ErrorView(id="error-view")
+        yield self.player
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
@@ -163,11 +96,10 @@ class MainScreen(Screen[None]):
         self.turn_pane.show_note(
             f"waiting for {path.name} to be created…" if waiting else f"reading {path.name}…"
         )
+        self.player.live = self.live
+        self.watch(self.reading, "run_state", self._run_state)
         self.watch(self, "focused", self._focus_moved)
-        self.player.start()
         self.reading.start()
-
-    # -- the widgets -------------------------------------------------------------------------------
 
     @cached_property
     def sidebar(self) -> Sidebar:
@@ -178,57 +110,51 @@ class MainScreen(Screen[None]):
         return self.query_one(TurnList)
 
     @cached_property
-    def turn_pane(self) -> TurnPane:
-        return self.query_one(TurnPane)
+    def tabs(self) -> RunTabs:
+        return self.query_one(RunTabs)
 
-    @cached_property
-    def tabs(self) -> TabbedContent:
-        return self.query_one("#tabs", TabbedContent)
+    # -- the state the parts own, as tests and embedders read it here ------------------------------
 
-    @cached_property
-    def error_view(self) -> Static:
-        return self.query_one("#error-view", Static)
+    @property
+    def live(self) -> bool:
+        return self.reading.live
 
-    def summary(self, seq: int | None) -> TurnSummary | None:
-        return self.reading.source.summaries.get(seq) if seq is not None else None
+    @property
+    def complete(self) -> bool:
+        return self.reading.complete
 
-    # -- the status and playback lines (computed from the reactive state) --------------------------
+    @property
+    def failed(self) -> str | None:
+        return self.reading.failed
 
-    def compute_run_state(self) -> RunState:
-        note = ""
-        if self.failed:
-            note = "cannot read this file"
-        elif self.torn:
-            note = "truncated: the last record was cut off"
-        elif self.exit_status is not None:
-            note = f"ended (exit {self.exit_status})"
-        elif self.recorder_closed:
-            note = "recording ended"
-        return RunState(
-            name=self.reading.path.name,
-            conversations=self.conversation_count,
-            turns=self.turn_count,
-            findings=self.finding_count,
-            progress=None if self.complete or self.live else self.progress,
-            problems=self.problem_count,
-            live=self.live,
-            note=note,
-        )
+    @property
+    def playing(self) -> bool:
+        return self.player.playing
 
-    def compute_play_state(self) -> PlayState:
-        turn = self.summary(self.selected)
-        label = f"#{turn.seq} {turn.conversation}/turn {turn.index}" if turn is not None else ""
-        return PlayState(
-            playing=self.playing,
-            speed=self.speed,
-            position=self.position,
-            total=self.listed,
-            streaming=self.streaming,
-            label=label,
-            waiting=self.waiting,
-            following=self.following and self.live,
-            notice=self.notice,
-        )
+    @property
+    def speed(self) -> float:
+        return self.player.speed
+
+    @property
+    def streaming(self) -> bool:
+        return self.player.streaming
+
+    @property
+    def waiting(self) -> bool:
+        return self.player.waiting
+
+    @property
+    def notice(self) -> str:
+        return self.player.notice
+
+    @property
+    def narrow(self) -> bool:
+        """One pane at a time (the narrow or the compact layout)."""
+        return self.turn_pane.narrow
+
+    @property
+    def compact(self) -> bool:
+        return self.turn_pane.compact
 
     # -- the three layouts, by terminal size (inspector/layout.py decides) -------------------------
 
@@ -237,18 +163,9 @@ class MainScreen(Screen[None]):
         classes = layout_classes(*size)
         for name, on_ in classes.items():
             self.set_class(on_, name)
-        self.turn_pane.fit(compact=classes["-compact"])
+        self.turn_pane.fit(narrow=classes["-narrow"], compact=classes["-compact"])
         self.fit_sidebar()
         self.label_tabs()
-
-    @property
-    def narrow(self) -> bool:
-        """One pane at a time (the narrow or the compact layout)."""
-        return self.has_class("-narrow") or self.has_class("-compact")
-
-    @property
-    def compact(self) -> bool:
-        return self.has_class("-compact")
 
     def fit_sidebar(self) -> None:
         self.sidebar.fit(compact=self.compact, width=self.app.size.width)
@@ -257,105 +174,153 @@ class MainScreen(Screen[None]):
         """Make ``view``'s pane the one shown in the narrow and compact layouts."""
         self.turn_pane.show_view(view)
 
-    def pane_visible(self, view: View) -> bool:
-        return self.turn_pane.pane_visible(view, narrow=self.narrow, compact=self.compact)
-
     def label_tabs(self, turn: TurnSummary | None = None) -> None:
-        turn = turn if turn is not None else self.summary(self.selected)
+        turn = turn if turn is not None else self.reading.summary(self.reading.selected)
         findings = turn.findings if turn is not None else []
-        self.turn_pane.label_tabs(findings, compact=self.compact, width=self.app.size.width)
+        self.turn_pane.label_tabs(findings, width=self.app.size.width)
 
-    def bring_up_findings(self, turn: TurnSummary, *, jump: bool = False) -> None:
-        self.turn_pane.bring_up(turn.findings, narrow=self.narrow, jump=jump)
+    # -- focus and the status line -----------------------------------------------------------------
 
-    # -- focus: said in the playback line when it is not on the turn list ----------------------
-
-    def action_focus_turns(self) -> None:
-        self.turn_list.focus()
+    def _run_state(self, state: RunState) -> None:
+        self.query_one(RunStatus).state = state
 
     def _focus_moved(self, widget: Widget | None) -> None:
         """Say where focus is when it is not on the turn list (keys then act on that pane)."""
+        player = self.player
         if widget is None or widget is self.turn_list or self.app.screen is not self:
-            if self.notice.startswith("focus:"):
-                self.notice = ""
+            if player.notice.startswith("focus:"):
+                player.notice = ""
             return
         name = FOCUS_NAMES.get(widget.id or "")
         if name is not None:
-            self.notice = f"focus: {name} · ↑↓ scroll · j/k turns · esc list"
-        elif self.notice.startswith("focus:"):
-            self.notice = ""
+            player.notice = f"focus: {name} · ↑↓ scroll · j/k turns · esc list"
+        elif player.notice.startswith("focus:"):
+            player.notice = ""
 
     # -- what the widgets report -------------------------------------------------------------------
 
     @on(TurnList.TurnSelected)
     def _turn_selected(self, message: TurnList.TurnSelected) -> None:
-        turn = self.summary(message.seq)
+        turn = self.reading.summary(message.seq)
         if turn is None or not self.is_attached:
             return
-        self.selected = turn.seq
-        self.position = self.turn_list.cursor
-        self.listed = len(self.turn_list.seqs)
-        self.following = self.turn_list.following
-        self.player.turn_selected()
+        turn_list = self.turn_list
+        self.player.turn_selected(
+            turn,
+            position=turn_list.cursor,
+            total=len(turn_list.seqs),
+            following=turn_list.following,
+        )
         self.label_tabs(turn)
-        self.bring_up_findings(turn)
+        self.turn_pane.bring_up(turn.findings)
         self.turn_pane.show_note(f"loading turn #{turn.seq}…")
         self.reading.load_selected(turn.seq)
-        self._dirty_growth = True
-        self.refresh_tabs()
+        self.tabs.turn_selected(turn.seq)
 
     @on(FindingsTable.FindingChosen)
     def _finding_chosen(self, message: FindingsTable.FindingChosen) -> None:
-        self.navigation.finding_chosen(message)
+        f = message.finding
+        self.jump(f.seq, f.conversation)
+        if self.narrow:
+            self.show_view(f.layer)
 
-    @on(ConversationSwitcher.ConversationChosen)
-    def _conversation_chosen(self, message: ConversationSwitcher.ConversationChosen) -> None:
-        self.navigation.show_conversation(message.conversation)
+    def on_sidebar_conversation_shown(self, message: Sidebar.ConversationShown) -> None:
+        self.player.total = message.count
+        self.tabs.conversation_shown(message.conversation)
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self) -> None:
-        self.refresh_tabs()
+        # Narrow terminals give the Growth and Findings tabs the whole width (no list beside).
+        self.set_class(self.tabs.active != "turn", "-full-tab")
 
-    # -- what the workers post (inspector/screens/reading.py shows it) -----------------------------
+    def on_player_turn_played(self) -> None:
+        if not self.turn_list.step(1):
+            self.player.ran_out()
+
+    # -- what the workers post (bubbled up through the reading, which takes its part first) -------
 
     def on_run_read(self, message: RunRead) -> None:
-        if self.is_attached:  # (not read as the app closed)
-            self.reading.run_read(message)
+        if not self.is_attached:  # (not read as the app closed)
+            return
+        reading = self.reading
+        first = not reading.index.order
+        added = reading.took(message)
+        fresh = added.fresh
+        if added.repeated:
+            self.turn_list.refresh()
+        if fresh:
+            self.sidebar.add_fresh(
+                fresh, first=first, live=reading.live, at_end=message.batch.at_end
+            )
+            self.player.total = len(self.turn_list.seqs)
+            self.player.position = self.turn_list.cursor
+            if first or reading.live:
+                self.fit_sidebar()
+        if fresh or added.repeated:
+            self.tabs.run_changed()
+        if self.player.waiting and fresh:
+            # Playing at the end of a live recording: the awaited turn came (following, the list
+            # has already moved to it).
+            self.player.turn_came(following=self.turn_list.following)
+        if not reading.index.order and message.batch.at_end:
+            # All of the file there is was read, and it holds no turn (yet, live).
+            self.turn_pane.show_note(
+                "no turns yet: waiting for the first turn of the recording…"
+                if reading.live
+                else "no LLM turns in this file"
+            )
+
+    def on_run_completed(self) -> None:
+        if not self.is_attached:
+            return
+        self.reading.completed()
+        self.sidebar.update_switcher()
+        self.turn_list.refresh()
+        if self.reading.selected is not None:
+            self.label_tabs()
+        self.tabs.run_changed()
 
     def on_child_exited(self, message: ChildExited) -> None:
-        if self.is_attached:  # (not a worker's message as the app closed)
+        if self.is_attached:
             self.reading.child_exited(message)
+            self.player.end_wait()
 
-    def on_recorder_closed(self, message: RecorderClosed) -> None:
+    def on_recorder_closed(self) -> None:
         if self.is_attached:
-            self.reading.recorder_closed(message)
+            self.reading.file_closed()
+            self.player.end_wait()
 
-    def on_run_completed(self, message: RunCompleted) -> None:
-        if self.is_attached:
-            self.reading.run_completed(message)
+    def on_run_reading_failed(self, message: RunReading.Failed) -> None:
+        self.show_failure(message.text)
 
     async def on_fork_read(self, message: ForkRead) -> None:
-        if self.is_attached:
-            await self.reading.fork_read(message)
+        if self.is_attached and await self.tabs.show_fork(message.view, message.note):
+            self.player.notice = "this run is a branch: 4 shows it beside its origin"
 
     def on_turn_shown(self, message: TurnShown) -> None:
-        if self.is_attached:
-            self.reading.turn_shown(message)
+        if self.is_attached and message.seq == self.reading.selected:
+            self.turn_pane.show_panes(message.turn, message.results, message.runs)
+            self.reading.panes_of = message.seq
 
     def on_turn_loaded(self, message: TurnLoaded) -> None:
-        if self.is_attached:
-            self.reading.turn_loaded(message)
+        turn = self.reading.summary(message.seq)
+        if not self.is_attached or message.seq != self.reading.selected or turn is None:
+            return
+        self.reading.request_of = message.seq
+        self.turn_pane.show_request(message.request, message.seq, turn.appended_from, message.edits)
+        self.player.turn_loaded(message.timeline)
 
-    # -- the keys (the app's bindings call these) ------------------------------------------------
+    # -- the keys (the app's bindings call these) --------------------------------------------------
 
     def action_tab(self, tab: str) -> None:
-        if tab == "fork" and not self.query("#fork-view"):
-            self.notice = (
+        if tab == "fork" and not self.tabs.forked:
+            self.player.notice = (
                 "not a branch: 4 shows a forked run (looptap run --from) beside its origin"
             )
             return
         self.tabs.active = tab
-        self.refresh_tabs()
+        self._tab_activated()
+        self.tabs.redraw()
         if tab == "findings":
             self.query_one(FindingsTable).focus()
         elif tab == "fork":
@@ -364,66 +329,58 @@ class MainScreen(Screen[None]):
             # The growth chart takes no keys; the turn list keeps j/k working under it.
             self.turn_list.focus()
 
-    def action_help(self) -> None:
-        keys = ("Run and playback", [b for b in APP_BINDINGS if isinstance(b, Binding)])
-        self.app.push_screen(HelpScreen([keys, *self.HELP_GROUPS]))
+    def action_focus_turns(self) -> None:
+        self.turn_list.focus()
 
-    # -- the Growth and Findings tabs: redrawn when shown, if the run changed ---------------------
+    def next_layer(self) -> None:
+        self.action_tab("turn")
+        self.turn_pane.next_layer()
 
-    def dirty(self) -> None:
-        """The run changed: the findings table and the chart are redrawn when next shown."""
-        self._dirty_findings = self._dirty_growth = True
+    def all_messages(self) -> None:
+        self.action_tab("turn")
+        self.turn_pane.toggle_all_messages()
 
-    def refresh_tabs(self) -> None:
-        """Redraw the findings table and the chart only when visible (they can be large)."""
-        if not self.is_attached:
+    def finding(self, direction: int) -> None:
+        """``f`` / ``F``: the next / previous turn with a finding (the sidebar moves there)."""
+        turn = self.sidebar.next_finding(direction)
+        if turn is None:
+            self.player.notice = "no further turn with findings in this list"
             return
-        active = self.tabs.active
-        # Narrow terminals give the Growth and Findings tabs the whole width (no turn list beside).
-        self.set_class(active != "turn", "-full-tab")
-        index = self.reading.index
-        if active == "findings" and self._dirty_findings:
-            self._dirty_findings = False
-            # Every finding of the run (whatever conversation is viewed: a jump switches to it).
-            self.query_one(FindingsTable).show_findings(index.findings())
-        if active == "growth" and self._dirty_growth:
-            self._dirty_growth = False
-            seq = self.selected
-            conv = index.growth_conversation(self.summary(seq), self.sidebar.conversation)
-            self.query_one(GrowthView).show_bars(index.bars(conv), seq, conv)
+        self.action_tab("turn")
+        self.turn_pane.bring_up(turn.findings, jump=True)
 
-    # -- worker failures: every worker's failure ends here --------------------------------------
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The one place worker failures end up."""
-        if event.state != WorkerState.ERROR:
+    def jump(self, seq: int | None, conversation: str | None) -> None:
+        if seq is None:
             return
-        exc = event.worker.error
-        if isinstance(exc, CassetteError | OSError):
-            text = str(exc)
-        else:
-            text = f"{type(exc).__name__}: {exc} (a bug in looptap: please report it)"
-        if event.worker.name == "reader":
-            self.show_failure(text)
-        else:
-            self.notify(text, title="could not read the turn", severity="error", timeout=10)
+        self.sidebar.jump(seq, conversation)
+        self.action_tab("turn")
+        self.turn_list.focus()
+
+    def search(self) -> None:
+        matches = self.navigation.matches
+
+        def done(result: tuple[str, list[SearchHit], SearchHit | None] | None) -> None:
+            chosen = matches.found(*result) if result is not None else None
+            if chosen is not None:
+                self.jump(chosen.seq, chosen.conversation)
+
+        searcher = self.navigation.searcher(self.reading.index, self.reading.source)
+        self.app.push_screen(SearchScreen(searcher, matches.query), done)
+
+    def next_hit(self, direction: int) -> None:
+        """``n``/``N``: the next match; the playback line says which (one notice, replaced)."""
+        hit = self.navigation.matches.step(direction)
+        if hit is None:
+            self.player.notice = "no search yet: press / to search"
+            return
+        self.jump(hit.seq, hit.conversation)
+        self.player.notice = self.navigation.matches.notice()
+
+    # -- the run cannot be shown -------------------------------------------------------------------
 
     def show_failure(self, text: str) -> None:
         """The run cannot be shown: why, instead of the panes."""
-        self.failed = text
-        hint = ""
-        if "not a looptap cassette" in text:
-            hint = (
-                "\n\nA vcrpy / pytest-recording YAML file can "
-                "be converted with `looptap import FILE`."
-            )
-        self.error_view.update(
-            Text.assemble(
-                (clean(f"Cannot inspect {self.reading.path}\n\n"), "bold"),
-                clean(text),
-                hint,
-                ("\n\nPress q to quit.", "dim"),
-            )
-        )
+        self.reading.failed = text
+        self.query_one(ErrorView).show(self.reading.path, text)
         self.add_class("-failed")
         self.notify(text, title="cannot read the run", severity="error", timeout=15)

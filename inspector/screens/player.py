@@ -1,22 +1,29 @@
-"""Playback on the main screen: :class:`inspector.playback.Playback` decides, :class:`Player`
-applies.
+"""Playback, and the line that says it: :class:`inspector.playback.Playback` decides,
+:class:`Player` applies.
 
-The player holds the :class:`Playback` (plain Python: what to do next) and the ticker that drives
-it while playing or re-streaming, and applies each decision to the screen: the emission pane's
-revealed text, the next turn in the list, and the screen's playback reactives (``playing``,
-``speed``, ``streaming``, ``waiting``, ``notice``) the playback line is computed from. What it
-needs of the screen is :class:`PlayerScreen` (public members only; the main screen is one).
+The player is the playback line at the foot of the main screen. It holds the :class:`Playback`
+(plain Python: what to do next), the ticker that drives it while playing or re-streaming, and
+the state the line shows as reactives (``playing``, ``speed``, ``streaming``, ``waiting``, the
+selected turn and the latest ``notice``). It applies each decision to the Turn tab it plays into
+(the emission pane's revealed text, handed down at compose); when a turn's dwell is over it posts
+:class:`Player.TurnPlayed`, and the screen moves the list on (or calls :meth:`Player.ran_out`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol, assert_never
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import assert_never
 
+from rich.text import Text
+from textual.message import Message
+from textual.reactive import reactive
 from textual.timer import Timer
+from textual.widgets import Static
 
+from cassettes.untrusted import clean_line
+from cassettes.views.summary import TurnSummary
 from cassettes.views.timeline import TimelinePoint
-from inspector.layout import View
 from inspector.playback import (
     Advance,
     Clock,
@@ -26,76 +33,115 @@ from inspector.playback import (
     StreamEnded,
     StreamStarted,
 )
-from inspector.turns import TurnIndex
-from inspector.widgets.turn_list import TurnList
 from inspector.widgets.turn_pane import TurnPane
 
-__all__ = ["Player", "PlayerReading", "PlayerScreen"]
+__all__ = ["PlayState", "Player"]
 
 
-class PlayerReading(Protocol):
-    """What the player reads of the run (:class:`inspector.screens.reading.RunReading` is one)."""
+@dataclass(frozen=True)
+class PlayState:
+    """What the playback line says: playing or not, the speed, the selected turn, and a notice
+    (a search match, where focus is) that replaces the previous one."""
 
-    @property
-    def index(self) -> TurnIndex: ...
-
-    @property
-    def request_of(self) -> int | None: ...
-
-
-class PlayerScreen(Protocol):
-    """What the player needs of its screen: its playback reactives, the turn list and pane."""
-
-    live: bool
-    selected: int | None
-    playing: bool
-    speed: float
-    streaming: bool
-    waiting: bool
-    notice: str
-
-    @property
-    def reading(self) -> PlayerReading: ...
-
-    @property
-    def turn_list(self) -> TurnList: ...
-
-    @property
-    def turn_pane(self) -> TurnPane: ...
-
-    def pane_visible(self, view: View) -> bool: ...
-
-    def show_view(self, view: View) -> None: ...
-
-    def set_interval(
-        self, interval: float, callback: Callable[[], None], *, pause: bool
-    ) -> Timer: ...
+    playing: bool = False
+    speed: float = 1.0
+    position: int = 0
+    total: int = 0
+    streaming: bool = False
+    label: str = ""
+    #: Waiting at the end of a live recording for its next turn.
+    waiting: bool = False
+    #: ``G``: the cursor stays on the newest turn.
+    following: bool = False
+    notice: str = ""
 
 
-class Player:
-    """The main screen's playback: play, pause, step, speed, re-stream."""
+class Player(Static):
+    """Play, pause, step, speed, re-stream; and the line: playing or paused, the speed, and which
+    turn is selected, named as everywhere else (``#seq``, its conversation and turn), with its
+    place in the list; then the latest notice."""
 
-    #: Runs while playing or re-streaming (started paused when the screen is mounted).
+    playing: reactive[bool] = reactive(False)
+    speed: reactive[float] = reactive(1.0)
+    streaming: reactive[bool] = reactive(False)
+    #: Playing at the end of a live recording: the next turn is awaited.
+    waiting: reactive[bool] = reactive(False)
+    #: The selected turn (``#seq conversation/turn index``), its place in the list, the list's
+    #: length, and whether the list follows new turns of a live recording.
+    label: reactive[str] = reactive("")
+    position: reactive[int] = reactive(0)
+    total: reactive[int] = reactive(0)
+    following: reactive[bool] = reactive(False)
+    #: Following a recording still being written (the screen says when it ends).
+    live: reactive[bool] = reactive(False)
+    #: The latest short notice (a search match, where focus is): one at a time, replaced.
+    notice: reactive[str] = reactive("")
+    state: reactive[PlayState] = reactive(PlayState, layout=False)
+
+    @dataclass
+    class TurnPlayed(Message):
+        """The turn's dwell is over: the next turn, please (none: :meth:`Player.ran_out`)."""
+
+    #: Runs while playing or re-streaming (started paused when mounted).
     _ticker: Timer
 
-    def __init__(self, screen: PlayerScreen, clock: Clock) -> None:
-        self.screen = screen
+    def __init__(self, clock: Clock, turn: TurnPane, *, id: str | None = None) -> None:
+        super().__init__(id=id)
         self.playback = Playback(clock)
+        self._turn = turn
+        #: The selected turn's timeline is the one :attr:`playback` holds.
+        self._loaded = False
 
-    def start(self) -> None:
+    def on_mount(self) -> None:
         # Runs only while playing or re-streaming: an idle timer would take the GIL from the reader.
-        self._ticker = self.screen.set_interval(1 / 30, self._tick, pause=True)
+        self._ticker = self.set_interval(1 / 30, self._tick, pause=True)
 
-    def apply(self, decision: Decision) -> None:
-        """Show what :class:`Playback` decided."""
-        screen = self.screen
-        pane_e = screen.turn_pane.pane_e
+    def compute_state(self) -> PlayState:
+        return PlayState(
+            playing=self.playing,
+            speed=self.speed,
+            position=self.position,
+            total=self.total,
+            streaming=self.streaming,
+            label=self.label,
+            waiting=self.waiting,
+            following=self.following and self.live,
+            notice=self.notice,
+        )
+
+    def watch_state(self, st: PlayState) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis", end="")
+        if st.waiting:
+            t.append("▶ waiting for the next turn", style="bold yellow")
+        else:
+            t.append(
+                "▶ playing" if st.playing else "⏸ paused",
+                style="bold green" if st.playing else "bold",
+            )
+        t.append(f"  {st.speed:g}×")
+        if st.total:
+            t.append(f"  {clean_line(st.label)}" if st.label else "", style="bold")
+            t.append(f" ({st.position + 1}/{st.total})", style="dim")
+        else:
+            t.append("  no turns yet", style="dim")
+        if st.following:
+            t.append("  following new turns (G)", style="cyan")
+        if st.streaming:
+            t.append("  re-streaming at recorded pace", style="yellow")
+        if st.notice:
+            t.append(f"  │ {clean_line(st.notice)}", style="bold")
+        self.update(t)
+
+    # -- applying what Playback decided ------------------------------------------------------------
+
+    def _apply(self, decision: Decision) -> None:
+        pane_e = self._turn.pane_e
         if decision is None:
             pass
         elif isinstance(decision, StreamStarted):
             # One pane at a time: the text streams where it can be seen.
-            if not screen.pane_visible("E"):
-                screen.show_view("E")
+            if not self._turn.pane_visible("E"):
+                self._turn.show_view("E")
             pane_e.reveal = 0
             self._ticker.resume()
         elif isinstance(decision, Reveal):
@@ -103,92 +149,79 @@ class Player:
         elif isinstance(decision, StreamEnded):
             pane_e.reveal = None
         elif isinstance(decision, Advance):
-            self._advance()
+            self.post_message(self.TurnPlayed())
         else:
             assert_never(decision)
-        self.sync()
-
-    def _advance(self) -> None:
-        """The turn's dwell is over: the next turn, or (none) wait for it live, or pause."""
-        if self.move(1):
-            return
-        if self.screen.live:
-            # The end of a recording still being written: wait for its next turn.
-            self.screen.waiting = True
-        else:
-            self.apply(self.playback.pause())
-            self.screen.notice = "end of the turn list"
+        self._sync()
 
     def _tick(self) -> None:
-        self.apply(self.playback.tick())
+        self._apply(self.playback.tick())
         if not self.playback.active:
             self._ticker.pause()
 
-    def move(self, delta: int) -> bool:
-        """The turn ``delta`` rows from the cursor (``False``: there is none)."""
-        turn_list = self.screen.turn_list
-        target = turn_list.cursor + delta
-        if not 0 <= target < len(turn_list.seqs):
-            return False
-        turn_list.move_to(target)
-        return True
-
-    def sync(self) -> None:
-        """Copy :class:`Playback`'s state (plain Python) into the screen's reactives."""
-        self.screen.playing = self.playback.playing
-        self.screen.speed = self.playback.speed
-        self.screen.streaming = self.playback.streaming
+    def _sync(self) -> None:
+        """Copy :class:`Playback`'s state (plain Python) into the reactives."""
+        self.playing = self.playback.playing
+        self.speed = self.playback.speed
+        self.streaming = self.playback.streaming
 
     # -- what the screen tells it ------------------------------------------------------------------
 
-    def turn_selected(self) -> None:
-        self.apply(self.playback.turn_selected())
-        self.sync()
+    def turn_selected(
+        self, turn: TurnSummary, *, position: int, total: int, following: bool
+    ) -> None:
+        self.label = f"#{turn.seq} {turn.conversation}/turn {turn.index}"
+        self.position, self.total, self.following = position, total, following
+        self._loaded = False
+        self._apply(self.playback.turn_selected())
 
     def turn_loaded(self, timeline: Sequence[TimelinePoint]) -> None:
-        self.apply(self.playback.turn_loaded(timeline))
-        self.sync()
+        self._loaded = True
+        self._apply(self.playback.turn_loaded(timeline))
 
     def turn_came(self, *, following: bool) -> None:
         """Playing at the end of a live recording: the awaited turn was read."""
-        self.screen.waiting = False
+        self.waiting = False
         if not following:
-            self.apply(Advance())
+            self._apply(Advance())
+
+    def ran_out(self) -> None:
+        """No next turn to play: wait for it (a recording still being written) or pause."""
+        if self.live:
+            self.waiting = True
+        else:
+            self._apply(self.playback.pause())
+            self.notice = "end of the turn list"
 
     def end_wait(self) -> None:
         """The live recording ended: no next turn to wait for."""
-        if self.screen.waiting:
-            self.screen.waiting = False
-            self.apply(self.playback.pause())
-            self.sync()
+        self.live = False
+        if self.waiting:
+            self.waiting = False
+            self._apply(self.playback.pause())
 
     # -- the keys ----------------------------------------------------------------------------------
 
     def play_pause(self) -> None:
-        screen = self.screen
-        if not screen.reading.index.order:
+        if not self.total:  # no turns listed: nothing to play
             return
-        if screen.waiting:
-            screen.waiting = False
-            self.apply(self.playback.pause())
+        if self.waiting:
+            self.waiting = False
+            self._apply(self.playback.pause())
             return
-        loaded = screen.reading.request_of == screen.selected
-        decision = self.playback.toggle(loaded)
+        decision = self.playback.toggle(self._loaded)
         if self.playback.playing:
             self._ticker.resume()
-        self.apply(decision)
+        self._apply(decision)
 
     def change_speed(self, direction: int) -> None:
         self.playback.change_speed(direction)
-        self.sync()
+        self._sync()
 
     def restream(self) -> None:
-        request_of = self.screen.reading.request_of
-        if request_of is None or request_of != self.screen.selected:
-            self.screen.notice = "the turn is still loading"
+        if not self._loaded:
+            self.notice = "the turn is still loading"
         elif not self.playback.timeline:
-            self.screen.notice = (
-                "this turn's text was not streamed with timings: nothing to re-stream"
-            )
+            self.notice = "this turn's text was not streamed with timings: nothing to re-stream"
         else:
-            self.apply(self.playback.start_stream())
+            self._apply(self.playback.start_stream())

@@ -1,138 +1,79 @@
-"""The run the main screen shows, and every worker that reads it from disk.
+"""The run on disk: :class:`RunReading`, the main screen's invisible widget that reads it.
 
-:class:`RunReading` holds the run being read (an :class:`inspector.source.TurnSource`, which holds
-the turns' summaries; the reading keeps only seq indexes into them, a
-:class:`inspector.turns.TurnIndex`) and starts the screen's thread workers: reading the run
-(:mod:`inspector.reader` reads), a branch's origin, restoring the selected turn and the results its
-next turn sent, re-reading its full history (:mod:`inspector.selected` reads). The workers post to
-the screen; the screen hands each message here, and this shows what it says through the screen's
-widgets and reactive state. A worker's failure ends in the screen's ``on_worker_state_changed``.
-What it needs of the screen is :class:`ReadingScreen` (public members only; the main screen is
-one), and of its player :class:`ReadingPlayer`.
+It holds the run being read (an :class:`inspector.source.TurnSource`, which holds the turns'
+summaries; the reading keeps only seq indexes into them, a :class:`inspector.turns.TurnIndex`),
+the run's state as reactives (read so far, live, complete, the counts; :attr:`RunReading.run_state`
+is what the status line shows) and runs every thread worker that reads from disk: the run
+(:mod:`inspector.reader` reads), a branch's origin, and the selected turn's two reads
+(:mod:`inspector.selected` reads). The workers' messages (``RunRead``, ``RunCompleted``,
+``ChildExited``, ``RecorderClosed``, ``ForkRead``, ``TurnShown``, ``TurnLoaded``) bubble up to the
+screen, which hands this widget what is the run's (:meth:`RunReading.took` …: the index, the
+counts; it calls nothing of the screen) and shows the rest in the same handler, so what is read
+and what is shown never differ between two messages. A worker's failure ends here, in
+:meth:`RunReading.on_worker_state_changed`; the run's posts :class:`RunReading.Failed`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
 
-from textual.css.query import DOMQuery
 from textual.message import Message
-from textual.notifications import SeverityLevel
+from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import TabbedContent, TabPane
-from textual.worker import Worker, get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
+from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.views.summary import TurnSummary
-from cassettes.views.timeline import TimelinePoint
-from inspector.reader import ChildExited, RecorderClosed, RunCompleted, RunRead, read_run
+from inspector.reader import ChildExited, RunRead, read_run
 from inspector.selected import TurnLoaded, TurnShown
 from inspector.source import TurnSource, open_source
-from inspector.turns import TurnIndex
-from inspector.widgets.fork import ForkPane, ForkRead, read_fork
-from inspector.widgets.sidebar import Sidebar
-from inspector.widgets.turn_list import TurnList
-from inspector.widgets.turn_pane import TurnPane
+from inspector.turns import Added, TurnIndex
+from inspector.widgets.fork import read_fork
+from inspector.widgets.status import RunState
 
-__all__ = ["PanesReader", "ReadingPlayer", "ReadingScreen", "RunReading", "TurnReader"]
+__all__ = ["PanesReader", "RunReading", "TurnReader"]
 
 #: What the selected turn's two workers call (:func:`inspector.selected.read_panes`, ``read_turn``).
 PanesReader = Callable[[TurnSource, TurnIndex, int], TurnShown | None]
 TurnReader = Callable[[TurnSource, int], TurnLoaded]
 
-W = TypeVar("W", bound=Widget)
 
+class RunReading(Widget):
+    """One run, read by thread workers (shows nothing itself: the status line shows its state)."""
 
-class ReadingPlayer(Protocol):
-    """What the reading tells playback (:class:`inspector.screens.player.Player` is one)."""
+    DEFAULT_CSS = "RunReading { display: none; }"
 
-    def turn_came(self, *, following: bool) -> None: ...
+    #: Following a recording still being written.
+    live: reactive[bool] = reactive(False)
+    #: The whole file was read and the end-of-run checks ran.
+    complete: reactive[bool] = reactive(False)
+    #: Share of the file read (``None``: unknown or done).
+    progress: reactive[float | None] = reactive(0.0)
+    #: Why the run cannot be shown (``None``: it can).
+    failed: reactive[str | None] = reactive(None)
+    #: ``looptap run --inspect``: the recorded command's exit status once it exited.
+    exit_status: reactive[int | None] = reactive(None)
+    #: The recorder closed the file (a recording followed live has ended).
+    recorder_closed: reactive[bool] = reactive(False)
+    conversation_count: reactive[int] = reactive(0)
+    turn_count: reactive[int] = reactive(0)
+    finding_count: reactive[int] = reactive(0)
+    problem_count: reactive[int] = reactive(0)
+    torn: reactive[bool] = reactive(False)
 
-    def end_wait(self) -> None: ...
+    run_state: reactive[RunState] = reactive(RunState)
 
-    def turn_loaded(self, timeline: Sequence[TimelinePoint]) -> None: ...
+    @dataclass
+    class Failed(Message):
+        """The run cannot be shown: why."""
 
-
-class ReadingScreen(Protocol):
-    """What the reading needs of its screen: its workers and messages, its run reactives, its
-    widgets and tabs, and its player."""
-
-    live: bool
-    complete: bool
-    progress: float | None
-    exit_status: int | None
-    recorder_closed: bool
-    conversation_count: int
-    turn_count: int
-    finding_count: int
-    problem_count: int
-    torn: bool
-    selected: int | None
-    position: int
-    listed: int
-    waiting: bool
-    notice: str
-
-    @property
-    def player(self) -> ReadingPlayer: ...
-
-    @property
-    def sidebar(self) -> Sidebar: ...
-
-    @property
-    def turn_list(self) -> TurnList: ...
-
-    @property
-    def turn_pane(self) -> TurnPane: ...
-
-    @property
-    def tabs(self) -> TabbedContent: ...
-
-    def summary(self, seq: int | None) -> TurnSummary | None: ...
-
-    def fit_sidebar(self) -> None: ...
-
-    def label_tabs(self, turn: TurnSummary | None = None) -> None: ...
-
-    def dirty(self) -> None: ...
-
-    def refresh_tabs(self) -> None: ...
-
-    def query(self, selector: str) -> DOMQuery[Widget]: ...
-
-    def query_one(self, selector: str, expect_type: type[W]) -> W: ...
-
-    def run_worker(
-        self,
-        work: Callable[[], None],
-        name: str,
-        group: str,
-        *,
-        exclusive: bool,
-        exit_on_error: bool,
-        thread: bool,
-    ) -> Worker[None]: ...
-
-    def post_message(self, message: Message) -> bool: ...
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-    ) -> None: ...
-
-
-class RunReading:
-    """One run, read by the main screen's workers."""
+        text: str
 
     def __init__(
         self,
-        screen: ReadingScreen,
         path: Path,
         *,
         live: bool,
@@ -140,7 +81,7 @@ class RunReading:
         read_panes: PanesReader,
         read_turn: TurnReader,
     ) -> None:
-        self.screen = screen
+        super().__init__()
         self.path = path
         #: ``looptap run --inspect``: where the recorder writes the command's exit status.
         self.child_status = child_status
@@ -149,22 +90,49 @@ class RunReading:
         self.index = TurnIndex(self.source)
         self._read_panes = read_panes
         self._read_turn = read_turn
-        #: The turn whose full request and timeline were read (``None``: the selected one is
-        #: loading).
+        #: The turn selected in the list (its two reads are running or done).
+        self.selected: int | None = None
+        #: The turn whose full request and timeline are shown (``None``: the selected one is
+        #: loading); the screen sets it once shown.
         self.request_of: int | None = None
         #: The turn whose E, A and C panes are drawn (read by another worker than the request).
         self.panes_of: int | None = None
         self._repeated: set[int] = set()
+        self.set_reactive(RunReading.live, live)
 
-    # -- the run (worker): inspector/reader.py reads, these show what it posts --------------------
+    def summary(self, seq: int | None) -> TurnSummary | None:
+        return self.source.summaries.get(seq) if seq is not None else None
+
+    def compute_run_state(self) -> RunState:
+        note = ""
+        if self.failed:
+            note = "cannot read this file"
+        elif self.torn:
+            note = "truncated: the last record was cut off"
+        elif self.exit_status is not None:
+            note = f"ended (exit {self.exit_status})"
+        elif self.recorder_closed:
+            note = "recording ended"
+        return RunState(
+            name=self.path.name,
+            conversations=self.conversation_count,
+            turns=self.turn_count,
+            findings=self.finding_count,
+            progress=None if self.complete or self.live else self.progress,
+            problems=self.problem_count,
+            live=self.live,
+            note=note,
+        )
+
+    # -- the run (worker): inspector/reader.py reads, these take in what it posts -----------------
 
     def start(self) -> None:
         self._work(self._read_run, "reader")
 
     def _work(self, read: Callable[[], None], name: str) -> None:
-        """``read`` in a thread worker of the screen, the one of its group: a new one cancels the
-        one before; its failure ends in the screen's ``on_worker_state_changed``."""
-        self.screen.run_worker(
+        """``read`` in a thread worker, the one of its group: a new one cancels the one before;
+        its failure ends in :meth:`on_worker_state_changed`."""
+        self.run_worker(
             read, name=name, group=name, exclusive=True, exit_on_error=False, thread=True
         )
 
@@ -173,146 +141,99 @@ class RunReading:
         read_run(
             self.source,
             self.path,
-            live=self.screen.live,
+            live=self.live,
             child_status=self.child_status,
-            post=self.screen.post_message,
+            post=self.post_message,
             cancelled=lambda: worker.is_cancelled,
         )
 
-    def run_read(self, message: RunRead) -> None:
-        screen = self.screen
+    def took(self, message: RunRead) -> Added:
+        """A batch the reader worker read: into the index; what it added."""
         batch = message.batch
-        screen.progress = message.progress
-        first = not self.index.order
+        self.progress = message.progress
         added = self.index.add(batch.turns)
         for seq in added.repeated:
             self._repeat(seq)
-        fresh = added.fresh
-        screen.finding_count += added.findings  # one reactive change a batch, not one a turn
-        if fresh:
-            self._show_fresh(fresh, first=first, at_end=batch.at_end)
+        self.finding_count += added.findings  # one reactive change a batch, not one a turn
+        self._refresh_selected_results(added.fresh)
         for p in batch.problems:
-            screen.notify(str(p), title="damaged record skipped", severity="warning", timeout=8)
+            self.notify(str(p), title="damaged record skipped", severity="warning", timeout=8)
         self._counts()
-        screen.refresh_tabs()
-        if screen.waiting and fresh:
-            # Playing at the end of a live recording: the awaited turn came (following, the list
-            # has already moved to it).
-            screen.player.turn_came(following=screen.turn_list.following)
-        if not self.index.order and batch.at_end:
-            self._note_no_turns()
-
-    def _note_no_turns(self) -> None:
-        """All of the file there is was read, and it holds no turn (yet, live)."""
-        if self.screen.live:
-            note = "no turns yet: waiting for the first turn of the recording…"
-        else:
-            note = "no LLM turns in this file"
-        self.screen.turn_pane.show_note(note)
-
-    def _show_fresh(self, fresh: list[int], *, first: bool, at_end: bool) -> None:
-        """Turns read for the first time: into the list (those of the conversation viewed)."""
-        screen = self.screen
-        screen.dirty()
-        screen.sidebar.add_fresh(fresh, first=first, live=screen.live, at_end=at_end)
-        self._refresh_selected_results(fresh)
-        screen.listed = len(screen.turn_list.seqs)
-        screen.position = screen.turn_list.cursor
-        if first or screen.live:
-            screen.fit_sidebar()
+        return added
 
     def _repeat(self, seq: int) -> None:
         """A seq the run reported twice (records appended again): the source keeps the later
         record; the list keeps one row, which shows it (the row, the status and the detail read
         the same summary; the index moved it to its later record's conversation)."""
         if not self._repeated:
-            self.screen.notify(
+            self.notify(
                 f"turn #{seq} appears twice in this file: each seq shows its last record",
                 title="repeated turns",
                 severity="warning",
                 timeout=12,
             )
         self._repeated.add(seq)
-        self.screen.dirty()
-        self.screen.turn_list.refresh()
-        if self.screen.selected == seq:
+        if self.selected == seq:
             self.load_panes(seq)
 
     def _refresh_selected_results(self, new_seqs: list[int]) -> None:
         """A live run grew: the selected turn may now have its next turn (and its results)."""
-        seq = self.screen.selected
+        seq = self.selected
         summaries = self.source.summaries
         if seq is not None and any(summaries[s].previous_seq == seq for s in new_seqs):
             self.load_panes(seq)
 
     def _counts(self) -> None:
-        screen = self.screen
-        screen.conversation_count = len(self.index.conv)
-        screen.turn_count = len(self.index.order)
-        screen.problem_count = len(self.source.problems)
-        screen.torn = any(p.kind == "torn" for p in self.source.problems)
+        self.conversation_count = len(self.index.conv)
+        self.turn_count = len(self.index.order)
+        self.problem_count = len(self.source.problems)
+        self.torn = any(p.kind == "torn" for p in self.source.problems)
 
     def child_exited(self, message: ChildExited) -> None:
-        screen = self.screen
-        screen.live = False
-        screen.exit_status = message.status
-        screen.notify(
+        self.live = False
+        self.exit_status = message.status
+        self.notify(
             f"The recorded command exited with status {message.status}; the recording is complete.",
             title="run ended",
             severity="information" if message.status == 0 else "warning",
         )
-        screen.player.end_wait()
 
-    def recorder_closed(self, message: RecorderClosed) -> None:
-        screen = self.screen
-        screen.live = False
-        screen.recorder_closed = True
-        screen.notify(
+    def file_closed(self) -> None:
+        self.live = False
+        self.recorder_closed = True
+        self.notify(
             "The recorder closed the file; the recording is complete.", title="recording ended"
         )
-        screen.player.end_wait()
 
-    def run_completed(self, message: RunCompleted) -> None:
-        screen = self.screen
-        screen.complete = True
-        screen.progress = None
-        screen.sidebar.update_switcher()
+    def completed(self) -> None:
+        """The whole file was read and the end-of-run checks ran."""
+        self.complete = True
+        self.progress = None
         self._work(self._read_fork, "fork")
         torn = [p for p in self.source.problems if p.kind == "torn"]
         if torn:
-            screen.notify(
+            self.notify(
                 f"{torn[0]}. Showing the {count(self.source.records, 'complete round trip')}.",
                 title="truncated file",
                 severity="warning",
                 timeout=10,
             )
         # The end-of-run checks may have added findings to any turn.
-        screen.finding_count = self.index.finding_count()
+        self.finding_count = self.index.finding_count()
         self._counts()
-        screen.dirty()
-        screen.turn_list.refresh()
-        if screen.selected is not None:
-            self.load_panes(screen.selected)
-            screen.label_tabs()
-        screen.refresh_tabs()
-
-    # -- a branch beside its origin (inspector/widgets/fork.py draws what the core computes) ------
+        if self.selected is not None:
+            self.load_panes(self.selected)
 
     def _read_fork(self) -> None:
+        """A branch beside its origin (inspector/widgets/fork.py draws what the core computes)."""
         read = read_fork(self.path)
         if read is not None and not get_current_worker().is_cancelled:
-            self.screen.post_message(read)
-
-    async def fork_read(self, message: ForkRead) -> None:
-        screen = self.screen
-        if not screen.query("#fork-view"):
-            await screen.tabs.add_pane(TabPane("Fork", ForkPane(id="fork-view"), id="fork"))
-            screen.notice = "this run is a branch: 4 shows it beside its origin"
-        screen.query_one("#fork-view", ForkPane).show_view(message.view, message.note)
+            self.post_message(read)
 
     # -- the selected turn: two workers read it (inspector/selected.py) ----------------------------
 
     def load_selected(self, seq: int) -> None:
+        self.selected = seq
         self.request_of = self.panes_of = None
         self.load_panes(seq)
         self._work(lambda: self._load_turn(seq), "turn")
@@ -325,28 +246,24 @@ class RunReading:
     def _load_panes(self, seq: int) -> None:
         shown = self._read_panes(self.source, self.index, seq)
         if shown is not None and not get_current_worker().is_cancelled:
-            self.screen.post_message(shown)
-
-    def turn_shown(self, message: TurnShown) -> None:
-        if message.seq != self.screen.selected:
-            return
-        self.screen.turn_pane.show_panes(message.turn, message.results, message.runs)
-        self.panes_of = message.seq
+            self.post_message(shown)
 
     def _load_turn(self, seq: int) -> None:
         loaded = self._read_turn(self.source, seq)
         if not get_current_worker().is_cancelled:
-            self.screen.post_message(loaded)
+            self.post_message(loaded)
 
-    def turn_loaded(self, message: TurnLoaded) -> None:
-        screen = self.screen
-        if message.seq != screen.selected:
+    # -- worker failures: every worker's failure ends here --------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state != WorkerState.ERROR:
             return
-        turn = screen.summary(message.seq)
-        if turn is None:
-            return
-        self.request_of = message.seq
-        screen.turn_pane.show_request(
-            message.request, message.seq, turn.appended_from, message.edits
-        )
-        screen.player.turn_loaded(message.timeline)
+        exc = event.worker.error
+        if isinstance(exc, CassetteError | OSError):
+            text = str(exc)
+        else:
+            text = f"{type(exc).__name__}: {exc} (a bug in looptap: please report it)"
+        if event.worker.name == "reader":
+            self.post_message(self.Failed(text))
+        else:
+            self.notify(text, title="could not read the turn", severity="error", timeout=10)

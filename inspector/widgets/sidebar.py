@@ -2,28 +2,42 @@
 
 :class:`Sidebar` owns which conversation is listed and keeps its two widgets in step: the switcher
 shows the run's conversations (with their turn counts), the turn list the turns of the one chosen.
-The screen hands it the run's index (attributes down) and says when turns were read; a choice in the
-switcher comes up as ``ConversationSwitcher.ConversationChosen``, a turn chosen in the list as
-``TurnList.TurnSelected`` (messages up).
+The screen hands it the run's index (attributes down), says when turns were read and asks for the
+moves (``c``, ``f``/``F``, a jump to a turn of any conversation); a choice in the switcher is taken
+here. Another conversation listed comes up as :class:`Sidebar.ConversationShown`, a turn chosen in
+the list as ``TurnList.TurnSelected`` (messages up).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 
+from cassettes.analysis.dispatch import ordered_findings
+from cassettes.views.summary import TurnSummary
 from inspector.layout import sidebar_width, width_sample
 from inspector.turns import TurnIndex
 from inspector.widgets.conversations import ALL, ConversationSwitcher
 from inspector.widgets.turn_list import TurnList, turn_width
 
-__all__ = ["Sidebar"]
+__all__ = ["Sidebar", "next_finding"]
 
 
 class Sidebar(Vertical):
     """The conversation switcher and the turn list (``esc`` brings focus back to the list)."""
+
+    @dataclass
+    class ConversationShown(Message):
+        """The list shows ``conversation``'s turns now, ``count`` of them."""
+
+        conversation: str
+        count: int
 
     def __init__(self, index: TurnIndex, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -45,8 +59,8 @@ class Sidebar(Vertical):
     def switcher(self) -> ConversationSwitcher:
         return self.query_one(ConversationSwitcher)
 
-    def show_conversation(self, conversation: str, select: int | None = None) -> int:
-        """List ``conversation``'s turns (``select``: the turn to move to); how many."""
+    def show_conversation(self, conversation: str, select: int | None = None) -> None:
+        """List ``conversation``'s turns (``select``: the turn to move to)."""
         self.conversation = conversation
         if self.switcher.value != conversation:
             with self.switcher.prevent(ConversationSwitcher.Changed):
@@ -54,13 +68,31 @@ class Sidebar(Vertical):
         seqs = self.index.seqs(conversation)
         self.turn_list.show_conversation = conversation == ALL and len(self.index.conv) > 1
         self.turn_list.set_turns(seqs, self.index.source.summaries, select=select)
-        return len(seqs)
+        self.post_message(self.ConversationShown(conversation, len(seqs)))
 
-    def next_conversation(self) -> str:
-        """The conversation after the one listed (after the last: all of them)."""
+    @on(ConversationSwitcher.ConversationChosen)
+    def _conversation_chosen(self, message: ConversationSwitcher.ConversationChosen) -> None:
+        message.stop()
+        self.show_conversation(message.conversation)
+
+    def next_conversation(self) -> None:
+        """``c``: the conversation after the one listed (after the last: all of them)."""
         order = [ALL, *self.index.conv]
         i = order.index(self.conversation) if self.conversation in order else 0
-        return order[(i + 1) % len(order)]
+        self.show_conversation(order[(i + 1) % len(order)])
+
+    def jump(self, seq: int, conversation: str | None) -> None:
+        """To turn ``seq`` in the list, listing its ``conversation`` (or all) if it is not."""
+        if not self.turn_list.select_seq(seq):
+            self.show_conversation(conversation or ALL, select=seq)
+
+    def next_finding(self, direction: int) -> TurnSummary | None:
+        """``f`` / ``F``: to the next / previous listed turn with a finding (``None``: none)."""
+        rows = self.turn_list.turns
+        seq = next_finding(rows, self.turn_list.selected_seq, direction)
+        if seq is None or not self.turn_list.select_seq(seq):
+            return None
+        return rows[self.turn_list.cursor]
 
     def add_fresh(self, fresh: list[int], *, first: bool, live: bool, at_end: bool) -> None:
         """Turns read for the first time: the first batch lists the conversation viewed; later ones
@@ -102,3 +134,16 @@ class Sidebar(Vertical):
             (turn_width(summaries[s], self.turn_list.show_conversation) for s in sample), default=40
         )
         self.styles.width = sidebar_width(width, need)
+
+
+def next_finding(rows: Sequence[TurnSummary], here: int | None, direction: int) -> int | None:
+    """The next / previous turn with a finding in the order of the findings (the core's: root
+    causes by severity, each followed by what it caused), among ``rows``; from a turn without one,
+    forward starts at the worst and back at the last (``None``: no further one)."""
+    found = ordered_findings(f for t in rows for f in t.findings)
+    walk = list(dict.fromkeys(f.seq for f in found if f.seq is not None))
+    if here in walk:
+        i = walk.index(here) + direction
+    else:
+        i = 0 if direction > 0 else len(walk) - 1
+    return walk[i] if 0 <= i < len(walk) else None

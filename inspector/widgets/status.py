@@ -1,17 +1,19 @@
-"""One-line bars: the run's status at the top, playback state at the bottom."""
+"""The run's status line, at the top (the playback line at the bottom is the player's), and why
+the run cannot be shown, instead of the panes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cassettes.untrusted import clean_line
+from cassettes.untrusted import clean, clean_line
 from cassettes.views.view import count
 
-__all__ = ["PlayState", "PlaybackBar", "RunState", "RunStatus", "fit_name"]
+__all__ = ["ErrorView", "RunState", "RunStatus", "fit_name"]
 
 
 def fit_name(name: str, room: int) -> str:
@@ -37,24 +39,6 @@ class RunState:
     problems: int = 0
     live: bool = False
     note: str = ""
-
-
-@dataclass(frozen=True)
-class PlayState:
-    """What the playback line says: playing or not, the speed, the selected turn, and a notice
-    (a search match, where focus is) that replaces the previous one."""
-
-    playing: bool = False
-    speed: float = 1.0
-    position: int = 0
-    total: int = 0
-    streaming: bool = False
-    label: str = ""
-    #: Waiting at the end of a live recording for its next turn.
-    waiting: bool = False
-    #: ``G``: the cursor stays on the newest turn.
-    following: bool = False
-    notice: str = ""
 
 
 class RunStatus(Static):
@@ -100,32 +84,21 @@ class RunStatus(Static):
         self.update(head)
 
 
-class PlaybackBar(Static):
-    """Playing or paused, the speed, and which turn is selected, named as everywhere else
-    (``#seq``, its conversation and turn), with its place in the list; then the latest notice."""
+class ErrorView(Static):
+    """Why the run cannot be shown (the screen shows it instead of the panes)."""
 
-    state: reactive[PlayState] = reactive(PlayState, layout=False)
-
-    def watch_state(self) -> None:
-        st = self.state
-        t = Text(no_wrap=True, overflow="ellipsis", end="")
-        if st.waiting:
-            t.append("▶ waiting for the next turn", style="bold yellow")
-        else:
-            t.append(
-                "▶ playing" if st.playing else "⏸ paused",
-                style="bold green" if st.playing else "bold",
+    def show(self, path: Path, text: str) -> None:
+        hint = ""
+        if "not a looptap cassette" in text:
+            hint = (
+                "\n\nA vcrpy / pytest-recording YAML file can "
+                "be converted with `looptap import FILE`."
             )
-        t.append(f"  {st.speed:g}×")
-        if st.total:
-            t.append(f"  {clean_line(st.label)}" if st.label else "", style="bold")
-            t.append(f" ({st.position + 1}/{st.total})", style="dim")
-        else:
-            t.append("  no turns yet", style="dim")
-        if st.following:
-            t.append("  following new turns (G)", style="cyan")
-        if st.streaming:
-            t.append("  re-streaming at recorded pace", style="yellow")
-        if st.notice:
-            t.append(f"  │ {clean_line(st.notice)}", style="bold")
-        self.update(t)
+        self.update(
+            Text.assemble(
+                (clean(f"Cannot inspect {path}\n\n"), "bold"),
+                clean(text),
+                hint,
+                ("\n\nPress q to quit.", "dim"),
+            )
+        )

@@ -213,6 +213,14 @@ class TurnList(ScrollView, can_focus=True):
         self.following = False
         self.cursor = row
 
+    def step(self, delta: int) -> bool:
+        """The turn ``delta`` rows from the cursor (``False``: there is none)."""
+        target = self.cursor + delta
+        if not 0 <= target < len(self._seqs):
+            return False
+        self.move_to(target)
+        return True
+
     def _set_cursor(self, row: int) -> None:
         self.cursor = row
 

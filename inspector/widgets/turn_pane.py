@@ -2,9 +2,9 @@
 
 :class:`TurnPane` owns what it shows and how: the request in the messages view, the restored turn in
 the three layer panes, and which pane is up in the narrow and compact layouts (its :attr:`view`,
-the layer tab that is active, each tab's findings label). The screen hands it the turn's data
-(attributes down: :meth:`show_request`, :meth:`show_panes`) and the layout it is in (``narrow``,
-``compact``, as arguments); a click on a layer tab is handled here.
+the layer tab that is active, each tab's findings label, ``l`` and ``a``). The screen hands it the
+turn's data (attributes down: :meth:`show_request`, :meth:`show_panes`) and the layout it is in
+(:meth:`fit`); a click on a layer tab is handled here.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from cassettes.analysis.model import Finding, Layer, McpCall, Turn
 from cassettes.models import NormalisedRequest, ToolResult
 from inspector.layout import TAB_LABEL, VIEWS, View, layer_to_bring_up, tab_labels, tab_view
 from inspector.widgets.api import ApiPane
+from inspector.widgets.badges import LAYERS
 from inspector.widgets.dispatch import DispatchPane
 from inspector.widgets.emission import EmissionPane
 from inspector.widgets.layers import LayerPane
@@ -37,6 +38,8 @@ class TurnPane(TabPane):
         super().__init__(title, id=id)
         #: The pane shown in the narrow and compact layouts (``M``: the messages, compact only).
         self.view: View = "E"
+        #: The layout (:meth:`fit`): one pane at a time (narrow or compact), the messages a tab.
+        self.narrow = self.compact = False
 
     def compose(self) -> ComposeResult:
         yield MessagesView(id="messages")
@@ -121,8 +124,10 @@ class TurnPane(TabPane):
         if self.layer_tabs.active != f"layer-{view}":
             self.layer_tabs.active = f"layer-{view}"
 
-    def fit(self, *, compact: bool) -> None:
-        """The messages are a tab of their own only in the compact layout."""
+    def fit(self, *, narrow: bool, compact: bool) -> None:
+        """The layout: in the narrow and compact ones one pane at a time; the messages are a tab
+        of their own only in the compact one."""
+        self.narrow, self.compact = narrow or compact, compact
         if compact:
             self.layer_tabs.show("layer-M")
         else:
@@ -130,11 +135,27 @@ class TurnPane(TabPane):
             if self.view == "M":
                 self.show_view("E")
 
-    def pane_visible(self, view: View, *, narrow: bool, compact: bool) -> bool:
+    def pane_visible(self, view: View) -> bool:
         """Whether ``view``'s pane is on screen in this layout."""
         if view == "M":
-            return not compact or self.view == "M"
-        return not narrow or self.view == view
+            return not self.compact or self.view == "M"
+        return not self.narrow or self.view == view
+
+    def next_layer(self) -> None:
+        """``l``: the next layer's pane; wide, where the three are all shown, focus moves into it
+        (to scroll it; j/k still move the turns, esc goes back)."""
+        order: tuple[View, ...] = VIEWS if self.compact else LAYERS
+        i = (order.index(self.view) + 1) % len(order) if self.view in order else 0
+        self.show_view(order[i])
+        if not self.narrow:
+            self.layer_panes[LAYERS[i]].focus()
+
+    def toggle_all_messages(self) -> None:
+        """``a``: every message, parts whole (or folded again); in the compact layout the messages
+        tab comes up, so the change is seen."""
+        if not self.pane_visible("M"):
+            self.show_view("M")
+        self.messages.action_toggle_all()
 
     @on(Tabs.TabActivated, "#layer-tabs")
     def _layer_tab(self, event: Tabs.TabActivated) -> None:
@@ -149,19 +170,19 @@ class TurnPane(TabPane):
 
     # -- the layer tabs' labels, and the layer a turn's findings bring up ------------------------
 
-    def label_tabs(self, findings: Sequence[Finding], *, compact: bool, width: int) -> None:
+    def label_tabs(self, findings: Sequence[Finding], *, width: int) -> None:
         """Each layer tab says its layer's findings (``E ✖1``); the long labels if they all fit the
         tab strip, else the short ones, so every layer's count is always on screen."""
         room = (self.layer_tabs.size.width or width) - 2
-        labels = tab_labels(findings, compact=compact, room=room)
+        labels = tab_labels(findings, compact=self.compact, room=room)
         for v, label in labels.items():
             self.layer_tabs.query_one(f"#layer-{v}", Tab).label = label
 
-    def bring_up(self, findings: Sequence[Finding], *, narrow: bool, jump: bool = False) -> None:
+    def bring_up(self, findings: Sequence[Finding], *, jump: bool = False) -> None:
         """One pane at a time: a turn whose findings are in another layer than the one shown brings
         that layer up (the worst first) — a warning or an error always, any finding when the shown
         layer has none. ``jump`` (``f``, a finding chosen): even from the messages tab."""
-        if not narrow or (self.view == "M" and not jump):
+        if not self.narrow or (self.view == "M" and not jump):
             return
         layer = layer_to_bring_up(findings, self.view)
         if layer is not None:

@@ -1,0 +1,279 @@
+"""``looptap index``, ``looptap query`` and ``looptap fleet``: the fleet commands (docs/fleet.md).
+
+Registered by the core's command table (``cassettes.cli.OWN_COMMANDS``); DuckDB (the ``fleet``
+extra) is imported only when one of them runs. What they print passes through the CLI's output
+guard, and each table cell is cleaned and clipped first (recorded text: a finding's message, a
+model name, a client's User-Agent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections.abc import Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from cassettes.hints import count
+
+__all__ = ["register_fleet", "register_index", "register_query"]
+
+#: A table cell's width at most, in characters.
+CELL = 60
+
+
+def _say(line: str) -> None:
+    print(f"looptap: {line}", file=sys.stderr)
+
+
+def index_dirs(dirs: Sequence[str], fleet: str | None, jobs: int) -> tuple[Any, Path]:
+    """Update (or make) the index of ``dirs``: the open connection and where it is."""
+    from cassettes.fleet.index import connect, default_fleet, update
+    from cassettes.views.progress import reading_line
+
+    paths = [Path(d) for d in dirs]
+    db = Path(fleet) if fleet else default_fleet(paths[0])
+    con = connect(db)
+    with reading_line(f"the runs under {', '.join(dirs)}") as progress:
+        done = update(con, paths, jobs=max(1, jobs), progress=progress, say=_say)
+    _say(
+        f"indexed {count(done.read, 'run')} ({count(done.round_trips, 'round trip')}), "
+        f"{done.unchanged:,} unchanged, {done.removed:,} removed, {done.skipped:,} skipped: {db}"
+    )
+    return con, db
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    con, _ = index_dirs(args.dirs, args.output, args.jobs)
+    con.close()
+    return 0
+
+
+def _open(fleet: str | None) -> Any:
+    """A read-only connection to the fleet: an index file, or a Parquet export's directory."""
+    from cassettes.fleet.index import FLEET_NAME, connect, duckdb_module, parquet_views
+
+    where = Path(fleet) if fleet else FLEET_NAME
+    if where.is_dir():
+        con = duckdb_module().connect(":memory:")
+        parquet_views(con, where)
+        return con
+    return connect(where, read_only=True)
+
+
+def _run(args: argparse.Namespace, sql: str, params: Sequence[object] = ()) -> int:
+    from cassettes.fleet.index import FleetError, duckdb_module
+
+    con = _open(args.fleet)
+    try:
+        cur = con.execute(sql, list(params))
+    except duckdb_module().Error as exc:
+        raise FleetError(f"the query failed: {str(exc).splitlines()[0]}") from None
+    names = [d[0] for d in cur.description or ()]
+    rows = cur.fetchall()
+    con.close()
+    _print(names, rows, args.format)
+    return 0
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return format(v.normalize(), "f")
+    if isinstance(v, datetime | date):
+        return v.isoformat()
+    if isinstance(v, bool | int | float | str) or v is None:
+        return v
+    return str(v)
+
+
+def _print(names: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
+    if fmt == "json":
+        import orjson
+
+        out = sys.stdout.buffer
+        for r in rows:
+            out.write(
+                orjson.dumps(
+                    {n: _plain(v) for n, v in zip(names, r, strict=True)},
+                    option=orjson.OPT_APPEND_NEWLINE,
+                )
+            )
+        out.flush()
+        return
+    if fmt == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(names)
+        w.writerows([_plain(v) for v in r] for r in rows)
+        return
+    _table(names, rows)
+
+
+def _table(names: list[str], rows: list[tuple[Any, ...]]) -> None:
+    from cassettes.untrusted import clean_line
+
+    def cell(v: Any) -> str:
+        s = "" if v is None else clean_line(str(_plain(v)))
+        return s if len(s) <= CELL else s[: CELL - 1] + "…"
+
+    body = [[cell(v) for v in r] for r in rows]
+    widths = [max([len(n)] + [len(r[i]) for r in body]) for i, n in enumerate(names)]
+    right = [
+        bool(rows) and all(isinstance(r[i], int | float | Decimal) or r[i] is None for r in rows)
+        for i in range(len(names))
+    ]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True)
+        ).rstrip()
+
+    print(line(names))
+    print(line(["-" * w for w in widths]))
+    for r in body:
+        print(line(r))
+    print(f"({count(len(rows), 'row')})")
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    return _run(args, args.sql)
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    from cassettes.fleet import questions
+
+    if args.question == "findings":
+        since = questions.since_time(args.since) if args.since else None
+        sql, params = questions.findings(since, args.new)
+    elif args.question == "cost":
+        sql, params = questions.cost(args.by)
+    elif args.question == "failing-turns":
+        sql, params = questions.failing_turns()
+    else:
+        return _page(args)
+    return _run(args, sql, params)
+
+
+def _page(args: argparse.Namespace) -> int:
+    """``looptap fleet page``: the named questions on one web page (docs/fleet.md)."""
+    from cassettes.fleet import questions
+    from cassettes.fleet.index import FleetError, duckdb_module
+    from cassettes.storage.paths import check_target, staged
+    from cassettes.untrusted import clean_line
+    from cassettes.views.htmlpage import render_fleet_html
+
+    target = check_target(args.output, "the page", force=args.force, hint="--force replaces it")
+    con = _open(args.fleet)
+    tables = []
+    try:
+        for title, (sql, params) in (
+            ("Findings by code", questions.findings(None, False)),
+            ("Cost by model", questions.cost("model")),
+            ("Cost by agent", questions.cost("agent")),
+            ("Failing turns", questions.failing_turns()),
+        ):
+            cur = con.execute(sql, params)
+            names = [d[0] for d in cur.description or ()]
+            rows = [
+                [clean_line(str(_plain(v))) if v is not None else "" for v in r]
+                for r in cur.fetchmany(200)
+            ]
+            tables.append((title, names, rows))
+        runs, failed = con.execute("SELECT count(*), count(error) FROM runs").fetchone()
+    except duckdb_module().Error as exc:
+        raise FleetError(f"the fleet cannot be read: {str(exc).splitlines()[0]}") from None
+    finally:
+        con.close()
+    page = render_fleet_html(f"{count(runs, 'run')} ({failed:,} unreadable)", tables)
+    with staged(target) as s:
+        s.file.write(page.encode())
+    _say(f"wrote {args.output}")
+    return 0
+
+
+def _output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fleet",
+        metavar="FLEET",
+        help="the index (default .looptap/fleet.duckdb) or a directory written by "
+        "looptap export --parquet",
+    )
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="one object per row"
+    )
+    fmt.add_argument("--csv", dest="format", action="store_const", const="csv", help="CSV")
+    p.set_defaults(format="table")
+
+
+def register_index(sub: Any) -> None:
+    p = sub.add_parser(
+        "index",
+        help="index every run under directories into a DuckDB file (the fleet extra)",
+        description="Build or update the fleet index: runs, conversations, turns, findings and "
+        "tool calls of every run under the directories (docs/fleet.md). An unchanged run is not "
+        "read again; a changed one is updated; a removed one leaves.",
+    )
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="directories holding runs")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FLEET",
+        help="the index file (default .looptap/fleet.duckdb beside the first DIR)",
+    )
+    p.add_argument(
+        "--jobs", type=int, default=1, metavar="N", help="read runs in N processes (default 1)"
+    )
+    p.set_defaults(func=cmd_index)
+
+
+def register_query(sub: Any) -> None:
+    p = sub.add_parser(
+        "query",
+        help="run SQL over the fleet index (tables runs, conversations, turns, findings, "
+        "tool_calls)",
+    )
+    p.add_argument("sql", metavar="SQL", help="a DuckDB SQL query")
+    _output_options(p)
+    p.set_defaults(func=cmd_query)
+
+
+def register_fleet(sub: Any) -> None:
+    p = sub.add_parser("fleet", help="everyday questions of the fleet index (docs/fleet.md)")
+    qs = p.add_subparsers(dest="question", metavar="QUESTION", required=True)
+    q = qs.add_parser("findings", help="findings by code: how many, in how many runs, when")
+    q.add_argument("--since", metavar="REF|DATE", help="runs recorded since a date or a git ref")
+    q.add_argument("--new", action="store_true", help="only codes no run before --since had")
+    _output_options(q)
+    q = qs.add_parser("cost", help="cost and tokens by model, agent or day")
+    q.add_argument("--by", choices=("model", "agent", "day"), default="model")
+    _output_options(q)
+    q = qs.add_parser(
+        "failing-turns",
+        help="runs grouped by their first root-cause error and the turn's request shape",
+    )
+    _output_options(q)
+    q = qs.add_parser("page", help="the questions above as one web page (the html extra)")
+    q.add_argument("-o", "--output", default="fleet.html", help="default fleet.html")
+    q.add_argument("--force", action="store_true", help="replace an existing page")
+    q.add_argument("--fleet", metavar="FLEET", help="as for the questions")
+    p.set_defaults(func=cmd_fleet)
+
+
+def export_parquet(dirs: Sequence[str], out: Path, quiet: bool) -> int:
+    """``looptap export --parquet OUTDIR DIR...``: the index of ``dirs`` brought up to date (the
+    default one, beside the first), then its tables written as Parquet under ``out``."""
+    from cassettes.fleet.index import export_parquet as write
+    from cassettes.fleet.index import parquet_dir
+
+    parquet_dir(out)  # refused before anything is read
+    con, _ = index_dirs(dirs, None, 1)
+    try:
+        written = write(con, out)
+    finally:
+        con.close()
+    if not quiet:
+        _say(f"wrote {', '.join(f'{t} {n:,}' for t, n in written.items())} rows: {out}")
+    return 0

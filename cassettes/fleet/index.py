@@ -1,0 +1,413 @@
+"""The fleet index: a DuckDB file holding :data:`~cassettes.fleet.schema.TABLES` for every run
+under some directories, updated incrementally, and its Parquet export.
+
+DuckDB is the optional extra ``looptap[fleet]``: it is imported here, inside the functions that
+need it, and :func:`duckdb_module` turns its absence into one line saying how to install it. The
+core, the pytest plugin and every other command never import it.
+
+**Incremental.** A run whose size, mtime and :func:`~cassettes.fleet.rows.stamp_of` digest are
+those indexed is not read again; a changed or grown one is read (its kept analysis serves the
+unchanged part, docs/kept-analysis.md) and its rows replaced; a removed one's rows leave. A run
+that cannot be read is a ``runs`` row with ``error``, and a line on stderr: never a stopped index.
+Rows reach DuckDB in batches as newline-delimited JSON read by ``read_json`` (DuckDB's row-by-row
+``executemany`` is ~50 times slower).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cassettes.errors import CassetteError
+from cassettes.fleet.files import run_files
+from cassettes.fleet.rows import RunRows, run_rows, stamp_of
+from cassettes.fleet.schema import TABLES
+
+__all__ = [
+    "FleetError",
+    "Indexed",
+    "connect",
+    "default_fleet",
+    "duckdb_module",
+    "export_parquet",
+    "parquet_dir",
+    "update",
+]
+
+#: Where an index goes by default, beside the first directory indexed.
+FLEET_NAME = Path(".looptap") / "fleet.duckdb"
+#: Runs, and rows, gathered before one write.
+BATCH_RUNS = 500
+BATCH_ROWS = 200_000
+
+
+class FleetError(CassetteError, RuntimeError):
+    """The fleet cannot be used: DuckDB missing, no index, a bad query."""
+
+
+def duckdb_module() -> Any:
+    """DuckDB, or a :class:`FleetError` saying in one line how to install it."""
+    try:
+        import duckdb
+    except ImportError:
+        raise FleetError("the fleet commands need DuckDB: pip install 'looptap[fleet]'") from None
+    return duckdb
+
+
+def default_fleet(first_dir: Path) -> Path:
+    """``.looptap/fleet.duckdb`` beside ``first_dir`` (in it, when it is the current directory)."""
+    d = first_dir.resolve()
+    return (d if d == Path.cwd().resolve() else d.parent) / FLEET_NAME
+
+
+def connect(db: Path, *, read_only: bool = False) -> Any:
+    """A connection to the index at ``db`` (created with its tables unless ``read_only``)."""
+    duckdb = duckdb_module()
+    if read_only and not db.is_file():
+        raise FleetError(f"no fleet index at {db}: make one with looptap index DIR")
+    _index_file(db)
+    if not read_only:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(str(db), read_only=read_only)
+    except duckdb.Error as exc:
+        raise FleetError(f"cannot open the fleet index {db}: {exc}") from None
+    if not read_only:
+        _tables(con)
+    return con
+
+
+def _index_file(db: Path) -> None:
+    """Refuse to make an index over a file that is not one (DuckDB would take any file over),
+    a link or anything but a regular file."""
+    if db.is_symlink() or (db.exists() and not db.is_file()):
+        raise FleetError(f"{db} is not a fleet index (a link, a directory or a device)")
+    if db.is_file() and db.stat().st_size:
+        with open(db, "rb") as f:
+            if f.read(12)[8:12] != b"DUCK":
+                raise FleetError(f"{db} is not a fleet index (not a DuckDB file): name another")
+
+
+def _tables(con: Any) -> None:
+    """Create the tables; an index of another schema (an older looptap's) is emptied first, so
+    the update reads every run again into the tables as :data:`TABLES` has them."""
+    have = {
+        table: [(n, t) for n, t, *_ in con.execute(f"DESCRIBE {table}").fetchall()]
+        for (table,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        if table in TABLES
+    }
+    if any(cols != [(n, t) for n, t, _ in TABLES[table]] for table, cols in have.items()):
+        for table in have:
+            con.execute(f"DROP TABLE {table}")
+    for table, columns in TABLES.items():
+        cols = ", ".join(f'"{n}" {t}' for n, t, _ in columns)
+        con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+
+
+@dataclass
+class Indexed:
+    """What an update did, counted in runs."""
+
+    read: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    skipped: int = 0
+    round_trips: int = 0
+
+
+def update(
+    con: Any,
+    dirs: Sequence[Path],
+    *,
+    jobs: int = 1,
+    progress: Callable[[int, int, int], None] | None = None,
+    say: Callable[[str], None] = lambda line: None,
+) -> Indexed:
+    """Bring the index up to date with the runs under ``dirs``: see the module's docstring."""
+    roots = [d.resolve() for d in dirs]
+    for d, r in zip(dirs, roots, strict=True):
+        if not r.is_dir():
+            raise FleetError(f"not a directory: {d}")
+    files = run_files(roots)
+    known = {
+        run: (size, mtime, digest)
+        for run, size, mtime, digest in con.execute(
+            "SELECT run, size, mtime_ns, digest FROM runs"
+        ).fetchall()
+        if any(Path(run).is_relative_to(r) for r in roots)
+    }
+    done = Indexed()
+    todo = _changed(files, known, done)
+    gone = sorted(set(known) - {str(f) for f in files})
+    if gone:
+        _delete(con, gone)
+        done.removed = len(gone)
+    total = sum(size for _, size in todo) or 1
+    read_bytes = 0
+    batch: list[RunRows] = []
+    for rows in _read_all([p for p, _ in todo], jobs):
+        done.read += 1
+        done.round_trips += rows.round_trips
+        read_bytes += rows.stamp.size if rows.stamp else 0
+        if rows.skipped is not None:
+            done.skipped += 1
+            say(f"skipped {rows.path}: {rows.skipped}")
+        batch.append(rows)
+        if len(batch) >= BATCH_RUNS or sum(_count(b) for b in batch) >= BATCH_ROWS:
+            _write(con, batch)
+            batch = []
+        if progress is not None:
+            progress(read_bytes, total, done.round_trips)
+    _write(con, batch)
+    return done
+
+
+def _changed(
+    files: list[Path], known: dict[str, tuple[int, int, str]], done: Indexed
+) -> list[tuple[str, int]]:
+    """The files to read, with their sizes: new, or not what was indexed."""
+    todo: list[tuple[str, int]] = []
+    for f in files:
+        was = known.get(str(f))
+        try:
+            st = f.stat()
+            if was is not None and was[:2] == (st.st_size, st.st_mtime_ns):
+                if stamp_of(f).digest == was[2]:
+                    done.unchanged += 1
+                    continue
+        except OSError:
+            pass  # read below: its row says why it cannot be
+        todo.append((str(f), _size(f)))
+    return todo
+
+
+def _size(f: Path) -> int:
+    try:
+        return f.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_all(paths: list[str], jobs: int) -> Iterator[RunRows]:
+    """Each run's rows, in order; in ``jobs`` worker processes when more than one."""
+    if jobs <= 1 or len(paths) < 2:
+        yield from map(run_rows, paths)
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        yield from pool.map(run_rows, paths, chunksize=8)
+
+
+def _count(rows: RunRows) -> int:
+    return sum(len(v) for v in rows.tables.values())
+
+
+def _delete(con: Any, runs: list[str]) -> None:
+    for table in TABLES:
+        con.execute(f"DELETE FROM {table} WHERE run IN (SELECT unnest(?::VARCHAR[]))", [runs])
+
+
+def _write(con: Any, batch: list[RunRows]) -> None:
+    """Replace the batch's runs' rows, in one transaction."""
+    if not batch:
+        return
+    with tempfile.TemporaryDirectory(prefix="looptap-fleet-") as tmp:
+        con.execute("BEGIN")
+        try:
+            _delete(con, [b.path for b in batch])
+            for table, columns in TABLES.items():
+                _load(con, table, columns, (r for b in batch for r in b.tables.get(table, ())), tmp)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+
+def _load(
+    con: Any,
+    table: str,
+    columns: tuple[tuple[str, str, str], ...],
+    rows: Iterable[dict[str, Any]],
+    tmp: str,
+) -> None:
+    path = os.path.join(tmp, f"{table}.jsonl")
+    n = 0
+    with open(path, "wb") as f:
+        for r in rows:
+            f.write(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE))
+            n += 1
+    if not n:
+        return
+    spec = ", ".join(f"'{name}': '{kind}'" for name, kind, _ in columns)
+    names = ", ".join(f'"{name}"' for name, _, _ in columns)
+    con.execute(
+        f"INSERT INTO {table} ({names}) SELECT {names} FROM read_json(?, "
+        f"format='newline_delimited', columns={{{spec}}})",
+        [path],
+    )
+
+
+def export_parquet(con: Any, out: Path) -> dict[str, int]:
+    """Every table as Parquet under ``out/<table>/day=YYYY-MM-DD/``: rows written per table.
+    Each ``out/<table>`` is replaced whole (``OVERWRITE``); nothing else in ``out`` is touched."""
+    parquet_dir(out)
+    written: dict[str, int] = {}
+    duckdb = duckdb_module()
+    for table in TABLES:
+        target = str(out / table)
+        written[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        try:
+            con.execute(
+                f"COPY (SELECT * FROM {table} ORDER BY run) TO '{_quoted(target)}' "
+                "(FORMAT PARQUET, PARTITION_BY (day), OVERWRITE)"
+            )
+        except duckdb.Error as exc:
+            raise FleetError(f"cannot write {target}: {str(exc).splitlines()[0]}") from None
+    return written
+
+
+def parquet_dir(out: Path) -> None:
+    """Make the export's directory, or refuse a name that is not one (a file, a link)."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise FleetError(f"the Parquet export goes to a directory: {out} is not one")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def parquet_views(con: Any, where: Path) -> None:
+    """Views named as the tables over a Parquet export at ``where`` (``looptap query --fleet``)."""
+    for table, columns in TABLES.items():
+        if not any((where / table).glob("**/*.parquet")):  # no row: the table, empty
+            cols = ", ".join(f'"{n}" {t}' for n, t, _ in columns)
+            con.execute(f"CREATE TABLE {table} ({cols})")
+            continue
+        pattern = str(where / table / "**" / "*.parquet")
+        con.execute(
+            f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{_quoted(pattern)}', "
+            "hive_partitioning = true)"
+        )
+
+
+def _quoted(s: str) -> str:
+    return s.replace("'", "''")
+
+
+def find_index(roots: Sequence[Path]) -> Path | None:
+    """The index of ``roots`` (``.looptap/fleet.duckdb`` in the first root or beside it), if any."""
+    if not roots:
+        return None
+    for where in (roots[0] / FLEET_NAME, roots[0].parent / FLEET_NAME):
+        if where.is_file():
+            return where
+    return None
+
+
+def overviews(roots: Sequence[Path], paths: Sequence[Path]) -> dict[Path, dict[str, Any]]:
+    """The MCP server's ``list_runs`` figures of those of ``paths`` the index of ``roots`` holds
+    as they are now (same size and mtime, read without error); ``{}`` without DuckDB, without
+    an index, or when it cannot be read (being written): the caller reads the runs instead."""
+    db = find_index(roots)
+    if db is None or not paths:
+        return {}
+    try:
+        import duckdb
+    except ImportError:
+        return {}
+    stamps: dict[str, tuple[Path, int, int]] = {}
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        stamps[str(p)] = (p, st.st_size, st.st_mtime_ns)
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error:
+        return {}
+    try:
+        return _overviews(con, stamps)
+    except duckdb.Error:
+        return {}
+    finally:
+        con.close()
+
+
+def _overviews(con: Any, stamps: dict[str, tuple[Path, int, int]]) -> dict[Path, dict[str, Any]]:
+    names = list(stamps)
+    out: dict[Path, dict[str, Any]] = {}
+    for run, size, mtime, trips, problems in con.execute(
+        "SELECT run, size, mtime_ns, round_trips, problems FROM runs "
+        "WHERE run IN (SELECT unnest(?::VARCHAR[])) AND error IS NULL",
+        [names],
+    ).fetchall():
+        path, now_size, now_mtime = stamps[run]
+        if (size, mtime) == (now_size, now_mtime):
+            out[path] = {"round_trips": trips, "conversations": 0, "turns": 0, "findings": {}}
+            out[path].update(cost_usd=0.0, cost_estimated=False, problems=problems)
+    held = [str(p) for p in out]
+    by_run = {str(p): o for p, o in out.items()}
+    for run, conversations, turns in con.execute(
+        "SELECT run, count(DISTINCT conversation), count(*) FROM turns "
+        "WHERE run IN (SELECT unnest(?::VARCHAR[])) GROUP BY run",
+        [held],
+    ).fetchall():
+        by_run[run].update(conversations=conversations, turns=turns)
+    for run, layer, severity, n in con.execute(
+        "SELECT run, layer, severity, count(*) FROM findings "
+        "WHERE run IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL ORDER BY ALL",
+        [held],
+    ).fetchall():
+        by_run[run]["findings"].setdefault(layer, {})[severity] = n
+    # each conversation's last turn: its cumulative cost, summed as the listing sums it
+    priced = dict.fromkeys(held, True)
+    for run, cumulative, estimated in con.execute(
+        "SELECT run, arg_max(cumulative_cost, turn), arg_max(cumulative_estimated, turn) "
+        "FROM turns WHERE run IN (SELECT unnest(?::VARCHAR[])) GROUP BY run, conversation "
+        "ORDER BY run, min(seq)",
+        [held],
+    ).fetchall():
+        o = by_run[run]
+        if cumulative is None:
+            priced[run] = False
+            continue
+        o["cost_usd"] += float(cumulative)
+        o["cost_estimated"] = o["cost_estimated"] or bool(estimated)
+    for run, o in by_run.items():
+        o["cost_usd"] = round(o["cost_usd"], 6) if priced[run] else None
+        o["cost_estimated"] = o["cost_estimated"] if priced[run] else None
+    return out
+
+
+def runs_mentioning(roots: Sequence[Path], query: str, limit: int = 50) -> list[Path]:
+    """Runs of the index of ``roots`` with a finding message or a tool call's name holding
+    ``query`` (case-insensitive), newest first: the MCP server's search reads these first, so a
+    hit beyond the newest runs is found. ``[]`` without DuckDB or an index."""
+    db = find_index(roots)
+    if db is None:
+        return []
+    try:
+        import duckdb
+    except ImportError:
+        return []
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error:
+        return []
+    try:
+        found = con.execute(
+            "SELECT run FROM runs WHERE run IN ("
+            "  SELECT run FROM findings WHERE contains(lower(message), lower(?))"
+            "  UNION SELECT run FROM tool_calls WHERE contains(lower(name), lower(?))"
+            ") ORDER BY recorded DESC LIMIT ?",
+            [query, query, limit],
+        ).fetchall()
+    except duckdb.Error:
+        return []
+    finally:
+        con.close()
+    return [Path(r[0]) for r in found if Path(r[0]).is_file()]

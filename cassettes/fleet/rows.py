@@ -1,0 +1,231 @@
+"""One run as the fleet's rows (:data:`cassettes.fleet.schema.TABLES`), taken from its ``show
+--json`` objects: the same code, so the fleet's numbers are ``show``'s. Pure Python, no DuckDB: it
+runs in ``looptap index --jobs`` worker processes, which hand back plain rows.
+
+A run that cannot be read is one ``runs`` row with ``error`` set (and the line the index prints),
+never an exception out of here: one bad file never stops an index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cassettes.errors import CassetteError
+
+__all__ = ["RunRows", "Stamp", "run_rows", "stamp_of"]
+
+#: How much of each end of a file the change check reads.
+EDGE = 64 * 1024
+_RANK = {"info": 0, "warning": 1, "error": 2}
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What tells a run's file unchanged: size, mtime and a digest of its two ends."""
+
+    size: int
+    mtime_ns: int
+    digest: str
+
+
+def stamp_of(path: Path) -> Stamp:
+    """The file's :class:`Stamp` (its size and both ends read; an ``OSError`` when it cannot be)."""
+    st = path.stat()
+    h = hashlib.sha256(str(st.st_size).encode())
+    with open(path, "rb") as f:
+        h.update(f.read(EDGE))
+        if st.st_size > EDGE:
+            f.seek(max(EDGE, st.st_size - EDGE))
+            h.update(f.read(EDGE))
+    return Stamp(st.st_size, st.st_mtime_ns, h.hexdigest())
+
+
+@dataclass
+class RunRows:
+    """A run's rows by table, and the line to print when it was skipped."""
+
+    path: str
+    stamp: Stamp | None
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    skipped: str | None = None
+    round_trips: int = 0
+
+
+def run_rows(path: str) -> RunRows:
+    """``path``'s rows (the stamp is taken before reading: a file written meanwhile is read again
+    by the next index). Never raises for the run's content; a run that cannot be read, or that
+    failed in the reader, is a ``runs`` row with ``error`` and :attr:`RunRows.skipped` set."""
+    p = Path(path)
+    try:
+        stamp = stamp_of(p)
+    except OSError as exc:
+        return RunRows(path, None, skipped=f"cannot read: {exc.strerror or exc}")
+    base = {"run": path, "day": None, "recorded": None}
+    when = datetime.fromtimestamp(stamp.mtime_ns / 1e9, UTC)
+    run_row: dict[str, Any] = {**base, "size": stamp.size, "mtime_ns": stamp.mtime_ns}
+    run_row["digest"] = stamp.digest
+    out = RunRows(path, stamp, {"runs": [run_row]})
+    try:
+        _read(p, out, run_row, when)
+    except (CassetteError, OSError, ValueError, MemoryError) as exc:
+        _failed(out, run_row, when, str(exc) or type(exc).__name__)
+    except Exception as exc:  # a reader's bug on one run never stops the index
+        _failed(out, run_row, when, f"looptap failed on this run ({type(exc).__name__}: {exc})")
+    return out
+
+
+def _failed(out: RunRows, run_row: dict[str, Any], when: datetime, why: str) -> None:
+    out.tables = {"runs": [run_row]}
+    why = why.removeprefix(f"{out.path}: ")  # the line names the file already
+    run_row.update(day=when.date().isoformat(), recorded=when.isoformat(), error=why[:500])
+    out.skipped = why.splitlines()[0][:300] if why else "unreadable"
+
+
+def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> None:
+    from cassettes.reading.shown import show_objects
+    from cassettes.reading.branch import origin_in
+    from cassettes.reading.run import open_run
+
+    run = open_run(p)
+    try:
+        if run.epoch is not None:
+            when = datetime.fromtimestamp(run.epoch, UTC)
+        day = when.date().isoformat()
+        meta = _dict(run.header.get("meta"))
+        origin = origin_in(run.header)
+        client = _client(run)
+        run_row.update(
+            day=day,
+            recorded=when.isoformat(),
+            format=run.kind,
+            command=_str(meta.get("command")),
+            client=client,
+            agent=_str(meta.get("agent")) or (client.split("/")[0].split()[0] if client else None),
+            branch_origin=_str(origin.get("path") or origin.get("run")) if origin else None,
+            problems=len(run.problems),
+        )
+        turns: list[dict[str, Any]] = []
+        findings: list[dict[str, Any]] = []
+        calls: list[dict[str, Any]] = []
+        convs: dict[str, dict[str, Any]] = {}
+        n = 0
+        for v in show_objects(run, p):
+            n += 1
+            key = {"run": out.path, "day": day, "seq": v["seq"]}
+            for i, tc in enumerate(v.get("tool_calls") or []):
+                calls.append(_call(key, i, tc))
+            if v.get("conversation") is None:
+                continue
+            turns.append(_turn(key, v))
+            for i, f in enumerate(v.get("findings") or []):
+                findings.append(_finding(out.path, day, i, f))
+            c = convs.setdefault(
+                v["conversation"],
+                {
+                    "run": out.path,
+                    "day": day,
+                    "conversation": v["conversation"],
+                    "kind": v.get("conversation_kind"),
+                    "parent_seq": v.get("conversation_parent_seq"),
+                    "turns": 0,
+                    "first_seq": v["seq"],
+                },
+            )
+            c["turns"] += 1
+        run_row["round_trips"] = out.round_trips = n
+        out.tables.update(
+            conversations=list(convs.values()), turns=turns, findings=findings, tool_calls=calls
+        )
+    finally:
+        run.close()
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: Any, limit: int = 300) -> str | None:
+    return str(value)[:limit] if isinstance(value, str | int | float) and value != "" else None
+
+
+def _client(run: Any) -> str | None:
+    for ex in run.exchanges:
+        return _str(ex.request_header("user-agent"), 120)
+    return None
+
+
+def _turn(key: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
+    tok = v.get("tokens") or {}
+    timing = v.get("timing") or {}
+    req = v.get("request") or {}
+    fs = v.get("findings") or []
+    layers = {f.get("layer") for f in fs}
+    worst = max((f.get("severity") for f in fs), key=lambda s: _RANK.get(s, -1), default=None)
+    return key | {
+        "conversation": v.get("conversation"),
+        "turn": v.get("turn"),
+        "family": v.get("family"),
+        "host": v.get("host"),
+        "model_requested": v.get("model_requested"),
+        "model_served": v.get("model_served"),
+        "status": v.get("status"),
+        "finish": (v.get("finish_reason") or {}).get("normalised"),
+        "finish_raw": (v.get("finish_reason") or {}).get("raw"),
+        "complete": v.get("complete"),
+        "layers": "".join(x for x in "EAC" if x in layers) or None,
+        "worst": worst,
+        "input_tokens": tok.get("input"),
+        "output_tokens": tok.get("output"),
+        "cache_read_tokens": tok.get("cache_read"),
+        "cache_write_tokens": tok.get("cache_write"),
+        "reasoning_tokens": tok.get("reasoning"),
+        "token_source": tok.get("source"),
+        "cost": tok.get("cost"),
+        "cost_estimated": tok.get("price_estimated"),
+        "cumulative_cost": tok.get("cumulative_cost"),
+        "cumulative_estimated": tok.get("cumulative_estimated"),
+        "ttfb": timing.get("ttfb"),
+        "ttft": timing.get("ttft"),
+        "duration": timing.get("duration"),
+        "messages": req.get("messages"),
+        "tools_offered": len(req.get("tools") or []) if req else None,
+        "tool_calls": len(v.get("tool_calls") or []),
+    }
+
+
+def _finding(run: str, day: str, i: int, f: dict[str, Any]) -> dict[str, Any]:
+    details = _dict(f.get("details"))
+    return {
+        "run": run,
+        "day": day,
+        "code": f.get("code"),
+        "layer": f.get("layer"),
+        "severity": f.get("severity"),
+        "seq": f.get("seq"),
+        "conversation": f.get("conversation"),
+        "turn": f.get("turn"),
+        "position": i,
+        "caused_by": _str(details.get("caused_by")),
+        "message": f.get("message"),
+    }
+
+
+def _call(key: dict[str, Any], i: int, tc: dict[str, Any]) -> dict[str, Any]:
+    raw = tc.get("arguments_raw")
+    return key | {
+        "position": i,
+        "id": tc.get("id"),
+        "name": tc.get("name"),
+        "ran_by": tc.get("ran_by"),
+        "arguments_bytes": len(raw.encode()) if isinstance(raw, str) else None,
+        "arguments_error": tc.get("arguments_error"),
+    }
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

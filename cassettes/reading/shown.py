@@ -1,0 +1,101 @@
+"""A run's ``show --json`` objects (``looptap.roundtrip/1`` with the analysis additions,
+docs/show-json.md), made in one place: ``looptap show`` prints them, ``looptap index`` takes the
+fleet's rows from them, so the fleet's numbers are ``show``'s by construction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cassettes.parsing.roundtrip import RoundTrip
+    from cassettes.wire.exchange import Exchange
+
+__all__ = ["EMPTY_TURN", "prefix_tolerated", "show_objects", "show_pairs"]
+
+#: The analysis additions of a round trip that is not a model call.
+EMPTY_TURN: dict[str, Any] = {
+    "conversation": None, "turn": None, "previous_seq": None, "conversation_kind": None, "conversation_parent_seq": None,  # noqa: E501
+    "layers": None, "tokens": None, "findings": [],
+}  # fmt: skip
+
+
+def show_objects(run: Any, path: Path) -> Iterator[dict[str, Any]]:
+    """The run's ``show --json`` objects (``looptap.roundtrip/1`` with the analysis), one round
+    trip at a time, kept with a kept analysis: what ``show --json`` prints, for the other readers
+    that must give the same numbers (``looptap index``)."""
+    for v, _row in run.printed(lambda: show_pairs(run, path)):
+        yield v
+
+
+def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
+    """Each round trip's ``show --json`` object and its growth row, in order, made afresh."""
+    from cassettes.views.roundtrip_object import roundtrip_json
+    from cassettes.views.view import (
+        conversation_json,
+        edits_json,
+        growth_row,
+        mark_inferred,
+        mcp_link_json,
+        turn_json,
+    )
+
+    turns = run.analysis.turns
+    ran = {c.call_id: c for c in run.analysis.mcp_calls.values() if c.call_id}
+    # The conversations that branched from another (few): every other one is a main one. (Made for
+    # text too: the printed views are kept with a kept analysis, and a later --json reads them.)
+    branched = {c.id: c for c in run.analysis.conversations if c.parent_seq is not None}
+    prefix = prefix_tolerated(path, run)
+    firsts: set[str] = set()
+
+    def view(ex: Exchange, rt: RoundTrip) -> list[Any]:
+        """One round trip's printed view and growth row: of that round trip and the analysis
+        only (it may be made in a worker process: ``Run.each_pair``)."""
+        v = roundtrip_json(rt, ex)
+        if ex.edits:
+            v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)
+        if ex.reconstructed:
+            v["reconstructed"] = ex.reconstructed  # an imported trace's (docs/interop.md)
+        turn = turns.get(v["seq"])
+        v.update(turn_json(turn) if turn is not None else EMPTY_TURN)
+        if ex.reconstructed:
+            mark_inferred(v)  # findings resting on what the trace did not give
+        if turn is not None:
+            parent = branched.get(turn.conversation)
+            v.update(
+                conversation_json(parent)
+                if parent is not None
+                else {"conversation_kind": "main", "conversation_parent_seq": None}
+            )
+        link = run.analysis.mcp_calls.get(v["seq"])
+        if link is not None and v.get("mcp") is not None:
+            v["mcp"]["linked"] = mcp_link_json(link)
+        for tc in v["tool_calls"] if ran else []:
+            by = ran.get(tc.get("id") or "")
+            if by is not None:
+                tc["mcp"] = {"seq": by.seq, "tool": by.tool, "by": by.linked_by}
+        return [v, growth_row(turn) if turn is not None else None]
+
+    for made in run.each_pair(view):  # in order, whichever process made them
+        v = made[0]
+        conv = str(v.get("conversation"))
+        # a branch's first turn: what its prefix tolerated
+        if conv in prefix and conv not in firsts:
+            firsts.add(conv)
+            v["tolerated"] = prefix[conv]
+        yield made
+
+
+def prefix_tolerated(path: Path, run: Any) -> dict[str, list[dict[str, Any]]]:
+    """For a fork's branch: per conversation, what its prefix tolerated (docs/fork.md)."""
+    from cassettes.reading.branch import fork_notes, origin_in, tolerated_by_conversation
+
+    if origin_in(run.header) is None:
+        return {}
+    notes = fork_notes(path)["tolerated"]
+    return (
+        tolerated_by_conversation(notes, [str(c.id) for c in run.analysis.conversations])
+        if notes
+        else {}
+    )

@@ -1,0 +1,320 @@
+"""``looptap index`` over time and on bad input: an unchanged run is not read again, a changed
+or grown one is, a removed one leaves; a damaged, foreign, empty, still-written or refused file is
+indexed as far as it reads or skipped with one line, never a stopped index. And the named
+questions, and the fleet commands without DuckDB."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from real_corpus import CORPUS
+
+from tests.support import progress
+
+duckdb = pytest.importorskip("duckdb")
+A = CORPUS / "pydantic-ai/tests/models/cassettes/test_openrouter/test_openrouter_errors_raised.yaml"
+B = CORPUS / "llm-anthropic/tests/cassettes/test_anthropic/test_tools.yaml"
+C = (
+    CORPUS / "pydantic-ai/tests/models/cassettes/test_groq/"
+    "test_tool_use_failed_error_streaming_with_text.yaml"
+)
+
+
+def looptap(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    return progress.run(
+        [sys.executable, "-m", "cassettes.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **env},
+    )
+
+
+def _index(runs: Path, db: Path, **env: str) -> str:
+    r = looptap("index", str(runs), "-o", str(db), **env)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    return r.stderr
+
+
+def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return sorted(con.execute(sql).fetchall(), key=repr)
+    finally:
+        con.close()
+
+
+def _cassette(src: Path, out: Path) -> Path:
+    r = looptap("import", str(src), "-o", str(out), "-q")
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_an_unchanged_run_is_not_read_again_a_changed_one_is_a_removed_one_leaves(
+    tmp_path: Path,
+) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    a = _cassette(A, runs / "a.jsonl")
+    b = shutil.copy(B, runs / "b.yaml")
+    c = shutil.copy(C, runs / "c.yaml")
+    db = tmp_path / "fleet.duckdb"
+    assert "indexed 3 runs" in _index(runs, db)
+    before = _rows(db, "SELECT run, size, digest FROM runs")
+    said = _index(runs, db)
+    assert "indexed 0 runs (0 round trips), 3 unchanged, 0 removed" in said
+    assert _rows(db, "SELECT run, size, digest FROM runs") == before
+    # a grown run (a recording appended to: here, b's bytes become c's), a removed one
+    Path(b).write_bytes(Path(C).read_bytes())
+    Path(c).unlink()
+    said = _index(runs, db)
+    assert "indexed 1 run " in said and "2 unchanged" not in said and "1 removed" in said
+    assert "1 unchanged" in said
+    assert _rows(db, "SELECT DISTINCT run FROM turns") == sorted(
+        [(str(a.resolve()),), (str(Path(b).resolve()),)], key=repr
+    )
+    # b's rows are now those of c's content: the codes of C's findings, none of B's
+    codes = {
+        r[0] for r in _rows(db, f"SELECT code FROM findings WHERE run = '{Path(b).resolve()}'")
+    }
+    assert "A.error_in_200" in codes
+    # same size and mtime, other bytes: the digest tells
+    st = a.stat()
+    data = bytearray(a.read_bytes())
+    data[-2:-1] = b" " if data[-2:-1] != b" " else b"\t"
+    a.write_bytes(bytes(data))
+    os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert "indexed 1 run " in _index(runs, db)
+
+
+def test_bad_input_is_indexed_or_skipped_with_a_line(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    good = _cassette(A, runs / "good.jsonl")
+    whole = good.read_bytes()
+    # a run cut in the middle of a record (a recording killed, or still being written)
+    (runs / "cut.jsonl").write_bytes(whole[: len(whole) * 2 // 3])
+    (runs / "notes.jsonl").write_text("not a cassette\n")
+    (runs / "empty.yaml").write_bytes(b"")
+    (runs / "config.yaml").write_text("a: [1, 2\n")  # YAML, not vcrpy
+    (runs / "bytes.jsonl").write_bytes(os.urandom(5000))
+    db = tmp_path / "fleet.duckdb"
+    said = _index(runs, db)
+    lines = [line for line in said.splitlines() if line.startswith("looptap: skipped ")]
+    skipped = {line.split()[2].rstrip(":").rsplit("/", 1)[-1] for line in lines}
+    assert skipped == {"notes.jsonl", "empty.yaml", "config.yaml", "bytes.jsonl"}
+    assert all(len(line) < 500 for line in lines)
+    # every file has its row; the cut run is indexed as far as it reads, its problems counted
+    rows = {
+        Path(r[0]).name: r[1:]
+        for r in _rows(db, "SELECT run, round_trips, problems, error FROM runs")
+    }
+    assert set(rows) == {p.name for p in runs.iterdir()}
+    assert rows["good.jsonl"][2] is None and rows["good.jsonl"][0] > 0
+    assert rows["cut.jsonl"][2] is None and 0 < rows["cut.jsonl"][0] <= rows["good.jsonl"][0]
+    assert rows["cut.jsonl"][1] > 0
+    assert rows["notes.jsonl"][2]
+    # skipped files are not tried again until they change
+    assert "indexed 0 runs" in _index(runs, db)
+    # the run that was being written is finished: read again, whole
+    (runs / "cut.jsonl").write_bytes(whole)
+    assert "indexed 1 run " in _index(runs, db)
+    got = _rows(db, "SELECT round_trips, problems FROM runs WHERE run LIKE '%cut.jsonl'")
+    assert got == [(rows["good.jsonl"][0], 0)]
+    # an export to a file, an index that is not DuckDB's: one line each, nothing overwritten
+    for args in (
+        ["export", "--parquet", str(good), str(runs)],
+        ["index", str(runs), "-o", str(good)],
+        ["query", "--fleet", str(good), "SELECT 1"],
+    ):
+        r = looptap(*args)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert good.read_bytes() == whole
+
+
+def test_a_run_too_large_for_the_memory_budget_is_skipped_with_a_line(tmp_path: Path) -> None:
+    """A 1 GB run stands here as a run the reader refuses for its size: the memory budget is
+    made smaller than the run instead of the run larger than the budget."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    _cassette(A, runs / "big.jsonl")
+    shutil.copy(B, runs / "small.yaml")  # (a vcrpy cassette is read whole: bounded by its loader)
+    said = _index(runs, tmp_path / "fleet.duckdb", LOOPTAP_MEMORY_BUDGET_MB="1")
+    lines = [line for line in said.splitlines() if line.startswith("looptap: skipped ")]
+    assert len(lines) == 1 and "big.jsonl: analysing this run needs more than the memory" in said
+    assert "indexed 2 runs" in said
+
+
+def _at(path: Path, day: str) -> None:
+    t = datetime.fromisoformat(day).timestamp()
+    os.utime(path, (t, t))
+
+
+def test_named_questions(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for name, src, day in (("old.yaml", A, "2026-01-01"), ("new.yaml", A, "2026-02-01")):
+        _at(Path(shutil.copy(src, runs / name)), day)
+    _at(Path(shutil.copy(C, runs / "other.yaml")), "2026-02-02")
+    db = tmp_path / "fleet.duckdb"
+    _index(runs, db)
+
+    def ask(*args: str) -> list[dict[str, Any]]:
+        r = looptap("fleet", *args, "--fleet", str(db), "--json")
+        assert r.returncode == 0, r.stderr
+        return [orjson.loads(line) for line in r.stdout.splitlines()]
+
+    every = {r["code"]: r for r in ask("findings")}
+    assert every["A.rate_limited"]["runs"] == 2
+    since = {r["code"] for r in ask("findings", "--since", "2026-01-15")}
+    new = {r["code"] for r in ask("findings", "--since", "2026-01-15", "--new")}
+    assert new and new < since and "A.rate_limited" in since - new
+    assert new == {
+        r[0] for r in _rows(db, "SELECT code FROM findings WHERE run LIKE '%other.yaml'")
+    }
+    days = ask("cost", "--by", "day")
+    assert [d["day"] for d in days] == sorted(d["day"] for d in days) or len(days) == 3
+    assert {d["day"] for d in days} == {"2026-01-01", "2026-02-01", "2026-02-02"}
+    total = _rows(db, "SELECT sum(cost) FROM turns")[0][0]
+    by_model = ask("cost")
+    assert sum(float(m["cost_usd"] or 0) for m in by_model) == pytest.approx(float(total))
+    failing = ask("failing-turns")
+    assert failing and all(f["root_cause"] for f in failing)
+    assert sum(f["runs"] for f in failing) == len(
+        _rows(
+            db, "SELECT DISTINCT run FROM findings WHERE severity = 'error' AND caused_by IS NULL"
+        )
+    )
+    r = looptap("fleet", "findings", "--new", "--fleet", str(db))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--since" in r.stderr
+
+
+def test_query_output_never_drives_the_terminal(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(B, runs / "b.yaml")
+    db = tmp_path / "fleet.duckdb"
+    _index(runs, db)
+    r = looptap("query", "--fleet", str(db), "SELECT chr(27) || ']0;owned' || chr(7) AS x, 1 AS n")
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "owned" in r.stdout
+    r = looptap("query", "--fleet", str(db), "SELECT nonsense FROM nowhere")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    r = looptap("query", "--fleet", str(tmp_path / "none.duckdb"), "SELECT 1")
+    assert r.returncode == 2 and "looptap index" in r.stderr
+
+
+_NO_DUCKDB = (
+    "import sys; sys.modules['duckdb'] = None\n"  # an import of it raises ImportError
+    "from cassettes.cli import main; sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def test_without_duckdb_the_commands_say_how_to_install_it(tmp_path: Path) -> None:
+    for args in (["index", str(tmp_path)], ["query", "SELECT 1"], ["fleet", "cost"]):
+        r = progress.run(
+            [sys.executable, "-c", _NO_DUCKDB, *args], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert r.returncode == 2, r.stderr
+        assert (
+            r.stderr
+            == "looptap: error: the fleet commands need DuckDB: pip install 'looptap[fleet]'\n"
+        )
+
+
+def test_the_core_and_the_pytest_plugin_never_import_duckdb(tmp_path: Path) -> None:
+    run = shutil.copy(B, tmp_path / "b.yaml")
+    code = (
+        "import sys, os\n"
+        "import cassettes, cassettes.replay.testing.plugin, cassettes.fleet.cli\n"
+        "from cassettes.cli import main\n"
+        f"main(['show', '--json', {str(run)!r}])\n"
+        "os.write(2, str('duckdb' in sys.modules).encode())\n"
+    )
+    r = progress.run(
+        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert r.returncode == 0 and r.stderr.endswith("False"), r.stderr
+
+
+def test_mcp_search_reaches_an_old_run_through_the_index(tmp_path: Path) -> None:
+    """The MCP search reads the 50 newest runs; with an index, the runs whose findings mention the
+    query are read first, whatever their age."""
+    from cassettes.mcp.query import Runs
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    _at(Path(shutil.copy(C, runs / "old.yaml")), "2026-01-01")
+    for i in range(50):
+        _at(Path(shutil.copy(B, runs / f"new{i:02}.yaml")), "2026-02-01")
+
+    def hits() -> set[str]:
+        answer = Runs([runs]).search("tool_use_failed", limit=5)
+        return {h["run"] for h in answer["recorded"]["hits"]}
+
+    assert hits() == set()
+    r = looptap("index", str(runs))
+    assert r.returncode == 0, r.stderr
+    assert hits() == {"old.yaml"}
+
+
+def test_fleet_page(tmp_path: Path) -> None:
+    """``looptap fleet page``: the named questions as one page, with no script, its recorded text
+    escaped; an existing page is replaced only with --force."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(C, runs / "c<b>.yaml")
+    db = tmp_path / "fleet.duckdb"
+    _index(runs, db)
+    page = tmp_path / "fleet.html"
+    r = looptap("fleet", "page", "--fleet", str(db), "-o", str(page))
+    assert r.returncode == 0, r.stderr
+    html = page.read_text()
+    assert "A.error_in_200" in html and "Failing turns" in html and "1 run (0 unreadable)" in html
+    assert "<script" not in html and "default-src &#39;none&#39;" in html
+    assert "c&lt;b&gt;.yaml" in html and "<b>" not in html  # recorded names, escaped
+    r = looptap("fleet", "page", "--fleet", str(db), "-o", str(page))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and page.read_text() == html
+
+
+def test_the_index_reports_its_progress_run_by_run(tmp_path: Path) -> None:
+    """The progress callback (the command's progress line, views/progress.py) is told after each
+    run: bytes read grow to the total to read, round trips to those indexed."""
+    from cassettes.fleet.index import connect, update
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for i, src in enumerate((A, B, C)):
+        shutil.copy(src, runs / f"r{i}.yaml")
+    seen: list[tuple[int, int, int]] = []
+    con = connect(tmp_path / "fleet.duckdb")
+    done = update(con, [runs], progress=lambda *a: seen.append(a))
+    con.close()
+    assert len(seen) == 3
+    assert [s[0] for s in seen] == sorted(s[0] for s in seen)
+    assert seen[-1][0] == seen[-1][1] == sum(p.stat().st_size for p in runs.iterdir())
+    assert seen[-1][2] == done.round_trips > 0
+
+
+def test_since_takes_a_date_or_a_git_ref(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cassettes.errors import CassetteError
+    from cassettes.fleet.questions import since_time
+
+    assert since_time("2026-11-25") == datetime(2026, 11, 25)
+    assert since_time("2026-11-25T10:00:00+02:00") == datetime(2026, 11, 25, 8)  # as UTC
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    head = subprocess.run(
+        ["git", "log", "-1", "--format=%ct", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout
+    assert since_time("HEAD") == datetime.fromtimestamp(int(head), UTC).replace(tzinfo=None)
+    with pytest.raises(CassetteError, match=r"a date .* or a git ref"):
+        since_time("no-such-ref-anywhere")
