@@ -87,9 +87,9 @@ def _failed(out: RunRows, run_row: dict[str, Any], when: datetime, why: str) -> 
 
 
 def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> None:
-    from cassettes.reading.shown import show_objects
     from cassettes.reading.branch import origin_in
     from cassettes.reading.run import open_run
+    from cassettes.reading.shown import show_objects
 
     run = open_run(p)
     try:
