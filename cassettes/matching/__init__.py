@@ -20,69 +20,31 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_EXPORTS = {
-    "DETECTORS": "_volatile",
-    "Detector": "_volatile",
-    "IGNORED": "_volatile",
-    "NUMBERED": "_volatile",
-    "Numbering": "_volatile",
-    "Span": "_volatile",
-    "Tolerated": "_volatile",
-    "VolatileSpans": "_volatile",
-    "slug": "_volatile",
-    "this_process": "_volatile",
-    "tolerated": "_volatile",
-    "ANY_INDEX": "_rules",
-    "ANY_KEY": "_rules",
-    "MAX_MATCHES": "_rules",
-    "RuleError": "_rules",
-    "Rules": "_rules",
-    "format_rule_path": "_rules",
-    "from_flags": "_rules",
-    "from_table": "_rules",
-    "parse_ignore": "_rules",
-    "parse_path": "_rules",
-    "parse_substitution": "_rules",
-    "substitute": "_rules",
-    "find_config": "_config",
-    "rules_from_config": "_config",
-    "MAX_PATH": "_places",
-    "here": "_places",
-    "path_value": "_places",
-    "recorded": "_places",
-    "recorded_time": "_places",
-    "volatile_for": "_places",
-    "Change": "_jsondiff",
-    "clip": "_jsondiff",
-    "format_path": "_jsondiff",
-    "json_diff": "_jsondiff",
-    "short": "_jsondiff",
-    "window": "_jsondiff",
-    "RequestKey": "_requestkey",
-    "bare_text": "_requestkey",
-    "request_key": "_requestkey",
-    "Verdict": "_verdicts",
-    "attribute": "_verdicts",
-    "EXCHANGE_CACHE": "_matcher",
-    "InMemory": "_matcher",
-    "Matcher": "_matcher",
-    "Miss": "_matcher",
-    "Recorded": "_matcher",
-    "tolerated_notes": "_matcher",
-    "IndexedRecordings": "_indexed",
-    "MAX_TURNS": "_tolerated",
-    "PREFIX_MODES": "_tolerated",
-    "TOOL_RESULT": "_tolerated",
-    "entries_of": "_tolerated",
-    "entry_line": "_tolerated",
-    "report_lines": "_tolerated",
-    "tool_result_changes": "_tolerated",
-    "turn_entries": "_tolerated",
-    "add_rule_flags": "_userrules",
-    "project_rules": "_userrules",
-    "rule_argv": "_userrules",
-    "rules_of_args": "_userrules",
+# Each name with the private module that defines it, loaded on first use (PEP 562): the pytest
+# plugin loads in every test session and needs only a few of them.
+_MODULES = {
+    "_volatile": (
+        "DETECTORS Detector IGNORED NUMBERED Numbering Span Tolerated VolatileSpans slug "
+        "this_process tolerated"
+    ),
+    "_rules": (
+        "ANY_INDEX ANY_KEY MAX_MATCHES RuleError Rules format_rule_path from_flags "
+        "from_table parse_ignore parse_path parse_substitution substitute"
+    ),
+    "_config": "find_config rules_from_config",
+    "_places": "MAX_PATH here path_value recorded recorded_time volatile_for",
+    "_jsondiff": "Change clip format_path json_diff short window",
+    "_requestkey": "RequestKey bare_text request_key",
+    "_verdicts": "Verdict attribute",
+    "_matcher": "EXCHANGE_CACHE InMemory Matcher Miss Recorded tolerated_notes",
+    "_indexed": "IndexedRecordings",
+    "_tolerated": (
+        "MAX_TURNS PREFIX_MODES TOOL_RESULT entries_of entry_line report_lines "
+        "tool_result_changes turn_entries"
+    ),
+    "_userrules": "add_rule_flags project_rules rule_argv rules_of_args",
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 if TYPE_CHECKING:
     from cassettes.matching._config import find_config, rules_from_config
