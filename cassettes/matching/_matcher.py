@@ -46,10 +46,12 @@ from cassettes.matching._jsondiff import (
 )
 from cassettes.matching._requestkey import RequestKey, request_key
 from cassettes.matching._rules import Rules
+from cassettes.matching._tolerated import tool_result_changes
 from cassettes.matching._verdicts import Verdict, attribute
 from cassettes.matching._volatile import Tolerated, VolatileSpans, tolerated
 from cassettes.recording.redact import Redactor
 from cassettes.untrusted import clean_line
+from cassettes.wire.edited import client_body
 from cassettes.wire.exchange import Exchange, Headers, header
 from cassettes.wire.replay_miss import MissNote, MissVerdict
 
@@ -280,8 +282,6 @@ def _client_key(
 ) -> RequestKey | None:
     """The key of the request the client sent, where a fork's what-if edit rewrote what was
     recorded as sent upstream; ``None`` when the marks do not give it back."""
-    from cassettes.wire.edited import client_body
-
     body = client_body(ex.request_json(), ex.edits or [])
     if body is None:
         return None
@@ -497,8 +497,6 @@ class Matcher:
         text — marked played, with what was tolerated (the changed results, and the volatile spans
         elsewhere) in :attr:`tolerated`; ``miss``, the request's miss, is no longer one. ``None``:
         no turn in position differs only so (the miss stands)."""
-        from cassettes.matching._tolerated import tool_result_changes
-
         self.label()
         live = self._rebased(request_key(method, target, headers, body, volatile=self.volatile))
         best: tuple[int, Recorded, list[Tolerated]] | None = None
