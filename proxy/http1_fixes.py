@@ -39,7 +39,9 @@ import h11
 from h11._readers import ChunkedReader  # the reader mitmproxy's HTTP/1 layer uses
 from mitmproxy import http, version
 from mitmproxy.proxy import events
-from mitmproxy.proxy.layers.http import ReceiveHttp, ResponseHeaders, _http1
+from mitmproxy.proxy.layers.http import _http1
+from mitmproxy.proxy.layers.http._base import ReceiveHttp
+from mitmproxy.proxy.layers.http._events import ResponseHeaders
 
 __all__ = ["CHECKED", "TrailerlessChunkedReader", "apply", "informational"]
 

@@ -24,6 +24,10 @@ ALLOWED = {
     ("proxy/failures.py", "proxyserver.connections"),
     ("proxy/http1_fixes.py", "from h11._readers import ChunkedReader"),
     ("proxy/http1_fixes.py", "from mitmproxy.proxy.layers.http import _http1"),
+    # re-exported by mitmproxy.proxy.layers.http too, but not explicitly (no __all__: mypy --strict
+    # refuses them there)
+    ("proxy/http1_fixes.py", "from mitmproxy.proxy.layers.http._base import ReceiveHttp"),
+    ("proxy/http1_fixes.py", "from mitmproxy.proxy.layers.http._events import ResponseHeaders"),
 }
 
 
