@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError
-from cassettes.hints import count
+from cassettes.hints import count, install_command
 
 __all__ = ["COMPRESS_OVER", "embed_json", "render_html"]
 
@@ -82,8 +82,6 @@ def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
     try:
         import jinja2
     except ImportError as exc:
-        from cassettes.hints import install_command
-
         raise HtmlExtraMissing(
             f"export --html needs Jinja2 (the html extra): {install_command('html')}"
         ) from exc
