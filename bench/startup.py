@@ -254,7 +254,8 @@ HOW = """
   rows above are such later runs (the warm-up run fills the memo); a first `show` of a model costs what it did.
 - pydantic's plugins are looked for without `importlib.metadata` (and its `email`, `zipfile` …) when no installed
   distribution declares one (`cassettes/pydantic_plugins.py`, reading each `entry_points.txt`); a declared plugin
-  is loaded as pydantic loads it.
+  is loaded as pydantic loads it. pydantic has no public way to this: it is done for the pydantic 2.x releases
+  only, whose plugin loader was read for it (`CHECKED`); another release looks for its plugins its own way.
 - genai-prices' network updater is never imported (`cassettes/analysis/price_data.py`); jsonschema loads only for
   arguments that are not plainly valid (`cassettes/analysis/plain_schema.py`); `replay` imports no analysis before
   it serves.

@@ -149,8 +149,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _prefix_lines(path: Path, origin: dict[str, Any]) -> list[str]:
     """``show``'s lines for what a branch's prefix tolerated (recorded text: the caller cleans
     them)."""
+    from cassettes.matching import report_lines
     from cassettes.reading.branch import fork_notes
-    from cassettes.replay.matching.tolerated import report_lines
 
     notes = fork_notes(path)["tolerated"]
     if not notes:

@@ -12,18 +12,27 @@ declared, a path entry that is a zip or an egg, a finder on ``sys.meta_path`` th
 standard path finder, a file it cannot read) hands the question to ``importlib.metadata``
 itself: a user's plugin is loaded as pydantic loads it. Used by the command line only
 (``cli.loading``).
+
+pydantic has no public way to be told so: this is the one use of its internals (its private
+``pydantic.plugin._loader``, and ``importlib.metadata`` stood in for while that module is
+imported), guarded by version: only the pydantic releases in :data:`CHECKED` (the ones this
+project installs, ``pydantic>=2.7,<3``, whose loader binds ``entry_points`` when it is imported).
+Any other release discovers its plugins its own way (tests/test_library_private.py).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import types
 from typing import Any
 
-__all__ = ["declared_nowhere", "discover_lazily"]
+__all__ = ["CHECKED", "declared_nowhere", "discover_lazily"]
 
 _GROUP = "pydantic"
+#: The pydantic releases whose plugin loader was read for this (2.14.4 by the tests).
+CHECKED = re.compile(r"2\.\d+\.\d+")
 
 
 def declared_nowhere() -> bool:
@@ -83,7 +92,10 @@ def discover_lazily() -> None:
         return
     try:
         import pydantic.plugin  # its own imports outside the window below
+        from pydantic.version import VERSION
     except ImportError:
+        return
+    if not CHECKED.fullmatch(VERSION):
         return
     stand_in = types.ModuleType("importlib.metadata")
     stand_in.entry_points = _entry_points  # type: ignore[attr-defined]

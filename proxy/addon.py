@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mitmproxy import ctx, exceptions, http
+from mitmproxy import ctx, exceptions, http, version
 from mitmproxy.net.http import status_codes
 from mitmproxy.net.http.url import unparse as unparse_url
 from mitmproxy.proxy import mode_specs
@@ -433,7 +433,10 @@ class LooptapRecorder:
 
     def running(self) -> None:
         self.handoff.attach()  # the writer's answers are read on the event loop
-        self._proxyserver = ctx.master.addons.get("proxyserver")
+        # failures.transport_of reads mitmproxy's connection handlers (Proxyserver.connections:
+        # public by its name, documented nowhere), only in the releases read for it
+        if version.VERSION in http1_fixes.CHECKED:
+            self._proxyserver = ctx.master.addons.get("proxyserver")
 
     def done(self) -> None:
         self.handoff.close()

@@ -780,7 +780,7 @@ def register_run(sub: Any) -> None:
         help="with --from: the prefix's requests must equal the recorded ones as sent (no date, "
         "id, temp path, cwd or port tolerated; docs/testing.md)",
     )
-    from cassettes.replay.matching.userrules import add_rule_flags
+    from cassettes.matching import add_rule_flags
 
     add_rule_flags(p, fork=True)
     p.add_argument(

@@ -48,7 +48,9 @@ CLOSE_FRAME = 0x88
 
 def transport_of(proxyserver: Any, client: Any, conn: Any) -> Any:
     """The asyncio ``StreamWriter`` of ``conn`` (the client connection or one of its server
-    connections), from mitmproxy's connection handler for ``client``; ``None`` when not found."""
+    connections), from mitmproxy's connection handler for ``client``; ``None`` when not found.
+    mitmproxy has no public way to it: ``proxyserver`` is given only in the releases read for it
+    (the addon's ``running``)."""
     try:
         handler = proxyserver.connections.get(client.id)
         io = handler.transports.get(conn) if handler is not None else None

@@ -138,7 +138,7 @@ def _is_llm(flow: http.HTTPFlow) -> bool:
 
 
 def _adapter(flow: http.HTTPFlow) -> Provider:
-    from cassettes.replay.matching.requestkey import request_key
+    from cassettes.matching import request_key
 
     key = request_key(
         flow.request.method,

@@ -47,7 +47,8 @@ __all__ = ["CHECKED", "TrailerlessChunkedReader", "apply", "informational"]
 
 #: The mitmproxy versions whose HTTP/1 layer these patches were checked against (11.0.2 by the
 #: tests; 11.1.x, whose ``_http1.py`` is 11.0.2's, and the 12.x tags by reading it: 12.x changed
-#: only the error codes of ``read_headers`` and ``read_body``).
+#: only the error codes of ``read_headers`` and ``read_body``). The addon reads mitmproxy's
+#: connection handlers (``proxy/server.py``, the same in these) only in these versions too.
 CHECKED = frozenset(
     {
         "11.0.2",

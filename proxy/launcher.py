@@ -30,6 +30,7 @@ from mitmproxy.proxy.mode_specs import ProxyMode
 
 from cassettes import __version__, interrupts
 from cassettes.errors import CassetteIOError
+from cassettes.hints import count
 from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
 from cassettes.replay.testing.ready import VERSION as READY_VERSION
@@ -701,7 +702,6 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     await stop.wait()
     rec.remove_ready()
     await rec.stop()
-    from cassettes.hints import count
 
     messages.emit(
         f"stopped; {count(rec.addon.handoff.recorded, 'round trip')} recorded in {config.output}"
@@ -716,7 +716,6 @@ def report_lost(addon: LooptapRecorder) -> bool:
     lost = h.storage_errors + h.failed_records
     if not lost:
         return False
-    from cassettes.hints import count
 
     messages.error(f"{count(lost, 'round trip')} could NOT be stored (exit status 3):")
     for line in h.lost[:10]:

@@ -199,9 +199,9 @@ class _Keeping:
 def header_places(redactor: Any) -> dict[str, str]:
     """The agent's working directory and home for the header (this process's: the recorder's,
     which ``looptap run``'s child inherits), so that a replay elsewhere tolerates them
-    (cassettes.matching.places). A path the redactor would mask (a key in a folder's name) is
+    (cassettes.matching). A path the redactor would mask (a key in a folder's name) is
     left out: nothing secret reaches the header."""
-    from cassettes.matching.places import here
+    from cassettes.matching import here
 
     return {k: v for k, v in here().items() if redactor.scrub(v) == v}
 

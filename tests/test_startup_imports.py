@@ -266,7 +266,7 @@ def test_the_pattern_engine_loads_with_a_user_pattern_only() -> None:
     rule, a redaction pattern, do (the twin: the check can fail)."""
     assert _loaded(_modules("import cassettes.replay.testing.plugin"), ("re2",)) == []
     for code in (
-        "from cassettes.matching.rules import parse_substitution\nparse_substitution('a+=b')",
+        "from cassettes.matching import parse_substitution\nparse_substitution('a+=b')",
         "from cassettes.recording.redact import Redactor\nRedactor.configured(patterns=['k-.+'])",
     ):
         assert "re2" in _modules(code), code

@@ -206,11 +206,9 @@ class PriceMemo:
             doc = self.doc()
             new = _empty()
             try:
-                from genai_prices.types import _reported_usage_keys
+                from cassettes.analysis.pricing import usage_keys
 
-                new["known"] = (
-                    doc["known"] if doc["known"] is not None else sorted(_reported_usage_keys())
-                )
+                new["known"] = doc["known"] if doc["known"] is not None else sorted(usage_keys())
                 what(new, *args)
             except (
                 ImportError,

@@ -21,8 +21,9 @@ computes the usage-dependent part with genai-prices' own functions:
 
 Anything outside that path goes to ``genai_prices.calc_price`` unchanged: usage values that are
 not plain non-negative integers or keys genai-prices does not know, Groq's Whisper models (billed
-by a minimum duration), a price it rejects, or a genai-prices whose internals moved (the imports
-below fail, or a release other than 0.2.x, which the package pins).
+by a minimum duration), a price it rejects, or a genai-prices whose names moved (the imports
+below fail, or a release other than 0.2.x, which the package pins). Only the library's public
+names are used.
 ``tests/cassettes/analysis/test_pricing.py`` compares the two for every model of every provider in
 the bundled snapshot on usages that cover cache reads and writes, audio, reasoning, tiers, zeros and
 rejected ones.
@@ -30,6 +31,7 @@ rejected ones.
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from decimal import Decimal
 from types import SimpleNamespace
@@ -37,24 +39,31 @@ from typing import Any
 
 from cassettes.analysis.price_data import PRICES_VERSION, get_snapshot, library
 
-__all__ = ["PRICES_VERSION", "calc_price"]
+__all__ = ["PRICES_VERSION", "calc_price", "usage_keys"]
 
-try:  # the internals the fast path reuses; any move sends every call to the library itself
+try:  # the library's public names the fast path reuses; any move sends every call to the library
     from genai_prices.decompose import compute_leaf_values, is_descendant_or_self
-    from genai_prices.types import (
-        ModelPrice,
-        TieredPrices,
-        Usage,
-        _collect_resolved_model_prices,
-        _reported_usage_keys,
-        calc_unit_price,
-    )
-    from genai_prices.units import _get_registry
-    from genai_prices.validation import validate_priced_units
+    from genai_prices.types import ModelPrice, TieredPrices, Usage, calc_unit_price
 
     _FAST = PRICES_VERSION.startswith("0.2.")
 except ImportError:  # pragma: no cover - another genai-prices
     _FAST = False
+
+
+@functools.cache
+def _registry() -> Any:
+    """genai-prices' unit registry, built from its bundled unit data as the library builds its own
+    (``UnitRegistry(unit_data)``, both public names)."""
+    from genai_prices.data_units import unit_data
+    from genai_prices.units import UnitRegistry
+
+    return UnitRegistry(unit_data)
+
+
+@functools.cache
+def usage_keys() -> frozenset[str]:
+    """The usage keys genai-prices reads: every unit of its registry but ``requests``."""
+    return frozenset(k for k in _registry().units if k != "requests")
 
 
 class _Plan:
@@ -63,10 +72,16 @@ class _Plan:
     __slots__ = ("keys", "leaves", "needed", "price", "resolved", "tiered", "units")
 
     def __init__(self, price: Any) -> None:
-        registry = _get_registry()
-        resolved = _collect_resolved_model_prices(price, registry)
-        # raises as calc_price would
-        validate_priced_units(tuple(unit for unit, _ in resolved), registry)
+        registry = _registry()
+        # the price's set values, each with its unit (KeyError for a key genai-prices does not
+        # price: it warns and decides); then the library's own checks, which raise as calc_price
+        # would, run once through its public ModelPrice.calc_price
+        resolved = tuple(
+            (registry.unit_for_price_key(k), v)
+            for k, v in vars(price).items()
+            if not k.startswith("_") and v is not None
+        )
+        price.calc_price(Usage())
         self.price = price  # kept alive with its values: the cache is keyed by their identities
         self.resolved = resolved
         self.units = {unit.usage_key: unit for unit, _ in resolved if unit.usage_key != "requests"}
@@ -207,5 +222,5 @@ def calc_price(
 def _plain(usage: dict[str, int]) -> bool:
     """Usage the fast path takes: known keys, plain non-negative integers (no bool, float or
     Decimal, which genai-prices validates and converts its own way)."""
-    known = _reported_usage_keys()
+    known = usage_keys()
     return all(type(v) is int and v >= 0 and k in known for k, v in usage.items())

@@ -1,30 +1,187 @@
-"""Matching two requests that legitimately differ: what of a request's text is volatile between
-two runs of one agent (dates, clocks, ids, temp paths, the working directory, ports), found by
-shape, so that replay, the pytest plugin and a fork's prefix tolerate it the same way and say what
-they tolerated (:mod:`cassettes.matching.volatile`). Plain text processing: it imports nothing
-above the base, so every layer that compares or shows requests may use it.
+"""Matching: which recorded round trip answers a request, and what of two requests legitimately
+differs. One package, in private modules behind this façade (the names below are its whole
+surface, pinned by tests/matching/test_surface.py):
+
+- what is volatile between two runs of one agent (dates, clocks, ids, temp paths, the working
+  directory, ports), found by shape (``_volatile``), and where a run was recorded (``_places``);
+- the user's rules (``_rules``) and the file they live in (``_config``, ``_userrules``: the flags);
+- the request key (``_requestkey``), the JSON-path diff (``_jsondiff``), the layer a difference
+  implicates (``_verdicts``);
+- the matcher over recordings in memory or served from the offset index (``_matcher``,
+  ``_indexed``), and every tolerated difference on the record (``_tolerated``).
+
+Replay, the pytest plugin, a fork's prefix and ``looptap diff`` tolerate and explain differences the
+same way through it. Names are loaded on first use (PEP 562): the pytest plugin loads in every test
+session and needs only a few of them.
 """
 
 from __future__ import annotations
 
-from cassettes.matching.volatile import (
-    DETECTORS,
-    NUMBERED,
-    Detector,
-    Numbering,
-    Span,
-    Tolerated,
-    VolatileSpans,
-    tolerated,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name with the private module that defines it, loaded on first use (PEP 562): the pytest
+# plugin loads in every test session and needs only a few of them.
+_MODULES = {
+    "_volatile": (
+        "DETECTORS Detector IGNORED NUMBERED Numbering Span Tolerated VolatileSpans slug "
+        "this_process tolerated"
+    ),
+    "_rules": (
+        "ANY_INDEX ANY_KEY MAX_MATCHES RuleError Rules format_rule_path from_flags "
+        "from_table parse_ignore parse_path parse_substitution substitute"
+    ),
+    "_config": "find_config rules_from_config",
+    "_places": "MAX_PATH here path_value recorded recorded_time volatile_for",
+    "_jsondiff": "Change clip format_path json_diff short window",
+    "_requestkey": "RequestKey bare_text request_key",
+    "_verdicts": "Verdict attribute",
+    "_matcher": "EXCHANGE_CACHE InMemory Matcher Miss Recorded tolerated_notes",
+    "_indexed": "IndexedRecordings",
+    "_tolerated": (
+        "MAX_TURNS PREFIX_MODES TOOL_RESULT entries_of entry_line report_lines "
+        "tool_result_changes turn_entries"
+    ),
+    "_userrules": "add_rule_flags project_rules rule_argv rules_of_args",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from cassettes.matching._config import find_config, rules_from_config
+    from cassettes.matching._indexed import IndexedRecordings
+    from cassettes.matching._jsondiff import Change, clip, format_path, json_diff, short, window
+    from cassettes.matching._matcher import (
+        EXCHANGE_CACHE,
+        InMemory,
+        Matcher,
+        Miss,
+        Recorded,
+        tolerated_notes,
+    )
+    from cassettes.matching._places import (
+        MAX_PATH,
+        here,
+        path_value,
+        recorded,
+        recorded_time,
+        volatile_for,
+    )
+    from cassettes.matching._requestkey import RequestKey, bare_text, request_key
+    from cassettes.matching._rules import (
+        ANY_INDEX,
+        ANY_KEY,
+        MAX_MATCHES,
+        RuleError,
+        Rules,
+        format_rule_path,
+        from_flags,
+        from_table,
+        parse_ignore,
+        parse_path,
+        parse_substitution,
+        substitute,
+    )
+    from cassettes.matching._tolerated import (
+        MAX_TURNS,
+        PREFIX_MODES,
+        TOOL_RESULT,
+        entries_of,
+        entry_line,
+        report_lines,
+        tool_result_changes,
+        turn_entries,
+    )
+    from cassettes.matching._userrules import (
+        add_rule_flags,
+        project_rules,
+        rule_argv,
+        rules_of_args,
+    )
+    from cassettes.matching._verdicts import Verdict, attribute
+    from cassettes.matching._volatile import (
+        DETECTORS,
+        IGNORED,
+        NUMBERED,
+        Detector,
+        Numbering,
+        Span,
+        Tolerated,
+        VolatileSpans,
+        slug,
+        this_process,
+        tolerated,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.matching' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cassettes.matching.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
+    "ANY_INDEX",
+    "ANY_KEY",
     "DETECTORS",
+    "EXCHANGE_CACHE",
+    "IGNORED",
+    "MAX_MATCHES",
+    "MAX_PATH",
+    "MAX_TURNS",
     "NUMBERED",
+    "PREFIX_MODES",
+    "TOOL_RESULT",
+    "Change",
     "Detector",
+    "InMemory",
+    "IndexedRecordings",
+    "Matcher",
+    "Miss",
     "Numbering",
+    "Recorded",
+    "RequestKey",
+    "RuleError",
+    "Rules",
     "Span",
     "Tolerated",
+    "Verdict",
     "VolatileSpans",
+    "add_rule_flags",
+    "attribute",
+    "bare_text",
+    "clip",
+    "entries_of",
+    "entry_line",
+    "find_config",
+    "format_path",
+    "format_rule_path",
+    "from_flags",
+    "from_table",
+    "here",
+    "json_diff",
+    "parse_ignore",
+    "parse_path",
+    "parse_substitution",
+    "path_value",
+    "project_rules",
+    "recorded",
+    "recorded_time",
+    "report_lines",
+    "request_key",
+    "rule_argv",
+    "rules_from_config",
+    "rules_of_args",
+    "short",
+    "slug",
+    "substitute",
+    "this_process",
     "tolerated",
+    "tolerated_notes",
+    "tool_result_changes",
+    "turn_entries",
+    "volatile_for",
+    "window",
 ]

@@ -85,7 +85,7 @@ TOLERATED_SHOWN = 20
 
 
 def tolerated_count(turns: Sequence[dict[str, Any]]) -> int:
-    """How many differences were tolerated (:mod:`cassettes.replay.matching.tolerated` entries,
+    """How many differences were tolerated (:mod:`cassettes.matching` entries,
     every turn)."""
     return sum(len(t.get("tolerated") or []) for t in turns)
 
@@ -94,7 +94,7 @@ def tolerated_lines(turns: Sequence[dict[str, Any]]) -> list[str]:
     """The first :data:`TOLERATED_SHOWN` tolerated differences, one line each as ``looptap diff``
     prints them (``tolerated at c1/turn 0 (seq 0): messages[0].content: recorded …, live … (by
     date)``), clipped: recorded text."""
-    from cassettes.replay.matching.tolerated import report_lines
+    from cassettes.matching import report_lines
 
     return [text(line, 300) for line in report_lines(turns, "")[:TOLERATED_SHOWN]]
 
@@ -152,8 +152,7 @@ class Runs:
         (:func:`cassettes.replay.forking.rundiff.comparing`: the built-in detectors, each run's with
         its own working directory and home, and the project's rules for A's cassette), the project's
         file read only when it is under a root (else no rules: this server reads nothing else)."""
-        from cassettes.matching.config import find_config
-        from cassettes.matching.rules import RuleError
+        from cassettes.matching import RuleError, find_config
         from cassettes.replay.forking.rundiff import comparing, diff_rules
 
         found = find_config(path_a)  # (as diff_rules finds it)

@@ -175,7 +175,7 @@ class Provider:
         """(Replay, beside :meth:`volatile_ids`.) Where each tool result of a request body holds
         what the tool returned — the JSON path of that value — and the tool's name (looked up
         from the call when the wire does not carry it), for a rule that treats a tool's results
-        as volatile (:mod:`cassettes.matching.rules`). A result not found is left out: it is
+        as volatile (:mod:`cassettes.matching`). A result not found is left out: it is
         compared as sent (fail closed). This reading finds, for each parsed result in order, the
         object that carries its call id (or, without one, its name) and a value that flattens
         to the parsed content; an adapter whose wire hides results otherwise overrides it."""

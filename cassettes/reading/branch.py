@@ -287,7 +287,7 @@ NOTES_TAIL = 16 << 20
 def fork_notes(path: str | Path) -> dict[str, Any]:
     """What a fork appended to its branch after the run (``looptap run --from``: a ``note`` record,
     :meth:`cassettes.replay.forking.fork.ForkReplay.finish`): ``tolerated``, per recorded turn of
-    the prefix, what was tolerated there (:mod:`cassettes.replay.matching.tolerated`), and
+    the prefix, what was tolerated there (:mod:`cassettes.matching`), and
     ``starts``, where each conversation went live that the cursor did not place (an
     ``@divergence`` fork's every one; a conversation a change past the cursor reached):
     conversation → [seq, turn]; ``failed``, why the fork failed, one line each (a request before
@@ -394,7 +394,7 @@ NOTED_ENTRIES = 1_000
 
 
 def read_entries(value: Any) -> list[dict[str, Any]]:
-    """What a fork noted as tolerated, per recorded turn (:mod:`cassettes.replay.matching.tolerated`
+    """What a fork noted as tolerated, per recorded turn (:mod:`cassettes.matching`
     writes it), read back from a file (a branch's note record): only well-formed entries,
     bounded."""
     out: list[dict[str, Any]] = []

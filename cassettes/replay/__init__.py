@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 # Loaded on first use (PEP 562): the pytest plugin lives under this package and loads in every test
 # session, so importing the package must not import the server, the matcher and the analysis.
 _EXPORTS = {
-    "Change": "cassettes.replay.matching.jsondiff",
-    "json_diff": "cassettes.replay.matching.jsondiff",
-    "Matcher": "cassettes.replay.matching.matcher",
-    "Miss": "cassettes.replay.matching.matcher",
-    "Recorded": "cassettes.replay.matching.matcher",
-    "Verdict": "cassettes.replay.matching.verdicts",
-    "request_key": "cassettes.replay.matching.requestkey",
+    "Change": "cassettes.matching",
+    "json_diff": "cassettes.matching",
+    "Matcher": "cassettes.matching",
+    "Miss": "cassettes.matching",
+    "Recorded": "cassettes.matching",
+    "Verdict": "cassettes.matching",
+    "request_key": "cassettes.matching",
     "Divergence": "cassettes.replay.forking.rundiff",
     "diff_runs": "cassettes.replay.forking.rundiff",
     "Run": "cassettes.reading.run",
@@ -36,10 +36,9 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from cassettes.matching import Change, Matcher, Miss, Recorded, Verdict, json_diff, request_key
     from cassettes.reading.run import Run
     from cassettes.replay.forking.rundiff import Divergence, diff_runs
-    from cassettes.replay.matching.jsondiff import Change, json_diff
-    from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, Verdict, request_key
     from cassettes.replay.serving.server import ReplayServer, parse_pace, replay_env
 
 

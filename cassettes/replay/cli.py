@@ -116,7 +116,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         plan = _fault_plan(args)
         idle, read = _timeouts(args)
         cursor = _cursor(args)
-        from cassettes.replay.matching.userrules import rules_of_args
+        from cassettes.matching import rules_of_args
 
         # refused here, before the cassette is read or anything listens
         rules = rules_of_args(args, args.file)
@@ -158,12 +158,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _write_tolerated(server: Any, path: str) -> None:
-    """What the replay tolerated, per recorded turn (:mod:`cassettes.replay.matching.tolerated`:
+    """What the replay tolerated, per recorded turn (:mod:`cassettes.matching`:
     redacted, cut), as JSON into ``path``, a file ``looptap run --from`` made for it and reads back
     into the branch cassette; never over another file (created anew, private)."""
     import orjson
 
-    from cassettes.replay.matching.tolerated import turn_entries
+    from cassettes.matching import turn_entries
     from cassettes.storage.store import write_private
 
     try:
@@ -289,7 +289,7 @@ def _report(server: Any, plan: Any, cursor: Any) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
-    from cassettes.matching.rules import RuleError
+    from cassettes.matching import RuleError
     from cassettes.reading.run import open_run
     from cassettes.replay.forking.rundiff import (
         comparing,
@@ -468,7 +468,7 @@ def register_replay(sub: Any) -> None:
         help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
         "home or loopback port tolerated (docs/testing.md)",
     )
-    from cassettes.replay.matching.userrules import add_rule_flags
+    from cassettes.matching import add_rule_flags
 
     add_rule_flags(p)
     p.add_argument(
@@ -643,7 +643,7 @@ def register_diff(sub: Any) -> None:
         help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
         "home or loopback port tolerated (docs/testing.md)",
     )
-    from cassettes.replay.matching.userrules import add_rule_flags
+    from cassettes.matching import add_rule_flags
 
     add_rule_flags(p, what="the requests")
     p.set_defaults(func=cmd_diff)

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from cassettes import bounds
+from cassettes.bounds import RECORD_DEPTH, STORE_DEPTH, json_depth, record_fits
 from cassettes.errors import CassetteFormatError, NewerFormatError
 from cassettes.hints import count
 from cassettes.wire.exchange import Exchange
@@ -122,7 +123,6 @@ def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
     model controls how deep its tool-call arguments go): a JSON body too deep is stored as its raw
     text, labelled ``"too_deep": true`` (reading it back gives the exact bytes). Nothing recorded
     is lost."""
-    from cassettes.bounds import STORE_DEPTH, json_depth
 
     out = dict(rec)
     req = dict(out["request"])
@@ -148,7 +148,6 @@ def loads_record(line: bytes) -> Any:
     """One parsed record line. Raises ``orjson.JSONDecodeError`` for a line that is not JSON and
     :class:`CassetteFormatError` for one nested deeper than looptap writes (every walk of a record
     is then bounded: see ``cassettes/bounds.py``)."""
-    from cassettes.bounds import RECORD_DEPTH, record_fits
 
     rec = orjson.loads(line)
     if not record_fits(rec, line, _BODY_LEVELS + bounds.WALK_DEPTH):

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError
-from cassettes.hints import count
+from cassettes.hints import count, install_command
 
 __all__ = ["COMPRESS_OVER", "embed_json", "render_fleet_html", "render_html"]
 
@@ -80,8 +80,6 @@ def _needs_jinja2(what: str = "export --html") -> None:
     try:
         import jinja2  # noqa: F401
     except ImportError as exc:
-        from cassettes.hints import install_command
-
         raise HtmlExtraMissing(
             f"{what} needs Jinja2 (the html extra): {install_command('html')}"
         ) from exc

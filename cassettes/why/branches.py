@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.errors import CassetteError
+from cassettes.reading.branch import fork_notes
+from cassettes.reading.run import open_run
+from cassettes.replay.serving.server import replay_env
+from cassettes.untrusted import clean_line
 from cassettes.why.interventions import Intervention
 from cassettes.why.outcome import Judged, Outcome, judged_from
 
@@ -54,8 +58,6 @@ def baseline(run: Path, argv: list[str], outcome: Outcome, cwd: Path | None = No
     request of the command matched no recorded round trip (the command does not reproduce the
     recorded run, so no fork of it can be trusted)."""
     import tempfile
-
-    from cassettes.replay.serving.server import replay_env
 
     with tempfile.TemporaryFile() as err:
         server = subprocess.Popen(
@@ -116,7 +118,6 @@ def run_check(command: str, cwd: Path | None) -> int:
 
 
 def _said(err: Any) -> list[str]:
-    from cassettes.untrusted import clean_line
 
     err.seek(0)
     return [
@@ -192,8 +193,6 @@ class Branches:
         if self.outcome.kind == "check":
             judged.check = run_check(self.outcome.value, self.cwd)
         elif not self.outcome.needs_run:
-            from cassettes.reading.run import open_run
-
             try:
                 judged = judged_from(open_run(out, whole=True))
             except CassetteError as exc:
@@ -222,7 +221,6 @@ def _fork_failed(branch: Path, said: list[str]) -> str | None:
     """Why the fork of ``branch`` failed (the note it appended: a request before the cursor that
     matched no recorded turn, an edit never applied; else the fork's own words in its log), or
     ``None``. Whatever the command's status was then, it is not the outcome's."""
-    from cassettes.reading.branch import fork_notes
 
     failed = fork_notes(branch)["failed"] if branch.exists() else []
     if failed:
@@ -232,7 +230,6 @@ def _fork_failed(branch: Path, said: list[str]) -> str | None:
 
 
 def _tail(log: Path) -> list[str]:
-    from cassettes.untrusted import clean_line
 
     with open(log, "rb") as f:
         f.seek(max(0, os.fstat(f.fileno()).st_size - (1 << 16)))

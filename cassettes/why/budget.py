@@ -18,6 +18,13 @@ from decimal import Decimal
 from typing import Any
 
 from cassettes.hints import count
+from cassettes.replay.forking.compare import (
+    BudgetError,
+    check_budget,
+    estimate_costs,
+    plan_requests,
+)
+from cassettes.replay.forking.cursor import live_router
 from cassettes.why.interventions import Intervention
 
 __all__ = ["check", "planned_for"]
@@ -26,8 +33,6 @@ __all__ = ["check", "planned_for"]
 def planned_for(run: Any, chosen: list[Intervention], bases: dict[str, str]) -> list[Any]:
     """One :class:`~cassettes.replay.forking.compare.Planned` per live request of one sample of
     every intervention in ``chosen``, priced for the model that intervention uses."""
-    from cassettes.replay.forking.compare import estimate_costs, plan_requests
-    from cassettes.replay.forking.cursor import live_router
 
     by_seq = {p.seq: p for p in plan_requests(run)}
     router = live_router(bases)
@@ -60,7 +65,6 @@ def check(
     """The budget lines; raises :class:`~cassettes.replay.forking.compare.BudgetError` when over a
     limit. ``kept``: per intervention (its key), the branches an earlier run of this
     investigation finished (``--resume``): only what is left is counted, and said so."""
-    from cassettes.replay.forking.compare import check_budget
 
     models = sorted({i.model for i in chosen if i.model})
     who = "the recorded model" + (f" and {', '.join(models)}" if models else "")
@@ -69,7 +73,6 @@ def check(
         return check_budget(
             planned_for(run, chosen, bases), samples, max_requests, max_cost, allow_unknown, who
         )
-    from cassettes.replay.forking.compare import BudgetError
 
     left = [p for i in chosen for p in planned_for(run, [i], bases) * (samples - done[i.key])]
     branches = sum(samples - d for d in done.values())

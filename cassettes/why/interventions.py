@@ -31,6 +31,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cassettes import bounds
+from cassettes.replay.live.edits import carried, parse_edit
+
 __all__ = ["Intervention", "interventions"]
 
 #: A findings whose clean answer is the same request sent again (a retry).
@@ -338,7 +341,6 @@ def _continue(
 ) -> Intervention:
     """The C repair of a truncated answer: the fork continues it where the cap cut it
     (``continue=N``)."""
-    from cassettes.replay.live.edits import carried, parse_edit
 
     edit = f"continue={CONTINUE_ROUNDS}"
     i = Intervention(
@@ -369,7 +371,6 @@ def _a(f: Any, seqs: list[int], ex: Any) -> Intervention:
             f.code,
             seqs=seqs,
         )
-    from cassettes.replay.live.edits import carried, parse_edit
 
     caps = [
         c
@@ -444,8 +445,6 @@ def _param(ex: Any) -> str:
     """The ``param`` an OpenAI-style error names (``tools[0].function.parameters``), else ``""``."""
     import orjson
 
-    from cassettes import bounds
-
     try:
         doc = bounds.loads(ex.response_body) if ex is not None else None
     except (orjson.JSONDecodeError, ValueError):
@@ -468,8 +467,6 @@ def _refused_tool(named: str, message: str, ex: Any) -> str | None:
     if m is None or ex is None:
         return None
     import orjson
-
-    from cassettes import bounds
 
     try:
         doc = bounds.loads(ex.request_body)

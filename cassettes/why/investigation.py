@@ -14,8 +14,16 @@ from typing import Any
 
 from cassettes.errors import CassetteError
 from cassettes.hints import count
+from cassettes.reading.run import open_run
+from cassettes.replay.forking.compare import BudgetError, upstream_bases
+from cassettes.replay.testing.recording import how_to_install, recorder_python
+from cassettes.storage.paths import check_input
+from cassettes.untrusted import clean_line
+from cassettes.why import budget
+from cassettes.why.branches import Branches, WhyRunError, baseline
 from cassettes.why.interventions import Intervention, interventions
 from cassettes.why.outcome import Outcome, OutcomeError, judged_from, parse_outcome
+from cassettes.why.state import STATE, State, WhyDirError, read_state, run_digest
 from cassettes.why.verdict import Tally, Verdict, verdict
 
 __all__ = ["Refused", "Result", "default_output", "investigate"]
@@ -47,7 +55,6 @@ class Refused(CassetteError):
 
 
 def _say(line: str) -> None:
-    from cassettes.untrusted import clean_line
 
     print(clean_line(f"looptap why: {line}"), file=sys.stderr, flush=True)
 
@@ -85,10 +92,6 @@ def _options(args: argparse.Namespace) -> tuple[Outcome, list[str], Decimal | No
 
 
 def investigate(args: argparse.Namespace) -> Result:
-    from cassettes.reading.run import open_run
-    from cassettes.replay.forking.compare import BudgetError, upstream_bases
-    from cassettes.storage.paths import check_input
-    from cassettes.why import budget
 
     outcome, argv, max_cost, results = _options(args)
     try:
@@ -131,12 +134,10 @@ def investigate(args: argparse.Namespace) -> Result:
     if args.output is None:
         args.output = str(default_output(path))
         _say(f"the branches go to {args.output} (a new directory beside the run; -o DIR names one)")
-    from cassettes.replay.testing.recording import how_to_install, recorder_python
 
     python = recorder_python()
     if python is None:
         raise Refused(how_to_install())
-    from cassettes.why.state import State, WhyDirError, run_digest
 
     fresh = {"outcome": outcome.as_json(), "samples": args.samples, "command": argv}
     try:
@@ -161,7 +162,6 @@ def investigate(args: argparse.Namespace) -> Result:
 def _kept(args: argparse.Namespace) -> dict[str, int]:
     """Per intervention (its key), the branches the earlier why in ``-o`` kept (``--resume``; what
     the budget leaves out). Nothing when it cannot be read: the state is checked when opened."""
-    from cassettes.why.state import STATE, read_state
 
     doc = read_state(Path(args.output) / STATE) or {}
     branches = doc.get("branches")
@@ -189,7 +189,6 @@ def default_output(run: Path) -> Path:
 def _recorded_by_running(state: Any, path: Path, argv: list[str], outcome: Outcome) -> None:
     """The recorded outcome of an exit status or a check: the command run once against the whole
     recording (nothing sent), kept in the state (a resumed why does not run it again)."""
-    from cassettes.why.branches import WhyRunError, baseline
 
     kept = state.doc.get("recorded")
     if isinstance(kept, dict) and isinstance(kept.get("failed"), bool):
@@ -228,8 +227,6 @@ def _forget(state: Any) -> None:
     """Remove the output directory this why just made (its state file only, nothing else in it)."""
     import contextlib
 
-    from cassettes.why.state import STATE
-
     with contextlib.suppress(OSError):
         (state.directory / STATE).unlink()
         state.directory.rmdir()
@@ -238,7 +235,6 @@ def _forget(state: Any) -> None:
 def _dry_run(
     args: argparse.Namespace, outcome: Outcome, found: list[Intervention], lines: list[str]
 ) -> Result:
-    from cassettes.untrusted import clean_line
 
     doc = {
         "looptap": "why",
@@ -284,8 +280,6 @@ def _run(
     python: str,
 ) -> Result:
     from concurrent.futures import ThreadPoolExecutor
-
-    from cassettes.why.branches import Branches
 
     passed = [x for u in args.upstream for x in ("--upstream", u)] + (
         ["--confdir", args.confdir] if args.confdir else []
@@ -381,8 +375,6 @@ def report_lines(
 ) -> list[str]:
     """The report as text (each line cleaned for a terminal)."""
     import shlex
-
-    from cassettes.untrusted import clean_line
 
     lines = [
         f"verdict: {v.headline}",

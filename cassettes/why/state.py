@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError
+from cassettes.storage.paths import check_target, describe, read_input, write_new
 
 __all__ = ["STATE", "State", "WhyDirError", "read_state", "run_digest"]
 
@@ -39,7 +40,6 @@ def run_digest(path: Path) -> str:
 
 
 def read_state(path: Path) -> dict[str, Any] | None:
-    from cassettes.storage.paths import read_input
 
     try:
         doc = orjson.loads(read_input(path, "the state file", _MAX_STATE))
@@ -65,8 +65,6 @@ class State:
         the module docstring)."""
         import os
         import stat
-
-        from cassettes.storage.paths import describe
 
         try:
             st = os.lstat(directory)
@@ -134,7 +132,6 @@ class State:
             self.save()
 
     def save(self) -> None:
-        from cassettes.storage.paths import check_target, write_new
 
         target = check_target(
             self.directory / STATE, "the state file", owned=lambda p: read_state(p) is not None

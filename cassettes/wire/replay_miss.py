@@ -11,7 +11,7 @@ shape (so the agent's SDK raises it) with the response header :data:`HEADER` set
      "changes": ["messages[3].content: recorded \\"sunny, 21 C\\", got \\"rainy, 9 C\\""]}
 
 — the lines the pytest failure prints, redacted and cleaned as they are
-(``cassettes.replay.matching.matcher`` writes them). The analysis turns such a round trip into the
+(``cassettes.matching`` writes them). The analysis turns such a round trip into the
 client's divergence (layer C), never an API error, in every view: the test page, ``looptap show``,
 the inspector.
 
@@ -45,7 +45,7 @@ _MOST = 8
 @dataclass(frozen=True)
 class MissVerdict:
     """A layer's verdict on a group of differences
-    (``cassettes.replay.matching.verdicts.Verdict``)."""
+    (``cassettes.matching.Verdict``)."""
 
     layer: str
     message: str

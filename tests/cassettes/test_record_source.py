@@ -9,8 +9,8 @@ import fixture_run
 import orjson
 import pytest
 
+from cassettes.matching import IndexedRecordings
 from cassettes.reading.run import Run, open_run
-from cassettes.replay.matching.indexed import IndexedRecordings
 from cassettes.storage.source import RecordSource
 from cassettes.storage.store import read_records
 

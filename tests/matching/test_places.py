@@ -1,6 +1,6 @@
 """Where a run was recorded (``meta.cwd``, ``meta.home`` in the cassette header): written by the
 recorders, read by the replay server, so a run recorded in one checkout replays in another; a
-hostile header value is bounded and ignored (cassettes.matching.places)."""
+hostile header value is bounded and ignored (cassettes.matching)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.matching import VolatileSpans
-from cassettes.matching.places import MAX_PATH, here, path_value, recorded, volatile_for
+from cassettes.matching import MAX_PATH, VolatileSpans, here, path_value, recorded, volatile_for
 from cassettes.replay.forking.fork import branch_meta, parse_from
 from cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import (

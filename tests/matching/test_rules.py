@@ -18,22 +18,26 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cassettes.matching.config import find_config, rules_from_config
-from cassettes.matching.rules import (
+from cassettes.matching import (
     ANY_INDEX,
     ANY_KEY,
+    Matcher,
+    Miss,
+    Recorded,
     RuleError,
     Rules,
+    Tolerated,
+    find_config,
     format_rule_path,
     from_flags,
     from_table,
     parse_path,
     parse_substitution,
+    project_rules,
+    rules_from_config,
     substitute,
+    tolerated_notes,
 )
-from cassettes.matching.volatile import Tolerated
-from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, tolerated_notes
-from cassettes.replay.matching.userrules import project_rules
 from cassettes.wire.exchange import Exchange
 from tests.support import progress
 
@@ -245,7 +249,7 @@ def shaped(shape: str, n: int) -> str:
 #: that ran away would spin, and the budget ends it.
 _APPLY = """
 import json, sys
-from cassettes.matching.rules import parse_substitution, substitute
+from cassettes.matching import parse_substitution, substitute
 from cassettes.recording.redact import Redactor
 from tests.matching.test_rules import RUNAWAY, shaped
 out = []
@@ -536,7 +540,7 @@ def test_the_file_beside_the_cassettes_wins_then_the_first_pyproject_upward_then
 
 
 def test_a_substitution_matching_everywhere_keeps_a_bounded_record() -> None:
-    from cassettes.matching.rules import MAX_MATCHES, substitute
+    from cassettes.matching import MAX_MATCHES, substitute
 
     subs = from_flags(substitute=[r"[0-9]=N"]).substitute
     text, spans = substitute(subs, "7" * 5000, ("system",))

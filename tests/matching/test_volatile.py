@@ -1,5 +1,5 @@
 """Volatile spans: what each built-in detector replaces, what it leaves alone, and what two
-requests that differ only there tolerate (cassettes/matching/volatile.py)."""
+requests that differ only there tolerate (cassettes/matching/_volatile.py)."""
 
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ def test_an_epoch_near_the_recordings_time_is_volatile_without_its_word(
 
 
 def test_the_recordings_time_is_its_headers_created_time() -> None:
-    from cassettes.matching.places import recorded_time, volatile_for
+    from cassettes.matching import recorded_time, volatile_for
 
     header = {"created": "2026-11-25T21:58:26.000Z", "meta": {}}
     assert recorded_time(header) == RECORDED

@@ -10,7 +10,7 @@ Turn 0 (the first request: today's date, the working directory, ids in it) is se
 recording, counted at the fakes: fake #1 gets nothing more and fake #2 never sees a request without
 a tool result; the continuation (turns 1 and 2) is live at fake #2, which answers differently, and
 the agent finishes. The branch header carries B's cwd and home, the recording's A's
-(cassettes.matching.places).
+(cassettes.matching).
 
 The date. libfaketime (preloaded: tests.support.clock) moves Claude Code's clock: its ``claude.exe``
 (Bun) is linked dynamically, so ``Today's date is …`` says tomorrow. Codex ships a static musl
@@ -332,7 +332,7 @@ def _check_diff(f: Fork) -> None:
     """``looptap diff run branch`` compares the live turns with the recording's as the prefix was
     matched (each run's own cwd and home, the detectors): no C divergence (folded ones included)
     differs only in the checkout, the home or the date; those are listed as tolerated."""
-    from cassettes.matching.volatile import slug
+    from cassettes.matching import slug
 
     diff = progress.run(
         [*RECORDER, "diff", "--json", str(f.run), str(f.branch)],

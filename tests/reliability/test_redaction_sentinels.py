@@ -20,8 +20,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cassettes.matching import Matcher
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.matching.matcher import Matcher
 from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from tests.support import progress

@@ -170,8 +170,7 @@ PROMPT = "You are a careful travel agent. " * 8  # 256 characters the two reques
 def test_a_divergence_shows_a_window_around_the_first_differing_character(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cassettes.replay.matching.jsondiff import json_diff
-    from cassettes.replay.matching.matcher import Matcher, Miss
+    from cassettes.matching import Matcher, Miss, json_diff
 
     rec, got = (
         PROMPT + "Current mood of the user: calm and patient.",
@@ -273,7 +272,7 @@ def _parallel(paris: str, lyon: str) -> list[dict[str, object]]:
 def test_parallel_anthropic_results_name_the_call_whose_result_differs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cassettes.replay.matching.matcher import Matcher, Miss
+    from cassettes.matching import Matcher, Miss
 
     recorded = _anthropic(_parallel("sunny, 21 C", "sunny, 19 C"))
     miss = Matcher([recorded]).match(

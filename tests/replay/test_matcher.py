@@ -8,8 +8,7 @@ import orjson
 import pytest
 
 from cassettes.errors import CassetteError, ReplayMiss
-from cassettes.replay.matching.jsondiff import format_path, json_diff
-from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, request_key
+from cassettes.matching import Matcher, Miss, Recorded, format_path, json_diff, request_key
 from tests.replay.conftest import (
     CALL,
     RESULT,

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.matching.matcher import Matcher, Miss, Recorded
+from cassettes.matching import Matcher, Miss, Recorded
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_request, tool_loop
 

@@ -65,10 +65,10 @@ def _ask(server: ReplayServer, k: int) -> tuple[int, bytes, str | None]:
 
 
 def test_answers_are_read_from_disk_by_offset(tmp_path: Path) -> None:
-    from cassettes.replay.matching import matcher
+    from cassettes.matching import EXCHANGE_CACHE
 
-    path = write_huge(tmp_path / "run.jsonl", 3 * matcher.EXCHANGE_CACHE)
-    n = 3 * matcher.EXCHANGE_CACHE
+    path = write_huge(tmp_path / "run.jsonl", 3 * EXCHANGE_CACHE)
+    n = 3 * EXCHANGE_CACHE
     server = ReplayServer(path)
     with server:
         # out of order, beyond the caches: each answer is its own recorded one
@@ -143,7 +143,7 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(
 def test_a_small_run_is_held_in_memory_and_a_large_one_indexed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cassettes.replay.matching.matcher import InMemory
+    from cassettes.matching import InMemory
     from cassettes.replay.serving import server
 
     path = write_huge(tmp_path / "run.jsonl", 20)

@@ -12,9 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.matching.rules import Rules, from_table
+from cassettes.matching import Matcher, Miss, Recorded, Rules, from_table
 from cassettes.replay.forking.propose import propose_files
-from cassettes.replay.matching.matcher import Matcher, Miss, Recorded
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import REPO, chat_response, write
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cassettes.matching import rule_argv, rules_of_args
 from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
 from cassettes.replay.forking.fork import ForkReplay, parse_from
-from cassettes.replay.matching.userrules import rule_argv, rules_of_args
 from cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import raw_request, write
 from tests.replay.test_plugin import NOPLUG, _clean_env, expect  # noqa: F401 (_clean_env: autouse here too)

@@ -1,6 +1,6 @@
 """The tolerant prefix's rule (issue 44, item 3): a request that differs from its recorded turn only
 in what the client's tools returned is that turn, in position; anything else the model reads
-differently is not (cassettes/replay/matching/tolerance.py, Matcher.in_position)."""
+differently is not (cassettes/matching/_tolerated.py, Matcher.in_position)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.matching.jsondiff import json_diff
-from cassettes.replay.matching.matcher import Matcher, Recorded
-from cassettes.replay.matching.requestkey import request_key
-from cassettes.replay.matching.tolerance import tool_result_changes
+from cassettes.matching import Matcher, Recorded, json_diff, request_key, tool_result_changes
 from cassettes.wire.exchange import Exchange
 
 CHAT = "https://api.openai.com/v1/chat/completions"
@@ -290,8 +287,7 @@ def test_an_answer_served_in_position_stands_for_what_the_client_sent_when_a_liv
 def test_a_tolerated_value_is_redacted_and_cut_around_the_difference() -> None:
     """What is on the record is wire text: a key in a changed listing never reaches a report line
     or the branch, and a long value is kept around where the two differ."""
-    from cassettes.matching.volatile import Tolerated
-    from cassettes.replay.matching.tolerated import entries_of, report_lines
+    from cassettes.matching import Tolerated, entries_of, report_lines
 
     key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
     found = entries_of(

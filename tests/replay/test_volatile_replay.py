@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from cassettes.cli import build_parser
-from cassettes.matching import Tolerated, VolatileSpans
+from cassettes.matching import Matcher, Miss, Recorded, Tolerated, VolatileSpans, request_key
 from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
 from cassettes.replay.forking.fork import ForkReplay, parse_from
-from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, request_key
 from cassettes.replay.serving.server import ReplayServer
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import (
@@ -230,7 +229,7 @@ def test_a_request_past_the_cursor_is_not_listed_as_tolerated() -> None:
     """At the cursor the request matches its recorded turn only through the date and goes live:
     its recorded answer was not served, so nothing of it is listed as tolerated (the prefix's
     turn 0 is); the branch's note and ``show`` read this list as turns served from the origin."""
-    from cassettes.replay.matching.tolerated import turn_entries
+    from cassettes.matching import turn_entries
     from tests.support.scripted import Reply, ScriptedUpstream
 
     with (

@@ -1033,7 +1033,7 @@ def _headers_sent(
     credential, cookie or connection header), then the user's ``--header`` values. A recorded header
     that cannot be sent (CR, LF, NUL …) is dropped, and a line on stderr names it (once per round
     trip; never its value)."""
-    from cassettes.replay.matching.matcher import request_key
+    from cassettes.matching import request_key
     from cassettes.replay.transports.outgoing import (
         header_problem,
         recorded_request_headers,

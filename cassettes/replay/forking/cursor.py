@@ -46,8 +46,8 @@ import orjson
 
 from cassettes import bounds
 from cassettes.errors import CassetteError
+from cassettes.matching import Matcher, Miss, Recorded
 from cassettes.replay.live.edits import Edit, apply_edits, edited_headers
-from cassettes.replay.matching.matcher import Matcher, Miss, Recorded
 from cassettes.replay.serving.plan import Answer, Forward, Missed, Play
 from cassettes.replay.transports.http1 import Request
 
@@ -173,7 +173,7 @@ class Cursor:
     starts: dict[str | None, int] = field(default_factory=dict)
     #: The ids of the answers the live upstream gave (a request continuing one goes as it is).
     live_ids: set[str] = field(default_factory=set)
-    #: How the prefix is matched (:data:`cassettes.replay.matching.tolerance.PREFIX_MODES`):
+    #: How the prefix is matched (:data:`cassettes.matching.PREFIX_MODES`):
     #: ``strict``, or ``tolerant`` (a request that differs from its recorded turn only in tool
     #: results is answered with that turn, in position, and the difference kept).
     prefix: str = "strict"
@@ -392,8 +392,8 @@ class Cursor:
     ) -> Continuation | None:
         """How the answer to a request sent live is continued when the cap cuts it (the
         ``continue`` edit, :mod:`cassettes.replay.live.continuation`), or ``None``."""
+        from cassettes.matching import request_key
         from cassettes.replay.live.continuation import Continuation
-        from cassettes.replay.matching.requestkey import request_key
 
         edit = next((e for e in self.edits if e.kind == "continue"), None)
         adapter = request_key(method, target, [], body).adapter if edit is not None else None
@@ -543,7 +543,7 @@ class Cursor:
         self, conversation: str | None, turn: int | None, method: str, target: str, body: bytes
     ) -> None:
         """Keep which turn of which conversation went live, on which model (for the report)."""
-        from cassettes.replay.matching.requestkey import request_key
+        from cassettes.matching import request_key
 
         model = self.model
         if model is None:
@@ -729,7 +729,7 @@ def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None
     the name it starts with (the providers' naming convention), so no provider is named here."""
 
     def live(method: str, target: str, body: bytes) -> str | None:
-        from cassettes.replay.matching.requestkey import request_key
+        from cassettes.matching import request_key
 
         key = request_key(method, target, [], body)
         fam = key.adapter.family if key.adapter is not None else None
@@ -753,7 +753,7 @@ def with_model(
         doc = bounds.loads(body) if body else None
     except (orjson.JSONDecodeError, ValueError):
         doc = None
-    from cassettes.replay.matching.requestkey import request_key
+    from cassettes.matching import request_key
 
     adapter = request_key(method, target, [], body).adapter
     path = adapter.url_with_model(urlsplit(target), model) if adapter is not None else None

@@ -114,10 +114,10 @@ def branch_meta(
     the recording does not have is refused here
     (:class:`~cassettes.replay.forking.cursor.CursorError`), before any file is touched and before
     anything is sent."""
+    from cassettes.matching import Matcher
     from cassettes.reading.branch import first_turn, origin_in
     from cassettes.reading.run import open_run
     from cassettes.replay.forking.cursor import Cursor
-    from cassettes.replay.matching.matcher import Matcher
 
     cursor = Cursor(source.cursor, lambda *_: None, model=model, edits=list(check or []))
     run = open_run(source.run, whole=True)  # (a branch forked again: numbered as show numbers it)
@@ -126,7 +126,7 @@ def branch_meta(
     at = set(cursor.starts.values())
     # the origin's turn at the cursor
     turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in at}
-    from cassettes.matching.places import here
+    from cassettes.matching import here
 
     # the branch's own cwd and home (its agent is this process's child), as a recording's header has
     # them
@@ -346,7 +346,7 @@ class ForkReplay:
         import orjson
 
         from cassettes import bounds
-        from cassettes.replay.matching.tolerated import read_entries
+        from cassettes.reading.branch import read_entries
 
         if self._dir is None:
             return
@@ -415,7 +415,7 @@ def start_fork(args: Any) -> ForkReplay:
             )
     out = str(getattr(args, "output", "") or "")
     branch = Path(out[1:] if out.startswith("+") and len(out) > 1 else out) if out else None
-    from cassettes.replay.matching.userrules import rule_argv, rules_of_args
+    from cassettes.matching import rule_argv, rules_of_args
 
     # the project's rules and the flags, refused here (RuleError) before anything starts
     rules_of_args(args, source.run)

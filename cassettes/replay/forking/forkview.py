@@ -44,7 +44,7 @@ class ForkRow:
     divergences: list[str] = field(default_factory=list)
     #: What was tolerated at this turn (the fork's prefix mode), one line each:
     #: ``messages[3].content: recorded "…", live "…" (by tool_result)``
-    #: (:mod:`cassettes.replay.matching.tolerated`).
+    #: (:mod:`cassettes.matching`).
     tolerated: list[str] = field(default_factory=list)
 
 
@@ -210,7 +210,7 @@ def _tolerated_by_turn(
 ) -> dict[tuple[str, int | None, int | None], list[str]]:
     """What was tolerated, as lines, by turn: a prefix turn by (its conversation, its origin seq,
     ``None``), a turn past the cursor by (``""``, origin seq, branch seq)."""
-    from cassettes.replay.matching.tolerated import entry_line
+    from cassettes.matching import entry_line
 
     out: dict[tuple[str, int | None, int | None], list[str]] = {}
     for t in turns:

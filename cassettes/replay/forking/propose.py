@@ -24,16 +24,22 @@ from typing import Any
 
 from cassettes.analysis import RunAnalysis
 from cassettes.hints import count
-from cassettes.matching.rules import (
+from cassettes.matching import (
+    Change,
+    Numbering,
+    RequestKey,
     RuleError,
     Rules,
+    VolatileSpans,
+    clip,
+    format_path,
     format_rule_path,
+    json_diff,
     parse_ignore,
     parse_substitution,
+    request_key,
+    window,
 )
-from cassettes.matching.volatile import Numbering, VolatileSpans
-from cassettes.replay.matching.jsondiff import Change, clip, format_path, json_diff, window
-from cassettes.replay.matching.requestkey import RequestKey, request_key
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["Difference", "Proposal", "propose", "propose_files"]

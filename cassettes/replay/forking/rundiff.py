@@ -5,7 +5,7 @@ For each pair of turns: the requests are compared the way replay matches them (:
 ids and timestamps normalised, and, as ``looptap replay`` has them, the built-in volatile detectors
 — each run's with its own working directory and home — and the project's rules; the differences
 attributed to the client's dispatch, layer C; a difference only in what the matching tolerates is
-listed as tolerated, :mod:`cassettes.replay.matching.tolerated`, not as a divergence), then what the
+listed as tolerated, :mod:`cassettes.matching`, not as a divergence), then what the
 model emitted (text, tool calls, refusal: layer E, compared as emitted: a date the model wrote
 otherwise is something it said otherwise) and what the API reported (status, finish reason, error,
 completeness: layer A). Token counts and latencies differ on every real run and are not divergences.
@@ -22,11 +22,20 @@ from urllib.parse import urlsplit
 
 from cassettes.analysis import RunAnalysis, Turn, analyse
 from cassettes.hints import count
-from cassettes.matching.rules import Rules
-from cassettes.matching.volatile import IGNORED, Tolerated, VolatileSpans, tolerated
-from cassettes.replay.matching.jsondiff import Change, json_diff, short, window
-from cassettes.replay.matching.requestkey import RequestKey, request_key
-from cassettes.replay.matching.verdicts import attribute
+from cassettes.matching import (
+    IGNORED,
+    Change,
+    RequestKey,
+    Rules,
+    Tolerated,
+    VolatileSpans,
+    attribute,
+    json_diff,
+    request_key,
+    short,
+    tolerated,
+    window,
+)
 from cassettes.wire.exchange import Exchange
 
 __all__ = [
@@ -84,19 +93,18 @@ AS_SENT = Comparing()
 
 def _detectors(header_a: Any, header_b: Any) -> VolatileSpans:
     """The built-in detectors for two runs' requests: for the working directories and homes both
-    headers name (``meta.cwd``, ``meta.home``: :mod:`cassettes.matching.places`), on both sides —
+    headers name (``meta.cwd``, ``meta.home``: :mod:`cassettes.matching`), on both sides —
     as a fork's prefix knows the recording's and its own: a branch's requests hold the origin's
     paths too, in the answers served from it — and where a header does not say, this process's
     (as a replay reads a recording made before the fields existed)."""
-    from cassettes.matching.places import recorded
-    from cassettes.matching.volatile import this_process
+    from cassettes.matching import recorded, this_process
 
     cwd, home = this_process()
     (cwd_a, home_a), (cwd_b, home_b) = recorded(header_a), recorded(header_b)
     here = [cwd] if cwd else []
     cwds = [*(cwd_a or here), *(cwd_b or here)]
     homes = [*(home_a or [home]), *(home_b or [home])]
-    from cassettes.matching.places import recorded_time
+    from cassettes.matching import recorded_time
 
     return VolatileSpans(
         cwds[0] if cwds else None, homes[0], cwds[1:], homes[1:], recorded_time(header_a)
@@ -119,10 +127,10 @@ def comparing(
 def diff_rules(cassette_a: str | Path | None, args: Any = None) -> Rules:
     """The rules two runs' requests are compared by: the project's, found from A's cassette as
     the replay finds them (its ``looptap.toml``, else ``pyproject.toml``'s ``[tool.looptap]``:
-    :mod:`cassettes.matching.config`), with a command line's ``--ignore``, ``--substitute`` and
-    ``--volatile-tool`` added (``args``). Raises :class:`~cassettes.matching.rules.RuleError`
+    :mod:`cassettes.matching`), with a command line's ``--ignore``, ``--substitute`` and
+    ``--volatile-tool`` added (``args``). Raises :class:`~cassettes.matching.RuleError`
     (one line) for a rule that cannot be used."""
-    from cassettes.replay.matching.userrules import rules_of_args
+    from cassettes.matching import rules_of_args
 
     return rules_of_args(args, cassette_a)
 
@@ -352,9 +360,9 @@ MAX_DIVERGENCES = 5_000
 
 class Divergences(list[Divergence]):
     """The divergences kept, and how many more there were (:data:`MAX_DIVERGENCES`); what was
-    tolerated (:mod:`cassettes.replay.matching.tolerated`: per turn, for a branch beside its origin
+    tolerated (:mod:`cassettes.matching`: per turn, for a branch beside its origin
     the prefix's as the fork noted it, then the requests that differed only in what the matching
-    tolerates; the first :data:`~cassettes.replay.matching.tolerated.MAX_TURNS` turns, the others
+    tolerates; the first :data:`~cassettes.matching.MAX_TURNS` turns, the others
     counted in ``tolerated_left_out``)."""
 
     left_out: int = 0
@@ -459,7 +467,7 @@ def _diff_conversation(
     as the fork's (:func:`_fork_changes`) and the differences that follow fold under the change
     they follow from (:class:`_Folding`). With ``results`` (a branch forked with ``--prefix
     tolerant``), a request that differs only in tool results is no divergence: the difference is
-    tolerated, as the fork's prefix tolerated it (:mod:`cassettes.replay.matching.tolerance`)."""
+    tolerated, as the fork's prefix tolerated it (:mod:`cassettes.matching`)."""
     folding = _Folding() if fork is not None else None
     for k in range(min(len(ta), len(tb))):
         xa, xb = exa(ta[k]), exb(tb[k])
@@ -560,7 +568,7 @@ def _request_divergences(
         changes += _marked_apart(ka, kb, changes)
     spans = _tolerated_spans(ka, kb, changes)
     if results and changes:
-        from cassettes.replay.matching.tolerance import tool_result_changes
+        from cassettes.matching import tool_result_changes
 
         found = tool_result_changes(ka, kb, changes)
         # (the spans elsewhere: as the prefix lists them, Matcher.in_position)
@@ -619,7 +627,7 @@ def _tolerate(
     """One turn's tolerated differences added to ``sink`` (the first :data:`MAX_TURNS` turns)."""
     if not found:
         return
-    from cassettes.replay.matching.tolerated import MAX_TURNS, entries_of
+    from cassettes.matching import MAX_TURNS, entries_of
 
     if len(sink.tolerated) >= MAX_TURNS:
         sink.tolerated_left_out += 1
@@ -635,7 +643,7 @@ def _under(path: tuple[Any, ...], changed: list[tuple[Any, ...]]) -> bool:
 
 def _tolerated_spans(ka: RequestKey, kb: RequestKey, changes: list[Change]) -> list[Tolerated]:
     """Where two requests differ only in a tolerated span
-    (:func:`cassettes.matching.volatile.tolerated`), outside the values that differ anyway
+    (:func:`cassettes.matching.tolerated`), outside the values that differ anyway
     (``changes``: there the spans need not pair up); none when the body diff was cut short (what
     lies past it is not known to be equal)."""
     if (not ka.spans and not kb.spans) or len(changes) >= _DIFF_LIMIT:
@@ -647,7 +655,7 @@ def _tolerated_spans(ka: RequestKey, kb: RequestKey, changes: list[Change]) -> l
     return [t for t in found if not _under(t.path, changed)]
 
 
-#: What :func:`~cassettes.replay.matching.jsondiff.json_diff` lists at most.
+#: What :func:`~cassettes.matching.json_diff` lists at most.
 _DIFF_LIMIT = 1000
 
 
@@ -695,7 +703,7 @@ def _as_sent(c: Change, ka: RequestKey, kb: RequestKey) -> Change:
     content list compared as its one text part: that text); other values as compared."""
     from dataclasses import replace
 
-    from cassettes.replay.matching.requestkey import bare_text
+    from cassettes.matching import bare_text
 
     def sent(key: RequestKey, value: Any) -> Any:
         if not any(s.path[: len(c.path)] == c.path for s in key.spans):
@@ -860,7 +868,7 @@ def diff_fork(
     pairs, lone, free = _pair_fork(ra, rb, exa, exb, origin, compare)
     out = Divergences()
     said: list[str] = []
-    from cassettes.replay.matching.tolerated import read_entries
+    from cassettes.reading.branch import read_entries
 
     # the prefix's, as the fork noted it; then past the cursor
     out.tolerated = read_entries(origin.get("tolerated"))
@@ -954,7 +962,7 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
 
 def _tolerated_lines(divs: Sequence[Divergence]) -> list[str]:
     """What was tolerated, as :func:`divergence_lines` opens with it."""
-    from cassettes.replay.matching.tolerated import report_lines
+    from cassettes.matching import report_lines
 
     tolerated = report_lines(getattr(divs, "tolerated", []), "")
     if tolerated:

@@ -2,6 +2,6 @@
 WebSocket sessions (``wsserve``), both speaking what one planner decides (``plan``), the faults a
 replay injects (``faults``).
 
-Matching is :mod:`cassettes.replay.matching`'s, requests sent live :mod:`cassettes.replay.live`'s,
+Matching is :mod:`cassettes.matching`'s, requests sent live :mod:`cassettes.replay.live`'s,
 the wire :mod:`cassettes.replay.transports`'.
 """

@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from cassettes.matching import Recorded
     from cassettes.models import NormalisedRequest, NormalisedResponse, Part
-    from cassettes.replay.matching.matcher import Recorded
 
 
 class Attempt(Protocol):

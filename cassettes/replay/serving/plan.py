@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import bounds
+from cassettes.matching import Matcher, Miss, Recorded
 from cassettes.providers import Provider, Rendered
-from cassettes.replay.matching.matcher import Matcher, Miss, Recorded
 from cassettes.replay.serving.faults import (
     REWRITE_KINDS,
     STATUS_KINDS,

@@ -36,12 +36,18 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes.matching.rules import Rules
-from cassettes.matching.volatile import VolatileSpans
+from cassettes.matching import (
+    IndexedRecordings,
+    Matcher,
+    Miss,
+    Recorded,
+    Rules,
+    VolatileSpans,
+    clip,
+    request_key,
+    tolerated_notes,
+)
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
-from cassettes.replay.matching.indexed import IndexedRecordings
-from cassettes.replay.matching.jsondiff import clip
-from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, request_key, tolerated_notes
 from cassettes.replay.serving.faults import Fault, FaultPlan
 from cassettes.replay.serving.plan import (
     MISS_CODE,
@@ -114,11 +120,11 @@ def _size(path: str | Path) -> int:
 
 def _recorded_places(path: str | Path) -> VolatileSpans:
     """The volatile detectors for replaying the looptap cassette at ``path`` here: this process's
-    cwd and home and those its header says the run was recorded in (cassettes.matching.places).
+    cwd and home and those its header says the run was recorded in (cassettes.matching).
     Only the first line is read (at most 1 MiB); a header that cannot be read adds nothing (the
     readers that follow say what is wrong with the file)."""
     from cassettes.errors import CassetteError
-    from cassettes.matching.places import volatile_for
+    from cassettes.matching import volatile_for
     from cassettes.storage.store import open_regular, read_header
 
     try:
@@ -402,7 +408,7 @@ class ReplayServer:
         ``path``, redacted as every cassette is, with this machine's cwd and home in its header: the
         evidence ``looptap rules propose`` reads against the recording. Raises :class:`OSError`,
         :class:`~cassettes.errors.CassetteError`."""
-        from cassettes.matching.places import here
+        from cassettes.matching import here
         from cassettes.recording.pipeline import CassetteWriter
         from cassettes.storage.paths import check_target, staged
 
@@ -457,7 +463,7 @@ class ReplayServer:
                 shown += 1
                 out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
         if self.matcher.tolerated:
-            from cassettes.replay.matching.tolerated import report_lines, turn_entries
+            from cassettes.matching import report_lines, turn_entries
             from cassettes.untrusted import clean_line
 
             n = len(self.matcher.tolerated)

@@ -49,11 +49,11 @@ from cassettes.wire.replay_miss import HEADER as MISS_HEADER
 from cassettes.wire.replay_miss import NOTE_HEADER
 
 if TYPE_CHECKING:
+    from cassettes.matching import Miss, Recorded
     from cassettes.providers import WsTurns
     from cassettes.replay.live.chains import Threads
     from cassettes.replay.live.forward import Trust
     from cassettes.replay.live.wslive import LiveSocket
-    from cassettes.replay.matching.matcher import Miss, Recorded
     from cassettes.replay.transports.outgoing import Answer as HttpAnswer
     from cassettes.replay.transports.wsframes import MessageReader
 
@@ -107,7 +107,7 @@ class _Live:
 
 
 def _miss(turn: Request, why: str, rec: Recorded | None) -> Miss:
-    from cassettes.replay.matching.matcher import Miss
+    from cassettes.matching import Miss
 
     return Miss(turn.method, turn.target, why, rec)
 

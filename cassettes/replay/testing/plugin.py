@@ -315,7 +315,7 @@ class LooptapSession:
         end = rec.mark()
         mine = rec.between(self.start_mark, end)
         if mine:
-            from cassettes.matching.places import here
+            from cassettes.matching import here
             from cassettes.recording.pipeline import CassetteWriter
 
             # the agent runs in this process: its cwd and home are the run's (a replay elsewhere
@@ -593,8 +593,7 @@ def _volatile(kw: Mapping[str, Any], config: pytest.Config, table: bool | None =
 
 def _ini_rules(config: pytest.Config) -> None:
     """The ini's rules and the project's file (found from the rootdir), checked at start-up."""
-    from cassettes.matching.rules import RuleError
-    from cassettes.replay.matching.userrules import project_rules
+    from cassettes.matching import RuleError, project_rules
 
     try:
         project_rules(
@@ -611,8 +610,7 @@ def _ini_rules(config: pytest.Config) -> None:
 def _rules(kw: Mapping[str, Any], config: pytest.Config, cassette: Path) -> Any:
     """The rules of one test: the project's file for its cassette, the ini's and the marker's
     ``ignore=``, ``substitute=`` and ``volatile_tools=`` (each one string or a list)."""
-    from cassettes.matching.rules import RuleError
-    from cassettes.replay.matching.userrules import project_rules
+    from cassettes.matching import RuleError, project_rules
 
     def listed(name: str) -> list[str]:
         v = kw.get(name)
@@ -938,7 +936,7 @@ def _tolerated_text(matcher: Any) -> str:
     span's detector, a rule, a changed tool result in a fork's tolerant prefix): in the test's
     report (shown with a failure, and with ``-rP`` for a test that passed)."""
     from cassettes.hints import count
-    from cassettes.replay.matching.tolerated import report_lines, turn_entries
+    from cassettes.matching import report_lines, turn_entries
     from cassettes.untrusted import clean_line
 
     lines = report_lines(turn_entries(matcher), "")

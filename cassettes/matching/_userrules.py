@@ -1,6 +1,6 @@
 """The user rules of one replay, fork or pytest test: the project's file and the flags, in one
-place, checked before anything listens or is sent (:mod:`cassettes.matching.rules`,
-:mod:`cassettes.matching.config`).
+place, checked before anything listens or is sent (:mod:`cassettes.matching`,
+:mod:`cassettes.matching`).
 
 ``looptap replay``, ``looptap run --from`` and ``looptap diff`` take the same flags
 (:func:`add_rule_flags`); the fork passes them on to its replay server (:func:`rule_argv`), which
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the flags are registered at start-up; the rules are read when a command runs
-    from cassettes.matching.rules import Rules
+    from cassettes.matching._rules import Rules
 
 __all__ = ["add_rule_flags", "project_rules", "rule_argv", "rules_of_args"]
 
@@ -29,9 +29,9 @@ def project_rules(
 ) -> Rules:
     """The project's rules for ``cassette`` (its ``looptap.toml`` or ``pyproject.toml``
     ``[tool.looptap]``) with the given ones added; a rule scoped to an API family no adapter
-    speaks is refused. Raises :class:`~cassettes.matching.rules.RuleError` (one line)."""
-    from cassettes.matching.config import rules_from_config
-    from cassettes.matching.rules import from_flags
+    speaks is refused. Raises :class:`~cassettes.matching.RuleError` (one line)."""
+    from cassettes.matching._config import rules_from_config
+    from cassettes.matching._rules import from_flags
 
     rules = rules_from_config(cassette).extend(
         from_flags(ignore, substitute, volatile_tools, where)

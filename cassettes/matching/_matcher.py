@@ -8,11 +8,11 @@ values are normalised: ids the provider adapter names as made up per run (tool-c
 way still matches; ISO-8601 timestamps become ``<timestamp>``; a multipart boundary becomes
 ``<boundary>``. By default the volatile spans inside the body's text — dates, clocks, durations,
 uuids and random ids, temp paths, the working directory and home, loopback ports
-(:mod:`cassettes.matching.volatile`) — are written as placeholders on both sides too, and every
+(:mod:`cassettes.matching`) — are written as placeholders on both sides too, and every
 one that differed between the recording and the request that matched it is kept
 (:attr:`Matcher.tolerated`): a tolerated difference, never a silent one, and never a rewrite of
 what is served. ``Matcher(…, volatile=False)`` compares them as sent. ``Matcher(…, rules=…)``
-adds the user's rules (:mod:`cassettes.matching.rules`: ignored paths, substitutions, volatile
+adds the user's rules (:mod:`cassettes.matching`: ignored paths, substitutions, volatile
 tools), tolerated and kept the same way, each with the rule that tolerated it. Headers are ignored
 (SDK telemetry, user agents, keys) except, in strict mode, the few an adapter names as changing what
 the API does.
@@ -35,10 +35,7 @@ from typing import Protocol, overload
 import orjson
 
 from cassettes.errors import ReplayMiss
-from cassettes.matching.rules import Rules
-from cassettes.matching.volatile import Tolerated, VolatileSpans, tolerated
-from cassettes.recording.redact import Redactor
-from cassettes.replay.matching.jsondiff import (
+from cassettes.matching._jsondiff import (
     ECHO,
     Change,
     Shown,
@@ -47,9 +44,14 @@ from cassettes.replay.matching.jsondiff import (
     json_diff,
     window,
 )
-from cassettes.replay.matching.requestkey import RequestKey, request_key
-from cassettes.replay.matching.verdicts import Verdict, attribute
+from cassettes.matching._requestkey import RequestKey, request_key
+from cassettes.matching._rules import Rules
+from cassettes.matching._tolerated import tool_result_changes
+from cassettes.matching._verdicts import Verdict, attribute
+from cassettes.matching._volatile import Tolerated, VolatileSpans, tolerated
+from cassettes.recording.redact import Redactor
 from cassettes.untrusted import clean_line
+from cassettes.wire.edited import client_body
 from cassettes.wire.exchange import Exchange, Headers, header
 from cassettes.wire.replay_miss import MissNote, MissVerdict
 
@@ -136,7 +138,7 @@ class Recorded:
 
 class Recordings(Protocol):
     """What a :class:`Matcher` serves from: the recorded exchanges by position, read again when
-    asked for (:class:`~cassettes.replay.matching.indexed.IndexedRecordings`), or a list in
+    asked for (:class:`~cassettes.matching.IndexedRecordings`), or a list in
     memory."""
 
     def __len__(self) -> int: ...
@@ -280,8 +282,6 @@ def _client_key(
 ) -> RequestKey | None:
     """The key of the request the client sent, where a fork's what-if edit rewrote what was
     recorded as sent upstream; ``None`` when the marks do not give it back."""
-    from cassettes.wire.edited import client_body
-
     body = client_body(ex.request_json(), ex.edits or [])
     if body is None:
         return None
@@ -314,7 +314,7 @@ class Matcher:
         directory and home (``True``), for a context given (a
         :class:`~cassettes.matching.VolatileSpans`: the recording's cwd and home when known), or
         none (``False``: the text compared as sent). ``rules``: the user's rules
-        (:mod:`cassettes.matching.rules`), applied to both sides as well."""
+        (:mod:`cassettes.matching`), applied to both sides as well."""
         self.strict = strict
         #: The user's rules both sides of every comparison go through (``None``: none).
         self.rules: Rules | None = rules or None
@@ -491,14 +491,12 @@ class Matcher:
         allowed: Callable[[Recorded], bool],
         miss: Miss | None = None,
     ) -> Recorded | None:
-        """A fork's tolerant prefix (:mod:`cassettes.replay.matching.tolerance`): the recorded turn
+        """A fork's tolerant prefix (:mod:`cassettes.matching`): the recorded turn
         *in position* for a request that matched none — the next unplayed turn of a conversation
         (``allowed``: before the cursor) whose request differs from this one only in tool results'
         text — marked played, with what was tolerated (the changed results, and the volatile spans
         elsewhere) in :attr:`tolerated`; ``miss``, the request's miss, is no longer one. ``None``:
         no turn in position differs only so (the miss stands)."""
-        from cassettes.replay.matching.tolerance import tool_result_changes
-
         self.label()
         live = self._rebased(request_key(method, target, headers, body, volatile=self.volatile))
         best: tuple[int, Recorded, list[Tolerated]] | None = None

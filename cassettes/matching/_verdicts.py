@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cassettes.replay.matching.jsondiff import Change, format_path, short
-from cassettes.replay.matching.requestkey import RequestKey
+from cassettes.matching._jsondiff import Change, format_path, short
+from cassettes.matching._requestkey import RequestKey
 
 __all__ = ["Verdict", "attribute"]
 

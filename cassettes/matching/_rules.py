@@ -1,5 +1,5 @@
 """User rules: what a project says legitimately changes between two runs of its agent, beyond
-what the built-in detectors find (:mod:`cassettes.matching.volatile`).
+what the built-in detectors find (:mod:`cassettes.matching`).
 
 Three kinds, one mechanism:
 
@@ -11,8 +11,8 @@ Three kinds, one mechanism:
   string of both bodies before comparing;
 - **a tool's results are volatile** (by the tool's name): what the tool returned is not compared.
 
-Each rule, applied, is a :class:`~cassettes.matching.volatile.Span` named after it (``rule``),
-so that two requests equal only thanks to it yield a :class:`~cassettes.matching.volatile.Tolerated`
+Each rule, applied, is a :class:`~cassettes.matching.Span` named after it (``rule``),
+so that two requests equal only thanks to it yield a :class:`~cassettes.matching.Tolerated`
 saying which rule tolerated what — never a silent match, never a rewrite of what is recorded or
 served: the caller compares what :meth:`Rules.prepare` and :meth:`Rules.substitute` give and
 keeps the original.
@@ -33,7 +33,7 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from cassettes.errors import CassetteError
-from cassettes.matching.volatile import IGNORED, PathItem, Span
+from cassettes.matching._volatile import IGNORED, PathItem, Span
 from cassettes.patterns import PatternError, Template, UserPattern
 
 __all__ = [
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 #: The detector names of the spans user rules make (a :class:`Tolerated`'s ``detector``; an
-#: ignored value's, :data:`~cassettes.matching.volatile.IGNORED`, is the volatile module's).
+#: ignored value's, :data:`~cassettes.matching.IGNORED`, is the volatile module's).
 SUBSTITUTED: Final = "substituted"
 TOOL_RESULT: Final = "tool_result"
 

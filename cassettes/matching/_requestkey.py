@@ -7,9 +7,9 @@ values are normalised: ids the provider adapter names as made up per run (tool-c
 a multipart boundary becomes ``<boundary>``; with a :class:`~cassettes.matching.VolatileSpans`,
 the volatile spans inside the body's strings become ``<date>``, ``<uuid:1>``, ``<cwd>`` … (each
 kept, with its JSON path, in :attr:`RequestKey.spans`); with
-:class:`~cassettes.matching.rules.Rules`, the user's ignored paths, substitutions and volatile
+:class:`~cassettes.matching.Rules`, the user's ignored paths, substitutions and volatile
 tools' results too. Headers are ignored except, in strict mode, the few an adapter names as changing
-what the API does. :mod:`cassettes.replay.matching.matcher` matches on them.
+what the API does. :mod:`cassettes.matching` matches on them.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from urllib.parse import SplitResult, parse_qsl, urlsplit
 import orjson
 
 from cassettes import bounds, providers
-from cassettes.matching.rules import Rules, Substitution, substitute
-from cassettes.matching.volatile import IGNORED, Numbering, Span, VolatileSpans
+from cassettes.matching._rules import Rules, Substitution, substitute
+from cassettes.matching._volatile import IGNORED, Numbering, Span, VolatileSpans
 from cassettes.wire.exchange import Headers, header
 
 __all__ = ["RequestKey", "bare_text", "request_key"]
@@ -147,7 +147,7 @@ def _normalised_text(
 
 class _Found:
     """The volatile spans of one body, found as it is normalised (ids, uuids, temp directories
-    and ports numbered across the whole body: :data:`cassettes.matching.volatile.NUMBERED`), and
+    and ports numbered across the whole body: :data:`cassettes.matching.NUMBERED`), and
     the user's substitutions applied first (each match a span named after its rule)."""
 
     __slots__ = ("numbers", "spans", "subs", "volatile")
@@ -206,7 +206,7 @@ def request_key(
 ) -> RequestKey:
     """Normalise one request for matching (``parsed``: the body's JSON when already at hand).
     With ``volatile``, the strings of a JSON body have their volatile spans (dates, ids, temp
-    paths …: :mod:`cassettes.matching.volatile`) written as placeholders too, each kept in
+    paths …: :mod:`cassettes.matching`) written as placeholders too, each kept in
     :attr:`RequestKey.spans`; without, they compare as sent. With ``rules``, the user's ignored
     paths, substitutions and volatile tools' results are written out as well (each a span too)."""
     try:

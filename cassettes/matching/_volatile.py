@@ -68,7 +68,7 @@ class Span:
     path: tuple[PathItem, ...]
     detector: str
     text: str
-    #: The user rule that made the span (:mod:`cassettes.matching.rules`); ``""``: a built-in
+    #: The user rule that made the span (:mod:`cassettes.matching`); ``""``: a built-in
     #: detector.
     rule: str = ""
 

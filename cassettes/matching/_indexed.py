@@ -3,7 +3,7 @@ round trip is a few integers, not the exchange.
 
 :class:`IndexedRecordings` reads the file once, a block at a time (the reader of a cassette's
 records every streaming command uses, :class:`~cassettes.storage.source.RecordSource`), hands each
-exchange to the :class:`~cassettes.replay.matching.matcher.Matcher` (which keeps a hash of its
+exchange to the :class:`~cassettes.matching.Matcher` (which keeps a hash of its
 request key) and lets it go; a played round trip is read again from disk by its offset. The run
 analysis that places the round trips in conversations and turns (needed for a miss or the report
 only) is the streamed one (:func:`~cassettes.reading.run.open_run`). The memory budget of the

@@ -5,11 +5,11 @@ the cassettes) is read, and nothing else; without one, the first ``pyproject.tom
 cassette's directory upward, else from the working directory upward, and its ``[tool.looptap]``
 table (a ``pyproject.toml`` without the table stops the search too: it is the project's, and the
 project says nothing). The rules given on the command line or in pytest's ini and marker are added
-to the file's (:meth:`~cassettes.matching.rules.Rules.extend`).
+to the file's (:meth:`~cassettes.matching.Rules.extend`).
 
 A file is untrusted input: read with the standard library's TOML reader, at most :data:`MAX_FILE`
 bytes, the walk upward at most :data:`MAX_UP` directories; what cannot be used is one
-:class:`~cassettes.matching.rules.RuleError` line naming the file.
+:class:`~cassettes.matching.RuleError` line naming the file.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cassettes.matching.rules import RuleError, Rules, from_table
+from cassettes.matching._rules import RuleError, Rules, from_table
 
 __all__ = ["BESIDE", "MAX_FILE", "PYPROJECT", "find_config", "rules_from_config"]
 

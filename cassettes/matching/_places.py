@@ -1,7 +1,7 @@
 """Where a run was recorded: the agent's working directory and home, kept in the cassette header
 (``meta.cwd``, ``meta.home``), so that a replay or a fork in another checkout, on another machine
 or under another user reads the recording's ``/home/alice/proj`` as ``<cwd>`` just as it reads its
-own (:class:`~cassettes.matching.volatile.VolatileSpans`).
+own (:class:`~cassettes.matching.VolatileSpans`).
 
 Only the two paths are written: no environment variable, no user name besides what the paths
 hold. A header is untrusted: a value that is not a string, is empty or longer than
@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from cassettes.matching.volatile import VolatileSpans, this_process
+from cassettes.matching._volatile import VolatileSpans, this_process
 
 __all__ = ["MAX_PATH", "PLACES", "here", "recorded", "recorded_time", "volatile_for"]
 

@@ -1,0 +1,46 @@
+"""cassettes.matching is one façade over private modules (issue 56): its exported names are pinned
+here, as httpx pins its ``__all__``, so that a name added to or dropped from the surface is a
+decision seen in review, not a side effect."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import cassettes.matching as matching
+
+EXPORTED = [
+    "ANY_INDEX", "ANY_KEY", "DETECTORS", "EXCHANGE_CACHE", "IGNORED", "MAX_MATCHES", "MAX_PATH",
+    "MAX_TURNS", "NUMBERED", "PREFIX_MODES", "TOOL_RESULT",
+    "Change", "Detector", "IndexedRecordings", "InMemory", "Matcher", "Miss", "Numbering",
+    "Recorded", "RequestKey", "RuleError", "Rules", "Span", "Tolerated", "Verdict",
+    "VolatileSpans",
+    "add_rule_flags", "attribute", "bare_text", "clip", "entries_of", "entry_line", "find_config",
+    "format_path", "format_rule_path", "from_flags", "from_table", "here", "json_diff",
+    "parse_ignore", "parse_path", "parse_substitution", "path_value", "project_rules", "recorded",
+    "recorded_time", "report_lines", "request_key", "rule_argv", "rules_from_config",
+    "rules_of_args", "short", "slug", "substitute", "this_process", "tolerated", "tolerated_notes",
+    "tool_result_changes", "turn_entries", "volatile_for", "window",
+]  # fmt: skip
+
+
+def test_the_exported_names_are_pinned() -> None:
+    assert matching.__all__ == sorted(EXPORTED, key=lambda s: (not s.isupper(), s))
+
+
+def test_every_exported_name_resolves_and_every_module_is_private() -> None:
+    for name in matching.__all__:
+        assert getattr(matching, name) is not None, name
+    modules = [m.name for m in pkgutil.iter_modules(matching.__path__)]
+    assert modules and all(m.startswith("_") for m in modules), modules
+    for m in modules:
+        importlib.import_module(f"cassettes.matching.{m}")
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        matching.nothing_here  # noqa: B018
+    except AttributeError as exc:
+        assert "nothing_here" in str(exc)
+    else:
+        raise AssertionError("cassettes.matching.nothing_here resolved")
