@@ -195,8 +195,7 @@ def _fresh(where: Path) -> sqlite3.Connection | None:
         except sqlite3.DatabaseError:
             if attempt:
                 return None
-            _note(where, "not a database this looptap reads")
-            _remove(where)
+            _remove(where)  # (the reader that found it said so: take)
     return None
 
 
