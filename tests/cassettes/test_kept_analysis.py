@@ -207,9 +207,9 @@ def test_readers_and_writers_in_several_processes_agree(
         run.close()
     assert "A.http_error" in want
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    argv = [sys.executable, "-c", _KEEP, str(path), "5"]
     procs = [
-        subprocess.Popen([sys.executable, "-c", _KEEP, str(path), "5"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(4)
     ]
     for proc in procs:

@@ -1,7 +1,8 @@
-"""A FIFO put where looptap keeps its own files (issue 53 item 4): a kept analysis' database and
-its write-ahead log, the machine key, the price memo (and a link in the database's place). ``looptap show`` opens each without
-blocking and refuses anything but a regular file (``storage.store.open_regular``), so it ends and
-prints the run as it does without one; before, opening the FIFO waited for a writer forever.
+"""A FIFO put where looptap keeps its own files (issue 53 item 4): a kept analysis' database
+and its write-ahead log, the machine key, the price memo (and a link in the database's place).
+``looptap show`` opens none of them unless it is a regular file (``storage.store.open_regular``;
+an ``lstat`` before the database is opened), so it ends and prints the run as it does without
+one; before, opening the FIFO waited for a writer forever.
 
 A hang is told by lack of progress (tests/support/progress.py): a process blocked in ``open``
 uses no CPU time and does no I/O."""
