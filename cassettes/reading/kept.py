@@ -192,7 +192,9 @@ def _fresh(where: Path) -> sqlite3.Connection | None:
                 db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 db.execute(f"PRAGMA user_version = {SCHEMA}")
             return db
-        except sqlite3.DatabaseError:
+        except sqlite3.OperationalError:  # (locked past the wait, no room, read-only: not kept)
+            return None
+        except sqlite3.DatabaseError:  # not a database: replaced
             if attempt:
                 return None
             _remove(where)  # (the reader that found it said so: take)
@@ -331,6 +333,8 @@ def _open(cassette: Path) -> tuple[Path, sqlite3.Connection] | None:
             db.close()
             return None
         return where, db
+    except sqlite3.OperationalError:  # (locked past the wait, read-only: analysed, silently)
+        return None
     except sqlite3.DatabaseError:
         _note(where, "not a database this looptap reads")
         return None
@@ -350,6 +354,8 @@ def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
     try:
         with _reading(db):
             return _rows(db, cassette, store_dir)
+    except sqlite3.OperationalError:
+        return None
     except sqlite3.DatabaseError:
         _note(where, "damaged")
         return None

@@ -164,22 +164,45 @@ def test_a_database_it_cannot_take_is_rebuilt_with_at_most_a_note(
     assert counted.added == 3
 
 
-def test_a_database_being_written_is_read_by_its_snapshot(
+def test_a_reader_reads_one_snapshot_while_a_writer_commits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
 ) -> None:
-    """SQLite's locking instead of a claim: a writer replacing the rows (here held in the middle
-    of its transaction) and a reader at once; the reader takes the rows as they were before."""
+    """SQLite's locking instead of a claim: a writer that commits while a reader takes the rows
+    (here between the reader's first row and the rest) changes nothing the reader reads."""
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
     first = _read(path)
-    writer = sqlite3.connect(_db(_cache), isolation_level=None)
-    writer.execute("BEGIN IMMEDIATE")
-    writer.execute("DELETE FROM findings")
-    writer.execute("DELETE FROM conversations")
+    real = kept._hash
+
+    def hashed_while_written(*a: Any) -> Any:
+        with sqlite3.connect(_db(_cache)) as writer:  # (commits on leaving)
+            writer.execute("DELETE FROM findings")
+            writer.execute("DELETE FROM conversations")
+        return real(*a)
+
+    monkeypatch.setattr(kept, "_hash", hashed_while_written)
     counted = Analysed(monkeypatch)
-    assert _read(path) == first  # the snapshot before the writer's change
+    assert _read(path) == first  # the snapshot from before the writer's commit
     assert counted.added == 0
-    writer.execute("ROLLBACK")
-    writer.close()
+
+
+def test_a_keeping_that_fails_half_way_leaves_the_rows_it_would_replace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
+    """A writer replaces every row in one transaction: one that fails after it began (here in
+    the middle of the conversations) leaves the analysis kept before, whole."""
+    path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
+    first = _read(path)
+
+    def conversations() -> Any:
+        yield "c1", b"{}"
+        raise OSError("the disk is full")
+
+    got = kept.keep(path, path.stat().st_size, b"\0" * 32, {"offsets": [], "lengths": [],
+                    "seqs": []}, b"{}", conversations(), {}, iter(()), (None, {}))  # fmt: skip
+    assert got is None
+    counted = Analysed(monkeypatch)
+    assert _read(path) == first
+    assert counted.added == 0
 
 
 _KEEP = """
