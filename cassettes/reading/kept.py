@@ -50,6 +50,7 @@ __all__ = [
     "Kept",
     "ViewsWriter",
     "analyser_digest",
+    "digest_of",
     "disabled",
     "hasher",
     "keep",
@@ -295,7 +296,7 @@ def keep(
         db.close()
 
 
-def _hash(cassette: Path, size: int) -> bytes | None:
+def digest_of(cassette: Path, size: int) -> bytes | None:
     """The SHA-256 of the cassette's first ``size`` bytes; ``None`` when it holds fewer."""
     h = hashlib.sha256()
     done = 0
@@ -375,7 +376,7 @@ def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) 
     generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis = row
     if analyser != analyser_digest() or size != os.stat(cassette).st_size:
         return None
-    if _hash(cassette, size) != sha256:
+    if digest_of(cassette, size) != sha256:
         return None
     state = orjson.loads(reading)
     for name, raw in (("offsets", offsets), ("lengths", lengths), ("seqs", seqs)):

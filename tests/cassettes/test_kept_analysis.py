@@ -171,7 +171,7 @@ def test_a_reader_reads_one_snapshot_while_a_writer_commits(
     (here between the reader's first row and the rest) changes nothing the reader reads."""
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
     first = _read(path)
-    real = kept._hash
+    real = kept.digest_of
 
     def hashed_while_written(*a: Any) -> Any:
         with sqlite3.connect(_db(_cache)) as writer:  # (commits on leaving)
@@ -179,7 +179,7 @@ def test_a_reader_reads_one_snapshot_while_a_writer_commits(
             writer.execute("DELETE FROM conversations")
         return real(*a)
 
-    monkeypatch.setattr(kept, "_hash", hashed_while_written)
+    monkeypatch.setattr(kept, "digest_of", hashed_while_written)
     counted = Analysed(monkeypatch)
     assert _read(path) == first  # the snapshot from before the writer's commit
     assert counted.added == 0
