@@ -475,6 +475,9 @@ class RunReader:
         self.summaries: dict[int, TurnSummary] = {}
         self._summarise = summaries
         self._places = _Places()
+        # seq → conversation, input and output tokens, cost (a decimal's text) of each turn, for
+        # the rows of a kept analysis
+        self._usage: dict[int, tuple[str, int | None, int | None, str | None]] = {}
         self._store = TurnStore(store_dir)
         self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
         self._turn_cache = turn_cache
@@ -632,6 +635,10 @@ class RunReader:
             self.families[family] = self.families.get(family, 0) + 1
             if turn is not None:
                 self._places.put(turn.seq, self._store.put(turn))
+                if self.index.digest is not None:  # (to be kept: its row says so much of it)
+                    t = turn.tokens
+                    cost = str(t.cost) if t.cost is not None else None
+                    self._usage[turn.seq] = (turn.conversation, t.input, t.output, cost)
                 if self._summarise:
                     summary = summarise(turn)
                     self.summaries[turn.seq] = summary
@@ -806,7 +813,7 @@ class RunReader:
                 result.model_copy(update={"conversations": []}).model_dump_json().encode(),
                 ((c.id, c.model_dump_json().encode()) for c in result.conversations),
                 {s: (pos, findings.dump_json(f)) for s, (pos, f) in flagged.items()},
-                ((seq, self._places.get(seq)) for seq in self._places),
+                ((seq, self._usage.get(seq), self._places.get(seq)) for seq in self._places),
                 (turns_file, turns["blocks"]),
             )  # fmt: skip
         except (TypeError, ValueError):  # (not kept: analysed again next time)

@@ -82,8 +82,9 @@ CREATE TABLE run (
 );
 CREATE TABLE conversations (ord INTEGER PRIMARY KEY, id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE turns (
-    ord INTEGER PRIMARY KEY, seq INTEGER NOT NULL, block INTEGER NOT NULL,
-    offset INTEGER NOT NULL, length INTEGER NOT NULL
+    ord INTEGER PRIMARY KEY, seq INTEGER NOT NULL, conversation TEXT, input_tokens INTEGER,
+    output_tokens INTEGER, cost TEXT, block INTEGER NOT NULL, offset INTEGER NOT NULL,
+    length INTEGER NOT NULL
 );
 CREATE TABLE turn_blocks (block INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE findings (seq INTEGER PRIMARY KEY, pos INTEGER NOT NULL, data TEXT NOT NULL);
@@ -236,16 +237,18 @@ def keep(
     analysis: bytes,
     conversations: Iterator[tuple[str, bytes]],
     findings: dict[int, tuple[int, bytes]],
-    places: Iterator[tuple[int, tuple[int, int, int]]],
+    places: Iterator[
+        tuple[int, tuple[str, int | None, int | None, str | None] | None, tuple[int, int, int]]
+    ],
     turns: tuple[IO[bytes] | None, dict[int, tuple[int, int]]],
 ) -> bytes | None:
     """Keep the analysis of the cassette's first ``size`` bytes (whose SHA-256 is ``sha256``): the
     reader's ``state`` (plain data: the index's ``offsets``, ``lengths`` and ``seqs`` arrays, the
     rest JSON), the ``analysis`` (JSON, without its conversations), each conversation (id, JSON),
-    the findings by turn (seq → position, JSON), each turn's place (seq, (block, offset, length))
-    and the store of full turns (its file, read from where each block is). Replaces what was kept
-    for this path, in one transaction. Never raises: the new generation, ``None`` when it could
-    not be kept."""
+    the findings by turn (seq → position, JSON), each turn's usage (conversation, input and output
+    tokens, cost) and place (block, offset, length), and the store of full turns (its file, read
+    from where each block is). Replaces what was kept for this path, in one transaction. Never
+    raises: the new generation, ``None`` when it could not be kept."""
     where = location(cassette)
     analyser = analyser_digest()
     if where is None or analyser is None:
@@ -275,8 +278,9 @@ def keep(
             ((seq, pos, data.decode()) for seq, (pos, data) in findings.items()),
         )
         db.executemany(
-            "INSERT INTO turns (seq, block, offset, length) VALUES (?, ?, ?, ?)",
-            ((seq, *where_) for seq, where_ in places),
+            "INSERT INTO turns (seq, conversation, input_tokens, output_tokens, cost, block, "
+            "offset, length) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            ((seq, *(usage or (None,) * 4), *at) for seq, usage, at in places),
         )
         file, blocks = turns
         for block, (at, length) in sorted(blocks.items()):

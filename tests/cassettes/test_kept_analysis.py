@@ -120,6 +120,10 @@ def test_the_rows_are_plain_data_queried_with_sqlite(
     (finding,) = db.execute("SELECT seq, data FROM findings").fetchall()
     assert finding[0] == 1 and orjson.loads(finding[1])[0]["code"] == "A.http_error"
     assert [s for (s,) in db.execute("SELECT seq FROM turns ORDER BY ord")] == [0, 1, 2]
+    usage = "SELECT conversation, sum(input_tokens), sum(output_tokens) FROM turns GROUP BY 1"
+    # (the second answer is an HTTP 500: no usage of its own)
+    assert sorted(db.execute(usage)) == [("c1", 5, 3), ("c2", None, None), ("c3", 5, 3)]
+    assert db.execute("SELECT count(cost) FROM turns").fetchone() == (2,)
     for table in ("run", "conversations", "findings", "turns", "turn_blocks", "views"):
         for row in db.execute(f"SELECT * FROM {table}"):
             for value in row:
