@@ -158,7 +158,7 @@ def _connect(where: Path, *, create: bool) -> sqlite3.Connection | None:
         st = os.lstat(where)
     if not stat.S_ISREG(st.st_mode):
         return None
-    db = sqlite3.connect(f"{where.as_uri()}?nofollow=1", uri=True, timeout=60,
+    db = sqlite3.connect(f"{where.absolute().as_uri()}?nofollow=1", uri=True, timeout=60,
                          isolation_level=None, check_same_thread=False)  # fmt: skip
     try:
         db.execute("PRAGMA journal_mode=WAL")
@@ -179,6 +179,7 @@ def _fresh(where: Path) -> sqlite3.Connection | None:
     """The database at ``where`` with this schema's tables: one that is not (old, foreign,
     corrupt) is replaced."""
     for attempt in (0, 1):
+        db = None
         try:
             db = _connect(where, create=True)
             if db is None:
@@ -195,8 +196,12 @@ def _fresh(where: Path) -> sqlite3.Connection | None:
                 db.execute(f"PRAGMA user_version = {SCHEMA}")
             return db
         except sqlite3.OperationalError:  # (locked past the wait, no room, read-only: not kept)
+            if db is not None:
+                db.close()
             return None
         except sqlite3.DatabaseError:  # not a database: replaced
+            if db is not None:
+                db.close()
             if attempt:
                 return None
             _remove(where)  # (the reader that found it said so: take)
@@ -226,7 +231,9 @@ class Kept(NamedTuple):
 
 
 def _arrays(state: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
-    return tuple(array("q", state.pop(k)).tobytes() for k in ("offsets", "lengths", "seqs"))  # type: ignore[return-value]
+    """The index's three arrays taken out of ``state``, as the bytes of 64-bit integers."""
+    offsets, lengths, seqs = (array("q", state.pop(k)) for k in ("offsets", "lengths", "seqs"))
+    return offsets.tobytes(), lengths.tobytes(), seqs.tobytes()
 
 
 def keep(
@@ -292,9 +299,11 @@ def keep(
             db.execute("INSERT INTO turn_blocks VALUES (?, ?)", (block, data))
         db.execute("COMMIT")
         return generation
-    except (OSError, ValueError, TypeError, sqlite3.Error):
+    except (OSError, ValueError, TypeError, sqlite3.Error) as exc:
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+            _remove(where)  # (damaged inside: the next reader keeps its analysis anew)
         return None
     finally:
         db.close()
