@@ -383,3 +383,17 @@ def test_a_followed_kept_analysis_gives_its_turns_a_few_at_a_time(
     assert sorted(run.summaries) == [0, 1, 2, 3, 4]
     assert [(f.code, f.seq) for f in run.analysis.findings] == first[0]
     run.close()
+
+
+def test_a_relative_cache_directory_is_used_as_any(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``LOOPTAP_CACHE_DIR=cache`` (relative to the working directory): kept and taken."""
+    path = _cassette(tmp_path / "run.jsonl", [200, 500])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOOPTAP_CACHE_DIR", "relative-cache")
+    first = _read(path)
+    counted = Analysed(monkeypatch)
+    assert _read(path) == first
+    assert counted.added == 0
+    assert list((tmp_path / "relative-cache").glob("*.sqlite"))
