@@ -73,8 +73,8 @@ class RecordIndex:
         #: The last record, when :meth:`close_tail` found it complete without its newline.
         self.tail: list[tuple[int, dict[str, Any]]] = []
         #: A hash fed every byte :meth:`poll` reads, in order, a whole line at a time (a kept
-        #: analysis names the bytes it is the analysis of, and a reader continues it from where
-        #: reading stopped: ``cassettes.reading.kept``); ``None``: not hashed.
+        #: analysis names the bytes it is the analysis of: ``cassettes.reading.kept``); ``None``:
+        #: not hashed.
         self.digest: Any = None
         #: Bytes fed to :attr:`digest`.
         self.hashed = 0
