@@ -8,7 +8,6 @@ Runs in the recorder's environment (mitmproxy 11.0.2 + the looptap core; no http
     .venv-proxy/bin/python bench/proxy.py --quick --profile cprofile  # + cProfile of looptap's threads
     .venv-proxy/bin/python bench/proxy.py --durable  # the looptap column as `looptap record --durable`
     .venv-proxy/bin/python bench/proxy.py --uvloop   # + a fifth column: looptap on uvloop's event loop
-    .venv-proxy/bin/python bench/proxy.py --keeper   # + a column: looptap without its keeper (LOOPTAP_NO_CACHE)
 
 Every process is separate, all on 127.0.0.1: the upstream (a stdlib asyncio HTTP/1.1 keep-alive
 server), one subprocess per proxy target, and this process as the client (asyncio streams, its own
@@ -47,12 +46,6 @@ Measurements, each interleaved across targets in blocks (the order rotates per b
 5. looptap's cassette, loaded with ``cassettes.storage.store.read_records``: round trips recorded ==
    requests sent, every SSE stream complete
 
-``--keeper`` measures the keeper (proxy/keeper.py: the writer's process that analyses the run as it
-is recorded, from 1 MiB on, and keeps the analysis): the looptap column and a ``looptap, no keeper``
-column (the same recorder with ``LOOPTAP_NO_CACHE=1``) both append to a copy of a 1.6 MB cassette, so
-the first one's keeper runs from the first request to the last; it reports the keeper's CPU time, and
-whether its kept analysis checks out (``kept.take``) once it has finished.
-
 Absolute numbers depend on the machine (shared, noisy 2-core boxes here, with the upstream, the
 proxy and the client all on those 2 cores): compare the columns, not the values across runs.
 """  # noqa: E501
@@ -83,8 +76,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
 TARGETS: tuple[str, ...] = ("direct", "bare", "stream", "looptap")
-LABEL = {"direct": "direct", "bare": "bare mitmproxy", "stream": "bare + stream", "looptap": "looptap", "uvloop": "looptap+uvloop",  # noqa: E501
-         "nokeep": "looptap, no keeper"}  # fmt: skip
+LABEL = {"direct": "direct", "bare": "bare mitmproxy", "stream": "bare + stream", "looptap": "looptap", "uvloop": "looptap+uvloop"}  # noqa: E501
 N_EVENTS = 20
 GAP = 0.020
 CONC = 50
@@ -398,13 +390,9 @@ async def serve_looptap(
     profile: str | None,
     durable: bool = False,
     name: str = "looptap",
-    seed: Path | None = None,
 ) -> None:
     from proxy.launcher import Recorder, RecorderConfig
 
-    # appended to (--keeper): the cassette is past kept.MIN_BYTES from the start
-    if seed is not None:
-        shutil.copyfile(seed, workdir / f"{name}.jsonl")
     cfg = RecorderConfig(
         output=workdir / f"{name}.jsonl",
         upstreams={"openai": f"http://127.0.0.1:{upstream_port}"},
@@ -813,14 +801,13 @@ class Child:
 
 
 def verify_cassette(
-    path: Path, expected: int, sse_expected: int, ws_expected: int = 0, seeded: int = 0
+    path: Path, expected: int, sse_expected: int, ws_expected: int = 0
 ) -> dict[str, Any]:
     from cassettes.parsing.roundtrip import parse_all
     from cassettes.storage.store import read_records
 
     t = time.perf_counter()
     cas = read_records(path)
-    del cas.exchanges[:seeded]  # (--keeper: the round trips of the cassette appended to)
     rts = parse_all(cas.exchanges)
     load_s = time.perf_counter() - t
     kinds: dict[str, int] = {}
@@ -1085,22 +1072,11 @@ async def main(args: Any) -> None:
         extra = (["--profile", args.profile] if args.profile else []) + (
             ["--durable"] if args.durable else []
         )
-        seeded = 0
-        if "nokeep" in TARGETS:
-            seeded = _seed(workdir)
-            extra += ["--seed", str(workdir / "seed.jsonl")]
-            # (the recorders' and kept.take's below)
-            os.environ["LOOPTAP_CACHE_DIR"] = str(workdir / "cache")
         spawned = await asyncio.gather(
             Child.spawn("bare", *common),
             Child.spawn("stream", *common),
             Child.spawn("looptap", *common, *extra),
             *([Child.spawn("uvloop", *common, *extra)] if "uvloop" in TARGETS else []),
-            *(
-                [Child.spawn("nokeep", *common, *extra, env={"LOOPTAP_NO_CACHE": "1"})]
-                if "nokeep" in TARGETS
-                else []
-            ),
         )
         children = {c.target: c for c in spawned}
         ports = {"direct": up.port, **{t: c.port for t, c in children.items()}}
@@ -1126,21 +1102,14 @@ async def main(args: Any) -> None:
             await coro
             print(f"        done in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
         load1 = os.getloadavg()
-        keeper_cpu = _keeper_cpu(workdir / "looptap.jsonl") if "nokeep" in TARGETS else None
         await asyncio.gather(*(c.stop() for c in children.values()))
         await up.stop()
         s = bench.s["looptap"]
         ver = verify_cassette(
-            workdir / "looptap.jsonl", s.sent + s.ws_turns, s.sse_sent, s.ws_turns, seeded
+            workdir / "looptap.jsonl", s.sent + s.ws_turns, s.sse_sent, s.ws_turns
         )
         report(bench, children, up, ver, args, time.perf_counter() - t_start, load0, load1)
         peer_report(bench, load0, load1)
-        if "nokeep" in TARGETS:
-            sn = bench.s["nokeep"]
-            vern = verify_cassette(
-                workdir / "nokeep.jsonl", sn.sent + sn.ws_turns, sn.sse_sent, sn.ws_turns, seeded
-            )
-            keeper_report(bench, workdir, keeper_cpu, vern)
         if "uvloop" in TARGETS:
             su = bench.s["uvloop"]
             veru = verify_cassette(
@@ -1156,94 +1125,6 @@ async def main(args: Any) -> None:
             print(f"kept {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _seed(workdir: Path) -> int:
-    """The cassette the two looptap columns of ``--keeper`` append to (1.6 MB, past kept.MIN_BYTES):
-    2,000 round trips in conversations of 20 turns. Returns how many round trips it holds."""
-    from tests.support.huge import write_huge
-
-    write_huge(workdir / "seed.jsonl", 2000, "long", turns=20)
-    return 2000
-
-
-def _keepers(cassette: Path) -> list[int]:
-    """The keeper processes of ``cassette`` (found by their command line)."""
-    from tests.support.recorder import keepers
-
-    return keepers(cassette)
-
-
-def _keeper_cpu(cassette: Path) -> float | None:
-    """CPU seconds (user + system) of the keeper of ``cassette`` so far; ``None``: none is
-    running."""
-    for pid in _keepers(cassette):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return None
-
-
-def keeper_report(
-    bench: Bench, workdir: Path, keeper_cpu: float | None, ver: dict[str, Any]
-) -> None:
-    """looptap with its keeper against looptap without (LOOPTAP_NO_CACHE), measured side by side."""
-    from cassettes.reading import kept
-
-    S = bench.s
-
-    def p(t: str, kind: str, q: float) -> float:
-        return pct(sorted(getattr(S[t], kind)), q) * 1000
-
-    print(
-        "keeper (looptap, its keeper analysing the run as it is recorded) against looptap, no "
-        "keeper (LOOPTAP_NO_CACHE=1):"
-    )
-    for label, kind in (
-        ("small JSON", "json"),
-        ("200 KB request", "big"),
-        ("SSE TTFB", "sse_ttfb"),
-        ("SSE per event", "sse_lat"),
-        ("WS per message", "ws_lat"),
-    ):
-        a50, n50, a99, n99 = (
-            p("looptap", kind, 0.5),
-            p("nokeep", kind, 0.5),
-            p("looptap", kind, 0.99),
-            p("nokeep", kind, 0.99),
-        )
-        print(
-            f"  {label:16} p50 {a50:.2f} vs {n50:.2f} ms ({a50 - n50:+.2f})   p99 {a99:.2f} vs "
-            f"{n99:.2f} ms ({a99 - n99:+.2f})"
-        )
-    cassette = workdir / "looptap.jsonl"
-    t = time.perf_counter()
-    # it finishes after the recorder stops
-    while _keepers(cassette) and time.perf_counter() - t < 600:
-        time.sleep(0.2)
-    taken = kept.take(cassette)
-    if taken is not None:
-        taken.turns.close()
-        taken.parses.close()
-    others = kept.location(workdir / "nokeep.jsonl")
-    cpu = (
-        "not running at the end (gave up?)"
-        if keeper_cpu is None
-        else f"{keeper_cpu:.1f} s CPU by the end of the measurements"
-    )
-    print(
-        f"  the keeper: {cpu}; finished {time.perf_counter() - t:.1f} s after the recorder "
-        f"stopped; its analysis of the {cassette.stat().st_size / 1e6:.1f} MB cassette "
-        f"{'checks out (kept.take)' if taken is not None else 'NOT KEPT'}; no keeper's cassette "
-        f"kept: {'no' if others is not None and others.exists() else 'nothing, as it should'}"
-    )
-    ok = ver["recorded"] == ver["expected"] and ver["sse_ok"] == ver["sse_expected"]
-    print(
-        f"  no-keeper cassette: {ver['recorded']} / {ver['expected']} recorded, SSE complete "
-        f"{ver['sse_ok']}/{ver['sse_expected']}  {'MET' if ok else 'NOT MET'}"
-    )
 
 
 def peer_report(bench: Bench, load0: tuple[float, ...], load1: tuple[float, ...]) -> None:
@@ -1321,16 +1202,10 @@ def cli() -> None:
         help="add a column: the looptap recorder on uvloop (needs uvloop installed)",
     )
     ap.add_argument(
-        "--keeper",
-        action="store_true",
-        help="add a column: the looptap recorder without its keeper (LOOPTAP_NO_CACHE)",
-    )
-    ap.add_argument(
         "--serve",
-        choices=["upstream", "bare", "stream", "looptap", "uvloop", "nokeep"],
+        choices=["upstream", "bare", "stream", "looptap", "uvloop"],
         help=argparse.SUPPRESS,
     )
-    ap.add_argument("--seed", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--upstream-port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -1338,7 +1213,7 @@ def cli() -> None:
         asyncio.run(serve_upstream())
     elif args.serve in ("bare", "stream"):
         asyncio.run(serve_bare(args.upstream_port, args.serve == "stream", args.dir))
-    elif args.serve in ("looptap", "nokeep"):
+    elif args.serve == "looptap":
         asyncio.run(
             serve_looptap(
                 args.upstream_port,
@@ -1346,7 +1221,6 @@ def cli() -> None:
                 args.profile,
                 args.durable,
                 name=args.serve,
-                seed=args.seed,
             )
         )
     elif args.serve == "uvloop":
@@ -1360,15 +1234,12 @@ def cli() -> None:
                 args.profile,
                 args.durable,
                 name="uvloop",
-                seed=args.seed,
             )
         )
     else:
         global TARGETS
         if args.uvloop:
             TARGETS = (*TARGETS, "uvloop")
-        if args.keeper:
-            TARGETS = (*TARGETS, "nokeep")
         asyncio.run(main(args))
 
 

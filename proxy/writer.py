@@ -2,27 +2,20 @@
 redacted, parsed, encoded and written here, so none of that shares the proxy's GIL. A module of its
 own, importing no mitmproxy; the recording pipeline is imported inside :func:`writer_main`, in the
 writer process only (the proxy process imports :mod:`proxy.pipe`, not this module's dependencies).
-
-Once the cassette reaches the size from which a run's analysis is kept, the writer starts a keeper
-(:mod:`proxy.keeper`, a process of its own at the lowest priority) that analyses the run as it is
-written, and tells it where the cassette ended when it stops: the first reader after the recording
-takes that analysis (docs/kept-analysis.md).
 """
 
 from __future__ import annotations
 
 import os
 import select
-import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from proxy import keeper, messages
+from proxy import messages
 from proxy.pipe import PIPE_SIZE, FrameReader, frame, write_parts
 
 if TYPE_CHECKING:
-    from cassettes.reading.keeping import Claim
     from cassettes.recording.pipeline import CassetteWriter
 
 __all__ = ["writer_main"]
@@ -103,8 +96,6 @@ def writer_main(
     answers.send("ready", None)
     reader = FrameReader()
     eof = False
-    # (A writer that dies closes the keeper's pipe without a word: the keeper then keeps nothing.)
-    keeping = _Keeping(path)
     with writer:
         behind = False
         while not eof:
@@ -133,67 +124,9 @@ def writer_main(
                     answers.flush()
             if not eof and not select.select([in_fd], [], [], 0)[0]:
                 answers.flush()  # nothing more waiting: say what was stored
-            keeping.check()  # (after the answers: a durable response waits for them, not for this)
         answers.flush()
-    keeping.stop()  # the cassette is closed: the keeper keeps the analysis of what it holds
     if reader.pending:
         answers.send("failed", "the proxy stopped in the middle of handing over a round trip")
-
-
-class _Keeping:
-    """The keeper of the cassette (:mod:`proxy.keeper`): started once the cassette reaches
-    :data:`cassettes.reading.kept.MIN_BYTES` (a smaller run is not kept: nothing changes for it),
-    never with ``LOOPTAP_NO_CACHE``; told where the cassette ended once it is closed."""
-
-    def __init__(self, path: str) -> None:
-        from cassettes.reading import kept
-
-        self._path = path
-        self._min = kept.MIN_BYTES
-        self._off = kept.disabled()
-        self._keeper: subprocess.Popen[bytes] | None = None
-        #: The claim on the keeping (cassettes/reading/keeping.py), shared with the keeper.
-        self._claim: Claim | None = None
-
-    def _size(self) -> int | None:
-        try:
-            return os.stat(self._path).st_size
-        except OSError:
-            return None
-
-    def check(self) -> None:
-        """Start the keeper if the cassette has grown to the size from which a run is kept."""
-        if self._keeper is not None or self._off:
-            return
-        size = self._size()
-        if size is not None and size >= self._min:
-            from cassettes.reading.keeping import Claim
-
-            self._claim = Claim.take(self._path)
-            self._keeper = keeper.start(
-                self._path, self._claim.fd if self._claim is not None else None
-            )
-            self._off = self._keeper is None
-            if self._claim is not None:
-                if self._keeper is not None:
-                    self._claim.keeper(self._keeper.pid)
-                else:
-                    self._claim.close()
-
-    def stop(self) -> None:
-        """The cassette is closed: the keeper keeps the analysis of what it holds (started now if
-        the last batch made it large enough), and finishes on its own; a reader that opens the
-        run meanwhile waits for it (the claim says where the cassette ended)."""
-        self.check()
-        if self._keeper is not None:
-            size = self._size()
-            if self._claim is not None and size is not None:
-                self._claim.finishing(size)
-            keeper.end(self._keeper, size)
-            self._keeper = None
-        if self._claim is not None:
-            self._claim.close()  # the keeper holds it on
-            self._claim = None
 
 
 def header_places(redactor: Any) -> dict[str, str]:

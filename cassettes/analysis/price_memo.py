@@ -82,7 +82,7 @@ def table_identity() -> list[Any] | None:
     their length), ``None`` when that file cannot be found: what the memo on disk is signed with,
     and part of the kept analysis' digest (:mod:`cassettes.reading.kept`). By content, not by path
     and time: the same table installed in the recorder's environment and in the reader's is one
-    table, so the analysis the recorder keeps is taken by ``looptap show`` (proxy/keeper.py)."""
+    table, so an analysis kept by a reader in one is taken by a reader in the other."""
     path = data_file()
     if path is None:
         return None

@@ -32,7 +32,7 @@ import stat
 import tempfile
 import weakref
 from collections.abc import Callable, Iterator, MutableMapping
-from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from cassettes.storage.paths import orphans, process_start
 
@@ -136,57 +136,6 @@ class Spill:
         """How many tables were made in it (the next one's name follows)."""
         return self._tables
 
-    def backup(self, out: IO[bytes]) -> int:
-        """Write a copy of the file to ``out`` (nothing when nothing was spilled); the bytes
-        written. What :meth:`adopt` reads back (a kept analysis' working state,
-        docs/kept-analysis.md)."""
-        if self._db is None or self._dir is None:
-            return 0
-        import sqlite3
-
-        copy = os.path.join(self._dir, "backup.db")
-        os.close(os.open(copy, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        try:
-            dst = sqlite3.connect(copy)
-            try:
-                self._db.backup(dst)
-            finally:
-                dst.close()
-            n = 0
-            with open(copy, "rb") as f:
-                while chunk := f.read(1 << 20):
-                    out.write(chunk)
-                    n += len(chunk)
-            return n
-        finally:
-            os.unlink(copy)
-
-    @classmethod
-    def adopt(cls, data: IO[bytes] | None, tables: int) -> Spill:
-        """A spill whose file is a copy of ``data`` (read from its start; ``None``: nothing was
-        spilled), ``tables`` tables made in it already: what :meth:`backup` wrote."""
-        spill = cls()
-        spill._tables = tables
-        if data is None:
-            return spill
-        spill.db("t0")  # made, empty, with its private directory
-        assert spill._db is not None and spill._dir is not None
-        spill._db.close()
-        path = os.path.join(spill._dir, "spill.db")
-        data.seek(0)
-        with open(path, "wb") as f:
-            shutil.copyfileobj(data, f, 1 << 20)
-        import sqlite3
-
-        spill._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        spill._db.execute("PRAGMA journal_mode=OFF")
-        spill._db.execute("PRAGMA synchronous=OFF")
-        spill._db.execute("PRAGMA temp_store=FILE")
-        assert spill._finalizer is not None
-        spill._finalizer.detach()
-        spill._finalizer = weakref.finalize(spill, _close, spill._db, spill._dir)
-        return spill
-
     def close(self) -> None:
         if self._finalizer is not None:
             self._finalizer()
@@ -211,21 +160,6 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         self._cold = 0  # entries on disk
         self._limit = keep  # trim writes nothing until more entries than this are in memory
         self._bloom: bytearray | None = None  # keys ever spilled (made on the first spill)
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled (a kept analysis' working state) without its bloom filter: its bits are
-        ``hash`` of the keys, salted per process; :meth:`__setstate__` sets them anew."""
-        state = dict(self.__dict__)
-        state["_bloom"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        if self._cold:
-            self._bloom = bytearray(_BLOOM_BITS // 8)
-            db = self._spill.db(self._table)
-            for (key,) in db.execute(f"SELECT k FROM {self._table}"):
-                self._mark(key)
 
     # -- the bloom filter: most lookups of a key never spilled do not reach the file -------------
     @staticmethod

@@ -35,7 +35,7 @@ from enum import Enum
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticUndefined
 
 from cassettes.analysis import spill
@@ -222,24 +222,6 @@ class TurnStore:
             self._filling, self._waiting = bytearray(), {}
             self._recent.clear()
 
-    def working(self) -> dict[str, Any]:
-        """Where it stands, the block being filled included: what a grown file is continued from
-        (:meth:`resume`, on a copy of the file :meth:`kept` gives once flushed)."""
-        with self._lock:
-            assert not self._waiting, "a block is being compressed"
-            return {"blocks": dict(self._blocks), "block": self._block, "end": self._end,
-                    "filling": bytes(self._filling)}  # fmt: skip
-
-    def resume(self, file: IO[bytes], state: dict[str, Any]) -> None:
-        """Go on from :meth:`working`'s ``state``, its blocks read from ``file`` (this process's
-        own copy; what lies past the state's end is written over)."""
-        file.flush()  # (a forked reader reads it through a file description of its own)
-        with self._lock:
-            self._file, self._end = file, int(state["end"])
-            self._blocks, self._block = dict(state["blocks"]), int(state["block"])
-            self._filling, self._waiting = bytearray(state["filling"]), {}
-            self._recent.clear()
-
     def reopen(self) -> None:
         """In a process forked from the one that wrote the store (:mod:`.parallel`): read it
         through a file description of this process's own. A fork shares its parent's file offset,
@@ -394,25 +376,6 @@ class ParseStore:
         """Bytes held in memory for the store (bounded, whatever the run's length)."""
         return self._store.buffered()
 
-    def kept(self) -> tuple[IO[bytes] | None, int, dict[str, Any]]:
-        """What a kept analysis keeps of it (see :meth:`TurnStore.kept`); no chain is continued
-        after the run is finished, so the chains' state is not kept."""
-        file, end, state = self._store.kept()
-        return file, end, {**state, "where": self._where, "depth": self._depth}
-
-    def adopt(self, file: IO[bytes], end: int, state: dict[str, Any]) -> None:
-        self._store.adopt(file, end, state)
-        self._where, self._depth = state["where"], state["depth"]
-
-    def working(self) -> dict[str, Any]:
-        """Where it stands, its chains included (see :meth:`TurnStore.working`)."""
-        return {"store": self._store.working(), "where": self._where, "depth": self._depth,
-                "chains": self._chains}  # fmt: skip
-
-    def resume(self, file: IO[bytes], state: dict[str, Any]) -> None:
-        self._store.resume(file, state["store"])
-        self._where, self._depth, self._chains = state["where"], state["depth"], state["chains"]
-
     def flush(self) -> None:
         self._store.flush()
 
@@ -512,6 +475,9 @@ class RunReader:
         self.summaries: dict[int, TurnSummary] = {}
         self._summarise = summaries
         self._places = _Places()
+        # seq → conversation, input and output tokens, cost (a decimal's text) of each turn, for
+        # the rows of a kept analysis
+        self._usage: dict[int, tuple[str, int | None, int | None, str | None]] = {}
         self._store = TurnStore(store_dir)
         self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
         self._turn_cache = turn_cache
@@ -523,12 +489,10 @@ class RunReader:
         #: The first recorded start time among the round trips read (epoch seconds).
         self.first_started: float | None = None
         self.finished = False
-        #: The MAC of the kept analysis this reader took or kept (``None``: neither).
-        self.kept_mac: bytes | None = None
+        #: The generation of the kept analysis this reader took or kept (``None``: neither).
+        self.kept_as: bytes | None = None
         # The turns of a kept analysis not yet summarised (a step summarises KEPT_STEP of them).
         self._unsummarised: Iterator[int] | None = None
-        # Continued from a kept analysis' working state (:meth:`_resume`).
-        self._resumed = False
         # The pass over the records read so far that :attr:`pairs` and its columns go through.
         self._again: _Reread | None = None
         # Once :meth:`settle` ran: the analysis of the whole run, its turns restored on lookup.
@@ -606,16 +570,15 @@ class RunReader:
     def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
         """Each round trip's printed view: those kept with the run's kept analysis when they check
         out, else ``make()``'s, kept for the next reader as they pass (docs/kept-analysis.md)."""
-        if self.kept_mac is None:
+        if self.kept_as is None:
             made: Iterator[Any] = make()
             return made
         from cassettes.reading import kept
 
-        blocks = kept.views(self.index.path, self.kept_mac)
-        if blocks is not None:
-            taken: Iterator[Any] = kept.iter_views(blocks)
+        taken = kept.views(self.index.path, self.kept_as)
+        if taken is not None:
             return taken
-        return _keeping(make(), kept.ViewsWriter(self.index.path, self.kept_mac))
+        return _keeping(make(), kept.ViewsWriter(self.index.path, self.kept_as))
 
     def settle(self) -> None:
         """The run is read to its end and finished: hold its analysis with every turn mapped from
@@ -641,7 +604,7 @@ class RunReader:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
         if self._cache:
             self._cache = False
-            if self.take_kept() or self._unsummarised is not None:  # (kept, or continued)
+            if self.take_kept():
                 return self._summarised(self.records, list(self.index.problems))
         if self._unsummarised is not None:
             return self._summarised(0, [])
@@ -672,6 +635,10 @@ class RunReader:
             self.families[family] = self.families.get(family, 0) + 1
             if turn is not None:
                 self._places.put(turn.seq, self._store.put(turn))
+                if self.index.digest is not None:  # (to be kept: its row says so much of it)
+                    t = turn.tokens
+                    cost = str(t.cost) if t.cost is not None else None
+                    self._usage[turn.seq] = (turn.conversation, t.input, t.output, cost)
                 if self._summarise:
                     summary = summarise(turn)
                     self.summaries[turn.seq] = summary
@@ -743,122 +710,37 @@ class RunReader:
         trips by API family."""
         if not self.finished:
             self.finished = True
-            # what a grown file is continued from: taken before the tail and the end-of-run
-            # checks, which change it
-            working = self._working()
-            try:
-                tail = self.source.close_tail()
-                self._analyse(tail, len(self.index) - len(tail))
-                self.analyser.finish()
-                if self._resumed and self.summaries:
-                    self._resummarise()
-                self._store.flush()
-                self._parses.flush()
-                self.keep_analysis(working)  # when the file was hashed as it was read (take_kept)
-            finally:
-                if working is not None:
-                    for f in (working.state, *(f for f, _ in working.spills)):
-                        if f is not None:
-                            f.close()
+            tail = self.source.close_tail()
+            self._analyse(tail, len(self.index) - len(tail))
+            self.analyser.finish()
+            self._store.flush()
+            self._parses.flush()
+            self.keep_analysis()  # when the file was hashed as it was read (take_kept)
         return self.index.header or {}, self.first_started, dict(self.families)
-
-    def _working(self) -> Any:
-        """The working state to continue from when the file grows (a ``kept.Working``), pickled
-        (:mod:`cassettes.reading.resume`), when the analysis is to be kept (:meth:`take_kept`
-        hashed the file from its first byte); ``None`` otherwise or when it cannot be pickled."""
-        from cassettes.reading import kept, resume
-
-        index = self.index
-        if (
-            index.digest is None
-            or index.hashed != index.consumed
-            or not index.consumed
-            or len(self.analyser.result.conversations) > kept.MAX_CONVERSATIONS
-        ):
-            return None
-        state = {
-            "index": index.snapshot(tail=False),
-            "analyser": self.analyser, "places": self._places, "turns": self._store.working(), "parses": self._parses.working(),  # noqa: E501
-            "records": self.records, "families": self.families, "first_started": self.first_started, "skipped": self.source.skipped,  # noqa: E501
-            "broken": self.source.bodies._broken,
-        }  # fmt: skip
-        try:
-            file, length, spills = resume.dump(state, self, self._dir)
-        except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError):
-            return None  # (nothing to continue from: a grown file is analysed again)
-        except OSError:
-            return None
-        return kept.Working(index.consumed, file, length, spills)
 
     def take_kept(self) -> bool:
         """Before the first :meth:`step`: take the kept analysis of this file when one checks
         out (:mod:`cassettes.reading.kept`), and stand finished, as if the file had been read and
         analysed; else hash the file as it is read, so that :meth:`keep_analysis` can keep it."""
-        from cassettes.reading import keeping, kept
+        from cassettes.reading import kept
 
         assert self.records == 0 and self.index.consumed == 0, (
             "a kept analysis is taken before anything is read"
         )
         if kept.disabled() or self.index.size() < kept.MIN_BYTES:
             return False
-        # the recorder's keeper finishing this very run: its analysis, rather than a second one
-        keeping.wait(self.index.path, self.index.size())
         found = kept.take(self.index.path, self._dir)
         if found is None:
             self.index.digest = kept.hasher()
             return False
-        if found.resume is not None:  # the file grew: continued from where the analysis stopped
-            if not self._resume(found):
-                found.close()
-                self.index.digest = kept.hasher()
-            return False
-        try:  # written by this analyser's source, checked by this machine's key first (kept.take)
-            state = pickle.loads(found.state)
-        except Exception:  # a kept analysis only ever saves time: analysed afresh
+        try:
+            parsed = _parsed(found)
+        except ValueError:  # (rows this analyser does not read: analysed again, and kept anew)
             found.turns.close()
-            found.parses.close()
             self.index.digest = kept.hasher()
             return False
-        self._adopt(state, found)
-        self.kept_mac = found.mac
-        return True
-
-    def _resummarise(self) -> None:
-        """A continued analysis' turns summarised from the store before they had findings hold
-        lists of their own: those the end-of-run checks added findings to are summarised again,
-        so that their summaries show them, as a turn summarised as it is analysed does."""
-        for seq, summary in list(self.summaries.items()):
-            findings = self.analyser.findings_of(seq)
-            if findings is not None and summary.findings is not findings:
-                turn = self._store.get(*self._places.get(seq))
-                turn.findings = findings
-                self.summaries[seq] = summarise(turn)  # (in its place: the order is the turns')
-                with self._lock:
-                    self._turns.pop(seq, None)
-
-    def _resume(self, found: Any) -> bool:
-        """Go on from the working state kept with the analysis of the file's first bytes (checked
-        by :func:`~cassettes.reading.kept.take`); ``False`` (nothing changed) when it cannot be
-        read. The next :meth:`step` reads from where that analysis stopped."""
-        from cassettes.reading import resume
-
-        try:  # written by this analyser's source, checked by this machine's key first (kept.take)
-            state = resume.load(found.resume.state, self, found.resume.spills)
-            found.resume.state.close()
-            st = state["index"]
-            if st["pos"] != found.resume.at:
-                return False
-        except Exception:  # a kept analysis only ever saves time: analysed afresh
-            return False
-        index = self.index
-        index.restore(st)
-        index.digest, index.hashed = found.resume.digest, found.resume.at
-        self.analyser = state["analyser"]
-        self._store.resume(found.turns, state["turns"])
-        self._parses.resume(found.parses, state["parses"])
-        self._took(state)  # the turns read before, summarised a step at a time first
-        self.source.bodies._broken.update(state["broken"])
-        self._resumed = True
+        self._adopt(found, *parsed)
+        self.kept_as = found.generation
         return True
 
     def _summarised(self, records: int, problems: list[Problem]) -> Batch:
@@ -873,42 +755,38 @@ class RunReader:
                     break
             else:
                 self._unsummarised = None
-        index = self.index
-        # (a continued analysis reads on once they are all summarised)
-        at_end = self._unsummarised is None and (
-            self.finished or index.consumed + index.pending >= index.size()
+        return Batch(
+            turns=turns, records=records, problems=problems, at_end=self._unsummarised is None
         )
-        return Batch(turns=turns, records=records, problems=problems, at_end=at_end)
 
-    def _adopt(self, state: dict[str, Any], found: Any) -> None:
-        index = self.index
-        index.restore(state["index"])
+    def _adopt(
+        self,
+        found: Any,
+        result: RunAnalysis,
+        flagged: dict[int, tuple[int, list[Any]]],
+        places: _Places,
+    ) -> None:
+        """Stand where the kept analysis ``found`` (:func:`~cassettes.reading.kept.take`, its rows
+        read by :func:`_parsed`) left the reader that kept it."""
+        state = found.state
+        self.index.restore(state)
         self.analyser.first_index = state["first_index"]
-        self.analyser.take(state["result"], state["flagged"])
-        self._store.adopt(found.turns, state["turns_end"], state["turns"])
-        self._parses.adopt(found.parses, state["parses_end"], state["parses"])
-        self._took(state)
-        self.finished = True
-
-    def _took(self, state: dict[str, Any]) -> None:
-        """What a kept analysis and a kept working state both give back: the turns' places, the
-        counts, the records skipped; the turns to summarise a step at a time
-        (:meth:`_summarised`) for a viewer."""
-        self._places = state["places"]
-        self.records, self.families, self.first_started = (
-            state["records"],
-            state["families"],
-            state["first_started"],
-        )
+        self.analyser.take(result, flagged)
+        self._store.adopt(found.turns, found.turns_end, {"blocks": found.blocks,
+                          "block": max(found.blocks, default=-1) + 1})  # fmt: skip
+        self._places = places
+        self.records, self.first_started = state["records"], state["first_started"]
+        self.families = state["families"]
         self.source.skipped.clear()  # (the set its forks share)
         self.source.skipped.update(state["skipped"])
         if self._summarise:
             self._unsummarised = iter(list(self._places))
+        self.finished = True
 
-    def keep_analysis(self, working: Any = None) -> bool:
+    def keep_analysis(self) -> bool:
         """Once finished: keep the analysis, for the next reader of the same bytes (when the file
-        was hashed from its first byte as it was read: :meth:`take_kept`), and ``working`` (from
-        :meth:`_working`), to continue it from when the file grows. Never raises."""
+        was hashed from its first byte as it was read: :meth:`take_kept`). Never raises."""
+        from cassettes.analysis.model import Finding
         from cassettes.reading import kept
 
         index = self.index
@@ -919,26 +797,28 @@ class RunReader:
             or index.pending
         ):
             return False
-        if len(self.analyser.result.conversations) > kept.MAX_CONVERSATIONS:
-            return False  # (a kept analysis holds its conversations in memory)
-        turns_file, turns_end, turns = self._store.kept()
-        parses_file, parses_end, parses = self._parses.kept()
         result, flagged = self.analyser.kept()
+        if len(result.conversations) > kept.MAX_CONVERSATIONS:
+            return False  # (a kept analysis' conversations are read into memory)
+        turns_file, _, turns = self._store.kept()
+        findings = TypeAdapter(list[Finding])
         state = {
-            "index": index.snapshot(tail=True),
-            "first_index": self.analyser.first_index, "result": result, "flagged": flagged, "places": self._places,  # noqa: E501
-            "turns": turns, "turns_end": turns_end, "parses": parses, "parses_end": parses_end,
-            "records": self.records, "families": self.families, "first_started": self.first_started, "skipped": self.source.skipped,  # noqa: E501
+            **index.snapshot(), "first_index": self.analyser.first_index,
+            "records": self.records, "families": self.families,
+            "first_started": self.first_started, "skipped": sorted(self.source.skipped),
         }  # fmt: skip
         try:
-            data = _dumps(state)
-        except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError):
-            # (not kept: analysed again next time)
+            self.kept_as = kept.keep(
+                index.path, index.hashed, index.digest.digest(), state,
+                result.model_copy(update={"conversations": []}).model_dump_json().encode(),
+                ((c.id, c.model_dump_json().encode()) for c in result.conversations),
+                {s: (pos, findings.dump_json(f)) for s, (pos, f) in flagged.items()},
+                ((seq, self._usage.get(seq), self._places.get(seq)) for seq in self._places),
+                (turns_file, turns["blocks"]),
+            )  # fmt: skip
+        except (TypeError, ValueError):  # (not kept: analysed again next time)
             return False
-        empty = io.BytesIO()
-        self.kept_mac = kept.keep(index.path, index.hashed, index.digest.digest(), data,
-                                  turns_file or empty, turns_end, parses_file or empty, parses_end, working)  # fmt: skip  # noqa: E501
-        return self.kept_mac is not None
+        return self.kept_as is not None
 
     def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
         """A turn with everything the analysis gave it, restored from the store (a small cache
@@ -1000,6 +880,25 @@ class RunReader:
         """Delete the store of full turns and parses (the summaries stay readable)."""
         self._store.close()
         self._parses.close()
+
+
+def _parsed(found: Any) -> tuple[RunAnalysis, dict[int, tuple[int, list[Any]]], _Places]:
+    """A kept analysis' rows (:class:`~cassettes.reading.kept.Kept`) as the reader holds them:
+    the analysis with its conversations, the findings by turn, the turns' places. Raises
+    ``ValueError`` for rows it cannot read."""
+    from cassettes.analysis.model import Conversation, Finding
+
+    try:
+        result = RunAnalysis.model_validate_json(found.state["analysis"])
+        result.conversations = [Conversation.model_validate_json(c) for c in found.conversations]
+        findings = TypeAdapter(list[Finding])
+        flagged = {s: (pos, findings.validate_json(f)) for s, (pos, f) in found.findings.items()}
+        places = _Places()
+        for seq, block, offset, length in found.places:
+            places.put(seq, (block, offset, length))
+    except (KeyError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    return result, flagged, places
 
 
 def _keeping(views: Iterator[Any], writer: Any) -> Iterator[Any]:

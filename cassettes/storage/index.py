@@ -73,31 +73,31 @@ class RecordIndex:
         #: The last record, when :meth:`close_tail` found it complete without its newline.
         self.tail: list[tuple[int, dict[str, Any]]] = []
         #: A hash fed every byte :meth:`poll` reads, in order, a whole line at a time (a kept
-        #: analysis names the bytes it is the analysis of, and a reader continues it from where
-        #: reading stopped: ``cassettes.reading.kept``); ``None``: not hashed.
+        #: analysis names the bytes it is the analysis of: ``cassettes.reading.kept``); ``None``:
+        #: not hashed.
         self.digest: Any = None
         #: Bytes fed to :attr:`digest`.
         self.hashed = 0
 
-    #: What :meth:`snapshot` holds of the index as it stands (and :meth:`restore` sets again).
-    _SNAPSHOT = ("header", "format_version", "problems", "offsets", "lengths", "seqs")
-
-    def snapshot(self, *, tail: bool) -> dict[str, Any]:
-        """The index as read so far, for a kept analysis to pickle (:meth:`restore` makes it
-        again); its torn-tail record only with ``tail`` (a read that went to its end)."""
-        out = {name: getattr(self, name) for name in self._SNAPSHOT}
-        if tail:
-            out["tail"] = self.tail
-        out.update(pos_of_seq=self._pos_of_seq, pos=self._pos, line=self._line)
-        return out
+    def snapshot(self) -> dict[str, Any]:
+        """The index as read to its end, as plain data (JSON, and its three arrays), for a kept
+        analysis (:meth:`restore` stands there again)."""
+        return {
+            "header": self.header, "format_version": self.format_version,
+            "problems": [[p.line, p.kind, p.message] for p in self.problems],
+            "offsets": self.offsets, "lengths": self.lengths, "seqs": self.seqs,
+            "tail": self.tail, "pos_of_seq": list(self._pos_of_seq.items()),
+            "pos": self._pos, "line": self._line,
+        }  # fmt: skip
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Stand where :meth:`snapshot` was taken (its tail too, when it holds one)."""
-        for name in self._SNAPSHOT:
-            setattr(self, name, state[name])
-        if "tail" in state:
-            self.tail = state["tail"]
-        self._pos_of_seq, self._pos, self._line = state["pos_of_seq"], state["pos"], state["line"]
+        """Stand where :meth:`snapshot` was taken."""
+        self.header, self.format_version = state["header"], state["format_version"]
+        self.problems = [Problem(line, kind, message) for line, kind, message in state["problems"]]
+        self.offsets, self.lengths, self.seqs = state["offsets"], state["lengths"], state["seqs"]
+        self.tail = [(n, record) for n, record in state["tail"]]
+        self._pos_of_seq = {seq: pos for seq, pos in state["pos_of_seq"]}
+        self._pos, self._line = state["pos"], state["line"]
 
     @property
     def consumed(self) -> int:

@@ -1,19 +1,21 @@
 """Analyse a run once (issue 48, docs/kept-analysis.md): a looptap cassette's analysis is kept after
-a reader computed it and taken by the next reader of the same bytes; a changed file, a changed or
-forged kept analysis, or another analyser each lead to a fresh analysis, whose findings are the
-ones a reader without any kept analysis gets."""
+a reader computed it, as rows in SQLite, and taken by the next reader of the same bytes; a changed
+or grown file, a database that is corrupt, foreign or of another schema, or another analyser each
+lead to a fresh analysis, whose findings are the ones a reader without any kept analysis gets."""
 
 from __future__ import annotations
 
 import functools
-import pickle
+import os
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from cassettes.parsing.sealed import machine_key
 from cassettes.reading import kept
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
@@ -73,8 +75,9 @@ def test_a_second_read_takes_the_kept_analysis_and_reads_the_same(
     counted = Analysed(monkeypatch)
     first = _read(path)
     assert counted.added == 4
-    assert sorted(p.suffix for p in _cache.iterdir()) == [".kept"]
+    assert [p.suffix for p in _cache.iterdir() if p.suffix] == [".sqlite"]
     assert all(p.stat().st_mode & 0o777 == 0o600 for p in _cache.iterdir())
+    assert _cache.stat().st_mode & 0o777 == 0o700
     second = _read(path)
     assert counted.added == 4  # nothing analysed again
     assert second == first == _fresh(path, monkeypatch)
@@ -97,63 +100,149 @@ def test_a_tampered_file_is_analysed_again(tmp_path: Path, monkeypatch: pytest.M
     assert tampered == _fresh(path, monkeypatch)
 
 
-def _sections(data: bytes) -> list[bytes]:
-    """The kept file's sections (meta, state, turns, parses, the working state and the spilled
-    tables' files), its MAC left out."""
-    out, at = [], len(kept.MAGIC)
-    while len(data) - at > 32:
-        n = int.from_bytes(data[at : at + 8], "big")
-        out.append(data[at + 8 : at + 8 + n])
-        at += 8 + n
-    assert len(data) - at == 32
-    return out
+def _db(cache: Path) -> Path:
+    (db,) = cache.glob("*.sqlite")
+    return db
 
 
-def _forged(path: Path, kept_file: Path, key: bytes) -> bytes:
-    """The kept file with every finding removed from its state, MAC'd with ``key``."""
-    meta, state_raw, turns, parses, *working = _sections(kept_file.read_bytes())
-    state = pickle.loads(state_raw)
-    state["result"] = state["result"].model_copy(update={"findings": []})
-    state["flagged"] = {}
-    data = kept.MAGIC + b"".join(
-        len(s).to_bytes(8, "big") + s
-        for s in (meta, pickle.dumps(state), turns, parses, *working)
-    )
-    size = path.stat().st_size
-    run_digest = kept.run_digest_of(key, path, size)
-    assert run_digest is not None
-    analyser = kept.analyser_digest()
-    assert analyser is not None
-    mac = kept.analysis_mac(key, analyser, size, run_digest)
-    mac.update(data)
-    return data + mac.digest()
+def test_the_rows_are_plain_data_queried_with_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
+    """What is kept is rows: the run, its conversations, the findings by turn, the turns' places;
+    nothing in it is a pickle (no pickle opcode stream starts any text or blob)."""
+    path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
+    _read(path)
+    db = sqlite3.connect(_db(_cache))
+    assert db.execute("PRAGMA user_version").fetchone() == (kept.SCHEMA,)
+    assert db.execute("SELECT size FROM run").fetchone() == (path.stat().st_size,)
+    convs = db.execute("SELECT id, data FROM conversations ORDER BY ord").fetchall()
+    assert len(convs) == 3 and all(orjson.loads(data)["id"] == cid for cid, data in convs)
+    (finding,) = db.execute("SELECT seq, data FROM findings").fetchall()
+    assert finding[0] == 1 and orjson.loads(finding[1])[0]["code"] == "A.http_error"
+    assert [s for (s,) in db.execute("SELECT seq FROM turns ORDER BY ord")] == [0, 1, 2]
+    usage = "SELECT conversation, sum(input_tokens), sum(output_tokens) FROM turns GROUP BY 1"
+    # (the second answer is an HTTP 500: no usage of its own)
+    assert sorted(db.execute(usage)) == [("c1", 5, 3), ("c2", None, None), ("c3", 5, 3)]
+    assert db.execute("SELECT count(cost) FROM turns").fetchone() == (2,)
+    for table in ("run", "conversations", "findings", "turns", "turn_blocks", "views"):
+        for row in db.execute(f"SELECT * FROM {table}"):
+            for value in row:
+                if isinstance(value, bytes | str):
+                    raw = value.encode() if isinstance(value, str) else value
+                    assert not raw.startswith(b"\x80"), (table, raw[:20])
+    db.close()
 
 
-@pytest.mark.parametrize("how", ["bytes changed", "rewritten without the key"])
-def test_a_kept_analysis_with_a_finding_removed_is_not_taken(
+@pytest.mark.parametrize("how", ["garbage", "cut short", "foreign", "an older schema"])
+def test_a_database_it_cannot_take_is_rebuilt_with_at_most_a_note(
     how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
 ) -> None:
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
-    first = _read(path)
-    assert ("A.http_error", 1) in first[0]
-    (kept_file,) = _cache.glob("*.kept")
-    data = kept_file.read_bytes()
-    if how == "bytes changed":
-        assert data.count(b"A.http_error") >= 1
-        forged = data.replace(b"A.http_error", b"A.http_errox")  # the MAC no longer checks out
-    else:  # a well-formed kept file, findings removed, MAC'd under a key that is not this machine's
-        forged = _forged(path, kept_file, b"\x01" * 32)
-        key = machine_key(create=True)
-        assert key is not None
-        # (this machine's key would vouch for it: the key is what guards)
-        taken = _forged(path, kept_file, key)
-        kept_file.write_bytes(taken)
-        assert ("A.http_error", 1) not in _read(path)[0]
-    kept_file.write_bytes(forged)
+    first = cli_output("show", str(path))
+    where = _db(_cache)
+    if how == "garbage":
+        where.write_bytes(b"not a database, but a file of the same name" * 100)
+    elif how == "cut short":
+        data = where.read_bytes()
+        where.write_bytes(data[: len(data) // 3])
+    else:
+        for extra in ("-wal", "-shm"):
+            Path(f"{where}{extra}").unlink(missing_ok=True)
+        where.unlink()
+        db = sqlite3.connect(where)
+        if how == "foreign":
+            db.execute("CREATE TABLE run (x)")
+            db.execute("INSERT INTO run VALUES ('someone else')")
+        else:
+            db.execute(f"PRAGMA application_id = {kept.APPLICATION_ID}")
+            db.execute(f"PRAGMA user_version = {kept.SCHEMA - 1}")
+        db.commit()
+        db.close()
     counted = Analysed(monkeypatch)
-    again = _read(path)
+    again = cli_output("show", str(path))
     assert counted.added == 3
-    assert again == first == _fresh(path, monkeypatch)
+    assert again[:2] == first[:2]
+    note = again[2].splitlines()
+    assert len(note) <= 1 and all(n.startswith("looptap: the kept analysis") for n in note), note
+    assert cli_output("show", str(path)) == first  # rebuilt, and taken
+    assert counted.added == 3
+
+
+def test_a_reader_reads_one_snapshot_while_a_writer_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
+    """SQLite's locking instead of a claim: a writer that commits while a reader takes the rows
+    (here between the reader's first row and the rest) changes nothing the reader reads."""
+    path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
+    first = _read(path)
+    real = kept.digest_of
+
+    def hashed_while_written(*a: Any) -> Any:
+        with sqlite3.connect(_db(_cache)) as writer:  # (commits on leaving)
+            writer.execute("DELETE FROM findings")
+            writer.execute("DELETE FROM conversations")
+        return real(*a)
+
+    monkeypatch.setattr(kept, "digest_of", hashed_while_written)
+    counted = Analysed(monkeypatch)
+    assert _read(path) == first  # the snapshot from before the writer's commit
+    assert counted.added == 0
+
+
+def test_a_keeping_that_fails_half_way_leaves_the_rows_it_would_replace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
+    """A writer replaces every row in one transaction: one that fails after it began (here in
+    the middle of the conversations) leaves the analysis kept before, whole."""
+    path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
+    first = _read(path)
+
+    def conversations() -> Any:
+        yield "c1", b"{}"
+        raise OSError("the disk is full")
+
+    got = kept.keep(path, path.stat().st_size, b"\0" * 32, {"offsets": [], "lengths": [],
+                    "seqs": []}, b"{}", conversations(), {}, iter(()), (None, {}))  # fmt: skip
+    assert got is None
+    counted = Analysed(monkeypatch)
+    assert _read(path) == first
+    assert counted.added == 0
+
+
+_KEEP = """
+import sys
+from cassettes.reading import kept
+kept.MIN_BYTES = 0
+from cassettes.reading.run import open_run
+for _ in range(int(sys.argv[2])):
+    run = open_run(sys.argv[1])
+    print(sorted((f.code, f.seq) for f in run.analysis.findings))
+    run.close()
+"""
+
+
+def test_readers_and_writers_in_several_processes_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
+    """Four processes read and keep the same run at once, five times each (each a writer when it
+    finds no kept analysis, or one of another generation): every read sees every finding."""
+    path = _cassette(tmp_path / "run.jsonl", [200, 500, 200, 500])
+    with monkeypatch.context() as m:
+        m.setenv("LOOPTAP_NO_CACHE", "1")
+        run = open_run(path)
+        want = str(sorted((f.code, f.seq) for f in run.analysis.findings))
+        run.close()
+    assert "A.http_error" in want
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    argv = [sys.executable, "-c", _KEEP, str(path), "5"]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    for proc in procs:
+        out, err = proc.communicate()
+        assert proc.returncode == 0 and err == "", err
+        assert out.splitlines() == [want] * 5
 
 
 def test_another_analyser_analyses_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,7 +250,7 @@ def test_another_analyser_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
     first = _read(path)
     digest = kept.analyser_digest()
     assert digest is not None
-    changed = bytes(b ^ 0xFF for b in digest)
+    changed = "0" * len(digest)
     monkeypatch.setattr(kept, "analyser_digest", lambda: changed)  # a changed source
     counted = Analysed(monkeypatch)
     assert _read(path) == first
@@ -203,10 +292,9 @@ def test_other_price_data_analyses_again(
     assert counted.added == 3
 
 
-def test_a_grown_file_is_continued_with_its_new_turns(
+def test_a_grown_file_is_analysed_again_with_its_new_turns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """(tests/cassettes/test_kept_growth.py: the outputs, and what is not continued)"""
     lines = (
         _cassette(tmp_path / "whole.jsonl", [200, 200, 500]).read_bytes().splitlines(keepends=True)
     )
@@ -217,11 +305,11 @@ def test_a_grown_file_is_continued_with_its_new_turns(
         f.write(lines[3])
     counted = Analysed(monkeypatch)
     grown = _read(path)
-    assert counted.added == 1  # the new round trip only
+    assert counted.added == 3
     assert ("A.http_error", 2) in grown[0]
+    assert _read(path) == grown  # kept for the grown file
+    assert counted.added == 3
     assert grown == _fresh(path, monkeypatch)
-
-
 
 
 def test_show_prints_the_same_from_a_kept_analysis_and_its_kept_views(
@@ -236,11 +324,13 @@ def test_show_prints_the_same_from_a_kept_analysis_and_its_kept_views(
     counted = Analysed(monkeypatch)
     assert [cli_output("show", path), cli_output("show", "--json", path)] == fresh
     assert counted.added == 3
-    assert sorted(p.suffix for p in _cache.iterdir()) == [".kept", ".views"]
     assert [cli_output("show", path), cli_output("show", "--json", path)] == fresh
     assert counted.added == 3
-    (views,) = _cache.glob("*.views")
-    views.write_bytes(views.read_bytes()[:-1] + b"\0")  # views that do not check out are made again
+    db = sqlite3.connect(_db(_cache))
+    assert db.execute("SELECT count(*) FROM views").fetchone()[0] >= 1
+    db.execute("UPDATE run SET generation = x'00'")  # views of another analysis are not taken
+    db.commit()
+    db.close()
     assert [cli_output("show", path), cli_output("show", "--json", path)] == fresh
     assert b"A.http_error" in fresh[0][1]
 
@@ -293,3 +383,17 @@ def test_a_followed_kept_analysis_gives_its_turns_a_few_at_a_time(
     assert sorted(run.summaries) == [0, 1, 2, 3, 4]
     assert [(f.code, f.seq) for f in run.analysis.findings] == first[0]
     run.close()
+
+
+def test_a_relative_cache_directory_is_used_as_any(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``LOOPTAP_CACHE_DIR=cache`` (relative to the working directory): kept and taken."""
+    path = _cassette(tmp_path / "run.jsonl", [200, 500])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOOPTAP_CACHE_DIR", "relative-cache")
+    first = _read(path)
+    counted = Analysed(monkeypatch)
+    assert _read(path) == first
+    assert counted.added == 0
+    assert list((tmp_path / "relative-cache").glob("*.sqlite"))

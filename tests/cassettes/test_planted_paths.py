@@ -1,7 +1,8 @@
-"""A FIFO put where looptap keeps its own files (issue 53 item 4): a kept analysis, its printed
-views, the recorder's claim, the machine key, the price memo. ``looptap show`` opens each without
-blocking and refuses anything but a regular file (``storage.store.open_regular``), so it ends and
-prints the run as it does without one; before, opening the FIFO waited for a writer forever.
+"""A FIFO put where looptap keeps its own files (issue 53 item 4): a kept analysis' database
+and its write-ahead log, the machine key, the price memo (and a link in the database's place).
+``looptap show`` opens none of them unless it is a regular file (``storage.store.open_regular``;
+an ``lstat`` before the database is opened), so it ends and prints the run as it does without
+one; before, opening the FIFO waited for a writer forever.
 
 A hang is told by lack of progress (tests/support/progress.py): a process blocked in ``open``
 uses no CPU time and does no I/O."""
@@ -53,7 +54,7 @@ def shown(run: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     return out
 
 
-@pytest.mark.parametrize("planted", ["kept", "views", "keeping", "key", "memo"])
+@pytest.mark.parametrize("planted", ["kept", "kept-wal", "link", "key", "memo"])
 def test_show_ends_and_prints_the_run_past_a_fifo(
     planted: str, run: Path, shown: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -64,18 +65,23 @@ def test_show_ends_and_prints_the_run_past_a_fifo(
     assert where is not None
     path = {
         "kept": where,
-        "views": where.with_suffix(".views"),
-        "keeping": where.with_suffix(".keeping"),
+        "kept-wal": Path(f"{where}-wal"),
+        "link": where,
         "key": state / "parse.key",
         "memo": state / MEMO,
     }[planted]
-    if planted == "views":  # (read only with a kept analysis: one kept first)
+    if planted == "kept-wal":  # (beside a kept analysis: one kept first)
         assert _show(run, env) == shown
-        path.unlink()
+        path.unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.mkfifo(path, 0o600)
+    if planted == "link":  # a link to a database elsewhere is not followed
+        os.symlink(tmp_path / "elsewhere.sqlite", path)
+    else:
+        os.mkfifo(path, 0o600)
     assert _show(run, env) == shown
     assert _show(run, env) == shown  # and again, past whatever the first one kept
+    if planted == "link":
+        assert not (tmp_path / "elsewhere.sqlite").exists()
 
 
 _SWAPPED = """

@@ -47,7 +47,7 @@ async def test_the_inspector_of_a_finished_run_takes_its_kept_analysis(
     monkeypatch.setattr(RunAnalyser, "add", add)
     first = await _seen(path)
     analysed = len(added)
-    assert analysed and list((tmp_path / "cache").glob("*.kept"))
+    assert analysed and list((tmp_path / "cache").glob("*.sqlite"))
     assert await _seen(path) == first
     assert len(added) == analysed  # nothing analysed: the kept analysis was taken
     assert first[1]  # (findings in E, A and C)
@@ -68,5 +68,5 @@ async def test_every_turn_of_a_kept_analysis_is_listed_not_only_its_first_and_la
     monkeypatch.setattr(incremental, "KEPT_STEP", 1)
     monkeypatch.setattr(reader, "SHOW_EVERY", 0)  # every step shown as it comes
     first = await _seen(path)
-    assert len(first[0]) == 5 and list((tmp_path / "cache").glob("*.kept"))
+    assert len(first[0]) == 5 and list((tmp_path / "cache").glob("*.sqlite"))
     assert await _seen(path) == first

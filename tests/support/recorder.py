@@ -31,7 +31,6 @@ __all__ = [
     "RecorderProcess",
     "children",
     "clean_env",
-    "keepers",
     "needs_recorder",
     "proc_stats",
     "proxy_python",
@@ -127,22 +126,6 @@ def children(pid: int) -> list[int]:
     except OSError:
         pass
     return out
-
-
-def keepers(cassette: Path) -> list[int]:
-    """The keeper processes of the cassette at ``cassette`` (proxy/keeper.py; found by their command
-    line: they run in a session of their own, and outlive the recorder that started them)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(b"proxy.keeper" in a for a in argv) and os.fsencode(cassette) in argv:
-            found.append(int(entry.name))
-    return found
 
 
 def cmdline(pid: int) -> str:

@@ -269,8 +269,8 @@ def test_the_same_table_installed_elsewhere_is_the_same_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The price table is known by its bytes, not by where it is installed nor when: the recorder's
-    environment and the reader's hold one table, so the analysis the recorder keeps is the one
-    ``looptap show`` takes (proxy/keeper.py). Another table is another table."""
+    environment and the reader's hold one table, so an analysis kept by one is the one the other
+    takes (docs/kept-analysis.md). Another table is another table."""
     from cassettes.analysis import price_data
 
     real = price_data.data_file()
