@@ -327,33 +327,6 @@ def reconstructed_lines(v: dict[str, Any]) -> list[str]:
     ]
 
 
-#: What a finding rests on, by code, where that may be a field looptap inferred when it rebuilt
-#: an imported round trip (``reconstructed``): such a finding is said to be no evidence.
-RESTS_ON = {
-    "A.tool_calls_without_calls": "output",
-    "E.empty_response": "output",
-    "E.tool_not_offered": "tools",
-    "E.tool_choice_violated": "tools",
-    "A.truncated_length": "finish_reason",
-    "A.stream_truncated": "framing",
-    "A.usage_missing": "usage",
-}
-
-
-def mark_inferred(v: dict[str, Any]) -> None:
-    """Say of each finding of an imported round trip that rests on a field the source did not give
-    (looptap inferred it, or it is not known) that it is no evidence (``details.inferred`` names
-    the field)."""
-    given = set((v.get("reconstructed") or {}).get("from") or ())
-    for f in v.get("findings") or []:
-        field = RESTS_ON.get(f.get("code", ""))
-        if field is not None and field not in given:
-            f.setdefault("details", {})["inferred"] = field
-            f["message"] += (
-                f" [rests on the {field}, which the imported trace did not give: not evidence]"
-            )
-
-
 def edit_lines(v: dict[str, Any]) -> list[str]:
     out = []
     for m in v.get("edits") or []:

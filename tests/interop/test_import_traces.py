@@ -478,3 +478,44 @@ def test_a_fork_of_an_imported_responses_trace(tmp_path: Path) -> None:
         proc = looptap_run(fake2.url, "--from", f"{back}@turn=1", "-o", str(tmp_path / "b.jsonl"))
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert len(fake2.log) == 1 and fake2.log[0].request.tool_results() == ["sunny", "rain"]
+
+
+def test_a_finding_on_an_inferred_finish_reason_is_a_note_not_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The analysis itself (so show, --json, the totals, why, exports, the inspector and the
+    fleet alike) does not take a field looptap inferred as evidence; the clean twin is the same
+    run as recorded, where the finish reason came off the wire."""
+    from cassettes.reading.run import open_run
+    from cassettes.recording.pipeline import CassetteWriter
+    from tests.inspector import fixture_run
+
+    recorded, imported = tmp_path / "recorded.jsonl", tmp_path / "imported.jsonl"
+    fixture_run.write(recorded)
+    with CassetteWriter(imported, meta={"source": "otlp"}) as w:
+        for ex in fixture_run.exchanges():  # as an import rebuilds them: all but the finish given
+            given = ["messages", "model", "output", "tools", "usage", "framing", "status"]
+            ex.reconstructed = {"v": 1, "source": "a trace", "from": given,
+                                "inferred": ["finish_reason"]}  # fmt: skip
+            w.append(ex)
+
+    def cut(path: Path) -> dict[str, Any]:
+        (f,) = [f for v in show_json(path, capsys) for f in v["findings"]
+                if f["code"] == "A.truncated_length"]  # fmt: skip
+        return f
+
+    assert cut(recorded)["severity"] == "warning"
+    assert "inferred" not in cut(recorded)["details"]
+    f = cut(imported)
+    assert f["severity"] == "info" and f["details"]["inferred"] == "finish_reason"
+    assert f["message"].startswith("not evidence: rests on the finish_reason looptap inferred")
+    # the totals every reader takes: the warnings that rest on the cut are gone from the import
+    warned = {
+        p.name: sorted(f.code for f in open_run(p).analysis.findings if f.severity != "info")
+        for p in (recorded, imported)
+    }
+    assert "A.truncated_length" in warned["recorded.jsonl"]
+    assert set(warned["imported.jsonl"]) == set(warned["recorded.jsonl"]) - {
+        "A.truncated_length",
+        "C.truncated_treated_as_complete",
+    }
