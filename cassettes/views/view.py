@@ -313,18 +313,23 @@ def _user_index(msgs: list[Any], n: int) -> int | None:
 CONTINUED = "looptap asked for the rest of the cut answer; the client's history"
 
 
-def reconstructed_lines(v: dict[str, Any]) -> list[str]:
-    """An imported round trip's provenance (docs/interop.md): what came from the trace, what
-    looptap inferred (which no finding rests on alone)."""
-    r = v.get("reconstructed")
+def reconstructed_said(r: dict[str, Any] | None) -> str | None:
+    """An imported round trip's provenance mark (docs/interop.md) said in one line: what came
+    from the trace, what looptap inferred (which no finding rests on alone); ``None``: recorded.
+    (Its words are the file's: a terminal shows them cleaned.)"""
     if not r:
-        return []
-    given = ", ".join(r.get("from") or []) or "nothing"
-    inferred = ", ".join(r.get("inferred") or []) or "nothing"
-    return [
-        f"    reconstructed from {r.get('source', 'a trace')}: {given}; inferred by looptap "
+        return None
+    given = ", ".join(map(str, r.get("from") or [])) or "nothing"
+    inferred = ", ".join(map(str, r.get("inferred") or [])) or "nothing"
+    return (
+        f"reconstructed from {r.get('source', 'a trace')}: {given}; inferred by looptap "
         f"(not evidence): {inferred}"
-    ]
+    )
+
+
+def reconstructed_lines(v: dict[str, Any]) -> list[str]:
+    said = reconstructed_said(v.get("reconstructed"))
+    return [] if said is None else [f"    {said}"]
 
 
 def edit_lines(v: dict[str, Any]) -> list[str]:
