@@ -519,3 +519,77 @@ def test_a_finding_on_an_inferred_finish_reason_is_a_note_not_a_warning(
         "A.truncated_length",
         "C.truncated_treated_as_complete",
     }
+
+
+def _span(sid: str, parent: str | None, t: int, **attrs: Any) -> dict[str, Any]:
+    """One OTLP/JSON span (its JSON-valued attributes as the semconv has them: strings)."""
+    kv = [
+        {"key": k.replace("__", "."), "value": {"stringValue": v if isinstance(v, str) else
+                                                orjson.dumps(v).decode()}}
+        for k, v in attrs.items()
+    ]  # fmt: skip
+    return {
+        "traceId": "ab" * 16, "spanId": sid * 8, "parentSpanId": parent * 8 if parent else "",
+        "name": attrs.get("gen_ai__operation__name", "chat"), "attributes": kv,
+        "startTimeUnixNano": str(1_763_700_000_000_000_000 + t * 10**9),
+        "endTimeUnixNano": str(1_763_700_000_000_000_000 + t * 10**9 + 5 * 10**8),
+    }  # fmt: skip
+
+
+def _llm(sid: str, agent: str, t: int, new: list[Any], out: list[Any], why: str) -> dict[str, Any]:
+    return _span(
+        sid, agent, t, gen_ai__operation__name="chat", gen_ai__provider__name="openai",
+        gen_ai__request__model="gpt-4o-mini", gen_ai__input__messages=new,
+        gen_ai__output__messages=[{"role": "assistant", "parts": out, "finish_reason": why}],
+    )  # fmt: skip
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "parts": [{"type": "text", "content": text}]}
+
+
+def _result(cid: str, text: str) -> dict[str, Any]:
+    return {"role": "tool", "parts": [{"type": "tool_call_response", "id": cid, "response": text}]}
+
+
+def _tool_call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_call", "id": cid, "name": name, "arguments": args}
+
+
+def test_agent_spans_thread_a_trace_whose_llm_spans_keep_only_new_messages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A main agent calls a tool that runs a sub-agent (an agent as a tool: the call hands it its
+    question); each LLM span keeps only the messages its call added: the agent spans say which
+    calls are one conversation, the analysis finds the rest (kinds, parents) in the rebuilt
+    histories as for a recorded run. Without the agent spans' histories the later calls, which
+    open on tool results, are new conversations."""
+    text = {"type": "text", "content": ""}
+    spans = [
+        _span("a", None, 0, gen_ai__operation__name="invoke_agent", gen_ai__agent__name="main"),
+        _llm("1", "a", 1, [_user("Weather in Paris, and a poem about it?")], [
+            _tool_call("call_w", "get_weather", {"city": "Paris"}),
+            _tool_call("call_p", "ask_poet", {"request": "Write a poem: sun in Paris"}),
+        ], "tool_call"),
+        _span("t", "a", 2, gen_ai__operation__name="execute_tool", gen_ai__tool__name="ask_poet"),
+        _span("s", "t", 2, gen_ai__operation__name="invoke_agent", gen_ai__agent__name="poet"),
+        _llm("2", "s", 3, [_user("Write a poem: sun in Paris")],
+             [_tool_call("call_r", "rhyme", {"word": "sun"})], "tool_call"),
+        _llm("3", "s", 4, [_result("call_r", "fun, run")],
+             [{**text, "content": "Sun on the Seine, fun to run."}], "stop"),
+        _llm("4", "a", 5, [_result("call_w", "sunny"), _result("call_p", "Sun on the Seine.")],
+             [{**text, "content": "Sunny, and: Sun on the Seine."}], "stop"),
+    ]  # fmt: skip
+    otel, out = tmp_path / "delta.otel.json", tmp_path / "run.jsonl"
+    otel.write_bytes(
+        orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans[::-1]}]}]}) + b"\n"
+    )
+    assert main(["import", "-q", str(otel), "-o", str(out)]) == 0
+    views = show_json(out, capsys)
+    placed = [(v["conversation"], v["turn"], v["conversation_kind"]) for v in views]
+    assert placed == [("c1", 0, "main"), ("c2", 0, "sub_agent"), ("c2", 1, "sub_agent"),
+                      ("c1", 1, "main")]  # fmt: skip
+    assert views[1]["conversation_parent_seq"] == 0
+    assert "history" in views[3]["reconstructed"]["inferred"]
+    assert "history" not in views[0]["reconstructed"]["inferred"]
+    assert not [f for v in views for f in v["findings"] if f["severity"] != "info"]
