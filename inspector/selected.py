@@ -44,6 +44,7 @@ class TurnLoaded(Message):
         request: NormalisedRequest | None,
         timeline: list[TimelinePoint],
         edits: list[dict[str, Any]] | None = None,
+        reconstructed: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.seq = seq
@@ -51,6 +52,8 @@ class TurnLoaded(Message):
         self.timeline = timeline
         #: A fork's what-if edits made in this request (cassettes.wire.edited), if any.
         self.edits = edits
+        #: An imported round trip's provenance mark (what the trace gave, what looptap inferred).
+        self.reconstructed = reconstructed
 
 
 def results_sent_back(source: TurnSource, seq: int) -> dict[str, ToolResult]:
@@ -78,4 +81,4 @@ def read_panes(source: TurnSource, index: TurnIndex, seq: int) -> TurnShown | No
 def read_turn(source: TurnSource, seq: int) -> TurnLoaded:
     """Turn ``seq``'s request and text timeline, from its round trip read in full."""
     ex, rt = source.by_seq(seq)
-    return TurnLoaded(seq, rt.request, text_timeline(ex, rt), ex.edits)
+    return TurnLoaded(seq, rt.request, text_timeline(ex, rt), ex.edits, ex.reconstructed)

@@ -32,6 +32,7 @@ from cassettes.analysis import api, dispatch, emission, tokens
 from cassettes.analysis import spill as spill_tables
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
 from cassettes.analysis.conversations import Attempt, Link, Threader
+from cassettes.analysis.inferred import demote_inferred
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import (
     ApiReport,
@@ -662,6 +663,7 @@ class RunAnalyser:
         for check in CHECKS:
             turn.findings.extend(_run(check, ctx, self.result.errors))
         turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
+        demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
         self._mcp.model_turn(turn, ctx.rt.response)
         if link.ambiguous > 1:
             turn.findings.append(

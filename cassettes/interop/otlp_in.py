@@ -9,7 +9,10 @@ usage, finish reasons, models, provider) and OpenInference's flattened attribute
 Each LLM span is one call, in the order the spans started (a file's order is not trusted: spans
 arrive as their exporter batched them). Agent and tool spans (``invoke_agent``, ``execute_tool``,
 OpenInference ``AGENT``/``TOOL``/``CHAIN``) are not calls: the conversations, their kinds and
-parents are what looptap's analysis finds in the rebuilt requests, as for a recorded run.
+parents are what looptap's analysis finds in the rebuilt requests, as for a recorded run. Where an
+instrumentation keeps on each LLM span only that call's new messages, the agent span a call runs
+under says which calls are one conversation: each is rebuilt with the history its agent's earlier
+calls sent and got (OpenAI Chat and Anthropic; ``history`` inferred).
 """
 
 from __future__ import annotations
@@ -152,6 +155,8 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
             return 0, item[0]
 
     calls = []
+    by_id = {_hex(s.get("spanId")): s for _, s in spans}
+    histories: dict[str, list[dict[str, Any]]] = {}  # by agent span: what its calls sent and got
     for _, span in sorted(spans, key=start):
         call = _call(span)
         if call is None:
@@ -161,6 +166,9 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
             call.notes.append(
                 f"imported: the span's parent {parent[:16]} is not in the file (read as a root)"
             )
+        agent = _agent_of(span, by_id)
+        if agent is not None and call.family in ("openai_chat", "anthropic"):
+            _continue_history(call, histories.setdefault(agent, []))
         calls.append(call)
     if not calls:
         raise ImportFormatError(
@@ -168,6 +176,37 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
             "OpenInference LLM span); nothing imported"
         )
     return calls
+
+
+def _agent_of(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str | None:
+    """The id of the nearest agent span (``invoke_agent``, OpenInference ``AGENT``) ``span`` runs
+    under, if any (a cycle of parents, or a parent not in the file, ends the walk)."""
+    seen: set[str] = set()
+    parent = _hex(span.get("parentSpanId"))
+    while parent and parent in by_id and parent not in seen:
+        seen.add(parent)
+        up = by_id[parent]
+        a = _attrs(up.get("attributes"))
+        if a.get("gen_ai.operation.name") == "invoke_agent" or (
+            str(a.get("openinference.span.kind") or "").upper() == "AGENT"
+        ):
+            return parent
+        parent = _hex(up.get("parentSpanId"))
+    return None
+
+
+def _continue_history(call: Call, history: list[dict[str, Any]]) -> None:
+    """Rebuild ``call`` with its agent's history before it when its span kept only its new
+    messages (its history does not open as the agent's first call's did); then add what it sent
+    and got to ``history``."""
+    if history and call.messages[:1] != history[:1] and "messages" in call.given:
+        call.messages = [*history, *call.messages]
+        call.inferred.add("history")
+        call.notes.append(
+            "imported: the span kept only this call's new messages; the history before them is "
+            "its agent's earlier calls' (inferred)"
+        )
+    history[:] = [*call.messages, {"role": "assistant", **(call.output or {})}]
 
 
 def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:

@@ -36,7 +36,6 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
         conversation_json,
         edits_json,
         growth_row,
-        mark_inferred,
         mcp_link_json,
         turn_json,
     )
@@ -59,8 +58,6 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
             v["reconstructed"] = ex.reconstructed  # an imported trace's (docs/interop.md)
         turn = turns.get(v["seq"])
         v.update(turn_json(turn) if turn is not None else EMPTY_TURN)
-        if ex.reconstructed:
-            mark_inferred(v)  # findings resting on what the trace did not give
         if turn is not None:
             parent = branched.get(turn.conversation)
             v.update(

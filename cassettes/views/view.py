@@ -313,45 +313,23 @@ def _user_index(msgs: list[Any], n: int) -> int | None:
 CONTINUED = "looptap asked for the rest of the cut answer; the client's history"
 
 
-def reconstructed_lines(v: dict[str, Any]) -> list[str]:
-    """An imported round trip's provenance (docs/interop.md): what came from the trace, what
-    looptap inferred (which no finding rests on alone)."""
-    r = v.get("reconstructed")
+def reconstructed_said(r: dict[str, Any] | None) -> str | None:
+    """An imported round trip's provenance mark (docs/interop.md) said in one line: what came
+    from the trace, what looptap inferred (which no finding rests on alone); ``None``: recorded.
+    (Its words are the file's: a terminal shows them cleaned.)"""
     if not r:
-        return []
-    given = ", ".join(r.get("from") or []) or "nothing"
-    inferred = ", ".join(r.get("inferred") or []) or "nothing"
-    return [
-        f"    reconstructed from {r.get('source', 'a trace')}: {given}; inferred by looptap "
+        return None
+    given = ", ".join(map(str, r.get("from") or [])) or "nothing"
+    inferred = ", ".join(map(str, r.get("inferred") or [])) or "nothing"
+    return (
+        f"reconstructed from {r.get('source', 'a trace')}: {given}; inferred by looptap "
         f"(not evidence): {inferred}"
-    ]
+    )
 
 
-#: What a finding rests on, by code, where that may be a field looptap inferred when it rebuilt
-#: an imported round trip (``reconstructed``): such a finding is said to be no evidence.
-RESTS_ON = {
-    "A.tool_calls_without_calls": "output",
-    "E.empty_response": "output",
-    "E.tool_not_offered": "tools",
-    "E.tool_choice_violated": "tools",
-    "A.truncated_length": "finish_reason",
-    "A.stream_truncated": "framing",
-    "A.usage_missing": "usage",
-}
-
-
-def mark_inferred(v: dict[str, Any]) -> None:
-    """Say of each finding of an imported round trip that rests on a field the source did not give
-    (looptap inferred it, or it is not known) that it is no evidence (``details.inferred`` names
-    the field)."""
-    given = set((v.get("reconstructed") or {}).get("from") or ())
-    for f in v.get("findings") or []:
-        field = RESTS_ON.get(f.get("code", ""))
-        if field is not None and field not in given:
-            f.setdefault("details", {})["inferred"] = field
-            f["message"] += (
-                f" [rests on the {field}, which the imported trace did not give: not evidence]"
-            )
+def reconstructed_lines(v: dict[str, Any]) -> list[str]:
+    said = reconstructed_said(v.get("reconstructed"))
+    return [] if said is None else [f"    {said}"]
 
 
 def edit_lines(v: dict[str, Any]) -> list[str]:

@@ -307,7 +307,9 @@ class MainScreen(Screen[None]):
         if not self.is_attached or message.seq != self.reading.selected or turn is None:
             return
         self.reading.request_of = message.seq
-        self.turn_pane.show_request(message.request, message.seq, turn.appended_from, message.edits)
+        self.turn_pane.show_request(
+            message.request, message.seq, turn.appended_from, message.edits, message.reconstructed
+        )
         self.player.turn_loaded(message.timeline)
 
     # -- the keys (the app's bindings call these) --------------------------------------------------

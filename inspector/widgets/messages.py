@@ -18,7 +18,7 @@ from textual.widgets import Static
 from cassettes.hints import count
 from cassettes.models import Message, NormalisedRequest, Part, ToolResult
 from cassettes.untrusted import clean, clean_line
-from cassettes.views.view import CONTINUED, edit_text, edited_messages
+from cassettes.views.view import CONTINUED, edit_text, edited_messages, reconstructed_said
 from inspector.safe import wire, wire_line
 
 __all__ = ["MessagesView", "part_text"]
@@ -181,6 +181,8 @@ class MessagesView(VerticalScroll, can_focus=True):
         self._appended_from: int | None = None
         self._note = "select a turn"
         self._edits: list[dict[str, Any]] = []
+        #: An imported round trip's provenance, said (cassettes.views.view.reconstructed_said).
+        self._reconstructed: str | None = None
         #: Message index (-1: the system prompt apart) → the edit marks that rewrote it.
         self._edited: dict[int, list[dict[str, Any]]] = {}
         #: What is drawn above the first new message (to scroll past it).
@@ -199,14 +201,16 @@ class MessagesView(VerticalScroll, can_focus=True):
         appended_from: int | None,
         note: str = "",
         edits: list[dict[str, Any]] | None = None,
+        reconstructed: dict[str, Any] | None = None,
     ) -> None:
         """Show a turn's request (attributes down); ``appended_from`` marks the new messages;
         ``edits``, a fork's what-if edits of it (the messages they rewrote marked, with what the
-        client had sent)."""
+        client had sent); ``reconstructed``, an imported round trip's provenance mark."""
         self._request = request
         self._appended_from = appended_from
         self._note = note
         self._edits = edits or []
+        self._reconstructed = reconstructed_said(reconstructed)
         self._edited = (
             edited_messages(request, self._edits) if request is not None and edits else {}
         )
@@ -339,6 +343,9 @@ class MessagesView(VerticalScroll, can_focus=True):
         if self._edits:
             labels = ", ".join(dict.fromkeys(str(m.get("edit")) for m in self._edits))
             head.append(f" · ✎ EDITED by the fork: {clean_line(labels)}", style="bold yellow")
+        if self._reconstructed is not None:  # the file's words: cleaned, never markup
+            head.append("\n")
+            head.append_text(wire_line(f"⚙ {self._reconstructed}", style="magenta"))
         return head
 
     def _system(self, req: NormalisedRequest) -> Text:

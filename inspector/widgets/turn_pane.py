@@ -96,12 +96,15 @@ class TurnPane(TabPane):
         seq: int,
         appended_from: int | None,
         edits: list[dict[str, Any]] | None,
+        reconstructed: dict[str, Any] | None = None,
     ) -> None:
         """The turn's request in the messages view (``None``: it could not be parsed)."""
         if request is None:
             self.messages.show_note(f"turn #{seq}: the request could not be parsed")
         else:
-            self.messages.show_request(request, appended_from, edits=edits)
+            self.messages.show_request(
+                request, appended_from, edits=edits, reconstructed=reconstructed
+            )
 
     def show_panes(
         self, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, McpCall]

@@ -478,3 +478,118 @@ def test_a_fork_of_an_imported_responses_trace(tmp_path: Path) -> None:
         proc = looptap_run(fake2.url, "--from", f"{back}@turn=1", "-o", str(tmp_path / "b.jsonl"))
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert len(fake2.log) == 1 and fake2.log[0].request.tool_results() == ["sunny", "rain"]
+
+
+def test_a_finding_on_an_inferred_finish_reason_is_a_note_not_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The analysis itself (so show, --json, the totals, why, exports, the inspector and the
+    fleet alike) does not take a field looptap inferred as evidence; the clean twin is the same
+    run as recorded, where the finish reason came off the wire."""
+    from cassettes.reading.run import open_run
+    from cassettes.recording.pipeline import CassetteWriter
+    from tests.inspector import fixture_run
+
+    recorded, imported = tmp_path / "recorded.jsonl", tmp_path / "imported.jsonl"
+    fixture_run.write(recorded)
+    with CassetteWriter(imported, meta={"source": "otlp"}) as w:
+        for ex in fixture_run.exchanges():  # as an import rebuilds them: all but the finish given
+            given = ["messages", "model", "output", "tools", "usage", "framing", "status"]
+            ex.reconstructed = {"v": 1, "source": "a trace", "from": given,
+                                "inferred": ["finish_reason"]}  # fmt: skip
+            w.append(ex)
+
+    def cut(path: Path) -> dict[str, Any]:
+        (f,) = [f for v in show_json(path, capsys) for f in v["findings"]
+                if f["code"] == "A.truncated_length"]  # fmt: skip
+        return f
+
+    assert cut(recorded)["severity"] == "warning"
+    assert "inferred" not in cut(recorded)["details"]
+    f = cut(imported)
+    assert f["severity"] == "info" and f["details"]["inferred"] == "finish_reason"
+    assert f["message"].startswith("not evidence: rests on the finish_reason looptap inferred")
+    # the totals every reader takes: the warnings that rest on the cut are gone from the import
+    warned = {
+        p.name: sorted(f.code for f in open_run(p).analysis.findings if f.severity != "info")
+        for p in (recorded, imported)
+    }
+    assert "A.truncated_length" in warned["recorded.jsonl"]
+    assert set(warned["imported.jsonl"]) == set(warned["recorded.jsonl"]) - {
+        "A.truncated_length",
+        "C.truncated_treated_as_complete",
+    }
+
+
+def _span(sid: str, parent: str | None, t: int, **attrs: Any) -> dict[str, Any]:
+    """One OTLP/JSON span (its JSON-valued attributes as the semconv has them: strings)."""
+    kv = [
+        {"key": k.replace("__", "."), "value": {"stringValue": v if isinstance(v, str) else
+                                                orjson.dumps(v).decode()}}
+        for k, v in attrs.items()
+    ]  # fmt: skip
+    return {
+        "traceId": "ab" * 16, "spanId": sid * 8, "parentSpanId": parent * 8 if parent else "",
+        "name": attrs.get("gen_ai__operation__name", "chat"), "attributes": kv,
+        "startTimeUnixNano": str(1_763_700_000_000_000_000 + t * 10**9),
+        "endTimeUnixNano": str(1_763_700_000_000_000_000 + t * 10**9 + 5 * 10**8),
+    }  # fmt: skip
+
+
+def _llm(sid: str, agent: str, t: int, new: list[Any], out: list[Any], why: str) -> dict[str, Any]:
+    return _span(
+        sid, agent, t, gen_ai__operation__name="chat", gen_ai__provider__name="openai",
+        gen_ai__request__model="gpt-4o-mini", gen_ai__input__messages=new,
+        gen_ai__output__messages=[{"role": "assistant", "parts": out, "finish_reason": why}],
+    )  # fmt: skip
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "parts": [{"type": "text", "content": text}]}
+
+
+def _result(cid: str, text: str) -> dict[str, Any]:
+    return {"role": "tool", "parts": [{"type": "tool_call_response", "id": cid, "response": text}]}
+
+
+def _tool_call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_call", "id": cid, "name": name, "arguments": args}
+
+
+def test_agent_spans_thread_a_trace_whose_llm_spans_keep_only_new_messages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A main agent calls a tool that runs a sub-agent (an agent as a tool: the call hands it its
+    question); each LLM span keeps only the messages its call added: the agent spans say which
+    calls are one conversation, the analysis finds the rest (kinds, parents) in the rebuilt
+    histories as for a recorded run. Without the agent spans' histories the later calls, which
+    open on tool results, are new conversations."""
+    text = {"type": "text", "content": ""}
+    spans = [
+        _span("a", None, 0, gen_ai__operation__name="invoke_agent", gen_ai__agent__name="main"),
+        _llm("1", "a", 1, [_user("Weather in Paris, and a poem about it?")], [
+            _tool_call("call_w", "get_weather", {"city": "Paris"}),
+            _tool_call("call_p", "ask_poet", {"request": "Write a poem: sun in Paris"}),
+        ], "tool_call"),
+        _span("t", "a", 2, gen_ai__operation__name="execute_tool", gen_ai__tool__name="ask_poet"),
+        _span("s", "t", 2, gen_ai__operation__name="invoke_agent", gen_ai__agent__name="poet"),
+        _llm("2", "s", 3, [_user("Write a poem: sun in Paris")],
+             [_tool_call("call_r", "rhyme", {"word": "sun"})], "tool_call"),
+        _llm("3", "s", 4, [_result("call_r", "fun, run")],
+             [{**text, "content": "Sun on the Seine, fun to run."}], "stop"),
+        _llm("4", "a", 5, [_result("call_w", "sunny"), _result("call_p", "Sun on the Seine.")],
+             [{**text, "content": "Sunny, and: Sun on the Seine."}], "stop"),
+    ]  # fmt: skip
+    otel, out = tmp_path / "delta.otel.json", tmp_path / "run.jsonl"
+    otel.write_bytes(
+        orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans[::-1]}]}]}) + b"\n"
+    )
+    assert main(["import", "-q", str(otel), "-o", str(out)]) == 0
+    views = show_json(out, capsys)
+    placed = [(v["conversation"], v["turn"], v["conversation_kind"]) for v in views]
+    assert placed == [("c1", 0, "main"), ("c2", 0, "sub_agent"), ("c2", 1, "sub_agent"),
+                      ("c1", 1, "main")]  # fmt: skip
+    assert views[1]["conversation_parent_seq"] == 0
+    assert "history" in views[3]["reconstructed"]["inferred"]
+    assert "history" not in views[0]["reconstructed"]["inferred"]
+    assert not [f for v in views for f in v["findings"] if f["severity"] != "info"]

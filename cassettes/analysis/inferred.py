@@ -1,0 +1,39 @@
+"""No finding rests on a field looptap inferred (docs/interop.md): an imported round trip
+(:attr:`~cassettes.wire.exchange.Exchange.reconstructed`) names the fields its source gave; a
+finding resting on another (looptap inferred it when it rebuilt the round trip, or it is not
+known) is no evidence, and the analysis demotes it to a note that says so, once, for every
+reader (show, ``--json``, the totals, ``why``, exports, the inspector, the fleet)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cassettes.analysis.model import Finding, Severity
+
+__all__ = ["RESTS_ON", "demote_inferred"]
+
+#: What a finding rests on, by code, where that may be a field looptap inferred.
+RESTS_ON = {
+    "A.tool_calls_without_calls": "output",
+    "E.empty_response": "output",
+    "E.tool_not_offered": "tools",
+    "E.tool_choice_violated": "tools",
+    "A.truncated_length": "finish_reason",
+    "C.truncated_treated_as_complete": "finish_reason",
+    "A.stream_truncated": "framing",
+    "A.usage_missing": "usage",
+}
+
+
+def demote_inferred(findings: list[Finding], reconstructed: dict[str, Any] | None) -> None:
+    """Make each finding that rests on a field the source did not give an info note saying it
+    is no evidence (``details.inferred`` names the field)."""
+    if not reconstructed:
+        return
+    given = set(reconstructed.get("from") or ())
+    for f in findings:
+        field = RESTS_ON.get(f.code)
+        if field is not None and field not in given:
+            f.severity = Severity.INFO
+            f.details["inferred"] = field
+            f.message = f"not evidence: rests on the {field} looptap inferred. {f.message}"
