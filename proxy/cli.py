@@ -344,8 +344,8 @@ def summary_lines(path: Path, before: int = 0) -> list[str]:
             exchanges = len(recorded.exchanges) - before
             run = analyse(list(recorded.exchanges)[before:])
         else:
-            # Read as `show` reads it: the analysis the recorder's keeper kept (waiting for it to
-            # finish), else analysed as a stream (and kept), never the whole run in memory.
+            # Read as `show` reads it: analysed as a stream and kept (docs/kept-analysis.md), never
+            # the whole run in memory.
             streamed = open_run(path, formats=("looptap",))
             try:
                 exchanges = len(streamed.exchanges)
