@@ -198,7 +198,7 @@ def _keep_sent(server: Any, path: str) -> None:
 def _failed(server: Any) -> list[str]:
     """Why the fork failed, one line each (none: it did not): each request before the cursor that
     matched no recorded turn (its closest turn and what differs), each edit never applied."""
-    cursor = server.planner.cursor
+    cursor = server.router
     out = [f"the client diverged before the cursor at {m.headline}" for m in server.matcher.misses]
     out += [
         f"edit {e.label} never applied: no request sent live carried it"
@@ -211,7 +211,7 @@ def _starts(server: Any) -> dict[str, Any]:
     """Where each conversation went live that the cursor did not place (known only now: at
     ``@divergence``, each; else each one a change past the cursor reached): conversation → (seq,
     turn)."""
-    cursor = server.planner.cursor
+    cursor = server.router
     if cursor is None:
         return {}
     by_seq = {r.seq: r for r in server.matcher.recorded}

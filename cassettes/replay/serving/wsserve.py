@@ -42,6 +42,7 @@ from cassettes.replay.serving.plan import (
     Play,
     Reset,
     Rewritten,
+    Router,
 )
 from cassettes.replay.transports.http1 import Request, Watchdog
 from cassettes.wire.exchange import Exchange, Headers
@@ -130,8 +131,11 @@ class WebSocketReplay:
         speed: float = 0.0,
         idle_timeout: float | None = None,
         trust: Trust | None = None,
+        router: Router | None = None,
     ) -> None:
         self.planner = planner
+        #: A fork's router (its cursor), the one the planner asks: a session past it goes live.
+        self.router = router
         self.speed = speed
         self.idle_timeout = idle_timeout
         self.trust = trust
@@ -307,7 +311,7 @@ class WebSocketReplay:
             logged.notes.append(answer.note)
         if (
             rules.thread is not None
-            and self.planner.cursor is not None
+            and self.router is not None
             and isinstance(answer, Play)
             and spoken.messages
         ):
@@ -394,7 +398,7 @@ class WebSocketReplay:
             )
             body = orjson.dumps(doc) if doc is not msg else body
             notes += [note] if note is not None else []
-        cursor = self.planner.cursor
+        cursor = self.router
         if cursor is not None:
             _, body, more, _ = cursor.outgoing(
                 Request(turn.method, turn.target, turn.headers, body)
