@@ -9,12 +9,18 @@ The player (:mod:`~cassettes.replay.serving.player`), the live relay
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import struct
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+import orjson
+
+from cassettes.providers import Provider
+from cassettes.replay.matching.jsondiff import clip
 from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, tolerated_notes
 from cassettes.replay.transports.http1 import Request, Watchdog
 from cassettes.wire.exchange import Exchange, Headers
@@ -110,6 +116,47 @@ class Sender:
         answer = await self.send_head(writer, status, headers, dog, req=req, logged=logged)
         writer.write(answer.data(body) + answer.end())
         await self.drain(writer, dog)
+
+    async def internal_error(
+        self, writer: asyncio.StreamWriter, exc: Exception, websocket: bool = False
+    ) -> None:
+        """A failure of looptap itself, said to the client: a 500 in the generic error shape, or
+        over an open WebSocket session its close as an internal error (1011)."""
+        if websocket:  # the session is open: close it as an internal error (1011)
+            from cassettes.replay.transports import wsframes as ws
+
+            with contextlib.suppress(Exception):
+                writer.write(
+                    ws.frame(
+                        ws.CLOSE,
+                        struct.pack("!H", 1011)
+                        + clip(
+                            f"looptap replay: internal error: {type(exc).__name__}", 100
+                        ).encode(),
+                    )
+                )
+                await writer.drain()
+            return
+        body = orjson.dumps(
+            Provider.replay.error(
+                500,
+                f"looptap replay: internal error: {type(exc).__name__}: {clip(str(exc))}",
+                "looptap_replay_error",
+            )
+        )
+        with contextlib.suppress(Exception):
+            await self.send_whole(
+                writer,
+                500,
+                [
+                    ("content-type", "application/json"),
+                    ("x-should-retry", "false"),
+                    ("content-length", str(len(body))),
+                    ("connection", "close"),
+                ],
+                body,
+                None,
+            )
 
 
 class ServedLog:

@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import os
 import ssl
-import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -63,6 +62,8 @@ from cassettes.wire.replay_miss import HEADER as MISS_HEADER
 from cassettes.wire.replay_miss import NOTE_HEADER
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from cassettes.replay.live.forward import Trust
 
 __all__ = [
@@ -154,6 +155,47 @@ def replay_env(url: str) -> dict[str, str]:
     return env
 
 
+def _recordings(
+    cassette: str | Path | Sequence[Exchange], volatile: bool | VolatileSpans
+) -> tuple[str, Any, Sequence[Exchange] | IndexedRecordings, int, bool | VolatileSpans]:
+    """The recorded round trips to serve from ``cassette`` (a run's path, or exchanges), with the
+    run's name, the problems reading it found, the turn its numbering starts at, and the volatile
+    detectors (``True``: those of the places the run was recorded in)."""
+    problems: Any = []
+    recordings: Sequence[Exchange] | IndexedRecordings
+    # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading.branch)
+    first = 0
+    if isinstance(cassette, (str, Path)):
+        # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file).
+        # A large looptap cassette is served from its offset index (a played round trip is
+        # read again from disk: memory flat in the run's size); a small one, and the other
+        # formats (small by nature), are held in memory, which answers ~3x faster.
+        from cassettes.reading.run import detect, open_run
+
+        source = str(cassette)
+        looptap = detect(cassette) == "looptap"
+        if looptap and volatile is True:
+            volatile = _recorded_places(cassette)
+        if looptap and _size(cassette) >= IN_MEMORY_BELOW:
+            recordings = IndexedRecordings(cassette)
+        else:
+            from cassettes.reading.branch import first_turn, origin_in
+
+            run = open_run(cassette, whole=True)
+            problems = run.problems
+            recordings = list(run.exchanges)
+            first = first_turn(origin_in(run.header))
+    else:
+        source = "<exchanges>"
+        problems = []
+        recordings = cassette
+    if not isinstance(recordings, IndexedRecordings):
+        for i, ex in enumerate(recordings):
+            if ex.seq is None:
+                ex.seq = i
+    return source, problems, recordings, first, volatile
+
+
 class ReplayServer:
     """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
 
@@ -189,37 +231,7 @@ class ReplayServer:
         rules: Rules | None = None,
         trust: Trust | None = None,
     ) -> None:
-        recordings: Sequence[Exchange] | IndexedRecordings
-        # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading.branch)
-        first = 0
-        if isinstance(cassette, (str, Path)):
-            # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file).
-            # A large looptap cassette is served from its offset index (a played round trip is
-            # read again from disk: memory flat in the run's size); a small one, and the other
-            # formats (small by nature), are held in memory, which answers ~3x faster.
-            from cassettes.reading.run import detect, open_run
-
-            self.source = str(cassette)
-            looptap = detect(cassette) == "looptap"
-            if looptap and volatile is True:
-                volatile = _recorded_places(cassette)
-            if looptap and _size(cassette) >= IN_MEMORY_BELOW:
-                recordings = IndexedRecordings(cassette)
-            else:
-                from cassettes.reading.branch import first_turn, origin_in
-
-                run = open_run(cassette, whole=True)
-                self.problems = run.problems
-                recordings = list(run.exchanges)
-                first = first_turn(origin_in(run.header))
-        else:
-            self.source = "<exchanges>"
-            self.problems = []
-            recordings = cassette
-        if not isinstance(recordings, IndexedRecordings):
-            for i, ex in enumerate(recordings):
-                if ex.seq is None:
-                    ex.seq = i
+        self.source, self.problems, recordings, first, volatile = _recordings(cassette, volatile)
         speed = parse_pace(pace)
         self.matcher = Matcher(
             recordings, strict=strict, first_turn=first, volatile=volatile, rules=rules
@@ -370,67 +382,8 @@ class ReplayServer:
                 w.append(ex)
 
     def report_lines(self) -> list[str]:
-        from cassettes.hints import count
-
-        rec = self.matcher.recorded
-        # from the recording: a fork's requests past its cursor went live
-        played = len(self.matcher.played())
-        out = [
-            f"looptap replay {self.source}: played {played:,} of "
-            f"{count(len(rec), 'recorded round trip')}"
-        ]
-        cursor = self.router
-        if cursor is not None:
-            out[0] += f", {count(cursor.sent, 'request')} went live past the cursor"
-        out[0] += f", {count(len(self.matcher.misses), 'unmatched request')}"
-        if self.internal_errors:
-            out[0] += f", {count(len(self.internal_errors), 'internal error')}"
-        if self.refused:
-            out[0] += f", {count(self.refused, 'unreadable request')} refused"
-        if self.write_timeouts:
-            out[0] += (
-                f", {count(self.write_timeouts, 'connection')} dropped (answer unread for "
-                f"{self.sender.write_timeout:g} s)"
-            )
-        if self.accept_pauses:
-            out[0] += (
-                f", accepting paused {count(self.accept_pauses, 'time')} (out of file descriptors)"
-            )
-        if self.sender.headers_dropped:
-            out[0] += (
-                f", {count(self.sender.headers_dropped, 'header')} not "
-                "sent (they would have split the message)"
-            )
-        unplayed = self.matcher.count_unplayed()
-        if unplayed:
-            self.matcher.label()
-        shown = 0
-        for r in self.matcher.recorded if unplayed else ():
-            if shown == UNPLAYED_LISTED:
-                out.append(f"  … and {count(unplayed - shown, 'more unplayed round trip')}")
-                break
-            if not r.plays:
-                shown += 1
-                out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
-        if self.matcher.tolerated:
-            from cassettes.replay.matching.tolerated import report_lines, turn_entries
-            from cassettes.untrusted import clean_line
-
-            n = len(self.matcher.tolerated)
-            out.append(
-                f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that "
-                "differed only in what was tolerated (also in the served exchanges' notes):"
-            )
-            out += [clean_line(line) for line in report_lines(turn_entries(self.matcher), "    ")]
-        for m in self.matcher.misses:
-            out.append(f"  unmatched: {m.method} {clip(m.target)}: {clip(m.reason)}")
-        for e in self.internal_errors[:20]:
-            out.append(f"  internal error (a looptap bug, answered 500): {clip(e)}")
-        for why in self.refusals:
-            out.append(f"  refused: {why}")
-        for line in self.sender.drops:
-            out.append(f"  dropped: {line}")
-        return out
+        """The report of the replay: what was played, went live, missed, refused, dropped."""
+        return _report_lines(self)
 
     # -- HTTP/1.1 ------------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -491,7 +444,7 @@ class ReplayServer:
                 self.internal_errors.append(
                     f"{req.method} {clip(req.target)}: {type(exc).__name__}: {clip(str(exc))}"
                 )
-                await self._send_internal_error(writer, exc, websocket=websocket)
+                await self.sender.internal_error(writer, exc, websocket=websocket)
                 return
             if not keep or (req.header("connection") or "").lower() == "close":
                 return
@@ -582,45 +535,6 @@ class ReplayServer:
             return await self.player.fault_status(req, writer, answer, dog)
         return await self.player.rewritten(req, writer, answer, t0, dog)
 
-    async def _send_internal_error(
-        self, writer: asyncio.StreamWriter, exc: Exception, websocket: bool = False
-    ) -> None:
-        if websocket:  # the session is open: close it as an internal error (1011)
-            from cassettes.replay.transports import wsframes as ws
-
-            with contextlib.suppress(Exception):
-                writer.write(
-                    ws.frame(
-                        ws.CLOSE,
-                        struct.pack("!H", 1011)
-                        + clip(
-                            f"looptap replay: internal error: {type(exc).__name__}", 100
-                        ).encode(),
-                    )
-                )
-                await writer.drain()
-            return
-        body = orjson.dumps(
-            Provider.replay.error(
-                500,
-                f"looptap replay: internal error: {type(exc).__name__}: {clip(str(exc))}",
-                "looptap_replay_error",
-            )
-        )
-        with contextlib.suppress(Exception):
-            await self.sender.send_whole(
-                writer,
-                500,
-                [
-                    ("content-type", "application/json"),
-                    ("x-should-retry", "false"),
-                    ("content-length", str(len(body))),
-                    ("connection", "close"),
-                ],
-                body,
-                None,
-            )
-
     async def _send_miss(
         self, req: Request, writer: asyncio.StreamWriter, miss: Miss, dog: Watchdog | None = None
     ) -> bool:
@@ -644,3 +558,67 @@ class ReplayServer:
             writer, MISS_STATUS, headers, body, dog, req=req, logged=logged
         )
         return True
+
+
+def _report_lines(self: ReplayServer) -> list[str]:
+    from cassettes.hints import count
+
+    rec = self.matcher.recorded
+    # from the recording: a fork's requests past its cursor went live
+    played = len(self.matcher.played())
+    out = [
+        f"looptap replay {self.source}: played {played:,} of "
+        f"{count(len(rec), 'recorded round trip')}"
+    ]
+    cursor = self.router
+    if cursor is not None:
+        out[0] += f", {count(cursor.sent, 'request')} went live past the cursor"
+    out[0] += f", {count(len(self.matcher.misses), 'unmatched request')}"
+    if self.internal_errors:
+        out[0] += f", {count(len(self.internal_errors), 'internal error')}"
+    if self.refused:
+        out[0] += f", {count(self.refused, 'unreadable request')} refused"
+    if self.write_timeouts:
+        out[0] += (
+            f", {count(self.write_timeouts, 'connection')} dropped (answer unread for "
+            f"{self.sender.write_timeout:g} s)"
+        )
+    if self.accept_pauses:
+        out[0] += (
+            f", accepting paused {count(self.accept_pauses, 'time')} (out of file descriptors)"
+        )
+    if self.sender.headers_dropped:
+        out[0] += (
+            f", {count(self.sender.headers_dropped, 'header')} not "
+            "sent (they would have split the message)"
+        )
+    unplayed = self.matcher.count_unplayed()
+    if unplayed:
+        self.matcher.label()
+    shown = 0
+    for r in self.matcher.recorded if unplayed else ():
+        if shown == UNPLAYED_LISTED:
+            out.append(f"  … and {count(unplayed - shown, 'more unplayed round trip')}")
+            break
+        if not r.plays:
+            shown += 1
+            out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
+    if self.matcher.tolerated:
+        from cassettes.replay.matching.tolerated import report_lines, turn_entries
+        from cassettes.untrusted import clean_line
+
+        n = len(self.matcher.tolerated)
+        out.append(
+            f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that "
+            "differed only in what was tolerated (also in the served exchanges' notes):"
+        )
+        out += [clean_line(line) for line in report_lines(turn_entries(self.matcher), "    ")]
+    for m in self.matcher.misses:
+        out.append(f"  unmatched: {m.method} {clip(m.target)}: {clip(m.reason)}")
+    for e in self.internal_errors[:20]:
+        out.append(f"  internal error (a looptap bug, answered 500): {clip(e)}")
+    for why in self.refusals:
+        out.append(f"  refused: {why}")
+    for line in self.sender.drops:
+        out.append(f"  dropped: {line}")
+    return out
