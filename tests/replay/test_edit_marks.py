@@ -126,6 +126,9 @@ def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_n
         try:
             environ = Path(f"/proc/{fork.proc.pid}/environ").read_bytes()
             cmdline = Path(f"/proc/{fork.proc.pid}/cmdline").read_bytes()
+            args = cmdline.split(b"\0")
+            plan = Path(args[args.index(b"--fork-plan") + 1].decode()).read_bytes()
+            assert b"STORM" in plan and fork.edit_key.encode() not in plan  # the key: no file
         finally:
             await fork.stop()
         return agent_env, environ, cmdline
@@ -134,7 +137,7 @@ def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_n
     # the replay server's own environment
     assert f"{edited.KEY_ENV}={fork.edit_key}".encode() in environ.split(b"\0")
     # never on its command line
-    assert fork.edit_key.encode() not in cmdline and b"--live-recorder" in cmdline
+    assert fork.edit_key.encode() not in cmdline and b"--fork-plan" in cmdline
     # the agent's: never
     assert edited.KEY_ENV not in agent_env and fork.edit_key not in orjson.dumps(agent_env).decode()
     assert fork.edit_key not in os.environ.get(edited.KEY_ENV, "")
