@@ -94,10 +94,7 @@ def _cursor(args: argparse.Namespace) -> Any:
                 f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; "
                 "its selector, if given, is the cursor's"
             )
-    key = _edit_key() if args.live_recorder else None
-    return Cursor(
-        spec, live_router(bases), model=args.model, edits=edits, edit_key=key, prefix=args.prefix
-    )
+    return Cursor(spec, live_router(bases), model=args.model, edits=edits, prefix=args.prefix)
 
 
 def _planned(args: argparse.Namespace) -> Any:
@@ -105,7 +102,7 @@ def _planned(args: argparse.Namespace) -> Any:
     ``args``."""
     from cassettes.replay.forking.plan import PlanError, read_plan
 
-    if args.cursor or args.live or args.model or args.edit or args.live_recorder:
+    if args.cursor or args.live or args.model or args.edit:
         raise _Usage(
             "--fork-plan says where the run goes live: no --cursor, --live, --model or --edit"
         )
@@ -121,8 +118,8 @@ def _planned(args: argparse.Namespace) -> Any:
 
 
 def _edit_key() -> str:
-    """The fork's per-run key for its edit marks: read once from the environment (and removed
-    from it), passed on to nothing."""
+    """The fork's per-run key for its edit marks (its live upstreams are its looptap recorders):
+    read once from the environment (and removed from it), passed on to nothing."""
     import os
 
     from cassettes.wire.edited import KEY_ENV
@@ -130,7 +127,7 @@ def _edit_key() -> str:
     key = os.environ.pop(KEY_ENV, None)
     if not key:
         raise _Usage(
-            f"--live-recorder needs the fork's per-run key in {KEY_ENV} (looptap run --from "
+            f"the fork plan's edits need the fork's per-run key in {KEY_ENV} (looptap run --from "
             "gives it): without it the recorder accepts no edit marks"
         )
     return key
@@ -563,13 +560,6 @@ def register_replay(sub: Any) -> None:
         metavar="TARGET=@FILE",
         help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent "
         "live (repeatable; docs/fork.md)",
-    )
-    p.add_argument(
-        "--live-recorder",
-        action="store_true",
-        help="with --edit: the --live upstreams are the fork's looptap recorders (an edited "
-        "request carries the client's original to them, sealed with the per-run key in "
-        "$LOOPTAP_EDIT_KEY; looptap run --from sets both)",
     )
     p.set_defaults(func=cmd_replay)
 

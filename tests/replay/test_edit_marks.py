@@ -143,10 +143,14 @@ def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_n
     assert fork.edit_key not in os.environ.get(edited.KEY_ENV, "")
 
 
-def test_replay_live_recorder_without_the_key_is_refused(tmp_path: Path) -> None:
+def test_a_plan_with_edits_without_the_key_is_refused(tmp_path: Path) -> None:
+    from cassettes.replay.forking.cursor import parse_cursor
+    from cassettes.replay.forking.fork import ForkReplay, ForkSource
     from cassettes.wire import edited
 
     run = write(tmp_path / "run.jsonl", tool_loop())
+    fork = ForkReplay(ForkSource(run, parse_cursor("turn=1")), edits=["tool_result[call_A1]=STORM"])
+    fork.plan({"openai": "http://127.0.0.1:9"}).write(tmp_path / "plan.json")
     env = {k: v for k, v in os.environ.items() if k != edited.KEY_ENV}
     proc = progress.run(
         [
@@ -155,13 +159,8 @@ def test_replay_live_recorder_without_the_key_is_refused(tmp_path: Path) -> None
             "cassettes.cli",
             "replay",
             str(run),
-            "--cursor",
-            "turn=1",
-            "--live",
-            "openai=http://127.0.0.1:9",
-            "--edit",
-            "tool_result[call_A1]=STORM",
-            "--live-recorder",
+            "--fork-plan",
+            str(tmp_path / "plan.json"),
         ],
         capture_output=True,
         text=True,
