@@ -33,7 +33,7 @@ def test_the_plan_round_trips_and_carries_the_placed_cursor(tmp_path: Path) -> N
     path = _plan(tmp_path, model="gpt-5-mini", edits=["tool_result[call_A1]=STORM"])
     assert path.stat().st_mode & 0o077 == 0  # private
     plan = read_plan(path)
-    assert plan.starts == {"c1": 1} and plan.live == {"openai": "http://127.0.0.1:9"}
+    assert plan.starts == [("c1", 1)] and plan.live == {"openai": "http://127.0.0.1:9"}
     assert plan.model == "gpt-5-mini" and [e.value for e in plan.edits] == ["STORM"]
     assert plan.recorded_values  # the edited item's recorded value, read in the parent
     assert orjson.loads(path.read_bytes())["version"] == VERSION

@@ -27,15 +27,13 @@ from urllib.parse import urlsplit
 from cassettes.errors import CassetteError
 from cassettes.reading.branch import origin_of
 from cassettes.replay.forking.cursor import CursorSpec, parse_cursor
-from cassettes.replay.forking.plan import ForkPlan
+from cassettes.replay.forking.plan import RULES, ForkPlan
 from cassettes.wire.edited import KEY_ENV, new_key
 
 __all__ = ["ForkReplay", "ForkSource", "origin_of", "parse_from"]
 
 #: The key of the branch's origin in the cassette header's ``meta``.
 ORIGIN = "origin"
-#: The rule flags a fork hands on to its replay server (each an ``argparse`` destination).
-RULE_FLAGS = ("ignore", "substitute", "volatile_tool")
 #: The ``note`` of the record a fork appends to its branch (what the prefix tolerated).
 NOTE = "fork"
 
@@ -227,14 +225,14 @@ class ForkReplay:
         out = self._dir
         return ForkPlan(
             self.source.cursor,
-            starts=dict(cursor.starts),
+            starts=list(cursor.starts.items()),
             live=dict(bases),
             model=self.model,
             edits=list(cursor.edits),
             recorded_values=dict(cursor.recorded_values),
-            prefix=self.prefix,
+            prefix="tolerant" if self.prefix == "tolerant" else "strict",
             volatile=self.volatile,
-            rules=self.rules,
+            rules={k: v for k, v in self.rules.items() if k in RULES},
             live_recorder=bool(self.edits),
             tolerated_out=os.path.join(out, "tolerated.json") if out is not None else None,
             sent_out=os.path.join(out, "sent.jsonl") if out is not None else None,
@@ -439,6 +437,6 @@ def start_fork(args: Any) -> ForkReplay:
         meta=meta,
         volatile=not getattr(args, "no_volatile", False),
         prefix=prefix,
-        rules={n: list(getattr(args, n, ()) or ()) for n in RULE_FLAGS},
+        rules={n: list(getattr(args, n, ()) or ()) for n in RULES},
         placed=placed[0],
     )
