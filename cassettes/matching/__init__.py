@@ -42,7 +42,7 @@ _MODULES = {
         "MAX_TURNS PREFIX_MODES TOOL_RESULT entries_of entry_line report_lines "
         "tool_result_changes turn_entries"
     ),
-    "_userrules": "add_rule_flags project_rules rule_argv rules_of_args",
+    "_userrules": "add_rule_flags project_rules rules_of_args",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
@@ -94,7 +94,6 @@ if TYPE_CHECKING:
     from cassettes.matching._userrules import (
         add_rule_flags,
         project_rules,
-        rule_argv,
         rules_of_args,
     )
     from cassettes.matching._verdicts import Verdict, attribute
@@ -171,7 +170,6 @@ __all__ = [
     "recorded_time",
     "report_lines",
     "request_key",
-    "rule_argv",
     "rules_from_config",
     "rules_of_args",
     "short",

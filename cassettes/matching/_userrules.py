@@ -3,9 +3,9 @@ place, checked before anything listens or is sent (:mod:`cassettes.matching`,
 :mod:`cassettes.matching`).
 
 ``looptap replay``, ``looptap run --from`` and ``looptap diff`` take the same flags
-(:func:`add_rule_flags`); the fork passes them on to its replay server (:func:`rule_argv`), which
-reads the project's file itself from the same run and working directory, so both read the same
-rules.
+(:func:`add_rule_flags`); the fork hands them to its replay server in the fork plan
+(:mod:`cassettes.replay.forking.plan`), which reads the project's file itself from the same run and
+working directory, so both read the same rules.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the flags are registered at start-up; the rules are read when a command runs
     from cassettes.matching._rules import Rules
 
-__all__ = ["add_rule_flags", "project_rules", "rule_argv", "rules_of_args"]
+__all__ = ["add_rule_flags", "project_rules", "rules_of_args"]
 
 
 def project_rules(
@@ -83,15 +83,3 @@ def rules_of_args(args: Any, cassette: str | Path | None) -> Rules:
         getattr(args, "volatile_tool", ()) or (),
     )
 
-
-def rule_argv(args: Any) -> list[str]:
-    """The rule flags of a command line, to pass on to a child ``looptap replay``."""
-    out: list[str] = []
-    for flag, name in (
-        ("--ignore", "ignore"),
-        ("--substitute", "substitute"),
-        ("--volatile-tool", "volatile_tool"),
-    ):
-        for v in getattr(args, name, ()) or ():
-            out.append(f"{flag}={v}")
-    return out

@@ -63,7 +63,11 @@ def _timeouts(args: argparse.Namespace) -> list[float | None]:
 
 
 def _cursor(args: argparse.Namespace) -> Any:
-    """``--cursor`` with its ``--live`` upstreams and ``--model`` (a fork's replay server)."""
+    """``--cursor`` with its ``--live`` upstreams and ``--model`` (a fork's replay server), or the
+    fork's plan (``--fork-plan``: ``looptap run --from`` placed the cursor once; its rule flags and
+    output files stand for this command line's)."""
+    if args.fork_plan is not None:
+        return _planned(args)
     if args.cursor is None:
         if args.live or args.model or args.edit or args.prefix != "strict":
             raise _Usage(
@@ -90,22 +94,43 @@ def _cursor(args: argparse.Namespace) -> Any:
                 f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; "
                 "its selector, if given, is the cursor's"
             )
-    key = None
-    if args.live_recorder:
-        import os
+    return Cursor(spec, live_router(bases), model=args.model, edits=edits, prefix=args.prefix)
 
-        from cassettes.wire.edited import KEY_ENV
 
-        # the fork's per-run key: read once, passed on to nothing
-        key = os.environ.pop(KEY_ENV, None)
-        if not key:
-            raise _Usage(
-                f"--live-recorder needs the fork's per-run key in {KEY_ENV} (looptap run --from "
-                "gives it): without it the recorder accepts no edit marks"
-            )
-    return Cursor(
-        spec, live_router(bases), model=args.model, edits=edits, edit_key=key, prefix=args.prefix
-    )
+def _planned(args: argparse.Namespace) -> Any:
+    """The cursor of a fork's plan (:mod:`cassettes.replay.forking.plan`), its settings put on
+    ``args``."""
+    from cassettes.replay.forking.plan import PlanError, read_plan
+
+    if args.cursor or args.live or args.model or args.edit:
+        raise _Usage(
+            "--fork-plan says where the run goes live: no --cursor, --live, --model or --edit"
+        )
+    try:
+        plan = read_plan(args.fork_plan)
+    except PlanError as exc:
+        raise _Usage(str(exc)) from None
+    args.prefix, args.no_volatile = plan.prefix, args.no_volatile or not plan.volatile
+    for name, values in plan.rules.items():
+        setattr(args, name, [*getattr(args, name, []), *values])
+    args.tolerated_out, args.sent_out = plan.tolerated_out, plan.sent_out
+    return plan.router(_edit_key() if plan.live_recorder else None)
+
+
+def _edit_key() -> str:
+    """The fork's per-run key for its edit marks (its live upstreams are its looptap recorders):
+    read once from the environment (and removed from it), passed on to nothing."""
+    import os
+
+    from cassettes.wire.edited import KEY_ENV
+
+    key = os.environ.pop(KEY_ENV, None)
+    if not key:
+        raise _Usage(
+            f"the fork plan's edits need the fork's per-run key in {KEY_ENV} (looptap run --from "
+            "gives it): without it the recorder accepts no edit marks"
+        )
+    return key
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -143,9 +168,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not _serve(server, args):
         return 2
     _report(server, plan, cursor)
-    if args.tolerated_out:
+    if getattr(args, "tolerated_out", None):
         _write_tolerated(server, args.tolerated_out)
-    if args.sent_out and server.misses:
+    if getattr(args, "sent_out", None) and server.misses:
         _keep_sent(server, args.sent_out)
     return (
         1
@@ -198,7 +223,7 @@ def _keep_sent(server: Any, path: str) -> None:
 def _failed(server: Any) -> list[str]:
     """Why the fork failed, one line each (none: it did not): each request before the cursor that
     matched no recorded turn (its closest turn and what differs), each edit never applied."""
-    cursor = server.planner.cursor
+    cursor = server.router
     out = [f"the client diverged before the cursor at {m.headline}" for m in server.matcher.misses]
     out += [
         f"edit {e.label} never applied: no request sent live carried it"
@@ -211,7 +236,7 @@ def _starts(server: Any) -> dict[str, Any]:
     """Where each conversation went live that the cursor did not place (known only now: at
     ``@divergence``, each; else each one a change past the cursor reached): conversation → (seq,
     turn)."""
-    cursor = server.planner.cursor
+    cursor = server.router
     if cursor is None:
         return {}
     by_seq = {r.seq: r for r in server.matcher.recorded}
@@ -525,10 +550,9 @@ def register_replay(sub: Any) -> None:
         "turn (volatile spans tolerated); tolerant: one that differs only in tool results is "
         "answered with its recorded turn, in position, the difference listed (docs/fork.md)",
     )
-    # looptap run --from: what was tolerated, for the branch
-    p.add_argument("--tolerated-out", metavar="FILE", help=argparse.SUPPRESS)
-    # looptap run --from: what the client sent, kept when the prefix missed
-    p.add_argument("--sent-out", metavar="FILE", help=argparse.SUPPRESS)
+    # looptap run --from: the fork's plan (the cursor placed, the edits read, the live upstreams;
+    # where to write what was tolerated and what the client sent)
+    p.add_argument("--fork-plan", metavar="FILE", help=argparse.SUPPRESS)
     p.add_argument(
         "--edit",
         action="append",
@@ -536,13 +560,6 @@ def register_replay(sub: Any) -> None:
         metavar="TARGET=@FILE",
         help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent "
         "live (repeatable; docs/fork.md)",
-    )
-    p.add_argument(
-        "--live-recorder",
-        action="store_true",
-        help="with --edit: the --live upstreams are the fork's looptap recorders (an edited "
-        "request carries the client's original to them, sealed with the per-run key in "
-        "$LOOPTAP_EDIT_KEY; looptap run --from sets both)",
     )
     p.set_defaults(func=cmd_replay)
 

@@ -126,6 +126,9 @@ def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_n
         try:
             environ = Path(f"/proc/{fork.proc.pid}/environ").read_bytes()
             cmdline = Path(f"/proc/{fork.proc.pid}/cmdline").read_bytes()
+            args = cmdline.split(b"\0")
+            plan = Path(args[args.index(b"--fork-plan") + 1].decode()).read_bytes()
+            assert b"STORM" in plan and fork.edit_key.encode() not in plan  # the key: no file
         finally:
             await fork.stop()
         return agent_env, environ, cmdline
@@ -134,16 +137,20 @@ def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_n
     # the replay server's own environment
     assert f"{edited.KEY_ENV}={fork.edit_key}".encode() in environ.split(b"\0")
     # never on its command line
-    assert fork.edit_key.encode() not in cmdline and b"--live-recorder" in cmdline
+    assert fork.edit_key.encode() not in cmdline and b"--fork-plan" in cmdline
     # the agent's: never
     assert edited.KEY_ENV not in agent_env and fork.edit_key not in orjson.dumps(agent_env).decode()
     assert fork.edit_key not in os.environ.get(edited.KEY_ENV, "")
 
 
-def test_replay_live_recorder_without_the_key_is_refused(tmp_path: Path) -> None:
+def test_a_plan_with_edits_without_the_key_is_refused(tmp_path: Path) -> None:
+    from cassettes.replay.forking.cursor import parse_cursor
+    from cassettes.replay.forking.fork import ForkReplay, ForkSource
     from cassettes.wire import edited
 
     run = write(tmp_path / "run.jsonl", tool_loop())
+    fork = ForkReplay(ForkSource(run, parse_cursor("turn=1")), edits=["tool_result[call_A1]=STORM"])
+    fork.plan({"openai": "http://127.0.0.1:9"}).write(tmp_path / "plan.json")
     env = {k: v for k, v in os.environ.items() if k != edited.KEY_ENV}
     proc = progress.run(
         [
@@ -152,13 +159,8 @@ def test_replay_live_recorder_without_the_key_is_refused(tmp_path: Path) -> None
             "cassettes.cli",
             "replay",
             str(run),
-            "--cursor",
-            "turn=1",
-            "--live",
-            "openai=http://127.0.0.1:9",
-            "--edit",
-            "tool_result[call_A1]=STORM",
-            "--live-recorder",
+            "--fork-plan",
+            str(tmp_path / "plan.json"),
         ],
         capture_output=True,
         text=True,

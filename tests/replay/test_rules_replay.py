@@ -15,9 +15,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.matching import rule_argv, rules_of_args
+from cassettes.matching import rules_of_args
 from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
 from cassettes.replay.forking.fork import ForkReplay, parse_from
+from cassettes.replay.forking.plan import read_plan
 from cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import raw_request, write
 from tests.replay.test_plugin import NOPLUG, _clean_env, expect  # noqa: F401 (_clean_env: autouse here too)
@@ -110,9 +111,9 @@ def test_a_forks_prefix_applies_the_rules_and_passes_the_flags_to_its_replay_ser
             ]
         # turns 0 and 1 from the recording, turn 2 live
         assert statuses == [200, 200, 200] and len(live.log) == 1
-    ns = argparse.Namespace(ignore=["a.*"], substitute=["x=y"], volatile_tool=["ls"])
-    argv = ForkReplay(parse_from(f"{run}@turn=1"), rule_flags=rule_argv(ns)).argv({})
-    assert argv[-3:] == ["--ignore=a.*", "--substitute=x=y", "--volatile-tool=ls"]
+    given = {"ignore": ["a.*"], "substitute": ["x=y"], "volatile_tool": ["ls"]}
+    ForkReplay(parse_from(f"{run}@turn=1"), rules=given).plan({}).write(tmp_path / "plan.json")
+    assert read_plan(tmp_path / "plan.json").rules == given
 
 
 def _looptap(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -57,10 +57,11 @@ def test_stream_is_served_chunk_for_chunk_with_recorded_headers(tmp_path: Path) 
 
 
 def _sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The delays the replay server's ``asyncio.sleep`` is asked for (then slept as asked)."""
+    """The delays the replay server's player's ``asyncio.sleep`` is asked for (then slept as
+    asked)."""
     import asyncio
 
-    from cassettes.replay.serving import server
+    from cassettes.replay.serving import player
 
     slept: list[float] = []
 
@@ -72,7 +73,7 @@ def _sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
             slept.append(delay)
             return await asyncio.sleep(delay, *args)
 
-    monkeypatch.setattr(server, "asyncio", Spy())
+    monkeypatch.setattr(player, "asyncio", Spy())
     return slept
 
 

@@ -264,8 +264,8 @@ def test_the_commands_have_the_off_switch(tmp_path: Path) -> None:
     assert build_parser("replay").parse_args(["replay", "run.jsonl"]).no_volatile is False
     run = write(tmp_path / "run.jsonl", monday())
     source = parse_from(f"{run}@turn=1")
-    assert "--no-volatile" in ForkReplay(source, volatile=False).argv({})
-    assert "--no-volatile" not in ForkReplay(source).argv({})
+    assert ForkReplay(source, volatile=False).plan({}).volatile is False
+    assert ForkReplay(source).plan({}).volatile is True
 
 
 pytest_plugins = ["pytester"]

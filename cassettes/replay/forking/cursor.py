@@ -183,7 +183,10 @@ class Cursor:
     _matcher: Matcher | None = None
     _threads: Threads | None = None
     #: Per edit (its label): the value its item had where the recording first sends it.
-    _recorded_values: dict[str, Any] = field(default_factory=dict)
+    recorded_values: dict[str, Any] = field(default_factory=dict)
+    #: Placed in the run already (a fork's plan: :mod:`cassettes.replay.forking.plan` gives
+    #: :attr:`starts` and :attr:`recorded_values`): :meth:`bind` only holds the matcher.
+    placed: bool = False
     #: Per conversation: requests sent live so far (a live request's turn: the cursor's + this).
     _live_count: dict[str | None, int] = field(default_factory=dict)
     #: The marks of the request :meth:`outgoing` made last (a continuation of its answer keeps
@@ -204,6 +207,8 @@ class Cursor:
         matcher.label()
         self._matcher = matcher
         self._by_seq = {r.seq: r for r in matcher.recorded}
+        if self.placed:
+            return
         name = clean_line(run)[:200]
         if self.spec.seq is not None and self.spec.seq not in self._by_seq:
             seqs = (
@@ -274,7 +279,7 @@ class Cursor:
                 ex = sent(r.seq)
                 found = carried(ex.method, ex.url, ex.request_body, e)
                 if found:
-                    self._recorded_values[e.label] = found[0]
+                    self.recorded_values[e.label] = found[0]
                     break
             else:
                 raise CursorError(
@@ -586,9 +591,9 @@ class Cursor:
             label = str(m.get("edit"))
             if (
                 label not in own
-                or label not in self._recorded_values
+                or label not in self.recorded_values
                 or "before" not in m
-                or m["before"] == self._recorded_values[label]
+                or m["before"] == self.recorded_values[label]
             ):
                 continue
             note = (

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from cassettes.errors import CassetteError
 from cassettes.reading.branch import origin_of
 from cassettes.replay.forking.cursor import CursorSpec, parse_cursor
+from cassettes.replay.forking.plan import RULES, ForkPlan
 from cassettes.wire.edited import KEY_ENV, new_key
 
 __all__ = ["ForkReplay", "ForkSource", "origin_of", "parse_from"]
@@ -100,18 +101,11 @@ def origin_meta(
     }
 
 
-def branch_meta(
-    source: ForkSource,
-    model: str | None,
-    edits: list[str] | None = None,
-    check: list[Any] | None = None,
-    branch: Path | None = None,
-    prefix: str = "strict",
-) -> dict[str, Any]:
-    """The branch cassette's header ``meta`` (for a branch at ``branch``), naming its origin. The
-    cursor is placed in the run first, with the model and the edits (``check``) it would send: a
-    cursor that selects no recorded turn, a model of another API family, or an edit whose target
-    the recording does not have is refused here
+def place(source: ForkSource, model: str | None, edits: list[Any]) -> tuple[Any, dict[Any, Any]]:
+    """The fork's cursor placed in its run, once, with the model and the ``edits`` it would send
+    (a :class:`~cassettes.replay.forking.cursor.Cursor`), and the origin's turn at the cursor per
+    conversation. A cursor that selects no recorded turn, a model of another API family, or an
+    edit whose target the recording does not have is refused here
     (:class:`~cassettes.replay.forking.cursor.CursorError`), before any file is touched and before
     anything is sent."""
     from cassettes.matching import Matcher
@@ -119,13 +113,27 @@ def branch_meta(
     from cassettes.reading.run import open_run
     from cassettes.replay.forking.cursor import Cursor
 
-    cursor = Cursor(source.cursor, lambda *_: None, model=model, edits=list(check or []))
+    cursor = Cursor(source.cursor, lambda *_: None, model=model, edits=list(edits))
     run = open_run(source.run, whole=True)  # (a branch forked again: numbered as show numbers it)
     matcher = Matcher(list(run.exchanges), first_turn=first_turn(origin_in(run.header)))
     cursor.bind(matcher, str(source.run))
     at = set(cursor.starts.values())
     # the origin's turn at the cursor
-    turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in at}
+    return cursor, {r.conversation: r.turn for r in matcher.recorded if r.seq in at}
+
+
+def branch_meta(
+    source: ForkSource,
+    model: str | None,
+    edits: list[str] | None = None,
+    check: list[Any] | None = None,
+    branch: Path | None = None,
+    prefix: str = "strict",
+    placed: tuple[Any, dict[Any, Any]] | None = None,
+) -> dict[str, Any]:
+    """The branch cassette's header ``meta`` (for a branch at ``branch``), naming its origin: the
+    cursor as :func:`place` placed it (``placed``, else placed here with the edits ``check``)."""
+    cursor, turns = placed or place(source, model, list(check or []))
     from cassettes.matching import here
 
     # the branch's own cwd and home (its agent is this process's child), as a recording's header has
@@ -178,7 +186,9 @@ class ForkReplay:
     volatile: bool = True
     #: The rule flags given (``--ignore``, ``--substitute``, ``--volatile-tool``: checked by
     #: :func:`start_fork`), passed on; the replay server reads the project's file itself.
-    rule_flags: list[str] = field(default_factory=list)
+    rules: dict[str, list[str]] = field(default_factory=dict)
+    #: The cursor as :func:`start_fork` placed it (``None``: placed when the fork starts).
+    placed: Any = None
     #: How the prefix is matched: ``strict`` or ``tolerant`` (``--prefix``; docs/fork.md).
     prefix: str = "strict"
     #: What the replay server tolerated (per recorded turn) and, for ``@divergence``, where each
@@ -204,37 +214,29 @@ class ForkReplay:
 
         CassetteFile(path, meta=self.meta).close()
 
-    def argv(self, bases: dict[str, str]) -> list[str]:
-        argv = [
-            self.python,
-            "-m",
-            "cassettes.cli",
-            "replay",
-            str(self.source.run),
-            "--cursor",
-            self.source.cursor.text,
-        ]
-        for name, base in bases.items():
-            argv += ["--live", f"{name}={base}"]
-        if self.model is not None:
-            argv += ["--model", self.model]
-        for e in self.edits:
-            argv += ["--edit", e]
-        if self.edits:
-            argv.append("--live-recorder")
-        if not self.volatile:
-            # the recorder keeps the client's request beside the edited one
-            argv.append("--no-volatile")
-        if self.prefix != "strict":
-            argv += ["--prefix", self.prefix]
-        if self._dir is not None:
-            argv += [
-                "--tolerated-out",
-                os.path.join(self._dir, "tolerated.json"),
-                "--sent-out",
-                os.path.join(self._dir, "sent.jsonl"),
-            ]
-        return argv + self.rule_flags
+    def plan(self, bases: dict[str, str]) -> ForkPlan:
+        """What the replay server is told (:mod:`cassettes.replay.forking.plan`), the cursor placed
+        once: ``bases``, the recorder's listener per API name."""
+        from cassettes.replay.live.edits import parse_edit
+
+        cursor = self.placed
+        if cursor is None:
+            cursor = place(self.source, self.model, [parse_edit(e) for e in self.edits])[0]
+        out = self._dir
+        return ForkPlan(
+            self.source.cursor,
+            starts=list(cursor.starts.items()),
+            live=dict(bases),
+            model=self.model,
+            edits=list(cursor.edits),
+            recorded_values=dict(cursor.recorded_values),
+            prefix="tolerant" if self.prefix == "tolerant" else "strict",
+            volatile=self.volatile,
+            rules={k: v for k, v in self.rules.items() if k in RULES},
+            live_recorder=bool(self.edits),
+            tolerated_out=os.path.join(out, "tolerated.json") if out is not None else None,
+            sent_out=os.path.join(out, "sent.jsonl") if out is not None else None,
+        )
 
     async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:
         """Start the replay server with the recorder's listeners as its live upstreams; the
@@ -244,9 +246,13 @@ class ForkReplay:
         self._err = tempfile.TemporaryFile()
         # private (0700): the replay server's list of what it tolerated
         self._dir = tempfile.mkdtemp(prefix="looptap-fork-")
+        plan = os.path.join(self._dir, "plan.json")
+        self.plan(live_bases(recorder_env)).write(Path(plan))
         own = {k: v for k, v in os.environ.items() if k != KEY_ENV}
+        argv = ["-m", "cassettes.cli", "replay", str(self.source.run), "--fork-plan", plan]
         self.proc = await asyncio.create_subprocess_exec(
-            *self.argv(live_bases(recorder_env)),
+            self.python,
+            *argv,
             stdout=asyncio.subprocess.PIPE,
             stderr=self._err,
             stdin=asyncio.subprocess.DEVNULL,
@@ -415,13 +421,14 @@ def start_fork(args: Any) -> ForkReplay:
             )
     out = str(getattr(args, "output", "") or "")
     branch = Path(out[1:] if out.startswith("+") and len(out) > 1 else out) if out else None
-    from cassettes.matching import rule_argv, rules_of_args
+    from cassettes.matching import rules_of_args
 
     # the project's rules and the flags, refused here (RuleError) before anything starts
     rules_of_args(args, source.run)
     prefix = getattr(args, "prefix", None) or "strict"
+    placed = place(source, args.model, edits)
     meta = branch_meta(
-        source, args.model, [e.label for e in edits], check=edits, branch=branch, prefix=prefix
+        source, args.model, [e.label for e in edits], branch=branch, prefix=prefix, placed=placed
     )
     return ForkReplay(
         source,
@@ -430,5 +437,6 @@ def start_fork(args: Any) -> ForkReplay:
         meta=meta,
         volatile=not getattr(args, "no_volatile", False),
         prefix=prefix,
-        rule_flags=rule_argv(args),
+        rules={n: list(getattr(args, n, ()) or ()) for n in RULES},
+        placed=placed[0],
     )

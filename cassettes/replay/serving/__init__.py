@@ -1,6 +1,8 @@
 """Serving a cassette (``looptap replay``): the loopback server (``server``, HTTP/1.1) and its
-WebSocket sessions (``wsserve``), both speaking what one planner decides (``plan``), the faults a
-replay injects (``faults``).
+WebSocket sessions (``wsserve``), both speaking what one planner decides (``plan``, asking the
+fork's router when there is one): recorded answers played by ``player``, requests sent live relayed
+by ``relay`` (a WebSocket session by ``wsrelay``), all written through ``sender``, the one seam to
+the wire; the faults a replay injects (``faults``).
 
 Matching is :mod:`cassettes.matching`'s, requests sent live :mod:`cassettes.replay.live`'s,
 the wire :mod:`cassettes.replay.transports`'.

@@ -9,11 +9,8 @@ WebSocket the API's failures are messages: a miss or a status fault is the API's
 (the session goes on), a stream fault acts on the turn's event messages, a reset closes the
 connection.
 
-Past a fork's cursor (:mod:`cassettes.replay.forking.cursor`) the session goes live: at its first
-turn at or past the cursor the server opens a WebSocket to the live upstream
-(:mod:`cassettes.replay.live.wslive`) and relays the session both ways to its end, each turn sent
-self-contained when it continues an answer the live upstream never gave, with the fork's model and
-edits (docs/fork.md).
+Past a fork's cursor (:mod:`cassettes.replay.forking.cursor`) the session goes live, relayed both
+ways to its end by :mod:`~cassettes.replay.serving.wsrelay` (docs/fork.md).
 """
 
 from __future__ import annotations
@@ -42,7 +39,9 @@ from cassettes.replay.serving.plan import (
     Play,
     Reset,
     Rewritten,
+    Router,
 )
+from cassettes.replay.serving.wsrelay import WsRelay
 from cassettes.replay.transports.http1 import Request, Watchdog
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
@@ -51,9 +50,8 @@ from cassettes.wire.replay_miss import NOTE_HEADER
 if TYPE_CHECKING:
     from cassettes.matching import Miss, Recorded
     from cassettes.providers import WsTurns
-    from cassettes.replay.live.chains import Threads
     from cassettes.replay.live.forward import Trust
-    from cassettes.replay.live.wslive import LiveSocket
+    from cassettes.replay.serving.wsrelay import Live
     from cassettes.replay.transports.outgoing import Answer as HttpAnswer
     from cassettes.replay.transports.wsframes import MessageReader
 
@@ -79,39 +77,6 @@ class _Turn:
     stall: float | None = None
 
 
-class _Live:
-    """A session past the cursor: its connection to the live upstream, the task relaying the
-    upstream's messages, and the turn they are logged with (the one last sent)."""
-
-    def __init__(self, sock: LiveSocket) -> None:
-        self.sock = sock
-        self.pump: asyncio.Task[None] | None = None
-        self.sent: list[tuple[float | None, bytes]] = []
-        self.logged: Exchange | None = None
-        self.request: Any = None
-        self.t0 = 0.0
-
-    def turn(self, sent: list[tuple[float | None, bytes]], logged: Exchange, request: Any) -> None:
-        self.sent, self.logged, self.request = sent, logged, request
-        self.t0 = asyncio.get_running_loop().time()
-
-    def stop(self) -> None:
-        """The client's session ended: close the live one (1000) and stop relaying."""
-        from cassettes.replay.transports import wsframes as ws
-
-        if self.pump is not None:
-            self.pump.cancel()
-        if not self.sock.writer.is_closing():
-            self.sock.writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1000), masked=True))
-        self.sock.close()
-
-
-def _miss(turn: Request, why: str, rec: Recorded | None) -> Miss:
-    from cassettes.matching import Miss
-
-    return Miss(turn.method, turn.target, why, rec)
-
-
 class WebSocketReplay:
     """The WebSocket sessions of one replay server, a collaborator it holds: the server hands each
     upgrade request to :meth:`serve`. What it needs is given here: the ``planner`` that decides
@@ -130,15 +95,18 @@ class WebSocketReplay:
         speed: float = 0.0,
         idle_timeout: float | None = None,
         trust: Trust | None = None,
+        router: Router | None = None,
     ) -> None:
         self.planner = planner
+        #: A fork's router (its cursor), the one the planner asks: a session past it goes live.
+        self.router = router
         self.speed = speed
         self.idle_timeout = idle_timeout
-        self.trust = trust
         self._log = log
         self._send_head = send_head
         self._drain = drain
-        self._threads: Threads | None = None
+        #: Sessions past the fork's cursor, relayed to the live upstream.
+        self.relay = WsRelay(log=log, router=router, trust=trust, send_miss=self._send_miss)
 
     async def serve(
         self,
@@ -188,7 +156,7 @@ class WebSocketReplay:
             req=req,
         )
         incoming = ws.MessageReader(reader)
-        live: _Live | None = None
+        live: Live | None = None
         try:
             while True:
                 data = await self._next(incoming, writer, dog, live is None)
@@ -202,7 +170,7 @@ class WebSocketReplay:
                 turn = Request("POST", req.target, req.headers, data)
                 if live is not None:  # past the cursor: every message goes on to the live upstream
                     await (
-                        self._live_turn(live, turn, msg, rules, None)
+                        self.relay.live_turn(live, turn, msg, rules, None)
                         if opened
                         else live.sock.send(ws.TEXT, data)
                     )
@@ -211,7 +179,9 @@ class WebSocketReplay:
                     continue  # a session message opens no turn: nothing is answered for it
                 answer = self.planner.plan(turn, websocket=True)
                 if isinstance(answer, Forward):
-                    live = await self._go_live(req, turn, msg, answer, writer, adapter, rules, dog)
+                    live = await self.relay.go_live(
+                        req, turn, msg, answer, writer, adapter, rules, dog
+                    )
                 elif not await self._turn(turn, answer, writer, adapter, rules, msg, dog):
                     return  # a fault closed the connection
         finally:
@@ -307,132 +277,12 @@ class WebSocketReplay:
             logged.notes.append(answer.note)
         if (
             rules.thread is not None
-            and self.planner.cursor is not None
+            and self.router is not None
             and isinstance(answer, Play)
             and spoken.messages
         ):
-            self._remember(rules, msg, spoken.messages[-1][2])
+            self.relay.remember(rules, msg, spoken.messages[-1][2])
         return await self._send(writer, spoken, logged, sent, dog)
-
-    # -- past a fork's cursor: the session relayed to a live upstream ------------------------------
-    @property
-    def threads(self) -> Threads:
-        """What every answer given or relayed over this server's sessions stood for."""
-        from cassettes.replay.live.chains import Threads
-
-        if self._threads is None:
-            self._threads = Threads()
-        return self._threads
-
-    def _remember(
-        self, rules: WsTurns, msg: Any, closing: bytes, known: set[str] | None = None
-    ) -> None:
-        """Remember what the answer closing a turn (``closing``, a message) stood for."""
-        assert rules.thread is not None
-        try:
-            doc = bounds.loads(closing)
-        except (orjson.JSONDecodeError, ValueError):
-            return
-        if not rules.closes(doc):
-            return
-        prev, rid, items = rules.thread(msg, doc)
-        self.threads.add(rid, prev, items)
-        if known is not None and rid is not None:
-            known.add(rid)
-
-    async def _go_live(
-        self,
-        req: Request,
-        turn: Request,
-        msg: Any,
-        answer: Forward,
-        writer: asyncio.StreamWriter,
-        adapter: Provider,
-        rules: WsTurns,
-        dog: Watchdog | None,
-    ) -> _Live | None:
-        """The session reaches the cursor: open it at the live upstream (the recorder's listener)
-        and send this turn; from now on the session is relayed both ways. An upstream that cannot
-        be reached is the API's error message (the session goes on, not live)."""
-        from cassettes.replay.live.forward import UpstreamError
-        from cassettes.replay.live.wslive import LiveSocket
-
-        try:
-            sock = await LiveSocket.open(answer.base, req.target, req.headers, trust=self.trust)
-        except UpstreamError as exc:
-            rec = answer.rec
-            why = f"past the fork's cursor; opening the live session at {answer.base} failed: {exc}"
-            await self._send_miss(
-                turn,
-                writer,
-                adapter,
-                answer.miss if answer.miss is not None else _miss(turn, why, rec),
-                dog,
-                status=502,
-            )
-            return None
-        live = _Live(sock)
-        live.pump = asyncio.create_task(self._pump(live, writer, rules))
-        await self._live_turn(live, turn, msg, rules, answer.rec)
-        return live
-
-    async def _live_turn(
-        self, live: _Live, turn: Request, msg: Any, rules: WsTurns, rec: Recorded | None
-    ) -> None:
-        """Send one turn to the live upstream: self-contained if it continues an answer the
-        upstream never gave (one replayed from the recording), with the fork's model and edits."""
-        from cassettes.providers import Chaining
-        from cassettes.replay.live.chains import self_contained
-        from cassettes.replay.transports import wsframes as ws
-
-        notes: list[str] = []
-        body = turn.body
-        # as an HTTP request past the cursor is
-        if rules.thread is not None and rules.standalone is not None:
-            doc, note = self_contained(
-                self.threads, Chaining(rules.thread, rules.standalone), msg, live.sock.known
-            )
-            body = orjson.dumps(doc) if doc is not msg else body
-            notes += [note] if note is not None else []
-        cursor = self.planner.cursor
-        if cursor is not None:
-            _, body, more, _ = cursor.outgoing(
-                Request(turn.method, turn.target, turn.headers, body)
-            )
-            notes += more
-        sent: list[tuple[float | None, bytes]] = []
-        logged = self._log(turn, 200, [], sent, "live past the cursor", origin_of=rec)
-        logged.notes += ["websocket live", *notes]
-        live.turn(sent, logged, bounds.loads(body) if body is not turn.body else msg)
-        await live.sock.send(ws.TEXT, body)
-
-    async def _pump(self, live: _Live, writer: asyncio.StreamWriter, rules: WsTurns) -> None:
-        """The live upstream's messages to the client as they come, each logged with its turn;
-        the upstream's close closes the client's session, an upstream that breaks off breaks it."""
-        from cassettes.replay.transports import wsframes as ws
-
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                op, data = await live.sock.next()
-                if op == ws.PING:
-                    await live.sock.send(ws.PONG, data)
-                    continue
-                if op == ws.PONG:
-                    continue
-                if op == ws.CLOSE:
-                    writer.write(ws.frame(ws.CLOSE, data[:2]))
-                    await writer.drain()
-                    return
-                live.sent.append((loop.time() - live.t0, b"data: " + data + b"\n\n"))
-                writer.write(ws.frame(op, data))
-                await writer.drain()
-                if rules.thread is not None:
-                    self._remember(rules, live.request, data, live.sock.known)
-        except (ws.WsProtocolError, asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
-            if live.logged is not None:
-                live.logged.transport_error = f"the live upstream broke off the session: {exc}"
-            writer.transport.abort()
 
     async def _send_miss(
         self,

@@ -914,7 +914,7 @@ def pytest_runtest_makereport(
         report.sections.append(("looptap", _write_html_report(item, session)))
         from cassettes.replay.forking.cursor import Cursor
 
-        cursor = session.server.planner.cursor
+        cursor = session.server.router
         if isinstance(cursor, Cursor):  # a forked test: which turns went live, on which model
             from cassettes.untrusted import clean_line
 

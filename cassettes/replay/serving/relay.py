@@ -1,0 +1,278 @@
+"""The replay server's live relay: a request sent on to a live upstream (past a fork's cursor, or
+a new episode being recorded) and its answer relayed as it arrives, chunk for chunk; under a
+fork's ``--edit continue``, an answer cut at the token cap continued and handed over joined.
+
+The fork's router (:class:`~cassettes.replay.forking.cursor.Cursor`) decided to send it
+(:class:`~cassettes.replay.serving.plan.Forward`) and hears of each answer relayed, so that a later
+request continuing it goes as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from cassettes.matching import Matcher, Miss, request_key
+from cassettes.providers import Provider
+from cassettes.replay.serving.plan import Forward, Router
+from cassettes.replay.serving.sender import Sender, ServedLog
+from cassettes.replay.transports.http1 import Request, Watchdog
+from cassettes.wire.exchange import Exchange, Headers
+
+if TYPE_CHECKING:
+    from cassettes.providers import Rendered
+    from cassettes.replay.live.forward import Trust, Upstream, UpstreamResponse
+
+__all__ = ["LiveRelay"]
+
+
+async def _each(chunks: Sequence[bytes]) -> AsyncIterator[bytes]:
+    """The pieces of a body already read, as a relay sends pieces that arrive."""
+    for chunk in chunks:
+        yield chunk
+
+
+def _joined_headers(rendered: Rendered, why: str, parts: int) -> Headers:
+    """The headers of an answer a continuation joined (``parts`` continuation requests)."""
+    stream = len(rendered.chunks) > 1 or rendered.content_type == "text/event-stream"
+    return [
+        ("content-type", rendered.content_type),
+        ("x-looptap-replay", why),
+        ("x-looptap-continued", str(parts)),
+        ("transfer-encoding", "chunked")
+        if stream
+        else ("content-length", str(sum(len(c) for c in rendered.chunks))),
+    ]
+
+
+class LiveRelay:
+    """Sends requests on to live upstreams (verifying TLS against ``trust``: ``None``, the
+    environment's store) and relays their answers; ``send_miss`` answers a new episode whose
+    upstream could not be reached as the miss it was."""
+
+    def __init__(
+        self,
+        matcher: Matcher,
+        sender: Sender,
+        log: ServedLog,
+        *,
+        router: Router | None,
+        trust: Trust | None,
+        send_miss: Callable[
+            [Request, asyncio.StreamWriter, Miss, Watchdog | None], Awaitable[bool]
+        ],
+    ) -> None:
+        self.matcher = matcher
+        self.sender = sender
+        self.log = log
+        self.router = router
+        self.trust = trust
+        self.send_miss = send_miss
+
+    async def forward(
+        self,
+        req: Request,
+        writer: asyncio.StreamWriter,
+        answer: Forward,
+        dog: Watchdog | None = None,
+    ) -> bool:
+        """Send the request on to ``answer.base`` and relay its answer as it arrives (chunked);
+        an upstream that cannot be reached or breaks off is said in the API's error shape (a
+        miss for new episodes) or by breaking the connection off the same way. Under a fork's
+        ``--edit continue`` the answer is read whole first, and handed over joined when the
+        token cap cut it (:meth:`_continued`)."""
+        from cassettes.replay.live.forward import Upstream, UpstreamError
+
+        upstream = Upstream(answer.base, trust=self.trust)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        said: list[str] = []
+        target = answer.target or req.target
+        try:
+            response = await upstream.send(
+                req.method,
+                target,
+                answer.headers if answer.headers is not None else req.headers,
+                answer.body,
+                said,
+            )
+        except UpstreamError as exc:
+            if answer.miss is not None:
+                answer.miss.reason += f"; forwarding to {answer.base} failed: {exc}"
+                return await self.send_miss(req, writer, answer.miss, dog)
+            return await self._send_upstream_error(req, writer, answer, str(exc), dog)
+        if answer.miss is not None:
+            # answered after all: recorded as a new episode (or continued)
+            self.matcher.resolve(answer.miss)
+        notes = list(answer.notes)
+        status, broke, rendered, parts = response.status, None, None, 0
+        own: list[str] = []
+        pieces: AsyncIterator[bytes] = (data async for data in response.pieces() if data)
+        if answer.cont is not None:
+            first: list[bytes] = []
+            try:
+                first += [data async for data in pieces]
+            except UpstreamError as exc:
+                broke = str(exc)
+            continued = (
+                await self._continued(req, answer, upstream, response, first, said, notes)
+                if broke is None
+                else None
+            )
+            if continued is not None:
+                rendered, parts = continued
+            pieces = _each(first if rendered is None else rendered.chunks)
+        if rendered is None:  # the answer as it comes
+            out = upstream.relayed_headers(response, own) + [
+                ("transfer-encoding", "chunked"),
+                ("x-looptap-replay", answer.why),
+            ]
+        else:
+            status, out = 200, _joined_headers(rendered, answer.why, parts)
+        sent: list[tuple[float | None, bytes]] = []
+        logged = self.log(req, status, out, sent, answer.why, origin_of=answer.rec)
+        self._relay_notes(logged, notes, own, said)
+        relay = await self.sender.send_head(writer, status, out, dog, req=req, logged=logged)
+        try:
+            async for data in pieces:
+                sent.append((loop.time() - t0, data))
+                writer.write(relay.data(data))
+                await self.sender.drain(writer, dog)
+        except UpstreamError as exc:
+            broke = str(exc)
+        if broke is not None:
+            logged.transport_error = broke
+            writer.transport.abort()
+            return False
+        if self.router is not None:  # a later request continuing this answer goes as it is
+            self.router.relayed(req.method, target, answer.body, status, sent, out)
+        writer.write(relay.end())
+        await self.sender.drain(writer, dog)
+        return True
+
+    def _relay_notes(
+        self, logged: Exchange, notes: list[str], own: list[str], said: list[str]
+    ) -> None:
+        """A relayed answer's notes: the plan's and the continuation's, looptap's own marks the
+        upstream's answer carried (dropped), the headers that could not be sent upstream."""
+        logged.notes.extend(notes)
+        if own:
+            logged.notes.append(
+                f"marks: the upstream's response carried looptap's own headers ({', '.join(own)}) "
+                "that this replay did not write; dropped"
+            )
+        if said:
+            self.sender.said(said, None)
+            logged.notes.extend(f"looptap: {line} upstream" for line in said)
+
+    async def _continued(
+        self,
+        req: Request,
+        answer: Forward,
+        upstream: Upstream,
+        response: UpstreamResponse,
+        first: list[bytes],
+        said: list[str],
+        notes: list[str],
+    ) -> tuple[Rendered, int] | None:
+        """A fork's ``--edit continue`` (:mod:`cassettes.replay.live.continuation`) on the
+        upstream's answer (``first``, read whole): when the token cap cut it, the model asked to go
+        on (each request through the same recorder, marked as the fork's), and the one answer
+        joining the parts, in the format the client asked for, with how many continuation requests
+        it took; ``None`` when there is nothing to join (the answer is relayed as it came). What
+        happened goes to ``notes``."""
+        from cassettes.hints import count
+        from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
+        from cassettes.replay.live.forward import Upstream, UpstreamError
+
+        cont = answer.cont
+        assert cont is not None
+        target = answer.target or req.target
+        url = upstream.base + target
+        sent_headers = answer.headers if answer.headers is not None else req.headers
+        cut = parsed(
+            cont.adapter, req.method, url, answer.body, response.status, response.headers, first
+        )
+        so_far = cut_text(cut) if cut is not None else None
+        parts: list[tuple[str, Any]] = []
+        while so_far is not None and cont.sent < cont.rounds:
+            made = cont.request(answer.body, so_far, sent_headers)
+            if made is None:
+                notes.append(
+                    "fork: continue: this API has no form to "
+                    "continue this answer; relayed as it came"
+                )
+                break
+            body, headers, continues = made
+            try:
+                more_response = await Upstream(answer.base, trust=self.trust).send(
+                    req.method, target, headers, body, said
+                )
+                got = [d async for d in more_response.pieces() if d]
+            except UpstreamError as exc:
+                notes.append(
+                    f"fork: continue: continuation request {cont.sent} failed ({exc}); the answer "
+                    "so far handed to the client"
+                )
+                break
+            more = parsed(
+                cont.adapter,
+                req.method,
+                url,
+                body,
+                more_response.status,
+                more_response.headers,
+                got,
+            )
+            if more is None:
+                notes.append(
+                    f"fork: continue: continuation request {cont.sent} got status "
+                    f"{more_response.status}, no answer; the answer so far handed to the client"
+                )
+                break
+            parts.append((continues, more))
+            still = cut_text(more)
+            so_far = continues + still if still is not None else None
+        rendered = (
+            rendered_for(cont.adapter, target, cont.client_body, joined(cut, parts))
+            if cut is not None and parts
+            else None
+        )
+        if rendered is None:
+            return None
+        cont.done(len(parts))
+        notes.append(
+            "fork: the answer was cut at the token cap; looptap continued it "
+            f"({count(len(parts), 'continuation request')}, --edit continue) and handed the client "
+            "one answer joining the parts"
+        )
+        return rendered, len(parts)
+
+    async def _send_upstream_error(
+        self,
+        req: Request,
+        writer: asyncio.StreamWriter,
+        answer: Forward,
+        why: str,
+        dog: Watchdog | None,
+    ) -> bool:
+        """The live upstream past the cursor failed: a 502 in the API's error shape."""
+        key = request_key(req.method, req.target, req.headers, req.body)
+        adapter = key.adapter or Provider()
+        body = orjson.dumps(
+            adapter.replay.error(
+                502, f"looptap: the live upstream failed: {why}", "looptap_upstream_error"
+            )
+        )
+        headers: Headers = [
+            ("content-type", "application/json"),
+            ("x-looptap-replay", answer.why),
+            ("content-length", str(len(body))),
+        ]
+        logged = self.log(req, 502, headers, [(0.0, body)], answer.why, why, origin_of=answer.rec)
+        logged.notes.extend(answer.notes)
+        await self.sender.send_whole(writer, 502, headers, body, dog, req=req, logged=logged)
+        return True

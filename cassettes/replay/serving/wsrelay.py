@@ -1,0 +1,205 @@
+"""A WebSocket session past a fork's cursor (docs/fork.md): at its first turn at or past the cursor
+the replay server opens a WebSocket of its own to the live upstream
+(:mod:`cassettes.replay.live.wslive`) and from then on relays the session both ways, each turn sent
+self-contained when it continues an answer the live upstream never gave, with the fork's model and
+edits. :class:`~cassettes.replay.serving.wsserve.WebSocketReplay` hands it a session's turns once
+the planner sends one live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from cassettes import bounds
+from cassettes.providers import Provider
+from cassettes.replay.serving.plan import Forward, Router
+from cassettes.replay.transports.http1 import Request, Watchdog
+from cassettes.wire.exchange import Exchange
+
+if TYPE_CHECKING:
+    from cassettes.matching import Miss, Recorded
+    from cassettes.providers import WsTurns
+    from cassettes.replay.live.chains import Threads
+    from cassettes.replay.live.forward import Trust
+    from cassettes.replay.live.wslive import LiveSocket
+
+__all__ = ["Live", "WsRelay"]
+
+
+class Live:
+    """A session past the cursor: its connection to the live upstream, the task relaying the
+    upstream's messages, and the turn they are logged with (the one last sent)."""
+
+    def __init__(self, sock: LiveSocket) -> None:
+        self.sock = sock
+        self.pump: asyncio.Task[None] | None = None
+        self.sent: list[tuple[float | None, bytes]] = []
+        self.logged: Exchange | None = None
+        self.request: Any = None
+        self.t0 = 0.0
+
+    def turn(self, sent: list[tuple[float | None, bytes]], logged: Exchange, request: Any) -> None:
+        self.sent, self.logged, self.request = sent, logged, request
+        self.t0 = asyncio.get_running_loop().time()
+
+    def stop(self) -> None:
+        """The client's session ended: close the live one (1000) and stop relaying."""
+        from cassettes.replay.transports import wsframes as ws
+
+        if self.pump is not None:
+            self.pump.cancel()
+        if not self.sock.writer.is_closing():
+            self.sock.writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1000), masked=True))
+        self.sock.close()
+
+
+def _miss(turn: Request, why: str, rec: Recorded | None) -> Miss:
+    from cassettes.matching import Miss
+
+    return Miss(turn.method, turn.target, why, rec)
+
+
+class WsRelay:
+    """The live half of one replay server's WebSocket sessions: what every answer given or relayed
+    stood for (:attr:`threads`), and each session past the cursor relayed. ``log`` keeps the served
+    turns, ``router`` is the fork's (its cursor: the model and edits of a turn sent live),
+    ``trust`` the CA store a live session verifies, ``send_miss`` says a session that could not be
+    opened live as the API's error message."""
+
+    def __init__(
+        self,
+        *,
+        log: Callable[..., Exchange],
+        router: Router | None,
+        trust: Trust | None,
+        send_miss: Callable[..., Awaitable[None]],
+    ) -> None:
+        self.log = log
+        self.router = router
+        self.trust = trust
+        self.send_miss = send_miss
+        self._threads: Threads | None = None
+
+    @property
+    def threads(self) -> Threads:
+        """What every answer given or relayed over this server's sessions stood for."""
+        from cassettes.replay.live.chains import Threads
+
+        if self._threads is None:
+            self._threads = Threads()
+        return self._threads
+
+    def remember(
+        self, rules: WsTurns, msg: Any, closing: bytes, known: set[str] | None = None
+    ) -> None:
+        """Remember what the answer closing a turn (``closing``, a message) stood for."""
+        assert rules.thread is not None
+        try:
+            doc = bounds.loads(closing)
+        except (orjson.JSONDecodeError, ValueError):
+            return
+        if not rules.closes(doc):
+            return
+        prev, rid, items = rules.thread(msg, doc)
+        self.threads.add(rid, prev, items)
+        if known is not None and rid is not None:
+            known.add(rid)
+
+    async def go_live(
+        self,
+        req: Request,
+        turn: Request,
+        msg: Any,
+        answer: Forward,
+        writer: asyncio.StreamWriter,
+        adapter: Provider,
+        rules: WsTurns,
+        dog: Watchdog | None,
+    ) -> Live | None:
+        """The session reaches the cursor: open it at the live upstream (the recorder's listener)
+        and send this turn; from now on the session is relayed both ways. An upstream that cannot
+        be reached is the API's error message (the session goes on, not live)."""
+        from cassettes.replay.live.forward import UpstreamError
+        from cassettes.replay.live.wslive import LiveSocket
+
+        try:
+            sock = await LiveSocket.open(answer.base, req.target, req.headers, trust=self.trust)
+        except UpstreamError as exc:
+            rec = answer.rec
+            why = f"past the fork's cursor; opening the live session at {answer.base} failed: {exc}"
+            await self.send_miss(
+                turn,
+                writer,
+                adapter,
+                answer.miss if answer.miss is not None else _miss(turn, why, rec),
+                dog,
+                status=502,
+            )
+            return None
+        live = Live(sock)
+        live.pump = asyncio.create_task(self._pump(live, writer, rules))
+        await self.live_turn(live, turn, msg, rules, answer.rec)
+        return live
+
+    async def live_turn(
+        self, live: Live, turn: Request, msg: Any, rules: WsTurns, rec: Recorded | None
+    ) -> None:
+        """Send one turn to the live upstream: self-contained if it continues an answer the
+        upstream never gave (one replayed from the recording), with the fork's model and edits."""
+        from cassettes.providers import Chaining
+        from cassettes.replay.live.chains import self_contained
+        from cassettes.replay.transports import wsframes as ws
+
+        notes: list[str] = []
+        body = turn.body
+        # as an HTTP request past the cursor is
+        if rules.thread is not None and rules.standalone is not None:
+            doc, note = self_contained(
+                self.threads, Chaining(rules.thread, rules.standalone), msg, live.sock.known
+            )
+            body = orjson.dumps(doc) if doc is not msg else body
+            notes += [note] if note is not None else []
+        cursor = self.router
+        if cursor is not None:
+            _, body, more, _ = cursor.outgoing(
+                Request(turn.method, turn.target, turn.headers, body)
+            )
+            notes += more
+        sent: list[tuple[float | None, bytes]] = []
+        logged = self.log(turn, 200, [], sent, "live past the cursor", origin_of=rec)
+        logged.notes += ["websocket live", *notes]
+        live.turn(sent, logged, bounds.loads(body) if body is not turn.body else msg)
+        await live.sock.send(ws.TEXT, body)
+
+    async def _pump(self, live: Live, writer: asyncio.StreamWriter, rules: WsTurns) -> None:
+        """The live upstream's messages to the client as they come, each logged with its turn;
+        the upstream's close closes the client's session, an upstream that breaks off breaks it."""
+        from cassettes.replay.transports import wsframes as ws
+
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                op, data = await live.sock.next()
+                if op == ws.PING:
+                    await live.sock.send(ws.PONG, data)
+                    continue
+                if op == ws.PONG:
+                    continue
+                if op == ws.CLOSE:
+                    writer.write(ws.frame(ws.CLOSE, data[:2]))
+                    await writer.drain()
+                    return
+                live.sent.append((loop.time() - live.t0, b"data: " + data + b"\n\n"))
+                writer.write(ws.frame(op, data))
+                await writer.drain()
+                if rules.thread is not None:
+                    self.remember(rules, live.request, data, live.sock.known)
+        except (ws.WsProtocolError, asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+            if live.logged is not None:
+                live.logged.transport_error = f"the live upstream broke off the session: {exc}"
+            writer.transport.abort()
