@@ -30,6 +30,7 @@ from mitmproxy.proxy.mode_specs import ProxyMode
 
 from cassettes import __version__, interrupts
 from cassettes.errors import CassetteIOError
+from cassettes.net import free_port
 from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
 from cassettes.replay.testing.ready import VERSION as READY_VERSION
@@ -42,7 +43,6 @@ from cassettes.replay.testing.ready import (
     remove_ready,
     write_ready,
 )
-from cassettes.replay.transports.background import free_port
 from cassettes.storage.paths import FileId, UnsafePath, check_dir, check_target, write_new
 from cassettes.storage.store import open_regular, private_open
 from proxy import messages

@@ -461,7 +461,7 @@ def test_the_forwarder_drops_a_header_that_would_split_the_request() -> None:
     header value holding CR/LF is dropped and said, never written as a second request."""
     import asyncio
 
-    from cassettes.replay.live.forward import Upstream
+    from cassettes.net import Upstream
 
     body = b'{"model": "gpt-4o", "messages": []}'
     headers = [

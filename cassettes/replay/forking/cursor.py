@@ -46,10 +46,10 @@ import orjson
 
 from cassettes import bounds
 from cassettes.errors import CassetteError
+from cassettes.net import Request
 from cassettes.replay.live.edits import Edit, apply_edits, edited_headers
 from cassettes.replay.matching.matcher import Matcher, Miss, Recorded
 from cassettes.replay.serving.plan import Answer, Forward, Missed, Play
-from cassettes.replay.transports.http1 import Request
 
 if TYPE_CHECKING:
     from cassettes.providers import Provider

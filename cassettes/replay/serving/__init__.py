@@ -2,6 +2,6 @@
 WebSocket sessions (``wsserve``), both speaking what one planner decides (``plan``), the faults a
 replay injects (``faults``).
 
-Matching is :mod:`cassettes.replay.matching`'s, requests sent live :mod:`cassettes.replay.live`'s,
-the wire :mod:`cassettes.replay.transports`'.
+Matching is :mod:`cassettes.replay.matching`'s, what a request sent live
+becomes :mod:`cassettes.replay.live`'s, the wire :mod:`cassettes.net`'s.
 """

@@ -38,6 +38,7 @@ import orjson
 
 from cassettes.matching.rules import Rules
 from cassettes.matching.volatile import VolatileSpans
+from cassettes.net import BackgroundServer, BadRequest, Request, Watchdog, read_request, refuse
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
 from cassettes.replay.matching.indexed import IndexedRecordings
 from cassettes.replay.matching.jsondiff import clip
@@ -58,8 +59,6 @@ from cassettes.replay.serving.plan import (
     Router,
 )
 from cassettes.replay.serving.wsserve import WebSocketReplay
-from cassettes.replay.transports.background import BackgroundServer
-from cassettes.replay.transports.http1 import BadRequest, Request, Watchdog, read_request, refuse
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
@@ -68,9 +67,8 @@ from cassettes.wire.replay_miss import NOTE_HEADER
 if TYPE_CHECKING:
     from typing import Any
 
+    from cassettes.net import Answer, Trust, Upstream, UpstreamResponse
     from cassettes.providers import Rendered
-    from cassettes.replay.live.forward import Trust, Upstream, UpstreamResponse
-    from cassettes.replay.transports.outgoing import Answer
 
 __all__ = [
     "IDLE_TIMEOUT",
@@ -217,9 +215,9 @@ class ReplayServer:
     label = "the replay server"
 
     def _preload(self) -> None:
-        # the HTTP/1.1 reader and writer (cassettes.replay.transports.http1, outgoing)
+        # the HTTP/1.1 reader and writer (cassettes.net)
         import h11  # noqa: F401
-        import wsproto.connection  # WebSocket sessions (cassettes.replay.transports.wsframes)
+        import wsproto.connection  # WebSocket sessions (cassettes.net)
         import wsproto.events  # noqa: F401
 
     #: The largest request head (and chunk-size line) read; a larger one is answered 431.
@@ -599,11 +597,11 @@ class ReplayServer:
         logged: Exchange | None = None,
     ) -> Answer:
         """The status line and headers, built by h11
-        (:class:`~cassettes.replay.transports.outgoing.Answer`); the answer to write the body with.
+        (:class:`~cassettes.net.Answer`); the answer to write the body with.
         A header that cannot be sent (a recorded name or value holding CR, LF, NUL …) is dropped:
         ``logged`` (the served exchange) then lists only what was sent, and a note and
         :meth:`report_lines` name the header, never its value."""
-        from cassettes.replay.transports.outgoing import Answer
+        from cassettes.net import Answer
 
         answer = Answer(
             req.method if req is not None else "GET",
@@ -620,7 +618,7 @@ class ReplayServer:
 
     def _said(self, said: list[str], logged: Exchange | None) -> None:
         """Headers dropped from a message (see :meth:`_send_head`), kept for the report."""
-        from cassettes.replay.transports.outgoing import header_problem
+        from cassettes.net import header_problem
 
         where = (
             f" (round trip {logged.seq})" if logged is not None and logged.seq is not None else ""
@@ -824,7 +822,7 @@ class ReplayServer:
         self, writer: asyncio.StreamWriter, exc: Exception, websocket: bool = False
     ) -> None:
         if websocket:  # the session is open: close it as an internal error (1011)
-            from cassettes.replay.transports import wsframes as ws
+            from cassettes import net as ws
 
             with contextlib.suppress(Exception):
                 writer.write(
@@ -1052,7 +1050,7 @@ class ReplayServer:
         miss for new episodes) or by breaking the connection off the same way. Under a fork's
         ``--edit continue`` the answer is read whole first, and handed over joined when the
         token cap cut it (:meth:`_continued`)."""
-        from cassettes.replay.live.forward import Upstream, UpstreamError
+        from cassettes.net import Upstream, UpstreamError
 
         upstream = Upstream(answer.base, trust=self.trust)
         loop = asyncio.get_running_loop()
@@ -1153,8 +1151,8 @@ class ReplayServer:
         it took; ``None`` when there is nothing to join (the answer is relayed as it came). What
         happened goes to ``notes``."""
         from cassettes.hints import count
+        from cassettes.net import Upstream, UpstreamError
         from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
-        from cassettes.replay.live.forward import Upstream, UpstreamError
 
         cont = answer.cont
         assert cont is not None

@@ -11,7 +11,7 @@ connection.
 
 Past a fork's cursor (:mod:`cassettes.replay.forking.cursor`) the session goes live: at its first
 turn at or past the cursor the server opens a WebSocket to the live upstream
-(:mod:`cassettes.replay.live.wslive`) and relays the session both ways to its end, each turn sent
+(:class:`cassettes.net.LiveSocket`) and relays the session both ways to its end, each turn sent
 self-contained when it continues an answer the live upstream never gave, with the fork's model and
 edits (docs/fork.md).
 """
@@ -29,6 +29,7 @@ import orjson
 
 from cassettes import bounds, providers
 from cassettes.hints import count
+from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
 from cassettes.replay.serving.plan import (
     MISS_CODE,
@@ -43,19 +44,16 @@ from cassettes.replay.serving.plan import (
     Reset,
     Rewritten,
 )
-from cassettes.replay.transports.http1 import Request, Watchdog
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
 from cassettes.wire.replay_miss import NOTE_HEADER
 
 if TYPE_CHECKING:
+    from cassettes.net import Answer as HttpAnswer
+    from cassettes.net import LiveSocket, MessageReader, Trust
     from cassettes.providers import WsTurns
     from cassettes.replay.live.chains import Threads
-    from cassettes.replay.live.forward import Trust
-    from cassettes.replay.live.wslive import LiveSocket
     from cassettes.replay.matching.matcher import Miss, Recorded
-    from cassettes.replay.transports.outgoing import Answer as HttpAnswer
-    from cassettes.replay.transports.wsframes import MessageReader
 
 __all__ = ["WebSocketReplay", "sse_data"]
 
@@ -97,7 +95,7 @@ class _Live:
 
     def stop(self) -> None:
         """The client's session ended: close the live one (1000) and stop relaying."""
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         if self.pump is not None:
             self.pump.cancel()
@@ -148,7 +146,7 @@ class WebSocketReplay:
         dog: Watchdog | None = None,
     ) -> None:
         """Answer a WebSocket session from the recorded turns (see the module docstring)."""
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         key = req.header("sec-websocket-key")
         adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
@@ -229,7 +227,7 @@ class WebSocketReplay:
         session ends (a close; a protocol error answered with its close code, 1002 mostly; no
         frame for ``idle_timeout`` seconds, answered 1001: not while the session is live, when
         the client may wait as long as the live model takes)."""
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         idle = self.idle_timeout if idles else None
         while True:
@@ -354,8 +352,7 @@ class WebSocketReplay:
         """The session reaches the cursor: open it at the live upstream (the recorder's listener)
         and send this turn; from now on the session is relayed both ways. An upstream that cannot
         be reached is the API's error message (the session goes on, not live)."""
-        from cassettes.replay.live.forward import UpstreamError
-        from cassettes.replay.live.wslive import LiveSocket
+        from cassettes.net import LiveSocket, UpstreamError
 
         try:
             sock = await LiveSocket.open(answer.base, req.target, req.headers, trust=self.trust)
@@ -381,9 +378,9 @@ class WebSocketReplay:
     ) -> None:
         """Send one turn to the live upstream: self-contained if it continues an answer the
         upstream never gave (one replayed from the recording), with the fork's model and edits."""
+        from cassettes import net as ws
         from cassettes.providers import Chaining
         from cassettes.replay.live.chains import self_contained
-        from cassettes.replay.transports import wsframes as ws
 
         notes: list[str] = []
         body = turn.body
@@ -409,7 +406,7 @@ class WebSocketReplay:
     async def _pump(self, live: _Live, writer: asyncio.StreamWriter, rules: WsTurns) -> None:
         """The live upstream's messages to the client as they come, each logged with its turn;
         the upstream's close closes the client's session, an upstream that breaks off breaks it."""
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         loop = asyncio.get_running_loop()
         try:
@@ -443,7 +440,7 @@ class WebSocketReplay:
         dog: Watchdog | None,
         status: int | None = None,
     ) -> None:
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         status = status or MISS_STATUS
         code = MISS_CODE if status == MISS_STATUS else "looptap_upstream_error"
@@ -522,7 +519,7 @@ class WebSocketReplay:
     ) -> bool:
         """Send a turn's messages at their recorded pace (a stall halfway, a cut closing the
         connection: ``False``), logged as the SSE stream they were recorded as."""
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         loop = asyncio.get_running_loop()
         t0 = loop.time()

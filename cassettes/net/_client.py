@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 import h11
 
 from cassettes.errors import CassetteError
-from cassettes.replay.transports.http1 import HOP_BY_HOP
-from cassettes.replay.transports.outgoing import Ask, Unsendable
+from cassettes.net._messages import Ask, Unsendable
+from cassettes.net._requests import HOP_BY_HOP
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers, header
 from cassettes.wire.own import without_own
@@ -185,7 +185,7 @@ class Upstream:
         :meth:`UpstreamResponse.pieces`). The request's hop-by-hop headers are not passed on; a
         header that cannot be sent (CR, LF, NUL, a name that is not a token) is dropped, and a
         line naming it is appended to ``said``. The message is h11's
-        (:class:`~cassettes.replay.transports.outgoing.Ask`)."""
+        (:class:`~cassettes.net._messages.Ask`)."""
         # RFC 9110 7.6.1
         listed = {
             t.strip().lower() for k, v in headers if k.lower() == "connection" for t in v.split(",")
