@@ -1,32 +1,37 @@
-"""The replay server's HTTP/1.1 client: a request passed on to a live upstream, its answer relayed.
+"""Every HTTP request looptap sends to a live upstream, by httpx (``httpx2``, the library the
+SDKs use): a fork's requests past its cursor and the replay server's new episodes (the relay),
+``compare``'s, and so ``why``'s branches, which run a fork.
 
-Used for new episodes (the cassette lacks the answer: the request goes to a recorder) and past a
-fork's cursor, and by ``compare``. One request per connection (``Connection: close``), framed by
-its own ``Content-Length``, and one answer read from it: no connection is kept or reused, so what
-an upstream sends after the answer (an answer nobody asked for, a ``408`` when idle) is never read
-as another request's, and no request is sent on a connection the upstream may have closed.
-``http`` or ``https`` (the system's CA store, or the one a :class:`Trust` kept). Every wait is
-bounded and progress based: connecting within ``connect_timeout``, the status line and headers
-within ``read_timeout``, and the body may not pause longer than ``read_timeout``; a status line,
-header block or chunk size that is not HTTP/1.1 raises :class:`UpstreamError`, as does an
-upstream that breaks off (also while it takes the request).
+One request per connection (``Connection: close``), framed by its own ``Content-Length``, and one
+answer read from it, through a transport of its own that is closed with the answer: no connection
+is kept or reused, so what an upstream sends after the answer (an answer nobody asked for, a
+``408`` when idle) is never read as another request's, and no request is sent on a connection the
+upstream may have closed. The request goes as it is given: its headers in their order and case
+(:func:`~cassettes.net.sendable` drops, and says, a header that cannot be sent), its target as
+given (httpcore's ``target`` extension: no URL normalised). ``http`` or ``https`` (the system's
+CA store, or the one a :class:`Trust` kept); no proxy and no environment is consulted. Every wait
+is bounded and progress based (httpx's timeouts): connecting within ``connect_timeout``, each
+read and write within ``read_timeout``; an upstream that breaks off or answers what is not
+HTTP/1.1 raises :class:`UpstreamError`, which says in which part (httpcore's ``trace``
+extension names the phase that failed).
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import ssl
-from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
-import h11
+import httpx2
 
 from cassettes.errors import CassetteError
-from cassettes.net._messages import Ask, Unsendable
+from cassettes.net._messages import sendable
 from cassettes.net._requests import HOP_BY_HOP
 from cassettes.untrusted import clean_line
-from cassettes.wire.exchange import Headers, header
+from cassettes.wire.exchange import Headers
 from cassettes.wire.own import without_own
 
 __all__ = [
@@ -44,8 +49,6 @@ CONNECT_TIMEOUT = 30.0
 #: Seconds the upstream may take to start its answer, or pause inside it (a model thinking
 #: before its first token can take minutes: generous).
 READ_TIMEOUT = 600.0
-#: The largest response head read (status line and headers).
-_LINE = 1 << 16
 
 
 class UpstreamError(CassetteError):
@@ -82,76 +85,75 @@ def tls_context(trust: Trust | None) -> ssl.SSLContext:
     return trust.context() if trust is not None else ssl.create_default_context()
 
 
+class _Phases:
+    """httpcore's ``trace`` extension: which part of the exchange failed first (``None``: none)."""
+
+    def __init__(self) -> None:
+        self.failed: str | None = None
+
+    async def __call__(self, event: str, info: dict[str, Any]) -> None:
+        if event.endswith(".failed") and self.failed is None:
+            self.failed = event
+
+
+#: httpcore's phases, as a message names them.
+_PARTS = (
+    ("send_request", "while taking the request"),
+    ("receive_response_headers", "its head"),
+    ("receive_response_body", "its body"),
+)
+
+
+def _error(exc: httpx2.HTTPError, phases: _Phases, upstream: Upstream) -> UpstreamError:
+    """What went wrong, in looptap's words: the part that failed and httpx's reason (escaped,
+    cut)."""
+    said = clean_line(str(exc))[:120]
+    part = next((p for k, p in _PARTS if phases.failed and k in phases.failed), "its head")
+    if isinstance(exc, httpx2.ConnectTimeout):
+        text = f"connecting to {upstream.base} took longer than {upstream.connect_timeout:g} s"
+    elif isinstance(exc, httpx2.ConnectError):
+        text = f"cannot connect to {upstream.base}: {said}"
+    elif isinstance(exc, httpx2.LocalProtocolError):
+        text = f"the request cannot be sent: {said}"
+    elif part.startswith("while") or isinstance(exc, httpx2.WriteError | httpx2.WriteTimeout):
+        text = f"the upstream broke the connection off while taking the request: {said}"
+        if isinstance(exc, httpx2.TimeoutException):
+            text = f"the upstream did not take the request within {upstream.read_timeout:g} s"
+    elif isinstance(exc, httpx2.ReadTimeout):
+        text = f"the upstream sent nothing for {upstream.read_timeout:g} s ({part})"
+    elif isinstance(exc, httpx2.RemoteProtocolError) and said.startswith("Server disconnected"):
+        text = "the upstream closed the connection before answering"
+    elif isinstance(exc, httpx2.RemoteProtocolError) and said.startswith("peer closed"):
+        text = f"the upstream closed the connection in the middle of {part}"
+    elif isinstance(exc, httpx2.RemoteProtocolError):
+        text = f"the upstream's answer is not HTTP/1.1 ({part}): {said}"
+    else:  # a reset, a TLS failure
+        text = f"the upstream broke the connection off in the middle of {part}: {said}"
+    return UpstreamError(text)
+
+
 @dataclass
 class UpstreamResponse:
     status: int
     headers: Headers
-    _reader: asyncio.StreamReader
-    _writer: asyncio.StreamWriter
-    _read_timeout: float | None
-    _conn: h11.Connection | None = None
+    _response: httpx2.Response = field(repr=False)
+    _transport: httpx2.AsyncHTTPTransport = field(repr=False)
+    _phases: _Phases = field(repr=False)
+    _upstream: Upstream = field(repr=False)
 
     async def pieces(self) -> AsyncIterator[bytes]:
-        """The body as it arrives (a chunk of a chunked body is one piece, or a part of it), framing
-        removed."""
+        """The body as it arrives (framing removed, no ``Content-Encoding`` undone)."""
         try:
-            while True:
-                event = await self._event("its body")
-                if isinstance(event, h11.Data):
-                    yield bytes(event.data)
-                elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
-                    return
+            async for piece in self._response.aiter_raw():
+                yield piece
+        except httpx2.HTTPError as exc:
+            raise _error(exc, self._phases, self._upstream) from None
         finally:
-            self.close()
+            await self.aclose()
 
-    async def _event(self, part: str) -> object:
-        """h11's next event, reading from the upstream as it needs (at most ``read_timeout`` per
-        read)."""
-        conn = self._conn
-        assert conn is not None
-        while True:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise UpstreamError(
-                    f"the upstream's answer is not HTTP/1.1 ({part}): {clean_line(str(exc))[:120]}"
-                ) from None
-            if event is not h11.NEED_DATA:
-                return event
-            data = await self._read(self._reader.read(1 << 20), part)
-            if (
-                not data
-                and conn.their_state is h11.SEND_BODY
-                and not _close_delimited(self.headers)
-            ):
-                raise UpstreamError(f"the upstream closed the connection in the middle of {part}")
-            if not data and conn.their_state is h11.SEND_RESPONSE:
-                raise UpstreamError("the upstream closed the connection before answering")
-            conn.receive_data(data)
-
-    async def _read(self, what: Awaitable[bytes], part: str) -> bytes:
-        try:
-            async with asyncio.timeout(self._read_timeout):
-                return await what
-        except TimeoutError:
-            raise UpstreamError(
-                f"the upstream sent nothing for {self._read_timeout:g} s ({part})"
-            ) from None
-        except OSError as exc:  # a reset, a TLS failure
-            raise UpstreamError(
-                f"the upstream broke the connection off in the middle of {part}: {exc}"
-            ) from None
-
-    def close(self) -> None:
-        self._writer.close()
-
-
-def _close_delimited(headers: Headers) -> bool:
-    """A body that ends when the connection does (neither a length nor chunked)."""
-    return (
-        header(headers, "content-length") is None
-        and (header(headers, "transfer-encoding") or "").lower() != "chunked"
-    )
+    async def aclose(self) -> None:
+        await self._response.aclose()
+        await self._transport.aclose()
 
 
 class Upstream:
@@ -170,8 +172,6 @@ class Upstream:
             raise ValueError(f"an upstream is http(s)://host[:port], not {base[:80]!r}")
         self.base = base.rstrip("/")
         self.tls = u.scheme == "https"
-        self.host = u.hostname
-        self.port = u.port or (443 if self.tls else 80)
         self.netloc = u.netloc
         self.prefix = u.path.rstrip("/")
         self.connect_timeout = connect_timeout
@@ -184,8 +184,7 @@ class Upstream:
         """Send one request; the response once its head has arrived (read its body with
         :meth:`UpstreamResponse.pieces`). The request's hop-by-hop headers are not passed on; a
         header that cannot be sent (CR, LF, NUL, a name that is not a token) is dropped, and a
-        line naming it is appended to ``said``. The message is h11's
-        (:class:`~cassettes.net._messages.Ask`)."""
+        line naming it is appended to ``said``."""
         # RFC 9110 7.6.1
         listed = {
             t.strip().lower() for k, v in headers if k.lower() == "connection" for t in v.split(",")
@@ -193,69 +192,48 @@ class Upstream:
         keep = [
             (k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and k.lower() not in listed
         ]
-        ask = Ask(_LINE)
+        items = sendable(
+            [
+                ("Host", self.netloc),
+                *keep,
+                ("Content-Length", str(len(body))),
+                ("Connection", "close"),
+            ],
+            said,
+            "request header",
+        )
+        phases = _Phases()
+        timeout = httpx2.Timeout(self.read_timeout, connect=self.connect_timeout, pool=None)
+        request = httpx2.Request(
+            method,
+            self.base,
+            headers=items,
+            content=body,
+            extensions={
+                "target": f"{self.prefix}{target}".encode("latin-1", "replace"),
+                "timeout": timeout.as_dict(),
+                "trace": phases,
+            },
+        )
+        transport = httpx2.AsyncHTTPTransport(
+            verify=tls_context(self.trust) if self.tls else _plain(), trust_env=False
+        )
         try:
-            message = ask.request(
-                method,
-                f"{self.prefix}{target}",
-                [
-                    ("Host", self.netloc),
-                    *keep,
-                    ("Content-Length", str(len(body))),
-                    ("Connection", "close"),
-                ],
-                body,
-                said,
-            )
-        except Unsendable as exc:
-            raise UpstreamError(str(exc)) from None
-        ctx = tls_context(self.trust) if self.tls else None
-        try:
-            async with asyncio.timeout(self.connect_timeout):
-                reader, writer = await asyncio.open_connection(
-                    self.host, self.port, ssl=ctx, limit=_LINE
-                )
-        except TimeoutError:
-            raise UpstreamError(
-                f"connecting to {self.base} took longer than {self.connect_timeout:g} s"
-            ) from None
-        except (OSError, ssl.SSLError) as exc:
-            raise UpstreamError(
-                f"cannot connect to {self.base}: "
-                f"{exc.strerror or exc if isinstance(exc, OSError) else exc}"
-            ) from None
-        response = UpstreamResponse(0, [], reader, writer, self.read_timeout, ask.conn)
-        try:
-            writer.write(message)
-            async with asyncio.timeout(self.read_timeout):
-                await writer.drain()
-            while True:
-                event = await response._event("its head")
-                if isinstance(event, h11.Response):
-                    break
-                if isinstance(event, h11.ConnectionClosed):
-                    raise UpstreamError(
-                        "the upstream closed the connection in the middle of its head"
-                    )
-            response.status = event.status_code
-            response.headers = [
-                (k.decode("latin-1"), v.decode("latin-1")) for k, v in event.headers.raw_items()
-            ]
-        except TimeoutError:
-            writer.close()
-            raise UpstreamError(
-                f"the upstream did not take the request within {self.read_timeout:g} s"
-            ) from None
-        except UpstreamError:
-            writer.close()
+            response = await transport.handle_async_request(request)
+        except httpx2.HTTPError as exc:
+            await transport.aclose()
+            raise _error(exc, phases, self) from None
+        except BaseException:
+            await transport.aclose()
             raise
-        except OSError as exc:  # reset or closed while it took the request
-            writer.close()
-            raise UpstreamError(
-                "the upstream broke the connection off while taking the request: "
-                f"{exc.strerror or exc}"
-            ) from None
-        return response
+        return UpstreamResponse(
+            response.status_code,
+            [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw],
+            response,
+            transport,
+            phases,
+            self,
+        )
 
     def relayed_headers(
         self, response: UpstreamResponse, dropped: list[str] | None = None
@@ -269,3 +247,10 @@ class Upstream:
         if dropped is not None:
             dropped.extend(own)
         return kept
+
+
+@functools.cache
+def _plain() -> ssl.SSLContext:
+    """The context of a plain-HTTP upstream's transport, which never does TLS: one for all, made
+    once (loading a CA store per request would cost milliseconds for nothing); it trusts no CA."""
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
