@@ -19,48 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_EXPORTS = {
-    "BackgroundServer": "_serve",
-    "Handler": "_serve",
-    "free_port": "_serve",
-    "HOP_BY_HOP": "_requests",
-    "MAX_BODY": "_requests",
-    "MAX_HEADERS": "_requests",
-    "MAX_TARGET": "_requests",
-    "MAX_TRAILERS": "_requests",
-    "BadRequest": "_requests",
-    "Request": "_requests",
-    "Watchdog": "_requests",
-    "read_request": "_requests",
-    "refuse": "_requests",
-    "CREDENTIAL_HEADERS": "_messages",
-    "SENT_FROM_RECORDING": "_messages",
-    "Answer": "_messages",
-    "Ask": "_messages",
-    "Unsendable": "_messages",
-    "header_problem": "_messages",
-    "recorded_request_headers": "_messages",
-    "said_name": "_messages",
-    "sendable": "_messages",
-    "CLOSE": "_ws",
-    "FRAME_COST": "_ws",
-    "MAX_MESSAGE": "_ws",
-    "PING": "_ws",
-    "PONG": "_ws",
-    "TEXT": "_ws",
-    "MessageReader": "_ws",
-    "WsProtocolError": "_ws",
-    "accept_key": "_ws",
-    "frame": "_ws",
-    "CONNECT_TIMEOUT": "_client",
-    "READ_TIMEOUT": "_client",
-    "Trust": "_client",
-    "Upstream": "_client",
-    "UpstreamError": "_client",
-    "UpstreamResponse": "_client",
-    "tls_context": "_client",
-    "LiveSocket": "_wsclient",
-}
+#: The private modules, in the order a name is looked for in them (the lightest first).
+_MODULES = ("_serve", "_requests", "_ws", "_messages", "_client", "_wsclient")
 
 if TYPE_CHECKING:
     from cassettes.net._client import (
@@ -112,12 +72,14 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module 'cassettes.net' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cassettes.net.{module}"), name)
-    globals()[name] = value
-    return value
+    for private in _MODULES:
+        module = importlib.import_module(f"cassettes.net.{private}")
+        if name in module.__all__:
+            globals()[name] = value = getattr(module, name)
+            return value
+    raise AssertionError(f"cassettes.net.{name} is exported but defined nowhere")
 
 
 def __dir__() -> list[str]:
