@@ -252,7 +252,7 @@ async def _serve_ws(
 ) -> None:
     """A WebSocket session (RFC 6455 framing from looptap's replay server): each text message is
     a turn, answered with N_EVENTS messages GAP apart."""
-    from cassettes.replay.transports import wsframes
+    from cassettes import net as wsframes
 
     loop = asyncio.get_running_loop()
     key = next(

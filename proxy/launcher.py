@@ -31,6 +31,7 @@ from mitmproxy.proxy.mode_specs import ProxyMode
 from cassettes import __version__, interrupts
 from cassettes.errors import CassetteIOError
 from cassettes.hints import count
+from cassettes.net import free_port
 from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
 from cassettes.replay.testing.ready import VERSION as READY_VERSION
@@ -43,7 +44,6 @@ from cassettes.replay.testing.ready import (
     remove_ready,
     write_ready,
 )
-from cassettes.replay.transports.background import free_port
 from cassettes.storage.paths import FileId, UnsafePath, check_dir, check_target, write_new
 from cassettes.storage.store import open_regular, private_open
 from proxy import messages

@@ -17,7 +17,14 @@ import shutil
 import signal
 import tempfile
 
+import httpcore2  # noqa: F401  (see below)
 import pytest
+
+# httpx loads httpcore's exceptions on its first request and keeps them; the plugin's tests run
+# pytest in process (pytester), which drops every module imported during the run afterwards: a
+# first live request made there (cassettes.net's) would leave httpx mapping the classes of an
+# httpcore since dropped, and a later TLS failure would escape as httpcore2.ConnectError. Loaded
+# here, before any run, it stays the same module for the whole session.
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -762,7 +762,7 @@ def _would_send(
 def _extra_headers(given: list[str]) -> list[tuple[str, str]] | None:
     """``--header NAME: VALUE``, each as sent with every request; ``None`` (said on stderr) when
     one is not a header or cannot be sent (CR, LF, NUL: it would split the request)."""
-    from cassettes.replay.transports.outgoing import header_problem, said_name
+    from cassettes.net import header_problem, said_name
 
     headers = []
     for h in given:

@@ -16,7 +16,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from cassettes.replay.transports.background import free_port
+from cassettes.net import free_port
 from tests.support import progress
 from tests.support.upstream import FakeUpstream, Served
 

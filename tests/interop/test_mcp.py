@@ -323,7 +323,7 @@ def test_streamable_http_on_loopback(root: Path) -> None:
     import socket
     import subprocess
 
-    from cassettes.replay.transports.background import free_port
+    from cassettes.net import free_port
 
     port = free_port()
     refused = progress.run(

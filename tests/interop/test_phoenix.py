@@ -24,8 +24,8 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.interop.otel import build_request
+from cassettes.net import free_port
 from cassettes.reading.run import open_run
-from cassettes.replay.transports.background import free_port
 from tests.interop.helpers import REASONING, write_cassette
 from tests.support import progress
 

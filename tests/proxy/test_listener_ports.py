@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = r"""
 import json, socket
 from pathlib import Path
-import cassettes.replay.transports.background as background
+import random
 import proxy.launcher as launcher
 
 with socket.socket() as s:
@@ -32,7 +32,7 @@ class SameEveryTime:
     def randrange(self, a, b):
         return port
 
-background.random.SystemRandom = SameEveryTime
+random.SystemRandom = SameEveryTime
 fake = "http://127.0.0.1:9"
 cfg = launcher.RecorderConfig(output=Path("x.jsonl"), upstreams={n: fake for n in launcher.BUILTIN_UPSTREAMS})
 print(json.dumps([[lst.spec, lst.port] for lst in cfg.listeners()]))
@@ -59,7 +59,7 @@ def test_each_listener_of_a_recorder_has_its_own_port() -> None:
 STOLEN = r"""
 import asyncio, json, socket, sys
 from pathlib import Path
-import cassettes.replay.transports.background as background
+from cassettes.net import free_port
 import proxy.launcher as launcher
 
 tmp = Path(sys.argv[1])
@@ -69,7 +69,7 @@ thief = socket.socket()
 thief.bind(("127.0.0.1", 0))
 thief.listen()
 stolen = thief.getsockname()[1]
-real = background.free_port
+real = free_port
 draws = []
 
 def racing(avoid=()):

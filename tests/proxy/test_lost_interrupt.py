@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.replay.transports.background import free_port
+from cassettes.net import free_port
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env, needs_recorder
 

@@ -211,7 +211,7 @@ def test_looptap_record_reads_its_own_environment(tmp_path: Path) -> None:
 def test_the_recorder_itself_is_not_followed(tmp_path: Path) -> None:
     """``--port P`` with ``OPENAI_BASE_URL`` at P (the export of an earlier ``looptap record
     --port P``): forwarding there would loop through the recorder forever."""
-    from cassettes.replay.transports.background import free_port
+    from cassettes.net import free_port
 
     port = free_port(set())
     rc, stdout, stderr, _out = _run(

@@ -402,7 +402,7 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(
 
 
 def test_threads_walk_the_chain_of_answers_and_say_when_they_cannot() -> None:
-    from cassettes.replay.live.wslive import Threads
+    from cassettes.replay.live.chains import Threads
 
     t = Threads(limit=3)
     t.add("r0", None, [])
@@ -422,7 +422,7 @@ def test_threads_walk_the_chain_of_answers_and_say_when_they_cannot() -> None:
 def test_client_side_frames_are_masked_and_a_servers_are_read_unmasked() -> None:
     import asyncio
 
-    from cassettes.replay.transports import wsframes as ws
+    from cassettes import net as ws
 
     async def read(data: bytes, from_server: bool) -> tuple[int, bytes]:
         r = asyncio.StreamReader()

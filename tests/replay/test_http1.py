@@ -1,4 +1,4 @@
-"""The one HTTP/1.1 request reader (cassettes/replay/transports/http1.py), as the replay server and
+"""The one HTTP/1.1 request reader (cassettes/net/_requests.py), as the replay server and
 the test suite's fake upstream both use it: bodies by length and chunked, ``100-continue``, the
 absolute form; and every request it cannot read (bad request line, bad lengths, oversized head or
 body) answered with a short 400/413/431 and a closed connection, never a traceback or a hang."""
@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from cassettes import net as http1
+from cassettes.net import BackgroundServer
 from cassettes.replay.serving.server import ReplayServer
-from cassettes.replay.transports import http1
-from cassettes.replay.transports.background import BackgroundServer
 from cassettes.wire.exchange import Exchange
 from tests.support.upstream import FakeUpstream
 

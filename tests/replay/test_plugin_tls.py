@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.replay.live.forward import Trust, Upstream, UpstreamError
+from cassettes.net import Trust, Upstream, UpstreamError
 from cassettes.replay.testing.plugin import NO_HOST_CA
 from tests.replay.conftest import tool_loop, write
 from tests.replay.test_fork import FORK_TEST, new_model_route

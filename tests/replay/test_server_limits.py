@@ -20,8 +20,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from cassettes import net as wsframes
 from cassettes.replay.serving.server import ReplayServer
-from cassettes.replay.transports import wsframes
 from tests.replay.conftest import REPO, SYSTEM, USER, chat_request, chat_response, tool_loop
 from tests.support import progress
 
@@ -378,7 +378,7 @@ def _close_code(s: socket.socket) -> tuple[int, bytes]:
     return struct.unpack("!H", closes[0][:2])[0], closes[0][2:]
 
 
-# the reasons are wsproto's (cassettes/replay/transports/wsframes.py reads frames with it)
+# the reasons are wsproto's (cassettes/net/_ws.py reads frames with it)
 BAD_FRAMES = [
     (_masked(0x3, b"x"), 1002, b"Invalid opcode 0x3"),
     (_masked(0xB), 1002, b"Invalid opcode 0xb"),

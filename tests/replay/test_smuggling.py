@@ -457,11 +457,11 @@ def test_a_fork_of_a_hostile_cassette_splits_nothing(tmp_path: Path) -> None:
 
 
 def test_the_forwarder_drops_a_header_that_would_split_the_request() -> None:
-    """forward.Upstream.send (a fork's live requests, compare's) builds the request with h11: a
+    """net.Upstream.send (a fork's live requests, compare's) drops with h11's rules: a
     header value holding CR/LF is dropped and said, never written as a second request."""
     import asyncio
 
-    from cassettes.replay.live.forward import Upstream
+    from cassettes.net import Upstream
 
     body = b'{"model": "gpt-4o", "messages": []}'
     headers = [
@@ -489,3 +489,37 @@ def test_the_forwarder_drops_a_header_that_would_split_the_request() -> None:
         "request header 'x-note' not sent: its value holds "
         "CR, LF or NUL (it would split the message)"
     ], said
+
+
+def test_the_forwarder_sends_the_request_as_given_byte_for_byte() -> None:
+    """Upstream.send (httpx) writes the request as it was given: the target as it came (no URL
+    normalised), the headers in their order and case, nothing added (no user agent, no accepted
+    encodings), its own Host, Content-Length and Connection: close; one request per connection."""
+    import asyncio
+
+    from cassettes.net import Upstream
+
+    body = b'{"model": "gpt-4o", "messages": []}'
+    headers = [
+        ("Content-Type", "application/json"),
+        ("authorization", f"Bearer {USER_KEY}"),
+        ("X-Title", "caf\u00e9 [1]"),
+        ("Transfer-Encoding", "chunked"),
+        ("Connection", "keep-alive, x-hop"),
+        ("x-hop", "dropped"),
+    ]
+    target = "/chat/./{completions}?q=a%2Fb&x=[1]|~"
+
+    async def send(up: RawUpstream) -> bytes:
+        response = await Upstream(up.url + "/v1/").send("POST", target, headers, body)
+        return b"".join([piece async for piece in response.pieces()])
+
+    with RawUpstream() as up:
+        assert b"(live)" in asyncio.run(send(up))
+    host = up.url.removeprefix("http://").encode()
+    assert up.received == [
+        b"POST /v1/chat/./{completions}?q=a%2Fb&x=[1]|~ HTTP/1.1\r\nHost: " + host + b"\r\n"
+        b"Content-Type: application/json\r\nauthorization: Bearer " + USER_KEY.encode() + b"\r\n"
+        b"X-Title: caf\xe9 [1]\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+        + body
+    ]

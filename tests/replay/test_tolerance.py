@@ -228,9 +228,9 @@ def test_an_answer_served_in_position_stands_for_what_the_client_sent_when_a_liv
 ):
     """Responses chains: the turn past the cursor continues an answer served in position; sent
     self-contained, its history holds the tool output the client sent, not the recorded one."""
+    from cassettes.net import Request
     from cassettes.replay.forking.cursor import Cursor, parse_cursor
     from cassettes.replay.serving.plan import Forward, Planner, Play
-    from cassettes.replay.transports.http1 import Request
 
     def call(cid: str) -> dict[str, Any]:
         return {"type": "function_call", "call_id": cid, "name": "ls", "arguments": "{}"}

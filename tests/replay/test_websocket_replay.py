@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from cassettes import net as wsframes
 from cassettes.replay.serving.server import ReplayServer
-from cassettes.replay.transports import wsframes
 from tests.replay.conftest import write
 from tests.support.ws_upstream import WsResponsesUpstream
 

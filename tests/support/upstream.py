@@ -106,9 +106,9 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
+from cassettes import net as http1
+from cassettes.net import BackgroundServer
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.replay.transports import http1
-from cassettes.replay.transports.background import BackgroundServer
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 

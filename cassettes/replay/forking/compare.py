@@ -1029,12 +1029,12 @@ def _headers_sent(
 ) -> tuple[Headers, list[str]]:
     """The headers a recorded request is sent with: of the recorded ones only what says what the
     body is and which API version it speaks
-    (:func:`cassettes.replay.transports.outgoing.recorded_request_headers`: never a recorded
+    (:func:`cassettes.net.recorded_request_headers`: never a recorded
     credential, cookie or connection header), then the user's ``--header`` values. A recorded header
     that cannot be sent (CR, LF, NUL …) is dropped, and a line on stderr names it (once per round
     trip; never its value)."""
     from cassettes.matching import request_key
-    from cassettes.replay.transports.outgoing import (
+    from cassettes.net import (
         header_problem,
         recorded_request_headers,
         said_name,
@@ -1068,7 +1068,7 @@ async def _send(
 ) -> tuple[Exchange, float]:
     from urllib.parse import urlsplit
 
-    from cassettes.replay.live.forward import Upstream, UpstreamError
+    from cassettes.net import Upstream, UpstreamError
     from cassettes.wire.own import without_own
 
     ex = p.ex

@@ -47,9 +47,9 @@ import orjson
 from cassettes import bounds
 from cassettes.errors import CassetteError
 from cassettes.matching import Matcher, Miss, Recorded
+from cassettes.net import Request
 from cassettes.replay.live.edits import Edit, apply_edits, edited_headers
 from cassettes.replay.serving.plan import Answer, Forward, Missed, Play
-from cassettes.replay.transports.http1 import Request
 
 if TYPE_CHECKING:
     from cassettes.providers import Provider

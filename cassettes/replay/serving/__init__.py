@@ -4,6 +4,6 @@ fork's router when there is one): recorded answers played by ``player``, request
 by ``relay`` (a WebSocket session by ``wsrelay``), all written through ``sender``, the one seam to
 the wire; the faults a replay injects (``faults``).
 
-Matching is :mod:`cassettes.matching`'s, requests sent live :mod:`cassettes.replay.live`'s,
-the wire :mod:`cassettes.replay.transports`'.
+Matching is :mod:`cassettes.matching`'s, what a request sent live
+becomes :mod:`cassettes.replay.live`'s, the wire :mod:`cassettes.net`'s.
 """

@@ -21,6 +21,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.matching import Matcher, Miss, Recorded
+from cassettes.net import HOP_BY_HOP, Request
 from cassettes.providers import Provider, Rendered
 from cassettes.replay.serving.faults import (
     REWRITE_KINDS,
@@ -29,7 +30,6 @@ from cassettes.replay.serving.faults import (
     FaultPlan,
     rewrite_answer,
 )
-from cassettes.replay.transports.http1 import HOP_BY_HOP, Request
 
 if TYPE_CHECKING:
     from cassettes.replay.live.continuation import Continuation

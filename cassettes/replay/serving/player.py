@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING
 import orjson
 
 from cassettes.matching import Matcher, Recorded
+from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
 from cassettes.replay.serving.faults import Fault
 from cassettes.replay.serving.plan import NOT_REPLAYED, FaultStatus, Play, Rewritten
 from cassettes.replay.serving.sender import Sender, ServedLog
-from cassettes.replay.transports.http1 import Request, Watchdog
 from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:
-    from cassettes.replay.transports.outgoing import Answer
+    from cassettes.net import Answer
 
 __all__ = ["Player"]
 

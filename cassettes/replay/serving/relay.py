@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from cassettes.matching import Matcher, Miss, request_key
+from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
 from cassettes.replay.serving.plan import Forward, Router
 from cassettes.replay.serving.sender import Sender, ServedLog
-from cassettes.replay.transports.http1 import Request, Watchdog
 from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:
+    from cassettes.net import Trust, Upstream, UpstreamResponse
     from cassettes.providers import Rendered
-    from cassettes.replay.live.forward import Trust, Upstream, UpstreamResponse
 
 __all__ = ["LiveRelay"]
 
@@ -84,7 +84,7 @@ class LiveRelay:
         miss for new episodes) or by breaking the connection off the same way. Under a fork's
         ``--edit continue`` the answer is read whole first, and handed over joined when the
         token cap cut it (:meth:`_continued`)."""
-        from cassettes.replay.live.forward import Upstream, UpstreamError
+        from cassettes.net import Upstream, UpstreamError
 
         upstream = Upstream(answer.base, trust=self.trust)
         loop = asyncio.get_running_loop()
@@ -185,8 +185,8 @@ class LiveRelay:
         it took; ``None`` when there is nothing to join (the answer is relayed as it came). What
         happened goes to ``notes``."""
         from cassettes.hints import count
+        from cassettes.net import Upstream, UpstreamError
         from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
-        from cassettes.replay.live.forward import Upstream, UpstreamError
 
         cont = answer.cont
         assert cont is not None

@@ -20,12 +20,12 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes.matching import Matcher, Miss, Recorded, clip, tolerated_notes
+from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
-from cassettes.replay.transports.http1 import Request, Watchdog
 from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:
-    from cassettes.replay.transports.outgoing import Answer
+    from cassettes.net import Answer
 
 __all__ = ["Sender", "ServedLog"]
 
@@ -65,11 +65,11 @@ class Sender:
         logged: Exchange | None = None,
     ) -> Answer:
         """The status line and headers, built by h11
-        (:class:`~cassettes.replay.transports.outgoing.Answer`); the answer to write the body with.
+        (:class:`~cassettes.net.Answer`); the answer to write the body with.
         A header that cannot be sent (a recorded name or value holding CR, LF, NUL …) is dropped:
         ``logged`` (the served exchange) then lists only what was sent, and a note and the report
         name the header, never its value."""
-        from cassettes.replay.transports.outgoing import Answer
+        from cassettes.net import Answer
 
         answer = Answer(
             req.method if req is not None else "GET",
@@ -86,7 +86,7 @@ class Sender:
 
     def said(self, said: list[str], logged: Exchange | None) -> None:
         """Headers dropped from a message (see :meth:`send_head`), kept for the report."""
-        from cassettes.replay.transports.outgoing import header_problem
+        from cassettes.net import header_problem
 
         where = (
             f" (round trip {logged.seq})" if logged is not None and logged.seq is not None else ""
@@ -122,7 +122,7 @@ class Sender:
         """A failure of looptap itself, said to the client: a 500 in the generic error shape, or
         over an open WebSocket session its close as an internal error (1011)."""
         if websocket:  # the session is open: close it as an internal error (1011)
-            from cassettes.replay.transports import wsframes as ws
+            from cassettes import net as ws
 
             with contextlib.suppress(Exception):
                 writer.write(

@@ -41,6 +41,7 @@ from cassettes.matching import (
     clip,
     request_key,
 )
+from cassettes.net import BackgroundServer, BadRequest, Request, Watchdog, read_request, refuse
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
 from cassettes.replay.serving.faults import FaultPlan
 from cassettes.replay.serving.plan import (
@@ -59,8 +60,6 @@ from cassettes.replay.serving.player import Player
 from cassettes.replay.serving.relay import LiveRelay
 from cassettes.replay.serving.sender import Sender, ServedLog
 from cassettes.replay.serving.wsserve import WebSocketReplay
-from cassettes.replay.transports.background import BackgroundServer
-from cassettes.replay.transports.http1 import BadRequest, Request, Watchdog, read_request, refuse
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
@@ -69,7 +68,7 @@ from cassettes.wire.replay_miss import NOTE_HEADER
 if TYPE_CHECKING:
     from typing import Any
 
-    from cassettes.replay.live.forward import Trust
+    from cassettes.net import Trust
 
 __all__ = [
     "IDLE_TIMEOUT",
@@ -207,9 +206,9 @@ class ReplayServer:
     label = "the replay server"
 
     def _preload(self) -> None:
-        # the HTTP/1.1 reader and writer (cassettes.replay.transports.http1, outgoing)
+        # the HTTP/1.1 reader and writer (cassettes.net)
         import h11  # noqa: F401
-        import wsproto.connection  # WebSocket sessions (cassettes.replay.transports.wsframes)
+        import wsproto.connection  # WebSocket sessions (cassettes.net)
         import wsproto.events  # noqa: F401
 
     #: The largest request head (and chunk-size line) read; a larger one is answered 431.

@@ -1,6 +1,6 @@
 """A WebSocket session past a fork's cursor (docs/fork.md): at its first turn at or past the cursor
 the replay server opens a WebSocket of its own to the live upstream
-(:mod:`cassettes.replay.live.wslive`) and from then on relays the session both ways, each turn sent
+(:class:`cassettes.net.LiveSocket`) and from then on relays the session both ways, each turn sent
 self-contained when it continues an answer the live upstream never gave, with the fork's model and
 edits. :class:`~cassettes.replay.serving.wsserve.WebSocketReplay` hands it a session's turns once
 the planner sends one live.
@@ -16,17 +16,16 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from cassettes import bounds
+from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
 from cassettes.replay.serving.plan import Forward, Router
-from cassettes.replay.transports.http1 import Request, Watchdog
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
     from cassettes.matching import Miss, Recorded
+    from cassettes.net import LiveSocket, Trust
     from cassettes.providers import WsTurns
     from cassettes.replay.live.chains import Threads
-    from cassettes.replay.live.forward import Trust
-    from cassettes.replay.live.wslive import LiveSocket
 
 __all__ = ["Live", "WsRelay"]
 
@@ -49,7 +48,7 @@ class Live:
 
     def stop(self) -> None:
         """The client's session ended: close the live one (1000) and stop relaying."""
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         if self.pump is not None:
             self.pump.cancel()
@@ -124,8 +123,7 @@ class WsRelay:
         """The session reaches the cursor: open it at the live upstream (the recorder's listener)
         and send this turn; from now on the session is relayed both ways. An upstream that cannot
         be reached is the API's error message (the session goes on, not live)."""
-        from cassettes.replay.live.forward import UpstreamError
-        from cassettes.replay.live.wslive import LiveSocket
+        from cassettes.net import LiveSocket, UpstreamError
 
         try:
             sock = await LiveSocket.open(answer.base, req.target, req.headers, trust=self.trust)
@@ -151,9 +149,9 @@ class WsRelay:
     ) -> None:
         """Send one turn to the live upstream: self-contained if it continues an answer the
         upstream never gave (one replayed from the recording), with the fork's model and edits."""
+        from cassettes import net as ws
         from cassettes.providers import Chaining
         from cassettes.replay.live.chains import self_contained
-        from cassettes.replay.transports import wsframes as ws
 
         notes: list[str] = []
         body = turn.body
@@ -179,7 +177,7 @@ class WsRelay:
     async def _pump(self, live: Live, writer: asyncio.StreamWriter, rules: WsTurns) -> None:
         """The live upstream's messages to the client as they come, each logged with its turn;
         the upstream's close closes the client's session, an upstream that breaks off breaks it."""
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         loop = asyncio.get_running_loop()
         try:

@@ -26,6 +26,7 @@ import orjson
 
 from cassettes import bounds, providers
 from cassettes.hints import count
+from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
 from cassettes.replay.serving.plan import (
     MISS_CODE,
@@ -42,18 +43,16 @@ from cassettes.replay.serving.plan import (
     Router,
 )
 from cassettes.replay.serving.wsrelay import WsRelay
-from cassettes.replay.transports.http1 import Request, Watchdog
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
 from cassettes.wire.replay_miss import NOTE_HEADER
 
 if TYPE_CHECKING:
     from cassettes.matching import Miss, Recorded
+    from cassettes.net import Answer as HttpAnswer
+    from cassettes.net import MessageReader, Trust
     from cassettes.providers import WsTurns
-    from cassettes.replay.live.forward import Trust
     from cassettes.replay.serving.wsrelay import Live
-    from cassettes.replay.transports.outgoing import Answer as HttpAnswer
-    from cassettes.replay.transports.wsframes import MessageReader
 
 __all__ = ["WebSocketReplay", "sse_data"]
 
@@ -116,7 +115,7 @@ class WebSocketReplay:
         dog: Watchdog | None = None,
     ) -> None:
         """Answer a WebSocket session from the recorded turns (see the module docstring)."""
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         key = req.header("sec-websocket-key")
         adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
@@ -199,7 +198,7 @@ class WebSocketReplay:
         session ends (a close; a protocol error answered with its close code, 1002 mostly; no
         frame for ``idle_timeout`` seconds, answered 1001: not while the session is live, when
         the client may wait as long as the live model takes)."""
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         idle = self.idle_timeout if idles else None
         while True:
@@ -293,7 +292,7 @@ class WebSocketReplay:
         dog: Watchdog | None,
         status: int | None = None,
     ) -> None:
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         status = status or MISS_STATUS
         code = MISS_CODE if status == MISS_STATUS else "looptap_upstream_error"
@@ -372,7 +371,7 @@ class WebSocketReplay:
     ) -> bool:
         """Send a turn's messages at their recorded pace (a stall halfway, a cut closing the
         connection: ``False``), logged as the SSE stream they were recorded as."""
-        from cassettes.replay.transports import wsframes as ws
+        from cassettes import net as ws
 
         loop = asyncio.get_running_loop()
         t0 = loop.time()

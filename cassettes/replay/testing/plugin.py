@@ -52,8 +52,8 @@ from cassettes.errors import CassetteError, ReplayMiss
 # Everything else is imported where it is used: this module loads in every pytest session of every
 # project that has looptap installed, whether a test uses it or not.
 if TYPE_CHECKING:
+    from cassettes.net import Trust
     from cassettes.reading.run import Run
-    from cassettes.replay.live.forward import Trust
     from cassettes.replay.serving.faults import FaultPlan
     from cassettes.replay.serving.server import ReplayServer
     from cassettes.wire.exchange import Exchange
@@ -733,13 +733,13 @@ NO_HOST_CA = Path(__file__).parent / "trust" / "replay-ca.pem"
 
 def _replaced_trust(env: Mapping[str, str]) -> Trust | None:
     """The store a replayed test's TLS would verify against (a
-    :class:`~cassettes.replay.live.forward.Trust`), when it is to be replaced by :data:`NO_HOST_CA`;
+    :class:`~cassettes.net.Trust`), when it is to be replaced by :data:`NO_HOST_CA`;
     ``None`` when it is left alone: ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` name a store of the
     user's own (not OpenSSL's default file or directory), or ``NO_PROXY`` names a host that is
     not loopback (reached directly, over TLS verified as usual)."""
     import ssl
 
-    from cassettes.replay.live.forward import Trust
+    from cassettes.net import Trust
 
     paths = ssl.get_default_verify_paths()
     for var, default in (

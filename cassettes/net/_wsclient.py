@@ -10,7 +10,7 @@ of an answer replayed from the recording): it is sent self-contained, as an HTTP
 The connection is RFC 6455's client side: the opening handshake (no extension offered, so the
 upstream sends plain frames), masked frames out, the upstream's unmasked frames in. Connecting
 and the handshake are bounded; an upstream that refuses or breaks off raises
-:class:`~cassettes.replay.live.forward.UpstreamError`.
+:class:`~cassettes.net._client.UpstreamError`.
 """
 
 from __future__ import annotations
@@ -21,18 +21,16 @@ import os
 import ssl
 from urllib.parse import urlsplit
 
-from cassettes.replay.live.chains import MAX_ANSWERS, Threads, as_sent_live, threads_of
-from cassettes.replay.live.forward import (
+from cassettes.net._client import (
     CONNECT_TIMEOUT,
     READ_TIMEOUT,
     Trust,
     UpstreamError,
     tls_context,
 )
-from cassettes.replay.transports.http1 import HOP_BY_HOP
+from cassettes.net._requests import HOP_BY_HOP
 
-# the chains' names, where they were
-__all__ = ["MAX_ANSWERS", "LiveSocket", "Threads", "as_sent_live", "threads_of"]
+__all__ = ["LiveSocket"]
 
 _LINE = 1 << 16
 
@@ -42,7 +40,7 @@ class LiveSocket:
     upstream gave on this connection (a turn continuing one of them is sent as it is)."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from cassettes.replay.transports.wsframes import MessageReader
+        from cassettes.net._ws import MessageReader
 
         self.writer = writer
         self.incoming = MessageReader(reader, from_server=True)
@@ -61,11 +59,11 @@ class LiveSocket:
     ) -> LiveSocket:
         """Open the session at ``base`` + ``target`` with the client's handshake headers (those of
         the connection and of the WebSocket handshake itself are this client's own); TLS verified
-        against ``trust`` (:class:`~cassettes.replay.live.forward.Trust`)."""
+        against ``trust`` (:class:`~cassettes.net._client.Trust`)."""
         import h11
 
-        from cassettes.replay.transports.outgoing import Ask, Unsendable
-        from cassettes.replay.transports.wsframes import accept_key
+        from cassettes.net._messages import Ask, Unsendable
+        from cassettes.net._ws import accept_key
         from cassettes.untrusted import clean_line
 
         u = urlsplit(base)
@@ -92,7 +90,7 @@ class LiveSocket:
             for k, v in headers
             if k.lower() not in HOP_BY_HOP and not k.lower().startswith("sec-websocket-")
         ]
-        # The handshake is h11's (cassettes.replay.transports.outgoing: a header that cannot be sent
+        # The handshake is h11's (cassettes.net._messages: a header that cannot be sent
         # is dropped); the answer's head is read up to its empty line (no frame after it is taken)
         # and parsed by h11.
         ask = Ask(_LINE)
@@ -144,7 +142,7 @@ class LiveSocket:
         return cls(reader, writer)
 
     async def send(self, opcode: int, payload: bytes) -> None:
-        from cassettes.replay.transports.wsframes import frame
+        from cassettes.net._ws import frame
 
         self.writer.write(frame(opcode, payload, masked=True))
         await self.writer.drain()

@@ -448,7 +448,7 @@ async def _chunked(
 
 async def refuse(writer: asyncio.StreamWriter, exc: BadRequest) -> None:
     """Answer a request that could not be read (the connection is to be closed after it)."""
-    from cassettes.replay.transports.outgoing import Answer
+    from cassettes.net._messages import Answer
 
     body = f"{exc}\n".encode()
     answer = Answer("GET", close=True)

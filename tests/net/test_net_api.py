@@ -1,0 +1,73 @@
+"""cassettes.net, the one network layer: its façade pinned (private modules behind one
+``__all__``), and its names loaded on first use."""
+
+from __future__ import annotations
+
+import sys
+
+import cassettes.net as net
+from tests.support import progress
+
+EXPORTED = [
+    "CLOSE",
+    "CONNECT_TIMEOUT",
+    "CREDENTIAL_HEADERS",
+    "FRAME_COST",
+    "HOP_BY_HOP",
+    "MAX_BODY",
+    "MAX_HEADERS",
+    "MAX_MESSAGE",
+    "MAX_TARGET",
+    "MAX_TRAILERS",
+    "PING",
+    "PONG",
+    "READ_TIMEOUT",
+    "SENT_FROM_RECORDING",
+    "TEXT",
+    "Answer",
+    "Ask",
+    "BackgroundServer",
+    "BadRequest",
+    "Handler",
+    "LiveSocket",
+    "MessageReader",
+    "Request",
+    "Trust",
+    "Unsendable",
+    "Upstream",
+    "UpstreamError",
+    "UpstreamResponse",
+    "Watchdog",
+    "WsProtocolError",
+    "accept_key",
+    "frame",
+    "free_port",
+    "header_problem",
+    "read_request",
+    "recorded_request_headers",
+    "refuse",
+    "said_name",
+    "sendable",
+    "tls_context",
+]
+
+
+def test_the_facade_exports_these_names_and_each_loads() -> None:
+    assert net.__all__ == EXPORTED
+    for name in net.__all__:
+        assert getattr(net, name) is not None, name
+    assert dir(net) == sorted(EXPORTED)
+
+
+def test_a_port_costs_no_http_client() -> None:
+    """The recorder's launcher takes ``free_port`` from here: no HTTP or WebSocket library, no
+    cassette code beyond the layer, is loaded for it."""
+    code = (
+        "import sys; from cassettes.net import free_port; free_port(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('h11', 'wsproto', 'httpx2', 'httpcore2', 'pydantic') or m.startswith('cassettes')))"
+    )
+    out = progress.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == "['cassettes', 'cassettes.net', 'cassettes.net._serve']", out
