@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from cassettes import providers
-from cassettes.analysis import api, dispatch, emission, tokens
+from cassettes.analysis import api, claims, dispatch, emission, tokens
 from cassettes.analysis import spill as spill_tables
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
 from cassettes.analysis.conversations import Attempt, Link, Threader
@@ -52,7 +52,7 @@ from cassettes.wire.exchange import Exchange
 __all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Conversations", "Reload", "RunAnalyser", "analyse"]
 
 #: Every per-turn check, by layer. Order matters only for the order findings are listed in.
-CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS)
+CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS, *claims.CHECKS)
 FINAL_CHECKS: tuple[FinalCheck, ...] = (
     *emission.FINAL_CHECKS,
     *api.FINAL_CHECKS,

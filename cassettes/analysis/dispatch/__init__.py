@@ -70,6 +70,10 @@ Catalogue (code, severity, when it fires):
                                               the orphan results and dropped calls it explains, which
                                               stay as info with ``caused_by``)
 ``C.tool_result_error``             info      a tool result is an error (flag or error text)
+``C.tool_result_blocked``           warning   a tool result is a page that turned the tool away (a
+                                              bot check, captcha wall, CDN block or 403 page): the
+                                              environment failed, not the model; a long page counts
+                                              only when its opening says so
 ``C.cache_prefix_broken``           info /    system prompt, tool definitions or an early message
                                     warning   changed mid-conversation (warning when cache reads
                                               dropped that turn)
@@ -102,6 +106,7 @@ from cassettes.analysis.dispatch.results import (
     check_pairing_error,
     check_result_name,
     check_results_split,
+    check_tool_result_blocked,
     check_tool_result_error,
     check_unanswered_history_call,
     final_pending_calls,
@@ -140,6 +145,7 @@ CHECKS: tuple[Check, ...] = (
     check_mcp_results,
     check_retry,
     check_tool_result_error,
+    check_tool_result_blocked,
     check_cache_prefix,
 )
 
