@@ -33,9 +33,11 @@ Catalogue (code, severity, when it fires):
 ``C.pairing_error``                 error     the API rejected the request with a pairing text
                                               (WIRE.md §G.2): reported by A, caused by C, linked
                                               to the turn whose calls were mishandled
-``C.continued_after_final_answer``  warning   a text-only final answer was followed by another
-                                              request with no new input (a text-protocol action,
-                                              ``Action:`` / ``Code:``, is not a final answer)
+``C.continued_after_final_answer``  warning / a text-only final answer was followed by another
+                                    info      request with no new input (a text-protocol action,
+                                              ``Action:`` / ``Code:``, is not a final answer); info
+                                              in a group chat (messages carry speakers' names),
+                                              once for a run of re-prompts of the same agent
 ``C.truncated_treated_as_complete`` warning   a cut-off answer (token cap, cut stream) was echoed
                                               or its calls executed as if whole
 ``C.refusal_treated_as_answer``     warning   a refused or filtered answer was echoed and the loop
