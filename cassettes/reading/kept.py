@@ -111,12 +111,14 @@ def analyser_digest() -> bytes | None:
     process."""
     import pydantic
 
-    from cassettes.analysis import price_memo
+    from cassettes.analysis import price_memo, rules
     from cassettes.parsing.sealed import source_digest
 
     root = Path(__file__).resolve().parents[1]  # cassettes/
     prices = json.dumps(price_memo.table_identity())
-    return source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{prices}\0".encode())
+    agent_rules = rules.active()  # an agent's rules decide findings too (docs/rules.md)
+    extra = f"{prices}\0{agent_rules.text if agent_rules else ''}"
+    return source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{extra}\0".encode())
 
 
 def _key() -> bytes | None:

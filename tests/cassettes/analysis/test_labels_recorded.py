@@ -34,7 +34,8 @@ def fn(name, **props):
         "type": "object", "properties": {k: {"type": v} for k, v in props.items()}}}}
 
 TOOLS = [fn("get_order", order_id="string"), fn("cancel_order", order_id="string"),
-         fn("fetch_page", url="string")]
+         fn("fetch_page", url="string"), fn("authenticate_user", email="string"),
+         fn("transfer_to_human", summary="string")]
 ORDERS = {"W1": "delivered", "W2": "shipped", "W3": "pending", "W4": "delivered"}
 CLOUDFLARE = ("<!DOCTYPE html><html><head><title>Just a moment...</title></head><body>"
               "<h1>shop.example</h1><p>Verify you are human by completing the action below.</p>"
@@ -62,19 +63,28 @@ def run_tool(name, args):
             return json.dumps({"error": f"order {oid} is {ORDERS.get(oid, 'unknown')}: "
                                "it cannot be cancelled"})
         return json.dumps({"order_id": oid, "status": "cancelled"})
+    if name == "authenticate_user":
+        return json.dumps({"user_id": "u_jane", "email": args.get("email")})
+    if name == "transfer_to_human":
+        return "transferred"
     return PAGES.get(args.get("url", ""), "404 page not found")
 
 client = OpenAI(max_retries=0)
 for question in sys.argv[1:]:
+    first, *replies = question.split(" || ")  # the user's later messages, one per answer
     msgs = [{"role": "system", "content": "You are a retail support agent. Use the tools."},
-            {"role": "user", "content": question}]
+            {"role": "user", "content": first}]
     try:
-        for _ in range(5):
+        for _ in range(8):
             m = client.chat.completions.create(
                 model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
             if not m.tool_calls:
                 print("answer:", m.content)
-                break
+                if not replies:
+                    break
+                msgs += [{"role": "assistant", "content": m.content},
+                         {"role": "user", "content": replies.pop(0)}]
+                continue
             msgs.append({"role": "assistant", "content": m.content, "tool_calls": [
                 {"id": c.id, "type": "function", "function": {
                     "name": c.function.name, "arguments": c.function.arguments}}
