@@ -39,7 +39,7 @@ from cassettes.models import Message
 __all__ = ["FILE", "Rule", "Rules", "RulesError", "active", "check_rules", "load"]
 
 FILE = "looptap-rules.toml"
-KINDS = {
+KINDS: dict[str, dict[str, type]] = {
     "order": {"first": str, "then": list},
     "consent": {"tools": list},
     "count": {"tool": str, "max": int},
@@ -92,27 +92,31 @@ def load(path: str | Path) -> Rules:
     if extra:
         raise RulesError(f"{p}:1: unknown table {extra[0]!r}: a rules file holds [[rule]] only")
     raw = data.get("rule", [])
+    if not isinstance(raw, list):
+        raise RulesError(f"{p}:1: rules are [[rule]] tables, not one {type(raw).__name__}")
     rules = tuple(
         _rule(r, f"{p}:{starts[i] if i < len(starts) else 1}: rule {i + 1}")
-        for i, r in enumerate(raw if isinstance(raw, list) else [])
+        for i, r in enumerate(raw)
     )
     return Rules(str(p), rules, text)
 
 
-def _rule(r: dict[str, Any], where: str) -> Rule:
+def _rule(r: Any, where: str) -> Rule:
+    if not isinstance(r, dict):
+        raise RulesError(f"{where}: a rule is a [[rule]] table, not {type(r).__name__}")
     kind = r.get("kind")
     if kind not in KINDS:
         raise RulesError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    need = KINDS[kind]
+    need = KINDS[str(kind)]
     unknown = sorted(set(r) - OPTIONAL - set(need))
     if unknown:
         raise RulesError(f"{where}: {kind} rule has no field {unknown[0]!r}")
     for k, typ in need.items():
         v = r.get(k)
         ok = isinstance(v, typ) and not isinstance(v, bool) and bool(v)
-        if typ is list:
+        if isinstance(v, list):
             ok = ok and all(isinstance(x, str) and x for x in v)
-        if not ok or (k == "max" and v < 0):
+        if not ok or (isinstance(v, int) and v < 0):
             what = {str: "a tool name", list: "a list of tool names", int: "a positive integer"}
             raise RulesError(f"{where}: {kind} rule needs {k} = {what[typ]}")
     try:

@@ -120,13 +120,12 @@ def broken(recording: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[F
     }
 
 
-pytestmark = needs_recorder
-
 
 def _said(found: list[Finding]) -> list[tuple[int | None, str, str]]:
     return [(f.turn, f.details["rule"], f.details["tool"]) for f in found]
 
 
+@needs_recorder
 def test_order_and_consent_rules_broken_are_said_on_the_calls(
     broken: dict[str, list[Finding]],
 ) -> None:
@@ -137,6 +136,7 @@ def test_order_and_consent_rules_broken_are_said_on_the_calls(
     ]
 
 
+@needs_recorder
 def test_count_and_forbidden_rules_broken_are_said_on_the_calls(
     broken: dict[str, list[Finding]],
 ) -> None:
@@ -148,12 +148,14 @@ def test_count_and_forbidden_rules_broken_are_said_on_the_calls(
     assert "calls are pending (get_order)" in found[1].message
 
 
+@needs_recorder
 def test_clean_twin_authenticated_asked_and_alone_breaks_no_rule(
     broken: dict[str, list[Finding]],
 ) -> None:
     assert broken["I am jane@example.com; please cancel W3."] == []
 
 
+@needs_recorder
 def test_show_lists_the_broken_rules_and_assert_rules_fails(
     recording: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -172,6 +174,7 @@ def test_show_lists_the_broken_rules_and_assert_rules_fails(
         open_run(recording / "retail.jsonl", whole=True, cache=False).assert_rules()
 
 
+@needs_recorder
 def test_assert_rules_without_a_rules_file_fails_rather_than_passing(
     recording: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,6 +193,8 @@ def test_assert_rules_without_a_rules_file_fails_rather_than_passing(
         ('[[rule]]\nkind = "consent"\ntools = ["x"]\nyes = "(("\n', ":1: rule 1: missing ),"),
         ("[[rule]\n", ":1: not TOML"),
         ("[rules]\nx = 1\n", ":1: unknown table 'rules'"),
+        ('rule = "x"\n', ":1: rules are [[rule]] tables, not one str"),
+        ("rule = [1]\n", ":1: rule 1: a rule is a [[rule]] table, not int"),
     ],
 )
 def test_a_bad_rule_is_refused_in_one_line_naming_file_and_line(
@@ -203,6 +208,7 @@ def test_a_bad_rule_is_refused_in_one_line_naming_file_and_line(
     assert msg.startswith(str(f) + ":") and said in msg and "\n" not in msg, msg
 
 
+@needs_recorder
 def test_show_refuses_a_bad_rules_file_in_one_line(tmp_path: Path, recording: Path) -> None:
     (tmp_path / "looptap-rules.toml").write_text('[[rule]]\nkind = "count"\ntool = "x"\n')
     shown = progress.run(
