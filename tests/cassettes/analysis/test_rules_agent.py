@@ -120,7 +120,6 @@ def broken(recording: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[F
     }
 
 
-
 def _said(found: list[Finding]) -> list[tuple[int | None, str, str]]:
     return [(f.turn, f.details["rule"], f.details["tool"]) for f in found]
 
