@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from scenarios import AgentScript, run_of
 
 from cassettes.analysis.claims import unsourced
+from cassettes.analysis.dispatch.results import blocked_page
 from cassettes.analysis.model import Finding, RunAnalysis
 from cassettes.wire.exchange import Exchange
 
@@ -91,3 +93,42 @@ def test_trivial_numbers_are_not_claims() -> None:
     answer = "1. W1 cost $1299 and shipped in 2024 with 3 items (tracking 88231). 2. W2: 12 days."
     assert unsourced(answer, src) == []
     assert unsourced("W1 cost $1,399.", src) == ["$1,399"]
+
+
+NGINX_403 = (
+    "<html>\r\n<head><title>403 Forbidden</title></head>\r\n<body>\r\n"
+    "<center><h1>403 Forbidden</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>"
+)
+AKAMAI = (
+    "<HTML><HEAD>\n<TITLE>Access Denied</TITLE>\n</HEAD><BODY>\n<H1>Access Denied</H1>\n \n"
+    'You don\'t have permission to access "http&#58;&#47;&#47;www&#46;shop&#46;example&#47;" on '
+    "this server.<P>\nReference&#32;&#35;18&#46;6f3c1002&#46;1700000000&#46;1a2b3c\n"
+    "</BODY>\n</HTML>"
+)
+GOOGLE = (
+    "About this page\nOur systems have detected unusual traffic from your computer network. "
+    "This page checks to see if it's really you sending the requests, and not a robot."
+)
+ARTICLE = (
+    "Bot checks, explained. When a site asks you to verify you are human, it is guessing "
+    + "whether the traffic is automated from signals such as mouse movement and IP reputation. "
+    * 25
+)
+
+
+@pytest.mark.parametrize("page", [NGINX_403, AKAMAI, GOOGLE, "HTTP 403 Forbidden"])
+def test_block_pages_are_told(page: str) -> None:
+    assert blocked_page(page) is not None
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        ARTICLE,
+        '{"status": 403, "error": "Forbidden"}',
+        "The captcha on the login form is broken; users cannot sign in.",
+        "Just a moment, I will check the order.",
+    ],
+)
+def test_clean_twins_texts_about_block_pages_are_not_block_pages(page: str) -> None:
+    assert blocked_page(page) is None
