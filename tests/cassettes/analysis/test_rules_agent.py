@@ -19,6 +19,7 @@ from test_labels_recorded import AGENT
 from cassettes.analysis.model import Finding
 from cassettes.analysis.rules import RulesError, load
 from cassettes.reading.run import open_run
+from cassettes.why.outcome import Outcome, judged_from
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
@@ -171,6 +172,17 @@ def test_show_lists_the_broken_rules_and_assert_rules_fails(
     monkeypatch.delenv("LOOPTAP_RULES", raising=False)
     with pytest.raises(AssertionError, match=r"^5 calls broke the agent's rules:\n"):
         open_run(recording / "retail.jsonl", whole=True, cache=False).assert_rules()
+
+
+@needs_recorder
+def test_why_can_judge_a_run_by_one_broken_rule(
+    recording: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``looptap why --finding E.rule_broken:NAME`` judges each branch by that rule."""
+    monkeypatch.setenv("LOOPTAP_RULES", str(recording / "looptap-rules.toml"))
+    judged = judged_from(open_run(recording / "retail.jsonl", whole=True, cache=False))
+    assert Outcome("finding", "E.rule_broken:authenticate first").failed(judged) is True
+    assert Outcome("finding", "E.rule_broken:never heard of").failed(judged) is False
 
 
 @needs_recorder
