@@ -17,7 +17,11 @@ code                           severity    fires when
                                            when a tool call's arguments were cut (invalid JSON).
 ``A.truncated_context``        warning     generation stopped because the context window was full.
 ``A.filtered``                 warning     a content filter / safety system blocked the output.
-``A.prompt_blocked``           warning     the prompt itself was blocked before generation.
+``A.prompt_blocked``           warning /   the prompt itself was blocked before generation; *error*
+                               error       when the API refused the request for it (an HTTP 400 whose
+                                           code is ``content_filter``, Azure's): what the filter
+                                           flagged, and the tool result that brought the newest text
+                                           in (when one did).
 ``A.guardrail_masked``         info        a guardrail only masked personal data (Bedrock's
                                            ``ANONYMIZED``, nothing blocked): which kinds, in the
                                            prompt or the answer; the answer is whole.
@@ -364,6 +368,9 @@ def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
         return  # a C finding: the client mis-paired calls and results
     if ctx.replay_miss is not None:
         return  # looptap's replay answered, not the API: C.diverged_from_recording says why
+    if err is not None and err.code == "content_filter":
+        yield _prompt_filtered(ctx, err, status)
+        return
     text = _err_text(err) if err is not None else ""
     if status == 429:
         yield _rate_limited(ctx, err, text)
@@ -387,6 +394,53 @@ def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
         error_code=err.code if err else None,
         error=err.message if err else None,
     )
+
+
+def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
+    """A 4xx whose code is ``content_filter``: the API's filter refused the prompt. What it flagged
+    (``innererror.content_filter_result``: the categories ``filtered`` or ``detected``), and the
+    newest tool result of the request, the likeliest way the flagged text came in."""
+    inner = _find_key(err.raw, "content_filter_result")
+    flagged = sorted(
+        str(k)
+        for k, v in (inner.items() if isinstance(inner, dict) else ())
+        if isinstance(v, dict) and (v.get("filtered") is True or v.get("detected") is True)
+    )
+    src = next(
+        (
+            part.tool_result
+            for m in reversed(ctx.turn.c.appended)
+            for part in reversed(m.parts)
+            if part.tool_result is not None
+        ),
+        None,
+    )
+    name = src and (
+        src.name or next((p.name for p in ctx.turn.c.pairings if p.call_id == src.call_id), None)
+    )
+    return ctx.finding(
+        "A.prompt_blocked",
+        Severity.ERROR,
+        f"The API's content filter refused the prompt (HTTP {status}, content_filter)"
+        + (f": flagged {', '.join(flagged)}." if flagged else ".")
+        + (
+            f" The newest text came in with the result of {name or 'a tool'} "
+            f"({src.call_id or 'no id'}): {_quote(src.content)}."
+            if src is not None
+            else ""
+        )
+        + " Nothing was generated.",
+        tool_call_id=src.call_id if src is not None else None,
+        status=status,
+        flagged=flagged,
+        tool=name,
+        error=err.message,
+    )
+
+
+def _quote(text: str, n: int = 120) -> str:
+    t = " ".join(text.split())
+    return repr(t if len(t) <= n else t[: n - 1] + "…")
 
 
 def _rate_limited(ctx: TurnContext, err: ApiError | None, text: str) -> Finding:

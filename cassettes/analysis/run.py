@@ -19,6 +19,7 @@ check of its retry reads the failed attempt's timing, which is not stored).
 
 from __future__ import annotations
 
+import functools
 import pickle
 import re
 from array import array
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from cassettes import providers
-from cassettes.analysis import api, dispatch, emission, tokens
+from cassettes.analysis import api, claims, dispatch, emission, rules, tokens
 from cassettes.analysis import spill as spill_tables
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
 from cassettes.analysis.conversations import Attempt, Link, Threader
@@ -53,7 +54,7 @@ from cassettes.wire.exchange import Exchange
 __all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Conversations", "Reload", "RunAnalyser", "analyse"]
 
 #: Every per-turn check, by layer. Order matters only for the order findings are listed in.
-CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS)
+CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS, *claims.CHECKS)
 FINAL_CHECKS: tuple[FinalCheck, ...] = (
     *emission.FINAL_CHECKS,
     *api.FINAL_CHECKS,
@@ -424,6 +425,8 @@ class RunAnalyser:
     ) -> None:
         keep = spill_tables.KEEP if keep is None else keep  # (read now: a test may set a small one)
         self.result = RunAnalysis()
+        #: The agent's own rules (docs/rules.md), read once: a bad file raises here, in one line.
+        self._rules = rules.active()
         # The per-conversation tables below keep their recently used entries in memory and the
         # others on disk (:mod:`.spill`): a conversation that went quiet costs no memory.
         spill = self._spill = Spill()
@@ -662,6 +665,9 @@ class RunAnalyser:
         turn.tokens = tokens.build(ctx)
         for check in CHECKS:
             turn.findings.extend(_run(check, ctx, self.result.errors))
+        if self._rules is not None:
+            agent = functools.partial(rules.check_rules, rules=self._rules)
+            turn.findings.extend(_run(agent, ctx, self.result.errors))
         turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
         demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
         self._mcp.model_turn(turn, ctx.rt.response)

@@ -120,17 +120,19 @@ def location(cassette: str | Path) -> Path | None:
 @functools.cache
 def analyser_digest() -> str | None:
     """A digest of what decides a run's analysis: looptap's source (every module under
-    ``cassettes/``), the Python and pydantic versions, and genai-prices' price table (the turns'
-    costs are part of the analysis). ``None`` when the source cannot be read: nothing is then
+    ``cassettes/``), the Python and pydantic versions, genai-prices' price table (the turns'
+    costs are part of the analysis) and the agent rules in force (docs/rules.md). ``None`` when the source cannot be read: nothing is then
     kept or taken. Computed once a process."""
     import pydantic
 
-    from cassettes.analysis import price_memo
+    from cassettes.analysis import price_memo, rules
     from cassettes.parsing.sealed import source_digest
 
     root = Path(__file__).resolve().parents[1]  # cassettes/
     prices = json.dumps(price_memo.table_identity())
-    got = source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{prices}\0".encode())
+    agent_rules = rules.active()  # an agent's rules decide findings too (docs/rules.md)
+    extra = f"{prices}\0{agent_rules.text if agent_rules else ''}"
+    got = source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{extra}\0".encode())
     return got.hex() if got is not None else None
 
 

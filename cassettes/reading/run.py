@@ -483,6 +483,24 @@ class Run:
                 )
             raise AssertionError("\n".join(lines))
 
+    def assert_rules(self) -> None:
+        """Fail (``AssertionError``) listing every call that broke one of the agent's rules
+        (docs/rules.md: ``looptap-rules.toml`` in the working directory, or ``$LOOPTAP_RULES``);
+        fail too when no rules file is in force, so the assertion is never vacuous."""
+        from cassettes.analysis import rules
+
+        if rules.active() is None:
+            raise AssertionError(
+                f"no agent rules in force: no {rules.FILE} here and LOOPTAP_RULES unset"
+            )
+        broken = [f for f in self.analysis.findings if f.code == "E.rule_broken"]
+        if broken:
+            lines = [f"{count(len(broken), 'call')} broke the agent's rules:"]
+            lines += [
+                f"  conversation {f.conversation}, turn {f.turn}: {f.message}" for f in broken
+            ]
+            raise AssertionError("\n".join(lines))
+
     def assert_turns_at_most(self, n: int) -> None:
         if len(self.turns) > n:
             raise AssertionError(f"the run took {count(len(self.turns), 'turn')}, more than {n}")

@@ -51,7 +51,8 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--finding",
         metavar="CODE",
-        help="failed means: the run has a finding of this code (C.dropped_tool_result)",
+        help="failed means: the run has a finding of this code (C.dropped_tool_result; "
+        "E.rule_broken:NAME: the agent's rule NAME broken, docs/rules.md)",
     )
     p.add_argument(
         "--answer-matches", metavar="RE", help="failed means: the final answer matches RE"

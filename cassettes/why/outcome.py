@@ -2,7 +2,8 @@
 
     exit (default)          the agent command's exit status is not 0
     --check CMD             a shell check run after the agent exits with a status other than 0
-    --finding CODE          the run has a finding of that code (``C.dropped_tool_result``)
+    --finding CODE          the run has a finding of that code (``C.dropped_tool_result``;
+                            ``E.rule_broken:NAME``: the agent's rule of that name broken)
     --answer-matches RE     the final answer matches RE (a wrong answer the user recognises)
     --answer-not-matches RE the final answer does not match RE (the right answer is missing)
 
@@ -108,10 +109,11 @@ def parse_outcome(args: Any) -> Outcome:
             raise OutcomeError(
                 f"--{kind.replace('_', '-')}: not a pattern looptap takes: {exc}"
             ) from None
-    if kind == "finding" and not re.fullmatch(r"[EAC]\.[a-z_]{1,80}", value):
+    if kind == "finding" and not re.fullmatch(r"[EAC]\.[a-z_]{1,80}(:[^\n]{1,80})?", value):
         raise OutcomeError(
             "--finding wants a finding code as looptap show names "
-            f"it (C.dropped_tool_result), not {value[:60]!r}"
+            f"it (C.dropped_tool_result; E.rule_broken:NAME for one of the agent's rules, "
+            f"docs/rules.md), not {value[:60]!r}"
         )
     if kind == "check" and not value.strip():
         raise OutcomeError("--check wants a command")
@@ -130,4 +132,9 @@ def final_answer(run: Any) -> str | None:
 
 def judged_from(run: Any) -> Judged:
     """What the recording itself tells: its findings and final answer."""
-    return Judged(findings={f.code for f in run.analysis.findings}, answer=final_answer(run))
+    codes = {f.code for f in run.analysis.findings}
+    # a broken agent rule also by its name (docs/rules.md): --finding "E.rule_broken:NAME"
+    codes |= {
+        f"{f.code}:{f.details['rule']}" for f in run.analysis.findings if f.code == "E.rule_broken"
+    }
+    return Judged(findings=codes, answer=final_answer(run))

@@ -107,12 +107,21 @@ class Reply:
     status: int = 400
     param: str | None = None
     code: str | None = None
+    #: Azure's ``innererror`` beside an OpenAI-shaped error (its content filter's verdict).
+    inner: dict[str, Any] | None = None
 
     @classmethod
     def refuse(
-        cls, message: str, param: str | None = None, code: str | None = None, status: int = 400
+        cls,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        status: int = 400,
+        inner: dict[str, Any] | None = None,
     ) -> Reply:
-        return cls(refused=message, status=status, param=param, code=code, what="refused")
+        return cls(
+            refused=message, status=status, param=param, code=code, what="refused", inner=inner
+        )
 
     @classmethod
     def say(cls, text: str, what: str = "", wire: str = "") -> Reply:
@@ -606,9 +615,10 @@ class ScriptedUpstream:
                     return
                 if reply.refused:
                     upstream._record(req, reply, reply.status)
-                    self._json(
-                        reply.status, _error_body(fam, reply.refused, reply.param, reply.code)
-                    )
+                    body = _error_body(fam, reply.refused, reply.param, reply.code)
+                    if reply.inner is not None:
+                        body["error"]["innererror"] = reply.inner
+                    self._json(reply.status, body)
                     return
                 if upstream.validate:
                     problem = pairing_problem(req, upstream)

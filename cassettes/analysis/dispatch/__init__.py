@@ -33,9 +33,11 @@ Catalogue (code, severity, when it fires):
 ``C.pairing_error``                 error     the API rejected the request with a pairing text
                                               (WIRE.md §G.2): reported by A, caused by C, linked
                                               to the turn whose calls were mishandled
-``C.continued_after_final_answer``  warning   a text-only final answer was followed by another
-                                              request with no new input (a text-protocol action,
-                                              ``Action:`` / ``Code:``, is not a final answer)
+``C.continued_after_final_answer``  warning / a text-only final answer was followed by another
+                                    info      request with no new input (a text-protocol action,
+                                              ``Action:`` / ``Code:``, is not a final answer); info
+                                              in a group chat (messages carry speakers' names),
+                                              once for a run of re-prompts of the same agent
 ``C.truncated_treated_as_complete`` warning   a cut-off answer (token cap, cut stream) was echoed
                                               or its calls executed as if whole
 ``C.refusal_treated_as_answer``     warning   a refused or filtered answer was echoed and the loop
@@ -70,6 +72,10 @@ Catalogue (code, severity, when it fires):
                                               the orphan results and dropped calls it explains, which
                                               stay as info with ``caused_by``)
 ``C.tool_result_error``             info      a tool result is an error (flag or error text)
+``C.tool_result_blocked``           warning   a tool result is a page that turned the tool away (a
+                                              bot check, captcha wall, CDN block or 403 page): the
+                                              environment failed, not the model; a long page counts
+                                              only when its opening says so
 ``C.cache_prefix_broken``           info /    system prompt, tool definitions or an early message
                                     warning   changed mid-conversation (warning when cache reads
                                               dropped that turn)
@@ -102,6 +108,7 @@ from cassettes.analysis.dispatch.results import (
     check_pairing_error,
     check_result_name,
     check_results_split,
+    check_tool_result_blocked,
     check_tool_result_error,
     check_unanswered_history_call,
     final_pending_calls,
@@ -140,6 +147,7 @@ CHECKS: tuple[Check, ...] = (
     check_mcp_results,
     check_retry,
     check_tool_result_error,
+    check_tool_result_blocked,
     check_cache_prefix,
 )
 

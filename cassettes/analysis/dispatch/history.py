@@ -174,26 +174,51 @@ def _dropped_before_answer(ctx: TurnContext) -> tuple[int, bool] | None:
     return prev.n_messages - c.kept, any(m.role == "user" for m in before)
 
 
-def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
-    """C.continued_after_final_answer — another request without new input after a final answer."""
+def reprompted(ctx: TurnContext) -> bool:
+    """This request calls the model again, with no new input, after a final answer: text and
+    nothing else (no call, no provider item, no text-protocol action such as ``Action:``)."""
     prev = ctx.prev
     if prev is None or not _continues(ctx) or not _prev_ok(ctx):
-        return
+        return False
     r = prev.rt.response
     assert r is not None
-    # A final answer is text and nothing else: provider items (hosted tool calls a client may
-    # have to execute, compaction …) mean the exchange is not over.
-    if (
-        r.finish_reason is not FinishReason.COMPLETE
-        or not r.text.strip()
-        or any(p.kind in ("tool_call", "other") for p in r.parts)
-    ):
+    return (
+        r.finish_reason is FinishReason.COMPLETE
+        and bool(r.text.strip())
+        and not any(p.kind in ("tool_call", "other") for p in r.parts)
+        and not TEXT_ACTION.search(r.text[:20000])
+        and not any(m.role not in ("assistant", "model") for m in ctx.turn.c.appended)
+    )
+
+
+def multi_agent(ctx: TurnContext) -> bool:
+    """The history speaks with several agents' voices: a message carries a speaker's ``name``
+    (a group chat's other agents, as AutoGen and its kin send them)."""
+    return any(
+        isinstance(m.provider_details, dict) and m.provider_details.get("name")
+        for m in ctx.messages
+    )
+
+
+def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
+    """C.continued_after_final_answer — another request without new input after a final answer.
+    In a group chat (:func:`multi_agent`) re-prompting a speaker is the chat's manager at work:
+    said at info, once for a run of re-prompts of the same agent."""
+    if not reprompted(ctx):
         return
-    # an action for the client's own text loop (ReAct), not an answer
-    if TEXT_ACTION.search(r.text[:20000]):
-        return
-    new_input = [m for m in ctx.turn.c.appended if m.role not in ("assistant", "model")]
-    if new_input:
+    prev = ctx.prev
+    assert prev is not None
+    if multi_agent(ctx):
+        said = ctx.conv.state.get("C.continued_after_final_answer")
+        ctx.conv.state["C.continued_after_final_answer"] = ctx.index
+        if said != prev.index:
+            yield ctx.finding(
+                "C.continued_after_final_answer",
+                Severity.INFO,
+                f"Turn {prev.index} ended with a final answer, and the group chat gave this agent "
+                "the floor again with nothing new to answer.",
+                related_turn=prev.index,
+            )
         return
     yield ctx.finding(
         "C.continued_after_final_answer",
