@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cassettes.errors import CassetteError, ReplayMiss
+from cassettes.replay.testing.unrewritten import spare_core
 
 # Everything else is imported where it is used: this module loads in every pytest session of every
 # project that has looptap installed, whether a test uses it or not.
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
     from cassettes.replay.serving.faults import FaultPlan
     from cassettes.replay.serving.server import ReplayServer
     from cassettes.wire.exchange import Exchange
+
+spare_core()  # the rest of the core loads as plain Python, not assertion-rewritten by pytest
 
 __all__ = ["LooptapSession", "looptap"]
 
