@@ -121,8 +121,8 @@ def location(cassette: str | Path) -> Path | None:
 def analyser_digest() -> str | None:
     """A digest of what decides a run's analysis: looptap's source (every module under
     ``cassettes/``), the Python and pydantic versions, genai-prices' price table (the turns'
-    costs are part of the analysis) and the agent rules in force (docs/rules.md). ``None`` when the source cannot be read: nothing is then
-    kept or taken. Computed once a process."""
+    costs are part of the analysis) and the agent rules in force (docs/rules.md). ``None`` when
+    the source cannot be read: nothing is then kept or taken. Computed once a process."""
     import pydantic
 
     from cassettes.analysis import price_memo, rules
