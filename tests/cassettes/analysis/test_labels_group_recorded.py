@@ -9,6 +9,8 @@ next speaker, sometimes the same one again with nothing new.
   and the re-prompts are said once, at info.
 * Chat B (the clean twin): the writer and then the researcher are re-prompted and answer only
   with what they were given: one info per agent, no warning.
+* Chat C: chat A's writer re-prompted, the researcher's answer passed to it without a ``name``:
+  the threader's group-chat link tells the agents apart, so the re-prompt is the info too.
 """
 
 from __future__ import annotations
@@ -35,11 +37,13 @@ SYSTEM = {"researcher": "You are Researcher. Share the product's spec when asked
 client = OpenAI(max_retries=0)
 for chat in sys.argv[1:]:
     topic, order = chat.split(" :: ")
+    named = "(no names)" not in topic  # else the others' answers come as plain user messages
     said = []  # the shared history: (speaker, text)
     for me in order.split(","):  # the manager's picks, in order
         msgs = [{"role": "system", "content": SYSTEM[me]}, {"role": "user", "content": topic}]
         msgs += [{"role": "assistant", "content": text} if who == me else
-                 {"role": "user", "name": who, "content": text} for who, text in said]
+                 {"role": "user", "content": text} | ({"name": who} if named else {})
+                 for who, text in said]
         m = client.chat.completions.create(model="gpt-4o", messages=msgs).choices[0].message
         said.append((me, m.content))
         print(me + ":", m.content)
@@ -50,6 +54,7 @@ BLURB = "K2: 1.7 litres at 2200 W, a litre boiled in 150 seconds."
 INVENTED = "K2 boils a litre in 45 seconds; 12,000 buyers rate it 4.8, see https://k2.example/r."
 TOPIC_A = "Write a one-line blurb for the K2 kettle."
 TOPIC_B = "Write a one-line blurb for the K2 kettle, from the spec."
+TOPIC_C = "Write a one-line blurb for the K2 kettle (no names)."
 
 #: (topic, agent) → the agent's answers, one per time it is given the floor.
 SCRIPTS: dict[tuple[str, str], list[str]] = {
@@ -57,10 +62,13 @@ SCRIPTS: dict[tuple[str, str], list[str]] = {
     (TOPIC_A, "writer"): [BLURB, INVENTED, "K2: 1.7 litres, 2200 W."],
     (TOPIC_B, "researcher"): [SPEC, "The blurb matches the spec.", "Yes: 2200 W, sku K2-4471."],
     (TOPIC_B, "writer"): [BLURB, "K2 (sku K2-4471): 1.7 litres, 2200 W, 150 seconds a litre."],
+    (TOPIC_C, "researcher"): [SPEC],
+    (TOPIC_C, "writer"): [BLURB, "K2: 1.7 litres, 2200 W."],
 }
 CHATS = [
     f"{TOPIC_A} :: researcher,writer,writer,writer",
     f"{TOPIC_B} :: researcher,writer,writer,researcher,researcher",
+    f"{TOPIC_C} :: researcher,writer,writer",
 ]
 
 
@@ -85,7 +93,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
             env=clean_env(OPENAI_API_KEY="sk-test-groupchat"),
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("writer: ") == 5 and INVENTED in proc.stdout, proc.stdout
+    assert proc.stdout.count("writer: ") == 7 and INVENTED in proc.stdout, proc.stdout
     return tmp / "chat.jsonl"
 
 
@@ -134,3 +142,9 @@ def test_clean_twin_agents_re_prompted_answering_from_what_they_had_stay_at_info
     assert _said(found[TOPIC_B, "writer"]) == [("C.continued_after_final_answer", "info", 1)]
     # the researcher's second turn has the writer's answers to read: its third is the re-prompt
     assert _said(found[TOPIC_B, "researcher"]) == [("C.continued_after_final_answer", "info", 2)]
+
+
+def test_a_group_chat_without_names_is_told_by_the_threaders_link(
+    found: dict[tuple[str, str], list[Finding]],
+) -> None:
+    assert _said(found[TOPIC_C, "writer"]) == [("C.continued_after_final_answer", "info", 1)]
