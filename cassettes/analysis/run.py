@@ -33,6 +33,7 @@ from cassettes.analysis import api, claims, dispatch, emission, rules, tokens
 from cassettes.analysis import spill as spill_tables
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
 from cassettes.analysis.conversations import Attempt, Link, Threader
+from cassettes.analysis.dispatch.history import GROUP_CHAT
 from cassettes.analysis.inferred import demote_inferred
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import (
@@ -653,8 +654,20 @@ class RunAnalyser:
         )
         if parent is not None and link.branch == "handoff":
             self._handed_off.add(parent)
+        if parent is not None and link.branch == "group_chat":
+            self._group_chat(conv, link.parent)
         self._records[link.conversation] = self._conversations._add(record)
         return conv
+
+    def _group_chat(self, conv: ConversationState, parent: int | None) -> None:
+        """Mark ``conv`` and the conversation of its parent turn as agents of one group chat (a
+        parked parent keeps its state as parked: it is not marked)."""
+        conv.state[GROUP_CHAT] = True
+        of_parent = self.turns_conversation(parent) if parent is not None else None
+        if of_parent is not None and of_parent not in self._parked:
+            other = self._convs.get(of_parent)
+            if other is not None:
+                other.state[GROUP_CHAT] = True
 
     def _judge(self, ctx: TurnContext, link: Link) -> None:
         """The turn's E/A/C layers and token accounting, then every check, root causes first."""

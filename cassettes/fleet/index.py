@@ -309,8 +309,9 @@ def find_index(roots: Sequence[Path]) -> Path | None:
 
 def overviews(roots: Sequence[Path], paths: Sequence[Path]) -> dict[Path, dict[str, Any]]:
     """The MCP server's ``list_runs`` figures of those of ``paths`` the index of ``roots`` holds
-    as they are now (same size and mtime, read without error); ``{}`` without DuckDB, without
-    an index, or when it cannot be read (being written): the caller reads the runs instead."""
+    as they are now (same size, mtime and digest, read without error); ``{}`` without DuckDB,
+    without an index, or when it cannot be read (being written): the caller reads the runs
+    instead."""
     db = find_index(roots)
     if db is None or not paths:
         return {}
@@ -337,16 +338,25 @@ def overviews(roots: Sequence[Path], paths: Sequence[Path]) -> dict[Path, dict[s
         con.close()
 
 
+def _same(path: Path, digest: str) -> bool:
+    """The run's digest is still ``digest`` (the agent rules in force are those it was indexed
+    with: its findings figures hold)."""
+    try:
+        return stamp_of(path).digest == digest
+    except (OSError, CassetteError):
+        return False
+
+
 def _overviews(con: Any, stamps: dict[str, tuple[Path, int, int]]) -> dict[Path, dict[str, Any]]:
     names = list(stamps)
     out: dict[Path, dict[str, Any]] = {}
-    for run, size, mtime, trips, problems in con.execute(
-        "SELECT run, size, mtime_ns, round_trips, problems FROM runs "
+    for run, size, mtime, digest, trips, problems in con.execute(
+        "SELECT run, size, mtime_ns, digest, round_trips, problems FROM runs "
         "WHERE run IN (SELECT unnest(?::VARCHAR[])) AND error IS NULL",
         [names],
     ).fetchall():
         path, now_size, now_mtime = stamps[run]
-        if (size, mtime) == (now_size, now_mtime):
+        if (size, mtime) == (now_size, now_mtime) and _same(path, digest):
             out[path] = {"round_trips": trips, "conversations": 0, "turns": 0, "findings": {}}
             out[path].update(cost_usd=0.0, cost_estimated=False, problems=problems)
     held = [str(p) for p in out]

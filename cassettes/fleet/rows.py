@@ -26,7 +26,8 @@ _RANK = {"info": 0, "warning": 1, "error": 2}
 
 @dataclass(frozen=True)
 class Stamp:
-    """What tells a run's file unchanged: size, mtime and a digest of its two ends."""
+    """What tells a run's rows unchanged: its file's size, mtime and a digest of its two ends and
+    of the agent rules in force (docs/rules.md: they decide its findings)."""
 
     size: int
     mtime_ns: int
@@ -34,9 +35,15 @@ class Stamp:
 
 
 def stamp_of(path: Path) -> Stamp:
-    """The file's :class:`Stamp` (its size and both ends read; an ``OSError`` when it cannot be)."""
+    """The file's :class:`Stamp` (its size and both ends read; an ``OSError`` when it cannot be;
+    :class:`~cassettes.analysis.rules.RulesError` when the rules file is wrong)."""
+    from cassettes.analysis import rules
+
     st = path.stat()
+    agent_rules = rules.active()
     h = hashlib.sha256(str(st.st_size).encode())
+    if agent_rules is not None:  # (none: the digest runs were indexed with before rules existed)
+        h.update(b"\0rules\0" + agent_rules.text.encode())
     with open(path, "rb") as f:
         h.update(f.read(EDGE))
         if st.st_size > EDGE:

@@ -191,10 +191,16 @@ def reprompted(ctx: TurnContext) -> bool:
     )
 
 
+#: ``ConversationState.state`` key: the threader linked the conversation into a group chat (it
+#: received another agent's answer as input, or another agent received one of its answers).
+GROUP_CHAT = "group_chat"
+
+
 def multi_agent(ctx: TurnContext) -> bool:
     """The history speaks with several agents' voices: a message carries a speaker's ``name``
-    (a group chat's other agents, as AutoGen and its kin send them)."""
-    return any(
+    (a group chat's other agents, as AutoGen and its kin send them), or the threader linked the
+    conversation into a group chat (:data:`GROUP_CHAT`)."""
+    return bool(ctx.conv.state.get(GROUP_CHAT)) or any(
         isinstance(m.provider_details, dict) and m.provider_details.get("name")
         for m in ctx.messages
     )

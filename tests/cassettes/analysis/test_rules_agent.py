@@ -4,8 +4,10 @@ of test_labels_recorded.py: the real openai SDK, deterministic tools, a scripted
 before a state-changing call"), count ("at most 2 order lookups per task") and forbidden ("never
 transfer to a human with calls pending"). Each broken rule is ``E.rule_broken`` on the call that
 broke it; the clean twin (authenticated, asked, heard yes, transferred alone) has none. The
-checks show in ``looptap show``, in ``Run.assert_rules()`` (pytest's ``looptap.run``), and a
-wrong rule is refused in one line naming the file, the line and what is wrong.
+checks show in ``looptap show``, the HTML report, the inspector's findings tab and the fleet
+index's findings (read again when the rules change), in ``Run.assert_rules()`` (pytest's
+``looptap.run``), and a wrong rule is refused in one line naming the file, the line and what is
+wrong.
 """
 
 from __future__ import annotations
@@ -172,6 +174,83 @@ def test_show_lists_the_broken_rules_and_assert_rules_fails(
     monkeypatch.delenv("LOOPTAP_RULES", raising=False)
     with pytest.raises(AssertionError, match=r"^5 calls broke the agent's rules:\n"):
         open_run(recording / "retail.jsonl", whole=True, cache=False).assert_rules()
+
+
+def _looptap(*args: str, cwd: Path, rules: str | None = None) -> str:
+    env = clean_env() if rules is None else clean_env(LOOPTAP_RULES=rules)
+    done = progress.run(
+        [sys.executable, "-m", "cassettes.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return str(done.stdout)
+
+
+@needs_recorder
+def test_the_html_report_lists_the_broken_rules(recording: Path, tmp_path: Path) -> None:
+    _looptap("export", "--html", "retail.jsonl", "-o", str(tmp_path / "r.html"), cwd=recording)
+    page = (tmp_path / "r.html").read_text()
+    assert page.count("E.rule_broken") >= 5 and "two lookups per task" in page
+
+
+@needs_recorder
+def test_the_fleet_index_lists_the_broken_rules_once_rules_are_in_force(
+    recording: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Indexed first with no rules, the run is read again when a rules file comes in force (its
+    findings depend on it), and its broken rules are the index's findings; the MCP server's
+    listing takes the index's figures only under the rules they were indexed with."""
+    pytest.importorskip("duckdb")
+    from cassettes.fleet.index import overviews
+
+    run = tmp_path / "runs" / "retail.jsonl"
+    run.parent.mkdir()
+    run.write_bytes((recording / "retail.jsonl").read_bytes())
+    rules = str(recording / "looptap-rules.toml")
+    sql = "select code from findings where code = 'E.rule_broken'"
+
+    def index_and_count(rules: str) -> int:
+        _looptap("index", "runs", cwd=tmp_path, rules=rules)
+        db = str(tmp_path / ".looptap" / "fleet.duckdb")
+        return len(_looptap("query", "--fleet", db, "--json", sql, cwd=tmp_path).splitlines())
+
+    assert index_and_count("") == 0
+    assert index_and_count(rules) == 5
+    assert index_and_count(rules) == 5  # unchanged: not read again, kept
+    monkeypatch.setenv("LOOPTAP_RULES", rules)
+    assert overviews([run.parent], [run])[run]["findings"]["E"] == {"warning": 5}
+    monkeypatch.setenv("LOOPTAP_RULES", "")
+    assert overviews([run.parent], [run]) == {}
+
+
+@needs_recorder
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_inspector_lists_the_broken_rules(
+    recording: Path, monkeypatch: pytest.MonkeyPatch, anyio_backend: str
+) -> None:
+    pytest.importorskip("textual")
+    from helpers import loaded, until
+
+    from inspector.app import build_app
+    from inspector.widgets.findings import FindingsTable
+
+    monkeypatch.setenv("LOOPTAP_RULES", str(recording / "looptap-rules.toml"))
+    app = build_app(recording / "retail.jsonl")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await loaded(pilot)
+        await pilot.press("3")  # the findings tab
+        table = app.query_one(FindingsTable)
+        await until(pilot, lambda: len(table.findings) > 0)
+        broken = [f.details["rule"] for f in table.findings if f.code == "E.rule_broken"]
+        assert sorted(broken) == sorted(
+            ["authenticate first"] * 2
+            + ["explicit yes before a change", "two lookups per task"]
+            + ["no transfer with calls pending"]
+        )
 
 
 @needs_recorder

@@ -1,0 +1,150 @@
+"""Failures people label (issue 58) in a two-agent group chat recorded here: a researcher and a
+writer (the real openai SDK, through ``looptap run`` against a scripted upstream) share one
+history as AutoGen's GroupChat does (each agent its own system prompt, its own answers as the
+assistant's, the other's as user messages with its ``name``), and the chat's manager picks the
+next speaker, sometimes the same one again with nothing new.
+
+* Chat A: the writer is given the floor twice more after its blurb; its first answer then brings
+  a number, a rating and a URL found nowhere earlier: ``E.ungrounded_claim`` with those spans,
+  and the re-prompts are said once, at info.
+* Chat B (the clean twin): the writer and then the researcher are re-prompted and answer only
+  with what they were given: one info per agent, no warning.
+* Chat C: chat A's writer re-prompted, the researcher's answer passed to it without a ``name``:
+  the threader's group-chat link tells the agents apart, so the re-prompt is the info too.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from cassettes.analysis.model import Finding
+from cassettes.reading.run import open_run
+from tests.support import progress
+from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+
+pytestmark = needs_recorder
+
+CHAT = r"""
+import sys
+from openai import OpenAI
+
+SYSTEM = {"researcher": "You are Researcher. Share the product's spec when asked.",
+          "writer": "You are Writer. Write the blurb; use only the facts you are given."}
+client = OpenAI(max_retries=0)
+for chat in sys.argv[1:]:
+    topic, order = chat.split(" :: ")
+    named = "(no names)" not in topic  # else the others' answers come as plain user messages
+    said = []  # the shared history: (speaker, text)
+    for me in order.split(","):  # the manager's picks, in order
+        msgs = [{"role": "system", "content": SYSTEM[me]}, {"role": "user", "content": topic}]
+        msgs += [{"role": "assistant", "content": text} if who == me else
+                 {"role": "user", "content": text} | ({"name": who} if named else {})
+                 for who, text in said]
+        m = client.chat.completions.create(model="gpt-4o", messages=msgs).choices[0].message
+        said.append((me, m.content))
+        print(me + ":", m.content)
+"""
+
+SPEC = "K2 spec: 1.7 litres, 2200 W, boils 1 litre in 150 seconds, sku K2-4471."
+BLURB = "K2: 1.7 litres at 2200 W, a litre boiled in 150 seconds."
+INVENTED = "K2 boils a litre in 45 seconds; 12,000 buyers rate it 4.8, see https://k2.example/r."
+TOPIC_A = "Write a one-line blurb for the K2 kettle."
+TOPIC_B = "Write a one-line blurb for the K2 kettle, from the spec."
+TOPIC_C = "Write a one-line blurb for the K2 kettle (no names)."
+
+#: (topic, agent) → the agent's answers, one per time it is given the floor.
+SCRIPTS: dict[tuple[str, str], list[str]] = {
+    (TOPIC_A, "researcher"): [SPEC],
+    (TOPIC_A, "writer"): [BLURB, INVENTED, "K2: 1.7 litres, 2200 W."],
+    (TOPIC_B, "researcher"): [SPEC, "The blurb matches the spec.", "Yes: 2200 W, sku K2-4471."],
+    (TOPIC_B, "writer"): [BLURB, "K2 (sku K2-4471): 1.7 litres, 2200 W, 150 seconds a litre."],
+    (TOPIC_C, "researcher"): [SPEC],
+    (TOPIC_C, "writer"): [BLURB, "K2: 1.7 litres, 2200 W."],
+}
+CHATS = [
+    f"{TOPIC_A} :: researcher,writer,writer,writer",
+    f"{TOPIC_B} :: researcher,writer,writer,researcher,researcher",
+    f"{TOPIC_C} :: researcher,writer,writer",
+]
+
+
+def route(req: ScriptedRequest) -> Reply:
+    agent = "writer" if "Writer" in req.system else "researcher"
+    answers = sum(1 for m in req.messages if isinstance(m, dict) and m.get("role") == "assistant")
+    return Reply.say(SCRIPTS[req.user_texts()[0], agent][answers])
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("openai")
+    tmp = tmp_path_factory.mktemp("groupchat")
+    (tmp / "chat.py").write_text(CHAT)
+    with ScriptedUpstream(route, validate=True) as fake:
+        proc = progress.run(
+            [*RECORDER, "run", "-o", "chat.jsonl", "--confdir", str(tmp / "conf"),
+             "--upstream", f"openai={fake.url}", "--", sys.executable, "chat.py", *CHATS],
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+            env=clean_env(OPENAI_API_KEY="sk-test-groupchat"),
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("writer: ") == 7 and INVENTED in proc.stdout, proc.stdout
+    return tmp / "chat.jsonl"
+
+
+@pytest.fixture(scope="module")
+def found(recording: Path) -> dict[tuple[str, str], list[Finding]]:
+    """The findings of each agent's conversation, by (topic, agent)."""
+    run = open_run(recording, whole=True, cache=False)
+    convs = {c.id: c for c in run.analysis.conversations}
+    out: dict[tuple[str, str], list[Finding]] = {key: [] for key in SCRIPTS}
+    for f in run.analysis.findings:
+        conv = convs[f.conversation] if f.conversation is not None else None
+        assert conv is not None, f
+        pair = run.by_seq(conv.turns[0])
+        req = pair[1].request if pair is not None else None
+        assert req is not None
+        agent = "writer" if any("Writer" in (p.text or "") for p in req.system) else "researcher"
+        out[next(m.text for m in req.messages if m.role == "user"), agent].append(f)
+    return out
+
+
+def _said(found: list[Finding]) -> list[tuple[str, str, int | None]]:
+    return [(f.code, f.severity, f.turn) for f in found]
+
+
+def test_a_re_prompted_agent_inventing_facts_is_an_ungrounded_claim_with_its_spans(
+    found: dict[tuple[str, str], list[Finding]],
+) -> None:
+    (claim,) = [f for f in found[TOPIC_A, "writer"] if f.code == "E.ungrounded_claim"]
+    assert claim.severity == "warning" and claim.turn == 1 and claim.related_turn == 0
+    assert claim.details["spans"] == ["https://k2.example/r", "12,000", "4.8"]
+
+
+def test_re_prompts_in_a_row_are_said_once_per_agent_at_info(
+    found: dict[tuple[str, str], list[Finding]],
+) -> None:
+    assert sorted(_said(found[TOPIC_A, "writer"])) == [
+        ("C.continued_after_final_answer", "info", 1),
+        ("E.ungrounded_claim", "warning", 1),
+    ]
+    assert found[TOPIC_A, "researcher"] == []
+
+
+def test_clean_twin_agents_re_prompted_answering_from_what_they_had_stay_at_info(
+    found: dict[tuple[str, str], list[Finding]],
+) -> None:
+    assert _said(found[TOPIC_B, "writer"]) == [("C.continued_after_final_answer", "info", 1)]
+    # the researcher's second turn has the writer's answers to read: its third is the re-prompt
+    assert _said(found[TOPIC_B, "researcher"]) == [("C.continued_after_final_answer", "info", 2)]
+
+
+def test_a_group_chat_without_names_is_told_by_the_threaders_link(
+    found: dict[tuple[str, str], list[Finding]],
+) -> None:
+    assert _said(found[TOPIC_C, "writer"]) == [("C.continued_after_final_answer", "info", 1)]
