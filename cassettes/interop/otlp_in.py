@@ -27,8 +27,8 @@ import orjson
 from cassettes import bounds
 from cassettes.errors import ImportFormatError
 from cassettes.hints import count
-from cassettes.interop.traces import chat_ids, read_docs
-from cassettes.providers.rebuild import REBUILT, Call, from_parts
+from cassettes.interop.documents import read_docs
+from cassettes.providers.rebuild import REBUILT, Call, chat_ids, from_parts
 
 __all__ = ["OTLP_LIMIT", "otlp_calls"]
 

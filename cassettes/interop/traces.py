@@ -16,18 +16,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
-
-import orjson
+from typing import Any
 
 from cassettes import bounds
 from cassettes.errors import ImportFormatError
-from cassettes.providers.rebuild import Call
+from cassettes.interop.documents import read_docs
+from cassettes.interop.otlp_in import otlp_calls
+from cassettes.providers.rebuild import Call, chat_ids
 
-__all__ = ["DOC_LIMIT", "chat_ids", "import_runs", "read_docs", "runs_in", "sniff"]
+__all__ = ["import_runs", "runs_in", "sniff"]
 
-#: The largest JSON document (a file read whole, or one line) an import parses.
-DOC_LIMIT = bounds.MAX_DECODED_BYTES
 _HISTORY_KEYS = ("messages", "traj", "trajectory")
 _FIRST_KEY = re.compile(rb'\s*\{\s*"((?:[^"\\]|\\.)*)"')
 
@@ -59,47 +57,6 @@ def _printable(head: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-# -- reading JSON documents, bounded -----------------------------------------------------------
-
-
-def read_docs(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, document) of a JSON file or of each line of a JSON Lines file; 0 for a file
-    that is one document. Never holds more than :data:`DOC_LIMIT` bytes of it."""
-    try:
-        fh: BinaryIO = path.open("rb")
-    except OSError as exc:
-        raise ImportFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    with fh:
-        size = path.stat().st_size
-        if size <= DOC_LIMIT:
-            data = fh.read()
-            try:
-                yield 0, orjson.loads(data)
-                return
-            except orjson.JSONDecodeError:
-                pass  # JSON Lines, or damaged: said line by line below
-            fh.seek(0)
-        yield from _lines(path, fh)
-
-
-def _lines(path: Path, fh: BinaryIO) -> Iterator[tuple[int, Any]]:
-    for n, line in enumerate(iter(lambda: fh.readline(DOC_LIMIT + 1), b""), 1):
-        if len(line) > DOC_LIMIT:
-            raise ImportFormatError(
-                f"{path}: line {n} is longer than {DOC_LIMIT >> 20} MiB (one JSON document a "
-                "line is expected); not imported"
-            )
-        if not line.strip():
-            continue
-        try:
-            yield n, orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            where = "is cut short" if not line.endswith(b"\n") else "is not JSON"
-            raise ImportFormatError(
-                f"{path}: line {n} {where} ({str(exc).split(':')[0]}); nothing imported"
-            ) from None
 
 
 # -- trajectories --------------------------------------------------------------------------------
@@ -147,38 +104,6 @@ def _checked(messages: list[Any], where: str) -> list[dict[str, Any]]:
                 "nothing imported"
             )
     return messages
-
-
-def chat_ids(messages: list[dict[str, Any]], inferred: set[str]) -> list[dict[str, Any]]:
-    """OpenAI-shaped messages with the tool-call ids (and string arguments) a trajectory left out
-    filled in: a call without an id gets one, a tool result without one answers the oldest call
-    not answered yet."""
-    out: list[dict[str, Any]] = []
-    pending: list[str] = []
-    for i, m in enumerate(messages):
-        m = dict(m)
-        if m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
-            calls = []
-            for j, c in enumerate(m["tool_calls"]):
-                c = dict(c) if isinstance(c, dict) else {}
-                if not c.get("id"):
-                    c["id"] = f"call_imported_{i}_{j}"
-                    inferred.add("tool_call.id")
-                fn = c.get("function")
-                if isinstance(fn, dict) and not isinstance(fn.get("arguments"), str):
-                    c["function"] = {**fn, "arguments": orjson.dumps(fn.get("arguments")).decode()}
-                c.setdefault("type", "function")
-                pending.append(c["id"])
-                calls.append(c)
-            m["tool_calls"] = calls
-        elif m.get("role") == "tool":
-            if not m.get("tool_call_id") and pending:
-                m["tool_call_id"] = pending[0]
-                inferred.add("tool_result.tool_call_id")
-            if m.get("tool_call_id") in pending:
-                pending.remove(m["tool_call_id"])
-        out.append(m)
-    return out
 
 
 def trajectory_calls(messages: list[Any], around: dict[str, Any], where: str) -> list[Call]:
@@ -235,8 +160,6 @@ def runs_in(path: Path, kind: str) -> Iterator[list[Call]]:
                     )
                 yield calls
         return
-    from cassettes.interop.otlp_in import otlp_calls
-
     yield otlp_calls(path, kind)
 
 

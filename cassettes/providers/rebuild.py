@@ -20,7 +20,7 @@ import orjson
 from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["REBUILT", "Call", "exchange", "from_parts", "link_items"]
+__all__ = ["REBUILT", "Call", "chat_ids", "exchange", "from_parts", "link_items"]
 
 #: The families a round trip is rebuilt in, with the URL it is given.
 REBUILT = {
@@ -510,3 +510,35 @@ def from_parts(
         else:
             out.extend(_chat_message(role, parts))
     return system, out
+
+
+def chat_ids(messages: list[dict[str, Any]], inferred: set[str]) -> list[dict[str, Any]]:
+    """OpenAI-shaped messages with the tool-call ids (and string arguments) a trajectory left out
+    filled in: a call without an id gets one, a tool result without one answers the oldest call
+    not answered yet."""
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for i, m in enumerate(messages):
+        m = dict(m)
+        if m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
+            calls = []
+            for j, c in enumerate(m["tool_calls"]):
+                c = dict(c) if isinstance(c, dict) else {}
+                if not c.get("id"):
+                    c["id"] = f"call_imported_{i}_{j}"
+                    inferred.add("tool_call.id")
+                fn = c.get("function")
+                if isinstance(fn, dict) and not isinstance(fn.get("arguments"), str):
+                    c["function"] = {**fn, "arguments": orjson.dumps(fn.get("arguments")).decode()}
+                c.setdefault("type", "function")
+                pending.append(c["id"])
+                calls.append(c)
+            m["tool_calls"] = calls
+        elif m.get("role") == "tool":
+            if not m.get("tool_call_id") and pending:
+                m["tool_call_id"] = pending[0]
+                inferred.add("tool_result.tool_call_id")
+            if m.get("tool_call_id") in pending:
+                pending.remove(m["tool_call_id"])
+        out.append(m)
+    return out
