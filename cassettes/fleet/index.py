@@ -5,8 +5,10 @@ DuckDB is the optional extra ``looptap[fleet]``: it is imported here, inside the
 need it, and :func:`duckdb_module` turns its absence into one line saying how to install it. The
 core, the pytest plugin and every other command never import it.
 
-**Incremental.** A run whose size, mtime and :func:`~cassettes.fleet.rows.stamp_of` digest are
-those indexed is not read again; a changed or grown one is read (its kept analysis serves the
+**Incremental.** A run whose ``stat`` (size, mtime, ctime, inode, device) is the one indexed
+is not opened; one with another ``stat`` but the same size and
+:func:`~cassettes.fleet.rows.stamp_of` digest (touched, copied back) is not read, its new ``stat``
+kept; a changed or grown one is read (its kept analysis serves the
 unchanged part, docs/kept-analysis.md) and its rows replaced; a removed one's rows leave. A run
 that cannot be read is a ``runs`` row with ``error``, and a line on stderr: never a stopped index.
 Rows reach DuckDB in batches as newline-delimited JSON read by ``read_json`` (DuckDB's row-by-row
@@ -26,8 +28,8 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError
-from cassettes.fleet.files import run_files
-from cassettes.fleet.rows import RunRows, run_rows, stamp_of
+from cassettes.fleet.files import run_stats
+from cassettes.fleet.rows import STAMP_COLUMNS, RunRows, Stamp, run_rows, stamp_of, stat_key
 from cassettes.fleet.schema import TABLES
 
 __all__ = [
@@ -135,16 +137,11 @@ def update(
     for d, r in zip(dirs, roots, strict=True):
         if not r.is_dir():
             raise FleetError(f"not a directory: {d}")
-    files = run_files(roots)
-    known = {
-        run: (size, mtime, digest)
-        for run, size, mtime, digest in con.execute(
-            "SELECT run, size, mtime_ns, digest FROM runs"
-        ).fetchall()
-        if any(Path(run).is_relative_to(r) for r in roots)
-    }
+    files = run_stats(roots)
     done = Indexed()
-    todo = _changed(files, known, done)
+    known = _known(con, roots)
+    todo, touched = _changed(files, known, done)
+    _restamp(con, touched)
     gone = sorted(set(known) - {str(f) for f in files})
     if gone:
         _delete(con, gone)
@@ -169,30 +166,54 @@ def update(
     return done
 
 
+def _known(con: Any, roots: list[Path]) -> dict[str, tuple[Any, ...]]:
+    """The stamps the index holds of the runs under ``roots``, in one query."""
+    cols = ", ".join(STAMP_COLUMNS)
+    return {
+        run: tuple(stamp)
+        for run, *stamp in con.execute(f"SELECT run, {cols} FROM runs").fetchall()
+        if any(Path(run).is_relative_to(r) for r in roots)
+    }
+
+
 def _changed(
-    files: list[Path], known: dict[str, tuple[int, int, str]], done: Indexed
-) -> list[tuple[str, int]]:
-    """The files to read, with their sizes: new, or not what was indexed."""
+    files: dict[Path, os.stat_result], known: dict[str, tuple[Any, ...]], done: Indexed
+) -> tuple[list[tuple[str, int]], list[tuple[str, Stamp]]]:
+    """The files to read, with their sizes (new, or not what was indexed), and the files only
+    touched (another ``stat``, the same size and digest: not read, their new ``stat`` kept). A
+    file whose ``stat`` is the one indexed is not opened at all, as git's index does."""
     todo: list[tuple[str, int]] = []
-    for f in files:
-        was = known.get(str(f))
-        try:
-            st = f.stat()
-            if was is not None and was[:2] == (st.st_size, st.st_mtime_ns):
-                if stamp_of(f).digest == was[2]:
-                    done.unchanged += 1
-                    continue
-        except OSError:
-            pass  # read below: its row says why it cannot be
-        todo.append((str(f), _size(f)))
-    return todo
+    touched: list[tuple[str, Stamp]] = []
+    for f, st in files.items():
+        run, now = str(f), stat_key(st)
+        was = known.get(run)
+        if was is not None and was[:5] == now:
+            done.unchanged += 1
+            continue
+        if was is not None and was[0] == st.st_size:
+            try:
+                stamp = stamp_of(f)
+            except OSError:
+                stamp = None  # read below: its row says why it cannot be
+            if stamp is not None and stamp.digest == was[5]:
+                done.unchanged += 1
+                touched.append((run, stamp))
+                continue
+        todo.append((run, st.st_size))
+    return todo, touched
 
 
-def _size(f: Path) -> int:
-    try:
-        return f.stat().st_size
-    except OSError:
-        return 0
+def _restamp(con: Any, touched: list[tuple[str, Stamp]]) -> None:
+    """Keep the new ``stat`` of runs touched but not changed, so the next index opens none."""
+    if not touched:
+        return
+    columns = zip(*((run, *stamp.stat[1:]) for run, stamp in touched), strict=True)
+    con.execute(
+        "UPDATE runs SET mtime_ns = t.m, ctime_ns = t.c, inode = t.i, device = t.d FROM (SELECT "
+        "unnest(?::VARCHAR[]) AS run, unnest(?::BIGINT[]) AS m, unnest(?::BIGINT[]) AS c, "
+        "unnest(?::UBIGINT[]) AS i, unnest(?::UBIGINT[]) AS d) t WHERE runs.run = t.run",
+        [list(c) for c in columns],
+    )
 
 
 def _read_all(paths: list[str], jobs: int) -> Iterator[RunRows]:

@@ -318,3 +318,37 @@ def test_since_takes_a_date_or_a_git_ref(monkeypatch: pytest.MonkeyPatch) -> Non
     assert since_time("HEAD") == datetime.fromtimestamp(int(head), UTC).replace(tzinfo=None)
     with pytest.raises(CassetteError, match=r"a date .* or a git ref"):
         since_time("no-such-ref-anywhere")
+
+
+def test_an_unchanged_run_is_not_opened_and_a_touched_one_is_hashed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As git's index: a run whose ``stat`` (size, mtime, ctime, inode, device) is the indexed
+    one is not opened; a touched one (another mtime, same bytes) is hashed, not read, and its new
+    ``stat`` kept, so the index after that opens nothing either."""
+    from cassettes.fleet import index
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for i, src in enumerate((A, B, C)):
+        shutil.copy(src, runs / f"r{i}.yaml")
+    con = index.connect(tmp_path / "fleet.duckdb")
+    assert index.update(con, [runs]).read == 3
+    hashed: list[Path] = []
+    real = index.stamp_of
+
+    def counted(path: Path) -> Any:
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(index, "stamp_of", counted)
+    done = index.update(con, [runs])
+    assert (done.read, done.unchanged, hashed) == (0, 3, [])
+    touched = runs / "r1.yaml"
+    st = touched.stat()
+    os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    done = index.update(con, [runs])
+    assert (done.read, done.unchanged, hashed) == (0, 3, [touched])
+    done = index.update(con, [runs])
+    assert (done.read, done.unchanged, hashed) == (0, 3, [touched])
+    con.close()
