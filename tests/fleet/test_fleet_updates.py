@@ -352,3 +352,65 @@ def test_an_unchanged_run_is_not_opened_and_a_touched_one_is_hashed_once(
     done = index.update(con, [runs])
     assert (done.read, done.unchanged, hashed) == (0, 3, [touched])
     con.close()
+
+
+def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording goes on while the index reads it: a writer thread appends round trips with
+    the recorder's CassetteWriter all along, and the run is opened only once the writer has
+    appended after the stamp was taken. The index goes on, the run's rows are those read, its
+    stamp the one before reading; the next index reads it again, whole."""
+    import threading
+
+    import cassettes.reading.run as reading
+    from cassettes.fleet import index
+    from cassettes.recording.pipeline import CassetteWriter
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(B, runs / "other.yaml")
+    exchanges = reading.open_run(B).exchanges
+    live = runs / "live.jsonl"
+    writer = CassetteWriter(live)
+    for ex in exchanges:
+        writer.append(ex)
+    written = [len(exchanges)]
+    stop = threading.Event()
+
+    def write() -> None:
+        while not stop.is_set() and written[0] < 400:
+            writer.append(exchanges[written[0] % len(exchanges)])
+            written[0] += 1
+
+    real_open = reading.open_run
+
+    def opening(path: Path, **kw: Any) -> Any:
+        if Path(path).name == "live.jsonl":
+            at = written[0]
+            thread.start()
+            progress.until(lambda: written[0] > at, what="the writer's next round trip")
+        return real_open(path, **kw)
+
+    monkeypatch.setattr(reading, "open_run", opening)
+    thread = threading.Thread(target=write)
+    stamped = live.stat().st_size
+    con = index.connect(tmp_path / "fleet.duckdb")
+    said: list[str] = []
+    try:
+        done = index.update(con, [runs], say=said.append)
+    finally:
+        stop.set()
+        thread.join()
+        writer.close()
+    monkeypatch.setattr(reading, "open_run", real_open)
+    assert (done.read, done.skipped, said) == (2, 0, [])
+    row = "SELECT size, round_trips, error FROM runs WHERE run LIKE '%live.jsonl'"
+    size, trips, error = con.execute(row).fetchone()
+    assert error is None and size == stamped < live.stat().st_size
+    assert len(exchanges) < trips <= written[0]
+    done = index.update(con, [runs])
+    assert (done.read, done.unchanged) == (1, 1)
+    assert con.execute(row).fetchone() == (live.stat().st_size, written[0], None)
+    assert index.update(con, [runs]).read == 0
+    con.close()
