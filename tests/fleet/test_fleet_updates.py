@@ -327,6 +327,7 @@ def test_an_unchanged_run_is_not_opened_and_a_touched_one_is_hashed_once(
     one is not opened; a touched one (another mtime, same bytes) is hashed, not read, and its new
     ``stat`` kept, so the index after that opens nothing either."""
     from cassettes.fleet import index
+    from cassettes.fleet.rows import stamp_of
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -335,7 +336,7 @@ def test_an_unchanged_run_is_not_opened_and_a_touched_one_is_hashed_once(
     con = index.connect(tmp_path / "fleet.duckdb")
     assert index.update(con, [runs]).read == 3
     hashed: list[Path] = []
-    real = index.stamp_of
+    real = stamp_of
 
     def counted(path: Path) -> Any:
         hashed.append(path)
@@ -420,11 +421,44 @@ def test_worker_processes_give_the_rows_one_process_gives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``--jobs``: the pool is used only with enough runs for each worker (RUNS_PER_WORKER);
-    made 1 here, two workers read three runs into the same rows, in the same order."""
+    made 1 here, two workers read three runs into the rows one process makes."""
     from cassettes.fleet import index
+    from cassettes.fleet.schema import TABLES
 
-    paths = [str(shutil.copy(src, tmp_path / f"r{i}.yaml")) for i, src in enumerate((A, B, C))]
-    alone = [(r.path, r.tables, r.skipped) for r in index._read_all(paths, 2)]
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for i, src in enumerate((A, B, C)):
+        shutil.copy(src, runs / f"r{i}.yaml")
+
+    def tables(db: str, jobs: int) -> dict[str, list[tuple[Any, ...]]]:
+        con = index.connect(tmp_path / db)
+        assert index.update(con, [runs], jobs=jobs).read == 3
+        got = {t: sorted(con.execute(f"FROM {t}").fetchall(), key=repr) for t in TABLES}
+        con.close()
+        return got
+
+    alone = tables("alone.duckdb", 1)
     monkeypatch.setattr(index, "RUNS_PER_WORKER", 1)
-    pooled = [(r.path, r.tables, r.skipped) for r in index._read_all(paths, 2)]
-    assert pooled == alone and [p for p, _, _ in alone] == paths
+    assert tables("pooled.duckdb", 2) == alone and alone["turns"]
+
+
+def test_a_1_gb_run_is_skipped_with_a_line_under_the_memory_budget(tmp_path: Path) -> None:
+    """A 1 GiB run that takes no disk: real records, then a hole (a sparse file) the reader sees
+    as one unfinished 1 GiB line. Under a 300 MB budget its reader stops with one line; the index
+    goes on and indexes the other run, and does not try the big one again until it changes."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    big = _cassette(A, runs / "big.jsonl")
+    os.truncate(big, 2**30)
+    if big.stat().st_blocks * 512 > 2**20:
+        pytest.skip("this file system does not keep sparse files")
+    shutil.copy(B, runs / "small.yaml")
+    db = tmp_path / "fleet.duckdb"
+    said = _index(runs, db, LOOPTAP_MEMORY_BUDGET_MB="300")
+    lines = [line for line in said.splitlines() if line.startswith("looptap: skipped ")]
+    assert len(lines) == 1 and "big.jsonl: analysing this run needs more than" in lines[0]
+    assert "indexed 2 runs" in said and "1 skipped" in said
+    assert _rows(db, "SELECT size, error IS NOT NULL FROM runs WHERE run LIKE '%big.jsonl'") == [
+        (2**30, True)
+    ]
+    assert "indexed 0 runs" in _index(runs, db, LOOPTAP_MEMORY_BUDGET_MB="300")
