@@ -163,7 +163,8 @@ def main() -> int:
         rows.append(_big(work / "big", args.big))
     table = [
         f"{MARK}\n",
-        f"`python bench/fleet.py --runs {args.runs} --jobs {args.jobs}` on {datetime.date.today()} "
+        f"`python bench/fleet.py --runs {args.runs} --jobs {args.jobs}"
+        f"{f' --big {args.big}' if args.big else ''}` on {datetime.date.today()} "
         f"({platform.machine()}, {os.cpu_count()} cores shared with other jobs: times are rough). "
         f"{args.runs:,} runs, {size / 1e6:,.0f} MB (generated in {made:.0f} s); index "
         f"{db.stat().st_size / 1e6:,.1f} MB. Peak memory: the largest ru_maxrss among the command "
@@ -181,7 +182,7 @@ def main() -> int:
         at = doc.find(MARK)
         if at >= 0:
             end = doc.find("\n## ", at + len(MARK))
-            doc = doc[:at] + text + (doc[end + 1 :] if end >= 0 else "")
+            doc = doc[:at] + text + ("\n" + doc[end + 1 :] if end >= 0 else "")
         else:
             doc = doc.rstrip("\n") + "\n\n" + text
         DOC.write_text(doc)
