@@ -1,14 +1,15 @@
 """The fleet index at scale (issue 59): N runs generated from the corpus and the bench's synthetic
 runs, indexed, re-indexed with 1 % changed, each named question timed, peak memory.
 
-    python bench/fleet.py [--runs 10000] [--jobs 2] [--dir /tmp/looptap-fleet] [--write]
+    python bench/fleet.py [--runs 10000] [--jobs 2] [--dir /tmp/looptap-fleet] [--big MB] [--write]
 
 Runs: the corpus's vcrpy cassettes (every API family, model and finding it has), copied round
 robin, and synthetic looptap cassettes (``tests/support/huge.py``: one-turn sweeps and 10-turn
 conversations of 3 to 40 round trips), one in three; spread over agents (directories) and 30
 days (mtimes). Each command runs as ``looptap`` in its own process; its time is wall-clock and
 its peak memory the ``ru_maxrss`` ``wait4`` gives for it (the larger of its own and its
-worker processes'). The re-index changes 1 % of the runs (a byte appended). ``--write``
+worker processes'). The re-index changes 1 % of the runs (a byte appended). ``--big MB`` adds
+a row: one synthetic run of about MB megabytes of real round trips, indexed alone. ``--write``
 puts the table into docs/fleet.md. Times come from a shared 2-core machine: read them as rough.
 """
 
@@ -103,11 +104,21 @@ def _sql(db: Path, q: list[str]) -> float:
     return took
 
 
+def _big(where: Path, mb: int) -> tuple[str, float, int, str]:
+    """One run of about ``mb`` MB (10-turn conversations, ~790 bytes a round trip), indexed alone
+    into its own index: the time and memory one big run takes."""
+    where.mkdir(parents=True)
+    path = write_huge(where / "big.jsonl", mb * 1_000_000 // 790, "long", turns=10)
+    took, peak, said = measure(["index", str(where), "-o", str(where.parent / "big.duckdb")])
+    return (f"one run of {path.stat().st_size / 1e6:,.0f} MB, indexed alone", took, peak, said)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10_000)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--dir", default="/tmp/looptap-fleet")
+    ap.add_argument("--big", type=int, default=0, help="MB of one big run, indexed alone")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     work = Path(args.dir)
@@ -148,9 +159,12 @@ def main() -> int:
     took, peak, said = measure(["export", "--parquet", str(pq), str(runs)])
     rows.append(("`export --parquet` (index up to date)", took, peak, said))
     size = sum(f.stat().st_size for f in runs.rglob("*") if f.is_file())
+    if args.big:
+        rows.append(_big(work / "big", args.big))
     table = [
         f"{MARK}\n",
-        f"`python bench/fleet.py --runs {args.runs} --jobs {args.jobs}` on {datetime.date.today()} "
+        f"`python bench/fleet.py --runs {args.runs} --jobs {args.jobs}"
+        f"{f' --big {args.big}' if args.big else ''}` on {datetime.date.today()} "
         f"({platform.machine()}, {os.cpu_count()} cores shared with other jobs: times are rough). "
         f"{args.runs:,} runs, {size / 1e6:,.0f} MB (generated in {made:.0f} s); index "
         f"{db.stat().st_size / 1e6:,.1f} MB. Peak memory: the largest ru_maxrss among the command "
@@ -168,7 +182,7 @@ def main() -> int:
         at = doc.find(MARK)
         if at >= 0:
             end = doc.find("\n## ", at + len(MARK))
-            doc = doc[:at] + text + (doc[end + 1 :] if end >= 0 else "")
+            doc = doc[:at] + text + ("\n" + doc[end + 1 :] if end >= 0 else "")
         else:
             doc = doc.rstrip("\n") + "\n\n" + text
         DOC.write_text(doc)

@@ -17,39 +17,71 @@ from typing import Any
 
 from cassettes.errors import CassetteError
 
-__all__ = ["RunRows", "Stamp", "run_rows", "stamp_of"]
+__all__ = ["STAMP_COLUMNS", "RunRows", "Stamp", "StatKey", "run_rows", "stamp_of", "stat_key"]
 
 #: How much of each end of a file the change check reads.
 EDGE = 64 * 1024
 _RANK = {"info": 0, "warning": 1, "error": 2}
 
 
+#: What ``stat`` tells of a file, as git's index keeps it: size, mtime, ctime, inode, device.
+StatKey = tuple[int, int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    """The file's :data:`StatKey`: any write changes its ctime, a replacement its inode."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
 @dataclass(frozen=True)
 class Stamp:
-    """What tells a run's rows unchanged: its file's size, mtime and a digest of its two ends and
-    of the agent rules in force (docs/rules.md: they decide its findings)."""
+    """What tells a run's rows unchanged: its file's :data:`StatKey` and a digest of its two ends
+    and of the agent rules in force (docs/rules.md: they decide its findings)."""
 
-    size: int
-    mtime_ns: int
+    stat: StatKey
     digest: str
+
+    @property
+    def size(self) -> int:
+        return self.stat[0]
+
+    @property
+    def mtime_ns(self) -> int:
+        return self.stat[1]
+
+    def columns(self) -> dict[str, int | str]:
+        """The ``runs`` columns that keep it."""
+        return dict(zip(STAMP_COLUMNS, (*self.stat, self.digest), strict=True))
+
+
+#: The ``runs`` columns of a :class:`Stamp`.
+STAMP_COLUMNS = ("size", "mtime_ns", "ctime_ns", "inode", "device", "digest")
+
+
+def rules_text() -> str:
+    """The text of the agent rules in force ("" for none; docs/rules.md): they decide a run's
+    findings, so they are part of what an index was made with."""
+    from cassettes.analysis import rules
+
+    agent_rules = rules.active()
+    return agent_rules.text if agent_rules is not None else ""
 
 
 def stamp_of(path: Path) -> Stamp:
-    """The file's :class:`Stamp` (its size and both ends read; an ``OSError`` when it cannot be;
+    """The file's :class:`Stamp` (its ``stat`` taken first, then both ends read: a file written
+    meanwhile differs from it next time; an ``OSError`` when it cannot be read;
     :class:`~cassettes.analysis.rules.RulesError` when the rules file is wrong)."""
-    from cassettes.analysis import rules
-
-    st = path.stat()
-    agent_rules = rules.active()
-    h = hashlib.sha256(str(st.st_size).encode())
-    if agent_rules is not None:  # (none: the digest runs were indexed with before rules existed)
-        h.update(b"\0rules\0" + agent_rules.text.encode())
+    agent_rules = rules_text()
     with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        h = hashlib.sha256(str(st.st_size).encode())
+        if agent_rules:  # (none: the digest runs were indexed with before rules existed)
+            h.update(b"\0rules\0" + agent_rules.encode())
         h.update(f.read(EDGE))
         if st.st_size > EDGE:
             f.seek(max(EDGE, st.st_size - EDGE))
             h.update(f.read(EDGE))
-    return Stamp(st.st_size, st.st_mtime_ns, h.hexdigest())
+    return Stamp(stat_key(st), h.hexdigest())
 
 
 @dataclass
@@ -74,8 +106,7 @@ def run_rows(path: str) -> RunRows:
         return RunRows(path, None, skipped=f"cannot read: {exc.strerror or exc}")
     base = {"run": path, "day": None, "recorded": None}
     when = datetime.fromtimestamp(stamp.mtime_ns / 1e9, UTC)
-    run_row: dict[str, Any] = {**base, "size": stamp.size, "mtime_ns": stamp.mtime_ns}
-    run_row["digest"] = stamp.digest
+    run_row: dict[str, Any] = {**base, **stamp.columns()}
     out = RunRows(path, stamp, {"runs": [run_row]})
     try:
         _read(p, out, run_row, when)

@@ -69,7 +69,9 @@ class RecordIndex:
         self._pos_of_seq: dict[int, int] = {}
         self._pos = 0  # bytes consumed (always at a line start)
         self._line = 0  # lines consumed
-        self._pending = b""  # bytes of a line whose newline has not arrived yet
+        # bytes of a line whose newline has not arrived yet (grown in place: a long line costs
+        # its length once, not once per block read)
+        self._pending = bytearray()
         #: The last record, when :meth:`close_tail` found it complete without its newline.
         self.tail: list[tuple[int, dict[str, Any]]] = []
         #: A hash fed every byte :meth:`poll` reads, in order, a whole line at a time (a kept
@@ -151,20 +153,25 @@ class RecordIndex:
                     break
                 if budget > 0:
                     budget = max(0, budget - len(block))
-                data = self._pending + block if self._pending else block
+                data: bytes | bytearray = block
+                scan = len(self._pending)  # no newline in what is pending
+                if scan:
+                    self._pending += block
+                    data = self._pending
                 start = 0
                 while True:
-                    nl = data.find(b"\n", start)
+                    nl = data.find(b"\n", max(start, scan))
                     if nl < 0:
                         break
-                    self._line_done(data[start:nl], self._pos, out)
+                    self._line_done(bytes(data[start:nl]), self._pos, out)
                     self._pos += nl + 1 - start
                     start = nl + 1
                 # whole lines only: the hash ends where reading did
                 if self.digest is not None and start:
-                    self.digest.update(memoryview(data)[:start])
+                    self.digest.update(data[:start])
                     self.hashed += start
-                self._pending = data[start:]
+                if start or data is block:
+                    self._pending = bytearray(data[start:])
         return out
 
     def _line_done(self, raw: bytes, offset: int, out: list[tuple[int, dict[str, Any]]]) -> None:
@@ -209,38 +216,38 @@ class RecordIndex:
         """The file is finished: an unfinished last line is a torn record (reported, skipped).
 
         Raises :class:`CassetteFormatError` when the file held no header at all."""
-        if self.digest is not None and self._pending:
-            self.digest.update(self._pending)
-            self.hashed += len(self._pending)
+        pending = bytes(self._pending)  # (one copy of the line at a time: the other let go)
+        self._pending = bytearray()
+        if self.digest is not None and pending:
+            self.digest.update(pending)
+            self.hashed += len(pending)
         if self.header is None:
-            head = self._pending
+            head = pending
             if not head.strip():
                 raise CassetteFormatError(f"{self.path}: empty file, not a looptap cassette")
-            self._pending = b""
             self._pos += len(head)
             self._read_header(head)
             return None
-        if not self._pending.strip():
+        if not pending.strip():
+            self._pending = bytearray(pending)  # blank: kept, as a writer may go on after it
             return None
         try:  # a complete record that only lacks its newline (a file edited or cut by hand) is kept
-            complete = isinstance(loads_record(self._pending.rstrip(b"\r")), dict)
+            complete = isinstance(loads_record(pending.rstrip(b"\r")), dict)
         except (orjson.JSONDecodeError, CassetteFormatError):
             complete = False
         if complete:
             out: list[tuple[int, dict[str, Any]]] = []
-            self._line_done(self._pending, self._pos, out)
-            self._pos += len(self._pending)
-            self._pending = b""
+            self._line_done(pending, self._pos, out)
+            self._pos += len(pending)
             self.tail = out
             return None
         p = Problem(
             self._line + 1,
             "torn",
-            f"torn last record ({len(self._pending)} bytes, the writer was interrupted); skipped",
+            f"torn last record ({len(pending)} bytes, the writer was interrupted); skipped",
         )
         self.problems.append(p)
-        self._pos += len(self._pending)
-        self._pending = b""
+        self._pos += len(pending)
         self._line += 1
         return p
 

@@ -318,3 +318,147 @@ def test_since_takes_a_date_or_a_git_ref(monkeypatch: pytest.MonkeyPatch) -> Non
     assert since_time("HEAD") == datetime.fromtimestamp(int(head), UTC).replace(tzinfo=None)
     with pytest.raises(CassetteError, match=r"a date .* or a git ref"):
         since_time("no-such-ref-anywhere")
+
+
+def test_an_unchanged_run_is_not_opened_and_a_touched_one_is_hashed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As git's index: a run whose ``stat`` (size, mtime, ctime, inode, device) is the indexed
+    one is not opened; a touched one (another mtime, same bytes) is hashed, not read, and its new
+    ``stat`` kept, so the index after that opens nothing either."""
+    from cassettes.fleet import index
+    from cassettes.fleet.rows import stamp_of
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for i, src in enumerate((A, B, C)):
+        shutil.copy(src, runs / f"r{i}.yaml")
+    con = index.connect(tmp_path / "fleet.duckdb")
+    assert index.update(con, [runs]).read == 3
+    hashed: list[Path] = []
+    real = stamp_of
+
+    def counted(path: Path) -> Any:
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(index, "stamp_of", counted)
+    done = index.update(con, [runs])
+    assert (done.read, done.unchanged, hashed) == (0, 3, [])
+    touched = runs / "r1.yaml"
+    st = touched.stat()
+    os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    done = index.update(con, [runs])
+    assert (done.read, done.unchanged, hashed) == (0, 3, [touched])
+    done = index.update(con, [runs])
+    assert (done.read, done.unchanged, hashed) == (0, 3, [touched])
+    con.close()
+
+
+def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording goes on while the index reads it: a writer thread appends round trips with
+    the recorder's CassetteWriter all along, and the run is opened only once the writer has
+    appended after the stamp was taken. The index goes on, the run's rows are those read, its
+    stamp the one before reading; the next index reads it again, whole."""
+    import threading
+
+    import cassettes.reading.run as reading
+    from cassettes.fleet import index
+    from cassettes.recording.pipeline import CassetteWriter
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(B, runs / "other.yaml")
+    exchanges = reading.open_run(B).exchanges
+    live = runs / "live.jsonl"
+    writer = CassetteWriter(live)
+    for ex in exchanges:
+        writer.append(ex)
+    written = [len(exchanges)]
+    stop = threading.Event()
+
+    def write() -> None:
+        while not stop.is_set() and written[0] < 400:
+            writer.append(exchanges[written[0] % len(exchanges)])
+            written[0] += 1
+
+    real_open = reading.open_run
+
+    def opening(path: Path, **kw: Any) -> Any:
+        if Path(path).name == "live.jsonl":
+            at = written[0]
+            thread.start()
+            progress.until(lambda: written[0] > at, what="the writer's next round trip")
+        return real_open(path, **kw)
+
+    monkeypatch.setattr(reading, "open_run", opening)
+    thread = threading.Thread(target=write)
+    stamped = live.stat().st_size
+    con = index.connect(tmp_path / "fleet.duckdb")
+    said: list[str] = []
+    try:
+        done = index.update(con, [runs], say=said.append)
+    finally:
+        stop.set()
+        thread.join()
+        writer.close()
+    monkeypatch.setattr(reading, "open_run", real_open)
+    assert (done.read, done.skipped, said) == (2, 0, [])
+    row = "SELECT size, round_trips, error FROM runs WHERE run LIKE '%live.jsonl'"
+    size, trips, error = con.execute(row).fetchone()
+    assert error is None and size == stamped < live.stat().st_size
+    assert len(exchanges) < trips <= written[0]
+    done = index.update(con, [runs])
+    assert (done.read, done.unchanged) == (1, 1)
+    assert con.execute(row).fetchone() == (live.stat().st_size, written[0], None)
+    assert index.update(con, [runs]).read == 0
+    con.close()
+
+
+def test_worker_processes_give_the_rows_one_process_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--jobs``: the pool is used only with enough runs for each worker (RUNS_PER_WORKER);
+    made 1 here, two workers read three runs into the rows one process makes."""
+    from cassettes.fleet import index
+    from cassettes.fleet.schema import TABLES
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for i, src in enumerate((A, B, C)):
+        shutil.copy(src, runs / f"r{i}.yaml")
+
+    def tables(db: str, jobs: int) -> dict[str, list[tuple[Any, ...]]]:
+        con = index.connect(tmp_path / db)
+        assert index.update(con, [runs], jobs=jobs).read == 3
+        got = {t: sorted(con.execute(f"FROM {t}").fetchall(), key=repr) for t in TABLES}
+        con.close()
+        return got
+
+    alone = tables("alone.duckdb", 1)
+    monkeypatch.setattr(index, "RUNS_PER_WORKER", 1)
+    assert tables("pooled.duckdb", 2) == alone and alone["turns"]
+
+
+def test_a_1_gb_run_is_skipped_with_a_line_under_the_memory_budget(tmp_path: Path) -> None:
+    """A 1 GiB run that takes no disk: real records, then a hole (a sparse file) the reader sees
+    as one unfinished 1 GiB line. Under a 300 MB budget its reader stops with one line; the index
+    goes on and indexes the other run, and does not try the big one again until it changes."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    big = _cassette(A, runs / "big.jsonl")
+    os.truncate(big, 2**30)
+    if big.stat().st_blocks * 512 > 2**20:
+        pytest.skip("this file system does not keep sparse files")
+    shutil.copy(B, runs / "small.yaml")
+    db = tmp_path / "fleet.duckdb"
+    said = _index(runs, db, LOOPTAP_MEMORY_BUDGET_MB="300")
+    lines = [line for line in said.splitlines() if line.startswith("looptap: skipped ")]
+    assert len(lines) == 1 and "big.jsonl: analysing this run needs more than" in lines[0]
+    assert "indexed 2 runs" in said and "1 skipped" in said
+    assert _rows(db, "SELECT size, error IS NOT NULL FROM runs WHERE run LIKE '%big.jsonl'") == [
+        (2**30, True)
+    ]
+    assert "indexed 0 runs" in _index(runs, db, LOOPTAP_MEMORY_BUDGET_MB="300")
