@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 EXIT_OK = 0
-EXIT_FINDINGS = 1
 EXIT_ERROR = 2
 
 
@@ -498,9 +497,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(
         Path(args.output), lambda path: cmd_show(argparse.Namespace(file=str(path), json=False))
     )
-
-
-Registrar = Callable[[Any], None]
 
 
 def _unavailable(name: str, exc: ImportError) -> Callable[[argparse.Namespace], int]:

@@ -114,10 +114,6 @@ class RoundTrip(BaseModel):
             return False
         return self.response.complete if self.response else None
 
-    @property
-    def is_llm(self) -> bool:
-        return self.family != "none"
-
 
 def _looks_llm(url: SplitResult, body: Any) -> bool:
     if isinstance(body, dict) and (

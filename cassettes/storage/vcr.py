@@ -141,10 +141,8 @@ def _check_yaml(data: bytes | str, name: str) -> None:
     produces without recursion, before anything is composed."""
     sizes: dict[str, int] = {}
     stack: list[tuple[str | None, int]] = [(None, 0)]  # (anchor, nodes so far) per open collection
-    total_events = 0
     try:
         for ev in yaml.parse(data, Loader=_Loader):
-            total_events += 1
             if isinstance(ev, yaml.CollectionStartEvent):
                 stack.append((ev.anchor, 1))
                 if len(stack) - 1 > YAML_DEPTH:
