@@ -454,11 +454,6 @@ class Run:
             if (layer is None or f.layer == layer) and _RANK[f.severity] >= floor
         ]
 
-    def findings_by_layer(
-        self, min_severity: str | Severity = "warning"
-    ) -> dict[str, list[Finding]]:
-        return {layer: self.findings(layer, min_severity) for layer in ("E", "A", "C")}
-
     # -- assertions ----------------------------------------------------------------------------
     def assert_no_findings(
         self, layer: str | None = None, min_severity: str | Severity = "warning"
@@ -500,27 +495,6 @@ class Run:
                 f"  conversation {f.conversation}, turn {f.turn}: {f.message}" for f in broken
             ]
             raise AssertionError("\n".join(lines))
-
-    def assert_turns_at_most(self, n: int) -> None:
-        if len(self.turns) > n:
-            raise AssertionError(f"the run took {count(len(self.turns), 'turn')}, more than {n}")
-
-    def assert_tokens_at_most(self, n: int) -> None:
-        if self.total_tokens > n:
-            raise AssertionError(f"the run used {count(self.total_tokens, 'token')}, more than {n}")
-
-    def assert_cost_at_most(self, usd: Decimal | float | str) -> None:
-        limit = Decimal(str(usd))
-        if self.cost is None:
-            raise AssertionError(
-                "the run's cost is unknown (no price for its "
-                "model): cannot check it against a limit"
-            )
-        if self.cost > limit:
-            from cassettes.views.money import money
-
-            guessed = any(t.tokens.price_estimated for t in self.turns if t.tokens.cost is not None)
-            raise AssertionError(f"the run cost {money(self.cost, guessed)}, more than ${limit}")
 
     def __repr__(self) -> str:
         return (

@@ -341,17 +341,6 @@ class Redactor:
         should learn from, then this."""
         return self._json.scrub_json(value)[0]
 
-    def document_bytes(self, data: bytes) -> bytes:
-        """:meth:`document` of JSON text (bytes); text that is not JSON is scrubbed as text."""
-        from cassettes import bounds
-
-        try:
-            parsed = bounds.loads(data)
-        except (orjson.JSONDecodeError, ValueError):
-            return self._scrubber.scrub_bytes(data)
-        out, changed = self._json.scrub_json(parsed)
-        return orjson.dumps(out) if changed else data
-
     def exchange(self, ex: Exchange) -> Exchange:
         """A redacted copy of ``ex`` (the original is not modified). All the round trip teaches
         (its headers, URL, request body, response) is learned before its bodies are masked."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -18,15 +17,6 @@ def test_clean_tool_loop() -> None:
     assert (run.input_tokens, run.output_tokens, run.total_tokens) == (100, 20, 120)
     assert run.cost is not None and run.cost > 0 and run.cost_complete
     run.assert_no_findings(layer="C")
-    run.assert_turns_at_most(2)
-    run.assert_tokens_at_most(120)
-    run.assert_cost_at_most("1.00")
-    with pytest.raises(AssertionError, match="the run took 2 turns, more than 1"):
-        run.assert_turns_at_most(1)
-    with pytest.raises(AssertionError, match="the run used 120 tokens, more than 100"):
-        run.assert_tokens_at_most(100)
-    with pytest.raises(AssertionError, match="more than"):
-        run.assert_cost_at_most(Decimal("0.0000001"))
 
 
 def test_a_dropped_tool_result_is_a_c_finding() -> None:
@@ -40,7 +30,6 @@ def test_a_dropped_tool_result_is_a_c_finding() -> None:
     run = Run(bad)
     c = run.findings("C")
     assert c and all(f.layer == "C" for f in c)
-    assert run.findings_by_layer()["C"] == c
     with pytest.raises(AssertionError) as info:
         run.assert_no_findings(layer="C")
     text = str(info.value)
@@ -62,8 +51,6 @@ def test_unknown_price_is_unknown_not_zero() -> None:
         e.url = "http://127.0.0.1:9/v1/chat/completions"
     run = Run(ex)
     assert run.cost is None and not run.cost_complete
-    with pytest.raises(AssertionError, match="cost is unknown"):
-        run.assert_cost_at_most(1)
 
 
 def test_from_cassette(tmp_path: Path) -> None:
