@@ -271,10 +271,6 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         """The entries held in memory (every entry ``evictable`` refuses to spill is among them)."""
         return iter(list(self._hot.items()))
 
-    @property
-    def in_memory(self) -> int:
-        return len(self._hot)
-
     def trim(self) -> None:
         """Write the least recently used entries beyond ``keep`` to disk (those ``evictable``
         allows). Call only when no caller holds an entry it may still change."""

@@ -79,8 +79,6 @@ _STRUCTURAL = {
 }
 _MEDIA = {"image", "audio", "video", "document"}
 #: Steps (and 1.x content types) the model produces; the rest of a history is the client's.
-_MODEL_SIDE = {"model_output", "thought", "function_call"}
-
 _STATUS: dict[str, FinishReason | None] = {
     "completed": FinishReason.COMPLETE,
     "requires_action": FinishReason.TOOL_CALL,
