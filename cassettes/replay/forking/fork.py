@@ -398,11 +398,6 @@ def _unprefixed(line: str) -> str:
     return line
 
 
-def recorder_env_for_child(env: dict[str, str]) -> dict[str, str]:
-    """The environment of the agent's process: this one's, with ``env`` over it."""
-    return {**os.environ, **env}
-
-
 def start_fork(args: Any) -> ForkReplay:
     """For ``looptap run --from``: the fork's replay server, not yet started, with the header of
     its branch cassette (:meth:`ForkReplay.begin` writes it once the caller has put an earlier
