@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from cassettes.analysis import RunAnalysis, Turn, analyse
+from cassettes.analysis import RunAnalysis, Turn
 from cassettes.hints import count
 from cassettes.matching import (
     IGNORED,
@@ -47,7 +47,6 @@ __all__ = [
     "comparing",
     "comparing_files",
     "diff_rules",
-    "diff_runs",
     "divergence_lines",
 ]
 
@@ -248,22 +247,6 @@ def _api(t: Turn) -> dict[str, Any]:
         "complete": t.a.complete,
         "error": {"type": err.type, "message": err.message} if err is not None else None,
     }
-
-
-def _by_seq(exchanges: Sequence[Exchange]) -> dict[int, Exchange]:
-    return {ex.seq if ex.seq is not None else i: ex for i, ex in enumerate(exchanges)}
-
-
-def diff_runs(
-    a: Sequence[Exchange], b: Sequence[Exchange], compare: Comparing | None = None
-) -> list[Divergence]:
-    """Every divergence between run ``a`` and run ``b`` (empty: they did the same). ``compare``:
-    how their requests are compared (default: as a replay in this process matches them, the
-    built-in detectors for this process's working directory and home, no rules)."""
-    exa, exb = _by_seq(a), _by_seq(b)
-    if compare is None:
-        compare = Comparing(VolatileSpans(), VolatileSpans())
-    return diff_analysed(analyse(a), analyse(b), exa.__getitem__, exb.__getitem__, compare=compare)
 
 
 def fork_lined_up(
