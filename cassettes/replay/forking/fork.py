@@ -145,16 +145,6 @@ def branch_meta(
     }
 
 
-def write_branch_header(
-    path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None
-) -> None:
-    """Start a branch cassette at ``path`` with the header :func:`branch_meta` makes (what
-    ``looptap run --from`` writes through :meth:`ForkReplay.begin`)."""
-    from cassettes.storage.store import CassetteFile
-
-    CassetteFile(path, meta=branch_meta(source, model, edits, branch=path)).close()
-
-
 def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:
     """The recorder's reverse listener per API name (its name → ``http://127.0.0.1:PORT``)."""
     from cassettes.providers import REVERSE_UPSTREAMS
