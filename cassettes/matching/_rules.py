@@ -167,22 +167,6 @@ def format_rule_path(path: Sequence[Segment]) -> str:
     return out
 
 
-def _fits(pattern: Sequence[Segment], path: Sequence[PathItem]) -> bool:
-    """Whether a concrete body path is one the pattern names."""
-    if len(pattern) != len(path):
-        return False
-    for want, got in zip(pattern, path, strict=True):
-        if want is ANY_KEY:
-            if not isinstance(got, str):
-                return False
-        elif want is ANY_INDEX:
-            if not isinstance(got, int):
-                return False
-        elif want != got or type(want) is not type(got):
-            return False
-    return True
-
-
 # ---------------------------------------------------------------------------------------------
 # The rules
 

@@ -4,8 +4,8 @@ turn 2) read through ``show``, ``show --json``, ``show --turn``, the inspector's
 ``diff``, MCP (``fork_diff`` and ``turn``) and a pytest test forked with the marker: the same
 number, 2.
 
-The branch file is written here with the header a fork writes (``fork.write_branch_header``'s
-``meta.origin``); tests/replay/test_fork.py checks the same numbers on a real fork through the
+The branch file is written here with the header a fork writes (``fork.branch_meta``'s
+``origin``); tests/replay/test_fork.py checks the same numbers on a real fork through the
 recorder."""
 
 from __future__ import annotations

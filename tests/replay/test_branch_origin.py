@@ -18,11 +18,17 @@ import pytest
 from cassettes.cli import main
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.forking.cursor import parse_cursor
-from cassettes.replay.forking.fork import ForkSource, origin_meta, origin_of
+from cassettes.replay.forking.fork import ForkSource, branch_meta, origin_meta, origin_of
+from cassettes.storage.store import CassetteFile
 from tests.inspector.fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
 SYSTEM = {"role": "system", "content": "Use the weather tool."}
 USER = {"role": "user", "content": "Weather in Paris, then somewhere warm?"}
+
+
+def write_branch_header(path: Path, source: ForkSource) -> None:
+    """Start a branch cassette with the header ``looptap run --from`` writes (ForkReplay.begin)."""
+    CassetteFile(path, meta=branch_meta(source, None, [], branch=path)).close()
 
 
 def _branch_exchanges() -> list:
@@ -71,12 +77,10 @@ def _replace_origin(run: Path) -> None:
 def test_the_branch_header_keeps_the_origins_digest_and_paths(tmp_path: Path) -> None:
     import hashlib
 
-    from cassettes.replay.forking.fork import write_branch_header
-
     run, _ = write_pair(tmp_path)
     branch = tmp_path / "new-branch.jsonl"
     # as looptap run --from begins it
-    write_branch_header(branch, ForkSource(run, parse_cursor("turn=1")), None, [])
+    write_branch_header(branch, ForkSource(run, parse_cursor("turn=1")))
     o = origin_of(branch)
     assert o is not None
     assert o["sha256"] == hashlib.sha256(run.read_bytes()).hexdigest()
@@ -179,12 +183,11 @@ def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> Non
 def test_a_branch_forked_or_replayed_again_is_numbered_as_show_numbers_it(tmp_path: Path) -> None:
     """``looptap run --from branch.jsonl@turn=2``: the cursor's turn 2 is the turn show calls 2
     (the branch's #1), in the fork's header and in the replay server that serves the branch."""
-    from cassettes.replay.forking.fork import write_branch_header
     from cassettes.replay.serving.server import ReplayServer
 
     _, branch = write_pair(tmp_path)
     again = tmp_path / "again.jsonl"
-    write_branch_header(again, ForkSource(branch, parse_cursor("turn=2")), None, [])
+    write_branch_header(again, ForkSource(branch, parse_cursor("turn=2")))
     o = origin_of(again)
     assert o is not None and o["starts"] == {"c1": 1} and o["turn"] == 2
     server = ReplayServer(branch)

@@ -145,16 +145,6 @@ def branch_meta(
     }
 
 
-def write_branch_header(
-    path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None
-) -> None:
-    """Start a branch cassette at ``path`` with the header :func:`branch_meta` makes (what
-    ``looptap run --from`` writes through :meth:`ForkReplay.begin`)."""
-    from cassettes.storage.store import CassetteFile
-
-    CassetteFile(path, meta=branch_meta(source, model, edits, branch=path)).close()
-
-
 def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:
     """The recorder's reverse listener per API name (its name → ``http://127.0.0.1:PORT``)."""
     from cassettes.providers import REVERSE_UPSTREAMS
@@ -396,11 +386,6 @@ def _unprefixed(line: str) -> str:
         if line.startswith(prefix):
             return line[len(prefix):]
     return line
-
-
-def recorder_env_for_child(env: dict[str, str]) -> dict[str, str]:
-    """The environment of the agent's process: this one's, with ``env`` over it."""
-    return {**os.environ, **env}
 
 
 def start_fork(args: Any) -> ForkReplay:

@@ -16,7 +16,7 @@ from typing import Any
 
 from cassettes.hints import count
 
-__all__ = ["ForkComparison", "ForkRow", "find_origin", "fork_view"]
+__all__ = ["ForkComparison", "ForkRow", "fork_view"]
 
 #: Turns listed per conversation before the cursor (the older ones are counted).
 PREFIX_ROWS = 50
@@ -60,16 +60,6 @@ class ForkComparison:
     rows: list[ForkRow]
     #: Lines that say how the two were lined up, or why they could not be.
     notes: list[str]
-
-
-def find_origin(branch: Path, origin: dict[str, Any]) -> Path | None:
-    """The origin file a branch names, when it is still the run forked
-    (:func:`cassettes.reading.branch.locate`: as written, at its absolute path, relative to the
-    branch, beside it by name; its digest checked)."""
-    from cassettes.reading.branch import locate
-
-    found = locate(branch, origin)
-    return found.path if found.usable else None
 
 
 def _emitted(turn: Any) -> str:

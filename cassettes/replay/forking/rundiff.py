@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from cassettes.analysis import RunAnalysis, Turn, analyse
+from cassettes.analysis import RunAnalysis, Turn
 from cassettes.hints import count
 from cassettes.matching import (
     IGNORED,
@@ -47,7 +47,6 @@ __all__ = [
     "comparing",
     "comparing_files",
     "diff_rules",
-    "diff_runs",
     "divergence_lines",
 ]
 
@@ -248,60 +247,6 @@ def _api(t: Turn) -> dict[str, Any]:
         "complete": t.a.complete,
         "error": {"type": err.type, "message": err.message} if err is not None else None,
     }
-
-
-def _by_seq(exchanges: Sequence[Exchange]) -> dict[int, Exchange]:
-    return {ex.seq if ex.seq is not None else i: ex for i, ex in enumerate(exchanges)}
-
-
-def diff_runs(
-    a: Sequence[Exchange], b: Sequence[Exchange], compare: Comparing | None = None
-) -> list[Divergence]:
-    """Every divergence between run ``a`` and run ``b`` (empty: they did the same). ``compare``:
-    how their requests are compared (default: as a replay in this process matches them, the
-    built-in detectors for this process's working directory and home, no rules)."""
-    exa, exb = _by_seq(a), _by_seq(b)
-    if compare is None:
-        compare = Comparing(VolatileSpans(), VolatileSpans())
-    return diff_analysed(analyse(a), analyse(b), exa.__getitem__, exb.__getitem__, compare=compare)
-
-
-def diff_files(
-    path_a: str | Path,
-    path_b: str | Path,
-    notes: list[str] | None = None,
-    compare: Comparing | None = None,
-) -> tuple[list[Divergence], list[str], list[str]]:
-    """:func:`diff_runs` of two recorded files, each read as a stream (one round trip at a time
-    besides the analysis); also each file's problems. When B is a branch forked from A (its
-    header names A as its origin), the two are lined up from the cursor (:func:`diff_fork`) and
-    ``notes`` gets the lines saying how. ``compare``: default, :func:`comparing` of the two
-    files (A's project rules, each run's detectors)."""
-    from cassettes.reading.branch import relate
-    from cassettes.reading.run import open_run
-
-    rel = relate(path_a, path_b)
-    if rel is not None and rel.swapped:  # the branch named first: compared origin first
-        if notes is not None:
-            notes.append(
-                f"{path_a} is a branch of {path_b}: compared "
-                f"as diff {path_b} {path_a} (the origin as A)"
-            )
-        path_a, path_b = path_b, path_a
-    a, b = open_run(path_a), open_run(path_b)
-    if compare is None:
-        compare = comparing_files(path_a, a.header, b.header)
-
-    forked = fork_lined_up(path_a, path_b, a, b, notes, compare=compare)
-    if forked is not None:
-        return forked, a.problems, b.problems
-    return (
-        diff_analysed(
-            a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq, compare=compare
-        ),
-        a.problems,
-        b.problems,
-    )
 
 
 def fork_lined_up(
