@@ -36,7 +36,7 @@ from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.models import Message
 
-__all__ = ["FILE", "Rule", "Rules", "RulesError", "active", "check_rules", "load"]
+__all__ = ["FILE", "Rule", "Rules", "RulesError", "active", "active_text", "check_rules", "load"]
 
 FILE = "looptap-rules.toml"
 KINDS: dict[str, dict[str, type]] = {
@@ -159,6 +159,13 @@ def active() -> Rules | None:
     if key not in _loaded:
         _loaded[key] = load(p)
     return _loaded[key]
+
+
+def active_text() -> str:
+    """The text of the rules in force ("" for none): part of what decides a run's findings, so
+    of what a kept analysis and a fleet index were made with."""
+    rules = active()
+    return rules.text if rules is not None else ""
 
 
 def _user_text(m: Message) -> str | None:

@@ -34,7 +34,6 @@ from cassettes.fleet.rows import (
     STAMP_COLUMNS,
     RunRows,
     Stamp,
-    rules_text,
     run_rows,
     stamp_of,
     stat_key,
@@ -122,6 +121,8 @@ def _tables(con: Any) -> None:
     for table, columns in TABLES.items():
         cols = ", ".join(f'"{n}" {t}' for n, t, _ in columns)
         con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+    # what the rows were made with (the agent rules' digest), beside the documented tables
+    con.execute("CREATE TABLE IF NOT EXISTS fleet_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
 
 
 @dataclass
@@ -182,12 +183,13 @@ def update(
 
 def _rules_digest() -> str:
     """A digest of the agent rules in force (docs/rules.md), as ``fleet_meta`` keeps it."""
-    return hashlib.sha256(rules_text().encode()).hexdigest()
+    from cassettes.analysis.rules import active_text
+
+    return hashlib.sha256(active_text().encode()).hexdigest()
 
 
 def _made_with(con: Any) -> str | None:
     """The digest of the agent rules the index's rows were made with (``None``: not known)."""
-    con.execute("CREATE TABLE IF NOT EXISTS fleet_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     row = con.execute("SELECT value FROM fleet_meta WHERE key = 'rules'").fetchone()
     return row[0] if row else None
 

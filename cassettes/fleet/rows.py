@@ -58,20 +58,13 @@ class Stamp:
 STAMP_COLUMNS = ("size", "mtime_ns", "ctime_ns", "inode", "device", "digest")
 
 
-def rules_text() -> str:
-    """The text of the agent rules in force ("" for none; docs/rules.md): they decide a run's
-    findings, so they are part of what an index was made with."""
-    from cassettes.analysis import rules
-
-    agent_rules = rules.active()
-    return agent_rules.text if agent_rules is not None else ""
-
-
 def stamp_of(path: Path) -> Stamp:
     """The file's :class:`Stamp` (its ``stat`` taken first, then both ends read: a file written
     meanwhile differs from it next time; an ``OSError`` when it cannot be read;
     :class:`~cassettes.analysis.rules.RulesError` when the rules file is wrong)."""
-    agent_rules = rules_text()
+    from cassettes.analysis.rules import active_text
+
+    agent_rules = active_text()
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
         h = hashlib.sha256(str(st.st_size).encode())

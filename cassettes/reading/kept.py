@@ -130,8 +130,7 @@ def analyser_digest() -> str | None:
 
     root = Path(__file__).resolve().parents[1]  # cassettes/
     prices = json.dumps(price_memo.table_identity())
-    agent_rules = rules.active()  # an agent's rules decide findings too (docs/rules.md)
-    extra = f"{prices}\0{agent_rules.text if agent_rules else ''}"
+    extra = f"{prices}\0{rules.active_text()}"  # an agent's rules decide findings too
     got = source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{extra}\0".encode())
     return got.hex() if got is not None else None
 
