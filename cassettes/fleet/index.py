@@ -325,10 +325,30 @@ def export_parquet(con: Any, out: Path) -> dict[str, int]:
 
 
 def parquet_dir(out: Path) -> None:
-    """Make the export's directory, or refuse a name that is not one (a file, a link)."""
+    """Make the export's directory, or refuse a name that is not one (a file, a link), or one
+    whose ``<table>`` entry is not an earlier export's: the export replaces those whole, and a
+    directory looptap did not write is never replaced."""
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise FleetError(f"the Parquet export goes to a directory: {out} is not one")
+    for table in TABLES:
+        t = out / table
+        if t.is_symlink() or (t.exists() and not (t.is_dir() and _exported(t))):
+            raise FleetError(
+                f"{t} is not a looptap Parquet export: not replaced; choose another OUTDIR"
+            )
     out.mkdir(parents=True, exist_ok=True)
+
+
+def _exported(table_dir: Path) -> bool:
+    """``table_dir`` holds only what an export writes there: ``day=…`` directories of Parquet
+    files."""
+    for part in table_dir.iterdir():
+        if part.is_symlink() or not part.is_dir() or not part.name.startswith("day="):
+            return False
+        for f in part.iterdir():
+            if f.is_symlink() or not f.is_file() or f.suffix != ".parquet":
+                return False
+    return True
 
 
 def parquet_views(con: Any, where: Path) -> None:

@@ -139,6 +139,15 @@ def test_bad_input_is_indexed_or_skipped_with_a_line(tmp_path: Path) -> None:
         r = looptap(*args)
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
         assert good.read_bytes() == whole
+    # an OUTDIR whose table directory is not an earlier export's: refused, nothing replaced
+    out = tmp_path / "out"
+    (out / "turns").mkdir(parents=True)
+    mine = out / "turns" / "notes.txt"
+    mine.write_text("the user's own")
+    r = looptap("export", "--parquet", str(out), str(runs))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "not a looptap Parquet export" in r.stderr
+    assert mine.read_text() == "the user's own" and not (out / "runs").exists()
 
 
 def test_a_run_too_large_for_the_memory_budget_is_skipped_with_a_line(tmp_path: Path) -> None:
