@@ -734,6 +734,7 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`RunTooLargeError` (one clear line, not a ``MemoryError`` half-way) when the analysis
     outgrows :func:`memory_budget`."""
+    from cassettes.reading import snapshot
     from cassettes.reading.incremental import RunReader
 
     p = Path(path)
@@ -741,7 +742,7 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
     run = Run((), name=p.name, kind="looptap", reader=reader, epoch=0.0)
     budget = memory_budget()
     # the analysis a reader of these same bytes kept (docs/kept-analysis.md)
-    taken = cache and reader.take_kept()
+    taken = cache and snapshot.take(reader)
     at_end = taken
     while not at_end:
         at_end = run.step(STEP_BYTES).at_end

@@ -256,7 +256,7 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(
     filled it (a compressor thread made a busy machine's reader wait for the interpreter lock)."""
     import threading
 
-    from cassettes.reading.incremental import TurnStore
+    from cassettes.reading.stores import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 3000)
     want = analyse(read_records(fx).exchanges).turns
@@ -290,14 +290,14 @@ def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(
 ) -> None:
     """A full disk fails the reader's put that fills a block, with the system's error."""
 
-    from cassettes.reading.incremental import TurnStore
+    from cassettes.reading.stores import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 1000)
 
     def no_space(*a: object, **k: object) -> object:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("cassettes.reading.incremental.tempfile.TemporaryFile", no_space)
+    monkeypatch.setattr("cassettes.reading.stores.tempfile.TemporaryFile", no_space)
     turn = next(iter(analyse(read_records(fx).exchanges).turns.values()))
     store = TurnStore()
     with pytest.raises(OSError, match="No space"):
@@ -309,7 +309,7 @@ def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(
 def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
     fx: Path, demo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cassettes.reading.incremental import TurnStore
+    from cassettes.reading.stores import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 2000)
     for path in (fx, demo):
@@ -324,14 +324,14 @@ def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
 def test_finish_compresses_the_last_block(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A finished run keeps no turn JSON in memory: the block being filled is compressed, and
     every full turn still comes back."""
-    from cassettes.reading.incremental import TurnStore
+    from cassettes.reading.stores import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 3000)
     run = RunReader(fx)
     _read_all(run)
-    assert run._store._filling  # a block still being filled before finish
+    assert run.turn_store._filling  # a block still being filled before finish
     run.finish()
-    store = run._store
+    store = run.turn_store
     assert not store._filling and not store._waiting
     want = analyse(read_records(fx).exchanges)
     assert run.whole().model_dump() == want.model_dump()

@@ -237,7 +237,7 @@ def test_a_forked_reader_reads_the_stores_through_a_file_description_of_its_own(
 ) -> None:
     """A fork shares its parent's file offset: a worker seeking in the store's file would move
     the parent's (and its siblings') reads. ``reopen`` gives it its own."""
-    from cassettes.reading.incremental import TurnStore
+    from cassettes.reading.stores import TurnStore
 
     store = TurnStore(tmp_path)
     places = [store.put_data(bytes([i]) * 100_000) for i in range(8)]  # several blocks

@@ -15,7 +15,7 @@ import pytest
 from real_corpus import corpus_files
 
 from cassettes.parsing import roundtrip
-from cassettes.reading import incremental
+from cassettes.reading import incremental, stores
 from cassettes.reading.run import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
@@ -271,10 +271,10 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(
     path = tmp_path / "run.jsonl"
     _record(path, _multi_turn(), requests=False)
     kept: list[tuple[int, bytes]] = []
-    real_put = incremental.ParseStore.put
+    real_put = stores.ParseStore.put
 
     def put(
-        self: incremental.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None
+        self: stores.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None
     ) -> None:
         states = Counter[str]()
         real_state = BaseModel.__getstate__
@@ -297,12 +297,12 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(
         )
         kept.append((pos, pickle.dumps(packed, pickle.HIGHEST_PROTOCOL)))
 
-    monkeypatch.setattr(incremental.ParseStore, "put", put)
+    monkeypatch.setattr(stores.ParseStore, "put", put)
     run = _opened(path)
     reader = run._reader
     assert len(kept) > 20
     for pos, reference in kept:
-        got = reader._parses.get(pos)
+        got = reader.parses.get(pos)
         assert got is not None
         base_seq, keep, rt = got
         want = pickle.loads(reference)
@@ -328,36 +328,36 @@ def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_t
     turns = 300
     path = write_huge(tmp_path / "long.jsonl", 2 * turns, "long", turns=turns)
     wholes: list[int] = []
-    real_put = incremental.ParseStore.put
+    real_put = stores.ParseStore.put
 
     def put(
-        self: incremental.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None
+        self: stores.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None
     ) -> None:
         real_put(self, pos, rt, base_pos)
         got = self.get(pos)
         if got is not None and got[0] is None:
             wholes.append(pos)
 
-    monkeypatch.setattr(incremental.ParseStore, "put", put)
+    monkeypatch.setattr(stores.ParseStore, "put", put)
     run = _opened(path)
     reader = run._reader
     assert reader is not None
-    step = incremental.CHECKPOINT**2
+    step = stores.CHECKPOINT**2
     assert len(wholes) == 2 * -(-turns // step), wholes  # (38 before)
     reads = Counter[int]()
-    real_get = incremental.ParseStore.get
+    real_get = stores.ParseStore.get
 
-    def get(self: incremental.ParseStore, pos: int) -> Any:
+    def get(self: stores.ParseStore, pos: int) -> Any:
         reads[pos] += 1
         return real_get(self, pos)
 
-    monkeypatch.setattr(incremental.ParseStore, "get", get)
+    monkeypatch.setattr(stores.ParseStore, "get", get)
     for pos, ex in enumerate(open_run(path).exchanges):
         reader._shown.clear()
         reads.clear()
         got = reader.parse_at(pos)
         assert got is not None and got.request is not None
-        assert sum(reads.values()) <= 2 * incremental.CHECKPOINT - 1, (pos, sum(reads.values()))
+        assert sum(reads.values()) <= 2 * stores.CHECKPOINT - 1, (pos, sum(reads.values()))
         full = roundtrip.parse_exchange(ex)
         assert full.request is not None
         assert [m.model_dump() for m in got.request.messages] == [
@@ -386,14 +386,14 @@ def _interleaved_run(path: Path, conversations: int = 3, turns: int = 8) -> Path
 def _count_restores(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     """Turns restored from a reader's store of full turns, by seq (its read function wrapped)."""
     restores: Counter[int] = Counter()
-    real = incremental.TurnStore.get
+    real = stores.TurnStore.get
 
-    def get(self: incremental.TurnStore, block: int, offset: int, length: int) -> Any:
+    def get(self: stores.TurnStore, block: int, offset: int, length: int) -> Any:
         turn = real(self, block, offset, length)
         restores[turn.seq] += 1
         return turn
 
-    monkeypatch.setattr(incremental.TurnStore, "get", get)
+    monkeypatch.setattr(stores.TurnStore, "get", get)
     return restores
 
 

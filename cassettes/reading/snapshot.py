@@ -1,0 +1,144 @@
+"""A :class:`~cassettes.reading.incremental.RunReader` to and from the rows of a kept analysis
+(:mod:`cassettes.reading.kept`, docs/kept-analysis.md): :func:`take` stands a reader where the
+reader that kept the rows stood once finished, :func:`keep` keeps a finished reader's analysis,
+and :func:`printed` serves the printed views kept with it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter
+
+from cassettes.analysis.model import Conversation, Finding, RunAnalysis
+from cassettes.reading import kept
+from cassettes.reading.stores import Places
+
+if TYPE_CHECKING:
+    from cassettes.reading.incremental import RunReader
+
+# the reader's kept rows (cassettes.reading.incremental, cassettes.reading.run): no public surface
+__all__: list[str] = []
+
+_FINDINGS = TypeAdapter(list[Finding])
+
+
+def take(reader: RunReader) -> bool:
+    """Before the reader's first step: take the kept analysis of its file when one checks out,
+    and stand finished, as if the file had been read and analysed; else hash the file as it is
+    read, so that :func:`keep` can keep it."""
+    index = reader.index
+    assert reader.records == 0 and index.consumed == 0, (
+        "a kept analysis is taken before anything is read"
+    )
+    if kept.disabled() or index.size() < kept.MIN_BYTES:
+        return False
+    found = kept.take(index.path, reader.store_dir)
+    if found is None:
+        index.digest = kept.hasher()
+        return False
+    try:
+        parsed = _parsed(found)
+    except ValueError:  # (rows this analyser does not read: analysed again, and kept anew)
+        found.turns.close()
+        index.digest = kept.hasher()
+        return False
+    _adopt(reader, found, *parsed)
+    reader.kept_as = found.generation
+    return True
+
+
+def _adopt(
+    reader: RunReader,
+    found: kept.Kept,
+    result: RunAnalysis,
+    flagged: dict[int, tuple[int, list[Finding]]],
+    places: Places,
+) -> None:
+    """Stand ``reader`` where the kept analysis ``found`` (:func:`~cassettes.reading.kept.take`,
+    its rows read by :func:`_parsed`) left the reader that kept it."""
+    state = found.state
+    reader.index.restore(state)
+    reader.analyser.first_index = state["first_index"]
+    reader.analyser.take(result, flagged)
+    block = max(found.blocks, default=-1) + 1
+    reader.turn_store.adopt(found.turns, found.turns_end, {"blocks": found.blocks, "block": block})
+    reader.places = places
+    reader.records, reader.first_started = state["records"], state["first_started"]
+    reader.families = state["families"]
+    reader.source.skipped.clear()  # (the set its forks share)
+    reader.source.skipped.update(state["skipped"])
+    if reader.summarising:
+        reader.unsummarised = iter(list(places))
+    reader.finished = True
+
+
+def keep(reader: RunReader) -> bool:
+    """Once the reader is finished: keep its analysis, for the next reader of the same bytes
+    (when the file was hashed from its first byte as it was read: :func:`take`). Never raises."""
+    index = reader.index
+    if not reader.finished or index.digest is None or index.hashed != index.consumed:
+        return False
+    if index.pending:
+        return False
+    result, flagged = reader.analyser.kept()
+    if len(result.conversations) > kept.MAX_CONVERSATIONS:
+        return False  # (a kept analysis' conversations are read into memory)
+    turns_file, _, turns = reader.turn_store.kept()
+    state = {
+        **index.snapshot(), "first_index": reader.analyser.first_index,
+        "records": reader.records, "families": reader.families,
+        "first_started": reader.first_started, "skipped": sorted(reader.source.skipped),
+    }  # fmt: skip
+    places, usage = reader.places, reader.usage
+    try:
+        reader.kept_as = kept.keep(
+            index.path, index.hashed, index.digest.digest(), state,
+            result.model_copy(update={"conversations": []}).model_dump_json().encode(),
+            ((c.id, c.model_dump_json().encode()) for c in result.conversations),
+            {s: (pos, _FINDINGS.dump_json(f)) for s, (pos, f) in flagged.items()},
+            ((seq, usage.get(seq), places.get(seq)) for seq in places),
+            (turns_file, turns["blocks"]),
+        )  # fmt: skip
+    except (TypeError, ValueError):  # (not kept: analysed again next time)
+        return False
+    return reader.kept_as is not None
+
+
+def printed(reader: RunReader, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+    """Each round trip's printed view: those kept with the reader's kept analysis when they check
+    out, else ``make()``'s, kept for the next reader as they pass (docs/kept-analysis.md)."""
+    if reader.kept_as is None:
+        made: Iterator[Any] = make()
+        return made
+    taken = kept.views(reader.index.path, reader.kept_as)
+    if taken is not None:
+        return taken
+    return _keeping(make(), kept.ViewsWriter(reader.index.path, reader.kept_as))
+
+
+def _parsed(found: kept.Kept) -> tuple[RunAnalysis, dict[int, tuple[int, list[Finding]]], Places]:
+    """A kept analysis' rows (:class:`~cassettes.reading.kept.Kept`) as the reader holds them:
+    the analysis with its conversations, the findings by turn, the turns' places. Raises
+    ``ValueError`` for rows it cannot read."""
+    try:
+        result = RunAnalysis.model_validate_json(found.state["analysis"])
+        result.conversations = [Conversation.model_validate_json(c) for c in found.conversations]
+        flagged = {s: (pos, _FINDINGS.validate_json(f)) for s, (pos, f) in found.findings.items()}
+        places = Places()
+        for seq, block, offset, length in found.places:
+            places.put(seq, (block, offset, length))
+    except (KeyError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    return result, flagged, places
+
+
+def _keeping(views: Iterator[Any], writer: kept.ViewsWriter) -> Iterator[Any]:
+    """``views``, each kept by ``writer`` before it is handed on; committed once all went by."""
+    try:
+        for v in views:
+            writer.add(v)
+            yield v
+        writer.commit()
+    finally:
+        writer.abandon()

@@ -1,0 +1,386 @@
+"""The stores behind a :class:`~cassettes.reading.incremental.RunReader`: :class:`TurnStore`
+(each turn's full JSON) and :class:`ParseStore` (each round trip's parse as the analysis made it,
+a chain of requests kept as what each appended), each an anonymous temporary file of compressed
+blocks (gone when closed), and :class:`Places` (where each turn sits in the first, by seq)."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import tempfile
+import threading
+from array import array
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from cassettes.analysis import spill
+from cassettes.analysis.model import Turn
+from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.reading.packed import compressor, decompressor
+
+# the reader's own stores (cassettes.reading.incremental): no public surface
+__all__: list[str] = []
+
+#: Links of a chain of requests that each extend the previous one (:class:`ParseStore`) between two
+#: checkpoints, and checkpoints between two whole message lists: a checkpoint keeps the messages
+#: appended since the previous checkpoint, so restoring a round trip reads at most
+#: ``2 * CHECKPOINT - 1`` records, and a conversation of n turns keeps its history whole
+#: ``n / CHECKPOINT²`` times, not ``n / CHECKPOINT`` (whole lists were most of what a long
+#: conversation pickled: 114 of 178 MB for a 101 MB run of 100-turn conversations).
+CHECKPOINT = 16
+
+
+class TurnStore:
+    """Full turns as JSON, compressed a block of turns at a time into an anonymous temporary file
+    (gone when closed): one thread puts while viewer threads get.
+
+    A turn's place is known when it is put (block, offset, length in the block's JSON), so the
+    caller keeps three integers per turn. The block being filled, and a block being compressed,
+    are read from memory. A full block is compressed by the thread that filled it, with zstd at
+    level 1 (the core's own dependency for ``Content-Encoding: zstd``): on a coding agent's turns
+    and parses 4x faster than zlib at its fastest level, to half the size (442 vs 105 MB/s, 27:1
+    vs 14:1), and a block of similar turns compresses far better than turns one by one. A
+    background thread compressed with zlib until 2026-11-24: each block handed the interpreter
+    lock back and forth between the threads several times, and on a busy machine the reader
+    waited for a compressor that held the lock but had no core (a 101 MB batch read: 2,188
+    voluntary context switches with it, 10 without).
+    """
+
+    #: Uncompressed bytes per block (about 25 turns of a coding agent).
+    BLOCK = 256 * 1024
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self._dir = directory
+        self._file: IO[bytes] | None = None
+        self._end = 0
+        self._lock = threading.Lock()
+        self._filling = bytearray()
+        self._block = 0  # number of the block being filled
+        self._waiting: dict[int, bytes] = {}  # sealed blocks being compressed and written
+        self._blocks: dict[int, tuple[int, int]] = {}  # block → (offset, length) in the file
+        self._recent: OrderedDict[int, bytes] = OrderedDict()  # decompressed blocks, last used last
+        self._closed = False
+
+    def put(self, turn: Turn) -> tuple[int, int, int]:
+        return self.put_data(turn.__pydantic_serializer__.to_json(turn))
+
+    def put_data(self, data: bytes) -> tuple[int, int, int]:
+        """Keep ``data``; where it is (block, offset, length), for :meth:`get_data`."""
+        with self._lock:
+            if self._closed:
+                raise ValueError("the store of full turns is closed")
+            where = (self._block, len(self._filling), len(data))
+            self._filling += data
+            if len(self._filling) < self.BLOCK:
+                return where
+            block = self._seal()
+        self._compress(block)
+        return where
+
+    def _seal(self) -> int:
+        """End the block being filled: it is compressed next (the caller holds the lock)."""
+        block, self._block = self._block, self._block + 1
+        self._waiting[block] = bytes(self._filling)
+        self._filling = bytearray()
+        return block
+
+    def _compress(self, block: int) -> None:
+        with self._lock:
+            data = self._waiting.get(block)
+        if data is None:
+            return
+        # outside the lock: a viewer's thread may read meanwhile
+        packed = compressor().compress(data)
+        with self._lock:
+            if self._closed:
+                return
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(
+                    prefix="looptap-turns-", dir=self._dir, buffering=0
+                )
+            at = self._end
+            self._file.seek(at)
+            self._file.write(packed)
+            self._file.flush()  # (a buffered copy, adopted or resumed: a fork reads the file)
+            self._end += len(packed)
+            self._blocks[block] = (at, len(packed))
+            del self._waiting[block]
+
+    def _block_data(self, block: int) -> bytes | bytearray:
+        """A block's JSON (the caller holds the lock)."""
+        if block == self._block:
+            return self._filling
+        data = self._waiting.get(block)
+        if data is not None:
+            return data
+        hit = self._recent.get(block)
+        if hit is not None:
+            self._recent.move_to_end(block)
+            return hit
+        assert self._file is not None
+        at, length = self._blocks[block]
+        self._file.seek(at)
+        raw: bytes = decompressor().decompress(self._file.read(length))
+        self._recent[block] = raw
+        while len(self._recent) > 4:
+            self._recent.popitem(last=False)
+        return raw
+
+    def get(self, block: int, offset: int, length: int) -> Turn:
+        return Turn.model_validate_json(self.get_data(block, offset, length))
+
+    def get_data(self, block: int, offset: int, length: int) -> bytes:
+        with self._lock:
+            return bytes(self._block_data(block)[offset : offset + length])
+
+    def flush(self) -> None:
+        """Compress the block being filled: nothing more is coming (the run is finished), so
+        nothing needs to stay in memory."""
+        with self._lock:
+            block = self._seal() if self._filling and not self._closed else None
+        if block is not None:
+            self._compress(block)
+
+    def buffered(self) -> int:
+        """Bytes held in memory for the file: the block being filled and a block being compressed
+        (two blocks at most, however long the run)."""
+        with self._lock:
+            return len(self._filling) + sum(len(d) for d in self._waiting.values())
+
+    @property
+    def size(self) -> int:
+        """Bytes on disk (compressed blocks) and in memory (blocks not yet compressed)."""
+        with self._lock:
+            return self._end + len(self._filling) + sum(len(d) for d in self._waiting.values())
+
+    def kept(self) -> tuple[IO[bytes] | None, int, dict[str, Any]]:
+        """Its file (``None``: nothing written yet), the bytes it holds, and where each block is
+        in it: what a kept analysis keeps of it (the store must be flushed)."""
+        with self._lock:
+            assert not self._filling and not self._waiting, "flush the store before keeping it"
+            return self._file, self._end, {"blocks": dict(self._blocks), "block": self._block}
+
+    def adopt(self, file: IO[bytes], end: int, state: dict[str, Any]) -> None:
+        """Read the blocks of a kept analysis' store from ``file`` (this process's own copy)."""
+        file.flush()  # (a forked reader reads it through a file description of its own)
+        with self._lock:
+            self._file, self._end = file, end
+            self._blocks, self._block = dict(state["blocks"]), int(state["block"])
+            self._filling, self._waiting = bytearray(), {}
+            self._recent.clear()
+
+    def reopen(self) -> None:
+        """In a process forked from the one that wrote the store (:mod:`.parallel`): read it
+        through a file description of this process's own. A fork shares its parent's file offset,
+        and a read is a seek then a read: two processes reading at once would read each other's
+        places. (Its file is unbuffered, or flushed when adopted or resumed and after each block
+        written.)"""
+        with self._lock:
+            if self._file is not None:
+                path = f"/proc/self/fd/{self._file.fileno()}"
+                self._file = open(path, "rb", buffering=0)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            self._waiting.clear()
+            self._recent.clear()
+            self._filling = bytearray()
+
+
+def _model(
+    cls: type[BaseModel],
+    fields: dict[str, Any],
+    fields_set: set[str],
+    extra: dict[str, Any] | None,
+    private: dict[str, Any] | None,
+) -> BaseModel:
+    """A model as :class:`_Pickler` took it apart (what pydantic's ``__setstate__`` does)."""
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__pydantic_fields_set__", fields_set)
+    object.__setattr__(obj, "__pydantic_extra__", extra)
+    object.__setattr__(obj, "__pydantic_private__", private)
+    object.__setattr__(obj, "__dict__", fields)
+    return obj
+
+
+class _Pickler(pickle.Pickler):
+    """The pickler of :class:`ParseStore`: a model is its fields, fields set, extra and private
+    attributes, as with pydantic's own ``__getstate__``, but without a state dict built per model
+    by a Python method, and an enum member is its value. What it writes unpickles to an equal
+    tree (the same types, fields set and private attributes; ``tests/cassettes/test_parse_once.py``)
+    in half the time (the parse store was a seventh of a batch read's CPU, most of it in
+    ``BaseModel.__getstate__``)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, BaseModel):
+            private = obj.__pydantic_private__
+            if private:
+                private = {k: v for k, v in private.items() if v is not PydanticUndefined}
+            return _model, (
+                type(obj),
+                obj.__dict__,
+                obj.__pydantic_fields_set__,
+                obj.__pydantic_extra__,
+                private,
+            )
+        if isinstance(obj, Enum):
+            return type(obj), (obj._value_,)
+        return NotImplemented
+
+
+def _dumps(obj: Any) -> bytes:
+    buf = io.BytesIO()
+    _Pickler(buf, pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
+class _Chain(NamedTuple):
+    """Where a chain of parses stands after one of its links (see :class:`ParseStore`)."""
+
+    checkpoint: int  # seq of the chain's latest checkpoint
+    kept: int  # messages every link since that checkpoint kept of its base
+    checkpoints: int  # checkpoints since the chain last kept its messages whole
+
+
+class ParseStore:
+    """Each round trip's parse as the analysis made it (:attr:`RunAnalyser.on_parse`), by position
+    in the index, kept compactly in a store like the turns' (compressed blocks in an anonymous
+    temporary file of this process: what is read back is what this process wrote, so it is
+    pickled). A request parsed against the one it extends keeps only the messages it appended
+    and names its base (seq, messages kept). Every :data:`CHECKPOINT`-th link of such a chain is
+    a checkpoint: it names the previous checkpoint as its base instead (keeping what every link
+    since kept of its own base), and every :data:`CHECKPOINT`-th checkpoint keeps its messages
+    whole; restoring a round trip reads at most ``2 * CHECKPOINT - 1`` records."""
+
+    def __init__(self, directory: str | Path | None) -> None:
+        self._store = TurnStore(directory)
+        # block, offset, length per position (-1: no parse kept; a block is 256 KB)
+        self._where = array("i")
+        # per position: links to the nearest checkpoint or whole message list
+        self._depth = array("B")
+        # position → (seq of its chain's latest checkpoint, messages every link since kept of its
+        # base, checkpoints since the last whole list), for the latest round trips: as many as the
+        # analysis holds conversations in memory (spill.KEEP); a request extending an older one
+        # keeps its messages whole at its next checkpoint
+        self._chains: OrderedDict[int, _Chain] = OrderedDict()
+
+    def put(self, pos: int, rt: RoundTrip, base_pos: int | None) -> None:
+        while len(self._depth) < pos:  # (a record the analysis skipped)
+            self._where.extend((-1, 0, 0))
+            self._depth.append(0)
+        req, reused = rt.request, rt.reused
+        keep = 0
+        base_seq: int | None = None
+        depth = 0
+        chain: _Chain | None = None  # what a later link of this one's chain needs
+        # set when this one is a checkpoint: checkpoints since a whole list
+        checkpoints: int | None = None
+        if req is not None and reused is not None and base_pos is not None and base_pos < pos:
+            held = self._chains.get(base_pos)
+            if self._depth[base_pos] + 1 < CHECKPOINT:  # a link: named against its own base
+                base_seq, keep = reused
+                depth = self._depth[base_pos] + 1
+                chain = (
+                    _Chain(held.checkpoint, min(held.kept, keep), held.checkpoints)
+                    if held is not None
+                    else None
+                )
+            elif held is not None and held.checkpoints + 1 < CHECKPOINT:
+                # a checkpoint: against the previous one
+                base_seq, keep = held.checkpoint, min(held.kept, reused[1])
+                checkpoints = held.checkpoints + 1
+        if base_seq is None:
+            checkpoints = 0  # its messages whole
+        # the chain's latest checkpoint: a later link keeps at most its messages
+        if checkpoints is not None and rt.seq is not None:
+            chain = _Chain(rt.seq, len(req.messages) if req is not None else 0, checkpoints)
+        if chain is not None and rt.seq is not None:
+            self._chains[pos] = chain
+            while len(self._chains) > spill.KEEP:
+                self._chains.popitem(last=False)
+        if req is not None and base_seq is not None:
+            req = req.model_copy(update={"messages": req.messages[keep:]})
+        packed = rt.model_copy(update={"request": req})
+        packed.forget_history_base()  # (a restored parse is no base for parsing a request)
+        self._where.extend(self._store.put_data(_dumps((base_seq, keep, packed))))
+        self._depth.append(depth)
+
+    def get(self, pos: int) -> tuple[int | None, int, RoundTrip] | None:
+        """(base seq or ``None``, messages kept from it, the parse with the rest) at ``pos``."""
+        if not 0 <= pos < len(self._depth) or self._where[3 * pos] < 0:
+            return None
+        w = self._where
+        got: tuple[int | None, int, RoundTrip] = pickle.loads(
+            self._store.get_data(w[3 * pos], w[3 * pos + 1], w[3 * pos + 2])
+        )
+        return got
+
+    def buffered(self) -> int:
+        """Bytes held in memory for the store (bounded, whatever the run's length)."""
+        return self._store.buffered()
+
+    def flush(self) -> None:
+        self._store.flush()
+
+    def reopen(self) -> None:
+        self._store.reopen()
+
+    def close(self) -> None:
+        self._store.close()
+
+
+class Places:
+    """Where each turn sits in the store, by seq: four integers per turn in arrays (a dict of
+    tuples costs ten times that), looked up by bisection while seqs come in increasing order (a
+    cassette's do), through a dict once one does not."""
+
+    def __init__(self) -> None:
+        self._seqs = array("q")
+        self._where = array("q")  # block, offset, length per turn
+        self._dict: dict[int, int] | None = None  # seq → position, once seqs stop increasing
+
+    def put(self, seq: int, where: tuple[int, int, int]) -> None:
+        if self._dict is None and self._seqs and seq <= self._seqs[-1]:
+            self._dict = {s: i for i, s in enumerate(self._seqs)}
+        if self._dict is not None:
+            self._dict[seq] = len(self._seqs)
+        self._seqs.append(seq)
+        self._where.extend(where)
+
+    def _pos(self, seq: int) -> int | None:
+        # a round trip read without a seq (a malformed record) has no place
+        if not isinstance(seq, int):
+            return None
+        if self._dict is not None:
+            return self._dict.get(seq)
+        i = bisect_left(self._seqs, seq)
+        return i if i < len(self._seqs) and self._seqs[i] == seq else None
+
+    def get(self, seq: int) -> tuple[int, int, int]:
+        i = self._pos(seq)
+        if i is None:
+            raise KeyError(seq)
+        w = self._where
+        return w[3 * i], w[3 * i + 1], w[3 * i + 2]
+
+    def __contains__(self, seq: int) -> bool:
+        return self._pos(seq) is not None
+
+    def __len__(self) -> int:
+        return len(self._dict) if self._dict is not None else len(self._seqs)
+
+    def __iter__(self) -> Iterator[int]:
+        if self._dict is not None:
+            return iter(self._dict)
+        return iter(self._seqs)
