@@ -216,11 +216,18 @@ def _remove(where: Path) -> None:
 
 
 class Kept(NamedTuple):
-    """A kept analysis, checked: the reader's state (plain data: :func:`keep`'s ``state``), the
+    """A kept analysis of the file's first ``size`` bytes, checked: the reader's state (the JSON
+    of :func:`keep`'s ``state``, not yet validated: :class:`.snapshot.ReaderState`, and the
+    index's three arrays), the analysis' JSON (without its conversations), the
     conversations' JSON, the findings by turn, the turns' places, and the blocks of full turns in
     an anonymous temporary file of this process."""
 
-    state: dict[str, Any]
+    size: int
+    reading: bytes
+    offsets: array[int]
+    lengths: array[int]
+    seqs: array[int]
+    analysis: bytes
     conversations: list[bytes]
     findings: dict[int, tuple[int, bytes]]
     places: list[tuple[int, int, int, int]]
@@ -392,10 +399,9 @@ def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) 
         return None
     if digest_of(cassette, size) != sha256:
         return None
-    state = orjson.loads(reading)
-    for name, raw in (("offsets", offsets), ("lengths", lengths), ("seqs", seqs)):
-        state[name] = array("q", raw)
-    state["analysis"] = analysis.encode()
+    if any(len(raw) % 8 for raw in (offsets, lengths, seqs)):
+        return None  # (not arrays of 64-bit integers)
+    offsets, lengths, seqs = array("q", offsets), array("q", lengths), array("q", seqs)
     convs = [d.encode() for (d,) in db.execute("SELECT data FROM conversations ORDER BY ord")]
     findings = {
         seq: (pos, data.encode())
@@ -412,7 +418,10 @@ def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) 
     except BaseException:
         out.close()
         raise
-    return Kept(state, convs, findings, places, out, out.tell(), blocks, generation)
+    return Kept(
+        size, reading.encode(), offsets, lengths, seqs, analysis.encode(), convs, findings,
+        places, out, out.tell(), blocks, generation,
+    )  # fmt: skip
 
 
 # -- printed views: what show's printing pass made of each round trip ---------------------------

@@ -6,9 +6,9 @@ and :func:`printed` serves the printed views kept with it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from cassettes.analysis.model import Conversation, Finding, RunAnalysis
 from cassettes.reading import kept
@@ -21,6 +21,62 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 _FINDINGS = TypeAdapter(list[Finding])
+
+#: The version of :class:`ReaderState`'s JSON: rows of another are analysed again.
+STATE_VERSION = 1
+#: API families a reader counts round trips of (a run names a handful): more is not a kept state.
+MAX_FAMILIES = 256
+#: Bytes of a reader's state's JSON (its index's problems, a damaged file's one per bad line,
+#: are most of it): more is not read.
+MAX_STATE = 64 << 20
+
+
+class ReaderState(BaseModel):
+    """Where a reader stood once it had read and analysed its file to the end, beside the
+    analysis' rows (the ``run`` row's ``reading``, JSON; the index's three arrays of offsets,
+    lengths and seqs beside it): what the next reader of the same bytes stands on. Validated
+    before anything is taken from it (its version, every field's type, its bounds against the
+    file and the index): a state that does not check out is analysed again, never trusted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1]
+    #: The index (:meth:`~cassettes.storage.index.RecordIndex.snapshot`).
+    header: dict[str, Any] | None
+    format_version: int = Field(ge=0)
+    problems: list[tuple[int, str, str]]
+    tail: list[tuple[int, dict[str, Any]]] = Field(max_length=1)
+    pos_of_seq: list[tuple[int, int]]
+    pos: int = Field(ge=0)
+    line: int = Field(ge=0)
+    #: The reader's counts.
+    first_index: int = Field(ge=0)
+    records: int = Field(ge=0)
+    families: dict[str, int] = Field(max_length=MAX_FAMILIES)
+    first_started: float | None
+    skipped: list[int]
+
+
+def _checked(found: kept.Kept) -> ReaderState:
+    """The reader's state kept with ``found``, validated against the file and the index's arrays
+    (``ValueError`` when it does not check out)."""
+    if len(found.reading) > MAX_STATE:
+        raise ValueError("the reader's state is too big to be one")
+    state = ReaderState.model_validate_json(found.reading)
+    offsets, lengths, seqs = found.offsets, found.lengths, found.seqs
+    n = len(offsets)
+    if state.pos != found.size or not len(lengths) == len(seqs) == n:
+        raise ValueError("the reader's state is not the one of these bytes")
+    if state.records > n + len(state.tail) or len(state.pos_of_seq) > n:
+        raise ValueError("the reader's state counts more records than its index holds")
+    if any(not 0 <= p < n for _, p in state.pos_of_seq) or any(
+        not 0 <= p < n for p in state.skipped
+    ):
+        raise ValueError("the reader's state names records its index does not hold")
+    ends = zip(offsets, lengths, strict=True)
+    if any(at < 0 or length < 0 or at + length > state.pos for at, length in ends):
+        raise ValueError("the reader's index reaches past its file")
+    return state
 
 
 def take(reader: RunReader) -> bool:
@@ -51,23 +107,24 @@ def take(reader: RunReader) -> bool:
 def _adopt(
     reader: RunReader,
     found: kept.Kept,
+    state: ReaderState,
     result: RunAnalysis,
     flagged: dict[int, tuple[int, list[Finding]]],
     places: Places,
 ) -> None:
     """Stand ``reader`` where the kept analysis ``found`` (:func:`~cassettes.reading.kept.take`,
     its rows read by :func:`_parsed`) left the reader that kept it."""
-    state = found.state
-    reader.index.restore(state)
-    reader.analyser.first_index = state["first_index"]
+    index = {**dict(state), "offsets": found.offsets, "lengths": found.lengths, "seqs": found.seqs}
+    reader.index.restore(index)
+    reader.analyser.first_index = state.first_index
     reader.analyser.take(result, flagged)
     block = max(found.blocks, default=-1) + 1
     reader.turn_store.adopt(found.turns, found.turns_end, {"blocks": found.blocks, "block": block})
     reader.places = places
-    reader.records, reader.first_started = state["records"], state["first_started"]
-    reader.families = state["families"]
+    reader.records, reader.first_started = state.records, state.first_started
+    reader.families = dict(state.families)
     reader.source.skipped.clear()  # (the set its forks share)
-    reader.source.skipped.update(state["skipped"])
+    reader.source.skipped.update(state.skipped)
     if reader.summarising:
         reader.unsummarised = iter(list(places))
     reader.finished = True
@@ -86,7 +143,7 @@ def keep(reader: RunReader) -> bool:
         return False  # (a kept analysis' conversations are read into memory)
     turns_file, _, turns = reader.turn_store.kept()
     state = {
-        **index.snapshot(), "first_index": reader.analyser.first_index,
+        "version": STATE_VERSION, **index.snapshot(), "first_index": reader.analyser.first_index,
         "records": reader.records, "families": reader.families,
         "first_started": reader.first_started, "skipped": sorted(reader.source.skipped),
     }  # fmt: skip
@@ -117,12 +174,15 @@ def printed(reader: RunReader, make: Callable[[], Iterator[Any]]) -> Iterator[An
     return _keeping(make(), kept.ViewsWriter(reader.index.path, reader.kept_as))
 
 
-def _parsed(found: kept.Kept) -> tuple[RunAnalysis, dict[int, tuple[int, list[Finding]]], Places]:
+def _parsed(
+    found: kept.Kept,
+) -> tuple[ReaderState, RunAnalysis, dict[int, tuple[int, list[Finding]]], Places]:
     """A kept analysis' rows (:class:`~cassettes.reading.kept.Kept`) as the reader holds them:
-    the analysis with its conversations, the findings by turn, the turns' places. Raises
-    ``ValueError`` for rows it cannot read."""
+    the reader's state (validated), the analysis with its conversations, the findings by turn,
+    the turns' places. Raises ``ValueError`` for rows it cannot read or trust."""
     try:
-        result = RunAnalysis.model_validate_json(found.state["analysis"])
+        state = _checked(found)
+        result = RunAnalysis.model_validate_json(found.analysis)
         result.conversations = [Conversation.model_validate_json(c) for c in found.conversations]
         flagged = {s: (pos, _FINDINGS.validate_json(f)) for s, (pos, f) in found.findings.items()}
         places = Places()
@@ -130,7 +190,7 @@ def _parsed(found: kept.Kept) -> tuple[RunAnalysis, dict[int, tuple[int, list[Fi
             places.put(seq, (block, offset, length))
     except (KeyError, TypeError) as exc:
         raise ValueError(str(exc)) from None
-    return result, flagged, places
+    return state, result, flagged, places
 
 
 def _keeping(views: Iterator[Any], writer: kept.ViewsWriter) -> Iterator[Any]:

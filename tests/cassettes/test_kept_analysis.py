@@ -168,6 +168,46 @@ def test_a_database_it_cannot_take_is_rebuilt_with_at_most_a_note(
     assert counted.added == 3
 
 
+def _tampered(reading: dict[str, Any], how: str) -> dict[str, Any]:
+    """The reader's kept state (the ``run`` row's ``reading``, JSON) spoilt one way."""
+    if how == "another version":
+        return {**reading, "version": reading.get("version", 0) + 1}
+    if how == "no version":
+        return {k: v for k, v in reading.items() if k != "version"}
+    if how == "a field missing":
+        return {k: v for k, v in reading.items() if k != "records"}
+    if how == "a wrong type":
+        return {**reading, "problems": [[1, 2]], "records": "many"}
+    if how == "past the file":
+        return {**reading, "pos": 1 << 40}
+    return {**reading, "families": {f"f{i}": i for i in range(100_000)}}  # too big
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["another version", "no version", "a field missing", "a wrong type", "past the file", "huge"],
+)
+def test_a_kept_reader_state_it_cannot_trust_is_analysed_again(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
+    """The reader's state kept beside the rows is a versioned JSON value, validated (its version,
+    every field's type, its bounds) before anything is taken from it: a spoilt one means a fresh
+    analysis, the same output and no traceback, then its rows kept anew and taken."""
+    path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
+    first = cli_output("show", str(path))
+    db = sqlite3.connect(_db(_cache))
+    (reading,) = db.execute("SELECT reading FROM run").fetchone()
+    spoilt = orjson.dumps(_tampered(orjson.loads(reading), how)).decode()
+    db.execute("UPDATE run SET reading = ?", (spoilt,))
+    db.commit()
+    db.close()
+    counted = Analysed(monkeypatch)
+    assert cli_output("show", str(path)) == first
+    assert counted.added == 3
+    assert cli_output("show", str(path)) == first  # kept anew, and taken
+    assert counted.added == 3
+
+
 def test_a_reader_reads_one_snapshot_while_a_writer_commits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
 ) -> None:
