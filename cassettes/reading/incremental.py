@@ -46,9 +46,6 @@ __all__: list[str] = []
 
 #: Full turns kept restored for viewers (the most recently shown ones).
 TURN_CACHE = 64
-#: Parses restored lately (their request side), kept as bases for restoring the next one's
-#: request (its kept messages are its base's): the latest turn of that many conversations.
-SHOWN = 64
 #: Turns of a kept analysis a :meth:`RunReader.step` summarises (a few hundred ms of work: the
 #: inspector shows the first ones without waiting for all).
 KEPT_STEP = 512
@@ -99,8 +96,6 @@ class RunReader:
         # The records for viewers re-reading one round trip: a cache of bodies of their own, so a
         # viewer thread can read while another thread steps the analysis.
         self._viewer = self.source.fork(16)
-        # Parses restored lately, by position, request side only (bases for the next ones).
-        self._shown: OrderedDict[int, RoundTrip] = OrderedDict()
         self.analyser = RunAnalyser(self._reload, keep_turns=False)
         #: The analysis' parse of each round trip, kept for the printers and viewers (parse once).
         self.parses = ParseStore(store_dir)
@@ -293,46 +288,7 @@ class RunReader:
         """The analysis' parse of the round trip at ``pos`` (a position in the index), restored,
         with its request's whole message history; ``None`` when none was kept (the caller parses).
         Safe to call from another thread than :meth:`step`'s."""
-        chain: list[tuple[int, int | None, int, RoundTrip]] = []
-        base: RoundTrip | None = None
-        p = pos
-        while True:
-            with self._lock:
-                hit = self._shown.get(p) if p != pos else None
-            if hit is not None:
-                base = hit
-                break
-            got = self.parses.get(p)
-            if got is None:
-                return None
-            base_seq, keep, rt = got
-            chain.append((p, base_seq, keep, rt))
-            if base_seq is None:
-                break
-            q = self.index.position(base_seq)
-            if q is None or q >= p:
-                return None
-            p = q
-        for p, base_seq, keep, rt in reversed(chain):
-            if base_seq is not None:
-                if (
-                    base is None
-                    or base.request is None
-                    or rt.request is None
-                    or len(base.request.messages) < keep
-                ):
-                    return None
-                rt.request.messages = base.request.messages[:keep] + rt.request.messages
-            with self._lock:
-                # A base needs only the request side (a response may be a 100 MB stream).
-                self._shown[p] = (
-                    rt.model_copy(update={"response": None}) if rt.response is not None else rt
-                )
-                self._shown.move_to_end(p)
-                while len(self._shown) > SHOWN:
-                    self._shown.popitem(last=False)
-            base = rt
-        return base
+        return self.parses.restore(pos, self.index.position)
 
     def finish(self) -> tuple[dict[str, Any], float | None, dict[str, int]]:
         """The file is complete: report a torn tail and run the end-of-run checks (once; the

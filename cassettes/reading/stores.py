@@ -12,7 +12,7 @@ import threading
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from enum import Enum
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -35,6 +35,9 @@ __all__: list[str] = []
 #: ``n / CHECKPOINT²`` times, not ``n / CHECKPOINT`` (whole lists were most of what a long
 #: conversation pickled: 114 of 178 MB for a 101 MB run of 100-turn conversations).
 CHECKPOINT = 16
+#: Parses restored lately (their request side), kept as bases for restoring the next one's
+#: request (its kept messages are its base's): the latest turn of that many conversations.
+SHOWN = 64
 
 
 class TurnStore:
@@ -274,6 +277,9 @@ class ParseStore:
         # analysis holds conversations in memory (spill.KEEP); a request extending an older one
         # keeps its messages whole at its next checkpoint
         self._chains: OrderedDict[int, _Chain] = OrderedDict()
+        # Parses restored lately, by position, request side only (bases for the next ones).
+        self._shown: OrderedDict[int, RoundTrip] = OrderedDict()
+        self._lock = threading.Lock()
 
     def put(self, pos: int, rt: RoundTrip, base_pos: int | None) -> None:
         while len(self._depth) < pos:  # (a record the analysis skipped)
@@ -325,6 +331,51 @@ class ParseStore:
             self._store.get_data(w[3 * pos], w[3 * pos + 1], w[3 * pos + 2])
         )
         return got
+
+    def restore(self, pos: int, position: Callable[[int], int | None]) -> RoundTrip | None:
+        """The parse at ``pos``, restored with its request's whole message history from the chain
+        of its bases (``position``: a seq's position in the index); ``None`` when none was kept.
+        Safe to call from another thread than :meth:`put`'s."""
+        chain: list[tuple[int, int | None, int, RoundTrip]] = []
+        base: RoundTrip | None = None
+        p = pos
+        while True:
+            with self._lock:
+                hit = self._shown.get(p) if p != pos else None
+            if hit is not None:
+                base = hit
+                break
+            got = self.get(p)
+            if got is None:
+                return None
+            base_seq, keep, rt = got
+            chain.append((p, base_seq, keep, rt))
+            if base_seq is None:
+                break
+            q = position(base_seq)
+            if q is None or q >= p:
+                return None
+            p = q
+        for p, base_seq, keep, rt in reversed(chain):
+            if base_seq is not None:
+                if (
+                    base is None
+                    or base.request is None
+                    or rt.request is None
+                    or len(base.request.messages) < keep
+                ):
+                    return None
+                rt.request.messages = base.request.messages[:keep] + rt.request.messages
+            with self._lock:
+                # A base needs only the request side (a response may be a 100 MB stream).
+                self._shown[p] = (
+                    rt.model_copy(update={"response": None}) if rt.response is not None else rt
+                )
+                self._shown.move_to_end(p)
+                while len(self._shown) > SHOWN:
+                    self._shown.popitem(last=False)
+            base = rt
+        return base
 
     def buffered(self) -> int:
         """Bytes held in memory for the store (bounded, whatever the run's length)."""

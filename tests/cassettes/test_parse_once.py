@@ -15,7 +15,7 @@ import pytest
 from real_corpus import corpus_files
 
 from cassettes.parsing import roundtrip
-from cassettes.reading import incremental, stores
+from cassettes.reading import stores
 from cassettes.reading.run import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
@@ -202,7 +202,7 @@ def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(
         quarter = (len(lines) - 1) // 4
         body = [lines[1 + c * quarter + k] for k in range(quarter) for c in range(4)]
         path.write_bytes(lines[0] + b"".join(body))
-        monkeypatch.setattr(incremental, "SHOWN", 2)
+        monkeypatch.setattr(stores, "SHOWN", 2)
     fresh = _fresh(path)
     parses = Parses(monkeypatch)
     # show: one pass analyses (each body parsed once there), the printing pass parses nothing.
@@ -353,7 +353,7 @@ def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_t
 
     monkeypatch.setattr(stores.ParseStore, "get", get)
     for pos, ex in enumerate(open_run(path).exchanges):
-        reader._shown.clear()
+        reader.parses._shown.clear()
         reads.clear()
         got = reader.parse_at(pos)
         assert got is not None and got.request is not None
