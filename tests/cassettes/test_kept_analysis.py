@@ -352,6 +352,57 @@ def test_a_grown_file_is_analysed_again_with_its_new_turns(
     assert grown == _fresh(path, monkeypatch)
 
 
+def _asked(messages: list[dict[str, str]], i: int, status: int = 200) -> Exchange:
+    """A round trip sending ``messages``, answered ``answer {i}`` (or failing with ``status``)."""
+    ex = _exchange(i, status)
+    ex.request_body = orjson.dumps({"model": "gpt-4o", "messages": messages})
+    return ex
+
+
+def _talk(n: int) -> list[dict[str, str]]:
+    """Conversation 0's history after ``n`` questions, ending with the next question."""
+    said = [{"role": "user", "content": "question 0"}]
+    for k in range(n):
+        said += [{"role": "assistant", "content": f"answer {k}"},
+                 {"role": "user", "content": f"and then {k}"}]  # fmt: skip
+    return said
+
+
+@pytest.mark.parametrize(
+    "how", ["new conversations", "an existing conversation", "a partial last line completed"]
+)
+def test_a_grown_file_shows_what_a_fresh_analysis_shows(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording that went on after its analysis was kept: ``show`` and ``show --json`` of the
+    grown file (kept rows of its first part in the cache) print what a fresh analysis of every
+    byte prints (the acceptance test of a grown file continued from a kept state)."""
+    whole = tmp_path / "whole.jsonl"
+    with CassetteWriter(whole) as w:
+        w.append(_asked(_talk(0), 0))
+        w.append(_asked([{"role": "user", "content": "question 1"}], 1))
+        w.append(_asked(_talk(1), 2))
+        if how == "new conversations":
+            w.append(_asked([{"role": "user", "content": "question 3"}], 3, status=500))
+            w.append(_asked([{"role": "user", "content": "question 4"}], 4))
+        else:
+            w.append(_asked(_talk(2), 3, status=500))
+            w.append(_asked(_talk(2), 4))  # its retry
+    lines = whole.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "run.jsonl"
+    cut = len(lines[4]) // 2 if how == "a partial last line completed" else 0
+    path.write_bytes(b"".join(lines[:4]) + lines[4][:cut])
+    assert cli_output("show", "--json", str(path))[0] == 0  # analysed, kept when whole
+    with path.open("ab") as f:  # the recording goes on
+        f.write(lines[4][cut:] + b"".join(lines[5:]))
+    grown = [cli_output("show", "--json", str(path)), cli_output("show", str(path))]
+    with monkeypatch.context() as m:
+        m.setenv("LOOPTAP_NO_CACHE", "1")
+        fresh = [cli_output("show", "--json", str(path)), cli_output("show", str(path))]
+    assert grown == fresh
+    assert b"A.http_error" in grown[0][1]
+
+
 def test_show_prints_the_same_from_a_kept_analysis_and_its_kept_views(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
 ) -> None:
