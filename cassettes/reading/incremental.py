@@ -13,6 +13,8 @@ navigation read: a few hundred bytes); the full turn goes, compressed, to an ano
 file and :meth:`RunReader.full_turn` restores it (a small cache keeps the recently shown
 ones). :meth:`RunReader.by_seq` re-reads one round trip in full (its whole message history)
 when a viewer shows it; :meth:`RunReader.reread` goes through every round trip again, one at a time.
+The stores are :mod:`.stores`', the passes :mod:`.reread`'s, and taking or keeping the analysis
+of a run read before (docs/kept-analysis.md) is :mod:`.snapshot`'s, over the reader's fields.
 
 What still grows with the run is about 3 KB per turn (the summary and growth bar, the threader's
 hashes, the checks' memory of call ids and calls, the index entries) and the latest turn of each
