@@ -233,7 +233,7 @@ def grow(size: int, where: Path | None, more: float, write: bool) -> int:
         f"{_cell(rows['analysis-fresh'])} | {rows['analysis-fresh']['load']} |",
         "",
         f"Kept after the grown `show`: {kept_mb:,.1f} MB in the cache directory. Output of the "
-        "continued `show` "
+        "grown file's `show` with the cache "
         + ("byte-identical" if same else "**differs from**")
         + f" to the fresh analysis' (sha256 {fresh['out']}); `show --json`: "
         + ("byte-identical" if same_json else "**differs**")
