@@ -63,6 +63,7 @@ from cassettes.net import (
 )
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.replay.forking.cursor import with_model
+from cassettes.replay.forking.lineup import answer_kind
 from cassettes.replay.live.chains import chaining_of, self_contained, threads_of
 from cassettes.untrusted import clean_line
 from cassettes.views.money import money
@@ -189,14 +190,10 @@ class Sample:
 
     @property
     def signature(self) -> str:
-        """The kind of answer: the calls and their arguments, 'refusal', 'text' (or the error).
-        Two answers agree when their signatures are equal and, for text, the texts are similar
+        """The kind of answer (:func:`~cassettes.replay.forking.lineup.answer_kind`). Two answers
+        agree when their signatures are equal and, for text, the texts are similar
         (:meth:`agrees`)."""
-        if self.error is not None:
-            return f"error {self.status}"
-        if self.calls:
-            return orjson.dumps(self.calls, option=orjson.OPT_SORT_KEYS).decode()
-        return "refusal" if self.refusal else "text"
+        return answer_kind(self.status, self.error is not None, self.calls, self.refusal)
 
     @property
     def answered(self) -> bool:

@@ -38,7 +38,6 @@ from cassettes.matching import (
     recorded,
     recorded_time,
     report_lines,
-    request_key,
     rules_of_args,
     short,
     this_process,
@@ -46,13 +45,13 @@ from cassettes.matching import (
     tool_result_changes,
 )
 from cassettes.reading.branch import read_entries, relate, with_notes
+from cassettes.replay.forking.lineup import Comparing, conversation_pairs, emitted, reported
 from cassettes.replay.live.chains import as_sent_live
 from cassettes.replay.live.edits import edit_notes
 from cassettes.wire.exchange import Exchange
 
 __all__ = [
     "MAX_DIVERGENCES",
-    "Comparing",
     "Divergence",
     "Divergences",
     "comparing",
@@ -60,29 +59,6 @@ __all__ = [
     "diff_rules",
     "divergence_lines",
 ]
-
-
-@dataclass(frozen=True)
-class Comparing:
-    """How the requests of run A and run B are compared: the detectors both sides' text goes
-    through (``None``: compared as sent) and the user's rules (``None``: none) — what a replay or
-    a fork's prefix matches by (:mod:`cassettes.matching`), so that a difference the replay would
-    tolerate is listed as tolerated, and anything else is a divergence. :func:`comparing` makes
-    it for two cassettes."""
-
-    volatile: VolatileSpans | None = None
-    rules: Rules | None = None
-
-    def key(self, ex: Exchange) -> RequestKey:
-        return request_key(
-            ex.method,
-            ex.url,
-            ex.request_headers,
-            ex.request_body,
-            ex.request_json(),
-            volatile=self.volatile,
-            rules=self.rules,
-        )
 
 
 def comparing(
@@ -209,30 +185,6 @@ def _real(value: Any, ids: dict[str, str], depth: int = 0) -> Any:
     if isinstance(value, list):
         return [_real(v, ids, depth + 1) for v in value]
     return value
-
-
-def _emission(t: Turn) -> dict[str, Any]:
-    return {
-        "text": t.e.text or "",
-        "refusal": t.e.refusal,
-        "tool_calls": [
-            {
-                "name": c.name,
-                "arguments": c.arguments if c.arguments is not None else c.arguments_raw,
-            }
-            for c in t.e.tool_calls
-        ],
-    }
-
-
-def _api(t: Turn) -> dict[str, Any]:
-    err = t.a.error
-    return {
-        "status": t.a.status,
-        "finish_reason": t.a.finish_reason_raw,
-        "complete": t.a.complete,
-        "error": {"type": err.type, "message": err.message} if err is not None else None,
-    }
 
 
 def fork_lined_up(
@@ -365,9 +317,7 @@ def diff_analysed(
     keep = MAX_DIVERGENCES if limit is None else limit
     out = Divergences()
     runs = _Runs(ra, rb, exa, exb, compare, out)
-    for i in range(max(len(ra.conversations), len(rb.conversations))):
-        ca = ra.conversations[i] if i < len(ra.conversations) else None
-        cb = rb.conversations[i] if i < len(rb.conversations) else None
+    for ca, cb, offset in conversation_pairs(ra, rb):
         if ca is None or cb is None:
             present = ca or cb
             assert present is not None
@@ -378,10 +328,6 @@ def diff_analysed(
             )
             out.add([Divergence("C", message, ca.id if ca else None, cb.id if cb else None)], keep)
             continue
-        head = ra.turns.get(ca.turns[0]) if ca.turns else None
-        # only the number is kept: a turn held for the whole diff would pin what it refers to (a
-        # huge run's bodies) in memory
-        offset = head.index if head is not None else 0
         out.add(_diff_conversation(runs, ca.turns, cb.turns, ca.id, cb.id, offset), keep)
     return out
 
@@ -436,8 +382,8 @@ def _diff_turn(
     turn_a, turn_b = runs.ra.turns[at.sa], runs.rb.turns[at.sb]
     out = _request_divergences(runs, at, xa, xb, _new_client_findings(turn_a, turn_b), results)
     for layer, view, what in (
-        ("E", _emission, "the model emitted something else"),
-        ("A", _api, "the API reported something else"),
+        ("E", emitted, "the model emitted something else"),
+        ("A", reported, "the API reported something else"),
     ):
         ch = json_diff(view(turn_a), view(turn_b), ("response",))
         if ch:
