@@ -33,7 +33,6 @@ __all__ = [
     "emitted",
     "reported",
     "turn_answer",
-    "turn_calls",
 ]
 
 
@@ -74,7 +73,7 @@ def conversation_pairs(
         yield ca, cb, head.index if head is not None else 0
 
 
-def turn_calls(t: Turn) -> list[tuple[str | None, Any]]:
+def _calls(t: Turn) -> list[tuple[str | None, Any]]:
     """(tool name, arguments) of each call the model made at ``t``, in order (the raw text where
     the arguments did not parse)."""
     return [
@@ -88,7 +87,7 @@ def emitted(t: Turn) -> dict[str, Any]:
     return {
         "text": t.e.text or "",
         "refusal": t.e.refusal,
-        "tool_calls": [{"name": n, "arguments": a} for n, a in turn_calls(t)],
+        "tool_calls": [{"name": n, "arguments": a} for n, a in _calls(t)],
     }
 
 
@@ -118,4 +117,4 @@ def answer_kind(
 
 def turn_answer(t: Turn) -> str:
     """:func:`answer_kind` of a recorded turn (the analysis' view of it)."""
-    return answer_kind(t.a.status, t.a.error is not None, turn_calls(t), bool(t.e.refusal))
+    return answer_kind(t.a.status, t.a.error is not None, _calls(t), bool(t.e.refusal))

@@ -408,10 +408,10 @@ def _new_client_findings(turn_a: Turn, turn_b: Turn) -> list[str]:
 def _request_divergences(
     runs: _Runs, at: _Pair, xa: Exchange, xb: Exchange, said: list[str], results: bool
 ) -> list[Divergence]:
-    """How two requests differ as replay matches them (each divergence with its body changes, by
-    the layer each group implicates), the first C divergence carrying ``said`` (B's new client
-    findings at this turn). A difference only in what the matching tolerates is no divergence: it
-    goes to the sink (with ``results``, requests that differ only in tool results too)."""
+    """How two requests differ as replay matches them (each divergence with its body changes), the
+    first C divergence carrying ``said`` (B's new client findings at this turn). A difference only
+    in what the matching tolerates is no divergence: it goes to the sink (with ``results``,
+    requests that differ only in tool results too)."""
     ka, kb = runs.compare.key(xa), runs.compare.key(xb)
     changes = json_diff(ka.body, kb.body) if ka.is_json and kb.is_json else []
     if ka.spans or kb.spans:
@@ -426,6 +426,14 @@ def _request_divergences(
     runs.sink.tolerate(at, spans)
     if changes and (ka.spans or kb.spans):
         changes = [_as_sent(c, ka, kb) for c in changes]
+    return _attributed(at, ka, kb, changes, said)
+
+
+def _attributed(
+    at: _Pair, ka: RequestKey, kb: RequestKey, changes: list[Change], said: list[str]
+) -> list[Divergence]:
+    """The differences of two requests as divergences, by the layer each group implicates; the
+    first C divergence carries ``said``."""
     out: list[Divergence] = []
     for v in attribute(ka, kb, changes):
         mine = (
