@@ -41,16 +41,34 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from difflib import SequenceMatcher
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
+from cassettes import providers
+from cassettes.analysis.emission import schema_errors
+from cassettes.analysis.price_memo import PRICES_VERSION, calc_price, provider_for_url
 from cassettes.errors import CassetteError
 from cassettes.hints import count
+from cassettes.matching import request_key
 from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
+from cassettes.net import (
+    Upstream,
+    UpstreamError,
+    header_problem,
+    recorded_request_headers,
+    said_name,
+)
+from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.replay.forking.cursor import with_model
+from cassettes.replay.forking.lineup import answer_kind
+from cassettes.replay.live.chains import chaining_of, self_contained, threads_of
+from cassettes.untrusted import clean_line
 from cassettes.views.money import money
 from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire.own import without_own
 
 __all__ = [
     "TEXT_MEASURE",
@@ -80,7 +98,8 @@ TEXT_MEASURE = (
 #: Two text answers agree when their similarity is at least this.
 TEXT_THRESHOLD = 0.7
 _MAX_WORDS = 2000
-
+#: What :attr:`TurnComparison.arguments` tallies of the samples' calls.
+_TALLIES = ("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered")
 
 
 class BudgetError(CassetteError):
@@ -102,8 +121,6 @@ def text_similarity(a: str, b: str) -> float:
 def _ratio(a: str, b: str) -> float:
     """The ratio of two texts (in a canonical order: the measure is symmetric), kept for the
     report's several readers of one pair (up to 0.2 s for two answers of 2,000 words)."""
-    from difflib import SequenceMatcher
-
     wa, wb = a.split()[:_MAX_WORDS], b.split()[:_MAX_WORDS]
     if not wa and not wb:
         return 1.0
@@ -113,8 +130,6 @@ def _ratio(a: str, b: str) -> float:
 def _similar(a: str, b: str) -> bool:
     """``text_similarity(a, b) >= TEXT_THRESHOLD``, ruled out first by difflib's cheap upper bounds
     (the K x K pairs of self-agreement need no more than the answer)."""
-    from difflib import SequenceMatcher
-
     wa, wb = a.split()[:_MAX_WORDS], b.split()[:_MAX_WORDS]
     if wa and wb:
         sm = SequenceMatcher(None, wa, wb, autojunk=False)
@@ -175,14 +190,10 @@ class Sample:
 
     @property
     def signature(self) -> str:
-        """The kind of answer: the calls and their arguments, 'refusal', 'text' (or the error).
-        Two answers agree when their signatures are equal and, for text, the texts are similar
+        """The kind of answer (:func:`~cassettes.replay.forking.lineup.answer_kind`). Two answers
+        agree when their signatures are equal and, for text, the texts are similar
         (:meth:`agrees`)."""
-        if self.error is not None:
-            return f"error {self.status}"
-        if self.calls:
-            return orjson.dumps(self.calls, option=orjson.OPT_SORT_KEYS).decode()
-        return "refusal" if self.refusal else "text"
+        return answer_kind(self.status, self.error is not None, self.calls, self.refusal)
 
     @property
     def answered(self) -> bool:
@@ -253,17 +264,7 @@ class TurnComparison:
         against a declared schema and valid, how many JSON-equal to a recorded call of that tool,
         how many name a tool the request did not offer."""
         recorded = {_canon(n, a) for n, a in self.recorded.calls}
-        out = dict.fromkeys(
-            (
-                "calls",
-                "json",
-                "schema_checked",
-                "schema_valid",
-                "equal_to_recording",
-                "not_offered",
-            ),
-            0,
-        )
+        out = dict.fromkeys(_TALLIES, 0)
         for s in self.samples:
             for (name, args), c in zip(s.calls, s.checks, strict=True):
                 out["calls"] += 1
@@ -356,17 +357,7 @@ class Comparison:
         total: Counter[str] = Counter()
         for t in self.turns:
             total.update(t.arguments)
-        return {
-            k: total[k]
-            for k in (
-                "calls",
-                "json",
-                "schema_checked",
-                "schema_valid",
-                "equal_to_recording",
-                "not_offered",
-            )
-        }
+        return {k: total[k] for k in _TALLIES}
 
     def verdict(self) -> dict[str, Any]:
         """The whole comparison in figures: agreement over every answer, the cost and latency of the
@@ -486,8 +477,6 @@ class Comparison:
         }
 
     def lines(self) -> list[str]:
-        from cassettes.untrusted import clean_line
-
         out = [
             self.verdict_line(),
             f"looptap compare {self.run} → {self.model or 'the recorded model'}: "
@@ -626,8 +615,6 @@ def _said(s: Sample) -> str:
 def _sample(ex: Exchange, latency: float, tools: list[ToolSpec]) -> Sample:
     """The answer in ``ex``, its calls checked against ``tools`` (those the recorded request
     declared)."""
-    from cassettes.parsing.roundtrip import parse_exchange
-
     rt = parse_exchange(ex)
     r = rt.response
     # a broken stream is no answer
@@ -661,8 +648,6 @@ def _sample(ex: Exchange, latency: float, tools: list[ToolSpec]) -> Sample:
 
 def _price_usage(family: str, usage: Any) -> dict[str, int] | None:
     """Reported usage as genai-prices' keys (the family's adapter knows its extras), or ``None``."""
-    from cassettes import providers
-
     if usage is None or (usage.input_tokens is None and usage.output_tokens is None):
         return None
     adapter = providers.by_family(family)
@@ -698,8 +683,6 @@ def _refused(r: NormalisedResponse) -> bool:
 def check_arguments(c: ToolCall, tools: list[ToolSpec]) -> ArgumentCheck:
     """``c``'s arguments: JSON? valid against the declared schema of its tool? (jsonschema is
     imported with the check, when a comparison first needs it.)"""
-    from cassettes.analysis.emission import schema_errors
-
     spec = next((t for t in tools if t.name == c.name), None) if c.name else None
     parsed = c.arguments_error is None and (
         c.arguments is not None or not (c.arguments_raw or "").strip()
@@ -720,8 +703,6 @@ def check_arguments(c: ToolCall, tools: list[ToolSpec]) -> ArgumentCheck:
 
 def offered_tools(ex: Exchange) -> list[ToolSpec]:
     """The tools the recorded request declared (as its family's adapter reads them)."""
-    from cassettes.parsing.roundtrip import parse_exchange
-
     req = parse_exchange(ex).request
     return list(req.tools) if req is not None else []
 
@@ -767,9 +748,6 @@ class Planned:
 def plan_requests(run: Any) -> list[Planned]:
     """The recorded turns of ``run`` (model calls, in recording order), with their recorded usage
     and whether the recording shows them failing."""
-    from cassettes import providers
-    from cassettes.parsing.roundtrip import parse_exchange
-
     out: list[Planned] = []
     by_seq = {ex.seq if ex.seq is not None else i: ex for i, ex in enumerate(run.exchanges)}
     for seq, t in sorted(run.analysis.turns.items()):
@@ -839,9 +817,7 @@ def _recorded_usage(p: Planned, tk: Any, rt: Any) -> None:
 def upstream_bases(items: list[str]) -> dict[str, str]:
     """Where each API's requests go: the vendor's base URL, or ``--upstream NAME=URL`` instead;
     raises ``ValueError`` for an item of another form."""
-    from cassettes.providers import REVERSE_UPSTREAMS
-
-    bases = {name: up for name, (up, _v, _s) in REVERSE_UPSTREAMS.items()}
+    bases = {name: up for name, (up, _v, _s) in providers.REVERSE_UPSTREAMS.items()}
     for item in items:
         name, sep, url = str(item).partition("=")
         if not sep or not url.startswith(("http://", "https://")):
@@ -867,16 +843,18 @@ def where_sent(
 ) -> tuple[str | None, str | None]:
     """(the URL the turn would be sent to, with the model rewrite applied; what the rewrite
     changed): ``None`` when no upstream serves its API."""
-    from urllib.parse import urlsplit
-
     base = live(p.ex.method, p.ex.url, p.ex.request_body)
     if base is None:
         return None, None
-    u = urlsplit(p.ex.url)
-    target, _body, note = with_model(
-        p.ex.method, u.path + (f"?{u.query}" if u.query else ""), p.ex.request_body, model
-    )
+    target, _body, note = _with_model(p.ex, p.ex.request_body, model)
     return base + target, note
+
+
+def _with_model(ex: Exchange, body: bytes, model: str | None) -> tuple[str, bytes, str | None]:
+    """(the recorded request's path and query, ``body``, what changed) with ``model`` asked for
+    (:func:`~cassettes.replay.forking.cursor.with_model`)."""
+    u = urlsplit(ex.url)
+    return with_model(ex.method, u.path + (f"?{u.query}" if u.query else ""), body, model)
 
 
 def estimate_costs(
@@ -889,9 +867,6 @@ def estimate_costs(
     price in genai-prices' offline data (the provider the target URL names, else the API family's,
     else the model's name alone), applied to the recorded usage. Sets ``estimate`` and
     ``price_note``. ``urls``: each turn's target (:func:`where_sent`) when the caller has them."""
-    from cassettes import providers
-    from cassettes.analysis.price_memo import PRICES_VERSION, provider_for_url
-
     for i, p in enumerate(planned):
         name = model or p.model
         if not name:
@@ -937,8 +912,6 @@ def _price_of(
 ) -> tuple[Decimal, str]:
     """(the price of ``usage`` for the model ``ref`` names, "provider/model"); raises as
     genai-prices does."""
-    from cassettes.analysis.price_memo import calc_price
-
     total, prov, model_id = calc_price(
         usage, ref[1], provider_id=ref[0], price_context=context or None
     )
@@ -1033,13 +1006,6 @@ def _headers_sent(
     credential, cookie or connection header), then the user's ``--header`` values. A recorded header
     that cannot be sent (CR, LF, NUL …) is dropped, and a line on stderr names it (once per round
     trip; never its value)."""
-    from cassettes.matching import request_key
-    from cassettes.net import (
-        header_problem,
-        recorded_request_headers,
-        said_name,
-    )
-
     adapter = request_key(ex.method, ex.url, ex.request_headers, ex.request_body).adapter
     said: list[str] = []
     safe: Headers = []
@@ -1066,17 +1032,8 @@ def _headers_sent(
 async def _send(
     base: str, p: Planned, model: str | None, headers: Headers
 ) -> tuple[Exchange, float]:
-    from urllib.parse import urlsplit
-
-    from cassettes.net import Upstream, UpstreamError
-    from cassettes.wire.own import without_own
-
     ex = p.ex
-    u = urlsplit(ex.url)
-    target = u.path + (f"?{u.query}" if u.query else "")
-    target, body, _ = with_model(
-        ex.method, target, p.body if p.body is not None else ex.request_body, model
-    )
+    target, body, _ = _with_model(ex, p.body if p.body is not None else ex.request_body, model)
     sent, said = _headers_sent(ex, headers, p.said)
     t0 = time.monotonic()
     out = Exchange(ex.method, base + target, sent, body)
@@ -1126,8 +1083,6 @@ def _self_contained(run: Any, planned: list[Planned]) -> None:
     the request self-contained: the history that answer stood for as its input, the id removed.
     The candidate never gave the recorded answers, so the id alone would be refused
     (``previous_response_not_found``); teacher-forced means the recorded history, sent whole."""
-    from cassettes.replay.live.chains import chaining_of, self_contained, threads_of
-
     threads = None
     for p in planned:
         doc = p.ex.request_json()

@@ -37,9 +37,10 @@ from cassettes.matching import (
     json_diff,
     parse_ignore,
     parse_substitution,
-    request_key,
     window,
 )
+from cassettes.reading.run import open_run
+from cassettes.replay.forking.lineup import Comparing, conversation_pairs
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["Difference", "Proposal", "propose", "propose_files"]
@@ -219,8 +220,6 @@ def _toml_str(s: str) -> str:
 def propose_files(path_a: str, path_b: str) -> tuple[Proposal, list[str]]:
     """:func:`propose` for two recorded files (any format ``looptap`` reads); also their
     problems."""
-    from cassettes.reading.run import open_run
-
     a, b = open_run(path_a), open_run(path_b)
     return propose(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq), [
         *a.problems,
@@ -232,9 +231,7 @@ def _pairs(ra: RunAnalysis, rb: RunAnalysis, p: Proposal) -> list[tuple[str, int
     """(conversation, turn, seq in A, seq in B) of every pair of turns, as ``looptap diff`` pairs
     them."""
     out: list[tuple[str, int, int, int]] = []
-    for i in range(max(len(ra.conversations), len(rb.conversations))):
-        ca = ra.conversations[i] if i < len(ra.conversations) else None
-        cb = rb.conversations[i] if i < len(rb.conversations) else None
+    for ca, cb, first in conversation_pairs(ra, rb):
         if ca is None or cb is None:
             only = ca or cb
             assert only is not None
@@ -243,8 +240,6 @@ def _pairs(ra: RunAnalysis, rb: RunAnalysis, p: Proposal) -> list[tuple[str, int
                 f"{count(len(only.turns), 'turn')})"
             )
             continue
-        head = ra.turns.get(ca.turns[0]) if ca.turns else None
-        first = head.index if head is not None else 0
         for k in range(min(len(ca.turns), len(cb.turns))):
             out.append((ca.id, k + first, ca.turns[k], cb.turns[k]))
         if len(ca.turns) != len(cb.turns):
@@ -268,7 +263,7 @@ def propose(
     vs = VolatileSpans()
     for conv, turn, sa, sb in pairs:
         xa, xb = exa(sa), exb(sb)
-        ka, kb = _key(xa), _key(xb)
+        ka, kb = Comparing().key(xa), Comparing().key(xb)
         if ka.is_json and kb.is_json:
             changes = json_diff(ka.body, kb.body)
         elif ka.body != kb.body:
@@ -299,14 +294,6 @@ def propose(
     return p
 
 
-def _key(
-    ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None
-) -> RequestKey:
-    return request_key(
-        ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules
-    )
-
-
 def _tools(key: RequestKey) -> dict[tuple[Any, ...], str]:
     """Each tool result's content path (as the compared body holds it) → the tool's name."""
     if key.adapter is None or key.raw is None:
@@ -326,10 +313,9 @@ def _check(
 ) -> None:
     """Compare the runs again with the proposed rules (and the built-in detectors): what still
     differs."""
-    rules = p.rules()
-    vs = VolatileSpans()
+    same = Comparing(VolatileSpans(), p.rules())
     for conv, turn, sa, sb in pairs:
-        ka, kb = _key(exa(sa), vs, rules), _key(exb(sb), vs, rules)
+        ka, kb = same.key(exa(sa)), same.key(exb(sb))
         if ka.digest == kb.digest:
             continue
         first = json_diff(ka.body, kb.body, limit=1) if ka.is_json and kb.is_json else []

@@ -3,8 +3,8 @@ turn past it, how the K branches agree with each other and with the recording: a
 branches share is systematic (the model or the edit), one they do not is the model's variance.
 
 A turn's answer is compared as ``looptap compare`` does: the tool calls with their arguments (or
-text / a refusal / an error). Each branch is lined up with the origin from the cursor
-(:func:`cassettes.replay.forking.rundiff.fork_pairs`).
+text / a refusal / an error: :func:`cassettes.replay.forking.lineup.turn_answer`). Each branch is
+lined up with the origin from the cursor (:func:`cassettes.replay.forking.rundiff.fork_pairs`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import orjson
+from cassettes.hints import count
+from cassettes.reading.branch import origin_of
+from cassettes.reading.run import open_run
+from cassettes.replay.forking.lineup import turn_answer
+from cassettes.replay.forking.rundiff import comparing_files, fork_pairs
+from cassettes.untrusted import clean_line
 
 __all__ = ["TurnAgreement", "agreement", "agreement_lines"]
 
@@ -41,26 +45,9 @@ class TurnAgreement:
         )
 
 
-def _answer(turn: Any) -> str:
-    """What counts as the same answer of a turn (the analysis' view of it)."""
-    if turn.a.error is not None:
-        return f"error {turn.a.status}"
-    calls = [
-        [c.name, c.arguments if c.arguments is not None else c.arguments_raw]
-        for c in turn.e.tool_calls
-    ]
-    if calls:
-        return orjson.dumps(calls, option=orjson.OPT_SORT_KEYS).decode()
-    return "refusal" if turn.e.refusal else "text"
-
-
 def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement]:
     """Per (origin conversation, turn) past the cursor: the K branches' answers and the
     recording's."""
-    from cassettes.reading.run import open_run
-    from cassettes.replay.forking.fork import origin_of
-    from cassettes.replay.forking.rundiff import comparing_files, fork_pairs
-
     a = open_run(run, whole=True)
     by_a = {ex.seq: ex for ex in a.exchanges}
     out: dict[tuple[str, int], TurnAgreement] = {}
@@ -78,17 +65,14 @@ def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement
             rec = a.analysis.turns.get(seq_a) if seq_a is not None else None
             ta = out.setdefault(
                 (conv_a, turn),
-                TurnAgreement(conv_a, turn, _answer(rec) if rec is not None else None),
+                TurnAgreement(conv_a, turn, turn_answer(rec) if rec is not None else None),
             )
             tb = b.analysis.turns.get(seq_b) if seq_b is not None else None
-            ta.answers.append(_answer(tb) if tb is not None else "(no such turn)")
+            ta.answers.append(turn_answer(tb) if tb is not None else "(no such turn)")
     return [out[k] for k in sorted(out)]
 
 
 def agreement_lines(rows: list[TurnAgreement], k: int) -> list[str]:
-    from cassettes.hints import count
-    from cassettes.untrusted import clean_line
-
     out = [
         f"looptap run --repeat: per turn past the cursor, how the {count(k, 'branch', 'branches')} "
         "written in this run agree"

@@ -15,33 +15,43 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from cassettes.analysis import RunAnalysis, Turn
+from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.matching import (
     IGNORED,
+    MAX_TURNS,
     Change,
     RequestKey,
     Rules,
     Tolerated,
     VolatileSpans,
     attribute,
+    bare_text,
+    entries_of,
     json_diff,
-    request_key,
+    recorded,
+    recorded_time,
+    report_lines,
+    rules_of_args,
     short,
+    this_process,
     tolerated,
-    window,
+    tool_result_changes,
 )
+from cassettes.reading.branch import read_entries, relate, with_notes
+from cassettes.replay.forking.lineup import Comparing, conversation_pairs, emitted, reported
+from cassettes.replay.live.chains import as_sent_live
+from cassettes.replay.live.edits import edit_notes
 from cassettes.wire.exchange import Exchange
 
 __all__ = [
-    "AS_SENT",
     "MAX_DIVERGENCES",
-    "Comparing",
     "Divergence",
     "Divergences",
     "comparing",
@@ -51,76 +61,28 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Comparing:
-    """How the requests of run A and run B are compared: the detectors each side's text goes
-    through (``None``: compared as sent) and the user's rules both go through (``None``: none) —
-    what a replay or a fork's prefix matches by (:mod:`cassettes.matching`), so that a difference
-    the replay would tolerate is listed as tolerated, and anything else is a divergence.
-    :func:`comparing` makes it for two cassettes; :data:`AS_SENT` compares the text as sent."""
-
-    volatile_a: VolatileSpans | None = None
-    volatile_b: VolatileSpans | None = None
-    rules: Rules | None = None
-
-    def key_a(self, ex: Exchange) -> RequestKey:
-        return request_key(
-            ex.method,
-            ex.url,
-            ex.request_headers,
-            ex.request_body,
-            ex.request_json(),
-            volatile=self.volatile_a,
-            rules=self.rules,
-        )
-
-    def key_b(self, ex: Exchange) -> RequestKey:
-        return request_key(
-            ex.method,
-            ex.url,
-            ex.request_headers,
-            ex.request_body,
-            ex.request_json(),
-            volatile=self.volatile_b,
-            rules=self.rules,
-        )
-
-
-#: The requests' text compared as sent: no detector, no rule (ids and timestamps still normalised).
-AS_SENT = Comparing()
-
-
-def _detectors(header_a: Any, header_b: Any) -> VolatileSpans:
-    """The built-in detectors for two runs' requests: for the working directories and homes both
-    headers name (``meta.cwd``, ``meta.home``: :mod:`cassettes.matching`), on both sides —
-    as a fork's prefix knows the recording's and its own: a branch's requests hold the origin's
-    paths too, in the answers served from it — and where a header does not say, this process's
-    (as a replay reads a recording made before the fields existed)."""
-    from cassettes.matching import recorded, this_process
-
-    cwd, home = this_process()
-    (cwd_a, home_a), (cwd_b, home_b) = recorded(header_a), recorded(header_b)
-    here = [cwd] if cwd else []
-    cwds = [*(cwd_a or here), *(cwd_b or here)]
-    homes = [*(home_a or [home]), *(home_b or [home])]
-    from cassettes.matching import recorded_time
-
-    return VolatileSpans(
-        cwds[0] if cwds else None, homes[0], cwds[1:], homes[1:], recorded_time(header_a)
-    )
-
-
 def comparing(
     rules: Rules | None, header_a: Any, header_b: Any, volatile: bool = True
 ) -> Comparing:
     """How ``looptap diff A B`` compares requests: as ``looptap replay A`` matches them — the
     ``rules`` (:func:`diff_rules`: the project's for A's cassette with the command line's), and
     the built-in detectors unless turned off (``volatile=False``: ``--no-volatile``; or the
-    project's ``volatile = false``), for the working directories and homes the two headers name."""
+    project's ``volatile = false``). The detectors, one set for both sides (a text both hold is
+    scanned once), know the working directories and homes both headers name (``meta.cwd``,
+    ``meta.home``) — as a fork's prefix knows the recording's and its own: a branch's requests
+    hold the origin's paths too, in the answers served from it — and where a header does not
+    say, this process's (as a replay reads a recording made before the fields existed)."""
     if not volatile or (rules is not None and rules.volatile is False):
-        return Comparing(None, None, rules or None)
-    spans = _detectors(header_a, header_b)  # one for both sides (a text both hold is scanned once)
-    return Comparing(spans, spans, rules or None)
+        return Comparing(None, rules or None)
+    cwd, home = this_process()
+    (cwd_a, home_a), (cwd_b, home_b) = recorded(header_a), recorded(header_b)
+    here = [cwd] if cwd else []
+    cwds = [*(cwd_a or here), *(cwd_b or here)]
+    homes = [*(home_a or [home]), *(home_b or [home])]
+    spans = VolatileSpans(
+        cwds[0] if cwds else None, homes[0], cwds[1:], homes[1:], recorded_time(header_a)
+    )
+    return Comparing(spans, rules or None)
 
 
 def diff_rules(cassette_a: str | Path | None, args: Any = None) -> Rules:
@@ -129,8 +91,6 @@ def diff_rules(cassette_a: str | Path | None, args: Any = None) -> Rules:
     :mod:`cassettes.matching`), with a command line's ``--ignore``, ``--substitute`` and
     ``--volatile-tool`` added (``args``). Raises :class:`~cassettes.matching.RuleError`
     (one line) for a rule that cannot be used."""
-    from cassettes.matching import rules_of_args
-
     return rules_of_args(args, cassette_a)
 
 
@@ -176,33 +136,35 @@ class Divergence:
             "seq_b": self.seq_b,
             "path": self.path,
             "changes": [
-                {
-                    "path": c.where,
-                    "kind": c.kind,
-                    "a": _real(c.expected, self.ids_a),
-                    "b": _real(c.actual, self.ids_b),
-                }
-                for c in self.changes
+                {"path": c.where, "kind": c.kind, "a": c.expected, "b": c.actual}
+                for c in self._real_changes(self.changes)
             ],
             "findings_b": self.findings_b,
             "edited_b": self.edited_b,
             **({"folded": [d.as_json() for d in self.folded]} if self.folded else {}),
         }
 
-    def change_lines(self, limit: int) -> list[str]:
-        """Each change with the ids each run really sent (not the placeholders they were compared
+    @property
+    def where(self) -> str:
+        """Where it is, as the text report says it."""
+        if self.turn is None:
+            return "whole conversation"
+        seq_a, seq_b = ("-" if s is None else s for s in (self.seq_a, self.seq_b))
+        return f"turn {self.turn} (seq {seq_a} ↔ {seq_b})"
+
+    def _real_changes(self, changes: list[Change]) -> list[Change]:
+        """``changes`` with the ids each run really sent (not the placeholders they were compared
         as)."""
+        return [
+            replace(c, expected=_real(c.expected, self.ids_a), actual=_real(c.actual, self.ids_b))
+            for c in changes
+        ]
+
+    def change_lines(self, limit: int) -> list[str]:
+        """Each change as a line, with the ids each run really sent."""
         out = []
-        for c in self.changes[:limit]:
-            a, b = (
-                window(_real(c.expected, self.ids_a), _real(c.actual, self.ids_b))
-                if c.kind == "changed"
-                else ("", "")
-            )
-            if c.kind == "added":
-                b = short(_real(c.actual, self.ids_b))
-            elif c.kind == "removed":
-                a = short(_real(c.expected, self.ids_a))
+        for c in self._real_changes(self.changes[:limit]):
+            a, b = c.shown()
             if c.kind == "added":
                 out.append(f"{c.where}: only in B: {b}")
             elif c.kind == "removed":
@@ -225,30 +187,6 @@ def _real(value: Any, ids: dict[str, str], depth: int = 0) -> Any:
     return value
 
 
-def _emission(t: Turn) -> dict[str, Any]:
-    return {
-        "text": t.e.text or "",
-        "refusal": t.e.refusal,
-        "tool_calls": [
-            {
-                "name": c.name,
-                "arguments": c.arguments if c.arguments is not None else c.arguments_raw,
-            }
-            for c in t.e.tool_calls
-        ],
-    }
-
-
-def _api(t: Turn) -> dict[str, Any]:
-    err = t.a.error
-    return {
-        "status": t.a.status,
-        "finish_reason": t.a.finish_reason_raw,
-        "complete": t.a.complete,
-        "error": {"type": err.type, "message": err.message} if err is not None else None,
-    }
-
-
 def fork_lined_up(
     path_a: str | Path,
     path_b: str | Path,
@@ -264,21 +202,13 @@ def fork_lined_up(
     is not A's branch. Raises :class:`~cassettes.errors.CassetteError` (one line) when A is the
     file B names as its origin but not the run B was forked from (it changed since the fork):
     the prefix cannot be compared, and a turn-by-turn diff would only invent divergences."""
-    from cassettes.errors import CassetteError
-    from cassettes.reading.branch import relate
-
     rel = relate(path_a, path_b)
     if rel is None or rel.swapped:
         return None
     if rel.changed is not None:
         raise CassetteError(rel.changed)
-    from cassettes.reading.branch import with_notes
-
     # what the fork noted after the run (tolerated, @divergence's starts)
     origin = with_notes(path_b, rel.meta)
-
-    from cassettes.replay.live.chains import as_sent_live
-
     starts = origin.get("starts")
     # the origin's turns at the cursor as the fork sent them (a chained turn self-contained)
     exa = as_sent_live(
@@ -325,6 +255,51 @@ class Divergences(list[Divergence]):
             else:
                 self.left_out += 1
 
+    def tolerate(self, at: _Pair, found: list[Tolerated]) -> None:
+        """One turn's tolerated differences kept (the first :data:`MAX_TURNS` turns)."""
+        if not found:
+            return
+        if len(self.tolerated) >= MAX_TURNS:
+            self.tolerated_left_out += 1
+            return
+        self.tolerated.append(
+            {
+                "conversation": at.ida,
+                "turn": at.k,
+                "seq": at.sa,
+                "seq_b": at.sb,
+                "tolerated": entries_of(found),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """The two analysed runs a diff compares: ``exa``/``exb`` give a round trip's exchange by
+    seq; ``compare``: how their requests are compared; ``sink``: where what was tolerated goes."""
+
+    ra: RunAnalysis
+    rb: RunAnalysis
+    exa: Callable[[int], Exchange]
+    exb: Callable[[int], Exchange]
+    compare: Comparing
+    sink: Divergences
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """Where two compared turns are: the conversations' ids in A and B, the turn index, each
+    run's seq."""
+
+    ida: str
+    idb: str
+    k: int
+    sa: int
+    sb: int
+
+    def divergence(self, layer: str, message: str, *more: Any) -> Divergence:
+        return Divergence(layer, message, self.ida, self.idb, self.k, self.sa, self.sb, *more)
+
 
 def diff_analysed(
     ra: RunAnalysis,
@@ -341,84 +316,42 @@ def diff_analysed(
     others."""
     keep = MAX_DIVERGENCES if limit is None else limit
     out = Divergences()
-    for i in range(max(len(ra.conversations), len(rb.conversations))):
-        ca = ra.conversations[i] if i < len(ra.conversations) else None
-        cb = rb.conversations[i] if i < len(rb.conversations) else None
+    runs = _Runs(ra, rb, exa, exb, compare, out)
+    for ca, cb, offset in conversation_pairs(ra, rb):
         if ca is None or cb is None:
             present = ca or cb
             assert present is not None
-            who = "A" if ca is not None else "B"
-            other = "B" if who == "A" else "A"
-            out.add(
-                [
-                    Divergence(
-                        "C",
-                        f"run {who} has a conversation run {other} never started "
-                        f"({count(len(present.turns), 'turn')})",
-                        ca.id if ca else None,
-                        cb.id if cb else None,
-                    )
-                ],
-                keep,
+            who, other = ("A", "B") if ca is not None else ("B", "A")
+            message = (
+                f"run {who} has a conversation run {other} never started "
+                f"({count(len(present.turns), 'turn')})"
             )
+            out.add([Divergence("C", message, ca.id if ca else None, cb.id if cb else None)], keep)
             continue
-        out.add(
-            _diff_conversation(
-                ra,
-                rb,
-                exa,
-                exb,
-                ca.turns,
-                cb.turns,
-                ca.id,
-                cb.id,
-                offset=_first_index(ra, ca.turns),
-                compare=compare,
-                sink=out,
-            ),
-            keep,
-        )
+        out.add(_diff_conversation(runs, ca.turns, cb.turns, ca.id, cb.id, offset), keep)
     return out
 
 
-def _first_index(ra: RunAnalysis, seqs: list[int]) -> int:
-    """The turn number of a conversation's first turn, as its run numbers it (a branch: its
-    origin's numbers). Only the number is kept: a turn held for the whole diff would pin what it
-    refers to (a huge run's bodies) in memory."""
-    head = ra.turns.get(seqs[0]) if seqs else None
-    return head.index if head is not None else 0
-
-
 def _diff_conversation(
-    ra: RunAnalysis,
-    rb: RunAnalysis,
-    exa: Callable[[int], Exchange],
-    exb: Callable[[int], Exchange],
+    runs: _Runs,
     ta: list[int],
     tb: list[int],
     ida: str,
     idb: str,
     offset: int = 0,
     fork: dict[str, Any] | None = None,
-    *,
-    compare: Comparing,
-    sink: Divergences,
-    results: bool = False,
 ) -> Iterator[Divergence]:
     """The divergences of two conversations turn by turn (``ta``/``tb``: their seqs; ``offset``:
-    the turn index of their first, when lined up from a fork's cursor), as they are found; the
-    requests compared as ``compare`` says, what it tolerates added to ``sink.tolerated``. With
-    ``fork`` (B is a branch of A: its ``meta.origin``), what the fork itself changed is labelled
-    as the fork's (:func:`_fork_changes`) and the differences that follow fold under the change
-    they follow from (:class:`_Folding`). With ``results`` (a branch forked with ``--prefix
-    tolerant``), a request that differs only in tool results is no divergence: the difference is
-    tolerated, as the fork's prefix tolerated it (:mod:`cassettes.matching`)."""
+    the turn index of their first, as its run numbers it: a branch, its origin's numbers), as
+    they are found. With ``fork`` (B is a branch of A: its ``meta.origin``), what the fork itself
+    changed is labelled as the fork's (:func:`_fork_changes`) and the differences that follow fold
+    under the change they follow from (:class:`_Folding`); a branch forked with ``--prefix
+    tolerant`` tolerates a request that differs only in tool results, as its prefix did."""
     folding = _Folding() if fork is not None else None
+    results = fork is not None and fork.get("prefix") == "tolerant"
     for k in range(min(len(ta), len(tb))):
-        xa, xb = exa(ta[k]), exb(tb[k])
-        found = _diff_turn(
-            ra, rb, xa, xb, ta[k], tb[k], k + offset, ida, idb, compare, sink, results
-        )
+        xa, xb = runs.exa(ta[k]), runs.exb(tb[k])
+        found = _diff_turn(runs, _Pair(ida, idb, k + offset, ta[k], tb[k]), xa, xb, results)
         if fork is not None and folding is not None:
             found = folding.fold(_fork_changes(found, xa, xb, fork), k + offset)
         # not held while the caller takes this turn's divergences: a turn's bodies can be huge
@@ -441,39 +374,22 @@ def _diff_conversation(
 
 
 def _diff_turn(
-    ra: RunAnalysis,
-    rb: RunAnalysis,
-    xa: Exchange,
-    xb: Exchange,
-    sa: int,
-    sb: int,
-    k: int,
-    ida: str,
-    idb: str,
-    compare: Comparing,
-    sink: Divergences,
-    results: bool = False,
+    runs: _Runs, at: _Pair, xa: Exchange, xb: Exchange, results: bool
 ) -> list[Divergence]:
     """One pair of turns: the request (layer C, as replay matches; what the matching tolerates
-    goes to ``sink``, and with ``results`` a request that differs only in tool results too), what
+    goes to the sink, and with ``results`` a request that differs only in tool results too), what
     the model emitted (E) and what the API reported (A)."""
-    turn_a, turn_b = ra.turns[sa], rb.turns[sb]
-    out = _request_divergences(
-        xa, xb, _new_client_findings(turn_a, turn_b), sa, sb, k, ida, idb, compare, sink, results
-    )
+    turn_a, turn_b = runs.ra.turns[at.sa], runs.rb.turns[at.sb]
+    out = _request_divergences(runs, at, xa, xb, _new_client_findings(turn_a, turn_b), results)
     for layer, view, what in (
-        ("E", _emission, "the model emitted something else"),
-        ("A", _api, "the API reported something else"),
+        ("E", emitted, "the model emitted something else"),
+        ("A", reported, "the API reported something else"),
     ):
         ch = json_diff(view(turn_a), view(turn_b), ("response",))
         if ch:
             fields = ", ".join(dict.fromkeys(str(c.path[1]) for c in ch if len(c.path) > 1))
-            out.append(
-                Divergence(layer, f"{what} ({fields})", ida, idb, k, sa, sb, ch[0].where, ch)
-            )
+            out.append(at.divergence(layer, f"{what} ({fields})", ch[0].where, ch))
     if xb.edits:
-        from cassettes.replay.live.edits import edit_notes
-
         for d in out:  # a C divergence inside an item the fork's edit rewrote is that edit
             d.edited_b = edit_notes(xb.edits, d.path) if d.layer == "C" else []
     return out
@@ -490,53 +406,31 @@ def _new_client_findings(turn_a: Turn, turn_b: Turn) -> list[str]:
 
 
 def _request_divergences(
-    xa: Exchange,
-    xb: Exchange,
-    said: list[str],
-    sa: int,
-    sb: int,
-    k: int,
-    ida: str,
-    idb: str,
-    compare: Comparing,
-    sink: Divergences,
-    results: bool = False,
+    runs: _Runs, at: _Pair, xa: Exchange, xb: Exchange, said: list[str], results: bool
 ) -> list[Divergence]:
-    """How two requests differ as replay matches them (``compare``: each with its body changes),
-    the first C divergence carrying ``said`` (B's new client findings at this turn). A difference
-    only in what the matching tolerates is no divergence: it is added to ``sink.tolerated``
-    (with ``results``, requests that differ only in tool results too)."""
-    out: list[Divergence] = []
-    ka, kb = compare.key_a(xa), compare.key_b(xb)
+    """How two requests differ as replay matches them (each divergence with its body changes), the
+    first C divergence carrying ``said`` (B's new client findings at this turn). A difference only
+    in what the matching tolerates is no divergence: it goes to the sink (with ``results``,
+    requests that differ only in tool results too)."""
+    ka, kb = runs.compare.key(xa), runs.compare.key(xb)
     changes = json_diff(ka.body, kb.body) if ka.is_json and kb.is_json else []
     if ka.spans or kb.spans:
         changes += _marked_apart(ka, kb, changes)
     spans = _tolerated_spans(ka, kb, changes)
-    if results and changes:
-        from cassettes.matching import tool_result_changes
-
-        found = tool_result_changes(ka, kb, changes)
+    found = tool_result_changes(ka, kb, changes) if results and changes else None
+    if found is not None:
         # (the spans elsewhere: as the prefix lists them, Matcher.in_position)
-        if found is not None:
-            items = {t.path[:2] for t in found}
-            _tolerate(sink, ida, k, sa, sb, [t for t in spans if t.path[:2] not in items] + found)
-            return out
-    _tolerate(sink, ida, k, sa, sb, spans)
+        items = {t.path[:2] for t in found}
+        runs.sink.tolerate(at, [t for t in spans if t.path[:2] not in items] + found)
+        return []
+    runs.sink.tolerate(at, spans)
     if changes and (ka.spans or kb.spans):
         changes = [_as_sent(c, ka, kb) for c in changes]
-    return _attributed(ka, kb, changes, said, sa, sb, k, ida, idb)
+    return _attributed(at, ka, kb, changes, said)
 
 
 def _attributed(
-    ka: RequestKey,
-    kb: RequestKey,
-    changes: list[Change],
-    said: list[str],
-    sa: int,
-    sb: int,
-    k: int,
-    ida: str,
-    idb: str,
+    at: _Pair, ka: RequestKey, kb: RequestKey, changes: list[Change], said: list[str]
 ) -> list[Divergence]:
     """The differences of two requests as divergences, by the layer each group implicates; the
     first C divergence carries ``said``."""
@@ -547,39 +441,13 @@ def _attributed(
             if v.path not in ("(url)", "(body)")
             else []
         )
-        d = Divergence(
-            v.layer,
-            v.message,
-            ida,
-            idb,
-            k,
-            sa,
-            sb,
-            v.path,
-            mine or changes[:3],
-            dict(ka.ids),
-            dict(kb.ids),
+        d = at.divergence(
+            v.layer, v.message, v.path, mine or changes[:3], dict(ka.ids), dict(kb.ids)
         )
         if v.layer == "C" and said:
             d.findings_b, said = said, []  # once per turn, on its first C divergence
         out.append(d)
     return out
-
-
-def _tolerate(
-    sink: Divergences, ida: str, k: int, sa: int, sb: int, found: list[Tolerated]
-) -> None:
-    """One turn's tolerated differences added to ``sink`` (the first :data:`MAX_TURNS` turns)."""
-    if not found:
-        return
-    from cassettes.matching import MAX_TURNS, entries_of
-
-    if len(sink.tolerated) >= MAX_TURNS:
-        sink.tolerated_left_out += 1
-        return
-    sink.tolerated.append(
-        {"conversation": ida, "turn": k, "seq": sa, "seq_b": sb, "tolerated": entries_of(found)}
-    )
 
 
 def _under(path: tuple[Any, ...], changed: list[tuple[Any, ...]]) -> bool:
@@ -646,9 +514,6 @@ def _as_sent(c: Change, ka: RequestKey, kb: RequestKey) -> Change:
     """``c`` with each value that holds a span (``<date>``, ``<cwd>``, a rule's replacement) shown
     as the run sent it, where the body as sent has a value of the same kind at that path (a
     content list compared as its one text part: that text); other values as compared."""
-    from dataclasses import replace
-
-    from cassettes.matching import bare_text
 
     def sent(key: RequestKey, value: Any) -> Any:
         if not any(s.path[: len(c.path)] == c.path for s in key.spans):
@@ -759,10 +624,10 @@ def _pair_fork(
     lone: list[Any] = []
     free = dict(at)
     for cb in rb.conversations:
-        kb = compare.key_b(exb(cb.turns[0]))
+        kb = compare.key(exb(cb.turns[0]))
         best: tuple[int, str] | None = None
         for cid, (seqs, _) in free.items():
-            ka = compare.key_a(exa(seqs[0]))
+            ka = compare.key(exa(seqs[0]))
             n = (
                 len(json_diff(ka.body, kb.body))
                 if ka.is_json and kb.is_json
@@ -812,9 +677,8 @@ def diff_fork(
     says (:func:`comparing`). Also lines that say how the two were lined up."""
     pairs, lone, free = _pair_fork(ra, rb, exa, exb, origin, compare)
     out = Divergences()
+    runs = _Runs(ra, rb, exa, exb, compare, out)
     said: list[str] = []
-    from cassettes.reading.branch import read_entries
-
     # the prefix's, as the fork noted it; then past the cursor
     out.tolerated = read_entries(origin.get("tolerated"))
     for cb in lone:
@@ -834,23 +698,7 @@ def diff_fork(
             if turn
             else f"conversation {cid} (A) ↔ {cb.id} (B): live from its first turn"
         )
-        out.extend(
-            _diff_conversation(
-                ra,
-                rb,
-                exa,
-                exb,
-                seqs,
-                cb.turns,
-                cid,
-                cb.id,
-                offset=turn,
-                fork=origin,
-                compare=compare,
-                sink=out,
-                results=origin.get("prefix") == "tolerant",
-            )
-        )
+        out.extend(_diff_conversation(runs, seqs, cb.turns, cid, cb.id, turn, origin))
     for cid, (seqs, turn) in free.items():
         out.append(
             Divergence(
@@ -907,8 +755,6 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
 
 def _tolerated_lines(divs: Sequence[Divergence]) -> list[str]:
     """What was tolerated, as :func:`divergence_lines` opens with it."""
-    from cassettes.matching import report_lines
-
     tolerated = report_lines(getattr(divs, "tolerated", []), "")
     if tolerated:
         tolerated.insert(
@@ -926,13 +772,7 @@ def _tolerated_lines(divs: Sequence[Divergence]) -> list[str]:
 def _divergence_lines(d: Divergence, max_changes: int) -> list[str]:
     """One divergence of :func:`divergence_lines`: where, what, its changes and what follows from
     it."""
-    where = (
-        f"turn {d.turn} (seq {d.seq_a if d.seq_a is not None else '-'} ↔ "
-        f"{d.seq_b if d.seq_b is not None else '-'})"
-        if d.turn is not None
-        else "whole conversation"
-    )
-    lines = [f"  {where}: {d.layer}: {d.message}"]
+    lines = [f"  {d.where}: {d.layer}: {d.message}"]
     for f in d.findings_b:
         lines.append(f"      looptap on B's turn: {f}")
     if d.edited_b and d.layer == "C":
@@ -948,10 +788,7 @@ def _divergence_lines(d: Divergence, max_changes: int) -> list[str]:
             f"follow{'s' if n == 1 else ''} from it (not the client's own):"
         )
         for g in d.folded[:FOLDED_SHOWN]:
-            lines.append(
-                f"        turn {g.turn} (seq {g.seq_a if g.seq_a is not None else '-'} ↔ "
-                f"{g.seq_b if g.seq_b is not None else '-'}): {g.layer}: {g.message}"
-            )
+            lines.append(f"        {g.where}: {g.layer}: {g.message}")
         if n > FOLDED_SHOWN:
             lines.append(f"        … and {n - FOLDED_SHOWN} more (--json lists them)")
     return lines
