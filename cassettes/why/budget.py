@@ -52,6 +52,16 @@ def planned_for(run: Any, chosen: list[Intervention], bases: dict[str, str]) -> 
     return out
 
 
+#: check_budget's first words: "1 request (…)", "2 requests (…)", "1,000 requests (…)".
+_COUNTED = re.compile(r"^[\d,]+ requests? \([^)]*\)")
+
+
+def resumed_head(line: str, said: str) -> str:
+    """check_budget's first line with its count of requests replaced by ``said`` (what a resumed
+    investigation has left to send)."""
+    return _COUNTED.sub(lambda _: said, line, count=1)
+
+
 def check(
     run: Any,
     chosen: list[Intervention],
@@ -83,8 +93,7 @@ def check(
     )
 
     def resumed(lines: list[str]) -> list[str]:
-        head = re.sub(r"^\d+ requests \([^)]*\)", lambda _: said, lines[0], count=1)
-        return [head, *lines[1:]]
+        return [resumed_head(lines[0], said), *lines[1:]]
 
     try:
         return resumed(check_budget(left, 1, max_requests, max_cost, allow_unknown, who))

@@ -580,3 +580,13 @@ def test_the_default_output_is_a_new_directory_beside_the_run(tmp_path: Path) ->
     (tmp_path / "run.why").mkdir()
     (tmp_path / "run.why-2").write_text("someone's file")
     assert default_output(run) == tmp_path / "run.why-3"
+
+
+@pytest.mark.parametrize("n", [1, 2, 1000])
+def test_a_resumed_budget_line_says_what_is_left_whatever_the_count(n: int) -> None:
+    from cassettes.hints import count
+    from cassettes.why.budget import resumed_head
+
+    line = f"{count(n, 'request')} (1 turn × {count(n, 'sample')}); at most $0.01"
+    said = "1 request left to send (1 of 2 branches left to run; 1 kept from the earlier run)"
+    assert resumed_head(line, said) == f"{said}; at most $0.01"
