@@ -40,6 +40,7 @@ from cassettes.matching import (
     request_key,
     window,
 )
+from cassettes.reading.run import open_run
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["Difference", "Proposal", "propose", "propose_files"]
@@ -219,7 +220,6 @@ def _toml_str(s: str) -> str:
 def propose_files(path_a: str, path_b: str) -> tuple[Proposal, list[str]]:
     """:func:`propose` for two recorded files (any format ``looptap`` reads); also their
     problems."""
-    from cassettes.reading.run import open_run
 
     a, b = open_run(path_a), open_run(path_b)
     return propose(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq), [
