@@ -23,6 +23,13 @@ from importlib.resources import as_file, files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cassettes.hints import looptap_command
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.replay.serving.server import ReplayServer
+from cassettes.storage.paths import UnsafePath, check_target, remove_if_same, staged
+from cassettes.storage.store import is_cassette
+from cassettes.storage.vcr import load_vcr
+
 if TYPE_CHECKING:
     from cassettes.storage.paths import Target
 
@@ -46,10 +53,6 @@ def recorder_python() -> str | None:
 
 def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None] = print) -> int:
     """Record the demo agent into ``dest`` and ``show`` it; the exit status of the two."""
-    from cassettes.replay.serving.server import ReplayServer
-    from cassettes.storage.paths import UnsafePath, check_target, remove_if_same
-    from cassettes.storage.store import is_cassette
-    from cassettes.storage.vcr import load_vcr
 
     try:
         # An earlier demo (a cassette) is replaced; any other file, a link, a directory or a
@@ -115,7 +118,6 @@ def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None]
 def _looptap(python: str) -> str:
     """How the user runs the recorder: as they run looptap when this is the recorder's
     environment, else by the recorder's interpreter (``LOOPTAP_PROXY_PYTHON``)."""
-    from cassettes.hints import looptap_command
 
     return (
         looptap_command() if python == sys.executable else f"{shlex.quote(python)} -m cassettes.cli"
@@ -125,7 +127,6 @@ def _looptap(python: str) -> str:
 def next_steps(rc: int, dest: Path, say: Callable[[str], None], recorder: str | None = None) -> int:
     """What to try next, once the run was shown (``recorder``: how to run the recorder, when it
     is not this looptap)."""
-    from cassettes.hints import looptap_command
 
     me = looptap_command()  # as the user runs looptap, so the lines run as printed
     say(
@@ -141,10 +142,6 @@ def next_steps(rc: int, dest: Path, say: Callable[[str], None], recorder: str | 
 def _import_and_show(
     src: Path, target: Target, show: Callable[[Path], int], say: Callable[[str], None]
 ) -> int:
-    from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.storage.paths import staged
-    from cassettes.storage.vcr import load_vcr
-
     dest = target.path
     with (
         staged(target) as s,

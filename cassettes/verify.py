@@ -37,6 +37,8 @@ from urllib.parse import unquote
 import orjson
 
 from cassettes.bounds import record_fits
+from cassettes.errors import CassetteError
+from cassettes.hints import count
 from cassettes.patterns import PatternError, UserPattern
 
 __all__ = ["Find", "load_config_patterns", "main", "register_verify", "scan_file", "scan_lines"]
@@ -339,7 +341,6 @@ def _stream_finds(
     body = resp.get("body") if isinstance(resp, dict) else None
     if not isinstance(body, dict):
         return []
-    from cassettes.errors import CassetteError
     from cassettes.recording.redact import stream_texts
     from cassettes.storage.codec import decode_chunks
 
@@ -438,8 +439,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f)
         found += len(finds)
         if not args.quiet:
-            from cassettes.hints import count
-
             verdict = f"{count(len(finds), 'secret')} found" if finds else "clean"
             print(f"looptap: {file}: {verdict}", file=sys.stderr)
     if failed:

@@ -15,6 +15,7 @@ from typing import Protocol
 from cassettes.analysis.model import Conversation, McpCall, Turn
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.incremental import Batch
+from cassettes.reading.run import open_run
 from cassettes.storage.store import Problem
 from cassettes.views.summary import TurnSummary
 from cassettes.wire.exchange import Exchange
@@ -56,8 +57,6 @@ class _Followed:
     behind :class:`TurnSource`."""
 
     def __init__(self, path: Path, *, live: bool = False) -> None:
-        from cassettes.reading.run import open_run
-
         # A finished run takes the analysis kept by an earlier reader (docs/kept-analysis.md).
         self.run = open_run(path, follow=True, cache=not live)
 

@@ -21,6 +21,7 @@ import orjson
 from mitmproxy import ctx, http
 from mitmproxy.proxy import mode_specs
 
+from cassettes.matching import request_key
 from cassettes.providers import Provider, is_llm_host
 from cassettes.replay.serving.faults import (
     STATUS_KINDS,
@@ -138,8 +139,6 @@ def _is_llm(flow: http.HTTPFlow) -> bool:
 
 
 def _adapter(flow: http.HTTPFlow) -> Provider:
-    from cassettes.matching import request_key
-
     key = request_key(
         flow.request.method,
         flow.request.pretty_url,

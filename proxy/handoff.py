@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from proxy import messages
 from proxy.pipe import SETTLE, FrameReader, enlarge_pipe, frame, write_parts
+from proxy.writer import writer_main  # light: the writer process imports the pipeline, not this one
 
 __all__ = ["START_TIMEOUT", "Handoff", "HandoffError", "Receipt"]
 
@@ -143,9 +144,6 @@ class Handoff:
         round trip held only in this process in the first seconds would be lost by a crash).
         Raises :class:`HandoffError` saying why it could not start."""
         import multiprocessing
-
-        # (the writer process imports the pipeline; this one does not)
-        from proxy.writer import writer_main
 
         self.close()
         mp = multiprocessing.get_context("spawn")

@@ -33,6 +33,7 @@ from cassettes.errors import CassetteIOError
 from cassettes.hints import count
 from cassettes.net import free_port
 from cassettes.providers import REVERSE_UPSTREAMS
+from cassettes.providers.clients import start_advice
 from cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
 from cassettes.replay.testing.ready import VERSION as READY_VERSION
 from cassettes.replay.testing.ready import (
@@ -760,7 +761,6 @@ async def run_child(
         await rec.stop()
         raise
     messages.emit(rec.exports(env))  # before the command starts: it may say nothing for a while
-    from cassettes.providers.clients import start_advice
 
     for line in start_advice(argv, env):  # a client that will not work as started: what to change
         messages.emit(line)

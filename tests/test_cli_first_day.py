@@ -180,7 +180,7 @@ def test_the_demo_next_line_runs_as_printed(monkeypatch: pytest.MonkeyPatch) -> 
     from cassettes import demo as demo_mod
 
     said: list[str] = []
-    monkeypatch.setattr("cassettes.hints.looptap_command", lambda: ".venv-proxy/bin/looptap")
+    monkeypatch.setattr(demo_mod, "looptap_command", lambda: ".venv-proxy/bin/looptap")
     demo_mod.next_steps(0, Path("looptap-demo.jsonl"), said.append)
     assert said[0].strip().startswith("next: .venv-proxy/bin/looptap inspect looptap-demo.jsonl")
 

@@ -68,6 +68,7 @@ from cassettes import providers
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
 from cassettes.analysis.emission import cut_calls
 from cassettes.analysis.model import ApiReport, Finding, Severity
+from cassettes.analysis.price_memo import known_model
 from cassettes.hints import count
 from cassettes.models import ApiError, FinishReason, NormalisedResponse
 
@@ -558,7 +559,6 @@ def check_tool_calls_without_calls(ctx: TurnContext) -> Iterator[Finding]:
 def _known_model(name: str) -> str | None:
     """The model genai-prices files ``name`` under (``gpt-4o-2024-08-06`` → ``openai/gpt-4o``), or
     ``None`` for a name that is no published model: an alias, a deployment, a router."""
-    from cassettes.analysis.price_memo import known_model
 
     return known_model(name)
 

@@ -50,10 +50,11 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis.price_data import PRICES_VERSION, data_file
+from cassettes.analysis.price_data import PRICES_VERSION, data_file, get_snapshot
 from cassettes.analysis.price_memo_shape import MAX
 from cassettes.analysis.price_memo_shape import empty as _empty
 from cassettes.analysis.price_memo_shape import sound as _sound
+from cassettes.parsing import sealed
 from cassettes.storage.store import open_regular
 
 __all__ = [
@@ -103,8 +104,6 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> tuple[str, int]:
 
 
 def _path_and_key() -> tuple[Path, bytes] | None:
-    from cassettes.parsing import sealed
-
     key = sealed.machine_key(create=True)
     if key is None:
         return None
@@ -416,8 +415,6 @@ def _record_lookup(
     lookup, written down; ``None`` (and written down) when it finds none."""
     from genai_prices.types import ModelPrice
 
-    from cassettes.analysis.price_data import get_snapshot
-
     snapshot = get_snapshot()
     key = _lookup_key(model_ref, provider_id)
     try:
@@ -479,8 +476,6 @@ def _record(
 
 
 def _record_providers(doc: dict[str, Any]) -> None:
-    from cassettes.analysis.price_data import get_snapshot
-
     doc["providers"] = [[p.id, p.api_pattern] for p in get_snapshot().providers]
 
 
@@ -524,8 +519,6 @@ def provider_for_url(url: str) -> str:
     with memo.lock:
         providers = memo.doc()["providers"]
     if providers is None or _custom_snapshot():
-        from cassettes.analysis.price_data import get_snapshot
-
         snapshot = get_snapshot()
         if not _custom_snapshot():
             process_memo().fill(_record_providers)
@@ -547,7 +540,6 @@ def known_model(name: str) -> str | None:
             if key in doc["lookup"]:
                 hit = doc["lookup"][key]
                 return None if isinstance(hit, str) else f"{hit[0]}/{hit[1]}"
-    from cassettes.analysis.price_data import get_snapshot
 
     try:
         provider, model = get_snapshot().find_provider_model(name, None, None, None)

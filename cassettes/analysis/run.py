@@ -28,9 +28,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
+import cassettes.analysis.api as api
+import cassettes.analysis.claims as claims
+import cassettes.analysis.dispatch as dispatch
+import cassettes.analysis.emission as emission
+import cassettes.analysis.rules as rules
+import cassettes.analysis.spill as spill_tables
+import cassettes.analysis.tokens as tokens
 from cassettes import providers
-from cassettes.analysis import api, claims, dispatch, emission, rules, tokens
-from cassettes.analysis import spill as spill_tables
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
 from cassettes.analysis.conversations import Attempt, Link, Threader
 from cassettes.analysis.dispatch.history import GROUP_CHAT

@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from cassettes.analysis.rules import active_text
 from cassettes.errors import CassetteError
 from cassettes.fleet.files import run_stats
 from cassettes.fleet.rows import (
@@ -183,7 +184,6 @@ def update(
 
 def _rules_digest() -> str:
     """A digest of the agent rules in force (docs/rules.md), as ``fleet_meta`` keeps it."""
-    from cassettes.analysis.rules import active_text
 
     return hashlib.sha256(active_text().encode()).hexdigest()
 

@@ -15,7 +15,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cassettes.analysis.rules import active_text
 from cassettes.errors import CassetteError
+from cassettes.reading.branch import origin_in
+from cassettes.reading.run import open_run
+from cassettes.reading.shown import show_objects
 
 __all__ = ["STAMP_COLUMNS", "RunRows", "Stamp", "StatKey", "run_rows", "stamp_of", "stat_key"]
 
@@ -62,7 +66,6 @@ def stamp_of(path: Path) -> Stamp:
     """The file's :class:`Stamp` (its ``stat`` taken first, then both ends read: a file written
     meanwhile differs from it next time; an ``OSError`` when it cannot be read;
     :class:`~cassettes.analysis.rules.RulesError` when the rules file is wrong)."""
-    from cassettes.analysis.rules import active_text
 
     agent_rules = active_text()
     with open(path, "rb") as f:
@@ -118,10 +121,6 @@ def _failed(out: RunRows, run_row: dict[str, Any], when: datetime, why: str) -> 
 
 
 def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> None:
-    from cassettes.reading.branch import origin_in
-    from cassettes.reading.run import open_run
-    from cassettes.reading.shown import show_objects
-
     run = open_run(p)
     try:
         if run.epoch is not None:

@@ -44,6 +44,7 @@ from cassettes.analysis.model import Conversation, TokenCount
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run, timeline
+from cassettes.views.growth import SPLIT, growth_bars
 
 __all__ = [
     "SCOPE_NAME",
@@ -388,7 +389,6 @@ def _split_attributes(turn: Turn) -> dict[str, AttrValue | None]:
     """``looptap.tokens.split.{system,tools,history,tool_results,new}``: the turn's input split as
     every view shows it (:func:`cassettes.views.growth.growth_bars`; the parts add up to the input,
     estimated from text size and scaled to it). None for a turn with nothing to split by."""
-    from cassettes.views.growth import SPLIT, growth_bars
 
     (bar,) = growth_bars([turn])
     if bar.unsplit:

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError
+from cassettes.recording.redact import Redactor
 
 __all__ = ["MAX_BODY_BYTES", "ExportError", "batches", "encode_request", "send", "traces_url"]
 
@@ -231,7 +232,6 @@ def send(
     """POST the request to the OTLP/HTTP endpoint, split into bodies of at most
     :data:`MAX_BODY_BYTES`; ``(last HTTP status, requests sent)``. Raises :class:`ExportError`."""
     ctype = "application/json" if protocol == "json" else "application/x-protobuf"
-    from cassettes.recording.redact import Redactor
 
     url = traces_url(endpoint)
     shown = Redactor().url(url)  # what error messages name: credentials in the URL redacted

@@ -32,6 +32,7 @@ import orjson
 
 from cassettes.analysis import Turn
 from cassettes.analysis.model import kind_text
+from cassettes.hints import count
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run
@@ -195,7 +196,6 @@ def render(run: Run, raw_ids: bool = False) -> Iterator[str]:
     a = run.analysis
     version = run.header.get("format_version")
     fmt = f"looptap cassette, format {version}" if version is not None else "imported run"
-    from cassettes.hints import count
 
     yield (
         f"{fmt}: {count(len(run.exchanges), 'round trip')}, "

@@ -20,9 +20,12 @@ from typing import Any
 
 from cassettes import bounds
 from cassettes.errors import ImportFormatError
+from cassettes.hints import count
 from cassettes.interop.documents import read_docs
 from cassettes.interop.otlp_in import otlp_calls
-from cassettes.providers.rebuild import Call, chat_ids
+from cassettes.providers.rebuild import Call, chat_ids, exchange, link_items
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.paths import staged
 
 __all__ = ["import_runs", "runs_in", "sniff"]
 
@@ -166,10 +169,6 @@ def runs_in(path: Path, kind: str) -> Iterator[list[Call]]:
 def import_runs(path: Path, kind: str, targets: list[Any]) -> list[str]:
     """Write each run of ``path`` as a cassette at its checked target (one each, in order), each
     under a private name put in place whole; the summary lines."""
-    from cassettes.hints import count
-    from cassettes.providers.rebuild import exchange, link_items
-    from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.storage.paths import staged
 
     lines = []
     runs = runs_in(path, kind)

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cassettes.hints import count
+from cassettes.reading.run import RunTooLargeError, memory_budget, open_run, rss
 from cassettes.storage.index import BLOCK
 from cassettes.storage.source import RecordSource
 from cassettes.wire.exchange import Exchange
@@ -52,7 +53,6 @@ class IndexedRecordings:
         if self._scanned:
             raise RuntimeError("the recording was already scanned")
         self._scanned = True
-        from cassettes.reading.run import RunTooLargeError, memory_budget, rss
 
         index = self.index
         budget = memory_budget()
@@ -89,7 +89,6 @@ class IndexedRecordings:
     def labels(self) -> Iterator[tuple[int, str, int]]:
         """(position, conversation, turn) of every round trip the run analysis places in a turn
         (the streamed analysis: memory flat in the run's length)."""
-        from cassettes.reading.run import open_run
 
         # A small run is analysed in memory, as a run held whole is (faster to start: a miss is
         # answered while the client waits); a large one as a stream.

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cassettes import providers
+
 if TYPE_CHECKING:  # the flags are registered at start-up; the rules are read when a command runs
     from cassettes.matching._rules import Rules
 
@@ -37,8 +39,6 @@ def project_rules(
         from_flags(ignore, substitute, volatile_tools, where)
     )
     if rules.scoped():  # the adapters loaded only then
-        from cassettes import providers
-
         rules.check_families(set(providers.FAMILIES))
     return rules
 

@@ -28,7 +28,10 @@ from cassettes.net._client import (
     UpstreamError,
     tls_context,
 )
+from cassettes.net._messages import Ask, Unsendable
 from cassettes.net._requests import HOP_BY_HOP
+from cassettes.net._ws import MessageReader, accept_key, frame
+from cassettes.untrusted import clean_line
 
 __all__ = ["LiveSocket"]
 
@@ -40,8 +43,6 @@ class LiveSocket:
     upstream gave on this connection (a turn continuing one of them is sent as it is)."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from cassettes.net._ws import MessageReader
-
         self.writer = writer
         self.incoming = MessageReader(reader, from_server=True)
         self.known: set[str] = set()
@@ -61,10 +62,6 @@ class LiveSocket:
         the connection and of the WebSocket handshake itself are this client's own); TLS verified
         against ``trust`` (:class:`~cassettes.net._client.Trust`)."""
         import h11
-
-        from cassettes.net._messages import Ask, Unsendable
-        from cassettes.net._ws import accept_key
-        from cassettes.untrusted import clean_line
 
         u = urlsplit(base)
         if u.scheme not in ("http", "https") or not u.hostname:
@@ -142,8 +139,6 @@ class LiveSocket:
         return cls(reader, writer)
 
     async def send(self, opcode: int, payload: bytes) -> None:
-        from cassettes.net._ws import frame
-
         self.writer.write(frame(opcode, payload, masked=True))
         await self.writer.drain()
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cassettes.models import NormalisedResponse, Usage
+from cassettes.providers import OTEL_PROVIDER_HOSTS
 
 __all__ = ["FREE_FORM_FIELDS", "Profile", "usage_keys"]
 
@@ -132,8 +133,6 @@ class Profile:
         """``gen_ai.provider.name`` of a call to ``host`` in this family's format: the vendor the
         host belongs to when it is a known one (OTEL_PROVIDER_HOSTS), else the family's own."""
         from fnmatch import fnmatch
-
-        from cassettes.providers import OTEL_PROVIDER_HOSTS
 
         h = host.lower().rstrip(".")
         return next(

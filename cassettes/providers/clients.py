@@ -19,6 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cassettes.errors import CassetteError
+from cassettes.storage.store import open_regular
+
 __all__ = ["start_advice"]
 
 #: The most of a settings file read (a settings file is a few KB).
@@ -51,9 +54,6 @@ def _is_gemini_cli(argv: Sequence[str], env: Mapping[str, str]) -> bool:
 def _read_settings(path: Path) -> Any:
     """A settings file's JSON (comments allowed, as the CLI allows them), or ``None``."""
     import orjson
-
-    from cassettes.errors import CassetteError
-    from cassettes.storage.store import open_regular
 
     try:
         with open_regular(path) as f:  # never a FIFO or a device

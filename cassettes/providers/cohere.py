@@ -68,6 +68,7 @@ from cassettes.providers._base import (
     tool_choice_mode,
 )
 from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.providers.openai_completions import prompt_messages
 from cassettes.wire.framing import Framed
 
 __all__ = ["CohereChat", "finish_class", "usage_from", "v1_request", "v1_response"]
@@ -130,7 +131,6 @@ def _version(url: SplitResult) -> str | None:
 def generate_request(b: JSON, family: str, model: str | None, stream: bool) -> NormalisedRequest:
     """A v1 ``/generate`` request: ``prompt`` (one user message), ``preset`` or the sampling
     parameters; no history."""
-    from cassettes.providers.openai_completions import prompt_messages
 
     return NormalisedRequest(
         family=family,

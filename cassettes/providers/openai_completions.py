@@ -33,6 +33,7 @@ from cassettes.providers._base import (
     json_events,
 )
 from cassettes.providers._parts import StreamParts
+from cassettes.providers._value_stream import is_value_stream, value_stream
 from cassettes.providers.openai_chat import usage_from
 from cassettes.wire.framing import Framed
 
@@ -209,8 +210,6 @@ class OpenAICompletions(Provider):
         )
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        from cassettes.providers.writer.stream import is_value_stream, value_stream
-
         if is_value_stream(framed):  # Writer's completions behind another host: no [DONE] to expect
             return value_stream(framed)
         return _Completion().read(framed)

@@ -19,6 +19,8 @@ from urllib.parse import SplitResult
 
 from cassettes.models import NormalisedRequest, NormalisedResponse
 from cassettes.providers._base import Profile, Provider, as_str
+from cassettes.providers.openai_chat import OpenAIChat
+from cassettes.providers.openai_completions import OpenAICompletions
 from cassettes.wire.framing import Framed
 
 __all__ = ["PortkeyPrompt"]
@@ -61,9 +63,6 @@ class PortkeyPrompt(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        from cassettes.providers.openai_chat import OpenAIChat
-        from cassettes.providers.openai_completions import OpenAICompletions
-
         b = body if isinstance(body, dict) else {}
         if b.get("object") == "text_completion" or any(
             isinstance(c, dict) and "text" in c and "message" not in c
@@ -73,9 +72,6 @@ class PortkeyPrompt(Provider):
         return OpenAIChat().parse_response(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        from cassettes.providers.openai_chat import OpenAIChat
-        from cassettes.providers.openai_completions import OpenAICompletions
-
         for event in framed.events:
             try:
                 data = event.json()

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from cassettes import providers
 from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
 from cassettes.wire.exchange import Exchange
 
@@ -158,8 +159,6 @@ def _answer(call: Call) -> NormalisedResponse:
 def _rendered(call: Call, n: int) -> Exchange:
     from urllib.parse import urlsplit
 
-    from cassettes import providers
-
     if not call.response_id:
         call.response_id = f"resp_imported_{n}"
         call.inferred.add("response.id")
@@ -265,8 +264,6 @@ def _gemini_request(call: Call) -> dict[str, Any]:
 def _streamed(ex: Exchange, family: str, resp: dict[str, Any], req: dict[str, Any]) -> None:
     """The answer as this API streams it (its own renderer: the events a replay serves)."""
     from urllib.parse import urlsplit
-
-    from cassettes import providers
 
     adapter = providers.by_family(family)
     if adapter is None:

@@ -53,6 +53,7 @@ from cassettes.recording.names import (
 )
 from cassettes.recording.scrub import Scrubber, Secrets, detector
 from cassettes.recording.streams import stream_texts
+from cassettes.wire.decoding import salvage
 from cassettes.wire.exchange import Exchange, Headers
 
 __all__ = [
@@ -416,6 +417,5 @@ def salvage_decode(data: bytes, limit: int = 64 << 20) -> bytes:
     """Whatever of a broken compressed body can be decoded (gzip with a bad CRC or followed by
     junk, raw or zlib deflate, brotli, zstd), up to ``limit`` bytes; ``b""`` if nothing
     (:func:`cassettes.wire.decoding.salvage`: within the decompression budget)."""
-    from cassettes.wire.decoding import salvage
 
     return salvage(data, limit)

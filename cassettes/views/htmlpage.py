@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from cassettes._version import __version__
 from cassettes.errors import CassetteError
 from cassettes.hints import count, install_command
 
@@ -95,7 +96,6 @@ def render_fleet_html(summary: str, tables: list[tuple[str, list[str], list[list
     style = _asset("page.css")
     csp = f"default-src 'none'; style-src {_hash(style)}; base-uri 'none'; form-action 'none'"
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    from cassettes._version import __version__
 
     return env.from_string(_asset("fleet.html.j2")).render(
         csp=csp, version=__version__, style=style, summary=summary, tables=tables
@@ -116,7 +116,6 @@ def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
     )
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     template = env.from_string(_asset("page.html.j2"))
-    from cassettes._version import __version__
 
     return template.render(
         csp=csp,

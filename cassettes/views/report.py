@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from cassettes._version import __version__
 from cassettes.analysis import Finding, Turn
 from cassettes.analysis.dispatch.replayed import replay_miss
 from cassettes.analysis.model import kind_text
@@ -390,7 +391,6 @@ def report_data(run: Any) -> dict[str, Any]:
         sev: sum(1 for f in analysis.findings if f.severity.value == sev)
         for sev in ("error", "warning", "info")
     }
-    from cassettes._version import __version__
 
     data = {
         "schema": SCHEMA,

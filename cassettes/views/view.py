@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from cassettes.analysis import spill
 from cassettes.analysis.dispatch.replayed import CODE as DIVERGED
 from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis, Turn, kind_text
 from cassettes.errors import problem_lines
 from cassettes.hints import count
+from cassettes.views.growth import growth_bars, split_json
 from cassettes.views.money import ESTIMATED_NOTE, money
 
 __all__ = [
@@ -490,7 +492,6 @@ def _tokens_json(turn: Turn) -> dict[str, Any]:
     """The turn's token accounting with its split as every view shows it (``split``, from
     :func:`~cassettes.views.growth.growth_bars`); the analysis' overlapping working segments are
     left out (they read as another split of the same input)."""
-    from cassettes.views.growth import growth_bars, split_json
 
     (bar,) = growth_bars([turn])
     return turn.tokens.model_dump(mode="json", exclude={"segments"}) | {"split": split_json(bar)}
@@ -625,8 +626,6 @@ class GrowthRows:
     run of ten thousand. :meth:`close` removes the file."""
 
     def __init__(self) -> None:
-        from cassettes.analysis import spill
-
         self._spill = spill.Spill()
         self._rows: spill.SpillMap[int, tuple[str, bool]] = spill.SpillMap(
             self._spill, keep=spill.KEEP
@@ -701,7 +700,6 @@ def _estimated(t: Turn) -> bool:
 def _growth_row(t: Turn) -> str:
     """One turn's row of the growth table (``-``: a count the response did not report); the split
     is :func:`~cassettes.views.growth.growth_bars`', as every other view's."""
-    from cassettes.views.growth import growth_bars
 
     k = t.tokens
     (bar,) = growth_bars([t])

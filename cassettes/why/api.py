@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 
+from cassettes.why.cli import register_why, split_options
 from cassettes.why.investigation import Refused, Result, investigate
 
 __all__ = ["Refused", "Result", "why"]
@@ -67,7 +68,6 @@ def why(
     argv += [x for name, url in (upstream or {}).items() for x in ("--upstream", f"{name}={url}")]
     argv += ["--dry-run"] * dry_run + ["--resume"] * resume
     parser = argparse.ArgumentParser(prog="looptap")
-    from cassettes.why.cli import register_why, split_options
 
     register_why(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["why", *argv, "--", *command])

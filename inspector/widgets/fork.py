@@ -17,7 +17,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cassettes.replay.forking.forkview import ForkComparison, ForkRow
+from cassettes.errors import CassetteError
+from cassettes.replay.forking.forkview import ForkComparison, ForkRow, fork_view
 from cassettes.untrusted import clean_line
 from inspector.safe import wire, wire_line
 
@@ -166,8 +167,6 @@ class ForkRead(Message):
 
 def read_fork(path: Path) -> ForkRead | None:
     """In a thread worker: the branch beside its origin, or ``None`` when the run is no branch."""
-    from cassettes.errors import CassetteError
-    from cassettes.replay.forking.forkview import fork_view
 
     try:
         view = fork_view(path)

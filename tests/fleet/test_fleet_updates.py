@@ -374,7 +374,7 @@ def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
     import threading
 
     import cassettes.reading.run as reading
-    from cassettes.fleet import index
+    from cassettes.fleet import index, rows
     from cassettes.recording.pipeline import CassetteWriter
 
     runs = tmp_path / "runs"
@@ -402,7 +402,7 @@ def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
             progress.until(lambda: written[0] > at, what="the writer's next round trip")
         return real_open(path, **kw)
 
-    monkeypatch.setattr(reading, "open_run", opening)
+    monkeypatch.setattr(rows, "open_run", opening)  # the index reads runs by rows.open_run
     thread = threading.Thread(target=write)
     stamped = live.stat().st_size
     con = index.connect(tmp_path / "fleet.duckdb")
@@ -413,7 +413,7 @@ def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
         stop.set()
         thread.join()
         writer.close()
-    monkeypatch.setattr(reading, "open_run", real_open)
+    monkeypatch.setattr(rows, "open_run", real_open)
     assert (done.read, done.skipped, said) == (2, 0, [])
     row = "SELECT size, round_trips, error FROM runs WHERE run LIKE '%live.jsonl'"
     size, trips, error = con.execute(row).fetchone()

@@ -32,15 +32,20 @@ from cassettes.providers._base import (
     latest_count,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers.bedrock import BedrockConverse, BedrockReplay
+from cassettes.providers.anthropic import AnthropicComplete, complete_request, complete_response
 from cassettes.providers.bedrock._body import (
     guardrail_only_masked,
     model_action,
     priced_model,
     with_masks,
 )
+from cassettes.providers.bedrock._converse import BedrockConverse, BedrockReplay
 from cassettes.providers.bedrock._stream import CONVERSE_EVENTS
-from cassettes.wire.framing import Framed
+from cassettes.providers.cohere import reassemble_v1, v1_request, v1_response
+from cassettes.providers.embeddings import vectors_summary
+from cassettes.providers.openai_chat import OpenAIChat
+from cassettes.providers.openai_completions import prompt_messages
+from cassettes.wire.framing import Event, Framed
 
 __all__ = ["BedrockInvoke"]
 
@@ -283,8 +288,6 @@ def _metrics_usage(usage: Usage | None, metrics: Any) -> Usage | None:
 
 
 def _synthetic(kind: Any, items: Sequence[tuple[str | None, Any]]) -> Framed:
-    from cassettes.wire.framing import Event
-
     return Framed(kind, [Event(data=orjson.dumps(v).decode(), event=name) for name, v in items])
 
 
@@ -328,11 +331,6 @@ class BedrockInvoke(Provider):
         return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        from cassettes.providers.anthropic import complete_request
-        from cassettes.providers.cohere import v1_request
-        from cassettes.providers.openai_chat import OpenAIChat
-        from cassettes.providers.openai_completions import prompt_messages
-
         b: dict[str, Any] = body if isinstance(body, dict) else {}
         model = self.model_from_url(url)
         stream = self.is_stream(url, b)
@@ -400,7 +398,6 @@ class BedrockInvoke(Provider):
 
 def _embedding_body(b: dict[str, Any]) -> NormalisedResponse:
     """Titan ``embedding`` / Cohere ``embeddings``: usage only."""
-    from cassettes.providers.embeddings import vectors_summary
 
     n = as_int(b.get("inputTextTokenCount"))
     return NormalisedResponse(
@@ -417,20 +414,15 @@ def _embedding_body(b: dict[str, Any]) -> NormalisedResponse:
 
 
 def _complete_body(b: dict[str, Any]) -> NormalisedResponse:
-    from cassettes.providers.anthropic import complete_response
-
     return complete_response(b)
 
 
 def _cohere_body(b: dict[str, Any]) -> NormalisedResponse:
-    from cassettes.providers.cohere import v1_response
-
     return v1_response(b)
 
 
 def _chat_body(b: dict[str, Any]) -> NormalisedResponse:
     """Mistral / Jamba chat: OpenAI's shape, Mistral's finish in the choice's ``stop_reason``."""
-    from cassettes.providers.openai_chat import OpenAIChat
 
     resp = OpenAIChat().parse_response(b)
     if resp.finish_reason_raw is None:
@@ -549,10 +541,6 @@ _NOVA_EVENTS = frozenset({*CONVERSE_EVENTS, "contentBlockStop"})
 
 
 def _read_chunks(chunks: list[dict[str, Any]]) -> NormalisedResponse:
-    from cassettes.providers.anthropic import AnthropicComplete
-    from cassettes.providers.cohere import reassemble_v1
-    from cassettes.providers.openai_chat import OpenAIChat
-
     fmt = _chunk_format(chunks)
     if fmt == "nova":
         # Each chunk is one Converse event keyed by its name; a key beside it that is no event

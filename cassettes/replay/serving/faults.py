@@ -46,9 +46,12 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cassettes.models import FinishReason, Part
+from cassettes.parsing.roundtrip import parse_exchange
+
 if TYPE_CHECKING:
     from cassettes.matching import Recorded
-    from cassettes.models import NormalisedRequest, NormalisedResponse, Part
+    from cassettes.models import NormalisedRequest, NormalisedResponse
 
 
 class Attempt(Protocol):
@@ -265,8 +268,6 @@ class FaultPlan:
         if name == "p":
             return self._rng.random() < float(value)
         if name == "tool":
-            from cassettes.parsing.roundtrip import parse_exchange
-
             rt = parse_exchange(ex)
             return rt.response is not None and any(c.name == value for c in rt.response.tool_calls)
         return False
@@ -297,7 +298,6 @@ def _api_fault(
     fault: Fault, answer: NormalisedResponse, parts: list[Part], calls: list[int], text: str
 ) -> NormalisedResponse | str:
     """The API's faults: the answer cut at the token cap, filtered, or refused."""
-    from cassettes.models import FinishReason, Part
 
     update: dict[str, Any] = {"finish_reason_raw": None, "complete": True}
     if fault.kind == "truncate":
@@ -348,7 +348,6 @@ def _model_fault(
     request: NormalisedRequest | None,
 ) -> NormalisedResponse | str:
     """The model's faults: the first call of the client's own tools, changed."""
-    from cassettes.models import FinishReason, Part
 
     if not calls:
         return "the answer calls no tool"

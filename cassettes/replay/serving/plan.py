@@ -22,6 +22,7 @@ import orjson
 from cassettes import bounds
 from cassettes.matching import Matcher, Miss, Recorded
 from cassettes.net import HOP_BY_HOP, Request
+from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.providers import Provider, Rendered
 from cassettes.replay.serving.faults import (
     REWRITE_KINDS,
@@ -252,7 +253,6 @@ class Planner:
         """The recorded answer as a rewriting ``fault`` changes it, rendered in the API's format
         for ``req`` (streamed when ``stream``, else as the request asks); or why it cannot be made
         (the fault plan notes it, and the recording is served instead)."""
-        from cassettes.parsing.roundtrip import parse_exchange
 
         ex = rec.exchange
         url = urlsplit(req.target)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from cassettes import net
+from cassettes.hints import count
 from cassettes.matching import Matcher, Miss, request_key
 from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
@@ -84,9 +86,8 @@ class LiveRelay:
         miss for new episodes) or by breaking the connection off the same way. Under a fork's
         ``--edit continue`` the answer is read whole first, and handed over joined when the
         token cap cut it (:meth:`_continued`)."""
-        from cassettes.net import Upstream, UpstreamError
 
-        upstream = Upstream(answer.base, trust=self.trust)
+        upstream = net.Upstream(answer.base, trust=self.trust)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         said: list[str] = []
@@ -99,7 +100,7 @@ class LiveRelay:
                 answer.body,
                 said,
             )
-        except UpstreamError as exc:
+        except net.UpstreamError as exc:
             if answer.miss is not None:
                 answer.miss.reason += f"; forwarding to {answer.base} failed: {exc}"
                 return await self.send_miss(req, writer, answer.miss, dog)
@@ -115,7 +116,7 @@ class LiveRelay:
             first: list[bytes] = []
             try:
                 first += [data async for data in pieces]
-            except UpstreamError as exc:
+            except net.UpstreamError as exc:
                 broke = str(exc)
             continued = (
                 await self._continued(req, answer, upstream, response, first, said, notes)
@@ -141,7 +142,7 @@ class LiveRelay:
                 sent.append((loop.time() - t0, data))
                 writer.write(relay.data(data))
                 await self.sender.drain(writer, dog)
-        except UpstreamError as exc:
+        except net.UpstreamError as exc:
             broke = str(exc)
         if broke is not None:
             logged.transport_error = broke
@@ -184,8 +185,6 @@ class LiveRelay:
         joining the parts, in the format the client asked for, with how many continuation requests
         it took; ``None`` when there is nothing to join (the answer is relayed as it came). What
         happened goes to ``notes``."""
-        from cassettes.hints import count
-        from cassettes.net import Upstream, UpstreamError
         from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
 
         cont = answer.cont
@@ -208,11 +207,11 @@ class LiveRelay:
                 break
             body, headers, continues = made
             try:
-                more_response = await Upstream(answer.base, trust=self.trust).send(
+                more_response = await net.Upstream(answer.base, trust=self.trust).send(
                     req.method, target, headers, body, said
                 )
                 got = [d async for d in more_response.pieces() if d]
-            except UpstreamError as exc:
+            except net.UpstreamError as exc:
                 notes.append(
                     f"fork: continue: continuation request {cont.sent} failed ({exc}); the answer "
                     "so far handed to the client"

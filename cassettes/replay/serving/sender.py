@@ -19,9 +19,11 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from cassettes import net
 from cassettes.matching import Matcher, Miss, Recorded, clip, tolerated_notes
 from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
+from cassettes.recording.redact import Redactor
 from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:
@@ -69,9 +71,8 @@ class Sender:
         A header that cannot be sent (a recorded name or value holding CR, LF, NUL …) is dropped:
         ``logged`` (the served exchange) then lists only what was sent, and a note and the report
         name the header, never its value."""
-        from cassettes.net import Answer
 
-        answer = Answer(
+        answer = net.Answer(
             req.method if req is not None else "GET",
             close=req is not None and (req.header("connection") or "").lower() == "close",
             upgrade=req is not None and (req.header("upgrade") or "").lower() == "websocket",
@@ -86,7 +87,6 @@ class Sender:
 
     def said(self, said: list[str], logged: Exchange | None) -> None:
         """Headers dropped from a message (see :meth:`send_head`), kept for the report."""
-        from cassettes.net import header_problem
 
         where = (
             f" (round trip {logged.seq})" if logged is not None and logged.seq is not None else ""
@@ -97,7 +97,7 @@ class Sender:
         if logged is not None:
             logged.notes.extend(f"looptap: {line}" for line in said)
             logged.response_headers = [
-                (k, v) for k, v in logged.response_headers if header_problem(k, v) is None
+                (k, v) for k, v in logged.response_headers if net.header_problem(k, v) is None
             ]
 
     async def send_whole(
@@ -122,12 +122,10 @@ class Sender:
         """A failure of looptap itself, said to the client: a 500 in the generic error shape, or
         over an open WebSocket session its close as an internal error (1011)."""
         if websocket:  # the session is open: close it as an internal error (1011)
-            from cassettes import net as ws
-
             with contextlib.suppress(Exception):
                 writer.write(
-                    ws.frame(
-                        ws.CLOSE,
+                    net.frame(
+                        net.CLOSE,
                         struct.pack("!H", 1011)
                         + clip(
                             f"looptap replay: internal error: {type(exc).__name__}", 100
@@ -206,8 +204,6 @@ class ServedLog:
         )
         ex.request_body = self._retained(req.body, source, ex)
         if isinstance(answer, Recorded) and answer.index in self.matcher.tolerated:
-            from cassettes.recording.redact import Redactor
-
             # a changed tool result is the client's text: no secret in a note
             scrub = Redactor().scrub
             ex.notes.extend(scrub(n) for n in tolerated_notes(self.matcher.tolerated[answer.index]))

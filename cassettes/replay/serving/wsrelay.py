@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cassettes import bounds
+from cassettes import bounds, net
+from cassettes.matching import Miss
 from cassettes.net import Request, Watchdog
-from cassettes.providers import Provider
+from cassettes.providers import Chaining, Provider
 from cassettes.replay.serving.plan import Forward, Router
 from cassettes.wire.exchange import Exchange
 
@@ -48,18 +49,15 @@ class Live:
 
     def stop(self) -> None:
         """The client's session ended: close the live one (1000) and stop relaying."""
-        from cassettes import net as ws
 
         if self.pump is not None:
             self.pump.cancel()
         if not self.sock.writer.is_closing():
-            self.sock.writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1000), masked=True))
+            self.sock.writer.write(net.frame(net.CLOSE, struct.pack("!H", 1000), masked=True))
         self.sock.close()
 
 
 def _miss(turn: Request, why: str, rec: Recorded | None) -> Miss:
-    from cassettes.matching import Miss
-
     return Miss(turn.method, turn.target, why, rec)
 
 
@@ -123,11 +121,10 @@ class WsRelay:
         """The session reaches the cursor: open it at the live upstream (the recorder's listener)
         and send this turn; from now on the session is relayed both ways. An upstream that cannot
         be reached is the API's error message (the session goes on, not live)."""
-        from cassettes.net import LiveSocket, UpstreamError
 
         try:
-            sock = await LiveSocket.open(answer.base, req.target, req.headers, trust=self.trust)
-        except UpstreamError as exc:
+            sock = await net.LiveSocket.open(answer.base, req.target, req.headers, trust=self.trust)
+        except net.UpstreamError as exc:
             rec = answer.rec
             why = f"past the fork's cursor; opening the live session at {answer.base} failed: {exc}"
             await self.send_miss(
@@ -149,8 +146,6 @@ class WsRelay:
     ) -> None:
         """Send one turn to the live upstream: self-contained if it continues an answer the
         upstream never gave (one replayed from the recording), with the fork's model and edits."""
-        from cassettes import net as ws
-        from cassettes.providers import Chaining
         from cassettes.replay.live.chains import self_contained
 
         notes: list[str] = []
@@ -172,32 +167,31 @@ class WsRelay:
         logged = self.log(turn, 200, [], sent, "live past the cursor", origin_of=rec)
         logged.notes += ["websocket live", *notes]
         live.turn(sent, logged, bounds.loads(body) if body is not turn.body else msg)
-        await live.sock.send(ws.TEXT, body)
+        await live.sock.send(net.TEXT, body)
 
     async def _pump(self, live: Live, writer: asyncio.StreamWriter, rules: WsTurns) -> None:
         """The live upstream's messages to the client as they come, each logged with its turn;
         the upstream's close closes the client's session, an upstream that breaks off breaks it."""
-        from cassettes import net as ws
 
         loop = asyncio.get_running_loop()
         try:
             while True:
                 op, data = await live.sock.next()
-                if op == ws.PING:
-                    await live.sock.send(ws.PONG, data)
+                if op == net.PING:
+                    await live.sock.send(net.PONG, data)
                     continue
-                if op == ws.PONG:
+                if op == net.PONG:
                     continue
-                if op == ws.CLOSE:
-                    writer.write(ws.frame(ws.CLOSE, data[:2]))
+                if op == net.CLOSE:
+                    writer.write(net.frame(net.CLOSE, data[:2]))
                     await writer.drain()
                     return
                 live.sent.append((loop.time() - live.t0, b"data: " + data + b"\n\n"))
-                writer.write(ws.frame(op, data))
+                writer.write(net.frame(op, data))
                 await writer.drain()
                 if rules.thread is not None:
                     self.remember(rules, live.request, data, live.sock.known)
-        except (ws.WsProtocolError, asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+        except (net.WsProtocolError, asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
             if live.logged is not None:
                 live.logged.transport_error = f"the live upstream broke off the session: {exc}"
             writer.transport.abort()

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds, providers
+from cassettes import bounds, net, providers
 from cassettes.hints import count
 from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
@@ -44,6 +44,7 @@ from cassettes.replay.serving.plan import (
 )
 from cassettes.replay.serving.wsrelay import WsRelay
 from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire.framing import frame as frame_stream
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
 from cassettes.wire.replay_miss import NOTE_HEADER
 
@@ -115,7 +116,6 @@ class WebSocketReplay:
         dog: Watchdog | None = None,
     ) -> None:
         """Answer a WebSocket session from the recorded turns (see the module docstring)."""
-        from cassettes import net as ws
 
         key = req.header("sec-websocket-key")
         adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
@@ -149,12 +149,12 @@ class WebSocketReplay:
             [
                 ("upgrade", "websocket"),
                 ("connection", "Upgrade"),
-                ("sec-websocket-accept", ws.accept_key(key)),
+                ("sec-websocket-accept", net.accept_key(key)),
             ],
             dog,
             req=req,
         )
-        incoming = ws.MessageReader(reader)
+        incoming = net.MessageReader(reader)
         live: Live | None = None
         try:
             while True:
@@ -171,7 +171,7 @@ class WebSocketReplay:
                     await (
                         self.relay.live_turn(live, turn, msg, rules, None)
                         if opened
-                        else live.sock.send(ws.TEXT, data)
+                        else live.sock.send(net.TEXT, data)
                     )
                     continue
                 if not opened:
@@ -198,7 +198,6 @@ class WebSocketReplay:
         session ends (a close; a protocol error answered with its close code, 1002 mostly; no
         frame for ``idle_timeout`` seconds, answered 1001: not while the session is live, when
         the client may wait as long as the live model takes)."""
-        from cassettes import net as ws
 
         idle = self.idle_timeout if idles else None
         while True:
@@ -206,9 +205,9 @@ class WebSocketReplay:
                 dog.arm(idle)
             try:
                 op, data = await incoming.next()
-            except ws.WsProtocolError as exc:
+            except net.WsProtocolError as exc:
                 writer.write(
-                    ws.frame(ws.CLOSE, struct.pack("!H", exc.code) + str(exc).encode()[:120])
+                    net.frame(net.CLOSE, struct.pack("!H", exc.code) + str(exc).encode()[:120])
                 )
                 await self._drain(writer, dog)
                 return None
@@ -216,8 +215,8 @@ class WebSocketReplay:
                 if dog is None or not dog.expired():
                     raise
                 writer.write(
-                    ws.frame(
-                        ws.CLOSE, struct.pack("!H", 1001) + f"no frame for {idle:g} s".encode()
+                    net.frame(
+                        net.CLOSE, struct.pack("!H", 1001) + f"no frame for {idle:g} s".encode()
                     )
                 )
                 await self._drain(writer, dog)
@@ -225,14 +224,14 @@ class WebSocketReplay:
             finally:
                 if dog is not None:
                     dog.disarm()
-            if op == ws.PING:
-                writer.write(ws.frame(ws.PONG, data))
+            if op == net.PING:
+                writer.write(net.frame(net.PONG, data))
                 await self._drain(writer, dog)
-            elif op == ws.CLOSE:
-                writer.write(ws.frame(ws.CLOSE, data[:2]))
+            elif op == net.CLOSE:
+                writer.write(net.frame(net.CLOSE, data[:2]))
                 await self._drain(writer, dog)
                 return None
-            elif op != ws.PONG:
+            elif op != net.PONG:
                 return bytes(data)
 
     async def _turn(
@@ -292,8 +291,6 @@ class WebSocketReplay:
         dog: Watchdog | None,
         status: int | None = None,
     ) -> None:
-        from cassettes import net as ws
-
         status = status or MISS_STATUS
         code = MISS_CODE if status == MISS_STATUS else "looptap_upstream_error"
         body = orjson.dumps(
@@ -307,12 +304,11 @@ class WebSocketReplay:
             else []
         )
         self._log(turn, status, [("content-type", "application/json"), *marks], [(0.0, body)], miss)
-        writer.write(ws.frame(ws.TEXT, body))
+        writer.write(net.frame(net.TEXT, body))
         await self._drain(writer, dog)
 
     def _spoken(self, answer: Play | Rewritten | FaultStatus, adapter: Provider) -> _Turn:
         """The recorded turn as messages, as the decided answer changes them."""
-        from cassettes.wire.framing import frame as frame_stream
 
         ex = answer.rec.exchange
         status = ex.status
@@ -371,7 +367,6 @@ class WebSocketReplay:
     ) -> bool:
         """Send a turn's messages at their recorded pace (a stall halfway, a cut closing the
         connection: ``False``), logged as the SSE stream they were recorded as."""
-        from cassettes import net as ws
 
         loop = asyncio.get_running_loop()
         t0 = loop.time()
@@ -400,6 +395,6 @@ class WebSocketReplay:
                 + b"\n\n"
             )
             sent.append((loop.time() - t0, shown))
-            writer.write(ws.frame(ws.TEXT, payload))
+            writer.write(net.frame(net.TEXT, payload))
             await self._drain(writer, dog)
         return True

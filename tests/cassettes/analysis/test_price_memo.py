@@ -135,6 +135,7 @@ def test_a_host_and_a_model_name_from_the_memo(memo: Path, monkeypatch: pytest.M
     assert memo.is_file()
     price_memo.process_memo().forget()  # the next process: from the file
     monkeypatch.setattr("cassettes.analysis.price_data.get_snapshot", _forbidden)
+    monkeypatch.setattr(price_memo, "get_snapshot", _forbidden)
     assert answers() == want
 
 

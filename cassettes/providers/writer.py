@@ -25,7 +25,10 @@ from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import Profile, Provider, as_str
-from cassettes.providers.writer.stream import is_value_stream, value_stream
+from cassettes.providers._value_stream import is_value_stream, value_stream
+from cassettes.providers.openai_chat import OpenAIChat
+from cassettes.providers.openai_completions import OpenAICompletions
+from cassettes.providers.text_generation import chat_stream_without_done
 from cassettes.wire.framing import Framed
 
 __all__ = ["Writer", "is_value_stream", "value_stream"]
@@ -67,9 +70,6 @@ class Writer(Provider):
         )
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        from cassettes.providers.openai_chat import OpenAIChat
-        from cassettes.providers.openai_completions import OpenAICompletions
-
         req = (
             OpenAIChat()
             if "messages" in (body if isinstance(body, dict) else {})
@@ -79,8 +79,6 @@ class Writer(Provider):
         return req
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        from cassettes.providers.openai_chat import OpenAIChat
-
         b = body if isinstance(body, dict) else {}
         if any(isinstance(c, dict) and "message" in c for c in b.get("choices") or []):
             return OpenAIChat().parse_response(b)
@@ -100,6 +98,5 @@ class Writer(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         if is_value_stream(framed):
             return value_stream(framed)
-        from cassettes.providers.text_generation import chat_stream_without_done
 
         return chat_stream_without_done(framed)

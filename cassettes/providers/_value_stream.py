@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from cassettes.models import NormalisedResponse, Part
-from cassettes.providers._base import json_events
+from cassettes.providers._base import error_from_body, json_events
 from cassettes.providers._parts import StreamParts
 from cassettes.wire.framing import Framed
 
@@ -33,8 +33,6 @@ class _ValueStream(StreamParts):
         if isinstance(ev, dict) and isinstance(ev.get("value"), str):
             self.text("text", ev["value"])
         elif isinstance(ev, dict) and ev.get("error") is not None:
-            from cassettes.providers._base import error_from_body
-
             self.error = error_from_body(ev, None, in_stream=True)
         else:
             self.unparsed()

@@ -1,0 +1,154 @@
+"""Bedrock Converse's adapter and Bedrock's replay shapes (see the package's docstring)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult
+
+import orjson
+
+from cassettes import bounds
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+)
+from cassettes.providers._base import (
+    FREE_FORM_FIELDS,
+    Profile,
+    Provider,
+    ReplayShapes,
+    as_obj,
+    as_str,
+    error_from_body,
+)
+from cassettes.providers._parts import has_calls
+from cassettes.providers.bedrock._body import (
+    ACTIONS,
+    STRUCTURAL,
+    converse_finish,
+    details_of,
+    model_action,
+    part_of,
+    tool_choice_of,
+    tools_of,
+    usage_from,
+)
+from cassettes.providers.bedrock._stream import ConverseStream
+from cassettes.wire.framing import Framed
+
+
+class BedrockReplay(ReplayShapes):
+    """How replay answers as the Bedrock runtime (Converse, InvokeModel): its error body is
+    ``{"message", "__type"}``."""
+
+    def error(self, status: int, message: str, code: str) -> Any:
+        return {"message": message, "__type": code}
+
+
+class BedrockConverse(Provider):
+    family = "bedrock"
+    profile = Profile(
+        pairing_errors=(
+            r"(?i)toolResult blocks? .{0,80}exceeds? the number of toolUse blocks",
+            r"(?i)number of toolResult blocks .{0,60}toolUse blocks",
+            r"(?i)`tool_use` ids were found without `tool_result` blocks",
+            r"(?i)toolUse.{0,60}without.{0,20}toolResult",
+            r"Expected toolResult blocks at messages\.\d+\.content",
+        ),
+        tool_error_flag=True,  # toolResult.status
+        price_provider="aws",
+        otel_provider="aws.bedrock",
+        # toolUse.input and a toolResult's {"json": …} are the caller's data
+        free_form_fields=frozenset({*FREE_FORM_FIELDS, "input", "json"}),
+    )
+    replay = BedrockReplay()
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        found = model_action(url)
+        if method.upper() != "POST" or found is None or found[1] not in ACTIONS:
+            return 0
+        return 3 if found[1] != "count-tokens" else 2
+
+    def operation(self, method: str, url: SplitResult) -> str:
+        found = model_action(url)
+        return ACTIONS.get(found[1], "unknown") if found else "unknown"
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        found = model_action(url)
+        return found is not None and found[1] == "converse-stream"
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        found = model_action(url)
+        return found[0] if found else None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        messages: list[Message] = []
+        for m in b.get("messages") or []:
+            if not isinstance(m, dict):
+                messages.append(
+                    Message(
+                        role="unknown", parts=[Part(kind="other", provider_details={"block": m})]
+                    )
+                )
+                continue
+            content = m.get("content")
+            parts = (
+                [part_of(c) for c in content] if isinstance(content, list) else [part_of(content)]
+            )
+            messages.append(Message(role=as_str(m.get("role")) or "unknown", parts=parts))
+        system = (
+            [part_of(s) for s in b.get("system") or []] if isinstance(b.get("system"), list) else []
+        )
+        tool_config = b.get("toolConfig")
+        tc = tool_config.get("toolChoice") if isinstance(tool_config, dict) else None
+        params = {k: v for k, v in b.items() if k not in STRUCTURAL}
+        if isinstance(b.get("inferenceConfig"), dict):
+            params.update(b["inferenceConfig"])  # maxTokens, temperature, topP, stopSequences
+        return NormalisedRequest(
+            family=self.family,
+            model=self.model_from_url(url),
+            stream=self.is_stream(url, b),
+            system=system,
+            messages=messages,
+            tools=tools_of(tool_config),
+            tool_choice=tc,
+            tool_choice_mode=tool_choice_of(tc),
+            params=params,
+            history_key="messages",
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        if "output" not in b and ("message" in b or "Message" in b):
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
+        msg = as_obj(as_obj(b.get("output")).get("message"))
+        content = msg.get("content")
+        raw = as_str(b.get("stopReason"))
+        parts = [part_of(c) for c in content] if isinstance(content, list) else []
+        return NormalisedResponse(
+            role=as_str(msg.get("role")) or "assistant",
+            parts=parts,
+            finish_reason_raw=raw,
+            finish_reason=converse_finish(raw, b.get("trace"), has_calls(parts)),
+            usage=usage_from(b.get("usage")),
+            complete=True,
+            provider_details=details_of(b) or None,
+        )
+
+    def parse_error(self, body: Any, status: int | None) -> ApiError:
+        if isinstance(body, str):
+            try:
+                body = bounds.loads(body)
+            except orjson.JSONDecodeError:
+                pass
+        return error_from_body(body, status)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        return ConverseStream().read(framed)
