@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from cassettes.matching._jsondiff import Change, format_path, json_diff, window
 from cassettes.matching._volatile import Tolerated
+from cassettes.recording.redact import Redactor
 
 if TYPE_CHECKING:
     from cassettes.matching._matcher import Matcher
@@ -79,8 +80,6 @@ def _kept(a: str, b: str) -> tuple[str, str]:
 
 
 def _entry(t: Tolerated) -> dict[str, Any]:
-    from cassettes.recording.redact import Redactor
-
     r = Redactor()
     a, b = _kept(t.recorded, t.live)
     return {"path": format_path(t.path), "by": by_of(t), "recorded": r.scrub(a), "live": r.scrub(b)}

@@ -12,7 +12,6 @@ from typing import Any
 import orjson
 
 from cassettes.mcp.answers import (
-    DEFAULT_BYTES,
     DEFAULT_CHARS,
     QueryError,
     byte_budget,
@@ -31,12 +30,7 @@ __all__ = ["comparison", "fork_diff"]
 
 
 def fork_diff(
-    runs: Runs,
-    branch: str,
-    run: str | None = None,
-    layer: str | None = None,
-    limit: int = 20,
-    max_bytes: int = DEFAULT_BYTES,
+    runs: Runs, branch: str, run: str | None, layer: str | None, limit: int, max_bytes: int
 ) -> dict[str, Any]:
     """The divergences of ``branch`` from its origin (named in its header, or ``run``)."""
     layer = layer_of(layer)
@@ -173,9 +167,7 @@ def _count(value: Any) -> int | float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def comparison(
-    runs: Runs, report: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
-) -> dict[str, Any]:
+def comparison(runs: Runs, report: str, offset: int, limit: int, max_bytes: int) -> dict[str, Any]:
     """A saved comparison: its verdict (agreement, cost and latency ratios, E and A differences;
     whether it stopped early, which recorded turns it skipped), then per turn, agreement with the
     recording and with itself, the argument checks (JSON, schema-valid, JSON-equal), what the

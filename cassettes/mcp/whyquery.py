@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.mcp.answers import DEFAULT_BYTES, QueryError, byte_budget, page, text, wrap
+from cassettes.mcp.answers import QueryError, byte_budget, page, text, wrap
 from cassettes.mcp.runs import Runs
 from cassettes.why.state import STATE
 from cassettes.why.stats import wilson
@@ -104,9 +104,7 @@ def _intervention(i: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def why_report(
-    runs: Runs, why: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
-) -> dict[str, Any]:
+def why_report(runs: Runs, why: str, offset: int, limit: int, max_bytes: int) -> dict[str, Any]:
     """A finished (or interrupted) why: the verdict's figures, then the interventions ranked, paged;
     every string of the file (anything may have edited it) under ``recorded``."""
     doc = _read_state(runs, why)

@@ -191,7 +191,7 @@ def test_one_branch_turn_has_the_same_number_everywhere(
     from cassettes.mcp.query import Runs, turn
 
     runs = Runs([str(tmp_path)])
-    answer = fork_diff(runs, str(branch))
+    answer = fork_diff(runs, str(branch), None, None, 20, 6000)
     seen["mcp fork_diff"] = next(
         d["turn"] for d in answer["recorded"]["divergences"] if d["seq_branch"] == 1
     )

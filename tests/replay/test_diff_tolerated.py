@@ -293,7 +293,7 @@ def test_past_a_forks_cursor_diff_mcp_and_the_fork_view_read_it_alike(
     from cassettes.mcp.query import Runs
     from cassettes.replay.forking.forkview import fork_view
 
-    answer = fork_diff(Runs([str(tmp_path)]), str(branch))
+    answer = fork_diff(Runs([str(tmp_path)]), str(branch), None, None, 20, 6000)
     assert answer["divergences"] == 0 and answer["tolerated"] == len(found), answer
     view = fork_view(branch)
     assert view is not None
