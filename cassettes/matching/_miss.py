@@ -123,10 +123,7 @@ def miss_of(
     assert best is not None
     _, closest, changes = best
     if not unplayed:
-        reason = (
-            f"the cassette is exhausted (all {len(recorded)} "
-            "recorded round trips were played)"
-        )
+        reason = f"the cassette is exhausted (all {len(recorded)} recorded round trips were played)"
     elif strict_next is not None:
         reason = "strict: it is not the next recorded round trip"
     else:
@@ -147,6 +144,7 @@ def miss_of(
     elif not verdicts:
         verdicts = [Verdict("C", "the request differs from the recording", "(body)")]
     return Miss(key.method, key.target, reason, closest, changes, verdicts)
+
 
 def body_changes(recorded: RequestKey, live: RequestKey) -> list[Change]:
     """The differences between a recorded request's body and a live one's: a JSON-path diff, or

@@ -42,6 +42,7 @@ def fork_diff(
             "origin: it was not made by looptap run --from)",
             run=branch,
         )
+
     def under_roots(p: Path) -> bool:
         return any(p.is_relative_to(r) for r in runs.roots)
 
@@ -192,7 +193,7 @@ def comparison(runs: Runs, report: str, offset: int, limit: int, max_bytes: int)
             report=report,
         )
     turns = [t for t in doc["turns"] if isinstance(t, dict)]
-    items = [_turn(t) for t in turns[max(offset, 0):]]
+    items = [_turn(t) for t in turns[max(offset, 0) :]]
     shown, nxt = page(items, 0, max(1, min(limit, 200)), byte_budget(max_bytes))
     tally = _dict(doc.get("arguments"))
     agreements = [a for a in (_count(t.get("agreement")) for t in turns) if a is not None]
