@@ -210,11 +210,6 @@ class Matcher:
         #: from the first request that matched a recorded one only under that base (``_rebased``).
         self.bases: dict[str, str] = {}
 
-    @property
-    def _src(self) -> Recordings:
-        """What the recording is read from (in memory, or from disk)."""
-        return self.index.src
-
     def _first_unplayed(self, digest: bytes, after: int = -1) -> Recorded | None:
         """The first round trip past ``after``, not yet played, whose request key is ``digest``."""
         plays = self._plays
