@@ -65,10 +65,10 @@ def test_a_concatenation_of_cassettes_is_refused_by_every_reader(
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert said in err and str(joined) in err, (argv, err)
-    from cassettes.mcp.query import QueryError, Runs
+    from cassettes.mcp.query import QueryError, Runs, run_summary
 
     with pytest.raises(QueryError) as exc:
-        Runs([str(tmp_path)]).summary("joined.jsonl", 6000)
+        run_summary(Runs([str(tmp_path)]), "joined.jsonl", 6000)
     assert said in orjson.dumps(exc.value.answer()).decode()
     from cassettes.storage.store import read_records
 

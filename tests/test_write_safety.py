@@ -594,7 +594,7 @@ def test_the_mcp_comparison_tool_serves_the_report_redacted(
         )
         assert key in candidate.log[0].request.headers.get("authorization", "")
     capsys.readouterr()
-    served = orjson.dumps(comparison(Runs([tmp_path]), "run.jsonl")).decode()
+    served = orjson.dumps(comparison(Runs([tmp_path]), "run.jsonl", 0, 20, 6000)).decode()
     # the candidate's answer is served, the key in it redacted
     assert "your key is [REDACTED]" in served, served[:2000]
     assert key not in served and key[:20] not in served, served[:2000]

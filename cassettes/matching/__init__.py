@@ -7,8 +7,9 @@ surface, pinned by tests/matching/test_surface.py):
 - the user's rules (``_rules``) and the file they live in (``_config``, ``_userrules``: the flags);
 - the request key (``_requestkey``), the JSON-path diff (``_jsondiff``), the layer a difference
   implicates (``_verdicts``);
-- the matcher over recordings in memory or served from the offset index (``_matcher``,
-  ``_indexed``), and every tolerated difference on the record (``_tolerated``).
+- the recording indexed by request key, in memory or served from the offset index
+  (``_recording``, ``_indexed``), the matcher that plays it (``_matcher``), a miss and its closest
+  recorded turn (``_miss``), and every tolerated difference on the record (``_tolerated``).
 
 Replay, the pytest plugin, a fork's prefix and ``looptap diff`` tolerate and explain differences the
 same way through it. Names are loaded on first use (PEP 562): the pytest plugin loads in every test
@@ -36,7 +37,9 @@ _MODULES = {
     "_jsondiff": "Change clip format_path json_diff short window",
     "_requestkey": "RequestKey bare_text request_key",
     "_verdicts": "Verdict attribute",
-    "_matcher": "EXCHANGE_CACHE InMemory Matcher Miss Recorded tolerated_notes",
+    "_matcher": "Matcher Recorded tolerated_notes",
+    "_miss": "Miss",
+    "_recording": "EXCHANGE_CACHE InMemory",
     "_indexed": "IndexedRecordings",
     "_tolerated": (
         "MAX_TURNS PREFIX_MODES TOOL_RESULT entries_of entry_line report_lines "
@@ -50,14 +53,8 @@ if TYPE_CHECKING:
     from cassettes.matching._config import find_config, rules_from_config
     from cassettes.matching._indexed import IndexedRecordings
     from cassettes.matching._jsondiff import Change, clip, format_path, json_diff, short, window
-    from cassettes.matching._matcher import (
-        EXCHANGE_CACHE,
-        InMemory,
-        Matcher,
-        Miss,
-        Recorded,
-        tolerated_notes,
-    )
+    from cassettes.matching._matcher import Matcher, Recorded, tolerated_notes
+    from cassettes.matching._miss import Miss
     from cassettes.matching._places import (
         MAX_PATH,
         here,
@@ -66,6 +63,7 @@ if TYPE_CHECKING:
         recorded_time,
         volatile_for,
     )
+    from cassettes.matching._recording import EXCHANGE_CACHE, InMemory
     from cassettes.matching._requestkey import RequestKey, bare_text, request_key
     from cassettes.matching._rules import (
         ANY_INDEX,

@@ -9,36 +9,31 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cassettes.mcp.query import (
-    DEFAULT_BYTES,
+import orjson
+
+from cassettes.mcp.answers import (
     DEFAULT_CHARS,
     QueryError,
-    Runs,
-    _budget,
-    _layer,
-    _wrap,
+    byte_budget,
+    layer_of,
     page,
     text,
-    tolerated_count,
-    tolerated_lines,
+    wrap,
 )
+from cassettes.mcp.recorded import tolerated_count, tolerated_lines
+from cassettes.mcp.runs import Runs
+from cassettes.reading.branch import locate
+from cassettes.replay.forking.fork import origin_of
+from cassettes.replay.forking.rundiff import diff_fork
 
 __all__ = ["comparison", "fork_diff"]
 
 
 def fork_diff(
-    runs: Runs,
-    branch: str,
-    run: str | None = None,
-    layer: str | None = None,
-    limit: int = 20,
-    max_bytes: int = DEFAULT_BYTES,
+    runs: Runs, branch: str, run: str | None, layer: str | None, limit: int, max_bytes: int
 ) -> dict[str, Any]:
     """The divergences of ``branch`` from its origin (named in its header, or ``run``)."""
-    from cassettes.replay.forking.fork import origin_of
-    from cassettes.replay.forking.rundiff import diff_fork
-
-    layer = _layer(layer)
+    layer = layer_of(layer)
     bpath, b = runs.open(branch)
     origin = origin_of(bpath)
     if origin is None:
@@ -47,7 +42,6 @@ def fork_diff(
             "origin: it was not made by looptap run --from)",
             run=branch,
         )
-    from cassettes.reading.branch import locate
 
     def under_roots(p: Path) -> bool:
         return any(p.is_relative_to(r) for r in runs.roots)
@@ -103,8 +97,8 @@ def fork_diff(
         for d in divs
         if layer is None or d.layer == layer
     ]
-    shown, nxt = page(items, 0, max(1, min(limit, 200)), _budget(max_bytes))
-    return _wrap(
+    shown, nxt = page(items, 0, max(1, min(limit, 200)), byte_budget(max_bytes))
+    return wrap(
         {
             "origin": text(str(apath.name), 200),
             "cursor": text(cursor.get("text") if isinstance(cursor, dict) else None, 100),
@@ -174,16 +168,12 @@ def _count(value: Any) -> int | float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def comparison(
-    runs: Runs, report: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
-) -> dict[str, Any]:
+def comparison(runs: Runs, report: str, offset: int, limit: int, max_bytes: int) -> dict[str, Any]:
     """A saved comparison: its verdict (agreement, cost and latency ratios, E and A differences;
     whether it stopped early, which recorded turns it skipped), then per turn, agreement with the
     recording and with itself, the argument checks (JSON, schema-valid, JSON-equal), what the
     recorded client never handled; paged by turn.
     Every string of the report (it is a file: anything may have edited it) is under ``recorded``."""
-    import orjson
-
     path = report_path(runs, report)
     if path.stat().st_size > MAX_REPORT_BYTES:
         raise QueryError(
@@ -203,12 +193,12 @@ def comparison(
             report=report,
         )
     turns = [t for t in doc["turns"] if isinstance(t, dict)]
-    items = [_turn(t) for t in turns[max(offset, 0):]]
-    shown, nxt = page(items, 0, max(1, min(limit, 200)), _budget(max_bytes))
+    items = [_turn(t) for t in turns[max(offset, 0) :]]
+    shown, nxt = page(items, 0, max(1, min(limit, 200)), byte_budget(max_bytes))
     tally = _dict(doc.get("arguments"))
     agreements = [a for a in (_count(t.get("agreement")) for t in turns) if a is not None]
     verdict = _dict(doc.get("verdict"))  # reports saved before the verdict have none: None
-    return _wrap(
+    return wrap(
         {
             "samples": _count(doc.get("samples")),
             "turns": len(turns),
@@ -275,8 +265,6 @@ def _turn(t: dict[str, Any]) -> dict[str, Any]:
 def _said(s: dict[str, Any]) -> str:
     """A sample as one line: its calls with their arguments, its error, or its text (what the CLI's
     report says)."""
-    import orjson
-
     if s.get("error") is not None:
         return f"error {s.get('status')}: {str(s.get('error'))[:100]}"
     calls = _list(s.get("calls"), 10)

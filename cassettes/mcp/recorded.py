@@ -1,17 +1,44 @@
 """What :mod:`cassettes.mcp.query` answers with about recorded things: findings, messages, a
-conversation's row and a turn's three layers, every recorded string made safe (:mod:`.answers`).
+conversation's row, a turn's three layers and what a diff tolerated, every recorded string made
+safe (:mod:`.answers`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
 from cassettes.analysis.model import Conversation, Finding, RunAnalysis, Turn
+from cassettes.matching import report_lines
 from cassettes.mcp.answers import byte_budget, json_size, safe_json, shrink, text
 from cassettes.models import Message
 
-__all__ = ["conversation_row", "finding_part", "fit_turn", "message_part", "turn_body"]
+__all__ = [
+    "conversation_row",
+    "finding_part",
+    "fit_turn",
+    "message_part",
+    "tolerated_count",
+    "tolerated_lines",
+    "turn_body",
+]
+
+#: Tolerated differences listed in a ``diff`` or ``fork_diff`` answer (the others counted).
+TOLERATED_SHOWN = 20
+
+
+def tolerated_count(turns: Sequence[dict[str, Any]]) -> int:
+    """How many differences were tolerated (:mod:`cassettes.matching` entries,
+    every turn)."""
+    return sum(len(t.get("tolerated") or []) for t in turns)
+
+
+def tolerated_lines(turns: Sequence[dict[str, Any]]) -> list[str]:
+    """The first :data:`TOLERATED_SHOWN` tolerated differences, one line each as ``looptap diff``
+    prints them (``tolerated at c1/turn 0 (seq 0): messages[0].content: recorded …, live … (by
+    date)``), clipped: recorded text."""
+    return [text(line, 300) for line in report_lines(turns, "")[:TOLERATED_SHOWN]]
 
 
 def finding_part(f: Finding, chars: int) -> dict[str, Any]:

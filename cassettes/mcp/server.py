@@ -11,15 +11,31 @@ from __future__ import annotations
 
 import argparse
 import functools
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from cassettes.mcp.query import Runs
+import orjson
 
-__all__ = ["build_server", "cmd_mcp", "parse_http", "register_mcp", "web_report_answer"]
+from cassettes import interrupts
+from cassettes.hints import install_command
+from cassettes.mcp.answers import (
+    DEFAULT_BYTES,
+    UNTRUSTED_NOTE,
+    QueryError,
+    cap_bytes,
+    checked_roots,
+    encode,
+)
+from cassettes.mcp.stdio import serve_stdio
+from cassettes.untrusted import clean
+
+if TYPE_CHECKING:
+    from cassettes.mcp.runs import Runs
+
+__all__ = ["build_server", "cmd_mcp", "parse_http", "register_mcp"]
 
 INSTRUCTIONS = (
     "looptap recorded the HTTP traffic of an LLM agent into runs (cassettes). Each round trip is "
@@ -36,11 +52,12 @@ def build_server(roots: list[str]) -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
+    # read from the package's metadata: not when the command is registered with the others
     from cassettes._version import __version__
-    from cassettes.mcp.answers import DEFAULT_BYTES, UNTRUSTED_NOTE, QueryError, cap_bytes, encode
-    from cassettes.untrusted import clean
 
-    runs = _Runs(roots)
+    checked = checked_roots(roots)  # at once: a server that cannot read its roots never starts
+    opened: list[Runs] = []
+
     server = MCPServer(
         name="looptap", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
@@ -49,17 +66,31 @@ def build_server(roots: list[str]) -> Any:
     def answer(text: str, error: bool = False) -> CallToolResult:
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
 
+    def ask(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The answer to the tool ``name`` called with ``arguments``: the function of that name in
+        :mod:`cassettes.mcp.query`. It is imported, and the runs made, by the first tool call:
+        the analysis, the readers and the providers are loaded then, not before the server
+        answers ``initialize`` (a coding agent waits for that answer at its own start)."""
+        from cassettes.mcp import query
+
+        if not opened:
+            opened.append(query.Runs(checked))
+        answering: Callable[..., dict[str, Any]] = getattr(query, name)
+        return answering(opened[0], **arguments)
+
     def tool(fn: Any) -> Any:
         """Register ``fn`` as a tool whose answer is one text block of compact JSON, at most
-        ``max_bytes`` bytes (a hard cap, :func:`~cassettes.mcp.query.encode`); an error is
-        JSON too, its own words apart from what it quotes (under ``recorded``)."""
+        ``max_bytes`` bytes (a hard cap, :func:`~cassettes.mcp.answers.encode`); an error is
+        JSON too, its own words apart from what it quotes (under ``recorded``). ``fn`` declares
+        the tool (its arguments, their defaults, its description) and returns its arguments
+        (``locals()``); the answer is :func:`ask`'s."""
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> CallToolResult:
             max_bytes = kwargs.get("max_bytes", DEFAULT_BYTES)
             try:
                 cap_bytes(max_bytes)
-                return answer(encode(fn(*args, **kwargs), max_bytes))
+                return answer(encode(ask(fn.__name__, fn(*args, **kwargs)), max_bytes))
             except QueryError as exc:
                 # the question's fault: said to the agent, no traceback logged
                 return answer(encode(exc.answer()), error=True)
@@ -103,14 +134,14 @@ def build_server(roots: list[str]) -> Any:
         """List the recorded runs (cassettes) under the server's roots, newest first: for each, its path
         (recorded.runs[].recorded_run: pass it as `run` to the other tools), round trips, conversations, turns, findings by layer
         (E model, A API, C client) and severity, and cost in USD. Paged: pass next_offset as offset."""  # noqa: E501
-        return runs.get().list_runs(offset, limit, max_bytes)
+        return locals()
 
     @tool
     def run_summary(run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Summarise one run: its conversations (id, turns, parent for sub-agents and side calls, cost,
         finding codes) and its root-cause findings, most severe first. Use this first to answer 'why did
         this run fail?', then `findings` and `turn` for the details."""  # noqa: E501
-        return runs.get().summary(run, max_bytes)
+        return locals()
 
     @tool
     def findings(
@@ -127,9 +158,7 @@ def build_server(roots: list[str]) -> Any:
         caused_by). Filter by layer (E, A or C), least severity (error, warning or info; default info =
         all), code (e.g. C.dropped_tool_result) or conversation id. Each names its seq, conversation and
         turn: read that turn with `turn`. Paged by offset and limit."""  # noqa: E501
-        return runs.get().findings(
-            run, layer, severity, code, conversation, offset, limit, max_bytes
-        )
+        return locals()
 
     @tool
     def turn(
@@ -147,7 +176,7 @@ def build_server(roots: list[str]) -> Any:
         their arguments parsed and fit the schema), what the API said (A: status, finish reason, error,
         tokens), what the client sent next, and the turn's findings. Texts are clipped to `chars`; pass
         message=N to read message N of the request whole."""  # noqa: E501
-        return runs.get().turn(run, seq, conversation, turn, message, chars, max_bytes)
+        return locals()
 
     @tool
     def search(
@@ -156,7 +185,7 @@ def build_server(roots: list[str]) -> Any:
         """Search the recorded text of every run (or of one run): model text and reasoning, tool calls and
         their arguments, tool results, errors and finding messages. Case-insensitive; each hit names
         the run, seq, conversation, turn and where in the turn."""  # noqa: E501
-        return runs.get().search(query, run, limit, max_bytes)
+        return locals()
 
     @tool
     def growth(
@@ -170,7 +199,7 @@ def build_server(roots: list[str]) -> Any:
         history, tool results and new, which add up to the input: the split `looptap show` prints),
         cached, output, cost and cumulative cost (`~` and `*_estimated`: an estimated price). Shows
         which part of the history makes a long agent loop expensive."""  # noqa: E501
-        return runs.get().growth(run, conversation, offset, limit, max_bytes)
+        return locals()
 
     @tool
     def diff(
@@ -183,7 +212,7 @@ def build_server(roots: list[str]) -> Any:
         """Where two runs of the same agent diverge, by layer (E the model said something else, A the API
         answered differently, C the client sent something else), conversation by conversation and turn by
         turn. For 'this worked yesterday and fails today'."""  # noqa: E501
-        return runs.get().diff(run_a, run_b, layer, limit, max_bytes)
+        return locals()
 
     @tool
     def tail(
@@ -191,7 +220,7 @@ def build_server(roots: list[str]) -> Any:
     ) -> dict[str, Any]:
         """The round trips recorded after after_seq (default: from the start), with their findings: follow
         a recording in progress by calling again with the last_seq of the previous answer."""  # noqa: E501
-        return runs.get().tail(run, after_seq, limit, max_bytes)
+        return locals()
 
     @tool
     def fork_diff(
@@ -205,9 +234,7 @@ def build_server(roots: list[str]) -> Any:
         or other model, or with an edited tool result) differs from the run it was forked from, lined up
         from the cursor: by layer and turn, with the cursor, model and edits of the fork. Read-only: it
         never starts a run or sends a request. `run` defaults to the origin the branch names."""  # noqa: E501
-        from cassettes.mcp.forkquery import fork_diff as answer_fork
-
-        return answer_fork(runs.get(), branch, run, layer, limit, max_bytes)
+        return locals()
 
     del fork_diff
 
@@ -222,9 +249,7 @@ def build_server(roots: list[str]) -> Any:
         schema, JSON-equal to the recording), what the recorded client never handled; paged by turn.
         `report` is the report's path, or the run's when the report was saved beside it. Read-only: it
         never starts a comparison or sends a request."""  # noqa: E501
-        from cassettes.mcp.forkquery import comparison as answer_comparison
-
-        return answer_comparison(runs.get(), report, offset, limit, max_bytes)
+        return locals()
 
     del comparison
 
@@ -237,9 +262,7 @@ def build_server(roots: list[str]) -> Any:
         samples, Wilson 95% interval, whether K sufficed) and every intervention ranked, with its branch
         cassettes; an interrupted one shows what finished. `why` is the directory given to -o. Read-only:
         it never runs a branch or sends a request."""  # noqa: E501
-        from cassettes.mcp.whyquery import why_report as answer_why
-
-        return answer_why(runs.get(), why, offset, limit, max_bytes)
+        return locals()
 
     del why_report
 
@@ -248,30 +271,11 @@ def build_server(roots: list[str]) -> Any:
         """Where to get a run as one self-contained web page to show a person (turns with E/A/C badges,
         the messages, findings root cause first, the token-cost growth chart): the command that writes
         it (this server only reads, it writes nothing) and the page, if one is already beside the run."""  # noqa: E501
-        return web_report_answer(runs.get().resolve(run))
+        return locals()
 
     del web_report
     del list_runs, run_summary, findings, turn, search, growth, diff, tail
     return server
-
-
-class _Runs:
-    """:class:`cassettes.mcp.query.Runs`, made on the first tool call: the analysis, the readers
-    and the providers it imports are loaded then, not before the server answers ``initialize`` (a
-    coding agent waits for that answer at its own start). The roots are checked at once."""
-
-    def __init__(self, roots: list[str]) -> None:
-        from cassettes.mcp.answers import checked_roots
-
-        self._roots = checked_roots(roots)
-        self._runs: Runs | None = None
-
-    def get(self) -> Runs:
-        if self._runs is None:
-            from cassettes.mcp.query import Runs as Opened
-
-            self._runs = Opened(self._roots)
-        return self._runs
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -285,15 +289,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         import mcp  # noqa: F401
     except ImportError:
-        from cassettes.hints import install_command
-
         return _refuse(
             "looptap mcp: error: the MCP server needs the mcp package, not installed in "
             f"{sys.prefix}: {install_command('mcp')}",
             address is None,
         )
-    from cassettes.mcp.answers import QueryError
-
     roots = args.root or ["."]
     for r in roots:
         if not Path(r).is_dir():
@@ -306,13 +306,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         server = build_server([str(Path(r)) for r in roots])
     except (QueryError, OSError) as exc:
         return _refuse(f"looptap mcp: error: {exc}", address is None)
-    from cassettes import interrupts
-
     interrupts.check()  # a Ctrl-C during start-up that nothing raised: do not serve
     if address is not None:
         host, port = address
-        import socket
-
         try:  # a port in use is said in one line before the server (uvicorn) would log a traceback
             with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -327,56 +323,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     else:
         import anyio
 
-        from cassettes.mcp.stdio import serve_stdio
-
         anyio.run(serve_stdio, server)
     return 0
-
-
-def web_report_answer(path: Path) -> dict[str, Any]:
-    """The ``web_report`` answer for the run at ``path``: the ``looptap export --html`` command
-    (with this interpreter, so it runs whatever is on PATH) and the page beside the run, if any."""
-    import shlex
-    from importlib.util import find_spec
-
-    from cassettes.hints import install_command
-    from cassettes.mcp.answers import UNTRUSTED_NOTE
-    from cassettes.untrusted import clean
-
-    page = path.with_name(path.name + ".html")
-    command = shlex.join(
-        [sys.executable, "-m", "cassettes.cli", "export", "--html", str(path), "-o", str(page)]
-    )
-    exists = page.is_file() and not page.is_symlink()
-    # The command runs with this interpreter: the extra is missing only if Jinja2 is not here.
-    missing = (
-        ""
-        if _importable("jinja2", find_spec)
-        else f" (first install the html extra it needs, missing here: {install_command('html')})"
-    )
-    return {
-        "note": UNTRUSTED_NOTE,
-        "how": f"run recorded.command in a shell to write the page{missing}; "
-        "it opens in any browser without a server"
-        + (
-            "; recorded.page is there already (add --force to the command to write it again)"
-            if exists
-            else ""
-        ),
-        # The run's file name is the recording's: inside the fence, made safe.
-        "recorded": {"command": clean(command), "page": clean(str(page)) if exists else None},
-    }
-
-
-def _importable(module: str, find_spec: Callable[[str], Any]) -> bool:
-    """Whether ``module`` can be imported here (found without importing it; a module blocked in
-    ``sys.modules`` with ``None`` counts as missing)."""
-    if module in sys.modules:
-        return sys.modules[module] is not None
-    try:
-        return find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 #: A JSON-RPC request line read by :func:`_refuse` (the client's ``initialize`` is small).
@@ -388,8 +336,6 @@ def _refuse(message: str, stdio: bool) -> int:
     terminal), answers each request with a JSON-RPC error carrying the same line, until the
     client closes stdin: coding agents show an ``initialize`` error (Claude Code: ``Failed to
     connect — -32603: looptap mcp: error: …``) but never the server's stderr. Exit status 2."""
-    import orjson
-
     print(message, file=sys.stderr)
     if not stdio or sys.stdin.isatty():
         return 2

@@ -7,7 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cassettes.mcp.query import DEFAULT_BYTES, QueryError, Runs, _budget, _wrap, page, text
+import orjson
+
+from cassettes.mcp.answers import QueryError, byte_budget, page, text, wrap
+from cassettes.mcp.runs import Runs
+from cassettes.why.state import STATE
+from cassettes.why.stats import wilson
 
 __all__ = ["why_report"]
 
@@ -19,8 +24,6 @@ _NUMBERS = ("flips", "samples", "low", "high")
 def _state_path(runs: Runs, name: str) -> Path:
     """The ``why.json`` ``name`` names: the output directory of a ``why`` under a root, or the
     file."""
-    from cassettes.why.state import STATE
-
     real = runs.under_roots(
         name, "a why is named by its output directory (looptap why -o DIR), under the roots", "why"
     )
@@ -39,8 +42,6 @@ def _count(value: Any) -> int | float | None:
 def _so_far(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """An interrupted why (no report yet): each intervention it listed with the branches that
     finished, counted as the verdict counts them (flipped, failed; the rest no sample)."""
-    from cassettes.why.stats import wilson
-
     listed = doc.get("interventions")
     done = doc.get("branches")
     done = done if isinstance(done, dict) else {}
@@ -71,8 +72,6 @@ def _so_far(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _read_state(runs: Runs, why: str) -> dict[str, Any]:
     """The state file of the why ``why``, as JSON: within :data:`MAX_STATE_BYTES`, a why's."""
-    import orjson
-
     path = _state_path(runs, why)
     if path.stat().st_size > MAX_STATE_BYTES:
         raise QueryError(f"this why.json is over {MAX_STATE_BYTES >> 20} MiB: not read", why=why)
@@ -105,9 +104,7 @@ def _intervention(i: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def why_report(
-    runs: Runs, why: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
-) -> dict[str, Any]:
+def why_report(runs: Runs, why: str, offset: int, limit: int, max_bytes: int) -> dict[str, Any]:
     """A finished (or interrupted) why: the verdict's figures, then the interventions ranked, paged;
     every string of the file (anything may have edited it) under ``recorded``."""
     doc = _read_state(runs, why)
@@ -120,8 +117,8 @@ def why_report(
     if verdict is None and not report:
         report = _so_far(doc)
     items = [_intervention(i) for i in report[max(offset, 0):]]
-    shown, nxt = page(items, 0, max(1, min(limit, 200)), _budget(max_bytes))
-    return _wrap(
+    shown, nxt = page(items, 0, max(1, min(limit, 200)), byte_budget(max_bytes))
+    return wrap(
         {
             "finished": verdict is not None,
             "samples": _count(doc.get("samples")),

@@ -55,7 +55,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers.openai_chat import usage_from
+from cassettes.providers.openai_chat import function_spec, usage_from
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIAssistants"]
@@ -138,15 +138,7 @@ def _tools(tools: Any) -> list[ToolSpec]:
         d = as_obj(t)
         fn = as_obj(d.get("function"))
         if d.get("type") == "function":
-            out.append(
-                ToolSpec(
-                    name=as_str(fn.get("name")) or "",
-                    description=as_str(fn.get("description")),
-                    parameters=fn.get("parameters")
-                    if isinstance(fn.get("parameters"), dict)
-                    else None,
-                )
-            )
+            out.append(function_spec(fn))
         elif d.get("type"):
             out.append(ToolSpec(name=str(d["type"]), kind="server"))
     return out

@@ -57,6 +57,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.providers.openai_chat import function_spec, other_spec
 from cassettes.wire.framing import Framed
 
 __all__ = ["OllamaChat", "finish_class", "usage_from"]
@@ -228,28 +229,11 @@ def _message(m: Any) -> Message:
 
 
 def _tools(raw: Any) -> list[ToolSpec]:
-    out: list[ToolSpec] = []
-    for t in raw if isinstance(raw, list) else []:
-        if not isinstance(t, dict):
-            continue
-        f = t.get("function")
-        if isinstance(f, dict):
-            params = f.get("parameters")
-            out.append(
-                ToolSpec(
-                    name=as_str(f.get("name")) or "",
-                    description=as_str(f.get("description")),
-                    parameters=params if isinstance(params, dict) else None,
-                )
-            )
-        else:
-            out.append(
-                ToolSpec(
-                    name=as_str(t.get("name") or t.get("type")) or "",
-                    kind=as_str(t.get("type")) or "other",
-                )
-            )
-    return out
+    return [
+        function_spec(t["function"]) if isinstance(t.get("function"), dict) else other_spec(t)
+        for t in (raw if isinstance(raw, list) else [])
+        if isinstance(t, dict)
+    ]
 
 
 class _Lines(StreamParts):

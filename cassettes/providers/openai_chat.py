@@ -198,16 +198,7 @@ def _tools(body: dict[str, Any]) -> list[ToolSpec]:
         if not isinstance(t, dict):
             continue
         if isinstance(t.get("function"), dict):
-            f = t["function"]
-            out.append(
-                ToolSpec(
-                    name=as_str(f.get("name")) or "",
-                    description=as_str(f.get("description")),
-                    parameters=f.get("parameters")
-                    if isinstance(f.get("parameters"), dict)
-                    else None,
-                )
-            )
+            out.append(function_spec(t["function"]))
         elif isinstance(t.get("custom"), dict):
             out.append(
                 ToolSpec(
@@ -217,24 +208,28 @@ def _tools(body: dict[str, Any]) -> list[ToolSpec]:
                 )
             )
         else:
-            out.append(
-                ToolSpec(
-                    name=as_str(t.get("name") or t.get("type")) or "",
-                    kind=as_str(t.get("type")) or "other",
-                )
-            )
-    for f in body.get("functions") or []:
-        if isinstance(f, dict):
-            out.append(
-                ToolSpec(
-                    name=as_str(f.get("name")) or "",
-                    description=as_str(f.get("description")),
-                    parameters=f.get("parameters")
-                    if isinstance(f.get("parameters"), dict)
-                    else None,
-                )
-            )
+            out.append(other_spec(t))
+    out.extend(function_spec(f) for f in body.get("functions") or [] if isinstance(f, dict))
     return out
+
+
+def function_spec(f: dict[str, Any]) -> ToolSpec:
+    """A function tool as OpenAI declares one (``name``, ``description``, JSON-schema
+    ``parameters``): Chat's ``tools[].function`` and ``functions[]``, Ollama's tools, the Realtime
+    and Assistants APIs' function tools."""
+    params = f.get("parameters")
+    return ToolSpec(
+        name=as_str(f.get("name")) or "",
+        description=as_str(f.get("description")),
+        parameters=params if isinstance(params, dict) else None,
+    )
+
+
+def other_spec(t: dict[str, Any]) -> ToolSpec:
+    """A tool that is no function (a provider's built-in), named by its name or else its type."""
+    return ToolSpec(
+        name=as_str(t.get("name") or t.get("type")) or "", kind=as_str(t.get("type")) or "other"
+    )
 
 
 #: The finish reason this API sends for a normalised class (rendering an answer).

@@ -42,6 +42,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import Slot, StreamParts
+from cassettes.providers.openai_chat import function_spec
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIRealtime"]
@@ -133,14 +134,7 @@ def _tools(tools: Any) -> list[ToolSpec]:
     out = []
     for t in tools if isinstance(tools, list) else []:
         if isinstance(t, dict) and t.get("type", "function") == "function":
-            params = t.get("parameters")
-            out.append(
-                ToolSpec(
-                    name=as_str(t.get("name")) or "",
-                    description=as_str(t.get("description")),
-                    parameters=params if isinstance(params, dict) else None,
-                )
-            )
+            out.append(function_spec(t))
         elif isinstance(t, dict):
             out.append(
                 ToolSpec(

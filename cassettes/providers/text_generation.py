@@ -335,6 +335,12 @@ def _watsonx_result(b: JSON) -> tuple[list[Part], str | None, int | None, int | 
     )
 
 
+def _chat_history_key(self: Provider, body: Any) -> str | None:
+    """``messages`` for a chat body (the history delta encoding stores), ``None`` for a prompt:
+    watsonx's and SageMaker's (their chat bodies are OpenAI Chat's)."""
+    return "messages" if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
+
+
 class Watsonx(Provider):
     family = "watsonx"
     profile = Profile(
@@ -357,12 +363,7 @@ class Watsonx(Provider):
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         return (_watsonx_route(url) or "").endswith("_stream")
 
-    def history_key(self, body: Any) -> str | None:
-        return (
-            "messages"
-            if isinstance(body, dict) and isinstance(body.get("messages"), list)
-            else None
-        )
+    history_key = _chat_history_key
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)
@@ -490,12 +491,7 @@ class SageMaker(Provider):
         found = _endpoint(url)
         return found[0] if found else None
 
-    def history_key(self, body: Any) -> str | None:
-        return (
-            "messages"
-            if isinstance(body, dict) and isinstance(body.get("messages"), list)
-            else None
-        )
+    history_key = _chat_history_key
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)

@@ -464,13 +464,13 @@ def test_the_mcp_run_summary_reads_each_turn_once(
 ) -> None:
     """``run_summary`` read each conversation's last turn three times (for its row, again for the
     row's findings, again for the run's cost): once now, its cost the same."""
-    from cassettes.mcp.query import Runs
+    from cassettes.mcp.query import Runs, run_summary
 
     _interleaved_run(tmp_path / "run.jsonl")
     runs = Runs([tmp_path])
     runs.open("run.jsonl")  # (opened and analysed before counting)
     restores = _count_restores(monkeypatch)
-    got = runs.summary("run.jsonl")
+    got = run_summary(runs, "run.jsonl", 6000)
     assert set(restores) == set(range(24)) and set(restores.values()) == {1}, sorted(
         restores.items()
     )

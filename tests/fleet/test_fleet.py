@@ -184,11 +184,11 @@ def test_mcp_list_runs_reads_the_index_and_gives_the_same_answer(
     """With an index beside the root, ``list_runs`` takes each up-to-date run's figures from it
     (no run is opened) and answers exactly as when it reads the runs; a run changed since the
     index is read."""
-    from cassettes.mcp.query import Runs
+    from cassettes.mcp.query import Runs, list_runs
 
     runs, _ = indexed
     shutil.rmtree(runs.parent / ".looptap", ignore_errors=True)
-    read = Runs([runs]).list_runs(limit=100)
+    read = list_runs(Runs([runs]), 0, 100, 6000)
     r = looptap("index", str(runs))
     assert r.returncode == 0, r.stderr
     assert (runs.parent / ".looptap" / "fleet.duckdb").is_file()
@@ -200,9 +200,9 @@ def test_mcp_list_runs_reads_the_index_and_gives_the_same_answer(
         return real_open(self, name)
 
     monkeypatch.setattr(Runs, "open", counted)
-    assert Runs([runs]).list_runs(limit=100) == read
+    assert list_runs(Runs([runs]), 0, 100, 6000) == read
     assert opened == []
     changed = sorted(runs.glob("*.yaml"))[0]
     os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns + 10**9))
-    Runs([runs]).list_runs(limit=100)
+    list_runs(Runs([runs]), 0, 100, 6000)
     assert opened == [str(changed)]

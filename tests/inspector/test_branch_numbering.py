@@ -188,16 +188,16 @@ def test_one_branch_turn_has_the_same_number_everywhere(
 
     # MCP: fork_diff, and the turn tool named by conversation and that number
     from cassettes.mcp.forkquery import fork_diff
-    from cassettes.mcp.query import Runs
+    from cassettes.mcp.query import Runs, turn
 
     runs = Runs([str(tmp_path)])
-    answer = fork_diff(runs, str(branch))
+    answer = fork_diff(runs, str(branch), None, None, 20, 6000)
     seen["mcp fork_diff"] = next(
         d["turn"] for d in answer["recorded"]["divergences"] if d["seq_branch"] == 1
     )
-    by_number = runs.turn(str(branch), conversation="c1", turn=2)
+    by_number = turn(runs, str(branch), None, "c1", 2, None, 400, 6000)
     assert by_number["seq"] == 1, by_number
-    seen["mcp turn"] = runs.turn(str(branch), seq=1)["turn"]
+    seen["mcp turn"] = turn(runs, str(branch), 1, None, None, None, 400, 6000)["turn"]
 
     # the HTML export of the branch (what the pytest plugin writes for a failed test)
     page = tmp_path / "branch.html"

@@ -279,7 +279,7 @@ def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(
     (issue 43): it is said only when Jinja2 cannot be imported by the interpreter the command
     names."""
     pytest.importorskip("jinja2")
-    from cassettes.mcp.server import web_report_answer
+    from cassettes.mcp.query import web_report_answer
 
     run = tmp_path / "demo.jsonl"
     run.write_bytes(demo_cassette.read_bytes())
@@ -288,7 +288,7 @@ def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(
     code = (
         "import sys, json; sys.modules['jinja2'] = None\n"
         "from pathlib import Path\n"
-        "from cassettes.mcp.server import web_report_answer\n"
+        "from cassettes.mcp.query import web_report_answer\n"
         f"print(json.dumps(web_report_answer(Path({str(run)!r}))))\n"
     )
     done = subprocess.run(

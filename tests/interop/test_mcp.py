@@ -19,7 +19,7 @@ pytest.importorskip("mcp")
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from cassettes.mcp.query import DEFAULT_BYTES, UNTRUSTED_NOTE
+from cassettes.mcp.answers import DEFAULT_BYTES, UNTRUSTED_NOTE
 from cassettes.mcp.server import build_server
 from cassettes.recording.pipeline import CassetteWriter
 from tests.hostile.corpus import hostile_exchanges
@@ -262,10 +262,10 @@ def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
     with CassetteWriter(live) as w:
         for ex in exchanges[:3]:
             w.append(ex)
-    from cassettes.mcp.query import Runs
+    from cassettes.mcp.query import Runs, tail
 
     runs = Runs([d])
-    first = runs.tail("live.jsonl")
+    first = tail(runs, "live.jsonl", -1, 20, DEFAULT_BYTES)
     assert [r["seq"] for r in first["recorded"]["round_trips"]] == [0, 1, 2] and not first[
         "still_being_written"
     ]
@@ -277,12 +277,12 @@ def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
         w.append(exchanges[5])
     whole = live.read_bytes()
     live.write_bytes(whole[: len(full) + 20])  # the last record half written
-    second = runs.tail("live.jsonl", after_seq=first["last_seq"])
+    second = tail(runs, "live.jsonl", first["last_seq"], 20, DEFAULT_BYTES)
     assert [r["seq"] for r in second["recorded"]["round_trips"]] == [3, 4] and second[
         "still_being_written"
     ]
     live.write_bytes(whole)
-    third = runs.tail("live.jsonl", after_seq=second["last_seq"])
+    third = tail(runs, "live.jsonl", second["last_seq"], 20, DEFAULT_BYTES)
     assert [r["seq"] for r in third["recorded"]["round_trips"]] == [5] and third[
         "round_trips_so_far"
     ] == 6

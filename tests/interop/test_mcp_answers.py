@@ -10,7 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.mcp.query import Runs, encode, text
+from cassettes.mcp.answers import encode, text
+from cassettes.mcp.query import Runs, diff, run_summary
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_records
 
@@ -27,7 +28,7 @@ def root(tmp_path: Path, demo_cassette: Path) -> Path:
 
 @pytest.mark.parametrize("max_bytes", [6000, 1500, 1000])
 def test_the_top_root_cause_is_whole_and_other_parts_give_way(root: Path, max_bytes: int) -> None:
-    body = encode(Runs([root]).summary("demo.jsonl", max_bytes), max_bytes)
+    body = encode(run_summary(Runs([root]), "demo.jsonl", max_bytes), max_bytes)
     assert len(body.encode()) <= max_bytes
     top = orjson.loads(body)["root_causes"][0]
     assert top["code"] == "E.arguments_schema" and top["seq"] == 4 and top["conversation"] == "c2"
@@ -55,7 +56,8 @@ def test_the_diff_carries_both_values(root: Path) -> None:
     with CassetteWriter(root / "changed.jsonl") as w:
         for ex in exs:
             w.append(ex)
-    answer = orjson.loads(encode(Runs([root]).diff("demo.jsonl", "changed.jsonl"), 6000))
+    diverged = diff(Runs([root]), "demo.jsonl", "changed.jsonl", None, 20, 6000)
+    answer = orjson.loads(encode(diverged, 6000))
     (e,) = [d for d in answer["recorded"]["divergences"] if d["layer"] == "E"]
     assert any(
         'B "Something else entirely."' in c and " A " in f" {c}" for c in e["recorded_changes"]
@@ -69,7 +71,8 @@ def test_a_diff_of_runs_on_different_apis_is_one_divergence(root: Path, tmp_path
 
     src = CORPUS / "pydantic-ai/tests/cassettes/test_settings/test_stop_settings[openai].yaml"
     assert main(["import", "-q", str(src), "-o", str(root / "openai.jsonl")]) == 0
-    answer = orjson.loads(encode(Runs([root]).diff("demo.jsonl", "openai.jsonl"), 6000))
+    diverged = diff(Runs([root]), "demo.jsonl", "openai.jsonl", None, 20, 6000)
+    answer = orjson.loads(encode(diverged, 6000))
     (only,) = answer["recorded"]["divergences"]
     assert only["recorded_message"].startswith(
         "the runs use different APIs (anthropic POST /v1/messages against openai_chat"

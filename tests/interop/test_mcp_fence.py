@@ -25,7 +25,8 @@ pytest.importorskip("mcp")
 
 from mcp import Client
 
-from cassettes.mcp.query import RUN_SUFFIXES, UNTRUSTED_NOTE
+from cassettes.mcp.answers import UNTRUSTED_NOTE
+from cassettes.mcp.runs import RUN_SUFFIXES
 from cassettes.mcp.server import build_server
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.codec import header_record
@@ -279,16 +280,19 @@ def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path) -> None:
 
 
 def test_a_turn_asked_for_a_billion_characters_stays_under_max_bytes(root: Path) -> None:
-    from cassettes.mcp.query import Runs, encode
+    from cassettes.mcp.answers import encode
+    from cassettes.mcp.query import Runs, turn
 
     runs = Runs([root])
+    asked = {"seq": None, "conversation": None, "turn": None, "message": None}
     for kwargs in (
         {"seq": 0, "chars": 10**9},
         {"seq": 0, "message": 0, "chars": 10**9},
         {"seq": 0, "message": 0, "chars": 0},
     ):
         for max_bytes in (1000, 6000, 60_000, 10**9):
-            text = encode(runs.turn("marked.jsonl", max_bytes=max_bytes, **kwargs), max_bytes)
+            answer = turn(runs, "marked.jsonl", **{**asked, **kwargs, "max_bytes": max_bytes})
+            text = encode(answer, max_bytes)
             assert len(text.encode()) <= min(max_bytes, 60_000)
 
 

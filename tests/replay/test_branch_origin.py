@@ -124,7 +124,7 @@ def test_a_changed_origin_is_one_line_in_diff_the_fork_tab_and_mcp(
     from cassettes.mcp.query import QueryError, Runs
 
     with pytest.raises(QueryError) as exc:
-        fork_diff(Runs([str(tmp_path)]), str(branch))
+        fork_diff(Runs([str(tmp_path)]), str(branch), None, None, 20, 6000)
     assert "changed since the fork" in str(exc.value) and "digest" in exc.value.recorded["reason"]
 
 
@@ -173,7 +173,7 @@ def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> Non
     from cassettes.mcp.query import Runs
     from cassettes.replay.forking.forkview import fork_view
 
-    answer = fork_diff(Runs([str(sent)]), str(sent / "branch.jsonl"))
+    answer = fork_diff(Runs([str(sent)]), str(sent / "branch.jsonl"), None, None, 20, 6000)
     assert answer["origin"] == "run.jsonl" and answer["divergences"] > 0
     assert {d["turn"] for d in answer["recorded"]["divergences"]} == {1, 2}
     view = fork_view(sent / "branch.jsonl")

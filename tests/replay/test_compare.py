@@ -373,8 +373,8 @@ def test_a_saved_report_is_what_the_mcp_comparison_tool_reads(
         sent = len(fake.log)
         runs = Runs([tmp_path])
         by_run, by_report = (
-            comparison(runs, "run.jsonl"),
-            comparison(runs, str(saved), offset=3, limit=1),
+            comparison(runs, "run.jsonl", 0, 20, 6000),
+            comparison(runs, str(saved), 3, 1, 6000),
         )
         assert len(fake.log) == sent  # read-only: nothing sent
     assert (
@@ -412,7 +412,7 @@ def test_a_saved_report_is_what_the_mcp_comparison_tool_reads(
     assert not other.exists()  # a dry run compares nothing, so saves nothing
     with pytest.raises(QueryError, match="not a comparison report"):
         (tmp_path / "x.json").write_bytes(b"{}")
-        comparison(runs, "x.json")
+        comparison(runs, "x.json", 0, 20, 6000)
 
 
 # --- issue 42: a comparison a user can choose a model by --------------------------------------
@@ -1001,7 +1001,7 @@ def test_a_verdict_heads_the_report_and_the_mcp_tool_shows_it(
     )
     lat = sum(sum(s["latency"] for s in t["samples"]) / 2 for t in doc["turns"]) / (0.5 * 4)
     assert v["latency_ratio"] == pytest.approx(lat, abs=1e-4)
-    answer = comparison(Runs([tmp_path]), "run.jsonl")
+    answer = comparison(Runs([tmp_path]), "run.jsonl", 0, 20, 6000)
     assert (
         answer["verdict"]["agreement"] == 0.75
         and answer["verdict"]["e_differences"] == 2
@@ -1018,7 +1018,7 @@ def test_a_verdict_heads_the_report_and_the_mcp_tool_shows_it(
         {k: v for k, v in t.items() if k not in {"answers", "errors", "cost"}} for t in doc["turns"]
     ]
     (tmp_path / "old.json").write_bytes(orjson.dumps(old))
-    before = comparison(Runs([tmp_path]), "old.json")
+    before = comparison(Runs([tmp_path]), "old.json", 0, 20, 6000)
     assert (
         before["verdict"] is None
         and before["agreement"] == 0.75

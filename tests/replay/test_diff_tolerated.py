@@ -239,9 +239,10 @@ def test_a_working_directory_no_header_names_is_compared_as_sent(
 
 
 def test_mcp_diff_reads_it_as_the_cli_does(days: tuple[Path, Path]) -> None:
-    from cassettes.mcp.query import Runs
+    from cassettes.mcp.query import Runs, diff
 
-    answer = Runs([str(days[0].parent.parent)]).diff("a/monday.jsonl", "b/tuesday.jsonl")
+    runs = Runs([str(days[0].parent.parent)])
+    answer = diff(runs, "a/monday.jsonl", "b/tuesday.jsonl", None, 20, 6000)
     assert answer["same"] is True and answer["divergences"] == 0, answer
     assert answer["tolerated"] == 7
     assert any(
@@ -292,7 +293,7 @@ def test_past_a_forks_cursor_diff_mcp_and_the_fork_view_read_it_alike(
     from cassettes.mcp.query import Runs
     from cassettes.replay.forking.forkview import fork_view
 
-    answer = fork_diff(Runs([str(tmp_path)]), str(branch))
+    answer = fork_diff(Runs([str(tmp_path)]), str(branch), None, None, 20, 6000)
     assert answer["divergences"] == 0 and answer["tolerated"] == len(found), answer
     view = fork_view(branch)
     assert view is not None

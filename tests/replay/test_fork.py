@@ -189,7 +189,7 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(
     from cassettes.mcp.forkquery import fork_diff
     from cassettes.mcp.query import Runs
 
-    answer = fork_diff(Runs([str(run.parent), str(tmp_path)]), str(branch))
+    answer = fork_diff(Runs([str(run.parent), str(tmp_path)]), str(branch), None, None, 20, 6000)
     assert (
         answer["cursor"] == "turn=2"
         and answer["model"] == "new-model-1"

@@ -148,6 +148,6 @@ def test_a_small_run_is_held_in_memory_and_a_large_one_indexed(
 
     path = write_huge(tmp_path / "run.jsonl", 20)
     monkeypatch.setattr(server, "IN_MEMORY_BELOW", path.stat().st_size + 1)
-    assert isinstance(ReplayServer(path).matcher._src, InMemory)
+    assert isinstance(ReplayServer(path).matcher.index.src, InMemory)
     monkeypatch.setattr(server, "IN_MEMORY_BELOW", path.stat().st_size)
-    assert isinstance(ReplayServer(path).matcher._src, server.IndexedRecordings)
+    assert isinstance(ReplayServer(path).matcher.index.src, server.IndexedRecordings)

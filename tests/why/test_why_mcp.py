@@ -64,7 +64,7 @@ def _why_dir(root: Path, finished: bool = True) -> Path:
 
 def test_why_report_reads_the_verdict_and_the_interventions_ranked(tmp_path: Path) -> None:
     _why_dir(tmp_path)
-    answer = why_report(Runs([str(tmp_path)]), "why-run")
+    answer = why_report(Runs([str(tmp_path)]), "why-run", 0, 20, 6000)
     assert answer["finished"] is True and answer["interventions"] == 2
     assert answer["verdict"] == {
         "determined": True,
@@ -89,15 +89,13 @@ def test_why_report_reads_the_verdict_and_the_interventions_ranked(tmp_path: Pat
     )
     # a string of the file never reaches a terminal raw
     assert "\x1b" not in orjson.dumps(answer).decode()
-    assert (
-        why_report(Runs([str(tmp_path)]), str(tmp_path / "why-run" / "why.json"))["interventions"]
-        == 2
-    )
+    state = str(tmp_path / "why-run" / "why.json")
+    assert why_report(Runs([str(tmp_path)]), state, 0, 20, 6000)["interventions"] == 2
 
 
 def test_an_interrupted_why_has_no_verdict_and_other_files_are_refused(tmp_path: Path) -> None:
     _why_dir(tmp_path, finished=False)
-    answer = why_report(Runs([str(tmp_path)]), "why-run")
+    answer = why_report(Runs([str(tmp_path)]), "why-run", 0, 20, 6000)
     assert (
         answer["finished"] is False and answer["verdict"] is None and answer["interventions"] == 2
     )
@@ -114,12 +112,12 @@ def test_an_interrupted_why_has_no_verdict_and_other_files_are_refused(tmp_path:
     assert (e["layer"], e["flips"], e["samples"], e["invalid"]) == ("E", 0, 0, 1), e
     (tmp_path / "other").mkdir()
     with pytest.raises(QueryError, match=r"no why\.json here"):
-        why_report(Runs([str(tmp_path)]), "other")
+        why_report(Runs([str(tmp_path)]), "other", 0, 20, 6000)
     inside = tmp_path / "in"
     inside.mkdir()
     with pytest.raises(QueryError, match="outside the directories"):
-        why_report(Runs([str(inside)]), str(tmp_path / "why-run"))
+        why_report(Runs([str(inside)]), str(tmp_path / "why-run"), 0, 20, 6000)
     (tmp_path / "fake").mkdir()
     (tmp_path / "fake" / "why.json").write_text('{"looptap": "compare"}')
     with pytest.raises(QueryError, match="not the state of a looptap why"):
-        why_report(Runs([str(tmp_path)]), "fake")
+        why_report(Runs([str(tmp_path)]), "fake", 0, 20, 6000)

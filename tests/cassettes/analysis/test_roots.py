@@ -98,7 +98,7 @@ def test_a_tool_error_after_a_call_against_the_schema_is_folded_under_it() -> No
 
 
 def test_mcp_and_the_pytest_helper_read_the_same_fold(tmp_path: Path) -> None:
-    from cassettes.mcp.query import Runs
+    from cassettes.mcp.query import Runs, run_summary
     from cassettes.reading.run import open_run
     from cassettes.recording.pipeline import CassetteWriter
 
@@ -118,7 +118,7 @@ def test_mcp_and_the_pytest_helper_read_the_same_fold(tmp_path: Path) -> None:
         info.value
     )
     run.assert_no_findings(layer="C")  # the consequence has no severity of its own
-    summary = Runs([tmp_path]).summary("run.jsonl")
+    summary = run_summary(Runs([tmp_path]), "run.jsonl", 6000)
     roots = [f["code"] for f in summary["root_causes"]]
     assert "E.arguments_schema" in roots and "C.tool_result_error" not in roots, roots
 

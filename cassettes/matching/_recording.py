@@ -1,0 +1,265 @@
+"""The recording a :class:`~cassettes.matching.Matcher` serves from, as plain data: the round
+trips by position (in memory, or read again from disk: :class:`Recordings`), their request keys'
+hashes in sorted order (a lookup is a bisection), the paths recorded, a few keys and exchanges
+kept at hand, and once labelled each round trip's conversation and turn (:class:`Index`); with
+the functions that read it (:func:`exchange_at`, :func:`key_at`, :func:`candidates`,
+:func:`label_turns`) and the one that reads a client's base path under the recording's
+(:func:`rebased`)."""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+import orjson
+
+from cassettes.matching._requestkey import RequestKey, request_key
+from cassettes.matching._rules import Rules
+from cassettes.matching._volatile import VolatileSpans
+from cassettes.wire.edited import client_body
+from cassettes.wire.exchange import Exchange
+
+__all__ = [
+    "EXCHANGE_CACHE",
+    "KEY_CACHE",
+    "InMemory",
+    "Index",
+    "Recordings",
+    "candidates",
+    "exchange_at",
+    "index_of",
+    "key_at",
+    "label_turns",
+    "rebased",
+]
+
+#: Request keys of a recording read from disk kept at hand (the most recently used).
+KEY_CACHE = 256
+#: Recorded exchanges read again from disk kept at hand (the most recently played).
+EXCHANGE_CACHE = 32
+
+
+class Recordings(Protocol):
+    """What a :class:`~cassettes.matching.Matcher` serves from: the recorded exchanges by
+    position, read again when asked for (:class:`~cassettes.matching.IndexedRecordings`), or a
+    list in memory."""
+
+    def __len__(self) -> int: ...
+    def exchange(self, i: int) -> Exchange: ...
+    def seq(self, i: int) -> int: ...
+    def scan(self) -> Iterator[Exchange]: ...
+    def labels(self) -> Iterator[tuple[int, str, int]]: ...
+
+
+class InMemory:
+    """Exchanges held in a list (the pytest plugin, a fork, a run imported from another format)."""
+
+    def __init__(self, exchanges: Sequence[Exchange], first_turn: int = 0) -> None:
+        self.exchanges = exchanges
+        self.first_turn = first_turn
+
+    def __len__(self) -> int:
+        return len(self.exchanges)
+
+    def exchange(self, i: int) -> Exchange:
+        return self.exchanges[i]
+
+    def seq(self, i: int) -> int:
+        s = self.exchanges[i].seq
+        return s if s is not None else i
+
+    def scan(self) -> Iterator[Exchange]:
+        return iter(self.exchanges)
+
+    def labels(self) -> Iterator[tuple[int, str, int]]:
+        """(position, conversation, turn) of every round trip the run analysis places in a turn."""
+        from cassettes.analysis import analyse
+
+        analysis = analyse(self.exchanges, first_index=self.first_turn)
+        for i, ex in enumerate(self.exchanges):
+            turn = analysis.turns.get(ex.seq if ex.seq is not None else i)
+            if turn is not None:
+                yield i, turn.conversation, turn.index
+
+
+def client_key(
+    ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None
+) -> RequestKey | None:
+    """The key of the request the client sent, where a fork's what-if edit rewrote what was
+    recorded as sent upstream; ``None`` when the marks do not give it back."""
+    body = client_body(ex.request_json(), ex.edits or [])
+    if body is None:
+        return None
+    return request_key(
+        ex.method, ex.url, ex.request_headers, orjson.dumps(body), body, volatile, rules
+    )
+
+
+def recorded_key(
+    ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None
+) -> RequestKey:
+    """The key a recorded round trip is matched by: its request's, or, for a fork's edited
+    request, the one the agent sends (:mod:`cassettes.wire.edited`)."""
+    key = request_key(
+        ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules
+    )
+    if ex.edits:
+        key = client_key(ex, volatile, rules) or key
+    return key
+
+
+@dataclass
+class Index:
+    """A recording indexed by request key. Per round trip (its position): the hash of its key's
+    digest and, once labelled, its conversation (a number into ``conv_ids``) and turn (-1: none).
+    Keys are kept only for a run held in memory; one read from disk has its keys made again when
+    needed (a small cache)."""
+
+    src: Recordings
+    #: The detectors and the user's rules both sides of every comparison go through.
+    volatile: VolatileSpans | None
+    rules: Rules | None
+    hashes: array[int]
+    #: The keys' hashes in order (``sorted``), with their positions (``order``; equal hashes: in
+    #: recording order).
+    order: array[int]
+    sorted: array[int]
+    #: Every path recorded.
+    paths: set[str]
+    keys: list[RequestKey] | None
+    key_cache: OrderedDict[int, RequestKey] = field(default_factory=OrderedDict)
+    ex_cache: OrderedDict[int, Exchange] = field(default_factory=OrderedDict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    labelled: bool = False
+    conv: array[int] = field(default_factory=lambda: array("l"))
+    turn: array[int] = field(default_factory=lambda: array("l"))
+    conv_ids: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+
+def index_of(src: Recordings, volatile: VolatileSpans | None, rules: Rules | None) -> Index:
+    """``src`` indexed: every round trip's key made once (kept only when ``src`` is in memory)."""
+    hashes: array[int] = array("q")
+    paths: set[str] = set()
+    keys: list[RequestKey] | None = [] if isinstance(src, InMemory) else None
+    for ex in src.scan():
+        key = recorded_key(ex, volatile, rules)
+        hashes.append(hash(key.digest))
+        paths.add(key.path)
+        if keys is not None:
+            keys.append(key)
+    order = sorted(range(len(hashes)), key=hashes.__getitem__)
+    return Index(
+        src,
+        volatile,
+        rules,
+        hashes,
+        array("q", order),
+        array("q", (hashes[i] for i in order)),
+        paths,
+        keys,
+    )
+
+
+def exchange_at(ix: Index, i: int) -> Exchange:
+    """The recorded round trip at position ``i`` (read again from disk when not in memory)."""
+    if isinstance(ix.src, InMemory):
+        return ix.src.exchanges[i]
+    with ix.lock:
+        hit = ix.ex_cache.get(i)
+        if hit is not None:
+            ix.ex_cache.move_to_end(i)
+            return hit
+        ex = ix.src.exchange(i)
+        ix.ex_cache[i] = ex
+        while len(ix.ex_cache) > EXCHANGE_CACHE:
+            ix.ex_cache.popitem(last=False)
+        return ex
+
+
+def key_at(ix: Index, i: int) -> RequestKey:
+    """The request key of the round trip at position ``i``."""
+    if ix.keys is not None:
+        return ix.keys[i]
+    with ix.lock:
+        hit = ix.key_cache.get(i)
+        if hit is not None:
+            ix.key_cache.move_to_end(i)
+            return hit
+    key = recorded_key(exchange_at(ix, i), ix.volatile, ix.rules)
+    with ix.lock:
+        ix.key_cache[i] = key
+        while len(ix.key_cache) > KEY_CACHE:
+            ix.key_cache.popitem(last=False)
+    return key
+
+
+def candidates(ix: Index, digest: bytes) -> Iterator[int]:
+    """Positions whose key's digest has the hash of ``digest``, in recording order."""
+    h = hash(digest)
+    srt, order = ix.sorted, ix.order
+    j = bisect_left(srt, h)
+    while j < len(srt) and srt[j] == h:
+        yield order[j]
+        j += 1
+
+
+def label_turns(ix: Index) -> None:
+    """Place every recorded round trip in its conversation and turn (the run analysis). Done
+    on first need — a miss or a report — so a large cassette starts serving at once."""
+    if ix.labelled:
+        return
+    n = len(ix)
+    conv = array("l", [-1]) * n
+    turn = array("l", [-1]) * n
+    ids: dict[str, int] = {}
+    for i, c, t in ix.src.labels():
+        conv[i] = ids.setdefault(c, len(ids))
+        turn[i] = t
+    ix.conv_ids = list(ids)
+    ix.conv, ix.turn = conv, turn
+    ix.labelled = True
+
+
+def rebased(
+    paths: set[str],
+    bases: dict[str, str],
+    key: RequestKey,
+    unplayed: Callable[[RequestKey], bool],
+) -> RequestKey:
+    """The request at the recording's base path when the client was pointed at another base.
+
+    A path the recording never used (``/v1/responses``) is read under a recorded base that
+    ends the same way (``/backend-api/codex/responses``: Codex signed in with ChatGPT,
+    replayed through ``openai_base_url``): the first time only if a round trip not yet played
+    (``unplayed``) then matches it exactly (method, rest of the path, query, body), afterwards by
+    the base so learned (``bases``: the client's base path → the recording's) — one recorded base
+    per client base. A recorded path always means itself."""
+    if key.path in paths:
+        return key
+    live = key.path.split("/")
+    for base, recorded in bases.items():
+        if key.path.startswith(base + "/"):
+            return replace(key, path=recorded + key.path[len(base) :])
+    for path in sorted(paths):
+        rec = path.split("/")
+        tail = 0
+        while tail < min(len(rec), len(live)) - 1 and rec[-1 - tail] == live[-1 - tail]:
+            tail += 1
+        if not tail:
+            continue
+        base, recorded = "/".join(live[:-tail]), "/".join(rec[:-tail])
+        if base in bases:
+            continue
+        alt = replace(key, path=path)
+        if unplayed(alt):
+            bases[base] = recorded
+            return alt
+    return key
