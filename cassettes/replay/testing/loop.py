@@ -39,7 +39,7 @@ class SessionLoop:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
             self._thread = threading.Thread(
-                target=self._loop.run_forever, name=self.name, daemon=True
+                target=_serve, args=(self._loop,), name=self.name, daemon=True
             )
             self._thread.start()
         return self._loop
@@ -53,7 +53,9 @@ class SessionLoop:
             return future.result(WEDGED_AFTER)
         except TimeoutError:
             future.cancel()
-            self._loop = self._thread = None  # wedged: left to end with the process
+            wedged, self._loop, self._thread = self._loop, None, None
+            if wedged is not None:  # it stops if it is ever unblocked; else ends with the process
+                wedged.call_soon_threadsafe(wedged.stop)
             raise RuntimeError(
                 f"looptap: the replay servers' event loop did not answer in {WEDGED_AFTER:g} s; "
                 "the next test gets a new one"
@@ -66,5 +68,11 @@ class SessionLoop:
             return
         loop.call_soon_threadsafe(loop.stop)
         thread.join(WEDGED_AFTER)
-        if not thread.is_alive():
-            loop.close()
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """The loop's thread: runs it until it is stopped, then closes it."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
