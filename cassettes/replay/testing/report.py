@@ -78,7 +78,6 @@ def _tolerated_text(matcher: Any) -> str:
     """Every difference the replay tolerated, by recorded turn, with what tolerated it (a volatile
     span's detector, a rule, a changed tool result in a fork's tolerant prefix): in the test's
     report (shown with a failure, and with ``-rP`` for a test that passed)."""
-
     lines = report_lines(turn_entries(matcher), "")
     head = (
         f"{count(len(matcher.tolerated), 'recorded round trip')} answered a request that differed "
@@ -119,7 +118,6 @@ _MOST_FRAMES = 6
 def _test_frames(exc: BaseException | None, root: Path) -> list[str]:
     """The test's own frames that led to ``exc`` (under pytest's root, outside every installed
     package and looptap), two lines each, the innermost last; at most :data:`_MOST_FRAMES`."""
-
     if exc is None:
         return []
     package = str(Path(__file__).resolve().parents[1])
