@@ -192,11 +192,12 @@ def run(
     return wall, cpu, session_wall, session_cpu
 
 
-def collect_only(python: str, project: Path, plugin: bool) -> tuple[float, float]:
-    """``pytest --co`` of the plain project, with the plugin loaded or not."""
+def collect_only(python: str, project: Path, tree: Path | None) -> tuple[float, float]:
+    """``pytest --co`` of the plain project, with the plugin of ``tree`` loaded (``None``: none)."""
     args = [python, "-m", "pytest", "-q", "--co", "-p", "no:cacheprovider", "-p", "no:recording"]
-    args += [] if plugin else ["-p", "no:looptap"]
-    return _timed(args, project, _env({"PYTHONPATH": str(REPO)}), "pytest --co")
+    args += [] if tree is not None else ["-p", "no:looptap"]
+    env = _env({"PYTHONPATH": str(tree or REPO)})
+    return _timed(args, project, env, "pytest --co")
 
 
 def record(python: str, root: Path, count: int) -> str:
@@ -301,15 +302,16 @@ def main() -> None:
                         file=sys.stderr,
                         flush=True,
                     )
-            for plugin in (True, False):
-                t = collect_only(python, plain, plugin)
-                times.setdefault((f"--co {plugin}", 0), []).append((*t, 0.0, 0.0))
+            for name, tree in [*trees.items(), ("-p no:looptap", None)]:
+                t = collect_only(python, plain, tree)
+                times.setdefault((f"--co {name}", 0), []).append((*t, 0.0, 0.0))
     load1 = os.getloadavg()
     med = {k: tuple(statistics.median(t[i] for t in v) for i in range(4)) for k, v in times.items()}
     names = [n for n in dict.fromkeys(k for k, _ in times) if not n.startswith("--co")]
     print(
         f"N replayed tests (openai-SDK agent, 2-turn tool loop), medians of {args.repeat} "
-        f"(kinds interleaved); load average (1 min) {load0[0]:.1f} -> {load1[0]:.1f}:\n"
+        f"(kinds interleaved); load average (1 min) {load0[0]:.1f} -> {load1[0]:.1f}; "
+        f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE') or 'unset'}:\n"
     )
     print(
         "| N, what | looptap wall | vcrpy wall | looptap CPU | vcrpy CPU | wall ratio | CPU ratio |"
@@ -334,13 +336,18 @@ def main() -> None:
                 f"(N={hi} − N={lo}) | {aw:.1f} ms | {bw:.1f} ms | {ac:.1f} ms | {bc:.1f} ms "
                 f"| {aw / bw:.2f}× | {ac / bc:.2f}× |"
             )
-    on, off = med[("--co True", 0)], med[("--co False", 0)]
+    off = med[("--co -p no:looptap", 0)]
     print(
         f"\n`pytest --co` of a plain project (30 tests, no looptap), medians of {args.repeat}: "
-        f"with the plugin {on[0]:.3f} s wall, {on[1]:.3f} s CPU; with `-p no:looptap` "
-        f"{off[0]:.3f} s, {off[1]:.3f} s: the plugin costs {(on[0] - off[0]) * 1000:+.0f} ms wall, "
-        f"{(on[1] - off[1]) * 1000:+.0f} ms CPU"
+        f"without the plugin (`-p no:looptap`) {off[0]:.3f} s wall, {off[1]:.3f} s CPU"
     )
+    for name in names[:-1]:
+        on = med[(f"--co {name}", 0)]
+        print(
+            f"- with the plugin of {'this tree' if name == 'looptap' else name.split()[1]}: "
+            f"{on[0]:.3f} s wall, {on[1]:.3f} s CPU: {(on[0] - off[0]) * 1000:+.0f} ms wall, "
+            f"{(on[1] - off[1]) * 1000:+.0f} ms CPU"
+        )
 
 
 if __name__ == "__main__":
