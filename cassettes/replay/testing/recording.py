@@ -34,7 +34,7 @@ from cassettes.hints import count
 from cassettes.replay.testing.ready import Ready, read_ready
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["RecorderProcess", "how_to_install", "recorder_python"]
+__all__ = ["RecorderProcess", "SessionRecorder", "how_to_install", "recorder_python"]
 
 #: The recorder's answer to SIGUSR1 (proxy/launcher.py ``FLUSHED``), with the number stored.
 _FLUSHED = re.compile(r"^looptap: flushed: (\d+) round trips stored$")
@@ -331,3 +331,34 @@ class SessionCassette:
                 f"{self.path}: unreadable record in the session recording: "
                 f"{self._records.problems[0]}"
             )
+
+
+class SessionRecorder:
+    """The session's one recorder: started by the first test that records, stopped at the end of
+    the session. :meth:`mark` says how many round trips it has stored; a test's round trips are
+    those between its two marks (tests in one process run one after another)."""
+
+    def __init__(self, upstreams: dict[str, str], confdir: Path, python: str | None = None) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="looptap-session-"))
+        self.process = RecorderProcess(
+            self.dir / "session.jsonl", upstreams=upstreams, confdir=confdir, python=python
+        )
+        self.cassette = SessionCassette(self.process.output)
+        self.env: dict[str, str] = {}
+
+    def start(self) -> None:
+        self.env = dict(self.process.start())
+
+    @property
+    def running(self) -> bool:
+        return self.process.running
+
+    def mark(self) -> int:
+        return self.process.flush()
+
+    def between(self, start: int, end: int) -> list[Exchange]:
+        return self.cassette.upto(end)[start:end]
+
+    def stop(self) -> None:
+        self.process.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

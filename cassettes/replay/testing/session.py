@@ -1,0 +1,413 @@
+"""The machinery of a test that uses looptap, loaded by the first one (the plugin's hooks,
+:mod:`cassettes.replay.testing.plugin`, load in every pytest session and stay small): from what
+the test asks (:mod:`cassettes.replay.testing.options`), its replay server, hosted by the
+session's event loop (:mod:`cassettes.replay.testing.loop`), or its share of the session's
+recorder, the environment the test gets, and what is kept at its end.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import ssl
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from cassettes import providers
+from cassettes.errors import CassetteError
+from cassettes.hints import count
+from cassettes.matching import here
+from cassettes.net import Trust
+from cassettes.reading.run import Run, open_run
+from cassettes.replay.serving.faults import FaultPlan
+from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.testing.loop import SessionLoop
+from cassettes.replay.testing.options import Options, upstreams
+from cassettes.replay.testing.plugin import _LOOP, _RECORDER, _REPORTS, _SESSION
+from cassettes.replay.testing.report import add_sections, summary_lines
+from cassettes.storage.paths import check_target, staged
+from cassettes.storage.store import is_cassette, open_regular
+
+if TYPE_CHECKING:
+    from cassettes.replay.testing.recording import SessionRecorder
+
+__all__ = ["NO_HOST_CA", "LooptapSession", "add_sections", "fail_unplayed", "looptap_session"]
+
+_PLACEHOLDER_KEY = "looptap-replay-placeholder-key"
+
+
+@dataclass
+class LooptapSession:
+    """What the ``looptap`` fixture gives a test."""
+
+    mode: str
+    #: The cassette this test replays or records.
+    path: Path
+    server: ReplayServer | None = None
+    #: The session's recorder while this test records, and how many round trips it had stored
+    #: when the test began.
+    recorder: SessionRecorder | None = None
+    start_mark: int = 0
+    #: Where this test's recorded round trips go before the cassette is put in place.
+    recording: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    #: The faults injected into this replay (marker ``fault=``); ``faults_fired`` says which fired.
+    faults: FaultPlan | None = None
+    _run: Run | None = None
+
+    @property
+    def faults_fired(self) -> list[tuple[int, int | None, str]]:
+        """(request number, recorded seq, fault) of every fault injected so far."""
+        return list(self.faults.fired) if self.faults is not None else []
+
+    @property
+    def replaying(self) -> bool:
+        return self.server is not None
+
+    @property
+    def url(self) -> str | None:
+        """Where to point a client that does not read the base-URL variables: the replay server
+        (it answers every API family at its own paths) or, when only recording, the recorder's
+        first listener (every listener: :attr:`base_urls`)."""
+        if self.server is not None:
+            return self.server.url
+        return next(iter(self.base_urls.values()), None)
+
+    @property
+    def base_urls(self) -> dict[str, str]:
+        """The base-URL variables this test's environment got (``OPENAI_BASE_URL`` …)."""
+        return {k: v for k, v in self.env.items() if k.endswith("_BASE_URL") or k.endswith("_HOST")}
+
+    @property
+    def run(self) -> Run:
+        """The run so far: the requests the agent sent and the responses replayed (or, in
+        ``new_episodes``, recorded now); when only recording, the recorded cassette (reading it
+        ends the recording)."""
+        if self.server is not None:
+            return Run(list(self.server.served))
+        if self._run is None:
+            self.finish_recording()
+            src = (
+                self.recording
+                if self.recording is not None and self.recording.exists()
+                else self.path
+            )
+            self._run = open_run(src, whole=True) if src.exists() else Run([])
+        return self._run
+
+    def finish_recording(self) -> None:
+        """Cut this test's round trips out of the session's recording into :attr:`recording`."""
+        rec, self.recorder = self.recorder, None
+        if rec is None or self.recording is None:
+            return
+        end = rec.mark()
+        mine = rec.between(self.start_mark, end)
+        if mine:
+            from cassettes.recording.pipeline import CassetteWriter
+
+            # the agent runs in this process: its cwd and home are the run's (a replay elsewhere
+            # tolerates them)
+            with CassetteWriter(self.recording, meta=here()) as w:
+                for ex in mine:
+                    w.append(ex)
+
+    def misses_text(self) -> str | None:
+        if self.server is None or not self.server.misses:
+            return None
+        misses = self.server.misses
+        head = f"replay miss at {misses[0].headline}"
+        more = f" (and {len(misses) - 1} more unanswered requests)" if len(misses) > 1 else ""
+        return f"{head}{more}\ncassette: {self.path}\n" + "\n\n".join(str(m) for m in misses)
+
+    def unplayed_text(self) -> str | None:
+        if self.server is None:
+            return None
+        left = self.server.unplayed()
+        if not left:
+            return None
+        n = len(left)
+        lines = [
+            f"looptap: {n} recorded round trip{'s' if n != 1 else ''} of {self.path} "
+            f"{'were' if n != 1 else 'was'} not played (the test asked for every one: "
+            "fail_unplayed):"
+        ]
+        lines += [f"  {r.label}: {r.key.method} {r.key.target}" for r in left]
+        return "\n".join(lines)
+
+
+def looptap_session(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[LooptapSession]:
+    """The ``looptap`` fixture: this test's replay (or recording), from its start to its end."""
+    item = request.node
+    config = request.config
+    marker = item.get_closest_marker("looptap")
+    opts = Options.of(item, config, marker)
+    session = LooptapSession(mode=opts.mode, path=opts.path, faults=opts.plan)
+    try:
+        if opts.record:
+            _start_recording(session, config, tmp_path_factory)
+        if opts.replay:
+            _start_replay(session, opts, monkeypatch, config)
+    except BaseException:
+        session.recorder = None
+        if session.recording is not None:
+            shutil.rmtree(session.recording.parent, ignore_errors=True)
+        raise
+    for k, v in session.env.items():
+        monkeypatch.setenv(k, v)
+    item.stash[_SESSION] = session
+    try:
+        yield session
+    finally:
+        _teardown(session, config, item.nodeid)
+
+
+def _session_recorder(
+    config: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> SessionRecorder:
+    """The running session recorder, started now if there is none (or the last one died)."""
+    rec = config.stash.get(_RECORDER, None)
+    if rec is not None and rec.running:
+        return rec
+    if rec is not None:
+        rec.stop()
+    from cassettes.replay.testing.recording import SessionRecorder, recorder_python
+
+    # LOOPTAP_PROXY_PYTHON relative to where pytest was started, whatever directory a test is in
+    # now; a path that names nothing is said as missing (RecorderUnavailable) before anything
+    # starts.
+    python = recorder_python(config.invocation_params.dir)
+    rec = SessionRecorder(
+        upstreams(config), tmp_path_factory.getbasetemp() / "looptap-mitmproxy-conf", python
+    )
+    config.stash[_RECORDER] = rec
+    try:
+        rec.start()
+    except BaseException:
+        rec.stop()
+        del config.stash[_RECORDER]
+        raise
+    return rec
+
+
+def _start_recording(
+    session: LooptapSession, config: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    why = None
+    try:
+        recorder = _session_recorder(config, tmp_path_factory)
+        session.start_mark = recorder.mark()
+    except CassetteError as exc:
+        why = str(exc)
+    if why is not None:  # outside the handler: the failure is this one line, not a chain of two
+        pytest.fail(
+            f"looptap: cannot record {session.path} (mode {session.mode}): {why}", pytrace=False
+        )
+    session.recorder = recorder
+    session.env = dict(recorder.env)
+    # removed by _teardown
+    session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"
+
+
+def _listener_fallback(recorder_env: dict[str, str]) -> Any:
+    """new_episodes: a request the cassette lacks goes to the recorder's listener for its API (the
+    fork's router: a listener is named after the vendor, and its families share the prefix)."""
+    from cassettes.replay.forking.cursor import live_router
+
+    bases: dict[str, str] = {}
+    for name, (_upstream, variables, _suffix) in providers.REVERSE_UPSTREAMS.items():
+        for var in variables:
+            if var in recorder_env:
+                u = urlsplit(recorder_env[var])
+                bases[name] = f"{u.scheme}://{u.netloc}"
+                break
+    return live_router(bases)
+
+
+def _session_loop(config: pytest.Config) -> SessionLoop:
+    """The session's event loop for the replay servers (started by the first replay)."""
+    loop = config.stash.get(_LOOP, None)
+    if loop is None:
+        loop = config.stash[_LOOP] = SessionLoop()
+    return loop
+
+
+def _start_replay(
+    session: LooptapSession,
+    opts: Options,
+    monkeypatch: pytest.MonkeyPatch,
+    config: pytest.Config,
+) -> None:
+
+    fallback = _listener_fallback(session.env) if opts.record else None
+    # taken before the test's environment is set: a fork's live requests keep the real store
+    trust = None if opts.record else _replaced_trust(os.environ)
+    try:
+        session.server = ReplayServer(
+            opts.path,
+            pace=opts.pace,
+            strict=opts.strict,
+            fallback=fallback,
+            faults=opts.plan,
+            cursor=opts.cursor,
+            volatile=opts.volatile,
+            rules=opts.rules,
+            trust=trust,
+        )
+        _session_loop(config).run(session.server.start_async())
+    except CassetteError as exc:  # a cursor that selects nothing in the cassette
+        pytest.fail(f"looptap: {exc}", pytrace=False)
+    session.env = {**session.server.env}
+    url = session.server.url
+    # Fail closed for clients that ignore the base URL and honour a proxy: the replay
+    # server refuses CONNECT, so nothing reaches a real API.
+    no_proxy = ",".join(
+        dict.fromkeys(
+            [*(v for v in os.environ.get("NO_PROXY", "").split(",") if v), "127.0.0.1", "localhost"]
+        )
+    )
+    session.env.update(
+        HTTPS_PROXY=url,
+        HTTP_PROXY=url,
+        https_proxy=url,
+        http_proxy=url,
+        NO_PROXY=no_proxy,
+        no_proxy=no_proxy,
+    )
+    if trust is not None:
+        # ... and for those that ignore the proxy too: TLS to any host fails verification. The
+        # SDKs' HTTP clients load this one certificate instead of the whole CA bundle, for each
+        # transport they make (httpx makes one per proxy variable): most of a replayed test's cost.
+        session.env.update(SSL_CERT_FILE=str(NO_HOST_CA), SSL_CERT_DIR=str(NO_HOST_CA.parent))
+    _api_keys(monkeypatch)
+
+
+def _api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A placeholder key for each API whose SDK refuses to start without one (replay only)."""
+    for fam in providers.FAMILIES:
+        adapter = providers.by_family(fam)
+        names = adapter.profile.api_key_env if adapter is not None else ()
+        if names and not any(os.environ.get(n) for n in names):
+            monkeypatch.setenv(names[0], _PLACEHOLDER_KEY)
+
+
+#: The CA store of a replayed test: one self-signed CA certificate whose private key was never
+#: kept (made once with ``openssl req -x509 -keyout /dev/null``), so it vouches for no host.
+NO_HOST_CA = Path(__file__).parent / "trust" / "replay-ca.pem"
+
+
+def _replaced_trust(env: Mapping[str, str]) -> Trust | None:
+    """The store a replayed test's TLS would verify against (a
+    :class:`~cassettes.net.Trust`), when it is to be replaced by :data:`NO_HOST_CA`;
+    ``None`` when it is left alone: ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` name a store of the
+    user's own (not OpenSSL's default file or directory), or ``NO_PROXY`` names a host that is
+    not loopback (reached directly, over TLS verified as usual)."""
+    paths = ssl.get_default_verify_paths()
+    for var, default in (
+        ("SSL_CERT_FILE", paths.openssl_cafile),
+        ("SSL_CERT_DIR", paths.openssl_capath),
+    ):
+        given = env.get(var)
+        if given and os.path.realpath(given) != os.path.realpath(default):
+            return None
+    if any(
+        not _loopback(h)
+        for var in ("NO_PROXY", "no_proxy")
+        for h in env.get(var, "").split(",")
+        if h.strip()
+    ):
+        return None
+    return Trust.now()
+
+
+def _loopback(entry: str) -> bool:
+    """A ``NO_PROXY`` entry (a host, ``.domain``, ``host:port``, an address or a CIDR block) that
+    names only this machine."""
+    host = entry.strip().lower().lstrip(".").partition("/")[0]
+    host = (
+        host[1:].partition("]")[0]
+        if host.startswith("[")
+        else host.partition(":")[0]
+        if host.count(":") == 1
+        else host
+    )
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> None:
+    reports = config.stash.get(_REPORTS, [])
+    if session.server is not None:
+        _session_loop(config).run(session.server.stop_async())
+        reports.extend(
+            f"{nodeid}: {line.removeprefix('looptap ')}" for line in summary_lines(session)
+        )
+    rec = session.recording
+    try:
+        session.finish_recording()
+        if rec is not None and rec.exists():
+            _store_recording(session, rec, reports, nodeid)
+    except CassetteError as exc:
+        pytest.fail(
+            f"looptap: could not store the round trips recorded for {session.path}: {exc}",
+            pytrace=False,
+        )
+    finally:
+        if rec is not None:  # a test that recorded nothing leaves its directory empty: removed too
+            shutil.rmtree(rec.parent, ignore_errors=True)
+
+
+def _store_recording(session: LooptapSession, rec: Path, reports: list[str], nodeid: str) -> None:
+    """This test's recording put into its cassette (appended in ``new_episodes``). Raises
+    :class:`CassetteError`."""
+    from cassettes.recording.pipeline import CassetteWriter
+
+    new = open_run(rec, whole=True).exchanges
+    if not new:
+        return
+    session.path.parent.mkdir(parents=True, exist_ok=True)
+    if session.server is not None:  # new_episodes: append what was recorded now
+        with CassetteWriter(session.path) as w:
+            for ex in new:
+                w.append(ex)
+        reports.append(
+            f"{nodeid}: recorded {count(len(new), 'new round trip')} into {session.path}"
+        )
+    else:
+        _place_recording(rec, session.path)
+        reports.append(f"{nodeid}: recorded {count(len(new), 'round trip')} into {session.path}")
+
+
+def _place_recording(rec: Path, path: Path) -> None:
+    """The test's recording copied to its cassette: checked again (a cassette, or nothing, is
+    replaced; never through a link), written under a private name beside it and put in place
+    whole (storage/paths.py). Raises :class:`CassetteError`."""
+    target = check_target(
+        path, "the test's cassette", owned=is_cassette, hint="give the marker another path"
+    )
+    with open_regular(rec) as src, staged(target) as s:
+        shutil.copyfileobj(src, s.file)
+
+
+def fail_unplayed(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("looptap")
+    if marker is not None and marker.kwargs.get("fail_unplayed") is not None:
+        return bool(marker.kwargs["fail_unplayed"])
+    return bool(
+        item.config.getoption("--looptap-fail-unplayed")
+        or item.config.getini("looptap_fail_unplayed")
+    )
