@@ -157,6 +157,8 @@ class Threads:
     """The state of threading after each turn: every turn threaded, and the indexes that find a
     round trip's parent. The tables keep ``keep`` entries each in memory and spill the rest."""
 
+    #: Where the tables keep what does not fit in memory (``keep`` entries each).
+    spill: Spill
     keep: int = KEEP
     #: Every turn threaded so far, by turn id (spilled to disk past :data:`~.spill.KEEP`).
     turns: TurnInfos = field(init=False)
@@ -182,10 +184,9 @@ class Threads:
     sibling_root: SpillMap[str, int] = field(init=False)
     #: API family → :meth:`family`'s number for it.
     families: dict[str, int] = field(default_factory=dict)
-    spill: Spill = field(init=False)
 
     def __post_init__(self) -> None:
-        spill = self.spill = Spill()
+        spill = self.spill
         self.turns = TurnInfos(spill, self.keep)
         self.prefix, self.by_start = SpillMap(spill, self.keep), SpillMap(spill, self.keep)
         self.by_response, self.last_of, self.id_turn = (

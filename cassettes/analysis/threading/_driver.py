@@ -12,7 +12,7 @@ from cassettes.analysis.message_keys import (
     _part_keys,
     response_message,
 )
-from cassettes.analysis.spill import KEEP
+from cassettes.analysis.spill import KEEP, Spill
 from cassettes.analysis.threading._data import (
     Attempt,
     Link,
@@ -39,8 +39,10 @@ class Threader:
     """Assigns each generation round trip to a conversation. Feed turns in recording order."""
 
     def __init__(self, keep: int = KEEP) -> None:
+        #: Where the threads' tables keep what does not fit in memory.
+        self._spill = Spill()
         #: What threading knows (:class:`~._data.Threads`): the turns and their indexes.
-        self.threads = Threads(keep)
+        self.threads = Threads(self._spill, keep)
         #: This threader's memo of squashed texts and part keys (:class:`_Memo`).
         self._memo = _Memo()
 
@@ -57,7 +59,7 @@ class Threader:
 
     def close(self) -> None:
         """Remove the file the tables spilled to (if any)."""
-        self.threads.spill.close()
+        self._spill.close()
 
     def add(
         self,
