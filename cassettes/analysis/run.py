@@ -24,21 +24,19 @@ import pickle
 import re
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
 
-from cassettes import providers
 from cassettes.analysis import api, claims, dispatch, emission, rules, tokens
 from cassettes.analysis import spill as spill_tables
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
 from cassettes.analysis.conversations import Attempt, Link, Threader
 from cassettes.analysis.dispatch.history import GROUP_CHAT
 from cassettes.analysis.inferred import demote_inferred
+from cassettes.analysis.items import Deliveries, ItemReferences
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import (
     ApiReport,
-    Conversation,
     Dispatch,
     Emission,
     Finding,
@@ -47,8 +45,9 @@ from cassettes.analysis.model import (
     TokenCount,
     Turn,
 )
-from cassettes.analysis.spill import KEEP, Spill, SpillMap
-from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
+from cassettes.analysis.records import ConversationRecord, Conversations
+from cassettes.analysis.spill import Spill, SpillMap
+from cassettes.models import Message, NormalisedRequest
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
 from cassettes.wire.exchange import Exchange
 
@@ -156,185 +155,6 @@ def _attempt(ex: Exchange) -> Attempt:
     return Attempt(sent, ended, retries)
 
 
-class _ConvRecord:
-    """A conversation's record as the analyser keeps it: a :class:`Conversation` without
-    pydantic's per-instance cost (a pydantic model is about 1.2 KB; this, a fifth of that), which
-    matters for a run of a million conversations."""
-
-    __slots__ = ("branch", "family", "id", "label", "parent_seq", "title", "turns")
-
-    def __init__(
-        self,
-        id: str,
-        family: str,
-        label: str | None,
-        title: str | None,
-        parent_seq: int | None,
-        branch: str | None,
-    ) -> None:
-        self.id, self.family, self.label, self.title, self.parent_seq, self.branch = (
-            id,
-            family,
-            label,
-            title,
-            parent_seq,
-            branch,
-        )
-        self.turns: list[int] = []
-
-    def model(self) -> Conversation:
-        return Conversation.model_construct(
-            id=self.id,
-            family=self.family,
-            turns=list(self.turns),
-            label=self.label,
-            title=self.title,
-            parent_seq=self.parent_seq,
-            branch=self.branch,
-        )
-
-
-class Conversations(Sequence[Conversation]):
-    """A run's conversations in order of their first turn, each given as a :class:`Conversation`
-    made on access from the analyser's compact record (so a copy: changing it changes nothing).
-    Past ``keep`` records the least recently used are kept on disk (:mod:`.spill`)."""
-
-    def __init__(
-        self,
-        conversations: Iterable[Conversation] = (),
-        *,
-        spill: Spill | None = None,
-        keep: int = KEEP,
-    ) -> None:
-        self._records: SpillMap[int, _ConvRecord] = SpillMap(spill, keep)
-        self._n = 0
-        for c in conversations:
-            r = _ConvRecord(c.id, c.family, c.label, c.title, c.parent_seq, c.branch)
-            r.turns = list(c.turns)
-            self._add(r)
-        self.trim()
-
-    def _add(self, record: _ConvRecord) -> int:
-        """Add a record; its position."""
-        self._records[self._n] = record
-        self._n += 1
-        return self._n - 1
-
-    def record(self, i: int) -> _ConvRecord:
-        """The record at ``i``, to change (until the next :meth:`trim`)."""
-        return self._records[i]
-
-    def trim(self) -> None:
-        self._records.trim()
-
-    def __len__(self) -> int:
-        return self._n
-
-    def _model(self, i: int) -> Conversation:
-        return self._records.peek(i).model()
-
-    @overload
-    def __getitem__(self, i: int) -> Conversation: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Conversation]: ...
-    def __getitem__(self, i: int | slice) -> Conversation | list[Conversation]:
-        if isinstance(i, slice):
-            return [self._model(j) for j in range(*i.indices(self._n))]
-        if i < 0:
-            i += self._n
-        if not 0 <= i < self._n:
-            raise IndexError(i)
-        return self._model(i)
-
-    def __iter__(self) -> Iterator[Conversation]:
-        return (self._model(i) for i in range(self._n))
-
-    def ids(self) -> Iterator[str]:
-        """The conversations' ids, in order."""
-        return (self._records.peek(i).id for i in range(self._n))
-
-    def __reduce__(self) -> tuple[Any, ...]:  # (a copy holds its records in memory)
-        return (Conversations, (list(self),))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Conversations({len(self)})"
-
-
-#: Answer items remembered by id for item references (the most recent; an older id stays
-#: unresolved).
-MAX_REFERENCED_ITEMS = 4096
-
-
-class ItemReferences:
-    """Items of recent answers by their id, to put back in a history that refers to them by id
-    (an ``item_reference`` part: the item is held by the API, ``store`` on). A reference resolved
-    is the answer's parts, each marked ``item_reference``, so the history reads as if the client
-    had sent the item: the echo, threading and history checks compare what the API will use."""
-
-    def __init__(self, limit: int = MAX_REFERENCED_ITEMS) -> None:
-        self._parts: OrderedDict[str, list[Part]] = OrderedDict()
-        self._limit = limit
-
-    def remember(self, response: NormalisedResponse | None) -> None:
-        fresh: set[str] = set()
-        for p in response.parts if response is not None else []:
-            pd = p.provider_details or {}
-            block = pd.get("block")
-            item_id = (
-                pd.get("id")
-                if isinstance(pd.get("id"), str)
-                else block.get("id")
-                if isinstance(block, dict)
-                else None
-            )
-            if not isinstance(item_id, str) or not item_id:
-                continue
-            if item_id not in fresh:  # an id answered again stands for its latest item
-                fresh.add(item_id)
-                self._parts[item_id] = []
-            self._parts[item_id].append(p)
-            self._parts.move_to_end(item_id)
-        while len(self._parts) > self._limit:
-            self._parts.popitem(last=False)
-
-    def resolve(self, messages: list[Message]) -> None:
-        """Replace, in place, each referenced item this analyser has seen by its parts."""
-        if not self._parts:
-            return
-        for m in messages:
-            if not any(
-                p.kind == "other" and (p.provider_details or {}).get("item_reference")
-                for p in m.parts
-            ):
-                continue
-            out: list[Part] = []
-            for p in m.parts:
-                ref = (
-                    (p.provider_details or {}).get("item_reference") if p.kind == "other" else None
-                )
-                known = self._parts.get(ref) if isinstance(ref, str) else None
-                if known is None:
-                    out.append(p)
-                    continue
-                out.extend(
-                    q.model_copy(
-                        update={
-                            "provider_details": {
-                                **(q.provider_details or {}),
-                                "item_reference": ref,
-                            }
-                        }
-                    )
-                    for q in known
-                )
-            m.parts[:] = out
 
 
 def _failed(rt: RoundTrip) -> bool:
@@ -401,9 +221,6 @@ def _inherit(poll: NormalisedRequest, polled: NormalisedRequest) -> None:
     poll.tool_choice, poll.tool_choice_mode = polled.tool_choice, polled.tool_choice_mode
 
 
-#: How many answers' call ids are remembered to tell a poll that repeats one.
-_DELIVERED_MAX = 1024
-
 
 class RunAnalyser:
     """Incremental analysis: feed round trips in recording order, read turns as they complete.
@@ -464,9 +281,8 @@ class RunAnalyser:
         self._flagged: dict[int, tuple[int, list[Finding]]] = {}
         # Items of recent answers by id, for requests that refer to them instead of sending them.
         self._items = ItemReferences()
-        # Recent answers' tool calls by response id, in families whose answers may be polled
-        # again (:meth:`_delivered_before`).
-        self._delivered: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        # Recent answers' tool calls by response id, to tell a poll that delivers them again.
+        self._delivered = Deliveries()
         # Quiet conversations whose latest context was dropped (see the module docstring).
         # (spilled when no list of findings is shared: see :meth:`finish`)
         self._parked: SpillMap[str, _Parked] = SpillMap(spill, keep, _unshared)
@@ -481,27 +297,6 @@ class RunAnalyser:
         #: keeps that parse for its printers and viewers: parsed once,
         #: cassettes.reading.incremental).
         self.on_parse: Callable[[RoundTrip], None] | None = None
-
-    def _delivered_before(self, rt: RoundTrip) -> bool:
-        """A poll read as a model call (``RoundTrip.polled``) that returns calls an earlier round
-        trip already delivered under the same response id (the run polled twice at
-        ``requires_action``, a background stream resumed): no turn of its own, else the results
-        would answer one turn and look dropped on the other. Remembered only for families that
-        poll."""
-        r = rt.response
-        if r is None or not r.id or not rt.request or not r.tool_calls:
-            return False
-        adapter = providers.by_family(rt.family)
-        if adapter is None or not adapter.poll_operations:
-            return False
-        calls = tuple(sorted(c.id or c.name or "" for c in r.tool_calls))
-        if rt.polled and self._delivered.get(r.id) == calls:
-            return True
-        self._delivered[r.id] = calls
-        self._delivered.move_to_end(r.id)
-        while len(self._delivered) > _DELIVERED_MAX:
-            self._delivered.popitem(last=False)
-        return False
 
     def _side_call(self, seq: int, ex: Exchange, rt: RoundTrip) -> None:
         """Take what an MCP tool server listed or answered, linked to the model's call it ran, for
@@ -532,7 +327,7 @@ class RunAnalyser:
             rt = self._parse(ex)
         seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
         self.last_family = rt.family
-        if rt.operation != "generate" or rt.request is None or self._delivered_before(rt):
+        if rt.operation != "generate" or rt.request is None or self._delivered.delivered_before(rt):
             self._side_call(seq, ex, rt)
             self._remember(seq, rt, None)
             return None
@@ -644,7 +439,7 @@ class RunAnalyser:
         conv = self._convs[link.conversation] = ConversationState(
             link.conversation, rt.family, count=first, first=first
         )
-        record = _ConvRecord(
+        record = ConversationRecord(
             link.conversation,
             rt.family,
             label,
@@ -656,7 +451,7 @@ class RunAnalyser:
             self._handed_off.add(parent)
         if parent is not None and link.branch == "group_chat":
             self._group_chat(conv, link.parent)
-        self._records[link.conversation] = self._conversations._add(record)
+        self._records[link.conversation] = self._conversations.append(record)
         return conv
 
     def _group_chat(self, conv: ConversationState, parent: int | None) -> None:
