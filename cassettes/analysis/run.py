@@ -19,7 +19,6 @@ check of its retry reads the failed attempt's timing, which is not stored).
 
 from __future__ import annotations
 
-import functools
 import pickle
 import re
 from array import array
@@ -27,22 +26,30 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from cassettes.analysis import api, claims, dispatch, emission, rules, tokens
+from cassettes.analysis import dispatch, rules
 from cassettes.analysis import spill as spill_tables
-from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
+from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.conversations import Attempt, Link, Threader
 from cassettes.analysis.dispatch.history import GROUP_CHAT
-from cassettes.analysis.inferred import demote_inferred
 from cassettes.analysis.items import Deliveries, ItemReferences
+from cassettes.analysis.judgement import (
+    CHECKS,
+    EMPTY_A,
+    EMPTY_C,
+    EMPTY_E,
+    EMPTY_TOKENS,
+    FINAL_CHECKS,
+    NO_EXCHANGE,
+    failed,
+    judge,
+    run_check,
+    settle,
+    slim,
+)
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import (
-    ApiReport,
-    Dispatch,
-    Emission,
     Finding,
     RunAnalysis,
-    Severity,
-    TokenCount,
     Turn,
 )
 from cassettes.analysis.records import ConversationRecord, Conversations
@@ -53,14 +60,6 @@ from cassettes.wire.exchange import Exchange
 
 __all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Conversations", "Reload", "RunAnalyser", "analyse"]
 
-#: Every per-turn check, by layer. Order matters only for the order findings are listed in.
-CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS, *claims.CHECKS)
-FINAL_CHECKS: tuple[FinalCheck, ...] = (
-    *emission.FINAL_CHECKS,
-    *api.FINAL_CHECKS,
-    *dispatch.FINAL_CHECKS,
-)
-
 #: Conversations whose latest request keeps its parsed history (the most recently active ones):
 #: the next turn of one of them is parsed incrementally, against it. Older ones are released.
 ACTIVE = 16
@@ -69,32 +68,6 @@ ACTIVE = 16
 Reload = Callable[[int], tuple[Exchange, RoundTrip, Turn]]
 
 _HEADER = "x-looptap-conversation"
-
-
-#: Stands in for the exchange of a turn whose checks have run.
-_NO_EXCHANGE = Exchange(method="", url="")
-_EMPTY_E, _EMPTY_A, _EMPTY_C, _EMPTY_TOKENS = Emission(), ApiReport(), Dispatch(), TokenCount()
-_LINK_VIEWS: dict[str, Dispatch] = {}
-
-
-def _slim(turn: Turn) -> Turn:
-    """What the analysis reads of an earlier turn's own :class:`Turn`: how it was linked, and its
-    findings (the same list: the end-of-run checks add to it)."""
-    c = _LINK_VIEWS.get(turn.c.link)
-    if c is None:
-        c = _LINK_VIEWS[turn.c.link] = Dispatch(link=turn.c.link)
-    return Turn.model_construct(
-        seq=turn.seq,
-        conversation=turn.conversation,
-        index=turn.index,
-        previous_seq=turn.previous_seq,
-        family=turn.family,
-        e=_EMPTY_E,
-        a=_EMPTY_A,
-        c=c,
-        tokens=_EMPTY_TOKENS,
-        findings=turn.findings,
-    )
 
 
 #: Longest conversation title, in characters.
@@ -116,19 +89,6 @@ def _title(messages: Sequence[Message]) -> str | None:
                 else text[: TITLE - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
             )
     return None
-
-
-def _retry_after(ex: Exchange) -> float | None:
-    """The wait a response asked for, in seconds (``retry-after-ms``, else ``retry-after`` in
-    seconds; an HTTP date is not read)."""
-    try:
-        ms = ex.response_header("retry-after-ms")
-        if ms is not None:
-            return float(ms) / 1000
-        s = ex.response_header("retry-after")
-        return float(s) if s is not None else None
-    except ValueError:
-        return None
 
 
 def _attempt(ex: Exchange) -> Attempt:
@@ -155,31 +115,6 @@ def _attempt(ex: Exchange) -> Attempt:
     return Attempt(sent, ended, retries)
 
 
-
-
-def _failed(rt: RoundTrip) -> bool:
-    r = rt.response
-    return (
-        bool(rt.transport_error)
-        or (rt.status or 0) >= 400
-        or r is None
-        or r.error is not None
-        or r.complete is False
-    )
-
-
-def _run(
-    check: Check | FinalCheck, arg: TurnContext | ConversationState, errors: list[str]
-) -> Iterable[Finding]:
-    try:
-        return list(check(arg))  # type: ignore[arg-type]
-    except Exception as exc:  # one broken check must not hide the others
-        where = f"turn {arg.seq}" if isinstance(arg, TurnContext) else f"conversation {arg.id}"
-        errors.append(
-            f"check {getattr(check, '__name__', check)} failed "
-            f"on {where}: {type(exc).__name__}: {exc}"
-        )
-        return []
 
 
 @dataclass(slots=True)
@@ -351,11 +286,11 @@ class RunAnalyser:
             index=conv.count,
             previous_seq=prev.seq if prev is not None else None,
             family=rt.family,
-            # (placeholders, shared: _judge replaces each, layer by layer, before anything reads it)
-            e=_EMPTY_E,
-            a=_EMPTY_A,
-            c=_EMPTY_C,
-            tokens=_EMPTY_TOKENS,
+            # (placeholders, shared: judge replaces each, layer by layer, before anything reads it)
+            e=EMPTY_E,
+            a=EMPTY_A,
+            c=EMPTY_C,
+            tokens=EMPTY_TOKENS,
         )
         msgs = rt.request.messages
         ctx = TurnContext(
@@ -371,13 +306,13 @@ class RunAnalyser:
             mcp=self._mcp,
             memo=self._threader.memo,
         )
-        self._judge(ctx, link)
+        judge(ctx, link, self._rules, self._mcp, self.result.errors)
         conv.count += 1
         conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
         if prev is not None:
             self._release_history(prev)
         self._make_latest(conv.id, tid, pos, ctx)
-        self._settle(ctx)
+        settle(ctx, self._keep_turns)
         self._conversations.record(self._records[conv.id]).turns.append(seq)
         if self._keep_turns:
             self.result.turns[seq] = turn
@@ -412,7 +347,7 @@ class RunAnalyser:
             rt.family,
             rt.request.messages,
             rt.response,
-            _failed(rt),
+            failed(rt),
             label=label,
             previous_response_id=rt.request.previous_response_id,
             reuse=(base_entry[1], reused[1])
@@ -464,56 +399,6 @@ class RunAnalyser:
             if other is not None:
                 other.state[GROUP_CHAT] = True
 
-    def _judge(self, ctx: TurnContext, link: Link) -> None:
-        """The turn's E/A/C layers and token accounting, then every check, root causes first."""
-        turn = ctx.turn
-        turn.c = dispatch.build(ctx, link)
-        turn.e = emission.build(ctx)
-        turn.a = api.build(ctx)
-        turn.tokens = tokens.build(ctx)
-        for check in CHECKS:
-            turn.findings.extend(_run(check, ctx, self.result.errors))
-        if self._rules is not None:
-            agent = functools.partial(rules.check_rules, rules=self._rules)
-            turn.findings.extend(_run(agent, ctx, self.result.errors))
-        turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
-        demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
-        self._mcp.model_turn(turn, ctx.rt.response)
-        if link.ambiguous > 1:
-            turn.findings.append(
-                ctx.finding(
-                    "C.thread_ambiguous",
-                    Severity.INFO,
-                    "This request's history is identical, tool-call ids included, to that of "
-                    f"{link.ambiguous} conversations waiting for their next turn; nothing on the "
-                    "wire tells which one it continues, so looptap took the most recent "
-                    f"({ctx.conv.id}). Give each agent unique tool-call ids, or an "
-                    "X-Looptap-Conversation header, to make the threading certain.",
-                    candidates=link.ambiguous,
-                )
-            )
-        # root causes first, each followed by what it caused: the one order every view shows
-        turn.findings[:] = dispatch.ordered_findings(turn.findings)
-
-    def _settle(self, ctx: TurnContext) -> None:
-        """Keep of a judged turn only what a later turn reads of it."""
-        ex, rt = ctx.ex, ctx.rt
-        if _failed(rt):  # what the check of a retry reads of the failed attempt
-            ctx.started = ex.started
-            ctx.ended = (
-                ex.started + max(ex.duration or 0.0, 0.0) if ex.started is not None else None
-            )
-            ctx.retry_after = _retry_after(ex)
-        # What a later turn reads of this one is its round trip, history length, index and seq
-        # (checks read only the current turn's exchange and layers) ...
-        ctx.ex = _NO_EXCHANGE
-        if not self._keep_turns:
-            ctx.turn = _slim(ctx.turn)
-        # ... and, walking back through retries of a failed request (C.pairing_error blames the
-        # turn the first attempt answered), its previous turn: only a failed turn can be retried.
-        if not _failed(rt):
-            ctx.prev = None
-
     def _remember(self, seq: int, rt: RoundTrip, tid: int | None) -> None:
         self._rts[seq] = (rt, tid)
         self._rts.move_to_end(seq)
@@ -563,7 +448,7 @@ class RunAnalyser:
         if (
             self._reload is None
             or ctx.prev is not None
-            or _failed(rt)
+            or failed(rt)
             or conv.turns != [ctx]
             or conv.id in self._parked
         ):
@@ -576,7 +461,7 @@ class RunAnalyser:
         except Exception:  # a check keeps something that does not pickle: keep the context
             return
         errors: list[str] = []
-        final = [f for check in FINAL_CHECKS for f in _run(check, conv, errors)]
+        final = [f for check in FINAL_CHECKS for f in run_check(check, conv, errors)]
         self._parked[conv.id] = _Parked(
             latest[0], ctx.seq, ctx.turn.findings, state, final or None, errors or None
         )
@@ -610,12 +495,12 @@ class RunAnalyser:
         conv = self._convs[conv_id]
         conv.state = pickle.loads(parked.state)  # pickled by this analyser, from its own state
         if not self._keep_turns:
-            turn = _slim(turn)
+            turn = slim(turn)
             turn.findings = parked.findings
         n = len(rt.request.messages)
         rt.request.messages = []  # as _release_history leaves a quiet conversation's latest turn
         rt.forget_history_base()
-        ctx = TurnContext(seq, rt, _NO_EXCHANGE, conv, turn.index, None, [], turn, n, mcp=self._mcp)
+        ctx = TurnContext(seq, rt, NO_EXCHANGE, conv, turn.index, None, [], turn, n, mcp=self._mcp)
         conv.turns[:] = [ctx]
         self._contexts[tid] = ctx
         return ctx
@@ -705,7 +590,7 @@ class RunAnalyser:
         return [
             f
             for final in FINAL_CHECKS
-            for f in _run(final, conv, self.result.errors)
+            for f in run_check(final, conv, self.result.errors)
             if not self._handed_over(f)
         ]
 
