@@ -2,10 +2,10 @@
 
 Checks are plain functions ``check(ctx) -> Iterable[Finding]`` listed per layer in its module's
 ``CHECKS`` (:mod:`cassettes.analysis.emission`, :mod:`cassettes.analysis.api`,
-:mod:`cassettes.analysis.dispatch`), gathered in :data:`cassettes.analysis.run.CHECKS`. They run in
-recording order, once per generation round trip, after the turn's E/A/C layers are built. A check
-that needs memory across turns keeps it in ``ctx.conv.state`` under its own key. Checks never raise
-out: the runner catches and reports.
+:mod:`cassettes.analysis.dispatch`), gathered in :data:`cassettes.analysis.judgement.CHECKS`.
+They run in recording order, once per generation round trip, after the turn's E/A/C layers are
+built. A check that needs memory across turns keeps it in ``ctx.conv.state`` under its own key.
+Checks never raise out: the runner catches and reports.
 """
 
 from __future__ import annotations

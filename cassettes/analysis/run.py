@@ -19,53 +19,47 @@ check of its retry reads the failed attempt's timing, which is not stored).
 
 from __future__ import annotations
 
-import functools
 import pickle
 import re
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
 
-import cassettes.analysis.api as api
-import cassettes.analysis.claims as claims
 import cassettes.analysis.dispatch as dispatch
-import cassettes.analysis.emission as emission
 import cassettes.analysis.rules as rules
 import cassettes.analysis.spill as spill_tables
-import cassettes.analysis.tokens as tokens
-from cassettes import providers
-from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
+from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.conversations import Attempt, Link, Threader
 from cassettes.analysis.dispatch.history import GROUP_CHAT
-from cassettes.analysis.inferred import demote_inferred
+from cassettes.analysis.items import Deliveries, ItemReferences
+from cassettes.analysis.judgement import (
+    CHECKS,
+    EMPTY_A,
+    EMPTY_C,
+    EMPTY_E,
+    EMPTY_TOKENS,
+    FINAL_CHECKS,
+    NO_EXCHANGE,
+    failed,
+    judge,
+    run_check,
+    settle,
+    slim,
+)
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import (
-    ApiReport,
-    Conversation,
-    Dispatch,
-    Emission,
     Finding,
     RunAnalysis,
-    Severity,
-    TokenCount,
     Turn,
 )
-from cassettes.analysis.spill import KEEP, Spill, SpillMap
-from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
+from cassettes.analysis.records import ConversationRecord, Conversations
+from cassettes.analysis.spill import Spill, SpillMap
+from cassettes.models import Message, NormalisedRequest
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Conversations", "Reload", "RunAnalyser", "analyse"]
-
-#: Every per-turn check, by layer. Order matters only for the order findings are listed in.
-CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS, *claims.CHECKS)
-FINAL_CHECKS: tuple[FinalCheck, ...] = (
-    *emission.FINAL_CHECKS,
-    *api.FINAL_CHECKS,
-    *dispatch.FINAL_CHECKS,
-)
 
 #: Conversations whose latest request keeps its parsed history (the most recently active ones):
 #: the next turn of one of them is parsed incrementally, against it. Older ones are released.
@@ -75,32 +69,6 @@ ACTIVE = 16
 Reload = Callable[[int], tuple[Exchange, RoundTrip, Turn]]
 
 _HEADER = "x-looptap-conversation"
-
-
-#: Stands in for the exchange of a turn whose checks have run.
-_NO_EXCHANGE = Exchange(method="", url="")
-_EMPTY_E, _EMPTY_A, _EMPTY_C, _EMPTY_TOKENS = Emission(), ApiReport(), Dispatch(), TokenCount()
-_LINK_VIEWS: dict[str, Dispatch] = {}
-
-
-def _slim(turn: Turn) -> Turn:
-    """What the analysis reads of an earlier turn's own :class:`Turn`: how it was linked, and its
-    findings (the same list: the end-of-run checks add to it)."""
-    c = _LINK_VIEWS.get(turn.c.link)
-    if c is None:
-        c = _LINK_VIEWS[turn.c.link] = Dispatch(link=turn.c.link)
-    return Turn.model_construct(
-        seq=turn.seq,
-        conversation=turn.conversation,
-        index=turn.index,
-        previous_seq=turn.previous_seq,
-        family=turn.family,
-        e=_EMPTY_E,
-        a=_EMPTY_A,
-        c=c,
-        tokens=_EMPTY_TOKENS,
-        findings=turn.findings,
-    )
 
 
 #: Longest conversation title, in characters.
@@ -122,19 +90,6 @@ def _title(messages: Sequence[Message]) -> str | None:
                 else text[: TITLE - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
             )
     return None
-
-
-def _retry_after(ex: Exchange) -> float | None:
-    """The wait a response asked for, in seconds (``retry-after-ms``, else ``retry-after`` in
-    seconds; an HTTP date is not read)."""
-    try:
-        ms = ex.response_header("retry-after-ms")
-        if ms is not None:
-            return float(ms) / 1000
-        s = ex.response_header("retry-after")
-        return float(s) if s is not None else None
-    except ValueError:
-        return None
 
 
 def _attempt(ex: Exchange) -> Attempt:
@@ -161,210 +116,6 @@ def _attempt(ex: Exchange) -> Attempt:
     return Attempt(sent, ended, retries)
 
 
-class _ConvRecord:
-    """A conversation's record as the analyser keeps it: a :class:`Conversation` without
-    pydantic's per-instance cost (a pydantic model is about 1.2 KB; this, a fifth of that), which
-    matters for a run of a million conversations."""
-
-    __slots__ = ("branch", "family", "id", "label", "parent_seq", "title", "turns")
-
-    def __init__(
-        self,
-        id: str,
-        family: str,
-        label: str | None,
-        title: str | None,
-        parent_seq: int | None,
-        branch: str | None,
-    ) -> None:
-        self.id, self.family, self.label, self.title, self.parent_seq, self.branch = (
-            id,
-            family,
-            label,
-            title,
-            parent_seq,
-            branch,
-        )
-        self.turns: list[int] = []
-
-    def model(self) -> Conversation:
-        return Conversation.model_construct(
-            id=self.id,
-            family=self.family,
-            turns=list(self.turns),
-            label=self.label,
-            title=self.title,
-            parent_seq=self.parent_seq,
-            branch=self.branch,
-        )
-
-
-class Conversations(Sequence[Conversation]):
-    """A run's conversations in order of their first turn, each given as a :class:`Conversation`
-    made on access from the analyser's compact record (so a copy: changing it changes nothing).
-    Past ``keep`` records the least recently used are kept on disk (:mod:`.spill`)."""
-
-    def __init__(
-        self,
-        conversations: Iterable[Conversation] = (),
-        *,
-        spill: Spill | None = None,
-        keep: int = KEEP,
-    ) -> None:
-        self._records: SpillMap[int, _ConvRecord] = SpillMap(spill, keep)
-        self._n = 0
-        for c in conversations:
-            r = _ConvRecord(c.id, c.family, c.label, c.title, c.parent_seq, c.branch)
-            r.turns = list(c.turns)
-            self._add(r)
-        self.trim()
-
-    def _add(self, record: _ConvRecord) -> int:
-        """Add a record; its position."""
-        self._records[self._n] = record
-        self._n += 1
-        return self._n - 1
-
-    def record(self, i: int) -> _ConvRecord:
-        """The record at ``i``, to change (until the next :meth:`trim`)."""
-        return self._records[i]
-
-    def trim(self) -> None:
-        self._records.trim()
-
-    def __len__(self) -> int:
-        return self._n
-
-    def _model(self, i: int) -> Conversation:
-        return self._records.peek(i).model()
-
-    @overload
-    def __getitem__(self, i: int) -> Conversation: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Conversation]: ...
-    def __getitem__(self, i: int | slice) -> Conversation | list[Conversation]:
-        if isinstance(i, slice):
-            return [self._model(j) for j in range(*i.indices(self._n))]
-        if i < 0:
-            i += self._n
-        if not 0 <= i < self._n:
-            raise IndexError(i)
-        return self._model(i)
-
-    def __iter__(self) -> Iterator[Conversation]:
-        return (self._model(i) for i in range(self._n))
-
-    def ids(self) -> Iterator[str]:
-        """The conversations' ids, in order."""
-        return (self._records.peek(i).id for i in range(self._n))
-
-    def __reduce__(self) -> tuple[Any, ...]:  # (a copy holds its records in memory)
-        return (Conversations, (list(self),))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Conversations({len(self)})"
-
-
-#: Answer items remembered by id for item references (the most recent; an older id stays
-#: unresolved).
-MAX_REFERENCED_ITEMS = 4096
-
-
-class ItemReferences:
-    """Items of recent answers by their id, to put back in a history that refers to them by id
-    (an ``item_reference`` part: the item is held by the API, ``store`` on). A reference resolved
-    is the answer's parts, each marked ``item_reference``, so the history reads as if the client
-    had sent the item: the echo, threading and history checks compare what the API will use."""
-
-    def __init__(self, limit: int = MAX_REFERENCED_ITEMS) -> None:
-        self._parts: OrderedDict[str, list[Part]] = OrderedDict()
-        self._limit = limit
-
-    def remember(self, response: NormalisedResponse | None) -> None:
-        fresh: set[str] = set()
-        for p in response.parts if response is not None else []:
-            pd = p.provider_details or {}
-            block = pd.get("block")
-            item_id = (
-                pd.get("id")
-                if isinstance(pd.get("id"), str)
-                else block.get("id")
-                if isinstance(block, dict)
-                else None
-            )
-            if not isinstance(item_id, str) or not item_id:
-                continue
-            if item_id not in fresh:  # an id answered again stands for its latest item
-                fresh.add(item_id)
-                self._parts[item_id] = []
-            self._parts[item_id].append(p)
-            self._parts.move_to_end(item_id)
-        while len(self._parts) > self._limit:
-            self._parts.popitem(last=False)
-
-    def resolve(self, messages: list[Message]) -> None:
-        """Replace, in place, each referenced item this analyser has seen by its parts."""
-        if not self._parts:
-            return
-        for m in messages:
-            if not any(
-                p.kind == "other" and (p.provider_details or {}).get("item_reference")
-                for p in m.parts
-            ):
-                continue
-            out: list[Part] = []
-            for p in m.parts:
-                ref = (
-                    (p.provider_details or {}).get("item_reference") if p.kind == "other" else None
-                )
-                known = self._parts.get(ref) if isinstance(ref, str) else None
-                if known is None:
-                    out.append(p)
-                    continue
-                out.extend(
-                    q.model_copy(
-                        update={
-                            "provider_details": {
-                                **(q.provider_details or {}),
-                                "item_reference": ref,
-                            }
-                        }
-                    )
-                    for q in known
-                )
-            m.parts[:] = out
-
-
-def _failed(rt: RoundTrip) -> bool:
-    r = rt.response
-    return (
-        bool(rt.transport_error)
-        or (rt.status or 0) >= 400
-        or r is None
-        or r.error is not None
-        or r.complete is False
-    )
-
-
-def _run(
-    check: Check | FinalCheck, arg: TurnContext | ConversationState, errors: list[str]
-) -> Iterable[Finding]:
-    try:
-        return list(check(arg))  # type: ignore[arg-type]
-    except Exception as exc:  # one broken check must not hide the others
-        where = f"turn {arg.seq}" if isinstance(arg, TurnContext) else f"conversation {arg.id}"
-        errors.append(
-            f"check {getattr(check, '__name__', check)} failed "
-            f"on {where}: {type(exc).__name__}: {exc}"
-        )
-        return []
 
 
 @dataclass(slots=True)
@@ -405,9 +156,6 @@ def _inherit(poll: NormalisedRequest, polled: NormalisedRequest) -> None:
     )
     poll.tool_choice, poll.tool_choice_mode = polled.tool_choice, polled.tool_choice_mode
 
-
-#: How many answers' call ids are remembered to tell a poll that repeats one.
-_DELIVERED_MAX = 1024
 
 
 class RunAnalyser:
@@ -469,9 +217,8 @@ class RunAnalyser:
         self._flagged: dict[int, tuple[int, list[Finding]]] = {}
         # Items of recent answers by id, for requests that refer to them instead of sending them.
         self._items = ItemReferences()
-        # Recent answers' tool calls by response id, in families whose answers may be polled
-        # again (:meth:`_delivered_before`).
-        self._delivered: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        # Recent answers' tool calls by response id, to tell a poll that delivers them again.
+        self._delivered = Deliveries()
         # Quiet conversations whose latest context was dropped (see the module docstring).
         # (spilled when no list of findings is shared: see :meth:`finish`)
         self._parked: SpillMap[str, _Parked] = SpillMap(spill, keep, _unshared)
@@ -486,27 +233,6 @@ class RunAnalyser:
         #: keeps that parse for its printers and viewers: parsed once,
         #: cassettes.reading.incremental).
         self.on_parse: Callable[[RoundTrip], None] | None = None
-
-    def _delivered_before(self, rt: RoundTrip) -> bool:
-        """A poll read as a model call (``RoundTrip.polled``) that returns calls an earlier round
-        trip already delivered under the same response id (the run polled twice at
-        ``requires_action``, a background stream resumed): no turn of its own, else the results
-        would answer one turn and look dropped on the other. Remembered only for families that
-        poll."""
-        r = rt.response
-        if r is None or not r.id or not rt.request or not r.tool_calls:
-            return False
-        adapter = providers.by_family(rt.family)
-        if adapter is None or not adapter.poll_operations:
-            return False
-        calls = tuple(sorted(c.id or c.name or "" for c in r.tool_calls))
-        if rt.polled and self._delivered.get(r.id) == calls:
-            return True
-        self._delivered[r.id] = calls
-        self._delivered.move_to_end(r.id)
-        while len(self._delivered) > _DELIVERED_MAX:
-            self._delivered.popitem(last=False)
-        return False
 
     def _side_call(self, seq: int, ex: Exchange, rt: RoundTrip) -> None:
         """Take what an MCP tool server listed or answered, linked to the model's call it ran, for
@@ -537,7 +263,7 @@ class RunAnalyser:
             rt = self._parse(ex)
         seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
         self.last_family = rt.family
-        if rt.operation != "generate" or rt.request is None or self._delivered_before(rt):
+        if rt.operation != "generate" or rt.request is None or self._delivered.delivered_before(rt):
             self._side_call(seq, ex, rt)
             self._remember(seq, rt, None)
             return None
@@ -561,11 +287,11 @@ class RunAnalyser:
             index=conv.count,
             previous_seq=prev.seq if prev is not None else None,
             family=rt.family,
-            # (placeholders, shared: _judge replaces each, layer by layer, before anything reads it)
-            e=_EMPTY_E,
-            a=_EMPTY_A,
-            c=_EMPTY_C,
-            tokens=_EMPTY_TOKENS,
+            # (placeholders, shared: judge replaces each, layer by layer, before anything reads it)
+            e=EMPTY_E,
+            a=EMPTY_A,
+            c=EMPTY_C,
+            tokens=EMPTY_TOKENS,
         )
         msgs = rt.request.messages
         ctx = TurnContext(
@@ -581,13 +307,13 @@ class RunAnalyser:
             mcp=self._mcp,
             memo=self._threader.memo,
         )
-        self._judge(ctx, link)
+        judge(ctx, link, self._rules, self._mcp, self.result.errors)
         conv.count += 1
         conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
         if prev is not None:
             self._release_history(prev)
         self._make_latest(conv.id, tid, pos, ctx)
-        self._settle(ctx)
+        settle(ctx, self._keep_turns)
         self._conversations.record(self._records[conv.id]).turns.append(seq)
         if self._keep_turns:
             self.result.turns[seq] = turn
@@ -622,7 +348,7 @@ class RunAnalyser:
             rt.family,
             rt.request.messages,
             rt.response,
-            _failed(rt),
+            failed(rt),
             label=label,
             previous_response_id=rt.request.previous_response_id,
             reuse=(base_entry[1], reused[1])
@@ -649,7 +375,7 @@ class RunAnalyser:
         conv = self._convs[link.conversation] = ConversationState(
             link.conversation, rt.family, count=first, first=first
         )
-        record = _ConvRecord(
+        record = ConversationRecord(
             link.conversation,
             rt.family,
             label,
@@ -661,7 +387,7 @@ class RunAnalyser:
             self._handed_off.add(parent)
         if parent is not None and link.branch == "group_chat":
             self._group_chat(conv, link.parent)
-        self._records[link.conversation] = self._conversations._add(record)
+        self._records[link.conversation] = self._conversations.append(record)
         return conv
 
     def _group_chat(self, conv: ConversationState, parent: int | None) -> None:
@@ -673,56 +399,6 @@ class RunAnalyser:
             other = self._convs.get(of_parent)
             if other is not None:
                 other.state[GROUP_CHAT] = True
-
-    def _judge(self, ctx: TurnContext, link: Link) -> None:
-        """The turn's E/A/C layers and token accounting, then every check, root causes first."""
-        turn = ctx.turn
-        turn.c = dispatch.build(ctx, link)
-        turn.e = emission.build(ctx)
-        turn.a = api.build(ctx)
-        turn.tokens = tokens.build(ctx)
-        for check in CHECKS:
-            turn.findings.extend(_run(check, ctx, self.result.errors))
-        if self._rules is not None:
-            agent = functools.partial(rules.check_rules, rules=self._rules)
-            turn.findings.extend(_run(agent, ctx, self.result.errors))
-        turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
-        demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
-        self._mcp.model_turn(turn, ctx.rt.response)
-        if link.ambiguous > 1:
-            turn.findings.append(
-                ctx.finding(
-                    "C.thread_ambiguous",
-                    Severity.INFO,
-                    "This request's history is identical, tool-call ids included, to that of "
-                    f"{link.ambiguous} conversations waiting for their next turn; nothing on the "
-                    "wire tells which one it continues, so looptap took the most recent "
-                    f"({ctx.conv.id}). Give each agent unique tool-call ids, or an "
-                    "X-Looptap-Conversation header, to make the threading certain.",
-                    candidates=link.ambiguous,
-                )
-            )
-        # root causes first, each followed by what it caused: the one order every view shows
-        turn.findings[:] = dispatch.ordered_findings(turn.findings)
-
-    def _settle(self, ctx: TurnContext) -> None:
-        """Keep of a judged turn only what a later turn reads of it."""
-        ex, rt = ctx.ex, ctx.rt
-        if _failed(rt):  # what the check of a retry reads of the failed attempt
-            ctx.started = ex.started
-            ctx.ended = (
-                ex.started + max(ex.duration or 0.0, 0.0) if ex.started is not None else None
-            )
-            ctx.retry_after = _retry_after(ex)
-        # What a later turn reads of this one is its round trip, history length, index and seq
-        # (checks read only the current turn's exchange and layers) ...
-        ctx.ex = _NO_EXCHANGE
-        if not self._keep_turns:
-            ctx.turn = _slim(ctx.turn)
-        # ... and, walking back through retries of a failed request (C.pairing_error blames the
-        # turn the first attempt answered), its previous turn: only a failed turn can be retried.
-        if not _failed(rt):
-            ctx.prev = None
 
     def _remember(self, seq: int, rt: RoundTrip, tid: int | None) -> None:
         self._rts[seq] = (rt, tid)
@@ -773,7 +449,7 @@ class RunAnalyser:
         if (
             self._reload is None
             or ctx.prev is not None
-            or _failed(rt)
+            or failed(rt)
             or conv.turns != [ctx]
             or conv.id in self._parked
         ):
@@ -786,7 +462,7 @@ class RunAnalyser:
         except Exception:  # a check keeps something that does not pickle: keep the context
             return
         errors: list[str] = []
-        final = [f for check in FINAL_CHECKS for f in _run(check, conv, errors)]
+        final = [f for check in FINAL_CHECKS for f in run_check(check, conv, errors)]
         self._parked[conv.id] = _Parked(
             latest[0], ctx.seq, ctx.turn.findings, state, final or None, errors or None
         )
@@ -820,12 +496,12 @@ class RunAnalyser:
         conv = self._convs[conv_id]
         conv.state = pickle.loads(parked.state)  # pickled by this analyser, from its own state
         if not self._keep_turns:
-            turn = _slim(turn)
+            turn = slim(turn)
             turn.findings = parked.findings
         n = len(rt.request.messages)
         rt.request.messages = []  # as _release_history leaves a quiet conversation's latest turn
         rt.forget_history_base()
-        ctx = TurnContext(seq, rt, _NO_EXCHANGE, conv, turn.index, None, [], turn, n, mcp=self._mcp)
+        ctx = TurnContext(seq, rt, NO_EXCHANGE, conv, turn.index, None, [], turn, n, mcp=self._mcp)
         conv.turns[:] = [ctx]
         self._contexts[tid] = ctx
         return ctx
@@ -915,7 +591,7 @@ class RunAnalyser:
         return [
             f
             for final in FINAL_CHECKS
-            for f in _run(final, conv, self.result.errors)
+            for f in run_check(final, conv, self.result.errors)
             if not self._handed_over(f)
         ]
 

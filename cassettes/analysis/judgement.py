@@ -1,0 +1,172 @@
+"""A turn's judgement: its E/A/C layers, token accounting and every check, root causes first
+(:func:`judge`), then what is kept of it for the turns after (:func:`settle`, :func:`slim`)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+
+import cassettes.analysis.api as api
+import cassettes.analysis.claims as claims
+import cassettes.analysis.dispatch as dispatch
+import cassettes.analysis.emission as emission
+import cassettes.analysis.rules as rules
+import cassettes.analysis.tokens as tokens
+from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
+from cassettes.analysis.conversations import Link
+from cassettes.analysis.inferred import demote_inferred
+from cassettes.analysis.mcp import McpLinker
+from cassettes.analysis.model import (
+    ApiReport,
+    Dispatch,
+    Emission,
+    Finding,
+    Severity,
+    TokenCount,
+    Turn,
+)
+from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.wire.exchange import Exchange
+
+__all__ = [
+    "CHECKS",
+    "EMPTY_A",
+    "EMPTY_C",
+    "EMPTY_E",
+    "EMPTY_TOKENS",
+    "FINAL_CHECKS",
+    "NO_EXCHANGE",
+    "failed",
+    "judge",
+    "retry_after",
+    "run_check",
+    "settle",
+    "slim",
+]
+
+#: Every per-turn check, by layer. Order matters only for the order findings are listed in.
+CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS, *claims.CHECKS)
+FINAL_CHECKS: tuple[FinalCheck, ...] = (
+    *emission.FINAL_CHECKS,
+    *api.FINAL_CHECKS,
+    *dispatch.FINAL_CHECKS,
+)
+
+#: Stands in for the exchange of a turn whose checks have run.
+NO_EXCHANGE = Exchange(method="", url="")
+EMPTY_E, EMPTY_A, EMPTY_C, EMPTY_TOKENS = Emission(), ApiReport(), Dispatch(), TokenCount()
+_LINK_VIEWS: dict[str, Dispatch] = {}
+
+
+def slim(turn: Turn) -> Turn:
+    """What the analysis reads of an earlier turn's own :class:`Turn`: how it was linked, and its
+    findings (the same list: the end-of-run checks add to it)."""
+    c = _LINK_VIEWS.get(turn.c.link)
+    if c is None:
+        c = _LINK_VIEWS[turn.c.link] = Dispatch(link=turn.c.link)
+    return Turn.model_construct(
+        seq=turn.seq,
+        conversation=turn.conversation,
+        index=turn.index,
+        previous_seq=turn.previous_seq,
+        family=turn.family,
+        e=EMPTY_E,
+        a=EMPTY_A,
+        c=c,
+        tokens=EMPTY_TOKENS,
+        findings=turn.findings,
+    )
+
+
+def retry_after(ex: Exchange) -> float | None:
+    """The wait a response asked for, in seconds (``retry-after-ms``, else ``retry-after`` in
+    seconds; an HTTP date is not read)."""
+    try:
+        ms = ex.response_header("retry-after-ms")
+        if ms is not None:
+            return float(ms) / 1000
+        s = ex.response_header("retry-after")
+        return float(s) if s is not None else None
+    except ValueError:
+        return None
+
+
+def failed(rt: RoundTrip) -> bool:
+    r = rt.response
+    return (
+        bool(rt.transport_error)
+        or (rt.status or 0) >= 400
+        or r is None
+        or r.error is not None
+        or r.complete is False
+    )
+
+
+def run_check(
+    check: Check | FinalCheck, arg: TurnContext | ConversationState, errors: list[str]
+) -> Iterable[Finding]:
+    try:
+        return list(check(arg))  # type: ignore[arg-type]
+    except Exception as exc:  # one broken check must not hide the others
+        where = f"turn {arg.seq}" if isinstance(arg, TurnContext) else f"conversation {arg.id}"
+        errors.append(
+            f"check {getattr(check, '__name__', check)} failed "
+            f"on {where}: {type(exc).__name__}: {exc}"
+        )
+        return []
+
+
+def judge(
+    ctx: TurnContext,
+    link: Link,
+    rules_in_force: rules.Rules | None,
+    mcp: McpLinker,
+    errors: list[str],
+) -> None:
+    """The turn's E/A/C layers and token accounting, then every check, root causes first."""
+    turn = ctx.turn
+    turn.c = dispatch.build(ctx, link)
+    turn.e = emission.build(ctx)
+    turn.a = api.build(ctx)
+    turn.tokens = tokens.build(ctx)
+    for check in CHECKS:
+        turn.findings.extend(run_check(check, ctx, errors))
+    if rules_in_force is not None:
+        agent = functools.partial(rules.check_rules, rules=rules_in_force)
+        turn.findings.extend(run_check(agent, ctx, errors))
+    turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
+    demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)
+    mcp.model_turn(turn, ctx.rt.response)
+    if link.ambiguous > 1:
+        turn.findings.append(
+            ctx.finding(
+                "C.thread_ambiguous",
+                Severity.INFO,
+                "This request's history is identical, tool-call ids included, to that of "
+                f"{link.ambiguous} conversations waiting for their next turn; nothing on the "
+                "wire tells which one it continues, so looptap took the most recent "
+                f"({ctx.conv.id}). Give each agent unique tool-call ids, or an "
+                "X-Looptap-Conversation header, to make the threading certain.",
+                candidates=link.ambiguous,
+            )
+        )
+    # root causes first, each followed by what it caused: the one order every view shows
+    turn.findings[:] = dispatch.ordered_findings(turn.findings)
+
+
+def settle(ctx: TurnContext, keep_turns: bool) -> None:
+    """Keep of a judged turn only what a later turn reads of it."""
+    ex, rt = ctx.ex, ctx.rt
+    if failed(rt):  # what the check of a retry reads of the failed attempt
+        ctx.started = ex.started
+        ctx.ended = ex.started + max(ex.duration or 0.0, 0.0) if ex.started is not None else None
+        ctx.retry_after = retry_after(ex)
+    # What a later turn reads of this one is its round trip, history length, index and seq
+    # (checks read only the current turn's exchange and layers) ...
+    ctx.ex = NO_EXCHANGE
+    if not keep_turns:
+        ctx.turn = slim(ctx.turn)
+    # ... and, walking back through retries of a failed request (C.pairing_error blames the
+    # turn the first attempt answered), its previous turn: only a failed turn can be retried.
+    if not failed(rt):
+        ctx.prev = None

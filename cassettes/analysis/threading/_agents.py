@@ -1,0 +1,180 @@
+"""Rules about agents: which registered turn a request most likely goes on from, and whether the
+request is that turn's agent going on or another agent (a handoff, a group chat's other agent, an
+agent used as a tool, a side call over the history). Each rule reads the threads and the request."""
+
+from __future__ import annotations
+
+from cassettes.analysis.message_keys import _ROLE, _part_keys
+from cassettes.analysis.threading._data import (
+    MAX_PER_PREFIX,
+    Keys,
+    Link,
+    Registered,
+    Threads,
+    TurnInfo,
+)
+from cassettes.analysis.threading._request import Request
+from cassettes.analysis.threading._words import SCAN_OPENING, names_agent, norm_prompt
+
+
+def rank(s: Threads, r: Request, tid: int, live: bool) -> tuple[bool, bool, bool]:
+    """How likely turn ``tid`` is the one the request goes on from: the same agent, then a turn
+    whose calls the request answers, then a turn still waiting for its continuation."""
+    t = s.turns[tid]
+    return (
+        t.system == r.system and t.tools == r.tools,
+        bool(r.ids and t.echo_ids & r.ids),
+        live,
+    )
+
+
+def choose(s: Threads, r: Request, regs: list[Registered]) -> tuple[Registered, int]:
+    """The most likely registration, and how many conversations rank as high."""
+    regs = regs[-MAX_PER_PREFIX:]
+    best = max(regs, key=lambda g: (rank(s, r, g.turn, s.live(g)), g.turn))
+    top = rank(s, r, best.turn, s.live(best))
+    tied = {g.conversation for g in regs if rank(s, r, g.turn, s.live(g)) == top}
+    return best, len(tied)
+
+
+def other_agent(r: Request, t: TurnInfo) -> bool:
+    """``t`` was made under another system prompt and another tool set than this request."""
+    return t.system != r.system and t.tools != r.tools
+
+
+def hands_over(r: Request, prev: TurnInfo) -> bool:
+    """The request ends with nothing but the results of calls ``prev`` made: the loop goes on
+    under another agent (a handoff: openai-agents, swarm), not a side call over the history,
+    which asks something of its own (a summary, a title) in its last message."""
+    if not r.messages or not (prev.echo_ids or prev.echo_names):
+        return False
+    last = r.messages[-1].parts
+    results = [p.tool_result for p in last if p.tool_result is not None]
+    if not results or any(
+        p.tool_result is None and p.kind == "text" and (p.text or "").strip() for p in last
+    ):
+        return False
+    # The request echoes ``prev``'s calls under their own ids: exact ids say it is the same
+    # loop, whatever ids its results carry (a wrong id is the client's bug, named on this turn).
+    if r.ids & prev.echo_ids:
+        return True
+    # By call id; where the API names only the tool (Gemini, Ollama), by name.
+    return all(
+        res.call_id in prev.echo_ids
+        if res.call_id
+        else (res.name is not None and res.name in prev.echo_names)
+        for res in results
+    )
+
+
+def receives_answer(r: Request, best: Registered, prev: TurnInfo) -> bool:
+    """The request, under another system prompt, carries ``prev``'s history and then ``prev``'s
+    answer as a *user* message (a named one, AutoGen's group chats): another agent hearing what
+    this one said, not this agent's next step (which echoes its answer as its own)."""
+    n = best.length
+    if (
+        best.with_echo
+        or n != prev.length
+        or prev.failed
+        or prev.system == r.system
+        or not prev.echo_parts
+    ):
+        return False
+    messages = r.messages
+    if len(messages) <= n or _ROLE.get(messages[n].role, messages[n].role) != "user":
+        return False
+    return _part_keys(messages[n].parts, memo=r.memo) == prev.echo_parts
+
+
+def hears_final_answer(s: Threads, r: Request, best: Registered, keys: Keys) -> int | None:
+    """The latest turn of ``best``'s conversation, when this request (under another system
+    prompt) is an opening that turn's history began with and then that turn's final answer
+    (no calls) as a user message, and nothing more: another agent of a group chat hearing what
+    this one concluded. The agent's own tool steps stay its own (AutoGen's teams share an
+    agent's response, not its inner calls), so the shared history skips them."""
+    latest = s.last_of.get(s.turns[best.turn].conversation)
+    n = best.length
+    messages = r.messages
+    if latest is None or latest == best.turn or best.with_echo or len(messages) != n + 1:
+        return None
+    t = s.turns[latest]
+    if (
+        t.failed
+        or t.echo_ids
+        or t.echo_names
+        or not t.echo_parts
+        or t.system == r.system
+        or t.keys is None
+    ):
+        return None
+    if (
+        len(t.keys.loose) < n
+        or t.keys.loose[n - 1] != keys.loose[n - 1]
+        or _ROLE.get(messages[n].role, messages[n].role) != "user"
+    ):
+        return None
+    return latest if _part_keys(messages[n].parts, memo=r.memo) == t.echo_parts else None
+
+
+def handed_to(r: Request, t: TurnInfo) -> bool:
+    """``t``'s answer made a transfer call naming an agent, this request is made under a system
+    prompt that names that agent, and it answers none of ``t``'s calls: the run was handed to it
+    (Google ADK's ``transfer_to_agent``: the next agent tells the transfer as context text)."""
+    return (
+        bool(t.handoff_to) and not (r.ids & t.echo_ids) and names_agent(r.system_text, t.handoff_to)
+    )
+
+
+def agent_tool(s: Threads, r: Request) -> int | None:
+    """The turn, its conversation's latest, whose pending call handed this request's only
+    question over word for word (an agent used as a tool: ADK's AgentTool, openai-agents'
+    ``as_tool``), if any."""
+    asked = [m for m in r.messages[:SCAN_OPENING] if _ROLE.get(m.role, m.role) != "system"]
+    if len(asked) != 1 or _ROLE.get(asked[0].role, asked[0].role) != "user":
+        return None
+    tid = s.prompts.get(
+        norm_prompt(" ".join(p.text for p in asked[0].parts if p.kind == "text" and p.text))
+    )
+    if tid is None or not s.latest(tid):
+        return None
+    return tid
+
+
+def _calls_running(r: Request, t: TurnInfo, link: Link) -> bool:
+    """``t``'s answer made calls, and the request (linked to ``t``) neither echoes the answer
+    nor answers any of them: they may still be running."""
+    if t.failed or not (t.echo_ids or t.echo_names) or t.keys is None or not r.messages:
+        return False
+    return not (link.echoed or r.ids & t.echo_ids)
+
+
+def forks_running_calls(r: Request, t: TurnInfo, link: Link) -> bool:
+    """The request, linked to ``t`` (its conversation's latest turn), asks something over
+    ``t``'s history while the calls ``t``'s answer made are still running: it carries that
+    history — or a prefix of it, all but the last message unchanged, or all of it plus one user
+    message with no tool result — without the answer and without a result for the calls. The
+    loop cannot go on without those results, so this is not its next step but a side call
+    forked from ``t`` (Claude Code's progress summary of a running sub-agent appends its
+    question to the last message). A request that answers the calls without echoing them
+    stays (a client bug the conversation's findings name), and so does an edited request after
+    a final answer."""
+    if not _calls_running(r, t, link):
+        return False
+    n = len(r.messages)
+    last = r.messages[-1]
+    results = sum(1 for p in last.parts if p.tool_result is not None)
+    if n == t.length + 1 and link.kept == t.length:
+        # A question of its own after the history, taken while a loop step's calls run (the
+        # turn's request ended with results: asking again after a first answer's calls were
+        # dropped is the client's bug, not a side call).
+        return (
+            _ROLE.get(last.role, last.role) == "user"
+            and not results
+            and any(k[0] == "r" for k in t.last_parts or ())
+        )
+    if n > t.length or link.kept < n - 1:
+        return False
+    # Results the last message carries beyond what the turn's own last one did (where calls
+    # have no ids a result names only the tool): none may answer the running calls.
+    carried = sum(1 for k in t.last_parts or () if k[0] == "r") if n == t.length else 0
+    return results <= carried

@@ -1,0 +1,284 @@
+"""What threading knows: the links it hands out, the turns it threaded, and the indexes a later
+request is looked up in (:class:`Threads`). Plain data; the rules that read it are functions of
+their own modules, and :mod:`._driver` composes them."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from cassettes.analysis.message_keys import _Memo, _message_keys, stable
+from cassettes.analysis.spill import KEEP, Spill, SpillMap
+from cassettes.analysis.trajectory import Fields, Step
+from cassettes.models import Message
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What the wire says of a request as an attempt: when it was sent and when its answer ended
+    (epoch seconds; ``None``: the recording has no clock), and the client's retry counter (the
+    SDK's ``x-stainless-retry-count``: 0 on a first attempt; ``None``: not sent)."""
+
+    sent: float | None = None
+    ended: float | None = None
+    retries: int | None = None
+
+
+@dataclass
+class Link:
+    conversation: str
+    #: Index (in the conversation) of the turn this one follows; ``None`` for a first turn.
+    previous: int | None
+    how: str
+    #: Messages of the previous request carried over unchanged.
+    kept: int = 0
+    #: The previous turn's assistant message was echoed right after the kept prefix.
+    echoed: bool | None = None
+    #: Messages of the previous request (plus its echo) that were dropped or changed.
+    rewritten: int = 0
+    #: For a new conversation: the threader turn id it branched from (a side call over that turn's
+    #: history, a handoff, a sub-agent started by that turn's tool call).
+    parent: int | None = None
+    #: Why it branched: ``side_call`` (something asked over the history, by another agent or
+    #: while the parent's calls run, or about the parent's call) or ``sub_agent``.
+    branch: str | None = None
+    #: How many conversations this turn could equally belong to (0 or 1: no doubt). Identical
+    #: histories with identical ids cannot be told apart; the most recent waiting one was taken.
+    ambiguous: int = 0
+
+
+@dataclass(slots=True)
+class Registered:
+    conversation: str
+    turn: int  # global turn id (index into Threads.turns)
+    length: int  # prefix length in messages
+    with_echo: bool
+
+
+@dataclass(slots=True)
+class Keys:
+    """A history's keys: ``key`` to compare histories, rolling hashes of the loose and strict
+    lookup keys to find registered prefixes. A turn that extends another takes its lists over."""
+
+    key: list[int] = field(default_factory=list)
+    loose: list[int] = field(default_factory=list)
+    strict: list[int] = field(default_factory=list)
+
+    def extend(self, messages: list[Message], memo: _Memo | None = None) -> None:
+        lh = self.loose[-1] if self.loose else 0
+        sh = self.strict[-1] if self.strict else 0
+        for m in messages:
+            k, lk, sk = _message_keys(m, memo)
+            lh, sh = hash((lh, lk)), hash((sh, sk))
+            self.key.append(k)
+            self.loose.append(lh)
+            self.strict.append(sh)
+
+    def head(self, n: int) -> Keys:
+        return Keys(self.key[:n], self.loose[:n], self.strict[:n])
+
+
+@dataclass(slots=True)
+class TurnInfo:
+    conversation: str
+    #: The history's keys; kept only while the turn is its conversation's latest (memory stays
+    #: bounded by the live histories, not the run). May be longer than ``length``: a turn that
+    #: extends this one takes the lists over and appends to them instead of copying.
+    keys: Keys | None
+    #: Key of the request's system prompt (top-level and history system messages alike), and of
+    #: the names of the tools it offered: together, which agent made the request.
+    system: int
+    tools: int
+    #: Number of messages in the request.
+    length: int
+    #: Part keys of the history's last message, and of the answer (to recognise a merged echo);
+    #: like ``keys``, kept only while the turn is its conversation's latest (``None``: released).
+    last_parts: list[Any] | None
+    echo_parts: list[Any] | None
+    echo_key: int | None
+    #: Tool-call ids of the answer's calls (a later request that answers them continues this turn).
+    echo_ids: frozenset[str]
+    response_id: str | None
+    failed: bool
+    family: str
+    #: Tool names of the answer's calls (for APIs whose results name the tool, not a call id).
+    echo_names: frozenset[str] = frozenset()
+    #: The turn started its conversation (a repeat of a later turn's request is the conversation
+    #: going back; a first request again is a new start).
+    opens: bool = False
+    #: The agents the answer's transfer calls name (``transfer_to_agent(agent_name=…)``,
+    #: ``transfer_to_<agent>``), casefolded: a request under a system prompt naming one is the
+    #: agent the run was handed to.
+    handoff_to: frozenset[str] = frozenset()
+    #: A re-rendered trajectory's fields (its only user message's) and the answer's ``next_*``
+    #: fields; like ``keys``, kept only while the turn is its conversation's latest.
+    fields: Fields | None = None
+    step: Step | None = None
+    #: When a failed turn's answer ended (epoch seconds), for :func:`._history.retried`.
+    ended: float | None = None
+
+
+class TurnInfos:
+    """The threaded turns by id: a list whose older entries live in a :class:`SpillMap`."""
+
+    def __init__(self, spill: Spill, keep: int) -> None:
+        self._map: SpillMap[int, TurnInfo] = SpillMap(spill, keep)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, tid: int) -> TurnInfo:
+        if tid < 0:
+            tid += self._n
+        if not 0 <= tid < self._n:
+            raise IndexError(tid)
+        return self._map[tid]
+
+    def append(self, info: TurnInfo) -> None:
+        self._map[self._n] = info
+        self._n += 1
+
+    def trim(self) -> None:
+        self._map.trim()
+
+
+#: Registrations kept per prefix hash once pruned: those still their conversation's latest (up
+#: to this many), plus the newest. A million identical single-turn requests stay bounded.
+MAX_PER_PREFIX = 256
+#: The two kinds of registered prefix (loose, strict) as numbers, for the tables' keys.
+KIND = {"l": 1, "s": 2}
+
+
+@dataclass
+class Threads:
+    """The state of threading after each turn: every turn threaded, and the indexes that find a
+    round trip's parent. The tables keep ``keep`` entries each in memory and spill the rest."""
+
+    #: Where the tables keep what does not fit in memory (``keep`` entries each).
+    spill: Spill
+    keep: int = KEEP
+    #: Every turn threaded so far, by turn id (spilled to disk past :data:`~.spill.KEEP`).
+    turns: TurnInfos = field(init=False)
+    #: Registered prefixes (family, kind, rolling hash) → the turns that sent or answered them.
+    prefix: SpillMap[int, list[Registered]] = field(init=False)
+    by_start: SpillMap[int, list[int]] = field(init=False)  # start-of-history hash → turn ids
+    by_response: SpillMap[str, int] = field(init=False)
+    by_label: dict[str, str] = field(default_factory=dict)
+    last_of: SpillMap[str, int] = field(init=False)  # conversation → its latest turn id
+    #: Recent tool-call argument texts that may be a sub-agent's prompt (text → turn id).
+    prompts: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    #: Recent calls' arguments as JSON without whitespace (see :func:`._words.quote_key`) → turn id.
+    quotes: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    count: int = 0
+    #: Tool-call ids of the answers of conversations' latest turns → that turn.
+    id_turn: SpillMap[str, int] = field(init=False)
+    #: Answers by their key (family, loose key) → the turn that gave them: a history that starts
+    #: with an answer continues that turn's conversation (the question before it was dropped).
+    by_answer: SpillMap[int, int] = field(init=False)
+    #: Re-rendered trajectories' latest turns by (family, agent, first input field) → turn id.
+    by_head: SpillMap[int, int] = field(init=False)
+    #: Sibling conversations → the turn their group started from (one parent for all siblings).
+    sibling_root: SpillMap[str, int] = field(init=False)
+    #: API family → :meth:`family`'s number for it.
+    families: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        spill = self.spill
+        self.turns = TurnInfos(spill, self.keep)
+        self.prefix, self.by_start = SpillMap(spill, self.keep), SpillMap(spill, self.keep)
+        self.by_response, self.last_of, self.id_turn = (
+            SpillMap(spill, self.keep),
+            SpillMap(spill, self.keep),
+            SpillMap(spill, self.keep),
+        )
+        self.by_answer, self.sibling_root, self.by_head = (
+            SpillMap(spill, self.keep),
+            SpillMap(spill, self.keep),
+            SpillMap(spill, self.keep),
+        )
+
+    def trim(self) -> None:
+        """Spill what does not fit (between requests: no entry is held then)."""
+        self.turns.trim()
+        for table in (
+            self.prefix,
+            self.by_start,
+            self.by_response,
+            self.last_of,
+            self.id_turn,
+            self.by_answer,
+            self.sibling_root,
+            self.by_head,
+        ):
+            table.trim()
+
+    def family(self, family: str) -> int:
+        """The API family as a number that is the same in every process (a str's ``hash`` is
+        salted per process: :func:`~.message_keys.stable`), for the tables' keys."""
+        got = self.families.get(family)
+        if got is None:
+            got = self.families[family] = stable(family.encode("utf-8", "surrogatepass"))
+        return got
+
+    def new_conversation(self) -> str:
+        self.count += 1
+        return f"c{self.count}"
+
+    def live(self, r: Registered) -> bool:
+        """``r``'s turn is still its conversation's latest."""
+        return self.last_of.get(r.conversation) == r.turn
+
+    def latest(self, tid: int) -> bool:
+        """Turn ``tid`` is still its conversation's latest."""
+        return self.last_of.get(self.turns[tid].conversation) == tid
+
+    def matches(self, fam: int, keys: Keys, strict: bool) -> Iterator[tuple[int, list[Registered]]]:
+        """Registered prefixes of the history, longest first: (length, registrations). A strict
+        lookup reads the strict table where a prefix carries ids, the loose one elsewhere."""
+        loose = keys.loose
+        rolling = keys.strict if strict else loose
+        for i in range(len(rolling) - 1, -1, -1):
+            kind = KIND["s" if strict and rolling[i] != loose[i] else "l"]
+            regs = self.prefix.get(hash((fam, kind, rolling[i])))
+            if regs:
+                yield i + 1, regs
+
+    def register(self, fam: int, kind: str, h: int, reg: Registered) -> None:
+        key = hash((fam, KIND[kind], h))
+        regs = self.prefix.get(key)
+        if regs is None:
+            self.prefix[key] = [reg]
+            return
+        regs.append(reg)
+        if len(regs) > 2 * MAX_PER_PREFIX:
+            # Keep the registrations still waiting for their continuation, and the newest one.
+            live = [r for r in regs[:-1] if self.live(r)]
+            self.prefix[key] = [*live[-MAX_PER_PREFIX:], reg]
+
+    def add_start(self, h: int, tid: int) -> None:
+        regs = self.by_start.get(h)
+        if regs is None:
+            self.by_start[h] = [tid]
+            return
+        regs.append(tid)
+        if len(regs) > 2 * MAX_PER_PREFIX:
+            live = [t for t in regs[:-1] if self.latest(t)]
+            self.by_start[h] = [*live[-MAX_PER_PREFIX:], tid]
+
+    def supersede(self, conversation: str, tid: int, info: TurnInfo) -> None:
+        """Turn ``tid`` is now its conversation's latest: release what only the latest keeps."""
+        superseded = self.last_of.get(conversation)
+        if superseded is not None:
+            old = self.turns[superseded]
+            old.keys = None
+            old.last_parts = old.echo_parts = None  # released: read only while the latest
+            old.fields = old.step = None
+            for i in old.echo_ids:
+                if self.id_turn.get(i) == superseded:
+                    del self.id_turn[i]
+        for i in info.echo_ids:
+            self.id_turn[i] = tid
+        self.last_of[conversation] = tid

@@ -1,0 +1,229 @@
+"""The driver: reads a request, asks the rules in order for its link, and records the turn in the
+threads' indexes for later requests to find (:class:`Threader`)."""
+
+from __future__ import annotations
+
+from cassettes.analysis.message_keys import (
+    _NO_NAMES,
+    _call_ids,
+    _call_names,
+    _Memo,
+    _message_keys,
+    _part_keys,
+    response_message,
+)
+from cassettes.analysis.spill import KEEP, Spill
+from cassettes.analysis.threading._data import (
+    Attempt,
+    Link,
+    Registered,
+    Threads,
+    TurnInfo,
+    TurnInfos,
+)
+from cassettes.analysis.threading._history import by_history, describe, discarded, use_strict
+from cassettes.analysis.threading._opening import by_opening, head_key, sibling, start_link
+from cassettes.analysis.threading._request import Request, read_request
+from cassettes.analysis.threading._words import (
+    MAX_PROMPTS,
+    handoff_targets,
+    prompt_strings,
+    quote_key,
+    start_len,
+)
+from cassettes.analysis.trajectory import step_of
+from cassettes.models import Message, NormalisedResponse, Part
+
+
+class Threader:
+    """Assigns each generation round trip to a conversation. Feed turns in recording order."""
+
+    def __init__(self, keep: int = KEEP) -> None:
+        #: Where the threads' tables keep what does not fit in memory.
+        self._spill = Spill()
+        #: What threading knows (:class:`~._data.Threads`): the turns and their indexes.
+        self.threads = Threads(self._spill, keep)
+        #: This threader's memo of squashed texts and part keys (:class:`_Memo`).
+        self._memo = _Memo()
+
+    @property
+    def turns(self) -> TurnInfos:
+        """Every turn threaded so far, by turn id (spilled to disk past :data:`~.spill.KEEP`)."""
+        return self.threads.turns
+
+    @property
+    def memo(self) -> _Memo:
+        """This threader's memo: the checks of a turn key the texts and parts its threading keyed
+        a moment before (a tool result, the previous answer)."""
+        return self._memo
+
+    def close(self) -> None:
+        """Remove the file the tables spilled to (if any)."""
+        self._spill.close()
+
+    def add(
+        self,
+        family: str,
+        messages: list[Message],
+        response: NormalisedResponse | None,
+        failed: bool,
+        label: str | None = None,
+        previous_response_id: str | None = None,
+        reuse: tuple[int, int] | None = None,
+        system: list[Part] | None = None,
+        tools: list[str] | None = None,
+        attempt: Attempt | None = None,
+    ) -> Link:
+        """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
+        earlier turn's (a cassette's history delta): their keys are reused, not recomputed;
+        ``attempt`` is what tells a retry from another run sending the same request."""
+        s = self.threads
+        self._memo.turn()
+        try:
+            r = read_request(
+                s, family, messages, reuse, system, tools, attempt or Attempt(), self._memo
+            )
+            link = link_of(s, r, label, previous_response_id)
+            record(s, r, link, response, failed, label)
+            return link
+        finally:
+            self._memo.end()
+            s.trim()
+
+
+def link_of(s: Threads, r: Request, label: str | None, previous_response_id: str | None) -> Link:
+    """The rules in order (docs/threading.md): the label, the previous response's id, the
+    longest registered history, the same request again, the opening, a new conversation."""
+    if label:
+        conv = s.by_label.get(label)
+        if conv is None:
+            return Link(s.new_conversation(), None, "header")
+        return describe(s, r, conv, s.last_of[conv], "header")
+    if previous_response_id and previous_response_id in s.by_response:
+        tid = s.by_response[previous_response_id]
+        return Link(s.turns[tid].conversation, tid, "previous_response_id", kept=0, echoed=None)
+    strict = use_strict(s, r)
+    link, repeat = by_history(s, r, strict)
+    if link is not None:
+        return link
+    if repeat:
+        again = discarded(s, r, strict) or sibling(s, r)
+        if again is not None:
+            return again
+    if repeat or not r.messages:
+        return start_link(s, r)
+    return by_opening(s, r)
+
+
+def record(
+    s: Threads,
+    r: Request,
+    link: Link,
+    response: NormalisedResponse | None,
+    failed: bool,
+    label: str | None,
+) -> None:
+    """Record the threaded turn: its info, and the indexes later requests look it up in (its
+    label, response id, histories with and without its answer, trajectory, sibling group)."""
+    tid = len(s.turns)
+    echo = response_message(response, r.memo)
+    echo_keys = _message_keys(echo, r.memo) if echo is not None else None
+    info = _turn_info(r, link, response, failed, echo, echo_keys)
+    s.turns.append(info)
+    s.supersede(link.conversation, tid, info)
+    if label:
+        s.by_label[label] = link.conversation
+    if info.response_id:
+        s.by_response[info.response_id] = tid
+    _register_history(s, r, link.conversation, tid)
+    if r.fields is not None and r.fields.head:
+        s.by_head[head_key(r, r.fields)] = tid
+    if link.branch == "sibling" and link.parent is not None:
+        s.sibling_root[link.conversation] = link.parent
+    if echo is not None and echo_keys is not None:
+        s.by_answer[hash((r.fam, echo_keys[0]))] = tid
+        _register_echo(s, r, echo, echo_keys, link.conversation, tid)
+
+
+def _turn_info(
+    r: Request,
+    link: Link,
+    response: NormalisedResponse | None,
+    failed: bool,
+    echo: Message | None,
+    echo_keys: tuple[int, int, int] | None,
+) -> TurnInfo:
+    """What is kept of a threaded turn: its request's keys and shape, and its answer (``echo``)
+    as the next request should send it back."""
+    memo, messages = r.memo, r.messages
+    return TurnInfo(
+        conversation=link.conversation,
+        keys=r.keys,
+        system=r.system,
+        tools=r.tools,
+        length=len(messages),
+        last_parts=_part_keys(messages[-1].parts, memo=memo) if messages else [],
+        echo_parts=_part_keys(echo.parts, memo=memo) if echo is not None else [],
+        echo_key=echo_keys[0] if echo_keys is not None else None,
+        echo_ids=frozenset(_call_ids(echo.parts) or _NO_NAMES) if echo is not None else _NO_NAMES,
+        echo_names=_call_names(echo)
+        if echo is not None and not _call_ids(echo.parts)
+        else _NO_NAMES,
+        response_id=response.id if response is not None else None,
+        failed=failed,
+        family=r.family,
+        opens=link.previous is None,
+        handoff_to=handoff_targets(echo) if echo is not None else _NO_NAMES,
+        fields=r.fields,
+        step=step_of(" ".join(p.text for p in echo.parts if p.kind == "text" and p.text))
+        if r.fields is not None and echo is not None
+        else None,
+        ended=r.attempt.ended if failed else None,
+    )
+
+
+def _register_history(s: Threads, r: Request, conversation: str, tid: int) -> None:
+    """Register the history sent (loose and strict keys) and its opening, for later requests to
+    find."""
+    keys, n = r.keys, len(r.messages)
+    if not n:
+        return
+    s.register(r.fam, "l", keys.loose[n - 1], Registered(conversation, tid, n, False))
+    if keys.strict[n - 1] != keys.loose[n - 1]:  # a strict lookup reads "l" where they agree
+        s.register(r.fam, "s", keys.strict[n - 1], Registered(conversation, tid, n, False))
+    start = start_len(r.messages)
+    s.add_start(hash((r.fam, keys.key[start - 1])), tid)
+
+
+def _register_echo(
+    s: Threads,
+    r: Request,
+    echo: Message,
+    echo_keys: tuple[int, int, int],
+    conversation: str,
+    tid: int,
+) -> None:
+    """Register the history plus this turn's answer (what the next request should send), and
+    the prompts the answer's calls quote (a sub-agent's first message)."""
+    keys, n = r.keys, len(r.messages)
+    _, lk, sk = echo_keys
+    lh = hash((keys.loose[n - 1] if n else 0, lk))
+    sh = hash((keys.strict[n - 1] if n else 0, sk))
+    s.register(r.fam, "l", lh, Registered(conversation, tid, n + 1, True))
+    if sh != lh:
+        s.register(r.fam, "s", sh, Registered(conversation, tid, n + 1, True))
+    for p in echo.parts:
+        if p.tool_call is not None:
+            found: list[str] = []
+            prompt_strings(p.tool_call.arguments, found)
+            for text in found:
+                s.prompts[text] = tid
+                s.prompts.move_to_end(text)
+            quote = quote_key(p.tool_call.arguments)
+            if quote is not None:
+                s.quotes[quote] = tid
+                s.quotes.move_to_end(quote)
+    while len(s.prompts) > MAX_PROMPTS:
+        s.prompts.popitem(last=False)
+    while len(s.quotes) > MAX_PROMPTS:
+        s.quotes.popitem(last=False)

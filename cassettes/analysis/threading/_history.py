@@ -1,0 +1,221 @@
+"""Rules over registered histories: the turn whose history a request extends (longest prefix
+first, strict keys where they decide), the same request again (a retry, an answer thrown away,
+another agent's side call), and how a link describes what the request kept of the turn before."""
+
+from __future__ import annotations
+
+from cassettes.analysis.message_keys import _part_keys
+from cassettes.analysis.threading._agents import (
+    agent_tool,
+    choose,
+    forks_running_calls,
+    handed_to,
+    hands_over,
+    hears_final_answer,
+    other_agent,
+    rank,
+    receives_answer,
+)
+from cassettes.analysis.threading._data import MAX_PER_PREFIX, Link, Registered, Threads, TurnInfo
+from cassettes.analysis.threading._request import Request
+
+#: The longest wait after a failure that still reads as a retry when the client's retry counter
+#: does not say it is one: the SDKs honour a retry-after of up to 60 s and back off for less; an
+#: identical request minutes later is another run sending it (``looptap run -o +FILE`` appends
+#: runs to one cassette).
+RETRY_WINDOW = 120.0
+
+
+def use_strict(s: Threads, r: Request) -> bool:
+    """Whether the keys with tool-call ids decide: when they reach as far as the loose ones, or
+    when the request answers ids a model gave in this run (a loose match beyond is another
+    agent's identical history); a client that rewrote the ids reaches further with the loose
+    keys alone."""
+    keys = r.keys
+    if not keys.key or keys.strict[-1] == keys.loose[-1]:
+        return False
+    loose_len = next(s.matches(r.fam, keys, strict=False), (0, []))[0]
+    strict_len = next(s.matches(r.fam, keys, strict=True), (0, []))[0]
+    return strict_len > 0 and (strict_len >= loose_len or any(i in s.id_turn for i in r.ids))
+
+
+def by_history(s: Threads, r: Request, strict: bool) -> tuple[Link | None, bool]:
+    """The turn whose history this request extends, longest match first; with whether the
+    request is exactly an earlier request again (``repeat``: only a live turn may take it)."""
+    keys = r.keys
+    n = len(keys.key)
+    repeat = False
+    owner: Registered | None = None  # the exact request's turn, when it carries tool-call ids
+    for length, regs in s.matches(r.fam, keys, strict=strict):
+        if length == n:  # (the longest match comes first: this is the first round, if any)
+            link, regs, owner, repeat = _same_request(s, r, regs, n, strict)
+            if link is not None:
+                return link, repeat
+        if repeat:
+            if owner is not None and keys.strict[length - 1] == keys.loose[length - 1]:
+                break  # a prefix without the ids no longer says whose request this is
+            regs = [g for g in regs if s.live(g)]
+            if not regs:
+                continue
+        return _extends(s, r, regs), repeat
+    if owner is not None and not s.live(owner):
+        # The same request, tool-call ids included, as a turn of a conversation that has
+        # since gone on, and no conversation waits where those ids lead: that conversation
+        # went back to that point (its history rewritten). Exact ids win over a shorter,
+        # id-less prefix another conversation shares.
+        conv = owner.conversation
+        return describe(s, r, conv, s.last_of[conv], "rewritten"), repeat
+    return None, repeat
+
+
+def _same_request(
+    s: Threads, r: Request, regs: list[Registered], n: int, strict: bool
+) -> tuple[Link | None, list[Registered], Registered | None, bool]:
+    """The request is exactly a registered history (``n`` messages): its link when that
+    decides it (a retry, or another agent's side call); else the registrations left to
+    extend, the exact request's turn when tool-call ids name it, and whether it repeats an
+    earlier request."""
+    again = [g for g in regs[-64:] if not g.with_echo]
+    if not again:
+        return None, regs, None, False
+    retry = _retry_of(s, r, again, n)
+    if retry is not None:
+        return retry, regs, None, False
+    regs = [g for g in regs if g.with_echo]
+    if not regs and all(other_agent(r, s.turns[g.turn]) for g in again):
+        return _another_agent_again(s, r, again), regs, None, False
+    keys = r.keys
+    owner = choose(s, r, again)[0] if strict and keys.strict[n - 1] != keys.loose[n - 1] else None
+    # Otherwise the same history as another conversation's request: a parallel agent one
+    # turn behind (it continues a turn still waiting), or the agent started over (a new
+    # run with the same opening).
+    return None, regs, owner, True
+
+
+def _another_agent_again(s: Threads, r: Request, again: list[Registered]) -> Link:
+    """Another agent sent exactly what a turn sent: an agent a pending call handed the
+    question to (an agent used as a tool), else a title call on the first message: a
+    side call over that history, branched from the turn."""
+    tool_of = agent_tool(s, r)
+    if tool_of is not None:
+        return Link(s.new_conversation(), None, "start", parent=tool_of, branch="agent_tool")
+    best, _ = choose(s, r, again)
+    latest = s.last_of[best.conversation]
+    if handed_to(r, s.turns[latest]):
+        return Link(s.new_conversation(), None, "start", parent=latest, branch="handoff")
+    return Link(s.new_conversation(), None, "start", parent=best.turn, branch="side_call")
+
+
+def _retry_of(s: Threads, r: Request, again: list[Registered], n: int) -> Link | None:
+    """Exactly an earlier request again: a retry when that was the conversation's latest
+    attempt and it failed."""
+    failed = [
+        g for g in again if s.turns[g.turn].failed and s.live(g) and retried(r, s.turns[g.turn])
+    ]
+    if not failed:
+        return None
+    best, tied = choose(s, r, failed)
+    if not rank(s, r, best.turn, True)[0]:
+        return None
+    return Link(
+        best.conversation,
+        best.turn,
+        "retry",
+        kept=n,
+        echoed=None,
+        ambiguous=tied if tied > 1 else 0,
+    )
+
+
+def retried(r: Request, t: TurnInfo) -> bool:
+    """This request, the same as the failed turn ``t``'s, is its retry, not another run
+    sending the same request: the client's retry counter says so (above 0), or it came within
+    :data:`RETRY_WINDOW` of the failure. A counter of 0 (the SDK's first attempt) with no
+    clock, or a longer wait, is a new start."""
+    a = r.attempt
+    if a.retries:
+        return True
+    if a.sent is not None and t.ended is not None:
+        return a.sent - t.ended <= RETRY_WINDOW
+    return a.retries is None
+
+
+def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
+    """The request goes on from the best of the turns whose history it extends."""
+    best, tied = choose(s, r, regs)
+    prev_info = s.turns[best.turn]
+    if receives_answer(r, best, prev_info):
+        # Another agent of a group chat: it got the turn's answer as input of its own.
+        return Link(s.new_conversation(), None, "start", parent=best.turn, branch="group_chat")
+    heard = hears_final_answer(s, r, best, r.keys)
+    if heard is not None:
+        return Link(s.new_conversation(), None, "start", parent=heard, branch="group_chat")
+    if other_agent(r, prev_info) and not hands_over(r, prev_info):
+        # Another agent (another system prompt and other tools) over this history: the agent
+        # a pending transfer call named (a handoff), else a summary, compaction or title call.
+        # Its own conversation, branched here.
+        latest = s.last_of[best.conversation]
+        if handed_to(r, s.turns[latest]):
+            return Link(s.new_conversation(), None, "start", parent=latest, branch="handoff")
+        return Link(s.new_conversation(), None, "start", parent=best.turn, branch="side_call")
+    # Compared with the conversation's latest turn, not the older turn it matched best: a
+    # history that extends an earlier turn has dropped or rewritten what came after it.
+    latest = s.last_of[best.conversation]
+    known = best.length - best.with_echo if latest == best.turn else 0
+    link = describe(s, r, best.conversation, latest, "extends", known)
+    if forks_running_calls(r, s.turns[latest], link):
+        return Link(s.new_conversation(), None, "start", parent=latest, branch="side_call")
+    link.ambiguous = tied if tied > 1 else 0
+    return link
+
+
+def discarded(s: Threads, r: Request, strict: bool) -> Link | None:
+    """Exactly the request of a conversation's latest turn again, though that turn was
+    answered: the client threw the answer away and asked again (``retry``; the C layer says
+    the answer was discarded). Only past a conversation's first turn (an identical first
+    request is a new agent starting alike) and when one conversation alone sent it."""
+    n = len(r.keys.key)
+    length, regs = next(s.matches(r.fam, r.keys, strict=strict), (0, []))
+    if length != n:
+        return None
+    live = [g for g in regs[-MAX_PER_PREFIX:] if not g.with_echo and s.live(g)]
+    if len({g.conversation for g in live}) != 1:
+        return None
+    t = s.turns[live[-1].turn]
+    if t.failed or t.opens or t.system != r.system or t.tools != r.tools:
+        return None
+    return Link(t.conversation, live[-1].turn, "retry", kept=n, echoed=None)
+
+
+def describe(s: Threads, r: Request, conv: str, prev: int, how: str, known: int = 0) -> Link:
+    """The link to turn ``prev`` of ``conv``: how much of its history the request kept, whether
+    it echoed the answer, how much it rewrote."""
+    keys = r.keys.key
+    p = s.turns[prev]
+    pkeys = p.keys.key if p.keys is not None else []
+    plen = p.length if p.keys is not None else 0
+    n = min(plen, len(keys))
+    kept = min(known, n)
+    while kept < n and pkeys[kept] == keys[kept]:
+        kept += 1
+    echoed: bool | None = None
+    if kept == plen - 1 and kept < len(keys):
+        # Adapters that merge consecutive model-side items into one message (Responses) make
+        # the echo continue the previous last message instead of following it.
+        now = _part_keys(r.messages[kept].parts, memo=r.memo)
+        last = p.last_parts or []
+        if now[: len(last)] == last and len(now) > len(last):
+            rest = now[len(last) :]
+            return Link(
+                conv,
+                prev,
+                how,
+                kept=plen,
+                echoed=(rest[: len(p.echo_parts)] == p.echo_parts) if p.echo_parts else None,
+            )
+    rewritten = plen - kept
+    if p.echo_key is not None and kept == plen:
+        echoed = len(keys) > kept and keys[kept] == p.echo_key
+    if rewritten and how == "extends":
+        how = "rewritten"
+    return Link(conv, prev, how, kept=kept, echoed=echoed, rewritten=rewritten)

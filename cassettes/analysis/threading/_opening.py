@@ -1,0 +1,211 @@
+"""Rules for a request that extends no registered history: a conversation that shares its opening
+(its history rewritten), a sibling prompt, the next step of a re-rendered trajectory, a history
+that opens with a conversation's latest answer, else a new conversation — a sub-agent's or a side
+call's when its first words carry a pending call's prompt or quote its arguments."""
+
+from __future__ import annotations
+
+import itertools
+
+import orjson
+
+from cassettes.analysis.message_keys import _ROLE, stable
+from cassettes.analysis.threading._agents import rank
+from cassettes.analysis.threading._data import MAX_PER_PREFIX, Link, Threads, TurnInfo
+from cassettes.analysis.threading._history import describe
+from cassettes.analysis.threading._request import Request
+from cassettes.analysis.threading._words import (
+    MIN_PROMPT,
+    SCAN_OPENING,
+    SCAN_PROMPTS,
+    demo_pairs,
+    fields_prompt,
+    norm_prompt,
+    quoted_only,
+    start_len,
+)
+from cassettes.analysis.trajectory import Fields, follows
+
+
+def by_opening(s: Threads, r: Request) -> Link:
+    """No earlier history is extended: a conversation that begins with the same opening
+    words has rewritten its history — unless another agent opens the same way."""
+    messages = r.messages
+    start = start_len(messages)
+    cands = s.by_start.get(hash((r.fam, r.keys.key[start - 1])))
+    if not cands:
+        return re_rendered(s, r) or after_answer(s, r, start) or start_link(s, r)
+    sib = sibling(s, r)
+    if sib is not None:
+        return sib
+    best_tid = max(cands, key=lambda t: (rank(s, r, t, s.latest(t)), t))
+    info = s.turns[best_tid]
+    conv = info.conversation
+    latest = s.last_of[conv]
+    other_agent = info.system != r.system and info.tools != r.tools
+    if other_agent or (s.turns[latest].system != r.system and len(messages) <= start):
+        # The same opening words under another system prompt and nothing of the
+        # conversation after them: another agent (a sub-agent, a title call).
+        return start_link(s, r)
+    return describe(s, r, conv, latest, "rewritten")
+
+
+def head_key(r: Request, f: Fields) -> int:
+    """A re-rendered trajectory's key: its family, agent and first input field."""
+    return stable(orjson.dumps([r.family, r.system, r.tools, f.head[0]]))
+
+
+def re_rendered(s: Threads, r: Request) -> Link | None:
+    """The next step of a re-rendered trajectory (:mod:`..trajectory`): the same agent and
+    question, every step field its conversation's latest request had and the one step more
+    that request's answer asked for. A step field rendered otherwise than it was sent (an
+    observation the client rewrote) is the history rewritten in place."""
+    now = r.fields
+    if now is None or not now.head:
+        return None
+    tid = s.by_head.get(head_key(r, now))
+    if tid is None:
+        return None
+    t = s.turns[tid]
+    if s.last_of.get(t.conversation) != tid or t.fields is None or t.failed or t.step is None:
+        return None
+    found = follows(t.fields, now, t.step)
+    if found is None or not found[0]:
+        return None  # not the step the answer asked for: another run of the program
+    if found[1]:
+        return Link(t.conversation, tid, "rewritten", kept=t.length - 1, echoed=True, rewritten=1)
+    return Link(t.conversation, tid, "extends", kept=t.length, echoed=True)
+
+
+def after_answer(s: Threads, r: Request, start: int) -> Link | None:
+    """A history that opens (after its system messages) with the answer a conversation's
+    latest turn gave: that conversation goes on, the messages before the answer dropped (a
+    Responses client sending the answer back by id without the question). The C layer says
+    what was dropped."""
+    first = r.messages[start - 1]
+    if _ROLE.get(first.role, first.role) not in ("assistant", "model"):
+        return None
+    key = r.keys.key
+    tid = s.by_answer.get(hash((r.fam, key[start - 1])))
+    if tid is None:
+        return None
+    t = s.turns[tid]
+    if s.last_of.get(t.conversation) != tid or t.failed or t.system != r.system:
+        return None
+    kept = start - 1 if t.keys is not None and t.keys.key[: start - 1] == key[: start - 1] else 0
+    return Link(t.conversation, tid, "rewritten", kept=kept, echoed=True, rewritten=t.length - kept)
+
+
+def start_link(s: Threads, r: Request) -> Link:
+    """A new conversation; a sub-agent's when its first user words are a pending call's
+    prompt."""
+    link = Link(s.new_conversation(), None, "start")
+    if not s.prompts and not s.quotes:
+        return link
+    # The first few messages after the system ones: a sub-agent's task may follow a context
+    # message of its own (Codex: environment context, then the parent's agent_message).
+    opening = [m for m in r.messages[:SCAN_OPENING] if _ROLE.get(m.role, m.role) != "system"][:4]
+    for m in opening:
+        if _ROLE.get(m.role, m.role) != "user":
+            continue
+        text = norm_prompt(" ".join(p.text for p in m.parts if p.kind == "text" and p.text))
+        if len(text) < MIN_PROMPT:
+            continue
+        found = _prompted_by(s, text)
+        if found is not None:
+            link.parent, link.branch = found
+            break
+    return link
+
+
+def _prompted_by(s: Threads, text: str) -> tuple[int, str] | None:
+    """The turn whose pending call's prompt (or quoted arguments) a new conversation's first
+    words carry, and what that makes the conversation: ``sub_agent`` or ``side_call``."""
+    tid = s.prompts.get(text)
+    if tid is not None:
+        return tid, "sub_agent"
+    # A prompt the sub-agent's client wrapped in more words: the most recent few only (a run
+    # of many new conversations must not scan every prompt each time).
+    for prompt, t in itertools.islice(reversed(s.prompts.items()), SCAN_PROMPTS):
+        if prompt in text:
+            return t, "side_call" if quoted_only(text, prompt) else "sub_agent"
+    # A request that quotes a recent call's arguments whole (Claude Code's tool-use summary:
+    # ``Input: {"command":"ls"}``), however short their strings: about that call.
+    bare = "".join(text.split())
+    tid = next(
+        (t for q, t in itertools.islice(reversed(s.quotes.items()), SCAN_PROMPTS) if q in bare),
+        None,
+    )
+    return (tid, "side_call") if tid is not None else None
+
+
+def sibling(s: Threads, r: Request) -> Link | None:
+    """An independent prompt that shares a conversation's opening (a prompt optimiser's
+    few-shot prompts: system, demo questions and answers, a question of its own), after that
+    conversation's answer called no tool: its own conversation, a sibling of the first prompt
+    of the group (no history was rewritten). Either built like a conversation's latest request
+    but for its last question, or a prompt of demo pairs that does not go on from it
+    (:func:`_goes_on`)."""
+    messages, key = r.messages, r.keys.key
+    start = start_len(messages)
+    n = len(messages)
+    last = messages[-1]
+    if (
+        n < start + 2  # (nothing shared beyond the opening: not a few-shot prompt)
+        or _ROLE.get(last.role, last.role) != "user"
+        or any(p.tool_result is not None for p in last.parts)
+    ):
+        return None
+    cands = s.by_start.get(hash((r.fam, key[start - 1])))
+    if not cands:
+        return None
+    latest = [t for t in cands[-MAX_PER_PREFIX:] if s.latest(t) and _answered_alike(s, r, t)]
+    if not latest:
+        return None
+    # Built like a conversation's latest request: the same messages but the last.
+    same = [
+        t
+        for t in latest
+        if s.turns[t].length == n
+        and not any(k[0] == "r" for k in s.turns[t].last_parts or ())
+        and s.turns[t].keys.key[: n - 1] == key[: n - 1]  # type: ignore[union-attr]
+    ]
+    if not same:
+        tid = max(latest, key=lambda t: (rank(s, r, t, True), t))
+        if not demo_pairs(messages, start) or _goes_on(r, s.turns[tid]):
+            return None
+    else:
+        tid = max(same, key=lambda t: (rank(s, r, t, True), t))
+    root = s.sibling_root.get(s.turns[tid].conversation, tid)
+    return Link(s.new_conversation(), None, "start", parent=root, branch="sibling")
+
+
+def _answered_alike(s: Threads, r: Request, tid: int) -> bool:
+    """Turn ``tid``, a conversation's latest, was this agent's and was answered without a
+    call: a prompt may be its sibling."""
+    t = s.turns[tid]
+    return (
+        t.keys is not None
+        and not t.failed
+        and not t.echo_ids
+        and not t.echo_names
+        and t.system == r.system
+        and t.tools == r.tools
+    )
+
+
+def _goes_on(r: Request, t: TurnInfo) -> bool:
+    """The request may go on from ``t``: its latest request's question is in it, followed by
+    more; or it is that request, its last question changed, then ``t``'s answer. A rewritten
+    history, not an independent prompt (the same question asked last under other demos is).
+    In prompts written in DSPy's fields the second shape is an optimiser's bootstrapped demo:
+    a question it asked, re-rendered as a demo, and the answer it got (DSPy's conversation
+    history re-sends its questions as they were asked: the first shape)."""
+    assert t.keys is not None
+    key = r.keys.key
+    if t.keys.key[t.length - 1] in key[:-1]:
+        return True
+    if fields_prompt(r.messages):
+        return False
+    m = t.length
+    return len(key) > m and key[: m - 1] == t.keys.key[: m - 1] and key[m] == t.echo_key

@@ -1,0 +1,160 @@
+"""What the threading rules read in a request's words, without state: a pending call's prompt or
+quotation, a transfer call's agent, a few-shot prompt's shape, a re-rendered trajectory's fields,
+where a history's opening ends."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from cassettes.analysis.message_keys import _NO_NAMES, _ROLE
+from cassettes.analysis.trajectory import Fields, fields_of
+from cassettes.models import Message
+
+#: Recent tool-call argument texts that may be a sub-agent's prompt (text → turn id).
+MAX_PROMPTS = 4096
+#: Recent prompts looked for inside a new conversation's first words (exact matches: all of them).
+SCAN_PROMPTS = 64
+#: Messages read at a new conversation's start for a pending call's prompt (system ones skipped).
+SCAN_OPENING = 16
+#: Shortest argument text taken as a sub-agent prompt (shorter ones match by accident).
+MIN_PROMPT = 24
+
+
+def norm_prompt(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def prompt_strings(value: Any, out: list[str], depth: int = 0) -> None:
+    """String values of a call's arguments long enough to be a prompt (bounded walk)."""
+    if depth > 8 or len(out) > 16:
+        return
+    if isinstance(value, str):
+        if len(value) >= MIN_PROMPT:
+            out.append(norm_prompt(value))
+    elif isinstance(value, dict):
+        for v in value.values():
+            prompt_strings(v, out, depth + 1)
+    elif isinstance(value, list):
+        for v in value[:16]:
+            prompt_strings(v, out, depth + 1)
+
+
+#: Shortest arguments JSON (whitespace removed) looked for as a quotation of the call.
+_MIN_QUOTE = 16
+
+
+def quote_key(arguments: Any) -> str | None:
+    """A call's arguments as a quotation would carry them: a JSON object, whitespace removed,
+    case folded (so ``{"a": "b"}`` and ``{"a":"b"}`` agree); ``None`` when too short to tell."""
+    if not isinstance(arguments, dict) or not arguments:
+        return None
+    try:
+        text = orjson.dumps(arguments).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    bare = "".join(text.split()).casefold()
+    return bare if _MIN_QUOTE <= len(bare) <= 4096 else None
+
+
+def quoted_only(text: str, prompt: str) -> bool:
+    """Every occurrence of ``prompt`` in ``text`` is a JSON member's string value (``"key": "…"``):
+    the text quotes a call's arguments (it is about the call), it does not hand the prompt over."""
+    at = text.find(prompt)
+    while at >= 0:
+        before, after = text[max(0, at - 4) : at], text[at + len(prompt) : at + len(prompt) + 1]
+        if not (before.endswith(('":"', '": "')) and after == '"'):
+            return False
+        at = text.find(prompt, at + 1)
+    return True
+
+
+#: System prompt text kept to look for a handoff's agent name in (characters).
+SYSTEM_TEXT = 8192
+#: What a transfer call's name says (openai-agents' ``transfer_to_<agent>``, Google ADK's
+#: ``transfer_to_agent``, swarm's handoffs): the call hands the run over.
+_TRANSFER_WORDS = ("transfer", "handoff", "hand_off")
+#: An agent's name as a transfer call's argument carries it: one identifier-like word.
+_AGENT_NAME = re.compile(r"[\w.-]{3,64}")
+
+
+#: The most demo pairs a few-shot prompt is read for (a longer history is a conversation's).
+_MAX_DEMOS = 64
+#: A text-protocol field marker opening a message (DSPy: ``[[ ## question ## ]]``).
+_FIELD_MARK = re.compile(r"\s*\[\[ ## [A-Za-z_]\w{0,63} ## \]\][ \t]*\n")
+
+
+def demo_pairs(messages: list[Message], start: int) -> bool:
+    """After the system messages, question/answer pairs (user, assistant) and a last question,
+    none of them with a tool call or result: a few-shot prompt's shape."""
+    body = messages[start - 1 :]
+    if len(body) % 2 == 0 or len(body) > 2 * _MAX_DEMOS + 1:
+        return False
+    for i, m in enumerate(body):
+        if _ROLE.get(m.role, m.role) != ("user" if i % 2 == 0 else "assistant"):
+            return False
+        if any(p.tool_call is not None or p.tool_result is not None for p in m.parts):
+            return False
+    return True
+
+
+def fields_prompt(messages: list[Message]) -> bool:
+    """Every message after the system ones is written in DSPy's ``[[ ## name ## ]]`` fields."""
+    body = [m for m in messages if _ROLE.get(m.role, m.role) != "system"]
+    return bool(body) and all(
+        _FIELD_MARK.match(next((p.text for p in m.parts if p.kind == "text" and p.text), ""))
+        for m in body
+    )
+
+
+def handoff_targets(answer: Message) -> frozenset[str]:
+    """The agents an answer's transfer calls name, casefolded: an identifier-like string argument
+    (``{"agent_name": "weather_agent"}``) or the name's tail after ``transfer_to_``."""
+    out: set[str] = set()
+    for p in answer.parts[:64]:
+        call = p.tool_call
+        if (
+            call is None
+            or not call.name
+            or not any(w in call.name.casefold() for w in _TRANSFER_WORDS)
+        ):
+            continue
+        name = call.name.casefold()
+        if name.startswith("transfer_to_") and name != "transfer_to_agent":
+            out.add(name.removeprefix("transfer_to_"))
+        if isinstance(call.arguments, dict):
+            out.update(
+                v.casefold()
+                for v in list(call.arguments.values())[:8]
+                if isinstance(v, str) and _AGENT_NAME.fullmatch(v)
+            )
+    return frozenset(out) if out else _NO_NAMES
+
+
+def names_agent(system_text: str, targets: frozenset[str]) -> bool:
+    """The system prompt names one of ``targets`` as a word of its own."""
+    return any(re.search(rf"(?<![\w-]){re.escape(t)}(?![\w-])", system_text) for t in targets)
+
+
+def start_len(messages: list[Message]) -> int:
+    """Where a history's opening ends: at its first non-system message, whose key identifies
+    the conversation when the rest was rewritten (a changed system prompt included)."""
+    for i, m in enumerate(messages):
+        if _ROLE.get(m.role, m.role) != "system":
+            return i + 1
+    return len(messages)
+
+
+def trajectory(messages: list[Message]) -> Fields | None:
+    """The fields of a request that is system messages and one user message written in
+    ``[[ ## name ## ]]`` fields (a re-rendered trajectory: DSPy), else ``None``."""
+    asked = [m for m in messages[:SCAN_OPENING] if _ROLE.get(m.role, m.role) != "system"]
+    if (
+        len(asked) != 1
+        or len(messages) > SCAN_OPENING
+        or _ROLE.get(asked[0].role, asked[0].role) != "user"
+    ):
+        return None
+    return fields_of("\n".join(p.text for p in asked[0].parts if p.kind == "text" and p.text))
