@@ -116,8 +116,6 @@ def _attempt(ex: Exchange) -> Attempt:
     return Attempt(sent, ended, retries)
 
 
-
-
 @dataclass(slots=True)
 class _Parked:
     """A quiet conversation whose latest turn's context was dropped (read again if it goes on)."""
@@ -155,7 +153,6 @@ def _inherit(poll: NormalisedRequest, polled: NormalisedRequest) -> None:
         dict(polled.params),
     )
     poll.tool_choice, poll.tool_choice_mode = polled.tool_choice, polled.tool_choice_mode
-
 
 
 class RunAnalyser:
