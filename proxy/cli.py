@@ -1,6 +1,6 @@
-"""``looptap record`` and ``looptap run``, registered with the core CLI through the
-``looptap.commands`` entry points. mitmproxy is imported only when a command runs, so the core's
-``looptap --help`` works in environments without it (the SDK and replay side)."""
+"""``looptap record`` and ``looptap run``: their handlers (declared in :mod:`cassettes.commands`,
+imported when one of them runs). mitmproxy is imported only when the recorder starts, so an
+environment without it says how to install it in one line (the SDK and replay side)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cassettes.providers import REVERSE_UPSTREAMS
 from proxy import messages
 
-__all__ = ["register_record", "register_run"]
+__all__ = ["cmd_record", "cmd_run", "summary_lines"]
 
 def _no_mitmproxy() -> str:
     from cassettes.hints import recorder_install_command
@@ -23,109 +22,6 @@ def _no_mitmproxy() -> str:
         f"error: the recorder needs mitmproxy, which is not installed in {sys.prefix}; install it "
         f"in its own environment (see docs/recorder.md): {command}; then run "
         f"{python.removesuffix('/python')}/looptap"
-    )
-
-
-def _common(p: argparse.ArgumentParser, output_required: bool = True) -> None:
-    p.add_argument(
-        "-o",
-        "--output",
-        required=output_required,
-        metavar="FILE",
-        help="cassette to record into; an existing cassette is replaced (said on stderr), any "
-        "other existing file refused unless --force; a link, a directory or a device is always "
-        "refused. -o +FILE appends to a cassette instead (as mitmproxy's -w +FILE), and the "
-        "summary then describes this run only"
-        + (
-            ""
-            if output_required
-            else "; with --inspect it may be left out: a new run-DATE-TIME.jsonl here"
-        ),
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="let -o replace an existing file that is not a looptap cassette",
-    )
-    p.add_argument(
-        "--port", type=int, default=0, help="first port to listen on (default: free ports)"
-    )
-    p.add_argument(
-        "--upstream",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="a reverse listener forwarding to URL (a local model server, a gateway …); the NAME "
-        f"of a built-in listener ({', '.join(REVERSE_UPSTREAMS)}) redirects it. Without it a "
-        "built-in listener forwards where the API's base-URL variable already points "
-        "(OPENAI_BASE_URL …, said at start), else to the vendor",
-    )
-    p.add_argument(
-        "--record-host",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="also record this host (glob) in forward-proxy mode",
-    )
-    p.add_argument(
-        "--ssl-insecure", action="store_true", help="do not verify upstream TLS certificates"
-    )
-    p.add_argument(
-        "--confdir", default="~/.mitmproxy", help="mitmproxy's configuration and CA directory"
-    )
-    p.add_argument("--fsync", action="store_true", help="fsync the cassette after every round trip")
-    p.add_argument(
-        "--redact-header",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="also redact this header's value (repeatable; also "
-        "[tool.looptap.redact] headers in ./pyproject.toml)",
-    )
-    p.add_argument(
-        "--redact-pattern",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="also redact whatever matches this regular expression (repeatable; also "
-        "[tool.looptap.redact] patterns)",
-    )
-    p.add_argument(
-        "--durable",
-        action="store_true",
-        help="hold the end of each response (over a WebSocket, the message that completes a turn) "
-        "until its round trip is in the cassette: even a SIGKILL of looptap then loses no round "
-        "trip the agent finished receiving (each response waits for the writer)",
-    )
-    p.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        metavar="SELECTOR:KIND",
-        help="answer chosen LLM requests with an API failure in the API's own format instead of "
-        "forwarding them (repeatable): 'request=2:rate_limit', 'p=0.2:overloaded', "
-        "'*:slow_first_byte=3'; live kinds: rate_limit, overloaded, server_error, context_length, "
-        "reset, slow_first_byte (docs/faults.md)",
-    )
-    p.add_argument(
-        "--fault-seed",
-        type=int,
-        default=0,
-        help="seed of the p= fault selectors (the same seed, the same faults)",
-    )
-    p.add_argument(
-        "--listen-host",
-        default="127.0.0.1",
-        metavar="HOST",
-        help="address the listeners bind (default 127.0.0.1, loopback only). Anything else exposes "
-        "the proxy, and the API keys passing through it, to other machines: a warning is printed",
-    )
-    p.add_argument(
-        "--ready-file",
-        metavar="PATH",
-        help="once listening, write PATH (JSON, mode 0600, atomically): the pid, the listeners' "
-        "ports and URLs, the proxy URL, the CA certificate, the environment the export lines give, "
-        "the cassette and looptap's version; removed when the recorder stops (docs/recorder.md)",
     )
 
 
@@ -726,79 +622,3 @@ async def _run_child(
         fork.status = await fork.stop()
 
 
-
-def register_record(sub: Any) -> None:
-    p = sub.add_parser(
-        "record",
-        help="run the recording proxy until Ctrl-C; prints the environment to export",
-        epilog="exit status: 0 every round trip was recorded; 2 the recorder could not start; 3 "
-        "some round trips could NOT be stored (counted and named on stderr). See docs/recorder.md",
-    )
-    _common(p)
-    p.set_defaults(func=cmd_record)
-
-
-def register_run(sub: Any) -> None:
-    p = sub.add_parser(
-        "run",
-        help="record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py",
-        epilog="exit status: the command's own status; if it succeeded but some round trips could "
-        "NOT be stored, 3 (they are counted and named on stderr whatever the status); 2 the "
-        "recorder could not start; 127 the command could not be started. See docs/recorder.md",
-    )
-    _common(p, output_required=False)
-    p.add_argument(
-        "--inspect",
-        action="store_true",
-        help="open the inspector on the run while it is recorded (the command's output goes to "
-        "OUTPUT.log, its stdin is /dev/null); looptap exits when the command has finished and the "
-        "inspector is closed (q). While the inspector is open, Ctrl-C goes to it, not to the "
-        "command",
-    )
-    p.add_argument(
-        "--from",
-        dest="from_run",
-        metavar="RUN@SELECTOR",
-        help="fork a recorded run: its prefix is served from RUN (nothing leaves the machine), "
-        "from the selected turn on (turn=2, seq=7, conversation=c2:turn=1; divergence: each "
-        "conversation from its first request that differs) requests go live and are recorded into "
-        "-o (docs/fork.md)",
-    )
-    p.add_argument(
-        "--model", help="with --from: the model of every request sent live (same API family)"
-    )
-    p.add_argument(
-        "--prefix",
-        choices=("strict", "tolerant"),
-        help="with --from: how the prefix is matched: strict (default: as replay, volatile spans "
-        "tolerated) or tolerant (a request that differs from its recorded turn only in tool "
-        "results is answered in position; every difference listed; docs/fork.md)",
-    )
-    p.add_argument(
-        "--no-volatile",
-        action="store_true",
-        help="with --from: the prefix's requests must equal the recorded ones as sent (no date, "
-        "id, temp path, cwd or port tolerated; docs/testing.md)",
-    )
-    from cassettes.matching import add_rule_flags
-
-    add_rule_flags(p, fork=True)
-    p.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        metavar="K",
-        help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) and "
-        "say per turn how the branches agree",
-    )
-    p.add_argument(
-        "--edit",
-        action="append",
-        default=[],
-        metavar="TARGET=@FILE",
-        help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every "
-        "request sent live; or continue=N: continue an answer cut at the token cap, the agent "
-        "handed one answer (repeatable; docs/fork.md)",
-    )
-    p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command to run, after --")
-    p.set_defaults(func=cmd_run)

@@ -1,7 +1,7 @@
 """``looptap index``, ``looptap query`` and ``looptap fleet``: the fleet commands (docs/fleet.md).
 
-Registered by the core's command table (``cassettes.cli.OWN_COMMANDS``); DuckDB (the ``fleet``
-extra) is imported only when one of them runs. What they print passes through the CLI's output
+Declared in :mod:`cassettes.commands`; DuckDB (the ``fleet`` extra) is imported only when one of
+them runs. What they print passes through the CLI's output
 guard, and each table cell is cleaned and clipped first (recorded text: a finding's message, a
 model name, a client's User-Agent).
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from cassettes.hints import count
 
-__all__ = ["register_fleet", "register_index", "register_query"]
+__all__ = ["cmd_fleet", "cmd_index", "cmd_query", "export_parquet", "index_dirs"]
 
 #: A table cell's width at most, in characters.
 CELL = 60
@@ -191,75 +191,6 @@ def _page(args: argparse.Namespace) -> int:
         s.file.write(page.encode())
     _say(f"wrote {args.output}")
     return 0
-
-
-def _output_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--fleet",
-        metavar="FLEET",
-        help="the index (default .looptap/fleet.duckdb) or a directory written by "
-        "looptap export --parquet",
-    )
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument(
-        "--json", dest="format", action="store_const", const="json", help="one object per row"
-    )
-    fmt.add_argument("--csv", dest="format", action="store_const", const="csv", help="CSV")
-    p.set_defaults(format="table")
-
-
-def register_index(sub: Any) -> None:
-    p = sub.add_parser(
-        "index",
-        help="index every run under directories into a DuckDB file (the fleet extra)",
-        description="Build or update the fleet index: runs, conversations, turns, findings and "
-        "tool calls of every run under the directories (docs/fleet.md). An unchanged run is not "
-        "read again; a changed one is updated; a removed one leaves.",
-    )
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="directories holding runs")
-    p.add_argument(
-        "-o",
-        "--output",
-        metavar="FLEET",
-        help="the index file (default .looptap/fleet.duckdb beside the first DIR)",
-    )
-    p.add_argument(
-        "--jobs", type=int, default=1, metavar="N", help="read runs in N processes (default 1)"
-    )
-    p.set_defaults(func=cmd_index)
-
-
-def register_query(sub: Any) -> None:
-    p = sub.add_parser(
-        "query",
-        help="run SQL over the fleet index (tables runs, conversations, turns, findings, "
-        "tool_calls)",
-    )
-    p.add_argument("sql", metavar="SQL", help="a DuckDB SQL query")
-    _output_options(p)
-    p.set_defaults(func=cmd_query)
-
-
-def register_fleet(sub: Any) -> None:
-    p = sub.add_parser("fleet", help="everyday questions of the fleet index (docs/fleet.md)")
-    qs = p.add_subparsers(dest="question", metavar="QUESTION", required=True)
-    q = qs.add_parser("findings", help="findings by code: how many, in how many runs, when")
-    q.add_argument("--since", metavar="REF|DATE", help="runs recorded since a date or a git ref")
-    q.add_argument("--new", action="store_true", help="only codes no run before --since had")
-    _output_options(q)
-    q = qs.add_parser("cost", help="cost and tokens by model, agent or day")
-    q.add_argument("--by", choices=("model", "agent", "day"), default="model")
-    _output_options(q)
-    q = qs.add_parser(
-        "failing-turns",
-        help="runs grouped by their first root-cause error and the turn's request shape",
-    )
-    _output_options(q)
-    q = qs.add_parser("page", help="the questions above as one web page (the html extra)")
-    q.add_argument("-o", "--output", default="fleet.html", help="default fleet.html")
-    q.add_argument("--force", action="store_true", help="replace an existing page")
-    q.add_argument("--fleet", metavar="FLEET", help="as for the questions")
-    p.set_defaults(func=cmd_fleet)
 
 
 def export_parquet(dirs: Sequence[str], out: Path, quiet: bool) -> int:

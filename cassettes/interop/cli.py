@@ -1,5 +1,5 @@
-"""``looptap export`` and ``looptap textconv`` (registered through the ``looptap.commands`` entry
-points). Errors become one line on stderr and a non-zero exit, in ``cassettes.cli.main``."""
+"""``looptap export`` and ``looptap textconv``: their handlers (declared in
+:mod:`cassettes.commands`). Errors become one line on stderr and a non-zero exit, in ``cassettes.cli.main``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import orjson
 from cassettes.errors import CassetteError, CassetteFormatError
 from cassettes.hints import count
 
-__all__ = ["cmd_export", "cmd_textconv", "register_export", "register_textconv"]
+__all__ = ["cmd_export", "cmd_textconv"]
 
 
 class ExportUsageError(CassetteError, ValueError):
@@ -199,86 +199,6 @@ def write_html_report(run: Any, target: Any, shown: str) -> str:
     return f"{turns} as a web page ({len(page) / 1024:,.0f} KB) → {shown}"
 
 
-def register_export(sub: Any) -> None:
-    p = sub.add_parser(
-        "export",
-        help="export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint), "
-        "HAR 1.2 or a web page",
-        description="Export a run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file) "
-        "for other tools: OpenTelemetry GenAI spans (one trace per conversation, one span per "
-        "round trip) for Phoenix, Langfuse or any OTLP collector, HAR 1.2 for browser devtools "
-        "and mitmweb, and one self-contained web page to share (looptap export --html RUN -o "
-        "run.html).",
-    )
-    p.add_argument(
-        "file",
-        help="a looptap cassette, a vcrpy cassette or a mitmproxy "
-        "flow file (told apart by content); with --parquet, a directory of runs",
-    )
-    p.add_argument("more", nargs="*", metavar="DIR", help="with --parquet: more directories")
-    p.add_argument(
-        "--parquet",
-        metavar="OUTDIR",
-        help="index the runs under the directories (looptap index) and write its tables as "
-        "Parquet partitioned by day under OUTDIR (docs/fleet.md; the fleet extra)",
-    )
-    p.add_argument(
-        "--otel",
-        metavar="OUT.json",
-        help="write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file format) to "
-        "this file ('-' = stdout)",
-    )
-    p.add_argument(
-        "--otel-endpoint",
-        metavar="URL",
-        help="POST the spans to this OTLP/HTTP endpoint (/v1/traces is appended unless present)",
-    )
-    p.add_argument(
-        "--otel-protocol",
-        choices=("protobuf", "json"),
-        default="protobuf",
-        help="OTLP/HTTP body encoding (default protobuf)",
-    )
-    p.add_argument(
-        "--otel-header",
-        action="append",
-        metavar="NAME=VALUE",
-        help="extra HTTP header for the endpoint (repeatable), e.g. authorization",
-    )
-    p.add_argument(
-        "--project",
-        help="Phoenix project to file the spans under (resource attribute "
-        "openinference.project.name)",
-    )
-    p.add_argument(
-        "--no-content",
-        action="store_true",
-        help="leave out message contents, system instructions and tool definitions",
-    )
-    p.add_argument("--har", metavar="OUT.har", help="write HAR 1.2 to this file ('-' = stdout)")
-    p.add_argument(
-        "--html",
-        action="store_true",
-        help="write the run as one self-contained web page (turns, messages, findings, growth "
-        "chart; needs the html extra) to -o, else to RUN.html in the current directory",
-    )
-    p.add_argument(
-        "-o",
-        "--output",
-        metavar="OUT.html",
-        help="where --html writes the page ('-' = stdout; default: the run's name as NAME.html "
-        "in the current directory)",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an existing --otel/--har/--html file (a "
-        "link, a directory or a device is always refused)",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
-    p.set_defaults(func=cmd_export)
-
-
 def cmd_textconv(args: argparse.Namespace) -> int:
     if args.install:
         return _install_textconv(Path(args.file or "."))
@@ -391,29 +311,3 @@ def _add_attribute(target: Any, line: str) -> bool:
         s.file.write(line.encode() + b"\n")
     return True
 
-
-def register_textconv(sub: Any) -> None:
-    p = sub.add_parser(
-        "textconv",
-        help="print a cassette as stable line-per-item text (a git diff driver)",
-        description="Print a cassette one item per line (turns, appended messages, response parts, "
-        "usage, findings; no timestamps; tool-call ids as <id:N>) so `git diff` shows what "
-        "changed. Register it in a repository with: looptap textconv --install",
-    )
-    p.add_argument(
-        "file",
-        nargs="?",
-        help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (with --install: the "
-        "repository, default .)",
-    )
-    p.add_argument(
-        "--raw-ids",
-        action="store_true",
-        help="print tool-call and response ids as recorded, not as <id:N>",
-    )
-    p.add_argument(
-        "--install",
-        action="store_true",
-        help="register the driver in the git repository here (.gitattributes and git config)",
-    )
-    p.set_defaults(func=cmd_textconv)

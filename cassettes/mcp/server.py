@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cassettes.mcp.query import Runs
 
-__all__ = ["build_server", "cmd_mcp", "parse_http", "register_mcp", "web_report_answer"]
+__all__ = ["build_server", "cmd_mcp", "parse_http", "web_report_answer"]
 
 INSTRUCTIONS = (
     "looptap recorded the HTTP traffic of an LLM agent into runs (cassettes). Each round trip is "
@@ -442,25 +442,3 @@ def parse_http(value: str) -> tuple[str, int]:
         )
     return _LOOPBACK[host], int(port)
 
-
-def register_mcp(sub: Any) -> None:
-    p = sub.add_parser(
-        "mcp",
-        help="serve recorded runs to a coding agent over MCP (read-only)",
-        description="A read-only MCP server over the runs under --root: list runs, summaries, "
-        "findings (root causes first), turns with E/A/C, search, token growth, diffs and a live "
-        "tail. stdio by default (what Claude Code, Codex and Cursor start); --http serves "
-        "streamable HTTP on loopback.",
-    )
-    p.add_argument(
-        "--root",
-        action="append",
-        metavar="DIR",
-        help="a directory of runs (repeatable; default: the current one)",
-    )
-    p.add_argument(
-        "--http",
-        metavar="HOST:PORT",
-        help="serve streamable HTTP on this loopback address instead of stdio",
-    )
-    p.set_defaults(func=cmd_mcp)

@@ -1,5 +1,5 @@
-"""``looptap replay`` and ``looptap diff``, registered through the ``looptap.commands`` entry
-points.
+"""``looptap replay``, ``diff``, ``compare`` and ``rules propose``: their handlers (declared in
+:mod:`cassettes.commands`).
 
 Errors are converted by the core CLI (one line, non-zero exit); these commands only add theirs.
 """
@@ -24,10 +24,6 @@ __all__ = [
     "cmd_replay",
     "cmd_rules_propose",
     "different_apis",
-    "register_compare",
-    "register_diff",
-    "register_replay",
-    "register_rules",
 ]
 
 
@@ -466,130 +462,6 @@ def different_apis(a: Any, b: Any) -> Any:
     )
 
 
-def register_replay(sub: Any) -> None:
-    p = sub.add_parser(
-        "replay", help="serve a cassette as a fake upstream; prints the environment to export"
-    )
-    p.add_argument(
-        "file",
-        help="the run to replay: a looptap cassette, a vcrpy cassette or a mitmproxy flow file",
-    )
-    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
-    p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
-    p.add_argument(
-        "--pace",
-        default="instant",
-        help="stream pace: recorded, instant (default) or xN (N times faster than recorded)",
-    )
-    p.add_argument(
-        "--strict",
-        action="store_true",
-        help="requests must come in recorded order, with the same API version headers; exit 1 if "
-        "any round trip was left unplayed",
-    )
-    p.add_argument(
-        "--no-volatile",
-        action="store_true",
-        help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
-        "home or loopback port tolerated (docs/testing.md)",
-    )
-    from cassettes.matching import add_rule_flags
-
-    add_rule_flags(p)
-    p.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        metavar="SELECTOR:KIND",
-        help="inject a fault in the API's own format (repeatable), e.g. 'turn=1:overloaded*2', "
-        "'p=0.2:rate_limit', 'seq=4:stream_cut=3', '*:slow_first_byte=5'; kinds: rate_limit, "
-        "overloaded, server_error, context_length, reset, slow_first_byte, stall, stream_cut, "
-        "error_event (docs/faults.md)",
-    )
-    p.add_argument(
-        "--fault-seed",
-        type=int,
-        default=0,
-        help="seed of the p= selectors (the same seed, the same faults)",
-    )
-    p.add_argument(
-        "--idle-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="close a connection idle this long between requests "
-        "or WebSocket frames (default 120; 0: never)",
-    )
-    p.add_argument(
-        "--read-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="a request head must arrive, and a body may pause, "
-        "at most this long (default 30; 0: no limit)",
-    )
-    p.add_argument(
-        "--cursor",
-        metavar="SELECTOR",
-        help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1; divergence: "
-        "each conversation from its first request that differs) requests go to --live upstreams "
-        "(docs/fork.md)",
-    )
-    p.add_argument(
-        "--live",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="with --cursor: where requests of that API go past the cursor (NAME as --upstream "
-        "names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)",
-    )
-    p.add_argument("--model", help="with --cursor: the model of every request sent live")
-    p.add_argument(
-        "--prefix",
-        choices=("strict", "tolerant"),
-        default="strict",
-        help="with --cursor: strict (default): a request before the cursor must match its recorded "
-        "turn (volatile spans tolerated); tolerant: one that differs only in tool results is "
-        "answered with its recorded turn, in position, the difference listed (docs/fork.md)",
-    )
-    # looptap run --from: the fork's plan (the cursor placed, the edits read, the live upstreams;
-    # where to write what was tolerated and what the client sent)
-    p.add_argument("--fork-plan", metavar="FILE", help=argparse.SUPPRESS)
-    p.add_argument(
-        "--edit",
-        action="append",
-        default=[],
-        metavar="TARGET=@FILE",
-        help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent "
-        "live (repeatable; docs/fork.md)",
-    )
-    p.set_defaults(func=cmd_replay)
-
-
-def register_rules(sub: Any) -> None:
-    p = sub.add_parser(
-        "rules",
-        help="matching rules: propose them from two recordings of the same agent (docs/testing.md)",
-    )
-    rsub = p.add_subparsers(dest="rules_command", metavar="{propose}")
-    rsub.required = True
-    q = rsub.add_parser(
-        "propose",
-        help="the rules that would make B's requests match A's (two runs of the same agent, e.g. "
-        "on two days): printed, never written",
-    )
-    q.add_argument(
-        "a",
-        help="the first run (a looptap cassette, a vcrpy cassette "
-        "or a mitmproxy flow file): the recording",
-    )
-    q.add_argument("b", help="the second run of the same agent (the same formats)")
-    q.add_argument(
-        "--json",
-        action="store_true",
-        help="the differences, the proposed rules and what still differs, as JSON",
-    )
-    q.set_defaults(func=cmd_rules_propose)
-
-
 def cmd_rules_propose(args: argparse.Namespace) -> int:
     """Exit 0: the proposed rules (and the built-in detectors) make the runs match; 1: a real
     divergence remains (listed); 2: a run could not be read."""
@@ -641,29 +513,6 @@ def cmd_rules_propose(args: argparse.Namespace) -> int:
     for line in proposal.toml().splitlines():
         print(clean_line(redactor.scrub(line)))
     return 0 if proposal.matches else 1
-
-
-def register_diff(sub: Any) -> None:
-    p = sub.add_parser(
-        "diff",
-        help="where two runs of an agent diverge, by conversation, "
-        "turn and layer (exit 1 if they do)",
-    )
-    p.add_argument(
-        "a", help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file)"
-    )
-    p.add_argument("b", help="the second run (the same formats)")
-    p.add_argument("--json", action="store_true", help="the divergences as JSON")
-    p.add_argument(
-        "--no-volatile",
-        action="store_true",
-        help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
-        "home or loopback port tolerated (docs/testing.md)",
-    )
-    from cassettes.matching import add_rule_flags
-
-    add_rule_flags(p, what="the requests")
-    p.set_defaults(func=cmd_diff)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -884,68 +733,3 @@ def _save_report(target: Any, doc: Any) -> None:
         + (" (the earlier comparison there replaced)" if replaced else "")
     )
 
-
-def register_compare(sub: Any) -> None:
-    p = sub.add_parser(
-        "compare",
-        help="send a run's recorded requests to a candidate model "
-        "(teacher-forced, K samples) and compare by layer",
-    )
-    p.add_argument("file", help="the recorded run")
-    p.add_argument("--model", help="the candidate model (default: the recorded one)")
-    p.add_argument(
-        "--upstream",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="where requests of that API go (default: the real API)",
-    )
-    p.add_argument(
-        "--samples",
-        type=int,
-        default=1,
-        metavar="K",
-        help="answers per recorded turn (agreement rates with K > 1)",
-    )
-    p.add_argument(
-        "--max-requests",
-        type=int,
-        metavar="N",
-        help="refuse (before sending) when more requests would be sent",
-    )
-    p.add_argument(
-        "--max-cost",
-        metavar="USD",
-        help="refuse (before sending) when the estimated cost (the candidate's own price on the "
-        "recorded usage) is higher",
-    )
-    p.add_argument(
-        "--allow-unknown-price",
-        action="store_true",
-        help="send under --max-cost although the candidate has no known price (the limit then "
-        "bounds the priced turns only)",
-    )
-    p.add_argument(
-        "--include-errors",
-        action="store_true",
-        help="also send the turns the recording shows failing (a "
-        "429, a 500, a transport error): skipped by default",
-    )
-    p.add_argument("--dry-run", action="store_true", help="list what would be sent; send nothing")
-    p.add_argument(
-        "--header",
-        action="append",
-        default=[],
-        metavar="'NAME: VALUE'",
-        help="a request header to send (credentials: a cassette holds none)",
-    )
-    p.add_argument("--json", action="store_true", help="the comparison as JSON")
-    p.add_argument(
-        "--report",
-        nargs="?",
-        const="",
-        metavar="FILE.json",
-        help="also save the comparison as JSON (default file: RUN.compare.json beside the run), "
-        "for looptap mcp's comparison tool",
-    )
-    p.set_defaults(func=cmd_compare)

@@ -67,9 +67,11 @@ def why(
     argv += [x for name, url in (upstream or {}).items() for x in ("--upstream", f"{name}={url}")]
     argv += ["--dry-run"] * dry_run + ["--resume"] * resume
     parser = argparse.ArgumentParser(prog="looptap")
-    from cassettes.why.cli import register_why, split_options
+    from cassettes.commands import declared
+    from cassettes.commands.registry import add_command
+    from cassettes.why.cli import split_options
 
-    register_why(parser.add_subparsers(dest="command"))
+    add_command(parser.add_subparsers(dest="command"), declared("why"))
     args = parser.parse_args(["why", *argv, "--", *command])
     split_options(args)
     return investigate(args)
