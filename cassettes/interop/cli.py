@@ -1,5 +1,6 @@
 """``looptap export`` and ``looptap textconv``: their handlers (declared in
-:mod:`cassettes.commands`). Errors become one line on stderr and a non-zero exit, in ``cassettes.cli.main``."""
+:mod:`cassettes.commands`). Errors become one line on stderr and a non-zero exit, in
+``cassettes.cli.main``."""
 
 from __future__ import annotations
 
