@@ -5,19 +5,19 @@ command runs); Textual is imported when the inspector starts.
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import stat
+import sys
+
+from cassettes.reading.run import cassette_of
+from cassettes.storage.store import being_written
+from cassettes.untrusted import clean_line
 
 __all__ = ["cmd_inspect"]
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    import errno
-    import os
-    import stat
-    import sys
-
-    from cassettes.storage.store import being_written
-    from cassettes.untrusted import clean_line
-
     live = bool(args.live)
     if not live:
         # A file that cannot be opened fails here, in one line, before the terminal UI starts
@@ -36,7 +36,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         # ``--live``: the user asked to see the run, and the run is not over yet.
         live = being_written(args.file)
 
-    from cassettes.reading.run import cassette_of
     from inspector.app import build_app
 
     # A vcrpy cassette or a mitmproxy flow file is opened as the other commands open it (told
@@ -45,4 +44,3 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         app = build_app(path, live=live, child_status=args.child_status)
         app.run()
     return 0
-

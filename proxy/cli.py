@@ -5,18 +5,36 @@ environment without it says how to install it in one line (the SDK and replay si
 from __future__ import annotations
 
 import argparse
+import asyncio
+import copy
+import importlib.util
 import os
+import shlex
+import shutil
 import sys
+import tempfile
+import time
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from cassettes.analysis import analyse
+from cassettes.errors import CassetteError, CassetteIOError
+from cassettes.hints import count, install_command, looptap_command, recorder_install_command
+from cassettes.reading.run import open_run
+from cassettes.replay.forking.fork import fork_inputs, parse_from, start_fork
+from cassettes.replay.forking.repeat import agreement, agreement_lines
+from cassettes.replay.serving.faults import FaultSpecError
+from cassettes.replay.testing.ready import check_ready_path
+from cassettes.storage.paths import UnsafePath, check_target, remove_if_same, same_path
+from cassettes.storage.store import is_cassette
+from cassettes.views.money import ESTIMATED_NOTE, money
 from proxy import messages
 
 __all__ = ["cmd_record", "cmd_run", "summary_lines"]
 
-def _no_mitmproxy() -> str:
-    from cassettes.hints import recorder_install_command
 
+def _no_mitmproxy() -> str:
     command, python = recorder_install_command()
     return (
         f"error: the recorder needs mitmproxy, which is not installed in {sys.prefix}; install it "
@@ -50,9 +68,6 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
     docs/reliability.md "Paths looptap writes"): the cassette, the ready file, the command's
     output log, ``--confdir``. The cassette's :class:`~cassettes.storage.paths.Target`; raises
     :class:`~cassettes.storage.paths.UnsafePath` or the launcher's ``RecorderError``."""
-    from cassettes.replay.testing.ready import check_ready_path
-    from cassettes.storage.paths import UnsafePath, check_target, same_path
-    from cassettes.storage.store import is_cassette
     from proxy.launcher import check_confdir
 
     path, append = _output(args.output)
@@ -105,9 +120,6 @@ def _check_fork_outputs(args: argparse.Namespace, outputs: list[tuple[str, Path 
     """A fork never writes what it reads: no output (``-o``, the ready file, the output log) may
     be the run ``--from`` names or an ``--edit`` file, as a name, a link or a hard link
     (:func:`~cassettes.storage.paths.same_path`: the same inode, or the same resolved path)."""
-    from cassettes.replay.forking.fork import fork_inputs
-    from cassettes.storage.paths import UnsafePath, same_path
-
     inputs = fork_inputs(args)
     for what, out in outputs:
         for i, src in enumerate(inputs):
@@ -123,8 +135,6 @@ def _prepare_output(target: Any, append: bool, fork: bool = False) -> int:
     """Replace an existing cassette (the checked file, and only while it is still that file),
     or count what is in it when appending (the summary describes this run only). Returns the
     number of round trips recorded before this run."""
-    from cassettes.storage.paths import remove_if_same
-
     path = target.path
     if target.replaces is None:
         return 0
@@ -134,8 +144,6 @@ def _prepare_output(target: Any, append: bool, fork: bool = False) -> int:
         return 0
     if not append:
         if st.st_size:
-            from cassettes.storage.store import is_cassette
-
             earlier = is_cassette(path)
             if remove_if_same(path, target.replaces):
                 if earlier:
@@ -149,7 +157,6 @@ def _prepare_output(target: Any, append: bool, fork: bool = False) -> int:
                         f"replacing {path} ({st.st_size:,} bytes, not a cassette; --force)"
                     )
         return 0
-    from cassettes.reading.run import open_run
 
     try:
         return len(open_run(path, whole=True, formats=("looptap",)))
@@ -161,7 +168,6 @@ def _config(args: argparse.Namespace) -> Any:
     from proxy.launcher import RecorderConfig
 
     if args.fault:
-        from cassettes.replay.serving.faults import FaultSpecError
         from proxy.faults import live_plan
 
         try:
@@ -203,8 +209,6 @@ def _warn_exposure(args: argparse.Namespace) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    import asyncio  # here, not at the top: `looptap --help` loads every command module
-
     messages.to_stderr()
     _warn_exposure(args)
     try:
@@ -213,7 +217,6 @@ def cmd_record(args: argparse.Namespace) -> int:
         messages.error(_no_mitmproxy())
         return 2
     config = _config(args)
-    from cassettes.errors import CassetteIOError
 
     try:
         target = _check_paths(args, config)
@@ -231,9 +234,6 @@ def cmd_record(args: argparse.Namespace) -> int:
 def summary_lines(path: Path, before: int = 0) -> list[str]:
     """``looptap run``'s closing summary of the run it recorded into ``path`` (of the round trips
     after the first ``before``, when it appended to an earlier recording)."""
-    from cassettes.analysis import analyse
-    from cassettes.reading.run import open_run
-
     try:
         if before:  # appended to an earlier recording: this run's round trips only, on their own
             recorded = open_run(path, whole=True, formats=("looptap",))
@@ -255,13 +255,6 @@ def summary_lines(path: Path, before: int = 0) -> list[str]:
 
 
 def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
-    import shlex
-    from decimal import Decimal
-
-    from cassettes.hints import looptap_command
-    from cassettes.views.money import ESTIMATED_NOTE, money
-    from cassettes.views.view import count
-
     by_layer = {
         layer: sum(1 for f in run.findings if f.layer == layer and f.severity.value != "info")
         for layer in "EAC"
@@ -294,8 +287,6 @@ def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
 def _default_output() -> str:
     """``--inspect`` without ``-o``: a new ``run-DATE-TIME.jsonl`` in the current directory (never
     an existing file)."""
-    import time
-
     stem = time.strftime("run-%Y%m%d-%H%M%S")
     name, n = f"{stem}.jsonl", 1
     while Path(name).exists() or Path(name + ".log").exists():
@@ -360,10 +351,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     first branch starts; every branch runs whatever the others did; the failed ones are listed,
     and only branches written and finished in this run are compared (never a file an earlier run
     left)."""
-    import copy
-
-    from cassettes.errors import CassetteError
-
     messages.to_stderr()
     out, append = _output(args.output)
     if append:
@@ -382,7 +369,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     except ImportError:
         messages.error(_no_mitmproxy())
         return 2
-    from cassettes.replay.forking.fork import start_fork
 
     try:
         for one in ones:
@@ -402,8 +388,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
         else:
             written += mine
     if failed:
-        from cassettes.hints import count
-
         messages.error(
             f"--repeat: {len(failed)} of {count(repeat, 'run')} "
             "failed, left out of the comparison: "
@@ -413,8 +397,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     if not written:
         messages.error("--repeat: no run finished: no branches to compare")
         return rc or 1
-    from cassettes.replay.forking.fork import parse_from
-    from cassettes.replay.forking.repeat import agreement, agreement_lines
 
     try:
         rows = agreement(parse_from(args.from_run).run, [str(b) for b in written])
@@ -430,20 +412,17 @@ def _inspect_viewer(config: Any) -> tuple[list[str], Path, Path] | str:
     """``--inspect``: the inspector's command line (following the recording), the file the
     command's output goes to, and where the recorder writes the command's exit status; or why
     the inspector cannot run here."""
-    import importlib.util
-
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return ("error: --inspect needs a terminal (stdin and stdout are not one); "
-                "record without it and open the cassette later with looptap inspect")
+        return (
+            "error: --inspect needs a terminal (stdin and stdout are not one); "
+            "record without it and open the cassette later with looptap inspect"
+        )
     if importlib.util.find_spec("textual") is None:
-        from cassettes.hints import install_command
-
         return (
             "error: --inspect needs the inspector in this environment: "
             f"{install_command('proxy', 'inspector')}"
         )
     child_log = Path(str(config.output) + ".log")
-    import tempfile
 
     status_dir = tempfile.mkdtemp(prefix="looptap-run-")
     child_status = Path(status_dir) / "exit-status"
@@ -478,8 +457,6 @@ def _fork_status(fork: Any, rc: int) -> int:
 def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> int:
     """One ``run`` (a fork with ``--from``); a fork's branch cassette, once begun, is added to
     ``written`` (``--repeat`` compares only the branches it wrote)."""
-    import asyncio  # here, not at the top: `looptap --help` loads every command module
-
     messages.to_stderr()
     argv = list(args.cmd)
     if argv and argv[0] == "--":
@@ -494,7 +471,6 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         return 2
     config = _config(args)
     _warn_exposure(args)
-    from cassettes.errors import CassetteError, CassetteIOError
 
     try:
         target = _check_paths(
@@ -533,8 +509,6 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         messages.error(f"error: {exc}")
         return 127
     if child_status is not None:
-        import shutil
-
         shutil.rmtree(child_status.parent, ignore_errors=True)
         messages.emit(f"the command exited with status {rc}")
     for line in summary_lines(config.output, before):
@@ -573,7 +547,6 @@ def _start_fork(args: argparse.Namespace, config: Any) -> Any:
     ``--from``); with edits, the recorder accepts the marks of this fork's replay server only."""
     if args.from_run is None:
         return None
-    from cassettes.replay.forking.fork import start_fork
 
     fork = start_fork(args)
     if fork.edits:
@@ -584,8 +557,6 @@ def _start_fork(args: argparse.Namespace, config: Any) -> Any:
 def _finish_fork(fork: Any, path: Path, rc: int) -> int:
     """The end of a fork's run: what the prefix tolerated added to the branch's record; the run's
     status, with the fork's (:func:`_fork_status`)."""
-    from cassettes.errors import CassetteIOError
-
     try:
         fork.finish(path)  # what the prefix tolerated, on the branch's record
     except (CassetteIOError, OSError) as exc:
@@ -620,5 +591,3 @@ async def _run_child(
         )
     finally:
         fork.status = await fork.stop()
-
-

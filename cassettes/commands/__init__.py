@@ -382,7 +382,7 @@ COMMANDS = (
                 "run), for looptap mcp's comparison tool",
             ),
         ),
-        run="cassettes.replay.cli:cmd_compare",
+        run="cassettes.replay.comparison:cmd_compare",
     ),
     Command(
         "diff",
@@ -404,7 +404,7 @@ COMMANDS = (
             ),
             Extend("cassettes.matching:add_rule_flags", what="the requests"),
         ),
-        run="cassettes.replay.cli:cmd_diff",
+        run="cassettes.replay.comparison:cmd_diff",
     ),
     Command(
         "export",
@@ -747,7 +747,7 @@ COMMANDS = (
                         help="the differences, the proposed rules and what still differs, as JSON",
                     ),
                 ),
-                run="cassettes.replay.cli:cmd_rules_propose",
+                run="cassettes.replay.comparison:cmd_rules_propose",
             ),
         ),
     ),

@@ -17,7 +17,25 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from cassettes.fleet import questions
+from cassettes.fleet.index import (
+    FLEET_NAME,
+    FleetError,
+    connect,
+    default_fleet,
+    duckdb_module,
+    parquet_dir,
+    parquet_views,
+    update,
+)
+from cassettes.fleet.index import export_parquet as write
 from cassettes.hints import count
+from cassettes.storage.paths import check_target, staged
+from cassettes.untrusted import clean_line
+from cassettes.views.htmlpage import render_fleet_html
+from cassettes.views.progress import reading_line
 
 __all__ = ["cmd_fleet", "cmd_index", "cmd_query", "export_parquet", "index_dirs"]
 
@@ -31,9 +49,6 @@ def _say(line: str) -> None:
 
 def index_dirs(dirs: Sequence[str], fleet: str | None, jobs: int) -> tuple[Any, Path]:
     """Update (or make) the index of ``dirs``: the open connection and where it is."""
-    from cassettes.fleet.index import connect, default_fleet, update
-    from cassettes.views.progress import reading_line
-
     paths = [Path(d) for d in dirs]
     db = Path(fleet) if fleet else default_fleet(paths[0])
     con = connect(db)
@@ -54,8 +69,6 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def _open(fleet: str | None) -> Any:
     """A read-only connection to the fleet: an index file, or a Parquet export's directory."""
-    from cassettes.fleet.index import FLEET_NAME, connect, duckdb_module, parquet_views
-
     where = Path(fleet) if fleet else FLEET_NAME
     if where.is_dir():
         con = duckdb_module().connect(":memory:")
@@ -65,8 +78,6 @@ def _open(fleet: str | None) -> Any:
 
 
 def _run(args: argparse.Namespace, sql: str, params: Sequence[object] = ()) -> int:
-    from cassettes.fleet.index import FleetError, duckdb_module
-
     con = _open(args.fleet)
     try:
         cur = con.execute(sql, list(params))
@@ -91,8 +102,6 @@ def _plain(v: Any) -> Any:
 
 def _print(names: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
     if fmt == "json":
-        import orjson
-
         out = sys.stdout.buffer
         for r in rows:
             out.write(
@@ -112,8 +121,6 @@ def _print(names: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
 
 
 def _table(names: list[str], rows: list[tuple[Any, ...]]) -> None:
-    from cassettes.untrusted import clean_line
-
     def cell(v: Any) -> str:
         s = "" if v is None else clean_line(str(_plain(v)))
         return s if len(s) <= CELL else s[: CELL - 1] + "…"
@@ -142,8 +149,6 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    from cassettes.fleet import questions
-
     if args.question == "findings":
         since = questions.since_time(args.since) if args.since else None
         sql, params = questions.findings(since, args.new)
@@ -158,12 +163,6 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
 def _page(args: argparse.Namespace) -> int:
     """``looptap fleet page``: the named questions on one web page (docs/fleet.md)."""
-    from cassettes.fleet import questions
-    from cassettes.fleet.index import FleetError, duckdb_module
-    from cassettes.storage.paths import check_target, staged
-    from cassettes.untrusted import clean_line
-    from cassettes.views.htmlpage import render_fleet_html
-
     target = check_target(args.output, "the page", force=args.force, hint="--force replaces it")
     con = _open(args.fleet)
     tables = []
@@ -196,9 +195,6 @@ def _page(args: argparse.Namespace) -> int:
 def export_parquet(dirs: Sequence[str], out: Path, quiet: bool) -> int:
     """``looptap export --parquet OUTDIR DIR...``: the index of ``dirs`` brought up to date (the
     default one, beside the first), then its tables written as Parquet under ``out``."""
-    from cassettes.fleet.index import export_parquet as write
-    from cassettes.fleet.index import parquet_dir
-
     parquet_dir(out)  # refused before anything is read
     con, _ = index_dirs(dirs, None, 1)
     try:

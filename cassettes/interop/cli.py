@@ -5,6 +5,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import stat
+import subprocess
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -12,8 +16,20 @@ from typing import Any
 
 import orjson
 
-from cassettes.errors import CassetteError, CassetteFormatError
+from cassettes.errors import CassetteError, CassetteFormatError, problem_lines
+from cassettes.fleet.cli import export_parquet
 from cassettes.hints import count
+from cassettes.interop.har import har_chunks
+from cassettes.interop.otel import iter_requests
+from cassettes.interop.otlp import send, traces_url
+from cassettes.interop.textconv import render
+from cassettes.reading.run import open_run
+from cassettes.recording.redact import Redactor
+from cassettes.storage.paths import UnsafePath, check_target, same_path, staged
+from cassettes.untrusted import SafeBinaryStream
+from cassettes.views.htmlpage import render_html
+from cassettes.views.progress import reading_line
+from cassettes.views.report import report_data
 
 __all__ = ["cmd_export", "cmd_textconv"]
 
@@ -26,8 +42,6 @@ def _export_target(path: str, args: argparse.Namespace, unnamed: bool = False) -
     """Where an export goes, checked before anything is read (storage/paths.py): ``None`` for
     stdout; the input itself, a link, a directory, a device, a FIFO or a socket is refused, and an
     existing file unless ``--force`` (an empty one of this user is taken)."""
-    from cassettes.storage.paths import UnsafePath, check_target, same_path
-
     if path == "-":
         return None
     if same_path(path, args.file):
@@ -45,9 +59,6 @@ def _write_chunks(target: Any, chunks: Iterable[bytes]) -> None:
     held whole): 0600 like the cassette, under a private name beside it and put in place whole
     when done (storage/paths.py); C1, bidi and zero-width characters in strings escaped (the same
     JSON value) for terminals."""
-    from cassettes.storage.paths import staged
-    from cassettes.untrusted import SafeBinaryStream
-
     if target is None:
         out = SafeBinaryStream(sys.stdout.buffer)
         for chunk in chunks:
@@ -85,8 +96,6 @@ def _html_output(args: argparse.Namespace) -> str | None:
 
 def _distinct_outputs(outputs: list[tuple[str, str]]) -> None:
     """Refuse two outputs (``(flag, path)``) that name one file."""
-    from cassettes.storage.paths import UnsafePath, same_path
-
     for i, (flag_a, a) in enumerate(outputs):
         for flag_b, b in outputs[i + 1 :]:
             if same_path(a, b):
@@ -95,8 +104,6 @@ def _distinct_outputs(outputs: list[tuple[str, str]]) -> None:
 
 def _otel_requests(run: Any, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """The run's OTLP export requests, a thousand round trips at a time."""
-    from cassettes.interop.otel import iter_requests
-
     return iter_requests(run, content=not args.no_content, project=args.project)
 
 
@@ -121,9 +128,6 @@ def _export_otel_file(run: Any, args: argparse.Namespace, target: Any) -> str:
 
 def _export_otel_endpoint(run: Any, args: argparse.Namespace, headers: dict[str, str]) -> str:
     """``--otel-endpoint``: the requests POSTed; what was sent, for the summary line."""
-    from cassettes.interop.otlp import send, traces_url
-    from cassettes.recording.redact import Redactor
-
     n = posts = status = 0
     for req in _otel_requests(run, args):
         n += _spans(req)
@@ -136,11 +140,7 @@ def _export_otel_endpoint(run: Any, args: argparse.Namespace, headers: dict[str,
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from cassettes.reading.run import open_run
-
     if args.parquet:
-        from cassettes.fleet.cli import export_parquet
-
         return export_parquet([args.file, *args.more], Path(args.parquet), args.quiet)
     if args.more:
         raise ExportUsageError("one run at a time (several directories only with --parquet)")
@@ -161,11 +161,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     otel_target = _export_target(args.otel, args) if args.otel else None
     har_target = _export_target(args.har, args) if args.har else None
     html_target = _export_target(html, args, unnamed=not args.output) if html else None
-    from cassettes.views.progress import reading_line
 
     with reading_line(Path(args.file).name) as progress:
         run = open_run(args.file, progress=progress)
-    from cassettes.errors import problem_lines
 
     for p in problem_lines(run.problems):
         print(f"looptap: warning: {args.file}: {p}", file=sys.stderr)
@@ -175,8 +173,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.otel_endpoint:
         said.append(_export_otel_endpoint(run, args, headers))
     if args.har:
-        from cassettes.interop.har import har_chunks
-
         _write_chunks(har_target, har_chunks(run))
         said.append(f"{count(len(run.exchanges), 'HAR entry', 'HAR entries')} → {args.har}")
     if html:
@@ -190,9 +186,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 def write_html_report(run: Any, target: Any, shown: str) -> str:
     """Write ``run`` as one self-contained web page (``looptap export --html``) to ``target``
     (``None``: stdout); what was written, for the summary line."""
-    from cassettes.views.htmlpage import render_html
-    from cassettes.views.report import report_data
-
     data = report_data(run)
     page = render_html(data).encode()
     _write_chunks(target, [page])
@@ -209,9 +202,6 @@ def cmd_textconv(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from cassettes.interop.textconv import render
-    from cassettes.reading.run import open_run
-    from cassettes.views.progress import reading_line
 
     path = Path(args.file)
     try:
@@ -233,9 +223,6 @@ def _install_textconv(repo: Path) -> int:
     """Register the driver in the git repository at ``repo``: the attribute for ``*.jsonl`` and
     ``diff.looptap.textconv`` pointing at this interpreter (absolute), so it works whichever
     environment looptap is installed in and whatever is on git's PATH."""
-    import shlex
-    import subprocess
-
     try:
         top = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--show-toplevel"],
@@ -250,7 +237,6 @@ def _install_textconv(repo: Path) -> int:
         print(f"looptap textconv: error: {repo} is not inside a git repository", file=sys.stderr)
         return 2
     root = Path(top.stdout.strip())
-    from cassettes.storage.paths import UnsafePath, check_target
 
     attrs = root / ".gitattributes"
     try:
@@ -286,11 +272,6 @@ def _add_attribute(target: Any, line: str) -> bool:
     whole under a private name beside it and renamed into place (its mode kept), so a crash never
     leaves half of it, and a link put at its name is never followed (storage/paths.py). Whether
     the line was added."""
-    import os
-    import stat
-
-    from cassettes.storage.paths import staged
-
     path = target.path
     old = b""
     mode = 0o644
@@ -311,4 +292,3 @@ def _add_attribute(target: Any, line: str) -> bool:
             s.file.write(b"\n")
         s.file.write(line.encode() + b"\n")
     return True
-

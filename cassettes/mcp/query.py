@@ -512,7 +512,7 @@ class Runs:
         layer = layer_of(layer)
         (apath, a), (_, b) = self.open(run_a), self.open(run_b)
 
-        from cassettes.replay.cli import different_apis
+        from cassettes.replay.comparison import different_apis
 
         unrelated = different_apis(a, b)  # the CLI's rule: runs on different APIs, one divergence
         divs = (

@@ -10,15 +10,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+import orjson
+
 from cassettes.commands import WHY_OPTIONS
 from cassettes.commands.registry import add_args
+from cassettes.untrusted import clean_line
+from cassettes.why.investigation import Refused, investigate
 
 __all__ = ["cmd_why", "split_options"]
 
 
 def _err(msg: str) -> None:
-    from cassettes.untrusted import clean_line
-
     print(clean_line(f"looptap why: {msg}"), file=sys.stderr, flush=True)
 
 
@@ -39,10 +41,6 @@ def split_options(args: argparse.Namespace) -> None:
 
 
 def cmd_why(args: argparse.Namespace) -> int:
-    import orjson
-
-    from cassettes.why.investigation import Refused, investigate
-
     split_options(args)
     try:
         result = investigate(args)
