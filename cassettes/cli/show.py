@@ -1,4 +1,4 @@
-"""``looptap show`` and ``looptap demo``: a run printed, one summary per round trip (or one
+"""``looptap show``: a run printed, one summary per round trip (or one
 JSON object per line), then its analysis. The registry imports this module under
 :func:`cassettes.cli.loading` (the collector paused, then frozen): the run's reader, the analysis,
 the views and every provider adapter load here, at the top.
@@ -16,10 +16,8 @@ import orjson
 
 from cassettes import providers
 from cassettes.cli.showfilter import show_filter
-from cassettes.demo import run_demo
 from cassettes.errors import problem_lines
 from cassettes.hints import count
-from cassettes.matching import report_lines
 from cassettes.reading.branch import branch_line, branch_origin, fork_notes
 from cassettes.reading.run import open_run
 from cassettes.reading.shown import show_pairs
@@ -28,7 +26,7 @@ from cassettes.views import roundtrip_object  # noqa: F401 - show_pairs' (loaded
 from cassettes.views.progress import reading_line
 from cassettes.views.view import GrowthRows, analysis_lines, summary_lines
 
-__all__ = ["cmd_demo", "cmd_show"]
+__all__ = ["cmd_show"]
 
 EXIT_OK = 0
 
@@ -115,6 +113,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _prefix_lines(path: Path, origin: dict[str, Any]) -> list[str]:
     """``show``'s lines for what a branch's prefix tolerated (recorded text: the caller cleans
     them)."""
+    # only a fork's branch has a prefix: a plain run's show loads no matching rules
+    from cassettes.matching import report_lines
+
     notes = fork_notes(path)["tolerated"]
     if not notes:
         return []
@@ -137,11 +138,3 @@ def _print_lines(lines: Iterable[str]) -> None:
             chunk = []
     if chunk:
         out.write("\n".join(chunk) + "\n")
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    """Record the bundled example agent through the proxy, offline, and show the run (the
-    README's first command); without the recorder installed, show the bundled recording."""
-    return run_demo(
-        Path(args.output), lambda path: cmd_show(argparse.Namespace(file=str(path), json=False))
-    )

@@ -317,7 +317,8 @@ COMMANDS = (
                 help="where to write the demo cassette",
             ),
         ),
-        run="cassettes.cli.show:cmd_demo",
+        run="cassettes.cli.demo:cmd_demo",
+        loading=True,
     ),
     Command(
         "compare",
