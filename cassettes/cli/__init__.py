@@ -13,6 +13,9 @@ traceback for bad input.
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -109,9 +112,6 @@ def tune_gc() -> None:
     memory the process gives back by ending. ``gc.freeze`` runs from ``atexit``, so only when the
     process ends (a test calling :func:`main` keeps its collector until then); the exit handlers
     still run, and files are closed by their ``with`` blocks, not by the collector."""
-    import atexit
-    import gc
-
     gc.set_threshold(*GC_THRESHOLDS)
     atexit.unregister(gc.freeze)  # once, however often main() runs in one process
     atexit.register(gc.freeze)
@@ -147,8 +147,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         # The reader went away (``looptap show … | head``): not an error. Point stdout at
         # /dev/null so the interpreter's final flush does not complain.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except OSError as exc:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cassettes.errors import CassetteError
 from cassettes.hints import count
-from cassettes.interop.traces import runs_in, sniff
+from cassettes.interop.traces import import_runs, runs_in, sniff
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.paths import Target, UnsafePath, check_target, staged
@@ -203,8 +203,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     for src, targets in _grouped(planned):
         try:
             if src in runs:
-                from cassettes.interop.traces import import_runs
-
                 lines = import_runs(src, runs[src][0], targets)
             else:
                 lines = [_import_one(src, targets[0])]

@@ -8,6 +8,7 @@ through the ``looptap.commands`` entry points (:func:`add_installed`).
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -93,8 +94,6 @@ def loading() -> Iterator[None]:
     them again; frozen, they are left out of every later collection. A process that runs
     :func:`main` again (the tests) freezes nothing more, so what its earlier work left stays
     collectable. As :func:`tune_gc`: for the command line, never for library callers."""
-    import gc
-
     enabled = gc.isenabled()
     gc.disable()
     try:
