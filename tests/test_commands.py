@@ -43,9 +43,9 @@ def test_a_command_whose_module_is_not_installed_is_listed_and_refused_in_one_li
 ) -> None:
     missing = Command(
         "gone",
-        help="a command of a package not installed here",
+        "a command of a package not installed here",
+        Arg("--flag", action="store_true"),
         run="looptap_no_such_package.cli:cmd_gone",
-        args=(Arg("--flag", action="store_true"),),
     )
     parser = argparse.ArgumentParser(prog="looptap")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -18,8 +18,8 @@ _FLEET_OUTPUT = (
     Arg(
         "--fleet",
         metavar="FLEET",
-        help="the index (default .looptap/fleet.duckdb) or a directory written by "
-        "looptap export --parquet",
+        help="the index (default .looptap/fleet.duckdb) or a directory written by looptap export "
+        "--parquet",
     ),
     Exclusive(
         (
@@ -48,8 +48,8 @@ WHY_OPTIONS = (
     Arg(
         "--check",
         metavar="CMD",
-        help="failed means: this shell command, run after "
-        "the agent, exits with a status other than 0",
+        help="failed means: this shell command, run after the agent, exits with a status other "
+        "than 0",
     ),
     Arg(
         "--finding",
@@ -71,8 +71,8 @@ WHY_OPTIONS = (
         "-o",
         "--output",
         metavar="DIR",
-        help="where the branches and why.json go (a new directory, "
-        "or an earlier why of this run with --resume)",
+        help="where the branches and why.json go (a new directory, or an earlier why of this run "
+        "with --resume)",
     ),
     Arg(
         "--resume",
@@ -184,8 +184,8 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
             action="append",
             default=[],
             metavar="NAME",
-            help="also redact this header's value (repeatable; also "
-            "[tool.looptap.redact] headers in ./pyproject.toml)",
+            help="also redact this header's value (repeatable; also [tool.looptap.redact] headers "
+            "in ./pyproject.toml)",
         ),
         Arg(
             "--redact-pattern",
@@ -241,512 +241,474 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
 COMMANDS = (
     Command(
         "show",
-        help="print a run: one summary per round trip (or --json, one object per line)",
-        args=(
-            Arg(
-                "file",
-                help="a looptap cassette, a vcrpy cassette or a mitmproxy "
-                "flow file (told apart by content)",
-            ),
-            Arg(
-                "--json",
-                action="store_true",
-                help="one JSON object per round trip (schema looptap.roundtrip/1)",
-            ),
-            Arg(
-                "--conversation",
-                metavar="ID",
-                help="only this conversation's round trips and findings (c1, c2, …)",
-            ),
-            Arg(
-                "--turn",
-                type=int,
-                metavar="N",
-                help="only turn N (0-based) of each conversation shown",
-            ),
-            Arg(
-                "--layer",
-                choices=("E", "A", "C"),
-                help="only round trips with a finding of this layer, and those findings",
-            ),
-            Arg(
-                "--severity",
-                choices=("error", "warning", "info"),
-                help="only round trips with a finding at least this severe, and those findings",
-            ),
-            Arg(
-                "--no-cache",
-                action="store_true",
-                help="analyse the run afresh and keep nothing (as LOOPTAP_NO_CACHE=1; "
-                "docs/kept-analysis.md)",
-            ),
+        "print a run: one summary per round trip (or --json, one object per line)",
+        Arg(
+            "file",
+            help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by "
+            "content)",
+        ),
+        Arg(
+            "--json",
+            action="store_true",
+            help="one JSON object per round trip (schema looptap.roundtrip/1)",
+        ),
+        Arg(
+            "--conversation",
+            metavar="ID",
+            help="only this conversation's round trips and findings (c1, c2, …)",
+        ),
+        Arg(
+            "--turn",
+            type=int,
+            metavar="N",
+            help="only turn N (0-based) of each conversation shown",
+        ),
+        Arg(
+            "--layer",
+            choices=("E", "A", "C"),
+            help="only round trips with a finding of this layer, and those findings",
+        ),
+        Arg(
+            "--severity",
+            choices=("error", "warning", "info"),
+            help="only round trips with a finding at least this severe, and those findings",
+        ),
+        Arg(
+            "--no-cache",
+            action="store_true",
+            help="analyse the run afresh and keep nothing (as LOOPTAP_NO_CACHE=1; "
+            "docs/kept-analysis.md)",
         ),
         run="cassettes.cli.show:cmd_show",
         loading=True,
     ),
     Command(
         "import",
-        help="import vcrpy / pytest-recording YAML cassettes and mitmproxy flow files",
-        args=(
-            Arg(
-                "inputs",
-                nargs="+",
-                help="vcrpy cassettes or mitmproxy flow files (mitmdump -w), or directories of "
-                "them (*.yaml, *.yml, *.mitm, *.flow, *.flows)",
-            ),
-            Arg(
-                "-o",
-                "--output",
-                help="output cassette (one input; default: the input's name as .jsonl in the "
-                "current directory) or directory (several inputs or a directory; default: the "
-                "current directory)",
-            ),
-            Arg("-f", "--force", action="store_true", help="replace existing output files"),
-            Arg("-q", "--quiet", action="store_true", help="print nothing on success"),
+        "import vcrpy / pytest-recording YAML cassettes and mitmproxy flow files",
+        Arg(
+            "inputs",
+            nargs="+",
+            help="vcrpy cassettes or mitmproxy flow files (mitmdump -w), or directories of them "
+            "(*.yaml, *.yml, *.mitm, *.flow, *.flows)",
         ),
+        Arg(
+            "-o",
+            "--output",
+            help="output cassette (one input; default: the input's name as .jsonl in the current "
+            "directory) or directory (several inputs or a directory; default: the current "
+            "directory)",
+        ),
+        Arg("-f", "--force", action="store_true", help="replace existing output files"),
+        Arg("-q", "--quiet", action="store_true", help="print nothing on success"),
         run="cassettes.cli.importer:cmd_import",
     ),
     Command(
         "demo",
-        help="record the bundled example agent through the proxy (offline) and show the run",
-        args=(
-            Arg(
-                "-o",
-                "--output",
-                default="looptap-demo.jsonl",
-                help="where to write the demo cassette",
-            ),
+        "record the bundled example agent through the proxy (offline) and show the run",
+        Arg(
+            "-o",
+            "--output",
+            default="looptap-demo.jsonl",
+            help="where to write the demo cassette",
         ),
         run="cassettes.cli.demo:cmd_demo",
         loading=True,
     ),
     Command(
         "compare",
-        help="send a run's recorded requests to a candidate model "
-        "(teacher-forced, K samples) and compare by layer",
-        args=(
-            Arg("file", help="the recorded run"),
-            Arg("--model", help="the candidate model (default: the recorded one)"),
-            Arg(
-                "--upstream",
-                action="append",
-                default=[],
-                metavar="NAME=URL",
-                help="where requests of that API go (default: the real API)",
-            ),
-            Arg(
-                "--samples",
-                type=int,
-                default=1,
-                metavar="K",
-                help="answers per recorded turn (agreement rates with K > 1)",
-            ),
-            Arg(
-                "--max-requests",
-                type=int,
-                metavar="N",
-                help="refuse (before sending) when more requests would be sent",
-            ),
-            Arg(
-                "--max-cost",
-                metavar="USD",
-                help="refuse (before sending) when the estimated cost (the candidate's own price "
-                "on the recorded usage) is higher",
-            ),
-            Arg(
-                "--allow-unknown-price",
-                action="store_true",
-                help="send under --max-cost although the candidate has no known price (the limit "
-                "then bounds the priced turns only)",
-            ),
-            Arg(
-                "--include-errors",
-                action="store_true",
-                help="also send the turns the recording shows failing (a "
-                "429, a 500, a transport error): skipped by default",
-            ),
-            Arg("--dry-run", action="store_true", help="list what would be sent; send nothing"),
-            Arg(
-                "--header",
-                action="append",
-                default=[],
-                metavar="'NAME: VALUE'",
-                help="a request header to send (credentials: a cassette holds none)",
-            ),
-            Arg("--json", action="store_true", help="the comparison as JSON"),
-            Arg(
-                "--report",
-                nargs="?",
-                const="",
-                metavar="FILE.json",
-                help="also save the comparison as JSON (default file: RUN.compare.json beside the "
-                "run), for looptap mcp's comparison tool",
-            ),
+        "send a run's recorded requests to a candidate model (teacher-forced, K samples) and "
+        "compare by layer",
+        Arg("file", help="the recorded run"),
+        Arg("--model", help="the candidate model (default: the recorded one)"),
+        Arg(
+            "--upstream",
+            action="append",
+            default=[],
+            metavar="NAME=URL",
+            help="where requests of that API go (default: the real API)",
+        ),
+        Arg(
+            "--samples",
+            type=int,
+            default=1,
+            metavar="K",
+            help="answers per recorded turn (agreement rates with K > 1)",
+        ),
+        Arg(
+            "--max-requests",
+            type=int,
+            metavar="N",
+            help="refuse (before sending) when more requests would be sent",
+        ),
+        Arg(
+            "--max-cost",
+            metavar="USD",
+            help="refuse (before sending) when the estimated cost (the candidate's own price on "
+            "the recorded usage) is higher",
+        ),
+        Arg(
+            "--allow-unknown-price",
+            action="store_true",
+            help="send under --max-cost although the candidate has no known price (the limit then "
+            "bounds the priced turns only)",
+        ),
+        Arg(
+            "--include-errors",
+            action="store_true",
+            help="also send the turns the recording shows failing (a 429, a 500, a transport "
+            "error): skipped by default",
+        ),
+        Arg("--dry-run", action="store_true", help="list what would be sent; send nothing"),
+        Arg(
+            "--header",
+            action="append",
+            default=[],
+            metavar="'NAME: VALUE'",
+            help="a request header to send (credentials: a cassette holds none)",
+        ),
+        Arg("--json", action="store_true", help="the comparison as JSON"),
+        Arg(
+            "--report",
+            nargs="?",
+            const="",
+            metavar="FILE.json",
+            help="also save the comparison as JSON (default file: RUN.compare.json beside the "
+            "run), for looptap mcp's comparison tool",
         ),
         run="cassettes.replay.comparison:cmd_compare",
     ),
     Command(
         "diff",
-        help="where two runs of an agent diverge, by conversation, "
-        "turn and layer (exit 1 if they do)",
-        args=(
-            Arg(
-                "a",
-                help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow "
-                "file)",
-            ),
-            Arg("b", help="the second run (the same formats)"),
-            Arg("--json", action="store_true", help="the divergences as JSON"),
-            Arg(
-                "--no-volatile",
-                action="store_true",
-                help="compare the requests' text as sent: no date, clock, duration, id, temp "
-                "path, cwd, home or loopback port tolerated (docs/testing.md)",
-            ),
-            Extend("cassettes.matching:add_rule_flags", what="the requests"),
+        "where two runs of an agent diverge, by conversation, turn and layer (exit 1 if they do)",
+        Arg(
+            "a",
+            help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file)",
         ),
+        Arg("b", help="the second run (the same formats)"),
+        Arg("--json", action="store_true", help="the divergences as JSON"),
+        Arg(
+            "--no-volatile",
+            action="store_true",
+            help="compare the requests' text as sent: no date, clock, duration, id, temp path, "
+            "cwd, home or loopback port tolerated (docs/testing.md)",
+        ),
+        Extend("cassettes.matching:add_rule_flags", what="the requests"),
         run="cassettes.replay.comparison:cmd_diff",
     ),
     Command(
         "export",
-        help="export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint), "
-        "HAR 1.2 or a web page",
+        "export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint), HAR 1.2 "
+        "or a web page",
+        Arg(
+            "file",
+            help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by "
+            "content); with --parquet, a directory of runs",
+        ),
+        Arg("more", nargs="*", metavar="DIR", help="with --parquet: more directories"),
+        Arg(
+            "--parquet",
+            metavar="OUTDIR",
+            help="index the runs under the directories (looptap index) and write its tables as "
+            "Parquet partitioned by day under OUTDIR (docs/fleet.md; the fleet extra)",
+        ),
+        Arg(
+            "--otel",
+            metavar="OUT.json",
+            help="write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file format) "
+            "to this file ('-' = stdout)",
+        ),
+        Arg(
+            "--otel-endpoint",
+            metavar="URL",
+            help="POST the spans to this OTLP/HTTP endpoint (/v1/traces is appended unless "
+            "present)",
+        ),
+        Arg(
+            "--otel-protocol",
+            choices=("protobuf", "json"),
+            default="protobuf",
+            help="OTLP/HTTP body encoding (default protobuf)",
+        ),
+        Arg(
+            "--otel-header",
+            action="append",
+            metavar="NAME=VALUE",
+            help="extra HTTP header for the endpoint (repeatable), e.g. authorization",
+        ),
+        Arg(
+            "--project",
+            help="Phoenix project to file the spans under (resource attribute "
+            "openinference.project.name)",
+        ),
+        Arg(
+            "--no-content",
+            action="store_true",
+            help="leave out message contents, system instructions and tool definitions",
+        ),
+        Arg("--har", metavar="OUT.har", help="write HAR 1.2 to this file ('-' = stdout)"),
+        Arg(
+            "--html",
+            action="store_true",
+            help="write the run as one self-contained web page (turns, messages, findings, growth "
+            "chart; needs the html extra) to -o, else to RUN.html in the current directory",
+        ),
+        Arg(
+            "-o",
+            "--output",
+            metavar="OUT.html",
+            help="where --html writes the page ('-' = stdout; default: the run's name as NAME.html "
+            "in the current directory)",
+        ),
+        Arg(
+            "--force",
+            action="store_true",
+            help="replace an existing --otel/--har/--html file (a link, a directory or a device is "
+            "always refused)",
+        ),
+        Arg("-q", "--quiet", action="store_true", help="print nothing on success"),
+        run="cassettes.interop.cli:cmd_export",
         description="Export a run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file) "
         "for other tools: OpenTelemetry GenAI spans (one trace per conversation, one span per "
-        "round trip) for Phoenix, Langfuse or any OTLP collector, HAR 1.2 for browser devtools "
-        "and mitmweb, and one self-contained web page to share (looptap export --html RUN -o "
+        "round trip) for Phoenix, Langfuse or any OTLP collector, HAR 1.2 for browser devtools and "
+        "mitmweb, and one self-contained web page to share (looptap export --html RUN -o "
         "run.html).",
-        args=(
-            Arg(
-                "file",
-                help="a looptap cassette, a vcrpy cassette or a mitmproxy "
-                "flow file (told apart by content); with --parquet, a directory of runs",
-            ),
-            Arg("more", nargs="*", metavar="DIR", help="with --parquet: more directories"),
-            Arg(
-                "--parquet",
-                metavar="OUTDIR",
-                help="index the runs under the directories (looptap index) and write its tables as "
-                "Parquet partitioned by day under OUTDIR (docs/fleet.md; the fleet extra)",
-            ),
-            Arg(
-                "--otel",
-                metavar="OUT.json",
-                help="write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file "
-                "format) to this file ('-' = stdout)",
-            ),
-            Arg(
-                "--otel-endpoint",
-                metavar="URL",
-                help="POST the spans to this OTLP/HTTP endpoint (/v1/traces is appended unless "
-                "present)",
-            ),
-            Arg(
-                "--otel-protocol",
-                choices=("protobuf", "json"),
-                default="protobuf",
-                help="OTLP/HTTP body encoding (default protobuf)",
-            ),
-            Arg(
-                "--otel-header",
-                action="append",
-                metavar="NAME=VALUE",
-                help="extra HTTP header for the endpoint (repeatable), e.g. authorization",
-            ),
-            Arg(
-                "--project",
-                help="Phoenix project to file the spans under (resource attribute "
-                "openinference.project.name)",
-            ),
-            Arg(
-                "--no-content",
-                action="store_true",
-                help="leave out message contents, system instructions and tool definitions",
-            ),
-            Arg("--har", metavar="OUT.har", help="write HAR 1.2 to this file ('-' = stdout)"),
-            Arg(
-                "--html",
-                action="store_true",
-                help="write the run as one self-contained web page (turns, messages, findings, "
-                "growth chart; needs the html extra) to -o, else to RUN.html in the current "
-                "directory",
-            ),
-            Arg(
-                "-o",
-                "--output",
-                metavar="OUT.html",
-                help="where --html writes the page ('-' = stdout; default: the run's name as "
-                "NAME.html in the current directory)",
-            ),
-            Arg(
-                "--force",
-                action="store_true",
-                help="replace an existing --otel/--har/--html file (a "
-                "link, a directory or a device is always refused)",
-            ),
-            Arg("-q", "--quiet", action="store_true", help="print nothing on success"),
-        ),
-        run="cassettes.interop.cli:cmd_export",
     ),
     Command(
         "fleet",
-        help="everyday questions of the fleet index (docs/fleet.md)",
+        "everyday questions of the fleet index (docs/fleet.md)",
         run="cassettes.fleet.cli:cmd_fleet",
         subparsers={"dest": "question", "metavar": "QUESTION", "required": True},
         subcommands=(
             Command(
                 "findings",
-                help="findings by code: how many, in how many runs, when",
-                args=(
-                    Arg(
-                        "--since",
-                        metavar="REF|DATE",
-                        help="runs recorded since a date or a git ref",
-                    ),
-                    Arg("--new", action="store_true", help="only codes no run before --since had"),
-                    *_FLEET_OUTPUT,
+                "findings by code: how many, in how many runs, when",
+                Arg(
+                    "--since",
+                    metavar="REF|DATE",
+                    help="runs recorded since a date or a git ref",
                 ),
+                Arg("--new", action="store_true", help="only codes no run before --since had"),
+                *_FLEET_OUTPUT,
                 defaults=_TABLE,
             ),
             Command(
                 "cost",
-                help="cost and tokens by model, agent or day",
-                args=(
-                    Arg("--by", choices=("model", "agent", "day"), default="model"),
-                    *_FLEET_OUTPUT,
-                ),
+                "cost and tokens by model, agent or day",
+                Arg("--by", choices=("model", "agent", "day"), default="model"),
+                *_FLEET_OUTPUT,
                 defaults=_TABLE,
             ),
             Command(
                 "failing-turns",
-                help="runs grouped by their first root-cause error and the turn's request shape",
-                args=(*_FLEET_OUTPUT,),
+                "runs grouped by their first root-cause error and the turn's request shape",
+                *_FLEET_OUTPUT,
                 defaults=_TABLE,
             ),
             Command(
                 "page",
-                help="the questions above as one web page (the html extra)",
-                args=(
-                    Arg("-o", "--output", default="fleet.html", help="default fleet.html"),
-                    Arg("--force", action="store_true", help="replace an existing page"),
-                    Arg("--fleet", metavar="FLEET", help="as for the questions"),
-                ),
+                "the questions above as one web page (the html extra)",
+                Arg("-o", "--output", default="fleet.html", help="default fleet.html"),
+                Arg("--force", action="store_true", help="replace an existing page"),
+                Arg("--fleet", metavar="FLEET", help="as for the questions"),
             ),
         ),
     ),
     Command(
         "index",
-        help="index every run under directories into a DuckDB file (the fleet extra)",
+        "index every run under directories into a DuckDB file (the fleet extra)",
+        Arg("dirs", nargs="+", metavar="DIR", help="directories holding runs"),
+        Arg(
+            "-o",
+            "--output",
+            metavar="FLEET",
+            help="the index file (default .looptap/fleet.duckdb beside the first DIR)",
+        ),
+        Arg(
+            "--jobs",
+            type=int,
+            default=1,
+            metavar="N",
+            help="read runs in N processes (default 1)",
+        ),
+        run="cassettes.fleet.cli:cmd_index",
         description="Build or update the fleet index: runs, conversations, turns, findings and "
         "tool calls of every run under the directories (docs/fleet.md). An unchanged run is not "
         "read again; a changed one is updated; a removed one leaves.",
-        args=(
-            Arg("dirs", nargs="+", metavar="DIR", help="directories holding runs"),
-            Arg(
-                "-o",
-                "--output",
-                metavar="FLEET",
-                help="the index file (default .looptap/fleet.duckdb beside the first DIR)",
-            ),
-            Arg(
-                "--jobs",
-                type=int,
-                default=1,
-                metavar="N",
-                help="read runs in N processes (default 1)",
-            ),
-        ),
-        run="cassettes.fleet.cli:cmd_index",
     ),
     Command(
         "inspect",
-        help="step through a run in a terminal UI: turns, E/A/C "
-        "layers, findings, token-cost growth, playback",
-        description="Open a run in the inspector (a looptap cassette; a vcrpy cassette or a "
-        "mitmproxy flow file is imported on the fly). Press ? inside it for the key bindings.",
-        args=(
-            Arg(
-                "file",
-                help="a looptap cassette (or a vcrpy cassette or mitmproxy flow file, imported on "
-                "the fly)",
-            ),
-            Arg(
-                "--live",
-                action="store_true",
-                help="follow a recording still being written, or not yet created: new turns "
-                "appear as they complete (a file a recorder has open is followed without it)",
-            ),
-            Arg(
-                "--child-status",
-                metavar="FILE",
-                default=None,
-                help="with --live: the file the recorder writes the recorded command's exit "
-                "status into (looptap run --inspect passes it); once it appears the run is shown "
-                "as ended",
-            ),
+        "step through a run in a terminal UI: turns, E/A/C layers, findings, token-cost growth, "
+        "playback",
+        Arg(
+            "file",
+            help="a looptap cassette (or a vcrpy cassette or mitmproxy flow file, imported on the "
+            "fly)",
+        ),
+        Arg(
+            "--live",
+            action="store_true",
+            help="follow a recording still being written, or not yet created: new turns appear as "
+            "they complete (a file a recorder has open is followed without it)",
+        ),
+        Arg(
+            "--child-status",
+            metavar="FILE",
+            default=None,
+            help="with --live: the file the recorder writes the recorded command's exit status "
+            "into (looptap run --inspect passes it); once it appears the run is shown as ended",
         ),
         run="inspector.cli:cmd_inspect",
+        description="Open a run in the inspector (a looptap cassette; a vcrpy cassette or a "
+        "mitmproxy flow file is imported on the fly). Press ? inside it for the key bindings.",
     ),
     Command(
         "mcp",
-        help="serve recorded runs to a coding agent over MCP (read-only)",
+        "serve recorded runs to a coding agent over MCP (read-only)",
+        Arg(
+            "--root",
+            action="append",
+            metavar="DIR",
+            help="a directory of runs (repeatable; default: the current one)",
+        ),
+        Arg(
+            "--http",
+            metavar="HOST:PORT",
+            help="serve streamable HTTP on this loopback address instead of stdio",
+        ),
+        run="cassettes.mcp.server:cmd_mcp",
         description="A read-only MCP server over the runs under --root: list runs, summaries, "
         "findings (root causes first), turns with E/A/C, search, token growth, diffs and a live "
         "tail. stdio by default (what Claude Code, Codex and Cursor start); --http serves "
         "streamable HTTP on loopback.",
-        args=(
-            Arg(
-                "--root",
-                action="append",
-                metavar="DIR",
-                help="a directory of runs (repeatable; default: the current one)",
-            ),
-            Arg(
-                "--http",
-                metavar="HOST:PORT",
-                help="serve streamable HTTP on this loopback address instead of stdio",
-            ),
-        ),
-        run="cassettes.mcp.server:cmd_mcp",
     ),
     Command(
         "query",
-        help="run SQL over the fleet index (tables runs, conversations, turns, findings, "
-        "tool_calls)",
-        args=(
-            Arg("sql", metavar="SQL", help="a DuckDB SQL query"),
-            *_FLEET_OUTPUT,
-        ),
-        defaults=_TABLE,
+        "run SQL over the fleet index (tables runs, conversations, turns, findings, tool_calls)",
+        Arg("sql", metavar="SQL", help="a DuckDB SQL query"),
+        *_FLEET_OUTPUT,
         run="cassettes.fleet.cli:cmd_query",
+        defaults=_TABLE,
     ),
     Command(
         "record",
-        help="run the recording proxy until Ctrl-C; prints the environment to export",
+        "run the recording proxy until Ctrl-C; prints the environment to export",
+        Extend("cassettes.commands:recorder_options", output_required=True),
+        run="proxy.cli:cmd_record",
         epilog="exit status: 0 every round trip was recorded; 2 the recorder could not start; 3 "
         "some round trips could NOT be stored (counted and named on stderr). See docs/recorder.md",
-        args=(Extend("cassettes.commands:recorder_options", output_required=True),),
-        run="proxy.cli:cmd_record",
     ),
     Command(
         "replay",
-        help="serve a cassette as a fake upstream; prints the environment to export",
-        args=(
-            Arg(
-                "file",
-                help="the run to replay: a looptap cassette, a vcrpy cassette or a mitmproxy flow "
-                "file",
-            ),
-            Arg("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)"),
-            Arg("--host", default="127.0.0.1", help=argparse.SUPPRESS),
-            Arg(
-                "--pace",
-                default="instant",
-                help="stream pace: recorded, instant (default) or xN (N times faster than "
-                "recorded)",
-            ),
-            Arg(
-                "--strict",
-                action="store_true",
-                help="requests must come in recorded order, with the same API version headers; "
-                "exit 1 if any round trip was left unplayed",
-            ),
-            Arg(
-                "--no-volatile",
-                action="store_true",
-                help="compare the requests' text as sent: no date, clock, duration, id, temp "
-                "path, cwd, home or loopback port tolerated (docs/testing.md)",
-            ),
-            Extend("cassettes.matching:add_rule_flags"),
-            Arg(
-                "--fault",
-                action="append",
-                default=[],
-                metavar="SELECTOR:KIND",
-                help="inject a fault in the API's own format (repeatable), e.g. "
-                "'turn=1:overloaded*2', 'p=0.2:rate_limit', 'seq=4:stream_cut=3', "
-                "'*:slow_first_byte=5'; kinds: rate_limit, overloaded, server_error, "
-                "context_length, reset, slow_first_byte, stall, stream_cut, error_event "
-                "(docs/faults.md)",
-            ),
-            Arg(
-                "--fault-seed",
-                type=int,
-                default=0,
-                help="seed of the p= selectors (the same seed, the same faults)",
-            ),
-            Arg(
-                "--idle-timeout",
-                type=float,
-                metavar="SECONDS",
-                help="close a connection idle this long between requests "
-                "or WebSocket frames (default 120; 0: never)",
-            ),
-            Arg(
-                "--read-timeout",
-                type=float,
-                metavar="SECONDS",
-                help="a request head must arrive, and a body may pause, "
-                "at most this long (default 30; 0: no limit)",
-            ),
-            Arg(
-                "--cursor",
-                metavar="SELECTOR",
-                help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1; "
-                "divergence: each conversation from its first request that differs) requests go "
-                "to --live upstreams (docs/fork.md)",
-            ),
-            Arg(
-                "--live",
-                action="append",
-                default=[],
-                metavar="NAME=URL",
-                help="with --cursor: where requests of that API go past the cursor (NAME as "
-                "--upstream names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)",
-            ),
-            Arg("--model", help="with --cursor: the model of every request sent live"),
-            Arg(
-                "--prefix",
-                choices=("strict", "tolerant"),
-                default="strict",
-                help="with --cursor: strict (default): a request before the cursor must match its "
-                "recorded turn (volatile spans tolerated); tolerant: one that differs only in "
-                "tool results is answered with its recorded turn, in position, the difference "
-                "listed (docs/fork.md)",
-            ),
-            Arg("--fork-plan", metavar="FILE", help=argparse.SUPPRESS),
-            Arg(
-                "--edit",
-                action="append",
-                default=[],
-                metavar="TARGET=@FILE",
-                help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every "
-                "request sent live (repeatable; docs/fork.md)",
-            ),
+        "serve a cassette as a fake upstream; prints the environment to export",
+        Arg(
+            "file",
+            help="the run to replay: a looptap cassette, a vcrpy cassette or a mitmproxy flow file",
+        ),
+        Arg("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)"),
+        Arg("--host", default="127.0.0.1", help=argparse.SUPPRESS),
+        Arg(
+            "--pace",
+            default="instant",
+            help="stream pace: recorded, instant (default) or xN (N times faster than recorded)",
+        ),
+        Arg(
+            "--strict",
+            action="store_true",
+            help="requests must come in recorded order, with the same API version headers; exit 1 "
+            "if any round trip was left unplayed",
+        ),
+        Arg(
+            "--no-volatile",
+            action="store_true",
+            help="compare the requests' text as sent: no date, clock, duration, id, temp path, "
+            "cwd, home or loopback port tolerated (docs/testing.md)",
+        ),
+        Extend("cassettes.matching:add_rule_flags"),
+        Arg(
+            "--fault",
+            action="append",
+            default=[],
+            metavar="SELECTOR:KIND",
+            help="inject a fault in the API's own format (repeatable), e.g. 'turn=1:overloaded*2', "
+            "'p=0.2:rate_limit', 'seq=4:stream_cut=3', '*:slow_first_byte=5'; kinds: rate_limit, "
+            "overloaded, server_error, context_length, reset, slow_first_byte, stall, stream_cut, "
+            "error_event (docs/faults.md)",
+        ),
+        Arg(
+            "--fault-seed",
+            type=int,
+            default=0,
+            help="seed of the p= selectors (the same seed, the same faults)",
+        ),
+        Arg(
+            "--idle-timeout",
+            type=float,
+            metavar="SECONDS",
+            help="close a connection idle this long between requests or WebSocket frames (default "
+            "120; 0: never)",
+        ),
+        Arg(
+            "--read-timeout",
+            type=float,
+            metavar="SECONDS",
+            help="a request head must arrive, and a body may pause, at most this long (default 30; "
+            "0: no limit)",
+        ),
+        Arg(
+            "--cursor",
+            metavar="SELECTOR",
+            help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1; "
+            "divergence: each conversation from its first request that differs) requests go to "
+            "--live upstreams (docs/fork.md)",
+        ),
+        Arg(
+            "--live",
+            action="append",
+            default=[],
+            metavar="NAME=URL",
+            help="with --cursor: where requests of that API go past the cursor (NAME as --upstream "
+            "names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)",
+        ),
+        Arg("--model", help="with --cursor: the model of every request sent live"),
+        Arg(
+            "--prefix",
+            choices=("strict", "tolerant"),
+            default="strict",
+            help="with --cursor: strict (default): a request before the cursor must match its "
+            "recorded turn (volatile spans tolerated); tolerant: one that differs only in tool "
+            "results is answered with its recorded turn, in position, the difference listed "
+            "(docs/fork.md)",
+        ),
+        Arg("--fork-plan", metavar="FILE", help=argparse.SUPPRESS),
+        Arg(
+            "--edit",
+            action="append",
+            default=[],
+            metavar="TARGET=@FILE",
+            help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request "
+            "sent live (repeatable; docs/fork.md)",
         ),
         run="cassettes.replay.cli:cmd_replay",
     ),
     Command(
         "rules",
-        help="matching rules: propose them from two recordings of the same agent (docs/testing.md)",
+        "matching rules: propose them from two recordings of the same agent (docs/testing.md)",
         subparsers={"dest": "rules_command", "metavar": "{propose}", "required": True},
         subcommands=(
             Command(
                 "propose",
-                help="the rules that would make B's requests match A's (two runs of the same "
-                "agent, e.g. on two days): printed, never written",
-                args=(
-                    Arg(
-                        "a",
-                        help="the first run (a looptap cassette, a vcrpy cassette "
-                        "or a mitmproxy flow file): the recording",
-                    ),
-                    Arg("b", help="the second run of the same agent (the same formats)"),
-                    Arg(
-                        "--json",
-                        action="store_true",
-                        help="the differences, the proposed rules and what still differs, as JSON",
-                    ),
+                "the rules that would make B's requests match A's (two runs of the same agent, "
+                "e.g. on two days): printed, never written",
+                Arg(
+                    "a",
+                    help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow "
+                    "file): the recording",
+                ),
+                Arg("b", help="the second run of the same agent (the same formats)"),
+                Arg(
+                    "--json",
+                    action="store_true",
+                    help="the differences, the proposed rules and what still differs, as JSON",
                 ),
                 run="cassettes.replay.comparison:cmd_rules_propose",
             ),
@@ -754,138 +716,128 @@ COMMANDS = (
     ),
     Command(
         "run",
-        help="record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py",
+        "record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py",
+        Extend("cassettes.commands:recorder_options", output_required=False),
+        Arg(
+            "--inspect",
+            action="store_true",
+            help="open the inspector on the run while it is recorded (the command's output goes to "
+            "OUTPUT.log, its stdin is /dev/null); looptap exits when the command has finished and "
+            "the inspector is closed (q). While the inspector is open, Ctrl-C goes to it, not to "
+            "the command",
+        ),
+        Arg(
+            "--from",
+            dest="from_run",
+            metavar="RUN@SELECTOR",
+            help="fork a recorded run: its prefix is served from RUN (nothing leaves the machine), "
+            "from the selected turn on (turn=2, seq=7, conversation=c2:turn=1; divergence: each "
+            "conversation from its first request that differs) requests go live and are recorded "
+            "into -o (docs/fork.md)",
+        ),
+        Arg(
+            "--model",
+            help="with --from: the model of every request sent live (same API family)",
+        ),
+        Arg(
+            "--prefix",
+            choices=("strict", "tolerant"),
+            help="with --from: how the prefix is matched: strict (default: as replay, volatile "
+            "spans tolerated) or tolerant (a request that differs from its recorded turn only in "
+            "tool results is answered in position; every difference listed; docs/fork.md)",
+        ),
+        Arg(
+            "--no-volatile",
+            action="store_true",
+            help="with --from: the prefix's requests must equal the recorded ones as sent (no "
+            "date, id, temp path, cwd or port tolerated; docs/testing.md)",
+        ),
+        Extend("cassettes.matching:add_rule_flags", fork=True),
+        Arg(
+            "--repeat",
+            type=int,
+            default=1,
+            metavar="K",
+            help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) "
+            "and say per turn how the branches agree",
+        ),
+        Arg(
+            "--edit",
+            action="append",
+            default=[],
+            metavar="TARGET=@FILE",
+            help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every "
+            "request sent live; or continue=N: continue an answer cut at the token cap, the agent "
+            "handed one answer (repeatable; docs/fork.md)",
+        ),
+        Arg("cmd", nargs=argparse.REMAINDER, help="the command to run, after --"),
+        run="proxy.cli:cmd_run",
         epilog="exit status: the command's own status; if it succeeded but some round trips could "
         "NOT be stored, 3 (they are counted and named on stderr whatever the status); 2 the "
         "recorder could not start; 127 the command could not be started. See docs/recorder.md",
-        args=(
-            Extend("cassettes.commands:recorder_options", output_required=False),
-            Arg(
-                "--inspect",
-                action="store_true",
-                help="open the inspector on the run while it is recorded (the command's output "
-                "goes to OUTPUT.log, its stdin is /dev/null); looptap exits when the command has "
-                "finished and the inspector is closed (q). While the inspector is open, Ctrl-C "
-                "goes to it, not to the command",
-            ),
-            Arg(
-                "--from",
-                dest="from_run",
-                metavar="RUN@SELECTOR",
-                help="fork a recorded run: its prefix is served from RUN (nothing leaves the "
-                "machine), from the selected turn on (turn=2, seq=7, conversation=c2:turn=1; "
-                "divergence: each conversation from its first request that differs) requests go "
-                "live and are recorded into -o (docs/fork.md)",
-            ),
-            Arg(
-                "--model",
-                help="with --from: the model of every request sent live (same API family)",
-            ),
-            Arg(
-                "--prefix",
-                choices=("strict", "tolerant"),
-                help="with --from: how the prefix is matched: strict (default: as replay, "
-                "volatile spans tolerated) or tolerant (a request that differs from its recorded "
-                "turn only in tool results is answered in position; every difference listed; "
-                "docs/fork.md)",
-            ),
-            Arg(
-                "--no-volatile",
-                action="store_true",
-                help="with --from: the prefix's requests must equal the recorded ones as sent (no "
-                "date, id, temp path, cwd or port tolerated; docs/testing.md)",
-            ),
-            Extend("cassettes.matching:add_rule_flags", fork=True),
-            Arg(
-                "--repeat",
-                type=int,
-                default=1,
-                metavar="K",
-                help="with --from: run the agent K times from the cursor (into OUTPUT.1 … "
-                "OUTPUT.K) and say per turn how the branches agree",
-            ),
-            Arg(
-                "--edit",
-                action="append",
-                default=[],
-                metavar="TARGET=@FILE",
-                help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in "
-                "every request sent live; or continue=N: continue an answer cut at the token cap, "
-                "the agent handed one answer (repeatable; docs/fork.md)",
-            ),
-            Arg("cmd", nargs=argparse.REMAINDER, help="the command to run, after --"),
-        ),
-        run="proxy.cli:cmd_run",
     ),
     Command(
         "textconv",
-        help="print a cassette as stable line-per-item text (a git diff driver)",
+        "print a cassette as stable line-per-item text (a git diff driver)",
+        Arg(
+            "file",
+            nargs="?",
+            help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (with --install: "
+            "the repository, default .)",
+        ),
+        Arg(
+            "--raw-ids",
+            action="store_true",
+            help="print tool-call and response ids as recorded, not as <id:N>",
+        ),
+        Arg(
+            "--install",
+            action="store_true",
+            help="register the driver in the git repository here (.gitattributes and git config)",
+        ),
+        run="cassettes.interop.cli:cmd_textconv",
         description="Print a cassette one item per line (turns, appended messages, response parts, "
         "usage, findings; no timestamps; tool-call ids as <id:N>) so `git diff` shows what "
         "changed. Register it in a repository with: looptap textconv --install",
-        args=(
-            Arg(
-                "file",
-                nargs="?",
-                help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (with "
-                "--install: the repository, default .)",
-            ),
-            Arg(
-                "--raw-ids",
-                action="store_true",
-                help="print tool-call and response ids as recorded, not as <id:N>",
-            ),
-            Arg(
-                "--install",
-                action="store_true",
-                help="register the driver in the git repository here (.gitattributes and git "
-                "config)",
-            ),
-        ),
-        run="cassettes.interop.cli:cmd_textconv",
     ),
     Command(
         "verify",
-        help="scan cassettes for leaked secrets (known key formats, "
-        "configured patterns); exit 1 on a find",
-        args=(
-            Arg(
-                "files",
-                nargs="+",
-                metavar="FILE",
-                help="cassettes to scan (any text file works), or directories: their "
-                "*.jsonl, *.yaml, *.yml, *.har and *.json files, hidden directories skipped",
-            ),
-            Arg(
-                "--pattern",
-                action="append",
-                default=[],
-                metavar="REGEX",
-                help="also report matches of this regular expression (repeatable)",
-            ),
-            Arg(
-                "--config",
-                default=None,
-                help="TOML file with 'patterns = [...]' (default: "
-                "[tool.looptap.verify] in ./pyproject.toml)",
-            ),
-            Arg("-q", "--quiet", action="store_true", help="print only the finds"),
+        "scan cassettes for leaked secrets (known key formats, configured patterns); exit 1 on a "
+        "find",
+        Arg(
+            "files",
+            nargs="+",
+            metavar="FILE",
+            help="cassettes to scan (any text file works), or directories: their *.jsonl, *.yaml, "
+            "*.yml, *.har and *.json files, hidden directories skipped",
         ),
+        Arg(
+            "--pattern",
+            action="append",
+            default=[],
+            metavar="REGEX",
+            help="also report matches of this regular expression (repeatable)",
+        ),
+        Arg(
+            "--config",
+            default=None,
+            help="TOML file with 'patterns = [...]' (default: [tool.looptap.verify] in "
+            "./pyproject.toml)",
+        ),
+        Arg("-q", "--quiet", action="store_true", help="print only the finds"),
         run="cassettes.verify:cmd_verify",
     ),
     Command(
         "why",
-        help="which layer made a recorded run fail: fork it with "
-        "one suspect changed, K times, and count the flips",
+        "which layer made a recorded run fail: fork it with one suspect changed, K times, and "
+        "count the flips",
+        Arg("file", help="the recorded run that failed (a looptap cassette)"),
+        *WHY_OPTIONS,
+        Arg("cmd", nargs=argparse.REMAINDER, help="the agent command, after --"),
+        run="cassettes.why.cli:cmd_why",
         epilog="exit status: 0 a verdict was reached or said to be undetermined; 1 no intervention "
         "could be run or judged; 2 refused (the run does not fail by the outcome, a budget limit, "
         "a bad option or output directory): nothing sent. See docs/why.md",
-        args=(
-            Arg("file", help="the recorded run that failed (a looptap cassette)"),
-            *WHY_OPTIONS,
-            Arg("cmd", nargs=argparse.REMAINDER, help="the agent command, after --"),
-        ),
-        run="cassettes.why.cli:cmd_why",
     ),
 )
 

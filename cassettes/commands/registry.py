@@ -12,7 +12,7 @@ import gc
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import import_module
 from importlib.util import find_spec
 from typing import Any
@@ -66,23 +66,30 @@ class Extend:
         object.__setattr__(self, "options", options)
 
 
-@dataclass(frozen=True)
 class Command:
-    """A subcommand: ``run`` is its handler (``"module:function"``, the function taking the parsed
-    namespace and returning the exit status); ``subcommands`` its own subcommands (``dest``,
-    ``metavar`` and whether one is required as ``subparsers``), each with its handler or the
-    parent's; ``loading``: its module is imported under :func:`loading`."""
+    """A subcommand: its name, its help line and its arguments, in order; ``run`` its handler
+    (``"module:function"``, the function taking the parsed namespace and returning the exit
+    status); ``subcommands`` its own subcommands (``subparsers``: ``add_subparsers``' keywords),
+    each with its handler or the parent's; ``loading``: its module is imported under
+    :func:`loading`."""
 
-    name: str
-    help: str | None
-    run: str | None = None
-    args: tuple[Arg | Exclusive | Extend, ...] = ()
-    description: str | None = None
-    epilog: str | None = None
-    defaults: dict[str, Any] = field(default_factory=dict)
-    subparsers: dict[str, Any] = field(default_factory=dict)
-    subcommands: tuple[Command, ...] = ()
-    loading: bool = False
+    def __init__(
+        self,
+        name: str,
+        help: str | None,
+        *args: Arg | Exclusive | Extend,
+        run: str | None = None,
+        description: str | None = None,
+        epilog: str | None = None,
+        defaults: dict[str, Any] | None = None,
+        subparsers: dict[str, Any] | None = None,
+        subcommands: tuple[Command, ...] = (),
+        loading: bool = False,
+    ) -> None:
+        self.name, self.help, self.args, self.run = name, help, args, run
+        self.description, self.epilog, self.defaults = description, epilog, defaults or {}
+        self.subparsers, self.subcommands = subparsers or {}, subcommands
+        self.loading = loading
 
 
 @contextmanager
