@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import import_module
-from importlib.util import find_spec
 from typing import Any
 
 from cassettes.pydantic_plugins import discover_lazily
@@ -156,6 +155,8 @@ def add_args(p: Any, args: Sequence[Arg | Exclusive | Extend]) -> None:
 def _available(command: Command) -> str | None:
     """Why ``command``'s package is not installed here (as the import would say), ``None`` when
     it is: the listing of every command says so without importing any command's module."""
+    from importlib.util import find_spec  # only the listing of every command needs it
+
     package = (command.run or "").partition(".")[0]
     if not package or package in sys.modules or find_spec(package) is not None:
         return None
