@@ -245,8 +245,10 @@ HOW = """
   schema module checks against its models). The core models build their validators at import: `show` and
   `replay` validate nearly all of them at once (`defer_build` measured: no gain), and pydantic before 2.14 may
   use a parent's validator when two threads build one model at once.
-- A subcommand the core provides (`replay`, `diff`, `export` …) is registered from `cassettes.cli.OWN_COMMANDS`;
-  only the recorder's and the inspector's are looked up among the installed packages' entry points.
+- Every subcommand is declared once, as data, in `cassettes/commands/` (its arguments, and its handler as
+  `"module:function"`): the parser is built from the declarations and the handler's module is imported only when
+  its command runs, so `looptap replay --help` loads none of replay's modules; only a command looptap does not
+  declare is looked up among the installed packages' `looptap.commands` entry points.
 - genai-prices' price table (a 1.6 MB Python module) and its types load only the first time a model, host, usage
   shape or price variant is priced: what the library's answer was made of is written down in looptap's state
   directory (`cassettes/analysis/price_memo.py`: owner-only, signed with the machine's key over its contents and the

@@ -37,11 +37,13 @@ from urllib.parse import unquote
 import orjson
 
 from cassettes.bounds import record_fits
+from cassettes.commands import declared
+from cassettes.commands.registry import add_command
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.patterns import PatternError, UserPattern
 
-__all__ = ["Find", "load_config_patterns", "main", "register_verify", "scan_file", "scan_lines"]
+__all__ = ["Find", "load_config_patterns", "main", "scan_file", "scan_lines"]
 
 EXIT_CLEAN = 0
 EXIT_FOUND = 1
@@ -59,6 +61,7 @@ def _unescape(text: str) -> str:
         lambda m: chr(int(m.group(1), 16)) if m.group(1) else _SIMPLE.get(m.group(2), m.group(2)),
         text,
     )
+
 
 #: Base64 (standard or URL-safe) tokens worth decoding: long enough to hide a key, short enough
 #: that an image or audio payload is not decoded (bodies stored as ``{"b64": …}`` are decoded
@@ -464,38 +467,8 @@ def _files_under(root: Path) -> list[str]:
     return out
 
 
-def register_verify(sub: Any) -> None:
-    p = sub.add_parser(
-        "verify",
-        help="scan cassettes for leaked secrets (known key formats, "
-        "configured patterns); exit 1 on a find",
-    )
-    p.add_argument(
-        "files",
-        nargs="+",
-        metavar="FILE",
-        help="cassettes to scan (any text file works), or directories: their "
-        "*.jsonl, *.yaml, *.yml, *.har and *.json files, hidden directories skipped",
-    )
-    p.add_argument(
-        "--pattern",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="also report matches of this regular expression (repeatable)",
-    )
-    p.add_argument(
-        "--config",
-        default=None,
-        help="TOML file with 'patterns = [...]' (default: "
-        "[tool.looptap.verify] in ./pyproject.toml)",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the finds")
-    p.set_defaults(func=cmd_verify)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="looptap")
-    register_verify(parser.add_subparsers(dest="command"))
+    add_command(parser.add_subparsers(dest="command"), declared("verify"))
     args = parser.parse_args(["verify", *(argv or [])])
     return int(args.func(args))

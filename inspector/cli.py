@@ -1,25 +1,23 @@
-"""``looptap inspect``: registered with the core CLI through the ``looptap.commands`` entry point.
-
-Textual is imported only when the command runs, so ``looptap --help`` stays fast.
+"""``looptap inspect``'s handler (declared in :mod:`cassettes.commands`, imported when the
+command runs); Textual is imported when the inspector starts.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import errno
+import os
+import stat
+import sys
 
-__all__ = ["cmd_inspect", "register_inspect"]
+from cassettes.reading.run import cassette_of
+from cassettes.storage.store import being_written
+from cassettes.untrusted import clean_line
+
+__all__ = ["cmd_inspect"]
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    import errno
-    import os
-    import stat
-    import sys
-
-    from cassettes.storage.store import being_written
-    from cassettes.untrusted import clean_line
-
     live = bool(args.live)
     if not live:
         # A file that cannot be opened fails here, in one line, before the terminal UI starts
@@ -38,7 +36,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         # ``--live``: the user asked to see the run, and the run is not over yet.
         live = being_written(args.file)
 
-    from cassettes.reading.run import cassette_of
     from inspector.app import build_app
 
     # A vcrpy cassette or a mitmproxy flow file is opened as the other commands open it (told
@@ -47,31 +44,3 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         app = build_app(path, live=live, child_status=args.child_status)
         app.run()
     return 0
-
-
-def register_inspect(sub: Any) -> None:
-    p = sub.add_parser(
-        "inspect",
-        help="step through a run in a terminal UI: turns, E/A/C "
-        "layers, findings, token-cost growth, playback",
-        description="Open a run in the inspector (a looptap cassette; a vcrpy cassette or a "
-        "mitmproxy flow file is imported on the fly). Press ? inside it for the key bindings.",
-    )
-    p.add_argument(
-        "file",
-        help="a looptap cassette (or a vcrpy cassette or mitmproxy flow file, imported on the fly)",
-    )
-    p.add_argument(
-        "--live",
-        action="store_true",
-        help="follow a recording still being written, or not yet created: new turns appear as they "
-        "complete (a file a recorder has open is followed without it)",
-    )
-    p.add_argument(
-        "--child-status",
-        metavar="FILE",
-        default=None,
-        help="with --live: the file the recorder writes the recorded command's exit status into "
-        "(looptap run --inspect passes it); once it appears the run is shown as ended",
-    )
-    p.set_defaults(func=cmd_inspect)

@@ -1,131 +1,45 @@
-"""``looptap record`` and ``looptap run``, registered with the core CLI through the
-``looptap.commands`` entry points. mitmproxy is imported only when a command runs, so the core's
-``looptap --help`` works in environments without it (the SDK and replay side)."""
+"""``looptap record`` and ``looptap run``: their handlers (declared in :mod:`cassettes.commands`,
+imported when one of them runs). mitmproxy is imported only when the recorder starts, so an
+environment without it says how to install it in one line (the SDK and replay side)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import copy
+import importlib.util
 import os
+import shlex
+import shutil
 import sys
+import tempfile
+import time
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from cassettes.providers import REVERSE_UPSTREAMS
+from cassettes.analysis import analyse
+from cassettes.errors import CassetteError, CassetteIOError
+from cassettes.hints import count, install_command, looptap_command, recorder_install_command
+from cassettes.reading.run import open_run
+from cassettes.replay.forking.fork import fork_inputs, parse_from, start_fork
+from cassettes.replay.forking.repeat import agreement, agreement_lines
+from cassettes.replay.serving.faults import FaultSpecError
+from cassettes.replay.testing.ready import check_ready_path
+from cassettes.storage.paths import UnsafePath, check_target, remove_if_same, same_path
+from cassettes.storage.store import is_cassette
+from cassettes.views.money import ESTIMATED_NOTE, money
 from proxy import messages
 
-__all__ = ["register_record", "register_run"]
+__all__ = ["cmd_record", "cmd_run", "summary_lines"]
+
 
 def _no_mitmproxy() -> str:
-    from cassettes.hints import recorder_install_command
-
     command, python = recorder_install_command()
     return (
         f"error: the recorder needs mitmproxy, which is not installed in {sys.prefix}; install it "
         f"in its own environment (see docs/recorder.md): {command}; then run "
         f"{python.removesuffix('/python')}/looptap"
-    )
-
-
-def _common(p: argparse.ArgumentParser, output_required: bool = True) -> None:
-    p.add_argument(
-        "-o",
-        "--output",
-        required=output_required,
-        metavar="FILE",
-        help="cassette to record into; an existing cassette is replaced (said on stderr), any "
-        "other existing file refused unless --force; a link, a directory or a device is always "
-        "refused. -o +FILE appends to a cassette instead (as mitmproxy's -w +FILE), and the "
-        "summary then describes this run only"
-        + (
-            ""
-            if output_required
-            else "; with --inspect it may be left out: a new run-DATE-TIME.jsonl here"
-        ),
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="let -o replace an existing file that is not a looptap cassette",
-    )
-    p.add_argument(
-        "--port", type=int, default=0, help="first port to listen on (default: free ports)"
-    )
-    p.add_argument(
-        "--upstream",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="a reverse listener forwarding to URL (a local model server, a gateway …); the NAME "
-        f"of a built-in listener ({', '.join(REVERSE_UPSTREAMS)}) redirects it. Without it a "
-        "built-in listener forwards where the API's base-URL variable already points "
-        "(OPENAI_BASE_URL …, said at start), else to the vendor",
-    )
-    p.add_argument(
-        "--record-host",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="also record this host (glob) in forward-proxy mode",
-    )
-    p.add_argument(
-        "--ssl-insecure", action="store_true", help="do not verify upstream TLS certificates"
-    )
-    p.add_argument(
-        "--confdir", default="~/.mitmproxy", help="mitmproxy's configuration and CA directory"
-    )
-    p.add_argument("--fsync", action="store_true", help="fsync the cassette after every round trip")
-    p.add_argument(
-        "--redact-header",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="also redact this header's value (repeatable; also "
-        "[tool.looptap.redact] headers in ./pyproject.toml)",
-    )
-    p.add_argument(
-        "--redact-pattern",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="also redact whatever matches this regular expression (repeatable; also "
-        "[tool.looptap.redact] patterns)",
-    )
-    p.add_argument(
-        "--durable",
-        action="store_true",
-        help="hold the end of each response (over a WebSocket, the message that completes a turn) "
-        "until its round trip is in the cassette: even a SIGKILL of looptap then loses no round "
-        "trip the agent finished receiving (each response waits for the writer)",
-    )
-    p.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        metavar="SELECTOR:KIND",
-        help="answer chosen LLM requests with an API failure in the API's own format instead of "
-        "forwarding them (repeatable): 'request=2:rate_limit', 'p=0.2:overloaded', "
-        "'*:slow_first_byte=3'; live kinds: rate_limit, overloaded, server_error, context_length, "
-        "reset, slow_first_byte (docs/faults.md)",
-    )
-    p.add_argument(
-        "--fault-seed",
-        type=int,
-        default=0,
-        help="seed of the p= fault selectors (the same seed, the same faults)",
-    )
-    p.add_argument(
-        "--listen-host",
-        default="127.0.0.1",
-        metavar="HOST",
-        help="address the listeners bind (default 127.0.0.1, loopback only). Anything else exposes "
-        "the proxy, and the API keys passing through it, to other machines: a warning is printed",
-    )
-    p.add_argument(
-        "--ready-file",
-        metavar="PATH",
-        help="once listening, write PATH (JSON, mode 0600, atomically): the pid, the listeners' "
-        "ports and URLs, the proxy URL, the CA certificate, the environment the export lines give, "
-        "the cassette and looptap's version; removed when the recorder stops (docs/recorder.md)",
     )
 
 
@@ -154,9 +68,6 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
     docs/reliability.md "Paths looptap writes"): the cassette, the ready file, the command's
     output log, ``--confdir``. The cassette's :class:`~cassettes.storage.paths.Target`; raises
     :class:`~cassettes.storage.paths.UnsafePath` or the launcher's ``RecorderError``."""
-    from cassettes.replay.testing.ready import check_ready_path
-    from cassettes.storage.paths import UnsafePath, check_target, same_path
-    from cassettes.storage.store import is_cassette
     from proxy.launcher import check_confdir
 
     path, append = _output(args.output)
@@ -209,9 +120,6 @@ def _check_fork_outputs(args: argparse.Namespace, outputs: list[tuple[str, Path 
     """A fork never writes what it reads: no output (``-o``, the ready file, the output log) may
     be the run ``--from`` names or an ``--edit`` file, as a name, a link or a hard link
     (:func:`~cassettes.storage.paths.same_path`: the same inode, or the same resolved path)."""
-    from cassettes.replay.forking.fork import fork_inputs
-    from cassettes.storage.paths import UnsafePath, same_path
-
     inputs = fork_inputs(args)
     for what, out in outputs:
         for i, src in enumerate(inputs):
@@ -227,8 +135,6 @@ def _prepare_output(target: Any, append: bool, fork: bool = False) -> int:
     """Replace an existing cassette (the checked file, and only while it is still that file),
     or count what is in it when appending (the summary describes this run only). Returns the
     number of round trips recorded before this run."""
-    from cassettes.storage.paths import remove_if_same
-
     path = target.path
     if target.replaces is None:
         return 0
@@ -238,8 +144,6 @@ def _prepare_output(target: Any, append: bool, fork: bool = False) -> int:
         return 0
     if not append:
         if st.st_size:
-            from cassettes.storage.store import is_cassette
-
             earlier = is_cassette(path)
             if remove_if_same(path, target.replaces):
                 if earlier:
@@ -253,7 +157,6 @@ def _prepare_output(target: Any, append: bool, fork: bool = False) -> int:
                         f"replacing {path} ({st.st_size:,} bytes, not a cassette; --force)"
                     )
         return 0
-    from cassettes.reading.run import open_run
 
     try:
         return len(open_run(path, whole=True, formats=("looptap",)))
@@ -265,7 +168,6 @@ def _config(args: argparse.Namespace) -> Any:
     from proxy.launcher import RecorderConfig
 
     if args.fault:
-        from cassettes.replay.serving.faults import FaultSpecError
         from proxy.faults import live_plan
 
         try:
@@ -307,8 +209,6 @@ def _warn_exposure(args: argparse.Namespace) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    import asyncio  # here, not at the top: `looptap --help` loads every command module
-
     messages.to_stderr()
     _warn_exposure(args)
     try:
@@ -317,7 +217,6 @@ def cmd_record(args: argparse.Namespace) -> int:
         messages.error(_no_mitmproxy())
         return 2
     config = _config(args)
-    from cassettes.errors import CassetteIOError
 
     try:
         target = _check_paths(args, config)
@@ -335,9 +234,6 @@ def cmd_record(args: argparse.Namespace) -> int:
 def summary_lines(path: Path, before: int = 0) -> list[str]:
     """``looptap run``'s closing summary of the run it recorded into ``path`` (of the round trips
     after the first ``before``, when it appended to an earlier recording)."""
-    from cassettes.analysis import analyse
-    from cassettes.reading.run import open_run
-
     try:
         if before:  # appended to an earlier recording: this run's round trips only, on their own
             recorded = open_run(path, whole=True, formats=("looptap",))
@@ -359,13 +255,6 @@ def summary_lines(path: Path, before: int = 0) -> list[str]:
 
 
 def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
-    import shlex
-    from decimal import Decimal
-
-    from cassettes.hints import looptap_command
-    from cassettes.views.money import ESTIMATED_NOTE, money
-    from cassettes.views.view import count
-
     by_layer = {
         layer: sum(1 for f in run.findings if f.layer == layer and f.severity.value != "info")
         for layer in "EAC"
@@ -398,8 +287,6 @@ def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
 def _default_output() -> str:
     """``--inspect`` without ``-o``: a new ``run-DATE-TIME.jsonl`` in the current directory (never
     an existing file)."""
-    import time
-
     stem = time.strftime("run-%Y%m%d-%H%M%S")
     name, n = f"{stem}.jsonl", 1
     while Path(name).exists() or Path(name + ".log").exists():
@@ -464,10 +351,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     first branch starts; every branch runs whatever the others did; the failed ones are listed,
     and only branches written and finished in this run are compared (never a file an earlier run
     left)."""
-    import copy
-
-    from cassettes.errors import CassetteError
-
     messages.to_stderr()
     out, append = _output(args.output)
     if append:
@@ -486,7 +369,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     except ImportError:
         messages.error(_no_mitmproxy())
         return 2
-    from cassettes.replay.forking.fork import start_fork
 
     try:
         for one in ones:
@@ -506,8 +388,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
         else:
             written += mine
     if failed:
-        from cassettes.hints import count
-
         messages.error(
             f"--repeat: {len(failed)} of {count(repeat, 'run')} "
             "failed, left out of the comparison: "
@@ -517,8 +397,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     if not written:
         messages.error("--repeat: no run finished: no branches to compare")
         return rc or 1
-    from cassettes.replay.forking.fork import parse_from
-    from cassettes.replay.forking.repeat import agreement, agreement_lines
 
     try:
         rows = agreement(parse_from(args.from_run).run, [str(b) for b in written])
@@ -534,20 +412,17 @@ def _inspect_viewer(config: Any) -> tuple[list[str], Path, Path] | str:
     """``--inspect``: the inspector's command line (following the recording), the file the
     command's output goes to, and where the recorder writes the command's exit status; or why
     the inspector cannot run here."""
-    import importlib.util
-
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return ("error: --inspect needs a terminal (stdin and stdout are not one); "
-                "record without it and open the cassette later with looptap inspect")
+        return (
+            "error: --inspect needs a terminal (stdin and stdout are not one); "
+            "record without it and open the cassette later with looptap inspect"
+        )
     if importlib.util.find_spec("textual") is None:
-        from cassettes.hints import install_command
-
         return (
             "error: --inspect needs the inspector in this environment: "
             f"{install_command('proxy', 'inspector')}"
         )
     child_log = Path(str(config.output) + ".log")
-    import tempfile
 
     status_dir = tempfile.mkdtemp(prefix="looptap-run-")
     child_status = Path(status_dir) / "exit-status"
@@ -582,8 +457,6 @@ def _fork_status(fork: Any, rc: int) -> int:
 def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> int:
     """One ``run`` (a fork with ``--from``); a fork's branch cassette, once begun, is added to
     ``written`` (``--repeat`` compares only the branches it wrote)."""
-    import asyncio  # here, not at the top: `looptap --help` loads every command module
-
     messages.to_stderr()
     argv = list(args.cmd)
     if argv and argv[0] == "--":
@@ -598,7 +471,6 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         return 2
     config = _config(args)
     _warn_exposure(args)
-    from cassettes.errors import CassetteError, CassetteIOError
 
     try:
         target = _check_paths(
@@ -637,8 +509,6 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         messages.error(f"error: {exc}")
         return 127
     if child_status is not None:
-        import shutil
-
         shutil.rmtree(child_status.parent, ignore_errors=True)
         messages.emit(f"the command exited with status {rc}")
     for line in summary_lines(config.output, before):
@@ -677,7 +547,6 @@ def _start_fork(args: argparse.Namespace, config: Any) -> Any:
     ``--from``); with edits, the recorder accepts the marks of this fork's replay server only."""
     if args.from_run is None:
         return None
-    from cassettes.replay.forking.fork import start_fork
 
     fork = start_fork(args)
     if fork.edits:
@@ -688,8 +557,6 @@ def _start_fork(args: argparse.Namespace, config: Any) -> Any:
 def _finish_fork(fork: Any, path: Path, rc: int) -> int:
     """The end of a fork's run: what the prefix tolerated added to the branch's record; the run's
     status, with the fork's (:func:`_fork_status`)."""
-    from cassettes.errors import CassetteIOError
-
     try:
         fork.finish(path)  # what the prefix tolerated, on the branch's record
     except (CassetteIOError, OSError) as exc:
@@ -724,81 +591,3 @@ async def _run_child(
         )
     finally:
         fork.status = await fork.stop()
-
-
-
-def register_record(sub: Any) -> None:
-    p = sub.add_parser(
-        "record",
-        help="run the recording proxy until Ctrl-C; prints the environment to export",
-        epilog="exit status: 0 every round trip was recorded; 2 the recorder could not start; 3 "
-        "some round trips could NOT be stored (counted and named on stderr). See docs/recorder.md",
-    )
-    _common(p)
-    p.set_defaults(func=cmd_record)
-
-
-def register_run(sub: Any) -> None:
-    p = sub.add_parser(
-        "run",
-        help="record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py",
-        epilog="exit status: the command's own status; if it succeeded but some round trips could "
-        "NOT be stored, 3 (they are counted and named on stderr whatever the status); 2 the "
-        "recorder could not start; 127 the command could not be started. See docs/recorder.md",
-    )
-    _common(p, output_required=False)
-    p.add_argument(
-        "--inspect",
-        action="store_true",
-        help="open the inspector on the run while it is recorded (the command's output goes to "
-        "OUTPUT.log, its stdin is /dev/null); looptap exits when the command has finished and the "
-        "inspector is closed (q). While the inspector is open, Ctrl-C goes to it, not to the "
-        "command",
-    )
-    p.add_argument(
-        "--from",
-        dest="from_run",
-        metavar="RUN@SELECTOR",
-        help="fork a recorded run: its prefix is served from RUN (nothing leaves the machine), "
-        "from the selected turn on (turn=2, seq=7, conversation=c2:turn=1; divergence: each "
-        "conversation from its first request that differs) requests go live and are recorded into "
-        "-o (docs/fork.md)",
-    )
-    p.add_argument(
-        "--model", help="with --from: the model of every request sent live (same API family)"
-    )
-    p.add_argument(
-        "--prefix",
-        choices=("strict", "tolerant"),
-        help="with --from: how the prefix is matched: strict (default: as replay, volatile spans "
-        "tolerated) or tolerant (a request that differs from its recorded turn only in tool "
-        "results is answered in position; every difference listed; docs/fork.md)",
-    )
-    p.add_argument(
-        "--no-volatile",
-        action="store_true",
-        help="with --from: the prefix's requests must equal the recorded ones as sent (no date, "
-        "id, temp path, cwd or port tolerated; docs/testing.md)",
-    )
-    from cassettes.matching import add_rule_flags
-
-    add_rule_flags(p, fork=True)
-    p.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        metavar="K",
-        help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) and "
-        "say per turn how the branches agree",
-    )
-    p.add_argument(
-        "--edit",
-        action="append",
-        default=[],
-        metavar="TARGET=@FILE",
-        help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every "
-        "request sent live; or continue=N: continue an answer cut at the token cap, the agent "
-        "handed one answer (repeatable; docs/fork.md)",
-    )
-    p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command to run, after --")
-    p.set_defaults(func=cmd_run)

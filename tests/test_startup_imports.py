@@ -294,24 +294,26 @@ def test_genai_prices_is_whole_for_whoever_asks() -> None:
     assert "genai_prices.data" in mods
 
 
-def test_a_core_subcommand_is_registered_without_reading_package_metadata() -> None:
-    """``looptap replay`` (and every other subcommand the core itself provides) is registered from
-    :data:`cassettes.cli.OWN_COMMANDS`, not by scanning every installed package's entry points;
-    the table says what pyproject.toml's ``looptap.commands`` says for the core's commands."""
-    from cassettes.cli import OWN_COMMANDS
+def test_a_command_is_built_from_its_declaration_without_loading_its_handler() -> None:
+    """Every ``looptap`` command is declared once (:data:`cassettes.commands.COMMANDS`): its parser
+    is built from the declaration without reading every installed package's entry points and
+    without importing the handler's module (imported when the command runs); pyproject.toml's
+    ``looptap.commands`` group is for other packages' commands, none of them looptap's own."""
+    from cassettes.commands import COMMANDS
 
-    declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
-        "entry-points"
-    ]["looptap.commands"]
-    assert OWN_COMMANDS == {
-        name: target for name, target in declared.items() if target.startswith("cassettes.")
+    declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    assert not set(declared.get("entry-points", {}).get("looptap.commands", {})) & {
+        c.name for c in COMMANDS
     }
+    handlers = sorted({c.run.partition(":")[0] for c in COMMANDS if c.run})
+    assert "proxy.cli" in handlers and "cassettes.replay.cli" in handlers
     code = (
         "import sys\n"
         "import cassettes.cli as c\n"
-        f"for name in {sorted(OWN_COMMANDS)!r}:\n"
+        f"for name in {sorted(c.name for c in COMMANDS)!r}:\n"
         "    assert name in c.build_parser(name)._subparsers._group_actions[0].choices\n"
-        "print('LOADED', *sorted(n for n in ('importlib.metadata',) if n in sys.modules))\n"
+        f"print('LOADED', *sorted(n for n in ('importlib.metadata', *{handlers!r}) "
+        "if n in sys.modules))\n"
     )
     out = progress.run(
         [sys.executable, "-c", code],

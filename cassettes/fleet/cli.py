@@ -1,7 +1,7 @@
 """``looptap index``, ``looptap query`` and ``looptap fleet``: the fleet commands (docs/fleet.md).
 
-Registered by the core's command table (``cassettes.cli.OWN_COMMANDS``); DuckDB (the ``fleet``
-extra) is imported only when one of them runs. What they print passes through the CLI's output
+Declared in :mod:`cassettes.commands`; DuckDB (the ``fleet`` extra) is imported only when one of
+them runs. What they print passes through the CLI's output
 guard, and each table cell is cleaned and clipped first (recorded text: a finding's message, a
 model name, a client's User-Agent).
 """
@@ -17,9 +17,26 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from cassettes.hints import count
+import orjson
 
-__all__ = ["register_fleet", "register_index", "register_query"]
+from cassettes.fleet import questions
+from cassettes.fleet.index import (
+    FLEET_NAME,
+    FleetError,
+    connect,
+    default_fleet,
+    duckdb_module,
+    parquet_dir,
+    parquet_views,
+    update,
+)
+from cassettes.fleet.index import export_parquet as write
+from cassettes.hints import count
+from cassettes.storage.paths import check_target, staged
+from cassettes.untrusted import clean_line
+from cassettes.views.progress import reading_line
+
+__all__ = ["cmd_fleet", "cmd_index", "cmd_query", "export_parquet", "index_dirs"]
 
 #: A table cell's width at most, in characters.
 CELL = 60
@@ -31,9 +48,6 @@ def _say(line: str) -> None:
 
 def index_dirs(dirs: Sequence[str], fleet: str | None, jobs: int) -> tuple[Any, Path]:
     """Update (or make) the index of ``dirs``: the open connection and where it is."""
-    from cassettes.fleet.index import connect, default_fleet, update
-    from cassettes.views.progress import reading_line
-
     paths = [Path(d) for d in dirs]
     db = Path(fleet) if fleet else default_fleet(paths[0])
     con = connect(db)
@@ -54,8 +68,6 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def _open(fleet: str | None) -> Any:
     """A read-only connection to the fleet: an index file, or a Parquet export's directory."""
-    from cassettes.fleet.index import FLEET_NAME, connect, duckdb_module, parquet_views
-
     where = Path(fleet) if fleet else FLEET_NAME
     if where.is_dir():
         con = duckdb_module().connect(":memory:")
@@ -65,8 +77,6 @@ def _open(fleet: str | None) -> Any:
 
 
 def _run(args: argparse.Namespace, sql: str, params: Sequence[object] = ()) -> int:
-    from cassettes.fleet.index import FleetError, duckdb_module
-
     con = _open(args.fleet)
     try:
         cur = con.execute(sql, list(params))
@@ -91,8 +101,6 @@ def _plain(v: Any) -> Any:
 
 def _print(names: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
     if fmt == "json":
-        import orjson
-
         out = sys.stdout.buffer
         for r in rows:
             out.write(
@@ -112,8 +120,6 @@ def _print(names: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
 
 
 def _table(names: list[str], rows: list[tuple[Any, ...]]) -> None:
-    from cassettes.untrusted import clean_line
-
     def cell(v: Any) -> str:
         s = "" if v is None else clean_line(str(_plain(v)))
         return s if len(s) <= CELL else s[: CELL - 1] + "…"
@@ -142,8 +148,6 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    from cassettes.fleet import questions
-
     if args.question == "findings":
         since = questions.since_time(args.since) if args.since else None
         sql, params = questions.findings(since, args.new)
@@ -158,11 +162,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
 def _page(args: argparse.Namespace) -> int:
     """``looptap fleet page``: the named questions on one web page (docs/fleet.md)."""
-    from cassettes.fleet import questions
-    from cassettes.fleet.index import FleetError, duckdb_module
-    from cassettes.storage.paths import check_target, staged
-    from cassettes.untrusted import clean_line
-    from cassettes.views.htmlpage import render_fleet_html
+    from cassettes.views.htmlpage import render_fleet_html  # the html extra's seam (jinja2)
 
     target = check_target(args.output, "the page", force=args.force, hint="--force replaces it")
     con = _open(args.fleet)
@@ -193,81 +193,9 @@ def _page(args: argparse.Namespace) -> int:
     return 0
 
 
-def _output_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--fleet",
-        metavar="FLEET",
-        help="the index (default .looptap/fleet.duckdb) or a directory written by "
-        "looptap export --parquet",
-    )
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument(
-        "--json", dest="format", action="store_const", const="json", help="one object per row"
-    )
-    fmt.add_argument("--csv", dest="format", action="store_const", const="csv", help="CSV")
-    p.set_defaults(format="table")
-
-
-def register_index(sub: Any) -> None:
-    p = sub.add_parser(
-        "index",
-        help="index every run under directories into a DuckDB file (the fleet extra)",
-        description="Build or update the fleet index: runs, conversations, turns, findings and "
-        "tool calls of every run under the directories (docs/fleet.md). An unchanged run is not "
-        "read again; a changed one is updated; a removed one leaves.",
-    )
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="directories holding runs")
-    p.add_argument(
-        "-o",
-        "--output",
-        metavar="FLEET",
-        help="the index file (default .looptap/fleet.duckdb beside the first DIR)",
-    )
-    p.add_argument(
-        "--jobs", type=int, default=1, metavar="N", help="read runs in N processes (default 1)"
-    )
-    p.set_defaults(func=cmd_index)
-
-
-def register_query(sub: Any) -> None:
-    p = sub.add_parser(
-        "query",
-        help="run SQL over the fleet index (tables runs, conversations, turns, findings, "
-        "tool_calls)",
-    )
-    p.add_argument("sql", metavar="SQL", help="a DuckDB SQL query")
-    _output_options(p)
-    p.set_defaults(func=cmd_query)
-
-
-def register_fleet(sub: Any) -> None:
-    p = sub.add_parser("fleet", help="everyday questions of the fleet index (docs/fleet.md)")
-    qs = p.add_subparsers(dest="question", metavar="QUESTION", required=True)
-    q = qs.add_parser("findings", help="findings by code: how many, in how many runs, when")
-    q.add_argument("--since", metavar="REF|DATE", help="runs recorded since a date or a git ref")
-    q.add_argument("--new", action="store_true", help="only codes no run before --since had")
-    _output_options(q)
-    q = qs.add_parser("cost", help="cost and tokens by model, agent or day")
-    q.add_argument("--by", choices=("model", "agent", "day"), default="model")
-    _output_options(q)
-    q = qs.add_parser(
-        "failing-turns",
-        help="runs grouped by their first root-cause error and the turn's request shape",
-    )
-    _output_options(q)
-    q = qs.add_parser("page", help="the questions above as one web page (the html extra)")
-    q.add_argument("-o", "--output", default="fleet.html", help="default fleet.html")
-    q.add_argument("--force", action="store_true", help="replace an existing page")
-    q.add_argument("--fleet", metavar="FLEET", help="as for the questions")
-    p.set_defaults(func=cmd_fleet)
-
-
 def export_parquet(dirs: Sequence[str], out: Path, quiet: bool) -> int:
     """``looptap export --parquet OUTDIR DIR...``: the index of ``dirs`` brought up to date (the
     default one, beside the first), then its tables written as Parquet under ``out``."""
-    from cassettes.fleet.index import export_parquet as write
-    from cassettes.fleet.index import parquet_dir
-
     parquet_dir(out)  # refused before anything is read
     con, _ = index_dirs(dirs, None, 1)
     try:

@@ -1,9 +1,14 @@
-"""``looptap export`` and ``looptap textconv`` (registered through the ``looptap.commands`` entry
-points). Errors become one line on stderr and a non-zero exit, in ``cassettes.cli.main``."""
+"""``looptap export`` and ``looptap textconv``: their handlers (declared in
+:mod:`cassettes.commands`). Errors become one line on stderr and a non-zero exit, in
+``cassettes.cli.main``."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import stat
+import subprocess
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -11,10 +16,20 @@ from typing import Any
 
 import orjson
 
-from cassettes.errors import CassetteError, CassetteFormatError
+from cassettes.errors import CassetteError, CassetteFormatError, problem_lines
+from cassettes.fleet.cli import export_parquet
 from cassettes.hints import count
+from cassettes.interop.har import har_chunks
+from cassettes.interop.otel import iter_requests
+from cassettes.interop.otlp import send, traces_url
+from cassettes.interop.textconv import render
+from cassettes.reading.run import open_run
+from cassettes.recording.redact import Redactor
+from cassettes.storage.paths import UnsafePath, check_target, same_path, staged
+from cassettes.untrusted import SafeBinaryStream
+from cassettes.views.progress import reading_line
 
-__all__ = ["cmd_export", "cmd_textconv", "register_export", "register_textconv"]
+__all__ = ["cmd_export", "cmd_textconv"]
 
 
 class ExportUsageError(CassetteError, ValueError):
@@ -25,8 +40,6 @@ def _export_target(path: str, args: argparse.Namespace, unnamed: bool = False) -
     """Where an export goes, checked before anything is read (storage/paths.py): ``None`` for
     stdout; the input itself, a link, a directory, a device, a FIFO or a socket is refused, and an
     existing file unless ``--force`` (an empty one of this user is taken)."""
-    from cassettes.storage.paths import UnsafePath, check_target, same_path
-
     if path == "-":
         return None
     if same_path(path, args.file):
@@ -44,9 +57,6 @@ def _write_chunks(target: Any, chunks: Iterable[bytes]) -> None:
     held whole): 0600 like the cassette, under a private name beside it and put in place whole
     when done (storage/paths.py); C1, bidi and zero-width characters in strings escaped (the same
     JSON value) for terminals."""
-    from cassettes.storage.paths import staged
-    from cassettes.untrusted import SafeBinaryStream
-
     if target is None:
         out = SafeBinaryStream(sys.stdout.buffer)
         for chunk in chunks:
@@ -84,8 +94,6 @@ def _html_output(args: argparse.Namespace) -> str | None:
 
 def _distinct_outputs(outputs: list[tuple[str, str]]) -> None:
     """Refuse two outputs (``(flag, path)``) that name one file."""
-    from cassettes.storage.paths import UnsafePath, same_path
-
     for i, (flag_a, a) in enumerate(outputs):
         for flag_b, b in outputs[i + 1 :]:
             if same_path(a, b):
@@ -94,8 +102,6 @@ def _distinct_outputs(outputs: list[tuple[str, str]]) -> None:
 
 def _otel_requests(run: Any, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """The run's OTLP export requests, a thousand round trips at a time."""
-    from cassettes.interop.otel import iter_requests
-
     return iter_requests(run, content=not args.no_content, project=args.project)
 
 
@@ -120,9 +126,6 @@ def _export_otel_file(run: Any, args: argparse.Namespace, target: Any) -> str:
 
 def _export_otel_endpoint(run: Any, args: argparse.Namespace, headers: dict[str, str]) -> str:
     """``--otel-endpoint``: the requests POSTed; what was sent, for the summary line."""
-    from cassettes.interop.otlp import send, traces_url
-    from cassettes.recording.redact import Redactor
-
     n = posts = status = 0
     for req in _otel_requests(run, args):
         n += _spans(req)
@@ -135,11 +138,7 @@ def _export_otel_endpoint(run: Any, args: argparse.Namespace, headers: dict[str,
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from cassettes.reading.run import open_run
-
     if args.parquet:
-        from cassettes.fleet.cli import export_parquet
-
         return export_parquet([args.file, *args.more], Path(args.parquet), args.quiet)
     if args.more:
         raise ExportUsageError("one run at a time (several directories only with --parquet)")
@@ -160,11 +159,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     otel_target = _export_target(args.otel, args) if args.otel else None
     har_target = _export_target(args.har, args) if args.har else None
     html_target = _export_target(html, args, unnamed=not args.output) if html else None
-    from cassettes.views.progress import reading_line
 
     with reading_line(Path(args.file).name) as progress:
         run = open_run(args.file, progress=progress)
-    from cassettes.errors import problem_lines
 
     for p in problem_lines(run.problems):
         print(f"looptap: warning: {args.file}: {p}", file=sys.stderr)
@@ -174,8 +171,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.otel_endpoint:
         said.append(_export_otel_endpoint(run, args, headers))
     if args.har:
-        from cassettes.interop.har import har_chunks
-
         _write_chunks(har_target, har_chunks(run))
         said.append(f"{count(len(run.exchanges), 'HAR entry', 'HAR entries')} → {args.har}")
     if html:
@@ -189,6 +184,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def write_html_report(run: Any, target: Any, shown: str) -> str:
     """Write ``run`` as one self-contained web page (``looptap export --html``) to ``target``
     (``None``: stdout); what was written, for the summary line."""
+    # the html extra's seam: jinja2 and the report load only for a page (the other exports and
+    # every other command never need them)
     from cassettes.views.htmlpage import render_html
     from cassettes.views.report import report_data
 
@@ -197,86 +194,6 @@ def write_html_report(run: Any, target: Any, shown: str) -> str:
     _write_chunks(target, [page])
     turns = count(data["totals"]["turns"], "turn")
     return f"{turns} as a web page ({len(page) / 1024:,.0f} KB) → {shown}"
-
-
-def register_export(sub: Any) -> None:
-    p = sub.add_parser(
-        "export",
-        help="export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint), "
-        "HAR 1.2 or a web page",
-        description="Export a run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file) "
-        "for other tools: OpenTelemetry GenAI spans (one trace per conversation, one span per "
-        "round trip) for Phoenix, Langfuse or any OTLP collector, HAR 1.2 for browser devtools "
-        "and mitmweb, and one self-contained web page to share (looptap export --html RUN -o "
-        "run.html).",
-    )
-    p.add_argument(
-        "file",
-        help="a looptap cassette, a vcrpy cassette or a mitmproxy "
-        "flow file (told apart by content); with --parquet, a directory of runs",
-    )
-    p.add_argument("more", nargs="*", metavar="DIR", help="with --parquet: more directories")
-    p.add_argument(
-        "--parquet",
-        metavar="OUTDIR",
-        help="index the runs under the directories (looptap index) and write its tables as "
-        "Parquet partitioned by day under OUTDIR (docs/fleet.md; the fleet extra)",
-    )
-    p.add_argument(
-        "--otel",
-        metavar="OUT.json",
-        help="write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file format) to "
-        "this file ('-' = stdout)",
-    )
-    p.add_argument(
-        "--otel-endpoint",
-        metavar="URL",
-        help="POST the spans to this OTLP/HTTP endpoint (/v1/traces is appended unless present)",
-    )
-    p.add_argument(
-        "--otel-protocol",
-        choices=("protobuf", "json"),
-        default="protobuf",
-        help="OTLP/HTTP body encoding (default protobuf)",
-    )
-    p.add_argument(
-        "--otel-header",
-        action="append",
-        metavar="NAME=VALUE",
-        help="extra HTTP header for the endpoint (repeatable), e.g. authorization",
-    )
-    p.add_argument(
-        "--project",
-        help="Phoenix project to file the spans under (resource attribute "
-        "openinference.project.name)",
-    )
-    p.add_argument(
-        "--no-content",
-        action="store_true",
-        help="leave out message contents, system instructions and tool definitions",
-    )
-    p.add_argument("--har", metavar="OUT.har", help="write HAR 1.2 to this file ('-' = stdout)")
-    p.add_argument(
-        "--html",
-        action="store_true",
-        help="write the run as one self-contained web page (turns, messages, findings, growth "
-        "chart; needs the html extra) to -o, else to RUN.html in the current directory",
-    )
-    p.add_argument(
-        "-o",
-        "--output",
-        metavar="OUT.html",
-        help="where --html writes the page ('-' = stdout; default: the run's name as NAME.html "
-        "in the current directory)",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an existing --otel/--har/--html file (a "
-        "link, a directory or a device is always refused)",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
-    p.set_defaults(func=cmd_export)
 
 
 def cmd_textconv(args: argparse.Namespace) -> int:
@@ -288,9 +205,6 @@ def cmd_textconv(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from cassettes.interop.textconv import render
-    from cassettes.reading.run import open_run
-    from cassettes.views.progress import reading_line
 
     path = Path(args.file)
     try:
@@ -312,9 +226,6 @@ def _install_textconv(repo: Path) -> int:
     """Register the driver in the git repository at ``repo``: the attribute for ``*.jsonl`` and
     ``diff.looptap.textconv`` pointing at this interpreter (absolute), so it works whichever
     environment looptap is installed in and whatever is on git's PATH."""
-    import shlex
-    import subprocess
-
     try:
         top = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--show-toplevel"],
@@ -329,7 +240,6 @@ def _install_textconv(repo: Path) -> int:
         print(f"looptap textconv: error: {repo} is not inside a git repository", file=sys.stderr)
         return 2
     root = Path(top.stdout.strip())
-    from cassettes.storage.paths import UnsafePath, check_target
 
     attrs = root / ".gitattributes"
     try:
@@ -365,11 +275,6 @@ def _add_attribute(target: Any, line: str) -> bool:
     whole under a private name beside it and renamed into place (its mode kept), so a crash never
     leaves half of it, and a link put at its name is never followed (storage/paths.py). Whether
     the line was added."""
-    import os
-    import stat
-
-    from cassettes.storage.paths import staged
-
     path = target.path
     old = b""
     mode = 0o644
@@ -390,30 +295,3 @@ def _add_attribute(target: Any, line: str) -> bool:
             s.file.write(b"\n")
         s.file.write(line.encode() + b"\n")
     return True
-
-
-def register_textconv(sub: Any) -> None:
-    p = sub.add_parser(
-        "textconv",
-        help="print a cassette as stable line-per-item text (a git diff driver)",
-        description="Print a cassette one item per line (turns, appended messages, response parts, "
-        "usage, findings; no timestamps; tool-call ids as <id:N>) so `git diff` shows what "
-        "changed. Register it in a repository with: looptap textconv --install",
-    )
-    p.add_argument(
-        "file",
-        nargs="?",
-        help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (with --install: the "
-        "repository, default .)",
-    )
-    p.add_argument(
-        "--raw-ids",
-        action="store_true",
-        help="print tool-call and response ids as recorded, not as <id:N>",
-    )
-    p.add_argument(
-        "--install",
-        action="store_true",
-        help="register the driver in the git repository here (.gitattributes and git config)",
-    )
-    p.set_defaults(func=cmd_textconv)

@@ -61,7 +61,7 @@ from cassettes.mcp.runs import Runs
 from cassettes.mcp.whyquery import why_report
 from cassettes.models import Message
 from cassettes.reading.run import Run
-from cassettes.replay.cli import different_apis
+from cassettes.replay.comparison import different_apis
 from cassettes.replay.forking.rundiff import diff_analysed
 from cassettes.untrusted import clean
 from cassettes.views.growth import growth_bars, split_json

@@ -35,7 +35,7 @@ from cassettes.untrusted import clean
 if TYPE_CHECKING:
     from cassettes.mcp.runs import Runs
 
-__all__ = ["build_server", "cmd_mcp", "parse_http", "register_mcp"]
+__all__ = ["build_server", "cmd_mcp", "parse_http"]
 
 INSTRUCTIONS = (
     "looptap recorded the HTTP traffic of an LLM agent into runs (cassettes). Each round trip is "
@@ -387,26 +387,3 @@ def parse_http(value: str) -> tuple[str, int]:
             "(give HOST:PORT, e.g. 127.0.0.1:8765)"
         )
     return _LOOPBACK[host], int(port)
-
-
-def register_mcp(sub: Any) -> None:
-    p = sub.add_parser(
-        "mcp",
-        help="serve recorded runs to a coding agent over MCP (read-only)",
-        description="A read-only MCP server over the runs under --root: list runs, summaries, "
-        "findings (root causes first), turns with E/A/C, search, token growth, diffs and a live "
-        "tail. stdio by default (what Claude Code, Codex and Cursor start); --http serves "
-        "streamable HTTP on loopback.",
-    )
-    p.add_argument(
-        "--root",
-        action="append",
-        metavar="DIR",
-        help="a directory of runs (repeatable; default: the current one)",
-    )
-    p.add_argument(
-        "--http",
-        metavar="HOST:PORT",
-        help="serve streamable HTTP on this loopback address instead of stdio",
-    )
-    p.set_defaults(func=cmd_mcp)

@@ -1,5 +1,5 @@
-"""``looptap replay`` and ``looptap diff``, registered through the ``looptap.commands`` entry
-points.
+"""``looptap replay``'s handler (declared in :mod:`cassettes.commands`; ``diff``, ``compare`` and
+``rules propose`` are :mod:`cassettes.replay.comparison`'s).
 
 Errors are converted by the core CLI (one line, non-zero exit); these commands only add theirs.
 """
@@ -7,8 +7,9 @@ Errors are converted by the core CLI (one line, non-zero exit); these commands o
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
-import re
+import os
 import signal
 import sys
 from pathlib import Path
@@ -16,19 +17,19 @@ from typing import Any
 
 import orjson
 
+from cassettes import interrupts
+from cassettes.errors import CassetteError, problem_lines
 from cassettes.hints import count
+from cassettes.matching import rules_of_args, turn_entries
+from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
+from cassettes.replay.forking.plan import PlanError, read_plan
+from cassettes.replay.live.edits import EditError, parse_edit
+from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
+from cassettes.replay.serving.server import IDLE_TIMEOUT, READ_TIMEOUT, ReplayServer, parse_pace
+from cassettes.storage.store import write_private
+from cassettes.wire.edited import KEY_ENV
 
-__all__ = [
-    "cmd_compare",
-    "cmd_diff",
-    "cmd_replay",
-    "cmd_rules_propose",
-    "different_apis",
-    "register_compare",
-    "register_diff",
-    "register_replay",
-    "register_rules",
-]
+__all__ = ["cmd_replay"]
 
 
 def _err(msg: str) -> None:
@@ -42,7 +43,6 @@ class _Usage(Exception):
 def _fault_plan(args: argparse.Namespace) -> Any:
     if not args.fault:
         return None
-    from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
 
     try:
         return FaultPlan([parse_fault(f) for f in args.fault], seed=args.fault_seed)
@@ -51,8 +51,6 @@ def _fault_plan(args: argparse.Namespace) -> Any:
 
 
 def _timeouts(args: argparse.Namespace) -> list[float | None]:
-    from cassettes.replay.serving.server import IDLE_TIMEOUT, READ_TIMEOUT
-
     timeouts: list[float | None] = []
     for name, default in (("idle_timeout", IDLE_TIMEOUT), ("read_timeout", READ_TIMEOUT)):
         value = getattr(args, name)
@@ -74,8 +72,6 @@ def _cursor(args: argparse.Namespace) -> Any:
                 "--live, --model, --edit and --prefix go with --cursor (where the run goes live)"
             )
         return None
-    from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
-    from cassettes.replay.live.edits import EditError, parse_edit
 
     bases: dict[str, str] = {}
     for item in args.live:
@@ -100,8 +96,6 @@ def _cursor(args: argparse.Namespace) -> Any:
 def _planned(args: argparse.Namespace) -> Any:
     """The cursor of a fork's plan (:mod:`cassettes.replay.forking.plan`), its settings put on
     ``args``."""
-    from cassettes.replay.forking.plan import PlanError, read_plan
-
     if args.cursor or args.live or args.model or args.edit:
         raise _Usage(
             "--fork-plan says where the run goes live: no --cursor, --live, --model or --edit"
@@ -120,10 +114,6 @@ def _planned(args: argparse.Namespace) -> Any:
 def _edit_key() -> str:
     """The fork's per-run key for its edit marks (its live upstreams are its looptap recorders):
     read once from the environment (and removed from it), passed on to nothing."""
-    import os
-
-    from cassettes.wire.edited import KEY_ENV
-
     key = os.environ.pop(KEY_ENV, None)
     if not key:
         raise _Usage(
@@ -134,15 +124,11 @@ def _edit_key() -> str:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from cassettes.replay.serving.server import ReplayServer, parse_pace
-
     try:
         parse_pace(args.pace)
         plan = _fault_plan(args)
         idle, read = _timeouts(args)
         cursor = _cursor(args)
-        from cassettes.matching import rules_of_args
-
         # refused here, before the cassette is read or anything listens
         rules = rules_of_args(args, args.file)
         server = ReplayServer(
@@ -161,7 +147,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except (_Usage, ValueError) as exc:
         _err(f"error: {exc}")
         return 2
-    from cassettes.errors import problem_lines
 
     for p in problem_lines(server.problems):
         _err(f"warning: {args.file}: {p}")
@@ -186,10 +171,6 @@ def _write_tolerated(server: Any, path: str) -> None:
     """What the replay tolerated, per recorded turn (:mod:`cassettes.matching`:
     redacted, cut), as JSON into ``path``, a file ``looptap run --from`` made for it and reads back
     into the branch cassette; never over another file (created anew, private)."""
-    import orjson
-
-    from cassettes.matching import turn_entries
-    from cassettes.storage.store import write_private
 
     try:
         write_private(
@@ -212,8 +193,6 @@ def _write_tolerated(server: Any, path: str) -> None:
 def _keep_sent(server: Any, path: str) -> None:
     """What the client sent, misses included, as a cassette at ``path`` (a file ``looptap run
     --from`` made room for in its private directory): the evidence for ``looptap rules propose``."""
-    from cassettes.errors import CassetteError
-
     try:
         server.keep_sent(Path(path))
     except (CassetteError, OSError) as exc:
@@ -246,7 +225,6 @@ def _starts(server: Any) -> dict[str, Any]:
 
 def _serve(server: Any, args: argparse.Namespace) -> bool:
     """Serve until Ctrl-C / SIGTERM; ``False`` when the server could not listen."""
-    import asyncio  # here, not at the top: `looptap --help` loads every command module
 
     async def serve() -> bool:
         # Ctrl-C / SIGTERM handled from the start: a caller that stops the server as soon as it
@@ -256,7 +234,6 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        from cassettes import interrupts
 
         if interrupts.pending():  # a Ctrl-C during start-up that nothing raised
             stop.set()
@@ -270,7 +247,6 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
             print(f"export {k}={v}")
         sys.stdout.flush()
         n = len(server.matcher.recorded)
-        from cassettes.hints import count
 
         _err(
             f"replaying {args.file}: {count(n, 'round trip')} on {server.url}, pace "
@@ -284,7 +260,6 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
 
 
 def _report(server: Any, plan: Any, cursor: Any) -> None:
-    from cassettes.hints import count
 
     for line in server.report_lines():
         _err(line.removeprefix("looptap "))
@@ -310,642 +285,3 @@ def _report(server: Any, plan: Any, cursor: Any) -> None:
     for m in server.misses:
         for line in m.lines():
             print(line, file=sys.stderr)
-
-
-def cmd_diff(args: argparse.Namespace) -> int:
-    from cassettes.errors import problem_lines
-    from cassettes.matching import RuleError
-    from cassettes.reading.run import open_run
-    from cassettes.replay.forking.rundiff import (
-        comparing,
-        diff_analysed,
-        diff_rules,
-        divergence_lines,
-        fork_lined_up,
-    )
-    from cassettes.views.progress import reading_line
-
-    notes: list[str] = []
-    if not _related(args, notes):
-        return 2
-    try:  # refused before either run is read
-        rules = diff_rules(args.a, args)
-    except RuleError as exc:
-        _err(f"error: {exc}")
-        return 2
-    with reading_line(Path(args.a).name) as progress:
-        run_a = open_run(args.a, progress=progress)  # each read once, as a stream
-    with reading_line(Path(args.b).name) as progress:
-        run_b = open_run(args.b, progress=progress)
-    problems_a, problems_b = run_a.problems, run_b.problems
-    # the requests compared as `looptap replay A` matches them: A's project rules and the flags,
-    # each run's detectors
-    compare = comparing(rules, run_a.header, run_b.header, volatile=not args.no_volatile)
-    # A branch forked from A is lined up from its cursor; else runs on no common API are one line.
-    forked = fork_lined_up(args.a, args.b, run_a, run_b, notes, compare=compare)
-    unrelated = None if forked is not None else different_apis(run_a, run_b)
-    if forked is not None:
-        divs = forked
-    elif unrelated is not None:  # nothing to pair turn by turn: one line says so
-        divs = [unrelated]
-    else:
-        divs = diff_analysed(
-            run_a.analysis,
-            run_b.analysis,
-            run_a.exchange_by_seq,
-            run_b.exchange_by_seq,
-            compare=compare,
-        )
-    for path, problems in ((args.a, problems_a), (args.b, problems_b)):
-        for p in problem_lines(problems):
-            _err(f"warning: {path}: {p}")
-    if args.json:
-        sys.stdout.buffer.write(
-            orjson.dumps(
-                _diff_doc(args, notes, divs),
-                option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE,
-                default=str,
-            )
-        )
-        sys.stdout.flush()
-    elif unrelated is not None:
-        print(f"looptap diff {args.a} {args.b}: {unrelated.message}")
-    else:
-        from cassettes.untrusted import clean_line
-
-        for line in notes:
-            print(clean_line(line))
-        for line in divergence_lines(divs, f"looptap diff {args.a} {args.b}"):
-            print(line)
-    # what the fork itself changed is no divergence
-    return 1 if any(d.layer != "fork" for d in divs) else 0
-
-
-def _related(args: argparse.Namespace, notes: list[str]) -> bool:
-    """How ``args.a`` and ``args.b`` are related, said before either is read: a branch named
-    first is compared from its origin (``args`` swapped), a branch beside a run it was not forked
-    from is noted; ``False`` (said on stderr) when a branch's origin changed since the fork."""
-    from cassettes.reading.branch import relate
-    from cassettes.untrusted import clean_line
-
-    rel = relate(args.a, args.b)
-    if rel is not None and rel.changed is not None:  # one line, not a false divergence per turn
-        _err(f"looptap diff: {clean_line(rel.changed)}")
-        return False
-    if rel is not None and rel.swapped:  # the branch named first: its origin is A all the same
-        notes.append(
-            clean_line(
-                f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} "
-                "(the origin as A, the branch as B)"
-            )
-        )
-        args.a, args.b = args.b, args.a
-    # a branch named beside a run that is not its origin: said, then compared as two runs
-    if rel is None:
-        from cassettes.replay.forking.fork import origin_of
-
-        for branch, other in ((args.b, args.a), (args.a, args.b))[: 1 if args.a == args.b else 2]:
-            o = origin_of(branch) if Path(branch).is_file() else None
-            if o is not None:
-                notes.append(
-                    clean_line(
-                        f"{branch} is a branch of {o.get('run')}, not of {other} (not the run it "
-                        "was forked from): compared as two runs, turn by turn"
-                    )
-                )
-    return True
-
-
-def _diff_doc(args: argparse.Namespace, notes: list[str], divs: list[Any]) -> dict[str, Any]:
-    """``looptap diff --json``'s document."""
-    doc: dict[str, Any] = {
-        "a": str(args.a),
-        "b": str(args.b),
-        "notes": notes,
-        "divergences": [d.as_json() for d in divs],
-    }
-    # what the matching tolerated (a branch: its prefix's first)
-    if getattr(divs, "tolerated", None):
-        doc["tolerated"] = divs.tolerated  # type: ignore[attr-defined]
-    if getattr(divs, "tolerated_left_out", 0):  # past tolerated.MAX_TURNS turns: counted, not kept
-        doc["tolerated_left_out"] = divs.tolerated_left_out  # type: ignore[attr-defined]
-    if getattr(divs, "left_out", 0):  # past MAX_DIVERGENCES: counted, not kept
-        doc["left_out"] = divs.left_out  # type: ignore[attr-defined]
-    return doc
-
-
-def _apis(run: Any) -> list[str]:
-    """The APIs a run's conversations call (family, method and path), in order of first use."""
-    from urllib.parse import urlsplit
-
-    out: dict[str, None] = {}
-    for conv in run.analysis.conversations:
-        if not conv.turns:
-            continue
-        found = run.by_seq(conv.turns[0])
-        where = f" {found[0].method} {urlsplit(found[0].url).path}" if found is not None else ""
-        out[f"{conv.family}{where}"] = None
-    return list(out)
-
-
-def different_apis(a: Any, b: Any) -> Any:
-    """A single divergence when the two runs share no API (family and path): their turns are not
-    two runs of one agent, and a turn-by-turn diff would only list every field of every request;
-    ``None`` when they share one (or either has no LLM turn)."""
-    from cassettes.replay.forking.rundiff import Divergence
-
-    apis_a, apis_b = _apis(a), _apis(b)
-    if not apis_a or not apis_b or set(apis_a) & set(apis_b):
-        return None
-    return Divergence(
-        "A",
-        f"the runs use different APIs ({', '.join(apis_a[:3])} against {', '.join(apis_b[:3])}): "
-        "not two runs of one agent, nothing to compare turn by turn",
-        None,
-        None,
-    )
-
-
-def register_replay(sub: Any) -> None:
-    p = sub.add_parser(
-        "replay", help="serve a cassette as a fake upstream; prints the environment to export"
-    )
-    p.add_argument(
-        "file",
-        help="the run to replay: a looptap cassette, a vcrpy cassette or a mitmproxy flow file",
-    )
-    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
-    p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
-    p.add_argument(
-        "--pace",
-        default="instant",
-        help="stream pace: recorded, instant (default) or xN (N times faster than recorded)",
-    )
-    p.add_argument(
-        "--strict",
-        action="store_true",
-        help="requests must come in recorded order, with the same API version headers; exit 1 if "
-        "any round trip was left unplayed",
-    )
-    p.add_argument(
-        "--no-volatile",
-        action="store_true",
-        help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
-        "home or loopback port tolerated (docs/testing.md)",
-    )
-    from cassettes.matching import add_rule_flags
-
-    add_rule_flags(p)
-    p.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        metavar="SELECTOR:KIND",
-        help="inject a fault in the API's own format (repeatable), e.g. 'turn=1:overloaded*2', "
-        "'p=0.2:rate_limit', 'seq=4:stream_cut=3', '*:slow_first_byte=5'; kinds: rate_limit, "
-        "overloaded, server_error, context_length, reset, slow_first_byte, stall, stream_cut, "
-        "error_event (docs/faults.md)",
-    )
-    p.add_argument(
-        "--fault-seed",
-        type=int,
-        default=0,
-        help="seed of the p= selectors (the same seed, the same faults)",
-    )
-    p.add_argument(
-        "--idle-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="close a connection idle this long between requests "
-        "or WebSocket frames (default 120; 0: never)",
-    )
-    p.add_argument(
-        "--read-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="a request head must arrive, and a body may pause, "
-        "at most this long (default 30; 0: no limit)",
-    )
-    p.add_argument(
-        "--cursor",
-        metavar="SELECTOR",
-        help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1; divergence: "
-        "each conversation from its first request that differs) requests go to --live upstreams "
-        "(docs/fork.md)",
-    )
-    p.add_argument(
-        "--live",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="with --cursor: where requests of that API go past the cursor (NAME as --upstream "
-        "names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)",
-    )
-    p.add_argument("--model", help="with --cursor: the model of every request sent live")
-    p.add_argument(
-        "--prefix",
-        choices=("strict", "tolerant"),
-        default="strict",
-        help="with --cursor: strict (default): a request before the cursor must match its recorded "
-        "turn (volatile spans tolerated); tolerant: one that differs only in tool results is "
-        "answered with its recorded turn, in position, the difference listed (docs/fork.md)",
-    )
-    # looptap run --from: the fork's plan (the cursor placed, the edits read, the live upstreams;
-    # where to write what was tolerated and what the client sent)
-    p.add_argument("--fork-plan", metavar="FILE", help=argparse.SUPPRESS)
-    p.add_argument(
-        "--edit",
-        action="append",
-        default=[],
-        metavar="TARGET=@FILE",
-        help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent "
-        "live (repeatable; docs/fork.md)",
-    )
-    p.set_defaults(func=cmd_replay)
-
-
-def register_rules(sub: Any) -> None:
-    p = sub.add_parser(
-        "rules",
-        help="matching rules: propose them from two recordings of the same agent (docs/testing.md)",
-    )
-    rsub = p.add_subparsers(dest="rules_command", metavar="{propose}")
-    rsub.required = True
-    q = rsub.add_parser(
-        "propose",
-        help="the rules that would make B's requests match A's (two runs of the same agent, e.g. "
-        "on two days): printed, never written",
-    )
-    q.add_argument(
-        "a",
-        help="the first run (a looptap cassette, a vcrpy cassette "
-        "or a mitmproxy flow file): the recording",
-    )
-    q.add_argument("b", help="the second run of the same agent (the same formats)")
-    q.add_argument(
-        "--json",
-        action="store_true",
-        help="the differences, the proposed rules and what still differs, as JSON",
-    )
-    q.set_defaults(func=cmd_rules_propose)
-
-
-def cmd_rules_propose(args: argparse.Namespace) -> int:
-    """Exit 0: the proposed rules (and the built-in detectors) make the runs match; 1: a real
-    divergence remains (listed); 2: a run could not be read."""
-    from cassettes.errors import CassetteError
-    from cassettes.recording.redact import Redactor
-    from cassettes.replay.forking.propose import propose_files
-    from cassettes.untrusted import clean_line
-
-    try:
-        proposal, problems = propose_files(args.a, args.b)
-    except CassetteError as exc:
-        _err(f"error: {exc}")
-        return 2
-    for p in problems:
-        _err(f"warning: {p}")
-    # the values shown are the runs' request text: a key in one is not printed
-    redactor = Redactor.configured()
-    if args.json:
-        print(
-            orjson.dumps(
-                redactor.document({**proposal.as_json(), "toml": proposal.toml()}),
-                option=orjson.OPT_INDENT_2,
-            ).decode()
-        )
-        return 0 if proposal.matches else 1
-    lines = [
-        f"{len(proposal.differences)} difference{'s' if len(proposal.differences) != 1 else ''} "
-        f"between the requests of {args.a} and {args.b} ({count(proposal.pairs, 'turn')} lined up):"
-    ]
-    lines += [f"  {d.line()}" for d in proposal.differences]
-    lines += [f"  {u}" for u in proposal.unpaired]
-    if proposal.matches:
-        lines.append(
-            "with the rules below (and the built-in detectors) all "
-            f"{count(proposal.pairs, 'turn')} match"
-        )
-    else:
-        lines.append(
-            "with the rules below (and the built-in detectors) "
-            f"{proposal.pairs - len(proposal.remaining)} of {count(proposal.pairs, 'turn')} "
-            "match; still "
-            "diverging:"
-        )
-        lines += [f"  {c} turn {t} at {p}" for c, t, p in proposal.remaining[:20]]
-    for line in lines:
-        print(clean_line(redactor.scrub(line)))
-    print()
-    # TOML to paste: its anchors are recorded text, cleaned like the rest
-    for line in proposal.toml().splitlines():
-        print(clean_line(redactor.scrub(line)))
-    return 0 if proposal.matches else 1
-
-
-def register_diff(sub: Any) -> None:
-    p = sub.add_parser(
-        "diff",
-        help="where two runs of an agent diverge, by conversation, "
-        "turn and layer (exit 1 if they do)",
-    )
-    p.add_argument(
-        "a", help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file)"
-    )
-    p.add_argument("b", help="the second run (the same formats)")
-    p.add_argument("--json", action="store_true", help="the divergences as JSON")
-    p.add_argument(
-        "--no-volatile",
-        action="store_true",
-        help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
-        "home or loopback port tolerated (docs/testing.md)",
-    )
-    from cassettes.matching import add_rule_flags
-
-    add_rule_flags(p, what="the requests")
-    p.set_defaults(func=cmd_diff)
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from decimal import Decimal, InvalidOperation
-
-    from cassettes.errors import CassetteError
-    from cassettes.reading.run import open_run
-    from cassettes.replay.forking.compare import (
-        compare_run,
-        estimate_costs,
-        plan_requests,
-        send_list,
-        upstream_bases,
-        where_sent,
-    )
-    from cassettes.replay.forking.cursor import live_router
-
-    if args.samples < 1:
-        _err("error: --samples wants a count from 1")
-        return 2
-    try:
-        max_cost = Decimal(args.max_cost) if args.max_cost is not None else None
-    except InvalidOperation:
-        _err(f"error: --max-cost wants dollars (0.50), not {args.max_cost[:40]!r}")
-        return 2
-    try:
-        bases = upstream_bases(args.upstream)
-    except ValueError as exc:
-        _err(f"error: {exc}")
-        return 2
-    headers = _extra_headers(args.header)
-    if headers is None:
-        return 2
-    try:  # checked before anything is read or sent (storage/paths.py), as every output is
-        report, redactor = _report_target(args), _report_redactor(headers)
-    except (CassetteError, ValueError) as exc:
-        _err(f"error: {exc}")
-        return 2
-    run = open_run(args.file, whole=True)
-    planned, skipped = send_list(plan_requests(run), args.include_errors)
-    router = live_router(bases)
-    targets = [where_sent(p, router, args.model) for p in planned]
-    unserved = [p.seq for p, (target, _) in zip(planned, targets, strict=True) if target is None]
-    if unserved:
-        _err(
-            f"error: no upstream serves the API of seq {', '.join(map(str, unserved[:5]))} (give "
-            "one with --upstream NAME=URL): nothing sent"
-        )
-        return 2
-    if skipped:
-        _err(f"skipped: {', '.join(skipped)} (recorded errors: --include-errors sends them)")
-    estimate_costs(planned, router, args.model, [target for target, _ in targets])
-    if not _within_budget(args, planned, max_cost):
-        return 2
-    if args.dry_run:
-        _would_send(args, planned, targets)
-        return 0
-    result = compare_run(run, planned, router, args.model, args.samples, headers, skipped)
-    result.run = str(args.file)
-    # the candidate's answers may echo a key, as a recorded body may
-    doc = redactor.document(result.as_json())
-    if args.json:
-        sys.stdout.buffer.write(
-            orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str)
-        )
-        sys.stdout.flush()
-    else:
-        for line in result.lines():
-            print(line)
-    # saved for later readers (looptap mcp's comparison tool): what --json prints
-    if report is not None:
-        try:
-            _save_report(report, doc)
-        except CassetteError as exc:
-            _err(f"error: the comparison was not saved: {exc}")
-            return 2
-    return _compared(result)
-
-
-def _would_send(
-    args: argparse.Namespace, planned: list[Any], targets: list[tuple[str | None, str | None]]
-) -> None:
-    """``looptap compare --dry-run``: what would be sent, a line per recorded request."""
-    from cassettes.untrusted import clean_line
-
-    for p, (target, note) in zip(planned, targets, strict=True):
-        print(
-            clean_line(
-                f"would send {args.samples}×: seq {p.seq} (conversation {p.conversation}, turn "
-                f"{p.turn}) {p.ex.method} {target}"
-                + (f" with model {args.model} ({note})" if args.model else "")
-            )
-        )
-
-
-def _extra_headers(given: list[str]) -> list[tuple[str, str]] | None:
-    """``--header NAME: VALUE``, each as sent with every request; ``None`` (said on stderr) when
-    one is not a header or cannot be sent (CR, LF, NUL: it would split the request)."""
-    from cassettes.net import header_problem, said_name
-
-    headers = []
-    for h in given:
-        k, sep, v = str(h).partition(":")
-        if not sep or not k.strip():
-            _err("error: --header wants 'NAME: VALUE'")
-            return None
-        if header_problem(k.strip(), v.strip()) is not None:
-            _err(
-                f"error: --header {said_name(k.strip())} cannot be sent: "
-                f"{header_problem(k.strip(), v.strip())}"
-            )
-            return None
-        headers.append((k.strip(), v.strip()))
-    return headers
-
-
-def _within_budget(args: argparse.Namespace, planned: list[Any], max_cost: Any) -> bool:
-    """The budget's lines on stderr; ``False`` (said) when the comparison would go over it."""
-    from cassettes.replay.forking.compare import BudgetError, check_budget
-    from cassettes.untrusted import clean_line
-
-    try:
-        for line in check_budget(
-            planned, args.samples, args.max_requests, max_cost, args.allow_unknown_price, args.model
-        ):
-            _err(clean_line(line))
-    except BudgetError as exc:
-        for line in exc.lines:
-            _err(clean_line(line))
-        _err(clean_line(f"error: {exc}"))
-        return False
-    return True
-
-
-def _compared(result: Any) -> int:
-    """``looptap compare``'s exit code: 1 when the setup failed or no request got an answer."""
-    from cassettes.untrusted import clean_line
-
-    if result.stopped is not None:  # the setup failed (transport, credentials): not a comparison
-        _err(clean_line(f"error: the comparison stopped {result.stopped}"))
-        return 1
-    if result.turns and not result.verdict()["answers"]:  # every request answered with an error
-        _err(
-            clean_line(
-                "error: no answers to compare: "
-                f"{count(result.verdict()['errors'], 'request')}, every one answered with an "
-                "error (see the report)"
-            )
-        )
-        return 1
-    return 0
-
-
-#: What starts a saved comparison (``Comparison.as_json`` indented): a report looptap may replace.
-_REPORT_START = re.compile(rb'\A\{\s*"looptap"\s*:\s*"compare"')
-
-
-def _is_report(path: Path) -> bool:
-    """Whether ``path`` is a regular file that starts as a saved comparison does (read without
-    following a link or blocking)."""
-    import os
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    with os.fdopen(fd, "rb") as f:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and _REPORT_START.match(f.read(256)) is not None
-
-
-def _report_target(args: argparse.Namespace) -> Any:
-    """Where ``--report`` saves (``None``: not asked), checked as every output is
-    (docs/reliability.md, "Paths looptap writes"): never the run itself; an earlier comparison is
-    replaced (said); any other file, a link, a directory, a device, a FIFO or a place that takes
-    no file is refused."""
-    from cassettes.storage.paths import UnsafePath, check_target, same_path
-
-    if args.report is None:
-        return None
-    saved = Path(args.report) if args.report else Path(str(args.file) + ".compare.json")
-    if same_path(saved, args.file):
-        raise UnsafePath(
-            f"the report {saved} is the run it compares: give --report a path of its own"
-        )
-    return check_target(
-        saved,
-        "the report",
-        owned=_is_report,
-        hint="it is not a comparison looptap saved; give --report a new path",
-    )
-
-
-def _report_redactor(headers: list[tuple[str, str]]) -> Any:
-    """The cassettes' redactor (with the project's configuration), taught the credentials
-    ``--header`` sends, for what the comparison prints as JSON and saves."""
-    from cassettes.recording.redact import Redactor
-
-    redactor = Redactor.configured()
-    redactor.headers(headers)
-    return redactor
-
-
-def _save_report(target: Any, doc: Any) -> None:
-    """Write the comparison at the checked ``target`` whole, mode 0600 (storage/paths.py)."""
-    from cassettes.storage.paths import write_new
-
-    try:
-        replaced = target.replaces is not None and target.path.stat().st_size > 0
-    except OSError:
-        replaced = False
-    write_new(
-        target,
-        orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str),
-    )
-    _err(
-        f"comparison saved to {target.path}"
-        + (" (the earlier comparison there replaced)" if replaced else "")
-    )
-
-
-def register_compare(sub: Any) -> None:
-    p = sub.add_parser(
-        "compare",
-        help="send a run's recorded requests to a candidate model "
-        "(teacher-forced, K samples) and compare by layer",
-    )
-    p.add_argument("file", help="the recorded run")
-    p.add_argument("--model", help="the candidate model (default: the recorded one)")
-    p.add_argument(
-        "--upstream",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="where requests of that API go (default: the real API)",
-    )
-    p.add_argument(
-        "--samples",
-        type=int,
-        default=1,
-        metavar="K",
-        help="answers per recorded turn (agreement rates with K > 1)",
-    )
-    p.add_argument(
-        "--max-requests",
-        type=int,
-        metavar="N",
-        help="refuse (before sending) when more requests would be sent",
-    )
-    p.add_argument(
-        "--max-cost",
-        metavar="USD",
-        help="refuse (before sending) when the estimated cost (the candidate's own price on the "
-        "recorded usage) is higher",
-    )
-    p.add_argument(
-        "--allow-unknown-price",
-        action="store_true",
-        help="send under --max-cost although the candidate has no known price (the limit then "
-        "bounds the priced turns only)",
-    )
-    p.add_argument(
-        "--include-errors",
-        action="store_true",
-        help="also send the turns the recording shows failing (a "
-        "429, a 500, a transport error): skipped by default",
-    )
-    p.add_argument("--dry-run", action="store_true", help="list what would be sent; send nothing")
-    p.add_argument(
-        "--header",
-        action="append",
-        default=[],
-        metavar="'NAME: VALUE'",
-        help="a request header to send (credentials: a cassette holds none)",
-    )
-    p.add_argument("--json", action="store_true", help="the comparison as JSON")
-    p.add_argument(
-        "--report",
-        nargs="?",
-        const="",
-        metavar="FILE.json",
-        help="also save the comparison as JSON (default file: RUN.compare.json beside the run), "
-        "for looptap mcp's comparison tool",
-    )
-    p.set_defaults(func=cmd_compare)

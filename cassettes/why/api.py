@@ -19,7 +19,9 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 
-from cassettes.why.cli import register_why, split_options
+from cassettes.commands import declared
+from cassettes.commands.registry import add_command
+from cassettes.why.cli import split_options
 from cassettes.why.investigation import Refused, Result, investigate
 
 __all__ = ["Refused", "Result", "why"]
@@ -69,7 +71,7 @@ def why(
     argv += ["--dry-run"] * dry_run + ["--resume"] * resume
     parser = argparse.ArgumentParser(prog="looptap")
 
-    register_why(parser.add_subparsers(dest="command"))
+    add_command(parser.add_subparsers(dest="command"), declared("why"))
     args = parser.parse_args(["why", *argv, "--", *command])
     split_options(args)
     return investigate(args)

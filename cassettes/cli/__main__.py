@@ -1,0 +1,8 @@
+"""``python -m cassettes.cli``: the ``looptap`` command."""
+
+import sys
+
+from cassettes.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""``looptap show``: a run printed, one summary per round trip (or one
+JSON object per line), then its analysis. The registry imports this module under
+:func:`cassettes.cli.loading` (the collector paused, then frozen): the run's reader, the analysis,
+the views and every provider adapter load here, at the top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cassettes import providers
+from cassettes.cli.showfilter import show_filter
+from cassettes.errors import problem_lines
+from cassettes.hints import count
+from cassettes.reading.branch import branch_line, branch_origin, fork_notes
+from cassettes.reading.run import open_run
+from cassettes.reading.shown import show_pairs
+from cassettes.untrusted import clean_line
+from cassettes.views import roundtrip_object  # noqa: F401 - show_pairs' (loaded here)
+from cassettes.views.progress import reading_line
+from cassettes.views.view import GrowthRows, analysis_lines, summary_lines
+
+__all__ = ["cmd_show"]
+
+EXIT_OK = 0
+
+providers.FAMILIES  # noqa: B018 - the adapters, which the first round trip would load
+
+
+def _err(msg: str) -> None:
+    print(f"looptap: {msg}", file=sys.stderr)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    with reading_line(path.name) as progress:
+        run = open_run(path, progress=progress, cache=not getattr(args, "no_cache", False))
+    for p in problem_lines(run.problems):
+        _err(f"warning: {path}: {p}")
+    keep = show_filter(args, run.analysis)
+
+    # Each turn is restored once, by show_pairs(); the growth tables printed after take its row
+    # from there.
+    growth = None if args.json else GrowthRows()
+
+    # those kept with a kept analysis, else made (and kept)
+    inferred: dict[str, int] = {}  # findings resting on what an import inferred, by code
+
+    def views() -> Iterator[dict[str, Any]]:
+        for v, row in run.printed(lambda: show_pairs(run, path)):
+            if row is not None and growth is not None:
+                growth.put(v["seq"], row)
+            for f in v["findings"] if v.get("reconstructed") else []:
+                if f.get("details", {}).get("inferred"):
+                    inferred[f["code"]] = inferred.get(f["code"], 0) + 1
+            yield v
+
+    shown = 0
+
+    def kept() -> Iterator[dict[str, Any]]:  # the filters: a predicate on what is printed
+        nonlocal shown
+        for v in views():
+            if keep is None or keep.roundtrip(v):
+                shown += 1
+                yield v
+
+    if args.json:
+        out = sys.stdout.buffer
+        for v in kept():
+            out.write(orjson.dumps(v, option=orjson.OPT_APPEND_NEWLINE))
+        out.flush()
+    else:
+        assert growth is not None
+        title = str(path)
+
+        origin = branch_origin(run.header, path)
+        # a fork's branch says so first (its turns keep the origin's numbers)
+        if origin is not None:
+            title += "\n" + clean_line(branch_line(origin))
+            title += "".join("\n" + clean_line(line) for line in _prefix_lines(path, origin))
+        _print_lines(
+            summary_lines(
+                kept(), run.problems, title=title, total=len(run.exchanges), families=run.families
+            )
+        )
+        _print_lines(
+            analysis_lines(
+                keep.analysis(run.analysis) if keep is not None else run.analysis, growth
+            )
+        )
+        growth.close()
+        if inferred:
+            said = ", ".join(f"{code} ×{n}" for code, n in sorted(inferred.items()))
+            print(
+                f"\n{count(sum(inferred.values()), 'finding')} above rest on what an imported "
+                "trace did not give (looptap inferred it when it rebuilt the round trip; not "
+                f"evidence): {said}"
+            )
+        if keep is not None:
+            print(
+                f"\nfiltered ({keep.said}): {count(shown, 'round trip')} "
+                f"of {len(run.exchanges):,} shown"
+            )
+    return EXIT_OK
+
+
+def _prefix_lines(path: Path, origin: dict[str, Any]) -> list[str]:
+    """``show``'s lines for what a branch's prefix tolerated (recorded text: the caller cleans
+    them)."""
+    # only a fork's branch has a prefix: a plain run's show loads no matching rules
+    from cassettes.matching import report_lines
+
+    notes = fork_notes(path)["tolerated"]
+    if not notes:
+        return []
+    mode = origin.get("prefix") if isinstance(origin.get("prefix"), str) else "strict"
+    return [
+        f"tolerated in the prefix (--prefix {mode}), each turn served from the origin in position:",
+        *report_lines(notes),
+    ]
+
+
+def _print_lines(lines: Iterable[str]) -> None:
+    """Print each line, a few hundred at a time: one write of many lines through the guarded
+    stdout costs a fraction of one write per line (the same bytes)."""
+    out = sys.stdout
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) >= 256:
+            out.write("\n".join(chunk) + "\n")
+            chunk = []
+    if chunk:
+        out.write("\n".join(chunk) + "\n")

@@ -1,0 +1,213 @@
+"""The command registry's pieces: a command declared as data (:class:`Command`: its name, help,
+arguments and handler as ``"module:function"``), the parser built from the declarations, and the
+handler's module imported (:mod:`importlib`) only when its command runs. The declarations are in
+:mod:`cassettes.commands`; a command of another package that is not declared there is found
+through the ``looptap.commands`` entry points (:func:`add_installed`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
+
+from cassettes.pydantic_plugins import discover_lazily
+
+__all__ = [
+    "Arg",
+    "Command",
+    "Exclusive",
+    "Extend",
+    "Handler",
+    "add_args",
+    "add_command",
+    "add_installed",
+    "loading",
+]
+
+EXIT_ERROR = 2
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One ``add_argument`` call: its flags (or positional name) and keywords."""
+
+    flags: tuple[str, ...]
+    options: dict[str, Any]
+
+    def __init__(self, *flags: str, **options: Any) -> None:
+        object.__setattr__(self, "flags", flags)
+        object.__setattr__(self, "options", options)
+
+
+@dataclass(frozen=True)
+class Exclusive:
+    """A mutually exclusive group of arguments."""
+
+    args: tuple[Arg, ...]
+
+
+@dataclass(frozen=True)
+class Extend:
+    """Arguments another module adds (``"module:function"``, called with the parser and these
+    keywords): a set of options shared with code outside the command line."""
+
+    target: str
+    options: dict[str, Any]
+
+    def __init__(self, target: str, **options: Any) -> None:
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "options", options)
+
+
+class Command:
+    """A subcommand: its name, its help line and its arguments, in order; ``run`` its handler
+    (``"module:function"``, the function taking the parsed namespace and returning the exit
+    status); ``subcommands`` its own subcommands (``subparsers``: ``add_subparsers``' keywords),
+    each with its handler or the parent's; ``loading``: its module is imported under
+    :func:`loading`."""
+
+    def __init__(
+        self,
+        name: str,
+        help: str | None,
+        *args: Arg | Exclusive | Extend,
+        run: str | None = None,
+        description: str | None = None,
+        epilog: str | None = None,
+        defaults: dict[str, Any] | None = None,
+        subparsers: dict[str, Any] | None = None,
+        subcommands: tuple[Command, ...] = (),
+        loading: bool = False,
+    ) -> None:
+        self.name, self.help, self.args, self.run = name, help, args, run
+        self.description, self.epilog, self.defaults = description, epilog, defaults or {}
+        self.subparsers, self.subcommands = subparsers or {}, subcommands
+        self.loading = loading
+
+
+@contextmanager
+def loading() -> Iterator[None]:
+    """A command's imports, with the cyclic collector paused, then frozen (``gc.freeze``) the
+    first time in a process. Importing builds a great many containers (classes, functions,
+    pydantic's validators) that are never garbage: the collector walked each of them at least
+    once, about 1 % of a small ``show``'s work, and every full collection of a long command walked
+    them again; frozen, they are left out of every later collection. A process that runs
+    :func:`main` again (the tests) freezes nothing more, so what its earlier work left stays
+    collectable. As :func:`tune_gc`: for the command line, never for library callers."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        # pydantic's plugins found without importlib.metadata when none is declared
+        discover_lazily()
+        yield
+    finally:
+        if not gc.get_freeze_count():
+            gc.freeze()
+        if enabled:
+            gc.enable()
+
+
+def _err(msg: str) -> None:
+    print(f"looptap: {msg}", file=sys.stderr)
+
+
+class Handler:
+    """A command's handler, imported when the command runs: an ``ImportError`` of its module (a
+    package installed in another environment, a dependency missing) is one line and exit 2."""
+
+    def __init__(self, name: str, target: str, loading: bool = False) -> None:
+        self.name, self.target, self.loading = name, target, loading
+
+    def resolve(self) -> Any:
+        module, _, function = self.target.partition(":")
+        if self.loading:
+            with loading():
+                return getattr(import_module(module), function)
+        return getattr(import_module(module), function)
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        try:
+            run = self.resolve()
+        except ImportError as exc:
+            _err(f"error: '{self.name}' is unavailable in this environment: {exc}")
+            return EXIT_ERROR
+        return int(run(args))
+
+
+def add_args(p: Any, args: Sequence[Arg | Exclusive | Extend]) -> None:
+    """Each declared argument on ``p``, in order (the order ``--help`` lists them in)."""
+    for a in args:
+        if isinstance(a, Exclusive):
+            add_args(p.add_mutually_exclusive_group(), a.args)
+        elif isinstance(a, Extend):
+            module, _, function = a.target.partition(":")
+            getattr(import_module(module), function)(p, **a.options)
+        else:
+            p.add_argument(*a.flags, **a.options)
+
+
+def _available(command: Command) -> str | None:
+    """Why ``command``'s package is not installed here (as the import would say), ``None`` when
+    it is: the listing of every command says so without importing any command's module."""
+    from importlib.util import find_spec  # only the listing of every command needs it
+
+    package = (command.run or "").partition(".")[0]
+    if not package or package in sys.modules or find_spec(package) is not None:
+        return None
+    return str(ModuleNotFoundError(f"No module named {package!r}"))
+
+
+def add_command(sub: Any, command: Command, listing: bool = False) -> None:
+    """``command`` on the subparsers ``sub``: its arguments, its subcommands and its handler; when
+    ``listing`` every command (``looptap --help``), one whose package is absent is listed as
+    unavailable here, with no arguments."""
+    missing = _available(command) if listing else None
+    if missing is not None:
+        p = sub.add_parser(command.name, help=f"(unavailable here: {missing})")
+        p.set_defaults(func=Handler(command.name, command.run or ""))
+        return
+    kw = {k: v for k, v in (("description", command.description), ("epilog", command.epilog)) if v}
+    p = sub.add_parser(command.name, help=command.help, **kw)
+    add_args(p, command.args)
+    if command.subcommands:
+        nested = p.add_subparsers(**command.subparsers)
+        for c in command.subcommands:
+            add_command(nested, c)
+    if command.defaults:
+        p.set_defaults(**command.defaults)
+    if command.run is not None:
+        p.set_defaults(func=Handler(command.name, command.run, command.loading))
+
+
+def _unavailable(name: str, exc: ImportError) -> Any:
+    def run(_args: argparse.Namespace) -> int:
+        _err(f"error: '{name}' is unavailable in this environment: {exc}")
+        return EXIT_ERROR
+
+    return run
+
+
+def add_installed(sub: Any, command: str | None, declared: Sequence[str]) -> None:
+    """Subcommands other packages contribute through the ``looptap.commands`` entry points, each a
+    function that registers itself on ``sub``: only ``command``'s when one by that name is
+    installed, else all of them (help, or a name to complain about). A declared command's entry
+    point (an older install's metadata) is not loaded."""
+    from importlib.metadata import entry_points
+
+    eps = [ep for ep in entry_points(group="looptap.commands") if ep.name not in declared]
+    named = [ep for ep in eps if ep.name == command]
+    for ep in named or eps:
+        try:
+            register = ep.load()
+        except ImportError as exc:
+            # The package is installed in another environment (e.g. beside mitmproxy).
+            p = sub.add_parser(ep.name, help=f"(unavailable here: {exc})")
+            p.set_defaults(func=_unavailable(ep.name, exc))
+            continue
+        register(sub)

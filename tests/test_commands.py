@@ -1,0 +1,65 @@
+"""The command registry (cassettes/commands/): every command is declared once, its handler named as
+``"module:function"`` and imported only when the command runs; a handler whose module cannot be
+imported here is one line and exit 2, and the listing of every command says so without importing
+it."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+import pytest
+
+from cassettes.commands import COMMANDS, declared
+from cassettes.commands.registry import Arg, Command, Handler, add_command
+
+
+def _every(commands: tuple[Command, ...]) -> Iterator[Command]:
+    for c in commands:
+        yield c
+        yield from _every(c.subcommands)
+
+
+def test_every_declared_handler_names_a_function_that_exists() -> None:
+    """A misspelt ``"module:function"`` would only show when a user ran the command: each one is
+    resolved here (proxy/cli.py imports without mitmproxy, inspector/cli.py without Textual)."""
+    handlers = [c for c in _every(COMMANDS) if c.run]
+    assert len(handlers) >= 18
+    for c in handlers:
+        assert c.run is not None
+        assert callable(Handler(c.name, c.run).resolve()), c.run
+
+
+def test_the_names_are_unique_and_declared_finds_them() -> None:
+    names = [c.name for c in COMMANDS]
+    assert len(names) == len(set(names))
+    assert declared("why").run == "cassettes.why.cli:cmd_why"
+    with pytest.raises(KeyError):
+        declared("no-such-command")
+
+
+def test_a_command_whose_module_is_not_installed_is_listed_and_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    missing = Command(
+        "gone",
+        "a command of a package not installed here",
+        Arg("--flag", action="store_true"),
+        run="looptap_no_such_package.cli:cmd_gone",
+    )
+    parser = argparse.ArgumentParser(prog="looptap")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_command(sub, missing, listing=True)
+    assert "(unavailable here: No module named 'looptap_no_such_package')" in parser.format_help()
+    args = parser.parse_args(["gone"])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "looptap: error: 'gone' is unavailable in this environment: "
+        "No module named 'looptap_no_such_package'\n"
+    )
+    # named on its own (a command line runs one command): its arguments are declared all the same
+    parser = argparse.ArgumentParser(prog="looptap")
+    add_command(parser.add_subparsers(dest="command"), missing)
+    args = parser.parse_args(["gone", "--flag"])
+    assert args.flag is True and args.func(args) == 2
