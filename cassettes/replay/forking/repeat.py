@@ -16,6 +16,12 @@ from typing import Any
 
 import orjson
 
+from cassettes.hints import count
+from cassettes.reading.branch import origin_of
+from cassettes.reading.run import open_run
+from cassettes.replay.forking.rundiff import comparing_files, fork_pairs
+from cassettes.untrusted import clean_line
+
 __all__ = ["TurnAgreement", "agreement", "agreement_lines"]
 
 
@@ -57,10 +63,6 @@ def _answer(turn: Any) -> str:
 def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement]:
     """Per (origin conversation, turn) past the cursor: the K branches' answers and the
     recording's."""
-    from cassettes.reading.run import open_run
-    from cassettes.replay.forking.fork import origin_of
-    from cassettes.replay.forking.rundiff import comparing_files, fork_pairs
-
     a = open_run(run, whole=True)
     by_a = {ex.seq: ex for ex in a.exchanges}
     out: dict[tuple[str, int], TurnAgreement] = {}
@@ -86,9 +88,6 @@ def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement
 
 
 def agreement_lines(rows: list[TurnAgreement], k: int) -> list[str]:
-    from cassettes.hints import count
-    from cassettes.untrusted import clean_line
-
     out = [
         f"looptap run --repeat: per turn past the cursor, how the {count(k, 'branch', 'branches')} "
         "written in this run agree"
