@@ -22,10 +22,11 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds
+from cassettes import bounds, providers
 from cassettes.hints import count
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import header
+from cassettes.wire.framing import frame
 
 if TYPE_CHECKING:
     from cassettes.providers import Chaining
@@ -88,8 +89,6 @@ class Threads:
 def chaining_of(method: str, target: str, doc: Any) -> Chaining | None:
     """How the request (its JSON ``doc``) chains to earlier answers, as its API's adapter says;
     ``None``: an API whose requests carry their whole history (or no API known)."""
-    from cassettes import providers
-
     if not isinstance(doc, dict):
         return None
     adapter = providers.detect(method.upper(), urlsplit(target), doc)
@@ -99,8 +98,6 @@ def chaining_of(method: str, target: str, doc: Any) -> Chaining | None:
 def answer_of(chunks: list[Chunk], content_type: str | None) -> Any:
     """The answer a response body stands for, as JSON: the body sent whole, or a stream's last
     event (the closing one, carrying the response); ``None`` when it is neither."""
-    from cassettes.wire.framing import frame
-
     framed = frame(chunks, content_type)
     if framed.kind == "json":
         return framed.value
