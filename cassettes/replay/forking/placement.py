@@ -33,16 +33,7 @@ if TYPE_CHECKING:
     from cassettes.matching import Recorded
     from cassettes.providers import Provider
 
-__all__ = [
-    "CursorError",
-    "CursorSpec",
-    "model_vendor",
-    "other_family",
-    "parse_cursor",
-    "place",
-    "selects",
-    "turns_held",
-]
+__all__ = ["CursorError", "CursorSpec", "parse_cursor", "place", "selects"]
 
 _INT = re.compile(r"[0-9]{1,9}")
 _CONV = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -171,7 +162,7 @@ def place(
     if not starts:
         raise CursorError(
             f"cursor {spec.text!r} selects no recorded turn: {name} "
-            f"{turns_held(recorded, spec.conversation)}"
+            f"{_turns_held(recorded, spec.conversation)}"
         )
     _check_model(model, past)  # refused before anything is sent
     return starts, _recorded_values(spec, recorded, by_seq, starts, past, edits)
@@ -181,7 +172,7 @@ def _check_model(model: str | None, recorded: Iterable[Recorded]) -> None:
     """Raises :class:`CursorError` for a ``model`` of another API family than ``recorded``'s."""
     if model is None:
         return
-    why = other_family(
+    why = _other_family(
         model, {id(a): a for r in recorded if (a := r.key.adapter) is not None}.values()
     )
     if why is not None:
@@ -222,7 +213,7 @@ def _recorded_values(
     return values
 
 
-def turns_held(recorded: Iterable[Recorded], conversation: str | None = None) -> str:
+def _turns_held(recorded: Iterable[Recorded], conversation: str | None = None) -> str:
     """What a recording holds, for a cursor that selected nothing in it: ``has 3 turns (0–2) in
     conversations c1, c2`` (conversations with the same turns said together), or, for a
     ``conversation`` it does not have, the conversations it has."""
@@ -253,7 +244,7 @@ def turns_held(recorded: Iterable[Recorded], conversation: str | None = None) ->
     return "has " + "; ".join(said) + more
 
 
-def model_vendor(model: str) -> str | None:
+def _model_vendor(model: str) -> str | None:
     """The vendor whose model ``model`` is, as the price library knows it (``None``: unknown)."""
     try:
         # the price table loads only for a fork given --model (replay starts without the analysis)
@@ -265,11 +256,11 @@ def model_vendor(model: str) -> str | None:
     return str(provider.id)
 
 
-def other_family(model: str, adapters: Iterable[Provider]) -> str | None:
+def _other_family(model: str, adapters: Iterable[Provider]) -> str | None:
     """Why ``--model MODEL`` cannot be sent with requests of these APIs (a model of a vendor whose
     own API is another family: one vendor's model on another vendor's API), or ``None``. A model the
     price library does not know, or an API that names no vendor, passes."""
-    vendor = model_vendor(model)
+    vendor = _model_vendor(model)
     homes = {
         a.profile.model_vendor
         for f in providers.FAMILIES
