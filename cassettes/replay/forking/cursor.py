@@ -34,15 +34,10 @@ path's model where the adapter says the path names one: a deployment, or a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-import orjson
-
-from cassettes import bounds
 from cassettes.hints import count
 from cassettes.matching import Matcher, Miss, Recorded, request_key
 from cassettes.net import Request
@@ -56,6 +51,7 @@ from cassettes.replay.forking.placement import (
 from cassettes.replay.live.chains import Chains
 from cassettes.replay.live.continuation import Continuation
 from cassettes.replay.live.edits import Edit, apply_edits, edited_headers
+from cassettes.replay.live.model import model_of, with_model
 from cassettes.replay.serving.plan import Answer, Forward, Missed, Play
 from cassettes.untrusted import clean_line
 
@@ -65,10 +61,8 @@ __all__ = [
     "CursorSpec",
     "live_router",
     "parse_cursor",
-    "with_model",
+    "with_model",  # (live/model.py's: looptap compare imports it from here)
 ]
-
-_MODEL_IN_PATH = re.compile(r"(/models/)([^/:]+)(:)")
 
 
 @dataclass
@@ -328,7 +322,7 @@ class Cursor:
         self, conversation: str | None, turn: int | None, method: str, target: str, body: bytes
     ) -> None:
         """Keep which turn of which conversation went live, on which model (for the report)."""
-        model = self.model if self.model is not None else _model_of(method, target, body)
+        model = self.model if self.model is not None else model_of(method, target, body)
         self.live_turns.setdefault(conversation, []).append((turn, model))
 
     def _turn_of(self, rec: Recorded, matched: bool) -> int | None:
@@ -436,19 +430,6 @@ def _client_rewrote(
     return out
 
 
-def _model_of(method: str, target: str, body: bytes) -> str | None:
-    """The model a request asks for: its body's ``model``, else its path's (as its API's adapter
-    reads it)."""
-    try:
-        doc = bounds.loads(body) if body else None
-    except (orjson.JSONDecodeError, ValueError):
-        doc = None
-    if isinstance(doc, dict) and isinstance(doc.get("model"), str):
-        return str(doc["model"])
-    adapter = request_key(method, target, [], body).adapter
-    return adapter.model_from_url(urlsplit(target)) if adapter is not None else None
-
-
 def _listed(items: Sequence[str], limit: int) -> str:
     """The first ``limit`` of ``items``, joined by commas, then how many more there are."""
     return ", ".join(items[:limit]) + (
@@ -470,44 +451,3 @@ def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None
         return None
 
     return live
-
-
-def with_model(
-    method: str, target: str, body: bytes, model: str | None
-) -> tuple[str, bytes, str | None]:
-    """(target, body) with the model set to ``model``: the body's top-level ``model``, and the
-    path's model where the API's adapter says the path names one (a deployment, or a
-    ``/models/NAME:``); a note saying what changed or that it could not."""
-    if model is None:
-        return target, body, None
-    try:
-        doc = bounds.loads(body) if body else None
-    except (orjson.JSONDecodeError, ValueError):
-        doc = None
-    adapter = request_key(method, target, [], body).adapter
-    path = adapter.url_with_model(urlsplit(target), model) if adapter is not None else None
-    named = (
-        adapter.model_from_url(urlsplit(target))
-        if path is not None and adapter is not None
-        else None
-    )
-    # an API not recognised, a path that names its model
-    if path is None and (m := _MODEL_IN_PATH.search(target)) is not None:
-        path, named = target[: m.start(2)] + model + target[m.end(2) :], m.group(2)
-    in_path = (
-        f" (and in the path: {path.partition('?')[0][:120]})"
-        if path is not None and path != target
-        else ""
-    )
-    if isinstance(doc, dict) and isinstance(doc.get("model"), str):
-        was = doc["model"]
-        doc["model"] = model
-        return path or target, orjson.dumps(doc), f"model {was} → {model}{in_path}"
-    if path is not None:  # the path alone names the model (/models/NAME:)
-        return path, body, f"model {named or '?'} → {model}"
-    return (
-        target,
-        body,
-        f"could not set the model of {method} {target[:80]} to {model} (no model field in the body "
-        "or path): sent as it was",
-    )
