@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.forking.cursor import CursorError, parse_cursor
-from cassettes.replay.forking.fork import ForkReplay, ForkSource
+from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
+from cassettes.replay.forking.fork import ForkReplay, ForkSource, locate
 from cassettes.replay.forking.plan import MAX_BYTES, VERSION, PlanError, read_plan
 from cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import tool_loop, write
@@ -53,6 +53,24 @@ def test_the_replay_server_takes_the_placement_as_given(tmp_path: Path) -> None:
         assert cursor.recorded_values == {"system": "x"}
     with pytest.raises(CursorError, match="claude"):  # placed again, it would be refused
         ReplayServer(tool_loop(), cursor=replace(cursor, placed=False, starts={}))
+
+
+@pytest.mark.parametrize("selector", ["turn=0", "turn=1", "conversation=c1:turn=1", "seq=1"])
+def test_the_parent_places_the_cursor_where_the_replay_server_would(
+    tmp_path: Path, selector: str
+) -> None:
+    """``looptap run --from`` places the cursor with plain functions over its run (no router built,
+    nothing bound); ``looptap replay --cursor`` places it in its server: the same first round trip
+    per conversation, and the origin's turn there."""
+    run = write(tmp_path / "run.jsonl", tool_loop())
+    placed = locate(ForkSource(run, parse_cursor(selector)), None, [])
+    cursor = Cursor(parse_cursor(selector), live_router({}))
+    with ReplayServer(str(run), cursor=cursor) as srv:
+        assert placed.starts == cursor.starts and placed.starts
+        turns = {
+            r.conversation: r.turn for r in srv.matcher.recorded if r.seq in placed.starts.values()
+        }
+    assert placed.turns == turns
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,11 @@
 """A fork's cursor in the replay server: up to it, requests are answered from the recording (fail
 closed, as replay always is); from it on, they go to a live upstream and are recorded there.
 
-A cursor is written as a fault's selector is (docs/faults.md): ``turn=2`` (every conversation, from
-its turn 2), ``conversation=c2:turn=1`` (conversation c2 only, from its turn 1; the others stay
-fully replayed), ``conversation=c2`` (all of c2), ``seq=7`` (the recorded round trip #7's
-conversation, from that round trip). Turns and conversations are the recording's (``looptap show``
-names them).
+The cursor as written and where it falls are :mod:`cassettes.replay.forking.placement`'s (plain
+data and functions; ``looptap run --from`` places it once and hands the placement on in its plan).
+:class:`Cursor` is the router the replay server receives (:class:`~cassettes.replay.serving.plan.
+Router`): plain data (the plan, where the cursor stands in this replay, what the report says) and
+the four calls the server makes.
 
 Which requests go live: one the matcher placed at or past the cursor; and, once a conversation
 has gone live, a request that matches nothing whose closest recorded turn is in that conversation
@@ -24,124 +24,45 @@ turn sent through :meth:`Cursor.outgoing` as an HTTP request is.
 
 A request past the cursor that continues an answer replayed from the recording (the Responses
 API's ``previous_response_id``), which the live upstream never gave, is sent self-contained
-(:mod:`cassettes.replay.live.chains`); one continuing an answer the live upstream gave goes as it
-is.
+(:class:`cassettes.replay.live.chains.Chains`); one continuing an answer the live upstream gave
+goes as it is.
 
 ``--model`` rewrites the model of every request sent live (the top-level ``model`` field, and the
 path's model where the adapter says the path names one: a deployment, or a
-``/models/NAME:``); a request with neither is sent as it is and the report says so. A model of
-another API family, and an edit whose target no recorded request at or past the cursor carries,
-are refused when the cursor is bound, before anything is sent.
+``/models/NAME:``); a request with neither is sent as it is and the report says so.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import Any
 
-import orjson
-
-from cassettes import bounds
-from cassettes.errors import CassetteError
-from cassettes.matching import Matcher, Miss, Recorded
+from cassettes.hints import count
+from cassettes.matching import Matcher, Miss, Recorded, request_key
 from cassettes.net import Request
+from cassettes.replay.forking.placement import (
+    CursorError,
+    CursorSpec,
+    parse_cursor,
+    place,
+    selects,
+)
+from cassettes.replay.live.chains import Chains
+from cassettes.replay.live.continuation import Continuation
 from cassettes.replay.live.edits import Edit, apply_edits, edited_headers
+from cassettes.replay.live.model import model_of, with_model
 from cassettes.replay.serving.plan import Answer, Forward, Missed, Play
-
-if TYPE_CHECKING:
-    from cassettes.providers import Provider
-    from cassettes.replay.live.chains import Threads
-    from cassettes.replay.live.continuation import Continuation
+from cassettes.untrusted import clean_line
 
 __all__ = [
     "Cursor",
     "CursorError",
     "CursorSpec",
     "live_router",
-    "model_vendor",
-    "other_family",
     "parse_cursor",
-    "with_model",
+    "with_model",  # (live/model.py's: looptap compare imports it from here)
 ]
-
-_INT = re.compile(r"[0-9]{1,9}")
-_CONV = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_MODEL_IN_PATH = re.compile(r"(/models/)([^/:]+)(:)")
-
-
-class CursorError(CassetteError, ValueError):
-    """A cursor that cannot be read, or that names nothing in the run."""
-
-
-@dataclass(frozen=True)
-class CursorSpec:
-    """Where a fork starts: ``turn`` (``None``: from the conversation's start), ``conversation``
-    (``None``: every conversation), ``seq`` (a recorded round trip: its conversation, from it)."""
-
-    text: str
-    turn: int | None = None
-    conversation: str | None = None
-    seq: int | None = None
-    #: ``divergence``: no turn given; each conversation goes live at its first request that
-    #: differs from the recording beyond what the prefix mode tolerates.
-    divergence: bool = False
-
-    def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "text": self.text,
-            "turn": self.turn,
-            "conversation": self.conversation,
-            "seq": self.seq,
-        }
-        if self.divergence:
-            out["divergence"] = True
-        return out
-
-
-def parse_cursor(text: str) -> CursorSpec:
-    """Read ``turn=N``, ``seq=N``, ``conversation=ID``, ``conversation=ID:turn=N``,
-    ``divergence``."""
-    raw = text.strip()
-    if raw == "divergence":
-        return CursorSpec(raw, divergence=True)
-    turn = seq = None
-    conversation = None
-    for part in raw.split(":"):
-        name, eq, value = part.partition("=")
-        name, value = name.strip(), value.strip()
-        if not eq or not value:
-            raise CursorError(
-                "a cursor is turn=N, seq=N, conversation=ID, conversation=ID:turn=N or "
-                f"divergence, not {raw[:60]!r}"
-            )
-        if name in ("turn", "seq"):
-            if not _INT.fullmatch(value):
-                raise CursorError(
-                    f"cursor {raw[:60]!r}: {name}= wants a number in digits, not {value[:20]!r}"
-                )
-            if name == "turn":
-                turn = int(value)
-            else:
-                seq = int(value)
-        elif name == "conversation":
-            if not _CONV.fullmatch(value):
-                raise CursorError(
-                    f"cursor {raw[:60]!r}: conversation= wants an id such as c2, not {value[:20]!r}"
-                )
-            conversation = value
-        else:
-            raise CursorError(
-                f"cursor {raw[:60]!r}: unknown selector {name[:20]!r} (turn=, seq=, conversation=)"
-            )
-    if seq is not None and (turn is not None or conversation is not None):
-        raise CursorError(
-            f"cursor {raw[:60]!r}: seq= names a round trip on "
-            "its own (no turn= or conversation= with it)"
-        )
-    return CursorSpec(raw, turn, conversation, seq)
 
 
 @dataclass
@@ -159,157 +80,70 @@ class Cursor:
     #: (:func:`cassettes.replay.live.edits.edited_headers`), so the branch keeps the client's
     #: request. ``None``: no marks are sent.
     edit_key: str | None = field(default=None, repr=False)
-    #: Conversations that went live (their requests past the cursor are the continuation).
-    forked: set[str | None] = field(default_factory=set)
-    #: Requests sent live, and what the report says about them (a model that could not be set …).
-    sent: int = 0
-    notes: list[str] = field(default_factory=list)
-    #: Requests sent self-contained (they continued an answer replayed from the recording).
-    chained: int = 0
-    #: Per conversation, each request sent live: (the recording's turn it is, the model it asked
-    #: for).
-    live_turns: dict[str | None, list[tuple[int | None, str | None]]] = field(default_factory=dict)
-    #: The first recorded round trip at the cursor, per conversation: conversation → seq.
-    starts: dict[str | None, int] = field(default_factory=dict)
-    #: The ids of the answers the live upstream gave (a request continuing one goes as it is).
-    live_ids: set[str] = field(default_factory=set)
     #: How the prefix is matched (:data:`cassettes.matching.PREFIX_MODES`):
     #: ``strict``, or ``tolerant`` (a request that differs from its recorded turn only in tool
     #: results is answered with that turn, in position, and the difference kept).
     prefix: str = "strict"
-    #: Recorded round trips answered in position in the tolerant prefix (their positions).
-    in_position: list[int] = field(default_factory=list)
-    _by_seq: dict[int, Recorded] = field(default_factory=dict)
-    _matcher: Matcher | None = None
-    _threads: Threads | None = None
+    #: The first recorded round trip at the cursor, per conversation: conversation → seq.
+    starts: dict[str | None, int] = field(default_factory=dict)
     #: Per edit (its label): the value its item had where the recording first sends it.
     recorded_values: dict[str, Any] = field(default_factory=dict)
     #: Placed in the run already (a fork's plan: :mod:`cassettes.replay.forking.plan` gives
     #: :attr:`starts` and :attr:`recorded_values`): :meth:`bind` only holds the matcher.
     placed: bool = False
+    # -- where the cursor stands in this replay
+    #: Conversations that went live (their requests past the cursor are the continuation).
+    forked: set[str | None] = field(default_factory=set)
+    #: Conversations a change past the cursor reached (their first request that differed went live):
+    #: conversation → the seq of the recorded turn there.
+    reached: dict[str | None, int] = field(default_factory=dict)
+    # -- what the report says
+    #: Requests sent live, and what the report says about them (a model that could not be set …).
+    sent: int = 0
+    notes: list[str] = field(default_factory=list)
+    #: Per conversation, each request sent live: (the recording's turn it is, the model it asked
+    #: for).
+    live_turns: dict[str | None, list[tuple[int | None, str | None]]] = field(default_factory=dict)
+    #: Recorded round trips answered in position in the tolerant prefix (their positions).
+    in_position: list[int] = field(default_factory=list)
+    #: Continuation requests sent (the ``continue`` edit), and the answers joined for the client.
+    continued: int = 0
+    # -- held while serving
+    _matcher: Matcher | None = None
+    _by_seq: dict[int, Recorded] = field(default_factory=dict)
+    #: The answers requests sent live may continue (the recorded ones, the live upstream's).
+    _chains: Chains = field(default_factory=lambda: Chains(tuple))
     #: Per conversation: requests sent live so far (a live request's turn: the cursor's + this).
     _live_count: dict[str | None, int] = field(default_factory=dict)
     #: The marks of the request :meth:`outgoing` made last (a continuation of its answer keeps
     #: them).
     _last_marks: list[dict[str, Any]] = field(default_factory=list)
-    #: Continuation requests sent (the ``continue`` edit), and the answers joined for the client.
-    continued: int = 0
-    #: Conversations a change past the cursor reached (their first request that differed went live):
-    #: conversation → the seq of the recorded turn there.
-    reached: dict[str | None, int] = field(default_factory=dict)
 
     def bind(self, matcher: Matcher, run: str = "the run") -> None:
-        """Place the cursor in ``matcher``'s recording (labelled by turn); raises
-        :class:`CursorError` when it selects no recorded round trip, saying what ``run`` (the
-        recording, as the user named it) has: its seqs, or its turns per conversation."""
-        from cassettes.untrusted import clean_line
-
+        """Place the cursor in ``matcher``'s recording (labelled by turn), unless it is placed
+        already; raises :class:`CursorError` when it selects no recorded round trip, saying what
+        ``run`` (the recording, as the user named it) has
+        (:func:`cassettes.replay.forking.placement.place`)."""
         matcher.label()
         self._matcher = matcher
         self._by_seq = {r.seq: r for r in matcher.recorded}
-        if self.placed:
-            return
-        name = clean_line(run)[:200]
-        if self.spec.seq is not None and self.spec.seq not in self._by_seq:
-            seqs = (
-                f"seqs {min(self._by_seq)}–{max(self._by_seq)}"
-                if self._by_seq
-                else "no round trips"
+        self._chains = Chains(lambda: (r.exchange for r in matcher.recorded))
+        if not self.placed:
+            self.starts, self.recorded_values = place(
+                self.spec, matcher.recorded, run, self.model, self.edits
             )
-            raise CursorError(
-                f"cursor {self.spec.text!r}: {name} has no round trip seq {self.spec.seq} ({seqs})"
-            )
-        if self.spec.divergence:  # placed as each conversation diverges (route)
-            if self.edits:
-                raise CursorError(
-                    "--edit needs a cursor at a turn (an edit applies from it on); @divergence has "
-                    "none until the client diverges"
-                )
-            why = (
-                other_family(
-                    self.model,
-                    {
-                        id(a): a for r in matcher.recorded if (a := r.key.adapter) is not None
-                    }.values(),
-                )
-                if self.model is not None
-                else None
-            )
-            if why is not None:  # any turn may go live: checked against every recorded one
-                raise CursorError(why)
-            return
-        for r in matcher.recorded:
-            if self.at(r):
-                seq = r.seq
-                self.starts.setdefault(r.conversation, seq)
-        if not self.starts:
-            raise CursorError(
-                f"cursor {self.spec.text!r} selects no recorded turn: {name} "
-                f"{turns_held(matcher.recorded, self.spec.conversation)}"
-            )
-        if self.model is not None:  # refused before anything is sent
-            why = other_family(
-                self.model,
-                {
-                    id(a): a
-                    for r in matcher.recorded
-                    if self.at(r) and (a := r.key.adapter) is not None
-                }.values(),
-            )
-            if why is not None:
-                raise CursorError(why)
-        if self.edits:
-            self._check_edits(matcher)
-
-    def _check_edits(self, matcher: Matcher) -> None:
-        """Each edit's target must be in a recorded request at or past the cursor (as the fork
-        sends it: a chained one self-contained); raises :class:`CursorError`, before anything is
-        sent. Keeps the value each target had where the recording first sends it."""
-        from cassettes.replay.live.chains import as_sent_live
-        from cassettes.replay.live.edits import carried
-
-        past = sorted((r for r in matcher.recorded if self.at(r)), key=lambda r: r.seq)
-        sent = as_sent_live(
-            (r.exchange for r in matcher.recorded),
-            lambda seq: self._by_seq[seq].exchange,
-            self.starts.values(),
-        )
-        for e in self.edits:
-            for r in past:
-                ex = sent(r.seq)
-                found = carried(ex.method, ex.url, ex.request_body, e)
-                if found:
-                    self.recorded_values[e.label] = found[0]
-                    break
-            else:
-                raise CursorError(
-                    f"--edit {e.label}: no recorded request at or past the cursor {self.spec.text} "
-                    "carries it (a call id, user message index or system prompt the recording "
-                    "has; a tool result is first sent in the turn after its call): nothing was sent"
-                )
 
     def at(self, r: Recorded) -> bool:
         """Whether the recorded round trip ``r`` is at or past the cursor (``divergence``: in a
         conversation that diverged, from the turn where it did)."""
-        spec = self.spec
-        if spec.divergence or r.conversation in self.reached:
+        if self.spec.divergence or r.conversation in self.reached:
             start = (
                 self._by_seq.get(self.starts.get(r.conversation, -1))
                 if r.conversation in self.forked or r.conversation in self.reached
                 else None
             )
             return start is not None and r.index >= start.index
-        if spec.seq is not None:
-            start = self._by_seq.get(spec.seq)
-            if start is None:
-                return False
-            same = r.conversation == start.conversation if start.conversation is not None else True
-            return same and r.index >= start.index
-        if spec.conversation is not None and r.conversation != spec.conversation:
-            return False
-        if spec.turn is None:
-            return True
-        return r.turn is not None and r.turn >= spec.turn
+        return selects(self.spec, r, self._by_seq)
 
     def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None:
         """The answer for a request past the cursor (sent live), or ``None`` (replayed)."""
@@ -344,7 +178,9 @@ class Cursor:
             self._went_live(rec.conversation, turn, req.method, req.target, req.body)
             return Forward(base, req.body, "live past the cursor", miss=miss, rec=rec)
         client = req.body
-        req, chained = self._self_contained(req)
+        made, chained = self._chains.sent(req.method, req.target, req.body)
+        if made is not None:
+            req = Request(req.method, req.target, req.headers, made)
         target, body, notes, headers = self.outgoing(req, turn)
         self._went_live(rec.conversation, turn, req.method, target, body)
         return Forward(
@@ -372,8 +208,6 @@ class Cursor:
 
     def _reach(self, closest: Recorded, miss: Miss) -> None:
         """``closest``'s conversation goes live from it (:meth:`_reaches`), said in the report."""
-        from cassettes.untrusted import clean_line
-
         self.reached[closest.conversation] = closest.seq
         self.starts.setdefault(closest.conversation, closest.seq)
         if self._matcher is not None:  # answered live: neither played nor unplayed
@@ -397,9 +231,6 @@ class Cursor:
     ) -> Continuation | None:
         """How the answer to a request sent live is continued when the cap cuts it (the
         ``continue`` edit, :mod:`cassettes.replay.live.continuation`), or ``None``."""
-        from cassettes.matching import request_key
-        from cassettes.replay.live.continuation import Continuation
-
         edit = next((e for e in self.edits if e.kind == "continue"), None)
         adapter = request_key(method, target, [], body).adapter if edit is not None else None
         if edit is None or adapter is None:
@@ -434,59 +265,12 @@ class Cursor:
         if rec is None:
             return None
         self.in_position.append(rec.index)
-        self._rethread(req, rec)
+        self._chains.served(req.method, req.target, req.body, rec.exchange)
         return Play(
             rec,
             note=f"fork: served in position ({rec.label}): the request differs from it only in "
             "tool results (--prefix tolerant)",
         )
-
-    def _rethread(self, req: Request, rec: Recorded) -> None:
-        """The recorded answer ``rec`` stood, in this run, for the request as the client sent it
-        (its changed tool results), not as recorded: a later request past the cursor continuing it
-        (``previous_response_id``) is made self-contained from what the client really sent."""
-        from cassettes.replay.live.chains import answer_of, chaining_of, remember
-
-        try:
-            doc = bounds.loads(req.body) if req.body else None
-        except (orjson.JSONDecodeError, ValueError):
-            return
-        chain = chaining_of(req.method, req.target, doc)
-        if chain is None:
-            return
-        if self._threads is None:
-            self._threads = threads_of_recorded(self._matcher)
-        ex = rec.exchange
-        remember(
-            self._threads,
-            chain,
-            doc,
-            answer_of(ex.response_chunks, ex.response_header("content-type")),
-        )
-
-    def _self_contained(self, req: Request) -> tuple[Request, list[str]]:
-        """``req`` self-contained when it continues an answer replayed from the recording, which the
-        live upstream never gave (:mod:`cassettes.replay.live.chains`; the same rule as over a
-        WebSocket)."""
-        from cassettes.replay.live.chains import chaining_of, self_contained
-
-        try:
-            doc = bounds.loads(req.body) if req.body else None
-        except (orjson.JSONDecodeError, ValueError):
-            return req, []
-        chain = chaining_of(req.method, req.target, doc)
-        if chain is None or chain.thread(doc, None)[0] is None:
-            return req, []
-        if self._threads is None:  # the recorded answers, read once when a request first needs them
-            self._threads = threads_of_recorded(self._matcher)
-        made, note = self_contained(self._threads, chain, doc, self.live_ids)
-        notes = [note] if note is not None else []
-        self.chained += made is not doc
-        return (
-            Request(req.method, req.target, req.headers, orjson.dumps(made))
-            if made is not doc
-            else req
-        ), notes
 
     def relayed(
         self,
@@ -499,29 +283,8 @@ class Cursor:
     ) -> None:
         """An answer the live upstream gave (``headers``, ``chunks`` as relayed) to a request sent
         live (``sent``: its body as sent): a later request continuing it goes as it is."""
-        from cassettes.replay.live.chains import answer_of, chaining_of, remember
-        from cassettes.wire.decoding import decode_chunks
-        from cassettes.wire.exchange import header
-
-        if status >= 400 or not sent:
-            return
-        try:
-            doc = bounds.loads(sent)
-        except (orjson.JSONDecodeError, ValueError):
-            return
-        chain = chaining_of(method, target, doc)
-        if chain is None:
-            return
-        if self._threads is None:
-            self._threads = threads_of_recorded(self._matcher)
-        body = decode_chunks(chunks, header(headers, "content-encoding")).chunks
-        remember(
-            self._threads,
-            chain,
-            doc,
-            answer_of(body, header(headers, "content-type")),
-            self.live_ids,
-        )
+        if status < 400 and sent:
+            self._chains.relayed(method, target, sent, chunks, headers)
 
     def outgoing(
         self, req: Request, turn: int | None = None
@@ -532,7 +295,10 @@ class Cursor:
         (``None``: the request's own). Counted in :attr:`sent`. ``turn``: the recording's turn it is
         (for the notes)."""
         self.sent += 1
-        target, body, notes = self._rewritten(req)
+        target, body, note = with_model(req.method, req.target, req.body, self.model)
+        notes = [f"fork: {note}"] if note is not None else []
+        if note is not None and note.startswith("could not"):
+            self._note(note)
         headers = None
         self._last_marks = []
         if self.edits:
@@ -540,32 +306,23 @@ class Cursor:
             self._last_marks = marks
             if marks:
                 notes.append(f"fork: edited {', '.join(dict.fromkeys(m['edit'] for m in marks))}")
-                notes += self._client_rewrote(marks, turn)
+                rewrote = _client_rewrote(self.edits, self.recorded_values, marks, turn)
+                for said in rewrote:
+                    self._note(said)
+                notes += rewrote
                 headers = edited_headers(req.headers, marks, self.edit_key)
         return target, body, notes, headers
+
+    def _note(self, note: str) -> None:
+        """A note for the report, once."""
+        if note not in self.notes:
+            self.notes.append(note)
 
     def _went_live(
         self, conversation: str | None, turn: int | None, method: str, target: str, body: bytes
     ) -> None:
         """Keep which turn of which conversation went live, on which model (for the report)."""
-        from cassettes.matching import request_key
-
-        model = self.model
-        if model is None:
-            try:
-                doc = bounds.loads(body) if body else None
-            except (orjson.JSONDecodeError, ValueError):
-                doc = None
-            model = (
-                doc.get("model")
-                if isinstance(doc, dict) and isinstance(doc.get("model"), str)
-                else None
-            )
-            if (
-                model is None
-                and (adapter := request_key(method, target, [], body).adapter) is not None
-            ):
-                model = adapter.model_from_url(urlsplit(target))
+        model = self.model if self.model is not None else model_of(method, target, body)
         self.live_turns.setdefault(conversation, []).append((turn, model))
 
     def _turn_of(self, rec: Recorded, matched: bool) -> int | None:
@@ -579,41 +336,6 @@ class Cursor:
         start = self._by_seq.get(self.starts.get(rec.conversation, -1))
         return start.turn + k if start is not None and start.turn is not None else None
 
-    def _client_rewrote(self, marks: list[dict[str, Any]], turn: int | None) -> list[str]:
-        """Notes for the items an edit replaced where the client had sent something else than it
-        recorded there (it rewrote the item: a summary for the full result): the model got the
-        edit, not the client's rewrite. Also in the report (:attr:`notes`)."""
-        out: list[str] = []
-        # the items the client sends itself: a result put back (never sent), a cap, a schema and
-        # the continuation's history are the fork's doing, not an item the client could rewrite
-        own = {e.label for e in self.edits if e.kind in ("tool_result", "system", "user")}
-        for m in marks:
-            label = str(m.get("edit"))
-            if (
-                label not in own
-                or label not in self.recorded_values
-                or "before" not in m
-                or m["before"] == self.recorded_values[label]
-            ):
-                continue
-            note = (
-                f"edit {label}: the client sent a different value at turn "
-                f"{turn if turn is not None else '?'} than it recorded (it rewrote the item); the "
-                "edit replaced it"
-            )
-            if note not in out:
-                out.append(note)
-            if note not in self.notes:
-                self.notes.append(note)
-        return out
-
-    def _rewritten(self, req: Request) -> tuple[str, bytes, list[str]]:
-        """The request as sent live: with the model asked for (``--model``), if it has one."""
-        target, body, note = with_model(req.method, req.target, req.body, self.model)
-        if note is not None and note.startswith("could not") and note not in self.notes:
-            self.notes.append(note)
-        return target, body, [f"fork: {note}"] if note is not None else []
-
     def unapplied(self) -> list[Edit]:
         """Edits whose target no request sent live carried (an error: the fork exits 1). A
         ``continue`` that continued nothing is none: no answer sent live was cut (the report says
@@ -621,9 +343,6 @@ class Cursor:
         return [e for e in self.edits if not e.applied and e.kind != "continue"]
 
     def report_lines(self) -> list[str]:
-        from cassettes.hints import count
-        from cassettes.untrusted import clean_line
-
         starts = sorted(self.starts.items(), key=lambda kv: kv[1])
         where = _listed([f"{c or '-'} from seq {s}" for c, s in starts], 10)
         went = _listed(sorted(str(c) for c in self.forked), 10)
@@ -645,38 +364,70 @@ class Cursor:
                 "the tolerant prefix: the request differed from it only in tool results (listed "
                 "as tolerated)"
             )
-        if self.chained:
+        if self._chains.made:
             out.append(
-                f"  {count(self.chained, 'request')} sent self-contained: each continued an answer "
-                "replayed from the recording, which the live upstream never gave"
+                f"  {count(self._chains.made, 'request')} sent self-contained: each continued an "
+                "answer replayed from the recording, which the live upstream never gave"
             )
-        return out + self._edit_lines()
+        return out + _edit_lines(self.edits, self.continued)
 
-    def _edit_lines(self) -> list[str]:
-        """What each what-if edit did, for :meth:`report_lines`; an edit never applied is an
-        error."""
-        from cassettes.hints import count
 
-        out = [
-            f"  edit {e.label}: made in {count(e.applied, 'request')} sent live"
-            for e in self.edits
-            if e.applied and e.kind != "continue"
-        ]
-        out += [
-            f"  edit continue: {count(e.applied, 'answer')} cut at the token cap continued by "
-            f"looptap ({count(self.continued, 'continuation request')}), each handed to the client "
-            "as one answer"
-            if e.applied
-            else "  edit continue: no answer sent live was cut at the token cap: nothing continued"
-            for e in self.edits
-            if e.kind == "continue"
-        ]
-        out += [
-            f"  error: edit {e.label} never applied: no request sent live carries it (check the "
-            "call id / index, and that the cursor is at or before the turn that first sends it)"
-            for e in self.unapplied()
-        ]
-        return out
+def _edit_lines(edits: list[Edit], continued: int) -> list[str]:
+    """What each what-if edit did, for :meth:`Cursor.report_lines` (``continued``: continuation
+    requests sent); an edit never applied is an error."""
+    out = [
+        f"  edit {e.label}: made in {count(e.applied, 'request')} sent live"
+        for e in edits
+        if e.applied and e.kind != "continue"
+    ]
+    out += [
+        f"  edit continue: {count(e.applied, 'answer')} cut at the token cap continued by "
+        f"looptap ({count(continued, 'continuation request')}), each handed to the client "
+        "as one answer"
+        if e.applied
+        else "  edit continue: no answer sent live was cut at the token cap: nothing continued"
+        for e in edits
+        if e.kind == "continue"
+    ]
+    out += [
+        f"  error: edit {e.label} never applied: no request sent live carries it (check the "
+        "call id / index, and that the cursor is at or before the turn that first sends it)"
+        for e in edits
+        if not e.applied and e.kind != "continue"
+    ]
+    return out
+
+
+def _client_rewrote(
+    edits: list[Edit],
+    recorded_values: dict[str, Any],
+    marks: list[dict[str, Any]],
+    turn: int | None,
+) -> list[str]:
+    """Notes for the items an edit replaced where the client had sent something else than it
+    recorded there (``recorded_values``: it rewrote the item, a summary for the full result): the
+    model got the edit, not the client's rewrite."""
+    out: list[str] = []
+    # the items the client sends itself: a result put back (never sent), a cap, a schema and
+    # the continuation's history are the fork's doing, not an item the client could rewrite
+    own = {e.label for e in edits if e.kind in ("tool_result", "system", "user")}
+    for m in marks:
+        label = str(m.get("edit"))
+        if (
+            label not in own
+            or label not in recorded_values
+            or "before" not in m
+            or m["before"] == recorded_values[label]
+        ):
+            continue
+        note = (
+            f"edit {label}: the client sent a different value at turn "
+            f"{turn if turn is not None else '?'} than it recorded (it rewrote the item); the "
+            "edit replaced it"
+        )
+        if note not in out:
+            out.append(note)
+    return out
 
 
 def _listed(items: Sequence[str], limit: int) -> str:
@@ -686,56 +437,12 @@ def _listed(items: Sequence[str], limit: int) -> str:
     )
 
 
-def turns_held(recorded: Iterable[Recorded], conversation: str | None = None) -> str:
-    """What a recording holds, for a cursor that selected nothing in it: ``has 3 turns (0–2) in
-    conversations c1, c2`` (conversations with the same turns said together), or, for a
-    ``conversation`` it does not have, the conversations it has."""
-    from cassettes.hints import count
-
-    turns: dict[str, set[int]] = {}
-    for r in recorded:
-        if r.conversation is not None and r.turn is not None:
-            turns.setdefault(r.conversation, set()).add(r.turn)
-    if conversation is not None and conversation not in turns:
-        listed = ", ".join(sorted(turns)[:20]) + (
-            f", … {len(turns) - 20} more" if len(turns) > 20 else ""
-        )
-        return f"has no conversation {conversation} (its conversations: {listed or 'none'})"
-    if conversation is not None:
-        turns = {conversation: turns[conversation]}
-    if not turns:
-        return "has no turns"
-    alike: dict[tuple[int, int, int], list[str]] = {}
-    for conv, held in turns.items():
-        alike.setdefault((len(held), min(held), max(held)), []).append(conv)
-    said = []
-    for (n, lo, hi), convs in list(alike.items())[:5]:
-        names = ", ".join(convs[:10]) + (f", … {len(convs) - 10} more" if len(convs) > 10 else "")
-        span = f"{lo}–{hi}" if lo != hi else f"{lo}"
-        said.append(
-            f"{count(n, 'turn')} ({span}) in conversation{'s' if len(convs) > 1 else ''} {names}"
-        )
-    more = f"; … {len(alike) - 5} more" if len(alike) > 5 else ""
-    return "has " + "; ".join(said) + more
-
-
-def threads_of_recorded(matcher: Matcher | None) -> Threads:
-    """What every recorded answer stood for (:func:`cassettes.replay.live.chains.threads_of`)."""
-    from cassettes.replay.live.chains import threads_of
-
-    return (
-        threads_of(r.exchange for r in matcher.recorded) if matcher is not None else threads_of([])
-    )
-
-
 def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None]:
     """Requests → the base URL serving their API: ``bases`` maps a listener name (as
     ``--upstream`` names them: the providers' reverse upstreams) to a URL; an API family belongs to
     the name it starts with (the providers' naming convention), so no provider is named here."""
 
     def live(method: str, target: str, body: bytes) -> str | None:
-        from cassettes.matching import request_key
-
         key = request_key(method, target, [], body)
         fam = key.adapter.family if key.adapter is not None else None
         for name, base in bases.items():
@@ -744,81 +451,3 @@ def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None
         return None
 
     return live
-
-
-def with_model(
-    method: str, target: str, body: bytes, model: str | None
-) -> tuple[str, bytes, str | None]:
-    """(target, body) with the model set to ``model``: the body's top-level ``model``, and the
-    path's model where the API's adapter says the path names one (a deployment, or a
-    ``/models/NAME:``); a note saying what changed or that it could not."""
-    if model is None:
-        return target, body, None
-    try:
-        doc = bounds.loads(body) if body else None
-    except (orjson.JSONDecodeError, ValueError):
-        doc = None
-    from cassettes.matching import request_key
-
-    adapter = request_key(method, target, [], body).adapter
-    path = adapter.url_with_model(urlsplit(target), model) if adapter is not None else None
-    named = (
-        adapter.model_from_url(urlsplit(target))
-        if path is not None and adapter is not None
-        else None
-    )
-    # an API not recognised, a path that names its model
-    if path is None and (m := _MODEL_IN_PATH.search(target)) is not None:
-        path, named = target[: m.start(2)] + model + target[m.end(2) :], m.group(2)
-    in_path = (
-        f" (and in the path: {path.partition('?')[0][:120]})"
-        if path is not None and path != target
-        else ""
-    )
-    if isinstance(doc, dict) and isinstance(doc.get("model"), str):
-        was = doc["model"]
-        doc["model"] = model
-        return path or target, orjson.dumps(doc), f"model {was} → {model}{in_path}"
-    if path is not None:  # the path alone names the model (/models/NAME:)
-        return path, body, f"model {named or '?'} → {model}"
-    return (
-        target,
-        body,
-        f"could not set the model of {method} {target[:80]} to {model} (no model field in the body "
-        "or path): sent as it was",
-    )
-
-
-def model_vendor(model: str) -> str | None:
-    """The vendor whose model ``model`` is, as the price library knows it (``None``: unknown)."""
-    try:
-        from cassettes.analysis.price_data import get_snapshot
-
-        provider, _ = get_snapshot().find_provider_model(model, None, None, None)
-    except (LookupError, ValueError, ImportError):
-        return None
-    return str(provider.id)
-
-
-def other_family(model: str, adapters: Iterable[Provider]) -> str | None:
-    """Why ``--model MODEL`` cannot be sent with requests of these APIs (a model of a vendor whose
-    own API is another family: one vendor's model on another vendor's API), or ``None``. A model the
-    price library does not know, or an API that names no vendor, passes."""
-    from cassettes import providers
-
-    vendor = model_vendor(model)
-    homes = {
-        a.profile.model_vendor
-        for f in providers.FAMILIES
-        if (a := providers.by_family(f)) is not None and a.profile.model_vendor
-    }
-    if vendor is None or vendor not in homes:
-        return None
-    for a in adapters:
-        if a.profile.model_vendor is not None and a.profile.model_vendor != vendor:
-            return (
-                f"--model {model}: {vendor}'s model, and the run's requests at the cursor are "
-                f"{a.family} ({a.profile.model_vendor}'s API, another API family): a fork sends "
-                "the agent's own requests, so give a model that API serves"
-            )
-    return None

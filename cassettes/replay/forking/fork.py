@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
+import shutil
 import signal
 import sys
 import tempfile
@@ -24,10 +26,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
+
+from cassettes import bounds
 from cassettes.errors import CassetteError
-from cassettes.reading.branch import origin_of
-from cassettes.replay.forking.cursor import CursorSpec, parse_cursor
+from cassettes.matching import Matcher, here, rules_of_args
+from cassettes.providers import REVERSE_UPSTREAMS
+from cassettes.reading.branch import first_turn, origin_fields, origin_in, origin_of, read_entries
+from cassettes.reading.run import open_run
+from cassettes.replay.forking.placement import CursorSpec, parse_cursor, place
 from cassettes.replay.forking.plan import RULES, ForkPlan
+from cassettes.replay.live.edits import Edit, edit_file, parse_edit
+from cassettes.replay.serving.server import replay_env
+from cassettes.storage.paths import check_input
+from cassettes.storage.store import CassetteFile
 from cassettes.wire.edited import KEY_ENV, new_key
 
 __all__ = ["ForkReplay", "ForkSource", "origin_of", "parse_from"]
@@ -51,8 +63,6 @@ def parse_from(text: str) -> ForkSource:
         raise CassetteError(
             f"--from wants RUN.jsonl@SELECTOR (e.g. run.jsonl@turn=2), not {text[:80]!r}"
         )
-    from cassettes.storage.paths import check_input
-
     path = Path(run)
     if not os.path.lexists(path):
         raise CassetteError(f"--from: no such run {run[:200]!r}")
@@ -62,8 +72,6 @@ def parse_from(text: str) -> ForkSource:
 def fork_inputs(args: Any) -> list[Path]:
     """The files a fork reads (the run ``--from`` names, the ``--edit`` files), none opened: what
     none of its outputs may be (docs/reliability.md, "Paths looptap writes")."""
-    from cassettes.replay.live.edits import edit_file
-
     run = str(args.from_run).rpartition("@")[0]
     files = [Path(run)] if run else []
     return files + [
@@ -84,8 +92,6 @@ def origin_meta(
     sha256 as it was at the fork: :mod:`cassettes.reading.branch` checks it), the cursor, the first
     seq at it and the origin's turn index there per conversation (``turn``: the number every view
     gives the branch's first turn), the model asked for, the edits."""
-    from cassettes.reading.branch import origin_fields
-
     known = [t for t in (turns or {}).values() if isinstance(t, int)]
     return {
         "edits": list(edits or []),
@@ -101,54 +107,56 @@ def origin_meta(
     }
 
 
-def place(source: ForkSource, model: str | None, edits: list[Any]) -> tuple[Any, dict[Any, Any]]:
-    """The fork's cursor placed in its run, once, with the model and the ``edits`` it would send
-    (a :class:`~cassettes.replay.forking.cursor.Cursor`), and the origin's turn at the cursor per
-    conversation. A cursor that selects no recorded turn, a model of another API family, or an
-    edit whose target the recording does not have is refused here
-    (:class:`~cassettes.replay.forking.cursor.CursorError`), before any file is touched and before
-    anything is sent."""
-    from cassettes.matching import Matcher
-    from cassettes.reading.branch import first_turn, origin_in
-    from cassettes.reading.run import open_run
-    from cassettes.replay.forking.cursor import Cursor
+@dataclass(frozen=True)
+class Placement:
+    """Where a fork's cursor falls in its run (:func:`locate`): the first recorded round trip at
+    it per conversation (conversation → seq), the origin's turn there, and the edits checked
+    against the recording, with the value each target had where the recording first sends it."""
 
-    cursor = Cursor(source.cursor, lambda *_: None, model=model, edits=list(edits))
+    starts: dict[str | None, int]
+    turns: dict[str | None, int | None]
+    edits: list[Edit]
+    recorded_values: dict[str, Any]
+
+
+def locate(source: ForkSource, model: str | None, edits: list[Edit]) -> Placement:
+    """The fork's cursor placed in its run, once, with the model and the ``edits`` it would send
+    (:func:`cassettes.replay.forking.placement.place`). A cursor that selects no recorded turn, a
+    model of another API family, or an edit whose target the recording does not have is refused
+    here (:class:`~cassettes.replay.forking.placement.CursorError`), before any file is touched
+    and before anything is sent."""
     run = open_run(source.run, whole=True)  # (a branch forked again: numbered as show numbers it)
     matcher = Matcher(list(run.exchanges), first_turn=first_turn(origin_in(run.header)))
-    cursor.bind(matcher, str(source.run))
-    at = set(cursor.starts.values())
-    # the origin's turn at the cursor
-    return cursor, {r.conversation: r.turn for r in matcher.recorded if r.seq in at}
+    matcher.label()
+    starts, values = place(source.cursor, matcher.recorded, str(source.run), model, edits)
+    at = set(starts.values())
+    turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in at}
+    return Placement(starts, turns, list(edits), values)
 
 
 def branch_meta(
     source: ForkSource,
     model: str | None,
     edits: list[str] | None = None,
-    check: list[Any] | None = None,
+    check: list[Edit] | None = None,
     branch: Path | None = None,
     prefix: str = "strict",
-    placed: tuple[Any, dict[Any, Any]] | None = None,
+    placed: Placement | None = None,
 ) -> dict[str, Any]:
     """The branch cassette's header ``meta`` (for a branch at ``branch``), naming its origin: the
-    cursor as :func:`place` placed it (``placed``, else placed here with the edits ``check``)."""
-    cursor, turns = placed or place(source, model, list(check or []))
-    from cassettes.matching import here
-
+    cursor as :func:`locate` placed it (``placed``, else placed here with the edits ``check``)."""
+    at = placed or locate(source, model, list(check or []))
     # the branch's own cwd and home (its agent is this process's child), as a recording's header has
     # them
     return {
         "source": "looptap run --from",
         **here(),
-        ORIGIN: origin_meta(source, model, cursor.starts, edits, turns, branch, prefix),
+        ORIGIN: origin_meta(source, model, at.starts, edits, at.turns, branch, prefix),
     }
 
 
 def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:
     """The recorder's reverse listener per API name (its name → ``http://127.0.0.1:PORT``)."""
-    from cassettes.providers import REVERSE_UPSTREAMS
-
     bases: dict[str, str] = {}
     for name, (_upstream, variables, _suffix) in REVERSE_UPSTREAMS.items():
         for var in variables:
@@ -178,7 +186,7 @@ class ForkReplay:
     #: :func:`start_fork`), passed on; the replay server reads the project's file itself.
     rules: dict[str, list[str]] = field(default_factory=dict)
     #: The cursor as :func:`start_fork` placed it (``None``: placed when the fork starts).
-    placed: Any = None
+    placed: Placement | None = None
     #: How the prefix is matched: ``strict`` or ``tolerant`` (``--prefix``; docs/fork.md).
     prefix: str = "strict"
     #: What the replay server tolerated (per recorded turn) and, for ``@divergence``, where each
@@ -200,26 +208,22 @@ class ForkReplay:
     def begin(self, path: Path) -> None:
         """Start the branch cassette at ``path`` (free: checked, and an earlier one replaced, by
         the caller): its header names the origin; the recorder appends after it."""
-        from cassettes.storage.store import CassetteFile
-
         CassetteFile(path, meta=self.meta).close()
 
     def plan(self, bases: dict[str, str]) -> ForkPlan:
         """What the replay server is told (:mod:`cassettes.replay.forking.plan`), the cursor placed
         once: ``bases``, the recorder's listener per API name."""
-        from cassettes.replay.live.edits import parse_edit
-
-        cursor = self.placed
-        if cursor is None:
-            cursor = place(self.source, self.model, [parse_edit(e) for e in self.edits])[0]
+        at = self.placed
+        if at is None:
+            at = locate(self.source, self.model, [parse_edit(e) for e in self.edits])
         out = self._dir
         return ForkPlan(
             self.source.cursor,
-            starts=list(cursor.starts.items()),
+            starts=list(at.starts.items()),
             live=dict(bases),
             model=self.model,
-            edits=list(cursor.edits),
-            recorded_values=dict(cursor.recorded_values),
+            edits=list(at.edits),
+            recorded_values=dict(at.recorded_values),
             prefix="tolerant" if self.prefix == "tolerant" else "strict",
             volatile=self.volatile,
             rules={k: v for k, v in self.rules.items() if k in RULES},
@@ -231,8 +235,6 @@ class ForkReplay:
     async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:
         """Start the replay server with the recorder's listeners as its live upstreams; the
         environment the agent runs with (every base URL at the replay server)."""
-        from cassettes.replay.serving.server import replay_env
-
         self._err = tempfile.TemporaryFile()
         # private (0700): the replay server's list of what it tolerated
         self._dir = tempfile.mkdtemp(prefix="looptap-fork-")
@@ -301,9 +303,6 @@ class ForkReplay:
         """When the prefix missed, what the agent sent (the replay server wrote it into this fork's
         private directory) moved to a private directory of its own, which outlives the run, and the
         next steps said in :attr:`report`: the rules proposed from it, the other prefix modes."""
-        import shlex
-        import shutil
-
         sent = os.path.join(self._dir, "sent.jsonl") if self._dir is not None else None
         if sent is None or not os.path.isfile(sent):
             return
@@ -337,13 +336,6 @@ class ForkReplay:
     def _read_tolerated(self) -> None:
         """What the replay server wrote of what it tolerated (its own file, in this fork's private
         directory), into :attr:`tolerated`; the directory removed."""
-        import shutil
-
-        import orjson
-
-        from cassettes import bounds
-        from cassettes.reading.branch import read_entries
-
         if self._dir is None:
             return
         try:
@@ -370,10 +362,6 @@ class ForkReplay:
         (:func:`cassettes.reading.branch.fork_notes` reads it), when there is anything to say."""
         if not any(self.tolerated.get(k) for k in ("tolerated", "starts", "failed")):
             return
-        import orjson
-
-        from cassettes.storage.store import CassetteFile
-
         record = {"type": "note", "note": NOTE, "prefix": self.prefix, **self.tolerated}
         with CassetteFile(path) as f:
             f.append(orjson.dumps(record) + b"\n")
@@ -395,8 +383,6 @@ def start_fork(args: Any) -> ForkReplay:
     :class:`CassetteError` for a ``--from`` that names no run (or not a regular file) or no turn,
     an ``--edit`` that cannot be read."""
     source = parse_from(args.from_run)
-    from cassettes.replay.live.edits import parse_edit
-
     edits = [parse_edit(e) for e in args.edit]  # refused here, before anything starts
     for e in edits:
         if e.selector is not None and e.selector != source.cursor.text:
@@ -406,12 +392,10 @@ def start_fork(args: Any) -> ForkReplay:
             )
     out = str(getattr(args, "output", "") or "")
     branch = Path(out[1:] if out.startswith("+") and len(out) > 1 else out) if out else None
-    from cassettes.matching import rules_of_args
-
     # the project's rules and the flags, refused here (RuleError) before anything starts
     rules_of_args(args, source.run)
     prefix = getattr(args, "prefix", None) or "strict"
-    placed = place(source, args.model, edits)
+    placed = locate(source, args.model, edits)
     meta = branch_meta(
         source, args.model, [e.label for e in edits], branch=branch, prefix=prefix, placed=placed
     )
@@ -423,5 +407,5 @@ def start_fork(args: Any) -> ForkReplay:
         volatile=not getattr(args, "no_volatile", False),
         prefix=prefix,
         rules={n: list(getattr(args, n, ()) or ()) for n in RULES},
-        placed=placed[0],
+        placed=placed,
     )

@@ -15,6 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.hints import count
+from cassettes.matching import entry_line
+from cassettes.reading.branch import locate, origin_of, with_notes
+from cassettes.reading.run import open_run
+from cassettes.replay.forking.rundiff import comparing_files, diff_fork, fork_pairs
+from cassettes.replay.live.edits import edit_notes
 
 __all__ = ["ForkComparison", "ForkRow", "fork_view"]
 
@@ -81,17 +86,10 @@ def _emitted(turn: Any) -> str:
 
 def fork_view(branch: str | Path) -> ForkComparison | None:
     """The view of ``branch`` beside its origin, or ``None`` when its header names no origin."""
-    from cassettes.reading.run import open_run
-    from cassettes.replay.forking.fork import origin_of
-    from cassettes.replay.forking.rundiff import comparing_files, diff_fork, fork_pairs
-    from cassettes.replay.live.edits import edit_notes
-
     path = Path(branch)
     origin = origin_of(path)
     if origin is None:
         return None
-    from cassettes.reading.branch import locate, with_notes
-
     # what the fork noted after the run (tolerated, @divergence's starts)
     origin = with_notes(path, origin)
 
@@ -156,8 +154,6 @@ def _header(path: Path, origin: dict[str, Any], found: Path | None) -> ForkCompa
 def _branch_only(view: ForkComparison, rb: Any, changed: str | None = None) -> None:
     """The rows when the origin is not here (or ``changed``: the file there is not the run forked):
     a note saying so, then each branch conversation's first turns on their own."""
-    from cassettes.replay.live.edits import edit_notes
-
     view.notes.append(
         changed
         if changed is not None
@@ -200,8 +196,6 @@ def _tolerated_by_turn(
 ) -> dict[tuple[str, int | None, int | None], list[str]]:
     """What was tolerated, as lines, by turn: a prefix turn by (its conversation, its origin seq,
     ``None``), a turn past the cursor by (``""``, origin seq, branch seq)."""
-    from cassettes.matching import entry_line
-
     out: dict[tuple[str, int | None, int | None], list[str]] = {}
     for t in turns:
         where = (

@@ -21,6 +21,7 @@ import orjson
 from cassettes.errors import CassetteError
 from cassettes.replay.forking.cursor import Cursor, CursorSpec, live_router
 from cassettes.replay.live.edits import Edit
+from cassettes.storage.store import open_regular, write_private
 
 __all__ = ["MAX_BYTES", "RULES", "VERSION", "ForkPlan", "PlanError", "read_plan"]
 
@@ -81,8 +82,6 @@ class ForkPlan:
     def write(self, path: Path) -> None:
         """The plan as JSON into ``path``, a new file readable by its owner only. Raises
         :class:`PlanError` for a plan over :data:`MAX_BYTES`, :class:`OSError`."""
-        from cassettes.storage.store import write_private
-
         data = orjson.dumps(self)
         if len(data) > MAX_BYTES:
             raise PlanError(
@@ -96,8 +95,6 @@ def read_plan(path: str | Path) -> ForkPlan:
     """The plan in ``path``, checked field by field (pydantic, strict); raises :class:`PlanError`
     (one line) for a file that cannot be read or is not a plan of this version."""
     from pydantic import TypeAdapter, ValidationError
-
-    from cassettes.storage.store import open_regular
 
     name = str(path)[:200]
     try:

@@ -16,13 +16,17 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds
+from cassettes import bounds, providers
 from cassettes.hints import count
+from cassettes.wire.decoding import decode_chunks
+from cassettes.wire.exchange import header
+from cassettes.wire.framing import frame
 
 if TYPE_CHECKING:
     from cassettes.providers import Chaining
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_ANSWERS",
+    "Chains",
     "Threads",
     "answer_of",
     "as_sent_live",
@@ -84,8 +89,6 @@ class Threads:
 def chaining_of(method: str, target: str, doc: Any) -> Chaining | None:
     """How the request (its JSON ``doc``) chains to earlier answers, as its API's adapter says;
     ``None``: an API whose requests carry their whole history (or no API known)."""
-    from cassettes import providers
-
     if not isinstance(doc, dict):
         return None
     adapter = providers.detect(method.upper(), urlsplit(target), doc)
@@ -95,8 +98,6 @@ def chaining_of(method: str, target: str, doc: Any) -> Chaining | None:
 def answer_of(chunks: list[Chunk], content_type: str | None) -> Any:
     """The answer a response body stands for, as JSON: the body sent whole, or a stream's last
     event (the closing one, carrying the response); ``None`` when it is neither."""
-    from cassettes.wire.framing import frame
-
     framed = frame(chunks, content_type)
     if framed.kind == "json":
         return framed.value
@@ -193,3 +194,70 @@ def as_sent_live(
         return out
 
     return lookup
+
+
+@dataclass
+class Chains:
+    """What a fork knows of the answers its requests may continue: every recorded answer
+    (``recorded``, read when a request first needs it), what a request served in position stood
+    for, and the answers the live upstream gave (:attr:`live_ids`: a request continuing one goes
+    as it is)."""
+
+    recorded: Callable[[], Iterable[Exchange]]
+    live_ids: set[str] = field(default_factory=set)
+    #: Requests sent self-contained (they continued an answer replayed from the recording).
+    made: int = 0
+    _threads: Threads | None = None
+
+    @property
+    def threads(self) -> Threads:
+        if self._threads is None:
+            self._threads = threads_of(self.recorded())
+        return self._threads
+
+    def sent(self, method: str, target: str, body: bytes) -> tuple[bytes | None, list[str]]:
+        """The body of a request sent live as it goes (``None``: as the client sent it), and its
+        note: self-contained when it continues an answer replayed from the recording, which the
+        live upstream never gave (the same rule as over a WebSocket)."""
+        doc = _json(body)
+        chain = chaining_of(method, target, doc)
+        if chain is None or chain.thread(doc, None)[0] is None:
+            return None, []
+        made, note = self_contained(self.threads, chain, doc, self.live_ids)
+        self.made += made is not doc
+        return (orjson.dumps(made) if made is not doc else None), [note] if note is not None else []
+
+    def served(self, method: str, target: str, body: bytes, answer: Exchange) -> None:
+        """The recorded ``answer`` stood, in this run, for the request as the client sent it
+        (``body``: a tolerant prefix's changed tool results), not as recorded: a later request
+        continuing it is made self-contained from what the client really sent."""
+        doc = _json(body)
+        chain = chaining_of(method, target, doc)
+        if chain is not None:
+            content_type = answer.response_header("content-type")
+            remember(self.threads, chain, doc, answer_of(answer.response_chunks, content_type))
+
+    def relayed(
+        self,
+        method: str,
+        target: str,
+        sent: bytes,
+        chunks: list[tuple[float | None, bytes]],
+        headers: list[tuple[str, str]],
+    ) -> None:
+        """An answer the live upstream gave (``headers``, ``chunks`` as relayed) to a request sent
+        live (``sent``: its body as sent): a later request continuing it goes as it is."""
+        doc = _json(sent)
+        chain = chaining_of(method, target, doc)
+        if chain is not None:
+            body = decode_chunks(chunks, header(headers, "content-encoding")).chunks
+            answer = answer_of(body, header(headers, "content-type"))
+            remember(self.threads, chain, doc, answer, self.live_ids)
+
+
+def _json(body: bytes) -> Any:
+    """A request body as JSON (``None``: empty or not JSON)."""
+    try:
+        return bounds.loads(body) if body else None
+    except (orjson.JSONDecodeError, ValueError):
+        return None

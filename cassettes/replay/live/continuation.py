@@ -30,12 +30,14 @@ import orjson
 
 from cassettes import bounds
 from cassettes.models import USAGE_COUNTS, FinishReason, NormalisedResponse, Part, Usage
+from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.replay.live.edits import Edit, edited_headers
 from cassettes.wire import edited
+from cassettes.wire.decoding import decode_chunks
+from cassettes.wire.exchange import Exchange, Headers, header
 
 if TYPE_CHECKING:
     from cassettes.providers import Provider, Rendered
-    from cassettes.replay.live.edits import Edit
-    from cassettes.wire.exchange import Headers
 
 __all__ = ["PROMPT", "Continuation", "cut_text", "joined", "parsed", "rendered_for"]
 
@@ -102,8 +104,6 @@ class Continuation:
         before = copy.deepcopy(client.get(where) if isinstance(client, dict) else None)
         marks = [m for m in self.marks if not (m.get("path") or [None])[0] == where]
         marks.append(edited.mark(self.edit.label, self.selector, [where], before))
-        from cassettes.replay.live.edits import edited_headers
-
         self.sent += 1
         return orjson.dumps(body), edited_headers(headers, marks, self.key), continues
 
@@ -119,10 +119,6 @@ def parsed(
 ) -> NormalisedResponse | None:
     """The answer ``chunks`` (as the upstream sent it, framing removed) as this API's adapter
     reads it; ``None`` when it is not a model's answer (an error, a body that cannot be read)."""
-    from cassettes.parsing.roundtrip import parse_exchange
-    from cassettes.wire.decoding import decode_chunks
-    from cassettes.wire.exchange import Exchange, header
-
     if not 200 <= status < 300:
         return None
     body = decode_chunks([(None, c) for c in chunks], header(headers, "content-encoding")).chunks

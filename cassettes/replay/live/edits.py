@@ -43,7 +43,9 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes.errors import CassetteError
+from cassettes import bounds, providers
+from cassettes.errors import CassetteError, CassetteIOError
+from cassettes.storage.paths import read_input
 from cassettes.wire import edited
 
 __all__ = [
@@ -128,9 +130,6 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
     kind, key = t.group(1) or t.group(3), t.group(2)
     value = spec[m.end() :]
     if m.group(2):
-        from cassettes.errors import CassetteIOError
-        from cassettes.storage.paths import read_input
-
         path = (base or Path.cwd()) / value
         try:  # a FIFO, a device or a directory is refused, never read (it would block or never end)
             data = read_input(path, "the edit file", _MAX_FILE + 1)
@@ -180,8 +179,6 @@ def apply_edits(
     item's JSON path and the client's value there)."""
     if not edits or not body:
         return body, []
-    from cassettes import bounds
-
     try:
         doc = bounds.loads(body)
     except (orjson.JSONDecodeError, ValueError):
@@ -429,8 +426,6 @@ def _as_content(old: Any, value: str) -> Any:
 def _adapter_text(method: str, target: str, doc: Any, e: Edit) -> str | None:
     """The text the edit replaces (the system prompt, the N-th user message), as the API's
     adapter reads the request."""
-    from cassettes import providers
-
     url = urlsplit(target)
     adapter = providers.detect(method.upper(), url, doc) if isinstance(doc, dict) else None
     if adapter is None:
@@ -512,8 +507,6 @@ def edit_notes(marks: list[dict[str, Any]], inside: str | None = None) -> list[s
 def carried(method: str, target: str, body: bytes, e: Edit) -> list[Any]:
     """The values of the items of ``body`` that ``e`` would rewrite (none: the request does not
     carry its target), ``e`` and ``body`` left as they are."""
-    from cassettes import bounds
-
     try:
         doc = bounds.loads(body) if body else None
     except (orjson.JSONDecodeError, ValueError):
@@ -526,8 +519,6 @@ def carried(method: str, target: str, body: bytes, e: Edit) -> list[Any]:
 def continuable(method: str, target: str, doc: Any) -> bool:
     """Whether a cut answer to this request can be continued: its API's adapter has a form for
     it (``Provider.replay.continuation_body``)."""
-    from cassettes import providers
-
     adapter = (
         providers.detect(method.upper(), urlsplit(target), doc) if isinstance(doc, dict) else None
     )

@@ -349,10 +349,6 @@ class ReplayServer:
         return replay_env(self.url)
 
     @property
-    def fallback(self) -> Fallback | None:
-        return self.planner.fallback
-
-    @property
     def served(self) -> list[Exchange]:
         """Every request answered, as an exchange: the live request and what was sent back."""
         return self.log.served
