@@ -20,12 +20,6 @@ from cassettes.replay.forking.lineup import turn_answer
 from cassettes.replay.forking.rundiff import comparing_files, fork_pairs
 from cassettes.untrusted import clean_line
 
-from cassettes.hints import count
-from cassettes.reading.branch import origin_of
-from cassettes.reading.run import open_run
-from cassettes.replay.forking.rundiff import comparing_files, fork_pairs
-from cassettes.untrusted import clean_line
-
 __all__ = ["TurnAgreement", "agreement", "agreement_lines"]
 
 
