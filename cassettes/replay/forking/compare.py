@@ -62,9 +62,9 @@ from cassettes.net import (
     said_name,
 )
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.replay.forking.cursor import with_model
 from cassettes.replay.forking.lineup import answer_kind
 from cassettes.replay.live.chains import chaining_of, self_contained, threads_of
+from cassettes.replay.live.model import with_model
 from cassettes.untrusted import clean_line
 from cassettes.views.money import money
 from cassettes.wire.exchange import Exchange, Headers

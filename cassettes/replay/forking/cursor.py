@@ -61,7 +61,6 @@ __all__ = [
     "CursorSpec",
     "live_router",
     "parse_cursor",
-    "with_model",  # (live/model.py's: looptap compare imports it from here)
 ]
 
 
