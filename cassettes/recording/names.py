@@ -9,7 +9,7 @@ import bisect
 import functools
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import orjson
 
@@ -229,6 +229,17 @@ _ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)", re.S)
 _COLON = re.compile(r"\s*:")
 
 
+def _tokens(text: str) -> Iterator[re.Match[str]]:
+    """The :data:`_TOKEN` matches of ``text`` one after another, as far as they read."""
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            return
+        pos = m.end()
+        yield m
+
+
 def inside_strings(
     text: str, spans: list[tuple[int, int]], names: Callable[[str], list[tuple[int, int]]]
 ) -> list[tuple[int, int]]:
@@ -239,12 +250,8 @@ def inside_strings(
     ``names`` finds something in it alone (a match across the text may end on a key). ``spans``
     sorted and apart."""
     out: list[tuple[int, int]] = []
-    pos = k = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None or m.end() == pos:
-            break
-        pos = m.end()
+    k = 0
+    for m in _tokens(text):
         if m.group(1) is None:
             continue
         a, b = m.start(1) + 1, m.end(1) - 1
@@ -253,7 +260,7 @@ def inside_strings(
         j = k
         while j < len(spans) and spans[j][0] < b:
             j += 1
-        key = _COLON.match(text, pos) is not None
+        key = _COLON.match(text, m.end()) is not None
         for s, e in [(a + s, a + e) for s, e in names(text[a:b])] if key else spans[k:j]:
             s, e = max(s, a), min(e, b)
             if s < e and text.find("\\", a, b) >= 0:
@@ -283,12 +290,7 @@ def credential_values(
     if not _worth_reading(text, kind):
         return []
     walk = _NamedValues(kind)
-    pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None or m.end() == pos:
-            break
-        pos = m.end()
+    for m in _tokens(text):
         walk.token(m)
     return walk.found
 

@@ -61,16 +61,10 @@ __all__ = [
     "URL_TOKEN",
     "Redactor",
     "detector",
-    "find_secrets",
     "looks_secret",
     "secret_name",
     "stream_texts",
 ]
-
-
-def find_secrets(text: str, extra_patterns: Iterable[str] = ()) -> list[tuple[str, str]]:
-    """(kind, match) for every known-format secret in ``text`` (used by ``looptap verify``)."""
-    return [(kind, text[s:e]) for kind, s, e in detector(extra_patterns).find(text)]
 
 
 class HeaderRedactor:

@@ -525,6 +525,12 @@ def _string(value: Any, name: str, *, optional: bool = True, limit: int | None =
         )
 
 
+def _object(value: Any, name: str, *, optional: bool = True) -> Any:
+    if (value is not None or not optional) and not isinstance(value, dict):
+        raise CassetteFormatError(f"malformed exchange record: {name} is not an object")
+    return value
+
+
 def _headers_ok(value: Any, name: str) -> None:
     if value is None:
         return
@@ -561,25 +567,17 @@ def check_exchange_record(rec: dict[str, Any]) -> None:
         raise CassetteFormatError(
             f"malformed exchange record: url does not parse ({exc})"
         ) from None
-    req = rec.get("request")
-    if not isinstance(req, dict):
-        raise CassetteFormatError("malformed exchange record: request is not an object")
+    req = _object(rec.get("request"), "request", optional=False)
     _headers_ok(req.get("headers"), "request.headers")
-    if req.get("body") is not None and not isinstance(req["body"], dict):
-        raise CassetteFormatError("malformed exchange record: request.body is not an object")
-    resp = rec.get("response")
+    _object(req.get("body"), "request.body")
+    resp = _object(rec.get("response"), "response")
     if resp is not None:
-        if not isinstance(resp, dict):
-            raise CassetteFormatError("malformed exchange record: response is not an object")
         _number(resp.get("status"), "response.status", 0, 999, integer=True)
         _string(resp.get("reason"), "response.reason", limit=65536)
         _headers_ok(resp.get("headers"), "response.headers")
-        if resp.get("body") is not None and not isinstance(resp["body"], dict):
-            raise CassetteFormatError("malformed exchange record: response.body is not an object")
-    timing = rec.get("timing")
+        _object(resp.get("body"), "response.body")
+    timing = _object(rec.get("timing"), "timing")
     if timing is not None:
-        if not isinstance(timing, dict):
-            raise CassetteFormatError("malformed exchange record: timing is not an object")
         _number(timing.get("ttfb"), "timing.ttfb", 0, 1e9)
         _number(timing.get("duration"), "timing.duration", 0, 1e9)
     _string(rec.get("transport_error"), "transport_error")

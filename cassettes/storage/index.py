@@ -181,10 +181,7 @@ class RecordIndex:
         if self.header is None:
             self._read_header(raw)
             return
-        try:
-            rec = exchange_record(raw, n, self.format_version)
-        except CassetteFormatError as exc:
-            raise CassetteFormatError(f"{self.path}: {exc}") from None
+        rec = exchange_record(self.path, raw, n, self.format_version)
         if rec is None:
             return
         if isinstance(rec, Problem):

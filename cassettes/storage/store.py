@@ -190,11 +190,12 @@ def is_cassette(path: str | Path) -> bool:
 
 
 def exchange_record(
-    raw: bytes, n: int, version: int, *, torn: bool = False
+    path: str | Path, raw: bytes, n: int, version: int, *, torn: bool = False
 ) -> dict[str, Any] | Problem | None:
-    """Line ``n`` (after the header) as an exchange record migrated to this format, the
-    :class:`Problem` it is skipped for, or ``None`` for a blank line or another kind of record (a
-    note). ``torn``: the line has no newline, so JSON that does not parse is a torn last record."""
+    """Line ``n`` (after the header) of the cassette at ``path`` as an exchange record migrated to
+    this format, the :class:`Problem` it is skipped for, or ``None`` for a blank line or another
+    kind of record (a note). ``torn``: the line has no newline, so JSON that does not parse is a
+    torn last record. A second header raises :class:`CassetteFormatError`, naming ``path``."""
     if not raw.strip():
         return None
     try:
@@ -220,10 +221,10 @@ def exchange_record(
             # Two cassettes joined (`cat a.jsonl b.jsonl > c.jsonl`): read as one, they would show
             # two runs' seqs twice over and pair turns across them. Refused whole, never skipped.
             raise CassetteFormatError(
-                f"line {n} is a second cassette header: this file is several cassettes joined one "
-                "after another (cat a.jsonl b.jsonl > c.jsonl?); looptap reads one run per file: "
-                "keep the files apart and name each, or record further round trips into one "
-                "cassette with -o +FILE"
+                f"{path}: line {n} is a second cassette header: this file is several cassettes "
+                "joined one after another (cat a.jsonl b.jsonl > c.jsonl?); looptap reads one run "
+                "per file: keep the files apart and name each, or record further round trips into "
+                "one cassette with -o +FILE"
             )
         if rec.get("type") != "note":
             return Problem(n, "unknown-record", f"unknown record type {rec.get('type')!r}; skipped")
@@ -242,10 +243,7 @@ def read_records(path: str | Path) -> RecordFile:
     cas = RecordFile(path=str(path), header=header, format_version=version)
     decoder = HistoryDecoder()
     for n, raw, has_nl in lines:
-        try:
-            rec = exchange_record(raw, n, version, torn=not has_nl)
-        except CassetteFormatError as exc:
-            raise CassetteFormatError(f"{path}: {exc}") from None
+        rec = exchange_record(path, raw, n, version, torn=not has_nl)
         if rec is None:
             continue
         if isinstance(rec, Problem):

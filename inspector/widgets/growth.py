@@ -48,12 +48,7 @@ class GrowthChart(PlotextPlot):
     """A stacked bar per turn (input by segment, then output) and the cumulative cost on the right
     axis."""
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._bars: list[GrowthBar] = []
-
     def show_bars(self, bars: list[GrowthBar], title: str) -> None:
-        self._bars = bars
         plt = self.plt
         plt.clear_figure()
         plt.title(title)

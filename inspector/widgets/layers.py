@@ -23,7 +23,7 @@ from cassettes.untrusted import clean, clean_line
 from inspector.safe import wire_line
 from inspector.widgets.badges import SEVERITY_MARK, severity_style, worst
 
-__all__ = ["PANE_BINDINGS", "PANE_ITEMS", "LayerPane"]
+__all__ = ["PANE_ITEMS", "LayerPane", "pane_bindings"]
 
 #: Most appended messages, pairings or tool calls a pane draws for one turn (a hostile request can
 #: append 100,000; the panes stayed responsive only with a bound).
@@ -32,40 +32,42 @@ PANE_ITEMS = 200
 _HIGHLIGHT = ReprHighlighter()
 
 
-#: Keys of a focused pane (the layer panes and the messages): ``j``/``k`` still move the turns,
-#: ``esc`` gives focus back to the turn list; the arrows scroll the pane.
-PANE_BINDINGS: list[BindingType] = [
-    Binding(
-        "j",
-        "app.turn(1)",
-        "Next turn",
-        show=False,
-        tooltip="Select the next turn (focus stays here)",
-        id="pane.next_turn",
-    ),
-    Binding(
-        "k",
-        "app.turn(-1)",
-        "Previous turn",
-        show=False,
-        tooltip="Select the previous turn (focus stays here)",
-        id="pane.previous_turn",
-    ),
-    Binding(
-        "escape",
-        "app.focus_turns",
-        "Turn list",
-        show=False,
-        tooltip="Focus the turn list again",
-        id="pane.to_list",
-    ),
-]
+def pane_bindings(scope: str) -> list[BindingType]:
+    """Keys of a focused pane (the layer panes and the messages), their ids under ``scope``:
+    ``j``/``k`` still move the turns, ``esc`` gives focus back to the turn list; the arrows scroll
+    the pane."""
+    return [
+        Binding(
+            "j",
+            "app.turn(1)",
+            "Next turn",
+            show=False,
+            tooltip="Select the next turn (focus stays here)",
+            id=f"{scope}.next_turn",
+        ),
+        Binding(
+            "k",
+            "app.turn(-1)",
+            "Previous turn",
+            show=False,
+            tooltip="Select the previous turn (focus stays here)",
+            id=f"{scope}.previous_turn",
+        ),
+        Binding(
+            "escape",
+            "app.focus_turns",
+            "Turn list",
+            show=False,
+            tooltip="Focus the turn list again",
+            id=f"{scope}.to_list",
+        ),
+    ]
 
 
 class LayerPane(VerticalScroll, can_focus=True):
     """A scrolling pane with one body; its border shows the layer and its worst finding."""
 
-    BINDINGS: ClassVar[list[BindingType]] = PANE_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = pane_bindings("pane")
 
     LAYER: Layer = "E"
     TITLE = ""

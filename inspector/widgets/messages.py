@@ -20,6 +20,7 @@ from cassettes.models import Message, NormalisedRequest, Part, ToolResult
 from cassettes.untrusted import clean, clean_line
 from cassettes.views.view import CONTINUED, edit_text, edited_messages, reconstructed_said
 from inspector.safe import wire, wire_line
+from inspector.widgets.layers import pane_bindings
 
 __all__ = ["MessagesView", "part_text"]
 
@@ -147,30 +148,7 @@ class MessagesView(VerticalScroll, can_focus=True):
             tooltip="Show every message, not only the latest ones",
             id="messages.all",
         ),
-        Binding(
-            "j",
-            "app.turn(1)",
-            "Next turn",
-            show=False,
-            tooltip="Select the next turn (focus stays here)",
-            id="messages.next_turn",
-        ),
-        Binding(
-            "k",
-            "app.turn(-1)",
-            "Previous turn",
-            show=False,
-            tooltip="Select the previous turn (focus stays here)",
-            id="messages.previous_turn",
-        ),
-        Binding(
-            "escape",
-            "app.focus_turns",
-            "Turn list",
-            show=False,
-            tooltip="Focus the turn list again",
-            id="messages.to_list",
-        ),
+        *pane_bindings("messages"),
     ]
 
     show_all: reactive[bool] = reactive(False)
