@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from cassettes import matching
 from cassettes.errors import ReplayMiss
 from cassettes.replay.testing.unrewritten import spare_core
 
@@ -174,18 +175,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _ini_rules(config: pytest.Config) -> None:
-    """The ini's rules and the project's file (found from the rootdir), checked at start-up."""
-    from cassettes.matching import RuleError, project_rules
-
+    """The ini's rules and the project's file (found from the rootdir), checked at start-up. The
+    rules' machinery loads only when one of them declares some: a session of a project that
+    declares none reads its file and nothing more."""
+    cassette = Path(str(config.rootpath)) / "_"
+    ignore, substitute, tools = (
+        config.getini(f"looptap_{k}") for k in ("ignore", "substitute", "volatile_tools")
+    )
     try:
-        project_rules(
-            Path(str(config.rootpath)) / "_",
-            config.getini("looptap_ignore"),
-            config.getini("looptap_substitute"),
-            config.getini("looptap_volatile_tools"),
-            "pytest's ini",
-        )
-    except RuleError as exc:
+        if ignore or substitute or tools or matching.project_table(cassette) is not None:
+            matching.project_rules(cassette, ignore, substitute, tools, "pytest's ini")
+    except matching.RuleError as exc:
         raise pytest.UsageError(f"looptap: {exc}") from None
 
 
