@@ -48,7 +48,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cassettes import matching
 from cassettes.errors import ReplayMiss
 from cassettes.replay.testing.unrewritten import spare_core
 
@@ -178,6 +177,8 @@ def _ini_rules(config: pytest.Config) -> None:
     """The ini's rules and the project's file (found from the rootdir), checked at start-up. The
     rules' machinery loads only when one of them declares some: a session of a project that
     declares none reads its file and nothing more."""
+    from cassettes import matching  # here, not at the top: plugin.py loads no more than its hooks
+
     cassette = Path(str(config.rootpath)) / "_"
     ignore, substitute, tools = (
         config.getini(f"looptap_{k}") for k in ("ignore", "substitute", "volatile_tools")
