@@ -272,6 +272,57 @@ def test_the_pattern_engine_loads_with_a_user_pattern_only() -> None:
         assert "re2" in _modules(code), code
 
 
+#: The rules' machinery: what checking a rule loads (its parser, the volatile detectors, the pattern
+#: engine's wrapper, the API families' adapters).
+RULES_CHECKER = (
+    "cassettes.matching._rules",
+    "cassettes.matching._userrules",
+    "cassettes.matching._volatile",
+    "cassettes.patterns",
+    "cassettes.providers",
+)
+
+
+def _pytest_session(project: Path) -> tuple[set[str], str]:
+    """The modules of a ``pytest --co`` session of ``project`` (the plugin loaded from its entry
+    point), and what it printed: its output, its errors, its exit code last."""
+    code = (
+        f"import os, sys, pytest\nos.chdir({str(project)!r}); sys.stderr = sys.stdout\n"
+        "print(int(pytest.main(['-q', '--co', '-p', 'no:cacheprovider', '--rootdir', '.'])))"
+    )
+    return _modules_and_output(code)
+
+
+@pytest.mark.parametrize(
+    ("files", "checked", "said"),
+    [
+        ({"pyproject.toml": '[project]\nname = "plain"\n'}, False, "0"),
+        (
+            {"pyproject.toml": "[tool.looptap]\nignores = ['metadata.*']\n"},
+            True,
+            "pyproject.toml [tool.looptap]: unknown key 'ignores'",
+        ),
+        ({"pytest.ini": "[pytest]\nlooptap_ignore = metadata.*\n"}, True, "0"),
+        ({"looptap.toml": "volatile = false\n"}, True, "0"),
+    ],
+    ids=["no-rules", "project-rule", "ini-rule", "looptap-toml"],
+)
+def test_the_pytest_plugin_loads_the_rules_checker_only_for_declared_rules(
+    tmp_path: Path, files: dict[str, str], checked: bool, said: str
+) -> None:
+    """Every pytest session of a project with looptap installed configures the plugin, which
+    checks the project's rules then: the project's file is read, and the rules' machinery loads
+    only when the file or the ini declares rules (the twins: it does, and a bad rule is refused
+    at start-up)."""
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    mods, out = _pytest_session(tmp_path)
+    assert "cassettes.replay.testing.plugin" in mods and "cassettes.matching._config" in mods
+    assert bool(_loaded(mods, RULES_CHECKER)) is checked, _loaded(mods, RULES_CHECKER)
+    assert said in out and out.splitlines()[-1] == ("4" if said != "0" else "0"), out
+
+
 def test_genai_prices_is_whole_for_whoever_asks() -> None:
     """The package registered without its updater is the real one on first use of any of its
     names."""

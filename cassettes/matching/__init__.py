@@ -29,10 +29,10 @@ _MODULES = {
         "this_process tolerated"
     ),
     "_rules": (
-        "ANY_INDEX ANY_KEY MAX_MATCHES RuleError Rules format_rule_path from_flags "
-        "from_table parse_ignore parse_path parse_substitution substitute"
+        "ANY_INDEX ANY_KEY MAX_MATCHES Rules format_rule_path from_flags "
+        "from_table parse_ignore parse_path parse_substitution rules_from_config substitute"
     ),
-    "_config": "find_config rules_from_config",
+    "_config": "RuleError find_config project_table",
     "_places": "MAX_PATH here path_value recorded recorded_time volatile_for",
     "_jsondiff": "Change clip format_path json_diff short window",
     "_requestkey": "RequestKey bare_text request_key",
@@ -50,7 +50,7 @@ _MODULES = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 if TYPE_CHECKING:
-    from cassettes.matching._config import find_config, rules_from_config
+    from cassettes.matching._config import RuleError, find_config, project_table
     from cassettes.matching._indexed import IndexedRecordings
     from cassettes.matching._jsondiff import Change, clip, format_path, json_diff, short, window
     from cassettes.matching._matcher import Matcher, Recorded, tolerated_notes
@@ -69,7 +69,6 @@ if TYPE_CHECKING:
         ANY_INDEX,
         ANY_KEY,
         MAX_MATCHES,
-        RuleError,
         Rules,
         format_rule_path,
         from_flags,
@@ -77,6 +76,7 @@ if TYPE_CHECKING:
         parse_ignore,
         parse_path,
         parse_substitution,
+        rules_from_config,
         substitute,
     )
     from cassettes.matching._tolerated import (
@@ -164,6 +164,7 @@ __all__ = [
     "parse_substitution",
     "path_value",
     "project_rules",
+    "project_table",
     "recorded",
     "recorded_time",
     "report_lines",

@@ -9,22 +9,33 @@ to the file's (:meth:`~cassettes.matching.Rules.extend`).
 
 A file is untrusted input: read with the standard library's TOML reader, at most :data:`MAX_FILE`
 bytes, the walk upward at most :data:`MAX_UP` directories; what cannot be used is one
-:class:`~cassettes.matching.RuleError` line naming the file.
+:class:`RuleError` line naming the file.
+
+Finding and reading the file needs none of the rules' machinery (:mod:`cassettes.matching._rules`,
+which reads the table: :func:`~cassettes.matching.rules_from_config`): the pytest plugin checks at
+start-up, in every session, whether the project declares rules at all (:func:`project_table`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cassettes.matching._rules import RuleError, Rules, from_table
+from cassettes.errors import CassetteError
 
-__all__ = ["BESIDE", "MAX_FILE", "PYPROJECT", "find_config", "rules_from_config"]
+__all__ = ["BESIDE", "MAX_FILE", "PYPROJECT", "RuleError", "find_config", "project_table"]
 
 BESIDE = "looptap.toml"
 PYPROJECT = "pyproject.toml"
 MAX_FILE = 1 << 20
 MAX_UP = 64
+
+
+class RuleError(CassetteError, ValueError):
+    """A rule that cannot be used (a path that does not parse, a pattern RE2 does not take, an
+    unknown API family or table key, a file that cannot be read): one line saying which and
+    why."""
 
 
 def find_config(
@@ -52,21 +63,22 @@ def find_config(
     return None
 
 
-def rules_from_config(cassette: str | Path | None = None, cwd: str | Path | None = None) -> Rules:
-    """The rules of the project's file (:func:`find_config`); none when there is no file or
-    table."""
+def project_table(
+    cassette: str | Path | None = None, cwd: str | Path | None = None
+) -> tuple[Mapping[str, Any], str] | None:
+    """The project's looptap table (its ``looptap.toml``, or its ``pyproject.toml``'s
+    ``[tool.looptap]``: :func:`find_config`) and where it is, for messages; ``None`` when there is
+    no file or no table. Raises :class:`RuleError` for a file that cannot be read."""
     found = find_config(cassette, cwd)
     if found is None:
-        return Rules()
+        return None
     path, is_pyproject = found
     data = _read(path)
-    if is_pyproject:
-        tool = data.get("tool")
-        table = tool.get("looptap") if isinstance(tool, dict) else None
-        if table is None:
-            return Rules()
-        return from_table(table, f"{path} [tool.looptap]")
-    return from_table(data, str(path))
+    if not is_pyproject:
+        return data, str(path)
+    tool = data.get("tool")
+    table = tool.get("looptap") if isinstance(tool, dict) else None
+    return None if table is None else (table, f"{path} [tool.looptap]")
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -28,11 +28,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import orjson
 
-from cassettes.errors import CassetteError
+from cassettes.matching._config import RuleError, project_table
 from cassettes.matching._volatile import IGNORED, PathItem, Span
 from cassettes.patterns import PatternError, Template, UserPattern
 
@@ -43,7 +44,6 @@ __all__ = [
     "SUBSTITUTED",
     "TOOL_RESULT",
     "IgnorePath",
-    "RuleError",
     "Rules",
     "Substitution",
     "format_rule_path",
@@ -51,6 +51,7 @@ __all__ = [
     "parse_path",
     "parse_substitution",
     "parse_volatile_tool",
+    "rules_from_config",
 ]
 
 #: The detector names of the spans user rules make (a :class:`Tolerated`'s ``detector``; an
@@ -71,11 +72,6 @@ MAX_RULES = 500
 MAX_SHOWN = 4096
 #: Matches of one substitution in one string kept as spans (the rest counted in one).
 MAX_MATCHES = 200
-
-
-class RuleError(CassetteError, ValueError):
-    """A rule that cannot be used (a path that does not parse, a pattern RE2 does not take, an
-    unknown API family or table key): one line saying which and why."""
 
 
 class _Any:
@@ -485,6 +481,13 @@ def from_table(table: Mapping[str, Any], where: str) -> Rules:
             raise RuleError(f"{where}: volatile must be true or false")
         rules.volatile = table["volatile"]
     return Rules().extend(rules)
+
+
+def rules_from_config(cassette: str | Path | None = None, cwd: str | Path | None = None) -> Rules:
+    """The rules of the project's file (:func:`~cassettes.matching.project_table`); none when
+    there is no file or table."""
+    found = project_table(cassette, cwd)
+    return Rules() if found is None else from_table(*found)
 
 
 def _ignore_entry(item: Any, where: str) -> IgnorePath:

@@ -21,6 +21,7 @@ recognised by shape.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -312,55 +313,7 @@ class VolatileSpans:
 
     @cached_property
     def _regex(self) -> re.Pattern[str]:
-        places = [(f"cwd__{i}", p) for i, p in enumerate(self.cwds)] + [
-            (f"home__{i}", p) for i, p in enumerate(self.homes)
-        ]
-        # The cwd as a folder name too, every character but letters and digits a ``-`` (Claude
-        # Code keeps a project's memory in ``~/.claude/projects/-home-me-proj/``).
-        places += [(f"cwd__slug{i}", slug(p)) for i, p in enumerate(self.cwds)]
-        places.sort(key=lambda np: -len(np[1]))  # the longest first: a cwd inside the home wins
-        # (a full stop after it ends a sentence: ``Working directory: /home/me/proj.``)
-        alts = [
-            (
-                name,
-                "m" if p.startswith("-") else "s",
-                rf"(?<![\w.~-]){re.escape(p)}(?![\w-]|\.[\w.-])",
-            )
-            for name, p in places
-        ]
-        alts += [("tmp__path", "s", _TMP), *_PATTERNS]
-        # Every detector wants something other than a letter or digit before its span (its own
-        # look-behind says what): that character is matched first, outside the alternatives, so
-        # the engine skips runs of letters and digits in C; the text is scanned with a space in
-        # front. Then the alternatives are tried only in the group of the span's first character
-        # (a digit, a capital, a small letter, a slash, a bracket: one look-ahead each, where
-        # each alternative costs a look-behind and more), in their order within it: at one place
-        # only one group can match, so the first alternative that matches wins as in one list.
-        # Among letters, the ids and uuids (one run in each group) are tried only where the word
-        # reaches a digit, a _ or a - within 64 letters, as every one of them does.
-        groups = []
-        for tag, ahead in _FIRST.items():
-            members = [
-                (name + tag, rx.replace(f"(?P<{name}_v>", f"(?P<{name}{tag}_v>"))
-                for name, tags, rx in alts
-                if tag in tags
-            ]
-            parts: list[str] = []
-            tokens: list[str] = []
-            for n, rx in members:
-                if tag in "ul" and n.startswith(("id__", "uuid__")):
-                    tokens.append(f"(?P<{n}>{rx})")
-                    continue
-                if tokens:
-                    parts.append(_TOKEN_GATE + "(?:" + "|".join(tokens) + ")")
-                    tokens = []
-                parts.append(f"(?P<{n}>{rx})")
-            if tokens:
-                parts.append(_TOKEN_GATE + "(?:" + "|".join(tokens) + ")")
-            # (no cwd known: nothing starts with a ``-``, and an empty group would match anywhere)
-            if parts:
-                groups.append(f"(?={ahead})(?:" + "|".join(parts) + ")")
-        return re.compile("[^A-Za-z0-9](?:" + "|".join(groups) + ")")
+        return _detectors(tuple(self.cwds), tuple(self.homes))
 
     def normalise(
         self, text: str, numbers: Numbering | None = None
@@ -459,6 +412,62 @@ class VolatileSpans:
         whole = number.partition(".")[0]
         seconds = float(number) / (1000 if len(whole) == 13 else 1)
         return abs(seconds - self.recorded_time) <= EPOCH_WINDOW
+
+
+@functools.lru_cache(maxsize=32)
+def _detectors(cwds: tuple[str, ...], homes: tuple[str, ...]) -> re.Pattern[str]:
+    """The detectors as one pattern, for these working directories and homes: built once per
+    process for each (every replayed test of a pytest session has its own matcher, and the same
+    places); a few are kept, for a process that replays runs recorded in many places."""
+    places = [(f"cwd__{i}", p) for i, p in enumerate(cwds)] + [
+        (f"home__{i}", p) for i, p in enumerate(homes)
+    ]
+    # The cwd as a folder name too, every character but letters and digits a ``-`` (Claude
+    # Code keeps a project's memory in ``~/.claude/projects/-home-me-proj/``).
+    places += [(f"cwd__slug{i}", slug(p)) for i, p in enumerate(cwds)]
+    places.sort(key=lambda np: -len(np[1]))  # the longest first: a cwd inside the home wins
+    # (a full stop after it ends a sentence: ``Working directory: /home/me/proj.``)
+    alts = [
+        (
+            name,
+            "m" if p.startswith("-") else "s",
+            rf"(?<![\w.~-]){re.escape(p)}(?![\w-]|\.[\w.-])",
+        )
+        for name, p in places
+    ]
+    alts += [("tmp__path", "s", _TMP), *_PATTERNS]
+    # Every detector wants something other than a letter or digit before its span (its own
+    # look-behind says what): that character is matched first, outside the alternatives, so
+    # the engine skips runs of letters and digits in C; the text is scanned with a space in
+    # front. Then the alternatives are tried only in the group of the span's first character
+    # (a digit, a capital, a small letter, a slash, a bracket: one look-ahead each, where
+    # each alternative costs a look-behind and more), in their order within it: at one place
+    # only one group can match, so the first alternative that matches wins as in one list.
+    # Among letters, the ids and uuids (one run in each group) are tried only where the word
+    # reaches a digit, a _ or a - within 64 letters, as every one of them does.
+    groups = []
+    for tag, ahead in _FIRST.items():
+        members = [
+            (name + tag, rx.replace(f"(?P<{name}_v>", f"(?P<{name}{tag}_v>"))
+            for name, tags, rx in alts
+            if tag in tags
+        ]
+        parts: list[str] = []
+        tokens: list[str] = []
+        for n, rx in members:
+            if tag in "ul" and n.startswith(("id__", "uuid__")):
+                tokens.append(f"(?P<{n}>{rx})")
+                continue
+            if tokens:
+                parts.append(_TOKEN_GATE + "(?:" + "|".join(tokens) + ")")
+                tokens = []
+            parts.append(f"(?P<{n}>{rx})")
+        if tokens:
+            parts.append(_TOKEN_GATE + "(?:" + "|".join(tokens) + ")")
+        # (no cwd known: nothing starts with a ``-``, and an empty group would match anywhere)
+        if parts:
+            groups.append(f"(?={ahead})(?:" + "|".join(parts) + ")")
+    return re.compile("[^A-Za-z0-9](?:" + "|".join(groups) + ")")
 
 
 class Numbering:

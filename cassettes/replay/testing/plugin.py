@@ -66,8 +66,8 @@ _RECORDER: pytest.StashKey[SessionRecorder] = pytest.StashKey()
 _LOOP: pytest.StashKey[SessionLoop] = pytest.StashKey()
 _REPORTS = pytest.StashKey[list[str]]()
 _REPORTS_DIR = pytest.StashKey[Path]()
-#: The exception a replay miss replaced (``None``: the agent swallowed it).
-_CAUSE = pytest.StashKey["BaseException | None"]()
+#: The replay miss that failed the test (its text: :func:`~.report.failure_text`).
+_MISS = pytest.StashKey[ReplayMiss]()
 
 
 def _machinery() -> ModuleType:
@@ -174,18 +174,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _ini_rules(config: pytest.Config) -> None:
-    """The ini's rules and the project's file (found from the rootdir), checked at start-up."""
-    from cassettes.matching import RuleError, project_rules
+    """The ini's rules and the project's file (found from the rootdir), checked at start-up. The
+    rules' machinery loads only when one of them declares some: a session of a project that
+    declares none reads its file and nothing more."""
+    from cassettes import matching  # here, not at the top: plugin.py loads no more than its hooks
 
+    cassette = Path(str(config.rootpath)) / "_"
+    ignore, substitute, tools = (
+        config.getini(f"looptap_{k}") for k in ("ignore", "substitute", "volatile_tools")
+    )
     try:
-        project_rules(
-            Path(str(config.rootpath)) / "_",
-            config.getini("looptap_ignore"),
-            config.getini("looptap_substitute"),
-            config.getini("looptap_volatile_tools"),
-            "pytest's ini",
-        )
-    except RuleError as exc:
+        if ignore or substitute or tools or matching.project_table(cassette) is not None:
+            matching.project_rules(cassette, ignore, substitute, tools, "pytest's ini")
+    except matching.RuleError as exc:
         raise pytest.UsageError(f"looptap: {exc}") from None
 
 
@@ -221,24 +222,36 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """A replay miss fails the test with its explanation, even if the agent swallowed the error."""
     try:
         result = yield
-    except BaseException as exc:
-        session = item.stash.get(_SESSION, None)
-        text = session.misses_text() if session is not None else None
-        if text is not None and not isinstance(exc, ReplayMiss):
-            item.stash[_CAUSE] = exc
-            raise ReplayMiss(text) from exc
+    except ReplayMiss:
         raise
+    except BaseException as exc:
+        miss = _replay_miss(item, exc)
+        if miss is not None:
+            raise miss from exc
+        raise
+    miss = _replay_miss(item, None)
+    if miss is not None:
+        raise miss
     session = item.stash.get(_SESSION, None)
-    if session is not None:
-        text = session.misses_text()
-        if text is not None:
-            item.stash[_CAUSE] = None
-            raise ReplayMiss(text)
-        if _machinery().fail_unplayed(item):
-            left = session.unplayed_text()
-            if left is not None:
-                pytest.fail(left, pytrace=False)
+    if session is not None and _machinery().fail_unplayed(item):
+        left = session.unplayed_text()
+        if left is not None:
+            pytest.fail(left, pytrace=False)
     return result
+
+
+def _replay_miss(item: pytest.Item, cause: BaseException | None) -> ReplayMiss | None:
+    """The failure of a test whose replay missed, said once
+    (:func:`cassettes.replay.testing.report.failure_text`; ``cause``: what the agent raised,
+    ``None`` when it swallowed the error), kept for the test's report; ``None``: nothing missed."""
+    session = item.stash.get(_SESSION, None)
+    if session is None:
+        return None
+    text = _machinery().failure_text(session, cause, item.config.rootpath)
+    if text is None:
+        return None
+    miss = item.stash[_MISS] = ReplayMiss(text)
+    return miss
 
 
 @pytest.hookimpl(wrapper=True)

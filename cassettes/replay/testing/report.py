@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cassettes.errors import ReplayMiss
 from cassettes.hints import count
 from cassettes.matching import report_lines, turn_entries
 from cassettes.replay.serving.faults import STATUS_KINDS, parse_fault
-from cassettes.replay.testing.plugin import _CAUSE, _REPORTS_DIR
+from cassettes.replay.testing.plugin import _MISS, _REPORTS_DIR
 from cassettes.storage.paths import check_target, staged
 from cassettes.untrusted import clean_line
 
@@ -36,21 +35,14 @@ def add_sections(
     report: pytest.TestReport,
     session: LooptapSession,
 ) -> None:
-    """A test failed by a replay miss is reported by :func:`failure_text`: what diverged, once,
-    and where the test made the request, without the SDK's frames. A replayed test that failed
-    (by a miss or otherwise) gets a web page of its run; the failure says where."""
-    if (
-        call.when == "call"
-        and report.failed
-        and session is not None
-        and _CAUSE in item.stash
-        and call.excinfo is not None
-        and call.excinfo.errisinstance(ReplayMiss)
-    ):
-        text = failure_text(session, item.stash[_CAUSE], item.config.rootpath)
-        if text is not None:
-            # pytest's longrepr protocol: toterminal, reprcrash
-            report.longrepr = _Explained(text, str(item.path), item.location[1] or 0)  # type: ignore[assignment]
+    """A test failed by a replay miss is reported by :func:`failure_text` (the plugin raised it
+    so): what diverged, once, and where the test made the request, without the SDK's frames. A
+    replayed test that failed (by a miss or otherwise) gets a web page of its run; the failure
+    says where."""
+    miss = item.stash.get(_MISS, None)
+    if call.when == "call" and report.failed and call.excinfo and call.excinfo.value is miss:
+        # pytest's longrepr protocol: toterminal, reprcrash
+        report.longrepr = _Explained(f"ReplayMiss: {miss}", str(item.path), item.location[1] or 0)  # type: ignore[assignment]
     if (
         report.when == "call"
         and report.failed
@@ -140,13 +132,13 @@ def _test_frames(exc: BaseException | None, root: Path) -> list[str]:
 def failure_text(session: LooptapSession, cause: BaseException | None, root: Path) -> str | None:
     """The failure message of a test that a replay miss failed, said once: the first miss (where:
     conversation, turn and seq; the layer's verdict; the JSON paths, recorded vs got), the other
-    misses in a line each, where the test made the request and what the agent got instead. One
-    function, so other reports can add their lines to it."""
+    misses in a line each, where the test made the request and what the agent got instead
+    (``cause``; ``None``: it swallowed the error). ``None`` when nothing missed."""
     if session.server is None or not session.server.misses:
         return None
     misses = session.server.misses
     first = misses[0]
-    lines = [f"ReplayMiss: replay miss at {first.headline}", f"cassette: {session.path}"]
+    lines = [f"replay miss at {first.headline}", f"cassette: {session.path}"]
     body = first.lines()
     lines.append("  " + body[0].removeprefix("looptap replay: "))
     verdicts = {f"  {v}" for v in first.verdicts[:1]}
@@ -191,18 +183,20 @@ def summary_lines(session: LooptapSession) -> list[str]:
         return lines
 
     by_seq = {r.seq: r for r in server.matcher.recorded}
-    answered = {r.seq for r in server.matcher.played()}
-    for _n, seq, text in fired:
-        if seq is not None and parse_fault(text).kind not in (*STATUS_KINDS, "reset"):
-            answered.add(seq)
-    lines[0] = re.sub(r"played [\d,]+ of", f"played {len(answered):,} of", lines[0], count=1)
+    played = server.matcher.played()  # the count the server's first line says
+    seqs = {r.seq for r in played}
+    # answered by the fault: played, not unplayed
     faulted = {
-        f"  unplayed: {by_seq[seq].label}:"
-        for seq in answered - {r.seq for r in server.matcher.played()}
-        if seq in by_seq
+        seq
+        for _n, seq, text in fired
+        if seq is not None
+        and seq not in seqs
+        and parse_fault(text).kind not in (*STATUS_KINDS, "reset")
     }
-    # answered, by the fault
-    lines = [ln for ln in lines if not any(ln.startswith(f) for f in faulted)]
+    said, now = len(played), len(seqs | faulted)
+    lines[0] = lines[0].replace(f"played {said:,} of", f"played {now:,} of", 1)
+    unplayed = tuple(f"  unplayed: {by_seq[seq].label}:" for seq in faulted if seq in by_seq)
+    lines = [ln for ln in lines if not ln.startswith(unplayed)]
     lines.append(f"  faults injected: {len(fired)}")
     for n, seq, text in fired[:20]:
         where = by_seq[seq].label if seq in by_seq else f"seq {seq}"

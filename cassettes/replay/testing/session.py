@@ -12,7 +12,7 @@ import os
 import shutil
 import ssl
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,14 +31,22 @@ from cassettes.replay.serving.server import ReplayServer
 from cassettes.replay.testing.loop import SessionLoop
 from cassettes.replay.testing.options import Options, upstreams
 from cassettes.replay.testing.plugin import _LOOP, _RECORDER, _REPORTS, _SESSION
-from cassettes.replay.testing.report import add_sections, summary_lines
+from cassettes.replay.testing.report import add_sections, failure_text, summary_lines
 from cassettes.storage.paths import check_target, staged
 from cassettes.storage.store import is_cassette, open_regular
 
 if TYPE_CHECKING:
     from cassettes.replay.testing.recording import SessionRecorder
+    from cassettes.wire.exchange import Exchange
 
-__all__ = ["NO_HOST_CA", "LooptapSession", "add_sections", "fail_unplayed", "looptap_session"]
+__all__ = [
+    "NO_HOST_CA",
+    "LooptapSession",
+    "add_sections",
+    "fail_unplayed",
+    "failure_text",
+    "looptap_session",
+]
 
 _PLACEHOLDER_KEY = "looptap-replay-placeholder-key"
 
@@ -110,21 +118,9 @@ class LooptapSession:
         end = rec.mark()
         mine = rec.between(self.start_mark, end)
         if mine:
-            from cassettes.recording.pipeline import CassetteWriter
-
             # the agent runs in this process: its cwd and home are the run's (a replay elsewhere
             # tolerates them)
-            with CassetteWriter(self.recording, meta=here()) as w:
-                for ex in mine:
-                    w.append(ex)
-
-    def misses_text(self) -> str | None:
-        if self.server is None or not self.server.misses:
-            return None
-        misses = self.server.misses
-        head = f"replay miss at {misses[0].headline}"
-        more = f" (and {len(misses) - 1} more unanswered requests)" if len(misses) > 1 else ""
-        return f"{head}{more}\ncassette: {self.path}\n" + "\n\n".join(str(m) for m in misses)
+            _write(self.recording, mine, here())
 
     def unplayed_text(self) -> str | None:
         if self.server is None:
@@ -374,22 +370,29 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
 def _store_recording(session: LooptapSession, rec: Path, reports: list[str], nodeid: str) -> None:
     """This test's recording put into its cassette (appended in ``new_episodes``). Raises
     :class:`CassetteError`."""
-    from cassettes.recording.pipeline import CassetteWriter
-
     new = open_run(rec, whole=True).exchanges
     if not new:
         return
     session.path.parent.mkdir(parents=True, exist_ok=True)
     if session.server is not None:  # new_episodes: append what was recorded now
-        with CassetteWriter(session.path) as w:
-            for ex in new:
-                w.append(ex)
+        _write(session.path, new)
         reports.append(
             f"{nodeid}: recorded {count(len(new), 'new round trip')} into {session.path}"
         )
     else:
         _place_recording(rec, session.path)
         reports.append(f"{nodeid}: recorded {count(len(new), 'round trip')} into {session.path}")
+
+
+def _write(path: Path, exchanges: Iterable[Exchange], meta: dict[str, Any] | None = None) -> None:
+    """``exchanges`` written into the cassette at ``path`` (appended to one that exists; ``meta``
+    in the header of one made now; the recording pipeline loads when a test records). Raises
+    :class:`CassetteError`."""
+    from cassettes.recording.pipeline import CassetteWriter
+
+    with CassetteWriter(path, meta=meta) as w:
+        for ex in exchanges:
+            w.append(ex)
 
 
 def _place_recording(rec: Path, path: Path) -> None:
