@@ -49,25 +49,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cassettes.errors import ReplayMiss
+from cassettes.replay.testing.keys import LOOP, MISS, MODES, RECORDER, REPORTS, SESSION
 from cassettes.replay.testing.unrewritten import spare_core
 
 if TYPE_CHECKING:
-    from cassettes.replay.testing.loop import SessionLoop
-    from cassettes.replay.testing.recording import SessionRecorder
     from cassettes.replay.testing.session import LooptapSession
 
 spare_core()  # the rest of the core loads as plain Python, not assertion-rewritten by pytest
 
 __all__ = ["LooptapSession", "looptap"]
-
-MODES = ("none", "once", "new_episodes", "all")
-_SESSION: pytest.StashKey[LooptapSession] = pytest.StashKey()
-_RECORDER: pytest.StashKey[SessionRecorder] = pytest.StashKey()
-_LOOP: pytest.StashKey[SessionLoop] = pytest.StashKey()
-_REPORTS = pytest.StashKey[list[str]]()
-_REPORTS_DIR = pytest.StashKey[Path]()
-#: The replay miss that failed the test (its text: :func:`~.report.failure_text`).
-_MISS = pytest.StashKey[ReplayMiss]()
 
 
 def _machinery() -> ModuleType:
@@ -170,7 +160,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "prefix='strict' (or 'tolerant'): the cassette's prefix replayed, from the cursor on live, "
         "as looptap run --from (docs/fork.md)",
     )
-    config.stash[_REPORTS] = []
+    config.stash[REPORTS] = []
 
 
 def _ini_rules(config: pytest.Config) -> None:
@@ -191,7 +181,7 @@ def _ini_rules(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    recorder, loop = config.stash.get(_RECORDER, None), config.stash.get(_LOOP, None)
+    recorder, loop = config.stash.get(RECORDER, None), config.stash.get(LOOP, None)
     for running in (recorder, loop):
         if running is not None:
             running.stop()
@@ -232,7 +222,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     miss = _replay_miss(item, None)
     if miss is not None:
         raise miss
-    session = item.stash.get(_SESSION, None)
+    session = item.stash.get(SESSION, None)
     if session is not None and _machinery().fail_unplayed(item):
         left = session.unplayed_text()
         if left is not None:
@@ -244,13 +234,13 @@ def _replay_miss(item: pytest.Item, cause: BaseException | None) -> ReplayMiss |
     """The failure of a test whose replay missed, said once
     (:func:`cassettes.replay.testing.report.failure_text`; ``cause``: what the agent raised,
     ``None`` when it swallowed the error), kept for the test's report; ``None``: nothing missed."""
-    session = item.stash.get(_SESSION, None)
+    session = item.stash.get(SESSION, None)
     if session is None:
         return None
     text = _machinery().failure_text(session, cause, item.config.rootpath)
     if text is None:
         return None
-    miss = item.stash[_MISS] = ReplayMiss(text)
+    miss = item.stash[MISS] = ReplayMiss(text)
     return miss
 
 
@@ -261,14 +251,14 @@ def pytest_runtest_makereport(
     """A replayed test's failure said by looptap, and the sections it adds
     (:func:`cassettes.replay.testing.report.add_sections`)."""
     report = yield
-    session = item.stash.get(_SESSION, None)
+    session = item.stash.get(SESSION, None)
     if session is not None:
         _machinery().add_sections(item, call, report, session)
     return report
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    reports = config.stash.get(_REPORTS, [])
+    reports = config.stash.get(REPORTS, [])
     if reports:
         terminalreporter.section("looptap")
         for line in reports:

@@ -19,7 +19,7 @@ import pytest
 from cassettes.hints import count
 from cassettes.matching import report_lines, turn_entries
 from cassettes.replay.serving.faults import STATUS_KINDS, parse_fault
-from cassettes.replay.testing.plugin import _MISS, _REPORTS_DIR
+from cassettes.replay.testing.keys import MISS, REPORTS_DIR
 from cassettes.storage.paths import check_target, staged
 from cassettes.untrusted import clean_line
 
@@ -39,7 +39,7 @@ def add_sections(
     so): what diverged, once, and where the test made the request, without the SDK's frames. A
     replayed test that failed (by a miss or otherwise) gets a web page of its run; the failure
     says where."""
-    miss = item.stash.get(_MISS, None)
+    miss = item.stash.get(MISS, None)
     if call.when == "call" and report.failed and call.excinfo and call.excinfo.value is miss:
         # pytest's longrepr protocol: toterminal, reprcrash
         report.longrepr = _Explained(f"ReplayMiss: {miss}", str(item.path), item.location[1] or 0)  # type: ignore[assignment]
@@ -212,9 +212,9 @@ def _reports_folder(config: pytest.Config) -> Path:
     cache = getattr(config, "cache", None)
     if cache is not None:
         return Path(cache.mkdir("looptap-reports"))
-    folder = config.stash.get(_REPORTS_DIR, None)
+    folder = config.stash.get(REPORTS_DIR, None)
     if folder is None or not folder.is_dir():
-        folder = config.stash[_REPORTS_DIR] = Path(tempfile.mkdtemp(prefix="looptap-reports-"))
+        folder = config.stash[REPORTS_DIR] = Path(tempfile.mkdtemp(prefix="looptap-reports-"))
     return folder
 
 

@@ -28,9 +28,9 @@ from cassettes.net import Trust
 from cassettes.reading.run import Run, open_run
 from cassettes.replay.serving.faults import FaultPlan
 from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.testing.keys import LOOP, RECORDER, REPORTS, SESSION
 from cassettes.replay.testing.loop import SessionLoop
 from cassettes.replay.testing.options import Options, upstreams
-from cassettes.replay.testing.plugin import _LOOP, _RECORDER, _REPORTS, _SESSION
 from cassettes.replay.testing.report import add_sections, failure_text, summary_lines
 from cassettes.storage.paths import check_target, staged
 from cassettes.storage.store import is_cassette, open_regular
@@ -161,7 +161,7 @@ def looptap_session(
         raise
     for k, v in session.env.items():
         monkeypatch.setenv(k, v)
-    item.stash[_SESSION] = session
+    item.stash[SESSION] = session
     try:
         yield session
     finally:
@@ -172,7 +172,7 @@ def _session_recorder(
     config: pytest.Config, tmp_path_factory: pytest.TempPathFactory
 ) -> SessionRecorder:
     """The running session recorder, started now if there is none (or the last one died)."""
-    rec = config.stash.get(_RECORDER, None)
+    rec = config.stash.get(RECORDER, None)
     if rec is not None and rec.running:
         return rec
     if rec is not None:
@@ -186,12 +186,12 @@ def _session_recorder(
     rec = SessionRecorder(
         upstreams(config), tmp_path_factory.getbasetemp() / "looptap-mitmproxy-conf", python
     )
-    config.stash[_RECORDER] = rec
+    config.stash[RECORDER] = rec
     try:
         rec.start()
     except BaseException:
         rec.stop()
-        del config.stash[_RECORDER]
+        del config.stash[RECORDER]
         raise
     return rec
 
@@ -232,9 +232,9 @@ def _listener_fallback(recorder_env: dict[str, str]) -> Any:
 
 def _session_loop(config: pytest.Config) -> SessionLoop:
     """The session's event loop for the replay servers (started by the first replay)."""
-    loop = config.stash.get(_LOOP, None)
+    loop = config.stash.get(LOOP, None)
     if loop is None:
-        loop = config.stash[_LOOP] = SessionLoop()
+        loop = config.stash[LOOP] = SessionLoop()
     return loop
 
 
@@ -346,7 +346,7 @@ def _loopback(entry: str) -> bool:
 
 
 def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> None:
-    reports = config.stash.get(_REPORTS, [])
+    reports = config.stash.get(REPORTS, [])
     if session.server is not None:
         _session_loop(config).run(session.server.stop_async())
         reports.extend(

@@ -1,0 +1,30 @@
+"""What the pytest plugin's hooks and the machinery its first test loads share: the record modes
+and the keys of what they keep in pytest's stash. A module of its own, below both, so that the
+machinery (:mod:`~cassettes.replay.testing.session`, :mod:`~cassettes.replay.testing.report`,
+:mod:`~cassettes.replay.testing.options`) never imports the hooks' module back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from cassettes.errors import ReplayMiss
+
+if TYPE_CHECKING:
+    from cassettes.replay.testing.loop import SessionLoop
+    from cassettes.replay.testing.recording import SessionRecorder
+    from cassettes.replay.testing.session import LooptapSession
+
+__all__ = ["LOOP", "MISS", "MODES", "RECORDER", "REPORTS", "REPORTS_DIR", "SESSION"]
+
+#: The record modes, as in pytest-recording (``--looptap-record-mode``).
+MODES = ("none", "once", "new_episodes", "all")
+SESSION: pytest.StashKey[LooptapSession] = pytest.StashKey()
+RECORDER: pytest.StashKey[SessionRecorder] = pytest.StashKey()
+LOOP: pytest.StashKey[SessionLoop] = pytest.StashKey()
+REPORTS = pytest.StashKey[list[str]]()
+REPORTS_DIR = pytest.StashKey[Path]()
+#: The replay miss that failed the test (its text: :func:`~.report.failure_text`).
+MISS = pytest.StashKey[ReplayMiss]()
