@@ -62,7 +62,7 @@ def fork_diff(
             origin=str(origin.get("run", "")),
         )
     apath, a = runs.open(str(located.path.resolve()))
-    lined = branch_diff(a, b, origin, compare=runs.comparing(apath, a, b))  # as `looptap diff`
+    lined = branch_diff(a, b, bpath, origin, compare=runs.comparing(apath, a, b))  # as `diff`
     divs, said = lined.divergences, lined.said
     cursor = origin.get("cursor")
     items = [

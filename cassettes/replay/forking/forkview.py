@@ -17,7 +17,7 @@ from typing import Any
 
 from cassettes.hints import count
 from cassettes.matching import entry_line
-from cassettes.reading.branch import locate, origin_of, with_notes
+from cassettes.reading.branch import locate, origin_of
 from cassettes.reading.run import open_run
 from cassettes.replay.forking.rundiff import branch_diff, comparing_files
 from cassettes.replay.live.edits import edit_notes
@@ -91,9 +91,6 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
     origin = origin_of(path)
     if origin is None:
         return None
-    # what the fork noted after the run (tolerated, @divergence's starts)
-    origin = with_notes(path, origin)
-
     located = locate(path, origin)
     found = located.path if located.usable else None
     rb = open_run(path, whole=True)
@@ -103,7 +100,7 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
         return view
     ra = open_run(found, whole=True)
     compare = comparing_files(found, ra.header, rb.header)  # as `looptap diff` compares them
-    lined = branch_diff(ra, rb, origin, compare=compare)
+    lined = branch_diff(ra, rb, path, origin, compare=compare)
     view.notes += lined.said
     by_turn = _divergences_by_turn(lined.divergences)
     tolerated = _tolerated_by_turn(lined.divergences.tolerated)

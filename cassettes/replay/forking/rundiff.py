@@ -212,10 +212,8 @@ def fork_lined_up(
         return None
     if rel.changed is not None:
         raise CassetteError(rel.changed)
-    # what the fork noted after the run (tolerated, @divergence's starts)
-    origin = with_notes(path_b, rel.meta)
-    found = branch_diff(a, b, origin, compare=compare)
-    cursor = origin.get("cursor")
+    found = branch_diff(a, b, path_b, rel.meta, compare=compare)
+    cursor = rel.meta.get("cursor")
     where = cursor.get("text") if isinstance(cursor, dict) else None
     if notes is not None:
         notes.append(
@@ -679,12 +677,17 @@ class ForkDiff:
     turns: list[tuple[str, int, int | None, int]]
 
 
-def branch_diff(a: Run, b: Run, origin: dict[str, Any], *, compare: Comparing) -> ForkDiff:
-    """How the branch ``b`` differs from its origin ``a`` (``origin``: the branch's
-    ``meta.origin`` with the fork's notes), the one way ``looptap diff``, the inspector's Fork tab
-    and MCP's ``fork_diff`` see it: the origin's turns at the cursor as the fork sent them (a
-    chained turn self-contained: :func:`~cassettes.replay.live.chains.as_sent_live`, so the
-    rewrite is no difference of the client), lined up once (:func:`diff_fork`)."""
+def branch_diff(
+    a: Run, b: Run, path_b: str | Path, meta: dict[str, Any], *, compare: Comparing
+) -> ForkDiff:
+    """How the branch ``b`` (the file ``path_b``, whose header's ``meta.origin`` is ``meta``)
+    differs from its origin ``a``, the one way ``looptap diff``, the inspector's Fork tab and MCP's
+    ``fork_diff`` see it: with what the fork noted after the run (the prefix's tolerated, where
+    ``@divergence`` went live: :func:`~cassettes.reading.branch.with_notes`), the origin's turns at
+    the cursor as the fork sent them (a chained turn self-contained:
+    :func:`~cassettes.replay.live.chains.as_sent_live`, so the rewrite is no difference of the
+    client), lined up once (:func:`diff_fork`)."""
+    origin = with_notes(path_b, meta)
     starts = origin.get("starts")
     exa = as_sent_live(
         a.exchanges,
