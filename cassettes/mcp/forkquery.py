@@ -1,6 +1,6 @@
 """The MCP answers about a fork and a comparison. ``fork_diff``: where a branch (``looptap run
 --from``) differs from the run it was forked from, lined up from the cursor
-(:func:`cassettes.replay.forking.rundiff.diff_fork`). ``comparison``: a report ``looptap compare
+(:func:`cassettes.replay.forking.rundiff.branch_diff`). ``comparison``: a report ``looptap compare
 --report`` saved (teacher-forced samples of a candidate model, by turn and layer). Read-only: they
 read files under the roots, never start a run or send a request."""
 
@@ -24,7 +24,7 @@ from cassettes.mcp.recorded import tolerated_count, tolerated_lines
 from cassettes.mcp.runs import Runs
 from cassettes.reading.branch import locate
 from cassettes.replay.forking.fork import origin_of
-from cassettes.replay.forking.rundiff import diff_fork
+from cassettes.replay.forking.rundiff import branch_diff
 
 __all__ = ["comparison", "fork_diff"]
 
@@ -62,14 +62,8 @@ def fork_diff(
             origin=str(origin.get("run", "")),
         )
     apath, a = runs.open(str(located.path.resolve()))
-    divs, said = diff_fork(
-        a.analysis,
-        b.analysis,
-        a.exchange_by_seq,
-        b.exchange_by_seq,
-        origin,
-        compare=runs.comparing(apath, a, b),
-    )
+    lined = branch_diff(a, b, bpath, origin, compare=runs.comparing(apath, a, b))  # as `diff`
+    divs, said = lined.divergences, lined.said
     cursor = origin.get("cursor")
     items = [
         {
@@ -105,11 +99,11 @@ def fork_diff(
             "model": text(origin.get("model"), 100),
             "edits": [text(e, 200) for e in origin.get("edits") or [] if isinstance(e, str)][:20],
             "divergences": len(items),
-            "tolerated": tolerated_count(getattr(divs, "tolerated", [])),
+            "tolerated": tolerated_count(divs.tolerated),
             "recorded": {
                 "lined_up": [text(s, 300) for s in said[:50]],
                 "divergences": shown,
-                "tolerated": tolerated_lines(getattr(divs, "tolerated", [])),
+                "tolerated": tolerated_lines(divs.tolerated),
             },
             "more": nxt is not None,
         }

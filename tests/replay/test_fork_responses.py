@@ -147,3 +147,56 @@ def test_a_chained_responses_agent_forks_over_http(
     ), diff.stdout
     # the rewrite is not a difference of the client
     assert "C: " not in diff.stdout.split(f"turn {turn}")[1].splitlines()[0], diff.stdout
+
+
+def three_views(run: Path, branch: Path, roots: list[Path]) -> list[tuple[object, ...]]:
+    """The divergences of ``branch`` from ``run`` as ``looptap diff --json`` lists them, checked to
+    be those MCP's ``fork_diff`` and the inspector's Fork tab list, turn for turn; and the
+    tolerated turns of the three alike."""
+    from cassettes.mcp.forkquery import fork_diff
+    from cassettes.mcp.runs import Runs
+    from cassettes.replay.forking.forkview import fork_view
+
+    diff = progress.run(
+        [*RECORDER, "diff", "--json", str(run), str(branch)],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+    )
+    assert diff.returncode in (0, 1), diff.stdout + diff.stderr
+    doc = orjson.loads(diff.stdout)
+    cli = sorted(
+        (d["seq_a"], d["seq_b"], f"{d['layer']}: {d['message']}") for d in doc["divergences"]
+    )
+    answer = fork_diff(Runs([str(r) for r in roots]), str(branch), None, None, 200, 10**6)
+    mcp = sorted(
+        (d["seq_origin"], d["seq_branch"], f"{d['layer']}: {d['recorded_message']}")
+        for d in answer["recorded"]["divergences"]
+    )
+    view = fork_view(branch)
+    assert view is not None
+    tab = sorted(
+        (r.origin_seq, r.branch_seq, line)
+        for r in view.rows
+        for line in r.divergences
+        if not line.startswith("↳")
+    )
+    assert (mcp == cli, tab == cli) == (True, True), (mcp, tab, cli)
+    tolerated = sum(len(t["tolerated"]) for t in doc.get("tolerated", []))
+    assert answer["tolerated"] == tolerated, (answer["tolerated"], doc.get("tolerated"))
+    assert sum(len(r.tolerated) for r in view.rows) == tolerated, view.rows
+    return cli
+
+
+@needs_recorder
+def test_the_fork_tab_and_mcp_fork_diff_see_the_chained_turn_as_looptap_diff_does(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
+) -> None:
+    """The turn at the cursor continued a replayed answer, so the fork sent it self-contained:
+    ``looptap diff`` compares the origin's turn in that form (no C there), and the inspector's
+    Fork tab and MCP's ``fork_diff`` find the same divergences, turn for turn."""
+    run, _, _ = origin
+    proc, branch, _ = _fork(origin, tmp_path, "turn=1")
+    assert proc.returncode == 0, proc.stderr[-4000:]  # type: ignore[attr-defined]
+    cli = three_views(run, branch, [run.parent, tmp_path])
+    assert cli and not [d for d in cli if str(d[2]).startswith("C: ")], cli

@@ -361,3 +361,27 @@ def test_a_pytest_fork_takes_prefix_and_divergence(
             '"rainy, 9 C" (by tool_result)'
             in out
         ), out
+
+
+@needs_recorder
+@pytest.mark.parametrize(
+    "at, extra",
+    [("turn=3", ("--prefix", "tolerant")), ("divergence", ())],
+    ids=["tolerant", "@div"],
+)
+def test_the_fork_tab_and_mcp_fork_diff_read_the_forks_notes_as_looptap_diff_does(
+    recorded: tuple[Path, ScriptedUpstream, Path, Path],
+    tmp_path: Path,
+    at: str,
+    extra: tuple[str, ...],
+) -> None:
+    """What the fork noted after the run (the tolerant prefix's tolerated results, where
+    ``@divergence`` went live) is read by MCP's ``fork_diff`` and the Fork tab as by ``looptap
+    diff``: the same divergences and tolerated turns."""
+    from tests.replay.test_fork_responses import three_views
+
+    proc, branch, _ = _fork(
+        recorded, tmp_path, at, *extra, model=route if not extra else live_route
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]  # type: ignore[attr-defined]
+    three_views(recorded[0], branch, [recorded[0].parent, tmp_path])

@@ -1,7 +1,8 @@
 """A branch beside its origin, for the inspector's Fork tab (docs/inspector.md): per conversation,
 the origin's turns before the cursor (served from it), the fork point, then each turn past the
 cursor as the origin had it and as the branch has it, the items a what-if edit rewrote and the
-divergences :func:`cassettes.replay.forking.rundiff.diff_fork` finds there.
+divergences :func:`cassettes.replay.forking.rundiff.branch_diff` finds there, as ``looptap diff``
+does.
 
 Computed here (the core); the inspector only draws :class:`ForkComparison`. The origin is found from
 the branch's header (``meta.origin.run``): as written, then beside the branch; when it is in neither
@@ -16,9 +17,9 @@ from typing import Any
 
 from cassettes.hints import count
 from cassettes.matching import entry_line
-from cassettes.reading.branch import locate, origin_of, with_notes
+from cassettes.reading.branch import locate, origin_of
 from cassettes.reading.run import open_run
-from cassettes.replay.forking.rundiff import comparing_files, diff_fork, fork_pairs
+from cassettes.replay.forking.rundiff import branch_diff, comparing_files
 from cassettes.replay.live.edits import edit_notes
 
 __all__ = ["ForkComparison", "ForkRow", "fork_view"]
@@ -45,7 +46,7 @@ class ForkRow:
     #: The items a what-if edit rewrote in the branch's request (``tool_result[ID] at
     #: messages[3]``).
     edited: list[str] = field(default_factory=list)
-    #: What diff_fork says differs at this turn (``C: …``, ``E: …``).
+    #: What branch_diff says differs at this turn (``C: …``, ``E: …``).
     divergences: list[str] = field(default_factory=list)
     #: What was tolerated at this turn (the fork's prefix mode), one line each:
     #: ``messages[3].content: recorded "…", live "…" (by tool_result)``
@@ -90,9 +91,6 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
     origin = origin_of(path)
     if origin is None:
         return None
-    # what the fork noted after the run (tolerated, @divergence's starts)
-    origin = with_notes(path, origin)
-
     located = locate(path, origin)
     found = located.path if located.usable else None
     rb = open_run(path, whole=True)
@@ -102,18 +100,13 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
         return view
     ra = open_run(found, whole=True)
     compare = comparing_files(found, ra.header, rb.header)  # as `looptap diff` compares them
-    divs, said = diff_fork(
-        ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin, compare=compare
-    )
-    view.notes += said
-    by_turn = _divergences_by_turn(divs)
-    tolerated = _tolerated_by_turn(getattr(divs, "tolerated", []))
-    pairs = fork_pairs(
-        ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin, compare=compare
-    )
+    lined = branch_diff(ra, rb, path, origin, compare=compare)
+    view.notes += lined.said
+    by_turn = _divergences_by_turn(lined.divergences)
+    tolerated = _tolerated_by_turn(lined.divergences.tolerated)
     convs = {str(c.id): c for c in ra.analysis.conversations}
     done: set[str] = set()
-    for cid, k, sa, sb in pairs:
+    for cid, k, sa, sb in lined.turns:
         if cid not in done:
             done.add(cid)
             _prefix_rows(view, ra, cid, k, convs[cid].turns if cid in convs else [], tolerated)

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from cassettes.analysis import RunAnalysis, Turn
@@ -50,10 +50,15 @@ from cassettes.replay.live.chains import as_sent_live
 from cassettes.replay.live.edits import edit_notes
 from cassettes.wire.exchange import Exchange
 
+if TYPE_CHECKING:
+    from cassettes.reading.run import Run
+
 __all__ = [
     "MAX_DIVERGENCES",
     "Divergence",
     "Divergences",
+    "ForkDiff",
+    "branch_diff",
     "comparing",
     "comparing_files",
     "diff_rules",
@@ -198,7 +203,7 @@ def fork_lined_up(
 ) -> list[Divergence] | None:
     """When B (opened ``b``) is a branch forked from A (its header names A as its origin, checked
     by the digest it keeps: :func:`cassettes.reading.branch.relate`), the divergences lined up
-    from the cursor (:func:`diff_fork`), and ``notes`` gets the lines saying how; ``None`` when B
+    from the cursor (:func:`branch_diff`), and ``notes`` gets the lines saying how; ``None`` when B
     is not A's branch. Raises :class:`~cassettes.errors.CassetteError` (one line) when A is the
     file B names as its origin but not the run B was forked from (it changed since the fork):
     the prefix cannot be compared, and a turn-by-turn diff would only invent divergences."""
@@ -207,25 +212,16 @@ def fork_lined_up(
         return None
     if rel.changed is not None:
         raise CassetteError(rel.changed)
-    # what the fork noted after the run (tolerated, @divergence's starts)
-    origin = with_notes(path_b, rel.meta)
-    starts = origin.get("starts")
-    # the origin's turns at the cursor as the fork sent them (a chained turn self-contained)
-    exa = as_sent_live(
-        a.exchanges,
-        a.exchange_by_seq,
-        [s for s in starts.values() if isinstance(s, int)] if isinstance(starts, dict) else [],
-    )
-    divs, said = diff_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare=compare)
-    cursor = origin.get("cursor")
+    found = branch_diff(a, b, path_b, rel.meta, compare=compare)
+    cursor = rel.meta.get("cursor")
     where = cursor.get("text") if isinstance(cursor, dict) else None
     if notes is not None:
         notes.append(
             f"B is a branch of A forked at {where}: lined up from the cursor; the prefix is A's, "
             "served from it (equal by construction)"
         )
-        notes.extend(said)
-    return divs
+        notes.extend(found.said)
+    return found.divergences
 
 
 #: Divergences a diff keeps (the first ones, in order); past it they are counted, not kept: two
@@ -601,6 +597,10 @@ class _Folding:
         return out
 
 
+#: How a branch lines up with its origin (:func:`_pair_fork`).
+_Lineup = tuple[list[tuple[str, list[int], int, Any]], list[Any], dict[str, tuple[list[int], int]]]
+
+
 def _pair_fork(
     ra: RunAnalysis,
     rb: RunAnalysis,
@@ -608,7 +608,7 @@ def _pair_fork(
     exb: Callable[[int], Exchange],
     origin: dict[str, Any],
     compare: Comparing,
-) -> tuple[list[tuple[str, list[int], int, Any]], list[Any], dict[str, tuple[list[int], int]]]:
+) -> _Lineup:
     """How a branch lines up with its origin: (origin conversation, its seqs from the cursor, turn
     index there, branch conversation) per pair; the branch conversations no origin conversation
     continues; the origin conversations at the cursor the branch has no turn of."""
@@ -654,11 +654,51 @@ def fork_pairs(
 ) -> list[tuple[str, int, int | None, int]]:
     """Every turn of a branch lined up with its origin: (origin conversation, turn index, the
     origin's seq of that turn or ``None`` when the origin stopped before it, the branch's seq)."""
-    out: list[tuple[str, int, int | None, int]] = []
-    for cid, seqs, turn, cb in _pair_fork(ra, rb, exa, exb, origin, compare)[0]:
-        for k, sb in enumerate(cb.turns):
-            out.append((cid, turn + k, seqs[k] if k < len(seqs) else None, sb))
-    return out
+    return _turns_of(_pair_fork(ra, rb, exa, exb, origin, compare))
+
+
+def _turns_of(lineup: _Lineup) -> list[tuple[str, int, int | None, int]]:
+    """Every branch turn of ``lineup``, as :func:`fork_pairs` gives them."""
+    return [
+        (cid, turn + k, seqs[k] if k < len(seqs) else None, sb)
+        for cid, seqs, turn, cb in lineup[0]
+        for k, sb in enumerate(cb.turns)
+    ]
+
+
+@dataclass
+class ForkDiff:
+    """A branch beside its origin, lined up once from the cursor (:func:`branch_diff`)."""
+
+    divergences: Divergences
+    #: Lines that say how the two were lined up.
+    said: list[str]
+    #: Every turn of the branch lined up with the origin's, as :func:`fork_pairs` gives them.
+    turns: list[tuple[str, int, int | None, int]]
+
+
+def branch_diff(
+    a: Run, b: Run, path_b: str | Path, meta: dict[str, Any], *, compare: Comparing
+) -> ForkDiff:
+    """How the branch ``b`` (the file ``path_b``, whose header's ``meta.origin`` is ``meta``)
+    differs from its origin ``a``, the one way ``looptap diff``, the inspector's Fork tab and MCP's
+    ``fork_diff`` see it: with what the fork noted after the run (the prefix's tolerated, where
+    ``@divergence`` went live: :func:`~cassettes.reading.branch.with_notes`), the origin's turns at
+    the cursor as the fork sent them (a chained turn self-contained:
+    :func:`~cassettes.replay.live.chains.as_sent_live`, so the rewrite is no difference of the
+    client), lined up once (:func:`diff_fork`)."""
+    origin = with_notes(path_b, meta)
+    starts = origin.get("starts")
+    exa = as_sent_live(
+        a.exchanges,
+        a.exchange_by_seq,
+        [s for s in starts.values() if isinstance(s, int)] if isinstance(starts, dict) else [],
+    )
+    lineup = _pair_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare)
+    divs, said = diff_fork(
+        a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare=compare, lineup=lineup
+    )
+    return ForkDiff(divs, said, _turns_of(lineup))
 
 
 def diff_fork(
@@ -669,13 +709,16 @@ def diff_fork(
     origin: dict[str, Any],
     *,
     compare: Comparing,
-) -> tuple[list[Divergence], list[str]]:
+    lineup: _Lineup | None = None,
+) -> tuple[Divergences, list[str]]:
     """A branch (``rb``, forked from ``ra`` at ``origin``'s cursor) lined up from the cursor: each
     conversation of the branch continues the origin's conversation whose turn at the cursor its
     first request is closest to; the turns before the cursor are the origin's (served from it,
     equal by construction) and are not compared; past it the requests are compared as ``compare``
-    says (:func:`comparing`). Also lines that say how the two were lined up."""
-    pairs, lone, free = _pair_fork(ra, rb, exa, exb, origin, compare)
+    says (:func:`comparing`). Also lines that say how the two were lined up. (``lineup``: how
+    :func:`_pair_fork` lined them up, when the caller did; a branch is compared with its origin
+    through :func:`branch_diff`.)"""
+    pairs, lone, free = lineup or _pair_fork(ra, rb, exa, exb, origin, compare)
     out = Divergences()
     runs = _Runs(ra, rb, exa, exb, compare, out)
     said: list[str] = []

@@ -5,7 +5,7 @@ WebSocket alike (docs/fork.md).
 Past a fork's cursor requests go to a live upstream that never saw the answers replayed before
 it, so a request naming one of them would be refused there (the Responses API's
 ``previous_response_not_found``). The API's adapter says how its requests chain
-(``Provider.chaining``); :class:`Threads` keeps, for every answer, the
+(``Provider.chaining``); :class:`Chains` keeps (in :class:`Threads`), for every answer, the
 answer it continued and the items its turn added (its input, the answer's output), and
 :func:`self_contained` gives the request carrying that history itself, without the id. A request
 continuing an answer the live upstream gave goes as the client sent it. Nothing here names an API.
@@ -111,17 +111,6 @@ def answer_of(chunks: list[Chunk], content_type: str | None) -> Any:
     return None
 
 
-def remember(
-    threads: Threads, chain: Chaining, request: Any, answer: Any, known: set[str] | None = None
-) -> str | None:
-    """Keep what ``answer`` (to ``request``, both JSON) stood for; its id (added to ``known``)."""
-    prev, rid, items = chain.thread(request, answer)
-    threads.add(rid, prev, items)
-    if known is not None and rid is not None:
-        known.add(rid)
-    return rid
-
-
 def self_contained(
     threads: Threads, chain: Chaining, request: Any, known: Collection[str]
 ) -> tuple[Any, str | None]:
@@ -152,12 +141,9 @@ def threads_of(exchanges: Iterable[Exchange]) -> Threads:
         doc = ex.request_json()
         chain = chaining_of(ex.method, ex.url, doc)
         if chain is not None:
-            remember(
-                threads,
-                chain,
-                doc,
-                answer_of(ex.response_chunks, ex.response_header("content-type")),
-            )
+            answer = answer_of(ex.response_chunks, ex.response_header("content-type"))
+            prev, rid, items = chain.thread(doc, answer)
+            threads.add(rid, prev, items)
     return threads
 
 
@@ -201,7 +187,10 @@ class Chains:
     """What a fork knows of the answers its requests may continue: every recorded answer
     (``recorded``, read when a request first needs it), what a request served in position stood
     for, and the answers the live upstream gave (:attr:`live_ids`: a request continuing one goes
-    as it is)."""
+    as it is). Over HTTP the cursor's (:meth:`sent`, :meth:`served`, :meth:`relayed`); over a
+    WebSocket the relay's (:mod:`cassettes.replay.serving.wsrelay`: :meth:`answered` and
+    :meth:`standalone`, with no recorded answers but the turns it served, and each session's own
+    live answers)."""
 
     recorded: Callable[[], Iterable[Exchange]]
     live_ids: set[str] = field(default_factory=set)
@@ -215,6 +204,25 @@ class Chains:
             self._threads = threads_of(self.recorded())
         return self._threads
 
+    def answered(
+        self, chain: Chaining, request: Any, answer: Any, known: set[str] | None = None
+    ) -> None:
+        """What ``answer`` (to ``request``, both JSON) stood for in this run; its id joins
+        ``known`` (the answers the live upstream gave) when given."""
+        prev, rid, items = chain.thread(request, answer)
+        self.threads.add(rid, prev, items)
+        if known is not None and rid is not None:
+            known.add(rid)
+
+    def standalone(
+        self, chain: Chaining, request: Any, known: Collection[str]
+    ) -> tuple[Any, list[str]]:
+        """``request`` (JSON) as it goes live (:func:`self_contained`: ``known``, the answers the
+        live upstream gave), counted in :attr:`made` when made self-contained; and its note."""
+        made, note = self_contained(self.threads, chain, request, known)
+        self.made += made is not request
+        return made, [note] if note is not None else []
+
     def sent(self, method: str, target: str, body: bytes) -> tuple[bytes | None, list[str]]:
         """The body of a request sent live as it goes (``None``: as the client sent it), and its
         note: self-contained when it continues an answer replayed from the recording, which the
@@ -223,9 +231,8 @@ class Chains:
         chain = chaining_of(method, target, doc)
         if chain is None or chain.thread(doc, None)[0] is None:
             return None, []
-        made, note = self_contained(self.threads, chain, doc, self.live_ids)
-        self.made += made is not doc
-        return (orjson.dumps(made) if made is not doc else None), [note] if note is not None else []
+        made, notes = self.standalone(chain, doc, self.live_ids)
+        return (orjson.dumps(made) if made is not doc else None), notes
 
     def served(self, method: str, target: str, body: bytes, answer: Exchange) -> None:
         """The recorded ``answer`` stood, in this run, for the request as the client sent it
@@ -235,7 +242,7 @@ class Chains:
         chain = chaining_of(method, target, doc)
         if chain is not None:
             content_type = answer.response_header("content-type")
-            remember(self.threads, chain, doc, answer_of(answer.response_chunks, content_type))
+            self.answered(chain, doc, answer_of(answer.response_chunks, content_type))
 
     def relayed(
         self,
@@ -252,7 +259,7 @@ class Chains:
         if chain is not None:
             body = decode_chunks(chunks, header(headers, "content-encoding")).chunks
             answer = answer_of(body, header(headers, "content-type"))
-            remember(self.threads, chain, doc, answer, self.live_ids)
+            self.answered(chain, doc, answer, self.live_ids)
 
 
 def _json(body: bytes) -> Any:

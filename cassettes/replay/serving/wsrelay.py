@@ -19,6 +19,7 @@ from cassettes import bounds, net
 from cassettes.matching import Miss
 from cassettes.net import Request, Watchdog
 from cassettes.providers import Chaining, Provider
+from cassettes.replay.live.chains import Chains
 from cassettes.replay.serving.plan import Forward, Router
 from cassettes.wire.exchange import Exchange
 
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from cassettes.matching import Miss, Recorded
     from cassettes.net import LiveSocket, Trust
     from cassettes.providers import WsTurns
-    from cassettes.replay.live.chains import Threads
 
 __all__ = ["Live", "WsRelay"]
 
@@ -61,9 +61,16 @@ def _miss(turn: Request, why: str, rec: Recorded | None) -> Miss:
     return Miss(turn.method, turn.target, why, rec)
 
 
+def _chain(rules: WsTurns) -> Chaining | None:
+    """How a session's turns chain (``None``: its API's turns carry their whole history)."""
+    if rules.thread is None or rules.standalone is None:
+        return None
+    return Chaining(rules.thread, rules.standalone)
+
+
 class WsRelay:
     """The live half of one replay server's WebSocket sessions: what every answer given or relayed
-    stood for (:attr:`threads`), and each session past the cursor relayed. ``log`` keeps the served
+    stood for (:attr:`chains`), and each session past the cursor relayed. ``log`` keeps the served
     turns, ``router`` is the fork's (its cursor: the model and edits of a turn sent live),
     ``trust`` the CA store a live session verifies, ``send_miss`` says a session that could not be
     opened live as the API's error message."""
@@ -80,32 +87,21 @@ class WsRelay:
         self.router = router
         self.trust = trust
         self.send_miss = send_miss
-        self._threads: Threads | None = None
-
-    @property
-    def threads(self) -> Threads:
-        """What every answer given or relayed over this server's sessions stood for."""
-        from cassettes.replay.live.chains import Threads
-
-        if self._threads is None:
-            self._threads = Threads()
-        return self._threads
+        #: What every answer served or relayed over this server's sessions stood for (the live
+        #: upstream's answers: each session's own, ``Live.sock.known``).
+        self.chains = Chains(tuple)
 
     def remember(
         self, rules: WsTurns, msg: Any, closing: bytes, known: set[str] | None = None
     ) -> None:
         """Remember what the answer closing a turn (``closing``, a message) stood for."""
-        assert rules.thread is not None
+        chain = _chain(rules)
         try:
             doc = bounds.loads(closing)
         except (orjson.JSONDecodeError, ValueError):
             return
-        if not rules.closes(doc):
-            return
-        prev, rid, items = rules.thread(msg, doc)
-        self.threads.add(rid, prev, items)
-        if known is not None and rid is not None:
-            known.add(rid)
+        if chain is not None and rules.closes(doc):
+            self.chains.answered(chain, msg, doc, known)
 
     async def go_live(
         self,
@@ -146,17 +142,12 @@ class WsRelay:
     ) -> None:
         """Send one turn to the live upstream: self-contained if it continues an answer the
         upstream never gave (one replayed from the recording), with the fork's model and edits."""
-        from cassettes.replay.live.chains import self_contained
-
         notes: list[str] = []
         body = turn.body
-        # as an HTTP request past the cursor is
-        if rules.thread is not None and rules.standalone is not None:
-            doc, note = self_contained(
-                self.threads, Chaining(rules.thread, rules.standalone), msg, live.sock.known
-            )
+        chain = _chain(rules)
+        if chain is not None:  # as an HTTP request past the cursor is
+            doc, notes = self.chains.standalone(chain, msg, live.sock.known)
             body = orjson.dumps(doc) if doc is not msg else body
-            notes += [note] if note is not None else []
         cursor = self.router
         if cursor is not None:
             _, body, more, _ = cursor.outgoing(
