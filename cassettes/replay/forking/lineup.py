@@ -6,7 +6,7 @@ rules propose`` (:mod:`~cassettes.replay.forking.propose`), ``looptap run --repe
 
 - Conversations are paired in the order they started, turns by their index in the conversation
   (:func:`conversation_pairs`); a branch is lined up with its origin from the cursor instead
-  (:func:`cassettes.replay.forking.rundiff.fork_pairs`).
+  (:func:`cassettes.replay.forking.rundiff.branch_diff`).
 - Two requests are compared as replay matches them (:class:`Comparing`: ids and timestamps
   normalised, the detectors and the rules it is given).
 - A turn's answer: what the model emitted (layer E: :func:`emitted`) and what the API reported

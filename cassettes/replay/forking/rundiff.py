@@ -643,22 +643,9 @@ def _pair_fork(
     return pairs, lone, free
 
 
-def fork_pairs(
-    ra: RunAnalysis,
-    rb: RunAnalysis,
-    exa: Callable[[int], Exchange],
-    exb: Callable[[int], Exchange],
-    origin: dict[str, Any],
-    *,
-    compare: Comparing,
-) -> list[tuple[str, int, int | None, int]]:
-    """Every turn of a branch lined up with its origin: (origin conversation, turn index, the
-    origin's seq of that turn or ``None`` when the origin stopped before it, the branch's seq)."""
-    return _turns_of(_pair_fork(ra, rb, exa, exb, origin, compare))
-
-
 def _turns_of(lineup: _Lineup) -> list[tuple[str, int, int | None, int]]:
-    """Every branch turn of ``lineup``, as :func:`fork_pairs` gives them."""
+    """Every branch turn of ``lineup``: (origin conversation, turn index, the origin's seq of that
+    turn or ``None`` when the origin stopped before it, the branch's seq)."""
     return [
         (cid, turn + k, seqs[k] if k < len(seqs) else None, sb)
         for cid, seqs, turn, cb in lineup[0]
@@ -673,7 +660,7 @@ class ForkDiff:
     divergences: Divergences
     #: Lines that say how the two were lined up.
     said: list[str]
-    #: Every turn of the branch lined up with the origin's, as :func:`fork_pairs` gives them.
+    #: Every turn of the branch lined up with the origin's (:func:`_turns_of`).
     turns: list[tuple[str, int, int | None, int]]
 
 
@@ -686,7 +673,7 @@ def branch_diff(
     ``@divergence`` went live: :func:`~cassettes.reading.branch.with_notes`), the origin's turns at
     the cursor as the fork sent them (a chained turn self-contained:
     :func:`~cassettes.replay.live.chains.as_sent_live`, so the rewrite is no difference of the
-    client), lined up once (:func:`diff_fork`)."""
+    client), lined up once (:func:`_pair_fork`)."""
     origin = with_notes(path_b, meta)
     starts = origin.get("starts")
     exa = as_sent_live(
@@ -695,30 +682,26 @@ def branch_diff(
         [s for s in starts.values() if isinstance(s, int)] if isinstance(starts, dict) else [],
     )
     lineup = _pair_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare)
-    divs, said = diff_fork(
-        a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare=compare, lineup=lineup
-    )
+    divs, said = _diff_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare, lineup)
     return ForkDiff(divs, said, _turns_of(lineup))
 
 
-def diff_fork(
+def _diff_fork(
     ra: RunAnalysis,
     rb: RunAnalysis,
     exa: Callable[[int], Exchange],
     exb: Callable[[int], Exchange],
     origin: dict[str, Any],
-    *,
     compare: Comparing,
-    lineup: _Lineup | None = None,
+    lineup: _Lineup,
 ) -> tuple[Divergences, list[str]]:
-    """A branch (``rb``, forked from ``ra`` at ``origin``'s cursor) lined up from the cursor: each
-    conversation of the branch continues the origin's conversation whose turn at the cursor its
-    first request is closest to; the turns before the cursor are the origin's (served from it,
-    equal by construction) and are not compared; past it the requests are compared as ``compare``
-    says (:func:`comparing`). Also lines that say how the two were lined up. (``lineup``: how
-    :func:`_pair_fork` lined them up, when the caller did; a branch is compared with its origin
-    through :func:`branch_diff`.)"""
-    pairs, lone, free = lineup or _pair_fork(ra, rb, exa, exb, origin, compare)
+    """A branch (``rb``, forked from ``ra`` at ``origin``'s cursor) as ``lineup`` lined it up from
+    the cursor (:func:`_pair_fork`: each conversation of the branch continues the origin's
+    conversation whose turn at the cursor its first request is closest to); the turns before the
+    cursor are the origin's (served from it, equal by construction) and are not compared; past it
+    the requests are compared as ``compare`` says (:func:`comparing`). Also lines that say how the
+    two were lined up."""
+    pairs, lone, free = lineup
     out = Divergences()
     runs = _Runs(ra, rb, exa, exb, compare, out)
     said: list[str] = []
