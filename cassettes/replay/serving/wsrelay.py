@@ -19,6 +19,7 @@ from cassettes import bounds, net
 from cassettes.matching import Miss
 from cassettes.net import Request, Watchdog
 from cassettes.providers import Chaining, Provider
+from cassettes.replay.live.chains import Threads, self_contained
 from cassettes.replay.serving.plan import Forward, Router
 from cassettes.wire.exchange import Exchange
 
@@ -85,8 +86,6 @@ class WsRelay:
     @property
     def threads(self) -> Threads:
         """What every answer given or relayed over this server's sessions stood for."""
-        from cassettes.replay.live.chains import Threads
-
         if self._threads is None:
             self._threads = Threads()
         return self._threads
@@ -146,8 +145,6 @@ class WsRelay:
     ) -> None:
         """Send one turn to the live upstream: self-contained if it continues an answer the
         upstream never gave (one replayed from the recording), with the fork's model and edits."""
-        from cassettes.replay.live.chains import self_contained
-
         notes: list[str] = []
         body = turn.body
         # as an HTTP request past the cursor is
