@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 
 from cassettes.commands.registry import Arg, Command, Exclusive, Extend
-from cassettes.providers import REVERSE_UPSTREAMS
 
 __all__ = ["COMMANDS", "WHY_OPTIONS", "declared", "recorder_options"]
 
@@ -134,7 +133,10 @@ WHY_OPTIONS = (
 
 
 def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
-    """The options of ``looptap record`` and ``looptap run``, on ``p``."""
+    """The options of ``looptap record`` and ``looptap run``, on ``p`` (the built-in listeners'
+    names, in one help text, are read only when one of these commands' parser is built)."""
+    from cassettes.providers import REVERSE_UPSTREAMS
+
     for a in (
         Arg(
             "-o",
