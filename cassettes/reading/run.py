@@ -55,13 +55,12 @@ from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.branch import branch_origin, first_turn
 from cassettes.reading.held import Held
 from cassettes.storage.mitmflow import is_flow_file, load_flows
-from cassettes.storage.store import open_regular, read_records
+from cassettes.storage.store import Problem, open_regular, read_records
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
     from cassettes.analysis import Finding, RunAnalysis, Severity, Turn
     from cassettes.reading.incremental import Batch, RunReader
-    from cassettes.storage.store import Problem
     from cassettes.views.summary import TurnSummary
 
 __all__ = [

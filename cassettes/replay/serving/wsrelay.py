@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from cassettes.matching import Miss, Recorded
     from cassettes.net import LiveSocket, Trust
     from cassettes.providers import WsTurns
-    from cassettes.replay.live.chains import Threads
 
 __all__ = ["Live", "WsRelay"]
 
