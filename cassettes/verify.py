@@ -42,6 +42,11 @@ from cassettes.commands.registry import add_command
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.patterns import PatternError, UserPattern
+from cassettes.recording.names import REDACTED, credential_values, looks_secret, secret_name
+from cassettes.recording.redact import detector, salvage_decode, stream_texts
+from cassettes.storage.codec import decode_chunks
+from cassettes.storage.store import open_regular
+from cassettes.untrusted import clean_line
 
 __all__ = ["Find", "load_config_patterns", "main", "scan_file", "scan_lines"]
 
@@ -96,9 +101,6 @@ def _mask(secret: str, kind: str = "") -> str:
 
 class Scanner:
     def __init__(self, extra_patterns: Iterable[str]) -> None:
-        # (imported on use: ``looptap --help`` imports this module)
-        from cassettes.recording.redact import detector
-
         self.detector = detector(extra_patterns)
 
     def _matches(self, text: str) -> Iterator[tuple[str, str]]:
@@ -140,9 +142,6 @@ class Scanner:
         these whatever their length (:func:`cassettes.recording.names.credential_values`)."""
         if text.lstrip()[:1] not in ("{", "["):
             return
-        from cassettes.recording.names import credential_values
-        from cassettes.untrusted import clean_line
-
         for name, s, e, _quoted in credential_values(text):
             yield (
                 f"credential field {clean_line(name[:60])!r} in JSON in a string",
@@ -156,8 +155,6 @@ class Scanner:
         decode hides its secrets from a plain scan)."""
         for kind, secret, form in self.text(data.decode("utf-8", "replace")):
             yield kind, secret, "base64" if form == "text" else f"base64, {form}"
-        from cassettes.recording.redact import salvage_decode
-
         inner = salvage_decode(data)
         if inner:
             for kind, secret, form in self.text(inner.decode("utf-8", "replace")):
@@ -274,9 +271,6 @@ def scan_lines(
 def _named_finds(rec: Any, path: str, n: int) -> list[Find]:
     """Values left under a credential's name in the record's JSON itself (a body stored as JSON,
     the parse of a response): the redactor masks these whatever their length."""
-    from cassettes.recording.names import REDACTED, looks_secret, secret_name
-    from cassettes.untrusted import clean_line
-
     out: list[Find] = []
     stack: list[tuple[Any, str]] = [(rec, "")]
     while stack:
@@ -344,9 +338,6 @@ def _stream_finds(
     body = resp.get("body") if isinstance(resp, dict) else None
     if not isinstance(body, dict):
         return []
-    from cassettes.recording.redact import stream_texts
-    from cassettes.storage.codec import decode_chunks
-
     try:
         # (a WebSocket session's messages are one piece)
         data = b"".join(c for _, c in decode_chunks(body))
@@ -366,8 +357,6 @@ def _stream_finds(
 def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find]:
     """Every secret in the cassette at ``path``. Raises ``OSError`` if it cannot be read."""
     p = Path(path)
-    from cassettes.storage.store import open_regular
-
     with open_regular(p) as f:
         return scan_lines((line.rstrip(b"\r\n") for line in f), str(p), extra_patterns)
 

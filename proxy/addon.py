@@ -50,6 +50,7 @@ from mitmproxy.net.http.url import unparse as unparse_url
 from mitmproxy.proxy import mode_specs
 
 from cassettes.providers import is_llm_host, versioned_path
+from cassettes.recording.redact import Redactor
 from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.own import OWN_RESPONSE_HEADERS
@@ -415,8 +416,6 @@ class LooptapRecorder:
             list(ctx.options.looptap_redact_patterns),
         )
         try:  # this process's messages are masked with the same extra names and patterns
-            from cassettes.recording.redact import Redactor
-
             messages.set_redactor(Redactor.configured(headers=redact[0], patterns=redact[1]))
         except ValueError:
             pass  # the writer reports a bad pattern when it opens the cassette

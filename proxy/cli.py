@@ -1,6 +1,7 @@
 """``looptap record`` and ``looptap run``: their handlers (declared in :mod:`cassettes.commands`,
-imported when one of them runs). mitmproxy is imported only when the recorder starts, so an
-environment without it says how to install it in one line (the SDK and replay side)."""
+imported when one of them runs). Both need mitmproxy, imported with this module where it is
+installed; an environment without it (the SDK and replay side) says how to install it, in one
+line."""
 
 from __future__ import annotations
 
@@ -30,6 +31,22 @@ from cassettes.storage.paths import UnsafePath, check_target, remove_if_same, sa
 from cassettes.storage.store import is_cassette
 from cassettes.views.money import ESTIMATED_NOTE, money
 from proxy import messages
+
+try:  # mitmproxy: in the recorder's environment only; elsewhere record and run say how to get it
+    from proxy.faults import live_plan
+    from proxy.launcher import (
+        BusyPort,
+        RecorderConfig,
+        RecorderError,
+        check_confdir,
+        record_forever,
+        report_lost,
+        run_child,
+    )
+except ImportError:
+    MITMPROXY = False
+else:
+    MITMPROXY = True
 
 __all__ = ["cmd_record", "cmd_run", "summary_lines"]
 
@@ -68,8 +85,6 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
     docs/reliability.md "Paths looptap writes"): the cassette, the ready file, the command's
     output log, ``--confdir``. The cassette's :class:`~cassettes.storage.paths.Target`; raises
     :class:`~cassettes.storage.paths.UnsafePath` or the launcher's ``RecorderError``."""
-    from proxy.launcher import check_confdir
-
     path, append = _output(args.output)
     if getattr(args, "from_run", None) is not None:
         _check_fork_outputs(
@@ -165,11 +180,7 @@ def _prepare_output(target: Any, append: bool, fork: bool = False) -> int:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from proxy.launcher import RecorderConfig
-
     if args.fault:
-        from proxy.faults import live_plan
-
         try:
             live_plan(list(args.fault), args.fault_seed)
         except FaultSpecError as exc:
@@ -211,9 +222,7 @@ def _warn_exposure(args: argparse.Namespace) -> None:
 def cmd_record(args: argparse.Namespace) -> int:
     messages.to_stderr()
     _warn_exposure(args)
-    try:
-        from proxy.launcher import BusyPort, RecorderError, record_forever
-    except ImportError:
+    if not MITMPROXY:
         messages.error(_no_mitmproxy())
         return 2
     config = _config(args)
@@ -364,9 +373,7 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
         one = copy.copy(args)
         one.output = str(out.with_name(f"{out.stem}.{i}{out.suffix}"))
         ones.append(one)
-    try:
-        from proxy.launcher import RecorderError
-    except ImportError:
+    if not MITMPROXY:
         messages.error(_no_mitmproxy())
         return 2
 
@@ -464,9 +471,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
     if not argv:
         messages.error("error: nothing to run (looptap run -o run.jsonl -- python agent.py)")
         return 2
-    try:
-        from proxy.launcher import BusyPort, RecorderError, run_child
-    except ImportError:
+    if not MITMPROXY:
         messages.error(_no_mitmproxy())
         return 2
     config = _config(args)
@@ -513,8 +518,6 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         messages.emit(f"the command exited with status {rc}")
     for line in summary_lines(config.output, before):
         messages.emit(line)
-    from proxy.launcher import report_lost
-
     if fork is not None:
         rc = _finish_fork(fork, target.path, rc)
     if report_lost(addon):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from cassettes import interrupts
+from cassettes._version import __version__
 from cassettes.hints import install_command
 from cassettes.mcp.answers import (
     DEFAULT_BYTES,
@@ -51,9 +52,6 @@ def build_server(roots: list[str]) -> Any:
     """The MCP server (an ``mcp.server.mcpserver.MCPServer``) over the runs under ``roots``."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
-
-    # read from the package's metadata: not when the command is registered with the others
-    from cassettes._version import __version__
 
     checked = checked_roots(roots)  # at once: a server that cannot read its roots never starts
     opened: list[Runs] = []

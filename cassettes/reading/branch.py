@@ -26,6 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from cassettes import bounds
+from cassettes.untrusted import clean_line
+
 __all__ = [
     "Located",
     "Relation",
@@ -261,10 +266,6 @@ def origin_of(path: str | Path) -> dict[str, Any] | None:
     read (at most 1 MiB)."""
     import stat
 
-    import orjson
-
-    from cassettes import bounds
-
     try:  # never blocks on a FIFO, never reads a device: a regular file's first line only
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as f:
@@ -295,11 +296,6 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
     none. Only the file's last :data:`NOTES_TAIL` bytes are
     read."""
     import stat
-
-    import orjson
-
-    from cassettes import bounds
-    from cassettes.untrusted import clean_line
 
     out: dict[str, Any] = {"tolerated": [], "starts": {}, "failed": []}
     try:

@@ -35,6 +35,7 @@ from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.reading import snapshot
+from cassettes.reading.branch import branch_origin, first_turn
 from cassettes.reading.reread import Column, Reread
 from cassettes.reading.stores import ParseStore, Places, TurnStore
 from cassettes.storage.index import BLOCK, BODY_CACHE
@@ -248,8 +249,6 @@ class RunReader:
         """Analyse records the index just read (``first``: the index position of the first one)."""
         turns: list[TurnSummary] = []
         if recs and self.records == 0:  # a fork's branch keeps its origin's turn numbers
-            from cassettes.reading.branch import branch_origin, first_turn
-
             self.analyser.first_index = first_turn(
                 branch_origin(self.index.header, self.index.path)
             )

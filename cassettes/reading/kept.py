@@ -40,7 +40,10 @@ from typing import IO, Any, NamedTuple
 
 import orjson
 
+from cassettes.analysis import price_memo, rules
 from cassettes.errors import CassetteError
+from cassettes.parsing.sealed import source_digest
+from cassettes.reading.packed import compressor, decompressor
 from cassettes.storage.store import open_regular
 
 __all__ = [
@@ -124,9 +127,6 @@ def analyser_digest() -> str | None:
     costs are part of the analysis) and the agent rules in force (docs/rules.md). ``None`` when
     the source cannot be read: nothing is then kept or taken. Computed once a process."""
     import pydantic
-
-    from cassettes.analysis import price_memo, rules
-    from cassettes.parsing.sealed import source_digest
 
     root = Path(__file__).resolve().parents[1]  # cassettes/
     prices = json.dumps(price_memo.table_identity())
@@ -454,8 +454,6 @@ class ViewsWriter:
             self.abandon()
 
     def _block(self) -> None:
-        from cassettes.reading.packed import compressor
-
         assert self._out is not None
         packed = compressor().compress(bytes(self._buf))
         self._buf = bytearray()
@@ -524,8 +522,6 @@ def views(cassette: Path, generation: bytes) -> Iterator[Any] | None:
 
 
 def _each_view(db: sqlite3.Connection) -> Iterator[Any]:
-    from cassettes.reading.packed import decompressor
-
     try:
         last = 0
         while True:  # a few rows at a time (one compressed MB each)

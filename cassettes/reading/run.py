@@ -52,13 +52,15 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from cassettes.errors import CassetteError, CassetteFormatError
 from cassettes.hints import count
 from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.reading.branch import branch_origin, first_turn
 from cassettes.reading.held import Held
+from cassettes.storage.mitmflow import is_flow_file, load_flows
+from cassettes.storage.store import Problem, open_regular, read_records
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
     from cassettes.analysis import Finding, RunAnalysis, Severity, Turn
     from cassettes.reading.incremental import Batch, RunReader
-    from cassettes.storage.store import Problem
     from cassettes.views.summary import TurnSummary
 
 __all__ = [
@@ -241,8 +243,6 @@ class Run:
 
     def _first_turn(self) -> int:
         """The number of a conversation's first turn (a fork's branch keeps its origin's)."""
-        from cassettes.reading.branch import branch_origin, first_turn
-
         return first_turn(branch_origin(self.header, None))
 
     def __len__(self) -> int:
@@ -527,8 +527,6 @@ def sniff(head: bytes) -> str:
     """The format of a file from its first bytes (:data:`HEAD` of them): one of :data:`FORMATS`,
     ``"har"``, ``"empty"`` (nothing but white space) or ``"unknown"``. A JSON object is a looptap
     cassette unless its first key names another format (its reader says what else is wrong)."""
-    from cassettes.storage.mitmflow import is_flow_file
-
     if is_flow_file(head):
         return "mitmproxy"
     text = head.removeprefix(_BOM).lstrip()
@@ -567,8 +565,6 @@ def detect(path: str | Path) -> str:
     """The format of the file at ``path`` (:func:`sniff` of its first bytes). Raises
     :class:`~cassettes.errors.CassetteIOError` for a file that cannot be opened or is not a
     regular file."""
-    from cassettes.storage.store import open_regular
-
     with open_regular(path) as fh:
         return sniff(fh.read(HEAD))
 
@@ -626,8 +622,6 @@ def _read(
 
     redact = Redactor().exchange
     if kind == "mitmproxy":
-        from cassettes.storage.mitmflow import load_flows
-
         flows = load_flows(p)
         run = Run.of([redact(ex) for ex in flows.exchanges], p.name, kind=kind)
         run.skipped = dict(flows.skipped)
@@ -650,8 +644,6 @@ def cassette_of(path: str | Path, *, live: bool = False) -> Iterator[Path]:
     p = Path(path)
     kind = "looptap"
     if not live:
-        from cassettes.errors import CassetteError
-
         try:
             kind = detect(p)
         except (CassetteError, OSError):
@@ -678,8 +670,6 @@ def cassette_of(path: str | Path, *, live: bool = False) -> Iterator[Path]:
 
 def _read_whole(path: Path) -> Run:
     """A looptap cassette read into memory (:func:`~cassettes.storage.store.read_records`)."""
-    from cassettes.storage.store import read_records
-
     cas = read_records(path)
     return Run.of(
         cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems], kind="looptap"

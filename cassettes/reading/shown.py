@@ -8,6 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cassettes.reading.branch import fork_notes, origin_in, tolerated_by_conversation
+from cassettes.views.roundtrip_object import roundtrip_json
+from cassettes.views.view import conversation_json, edits_json, growth_row, mcp_link_json, turn_json
+
 if TYPE_CHECKING:
     from cassettes.parsing.roundtrip import RoundTrip
     from cassettes.wire.exchange import Exchange
@@ -31,15 +35,6 @@ def show_objects(run: Any, path: Path) -> Iterator[dict[str, Any]]:
 
 def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
     """Each round trip's ``show --json`` object and its growth row, in order, made afresh."""
-    from cassettes.views.roundtrip_object import roundtrip_json
-    from cassettes.views.view import (
-        conversation_json,
-        edits_json,
-        growth_row,
-        mcp_link_json,
-        turn_json,
-    )
-
     turns = run.analysis.turns
     ran = {c.call_id: c for c in run.analysis.mcp_calls.values() if c.call_id}
     # The conversations that branched from another (few): every other one is a main one. (Made for
@@ -86,8 +81,6 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
 
 def prefix_tolerated(path: Path, run: Any) -> dict[str, list[dict[str, Any]]]:
     """For a fork's branch: per conversation, what its prefix tolerated (docs/fork.md)."""
-    from cassettes.reading.branch import fork_notes, origin_in, tolerated_by_conversation
-
     if origin_in(run.header) is None:
         return {}
     notes = fork_notes(path)["tolerated"]

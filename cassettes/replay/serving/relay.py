@@ -20,6 +20,7 @@ from cassettes.hints import count
 from cassettes.matching import Matcher, Miss, request_key
 from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
+from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
 from cassettes.replay.serving.plan import Forward, Router
 from cassettes.replay.serving.sender import Sender, ServedLog
 from cassettes.wire.exchange import Exchange, Headers
@@ -185,8 +186,6 @@ class LiveRelay:
         joining the parts, in the format the client asked for, with how many continuation requests
         it took; ``None`` when there is nothing to join (the answer is relayed as it came). What
         happened goes to ``notes``."""
-        from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
-
         cont = answer.cont
         assert cont is not None
         target = answer.target or req.target

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Self
 
 import orjson
 
+from cassettes.errors import CassetteError
+from cassettes.hints import count
 from cassettes.matching import (
     IndexedRecordings,
     Matcher,
@@ -39,10 +41,16 @@ from cassettes.matching import (
     Rules,
     VolatileSpans,
     clip,
+    here,
+    report_lines,
     request_key,
+    turn_entries,
+    volatile_for,
 )
 from cassettes.net import BackgroundServer, BadRequest, Request, Watchdog, read_request, refuse
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
+from cassettes.reading.branch import first_turn, origin_in
+from cassettes.reading.run import detect, open_run
 from cassettes.replay.serving.faults import FaultPlan
 from cassettes.replay.serving.plan import (
     MISS_CODE,
@@ -60,6 +68,9 @@ from cassettes.replay.serving.player import Player
 from cassettes.replay.serving.relay import LiveRelay
 from cassettes.replay.serving.sender import Sender, ServedLog
 from cassettes.replay.serving.wsserve import WebSocketReplay
+from cassettes.storage.paths import check_target, staged
+from cassettes.storage.store import open_regular, read_header
+from cassettes.untrusted import clean_line
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
@@ -115,10 +126,6 @@ def _recorded_places(path: str | Path) -> VolatileSpans:
     cwd and home and those its header says the run was recorded in (cassettes.matching).
     Only the first line is read (at most 1 MiB); a header that cannot be read adds nothing (the
     readers that follow say what is wrong with the file)."""
-    from cassettes.errors import CassetteError
-    from cassettes.matching import volatile_for
-    from cassettes.storage.store import open_regular, read_header
-
     try:
         with open_regular(path) as f:
             first = f.readline(1 << 20)
@@ -174,8 +181,6 @@ def _recordings(
         # A large looptap cassette is served from its offset index (a played round trip is
         # read again from disk: memory flat in the run's size); a small one, and the other
         # formats (small by nature), are held in memory, which answers ~3x faster.
-        from cassettes.reading.run import detect, open_run
-
         source = str(cassette)
         looptap = detect(cassette) == "looptap"
         if looptap and volatile is True:
@@ -183,8 +188,6 @@ def _recordings(
         if looptap and _size(cassette) >= IN_MEMORY_BELOW:
             recordings = IndexedRecordings(cassette)
         else:
-            from cassettes.reading.branch import first_turn, origin_in
-
             run = open_run(cassette, whole=True)
             problems = run.problems
             recordings = list(run.exchanges)
@@ -370,9 +373,7 @@ class ReplayServer:
         ``path``, redacted as every cassette is, with this machine's cwd and home in its header: the
         evidence ``looptap rules propose`` reads against the recording. Raises :class:`OSError`,
         :class:`~cassettes.errors.CassetteError`."""
-        from cassettes.matching import here
         from cassettes.recording.pipeline import CassetteWriter
-        from cassettes.storage.paths import check_target, staged
 
         with (
             staged(check_target(path, "the failed run's cassette", force=True)) as s,
@@ -561,8 +562,6 @@ class ReplayServer:
 
 
 def _report_lines(self: ReplayServer) -> list[str]:
-    from cassettes.hints import count
-
     rec = self.matcher.recorded
     # from the recording: a fork's requests past its cursor went live
     played = len(self.matcher.played())
@@ -604,9 +603,6 @@ def _report_lines(self: ReplayServer) -> list[str]:
             shown += 1
             out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
     if self.matcher.tolerated:
-        from cassettes.matching import report_lines, turn_entries
-        from cassettes.untrusted import clean_line
-
         n = len(self.matcher.tolerated)
         out.append(
             f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that "
