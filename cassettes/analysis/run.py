@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 import cassettes.analysis.final_pass as final_pass
 import cassettes.analysis.parking as parking
+import cassettes.analysis.retention as retention
 import cassettes.analysis.rules as rules
 import cassettes.analysis.spill as spill_tables
 from cassettes.analysis.context import ConversationState, TurnContext
@@ -180,7 +181,7 @@ class RunAnalyser:
             call = st.mcp.side_call(seq, side) if side else None  # the model's call it ran
             if call is not None:
                 st.result.mcp_calls[seq] = call
-            self._remember(seq, rt, None)
+            retention.remember(st, seq, rt, None)
             return None
         if owned:
             st.owned.add(seq)
@@ -190,7 +191,7 @@ class RunAnalyser:
         link = self._thread(rt, label, _attempt(ex))
         tid = len(st.threader.turns) - 1
         st.seq_of_tid.append(seq)
-        self._remember(seq, rt, tid)
+        retention.remember(st, seq, rt, tid)
         conv = self._conversation(link, rt, label)
         parked = st.parked.get(conv.id)
         if parked is not None:  # a quiet conversation goes on: its latest turn read again
@@ -226,8 +227,8 @@ class RunAnalyser:
         conv.count += 1
         conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
         if prev is not None:
-            self._release_history(prev)
-        self._make_latest(conv.id, tid, pos, ctx)
+            retention.release_history(st, prev)
+        retention.make_latest(st, conv.id, tid, pos, ctx)
         settle(ctx, st.keep_turns)
         st.conversations.record(st.records[conv.id]).turns.append(seq)
         if st.keep_turns:
@@ -248,7 +249,7 @@ class RunAnalyser:
     def _previous(self, link: Link, rt: RoundTrip) -> TurnContext | None:
         """The context of the turn ``rt`` continues, if any; a poll read as a model call takes
         that turn's request's model, instructions, tools and settings (:func:`.parking.inherit`)."""
-        prev = self._context(link.previous) if link.previous is not None else None
+        prev = retention.context(self.state, link.previous) if link.previous is not None else None
         if rt.polled and prev is not None and prev.rt.request is not None:
             assert rt.request is not None
             parking.inherit(rt.request, prev.rt.request)
@@ -316,51 +317,6 @@ class RunAnalyser:
             if other is not None:
                 other.state[GROUP_CHAT] = True
 
-    def _remember(self, seq: int, rt: RoundTrip, tid: int | None) -> None:
-        rts = self.state.rts
-        rts[seq] = (rt, tid)
-        rts.move_to_end(seq)
-        while len(rts) > 4 * self.state.active:
-            rts.popitem(last=False)
-
-    def _context(self, tid: int) -> TurnContext | None:
-        """The context of an earlier turn, read again if it was released."""
-        st = self.state
-        ctx = st.contexts.get(tid)
-        if ctx is not None or st.reload is None or not 0 <= tid < len(st.seq_of_tid):
-            return ctx
-        parked = parking.unpark(st, tid)
-        if parked is not None:
-            return parked
-        ex, rt, turn = parking.reloaded(st, st.seq_of_tid[tid])
-        assert rt.request is not None
-        conv = st.convs[turn.conversation]
-        msgs = rt.request.messages
-        return TurnContext(turn.seq, rt, ex, conv, turn.index, None, msgs, turn, len(msgs))
-
-    def _make_latest(self, conv: str, tid: int, pos: int, ctx: TurnContext) -> None:
-        st = self.state
-        before = st.latest.get(conv)
-        st.latest[conv] = (tid, pos)
-        if before is not None:
-            # Superseded: a later turn reaches it again only through a previous_response_id
-            # (read again when possible). A fork leaves it behind without taking it as prev.
-            old = (
-                st.contexts.pop(before[0], None)
-                if st.reload is not None
-                else st.contexts.get(before[0])
-            )
-            if old is not None and old is not ctx.prev:
-                self._release_history(old)
-        st.contexts[tid] = ctx
-        st.histories.pop(conv, None)
-        st.histories[conv] = ctx
-        while len(st.histories) > st.active:
-            _, quiet = st.histories.popitem(last=False)
-            self._release_history(quiet)
-            if quiet is not ctx:  # (the turn being added is parked once it is settled, if ever)
-                parking.park(st, quiet)
-
     def findings_of(self, seq: int) -> list[Finding] | None:
         """With ``keep_turns`` off: the findings of the turn ``seq`` when it has some (the list the
         end-of-run checks add to), else ``None``."""
@@ -375,19 +331,6 @@ class RunAnalyser:
     def take(self, result: RunAnalysis, flagged: dict[int, tuple[int, list[Finding]]]) -> None:
         """Stand for a finished analysis that was kept (:meth:`kept`): nothing is added after."""
         self.state.result, self.state.flagged = result, flagged
-
-    def _release_history(self, ctx: TurnContext) -> None:
-        """Drop a turn's parsed history, keeping its length: once the turn after it was checked
-        (no check looks two turns back), or when its conversation went quiet (a continuation is
-        threaded by the hashes the threader keeps, and parsed in full). A long run would otherwise
-        hold one full message list per turn, or per conversation."""
-        ctx.messages = []
-        if ctx.seq in self.state.owned:
-            self.state.owned.discard(ctx.seq)
-            if ctx.rt.request is not None:
-                ctx.rt.request.messages = []
-                ctx.rt.forget_history_base()
-        self.state.rts.pop(ctx.seq, None)
 
     def release(self) -> None:
         """Drop what only a later round trip would need (contexts, parsed histories, the threader's
