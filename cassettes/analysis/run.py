@@ -142,6 +142,7 @@ class RunAnalyser:
 
     @property
     def result(self) -> RunAnalysis:
+        """The analysis so far (its findings ordered by :meth:`finish`)."""
         return self.state.result
 
     # (the tests of spilling and parking look at these)
