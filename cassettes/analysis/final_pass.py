@@ -1,0 +1,83 @@
+"""The end-of-run pass (:func:`finish`): the end-of-run checks on each conversation's last turn
+(run when it was parked, for a parked one: :mod:`.parking`), their findings added to the turns
+they concern, and the run's findings in order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import cassettes.analysis.dispatch as dispatch
+from cassettes.analysis.judgement import FINAL_CHECKS, run_check
+from cassettes.analysis.model import Finding, RunAnalysis
+from cassettes.analysis.spill import SpillMap
+from cassettes.analysis.state import AnalyserState
+
+__all__ = ["finish"]
+
+#: The latest turn of each conversation, by seq: its findings (the list end-of-run checks add to)
+#: and its position.
+_Last = SpillMap[int, tuple[list[Finding], int]]
+
+
+def finish(state: AnalyserState) -> RunAnalysis:
+    """Run the end-of-run checks and return the analysis (once, after the last round trip)."""
+    result = state.result
+    # Live conversations first; a parked one's as its turn comes (in order).
+    last: _Last = SpillMap(state.spill, state.keep, lambda _, v: not v[0])
+    for conv_id, conv in list(state.convs.hot_items()):
+        for ctx in conv.turns:
+            last[ctx.seq] = (ctx.turn.findings, state.latest[conv_id][1])
+    for conv_id in state.conversations.ids():
+        for f in _final_findings(state, conv_id, last):
+            _apply_final(state, f, last)
+        last.trim()
+    if state.keep_turns:
+        found = [f for t in result.turns.values() for f in t.findings]
+    else:
+        ordered = sorted(state.flagged.values(), key=lambda p: p[0])
+        found = [f for _, fs in ordered for f in fs]
+    result.findings = dispatch.ordered_findings(found)
+    return result
+
+
+def _final_findings(state: AnalyserState, conv_id: str, last: _Last) -> Iterable[Finding]:
+    """What the end-of-run checks found on one conversation (run when it was parked, if it
+    was)."""
+    if conv_id in state.parked:
+        parked = state.parked.peek(conv_id)  # one with findings to add to is in memory
+        last[parked.seq] = (parked.findings, state.latest.peek(conv_id)[1])
+        state.result.errors.extend(parked.errors or ())
+        return [f for f in parked.final or () if not _handed_over(state, f)]
+    conv = state.convs.peek(conv_id)
+    return [
+        f
+        for final in FINAL_CHECKS
+        for f in run_check(final, conv, state.result.errors)
+        if not _handed_over(state, f)
+    ]
+
+
+def _handed_over(state: AnalyserState, f: Finding) -> bool:
+    """``f`` says a turn's calls were left pending, but the turn handed the run to another
+    agent, which went on (a ``handoff`` conversation branched from it)."""
+    return f.code == "C.stopped_with_pending_calls" and f.seq in state.handed_off
+
+
+def _apply_final(state: AnalyserState, f: Finding, last: _Last) -> None:
+    """Add an end-of-run finding to its turn's findings."""
+    target = state.result.turns.get(f.seq) if f.seq is not None else None
+    latest = last.get(f.seq) if target is None and f.seq is not None else None
+    findings = (
+        target.findings if target is not None else (latest[0] if latest is not None else None)
+    )
+    if findings is None:
+        return
+    findings.append(f)
+    findings[:] = dispatch.ordered_findings(findings)  # in place: the list its readers hold
+    if (
+        not state.keep_turns
+        and f.seq is not None
+        and f.seq not in state.flagged
+        and latest is not None
+    ):
+        state.flagged[f.seq] = (latest[1], findings)

@@ -1,0 +1,102 @@
+"""Parking: a conversation that went quiet on a run with a ``reload`` hook gives up its latest
+turn's context (the parsed round trip: a few KB of models), read again if the conversation goes
+on. The checks' memory of it is kept pickled (tens of bytes where it holds nothing), and the
+end-of-run checks run on it as it stands when it is parked, their findings applied by
+:func:`.final_pass.finish` unless a later turn continues it. So a run of a million one-turn
+conversations keeps a small record per conversation, not a parsed round trip each. A failed
+latest turn is not parked (the check of its retry reads the failed attempt's timing, which is not
+stored)."""
+
+from __future__ import annotations
+
+import pickle
+
+from cassettes.analysis.context import TurnContext
+from cassettes.analysis.judgement import FINAL_CHECKS, NO_EXCHANGE, failed, run_check, slim
+from cassettes.analysis.model import Turn
+from cassettes.analysis.state import AnalyserState, Parked, conversation_of
+from cassettes.models import NormalisedRequest
+from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.wire.exchange import Exchange
+
+__all__ = ["inherit", "park", "reloaded", "unpark"]
+
+
+def inherit(poll: NormalisedRequest, polled: NormalisedRequest) -> None:
+    """A poll read as a model call (``RoundTrip.polled``) sends nothing of its own: it stands for
+    the call it polls, whose model, instructions, tools and settings it takes (so its calls are
+    checked against the tools offered, and the next request's tools compare with the same)."""
+    poll.model = poll.model or polled.model
+    poll.system, poll.tools, poll.params = (
+        list(polled.system),
+        list(polled.tools),
+        dict(polled.params),
+    )
+    poll.tool_choice, poll.tool_choice_mode = polled.tool_choice, polled.tool_choice_mode
+
+
+def park(state: AnalyserState, ctx: TurnContext) -> None:
+    """Drop the context of a conversation's latest turn that went quiet; kept when it cannot be
+    read again as it stands."""
+    conv, rt = ctx.conv, ctx.rt
+    if (
+        state.reload is None
+        or ctx.prev is not None
+        or failed(rt)
+        or conv.turns != [ctx]
+        or conv.id in state.parked
+    ):
+        return
+    latest = state.latest.get(conv.id)
+    if latest is None or state.contexts.get(latest[0]) is not ctx:
+        return
+    try:
+        pickled = pickle.dumps(conv.state, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a check keeps something that does not pickle: keep the context
+        return
+    errors: list[str] = []
+    final = [f for check in FINAL_CHECKS for f in run_check(check, conv, errors)]
+    state.parked[conv.id] = Parked(
+        latest[0], ctx.seq, ctx.turn.findings, pickled, final or None, errors or None
+    )
+    del state.contexts[latest[0]]
+    conv.turns = []
+    conv.state = {}
+
+
+def reloaded(state: AnalyserState, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
+    """A turn's round trip read again, as the analysis first read it: a poll read as a model
+    call with what it took from the call it polls (:func:`inherit`)."""
+    assert state.reload is not None
+    ex, rt, turn = state.reload(seq)
+    if rt.polled and rt.request is not None and turn.previous_seq is not None:
+        polled = state.reload(turn.previous_seq)[1].request
+        if polled is not None:
+            inherit(rt.request, polled)
+    return ex, rt, turn
+
+
+def unpark(state: AnalyserState, tid: int) -> TurnContext | None:
+    """The context of a parked conversation's latest turn, read again, as it stood when it was
+    parked (history released, exchange dropped), and the conversation live again."""
+    assert state.reload is not None
+    conv_id = conversation_of(state, tid)
+    parked = state.parked.get(conv_id or "")
+    if conv_id is None or parked is None or parked.tid != tid:
+        return None
+    seq = state.seq_of_tid[tid]
+    _, rt, turn = reloaded(state, seq)
+    assert rt.request is not None
+    del state.parked[conv_id]
+    conv = state.convs[conv_id]
+    conv.state = pickle.loads(parked.state)  # pickled by this analyser, from its own state
+    if not state.keep_turns:
+        turn = slim(turn)
+        turn.findings = parked.findings
+    n = len(rt.request.messages)
+    rt.request.messages = []  # as the analyser releases a quiet conversation's latest history
+    rt.forget_history_base()
+    ctx = TurnContext(seq, rt, NO_EXCHANGE, conv, turn.index, None, [], turn, n, mcp=state.mcp)
+    conv.turns[:] = [ctx]
+    state.contexts[tid] = ctx
+    return ctx

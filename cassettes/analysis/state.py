@@ -1,0 +1,127 @@
+"""What a run's analysis holds between round trips (:class:`AnalyserState`), as plain data.
+
+:class:`~cassettes.analysis.run.RunAnalyser` drives it one round trip at a time; parking a quiet
+conversation (:mod:`.parking`) and the end-of-run pass (:mod:`.final_pass`) are functions over it.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cassettes.analysis.context import ConversationState, TurnContext
+from cassettes.analysis.conversations import Threader
+from cassettes.analysis.items import Deliveries, ItemReferences
+from cassettes.analysis.mcp import McpLinker
+from cassettes.analysis.model import Finding, RunAnalysis, Turn
+from cassettes.analysis.records import Conversations
+from cassettes.analysis.spill import Spill, SpillMap
+from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.wire.exchange import Exchange
+
+__all__ = ["AnalyserState", "Parked", "Reload", "conversation_of"]
+
+#: Given a seq analysed earlier: its exchange, its round trip and its turn, read again.
+Reload = Callable[[int], tuple[Exchange, RoundTrip, Turn]]
+
+
+@dataclass(slots=True)
+class Parked:
+    """A quiet conversation whose latest turn's context was dropped (read again if it goes on)."""
+
+    #: The threader turn id and seq of its latest turn.
+    tid: int
+    seq: int
+    #: That turn's findings: the list the caller holds (end-of-run checks add to it).
+    findings: list[Finding]
+    #: The checks' memory of the conversation, pickled.
+    state: bytes
+    #: What the end-of-run checks found on it, and the errors they raised (``None``: nothing).
+    final: list[Finding] | None
+    errors: list[str] | None
+
+
+def _unreferenced(_: str, conv: ConversationState) -> bool:
+    """A conversation's state no context refers to (parked): it may be spilled."""
+    return not conv.turns
+
+
+def _unshared(_: str, parked: Parked) -> bool:
+    """A parked conversation with no list of findings shared with a caller: it may be spilled."""
+    return not (parked.findings or parked.final or parked.errors)
+
+
+@dataclass(slots=True, eq=False)
+class AnalyserState:
+    """The analyser's tables. The per-conversation ones keep their recently used entries in memory
+    and the others on disk (:mod:`.spill`, in ``spill``): a conversation that went quiet costs no
+    memory."""
+
+    #: Reads an earlier turn again (``None``: every turn's context stays in memory).
+    reload: Reload | None
+    #: The analyser holds the turns it returns (``result.turns``); else only ``flagged``.
+    keep_turns: bool
+    #: How many conversations keep their latest request's parsed history (the most recent).
+    active: int
+    #: How many entries of each spilled table stay in memory.
+    keep: int
+    spill: Spill
+    result: RunAnalysis
+    conversations: Conversations
+    threader: Threader
+    mcp: McpLinker = field(default_factory=McpLinker)
+    #: seqs of turns whose transfer call handed the run to another agent (a ``handoff``
+    #: conversation branched from them): their calls are not left pending.
+    handed_off: set[int] = field(default_factory=set)
+    seq_of_tid: array[int] = field(default_factory=lambda: array("q"))  # threader turn id → seq
+    #: Contexts a later turn may take as its previous one, by threader turn id: the latest turn
+    #: of each conversation (every turn when nothing can be reloaded).
+    contexts: dict[int, TurnContext] = field(default_factory=dict)
+    #: Conversations whose latest turn keeps its parsed history, least recently active first.
+    histories: OrderedDict[str, TurnContext] = field(default_factory=OrderedDict)
+    #: Recent round trips by seq (with their threader turn id), to parse a later request against
+    #: (a cassette's history delta names its base): a base that is gone is parsed in full.
+    rts: OrderedDict[int, tuple[RoundTrip, int | None]] = field(default_factory=OrderedDict)
+    owned: set[int] = field(default_factory=set)  # seqs of live contexts this analyser parsed
+    #: keep_turns off: the findings of turns that have some (position, findings), by seq.
+    flagged: dict[int, tuple[int, list[Finding]]] = field(default_factory=dict)
+    #: Items of recent answers by id, for requests that refer to them instead of sending them.
+    items: ItemReferences = field(default_factory=ItemReferences)
+    #: Recent answers' tool calls by response id, to tell a poll that delivers them again.
+    delivered: Deliveries = field(default_factory=Deliveries)
+    #: The position of the next round trip added.
+    pos: int = 0
+    #: conversation → threader turn id and recording position of its latest turn
+    latest: SpillMap[str, tuple[int, int]] = field(init=False)
+    #: (a conversation's state is spilled only once no context refers to it: parked)
+    convs: SpillMap[str, ConversationState] = field(init=False)
+    records: SpillMap[str, int] = field(init=False)  # conversation → its record's position
+    #: Quiet conversations whose latest context was dropped (:mod:`.parking`); spilled when no
+    #: list of findings is shared (see :func:`.final_pass.finish`).
+    parked: SpillMap[str, Parked] = field(init=False)
+
+    def __post_init__(self) -> None:
+        spill, keep = self.spill, self.keep
+        self.latest = SpillMap(spill, keep)
+        self.convs = SpillMap(spill, keep, _unreferenced)
+        self.records = SpillMap(spill, keep)
+        self.parked = SpillMap(spill, keep, _unshared)
+
+    @classmethod
+    def start(
+        cls, reload: Reload | None, keep_turns: bool, active: int, keep: int
+    ) -> AnalyserState:
+        """The state before the first round trip."""
+        spill, result = Spill(), RunAnalysis()
+        result.conversations = conversations = Conversations(spill=spill, keep=keep)
+        return cls(
+            reload, keep_turns, active, keep, spill, result, conversations, Threader(keep=keep)
+        )
+
+
+def conversation_of(state: AnalyserState, tid: int) -> str | None:
+    """The conversation the threader put turn ``tid`` in."""
+    turns = state.threader.turns
+    return turns[tid].conversation if 0 <= tid < len(turns) else None
