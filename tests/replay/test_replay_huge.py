@@ -95,6 +95,7 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(
     """Two runs that differ on every turn: the first MAX_DIVERGENCES are kept and printed, the
     others counted in one line (text) and ``left_out`` (JSON), never held."""
     from cassettes.cli import main
+    from cassettes.replay import comparison
     from cassettes.replay.forking import rundiff
 
     a = write_huge(tmp_path / "a.jsonl", 12)
@@ -112,7 +113,7 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(
         kept.append(len(out))
         return out
 
-    monkeypatch.setattr(rundiff, "diff_analysed", spy)
+    monkeypatch.setattr(comparison, "diff_analysed", spy)  # where `looptap diff` calls it
     assert main(["diff", str(a), str(b)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert kept == [5]
