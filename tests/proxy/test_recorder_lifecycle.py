@@ -120,13 +120,33 @@ def test_stopping_while_a_client_holds_its_connection_prints_no_traceback(tmp_pa
                 f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
                 f"\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
             )
-            assert held.recv(65536).startswith(b"HTTP/1.1 200")  # answered, and kept open
+            answer = _whole_response(held)
+            assert answer.startswith(b"HTTP/1.1 200")  # answered whole, and kept open
             proc.send_signal(signal.SIGINT)
             rc = progress.wait(proc)
         err = proc.stderr.read()
     assert rc == 0, err
     assert "Traceback" not in err and "CancelledError" not in err, err
     assert "1 round trip recorded" in err, err
+
+
+def _whole_response(sock: socket.socket) -> bytes:
+    """One HTTP/1.1 response read to its last byte (its Content-Length): a first ``recv`` may hold
+    only the head, and a stop before the body's last byte rightly records nothing."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    sized = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    assert sized is not None, head
+    length = int(sized.group(1))
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, body
+        body += chunk
+    return head + b"\r\n\r\n" + body
 
 
 CLIENT = textwrap.dedent(
