@@ -59,6 +59,7 @@ __all__ = [
     "Divergences",
     "ForkDiff",
     "branch_diff",
+    "branch_turns",
     "comparing",
     "comparing_files",
     "diff_rules",
@@ -664,6 +665,31 @@ class ForkDiff:
     turns: list[tuple[str, int, int | None, int]]
 
 
+def _lined_up(
+    a: Run, b: Run, path_b: str | Path, meta: dict[str, Any], compare: Comparing
+) -> tuple[dict[str, Any], Callable[[int], Exchange], _Lineup]:
+    """The branch ``b`` lined up with its origin ``a`` from the cursor: the fork's origin with its
+    notes, the origin's exchanges with its turns at the cursor as the fork sent them, and how the
+    conversations pair (:func:`branch_diff`)."""
+    origin = with_notes(path_b, meta)
+    starts = origin.get("starts")
+    exa = as_sent_live(
+        a.exchanges,
+        a.exchange_by_seq,
+        [s for s in starts.values() if isinstance(s, int)] if isinstance(starts, dict) else [],
+    )
+    lineup = _pair_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare)
+    return origin, exa, lineup
+
+
+def branch_turns(
+    a: Run, b: Run, path_b: str | Path, meta: dict[str, Any], *, compare: Comparing
+) -> list[tuple[str, int, int | None, int]]:
+    """Every turn of the branch ``b`` lined up with its origin's, as :func:`branch_diff` lines
+    them up, without comparing them (``looptap run --repeat``'s agreement table)."""
+    return _turns_of(_lined_up(a, b, path_b, meta, compare)[2])
+
+
 def branch_diff(
     a: Run, b: Run, path_b: str | Path, meta: dict[str, Any], *, compare: Comparing
 ) -> ForkDiff:
@@ -674,14 +700,7 @@ def branch_diff(
     the cursor as the fork sent them (a chained turn self-contained:
     :func:`~cassettes.replay.live.chains.as_sent_live`, so the rewrite is no difference of the
     client), lined up once (:func:`_pair_fork`)."""
-    origin = with_notes(path_b, meta)
-    starts = origin.get("starts")
-    exa = as_sent_live(
-        a.exchanges,
-        a.exchange_by_seq,
-        [s for s in starts.values() if isinstance(s, int)] if isinstance(starts, dict) else [],
-    )
-    lineup = _pair_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare)
+    origin, exa, lineup = _lined_up(a, b, path_b, meta, compare)
     divs, said = _diff_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare, lineup)
     return ForkDiff(divs, said, _turns_of(lineup))
 
