@@ -391,8 +391,12 @@ def check_arguments_not_json(ctx: TurnContext) -> Iterator[Finding]:
         raw = c.arguments_raw or ""
         tail = raw[-40:] if len(raw) > 40 else raw
         if cut_by_cap or cut_by_stream:
-            cause = "A.truncated_length" if cut_by_cap else "A.stream_truncated"
-            why = "the output hit the token cap" if cut_by_cap else "the stream ended early"
+            if cut_by_cap:
+                cause, why = "A.truncated_length", "the output hit the token cap"
+            elif ctx.rt.client_closed:
+                cause, why = "C.hung_up_mid_answer", "the client hung up on the stream"
+            else:
+                cause, why = "A.stream_truncated", "the stream ended early"
             yield ctx.finding(
                 "E.arguments_not_json",
                 Severity.INFO,

@@ -500,7 +500,11 @@ def _cost(ctx: TurnContext, tv: TokenCount, usage: Usage | None, mem: _ConvToken
         why = (
             f"HTTP {code}"
             if code
-            else ("a transport failure" if ctx.rt.transport_error else "no response")
+            else (
+                "the client hung up"
+                if ctx.rt.client_closed
+                else ("a transport failure" if ctx.rt.transport_error else "no response")
+            )
         )
         tv.price_source = f"not priced: the call failed ({why}) and reported no usage"
         return

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from cassettes import providers
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing import sealed
-from cassettes.wire.exchange import Exchange
+from cassettes.wire.exchange import Exchange, closed_by_client
 from cassettes.wire.framing import Framed, frame
 
 __all__ = [
@@ -107,6 +107,12 @@ class RoundTrip(BaseModel):
         """This round trip is no longer a base for parsing a later request incrementally (its
         history was released); a request that extends it is parsed in full."""
         self._raw_history_len = None
+
+    @property
+    def client_closed(self) -> bool:
+        """Cut because the client hung up before the answer's end
+        (:func:`~cassettes.wire.exchange.closed_by_client`), not by the upstream or the network."""
+        return closed_by_client(self.transport_error)
 
     @property
     def complete(self) -> bool | None:
@@ -405,6 +411,8 @@ def parse_response_side(
     status = ex.status or 0
     if status >= 400:
         rt.response = _error_response(adapter, framed, ex.status)
+        if framed.kind == "json":  # a JSON document ends where it ends: none of it is missing
+            _whole_despite_close(rt, "the answer's last byte")
         return
     # A retrieve of a stored response (Responses API, also resumed background streams) returns the
     # same response object as generate does.
@@ -459,16 +467,22 @@ def _parse_response(rt: RoundTrip, adapter: providers.Provider, framed: Framed) 
             )
         if rt.response is not None:
             rt.notes.extend(rt.response.notes)
-            if rt.transport_error and rt.response.complete:
+            if rt.response.complete:
                 # Clients hang up as soon as they read the terminal event (the openai sync client
                 # does): the stream is whole, the closed connection is only a fact about it.
-                rt.notes.append(
-                    f"connection closed after the stream's terminal event ({rt.transport_error}); "
-                    "the round trip is whole"
-                )
-                rt.transport_error = None
+                _whole_despite_close(rt, "the stream's terminal event")
     except Exception as exc:
         rt.analysis_errors.append(f"response could not be parsed: {type(exc).__name__}: {exc}")
+
+
+def _whole_despite_close(rt: RoundTrip, after: str) -> None:
+    """A connection that closed (or failed) after the answer's end cut nothing: a note, not a
+    transport error."""
+    if rt.transport_error:
+        rt.notes.append(
+            f"connection closed after {after} ({rt.transport_error}); the round trip is whole"
+        )
+        rt.transport_error = None
 
 
 def side_call(ex: Exchange, rt: RoundTrip) -> dict[str, Any] | None:

@@ -69,7 +69,8 @@ class Intervention:
     turn: int
     #: What is changed, in a few words.
     what: str
-    #: ``e-resample``, ``e-model``, ``a-cap``, ``a-retry``, ``c-restore-result``, ``c-continue``.
+    #: ``e-resample``, ``e-model``, ``a-cap``, ``a-retry``, ``c-restore-result``, ``c-continue``,
+    #: ``c-await``.
     kind: str
     #: The finding it answers, if any.
     finding: str | None = None
@@ -251,6 +252,8 @@ def _for_findings(
             )
         elif f.layer == "C":
             out.append(_c(f, seqs, results))
+            if out[-1].kind == "c-await":
+                retried.add(where)  # the turn live again is its emission re-sampled too
         elif (refused := refusal(f, _exchange(run, by_turn.get(where)))) is not None:
             out.append(refused)
             retried.add(where)  # the refused turn has no emission to re-sample, nor a retry
@@ -322,6 +325,17 @@ def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
                 f"{cid}=@FILE (what the tool returned) to run this repair"
             )
         return i
+    if f.code == "C.hung_up_mid_answer":
+        # the turn live again, its answer read to the end by the fork (as a retry is)
+        return Intervention(
+            "C",
+            f.conversation,
+            f.turn,
+            "the request re-sent live and its answer awaited to the end (the client hung up)",
+            "c-await",
+            f.code,
+            seqs=seqs,
+        )
     why = _NO_REPAIR.get(f.code, f"looptap has no repair for {f.code} yet")
     return Intervention(
         "C",

@@ -15,7 +15,7 @@ import orjson
 
 from cassettes import bounds
 
-__all__ = ["Exchange", "Headers", "header"]
+__all__ = ["CLIENT_CLOSED", "Exchange", "Headers", "closed_by_client", "header"]
 
 Headers = list[tuple[str, str]]
 
@@ -27,6 +27,20 @@ def header(headers: Headers, name: str) -> str | None:
         if k.lower() == lname:
             return v
     return None
+
+
+#: The transport error of a round trip whose client closed its connection before the answer's end:
+#: mitmproxy's words for it (HTTP/1, the same in 11 and 12; MITMPROXY.md "Failure behaviour"), kept
+#: as they are so that a recorder's cassette and an imported mitmproxy flow read alike. A client's
+#: HTTP/2 stream reset is not told apart from the upstream's by mitmproxy's message, and stays a
+#: transport error.
+CLIENT_CLOSED = "Client disconnected."
+
+
+def closed_by_client(transport_error: str | None) -> bool:
+    """Whether a round trip was cut because its client hung up (a client timeout, a cancelled
+    stream, an agent that stopped reading), not because the upstream or the network failed."""
+    return transport_error == CLIENT_CLOSED
 
 
 UNSET: Any = object()

@@ -26,6 +26,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
+from cassettes.analysis import analyse  # noqa: E402
+from cassettes.analysis.model import Severity  # noqa: E402
 from cassettes.parsing.roundtrip import RoundTrip, parse_all, parse_exchange  # noqa: E402
 from cassettes.storage.store import RecordFile, read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
@@ -394,6 +396,41 @@ def test_stream_whole_when_client_hangs_up_after_terminal_event(
         f"transport_error={ex.transport_error!r}, RoundTrip.complete={rt.complete}, "
         f"response.complete={rt.response.complete if rt.response else None}"
     )
+
+
+CANCELLING_CLIENT = """
+from openai import OpenAI
+c = OpenAI(max_retries=0)
+s = c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Capital of Mexico?"}], stream=True,
+                              extra_headers=H("drip; delay=3600"))
+first = next(iter(s))
+s.close()
+out("cancelled", first.id)
+"""  # noqa: E501
+
+
+def test_a_stream_the_client_cancels_is_the_clients_doing_not_the_apis(
+    tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str
+) -> None:
+    """A client that closes a stream mid-answer (a cancel, a client-side timeout): the upstream had
+    sent one event and would send the next an hour later. mitmproxy says ``Client disconnected.``;
+    the round trip is partial, and that is the client's doing: ``C.hung_up_mid_answer`` (a
+    warning: an answer that was coming was thrown away), never ``A.transport_error`` or
+    ``A.stream_truncated`` (the API did not fail), nor a retryable error the client gave up on."""
+    pytest.importorskip("openai")
+    proc, out = looptap_run(tmp_path, confdir, secret, CANCELLING_CLIENT, upstream=upstream)
+    assert proc.returncode == 0, explain(proc)
+    cas, rts = load(out)
+    assert len(cas.exchanges) == 1 and not cas.problems
+    ex, rt = cas.exchanges[0], rts[0]
+    assert ex.transport_error == "Client disconnected." and ex.status == 200, ex
+    assert rt.client_closed and rt.complete is False, rt
+    findings = analyse(cas.exchanges, rts).findings
+    codes = {f.code: f for f in findings}
+    assert "A.transport_error" not in codes and "A.stream_truncated" not in codes, findings
+    assert "C.gave_up_on_retryable_error" not in codes, findings
+    hung = codes["C.hung_up_mid_answer"]
+    assert hung.severity is Severity.WARNING and "after HTTP 200 and 1 event," in hung.message, hung
 
 
 # ---------------------------------------------------------------------------------------------

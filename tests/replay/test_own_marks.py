@@ -45,6 +45,7 @@ req = urllib.request.Request(base + "/chat/completions", data=body, method="POST
 try:
     urllib.request.urlopen(req).read()
 except urllib.error.HTTPError as exc:
+    exc.read()  # the whole answer (else whether its body is recorded is a race with the exit)
     print("status", exc.code, "marks", sorted(k for k in exc.headers.keys() if k.lower().startswith("x-looptap")))
 """  # noqa: E501
 

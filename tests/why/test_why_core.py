@@ -590,3 +590,18 @@ def test_a_resumed_budget_line_says_what_is_left_whatever_the_count(n: int) -> N
     line = f"{count(n, 'request')} (1 turn × {count(n, 'sample')}); at most $0.01"
     said = "1 request left to send (1 of 2 branches left to run; 1 kept from the earlier run)"
     assert resumed_head(line, said) == f"{said}; at most $0.01"
+
+
+def test_a_turn_the_client_hung_up_on_is_awaited_to_its_end(tmp_path: Path) -> None:
+    """``C.hung_up_mid_answer``: the repair is the turn live again, its answer read to the end (as
+    a retry), not "no repair"; and it stands for the turn's E re-sample (the same request)."""
+    from cassettes.reading.run import open_run
+    from cassettes.why.interventions import interventions
+    from tests.replay.conftest import SYSTEM, USER, chat_exchange, write
+
+    ex = chat_exchange([SYSTEM, USER], b"")
+    ex.response_chunks, ex.transport_error = [], "Client disconnected."
+    found = interventions(open_run(write(tmp_path / "run.jsonl", [ex]), whole=True))
+    keys = [i.key for i in found]
+    assert keys == ["C-c1-t0-c-await"], keys
+    assert found[0].missing is None and found[0].edits == [] and found[0].seqs == [0]

@@ -1,5 +1,5 @@
-"""C checks on retries: the same request again after a failure, too soon, after a 4xx, in a storm,
-or given up."""
+"""C checks on retries and giving up: the same request again after a failure, too soon, after a 4xx,
+in a storm; given up; an answer the client hung up on."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.model import Finding, Severity
+from cassettes.hints import count
 from cassettes.models import NormalisedRequest
 
 
@@ -51,7 +52,9 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
         yield _answer_discarded(ctx)
         return
     status = p.status or 0
-    if p.transport_error:
+    if p.client_closed:
+        why = "the client hung up"
+    elif p.transport_error:
         why = "a transport error"
     elif status >= 400:
         why = f"HTTP {status}"
@@ -203,6 +206,8 @@ def final_gave_up(conv: ConversationState) -> Iterator[Finding]:
     last = conv.turns[-1]
     rt = last.rt
     status = rt.status or 0
+    if rt.client_closed:
+        return  # the client's own end (C.hung_up_mid_answer), not an error it gave up on
     if rt.transport_error:
         why = "a transport error"
     elif status in (408, 409, 429) or status >= 500:
@@ -221,4 +226,37 @@ def final_gave_up(conv: ConversationState) -> Iterator[Finding]:
         f"{attempts} attempt{'s' if attempts > 1 else ''}: the client gave up (its retries were "
         "off or ran out), or the run was stopped.",
         attempts=attempts,
+    )
+
+
+def check_hung_up(ctx: TurnContext) -> Iterator[Finding]:
+    """C.hung_up_mid_answer — the client closed its connection before the answer's end: the round
+    trip is cut by the client (a client-side timeout, a cancelled stream, an agent that stopped
+    reading), not by the API or the network. A warning when it threw away an answer that was
+    coming (nothing yet, or a 2xx cut), info after an error status (all most clients read of an
+    error)."""
+    rt = ctx.rt
+    if not rt.client_closed:
+        return
+    r, e = rt.response, ctx.turn.e
+    parts = [count(r.events, "event")] if r is not None and rt.stream and r.events else []
+    if e.text:
+        parts.append(f"{count(len(e.text), 'character')} of text")
+    if e.tool_calls:
+        parts.append(f"{len(e.tool_calls)} tool call(s)")
+    if rt.status is None:
+        got = "before the answer's head came"
+    elif parts:
+        got = f"after HTTP {rt.status} and {', '.join(parts)}"
+    else:
+        got = f"after the head of HTTP {rt.status}"
+    when = f", {rt.duration:.1f} s after the request" if rt.duration is not None else ""
+    error = rt.status is not None and rt.status >= 400
+    yield ctx.finding(
+        "C.hung_up_mid_answer",
+        Severity.INFO if error else Severity.WARNING,
+        f"The client closed its connection {got}{when}: the round trip is cut by the client, not "
+        "by the API or the network (a client-side timeout, a cancelled stream, or an agent that "
+        "stopped reading).",
+        status=rt.status,
     )

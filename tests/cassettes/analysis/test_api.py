@@ -10,6 +10,7 @@ from scenarios import FAMILIES, LENGTH, STREAM_FAMILIES, WEATHER, Call, Script, 
 from cassettes.analysis.api import same_model
 from cassettes.analysis.model import Finding, RunAnalysis, Severity
 from cassettes.models import FinishReason
+from cassettes.parsing.roundtrip import parse_exchange
 
 
 def found(run: RunAnalysis, code: str) -> list[Finding]:
@@ -457,6 +458,60 @@ def test_transport_error_without_response() -> None:
     ex.status, ex.response_chunks, ex.transport_error = None, [], "client disconnected"
     f = one(s.analyse(), "A.transport_error")
     assert "no response" in f.message
+
+
+CLIENT_GONE = "Client disconnected."  # mitmproxy's words when the client hangs up
+
+
+@pytest.mark.parametrize("family", STREAM_FAMILIES)
+def test_a_stream_the_client_hung_up_on_is_not_the_apis_failure(family: str) -> None:
+    """A stream cut because the client closed its connection (a cancel, a client-side timeout):
+    the client's finding, not the API's, and no retryable error it gave up on."""
+    s = two_turns(family, stream=True, truncate_stream=True)
+    s.exchanges[1].transport_error = CLIENT_GONE
+    run = s.analyse()
+    assert a_codes(run) == [], run.findings
+    f = one(run, "C.hung_up_mid_answer")
+    assert (f.seq, f.severity, f.layer) == (1, Severity.WARNING, "C")
+    assert "after HTTP 200" in f.message
+    assert not found(run, "C.gave_up_on_retryable_error")
+    assert run.turns[1].a.complete is False
+
+
+def test_a_client_that_hung_up_before_the_head() -> None:
+    s = two_turns("anthropic")
+    ex = s.exchanges[1]
+    ex.status, ex.response_chunks, ex.transport_error = None, [], CLIENT_GONE
+    run = s.analyse()
+    f = one(run, "C.hung_up_mid_answer")
+    assert f.severity is Severity.WARNING and "before the answer's head came" in f.message
+    assert a_codes(run) == [] and not found(run, "C.gave_up_on_retryable_error")
+
+
+def test_an_error_answer_the_client_stopped_reading() -> None:
+    """An agent that reads a 429's status and hangs up: the API's rate limit stays the API's; the
+    hang-up is an info (all most clients read of an error); a JSON body recorded whole is whole."""
+    body = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit"}}
+    s = Script("openai_chat")
+    s.user("hi")
+    s.fail(429, body)
+    s.exchanges[0].transport_error = CLIENT_GONE
+    run = s.analyse()
+    assert a_codes(run) == ["A.rate_limited"] and not found(run, "C.hung_up_mid_answer")
+    rt = parse_exchange(s.exchanges[0])
+    assert rt.transport_error is None and any("the round trip is whole" in n for n in rt.notes)
+    s.exchanges[0].response_chunks = [(0.0, b'{"error": {"mess')]  # the rest never came
+    run = s.analyse()
+    assert a_codes(run) == ["A.rate_limited"], run.findings
+    assert one(run, "C.hung_up_mid_answer").severity is Severity.INFO
+
+
+def test_an_upstreams_reset_is_still_the_apis() -> None:
+    s = two_turns("openai_chat", stream=True, truncate_stream=True)
+    s.exchanges[1].transport_error = "Client disconnected. (no: the upstream reset the connection)"
+    run = s.analyse()
+    assert {"A.transport_error", "A.stream_truncated"} <= set(a_codes(run))
+    assert not found(run, "C.hung_up_mid_answer")
 
 
 # --- finish reasons -----------------------------------------------------------------------------
