@@ -63,14 +63,14 @@ def _no_mitmproxy() -> str:
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
-def _exposure_warning(host: str) -> str | None:
-    if host in _LOOPBACK or host.startswith("127."):
-        return None
-    return (
-        f"looptap: warning: listening on {host}, not loopback: anyone who can reach this machine "
-        "can send requests through the proxy and read the responses; use it only on a trusted "
-        "network"
-    )
+def _warn_exposure(args: argparse.Namespace) -> None:
+    host = args.listen_host
+    if host not in _LOOPBACK and not host.startswith("127."):
+        messages.error(
+            f"warning: listening on {host}, not loopback: anyone who can reach this machine can "
+            "send requests through the proxy and read the responses; use it only on a trusted "
+            "network"
+        )
 
 
 def _output(raw: str) -> tuple[Path, bool]:
@@ -100,24 +100,15 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
                 f"-o +{path}: a fork writes a branch of its own (its header names the run it "
                 "forks), never appended to a cassette; give -o a new path"
             )
-    if append:
-        target = check_target(
-            path,
-            "the cassette",
-            owned=is_cassette,
-            hint="-o +FILE appends only to a looptap cassette",
-            appends=True,
-            parents=True,
-        )
-    else:
-        target = check_target(
-            path,
-            "the cassette",
-            owned=is_cassette,
-            force=args.force,
-            hint="--force replaces it",
-            parents=True,
-        )
+    target = check_target(
+        path,
+        "the cassette",
+        owned=is_cassette,
+        force=not append and args.force,
+        hint="-o +FILE appends only to a looptap cassette" if append else "--force replaces it",
+        appends=append,
+        parents=True,
+    )
     if config.ready_file is not None:
         check_ready_path(config.ready_file, cassette=path)
     if child_log is not None:
@@ -213,12 +204,6 @@ def _config(args: argparse.Namespace) -> Any:
     )
 
 
-def _warn_exposure(args: argparse.Namespace) -> None:
-    warning = _exposure_warning(args.listen_host)
-    if warning:
-        messages.error(warning.removeprefix("looptap: "))
-
-
 def cmd_record(args: argparse.Namespace) -> int:
     messages.to_stderr()
     _warn_exposure(args)
@@ -304,36 +289,37 @@ def _default_output() -> str:
     return name
 
 
+#: The options only a fork (``--from``) takes, by their dests, and what a plain run given one says.
+_FORK_ONLY = (
+    (
+        ("model", "edit"),
+        "--model and --edit go with --from RUN@SELECTOR: they change what a fork sends live; a "
+        "plain run records the agent as it is",
+    ),
+    (
+        ("prefix",),
+        "--prefix goes with --from RUN@SELECTOR: it says how the fork's prefix is matched; a "
+        "plain run matches nothing",
+    ),
+    (
+        ("no_volatile",),
+        "--no-volatile goes with --from RUN@SELECTOR: it changes how the fork's prefix is "
+        "matched; a plain run matches nothing",
+    ),
+    (
+        ("ignore", "substitute", "volatile_tool"),
+        "--ignore, --substitute and --volatile-tool go with --from RUN@SELECTOR: they change how "
+        "the fork's prefix is matched; a plain run matches nothing",
+    ),
+)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     messages.to_stderr()
-    if args.from_run is None and (args.model is not None or args.edit):
-        messages.error(
-            "error: --model and --edit go with --from RUN@SELECTOR: they change what a fork sends "
-            "live; a plain run records the agent as it is"
-        )
-        return 2
-    if args.from_run is None and getattr(args, "prefix", None) is not None:
-        messages.error(
-            "error: --prefix goes with --from RUN@SELECTOR: it says how the fork's prefix is "
-            "matched; a plain run matches nothing"
-        )
-        return 2
-    if args.from_run is None and getattr(args, "no_volatile", False):
-        messages.error(
-            "error: --no-volatile goes with --from RUN@SELECTOR: it changes how the fork's prefix "
-            "is matched; a plain run matches nothing"
-        )
-        return 2
-    if args.from_run is None and (
-        getattr(args, "ignore", None)
-        or getattr(args, "substitute", None)
-        or getattr(args, "volatile_tool", None)
-    ):
-        messages.error(
-            "error: --ignore, --substitute and --volatile-tool go with --from RUN@SELECTOR: they "
-            "change how the fork's prefix is matched; a plain run matches nothing"
-        )
-        return 2
+    for dests, said in _FORK_ONLY if args.from_run is None else ():
+        if any(getattr(args, d, None) not in (None, False, []) for d in dests):
+            messages.error(f"error: {said}")
+            return 2
     if args.output is None:
         if not args.inspect:
             messages.error(
@@ -446,21 +432,6 @@ def _inspect_viewer(config: Any) -> tuple[list[str], Path, Path] | str:
     return viewer, child_log, child_status
 
 
-def _fork_status(fork: Any, rc: int) -> int:
-    """A fork's report said, and the run's status: 1 when the fork failed and the command did
-    not."""
-    for line in fork.report:
-        messages.emit(line)
-    if fork.status and not rc:
-        messages.error(
-            "the fork failed (above): a request before the cursor matched no recorded turn (the "
-            "client diverged beyond what the prefix mode tolerates), or an edit never applied; "
-            "exit status 1"
-        )
-        return 1
-    return rc
-
-
 def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> int:
     """One ``run`` (a fork with ``--from``); a fork's branch cassette, once begun, is added to
     ``written`` (``--repeat`` compares only the branches it wrote)."""
@@ -504,9 +475,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         if written is not None:
             written.append(target.path)
     try:
-        rc, addon = asyncio.run(
-            _run_child(run_child, config, argv, child_log, viewer, child_status, fork)
-        )
+        rc, addon = asyncio.run(_run_child(config, argv, child_log, viewer, child_status, fork))
     except (BusyPort, RecorderError, CassetteIOError) as exc:
         messages.error(f"error: {exc}")
         return 2
@@ -558,31 +527,30 @@ def _start_fork(args: argparse.Namespace, config: Any) -> Any:
 
 
 def _finish_fork(fork: Any, path: Path, rc: int) -> int:
-    """The end of a fork's run: what the prefix tolerated added to the branch's record; the run's
-    status, with the fork's (:func:`_fork_status`)."""
+    """The end of a fork's run: what the prefix tolerated added to the branch's record, the fork's
+    report said; the run's status (1 when the fork failed and the command did not)."""
     try:
         fork.finish(path)  # what the prefix tolerated, on the branch's record
     except (CassetteIOError, OSError) as exc:
         messages.error(f"error: the tolerated differences could not be added to {path}: {exc}")
         rc = rc or 1
-    return _fork_status(fork, rc)
+    for line in fork.report:
+        messages.emit(line)
+    if fork.status and not rc:
+        messages.error(
+            "the fork failed (above): a request before the cursor matched no recorded turn (the "
+            "client diverged beyond what the prefix mode tolerates), or an edit never applied; "
+            "exit status 1"
+        )
+        return 1
+    return rc
 
 
 async def _run_child(
-    run_child: Any,
-    config: Any,
-    argv: list[str],
-    child_log: Any,
-    viewer: Any,
-    child_status: Any,
-    fork: Any,
+    config: Any, argv: list[str], child_log: Any, viewer: Any, child_status: Any, fork: Any
 ) -> Any:
-    """``run_child``, with a fork's replay server in front of the recorder when ``--from`` is
-    given."""
-    if fork is None:
-        return await run_child(
-            config, argv, child_log=child_log, viewer=viewer, child_status=child_status
-        )
+    """:func:`~proxy.launcher.run_child`, with a fork's replay server in front of the recorder
+    when ``--from`` is given."""
     try:
         return await run_child(
             config,
@@ -590,7 +558,8 @@ async def _run_child(
             child_log=child_log,
             viewer=viewer,
             child_status=child_status,
-            child_env=fork.start,
+            child_env=None if fork is None else fork.start,
         )
     finally:
-        fork.status = await fork.stop()
+        if fork is not None:
+            fork.status = await fork.stop()
