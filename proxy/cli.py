@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -249,33 +250,27 @@ def summary_lines(path: Path, before: int = 0) -> list[str]:
 
 
 def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
-    by_layer = {
-        layer: sum(1 for f in run.findings if f.layer == layer and f.severity.value != "info")
-        for layer in "EAC"
-    }
+    by_layer = Counter(f.layer for f in run.findings if f.severity.value != "info")
     # one pass over the turns (a streamed run restores each from its store as it is read)
     tokens = [t.tokens for t in run.turns.values()]
-    tin = sum(t.input or 0 for t in tokens)
-    tout = sum(t.output or 0 for t in tokens)
-    costs = [t.cost for t in tokens]
-    known = [c for c in costs if c is not None]
-    guessed = any(t.price_estimated for t in tokens if t.cost is not None)
-    cost = (
-        money(sum(known, Decimal(0)), guessed)
-        + ("" if len(known) == len(costs) else " (some prices unknown)")
-        + (f" ({ESTIMATED_NOTE.removeprefix('~: ')})" if guessed else "")
-        if known
-        else "unknown"
-    )
-    lines = [
+    priced = [t for t in tokens if t.cost is not None]
+    cost = "unknown"
+    if priced:
+        guessed = any(t.price_estimated for t in priced)
+        cost = (
+            money(sum((t.cost for t in priced), Decimal(0)), guessed)
+            + ("" if len(priced) == len(tokens) else " (some prices unknown)")
+            + (f" ({ESTIMATED_NOTE.removeprefix('~: ')})" if guessed else "")
+        )
+    return [
         f"{count(exchanges, 'round trip')}{' appended' if before else ''} in {path}: "
         f"{count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
         f"findings (warnings and errors) by layer: E {by_layer['E']}, "
         f"A {by_layer['A']}, C {by_layer['C']}",
-        f"tokens in {tin}, out {tout}; cost {cost}",
+        f"tokens in {sum(t.input or 0 for t in tokens)}, out {sum(t.output or 0 for t in tokens)}; "
+        f"cost {cost}",
         f"details: {looptap_command()} show {shlex.quote(str(path))}",
     ]
-    return lines
 
 
 def _default_output() -> str:
