@@ -178,17 +178,20 @@ def add_args(p: Any, sections: Sequence[Section]) -> None:
             getattr(import_module(module), function)(p, **s.options)
         else:
             for key, spec in s.items():
-                _add_arg(p, key, Arg(spec) if isinstance(spec, str) else spec)
+                _add_arg(p, key, spec)
 
 
-def _add_arg(p: Any, key: str, arg: Arg) -> None:
+def _add_arg(p: Any, key: str, spec: str | Arg) -> None:
     """``key``'s flags (or a positional's name), then its metavar, as a usage line writes them."""
     words = key.split(" ")
-    flags = [w for w in words if w.startswith("-")] or words[:1]
-    metavar = " ".join(words[len(flags) :])
-    p.add_argument(
-        *flags, help=arg.help, **({"metavar": metavar} if metavar else {}), **arg.options
-    )
+    n = 1
+    while n < len(words) and words[n][0] == "-":
+        n += 1
+    kw = {"metavar": " ".join(words[n:])} if n < len(words) else {}
+    if isinstance(spec, str):
+        p.add_argument(*words[:n], help=spec, **kw)
+    else:
+        p.add_argument(*words[:n], help=spec.help, **kw, **spec.options)
 
 
 def _available(command: Command) -> str | None:
