@@ -1,6 +1,6 @@
-"""The commands of ``looptap``, each declared once: its name, help, arguments and handler
-(``"module:function"``, imported only when the command runs: :mod:`cassettes.commands.registry`)
-and its arguments as ``--help`` lists them (:data:`~cassettes.commands.registry.Args`).
+"""The commands of ``looptap``, each declared once: its name, help, handler (``"module:function"``,
+imported only when the command runs: :mod:`cassettes.commands.registry`) and arguments, each keyed
+by its flags and metavar as ``--help`` writes them (:data:`~cassettes.commands.registry.Args`).
 The order is the order ``looptap --help`` lists them in. A command of a package that may live in
 another environment (the recorder beside mitmproxy, the inspector beside Textual) is declared here
 too: its handler's module is imported only where it runs.
