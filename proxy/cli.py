@@ -396,37 +396,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     return rc
 
 
-def _inspect_viewer(config: Any) -> tuple[list[str], Path, Path] | str:
-    """``--inspect``: the inspector's command line (following the recording), the file the
-    command's output goes to, and where the recorder writes the command's exit status; or why
-    the inspector cannot run here."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return (
-            "error: --inspect needs a terminal (stdin and stdout are not one); "
-            "record without it and open the cassette later with looptap inspect"
-        )
-    if importlib.util.find_spec("textual") is None:
-        return (
-            "error: --inspect needs the inspector in this environment: "
-            f"{install_command('proxy', 'inspector')}"
-        )
-    child_log = Path(str(config.output) + ".log")
-
-    status_dir = tempfile.mkdtemp(prefix="looptap-run-")
-    child_status = Path(status_dir) / "exit-status"
-    viewer = [
-        sys.executable,
-        "-m",
-        "cassettes.cli",
-        "inspect",
-        "--live",
-        "--child-status",
-        str(child_status),
-        str(config.output),
-    ]
-    return viewer, child_log, child_status
-
-
 def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> int:
     """One ``run`` (a fork with ``--from``); a fork's branch cassette, once begun, is added to
     ``written`` (``--repeat`` compares only the branches it wrote)."""
@@ -492,21 +461,31 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
 def _inspecting(
     args: argparse.Namespace, config: Any
 ) -> tuple[list[str] | None, Path | None, Path | None] | str:
-    """With ``--inspect``: the viewer's command, the file the command's output goes to (said
-    here) and the one its exit status goes to (:func:`_inspect_viewer`), or why not; without it,
-    none of them."""
+    """With ``--inspect``: the inspector's command line (following the recording), the file the
+    command's output goes to (said here) and where the recorder writes the command's exit status;
+    or why the inspector cannot run here. Without it, none of them."""
     if not args.inspect:
         return None, None, None
-    inspecting = _inspect_viewer(config)
-    if isinstance(inspecting, str):
-        return inspecting
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return (
+            "error: --inspect needs a terminal (stdin and stdout are not one); "
+            "record without it and open the cassette later with looptap inspect"
+        )
+    if importlib.util.find_spec("textual") is None:
+        return (
+            "error: --inspect needs the inspector in this environment: "
+            f"{install_command('proxy', 'inspector')}"
+        )
+    child_log = Path(str(config.output) + ".log")
+    child_status = Path(tempfile.mkdtemp(prefix="looptap-run-")) / "exit-status"
     chosen = (
         f"recording into {config.output} (no -o given); "
         if getattr(args, "output_chosen", False)
         else ""
     )
-    messages.emit(f"{chosen}the command's output goes to {inspecting[1]}")
-    return inspecting
+    messages.emit(f"{chosen}the command's output goes to {child_log}")
+    inspect = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", "--child-status"]
+    return [*inspect, str(child_status), str(config.output)], child_log, child_status
 
 
 def _start_fork(args: argparse.Namespace, config: Any) -> Any:
