@@ -254,13 +254,6 @@ def _has_own(headers: Any) -> bool:
     return any(k[:10].lower() == b"x-looptap-" for k, _ in headers.fields)
 
 
-def _fields(headers: Any) -> list[tuple[str, str]]:
-    return [
-        (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
-        for k, v in headers.fields
-    ]
-
-
 def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) -> Exchange:
     """The one place a mitmproxy flow becomes a neutral exchange. Bodies are left as they crossed
     the wire (content-encoded, and marked so): the writer process's recording pipeline decodes
@@ -275,7 +268,7 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
     ex = Exchange(
         method=req.method,
         url=url,
-        request_headers=_fields(req.headers),
+        request_headers=list(req.headers.items(multi=True)),
         request_body=_request_body(flow),
         started=start,
         request_encoded=True,
@@ -332,7 +325,7 @@ def _response_into(ex: Exchange, resp: http.Response, tee: Tee | None, start: fl
     """The response's status, headers, chunks (as the tee timed them) and timings, into ``ex``."""
     ex.status = resp.status_code
     ex.reason = resp.reason
-    ex.response_headers = _fields(resp.headers)
+    ex.response_headers = list(resp.headers.items(multi=True))
     if tee is not None and tee.chunks:
         ex.response_chunks = [(max(0.0, t - start), c) for t, c in tee.chunks]
     elif resp.raw_content:
@@ -652,8 +645,8 @@ class LooptapRecorder:
         flow.metadata["looptap_done"] = True  # the upgrade itself is not a round trip
         session = WsSession(
             url=flow.request.pretty_url,
-            request_headers=_fields(flow.request.headers),
-            response_headers=_fields(flow.response.headers),
+            request_headers=list(flow.request.headers.items(multi=True)),
+            response_headers=list(flow.response.headers.items(multi=True)),
             started=flow.request.timestamp_start,
         )
         flow.metadata["looptap_ws"] = session
