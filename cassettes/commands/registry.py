@@ -185,7 +185,7 @@ def _add_arg(p: Any, key: str, spec: str | Arg) -> None:
     """``key``'s flags (or a positional's name), then its metavar, as a usage line writes them."""
     words = key.split(" ")
     n = 1
-    while n < len(words) and words[n][0] == "-":
+    while n < len(words) and words[n].startswith("-"):
         n += 1
     kw = {"metavar": " ".join(words[n:])} if n < len(words) else {}
     if isinstance(spec, str):
