@@ -96,6 +96,63 @@ CAPPED = "looptap_capped"
 MAX_REQUEST = 32 << 20
 
 
+#: The addon's options (mitmproxy's ``--set``): name, type, default and help.
+OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
+    (
+        "looptap_output",
+        str,
+        "",
+        "Path of the looptap cassette to append recorded LLM round trips to (JSONL). Empty: "
+        "record nothing.",
+    ),
+    (
+        "looptap_record_hosts",
+        Sequence[str],
+        [],
+        "Extra hosts (glob patterns) to record in forward-proxy mode, besides the known LLM API "
+        "hosts.",
+    ),
+    (
+        "looptap_redact_headers",
+        Sequence[str],
+        [],
+        "Extra header names whose values are redacted before anything is written (besides the "
+        "built-in credential names; also [tool.looptap.redact] headers in ./pyproject.toml).",
+    ),
+    (
+        "looptap_redact_patterns",
+        Sequence[str],
+        [],
+        "Extra regular expressions redacted wherever they match, in headers, URLs and bodies "
+        "(also [tool.looptap.redact] patterns in ./pyproject.toml).",
+    ),
+    (
+        "looptap_flow_bodies",
+        bool,
+        True,
+        "Put each streamed response body back on its flow once it has ended, for the tools that "
+        "show or save flows (mitmweb, mitmdump -w). looptap's own launcher has none and turns "
+        "this off: one copy less of every body in memory.",
+    ),
+    (
+        "looptap_durable",
+        bool,
+        False,
+        "Hold the end of each recorded response (over a WebSocket, the message that completes a "
+        "turn) until its round trip is in the cassette, so a crash of the recorder (even SIGKILL) "
+        "never loses a round trip the agent has finished receiving. Each response then waits for "
+        "the writer (about a millisecond on an idle machine, more under load).",
+    ),
+    (
+        "looptap_fsync",
+        bool,
+        False,
+        "fsync the cassette after every round trip (slower; survives power loss, not only "
+        "crashes).",
+    ),
+)
+
+
 class Tee:
     """The stream callable: forwards every chunk untouched and keeps a timestamped copy.
 
@@ -197,13 +254,6 @@ def _has_own(headers: Any) -> bool:
     return any(k[:10].lower() == b"x-looptap-" for k, _ in headers.fields)
 
 
-def _fields(headers: Any) -> list[tuple[str, str]]:
-    return [
-        (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
-        for k, v in headers.fields
-    ]
-
-
 def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) -> Exchange:
     """The one place a mitmproxy flow becomes a neutral exchange. Bodies are left as they crossed
     the wire (content-encoded, and marked so): the writer process's recording pipeline decodes
@@ -218,7 +268,7 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
     ex = Exchange(
         method=req.method,
         url=url,
-        request_headers=_fields(req.headers),
+        request_headers=list(req.headers.items(multi=True)),
         request_body=_request_body(flow),
         started=start,
         request_encoded=True,
@@ -275,7 +325,7 @@ def _response_into(ex: Exchange, resp: http.Response, tee: Tee | None, start: fl
     """The response's status, headers, chunks (as the tee timed them) and timings, into ``ex``."""
     ex.status = resp.status_code
     ex.reason = resp.reason
-    ex.response_headers = _fields(resp.headers)
+    ex.response_headers = list(resp.headers.items(multi=True))
     if tee is not None and tee.chunks:
         ex.response_chunks = [(max(0.0, t - start), c) for t, c in tee.chunks]
     elif resp.raw_content:
@@ -290,8 +340,8 @@ def _response_into(ex: Exchange, resp: http.Response, tee: Tee | None, start: fl
     if announced and resp.http_version.startswith("HTTP/1"):
         ex.notes.append(
             f"trailers: the upstream announced trailer fields ({announced}) after the body; "
-            "the recorder's mitmproxy passes no HTTP/1 trailer fields: dropped, for the client "
-            "and the cassette alike"
+            "the recorder's mitmproxy passes no HTTP/1 trailer fields: dropped, for the client and "
+            "the cassette alike"
         )
 
 
@@ -306,8 +356,8 @@ def _marks_into(ex: Exchange, metadata: dict[str, Any]) -> None:
         )
     if metadata.get(EDITS_REFUSED):
         ex.notes.append(
-            "edits: the request carried edit marks that this run's "
-            "fork did not make (sent by the client?); dropped"
+            "edits: the request carried edit marks that this run's fork did not make (sent by the "
+            "client?); dropped"
         )
     marks = metadata.get(EDITS)
     if marks is not None:
@@ -344,58 +394,8 @@ class LooptapRecorder:
         refused = http1_fixes.apply()
         if refused is not None:
             messages.emit(refused, logging.WARNING)
-        loader.add_option(
-            "looptap_output",
-            str,
-            "",
-            "Path of the looptap cassette to append recorded LLM "
-            "round trips to (JSONL). Empty: record nothing.",
-        )
-        loader.add_option(
-            "looptap_record_hosts",
-            Sequence[str],
-            [],
-            "Extra hosts (glob patterns) to record in forward-proxy "
-            "mode, besides the known LLM API hosts.",
-        )
-        loader.add_option(
-            "looptap_redact_headers",
-            Sequence[str],
-            [],
-            "Extra header names whose values are redacted before anything is written (besides the "
-            "built-in credential names; also [tool.looptap.redact] headers in ./pyproject.toml).",
-        )
-        loader.add_option(
-            "looptap_redact_patterns",
-            Sequence[str],
-            [],
-            "Extra regular expressions redacted wherever they match, in headers, URLs and bodies "
-            "(also [tool.looptap.redact] patterns in ./pyproject.toml).",
-        )
-        loader.add_option(
-            "looptap_flow_bodies",
-            bool,
-            True,
-            "Put each streamed response body back on its flow once it has ended, for the tools "
-            "that show or save flows (mitmweb, mitmdump -w). looptap's own launcher has none and "
-            "turns this off: one copy less of every body in memory.",
-        )
-        loader.add_option(
-            "looptap_durable",
-            bool,
-            False,
-            "Hold the end of each recorded response (over a WebSocket, the message that completes "
-            "a turn) until its round trip is in the cassette, so a crash of the recorder (even "
-            "SIGKILL) never loses a round trip the agent has finished receiving. Each response "
-            "then waits for the writer (about a millisecond on an idle machine, more under load).",
-        )
-        loader.add_option(
-            "looptap_fsync",
-            bool,
-            False,
-            "fsync the cassette after every round trip (slower; "
-            "survives power loss, not only crashes).",
-        )
+        for option in OPTIONS:
+            loader.add_option(*option)
 
     def configure(self, updated: set[str]) -> None:
         if "looptap_durable" in updated:
@@ -645,8 +645,8 @@ class LooptapRecorder:
         flow.metadata["looptap_done"] = True  # the upgrade itself is not a round trip
         session = WsSession(
             url=flow.request.pretty_url,
-            request_headers=_fields(flow.request.headers),
-            response_headers=_fields(flow.response.headers),
+            request_headers=list(flow.request.headers.items(multi=True)),
+            response_headers=list(flow.response.headers.items(multi=True)),
             started=flow.request.timestamp_start,
         )
         flow.metadata["looptap_ws"] = session

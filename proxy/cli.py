@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -63,14 +64,14 @@ def _no_mitmproxy() -> str:
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
-def _exposure_warning(host: str) -> str | None:
-    if host in _LOOPBACK or host.startswith("127."):
-        return None
-    return (
-        f"looptap: warning: listening on {host}, not loopback: anyone who can reach this machine "
-        "can send requests through the proxy and read the responses; use it only on a trusted "
-        "network"
-    )
+def _warn_exposure(args: argparse.Namespace) -> None:
+    host = args.listen_host
+    if host not in _LOOPBACK and not host.startswith("127."):
+        messages.error(
+            f"warning: listening on {host}, not loopback: anyone who can reach this machine can "
+            "send requests through the proxy and read the responses; use it only on a trusted "
+            "network"
+        )
 
 
 def _output(raw: str) -> tuple[Path, bool]:
@@ -100,24 +101,15 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
                 f"-o +{path}: a fork writes a branch of its own (its header names the run it "
                 "forks), never appended to a cassette; give -o a new path"
             )
-    if append:
-        target = check_target(
-            path,
-            "the cassette",
-            owned=is_cassette,
-            hint="-o +FILE appends only to a looptap cassette",
-            appends=True,
-            parents=True,
-        )
-    else:
-        target = check_target(
-            path,
-            "the cassette",
-            owned=is_cassette,
-            force=args.force,
-            hint="--force replaces it",
-            parents=True,
-        )
+    target = check_target(
+        path,
+        "the cassette",
+        owned=is_cassette,
+        force=not append and args.force,
+        hint="-o +FILE appends only to a looptap cassette" if append else "--force replaces it",
+        appends=append,
+        parents=True,
+    )
     if config.ready_file is not None:
         check_ready_path(config.ready_file, cassette=path)
     if child_log is not None:
@@ -213,12 +205,6 @@ def _config(args: argparse.Namespace) -> Any:
     )
 
 
-def _warn_exposure(args: argparse.Namespace) -> None:
-    warning = _exposure_warning(args.listen_host)
-    if warning:
-        messages.error(warning.removeprefix("looptap: "))
-
-
 def cmd_record(args: argparse.Namespace) -> int:
     messages.to_stderr()
     _warn_exposure(args)
@@ -264,33 +250,27 @@ def summary_lines(path: Path, before: int = 0) -> list[str]:
 
 
 def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
-    by_layer = {
-        layer: sum(1 for f in run.findings if f.layer == layer and f.severity.value != "info")
-        for layer in "EAC"
-    }
+    by_layer = Counter(f.layer for f in run.findings if f.severity.value != "info")
     # one pass over the turns (a streamed run restores each from its store as it is read)
     tokens = [t.tokens for t in run.turns.values()]
-    tin = sum(t.input or 0 for t in tokens)
-    tout = sum(t.output or 0 for t in tokens)
-    costs = [t.cost for t in tokens]
-    known = [c for c in costs if c is not None]
-    guessed = any(t.price_estimated for t in tokens if t.cost is not None)
-    cost = (
-        money(sum(known, Decimal(0)), guessed)
-        + ("" if len(known) == len(costs) else " (some prices unknown)")
-        + (f" ({ESTIMATED_NOTE.removeprefix('~: ')})" if guessed else "")
-        if known
-        else "unknown"
-    )
-    lines = [
+    priced = [t for t in tokens if t.cost is not None]
+    cost = "unknown"
+    if priced:
+        guessed = any(t.price_estimated for t in priced)
+        cost = (
+            money(sum((t.cost for t in priced), Decimal(0)), guessed)
+            + ("" if len(priced) == len(tokens) else " (some prices unknown)")
+            + (f" ({ESTIMATED_NOTE.removeprefix('~: ')})" if guessed else "")
+        )
+    return [
         f"{count(exchanges, 'round trip')}{' appended' if before else ''} in {path}: "
         f"{count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
         f"findings (warnings and errors) by layer: E {by_layer['E']}, "
         f"A {by_layer['A']}, C {by_layer['C']}",
-        f"tokens in {tin}, out {tout}; cost {cost}",
+        f"tokens in {sum(t.input or 0 for t in tokens)}, out {sum(t.output or 0 for t in tokens)}; "
+        f"cost {cost}",
         f"details: {looptap_command()} show {shlex.quote(str(path))}",
     ]
-    return lines
 
 
 def _default_output() -> str:
@@ -304,36 +284,37 @@ def _default_output() -> str:
     return name
 
 
+#: The options only a fork (``--from``) takes, by their dests, and what a plain run given one says.
+_FORK_ONLY = (
+    (
+        ("model", "edit"),
+        "--model and --edit go with --from RUN@SELECTOR: they change what a fork sends live; a "
+        "plain run records the agent as it is",
+    ),
+    (
+        ("prefix",),
+        "--prefix goes with --from RUN@SELECTOR: it says how the fork's prefix is matched; a "
+        "plain run matches nothing",
+    ),
+    (
+        ("no_volatile",),
+        "--no-volatile goes with --from RUN@SELECTOR: it changes how the fork's prefix is "
+        "matched; a plain run matches nothing",
+    ),
+    (
+        ("ignore", "substitute", "volatile_tool"),
+        "--ignore, --substitute and --volatile-tool go with --from RUN@SELECTOR: they change how "
+        "the fork's prefix is matched; a plain run matches nothing",
+    ),
+)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     messages.to_stderr()
-    if args.from_run is None and (args.model is not None or args.edit):
-        messages.error(
-            "error: --model and --edit go with --from RUN@SELECTOR: they change what a fork sends "
-            "live; a plain run records the agent as it is"
-        )
-        return 2
-    if args.from_run is None and getattr(args, "prefix", None) is not None:
-        messages.error(
-            "error: --prefix goes with --from RUN@SELECTOR: it says how the fork's prefix is "
-            "matched; a plain run matches nothing"
-        )
-        return 2
-    if args.from_run is None and getattr(args, "no_volatile", False):
-        messages.error(
-            "error: --no-volatile goes with --from RUN@SELECTOR: it changes how the fork's prefix "
-            "is matched; a plain run matches nothing"
-        )
-        return 2
-    if args.from_run is None and (
-        getattr(args, "ignore", None)
-        or getattr(args, "substitute", None)
-        or getattr(args, "volatile_tool", None)
-    ):
-        messages.error(
-            "error: --ignore, --substitute and --volatile-tool go with --from RUN@SELECTOR: they "
-            "change how the fork's prefix is matched; a plain run matches nothing"
-        )
-        return 2
+    for dests, said in _FORK_ONLY if args.from_run is None else ():
+        if any(getattr(args, d, None) not in (None, False, []) for d in dests):
+            messages.error(f"error: {said}")
+            return 2
     if args.output is None:
         if not args.inspect:
             messages.error(
@@ -415,52 +396,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     return rc
 
 
-def _inspect_viewer(config: Any) -> tuple[list[str], Path, Path] | str:
-    """``--inspect``: the inspector's command line (following the recording), the file the
-    command's output goes to, and where the recorder writes the command's exit status; or why
-    the inspector cannot run here."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return (
-            "error: --inspect needs a terminal (stdin and stdout are not one); "
-            "record without it and open the cassette later with looptap inspect"
-        )
-    if importlib.util.find_spec("textual") is None:
-        return (
-            "error: --inspect needs the inspector in this environment: "
-            f"{install_command('proxy', 'inspector')}"
-        )
-    child_log = Path(str(config.output) + ".log")
-
-    status_dir = tempfile.mkdtemp(prefix="looptap-run-")
-    child_status = Path(status_dir) / "exit-status"
-    viewer = [
-        sys.executable,
-        "-m",
-        "cassettes.cli",
-        "inspect",
-        "--live",
-        "--child-status",
-        str(child_status),
-        str(config.output),
-    ]
-    return viewer, child_log, child_status
-
-
-def _fork_status(fork: Any, rc: int) -> int:
-    """A fork's report said, and the run's status: 1 when the fork failed and the command did
-    not."""
-    for line in fork.report:
-        messages.emit(line)
-    if fork.status and not rc:
-        messages.error(
-            "the fork failed (above): a request before the cursor matched no recorded turn (the "
-            "client diverged beyond what the prefix mode tolerates), or an edit never applied; "
-            "exit status 1"
-        )
-        return 1
-    return rc
-
-
 def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> int:
     """One ``run`` (a fork with ``--from``); a fork's branch cassette, once begun, is added to
     ``written`` (``--repeat`` compares only the branches it wrote)."""
@@ -504,9 +439,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         if written is not None:
             written.append(target.path)
     try:
-        rc, addon = asyncio.run(
-            _run_child(run_child, config, argv, child_log, viewer, child_status, fork)
-        )
+        rc, addon = asyncio.run(_run_child(config, argv, child_log, viewer, child_status, fork))
     except (BusyPort, RecorderError, CassetteIOError) as exc:
         messages.error(f"error: {exc}")
         return 2
@@ -528,21 +461,31 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
 def _inspecting(
     args: argparse.Namespace, config: Any
 ) -> tuple[list[str] | None, Path | None, Path | None] | str:
-    """With ``--inspect``: the viewer's command, the file the command's output goes to (said
-    here) and the one its exit status goes to (:func:`_inspect_viewer`), or why not; without it,
-    none of them."""
+    """With ``--inspect``: the inspector's command line (following the recording), the file the
+    command's output goes to (said here) and where the recorder writes the command's exit status;
+    or why the inspector cannot run here. Without it, none of them."""
     if not args.inspect:
         return None, None, None
-    inspecting = _inspect_viewer(config)
-    if isinstance(inspecting, str):
-        return inspecting
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return (
+            "error: --inspect needs a terminal (stdin and stdout are not one); "
+            "record without it and open the cassette later with looptap inspect"
+        )
+    if importlib.util.find_spec("textual") is None:
+        return (
+            "error: --inspect needs the inspector in this environment: "
+            f"{install_command('proxy', 'inspector')}"
+        )
+    child_log = Path(str(config.output) + ".log")
+    child_status = Path(tempfile.mkdtemp(prefix="looptap-run-")) / "exit-status"
     chosen = (
         f"recording into {config.output} (no -o given); "
         if getattr(args, "output_chosen", False)
         else ""
     )
-    messages.emit(f"{chosen}the command's output goes to {inspecting[1]}")
-    return inspecting
+    messages.emit(f"{chosen}the command's output goes to {child_log}")
+    inspect = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", "--child-status"]
+    return [*inspect, str(child_status), str(config.output)], child_log, child_status
 
 
 def _start_fork(args: argparse.Namespace, config: Any) -> Any:
@@ -558,31 +501,30 @@ def _start_fork(args: argparse.Namespace, config: Any) -> Any:
 
 
 def _finish_fork(fork: Any, path: Path, rc: int) -> int:
-    """The end of a fork's run: what the prefix tolerated added to the branch's record; the run's
-    status, with the fork's (:func:`_fork_status`)."""
+    """The end of a fork's run: what the prefix tolerated added to the branch's record, the fork's
+    report said; the run's status (1 when the fork failed and the command did not)."""
     try:
         fork.finish(path)  # what the prefix tolerated, on the branch's record
     except (CassetteIOError, OSError) as exc:
         messages.error(f"error: the tolerated differences could not be added to {path}: {exc}")
         rc = rc or 1
-    return _fork_status(fork, rc)
+    for line in fork.report:
+        messages.emit(line)
+    if fork.status and not rc:
+        messages.error(
+            "the fork failed (above): a request before the cursor matched no recorded turn (the "
+            "client diverged beyond what the prefix mode tolerates), or an edit never applied; "
+            "exit status 1"
+        )
+        return 1
+    return rc
 
 
 async def _run_child(
-    run_child: Any,
-    config: Any,
-    argv: list[str],
-    child_log: Any,
-    viewer: Any,
-    child_status: Any,
-    fork: Any,
+    config: Any, argv: list[str], child_log: Any, viewer: Any, child_status: Any, fork: Any
 ) -> Any:
-    """``run_child``, with a fork's replay server in front of the recorder when ``--from`` is
-    given."""
-    if fork is None:
-        return await run_child(
-            config, argv, child_log=child_log, viewer=viewer, child_status=child_status
-        )
+    """:func:`~proxy.launcher.run_child`, with a fork's replay server in front of the recorder
+    when ``--from`` is given."""
     try:
         return await run_child(
             config,
@@ -590,7 +532,8 @@ async def _run_child(
             child_log=child_log,
             viewer=viewer,
             child_status=child_status,
-            child_env=fork.start,
+            child_env=None if fork is None else fork.start,
         )
     finally:
-        fork.status = await fork.stop()
+        if fork is not None:
+            fork.status = await fork.stop()

@@ -83,11 +83,7 @@ class Receipt:
 
     def _release(self) -> None:
         """From any thread: on the receipt's own loop at once, else through it."""
-        try:
-            here = asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            here = False
-        if here:
+        if _runs(self._loop):
             self._set()
             return
         try:
@@ -385,18 +381,12 @@ class Handoff:
         elif kind == "failed":
             messages.error(f"round trip NOT recorded: {msg}")
 
-    def _on_loop_thread(self) -> bool:
-        try:
-            return asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            return False
-
     def flush(self, timeout: float = 60.0) -> None:
         """Wait until the writer has answered for every round trip handed over (or is gone: what
         it never answered is then counted as storage errors). From any thread."""
         # On another thread while the event loop moves the answers: wait for it; else pump here.
         waits_for_loop = (
-            self._loop is not None and self._loop.is_running() and not self._on_loop_thread()
+            self._loop is not None and self._loop.is_running() and not _runs(self._loop)
         )
         deadline = time.monotonic() + timeout
         while True:
@@ -457,6 +447,14 @@ class Handoff:
             self.lost.append(f"{_trips(n)}: {why}")
             self._done.notify_all()
         messages.error(f"STORAGE ERROR: {said}")
+
+
+def _runs(loop: asyncio.AbstractEventLoop | None) -> bool:
+    """Whether ``loop`` is the event loop running in this thread."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _read_available(fd: int, reader: FrameReader) -> bool:

@@ -19,7 +19,7 @@ import ssl
 import stat
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
     from urllib.parse import SplitResult
 
 __all__ = [
-    "BUILTIN_UPSTREAMS",
     "BusyPort",
     "Listener",
     "Recorder",
@@ -63,9 +62,6 @@ __all__ = [
     "RecorderError",
     "free_port",
 ]
-
-#: name → (upstream, base-URL environment variables, path suffix); kept with the providers.
-BUILTIN_UPSTREAMS = REVERSE_UPSTREAMS
 
 
 class RecorderError(RuntimeError):
@@ -122,7 +118,7 @@ class RecorderConfig:
     def listeners(self) -> list[Listener]:
         """One listener per upstream and the forward proxy, each on a port of its own."""
         out: list[Listener] = []
-        names = list(BUILTIN_UPSTREAMS) + [n for n in self.upstreams if n not in BUILTIN_UPSTREAMS]
+        names = list(REVERSE_UPSTREAMS) + [n for n in self.upstreams if n not in REVERSE_UPSTREAMS]
         port = self.base_port
         given: set[int] = set()
 
@@ -132,7 +128,7 @@ class RecorderConfig:
             return got
 
         for name in names:
-            upstream, env, suffix = BUILTIN_UPSTREAMS.get(
+            upstream, env, suffix = REVERSE_UPSTREAMS.get(
                 name, ("", (f"{name.upper().replace('-', '_')}_BASE_URL",), "")
             )
             upstream = self.upstreams.get(name, upstream)
@@ -140,7 +136,7 @@ class RecorderConfig:
             port = port + 1 if port else 0
         out.append(Listener("forward", None, pick()))
         for lst in out:
-            if lst.name in BUILTIN_UPSTREAMS and lst.name not in self.upstreams:
+            if lst.name in REVERSE_UPSTREAMS and lst.name not in self.upstreams:
                 _follow(lst, self.environ, self.host, given)
         return out
 
@@ -658,52 +654,55 @@ class Recorder:
 FLUSHED = "flushed:"
 
 
-def export_lines(env: dict[str, str]) -> list[str]:
-    return [f"export {k}={v}" for k, v in env.items()]
-
-
-async def record_forever(config: RecorderConfig, out: Sequence[str] | None = None) -> int:
+@contextlib.asynccontextmanager
+async def _recording(config: RecorderConfig) -> AsyncIterator[Recorder]:
+    """A started :class:`Recorder` (a ready file an earlier one left removed first: it must not be
+    read as this one's); at the end, however it comes, its ready file removed and it stopped."""
     rec = Recorder(config)
-    rec.clear_stale_ready()  # one left by an earlier recorder must not be read as this one's
+    rec.clear_stale_ready()
     await rec.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    # Handlers first: whoever reads the export lines may signal a stop at once.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    # a Ctrl-C during start-up that nothing raised: stop, do not wait for another
-    if interrupts.pending():
-        stop.set()
-    # SIGUSR1: store everything captured so far, then say how many round trips the cassette holds
-    # (the pytest plugin records a whole test session through one recorder and cuts the session
-    # cassette into one cassette per test at these marks).
-    flushes: set[asyncio.Task[None]] = set()
-
-    async def flush() -> None:
-        await loop.run_in_executor(None, rec.addon.handoff.flush)
-        # machine-read (cassettes/replay/testing/recording.py _FLUSHED): its words stay as they are
-        messages.emit(f"{FLUSHED} {rec.addon.handoff.recorded} round trips stored")
-
-    def on_flush() -> None:
-        task = loop.create_task(flush())
-        flushes.add(task)
-        task.add_done_callback(flushes.discard)
-
-    if hasattr(signal, "SIGUSR1"):
-        loop.add_signal_handler(signal.SIGUSR1, on_flush)
     try:
-        rec.write_ready()  # after the handlers: its reader may signal at once
-    except RecorderError:
+        yield rec
+    finally:
+        rec.remove_ready()
         await rec.stop()
-        raise
-    for line in export_lines(rec.env):
-        print(line)
-    sys.stdout.flush()  # the exports are out before the ready line
-    messages.emit(f"recording to {config.output} (Ctrl-C to stop)")
-    await stop.wait()
-    rec.remove_ready()
-    await rec.stop()
 
+
+async def record_forever(config: RecorderConfig) -> int:
+    """Record until SIGINT or SIGTERM (storing what was captured on SIGUSR1), the export lines
+    printed once the recorder is ready; the exit status (3: round trips lost)."""
+    async with _recording(config) as rec:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        # Handlers first: whoever reads the export lines may signal a stop at once.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        # a Ctrl-C during start-up that nothing raised: stop, do not wait for another
+        if interrupts.pending():
+            stop.set()
+        # SIGUSR1: store everything captured so far, then say how many round trips the cassette
+        # holds (the pytest plugin records a whole test session through one recorder and cuts the
+        # session cassette into one cassette per test at these marks).
+        flushes: set[asyncio.Task[None]] = set()
+
+        async def flush() -> None:
+            await loop.run_in_executor(None, rec.addon.handoff.flush)
+            # machine-read (cassettes/replay/testing/recording.py _FLUSHED): its words stay
+            messages.emit(f"{FLUSHED} {rec.addon.handoff.recorded} round trips stored")
+
+        def on_flush() -> None:
+            task = loop.create_task(flush())
+            flushes.add(task)
+            task.add_done_callback(flushes.discard)
+
+        if hasattr(signal, "SIGUSR1"):
+            loop.add_signal_handler(signal.SIGUSR1, on_flush)
+        rec.write_ready()  # after the handlers: its reader may signal at once
+        for k, v in rec.env.items():
+            print(f"export {k}={v}")
+        sys.stdout.flush()  # the exports are out before the ready line
+        messages.emit(f"recording to {config.output} (Ctrl-C to stop)")
+        await stop.wait()
     messages.emit(
         f"stopped; {count(rec.addon.handoff.recorded, 'round trip')} recorded in {config.output}"
     )
@@ -743,67 +742,49 @@ async def run_child(
     child still runs (and where its output goes); the child's exit status is written to
     ``child_status``, where a viewer still open reads it (it stops saying "live"). ``child_env``
     turns the recorder's environment into the child's (a fork puts its replay server in front)."""
-    rec = Recorder(config)
-    rec.clear_stale_ready()  # one left by an earlier recorder must not be read as this one's
-    await rec.start()
-    try:
+    async with _recording(config) as rec:
         rec.write_ready()
-    except RecorderError:
-        await rec.stop()
-        raise
-    try:
         env = {
             **os.environ,
             **(await child_env(dict(rec.env)) if child_env is not None else rec.env),
         }
-    except Exception:
-        rec.remove_ready()
-        await rec.stop()
-        raise
-    messages.emit(rec.exports(env))  # before the command starts: it may say nothing for a while
-
-    for line in start_advice(argv, env):  # a client that will not work as started: what to change
-        messages.emit(line)
-    # The child's output may echo prompts and answers: created 0600, like the cassette.
-    # Appended to, never through a link, only a regular file of this user (storage/paths.py).
-    try:
-        # closed below
-        log = private_open(child_log, append=True) if child_log is not None else None
-    except OSError as exc:
-        rec.remove_ready()
-        await rec.stop()
-        raise RecorderError(f"cannot write the command's output to {child_log}: {exc}") from None
-    # a Ctrl-C during start-up that nothing raised: the command is not started
-    if interrupts.pending():
-        if log is not None:
-            log.close()
-        rec.remove_ready()
-        await rec.stop()
-        return 130, rec.addon
-    try:
+        messages.emit(rec.exports(env))  # before the command starts: it may say nothing for a while
+        for line in start_advice(argv, env):  # a client that will not work as started: what to do
+            messages.emit(line)
+        # The child's output may echo prompts and answers: created 0600, like the cassette.
+        # Appended to, never through a link, only a regular file of this user (storage/paths.py).
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, env=env, stdin=subprocess.DEVNULL if viewer else None, stdout=log, stderr=log
-            )
+            log = private_open(child_log, append=True) if child_log is not None else None
         except OSError as exc:
-            rec.remove_ready()
-            await rec.stop()
-            raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-        loop = asyncio.get_running_loop()
+            raise RecorderError(
+                f"cannot write the command's output to {child_log}: {exc}"
+            ) from None
+        try:
+            # a Ctrl-C during start-up that nothing raised: the command is not started
+            if interrupts.pending():
+                return 130, rec.addon
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    env=env,
+                    stdin=subprocess.DEVNULL if viewer else None,
+                    stdout=log,
+                    stderr=log,
+                )
+            except OSError as exc:
+                raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
 
-        def pass_on(sig: int) -> None:
-            if proc.returncode is None:
-                proc.send_signal(sig)
+            def pass_on(sig: int) -> None:
+                if proc.returncode is None:
+                    proc.send_signal(sig)
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            # The child gets the terminal's SIGINT itself; SIGTERM is passed on.
-            loop.add_signal_handler(sig, pass_on, sig)
-        rc = await _child_beside_viewer(proc, viewer, child_log, child_status)
-        rec.remove_ready()
-        await rec.stop()
-    finally:
-        if log is not None:
-            log.close()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                # The child gets the terminal's SIGINT itself; SIGTERM is passed on.
+                asyncio.get_running_loop().add_signal_handler(sig, pass_on, sig)
+            rc = await _child_beside_viewer(proc, viewer, child_log, child_status)
+        finally:
+            if log is not None:
+                log.close()
     return rc, rec.addon
 
 

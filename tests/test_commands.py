@@ -11,7 +11,16 @@ from collections.abc import Iterator
 import pytest
 
 from cassettes.commands import COMMANDS, declared
-from cassettes.commands.registry import Arg, Command, Handler, add_command
+from cassettes.commands.registry import (
+    Arg,
+    Args,
+    Command,
+    Handler,
+    add_args,
+    add_command,
+    flag,
+    many,
+)
 
 
 def _every(commands: tuple[Command, ...]) -> Iterator[Command]:
@@ -44,13 +53,15 @@ def test_a_command_whose_module_is_not_installed_is_listed_and_refused_in_one_li
     missing = Command(
         "gone",
         "a command of a package not installed here",
-        Arg("--flag", action="store_true"),
+        {"--flag": flag("a flag")},
         run="looptap_no_such_package.cli:cmd_gone",
     )
     parser = argparse.ArgumentParser(prog="looptap")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_command(sub, missing, listing=True)
-    assert "(unavailable here: No module named 'looptap_no_such_package')" in parser.format_help()
+    assert "(unavailable here: No module named 'looptap_no_such_package')" in " ".join(
+        parser.format_help().split()
+    )
     args = parser.parse_args(["gone"])
     assert args.func(args) == 2
     err = capsys.readouterr().err
@@ -63,3 +74,31 @@ def test_a_command_whose_module_is_not_installed_is_listed_and_refused_in_one_li
     add_command(parser.add_subparsers(dest="command"), missing)
     args = parser.parse_args(["gone", "--flag"])
     assert args.flag is True and args.func(args) == 2
+
+
+def test_an_argument_is_declared_as_its_usage_line_writes_it() -> None:
+    """A declaration's key is the flags, then the metavar (a positional: its name, then its
+    metavar); its value the help, or an :class:`Arg` with the other keywords."""
+    parser = argparse.ArgumentParser(prog="x", add_help=False)
+    declared_args: Args = {
+        "-o --output FILE": "where",
+        "--json": flag("as JSON"),
+        "--upstream NAME=URL": many("where to"),
+        "--header 'NAME: VALUE'": many("a header"),
+        "--jobs N": Arg("at once", type=int, default=1),
+        "dirs DIR": Arg("directories", nargs="+"),
+    }
+    add_args(parser, (declared_args,))
+    assert " ".join(parser.format_usage().split()) == (
+        "usage: x [-o FILE] [--json] [--upstream NAME=URL] [--header 'NAME: VALUE'] [--jobs N] "
+        "DIR [DIR ...]"
+    )
+    args = parser.parse_args(["d1", "-o", "out", "--upstream", "a=b", "--upstream", "c=d"])
+    assert vars(args) == {
+        "output": "out",
+        "json": False,
+        "upstream": ["a=b", "c=d"],
+        "header": [],
+        "jobs": 1,
+        "dirs": ["d1"],
+    }

@@ -43,7 +43,7 @@ finally:
 from cassettes.commands import COMMANDS  # noqa: E402 - after the interrupt watch
 from cassettes.commands.registry import add_command, add_installed, loading  # noqa: E402
 
-__all__ = ["COMMANDS", "ShowFilter", "build_parser", "loading", "main", "subcommand_of", "tune_gc"]
+__all__ = ["COMMANDS", "build_parser", "loading", "main", "subcommand_of", "tune_gc"]
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -151,12 +151,3 @@ def _dispatch(args: argparse.Namespace) -> int:
     except OSError as exc:
         _err(f"error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}")
         return EXIT_ERROR
-
-
-def __getattr__(name: str) -> Any:
-    """``ShowFilter``, still importable from here (it is ``show``'s, loaded when asked)."""
-    if name == "ShowFilter":
-        from cassettes.cli.showfilter import ShowFilter
-
-        return ShowFilter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

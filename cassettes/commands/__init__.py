@@ -1,5 +1,6 @@
-"""The commands of ``looptap``, each declared once: its name, help, arguments and handler
-(``"module:function"``, imported only when the command runs: :mod:`cassettes.commands.registry`).
+"""The commands of ``looptap``, each declared once: its name, help, handler (``"module:function"``,
+imported only when the command runs: :mod:`cassettes.commands.registry`) and arguments, each keyed
+by its flags and metavar as ``--help`` writes them (:data:`~cassettes.commands.registry.Args`).
 The order is the order ``looptap --help`` lists them in. A command of a package that may live in
 another environment (the recorder beside mitmproxy, the inspector beside Textual) is declared here
 too: its handler's module is imported only where it runs.
@@ -9,127 +10,83 @@ from __future__ import annotations
 
 import argparse
 
-from cassettes.commands.registry import Arg, Command, Exclusive, Extend
+from cassettes.commands.registry import (
+    Arg,
+    Args,
+    Command,
+    Exclusive,
+    Extend,
+    add_args,
+    flag,
+    many,
+)
 
 __all__ = ["COMMANDS", "WHY_OPTIONS", "declared", "recorder_options"]
 
 #: ``--fleet`` and the output format of ``looptap query`` and the fleet's questions.
 _FLEET_OUTPUT = (
-    Arg(
-        "--fleet",
-        metavar="FLEET",
-        help="the index (default .looptap/fleet.duckdb) or a directory written by looptap export "
-        "--parquet",
-    ),
+    {
+        "--fleet FLEET": (
+            "the index (default .looptap/fleet.duckdb) or a directory written by looptap export "
+            "--parquet"
+        ),
+    },
     Exclusive(
-        (
-            Arg(
-                "--json",
-                dest="format",
-                action="store_const",
-                const="json",
-                help="one object per row",
-            ),
-            Arg("--csv", dest="format", action="store_const", const="csv", help="CSV"),
-        )
+        {
+            "--json": Arg("one object per row", dest="format", action="store_const", const="json"),
+            "--csv": Arg("CSV", dest="format", action="store_const", const="csv"),
+        },
     ),
 )
 _TABLE = {"format": "table"}
 
 #: ``looptap why``'s options (:func:`cassettes.why.cli.split_options` reads those written after
 #: the run with them).
-WHY_OPTIONS = (
-    Arg(
-        "--outcome",
+WHY_OPTIONS: Args = {
+    "--outcome": Arg(
+        "what failed means (default: the command's exit status is not 0)",
         choices=("exit",),
         default="exit",
-        help="what failed means (default: the command's exit status is not 0)",
     ),
-    Arg(
-        "--check",
-        metavar="CMD",
-        help="failed means: this shell command, run after the agent, exits with a status other "
-        "than 0",
+    "--check CMD": (
+        "failed means: this shell command, run after the agent, exits with a status other than 0"
     ),
-    Arg(
-        "--finding",
-        metavar="CODE",
-        help="failed means: the run has a finding of this code (C.dropped_tool_result; "
-        "E.rule_broken:NAME: the agent's rule NAME broken, docs/rules.md)",
+    "--finding CODE": (
+        "failed means: the run has a finding of this code (C.dropped_tool_result; "
+        "E.rule_broken:NAME: the agent's rule NAME broken, docs/rules.md)"
     ),
-    Arg("--answer-matches", metavar="RE", help="failed means: the final answer matches RE"),
-    Arg(
-        "--answer-not-matches",
-        metavar="RE",
-        help="failed means: the final answer does not match RE",
+    "--answer-matches RE": "failed means: the final answer matches RE",
+    "--answer-not-matches RE": "failed means: the final answer does not match RE",
+    "--samples K": Arg("branches per intervention (default 5)", type=int, default=5),
+    "--jobs N": Arg("branches run at once (default 2)", type=int, default=2),
+    "-o --output DIR": (
+        "where the branches and why.json go (a new directory, or an earlier why of this run with "
+        "--resume)"
     ),
-    Arg(
-        "--samples", type=int, default=5, metavar="K", help="branches per intervention (default 5)"
+    "--resume": flag("continue the why in -o DIR: its finished branches are kept"),
+    "--result CALL_ID=@FILE": many(
+        "the text a dropped tool result had (the recording never had it): the C repair puts it "
+        "back (or CALL_ID=TEXT)"
     ),
-    Arg("--jobs", type=int, default=2, metavar="N", help="branches run at once (default 2)"),
-    Arg(
-        "-o",
-        "--output",
-        metavar="DIR",
-        help="where the branches and why.json go (a new directory, or an earlier why of this run "
-        "with --resume)",
-    ),
-    Arg(
-        "--resume",
-        action="store_true",
-        help="continue the why in -o DIR: its finished branches are kept",
-    ),
-    Arg(
-        "--result",
-        action="append",
-        default=[],
-        metavar="CALL_ID=@FILE",
-        help="the text a dropped tool result had (the recording never had it): the C repair puts "
-        "it back (or CALL_ID=TEXT)",
-    ),
-    Arg(
-        "--layer",
-        action="append",
+    "--layer LAYER": many(
+        "run only the interventions of this layer (E, A or C; repeatable): a smaller budget for a "
+        "suspicion you have",
         choices=("E", "A", "C"),
-        default=[],
-        metavar="LAYER",
-        help="run only the interventions of this layer (E, A or C; repeatable): a smaller budget "
-        "for a suspicion you have",
     ),
-    Arg("--model", help="also re-sample each E turn on this model (same API family)"),
-    Arg(
-        "--upstream",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="where requests of that API go past the cursor (as looptap run)",
-    ),
-    Arg("--confdir", help="the recorder's configuration directory (as looptap run)"),
-    Arg(
-        "--max-requests",
+    "--model": "also re-sample each E turn on this model (same API family)",
+    "--upstream NAME=URL": many("where requests of that API go past the cursor (as looptap run)"),
+    "--confdir": "the recorder's configuration directory (as looptap run)",
+    "--max-requests N": Arg(
+        "refuse (before anything is sent) when more live requests would be sent",
         type=int,
-        metavar="N",
-        help="refuse (before anything is sent) when more live requests would be sent",
     ),
-    Arg(
-        "--max-cost",
-        metavar="USD",
-        help="refuse (before anything is sent) when the estimated cost is higher",
+    "--max-cost USD": "refuse (before anything is sent) when the estimated cost is higher",
+    "--allow-unknown-price": flag("run under --max-cost although a model has no known price"),
+    "--dry-run": flag(
+        "list the interventions and the live requests each costs; run nothing, send nothing"
     ),
-    Arg(
-        "--allow-unknown-price",
-        action="store_true",
-        help="run under --max-cost although a model has no known price",
-    ),
-    Arg(
-        "--dry-run",
-        action="store_true",
-        help="list the interventions and the live requests each costs; run nothing, send nothing",
-    ),
-    Arg(
-        "--json", action="store_true", help="the verdict and every intervention as one JSON object"
-    ),
-)
+    "--json": flag("the verdict and every intervention as one JSON object"),
+}
 
 
 def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
@@ -137,14 +94,10 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
     names, in one help text, are read only when one of these commands' parser is built)."""
     from cassettes.providers import REVERSE_UPSTREAMS
 
-    for a in (
-        Arg(
-            "-o",
-            "--output",
-            required=output_required,
-            metavar="FILE",
-            help="cassette to record into; an existing cassette is replaced (said on stderr), any "
-            "other existing file refused unless --force; a link, a directory or a device is always "
+    options: Args = {
+        "-o --output FILE": Arg(
+            "cassette to record into; an existing cassette is replaced (said on stderr), any other "
+            "existing file refused unless --force; a link, a directory or a device is always "
             "refused. -o +FILE appends to a cassette instead (as mitmproxy's -w +FILE), and the "
             "summary then describes this run only"
             + (
@@ -152,165 +105,113 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
                 if output_required
                 else "; with --inspect it may be left out: a new run-DATE-TIME.jsonl here"
             ),
+            required=output_required,
         ),
-        Arg(
-            "--force",
-            action="store_true",
-            help="let -o replace an existing file that is not a looptap cassette",
-        ),
-        Arg("--port", type=int, default=0, help="first port to listen on (default: free ports)"),
-        Arg(
-            "--upstream",
-            action="append",
-            default=[],
-            metavar="NAME=URL",
-            help="a reverse listener forwarding to URL (a local model server, a gateway …); the "
+        "--force": flag("let -o replace an existing file that is not a looptap cassette"),
+        "--port": Arg("first port to listen on (default: free ports)", type=int, default=0),
+        "--upstream NAME=URL": many(
+            "a reverse listener forwarding to URL (a local model server, a gateway …); the "
             f"NAME of a built-in listener ({', '.join(REVERSE_UPSTREAMS)}) redirects it. Without "
             "it a built-in listener forwards where the API's base-URL variable already points "
-            "(OPENAI_BASE_URL …, said at start), else to the vendor",
+            "(OPENAI_BASE_URL …, said at start), else to the vendor"
         ),
-        Arg(
-            "--record-host",
-            action="append",
-            default=[],
-            metavar="HOST",
-            help="also record this host (glob) in forward-proxy mode",
+        "--record-host HOST": many("also record this host (glob) in forward-proxy mode"),
+        "--ssl-insecure": flag("do not verify upstream TLS certificates"),
+        "--confdir": Arg("mitmproxy's configuration and CA directory", default="~/.mitmproxy"),
+        "--fsync": flag("fsync the cassette after every round trip"),
+        "--redact-header NAME": many(
+            "also redact this header's value (repeatable; also [tool.looptap.redact] headers in "
+            "./pyproject.toml)"
         ),
-        Arg("--ssl-insecure", action="store_true", help="do not verify upstream TLS certificates"),
-        Arg("--confdir", default="~/.mitmproxy", help="mitmproxy's configuration and CA directory"),
-        Arg("--fsync", action="store_true", help="fsync the cassette after every round trip"),
-        Arg(
-            "--redact-header",
-            action="append",
-            default=[],
-            metavar="NAME",
-            help="also redact this header's value (repeatable; also [tool.looptap.redact] headers "
-            "in ./pyproject.toml)",
+        "--redact-pattern REGEX": many(
+            "also redact whatever matches this regular expression (repeatable; also "
+            "[tool.looptap.redact] patterns)"
         ),
-        Arg(
-            "--redact-pattern",
-            action="append",
-            default=[],
-            metavar="REGEX",
-            help="also redact whatever matches this regular expression (repeatable; also "
-            "[tool.looptap.redact] patterns)",
+        "--durable": flag(
+            "hold the end of each response (over a WebSocket, the message that completes a turn) "
+            "until its round trip is in the cassette: even a SIGKILL of looptap then loses no "
+            "round trip the agent finished receiving (each response waits for the writer)"
         ),
-        Arg(
-            "--durable",
-            action="store_true",
-            help="hold the end of each response (over a WebSocket, the message that completes a "
-            "turn) until its round trip is in the cassette: even a SIGKILL of looptap then loses "
-            "no round trip the agent finished receiving (each response waits for the writer)",
-        ),
-        Arg(
-            "--fault",
-            action="append",
-            default=[],
-            metavar="SELECTOR:KIND",
-            help="answer chosen LLM requests with an API failure in the API's own format instead "
-            "of forwarding them (repeatable): 'request=2:rate_limit', 'p=0.2:overloaded', "
+        "--fault SELECTOR:KIND": many(
+            "answer chosen LLM requests with an API failure in the API's own format instead of "
+            "forwarding them (repeatable): 'request=2:rate_limit', 'p=0.2:overloaded', "
             "'*:slow_first_byte=3'; live kinds: rate_limit, overloaded, server_error, "
-            "context_length, reset, slow_first_byte (docs/faults.md)",
+            "context_length, reset, slow_first_byte (docs/faults.md)"
         ),
-        Arg(
-            "--fault-seed",
+        "--fault-seed": Arg(
+            "seed of the p= fault selectors (the same seed, the same faults)",
             type=int,
             default=0,
-            help="seed of the p= fault selectors (the same seed, the same faults)",
         ),
-        Arg(
-            "--listen-host",
+        "--listen-host HOST": Arg(
+            "address the listeners bind (default 127.0.0.1, loopback only). Anything else exposes "
+            "the proxy, and the API keys passing through it, to other machines: a warning is "
+            "printed",
             default="127.0.0.1",
-            metavar="HOST",
-            help="address the listeners bind (default 127.0.0.1, loopback only). Anything else "
-            "exposes the proxy, and the API keys passing through it, to other machines: a warning "
-            "is printed",
         ),
-        Arg(
-            "--ready-file",
-            metavar="PATH",
-            help="once listening, write PATH (JSON, mode 0600, atomically): the pid, the "
-            "listeners' ports and URLs, the proxy URL, the CA certificate, the environment the "
-            "export lines give, the cassette and looptap's version; removed when the recorder "
-            "stops (docs/recorder.md)",
+        "--ready-file PATH": (
+            "once listening, write PATH (JSON, mode 0600, atomically): the pid, the listeners' "
+            "ports and URLs, the proxy URL, the CA certificate, the environment the export lines "
+            "give, the cassette and looptap's version; removed when the recorder stops "
+            "(docs/recorder.md)"
         ),
-    ):
-        p.add_argument(*a.flags, **a.options)
+    }
+    add_args(p, (options,))
 
 
 COMMANDS = (
     Command(
         "show",
         "print a run: one summary per round trip (or --json, one object per line)",
-        Arg(
-            "file",
-            help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by "
-            "content)",
-        ),
-        Arg(
-            "--json",
-            action="store_true",
-            help="one JSON object per round trip (schema looptap.roundtrip/1)",
-        ),
-        Arg(
-            "--conversation",
-            metavar="ID",
-            help="only this conversation's round trips and findings (c1, c2, …)",
-        ),
-        Arg(
-            "--turn",
-            type=int,
-            metavar="N",
-            help="only turn N (0-based) of each conversation shown",
-        ),
-        Arg(
-            "--layer",
-            choices=("E", "A", "C"),
-            help="only round trips with a finding of this layer, and those findings",
-        ),
-        Arg(
-            "--severity",
-            choices=("error", "warning", "info"),
-            help="only round trips with a finding at least this severe, and those findings",
-        ),
-        Arg(
-            "--no-cache",
-            action="store_true",
-            help="analyse the run afresh and keep nothing (as LOOPTAP_NO_CACHE=1; "
-            "docs/kept-analysis.md)",
-        ),
+        {
+            "file": (
+                "a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by "
+                "content)"
+            ),
+            "--json": flag("one JSON object per round trip (schema looptap.roundtrip/1)"),
+            "--conversation ID": "only this conversation's round trips and findings (c1, c2, …)",
+            "--turn N": Arg("only turn N (0-based) of each conversation shown", type=int),
+            "--layer": Arg(
+                "only round trips with a finding of this layer, and those findings",
+                choices=("E", "A", "C"),
+            ),
+            "--severity": Arg(
+                "only round trips with a finding at least this severe, and those findings",
+                choices=("error", "warning", "info"),
+            ),
+            "--no-cache": flag(
+                "analyse the run afresh and keep nothing (as LOOPTAP_NO_CACHE=1; "
+                "docs/kept-analysis.md)"
+            ),
+        },
         run="cassettes.cli.show:cmd_show",
         loading=True,
     ),
     Command(
         "import",
         "import vcrpy / pytest-recording YAML cassettes and mitmproxy flow files",
-        Arg(
-            "inputs",
-            nargs="+",
-            help="vcrpy cassettes or mitmproxy flow files (mitmdump -w), or directories of them "
-            "(*.yaml, *.yml, *.mitm, *.flow, *.flows)",
-        ),
-        Arg(
-            "-o",
-            "--output",
-            help="output cassette (one input; default: the input's name as .jsonl in the current "
-            "directory) or directory (several inputs or a directory; default: the current "
-            "directory)",
-        ),
-        Arg("-f", "--force", action="store_true", help="replace existing output files"),
-        Arg("-q", "--quiet", action="store_true", help="print nothing on success"),
+        {
+            "inputs": Arg(
+                "vcrpy cassettes or mitmproxy flow files (mitmdump -w), or directories of them "
+                "(*.yaml, *.yml, *.mitm, *.flow, *.flows)",
+                nargs="+",
+            ),
+            "-o --output": (
+                "output cassette (one input; default: the input's name as .jsonl in the current "
+                "directory) or directory (several inputs or a directory; default: the current "
+                "directory)"
+            ),
+            "-f --force": flag("replace existing output files"),
+            "-q --quiet": flag("print nothing on success"),
+        },
         run="cassettes.cli.importer:cmd_import",
     ),
     Command(
         "demo",
         "record the bundled example agent through the proxy (offline) and show the run",
-        Arg(
-            "-o",
-            "--output",
-            default="looptap-demo.jsonl",
-            help="where to write the demo cassette",
-        ),
+        {
+            "-o --output": Arg("where to write the demo cassette", default="looptap-demo.jsonl"),
+        },
         run="cassettes.cli.demo:cmd_demo",
         loading=True,
     ),
@@ -318,160 +219,120 @@ COMMANDS = (
         "compare",
         "send a run's recorded requests to a candidate model (teacher-forced, K samples) and "
         "compare by layer",
-        Arg("file", help="the recorded run"),
-        Arg("--model", help="the candidate model (default: the recorded one)"),
-        Arg(
-            "--upstream",
-            action="append",
-            default=[],
-            metavar="NAME=URL",
-            help="where requests of that API go (default: the real API)",
-        ),
-        Arg(
-            "--samples",
-            type=int,
-            default=1,
-            metavar="K",
-            help="answers per recorded turn (agreement rates with K > 1)",
-        ),
-        Arg(
-            "--max-requests",
-            type=int,
-            metavar="N",
-            help="refuse (before sending) when more requests would be sent",
-        ),
-        Arg(
-            "--max-cost",
-            metavar="USD",
-            help="refuse (before sending) when the estimated cost (the candidate's own price on "
-            "the recorded usage) is higher",
-        ),
-        Arg(
-            "--allow-unknown-price",
-            action="store_true",
-            help="send under --max-cost although the candidate has no known price (the limit then "
-            "bounds the priced turns only)",
-        ),
-        Arg(
-            "--include-errors",
-            action="store_true",
-            help="also send the turns the recording shows failing (a 429, a 500, a transport "
-            "error): skipped by default",
-        ),
-        Arg("--dry-run", action="store_true", help="list what would be sent; send nothing"),
-        Arg(
-            "--header",
-            action="append",
-            default=[],
-            metavar="'NAME: VALUE'",
-            help="a request header to send (credentials: a cassette holds none)",
-        ),
-        Arg("--json", action="store_true", help="the comparison as JSON"),
-        Arg(
-            "--report",
-            nargs="?",
-            const="",
-            metavar="FILE.json",
-            help="also save the comparison as JSON (default file: RUN.compare.json beside the "
-            "run), for looptap mcp's comparison tool",
-        ),
+        {
+            "file": "the recorded run",
+            "--model": "the candidate model (default: the recorded one)",
+            "--upstream NAME=URL": many("where requests of that API go (default: the real API)"),
+            "--samples K": Arg(
+                "answers per recorded turn (agreement rates with K > 1)",
+                type=int,
+                default=1,
+            ),
+            "--max-requests N": Arg(
+                "refuse (before sending) when more requests would be sent",
+                type=int,
+            ),
+            "--max-cost USD": (
+                "refuse (before sending) when the estimated cost (the candidate's own price on the "
+                "recorded usage) is higher"
+            ),
+            "--allow-unknown-price": flag(
+                "send under --max-cost although the candidate has no known price (the limit then "
+                "bounds the priced turns only)"
+            ),
+            "--include-errors": flag(
+                "also send the turns the recording shows failing (a 429, a 500, a transport "
+                "error): skipped by default"
+            ),
+            "--dry-run": flag("list what would be sent; send nothing"),
+            "--header 'NAME: VALUE'": many(
+                "a request header to send (credentials: a cassette holds none)"
+            ),
+            "--json": flag("the comparison as JSON"),
+            "--report FILE.json": Arg(
+                "also save the comparison as JSON (default file: RUN.compare.json beside the "
+                "run), for looptap mcp's comparison tool",
+                nargs="?",
+                const="",
+            ),
+        },
         run="cassettes.replay.comparison:cmd_compare",
     ),
     Command(
         "diff",
         "where two runs of an agent diverge, by conversation, turn and layer (exit 1 if they do)",
-        Arg(
-            "a",
-            help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file)",
-        ),
-        Arg("b", help="the second run (the same formats)"),
-        Arg("--json", action="store_true", help="the divergences as JSON"),
-        Arg(
-            "--no-volatile",
-            action="store_true",
-            help="compare the requests' text as sent: no date, clock, duration, id, temp path, "
-            "cwd, home or loopback port tolerated (docs/testing.md)",
-        ),
+        {
+            "a": "the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file)",
+            "b": "the second run (the same formats)",
+            "--json": flag("the divergences as JSON"),
+            "--no-volatile": flag(
+                "compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
+                "home or loopback port tolerated (docs/testing.md)"
+            ),
+        },
         Extend("cassettes.matching:add_rule_flags", what="the requests"),
         run="cassettes.replay.comparison:cmd_diff",
     ),
     Command(
         "export",
-        "export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint), HAR 1.2 "
-        "or a web page",
-        Arg(
-            "file",
-            help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by "
-            "content); with --parquet, a directory of runs",
-        ),
-        Arg("more", nargs="*", metavar="DIR", help="with --parquet: more directories"),
-        Arg(
-            "--parquet",
-            metavar="OUTDIR",
-            help="index the runs under the directories (looptap index) and write its tables as "
-            "Parquet partitioned by day under OUTDIR (docs/fleet.md; the fleet extra)",
-        ),
-        Arg(
-            "--otel",
-            metavar="OUT.json",
-            help="write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file format) "
-            "to this file ('-' = stdout)",
-        ),
-        Arg(
-            "--otel-endpoint",
-            metavar="URL",
-            help="POST the spans to this OTLP/HTTP endpoint (/v1/traces is appended unless "
-            "present)",
-        ),
-        Arg(
-            "--otel-protocol",
-            choices=("protobuf", "json"),
-            default="protobuf",
-            help="OTLP/HTTP body encoding (default protobuf)",
-        ),
-        Arg(
-            "--otel-header",
-            action="append",
-            metavar="NAME=VALUE",
-            help="extra HTTP header for the endpoint (repeatable), e.g. authorization",
-        ),
-        Arg(
-            "--project",
-            help="Phoenix project to file the spans under (resource attribute "
-            "openinference.project.name)",
-        ),
-        Arg(
-            "--no-content",
-            action="store_true",
-            help="leave out message contents, system instructions and tool definitions",
-        ),
-        Arg("--har", metavar="OUT.har", help="write HAR 1.2 to this file ('-' = stdout)"),
-        Arg(
-            "--html",
-            action="store_true",
-            help="write the run as one self-contained web page (turns, messages, findings, growth "
-            "chart; needs the html extra) to -o, else to RUN.html in the current directory",
-        ),
-        Arg(
-            "-o",
-            "--output",
-            metavar="OUT.html",
-            help="where --html writes the page ('-' = stdout; default: the run's name as NAME.html "
-            "in the current directory)",
-        ),
-        Arg(
-            "--force",
-            action="store_true",
-            help="replace an existing --otel/--har/--html file (a link, a directory or a device is "
-            "always refused)",
-        ),
-        Arg("-q", "--quiet", action="store_true", help="print nothing on success"),
+        "export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint), HAR "
+        "1.2 or a web page",
+        {
+            "file": (
+                "a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by "
+                "content); with --parquet, a directory of runs"
+            ),
+            "more DIR": Arg("with --parquet: more directories", nargs="*"),
+            "--parquet OUTDIR": (
+                "index the runs under the directories (looptap index) and write its tables as "
+                "Parquet partitioned by day under OUTDIR (docs/fleet.md; the fleet extra)"
+            ),
+            "--otel OUT.json": (
+                "write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file format) to "
+                "this file ('-' = stdout)"
+            ),
+            "--otel-endpoint URL": (
+                "POST the spans to this OTLP/HTTP endpoint (/v1/traces is appended unless present)"
+            ),
+            "--otel-protocol": Arg(
+                "OTLP/HTTP body encoding (default protobuf)",
+                choices=("protobuf", "json"),
+                default="protobuf",
+            ),
+            "--otel-header NAME=VALUE": Arg(
+                "extra HTTP header for the endpoint (repeatable), e.g. authorization",
+                action="append",
+            ),
+            "--project": (
+                "Phoenix project to file the spans under (resource attribute "
+                "openinference.project.name)"
+            ),
+            "--no-content": flag(
+                "leave out message contents, system instructions and tool definitions"
+            ),
+            "--har OUT.har": "write HAR 1.2 to this file ('-' = stdout)",
+            "--html": flag(
+                "write the run as one self-contained web page (turns, messages, findings, growth "
+                "chart; needs the html extra) to -o, else to RUN.html in the current directory"
+            ),
+            "-o --output OUT.html": (
+                "where --html writes the page ('-' = stdout; default: the run's name as NAME.html "
+                "in the current directory)"
+            ),
+            "--force": flag(
+                "replace an existing --otel/--har/--html file (a link, a directory or a device is "
+                "always refused)"
+            ),
+            "-q --quiet": flag("print nothing on success"),
+        },
         run="cassettes.interop.cli:cmd_export",
-        description="Export a run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file) "
-        "for other tools: OpenTelemetry GenAI spans (one trace per conversation, one span per "
-        "round trip) for Phoenix, Langfuse or any OTLP collector, HAR 1.2 for browser devtools and "
-        "mitmweb, and one self-contained web page to share (looptap export --html RUN -o "
-        "run.html).",
+        description=(
+            "Export a run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file) for "
+            "other tools: OpenTelemetry GenAI spans (one trace per conversation, one span per "
+            "round trip) for Phoenix, Langfuse or any OTLP collector, HAR 1.2 for browser devtools "
+            "and mitmweb, and one self-contained web page to share (looptap export --html RUN -o "
+            "run.html)."
+        ),
     ),
     Command(
         "fleet",
@@ -482,19 +343,19 @@ COMMANDS = (
             Command(
                 "findings",
                 "findings by code: how many, in how many runs, when",
-                Arg(
-                    "--since",
-                    metavar="REF|DATE",
-                    help="runs recorded since a date or a git ref",
-                ),
-                Arg("--new", action="store_true", help="only codes no run before --since had"),
+                {
+                    "--since REF|DATE": "runs recorded since a date or a git ref",
+                    "--new": flag("only codes no run before --since had"),
+                },
                 *_FLEET_OUTPUT,
                 defaults=_TABLE,
             ),
             Command(
                 "cost",
                 "cost and tokens by model, agent or day",
-                Arg("--by", choices=("model", "agent", "day"), default="model"),
+                {
+                    "--by": Arg(choices=("model", "agent", "day"), default="model"),
+                },
                 *_FLEET_OUTPUT,
                 defaults=_TABLE,
             ),
@@ -507,84 +368,81 @@ COMMANDS = (
             Command(
                 "page",
                 "the questions above as one web page (the html extra)",
-                Arg("-o", "--output", default="fleet.html", help="default fleet.html"),
-                Arg("--force", action="store_true", help="replace an existing page"),
-                Arg("--fleet", metavar="FLEET", help="as for the questions"),
+                {
+                    "-o --output": Arg("default fleet.html", default="fleet.html"),
+                    "--force": flag("replace an existing page"),
+                    "--fleet FLEET": "as for the questions",
+                },
             ),
         ),
     ),
     Command(
         "index",
         "index every run under directories into a DuckDB file (the fleet extra)",
-        Arg("dirs", nargs="+", metavar="DIR", help="directories holding runs"),
-        Arg(
-            "-o",
-            "--output",
-            metavar="FLEET",
-            help="the index file (default .looptap/fleet.duckdb beside the first DIR)",
-        ),
-        Arg(
-            "--jobs",
-            type=int,
-            default=1,
-            metavar="N",
-            help="read runs in N processes (default 1)",
-        ),
+        {
+            "dirs DIR": Arg("directories holding runs", nargs="+"),
+            "-o --output FLEET": (
+                "the index file (default .looptap/fleet.duckdb beside the first DIR)"
+            ),
+            "--jobs N": Arg("read runs in N processes (default 1)", type=int, default=1),
+        },
         run="cassettes.fleet.cli:cmd_index",
-        description="Build or update the fleet index: runs, conversations, turns, findings and "
-        "tool calls of every run under the directories (docs/fleet.md). An unchanged run is not "
-        "read again; a changed one is updated; a removed one leaves.",
+        description=(
+            "Build or update the fleet index: runs, conversations, turns, findings and tool calls "
+            "of every run under the directories (docs/fleet.md). An unchanged run is not read "
+            "again; a changed one is updated; a removed one leaves."
+        ),
     ),
     Command(
         "inspect",
         "step through a run in a terminal UI: turns, E/A/C layers, findings, token-cost growth, "
         "playback",
-        Arg(
-            "file",
-            help="a looptap cassette (or a vcrpy cassette or mitmproxy flow file, imported on the "
-            "fly)",
-        ),
-        Arg(
-            "--live",
-            action="store_true",
-            help="follow a recording still being written, or not yet created: new turns appear as "
-            "they complete (a file a recorder has open is followed without it)",
-        ),
-        Arg(
-            "--child-status",
-            metavar="FILE",
-            default=None,
-            help="with --live: the file the recorder writes the recorded command's exit status "
-            "into (looptap run --inspect passes it); once it appears the run is shown as ended",
-        ),
+        {
+            "file": (
+                "a looptap cassette (or a vcrpy cassette or mitmproxy flow file, imported on the "
+                "fly)"
+            ),
+            "--live": flag(
+                "follow a recording still being written, or not yet created: new turns appear as "
+                "they complete (a file a recorder has open is followed without it)"
+            ),
+            "--child-status FILE": Arg(
+                "with --live: the file the recorder writes the recorded command's exit status "
+                "into (looptap run --inspect passes it); once it appears the run is shown as "
+                "ended",
+                default=None,
+            ),
+        },
         run="inspector.cli:cmd_inspect",
-        description="Open a run in the inspector (a looptap cassette; a vcrpy cassette or a "
-        "mitmproxy flow file is imported on the fly). Press ? inside it for the key bindings.",
+        description=(
+            "Open a run in the inspector (a looptap cassette; a vcrpy cassette or a mitmproxy flow "
+            "file is imported on the fly). Press ? inside it for the key bindings."
+        ),
     ),
     Command(
         "mcp",
         "serve recorded runs to a coding agent over MCP (read-only)",
-        Arg(
-            "--root",
-            action="append",
-            metavar="DIR",
-            help="a directory of runs (repeatable; default: the current one)",
-        ),
-        Arg(
-            "--http",
-            metavar="HOST:PORT",
-            help="serve streamable HTTP on this loopback address instead of stdio",
-        ),
+        {
+            "--root DIR": Arg(
+                "a directory of runs (repeatable; default: the current one)",
+                action="append",
+            ),
+            "--http HOST:PORT": "serve streamable HTTP on this loopback address instead of stdio",
+        },
         run="cassettes.mcp.server:cmd_mcp",
-        description="A read-only MCP server over the runs under --root: list runs, summaries, "
-        "findings (root causes first), turns with E/A/C, search, token growth, diffs and a live "
-        "tail. stdio by default (what Claude Code, Codex and Cursor start); --http serves "
-        "streamable HTTP on loopback.",
+        description=(
+            "A read-only MCP server over the runs under --root: list runs, summaries, findings "
+            "(root causes first), turns with E/A/C, search, token growth, diffs and a live tail. "
+            "stdio by default (what Claude Code, Codex and Cursor start); --http serves streamable "
+            "HTTP on loopback."
+        ),
     ),
     Command(
         "query",
         "run SQL over the fleet index (tables runs, conversations, turns, findings, tool_calls)",
-        Arg("sql", metavar="SQL", help="a DuckDB SQL query"),
+        {
+            "sql SQL": "a DuckDB SQL query",
+        },
         *_FLEET_OUTPUT,
         run="cassettes.fleet.cli:cmd_query",
         defaults=_TABLE,
@@ -594,100 +452,80 @@ COMMANDS = (
         "run the recording proxy until Ctrl-C; prints the environment to export",
         Extend("cassettes.commands:recorder_options", output_required=True),
         run="proxy.cli:cmd_record",
-        epilog="exit status: 0 every round trip was recorded; 2 the recorder could not start; 3 "
-        "some round trips could NOT be stored (counted and named on stderr). See docs/recorder.md",
+        epilog=(
+            "exit status: 0 every round trip was recorded; 2 the recorder could not start; 3 some "
+            "round trips could NOT be stored (counted and named on stderr). See docs/recorder.md"
+        ),
     ),
     Command(
         "replay",
         "serve a cassette as a fake upstream; prints the environment to export",
-        Arg(
-            "file",
-            help="the run to replay: a looptap cassette, a vcrpy cassette or a mitmproxy flow file",
-        ),
-        Arg("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)"),
-        Arg("--host", default="127.0.0.1", help=argparse.SUPPRESS),
-        Arg(
-            "--pace",
-            default="instant",
-            help="stream pace: recorded, instant (default) or xN (N times faster than recorded)",
-        ),
-        Arg(
-            "--strict",
-            action="store_true",
-            help="requests must come in recorded order, with the same API version headers; exit 1 "
-            "if any round trip was left unplayed",
-        ),
-        Arg(
-            "--no-volatile",
-            action="store_true",
-            help="compare the requests' text as sent: no date, clock, duration, id, temp path, "
-            "cwd, home or loopback port tolerated (docs/testing.md)",
-        ),
+        {
+            "file": (
+                "the run to replay: a looptap cassette, a vcrpy cassette or a mitmproxy flow file"
+            ),
+            "--port": Arg("port on 127.0.0.1 (default: a free one)", type=int, default=0),
+            "--host": Arg(argparse.SUPPRESS, default="127.0.0.1"),
+            "--pace": Arg(
+                "stream pace: recorded, instant (default) or xN (N times faster than recorded)",
+                default="instant",
+            ),
+            "--strict": flag(
+                "requests must come in recorded order, with the same API version headers; exit 1 "
+                "if any round trip was left unplayed"
+            ),
+            "--no-volatile": flag(
+                "compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
+                "home or loopback port tolerated (docs/testing.md)"
+            ),
+        },
         Extend("cassettes.matching:add_rule_flags"),
-        Arg(
-            "--fault",
-            action="append",
-            default=[],
-            metavar="SELECTOR:KIND",
-            help="inject a fault in the API's own format (repeatable), e.g. 'turn=1:overloaded*2', "
-            "'p=0.2:rate_limit', 'seq=4:stream_cut=3', '*:slow_first_byte=5'; kinds: rate_limit, "
-            "overloaded, server_error, context_length, reset, slow_first_byte, stall, stream_cut, "
-            "error_event (docs/faults.md)",
-        ),
-        Arg(
-            "--fault-seed",
-            type=int,
-            default=0,
-            help="seed of the p= selectors (the same seed, the same faults)",
-        ),
-        Arg(
-            "--idle-timeout",
-            type=float,
-            metavar="SECONDS",
-            help="close a connection idle this long between requests or WebSocket frames (default "
-            "120; 0: never)",
-        ),
-        Arg(
-            "--read-timeout",
-            type=float,
-            metavar="SECONDS",
-            help="a request head must arrive, and a body may pause, at most this long (default 30; "
-            "0: no limit)",
-        ),
-        Arg(
-            "--cursor",
-            metavar="SELECTOR",
-            help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1; "
-            "divergence: each conversation from its first request that differs) requests go to "
-            "--live upstreams (docs/fork.md)",
-        ),
-        Arg(
-            "--live",
-            action="append",
-            default=[],
-            metavar="NAME=URL",
-            help="with --cursor: where requests of that API go past the cursor (NAME as --upstream "
-            "names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)",
-        ),
-        Arg("--model", help="with --cursor: the model of every request sent live"),
-        Arg(
-            "--prefix",
-            choices=("strict", "tolerant"),
-            default="strict",
-            help="with --cursor: strict (default): a request before the cursor must match its "
-            "recorded turn (volatile spans tolerated); tolerant: one that differs only in tool "
-            "results is answered with its recorded turn, in position, the difference listed "
-            "(docs/fork.md)",
-        ),
-        Arg("--fork-plan", metavar="FILE", help=argparse.SUPPRESS),
-        Arg(
-            "--edit",
-            action="append",
-            default=[],
-            metavar="TARGET=@FILE",
-            help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request "
-            "sent live (repeatable; docs/fork.md)",
-        ),
+        {
+            "--fault SELECTOR:KIND": many(
+                "inject a fault in the API's own format (repeatable), e.g. 'turn=1:overloaded*2', "
+                "'p=0.2:rate_limit', 'seq=4:stream_cut=3', '*:slow_first_byte=5'; kinds: "
+                "rate_limit, overloaded, server_error, context_length, reset, slow_first_byte, "
+                "stall, stream_cut, error_event (docs/faults.md)"
+            ),
+            "--fault-seed": Arg(
+                "seed of the p= selectors (the same seed, the same faults)",
+                type=int,
+                default=0,
+            ),
+            "--idle-timeout SECONDS": Arg(
+                "close a connection idle this long between requests or WebSocket frames (default "
+                "120; 0: never)",
+                type=float,
+            ),
+            "--read-timeout SECONDS": Arg(
+                "a request head must arrive, and a body may pause, at most this long (default 30; "
+                "0: no limit)",
+                type=float,
+            ),
+            "--cursor SELECTOR": (
+                "fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1; "
+                "divergence: each conversation from its first request that differs) requests go to "
+                "--live upstreams (docs/fork.md)"
+            ),
+            "--live NAME=URL": many(
+                "with --cursor: where requests of that API go past the cursor (NAME as --upstream "
+                "names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)"
+            ),
+            "--model": "with --cursor: the model of every request sent live",
+            "--prefix": Arg(
+                "with --cursor: strict (default): a request before the cursor must match its "
+                "recorded turn (volatile spans tolerated); tolerant: one that differs only in "
+                "tool results is answered with its recorded turn, in position, the difference "
+                "listed (docs/fork.md)",
+                choices=("strict", "tolerant"),
+                default="strict",
+            ),
+            "--fork-plan FILE": argparse.SUPPRESS,
+            "--edit TARGET=@FILE": many(
+                "with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request "
+                "sent live (repeatable; docs/fork.md)"
+            ),
+        },
         run="cassettes.replay.cli:cmd_replay",
     ),
     Command(
@@ -699,17 +537,16 @@ COMMANDS = (
                 "propose",
                 "the rules that would make B's requests match A's (two runs of the same agent, "
                 "e.g. on two days): printed, never written",
-                Arg(
-                    "a",
-                    help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow "
-                    "file): the recording",
-                ),
-                Arg("b", help="the second run of the same agent (the same formats)"),
-                Arg(
-                    "--json",
-                    action="store_true",
-                    help="the differences, the proposed rules and what still differs, as JSON",
-                ),
+                {
+                    "a": (
+                        "the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow "
+                        "file): the recording"
+                    ),
+                    "b": "the second run of the same agent (the same formats)",
+                    "--json": flag(
+                        "the differences, the proposed rules and what still differs, as JSON"
+                    ),
+                },
                 run="cassettes.replay.comparison:cmd_rules_propose",
             ),
         ),
@@ -718,126 +555,112 @@ COMMANDS = (
         "run",
         "record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py",
         Extend("cassettes.commands:recorder_options", output_required=False),
-        Arg(
-            "--inspect",
-            action="store_true",
-            help="open the inspector on the run while it is recorded (the command's output goes to "
-            "OUTPUT.log, its stdin is /dev/null); looptap exits when the command has finished and "
-            "the inspector is closed (q). While the inspector is open, Ctrl-C goes to it, not to "
-            "the command",
-        ),
-        Arg(
-            "--from",
-            dest="from_run",
-            metavar="RUN@SELECTOR",
-            help="fork a recorded run: its prefix is served from RUN (nothing leaves the machine), "
-            "from the selected turn on (turn=2, seq=7, conversation=c2:turn=1; divergence: each "
-            "conversation from its first request that differs) requests go live and are recorded "
-            "into -o (docs/fork.md)",
-        ),
-        Arg(
-            "--model",
-            help="with --from: the model of every request sent live (same API family)",
-        ),
-        Arg(
-            "--prefix",
-            choices=("strict", "tolerant"),
-            help="with --from: how the prefix is matched: strict (default: as replay, volatile "
-            "spans tolerated) or tolerant (a request that differs from its recorded turn only in "
-            "tool results is answered in position; every difference listed; docs/fork.md)",
-        ),
-        Arg(
-            "--no-volatile",
-            action="store_true",
-            help="with --from: the prefix's requests must equal the recorded ones as sent (no "
-            "date, id, temp path, cwd or port tolerated; docs/testing.md)",
-        ),
+        {
+            "--inspect": flag(
+                "open the inspector on the run while it is recorded (the command's output goes to "
+                "OUTPUT.log, its stdin is /dev/null); looptap exits when the command has finished "
+                "and the inspector is closed (q). While the inspector is open, Ctrl-C goes to it, "
+                "not to the command"
+            ),
+            "--from RUN@SELECTOR": Arg(
+                "fork a recorded run: its prefix is served from RUN (nothing leaves the machine), "
+                "from the selected turn on (turn=2, seq=7, conversation=c2:turn=1; divergence: "
+                "each conversation from its first request that differs) requests go live and are "
+                "recorded into -o (docs/fork.md)",
+                dest="from_run",
+            ),
+            "--model": "with --from: the model of every request sent live (same API family)",
+            "--prefix": Arg(
+                "with --from: how the prefix is matched: strict (default: as replay, volatile "
+                "spans tolerated) or tolerant (a request that differs from its recorded turn only "
+                "in tool results is answered in position; every difference listed; docs/fork.md)",
+                choices=("strict", "tolerant"),
+            ),
+            "--no-volatile": flag(
+                "with --from: the prefix's requests must equal the recorded ones as sent (no date, "
+                "id, temp path, cwd or port tolerated; docs/testing.md)"
+            ),
+        },
         Extend("cassettes.matching:add_rule_flags", fork=True),
-        Arg(
-            "--repeat",
-            type=int,
-            default=1,
-            metavar="K",
-            help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) "
-            "and say per turn how the branches agree",
-        ),
-        Arg(
-            "--edit",
-            action="append",
-            default=[],
-            metavar="TARGET=@FILE",
-            help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every "
-            "request sent live; or continue=N: continue an answer cut at the token cap, the agent "
-            "handed one answer (repeatable; docs/fork.md)",
-        ),
-        Arg("cmd", nargs=argparse.REMAINDER, help="the command to run, after --"),
+        {
+            "--repeat K": Arg(
+                "with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) "
+                "and say per turn how the branches agree",
+                type=int,
+                default=1,
+            ),
+            "--edit TARGET=@FILE": many(
+                "with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every "
+                "request sent live; or continue=N: continue an answer cut at the token cap, the "
+                "agent handed one answer (repeatable; docs/fork.md)"
+            ),
+            "cmd": Arg("the command to run, after --", nargs=argparse.REMAINDER),
+        },
         run="proxy.cli:cmd_run",
-        epilog="exit status: the command's own status; if it succeeded but some round trips could "
-        "NOT be stored, 3 (they are counted and named on stderr whatever the status); 2 the "
-        "recorder could not start; 127 the command could not be started. See docs/recorder.md",
+        epilog=(
+            "exit status: the command's own status; if it succeeded but some round trips could NOT "
+            "be stored, 3 (they are counted and named on stderr whatever the status); 2 the "
+            "recorder could not start; 127 the command could not be started. See docs/recorder.md"
+        ),
     ),
     Command(
         "textconv",
         "print a cassette as stable line-per-item text (a git diff driver)",
-        Arg(
-            "file",
-            nargs="?",
-            help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (with --install: "
-            "the repository, default .)",
-        ),
-        Arg(
-            "--raw-ids",
-            action="store_true",
-            help="print tool-call and response ids as recorded, not as <id:N>",
-        ),
-        Arg(
-            "--install",
-            action="store_true",
-            help="register the driver in the git repository here (.gitattributes and git config)",
-        ),
+        {
+            "file": Arg(
+                "a looptap cassette, a vcrpy cassette or a mitmproxy flow file (with --install: "
+                "the repository, default .)",
+                nargs="?",
+            ),
+            "--raw-ids": flag("print tool-call and response ids as recorded, not as <id:N>"),
+            "--install": flag(
+                "register the driver in the git repository here (.gitattributes and git config)"
+            ),
+        },
         run="cassettes.interop.cli:cmd_textconv",
-        description="Print a cassette one item per line (turns, appended messages, response parts, "
-        "usage, findings; no timestamps; tool-call ids as <id:N>) so `git diff` shows what "
-        "changed. Register it in a repository with: looptap textconv --install",
+        description=(
+            "Print a cassette one item per line (turns, appended messages, response parts, usage, "
+            "findings; no timestamps; tool-call ids as <id:N>) so `git diff` shows what changed. "
+            "Register it in a repository with: looptap textconv --install"
+        ),
     ),
     Command(
         "verify",
         "scan cassettes for leaked secrets (known key formats, configured patterns); exit 1 on a "
         "find",
-        Arg(
-            "files",
-            nargs="+",
-            metavar="FILE",
-            help="cassettes to scan (any text file works), or directories: their *.jsonl, *.yaml, "
-            "*.yml, *.har and *.json files, hidden directories skipped",
-        ),
-        Arg(
-            "--pattern",
-            action="append",
-            default=[],
-            metavar="REGEX",
-            help="also report matches of this regular expression (repeatable)",
-        ),
-        Arg(
-            "--config",
-            default=None,
-            help="TOML file with 'patterns = [...]' (default: [tool.looptap.verify] in "
-            "./pyproject.toml)",
-        ),
-        Arg("-q", "--quiet", action="store_true", help="print only the finds"),
+        {
+            "files FILE": Arg(
+                "cassettes to scan (any text file works), or directories: their *.jsonl, *.yaml, "
+                "*.yml, *.har and *.json files, hidden directories skipped",
+                nargs="+",
+            ),
+            "--pattern REGEX": many("also report matches of this regular expression (repeatable)"),
+            "--config": Arg(
+                "TOML file with 'patterns = [...]' (default: [tool.looptap.verify] in "
+                "./pyproject.toml)",
+                default=None,
+            ),
+            "-q --quiet": flag("print only the finds"),
+        },
         run="cassettes.verify:cmd_verify",
     ),
     Command(
         "why",
         "which layer made a recorded run fail: fork it with one suspect changed, K times, and "
         "count the flips",
-        Arg("file", help="the recorded run that failed (a looptap cassette)"),
-        *WHY_OPTIONS,
-        Arg("cmd", nargs=argparse.REMAINDER, help="the agent command, after --"),
+        {
+            "file": "the recorded run that failed (a looptap cassette)",
+        },
+        WHY_OPTIONS,
+        {
+            "cmd": Arg("the agent command, after --", nargs=argparse.REMAINDER),
+        },
         run="cassettes.why.cli:cmd_why",
-        epilog="exit status: 0 a verdict was reached or said to be undetermined; 1 no intervention "
-        "could be run or judged; 2 refused (the run does not fail by the outcome, a budget limit, "
-        "a bad option or output directory): nothing sent. See docs/why.md",
+        epilog=(
+            "exit status: 0 a verdict was reached or said to be undetermined; 1 no intervention "
+            "could be run or judged; 2 refused (the run does not fail by the outcome, a budget "
+            "limit, a bad option or output directory): nothing sent. See docs/why.md"
+        ),
     ),
 )
 

@@ -3,6 +3,11 @@ arguments and handler as ``"module:function"``), the parser built from the decla
 handler's module imported (:mod:`importlib`) only when its command runs. The declarations are in
 :mod:`cassettes.commands`; a command of another package that is not declared there is found
 through the ``looptap.commands`` entry points (:func:`add_installed`).
+
+Arguments are declared as ``--help`` lists them (:data:`Args`): a mapping from the flags and the
+metavar, as a usage line writes them (``"-o --output FILE"``; a positional's name, then its
+metavar if it has one), to the help text, or to an :class:`Arg` when there is more to say than
+the help (:func:`flag`, :func:`many` for the two commonest kinds).
 """
 
 from __future__ import annotations
@@ -10,16 +15,17 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Any
+from typing import Any, TypeAlias
 
 from cassettes.pydantic_plugins import discover_lazily
 
 __all__ = [
     "Arg",
+    "Args",
     "Command",
     "Exclusive",
     "Extend",
@@ -27,7 +33,9 @@ __all__ = [
     "add_args",
     "add_command",
     "add_installed",
+    "flag",
     "loading",
+    "many",
 ]
 
 EXIT_ERROR = 2
@@ -35,21 +43,37 @@ EXIT_ERROR = 2
 
 @dataclass(frozen=True)
 class Arg:
-    """One ``add_argument`` call: its flags (or positional name) and keywords."""
+    """One argument's help and its other ``add_argument`` keywords (its flags and metavar are
+    its key in :data:`Args`)."""
 
-    flags: tuple[str, ...]
+    help: str | None
     options: dict[str, Any]
 
-    def __init__(self, *flags: str, **options: Any) -> None:
-        object.__setattr__(self, "flags", flags)
+    def __init__(self, help: str | None = None, **options: Any) -> None:
+        object.__setattr__(self, "help", help)
         object.__setattr__(self, "options", options)
+
+
+def flag(help: str) -> Arg:
+    """An option that takes no value: ``True`` when given."""
+    return Arg(help, action="store_true")
+
+
+def many(help: str, **options: Any) -> Arg:
+    """A repeatable option: each value given appended to a list (empty when none is)."""
+    return Arg(help, action="append", default=[], **options)
+
+
+#: Arguments in the order ``--help`` lists them: ``"FLAGS… [METAVAR]"`` (or ``"name
+#: [METAVAR]"``) to the help text or an :class:`Arg`.
+Args: TypeAlias = Mapping[str, "str | Arg"]
 
 
 @dataclass(frozen=True)
 class Exclusive:
     """A mutually exclusive group of arguments."""
 
-    args: tuple[Arg, ...]
+    args: Args
 
 
 @dataclass(frozen=True)
@@ -65,6 +89,10 @@ class Extend:
         object.__setattr__(self, "options", options)
 
 
+#: A command's arguments: mappings of them, exclusive groups, other modules' options, in order.
+Section: TypeAlias = "Args | Exclusive | Extend"
+
+
 class Command:
     """A subcommand: its name, its help line and its arguments, in order; ``run`` its handler
     (``"module:function"``, the function taking the parsed namespace and returning the exit
@@ -76,7 +104,7 @@ class Command:
         self,
         name: str,
         help: str | None,
-        *args: Arg | Exclusive | Extend,
+        *args: Section,
         run: str | None = None,
         description: str | None = None,
         epilog: str | None = None,
@@ -140,16 +168,30 @@ class Handler:
         return int(run(args))
 
 
-def add_args(p: Any, args: Sequence[Arg | Exclusive | Extend]) -> None:
+def add_args(p: Any, sections: Sequence[Section]) -> None:
     """Each declared argument on ``p``, in order (the order ``--help`` lists them in)."""
-    for a in args:
-        if isinstance(a, Exclusive):
-            add_args(p.add_mutually_exclusive_group(), a.args)
-        elif isinstance(a, Extend):
-            module, _, function = a.target.partition(":")
-            getattr(import_module(module), function)(p, **a.options)
+    for s in sections:
+        if isinstance(s, Exclusive):
+            add_args(p.add_mutually_exclusive_group(), (s.args,))
+        elif isinstance(s, Extend):
+            module, _, function = s.target.partition(":")
+            getattr(import_module(module), function)(p, **s.options)
         else:
-            p.add_argument(*a.flags, **a.options)
+            for key, spec in s.items():
+                _add_arg(p, key, spec)
+
+
+def _add_arg(p: Any, key: str, spec: str | Arg) -> None:
+    """``key``'s flags (or a positional's name), then its metavar, as a usage line writes them."""
+    words = key.split(" ")
+    n = 1
+    while n < len(words) and words[n].startswith("-"):
+        n += 1
+    kw = {"metavar": " ".join(words[n:])} if n < len(words) else {}
+    if isinstance(spec, str):
+        p.add_argument(*words[:n], help=spec, **kw)
+    else:
+        p.add_argument(*words[:n], help=spec.help, **kw, **spec.options)
 
 
 def _available(command: Command) -> str | None:

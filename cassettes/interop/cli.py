@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -57,14 +58,8 @@ def _write_chunks(target: Any, chunks: Iterable[bytes]) -> None:
     held whole): 0600 like the cassette, under a private name beside it and put in place whole
     when done (storage/paths.py); C1, bidi and zero-width characters in strings escaped (the same
     JSON value) for terminals."""
-    if target is None:
-        out = SafeBinaryStream(sys.stdout.buffer)
-        for chunk in chunks:
-            out.write(chunk)
-        out.flush()
-        return
-    with staged(target) as s:
-        out = SafeBinaryStream(s.file)
+    with nullcontext() if target is None else staged(target) as s:
+        out = SafeBinaryStream(sys.stdout.buffer if s is None else s.file)
         for chunk in chunks:
             out.write(chunk)
         out.flush()
@@ -196,14 +191,18 @@ def write_html_report(run: Any, target: Any, shown: str) -> str:
     return f"{turns} as a web page ({len(page) / 1024:,.0f} KB) → {shown}"
 
 
+class _Refused(Exception):
+    """What ``looptap textconv`` cannot do: one line, exit 2."""
+
+
 def cmd_textconv(args: argparse.Namespace) -> int:
-    if args.install:
-        return _install_textconv(Path(args.file or "."))
-    if not args.file:
-        print(
-            "looptap textconv: error: give a cassette (or --install in a git repository)",
-            file=sys.stderr,
-        )
+    try:
+        if args.install:
+            return _install_textconv(Path(args.file or "."))
+        if not args.file:
+            raise _Refused("give a cassette (or --install in a git repository)")
+    except _Refused as exc:
+        print(f"looptap textconv: error: {exc}", file=sys.stderr)
         return 2
 
     path = Path(args.file)
@@ -234,11 +233,9 @@ def _install_textconv(repo: Path) -> int:
             timeout=30,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        print(f"looptap textconv: error: cannot run git: {exc}", file=sys.stderr)
-        return 2
+        raise _Refused(f"cannot run git: {exc}") from None
     if top.returncode != 0:
-        print(f"looptap textconv: error: {repo} is not inside a git repository", file=sys.stderr)
-        return 2
+        raise _Refused(f"{repo} is not inside a git repository")
     root = Path(top.stdout.strip())
 
     attrs = root / ".gitattributes"
@@ -246,8 +243,7 @@ def _install_textconv(repo: Path) -> int:
         # An existing .gitattributes is the repository's: extended, never replaced or followed.
         target = check_target(attrs, "the attributes file", owned=lambda _p: True)
     except UnsafePath as exc:
-        print(f"looptap textconv: error: {exc}", file=sys.stderr)
-        return 2
+        raise _Refused(str(exc)) from None
     command = f"{shlex.quote(sys.executable)} -m cassettes.cli textconv"
     done = subprocess.run(
         ["git", "-C", str(root), "config", "diff.looptap.textconv", command],
@@ -256,15 +252,13 @@ def _install_textconv(repo: Path) -> int:
         timeout=30,
     )
     if done.returncode != 0:
-        print(f"looptap textconv: error: git config failed: {done.stderr.strip()}", file=sys.stderr)
-        return 2
+        raise _Refused(f"git config failed: {done.stderr.strip()}")
     line = "*.jsonl diff=looptap"
     try:
         if _add_attribute(target, line):
             print(f"looptap: added '{line}' to {attrs}")
     except (UnsafePath, CassetteError) as exc:
-        print(f"looptap textconv: error: {exc}", file=sys.stderr)
-        return 2
+        raise _Refused(str(exc)) from None
     print(f"looptap: git diff now shows cassettes through: {command}")
     print("looptap: (git diff --no-textconv shows the raw JSON lines)")
     return 0

@@ -36,7 +36,7 @@ def split_options(args: argparse.Namespace) -> None:
         options = []
     if options:
         p = argparse.ArgumentParser(prog="looptap why", add_help=False)
-        add_args(p, WHY_OPTIONS)
+        add_args(p, (WHY_OPTIONS,))
         p.parse_args(options, namespace=args)
 
 

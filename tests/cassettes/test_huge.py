@@ -318,7 +318,7 @@ def test_show_with_a_filter_holds_neither_the_conversations_nor_the_lines(tmp_pa
     them from the run on each pass, and the findings and growth tables are printed a line at a
     time (a list of every conversation and of every line was ~2.5 KB per conversation: 2.5 GB
     at a million)."""
-    from cassettes.cli import ShowFilter
+    from cassettes.cli.showfilter import ShowFilter
     from cassettes.views.view import analysis_lines
 
     run = open_run(write_huge(tmp_path / "run.jsonl", 400))

@@ -34,7 +34,7 @@ class SameEveryTime:
 
 random.SystemRandom = SameEveryTime
 fake = "http://127.0.0.1:9"
-cfg = launcher.RecorderConfig(output=Path("x.jsonl"), upstreams={n: fake for n in launcher.BUILTIN_UPSTREAMS})
+cfg = launcher.RecorderConfig(output=Path("x.jsonl"), upstreams={n: fake for n in launcher.REVERSE_UPSTREAMS})
 print(json.dumps([[lst.spec, lst.port] for lst in cfg.listeners()]))
 """  # noqa: E501
 
