@@ -46,14 +46,7 @@ from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run, timeline
 from cassettes.views.growth import SPLIT, growth_bars
 
-__all__ = [
-    "SCOPE_NAME",
-    "SPAN_KIND_CLIENT",
-    "SPAN_KIND_INTERNAL",
-    "build_request",
-    "iter_requests",
-    "span_attributes",
-]
+__all__ = ["build_request", "iter_requests"]
 
 SCOPE_NAME = "looptap"
 SPAN_KIND_INTERNAL = 1

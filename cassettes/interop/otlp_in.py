@@ -30,7 +30,7 @@ from cassettes.hints import count
 from cassettes.interop.documents import read_docs
 from cassettes.providers.rebuild import REBUILT, Call, chat_ids, from_parts
 
-__all__ = ["OTLP_LIMIT", "otlp_calls"]
+__all__ = ["otlp_calls"]
 
 #: The largest OTLP file imported: its spans are held to be put in order, about 10 times the
 #: file's size in memory (a 28.7 MB file of 4,400 spans peaked at 271 MB).

@@ -25,7 +25,6 @@ from cassettes.wire.exchange import Exchange
 
 __all__ = [
     "FORMAT_VERSION",
-    "MAGIC",
     "MIGRATIONS",
     "check_exchange_record",
     "depth_safe_record",

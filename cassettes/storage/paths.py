@@ -44,7 +44,6 @@ __all__ = [
     "describe",
     "open_append",
     "orphans",
-    "process_gone",
     "process_start",
     "read_input",
     "reclaim_staged",

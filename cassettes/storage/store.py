@@ -46,7 +46,6 @@ __all__ = [
     "being_written",
     "exchange_record",
     "is_cassette",
-    "iter_lines",
     "read_header",
 ]
 
