@@ -353,15 +353,7 @@ class BodyLearner:
             for seg in segments[-3:]
         ):
             return
-        data = b"".join(c for _, c in chunks)
-        if not data.lstrip().startswith(b"{") or len(data) > (1 << 20):
-            return
-        try:
-            doc = bounds.loads(data)
-        except orjson.JSONDecodeError:
-            return
-        if not isinstance(doc, dict):
-            return
+        doc = _json_object(b"".join(c for _, c in chunks))
         for k in ("value", "token", "key", "secret", "name", "client_secret"):
             v = doc.get(k)
             if isinstance(v, dict):
@@ -483,6 +475,17 @@ def _events(data: bytes, aws: bool) -> list[_Event]:
         except orjson.JSONDecodeError:
             pass
     return [(a, b, doc, 0, None) for a, b, doc in json_lines(data)]
+
+
+def _json_object(data: bytes) -> dict[str, Any]:
+    """A body of at most 1 MiB that is one JSON object, parsed; else ``{}``."""
+    if not data.lstrip().startswith(b"{") or len(data) > (1 << 20):
+        return {}
+    try:
+        doc = bounds.loads(data)
+    except orjson.JSONDecodeError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _shared(a: bytes, b: bytes) -> int:
