@@ -23,8 +23,9 @@ from cassettes.reading.run import open_run
 from cassettes.reading.shown import show_pairs
 from cassettes.untrusted import clean_line
 from cassettes.views import roundtrip_object  # noqa: F401 - show_pairs' (loaded here)
+from cassettes.views.layers import GrowthRows, analysis_lines
 from cassettes.views.progress import reading_line
-from cassettes.views.view import GrowthRows, analysis_lines, summary_lines
+from cassettes.views.view import summary_lines
 
 __all__ = ["cmd_show"]
 

@@ -36,7 +36,7 @@ from cassettes.storage.paths import check_target, staged
 from cassettes.untrusted import clean_line
 from cassettes.views.progress import reading_line
 
-__all__ = ["cmd_fleet", "cmd_index", "cmd_query", "export_parquet", "index_dirs"]
+__all__ = ["cmd_fleet", "cmd_index", "cmd_query", "export_parquet"]
 
 #: A table cell's width at most, in characters.
 CELL = 60

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from cassettes.errors import CassetteError
 
-__all__ = ["COST_BY", "cost", "failing_turns", "findings", "since_time"]
+__all__ = ["cost", "failing_turns", "findings", "since_time"]
 
 #: ``fleet cost --by``: what each groups by.
 COST_BY = {

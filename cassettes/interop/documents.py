@@ -12,7 +12,7 @@ import orjson
 from cassettes import bounds
 from cassettes.errors import ImportFormatError
 
-__all__ = ["DOC_LIMIT", "read_docs"]
+__all__ = ["read_docs"]
 
 #: The largest JSON document (a file read whole, or one line) an import parses.
 DOC_LIMIT = bounds.MAX_DECODED_BYTES

@@ -27,7 +27,7 @@ from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run, timeline
 from cassettes.wire.exchange import Exchange, Headers
 
-__all__ = ["build_har", "har_chunks", "iter_entries"]
+__all__ = ["build_har", "har_chunks"]
 
 
 def _iso(ts: float) -> str:

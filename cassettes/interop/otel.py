@@ -46,14 +46,7 @@ from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run, timeline
 from cassettes.views.growth import SPLIT, growth_bars
 
-__all__ = [
-    "SCOPE_NAME",
-    "SPAN_KIND_CLIENT",
-    "SPAN_KIND_INTERNAL",
-    "build_request",
-    "iter_requests",
-    "span_attributes",
-]
+__all__ = ["build_request", "iter_requests"]
 
 SCOPE_NAME = "looptap"
 SPAN_KIND_INTERNAL = 1
@@ -158,10 +151,8 @@ def _hex_id(identity: bytes, *parts: str, size: int) -> str:
 
 
 def _part(p: Part) -> dict[str, Any]:
-    if p.kind == "text":
-        return {"type": "text", "content": p.text or ""}
-    if p.kind == "reasoning":
-        return {"type": "reasoning", "content": p.text or ""}
+    if p.kind in ("text", "reasoning", "refusal"):
+        return {"type": p.kind, "content": p.text or ""}
     if p.kind == "tool_call" and p.tool_call is not None:
         tc = p.tool_call
         out: dict[str, Any] = {"type": "tool_call", "id": tc.id, "name": tc.name or ""}
@@ -179,8 +170,6 @@ def _part(p: Part) -> dict[str, Any]:
         if tr.is_error is not None:
             res["is_error"] = tr.is_error
         return res
-    if p.kind == "refusal":
-        return {"type": "refusal", "content": p.text or ""}
     if p.kind == "media":
         return {"type": "media", "mime_type": p.media_type}
     # A block looptap has no kind for (a cache point, a server tool's result …): kept as sent.

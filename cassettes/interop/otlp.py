@@ -7,23 +7,23 @@ protobuf wire format is small (varints, fixed64, length-delimited fields) and th
 mapping, field for field.
 
 OTLP/HTTP: ``POST {endpoint}/v1/traces`` with ``application/x-protobuf`` (what every collector and
-Phoenix accept) or ``application/json``.
+Phoenix accept) or ``application/json``, by httpx (the client every request looptap sends uses).
 """
 
 from __future__ import annotations
 
+import ssl
 import struct
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
 from cassettes.errors import CassetteError
 from cassettes.recording.redact import Redactor
 
-__all__ = ["MAX_BODY_BYTES", "ExportError", "batches", "encode_request", "send", "traces_url"]
+__all__ = ["ExportError", "batches", "encode_request", "send", "traces_url"]
 
 
 class ExportError(CassetteError, OSError):
@@ -163,8 +163,6 @@ def encode_request(req: Mapping[str, Any]) -> bytes:
 def traces_url(endpoint: str) -> str:
     """The signal URL: an endpoint that already ends in ``/v1/traces`` is used as given, a base
     endpoint gets it appended (as ``OTEL_EXPORTER_OTLP_ENDPOINT`` works)."""
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(endpoint)
     path = parts.path.rstrip("/")
     if not path.endswith("/v1/traces"):
@@ -237,22 +235,25 @@ def send(
     shown = Redactor().url(url)  # what error messages name: credentials in the URL redacted
     if not url.startswith(("http://", "https://")):
         raise ExportError(f"OTLP endpoint must be an http:// or https:// URL, got {shown!r}")
+    import httpx2  # (the network client only when an export is sent: textconv shares this module)
+
     status = 0
     bodies = batches(req, protocol)
-    for body in bodies:
-        request = urllib.request.Request(
-            url, data=body, method="POST", headers={"Content-Type": ctype, **(headers or {})}
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as resp:
-                status = resp.status
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:300].decode("utf-8", "replace").strip()
-            raise ExportError(
-                f"{shown} refused the export: HTTP {exc.code} "
-                f"{exc.reason}{': ' + detail if detail else ''}"
-            ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ExportError(f"cannot reach {shown}: {reason}") from None
+    try:  # (the system's CA store and the environment's proxies, as urllib had them)
+        with httpx2.Client(timeout=timeout, verify=ssl.create_default_context()) as client:
+            for body in bodies:
+                resp = client.post(
+                    url, content=body, headers={"Content-Type": ctype, **(headers or {})}
+                )
+                status = resp.status_code
+                if status >= 400:
+                    detail = resp.content[:300].decode("utf-8", "replace").strip()
+                    raise ExportError(
+                        f"{shown} refused the export: HTTP {status} "
+                        f"{resp.reason_phrase}{': ' + detail if detail else ''}"
+                    )
+    except ExportError:
+        raise
+    except (httpx2.HTTPError, OSError) as exc:
+        raise ExportError(f"cannot reach {shown}: {exc}") from None
     return status, len(bodies)

@@ -30,7 +30,7 @@ from cassettes.hints import count
 from cassettes.interop.documents import read_docs
 from cassettes.providers.rebuild import REBUILT, Call, chat_ids, from_parts
 
-__all__ = ["OTLP_LIMIT", "otlp_calls"]
+__all__ = ["otlp_calls"]
 
 #: The largest OTLP file imported: its spans are held to be put in order, about 10 times the
 #: file's size in memory (a 28.7 MB file of 4,400 spans peaked at 271 MB).
@@ -292,6 +292,26 @@ def _content(
 
 
 def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) -> None:
+    _served(call, a)
+    reasons = a.get("gen_ai.response.finish_reasons")
+    raw = reasons[0] if isinstance(reasons, list) and reasons else finish
+    if isinstance(raw, str) and raw and raw != "unknown":
+        call.finish = _FINISH.get(call.family, {}).get(raw, raw)
+        call.given.add("finish_reason")
+    _params(call, a)
+    usage = {k: a.get(semconv, a.get(oi)) for k, (semconv, oi) in _USAGE.items()}
+    call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
+    if call.usage:
+        call.given.add("usage")
+    _timing(call, span)
+    status: dict[str, Any] = span["status"] if isinstance(span.get("status"), dict) else {}
+    if status.get("code") in (2, "STATUS_CODE_ERROR") and not call.output:
+        call.error = str(status.get("message") or "error")
+        call.given.add("error")
+
+
+def _served(call: Call, a: dict[str, Any]) -> None:
+    """The model that answered and the response's id, where the trace kept them."""
     model = (
         a.get("gen_ai.response.model") or a.get("gen_ai.request.model") or a.get("llm.model_name")
     )
@@ -305,27 +325,25 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
     if isinstance(rid, str) and rid:
         call.response_id = rid
         call.given.add("response.id")
-    reasons = a.get("gen_ai.response.finish_reasons")
-    raw = reasons[0] if isinstance(reasons, list) and reasons else finish
-    if isinstance(raw, str) and raw and raw != "unknown":
-        call.finish = _FINISH.get(call.family, {}).get(raw, raw)
-        call.given.add("finish_reason")
-    usage = {
-        "input_tokens": a.get("gen_ai.usage.input_tokens", a.get("llm.token_count.prompt")),
-        "output_tokens": a.get("gen_ai.usage.output_tokens", a.get("llm.token_count.completion")),
-        "cache_read": a.get(
-            "gen_ai.usage.cache_read.input_tokens",
-            a.get("llm.token_count.prompt_details.cache_read"),
-        ),
-        "cache_write": a.get(
-            "gen_ai.usage.cache_creation.input_tokens",
-            a.get("llm.token_count.prompt_details.cache_write"),
-        ),
-    }
-    _params(call, a)
-    call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
-    if call.usage:
-        call.given.add("usage")
+
+
+#: The usage counts: the GenAI conventions' attribute, else OpenInference's.
+_USAGE = {
+    "input_tokens": ("gen_ai.usage.input_tokens", "llm.token_count.prompt"),
+    "output_tokens": ("gen_ai.usage.output_tokens", "llm.token_count.completion"),
+    "cache_read": (
+        "gen_ai.usage.cache_read.input_tokens",
+        "llm.token_count.prompt_details.cache_read",
+    ),
+    "cache_write": (
+        "gen_ai.usage.cache_creation.input_tokens",
+        "llm.token_count.prompt_details.cache_write",
+    ),
+}
+
+
+def _timing(call: Call, span: dict[str, Any]) -> None:
+    """When the call started and how long it took: the span's own times."""
     try:
         t0, t1 = int(span.get("startTimeUnixNano") or 0), int(span.get("endTimeUnixNano") or 0)
     except (TypeError, ValueError):
@@ -333,10 +351,6 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
     if t0 > 0:
         call.started, call.duration = t0 / 1e9, max(0, t1 - t0) / 1e9 if t1 >= t0 else None
         call.given.add("timing")
-    status: dict[str, Any] = span["status"] if isinstance(span.get("status"), dict) else {}
-    if status.get("code") in (2, "STATUS_CODE_ERROR") and not call.output:
-        call.error = str(status.get("message") or "error")
-        call.given.add("error")
 
 
 #: ``gen_ai.request.*`` → the request's own names (OpenAI Chat, Anthropic; ``None``: not sent).

@@ -57,6 +57,10 @@ SEEN_CHARS = 64 << 20
 #: JSON bodies larger than this are scrubbed as bytes only, not string by string.
 _WHOLE_BYTES = 8 << 20
 _REDACTED_BYTES = REDACTED.encode()
+#: A multipart form's field: its name and (the first 4 KiB of) its value.
+_MULTIPART_FIELD = re.compile(
+    rb'name="([^"\r\n]{1,200})"[^\n]*\n(?:[^\r\n]+\r?\n){0,8}\r?\n(.{0,4096}?)\r?\n--', re.S
+)
 
 
 def _json_rebuild(value: Any, it: Iterator[str], key: Callable[[str], str]) -> Any:
@@ -321,22 +325,18 @@ class BodyLearner:
     def form(self, body: bytes, ctype: str) -> None:
         """Learn the credential fields of a form-urlencoded or multipart body (``client_secret``,
         ``refresh_token``, ``api_key``), so that scrubbing the bytes masks them."""
+        fields: list[tuple[str, str]] = []
         if "x-www-form-urlencoded" in ctype:
-            for k, v in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
-                kind = secret_name(k)
-                if v and (kind == "always" or (kind and looks_secret(v))):
-                    self._secrets.learn(v)
+            fields = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
         elif "multipart/" in ctype:
-            for m in re.finditer(
-                rb'name="([^"\r\n]{1,200})"[^\n]*\n(?:[^\r\n]+\r?\n){0,8}\r?\n(.{0,4096}?)\r?\n--',
-                body,
-                re.S,
-            ):
-                name = m.group(1).decode("utf-8", "replace")
-                value = m.group(2).decode("utf-8", "replace").strip()
-                kind = secret_name(name)
-                if value and (kind == "always" or (kind and looks_secret(value))):
-                    self._secrets.learn(value)
+            fields = [
+                (name.decode("utf-8", "replace"), value.decode("utf-8", "replace").strip())
+                for name, value in _MULTIPART_FIELD.findall(body)
+            ]
+        for name, value in fields:
+            kind = secret_name(name)
+            if value and (kind == "always" or (kind and looks_secret(value))):
+                self._secrets.learn(value)
 
     def minted(self, url: str, chunks: list[tuple[float | None, bytes]]) -> None:
         """A credential minted by an endpoint named for one (``POST /v1/realtime/client_secrets``
@@ -353,15 +353,7 @@ class BodyLearner:
             for seg in segments[-3:]
         ):
             return
-        data = b"".join(c for _, c in chunks)
-        if not data.lstrip().startswith(b"{") or len(data) > (1 << 20):
-            return
-        try:
-            doc = bounds.loads(data)
-        except orjson.JSONDecodeError:
-            return
-        if not isinstance(doc, dict):
-            return
+        doc = _json_object(b"".join(c for _, c in chunks))
         for k in ("value", "token", "key", "secret", "name", "client_secret"):
             v = doc.get(k)
             if isinstance(v, dict):
@@ -483,6 +475,17 @@ def _events(data: bytes, aws: bool) -> list[_Event]:
         except orjson.JSONDecodeError:
             pass
     return [(a, b, doc, 0, None) for a, b, doc in json_lines(data)]
+
+
+def _json_object(data: bytes) -> dict[str, Any]:
+    """A body of at most 1 MiB that is one JSON object, parsed; else ``{}``."""
+    if not data.lstrip().startswith(b"{") or len(data) > (1 << 20):
+        return {}
+    try:
+        doc = bounds.loads(data)
+    except orjson.JSONDecodeError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _shared(a: bytes, b: bytes) -> int:

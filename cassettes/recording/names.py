@@ -21,7 +21,6 @@ __all__ = [
     "credential_values",
     "inside_strings",
     "looks_secret",
-    "name_words",
     "named_spans",
     "secret_name",
 ]

@@ -28,11 +28,11 @@ from cassettes.parsing import sealed
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, response_side
 from cassettes.recording.redact import Redactor
 from cassettes.storage.codec import (
-    HistoryEncoder,
     depth_safe_record,
     dumps_record,
     exchange_to_record,
 )
+from cassettes.storage.delta import HistoryEncoder
 from cassettes.storage.store import CassetteFile, read_records
 from cassettes.wire.decoding import decode_exchange
 from cassettes.wire.exchange import Exchange

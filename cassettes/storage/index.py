@@ -30,12 +30,12 @@ import orjson
 from cassettes import interrupts
 from cassettes.errors import CassetteFormatError, CassetteIOError
 from cassettes.storage.codec import (
-    HistoryDecoder,
     check_exchange_record,
     loads_record,
     migrate,
     record_to_exchange,
 )
+from cassettes.storage.delta import HistoryDecoder
 from cassettes.storage.store import Problem, exchange_record, open_regular, read_header
 from cassettes.wire.exchange import Exchange
 

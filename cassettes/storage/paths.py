@@ -44,7 +44,6 @@ __all__ = [
     "describe",
     "open_append",
     "orphans",
-    "process_gone",
     "process_start",
     "read_input",
     "reclaim_staged",
@@ -112,24 +111,21 @@ class Target:
     replaces: FileId | None = None
 
 
+#: What each kind of file is called in a message, in the order it is tested.
+_KINDS = (
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
 def describe(st: os.stat_result) -> str:
     """What a non-regular file is, for a message."""
-    mode = st.st_mode
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+    return next((kind for test, kind in _KINDS if test(st.st_mode)), "not a regular file")
 
 
 def _lstat(path: Path, what: str = "") -> os.stat_result | None:
@@ -285,11 +281,10 @@ def same_path(a: str | Path, b: str | Path) -> bool:
     """Whether two names are the same file: the same inode when both exist, else the same absolute
     path (with the directory's links resolved)."""
     try:
-        sa, sb = os.stat(a), os.stat(b)
+        return os.path.samefile(a, b)
     except OSError:
         pa, pb = Path(a), Path(b)
         return pa.parent.resolve() / pa.name == pb.parent.resolve() / pb.name
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 @dataclass

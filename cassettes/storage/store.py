@@ -29,7 +29,6 @@ import orjson
 
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.storage.codec import (
-    HistoryDecoder,
     check_header,
     dumps_record,
     header_record,
@@ -37,6 +36,7 @@ from cassettes.storage.codec import (
     migrate,
     record_to_exchange,
 )
+from cassettes.storage.delta import HistoryDecoder
 from cassettes.storage.paths import UnsafePath, describe, open_append
 from cassettes.wire.exchange import Exchange
 
@@ -46,7 +46,6 @@ __all__ = [
     "being_written",
     "exchange_record",
     "is_cassette",
-    "iter_lines",
     "read_header",
 ]
 

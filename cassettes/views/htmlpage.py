@@ -31,7 +31,7 @@ from cassettes._version import __version__
 from cassettes.errors import CassetteError
 from cassettes.hints import count, install_command
 
-__all__ = ["COMPRESS_OVER", "embed_json", "render_fleet_html", "render_html"]
+__all__ = ["embed_json", "render_fleet_html", "render_html"]
 
 #: Data larger than this (bytes of JSON) is embedded compressed when that saves enough.
 COMPRESS_OVER = 256 * 1024

@@ -24,7 +24,6 @@ from cassettes.models import FinishReason
 from cassettes.views.roundtrip_object import KEYS, SCHEMA, roundtrip_json
 
 __all__ = [
-    "DOC_MARK",
     "SCHEMA",
     "ErrorJson",
     "FinishReasonJson",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from cassettes.analysis.model import Turn
 
-__all__ = ["SearchHit", "search_turns", "turn_fields"]
+__all__ = ["SearchHit", "search_turns"]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.framing import Framed, frame
 
-__all__ = ["MAX_POINTS", "TimelinePoint", "text_timeline"]
+__all__ = ["TimelinePoint", "text_timeline"]
 
 #: At most this many reassembled prefixes per stream.
 MAX_POINTS = 120

@@ -1,7 +1,8 @@
-"""Views of a run for people and for tools: :func:`summary_lines` (``looptap show``), the layer
-analysis as text (:func:`analysis_lines`) and as ``show --json`` additions (:func:`turn_json`,
-:func:`finding_json`, :func:`mcp_link_json`). The per-round-trip object itself,
-``looptap.roundtrip/1``, is :mod:`cassettes.views.schema`.
+"""Views of a round trip for people and for tools: :func:`summary_lines` (``looptap show``), and
+the layer analysis' additions to a round trip's ``show --json`` object (:func:`turn_json`,
+:func:`finding_json`, :func:`mcp_link_json`). The analysis as text (counts, findings, growth
+tables) is :mod:`cassettes.views.layers`; a fork's edits as shown, :mod:`cassettes.views.edits`;
+the per-round-trip object itself, ``looptap.roundtrip/1``, :mod:`cassettes.views.schema`.
 """
 
 from __future__ import annotations
@@ -9,26 +10,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from cassettes.analysis import spill
 from cassettes.analysis.dispatch.replayed import CODE as DIVERGED
-from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis, Turn, kind_text
+from cassettes.analysis.model import Conversation, Finding, McpCall, Turn
 from cassettes.errors import problem_lines
 from cassettes.hints import count
+from cassettes.views.edits import CONTINUED, edit_text, reconstructed_said
 from cassettes.views.growth import growth_bars, split_json
-from cassettes.views.money import ESTIMATED_NOTE, money
+from cassettes.views.layers import finding_line
 
 __all__ = [
     "LINK_MEANINGS",
-    "SEVERITY_MARK",
-    "GrowthRows",
-    "analysis_lines",
     "count",
-    "edit_text",
-    "edited_messages",
-    "edits_json",
     "error_phrase",
     "finding_json",
-    "finding_line",
     "link_text",
     "mcp_link_json",
     "status_text",
@@ -232,103 +226,6 @@ def _request_lines(v: dict[str, Any], c: dict[str, Any]) -> list[str]:
     ]
 
 
-def edits_json(marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A fork's edit marks of one round trip (cassettes.wire.edited) as ``show --json`` gives them:
-    each with the edited ``item`` named (``messages[3]``)."""
-    from cassettes.wire.edited import item_of
-
-    return [
-        {"edit": m["edit"], "item": item_of(m), **{k: v for k, v in m.items() if k != "edit"}}
-        for m in marks
-    ]
-
-
-def edit_text(value: Any) -> str:
-    """An edited item's value as text: a string as it is, text parts joined, else its JSON."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(
-        isinstance(p, dict) and isinstance(p.get("text"), str) for p in value
-    ):
-        return " ".join(p["text"] for p in value)
-    import orjson
-
-    return orjson.dumps(value).decode()
-
-
-def edited_messages(request: Any, marks: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
-    """Which messages of a parsed request (:class:`cassettes.models.NormalisedRequest`) a fork's
-    edit marks rewrote, by index (``-1``: the system prompt sent apart from the history). Found by
-    what each edit names, API-neutral: the message carrying that call's result, the N-th user
-    message, the system message."""
-    msgs = request.messages
-    out: dict[int, list[dict[str, Any]]] = {}
-    for m in marks:
-        label = str(m.get("edit", ""))
-        idx = _edited_index(msgs, label)
-        if idx is not None and all(x.get("edit") != label for x in out.get(idx, [])):
-            out.setdefault(idx, []).append(m)
-    return out
-
-
-def _edited_index(msgs: list[Any], label: str) -> int | None:
-    """The index of the message an edit ``label`` names (``-1``: the system prompt sent apart),
-    ``None`` when no message is that one or the label is of no kind known here."""
-    if label.startswith("tool_result[") and label.endswith("]"):
-        return _result_index(msgs, label[len("tool_result[") : -1])
-    if label.startswith("user[") and label.endswith("]") and label[5:-1].isdigit():
-        return _user_index(msgs, int(label[5:-1]))
-    if label == "system":
-        return next((i for i, msg in enumerate(msgs) if msg.role in ("system", "developer")), -1)
-    return None
-
-
-def _result_index(msgs: list[Any], call_id: str) -> int | None:
-    """The message carrying the result of call ``call_id``."""
-    return next(
-        (
-            i
-            for i, msg in enumerate(msgs)
-            if any(
-                p.tool_result is not None and p.tool_result.call_id == call_id for p in msg.parts
-            )
-        ),
-        None,
-    )
-
-
-def _user_index(msgs: list[Any], n: int) -> int | None:
-    """The ``n``-th user message that says something (text, not a tool result)."""
-    users = [
-        i
-        for i, msg in enumerate(msgs)
-        if msg.role == "user"
-        and any(p.text for p in msg.parts)
-        and not any(p.tool_result is not None for p in msg.parts)
-    ]
-    return users[n] if n < len(users) else None
-
-
-#: What a ``continue`` mark's ``before`` is: the request is looptap's own (the client sent none of
-#: it); the client's history is what looptap extended with the cut answer and a request for the
-#: rest.
-CONTINUED = "looptap asked for the rest of the cut answer; the client's history"
-
-
-def reconstructed_said(r: dict[str, Any] | None) -> str | None:
-    """An imported round trip's provenance mark (docs/interop.md) said in one line: what came
-    from the trace, what looptap inferred (which no finding rests on alone); ``None``: recorded.
-    (Its words are the file's: a terminal shows them cleaned.)"""
-    if not r:
-        return None
-    given = ", ".join(map(str, r.get("from") or [])) or "nothing"
-    inferred = ", ".join(map(str, r.get("inferred") or [])) or "nothing"
-    return (
-        f"reconstructed from {r.get('source', 'a trace')}: {given}; inferred by looptap "
-        f"(not evidence): {inferred}"
-    )
-
-
 def reconstructed_lines(v: dict[str, Any]) -> list[str]:
     said = reconstructed_said(v.get("reconstructed"))
     return [] if said is None else [f"    {said}"]
@@ -432,19 +329,6 @@ def _trouble_lines(v: dict[str, Any]) -> list[str]:
                 else []
             )
     return out
-
-
-# -- layer analysis ---------------------------------------------------------------------------
-
-
-def caused_by_note(f: Finding | dict[str, Any]) -> str:
-    """`` (caused by CODE on #SEQ)`` for a consequence folded under its root cause, else ``""``."""
-    d = (f.details if isinstance(f, Finding) else f.get("details")) or {}
-    cause = d.get("caused_by")
-    if not isinstance(cause, str) or not cause:
-        return ""
-    seq = d.get("caused_by_seq")
-    return f" (caused by {cause}{f' on #{seq}' if isinstance(seq, int) else ''})"
 
 
 def finding_json(f: Finding) -> dict[str, Any]:
@@ -553,167 +437,3 @@ def link_text(link: str, previous_seq: int | None) -> str:
             ", named by the X-Looptap-Conversation request header" if link == "header" else ""
         )
     return f"{link} — {meaning.format(prev=f'#{previous_seq}')}"
-
-
-#: The mark of each finding severity in text output (show, textconv).
-SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "·"}
-
-
-#: Each finding layer's heading in text output, in the order they are shown.
-_LAYER_NAMES = {"E": "E — model emission", "A": "A — API", "C": "C — client dispatch"}
-_SEVERITIES = ("error", "warning", "info")
-
-
-def analysis_lines(analysis: RunAnalysis, rows: GrowthRows | None = None) -> Iterator[str]:
-    """Each layer's counts, the findings root cause first (the analysis' own order: by severity,
-    each consequence under its cause), then the token-cost growth table of each conversation, a
-    line at a time (a run of a million conversations has millions of lines: they are never held).
-    The table's rows are taken from ``rows`` where noted there (``show``: its printing pass had
-    each turn at hand), else from ``analysis.turns`` (each turn read once)."""
-    yield ""
-    yield (
-        f"{count(len(analysis.conversations), 'conversation')}, "
-        f"{count(len(analysis.turns), 'turn')}, {count(len(analysis.findings), 'finding')}"
-    )
-    yield from _layer_counts(analysis.findings)
-    if analysis.findings:
-        yield ""
-        yield "findings, root causes first:"
-    for f in analysis.findings:
-        yield finding_line(f, where=True)
-    for conv in analysis.conversations:
-        yield from _growth_lines(analysis, conv, rows)
-    if analysis.errors:
-        yield ""
-        yield from (f"(!) analysis: {e}" for e in analysis.errors)
-
-
-def _layer_counts(findings: Iterable[Finding]) -> list[str]:
-    """Each layer's heading with its findings counted by severity."""
-    counts = {(layer, sev): 0 for layer in _LAYER_NAMES for sev in _SEVERITIES}
-    for f in findings:
-        counts[f.layer, f.severity.value] += 1
-    return [
-        f"{name}: {count(counts[layer, 'error'], 'error')}, "
-        f"{count(counts[layer, 'warning'], 'warning')}, {counts[layer, 'info']} info"
-        for layer, name in _LAYER_NAMES.items()
-    ]
-
-
-def finding_line(f: Finding | dict[str, Any], *, where: bool = False) -> str:
-    """A finding as text output writes it: ``✖ C C.code: message``; a consequence indented under
-    its cause with ``↳`` and what caused it; ``where``: its round trip, conversation and turn
-    after the code (the run's list). ``f``: a finding, or its JSON (``show --json``'s)."""
-    if isinstance(f, Finding):
-        sev, layer, code, message = f.severity.value, f.layer, f.code, f.message
-        seq, conv, turn = f.seq, f.conversation, f.turn
-    else:
-        sev, layer, code, message = f["severity"], f["layer"], f["code"], f["message"]
-        seq, conv, turn = f.get("seq"), f.get("conversation"), f.get("turn")
-    under = "  ↳ " if caused_by_note(f) else ""
-    at = f" (#{seq} {conv}/turn {turn})" if where else ""
-    return f"  {under}{SEVERITY_MARK[sev]} {layer} {code}{at}: {message}{caused_by_note(f)}"
-
-
-class GrowthRows:
-    """Each turn's row of the token-growth table, noted by a pass that has the turn at hand
-    (``show``'s printing pass, which restores each turn once) for :func:`analysis_lines`, which
-    prints the tables after that pass: so no turn is restored from the reader's store again.
-
-    A row is a line of text and a flag (its cost estimated). The most recently noted
-    :data:`~cassettes.analysis.spill.KEEP` rows stay in memory, the others go to a temporary file
-    (:class:`~cassettes.analysis.spill.SpillMap`): a run of a million turns holds no more than a
-    run of ten thousand. :meth:`close` removes the file."""
-
-    def __init__(self) -> None:
-        self._spill = spill.Spill()
-        self._rows: spill.SpillMap[int, tuple[str, bool]] = spill.SpillMap(
-            self._spill, keep=spill.KEEP
-        )
-
-    def note(self, turn: Turn) -> None:
-        self.put(turn.seq, growth_row(turn))
-
-    def put(self, seq: int, row: tuple[str, bool] | list[Any]) -> None:
-        """Note turn ``seq``'s row (:func:`growth_row`; a list when read back from a kept view)."""
-        self._rows[seq] = (row[0], row[1])
-        self._rows.trim()
-
-    def get(self, seq: int) -> tuple[str, bool] | None:
-        """The row noted for the turn ``seq`` (``None``: none was)."""
-        try:
-            return self._rows.peek(seq)
-        except KeyError:
-            return None
-
-    def close(self) -> None:
-        self._rows.clear()
-        self._spill.close()
-
-
-def growth_row(turn: Turn) -> tuple[str, bool]:
-    """A turn's row of the token-growth table, and whether its cost is estimated
-    (:class:`GrowthRows`)."""
-    return _growth_row(turn), _estimated(turn)
-
-
-def _growth_lines(
-    analysis: RunAnalysis, conv: Conversation, rows: GrowthRows | None = None
-) -> Iterator[str]:
-    """A conversation's token-cost growth table (nothing for a conversation with no turn), a line
-    at a time; each row from ``rows`` when noted there, else from its turn in ``analysis.turns``."""
-    if not conv.turns:
-        return
-    branch = f", {kind_text(conv.kind, conv.parent_seq)}" if conv.parent_seq is not None else ""
-    title = f" “{conv.label or conv.title}”" if conv.label or conv.title else ""
-    yield ""
-    yield (
-        f"token growth, conversation {conv.id}{title} ({conv.family}, "
-        f"{count(len(conv.turns), 'turn')}{branch})"
-    )
-    yield (
-        f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>7} {'written':>7} {'output':>6} "
-        f"{'reason':>6}  {'system':>6} {'tools':>6} {'history':>7} {'results':>7} {'new':>6}  "
-        f"{'cost':>10} {'cumulative':>11}  source"
-    )
-    estimated = False
-    for s in conv.turns:
-        row = rows.get(s) if rows is not None else None
-        if row is None:
-            t = analysis.turns[s]
-            row = (_growth_row(t), _estimated(t))
-        yield row[0]
-        estimated = estimated or row[1]
-    yield (
-        "  (system + tools + history + results + new = input: estimated from text size, scaled to "
-        "the reported input; docs/reading.md)"
-    )
-    if estimated:
-        yield f"  ({ESTIMATED_NOTE})"
-
-
-def _estimated(t: Turn) -> bool:
-    """The turn's row shows an estimated price (its own, or one in the cumulative)."""
-    return t.tokens.price_estimated or t.tokens.cumulative_estimated
-
-
-def _growth_row(t: Turn) -> str:
-    """One turn's row of the growth table (``-``: a count the response did not report); the split
-    is :func:`~cassettes.views.growth.growth_bars`', as every other view's."""
-
-    k = t.tokens
-    (bar,) = growth_bars([t])
-
-    def n(v: int | None) -> str:
-        return "-" if v is None else str(v)
-
-    split = (
-        f"{'':>6} {'':>6} {'':>7} {'':>7} {'':>6}"
-        if bar.unsplit
-        else f"{bar.system:>6} {bar.tools:>6} {bar.history:>7} {bar.tool_results:>7} {bar.new:>6}"
-    )
-    return (
-        f"  {t.index:>4} {t.seq:>4} {n(k.input):>8} {n(k.cache_read):>7} {n(k.cache_write):>7} "
-        f"{n(k.output):>6} {n(k.reasoning):>6}  {split}  {money(bar.cost, bar.cost_estimated):>10} "
-        f"{money(bar.cumulative_cost, bar.cumulative_estimated):>11}  {k.source}"
-    )

@@ -27,7 +27,7 @@ from cassettes.replay.forking.compare import (
 from cassettes.replay.forking.cursor import live_router
 from cassettes.why.interventions import Intervention
 
-__all__ = ["check", "planned_for"]
+__all__ = ["check"]
 
 
 def planned_for(run: Any, chosen: list[Intervention], bases: dict[str, str]) -> list[Any]:

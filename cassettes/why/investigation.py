@@ -14,7 +14,7 @@ from typing import Any
 
 from cassettes.errors import CassetteError
 from cassettes.hints import count
-from cassettes.reading.run import open_run
+from cassettes.reading.run import Run, open_run
 from cassettes.replay.forking.compare import BudgetError, upstream_bases
 from cassettes.replay.testing.recording import how_to_install, recorder_python
 from cassettes.storage.paths import check_input
@@ -94,17 +94,7 @@ def _options(args: argparse.Namespace) -> tuple[Outcome, list[str], Decimal | No
 def investigate(args: argparse.Namespace) -> Result:
 
     outcome, argv, max_cost, results = _options(args)
-    try:
-        bases = upstream_bases(args.upstream)
-        path = check_input(Path(args.file), "the run")
-        run = open_run(path, whole=True, formats=("looptap",))
-    except (CassetteError, ValueError) as exc:
-        raise Refused(str(exc)) from None
-    found = [
-        i
-        for i in interventions(run, results, args.model)
-        if not args.layer or i.layer in args.layer
-    ]
+    bases, path, run, found = _suspects(args, results)
     recorded = None
     if not outcome.needs_run:
         recorded = outcome.failed(judged_from(run))
@@ -139,6 +129,37 @@ def investigate(args: argparse.Namespace) -> Result:
     if python is None:
         raise Refused(how_to_install())
 
+    state = _opened(args, path, argv, outcome, recorded)
+    _say(_fails(outcome, state.doc["recorded"]))  # first: what every branch is measured against
+    for line in lines:
+        _say(line)
+    return _run(args, run, path, state, outcome, found, argv, python)
+
+
+def _suspects(
+    args: argparse.Namespace, results: dict[str, str]
+) -> tuple[dict[str, str], Path, Run, list[Intervention]]:
+    """Where each API's requests go, the run named and the interventions to try in it (those of
+    ``--layer``'s layers)."""
+    try:
+        bases = upstream_bases(args.upstream)
+        path = check_input(Path(args.file), "the run")
+        run = open_run(path, whole=True, formats=("looptap",))
+    except (CassetteError, ValueError) as exc:
+        raise Refused(str(exc)) from None
+    found = [
+        i
+        for i in interventions(run, results, args.model)
+        if not args.layer or i.layer in args.layer
+    ]
+    return bases, path, run, found
+
+
+def _opened(
+    args: argparse.Namespace, path: Path, argv: list[str], outcome: Outcome, recorded: bool | None
+) -> State:
+    """The why's directory (``-o``), opened or resumed, with whether the recorded run fails by
+    the outcome: read from the recording (``recorded``), else found by running it once."""
     fresh = {"outcome": outcome.as_json(), "samples": args.samples, "command": argv}
     try:
         state = State.open(Path(args.output), path, run_digest(path), args.resume, fresh)
@@ -153,10 +174,7 @@ def investigate(args: argparse.Namespace) -> Result:
             raise
     else:
         state.put("recorded", {"failed": True, "read": "the recording"})
-    _say(_fails(outcome, state.doc["recorded"]))  # first: what every branch is measured against
-    for line in lines:
-        _say(line)
-    return _run(args, run, path, state, outcome, found, argv, python)
+    return state
 
 
 def _kept(args: argparse.Namespace) -> dict[str, int]:

@@ -127,13 +127,10 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     flipped it and no other intervention that flipped it has an interval reaching the best's low
     end. ``samples``: the K asked for (what "try K=…" quadruples). A refused request decides
     when nothing that ran flipped the outcome (:func:`_refusal`)."""
-    ran = [t for t in tallies if t.intervention.missing is None and t.samples]
-    ranked = sorted(ran, key=lambda t: (-t.interval[0], -(t.rate or 0.0), t.intervention.key))
-    ranked += [t for t in tallies if t not in ranked]
-    refused = next((t for t in tallies if t.intervention.kind == "c-refused"), None)
-    if refused is not None and not any(t.flips for t in ran):
-        return _refusal(refused, ran, ranked, samples)
-    more = f"try K={samples * 4} (--samples {samples * 4})"
+    ran, ranked = _ranked(tallies)
+    by_refusal = _refusal(tallies, ran, ranked, samples)
+    if by_refusal is not None:
+        return by_refusal
     if not ran:
         return Verdict(
             False,
@@ -143,53 +140,77 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
             ranked,
             samples,
         )
-    best = ranked[0]
+    best, rivals = ranked[0], ranked[1 : len(ran)]
     if best.flips == 0:
         return Verdict(
             False,
             f"nothing flipped the outcome in {count(best.samples, 'sample')} of any intervention: "
-            f"not determined with K={samples}; {more}, or the cause is not among these suspects"
-            + _resting(best),
+            f"not determined with K={samples}; {_more(samples)}, or the cause is not among these "
+            "suspects" + _resting(best),
             None,
             [],
             ranked,
             samples,
         )
-    low = best.interval[0]
-    tied = [t for t in ranked[1 : len(ran)] if t.flips and t.interval[1] >= low]
-    i = best.intervention
-    said = (
-        f"{i.layer} at {i.conversation} turn {i.turn} ({i.what}): flipped "
-        f"{best.flips}/{best.samples} (95% CI {low:.2f}–{best.interval[1]:.2f})"
-        + _still_failed(best)
-        + _resting(best)
-    )
+    tied = [t for t in rivals if t.flips and t.interval[1] >= best.interval[0]]
     if tied and best.flips == best.samples and all(t.flips == t.samples for t in tied):
         # every one flipped it every time: more samples cannot separate two sufficient changes
         return _either(best, tied, ranked, samples)
     if tied:
-        others = "; ".join(
-            f"{t.intervention.layer} at {t.intervention.conversation} turn {t.intervention.turn} "
-            f"({t.intervention.what}) {t.flips}/{t.samples}"
-            for t in tied
-        )
-        return Verdict(
-            False,
-            f"not determined with K={samples}: {said}, and its interval overlaps {others}; {more}",
-            best,
-            tied,
-            ranked,
-            samples,
-        )
-    rivals = ranked[1 : len(ran)]
-    rest = (
-        " no other intervention ran"
-        if not rivals
-        else " no other intervention flipped it"
-        if all(t.flips == 0 for t in rivals)
-        else " the others flipped it clearly less often"
+        return _overlapping(best, tied, ranked, samples)
+    layer = _layer_name(best.intervention.layer)
+    return Verdict(True, f"{layer}: {_said(best)};{_rest(rivals)}", best, [], ranked, samples)
+
+
+def _ranked(tallies: list[Tally]) -> tuple[list[Tally], list[Tally]]:
+    """(those that ran, every tally ranked: those that ran by the interval's low end, then the
+    rate, then those that did not run)."""
+    ran = [t for t in tallies if t.intervention.missing is None and t.samples]
+    ranked = sorted(ran, key=lambda t: (-t.interval[0], -(t.rate or 0.0), t.intervention.key))
+    return ran, ranked + [t for t in tallies if t not in ranked]
+
+
+def _rest(rivals: list[Tally]) -> str:
+    """What the interventions other than a determining one did."""
+    if not rivals:
+        return " no other intervention ran"
+    if all(t.flips == 0 for t in rivals):
+        return " no other intervention flipped it"
+    return " the others flipped it clearly less often"
+
+
+def _more(samples: int) -> str:
+    return f"try K={samples * 4} (--samples {samples * 4})"
+
+
+def _said(best: Tally) -> str:
+    """The best intervention, how often it flipped the outcome and its interval, in a line."""
+    i, (low, high) = best.intervention, best.interval
+    return (
+        f"{i.layer} at {i.conversation} turn {i.turn} ({i.what}): flipped "
+        f"{best.flips}/{best.samples} (95% CI {low:.2f}–{high:.2f})"
+        + _still_failed(best)
+        + _resting(best)
     )
-    return Verdict(True, f"{_layer_name(i.layer)}: {said};{rest}", best, [], ranked, samples)
+
+
+def _overlapping(best: Tally, tied: list[Tally], ranked: list[Tally], samples: int) -> Verdict:
+    """The verdict when others that flipped the outcome have intervals reaching ``best``'s low
+    end: not determined, more samples may separate them."""
+    others = "; ".join(
+        f"{t.intervention.layer} at {t.intervention.conversation} turn {t.intervention.turn} "
+        f"({t.intervention.what}) {t.flips}/{t.samples}"
+        for t in tied
+    )
+    return Verdict(
+        False,
+        f"not determined with K={samples}: {_said(best)}, and its interval overlaps {others}; "
+        f"{_more(samples)}",
+        best,
+        tied,
+        ranked,
+        samples,
+    )
 
 
 def _still_failed(t: Tally) -> str:
@@ -211,9 +232,15 @@ def _resting(t: Tally) -> str:
     return f" [{count(t.samples, 'sample')} left: {t.left_out}]"
 
 
-def _refusal(refused: Tally, ran: list[Tally], ranked: list[Tally], samples: int) -> Verdict:
+def _refusal(
+    tallies: list[Tally], ran: list[Tally], ranked: list[Tally], samples: int
+) -> Verdict | None:
     """The verdict when the API refused the client's request and nothing that ran flipped the
-    outcome: the request is the suspect, by the API's message, and no more samples can help."""
+    outcome: the request is the suspect, by the API's message, and no more samples can help
+    (``None``: no refusal, or something flipped the outcome)."""
+    refused = next((t for t in tallies if t.intervention.kind == "c-refused"), None)
+    if refused is None or any(t.flips for t in ran):
+        return None
     i = refused.intervention
     n = sum(t.samples for t in ran)
     tried = (

@@ -277,3 +277,36 @@ def test_inputs_are_read_only_from_regular_files_without_blocking(tmp_path: Path
             check_input(path, "--from")
     (tmp_path / "ok.txt").write_bytes(b"hello")
     assert read_input(tmp_path / "ok.txt", "the edit file", 3) == b"hel"
+
+
+def test_describe_names_each_kind_of_file_and_same_path_compares_files(tmp_path: Path) -> None:
+    """:func:`describe` words each kind of file as messages say it; :func:`same_path` is the same
+    inode when both names exist, else the same absolute name (with the directory's links
+    resolved)."""
+    import socket
+
+    from cassettes.storage.paths import describe, same_path
+
+    (tmp_path / "file").write_bytes(b"x")
+    (tmp_path / "link").symlink_to(tmp_path / "file")
+    os.link(tmp_path / "file", tmp_path / "hard")
+    os.mkfifo(tmp_path / "pipe")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    kinds = {name: describe(os.lstat(tmp_path / name)) for name in ("file", "link", "pipe", "sock")}
+    sock.close()
+    assert kinds == {
+        "file": "a regular file",
+        "link": "a symbolic link",
+        "pipe": "a FIFO",
+        "sock": "a socket",
+    }
+    assert describe(os.stat(tmp_path)) == "a directory"
+    assert describe(os.stat(DEV_NULL)) == "a character device"
+    assert same_path(tmp_path / "file", tmp_path / "hard")
+    assert same_path(tmp_path / "link", tmp_path / "file")
+    assert not same_path(tmp_path / "file", tmp_path / "pipe")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "dl").symlink_to(tmp_path / "d")
+    assert same_path(tmp_path / "dl" / "missing", tmp_path / "d" / "missing")
+    assert not same_path(tmp_path / "d" / "missing", tmp_path / "d" / "other")

@@ -401,7 +401,24 @@ def test_cli_reports_a_refusing_endpoint_and_bad_input_in_one_line(
     assert main(["export", str(demo_cassette)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 4 and all(line.startswith("looptap: error:") for line in lines), lines
-    assert "HTTP 500" in lines[0]
+    assert "refused the export: HTTP 500" in lines[0] and "cannot reach" not in lines[0]
+
+
+def test_an_unreachable_endpoint_is_one_line_without_its_credentials(
+    demo_cassette: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing listens on the port (bound, then closed): one ``cannot reach`` line, the URL's
+    password redacted."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://user:sekrit-pw@127.0.0.1:{port}"
+    assert main(["export", str(demo_cassette), "--otel-endpoint", url]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("looptap: error:") and "cannot reach" in line, line
+    assert "sekrit-pw" not in line and f"127.0.0.1:{port}/v1/traces" in line
 
 
 @pytest.mark.parametrize("protocol", ["protobuf", "json"])
