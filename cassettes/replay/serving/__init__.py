@@ -1,6 +1,7 @@
 """Serving a cassette (``looptap replay``): the loopback server (``server``, HTTP/1.1) and its
 WebSocket sessions (``wsserve``), both speaking what one planner decides (``plan``, asking the
-fork's router when there is one): recorded answers played by ``player``, requests sent live relayed
+fork's router when there is one): recorded answers played by ``player`` (over HTTP or as a
+WebSocket session's messages: pace, chunks, faults), requests sent live relayed
 by ``relay`` (a WebSocket session by ``wsrelay``), all written through ``sender``, the one seam to
 the wire; the faults a replay injects (``faults``).
 

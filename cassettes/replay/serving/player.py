@@ -1,6 +1,9 @@
 """The replay server's player: a recorded answer spoken as it was recorded (headers, status, a
 stream chunk for chunk at the recorded pace or scaled) or as a fault changes it (a status in the
-API's error shape, a rewritten answer, a stream stalled, cut or ended by an error event).
+API's error shape, a rewritten answer, a reset, a slow first byte, a stream stalled, cut or ended
+by an error event), over HTTP (:meth:`Player.answer`) or as a turn of a WebSocket session
+(:meth:`Player.turn`, each event a message). Both transports are paced, stalled and cut by one
+loop (:meth:`Player._paced`).
 
 It writes through the server's :class:`~cassettes.replay.serving.sender.Sender` and keeps what it
 sent in its :class:`~cassettes.replay.serving.sender.ServedLog`.
@@ -10,25 +13,36 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import orjson
 
+from cassettes import net
+from cassettes.hints import count
 from cassettes.matching import Matcher, Recorded
 from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
 from cassettes.replay.serving.faults import Fault
-from cassettes.replay.serving.plan import NOT_REPLAYED, FaultStatus, Play, Rewritten
+from cassettes.replay.serving.plan import NOT_REPLAYED, FaultStatus, Play, Reset, Rewritten
 from cassettes.replay.serving.sender import Sender, ServedLog
 from cassettes.wire.exchange import Exchange, Headers
-
-if TYPE_CHECKING:
-    from cassettes.net import Answer
+from cassettes.wire.framing import frame as frame_stream
 
 __all__ = ["Player"]
 
 _SSE_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+#: What the player speaks: the planner's answers other than a miss or a request sent live.
+Played = Play | Rewritten | FaultStatus | Reset
+#: A piece of an answer as sent: (recorded offset, the bytes the served exchange keeps, the bytes
+#: written, before the transport frames them).
+Piece = tuple[float | None, bytes, bytes]
+
+
+def _sse_data(event: bytes) -> bytes:
+    """The payload of one server-sent event (its ``data:`` line), as sent over a WebSocket."""
+    return b"".join(ln[6:] for ln in event.splitlines() if ln.startswith(b"data: "))
 
 
 def _events(body: bytes, ctype: str) -> list[bytes]:
@@ -59,6 +73,43 @@ def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Faul
     )
 
 
+def _cut(fault: Fault | None, pieces: int) -> int | None:
+    """Where a stream cut falls: a stream of N pieces or fewer loses its last one (a cut always
+    cuts); ``None`` without one."""
+    if fault is None or fault.kind != "stream_cut":
+        return None
+    return min(int(fault.arg or 0), max(0, pieces - 1))
+
+
+class _Clock:
+    """The recorded pace from ``t0`` (loop time) at ``speed`` (0: instant)."""
+
+    def __init__(self, speed: float, t0: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.speed = speed
+        self.t0 = t0
+
+    async def until(self, offset: float | None) -> None:
+        if self.speed and offset is not None:
+            delay = self.t0 + offset / self.speed - self.loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+
+    def now(self) -> float:
+        return self.loop.time() - self.t0
+
+
+@dataclass
+class _Turn:
+    """A WebSocket turn as it is to be spoken: status, messages (recorded offset, SSE event name,
+    payload), headers, what ends it early."""
+
+    status: int | None
+    messages: list[tuple[float | None, str | None, bytes]]
+    headers: Headers
+    fault: Fault | None = None
+
+
 class Player:
     """Plays recorded answers (and the faults that change them) at ``speed`` (0: instant; see
     :func:`~cassettes.replay.serving.server.parse_pace`)."""
@@ -69,7 +120,35 @@ class Player:
         self.log = log
         self.speed = speed
 
-    async def fault_status(
+    # -- over HTTP ------------------------------------------------------------------------------
+    async def answer(
+        self,
+        req: Request,
+        writer: asyncio.StreamWriter,
+        answer: Played,
+        t0: float,
+        dog: Watchdog | None = None,
+    ) -> bool:
+        """Speak ``answer`` to ``req`` (``t0``: when the request was read, the recorded pace's
+        origin); ``False`` when the connection was closed."""
+        if isinstance(answer, Reset):
+            why = f"{answer.fault.describe()} (connection closed before any response)"
+            return self._reset(req, answer, writer, f"looptap fault: {why}")
+        if isinstance(answer, FaultStatus):
+            return await self._fault_status(req, writer, answer, dog)
+        if isinstance(answer, Rewritten):
+            return await self._rewritten(req, writer, answer, t0, dog)
+        if answer.fault is not None and answer.fault.kind == "slow_first_byte":
+            await asyncio.sleep(answer.fault.arg or 0.0)
+            t0 = asyncio.get_running_loop().time()
+        return await self._play(req, writer, answer, _Clock(self.speed, t0), dog)
+
+    def _reset(self, req: Request, answer: Reset, writer: asyncio.StreamWriter, why: str) -> bool:
+        self.log(req, None, [], [], f"fault {answer.fault.text}", why, origin_of=answer.rec)
+        writer.transport.abort()
+        return False
+
+    async def _fault_status(
         self, req: Request, writer: asyncio.StreamWriter, answer: FaultStatus, dog: Watchdog | None
     ) -> bool:
         body = orjson.dumps(answer.body)
@@ -92,7 +171,7 @@ class Player:
         )
         return True
 
-    async def rewritten(
+    async def _rewritten(
         self,
         req: Request,
         writer: asyncio.StreamWriter,
@@ -129,32 +208,18 @@ class Player:
         await self.sender.drain(writer, dog)
         return True
 
-    def _recorded_retry(self, rec: Recorded) -> bool:
-        """The recording shows the SDK retrying this error: the same request recorded again
-        later."""
-        return self.matcher.retried(rec)
-
-    async def play(
+    async def _play(
         self,
         req: Request,
         writer: asyncio.StreamWriter,
         answer: Play,
-        t0: float,
-        dog: Watchdog | None = None,
+        clock: _Clock,
+        dog: Watchdog | None,
     ) -> bool:
         rec, fault = answer.rec, answer.fault
         ex = rec.exchange
-        loop = asyncio.get_running_loop()
-        speed = self.speed
-
-        async def until(offset: float | None) -> None:
-            if speed and offset is not None:
-                delay = t0 + offset / speed - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-
         if ex.status is None:  # recorded as a transport failure before any response
-            await until(ex.duration)
+            await clock.until(ex.duration)
             self.log(req, None, [], [], rec, ex.transport_error or "no response recorded")
             writer.transport.abort()
             return False
@@ -166,7 +231,7 @@ class Player:
             if chunked
             else ("content-length", str(sum(len(c) for _, c in chunks)))
         )
-        await until(ex.ttfb)
+        await clock.until(ex.ttfb)
         sent: list[tuple[float | None, bytes]] = []
         logged = self.log(
             req,
@@ -180,18 +245,23 @@ class Player:
         if answer.note is not None:
             logged.notes.append(answer.note)
         out = await self.sender.send_head(writer, ex.status, headers, dog, req=req, logged=logged)
+        # the stream ends after an error event halfway, without its terminal event
+        ended = fault is not None and fault.kind == "error_event" and len(chunks) > 1
+        if ended:
+            half = len(chunks) // 2
+            event = (rec.key.adapter or Provider()).replay.fault_event("error_event")
+            chunks = [*chunks[:half], (chunks[half - 1][0], event)]
         if not chunked:
-            await until(chunks[0][0] if chunks else None)
             body = b"".join(c for _, c in chunks)
-            sent.append((loop.time() - t0, body))
-            writer.write(out.data(body))
-            await self.sender.drain(writer, dog)
-        elif not await self._send_chunks(
-            writer, out, rec, chunks, fault, until, sent, logged, lambda: loop.time() - t0, dog
+            chunks = [(chunks[0][0] if chunks else None, body)]
+        cut = _cut(fault, len(chunks))
+        pieces = [(offset, chunk, chunk) for offset, chunk in chunks]
+        note = f"looptap fault: stream cut after {cut} chunks"
+        if not await self._paced(
+            writer, out.data, pieces, fault, cut, note, clock, logged, sent, dog
         ):
-            # the stream ended after the error event
-            return fault is not None and fault.kind == "error_event"
-        if ex.transport_error:  # the recording broke off here: so does the replay
+            return False
+        if ex.transport_error and not ended:  # the recording broke off here: so does the replay
             writer.transport.abort()
             return False
         writer.write(out.end())
@@ -206,7 +276,7 @@ class Player:
         headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in NOT_REPLAYED]
         if ex.status >= 400:
             adapter = rec.key.adapter or Provider()
-            retry = self._recorded_retry(rec)
+            retry = self.matcher.retried(rec)  # the recording shows the SDK retrying this error
             headers += adapter.replay.error_headers(retry=retry)
             if retry:
                 headers += [("retry-after", "0"), ("retry-after-ms", "0")]
@@ -249,40 +319,126 @@ class Player:
             return [(chunks[0][0], body[: len(body) // 2]), (chunks[0][0], body[len(body) // 2 :])]
         return chunks
 
-    async def _send_chunks(
+    # -- over a WebSocket session ---------------------------------------------------------------
+    async def turn(
+        self,
+        turn: Request,
+        answer: Played,
+        writer: asyncio.StreamWriter,
+        adapter: Provider,
+        dog: Watchdog | None,
+        played: Callable[[bytes], None] | None = None,
+    ) -> bool:
+        """Answer one turn of a WebSocket session, each event a message paced as recorded (an
+        error status: its body as one message); ``played`` is given the last message of a
+        recorded answer. ``False`` when the connection was closed."""
+        if isinstance(answer, Reset):
+            return self._reset(turn, answer, writer, "looptap fault: reset (connection closed)")
+        rec, fault = answer.rec, answer.fault
+        if fault is not None and fault.kind == "slow_first_byte":
+            await asyncio.sleep(fault.arg or 0.0)
+        spoken = _spoken(answer, adapter)
+        label: Recorded | str = f"fault {fault.text}" if fault is not None else rec
+        sent: list[tuple[float | None, bytes]] = []
+        logged = self.log(turn, spoken.status, spoken.headers, sent, label, origin_of=rec)
+        logged.notes.append("websocket replay")
+        if isinstance(answer, Play) and answer.note is not None:
+            logged.notes.append(answer.note)
+        if played is not None and isinstance(answer, Play) and spoken.messages:
+            played(spoken.messages[-1][2])
+        error = spoken.status is not None and spoken.status >= 400
+        # kept as recorded: an SSE event per message (the error message as its body)
+        pieces = [
+            (
+                offset,
+                payload
+                if error
+                else (b"event: %s\n" % name.encode() if name else b"")
+                + b"data: "
+                + payload
+                + b"\n\n",
+                payload,
+            )
+            for offset, name, payload in spoken.messages
+        ]
+        cut = _cut(spoken.fault, len(pieces))
+        note = f"looptap fault: stream cut after {count(cut or 0, 'message')}"
+        clock = _Clock(self.speed, asyncio.get_running_loop().time())
+        return await self._paced(
+            writer, _text_frame, pieces, spoken.fault, cut, note, clock, logged, sent, dog
+        )
+
+    async def _paced(
         self,
         writer: asyncio.StreamWriter,
-        out: Answer,
-        rec: Recorded,
-        chunks: list[tuple[float | None, bytes]],
+        wire: Callable[[bytes], bytes],
+        pieces: list[Piece],
         fault: Fault | None,
-        until: Callable[[float | None], Awaitable[None]],
-        sent: list[tuple[float | None, bytes]],
+        cut: int | None,
+        cut_note: str,
+        clock: _Clock,
         logged: Exchange,
-        now: Callable[[], float],
-        dog: Watchdog | None = None,
+        sent: list[tuple[float | None, bytes]],
+        dog: Watchdog | None,
     ) -> bool:
-        """Send a chunked body at its recorded pace, a stream fault acting halfway or at its cut;
-        ``False`` when the stream was ended early (cut, or an error event as its last word)."""
-        half = max(1, len(chunks) // 2)
-        cut = int(fault.arg or 0) if fault is not None and fault.kind == "stream_cut" else None
-        if cut is not None:  # a stream of N events or fewer loses its last one: a cut always cuts
-            cut = min(cut, len(chunks) - 1)
-        for i, (offset, chunk) in enumerate(chunks):
+        """Send ``pieces`` at their recorded pace, each framed by ``wire`` and kept in ``sent``
+        (``logged``'s chunks): a stall halfway, a cut closing the connection at its piece
+        (``False``, ``cut_note`` as ``logged``'s transport error)."""
+        half = max(1, len(pieces) // 2)
+        for i, (offset, shown, payload) in enumerate(pieces):
             if fault is not None and i == half and fault.kind == "stall":
                 await asyncio.sleep(fault.arg or 0.0)
-            if fault is not None and i == half and fault.kind == "error_event":
-                event = (rec.key.adapter or Provider()).replay.fault_event(fault.kind)
-                sent.append((now(), event))
-                writer.write(out.data(event) + out.end())
-                await self.sender.drain(writer, dog)
-                return False  # the stream ends after the error, without its terminal event
             if cut is not None and i >= cut:
-                logged.transport_error = f"looptap fault: stream cut after {cut} chunks"
+                logged.transport_error = cut_note
                 writer.transport.abort()
                 return False
-            await until(offset)
-            sent.append((now(), chunk))
-            writer.write(out.data(chunk))
+            await clock.until(offset)
+            sent.append((clock.now(), shown))
+            writer.write(wire(payload))
             await self.sender.drain(writer, dog)
         return True
+
+
+def _text_frame(payload: bytes) -> bytes:
+    return net.frame(net.TEXT, payload)
+
+
+def _spoken(answer: Play | Rewritten | FaultStatus, adapter: Provider) -> _Turn:
+    """A recorded turn as WebSocket messages, as the decided answer changes them."""
+
+    ex = answer.rec.exchange
+    status = ex.status
+    messages: list[tuple[float | None, str | None, bytes]]
+    if status is not None and status >= 400:
+        messages = [(ex.ttfb, None, b"".join(c for _, c in ex.response_chunks))]
+    else:
+        framed = frame_stream(ex.response_chunks, ex.response_header("content-type"))
+        messages = [
+            (e.offset, e.event, e.data.encode("utf-8", "surrogateescape")) for e in framed.events
+        ]
+    headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in NOT_REPLAYED]
+    headers.append(("x-looptap-replay", f"seq={ex.seq}"))
+    fault = answer.fault
+    if fault is None:
+        return _Turn(status, messages, headers)
+    headers.append(("x-looptap-fault", fault.describe()))
+    if isinstance(answer, FaultStatus):
+        obj = answer.body
+        body = orjson.dumps(
+            {
+                "type": "error",
+                "status": answer.status,
+                **(obj if isinstance(obj, dict) else {"error": obj}),
+            }
+        )
+        return _Turn(answer.status, [(0.0, None, body)], headers)
+    if isinstance(answer, Rewritten):
+        messages = [(None, None, _sse_data(ev)) for ev in answer.rendered.chunks]
+        return _Turn(status, messages, headers)
+    if fault.kind == "error_event":
+        half = max(1, len(messages) // 2)
+        data = _sse_data(adapter.replay.fault_event(fault.kind))
+        error = (messages[half - 1][0] if messages else None, "error", data)
+        return _Turn(status, [*messages[:half], error], headers)
+    stream_fault = fault.kind in ("stream_cut", "stall")
+    return _Turn(status, messages, headers, fault if stream_fault else None)

@@ -56,12 +56,9 @@ from cassettes.replay.serving.plan import (
     MISS_CODE,
     MISS_STATUS,
     Fallback,
-    FaultStatus,
     Forward,
     Missed,
     Planner,
-    Play,
-    Reset,
     Router,
 )
 from cassettes.replay.serving.player import Player
@@ -274,14 +271,7 @@ class ReplayServer:
         )
         #: Answers the WebSocket sessions, turn by turn, as the planner decides.
         self.websockets = WebSocketReplay(
-            self.planner,
-            log=self.log,
-            send_head=self.sender.send_head,
-            drain=self.sender.drain,
-            speed=speed,
-            idle_timeout=idle_timeout,
-            trust=trust,
-            router=cursor,
+            self.planner, self.player, idle_timeout=idle_timeout, trust=trust, router=cursor
         )
         #: Failures of the server itself (answered with a 500); empty unless looptap has a bug.
         self.internal_errors: list[str] = []
@@ -511,30 +501,11 @@ class ReplayServer:
             )
             return False
         answer = self.planner.plan(req)
-        if isinstance(answer, Play):
-            if answer.fault is not None and answer.fault.kind == "slow_first_byte":
-                await asyncio.sleep(answer.fault.arg or 0.0)
-                t0 = asyncio.get_running_loop().time()
-            return await self.player.play(req, writer, answer, t0, dog)
         if isinstance(answer, Missed):
             return await self._send_miss(req, writer, answer.miss, dog)
         if isinstance(answer, Forward):
             return await self.relay.forward(req, writer, answer, dog)
-        if isinstance(answer, Reset):
-            self.log(
-                req,
-                None,
-                [],
-                [],
-                f"fault {answer.fault.text}",
-                f"looptap fault: {answer.fault.describe()} (connection closed before any response)",
-                origin_of=answer.rec,
-            )
-            writer.transport.abort()
-            return False
-        if isinstance(answer, FaultStatus):
-            return await self.player.fault_status(req, writer, answer, dog)
-        return await self.player.rewritten(req, writer, answer, t0, dog)
+        return await self.player.answer(req, writer, answer, t0, dog)
 
     async def _send_miss(
         self, req: Request, writer: asyncio.StreamWriter, miss: Miss, dog: Watchdog | None = None
