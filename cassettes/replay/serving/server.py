@@ -533,46 +533,33 @@ class ReplayServer:
 
 
 def _report_lines(self: ReplayServer) -> list[str]:
-    rec = self.matcher.recorded
     # from the recording: a fork's requests past its cursor went live
     played = len(self.matcher.played())
-    out = [
+    head = [
         f"looptap replay {self.source}: played {played:,} of "
-        f"{count(len(rec), 'recorded round trip')}"
+        f"{count(len(self.matcher.recorded), 'recorded round trip')}"
     ]
-    cursor = self.router
-    if cursor is not None:
-        out[0] += f", {count(cursor.sent, 'request')} went live past the cursor"
-    out[0] += f", {count(len(self.matcher.misses), 'unmatched request')}"
-    if self.internal_errors:
-        out[0] += f", {count(len(self.internal_errors), 'internal error')}"
-    if self.refused:
-        out[0] += f", {count(self.refused, 'unreadable request')} refused"
-    if self.write_timeouts:
-        out[0] += (
-            f", {count(self.write_timeouts, 'connection')} dropped (answer unread for "
-            f"{self.sender.write_timeout:g} s)"
-        )
-    if self.accept_pauses:
-        out[0] += (
-            f", accepting paused {count(self.accept_pauses, 'time')} (out of file descriptors)"
-        )
-    if self.sender.headers_dropped:
-        out[0] += (
-            f", {count(self.sender.headers_dropped, 'header')} not "
-            "sent (they would have split the message)"
-        )
-    unplayed = self.matcher.count_unplayed()
-    if unplayed:
-        self.matcher.label()
-    shown = 0
-    for r in self.matcher.recorded if unplayed else ():
-        if shown == UNPLAYED_LISTED:
-            out.append(f"  … and {count(unplayed - shown, 'more unplayed round trip')}")
-            break
-        if not r.plays:
-            shown += 1
-            out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
+    if self.router is not None:
+        head.append(f"{count(self.router.sent, 'request')} went live past the cursor")
+    head.append(count(len(self.matcher.misses), "unmatched request"))
+    for n, noun, said in (
+        (len(self.internal_errors), "internal error", "{}"),
+        (self.refused, "unreadable request", "{} refused"),
+        (
+            self.write_timeouts,
+            "connection",
+            f"{{}} dropped (answer unread for {self.sender.write_timeout:g} s)",
+        ),
+        (self.accept_pauses, "time", "accepting paused {} (out of file descriptors)"),
+        (
+            self.sender.headers_dropped,
+            "header",
+            "{} not sent (they would have split the message)",
+        ),
+    ):
+        if n:
+            head.append(said.format(count(n, noun)))
+    out = [", ".join(head), *_unplayed_lines(self.matcher)]
     if self.matcher.tolerated:
         n = len(self.matcher.tolerated)
         out.append(
@@ -588,4 +575,20 @@ def _report_lines(self: ReplayServer) -> list[str]:
         out.append(f"  refused: {why}")
     for line in self.sender.drops:
         out.append(f"  dropped: {line}")
+    return out
+
+
+def _unplayed_lines(matcher: Matcher) -> list[str]:
+    """The round trips never played, one line each up to :data:`UNPLAYED_LISTED`."""
+    unplayed = matcher.count_unplayed()
+    if not unplayed:
+        return []
+    matcher.label()
+    out: list[str] = []
+    for r in matcher.recorded:
+        if len(out) == UNPLAYED_LISTED:
+            out.append(f"  … and {count(unplayed - len(out), 'more unplayed round trip')}")
+            break
+        if not r.plays:
+            out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
     return out
