@@ -20,21 +20,32 @@ import orjson
 
 from cassettes import net
 from cassettes.hints import count
-from cassettes.matching import Matcher, Recorded
+from cassettes.matching import Matcher, Miss, Recorded, request_key
 from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
 from cassettes.replay.serving.faults import Fault
-from cassettes.replay.serving.plan import NOT_REPLAYED, FaultStatus, Play, Reset, Rewritten
+from cassettes.replay.serving.plan import (
+    MISS_CODE,
+    MISS_STATUS,
+    NOT_REPLAYED,
+    FaultStatus,
+    Missed,
+    Play,
+    Reset,
+    Rewritten,
+)
 from cassettes.replay.serving.sender import Sender, ServedLog
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.framing import frame as frame_stream
+from cassettes.wire.replay_miss import HEADER as MISS_HEADER
+from cassettes.wire.replay_miss import NOTE_HEADER
 
 __all__ = ["Player"]
 
 _SSE_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
-#: What the player speaks: the planner's answers other than a miss or a request sent live.
-Played = Play | Rewritten | FaultStatus | Reset
+#: What the player speaks: the planner's answers other than a request sent live.
+Played = Play | Rewritten | FaultStatus | Reset | Missed
 #: A piece of an answer as sent: (recorded offset, the bytes the served exchange keeps, the bytes
 #: written, before the transport frames them).
 Piece = tuple[float | None, bytes, bytes]
@@ -71,6 +82,12 @@ def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Faul
         or "ndjson" in ctype
         or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
     )
+
+
+def _miss_marks(miss: Miss) -> Headers:
+    """What marks a served exchange as a miss (the analysis reads it as the client's divergence,
+    layer C, never the API's error)."""
+    return [(MISS_HEADER, "miss"), (NOTE_HEADER, miss.note().to_header())]
 
 
 def _cut(fault: Fault | None, pieces: int) -> int | None:
@@ -131,6 +148,8 @@ class Player:
     ) -> bool:
         """Speak ``answer`` to ``req`` (``t0``: when the request was read, the recorded pace's
         origin); ``False`` when the connection was closed."""
+        if isinstance(answer, Missed):
+            return await self.miss(req, writer, answer.miss, dog)
         if isinstance(answer, Reset):
             why = f"{answer.fault.describe()} (connection closed before any response)"
             return self._reset(req, answer, writer, f"looptap fault: {why}")
@@ -142,6 +161,29 @@ class Player:
             await asyncio.sleep(answer.fault.arg or 0.0)
             t0 = asyncio.get_running_loop().time()
         return await self._play(req, writer, answer, _Clock(self.speed, t0), dog)
+
+    async def miss(
+        self, req: Request, writer: asyncio.StreamWriter, miss: Miss, dog: Watchdog | None = None
+    ) -> bool:
+        """A request no recorded round trip answers, failed closed in the API's error shape."""
+        key = request_key(req.method, req.target, req.headers, req.body)
+        adapter = (
+            key.adapter
+            or (miss.closest.key.adapter if miss.closest is not None else None)
+            or Provider()
+        )
+        body = orjson.dumps(adapter.replay.error(MISS_STATUS, str(miss), MISS_CODE))
+        headers: Headers = [
+            ("content-type", "application/json"),
+            *adapter.replay.error_headers(retry=False),
+            *_miss_marks(miss),
+            ("content-length", str(len(body))),
+        ]
+        logged = self.log(req, MISS_STATUS, headers, [(0.0, body)], miss)
+        await self.sender.send_whole(
+            writer, MISS_STATUS, headers, body, dog, req=req, logged=logged
+        )
+        return True
 
     def _reset(self, req: Request, answer: Reset, writer: asyncio.StreamWriter, why: str) -> bool:
         self.log(req, None, [], [], f"fault {answer.fault.text}", why, origin_of=answer.rec)
@@ -332,6 +374,9 @@ class Player:
         """Answer one turn of a WebSocket session, each event a message paced as recorded (an
         error status: its body as one message); ``played`` is given the last message of a
         recorded answer. ``False`` when the connection was closed."""
+        if isinstance(answer, Missed):
+            await self.ws_miss(turn, writer, adapter, answer.miss, dog)
+            return True
         if isinstance(answer, Reset):
             return self._reset(turn, answer, writer, "looptap fault: reset (connection closed)")
         rec, fault = answer.rec, answer.fault
@@ -367,6 +412,29 @@ class Player:
         return await self._paced(
             writer, _text_frame, pieces, spoken.fault, cut, note, clock, logged, sent, dog
         )
+
+    async def ws_miss(
+        self,
+        turn: Request,
+        writer: asyncio.StreamWriter,
+        adapter: Provider,
+        miss: Miss,
+        dog: Watchdog | None,
+        status: int | None = None,
+    ) -> None:
+        """A turn no recorded one answers (or, with ``status``, one that could not be sent live):
+        the API's error message; the session goes on."""
+        status = status or MISS_STATUS
+        code = MISS_CODE if status == MISS_STATUS else "looptap_upstream_error"
+        body = orjson.dumps(
+            {"type": "error", "status": status, **adapter.replay.error(status, str(miss), code)}
+        )
+        # The served turn carries the marks an HTTP miss sends; over the WebSocket only the
+        # message goes.
+        marks = _miss_marks(miss) if status == MISS_STATUS else []
+        self.log(turn, status, [("content-type", "application/json"), *marks], [(0.0, body)], miss)
+        writer.write(net.frame(net.TEXT, body))
+        await self.sender.drain(writer, dog)
 
     async def _paced(
         self,

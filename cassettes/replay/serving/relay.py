@@ -10,19 +10,19 @@ request continuing it goes as it is.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from cassettes import net
 from cassettes.hints import count
-from cassettes.matching import Matcher, Miss, request_key
+from cassettes.matching import request_key
 from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
 from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
 from cassettes.replay.serving.plan import Forward, Router
-from cassettes.replay.serving.sender import Sender, ServedLog
+from cassettes.replay.serving.player import Player
 from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:
@@ -53,27 +53,16 @@ def _joined_headers(rendered: Rendered, why: str, parts: int) -> Headers:
 
 class LiveRelay:
     """Sends requests on to live upstreams (verifying TLS against ``trust``: ``None``, the
-    environment's store) and relays their answers; ``send_miss`` answers a new episode whose
-    upstream could not be reached as the miss it was."""
+    environment's store) and relays their answers, written and kept as the ``player``'s are; a
+    new episode whose upstream could not be reached is answered as the miss it was."""
 
-    def __init__(
-        self,
-        matcher: Matcher,
-        sender: Sender,
-        log: ServedLog,
-        *,
-        router: Router | None,
-        trust: Trust | None,
-        send_miss: Callable[
-            [Request, asyncio.StreamWriter, Miss, Watchdog | None], Awaitable[bool]
-        ],
-    ) -> None:
-        self.matcher = matcher
-        self.sender = sender
-        self.log = log
+    def __init__(self, player: Player, *, router: Router | None, trust: Trust | None) -> None:
+        self.matcher = player.matcher
+        self.sender = player.sender
+        self.log = player.log
         self.router = router
         self.trust = trust
-        self.send_miss = send_miss
+        self.send_miss = player.miss
 
     async def forward(
         self,

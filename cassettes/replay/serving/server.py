@@ -29,8 +29,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-import orjson
-
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.matching import (
@@ -43,12 +41,11 @@ from cassettes.matching import (
     clip,
     here,
     report_lines,
-    request_key,
     turn_entries,
     volatile_for,
 )
 from cassettes.net import BackgroundServer, BadRequest, Request, Watchdog, read_request, refuse
-from cassettes.providers import REVERSE_UPSTREAMS, Provider
+from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.reading.branch import first_turn, origin_in
 from cassettes.reading.run import detect, open_run
 from cassettes.replay.serving.faults import FaultPlan
@@ -57,7 +54,6 @@ from cassettes.replay.serving.plan import (
     MISS_STATUS,
     Fallback,
     Forward,
-    Missed,
     Planner,
     Router,
 )
@@ -69,9 +65,7 @@ from cassettes.storage.paths import check_target, staged
 from cassettes.storage.store import open_regular, read_header
 from cassettes.untrusted import clean_line
 from cassettes.wire.decoding import decode_chunks
-from cassettes.wire.exchange import Exchange, Headers
-from cassettes.wire.replay_miss import HEADER as MISS_HEADER
-from cassettes.wire.replay_miss import NOTE_HEADER
+from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
     from typing import Any
@@ -261,14 +255,7 @@ class ReplayServer:
         #: Requests sent on to a live upstream (requests that are not recorded or that fall past
         #: a fork's cursor), their answers relayed; TLS verified against ``trust`` (``None``: the
         #: environment's store).
-        self.relay = LiveRelay(
-            self.matcher,
-            self.sender,
-            self.log,
-            router=cursor,
-            trust=trust,
-            send_miss=self._send_miss,
-        )
+        self.relay = LiveRelay(self.player, router=cursor, trust=trust)
         #: Answers the WebSocket sessions, turn by turn, as the planner decides.
         self.websockets = WebSocketReplay(
             self.planner, self.player, idle_timeout=idle_timeout, trust=trust, router=cursor
@@ -501,35 +488,9 @@ class ReplayServer:
             )
             return False
         answer = self.planner.plan(req)
-        if isinstance(answer, Missed):
-            return await self._send_miss(req, writer, answer.miss, dog)
         if isinstance(answer, Forward):
             return await self.relay.forward(req, writer, answer, dog)
         return await self.player.answer(req, writer, answer, t0, dog)
-
-    async def _send_miss(
-        self, req: Request, writer: asyncio.StreamWriter, miss: Miss, dog: Watchdog | None = None
-    ) -> bool:
-        key = request_key(req.method, req.target, req.headers, req.body)
-        adapter = (
-            key.adapter
-            or (miss.closest.key.adapter if miss.closest is not None else None)
-            or Provider()
-        )
-        body = orjson.dumps(adapter.replay.error(MISS_STATUS, str(miss), MISS_CODE))
-        headers: Headers = [
-            ("content-type", "application/json"),
-            *adapter.replay.error_headers(retry=False),
-            (MISS_HEADER, "miss"),
-            # what the analysis reads (layer C, never the API's error)
-            (NOTE_HEADER, miss.note().to_header()),
-            ("content-length", str(len(body))),
-        ]
-        logged = self.log(req, MISS_STATUS, headers, [(0.0, body)], miss)
-        await self.sender.send_whole(
-            writer, MISS_STATUS, headers, body, dog, req=req, logged=logged
-        )
-        return True
 
 
 def _report_lines(self: ReplayServer) -> list[str]:

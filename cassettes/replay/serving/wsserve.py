@@ -25,15 +25,11 @@ import orjson
 
 from cassettes import bounds, net, providers
 from cassettes.net import Request, Watchdog
-from cassettes.providers import Provider
-from cassettes.replay.serving.plan import MISS_CODE, MISS_STATUS, Forward, Missed, Planner, Router
+from cassettes.replay.serving.plan import Forward, Planner, Router
 from cassettes.replay.serving.player import Player
 from cassettes.replay.serving.wsrelay import WsRelay
-from cassettes.wire.replay_miss import HEADER as MISS_HEADER
-from cassettes.wire.replay_miss import NOTE_HEADER
 
 if TYPE_CHECKING:
-    from cassettes.matching import Miss
     from cassettes.net import MessageReader, Trust
     from cassettes.replay.serving.wsrelay import Live
 
@@ -63,7 +59,7 @@ class WebSocketReplay:
         self._log = player.log
         self._sender = player.sender
         #: Sessions past the fork's cursor, relayed to the live upstream.
-        self.relay = WsRelay(log=self._log, router=router, trust=trust, send_miss=self._send_miss)
+        self.relay = WsRelay(player, router=router, trust=trust)
 
     async def serve(
         self,
@@ -133,8 +129,6 @@ class WebSocketReplay:
                     live = await self.relay.go_live(
                         req, turn, msg, answer, writer, adapter, rules, dog
                     )
-                elif isinstance(answer, Missed):
-                    await self._send_miss(turn, writer, adapter, answer.miss, dog)
                 elif not await self.player.turn(
                     turn,
                     answer,
@@ -194,28 +188,3 @@ class WebSocketReplay:
                 return None
             elif op != net.PONG:
                 return bytes(data)
-
-    async def _send_miss(
-        self,
-        turn: Request,
-        writer: asyncio.StreamWriter,
-        adapter: Provider,
-        miss: Miss,
-        dog: Watchdog | None,
-        status: int | None = None,
-    ) -> None:
-        status = status or MISS_STATUS
-        code = MISS_CODE if status == MISS_STATUS else "looptap_upstream_error"
-        body = orjson.dumps(
-            {"type": "error", "status": status, **adapter.replay.error(status, str(miss), code)}
-        )
-        # The served turn carries the marks an HTTP miss sends (the analysis reads it as the
-        # client's divergence, not the API's error); over the WebSocket only the message goes.
-        marks = (
-            [(MISS_HEADER, "miss"), (NOTE_HEADER, miss.note().to_header())]
-            if status == MISS_STATUS
-            else []
-        )
-        self._log(turn, status, [("content-type", "application/json"), *marks], [(0.0, body)], miss)
-        writer.write(net.frame(net.TEXT, body))
-        await self._sender.drain(writer, dog)
