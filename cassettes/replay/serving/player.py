@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import orjson
 
@@ -42,7 +43,8 @@ from cassettes.wire.replay_miss import NOTE_HEADER
 
 __all__ = ["Player"]
 
-_SSE_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+#: One server-sent event with the blank line that ends it (the last may lack it).
+_SSE_EVENT = re.compile(rb".*?(?:\r\n\r\n|\n\n|\r\r)|.+", re.DOTALL)
 
 #: What the player speaks: the planner's answers other than a request sent live.
 Played = Play | Rewritten | FaultStatus | Reset | Missed
@@ -60,15 +62,12 @@ def _events(body: bytes, ctype: str) -> list[bytes]:
     """A streamed body cut into its events (server-sent events or NDJSON lines), delimiters kept."""
     if "ndjson" in ctype:
         return body.splitlines(keepends=True)
-    if "event-stream" not in ctype:
-        return [body] if body else []
-    out, start = [], 0
-    for m in _SSE_EVENT_END.finditer(body):
-        out.append(body[start : m.end()])
-        start = m.end()
-    if start < len(body):
-        out.append(body[start:])
-    return out
+    return _SSE_EVENT.findall(body) if "event-stream" in ctype else [body] if body else []
+
+
+def _sse(name: str | None, payload: bytes) -> bytes:
+    """A WebSocket message as the server-sent event it stands for."""
+    return (b"event: %s\n" % name.encode() if name else b"") + b"data: " + payload + b"\n\n"
 
 
 def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Fault | None) -> bool:
@@ -154,7 +153,12 @@ class Player:
             why = f"{answer.fault.describe()} (connection closed before any response)"
             return self._reset(req, answer, writer, f"looptap fault: {why}")
         if isinstance(answer, FaultStatus):
-            return await self._fault_status(req, writer, answer, dog)
+            headers = [*answer.headers, ("x-looptap-fault", answer.fault.describe())]
+            body = orjson.dumps(answer.body)
+            label = f"fault {answer.fault.text}"
+            return await self._json(
+                req, writer, answer.status, headers, body, label, answer.rec, dog
+            )
         if isinstance(answer, Rewritten):
             return await self._rewritten(req, writer, answer, t0, dog)
         if answer.fault is not None and answer.fault.kind == "slow_first_byte":
@@ -173,45 +177,35 @@ class Player:
             or Provider()
         )
         body = orjson.dumps(adapter.replay.error(MISS_STATUS, str(miss), MISS_CODE))
-        headers: Headers = [
+        headers = [*adapter.replay.error_headers(retry=False), *_miss_marks(miss)]
+        return await self._json(req, writer, MISS_STATUS, headers, body, miss, None, dog)
+
+    async def _json(
+        self,
+        req: Request,
+        writer: asyncio.StreamWriter,
+        status: int,
+        headers: Headers,
+        body: bytes,
+        label: Miss | str,
+        rec: Recorded | None,
+        dog: Watchdog | None,
+    ) -> bool:
+        """A whole JSON answer (a miss, an injected API error) with ``headers`` between its
+        content type and length, kept as answered by ``label`` (from ``rec``'s origin)."""
+        headers = [
             ("content-type", "application/json"),
-            *adapter.replay.error_headers(retry=False),
-            *_miss_marks(miss),
+            *headers,
             ("content-length", str(len(body))),
         ]
-        logged = self.log(req, MISS_STATUS, headers, [(0.0, body)], miss)
-        await self.sender.send_whole(
-            writer, MISS_STATUS, headers, body, dog, req=req, logged=logged
-        )
+        logged = self.log(req, status, headers, [(0.0, body)], label, origin_of=rec)
+        await self.sender.send_whole(writer, status, headers, body, dog, req=req, logged=logged)
         return True
 
     def _reset(self, req: Request, answer: Reset, writer: asyncio.StreamWriter, why: str) -> bool:
         self.log(req, None, [], [], f"fault {answer.fault.text}", why, origin_of=answer.rec)
         writer.transport.abort()
         return False
-
-    async def _fault_status(
-        self, req: Request, writer: asyncio.StreamWriter, answer: FaultStatus, dog: Watchdog | None
-    ) -> bool:
-        body = orjson.dumps(answer.body)
-        headers: Headers = [
-            ("content-type", "application/json"),
-            *answer.headers,
-            ("x-looptap-fault", answer.fault.describe()),
-            ("content-length", str(len(body))),
-        ]
-        logged = self.log(
-            req,
-            answer.status,
-            headers,
-            [(0.0, body)],
-            f"fault {answer.fault.text}",
-            origin_of=answer.rec,
-        )
-        await self.sender.send_whole(
-            writer, answer.status, headers, body, dog, req=req, logged=logged
-        )
-        return True
 
     async def _rewritten(
         self,
@@ -242,10 +236,9 @@ class Player:
             req, 200, headers, sent, f"fault {answer.fault.text}", origin_of=answer.rec
         )
         out = await self.sender.send_head(writer, 200, headers, dog, req=req, logged=logged)
-        loop = asyncio.get_running_loop()
-        for chunk in rendered.chunks:
-            sent.append((loop.time() - t0, chunk))
-            writer.write(out.data(chunk))
+        pieces = [(None, chunk, chunk) for chunk in rendered.chunks]
+        clock = _Clock(self.speed, t0)
+        await self._paced(writer, out.data, pieces, None, None, "", clock, logged, sent, dog)
         writer.write(out.end())
         await self.sender.drain(writer, dog)
         return True
@@ -391,26 +384,15 @@ class Player:
             logged.notes.append(answer.note)
         if played is not None and isinstance(answer, Play) and spoken.messages:
             played(spoken.messages[-1][2])
+        # kept as recorded: an SSE event per message (an error status: the message as its body)
         error = spoken.status is not None and spoken.status >= 400
-        # kept as recorded: an SSE event per message (the error message as its body)
-        pieces = [
-            (
-                offset,
-                payload
-                if error
-                else (b"event: %s\n" % name.encode() if name else b"")
-                + b"data: "
-                + payload
-                + b"\n\n",
-                payload,
-            )
-            for offset, name, payload in spoken.messages
-        ]
+        pieces = [(o, p if error else _sse(name, p), p) for o, name, p in spoken.messages]
         cut = _cut(spoken.fault, len(pieces))
         note = f"looptap fault: stream cut after {count(cut or 0, 'message')}"
         clock = _Clock(self.speed, asyncio.get_running_loop().time())
+        frame = partial(net.frame, net.TEXT)
         return await self._paced(
-            writer, _text_frame, pieces, spoken.fault, cut, note, clock, logged, sent, dog
+            writer, frame, pieces, spoken.fault, cut, note, clock, logged, sent, dog
         )
 
     async def ws_miss(
@@ -440,7 +422,7 @@ class Player:
         self,
         writer: asyncio.StreamWriter,
         wire: Callable[[bytes], bytes],
-        pieces: list[Piece],
+        pieces: Sequence[Piece],
         fault: Fault | None,
         cut: int | None,
         cut_note: str,
@@ -465,10 +447,6 @@ class Player:
             writer.write(wire(payload))
             await self.sender.drain(writer, dog)
         return True
-
-
-def _text_frame(payload: bytes) -> bytes:
-    return net.frame(net.TEXT, payload)
 
 
 def _spoken(answer: Play | Rewritten | FaultStatus, adapter: Provider) -> _Turn:
