@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.matching import (
     IndexedRecordings,
@@ -42,12 +40,9 @@ from cassettes.matching import (
     here,
     report_lines,
     turn_entries,
-    volatile_for,
 )
 from cassettes.net import BackgroundServer, BadRequest, Request, Watchdog, read_request, refuse
 from cassettes.providers import REVERSE_UPSTREAMS
-from cassettes.reading.branch import first_turn, origin_in
-from cassettes.reading.run import detect, open_run
 from cassettes.replay.serving.faults import FaultPlan
 from cassettes.replay.serving.plan import (
     MISS_CODE,
@@ -58,18 +53,16 @@ from cassettes.replay.serving.plan import (
     Router,
 )
 from cassettes.replay.serving.player import Player
+from cassettes.replay.serving.recordings import open_recordings
 from cassettes.replay.serving.relay import LiveRelay
 from cassettes.replay.serving.sender import Sender, ServedLog
 from cassettes.replay.serving.wsserve import WebSocketReplay
 from cassettes.storage.paths import check_target, staged
-from cassettes.storage.store import open_regular, read_header
 from cassettes.untrusted import clean_line
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from cassettes.net import Trust
 
 __all__ = [
@@ -105,27 +98,6 @@ UNPLAYED_LISTED = 100
 IN_MEMORY_BELOW = 8 << 20
 
 
-def _size(path: str | Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return IN_MEMORY_BELOW  # let the index reader say what is wrong with it
-
-
-def _recorded_places(path: str | Path) -> VolatileSpans:
-    """The volatile detectors for replaying the looptap cassette at ``path`` here: this process's
-    cwd and home and those its header says the run was recorded in (cassettes.matching).
-    Only the first line is read (at most 1 MiB); a header that cannot be read adds nothing (the
-    readers that follow say what is wrong with the file)."""
-    try:
-        with open_regular(path) as f:
-            first = f.readline(1 << 20)
-        header = read_header(path, first.rstrip(b"\r\n"))[0]
-    except (CassetteError, OSError, ValueError):
-        header = None
-    return volatile_for(header)
-
-
 def parse_pace(value: str | float) -> float:
     """``instant`` → 0, ``recorded`` → 1, ``x2``/``2x``/``2`` → 2 (times faster than recorded)."""
     if isinstance(value, (int, float)):
@@ -155,43 +127,6 @@ def replay_env(url: str) -> dict[str, str]:
         for var in variables:
             env[var] = url + suffix
     return env
-
-
-def _recordings(
-    cassette: str | Path | Sequence[Exchange], volatile: bool | VolatileSpans
-) -> tuple[str, Any, Sequence[Exchange] | IndexedRecordings, int, bool | VolatileSpans]:
-    """The recorded round trips to serve from ``cassette`` (a run's path, or exchanges), with the
-    run's name, the problems reading it found, the turn its numbering starts at, and the volatile
-    detectors (``True``: those of the places the run was recorded in)."""
-    problems: Any = []
-    recordings: Sequence[Exchange] | IndexedRecordings
-    # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading.branch)
-    first = 0
-    if isinstance(cassette, (str, Path)):
-        # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file).
-        # A large looptap cassette is served from its offset index (a played round trip is
-        # read again from disk: memory flat in the run's size); a small one, and the other
-        # formats (small by nature), are held in memory, which answers ~3x faster.
-        source = str(cassette)
-        looptap = detect(cassette) == "looptap"
-        if looptap and volatile is True:
-            volatile = _recorded_places(cassette)
-        if looptap and _size(cassette) >= IN_MEMORY_BELOW:
-            recordings = IndexedRecordings(cassette)
-        else:
-            run = open_run(cassette, whole=True)
-            problems = run.problems
-            recordings = list(run.exchanges)
-            first = first_turn(origin_in(run.header))
-    else:
-        source = "<exchanges>"
-        problems = []
-        recordings = cassette
-    if not isinstance(recordings, IndexedRecordings):
-        for i, ex in enumerate(recordings):
-            if ex.seq is None:
-                ex.seq = i
-    return source, problems, recordings, first, volatile
 
 
 class ReplayServer:
@@ -229,7 +164,8 @@ class ReplayServer:
         rules: Rules | None = None,
         trust: Trust | None = None,
     ) -> None:
-        self.source, self.problems, recordings, first, volatile = _recordings(cassette, volatile)
+        opened = open_recordings(cassette, volatile, IN_MEMORY_BELOW)
+        self.source, self.problems, recordings, first, volatile = opened
         speed = parse_pace(pace)
         self.matcher = Matcher(
             recordings, strict=strict, first_turn=first, volatile=volatile, rules=rules
