@@ -46,6 +46,8 @@ __all__ = ["Player"]
 #: One server-sent event with the blank line that ends it (the last may lack it).
 _SSE_EVENT = re.compile(rb".*?(?:\r\n\r\n|\n\n|\r\r)|.+", re.DOTALL)
 
+#: The faults that act on a stream's pieces (and make an answer chunked).
+_STREAM_FAULTS = ("stream_cut", "error_event", "stall")
 #: What the player speaks: the planner's answers other than a request sent live.
 Played = Play | Rewritten | FaultStatus | Reset | Missed
 #: A piece of an answer as sent: (recorded offset, the bytes the served exchange keeps, the bytes
@@ -73,7 +75,7 @@ def _sse(name: str | None, payload: bytes) -> bytes:
 def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Fault | None) -> bool:
     """Whether a recorded answer is replayed chunked (a stream, several pieces, a stream fault)."""
     ctype = (ex.response_header("content-type") or "").lower()
-    cutting = fault is not None and fault.kind in ("stream_cut", "error_event", "stall")
+    cutting = fault is not None and fault.kind in _STREAM_FAULTS
     return (
         cutting
         or len(chunks) > 1
@@ -83,10 +85,33 @@ def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Faul
     )
 
 
+def _faulted(
+    chunks: list[tuple[float | None, bytes]], ctype: str, fault: Fault
+) -> list[tuple[float | None, bytes]]:
+    """A stream's pieces as a stream ``fault`` acts on them: event by event, or one recorded
+    piece halved (to cut it, or send the error halfway)."""
+    events = _events(b"".join(c for _, c in chunks), ctype)
+    if len(events) > len(chunks):  # a stream recorded in few pieces (vcrpy keeps one)
+        last = chunks[-1][0] if chunks else None
+        return [(last, e) for e in events]
+    if len(chunks) == 1 and fault.kind != "stall":  # one recorded piece (a JSON answer)
+        body = chunks[0][1]
+        return [(chunks[0][0], body[: len(body) // 2]), (chunks[0][0], body[len(body) // 2 :])]
+    return chunks
+
+
 def _miss_marks(miss: Miss) -> Headers:
     """What marks a served exchange as a miss (the analysis reads it as the client's divergence,
     layer C, never the API's error)."""
     return [(MISS_HEADER, "miss"), (NOTE_HEADER, miss.note().to_header())]
+
+
+async def _first_byte(fault: Fault | None) -> bool:
+    """Wait before the first byte when ``fault`` is a slow first byte (then ``True``)."""
+    if fault is None or fault.kind != "slow_first_byte":
+        return False
+    await asyncio.sleep(fault.arg or 0.0)
+    return True
 
 
 def _cut(fault: Fault | None, pieces: int) -> int | None:
@@ -161,8 +186,7 @@ class Player:
             )
         if isinstance(answer, Rewritten):
             return await self._rewritten(req, writer, answer, t0, dog)
-        if answer.fault is not None and answer.fault.kind == "slow_first_byte":
-            await asyncio.sleep(answer.fault.arg or 0.0)
+        if await _first_byte(answer.fault):
             t0 = asyncio.get_running_loop().time()
         return await self._play(req, writer, answer, _Clock(self.speed, t0), dog)
 
@@ -280,12 +304,7 @@ class Player:
         if answer.note is not None:
             logged.notes.append(answer.note)
         out = await self.sender.send_head(writer, ex.status, headers, dog, req=req, logged=logged)
-        # the stream ends after an error event halfway, without its terminal event
         ended = fault is not None and fault.kind == "error_event" and len(chunks) > 1
-        if ended:
-            half = len(chunks) // 2
-            event = (rec.key.adapter or Provider()).replay.fault_event("error_event")
-            chunks = [*chunks[:half], (chunks[half - 1][0], event)]
         if not chunked:
             body = b"".join(c for _, c in chunks)
             chunks = [(chunks[0][0] if chunks else None, body)]
@@ -330,28 +349,21 @@ class Player:
         self, req: Request, rec: Recorded, fault: Fault | None
     ) -> list[tuple[float | None, bytes]]:
         """The recorded body's pieces as replay sends them: echoing what the request carries
-        (``Provider.replay.chunks``), and cut event by event when a stream fault needs it."""
+        (``Provider.replay.chunks``), cut event by event when a stream fault needs it, an error
+        event halfway."""
         ex = rec.exchange
         assert ex.status is not None
         chunks = [(t, c) for t, c in ex.response_chunks if c]
         ctype = (ex.response_header("content-type") or "").lower()
         if rec.key.adapter is not None and rec.key.is_json:
             chunks = rec.key.adapter.replay.chunks(chunks, ctype, rec.key.raw, req.body)
-        if (
-            fault is None
-            or fault.kind not in ("stream_cut", "error_event", "stall")
-            or ex.status >= 400
-        ):
-            return chunks
-        events = _events(b"".join(c for _, c in chunks), ctype)
-        # a stream recorded in few pieces (vcrpy keeps one): fault it event by event
-        if len(events) > len(chunks):
-            last = chunks[-1][0] if chunks else None
-            return [(last, e) for e in events]
-        if len(chunks) == 1 and fault.kind != "stall":
-            # one recorded piece (a JSON answer): cut it, or send the error halfway
-            body = chunks[0][1]
-            return [(chunks[0][0], body[: len(body) // 2]), (chunks[0][0], body[len(body) // 2 :])]
+        if fault is not None and fault.kind in _STREAM_FAULTS and ex.status < 400:
+            chunks = _faulted(chunks, ctype, fault)
+        if fault is not None and fault.kind == "error_event" and len(chunks) > 1:
+            # the stream ends after an error event halfway, without its terminal event
+            half = len(chunks) // 2
+            event = (rec.key.adapter or Provider()).replay.fault_event(fault.kind)
+            chunks = [*chunks[:half], (chunks[half - 1][0], event)]
         return chunks
 
     # -- over a WebSocket session ---------------------------------------------------------------
@@ -373,8 +385,7 @@ class Player:
         if isinstance(answer, Reset):
             return self._reset(turn, answer, writer, "looptap fault: reset (connection closed)")
         rec, fault = answer.rec, answer.fault
-        if fault is not None and fault.kind == "slow_first_byte":
-            await asyncio.sleep(fault.arg or 0.0)
+        await _first_byte(fault)
         spoken = _spoken(answer, adapter)
         label: Recorded | str = f"fault {fault.text}" if fault is not None else rec
         sent: list[tuple[float | None, bytes]] = []

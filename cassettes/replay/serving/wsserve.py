@@ -31,6 +31,7 @@ from cassettes.replay.serving.wsrelay import WsRelay
 
 if TYPE_CHECKING:
     from cassettes.net import MessageReader, Trust
+    from cassettes.providers import Provider, WsTurns
     from cassettes.replay.serving.wsrelay import Live
 
 __all__ = ["WebSocketReplay"]
@@ -69,37 +70,10 @@ class WebSocketReplay:
         dog: Watchdog | None = None,
     ) -> None:
         """Answer a WebSocket session from the recorded turns (see the module docstring)."""
-
-        key = req.header("sec-websocket-key")
-        adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
-        rules = adapter.ws_turns() if adapter is not None else None
-        if (
-            req.method != "GET"
-            or not key
-            or adapter is None
-            or rules is None
-            or rules.gathers is not None
-        ):
-            refusal = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
-            self._log(req, 400, [], [(0.0, refusal)], "refused WebSocket")
-            headers = [
-                ("content-type", "text/plain"),
-                ("content-length", str(len(refusal))),
-                ("connection", "close"),
-            ]
-            await self._sender.send_whole(writer, 400, headers, refusal, dog, req=req)
+        session = await self._upgrade(req, writer, dog)
+        if session is None:
             return
-        await self._sender.send_head(
-            writer,
-            101,
-            [
-                ("upgrade", "websocket"),
-                ("connection", "Upgrade"),
-                ("sec-websocket-accept", net.accept_key(key)),
-            ],
-            dog,
-            req=req,
-        )
+        adapter, rules = session
         incoming = net.MessageReader(reader)
         # a fork remembers what each recorded answer stood for (a later turn may go live)
         remember = rules.thread is not None and self.router is not None
@@ -141,6 +115,39 @@ class WebSocketReplay:
         finally:
             if live is not None:
                 live.stop()
+
+    async def _upgrade(
+        self, req: Request, writer: asyncio.StreamWriter, dog: Watchdog | None
+    ) -> tuple[Provider, WsTurns] | None:
+        """Accept the upgrade to a session the recording can answer (its API and how its turns
+        open), or refuse it with a 400 (``None``)."""
+        key = req.header("sec-websocket-key")
+        adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
+        rules = adapter.ws_turns() if adapter is not None else None
+        if (
+            req.method != "GET"
+            or not key
+            or adapter is None
+            or rules is None
+            or rules.gathers is not None
+        ):
+            refusal = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
+            self._log(req, 400, [], [(0.0, refusal)], "refused WebSocket")
+            headers = [
+                ("content-type", "text/plain"),
+                ("content-length", str(len(refusal))),
+                ("connection", "close"),
+            ]
+            await self._sender.send_whole(writer, 400, headers, refusal, dog, req=req)
+            return None
+        accept = net.accept_key(key)
+        headers = [
+            ("upgrade", "websocket"),
+            ("connection", "Upgrade"),
+            ("sec-websocket-accept", accept),
+        ]
+        await self._sender.send_head(writer, 101, headers, dog, req=req)
+        return adapter, rules
 
     async def _next(
         self,
