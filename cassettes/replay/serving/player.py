@@ -75,9 +75,8 @@ def _sse(name: str | None, payload: bytes) -> bytes:
 def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Fault | None) -> bool:
     """Whether a recorded answer is replayed chunked (a stream, several pieces, a stream fault)."""
     ctype = (ex.response_header("content-type") or "").lower()
-    cutting = fault is not None and fault.kind in _STREAM_FAULTS
     return (
-        cutting
+        (fault is not None and fault.kind in _STREAM_FAULTS)
         or len(chunks) > 1
         or "event-stream" in ctype
         or "ndjson" in ctype
@@ -114,12 +113,8 @@ async def _first_byte(fault: Fault | None) -> bool:
     return True
 
 
-def _cut(fault: Fault | None, pieces: int) -> int | None:
-    """Where a stream cut falls: a stream of N pieces or fewer loses its last one (a cut always
-    cuts); ``None`` without one."""
-    if fault is None or fault.kind != "stream_cut":
-        return None
-    return min(int(fault.arg or 0), max(0, pieces - 1))
+def _cut_messages(n: int) -> str:
+    return f"looptap fault: stream cut after {count(n, 'message')}"
 
 
 class _Clock:
@@ -176,7 +171,8 @@ class Player:
             return await self.miss(req, writer, answer.miss, dog)
         if isinstance(answer, Reset):
             why = f"{answer.fault.describe()} (connection closed before any response)"
-            return self._reset(req, answer, writer, f"looptap fault: {why}")
+            label = f"fault {answer.fault.text}"
+            return self._reset(req, writer, label, f"looptap fault: {why}", answer.rec)
         if isinstance(answer, FaultStatus):
             headers = [*answer.headers, ("x-looptap-fault", answer.fault.describe())]
             body = orjson.dumps(answer.body)
@@ -226,8 +222,16 @@ class Player:
         await self.sender.send_whole(writer, status, headers, body, dog, req=req, logged=logged)
         return True
 
-    def _reset(self, req: Request, answer: Reset, writer: asyncio.StreamWriter, why: str) -> bool:
-        self.log(req, None, [], [], f"fault {answer.fault.text}", why, origin_of=answer.rec)
+    def _reset(
+        self,
+        req: Request,
+        writer: asyncio.StreamWriter,
+        label: Recorded | str,
+        why: str,
+        rec: Recorded | None = None,
+    ) -> bool:
+        """The connection closed before any answer (``why``: the served exchange's error)."""
+        self.log(req, None, [], [], label, why, origin_of=rec)
         writer.transport.abort()
         return False
 
@@ -261,8 +265,7 @@ class Player:
         )
         out = await self.sender.send_head(writer, 200, headers, dog, req=req, logged=logged)
         pieces = [(None, chunk, chunk) for chunk in rendered.chunks]
-        clock = _Clock(self.speed, t0)
-        await self._paced(writer, out.data, pieces, None, None, "", clock, logged, sent, dog)
+        await self._paced(writer, out.data, pieces, None, _Clock(self.speed, t0), logged, sent, dog)
         writer.write(out.end())
         await self.sender.drain(writer, dog)
         return True
@@ -279,9 +282,7 @@ class Player:
         ex = rec.exchange
         if ex.status is None:  # recorded as a transport failure before any response
             await clock.until(ex.duration)
-            self.log(req, None, [], [], rec, ex.transport_error or "no response recorded")
-            writer.transport.abort()
-            return False
+            return self._reset(req, writer, rec, ex.transport_error or "no response recorded")
         headers = self._play_headers(rec, fault)
         chunks = self._play_chunks(req, rec, fault)
         chunked = _chunked(ex, chunks, fault)
@@ -305,15 +306,10 @@ class Player:
             logged.notes.append(answer.note)
         out = await self.sender.send_head(writer, ex.status, headers, dog, req=req, logged=logged)
         ended = fault is not None and fault.kind == "error_event" and len(chunks) > 1
-        if not chunked:
-            body = b"".join(c for _, c in chunks)
-            chunks = [(chunks[0][0] if chunks else None, body)]
-        cut = _cut(fault, len(chunks))
+        if not chunked and not chunks:
+            chunks = [(None, b"")]  # an empty body is written (and kept) as one piece too
         pieces = [(offset, chunk, chunk) for offset, chunk in chunks]
-        note = f"looptap fault: stream cut after {cut} chunks"
-        if not await self._paced(
-            writer, out.data, pieces, fault, cut, note, clock, logged, sent, dog
-        ):
+        if not await self._paced(writer, out.data, pieces, fault, clock, logged, sent, dog):
             return False
         if ex.transport_error and not ended:  # the recording broke off here: so does the replay
             writer.transport.abort()
@@ -383,7 +379,8 @@ class Player:
             await self.ws_miss(turn, writer, adapter, answer.miss, dog)
             return True
         if isinstance(answer, Reset):
-            return self._reset(turn, answer, writer, "looptap fault: reset (connection closed)")
+            why = "looptap fault: reset (connection closed)"
+            return self._reset(turn, writer, f"fault {answer.fault.text}", why, answer.rec)
         rec, fault = answer.rec, answer.fault
         await _first_byte(fault)
         spoken = _spoken(answer, adapter)
@@ -398,12 +395,10 @@ class Player:
         # kept as recorded: an SSE event per message (an error status: the message as its body)
         error = spoken.status is not None and spoken.status >= 400
         pieces = [(o, p if error else _sse(name, p), p) for o, name, p in spoken.messages]
-        cut = _cut(spoken.fault, len(pieces))
-        note = f"looptap fault: stream cut after {count(cut or 0, 'message')}"
         clock = _Clock(self.speed, asyncio.get_running_loop().time())
         frame = partial(net.frame, net.TEXT)
         return await self._paced(
-            writer, frame, pieces, spoken.fault, cut, note, clock, logged, sent, dog
+            writer, frame, pieces, spoken.fault, clock, logged, sent, dog, _cut_messages
         )
 
     async def ws_miss(
@@ -435,22 +430,24 @@ class Player:
         wire: Callable[[bytes], bytes],
         pieces: Sequence[Piece],
         fault: Fault | None,
-        cut: int | None,
-        cut_note: str,
         clock: _Clock,
         logged: Exchange,
         sent: list[tuple[float | None, bytes]],
         dog: Watchdog | None,
+        cut_note: Callable[[int], str] = "looptap fault: stream cut after {} chunks".format,
     ) -> bool:
         """Send ``pieces`` at their recorded pace, each framed by ``wire`` and kept in ``sent``
         (``logged``'s chunks): a stall halfway, a cut closing the connection at its piece
-        (``False``, ``cut_note`` as ``logged``'s transport error)."""
-        half = max(1, len(pieces) // 2)
+        (``False``, ``cut_note`` of it as ``logged``'s transport error)."""
+        half, cut = max(1, len(pieces) // 2), None
+        if fault is not None and fault.kind == "stream_cut":
+            # a stream of N pieces or fewer loses its last one: a cut always cuts
+            cut = min(int(fault.arg or 0), max(0, len(pieces) - 1))
         for i, (offset, shown, payload) in enumerate(pieces):
             if fault is not None and i == half and fault.kind == "stall":
                 await asyncio.sleep(fault.arg or 0.0)
             if cut is not None and i >= cut:
-                logged.transport_error = cut_note
+                logged.transport_error = cut_note(cut)
                 writer.transport.abort()
                 return False
             await clock.until(offset)
