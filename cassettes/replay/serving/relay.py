@@ -103,19 +103,9 @@ class LiveRelay:
         own: list[str] = []
         pieces: AsyncIterator[bytes] = (data async for data in response.pieces() if data)
         if answer.cont is not None:
-            first: list[bytes] = []
-            try:
-                first += [data async for data in pieces]
-            except net.UpstreamError as exc:
-                broke = str(exc)
-            continued = (
-                await self._continued(req, answer, upstream, response, first, said, notes)
-                if broke is None
-                else None
+            pieces, rendered, parts, broke = await self._whole_first(
+                req, answer, upstream, response, pieces, said, notes
             )
-            if continued is not None:
-                rendered, parts = continued
-            pieces = _each(first if rendered is None else rendered.chunks)
         if rendered is None:  # the answer as it comes
             out = upstream.relayed_headers(response, own) + [
                 ("transfer-encoding", "chunked"),
@@ -143,6 +133,29 @@ class LiveRelay:
         writer.write(relay.end())
         await self.sender.drain(writer, dog)
         return True
+
+    async def _whole_first(
+        self,
+        req: Request,
+        answer: Forward,
+        upstream: Upstream,
+        response: UpstreamResponse,
+        pieces: AsyncIterator[bytes],
+        said: list[str],
+        notes: list[str],
+    ) -> tuple[AsyncIterator[bytes], Rendered | None, int, str | None]:
+        """Under ``--edit continue``: the answer read whole, then handed over as it came or
+        joined with its continuation (:meth:`_continued`); the pieces to send, the joined answer
+        and how many continuation requests made it, or why the upstream broke off."""
+        first: list[bytes] = []
+        try:
+            first += [data async for data in pieces]
+        except net.UpstreamError as exc:
+            return _each(first), None, 0, str(exc)
+        continued = await self._continued(req, answer, upstream, response, first, said, notes)
+        if continued is None:
+            return _each(first), None, 0, None
+        return _each(continued[0].chunks), continued[0], continued[1], None
 
     def _relay_notes(
         self, logged: Exchange, notes: list[str], own: list[str], said: list[str]
