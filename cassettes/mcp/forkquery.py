@@ -168,24 +168,7 @@ def comparison(runs: Runs, report: str, offset: int, limit: int, max_bytes: int)
     recording and with itself, the argument checks (JSON, schema-valid, JSON-equal), what the
     recorded client never handled; paged by turn.
     Every string of the report (it is a file: anything may have edited it) is under ``recorded``."""
-    path = report_path(runs, report)
-    if path.stat().st_size > MAX_REPORT_BYTES:
-        raise QueryError(
-            f"this report is over {MAX_REPORT_BYTES >> 20} MiB: not read", report=report
-        )
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise QueryError("this report is not JSON", report=report, reason=str(exc)) from None
-    if (
-        not isinstance(doc, dict)
-        or doc.get("looptap") != REPORT_KIND
-        or not isinstance(doc.get("turns"), list)
-    ):
-        raise QueryError(
-            "this file is not a comparison report (looptap compare --report writes them)",
-            report=report,
-        )
+    path, doc = _report(runs, report)
     turns = [t for t in doc["turns"] if isinstance(t, dict)]
     items = [_turn(t) for t in turns[max(offset, 0) :]]
     shown, nxt = page(items, 0, max(1, min(limit, 200)), byte_budget(max_bytes))
@@ -212,6 +195,30 @@ def comparison(runs: Runs, report: str, offset: int, limit: int, max_bytes: int)
             "next_offset": None if nxt is None else max(offset, 0) + nxt,
         }
     )
+
+
+def _report(runs: Runs, report: str) -> tuple[Path, dict[str, Any]]:
+    """The comparison report ``report`` under the roots, read (at most :data:`MAX_REPORT_BYTES`)
+    and checked to be one; else :class:`QueryError`."""
+    path = report_path(runs, report)
+    if path.stat().st_size > MAX_REPORT_BYTES:
+        raise QueryError(
+            f"this report is over {MAX_REPORT_BYTES >> 20} MiB: not read", report=report
+        )
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise QueryError("this report is not JSON", report=report, reason=str(exc)) from None
+    if (
+        not isinstance(doc, dict)
+        or doc.get("looptap") != REPORT_KIND
+        or not isinstance(doc.get("turns"), list)
+    ):
+        raise QueryError(
+            "this file is not a comparison report (looptap compare --report writes them)",
+            report=report,
+        )
+    return path, doc
 
 
 def _dict(value: Any) -> dict[str, Any]:

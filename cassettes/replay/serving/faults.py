@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -415,18 +416,20 @@ def _break_schema(
     schema = spec.parameters if spec is not None else None
     if not isinstance(schema, dict) or not isinstance(arguments, dict):
         return f"tool {name!r} was offered without a JSON Schema to break"
-    found = schema.get("properties")
-    props: dict[str, Any] = found if isinstance(found, dict) else {}
-    tries: list[dict[str, Any]] = [
-        {k: v for k, v in arguments.items() if k != req}
-        for req in schema.get("required") or []
-        if req in arguments
-    ]
-    for key, sub in props.items():
-        kind = sub.get("type") if isinstance(sub, dict) else None
-        if isinstance(kind, str) and kind in _WRONG:
-            tries.append({**arguments, key: _WRONG[kind]})
-    for broken in tries:
+    for broken in _breakages(arguments, schema):
         if schema_errors(broken, schema):
             return broken
     return f"tool {name!r}'s schema requires nothing the arguments could break"
+
+
+def _breakages(arguments: dict[str, Any], schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """``arguments`` changed in each way that may break ``schema``: a required property left out,
+    then a property of the wrong type."""
+    for req in schema.get("required") or []:
+        if req in arguments:
+            yield {k: v for k, v in arguments.items() if k != req}
+    found = schema.get("properties")
+    for key, sub in (found if isinstance(found, dict) else {}).items():
+        kind = sub.get("type") if isinstance(sub, dict) else None
+        if isinstance(kind, str) and kind in _WRONG:
+            yield {**arguments, key: _WRONG[kind]}

@@ -4,10 +4,11 @@
 :data:`Answer`: the recorded answer (:class:`Play`, possibly under a fault that only changes how
 it is sent), a rewritten one (:class:`Rewritten`), an injected API error (:class:`FaultStatus`),
 a reset (:class:`Reset`), a request passed on to a live upstream (:class:`Forward`: new episodes
-being recorded, or a conversation past its cursor) or a miss (:class:`Missed`). The senders
+being recorded, or a conversation past its cursor) or a miss (:class:`Missed`). The servers
 (:mod:`cassettes.replay.serving.server` for HTTP, :mod:`cassettes.replay.serving.wsserve` for
-WebSocket) only speak what was decided. The matcher's bookkeeping stays the matcher's: an attempt
-that does not get the recorded answer gives it back with :meth:`Matcher.release`.
+WebSocket) and their :mod:`~cassettes.replay.serving.player` only speak what was decided. The
+matcher's bookkeeping stays the matcher's: an attempt that does not get the recorded answer gives
+it back with :meth:`Matcher.release`.
 """
 
 from __future__ import annotations

@@ -10,19 +10,19 @@ request continuing it goes as it is.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from cassettes import net
 from cassettes.hints import count
-from cassettes.matching import Matcher, Miss, request_key
+from cassettes.matching import request_key
 from cassettes.net import Request, Watchdog
 from cassettes.providers import Provider
 from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
 from cassettes.replay.serving.plan import Forward, Router
-from cassettes.replay.serving.sender import Sender, ServedLog
+from cassettes.replay.serving.player import Player
 from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:
@@ -53,27 +53,16 @@ def _joined_headers(rendered: Rendered, why: str, parts: int) -> Headers:
 
 class LiveRelay:
     """Sends requests on to live upstreams (verifying TLS against ``trust``: ``None``, the
-    environment's store) and relays their answers; ``send_miss`` answers a new episode whose
-    upstream could not be reached as the miss it was."""
+    environment's store) and relays their answers, written and kept as the ``player``'s are; a
+    new episode whose upstream could not be reached is answered as the miss it was."""
 
-    def __init__(
-        self,
-        matcher: Matcher,
-        sender: Sender,
-        log: ServedLog,
-        *,
-        router: Router | None,
-        trust: Trust | None,
-        send_miss: Callable[
-            [Request, asyncio.StreamWriter, Miss, Watchdog | None], Awaitable[bool]
-        ],
-    ) -> None:
-        self.matcher = matcher
-        self.sender = sender
-        self.log = log
+    def __init__(self, player: Player, *, router: Router | None, trust: Trust | None) -> None:
+        self.matcher = player.matcher
+        self.sender = player.sender
+        self.log = player.log
         self.router = router
         self.trust = trust
-        self.send_miss = send_miss
+        self.send_miss = player.miss
 
     async def forward(
         self,
@@ -114,19 +103,9 @@ class LiveRelay:
         own: list[str] = []
         pieces: AsyncIterator[bytes] = (data async for data in response.pieces() if data)
         if answer.cont is not None:
-            first: list[bytes] = []
-            try:
-                first += [data async for data in pieces]
-            except net.UpstreamError as exc:
-                broke = str(exc)
-            continued = (
-                await self._continued(req, answer, upstream, response, first, said, notes)
-                if broke is None
-                else None
+            pieces, rendered, parts, broke = await self._whole_first(
+                req, answer, upstream, response, pieces, said, notes
             )
-            if continued is not None:
-                rendered, parts = continued
-            pieces = _each(first if rendered is None else rendered.chunks)
         if rendered is None:  # the answer as it comes
             out = upstream.relayed_headers(response, own) + [
                 ("transfer-encoding", "chunked"),
@@ -154,6 +133,29 @@ class LiveRelay:
         writer.write(relay.end())
         await self.sender.drain(writer, dog)
         return True
+
+    async def _whole_first(
+        self,
+        req: Request,
+        answer: Forward,
+        upstream: Upstream,
+        response: UpstreamResponse,
+        pieces: AsyncIterator[bytes],
+        said: list[str],
+        notes: list[str],
+    ) -> tuple[AsyncIterator[bytes], Rendered | None, int, str | None]:
+        """Under ``--edit continue``: the answer read whole, then handed over as it came or
+        joined with its continuation (:meth:`_continued`); the pieces to send, the joined answer
+        and how many continuation requests made it, or why the upstream broke off."""
+        first: list[bytes] = []
+        try:
+            first += [data async for data in pieces]
+        except net.UpstreamError as exc:
+            return _each(first), None, 0, str(exc)
+        continued = await self._continued(req, answer, upstream, response, first, said, notes)
+        if continued is None:
+            return _each(first), None, 0, None
+        return _each(continued[0].chunks), continued[0], continued[1], None
 
     def _relay_notes(
         self, logged: Exchange, notes: list[str], own: list[str], said: list[str]

@@ -23,15 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-import orjson
-
-from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.matching import (
     IndexedRecordings,
@@ -43,42 +39,30 @@ from cassettes.matching import (
     clip,
     here,
     report_lines,
-    request_key,
     turn_entries,
-    volatile_for,
 )
 from cassettes.net import BackgroundServer, BadRequest, Request, Watchdog, read_request, refuse
-from cassettes.providers import REVERSE_UPSTREAMS, Provider
-from cassettes.reading.branch import first_turn, origin_in
-from cassettes.reading.run import detect, open_run
+from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.replay.serving.faults import FaultPlan
 from cassettes.replay.serving.plan import (
     MISS_CODE,
     MISS_STATUS,
     Fallback,
-    FaultStatus,
     Forward,
-    Missed,
     Planner,
-    Play,
-    Reset,
     Router,
 )
 from cassettes.replay.serving.player import Player
+from cassettes.replay.serving.recordings import open_recordings
 from cassettes.replay.serving.relay import LiveRelay
 from cassettes.replay.serving.sender import Sender, ServedLog
 from cassettes.replay.serving.wsserve import WebSocketReplay
 from cassettes.storage.paths import check_target, staged
-from cassettes.storage.store import open_regular, read_header
 from cassettes.untrusted import clean_line
 from cassettes.wire.decoding import decode_chunks
-from cassettes.wire.exchange import Exchange, Headers
-from cassettes.wire.replay_miss import HEADER as MISS_HEADER
-from cassettes.wire.replay_miss import NOTE_HEADER
+from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from cassettes.net import Trust
 
 __all__ = [
@@ -114,27 +98,6 @@ UNPLAYED_LISTED = 100
 IN_MEMORY_BELOW = 8 << 20
 
 
-def _size(path: str | Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return IN_MEMORY_BELOW  # let the index reader say what is wrong with it
-
-
-def _recorded_places(path: str | Path) -> VolatileSpans:
-    """The volatile detectors for replaying the looptap cassette at ``path`` here: this process's
-    cwd and home and those its header says the run was recorded in (cassettes.matching).
-    Only the first line is read (at most 1 MiB); a header that cannot be read adds nothing (the
-    readers that follow say what is wrong with the file)."""
-    try:
-        with open_regular(path) as f:
-            first = f.readline(1 << 20)
-        header = read_header(path, first.rstrip(b"\r\n"))[0]
-    except (CassetteError, OSError, ValueError):
-        header = None
-    return volatile_for(header)
-
-
 def parse_pace(value: str | float) -> float:
     """``instant`` → 0, ``recorded`` → 1, ``x2``/``2x``/``2`` → 2 (times faster than recorded)."""
     if isinstance(value, (int, float)):
@@ -164,43 +127,6 @@ def replay_env(url: str) -> dict[str, str]:
         for var in variables:
             env[var] = url + suffix
     return env
-
-
-def _recordings(
-    cassette: str | Path | Sequence[Exchange], volatile: bool | VolatileSpans
-) -> tuple[str, Any, Sequence[Exchange] | IndexedRecordings, int, bool | VolatileSpans]:
-    """The recorded round trips to serve from ``cassette`` (a run's path, or exchanges), with the
-    run's name, the problems reading it found, the turn its numbering starts at, and the volatile
-    detectors (``True``: those of the places the run was recorded in)."""
-    problems: Any = []
-    recordings: Sequence[Exchange] | IndexedRecordings
-    # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading.branch)
-    first = 0
-    if isinstance(cassette, (str, Path)):
-        # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file).
-        # A large looptap cassette is served from its offset index (a played round trip is
-        # read again from disk: memory flat in the run's size); a small one, and the other
-        # formats (small by nature), are held in memory, which answers ~3x faster.
-        source = str(cassette)
-        looptap = detect(cassette) == "looptap"
-        if looptap and volatile is True:
-            volatile = _recorded_places(cassette)
-        if looptap and _size(cassette) >= IN_MEMORY_BELOW:
-            recordings = IndexedRecordings(cassette)
-        else:
-            run = open_run(cassette, whole=True)
-            problems = run.problems
-            recordings = list(run.exchanges)
-            first = first_turn(origin_in(run.header))
-    else:
-        source = "<exchanges>"
-        problems = []
-        recordings = cassette
-    if not isinstance(recordings, IndexedRecordings):
-        for i, ex in enumerate(recordings):
-            if ex.seq is None:
-                ex.seq = i
-    return source, problems, recordings, first, volatile
 
 
 class ReplayServer:
@@ -238,7 +164,8 @@ class ReplayServer:
         rules: Rules | None = None,
         trust: Trust | None = None,
     ) -> None:
-        self.source, self.problems, recordings, first, volatile = _recordings(cassette, volatile)
+        opened = open_recordings(cassette, volatile, IN_MEMORY_BELOW)
+        self.source, self.problems, recordings, first, volatile = opened
         speed = parse_pace(pace)
         self.matcher = Matcher(
             recordings, strict=strict, first_turn=first, volatile=volatile, rules=rules
@@ -264,24 +191,10 @@ class ReplayServer:
         #: Requests sent on to a live upstream (requests that are not recorded or that fall past
         #: a fork's cursor), their answers relayed; TLS verified against ``trust`` (``None``: the
         #: environment's store).
-        self.relay = LiveRelay(
-            self.matcher,
-            self.sender,
-            self.log,
-            router=cursor,
-            trust=trust,
-            send_miss=self._send_miss,
-        )
+        self.relay = LiveRelay(self.player, router=cursor, trust=trust)
         #: Answers the WebSocket sessions, turn by turn, as the planner decides.
         self.websockets = WebSocketReplay(
-            self.planner,
-            log=self.log,
-            send_head=self.sender.send_head,
-            drain=self.sender.drain,
-            speed=speed,
-            idle_timeout=idle_timeout,
-            trust=trust,
-            router=cursor,
+            self.planner, self.player, idle_timeout=idle_timeout, trust=trust, router=cursor
         )
         #: Failures of the server itself (answered with a 500); empty unless looptap has a bug.
         self.internal_errors: list[str] = []
@@ -511,97 +424,39 @@ class ReplayServer:
             )
             return False
         answer = self.planner.plan(req)
-        if isinstance(answer, Play):
-            if answer.fault is not None and answer.fault.kind == "slow_first_byte":
-                await asyncio.sleep(answer.fault.arg or 0.0)
-                t0 = asyncio.get_running_loop().time()
-            return await self.player.play(req, writer, answer, t0, dog)
-        if isinstance(answer, Missed):
-            return await self._send_miss(req, writer, answer.miss, dog)
         if isinstance(answer, Forward):
             return await self.relay.forward(req, writer, answer, dog)
-        if isinstance(answer, Reset):
-            self.log(
-                req,
-                None,
-                [],
-                [],
-                f"fault {answer.fault.text}",
-                f"looptap fault: {answer.fault.describe()} (connection closed before any response)",
-                origin_of=answer.rec,
-            )
-            writer.transport.abort()
-            return False
-        if isinstance(answer, FaultStatus):
-            return await self.player.fault_status(req, writer, answer, dog)
-        return await self.player.rewritten(req, writer, answer, t0, dog)
-
-    async def _send_miss(
-        self, req: Request, writer: asyncio.StreamWriter, miss: Miss, dog: Watchdog | None = None
-    ) -> bool:
-        key = request_key(req.method, req.target, req.headers, req.body)
-        adapter = (
-            key.adapter
-            or (miss.closest.key.adapter if miss.closest is not None else None)
-            or Provider()
-        )
-        body = orjson.dumps(adapter.replay.error(MISS_STATUS, str(miss), MISS_CODE))
-        headers: Headers = [
-            ("content-type", "application/json"),
-            *adapter.replay.error_headers(retry=False),
-            (MISS_HEADER, "miss"),
-            # what the analysis reads (layer C, never the API's error)
-            (NOTE_HEADER, miss.note().to_header()),
-            ("content-length", str(len(body))),
-        ]
-        logged = self.log(req, MISS_STATUS, headers, [(0.0, body)], miss)
-        await self.sender.send_whole(
-            writer, MISS_STATUS, headers, body, dog, req=req, logged=logged
-        )
-        return True
+        return await self.player.answer(req, writer, answer, t0, dog)
 
 
 def _report_lines(self: ReplayServer) -> list[str]:
-    rec = self.matcher.recorded
     # from the recording: a fork's requests past its cursor went live
     played = len(self.matcher.played())
-    out = [
+    head = [
         f"looptap replay {self.source}: played {played:,} of "
-        f"{count(len(rec), 'recorded round trip')}"
+        f"{count(len(self.matcher.recorded), 'recorded round trip')}"
     ]
-    cursor = self.router
-    if cursor is not None:
-        out[0] += f", {count(cursor.sent, 'request')} went live past the cursor"
-    out[0] += f", {count(len(self.matcher.misses), 'unmatched request')}"
-    if self.internal_errors:
-        out[0] += f", {count(len(self.internal_errors), 'internal error')}"
-    if self.refused:
-        out[0] += f", {count(self.refused, 'unreadable request')} refused"
-    if self.write_timeouts:
-        out[0] += (
-            f", {count(self.write_timeouts, 'connection')} dropped (answer unread for "
-            f"{self.sender.write_timeout:g} s)"
-        )
-    if self.accept_pauses:
-        out[0] += (
-            f", accepting paused {count(self.accept_pauses, 'time')} (out of file descriptors)"
-        )
-    if self.sender.headers_dropped:
-        out[0] += (
-            f", {count(self.sender.headers_dropped, 'header')} not "
-            "sent (they would have split the message)"
-        )
-    unplayed = self.matcher.count_unplayed()
-    if unplayed:
-        self.matcher.label()
-    shown = 0
-    for r in self.matcher.recorded if unplayed else ():
-        if shown == UNPLAYED_LISTED:
-            out.append(f"  … and {count(unplayed - shown, 'more unplayed round trip')}")
-            break
-        if not r.plays:
-            shown += 1
-            out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
+    if self.router is not None:
+        head.append(f"{count(self.router.sent, 'request')} went live past the cursor")
+    head.append(count(len(self.matcher.misses), "unmatched request"))
+    for n, noun, said in (
+        (len(self.internal_errors), "internal error", "{}"),
+        (self.refused, "unreadable request", "{} refused"),
+        (
+            self.write_timeouts,
+            "connection",
+            f"{{}} dropped (answer unread for {self.sender.write_timeout:g} s)",
+        ),
+        (self.accept_pauses, "time", "accepting paused {} (out of file descriptors)"),
+        (
+            self.sender.headers_dropped,
+            "header",
+            "{} not sent (they would have split the message)",
+        ),
+    ):
+        if n:
+            head.append(said.format(count(n, noun)))
+    out = [", ".join(head), *_unplayed_lines(self.matcher)]
     if self.matcher.tolerated:
         n = len(self.matcher.tolerated)
         out.append(
@@ -617,4 +472,20 @@ def _report_lines(self: ReplayServer) -> list[str]:
         out.append(f"  refused: {why}")
     for line in self.sender.drops:
         out.append(f"  dropped: {line}")
+    return out
+
+
+def _unplayed_lines(matcher: Matcher) -> list[str]:
+    """The round trips never played, one line each up to :data:`UNPLAYED_LISTED`."""
+    unplayed = matcher.count_unplayed()
+    if not unplayed:
+        return []
+    matcher.label()
+    out: list[str] = []
+    for r in matcher.recorded:
+        if len(out) == UNPLAYED_LISTED:
+            out.append(f"  … and {count(unplayed - len(out), 'more unplayed round trip')}")
+            break
+        if not r.plays:
+            out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
     return out

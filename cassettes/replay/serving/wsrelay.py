@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -21,6 +20,7 @@ from cassettes.net import Request, Watchdog
 from cassettes.providers import Chaining, Provider
 from cassettes.replay.live.chains import Chains
 from cassettes.replay.serving.plan import Forward, Router
+from cassettes.replay.serving.player import Player
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
@@ -70,23 +70,16 @@ def _chain(rules: WsTurns) -> Chaining | None:
 
 class WsRelay:
     """The live half of one replay server's WebSocket sessions: what every answer given or relayed
-    stood for (:attr:`chains`), and each session past the cursor relayed. ``log`` keeps the served
-    turns, ``router`` is the fork's (its cursor: the model and edits of a turn sent live),
-    ``trust`` the CA store a live session verifies, ``send_miss`` says a session that could not be
-    opened live as the API's error message."""
+    stood for (:attr:`chains`), and each session past the cursor relayed. The ``player``'s log
+    keeps the served turns and its ``ws_miss`` says a session that could not be opened live as the
+    API's error message; ``router`` is the fork's (its cursor: the model and edits of a turn sent
+    live), ``trust`` the CA store a live session verifies."""
 
-    def __init__(
-        self,
-        *,
-        log: Callable[..., Exchange],
-        router: Router | None,
-        trust: Trust | None,
-        send_miss: Callable[..., Awaitable[None]],
-    ) -> None:
-        self.log = log
+    def __init__(self, player: Player, *, router: Router | None, trust: Trust | None) -> None:
+        self.log = player.log
         self.router = router
         self.trust = trust
-        self.send_miss = send_miss
+        self.send_miss = player.ws_miss
         #: What every answer served or relayed over this server's sessions stood for (the live
         #: upstream's answers: each session's own, ``Live.sock.known``).
         self.chains = Chains(tuple)
