@@ -17,6 +17,7 @@ from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.replay.forking.compare._answer import price_usage
+from cassettes.replay.forking.cursor import bases_of
 from cassettes.replay.live.model import with_model
 from cassettes.views.money import money
 from cassettes.wire.exchange import Exchange
@@ -92,12 +93,7 @@ def plan_requests(run: Any) -> list[Planned]:
             or (rt.response.model if rt.response is not None else None),
             price_context=adapter.profile.price_context(rt.response) if adapter is not None else {},
         )
-        if ex.transport_error:
-            p.recorded_error = "recorded transport error"
-        elif ex.status is None or ex.status >= 400:
-            p.recorded_error = (
-                f"recorded {ex.status}" if ex.status is not None else "recorded without a response"
-            )
+        p.recorded_error = _recorded_error(ex)
         _recorded_usage(p, t.tokens, rt)
         out.append(p)
     # A failed call has no output to go by: the largest output of the run's answered turns.
@@ -113,6 +109,15 @@ def plan_requests(run: Any) -> list[Planned]:
         if p.usage is not None and p.usage.get("output_tokens") == -1:
             p.usage["output_tokens"] = longest
     return out
+
+
+def _recorded_error(ex: Exchange) -> str | None:
+    """Why the recording shows ``ex`` failing (``recorded 429``), or ``None``."""
+    if ex.transport_error:
+        return "recorded transport error"
+    if ex.status is None:
+        return "recorded without a response"
+    return f"recorded {ex.status}" if ex.status >= 400 else None
 
 
 def _recorded_usage(p: Planned, tk: Any, rt: Any) -> None:
@@ -141,13 +146,8 @@ def _recorded_usage(p: Planned, tk: Any, rt: Any) -> None:
 def upstream_bases(items: list[str]) -> dict[str, str]:
     """Where each API's requests go: the vendor's base URL, or ``--upstream NAME=URL`` instead;
     raises ``ValueError`` for an item of another form."""
-    bases = {name: up for name, (up, _v, _s) in providers.REVERSE_UPSTREAMS.items()}
-    for item in items:
-        name, sep, url = str(item).partition("=")
-        if not sep or not url.startswith(("http://", "https://")):
-            raise ValueError(f"--upstream wants NAME=http(s)://host[:port], not {item[:80]!r}")
-        bases[name.strip().lower()] = url.strip().rstrip("/")
-    return bases
+    vendors = {name: up for name, (up, _v, _s) in providers.REVERSE_UPSTREAMS.items()}
+    return vendors | bases_of(items, "--upstream")
 
 
 def send_list(
@@ -192,43 +192,43 @@ def estimate_costs(
     else the model's name alone), applied to the recorded usage. Sets ``estimate`` and
     ``price_note``. ``urls``: each turn's target (:func:`where_sent`) when the caller has them."""
     for i, p in enumerate(planned):
-        name = model or p.model
-        if not name:
-            p.price_note = "no price: the recorded request names no model"
-            continue
-        adapter = providers.by_family(p.family)
-        ref = adapter.profile.price_model(name) if adapter is not None else name
         url = urls[i] if urls is not None else where_sent(p, live, model)[0]
+        p.price_note = _priced(p, model or p.model, url)
+
+
+def _priced(p: Planned, name: str | None, url: str | None) -> str:
+    """Price ``p`` for the model ``name`` sent to ``url`` (:func:`estimate_costs`): sets
+    ``price_ref`` and ``estimate``; returns where the price came from, or why there is none."""
+    if not name:
+        return "no price: the recorded request names no model"
+    adapter = providers.by_family(p.family)
+    ref = adapter.profile.price_model(name) if adapter is not None else name
+    try:
+        provider_id: str | None = provider_for_url(url or p.ex.url)
+    except LookupError:
+        provider_id = adapter.profile.price_provider if adapter is not None else None
+    # the provider's own price, else by the name alone
+    for pid in dict.fromkeys((provider_id, None)):
         try:
-            provider_id: str | None = provider_for_url(url or p.ex.url)
+            price_of({"input_tokens": 1}, (pid, ref), p.price_context)
         except LookupError:
-            provider_id = adapter.profile.price_provider if adapter is not None else None
-        # the provider's own price, else by the name alone
-        for pid in dict.fromkeys((provider_id, None)):
-            try:
-                price_of({"input_tokens": 1}, (pid, ref), p.price_context)
-            except LookupError:
-                continue
-            except (ValueError, ArithmeticError):
-                pass
-            p.price_ref = (pid, ref)
-            break
-        if p.price_ref is None:
-            p.price_note = f"no price: genai-prices {PRICES_VERSION} knows no model {ref!r}" + (
-                f" at {provider_id}" if provider_id else ""
-            )
             continue
-        if p.usage is None:
-            p.price_note = "no price: the recording has no usage for this turn"
-            continue
-        try:
-            p.estimate, where = price_of(p.usage, p.price_ref, p.price_context)
-        except (LookupError, ValueError, ArithmeticError) as exc:
-            p.price_note = f"no price: genai-prices {PRICES_VERSION} rejected the usage: {exc}"
-            continue
-        p.price_note = f"genai-prices {PRICES_VERSION}: {where}" + (
-            "" if p.price_ref[0] else ", by the model's name"
-        )
+        except (ValueError, ArithmeticError):
+            pass
+        p.price_ref = (pid, ref)
+        break
+    if p.price_ref is None:
+        at = f" at {provider_id}" if provider_id else ""
+        return f"no price: genai-prices {PRICES_VERSION} knows no model {ref!r}{at}"
+    if p.usage is None:
+        return "no price: the recording has no usage for this turn"
+    try:
+        p.estimate, where = price_of(p.usage, p.price_ref, p.price_context)
+    except (LookupError, ValueError, ArithmeticError) as exc:
+        return f"no price: genai-prices {PRICES_VERSION} rejected the usage: {exc}"
+    return f"genai-prices {PRICES_VERSION}: {where}" + (
+        "" if p.price_ref[0] else ", by the model's name"
+    )
 
 
 def price_of(
@@ -308,14 +308,13 @@ def _estimate_said(known: list[Planned], samples: int, cost: Decimal, who: str) 
             f" ({count(sum(p.usage_estimated for p in known), 'turn')} on "
             "usage looptap estimated: the call reported none)"
         )
-    rec = [p.cost for p in known if p.cost is not None]
-    if rec and sum(rec, Decimal(0)) > 0:
-        recorded = sum(rec, Decimal(0)) * samples
+    costed = [p for p in known if p.cost is not None]
+    rec = sum((p.cost or Decimal(0) for p in costed), Decimal(0))
+    if rec > 0:
+        recorded = rec * samples
+        ratio = sum((p.estimate or Decimal(0) for p in costed), Decimal(0)) * samples / recorded
         line += (
-            "; the recording cost "
-            f"{money(recorded, any(p.cost_estimated for p in known if p.cost is not None))} for as "
-            "many (×"
-            f"{float(sum((p.estimate or Decimal(0) for p in known if p.cost is not None), Decimal(0)) * samples / recorded):.2f}"  # noqa: E501
-            ")"
+            f"; the recording cost {money(recorded, any(p.cost_estimated for p in costed))} for "
+            f"as many (×{float(ratio):.2f})"
         )
     return line

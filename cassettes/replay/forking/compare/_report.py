@@ -17,6 +17,7 @@ from cassettes.replay.forking.compare._answer import (
     Sample,
     text_similarity,
 )
+from cassettes.replay.forking.lineup import canonical
 from cassettes.untrusted import clean_line
 from cassettes.views.money import money
 
@@ -79,7 +80,7 @@ class TurnComparison:
         """The samples' calls tallied: how many, how many with JSON arguments, how many checked
         against a declared schema and valid, how many JSON-equal to a recorded call of that tool,
         how many name a tool the request did not offer."""
-        recorded = {_canon(n, a) for n, a in self.recorded.calls}
+        recorded = {canonical(call) for call in self.recorded.calls}
         out = dict.fromkeys(_TALLIES, 0)
         for s in self.samples:
             for (name, args), c in zip(s.calls, s.checks, strict=True):
@@ -87,7 +88,7 @@ class TurnComparison:
                 out["json"] += c.json
                 out["schema_checked"] += c.schema_valid is not None
                 out["schema_valid"] += c.schema_valid is True
-                out["equal_to_recording"] += c.json and _canon(name, args) in recorded
+                out["equal_to_recording"] += c.json and canonical((name, args)) in recorded
                 out["not_offered"] += c.offered is False
         return out
 
@@ -335,21 +336,6 @@ def _tally(a: dict[str, int]) -> str:
     return line
 
 
-def _canon(name: str, arguments: Any) -> str:
-    """A call as comparable text: the tool's name and its arguments as canonical JSON (key order
-    does not matter; unparsable arguments stay the raw string, equal only to the same string)."""
-    try:
-        return (
-            name
-            + "\x00"
-            + orjson.dumps(
-                arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-            ).decode()
-        )
-    except TypeError:
-        return name + "\x00" + repr(arguments)
-
-
 def _turn_lines(t: TurnComparison) -> list[str]:
     """One turn of :meth:`Comparison.lines`: how its answers agree, then by layer."""
     out = []
@@ -410,13 +396,9 @@ def _api_line(t: TurnComparison) -> str:
         if t.recorded_latency is not None:
             line += f" (recorded {t.recorded_latency:.2f} s)"
     if t.measured_cost is not None or t.recorded_cost is not None:
-        line += (
-            "; cost "
-            f"{money(t.measured_cost, t.candidate_estimated) if t.measured_cost is not None else '?'}"  # noqa: E501
-            " an answer (recorded "
-            f"{money(t.recorded_cost, t.recorded_estimated) if t.recorded_cost is not None else '?'}"  # noqa: E501
-            ")"
-        )
+        measured = "?" if t.measured_cost is None else money(t.measured_cost, t.candidate_estimated)
+        recorded = "?" if t.recorded_cost is None else money(t.recorded_cost, t.recorded_estimated)
+        line += f"; cost {measured} an answer (recorded {recorded})"
     return line
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from cassettes.matching import request_key
+from cassettes.models import ToolSpec
 from cassettes.net import (
     Upstream,
     UpstreamError,
@@ -182,25 +183,31 @@ def compare_run(
                     except (LookupError, ValueError, ArithmeticError):
                         s.cost = None
                 tc.samples.append(s)
-            new = {n for s in tc.samples for n, _ in s.calls} - recorded_tools
-            offered = {t.name for t in tools}
-            tc.new_to_client += [
-                f"the tool {n} (never called in the recording"
-                + (
-                    ")"
-                    if n in offered
-                    else "; not even offered by the request: the client has no handler for it)"
-                )
-                for n in sorted(new)
-            ]
-            tc.new_to_client += [
-                f"finish reason {f} (never seen in the recording)"
-                for f in sorted({s.finish for s in tc.samples if s.finish} - recorded_finish)
-            ]
+            tc.new_to_client = _new_to_client(tc.samples, tools, recorded_tools, recorded_finish)
             turns.append(tc)
 
     asyncio.run(go())
     return result
+
+
+def _new_to_client(
+    samples: list[Sample], tools: list[ToolSpec], recorded_tools: set[str], finishes: set[Any]
+) -> list[str]:
+    """What the samples would hand the recorded client that it never handled in the recording: a
+    tool never called in it (or not even offered by the request), a finish reason never seen."""
+    offered = {t.name for t in tools}
+    return [
+        f"the tool {n} (never called in the recording"
+        + (
+            ")"
+            if n in offered
+            else "; not even offered by the request: the client has no handler for it)"
+        )
+        for n in sorted({n for s in samples for n, _ in s.calls} - recorded_tools)
+    ] + [
+        f"finish reason {f} (never seen in the recording)"
+        for f in sorted({s.finish for s in samples if s.finish} - finishes)
+    ]
 
 
 def _recorded_latency(ex: Exchange) -> float:
