@@ -556,20 +556,23 @@ def _fork_changes(
                 f"model {_said(d.changes[0].expected)} → {_said(model)} (asked with --model)",
             )
         elif model is not None and d.path == "(url)" and d.message.startswith("the agent called"):
-            pa, pb = urlsplit(xa.url).path, urlsplit(xb.url).path
-            ma, mb = _MODEL_IN_PATH.search(pa), _MODEL_IN_PATH.search(pb)
-            if (
-                ma is not None
-                and mb is not None
-                and mb.group(1) == model
-                and pb[: mb.start(1)] + ma.group(1) + pb[mb.end(1) :] == pa
-            ):
+            was = _model_in_path(xa.url, xb.url, model)
+            if was is not None:
                 d.layer, d.message = (
                     FORK,
-                    f"model {_said(ma.group(1))} → {_said(model)} "
-                    "(asked with --model, in the path)",
+                    f"model {_said(was)} → {_said(model)} (asked with --model, in the path)",
                 )
     return found
+
+
+def _model_in_path(url_a: str, url_b: str, model: str) -> str | None:
+    """The model A's path names (``/models/NAME:``) where B's names ``model`` and is A's
+    otherwise, or ``None``."""
+    pa, pb = urlsplit(url_a).path, urlsplit(url_b).path
+    ma, mb = _MODEL_IN_PATH.search(pa), _MODEL_IN_PATH.search(pb)
+    if ma is None or mb is None or mb.group(1) != model:
+        return None
+    return ma.group(1) if pb[: mb.start(1)] + ma.group(1) + pb[mb.end(1) :] == pa else None
 
 
 def _said(value: Any) -> str:
