@@ -12,7 +12,7 @@ import cassettes.replay.forking.compare as compare
 
 EXPORTED = [
     "TEXT_MEASURE", "TEXT_THRESHOLD",
-    "ArgumentCheck", "BudgetError", "Comparison", "Planned", "Sample", "TurnComparison",
+    "ArgumentCheck", "BudgetError", "Comparison", "Sample", "TurnComparison",
     "check_arguments", "check_budget", "compare_run", "estimate_costs", "offered_tools",
     "plan_requests", "send_list", "text_similarity", "upstream_bases", "where_sent",
 ]  # fmt: skip

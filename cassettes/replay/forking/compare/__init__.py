@@ -27,7 +27,6 @@ from cassettes.replay.forking.compare._answer import (
 )
 from cassettes.replay.forking.compare._budget import (
     BudgetError,
-    Planned,
     check_budget,
     estimate_costs,
     plan_requests,
@@ -44,7 +43,6 @@ __all__ = [
     "ArgumentCheck",
     "BudgetError",
     "Comparison",
-    "Planned",
     "Sample",
     "TurnComparison",
     "check_arguments",
