@@ -21,7 +21,13 @@ from cassettes import interrupts
 from cassettes.errors import CassetteError, problem_lines
 from cassettes.hints import count
 from cassettes.matching import rules_of_args, turn_entries
-from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
+from cassettes.replay.forking.cursor import (
+    Cursor,
+    CursorError,
+    bases_of,
+    live_router,
+    parse_cursor,
+)
 from cassettes.replay.forking.plan import PlanError, read_plan
 from cassettes.replay.live.edits import EditError, parse_edit
 from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
@@ -73,16 +79,11 @@ def _cursor(args: argparse.Namespace) -> Any:
             )
         return None
 
-    bases: dict[str, str] = {}
-    for item in args.live:
-        name, sep, url = str(item).partition("=")
-        if not sep or not url.startswith(("http://", "https://")):
-            raise _Usage(f"--live wants NAME=http(s)://host[:port], not {item[:80]!r}")
-        bases[name.strip().lower()] = url.strip().rstrip("/")
     try:
+        bases = bases_of(args.live, "--live")
         spec = parse_cursor(args.cursor)
         edits = [parse_edit(e) for e in args.edit]
-    except (CursorError, EditError) as exc:
+    except (CursorError, EditError, ValueError) as exc:
         raise _Usage(str(exc)) from None
     for e in edits:
         if e.selector is not None and e.selector != spec.text:

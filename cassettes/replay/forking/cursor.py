@@ -34,7 +34,7 @@ path's model where the adapter says the path names one: a deployment, or a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -434,6 +434,18 @@ def _listed(items: Sequence[str], limit: int) -> str:
     return ", ".join(items[:limit]) + (
         f", … {len(items) - limit} more" if len(items) > limit else ""
     )
+
+
+def bases_of(items: Iterable[str], flag: str) -> dict[str, str]:
+    """``NAME=URL`` items (``--live``, ``--upstream``) as the bases :func:`live_router` routes by;
+    raises ``ValueError`` for an item of another form."""
+    bases: dict[str, str] = {}
+    for item in items:
+        name, sep, url = str(item).partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
+            raise ValueError(f"{flag} wants NAME=http(s)://host[:port], not {item[:80]!r}")
+        bases[name.strip().lower()] = url.strip().rstrip("/")
+    return bases
 
 
 def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None]:

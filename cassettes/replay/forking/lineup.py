@@ -6,7 +6,8 @@ rules propose`` (:mod:`~cassettes.replay.forking.propose`), ``looptap run --repe
 
 - Conversations are paired in the order they started, turns by their index in the conversation
   (:func:`conversation_pairs`); a branch is lined up with its origin from the cursor instead
-  (:func:`cassettes.replay.forking.rundiff.branch_diff`).
+  (:func:`lined_up`, :func:`branch_turns`: each branch conversation continues the origin's whose
+  request at the cursor its first is closest to).
 - Two requests are compared as replay matches them (:class:`Comparing`: ids and timestamps
   normalised, the detectors and the rules it is given).
 - A turn's answer: what the model emitted (layer E: :func:`emitted`) and what the API reported
@@ -16,23 +17,34 @@ rules propose`` (:mod:`~cassettes.replay.forking.propose`), ``looptap run --repe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from cassettes.analysis import Conversation, RunAnalysis, Turn
-from cassettes.matching import RequestKey, Rules, VolatileSpans, request_key
+from cassettes.matching import RequestKey, Rules, VolatileSpans, json_diff, request_key
+from cassettes.reading.branch import with_notes
+from cassettes.replay.live.chains import as_sent_live
 from cassettes.wire.exchange import Exchange
+
+if TYPE_CHECKING:
+    from cassettes.reading.run import Run
 
 __all__ = [
     "Comparing",
+    "Lineup",
     "answer_kind",
+    "branch_turns",
+    "canonical",
     "conversation_pairs",
     "emitted",
+    "lined_up",
     "reported",
     "turn_answer",
+    "turns_of",
 ]
 
 
@@ -118,10 +130,101 @@ def answer_kind(
     if failed:
         return f"error {status}"
     if calls:
-        return orjson.dumps(calls, option=orjson.OPT_SORT_KEYS).decode()
+        return canonical(calls)
     return "refusal" if refusal else "text"
+
+
+def canonical(value: Any) -> str:
+    """``value`` as canonical JSON (keys sorted): two calls, or two answers' calls, are JSON-equal
+    when these are (a value JSON cannot hold: its ``repr``)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return repr(value)
 
 
 def turn_answer(t: Turn) -> str:
     """:func:`answer_kind` of a recorded turn (the analysis' view of it)."""
     return answer_kind(t.a.status, t.a.error is not None, _calls(t), bool(t.e.refusal))
+
+
+#: How a branch lines up with its origin (:func:`_pair_fork`).
+Lineup = tuple[list[tuple[str, list[int], int, Any]], list[Any], dict[str, tuple[list[int], int]]]
+
+
+def _pair_fork(
+    ra: RunAnalysis,
+    rb: RunAnalysis,
+    exa: Callable[[int], Exchange],
+    exb: Callable[[int], Exchange],
+    origin: dict[str, Any],
+    compare: Comparing,
+) -> Lineup:
+    """How a branch lines up with its origin: (origin conversation, its seqs from the cursor, turn
+    index there, branch conversation) per pair; the branch conversations no origin conversation
+    continues; the origin conversations at the cursor the branch has no turn of."""
+    starts = origin.get("starts") if isinstance(origin.get("starts"), dict) else {}
+    # origin conversation → (its seqs from the cursor, turn index there)
+    at: dict[str, tuple[list[int], int]] = {}
+    for ca in ra.conversations:
+        seq = starts.get(str(ca.id)) if isinstance(starts, dict) else None
+        if isinstance(seq, int) and seq in ca.turns:
+            i = ca.turns.index(seq)
+            at[str(ca.id)] = (ca.turns[i:], i)
+    pairs: list[tuple[str, list[int], int, Any]] = []
+    lone: list[Any] = []
+    free = dict(at)
+    for cb in rb.conversations:
+        kb = compare.key(exb(cb.turns[0]))
+        best: tuple[int, str] | None = None
+        for cid, (seqs, _) in free.items():
+            ka = compare.key(exa(seqs[0]))
+            n = (
+                len(json_diff(ka.body, kb.body))
+                if ka.is_json and kb.is_json
+                else (0 if ka.body == kb.body else 1)
+            )
+            if best is None or n < best[0]:
+                best = (n, cid)
+        if best is None:
+            lone.append(cb)
+            continue
+        seqs, turn = free.pop(best[1])
+        pairs.append((best[1], seqs, turn, cb))
+    return pairs, lone, free
+
+
+def turns_of(lineup: Lineup) -> list[tuple[str, int, int | None, int]]:
+    """Every branch turn of ``lineup``: (origin conversation, turn index, the origin's seq of that
+    turn or ``None`` when the origin stopped before it, the branch's seq)."""
+    return [
+        (cid, turn + k, seqs[k] if k < len(seqs) else None, sb)
+        for cid, seqs, turn, cb in lineup[0]
+        for k, sb in enumerate(cb.turns)
+    ]
+
+
+def lined_up(
+    a: Run, b: Run, path_b: str | Path, meta: dict[str, Any], compare: Comparing
+) -> tuple[dict[str, Any], Callable[[int], Exchange], Lineup]:
+    """The branch ``b`` lined up with its origin ``a`` from the cursor: the fork's origin with its
+    notes, the origin's exchanges with its turns at the cursor as the fork sent them, and how the
+    conversations pair (:func:`~cassettes.replay.forking.rundiff.branch_diff`)."""
+    origin = with_notes(path_b, meta)
+    starts = origin.get("starts")
+    exa = as_sent_live(
+        a.exchanges,
+        a.exchange_by_seq,
+        [s for s in starts.values() if isinstance(s, int)] if isinstance(starts, dict) else [],
+    )
+    lineup = _pair_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare)
+    return origin, exa, lineup
+
+
+def branch_turns(
+    a: Run, b: Run, path_b: str | Path, meta: dict[str, Any], *, compare: Comparing
+) -> list[tuple[str, int, int | None, int]]:
+    """Every turn of the branch ``b`` lined up with its origin's, as
+    :func:`~cassettes.replay.forking.rundiff.branch_diff` lines them up, without comparing them
+    (``looptap run --repeat``'s agreement table)."""
+    return turns_of(lined_up(a, b, path_b, meta, compare)[2])

@@ -17,9 +17,11 @@ the ``[tool.looptap]`` block printed.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from typing import Any
 
 from cassettes.analysis import RunAnalysis
@@ -208,8 +210,6 @@ class Proposal:
 def _toml_str(s: str) -> str:
     if "'" not in s and "\n" not in s and all(c >= " " for c in s):
         return f"'{s}'"
-    import json
-
     return json.dumps(s, ensure_ascii=True)
 
 
@@ -391,8 +391,6 @@ def _text_kind(a: str, b: str, vs: VolatileSpans) -> tuple[str, list[str] | None
     ta, tb = _TOKENS.findall(na), _TOKENS.findall(nb)
     if max(len(ta), len(tb)) > _MAX_TOKENS:
         return "free text", None
-    from difflib import SequenceMatcher
-
     kinds: list[str] = []
     subs: list[str] = []
     for op, i1, i2, j1, j2 in SequenceMatcher(None, ta, tb, autojunk=False).get_opcodes():

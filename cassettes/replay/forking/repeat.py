@@ -5,7 +5,7 @@ branches share is systematic (the model or the edit), one they do not is the mod
 A turn's answer is compared as ``looptap compare`` does: the tool calls with their arguments (or
 text / a refusal / an error: :func:`cassettes.replay.forking.lineup.turn_answer`). Each branch is
 lined up with the origin from the cursor as ``looptap diff`` lines it up
-(:func:`cassettes.replay.forking.rundiff.branch_turns`).
+(:func:`cassettes.replay.forking.lineup.branch_turns`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 from cassettes.hints import count
 from cassettes.reading.branch import origin_of
 from cassettes.reading.run import open_run
-from cassettes.replay.forking.lineup import turn_answer
-from cassettes.replay.forking.rundiff import branch_turns, comparing_files
+from cassettes.replay.forking.lineup import branch_turns, turn_answer
+from cassettes.replay.forking.rundiff import comparing_files
 from cassettes.untrusted import clean_line
 
 __all__ = ["TurnAgreement", "agreement", "agreement_lines"]

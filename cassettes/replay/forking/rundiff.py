@@ -44,9 +44,16 @@ from cassettes.matching import (
     tolerated,
     tool_result_changes,
 )
-from cassettes.reading.branch import read_entries, relate, with_notes
-from cassettes.replay.forking.lineup import Comparing, conversation_pairs, emitted, reported
-from cassettes.replay.live.chains import as_sent_live
+from cassettes.reading.branch import read_entries, relate
+from cassettes.replay.forking.lineup import (
+    Comparing,
+    Lineup,
+    conversation_pairs,
+    emitted,
+    lined_up,
+    reported,
+    turns_of,
+)
 from cassettes.replay.live.edits import edit_notes
 from cassettes.wire.exchange import Exchange
 
@@ -59,7 +66,6 @@ __all__ = [
     "Divergences",
     "ForkDiff",
     "branch_diff",
-    "branch_turns",
     "comparing",
     "comparing_files",
     "diff_rules",
@@ -550,20 +556,23 @@ def _fork_changes(
                 f"model {_said(d.changes[0].expected)} → {_said(model)} (asked with --model)",
             )
         elif model is not None and d.path == "(url)" and d.message.startswith("the agent called"):
-            pa, pb = urlsplit(xa.url).path, urlsplit(xb.url).path
-            ma, mb = _MODEL_IN_PATH.search(pa), _MODEL_IN_PATH.search(pb)
-            if (
-                ma is not None
-                and mb is not None
-                and mb.group(1) == model
-                and pb[: mb.start(1)] + ma.group(1) + pb[mb.end(1) :] == pa
-            ):
+            was = _model_in_path(xa.url, xb.url, model)
+            if was is not None:
                 d.layer, d.message = (
                     FORK,
-                    f"model {_said(ma.group(1))} → {_said(model)} "
-                    "(asked with --model, in the path)",
+                    f"model {_said(was)} → {_said(model)} (asked with --model, in the path)",
                 )
     return found
+
+
+def _model_in_path(url_a: str, url_b: str, model: str) -> str | None:
+    """The model A's path names (``/models/NAME:``) where B's names ``model`` and is A's
+    otherwise, or ``None``."""
+    pa, pb = urlsplit(url_a).path, urlsplit(url_b).path
+    ma, mb = _MODEL_IN_PATH.search(pa), _MODEL_IN_PATH.search(pb)
+    if ma is None or mb is None or mb.group(1) != model:
+        return None
+    return ma.group(1) if pb[: mb.start(1)] + ma.group(1) + pb[mb.end(1) :] == pa else None
 
 
 def _said(value: Any) -> str:
@@ -598,62 +607,6 @@ class _Folding:
         return out
 
 
-#: How a branch lines up with its origin (:func:`_pair_fork`).
-_Lineup = tuple[list[tuple[str, list[int], int, Any]], list[Any], dict[str, tuple[list[int], int]]]
-
-
-def _pair_fork(
-    ra: RunAnalysis,
-    rb: RunAnalysis,
-    exa: Callable[[int], Exchange],
-    exb: Callable[[int], Exchange],
-    origin: dict[str, Any],
-    compare: Comparing,
-) -> _Lineup:
-    """How a branch lines up with its origin: (origin conversation, its seqs from the cursor, turn
-    index there, branch conversation) per pair; the branch conversations no origin conversation
-    continues; the origin conversations at the cursor the branch has no turn of."""
-    starts = origin.get("starts") if isinstance(origin.get("starts"), dict) else {}
-    # origin conversation → (its seqs from the cursor, turn index there)
-    at: dict[str, tuple[list[int], int]] = {}
-    for ca in ra.conversations:
-        seq = starts.get(str(ca.id)) if isinstance(starts, dict) else None
-        if isinstance(seq, int) and seq in ca.turns:
-            i = ca.turns.index(seq)
-            at[str(ca.id)] = (ca.turns[i:], i)
-    pairs: list[tuple[str, list[int], int, Any]] = []
-    lone: list[Any] = []
-    free = dict(at)
-    for cb in rb.conversations:
-        kb = compare.key(exb(cb.turns[0]))
-        best: tuple[int, str] | None = None
-        for cid, (seqs, _) in free.items():
-            ka = compare.key(exa(seqs[0]))
-            n = (
-                len(json_diff(ka.body, kb.body))
-                if ka.is_json and kb.is_json
-                else (0 if ka.body == kb.body else 1)
-            )
-            if best is None or n < best[0]:
-                best = (n, cid)
-        if best is None:
-            lone.append(cb)
-            continue
-        seqs, turn = free.pop(best[1])
-        pairs.append((best[1], seqs, turn, cb))
-    return pairs, lone, free
-
-
-def _turns_of(lineup: _Lineup) -> list[tuple[str, int, int | None, int]]:
-    """Every branch turn of ``lineup``: (origin conversation, turn index, the origin's seq of that
-    turn or ``None`` when the origin stopped before it, the branch's seq)."""
-    return [
-        (cid, turn + k, seqs[k] if k < len(seqs) else None, sb)
-        for cid, seqs, turn, cb in lineup[0]
-        for k, sb in enumerate(cb.turns)
-    ]
-
-
 @dataclass
 class ForkDiff:
     """A branch beside its origin, lined up once from the cursor (:func:`branch_diff`)."""
@@ -661,33 +614,8 @@ class ForkDiff:
     divergences: Divergences
     #: Lines that say how the two were lined up.
     said: list[str]
-    #: Every turn of the branch lined up with the origin's (:func:`_turns_of`).
+    #: Every turn of the branch lined up with the origin's (:func:`turns_of`).
     turns: list[tuple[str, int, int | None, int]]
-
-
-def _lined_up(
-    a: Run, b: Run, path_b: str | Path, meta: dict[str, Any], compare: Comparing
-) -> tuple[dict[str, Any], Callable[[int], Exchange], _Lineup]:
-    """The branch ``b`` lined up with its origin ``a`` from the cursor: the fork's origin with its
-    notes, the origin's exchanges with its turns at the cursor as the fork sent them, and how the
-    conversations pair (:func:`branch_diff`)."""
-    origin = with_notes(path_b, meta)
-    starts = origin.get("starts")
-    exa = as_sent_live(
-        a.exchanges,
-        a.exchange_by_seq,
-        [s for s in starts.values() if isinstance(s, int)] if isinstance(starts, dict) else [],
-    )
-    lineup = _pair_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare)
-    return origin, exa, lineup
-
-
-def branch_turns(
-    a: Run, b: Run, path_b: str | Path, meta: dict[str, Any], *, compare: Comparing
-) -> list[tuple[str, int, int | None, int]]:
-    """Every turn of the branch ``b`` lined up with its origin's, as :func:`branch_diff` lines
-    them up, without comparing them (``looptap run --repeat``'s agreement table)."""
-    return _turns_of(_lined_up(a, b, path_b, meta, compare)[2])
 
 
 def branch_diff(
@@ -699,30 +627,22 @@ def branch_diff(
     ``@divergence`` went live: :func:`~cassettes.reading.branch.with_notes`), the origin's turns at
     the cursor as the fork sent them (a chained turn self-contained:
     :func:`~cassettes.replay.live.chains.as_sent_live`, so the rewrite is no difference of the
-    client), lined up once (:func:`_pair_fork`)."""
-    origin, exa, lineup = _lined_up(a, b, path_b, meta, compare)
-    divs, said = _diff_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare, lineup)
-    return ForkDiff(divs, said, _turns_of(lineup))
+    client), lined up once (:func:`~cassettes.replay.forking.lineup.lined_up`)."""
+    origin, exa, lineup = lined_up(a, b, path_b, meta, compare)
+    runs = _Runs(a.analysis, b.analysis, exa, b.exchange_by_seq, compare, Divergences())
+    return ForkDiff(runs.sink, _diff_fork(runs, origin, lineup), turns_of(lineup))
 
 
-def _diff_fork(
-    ra: RunAnalysis,
-    rb: RunAnalysis,
-    exa: Callable[[int], Exchange],
-    exb: Callable[[int], Exchange],
-    origin: dict[str, Any],
-    compare: Comparing,
-    lineup: _Lineup,
-) -> tuple[Divergences, list[str]]:
-    """A branch (``rb``, forked from ``ra`` at ``origin``'s cursor) as ``lineup`` lined it up from
-    the cursor (:func:`_pair_fork`: each conversation of the branch continues the origin's
-    conversation whose turn at the cursor its first request is closest to); the turns before the
-    cursor are the origin's (served from it, equal by construction) and are not compared; past it
-    the requests are compared as ``compare`` says (:func:`comparing`). Also lines that say how the
+def _diff_fork(runs: _Runs, origin: dict[str, Any], lineup: Lineup) -> list[str]:
+    """A branch (``runs.rb``, forked from ``runs.ra`` at ``origin``'s cursor) as ``lineup`` lined it
+    up from the cursor (:func:`~cassettes.replay.forking.lineup.lined_up`: each conversation of the
+    branch continues the origin's conversation whose turn at the cursor its first request is
+    closest to); the turns before the cursor are the origin's (served from it, equal by
+    construction) and are not compared; past it the requests are compared as ``runs.compare`` says
+    (:func:`comparing`); the divergences go to ``runs.sink``. Returns the lines that say how the
     two were lined up."""
     pairs, lone, free = lineup
-    out = Divergences()
-    runs = _Runs(ra, rb, exa, exb, compare, out)
+    out = runs.sink
     said: list[str] = []
     # the prefix's, as the fork noted it; then past the cursor
     out.tolerated = read_entries(origin.get("tolerated"))
@@ -757,13 +677,13 @@ def _diff_fork(
             )
         )
     gone_live = {cid for cid, *_ in pairs} | set(free)
-    replayed = [str(c.id) for c in ra.conversations if str(c.id) not in gone_live]
+    replayed = [str(c.id) for c in runs.ra.conversations if str(c.id) not in gone_live]
     if replayed:
         said.append(
             "replayed in full from A (not past the cursor, equal by construction): "
             f"{', '.join(replayed[:20])}"
         )
-    return out, said
+    return said
 
 
 #: Folded differences listed under their change in the text report (``--json``: all).

@@ -35,6 +35,7 @@ no-op.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,25 +142,31 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
             )
         value = data.decode("utf-8", "replace")
         value = value[:-2] if value.endswith("\r\n") else value.removesuffix("\n")
-    if kind == "max_tokens" and not (value.strip().isdigit() and 0 < int(value.strip()) < 1 << 31):
-        raise EditError(f"--edit {spec[:80]!r}: max_tokens wants a positive number of tokens")
-    if kind == "continue" and not (
-        value.strip().isdigit() and 0 < int(value.strip()) <= MAX_CONTINUE
-    ):
-        raise EditError(
-            f"--edit {spec[:80]!r}: continue wants the most continuation "
-            f"requests per cut answer, 1 to {MAX_CONTINUE}"
-        )
-    if kind == "tool_schema":
-        try:
-            schema = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            schema = None
-        if not isinstance(schema, dict):
-            raise EditError(f"--edit {spec[:80]!r}: tool_schema wants a JSON object (a schema)")
+    if not _valid(kind, value):
+        raise EditError(f"--edit {spec[:80]!r}: {_WANTS[kind]}")
     return Edit(
         spec, kind, key, value.strip() if kind in ("max_tokens", "continue") else value, selector
     )
+
+
+#: What the value of an edit of these kinds must be, as the error says it.
+_WANTS = {
+    "max_tokens": "max_tokens wants a positive number of tokens",
+    "continue": "continue wants the most continuation requests per cut answer, "
+    f"1 to {MAX_CONTINUE}",
+    "tool_schema": "tool_schema wants a JSON object (a schema)",
+}
+
+
+def _valid(kind: str, value: str) -> bool:
+    """Whether an edit of ``kind`` can use ``value`` (:data:`_WANTS`)."""
+    if kind == "tool_schema":
+        try:
+            return isinstance(orjson.loads(value), dict)
+        except orjson.JSONDecodeError:
+            return False
+    most = {"max_tokens": (1 << 31) - 1, "continue": MAX_CONTINUE}.get(kind)
+    return most is None or (value.strip().isdigit() and 0 < int(value.strip()) <= most)
 
 
 def edit_file(spec: str, base: Path | None = None) -> Path | None:
@@ -265,9 +272,9 @@ def _restore_result(
                     [*path, results[-1], "content"],
                 )
             before = list(into)
-            copy = _with_id(into[at - 1], calls, call_id, value)
-            into.insert(at, copy)
-            hits.append((where, before, copy))
+            made = _with_id(into[at - 1], calls, call_id, value)
+            into.insert(at, made)
+            hits.append((where, before, made))
             return
     for i, v in enumerate(node):
         _restore_result(v, call_id, value, [*path, i], hits)
@@ -326,9 +333,7 @@ def _result_of(x: Any, calls: set[str]) -> bool:
 
 def _with_id(item: dict[str, Any], calls: set[str], call_id: str, value: str) -> dict[str, Any]:
     """A copy of the result ``item`` answering ``call_id`` with ``value``."""
-    import copy as copying
-
-    out: dict[str, Any] = copying.deepcopy(item)
+    out: dict[str, Any] = copy.deepcopy(item)
     for k, v in list(out.items()):
         if isinstance(v, str) and v in calls and "id" in k.lower():
             out[k] = call_id
@@ -393,12 +398,9 @@ def _tool_result(
     if len(path) > _DEPTH:
         return
     if isinstance(node, dict):
-        carries = any(
-            isinstance(v, str) and v == call_id and "id" in k.lower() for k, v in node.items()
-        )
-        is_call = any(k in node for k in ("arguments", "input", "args", "function"))
+        carries = _carries_id(node, call_id)
         slot = next((k for k in _CONTENT_KEYS if k in node), None)
-        if carries and not is_call and slot is not None:
+        if carries and not _is_call(node) and slot is not None:
             before = node[slot]
             node[slot] = _as_content(before, value)
             hits.append(([*path, slot], before, node[slot]))
@@ -434,20 +436,20 @@ def _adapter_text(method: str, target: str, doc: Any, e: Edit) -> str | None:
         req = adapter.parse_request(doc, url)
     except Exception:  # a request the adapter cannot read is not edited
         return None
-    if e.kind == "system":
-        texts = [p.text for p in req.system if p.text]
-        return texts[0] if len(texts) == 1 else None
-    users = [
-        m
-        for m in req.messages
-        if m.role == "user"
-        and any(p.text for p in m.parts)
-        and not any(p.tool_result is not None for p in m.parts)
-    ]
-    i = int(e.key or 0)
-    if i >= len(users):
-        return None
-    texts = [p.text for p in users[i].parts if p.text]
+    parts = req.system
+    if e.kind != "system":
+        users = [
+            m
+            for m in req.messages
+            if m.role == "user"
+            and any(p.text for p in m.parts)
+            and not any(p.tool_result is not None for p in m.parts)
+        ]
+        i = int(e.key or 0)
+        if i >= len(users):
+            return None
+        parts = users[i].parts
+    texts = [p.text for p in parts if p.text]
     return texts[0] if len(texts) == 1 else None
 
 

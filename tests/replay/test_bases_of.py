@@ -1,0 +1,30 @@
+"""``--live NAME=URL`` (a fork's replay server) and ``--upstream NAME=URL`` (compare, why) are read
+by one function, :func:`cassettes.replay.forking.cursor.bases_of`."""
+
+from __future__ import annotations
+
+import pytest
+
+from cassettes import providers
+from cassettes.replay.forking.compare import upstream_bases
+from cassettes.replay.forking.cursor import bases_of
+
+
+def test_an_item_names_its_api_and_a_base_url() -> None:
+    got = bases_of([" OpenAI =http://127.0.0.1:9/v1/ ", "anthropic=https://h"], "--live")
+    assert got == {"openai": "http://127.0.0.1:9/v1", "anthropic": "https://h"}
+
+
+@pytest.mark.parametrize("item", ["openai", "openai=127.0.0.1:9", "=ftp://x"])
+def test_an_item_of_another_form_is_refused_naming_the_flag(item: str) -> None:
+    with pytest.raises(ValueError, match=r"^--live wants NAME=http\(s\)://host\[:port\], not "):
+        bases_of([item], "--live")
+
+
+def test_upstream_overrides_a_vendor_in_its_place_and_adds_the_others_after() -> None:
+    vendors = list(providers.REVERSE_UPSTREAMS)
+    got = upstream_bases([f"{vendors[0]}=http://127.0.0.1:9", "zzz=http://127.0.0.1:8"])
+    assert list(got) == [*vendors, "zzz"]
+    assert got[vendors[0]] == "http://127.0.0.1:9"
+    with pytest.raises(ValueError, match=r"^--upstream wants"):
+        upstream_bases(["nothing"])
