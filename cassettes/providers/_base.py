@@ -100,6 +100,8 @@ class Provider:
     #: them (:func:`cassettes.parsing.roundtrip.parse_exchange`): a turn that continues the call it
     #: polls, so the results the client sends next answer calls the analysis has seen.
     poll_operations: ClassVar[frozenset[str]] = frozenset()
+    #: The top-level keys that may hold the resent history (none: a prompt, or a server-kept one).
+    history_keys: ClassVar[tuple[str, ...]] = ("messages", "contents", "input")
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         raise NotImplementedError
@@ -120,10 +122,11 @@ class Provider:
         there). ``header`` looks a header up by name, case-insensitively."""
 
     def history_key(self, body: Any) -> str | None:
-        """The top-level key of the resent history (what delta encoding stores incrementally);
-        must agree with ``parse_request(...).history_key``."""
+        """The top-level key of the resent history (what delta encoding stores incrementally): the
+        first of :attr:`history_keys` that holds a list; must agree with
+        ``parse_request(...).history_key``."""
         if isinstance(body, dict):
-            for key in ("messages", "contents", "input"):
+            for key in self.history_keys:
                 if isinstance(body.get(key), list):
                     return key
         return None

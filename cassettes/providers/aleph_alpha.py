@@ -122,6 +122,7 @@ class _CompleteStream(StreamParts):
 
 class AlephAlpha(Provider):
     family = "aleph_alpha"
+    history_keys = ()
     profile = Profile(
         price_provider=None,
         otel_provider="aleph_alpha",
@@ -145,9 +146,6 @@ class AlephAlpha(Provider):
         # Anthropic's legacy /v1/complete sends max_tokens_to_sample: Aleph Alpha's body has
         # neither.
         return 4 if ("maximum_tokens" in b or items) and "max_tokens_to_sample" not in b else 0
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)

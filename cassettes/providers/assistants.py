@@ -236,6 +236,7 @@ class _RunStream(StreamParts):
 
 class OpenAIAssistants(Provider):
     family = "openai_assistants"
+    history_keys = ()
     # A client that does not stream polls ``GET …/runs/{run}`` until the run ends; the poll that
     # finds it ``requires_action`` is where the model's tool calls arrive.
     poll_operations = frozenset({"retrieve_run"})
@@ -252,9 +253,6 @@ class OpenAIAssistants(Provider):
 
     def operation(self, method: str, url: SplitResult) -> str:
         return _route(method, url) or "unknown"
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)

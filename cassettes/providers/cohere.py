@@ -479,6 +479,7 @@ class CohereReplay(ReplayShapes):
 
 class CohereChat(Provider):
     family = "cohere"
+    history_keys = ("messages", "chat_history")
     profile = Profile(
         price_provider="cohere",
         otel_provider="cohere",
@@ -503,14 +504,6 @@ class CohereChat(Provider):
             return 3
         # Another service's /v1/chat is not Cohere's: only Cohere's own hosts are claimed unshaped.
         return 1 if "cohere" in url.netloc.lower() else 0
-
-    def history_key(self, body: Any) -> str | None:
-        if isinstance(body, dict):
-            if isinstance(body.get("messages"), list):
-                return "messages"
-            if isinstance(body.get("chat_history"), list):
-                return "chat_history"
-        return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = body if isinstance(body, dict) else {}

@@ -143,6 +143,7 @@ def vectors_summary(vectors: Any) -> dict[str, Any]:
 
 class Embeddings(Provider):
     family = "embeddings"
+    history_keys = ()
     profile = Profile(otel_operation="embeddings", api_key_env=("OPENAI_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -162,9 +163,6 @@ class Embeddings(Provider):
 
     def parses(self, operation: str) -> bool:
         return operation == "embed"
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def model_from_url(self, url: SplitResult) -> str | None:
         if _route(url) == "vertex":

@@ -149,6 +149,7 @@ class _Completion(StreamParts):
 
 class OpenAICompletions(Provider):
     family = "openai_completions"
+    history_keys = ()
     profile = Profile(
         model_vendor="openai",
         otel_provider="openai",
@@ -174,9 +175,6 @@ class OpenAICompletions(Provider):
 
     def model_from_url(self, url: SplitResult) -> str | None:
         return azure_deployment(url)
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = body if isinstance(body, dict) else {}

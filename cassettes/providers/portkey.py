@@ -35,6 +35,7 @@ def _prompt_id(url: SplitResult) -> str | None:
 
 class PortkeyPrompt(Provider):
     family = "portkey_prompt"
+    history_keys = ()
     profile = Profile(otel_provider="portkey", api_key_env=("PORTKEY_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -44,12 +45,6 @@ class PortkeyPrompt(Provider):
         if host == "portkey.ai" or host.endswith(".portkey.ai"):
             return 5  # over OpenAI's legacy completions, whose path ending this is too
         return 4 if isinstance(body, dict) and isinstance(body.get("variables"), dict) else 0
-
-    def history_key(self, body: Any) -> str | None:
-        return None
-
-    def is_stream(self, url: SplitResult, body: Any) -> bool:
-        return isinstance(body, dict) and body.get("stream") is True
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = body if isinstance(body, dict) else {}

@@ -144,6 +144,7 @@ def _output_parts(output: Any) -> list[Part]:
 
 class Replicate(Provider):
     family = "replicate"
+    history_keys = ()
     profile = Profile(
         price_provider=None, otel_provider="replicate", api_key_env=("REPLICATE_API_TOKEN",)
     )
@@ -172,9 +173,6 @@ class Replicate(Provider):
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         # ``stream: true`` asks for a stream URL; the create answer is JSON, the URL's is the stream
         return _route(url) == "stream"
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def model_from_url(self, url: SplitResult) -> str | None:
         segs = [s for s in url.path.split("/") if s]

@@ -227,6 +227,7 @@ def _header_usage(response: NormalisedResponse, inp: str | None, out: str | None
 
 class TextGenerationInference(Provider):
     family = "tgi"
+    history_keys = ()
     profile = Profile(
         otel_provider="huggingface", otel_operation="text_completion", api_key_env=("HF_TOKEN",)
     )
@@ -264,9 +265,6 @@ class TextGenerationInference(Provider):
         path = url.path.rstrip("/")
         i = path.find("/models/")
         return unquote(path[i + len("/models/") :]) if i >= 0 else None
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         return _prompt_request(
@@ -335,14 +333,9 @@ def _watsonx_result(b: JSON) -> tuple[list[Part], str | None, int | None, int | 
     )
 
 
-def _chat_history_key(self: Provider, body: Any) -> str | None:
-    """``messages`` for a chat body (the history delta encoding stores), ``None`` for a prompt:
-    watsonx's and SageMaker's (their chat bodies are OpenAI Chat's)."""
-    return "messages" if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
-
-
 class Watsonx(Provider):
     family = "watsonx"
+    history_keys = ("messages",)  # a chat body's (OpenAI Chat's); a prompt has none
     profile = Profile(
         price_provider=None, otel_provider="ibm.watsonx.ai", api_key_env=("WATSONX_APIKEY",)
     )
@@ -362,8 +355,6 @@ class Watsonx(Provider):
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         return (_watsonx_route(url) or "").endswith("_stream")
-
-    history_key = _chat_history_key
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)
@@ -476,6 +467,7 @@ def _endpoint(url: SplitResult) -> tuple[str, str] | None:
 
 class SageMaker(Provider):
     family = "sagemaker"
+    history_keys = ("messages",)  # a chat body's (OpenAI Chat's); a prompt has none
     profile = Profile(otel_provider="aws.sagemaker")
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -490,8 +482,6 @@ class SageMaker(Provider):
     def model_from_url(self, url: SplitResult) -> str | None:
         found = _endpoint(url)
         return found[0] if found else None
-
-    history_key = _chat_history_key
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)

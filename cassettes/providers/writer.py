@@ -50,6 +50,7 @@ def _writer_host(url: SplitResult) -> bool:
 
 class Writer(Provider):
     family = "writer"
+    history_keys = ("messages",)
     profile = Profile(price_provider=None, otel_provider="writer", api_key_env=("WRITER_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -61,13 +62,6 @@ class Writer(Provider):
         # Off Writer's host (a gateway, a base-URL override): /v1/chat with a messages body is
         # no one else's (Cohere's v1 chat sends ``message``, its v2 is /v2/chat).
         return 2 if route == "chat" and isinstance(body, dict) and "messages" in body else 0
-
-    def history_key(self, body: Any) -> str | None:
-        return (
-            "messages"
-            if isinstance(body, dict) and isinstance(body.get("messages"), list)
-            else None
-        )
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         req = (

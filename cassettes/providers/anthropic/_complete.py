@@ -90,6 +90,7 @@ def complete_response(b: dict[str, Any]) -> NormalisedResponse:
 
 class AnthropicComplete(Provider):
     family = "anthropic_complete"
+    history_keys = ()
     profile = Profile(
         price_provider="anthropic",
         otel_provider="anthropic",
@@ -102,9 +103,6 @@ class AnthropicComplete(Provider):
         if method.upper() != "POST" or not url.path.rstrip("/").endswith("/v1/complete"):
             return 0
         return 3 if isinstance(body, dict) and "prompt" in body else 2
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = body if isinstance(body, dict) else {}

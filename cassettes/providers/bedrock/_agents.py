@@ -413,6 +413,7 @@ def _rag(
 
 class BedrockAgents(Provider):
     family = "bedrock_agents"
+    history_keys = ()
     profile = Profile(
         # the agent's model invocations are billed as the foundation model's tokens, and a trace's
         # ``foundationModel`` may be an inference profile (``us.anthropic…``, an ARN)
@@ -437,9 +438,6 @@ class BedrockAgents(Provider):
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         return _route(url) in ("invoke_agent", "invoke_inline_agent", "rag_stream")
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)

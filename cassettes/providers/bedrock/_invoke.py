@@ -293,6 +293,7 @@ def _synthetic(kind: Any, items: Sequence[tuple[str | None, Any]]) -> Framed:
 
 class BedrockInvoke(Provider):
     family = "bedrock_invoke"
+    history_keys = ("messages", "chat_history")
     profile = Profile(price_provider="aws", price_model=priced_model, otel_provider="aws.bedrock")
     replay = BedrockReplay()
 
@@ -322,13 +323,6 @@ class BedrockInvoke(Provider):
     def model_from_url(self, url: SplitResult) -> str | None:
         found = model_action(url)
         return found[0] if found else None
-
-    def history_key(self, body: Any) -> str | None:
-        if isinstance(body, dict):
-            for key in ("messages", "chat_history"):
-                if isinstance(body.get(key), list):
-                    return key
-        return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b: dict[str, Any] = body if isinstance(body, dict) else {}

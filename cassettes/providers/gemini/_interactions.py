@@ -550,6 +550,7 @@ def _standalone(request: Any, history: list[Any]) -> Any:
 
 class GeminiInteractions(Provider):
     family = "gemini_interactions"
+    history_keys = ("input",)
     profile = Profile(
         price_provider="google",
         model_vendor="google",
@@ -604,9 +605,6 @@ class GeminiInteractions(Provider):
         """``previous_interaction_id`` names an interaction the server stored; made
         self-contained, the request carries that interaction's steps in its ``input``."""
         return Chaining(_thread, _standalone)
-
-    def history_key(self, body: Any) -> str | None:
-        return "input" if isinstance(body, dict) and isinstance(body.get("input"), list) else None
 
     def joins(self, prev: Any, item: Any) -> bool:
         if isinstance(item, dict) and "role" in item and "type" not in item:
