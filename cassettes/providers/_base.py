@@ -149,6 +149,13 @@ class Provider:
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         return error_from_body(body, status)
 
+    def error_answer(self, body: Any) -> NormalisedResponse:
+        """A success's body that holds an error instead of an answer: :meth:`parse_error`'s
+        error, the answer finished as ``error`` and complete."""
+        return NormalisedResponse(
+            error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
+        )
+
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
         """The JSON path of a normalised history message (and one of its parts) in the request as
         sent, when the wire does not hold one item per message (``None``: ``KEY[message_index]``

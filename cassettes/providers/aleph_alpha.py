@@ -161,9 +161,7 @@ class AlephAlpha(Provider):
         b = as_obj(body)
         completions = [c for c in b.get("completions") or [] if isinstance(c, dict)]
         if not completions and ("error" in b or "message" in b or "code" in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         first = completions[0] if completions else {}
         text = first.get("completion")
         raw = as_str(first.get("finish_reason"))

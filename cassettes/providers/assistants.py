@@ -315,13 +315,7 @@ class OpenAIAssistants(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
         if b.get("object") != "thread.run":
-            return (
-                NormalisedResponse(
-                    error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-                )
-                if "error" in b
-                else NormalisedResponse(complete=True)
-            )
+            return self.error_answer(b) if "error" in b else NormalisedResponse(complete=True)
         cls, raw = _run_finish(b)
         done = b.get("status") in _TERMINAL
         resp = NormalisedResponse(

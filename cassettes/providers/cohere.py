@@ -532,9 +532,7 @@ class CohereChat(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}
         if "message" in b and isinstance(b["message"], str) and "text" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         if "text" in b or "response_id" in b or "generation_id" in b or "generations" in b:
             return v1_response(b)
         return _v2_response(b)

@@ -36,7 +36,6 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import (
-    FinishReason,
     Message,
     NormalisedRequest,
     NormalisedResponse,
@@ -200,9 +199,7 @@ class Embeddings(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}
         if "error" in b or ("message" in b and "embeddings" not in b and "data" not in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         if "predictions" in b:
             return _vertex_response(b)
         vectors = b.get("data") if "data" in b else b.get("embeddings")

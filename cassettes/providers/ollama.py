@@ -393,9 +393,7 @@ class OllamaChat(Provider):
             and "message" not in body
             and "response" not in body
         ):
-            return NormalisedResponse(
-                error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(body)
         return _Lines(in_stream=False).fold(body if isinstance(body, list) else [body])
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:

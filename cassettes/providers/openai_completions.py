@@ -189,9 +189,7 @@ class OpenAICompletions(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}
         if "error" in b and not b.get("choices"):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         ch = _Completion(in_stream=False)
         ch.choices(b)
         return NormalisedResponse(

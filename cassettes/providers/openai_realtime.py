@@ -245,9 +245,7 @@ class OpenAIRealtime(WsProvider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: Item = body if isinstance(body, dict) else {}
         if b.get("type") == "error" or ("error" in b and "response" not in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         inner = b.get("response")
         return _response(inner if isinstance(inner, dict) else b, None, True)
 

@@ -210,9 +210,7 @@ class Replicate(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
         if "status" not in b and ("detail" in b or "title" in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         status = as_str(b.get("status"))
         metrics = as_obj(b.get("metrics"))
         inp, out = (

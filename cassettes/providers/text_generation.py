@@ -273,9 +273,7 @@ class TextGenerationInference(Provider):
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         if isinstance(body, dict) and "error" in body and "generated_text" not in body:
-            return NormalisedResponse(
-                error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(body)
         return tgi_response(body)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
@@ -372,9 +370,7 @@ class Watsonx(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
         if "errors" in b and "results" not in b and "choices" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         if "choices" in b:
             resp = _CHAT.parse_response(b)
             resp.model = resp.model or as_str(b.get("model_id"))
@@ -500,9 +496,7 @@ class SageMaker(Provider):
             first = texts[0] if isinstance(texts, list) and texts else None
             return NormalisedResponse(parts=_text_parts(first), complete=True)
         if ("error" in b or "message" in b) and "generated_text" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         return tgi_response(body)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
+from cassettes.models import NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import Profile, Provider, as_str
 from cassettes.providers._value_stream import is_value_stream, value_stream
 from cassettes.providers.openai_chat import OpenAIChat
@@ -77,9 +77,7 @@ class Writer(Provider):
         if any(isinstance(c, dict) and "message" in c for c in b.get("choices") or []):
             return OpenAIChat().parse_response(b)
         if "choices" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         first = next((c for c in b["choices"] if isinstance(c, dict)), {})
         text = first.get("text")
         return NormalisedResponse(

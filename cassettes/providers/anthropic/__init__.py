@@ -35,7 +35,6 @@ from urllib.parse import SplitResult, unquote
 
 from cassettes.models import (
     ApiError,
-    FinishReason,
     NormalisedRequest,
     NormalisedResponse,
     Usage,
@@ -295,9 +294,7 @@ class AnthropicMessages(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: JSONObject = body if isinstance(body, dict) else {}
         if b.get("type") == "error" or ("error" in b and "content" not in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         return response_of(b)
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:

@@ -111,9 +111,7 @@ class AnthropicComplete(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}
         if b.get("type") == "error" or ("error" in b and "completion" not in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         return complete_response(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:

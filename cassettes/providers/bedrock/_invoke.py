@@ -366,9 +366,7 @@ class BedrockInvoke(Provider):
             and len(b) <= 2
             and not isinstance(b.get("message"), dict)
         ):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         read = next((read for test, read in _BODY_SHAPES if test(b)), _text_body)
         return read(b)
 

@@ -44,7 +44,6 @@ import orjson
 from cassettes import bounds
 from cassettes.models import (
     ApiError,
-    FinishReason,
     NormalisedRequest,
     NormalisedResponse,
 )
@@ -283,9 +282,7 @@ class Gemini(Provider):
             return _reader(in_stream=False).fold(list(body))
         b = body if isinstance(body, dict) else {}
         if "error" in b and not b.get("candidates"):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         resp = _reader(in_stream=False).fold([b])
         resp.complete = True
         return resp

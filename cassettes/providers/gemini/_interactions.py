@@ -650,9 +650,7 @@ class GeminiInteractions(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: Item = body if isinstance(body, dict) else {}
         if isinstance(b.get("error"), dict) and "status" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         return _interaction(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:

@@ -132,9 +132,7 @@ class GeminiLive(WsProvider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        return NormalisedResponse(
-            error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
-        )
+        return self.error_answer(body)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return _LiveTurn().read(framed)

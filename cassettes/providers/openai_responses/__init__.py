@@ -365,9 +365,7 @@ class OpenAIResponses(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: Item = body if isinstance(body, dict) else {}
         if isinstance(b.get("error"), dict) and "output" not in b and "status" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         return self._response(b, in_stream=False)
 
     def _response(self, r: Item, *, in_stream: bool) -> NormalisedResponse:
