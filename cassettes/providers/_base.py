@@ -70,6 +70,7 @@ __all__ = [
     "compact_json",
     "error_from_body",
     "finish_lookup",
+    "inline_history",
     "is_ws_turn",
     "json_events",
     "media_part",
@@ -275,6 +276,25 @@ class Chaining:
     #: ``standalone(request, history)`` → the request carrying ``history`` (the conversation's
     #: items before it) itself, no longer continuing an earlier answer.
     standalone: Callable[[Any, list[Any]], Any]
+
+
+def inline_history(
+    thread: Callable[[Any, Any], tuple[str | None, str | None, list[Any]]], previous: str
+) -> Callable[[Any, list[Any]], Any]:
+    """The ``standalone`` rule (:class:`Chaining`) of an API whose request names the kept answer it
+    continues by ``previous`` and carries its turn's items in ``input``: the request without
+    ``previous``, its input the history, then the turn's own items (as ``thread`` reads them)."""
+
+    def standalone(request: Any, history: list[Any]) -> Any:
+        if not isinstance(request, dict):
+            return request
+        _, _, own = thread(request, None)
+        return {
+            **{k: v for k, v in request.items() if k != previous},
+            "input": [*history, *own],
+        }
+
+    return standalone
 
 
 #: The ``type`` of a WebSocket turn's request envelope (see :attr:`WsTurns.gathers`).

@@ -55,6 +55,7 @@ from cassettes.providers._base import (
     as_obj,
     as_str,
     compact_json,
+    inline_history,
     json_events,
     media_part,
     parse_arguments,
@@ -538,14 +539,7 @@ def _thread(request: Any, answer: Any) -> tuple[str | None, str | None, list[Any
     return prev, as_str(r.get("id")) or None, items
 
 
-def _standalone(request: Any, history: list[Any]) -> Any:
-    if not isinstance(request, dict):
-        return request
-    _, _, own = _thread(request, None)
-    return {
-        **{k: v for k, v in request.items() if k != "previous_interaction_id"},
-        "input": [*history, *own],
-    }
+_standalone = inline_history(_thread, "previous_interaction_id")
 
 
 class GeminiInteractions(Provider):

@@ -31,6 +31,7 @@ from cassettes.providers._base import (
     WsTurns,
     as_int,
     as_str,
+    inline_history,
 )
 from cassettes.providers.openai_responses._items import (
     CLIENT_CALLS,
@@ -165,17 +166,10 @@ def _ws_thread(request: Any, closing: Any) -> tuple[str | None, str | None, list
     return (prev if isinstance(prev, str) else None), rid, items
 
 
-def _ws_standalone(request: Any, history: list[Any]) -> Any:
-    """The ``response.create`` without ``previous_response_id``, its input the whole history: what
-    the API itself would have taken the earlier response to mean (its input and output, then this
-    turn's input)."""
-    if not isinstance(request, dict):
-        return request
-    _, _, own = _ws_thread(request, None)
-    return {
-        **{k: v for k, v in request.items() if k != "previous_response_id"},
-        "input": [*history, *own],
-    }
+#: The ``response.create`` without ``previous_response_id``, its input the whole history: what
+#: the API itself would have taken the earlier response to mean (its input and output, then this
+#: turn's input).
+_ws_standalone = inline_history(_ws_thread, "previous_response_id")
 
 
 class ResponsesReplay(ReplayShapes):
