@@ -414,12 +414,17 @@ def call_arguments_object(call: ToolCall) -> dict[str, Any]:
     return call.arguments if isinstance(call.arguments, dict) else {}
 
 
-def finish_lookup(table: dict[str, FinishReason], raw: str | None) -> FinishReason | None:
+def finish_lookup(
+    table: dict[str, FinishReason], raw: str | None, has_calls: bool = False
+) -> FinishReason | None:
     """The G.1 class of a raw finish value: ``None`` when absent, ``unknown`` for an empty string,
-    ``other`` for a value the table does not know (kept raw by the caller)."""
+    ``other`` for a value the table does not know (kept raw by the caller). A turn that carries
+    tool calls but says it completed (Cohere v1, Gemini- and Ollama-compatible servers) is a tool
+    call."""
     if raw is None:
         return None
-    return table.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
+    cls = table.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
+    return FinishReason.TOOL_CALL if cls is FinishReason.COMPLETE and has_calls else cls
 
 
 def json_events(framed: Framed) -> Iterator[tuple[str | None, Any]]:

@@ -71,7 +71,7 @@ from cassettes.providers._parts import StreamParts, has_calls
 from cassettes.providers.openai_completions import prompt_messages
 from cassettes.wire.framing import Framed
 
-__all__ = ["CohereChat", "finish_class", "usage_from", "v1_request", "v1_response"]
+__all__ = ["CohereChat", "usage_from", "v1_request", "v1_response"]
 
 JSON = dict[str, Any]
 
@@ -91,13 +91,6 @@ _FINISH = {
 _V1_ROLES = {"USER": "user", "CHATBOT": "assistant", "SYSTEM": "system", "TOOL": "tool"}
 _V2_STRUCTURAL = {"model", "messages", "tools", "stream", "tool_choice"}
 _V1_STRUCTURAL = {"model", "message", "chat_history", "preamble", "tools", "tool_results", "stream"}
-
-
-def finish_class(raw: str | None, has_calls: bool = False) -> FinishReason | None:
-    cls = finish_lookup(_FINISH, raw)
-    if cls is FinishReason.COMPLETE and has_calls:  # v1 reports COMPLETE on a turn with tool calls
-        return FinishReason.TOOL_CALL
-    return cls
 
 
 def usage_from(u: Any) -> Usage | None:
@@ -231,7 +224,7 @@ def _v2_response(b: JSON) -> NormalisedResponse:
         id=as_str(b.get("id")),
         parts=parts,
         finish_reason_raw=raw,
-        finish_reason=finish_class(raw, has_calls),
+        finish_reason=finish_lookup(_FINISH, raw, has_calls),
         usage=usage_from(b.get("usage")),
         complete=True,
         provider_details=details or None,
@@ -357,7 +350,7 @@ def v1_response(b: JSON) -> NormalisedResponse:
         id=as_str(b.get("response_id") or b.get("id")),
         parts=parts,
         finish_reason_raw=raw,
-        finish_reason=finish_class(raw, any(p.kind == "tool_call" for p in parts)),
+        finish_reason=finish_lookup(_FINISH, raw, any(p.kind == "tool_call" for p in parts)),
         usage=usage_from(b.get("meta")),
         complete=True,
         provider_details=details or None,
@@ -421,7 +414,7 @@ class _V2Stream(StreamParts):
         return self.finish(parts=_plan("".join(self.plan)) + self.parts(rank=lambda key, st: key))
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_class(self.finish_raw, has_calls(parts))
+        return finish_lookup(_FINISH, self.finish_raw, has_calls(parts))
 
     def complete(self) -> bool:
         return self.done

@@ -60,16 +60,6 @@ _FINISH = {
 _STRUCTURAL = {"model", "messages", "tools", "tool_choice", "functions", "function_call", "stream"}
 
 
-def finish_class(raw: str | None, has_tool_calls: bool) -> FinishReason | None:
-    cls = finish_lookup(_FINISH, raw)
-    if cls is None:
-        return None
-    # Gemini-compat and Ollama-compat report "stop" on turns that carry tool calls.
-    if cls is FinishReason.COMPLETE and has_tool_calls:
-        return FinishReason.TOOL_CALL
-    return cls
-
-
 def usage_from(u: Any) -> Usage | None:
     if not isinstance(u, dict):
         return None
@@ -459,7 +449,7 @@ class OpenAIChat(Provider):
             model=as_str(b.get("model")),
             parts=msg.parts,
             finish_reason_raw=raw_finish,
-            finish_reason=finish_class(raw_finish, has_calls)
+            finish_reason=finish_lookup(_FINISH, raw_finish, has_calls)
             if raw_finish is not None
             else (FinishReason.UNKNOWN if choices else None),
             usage=usage_from(b.get("usage")),
@@ -567,9 +557,7 @@ class _ChatStream(StreamParts):
         )
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
-        return (
-            finish_class(self.finish_raw, has_calls(parts)) if self.finish_raw is not None else None
-        )
+        return finish_lookup(_FINISH, self.finish_raw, has_calls(parts))
 
     def complete(self) -> bool:
         return self.done  # [DONE] after an error event still ends the stream

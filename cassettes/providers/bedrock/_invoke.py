@@ -420,9 +420,7 @@ def _chat_body(b: dict[str, Any]) -> NormalisedResponse:
     if resp.finish_reason_raw is None:
         raw = _text_chunk(b)[1]
         resp.finish_reason_raw = raw
-        resp.finish_reason = finish_lookup(_TEXT_FINISH, raw)
-        if resp.finish_reason is FinishReason.COMPLETE and resp.tool_calls:
-            resp.finish_reason = FinishReason.TOOL_CALL
+        resp.finish_reason = finish_lookup(_TEXT_FINISH, raw, bool(resp.tool_calls))
     return resp
 
 
