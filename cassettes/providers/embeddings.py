@@ -45,7 +45,7 @@ from cassettes.models import (
 from cassettes.providers._base import Profile, Provider, as_int, as_str, azure_deployment
 from cassettes.providers.openai_completions import prompt_messages
 
-__all__ = ["Embeddings", "embedding_usage", "vectors_summary"]
+__all__ = ["Embeddings", "vectors_summary"]
 
 
 def _route(url: SplitResult) -> str | None:

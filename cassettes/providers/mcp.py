@@ -27,7 +27,7 @@ from cassettes.providers._base import (
 )
 from cassettes.wire.framing import Framed
 
-__all__ = ["Mcp", "is_mcp_request"]
+__all__ = ["Mcp"]
 
 #: The ``_meta`` keys clients put the model's tool-use id under.
 _TOOL_USE_KEYS = ("claudecode/toolUseId", "toolUseId", "tool_use_id", "toolCallId")

@@ -64,8 +64,6 @@ __all__ = [
     "TextGenerationInference",
     "Watsonx",
     "chat_stream_without_done",
-    "tgi_response",
-    "tgi_stream",
 ]
 
 JSON = dict[str, Any]

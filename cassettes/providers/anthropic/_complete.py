@@ -33,7 +33,7 @@ from cassettes.providers._base import (
 from cassettes.providers._parts import StreamParts
 from cassettes.wire.framing import Framed
 
-__all__ = ["AnthropicComplete", "complete_request", "complete_response", "prompt_turns"]
+__all__ = ["AnthropicComplete", "complete_request", "complete_response"]
 
 _FINISH = {
     "stop_sequence": FinishReason.COMPLETE,
