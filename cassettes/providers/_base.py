@@ -79,6 +79,7 @@ __all__ = [
     "reset_at",
     "retry_after_value",
     "sse",
+    "summed_usage",
     "text_of",
     "tool_call_from_object",
     "tool_call_from_string",
@@ -496,6 +497,19 @@ def as_int(v: Any) -> int | None:
     return None
 
 
+
+
+def summed_usage(inp: int | None, out: int | None, raw: Any) -> Usage | None:
+    """The usage of an API that reports an input and an output count but no total: ``None`` when
+    it reports neither, the total their sum when it reports both."""
+    if inp is None and out is None:
+        return None
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=inp + out if inp is not None and out is not None else None,
+        raw=raw or None,
+    )
 
 
 def latest_count(before: int | None, now: int | None) -> int | None:

@@ -37,6 +37,7 @@ from cassettes.providers._base import (
     error_from_body,
     finish_lookup,
     media_part,
+    summed_usage,
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.wire.framing import Framed
@@ -73,14 +74,7 @@ def _prompt(prompt: Any) -> list[Message]:
 
 def _usage(b: dict[str, Any]) -> Usage | None:
     inp, out = as_int(b.get("num_tokens_prompt_total")), as_int(b.get("num_tokens_generated"))
-    if inp is None and out is None:
-        return None
-    return Usage(
-        input_tokens=inp,
-        output_tokens=out,
-        total_tokens=inp + out if inp is not None and out is not None else None,
-        raw={"num_tokens_prompt_total": inp, "num_tokens_generated": out},
-    )
+    return summed_usage(inp, out, {"num_tokens_prompt_total": inp, "num_tokens_generated": out})
 
 
 class _CompleteStream(StreamParts):

@@ -27,9 +27,17 @@ from cassettes.models import (
     NormalisedRequest,
     NormalisedResponse,
     Part,
-    Usage,
 )
-from cassettes.providers._base import Profile, Provider, as_int, as_obj, as_str, media_part, text_of
+from cassettes.providers._base import (
+    Profile,
+    Provider,
+    as_int,
+    as_obj,
+    as_str,
+    media_part,
+    summed_usage,
+    text_of,
+)
 from cassettes.wire.framing import Framed
 
 __all__ = ["Replicate"]
@@ -217,16 +225,7 @@ class Replicate(Provider):
             as_int(metrics.get("input_token_count")),
             as_int(metrics.get("output_token_count")),
         )
-        usage = (
-            Usage(
-                input_tokens=inp,
-                output_tokens=out,
-                total_tokens=inp + out if inp is not None and out is not None else None,
-                raw=metrics,
-            )
-            if inp is not None or out is not None
-            else None
-        )
+        usage = summed_usage(inp, out, metrics)
         finished = status in _STATUS
         resp = NormalisedResponse(
             id=as_str(b.get("id")),

@@ -53,6 +53,7 @@ from cassettes.providers._base import (
     error_from_body,
     finish_lookup,
     json_events,
+    summed_usage,
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import OpenAIChat
@@ -89,17 +90,6 @@ _WATSONX_FINISH = {
 
 def _text_parts(text: Any) -> list[Part]:
     return [Part(kind="text", text=text)] if isinstance(text, str) and text else []
-
-
-def _usage(inp: int | None, out: int | None, raw: JSON) -> Usage | None:
-    if inp is None and out is None:
-        return None
-    return Usage(
-        input_tokens=inp,
-        output_tokens=out,
-        total_tokens=inp + out if inp is not None and out is not None else None,
-        raw=raw or None,
-    )
 
 
 def _prompt_request(
@@ -164,7 +154,7 @@ def tgi_response(body: Any) -> NormalisedResponse:
         parts=_text_parts(b.get("generated_text")),
         finish_reason_raw=raw,
         finish_reason=finish_lookup(_TGI_FINISH, raw),
-        usage=_usage(
+        usage=summed_usage(
             inp, out, {k: details[k] for k in ("generated_tokens", "input_length") if k in details}
         ),
         complete=True,
@@ -377,7 +367,7 @@ class Watsonx(Provider):
             n = as_int(b.get("input_token_count"))
             return NormalisedResponse(
                 model=as_str(b.get("model_id")),
-                usage=_usage(n, None, {"input_token_count": n}),
+                usage=summed_usage(n, None, {"input_token_count": n}),
                 complete=True,
             )
         parts, raw, inp, out = _watsonx_result(b)
@@ -386,7 +376,7 @@ class Watsonx(Provider):
             parts=parts,
             finish_reason_raw=raw,
             finish_reason=finish_lookup(_WATSONX_FINISH, raw),
-            usage=_usage(inp, out, {"input_token_count": inp, "generated_token_count": out}),
+            usage=summed_usage(inp, out, {"input_token_count": inp, "generated_token_count": out}),
             complete=True,
         )
 
@@ -433,7 +423,7 @@ class _WatsonxStream(StreamParts):
         self.finish_raw = r if r not in (None, "not_finished") else self.finish_raw
         # The input count comes on the first event and 0 on the later ones; the output count is
         # cumulative.
-        self.add_usage(_usage(i, o, {"input_token_count": i, "generated_token_count": o}))
+        self.add_usage(summed_usage(i, o, {"input_token_count": i, "generated_token_count": o}))
 
     def close(self) -> NormalisedResponse:
         return self.finish(parts=_text_parts(self.joined("text")))
