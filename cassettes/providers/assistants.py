@@ -79,37 +79,26 @@ _TERMINAL = frozenset(
 def _route(method: str, url: SplitResult) -> str | None:
     """The operation a path and method make, or ``None`` when not an Assistants route."""
     segs = [s for s in url.path.split("/") if s]
-    if "threads" in segs:
-        rest = segs[segs.index("threads") + 1 :]
-    elif "assistants" in segs:
-        return "assistant"
-    else:
-        return None
+    if "threads" not in segs:
+        return "assistant" if "assistants" in segs else None
+    rest = segs[segs.index("threads") + 1 :]
     post = method.upper() == "POST"
-    if not rest:
-        return "create_thread" if post else None
-    if rest == ["runs"]:
-        return "generate" if post else None
-    tail = rest[1:]
-    table = {
+    if rest in ([], ["runs"]):  # create a thread; create a thread and run it
+        return ("generate" if rest else "create_thread") if post else None
+    tail = rest[1:]  # after the thread's id, a message's or a run's id as ``*``
+    key = (*tail[:1], "*", *tail[2:]) if len(tail) > 1 else tuple(tail)
+    if key[:3] == ("runs", "*", "steps"):
+        return "run_steps"
+    if key[:2] == ("messages", "*"):
+        return "message"
+    return {
         (): "thread",
         ("messages",): "add_message" if post else "messages",
         ("runs",): "generate" if post else "list_runs",
-    }
-    if tuple(tail) in table:
-        return table[tuple(tail)]
-    if tail[:1] == ["messages"]:
-        return "message"
-    if tail[:1] == ["runs"] and len(tail) >= 2:
-        more = tail[2:]
-        if more == ["submit_tool_outputs"]:
-            return "generate" if post else None
-        if more == ["cancel"]:
-            return "cancel_run"
-        if more[:1] == ["steps"]:
-            return "run_steps"
-        return "retrieve_run" if not more else None
-    return None
+        ("runs", "*"): "retrieve_run",
+        ("runs", "*", "submit_tool_outputs"): "generate" if post else None,
+        ("runs", "*", "cancel"): "cancel_run",
+    }.get(key)
 
 
 def _ids(url: SplitResult) -> tuple[str | None, str | None]:

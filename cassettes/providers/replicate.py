@@ -100,19 +100,17 @@ def _stream(framed: Framed) -> NormalisedResponse:
                 data = {}
             reason = as_str(as_obj(data).get("reason")) or ""
     joined = "".join(text)
-    done = reason is not None
     resp = NormalisedResponse(
         parts=[Part(kind="text", text=joined)] if joined else [],
-        finish_reason_raw=reason if reason else ("done" if done else None),
-        finish_reason=(FinishReason.ERROR if error else _DONE.get(reason or "", FinishReason.OTHER))
-        if done or error
-        else None,
-        error=ApiError(message=error, type="prediction_failed", raw={"error": error})
-        if error
-        else None,
-        complete=True if done or error else False,
+        finish_reason_raw=reason or ("done" if reason is not None else None),
+        complete=reason is not None or bool(error),
     )
-    if not done and not error:
+    if error:
+        resp.error = ApiError(message=error, type="prediction_failed", raw={"error": error})
+        resp.finish_reason = FinishReason.ERROR
+    elif reason is not None:
+        resp.finish_reason = _DONE.get(reason, FinishReason.OTHER)
+    else:
         resp.notes.append("prediction stream without its done event: cut")
     return resp
 

@@ -556,29 +556,17 @@ class GeminiInteractions(Provider):
         route = _route(url)
         if route is None:
             return 0
-        kind = route[0]
-        m = method.upper()
+        google = _google_host(url)
         segs = [s for s in url.path.split("/") if s]
-        if not _google_host(url) and not _VERSION.match(
-            segs[segs.index("interactions") - 1] if segs.index("interactions") else ""
-        ):
+        i = segs.index("interactions")
+        if not google and not _VERSION.match(segs[i - 1] if i else ""):
             return 0  # elsewhere only as the SDK writes it, ``…/{version}/interactions``
-        if kind == "create":
-            if m != "POST":
-                return 0
-            if _google_host(url):
-                return 4
-            return (
-                3
-                if isinstance(body, dict)
-                and "input" in body
-                and ("model" in body or "agent" in body)
-                else 0
-            )
-        if kind == "item" and m in ("GET", "DELETE"):
-            return 3 if _google_host(url) else 2
-        if kind == "cancel" and m == "POST":
-            return 3 if _google_host(url) else 2
+        asked = (route[0], method.upper())
+        if asked == ("create", "POST"):
+            b = body if isinstance(body, dict) else {}
+            return 4 if google else 3 if "input" in b and ("model" in b or "agent" in b) else 0
+        if asked in (("item", "GET"), ("item", "DELETE"), ("cancel", "POST")):
+            return 3 if google else 2
         return 0
 
     def operation(self, method: str, url: SplitResult) -> str:
