@@ -70,10 +70,12 @@ __all__ = [
     "compact_json",
     "error_from_body",
     "finish_lookup",
+    "function_spec",
     "inline_history",
     "is_ws_turn",
     "json_events",
     "media_part",
+    "other_spec",
     "parse_arguments",
     "pieces",
     "reset_at",
@@ -617,6 +619,25 @@ def tool_choice_mode(tc: Any) -> str | None:
     return None
 
 
+def function_spec(f: dict[str, Any]) -> ToolSpec:
+    """A function tool as OpenAI declares one (``name``, ``description``, JSON-schema
+    ``parameters``): Chat's ``tools[].function`` and ``functions[]``, the Responses, Realtime and
+    Assistants APIs' function tools, Ollama's, Cohere v2's and Gemini Interactions'."""
+    params = f.get("parameters")
+    return ToolSpec(
+        name=as_str(f.get("name")) or "",
+        description=as_str(f.get("description")),
+        parameters=params if isinstance(params, dict) else None,
+    )
+
+
+def other_spec(t: dict[str, Any]) -> ToolSpec:
+    """A tool that is no function (a provider's built-in), named by its name or else its type."""
+    return ToolSpec(
+        name=as_str(t.get("name") or t.get("type")) or "", kind=as_str(t.get("type")) or "other"
+    )
+
+
 def text_of(content: Any) -> str:
     """Flatten a content value (string, list of text-ish blocks, object) to text."""
     if content is None:
@@ -662,7 +683,7 @@ def error_from_body(body: Any, status: int | None, in_stream: bool = False) -> A
         return ApiError(
             status=status if status is not None else as_int(err.get("code")),
             type=as_str(err.get("type") or err.get("status")),
-            code=as_str(err.get("code")) if err.get("code") is not None else None,
+            code=as_str(err.get("code")),
             message=as_str(err.get("message")),
             in_stream=in_stream,
             raw=body,
@@ -674,16 +695,11 @@ def error_from_body(body: Any, status: int | None, in_stream: bool = False) -> A
         return ApiError(
             status=status,
             type=as_str(body.get("type") or body.get("__type") or body.get("code")),
-            message=as_str(msg) if msg is not None else None,
+            message=as_str(msg),
             in_stream=in_stream,
             raw=body,
         )
-    return ApiError(
-        status=status,
-        message=as_str(body) if body is not None else None,
-        in_stream=in_stream,
-        raw=body,
-    )
+    return ApiError(status=status, message=as_str(body), in_stream=in_stream, raw=body)
 
 
 #: Keys of a tool *call*'s object (its arguments): an object with one is never a result's.

@@ -50,12 +50,13 @@ from cassettes.providers._base import (
     Provider,
     as_obj,
     as_str,
+    function_spec,
     json_events,
     text_of,
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers.openai_chat import function_spec, usage_from
+from cassettes.providers.openai_chat import usage_from
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIAssistants"]

@@ -60,6 +60,7 @@ from cassettes.providers._base import (
     compact_json,
     error_from_body,
     finish_lookup,
+    function_spec,
     json_events,
     media_part,
     text_of,
@@ -203,14 +204,7 @@ def _v2_tools(tools: Any) -> list[ToolSpec]:
     for t in tools if isinstance(tools, list) else []:
         fn = t.get("function") if isinstance(t, dict) else None
         if isinstance(fn, dict):
-            params = fn.get("parameters")
-            out.append(
-                ToolSpec(
-                    name=as_str(fn.get("name")) or "",
-                    description=as_str(fn.get("description")),
-                    parameters=params if isinstance(params, dict) else None,
-                )
-            )
+            out.append(function_spec(fn))
     return out
 
 

@@ -51,13 +51,14 @@ from cassettes.providers._base import (
     as_str,
     call_arguments_object,
     error_from_body,
+    function_spec,
     media_part,
+    other_spec,
     pieces,
     text_of,
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.openai_chat import function_spec, other_spec
 from cassettes.wire.framing import Framed
 
 __all__ = ["OllamaChat", "finish_class", "usage_from"]

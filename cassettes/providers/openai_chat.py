@@ -36,7 +36,9 @@ from cassettes.providers._base import (
     call_arguments_text,
     error_from_body,
     finish_lookup,
+    function_spec,
     media_part,
+    other_spec,
     pieces,
     sse,
     text_of,
@@ -201,25 +203,6 @@ def _tools(body: dict[str, Any]) -> list[ToolSpec]:
             out.append(other_spec(t))
     out.extend(function_spec(f) for f in body.get("functions") or [] if isinstance(f, dict))
     return out
-
-
-def function_spec(f: dict[str, Any]) -> ToolSpec:
-    """A function tool as OpenAI declares one (``name``, ``description``, JSON-schema
-    ``parameters``): Chat's ``tools[].function`` and ``functions[]``, Ollama's tools, the Realtime
-    and Assistants APIs' function tools."""
-    params = f.get("parameters")
-    return ToolSpec(
-        name=as_str(f.get("name")) or "",
-        description=as_str(f.get("description")),
-        parameters=params if isinstance(params, dict) else None,
-    )
-
-
-def other_spec(t: dict[str, Any]) -> ToolSpec:
-    """A tool that is no function (a provider's built-in), named by its name or else its type."""
-    return ToolSpec(
-        name=as_str(t.get("name") or t.get("type")) or "", kind=as_str(t.get("type")) or "other"
-    )
 
 
 #: The finish reason this API sends for a normalised class (rendering an answer).

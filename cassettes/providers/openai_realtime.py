@@ -39,10 +39,10 @@ from cassettes.providers._base import (
     audio_ref,
     compact_json,
     error_from_body,
+    function_spec,
     tool_call_from_string,
 )
 from cassettes.providers._parts import Slot, StreamParts
-from cassettes.providers.openai_chat import function_spec
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIRealtime"]

@@ -55,6 +55,7 @@ from cassettes.providers._base import (
     as_obj,
     as_str,
     compact_json,
+    function_spec,
     inline_history,
     json_events,
     media_part,
@@ -283,14 +284,7 @@ def _tools(tools: Any) -> list[ToolSpec]:
         if not isinstance(t, dict):
             continue
         if t.get("type") == "function" and isinstance(t.get("name"), str):
-            params = t.get("parameters")
-            out.append(
-                ToolSpec(
-                    name=t["name"],
-                    description=as_str(t.get("description")),
-                    parameters=params if isinstance(params, dict) else None,
-                )
-            )
+            out.append(function_spec(t))
         elif isinstance(t.get("type"), str):
             out.append(ToolSpec(name=t["type"], kind="server"))
     return out
