@@ -133,7 +133,7 @@ class AlephAlpha(Provider):
         host = (url.hostname or "").lower()
         if "aleph-alpha" in host or host.endswith("pharia.ai"):
             return 5
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         items = isinstance(b.get("prompt"), list) and any(
             isinstance(p, dict) and "type" in p for p in b["prompt"]
         )

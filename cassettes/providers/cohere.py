@@ -229,7 +229,7 @@ def _v2_response(b: JSON) -> NormalisedResponse:
 
 
 def _v1_call(tc: Any) -> ToolCall:
-    d = tc if isinstance(tc, dict) else {}
+    d = as_obj(tc)
     return tool_call_from_object(d.get("id"), d.get("name"), d.get("parameters"))
 
 
@@ -493,7 +493,7 @@ class CohereChat(Provider):
         return 1 if "cohere" in url.netloc.lower() else 0
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         stream = b.get("stream") is True
         if _version(url) == "generate":
             return generate_request(b, self.family, None, stream)
@@ -517,7 +517,7 @@ class CohereChat(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if "message" in b and isinstance(b["message"], str) and "text" not in b:
             return self.error_answer(b)
         if "text" in b or "response_id" in b or "generation_id" in b or "generations" in b:

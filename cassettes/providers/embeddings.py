@@ -42,7 +42,7 @@ from cassettes.models import (
     Part,
     Usage,
 )
-from cassettes.providers._base import Profile, Provider, as_int, as_str, azure_deployment
+from cassettes.providers._base import Profile, Provider, as_int, as_obj, as_str, azure_deployment
 from cassettes.providers.openai_completions import prompt_messages
 
 __all__ = ["Embeddings", "vectors_summary"]
@@ -169,7 +169,7 @@ class Embeddings(Provider):
         return azure_deployment(url)
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         inst = _vertex_instances(b)
         if inst is not None:
             return NormalisedRequest(
@@ -197,7 +197,7 @@ class Embeddings(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if "error" in b or ("message" in b and "embeddings" not in b and "data" not in b):
             return self.error_answer(b)
         if "predictions" in b:

@@ -21,6 +21,7 @@ from cassettes.providers._base import (
     Profile,
     Provider,
     ReplayShapes,
+    as_obj,
     as_str,
     compact_json,
     json_events,
@@ -127,10 +128,10 @@ class Mcp(Provider):
         if not is_mcp_request(body):
             return None
         given = body.get("params")
-        params: dict[str, Any] = given if isinstance(given, dict) else {}
+        params: dict[str, Any] = as_obj(given)
         out: dict[str, Any] = {"method": body["method"], "id": body.get("id")}
         found = params.get("_meta")
-        meta: dict[str, Any] = found if isinstance(found, dict) else {}
+        meta: dict[str, Any] = as_obj(found)
         tool_use = next(
             (as_str(meta[k]) for k in _TOOL_USE_KEYS if isinstance(meta.get(k), str)), None
         )

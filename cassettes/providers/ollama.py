@@ -48,6 +48,7 @@ from cassettes.providers._base import (
     answer_text,
     arguments_not_json,
     as_int,
+    as_obj,
     as_str,
     call_arguments_object,
     error_from_body,
@@ -198,7 +199,7 @@ def _tool_call_parts(calls: Any) -> list[Part]:
         if not isinstance(tc, dict):
             continue
         raw_fn = tc.get("function")
-        fn: JSON = raw_fn if isinstance(raw_fn, dict) else {}
+        fn: JSON = as_obj(raw_fn)
         call = tool_call_from_object(tc.get("id"), fn.get("name"), fn.get("arguments"))
         details = {k: v for k, v in fn.items() if k not in ("name", "arguments")}
         details.update({k: v for k, v in tc.items() if k not in ("id", "function")})
@@ -265,7 +266,7 @@ class _Lines(StreamParts):
 
     def _deltas(self, line: JSON) -> None:
         raw_msg = line.get("message")
-        msg: JSON = raw_msg if isinstance(raw_msg, dict) else {}
+        msg: JSON = as_obj(raw_msg)
         for src in (msg, line):  # /api/chat puts deltas in message, /api/generate at top level
             if isinstance(src.get("thinking"), str):
                 self.text("reasoning", src["thinking"], "reasoning")
@@ -358,7 +359,7 @@ class OllamaChat(Provider):
         return body.get("stream", True) is not False
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         generate = _route(url) == "generate" or ("prompt" in b and "messages" not in b)
         system: list[Part] = []
         if generate:

@@ -32,6 +32,7 @@ from cassettes.providers._base import (
     answer_calls,
     answer_text,
     as_int,
+    as_obj,
     as_str,
     call_arguments_text,
     error_from_body,
@@ -393,7 +394,7 @@ class OpenAIChat(Provider):
         return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         messages = [_message(m) for m in b.get("messages") or []]
         system = [p for m in messages if m.role in ("system", "developer") for p in m.parts]
         tc = b.get("tool_choice", b.get("function_call"))
@@ -411,7 +412,7 @@ class OpenAIChat(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if "error" in b and not b.get("choices"):
             err = self.parse_error(b, None)
             return NormalisedResponse(error=err, finish_reason=FinishReason.ERROR, complete=True)
@@ -420,7 +421,7 @@ class OpenAIChat(Provider):
         msg = _message(choice.get("message") or {})
         raw_finish = as_str(choice.get("finish_reason"))
         has_calls = any(p.kind == "tool_call" for p in msg.parts)
-        details = {
+        details: dict[str, Any] = {
             k: b[k] for k in ("system_fingerprint", "service_tier", "provider", "object") if k in b
         }
         if "native_finish_reason" in choice:

@@ -26,6 +26,7 @@ from cassettes.models import FinishReason, Message, NormalisedRequest, Normalise
 from cassettes.providers._base import (
     Profile,
     Provider,
+    as_obj,
     as_str,
     azure_deployment,
     error_from_body,
@@ -177,7 +178,7 @@ class OpenAICompletions(Provider):
         return azure_deployment(url)
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         return NormalisedRequest(
             family=self.family,
             model=as_str(b.get("model")) or self.model_from_url(url),
@@ -187,7 +188,7 @@ class OpenAICompletions(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if "error" in b and not b.get("choices"):
             return self.error_answer(b)
         ch = _Completion(in_stream=False)

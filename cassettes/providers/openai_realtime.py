@@ -35,6 +35,7 @@ from cassettes.providers._base import (
     WsProvider,
     WsTurns,
     as_int,
+    as_obj,
     as_str,
     audio_ref,
     compact_json,
@@ -149,7 +150,7 @@ def _usage(u: Any) -> Usage | None:
     if not isinstance(u, dict):
         return None
     found = u.get("input_token_details")
-    ind: Item = found if isinstance(found, dict) else {}
+    ind: Item = as_obj(found)
     return Usage(
         input_tokens=as_int(u.get("input_tokens")),
         output_tokens=as_int(u.get("output_tokens")),
@@ -162,7 +163,7 @@ def _usage(u: Any) -> Usage | None:
 def _finish(resp: Item, has_calls: bool) -> tuple[str | None, FinishReason | None]:
     status = as_str(resp.get("status"))
     found = resp.get("status_details")
-    details: Item = found if isinstance(found, dict) else {}
+    details: Item = as_obj(found)
     reason = as_str(details.get("reason"))
     raw = f"{status}:{reason}" if status and reason else status
     if status == "completed":
@@ -226,7 +227,7 @@ class OpenAIRealtime(WsProvider):
         return parse_qs(url.query).get("model", [None])[-1]
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         req = _SessionRequest()
         for ev in b.get("events") or []:
             if isinstance(ev, dict):
@@ -243,7 +244,7 @@ class OpenAIRealtime(WsProvider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         if b.get("type") == "error" or ("error" in b and "response" not in b):
             return self.error_answer(b)
         inner = b.get("response")

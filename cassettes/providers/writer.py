@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import NormalisedRequest, NormalisedResponse, Part
-from cassettes.providers._base import Profile, Provider, as_str
+from cassettes.providers._base import Profile, Provider, as_obj, as_str
 from cassettes.providers._value_stream import is_value_stream, value_stream
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.openai_completions import OpenAICompletions
@@ -64,16 +64,13 @@ class Writer(Provider):
         return 2 if route == "chat" and isinstance(body, dict) and "messages" in body else 0
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        req = (
-            OpenAIChat()
-            if "messages" in (body if isinstance(body, dict) else {})
-            else OpenAICompletions()
-        ).parse_request(body, url)
+        adapter = OpenAIChat() if "messages" in as_obj(body) else OpenAICompletions()
+        req = adapter.parse_request(body, url)
         req.family = self.family
         return req
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if any(isinstance(c, dict) and "message" in c for c in b.get("choices") or []):
             return OpenAIChat().parse_response(b)
         if "choices" not in b:

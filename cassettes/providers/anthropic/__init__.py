@@ -46,6 +46,7 @@ from cassettes.providers._base import (
     Rendered,
     ReplayShapes,
     as_int,
+    as_obj,
     as_str,
     reset_at,
     retry_after_value,
@@ -270,7 +271,7 @@ class AnthropicMessages(Provider):
         return None if model == "count-tokens" else model  # Vertex's token-counting pseudo-model
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: JSONObject = body if isinstance(body, dict) else {}
+        b: JSONObject = as_obj(body)
         msgs = b.get("messages")
         raw_messages: list[Any] = msgs if isinstance(msgs, list) else []
         names = call_names(raw_messages)
@@ -292,7 +293,7 @@ class AnthropicMessages(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b: JSONObject = body if isinstance(body, dict) else {}
+        b: JSONObject = as_obj(body)
         if b.get("type") == "error" or ("error" in b and "content" not in b):
             return self.error_answer(b)
         return response_of(b)

@@ -25,6 +25,7 @@ from cassettes.models import FinishReason, Message, NormalisedRequest, Normalise
 from cassettes.providers._base import (
     Profile,
     Provider,
+    as_obj,
     as_str,
     error_from_body,
     finish_lookup,
@@ -105,11 +106,11 @@ class AnthropicComplete(Provider):
         return 3 if isinstance(body, dict) and "prompt" in body else 2
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         return complete_request(b, self.family, None, b.get("stream") is True)
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if b.get("type") == "error" or ("error" in b and "completion" not in b):
             return self.error_answer(b)
         return complete_response(b)

@@ -85,7 +85,7 @@ class BedrockConverse(Provider):
         return found[0] if found else None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        b: dict[str, Any] = as_obj(body)
         messages: list[Message] = []
         for m in b.get("messages") or []:
             if not isinstance(m, dict):
@@ -122,7 +122,7 @@ class BedrockConverse(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        b: dict[str, Any] = as_obj(body)
         if "output" not in b and ("message" in b or "Message" in b):
             return self.error_answer(b)
         msg = as_obj(as_obj(b.get("output")).get("message"))

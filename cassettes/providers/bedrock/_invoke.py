@@ -325,7 +325,7 @@ class BedrockInvoke(Provider):
         return found[0] if found else None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        b: dict[str, Any] = as_obj(body)
         model = self.model_from_url(url)
         stream = self.is_stream(url, b)
         if "anthropic" in (model or "") and "prompt" in b:

@@ -53,6 +53,7 @@ from cassettes.providers._base import (
     Provider,
     Rendered,
     ReplayShapes,
+    as_obj,
     as_str,
     error_from_body,
 )
@@ -245,7 +246,7 @@ class Gemini(Provider):
         return hit[0] if hit is not None else None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         contents = either_case(b, "contents")
         if isinstance(contents, dict):  # a single Content is tolerated by some clients
             contents = [contents]
@@ -280,7 +281,7 @@ class Gemini(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         if isinstance(body, list):  # a streamed method answered as one JSON value
             return _reader(in_stream=False).fold(list(body))
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if "error" in b and not b.get("candidates"):
             return self.error_answer(b)
         resp = _reader(in_stream=False).fold([b])

@@ -557,7 +557,7 @@ class GeminiInteractions(Provider):
             return 0  # elsewhere only as the SDK writes it, ``…/{version}/interactions``
         asked = (route[0], method.upper())
         if asked == ("create", "POST"):
-            b = body if isinstance(body, dict) else {}
+            b = as_obj(body)
             return 4 if google else 3 if "input" in b and ("model" in b or "agent" in b) else 0
         if asked in (("item", "GET"), ("item", "DELETE"), ("cancel", "POST")):
             return 3 if google else 2
@@ -607,7 +607,7 @@ class GeminiInteractions(Provider):
         return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         inp = b.get("input")
         system = b.get("system_instruction")
         return NormalisedRequest(
@@ -624,7 +624,7 @@ class GeminiInteractions(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         if isinstance(b.get("error"), dict) and "status" not in b:
             return self.error_answer(b)
         return _interaction(b)

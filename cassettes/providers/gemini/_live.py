@@ -31,6 +31,7 @@ from cassettes.providers._base import (
     Profile,
     WsProvider,
     WsTurns,
+    as_obj,
     as_str,
     audio_ref,
     compact_json,
@@ -112,7 +113,7 @@ class GeminiLive(WsProvider):
         return _is_live(url)
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         req = _LiveRequest()
         for ev in b.get("events") or []:
             if isinstance(ev, dict):

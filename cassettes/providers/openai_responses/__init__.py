@@ -30,6 +30,7 @@ from cassettes.providers._base import (
     ReplayShapes,
     WsTurns,
     as_int,
+    as_obj,
     as_str,
     inline_history,
 )
@@ -86,8 +87,8 @@ def usage_from(u: Any) -> Usage | None:
         return None
     ind = u.get("input_tokens_details")
     outd = u.get("output_tokens_details")
-    ind = ind if isinstance(ind, dict) else {}
-    outd = outd if isinstance(outd, dict) else {}
+    ind = as_obj(ind)
+    outd = as_obj(outd)
     return Usage(
         input_tokens=as_int(u.get("input_tokens")),
         output_tokens=as_int(u.get("output_tokens")),
@@ -143,7 +144,7 @@ def _ws_thread(request: Any, closing: Any) -> tuple[str | None, str | None, list
     """(previous_response_id, the answer's id, the turn's input items then its output items).
     ``closing``: the answer's closing event (a stream's or a WebSocket session's ``response.*``
     event carrying the response) or the response object itself (an answer sent whole)."""
-    req = request if isinstance(request, dict) else {}
+    req = as_obj(request)
     prev = req.get("previous_response_id")
     given = req.get("input")
     items: list[Any] = (
@@ -297,7 +298,7 @@ class OpenAIResponses(Provider):
         return parse_qs(url.query).get("stream", [""])[-1].lower() == "true"
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         inp = b.get("input")
         messages = messages_of(inp)
         tc = b.get("tool_choice")
@@ -345,7 +346,7 @@ class OpenAIResponses(Provider):
         # Besides call ids: the ids of echoed output items (fc_…, rs_…, msg_…) and the chained
         # response id are made up by the API per run.
         out = super().volatile_ids(body, url)
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         inp = b.get("input")
         for item in inp if isinstance(inp, list) else []:
             if isinstance(item, dict) and isinstance(item.get("id"), str):
@@ -357,7 +358,7 @@ class OpenAIResponses(Provider):
         return out
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         if isinstance(b.get("error"), dict) and "output" not in b and "status" not in b:
             return self.error_answer(b)
         return self._response(b, in_stream=False)
