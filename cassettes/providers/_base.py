@@ -36,6 +36,7 @@ from cassettes.models import (
     USAGE_COUNTS,
     ApiError,
     FinishReason,
+    Message,
     NormalisedRequest,
     NormalisedResponse,
     Part,
@@ -55,6 +56,7 @@ __all__ = [
     "Provider",
     "Rendered",
     "ReplayShapes",
+    "WsRequest",
     "WsTurns",
     "answer_calls",
     "answer_text",
@@ -344,6 +346,8 @@ class WsProvider(Provider):
 
     #: How its messages make turns.
     turns: ClassVar[WsTurns]
+    #: How a turn's gathered client messages fold into its request.
+    gathered: ClassVar[type[WsRequest]]
 
     def at(self, url: SplitResult) -> bool:
         """Whether ``url`` is one of the API's session paths."""
@@ -356,6 +360,44 @@ class WsProvider(Provider):
 
     def ws_turns(self) -> WsTurns:
         return self.turns
+
+    def session_model(self, named: str | None, url: SplitResult) -> str | None:
+        """The model of a turn whose messages named ``named`` (the session's URL may name it)."""
+        return named or self.model_from_url(url)
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        """A turn's envelope: its gathered messages folded in order, threaded to the connection's
+        previous turn."""
+        b = as_obj(body)
+        req = self.gathered()
+        for ev in b.get("events") or []:
+            if isinstance(ev, dict):
+                req.take(ev)
+        return NormalisedRequest(
+            family=self.family,
+            model=self.session_model(req.model, url),
+            stream=True,
+            system=req.system,
+            messages=req.messages,
+            tools=req.tools,
+            params=req.params,
+            previous_response_id=as_str(b.get("previous_response_id")),
+        )
+
+
+class WsRequest:
+    """A WebSocket turn's client messages folded into one request, each read by the API's
+    :meth:`take`, in order."""
+
+    def __init__(self) -> None:
+        self.model: str | None = None
+        self.system: list[Part] = []
+        self.tools: list[ToolSpec] = []
+        self.params: dict[str, Any] = {}
+        self.messages: list[Message] = []
+
+    def take(self, ev: dict[str, Any]) -> None:
+        raise NotImplementedError
 
 
 def audio_ref(data: str) -> dict[str, Any]:
