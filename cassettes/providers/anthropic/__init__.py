@@ -73,6 +73,7 @@ from cassettes.providers.anthropic._complete import (
     complete_response,
 )
 from cassettes.providers.anthropic._render import render_messages
+from cassettes.providers.anthropic._stream import MessagesStream
 from cassettes.wire.framing import Framed
 
 __all__ = [
@@ -304,8 +305,6 @@ class AnthropicMessages(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """``accumulate_event`` of the SDK (WIRE.md §C.4), lenient about order and unknown
         events."""
-        from cassettes.providers.anthropic._stream import MessagesStream
-
         return MessagesStream(bedrock=framed.kind == "aws_eventstream").read(framed)
 
 

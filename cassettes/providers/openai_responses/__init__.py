@@ -47,6 +47,7 @@ from cassettes.providers.openai_responses._items import (
     tools_of,
 )
 from cassettes.providers.openai_responses._render import render_responses
+from cassettes.providers.openai_responses._stream import ResponsesStream
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIResponses", "render_responses"]
@@ -420,6 +421,4 @@ class OpenAIResponses(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """The SDK's ``ResponseStreamState`` accumulation (WIRE.md §B.4), lenient for other
         servers."""
-        from cassettes.providers.openai_responses._stream import ResponsesStream
-
         return ResponsesStream(self._response).read(framed)
