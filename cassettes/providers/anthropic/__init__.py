@@ -232,23 +232,22 @@ class AnthropicMessages(Provider):
         if method.upper() != "POST":
             return 0
         path = url.path.rstrip("/")
-        is_dict = isinstance(body, dict)
+        b = as_obj(body)
         if path.endswith("/messages/count_tokens"):
             return 3
         if path.endswith("/v1/messages"):
-            return 3 if is_dict and "messages" in body else 2
+            return 3 if "messages" in b else 2
         if VERTEX_PATH.search(path) or path.endswith(
             "/publishers/anthropic/models/count-tokens:rawPredict"
         ):
             return 3
         if BEDROCK_PATH.search(path):
-            return 3 if is_dict and "anthropic_version" in body else 0
+            return 3 if "anthropic_version" in b else 0
         if (
             path.endswith("/messages")
             and "/threads/" not in path
-            and is_dict
-            and "messages" in body
-            and "max_tokens" in body
+            and "messages" in b
+            and "max_tokens" in b
         ):
             return 2  # a gateway that dropped the version segment
         return 0

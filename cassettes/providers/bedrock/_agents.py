@@ -396,13 +396,13 @@ def _rag(
     output_text: str | None, guardrail: str | None, citations: list[Any], cut: bool, stream: bool
 ) -> NormalisedResponse:
     filtered = guardrail == "INTERVENED"
-    done = not cut and (not stream or output_text is not None or filtered)
+    answered = not cut and not stream  # a stream has no end event to say it was
     resp = NormalisedResponse(
         parts=[Part(kind="text", text=output_text)] if output_text else [],
-        finish_reason_raw=guardrail if filtered else ("end" if done and not stream else None),
+        finish_reason_raw=guardrail if filtered else ("end" if answered else None),
         finish_reason=FinishReason.FILTERED
         if filtered
-        else (FinishReason.COMPLETE if done and not stream else None),
+        else (FinishReason.COMPLETE if answered else None),
         complete=False if cut else (True if not stream else None),
         provider_details={"citations": citations} if citations else None,
     )
