@@ -98,11 +98,7 @@ def _content_parts(content: Any) -> list[Part]:
         elif t == "refusal":
             parts.append(Part(kind="refusal", text=as_str(block.get("refusal"))))
         elif t == "image_url":
-            url = (
-                (block.get("image_url") or {}).get("url")
-                if isinstance(block.get("image_url"), dict)
-                else None
-            )
+            url = as_obj(block.get("image_url")).get("url")
             media = (
                 url.split(";")[0][5:]
                 if isinstance(url, str) and url.startswith("data:")
