@@ -36,6 +36,7 @@ from cassettes.models import (
     USAGE_COUNTS,
     ApiError,
     FinishReason,
+    Message,
     NormalisedRequest,
     NormalisedResponse,
     Part,
@@ -55,6 +56,7 @@ __all__ = [
     "Provider",
     "Rendered",
     "ReplayShapes",
+    "WsRequest",
     "WsTurns",
     "answer_calls",
     "answer_text",
@@ -70,14 +72,18 @@ __all__ = [
     "compact_json",
     "error_from_body",
     "finish_lookup",
+    "function_spec",
+    "inline_history",
     "is_ws_turn",
     "json_events",
     "media_part",
+    "other_spec",
     "parse_arguments",
     "pieces",
     "reset_at",
     "retry_after_value",
     "sse",
+    "summed_usage",
     "text_of",
     "tool_call_from_object",
     "tool_call_from_string",
@@ -100,6 +106,8 @@ class Provider:
     #: them (:func:`cassettes.parsing.roundtrip.parse_exchange`): a turn that continues the call it
     #: polls, so the results the client sends next answer calls the analysis has seen.
     poll_operations: ClassVar[frozenset[str]] = frozenset()
+    #: The top-level keys that may hold the resent history (none: a prompt, or a server-kept one).
+    history_keys: ClassVar[tuple[str, ...]] = ("messages", "contents", "input")
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         raise NotImplementedError
@@ -120,10 +128,11 @@ class Provider:
         there). ``header`` looks a header up by name, case-insensitively."""
 
     def history_key(self, body: Any) -> str | None:
-        """The top-level key of the resent history (what delta encoding stores incrementally);
-        must agree with ``parse_request(...).history_key``."""
+        """The top-level key of the resent history (what delta encoding stores incrementally): the
+        first of :attr:`history_keys` that holds a list; must agree with
+        ``parse_request(...).history_key``."""
         if isinstance(body, dict):
-            for key in ("messages", "contents", "input"):
+            for key in self.history_keys:
                 if isinstance(body.get(key), list):
                     return key
         return None
@@ -145,6 +154,13 @@ class Provider:
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         return error_from_body(body, status)
+
+    def error_answer(self, body: Any) -> NormalisedResponse:
+        """A success's body that holds an error instead of an answer: :meth:`parse_error`'s
+        error, the answer finished as ``error`` and complete."""
+        return NormalisedResponse(
+            error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
+        )
 
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
         """The JSON path of a normalised history message (and one of its parts) in the request as
@@ -267,6 +283,25 @@ class Chaining:
     standalone: Callable[[Any, list[Any]], Any]
 
 
+def inline_history(
+    thread: Callable[[Any, Any], tuple[str | None, str | None, list[Any]]], previous: str
+) -> Callable[[Any, list[Any]], Any]:
+    """The ``standalone`` rule (:class:`Chaining`) of an API whose request names the kept answer it
+    continues by ``previous`` and carries its turn's items in ``input``: the request without
+    ``previous``, its input the history, then the turn's own items (as ``thread`` reads them)."""
+
+    def standalone(request: Any, history: list[Any]) -> Any:
+        if not isinstance(request, dict):
+            return request
+        _, _, own = thread(request, None)
+        return {
+            **{k: v for k, v in request.items() if k != previous},
+            "input": [*history, *own],
+        }
+
+    return standalone
+
+
 #: The ``type`` of a WebSocket turn's request envelope (see :attr:`WsTurns.gathers`).
 WS_TURN = "looptap.ws_turn"
 
@@ -311,6 +346,8 @@ class WsProvider(Provider):
 
     #: How its messages make turns.
     turns: ClassVar[WsTurns]
+    #: How a turn's gathered client messages fold into its request.
+    gathered: ClassVar[type[WsRequest]]
 
     def at(self, url: SplitResult) -> bool:
         """Whether ``url`` is one of the API's session paths."""
@@ -323,6 +360,44 @@ class WsProvider(Provider):
 
     def ws_turns(self) -> WsTurns:
         return self.turns
+
+    def session_model(self, named: str | None, url: SplitResult) -> str | None:
+        """The model of a turn whose messages named ``named`` (the session's URL may name it)."""
+        return named or self.model_from_url(url)
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        """A turn's envelope: its gathered messages folded in order, threaded to the connection's
+        previous turn."""
+        b = as_obj(body)
+        req = self.gathered()
+        for ev in b.get("events") or []:
+            if isinstance(ev, dict):
+                req.take(ev)
+        return NormalisedRequest(
+            family=self.family,
+            model=self.session_model(req.model, url),
+            stream=True,
+            system=req.system,
+            messages=req.messages,
+            tools=req.tools,
+            params=req.params,
+            previous_response_id=as_str(b.get("previous_response_id")),
+        )
+
+
+class WsRequest:
+    """A WebSocket turn's client messages folded into one request, each read by the API's
+    :meth:`take`, in order."""
+
+    def __init__(self) -> None:
+        self.model: str | None = None
+        self.system: list[Part] = []
+        self.tools: list[ToolSpec] = []
+        self.params: dict[str, Any] = {}
+        self.messages: list[Message] = []
+
+    def take(self, ev: dict[str, Any]) -> None:
+        raise NotImplementedError
 
 
 def audio_ref(data: str) -> dict[str, Any]:
@@ -384,12 +459,17 @@ def call_arguments_object(call: ToolCall) -> dict[str, Any]:
     return call.arguments if isinstance(call.arguments, dict) else {}
 
 
-def finish_lookup(table: dict[str, FinishReason], raw: str | None) -> FinishReason | None:
+def finish_lookup(
+    table: dict[str, FinishReason], raw: str | None, has_calls: bool = False
+) -> FinishReason | None:
     """The G.1 class of a raw finish value: ``None`` when absent, ``unknown`` for an empty string,
-    ``other`` for a value the table does not know (kept raw by the caller)."""
+    ``other`` for a value the table does not know (kept raw by the caller). A turn that carries
+    tool calls but says it completed (Cohere v1, Gemini- and Ollama-compatible servers) is a tool
+    call."""
     if raw is None:
         return None
-    return table.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
+    cls = table.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
+    return FinishReason.TOOL_CALL if cls is FinishReason.COMPLETE and has_calls else cls
 
 
 def json_events(framed: Framed) -> Iterator[tuple[str | None, Any]]:
@@ -461,6 +541,19 @@ def as_int(v: Any) -> int | None:
     return None
 
 
+
+
+def summed_usage(inp: int | None, out: int | None, raw: Any) -> Usage | None:
+    """The usage of an API that reports an input and an output count but no total: ``None`` when
+    it reports neither, the total their sum when it reports both."""
+    if inp is None and out is None:
+        return None
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=inp + out if inp is not None and out is not None else None,
+        raw=raw or None,
+    )
 
 
 def latest_count(before: int | None, now: int | None) -> int | None:
@@ -568,6 +661,25 @@ def tool_choice_mode(tc: Any) -> str | None:
     return None
 
 
+def function_spec(f: dict[str, Any]) -> ToolSpec:
+    """A function tool as OpenAI declares one (``name``, ``description``, JSON-schema
+    ``parameters``): Chat's ``tools[].function`` and ``functions[]``, the Responses, Realtime and
+    Assistants APIs' function tools, Ollama's, Cohere v2's and Gemini Interactions'."""
+    params = f.get("parameters")
+    return ToolSpec(
+        name=as_str(f.get("name")) or "",
+        description=as_str(f.get("description")),
+        parameters=params if isinstance(params, dict) else None,
+    )
+
+
+def other_spec(t: dict[str, Any]) -> ToolSpec:
+    """A tool that is no function (a provider's built-in), named by its name or else its type."""
+    return ToolSpec(
+        name=as_str(t.get("name") or t.get("type")) or "", kind=as_str(t.get("type")) or "other"
+    )
+
+
 def text_of(content: Any) -> str:
     """Flatten a content value (string, list of text-ish blocks, object) to text."""
     if content is None:
@@ -613,7 +725,7 @@ def error_from_body(body: Any, status: int | None, in_stream: bool = False) -> A
         return ApiError(
             status=status if status is not None else as_int(err.get("code")),
             type=as_str(err.get("type") or err.get("status")),
-            code=as_str(err.get("code")) if err.get("code") is not None else None,
+            code=as_str(err.get("code")),
             message=as_str(err.get("message")),
             in_stream=in_stream,
             raw=body,
@@ -625,16 +737,11 @@ def error_from_body(body: Any, status: int | None, in_stream: bool = False) -> A
         return ApiError(
             status=status,
             type=as_str(body.get("type") or body.get("__type") or body.get("code")),
-            message=as_str(msg) if msg is not None else None,
+            message=as_str(msg),
             in_stream=in_stream,
             raw=body,
         )
-    return ApiError(
-        status=status,
-        message=as_str(body) if body is not None else None,
-        in_stream=in_stream,
-        raw=body,
-    )
+    return ApiError(status=status, message=as_str(body), in_stream=in_stream, raw=body)
 
 
 #: Keys of a tool *call*'s object (its arguments): an object with one is never a result's.

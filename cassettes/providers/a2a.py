@@ -30,7 +30,7 @@ from urllib.parse import SplitResult
 from cassettes.providers._base import Provider, as_obj, as_str, json_events
 from cassettes.wire.framing import Framed
 
-__all__ = ["A2A", "is_a2a_request"]
+__all__ = ["A2A"]
 
 _METHODS_03 = frozenset(
     {

@@ -37,6 +37,7 @@ from cassettes.providers._base import (
     error_from_body,
     finish_lookup,
     media_part,
+    summed_usage,
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.wire.framing import Framed
@@ -73,14 +74,7 @@ def _prompt(prompt: Any) -> list[Message]:
 
 def _usage(b: dict[str, Any]) -> Usage | None:
     inp, out = as_int(b.get("num_tokens_prompt_total")), as_int(b.get("num_tokens_generated"))
-    if inp is None and out is None:
-        return None
-    return Usage(
-        input_tokens=inp,
-        output_tokens=out,
-        total_tokens=inp + out if inp is not None and out is not None else None,
-        raw={"num_tokens_prompt_total": inp, "num_tokens_generated": out},
-    )
+    return summed_usage(inp, out, {"num_tokens_prompt_total": inp, "num_tokens_generated": out})
 
 
 class _CompleteStream(StreamParts):
@@ -122,6 +116,7 @@ class _CompleteStream(StreamParts):
 
 class AlephAlpha(Provider):
     family = "aleph_alpha"
+    history_keys = ()
     profile = Profile(
         price_provider=None,
         otel_provider="aleph_alpha",
@@ -138,16 +133,13 @@ class AlephAlpha(Provider):
         host = (url.hostname or "").lower()
         if "aleph-alpha" in host or host.endswith("pharia.ai"):
             return 5
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         items = isinstance(b.get("prompt"), list) and any(
             isinstance(p, dict) and "type" in p for p in b["prompt"]
         )
         # Anthropic's legacy /v1/complete sends max_tokens_to_sample: Aleph Alpha's body has
         # neither.
         return 4 if ("maximum_tokens" in b or items) and "max_tokens_to_sample" not in b else 0
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)
@@ -163,9 +155,7 @@ class AlephAlpha(Provider):
         b = as_obj(body)
         completions = [c for c in b.get("completions") or [] if isinstance(c, dict)]
         if not completions and ("error" in b or "message" in b or "code" in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         first = completions[0] if completions else {}
         text = first.get("completion")
         raw = as_str(first.get("finish_reason"))

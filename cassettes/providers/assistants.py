@@ -50,12 +50,13 @@ from cassettes.providers._base import (
     Provider,
     as_obj,
     as_str,
+    function_spec,
     json_events,
     text_of,
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers.openai_chat import function_spec, usage_from
+from cassettes.providers.openai_chat import usage_from
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIAssistants"]
@@ -79,37 +80,26 @@ _TERMINAL = frozenset(
 def _route(method: str, url: SplitResult) -> str | None:
     """The operation a path and method make, or ``None`` when not an Assistants route."""
     segs = [s for s in url.path.split("/") if s]
-    if "threads" in segs:
-        rest = segs[segs.index("threads") + 1 :]
-    elif "assistants" in segs:
-        return "assistant"
-    else:
-        return None
+    if "threads" not in segs:
+        return "assistant" if "assistants" in segs else None
+    rest = segs[segs.index("threads") + 1 :]
     post = method.upper() == "POST"
-    if not rest:
-        return "create_thread" if post else None
-    if rest == ["runs"]:
-        return "generate" if post else None
-    tail = rest[1:]
-    table = {
+    if rest in ([], ["runs"]):  # create a thread; create a thread and run it
+        return ("generate" if rest else "create_thread") if post else None
+    tail = rest[1:]  # after the thread's id, a message's or a run's id as ``*``
+    key = (*tail[:1], "*", *tail[2:]) if len(tail) > 1 else tuple(tail)
+    if key[:3] == ("runs", "*", "steps"):
+        return "run_steps"
+    if key[:2] == ("messages", "*"):
+        return "message"
+    return {
         (): "thread",
         ("messages",): "add_message" if post else "messages",
         ("runs",): "generate" if post else "list_runs",
-    }
-    if tuple(tail) in table:
-        return table[tuple(tail)]
-    if tail[:1] == ["messages"]:
-        return "message"
-    if tail[:1] == ["runs"] and len(tail) >= 2:
-        more = tail[2:]
-        if more == ["submit_tool_outputs"]:
-            return "generate" if post else None
-        if more == ["cancel"]:
-            return "cancel_run"
-        if more[:1] == ["steps"]:
-            return "run_steps"
-        return "retrieve_run" if not more else None
-    return None
+        ("runs", "*"): "retrieve_run",
+        ("runs", "*", "submit_tool_outputs"): "generate" if post else None,
+        ("runs", "*", "cancel"): "cancel_run",
+    }.get(key)
 
 
 def _ids(url: SplitResult) -> tuple[str | None, str | None]:
@@ -236,6 +226,7 @@ class _RunStream(StreamParts):
 
 class OpenAIAssistants(Provider):
     family = "openai_assistants"
+    history_keys = ()
     # A client that does not stream polls ``GET …/runs/{run}`` until the run ends; the poll that
     # finds it ``requires_action`` is where the model's tool calls arrive.
     poll_operations = frozenset({"retrieve_run"})
@@ -252,9 +243,6 @@ class OpenAIAssistants(Provider):
 
     def operation(self, method: str, url: SplitResult) -> str:
         return _route(method, url) or "unknown"
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)
@@ -317,13 +305,7 @@ class OpenAIAssistants(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
         if b.get("object") != "thread.run":
-            return (
-                NormalisedResponse(
-                    error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-                )
-                if "error" in b
-                else NormalisedResponse(complete=True)
-            )
+            return self.error_answer(b) if "error" in b else NormalisedResponse(complete=True)
         cls, raw = _run_finish(b)
         done = b.get("status") in _TERMINAL
         resp = NormalisedResponse(

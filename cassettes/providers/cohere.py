@@ -60,6 +60,7 @@ from cassettes.providers._base import (
     compact_json,
     error_from_body,
     finish_lookup,
+    function_spec,
     json_events,
     media_part,
     text_of,
@@ -71,7 +72,7 @@ from cassettes.providers._parts import StreamParts, has_calls
 from cassettes.providers.openai_completions import prompt_messages
 from cassettes.wire.framing import Framed
 
-__all__ = ["CohereChat", "finish_class", "usage_from", "v1_request", "v1_response"]
+__all__ = ["CohereChat", "usage_from", "v1_request", "v1_response"]
 
 JSON = dict[str, Any]
 
@@ -91,13 +92,6 @@ _FINISH = {
 _V1_ROLES = {"USER": "user", "CHATBOT": "assistant", "SYSTEM": "system", "TOOL": "tool"}
 _V2_STRUCTURAL = {"model", "messages", "tools", "stream", "tool_choice"}
 _V1_STRUCTURAL = {"model", "message", "chat_history", "preamble", "tools", "tool_results", "stream"}
-
-
-def finish_class(raw: str | None, has_calls: bool = False) -> FinishReason | None:
-    cls = finish_lookup(_FINISH, raw)
-    if cls is FinishReason.COMPLETE and has_calls:  # v1 reports COMPLETE on a turn with tool calls
-        return FinishReason.TOOL_CALL
-    return cls
 
 
 def usage_from(u: Any) -> Usage | None:
@@ -210,14 +204,7 @@ def _v2_tools(tools: Any) -> list[ToolSpec]:
     for t in tools if isinstance(tools, list) else []:
         fn = t.get("function") if isinstance(t, dict) else None
         if isinstance(fn, dict):
-            params = fn.get("parameters")
-            out.append(
-                ToolSpec(
-                    name=as_str(fn.get("name")) or "",
-                    description=as_str(fn.get("description")),
-                    parameters=params if isinstance(params, dict) else None,
-                )
-            )
+            out.append(function_spec(fn))
     return out
 
 
@@ -231,7 +218,7 @@ def _v2_response(b: JSON) -> NormalisedResponse:
         id=as_str(b.get("id")),
         parts=parts,
         finish_reason_raw=raw,
-        finish_reason=finish_class(raw, has_calls),
+        finish_reason=finish_lookup(_FINISH, raw, has_calls),
         usage=usage_from(b.get("usage")),
         complete=True,
         provider_details=details or None,
@@ -242,7 +229,7 @@ def _v2_response(b: JSON) -> NormalisedResponse:
 
 
 def _v1_call(tc: Any) -> ToolCall:
-    d = tc if isinstance(tc, dict) else {}
+    d = as_obj(tc)
     return tool_call_from_object(d.get("id"), d.get("name"), d.get("parameters"))
 
 
@@ -357,7 +344,7 @@ def v1_response(b: JSON) -> NormalisedResponse:
         id=as_str(b.get("response_id") or b.get("id")),
         parts=parts,
         finish_reason_raw=raw,
-        finish_reason=finish_class(raw, any(p.kind == "tool_call" for p in parts)),
+        finish_reason=finish_lookup(_FINISH, raw, any(p.kind == "tool_call" for p in parts)),
         usage=usage_from(b.get("meta")),
         complete=True,
         provider_details=details or None,
@@ -421,7 +408,7 @@ class _V2Stream(StreamParts):
         return self.finish(parts=_plan("".join(self.plan)) + self.parts(rank=lambda key, st: key))
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_class(self.finish_raw, has_calls(parts))
+        return finish_lookup(_FINISH, self.finish_raw, has_calls(parts))
 
     def complete(self) -> bool:
         return self.done
@@ -479,6 +466,7 @@ class CohereReplay(ReplayShapes):
 
 class CohereChat(Provider):
     family = "cohere"
+    history_keys = ("messages", "chat_history")
     profile = Profile(
         price_provider="cohere",
         otel_provider="cohere",
@@ -504,16 +492,8 @@ class CohereChat(Provider):
         # Another service's /v1/chat is not Cohere's: only Cohere's own hosts are claimed unshaped.
         return 1 if "cohere" in url.netloc.lower() else 0
 
-    def history_key(self, body: Any) -> str | None:
-        if isinstance(body, dict):
-            if isinstance(body.get("messages"), list):
-                return "messages"
-            if isinstance(body.get("chat_history"), list):
-                return "chat_history"
-        return None
-
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         stream = b.get("stream") is True
         if _version(url) == "generate":
             return generate_request(b, self.family, None, stream)
@@ -537,11 +517,9 @@ class CohereChat(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if "message" in b and isinstance(b["message"], str) and "text" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         if "text" in b or "response_id" in b or "generation_id" in b or "generations" in b:
             return v1_response(b)
         return _v2_response(b)

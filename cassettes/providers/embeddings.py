@@ -36,17 +36,16 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import (
-    FinishReason,
     Message,
     NormalisedRequest,
     NormalisedResponse,
     Part,
     Usage,
 )
-from cassettes.providers._base import Profile, Provider, as_int, as_str, azure_deployment
+from cassettes.providers._base import Profile, Provider, as_int, as_obj, as_str, azure_deployment
 from cassettes.providers.openai_completions import prompt_messages
 
-__all__ = ["Embeddings", "embedding_usage", "vectors_summary"]
+__all__ = ["Embeddings", "vectors_summary"]
 
 
 def _route(url: SplitResult) -> str | None:
@@ -143,6 +142,7 @@ def vectors_summary(vectors: Any) -> dict[str, Any]:
 
 class Embeddings(Provider):
     family = "embeddings"
+    history_keys = ()
     profile = Profile(otel_operation="embeddings", api_key_env=("OPENAI_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -163,16 +163,13 @@ class Embeddings(Provider):
     def parses(self, operation: str) -> bool:
         return operation == "embed"
 
-    def history_key(self, body: Any) -> str | None:
-        return None
-
     def model_from_url(self, url: SplitResult) -> str | None:
         if _route(url) == "vertex":
             return url.path.rstrip("/").rsplit("/", 1)[-1].removesuffix(":predict")
         return azure_deployment(url)
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         inst = _vertex_instances(b)
         if inst is not None:
             return NormalisedRequest(
@@ -200,11 +197,9 @@ class Embeddings(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if "error" in b or ("message" in b and "embeddings" not in b and "data" not in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         if "predictions" in b:
             return _vertex_response(b)
         vectors = b.get("data") if "data" in b else b.get("embeddings")

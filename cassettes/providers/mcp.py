@@ -21,13 +21,14 @@ from cassettes.providers._base import (
     Profile,
     Provider,
     ReplayShapes,
+    as_obj,
     as_str,
     compact_json,
     json_events,
 )
 from cassettes.wire.framing import Framed
 
-__all__ = ["Mcp", "is_mcp_request"]
+__all__ = ["Mcp"]
 
 #: The ``_meta`` keys clients put the model's tool-use id under.
 _TOOL_USE_KEYS = ("claudecode/toolUseId", "toolUseId", "tool_use_id", "toolCallId")
@@ -127,10 +128,10 @@ class Mcp(Provider):
         if not is_mcp_request(body):
             return None
         given = body.get("params")
-        params: dict[str, Any] = given if isinstance(given, dict) else {}
+        params: dict[str, Any] = as_obj(given)
         out: dict[str, Any] = {"method": body["method"], "id": body.get("id")}
         found = params.get("_meta")
-        meta: dict[str, Any] = found if isinstance(found, dict) else {}
+        meta: dict[str, Any] = as_obj(found)
         tool_use = next(
             (as_str(meta[k]) for k in _TOOL_USE_KEYS if isinstance(meta.get(k), str)), None
         )

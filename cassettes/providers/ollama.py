@@ -48,16 +48,18 @@ from cassettes.providers._base import (
     answer_text,
     arguments_not_json,
     as_int,
+    as_obj,
     as_str,
     call_arguments_object,
     error_from_body,
+    function_spec,
     media_part,
+    other_spec,
     pieces,
     text_of,
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.openai_chat import function_spec, other_spec
 from cassettes.wire.framing import Framed
 
 __all__ = ["OllamaChat", "finish_class", "usage_from"]
@@ -197,7 +199,7 @@ def _tool_call_parts(calls: Any) -> list[Part]:
         if not isinstance(tc, dict):
             continue
         raw_fn = tc.get("function")
-        fn: JSON = raw_fn if isinstance(raw_fn, dict) else {}
+        fn: JSON = as_obj(raw_fn)
         call = tool_call_from_object(tc.get("id"), fn.get("name"), fn.get("arguments"))
         details = {k: v for k, v in fn.items() if k not in ("name", "arguments")}
         details.update({k: v for k, v in tc.items() if k not in ("id", "function")})
@@ -264,7 +266,7 @@ class _Lines(StreamParts):
 
     def _deltas(self, line: JSON) -> None:
         raw_msg = line.get("message")
-        msg: JSON = raw_msg if isinstance(raw_msg, dict) else {}
+        msg: JSON = as_obj(raw_msg)
         for src in (msg, line):  # /api/chat puts deltas in message, /api/generate at top level
             if isinstance(src.get("thinking"), str):
                 self.text("reasoning", src["thinking"], "reasoning")
@@ -357,7 +359,7 @@ class OllamaChat(Provider):
         return body.get("stream", True) is not False
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         generate = _route(url) == "generate" or ("prompt" in b and "messages" not in b)
         system: list[Part] = []
         if generate:
@@ -393,9 +395,7 @@ class OllamaChat(Provider):
             and "message" not in body
             and "response" not in body
         ):
-            return NormalisedResponse(
-                error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(body)
         return _Lines(in_stream=False).fold(body if isinstance(body, list) else [body])
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:

@@ -32,11 +32,14 @@ from cassettes.providers._base import (
     answer_calls,
     answer_text,
     as_int,
+    as_obj,
     as_str,
     call_arguments_text,
     error_from_body,
     finish_lookup,
+    function_spec,
     media_part,
+    other_spec,
     pieces,
     sse,
     text_of,
@@ -58,16 +61,6 @@ _FINISH = {
 }
 
 _STRUCTURAL = {"model", "messages", "tools", "tool_choice", "functions", "function_call", "stream"}
-
-
-def finish_class(raw: str | None, has_tool_calls: bool) -> FinishReason | None:
-    cls = finish_lookup(_FINISH, raw)
-    if cls is None:
-        return None
-    # Gemini-compat and Ollama-compat report "stop" on turns that carry tool calls.
-    if cls is FinishReason.COMPLETE and has_tool_calls:
-        return FinishReason.TOOL_CALL
-    return cls
 
 
 def usage_from(u: Any) -> Usage | None:
@@ -105,11 +98,7 @@ def _content_parts(content: Any) -> list[Part]:
         elif t == "refusal":
             parts.append(Part(kind="refusal", text=as_str(block.get("refusal"))))
         elif t == "image_url":
-            url = (
-                (block.get("image_url") or {}).get("url")
-                if isinstance(block.get("image_url"), dict)
-                else None
-            )
+            url = as_obj(block.get("image_url")).get("url")
             media = (
                 url.split(";")[0][5:]
                 if isinstance(url, str) and url.startswith("data:")
@@ -211,25 +200,6 @@ def _tools(body: dict[str, Any]) -> list[ToolSpec]:
             out.append(other_spec(t))
     out.extend(function_spec(f) for f in body.get("functions") or [] if isinstance(f, dict))
     return out
-
-
-def function_spec(f: dict[str, Any]) -> ToolSpec:
-    """A function tool as OpenAI declares one (``name``, ``description``, JSON-schema
-    ``parameters``): Chat's ``tools[].function`` and ``functions[]``, Ollama's tools, the Realtime
-    and Assistants APIs' function tools."""
-    params = f.get("parameters")
-    return ToolSpec(
-        name=as_str(f.get("name")) or "",
-        description=as_str(f.get("description")),
-        parameters=params if isinstance(params, dict) else None,
-    )
-
-
-def other_spec(t: dict[str, Any]) -> ToolSpec:
-    """A tool that is no function (a provider's built-in), named by its name or else its type."""
-    return ToolSpec(
-        name=as_str(t.get("name") or t.get("type")) or "", kind=as_str(t.get("type")) or "other"
-    )
 
 
 #: The finish reason this API sends for a normalised class (rendering an answer).
@@ -420,7 +390,7 @@ class OpenAIChat(Provider):
         return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         messages = [_message(m) for m in b.get("messages") or []]
         system = [p for m in messages if m.role in ("system", "developer") for p in m.parts]
         tc = b.get("tool_choice", b.get("function_call"))
@@ -438,7 +408,7 @@ class OpenAIChat(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if "error" in b and not b.get("choices"):
             err = self.parse_error(b, None)
             return NormalisedResponse(error=err, finish_reason=FinishReason.ERROR, complete=True)
@@ -447,7 +417,7 @@ class OpenAIChat(Provider):
         msg = _message(choice.get("message") or {})
         raw_finish = as_str(choice.get("finish_reason"))
         has_calls = any(p.kind == "tool_call" for p in msg.parts)
-        details = {
+        details: dict[str, Any] = {
             k: b[k] for k in ("system_fingerprint", "service_tier", "provider", "object") if k in b
         }
         if "native_finish_reason" in choice:
@@ -459,7 +429,7 @@ class OpenAIChat(Provider):
             model=as_str(b.get("model")),
             parts=msg.parts,
             finish_reason_raw=raw_finish,
-            finish_reason=finish_class(raw_finish, has_calls)
+            finish_reason=finish_lookup(_FINISH, raw_finish, has_calls)
             if raw_finish is not None
             else (FinishReason.UNKNOWN if choices else None),
             usage=usage_from(b.get("usage")),
@@ -567,9 +537,7 @@ class _ChatStream(StreamParts):
         )
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
-        return (
-            finish_class(self.finish_raw, has_calls(parts)) if self.finish_raw is not None else None
-        )
+        return finish_lookup(_FINISH, self.finish_raw, has_calls(parts))
 
     def complete(self) -> bool:
         return self.done  # [DONE] after an error event still ends the stream

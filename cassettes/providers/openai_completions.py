@@ -26,6 +26,7 @@ from cassettes.models import FinishReason, Message, NormalisedRequest, Normalise
 from cassettes.providers._base import (
     Profile,
     Provider,
+    as_obj,
     as_str,
     azure_deployment,
     error_from_body,
@@ -149,6 +150,7 @@ class _Completion(StreamParts):
 
 class OpenAICompletions(Provider):
     family = "openai_completions"
+    history_keys = ()
     profile = Profile(
         model_vendor="openai",
         otel_provider="openai",
@@ -175,11 +177,8 @@ class OpenAICompletions(Provider):
     def model_from_url(self, url: SplitResult) -> str | None:
         return azure_deployment(url)
 
-    def history_key(self, body: Any) -> str | None:
-        return None
-
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         return NormalisedRequest(
             family=self.family,
             model=as_str(b.get("model")) or self.model_from_url(url),
@@ -189,11 +188,9 @@ class OpenAICompletions(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if "error" in b and not b.get("choices"):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         ch = _Completion(in_stream=False)
         ch.choices(b)
         return NormalisedResponse(

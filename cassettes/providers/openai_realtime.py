@@ -23,7 +23,6 @@ from cassettes.models import (
     ApiError,
     FinishReason,
     Message,
-    NormalisedRequest,
     NormalisedResponse,
     Part,
     ToolResult,
@@ -33,16 +32,18 @@ from cassettes.models import (
 from cassettes.providers._base import (
     Profile,
     WsProvider,
+    WsRequest,
     WsTurns,
     as_int,
+    as_obj,
     as_str,
     audio_ref,
     compact_json,
     error_from_body,
+    function_spec,
     tool_call_from_string,
 )
 from cassettes.providers._parts import Slot, StreamParts
-from cassettes.providers.openai_chat import function_spec
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIRealtime"]
@@ -149,7 +150,7 @@ def _usage(u: Any) -> Usage | None:
     if not isinstance(u, dict):
         return None
     found = u.get("input_token_details")
-    ind: Item = found if isinstance(found, dict) else {}
+    ind: Item = as_obj(found)
     return Usage(
         input_tokens=as_int(u.get("input_tokens")),
         output_tokens=as_int(u.get("output_tokens")),
@@ -162,7 +163,7 @@ def _usage(u: Any) -> Usage | None:
 def _finish(resp: Item, has_calls: bool) -> tuple[str | None, FinishReason | None]:
     status = as_str(resp.get("status"))
     found = resp.get("status_details")
-    details: Item = found if isinstance(found, dict) else {}
+    details: Item = as_obj(found)
     reason = as_str(details.get("reason"))
     raw = f"{status}:{reason}" if status and reason else status
     if status == "completed":
@@ -213,59 +214,10 @@ def _response(resp: Item, events: int | None, complete: bool) -> NormalisedRespo
     )
 
 
-class OpenAIRealtime(WsProvider):
-    family = "openai_realtime"
-    profile = Profile(price_provider="openai", otel_provider="openai")
-
-    turns = _TURNS
-
-    def at(self, url: SplitResult) -> bool:
-        return _is_realtime(url)
-
-    def model_from_url(self, url: SplitResult) -> str | None:
-        return parse_qs(url.query).get("model", [None])[-1]
-
-    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: Item = body if isinstance(body, dict) else {}
-        req = _SessionRequest()
-        for ev in b.get("events") or []:
-            if isinstance(ev, dict):
-                req.take(ev)
-        return NormalisedRequest(
-            family=self.family,
-            model=req.model or self.model_from_url(url),
-            stream=True,
-            system=req.system,
-            messages=req.messages,
-            tools=req.tools,
-            params=req.params,
-            previous_response_id=as_str(b.get("previous_response_id")),
-        )
-
-    def parse_response(self, body: Any) -> NormalisedResponse:
-        b: Item = body if isinstance(body, dict) else {}
-        if b.get("type") == "error" or ("error" in b and "response" not in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
-        inner = b.get("response")
-        return _response(inner if isinstance(inner, dict) else b, None, True)
-
-    def reassemble(self, framed: Framed) -> NormalisedResponse:
-        return _RealtimeTurn(self.parse_error).read(framed)
-
-
-class _SessionRequest:
+class _SessionRequest(WsRequest):
     """A turn's gathered client events folded into one request: the session's settings
     (``session.update``), the items added (``conversation.item.create``) and the response's own
     instructions and tools (``response.create``), later ones winning."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        self.system: list[Part] = []
-        self.tools: list[ToolSpec] = []
-        self.model: str | None = None
-        self.params: dict[str, Any] = {}
 
     def take(self, ev: Item) -> None:
         kind = ev.get("type")
@@ -289,6 +241,30 @@ class _SessionRequest:
             self.system = [Part(kind="text", text=d["instructions"])]
         if "tools" in d:
             self.tools = _tools(d.get("tools"))
+
+
+class OpenAIRealtime(WsProvider):
+    family = "openai_realtime"
+    profile = Profile(price_provider="openai", otel_provider="openai")
+
+    turns = _TURNS
+    gathered = _SessionRequest
+
+    def at(self, url: SplitResult) -> bool:
+        return _is_realtime(url)
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        return parse_qs(url.query).get("model", [None])[-1]
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b: Item = as_obj(body)
+        if b.get("type") == "error" or ("error" in b and "response" not in b):
+            return self.error_answer(b)
+        inner = b.get("response")
+        return _response(inner if isinstance(inner, dict) else b, None, True)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        return _RealtimeTurn(self.parse_error).read(framed)
 
 
 #: Events that carry a piece of the answer's text (or of its audio's transcript).

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import NormalisedRequest, NormalisedResponse
-from cassettes.providers._base import Profile, Provider, as_str
+from cassettes.providers._base import Profile, Provider, as_obj, as_str
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.openai_completions import OpenAICompletions
 from cassettes.wire.framing import Framed
@@ -35,6 +35,7 @@ def _prompt_id(url: SplitResult) -> str | None:
 
 class PortkeyPrompt(Provider):
     family = "portkey_prompt"
+    history_keys = ()
     profile = Profile(otel_provider="portkey", api_key_env=("PORTKEY_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -45,14 +46,8 @@ class PortkeyPrompt(Provider):
             return 5  # over OpenAI's legacy completions, whose path ending this is too
         return 4 if isinstance(body, dict) and isinstance(body.get("variables"), dict) else 0
 
-    def history_key(self, body: Any) -> str | None:
-        return None
-
-    def is_stream(self, url: SplitResult, body: Any) -> bool:
-        return isinstance(body, dict) and body.get("stream") is True
-
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         params: dict[str, Any] = {k: v for k, v in b.items() if k not in ("stream", "model")}
         params["prompt_id"] = _prompt_id(url)
         return NormalisedRequest(
@@ -63,7 +58,7 @@ class PortkeyPrompt(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if b.get("object") == "text_completion" or any(
             isinstance(c, dict) and "text" in c and "message" not in c
             for c in b.get("choices") or []

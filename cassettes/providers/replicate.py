@@ -27,9 +27,17 @@ from cassettes.models import (
     NormalisedRequest,
     NormalisedResponse,
     Part,
-    Usage,
 )
-from cassettes.providers._base import Profile, Provider, as_int, as_obj, as_str, media_part, text_of
+from cassettes.providers._base import (
+    Profile,
+    Provider,
+    as_int,
+    as_obj,
+    as_str,
+    media_part,
+    summed_usage,
+    text_of,
+)
 from cassettes.wire.framing import Framed
 
 __all__ = ["Replicate"]
@@ -92,19 +100,17 @@ def _stream(framed: Framed) -> NormalisedResponse:
                 data = {}
             reason = as_str(as_obj(data).get("reason")) or ""
     joined = "".join(text)
-    done = reason is not None
     resp = NormalisedResponse(
         parts=[Part(kind="text", text=joined)] if joined else [],
-        finish_reason_raw=reason if reason else ("done" if done else None),
-        finish_reason=(FinishReason.ERROR if error else _DONE.get(reason or "", FinishReason.OTHER))
-        if done or error
-        else None,
-        error=ApiError(message=error, type="prediction_failed", raw={"error": error})
-        if error
-        else None,
-        complete=True if done or error else False,
+        finish_reason_raw=reason or ("done" if reason is not None else None),
+        complete=reason is not None or bool(error),
     )
-    if not done and not error:
+    if error:
+        resp.error = ApiError(message=error, type="prediction_failed", raw={"error": error})
+        resp.finish_reason = FinishReason.ERROR
+    elif reason is not None:
+        resp.finish_reason = _DONE.get(reason, FinishReason.OTHER)
+    else:
         resp.notes.append("prediction stream without its done event: cut")
     return resp
 
@@ -144,6 +150,7 @@ def _output_parts(output: Any) -> list[Part]:
 
 class Replicate(Provider):
     family = "replicate"
+    history_keys = ()
     profile = Profile(
         price_provider=None, otel_provider="replicate", api_key_env=("REPLICATE_API_TOKEN",)
     )
@@ -172,9 +179,6 @@ class Replicate(Provider):
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         # ``stream: true`` asks for a stream URL; the create answer is JSON, the URL's is the stream
         return _route(url) == "stream"
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def model_from_url(self, url: SplitResult) -> str | None:
         segs = [s for s in url.path.split("/") if s]
@@ -212,25 +216,14 @@ class Replicate(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
         if "status" not in b and ("detail" in b or "title" in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         status = as_str(b.get("status"))
         metrics = as_obj(b.get("metrics"))
         inp, out = (
             as_int(metrics.get("input_token_count")),
             as_int(metrics.get("output_token_count")),
         )
-        usage = (
-            Usage(
-                input_tokens=inp,
-                output_tokens=out,
-                total_tokens=inp + out if inp is not None and out is not None else None,
-                raw=metrics,
-            )
-            if inp is not None or out is not None
-            else None
-        )
+        usage = summed_usage(inp, out, metrics)
         finished = status in _STATUS
         resp = NormalisedResponse(
             id=as_str(b.get("id")),

@@ -53,6 +53,7 @@ from cassettes.providers._base import (
     error_from_body,
     finish_lookup,
     json_events,
+    summed_usage,
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import OpenAIChat
@@ -64,8 +65,6 @@ __all__ = [
     "TextGenerationInference",
     "Watsonx",
     "chat_stream_without_done",
-    "tgi_response",
-    "tgi_stream",
 ]
 
 JSON = dict[str, Any]
@@ -91,17 +90,6 @@ _WATSONX_FINISH = {
 
 def _text_parts(text: Any) -> list[Part]:
     return [Part(kind="text", text=text)] if isinstance(text, str) and text else []
-
-
-def _usage(inp: int | None, out: int | None, raw: JSON) -> Usage | None:
-    if inp is None and out is None:
-        return None
-    return Usage(
-        input_tokens=inp,
-        output_tokens=out,
-        total_tokens=inp + out if inp is not None and out is not None else None,
-        raw=raw or None,
-    )
 
 
 def _prompt_request(
@@ -166,7 +154,7 @@ def tgi_response(body: Any) -> NormalisedResponse:
         parts=_text_parts(b.get("generated_text")),
         finish_reason_raw=raw,
         finish_reason=finish_lookup(_TGI_FINISH, raw),
-        usage=_usage(
+        usage=summed_usage(
             inp, out, {k: details[k] for k in ("generated_tokens", "input_length") if k in details}
         ),
         complete=True,
@@ -227,6 +215,7 @@ def _header_usage(response: NormalisedResponse, inp: str | None, out: str | None
 
 class TextGenerationInference(Provider):
     family = "tgi"
+    history_keys = ()
     profile = Profile(
         otel_provider="huggingface", otel_operation="text_completion", api_key_env=("HF_TOKEN",)
     )
@@ -265,9 +254,6 @@ class TextGenerationInference(Provider):
         i = path.find("/models/")
         return unquote(path[i + len("/models/") :]) if i >= 0 else None
 
-    def history_key(self, body: Any) -> str | None:
-        return None
-
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         return _prompt_request(
             as_obj(body), self.family, self.model_from_url(url), "inputs", self.is_stream(url, body)
@@ -275,9 +261,7 @@ class TextGenerationInference(Provider):
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         if isinstance(body, dict) and "error" in body and "generated_text" not in body:
-            return NormalisedResponse(
-                error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(body)
         return tgi_response(body)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
@@ -335,14 +319,9 @@ def _watsonx_result(b: JSON) -> tuple[list[Part], str | None, int | None, int | 
     )
 
 
-def _chat_history_key(self: Provider, body: Any) -> str | None:
-    """``messages`` for a chat body (the history delta encoding stores), ``None`` for a prompt:
-    watsonx's and SageMaker's (their chat bodies are OpenAI Chat's)."""
-    return "messages" if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
-
-
 class Watsonx(Provider):
     family = "watsonx"
+    history_keys = ("messages",)  # a chat body's (OpenAI Chat's); a prompt has none
     profile = Profile(
         price_provider=None, otel_provider="ibm.watsonx.ai", api_key_env=("WATSONX_APIKEY",)
     )
@@ -363,8 +342,6 @@ class Watsonx(Provider):
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         return (_watsonx_route(url) or "").endswith("_stream")
 
-    history_key = _chat_history_key
-
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)
         route = _watsonx_route(url) or ""
@@ -381,9 +358,7 @@ class Watsonx(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
         if "errors" in b and "results" not in b and "choices" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         if "choices" in b:
             resp = _CHAT.parse_response(b)
             resp.model = resp.model or as_str(b.get("model_id"))
@@ -392,7 +367,7 @@ class Watsonx(Provider):
             n = as_int(b.get("input_token_count"))
             return NormalisedResponse(
                 model=as_str(b.get("model_id")),
-                usage=_usage(n, None, {"input_token_count": n}),
+                usage=summed_usage(n, None, {"input_token_count": n}),
                 complete=True,
             )
         parts, raw, inp, out = _watsonx_result(b)
@@ -401,7 +376,7 @@ class Watsonx(Provider):
             parts=parts,
             finish_reason_raw=raw,
             finish_reason=finish_lookup(_WATSONX_FINISH, raw),
-            usage=_usage(inp, out, {"input_token_count": inp, "generated_token_count": out}),
+            usage=summed_usage(inp, out, {"input_token_count": inp, "generated_token_count": out}),
             complete=True,
         )
 
@@ -448,7 +423,7 @@ class _WatsonxStream(StreamParts):
         self.finish_raw = r if r not in (None, "not_finished") else self.finish_raw
         # The input count comes on the first event and 0 on the later ones; the output count is
         # cumulative.
-        self.add_usage(_usage(i, o, {"input_token_count": i, "generated_token_count": o}))
+        self.add_usage(summed_usage(i, o, {"input_token_count": i, "generated_token_count": o}))
 
     def close(self) -> NormalisedResponse:
         return self.finish(parts=_text_parts(self.joined("text")))
@@ -476,6 +451,7 @@ def _endpoint(url: SplitResult) -> tuple[str, str] | None:
 
 class SageMaker(Provider):
     family = "sagemaker"
+    history_keys = ("messages",)  # a chat body's (OpenAI Chat's); a prompt has none
     profile = Profile(otel_provider="aws.sagemaker")
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -490,8 +466,6 @@ class SageMaker(Provider):
     def model_from_url(self, url: SplitResult) -> str | None:
         found = _endpoint(url)
         return found[0] if found else None
-
-    history_key = _chat_history_key
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)
@@ -510,9 +484,7 @@ class SageMaker(Provider):
             first = texts[0] if isinstance(texts, list) and texts else None
             return NormalisedResponse(parts=_text_parts(first), complete=True)
         if ("error" in b or "message" in b) and "generated_text" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         return tgi_response(body)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:

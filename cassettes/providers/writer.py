@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
-from cassettes.providers._base import Profile, Provider, as_str
+from cassettes.models import NormalisedRequest, NormalisedResponse, Part
+from cassettes.providers._base import Profile, Provider, as_obj, as_str
 from cassettes.providers._value_stream import is_value_stream, value_stream
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.openai_completions import OpenAICompletions
@@ -50,6 +50,7 @@ def _writer_host(url: SplitResult) -> bool:
 
 class Writer(Provider):
     family = "writer"
+    history_keys = ("messages",)
     profile = Profile(price_provider=None, otel_provider="writer", api_key_env=("WRITER_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -62,30 +63,18 @@ class Writer(Provider):
         # no one else's (Cohere's v1 chat sends ``message``, its v2 is /v2/chat).
         return 2 if route == "chat" and isinstance(body, dict) and "messages" in body else 0
 
-    def history_key(self, body: Any) -> str | None:
-        return (
-            "messages"
-            if isinstance(body, dict) and isinstance(body.get("messages"), list)
-            else None
-        )
-
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        req = (
-            OpenAIChat()
-            if "messages" in (body if isinstance(body, dict) else {})
-            else OpenAICompletions()
-        ).parse_request(body, url)
+        adapter = OpenAIChat() if "messages" in as_obj(body) else OpenAICompletions()
+        req = adapter.parse_request(body, url)
         req.family = self.family
         return req
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if any(isinstance(c, dict) and "message" in c for c in b.get("choices") or []):
             return OpenAIChat().parse_response(b)
         if "choices" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         first = next((c for c in b["choices"] if isinstance(c, dict)), {})
         text = first.get("text")
         return NormalisedResponse(

@@ -35,7 +35,6 @@ from urllib.parse import SplitResult, unquote
 
 from cassettes.models import (
     ApiError,
-    FinishReason,
     NormalisedRequest,
     NormalisedResponse,
     Usage,
@@ -47,6 +46,7 @@ from cassettes.providers._base import (
     Rendered,
     ReplayShapes,
     as_int,
+    as_obj,
     as_str,
     reset_at,
     retry_after_value,
@@ -73,6 +73,7 @@ from cassettes.providers.anthropic._complete import (
     complete_response,
 )
 from cassettes.providers.anthropic._render import render_messages
+from cassettes.providers.anthropic._stream import MessagesStream
 from cassettes.wire.framing import Framed
 
 __all__ = [
@@ -231,23 +232,22 @@ class AnthropicMessages(Provider):
         if method.upper() != "POST":
             return 0
         path = url.path.rstrip("/")
-        is_dict = isinstance(body, dict)
+        b = as_obj(body)
         if path.endswith("/messages/count_tokens"):
             return 3
         if path.endswith("/v1/messages"):
-            return 3 if is_dict and "messages" in body else 2
+            return 3 if "messages" in b else 2
         if VERTEX_PATH.search(path) or path.endswith(
             "/publishers/anthropic/models/count-tokens:rawPredict"
         ):
             return 3
         if BEDROCK_PATH.search(path):
-            return 3 if is_dict and "anthropic_version" in body else 0
+            return 3 if "anthropic_version" in b else 0
         if (
             path.endswith("/messages")
             and "/threads/" not in path
-            and is_dict
-            and "messages" in body
-            and "max_tokens" in body
+            and "messages" in b
+            and "max_tokens" in b
         ):
             return 2  # a gateway that dropped the version segment
         return 0
@@ -271,7 +271,7 @@ class AnthropicMessages(Provider):
         return None if model == "count-tokens" else model  # Vertex's token-counting pseudo-model
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: JSONObject = body if isinstance(body, dict) else {}
+        b: JSONObject = as_obj(body)
         msgs = b.get("messages")
         raw_messages: list[Any] = msgs if isinstance(msgs, list) else []
         names = call_names(raw_messages)
@@ -293,11 +293,9 @@ class AnthropicMessages(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b: JSONObject = body if isinstance(body, dict) else {}
+        b: JSONObject = as_obj(body)
         if b.get("type") == "error" or ("error" in b and "content" not in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         return response_of(b)
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
@@ -306,8 +304,6 @@ class AnthropicMessages(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """``accumulate_event`` of the SDK (WIRE.md §C.4), lenient about order and unknown
         events."""
-        from cassettes.providers.anthropic._stream import MessagesStream
-
         return MessagesStream(bedrock=framed.kind == "aws_eventstream").read(framed)
 
 

@@ -25,6 +25,7 @@ from cassettes.models import FinishReason, Message, NormalisedRequest, Normalise
 from cassettes.providers._base import (
     Profile,
     Provider,
+    as_obj,
     as_str,
     error_from_body,
     finish_lookup,
@@ -33,7 +34,7 @@ from cassettes.providers._base import (
 from cassettes.providers._parts import StreamParts
 from cassettes.wire.framing import Framed
 
-__all__ = ["AnthropicComplete", "complete_request", "complete_response", "prompt_turns"]
+__all__ = ["AnthropicComplete", "complete_request", "complete_response"]
 
 _FINISH = {
     "stop_sequence": FinishReason.COMPLETE,
@@ -90,6 +91,7 @@ def complete_response(b: dict[str, Any]) -> NormalisedResponse:
 
 class AnthropicComplete(Provider):
     family = "anthropic_complete"
+    history_keys = ()
     profile = Profile(
         price_provider="anthropic",
         otel_provider="anthropic",
@@ -103,19 +105,14 @@ class AnthropicComplete(Provider):
             return 0
         return 3 if isinstance(body, dict) and "prompt" in body else 2
 
-    def history_key(self, body: Any) -> str | None:
-        return None
-
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         return complete_request(b, self.family, None, b.get("stream") is True)
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         if b.get("type") == "error" or ("error" in b and "completion" not in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         return complete_response(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:

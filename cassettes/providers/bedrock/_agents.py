@@ -396,13 +396,13 @@ def _rag(
     output_text: str | None, guardrail: str | None, citations: list[Any], cut: bool, stream: bool
 ) -> NormalisedResponse:
     filtered = guardrail == "INTERVENED"
-    done = not cut and (not stream or output_text is not None or filtered)
+    answered = not cut and not stream  # a stream has no end event to say it was
     resp = NormalisedResponse(
         parts=[Part(kind="text", text=output_text)] if output_text else [],
-        finish_reason_raw=guardrail if filtered else ("end" if done and not stream else None),
+        finish_reason_raw=guardrail if filtered else ("end" if answered else None),
         finish_reason=FinishReason.FILTERED
         if filtered
-        else (FinishReason.COMPLETE if done and not stream else None),
+        else (FinishReason.COMPLETE if answered else None),
         complete=False if cut else (True if not stream else None),
         provider_details={"citations": citations} if citations else None,
     )
@@ -413,6 +413,7 @@ def _rag(
 
 class BedrockAgents(Provider):
     family = "bedrock_agents"
+    history_keys = ()
     profile = Profile(
         # the agent's model invocations are billed as the foundation model's tokens, and a trace's
         # ``foundationModel`` may be an inference profile (``us.anthropic…``, an ARN)
@@ -437,9 +438,6 @@ class BedrockAgents(Provider):
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         return _route(url) in ("invoke_agent", "invoke_inline_agent", "rag_stream")
-
-    def history_key(self, body: Any) -> str | None:
-        return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)

@@ -10,7 +10,6 @@ import orjson
 from cassettes import bounds
 from cassettes.models import (
     ApiError,
-    FinishReason,
     Message,
     NormalisedRequest,
     NormalisedResponse,
@@ -86,7 +85,7 @@ class BedrockConverse(Provider):
         return found[0] if found else None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        b: dict[str, Any] = as_obj(body)
         messages: list[Message] = []
         for m in b.get("messages") or []:
             if not isinstance(m, dict):
@@ -123,11 +122,9 @@ class BedrockConverse(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        b: dict[str, Any] = as_obj(body)
         if "output" not in b and ("message" in b or "Message" in b):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         msg = as_obj(as_obj(b.get("output")).get("message"))
         content = msg.get("content")
         raw = as_str(b.get("stopReason"))

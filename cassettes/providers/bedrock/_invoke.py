@@ -293,6 +293,7 @@ def _synthetic(kind: Any, items: Sequence[tuple[str | None, Any]]) -> Framed:
 
 class BedrockInvoke(Provider):
     family = "bedrock_invoke"
+    history_keys = ("messages", "chat_history")
     profile = Profile(price_provider="aws", price_model=priced_model, otel_provider="aws.bedrock")
     replay = BedrockReplay()
 
@@ -323,15 +324,8 @@ class BedrockInvoke(Provider):
         found = model_action(url)
         return found[0] if found else None
 
-    def history_key(self, body: Any) -> str | None:
-        if isinstance(body, dict):
-            for key in ("messages", "chat_history"):
-                if isinstance(body.get(key), list):
-                    return key
-        return None
-
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        b: dict[str, Any] = as_obj(body)
         model = self.model_from_url(url)
         stream = self.is_stream(url, b)
         if "anthropic" in (model or "") and "prompt" in b:
@@ -372,9 +366,7 @@ class BedrockInvoke(Provider):
             and len(b) <= 2
             and not isinstance(b.get("message"), dict)
         ):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         read = next((read for test, read in _BODY_SHAPES if test(b)), _text_body)
         return read(b)
 
@@ -428,9 +420,7 @@ def _chat_body(b: dict[str, Any]) -> NormalisedResponse:
     if resp.finish_reason_raw is None:
         raw = _text_chunk(b)[1]
         resp.finish_reason_raw = raw
-        resp.finish_reason = finish_lookup(_TEXT_FINISH, raw)
-        if resp.finish_reason is FinishReason.COMPLETE and resp.tool_calls:
-            resp.finish_reason = FinishReason.TOOL_CALL
+        resp.finish_reason = finish_lookup(_TEXT_FINISH, raw, bool(resp.tool_calls))
     return resp
 
 

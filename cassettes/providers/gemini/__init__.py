@@ -44,7 +44,6 @@ import orjson
 from cassettes import bounds
 from cassettes.models import (
     ApiError,
-    FinishReason,
     NormalisedRequest,
     NormalisedResponse,
 )
@@ -54,10 +53,10 @@ from cassettes.providers._base import (
     Provider,
     Rendered,
     ReplayShapes,
+    as_obj,
     as_str,
     error_from_body,
 )
-from cassettes.providers._parts import StreamParts
 from cassettes.providers.gemini._body import (
     METHODS,
     STRUCTURAL,
@@ -75,6 +74,7 @@ from cassettes.providers.gemini._body import (
 from cassettes.providers.gemini._interactions import GeminiInteractions
 from cassettes.providers.gemini._live import GeminiLive
 from cassettes.providers.gemini._render import render_generate
+from cassettes.providers.gemini._stream import GenerateStream
 from cassettes.wire.framing import Framed
 
 __all__ = [
@@ -85,14 +85,6 @@ __all__ = [
     "render_generate",
     "usage_from",
 ]
-
-
-def _reader(in_stream: bool = True) -> StreamParts:
-    """The stream reader (:mod:`cassettes.providers.gemini._stream`, which reads parts with this
-    module's helpers)."""
-    from cassettes.providers.gemini._stream import GenerateStream
-
-    return GenerateStream(in_stream=in_stream)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,7 +238,7 @@ class Gemini(Provider):
         return hit[0] if hit is not None else None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = body if isinstance(body, dict) else {}
+        b = as_obj(body)
         contents = either_case(b, "contents")
         if isinstance(contents, dict):  # a single Content is tolerated by some clients
             contents = [contents]
@@ -280,18 +272,16 @@ class Gemini(Provider):
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         if isinstance(body, list):  # a streamed method answered as one JSON value
-            return _reader(in_stream=False).fold(list(body))
-        b = body if isinstance(body, dict) else {}
+            return GenerateStream(in_stream=False).fold(list(body))
+        b = as_obj(body)
         if "error" in b and not b.get("candidates"):
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
-        resp = _reader(in_stream=False).fold([b])
+            return self.error_answer(b)
+        resp = GenerateStream(in_stream=False).fold([b])
         resp.complete = True
         return resp
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        return _reader().read(framed)
+        return GenerateStream().read(framed)
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         """``{"error":{code,message,status,details}}``, bare or wrapped in a list (WIRE.md §D.6).

@@ -55,6 +55,8 @@ from cassettes.providers._base import (
     as_obj,
     as_str,
     compact_json,
+    function_spec,
+    inline_history,
     json_events,
     media_part,
     parse_arguments,
@@ -282,14 +284,7 @@ def _tools(tools: Any) -> list[ToolSpec]:
         if not isinstance(t, dict):
             continue
         if t.get("type") == "function" and isinstance(t.get("name"), str):
-            params = t.get("parameters")
-            out.append(
-                ToolSpec(
-                    name=t["name"],
-                    description=as_str(t.get("description")),
-                    parameters=params if isinstance(params, dict) else None,
-                )
-            )
+            out.append(function_spec(t))
         elif isinstance(t.get("type"), str):
             out.append(ToolSpec(name=t["type"], kind="server"))
     return out
@@ -538,18 +533,12 @@ def _thread(request: Any, answer: Any) -> tuple[str | None, str | None, list[Any
     return prev, as_str(r.get("id")) or None, items
 
 
-def _standalone(request: Any, history: list[Any]) -> Any:
-    if not isinstance(request, dict):
-        return request
-    _, _, own = _thread(request, None)
-    return {
-        **{k: v for k, v in request.items() if k != "previous_interaction_id"},
-        "input": [*history, *own],
-    }
+_standalone = inline_history(_thread, "previous_interaction_id")
 
 
 class GeminiInteractions(Provider):
     family = "gemini_interactions"
+    history_keys = ("input",)
     profile = Profile(
         price_provider="google",
         model_vendor="google",
@@ -561,29 +550,17 @@ class GeminiInteractions(Provider):
         route = _route(url)
         if route is None:
             return 0
-        kind = route[0]
-        m = method.upper()
+        google = _google_host(url)
         segs = [s for s in url.path.split("/") if s]
-        if not _google_host(url) and not _VERSION.match(
-            segs[segs.index("interactions") - 1] if segs.index("interactions") else ""
-        ):
+        i = segs.index("interactions")
+        if not google and not _VERSION.match(segs[i - 1] if i else ""):
             return 0  # elsewhere only as the SDK writes it, ``…/{version}/interactions``
-        if kind == "create":
-            if m != "POST":
-                return 0
-            if _google_host(url):
-                return 4
-            return (
-                3
-                if isinstance(body, dict)
-                and "input" in body
-                and ("model" in body or "agent" in body)
-                else 0
-            )
-        if kind == "item" and m in ("GET", "DELETE"):
-            return 3 if _google_host(url) else 2
-        if kind == "cancel" and m == "POST":
-            return 3 if _google_host(url) else 2
+        asked = (route[0], method.upper())
+        if asked == ("create", "POST"):
+            b = as_obj(body)
+            return 4 if google else 3 if "input" in b and ("model" in b or "agent" in b) else 0
+        if asked in (("item", "GET"), ("item", "DELETE"), ("cancel", "POST")):
+            return 3 if google else 2
         return 0
 
     def operation(self, method: str, url: SplitResult) -> str:
@@ -604,9 +581,6 @@ class GeminiInteractions(Provider):
         """``previous_interaction_id`` names an interaction the server stored; made
         self-contained, the request carries that interaction's steps in its ``input``."""
         return Chaining(_thread, _standalone)
-
-    def history_key(self, body: Any) -> str | None:
-        return "input" if isinstance(body, dict) and isinstance(body.get("input"), list) else None
 
     def joins(self, prev: Any, item: Any) -> bool:
         if isinstance(item, dict) and "role" in item and "type" not in item:
@@ -633,7 +607,7 @@ class GeminiInteractions(Provider):
         return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         inp = b.get("input")
         system = b.get("system_instruction")
         return NormalisedRequest(
@@ -650,11 +624,9 @@ class GeminiInteractions(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         if isinstance(b.get("error"), dict) and "status" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         return _interaction(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:

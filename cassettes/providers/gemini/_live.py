@@ -21,15 +21,14 @@ from urllib.parse import SplitResult
 from cassettes.models import (
     FinishReason,
     Message,
-    NormalisedRequest,
     NormalisedResponse,
     Part,
     ToolResult,
-    ToolSpec,
 )
 from cassettes.providers._base import (
     Profile,
     WsProvider,
+    WsRequest,
     WsTurns,
     as_str,
     audio_ref,
@@ -98,59 +97,10 @@ _TURNS = WsTurns(
 )
 
 
-class GeminiLive(WsProvider):
-    family = "gemini_live"
-    profile = Profile(
-        price_provider="google",
-        otel_provider="gcp.gemini",
-        api_key_env=("GOOGLE_API_KEY", "GEMINI_API_KEY"),
-    )
-
-    turns = _TURNS
-
-    def at(self, url: SplitResult) -> bool:
-        return _is_live(url)
-
-    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: Item = body if isinstance(body, dict) else {}
-        req = _LiveRequest()
-        for ev in b.get("events") or []:
-            if isinstance(ev, dict):
-                req.take(ev)
-        model = req.model
-        if isinstance(model, str) and model.startswith("models/"):
-            model = model.removeprefix("models/")
-        return NormalisedRequest(
-            family=self.family,
-            model=model,
-            stream=True,
-            system=req.system,
-            messages=req.messages,
-            tools=req.tools,
-            params=req.params,
-            previous_response_id=as_str(b.get("previous_response_id")),
-        )
-
-    def parse_response(self, body: Any) -> NormalisedResponse:
-        return NormalisedResponse(
-            error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
-        )
-
-    def reassemble(self, framed: Framed) -> NormalisedResponse:
-        return _LiveTurn().read(framed)
-
-
-class _LiveRequest:
+class _LiveRequest(WsRequest):
     """A turn's gathered client messages folded into one request: ``setup`` (model, system
     instruction, tools, generation config), ``clientContent`` turns, ``realtimeInput`` text and
     ``toolResponse`` function responses."""
-
-    def __init__(self) -> None:
-        self.model: str | None = None
-        self.system: list[Part] = []
-        self.tools: list[ToolSpec] = []
-        self.params: dict[str, Any] = {}
-        self.messages: list[Message] = []
 
     def take(self, ev: Item) -> None:
         setup = either_case(ev, "setup")
@@ -186,6 +136,30 @@ class _LiveRequest:
         gen = either_case(setup, "generationConfig")
         if isinstance(gen, dict):
             self.params["generationConfig"] = gen
+
+
+class GeminiLive(WsProvider):
+    family = "gemini_live"
+    profile = Profile(
+        price_provider="google",
+        otel_provider="gcp.gemini",
+        api_key_env=("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    )
+
+    turns = _TURNS
+    gathered = _LiveRequest
+
+    def at(self, url: SplitResult) -> bool:
+        return _is_live(url)
+
+    def session_model(self, named: str | None, url: SplitResult) -> str | None:
+        return named.removeprefix("models/") if named is not None else None
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        return self.error_answer(body)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        return _LiveTurn().read(framed)
 
 
 def _function_response(fr: Item) -> Part:

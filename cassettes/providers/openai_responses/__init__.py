@@ -30,7 +30,9 @@ from cassettes.providers._base import (
     ReplayShapes,
     WsTurns,
     as_int,
+    as_obj,
     as_str,
+    inline_history,
 )
 from cassettes.providers.openai_responses._items import (
     CLIENT_CALLS,
@@ -45,6 +47,7 @@ from cassettes.providers.openai_responses._items import (
     tools_of,
 )
 from cassettes.providers.openai_responses._render import render_responses
+from cassettes.providers.openai_responses._stream import ResponsesStream
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIResponses", "render_responses"]
@@ -85,8 +88,8 @@ def usage_from(u: Any) -> Usage | None:
         return None
     ind = u.get("input_tokens_details")
     outd = u.get("output_tokens_details")
-    ind = ind if isinstance(ind, dict) else {}
-    outd = outd if isinstance(outd, dict) else {}
+    ind = as_obj(ind)
+    outd = as_obj(outd)
     return Usage(
         input_tokens=as_int(u.get("input_tokens")),
         output_tokens=as_int(u.get("output_tokens")),
@@ -142,7 +145,7 @@ def _ws_thread(request: Any, closing: Any) -> tuple[str | None, str | None, list
     """(previous_response_id, the answer's id, the turn's input items then its output items).
     ``closing``: the answer's closing event (a stream's or a WebSocket session's ``response.*``
     event carrying the response) or the response object itself (an answer sent whole)."""
-    req = request if isinstance(request, dict) else {}
+    req = as_obj(request)
     prev = req.get("previous_response_id")
     given = req.get("input")
     items: list[Any] = (
@@ -165,17 +168,10 @@ def _ws_thread(request: Any, closing: Any) -> tuple[str | None, str | None, list
     return (prev if isinstance(prev, str) else None), rid, items
 
 
-def _ws_standalone(request: Any, history: list[Any]) -> Any:
-    """The ``response.create`` without ``previous_response_id``, its input the whole history: what
-    the API itself would have taken the earlier response to mean (its input and output, then this
-    turn's input)."""
-    if not isinstance(request, dict):
-        return request
-    _, _, own = _ws_thread(request, None)
-    return {
-        **{k: v for k, v in request.items() if k != "previous_response_id"},
-        "input": [*history, *own],
-    }
+#: The ``response.create`` without ``previous_response_id``, its input the whole history: what
+#: the API itself would have taken the earlier response to mean (its input and output, then this
+#: turn's input).
+_ws_standalone = inline_history(_ws_thread, "previous_response_id")
 
 
 class ResponsesReplay(ReplayShapes):
@@ -303,7 +299,7 @@ class OpenAIResponses(Provider):
         return parse_qs(url.query).get("stream", [""])[-1].lower() == "true"
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         inp = b.get("input")
         messages = messages_of(inp)
         tc = b.get("tool_choice")
@@ -351,7 +347,7 @@ class OpenAIResponses(Provider):
         # Besides call ids: the ids of echoed output items (fc_…, rs_…, msg_…) and the chained
         # response id are made up by the API per run.
         out = super().volatile_ids(body, url)
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         inp = b.get("input")
         for item in inp if isinstance(inp, list) else []:
             if isinstance(item, dict) and isinstance(item.get("id"), str):
@@ -363,11 +359,9 @@ class OpenAIResponses(Provider):
         return out
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b: Item = body if isinstance(body, dict) else {}
+        b: Item = as_obj(body)
         if isinstance(b.get("error"), dict) and "output" not in b and "status" not in b:
-            return NormalisedResponse(
-                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
-            )
+            return self.error_answer(b)
         return self._response(b, in_stream=False)
 
     def _response(self, r: Item, *, in_stream: bool) -> NormalisedResponse:
@@ -427,6 +421,4 @@ class OpenAIResponses(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """The SDK's ``ResponseStreamState`` accumulation (WIRE.md §B.4), lenient for other
         servers."""
-        from cassettes.providers.openai_responses._stream import ResponsesStream
-
         return ResponsesStream(self._response).read(framed)

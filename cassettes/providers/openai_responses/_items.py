@@ -17,6 +17,7 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     as_str,
+    function_spec,
     media_part,
     text_of,
     tool_call_from_string,
@@ -307,14 +308,7 @@ def tools_of(tools: Any) -> list[ToolSpec]:
             continue
         kind = as_str(t.get("type")) or "other"
         if kind == "function":
-            params = t.get("parameters")
-            out.append(
-                ToolSpec(
-                    name=as_str(t.get("name")) or "",
-                    description=as_str(t.get("description")),
-                    parameters=params if isinstance(params, dict) else None,
-                )
-            )
+            out.append(function_spec(t))
         elif kind == "custom":
             out.append(
                 ToolSpec(

@@ -15,6 +15,7 @@ from cassettes.providers._base import (
     Rendered,
     answer_calls,
     answer_text,
+    as_obj,
     as_str,
     call_arguments_text,
     pieces,
@@ -85,7 +86,7 @@ def render_responses(answer: NormalisedResponse, stream: bool, request: Any) -> 
     }.get(finish or FinishReason.COMPLETE)
     rid = answer.id or "resp_looptap"
     items = _items(answer, rid, incomplete)
-    req = request if isinstance(request, dict) else {}
+    req = as_obj(request)
     final: Item = {
         "id": rid,
         "object": "response",

@@ -1035,3 +1035,45 @@ def test_other_services_routes_are_not_claimed() -> None:
     assert r.family == "unknown"
     r = rt("https://api.cohere.com/v2/chat", {}, {"message": "invalid request"}, status=400)
     assert r.family == "cohere" and r.response is not None and r.response.error is not None
+
+
+_CHAT_CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize(
+    ("url", "req", "resp", "chunks"),
+    [
+        (  # a Gemini- or Ollama-compatible server: "stop" on a turn with tool calls
+            "https://compat.example.com/v1/chat/completions",
+            {"model": "m", "messages": []},
+            {"choices": [{"message": {"tool_calls": [_CHAT_CALL]}, "finish_reason": "stop"}]},
+            None,
+        ),
+        (
+            "https://compat.example.com/v1/chat/completions",
+            {"model": "m", "messages": [], "stream": True},
+            b"",
+            sse(
+                {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, **_CHAT_CALL}]}}]},
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                done=True,
+            ),
+        ),
+        (  # Cohere v1 says COMPLETE with tool calls
+            "https://api.cohere.com/v1/chat",
+            {"model": "command-r", "message": "hi"},
+            {
+                "text": "",
+                "tool_calls": [{"name": "f", "parameters": {}}],
+                "finish_reason": "COMPLETE",
+            },
+            None,
+        ),
+    ],
+)
+def test_a_turn_that_completed_with_tool_calls_is_a_tool_call(
+    url: str, req: Any, resp: Any, chunks: list[bytes] | None
+) -> None:
+    r = rt(url, req, resp, chunks=chunks)
+    assert r.response is not None and r.response.tool_calls
+    assert r.response.finish_reason is FinishReason.TOOL_CALL, r.response.finish_reason
