@@ -685,7 +685,9 @@ def test_random_damage_to_real_bodies(
     ex = fresh(base, request_body=request, response_chunks=chunks)
     _no_internal_error(parse_exchange(ex))
     _, (got,) = write_read(ex)
-    assert_raw_kept(ex, got)
+    # what the writer keeps is the exchange redacted: damage can make a credential's name (an
+    # "auth" key in a Gemini answer's JSON text, pick=177: its value masked)
+    assert_raw_kept(Redactor().exchange(ex), got)
 
 
 # -- damaged cassette files -------------------------------------------------------------------
