@@ -690,7 +690,7 @@ class LooptapRecorder:
                 f"no close frame; {who} {'reset' if how == failures.RESET else 'closed'} "
                 "the connection"
             )
-        for ex in session.end(ws.close_code, reason):
+        for ex in session.end(ws.close_code, reason, by_client=ws.closed_by_client):
             self._hand_over_turn(ex, flow)
 
     def _hand_over_turn(self, ex: Exchange, flow: http.HTTPFlow) -> None:

@@ -36,9 +36,9 @@ code                           severity    fires when
                                            stream, an error body, or an ``error`` finish.
 ``A.stream_truncated``         error       a stream ended without its terminal event (also fired when
                                            a transport error explains it; the message says so; not
-                                           when the client hung up: ``C.hung_up_mid_answer``).
+                                           when the client cut it: ``C.abandoned_answer``).
 ``A.transport_error``          error       the connection failed: the round trip is partial (not
-                                           when the client hung up: ``C.hung_up_mid_answer``).
+                                           when the client cut it: ``C.abandoned_answer``).
 ``A.tool_calls_without_calls`` warning     the finish reason promises tool calls (``tool_calls``,
                                            ``tool_use``) but the response carries none.
 ``A.model_mismatch``           info /      the served model is not the requested one (dated
@@ -505,9 +505,9 @@ def check_error_in_200(ctx: TurnContext) -> Iterator[Finding]:
 def check_stream_truncated(ctx: TurnContext) -> Iterator[Finding]:
     rt = ctx.rt
     r = rt.response
-    if r is None or r.complete is not False or r.error is not None or rt.client_closed:
+    if r is None or r.complete is not False or r.error is not None or rt.cut_by_client:
         # an error event ends a stream early on purpose (A.error_in_200); a client that hung up cut
-        # it itself (C.hung_up_mid_answer)
+        # it itself (C.abandoned_answer)
         return
     why = f" The transport error explains it: {rt.transport_error}." if rt.transport_error else ""
     e = ctx.turn.e
@@ -529,7 +529,7 @@ def check_stream_truncated(ctx: TurnContext) -> Iterator[Finding]:
 
 def check_transport_error(ctx: TurnContext) -> Iterator[Finding]:
     rt = ctx.rt
-    if not rt.transport_error or rt.client_closed:  # the client's doing: C.hung_up_mid_answer
+    if not rt.transport_error or rt.cut_by_client:  # the client's doing: C.abandoned_answer
         return
     partial = "no response" if rt.status is None else f"HTTP {rt.status}, a partial body"
     yield ctx.finding(

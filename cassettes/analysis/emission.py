@@ -393,8 +393,8 @@ def check_arguments_not_json(ctx: TurnContext) -> Iterator[Finding]:
         if cut_by_cap or cut_by_stream:
             if cut_by_cap:
                 cause, why = "A.truncated_length", "the output hit the token cap"
-            elif ctx.rt.client_closed:
-                cause, why = "C.hung_up_mid_answer", "the client hung up on the stream"
+            elif ctx.rt.cut_by_client:
+                cause, why = "C.abandoned_answer", "the client hung up on the stream"
             else:
                 cause, why = "A.stream_truncated", "the stream ended early"
             yield ctx.finding(

@@ -502,7 +502,7 @@ def _cost(ctx: TurnContext, tv: TokenCount, usage: Usage | None, mem: _ConvToken
             if code
             else (
                 "the client hung up"
-                if ctx.rt.client_closed
+                if ctx.rt.cut_by_client
                 else ("a transport failure" if ctx.rt.transport_error else "no response")
             )
         )

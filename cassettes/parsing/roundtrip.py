@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from cassettes import providers
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing import sealed
-from cassettes.wire.exchange import Exchange, closed_by_client
+from cassettes.wire.exchange import Exchange, cut_by_client
 from cassettes.wire.framing import Framed, frame
 
 __all__ = [
@@ -109,10 +109,10 @@ class RoundTrip(BaseModel):
         self._raw_history_len = None
 
     @property
-    def client_closed(self) -> bool:
+    def cut_by_client(self) -> bool:
         """Cut because the client hung up before the answer's end
-        (:func:`~cassettes.wire.exchange.closed_by_client`), not by the upstream or the network."""
-        return closed_by_client(self.transport_error)
+        (:func:`~cassettes.wire.exchange.cut_by_client`), not by the upstream or the network."""
+        return cut_by_client(self.transport_error)
 
     @property
     def complete(self) -> bool | None:

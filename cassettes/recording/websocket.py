@@ -169,12 +169,20 @@ class WsSession:
         return ex
 
     def end(
-        self, close_code: int | None = None, reason: str | None = None, t: float | None = None
+        self,
+        close_code: int | None = None,
+        reason: str | None = None,
+        t: float | None = None,
+        by_client: bool | None = None,
     ) -> list[Exchange]:
-        """The connection closed: a turn still open is cut; messages outside any turn are kept
-        as one session record."""
-        why = f"the connection closed (code {close_code}{': ' + reason if reason else ''})"
-        return self._flush(why)
+        """The connection closed (``by_client``: by the agent, by the upstream, or not known): a
+        turn still open is cut; messages outside any turn are kept as one session record."""
+        head = {
+            True: "the agent closed the connection",  # (wire.exchange.AGENT_CUT)
+            False: "the upstream closed the connection",
+            None: "the connection closed",
+        }[by_client]
+        return self._flush(f"{head} (code {close_code}{': ' + reason if reason else ''})")
 
     def _flush(self, why: str) -> list[Exchange]:
         out = []

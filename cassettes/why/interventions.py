@@ -325,7 +325,7 @@ def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
                 f"{cid}=@FILE (what the tool returned) to run this repair"
             )
         return i
-    if f.code == "C.hung_up_mid_answer":
+    if f.code == "C.abandoned_answer":
         # the turn live again, its answer read to the end by the fork (as a retry is)
         return Intervention(
             "C",

@@ -15,7 +15,7 @@ import orjson
 
 from cassettes import bounds
 
-__all__ = ["CLIENT_CLOSED", "Exchange", "Headers", "closed_by_client", "header"]
+__all__ = ["AGENT_CUT", "CLIENT_CLOSED", "Exchange", "Headers", "cut_by_client", "header"]
 
 Headers = list[tuple[str, str]]
 
@@ -35,12 +35,17 @@ def header(headers: Headers, name: str) -> str | None:
 #: HTTP/2 stream reset is not told apart from the upstream's by mitmproxy's message, and stays a
 #: transport error.
 CLIENT_CLOSED = "Client disconnected."
+#: How looptap's WebSocket recorder (:mod:`cassettes.recording.websocket`) begins the transport
+#: error of a turn the agent cut: it closed the connection, or sent its next turn first.
+AGENT_CUT = ("the agent closed the connection", "the client started the next turn")
 
 
-def closed_by_client(transport_error: str | None) -> bool:
-    """Whether a round trip was cut because its client hung up (a client timeout, a cancelled
-    stream, an agent that stopped reading), not because the upstream or the network failed."""
-    return transport_error == CLIENT_CLOSED
+def cut_by_client(transport_error: str | None) -> bool:
+    """Whether a round trip was cut by its client (a client timeout, a cancelled stream, an agent
+    that stopped reading or went on to its next turn), not by the upstream or the network."""
+    return transport_error is not None and (
+        transport_error == CLIENT_CLOSED or transport_error.startswith(AGENT_CUT)
+    )
 
 
 UNSET: Any = object()

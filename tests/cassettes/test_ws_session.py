@@ -4,8 +4,11 @@ message."""
 from __future__ import annotations
 
 import orjson
+import pytest
 
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.analysis import analyse
+from cassettes.analysis.model import Severity
+from cassettes.parsing.roundtrip import parse_all, parse_exchange
 from cassettes.providers import is_llm_host
 from cassettes.recording import websocket
 from tests.support.ws_upstream import events
@@ -60,6 +63,33 @@ def test_a_turn_cut_by_the_connection_and_messages_outside_turns_are_kept() -> N
     rt = parse_exchange(cut)
     assert rt.transport_error and rt.response is not None and rt.response.complete is False
     assert outside.status == 101 and outside.response_body == b'< {"type": "session.created"}\n'
+
+
+@pytest.mark.parametrize(
+    ("cut_by", "code", "severity"),
+    [
+        ("agent", "C.abandoned_answer", Severity.WARNING),  # closed on an answer that was coming
+        ("next turn", "C.abandoned_answer", Severity.INFO),  # an interruption (barge-in)
+        ("upstream", "A.transport_error", Severity.ERROR),
+    ],
+)
+def test_who_cut_a_websocket_turn_says_whose_finding_it_is(
+    cut_by: str, code: str, severity: Severity
+) -> None:
+    """A turn the agent cut (it closed the connection, or sent its next turn first) is the
+    client's doing, never an API failure; one the upstream cut is the API's."""
+    s = websocket.WsSession("wss://api.openai.com/v1/responses", [], [], started=0.0)
+    req = {"type": "response.create", "model": "gpt-5", "input": "Hi"}
+    s.message(True, orjson.dumps(req), 0.2)
+    s.message(False, events(req, "resp_1")[0], 0.3)
+    if cut_by == "next turn":
+        (cut,) = s.message(True, orjson.dumps({**req, "input": "Stop, I meant Lyon"}), 0.4)
+    else:
+        (cut,) = s.end(1000, None, by_client=cut_by == "agent")
+    findings = analyse([cut], parse_all([cut])).findings
+    assert [(f.code, f.severity) for f in findings if f.code in (code, "A.stream_truncated")] == [
+        (code, severity)
+    ] + ([("A.stream_truncated", Severity.ERROR)] if cut_by == "upstream" else []), findings
 
 
 def test_an_error_message_is_the_turns_status() -> None:

@@ -414,7 +414,7 @@ def test_a_stream_the_client_cancels_is_the_clients_doing_not_the_apis(
 ) -> None:
     """A client that closes a stream mid-answer (a cancel, a client-side timeout): the upstream had
     sent one event and would send the next an hour later. mitmproxy says ``Client disconnected.``;
-    the round trip is partial, and that is the client's doing: ``C.hung_up_mid_answer`` (a
+    the round trip is partial, and that is the client's doing: ``C.abandoned_answer`` (a
     warning: an answer that was coming was thrown away), never ``A.transport_error`` or
     ``A.stream_truncated`` (the API did not fail), nor a retryable error the client gave up on."""
     pytest.importorskip("openai")
@@ -424,12 +424,12 @@ def test_a_stream_the_client_cancels_is_the_clients_doing_not_the_apis(
     assert len(cas.exchanges) == 1 and not cas.problems
     ex, rt = cas.exchanges[0], rts[0]
     assert ex.transport_error == "Client disconnected." and ex.status == 200, ex
-    assert rt.client_closed and rt.complete is False, rt
+    assert rt.cut_by_client and rt.complete is False, rt
     findings = analyse(cas.exchanges, rts).findings
     codes = {f.code: f for f in findings}
     assert "A.transport_error" not in codes and "A.stream_truncated" not in codes, findings
     assert "C.gave_up_on_retryable_error" not in codes, findings
-    hung = codes["C.hung_up_mid_answer"]
+    hung = codes["C.abandoned_answer"]
     assert hung.severity is Severity.WARNING and "after HTTP 200 and 1 event," in hung.message, hung
 
 

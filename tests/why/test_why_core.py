@@ -592,8 +592,8 @@ def test_a_resumed_budget_line_says_what_is_left_whatever_the_count(n: int) -> N
     assert resumed_head(line, said) == f"{said}; at most $0.01"
 
 
-def test_a_turn_the_client_hung_up_on_is_awaited_to_its_end(tmp_path: Path) -> None:
-    """``C.hung_up_mid_answer``: the repair is the turn live again, its answer read to the end (as
+def test_a_turn_the_client_abandoned_is_awaited_to_its_end(tmp_path: Path) -> None:
+    """``C.abandoned_answer``: the repair is the turn live again, its answer read to the end (as
     a retry), not "no repair"; and it stands for the turn's E re-sample (the same request)."""
     from cassettes.reading.run import open_run
     from cassettes.why.interventions import interventions

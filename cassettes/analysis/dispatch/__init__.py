@@ -56,9 +56,10 @@ Catalogue (code, severity, when it fires):
 ``C.retry_before_retry_after``      warning   ... sooner than the ``retry-after`` the API asked for
 ``C.retry_storm``                   warning   five attempts at one request, each within 0.5 s of the last failure
 ``C.gave_up_on_retryable_error``    info      the conversation ended on a 429, 5xx or transport error
-``C.hung_up_mid_answer``            warning   the client closed its connection before the answer's
-                                    / info    end (info after an error status): a client timeout or
-                                              cancel, not the API's failure
+``C.abandoned_answer``              warning   the client cut the answer before its end: closed its
+                                    / info    connection (a timeout, a cancel) or, on a WebSocket,
+                                              sent its next turn first (info: an interruption, or
+                                              after an error status); not the API's failure
 ``C.answer_discarded``              info      a turn's messages sent again (the same text, calls and
                                               results) after it was answered: the answer thrown
                                               away (a parse or validation retry), paid for twice
@@ -116,7 +117,7 @@ from cassettes.analysis.dispatch.results import (
     check_unanswered_history_call,
     final_pending_calls,
 )
-from cassettes.analysis.dispatch.retry import check_hung_up, check_retry, final_gave_up
+from cassettes.analysis.dispatch.retry import check_abandoned, check_retry, final_gave_up
 from cassettes.analysis.dispatch.roots import (
     CAUSES,
     fold_root_causes,
@@ -149,7 +150,7 @@ CHECKS: tuple[Check, ...] = (
     check_refusal_treated_as_answer,
     check_mcp_results,
     check_retry,
-    check_hung_up,
+    check_abandoned,
     check_tool_result_error,
     check_tool_result_blocked,
     check_cache_prefix,

@@ -10,6 +10,7 @@ from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.model import Finding, Severity
 from cassettes.hints import count
 from cassettes.models import NormalisedRequest
+from cassettes.wire.exchange import AGENT_CUT
 
 
 def _request_changes(
@@ -52,7 +53,7 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
         yield _answer_discarded(ctx)
         return
     status = p.status or 0
-    if p.client_closed:
+    if p.cut_by_client:
         why = "the client hung up"
     elif p.transport_error:
         why = "a transport error"
@@ -206,8 +207,8 @@ def final_gave_up(conv: ConversationState) -> Iterator[Finding]:
     last = conv.turns[-1]
     rt = last.rt
     status = rt.status or 0
-    if rt.client_closed:
-        return  # the client's own end (C.hung_up_mid_answer), not an error it gave up on
+    if rt.cut_by_client:
+        return  # the client's own end (C.abandoned_answer), not an error it gave up on
     if rt.transport_error:
         why = "a transport error"
     elif status in (408, 409, 429) or status >= 500:
@@ -229,14 +230,15 @@ def final_gave_up(conv: ConversationState) -> Iterator[Finding]:
     )
 
 
-def check_hung_up(ctx: TurnContext) -> Iterator[Finding]:
-    """C.hung_up_mid_answer — the client closed its connection before the answer's end: the round
-    trip is cut by the client (a client-side timeout, a cancelled stream, an agent that stopped
-    reading), not by the API or the network. A warning when it threw away an answer that was
-    coming (nothing yet, or a 2xx cut), info after an error status (all most clients read of an
-    error)."""
+def check_abandoned(ctx: TurnContext) -> Iterator[Finding]:
+    """C.abandoned_answer — the client cut the answer before its end: it closed its connection (a
+    client-side timeout, a cancelled stream, an agent that stopped reading) or, on a WebSocket, sent
+    its next turn first (an interruption). The round trip is cut by the client, not by the API or
+    the network. A warning when it closed on an answer that was coming (nothing yet, or a 2xx
+    cut); info after an error status (all most clients read of an error) and for an interruption
+    (a voice agent's barge-in is the protocol at work)."""
     rt = ctx.rt
-    if not rt.client_closed:
+    if not rt.cut_by_client:
         return
     r, e = rt.response, ctx.turn.e
     parts = [count(r.events, "event")] if r is not None and rt.stream and r.events else []
@@ -251,12 +253,17 @@ def check_hung_up(ctx: TurnContext) -> Iterator[Finding]:
     else:
         got = f"after the head of HTTP {rt.status}"
     when = f", {rt.duration:.1f} s after the request" if rt.duration is not None else ""
-    error = rt.status is not None and rt.status >= 400
+    interrupted = (rt.transport_error or "").startswith(AGENT_CUT[1])
+    if interrupted:
+        did, causes = "sent its next turn", "an interruption, such as a voice agent's barge-in"
+    else:
+        did = "closed its connection"
+        causes = "a client-side timeout, a cancelled stream, or an agent that stopped reading"
+    quiet = interrupted or (rt.status is not None and rt.status >= 400)
     yield ctx.finding(
-        "C.hung_up_mid_answer",
-        Severity.INFO if error else Severity.WARNING,
-        f"The client closed its connection {got}{when}: the round trip is cut by the client, not "
-        "by the API or the network (a client-side timeout, a cancelled stream, or an agent that "
-        "stopped reading).",
+        "C.abandoned_answer",
+        Severity.INFO if quiet else Severity.WARNING,
+        f"The client {did} {got}{when}, before the answer's end: the round trip is cut by the "
+        f"client, not by the API or the network ({causes}).",
         status=rt.status,
     )

@@ -464,26 +464,26 @@ CLIENT_GONE = "Client disconnected."  # mitmproxy's words when the client hangs 
 
 
 @pytest.mark.parametrize("family", STREAM_FAMILIES)
-def test_a_stream_the_client_hung_up_on_is_not_the_apis_failure(family: str) -> None:
+def test_a_stream_the_client_abandoned_is_not_the_apis_failure(family: str) -> None:
     """A stream cut because the client closed its connection (a cancel, a client-side timeout):
     the client's finding, not the API's, and no retryable error it gave up on."""
     s = two_turns(family, stream=True, truncate_stream=True)
     s.exchanges[1].transport_error = CLIENT_GONE
     run = s.analyse()
     assert a_codes(run) == [], run.findings
-    f = one(run, "C.hung_up_mid_answer")
+    f = one(run, "C.abandoned_answer")
     assert (f.seq, f.severity, f.layer) == (1, Severity.WARNING, "C")
     assert "after HTTP 200" in f.message
     assert not found(run, "C.gave_up_on_retryable_error")
     assert run.turns[1].a.complete is False
 
 
-def test_a_client_that_hung_up_before_the_head() -> None:
+def test_a_client_that_left_before_the_head() -> None:
     s = two_turns("anthropic")
     ex = s.exchanges[1]
     ex.status, ex.response_chunks, ex.transport_error = None, [], CLIENT_GONE
     run = s.analyse()
-    f = one(run, "C.hung_up_mid_answer")
+    f = one(run, "C.abandoned_answer")
     assert f.severity is Severity.WARNING and "before the answer's head came" in f.message
     assert a_codes(run) == [] and not found(run, "C.gave_up_on_retryable_error")
 
@@ -497,13 +497,13 @@ def test_an_error_answer_the_client_stopped_reading() -> None:
     s.fail(429, body)
     s.exchanges[0].transport_error = CLIENT_GONE
     run = s.analyse()
-    assert a_codes(run) == ["A.rate_limited"] and not found(run, "C.hung_up_mid_answer")
+    assert a_codes(run) == ["A.rate_limited"] and not found(run, "C.abandoned_answer")
     rt = parse_exchange(s.exchanges[0])
     assert rt.transport_error is None and any("the round trip is whole" in n for n in rt.notes)
     s.exchanges[0].response_chunks = [(0.0, b'{"error": {"mess')]  # the rest never came
     run = s.analyse()
     assert a_codes(run) == ["A.rate_limited"], run.findings
-    assert one(run, "C.hung_up_mid_answer").severity is Severity.INFO
+    assert one(run, "C.abandoned_answer").severity is Severity.INFO
 
 
 def test_an_upstreams_reset_is_still_the_apis() -> None:
@@ -511,7 +511,7 @@ def test_an_upstreams_reset_is_still_the_apis() -> None:
     s.exchanges[1].transport_error = "Client disconnected. (no: the upstream reset the connection)"
     run = s.analyse()
     assert {"A.transport_error", "A.stream_truncated"} <= set(a_codes(run))
-    assert not found(run, "C.hung_up_mid_answer")
+    assert not found(run, "C.abandoned_answer")
 
 
 # --- finish reasons -----------------------------------------------------------------------------
