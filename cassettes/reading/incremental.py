@@ -88,6 +88,7 @@ class RunReader:
         summaries: bool = True,
         cache: bool = False,
     ) -> None:
+        self._made = (path, body_cache, turn_cache, store_dir, summaries)  # (:meth:`restart`)
         #: The cassette's records (index and request bodies), read ahead by :meth:`step`.
         self.source = RecordSource(path, body_cache)
         self.index = self.source.index
@@ -134,6 +135,23 @@ class RunReader:
         self._again: Reread | None = None
         # Once :meth:`settle` ran: the analysis of the whole run, its turns restored on lookup.
         self._settled: RunAnalysis | None = None
+        #: Its analysis after the last round trip, before the end-of-run pass (JSON), to be kept
+        #: for the file to be continued from once it grew (:func:`.snapshot.continuation_of`).
+        self.continuation: bytes | None = None
+        #: It stood where a kept analysis of the file's first bytes left off, and read only what
+        #: was added since (docs/kept-analysis.md, "A file that grew").
+        self.continued = False
+
+    def restart(self) -> None:
+        """Stand before the first byte again, nothing read (a kept state that did not check out
+        half-way through taking it)."""
+        self.close()
+        self.source.close()
+        self._viewer.close()
+        self.analyser.state.threader.close()
+        self.analyser.state.spill.close()
+        path, body_cache, turn_cache, store_dir, summaries = self._made
+        self.__init__(path, body_cache, turn_cache, store_dir, summaries=summaries)  # type: ignore[misc]
 
     @property
     def analysis(self) -> RunAnalysis:
@@ -298,6 +316,9 @@ class RunReader:
         trips by API family."""
         if not self.finished:
             self.finished = True
+            if self.index.digest is not None and not self.index.pending:
+                # before the end-of-run pass, which a continued run redoes
+                self.continuation = snapshot.continuation_of(self)
             tail = self.source.close_tail()
             self._analyse(tail, len(self.index) - len(tail))
             self.analyser.finish()
@@ -318,9 +339,8 @@ class RunReader:
                     break
             else:
                 self.unsummarised = None
-        return Batch(
-            turns=turns, records=records, problems=problems, at_end=self.unsummarised is None
-        )
+        at_end = self.unsummarised is None and self.finished  # (a continued file: read on)
+        return Batch(turns=turns, records=records, problems=problems, at_end=at_end)
 
     def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
         """A turn with everything the analysis gave it, restored from the store (a small cache

@@ -69,7 +69,10 @@ MIN_BYTES = 1 << 20
 #: is taken, where the analysis spills them to disk.
 MAX_CONVERSATIONS = 20_000
 #: The rows' layout (``PRAGMA user_version``): another one is not read, and is replaced.
-SCHEMA = 1
+SCHEMA = 2
+#: Bytes of the analysis' state a grown file is continued from (its JSON): more is not kept, and
+#: the grown file is analysed afresh.
+MAX_CONTINUATION = 256 << 20
 #: ``PRAGMA application_id`` of a looptap database (a foreign one is replaced).
 APPLICATION_ID = 0x4C54_4B41  # "LTKA"
 #: Bytes hashed at a time.
@@ -81,7 +84,8 @@ _TABLES = """
 CREATE TABLE run (
     id INTEGER PRIMARY KEY CHECK (id = 1), generation BLOB NOT NULL, analyser TEXT NOT NULL,
     size INTEGER NOT NULL, sha256 BLOB NOT NULL, reading TEXT NOT NULL, offsets BLOB NOT NULL,
-    lengths BLOB NOT NULL, seqs BLOB NOT NULL, analysis TEXT NOT NULL, views_done INTEGER
+    lengths BLOB NOT NULL, seqs BLOB NOT NULL, analysis TEXT NOT NULL, views_done INTEGER,
+    continuation BLOB
 );
 CREATE TABLE conversations (ord INTEGER PRIMARY KEY, id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE turns (
@@ -236,6 +240,13 @@ class Kept(NamedTuple):
     blocks: dict[int, tuple[int, int]]
     #: What the kept printed views are bound to (:func:`views`).
     generation: bytes
+    #: For a file that grew since: the analysis' state to continue from (JSON,
+    #: :mod:`cassettes.analysis.continuation`), the usage of each kept turn (seq → conversation,
+    #: tokens, cost) and the SHA-256 of the kept bytes as a hash to feed the rest to; ``None``
+    #: for the same bytes.
+    continuation: bytes | None = None
+    usage: dict[int, tuple[str, int | None, int | None, str | None]] | None = None
+    hashed: Any = None
 
 
 def _arrays(state: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
@@ -256,14 +267,16 @@ def keep(
         tuple[int, tuple[str, int | None, int | None, str | None] | None, tuple[int, int, int]]
     ],
     turns: tuple[IO[bytes] | None, dict[int, tuple[int, int]]],
+    continuation: bytes | None = None,
 ) -> bytes | None:
     """Keep the analysis of the cassette's first ``size`` bytes (whose SHA-256 is ``sha256``): the
     reader's ``state`` (plain data: the index's ``offsets``, ``lengths`` and ``seqs`` arrays, the
     rest JSON), the ``analysis`` (JSON, without its conversations), each conversation (id, JSON),
     the findings by turn (seq → position, JSON), each turn's usage (conversation, input and output
-    tokens, cost) and place (block, offset, length), and the store of full turns (its file, read
-    from where each block is). Replaces what was kept for this path, in one transaction. Never
-    raises: the new generation, ``None`` when it could not be kept."""
+    tokens, cost) and place (block, offset, length), the store of full turns (its file, read
+    from where each block is), and the state a grown file is continued from (JSON; ``None``:
+    none, a grown file is analysed afresh). Replaces what was kept for this path, in one
+    transaction. Never raises: the new generation, ``None`` when it could not be kept."""
     where = location(cassette)
     analyser = analyser_digest()
     if where is None or analyser is None:
@@ -280,9 +293,9 @@ def keep(
             db.execute(f"DELETE FROM {table}")  # (a table of ours)
         offsets, lengths, seqs = _arrays(state)
         db.execute(
-            "INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+            "INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
             (generation, analyser, size, sha256, orjson.dumps(state).decode(), offsets, lengths,
-             seqs, analysis.decode()),
+             seqs, analysis.decode(), _packed(continuation)),
         )  # fmt: skip
         db.executemany(
             "INSERT INTO conversations (id, data) VALUES (?, ?)",
@@ -317,8 +330,16 @@ def keep(
         db.close()
 
 
-def digest_of(cassette: Path, size: int) -> bytes | None:
-    """The SHA-256 of the cassette's first ``size`` bytes; ``None`` when it holds fewer."""
+def _packed(continuation: bytes | None) -> bytes | None:
+    if continuation is None or len(continuation) > MAX_CONTINUATION:
+        return None
+    packed: bytes = compressor().compress(continuation)
+    return packed
+
+
+def digest_of(cassette: Path, size: int) -> Any | None:
+    """The SHA-256 of the cassette's first ``size`` bytes, as a hash that can be fed the rest;
+    ``None`` when it holds fewer."""
     h = hashlib.sha256()
     done = 0
     with open_regular(cassette) as f:
@@ -328,7 +349,7 @@ def digest_of(cassette: Path, size: int) -> bytes | None:
                 return None
             h.update(chunk)
             done += len(chunk)
-    return h.digest()
+    return h
 
 
 @contextlib.contextmanager
@@ -389,16 +410,28 @@ def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
 
 def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) -> Kept | None:
     row = db.execute(
-        "SELECT generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis "
-        "FROM run"
+        "SELECT generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis, "
+        "continuation FROM run"
     ).fetchone()
     if row is None:
         return None
-    generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis = row
-    if analyser != analyser_digest() or size != os.stat(cassette).st_size:
+    generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis, cont = row
+    now = os.stat(cassette).st_size
+    # the same bytes, or a file that grew from them (with a state to continue from)
+    if analyser != analyser_digest() or size > now or (size < now and cont is None):
         return None
-    if digest_of(cassette, size) != sha256:
+    hashed = digest_of(cassette, size)
+    if hashed is None or hashed.digest() != sha256:
         return None
+    continuation = usage = None
+    if size < now:
+        continuation = _unpacked(cont)
+        usage = {
+            seq: (conv, i, o, cost)
+            for seq, conv, i, o, cost in db.execute(
+                "SELECT seq, conversation, input_tokens, output_tokens, cost FROM turns"
+            )
+        }
     if any(len(raw) % 8 for raw in (offsets, lengths, seqs)):
         return None  # (not arrays of 64-bit integers)
     offsets, lengths, seqs = array("q", offsets), array("q", lengths), array("q", seqs)
@@ -420,8 +453,27 @@ def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) 
         raise
     return Kept(
         size, reading.encode(), offsets, lengths, seqs, analysis.encode(), convs, findings,
-        places, out, out.tell(), blocks, generation,
+        places, out, out.tell(), blocks, generation, continuation, usage,
+        hashed if continuation is not None else None,
     )  # fmt: skip
+
+
+def _unpacked(packed: Any) -> bytes:
+    """The state a grown file is continued from, at most :data:`MAX_CONTINUATION` bytes
+    (``ValueError`` when it is not one)."""
+    import zstandard
+
+    if not isinstance(packed, bytes):
+        raise ValueError("not a kept state")
+    try:
+        if not 0 <= zstandard.frame_content_size(packed) <= MAX_CONTINUATION:
+            raise ValueError("the kept state is too big to be one, or of unknown size")
+        data: bytes = decompressor().decompress(packed, max_output_size=MAX_CONTINUATION)
+    except zstandard.ZstdError as exc:
+        raise ValueError(str(exc)) from None
+    if len(data) > MAX_CONTINUATION:
+        raise ValueError("the kept state is too big to be one")
+    return data
 
 
 # -- printed views: what show's printing pass made of each round trip ---------------------------

@@ -1,15 +1,18 @@
 """A :class:`~cassettes.reading.incremental.RunReader` to and from the rows of a kept analysis
 (:mod:`cassettes.reading.kept`, docs/kept-analysis.md): :func:`take` stands a reader where the
-reader that kept the rows stood once finished, :func:`keep` keeps a finished reader's analysis,
-and :func:`printed` serves the printed views kept with it."""
+reader that kept the rows stood once finished (or, for a file that grew since, where it stood
+after its last round trip, to read and analyse only what was added), :func:`keep` keeps a
+finished reader's analysis, and :func:`printed` serves the printed views kept with it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from cassettes.analysis import continuation
 from cassettes.analysis.model import Conversation, Finding, RunAnalysis
 from cassettes.reading import kept
 from cassettes.reading.stores import Places
@@ -81,8 +84,10 @@ def _checked(found: kept.Kept) -> ReaderState:
 
 def take(reader: RunReader) -> bool:
     """Before the reader's first step: take the kept analysis of its file when one checks out,
-    and stand finished, as if the file had been read and analysed; else hash the file as it is
-    read, so that :func:`keep` can keep it."""
+    and stand finished, as if the file had been read and analysed (``True``); for a file that
+    grew from the kept bytes, stand where the reader that kept them stood after its last round
+    trip, and hash the rest as it is read (``False``: the reader reads and analyses what was
+    added); else hash the file as it is read, so that :func:`keep` can keep it."""
     index = reader.index
     assert reader.records == 0 and index.consumed == 0, (
         "a kept analysis is taken before anything is read"
@@ -99,12 +104,18 @@ def take(reader: RunReader) -> bool:
         found.turns.close()
         index.digest = kept.hasher()
         return False
-    _adopt(reader, found, *parsed)
+    if found.continuation is not None:
+        _continue(reader, found, *parsed)
+        return False
+    _stand(reader, found, parsed[0], parsed[3])
+    reader.analyser.first_index = parsed[0].first_index
+    reader.analyser.take(parsed[1], parsed[2])
+    reader.finished = True
     reader.kept_as = found.generation
     return True
 
 
-def _adopt(
+def _continue(
     reader: RunReader,
     found: kept.Kept,
     state: ReaderState,
@@ -112,12 +123,29 @@ def _adopt(
     flagged: dict[int, tuple[int, list[Finding]]],
     places: Places,
 ) -> None:
+    """Stand ``reader`` where the reader that kept ``found`` stood after its last round trip,
+    before its end-of-run pass (:mod:`cassettes.analysis.continuation`), to read what the file
+    gained since; one that does not check out is read afresh (hashed as it is read)."""
+    assert found.continuation is not None and found.usage is not None
+    try:
+        data = orjson.loads(found.continuation)
+        _stand(reader, found, state, places)
+        reader.usage = dict(found.usage)
+        continuation.restore(reader.analyser, data, result, flagged)
+    except (ValueError, KeyError, OSError):  # (JSONDecodeError is one; CassetteError an OSError)
+        reader.restart()
+        reader.index.digest = kept.hasher()
+        return
+    reader.index.digest, reader.index.hashed = found.hashed, found.size
+    reader.continued = True
+
+
+def _stand(reader: RunReader, found: kept.Kept, state: ReaderState, places: Places) -> None:
     """Stand ``reader`` where the kept analysis ``found`` (:func:`~cassettes.reading.kept.take`,
-    its rows read by :func:`_parsed`) left the reader that kept it."""
+    its rows read by :func:`_parsed`) left the reader that kept it: its index, store of turns and
+    counts (the analyser's part is the caller's)."""
     index = {**dict(state), "offsets": found.offsets, "lengths": found.lengths, "seqs": found.seqs}
     reader.index.restore(index)
-    reader.analyser.first_index = state.first_index
-    reader.analyser.take(result, flagged)
     block = max(found.blocks, default=-1) + 1
     reader.turn_store.adopt(found.turns, found.turns_end, {"blocks": found.blocks, "block": block})
     reader.places = places
@@ -127,7 +155,6 @@ def _adopt(
     reader.source.skipped.update(state.skipped)
     if reader.summarising:
         reader.unsummarised = iter(list(places))
-    reader.finished = True
 
 
 def keep(reader: RunReader) -> bool:
@@ -142,6 +169,7 @@ def keep(reader: RunReader) -> bool:
     if len(result.conversations) > kept.MAX_CONVERSATIONS:
         return False  # (a kept analysis' conversations are read into memory)
     turns_file, _, turns = reader.turn_store.kept()
+    more = reader.continuation
     state = {
         "version": STATE_VERSION, **index.snapshot(), "first_index": reader.analyser.first_index,
         "records": reader.records, "families": reader.families,
@@ -155,7 +183,7 @@ def keep(reader: RunReader) -> bool:
             ((c.id, c.model_dump_json().encode()) for c in result.conversations),
             {s: (pos, _FINDINGS.dump_json(f)) for s, (pos, f) in flagged.items()},
             ((seq, usage.get(seq), places.get(seq)) for seq in places),
-            (turns_file, turns["blocks"]),
+            (turns_file, turns["blocks"]), more,
         )  # fmt: skip
     except (TypeError, ValueError):  # (not kept: analysed again next time)
         return False
@@ -202,3 +230,15 @@ def _keeping(views: Iterator[Any], writer: kept.ViewsWriter) -> Iterator[Any]:
         writer.commit()
     finally:
         writer.abandon()
+
+
+def continuation_of(reader: RunReader) -> bytes | None:
+    """The reader's analysis after its last round trip, before the end-of-run pass, as the JSON a
+    grown file is continued from (:mod:`cassettes.analysis.continuation`); ``None`` when some
+    of it has no plain form, or it is more than :data:`~cassettes.reading.kept.MAX_CONTINUATION`
+    bytes (the grown file is then analysed afresh)."""
+    try:
+        data = orjson.dumps(continuation.capture(reader.analyser))
+    except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
+        return None
+    return data if len(data) <= kept.MAX_CONTINUATION else None

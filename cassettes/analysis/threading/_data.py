@@ -144,6 +144,10 @@ class TurnInfos:
     def trim(self) -> None:
         self._map.trim()
 
+    def peek(self, tid: int) -> TurnInfo:
+        """Turn ``tid``, read without making it recently used (a copy when it is on disk)."""
+        return self._map.peek(tid)
+
 
 #: Registrations kept per prefix hash once pruned: those still their conversation's latest (up
 #: to this many), plus the newest. A million identical single-turn requests stay bounded.
