@@ -376,7 +376,8 @@ class RunReader:
         """An earlier round trip, read again for the analysis (a ``previous_response_id`` that
         points back at a turn whose context was released)."""
         ex = self.source.exchange_by_seq(seq)
-        return ex, parse_exchange(ex), self.full_turn(seq).model_copy()
+        # (not remembered: the end-of-run pass may yet give it findings a viewer must see)
+        return ex, parse_exchange(ex), self.full_turn(seq, remember=False).model_copy()
 
     def exchange_by_seq(self, seq: int) -> Exchange:
         """The full exchange of the round trip with this seq, already read, rebuilt from disk (safe
