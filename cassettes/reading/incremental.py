@@ -138,9 +138,9 @@ class RunReader:
         #: Its analysis after the last round trip, before the end-of-run pass (JSON), to be kept
         #: for the file to be continued from once it grew (:func:`.snapshot.continuation_of`).
         self.continuation: bytes | None = None
-        #: It stood where a kept analysis of the file's first bytes left off, and read only what
-        #: was added since (docs/kept-analysis.md, "A file that grew").
-        self.continued = False
+        #: Continued from where a kept analysis of the file's first bytes left off: what those
+        #: held (docs/kept-analysis.md, "A file that grew"; ``None``: not continued).
+        self.before: snapshot.Before | None = None
 
     def restart(self) -> None:
         """Stand before the first byte again, nothing read (a kept state that did not check out
@@ -221,6 +221,11 @@ class RunReader:
         if found is None:
             raise KeyError(seq)
         return found[0]
+
+    def each_view(self, each: Callable[[Exchange, RoundTrip], Any]) -> Iterator[Any]:
+        """A printing pass (:func:`.snapshot.each_view`: a continued run takes again the views of
+        what it held before, where its analysis did not change them)."""
+        return snapshot.each_view(self, each)
 
     def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
         """Each round trip's printed view (:func:`.snapshot.printed`: those kept with the run's
@@ -403,3 +408,5 @@ class RunReader:
         """Delete the store of full turns and parses (the summaries stay readable)."""
         self.turn_store.close()
         self.parses.close()
+        if self.before is not None and self.before.views is not None:
+            self.before.views.close()

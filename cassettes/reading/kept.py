@@ -60,6 +60,7 @@ __all__ = [
     "location",
     "take",
     "views",
+    "views_in",
 ]
 
 #: Runs smaller than this are analysed without a kept analysis (analysing them is quicker than
@@ -247,6 +248,9 @@ class Kept(NamedTuple):
     continuation: bytes | None = None
     usage: dict[int, tuple[str, int | None, int | None, str | None]] | None = None
     hashed: Any = None
+    #: For a file that grew since: the printed views kept for the kept bytes (their compressed
+    #: blocks, in a temporary file of this process; ``None``: none were kept).
+    views: IO[bytes] | None = None
 
 
 def _arrays(state: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
@@ -423,9 +427,10 @@ def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) 
     hashed = digest_of(cassette, size)
     if hashed is None or hashed.digest() != sha256:
         return None
-    continuation = usage = None
+    continuation = usage = old_views = None
     if size < now:
         continuation = _unpacked(cont)
+        old_views = _views_copied(db, store_dir)
         usage = {
             seq: (conv, i, o, cost)
             for seq, conv, i, o, cost in db.execute(
@@ -454,8 +459,33 @@ def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) 
     return Kept(
         size, reading.encode(), offsets, lengths, seqs, analysis.encode(), convs, findings,
         places, out, out.tell(), blocks, generation, continuation, usage,
-        hashed if continuation is not None else None,
+        hashed if continuation is not None else None, old_views,
     )  # fmt: skip
+
+
+def _views_copied(db: sqlite3.Connection, store_dir: str | Path | None) -> IO[bytes] | None:
+    """The printed views kept (their compressed blocks, each behind its length) in a temporary
+    file, read from its start; ``None`` when none were kept."""
+    if db.execute("SELECT views_done FROM run").fetchone() != (1,):
+        return None
+    out: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-views-", dir=store_dir)
+    try:
+        for (data,) in db.execute("SELECT data FROM views ORDER BY ord"):
+            out.write(len(data).to_bytes(8, "little") + data)
+        out.seek(0)
+    except BaseException:
+        out.close()
+        raise
+    return out
+
+
+def views_in(file: IO[bytes]) -> Iterator[Any]:
+    """The views :func:`_views_copied` put in ``file``, one by one, in order."""
+    with file:
+        while head := file.read(8):
+            block = decompressor().decompress(file.read(int.from_bytes(head, "little")))
+            for line in block.splitlines():
+                yield orjson.loads(line)
 
 
 def _unpacked(packed: Any) -> bytes:

@@ -7,7 +7,7 @@ finished reader's analysis, and :func:`printed` serves the printed views kept wi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from cassettes.analysis import continuation
 from cassettes.analysis.model import Conversation, Finding, RunAnalysis
 from cassettes.reading import kept
+from cassettes.reading.parallel import mapped
 from cassettes.reading.stores import Places
 
 if TYPE_CHECKING:
@@ -133,11 +134,90 @@ def _continue(
         reader.usage = dict(found.usage)
         continuation.restore(reader.analyser, data, result, flagged)
     except (ValueError, KeyError, OSError):  # (JSONDecodeError is one; CassetteError an OSError)
+        if found.views is not None:
+            found.views.close()
         reader.restart()
         reader.index.digest = kept.hasher()
         return
     reader.index.digest, reader.index.hashed = found.hashed, found.size
-    reader.continued = True
+    reader.before = Before(
+        len(found.offsets), {s: data for s, (_, data) in found.findings.items()},
+        {s: c.model_dump_json().encode() for s, c in result.mcp_calls.items()}, found.views,
+    )  # fmt: skip
+
+
+class Before:
+    """What a continued reader's file held when its analysis was kept: its round trips (by
+    position), their findings and MCP calls (JSON, by seq), and the printed views kept of them:
+    the views a printing pass takes again where the analysis did not change them
+    (:func:`each_view`)."""
+
+    __slots__ = ("calls", "findings", "positions", "views")
+
+    def __init__(
+        self,
+        positions: int,
+        findings: dict[int, bytes],
+        calls: dict[int, bytes],
+        views: IO[bytes] | None,
+    ) -> None:
+        self.positions, self.findings, self.calls, self.views = positions, findings, calls, views
+
+
+def each_view(reader: RunReader, each: Callable[[Any, Any], Any]) -> Iterator[Any]:
+    """A printing pass (``each``: a round trip's printed view and growth row): for a continued
+    reader, settled, the views kept of the round trips its file held before are taken again,
+    but where the continued analysis changed what they show (a finding, the end-of-run pass's
+    ones among them, or an MCP link: by seq); the others are ``each``'s. Else
+    :func:`~cassettes.reading.parallel.mapped`."""
+    before = reader.before
+    if before is None or before.views is None or not reader.settled:
+        return mapped(reader, each)
+    reader.before = None  # (once: the views are read from their file as they pass)
+    return _reusing(reader, each, kept.views_in(before.views), _changed(reader, before),
+                    before.positions)  # fmt: skip
+
+
+def _changed(reader: RunReader, before: Before) -> set[int]:
+    """The seqs whose views the continued analysis changed: their findings, or an MCP call's
+    link (the MCP round trip's and the model's turn's)."""
+    flagged = reader.analyser.state.flagged
+    changed = {
+        s
+        for s in before.findings.keys() | flagged.keys()
+        if s not in flagged or _FINDINGS.dump_json(flagged[s][1]) != before.findings.get(s)
+    }
+    calls = reader.analysis.mcp_calls
+    for s in before.calls.keys() | calls.keys():
+        call, old = calls.get(s), before.calls.get(s)
+        if call is not None and call.model_dump_json().encode() == old:
+            continue
+        changed.add(s)
+        was = orjson.loads(old).get("model_seq") if old is not None else None
+        for linked in (call.model_seq if call is not None else None, was):
+            if isinstance(linked, int):
+                changed.add(linked)
+    return changed
+
+
+def _reusing(
+    reader: RunReader,
+    each: Callable[[Any, Any], Any],
+    views: Iterator[Any],
+    changed: set[int],
+    positions: int,
+) -> Iterator[Any]:
+    seqs = reader.index.seqs
+    again = reader.reread()
+    try:
+        for pos in again.positions():
+            view = next(views, None) if pos < positions else None
+            if view is not None and seqs[pos] not in changed and view[0].get("seq") == seqs[pos]:
+                yield view
+            else:
+                yield each(*again.pair_at(pos))
+    finally:
+        again.close()
 
 
 def _stand(reader: RunReader, found: kept.Kept, state: ReaderState, places: Places) -> None:
