@@ -55,22 +55,20 @@ def capture(analyser: RunAnalyser) -> dict[str, Any]:
     tids = {id(ctx): tid for tid, ctx in st.contexts.items()}
     lasts = [ctx.seq for ctx in st.contexts.values()]
     parked = []
-    for conv_id in list(st.parked):
-        p = st.parked.peek(conv_id)
+    for conv_id, p in st.parked.entries():
         lasts.append(p.seq)
         memory = pickle.loads(p.state)  # pickled by this analyser, from its own state
         parked.append([conv_id, p.tid, p.seq, dump(memory, _CLASSES), dump(p.final, _CLASSES),
                        p.errors])  # fmt: skip
     convs = []
-    for conv_id in list(st.convs):
-        c = st.convs.peek(conv_id)
+    for _, c in st.convs.entries():
         turns = [tids[id(ctx)] for ctx in c.turns]  # (KeyError: not a latest turn)
         convs.append([c.id, c.family, c.count, c.first, dump(c.state, _CLASSES), turns])
     return {
         "version": VERSION, "first_index": analyser.first_index, "pos": st.pos,
         "handed_off": sorted(st.handed_off), "seq_of_tid": st.seq_of_tid.tolist(),
         "owned": sorted(st.owned), "errors": list(st.result.errors),
-        "latest": [[c, *st.latest.peek(c)] for c in list(st.latest)],
+        "latest": [[c, *at] for c, at in st.latest.entries()],
         "contexts": [[tid, _context(ctx)] for tid, ctx in st.contexts.items()],
         "histories": list(st.histories), "convs": convs, "parked": parked,
         "flagged": [[s, st.flagged[s][0], dump(st.flagged[s][1], _CLASSES)]

@@ -11,6 +11,7 @@ class name that is not one of these, or a class's fields that are not exactly it
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from array import array
 from collections import OrderedDict
@@ -25,6 +26,7 @@ __all__ = ["dump", "load"]
 _TAGS = frozenset("tsfdonbacmF")
 
 
+@functools.cache
 def _fields(cls: type) -> tuple[str, ...]:
     """The fields a class of the state is made of."""
     if dataclasses.is_dataclass(cls):

@@ -271,6 +271,15 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         """The entries held in memory (every entry ``evictable`` refuses to spill is among them)."""
         return iter(list(self._hot.items()))
 
+    def entries(self) -> Iterator[tuple[K, V]]:
+        """Every entry, those on disk read in one query (copies, for reading), none made
+        recently used."""
+        yield from list(self._hot.items())
+        if self._cold:
+            rows = self._spill.db(self._table).execute(f"SELECT k, v FROM {self._table}")
+            for k, v in rows.fetchall():
+                yield k, pickle.loads(v)  # written by this process, from its own values
+
     def trim(self) -> None:
         """Write the least recently used entries beyond ``keep`` to disk (those ``evictable``
         allows). Call only when no caller holds an entry it may still change."""

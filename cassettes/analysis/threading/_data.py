@@ -144,9 +144,10 @@ class TurnInfos:
     def trim(self) -> None:
         self._map.trim()
 
-    def peek(self, tid: int) -> TurnInfo:
-        """Turn ``tid``, read without making it recently used (a copy when it is on disk)."""
-        return self._map.peek(tid)
+    def entries(self) -> list[TurnInfo]:
+        """Every turn, in order (copies of those on disk: for reading)."""
+        by_tid = dict(self._map.entries())
+        return [by_tid[tid] for tid in range(self._n)]
 
 
 #: Registrations kept per prefix hash once pruned: those still their conversation's latest (up

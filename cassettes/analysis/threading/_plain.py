@@ -27,13 +27,13 @@ def threads_state(threader: Threader) -> dict[str, Any]:
     """What ``threader`` knows, as JSON-able data (``TypeError``: a value it cannot be)."""
     s = threader.threads
     out: dict[str, Any] = {
-        "turns": [dump(s.turns.peek(i), _CLASSES) for i in range(len(s.turns))],
+        "turns": [dump(info, _CLASSES) for info in s.turns.entries()],
         "by_label": dict(s.by_label), "prompts": list(s.prompts.items()),
         "quotes": list(s.quotes.items()), "count": s.count, "families": dict(s.families),
     }  # fmt: skip
     for name in _MAPS:
         table: SpillMap[Any, Any] = getattr(s, name)
-        out[name] = [[k, dump(table.peek(k), _CLASSES)] for k in list(table)]
+        out[name] = [[k, dump(v, _CLASSES)] for k, v in table.entries()]
     return out
 
 
