@@ -89,7 +89,11 @@ def _show(
     code = os.waitstatus_to_exitcode(status)
     if code not in (0, 1):
         raise SystemExit(f"looptap show {path} ({tree}) exited {code}: {err[-800:]}")
-    digest = hashlib.sha256(out.read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    with out.open("rb") as f:  # (streamed: a later child's peak RSS starts at this process's)
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    digest = h.hexdigest()[:16]
     return {
         "s": took,
         "cpu_s": usage.ru_utime + usage.ru_stime,
@@ -170,9 +174,11 @@ def grow(size: int, where: Path | None, more: float, write: bool, against: str) 
                 cut = f.tell()
             print(f"run {big}: {records:,} round trips; load {perf._load()}", file=sys.stderr)
             rows: dict[str, dict[str, Any]] = {}
+            # each tree its own cache, the run at one path (show prints it)
+            path = work / "run" / big.name
+            path.parent.mkdir()
             for i, (name, tree) in enumerate(trees):
-                path, cache = work / f"run-{i}" / big.name, work / f"cache-{i}"
-                path.parent.mkdir()
+                cache = work / f"cache-{i}"
                 with big.open("rb") as f, path.open("wb") as out:
                     shutil.copyfileobj(f, out, 1 << 20)
                 os.truncate(path, cut)
@@ -190,12 +196,12 @@ def grow(size: int, where: Path | None, more: float, write: bool, against: str) 
                     rows[key] = _show(tree, path, cache, work / f"{i}-{step}.out", options)
                     print(f"  {key}: {rows[key]}", file=sys.stderr, flush=True)
             grown_mb = path.stat().st_size / 1e6
-            fresh = {j: (work / f"0-fresh{j}.out").read_bytes() for j in ("", " --json")}
+            fresh = {j: rows[f"this tree: fresh{j}"]["out"] for j in ("", " --json")}
             differ = [
                 f"{name}: grown{j}"
-                for i, (name, _) in enumerate(trees)
+                for name, _ in trees
                 for j in ("", " --json")
-                if (work / f"{i}-grown{j}.out").read_bytes() != fresh[j]
+                if rows[f"{name}: grown{j}"]["out"] != fresh[j]
             ]
         finally:
             subprocess.run(

@@ -195,7 +195,7 @@ def _conversations(analyser: RunAnalyser, st: AnalyserState, data: dict[str, Any
                                  state=state)  # fmt: skip
         st.convs[conv_id] = conv
         for tid in turns:
-            ctx = _context_of(st, contexts[tid], conv)
+            ctx = _context_of(st, contexts[tid], conv, last=True)
             conv.turns.append(ctx)
             st.contexts[tid] = ctx
     for conv_id in data["histories"]:
@@ -208,7 +208,7 @@ def _conversations(analyser: RunAnalyser, st: AnalyserState, data: dict[str, Any
             raise _bad("the parked conversations")
         final = load(final, _CLASSES)
         st.parked[conv_id] = Parked(
-            tid, seq, _findings(st, seq), pickle.dumps(load(memory, _CLASSES)),
+            tid, seq, _findings(st, seq, conv_id), pickle.dumps(load(memory, _CLASSES)),
             final if final is None or all(type(f) is Finding for f in final) else [],
             errors if errors is None or all(type(e) is str for e in errors) else None,
         )  # fmt: skip
@@ -216,14 +216,21 @@ def _conversations(analyser: RunAnalyser, st: AnalyserState, data: dict[str, Any
     st.convs.trim()
 
 
-def _findings(st: AnalyserState, seq: int) -> list[Finding]:
-    """The list of a turn's findings the analysis holds (one the end-of-run pass adds to)."""
+def _findings(st: AnalyserState, seq: int, last_of: str | None) -> list[Finding]:
+    """The list of a turn's findings the analysis holds: for the latest turn of a conversation
+    (``last_of``), one the end-of-run pass may add to, held with the findings by turn (so the
+    summary a reader makes of it, before that pass, shows what the pass adds, as in one pass)."""
     found = st.flagged.get(seq)
+    if found is None and last_of is not None:
+        found = st.flagged[seq] = (st.latest[last_of][1], [])
     return found[1] if found is not None else []
 
 
-def _context_of(st: AnalyserState, raw: Mapping[str, Any], conv: ConversationState) -> TurnContext:
-    """A latest turn's context, its round trip read again and released as it was."""
+def _context_of(
+    st: AnalyserState, raw: Mapping[str, Any], conv: ConversationState, last: bool = False
+) -> TurnContext:
+    """A latest turn's context (``last``; else the failed attempt one retries), its round trip
+    read again and released as it was."""
     seq = _int(raw["seq"])
     _, rt, turn = reloaded(st, seq)
     req = rt.request
@@ -236,7 +243,7 @@ def _context_of(st: AnalyserState, raw: Mapping[str, Any], conv: ConversationSta
     elif raw["request"] != len(req.messages) or raw["n"] != len(req.messages):
         raise _bad("the latest turns")
     turn = slim(turn)
-    turn.findings = _findings(st, seq)
+    turn.findings = _findings(st, seq, conv.id if last else None)
     prev = raw["prev"]
     ctx = TurnContext(
         seq, rt, NO_EXCHANGE, conv, _int(raw["index"]),

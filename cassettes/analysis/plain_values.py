@@ -65,7 +65,8 @@ def dump(v: Any, classes: Mapping[str, type]) -> Any:
         raise TypeError(f"a value of the analysis' state of an unknown type: {name}")
     if isinstance(v, BaseModel):
         return {"m": name, "v": v.model_dump(mode="json", exclude_unset=True)}
-    return {"c": name, "v": {f: dump(getattr(v, f), classes) for f in _fields(t)}}
+    fields: tuple[str, ...] = _fields(t)  # type: ignore[arg-type]  # (a class is hashable)
+    return {"c": name, "v": {f: dump(getattr(v, f), classes) for f in fields}}
 
 
 def load(v: Any, classes: Mapping[str, type]) -> Any:

@@ -182,19 +182,17 @@ def _changed(reader: RunReader, before: Before) -> set[int]:
     """The seqs whose views the continued analysis changed: their findings, or an MCP call's
     link (the MCP round trip's and the model's turn's)."""
     flagged = reader.analyser.state.flagged
-    changed = {
-        s
-        for s in before.findings.keys() | flagged.keys()
-        if s not in flagged or _FINDINGS.dump_json(flagged[s][1]) != before.findings.get(s)
-    }
+    now = {s: _FINDINGS.dump_json(f) for s, (_, f) in flagged.items() if f}
+    was = {s: data for s, data in before.findings.items() if data != b"[]"}
+    changed = {s for s in now.keys() | was.keys() if now.get(s) != was.get(s)}
     calls = reader.analysis.mcp_calls
     for s in before.calls.keys() | calls.keys():
         call, old = calls.get(s), before.calls.get(s)
         if call is not None and call.model_dump_json().encode() == old:
             continue
         changed.add(s)
-        was = orjson.loads(old).get("model_seq") if old is not None else None
-        for linked in (call.model_seq if call is not None else None, was):
+        linked_before = orjson.loads(old).get("model_seq") if old is not None else None
+        for linked in (call.model_seq if call is not None else None, linked_before):
             if isinstance(linked, int):
                 changed.add(linked)
     return changed

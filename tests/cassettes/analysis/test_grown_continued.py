@@ -25,8 +25,9 @@ from scenarios import openai_chat_turn as turn
 from test_agents import _group_chat, adk_handoff, agent_as_tool
 
 from cassettes.analysis import spill
-from cassettes.reading import kept, shown
+from cassettes.reading import incremental, kept, shown
 from cassettes.reading.packed import compressor, decompressor
+from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_records
@@ -249,3 +250,38 @@ def test_a_kept_state_it_cannot_trust_is_read_afresh(
     assert grown[0] == 0 and not grown[2]  # no traceback, not a word
     assert counted.added == len(records)  # read afresh
     assert grown == cli_output("show", "--json", "--no-cache", str(path))
+
+
+def _followed(path: Path, cache: bool) -> list[tuple[int, list[str]]]:
+    """The inspector's read of a run (followed, summarised): each turn's findings, as its turn list
+    shows them once the run is finished."""
+    run = open_run(path, follow=True, cache=cache)
+    try:
+        while not run.step().at_end:
+            pass
+        run.finish()
+        return [(seq, [f.code for f in s.findings]) for seq, s in run.summaries.items()]
+    finally:
+        run.close()
+
+
+def test_the_inspector_of_a_grown_run_shows_what_a_fresh_analysis_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn list of a grown run followed from its kept analysis: the kept turns summarised,
+    then the appended ones read; the end-of-run pass's findings where a fresh read has them (a
+    conversation whose last turn called a tool and never went on), gone where it went on."""
+    monkeypatch.setattr(incremental, "KEPT_STEP", 7)
+    whole = _agents(tmp_path / "whole.jsonl")
+    head, *records = whole.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(head + b"".join(records[:69]))  # the last round of tool calls begun
+    assert cli_output("show", "--json", str(path))[0] == 0
+    with path.open("ab") as f:
+        f.write(b"".join(records[69:]))
+    counted = Analysed(monkeypatch)
+    grown = _followed(path, cache=True)
+    assert counted.added == len(records) - 69
+    fresh = _followed(path, cache=False)
+    assert grown == fresh
+    assert any("C.stopped_with_pending_calls" in codes for seq, codes in fresh if seq < 69)
