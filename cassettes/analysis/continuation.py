@@ -34,7 +34,7 @@ from cassettes.analysis.threading import restore_threads, threads_state
 from cassettes.analysis.tokens import _ConvTokens
 from cassettes.models import Part, ToolSpec
 
-__all__ = ["VERSION", "capture", "restore"]
+__all__ = ["capture", "restore"]
 
 #: The version of the state's layout: another is not continued from.
 VERSION = 1
@@ -203,7 +203,14 @@ def _conversations(analyser: RunAnalyser, st: AnalyserState, data: dict[str, Any
         st.histories[conv_id] = ctx
     if len(st.contexts) != len(contexts):
         raise _bad("the latest turns")
-    for conv_id, tid, seq, memory, final, errors in data["parked"]:
+    _parked(st, data["parked"])
+    st.convs.trim()
+
+
+def _parked(st: AnalyserState, parked: Any) -> None:
+    """The parked conversations: their checks' memory, what the end-of-run checks found when
+    they were parked."""
+    for conv_id, tid, seq, memory, final, errors in parked:
         if not (conv_id in st.convs and st.seq_of_tid[tid] == seq):
             raise _bad("the parked conversations")
         final = load(final, _CLASSES)
@@ -213,7 +220,6 @@ def _conversations(analyser: RunAnalyser, st: AnalyserState, data: dict[str, Any
             errors if errors is None or all(type(e) is str for e in errors) else None,
         )  # fmt: skip
         st.parked.trim()
-    st.convs.trim()
 
 
 def _findings(st: AnalyserState, seq: int, last_of: str | None) -> list[Finding]:

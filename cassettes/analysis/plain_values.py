@@ -15,15 +15,16 @@ import functools
 import math
 from array import array
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
-__all__ = ["dump", "load"]
+__all__ = ["dump", "lines", "load", "sections"]
 
-_TAGS = frozenset("tsfdonbacmF")
+Classes = Mapping[str, type]
 
 
 @functools.cache
@@ -37,29 +38,41 @@ def _fields(cls: type) -> tuple[str, ...]:
     return tuple(getattr(cls, "__slots__", ()))
 
 
-def dump(v: Any, classes: Mapping[str, type]) -> Any:
+def _bad(what: str = "a value") -> ValueError:
+    return ValueError(f"not {what} of the analysis' state")
+
+
+def _items(v: Any, classes: Classes) -> list[Any]:
+    return [dump(x, classes) for x in v]
+
+
+def _entries(v: Any, classes: Classes) -> list[list[Any]]:
+    return [[dump(k, classes), dump(x, classes)] for k, x in v.items()]
+
+
+#: Each type of the set but JSON's own and the classes: how it is written.
+_OUT: dict[type, Callable[[Any, Classes], Any]] = {
+    float: lambda v, _: v if math.isfinite(v) else {"F": repr(v)},
+    list: _items,
+    tuple: lambda v, c: {"t": _items(v, c)},
+    set: lambda v, c: {"s": _items(v, c)},
+    frozenset: lambda v, c: {"f": _items(v, c)},
+    dict: lambda v, c: {"d": _entries(v, c)},
+    OrderedDict: lambda v, c: {"o": _entries(v, c)},
+    Decimal: lambda v, _: {"n": str(v)},
+    bytes: lambda v, _: {"b": v.hex()},
+    array: lambda v, _: {"a": [v.typecode, v.tolist()]},
+}
+
+
+def dump(v: Any, classes: Classes) -> Any:
     """``v`` as JSON-able data (``TypeError`` for a value of no type of the set)."""
     t = type(v)
     if v is None or t is bool or t is int or t is str:
         return v
-    if t is float:
-        return v if math.isfinite(v) else {"F": repr(v)}
-    if t is list:
-        return [dump(x, classes) for x in v]
-    if t is tuple:
-        return {"t": [dump(x, classes) for x in v]}
-    if t is set or t is frozenset:
-        return {"s" if t is set else "f": [dump(x, classes) for x in v]}
-    if t is dict or t is OrderedDict:
-        return {
-            "d" if t is dict else "o": [[dump(k, classes), dump(x, classes)] for k, x in v.items()]
-        }
-    if t is Decimal:
-        return {"n": str(v)}
-    if t is bytes:
-        return {"b": v.hex()}
-    if t is array:
-        return {"a": [v.typecode, v.tolist()]}
+    out = _OUT.get(t)
+    if out is not None:
+        return out(v, classes)
     name = t.__qualname__
     if classes.get(name) is not t:
         raise TypeError(f"a value of the analysis' state of an unknown type: {name}")
@@ -69,52 +82,75 @@ def dump(v: Any, classes: Mapping[str, type]) -> Any:
     return {"c": name, "v": {f: dump(getattr(v, f), classes) for f in fields}}
 
 
-def load(v: Any, classes: Mapping[str, type]) -> Any:
+def _list(x: Any, classes: Classes) -> list[Any]:
+    if not isinstance(x, list):
+        raise _bad()
+    return [load(y, classes) for y in x]
+
+
+def _pairs(x: Any, classes: Classes) -> list[tuple[Any, Any]]:
+    return [(k, y) for k, y in (_pair(p) for p in _list(x, classes))]
+
+
+def _pair(x: Any) -> tuple[Any, Any]:
+    if not isinstance(x, list) or len(x) != 2:
+        raise _bad()
+    return x[0], x[1]
+
+
+def _text(x: Any) -> str:
+    if not isinstance(x, str):
+        raise _bad()
+    return x
+
+
+def _array(x: Any) -> array[int]:
+    code, items = _pair(x)
+    if code not in ("q", "i", "B") or not isinstance(items, list):
+        raise _bad("an array")
+    if not all(type(i) is int for i in items):
+        raise _bad("an array")
+    return array(code, items)
+
+
+def _special(x: Any) -> float:
+    if x not in ("nan", "inf", "-inf"):
+        raise _bad("a number")
+    return float(x)
+
+
+#: Each tag: how its value is read.
+_IN: dict[str, Callable[[Any, Classes], Any]] = {
+    "t": lambda x, c: tuple(_list(x, c)),
+    "s": lambda x, c: set(_list(x, c)),
+    "f": lambda x, c: frozenset(_list(x, c)),
+    "d": lambda x, c: dict(_pairs(x, c)),
+    "o": lambda x, c: OrderedDict(_pairs(x, c)),
+    "n": lambda x, _: Decimal(_text(x)),
+    "b": lambda x, _: bytes.fromhex(_text(x)),
+    "a": lambda x, _: _array(x),
+    "F": lambda x, _: _special(x),
+}
+
+
+def load(v: Any, classes: Classes) -> Any:
     """The value :func:`dump` gave ``v`` for (``ValueError`` when ``v`` is not one)."""
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, list):
         return [load(x, classes) for x in v]
     if not isinstance(v, dict) or len(v) not in (1, 2):
-        raise ValueError("not a value of the analysis' state")
+        raise _bad()
     if len(v) == 2:
         return _instance(v, classes)
     ((tag, x),) = v.items()
-    if tag not in _TAGS:
-        raise ValueError(f"not a value of the analysis' state: {tag!r}")
-    if tag in "tsf":
-        items = [load(y, classes) for y in _list(x)]
-        return tuple(items) if tag == "t" else set(items) if tag == "s" else frozenset(items)
-    if tag in "do":
-        pairs = [(load(k, classes), load(y, classes)) for k, y in (_pair(p) for p in _list(x))]
-        return dict(pairs) if tag == "d" else OrderedDict(pairs)
-    if tag == "n" and isinstance(x, str):
-        return Decimal(x)
-    if tag == "b" and isinstance(x, str):
-        return bytes.fromhex(x)
-    if tag == "F" and x in ("nan", "inf", "-inf"):
-        return float(x)
-    if tag == "a":
-        code, items = _pair(x)
-        if code not in ("q", "i", "B") or not all(type(i) is int for i in _list(items)):
-            raise ValueError("not an array of the analysis' state")
-        return array(code, items)
-    raise ValueError(f"not a value of the analysis' state: {tag!r}")
+    read = _IN.get(tag)
+    if read is None:
+        raise _bad(f"a tag ({tag!r})")
+    return read(x, classes)
 
 
-def _list(x: Any) -> list[Any]:
-    if not isinstance(x, list):
-        raise ValueError("not a value of the analysis' state")
-    return x
-
-
-def _pair(x: Any) -> tuple[Any, Any]:
-    if not isinstance(x, list) or len(x) != 2:
-        raise ValueError("not a value of the analysis' state")
-    return x[0], x[1]
-
-
-def _instance(v: dict[str, Any], classes: Mapping[str, type]) -> Any:
+def _instance(v: dict[str, Any], classes: Classes) -> Any:
     """A class of ``classes`` from its fields (a dataclass, a named tuple, a class with slots)
     or, for a pydantic model, its validated JSON."""
     kind = "m" if "m" in v else "c"
@@ -139,3 +175,45 @@ def _instance(v: dict[str, Any], classes: Mapping[str, type]) -> Any:
     for f, x in values.items():
         object.__setattr__(obj, f, x)  # (a frozen dataclass too)
     return obj
+
+
+def lines(state: dict[str, Any]) -> bytes:
+    """``state`` (JSON-able, its long tables iterators, at its top level or one level down) as
+    JSON lines: a head line (the rest, and each table's place and length), then each table's
+    entries, one a line, written as they come (memory holds their text, never all their values
+    at once); :func:`sections` reads it back."""
+    out: list[bytes] = []
+    places: list[list[Any]] = []
+
+    def flat(d: dict[str, Any], where: list[str]) -> dict[str, Any]:
+        head: dict[str, Any] = {}
+        for k, v in d.items():
+            if isinstance(v, Iterator):
+                n = len(out)
+                out.extend(orjson.dumps(e) for e in v)
+                places.append([*where, k, len(out) - n])
+            else:
+                head[k] = flat(v, [*where, k]) if isinstance(v, dict) and not where else v
+        return head
+
+    head = flat(state, [])
+    return b"\n".join([orjson.dumps({"head": head, "tables": places}), *out])
+
+
+def sections(data: bytes) -> dict[str, Any]:
+    """What :func:`lines` wrote, each table an iterator reading its lines as it goes
+    (``ValueError`` when ``data`` is not that)."""
+    rows = data.split(b"\n")
+    first = orjson.loads(rows[0])
+    if not isinstance(first, dict) or set(first) != {"head", "tables"}:
+        raise _bad("a head")
+    head, at = first["head"], 1
+    for *where, n in first["tables"] if isinstance(first["tables"], list) else ():
+        into = head if len(where) == 1 else head.get(where[0])
+        if type(n) is not int or n < 0 or not isinstance(into, dict) or len(where) > 2:
+            raise _bad("a table")
+        into[where[-1]] = (orjson.loads(r) for r in rows[at : at + n])
+        at += n
+    if at != len(rows) or not isinstance(head, dict):
+        raise _bad("its lines")
+    return head

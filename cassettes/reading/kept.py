@@ -420,25 +420,10 @@ def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) 
     if row is None:
         return None
     generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis, cont = row
-    now = os.stat(cassette).st_size
-    # the same bytes, or a file that grew from them (with a state to continue from)
-    if analyser != analyser_digest() or size > now or (size < now and cont is None):
-        return None
-    hashed = digest_of(cassette, size)
-    if hashed is None or hashed.digest() != sha256:
-        return None
-    continuation = usage = old_views = None
-    if size < now:
-        continuation = _unpacked(cont)
-        old_views = _views_copied(db, store_dir)
-        usage = {
-            seq: (conv, i, o, cost)
-            for seq, conv, i, o, cost in db.execute(
-                "SELECT seq, conversation, input_tokens, output_tokens, cost FROM turns"
-            )
-        }
-    if any(len(raw) % 8 for raw in (offsets, lengths, seqs)):
-        return None  # (not arrays of 64-bit integers)
+    hashed, grew = _hashed(cassette, analyser, size, sha256, cont)
+    if hashed is None or any(len(raw) % 8 for raw in (offsets, lengths, seqs)):
+        return None  # (other bytes; or not arrays of 64-bit integers)
+    grown = _grown(db, cont, store_dir) if grew else (None, None, None)
     offsets, lengths, seqs = array("q", offsets), array("q", lengths), array("q", seqs)
     convs = [d.encode() for (d,) in db.execute("SELECT data FROM conversations ORDER BY ord")]
     findings = {
@@ -458,9 +443,38 @@ def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) 
         raise
     return Kept(
         size, reading.encode(), offsets, lengths, seqs, analysis.encode(), convs, findings,
-        places, out, out.tell(), blocks, generation, continuation, usage,
-        hashed if continuation is not None else None, old_views,
+        places, out, out.tell(), blocks, generation, grown[0], grown[1],
+        hashed if grown[0] is not None else None, grown[2],
     )  # fmt: skip
+
+
+def _hashed(
+    cassette: Path, analyser: str, size: int, sha256: bytes, continuation: Any
+) -> tuple[Any | None, bool]:
+    """The SHA-256 of the kept bytes (a hash to feed the rest to) when the cassette holds them:
+    the same bytes, or a file that grew from them with a state to continue from (``True``); else
+    ``None``."""
+    now = os.stat(cassette).st_size
+    if analyser != analyser_digest() or size > now or (size < now and continuation is None):
+        return None, False
+    hashed = digest_of(cassette, size)
+    if hashed is None or hashed.digest() != sha256:
+        return None, False
+    return hashed, size < now
+
+
+def _grown(
+    db: sqlite3.Connection, continuation: Any, store_dir: str | Path | None
+) -> tuple[bytes, dict[int, tuple[str, int | None, int | None, str | None]], IO[bytes] | None]:
+    """What a file that grew from the kept bytes is continued from: the state, each kept turn's
+    usage, the kept views (:class:`Kept`)."""
+    usage = {
+        seq: (conv, i, o, cost)
+        for seq, conv, i, o, cost in db.execute(
+            "SELECT seq, conversation, input_tokens, output_tokens, cost FROM turns"
+        )
+    }
+    return _unpacked(continuation), usage, _views_copied(db, store_dir)
 
 
 def _views_copied(db: sqlite3.Connection, store_dir: str | Path | None) -> IO[bytes] | None:

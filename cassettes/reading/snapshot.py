@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from cassettes.analysis import continuation
+from cassettes.analysis import continuation, plain_values
 from cassettes.analysis.model import Conversation, Finding, RunAnalysis
 from cassettes.reading import kept
 from cassettes.reading.parallel import mapped
@@ -129,7 +129,7 @@ def _continue(
     gained since; one that does not check out is read afresh (hashed as it is read)."""
     assert found.continuation is not None and found.usage is not None
     try:
-        data = orjson.loads(found.continuation)
+        data = plain_values.sections(found.continuation)
         _stand(reader, found, state, places)
         reader.usage = dict(found.usage)
         continuation.restore(reader.analyser, data, result, flagged)
@@ -316,7 +316,7 @@ def continuation_of(reader: RunReader) -> bytes | None:
     of it has no plain form, or it is more than :data:`~cassettes.reading.kept.MAX_CONTINUATION`
     bytes (the grown file is then analysed afresh)."""
     try:
-        data = orjson.dumps(continuation.capture(reader.analyser))
+        data = plain_values.lines(continuation.capture(reader.analyser))
     except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
         return None
     return data if len(data) <= kept.MAX_CONTINUATION else None

@@ -144,10 +144,9 @@ class TurnInfos:
     def trim(self) -> None:
         self._map.trim()
 
-    def entries(self) -> list[TurnInfo]:
+    def entries(self) -> Iterator[TurnInfo]:
         """Every turn, in order (copies of those on disk: for reading)."""
-        by_tid = dict(self._map.entries())
-        return [by_tid[tid] for tid in range(self._n)]
+        return (info for _, info in self._map.entries())
 
 
 #: Registrations kept per prefix hash once pruned: those still their conversation's latest (up

@@ -24,16 +24,18 @@ _MAPS = {
 
 
 def threads_state(threader: Threader) -> dict[str, Any]:
-    """What ``threader`` knows, as JSON-able data (``TypeError``: a value it cannot be)."""
+    """What ``threader`` knows, as JSON-able data (``TypeError``: a value it cannot be); its
+    turns and indexes as iterators, to be written as they come
+    (:func:`~cassettes.analysis.plain_values.lines`)."""
     s = threader.threads
     out: dict[str, Any] = {
-        "turns": [dump(info, _CLASSES) for info in s.turns.entries()],
+        "turns": (dump(info, _CLASSES) for info in s.turns.entries()),
         "by_label": dict(s.by_label), "prompts": list(s.prompts.items()),
         "quotes": list(s.quotes.items()), "count": s.count, "families": dict(s.families),
     }  # fmt: skip
     for name in _MAPS:
         table: SpillMap[Any, Any] = getattr(s, name)
-        out[name] = [[k, dump(v, _CLASSES)] for k, v in table.entries()]
+        out[name] = ([k, dump(v, _CLASSES)] for k, v in table.entries())
     return out
 
 

@@ -14,17 +14,17 @@ its retry). Cut at several k each, with the analysis' tables spilled to disk pas
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from scenarios import WEATHER, Call, error, openai_chat_assistant, openai_chat_results
 from scenarios import openai_chat_turn as turn
 from test_agents import _group_chat, adk_handoff, agent_as_tool
 
 from cassettes.analysis import spill
+from cassettes.analysis.plain_values import lines, sections
 from cassettes.reading import incremental, kept, shown
 from cassettes.reading.packed import compressor, decompressor
 from cassettes.reading.run import open_run
@@ -204,6 +204,14 @@ def _kept_state(cache: Path) -> tuple[sqlite3.Connection, bytes]:
     return db, packed
 
 
+def _listed(data: dict[str, Any]) -> dict[str, Any]:
+    """The state :func:`sections` read, its tables read into lists (written back inline)."""
+    return {
+        k: list(v) if isinstance(v, Iterator) else _listed(v) if isinstance(v, dict) else v
+        for k, v in data.items()
+    }
+
+
 def _tampered(data: dict[str, Any], how: str) -> bytes:
     """The kept state made one a reader must not trust."""
     if how == "garbage":
@@ -222,7 +230,7 @@ def _tampered(data: dict[str, Any], how: str) -> bytes:
         data["threads"]["by_response"] = [[1, 2]]
     elif how == "oversized":
         return compressor().compress(b" " * (kept.MAX_CONTINUATION + 1))
-    return compressor().compress(orjson.dumps(data))
+    return compressor().compress(lines(data))
 
 
 @pytest.mark.parametrize(
@@ -239,7 +247,7 @@ def test_a_kept_state_it_cannot_trust_is_read_afresh(
     path.write_bytes(head + b"".join(records[:30]))
     assert cli_output("show", "--json", str(path))[0] == 0
     db, packed = _kept_state(_cache)
-    data = orjson.loads(decompressor().decompress(packed))
+    data = _listed(sections(decompressor().decompress(packed)))
     db.execute("UPDATE run SET continuation = ?", (_tampered(data, how),))
     db.commit()
     db.close()
