@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import math
 from array import array
 from collections import OrderedDict
@@ -182,22 +183,23 @@ def lines(state: dict[str, Any]) -> bytes:
     JSON lines: a head line (the rest, and each table's place and length), then each table's
     entries, one a line, written as they come (memory holds their text, never all their values
     at once); :func:`sections` reads it back."""
-    out: list[bytes] = []
+    out = io.BytesIO()  # (each line written at once: orjson's bytes hold a buffer of 4 KB or more)
     places: list[list[Any]] = []
 
     def flat(d: dict[str, Any], where: list[str]) -> dict[str, Any]:
         head: dict[str, Any] = {}
         for k, v in d.items():
             if isinstance(v, Iterator):
-                n = len(out)
-                out.extend(orjson.dumps(e) for e in v)
-                places.append([*where, k, len(out) - n])
+                n = 0
+                for n, e in enumerate(v, 1):  # noqa: B007 - (the count of lines written)
+                    out.write(b"\n" + orjson.dumps(e))
+                places.append([*where, k, n])
             else:
                 head[k] = flat(v, [*where, k]) if isinstance(v, dict) and not where else v
         return head
 
     head = flat(state, [])
-    return b"\n".join([orjson.dumps({"head": head, "tables": places}), *out])
+    return orjson.dumps({"head": head, "tables": places}) + out.getvalue()
 
 
 def sections(data: bytes) -> dict[str, Any]:
