@@ -14,8 +14,11 @@ replaces every row in one transaction, a reader reads in one (write-ahead log: a
 A kept analysis is taken only when it was made by the same analyser (a digest of looptap's source,
 Python, pydantic and the price table), its schema is :data:`SCHEMA`, and the cassette has the size
 and the SHA-256 it had when it was analysed (the cassette is hashed as the analysis reads it; a
-later reader hashes it again). Anything else (a file that changed or grew, another analyser, an
-old, foreign or corrupt database) leads to a fresh analysis, kept in its place; a database that
+later reader hashes it again), or it grew from those bytes: it is then continued from the
+analysis' state kept with them (``continuation``: :mod:`cassettes.analysis.continuation`), its
+kept views taken again where the continued analysis did not change them. Anything else (a file
+that changed, another analyser, an old, foreign or corrupt database, a state that does not check
+out) leads to a fresh analysis, kept in its place; a database that
 cannot be read gets a one-line note on stderr. ``LOOPTAP_NO_CACHE=1`` (or ``--no-cache``) neither
 takes nor keeps one; a run under :data:`MIN_BYTES` is analysed faster than it is checked, and is
 not kept. An error while keeping (a read-only or full disk) leaves the run analysed, silently.
