@@ -7,7 +7,7 @@ finished reader's analysis, and :func:`printed` serves the printed views kept wi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -146,22 +146,16 @@ def _continue(
     )  # fmt: skip
 
 
-class Before:
+class Before(NamedTuple):
     """What a continued reader's file held when its analysis was kept: its round trips (by
     position), their findings and MCP calls (JSON, by seq), and the printed views kept of them:
     the views a printing pass takes again where the analysis did not change them
     (:func:`each_view`)."""
 
-    __slots__ = ("calls", "findings", "positions", "views")
-
-    def __init__(
-        self,
-        positions: int,
-        findings: dict[int, bytes],
-        calls: dict[int, bytes],
-        views: IO[bytes] | None,
-    ) -> None:
-        self.positions, self.findings, self.calls, self.views = positions, findings, calls, views
+    positions: int
+    findings: dict[int, bytes]
+    calls: dict[int, bytes]
+    views: IO[bytes] | None
 
 
 def each_view(reader: RunReader, each: Callable[[Any, Any], Any]) -> Iterator[Any]:
