@@ -21,14 +21,15 @@ Wall seconds, CPU seconds (user + system) and peak RSS (by ``wait4``) per row; t
 before each. The stdout of every ``show`` is compared byte for byte with REF's (a fresh analysis):
 the bench exits 1 when one differs. ``--write`` puts the table into docs/kept-analysis.md.
 
-``--grow``: a file that grew (docs/kept-analysis.md, "A file that grew"), on this tree only. The
-run is cut to its first records, ``--more`` percent (default 1) of its round trips left out;
-``looptap show`` of that (the first: analyses, keeps) and ``show --no-cache`` of it (a fresh
-analysis, keeping nothing: what keeping costs); then the rest is appended, and ``show`` of the
-grown file (with the cache: since issue 56 a grown file is analysed again, not continued) is
-measured side by side with ``show --no-cache``
-(a fresh analysis of every byte), then ``show --json`` of each; outputs compared byte for byte
-(exit 1 when one differs). ``--write`` puts that table into docs/kept-analysis.md.
+``--grow``: a file that grew (docs/kept-analysis.md, "A file that grew"), on this tree and REF
+side by side, each its own copy of the run and its own cache. The run is cut to its first
+records, ``--more`` percent (default 1) of its round trips left out; ``looptap show`` of that
+(the first: analyses, keeps), again (the second), then the rest is appended and ``show`` of the
+grown file (continued from the kept analysis where the tree can), then ``show --json`` (the grown
+file's kept analysis); last, on this tree, ``show --no-cache`` and ``show --json --no-cache`` of
+the grown file (a fresh analysis of every byte), which every tree's grown outputs are compared
+with byte for byte (exit 1 when one differs). ``--write`` puts that table into
+docs/kept-analysis.md.
 
 ``--workers N``: this tree only, the first ``looptap show FILE`` (an empty cache each time: it
 analyses and keeps) with ``LOOPTAP_WORKERS=1`` against ``LOOPTAP_WORKERS=N`` (the printing pass in
@@ -88,7 +89,11 @@ def _show(
     code = os.waitstatus_to_exitcode(status)
     if code not in (0, 1):
         raise SystemExit(f"looptap show {path} ({tree}) exited {code}: {err[-800:]}")
-    digest = hashlib.sha256(out.read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    with out.open("rb") as f:  # (streamed: a later child's peak RSS starts at this process's)
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    digest = h.hexdigest()[:16]
     return {
         "s": took,
         "cpu_s": usage.ru_utime + usage.ru_stime,
@@ -126,33 +131,20 @@ def _insp(r: dict[str, Any]) -> str:
     )
 
 
-_OPEN = (
-    "import sys\nfrom cassettes.reading.run import open_run\n"
-    "open_run(sys.argv[1], cache=sys.argv[2] == '1').close()\n"
-)
+def _ref_tree(work: Path, against: str) -> tuple[str, Path]:
+    """A worktree of ``against`` in ``work`` (its short name, its path)."""
+    rev = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", against],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    ref = work / f"tree-{rev}"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(ref), rev], check=True
+    )
+    return rev, ref
 
 
-def _analysis(path: Path, cache: Path, use: bool) -> dict[str, Any]:
-    """``open_run(FILE)`` (the analysis, nothing printed), with the kept analysis in ``cache`` or
-    without (``cache=False``): seconds, CPU seconds, peak RSS (MB, by wait4)."""
-    load = perf._load()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([perf.PY, "-c", _OPEN, str(path), "1" if use else "0"], stderr=subprocess.PIPE,  # noqa: E501
-                            env={**perf.ENV, "PYTHONPATH": perf._path(ROOT), "LOOPTAP_CACHE_DIR": str(cache)}, cwd=ROOT)  # fmt: skip  # noqa: E501
-    _, status, usage = os.wait4(proc.pid, 0)
-    took = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-        raise SystemExit(f"open_run({path}) failed: {err[-800:]}")
-    return {
-        "s": took,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "rss_mb": usage.ru_maxrss / 1024,
-        "load": load,
-    }
-
-
-def grow(size: int, where: Path | None, more: float, write: bool) -> int:
+def grow(size: int, where: Path | None, more: float, write: bool, against: str) -> int:
     """``--grow`` (see the module's docstring)."""
     head = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -166,78 +158,88 @@ def grow(size: int, where: Path | None, more: float, write: bool) -> int:
     start = datetime.datetime.now(datetime.UTC)
     with tempfile.TemporaryDirectory(prefix="looptap-grow-") as tmp:
         work = Path(tmp)
-        perf._META[ROOT] = perf._metadata(ROOT, work / "meta")
-        perf._compile([("this tree", ROOT)])
-        big = perf._big_run(size, where or work / "big")
-        # (streamed: a child's peak RSS, by wait4, starts at this process's when it is forked)
-        with big.open("rb") as f:
-            records = sum(1 for _ in f) - 1
-        kept_n = round(records / (1 + more / 100))
-        path = work / "run.jsonl"
-        with big.open("rb") as f, path.open("wb") as out:
-            for _ in range(1 + kept_n):
-                out.write(f.readline())
-            cut = f.tell()
-        base_mb = path.stat().st_size / 1e6
-        print(f"run {big}: {records:,} round trips; load average {perf._load()}", file=sys.stderr)
-        cache = work / "cache"
-        rows: dict[str, dict[str, Any]] = {}
+        rev, ref = _ref_tree(work, against)
+        try:
+            trees = [("this tree", ROOT), (rev, ref)]
+            for i, (_, tree) in enumerate(trees):
+                perf._META[tree] = perf._metadata(tree, work / f"meta-{i}")
+            perf._compile(trees)
+            big = perf._big_run(size, where or work / "big")
+            with big.open("rb") as f:
+                records = sum(1 for _ in f) - 1
+            kept_n = round(records / (1 + more / 100))
+            with big.open("rb") as f:
+                for _ in range(1 + kept_n):
+                    f.readline()
+                cut = f.tell()
+            print(f"run {big}: {records:,} round trips; load {perf._load()}", file=sys.stderr)
+            rows: dict[str, dict[str, Any]] = {}
+            # each tree its own cache, the run at one path (show prints it)
+            path = work / "run" / big.name
+            path.parent.mkdir()
+            for i, (name, tree) in enumerate(trees):
+                cache = work / f"cache-{i}"
+                with big.open("rb") as f, path.open("wb") as out:
+                    shutil.copyfileobj(f, out, 1 << 20)
+                os.truncate(path, cut)
+                base_mb = path.stat().st_size / 1e6
+                for step, options in (("first", ()), ("second", ()), ("grown", ()),
+                                      ("grown --json", ("--json",)), ("fresh", ("--no-cache",)),
+                                      ("fresh --json", ("--json", "--no-cache"))):  # fmt: skip
+                    if step == "grown":
+                        with big.open("rb") as f, path.open("ab") as out:
+                            f.seek(cut)
+                            shutil.copyfileobj(f, out, 1 << 20)
+                    if step.startswith("fresh") and i:
+                        continue  # (a fresh analysis of the grown file: once, on this tree)
+                    key = f"{name}: {step}"
+                    rows[key] = _show(tree, path, cache, work / f"{i}-{step}.out", options)
+                    print(f"  {key}: {rows[key]}", file=sys.stderr, flush=True)
+            grown_mb = path.stat().st_size / 1e6
+            fresh = {j: rows[f"this tree: fresh{j}"]["out"] for j in ("", " --json")}
+            differ = [
+                f"{name}: grown{j}"
+                for name, _ in trees
+                for j in ("", " --json")
+                if rows[f"{name}: grown{j}"]["out"] != fresh[j]
+            ]
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(ref)], check=False
+            )
+    here, there = (lambda s: rows[f"this tree: {s}"]), (lambda s: rows[f"{rev}: {s}"])
 
-        def row(name: str, options: tuple[str, ...] = ()) -> None:
-            rows[name] = _show(ROOT, path, cache, work / f"{name}.out", options)
-            print(f"  {name}: {rows[name]}", file=sys.stderr, flush=True)
+    def line(what: str, step: str) -> str:
+        a, b = here(step), there(step)
+        return (
+            f"| {what} | {_cell(a)} | {_cell(b)} | {a['s'] / b['s']:.2f}×; CPU "
+            f"{a['cpu_s'] / b['cpu_s']:.2f}× | {a['load']} / {b['load']} |"
+        )
 
-        row("first", ())  # analyses, keeps (with what a grown file is continued from)
-        row("first-fresh", ("--no-cache",))
-        with big.open("rb") as f, path.open("ab") as out:
-            f.seek(cut)
-            shutil.copyfileobj(f, out, 1 << 20)
-        grown_mb = path.stat().st_size / 1e6
-        # the analysis alone (open_run, as the MCP server and the exports read a run), continued
-        # from a copy of the kept analysis, then fresh
-        shutil.copytree(cache, work / "cache-copy")
-        for name, use in (("analysis-continued", True), ("analysis-fresh", False)):
-            rows[name] = _analysis(path, work / "cache-copy", use)
-            print(f"  {name}: {rows[name]}", file=sys.stderr, flush=True)
-        # side by side: continued, then fresh; then the JSON of each
-        row("continued", ())
-        row("fresh", ("--no-cache",))
-        row("json-kept", ("--json",))
-        row("json-fresh", ("--json", "--no-cache"))
-        same = (work / "continued.out").read_bytes() == (work / "fresh.out").read_bytes()
-        same_json = (work / "json-kept.out").read_bytes() == (work / "json-fresh.out").read_bytes()
-        kept_mb = sum(p.stat().st_size for p in cache.iterdir()) / 1e6 if cache.exists() else 0.0
-    first, first_fresh = rows["first"], rows["first-fresh"]
-    cont, fresh = rows["continued"], rows["fresh"]
-    new = records - kept_n
+    fresh_row = here("fresh")
     lines_out = [
         f"Measured {start:%Y-%m-%d %H:%M} UTC by `python bench/kept.py --grow --size {size} "
-        f"--more {more:g}` on {label} ({platform.machine()}, {os.cpu_count()} CPUs, shared: "
-        "the load average before each row is given; compare the CPU seconds).",
+        f"--more {more:g} --against {rev}` on {label} ({platform.machine()}, {os.cpu_count()} "
+        "CPUs, shared: the load average before each row is given; compare the CPU seconds).",
         "",
-        f"| {base_mb:,.0f} MB run ({kept_n:,} round trips), then {new:,} more appended "
-        f"({grown_mb:,.0f} MB) | wall (CPU), peak RSS | load average before |",
-        "|---|---:|---|",
-        f"| first `looptap show FILE` (analyses, keeps the analysis) | "
-        f"{_cell(first)} | {first['load']} |",
-        f"| `looptap show --no-cache FILE` of the same bytes (analyses, keeps nothing) | "
-        f"{_cell(first_fresh)} | {first_fresh['load']} |",
-        f"| **grown**: `looptap show FILE` (with the cache) | **{_cell(cont)}** | {cont['load']} |",
-        f"| **grown**: `looptap show --no-cache FILE` (a fresh analysis of every byte) | "
-        f"**{_cell(fresh)}** | {fresh['load']} |",
-        f"| with the cache / fresh | {cont['s'] / fresh['s']:.2f}× wall; "
-        f"{cont['cpu_s'] / fresh['cpu_s']:.2f}× CPU | |",
-        f"| grown, the analysis alone (`open_run(FILE)`, nothing printed): with the cache | "
-        f"{_cell(rows['analysis-continued'])} | {rows['analysis-continued']['load']} |",
-        f"| grown, the analysis alone: fresh (`open_run(FILE, cache=False)`) | "
-        f"{_cell(rows['analysis-fresh'])} | {rows['analysis-fresh']['load']} |",
+        f"| {base_mb:,.0f} MB run ({kept_n:,} round trips), then {records - kept_n:,} more "
+        f"appended ({grown_mb:,.0f} MB) | this tree ({label}) | {rev} | this / {rev} | "
+        "load average before |",
+        "|---|---:|---:|---:|---|",
+        line("first `looptap show FILE` (analyses, keeps)", "first"),
+        line("second `looptap show FILE` (the kept analysis)", "second"),
+        line(f"**grown by {more:g} %**: `looptap show FILE`", "grown"),
+        line("then `looptap show --json FILE` (the grown file's kept analysis)", "grown --json"),
+        f"| the grown file, `looptap show --no-cache FILE` (a fresh analysis of every byte) | "
+        f"{_cell(fresh_row)} | | | {fresh_row['load']} |",
         "",
-        f"Kept after the grown `show`: {kept_mb:,.1f} MB in the cache directory. Output of the "
-        "grown file's `show` with the cache "
-        + ("byte-identical" if same else "**differs from**")
-        + f" to the fresh analysis' (sha256 {fresh['out']}); `show --json`: "
-        + ("byte-identical" if same_json else "**differs**")
-        + f" (sha256 {rows['json-fresh']['out']}).",
+        "Output of the grown file's `show` and `show --json` on each tree: "
+        + (
+            "**differs** from the fresh analysis' in " + ", ".join(differ)
+            if differ
+            else "byte-identical to the fresh analysis'"
+        )
+        + f" (sha256 {fresh_row['out']} and {rows['this tree: fresh --json']['out']}).",
     ]
     print("\n".join(lines_out))
     if write:
@@ -245,7 +247,7 @@ def grow(size: int, where: Path | None, more: float, write: bool) -> int:
         a, b = text.index(GROW_BEGIN) + len(GROW_BEGIN), text.index(GROW_END)
         DOC.write_text(text[:a] + "\n" + "\n".join(lines_out) + "\n" + text[b:])
         print(f"wrote {DOC}", file=sys.stderr)
-    return 0 if same and same_json else 1
+    return 1 if differ else 0
 
 
 # -- --workers: the first show, in this process alone or with worker processes ----------------
@@ -398,7 +400,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="with --workers: rounds (default 2)")
     args = ap.parse_args()
     if args.grow:
-        return grow(args.size, args.dir, args.more, args.write)
+        return grow(args.size, args.dir, args.more, args.write, args.against)
     if args.workers is not None:
         return workers_main(args.size, args.dir, args.workers, args.rounds, args.write)
     with tempfile.TemporaryDirectory(prefix="looptap-kept-") as tmp:

@@ -74,10 +74,8 @@ def _apply_final(state: AnalyserState, f: Finding, last: _Last) -> None:
         return
     findings.append(f)
     findings[:] = dispatch.ordered_findings(findings)  # in place: the list its readers hold
-    if (
-        not state.keep_turns
-        and f.seq is not None
-        and f.seq not in state.flagged
-        and latest is not None
-    ):
-        state.flagged[f.seq] = (latest[1], findings)
+    # (an empty list ``last`` spilled and read back is a copy: the one held from now on)
+    held = state.flagged.get(f.seq) if f.seq is not None else None
+    if not state.keep_turns and f.seq is not None and latest is not None:
+        if held is None or held[1] is not findings:
+            state.flagged[f.seq] = (latest[1], findings)

@@ -24,6 +24,7 @@ entry). ``evictable`` keeps an entry in memory while something else refers to it
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import os
 import pickle
@@ -270,6 +271,17 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
     def hot_items(self) -> Iterator[tuple[K, V]]:
         """The entries held in memory (every entry ``evictable`` refuses to spill is among them)."""
         return iter(list(self._hot.items()))
+
+    def entries(self) -> Iterator[tuple[K, V]]:
+        """Every entry in the order of its keys, those on disk read in one query (copies, for
+        reading), none made recently used."""
+        hot = sorted(self._hot.items(), key=lambda e: e[0])
+        if not self._cold:
+            return iter(hot)
+        rows = self._spill.db(self._table).execute(f"SELECT k, v FROM {self._table} ORDER BY k")
+        # (written by this process, from its own values)
+        cold = ((k, pickle.loads(v)) for k, v in rows)
+        return heapq.merge(hot, cold, key=lambda e: e[0])
 
     def trim(self) -> None:
         """Write the least recently used entries beyond ``keep`` to disk (those ``evictable``

@@ -88,6 +88,7 @@ class RunReader:
         summaries: bool = True,
         cache: bool = False,
     ) -> None:
+        self._made = (path, body_cache, turn_cache, store_dir, summaries)  # (:meth:`restart`)
         #: The cassette's records (index and request bodies), read ahead by :meth:`step`.
         self.source = RecordSource(path, body_cache)
         self.index = self.source.index
@@ -134,6 +135,23 @@ class RunReader:
         self._again: Reread | None = None
         # Once :meth:`settle` ran: the analysis of the whole run, its turns restored on lookup.
         self._settled: RunAnalysis | None = None
+        #: Its analysis after the last round trip, before the end-of-run pass (JSON), to be kept
+        #: for the file to be continued from once it grew (:func:`.snapshot.continuation_of`).
+        self.continuation: bytes | None = None
+        #: Continued from where a kept analysis of the file's first bytes left off: what those
+        #: held (docs/kept-analysis.md, "A file that grew"; ``None``: not continued).
+        self.before: snapshot.Before | None = None
+
+    def restart(self) -> None:
+        """Stand before the first byte again, nothing read (a kept state that did not check out
+        half-way through taking it)."""
+        self.close()
+        self.source.close()
+        self._viewer.close()
+        self.analyser.state.threader.close()
+        self.analyser.state.spill.close()
+        path, body_cache, turn_cache, store_dir, summaries = self._made
+        self.__init__(path, body_cache, turn_cache, store_dir, summaries=summaries)  # type: ignore[misc]
 
     @property
     def analysis(self) -> RunAnalysis:
@@ -203,6 +221,11 @@ class RunReader:
         if found is None:
             raise KeyError(seq)
         return found[0]
+
+    def each_view(self, each: Callable[[Exchange, RoundTrip], Any]) -> Iterator[Any]:
+        """A printing pass (:func:`.snapshot.each_view`: a continued run takes again the views of
+        what it held before, where its analysis did not change them)."""
+        return snapshot.each_view(self, each)
 
     def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
         """Each round trip's printed view (:func:`.snapshot.printed`: those kept with the run's
@@ -298,6 +321,9 @@ class RunReader:
         trips by API family."""
         if not self.finished:
             self.finished = True
+            if self.index.digest is not None and not self.index.pending:
+                # before the end-of-run pass, which a continued run redoes
+                self.continuation = snapshot.continuation_of(self)
             tail = self.source.close_tail()
             self._analyse(tail, len(self.index) - len(tail))
             self.analyser.finish()
@@ -318,9 +344,8 @@ class RunReader:
                     break
             else:
                 self.unsummarised = None
-        return Batch(
-            turns=turns, records=records, problems=problems, at_end=self.unsummarised is None
-        )
+        at_end = self.unsummarised is None and self.finished  # (a continued file: read on)
+        return Batch(turns=turns, records=records, problems=problems, at_end=at_end)
 
     def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
         """A turn with everything the analysis gave it, restored from the store (a small cache
@@ -356,7 +381,8 @@ class RunReader:
         """An earlier round trip, read again for the analysis (a ``previous_response_id`` that
         points back at a turn whose context was released)."""
         ex = self.source.exchange_by_seq(seq)
-        return ex, parse_exchange(ex), self.full_turn(seq).model_copy()
+        # (not remembered: the end-of-run pass may yet give it findings a viewer must see)
+        return ex, parse_exchange(ex), self.full_turn(seq, remember=False).model_copy()
 
     def exchange_by_seq(self, seq: int) -> Exchange:
         """The full exchange of the round trip with this seq, already read, rebuilt from disk (safe
@@ -382,3 +408,5 @@ class RunReader:
         """Delete the store of full turns and parses (the summaries stay readable)."""
         self.turn_store.close()
         self.parses.close()
+        if self.before is not None and self.before.views is not None:
+            self.before.views.close()

@@ -14,8 +14,11 @@ replaces every row in one transaction, a reader reads in one (write-ahead log: a
 A kept analysis is taken only when it was made by the same analyser (a digest of looptap's source,
 Python, pydantic and the price table), its schema is :data:`SCHEMA`, and the cassette has the size
 and the SHA-256 it had when it was analysed (the cassette is hashed as the analysis reads it; a
-later reader hashes it again). Anything else (a file that changed or grew, another analyser, an
-old, foreign or corrupt database) leads to a fresh analysis, kept in its place; a database that
+later reader hashes it again), or it grew from those bytes: it is then continued from the
+analysis' state kept with them (``continuation``: :mod:`cassettes.analysis.continuation`), its
+kept views taken again where the continued analysis did not change them. Anything else (a file
+that changed, another analyser, an old, foreign or corrupt database, a state that does not check
+out) leads to a fresh analysis, kept in its place; a database that
 cannot be read gets a one-line note on stderr. ``LOOPTAP_NO_CACHE=1`` (or ``--no-cache``) neither
 takes nor keeps one; a run under :data:`MIN_BYTES` is analysed faster than it is checked, and is
 not kept. An error while keeping (a read-only or full disk) leaves the run analysed, silently.
@@ -60,6 +63,7 @@ __all__ = [
     "location",
     "take",
     "views",
+    "views_in",
 ]
 
 #: Runs smaller than this are analysed without a kept analysis (analysing them is quicker than
@@ -69,7 +73,10 @@ MIN_BYTES = 1 << 20
 #: is taken, where the analysis spills them to disk.
 MAX_CONVERSATIONS = 20_000
 #: The rows' layout (``PRAGMA user_version``): another one is not read, and is replaced.
-SCHEMA = 1
+SCHEMA = 2
+#: Bytes of the analysis' state a grown file is continued from (its JSON): more is not kept, and
+#: the grown file is analysed afresh.
+MAX_CONTINUATION = 256 << 20
 #: ``PRAGMA application_id`` of a looptap database (a foreign one is replaced).
 APPLICATION_ID = 0x4C54_4B41  # "LTKA"
 #: Bytes hashed at a time.
@@ -81,7 +88,8 @@ _TABLES = """
 CREATE TABLE run (
     id INTEGER PRIMARY KEY CHECK (id = 1), generation BLOB NOT NULL, analyser TEXT NOT NULL,
     size INTEGER NOT NULL, sha256 BLOB NOT NULL, reading TEXT NOT NULL, offsets BLOB NOT NULL,
-    lengths BLOB NOT NULL, seqs BLOB NOT NULL, analysis TEXT NOT NULL, views_done INTEGER
+    lengths BLOB NOT NULL, seqs BLOB NOT NULL, analysis TEXT NOT NULL, views_done INTEGER,
+    continuation BLOB
 );
 CREATE TABLE conversations (ord INTEGER PRIMARY KEY, id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE turns (
@@ -236,6 +244,16 @@ class Kept(NamedTuple):
     blocks: dict[int, tuple[int, int]]
     #: What the kept printed views are bound to (:func:`views`).
     generation: bytes
+    #: For a file that grew since: the analysis' state to continue from (JSON,
+    #: :mod:`cassettes.analysis.continuation`), the usage of each kept turn (seq → conversation,
+    #: tokens, cost) and the SHA-256 of the kept bytes as a hash to feed the rest to; ``None``
+    #: for the same bytes.
+    continuation: bytes | None = None
+    usage: dict[int, tuple[str, int | None, int | None, str | None]] | None = None
+    hashed: Any = None
+    #: For a file that grew since: the printed views kept for the kept bytes (their compressed
+    #: blocks, in a temporary file of this process; ``None``: none were kept).
+    views: IO[bytes] | None = None
 
 
 def _arrays(state: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
@@ -256,14 +274,16 @@ def keep(
         tuple[int, tuple[str, int | None, int | None, str | None] | None, tuple[int, int, int]]
     ],
     turns: tuple[IO[bytes] | None, dict[int, tuple[int, int]]],
+    continuation: bytes | None = None,
 ) -> bytes | None:
     """Keep the analysis of the cassette's first ``size`` bytes (whose SHA-256 is ``sha256``): the
     reader's ``state`` (plain data: the index's ``offsets``, ``lengths`` and ``seqs`` arrays, the
     rest JSON), the ``analysis`` (JSON, without its conversations), each conversation (id, JSON),
     the findings by turn (seq → position, JSON), each turn's usage (conversation, input and output
-    tokens, cost) and place (block, offset, length), and the store of full turns (its file, read
-    from where each block is). Replaces what was kept for this path, in one transaction. Never
-    raises: the new generation, ``None`` when it could not be kept."""
+    tokens, cost) and place (block, offset, length), the store of full turns (its file, read
+    from where each block is), and the state a grown file is continued from (JSON; ``None``:
+    none, a grown file is analysed afresh). Replaces what was kept for this path, in one
+    transaction. Never raises: the new generation, ``None`` when it could not be kept."""
     where = location(cassette)
     analyser = analyser_digest()
     if where is None or analyser is None:
@@ -280,9 +300,9 @@ def keep(
             db.execute(f"DELETE FROM {table}")  # (a table of ours)
         offsets, lengths, seqs = _arrays(state)
         db.execute(
-            "INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+            "INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
             (generation, analyser, size, sha256, orjson.dumps(state).decode(), offsets, lengths,
-             seqs, analysis.decode()),
+             seqs, analysis.decode(), _packed(continuation)),
         )  # fmt: skip
         db.executemany(
             "INSERT INTO conversations (id, data) VALUES (?, ?)",
@@ -317,8 +337,16 @@ def keep(
         db.close()
 
 
-def digest_of(cassette: Path, size: int) -> bytes | None:
-    """The SHA-256 of the cassette's first ``size`` bytes; ``None`` when it holds fewer."""
+def _packed(continuation: bytes | None) -> bytes | None:
+    if continuation is None or len(continuation) > MAX_CONTINUATION:
+        return None
+    packed: bytes = compressor().compress(continuation)
+    return packed
+
+
+def digest_of(cassette: Path, size: int) -> Any | None:
+    """The SHA-256 of the cassette's first ``size`` bytes, as a hash that can be fed the rest;
+    ``None`` when it holds fewer."""
     h = hashlib.sha256()
     done = 0
     with open_regular(cassette) as f:
@@ -328,7 +356,7 @@ def digest_of(cassette: Path, size: int) -> bytes | None:
                 return None
             h.update(chunk)
             done += len(chunk)
-    return h.digest()
+    return h
 
 
 @contextlib.contextmanager
@@ -389,18 +417,16 @@ def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
 
 def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) -> Kept | None:
     row = db.execute(
-        "SELECT generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis "
-        "FROM run"
+        "SELECT generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis, "
+        "continuation FROM run"
     ).fetchone()
     if row is None:
         return None
-    generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis = row
-    if analyser != analyser_digest() or size != os.stat(cassette).st_size:
-        return None
-    if digest_of(cassette, size) != sha256:
-        return None
-    if any(len(raw) % 8 for raw in (offsets, lengths, seqs)):
-        return None  # (not arrays of 64-bit integers)
+    generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis, cont = row
+    hashed, grew = _hashed(cassette, analyser, size, sha256, cont)
+    if hashed is None or any(len(raw) % 8 for raw in (offsets, lengths, seqs)):
+        return None  # (other bytes; or not arrays of 64-bit integers)
+    grown = _grown(db, cont, store_dir) if grew else (None, None, None)
     offsets, lengths, seqs = array("q", offsets), array("q", lengths), array("q", seqs)
     convs = [d.encode() for (d,) in db.execute("SELECT data FROM conversations ORDER BY ord")]
     findings = {
@@ -420,8 +446,81 @@ def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) 
         raise
     return Kept(
         size, reading.encode(), offsets, lengths, seqs, analysis.encode(), convs, findings,
-        places, out, out.tell(), blocks, generation,
+        places, out, out.tell(), blocks, generation, grown[0], grown[1],
+        hashed if grown[0] is not None else None, grown[2],
     )  # fmt: skip
+
+
+def _hashed(
+    cassette: Path, analyser: str, size: int, sha256: bytes, continuation: Any
+) -> tuple[Any | None, bool]:
+    """The SHA-256 of the kept bytes (a hash to feed the rest to) when the cassette holds them:
+    the same bytes, or a file that grew from them with a state to continue from (``True``); else
+    ``None``."""
+    now = os.stat(cassette).st_size
+    if analyser != analyser_digest() or size > now or (size < now and continuation is None):
+        return None, False
+    hashed = digest_of(cassette, size)
+    if hashed is None or hashed.digest() != sha256:
+        return None, False
+    return hashed, size < now
+
+
+def _grown(
+    db: sqlite3.Connection, continuation: Any, store_dir: str | Path | None
+) -> tuple[bytes, dict[int, tuple[str, int | None, int | None, str | None]], IO[bytes] | None]:
+    """What a file that grew from the kept bytes is continued from: the state, each kept turn's
+    usage, the kept views (:class:`Kept`)."""
+    usage = {
+        seq: (conv, i, o, cost)
+        for seq, conv, i, o, cost in db.execute(
+            "SELECT seq, conversation, input_tokens, output_tokens, cost FROM turns"
+        )
+    }
+    return _unpacked(continuation), usage, _views_copied(db, store_dir)
+
+
+def _views_copied(db: sqlite3.Connection, store_dir: str | Path | None) -> IO[bytes] | None:
+    """The printed views kept (their compressed blocks, each behind its length) in a temporary
+    file, read from its start; ``None`` when none were kept."""
+    if db.execute("SELECT views_done FROM run").fetchone() != (1,):
+        return None
+    out: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-views-", dir=store_dir)
+    try:
+        for (data,) in db.execute("SELECT data FROM views ORDER BY ord"):
+            out.write(len(data).to_bytes(8, "little") + data)
+        out.seek(0)
+    except BaseException:
+        out.close()
+        raise
+    return out
+
+
+def views_in(file: IO[bytes]) -> Iterator[Any]:
+    """The views :func:`_views_copied` put in ``file``, one by one, in order."""
+    with file:
+        while head := file.read(8):
+            block = decompressor().decompress(file.read(int.from_bytes(head, "little")))
+            for line in block.splitlines():
+                yield orjson.loads(line)
+
+
+def _unpacked(packed: Any) -> bytes:
+    """The state a grown file is continued from, at most :data:`MAX_CONTINUATION` bytes
+    (``ValueError`` when it is not one)."""
+    import zstandard
+
+    if not isinstance(packed, bytes):
+        raise ValueError("not a kept state")
+    try:
+        if not 0 <= zstandard.frame_content_size(packed) <= MAX_CONTINUATION:
+            raise ValueError("the kept state is too big to be one, or of unknown size")
+        data: bytes = decompressor().decompress(packed, max_output_size=MAX_CONTINUATION)
+    except zstandard.ZstdError as exc:
+        raise ValueError(str(exc)) from None
+    if len(data) > MAX_CONTINUATION:
+        raise ValueError("the kept state is too big to be one")
+    return data
 
 
 # -- printed views: what show's printing pass made of each round trip ---------------------------

@@ -332,6 +332,13 @@ class Run:
 
         return mapped(self._reader, each)
 
+    def each_view(self, each: Callable[[Exchange, RoundTrip], T2]) -> Iterator[T2]:
+        """:meth:`each_pair` for a printing pass (``each`` makes a round trip's printed view): a
+        run continued from a kept analysis takes the views kept of what its file held before,
+        where its analysis did not change them (docs/kept-analysis.md, "A file that grew")."""
+        again = getattr(self._reader, "each_view", None)
+        return again(each) if again is not None else self.each_pair(each)
+
     def close(self) -> None:
         """Let go of what the reader keeps on disk (the store of full turns and parses)."""
         self._reader.close()

@@ -71,7 +71,7 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
                 tc["mcp"] = {"seq": by.seq, "tool": by.tool, "by": by.linked_by}
         return [v, growth_row(turn) if turn is not None else None]
 
-    for made in run.each_pair(view):  # in order, whichever process made them
+    for made in run.each_view(view):  # in order, whichever process made them (or kept them)
         v = made[0]
         conv = str(v.get("conversation"))
         # a branch's first turn: what its prefix tolerated

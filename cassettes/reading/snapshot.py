@@ -1,17 +1,21 @@
 """A :class:`~cassettes.reading.incremental.RunReader` to and from the rows of a kept analysis
 (:mod:`cassettes.reading.kept`, docs/kept-analysis.md): :func:`take` stands a reader where the
-reader that kept the rows stood once finished, :func:`keep` keeps a finished reader's analysis,
-and :func:`printed` serves the printed views kept with it."""
+reader that kept the rows stood once finished (or, for a file that grew since, where it stood
+after its last round trip, to read and analyse only what was added), :func:`keep` keeps a
+finished reader's analysis, and :func:`printed` serves the printed views kept with it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from cassettes.analysis import continuation, plain_values
 from cassettes.analysis.model import Conversation, Finding, RunAnalysis
 from cassettes.reading import kept
+from cassettes.reading.parallel import mapped
 from cassettes.reading.stores import Places
 
 if TYPE_CHECKING:
@@ -81,8 +85,10 @@ def _checked(found: kept.Kept) -> ReaderState:
 
 def take(reader: RunReader) -> bool:
     """Before the reader's first step: take the kept analysis of its file when one checks out,
-    and stand finished, as if the file had been read and analysed; else hash the file as it is
-    read, so that :func:`keep` can keep it."""
+    and stand finished, as if the file had been read and analysed (``True``); for a file that
+    grew from the kept bytes, stand where the reader that kept them stood after its last round
+    trip, and hash the rest as it is read (``False``: the reader reads and analyses what was
+    added); else hash the file as it is read, so that :func:`keep` can keep it."""
     index = reader.index
     assert reader.records == 0 and index.consumed == 0, (
         "a kept analysis is taken before anything is read"
@@ -99,12 +105,18 @@ def take(reader: RunReader) -> bool:
         found.turns.close()
         index.digest = kept.hasher()
         return False
-    _adopt(reader, found, *parsed)
+    if found.continuation is not None:
+        _continue(reader, found, *parsed)
+        return False
+    _stand(reader, found, parsed[0], parsed[3])
+    reader.analyser.first_index = parsed[0].first_index
+    reader.analyser.take(parsed[1], parsed[2])
+    reader.finished = True
     reader.kept_as = found.generation
     return True
 
 
-def _adopt(
+def _continue(
     reader: RunReader,
     found: kept.Kept,
     state: ReaderState,
@@ -112,12 +124,100 @@ def _adopt(
     flagged: dict[int, tuple[int, list[Finding]]],
     places: Places,
 ) -> None:
+    """Stand ``reader`` where the reader that kept ``found`` stood after its last round trip,
+    before its end-of-run pass (:mod:`cassettes.analysis.continuation`), to read what the file
+    gained since; one that does not check out is read afresh (hashed as it is read)."""
+    assert found.continuation is not None and found.usage is not None
+    try:
+        data = plain_values.sections(found.continuation)
+        _stand(reader, found, state, places)
+        reader.usage = dict(found.usage)
+        continuation.restore(reader.analyser, data, result, flagged)
+    except (ValueError, KeyError, OSError):  # (JSONDecodeError is one; CassetteError an OSError)
+        if found.views is not None:
+            found.views.close()
+        reader.restart()
+        reader.index.digest = kept.hasher()
+        return
+    reader.index.digest, reader.index.hashed = found.hashed, found.size
+    reader.before = Before(
+        len(found.offsets), {s: data for s, (_, data) in found.findings.items()},
+        {s: c.model_dump_json().encode() for s, c in result.mcp_calls.items()}, found.views,
+    )  # fmt: skip
+
+
+class Before(NamedTuple):
+    """What a continued reader's file held when its analysis was kept: its round trips (by
+    position), their findings and MCP calls (JSON, by seq), and the printed views kept of them:
+    the views a printing pass takes again where the analysis did not change them
+    (:func:`each_view`)."""
+
+    positions: int
+    findings: dict[int, bytes]
+    calls: dict[int, bytes]
+    views: IO[bytes] | None
+
+
+def each_view(reader: RunReader, each: Callable[[Any, Any], Any]) -> Iterator[Any]:
+    """A printing pass (``each``: a round trip's printed view and growth row): for a continued
+    reader, settled, the views kept of the round trips its file held before are taken again,
+    but where the continued analysis changed what they show (a finding, the end-of-run pass's
+    ones among them, or an MCP link: by seq); the others are ``each``'s. Else
+    :func:`~cassettes.reading.parallel.mapped`."""
+    before = reader.before
+    if before is None or before.views is None or not reader.settled:
+        return mapped(reader, each)
+    reader.before = None  # (once: the views are read from their file as they pass)
+    return _reusing(reader, each, kept.views_in(before.views), _changed(reader, before),
+                    before.positions)  # fmt: skip
+
+
+def _changed(reader: RunReader, before: Before) -> set[int]:
+    """The seqs whose views the continued analysis changed: their findings, or an MCP call's
+    link (the MCP round trip's and the model's turn's)."""
+    flagged = reader.analyser.state.flagged
+    now = {s: _FINDINGS.dump_json(f) for s, (_, f) in flagged.items() if f}
+    was = {s: data for s, data in before.findings.items() if data != b"[]"}
+    changed = {s for s in now.keys() | was.keys() if now.get(s) != was.get(s)}
+    calls = reader.analysis.mcp_calls
+    for s in before.calls.keys() | calls.keys():
+        call, old = calls.get(s), before.calls.get(s)
+        if call is not None and call.model_dump_json().encode() == old:
+            continue
+        changed.add(s)
+        linked_before = orjson.loads(old).get("model_seq") if old is not None else None
+        for linked in (call.model_seq if call is not None else None, linked_before):
+            if isinstance(linked, int):
+                changed.add(linked)
+    return changed
+
+
+def _reusing(
+    reader: RunReader,
+    each: Callable[[Any, Any], Any],
+    views: Iterator[Any],
+    changed: set[int],
+    positions: int,
+) -> Iterator[Any]:
+    seqs = reader.index.seqs
+    again = reader.reread()
+    try:
+        for pos in again.positions():
+            view = next(views, None) if pos < positions else None
+            if view is not None and seqs[pos] not in changed and view[0].get("seq") == seqs[pos]:
+                yield view
+            else:
+                yield each(*again.pair_at(pos))
+    finally:
+        again.close()
+
+
+def _stand(reader: RunReader, found: kept.Kept, state: ReaderState, places: Places) -> None:
     """Stand ``reader`` where the kept analysis ``found`` (:func:`~cassettes.reading.kept.take`,
-    its rows read by :func:`_parsed`) left the reader that kept it."""
+    its rows read by :func:`_parsed`) left the reader that kept it: its index, store of turns and
+    counts (the analyser's part is the caller's)."""
     index = {**dict(state), "offsets": found.offsets, "lengths": found.lengths, "seqs": found.seqs}
     reader.index.restore(index)
-    reader.analyser.first_index = state.first_index
-    reader.analyser.take(result, flagged)
     block = max(found.blocks, default=-1) + 1
     reader.turn_store.adopt(found.turns, found.turns_end, {"blocks": found.blocks, "block": block})
     reader.places = places
@@ -127,7 +227,6 @@ def _adopt(
     reader.source.skipped.update(state.skipped)
     if reader.summarising:
         reader.unsummarised = iter(list(places))
-    reader.finished = True
 
 
 def keep(reader: RunReader) -> bool:
@@ -142,6 +241,7 @@ def keep(reader: RunReader) -> bool:
     if len(result.conversations) > kept.MAX_CONVERSATIONS:
         return False  # (a kept analysis' conversations are read into memory)
     turns_file, _, turns = reader.turn_store.kept()
+    more = reader.continuation
     state = {
         "version": STATE_VERSION, **index.snapshot(), "first_index": reader.analyser.first_index,
         "records": reader.records, "families": reader.families,
@@ -155,7 +255,7 @@ def keep(reader: RunReader) -> bool:
             ((c.id, c.model_dump_json().encode()) for c in result.conversations),
             {s: (pos, _FINDINGS.dump_json(f)) for s, (pos, f) in flagged.items()},
             ((seq, usage.get(seq), places.get(seq)) for seq in places),
-            (turns_file, turns["blocks"]),
+            (turns_file, turns["blocks"]), more,
         )  # fmt: skip
     except (TypeError, ValueError):  # (not kept: analysed again next time)
         return False
@@ -202,3 +302,15 @@ def _keeping(views: Iterator[Any], writer: kept.ViewsWriter) -> Iterator[Any]:
         writer.commit()
     finally:
         writer.abandon()
+
+
+def continuation_of(reader: RunReader) -> bytes | None:
+    """The reader's analysis after its last round trip, before the end-of-run pass, as the JSON a
+    grown file is continued from (:mod:`cassettes.analysis.continuation`); ``None`` when some
+    of it has no plain form, or it is more than :data:`~cassettes.reading.kept.MAX_CONTINUATION`
+    bytes (the grown file is then analysed afresh)."""
+    try:
+        data = plain_values.lines(continuation.capture(reader.analyser))
+    except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
+        return None
+    return data if len(data) <= kept.MAX_CONTINUATION else None

@@ -57,12 +57,14 @@ parent); the rules are named functions over it and the request being threaded (:
 :mod:`._history` (registered histories, the same request again), :mod:`._agents` (which agent
 goes on, which is another), :mod:`._opening` (no history extended: rewritten, sibling,
 trajectory, new conversation, sub-agent), :mod:`._words` (what a request's words say, no state);
-:mod:`._driver` asks them in order and records each turn.
+:mod:`._driver` asks them in order and records each turn; :mod:`._plain` is the state as plain
+data, what a grown file is continued from.
 """
 
 from __future__ import annotations
 
 from cassettes.analysis.threading._data import Attempt, Link
 from cassettes.analysis.threading._driver import Threader
+from cassettes.analysis.threading._plain import restore_threads, threads_state
 
-__all__ = ["Attempt", "Link", "Threader"]
+__all__ = ["Attempt", "Link", "Threader", "restore_threads", "threads_state"]

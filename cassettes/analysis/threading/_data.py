@@ -144,6 +144,10 @@ class TurnInfos:
     def trim(self) -> None:
         self._map.trim()
 
+    def entries(self) -> Iterator[TurnInfo]:
+        """Every turn, in order (copies of those on disk: for reading)."""
+        return (info for _, info in self._map.entries())
+
 
 #: Registrations kept per prefix hash once pruned: those still their conversation's latest (up
 #: to this many), plus the newest. A million identical single-turn requests stay bounded.

@@ -1,0 +1,99 @@
+"""What threading knows (:class:`~._data.Threads`) as plain data and back: the part of the state
+a grown file is continued from (:mod:`cassettes.analysis.continuation`). Every turn threaded and
+every index, spilled entries included; read back only into threading's own classes, checked."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from cassettes.analysis.plain_values import dump, load
+from cassettes.analysis.spill import SpillMap
+from cassettes.analysis.threading._data import Keys, Registered, Threads, TurnInfo
+from cassettes.analysis.threading._driver import Threader
+from cassettes.analysis.trajectory import Fields, Step
+
+__all__ = ["restore_threads", "threads_state"]
+
+_CLASSES: dict[str, type] = {c.__qualname__: c for c in (TurnInfo, Keys, Registered, Fields, Step)}
+#: The indexes kept in spilled tables, and the type of their keys.
+_MAPS = {
+    "prefix": int, "by_start": int, "by_response": str, "last_of": str, "id_turn": str,
+    "by_answer": int, "by_head": int, "sibling_root": str,
+}  # fmt: skip
+
+
+def threads_state(threader: Threader) -> dict[str, Any]:
+    """What ``threader`` knows, as JSON-able data (``TypeError``: a value it cannot be); its
+    turns and indexes as iterators, to be written as they come
+    (:func:`~cassettes.analysis.plain_values.lines`)."""
+    s = threader.threads
+    out: dict[str, Any] = {
+        "turns": (dump(info, _CLASSES) for info in s.turns.entries()),
+        "by_label": dict(s.by_label), "prompts": list(s.prompts.items()),
+        "quotes": list(s.quotes.items()), "count": s.count, "families": dict(s.families),
+    }  # fmt: skip
+    for name in _MAPS:
+        table: SpillMap[Any, Any] = getattr(s, name)
+        out[name] = ([k, dump(v, _CLASSES)] for k, v in table.entries())
+    return out
+
+
+def _bad(what: str) -> ValueError:
+    return ValueError(f"the threads' {what} are not what threading keeps")
+
+
+def restore_threads(data: Any, keep: int) -> Threader:
+    """A threader knowing what :func:`threads_state` gave ``data`` for (``ValueError`` when
+    ``data`` does not check out)."""
+    if not isinstance(data, dict) or set(data) != {*_MAPS, "turns", "by_label", "prompts",
+                                                   "quotes", "count", "families"}:  # fmt: skip
+        raise _bad("tables")
+    threader = Threader(keep=keep)
+    s: Threads = threader.threads
+    for i, raw in enumerate(data["turns"]):
+        info = load(raw, _CLASSES)
+        if type(info) is not TurnInfo:
+            raise _bad("turns")
+        s.turns.append(info)
+        if i % keep == keep - 1:
+            s.turns.trim()
+    n = len(s.turns)
+    for name, key_type in _MAPS.items():
+        table: SpillMap[Any, Any] = getattr(s, name)
+        for k, raw in data[name]:
+            value = load(raw, _CLASSES)
+            if type(k) is not key_type or not _fits(name, value, n):
+                raise _bad(name)
+            table[k] = value
+            table.trim()
+    s.by_label = _str_map(data["by_label"], str)
+    s.prompts = OrderedDict(_str_map(dict(data["prompts"]), int))
+    s.quotes = OrderedDict(_str_map(dict(data["quotes"]), int))
+    s.families = _str_map(data["families"], int)
+    if type(data["count"]) is not int or any(
+        not 0 <= t < n for t in [*s.prompts.values(), *s.quotes.values()]
+    ):
+        raise _bad("counts")
+    s.count = data["count"]
+    s.trim()
+    return threader
+
+
+def _fits(name: str, value: Any, n: int) -> bool:
+    """A value of the table ``name`` that names only turns among the ``n`` threaded."""
+    if name == "prefix":
+        return isinstance(value, list) and all(
+            type(r) is Registered and 0 <= r.turn < n for r in value
+        )
+    if name == "by_start":
+        return isinstance(value, list) and all(type(t) is int and 0 <= t < n for t in value)
+    return type(value) is int and 0 <= value < n
+
+
+def _str_map(data: Any, value_type: type) -> dict[str, Any]:
+    if not isinstance(data, dict) or not all(
+        type(k) is str and type(v) is value_type for k, v in data.items()
+    ):
+        raise _bad("names")
+    return dict(data)
