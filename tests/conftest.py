@@ -19,13 +19,20 @@ import tempfile
 
 import httpcore2  # noqa: F401  (see below)
 import pytest
-from hypothesis import HealthCheck, settings
 
-# Hypothesis' deadline (200 ms an example) and its too-slow health check are timed assertions: on a
-# loaded machine a slow example failed a correct property test (test_roots, once under -n 2). Off
-# for every property test of the suite; a hang is caught by lack of progress, never by seconds.
-settings.register_profile("looptap", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("looptap")
+try:  # (the recorder's environment runs a few of these tests without Hypothesis)
+    from hypothesis import HealthCheck, settings
+except ImportError:
+    pass
+else:
+    # Hypothesis' deadline (200 ms an example) and its too-slow health check are timed
+    # assertions: on a loaded machine a slow example failed a correct property test (test_roots,
+    # once under -n 2). Off for every property test of the suite; a hang is caught by lack of
+    # progress, never by seconds.
+    settings.register_profile(
+        "looptap", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    settings.load_profile("looptap")
 
 # httpx loads httpcore's exceptions on its first request and keeps them; the plugin's tests run
 # pytest in process (pytester), which drops every module imported during the run afterwards: a
