@@ -781,7 +781,9 @@ async def run_child(
             for sig in (signal.SIGINT, signal.SIGTERM):
                 # The child gets the terminal's SIGINT itself; SIGTERM is passed on.
                 asyncio.get_running_loop().add_signal_handler(sig, pass_on, sig)
-            rc = await _child_beside_viewer(proc, viewer, child_log, child_status)
+            rc = await _child_beside_viewer(
+                proc, viewer, child_log, child_status, rec.addon.handoff.flush
+            )
         finally:
             if log is not None:
                 log.close()
@@ -793,11 +795,13 @@ async def _child_beside_viewer(
     viewer: Sequence[str] | None,
     child_log: Path | None,
     child_status: Path | None,
+    stored: Callable[[], None],
 ) -> int:
     """The child's exit status, once it has exited and the ``viewer`` started here beside it (if
     any) has been closed; a viewer closed first leaves a line saying the child still runs. The
-    status is written to ``child_status`` as soon as the child exits (a viewer still open reads
-    it)."""
+    status is written to ``child_status`` as soon as the child exits and what it sent is stored
+    (``stored``: the writer has answered for every round trip handed over): a viewer still open
+    reads it, then the file once more, and must find every round trip there."""
     view = None
     if viewer:
         try:
@@ -815,6 +819,7 @@ async def _child_beside_viewer(
             )
     rc = await child
     if child_status is not None:
+        await asyncio.get_running_loop().run_in_executor(None, stored)
         try:
             child_status.write_text(str(rc))
         except OSError:
