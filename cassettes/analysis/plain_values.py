@@ -178,11 +178,13 @@ def _instance(v: dict[str, Any], classes: Classes) -> Any:
     return obj
 
 
-def lines(state: dict[str, Any]) -> bytes:
+def lines(state: dict[str, Any]) -> tuple[bytes, io.BytesIO]:
     """``state`` (JSON-able, its long tables iterators, at its top level or one level down) as
     JSON lines: a head line (the rest, and each table's place and length), then each table's
     entries, one a line, written as they come (memory holds their text, never all their values
-    at once); :func:`sections` reads it back."""
+    at once). Returned as the head line and the buffer of the lines after it, to be written one
+    after the other (not joined: that would hold their text twice); :func:`sections` reads the
+    two, written, back."""
     out = io.BytesIO()  # (each line written at once: orjson's bytes hold a buffer of 4 KB or more)
     places: list[list[Any]] = []
 
@@ -199,7 +201,7 @@ def lines(state: dict[str, Any]) -> bytes:
         return head
 
     head = flat(state, [])
-    return orjson.dumps({"head": head, "tables": places}) + out.getvalue()
+    return orjson.dumps({"head": head, "tables": places}), out
 
 
 def sections(data: bytes) -> dict[str, Any]:

@@ -135,7 +135,8 @@ class RunReader:
         self._again: Reread | None = None
         # Once :meth:`settle` ran: the analysis of the whole run, its turns restored on lookup.
         self._settled: RunAnalysis | None = None
-        #: Its analysis after the last round trip, before the end-of-run pass (JSON), to be kept
+        #: Its analysis after the last round trip, before the end-of-run pass (compressed JSON
+        #: lines), to be kept
         #: for the file to be continued from once it grew (:func:`.snapshot.continuation_of`).
         self.continuation: bytes | None = None
         #: Continued from where a kept analysis of the file's first bytes left off: what those

@@ -281,8 +281,8 @@ def keep(
     rest JSON), the ``analysis`` (JSON, without its conversations), each conversation (id, JSON),
     the findings by turn (seq → position, JSON), each turn's usage (conversation, input and output
     tokens, cost) and place (block, offset, length), the store of full turns (its file, read
-    from where each block is), and the state a grown file is continued from (JSON; ``None``:
-    none, a grown file is analysed afresh). Replaces what was kept for this path, in one
+    from where each block is), and the state a grown file is continued from (:func:`packed`;
+    ``None``: none, a grown file is analysed afresh). Replaces what was kept for this path, in one
     transaction. Never raises: the new generation, ``None`` when it could not be kept."""
     where = location(cassette)
     analyser = analyser_digest()
@@ -302,7 +302,7 @@ def keep(
         db.execute(
             "INSERT INTO run VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
             (generation, analyser, size, sha256, orjson.dumps(state).decode(), offsets, lengths,
-             seqs, analysis.decode(), _packed(continuation)),
+             seqs, analysis.decode(), continuation),
         )  # fmt: skip
         db.executemany(
             "INSERT INTO conversations (id, data) VALUES (?, ?)",
@@ -337,11 +337,16 @@ def keep(
         db.close()
 
 
-def _packed(continuation: bytes | None) -> bytes | None:
-    if continuation is None or len(continuation) > MAX_CONTINUATION:
+def packed(*parts: bytes | memoryview) -> bytes | None:
+    """The state a grown file is continued from, its ``parts`` written one after the other and
+    compressed as they go (its JSON is never held twice); ``None`` when it is more than
+    :data:`MAX_CONTINUATION` bytes."""
+    size = sum(len(p) for p in parts)
+    if size > MAX_CONTINUATION:
         return None
-    packed: bytes = compressor().compress(continuation)
-    return packed
+    squeeze = compressor().compressobj(size=size)  # (the size in the frame: _unpacked checks it)
+    out = b"".join([*(squeeze.compress(p) for p in parts), squeeze.flush()])
+    return out
 
 
 def digest_of(cassette: Path, size: int) -> Any | None:

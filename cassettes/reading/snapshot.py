@@ -306,11 +306,13 @@ def _keeping(views: Iterator[Any], writer: kept.ViewsWriter) -> Iterator[Any]:
 
 def continuation_of(reader: RunReader) -> bytes | None:
     """The reader's analysis after its last round trip, before the end-of-run pass, as the JSON a
-    grown file is continued from (:mod:`cassettes.analysis.continuation`); ``None`` when some
+    grown file is continued from (:mod:`cassettes.analysis.continuation`), compressed
+    (:func:`~cassettes.reading.kept.packed`); ``None`` when some
     of it has no plain form, or it is more than :data:`~cassettes.reading.kept.MAX_CONTINUATION`
     bytes (the grown file is then analysed afresh)."""
     try:
-        data = plain_values.lines(continuation.capture(reader.analyser))
+        head, rest = plain_values.lines(continuation.capture(reader.analyser))
     except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
         return None
-    return data if len(data) <= kept.MAX_CONTINUATION else None
+    with rest:
+        return kept.packed(head, rest.getbuffer())

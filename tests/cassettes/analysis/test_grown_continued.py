@@ -230,7 +230,8 @@ def _tampered(data: dict[str, Any], how: str) -> bytes:
         data["threads"]["by_response"] = [[1, 2]]
     elif how == "oversized":
         return compressor().compress(b" " * (kept.MAX_CONTINUATION + 1))
-    return compressor().compress(lines(data))
+    head, rest = lines(data)
+    return kept.packed(head, rest.getbuffer())
 
 
 @pytest.mark.parametrize(
