@@ -345,8 +345,7 @@ def packed(*parts: bytes | memoryview) -> bytes | None:
     if size > MAX_CONTINUATION:
         return None
     squeeze = compressor().compressobj(size=size)  # (the size in the frame: _unpacked checks it)
-    out = b"".join([*(squeeze.compress(p) for p in parts), squeeze.flush()])
-    return out
+    return b"".join([*(squeeze.compress(p) for p in parts), squeeze.flush()])
 
 
 def digest_of(cassette: Path, size: int) -> Any | None:

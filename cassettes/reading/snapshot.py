@@ -314,5 +314,5 @@ def continuation_of(reader: RunReader) -> bytes | None:
         head, rest = plain_values.lines(continuation.capture(reader.analyser))
     except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
         return None
-    with rest:
-        return kept.packed(head, rest.getbuffer())
+    with rest, rest.getbuffer() as view:  # (the view released before the buffer is closed)
+        return kept.packed(head, view)

@@ -36,7 +36,7 @@ import orjson
 from cassettes import bounds, providers
 from cassettes.hints import count
 from cassettes.providers import WS_TURN
-from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire.exchange import AGENT_CLOSED, NEXT_TURN, Exchange, Headers
 
 if TYPE_CHECKING:
     from cassettes.providers import WsTurns
@@ -150,7 +150,7 @@ class WsSession:
             out.append(
                 self._exchange(
                     self._turn,
-                    cut="the client started the next turn before this one's terminal event",
+                    cut=f"{NEXT_TURN} before this one's terminal event",
                 )
             )
         self._turn = [msg]
@@ -178,7 +178,7 @@ class WsSession:
         """The connection closed (``by_client``: by the agent, by the upstream, or not known): a
         turn still open is cut; messages outside any turn are kept as one session record."""
         head = {
-            True: "the agent closed the connection",  # (wire.exchange.AGENT_CUT)
+            True: AGENT_CLOSED,
             False: "the upstream closed the connection",
             None: "the connection closed",
         }[by_client]

@@ -15,7 +15,15 @@ import orjson
 
 from cassettes import bounds
 
-__all__ = ["AGENT_CUT", "CLIENT_CLOSED", "Exchange", "Headers", "cut_by_client", "header"]
+__all__ = [
+    "AGENT_CLOSED",
+    "CLIENT_CLOSED",
+    "NEXT_TURN",
+    "Exchange",
+    "Headers",
+    "cut_by_client",
+    "header",
+]
 
 Headers = list[tuple[str, str]]
 
@@ -37,14 +45,15 @@ def header(headers: Headers, name: str) -> str | None:
 CLIENT_CLOSED = "Client disconnected."
 #: How looptap's WebSocket recorder (:mod:`cassettes.recording.websocket`) begins the transport
 #: error of a turn the agent cut: it closed the connection, or sent its next turn first.
-AGENT_CUT = ("the agent closed the connection", "the client started the next turn")
+AGENT_CLOSED = "the agent closed the connection"
+NEXT_TURN = "the client started the next turn"
 
 
 def cut_by_client(transport_error: str | None) -> bool:
     """Whether a round trip was cut by its client (a client timeout, a cancelled stream, an agent
     that stopped reading or went on to its next turn), not by the upstream or the network."""
     return transport_error is not None and (
-        transport_error == CLIENT_CLOSED or transport_error.startswith(AGENT_CUT)
+        transport_error == CLIENT_CLOSED or transport_error.startswith((AGENT_CLOSED, NEXT_TURN))
     )
 
 

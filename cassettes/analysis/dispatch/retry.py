@@ -10,7 +10,7 @@ from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.model import Finding, Severity
 from cassettes.hints import count
 from cassettes.models import NormalisedRequest
-from cassettes.wire.exchange import AGENT_CUT
+from cassettes.wire.exchange import NEXT_TURN
 
 
 def _request_changes(
@@ -253,7 +253,7 @@ def check_abandoned(ctx: TurnContext) -> Iterator[Finding]:
     else:
         got = f"after the head of HTTP {rt.status}"
     when = f", {rt.duration:.1f} s after the request" if rt.duration is not None else ""
-    interrupted = (rt.transport_error or "").startswith(AGENT_CUT[1])
+    interrupted = (rt.transport_error or "").startswith(NEXT_TURN)
     if interrupted:
         did, causes = "sent its next turn", "an interruption, such as a voice agent's barge-in"
     else:
