@@ -16,6 +16,8 @@ through ``importlib.metadata``, which costs as much to import as the reading it 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
 import sys
 import threading
@@ -26,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from genai_prices.data_snapshot import DataSnapshot
 
-__all__ = ["PRICES_VERSION", "data_file", "get_snapshot", "library"]
+__all__ = [
+    "PRICES_VERSION",
+    "get_snapshot",
+    "known_model",
+    "library",
+    "provider_for_url",
+    "table_identity",
+]
 
 _LOCK = threading.Lock()
 
@@ -107,11 +116,51 @@ def data_file() -> Path | None:
 
 def get_snapshot() -> DataSnapshot:
     """genai-prices' price data (``genai_prices.data_snapshot.get_snapshot()``), imported on first
-    use:
-    :mod:`cassettes.analysis.price_memo` answers most calls without it."""
+    use."""
     from genai_prices.data_snapshot import get_snapshot as snapshot
 
     return snapshot()
+
+
+def table_identity() -> list[Any] | None:
+    """Which price table is installed (the library's version; a digest of its data file's bytes
+    and their length), ``None`` when that file cannot be found: part of the kept analysis' digest
+    (:mod:`cassettes.reading.kept`). By content, not by path and time: the same table installed in
+    the recorder's environment and in the reader's is one table."""
+    path = data_file()
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+        digest = _file_digest(str(path), st.st_size, st.st_mtime_ns)
+    except OSError:
+        return None
+    return [PRICES_VERSION, *digest]
+
+
+@functools.lru_cache(maxsize=4)
+def _file_digest(path: str, size: int, mtime_ns: int) -> tuple[str, int]:
+    """The digest and length of the price table's data file, by its path, size and time (hashed
+    once a process while the file stays as it was)."""
+    data = Path(path).read_bytes()
+    return hashlib.blake2b(data, digest_size=16).hexdigest(), len(data)
+
+
+def provider_for_url(url: str) -> str:
+    """The id of the provider whose API ``url`` is (``DataSnapshot.find_provider(None, None,
+    url)``); ``LookupError`` when none."""
+    return str(get_snapshot().find_provider(None, None, url).id)
+
+
+def known_model(name: str) -> str | None:
+    """The model genai-prices files ``name`` under, looked up without a provider
+    (``gpt-4o-2024-08-06`` → ``openai/gpt-4o``), or ``None`` for a name that is no published model:
+    an alias, a deployment, a router."""
+    try:
+        provider, model = get_snapshot().find_provider_model(name, None, None, None)
+    except (LookupError, ValueError):
+        return None
+    return f"{provider.id}/{model.id}"
 
 
 _register()
