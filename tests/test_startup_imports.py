@@ -295,7 +295,7 @@ def test_genai_prices_is_whole_for_whoever_asks() -> None:
     names."""
     code = (
         "import sys\n"
-        "from cassettes.analysis.pricing import calc_price, PRICES_VERSION\n"
+        "from cassettes.analysis.price_data import calc_price, PRICES_VERSION\n"
         "assert 'genai_prices.update_prices' not in sys.modules\n"
         "import genai_prices\n"
         "from genai_prices import Usage, UpdatePrices, calc_price as lib_calc\n"

@@ -1,14 +1,14 @@
-"""genai-prices' bundled price data, without the network updater its package imports.
+"""A turn's price from genai-prices' bundled price data, without the network updater its package
+imports.
 
 ``import genai_prices`` runs the package's ``__init__``, which imports ``update_prices`` and with it
 httpx and asyncio (about 50 modules, a third of a second of a ``looptap show`` here) for a
 background updater looptap never starts: prices come from the data the library ships. So the
 package is registered here as a module of its own path whose ``__init__`` has not run yet, and
 its submodules (``data_snapshot``, ``types``, ``data`` …) import from it as usual. Its first
-attribute that is not a submodule already imported (``genai_prices.calc_price`` for a price the fast
-path of :mod:`cassettes.analysis.pricing` leaves to the library, or any other code in the
-process asking for one) runs the real ``__init__`` in that same module object, so whoever asks
-gets the whole package. Where genai-prices was imported already, nothing is done.
+attribute that is not a submodule already imported (any other code in the process asking for
+one) runs the real ``__init__`` in that same module object, so whoever asks gets the whole
+package. Where genai-prices was imported already, nothing is done.
 
 :data:`PRICES_VERSION` is read from the distribution's ``METADATA`` next to the package, not
 through ``importlib.metadata``, which costs as much to import as the reading it does.
@@ -21,8 +21,9 @@ import hashlib
 import importlib.util
 import sys
 import threading
+from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,9 +31,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PRICES_VERSION",
+    "calc_price",
     "get_snapshot",
     "known_model",
-    "library",
     "provider_for_url",
     "table_identity",
 ]
@@ -48,6 +49,7 @@ def _register() -> None:
         spec = importlib.util.find_spec("genai_prices")
         if spec is None or spec.loader is None or spec.submodule_search_locations is None:
             import genai_prices  # noqa: F401 - not a plain package directory: import it as it is
+
             return
         shell = importlib.util.module_from_spec(spec)
         loader = spec.loader
@@ -93,14 +95,6 @@ def _version() -> str:
     return version("genai-prices")
 
 
-def library() -> ModuleType:
-    """The whole ``genai_prices`` package (its ``__init__`` run)."""
-    import genai_prices
-
-    genai_prices.calc_price  # noqa: B018 - the first attribute runs the deferred __init__
-    return genai_prices
-
-
 def data_file() -> Path | None:
     """genai-prices' bundled price table (``genai_prices/data.py``), or ``None`` when it is not a
     plain file."""
@@ -144,6 +138,25 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> tuple[str, int]:
     once a process while the file stays as it was)."""
     data = Path(path).read_bytes()
     return hashlib.blake2b(data, digest_size=16).hexdigest(), len(data)
+
+
+def calc_price(
+    usage: dict[str, int],
+    model_ref: str,
+    *,
+    provider_id: str | None = None,
+    when: datetime | None = None,
+    price_context: dict[str, Any] | None = None,
+) -> tuple[Decimal, str, str]:
+    """(total price in USD, provider id, model id) of one call: ``genai_prices.calc_price`` (which
+    is ``DataSnapshot.calc`` on the bundled data). Raises ``LookupError`` for an unknown model or
+    provider and ``ValueError`` / ``ArithmeticError`` for usage genai-prices rejects."""
+    from genai_prices.types import Usage
+
+    calc = get_snapshot().calc(
+        Usage(**usage), model_ref, provider_id, None, when, price_context or None
+    )
+    return calc.total_price, calc.provider.id, calc.model.id
 
 
 def provider_for_url(url: str) -> str:
