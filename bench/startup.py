@@ -249,10 +249,6 @@ HOW = """
   `"module:function"`): the parser is built from the declarations and the handler's module is imported only when
   its command runs, so `looptap replay --help` loads none of replay's modules; only a command looptap does not
   declare is looked up among the installed packages' `looptap.commands` entry points.
-- pydantic's plugins are looked for without `importlib.metadata` (and its `email`, `zipfile` …) when no installed
-  distribution declares one (`cassettes/pydantic_plugins.py`, reading each `entry_points.txt`); a declared plugin
-  is loaded as pydantic loads it. pydantic has no public way to this: it is done for the pydantic 2.x releases
-  only, whose plugin loader was read for it (`CHECKED`); another release looks for its plugins its own way.
 - genai-prices' network updater is never imported (`cassettes/analysis/price_data.py`); jsonschema loads only for
   arguments that are not plainly valid (`cassettes/analysis/plain_schema.py`); `replay` imports no analysis before
   it serves.

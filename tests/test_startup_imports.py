@@ -394,30 +394,3 @@ def test_show_imports_with_the_collector_paused_and_freezes_what_it_imported(
     assert int(collections) > 0  # the collector did run, before and after
     assert int(while_importing) == 0, out
     assert int(frozen) > 10_000 and adapter_tracked == "False" and analyser_tracked == "False", out
-
-
-
-def test_pydantic_plugins_are_told_absent_only_where_importlib_metadata_would_find_none(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from cassettes.pydantic_plugins import declared_nowhere
-
-    plain = tmp_path / "plain"
-    (plain / "a-1.0.dist-info").mkdir(parents=True)
-    (plain / "a-1.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\na = a:main\n")
-    (plain / "b-1.0.egg-info").mkdir()
-    monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "missing")])
-    assert declared_nowhere()
-    declared = tmp_path / "declared"
-    (declared / "Plug-2.0.egg-info").mkdir(parents=True)
-    (declared / "Plug-2.0.egg-info" / "entry_points.txt").write_text(
-        "[console_scripts]\np = p:main\n\n[ pydantic ]\np = p:plugin\n"
-    )
-    monkeypatch.setattr(sys, "path", [str(plain), str(declared)])
-    assert not declared_nowhere()
-    # a zip on the path: importlib.metadata's own search
-    (tmp_path / "dists.zip").write_bytes(b"PK\x05\x06" + bytes(18))
-    monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "dists.zip")])
-    assert not declared_nowhere()
-    monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "x.egg")])
-    assert not declared_nowhere()

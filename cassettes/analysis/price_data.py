@@ -9,9 +9,6 @@ its submodules (``data_snapshot``, ``types``, ``data`` …) import from it as us
 attribute that is not a submodule already imported (any other code in the process asking for
 one) runs the real ``__init__`` in that same module object, so whoever asks gets the whole
 package. Where genai-prices was imported already, nothing is done.
-
-:data:`PRICES_VERSION` is read from the distribution's ``METADATA`` next to the package, not
-through ``importlib.metadata``, which costs as much to import as the reading it does.
 """
 
 from __future__ import annotations
@@ -23,6 +20,7 @@ import sys
 import threading
 from datetime import datetime
 from decimal import Decimal
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,26 +71,6 @@ def _register() -> None:
 
         shell.__dict__["__getattr__"] = __getattr__
         sys.modules["genai_prices"] = shell
-
-
-def _version() -> str:
-    """genai-prices' installed version (as ``importlib.metadata.version("genai-prices")``)."""
-    spec = importlib.util.find_spec("genai_prices")
-    origin = Path(spec.origin).parent.parent if spec is not None and spec.origin else None
-    if origin is not None:
-        for meta in origin.glob("genai_prices-*.dist-info/METADATA"):
-            try:
-                with meta.open(encoding="utf-8") as f:
-                    for line in f:
-                        if line.startswith("Version:"):
-                            return line.split(":", 1)[1].strip()
-                        if not line.strip():
-                            break
-            except OSError:
-                break
-    from importlib.metadata import version
-
-    return version("genai-prices")
 
 
 def data_file() -> Path | None:
@@ -177,4 +155,4 @@ def known_model(name: str) -> str | None:
 
 
 _register()
-PRICES_VERSION = _version()
+PRICES_VERSION = version("genai-prices")
