@@ -249,15 +249,6 @@ HOW = """
   `"module:function"`): the parser is built from the declarations and the handler's module is imported only when
   its command runs, so `looptap replay --help` loads none of replay's modules; only a command looptap does not
   declare is looked up among the installed packages' `looptap.commands` entry points.
-- genai-prices' price table (a 1.6 MB Python module) and its types load only the first time a model, host, usage
-  shape or price variant is priced: what the library's answer was made of is written down in looptap's state
-  directory (`cassettes/analysis/price_memo.py`: owner-only, signed with the machine's key over its contents and the
-  installed table's identity, shape-checked, else ignored), and later runs price from it to the same figures. The
-  rows above are such later runs (the warm-up run fills the memo); a first `show` of a model costs what it did.
-- pydantic's plugins are looked for without `importlib.metadata` (and its `email`, `zipfile` …) when no installed
-  distribution declares one (`cassettes/pydantic_plugins.py`, reading each `entry_points.txt`); a declared plugin
-  is loaded as pydantic loads it. pydantic has no public way to this: it is done for the pydantic 2.x releases
-  only, whose plugin loader was read for it (`CHECKED`); another release looks for its plugins its own way.
 - genai-prices' network updater is never imported (`cassettes/analysis/price_data.py`); jsonschema loads only for
   arguments that are not plainly valid (`cassettes/analysis/plain_schema.py`); `replay` imports no analysis before
   it serves.
@@ -316,8 +307,7 @@ def main() -> int:
             )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        # looptap's per-user state (the price memo, the parse-once key) of its own, filled by the
-        # warm-up runs
+        # looptap's per-user state (the parse-once key) of its own, filled by the warm-up runs
         (work / "state").mkdir(mode=0o700)
         env["LOOPTAP_STATE_DIR"] = str(work / "state")
         demo = work / "demo.jsonl"

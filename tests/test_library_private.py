@@ -5,7 +5,6 @@ it is judged and listed."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,10 +15,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {
     # genai-prices registered with its __init__ (the network updater) deferred to first use
     ("cassettes/analysis/price_data.py", "sys.modules[...] replaced"),
-    # pydantic's plugin loader imported without importlib.metadata: pydantic 2.x only (CHECKED)
-    ("cassettes/pydantic_plugins.py", "'pydantic.plugin._loader'"),
-    ("cassettes/pydantic_plugins.py", "sys.modules[...] replaced"),
-    ("cassettes/pydantic_plugins.py", "import pydantic.plugin._loader"),
     # mitmproxy's connection handlers and its HTTP/1 layer: the releases of http1_fixes.CHECKED
     ("proxy/failures.py", "proxyserver.connections"),
     ("proxy/http1_fixes.py", "from h11._readers import ChunkedReader"),
@@ -45,26 +40,3 @@ def test_only_the_listed_library_internals_are_used() -> None:
         for where, _, what in (line.partition("  ") for line in section.splitlines() if line)
     }
     assert found == ALLOWED
-
-
-_GUARD = """
-import sys
-import pydantic.version
-{patch}
-from cassettes.pydantic_plugins import discover_lazily
-discover_lazily()
-print(*sorted(n for n in ("pydantic.plugin._loader", "importlib.metadata") if n in sys.modules))
-"""
-
-
-def test_pydantics_loader_is_reached_into_only_in_the_releases_read() -> None:
-    def loaded(patch: str) -> str:
-        code = _GUARD.format(patch=patch)
-        return subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
-        ).stdout.strip()
-
-    # this release: the loader imported, importlib.metadata not
-    assert loaded("") == "pydantic.plugin._loader"
-    # another: nothing done, pydantic discovers its plugins its own way when it builds a validator
-    assert loaded("pydantic.version.VERSION = '3.0.0'") == ""

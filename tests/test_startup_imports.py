@@ -144,7 +144,7 @@ def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_pa
     path = _run(tmp_path / "chat.jsonl", tools=False)
     mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(path)!r}])")
     # it did analyse and price the run
-    assert "cassettes.analysis.tokens" in mods and "cassettes.analysis.price_memo" in mods
+    assert "cassettes.analysis.tokens" in mods and "genai_prices.data" in mods
     assert _loaded(mods, NEVER) == []
     assert _loaded(mods, SCHEMA_CHECK) == []
     # a core command loads no other command's module (their entry points are not loaded)
@@ -159,39 +159,6 @@ def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_pa
     # (cassettes/views/roundtrip_object.py)
     assert "cassettes.views.roundtrip_object" in mods
     assert _loaded(mods, ("cassettes.views.schema",)) == []
-
-
-def test_show_prices_a_run_from_the_memo_without_genai_prices(tmp_path: Path) -> None:
-    """genai-prices' price table and types (a sixth of a small show) load the first time a model is
-    priced, which writes down what its answer was made of (``cassettes/analysis/price_memo.py``);
-    the next ``show`` prices the same run from that memo, to the same figures, without them."""
-    path = _run(tmp_path / "chat.jsonl", tools=False)
-    state = str(tmp_path / "state")
-    code = (
-        f"from cassettes.cli import main\nmain(['show', {str(path)!r}])\nmain(['show', "
-        f"'--json', {str(path)!r}])"
-    )
-    first, printed = _modules_and_output(code, LOOPTAP_STATE_DIR=state)
-    assert (
-        "genai_prices.data" in first and (tmp_path / "state" / "genai-prices-memo.json").is_file()
-    )
-    # both turns priced
-    assert (
-        printed.count('"price_source":"genai-prices ')
-        + printed.count('"price_source": "genai-prices ')
-        == 2
-    ), printed
-    again, printed_again = _modules_and_output(code, LOOPTAP_STATE_DIR=state)
-    # only the package's name (cassettes/analysis/price_data.py registers it, its __init__
-    # deferred): none of its modules
-    assert (
-        _loaded(again, ("genai_prices",)) == ["genai_prices"]
-        and "cassettes.analysis.pricing" not in again
-    )
-    assert printed_again == printed
-    # nor importlib.metadata: pydantic's plugins are looked for without it when none is declared
-    # (cassettes/pydantic_plugins.py)
-    assert _loaded(again, ("importlib.metadata", "email", "zipfile")) == []
 
 
 _PLUGIN = """
@@ -328,7 +295,7 @@ def test_genai_prices_is_whole_for_whoever_asks() -> None:
     names."""
     code = (
         "import sys\n"
-        "from cassettes.analysis.pricing import calc_price, PRICES_VERSION\n"
+        "from cassettes.analysis.price_data import calc_price, PRICES_VERSION\n"
         "assert 'genai_prices.update_prices' not in sys.modules\n"
         "import genai_prices\n"
         "from genai_prices import Usage, UpdatePrices, calc_price as lib_calc\n"
@@ -427,30 +394,3 @@ def test_show_imports_with_the_collector_paused_and_freezes_what_it_imported(
     assert int(collections) > 0  # the collector did run, before and after
     assert int(while_importing) == 0, out
     assert int(frozen) > 10_000 and adapter_tracked == "False" and analyser_tracked == "False", out
-
-
-
-def test_pydantic_plugins_are_told_absent_only_where_importlib_metadata_would_find_none(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from cassettes.pydantic_plugins import declared_nowhere
-
-    plain = tmp_path / "plain"
-    (plain / "a-1.0.dist-info").mkdir(parents=True)
-    (plain / "a-1.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\na = a:main\n")
-    (plain / "b-1.0.egg-info").mkdir()
-    monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "missing")])
-    assert declared_nowhere()
-    declared = tmp_path / "declared"
-    (declared / "Plug-2.0.egg-info").mkdir(parents=True)
-    (declared / "Plug-2.0.egg-info" / "entry_points.txt").write_text(
-        "[console_scripts]\np = p:main\n\n[ pydantic ]\np = p:plugin\n"
-    )
-    monkeypatch.setattr(sys, "path", [str(plain), str(declared)])
-    assert not declared_nowhere()
-    # a zip on the path: importlib.metadata's own search
-    (tmp_path / "dists.zip").write_bytes(b"PK\x05\x06" + bytes(18))
-    monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "dists.zip")])
-    assert not declared_nowhere()
-    monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "x.egg")])
-    assert not declared_nowhere()

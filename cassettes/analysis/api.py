@@ -70,7 +70,7 @@ from cassettes import providers
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
 from cassettes.analysis.emission import cut_calls
 from cassettes.analysis.model import ApiReport, Finding, Severity
-from cassettes.analysis.price_memo import known_model
+from cassettes.analysis.price_data import known_model
 from cassettes.hints import count
 from cassettes.models import ApiError, FinishReason, NormalisedResponse
 
@@ -560,13 +560,6 @@ def check_tool_calls_without_calls(ctx: TurnContext) -> Iterator[Finding]:
     )
 
 
-def _known_model(name: str) -> str | None:
-    """The model genai-prices files ``name`` under (``gpt-4o-2024-08-06`` → ``openai/gpt-4o``), or
-    ``None`` for a name that is no published model: an alias, a deployment, a router."""
-
-    return known_model(name)
-
-
 def _deployment(url: str) -> str | None:
     """Azure OpenAI's ``/openai/deployments/NAME/…``: the body's ``model`` is that deployment name
     (the SDK copies it there), not a model; the deployment's model is what serves."""
@@ -615,7 +608,7 @@ def check_model_mismatch(ctx: TurnContext) -> Iterator[Finding]:
     if (req, served) in seen:
         return
     seen.add((req, served))
-    known_req, known_served = _known_model(req), _known_model(served)
+    known_req, known_served = known_model(req), known_model(served)
     if known_req is not None and known_req == known_served:
         return  # two spellings of one published model (an alias, a snapshot, a vendor prefix)
     body = ctx.ex.request_json()

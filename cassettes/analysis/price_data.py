@@ -1,32 +1,40 @@
-"""genai-prices' bundled price data, without the network updater its package imports.
+"""A turn's price from genai-prices' bundled price data, without the network updater its package
+imports.
 
 ``import genai_prices`` runs the package's ``__init__``, which imports ``update_prices`` and with it
 httpx and asyncio (about 50 modules, a third of a second of a ``looptap show`` here) for a
 background updater looptap never starts: prices come from the data the library ships. So the
 package is registered here as a module of its own path whose ``__init__`` has not run yet, and
 its submodules (``data_snapshot``, ``types``, ``data`` …) import from it as usual. Its first
-attribute that is not a submodule already imported (``genai_prices.calc_price`` for a price the fast
-path of :mod:`cassettes.analysis.pricing` leaves to the library, or any other code in the
-process asking for one) runs the real ``__init__`` in that same module object, so whoever asks
-gets the whole package. Where genai-prices was imported already, nothing is done.
-
-:data:`PRICES_VERSION` is read from the distribution's ``METADATA`` next to the package, not
-through ``importlib.metadata``, which costs as much to import as the reading it does.
+attribute that is not a submodule already imported (any other code in the process asking for
+one) runs the real ``__init__`` in that same module object, so whoever asks gets the whole
+package. Where genai-prices was imported already, nothing is done.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
 import sys
 import threading
+from datetime import datetime
+from decimal import Decimal
+from importlib.metadata import version
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from genai_prices.data_snapshot import DataSnapshot
 
-__all__ = ["PRICES_VERSION", "data_file", "get_snapshot", "library"]
+__all__ = [
+    "PRICES_VERSION",
+    "calc_price",
+    "get_snapshot",
+    "known_model",
+    "provider_for_url",
+    "table_identity",
+]
 
 _LOCK = threading.Lock()
 
@@ -39,6 +47,7 @@ def _register() -> None:
         spec = importlib.util.find_spec("genai_prices")
         if spec is None or spec.loader is None or spec.submodule_search_locations is None:
             import genai_prices  # noqa: F401 - not a plain package directory: import it as it is
+
             return
         shell = importlib.util.module_from_spec(spec)
         loader = spec.loader
@@ -64,34 +73,6 @@ def _register() -> None:
         sys.modules["genai_prices"] = shell
 
 
-def _version() -> str:
-    """genai-prices' installed version (as ``importlib.metadata.version("genai-prices")``)."""
-    spec = importlib.util.find_spec("genai_prices")
-    origin = Path(spec.origin).parent.parent if spec is not None and spec.origin else None
-    if origin is not None:
-        for meta in origin.glob("genai_prices-*.dist-info/METADATA"):
-            try:
-                with meta.open(encoding="utf-8") as f:
-                    for line in f:
-                        if line.startswith("Version:"):
-                            return line.split(":", 1)[1].strip()
-                        if not line.strip():
-                            break
-            except OSError:
-                break
-    from importlib.metadata import version
-
-    return version("genai-prices")
-
-
-def library() -> ModuleType:
-    """The whole ``genai_prices`` package (its ``__init__`` run)."""
-    import genai_prices
-
-    genai_prices.calc_price  # noqa: B018 - the first attribute runs the deferred __init__
-    return genai_prices
-
-
 def data_file() -> Path | None:
     """genai-prices' bundled price table (``genai_prices/data.py``), or ``None`` when it is not a
     plain file."""
@@ -107,12 +88,71 @@ def data_file() -> Path | None:
 
 def get_snapshot() -> DataSnapshot:
     """genai-prices' price data (``genai_prices.data_snapshot.get_snapshot()``), imported on first
-    use:
-    :mod:`cassettes.analysis.price_memo` answers most calls without it."""
+    use."""
     from genai_prices.data_snapshot import get_snapshot as snapshot
 
     return snapshot()
 
 
+def table_identity() -> list[Any] | None:
+    """Which price table is installed (the library's version; a digest of its data file's bytes
+    and their length), ``None`` when that file cannot be found: part of the kept analysis' digest
+    (:mod:`cassettes.reading.kept`). By content, not by path and time: the same table installed in
+    the recorder's environment and in the reader's is one table."""
+    path = data_file()
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+        digest = _file_digest(str(path), st.st_size, st.st_mtime_ns)
+    except OSError:
+        return None
+    return [PRICES_VERSION, *digest]
+
+
+@functools.lru_cache(maxsize=4)
+def _file_digest(path: str, size: int, mtime_ns: int) -> tuple[str, int]:
+    """The digest and length of the price table's data file, by its path, size and time (hashed
+    once a process while the file stays as it was)."""
+    data = Path(path).read_bytes()
+    return hashlib.blake2b(data, digest_size=16).hexdigest(), len(data)
+
+
+def calc_price(
+    usage: dict[str, int],
+    model_ref: str,
+    *,
+    provider_id: str | None = None,
+    when: datetime | None = None,
+    price_context: dict[str, Any] | None = None,
+) -> tuple[Decimal, str, str]:
+    """(total price in USD, provider id, model id) of one call: ``genai_prices.calc_price`` (which
+    is ``DataSnapshot.calc`` on the bundled data). Raises ``LookupError`` for an unknown model or
+    provider and ``ValueError`` / ``ArithmeticError`` for usage genai-prices rejects."""
+    from genai_prices.types import Usage
+
+    calc = get_snapshot().calc(
+        Usage(**usage), model_ref, provider_id, None, when, price_context or None
+    )
+    return calc.total_price, calc.provider.id, calc.model.id
+
+
+def provider_for_url(url: str) -> str:
+    """The id of the provider whose API ``url`` is (``DataSnapshot.find_provider(None, None,
+    url)``); ``LookupError`` when none."""
+    return str(get_snapshot().find_provider(None, None, url).id)
+
+
+def known_model(name: str) -> str | None:
+    """The model genai-prices files ``name`` under, looked up without a provider
+    (``gpt-4o-2024-08-06`` → ``openai/gpt-4o``), or ``None`` for a name that is no published model:
+    an alias, a deployment, a router."""
+    try:
+        provider, model = get_snapshot().find_provider_model(name, None, None, None)
+    except (LookupError, ValueError):
+        return None
+    return f"{provider.id}/{model.id}"
+
+
 _register()
-PRICES_VERSION = _version()
+PRICES_VERSION = version("genai-prices")

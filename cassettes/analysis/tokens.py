@@ -61,7 +61,7 @@ import orjson
 from cassettes import providers
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.model import Segments, TokenCount
-from cassettes.analysis.price_memo import PRICES_VERSION, calc_price, provider_for_url
+from cassettes.analysis.price_data import PRICES_VERSION, calc_price, provider_for_url
 from cassettes.models import Message, NormalisedResponse, Part, ToolSpec, Usage
 
 __all__ = [

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, TypeAlias
 
-from cassettes.pydantic_plugins import discover_lazily
-
 __all__ = [
     "Arg",
     "Args",
@@ -131,8 +129,6 @@ def loading() -> Iterator[None]:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        # pydantic's plugins found without importlib.metadata when none is declared
-        discover_lazily()
         yield
     finally:
         if not gc.get_freeze_count():

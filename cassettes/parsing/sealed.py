@@ -70,7 +70,7 @@ class ResponseSide(NamedTuple):
 
 
 def state_dir() -> Path:
-    """Where looptap keeps this machine's state (the sealing key; the price memo)."""
+    """Where looptap keeps this machine's state (the sealing key)."""
     if os.environ.get("LOOPTAP_STATE_DIR"):
         return Path(os.environ["LOOPTAP_STATE_DIR"])
     xdg = os.environ.get("XDG_STATE_HOME")

@@ -43,7 +43,7 @@ from typing import IO, Any, NamedTuple
 
 import orjson
 
-from cassettes.analysis import price_memo, rules
+from cassettes.analysis import price_data, rules
 from cassettes.errors import CassetteError
 from cassettes.parsing.sealed import source_digest
 from cassettes.reading.packed import compressor, decompressor
@@ -137,7 +137,7 @@ def analyser_digest() -> str | None:
     import pydantic
 
     root = Path(__file__).resolve().parents[1]  # cassettes/
-    prices = json.dumps(price_memo.table_identity())
+    prices = json.dumps(price_data.table_identity())
     extra = f"{prices}\0{rules.active_text()}"  # an agent's rules decide findings too
     got = source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{extra}\0".encode())
     return got.hex() if got is not None else None

@@ -53,8 +53,6 @@ _CAP_FACTOR, _CAP_MORE = 4, 4096
 #: The most continuation requests a C repair of a truncated answer sends per sample
 #: (``continue=N``).
 CONTINUE_ROUNDS = 3
-#: C findings a fork has no repair for.
-_NO_REPAIR: dict[str, str] = {}
 #: The statuses of an API refusing a request for what it holds (a bad request, an unknown model, a
 #: request too large, an unprocessable one): the same request is refused again, whenever sent.
 _REFUSING = (400, 404, 413, 422)
@@ -336,7 +334,6 @@ def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
             f.code,
             seqs=seqs,
         )
-    why = _NO_REPAIR.get(f.code, f"looptap has no repair for {f.code} yet")
     return Intervention(
         "C",
         f.conversation,
@@ -345,7 +342,7 @@ def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
         "c-none",
         f.code,
         seqs=seqs,
-        missing=why,
+        missing=f"looptap has no repair for {f.code} yet",
         tag=f.code,
     )
 

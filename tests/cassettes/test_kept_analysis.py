@@ -304,15 +304,12 @@ def test_other_price_data_analyses_again(
 ) -> None:
     """genai-prices' price table is part of the analyser: after it changed (an upgrade), show prints
     the new table's costs, as a fresh analysis does, not the kept analysis' (nor its kept views)."""
-    from cassettes.analysis import price_memo, tokens
+    from cassettes.analysis import price_data, tokens
 
-    # the price memo below is the test's own
-    monkeypatch.setenv("LOOPTAP_STATE_DIR", str(tmp_path / "state"))
-    price_memo.process_memo().forget()
     path = str(_cassette(tmp_path / "run.jsonl", [200, 200, 200]))
     old = cli_output("show", "--json", path)
     assert old == cli_output("show", "--json", path)  # (the kept analysis and its views, taken)
-    real, identity = tokens.calc_price, price_memo.table_identity()
+    real, identity = tokens.calc_price, price_data.table_identity()
     assert identity is not None and b'"cost"' in old[1]
 
     def doubled(*a: Any, **k: Any) -> Any:  # the new table's prices
@@ -321,8 +318,7 @@ def test_other_price_data_analyses_again(
 
     monkeypatch.setattr(tokens, "calc_price", doubled)
     # its data file, rewritten
-    monkeypatch.setattr(price_memo, "table_identity", lambda: [*identity[:-1], identity[-1] + 1])
-    price_memo.process_memo().forget()
+    monkeypatch.setattr(price_data, "table_identity", lambda: [*identity[:-1], identity[-1] + 1])
     # (a new process)
     monkeypatch.setattr(kept, "analyser_digest", functools.cache(kept.analyser_digest.__wrapped__))
     fresh = cli_output("show", "--json", "--no-cache", path)

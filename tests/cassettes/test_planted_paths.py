@@ -1,5 +1,5 @@
 """A FIFO put where looptap keeps its own files (issue 53 item 4): a kept analysis' database
-and its write-ahead log, the machine key, the price memo (and a link in the database's place).
+and its write-ahead log, the machine key (and a link in the database's place).
 ``looptap show`` opens none of them unless it is a regular file (``storage.store.open_regular``;
 an ``lstat`` before the database is opened), so it ends and prints the run as it does without
 one; before, opening the FIFO waited for a writer forever.
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.analysis.price_memo import FILE_NAME as MEMO
 from cassettes.reading import kept
 from tests.support import progress
 from tests.support.huge import write_huge
@@ -54,7 +53,7 @@ def shown(run: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     return out
 
 
-@pytest.mark.parametrize("planted", ["kept", "kept-wal", "link", "key", "memo"])
+@pytest.mark.parametrize("planted", ["kept", "kept-wal", "link", "key"])
 def test_show_ends_and_prints_the_run_past_a_fifo(
     planted: str, run: Path, shown: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -68,7 +67,6 @@ def test_show_ends_and_prints_the_run_past_a_fifo(
         "kept-wal": Path(f"{where}-wal"),
         "link": where,
         "key": state / "parse.key",
-        "memo": state / MEMO,
     }[planted]
     if planted == "kept-wal":  # (beside a kept analysis: one kept first)
         assert _show(run, env) == shown

@@ -483,9 +483,8 @@ def _priced_run(tmp_path: Path, n: int = 4) -> Path:
 
 def _list_price(model: str) -> Decimal:
     """One recorded turn's usage at ``model``'s price, asked of genai-prices itself."""
-    from cassettes.analysis.price_data import library
+    import genai_prices as gp
 
-    gp = library()
     usage = gp.Usage(input_tokens=PROMPT, cache_read_tokens=CACHED, output_tokens=COMPLETION)
     return gp.calc_price(usage, model_ref=model, provider_id="openai").total_price
 
@@ -1162,7 +1161,7 @@ def test_haiku_sonnet_and_opus_are_each_estimated_at_their_own_price(
     """An Anthropic run recorded on Sonnet 4 (cache reads and writes in its usage), estimated for
     three candidates behind a local upstream (a host genai-prices does not know: priced as the API
     family's provider): each estimate is that model's price on the recorded usage."""
-    from cassettes.analysis.price_data import library
+    import genai_prices as gp
 
     body = {
         "model": "claude-sonnet-4-20250514",
@@ -1195,7 +1194,6 @@ def test_haiku_sonnet_and_opus_are_each_estimated_at_their_own_price(
         duration=0.3,
     )
     run = write(tmp_path / "run.jsonl", [ex, ex])
-    gp = library()
     usage = gp.Usage(
         input_tokens=3500, cache_read_tokens=1000, cache_write_tokens=500, output_tokens=200
     )

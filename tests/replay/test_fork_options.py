@@ -95,8 +95,9 @@ def test_model_on_an_azure_deployment_rewrites_the_deployment_in_the_url() -> No
         )
         served = list(srv.served)
     # the branch is read, and priced, as the model the deployment now names: gpt-5, as the URL says
+    import genai_prices as gp
+
     from cassettes.analysis import analyse
-    from cassettes.analysis.price_data import library
     from cassettes.parsing.roundtrip import parse_all
 
     run = analyse(served, parse_all(served))
@@ -104,7 +105,6 @@ def test_model_on_an_azure_deployment_rewrites_the_deployment_in_the_url() -> No
     assert live_turn.a.model_served == "gpt-5", live_turn.a
     usage = parse_all(served)[-1].response.usage  # type: ignore[union-attr]
     assert usage is not None and live_turn.tokens.cost is not None
-    gp = library()
     price = gp.calc_price(
         gp.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
         model_ref="gpt-5",
