@@ -21,7 +21,6 @@ if TYPE_CHECKING:
         reset_at,
     )
     from cassettes.providers._profile import Profile
-    from cassettes.providers._replay import ReplayShapes
 
 __all__ = [
     "FAMILIES",
@@ -34,7 +33,6 @@ __all__ = [
     "Profile",
     "Provider",
     "Rendered",
-    "ReplayShapes",
     "WsTurns",
     "by_family",
     "detect",
@@ -92,17 +90,7 @@ def _providers() -> list[Provider]:
 def __getattr__(name: str) -> Any:  # PEP 562: the names that need the adapters or the base module
     if name == "FAMILIES":
         return tuple(p.family for p in _providers())
-    if name in (
-        "WS_TURN",
-        "Chaining",
-        "Profile",
-        "Provider",
-        "Rendered",
-        "ReplayShapes",
-        "WsTurns",
-        "is_ws_turn",
-        "reset_at",
-    ):
+    if name in __all__:  # the rest of ``__all__`` is defined here, found before this is asked
         from cassettes.providers import _base
 
         return getattr(_base, name)

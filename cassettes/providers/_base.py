@@ -330,14 +330,9 @@ class WsTurns:
     response_id: Callable[[Any], str | None] | None = None
     #: A message with its bulky payloads replaced (audio by size and hash), or ``None`` to keep it.
     scrub: Callable[[Any], Any] | None = None
-    #: For a session that goes live part-way (a fork's cursor, docs/fork.md): ``thread(request,
-    #: closing)`` → (the id of the earlier answer the request continues, or ``None``; the answer's
-    #: own id, read from ``closing`` (``None`` without one); the items the turn adds to the
-    #: conversation: its input, then the answer's output).
-    thread: Callable[[Any, Any], tuple[str | None, str | None, list[Any]]] | None = None
-    #: ``standalone(request, history)`` → the request carrying ``history`` (the conversation's items
-    #: before it) itself, no longer continuing an earlier answer a live upstream never gave.
-    standalone: Callable[[Any, list[Any]], Any] | None = None
+    #: How a turn continues an answer the server keeps, for a session that goes live part-way (a
+    #: fork's cursor, docs/fork.md).
+    chaining: Chaining | None = None
 
 
 class WsProvider(Provider):

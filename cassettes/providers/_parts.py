@@ -200,9 +200,6 @@ class StreamParts:
         st = self.slots.get(key)
         return (st.text or "") if st is not None else ""
 
-    def last_key(self, default: Key) -> Key:
-        return next(reversed(self.slots), default)
-
     def text(self, key: Key, piece: str, kind: str = "text") -> Slot:
         """Add a text piece to the ``kind`` part at ``key``."""
         st = self.slots.get(key)

@@ -9,7 +9,7 @@ request. What matching compares is data in the family's profile (``Provider.prof
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 from urllib.parse import SplitResult
 
 from cassettes.models import NormalisedResponse
@@ -34,22 +34,12 @@ def reset_at(retry_after: float, now: float | None = None) -> str:
     return datetime.fromtimestamp(math.ceil(at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class Rendered(tuple[str, list[bytes]]):
+class Rendered(NamedTuple):
     """(content type, body pieces): one piece for a JSON answer, one per event for a stream (what
     replay shapes render)."""
 
-    __slots__ = ()
-
-    def __new__(cls, content_type: str, chunks: list[bytes]) -> Rendered:
-        return super().__new__(cls, (content_type, chunks))
-
-    @property
-    def content_type(self) -> str:
-        return self[0]
-
-    @property
-    def chunks(self) -> list[bytes]:
-        return self[1]
+    content_type: str
+    chunks: list[bytes]
 
 
 class ReplayShapes:

@@ -69,7 +69,7 @@ from cassettes.providers._base import (
     tool_choice_mode,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.openai_completions import prompt_messages
+from cassettes.providers.openai_completions import OpenAICompletions
 from cassettes.wire.framing import Framed
 
 __all__ = ["CohereChat", "usage_from", "v1_request", "v1_response"]
@@ -120,19 +120,6 @@ def _version(url: SplitResult) -> str | None:
     if len(segs) >= 2 and segs[-1] == "generate" and segs[-2] == "v1":
         return "generate"
     return None
-
-
-def generate_request(b: JSON, family: str, model: str | None, stream: bool) -> NormalisedRequest:
-    """A v1 ``/generate`` request: ``prompt`` (one user message), ``preset`` or the sampling
-    parameters; no history."""
-
-    return NormalisedRequest(
-        family=family,
-        model=as_str(b.get("model")) or model,
-        stream=stream,
-        messages=prompt_messages(b.get("prompt")),
-        params={k: v for k, v in b.items() if k not in ("model", "prompt", "stream")},
-    )
 
 
 # -- v2 ----------------------------------------------------------------------------------------
@@ -495,8 +482,10 @@ class CohereChat(Provider):
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)
         stream = b.get("stream") is True
-        if _version(url) == "generate":
-            return generate_request(b, self.family, None, stream)
+        if _version(url) == "generate":  # a prompt and sampling parameters, no history
+            req = OpenAICompletions().parse_request(b, url)
+            req.family = self.family
+            return req
         if _version(url) == "v1" or (
             "messages" not in b and ("message" in b or "chat_history" in b)
         ):

@@ -34,6 +34,7 @@ from cassettes.providers._base import (
     as_int,
     as_obj,
     as_str,
+    azure_deployment,
     call_arguments_text,
     error_from_body,
     finish_lookup,
@@ -383,11 +384,7 @@ class OpenAIChat(Provider):
         return 3 if isinstance(body, dict) and "messages" in body else 2
 
     def model_from_url(self, url: SplitResult) -> str | None:
-        parts = url.path.split("/")
-        if "deployments" in parts:  # Azure: the deployment chooses the model
-            i = parts.index("deployments")
-            return parts[i + 1] if i + 1 < len(parts) else None
-        return None
+        return azure_deployment(url)
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)

@@ -14,6 +14,8 @@ Schema: the ``openai`` SDK's ``Completion`` / ``CompletionChoice`` / ``Completio
 * Streams are SSE chunks of the same object ending in ``data: [DONE]``; usage comes on the last
   chunk when ``stream_options.include_usage`` is set (OpenAI), or on every chunk (vLLM: last wins).
 * Text completions have no tool calls.
+* Writer's completion stream (:mod:`cassettes.providers.writer`), which this path also serves: every
+  event a ``{"value": str}`` chunk, no ``[DONE]`` and no terminal event; read here for both.
 """
 
 from __future__ import annotations
@@ -34,11 +36,16 @@ from cassettes.providers._base import (
     json_events,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers._value_stream import is_value_stream, value_stream
 from cassettes.providers.openai_chat import usage_from
 from cassettes.wire.framing import Framed
 
-__all__ = ["OpenAICompletions", "finish_class", "prompt_messages"]
+__all__ = [
+    "OpenAICompletions",
+    "finish_class",
+    "is_value_stream",
+    "prompt_messages",
+    "value_stream",
+]
 
 _FINISH = {
     "stop": FinishReason.COMPLETE,
@@ -210,3 +217,46 @@ class OpenAICompletions(Provider):
         if is_value_stream(framed):  # Writer's completions behind another host: no [DONE] to expect
             return value_stream(framed)
         return _Completion().read(framed)
+
+
+# -- Writer's completion stream ----------------------------------------------------------------
+
+
+def is_value_stream(framed: Framed) -> bool:
+    """Every JSON event of the stream is Writer's ``{"value": str}`` completion chunk."""
+    seen = False
+    for name, ev in json_events(framed):
+        if name == "[DONE]":
+            return False
+        if not (isinstance(ev, dict) and isinstance(ev.get("value"), str) and "choices" not in ev):
+            return False
+        seen = True
+    return seen
+
+
+class _ValueStream(StreamParts):
+    payloads = StreamParts.every_event
+
+    def on(self, name: str | None, ev: Any) -> None:
+        if isinstance(ev, dict) and isinstance(ev.get("value"), str):
+            self.text("text", ev["value"])
+        elif isinstance(ev, dict) and ev.get("error") is not None:
+            self.error = error_from_body(ev, None, in_stream=True)
+        else:
+            self.unparsed()
+
+    def close(self) -> NormalisedResponse:
+        text = self.joined("text")
+        resp = self.finish(parts=[Part(kind="text", text=text)] if text else [])
+        if resp.error is None:
+            resp.complete = None  # the API sends no terminal event: a whole stream cannot be told
+            resp.notes.append(
+                "Writer completion stream: the API sends no finish reason and no end event, so "
+                "completeness cannot be told"
+            )
+        return resp
+
+
+def value_stream(framed: Framed) -> NormalisedResponse:
+    """A stream of Writer ``{"value"}`` completion chunks → the answer."""
+    return _ValueStream().read(framed)

@@ -21,7 +21,6 @@ from urllib.parse import SplitResult, parse_qs
 
 from cassettes.models import (
     ApiError,
-    FinishReason,
     Message,
     NormalisedResponse,
     Part,
@@ -44,6 +43,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import Slot, StreamParts
+from cassettes.providers.openai_responses import finish_of
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIRealtime"]
@@ -160,45 +160,16 @@ def _usage(u: Any) -> Usage | None:
     )
 
 
-def _finish(resp: Item, has_calls: bool) -> tuple[str | None, FinishReason | None]:
-    status = as_str(resp.get("status"))
-    found = resp.get("status_details")
-    details: Item = as_obj(found)
-    reason = as_str(details.get("reason"))
-    raw = f"{status}:{reason}" if status and reason else status
-    if status == "completed":
-        return raw, FinishReason.TOOL_CALL if has_calls else FinishReason.COMPLETE
-    if status == "incomplete":
-        return raw, {
-            "max_output_tokens": FinishReason.TRUNCATED_LENGTH,
-            "content_filter": FinishReason.FILTERED,
-        }.get(reason or "", FinishReason.OTHER)
-    if status == "cancelled":
-        return raw, FinishReason.CANCELLED
-    if status == "failed":
-        return raw, FinishReason.ERROR
-    return raw, FinishReason.UNKNOWN if status else None
-
-
 def _response(resp: Item, events: int | None, complete: bool) -> NormalisedResponse:
     parts: list[Part] = []
-    for item in resp.get("output") or []:
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "message":
-            parts.extend(_content_parts(item.get("content")))
-        elif item.get("type") == "function_call":
-            parts.append(
-                Part(
-                    kind="tool_call",
-                    tool_call=tool_call_from_string(
-                        item.get("call_id"), item.get("name"), item.get("arguments")
-                    ),
-                )
-            )
-    raw, cls = _finish(resp, any(p.kind == "tool_call" for p in parts))
-    details = resp.get("status_details") if isinstance(resp.get("status_details"), dict) else None
-    err = details.get("error") if details else None
+    for item in resp.get("output") or []:  # the answer's messages and calls, read as items are
+        if isinstance(item, dict) and item.get("type") in ("message", "function_call"):
+            parts.extend(m.parts if (m := _item_message(item)) is not None else [])
+    details = as_obj(resp.get("status_details"))
+    status, reason = as_str(resp.get("status")), as_str(details.get("reason"))
+    # the Responses API's statuses and reasons (WIRE.md §G.1)
+    raw, cls = finish_of(status, reason, any(p.kind == "tool_call" for p in parts))
+    err = details.get("error")
     return NormalisedResponse(
         id=as_str(resp.get("id")),
         model=None,

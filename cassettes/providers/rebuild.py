@@ -31,6 +31,10 @@ REBUILT = {
     "gemini": "https://generativelanguage.googleapis.com/v1beta/models/{model}:{method}",
 }
 _JSON = [("content-type", "application/json")]
+#: The families whose every answer is rendered by the API's own renderer (as replay serves it).
+_RENDERED = ("openai_responses", "gemini")
+#: The start of a response id made up for a family's answer.
+_ID_PREFIX = {"anthropic": "msg", "openai_responses": "resp", "gemini": "resp"}
 #: max_tokens is required by the Messages API; a trace that does not say gets this (inferred).
 _MAX_TOKENS = 4096
 
@@ -65,25 +69,24 @@ class Call:
 
 def exchange(call: Call, n: int) -> Exchange:
     """The exchange of ``call`` (the ``n``-th of its run: inferred ids are made from it)."""
-    if call.family in ("openai_responses", "gemini"):
-        return _rendered(call, n)
-    chat = call.family != "anthropic"
+    from urllib.parse import urlsplit
+
+    family = call.family if call.family in REBUILT else "openai_chat"
     if not call.model:
         call.inferred.add("model")
     if not call.response_id:
-        call.response_id = f"{'chatcmpl' if chat else 'msg'}_imported_{n}"
+        call.response_id = f"{_ID_PREFIX.get(family, 'chatcmpl')}_imported_{n}"
         call.inferred.add("response.id")
-    req, resp = (_chat if chat else _anthropic)(call)
+    url, req, resp = _request(family, call)
     ex = Exchange(
-        method="POST",
-        url=REBUILT["openai_chat" if chat else "anthropic"],
-        request_headers=list(_JSON),
-        request_body=orjson.dumps(req),
-        started=call.started,
-        duration=call.duration,
-        notes=list(call.notes),
-    )
-    if call.error is not None:
+        method="POST", url=url, request_headers=list(_JSON), request_body=orjson.dumps(req),
+        started=call.started, duration=call.duration, notes=list(call.notes),
+    )  # fmt: skip
+    adapter = providers.by_family(family)
+    answer: NormalisedResponse | None = None  # to render as the API sends it
+    if family in _RENDERED:
+        answer = _answer(call) if call.output is not None else None
+    elif call.error is not None:
         ex.status, ex.reason = 500, "Internal Server Error"
         error = {"error": {"type": "api_error", "message": call.error}}
         ex.response_chunks = [(None, orjson.dumps(error))]
@@ -92,10 +95,31 @@ def exchange(call: Call, n: int) -> Exchange:
         ex.status, ex.reason = 200, "OK"
         ex.response_headers = list(_JSON)
         ex.response_chunks = [(None, orjson.dumps(resp))]
-        if call.stream:
-            _streamed(ex, "openai_chat" if chat else "anthropic", resp, req)
+        call.inferred |= {"status", "framing"}
+        if call.stream and adapter is not None:  # streamed as the API streams that answer
+            answer = adapter.parse_response(resp)
+    rendered = (
+        adapter.replay.render_answer(answer, call.stream, urlsplit(url), req)
+        if adapter is not None and answer is not None
+        else None
+    )
+    if rendered is not None:
+        ex.status, ex.reason = 200, "OK"
+        ex.response_headers = [("content-type", rendered.content_type)]
+        ex.response_chunks = [(None, c) for c in rendered.chunks]
         call.inferred |= {"status", "framing"}
     return _marked(ex, call)
+
+
+def _request(family: str, call: Call) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+    """(URL, request, the answer when it is built here) of ``call`` in ``family``'s shapes."""
+    if family == "gemini":
+        method = "streamGenerateContent?alt=sse" if call.stream else "generateContent"
+        url = REBUILT["gemini"].format(model=call.model or "unknown", method=method)
+        return url, _gemini_request(call), None
+    if family == "openai_responses":
+        return REBUILT[family], _responses_request(call), None
+    return REBUILT[family], *(_anthropic if family == "anthropic" else _chat)(call)
 
 
 def _marked(ex: Exchange, call: Call) -> Exchange:
@@ -107,8 +131,6 @@ def _marked(ex: Exchange, call: Call) -> Exchange:
     }
     return ex
 
-
-# -- OpenAI Responses and Gemini: the request built here, the answer by the API's own renderer --
 
 #: Semconv finish reasons → the normalised class the renderers take.
 _FINISHED = {
@@ -154,39 +176,6 @@ def _answer(call: Call) -> NormalisedResponse:
     return NormalisedResponse(
         id=call.response_id, model=call.model, parts=parts, finish_reason=finish, usage=usage
     )
-
-
-def _rendered(call: Call, n: int) -> Exchange:
-    from urllib.parse import urlsplit
-
-    if not call.response_id:
-        call.response_id = f"resp_imported_{n}"
-        call.inferred.add("response.id")
-    if not call.model:
-        call.inferred.add("model")
-    model = call.model or "unknown"
-    if call.family == "gemini":
-        method = "streamGenerateContent?alt=sse" if call.stream else "generateContent"
-        url = REBUILT["gemini"].format(model=model, method=method)
-        req = _gemini_request(call)
-    else:
-        url, req = REBUILT["openai_responses"], _responses_request(call)
-    ex = Exchange(
-        method="POST", url=url, request_headers=list(_JSON), request_body=orjson.dumps(req),
-        started=call.started, duration=call.duration, notes=list(call.notes),
-    )  # fmt: skip
-    adapter = providers.by_family(call.family)
-    rendered = (
-        adapter.replay.render_answer(_answer(call), call.stream, urlsplit(url), req)
-        if adapter is not None and call.output is not None
-        else None
-    )
-    if rendered is not None:
-        ex.status, ex.reason = 200, "OK"
-        ex.response_headers = [("content-type", rendered.content_type)]
-        ex.response_chunks = [(None, c) for c in rendered.chunks]
-        call.inferred |= {"status", "framing"}
-    return _marked(ex, call)
 
 
 def link_items(calls: list[Call]) -> None:
@@ -259,21 +248,6 @@ def _gemini_request(call: Call) -> dict[str, Any]:
     if config:
         req["generationConfig"] = config
     return req
-
-
-def _streamed(ex: Exchange, family: str, resp: dict[str, Any], req: dict[str, Any]) -> None:
-    """The answer as this API streams it (its own renderer: the events a replay serves)."""
-    from urllib.parse import urlsplit
-
-    adapter = providers.by_family(family)
-    if adapter is None:
-        return
-    rendered = adapter.replay.render_answer(
-        adapter.parse_response(resp), True, urlsplit(ex.url), req
-    )
-    if rendered is not None:
-        ex.response_headers = [("content-type", rendered.content_type)]
-        ex.response_chunks = [(None, c) for c in rendered.chunks]
 
 
 def _calls_of(out: dict[str, Any] | None, chat: bool) -> bool:

@@ -75,7 +75,7 @@ class ConverseStream(StreamParts):
     def block(self, index: Any, kind: str) -> Block:
         """The block at ``index`` (the last one when there is none), started as ``kind``."""
         i = as_int(index)
-        st = self.slot(i if i is not None else self.last_key(0), "block")
+        st = self.slot(i if i is not None else next(reversed(self.slots), 0), "block")
         st.block.setdefault("kind", kind)
         return st.block
 

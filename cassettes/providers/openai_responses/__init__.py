@@ -254,7 +254,7 @@ class OpenAIResponses(Provider):
     def ws_turns(self) -> WsTurns:
         """Responses over a WebSocket: each ``response.create`` message is a turn, answered by the
         HTTP stream's events one per message up to the terminal one (or an ``error`` message)."""
-        return WsTurns(_ws_opens, _ws_closes, thread=_ws_thread, standalone=_ws_standalone)
+        return WsTurns(_ws_opens, _ws_closes, chaining=self.chaining())
 
     def chaining(self) -> Chaining:
         """``previous_response_id`` names an answer the server stored; the same request made

@@ -17,7 +17,7 @@ import orjson
 from cassettes import bounds, net
 from cassettes.matching import Miss
 from cassettes.net import Request, Watchdog
-from cassettes.providers import Chaining, Provider
+from cassettes.providers import Provider
 from cassettes.replay.live.chains import Chains
 from cassettes.replay.serving.plan import Forward, Router
 from cassettes.replay.serving.player import Player
@@ -61,13 +61,6 @@ def _miss(turn: Request, why: str, rec: Recorded | None) -> Miss:
     return Miss(turn.method, turn.target, why, rec)
 
 
-def _chain(rules: WsTurns) -> Chaining | None:
-    """How a session's turns chain (``None``: its API's turns carry their whole history)."""
-    if rules.thread is None or rules.standalone is None:
-        return None
-    return Chaining(rules.thread, rules.standalone)
-
-
 class WsRelay:
     """The live half of one replay server's WebSocket sessions: what every answer given or relayed
     stood for (:attr:`chains`), and each session past the cursor relayed. The ``player``'s log
@@ -88,7 +81,7 @@ class WsRelay:
         self, rules: WsTurns, msg: Any, closing: bytes, known: set[str] | None = None
     ) -> None:
         """Remember what the answer closing a turn (``closing``, a message) stood for."""
-        chain = _chain(rules)
+        chain = rules.chaining
         try:
             doc = bounds.loads(closing)
         except (orjson.JSONDecodeError, ValueError):
@@ -137,7 +130,7 @@ class WsRelay:
         upstream never gave (one replayed from the recording), with the fork's model and edits."""
         notes: list[str] = []
         body = turn.body
-        chain = _chain(rules)
+        chain = rules.chaining
         if chain is not None:  # as an HTTP request past the cursor is
             doc, notes = self.chains.standalone(chain, msg, live.sock.known)
             body = orjson.dumps(doc) if doc is not msg else body
@@ -173,7 +166,7 @@ class WsRelay:
                 live.sent.append((loop.time() - live.t0, b"data: " + data + b"\n\n"))
                 writer.write(net.frame(op, data))
                 await writer.drain()
-                if rules.thread is not None:
+                if rules.chaining is not None:
                     self.remember(rules, live.request, data, live.sock.known)
         except (net.WsProtocolError, asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
             if live.logged is not None:

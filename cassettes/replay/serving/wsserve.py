@@ -76,7 +76,7 @@ class WebSocketReplay:
         adapter, rules = session
         incoming = net.MessageReader(reader)
         # a fork remembers what each recorded answer stood for (a later turn may go live)
-        remember = rules.thread is not None and self.router is not None
+        remember = rules.chaining is not None and self.router is not None
         live: Live | None = None
         try:
             while True:
