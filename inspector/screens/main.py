@@ -33,7 +33,7 @@ from inspector.playback import Clock
 from inspector.reader import ChildExited, RunRead
 from inspector.screens.navigation import Navigation
 from inspector.screens.player import Player
-from inspector.screens.reading import PanesReader, RunReading, TurnReader
+from inspector.screens.reading import RunReading
 from inspector.screens.search import SearchScreen
 from inspector.selected import TurnLoaded, TurnShown
 from inspector.widgets.findings import FindingsTable, FindingsView
@@ -46,7 +46,7 @@ from inspector.widgets.tabs import RunTabs
 from inspector.widgets.turn_list import TurnList
 from inspector.widgets.turn_pane import TurnPane
 
-__all__ = ["MainScreen", "PanesReader", "TurnReader"]
+__all__ = ["MainScreen"]
 
 
 class MainScreen(Screen[None]):
@@ -59,13 +59,9 @@ class MainScreen(Screen[None]):
         live: bool,
         clock: Clock,
         child_status: Path | None,
-        read_panes: PanesReader,
-        read_turn: TurnReader,
     ) -> None:
         super().__init__()
-        self.reading = RunReading(
-            path, live=live, child_status=child_status, read_panes=read_panes, read_turn=read_turn
-        )
+        self.reading = RunReading(path, live=live, child_status=child_status)
         self.turn_pane = TurnPane("Turn", id="turn")
         self.player = Player(clock, self.turn_pane, id="playback")
         self.navigation = Navigation()

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cassettes.reading.run import Run
 from cassettes.views.search import SearchHit, search_turns
 from inspector.screens.search import Matches
-from inspector.source import TurnSource
 from inspector.turns import TurnIndex
 
 __all__ = ["Navigation"]
@@ -23,7 +23,7 @@ class Navigation:
         self.matches = Matches()
 
     @staticmethod
-    def searcher(index: TurnIndex, source: TurnSource) -> Callable[[str], list[SearchHit]]:
+    def searcher(index: TurnIndex, source: Run) -> Callable[[str], list[SearchHit]]:
         """What the search dialog calls (in its worker): every turn of the run, read in full."""
         seqs = list(index.order)
 
