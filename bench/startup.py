@@ -247,8 +247,7 @@ HOW = """
   use a parent's validator when two threads build one model at once.
 - Every subcommand is declared once, as data, in `cassettes/commands/` (its arguments, and its handler as
   `"module:function"`): the parser is built from the declarations and the handler's module is imported only when
-  its command runs, so `looptap replay --help` loads none of replay's modules; only a command looptap does not
-  declare is looked up among the installed packages' `looptap.commands` entry points.
+  its command runs, so `looptap replay --help` loads none of replay's modules.
 - genai-prices' price table (a 1.6 MB Python module) and its types load only the first time a model, host, usage
   shape or price variant is priced: what the library's answer was made of is written down in looptap's state
   directory (`cassettes/analysis/price_memo.py`: owner-only, signed with the machine's key over its contents and the

@@ -3,8 +3,7 @@
 Every subcommand is declared once in :mod:`cassettes.commands` (its arguments and its handler
 as ``"module:function"``); the parser is built from those declarations and the handler's module
 is imported only when its command runs (:mod:`cassettes.commands.registry`), so building the
-parser loads no command's work. A command of another package that is not declared there
-registers itself through the ``looptap.commands`` entry-point group.
+parser loads no command's work.
 
 Errors are converted here, at the boundary: one clear line on stderr and a non-zero exit, never a
 traceback for bad input.
@@ -41,7 +40,7 @@ finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, _HELD)
 
 from cassettes.commands import COMMANDS  # noqa: E402 - after the interrupt watch
-from cassettes.commands.registry import add_command, add_installed, loading  # noqa: E402
+from cassettes.commands.registry import add_command, loading  # noqa: E402
 
 __all__ = ["COMMANDS", "build_parser", "loading", "main", "subcommand_of", "tune_gc"]
 
@@ -77,8 +76,7 @@ def subcommand_of(argv: Sequence[str] | None) -> str | None:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``looptap`` parser, built from the declarations (:data:`~.commands.COMMANDS`); with
-    ``command``, only that subcommand (all of them when it names none, or one not declared: the
-    installed packages' ``looptap.commands`` entry points are then read)."""
+    ``command``, only that subcommand (all of them when it names none, or one not declared)."""
     parser = argparse.ArgumentParser(
         prog="looptap",
         description="Record, inspect and replay LLM agent traffic; label what the model (E), the "
@@ -89,8 +87,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     named = [c for c in COMMANDS if c.name == command]
     for c in named or COMMANDS:
         add_command(sub, c, listing=not named)
-    if not named:
-        add_installed(sub, command, [c.name for c in COMMANDS])
     return parser
 
 

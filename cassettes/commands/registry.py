@@ -1,8 +1,7 @@
 """The command registry's pieces: a command declared as data (:class:`Command`: its name, help,
 arguments and handler as ``"module:function"``), the parser built from the declarations, and the
 handler's module imported (:mod:`importlib`) only when its command runs. The declarations are in
-:mod:`cassettes.commands`; a command of another package that is not declared there is found
-through the ``looptap.commands`` entry points (:func:`add_installed`).
+:mod:`cassettes.commands`.
 
 Arguments are declared as ``--help`` lists them (:data:`Args`): a mapping from the flags and the
 metavar, as a usage line writes them (``"-o --output FILE"``; a positional's name, then its
@@ -32,7 +31,6 @@ __all__ = [
     "Handler",
     "add_args",
     "add_command",
-    "add_installed",
     "flag",
     "loading",
     "many",
@@ -225,31 +223,3 @@ def add_command(sub: Any, command: Command, listing: bool = False) -> None:
         p.set_defaults(**command.defaults)
     if command.run is not None:
         p.set_defaults(func=Handler(command.name, command.run, command.loading))
-
-
-def _unavailable(name: str, exc: ImportError) -> Any:
-    def run(_args: argparse.Namespace) -> int:
-        _err(f"error: '{name}' is unavailable in this environment: {exc}")
-        return EXIT_ERROR
-
-    return run
-
-
-def add_installed(sub: Any, command: str | None, declared: Sequence[str]) -> None:
-    """Subcommands other packages contribute through the ``looptap.commands`` entry points, each a
-    function that registers itself on ``sub``: only ``command``'s when one by that name is
-    installed, else all of them (help, or a name to complain about). A declared command's entry
-    point (an older install's metadata) is not loaded."""
-    from importlib.metadata import entry_points
-
-    eps = [ep for ep in entry_points(group="looptap.commands") if ep.name not in declared]
-    named = [ep for ep in eps if ep.name == command]
-    for ep in named or eps:
-        try:
-            register = ep.load()
-        except ImportError as exc:
-            # The package is installed in another environment (e.g. beside mitmproxy).
-            p = sub.add_parser(ep.name, help=f"(unavailable here: {exc})")
-            p.set_defaults(func=_unavailable(ep.name, exc))
-            continue
-        register(sub)
