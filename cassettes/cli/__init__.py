@@ -86,7 +86,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     named = [c for c in COMMANDS if c.name == command]
     for c in named or COMMANDS:
-        add_command(sub, c, listing=not named)
+        add_command(sub, c)
     return parser
 
 

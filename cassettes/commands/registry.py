@@ -15,7 +15,7 @@ import argparse
 import gc
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, TypeAlias
@@ -152,10 +152,8 @@ class Handler:
 
     def resolve(self) -> Any:
         module, _, function = self.target.partition(":")
-        if self.loading:
-            with loading():
-                return getattr(import_module(module), function)
-        return getattr(import_module(module), function)
+        with loading() if self.loading else nullcontext():
+            return getattr(import_module(module), function)
 
     def __call__(self, args: argparse.Namespace) -> int:
         try:
@@ -192,26 +190,8 @@ def _add_arg(p: Any, key: str, spec: str | Arg) -> None:
         p.add_argument(*words[:n], help=spec.help, **kw, **spec.options)
 
 
-def _available(command: Command) -> str | None:
-    """Why ``command``'s package is not installed here (as the import would say), ``None`` when
-    it is: the listing of every command says so without importing any command's module."""
-    from importlib.util import find_spec  # only the listing of every command needs it
-
-    package = (command.run or "").partition(".")[0]
-    if not package or package in sys.modules or find_spec(package) is not None:
-        return None
-    return str(ModuleNotFoundError(f"No module named {package!r}"))
-
-
-def add_command(sub: Any, command: Command, listing: bool = False) -> None:
-    """``command`` on the subparsers ``sub``: its arguments, its subcommands and its handler; when
-    ``listing`` every command (``looptap --help``), one whose package is absent is listed as
-    unavailable here, with no arguments."""
-    missing = _available(command) if listing else None
-    if missing is not None:
-        p = sub.add_parser(command.name, help=f"(unavailable here: {missing})")
-        p.set_defaults(func=Handler(command.name, command.run or ""))
-        return
+def add_command(sub: Any, command: Command) -> None:
+    """``command`` on the subparsers ``sub``: its arguments, its subcommands and its handler."""
     kw = {k: v for k, v in (("description", command.description), ("epilog", command.epilog)) if v}
     p = sub.add_parser(command.name, help=command.help, **kw)
     add_args(p, command.args)
