@@ -9,8 +9,7 @@ Findings and Fork tabs, and playback with its line (:class:`inspector.screens.pl
 None of them knows this screen: each reports with its own messages (``TurnList.TurnSelected``,
 ``Player.TurnPlayed``, the workers' ``RunRead``, ``TurnLoaded`` …), and this screen
 hands the others what follows (attributes down). The keys (the app's bindings) call the actions
-below, which move the widgets where :class:`inspector.screens.navigation.Navigation` decides.
-:mod:`inspector.layout` decides the layout.
+below; the last search is :attr:`MainScreen.matches`. :mod:`inspector.layout` decides the layout.
 """
 
 from __future__ import annotations
@@ -26,15 +25,14 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
-from cassettes.views.search import SearchHit
+from cassettes.views.search import SearchHit, search_turns
 from cassettes.views.summary import TurnSummary
 from inspector.layout import FOCUS_NAMES, View, layout_classes
 from inspector.playback import Clock
 from inspector.reader import ChildExited, RunRead
-from inspector.screens.navigation import Navigation
 from inspector.screens.player import Player
 from inspector.screens.reading import RunReading
-from inspector.screens.search import SearchScreen
+from inspector.screens.search import Matches, SearchScreen
 from inspector.selected import TurnLoaded, TurnShown
 from inspector.widgets.findings import FindingsTable, FindingsView
 from inspector.widgets.fork import ForkPane, ForkRead
@@ -64,7 +62,7 @@ class MainScreen(Screen[None]):
         self.reading = RunReading(path, live=live, child_status=child_status)
         self.turn_pane = TurnPane("Turn", id="turn")
         self.player = Player(clock, self.turn_pane, id="playback")
-        self.navigation = Navigation()
+        self.matches = Matches()
 
     # -- the screen --------------------------------------------------------------------------------
 
@@ -355,24 +353,27 @@ class MainScreen(Screen[None]):
         self.turn_list.focus()
 
     def search(self) -> None:
-        matches = self.navigation.matches
+        matches = self.matches
+        seqs, source = list(self.reading.index.order), self.reading.source
+
+        def search(query: str) -> list[SearchHit]:  # in the dialog's worker: every turn, in full
+            return search_turns((source.full_turn(s, remember=False) for s in seqs), query)
 
         def done(result: tuple[str, list[SearchHit], SearchHit | None] | None) -> None:
             chosen = matches.found(*result) if result is not None else None
             if chosen is not None:
                 self.jump(chosen.seq, chosen.conversation)
 
-        searcher = self.navigation.searcher(self.reading.index, self.reading.source)
-        self.app.push_screen(SearchScreen(searcher, matches.query), done)
+        self.app.push_screen(SearchScreen(search, matches.query), done)
 
     def next_hit(self, direction: int) -> None:
         """``n``/``N``: the next match; the playback line says which (one notice, replaced)."""
-        hit = self.navigation.matches.step(direction)
+        hit = self.matches.step(direction)
         if hit is None:
             self.player.notice = "no search yet: press / to search"
             return
         self.jump(hit.seq, hit.conversation)
-        self.player.notice = self.navigation.matches.notice()
+        self.player.notice = self.matches.notice()
 
     # -- the run cannot be shown -------------------------------------------------------------------
 

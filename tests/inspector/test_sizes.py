@@ -213,7 +213,7 @@ async def test_n_and_n_show_one_short_notice_not_a_stack_of_toasts(run_file: Pat
         await pilot.press("escape")
         await until(
             pilot,
-            lambda: app.screen is app.screen_stack[0] and bool(app.main.navigation.matches.hits),
+            lambda: app.screen is app.screen_stack[0] and bool(app.main.matches.hits),
         )
         for key in ("n", "n", "N", "n"):
             await pilot.press(key)
@@ -222,7 +222,7 @@ async def test_n_and_n_show_one_short_notice_not_a_stack_of_toasts(run_file: Pat
         bar = plain(app.query_one("#playback", Static))
         assert (
             bar.count("match ") == 1
-            and f"/{len(app.main.navigation.matches.hits)} for 'weather'" in bar
+            and f"/{len(app.main.matches.hits)} for 'weather'" in bar
         ), bar
 
 
