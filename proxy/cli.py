@@ -24,6 +24,7 @@ from cassettes.analysis import analyse
 from cassettes.errors import CassetteError, CassetteIOError
 from cassettes.hints import count, install_command, looptap_command, recorder_install_command
 from cassettes.reading.run import open_run
+from cassettes.replay.forking.cursor import bases_of
 from cassettes.replay.forking.fork import fork_inputs, parse_from, start_fork
 from cassettes.replay.forking.repeat import agreement, agreement_lines
 from cassettes.replay.serving.faults import FaultSpecError
@@ -178,14 +179,10 @@ def _config(args: argparse.Namespace) -> Any:
         except FaultSpecError as exc:
             raise SystemExit(f"looptap: error: {exc}") from None
 
-    upstreams: dict[str, str] = {}
-    for item in args.upstream:
-        name, sep, url = item.partition("=")
-        if not sep or not name or not url.startswith(("http://", "https://")):
-            raise SystemExit(
-                f"looptap: error: --upstream wants NAME=http(s)://host[:port], got {item!r}"
-            )
-        upstreams[name.strip().lower()] = url.strip()
+    try:
+        upstreams = bases_of(args.upstream, "--upstream")
+    except ValueError as exc:
+        raise SystemExit(f"looptap: error: {exc}") from None
     return RecorderConfig(
         output=_output(args.output)[0],
         base_port=args.port,
