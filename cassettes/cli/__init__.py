@@ -40,16 +40,15 @@ finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, _HELD)
 
 from cassettes.commands import COMMANDS  # noqa: E402 - after the interrupt watch
-from cassettes.commands.registry import add_command, loading  # noqa: E402
+from cassettes.commands.registry import (  # noqa: E402
+    EXIT_ERROR,
+    EXIT_OK,
+    add_command,
+    err,
+    loading,
+)
 
 __all__ = ["COMMANDS", "build_parser", "loading", "main", "subcommand_of", "tune_gc"]
-
-EXIT_OK = 0
-EXIT_ERROR = 2
-
-
-def _err(msg: str) -> None:
-    print(f"looptap: {msg}", file=sys.stderr)
 
 
 class _Version(argparse.Action):
@@ -131,13 +130,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except CassetteError as exc:
-        _err(f"error: {exc}")
+        err(f"error: {exc}")
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except MemoryError:
         # Whatever a budget did not foresee: one line, not a traceback (the memory is free again).
-        _err("error: out of memory (the input is too large for the memory this process may use)")
+        err("error: out of memory (the input is too large for the memory this process may use)")
         return EXIT_ERROR
     except BrokenPipeError:
         # The reader went away (``looptap show … | head``): not an error. Point stdout at
@@ -145,5 +144,5 @@ def _dispatch(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except OSError as exc:
-        _err(f"error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}")
+        err(f"error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}")
         return EXIT_ERROR

@@ -23,6 +23,8 @@ from typing import Any, TypeAlias
 from cassettes.pydantic_plugins import discover_lazily
 
 __all__ = [
+    "EXIT_ERROR",
+    "EXIT_OK",
     "Arg",
     "Args",
     "Command",
@@ -31,11 +33,13 @@ __all__ = [
     "Handler",
     "add_args",
     "add_command",
+    "err",
     "flag",
     "loading",
     "many",
 ]
 
+EXIT_OK = 0
 EXIT_ERROR = 2
 
 
@@ -139,7 +143,8 @@ def loading() -> Iterator[None]:
             gc.enable()
 
 
-def _err(msg: str) -> None:
+def err(msg: str) -> None:
+    """One line on stderr, as every command says what went wrong: ``looptap: MSG``."""
     print(f"looptap: {msg}", file=sys.stderr)
 
 
@@ -159,7 +164,7 @@ class Handler:
         try:
             run = self.resolve()
         except ImportError as exc:
-            _err(f"error: '{self.name}' is unavailable in this environment: {exc}")
+            err(f"error: '{self.name}' is unavailable in this environment: {exc}")
             return EXIT_ERROR
         return int(run(args))
 
