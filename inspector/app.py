@@ -9,7 +9,7 @@ toast goes through :mod:`inspector.safe` / :func:`cassettes.untrusted.clean`).
 
 The run, its reading workers, the selected turn and playback are the main screen's
 (:mod:`inspector.screens.main`); what each part of the screen shows is its widget's
-(:mod:`inspector.widgets`): tests and embedders read it there (``app.main``).
+(:mod:`inspector.widgets`): tests and embedders read it there (``app.main.player`` …).
 """
 
 from __future__ import annotations

@@ -86,11 +86,11 @@ class MainScreen(Screen[None]):
         self.turn_list.focus()
         self.turn_pane.show_view(self.turn_pane.view)
         path = self.reading.path
-        waiting = self.live and not path.exists()
+        waiting = self.reading.live and not path.exists()
         self.turn_pane.show_note(
             f"waiting for {path.name} to be created…" if waiting else f"reading {path.name}…"
         )
-        self.player.live = self.live
+        self.player.live = self.reading.live
         self.watch(self.reading, "run_state", self._run_state)
         self.watch(self, "focused", self._focus_moved)
         self.reading.start()
@@ -107,49 +107,6 @@ class MainScreen(Screen[None]):
     def tabs(self) -> RunTabs:
         return self.query_one(RunTabs)
 
-    # -- the state the parts own, as tests and embedders read it here ------------------------------
-
-    @property
-    def live(self) -> bool:
-        return self.reading.live
-
-    @property
-    def complete(self) -> bool:
-        return self.reading.complete
-
-    @property
-    def failed(self) -> str | None:
-        return self.reading.failed
-
-    @property
-    def playing(self) -> bool:
-        return self.player.playing
-
-    @property
-    def speed(self) -> float:
-        return self.player.speed
-
-    @property
-    def streaming(self) -> bool:
-        return self.player.streaming
-
-    @property
-    def waiting(self) -> bool:
-        return self.player.waiting
-
-    @property
-    def notice(self) -> str:
-        return self.player.notice
-
-    @property
-    def narrow(self) -> bool:
-        """One pane at a time (the narrow or the compact layout)."""
-        return self.turn_pane.narrow
-
-    @property
-    def compact(self) -> bool:
-        return self.turn_pane.compact
-
     # -- the three layouts, by terminal size (inspector/layout.py decides) -------------------------
 
     def fit(self, size: Size) -> None:
@@ -162,7 +119,7 @@ class MainScreen(Screen[None]):
         self.label_tabs()
 
     def fit_sidebar(self) -> None:
-        self.sidebar.fit(compact=self.compact, width=self.app.size.width)
+        self.sidebar.fit(compact=self.turn_pane.compact, width=self.app.size.width)
 
     def show_view(self, view: View) -> None:
         """Make ``view``'s pane the one shown in the narrow and compact layouts."""
@@ -215,7 +172,7 @@ class MainScreen(Screen[None]):
     def _finding_chosen(self, message: FindingsTable.FindingChosen) -> None:
         f = message.finding
         self.jump(f.seq, f.conversation)
-        if self.narrow:
+        if self.turn_pane.narrow:
             self.show_view(f.layer)
 
     def on_sidebar_conversation_shown(self, message: Sidebar.ConversationShown) -> None:
