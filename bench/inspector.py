@@ -323,7 +323,7 @@ def child_app(path: str) -> dict[str, Any]:
             # Plain sleeps, not pilot.pause: a pause waits until every widget has processed a
             # message it posts to each, 20 times a second, which would load the UI thread (and
             # so the reader) with work a person using the app does not cause.
-            while not (main.complete or main.failed):
+            while not (main.reading.complete or main.reading.failed):
                 await asyncio.sleep(0.05)
             out["full_read_s"] = time.perf_counter() - t0
             out["turns"] = len(reading.index.turns)
@@ -336,7 +336,7 @@ def child_app(path: str) -> dict[str, Any]:
             while reading.request_of != seq:
                 await pilot.pause(0.01)
             out["last_turn_s"] = time.perf_counter() - t1
-            out["failed"] = main.failed
+            out["failed"] = main.reading.failed
 
     asyncio.run(main())
     out["peak_rss_mb"] = _hwm_mb()

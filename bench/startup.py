@@ -247,8 +247,7 @@ HOW = """
   use a parent's validator when two threads build one model at once.
 - Every subcommand is declared once, as data, in `cassettes/commands/` (its arguments, and its handler as
   `"module:function"`): the parser is built from the declarations and the handler's module is imported only when
-  its command runs, so `looptap replay --help` loads none of replay's modules; only a command looptap does not
-  declare is looked up among the installed packages' `looptap.commands` entry points.
+  its command runs, so `looptap replay --help` loads none of replay's modules.
 - genai-prices' network updater is never imported (`cassettes/analysis/price_data.py`); jsonschema loads only for
   arguments that are not plainly valid (`cassettes/analysis/plain_schema.py`); `replay` imports no analysis before
   it serves.

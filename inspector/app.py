@@ -9,7 +9,7 @@ toast goes through :mod:`inspector.safe` / :func:`cassettes.untrusted.clean`).
 
 The run, its reading workers, the selected turn and playback are the main screen's
 (:mod:`inspector.screens.main`); what each part of the screen shows is its widget's
-(:mod:`inspector.widgets`): tests and embedders read it there (``app.main``).
+(:mod:`inspector.widgets`): tests and embedders read it there (``app.main.player`` …).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from inspector.playback import Clock
 from inspector.safe import UntrustedFilter
 from inspector.screens.help import HelpScreen, key_groups
 from inspector.screens.main import MainScreen
-from inspector.selected import read_panes, read_turn
 
 __all__ = ["InspectorApp", "build_app"]
 
@@ -54,15 +53,11 @@ class InspectorApp(App[None]):
         child_status: str | Path | None = None,
     ) -> None:
         super().__init__()
-        # The selected turn's reads are handed to the screen from here, where a test can hold one
-        # (tests/inspector/test_messages_scroll.py: either of the two workers answers first).
         self.main = MainScreen(
             Path(path),
             live=live,
             clock=clock,
             child_status=Path(child_status) if child_status is not None else None,
-            read_panes=read_panes,
-            read_turn=read_turn,
         )
         self._untrusted_filter = UntrustedFilter()
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from textual.message import Message
 
 from cassettes.reading.incremental import Batch
+from cassettes.reading.run import Run
 from cassettes.storage.store import being_written
-from inspector.source import TurnSource
 
 __all__ = ["ChildExited", "RecorderClosed", "RunCompleted", "RunRead", "child_exit", "read_run"]
 
@@ -87,7 +87,7 @@ def _hold(batch: Batch, now: float, shown_at: float) -> bool:
 
 
 def _recording_over(
-    source: TurnSource,
+    source: Run,
     path: Path,
     child_status: Path | None,
     closed: bool,
@@ -109,7 +109,7 @@ def _recording_over(
 
 
 def read_run(
-    source: TurnSource,
+    source: Run,
     path: Path,
     *,
     live: bool,

@@ -15,8 +15,8 @@ from textual.message import Message
 
 from cassettes.analysis.model import McpCall, Turn
 from cassettes.models import NormalisedRequest, ToolResult
+from cassettes.reading.run import Run
 from cassettes.views.timeline import TimelinePoint, text_timeline
-from inspector.source import TurnSource
 from inspector.turns import TurnIndex
 
 __all__ = ["TurnLoaded", "TurnShown", "read_panes", "read_turn"]
@@ -56,7 +56,7 @@ class TurnLoaded(Message):
         self.reconstructed = reconstructed
 
 
-def results_sent_back(source: TurnSource, seq: int) -> dict[str, ToolResult]:
+def results_sent_back(source: Run, seq: int) -> dict[str, ToolResult]:
     """The tool results turn ``seq`` sent (those its previous turn asked for), by call id."""
     return {
         p.tool_result.call_id or "": p.tool_result
@@ -66,7 +66,7 @@ def results_sent_back(source: TurnSource, seq: int) -> dict[str, ToolResult]:
     }
 
 
-def read_panes(source: TurnSource, index: TurnIndex, seq: int) -> TurnShown | None:
+def read_panes(source: Run, index: TurnIndex, seq: int) -> TurnShown | None:
     """What the layer panes show of turn ``seq`` (``None``: no such turn)."""
     turn = source.summaries.get(seq)
     if turn is None:
@@ -74,11 +74,16 @@ def read_panes(source: TurnSource, index: TurnIndex, seq: int) -> TurnShown | No
     nxt = index.next_seq(turn)
     full = source.full_turn(seq)
     results = results_sent_back(source, nxt) if nxt is not None else None
-    runs = {c.call_id: c for c in source.mcp_calls() if c.call_id and c.model_seq == seq}
+    runs = {
+        c.call_id: c for c in source.analysis.mcp_calls.values() if c.call_id and c.model_seq == seq
+    }
     return TurnShown(seq, full, results, runs)
 
 
-def read_turn(source: TurnSource, seq: int) -> TurnLoaded:
+def read_turn(source: Run, seq: int) -> TurnLoaded:
     """Turn ``seq``'s request and text timeline, from its round trip read in full."""
-    ex, rt = source.by_seq(seq)
+    found = source.by_seq(seq)
+    if found is None:
+        raise KeyError(seq)
+    ex, rt = found
     return TurnLoaded(seq, rt.request, text_timeline(ex, rt), ex.edits, ex.reconstructed)

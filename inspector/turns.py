@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from cassettes.analysis.dispatch import ordered_findings
 from cassettes.analysis.model import Finding
+from cassettes.reading.run import Run
 from cassettes.views.growth import GrowthBar
 from cassettes.views.summary import TurnSummary
-from inspector.source import TurnSource
 from inspector.widgets.conversations import ALL
 
 __all__ = ["Added", "TurnIndex"]
@@ -36,7 +36,7 @@ class Added:
 class TurnIndex:
     """Seq indexes into ``source.summaries`` (the one copy of the turns)."""
 
-    def __init__(self, source: TurnSource) -> None:
+    def __init__(self, source: Run) -> None:
         self.source = source
         #: Every seq, in recording order.
         self.order: list[int] = []

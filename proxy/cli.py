@@ -24,6 +24,7 @@ from cassettes.analysis import analyse
 from cassettes.errors import CassetteError, CassetteIOError
 from cassettes.hints import count, install_command, looptap_command, recorder_install_command
 from cassettes.reading.run import open_run
+from cassettes.replay.forking.cursor import bases_of
 from cassettes.replay.forking.fork import fork_inputs, parse_from, start_fork
 from cassettes.replay.forking.repeat import agreement, agreement_lines
 from cassettes.replay.serving.faults import FaultSpecError
@@ -178,14 +179,10 @@ def _config(args: argparse.Namespace) -> Any:
         except FaultSpecError as exc:
             raise SystemExit(f"looptap: error: {exc}") from None
 
-    upstreams: dict[str, str] = {}
-    for item in args.upstream:
-        name, sep, url = item.partition("=")
-        if not sep or not name or not url.startswith(("http://", "https://")):
-            raise SystemExit(
-                f"looptap: error: --upstream wants NAME=http(s)://host[:port], got {item!r}"
-            )
-        upstreams[name.strip().lower()] = url.strip()
+    try:
+        upstreams = bases_of(args.upstream, "--upstream")
+    except ValueError as exc:
+        raise SystemExit(f"looptap: error: {exc}") from None
     return RecorderConfig(
         output=_output(args.output)[0],
         base_port=args.port,
@@ -341,7 +338,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     first branch starts; every branch runs whatever the others did; the failed ones are listed,
     and only branches written and finished in this run are compared (never a file an earlier run
     left)."""
-    messages.to_stderr()
     out, append = _output(args.output)
     if append:
         messages.error(
@@ -399,7 +395,6 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
 def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> int:
     """One ``run`` (a fork with ``--from``); a fork's branch cassette, once begun, is added to
     ``written`` (``--repeat`` compares only the branches it wrote)."""
-    messages.to_stderr()
     argv = list(args.cmd)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -420,10 +415,14 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         messages.error(f"error: {exc}")
         return 2
     try:
-        fork = _start_fork(args, config)
+        # the fork --from asks for, checked, no file touched yet; its edits' marks are accepted
+        # from its own replay server only
+        fork = None if args.from_run is None else start_fork(args)
     except (CassetteError, ValueError, OSError) as exc:
         messages.error(f"error: {exc}")
         return 2
+    if fork is not None and fork.edits:
+        config.edit_key = fork.edit_key
     inspecting = _inspecting(args, config)
     if isinstance(inspecting, str):
         messages.error(inspecting)
@@ -486,18 +485,6 @@ def _inspecting(
     messages.emit(f"{chosen}the command's output goes to {child_log}")
     inspect = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", "--child-status"]
     return [*inspect, str(child_status), str(config.output)], child_log, child_status
-
-
-def _start_fork(args: argparse.Namespace, config: Any) -> Any:
-    """The fork ``--from`` asks for, everything checked and no file touched yet (``None`` without
-    ``--from``); with edits, the recorder accepts the marks of this fork's replay server only."""
-    if args.from_run is None:
-        return None
-
-    fork = start_fork(args)
-    if fork.edits:
-        config.edit_key = fork.edit_key
-    return fork
 
 
 def _finish_fork(fork: Any, path: Path, rc: int) -> int:

@@ -145,6 +145,8 @@ class RecorderConfig:
 #: one of these in its own environment knows it was set by looptap (an enclosing run, or a stale
 #: ``eval "$(looptap record)"``), not by the user, and does not forward to it.
 RECORDER_VAR = "LOOPTAP_RECORDER"
+#: The forward proxy's variables, in the order they are exported.
+_PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
 _LOCAL = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
 
 
@@ -542,13 +544,7 @@ class Recorder:
         for lst in self.listeners:
             if lst.upstream is None:
                 proxy = self.url(lst)
-                env.update(
-                    HTTPS_PROXY=proxy,
-                    HTTP_PROXY=proxy,
-                    https_proxy=proxy,
-                    http_proxy=proxy,
-                    NODE_USE_ENV_PROXY="1",
-                )
+                env.update(dict.fromkeys(_PROXY_VARS, proxy), NODE_USE_ENV_PROXY="1")
                 no_proxy = [v for v in os.environ.get("NO_PROXY", "").split(",") if v]
                 env["NO_PROXY"] = env["no_proxy"] = ",".join(
                     dict.fromkeys([*no_proxy, "127.0.0.1", "localhost"])
@@ -572,7 +568,6 @@ class Recorder:
         """What the ready file says (cassettes/replay/testing/ready.py): where this recorder listens
         and what a client needs; no secret (the environment is the export lines')."""
         forward = next(lst for lst in self.listeners if lst.upstream is None)
-        proxy_vars = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
         return Ready(
             schema=READY_SCHEMA,
             version=READY_VERSION,
@@ -588,7 +583,7 @@ class Recorder:
                     port=lst.port,
                     url=self.url(lst),
                     upstream=bare_url(lst.upstream) if lst.upstream else None,
-                    env=list(lst.env if lst.upstream else proxy_vars),
+                    env=list(lst.env if lst.upstream else _PROXY_VARS),
                 )
                 for lst in self.listeners
             ],

@@ -3,8 +3,7 @@
 Every subcommand is declared once in :mod:`cassettes.commands` (its arguments and its handler
 as ``"module:function"``); the parser is built from those declarations and the handler's module
 is imported only when its command runs (:mod:`cassettes.commands.registry`), so building the
-parser loads no command's work. A command of another package that is not declared there
-registers itself through the ``looptap.commands`` entry-point group.
+parser loads no command's work.
 
 Errors are converted here, at the boundary: one clear line on stderr and a non-zero exit, never a
 traceback for bad input.
@@ -41,16 +40,15 @@ finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, _HELD)
 
 from cassettes.commands import COMMANDS  # noqa: E402 - after the interrupt watch
-from cassettes.commands.registry import add_command, add_installed, loading  # noqa: E402
+from cassettes.commands.registry import (  # noqa: E402
+    EXIT_ERROR,
+    EXIT_OK,
+    add_command,
+    err,
+    loading,
+)
 
 __all__ = ["COMMANDS", "build_parser", "loading", "main", "subcommand_of", "tune_gc"]
-
-EXIT_OK = 0
-EXIT_ERROR = 2
-
-
-def _err(msg: str) -> None:
-    print(f"looptap: {msg}", file=sys.stderr)
 
 
 class _Version(argparse.Action):
@@ -77,8 +75,7 @@ def subcommand_of(argv: Sequence[str] | None) -> str | None:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``looptap`` parser, built from the declarations (:data:`~.commands.COMMANDS`); with
-    ``command``, only that subcommand (all of them when it names none, or one not declared: the
-    installed packages' ``looptap.commands`` entry points are then read)."""
+    ``command``, only that subcommand (all of them when it names none, or one not declared)."""
     parser = argparse.ArgumentParser(
         prog="looptap",
         description="Record, inspect and replay LLM agent traffic; label what the model (E), the "
@@ -88,9 +85,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     named = [c for c in COMMANDS if c.name == command]
     for c in named or COMMANDS:
-        add_command(sub, c, listing=not named)
-    if not named:
-        add_installed(sub, command, [c.name for c in COMMANDS])
+        add_command(sub, c)
     return parser
 
 
@@ -135,13 +130,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except CassetteError as exc:
-        _err(f"error: {exc}")
+        err(f"error: {exc}")
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except MemoryError:
         # Whatever a budget did not foresee: one line, not a traceback (the memory is free again).
-        _err("error: out of memory (the input is too large for the memory this process may use)")
+        err("error: out of memory (the input is too large for the memory this process may use)")
         return EXIT_ERROR
     except BrokenPipeError:
         # The reader went away (``looptap show … | head``): not an error. Point stdout at
@@ -149,5 +144,5 @@ def _dispatch(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except OSError as exc:
-        _err(f"error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}")
+        err(f"error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}")
         return EXIT_ERROR

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
+from cassettes.commands.registry import EXIT_ERROR, EXIT_OK, err
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.interop.traces import import_runs, runs_in, sniff
@@ -16,14 +16,6 @@ from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.paths import Target, UnsafePath, check_target, staged
 
 __all__ = ["cmd_import"]
-
-EXIT_OK = 0
-EXIT_ERROR = 2
-
-
-def _err(msg: str) -> None:
-    print(f"looptap: {msg}", file=sys.stderr)
-
 
 #: What ``import`` picks up in a directory (a file named on the command line is read whatever its
 #: name).
@@ -56,7 +48,7 @@ def _trace_runs(files: list[tuple[Path, Path]]) -> tuple[dict[Path, tuple[str, i
         try:
             runs[src] = (kind, sum(1 for _ in runs_in(src, kind)))
         except CassetteError as exc:
-            _err(f"error: {exc}")
+            err(f"error: {exc}")
             failures += 1
     return runs, failures
 
@@ -159,7 +151,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     inputs = [Path(p) for p in args.inputs]
     files = _import_plan(inputs)
     if not files:
-        _err("error: no input files")
+        err("error: no input files")
         return EXIT_ERROR
     runs, failures = _trace_runs(files)
     files = _split_runs([f for f in files if f[0] in runs or not _trace_kind(f[0])], runs)
@@ -168,7 +160,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else None
     many = len(files) > 1 or any(p.is_dir() for p in inputs)  # a directory's -o is a directory
     if many and out is not None and out.exists() and not out.is_dir():
-        _err(f"error: several inputs need -o to be a directory, and {out} is a file")
+        err(f"error: several inputs need -o to be a directory, and {out} is a file")
         return EXIT_ERROR
     written: set[Path] = set()  # --force replaces only files that existed before the run
     planned: list[tuple[Path, Target]] = []
@@ -196,7 +188,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                 )
             )
         except UnsafePath as exc:
-            _err(f"error: {exc}")
+            err(f"error: {exc}")
             failures += 1
     if failures and len(planned) < len(files):
         return EXIT_ERROR
@@ -207,7 +199,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             else:
                 lines = [_import_one(src, targets[0])]
         except CassetteError as exc:
-            _err(f"error: {exc}")
+            err(f"error: {exc}")
             failures += 1
             continue
         for line in lines if not args.quiet else []:

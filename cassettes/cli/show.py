@@ -16,6 +16,7 @@ import orjson
 
 from cassettes import providers
 from cassettes.cli.showfilter import show_filter
+from cassettes.commands.registry import EXIT_OK, err
 from cassettes.errors import problem_lines
 from cassettes.hints import count
 from cassettes.reading.branch import branch_line, branch_origin, fork_notes
@@ -29,13 +30,7 @@ from cassettes.views.view import summary_lines
 
 __all__ = ["cmd_show"]
 
-EXIT_OK = 0
-
 providers.FAMILIES  # noqa: B018 - the adapters, which the first round trip would load
-
-
-def _err(msg: str) -> None:
-    print(f"looptap: {msg}", file=sys.stderr)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -43,7 +38,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     with reading_line(path.name) as progress:
         run = open_run(path, progress=progress, cache=not getattr(args, "no_cache", False))
     for p in problem_lines(run.problems):
-        _err(f"warning: {path}: {p}")
+        err(f"warning: {path}: {p}")
     keep = show_filter(args, run.analysis)
 
     # Each turn is restored once, by show_pairs(); the growth tables printed after take its row

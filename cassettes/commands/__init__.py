@@ -39,6 +39,11 @@ _FLEET_OUTPUT = (
     ),
 )
 _TABLE = {"format": "table"}
+#: ``--no-volatile`` of ``looptap diff`` and ``looptap replay``.
+_NO_VOLATILE = flag(
+    "compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or "
+    "loopback port tolerated (docs/testing.md)"
+)
 
 #: ``looptap why``'s options (:func:`cassettes.why.cli.split_options` reads those written after
 #: the run with them).
@@ -265,10 +270,7 @@ COMMANDS = (
             "a": "the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file)",
             "b": "the second run (the same formats)",
             "--json": flag("the divergences as JSON"),
-            "--no-volatile": flag(
-                "compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
-                "home or loopback port tolerated (docs/testing.md)"
-            ),
+            "--no-volatile": _NO_VOLATILE,
         },
         Extend("cassettes.matching:add_rule_flags", what="the requests"),
         run="cassettes.replay.comparison:cmd_diff",
@@ -474,10 +476,7 @@ COMMANDS = (
                 "requests must come in recorded order, with the same API version headers; exit 1 "
                 "if any round trip was left unplayed"
             ),
-            "--no-volatile": flag(
-                "compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, "
-                "home or loopback port tolerated (docs/testing.md)"
-            ),
+            "--no-volatile": _NO_VOLATILE,
         },
         Extend("cassettes.matching:add_rule_flags"),
         {

@@ -1,8 +1,7 @@
 """The command registry's pieces: a command declared as data (:class:`Command`: its name, help,
 arguments and handler as ``"module:function"``), the parser built from the declarations, and the
 handler's module imported (:mod:`importlib`) only when its command runs. The declarations are in
-:mod:`cassettes.commands`; a command of another package that is not declared there is found
-through the ``looptap.commands`` entry points (:func:`add_installed`).
+:mod:`cassettes.commands`.
 
 Arguments are declared as ``--help`` lists them (:data:`Args`): a mapping from the flags and the
 metavar, as a usage line writes them (``"-o --output FILE"``; a positional's name, then its
@@ -16,12 +15,14 @@ import argparse
 import gc
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, TypeAlias
 
 __all__ = [
+    "EXIT_ERROR",
+    "EXIT_OK",
     "Arg",
     "Args",
     "Command",
@@ -30,12 +31,13 @@ __all__ = [
     "Handler",
     "add_args",
     "add_command",
-    "add_installed",
+    "err",
     "flag",
     "loading",
     "many",
 ]
 
+EXIT_OK = 0
 EXIT_ERROR = 2
 
 
@@ -137,7 +139,8 @@ def loading() -> Iterator[None]:
             gc.enable()
 
 
-def _err(msg: str) -> None:
+def err(msg: str) -> None:
+    """One line on stderr, as every command says what went wrong: ``looptap: MSG``."""
     print(f"looptap: {msg}", file=sys.stderr)
 
 
@@ -150,16 +153,14 @@ class Handler:
 
     def resolve(self) -> Any:
         module, _, function = self.target.partition(":")
-        if self.loading:
-            with loading():
-                return getattr(import_module(module), function)
-        return getattr(import_module(module), function)
+        with loading() if self.loading else nullcontext():
+            return getattr(import_module(module), function)
 
     def __call__(self, args: argparse.Namespace) -> int:
         try:
             run = self.resolve()
         except ImportError as exc:
-            _err(f"error: '{self.name}' is unavailable in this environment: {exc}")
+            err(f"error: '{self.name}' is unavailable in this environment: {exc}")
             return EXIT_ERROR
         return int(run(args))
 
@@ -190,26 +191,8 @@ def _add_arg(p: Any, key: str, spec: str | Arg) -> None:
         p.add_argument(*words[:n], help=spec.help, **kw, **spec.options)
 
 
-def _available(command: Command) -> str | None:
-    """Why ``command``'s package is not installed here (as the import would say), ``None`` when
-    it is: the listing of every command says so without importing any command's module."""
-    from importlib.util import find_spec  # only the listing of every command needs it
-
-    package = (command.run or "").partition(".")[0]
-    if not package or package in sys.modules or find_spec(package) is not None:
-        return None
-    return str(ModuleNotFoundError(f"No module named {package!r}"))
-
-
-def add_command(sub: Any, command: Command, listing: bool = False) -> None:
-    """``command`` on the subparsers ``sub``: its arguments, its subcommands and its handler; when
-    ``listing`` every command (``looptap --help``), one whose package is absent is listed as
-    unavailable here, with no arguments."""
-    missing = _available(command) if listing else None
-    if missing is not None:
-        p = sub.add_parser(command.name, help=f"(unavailable here: {missing})")
-        p.set_defaults(func=Handler(command.name, command.run or ""))
-        return
+def add_command(sub: Any, command: Command) -> None:
+    """``command`` on the subparsers ``sub``: its arguments, its subcommands and its handler."""
     kw = {k: v for k, v in (("description", command.description), ("epilog", command.epilog)) if v}
     p = sub.add_parser(command.name, help=command.help, **kw)
     add_args(p, command.args)
@@ -221,31 +204,3 @@ def add_command(sub: Any, command: Command, listing: bool = False) -> None:
         p.set_defaults(**command.defaults)
     if command.run is not None:
         p.set_defaults(func=Handler(command.name, command.run, command.loading))
-
-
-def _unavailable(name: str, exc: ImportError) -> Any:
-    def run(_args: argparse.Namespace) -> int:
-        _err(f"error: '{name}' is unavailable in this environment: {exc}")
-        return EXIT_ERROR
-
-    return run
-
-
-def add_installed(sub: Any, command: str | None, declared: Sequence[str]) -> None:
-    """Subcommands other packages contribute through the ``looptap.commands`` entry points, each a
-    function that registers itself on ``sub``: only ``command``'s when one by that name is
-    installed, else all of them (help, or a name to complain about). A declared command's entry
-    point (an older install's metadata) is not loaded."""
-    from importlib.metadata import entry_points
-
-    eps = [ep for ep in entry_points(group="looptap.commands") if ep.name not in declared]
-    named = [ep for ep in eps if ep.name == command]
-    for ep in named or eps:
-        try:
-            register = ep.load()
-        except ImportError as exc:
-            # The package is installed in another environment (e.g. beside mitmproxy).
-            p = sub.add_parser(ep.name, help=f"(unavailable here: {exc})")
-            p.set_defaults(func=_unavailable(ep.name, exc))
-            continue
-        register(sub)

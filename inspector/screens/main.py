@@ -9,8 +9,7 @@ Findings and Fork tabs, and playback with its line (:class:`inspector.screens.pl
 None of them knows this screen: each reports with its own messages (``TurnList.TurnSelected``,
 ``Player.TurnPlayed``, the workers' ``RunRead``, ``TurnLoaded`` …), and this screen
 hands the others what follows (attributes down). The keys (the app's bindings) call the actions
-below, which move the widgets where :class:`inspector.screens.navigation.Navigation` decides.
-:mod:`inspector.layout` decides the layout.
+below; the last search is :attr:`MainScreen.matches`. :mod:`inspector.layout` decides the layout.
 """
 
 from __future__ import annotations
@@ -26,15 +25,14 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
-from cassettes.views.search import SearchHit
+from cassettes.views.search import SearchHit, search_turns
 from cassettes.views.summary import TurnSummary
 from inspector.layout import FOCUS_NAMES, View, layout_classes
 from inspector.playback import Clock
 from inspector.reader import ChildExited, RunRead
-from inspector.screens.navigation import Navigation
 from inspector.screens.player import Player
-from inspector.screens.reading import PanesReader, RunReading, TurnReader
-from inspector.screens.search import SearchScreen
+from inspector.screens.reading import RunReading
+from inspector.screens.search import Matches, SearchScreen
 from inspector.selected import TurnLoaded, TurnShown
 from inspector.widgets.findings import FindingsTable, FindingsView
 from inspector.widgets.fork import ForkPane, ForkRead
@@ -46,7 +44,7 @@ from inspector.widgets.tabs import RunTabs
 from inspector.widgets.turn_list import TurnList
 from inspector.widgets.turn_pane import TurnPane
 
-__all__ = ["MainScreen", "PanesReader", "TurnReader"]
+__all__ = ["MainScreen"]
 
 
 class MainScreen(Screen[None]):
@@ -59,16 +57,12 @@ class MainScreen(Screen[None]):
         live: bool,
         clock: Clock,
         child_status: Path | None,
-        read_panes: PanesReader,
-        read_turn: TurnReader,
     ) -> None:
         super().__init__()
-        self.reading = RunReading(
-            path, live=live, child_status=child_status, read_panes=read_panes, read_turn=read_turn
-        )
+        self.reading = RunReading(path, live=live, child_status=child_status)
         self.turn_pane = TurnPane("Turn", id="turn")
         self.player = Player(clock, self.turn_pane, id="playback")
-        self.navigation = Navigation()
+        self.matches = Matches()
 
     # -- the screen --------------------------------------------------------------------------------
 
@@ -92,11 +86,11 @@ class MainScreen(Screen[None]):
         self.turn_list.focus()
         self.turn_pane.show_view(self.turn_pane.view)
         path = self.reading.path
-        waiting = self.live and not path.exists()
+        waiting = self.reading.live and not path.exists()
         self.turn_pane.show_note(
             f"waiting for {path.name} to be created…" if waiting else f"reading {path.name}…"
         )
-        self.player.live = self.live
+        self.player.live = self.reading.live
         self.watch(self.reading, "run_state", self._run_state)
         self.watch(self, "focused", self._focus_moved)
         self.reading.start()
@@ -113,49 +107,6 @@ class MainScreen(Screen[None]):
     def tabs(self) -> RunTabs:
         return self.query_one(RunTabs)
 
-    # -- the state the parts own, as tests and embedders read it here ------------------------------
-
-    @property
-    def live(self) -> bool:
-        return self.reading.live
-
-    @property
-    def complete(self) -> bool:
-        return self.reading.complete
-
-    @property
-    def failed(self) -> str | None:
-        return self.reading.failed
-
-    @property
-    def playing(self) -> bool:
-        return self.player.playing
-
-    @property
-    def speed(self) -> float:
-        return self.player.speed
-
-    @property
-    def streaming(self) -> bool:
-        return self.player.streaming
-
-    @property
-    def waiting(self) -> bool:
-        return self.player.waiting
-
-    @property
-    def notice(self) -> str:
-        return self.player.notice
-
-    @property
-    def narrow(self) -> bool:
-        """One pane at a time (the narrow or the compact layout)."""
-        return self.turn_pane.narrow
-
-    @property
-    def compact(self) -> bool:
-        return self.turn_pane.compact
-
     # -- the three layouts, by terminal size (inspector/layout.py decides) -------------------------
 
     def fit(self, size: Size) -> None:
@@ -168,7 +119,7 @@ class MainScreen(Screen[None]):
         self.label_tabs()
 
     def fit_sidebar(self) -> None:
-        self.sidebar.fit(compact=self.compact, width=self.app.size.width)
+        self.sidebar.fit(compact=self.turn_pane.compact, width=self.app.size.width)
 
     def show_view(self, view: View) -> None:
         """Make ``view``'s pane the one shown in the narrow and compact layouts."""
@@ -221,7 +172,7 @@ class MainScreen(Screen[None]):
     def _finding_chosen(self, message: FindingsTable.FindingChosen) -> None:
         f = message.finding
         self.jump(f.seq, f.conversation)
-        if self.narrow:
+        if self.turn_pane.narrow:
             self.show_view(f.layer)
 
     def on_sidebar_conversation_shown(self, message: Sidebar.ConversationShown) -> None:
@@ -359,24 +310,27 @@ class MainScreen(Screen[None]):
         self.turn_list.focus()
 
     def search(self) -> None:
-        matches = self.navigation.matches
+        matches = self.matches
+        seqs, source = list(self.reading.index.order), self.reading.source
+
+        def search(query: str) -> list[SearchHit]:  # in the dialog's worker: every turn, in full
+            return search_turns((source.full_turn(s, remember=False) for s in seqs), query)
 
         def done(result: tuple[str, list[SearchHit], SearchHit | None] | None) -> None:
             chosen = matches.found(*result) if result is not None else None
             if chosen is not None:
                 self.jump(chosen.seq, chosen.conversation)
 
-        searcher = self.navigation.searcher(self.reading.index, self.reading.source)
-        self.app.push_screen(SearchScreen(searcher, matches.query), done)
+        self.app.push_screen(SearchScreen(search, matches.query), done)
 
     def next_hit(self, direction: int) -> None:
         """``n``/``N``: the next match; the playback line says which (one notice, replaced)."""
-        hit = self.navigation.matches.step(direction)
+        hit = self.matches.step(direction)
         if hit is None:
             self.player.notice = "no search yet: press / to search"
             return
         self.jump(hit.seq, hit.conversation)
-        self.player.notice = self.navigation.matches.notice()
+        self.player.notice = self.matches.notice()
 
     # -- the run cannot be shown -------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The run on disk: :class:`RunReading`, the main screen's invisible widget that reads it.
 
-It holds the run being read (an :class:`inspector.source.TurnSource`, which holds the turns'
+It holds the run being read (the core's :class:`cassettes.reading.run.Run`, which holds the turns'
 summaries; the reading keeps only seq indexes into them, a :class:`inspector.turns.TurnIndex`),
 the run's state as reactives (read so far, live, complete, the counts; :attr:`RunReading.run_state`
 is what the status line shows) and runs every thread worker that reads from disk: the run
@@ -24,21 +24,17 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState, get_current_worker
 
+import inspector.selected
 from cassettes.errors import CassetteError
 from cassettes.hints import count
+from cassettes.reading.run import Run, open_run
 from cassettes.views.summary import TurnSummary
 from inspector.reader import ChildExited, RunRead, read_run
-from inspector.selected import TurnLoaded, TurnShown
-from inspector.source import TurnSource, open_source
 from inspector.turns import Added, TurnIndex
 from inspector.widgets.fork import read_fork
 from inspector.widgets.status import RunState
 
-__all__ = ["PanesReader", "RunReading", "TurnReader"]
-
-#: What the selected turn's two workers call (:func:`inspector.selected.read_panes`, ``read_turn``).
-PanesReader = Callable[[TurnSource, TurnIndex, int], TurnShown | None]
-TurnReader = Callable[[TurnSource, int], TurnLoaded]
+__all__ = ["RunReading"]
 
 
 class RunReading(Widget):
@@ -72,24 +68,15 @@ class RunReading(Widget):
 
         text: str
 
-    def __init__(
-        self,
-        path: Path,
-        *,
-        live: bool,
-        child_status: Path | None,
-        read_panes: PanesReader,
-        read_turn: TurnReader,
-    ) -> None:
+    def __init__(self, path: Path, *, live: bool, child_status: Path | None) -> None:
         super().__init__()
         self.path = path
         #: ``looptap run --inspect``: where the recorder writes the command's exit status.
         self.child_status = child_status
-        self.source: TurnSource = open_source(path, live=live)
+        # A finished run takes the analysis kept by an earlier reader (docs/kept-analysis.md).
+        self.source: Run = open_run(path, follow=True, cache=not live)
         # Seq indexes into the source's summaries (the one copy of the turns).
         self.index = TurnIndex(self.source)
-        self._read_panes = read_panes
-        self._read_turn = read_turn
         #: The turn selected in the list (its two reads are running or done).
         self.selected: int | None = None
         #: The turn whose full request and timeline are shown (``None``: the selected one is
@@ -186,8 +173,8 @@ class RunReading(Widget):
     def _counts(self) -> None:
         self.conversation_count = len(self.index.conv)
         self.turn_count = len(self.index.order)
-        self.problem_count = len(self.source.problems)
-        self.torn = any(p.kind == "torn" for p in self.source.problems)
+        self.problem_count = len(self.source.damage)
+        self.torn = any(p.kind == "torn" for p in self.source.damage)
 
     def child_exited(self, message: ChildExited) -> None:
         self.live = False
@@ -210,7 +197,7 @@ class RunReading(Widget):
         self.complete = True
         self.progress = None
         self._work(self._read_fork, "fork")
-        torn = [p for p in self.source.problems if p.kind == "torn"]
+        torn = [p for p in self.source.damage if p.kind == "torn"]
         if torn:
             self.notify(
                 f"{torn[0]}. Showing the {count(self.source.records, 'complete round trip')}.",
@@ -244,12 +231,12 @@ class RunReading(Widget):
         self._work(lambda: self._load_panes(seq), "panes")
 
     def _load_panes(self, seq: int) -> None:
-        shown = self._read_panes(self.source, self.index, seq)
+        shown = inspector.selected.read_panes(self.source, self.index, seq)
         if shown is not None and not get_current_worker().is_cancelled:
             self.post_message(shown)
 
     def _load_turn(self, seq: int) -> None:
-        loaded = self._read_turn(self.source, seq)
+        loaded = inspector.selected.read_turn(self.source, seq)
         if not get_current_worker().is_cancelled:
             self.post_message(loaded)
 

@@ -117,7 +117,7 @@ class Sidebar(Vertical):
 
     def update_switcher(self) -> None:
         self._switcher_convs = len(self.index.conv)
-        convs = self.index.source.conversations()
+        convs = self.index.source.analysis.conversations
         # The switcher lists the conversations the list can show (a repeated seq moves turns).
         counted = [c for c in convs if c.id in self.index.conv]
         self.switcher.show_conversations(counted, len(self.index.order))

@@ -56,7 +56,7 @@ async def drive(path: Path, shots: Path) -> tuple[list[str], list[str], bool]:
 
     async with app.run_test(size=(160, 45)) as pilot:
         waited = 0.0
-        while not (app.main.complete or app.main.failed) and waited < 120:
+        while not (app.main.reading.complete or app.main.reading.failed) and waited < 120:
             await pilot.pause(0.05)
             waited += 0.05
         await pilot.pause(0.2)
@@ -100,8 +100,8 @@ async def drive(path: Path, shots: Path) -> tuple[list[str], list[str], bool]:
         walk("after clicks")
         still_running = app.is_running
         told = [clean_line(str(n.message))[:160] for n in app._notifications]  # the toasts shown
-        if app.main.failed:
-            told.insert(0, clean_line(app.main.failed)[:160])
+        if app.main.reading.failed:
+            told.insert(0, clean_line(app.main.reading.failed)[:160])
         await pilot.press("q")
     if not still_running:
         problems.append("the app stopped while being driven (an interpreted [@click=app.quit]?)")

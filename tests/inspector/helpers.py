@@ -34,11 +34,11 @@ async def loaded(pilot: Pilot[None]) -> InspectorApp:
     """Wait until the run is read, analysed and the first turn's details are on screen."""
     app = pilot.app
     assert isinstance(app, InspectorApp)
-    await until(pilot, lambda: app.main.complete or app.main.failed)
+    await until(pilot, lambda: app.main.reading.complete or app.main.reading.failed)
     await until(
         pilot,
         lambda: (
-            app.main.failed
+            app.main.reading.failed
             or not app.main.reading.index.turns
             or app.main.reading.request_of is not None
         ),

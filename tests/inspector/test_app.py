@@ -206,7 +206,7 @@ async def test_restream_reveals_the_text_at_recorded_pace(run_file: Path, clock:
             app, "#pane-e"
         )
         await pilot.press("plus")  # 2×: the position is kept, the rest comes twice as fast
-        assert app.main.speed == 2.0
+        assert app.main.player.speed == 2.0
         clock.advance(4 * PACE / 2)
         await until(pilot, lambda: pane.reveal == len("It is sunny and 21 degrees in "))
         clock.advance(5.0)
@@ -221,7 +221,7 @@ async def test_play_steps_through_turns_and_pauses(run_file: Path, clock: FakeCl
         await loaded(pilot)
         pane = app.query_one(EmissionPane)
         await pilot.press("space")
-        assert app.main.playing
+        assert app.main.player.playing
         await until(pilot, lambda: pane.reveal == 0)  # turn 0 was streamed: it re-streams first
         assert "▶ playing" in plain(app.query_one("#playback", Static))
         clock.advance(10.0)
@@ -232,12 +232,12 @@ async def test_play_steps_through_turns_and_pauses(run_file: Path, clock: FakeCl
         clock.advance(1.1)  # the dwell after the text
         await until(pilot, lambda: _selected(app) == 1)
         await pilot.press("space")
-        assert not app.main.playing and pane.reveal is None
+        assert not app.main.player.playing and pane.reveal is None
         clock.advance(100.0)
         await pilot.pause(0.1)
         assert _selected(app) == 1
         await pilot.press("minus", "minus")
-        assert app.main.speed == 0.25
+        assert app.main.player.speed == 0.25
 
 
 async def test_play_pauses_at_the_end_of_the_list(run_file: Path, clock: FakeClock) -> None:
@@ -247,13 +247,13 @@ async def test_play_pauses_at_the_end_of_the_list(run_file: Path, clock: FakeClo
         await pilot.press("end")
         await until(pilot, lambda: app.main.reading.request_of == 4)
         await pilot.press("space")
-        assert app.main.playing
+        assert app.main.player.playing
         for _ in range(200):  # the last turn streams (or not), dwells, then finds no next turn
-            if not app.main.playing:
+            if not app.main.player.playing:
                 break
             clock.advance(1.0)
             await pilot.pause(0.05)
-        assert not app.main.playing and _selected(app) == 4
+        assert not app.main.player.playing and _selected(app) == 4
         assert app.query_one(EmissionPane).reveal is None
         assert "⏸ paused" in plain(app.query_one("#playback", Static))
         assert "end of the turn list" in plain(app.query_one("#playback", Static))
@@ -282,7 +282,7 @@ async def test_live_follow_shows_new_turns_as_the_file_grows(
         await until(pilot, lambda: len(app.main.reading.index.turns) == 5)
         assert [t.seq for t in app.query_one(TurnList).turns] == [0, 1, 2, 3, 4]
         assert _selected(app) == 0  # the selection stayed
-        assert not app.main.complete
+        assert not app.main.reading.complete
         recorder.close()
 
 
@@ -294,13 +294,14 @@ async def test_live_follow_waits_for_the_file_and_fills_in_results(
     app = build_app(live, live=True)  # `looptap run --inspect`: the recorder has not written yet
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.5)
-        assert app.main.failed is None and "waiting for live.jsonl to be created" in pane_text(
-            app, "#messages"
+        assert (
+            app.main.reading.failed is None
+            and "waiting for live.jsonl to be created" in pane_text(app, "#messages")
         )
         with Recording(live) as recorder:
             recorder.write(lines[0])  # the header alone
             await until(pilot, lambda: "waiting for the first turn" in pane_text(app, "#messages"))
-            assert app.main.failed is None and "no turns yet" in pane_text(app, "#messages")
+            assert app.main.reading.failed is None and "no turns yet" in pane_text(app, "#messages")
             recorder.write(lines[1])  # turn 0: its tool call has no result yet
             await until(pilot, lambda: app.main.reading.request_of == 0)
             await until(pilot, lambda: "no next turn yet" in pane_text(app, "#pane-e"))
@@ -325,7 +326,7 @@ async def test_bad_files_give_a_message_on_screen(tmp_path: Path) -> None:
     for path, first, second in cases:
         app = build_app(path)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda app=app: app.main.failed is not None)  # type: ignore[misc]
+            await until(pilot, lambda app=app: app.main.reading.failed is not None)  # type: ignore[misc]
             # (as one line: where the message wraps depends on the length of the temporary path)
             text = " ".join(plain(app.query_one("#error-view", Static)).split())
             assert first in text and second in text, text
@@ -463,9 +464,9 @@ async def test_in_the_search_dialog_n_types_and_after_enter_moves_to_the_next_ma
         await pilot.press("N", "enter")  # the third match: turn 4
         assert not isinstance(app.screen, SearchScreen) and _selected(app) == 4
         await pilot.press("n")  # the dialog closed: n jumps to the next match's turn
-        assert _selected(app) == 4 and "match 4/4" in app.main.notice
+        assert _selected(app) == 4 and "match 4/4" in app.main.player.notice
         await pilot.press("n")
-        assert _selected(app) == 3 and "match 1/4" in app.main.notice
+        assert _selected(app) == 3 and "match 1/4" in app.main.player.notice
         # The key table says where each n acts.
         await pilot.press("question_mark")
         help_text = " ".join(plain(s) for s in app.screen.query(Static))
@@ -647,7 +648,7 @@ async def test_narrow_terminal_shows_the_layers_as_tabs(run_file: Path) -> None:
     app = build_app(run_file)
     async with app.run_test(size=(100, 30)) as pilot:
         await loaded(pilot)
-        assert app.main.narrow
+        assert app.main.turn_pane.narrow
         shown = [p.id for p in app.query("LayerPane") if p.display]
         assert shown == ["pane-e"]
         e = app.query_one("#pane-e")
@@ -681,7 +682,7 @@ async def test_wide_terminal_shows_the_three_layers_side_by_side(run_file: Path)
     app = build_app(run_file)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
-        assert not app.main.narrow and not app.query_one("#layer-tabs").display
+        assert not app.main.turn_pane.narrow and not app.query_one("#layer-tabs").display
         assert [p.id for p in app.query("LayerPane") if p.display] == ["pane-e", "pane-a", "pane-c"]
         await pilot.press("l")  # focuses the next pane
         assert app.focused is not None and app.focused.id == "pane-a"

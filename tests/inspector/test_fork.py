@@ -121,6 +121,6 @@ async def test_a_plain_run_has_no_fork_tab(run_file: Path) -> None:
         assert (
             not app.query("#fork-view")
             and app.main.tabs.active == "turn"
-            and "not a branch" in app.main.notice
+            and "not a branch" in app.main.player.notice
         )
         assert "EDITED" not in pane_text(app, "#messages")

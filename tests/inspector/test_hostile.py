@@ -54,7 +54,7 @@ async def test_findings_cells_and_toasts_show_markup_literally(
     # Pilot hides toasts and tooltips unless asked: here they are rendered and walked.
     async with app.run_test(size=(160, 45), notifications=True, tooltips=True) as pilot:
         # hung only when nothing progresses
-        await until(pilot, lambda: app.main.complete or app.main.failed)
+        await until(pilot, lambda: app.main.reading.complete or app.main.reading.failed)
         # A toast built from wire text: [type=x] once crashed the TUI with a MarkupError.
         # (Kept up for an hour: on a busy machine the default few seconds ran out before they
         # were read. Waited for by state, not by pauses.)

@@ -63,15 +63,15 @@ async def test_space_at_the_end_of_a_live_run_waits_for_the_next_turn(
             # time passes: the stream, then the dwell, then the end of the list
             def at_the_end() -> bool:
                 clock.advance(5)
-                return app.main.waiting
+                return app.main.player.waiting
 
             await until(pilot, at_the_end)
-            assert app.main.playing and "waiting for the next turn" in plain(
+            assert app.main.player.playing and "waiting for the next turn" in plain(
                 app.query_one("#playback", Static)
             )
             rec.write(lines[3])
             await until(pilot, lambda: app.query_one(TurnList).selected_seq == 2)
-            assert app.main.playing and not app.main.waiting
+            assert app.main.player.playing and not app.main.player.waiting
 
 
 async def test_live_goes_when_the_recorder_closes_the_file(run_file: Path, tmp_path: Path) -> None:
@@ -85,10 +85,10 @@ async def test_live_goes_when_the_recorder_closes_the_file(run_file: Path, tmp_p
         assert "● live" in plain(app.query_one("#run-status", Static))
         rec.write(b"".join(lines[3:]))
         rec.close()  # the recorder exits
-        await until(pilot, lambda: app.main.complete)
+        await until(pilot, lambda: app.main.reading.complete)
         status = plain(app.query_one("#run-status", Static))
         assert "● live" not in status and "recording ended" in status, status
-        assert len(app.main.reading.index.turns) == 5 and not app.main.live
+        assert len(app.main.reading.index.turns) == 5 and not app.main.reading.live
 
 
 def test_a_cassette_writer_marks_its_file_as_being_written(tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ async def test_r_in_the_narrow_layout_streams_where_it_can_be_seen(
             await until(pilot, lambda app=app: app.main.reading.request_of == 1)  # type: ignore[misc]
             app.main.show_view("C")
             await pilot.press("r")
-            assert app.main.streaming and app.main.turn_pane.view == "E", size
+            assert app.main.player.streaming and app.main.turn_pane.view == "E", size
             assert app.query_one("#pane-e").display
 
 
@@ -196,10 +196,10 @@ async def test_a_concatenated_file_is_refused_on_screen_as_the_run_refuses_it(
     joined.write_bytes(run_file.read_bytes() * 2)
     app = build_app(joined)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.failed is not None or app.main.complete)
-        assert app.main.failed is not None and "cassettes joined" in app.main.failed, (
-            app.main.failed
-        )
+        await until(pilot, lambda: app.main.reading.failed is not None or app.main.reading.complete)
+        assert (
+            app.main.reading.failed is not None and "cassettes joined" in app.main.reading.failed
+        ), app.main.reading.failed
         assert "several cassettes joined" in plain(app.query_one("#error-view", Static))
 
 

@@ -17,7 +17,7 @@ from helpers import loaded, settled, shown, until
 from textual.geometry import Region
 from textual.widgets import Static
 
-import inspector.app as app_module
+import inspector.selected as selected_module
 from inspector.app import InspectorApp, build_app
 from inspector.widgets.messages import MessagesView
 
@@ -39,14 +39,14 @@ def _gate(monkeypatch: pytest.MonkeyPatch, name: str) -> threading.Event:
     """Hold the worker that reads ``name`` (``read_panes`` / ``read_turn``) for turn SEQ until
     set."""
     gate = threading.Event()
-    real = getattr(app_module, name)
+    real = getattr(selected_module, name)
 
     def held(*args: Any) -> Any:
         if args[-1] == SEQ:
             gate.wait()
         return real(*args)
 
-    monkeypatch.setattr(app_module, name, held)
+    monkeypatch.setattr(selected_module, name, held)
     return gate
 
 

@@ -33,8 +33,7 @@ def test_no_class_of_the_inspector_is_over_400_lines() -> None:
 
 
 def test_the_screens_parts_state_no_protocol_of_it() -> None:
-    """A Protocol the screen satisfies, for a helper to call back into it, is a mixin in effect.
-    (``inspector/source.py``'s ``TurnSource`` is the core reader's interface, not the screen's.)"""
+    """A Protocol the screen satisfies, for a helper to call back into it, is a mixin in effect."""
     protocols = [
         f"{name}:{node.name}"
         for name, tree in _modules().items()

@@ -33,7 +33,7 @@ async def test_80x24_is_a_layout_of_its_own(run_file: Path) -> None:
     app = build_app(run_file)
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(pilot)
-        assert app.main.compact
+        assert app.main.turn_pane.compact
         turn_list = app.query_one(TurnList)
         pane = app.query_one("#pane-e")
         assert turn_list.region.width == 80 and pane.region.width == 80  # stacked, full width
@@ -213,17 +213,16 @@ async def test_n_and_n_show_one_short_notice_not_a_stack_of_toasts(run_file: Pat
         await pilot.press("escape")
         await until(
             pilot,
-            lambda: app.screen is app.screen_stack[0] and bool(app.main.navigation.matches.hits),
+            lambda: app.screen is app.screen_stack[0] and bool(app.main.matches.hits),
         )
         for key in ("n", "n", "N", "n"):
             await pilot.press(key)
         await pilot.pause()
         assert len(app._notifications) == 0  # nothing over the right column
         bar = plain(app.query_one("#playback", Static))
-        assert (
-            bar.count("match ") == 1
-            and f"/{len(app.main.navigation.matches.hits)} for 'weather'" in bar
-        ), bar
+        assert bar.count("match ") == 1 and f"/{len(app.main.matches.hits)} for 'weather'" in bar, (
+            bar
+        )
 
 
 async def test_at_200x60_focus_in_a_layer_pane_keeps_the_keys_working_and_says_so(

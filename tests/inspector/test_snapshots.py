@@ -58,10 +58,10 @@ def test_bad_file(snap_compare: Any, tmp_path: Path) -> None:
     async def run_before(pilot: Pilot[None]) -> None:
         app = pilot.app
         assert isinstance(app, InspectorApp)
-        await until(pilot, lambda: app.main.failed is not None)
+        await until(pilot, lambda: app.main.reading.failed is not None)
         # The path is a tmp dir: show a stable one on screen.
         app.main.reading.path = Path("notes.jsonl")
-        app.main.show_failure((app.main.failed or "").replace(str(bad), "notes.jsonl"))
+        app.main.show_failure((app.main.reading.failed or "").replace(str(bad), "notes.jsonl"))
         app.clear_notifications()
         await pilot.pause(0.2)
 

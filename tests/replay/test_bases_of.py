@@ -1,5 +1,5 @@
-"""``--live NAME=URL`` (a fork's replay server) and ``--upstream NAME=URL`` (compare, why) are read
-by one function, :func:`cassettes.replay.forking.cursor.bases_of`."""
+"""``--live NAME=URL`` (a fork's replay server) and ``--upstream NAME=URL`` (compare, why, record,
+run) are read by one function, :func:`cassettes.replay.forking.cursor.bases_of`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def test_an_item_names_its_api_and_a_base_url() -> None:
     assert got == {"openai": "http://127.0.0.1:9/v1", "anthropic": "https://h"}
 
 
-@pytest.mark.parametrize("item", ["openai", "openai=127.0.0.1:9", "=ftp://x"])
+@pytest.mark.parametrize("item", ["openai", "openai=127.0.0.1:9", "=ftp://x", " =http://x"])
 def test_an_item_of_another_form_is_refused_naming_the_flag(item: str) -> None:
     with pytest.raises(ValueError, match=r"^--live wants NAME=http\(s\)://host\[:port\], not "):
         bases_of([item], "--live")

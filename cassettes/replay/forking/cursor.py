@@ -442,7 +442,7 @@ def bases_of(items: Iterable[str], flag: str) -> dict[str, str]:
     bases: dict[str, str] = {}
     for item in items:
         name, sep, url = str(item).partition("=")
-        if not sep or not url.startswith(("http://", "https://")):
+        if not sep or not name.strip() or not url.startswith(("http://", "https://")):
             raise ValueError(f"{flag} wants NAME=http(s)://host[:port], not {item[:80]!r}")
         bases[name.strip().lower()] = url.strip().rstrip("/")
     return bases
