@@ -3,7 +3,6 @@ against an older commit, in one run, outputs compared byte for byte.
 
     python bench/kept.py [--against REF] [--size MB] [--dir DIR] [--write]
     python bench/kept.py --grow [--size MB] [--dir DIR] [--more PCT] [--write]
-    python bench/kept.py --workers N [--size MB] [--dir DIR] [--rounds R] [--write]
 
 The run is bench/perf.py's ``batch`` run (bench/inspector.py's synthetic agent run of ~``--size``
 MB, stored parses taken; kept in ``--dir``). Each tree runs in its own process with
@@ -30,12 +29,6 @@ file's kept analysis); last, on this tree, ``show --no-cache`` and ``show --json
 the grown file (a fresh analysis of every byte), which every tree's grown outputs are compared
 with byte for byte (exit 1 when one differs). ``--write`` puts that table into
 docs/kept-analysis.md.
-
-``--workers N``: this tree only, the first ``looptap show FILE`` (an empty cache each time: it
-analyses and keeps) with ``LOOPTAP_WORKERS=1`` against ``LOOPTAP_WORKERS=N`` (the printing pass in
-N worker processes, cassettes/reading/parallel.py), ``--rounds`` times interleaved: wall, CPU (the
-workers included), the main process's peak RSS and the peak RSS and PSS summed over the process
-tree; every output compared byte for byte. ``--write`` puts it into docs/kept-analysis.md.
 """
 
 from __future__ import annotations
@@ -250,126 +243,6 @@ def grow(size: int, where: Path | None, more: float, write: bool, against: str) 
     return 1 if differ else 0
 
 
-# -- --workers: the first show, in this process alone or with worker processes ----------------
-
-# into docs/kept-analysis.md, "Using the machine's cores" (bench/perf.py writes performance.md)
-PERF_DOC = DOC
-WBEGIN, WEND = "<!-- bench/kept.py --workers: begin -->", "<!-- bench/kept.py --workers: end -->"
-
-
-def _tree_memory(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) in kB summed over ``pid`` and its descendants (``smaps_rollup``)."""
-    rss = pss = 0
-    for p in perf._descendants(pid):
-        try:
-            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Rss:"):
-                    rss += int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss += int(line.split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return rss, pss
-
-
-def _show_sampled(path: Path, cache: Path, out: Path, env: dict[str, str]) -> dict[str, Any]:
-    """``looptap show FILE > out`` on this tree with ``env``: wall and CPU seconds (CPU by wait4:
-    the workers, reaped by ``show``, included), the main process's peak RSS, and the peak of the
-    RSS and of the PSS summed over the process tree (sampled every 50 ms: a worker's pages shared
-    with ``show`` count once in PSS, in every process in RSS), the output's digest."""
-    import threading
-
-    load = perf._load()
-    t0 = time.perf_counter()
-    peaks = {"rss": 0, "pss": 0, "procs": 0}
-    with out.open("wb") as sink:
-        proc = subprocess.Popen([perf.PY, "-m", "cassettes.cli", "show", str(path)], stdout=sink, stderr=subprocess.PIPE,  # noqa: E501
-                                env={**perf.ENV, "PYTHONPATH": perf._path(ROOT), "LOOPTAP_CACHE_DIR": str(cache), **env}, cwd=ROOT)  # fmt: skip  # noqa: E501
-        stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.wait(0.05):
-                rss, pss = _tree_memory(proc.pid)
-                peaks["rss"], peaks["pss"] = max(peaks["rss"], rss), max(peaks["pss"], pss)
-                peaks["procs"] = max(peaks["procs"], len(perf._descendants(proc.pid)))
-
-        watcher = threading.Thread(target=sample, daemon=True)
-        watcher.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        stop.set()
-        watcher.join()
-    took = time.perf_counter() - t0
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 1):
-        raise SystemExit(f"looptap show {path} exited {code}: {err[-800:]}")
-    return {
-        "s": took,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "rss_mb": usage.ru_maxrss / 1024,
-        "tree_rss_mb": peaks["rss"] / 1024,
-        "tree_pss_mb": peaks["pss"] / 1024,
-        "procs": peaks["procs"],
-        "load": load,
-        "out": hashlib.sha256(out.read_bytes()).hexdigest()[:16],
-    }
-
-
-def workers_main(size: int, where: Path | None, n: int, rounds: int, write: bool) -> int:
-    """The first ``show`` of a ~``size`` MB run (each with an empty cache: it analyses and keeps),
-    ``LOOPTAP_WORKERS=1`` against ``LOOPTAP_WORKERS=n``, ``rounds`` times interleaved (each round
-    starting with the other one); outputs compared byte for byte."""
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()  # noqa: E501
-    with tempfile.TemporaryDirectory(prefix="looptap-workers-") as tmp:
-        work = Path(tmp)
-        perf._META[ROOT] = perf._metadata(ROOT, work / "meta")
-        perf._compile([("this tree", ROOT)])
-        path = perf._big_run(size, where or work / "big")
-        mb = path.stat().st_size / 1e6
-        print(f"run {path} ({mb:,.0f} MB); load average {perf._load()}", file=sys.stderr, flush=True)  # noqa: E501
-        kinds = [("serial", {"LOOPTAP_WORKERS": "1"}), (f"{n} workers", {"LOOPTAP_WORKERS": str(n)})]  # noqa: E501
-        rows: dict[str, list[dict[str, Any]]] = {k: [] for k, _ in kinds}
-        for r in range(rounds):
-            for name, env in kinds if r % 2 == 0 else kinds[::-1]:
-                cache = work / f"cache-{name.replace(' ', '-')}-{r}"
-                got = _show_sampled(path, cache, work / f"{name.replace(' ', '-')}-{r}.out", env)
-                rows[name].append(got)
-                print(f"  {name} (round {r + 1}/{rounds}): {got}", file=sys.stderr, flush=True)
-        digests = {g["out"] for runs in rows.values() for g in runs}
-    serial, spread = rows["serial"], rows[f"{n} workers"]
-
-    def cell(g: dict[str, Any]) -> str:
-        return (f"{g['s']:.1f} s, CPU {g['cpu_s']:.1f} s; RSS {g['rss_mb']:,.0f} MB (tree: RSS "
-                f"{g['tree_rss_mb']:,.0f}, PSS {g['tree_pss_mb']:,.0f} MB, {g['procs']} processes)")  # fmt: skip  # noqa: E501
-
-    lines = [
-        f"Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC by `python "
-        f"bench/kept.py --workers {n} --size {size} --rounds {rounds}` on `{head}` "
-        f"({platform.machine()}, {os.cpu_count()} CPUs shared with other sessions; the load "
-        "average before each run is given).",
-        "",
-        f"| round | first `looptap show` of the {mb:,.0f} MB run, serial | with {n} workers | "
-        "workers / serial (wall; CPU) | load average before (serial; workers) |",
-        "|---|---|---|---|---|",
-    ]
-    for r, (a, b) in enumerate(zip(serial, spread, strict=True)):
-        lines.append(f"| {r + 1} | {cell(a)} | {cell(b)} | {b['s'] / a['s']:.2f}×; "
-                     f"{b['cpu_s'] / a['cpu_s']:.2f}× | {a['load']}; {b['load']} |")  # fmt: skip
-    lines += [
-        "",
-        "Output of every `show` (stdout): "
-        + ("byte-identical" if len(digests) == 1 else "**differs**")
-        + f" (sha256 {', '.join(sorted(digests))}).",
-    ]
-    print("\n".join(lines))
-    if write:
-        text = PERF_DOC.read_text()
-        a, b = text.index(WBEGIN) + len(WBEGIN), text.index(WEND)
-        PERF_DOC.write_text(text[:a] + "\n" + "\n".join(lines) + "\n" + text[b:])
-        print(f"wrote {PERF_DOC}", file=sys.stderr)
-    return 0 if len(digests) == 1 else 1
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -390,19 +263,9 @@ def main() -> int:
     ap.add_argument(
         "--more", type=float, default=1.0, help="--grow: percent of round trips appended (1)"
     )
-    ap.add_argument(
-        "--workers",
-        type=int,
-        metavar="N",
-        help="instead: the first show serial (LOOPTAP_WORKERS=1) against N workers, side by side "
-        "(with --write: into docs/kept-analysis.md)",
-    )
-    ap.add_argument("--rounds", type=int, default=2, help="with --workers: rounds (default 2)")
     args = ap.parse_args()
     if args.grow:
         return grow(args.size, args.dir, args.more, args.write, args.against)
-    if args.workers is not None:
-        return workers_main(args.size, args.dir, args.workers, args.rounds, args.write)
     with tempfile.TemporaryDirectory(prefix="looptap-kept-") as tmp:
         work = Path(tmp)
         rev = subprocess.run(

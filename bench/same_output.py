@@ -19,9 +19,8 @@ file each writes is part of its output) and ``diff`` and ``diff --json`` of the 
 next one in the list: a restructuring that must change no output compares these too (about
 twice as long).
 
-``--env KEY=VALUE`` (repeatable) is set for this tree's child only: ``--env LOOPTAP_WORKERS=2
---env LOOPTAP_PARALLEL_MIN=1`` makes every ``show`` spread its printing pass over two worker
-processes (cassettes/reading/parallel.py), to compare with REF's serial output.
+``--env KEY=VALUE`` (repeatable) is set for this tree's child only (e.g. ``--env
+LOOPTAP_SPILL_KEEP=1``: every table of the analysis spilled, to compare with REF's output).
 """  # noqa: E501
 
 from __future__ import annotations
@@ -118,8 +117,7 @@ def main() -> int:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="set in this tree's environment only (e.g. LOOPTAP_WORKERS=2 LOOPTAP_PARALLEL_MIN=1:"
-        " the printing pass in worker processes, docs/kept-analysis.md); repeatable",
+        help="set in this tree's environment only (e.g. LOOPTAP_SPILL_KEEP=1); repeatable",
     )
     ap.add_argument("files", nargs="*", type=Path)
     args = ap.parse_args()

@@ -125,6 +125,7 @@ def _import_one(src: Path, target: Target) -> str:
     ):
         for ex in run.exchanges:
             rt = w.append(ex)
+            assert rt is not None  # (a writer that parses)
             fams[rt.family] = fams.get(rt.family, 0) + 1
             errors += bool(rt.analysis_errors)
     llm = sum(n for f, n in fams.items() if f != "none")

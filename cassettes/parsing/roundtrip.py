@@ -15,7 +15,6 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from cassettes import providers
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.parsing import sealed
 from cassettes.wire.exchange import Exchange, cut_by_client
 from cassettes.wire.framing import Framed, frame
 
@@ -24,7 +23,6 @@ __all__ = [
     "RoundTrip",
     "parse_all",
     "parse_exchange",
-    "response_side",
     "side_call",
 ]
 
@@ -73,9 +71,6 @@ class RoundTrip(BaseModel):
     _history_system: list[Part] | None = PrivateAttr(default=None)
     #: Set when the request was parsed incrementally: its first ``keep`` messages are the base's.
     _reused: tuple[int, int] | None = PrivateAttr(default=None)
-    #: (stream, notes, analysis errors) as the request side left them: what the response side
-    #: added comes after (``response_side``, which the writer seals into the record).
-    _before_response: tuple[bool, int, int] | None = PrivateAttr(default=None)
     #: For a poll read as the model call that delivered the calls it returned
     #: (``_poll_delivered``): the operation its route named (``retrieve_run`` …).
     _polled_from: str | None = PrivateAttr(default=None)
@@ -86,22 +81,10 @@ class RoundTrip(BaseModel):
         return self._polled_from is not None
 
     @property
-    def route_operation(self) -> str | None:
-        """The operation the request's route named, before a poll was read as a model call
-        (what the response side is sealed under: it is known before the response is)."""
-        return self._polled_from or self.operation
-
-    @property
     def reused(self) -> tuple[int, int] | None:
         """(seq of the base, messages kept) when the request was parsed incrementally: its first
         ``keep`` messages are the base's (the threader reuses their keys); ``None`` otherwise."""
         return self._reused
-
-    @property
-    def requested_stream(self) -> bool | None:
-        """Whether the request side asked for a stream (what a sealed response side is checked
-        against); ``None`` when the response was never reached (:func:`response_side`)."""
-        return self._before_response[0] if self._before_response is not None else None
 
     def forget_history_base(self) -> None:
         """This round trip is no longer a base for parsing a later request incrementally (its
@@ -132,15 +115,8 @@ def _looks_llm(url: SplitResult, body: Any) -> bool:
     return any(h in url.path for h in _LLM_HINTS) and isinstance(body, dict)
 
 
-def parse_exchange(
-    ex: Exchange, base: RoundTrip | None = None, *, request: bool = True
-) -> RoundTrip:
+def parse_exchange(ex: Exchange, base: RoundTrip | None = None) -> RoundTrip:
     """Parse one exchange. Never raises: every problem becomes an ``analysis_errors`` entry.
-
-    ``request=False`` leaves the request's messages unparsed (``rt.request`` is ``None``): what the
-    recorder's writer asks, since it stores the response side only (:mod:`cassettes.parsing.sealed`)
-    and the request side is what a reader parses (once, incrementally). The family, operation and
-    stream, which the response side needs, are told all the same.
 
     ``base`` is the parsed round trip that ``ex.history_delta`` says this request extends (the
     cassette reader records it). Then only the appended part of the history is parsed and the
@@ -163,7 +139,7 @@ def parse_exchange(
         notes=list(ex.notes),
     )
     try:
-        _parse_into(rt, ex, url, base, request)
+        _parse_into(rt, ex, url, base)
     except Exception as exc:  # a bug in an adapter must never lose the round trip
         rt.analysis_errors.append(f"internal error while parsing: {type(exc).__name__}: {exc}")
     return rt
@@ -290,7 +266,6 @@ def _parse_into(
     ex: Exchange,
     url: SplitResult,
     base: RoundTrip | None = None,
-    request: bool = True,
 ) -> None:
     too_big_req, body = _request_body(rt, ex)
     adapter = providers.detect(ex.method, url, body, rt.analysis_errors)
@@ -312,19 +287,11 @@ def _parse_into(
         elif ex.method.upper() == "POST":
             rt.analysis_errors.append("request has no body: nothing to parse")
     rt.stream = adapter.is_stream(url, body)
-    if body is not None and parsed and request:
+    if body is not None and parsed:
         try:
             parse_request_side(rt, adapter, body, url, ex, base)
         except Exception as exc:
             rt.analysis_errors.append(f"request could not be parsed: {type(exc).__name__}: {exc}")
-    rt._before_response = (rt.stream, len(rt.notes), len(rt.analysis_errors))
-    if ex.stored_parse is not None:
-        stored, ex.stored_parse = ex.stored_parse, None  # used once: a long run does not keep it
-        side = sealed.restore(stored, ex, rt.family, rt.operation, rt.stream, body)
-        if side is not None:
-            _apply_side(rt, side)
-            _poll_delivered(rt, adapter)
-            return
     parse_response_side(rt, adapter, ex, body, parsed)
     _poll_delivered(rt, adapter)
 
@@ -348,7 +315,7 @@ def _poll_delivered(rt: RoundTrip, adapter: providers.Provider) -> None:
         family=rt.family, model=r.model, stream=rt.stream, previous_response_id=r.id
     )
     rt._polled_from, rt.operation = rt.operation, "generate"
-    if _POLL_NOTE not in rt.notes:  # (a restored response side carries it already)
+    if _POLL_NOTE not in rt.notes:
         rt.notes.append(_POLL_NOTE)
 
 
@@ -357,40 +324,11 @@ _POLL_NOTE = (
 )
 
 
-def _apply_side(rt: RoundTrip, side: sealed.ResponseSide) -> None:
-    rt.framing, rt.ttft, rt.stream, rt.transport_error = (
-        side.framing,
-        side.ttft,
-        side.stream,
-        side.transport_error,
-    )
-    rt.notes.extend(side.notes)
-    rt.analysis_errors.extend(side.errors)
-    rt.response = side.response
-
-
-def response_side(rt: RoundTrip) -> sealed.ResponseSide | None:
-    """What parsing the response added to ``rt`` (``None`` when the response was never reached:
-    not a call the family parses, or an internal error before it)."""
-    if rt._before_response is None:
-        return None
-    _, notes, errors = rt._before_response
-    return sealed.ResponseSide(
-        framing=rt.framing,
-        ttft=None if rt.ttft is None else round(rt.ttft, 6),  # as the record stores chunk offsets
-        stream=rt.stream,
-        transport_error=rt.transport_error,
-        notes=rt.notes[notes:],
-        errors=rt.analysis_errors[errors:],
-        response=rt.response,
-    )
-
-
 def parse_response_side(
     rt: RoundTrip, adapter: providers.Provider, ex: Exchange, body: Any, parsed: bool
 ) -> None:
     """Everything parsing the response does. It reads the exchange's response, status, headers
-    and transport error, and of the request only what :func:`sealed.restore` checks."""
+    and transport error."""
     if ex.status is None and not ex.response_chunks:
         if not ex.transport_error:
             rt.analysis_errors.append("no response recorded")

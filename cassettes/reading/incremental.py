@@ -247,12 +247,6 @@ class RunReader:
         """Read to its end, finished and settled (:meth:`settle`): nothing of it changes now."""
         return self._settled is not None
 
-    def reopen(self) -> None:
-        """In a process forked from this reader's (:mod:`.parallel`, once settled): read the
-        stores through file descriptions of its own (:meth:`TurnStore.reopen`)."""
-        self.turn_store.reopen()
-        self.parses.reopen()
-
     def step(self, max_bytes: int | None = BLOCK) -> Batch:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
         if self._cache:

@@ -45,7 +45,6 @@ import orjson
 
 from cassettes.analysis import price_data, rules
 from cassettes.errors import CassetteError
-from cassettes.parsing.sealed import source_digest
 from cassettes.reading.packed import compressor, decompressor
 from cassettes.storage.store import open_regular
 
@@ -641,3 +640,22 @@ def _each_view(db: sqlite3.Connection) -> Iterator[Any]:
         with contextlib.suppress(sqlite3.Error):
             db.execute("COMMIT")
         db.close()
+
+
+def source_digest(root: Path, paths: list[Path], extra: bytes = b"") -> bytes | None:
+    """A digest of ``extra`` and of the Python source under ``paths`` (a directory: every ``.py``
+    below it), each file by its path relative to ``root``, its length and its bytes; ``None``
+    when a file cannot be read."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(extra)
+    try:
+        for p in paths:
+            for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
+                data = f.read_bytes()
+                h.update(
+                    f.relative_to(root).as_posix().encode() + b"\0" + len(data).to_bytes(8, "big")
+                )
+                h.update(data)
+    except OSError:
+        return None
+    return h.digest()

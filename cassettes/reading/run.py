@@ -36,7 +36,6 @@ import re
 from collections.abc import (
     Callable,
     Collection,
-    Generator,
     Iterable,
     Iterator,
     Mapping,
@@ -320,24 +319,13 @@ class Run:
         kept for the next reader as they pass (docs/kept-analysis.md)."""
         return self._reader.printed(make)
 
-    def each_pair(
-        self, each: Callable[[Exchange, RoundTrip], T2]
-    ) -> Generator[T2, None, None]:
-        """``each(exchange, round trip)`` of every round trip, in recording order, as
-        :attr:`pairs` would give them. For a large run read to its end from a looptap cassette,
-        ``each`` runs in worker processes, one per core (:mod:`cassettes.reading.parallel`;
-        ``LOOPTAP_WORKERS=1``: here): it must need nothing but its round trip and what the
-        analysis holds, change nothing, and return what pickles."""
-        from cassettes.reading.parallel import mapped
-
-        return mapped(self._reader, each)
-
     def each_view(self, each: Callable[[Exchange, RoundTrip], T2]) -> Iterator[T2]:
-        """:meth:`each_pair` for a printing pass (``each`` makes a round trip's printed view): a
-        run continued from a kept analysis takes the views kept of what its file held before,
-        where its analysis did not change them (docs/kept-analysis.md, "A file that grew")."""
+        """``each(exchange, round trip)`` of every round trip, in recording order, for a printing
+        pass (``each`` makes a round trip's printed view): a run continued from a kept analysis
+        takes the views kept of what its file held before, where its analysis did not change them
+        (docs/kept-analysis.md, "A file that grew")."""
         again = getattr(self._reader, "each_view", None)
-        return again(each) if again is not None else self.each_pair(each)
+        return again(each) if again is not None else (each(ex, rt) for ex, rt in self.pairs)
 
     def close(self) -> None:
         """Let go of what the reader keeps on disk (the store of full turns and parses)."""

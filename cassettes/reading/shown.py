@@ -47,7 +47,7 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
 
     def view(ex: Exchange, rt: RoundTrip) -> list[Any]:
         """One round trip's printed view and growth row: of that round trip and the analysis
-        only (it may be made in a worker process: ``Run.each_pair``)."""
+        only."""
         v = roundtrip_json(rt, ex)
         if ex.edits:
             v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)
@@ -71,7 +71,7 @@ def show_pairs(run: Any, path: Path) -> Iterator[list[Any]]:
                 tc["mcp"] = {"seq": by.seq, "tool": by.tool, "by": by.linked_by}
         return [v, growth_row(turn) if turn is not None else None]
 
-    for made in run.each_view(view):  # in order, whichever process made them (or kept them)
+    for made in run.each_view(view):  # in order (made here, or kept)
         v = made[0]
         conv = str(v.get("conversation"))
         # a branch's first turn: what its prefix tolerated

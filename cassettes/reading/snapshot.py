@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from cassettes.analysis import continuation, plain_values
 from cassettes.analysis.model import Conversation, Finding, RunAnalysis
 from cassettes.reading import kept
-from cassettes.reading.parallel import mapped
 from cassettes.reading.stores import Places
 
 if TYPE_CHECKING:
@@ -162,11 +161,11 @@ def each_view(reader: RunReader, each: Callable[[Any, Any], Any]) -> Iterator[An
     """A printing pass (``each``: a round trip's printed view and growth row): for a continued
     reader, settled, the views kept of the round trips its file held before are taken again,
     but where the continued analysis changed what they show (a finding, the end-of-run pass's
-    ones among them, or an MCP link: by seq); the others are ``each``'s. Else
-    :func:`~cassettes.reading.parallel.mapped`."""
+    ones among them, or an MCP link: by seq); the others are ``each``'s. Else ``each`` of
+    every round trip the reader read."""
     before = reader.before
     if before is None or before.views is None or not reader.settled:
-        return mapped(reader, each)
+        return (each(ex, rt) for ex, rt in reader.pairs)
     reader.before = None  # (once: the views are read from their file as they pass)
     return _reusing(reader, each, kept.views_in(before.views), _changed(reader, before),
                     before.positions)  # fmt: skip

@@ -172,23 +172,12 @@ class TurnStore:
 
     def adopt(self, file: IO[bytes], end: int, state: dict[str, Any]) -> None:
         """Read the blocks of a kept analysis' store from ``file`` (this process's own copy)."""
-        file.flush()  # (a forked reader reads it through a file description of its own)
+        file.flush()
         with self._lock:
             self._file, self._end = file, end
             self._blocks, self._block = dict(state["blocks"]), int(state["block"])
             self._filling, self._waiting = bytearray(), {}
             self._recent.clear()
-
-    def reopen(self) -> None:
-        """In a process forked from the one that wrote the store (:mod:`.parallel`): read it
-        through a file description of this process's own. A fork shares its parent's file offset,
-        and a read is a seek then a read: two processes reading at once would read each other's
-        places. (Its file is unbuffered, or flushed when adopted or resumed and after each block
-        written.)"""
-        with self._lock:
-            if self._file is not None:
-                path = f"/proc/self/fd/{self._file.fileno()}"
-                self._file = open(path, "rb", buffering=0)
 
     def close(self) -> None:
         with self._lock:
@@ -383,9 +372,6 @@ class ParseStore:
 
     def flush(self) -> None:
         self._store.flush()
-
-    def reopen(self) -> None:
-        self._store.reopen()
 
     def close(self) -> None:
         self._store.close()

@@ -2,13 +2,13 @@
 entry point (the recorder's writer process, ``looptap import``, the pytest plugin, the demo).
 
     remove Content-Encoding → redact → delta-encode the request's history → parse (incrementally,
-    against the round trip it extends) → seal the parse (``cassettes.parsing.sealed``: readers reuse
-    it instead of parsing the response again) → append to the
+    against the round trip it extends; not in the recorder) → append to the
     :class:`~cassettes.storage.store.CassetteFile`
 
 Redaction runs before encoding, so a secret never reaches the file. Nothing is computed per
 record that no reader reads: the ``looptap.roundtrip/1`` view (``derived``, stored until 2026-11)
-is ``looptap show --json``'s, made when asked for; readers ignore the block in older files. The
+is ``looptap show --json``'s, made when asked for, and the response's parse (``parsed``, stored
+until 2026-11) is the first reader's; readers ignore both blocks in older files. The
 caller hands over the exchange as it captured it: a side still content-encoded is marked so
 (``Exchange.request_encoded``, ``response_encoded``) and decoded here
 (``cassettes.wire.decoding.decode_exchange``) before anything reads it.
@@ -24,8 +24,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import providers
-from cassettes.parsing import sealed
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, response_side
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.recording.redact import Redactor
 from cassettes.storage.codec import (
     depth_safe_record,
@@ -56,9 +55,9 @@ class CassetteWriter:
         requests: bool = True,
     ) -> None:
         self.path = Path(path)
-        #: Whether :meth:`append` parses each request too (the round trip it returns has its
-        #: ``request``). Nothing stored needs it (the record keeps the response side's parse; a
-        #: reader parses the request side): the recorder passes ``False`` and parses no request.
+        #: Whether :meth:`append` parses each round trip (and returns its parse). Nothing stored
+        #: needs it (a reader parses what it reads): the recorder passes ``False`` and parses
+        #: nothing.
         self.requests = requests
         self.redactor = redactor or Redactor()
         self._lock = threading.Lock()
@@ -113,8 +112,9 @@ class CassetteWriter:
             ex.history_delta["rewritten"] = True
         return form, self._recent.get(delta["base"])
 
-    def append(self, ex: Exchange) -> RoundTrip:
-        """Decode, redact, encode, parse and write one round trip; returns its parsed round trip."""
+    def append(self, ex: Exchange) -> RoundTrip | None:
+        """Decode, redact, encode, parse (unless :attr:`requests` is false: then ``None``) and
+        write one round trip; returns its parsed round trip."""
         decode_exchange(ex)
         with self._lock:
             seq = self._seq
@@ -127,8 +127,8 @@ class CassetteWriter:
                 # History items nested deeper than orjson writes cannot be hashed for the delta
                 # encoding: the body is stored whole (raw, see depth_safe_record) instead.
                 form, base = None, None
-            rt = parse_exchange(clean, base, request=self.requests)
-            if self.requests:
+            rt = parse_exchange(clean, base) if self.requests else None
+            if rt is not None:
                 # A base for a later request needs only the request side: keeping the response too
                 # held up to _RECENT whole responses (a 100 MB stream each) in the writer's memory.
                 self._recent[seq] = (
@@ -137,10 +137,6 @@ class CassetteWriter:
                 while len(self._recent) > _RECENT:
                     self._recent.pop(next(iter(self._recent)))
             rec = exchange_to_record(clean, seq, request_form=form)
-            side = response_side(rt)
-            stream = rt.requested_stream
-            if side is not None and stream is not None:
-                sealed.seal(rec, side, rt.family, rt.route_operation, stream, clean.request_json())
             try:
                 data = dumps_record(rec)
             except orjson.JSONEncodeError:

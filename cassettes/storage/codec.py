@@ -129,7 +129,6 @@ def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
                 b"".join(c for _, c in chunks), chunks[0][0] if chunks else None
             )
             out["response"] = resp
-    out.pop("parsed", None)  # a cache of the parse, never cut: a reader parses the raw instead
     return out
 
 
@@ -507,9 +506,6 @@ def record_to_exchange(
         if resp is not None:
             ex.status, ex.response_headers, ex.response_chunks = read_response(rec)
             ex.reason = resp.get("reason")
-        if isinstance(rec.get("parsed"), dict):
-            # the writer's parse, trusted only if it checks out (cassettes.parsing.sealed)
-            ex.stored_parse = rec["parsed"]
         timing = rec.get("timing") or {}
         ex.ttfb = timing.get("ttfb")
         ex.duration = timing.get("duration")

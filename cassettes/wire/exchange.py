@@ -101,9 +101,6 @@ class Exchange:
     #: Set by the store: the request body extends round trip ``base`` (``{"base", "keep",
     #: "appended", "rewritten"?}``), so its first ``keep`` history items are that one's.
     history_delta: dict[str, Any] | None = None
-    #: Set by the store: the writer's parse of the response as stored with the record, used in
-    #: place of parsing the raw when it checks out (``cassettes.parsing.sealed``), then dropped.
-    stored_parse: Any = field(default=None, repr=False)
     # Not init fields: ``dataclasses.replace`` must not carry a parse of the old body over.
     _request_json: Any = field(default=UNSET, repr=False, init=False)
     _body_pending: bool = field(default=False, repr=False, init=False)

@@ -1,6 +1,5 @@
-"""Parse once, from the recorder to the screen: each response body is parsed by the recorder's
-writer alone (readers take its sealed parse), each request by a reader's analysis alone (the writer
-stores nothing of its request parse, so it makes none), and what prints or shows a round trip
+"""Parse once, from the recorder to the screen: each body is parsed by a reader's analysis alone
+(the recorder's writer stores no parse, so it makes none), and what prints or shows a round trip
 afterwards (``show``'s printing pass, a viewer's selection or jump) takes the analysis' parse:
 nothing is parsed again. Counted on corpus runs by wrapping the two functions that parse a body."""
 
@@ -102,71 +101,47 @@ def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(
     }
     parses = Parses(monkeypatch)
     path = tmp_path / "run.jsonl"
-    # The recorder (proxy/writer.py builds its writer so): every response parsed once, no request.
+    # The recorder (proxy/writer.py builds its writer so): nothing parsed.
     _record(path, exchanges, requests=False)
-    answered = set(parses.responses)
-    assert len(answered) > 30 and set(parses.responses.values()) == {1}
-    assert not parses.requests
-    parses.clear()
-    # The inspector opening the run: every request parsed once, no stored response again.
+    assert not parses.requests and not parses.responses
+    # The inspector opening the run: every request and every response parsed once.
     run = _opened(path)
     generations = sorted(run.summaries)
     assert len(generations) > 20
-    assert not parses.responses, f"stored responses parsed again: {sorted(parses.responses)}"
+    assert len(parses.responses) > 30 and set(parses.responses.values()) == {1}
     assert set(parses.requests) >= set(generations) - polled and set(parses.requests.values()) == {
         1
     }
     opened = parses.messages
     parses.clear()
-    # Every turn selected in recording order (the inspector's selection): the responses are the
-    # writer's, and the requests' messages are parsed no more than the opening parsed them.
+    # Every turn selected in recording order (the inspector's selection): no response parsed
+    # again, and the requests' messages are parsed no more than the opening parsed them.
     for seq in generations:
         _, rt = run.by_seq(seq)
         assert rt.request is not None and rt.response is not None
-    assert not parses.responses, (
-        f"stored responses parsed again on selection: {sorted(parses.responses)}"
-    )
+    assert not parses.responses, f"responses parsed again on selection: {sorted(parses.responses)}"
     assert parses.messages <= opened, (parses.messages, opened)
     run.close()
-    # A command's pass over the run (open_run, as show and the exports read it): no stored
-    # response parsed again either.
-    parses.clear()
+    # A command's pass over the run once analysed (open_run, as show and the exports read it):
+    # no response parsed again.
     every = open_run(path)
+    parses.clear()
     assert sum(1 for _ in every.pairs) == len(exchanges)
     assert not parses.responses, (
-        f"stored responses parsed again by open_run: {sorted(parses.responses)}"
+        f"responses parsed again by a pass over the run: {sorted(parses.responses)}"
     )
 
 
 def test_the_recorder_writes_the_same_records_without_parsing_requests(tmp_path: Path) -> None:
     """What the recorder stores does not depend on the request parse it no longer makes: the same
-    round trips written with and without it give the same records (sealed parses included)."""
+    round trips written with and without it give the same records."""
     exchanges = _multi_turn()
     with_requests, without = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     _record(with_requests, exchanges)
     _record(without, exchanges, requests=False)
     a, b = with_requests.read_bytes().splitlines()[1:], without.read_bytes().splitlines()[1:]
-    assert len(a) == len(exchanges) and b"parsed" in a[-1]
+    assert len(a) == len(exchanges)
     assert a == b
-
-
-def test_a_cassette_without_sealed_parses_is_parsed_from_its_raw(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An older cassette (or another machine's): no block a reader may take, so the raw is parsed,
-    once per opening, and reads as the same turns."""
-    exchanges = _multi_turn(4)
-    path = tmp_path / "run.jsonl"
-    _record(path, exchanges, requests=False)
-    trusted = _opened(path)
-    turns = {s: trusted.full_turn(s).model_dump() for s in trusted.summaries}
-    monkeypatch.setenv("LOOPTAP_STATE_DIR", str(tmp_path / "elsewhere"))
-    parses = Parses(monkeypatch)
-    run = _opened(path)
-    assert set(parses.responses.values()) == {1} and len(parses.responses) >= len(run.summaries)
-    assert {s: run.full_turn(s).model_dump() for s in run.summaries} == turns
-    run.close()
-    trusted.close()
 
 
 def _fresh(path: Path) -> dict[int, dict[str, Any]]:
