@@ -1,6 +1,5 @@
-"""Suite-wide: looptap's per-user state (the parse-once key of ``cassettes.parsing.sealed``) and its
-cache (kept analyses) live in temporary directories for the session, never in the home of whoever
-runs the tests. Set in the
+"""Suite-wide: looptap's cache (kept analyses) lives in a temporary directory for the session,
+never in the home of whoever runs the tests. Set in the
 environment, so the recorder and every other child process the tests start use it too.
 
 And the commands the tests start get Ctrl-C as a terminal gives it: a suite started as a background
@@ -47,9 +46,6 @@ def pytest_configure(config: pytest.Config) -> None:
         # children then start with SIGINT at its default (a handler is reset by exec, SIG_IGN is
         # not).
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    state = tempfile.mkdtemp(prefix="looptap-test-state-")
-    os.environ["LOOPTAP_STATE_DIR"] = state
-    config.add_cleanup(lambda: shutil.rmtree(state, ignore_errors=True))
     cache = tempfile.mkdtemp(prefix="looptap-test-cache-")  # kept analyses (docs/kept-analysis.md)
     os.environ["LOOPTAP_CACHE_DIR"] = cache
     config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))

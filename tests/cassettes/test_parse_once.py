@@ -21,11 +21,6 @@ from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 
 
-@pytest.fixture(autouse=True)
-def _own_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LOOPTAP_STATE_DIR", str(tmp_path / "state"))
-
-
 def _multi_turn(n: int = 12) -> list[Exchange]:
     """Round trips of the first ``n`` corpus recordings with three round trips or more (their
     later requests extend the earlier ones: history deltas)."""

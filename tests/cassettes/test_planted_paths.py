@@ -45,20 +45,20 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def shown(run: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """What ``show`` prints with nothing planted (no cache, no state)."""
+    """What ``show`` prints with nothing planted (no cache)."""
     where = tmp_path_factory.mktemp("plain")
-    env = clean_env(LOOPTAP_CACHE_DIR=str(where / "cache"), LOOPTAP_STATE_DIR=str(where / "st"))
+    env = clean_env(LOOPTAP_CACHE_DIR=str(where / "cache"))
     out = _show(run, env)
     assert f"{ROUND_TRIPS:,} round trips" in out
     return out
 
 
-@pytest.mark.parametrize("planted", ["kept", "kept-wal", "link", "key"])
+@pytest.mark.parametrize("planted", ["kept", "kept-wal", "link"])
 def test_show_ends_and_prints_the_run_past_a_fifo(
     planted: str, run: Path, shown: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cache, state = tmp_path / "cache", tmp_path / "state"
-    env = clean_env(LOOPTAP_CACHE_DIR=str(cache), LOOPTAP_STATE_DIR=str(state))
+    cache = tmp_path / "cache"
+    env = clean_env(LOOPTAP_CACHE_DIR=str(cache))
     monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(cache))
     where = kept.location(run)
     assert where is not None
@@ -66,7 +66,6 @@ def test_show_ends_and_prints_the_run_past_a_fifo(
         "kept": where,
         "kept-wal": Path(f"{where}-wal"),
         "link": where,
-        "key": state / "parse.key",
     }[planted]
     if planted == "kept-wal":  # (beside a kept analysis: one kept first)
         assert _show(run, env) == shown

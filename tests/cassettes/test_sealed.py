@@ -1,8 +1,7 @@
 """What the writer stores per record is what readers read: no parse, no derived view. Files written
 before (until 2026-11) carry the writer's parse of each response (``parsed``, sealed with the
 machine key) and the ``looptap.roundtrip/1`` view (``derived``): readers ignore both and parse the
-raw, so such a file reads exactly as one without them, whatever the blocks say. And the machine
-key (``cassettes.parsing.sealed``, the price memo's seal) is private."""
+raw, so such a file reads exactly as one without them, whatever the blocks say."""
 
 from __future__ import annotations
 
@@ -15,19 +14,10 @@ import orjson
 import pytest
 from real_corpus import corpus_exchanges
 
-from cassettes.parsing import sealed
 from cassettes.parsing.roundtrip import RoundTrip, parse_all
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
-
-
-@pytest.fixture(autouse=True)
-def _own_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test its own machine key."""
-    state = tmp_path / "state"
-    monkeypatch.setenv("LOOPTAP_STATE_DIR", str(state))
-    return state
 
 
 def _view(rt: RoundTrip) -> dict[str, Any]:
@@ -81,14 +71,6 @@ def test_nothing_is_stored_per_record_that_no_reader_reads(tmp_path: Path) -> No
     new_rts = [_view(rt) for rt in parse_all(read_records(path).exchanges)]
     assert [_view(rt) for rt in parse_all(read_records(old).exchanges)] == new_rts
     assert "LOOKS-HARMLESS" not in orjson.dumps(new_rts).decode()
-
-
-def test_the_key_is_private(_own_key: Path) -> None:
-    assert sealed.machine_key(create=True) is not None
-    key = _own_key / "parse.key"
-    assert key.stat().st_mode & 0o777 == 0o600
-    assert len(key.read_bytes()) == 32
-    assert sealed.machine_key(create=False) == key.read_bytes()
 
 
 def test_a_response_too_deep_to_store_parsed_is_stored_and_read_back(tmp_path: Path) -> None:
