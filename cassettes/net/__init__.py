@@ -2,9 +2,8 @@
 
 - serving: an asyncio TCP server on a thread of its own or in a loop (:class:`BackgroundServer`),
   each request read by an h11 server connection with looptap's bounds (body size, target, header
-  and trailer count) and its :class:`Watchdog` (idle, slow head, stalled body):
-  :func:`read_request`, :func:`refuse`. The replay server and the test suite's upstreams serve
-  with it.
+  and trailer count) and deadlines (idle, slow head, stalled body): :func:`read_request`,
+  :func:`refuse`. The replay server and the test suite's upstreams serve with it.
 - outgoing: every HTTP/1.1 message built by h11 (:class:`Answer`, :class:`Ask`, a header that
   cannot be sent dropped and said), and every request looptap sends upstream
   (:class:`Upstream`: the fork's live relay, ``compare``, ``why``).
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
         MAX_TRAILERS,
         BadRequest,
         Request,
-        Watchdog,
         read_request,
         refuse,
     )
@@ -115,7 +113,6 @@ __all__ = [
     "Upstream",
     "UpstreamError",
     "UpstreamResponse",
-    "Watchdog",
     "WsProtocolError",
     "accept_key",
     "frame",

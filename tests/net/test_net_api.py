@@ -37,7 +37,6 @@ EXPORTED = [
     "Upstream",
     "UpstreamError",
     "UpstreamResponse",
-    "Watchdog",
     "WsProtocolError",
     "accept_key",
     "frame",

@@ -21,7 +21,7 @@ import orjson
 
 from cassettes import net
 from cassettes.matching import Matcher, Miss, Recorded, clip, tolerated_notes
-from cassettes.net import Request, Watchdog
+from cassettes.net import Request
 from cassettes.providers import Provider
 from cassettes.recording.redact import Redactor
 from cassettes.wire.exchange import Exchange, Headers
@@ -42,26 +42,27 @@ class Sender:
         #: how many, and the first lines saying which (names only, never values).
         self.headers_dropped = 0
         self.drops: list[str] = []
+        #: Connections dropped because the client left its answer unread for ``write_timeout``.
+        self.write_timeouts = 0
         self._lock = threading.Lock()
 
-    async def drain(self, writer: asyncio.StreamWriter, dog: Watchdog | None) -> None:
-        """Wait until the client has taken what was written (at most ``write_timeout`` with no
-        progress: then the connection is dropped by the server's watchdog)."""
-        if dog is None:
-            await writer.drain()
-            return
-        dog.arm(self.write_timeout)
+    async def drain(self, writer: asyncio.StreamWriter) -> None:
+        """Wait until the client has taken what was written; after ``write_timeout`` with no
+        progress the connection is dropped (counted in :attr:`write_timeouts`) and
+        ``ConnectionAbortedError`` raised."""
         try:
-            await writer.drain()
-        finally:
-            dog.disarm()
+            async with asyncio.timeout(self.write_timeout):
+                await writer.drain()
+        except TimeoutError:
+            self.write_timeouts += 1
+            writer.transport.abort()
+            raise ConnectionAbortedError("the client left its answer unread") from None
 
     async def send_head(
         self,
         writer: asyncio.StreamWriter,
         status: int,
         headers: Headers,
-        dog: Watchdog | None = None,
         *,
         req: Request | None = None,
         logged: Exchange | None = None,
@@ -82,7 +83,7 @@ class Sender:
         if said:
             self.said(said, logged)
         writer.write(head)
-        await self.drain(writer, dog)
+        await self.drain(writer)
         return answer
 
     def said(self, said: list[str], logged: Exchange | None) -> None:
@@ -106,15 +107,14 @@ class Sender:
         status: int,
         headers: Headers,
         body: bytes,
-        dog: Watchdog | None,
         *,
         req: Request | None = None,
         logged: Exchange | None = None,
     ) -> None:
         """A whole answer at once (the caller has put its content-length in ``headers``)."""
-        answer = await self.send_head(writer, status, headers, dog, req=req, logged=logged)
+        answer = await self.send_head(writer, status, headers, req=req, logged=logged)
         writer.write(answer.data(body) + answer.end())
-        await self.drain(writer, dog)
+        await self.drain(writer)
 
     async def internal_error(
         self, writer: asyncio.StreamWriter, exc: Exception, websocket: bool = False

@@ -16,7 +16,7 @@ import orjson
 
 from cassettes import bounds, net
 from cassettes.matching import Miss
-from cassettes.net import Request, Watchdog
+from cassettes.net import Request
 from cassettes.providers import Chaining, Provider
 from cassettes.replay.live.chains import Chains
 from cassettes.replay.serving.plan import Forward, Router
@@ -105,7 +105,6 @@ class WsRelay:
         writer: asyncio.StreamWriter,
         adapter: Provider,
         rules: WsTurns,
-        dog: Watchdog | None,
     ) -> Live | None:
         """The session reaches the cursor: open it at the live upstream (the recorder's listener)
         and send this turn; from now on the session is relayed both ways. An upstream that cannot
@@ -121,7 +120,6 @@ class WsRelay:
                 writer,
                 adapter,
                 answer.miss if answer.miss is not None else _miss(turn, why, rec),
-                dog,
                 status=502,
             )
             return None

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import bounds, net, providers
-from cassettes.net import Request, Watchdog
+from cassettes.net import Request
 from cassettes.replay.serving.plan import Forward, Planner, Router
 from cassettes.replay.serving.player import Player
 from cassettes.replay.serving.wsrelay import WsRelay
@@ -67,10 +67,9 @@ class WebSocketReplay:
         req: Request,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        dog: Watchdog | None = None,
     ) -> None:
         """Answer a WebSocket session from the recorded turns (see the module docstring)."""
-        session = await self._upgrade(req, writer, dog)
+        session = await self._upgrade(req, writer)
         if session is None:
             return
         adapter, rules = session
@@ -80,7 +79,7 @@ class WebSocketReplay:
         live: Live | None = None
         try:
             while True:
-                data = await self._next(incoming, writer, dog, live is None)
+                data = await self._next(incoming, writer, live is None)
                 if data is None:
                     return  # closed, or broken by the client
                 try:
@@ -100,15 +99,12 @@ class WebSocketReplay:
                     continue  # a session message opens no turn: nothing is answered for it
                 answer = self.planner.plan(turn, websocket=True)
                 if isinstance(answer, Forward):
-                    live = await self.relay.go_live(
-                        req, turn, msg, answer, writer, adapter, rules, dog
-                    )
+                    live = await self.relay.go_live(req, turn, msg, answer, writer, adapter, rules)
                 elif not await self.player.turn(
                     turn,
                     answer,
                     writer,
                     adapter,
-                    dog,
                     partial(self.relay.remember, rules, msg) if remember else None,
                 ):
                     return  # a fault closed the connection
@@ -117,7 +113,7 @@ class WebSocketReplay:
                 live.stop()
 
     async def _upgrade(
-        self, req: Request, writer: asyncio.StreamWriter, dog: Watchdog | None
+        self, req: Request, writer: asyncio.StreamWriter
     ) -> tuple[Provider, WsTurns] | None:
         """Accept the upgrade to a session the recording can answer (its API and how its turns
         open), or refuse it with a 400 (``None``)."""
@@ -138,7 +134,7 @@ class WebSocketReplay:
                 ("content-length", str(len(refusal))),
                 ("connection", "close"),
             ]
-            await self._sender.send_whole(writer, 400, headers, refusal, dog, req=req)
+            await self._sender.send_whole(writer, 400, headers, refusal, req=req)
             return None
         accept = net.accept_key(key)
         headers = [
@@ -146,14 +142,13 @@ class WebSocketReplay:
             ("connection", "Upgrade"),
             ("sec-websocket-accept", accept),
         ]
-        await self._sender.send_head(writer, 101, headers, dog, req=req)
+        await self._sender.send_head(writer, 101, headers, req=req)
         return adapter, rules
 
     async def _next(
         self,
         incoming: MessageReader,
         writer: asyncio.StreamWriter,
-        dog: Watchdog | None,
         idles: bool = True,
     ) -> bytes | None:
         """The next data message, answering control frames on the way; ``None`` when the
@@ -163,35 +158,29 @@ class WebSocketReplay:
 
         idle = self.idle_timeout if idles else None
         while True:
-            if dog is not None:
-                dog.arm(idle)
             try:
-                op, data = await incoming.next()
+                async with asyncio.timeout(idle):
+                    op, data = await incoming.next()
             except net.WsProtocolError as exc:
                 writer.write(
                     net.frame(net.CLOSE, struct.pack("!H", exc.code) + str(exc).encode()[:120])
                 )
-                await self._sender.drain(writer, dog)
+                await self._sender.drain(writer)
                 return None
-            except asyncio.CancelledError:
-                if dog is None or not dog.expired():
-                    raise
+            except TimeoutError:
                 writer.write(
                     net.frame(
                         net.CLOSE, struct.pack("!H", 1001) + f"no frame for {idle:g} s".encode()
                     )
                 )
-                await self._sender.drain(writer, dog)
+                await self._sender.drain(writer)
                 return None
-            finally:
-                if dog is not None:
-                    dog.disarm()
             if op == net.PING:
                 writer.write(net.frame(net.PONG, data))
-                await self._sender.drain(writer, dog)
+                await self._sender.drain(writer)
             elif op == net.CLOSE:
                 writer.write(net.frame(net.CLOSE, data[:2]))
-                await self._sender.drain(writer, dog)
+                await self._sender.drain(writer)
                 return None
             elif op != net.PONG:
                 return bytes(data)
