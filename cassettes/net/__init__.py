@@ -4,8 +4,8 @@
   each request read by an h11 server connection with looptap's bounds (body size, target, header
   and trailer count) and deadlines (idle, slow head, stalled body): :func:`read_request`,
   :func:`refuse`. The replay server and the test suite's upstreams serve with it.
-- outgoing: every HTTP/1.1 message built by h11 (:class:`Answer`, :class:`Ask`, a header that
-  cannot be sent dropped and said), and every request looptap sends upstream
+- outgoing: every HTTP/1.1 message built by h11 (:class:`Answer`, a header that cannot be sent
+  dropped and said), and every request looptap sends upstream
   (:class:`Upstream`: the fork's live relay, ``compare``, ``why``).
 - WebSocket framing by wsproto (:func:`frame`, :class:`MessageReader`), and a live session's
   client side (:class:`LiveSocket`).
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
         CREDENTIAL_HEADERS,
         SENT_FROM_RECORDING,
         Answer,
-        Ask,
         Unsendable,
         header_problem,
         recorded_request_headers,
@@ -101,7 +100,6 @@ __all__ = [
     "SENT_FROM_RECORDING",
     "TEXT",
     "Answer",
-    "Ask",
     "BackgroundServer",
     "BadRequest",
     "Handler",

@@ -25,7 +25,6 @@ EXPORTED = [
     "SENT_FROM_RECORDING",
     "TEXT",
     "Answer",
-    "Ask",
     "BackgroundServer",
     "BadRequest",
     "Handler",
