@@ -152,7 +152,6 @@ class Sender:
                     ("connection", "close"),
                 ],
                 body,
-                None,
             )
 
 

@@ -26,7 +26,7 @@ import contextlib
 import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 from cassettes.hints import count
 from cassettes.matching import (
@@ -129,8 +129,9 @@ def replay_env(url: str) -> dict[str, str]:
     return env
 
 
-class ReplayServer:
-    """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
+class ReplayServer(BackgroundServer):
+    """Serve a cassette on ``host:port`` (0: a free port), in the caller's event loop or a thread of
+    its own (:class:`~cassettes.net.BackgroundServer`). See the module docstring."""
 
     label = "the replay server"
 
@@ -207,8 +208,7 @@ class ReplayServer:
         self.read_timeout = read_timeout
         #: Connections waiting for their next request (closed first when out of descriptors).
         self._idle: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
-        #: Listens and runs the connections (in the caller's event loop or a thread of its own).
-        self._server = BackgroundServer(
+        super().__init__(
             self._handle,
             host=host,
             port=port,
@@ -218,42 +218,7 @@ class ReplayServer:
             shed_idle=self._shed_idle,
         )
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    async def start_async(self) -> None:
-        await self._server.start_async()
-
-    async def stop_async(self) -> None:
-        await self._server.stop_async()
-
-    def start(self) -> Self:
-        """Serve from a thread of its own; returns once listening."""
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # -- public view ---------------------------------------------------------------------------
-    @property
-    def host(self) -> str:
-        return self._server.host
-
-    @property
-    def port(self) -> int:
-        """The port listened on (the one bound, once listening)."""
-        return self._server.port
-
-    @property
-    def accept_pauses(self) -> int:
-        """Times accepting was paused for want of file descriptors (or memory)."""
-        return self._server.accept_pauses
-
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
