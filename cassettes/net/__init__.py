@@ -23,30 +23,21 @@ _MODULES = ("_serve", "_requests", "_ws", "_messages", "_client", "_wsclient")
 
 if TYPE_CHECKING:
     from cassettes.net._client import (
-        CONNECT_TIMEOUT,
         READ_TIMEOUT,
         Trust,
         Upstream,
         UpstreamError,
         UpstreamResponse,
-        tls_context,
     )
     from cassettes.net._messages import (
-        CREDENTIAL_HEADERS,
-        SENT_FROM_RECORDING,
         Answer,
-        Unsendable,
         header_problem,
         recorded_request_headers,
         said_name,
-        sendable,
     )
     from cassettes.net._requests import (
         HOP_BY_HOP,
         MAX_BODY,
-        MAX_HEADERS,
-        MAX_TARGET,
-        MAX_TRAILERS,
         BadRequest,
         Request,
         read_request,
@@ -85,19 +76,13 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "CLOSE",
-    "CONNECT_TIMEOUT",
-    "CREDENTIAL_HEADERS",
     "FRAME_COST",
     "HOP_BY_HOP",
     "MAX_BODY",
-    "MAX_HEADERS",
     "MAX_MESSAGE",
-    "MAX_TARGET",
-    "MAX_TRAILERS",
     "PING",
     "PONG",
     "READ_TIMEOUT",
-    "SENT_FROM_RECORDING",
     "TEXT",
     "Answer",
     "BackgroundServer",
@@ -107,7 +92,6 @@ __all__ = [
     "MessageReader",
     "Request",
     "Trust",
-    "Unsendable",
     "Upstream",
     "UpstreamError",
     "UpstreamResponse",
@@ -120,6 +104,4 @@ __all__ = [
     "recorded_request_headers",
     "refuse",
     "said_name",
-    "sendable",
-    "tls_context",
 ]
