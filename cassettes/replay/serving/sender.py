@@ -3,7 +3,8 @@ by h11, each write waited for within the write deadline, a header that cannot be
 said) and every request answered kept as an exchange (``ServedLog``).
 
 The player (:mod:`~cassettes.replay.serving.player`), the live relay
-(:mod:`~cassettes.replay.serving.relay`) and the WebSocket sessions speak through these two only.
+(:mod:`~cassettes.replay.serving.relay`) and the WebSocket sessions speak through these two only,
+all in the server's one event loop.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -44,7 +44,6 @@ class Sender:
         self.drops: list[str] = []
         #: Connections dropped because the client left its answer unread for ``write_timeout``.
         self.write_timeouts = 0
-        self._lock = threading.Lock()
 
     async def drain(self, writer: asyncio.StreamWriter) -> None:
         """Wait until the client has taken what was written; after ``write_timeout`` with no
@@ -92,9 +91,8 @@ class Sender:
         where = (
             f" (round trip {logged.seq})" if logged is not None and logged.seq is not None else ""
         )
-        with self._lock:
-            self.headers_dropped += len(said)
-            self.drops.extend(f"{line}{where}" for line in said[: max(0, 20 - len(self.drops))])
+        self.headers_dropped += len(said)
+        self.drops.extend(f"{line}{where}" for line in said[: max(0, 20 - len(self.drops))])
         if logged is not None:
             logged.notes.extend(f"looptap: {line}" for line in said)
             logged.response_headers = [
@@ -168,7 +166,6 @@ class ServedLog:
         self.answers: list[Recorded | Miss | str] = []
         #: What is left of the budget for request bodies kept in :attr:`served`.
         self.retain_left = retain_bodies
-        self._lock = threading.Lock()
 
     def __call__(
         self,
@@ -206,10 +203,9 @@ class ServedLog:
             # a changed tool result is the client's text: no secret in a note
             scrub = Redactor().scrub
             ex.notes.extend(scrub(n) for n in tolerated_notes(self.matcher.tolerated[answer.index]))
-        with self._lock:
-            ex.seq = len(self.served)
-            self.served.append(ex)
-            self.answers.append(answer)
+        ex.seq = len(self.served)
+        self.served.append(ex)
+        self.answers.append(answer)
         return ex
 
     def _retained(self, body: bytes, source: Recorded | None, ex: Exchange) -> bytes:
@@ -220,10 +216,9 @@ class ServedLog:
             return body
         if source is not None and source.exchange.request_body == body:
             return source.exchange.request_body
-        with self._lock:
-            if len(body) <= self.retain_left:
-                self.retain_left -= len(body)
-                return body
+        if len(body) <= self.retain_left:
+            self.retain_left -= len(body)
+            return body
         ex.notes.append(
             f"request body of {len(body):,} bytes not kept: over the replay server's budget for "
             "request bodies that differ from the recording"
