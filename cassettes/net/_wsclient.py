@@ -19,6 +19,12 @@ import asyncio
 import ssl
 from urllib.parse import urlsplit
 
+import h11
+from wsproto import ConnectionType
+from wsproto.events import AcceptConnection, Request
+from wsproto.handshake import H11Handshake
+from wsproto.utilities import RemoteProtocolError
+
 from cassettes.net._client import CONNECT_TIMEOUT, READ_TIMEOUT, Trust, UpstreamError, tls_context
 from cassettes.net._messages import sendable
 from cassettes.net._requests import HOP_BY_HOP
@@ -47,12 +53,6 @@ class LiveSocket:
         the connection and of the WebSocket handshake itself are this client's own; one that
         cannot be sent is dropped); TLS verified against ``trust``
         (:class:`~cassettes.net._client.Trust`). The handshake is wsproto's."""
-        import h11
-        from wsproto import ConnectionType
-        from wsproto.events import AcceptConnection, Request
-        from wsproto.handshake import H11Handshake
-        from wsproto.utilities import RemoteProtocolError
-
         u = urlsplit(base)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise UpstreamError(f"a live upstream is http(s)://host[:port], not {base[:80]!r}")
