@@ -49,6 +49,9 @@ class Sender:
         """Wait until the client has taken what was written; after ``write_timeout`` with no
         progress the connection is dropped (counted in :attr:`write_timeouts`) and
         ``ConnectionAbortedError`` raised."""
+        transport = writer.transport
+        if transport.get_write_buffer_size() <= transport.get_write_buffer_limits()[0]:
+            return await writer.drain()  # writing is not paused: nothing to wait for
         try:
             async with asyncio.timeout(self.write_timeout):
                 await writer.drain()
