@@ -45,7 +45,7 @@ import random
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cassettes.models import FinishReason, Part
 from cassettes.parsing.roundtrip import parse_exchange
@@ -53,6 +53,17 @@ from cassettes.parsing.roundtrip import parse_exchange
 if TYPE_CHECKING:
     from cassettes.matching import Recorded
     from cassettes.models import NormalisedRequest, NormalisedResponse
+
+
+class Attempt(Protocol):
+    """What a fault plan reads of the request it decides on (a recorded answer in replay)."""
+
+    index: int
+    turn: int | None
+    conversation: str | None
+
+    @property
+    def exchange(self) -> Any: ...
 
 __all__ = ["KINDS", "Fault", "FaultPlan", "parse_fault", "rewrite_answer"]
 
@@ -219,7 +230,7 @@ class FaultPlan:
     def needs_turns(self) -> bool:
         return any(f.selector[0] in ("turn", "conversation") for f in self.faults)
 
-    def decide(self, rec: Recorded) -> Fault | None:
+    def decide(self, rec: Recorded | Attempt) -> Fault | None:
         """The fault for this attempt at ``rec`` (``None``: serve the recorded answer)."""
         self._requests += 1
         for i, f in enumerate(self.faults):
@@ -242,7 +253,7 @@ class FaultPlan:
             n, seq, text = self.fired.pop()
             self.skipped.append((n, seq, text, why))
 
-    def _selects(self, f: Fault, rec: Recorded) -> bool:
+    def _selects(self, f: Fault, rec: Recorded | Attempt) -> bool:
         name, value = f.selector
         ex = rec.exchange
         if name == "*":
