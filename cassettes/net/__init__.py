@@ -2,11 +2,10 @@
 
 - serving: an asyncio TCP server on a thread of its own or in a loop (:class:`BackgroundServer`),
   each request read by an h11 server connection with looptap's bounds (body size, target, header
-  and trailer count) and its :class:`Watchdog` (idle, slow head, stalled body):
-  :func:`read_request`, :func:`refuse`. The replay server and the test suite's upstreams serve
-  with it.
-- outgoing: every HTTP/1.1 message built by h11 (:class:`Answer`, :class:`Ask`, a header that
-  cannot be sent dropped and said), and every request looptap sends upstream
+  and trailer count) and deadlines (idle, slow head, stalled body): :func:`read_request`,
+  :func:`refuse`. The replay server and the test suite's upstreams serve with it.
+- outgoing: every HTTP/1.1 message built by h11 (:class:`Answer`, a header that cannot be sent
+  dropped and said), and every request looptap sends upstream
   (:class:`Upstream`: the fork's live relay, ``compare``, ``why``).
 - WebSocket framing by wsproto (:func:`frame`, :class:`MessageReader`), and a live session's
   client side (:class:`LiveSocket`).
@@ -24,34 +23,23 @@ _MODULES = ("_serve", "_requests", "_ws", "_messages", "_client", "_wsclient")
 
 if TYPE_CHECKING:
     from cassettes.net._client import (
-        CONNECT_TIMEOUT,
         READ_TIMEOUT,
         Trust,
         Upstream,
         UpstreamError,
         UpstreamResponse,
-        tls_context,
     )
     from cassettes.net._messages import (
-        CREDENTIAL_HEADERS,
-        SENT_FROM_RECORDING,
         Answer,
-        Ask,
-        Unsendable,
         header_problem,
         recorded_request_headers,
         said_name,
-        sendable,
     )
     from cassettes.net._requests import (
         HOP_BY_HOP,
         MAX_BODY,
-        MAX_HEADERS,
-        MAX_TARGET,
-        MAX_TRAILERS,
         BadRequest,
         Request,
-        Watchdog,
         read_request,
         refuse,
     )
@@ -88,22 +76,15 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "CLOSE",
-    "CONNECT_TIMEOUT",
-    "CREDENTIAL_HEADERS",
     "FRAME_COST",
     "HOP_BY_HOP",
     "MAX_BODY",
-    "MAX_HEADERS",
     "MAX_MESSAGE",
-    "MAX_TARGET",
-    "MAX_TRAILERS",
     "PING",
     "PONG",
     "READ_TIMEOUT",
-    "SENT_FROM_RECORDING",
     "TEXT",
     "Answer",
-    "Ask",
     "BackgroundServer",
     "BadRequest",
     "Handler",
@@ -111,11 +92,9 @@ __all__ = [
     "MessageReader",
     "Request",
     "Trust",
-    "Unsendable",
     "Upstream",
     "UpstreamError",
     "UpstreamResponse",
-    "Watchdog",
     "WsProtocolError",
     "accept_key",
     "frame",
@@ -125,6 +104,4 @@ __all__ = [
     "recorded_request_headers",
     "refuse",
     "said_name",
-    "sendable",
-    "tls_context",
 ]

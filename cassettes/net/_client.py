@@ -7,7 +7,7 @@ answer read from it, through a transport of its own that is closed with the answ
 is kept or reused, so what an upstream sends after the answer (an answer nobody asked for, a
 ``408`` when idle) is never read as another request's, and no request is sent on a connection the
 upstream may have closed. The request goes as it is given: its headers in their order and case
-(:func:`~cassettes.net.sendable` drops, and says, a header that cannot be sent), its target as
+(:func:`~._messages.sendable` drops, and says, a header that cannot be sent), its target as
 given (httpcore's ``target`` extension: no URL normalised). ``http`` or ``https`` (the system's
 CA store, or the one a :class:`Trust` kept); no proxy and no environment is consulted. Every wait
 is bounded and progress based (httpx's timeouts): connecting within ``connect_timeout``, each

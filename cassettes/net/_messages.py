@@ -2,12 +2,12 @@
 response headers), the requests the fork and ``compare`` send upstream (recorded or live request
 headers), and WebSocket handshakes. Recorded data never becomes protocol.
 
-The bytes are h11's (:class:`Answer` for a server's response, :class:`Ask` for a client's
-request): h11 frames the body (``Content-Length`` or chunked, one HTTP chunk per piece) and
-refuses by construction a header name that is not a token and a value holding CR, LF, NUL or
-another control character. Before h11 sees them, :func:`sendable` checks each header on its own
-with h11's own validation, so one bad header is *dropped and said* (its name, escaped and cut;
-never its value, which may be a credential) instead of failing the whole message.
+The bytes are h11's (:class:`Answer` for a server's response; a WebSocket client's handshake is
+wsproto's, over h11): h11 frames the body (``Content-Length`` or chunked, one HTTP chunk per
+piece) and refuses by construction a header name that is not a token and a value holding CR,
+LF, NUL or another control character. Before h11 sees them, :func:`sendable` checks each header
+on its own with h11's own validation, so one bad header is *dropped and said* (its name, escaped
+and cut; never its value, which may be a credential) instead of failing the whole message.
 
 Which recorded headers may go upstream at all is decided here too: :func:`recorded_request_headers`
 keeps only a small allow-list (``content-type``, ``accept``, the API's version and beta headers),
@@ -31,7 +31,6 @@ __all__ = [
     "CREDENTIAL_HEADERS",
     "SENT_FROM_RECORDING",
     "Answer",
-    "Ask",
     "Unsendable",
     "header_problem",
     "recorded_request_headers",
@@ -181,31 +180,3 @@ class Answer:
         out = self._conn.send(h11.EndOfMessage())
         assert out is not None
         return out
-
-
-class Ask:
-    """One request of a client, built and its answer read by h11 (one request per connection)."""
-
-    def __init__(self, max_head: int = 1 << 16) -> None:
-        self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=max_head)
-
-    def request(
-        self, method: str, target: str, headers: Headers, body: bytes, said: list[str] | None = None
-    ) -> bytes:
-        """The whole request (``Content-Length`` framed); a header that cannot be sent is dropped,
-        and said."""
-        items = sendable(headers, said, "request header")
-        try:
-            head = self.conn.send(
-                h11.Request(method=method, target=_raw(target) or b"", headers=items)
-            )
-            assert head is not None
-            return (
-                head
-                + (self.conn.send(h11.Data(data=body)) or b"" if body else b"")
-                + (self.conn.send(h11.EndOfMessage()) or b"")
-            )
-        except h11.LocalProtocolError as exc:
-            # h11 names the bad part (a method or target with spaces or controls): said escaped and
-            # cut.
-            raise Unsendable(f"the request cannot be sent: {clean_line(str(exc))[:120]}") from None

@@ -18,8 +18,7 @@ oversized request never reaches a handler, and never turns into a traceback.
 
 Timeouts (``idle_timeout``, ``read_timeout``) are progress based: a connection with no request
 for ``idle_timeout`` seconds is closed, a head must arrive within ``read_timeout`` and a body may
-not pause longer than that (answered 408). They are kept by one :class:`Watchdog` per connection
-(a deadline moved per phase, one timer), not a timer per read.
+not pause longer than that (answered 408).
 
 :data:`HOP_BY_HOP` is the one set of headers that belong to a connection, not to a message: no
 server or forwarder of looptap passes them on.
@@ -50,7 +49,6 @@ __all__ = [
     "MAX_TRAILERS",
     "BadRequest",
     "Request",
-    "Watchdog",
     "read_request",
     "refuse",
 ]
@@ -109,64 +107,6 @@ class BadRequest(CassetteError, ValueError):
         self.status = status
 
 
-class Watchdog:
-    """The deadlines of one connection, kept by one timer: each phase (idle, a head, a body piece,
-    a write) moves the deadline (a float, no timer made or cancelled for it); the timer, when it
-    fires, cancels the connection's task if the deadline has passed, else waits on until it. A
-    phase that catches the cancellation asks :meth:`expired` whether it was this watchdog's (then
-    it is taken back: the task goes on) or someone else's (a server stopping: let it through)."""
-
-    def __init__(self, task: asyncio.Task[object] | None = None) -> None:
-        self._loop = asyncio.get_running_loop()
-        task = task if task is not None else asyncio.current_task()
-        assert task is not None
-        self._task = task
-        self._deadline: float | None = None
-        self._handle: asyncio.TimerHandle | None = None
-        self._fired = False
-
-    def arm(self, seconds: float | None) -> None:
-        """From now, the phase may last ``seconds`` (``None``: no limit)."""
-        if seconds is None:
-            self._deadline = None
-            return
-        self._deadline = deadline = self._loop.time() + seconds
-        # an earlier deadline than the timer's
-        if self._handle is not None and self._handle.when() > deadline:
-            self._handle.cancel()
-            self._handle = None
-        if self._handle is None:
-            self._handle = self._loop.call_at(deadline, self._check)
-
-    def disarm(self) -> None:
-        self._deadline = None
-
-    def _check(self) -> None:
-        self._handle = None
-        if self._deadline is None:
-            return
-        if self._loop.time() >= self._deadline:
-            self._deadline = None
-            self._fired = True
-            self._task.cancel()
-        else:
-            self._handle = self._loop.call_at(self._deadline, self._check)
-
-    def expired(self) -> bool:
-        """Whether the cancellation being handled came from this watchdog (taken back if so)."""
-        if not self._fired:
-            return False
-        self._fired = False
-        self._task.uncancel()
-        return True
-
-    def close(self) -> None:
-        self._deadline = None
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-
 def _shown(text: str | bytes, n: int = 40) -> str:
     """A piece of the request as an answer names it: escaped, at most ``n`` characters, marked when
     cut."""
@@ -182,43 +122,20 @@ async def read_request(
     idle_timeout: float | None = None,
     read_timeout: float | None = None,
     started: Callable[[], object] | None = None,
-    watchdog: Watchdog | None = None,
 ) -> Request | None:
     """The next request on the connection, or ``None`` when the client closed it between requests
     or sent nothing for ``idle_timeout`` seconds. Raises :class:`BadRequest` (a head that took
     longer than ``read_timeout``, or a body that paused longer: 408); ``ConnectionError`` for a
     broken connection. ``started`` is called when the request's first byte has arrived (until
-    then the connection is idle: a server may close it). ``watchdog``: the connection's (a server
-    keeps one per connection); without it, one for this request."""
-    own = watchdog is None
-    dog = Watchdog() if watchdog is None else watchdog
-    try:
-        return await _read_request(
-            reader, writer, dog, max_body, idle_timeout, read_timeout, started
-        )
-    finally:
-        dog.disarm()
-        if own:
-            dog.close()
-
-
-async def _read_request(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    dog: Watchdog,
-    max_body: int,
-    idle_timeout: float | None,
-    read_timeout: float | None,
-    started: Callable[[], object] | None,
-) -> Request | None:
+    then the connection is idle: a server may close it)."""
     import h11
 
-    first = await _first_byte(reader, dog, idle_timeout)
+    first = await _first_byte(reader, idle_timeout)
     if first is None:
         return None
     if started is not None:
         started()
-    head = await _head(reader, first, dog, read_timeout)
+    head = await _head(reader, first, read_timeout)
     # h11 reads the head (and, fed piece by piece below, the body's framing); looptap only takes
     # from the stream what belongs to this request, and adds the limits h11 leaves to a server.
     # h11 would join it; RFC 9112 5.2 lets a server refuse it, as looptap did
@@ -251,55 +168,45 @@ async def _read_request(
         )
         await writer.drain()
     if chunked:
-        req.body = await _chunked(reader, conn, max_body, read_timeout, dog)
+        req.body = await _chunked(reader, conn, max_body, read_timeout)
     elif length:
         # exactly the length h11 read from the head; the bytes themselves are not h11's business
         # (fed to it, a 50 MB body would be copied twice more)
-        req.body = await _exactly(reader, length, read_timeout, "the request body", dog)
+        req.body = await _exactly(reader, length, read_timeout, "the request body")
     return req
 
 
-async def _first_byte(
-    reader: asyncio.StreamReader, dog: Watchdog, idle_timeout: float | None
-) -> bytes | None:
+async def _first_byte(reader: asyncio.StreamReader, idle_timeout: float | None) -> bytes | None:
     """The request's first byte, waited for at most ``idle_timeout``; ``None`` when the client
     closed the connection or stayed idle."""
-    dog.arm(idle_timeout)
     try:
-        first = await reader.readexactly(1)
-        for _ in range(4):  # RFC 9112 2.2: ignore empty lines before the request line
-            if first not in (b"\r", b"\n"):
-                break
+        async with asyncio.timeout(idle_timeout):
             first = await reader.readexactly(1)
-    except asyncio.IncompleteReadError:
+            for _ in range(4):  # RFC 9112 2.2: ignore empty lines before the request line
+                if first not in (b"\r", b"\n"):
+                    break
+                first = await reader.readexactly(1)
+    except (asyncio.IncompleteReadError, TimeoutError):
         return None
-    except asyncio.CancelledError:
-        if dog.expired():
-            return None
-        raise
     return first
 
 
-async def _head(
-    reader: asyncio.StreamReader, first: bytes, dog: Watchdog, read_timeout: float | None
-) -> bytes:
+async def _head(reader: asyncio.StreamReader, first: bytes, read_timeout: float | None) -> bytes:
     """The request head after its ``first`` byte, up to its empty line, within ``read_timeout``;
     raises :class:`BadRequest` (431 too large, 408 too slow)."""
-    dog.arm(read_timeout)
     try:
-        return first + await reader.readuntil(b"\r\n\r\n")
+        async with asyncio.timeout(read_timeout):
+            return first + await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
         raise BadRequest(
             f"the request ended before its head did ({len(exc.partial) + 1:,} bytes)"
         ) from None
     except asyncio.LimitOverrunError:
         raise BadRequest("the request head is too large", 431) from None
-    except asyncio.CancelledError:
-        if dog.expired():
-            raise BadRequest(
-                f"the request head did not arrive within {read_timeout:g} s", 408
-            ) from None
-        raise
+    except TimeoutError:
+        raise BadRequest(
+            f"the request head did not arrive within {read_timeout:g} s", 408
+        ) from None
 
 
 _FOLDED = re.compile(rb"\r\n[ \t]")
@@ -372,23 +279,18 @@ def _request(event: h11.Request) -> Request:
     )
 
 
-async def _exactly(
-    reader: asyncio.StreamReader, n: int, timeout: float | None, what: str, dog: Watchdog
-) -> bytes:
+async def _exactly(reader: asyncio.StreamReader, n: int, timeout: float | None, what: str) -> bytes:
     """``n`` bytes, read in pieces, none of which may take longer than ``timeout`` seconds."""
     parts: list[bytes] = []
     left = n
     while left:
-        dog.arm(timeout)
         try:
-            data = await reader.read(min(left, _PIECE))
-        except asyncio.CancelledError:
-            if dog.expired():
-                raise BadRequest(
-                    f"{what} stalled: nothing for {timeout:g} s after {n - left:,} of {n:,} bytes",
-                    408,
-                ) from None
-            raise
+            async with asyncio.timeout(timeout):
+                data = await reader.read(min(left, _PIECE))
+        except TimeoutError:
+            raise BadRequest(
+                f"{what} stalled: nothing for {timeout:g} s after {n - left:,} of {n:,} bytes", 408
+            ) from None
         if not data:
             raise BadRequest(f"{what} ended after {n - left:,} of {n:,} bytes")
         parts.append(data)
@@ -396,20 +298,18 @@ async def _exactly(
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-async def _line(reader: asyncio.StreamReader, timeout: float | None, dog: Watchdog) -> bytes:
-    dog.arm(timeout)
+async def _line(reader: asyncio.StreamReader, timeout: float | None) -> bytes:
     try:
-        return await reader.readuntil(b"\r\n")
+        async with asyncio.timeout(timeout):
+            return await reader.readuntil(b"\r\n")
     except asyncio.LimitOverrunError:
         raise BadRequest("a chunk-size or trailer line is too long") from None
     except asyncio.IncompleteReadError:
         raise BadRequest("the chunked request body ended before its last chunk") from None
-    except asyncio.CancelledError:
-        if dog.expired():
-            raise BadRequest(
-                f"the chunked request body stalled: nothing for {timeout:g} s", 408
-            ) from None
-        raise
+    except TimeoutError:
+        raise BadRequest(
+            f"the chunked request body stalled: nothing for {timeout:g} s", 408
+        ) from None
 
 
 async def _chunked(
@@ -417,7 +317,6 @@ async def _chunked(
     conn: h11.Connection,
     max_body: int,
     timeout: float | None,
-    dog: Watchdog,
 ) -> bytes:
     """A chunked body: each chunk-size line, chunk and trailer line taken from the stream (never
     beyond the body's end) and fed to h11, which reads the framing."""
@@ -426,20 +325,20 @@ async def _chunked(
     chunks: list[bytes] = []
     total = 0
     while True:
-        line = await _line(reader, timeout, dog)
+        line = await _line(reader, timeout)
         event = _event(conn, line)  # h11 checks the chunk-size line
         size = int(line.split(b";")[0].strip(b" \t\r\n"), 16)  # as h11 read it
         if size == 0:
             for _ in range(MAX_TRAILERS + 1):
                 if isinstance(event, h11.EndOfMessage):
                     return b"".join(chunks)
-                event = _event(conn, await _line(reader, timeout, dog))
+                event = _event(conn, await _line(reader, timeout))
             raise BadRequest(f"more than {MAX_TRAILERS} trailer lines")
         total += size
         if total > max_body:
             raise BadRequest(f"the request body is larger than {max_body:,} bytes", 413)
         event = _event(
-            conn, await _exactly(reader, size + 2, timeout, "a chunk of the request body", dog)
+            conn, await _exactly(reader, size + 2, timeout, "a chunk of the request body")
         )
         while isinstance(event, h11.Data):
             chunks.append(bytes(event.data))

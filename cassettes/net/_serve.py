@@ -24,7 +24,7 @@ import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any
+from typing import Any, Self
 
 __all__ = ["BackgroundServer", "Handler", "free_port"]
 
@@ -184,7 +184,7 @@ class BackgroundServer:
             self._handler_loop = None
 
     # -- on a thread of its own ----------------------------------------------------------------
-    def start(self) -> None:
+    def start(self) -> Self:
         """Serve from a thread of its own; returns once listening."""
         self._thread = threading.Thread(target=self._thread_main, name=self.label, daemon=True)
         self._thread.start()
@@ -192,6 +192,13 @@ class BackgroundServer:
             raise RuntimeError(f"{self.label} did not start within 15 s")
         if self._error is not None:
             raise self._failed(self._error) from self._error
+        return self
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def _thread_main(self) -> None:
         async def run() -> None:

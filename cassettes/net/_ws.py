@@ -15,8 +15,6 @@ the code :attr:`WsProtocolError.code` (wsproto's reason, escaped and cut).
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -39,7 +37,6 @@ __all__ = [
     "frame",
 ]
 
-_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 #: The largest message read (a replayed turn's request: a whole history), frames' cost included.
 MAX_MESSAGE = 64 * 1024 * 1024
@@ -62,10 +59,10 @@ class WsProtocolError(ValueError):
 
 
 def accept_key(key: str) -> str:
-    """``Sec-WebSocket-Accept`` for the client's ``Sec-WebSocket-Key``."""
-    return base64.b64encode(hashlib.sha1(key.strip().encode("ascii") + _GUID).digest()).decode(
-        "ascii"
-    )
+    """``Sec-WebSocket-Accept`` for the client's ``Sec-WebSocket-Key`` (wsproto's)."""
+    from wsproto.utilities import generate_accept_token
+
+    return generate_accept_token(key.strip().encode("ascii")).decode("ascii")
 
 
 def frame(opcode: int, payload: bytes = b"", masked: bool = False) -> bytes:

@@ -16,21 +16,19 @@ and the handshake are bounded; an upstream that refuses or breaks off raises
 from __future__ import annotations
 
 import asyncio
-import base64
-import os
 import ssl
 from urllib.parse import urlsplit
 
-from cassettes.net._client import (
-    CONNECT_TIMEOUT,
-    READ_TIMEOUT,
-    Trust,
-    UpstreamError,
-    tls_context,
-)
-from cassettes.net._messages import Ask, Unsendable
+import h11
+from wsproto import ConnectionType
+from wsproto.events import AcceptConnection, Request
+from wsproto.handshake import H11Handshake
+from wsproto.utilities import RemoteProtocolError
+
+from cassettes.net._client import CONNECT_TIMEOUT, READ_TIMEOUT, Trust, UpstreamError, tls_context
+from cassettes.net._messages import sendable
 from cassettes.net._requests import HOP_BY_HOP
-from cassettes.net._ws import MessageReader, accept_key, frame
+from cassettes.net._ws import MessageReader, frame
 from cassettes.untrusted import clean_line
 
 __all__ = ["LiveSocket"]
@@ -49,26 +47,18 @@ class LiveSocket:
 
     @classmethod
     async def open(
-        cls,
-        base: str,
-        target: str,
-        headers: list[tuple[str, str]],
-        connect_timeout: float = CONNECT_TIMEOUT,
-        read_timeout: float = READ_TIMEOUT,
-        said: list[str] | None = None,
-        trust: Trust | None = None,
+        cls, base: str, target: str, headers: list[tuple[str, str]], trust: Trust | None = None
     ) -> LiveSocket:
         """Open the session at ``base`` + ``target`` with the client's handshake headers (those of
-        the connection and of the WebSocket handshake itself are this client's own); TLS verified
-        against ``trust`` (:class:`~cassettes.net._client.Trust`)."""
-        import h11
-
+        the connection and of the WebSocket handshake itself are this client's own; one that
+        cannot be sent is dropped); TLS verified against ``trust``
+        (:class:`~cassettes.net._client.Trust`). The handshake is wsproto's."""
         u = urlsplit(base)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise UpstreamError(f"a live upstream is http(s)://host[:port], not {base[:80]!r}")
         tls = u.scheme == "https"
         try:
-            async with asyncio.timeout(connect_timeout):
+            async with asyncio.timeout(CONNECT_TIMEOUT):
                 reader, writer = await asyncio.open_connection(
                     u.hostname,
                     u.port or (443 if tls else 80),
@@ -77,64 +67,48 @@ class LiveSocket:
                 )
         except TimeoutError:
             raise UpstreamError(
-                f"connecting to {base[:80]} took longer than {connect_timeout:g} s"
+                f"connecting to {base[:80]} took longer than {CONNECT_TIMEOUT:g} s"
             ) from None
         except (OSError, ssl.SSLError) as exc:
             raise UpstreamError(f"cannot connect to {base[:80]}: {exc}") from None
-        key = base64.b64encode(os.urandom(16)).decode("ascii")
         keep = [
             (k, v)
             for k, v in headers
             if k.lower() not in HOP_BY_HOP and not k.lower().startswith("sec-websocket-")
         ]
-        # The handshake is h11's (cassettes.net._messages: a header that cannot be sent
-        # is dropped); the answer's head is read up to its empty line (no frame after it is taken)
-        # and parsed by h11.
-        ask = Ask(_LINE)
+        hs = H11Handshake(ConnectionType.CLIENT)
+        path = f"{u.path.rstrip('/')}{target}"
         try:
-            message = ask.request(
-                "GET",
-                f"{u.path.rstrip('/')}{target}",
-                [
-                    ("Host", u.netloc),
-                    ("Upgrade", "websocket"),
-                    ("Connection", "Upgrade"),
-                    ("Sec-WebSocket-Key", key),
-                    ("Sec-WebSocket-Version", "13"),
-                    *keep,
-                ],
-                b"",
-                said,
+            writer.write(
+                hs.send(Request(host=u.netloc, target=path, extra_headers=sendable(keep, None)))
             )
-        except Unsendable as exc:
+        except h11.LocalProtocolError as exc:
             writer.close()
-            raise UpstreamError(str(exc)) from None
+            raise UpstreamError(
+                f"the request cannot be sent: {clean_line(str(exc))[:120]}"
+            ) from None
         try:
-            writer.write(message)
-            async with asyncio.timeout(read_timeout):
+            # the answer's head is read up to its empty line: no frame after it is taken
+            async with asyncio.timeout(READ_TIMEOUT):
                 await writer.drain()
-                ask.conn.receive_data(await reader.readuntil(b"\r\n\r\n"))
-                event = ask.conn.next_event()
+                hs.receive_data(await reader.readuntil(b"\r\n\r\n"))
+            event = next(iter(hs.events()), None)
         except TimeoutError:
             writer.close()
             raise UpstreamError(
-                f"the upstream did not answer the WebSocket handshake within {read_timeout:g} s"
+                f"the upstream did not answer the WebSocket handshake within {READ_TIMEOUT:g} s"
             ) from None
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:
             writer.close()
             raise UpstreamError(f"the upstream broke off the WebSocket handshake: {exc}") from None
-        except h11.RemoteProtocolError as exc:
+        except RemoteProtocolError as exc:
             writer.close()
             raise UpstreamError(
-                f"the upstream's WebSocket handshake is not HTTP/1.1: {clean_line(str(exc))[:120]}"
+                f"the upstream did not open the WebSocket: {clean_line(str(exc))[:120]}"
             ) from None
-        status = getattr(event, "status_code", None)
-        got = {
-            k.decode("latin-1").lower(): v.decode("latin-1")
-            for k, v in getattr(event, "headers", [])
-        }
-        if status != 101 or got.get("sec-websocket-accept") != accept_key(key):
+        if not isinstance(event, AcceptConnection):
             writer.close()
+            status = getattr(event, "status_code", None)
             raise UpstreamError(f"the upstream did not open the WebSocket: {status}")
         return cls(reader, writer)
 

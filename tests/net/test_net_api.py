@@ -10,22 +10,15 @@ from tests.support import progress
 
 EXPORTED = [
     "CLOSE",
-    "CONNECT_TIMEOUT",
-    "CREDENTIAL_HEADERS",
     "FRAME_COST",
     "HOP_BY_HOP",
     "MAX_BODY",
-    "MAX_HEADERS",
     "MAX_MESSAGE",
-    "MAX_TARGET",
-    "MAX_TRAILERS",
     "PING",
     "PONG",
     "READ_TIMEOUT",
-    "SENT_FROM_RECORDING",
     "TEXT",
     "Answer",
-    "Ask",
     "BackgroundServer",
     "BadRequest",
     "Handler",
@@ -33,11 +26,9 @@ EXPORTED = [
     "MessageReader",
     "Request",
     "Trust",
-    "Unsendable",
     "Upstream",
     "UpstreamError",
     "UpstreamResponse",
-    "Watchdog",
     "WsProtocolError",
     "accept_key",
     "frame",
@@ -47,8 +38,6 @@ EXPORTED = [
     "recorded_request_headers",
     "refuse",
     "said_name",
-    "sendable",
-    "tls_context",
 ]
 
 

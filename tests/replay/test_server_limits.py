@@ -279,7 +279,7 @@ def test_a_client_that_leaves_its_answer_unread_is_dropped() -> None:
             b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
         )
-        until(lambda: srv.write_timeouts == 1, what="the unread answer's connection dropped")
+        until(lambda: srv.sender.write_timeouts == 1, what="the unread answer's connection dropped")
         assert "1 connection dropped (answer unread for 0.3 s)" in srv.report_lines()[0]
         s.settimeout(PATIENCE)
         # the start of what was in the buffers (reading it all through a 4 KB window is slow)

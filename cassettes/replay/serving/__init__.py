@@ -1,10 +1,10 @@
 """Serving a cassette (``looptap replay``): the loopback server (``server``, HTTP/1.1) and its
 WebSocket sessions (``wsserve``), both speaking what one planner decides (``plan``, asking the
 fork's router when there is one): recorded answers played by ``player`` (over HTTP or as a
-WebSocket session's messages: pace, chunks, faults), requests sent live relayed
-by ``relay`` (a WebSocket session by ``wsrelay``), all written through ``sender``, the one seam to
-the wire; the faults a replay injects (``faults``); the recorded round trips served, opened from
-any format (``recordings``).
+WebSocket session's messages: pace, chunks, faults), requests sent live relayed by ``relay`` (a
+WebSocket session by ``wsserve`` itself), all written through ``sender``, the one seam to the
+wire; the faults a replay injects (``faults``); the recorded round trips served, opened from any
+format (``recordings``).
 
 Matching is :mod:`cassettes.matching`'s, what a request sent live
 becomes :mod:`cassettes.replay.live`'s, the wire :mod:`cassettes.net`'s.

@@ -22,7 +22,7 @@ import orjson
 from cassettes import net
 from cassettes.hints import count
 from cassettes.matching import Matcher, Miss, Recorded, request_key
-from cassettes.net import Request, Watchdog
+from cassettes.net import Request
 from cassettes.providers import Provider
 from cassettes.replay.serving.faults import Fault
 from cassettes.replay.serving.plan import (
@@ -163,12 +163,11 @@ class Player:
         writer: asyncio.StreamWriter,
         answer: Played,
         t0: float,
-        dog: Watchdog | None = None,
     ) -> bool:
         """Speak ``answer`` to ``req`` (``t0``: when the request was read, the recorded pace's
         origin); ``False`` when the connection was closed."""
         if isinstance(answer, Missed):
-            return await self.miss(req, writer, answer.miss, dog)
+            return await self.miss(req, writer, answer.miss)
         if isinstance(answer, Reset):
             why = f"{answer.fault.describe()} (connection closed before any response)"
             label = f"fault {answer.fault.text}"
@@ -177,18 +176,14 @@ class Player:
             headers = [*answer.headers, ("x-looptap-fault", answer.fault.describe())]
             body = orjson.dumps(answer.body)
             label = f"fault {answer.fault.text}"
-            return await self._json(
-                req, writer, answer.status, headers, body, label, answer.rec, dog
-            )
+            return await self._json(req, writer, answer.status, headers, body, label, answer.rec)
         if isinstance(answer, Rewritten):
-            return await self._rewritten(req, writer, answer, t0, dog)
+            return await self._rewritten(req, writer, answer, t0)
         if await _first_byte(answer.fault):
             t0 = asyncio.get_running_loop().time()
-        return await self._play(req, writer, answer, _Clock(self.speed, t0), dog)
+        return await self._play(req, writer, answer, _Clock(self.speed, t0))
 
-    async def miss(
-        self, req: Request, writer: asyncio.StreamWriter, miss: Miss, dog: Watchdog | None = None
-    ) -> bool:
+    async def miss(self, req: Request, writer: asyncio.StreamWriter, miss: Miss) -> bool:
         """A request no recorded round trip answers, failed closed in the API's error shape."""
         key = request_key(req.method, req.target, req.headers, req.body)
         adapter = (
@@ -198,7 +193,7 @@ class Player:
         )
         body = orjson.dumps(adapter.replay.error(MISS_STATUS, str(miss), MISS_CODE))
         headers = [*adapter.replay.error_headers(retry=False), *_miss_marks(miss)]
-        return await self._json(req, writer, MISS_STATUS, headers, body, miss, None, dog)
+        return await self._json(req, writer, MISS_STATUS, headers, body, miss, None)
 
     async def _json(
         self,
@@ -209,7 +204,6 @@ class Player:
         body: bytes,
         label: Miss | str,
         rec: Recorded | None,
-        dog: Watchdog | None,
     ) -> bool:
         """A whole JSON answer (a miss, an injected API error) with ``headers`` between its
         content type and length, kept as answered by ``label`` (from ``rec``'s origin)."""
@@ -219,7 +213,7 @@ class Player:
             ("content-length", str(len(body))),
         ]
         logged = self.log(req, status, headers, [(0.0, body)], label, origin_of=rec)
-        await self.sender.send_whole(writer, status, headers, body, dog, req=req, logged=logged)
+        await self.sender.send_whole(writer, status, headers, body, req=req, logged=logged)
         return True
 
     def _reset(
@@ -241,7 +235,6 @@ class Player:
         writer: asyncio.StreamWriter,
         answer: Rewritten,
         t0: float,
-        dog: Watchdog | None,
     ) -> bool:
         """The recorded answer rewritten by a fault (cut, filtered, refused, a broken tool call),
         streamed when the request streams."""
@@ -263,11 +256,11 @@ class Player:
         logged = self.log(
             req, 200, headers, sent, f"fault {answer.fault.text}", origin_of=answer.rec
         )
-        out = await self.sender.send_head(writer, 200, headers, dog, req=req, logged=logged)
+        out = await self.sender.send_head(writer, 200, headers, req=req, logged=logged)
         pieces = [(None, chunk, chunk) for chunk in rendered.chunks]
-        await self._paced(writer, out.data, pieces, None, _Clock(self.speed, t0), logged, sent, dog)
+        await self._paced(writer, out.data, pieces, None, _Clock(self.speed, t0), logged, sent)
         writer.write(out.end())
-        await self.sender.drain(writer, dog)
+        await self.sender.drain(writer)
         return True
 
     async def _play(
@@ -276,7 +269,6 @@ class Player:
         writer: asyncio.StreamWriter,
         answer: Play,
         clock: _Clock,
-        dog: Watchdog | None,
     ) -> bool:
         rec, fault = answer.rec, answer.fault
         ex = rec.exchange
@@ -304,18 +296,18 @@ class Player:
         )
         if answer.note is not None:
             logged.notes.append(answer.note)
-        out = await self.sender.send_head(writer, ex.status, headers, dog, req=req, logged=logged)
+        out = await self.sender.send_head(writer, ex.status, headers, req=req, logged=logged)
         ended = fault is not None and fault.kind == "error_event" and len(chunks) > 1
         if not chunked and not chunks:
             chunks = [(None, b"")]  # an empty body is written (and kept) as one piece too
         pieces = [(offset, chunk, chunk) for offset, chunk in chunks]
-        if not await self._paced(writer, out.data, pieces, fault, clock, logged, sent, dog):
+        if not await self._paced(writer, out.data, pieces, fault, clock, logged, sent):
             return False
         if ex.transport_error and not ended:  # the recording broke off here: so does the replay
             writer.transport.abort()
             return False
         writer.write(out.end())
-        await self.sender.drain(writer, dog)
+        await self.sender.drain(writer)
         return True
 
     def _play_headers(self, rec: Recorded, fault: Fault | None) -> Headers:
@@ -369,14 +361,13 @@ class Player:
         answer: Played,
         writer: asyncio.StreamWriter,
         adapter: Provider,
-        dog: Watchdog | None,
         played: Callable[[bytes], None] | None = None,
     ) -> bool:
         """Answer one turn of a WebSocket session, each event a message paced as recorded (an
         error status: its body as one message); ``played`` is given the last message of a
         recorded answer. ``False`` when the connection was closed."""
         if isinstance(answer, Missed):
-            await self.ws_miss(turn, writer, adapter, answer.miss, dog)
+            await self.ws_miss(turn, writer, adapter, answer.miss)
             return True
         if isinstance(answer, Reset):
             why = "looptap fault: reset (connection closed)"
@@ -398,7 +389,7 @@ class Player:
         clock = _Clock(self.speed, asyncio.get_running_loop().time())
         frame = partial(net.frame, net.TEXT)
         return await self._paced(
-            writer, frame, pieces, spoken.fault, clock, logged, sent, dog, _cut_messages
+            writer, frame, pieces, spoken.fault, clock, logged, sent, _cut_messages
         )
 
     async def ws_miss(
@@ -407,7 +398,6 @@ class Player:
         writer: asyncio.StreamWriter,
         adapter: Provider,
         miss: Miss,
-        dog: Watchdog | None,
         status: int | None = None,
     ) -> None:
         """A turn no recorded one answers (or, with ``status``, one that could not be sent live):
@@ -422,7 +412,7 @@ class Player:
         marks = _miss_marks(miss) if status == MISS_STATUS else []
         self.log(turn, status, [("content-type", "application/json"), *marks], [(0.0, body)], miss)
         writer.write(net.frame(net.TEXT, body))
-        await self.sender.drain(writer, dog)
+        await self.sender.drain(writer)
 
     async def _paced(
         self,
@@ -433,7 +423,6 @@ class Player:
         clock: _Clock,
         logged: Exchange,
         sent: list[tuple[float | None, bytes]],
-        dog: Watchdog | None,
         cut_note: Callable[[int], str] = "looptap fault: stream cut after {} chunks".format,
     ) -> bool:
         """Send ``pieces`` at their recorded pace, each framed by ``wire`` and kept in ``sent``
@@ -453,7 +442,7 @@ class Player:
             await clock.until(offset)
             sent.append((clock.now(), shown))
             writer.write(wire(payload))
-            await self.sender.drain(writer, dog)
+            await self.sender.drain(writer)
         return True
 
 

@@ -18,7 +18,7 @@ import orjson
 from cassettes import net
 from cassettes.hints import count
 from cassettes.matching import request_key
-from cassettes.net import Request, Watchdog
+from cassettes.net import Request
 from cassettes.providers import Provider
 from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
 from cassettes.replay.serving.plan import Forward, Router
@@ -69,7 +69,6 @@ class LiveRelay:
         req: Request,
         writer: asyncio.StreamWriter,
         answer: Forward,
-        dog: Watchdog | None = None,
     ) -> bool:
         """Send the request on to ``answer.base`` and relay its answer as it arrives (chunked);
         an upstream that cannot be reached or breaks off is said in the API's error shape (a
@@ -93,8 +92,8 @@ class LiveRelay:
         except net.UpstreamError as exc:
             if answer.miss is not None:
                 answer.miss.reason += f"; forwarding to {answer.base} failed: {exc}"
-                return await self.send_miss(req, writer, answer.miss, dog)
-            return await self._send_upstream_error(req, writer, answer, str(exc), dog)
+                return await self.send_miss(req, writer, answer.miss)
+            return await self._send_upstream_error(req, writer, answer, str(exc))
         if answer.miss is not None:
             # answered after all: recorded as a new episode (or continued)
             self.matcher.resolve(answer.miss)
@@ -116,12 +115,12 @@ class LiveRelay:
         sent: list[tuple[float | None, bytes]] = []
         logged = self.log(req, status, out, sent, answer.why, origin_of=answer.rec)
         self._relay_notes(logged, notes, own, said)
-        relay = await self.sender.send_head(writer, status, out, dog, req=req, logged=logged)
+        relay = await self.sender.send_head(writer, status, out, req=req, logged=logged)
         try:
             async for data in pieces:
                 sent.append((loop.time() - t0, data))
                 writer.write(relay.data(data))
-                await self.sender.drain(writer, dog)
+                await self.sender.drain(writer)
         except net.UpstreamError as exc:
             broke = str(exc)
         if broke is not None:
@@ -131,7 +130,7 @@ class LiveRelay:
         if self.router is not None:  # a later request continuing this answer goes as it is
             self.router.relayed(req.method, target, answer.body, status, sent, out)
         writer.write(relay.end())
-        await self.sender.drain(writer, dog)
+        await self.sender.drain(writer)
         return True
 
     async def _whole_first(
@@ -257,7 +256,6 @@ class LiveRelay:
         writer: asyncio.StreamWriter,
         answer: Forward,
         why: str,
-        dog: Watchdog | None,
     ) -> bool:
         """The live upstream past the cursor failed: a 502 in the API's error shape."""
         key = request_key(req.method, req.target, req.headers, req.body)
@@ -274,5 +272,5 @@ class LiveRelay:
         ]
         logged = self.log(req, 502, headers, [(0.0, body)], answer.why, why, origin_of=answer.rec)
         logged.notes.extend(answer.notes)
-        await self.sender.send_whole(writer, 502, headers, body, dog, req=req, logged=logged)
+        await self.sender.send_whole(writer, 502, headers, body, req=req, logged=logged)
         return True

@@ -3,7 +3,8 @@ by h11, each write waited for within the write deadline, a header that cannot be
 said) and every request answered kept as an exchange (``ServedLog``).
 
 The player (:mod:`~cassettes.replay.serving.player`), the live relay
-(:mod:`~cassettes.replay.serving.relay`) and the WebSocket sessions speak through these two only.
+(:mod:`~cassettes.replay.serving.relay`) and the WebSocket sessions speak through these two only,
+all in the server's one event loop.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -21,7 +21,7 @@ import orjson
 
 from cassettes import net
 from cassettes.matching import Matcher, Miss, Recorded, clip, tolerated_notes
-from cassettes.net import Request, Watchdog
+from cassettes.net import Request
 from cassettes.providers import Provider
 from cassettes.recording.redact import Redactor
 from cassettes.wire.exchange import Exchange, Headers
@@ -42,26 +42,29 @@ class Sender:
         #: how many, and the first lines saying which (names only, never values).
         self.headers_dropped = 0
         self.drops: list[str] = []
-        self._lock = threading.Lock()
+        #: Connections dropped because the client left its answer unread for ``write_timeout``.
+        self.write_timeouts = 0
 
-    async def drain(self, writer: asyncio.StreamWriter, dog: Watchdog | None) -> None:
-        """Wait until the client has taken what was written (at most ``write_timeout`` with no
-        progress: then the connection is dropped by the server's watchdog)."""
-        if dog is None:
-            await writer.drain()
-            return
-        dog.arm(self.write_timeout)
+    async def drain(self, writer: asyncio.StreamWriter) -> None:
+        """Wait until the client has taken what was written; after ``write_timeout`` with no
+        progress the connection is dropped (counted in :attr:`write_timeouts`) and
+        ``ConnectionAbortedError`` raised."""
+        transport = writer.transport
+        if transport.get_write_buffer_size() <= transport.get_write_buffer_limits()[0]:
+            return await writer.drain()  # writing is not paused: nothing to wait for
         try:
-            await writer.drain()
-        finally:
-            dog.disarm()
+            async with asyncio.timeout(self.write_timeout):
+                await writer.drain()
+        except TimeoutError:
+            self.write_timeouts += 1
+            writer.transport.abort()
+            raise ConnectionAbortedError("the client left its answer unread") from None
 
     async def send_head(
         self,
         writer: asyncio.StreamWriter,
         status: int,
         headers: Headers,
-        dog: Watchdog | None = None,
         *,
         req: Request | None = None,
         logged: Exchange | None = None,
@@ -82,7 +85,7 @@ class Sender:
         if said:
             self.said(said, logged)
         writer.write(head)
-        await self.drain(writer, dog)
+        await self.drain(writer)
         return answer
 
     def said(self, said: list[str], logged: Exchange | None) -> None:
@@ -91,9 +94,8 @@ class Sender:
         where = (
             f" (round trip {logged.seq})" if logged is not None and logged.seq is not None else ""
         )
-        with self._lock:
-            self.headers_dropped += len(said)
-            self.drops.extend(f"{line}{where}" for line in said[: max(0, 20 - len(self.drops))])
+        self.headers_dropped += len(said)
+        self.drops.extend(f"{line}{where}" for line in said[: max(0, 20 - len(self.drops))])
         if logged is not None:
             logged.notes.extend(f"looptap: {line}" for line in said)
             logged.response_headers = [
@@ -106,15 +108,14 @@ class Sender:
         status: int,
         headers: Headers,
         body: bytes,
-        dog: Watchdog | None,
         *,
         req: Request | None = None,
         logged: Exchange | None = None,
     ) -> None:
         """A whole answer at once (the caller has put its content-length in ``headers``)."""
-        answer = await self.send_head(writer, status, headers, dog, req=req, logged=logged)
+        answer = await self.send_head(writer, status, headers, req=req, logged=logged)
         writer.write(answer.data(body) + answer.end())
-        await self.drain(writer, dog)
+        await self.drain(writer)
 
     async def internal_error(
         self, writer: asyncio.StreamWriter, exc: Exception, websocket: bool = False
@@ -152,7 +153,6 @@ class Sender:
                     ("connection", "close"),
                 ],
                 body,
-                None,
             )
 
 
@@ -169,7 +169,6 @@ class ServedLog:
         self.answers: list[Recorded | Miss | str] = []
         #: What is left of the budget for request bodies kept in :attr:`served`.
         self.retain_left = retain_bodies
-        self._lock = threading.Lock()
 
     def __call__(
         self,
@@ -207,10 +206,9 @@ class ServedLog:
             # a changed tool result is the client's text: no secret in a note
             scrub = Redactor().scrub
             ex.notes.extend(scrub(n) for n in tolerated_notes(self.matcher.tolerated[answer.index]))
-        with self._lock:
-            ex.seq = len(self.served)
-            self.served.append(ex)
-            self.answers.append(answer)
+        ex.seq = len(self.served)
+        self.served.append(ex)
+        self.answers.append(answer)
         return ex
 
     def _retained(self, body: bytes, source: Recorded | None, ex: Exchange) -> bytes:
@@ -221,10 +219,9 @@ class ServedLog:
             return body
         if source is not None and source.exchange.request_body == body:
             return source.exchange.request_body
-        with self._lock:
-            if len(body) <= self.retain_left:
-                self.retain_left -= len(body)
-                return body
+        if len(body) <= self.retain_left:
+            self.retain_left -= len(body)
+            return body
         ex.notes.append(
             f"request body of {len(body):,} bytes not kept: over the replay server's budget for "
             "request bodies that differ from the recording"

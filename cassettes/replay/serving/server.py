@@ -26,7 +26,7 @@ import contextlib
 import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 from cassettes.hints import count
 from cassettes.matching import (
@@ -41,7 +41,7 @@ from cassettes.matching import (
     report_lines,
     turn_entries,
 )
-from cassettes.net import BackgroundServer, BadRequest, Request, Watchdog, read_request, refuse
+from cassettes.net import BackgroundServer, BadRequest, Request, read_request, refuse
 from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.replay.serving.faults import FaultPlan
 from cassettes.replay.serving.plan import (
@@ -129,8 +129,9 @@ def replay_env(url: str) -> dict[str, str]:
     return env
 
 
-class ReplayServer:
-    """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
+class ReplayServer(BackgroundServer):
+    """Serve a cassette on ``host:port`` (0: a free port), in the caller's event loop or a thread of
+    its own (:class:`~cassettes.net.BackgroundServer`). See the module docstring."""
 
     label = "the replay server"
 
@@ -202,15 +203,12 @@ class ReplayServer:
         #: the first few reasons.
         self.refused = 0
         self.refusals: list[str] = []
-        #: Connections dropped because the client left its answer unread for ``write_timeout``.
-        self.write_timeouts = 0
         #: ``None``: no limit (see :data:`IDLE_TIMEOUT`, :data:`READ_TIMEOUT`).
         self.idle_timeout = idle_timeout
         self.read_timeout = read_timeout
         #: Connections waiting for their next request (closed first when out of descriptors).
         self._idle: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
-        #: Listens and runs the connections (in the caller's event loop or a thread of its own).
-        self._server = BackgroundServer(
+        super().__init__(
             self._handle,
             host=host,
             port=port,
@@ -220,42 +218,7 @@ class ReplayServer:
             shed_idle=self._shed_idle,
         )
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    async def start_async(self) -> None:
-        await self._server.start_async()
-
-    async def stop_async(self) -> None:
-        await self._server.stop_async()
-
-    def start(self) -> Self:
-        """Serve from a thread of its own; returns once listening."""
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # -- public view ---------------------------------------------------------------------------
-    @property
-    def host(self) -> str:
-        return self._server.host
-
-    @property
-    def port(self) -> int:
-        """The port listened on (the one bound, once listening)."""
-        return self._server.port
-
-    @property
-    def accept_pauses(self) -> int:
-        """Times accepting was paused for want of file descriptors (or memory)."""
-        return self._server.accept_pauses
-
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
@@ -303,15 +266,10 @@ class ReplayServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        dog = Watchdog(task)
         try:
-            await self._serve(reader, writer, task, dog)
-        except asyncio.CancelledError:
-            # a stop (ends the connection quietly, as before), or a write that timed out
-            if dog.expired():
-                self.write_timeouts += 1  # the only deadline left armed outside a read: a write
-                writer.transport.abort()
+            await self._serve(reader, writer, task)
         except (
+            asyncio.CancelledError,  # a stop: ends the connection quietly
             ConnectionError,
             asyncio.IncompleteReadError,
             asyncio.LimitOverrunError,
@@ -320,7 +278,6 @@ class ReplayServer:
         ):
             pass
         finally:
-            dog.close()
             self._idle.pop(task, None)
             with contextlib.suppress(Exception):
                 writer.close()
@@ -330,14 +287,11 @@ class ReplayServer:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         task: asyncio.Task[None],
-        dog: Watchdog,
     ) -> None:
         while True:
             try:
                 self._idle[task] = writer
-                req = await self._read_request(
-                    reader, writer, lambda: self._idle.pop(task, None), dog
-                )
+                req = await self._read_request(reader, writer, lambda: self._idle.pop(task, None))
             except BadRequest as exc:
                 self.refused += 1
                 if len(self.refusals) < 20:
@@ -349,9 +303,9 @@ class ReplayServer:
             websocket = (req.header("upgrade") or "").lower() == "websocket"
             try:
                 if websocket:
-                    await self.websockets.serve(req, reader, writer, dog)
+                    await self.websockets.serve(req, reader, writer)
                     return
-                keep = await self._respond(req, writer, dog)
+                keep = await self._respond(req, writer)
             except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
                 raise
             except Exception as exc:  # a bug here must reach the test as an error, not a hang
@@ -376,7 +330,6 @@ class ReplayServer:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         started: Callable[[], object] | None = None,
-        dog: Watchdog | None = None,
     ) -> Request | None:
         req = await read_request(
             reader,
@@ -385,7 +338,6 @@ class ReplayServer:
             idle_timeout=self.idle_timeout,
             read_timeout=self.read_timeout,
             started=started,
-            watchdog=dog,
         )
         if req is not None:
             enc = req.header("content-encoding")
@@ -400,9 +352,7 @@ class ReplayServer:
         return req
 
     # -- the HTTP sender: speaks what the planner decided ------------------------------------------
-    async def _respond(
-        self, req: Request, writer: asyncio.StreamWriter, dog: Watchdog | None = None
-    ) -> bool:
+    async def _respond(self, req: Request, writer: asyncio.StreamWriter) -> bool:
         t0 = asyncio.get_running_loop().time()
         if req.method == "CONNECT":
             msg = (
@@ -419,14 +369,13 @@ class ReplayServer:
                     ("connection", "close"),
                 ],
                 msg,
-                dog,
                 req=req,
             )
             return False
         answer = self.planner.plan(req)
         if isinstance(answer, Forward):
-            return await self.relay.forward(req, writer, answer, dog)
-        return await self.player.answer(req, writer, answer, t0, dog)
+            return await self.relay.forward(req, writer, answer)
+        return await self.player.answer(req, writer, answer, t0)
 
 
 def _report_lines(self: ReplayServer) -> list[str]:
@@ -443,7 +392,7 @@ def _report_lines(self: ReplayServer) -> list[str]:
         (len(self.internal_errors), "internal error", "{}"),
         (self.refused, "unreadable request", "{} refused"),
         (
-            self.write_timeouts,
+            self.sender.write_timeouts,
             "connection",
             f"{{}} dropped (answer unread for {self.sender.write_timeout:g} s)",
         ),

@@ -76,10 +76,6 @@ class LooptapSession:
         return list(self.faults.fired) if self.faults is not None else []
 
     @property
-    def replaying(self) -> bool:
-        return self.server is not None
-
-    @property
     def url(self) -> str | None:
         """Where to point a client that does not read the base-URL variables: the replay server
         (it answers every API family at its own paths) or, when only recording, the recorder's
