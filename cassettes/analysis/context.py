@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes.analysis.mcp import McpLinker
-from cassettes.analysis.message_keys import Memo, squashed
 from cassettes.analysis.model import Finding, Layer, Severity, Turn
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.parsing.roundtrip import RoundTrip
@@ -63,14 +62,6 @@ class TurnContext:
     retry_after: float | None = None
     #: What the run's MCP tool servers listed and answered so far, linked to the model's calls.
     mcp: McpLinker = field(default_factory=McpLinker)
-    #: The threader's memo of the texts it squashed and the parts it keyed (this turn's and the
-    #: one before's): checks that key the same texts read them there (``None``: computed afresh,
-    #: with the same result).
-    memo: Memo | None = None
-
-    def squash(self, text: str | None) -> str:
-        """:func:`~cassettes.analysis.message_keys.squashed`, through :attr:`memo`."""
-        return self.memo.squash(text) if self.memo is not None else squashed(text)
 
     @property
     def request(self) -> NormalisedRequest | None:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
-from cassettes.analysis.message_keys import stable
+from cassettes.analysis.message_keys import squashed, stable
 from cassettes.analysis.model import CallCheck, Emission, Finding, Severity
 from cassettes.analysis.plain_schema import surely_valid
 from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec, emitted_calls
@@ -512,7 +512,7 @@ def _record_results(ctx: TurnContext) -> tuple[dict[str, int], dict[str, set[int
             tr = p.tool_result if p.kind == "tool_result" else None
             if tr is None:
                 continue
-            content = stable(ctx.squash(tr.content).encode("utf-8", "surrogatepass"))
+            content = stable(squashed(tr.content).encode("utf-8", "surrogatepass"))
             if tr.call_id:
                 by_id[tr.call_id] = content
             if tr.name:

@@ -222,7 +222,6 @@ class RunAnalyser:
             turn=turn,
             n_messages=len(msgs),
             mcp=st.mcp,
-            memo=st.threader.memo,
         )
         judge(ctx, link, self._rules, st.mcp, st.result.errors)
         conv.count += 1

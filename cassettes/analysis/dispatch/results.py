@@ -33,7 +33,7 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
     if not any(c.kind in ("function", "custom") for c in prev.rt.response.tool_calls):
         return
     appended = ctx.turn.c.appended
-    answer = response_message(prev.rt.response, ctx.memo)
+    answer = response_message(prev.rt.response)
     if answer is not None and appended and call_as_output(answer, appended[0]):
         yield _output_call_as_text(ctx, prev.index, prev.rt.response.tool_calls)
         return
