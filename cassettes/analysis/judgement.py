@@ -13,7 +13,6 @@ import cassettes.analysis.emission as emission
 import cassettes.analysis.rules as rules
 import cassettes.analysis.tokens as tokens
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
-from cassettes.analysis.conversations import Link
 from cassettes.analysis.inferred import demote_inferred
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import (
@@ -25,6 +24,7 @@ from cassettes.analysis.model import (
     TokenCount,
     Turn,
 )
+from cassettes.analysis.threading import Link
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.wire.exchange import Exchange
 

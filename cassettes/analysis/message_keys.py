@@ -1,6 +1,6 @@
 """Message keys: what the threader compares of a history, robust to what SDKs and frameworks
 change when they re-serialise one (key order, whitespace, absent vs null, content as a string vs
-a list of text parts, reasoning blocks dropped or re-signed). See :mod:`.conversations`.
+a list of text parts, reasoning blocks dropped or re-signed). See :mod:`.threading`.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ import re
 import orjson
 
 from cassettes.analysis.context import TurnContext
-from cassettes.analysis.conversations import Link, response_message
+from cassettes.analysis.message_keys import response_message
 from cassettes.analysis.model import Dispatch, Pairing
+from cassettes.analysis.threading import Link
 from cassettes.models import Message, ToolCall, ToolResult
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 from cassettes import providers
 from cassettes.analysis.context import ConversationState, TurnContext
-from cassettes.analysis.conversations import response_message
 from cassettes.analysis.dispatch._shared import (
     _continues,
     _hk,
@@ -18,6 +17,7 @@ from cassettes.analysis.dispatch._shared import (
     _short,
 )
 from cassettes.analysis.dispatch.layer import _echo_ids, call_as_output, calls_as_text
+from cassettes.analysis.message_keys import response_message
 from cassettes.analysis.model import Finding, Pairing, Severity
 from cassettes.models import FinishReason, ToolCall
 

@@ -989,14 +989,15 @@ def test_a_threader_keeps_its_released_turns_to_itself() -> None:
     """No hidden shared state (issue 30 item 5): threading changes no module-level container
     (shared by every analysis in the process), and a superseded turn's released keys are
     ``None``, not a shared empty list that reads like "no parts"."""
-    from cassettes.analysis import conversations, message_keys
-    from cassettes.analysis.conversations import Threader
+    from cassettes.analysis import message_keys
+    from cassettes.analysis import threading as threads
+    from cassettes.analysis.threading import Threader
     from cassettes.models import Message, NormalisedResponse, Part
 
     def containers() -> dict[str, int]:
         return {
             f"{m.__name__}.{k}": len(v)
-            for m in (conversations, message_keys)
+            for m in (threads, message_keys)
             for k, v in vars(m).items()
             if isinstance(v, dict | list | set) and not k.startswith("__")
         }
