@@ -17,11 +17,6 @@ __all__ = ["message_key", "response_message", "squashed", "stable"]
 _ROLE = {"developer": "system", "model": "assistant"}
 
 
-#: What ``str.split()`` splits ASCII text at, but a single space: text holding none of these (nor a
-#: space at either end) is already squashed.
-_ASCII_SPACES = ("  ", "\n", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
-
-
 def stable(data: bytes) -> int:
     """A 64-bit hash of ``data`` that is the same in every process (``hash`` of bytes or a str is
     salted per process: a kept analysis is continued by another process, whose keys must match the
@@ -31,18 +26,7 @@ def stable(data: bytes) -> int:
 
 def squashed(text: str | None) -> str:
     """``text`` with every run of whitespace made one space, and none at either end."""
-    if not text:
-        return ""
-    # Most texts (an answer's prose) are squashed already: a few scans at C speed tell, where
-    # splitting makes a string per word.
-    if (
-        text.isascii()
-        and text[0] != " "
-        and text[-1] != " "
-        and not any(w in text for w in _ASCII_SPACES)
-    ):
-        return text
-    return " ".join(text.split())
+    return " ".join(text.split()) if text else ""
 
 
 def _canon(value: Any) -> Any:

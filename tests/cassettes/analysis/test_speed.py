@@ -4,28 +4,6 @@ timed."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from cassettes.analysis.message_keys import squashed
-
-_SPACES = list(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2000\u3000") + list("ab.{}")
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.text(alphabet=st.sampled_from(_SPACES), max_size=40) | st.text(max_size=40))
-def test_squashed_is_split_and_join(text: str) -> None:
-    assert squashed(text) == " ".join(text.split())
-
-
-def test_squashed_text_is_not_copied() -> None:
-    """A text already squashed (an answer's prose, most of a run) comes back as it is: no string
-    is made per word."""
-    text = "the agent reads the file and then decides which function to call next " * 20
-    text = text.strip()
-    assert squashed(text) is text
-    assert squashed(text + "\n") == text and squashed("a  b") == "a b" and squashed(" a") == "a"
-    assert squashed("a\u00a0b") == "a b"  # Unicode spaces: the split path
 
 
 def test_a_spilled_batch_is_one_transaction() -> None:
