@@ -68,6 +68,7 @@ from typing import Any
 
 from cassettes import providers
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
+from cassettes.analysis.dispatch._shared import _short
 from cassettes.analysis.emission import cut_calls
 from cassettes.analysis.model import ApiReport, Finding, Severity
 from cassettes.analysis.price_memo import known_model
@@ -428,7 +429,7 @@ def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
         + (f": flagged {', '.join(flagged)}." if flagged else ".")
         + (
             f" The newest text came in with the result of {name or 'a tool'} "
-            f"({src.call_id or 'no id'}): {_quote(src.content)}."
+            f"({src.call_id or 'no id'}): {_short(src.content, 120)!r}."
             if src is not None
             else ""
         )
@@ -439,11 +440,6 @@ def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
         tool=name,
         error=err.message,
     )
-
-
-def _quote(text: str, n: int = 120) -> str:
-    t = " ".join(text.split())
-    return repr(t if len(t) <= n else t[: n - 1] + "…")
 
 
 def _rate_limited(ctx: TurnContext, err: ApiError | None, text: str) -> Finding:
@@ -560,13 +556,6 @@ def check_tool_calls_without_calls(ctx: TurnContext) -> Iterator[Finding]:
     )
 
 
-def _known_model(name: str) -> str | None:
-    """The model genai-prices files ``name`` under (``gpt-4o-2024-08-06`` → ``openai/gpt-4o``), or
-    ``None`` for a name that is no published model: an alias, a deployment, a router."""
-
-    return known_model(name)
-
-
 def _deployment(url: str) -> str | None:
     """Azure OpenAI's ``/openai/deployments/NAME/…``: the body's ``model`` is that deployment name
     (the SDK copies it there), not a model; the deployment's model is what serves."""
@@ -615,7 +604,7 @@ def check_model_mismatch(ctx: TurnContext) -> Iterator[Finding]:
     if (req, served) in seen:
         return
     seen.add((req, served))
-    known_req, known_served = _known_model(req), _known_model(served)
+    known_req, known_served = known_model(req), known_model(served)
     if known_req is not None and known_req == known_served:
         return  # two spellings of one published model (an alias, a snapshot, a vendor prefix)
     body = ctx.ex.request_json()
