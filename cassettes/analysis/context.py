@@ -21,7 +21,7 @@ from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.replay_miss import MissNote, read_miss
 
-__all__ = ["Check", "ConversationState", "FinalCheck", "TurnContext", "provider_detail"]
+__all__ = ["Check", "ConversationState", "FinalCheck", "TurnContext", "failed", "provider_detail"]
 
 
 @dataclass(eq=False)
@@ -120,6 +120,19 @@ class TurnContext:
             related_turn=related_turn,
             details=details,
         )
+
+
+def failed(rt: RoundTrip) -> bool:
+    """The round trip brought no whole answer: a transport error, an error status or body, an
+    answer cut short, or none."""
+    r = rt.response
+    return (
+        bool(rt.transport_error)
+        or (rt.status or 0) >= 400
+        or r is None
+        or r.error is not None
+        or r.complete is False
+    )
 
 
 def provider_detail(resp: NormalisedResponse | None, key: str) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from cassettes.analysis.context import ConversationState, TurnContext
+from cassettes.analysis.context import ConversationState, TurnContext, failed
 from cassettes.analysis.model import Finding, Severity
 from cassettes.hints import count
 from cassettes.models import NormalisedRequest
@@ -49,7 +49,7 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
     if ctx.turn.c.link != "retry" or ctx.prev is None:
         return
     p = ctx.prev.rt
-    if _answered(ctx):
+    if not failed(p):  # answered whole: the threader links it again only when it was thrown away
         yield _answer_discarded(ctx)
         return
     status = p.status or 0
@@ -120,21 +120,6 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
             f"The identical request was re-sent after turn {ctx.prev.index} failed ({why}).",
             related_turn=ctx.prev.index,
         )
-
-
-def _answered(ctx: TurnContext) -> bool:
-    """The previous attempt was answered whole (the threader links an answered turn's request sent
-    again as a ``retry`` only when the answer was thrown away)."""
-    p = ctx.prev.rt if ctx.prev is not None else None
-    r = p.response if p is not None else None
-    return (
-        p is not None
-        and r is not None
-        and not p.transport_error
-        and (p.status or 0) < 400
-        and r.error is None
-        and r.complete is not False
-    )
 
 
 def _answer_discarded(ctx: TurnContext) -> Finding:
