@@ -7,10 +7,6 @@ from cassettes import providers
 from cassettes.analysis.context import TurnContext
 
 
-def _hk(ctx: TurnContext) -> str:
-    return ctx.history_key
-
-
 def _prev_ok(ctx: TurnContext) -> bool:
     p = ctx.prev
     return (
@@ -39,7 +35,7 @@ def _item(ctx: TurnContext, message_index: int, part_index: int | None = None) -
         if adapter is not None
         else None
     )
-    return path or f"{_hk(ctx)}[{message_index}]"
+    return path or f"{ctx.history_key}[{message_index}]"
 
 
 def _result_part(ctx: TurnContext, pairing_number: int) -> tuple[int, int | None]:

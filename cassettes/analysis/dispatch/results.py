@@ -10,7 +10,6 @@ from cassettes import providers
 from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.dispatch._shared import (
     _continues,
-    _hk,
     _item,
     _prev_ok,
     _result_part,
@@ -45,7 +44,7 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
             "sends their results as text too (a transcript, as smolagents and text-protocol "
             "agents keep it): the API sees no pending call, and the model reads its calls and "
             "their results as plain messages.",
-            path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}]",
+            path=f"{ctx.history_key}[{ctx.turn.c.appended_from}]",
             related_turn=prev.index,
         )
         return
@@ -65,7 +64,7 @@ def _output_call_as_text(ctx: TurnContext, prev_turn: int, calls: list[ToolCall]
         "arguments as the answer, with no result for it: a framework whose output tool ends the "
         f"run writes the structured output back this way when it resumes. Fine when {c.name} is "
         "the agent's output tool (e.g. a final_result tool), a bug otherwise.",
-        path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}]",
+        path=f"{ctx.history_key}[{ctx.turn.c.appended_from}]",
         tool_call_id=c.id,
         related_turn=prev_turn,
         tool=c.name,
@@ -133,7 +132,7 @@ def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]
         + (
             " (its result went as text: see C.tool_result_as_text)." if as_text is not None else "."
         ),
-        path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}:]",
+        path=f"{ctx.history_key}[{ctx.turn.c.appended_from}:]",
         tool_call_id=c.id,
         related_turn=prev_turn,
         tool=c.name,
@@ -334,7 +333,7 @@ def check_tool_result_error(ctx: TurnContext) -> Iterator[Finding]:
                 Severity.INFO,
                 f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is an error: "
                 f"{_short(content, 160)!r}",
-                path=f"{_hk(ctx)}[{p.message_index}]",
+                path=f"{ctx.history_key}[{p.message_index}]",
                 tool_call_id=p.call_id,
                 tool=p.name,
             )
@@ -382,7 +381,7 @@ def check_tool_result_blocked(ctx: TurnContext) -> Iterator[Finding]:
                 f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is a page that "
                 f"blocked the tool ({_short(phrase, 60)!r}: a bot check, captcha or block "
                 "page): the environment failed, not the model.",
-                path=f"{_hk(ctx)}[{p.message_index}]",
+                path=f"{ctx.history_key}[{p.message_index}]",
                 tool_call_id=p.call_id,
                 tool=p.name,
                 phrase=phrase,
