@@ -67,8 +67,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from cassettes import providers
-from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
-from cassettes.analysis.dispatch._shared import _short
+from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail, short
 from cassettes.analysis.emission import cut_calls
 from cassettes.analysis.model import ApiReport, Finding, Severity
 from cassettes.analysis.price_memo import known_model
@@ -429,7 +428,7 @@ def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
         + (f": flagged {', '.join(flagged)}." if flagged else ".")
         + (
             f" The newest text came in with the result of {name or 'a tool'} "
-            f"({src.call_id or 'no id'}): {_short(src.content, 120)!r}."
+            f"({src.call_id or 'no id'}): {short(src.content, 120)!r}."
             if src is not None
             else ""
         )

@@ -21,7 +21,15 @@ from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.replay_miss import MissNote, read_miss
 
-__all__ = ["Check", "ConversationState", "FinalCheck", "TurnContext", "failed", "provider_detail"]
+__all__ = [
+    "Check",
+    "ConversationState",
+    "FinalCheck",
+    "TurnContext",
+    "failed",
+    "provider_detail",
+    "short",
+]
 
 
 @dataclass(eq=False)
@@ -133,6 +141,12 @@ def failed(rt: RoundTrip) -> bool:
         or r.error is not None
         or r.complete is False
     )
+
+
+def short(text: str | None, n: int = 80) -> str:
+    """``text`` squashed to one line of at most ``n`` characters (an ellipsis where cut)."""
+    t = " ".join((text or "").split())
+    return t if len(t) <= n else t[: n - 1] + "…"
 
 
 def provider_detail(resp: NormalisedResponse | None, key: str) -> Any:

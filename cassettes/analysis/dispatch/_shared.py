@@ -53,8 +53,3 @@ def _result_part(ctx: TurnContext, pairing_number: int) -> tuple[int, int | None
 
 def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
-
-
-def _short(text: str | None, n: int = 80) -> str:
-    t = " ".join((text or "").split())
-    return t if len(t) <= n else t[: n - 1] + "…"

@@ -7,13 +7,12 @@ import re
 from collections.abc import Iterator
 
 from cassettes import providers
-from cassettes.analysis.context import ConversationState, TurnContext
+from cassettes.analysis.context import ConversationState, TurnContext, short
 from cassettes.analysis.dispatch._shared import (
     _continues,
     _item,
     _prev_ok,
     _result_part,
-    _short,
 )
 from cassettes.analysis.dispatch.layer import _echo_ids, call_as_output, calls_as_text
 from cassettes.analysis.message_keys import response_message
@@ -127,7 +126,7 @@ def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]
     yield ctx.finding(  # under C.tool_result_as_text when its result went as text (roots.CAUSES)
         "C.dropped_tool_result",
         Severity.ERROR,
-        f"The model called {c.name}({_short(c.arguments_raw)}) on turn {prev_turn} "
+        f"The model called {c.name}({short(c.arguments_raw)}) on turn {prev_turn} "
         f"(id {c.id or 'none'}), but this request carries no result for it"
         + (
             " (its result went as text: see C.tool_result_as_text)." if as_text is not None else "."
@@ -290,7 +289,7 @@ def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
         "C.pairing_error",
         Severity.ERROR,
         f"The API rejected this request (HTTP {ctx.rt.status}) because tool calls and results are "
-        f'mis-paired: "{_short(r.error.message, 200)}". '
+        f'mis-paired: "{short(r.error.message, 200)}". '
         "Reported by the API, caused by the client's "
         + (f"handling of the calls from turn {related}." if related is not None else "dispatch."),
         related_turn=related,
@@ -332,7 +331,7 @@ def check_tool_result_error(ctx: TurnContext) -> Iterator[Finding]:
                 "C.tool_result_error",
                 Severity.INFO,
                 f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is an error: "
-                f"{_short(content, 160)!r}",
+                f"{short(content, 160)!r}",
                 path=f"{ctx.history_key}[{p.message_index}]",
                 tool_call_id=p.call_id,
                 tool=p.name,
@@ -379,7 +378,7 @@ def check_tool_result_blocked(ctx: TurnContext) -> Iterator[Finding]:
                 "C.tool_result_blocked",
                 Severity.WARNING,
                 f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is a page that "
-                f"blocked the tool ({_short(phrase, 60)!r}: a bot check, captcha or block "
+                f"blocked the tool ({short(phrase, 60)!r}: a bot check, captcha or block "
                 "page): the environment failed, not the model.",
                 path=f"{ctx.history_key}[{p.message_index}]",
                 tool_call_id=p.call_id,
