@@ -3,6 +3,8 @@ quotes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cassettes import providers
 from cassettes.analysis.context import TurnContext
 
@@ -25,6 +27,14 @@ def _continues(ctx: TurnContext) -> bool:
         "header",
         "previous_response_id",
     )
+
+
+def attempts(ctx: TurnContext) -> Iterator[TurnContext]:
+    """This turn, then each earlier attempt at the same request it retries, newest first."""
+    yield ctx
+    while ctx.turn.c.link == "retry" and ctx.prev is not None:
+        ctx = ctx.prev
+        yield ctx
 
 
 def _item(ctx: TurnContext, message_index: int, part_index: int | None = None) -> str:

@@ -13,6 +13,7 @@ from cassettes.analysis.dispatch._shared import (
     _item,
     _prev_ok,
     _result_part,
+    attempts,
 )
 from cassettes.analysis.dispatch.layer import _echo_ids, call_as_output, calls_as_text
 from cassettes.analysis.message_keys import response_message
@@ -281,9 +282,7 @@ def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
     adapter = providers.by_family(ctx.rt.family)
     if adapter is None or not adapter.profile.is_pairing_error(r.error.message):
         return
-    attempt = ctx
-    while attempt.turn.c.link == "retry" and attempt.prev is not None:
-        attempt = attempt.prev  # a re-sent copy of a rejected request: blame the turn it answers
+    *_, attempt = attempts(ctx)  # a re-sent copy of a rejected request: blame the turn it answers
     related = attempt.prev.index if attempt.prev is not None else None
     yield ctx.finding(
         "C.pairing_error",

@@ -7,6 +7,7 @@ import itertools
 from collections.abc import Iterator
 
 from cassettes.analysis.context import ConversationState, TurnContext, failed
+from cassettes.analysis.dispatch._shared import attempts
 from cassettes.analysis.model import Finding, Severity
 from cassettes.hints import count
 from cassettes.models import NormalisedRequest
@@ -159,11 +160,7 @@ _STORM_GAP = 0.5
 def _storm(ctx: TurnContext) -> tuple[int, float] | None:
     """(attempts, seconds) when this attempt makes the chain of quick retries a storm (reported
     once, on the attempt that reaches :data:`_STORM_ATTEMPTS`)."""
-    chain = [ctx]
-    cur = ctx
-    while cur.turn.c.link == "retry" and cur.prev is not None and len(chain) <= _STORM_ATTEMPTS:
-        chain.append(cur.prev)
-        cur = cur.prev
+    chain = list(itertools.islice(attempts(ctx), _STORM_ATTEMPTS + 1))
     if len(chain) != _STORM_ATTEMPTS:
         return None
     starts: list[float] = []
@@ -200,18 +197,14 @@ def final_gave_up(conv: ConversationState) -> Iterator[Finding]:
         why = f"HTTP {status}"
     else:
         return
-    attempts = 1
-    cur = last
-    while cur.turn.c.link == "retry" and cur.prev is not None and attempts < 1000:
-        attempts += 1
-        cur = cur.prev
+    n = sum(1 for _ in itertools.islice(attempts(last), 1000))
     yield last.finding(
         "C.gave_up_on_retryable_error",
         Severity.INFO,
         f"The conversation ended on {why}, an error a later attempt usually gets past, after "
-        f"{attempts} attempt{'s' if attempts > 1 else ''}: the client gave up (its retries were "
+        f"{n} attempt{'s' if n > 1 else ''}: the client gave up (its retries were "
         "off or ran out), or the run was stopped.",
-        attempts=attempts,
+        attempts=n,
     )
 
 
