@@ -29,13 +29,14 @@ def squashed(text: str | None) -> str:
     return " ".join(text.split()) if text else ""
 
 
-def _canon(value: Any) -> Any:
-    """Arguments compared as JSON values: key order ignored, absent and null treated alike."""
+def _canon(value: Any, squash: bool = False) -> Any:
+    """Arguments compared as JSON values: key order ignored, absent and null treated alike
+    (``squash``: and strings' whitespace squashed)."""
     if isinstance(value, dict):
-        return {k: _canon(v) for k, v in sorted(value.items()) if v is not None}
+        return {k: _canon(v, squash) for k, v in sorted(value.items()) if v is not None}
     if isinstance(value, list):
-        return [_canon(v) for v in value]
-    return value
+        return [_canon(v, squash) for v in value]
+    return squashed(value) if squash and isinstance(value, str) else value
 
 
 def _part_key(p: Part) -> Any:
