@@ -67,7 +67,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from cassettes import providers
-from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
+from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail, short
 from cassettes.analysis.emission import cut_calls
 from cassettes.analysis.model import ApiReport, Finding, Severity
 from cassettes.analysis.price_data import known_model
@@ -428,7 +428,7 @@ def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
         + (f": flagged {', '.join(flagged)}." if flagged else ".")
         + (
             f" The newest text came in with the result of {name or 'a tool'} "
-            f"({src.call_id or 'no id'}): {_quote(src.content)}."
+            f"({src.call_id or 'no id'}): {short(src.content, 120)!r}."
             if src is not None
             else ""
         )
@@ -439,11 +439,6 @@ def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
         tool=name,
         error=err.message,
     )
-
-
-def _quote(text: str, n: int = 120) -> str:
-    t = " ".join(text.split())
-    return repr(t if len(t) <= n else t[: n - 1] + "…")
 
 
 def _rate_limited(ctx: TurnContext, err: ApiError | None, text: str) -> Finding:

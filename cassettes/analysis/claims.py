@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from cassettes.analysis.context import Check, TurnContext
+from cassettes.analysis.context import Check, TurnContext, short
 from cassettes.analysis.dispatch.history import reprompted
 from cassettes.analysis.dispatch.results import is_error_result, result_texts
 from cassettes.analysis.emission import canonical_call
@@ -74,7 +74,7 @@ def check_ignored_tool_error(ctx: TurnContext) -> Iterator[Finding]:
                 Severity.WARNING,
                 f"The model called {c.name} again with the same arguments right after it "
                 f"answered with an error ({before.id or 'no id'}, turn {prev.index}: "
-                f"{_quote(content)}): it did not act on the error.",
+                f"{short(content, 100)!r}): it did not act on the error.",
                 tool_call_id=c.id,
                 related_turn=prev.index,
                 tool=c.name,
@@ -92,7 +92,7 @@ def check_ignored_tool_error(ctx: TurnContext) -> Iterator[Finding]:
         "E.ignored_tool_error",
         Severity.WARNING,
         f"The model answered {claim.group(0)!r} right after {p.name or 'a tool'} "
-        f"({p.call_id or 'no id'}) answered with an error ({_quote(content)}), and says "
+        f"({p.call_id or 'no id'}) answered with an error ({short(content, 100)!r}), and says "
         "nothing of it: the answer claims a success the tools did not report.",
         tool_call_id=p.call_id,
         related_turn=prev.index,
@@ -100,11 +100,6 @@ def check_ignored_tool_error(ctx: TurnContext) -> Iterator[Finding]:
         claim=claim.group(0),
         error=content[:300],
     )
-
-
-def _quote(text: str, n: int = 100) -> str:
-    t = " ".join(text.split())
-    return repr(t if len(t) <= n else t[: n - 1] + "…")
 
 
 #: The spans of an answer that carry facts: URLs, quotes of three words or more, and numbers
@@ -179,7 +174,7 @@ def check_ungrounded_claim(ctx: TurnContext) -> Iterator[Finding]:
             Severity.WARNING,
             f"Called again with nothing new, the model answered with {count(len(spans), 'span')}"
             " found in no message, tool result or prompt it was given: "
-            + ", ".join(_quote(s, 60) for s in spans[:5])
+            + ", ".join(repr(short(s, 60)) for s in spans[:5])
             + ("…" if len(spans) > 5 else "")
             + ".",
             related_turn=ctx.prev.index if ctx.prev is not None else None,

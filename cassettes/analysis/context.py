@@ -15,14 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes.analysis.mcp import McpLinker
-from cassettes.analysis.message_keys import Memo, squashed
 from cassettes.analysis.model import Finding, Layer, Severity, Turn
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.replay_miss import MissNote, read_miss
 
-__all__ = ["Check", "ConversationState", "FinalCheck", "TurnContext", "provider_detail"]
+__all__ = [
+    "Check",
+    "ConversationState",
+    "FinalCheck",
+    "TurnContext",
+    "failed",
+    "provider_detail",
+    "short",
+]
 
 
 @dataclass(eq=False)
@@ -63,14 +70,6 @@ class TurnContext:
     retry_after: float | None = None
     #: What the run's MCP tool servers listed and answered so far, linked to the model's calls.
     mcp: McpLinker = field(default_factory=McpLinker)
-    #: The threader's memo of the texts it squashed and the parts it keyed (this turn's and the
-    #: one before's): checks that key the same texts read them there (``None``: computed afresh,
-    #: with the same result).
-    memo: Memo | None = None
-
-    def squash(self, text: str | None) -> str:
-        """:func:`~cassettes.analysis.message_keys.squashed`, through :attr:`memo`."""
-        return self.memo.squash(text) if self.memo is not None else squashed(text)
 
     @property
     def request(self) -> NormalisedRequest | None:
@@ -129,6 +128,25 @@ class TurnContext:
             related_turn=related_turn,
             details=details,
         )
+
+
+def failed(rt: RoundTrip) -> bool:
+    """The round trip brought no whole answer: a transport error, an error status or body, an
+    answer cut short, or none."""
+    r = rt.response
+    return (
+        bool(rt.transport_error)
+        or (rt.status or 0) >= 400
+        or r is None
+        or r.error is not None
+        or r.complete is False
+    )
+
+
+def short(text: str | None, n: int = 80) -> str:
+    """``text`` squashed to one line of at most ``n`` characters (an ellipsis where cut)."""
+    t = " ".join((text or "").split())
+    return t if len(t) <= n else t[: n - 1] + "…"
 
 
 def provider_detail(resp: NormalisedResponse | None, key: str) -> Any:

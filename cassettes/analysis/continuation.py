@@ -258,7 +258,7 @@ def _context_of(
         else None,
         req.messages if raw["messages"] else [], turn, _int(raw["n"]),
         _float(raw["started"]), _float(raw["ended"]), _float(raw["retry_after"]),
-        mcp=st.mcp, memo=st.threader.memo,
+        mcp=st.mcp,
     )  # fmt: skip
     return ctx
 

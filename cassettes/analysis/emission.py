@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
-from cassettes.analysis.message_keys import stable
+from cassettes.analysis.message_keys import _canon, squashed, stable
 from cassettes.analysis.model import CallCheck, Emission, Finding, Severity
 from cassettes.analysis.plain_schema import surely_valid
 from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec, emitted_calls
@@ -341,17 +341,7 @@ def _detail(resp: NormalisedResponse | None, key: str) -> str | None:
 
 def canonical_call(name: str | None, arguments: Any, raw: str | None) -> str:
     """A call's identity for repeat detection: tool name + arguments as a canonical JSON value."""
-
-    def canon(v: Any) -> Any:
-        if isinstance(v, dict):
-            return {k: canon(x) for k, x in sorted(v.items()) if x is not None}
-        if isinstance(v, list):
-            return [canon(x) for x in v]
-        if isinstance(v, str):
-            return " ".join(v.split())
-        return v
-
-    args = canon(arguments) if arguments is not None else " ".join((raw or "").split())
+    args = _canon(arguments, squash=True) if arguments is not None else squashed(raw)
     return (
         f"{name}\x00"
         f"{orjson.dumps(args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()}"
@@ -512,7 +502,7 @@ def _record_results(ctx: TurnContext) -> tuple[dict[str, int], dict[str, set[int
             tr = p.tool_result if p.kind == "tool_result" else None
             if tr is None:
                 continue
-            content = stable(ctx.squash(tr.content).encode("utf-8", "surrogatepass"))
+            content = stable(squashed(tr.content).encode("utf-8", "surrogatepass"))
             if tr.call_id:
                 by_id[tr.call_id] = content
             if tr.name:

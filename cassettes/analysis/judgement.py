@@ -12,8 +12,7 @@ import cassettes.analysis.dispatch as dispatch
 import cassettes.analysis.emission as emission
 import cassettes.analysis.rules as rules
 import cassettes.analysis.tokens as tokens
-from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
-from cassettes.analysis.conversations import Link
+from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext, failed
 from cassettes.analysis.inferred import demote_inferred
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import (
@@ -25,7 +24,7 @@ from cassettes.analysis.model import (
     TokenCount,
     Turn,
 )
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.analysis.threading import Link
 from cassettes.wire.exchange import Exchange
 
 __all__ = [
@@ -89,17 +88,6 @@ def retry_after(ex: Exchange) -> float | None:
         return float(s) if s is not None else None
     except ValueError:
         return None
-
-
-def failed(rt: RoundTrip) -> bool:
-    r = rt.response
-    return (
-        bool(rt.transport_error)
-        or (rt.status or 0) >= 400
-        or r is None
-        or r.error is not None
-        or r.complete is False
-    )
 
 
 def run_check(

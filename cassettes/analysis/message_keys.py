@@ -1,6 +1,6 @@
 """Message keys: what the threader compares of a history, robust to what SDKs and frameworks
 change when they re-serialise one (key order, whitespace, absent vs null, content as a string vs
-a list of text parts, reasoning blocks dropped or re-signed). See :mod:`.conversations`.
+a list of text parts, reasoning blocks dropped or re-signed). See :mod:`.threading`.
 """
 
 from __future__ import annotations
@@ -12,17 +12,9 @@ import orjson
 
 from cassettes.models import Message, NormalisedResponse, Part
 
-__all__ = ["Memo", "message_key", "response_message", "squashed", "stable"]
+__all__ = ["message_key", "response_message", "squashed", "stable"]
 
 _ROLE = {"developer": "system", "model": "assistant"}
-_SQUASH_MAX = 1024
-_SQUASH_LEN = 1024 * 1024
-_KEYED_MAX = 512
-
-
-#: What ``str.split()`` splits ASCII text at, but a single space: text holding none of these (nor a
-#: space at either end) is already squashed.
-_ASCII_SPACES = ("  ", "\n", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
 
 
 def stable(data: bytes) -> int:
@@ -34,90 +26,28 @@ def stable(data: bytes) -> int:
 
 def squashed(text: str | None) -> str:
     """``text`` with every run of whitespace made one space, and none at either end."""
-    if not text:
-        return ""
-    # Most texts (an answer's prose) are squashed already: a few scans at C speed tell, where
-    # splitting makes a string per word.
-    if (
-        text.isascii()
-        and text[0] != " "
-        and text[-1] != " "
-        and not any(w in text for w in _ASCII_SPACES)
-    ):
-        return text
-    return " ".join(text.split())
+    return " ".join(text.split()) if text else ""
 
 
-class _Memo:
-    """What one :class:`Threader` remembers within a turn, its own (no module state: two analyses
-    in one process never clear each other's):
-
-    * texts squashed during this turn and the one before (text → squashed): a turn squashes the
-      same texts more than once (an answer as this turn's response, then as the next request's
-      history). :meth:`turn` starts a new generation, so at most two turns' texts are held; texts
-      over ``_SQUASH_LEN`` are not kept;
-    * parts' keys by ``id``, each with its part (so an id is never reused while cached): a turn
-      keys the same parts several times (its history, its last message, the answer's echo).
-      Emptied when a turn starts and ends, so it never holds a turn's texts between turns.
-    """
-
-    __slots__ = ("before", "keyed", "squashed")
-
-    def __init__(self) -> None:
-        self.squashed: dict[str, str] = {}
-        self.before: dict[str, str] = {}
-        self.keyed: dict[int, tuple[Part, Any]] = {}
-
-    def turn(self) -> None:
-        self.before, self.squashed = self.squashed, {}
-        self.keyed = {}
-
-    def end(self) -> None:
-        self.keyed = {}
-
-    def squash(self, text: str | None) -> str:
-        if not text:
-            return ""
-        hit = self.squashed.get(text)
-        if hit is not None:
-            return hit
-        hit = self.before.get(text)
-        if hit is None:
-            hit = squashed(text)
-        if len(text) <= _SQUASH_LEN and len(self.squashed) < _SQUASH_MAX:
-            self.squashed[text] = hit
-        return hit
-
-
-#: The memo's public name (what a check is given:
-#: :attr:`~cassettes.analysis.context.TurnContext.memo`).
-Memo = _Memo
-
-
-def _canon(value: Any) -> Any:
-    """Arguments compared as JSON values: key order ignored, absent and null treated alike."""
+def _canon(value: Any, squash: bool = False) -> Any:
+    """Arguments compared as JSON values: key order ignored, absent and null treated alike
+    (``squash``: and strings' whitespace squashed)."""
     if isinstance(value, dict):
-        return {k: _canon(v) for k, v in sorted(value.items()) if v is not None}
+        return {k: _canon(v, squash) for k, v in sorted(value.items()) if v is not None}
     if isinstance(value, list):
-        return [_canon(v) for v in value]
-    return value
+        return [_canon(v, squash) for v in value]
+    return squashed(value) if squash and isinstance(value, str) else value
 
 
-def _part_key(p: Part, memo: _Memo | None = None) -> Any:
+def _part_key(p: Part) -> Any:
     """One part's key with its tool-call id (``None`` for parts left out of comparisons)."""
-    keyed = memo.keyed if memo is not None else None
-    if keyed is not None:
-        hit = keyed.get(id(p))
-        if hit is not None and hit[0] is p:
-            return hit[1]
-    squash = memo.squash if memo is not None else squashed
     key: Any = None
     if p.kind in ("text", "refusal"):
-        t = squash(p.text)
+        t = squashed(p.text)
         key = ("t", t) if t else None
     elif p.kind == "tool_call" and p.tool_call is not None:
         tc = p.tool_call
-        args = _canon(tc.arguments) if tc.arguments is not None else squash(tc.arguments_raw)
+        args = _canon(tc.arguments) if tc.arguments is not None else squashed(tc.arguments_raw)
         key = ("c", tc.name, args, tc.id)
     elif p.kind == "tool_result" and p.tool_result is not None:
         tr = p.tool_result
@@ -125,22 +55,18 @@ def _part_key(p: Part, memo: _Memo | None = None) -> Any:
         # reads the result as that function's output): a later rename is a rewritten history. A
         # name looked up from the call (Anthropic, OpenAI) is not: it is there only when the call
         # is in the same request.
-        key = ("r", squash(tr.content), tr.name if tr.named else None, tr.call_id)
+        key = ("r", squashed(tr.content), tr.name if tr.named else None, tr.call_id)
     elif p.kind == "media":
         key = ("m", p.media_type)
     # reasoning and provider-specific parts are left out: clients may drop or re-sign them
-    if keyed is not None:
-        if len(keyed) >= _KEYED_MAX:
-            keyed.clear()
-        keyed[id(p)] = (p, key)
     return key
 
 
-def _part_keys(parts: list[Part], ids: bool = False, memo: _Memo | None = None) -> list[Any]:
+def _part_keys(parts: list[Part], ids: bool = False) -> list[Any]:
     """Comparable keys of a message's parts; ``ids`` keeps tool-call ids (the strict key)."""
     out: list[Any] = []
     for p in parts:
-        k = _part_key(p, memo)
+        k = _part_key(p)
         if k is None:
             continue
         if k[0] == "t":
@@ -159,10 +85,10 @@ def message_key(m: Message) -> int:
     return _message_keys(m)[0]
 
 
-def _message_keys(m: Message, memo: _Memo | None = None) -> tuple[int, int, int]:
+def _message_keys(m: Message) -> tuple[int, int, int]:
     """The message's key (for comparing histories), and its loose and strict lookup keys."""
     role = _ROLE.get(m.role, m.role)
-    with_ids = _part_keys(m.parts, ids=True, memo=memo)
+    with_ids = _part_keys(m.parts, ids=True)
     parts = [k[:-1] if k[0] in "cr" else k for k in with_ids]  # the same keys without the ids
     # A tool result is a tool result whether it travels as a `tool` message or inside a user one.
     if parts and all(k[0] == "r" for k in parts):
@@ -207,13 +133,13 @@ def _call_ids(parts: list[Part]) -> set[str]:
     return out
 
 
-def response_message(resp: NormalisedResponse | None, memo: _Memo | None = None) -> Message | None:
+def response_message(resp: NormalisedResponse | None) -> Message | None:
     """The assistant message a response adds to the history, if it has any content."""
     if resp is None or (resp.error is not None and not resp.parts):
         return None
     parts = [
         p for p in resp.parts if p.kind in ("text", "tool_call", "refusal", "reasoning", "media")
     ]
-    if not _part_keys(parts, memo=memo):
+    if not _part_keys(parts):
         return None
     return Message(role="assistant", parts=parts)

@@ -25,7 +25,6 @@ import cassettes.analysis.retention as retention
 import cassettes.analysis.rules as rules
 import cassettes.analysis.spill as spill_tables
 from cassettes.analysis.context import ConversationState, TurnContext
-from cassettes.analysis.conversations import Attempt, Link, Threader
 from cassettes.analysis.dispatch.history import GROUP_CHAT
 from cassettes.analysis.judgement import (
     CHECKS,
@@ -46,6 +45,7 @@ from cassettes.analysis.model import (
 from cassettes.analysis.records import ConversationRecord, Conversations
 from cassettes.analysis.spill import Spill, SpillMap
 from cassettes.analysis.state import AnalyserState, Parked, Reload, conversation_of
+from cassettes.analysis.threading import Attempt, Link, Threader
 from cassettes.models import Message
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
 from cassettes.wire.exchange import Exchange
@@ -222,7 +222,6 @@ class RunAnalyser:
             turn=turn,
             n_messages=len(msgs),
             mcp=st.mcp,
-            memo=st.threader.memo,
         )
         judge(ctx, link, self._rules, st.mcp, st.result.errors)
         conv.count += 1

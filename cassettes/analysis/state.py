@@ -12,12 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cassettes.analysis.context import ConversationState, TurnContext
-from cassettes.analysis.conversations import Threader
 from cassettes.analysis.items import Deliveries, ItemReferences
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import Finding, RunAnalysis, Turn
 from cassettes.analysis.records import Conversations
 from cassettes.analysis.spill import Spill, SpillMap
+from cassettes.analysis.threading import Threader
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.wire.exchange import Exchange
 

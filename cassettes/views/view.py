@@ -415,7 +415,7 @@ def turn_json(turn: Turn) -> dict[str, Any]:
 
 #: What each way a turn was threaded into its conversation (``Dispatch.link``) means, as the
 #: inspector's C pane and the HTML page write it after the kind (docs/reading.md, "How a turn
-#: was linked"; the rules are cassettes/analysis/conversations.py's).
+#: was linked"; the rules are cassettes/analysis/threading/'s).
 LINK_MEANINGS: dict[str, str] = {
     "start": "a new conversation",
     "extends": "the history of {prev}, plus new messages",

@@ -3,12 +3,10 @@ quotes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cassettes import providers
 from cassettes.analysis.context import TurnContext
-
-
-def _hk(ctx: TurnContext) -> str:
-    return ctx.history_key
 
 
 def _prev_ok(ctx: TurnContext) -> bool:
@@ -31,6 +29,14 @@ def _continues(ctx: TurnContext) -> bool:
     )
 
 
+def attempts(ctx: TurnContext) -> Iterator[TurnContext]:
+    """This turn, then each earlier attempt at the same request it retries, newest first."""
+    yield ctx
+    while ctx.turn.c.link == "retry" and ctx.prev is not None:
+        ctx = ctx.prev
+        yield ctx
+
+
 def _item(ctx: TurnContext, message_index: int, part_index: int | None = None) -> str:
     """The path of a history message (and one of its parts) in the request as sent."""
     adapter = providers.by_family(ctx.rt.family)
@@ -39,7 +45,7 @@ def _item(ctx: TurnContext, message_index: int, part_index: int | None = None) -
         if adapter is not None
         else None
     )
-    return path or f"{_hk(ctx)}[{message_index}]"
+    return path or f"{ctx.history_key}[{message_index}]"
 
 
 def _result_part(ctx: TurnContext, pairing_number: int) -> tuple[int, int | None]:
@@ -57,8 +63,3 @@ def _result_part(ctx: TurnContext, pairing_number: int) -> tuple[int, int | None
 
 def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
-
-
-def _short(text: str | None, n: int = 80) -> str:
-    t = " ".join((text or "").split())
-    return t if len(t) <= n else t[: n - 1] + "…"

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from cassettes.analysis.context import TurnContext
-from cassettes.analysis.dispatch._shared import _continues, _hk, _item, _prev_ok
+from cassettes.analysis.dispatch._shared import _continues, _item, _prev_ok
 from cassettes.analysis.message_keys import message_key, response_message, stable
 from cassettes.analysis.model import Finding, Severity
 from cassettes.analysis.trajectory import fields_of, follows, step_of
@@ -36,7 +36,7 @@ def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:
         Severity.WARNING,
         f"The assistant message of turn {prev.index} is not appended verbatim after the history: "
         "the client changed or dropped what the model said before sending the next request.",
-        path=f"{_hk(ctx)}[{c.kept}]",
+        path=f"{ctx.history_key}[{c.kept}]",
         related_turn=prev.index,
     )
 

@@ -8,8 +8,9 @@ import re
 import orjson
 
 from cassettes.analysis.context import TurnContext
-from cassettes.analysis.conversations import Link, response_message
+from cassettes.analysis.message_keys import response_message
 from cassettes.analysis.model import Dispatch, Pairing
+from cassettes.analysis.threading import Link
 from cassettes.models import Message, ToolCall, ToolResult
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
@@ -40,25 +41,23 @@ def _loose_text(m: Message) -> str:
     return " ".join(text.split())
 
 
-def _client_calls(m: Message) -> list[tuple[str, str]]:
-    return sorted(
-        (p.tool_call.name or "", _canon_args(p.tool_call))
+def _own_calls(m: Message) -> list[ToolCall]:
+    """The message's calls of the client's own tools (``function``/``custom``)."""
+    return [
+        p.tool_call
         for p in m.parts
         if p.tool_call is not None and p.tool_call.kind in ("function", "custom")
-    )
+    ]
+
+
+def _client_calls(m: Message) -> list[tuple[str, str]]:
+    return sorted((c.name or "", _canon_args(c)) for c in _own_calls(m))
 
 
 def _same_calls_but_cut(expected: Message, sent: Message) -> bool:
     """The echo holds the answer's calls, except that a call the stream or the token cap cut
     (arguments not JSON, ``{"city": "Pa``) came back completed or emptied by the client's SDK."""
-    def calls(m: Message) -> list[ToolCall]:
-        return [
-            p.tool_call
-            for p in m.parts
-            if p.tool_call is not None and p.tool_call.kind in ("function", "custom")
-        ]
-
-    want, got = calls(expected), calls(sent)
+    want, got = _own_calls(expected), _own_calls(sent)
     if len(want) != len(got) or not any(c.arguments_error for c in want):
         return False
     for w, g in zip(
@@ -140,11 +139,7 @@ def _echoed_calls(answer: Message, echo: Message) -> list[ToolCall] | None:
     (``None`` otherwise): what :func:`calls_as_text` and :func:`call_as_output` compare."""
     if echo.role not in ("assistant", "model") or any(p.kind == "tool_call" for p in echo.parts):
         return None
-    return [
-        p.tool_call
-        for p in answer.parts
-        if p.tool_call is not None and p.tool_call.kind in ("function", "custom")
-    ]
+    return _own_calls(answer)
 
 
 def calls_as_text(answer: Message, echo: Message) -> bool:

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from cassettes import providers
-from cassettes.analysis.context import TurnContext
-from cassettes.analysis.dispatch._shared import _norm, _short
+from cassettes.analysis.context import TurnContext, short
+from cassettes.analysis.dispatch._shared import _norm
 from cassettes.analysis.model import Finding, Severity
 from cassettes.models import ToolResult
 
@@ -44,7 +44,7 @@ def _mcp_result(
                 "C.mcp_error_hidden",
                 Severity.WARNING,
                 f"The MCP server answered the model's call {tr.call_id} ({tool}, #{seq}) with an "
-                f"error (“{_short(str(said), 120)}”), but the client sent it back to the model as "
+                f"error (“{short(str(said), 120)}”), but the client sent it back to the model as "
                 "a success: no error flag and none of the error's text.",
                 tool_call_id=tr.call_id,
                 mcp_seq=seq,
@@ -60,8 +60,8 @@ def _mcp_result(
         "C.tool_result_altered",
         Severity.INFO,
         f"The result sent back to the model for {tr.call_id} ({tool}) is not what the MCP server "
-        f"returned at #{seq}: the server said “{_short(str(side.get('result')), 100)}”, the model "
-        f"was sent “{_short(tr.content, 100)}”.",
+        f"returned at #{seq}: the server said “{short(str(side.get('result')), 100)}”, the model "
+        f"was sent “{short(tr.content, 100)}”.",
         tool_call_id=tr.call_id,
         mcp_seq=seq,
     )
@@ -85,7 +85,7 @@ def _mcp_not_run(ctx: TurnContext, tr: ToolResult) -> Iterator[Finding]:
         Severity.WARNING if flagged else Severity.INFO,
         f"The model's call {tr.call_id} ({name}, #{model_seq}) was never run on the MCP server "
         f"that offers {tool}: no tools/call for it was recorded, yet the client sent the model a "
-        f"result (“{_short(tr.content, 100)}”)"
+        f"result (“{short(tr.content, 100)}”)"
         + (
             " without an error flag."
             if flagged

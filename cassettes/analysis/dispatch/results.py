@@ -7,17 +7,16 @@ import re
 from collections.abc import Iterator
 
 from cassettes import providers
-from cassettes.analysis.context import ConversationState, TurnContext
-from cassettes.analysis.conversations import response_message
+from cassettes.analysis.context import ConversationState, TurnContext, short
 from cassettes.analysis.dispatch._shared import (
     _continues,
-    _hk,
     _item,
     _prev_ok,
     _result_part,
-    _short,
+    attempts,
 )
 from cassettes.analysis.dispatch.layer import _echo_ids, call_as_output, calls_as_text
+from cassettes.analysis.message_keys import response_message
 from cassettes.analysis.model import Finding, Pairing, Severity
 from cassettes.models import FinishReason, ToolCall
 
@@ -33,7 +32,7 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
     if not any(c.kind in ("function", "custom") for c in prev.rt.response.tool_calls):
         return
     appended = ctx.turn.c.appended
-    answer = response_message(prev.rt.response, ctx.memo)
+    answer = response_message(prev.rt.response)
     if answer is not None and appended and call_as_output(answer, appended[0]):
         yield _output_call_as_text(ctx, prev.index, prev.rt.response.tool_calls)
         return
@@ -45,7 +44,7 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
             "sends their results as text too (a transcript, as smolagents and text-protocol "
             "agents keep it): the API sees no pending call, and the model reads its calls and "
             "their results as plain messages.",
-            path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}]",
+            path=f"{ctx.history_key}[{ctx.turn.c.appended_from}]",
             related_turn=prev.index,
         )
         return
@@ -65,7 +64,7 @@ def _output_call_as_text(ctx: TurnContext, prev_turn: int, calls: list[ToolCall]
         "arguments as the answer, with no result for it: a framework whose output tool ends the "
         f"run writes the structured output back this way when it resumes. Fine when {c.name} is "
         "the agent's output tool (e.g. a final_result tool), a bug otherwise.",
-        path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}]",
+        path=f"{ctx.history_key}[{ctx.turn.c.appended_from}]",
         tool_call_id=c.id,
         related_turn=prev_turn,
         tool=c.name,
@@ -128,12 +127,12 @@ def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]
     yield ctx.finding(  # under C.tool_result_as_text when its result went as text (roots.CAUSES)
         "C.dropped_tool_result",
         Severity.ERROR,
-        f"The model called {c.name}({_short(c.arguments_raw)}) on turn {prev_turn} "
+        f"The model called {c.name}({short(c.arguments_raw)}) on turn {prev_turn} "
         f"(id {c.id or 'none'}), but this request carries no result for it"
         + (
             " (its result went as text: see C.tool_result_as_text)." if as_text is not None else "."
         ),
-        path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}:]",
+        path=f"{ctx.history_key}[{ctx.turn.c.appended_from}:]",
         tool_call_id=c.id,
         related_turn=prev_turn,
         tool=c.name,
@@ -283,15 +282,13 @@ def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
     adapter = providers.by_family(ctx.rt.family)
     if adapter is None or not adapter.profile.is_pairing_error(r.error.message):
         return
-    attempt = ctx
-    while attempt.turn.c.link == "retry" and attempt.prev is not None:
-        attempt = attempt.prev  # a re-sent copy of a rejected request: blame the turn it answers
+    *_, attempt = attempts(ctx)  # a re-sent copy of a rejected request: blame the turn it answers
     related = attempt.prev.index if attempt.prev is not None else None
     yield ctx.finding(
         "C.pairing_error",
         Severity.ERROR,
         f"The API rejected this request (HTTP {ctx.rt.status}) because tool calls and results are "
-        f'mis-paired: "{_short(r.error.message, 200)}". '
+        f'mis-paired: "{short(r.error.message, 200)}". '
         "Reported by the API, caused by the client's "
         + (f"handling of the calls from turn {related}." if related is not None else "dispatch."),
         related_turn=related,
@@ -333,8 +330,8 @@ def check_tool_result_error(ctx: TurnContext) -> Iterator[Finding]:
                 "C.tool_result_error",
                 Severity.INFO,
                 f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is an error: "
-                f"{_short(content, 160)!r}",
-                path=f"{_hk(ctx)}[{p.message_index}]",
+                f"{short(content, 160)!r}",
+                path=f"{ctx.history_key}[{p.message_index}]",
                 tool_call_id=p.call_id,
                 tool=p.name,
             )
@@ -380,9 +377,9 @@ def check_tool_result_blocked(ctx: TurnContext) -> Iterator[Finding]:
                 "C.tool_result_blocked",
                 Severity.WARNING,
                 f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is a page that "
-                f"blocked the tool ({_short(phrase, 60)!r}: a bot check, captcha or block "
+                f"blocked the tool ({short(phrase, 60)!r}: a bot check, captcha or block "
                 "page): the environment failed, not the model.",
-                path=f"{_hk(ctx)}[{p.message_index}]",
+                path=f"{ctx.history_key}[{p.message_index}]",
                 tool_call_id=p.call_id,
                 tool=p.name,
                 phrase=phrase,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from cassettes.analysis.context import ConversationState, TurnContext
+from cassettes.analysis.context import ConversationState, TurnContext, failed
+from cassettes.analysis.dispatch._shared import attempts
 from cassettes.analysis.model import Finding, Severity
 from cassettes.hints import count
 from cassettes.models import NormalisedRequest
@@ -49,7 +50,7 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
     if ctx.turn.c.link != "retry" or ctx.prev is None:
         return
     p = ctx.prev.rt
-    if _answered(ctx):
+    if not failed(p):  # answered whole: the threader links it again only when it was thrown away
         yield _answer_discarded(ctx)
         return
     status = p.status or 0
@@ -122,21 +123,6 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
         )
 
 
-def _answered(ctx: TurnContext) -> bool:
-    """The previous attempt was answered whole (the threader links an answered turn's request sent
-    again as a ``retry`` only when the answer was thrown away)."""
-    p = ctx.prev.rt if ctx.prev is not None else None
-    r = p.response if p is not None else None
-    return (
-        p is not None
-        and r is not None
-        and not p.transport_error
-        and (p.status or 0) < 400
-        and r.error is None
-        and r.complete is not False
-    )
-
-
 def _answer_discarded(ctx: TurnContext) -> Finding:
     """C.answer_discarded — the request of a turn that was answered, sent again: the client threw
     the answer away (a parse or validation retry, a lost response) and paid for it twice."""
@@ -174,11 +160,7 @@ _STORM_GAP = 0.5
 def _storm(ctx: TurnContext) -> tuple[int, float] | None:
     """(attempts, seconds) when this attempt makes the chain of quick retries a storm (reported
     once, on the attempt that reaches :data:`_STORM_ATTEMPTS`)."""
-    chain = [ctx]
-    cur = ctx
-    while cur.turn.c.link == "retry" and cur.prev is not None and len(chain) <= _STORM_ATTEMPTS:
-        chain.append(cur.prev)
-        cur = cur.prev
+    chain = list(itertools.islice(attempts(ctx), _STORM_ATTEMPTS + 1))
     if len(chain) != _STORM_ATTEMPTS:
         return None
     starts: list[float] = []
@@ -215,18 +197,14 @@ def final_gave_up(conv: ConversationState) -> Iterator[Finding]:
         why = f"HTTP {status}"
     else:
         return
-    attempts = 1
-    cur = last
-    while cur.turn.c.link == "retry" and cur.prev is not None and attempts < 1000:
-        attempts += 1
-        cur = cur.prev
+    n = sum(1 for _ in itertools.islice(attempts(last), 1000))
     yield last.finding(
         "C.gave_up_on_retryable_error",
         Severity.INFO,
         f"The conversation ended on {why}, an error a later attempt usually gets past, after "
-        f"{attempts} attempt{'s' if attempts > 1 else ''}: the client gave up (its retries were "
+        f"{n} attempt{'s' if n > 1 else ''}: the client gave up (its retries were "
         "off or ran out), or the run was stopped.",
-        attempts=attempts,
+        attempts=n,
     )
 
 

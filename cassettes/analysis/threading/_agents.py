@@ -83,7 +83,7 @@ def receives_answer(r: Request, best: Registered, prev: TurnInfo) -> bool:
     messages = r.messages
     if len(messages) <= n or _ROLE.get(messages[n].role, messages[n].role) != "user":
         return False
-    return _part_keys(messages[n].parts, memo=r.memo) == prev.echo_parts
+    return _part_keys(messages[n].parts) == prev.echo_parts
 
 
 def hears_final_answer(s: Threads, r: Request, best: Registered, keys: Keys) -> int | None:
@@ -113,7 +113,7 @@ def hears_final_answer(s: Threads, r: Request, best: Registered, keys: Keys) -> 
         or _ROLE.get(messages[n].role, messages[n].role) != "user"
     ):
         return None
-    return latest if _part_keys(messages[n].parts, memo=r.memo) == t.echo_parts else None
+    return latest if _part_keys(messages[n].parts) == t.echo_parts else None
 
 
 def handed_to(r: Request, t: TurnInfo) -> bool:

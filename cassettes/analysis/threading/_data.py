@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes.analysis.message_keys import _Memo, _message_keys, stable
+from cassettes.analysis.message_keys import _message_keys, stable
 from cassettes.analysis.spill import KEEP, Spill, SpillMap
 from cassettes.analysis.trajectory import Fields, Step
 from cassettes.models import Message
@@ -66,11 +66,11 @@ class Keys:
     loose: list[int] = field(default_factory=list)
     strict: list[int] = field(default_factory=list)
 
-    def extend(self, messages: list[Message], memo: _Memo | None = None) -> None:
+    def extend(self, messages: list[Message]) -> None:
         lh = self.loose[-1] if self.loose else 0
         sh = self.strict[-1] if self.strict else 0
         for m in messages:
-            k, lk, sk = _message_keys(m, memo)
+            k, lk, sk = _message_keys(m)
             lh, sh = hash((lh, lk)), hash((sh, sk))
             self.key.append(k)
             self.loose.append(lh)

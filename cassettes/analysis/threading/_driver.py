@@ -7,7 +7,6 @@ from cassettes.analysis.message_keys import (
     _NO_NAMES,
     _call_ids,
     _call_names,
-    _Memo,
     _message_keys,
     _part_keys,
     response_message,
@@ -43,19 +42,11 @@ class Threader:
         self._spill = Spill()
         #: What threading knows (:class:`~._data.Threads`): the turns and their indexes.
         self.threads = Threads(self._spill, keep)
-        #: This threader's memo of squashed texts and part keys (:class:`_Memo`).
-        self._memo = _Memo()
 
     @property
     def turns(self) -> TurnInfos:
         """Every turn threaded so far, by turn id (spilled to disk past :data:`~.spill.KEEP`)."""
         return self.threads.turns
-
-    @property
-    def memo(self) -> _Memo:
-        """This threader's memo: the checks of a turn key the texts and parts its threading keyed
-        a moment before (a tool result, the previous answer)."""
-        return self._memo
 
     def close(self) -> None:
         """Remove the file the tables spilled to (if any)."""
@@ -78,16 +69,12 @@ class Threader:
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed;
         ``attempt`` is what tells a retry from another run sending the same request."""
         s = self.threads
-        self._memo.turn()
         try:
-            r = read_request(
-                s, family, messages, reuse, system, tools, attempt or Attempt(), self._memo
-            )
+            r = read_request(s, family, messages, reuse, system, tools, attempt or Attempt())
             link = link_of(s, r, label, previous_response_id)
             record(s, r, link, response, failed, label)
             return link
         finally:
-            self._memo.end()
             s.trim()
 
 
@@ -126,8 +113,8 @@ def record(
     """Record the threaded turn: its info, and the indexes later requests look it up in (its
     label, response id, histories with and without its answer, trajectory, sibling group)."""
     tid = len(s.turns)
-    echo = response_message(response, r.memo)
-    echo_keys = _message_keys(echo, r.memo) if echo is not None else None
+    echo = response_message(response)
+    echo_keys = _message_keys(echo) if echo is not None else None
     info = _turn_info(r, link, response, failed, echo, echo_keys)
     s.turns.append(info)
     s.supersede(link.conversation, tid, info)
@@ -155,15 +142,15 @@ def _turn_info(
 ) -> TurnInfo:
     """What is kept of a threaded turn: its request's keys and shape, and its answer (``echo``)
     as the next request should send it back."""
-    memo, messages = r.memo, r.messages
+    messages = r.messages
     return TurnInfo(
         conversation=link.conversation,
         keys=r.keys,
         system=r.system,
         tools=r.tools,
         length=len(messages),
-        last_parts=_part_keys(messages[-1].parts, memo=memo) if messages else [],
-        echo_parts=_part_keys(echo.parts, memo=memo) if echo is not None else [],
+        last_parts=_part_keys(messages[-1].parts) if messages else [],
+        echo_parts=_part_keys(echo.parts) if echo is not None else [],
         echo_key=echo_keys[0] if echo_keys is not None else None,
         echo_ids=frozenset(_call_ids(echo.parts) or _NO_NAMES) if echo is not None else _NO_NAMES,
         echo_names=_call_names(echo)

@@ -202,7 +202,7 @@ def describe(s: Threads, r: Request, conv: str, prev: int, how: str, known: int 
     if kept == plen - 1 and kept < len(keys):
         # Adapters that merge consecutive model-side items into one message (Responses) make
         # the echo continue the previous last message instead of following it.
-        now = _part_keys(r.messages[kept].parts, memo=r.memo)
+        now = _part_keys(r.messages[kept].parts)
         last = p.last_parts or []
         if now[: len(last)] == last and len(now) > len(last):
             rest = now[len(last) :]

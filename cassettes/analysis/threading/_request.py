@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from cassettes.analysis.message_keys import _call_ids, _Memo, _part_keys, stable
+from cassettes.analysis.message_keys import _call_ids, _part_keys, stable
 from cassettes.analysis.threading._data import Attempt, Keys, Threads
 from cassettes.analysis.threading._words import SYSTEM_TEXT, trajectory
 from cassettes.analysis.trajectory import Fields
@@ -32,13 +32,9 @@ class Request:
     ids: set[str]
     #: The request as an attempt: its clock and the client's retry counter.
     attempt: Attempt
-    #: The threader's memo of squashed texts and part keys.
-    memo: _Memo
 
 
-def _keys(
-    threads: Threads, messages: list[Message], reuse: tuple[int, int] | None, memo: _Memo
-) -> Keys:
+def _keys(threads: Threads, messages: list[Message], reuse: tuple[int, int] | None) -> Keys:
     if reuse is not None and 0 <= reuse[0] < len(threads.turns):
         base = threads.turns[reuse[0]]
         keep = reuse[1]
@@ -48,10 +44,10 @@ def _keys(
                 keys = base.keys
             else:
                 keys = base.keys.head(keep)
-            keys.extend(messages[keep:], memo)
+            keys.extend(messages[keep:])
             return keys
     keys = Keys()
-    keys.extend(messages, memo)
+    keys.extend(messages)
     return keys
 
 
@@ -63,11 +59,10 @@ def read_request(
     system: list[Part] | None,
     tools: list[str] | None,
     attempt: Attempt,
-    memo: _Memo,
 ) -> Request:
     """The request as the rules read it. ``reuse=(turn id, keep)``: its first ``keep`` messages
     are that earlier turn's, whose keys are taken over, not recomputed."""
-    keys = _keys(threads, messages, reuse, memo)
+    keys = _keys(threads, messages, reuse)
     ids: set[str] = set()
     for m in messages[-8:]:  # what the request answers sits at its end
         ids |= _call_ids(m.parts)
@@ -76,9 +71,7 @@ def read_request(
         fam=threads.family(family),
         messages=messages,
         keys=keys,
-        system=stable(
-            orjson.dumps(_part_keys(system or [], memo=memo), option=orjson.OPT_NON_STR_KEYS)
-        ),
+        system=stable(orjson.dumps(_part_keys(system or []), option=orjson.OPT_NON_STR_KEYS)),
         tools=stable(orjson.dumps(sorted(tools or ()))),
         system_text=" ".join(
             p.text[:SYSTEM_TEXT] for p in (system or ())[:16] if p.kind == "text" and p.text
@@ -86,5 +79,4 @@ def read_request(
         fields=trajectory(messages),
         ids=ids,
         attempt=attempt,
-        memo=memo,
     )

@@ -985,19 +985,19 @@ def test_a_turn_missing_from_the_recording(family: str) -> None:
     assert not [f for f in c_findings(run) if f.severity != "info"]
 
 
-def test_a_threader_keeps_its_memo_and_its_released_turns_to_itself() -> None:
-    """No hidden shared state (issue 30 item 5): the memo of squashed texts and part keys belongs to
-    the threader (module-level dicts, cleared by every threader's ``add``, were shared by every
-    analysis in the process), and a superseded turn's released keys are ``None``, not a shared
-    empty list that reads like "no parts"."""
-    from cassettes.analysis import conversations, message_keys
-    from cassettes.analysis.conversations import Threader
+def test_a_threader_keeps_its_released_turns_to_itself() -> None:
+    """No hidden shared state (issue 30 item 5): threading changes no module-level container
+    (shared by every analysis in the process), and a superseded turn's released keys are
+    ``None``, not a shared empty list that reads like "no parts"."""
+    from cassettes.analysis import message_keys
+    from cassettes.analysis import threading as threads
+    from cassettes.analysis.threading import Threader
     from cassettes.models import Message, NormalisedResponse, Part
 
     def containers() -> dict[str, int]:
         return {
             f"{m.__name__}.{k}": len(v)
-            for m in (conversations, message_keys)
+            for m in (threads, message_keys)
             for k, v in vars(m).items()
             if isinstance(v, dict | list | set) and not k.startswith("__")
         }
@@ -1016,7 +1016,6 @@ def test_a_threader_keeps_its_memo_and_its_released_turns_to_itself() -> None:
             Message(role="user", parts=[Part(kind="text", text=f"And day {i}?")]),
         ]
     assert containers() == before, "threading changed module-level state"
-    assert a._memo is not b._memo and a._memo.squashed and a._memo.squashed == b._memo.squashed
     assert [t.conversation for t in a.turns] == [t.conversation for t in b.turns] == ["c1"] * 3
     released, latest = a.turns[0], a.turns[-1]
     assert released.last_parts is None and released.echo_parts is None and released.keys is None
