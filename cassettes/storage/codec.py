@@ -88,23 +88,12 @@ def dumps_record(rec: dict[str, Any]) -> bytes:
 
 
 def _raw_form(data: bytes, t: float | None = None) -> dict[str, Any]:
-    form: dict[str, Any] = (
-        {"text": data.decode("utf-8")}
-        if _is_utf8(data)
-        else {"b64": base64.b64encode(data).decode()}
-    )
+    stored = _data_form(data)
+    form: dict[str, Any] = {"text": stored} if isinstance(stored, str) else dict(stored)
     form["too_deep"] = True
     if t is not None:
         form["t"] = t
     return form
-
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
