@@ -24,7 +24,7 @@ strings ``gen_ai.system_instructions``, ``gen_ai.input.messages``, ``gen_ai.outp
 source, the input's split as ``show`` prints it — ``looptap.tokens.split.*`` — and cost with its
 ``estimated`` flags) and every finding as a ``looptap.finding`` span event.
 
-The payload is OTLP/JSON (:func:`build_request`: hex ids, int64 as strings, per the OTLP
+The payload is OTLP/JSON (:func:`iter_requests`: hex ids, int64 as strings, per the OTLP
 spec); :mod:`cassettes.interop.otlp` encodes the same dict as OTLP protobuf for OTLP/HTTP.
 """
 
@@ -46,7 +46,7 @@ from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run, timeline
 from cassettes.views.growth import SPLIT, growth_bars
 
-__all__ = ["build_request", "iter_requests"]
+__all__ = ["iter_requests"]
 
 SCOPE_NAME = "looptap"
 SPAN_KIND_INTERNAL = 1
@@ -401,17 +401,6 @@ def _finding_event(f: Finding, t_ns: int) -> dict[str, Any]:
             }
         ),
     }
-
-
-def build_request(run: Run, content: bool = True, project: str | None = None) -> dict[str, Any]:
-    """The run as one OTLP/JSON ``ExportTraceServiceRequest`` (held whole: :func:`iter_requests`
-    gives a large run in pieces). The conversations' root spans come first."""
-    reqs = list(iter_requests(run, content, project))
-    last = reqs[-1]["resourceSpans"][0]["scopeSpans"][0]["spans"]
-    spans = [s for r in reqs[:-1] for s in r["resourceSpans"][0]["scopeSpans"][0]["spans"]]
-    roots = [s for s in last if s["kind"] == SPAN_KIND_INTERNAL]
-    rest = [s for s in last if s["kind"] != SPAN_KIND_INTERNAL]
-    return _request(reqs[-1], roots + spans + rest)
 
 
 def _request(like: dict[str, Any], spans: list[dict[str, Any]]) -> dict[str, Any]:

@@ -11,11 +11,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from real_corpus import corpus_files, load
 
 from cassettes.interop.har import har_chunks
-from cassettes.interop.otel import build_request
 from cassettes.interop.otlp import encode_request
 from cassettes.interop.textconv import render
 from cassettes.reading.run import Run
-from tests.interop.helpers import HAR_SCHEMA
+from tests.interop.helpers import HAR_SCHEMA, build_request
 
 pytestmark = pytest.mark.corpus
 
