@@ -10,8 +10,7 @@ is bounded here, once, with named limits:
 - :data:`WALK_DEPTH` — how deep analysis, verification, views and the inspector descend. A deeper
   subtree is treated as opaque (and labelled where it matters), never recursed into.
 
-:func:`json_depth` measures nesting iteratively (no recursion), stopping as soon as a limit is
-passed.
+:func:`too_deep` tests nesting without recursion in Python (orjson's own bound on what it writes).
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ __all__ = [
     "bounded",
     "cap_lists",
     "cut_reason",
-    "json_depth",
     "loads",
     "parse",
     "record_fits",
@@ -55,30 +53,18 @@ MARKER = "[looptap: nested too deep; cut here]"
 MAX_DECODED_BYTES = 64 << 20
 
 
-def json_depth(value: Any, limit: int = STORE_DEPTH) -> int:
-    """Nesting depth of a JSON-like value (a scalar is 0, ``[]`` is 1, ``[[1]]`` is 2), computed
-    without recursion. Stops early and returns ``limit + 1`` once the value is deeper than
-    ``limit``."""
-    if not isinstance(value, dict | list | tuple):
-        return 0
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > deepest:
-            deepest = depth
-            if deepest > limit:
-                return limit + 1
-        children = node.values() if isinstance(node, dict) else node
-        for child in children:
-            if isinstance(child, dict | list | tuple):
-                stack.append((child, depth + 1))
-    return deepest
-
-
 def too_deep(value: Any, limit: int = WALK_DEPTH) -> bool:
-    """Whether ``value`` nests deeper than ``limit``."""
-    return json_depth(value, limit) > limit
+    """Whether ``value`` (JSON values) nests deeper than ``limit`` (≤ :data:`RECORD_DEPTH`), tested
+    at C speed: orjson refuses to write more than 254 levels, so ``value`` wrapped in ``254 -
+    limit`` lists fails to serialise exactly when it is deeper than ``limit``."""
+    wrapped = value
+    for _ in range(RECORD_DEPTH - limit):
+        wrapped = [wrapped]
+    try:
+        orjson.dumps(wrapped, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as exc:
+        return "Recursion" in str(exc)
+    return False
 
 
 def shallow(value: Any, limit: int = WALK_DEPTH) -> Any:
@@ -93,20 +79,6 @@ def shallow(value: Any, limit: int = WALK_DEPTH) -> Any:
             return MARKER
         return [shallow(v, limit - 1) for v in value]
     return value
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests deeper than ``limit`` (≤ :data:`RECORD_DEPTH`), tested at C speed:
-    orjson refuses to write more than 254 levels, so ``value`` wrapped in ``254 - limit`` lists
-    fails to serialise exactly when it is deeper than ``limit``."""
-    wrapped = value
-    for _ in range(RECORD_DEPTH - limit):
-        wrapped = [wrapped]
-    try:
-        orjson.dumps(wrapped, option=orjson.OPT_NON_STR_KEYS)
-    except orjson.JSONEncodeError as exc:
-        return "Recursion" in str(exc)
-    return False
 
 
 def _few_brackets(raw: bytes | str | None, limit: int) -> bool:
@@ -160,7 +132,7 @@ def _bound(value: Any, raw: bytes | str | None) -> tuple[Any, str | None]:
     if not isinstance(value, dict | list):
         return value, None
     why = None
-    if not _few_brackets(raw, WALK_DEPTH) and _deeper_than(value, WALK_DEPTH):
+    if not _few_brackets(raw, WALK_DEPTH) and too_deep(value, WALK_DEPTH):
         value, why = shallow(value, WALK_DEPTH), cut_reason()
     many = raw is None or (raw.count(b",") if isinstance(raw, bytes) else raw.count(",")) > MAX_LIST
     if many and _has_long(value):
@@ -239,7 +211,7 @@ def record_fits(rec: Any, raw: bytes | None = None, limit: int = RECORD_DEPTH) -
     looptap writes: :data:`RECORD_DEPTH`)."""
     if not isinstance(rec, dict | list) or _few_brackets(raw, limit):
         return True
-    return not _deeper_than(rec, limit)
+    return not too_deep(rec, limit)
 
 
 def cap_lists(value: Any) -> Any:

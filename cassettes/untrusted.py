@@ -122,9 +122,7 @@ def has_unsafe(text: str) -> bool:
     return _UNSAFE.search(text) is not None
 
 
-# -- the byte form: JSON and other bytes written to stdout ------------------------------------
-
-_UNSAFE_BYTES_TEXT = _UNSAFE  # the same set; newline and tab are kept
+# -- the byte form: JSON and other bytes written to stdout (the same set; newline and tab kept) --
 
 
 def _escaped(m: re.Match[str]) -> str:
@@ -138,6 +136,11 @@ def _escaped(m: re.Match[str]) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
+def _escape_text(text: str) -> bytes:
+    """``text`` (decoded with ``surrogateescape``) as bytes, its unsafe characters escaped."""
+    return _UNSAFE.sub(_escaped, text).encode("utf-8", "surrogateescape")
+
+
 def json_safe(data: bytes) -> bytes:
     """``data`` (JSON, or any bytes bound for a terminal) with every control and invisible format
     character written as a JSON escape (``\\u001b``, ``\\u009b``, ``\\u202e``) and invalid UTF-8
@@ -145,9 +148,7 @@ def json_safe(data: bytes) -> bytes:
     holds only ASCII structure, and orjson already escapes C0 inside strings; what it leaves raw
     (C1, bidi, zero-width, line separators) becomes an escape."""
     text = data.decode("utf-8", "surrogateescape")
-    if _UNSAFE_BYTES_TEXT.search(text) is None:
-        return data
-    return _UNSAFE_BYTES_TEXT.sub(_escaped, text).encode("utf-8", "surrogateescape")
+    return data if _UNSAFE.search(text) is None else _escape_text(text)
 
 
 class SafeBinaryStream:
@@ -165,17 +166,13 @@ class SafeBinaryStream:
             self._text_layer.flush()
         text = self._decoder.decode(bytes(data))
         if text:
-            self._raw.write(
-                _UNSAFE_BYTES_TEXT.sub(_escaped, text).encode("utf-8", "surrogateescape")
-            )
+            self._raw.write(_escape_text(text))
         return len(data)
 
     def flush(self) -> None:
         tail = self._decoder.decode(b"", final=True)
         if tail:
-            self._raw.write(
-                _UNSAFE_BYTES_TEXT.sub(_escaped, tail).encode("utf-8", "surrogateescape")
-            )
+            self._raw.write(_escape_text(tail))
         self._raw.flush()
 
     def __getattr__(self, name: str) -> Any:

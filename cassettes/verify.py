@@ -43,10 +43,11 @@ from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.patterns import PatternError, UserPattern
 from cassettes.recording.names import REDACTED, credential_values, looks_secret, secret_name
-from cassettes.recording.redact import detector, salvage_decode, stream_texts
+from cassettes.recording.redact import detector, stream_texts
 from cassettes.storage.codec import decode_chunks
 from cassettes.storage.store import open_regular
 from cassettes.untrusted import clean_line
+from cassettes.wire.decoding import salvage
 
 __all__ = ["Find", "load_config_patterns", "main", "scan_file", "scan_lines"]
 
@@ -155,7 +156,7 @@ class Scanner:
         decode hides its secrets from a plain scan)."""
         for kind, secret, form in self.text(data.decode("utf-8", "replace")):
             yield kind, secret, "base64" if form == "text" else f"base64, {form}"
-        inner = salvage_decode(data)
+        inner = salvage(data)
         if inner:
             for kind, secret, form in self.text(inner.decode("utf-8", "replace")):
                 yield (

@@ -27,7 +27,7 @@ from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run, timeline
 from cassettes.wire.exchange import Exchange, Headers
 
-__all__ = ["build_har", "har_chunks"]
+__all__ = ["har_chunks"]
 
 
 def _iso(ts: float) -> str:
@@ -197,16 +197,9 @@ def iter_entries(run: Run) -> Iterator[dict[str, Any]]:
         yield _entry(rt, ex, start, length, synthetic, run)
 
 
-def build_har(run: Run) -> dict[str, Any]:
-    """The run as a HAR 1.2 document (held whole: :func:`har_chunks` writes a large run)."""
-    log = _log(run)
-    log["entries"] = list(iter_entries(run))
-    return {"log": log}
-
-
 def har_chunks(run: Run) -> Iterator[bytes]:
-    """The document :func:`build_har` makes, as JSON text a piece at a time (an entry per line),
-    so that a run of a million round trips is written without being held."""
+    """The run as a HAR 1.2 document, JSON text a piece at a time (an entry per line), so that a
+    run of a million round trips is written without being held."""
     head, _, tail = orjson.dumps({"log": _log(run)}).partition(b'"entries":[]')
     yield head + b'"entries":[\n'
     first = True

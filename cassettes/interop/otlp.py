@@ -152,7 +152,7 @@ def _resource_spans(rs: Mapping[str, Any]) -> bytes:
 
 
 def encode_request(req: Mapping[str, Any]) -> bytes:
-    """An OTLP/JSON ``ExportTraceServiceRequest`` (as :func:`~cassettes.interop.otel.build_request`
+    """An OTLP/JSON ``ExportTraceServiceRequest`` (as :func:`~cassettes.interop.otel.iter_requests`
     builds it) in the protobuf wire format."""
     return _msgs(1, req.get("resourceSpans"), _resource_spans)
 

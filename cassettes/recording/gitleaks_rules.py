@@ -1,5 +1,5 @@
 """Credential rules of gitleaks (gitleaks master b58d3f102cf3a2c84cb7f923d05c25c9b1aed84b (2026-07-22)), translated to Python by
-:mod:`cassettes.recording.gitleaks_refresh` (do not edit by hand: run it again).
+``bench/gitleaks_refresh.py`` (do not edit by hand: run it again).
 
 Each rule: (id, regex, keywords one of which a match contains (lower case), entropy floor of the
 secret, its capture group (0: the first that matched), allowlist regexes, stopwords)."""

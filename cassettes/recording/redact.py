@@ -309,7 +309,7 @@ class Redactor:
         decoded part with the secrets masked (and a note) to store instead of the raw bytes."""
         if not data or not encoding:
             return None
-        out = salvage_decode(data)
+        out = salvage(data)
         if not out:
             return None
         text = out.decode("utf-8", "surrogateescape")
@@ -405,11 +405,3 @@ class Redactor:
                 notes.append(salvaged[1])
         self._learner.minted(ex.url, resp_chunks)
         return self._streams.learn(resp_chunks)
-
-
-def salvage_decode(data: bytes, limit: int = 64 << 20) -> bytes:
-    """Whatever of a broken compressed body can be decoded (gzip with a bad CRC or followed by
-    junk, raw or zlib deflate, brotli, zstd), up to ``limit`` bytes; ``b""`` if nothing
-    (:func:`cassettes.wire.decoding.salvage`: within the decompression budget)."""
-
-    return salvage(data, limit)

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from cassettes import bounds
-from cassettes.bounds import RECORD_DEPTH, STORE_DEPTH, json_depth, record_fits
+from cassettes.bounds import RECORD_DEPTH, STORE_DEPTH, record_fits, too_deep
 from cassettes.errors import CassetteFormatError, NewerFormatError
 from cassettes.storage.delta import HistoryDecoder
 from cassettes.wire.exchange import Exchange
@@ -88,23 +88,12 @@ def dumps_record(rec: dict[str, Any]) -> bytes:
 
 
 def _raw_form(data: bytes, t: float | None = None) -> dict[str, Any]:
-    form: dict[str, Any] = (
-        {"text": data.decode("utf-8")}
-        if _is_utf8(data)
-        else {"b64": base64.b64encode(data).decode()}
-    )
+    stored = _data_form(data)
+    form: dict[str, Any] = {"text": stored} if isinstance(stored, str) else dict(stored)
     form["too_deep"] = True
     if t is not None:
         form["t"] = t
     return form
-
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
@@ -117,12 +106,12 @@ def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
     req = dict(out["request"])
     if isinstance(req.get("body"), dict) and ("json" in req["body"] or "delta" in req["body"]):
         body = req["body"].get("json", req["body"].get("delta"))
-        if json_depth(body, STORE_DEPTH) > STORE_DEPTH:
+        if too_deep(body, STORE_DEPTH):
             req["body"] = _raw_form(ex.request_body)
     out["request"] = req
     resp = out.get("response")
     if isinstance(resp, dict) and isinstance(resp.get("body"), dict) and "json" in resp["body"]:
-        if json_depth(resp["body"]["json"], STORE_DEPTH) > STORE_DEPTH:
+        if too_deep(resp["body"]["json"], STORE_DEPTH):
             resp = dict(resp)
             chunks = ex.response_chunks
             resp["body"] = _raw_form(

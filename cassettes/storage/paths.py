@@ -214,11 +214,8 @@ def _check_place(path: Path, what: str, parents: bool) -> None:
         raise UnsafePath(
             f"{what} {path} cannot be written: {directory} is {describe(st)}, not a directory"
         )
-    pid = os.getpid()
     try:
-        fd, probe = tempfile.mkstemp(
-            prefix=f".{path.name}.{pid}-{process_start(pid) or 0}-", suffix=".tmp", dir=directory
-        )
+        fd, probe = _mkstemp(path, directory)
     except OSError as exc:
         raise UnsafePath(
             f"{what} {path} cannot be written: no file can be created in {directory} "
@@ -287,6 +284,13 @@ def same_path(a: str | Path, b: str | Path) -> bool:
         return pa.parent.resolve() / pa.name == pb.parent.resolve() / pb.name
 
 
+def _mkstemp(path: Path, directory: Path) -> tuple[int, str]:
+    """A private file in ``directory`` (``mkstemp``), named as :func:`reclaim_staged` reads."""
+    pid = os.getpid()
+    prefix = f".{path.name}.{pid}-{process_start(pid) or 0}-"
+    return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+
+
 @dataclass
 class Staged:
     """A private file beside its destination, written before it is put in place."""
@@ -305,17 +309,13 @@ def staged(target: Target, *, mode: int = 0o600) -> Iterator[Staged]:
     Its name carries the writer's pid and start time (``.NAME.<pid>-<start>-XXXX.tmp``): one left
     by a writer killed outright (SIGKILL, a crash) is removed by the next write of the same target
     (:func:`reclaim_staged`)."""
-    directory = target.path.parent
     reclaim_staged(target.path)
-    pid = os.getpid()
     try:
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{target.path.name}.{pid}-{process_start(pid) or 0}-",
-            suffix=".tmp",
-            dir=directory,
-        )
+        fd, tmp = _mkstemp(target.path, target.path.parent)
     except OSError as exc:
-        raise CassetteIOError(f"cannot write in {directory}: {exc.strerror or exc}") from None
+        raise CassetteIOError(
+            f"cannot write in {target.path.parent}: {exc.strerror or exc}"
+        ) from None
     tmp_path = Path(tmp)
     try:
         with os.fdopen(fd, "wb") as f:

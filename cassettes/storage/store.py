@@ -37,7 +37,7 @@ from cassettes.storage.codec import (
     record_to_exchange,
 )
 from cassettes.storage.delta import HistoryDecoder
-from cassettes.storage.paths import UnsafePath, describe, open_append
+from cassettes.storage.paths import open_append
 from cassettes.wire.exchange import Exchange
 
 __all__ = [
@@ -81,36 +81,11 @@ def private_open(path: str | Path, *, append: bool = False) -> BinaryIO:
     existing file is narrowed to 0600 before anything is written. Never through a link, and
     only a regular file of this user (storage/paths.py): anything else raises
     :class:`~cassettes.storage.paths.UnsafePath`."""
-    if append:
-        fd, _ = open_append(path, "the file")
-        os.fchmod(fd, 0o600)
-        return os.fdopen(fd, "ab")
-    try:
-        fd = os.open(
-            path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600
-        )
-    except OSError as exc:
-        fd = -1
-        err = exc
-    if fd < 0:
-        try:
-            st = os.lstat(path)
-        except OSError:
-            raise CassetteIOError(
-                f"cannot open {path} for writing: {err.strerror or err}"
-            ) from None
-        raise UnsafePath(f"{path} is {describe(st)}: looptap does not write to it") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-        os.close(fd)
-        raise UnsafePath(
-            f"{path} is "
-            f"{describe(st) if not stat.S_ISREG(st.st_mode) else 'a file of another user'}: "
-            "looptap does not write to it"
-        )
+    fd, _ = open_append(path, "the file")
     os.fchmod(fd, 0o600)
-    os.ftruncate(fd, 0)
-    return os.fdopen(fd, "wb")
+    if not append:
+        os.ftruncate(fd, 0)  # (opened to append: every write lands at the end, from 0 on)
+    return os.fdopen(fd, "ab" if append else "wb")
 
 
 def write_private(path: str | Path, data: bytes) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field
 
 from cassettes.models import FinishReason
-from cassettes.views.roundtrip_object import KEYS, SCHEMA, roundtrip_json
+from cassettes.views.roundtrip_object import SCHEMA, roundtrip_json
 
 __all__ = [
     "SCHEMA",
@@ -50,7 +50,7 @@ _HTTP = "the HTTP request (query string not included; it is redacted in the cass
 
 class _Object(BaseModel):
     """An object of the schema. Its fields say what the JSON holds; ``roundtrip_json`` builds the
-    JSON itself (:func:`ordered_object`), so these models are instantiated only to validate it:
+    JSON itself (as plain dicts), so these models are instantiated only to validate it:
     their validators are built then (``defer_build``), not by every command that imports this
     module."""
 
@@ -225,25 +225,6 @@ class RoundTripJson(_Object):
         "`name_arguments`), `model_seq`, `conversation`, `turn` of the model's call it ran, or "
         "`candidates` (how many equal awaiting calls it could have run, when not linked)"
     )
-
-
-#: :mod:`cassettes.views.roundtrip_object` builds the object without these models, from its
-#: ``KEYS``: checked here against the models' field order, so a field added to a model and not to
-#: the builder fails wherever this module is imported (the docs' generation, the tests).
-for _model in (
-    RoundTripJson,
-    FinishReasonJson,
-    UsageJson,
-    ToolCallJson,
-    ErrorJson,
-    TimingJson,
-    RequestJson,
-):
-    if tuple(f.alias or name for name, f in _model.model_fields.items()) != KEYS[_model.__name__]:
-        raise TypeError(
-            f"cassettes.views.roundtrip_object.KEYS[{_model.__name__!r}"
-            "] is not the model's field order"
-        )
 
 
 # -- the doc table and the JSON Schema, generated from RoundTripJson ----------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cassettes.interop.otel import iter_requests
+from cassettes.reading.run import Run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
 
@@ -22,6 +24,12 @@ def write_cassette(src_yaml: Path, dest: Path) -> Path:
         for ex in load_vcr(src_yaml):
             w.append(ex)
     return dest
+
+
+def build_request(run: Run, content: bool = True) -> dict[str, Any]:
+    """The one OTLP/JSON request ``export --otel`` writes for a run of under 1,000 spans."""
+    (req,) = iter_requests(run, content)
+    return req
 
 
 _NV = {

@@ -5,16 +5,16 @@ per round trip."""
 from __future__ import annotations
 
 import jsonschema
+import orjson
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from real_corpus import corpus_files, load
 
-from cassettes.interop.har import build_har
-from cassettes.interop.otel import build_request
+from cassettes.interop.har import har_chunks
 from cassettes.interop.otlp import encode_request
 from cassettes.interop.textconv import render
 from cassettes.reading.run import Run
-from tests.interop.helpers import HAR_SCHEMA
+from tests.interop.helpers import HAR_SCHEMA, build_request
 
 pytestmark = pytest.mark.corpus
 
@@ -39,7 +39,7 @@ def test_every_corpus_recording_exports() -> None:
             and s.end_time_unix_nano >= s.start_time_unix_nano
             for s in spans
         )
-        har = build_har(run)
+        har = orjson.loads(b"".join(har_chunks(run)))
         errors = list(validator.iter_errors(har))
         assert not errors, f"{path}: {errors[0].message}"
         lines = list(render(run))

@@ -20,12 +20,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from cassettes import providers
 from cassettes.cli import main
-from cassettes.interop.otel import build_request
 from cassettes.interop.otlp import encode_request
 from cassettes.reading.run import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.mitmflow import load_flows
-from tests.interop.helpers import CACHE_WRITE, FIXTURES, REASONING, write_cassette
+from tests.interop.helpers import (
+    CACHE_WRITE,
+    FIXTURES,
+    REASONING,
+    build_request,
+    write_cassette,
+)
 
 _IDS = ("traceId", "spanId", "parentSpanId")
 

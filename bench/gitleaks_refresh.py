@@ -1,7 +1,7 @@
 """Regenerate :mod:`cassettes.recording.gitleaks_rules` from gitleaks' maintained ruleset.
 
-    python -m cassettes.recording.gitleaks_refresh                 # fetch the latest release's config
-    python -m cassettes.recording.gitleaks_refresh --source FILE    # from a local gitleaks.toml
+    python bench/gitleaks_refresh.py                  # fetch the latest release's config
+    python bench/gitleaks_refresh.py --source FILE    # from a local gitleaks.toml
 
 gitleaks (https://github.com/gitleaks/gitleaks, MIT) keeps ~200 credential rules, each a regular
 expression with the keywords one of which any match contains, an entropy floor and allowlists.
@@ -14,8 +14,9 @@ with the licence and the source's version. Rules that cannot be translated are l
 redactor's field-name net covers that shape in structured data, and in free text it masks ordinary
 prose.
 
-Run by a maintainer (it needs the network); the result is committed, never fetched at run time.
-"""  # noqa: E501
+Run by a maintainer (it needs the network); the result is committed, never fetched at run time,
+and this script is no part of the package (as ``bench/unicode_unsafe.py``, the sanitiser's).
+"""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 URL = "https://raw.githubusercontent.com/gitleaks/gitleaks/{ref}/config/gitleaks.toml"
 LICENSE_URL = "https://raw.githubusercontent.com/gitleaks/gitleaks/{ref}/LICENSE"
-OUT = Path(__file__).with_name("gitleaks_rules.py")
+OUT = Path(__file__).resolve().parents[1] / "cassettes" / "recording" / "gitleaks_rules.py"
 #: Left out on purpose (see the module's docstring).
 SKIP = {"generic-api-key"}
 _LEFT = r"[\w.-]{0,50}?"
@@ -88,9 +89,9 @@ def translate(rx: str) -> str:
             m = re.match(re.escape(_LEFT) + r"(\(\?i:)" + re.escape(_LEFT), rx)
             if m is None:
                 break
-            rx = m.group(1) + rx[m.end():]
+            rx = m.group(1) + rx[m.end() :]
             continue
-        rx = (m.group(1) or "") + rx[m.end():]
+        rx = (m.group(1) or "") + rx[m.end() :]
     for d in _DELIM:
         if rx.endswith(d):
             rx = rx[: -len(d)] + "(?![A-Za-z0-9])"
@@ -133,7 +134,7 @@ def build(doc: dict[str, object], version: str, licence: str) -> tuple[str, list
     notice = "\n".join(f"# {line}".rstrip() for line in licence.strip().splitlines())
     text = (
         f'"""Credential rules of gitleaks ({version}), translated to Python by\n'
-        ":mod:`cassettes.recording.gitleaks_refresh` (do not edit by hand: run it again).\n\n"
+        "``bench/gitleaks_refresh.py`` (do not edit by hand: run it again).\n\n"
         "Each rule: (id, regex, keywords one of which a match contains (lower case), entropy floor "
         "of the\n"
         "secret, its capture group (0: the first that matched), allowlist regexes, "
@@ -147,7 +148,7 @@ def build(doc: dict[str, object], version: str, licence: str) -> tuple[str, list
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cassettes.recording.gitleaks_refresh")
+    ap = argparse.ArgumentParser(prog="python bench/gitleaks_refresh.py")
     ap.add_argument("--source", help="a local gitleaks.toml (default: fetch --ref from GitHub)")
     ap.add_argument("--license", help="a local copy of gitleaks' LICENSE (default: fetched)")
     ap.add_argument(
