@@ -30,7 +30,7 @@ from cassettes.mcp.answers import (
     checked_roots,
     encode,
 )
-from cassettes.mcp.stdio import serve_stdio
+from cassettes.mcp.stdio import BoundedLines, serve_stdio
 from cassettes.untrusted import clean
 
 if TYPE_CHECKING:
@@ -325,10 +325,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-#: A JSON-RPC request line read by :func:`_refuse` (the client's ``initialize`` is small).
-_REFUSE_LINE = 1024 * 1024
-
-
 def _refuse(message: str, stdio: bool) -> int:
     """A server that cannot start says why on stderr and, on stdio to a client (stdin not a
     terminal), answers each request with a JSON-RPC error carrying the same line, until the
@@ -337,16 +333,11 @@ def _refuse(message: str, stdio: bool) -> int:
     print(message, file=sys.stderr)
     if not stdio or sys.stdin.isatty():
         return 2
-    raw, out = sys.stdin.buffer, sys.stdout.buffer
-    while True:
-        line = raw.readline(_REFUSE_LINE + 1)
-        if not line:
-            return 2
-        while len(line) > _REFUSE_LINE and not line.endswith(b"\n"):  # skipped, never held
-            more = raw.readline(64 * 1024)
-            if not more or more.endswith(b"\n"):
-                line = b"{}"
-                break
+    lines, out = BoundedLines(sys.stdin.buffer), sys.stdout.buffer
+    while (got := lines.readline()) is not None:
+        line, too_long = got
+        if too_long:  # skipped, never held
+            continue
         try:
             msg = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -365,6 +356,7 @@ def _refuse(message: str, stdio: bool) -> int:
             )
         )
         out.flush()
+    return 2
 
 
 _LOOPBACK = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1", "[::1]": "::1"}

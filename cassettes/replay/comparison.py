@@ -21,7 +21,7 @@ import orjson
 
 from cassettes.errors import CassetteError, problem_lines
 from cassettes.hints import count
-from cassettes.matching import RuleError
+from cassettes.matching import RuleError, rules_of_args
 from cassettes.net import header_problem, said_name
 from cassettes.reading.branch import relate
 from cassettes.reading.run import open_run
@@ -43,7 +43,6 @@ from cassettes.replay.forking.rundiff import (
     Divergence,
     comparing,
     diff_analysed,
-    diff_rules,
     divergence_lines,
     fork_lined_up,
 )
@@ -63,7 +62,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if not _related(args, notes):
         return 2
     try:  # refused before either run is read
-        rules = diff_rules(args.a, args)
+        rules = rules_of_args(args, args.a)
     except RuleError as exc:
         _err(f"error: {exc}")
         return 2

@@ -68,7 +68,6 @@ __all__ = [
     "branch_diff",
     "comparing",
     "comparing_files",
-    "diff_rules",
     "divergence_lines",
 ]
 
@@ -77,7 +76,8 @@ def comparing(
     rules: Rules | None, header_a: Any, header_b: Any, volatile: bool = True
 ) -> Comparing:
     """How ``looptap diff A B`` compares requests: as ``looptap replay A`` matches them — the
-    ``rules`` (:func:`diff_rules`: the project's for A's cassette with the command line's), and
+    ``rules`` (:func:`~cassettes.matching.rules_of_args`: the project's for A's cassette, as the
+    replay finds them, with the command line's), and
     the built-in detectors unless turned off (``volatile=False``: ``--no-volatile``; or the
     project's ``volatile = false``). The detectors, one set for both sides (a text both hold is
     scanned once), know the working directories and homes both headers name (``meta.cwd``,
@@ -97,19 +97,10 @@ def comparing(
     return Comparing(spans, rules or None)
 
 
-def diff_rules(cassette_a: str | Path | None, args: Any = None) -> Rules:
-    """The rules two runs' requests are compared by: the project's, found from A's cassette as
-    the replay finds them (its ``looptap.toml``, else ``pyproject.toml``'s ``[tool.looptap]``:
-    :mod:`cassettes.matching`), with a command line's ``--ignore``, ``--substitute`` and
-    ``--volatile-tool`` added (``args``). Raises :class:`~cassettes.matching.RuleError`
-    (one line) for a rule that cannot be used."""
-    return rules_of_args(args, cassette_a)
-
-
 def comparing_files(cassette_a: str | Path, header_a: Any, header_b: Any) -> Comparing:
     """:func:`comparing` for two cassettes and no command line (MCP, the inspector): the
     project's rules for A's, the detectors unless the project turns them off."""
-    return comparing(diff_rules(cassette_a), header_a, header_b)
+    return comparing(rules_of_args(None, cassette_a), header_a, header_b)
 
 
 @dataclass
@@ -251,9 +242,9 @@ class Divergences(list[Divergence]):
         super().__init__(*args)
         self.tolerated = []
 
-    def add(self, found: Iterable[Divergence], limit: int) -> None:
+    def add(self, found: Iterable[Divergence]) -> None:
         for d in found:
-            if len(self) < limit:
+            if len(self) < MAX_DIVERGENCES:
                 self.append(d)
             else:
                 self.left_out += 1
@@ -309,15 +300,12 @@ def diff_analysed(
     rb: RunAnalysis,
     exa: Callable[[int], Exchange],
     exb: Callable[[int], Exchange],
-    limit: int | None = None,
     *,
     compare: Comparing,
 ) -> Divergences:
     """The divergences of two analysed runs; ``exa``/``exb`` give a round trip's exchange by seq;
     ``compare``: how their requests are compared (:func:`comparing`; what it tolerates goes to
-    ``tolerated``). At most ``limit`` (:data:`MAX_DIVERGENCES`) are kept; ``left_out`` counts the
-    others."""
-    keep = MAX_DIVERGENCES if limit is None else limit
+    ``tolerated``). At most :data:`MAX_DIVERGENCES` are kept; ``left_out`` counts the others."""
     out = Divergences()
     runs = _Runs(ra, rb, exa, exb, compare, out)
     for ca, cb, offset in conversation_pairs(ra, rb):
@@ -329,9 +317,9 @@ def diff_analysed(
                 f"run {who} has a conversation run {other} never started "
                 f"({count(len(present.turns), 'turn')})"
             )
-            out.add([Divergence("C", message, ca.id if ca else None, cb.id if cb else None)], keep)
+            out.add([Divergence("C", message, ca.id if ca else None, cb.id if cb else None)])
             continue
-        out.add(_diff_conversation(runs, ca.turns, cb.turns, ca.id, cb.id, offset), keep)
+        out.add(_diff_conversation(runs, ca.turns, cb.turns, ca.id, cb.id, offset))
     return out
 
 
