@@ -36,7 +36,9 @@ __all__ = [
     "encode",
     "json_size",
     "layer_of",
+    "number",
     "page",
+    "read_json",
     "safe_json",
     "shrink",
     "text",
@@ -134,6 +136,23 @@ def safe_json(value: Any, limit: int, depth: int = 0) -> Any:
             out_l.append(f"…{count(len(value) - 50, 'more item')}")
         return out_l
     return value
+
+
+def number(value: Any) -> int | float | None:
+    """A number from a file (anything else, and a bool, is no number)."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def read_json(path: Path, most: int, what: str, **named: Any) -> Any:
+    """The JSON in ``path``, a file under the roots that anything may have edited; refused
+    (:class:`QueryError`, the question's ``named`` arguments quoted) over ``most`` bytes or when it
+    is not JSON."""
+    if path.stat().st_size > most:
+        raise QueryError(f"this {what} is over {most >> 20} MiB: not read", **named)
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise QueryError(f"this {what} is not JSON", **named, reason=str(exc)) from None
 
 
 def json_size(value: Any) -> int:

@@ -8,9 +8,7 @@ Errors are converted by the core CLI (one line, non-zero exit); these commands o
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import stat
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -47,6 +45,7 @@ from cassettes.replay.forking.rundiff import (
     fork_lined_up,
 )
 from cassettes.storage.paths import UnsafePath, check_target, same_path, write_new
+from cassettes.storage.store import open_regular
 from cassettes.untrusted import clean_line
 from cassettes.views.progress import reading_line
 
@@ -370,13 +369,12 @@ _REPORT_START = re.compile(rb'\A\{\s*"looptap"\s*:\s*"compare"')
 
 def _is_report(path: Path) -> bool:
     """Whether ``path`` is a regular file that starts as a saved comparison does (read without
-    following a link or blocking)."""
+    following a link or blocking: :func:`~cassettes.storage.store.open_regular`)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open_regular(path, follow=False) as f:
+            return _REPORT_START.match(f.read(256)) is not None
     except OSError:
         return False
-    with os.fdopen(fd, "rb") as f:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and _REPORT_START.match(f.read(256)) is not None
 
 
 def _report_target(args: argparse.Namespace) -> Any:

@@ -28,9 +28,7 @@ from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.own import without_own
 
 
-def _headers_sent(
-    ex: Exchange, headers: Headers, said_once: set[str] | None = None
-) -> tuple[Headers, list[str]]:
+def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str]) -> tuple[Headers, list[str]]:
     """The headers a recorded request is sent with: of the recorded ones only what says what the
     body is and which API version it speaks
     (:func:`cassettes.net.recorded_request_headers`: never a recorded
@@ -46,10 +44,8 @@ def _headers_sent(
             safe.append((k, v))
             continue
         said.append(f"recorded header {said_name(k)} of round trip {ex.seq} not sent: {why}")
-        # once per recorded round trip, not per sample
-        if said_once is None or k.lower() not in said_once:
-            if said_once is not None:
-                said_once.add(k.lower())
+        if k.lower() not in said_once:  # once per recorded round trip, not per sample
+            said_once.add(k.lower())
             print(f"looptap compare: {said[-1]}", file=sys.stderr)
     names = {k.lower() for k, _ in headers}
     recorded = recorded_request_headers(
