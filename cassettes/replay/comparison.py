@@ -21,7 +21,7 @@ from cassettes.errors import CassetteError, problem_lines
 from cassettes.hints import count
 from cassettes.matching import RuleError, rules_of_args
 from cassettes.net import header_problem, said_name
-from cassettes.reading.branch import relate
+from cassettes.reading.branch import Relation, relate
 from cassettes.reading.run import open_run
 from cassettes.recording.redact import Redactor
 from cassettes.replay.forking.compare import (
@@ -58,7 +58,8 @@ def _err(msg: str) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     notes: list[str] = []
-    if not _related(args, notes):
+    rel = relate(args.a, args.b)  # (the origin's digest computed once)
+    if not _related(args, rel, notes):
         return 2
     try:  # refused before either run is read
         rules = rules_of_args(args, args.a)
@@ -74,7 +75,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     # each run's detectors
     compare = comparing(rules, run_a.header, run_b.header, volatile=not args.no_volatile)
     # A branch forked from A is lined up from its cursor; else runs on no common API are one line.
-    forked = fork_lined_up(args.a, args.b, run_a, run_b, notes, compare=compare)
+    forked = None if rel is None else fork_lined_up(rel, run_a, run_b, notes, compare=compare)
     unrelated = None if forked is not None else different_apis(run_a, run_b)
     if forked is not None:
         divs = forked
@@ -111,11 +112,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 1 if any(d.layer != "fork" for d in divs) else 0
 
 
-def _related(args: argparse.Namespace, notes: list[str]) -> bool:
-    """How ``args.a`` and ``args.b`` are related, said before either is read: a branch named
-    first is compared from its origin (``args`` swapped), a branch beside a run it was not forked
-    from is noted; ``False`` (said on stderr) when a branch's origin changed since the fork."""
-    rel = relate(args.a, args.b)
+def _related(args: argparse.Namespace, rel: Relation | None, notes: list[str]) -> bool:
+    """How ``args.a`` and ``args.b`` are related (``rel``), said before either is read: a branch
+    named first is compared from its origin (``args`` swapped), a branch beside a run it was not
+    forked from is noted; ``False`` (said on stderr) when a branch's origin changed since the
+    fork (the prefix cannot be compared: a turn-by-turn diff would only invent divergences)."""
     if rel is not None and rel.changed is not None:  # one line, not a false divergence per turn
         _err(f"looptap diff: {clean_line(rel.changed)}")
         return False

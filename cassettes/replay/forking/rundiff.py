@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from cassettes.analysis import RunAnalysis, Turn
-from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.matching import (
     IGNORED,
@@ -44,7 +43,7 @@ from cassettes.matching import (
     tolerated,
     tool_result_changes,
 )
-from cassettes.reading.branch import read_entries, relate
+from cassettes.reading.branch import Relation, read_entries
 from cassettes.replay.forking.lineup import (
     Comparing,
     Lineup,
@@ -191,34 +190,20 @@ def _real(value: Any, ids: dict[str, str], depth: int = 0) -> Any:
 
 
 def fork_lined_up(
-    path_a: str | Path,
-    path_b: str | Path,
-    a: Any,
-    b: Any,
-    notes: list[str] | None,
-    *,
-    compare: Comparing,
-) -> list[Divergence] | None:
-    """When B (opened ``b``) is a branch forked from A (its header names A as its origin, checked
-    by the digest it keeps: :func:`cassettes.reading.branch.relate`), the divergences lined up
-    from the cursor (:func:`branch_diff`), and ``notes`` gets the lines saying how; ``None`` when B
-    is not A's branch. Raises :class:`~cassettes.errors.CassetteError` (one line) when A is the
-    file B names as its origin but not the run B was forked from (it changed since the fork):
-    the prefix cannot be compared, and a turn-by-turn diff would only invent divergences."""
-    rel = relate(path_a, path_b)
-    if rel is None or rel.swapped:
-        return None
-    if rel.changed is not None:
-        raise CassetteError(rel.changed)
-    found = branch_diff(a, b, path_b, rel.meta, compare=compare)
+    rel: Relation, a: Any, b: Any, notes: list[str], *, compare: Comparing
+) -> list[Divergence]:
+    """B (opened ``b``), a branch forked from A (opened ``a``) as ``rel`` says (its header names
+    A as its origin, checked by the digest it keeps: :func:`cassettes.reading.branch.relate`; an
+    origin changed since the fork is refused by the caller): the divergences lined up from the
+    cursor (:func:`branch_diff`); ``notes`` gets the lines saying how."""
+    found = branch_diff(a, b, rel.branch, rel.meta, compare=compare)
     cursor = rel.meta.get("cursor")
     where = cursor.get("text") if isinstance(cursor, dict) else None
-    if notes is not None:
-        notes.append(
-            f"B is a branch of A forked at {where}: lined up from the cursor; the prefix is A's, "
-            "served from it (equal by construction)"
-        )
-        notes.extend(found.said)
+    notes.append(
+        f"B is a branch of A forked at {where}: lined up from the cursor; the prefix is A's, "
+        "served from it (equal by construction)"
+    )
+    notes.extend(found.said)
     return found.divergences
 
 
