@@ -234,8 +234,6 @@ def build_server(roots: list[str]) -> Any:
         never starts a run or sends a request. `run` defaults to the origin the branch names."""  # noqa: E501
         return locals()
 
-    del fork_diff
-
     @tool
     def comparison(
         report: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
@@ -249,8 +247,6 @@ def build_server(roots: list[str]) -> Any:
         never starts a comparison or sends a request."""  # noqa: E501
         return locals()
 
-    del comparison
-
     @tool
     def why_report(
         why: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
@@ -262,8 +258,6 @@ def build_server(roots: list[str]) -> Any:
         it never runs a branch or sends a request."""  # noqa: E501
         return locals()
 
-    del why_report
-
     @tool
     def web_report(run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Where to get a run as one self-contained web page to show a person (turns with E/A/C badges,
@@ -271,8 +265,8 @@ def build_server(roots: list[str]) -> Any:
         it (this server only reads, it writes nothing) and the page, if one is already beside the run."""  # noqa: E501
         return locals()
 
-    del web_report
-    del list_runs, run_summary, findings, turn, search, growth, diff, tail
+    del list_runs, run_summary, findings, turn, search, growth, diff, tail, fork_diff, comparison
+    del why_report, web_report
     return server
 
 
