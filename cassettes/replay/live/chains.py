@@ -150,10 +150,11 @@ def threads_of(exchanges: Iterable[Exchange]) -> Threads:
 def as_sent_live(
     exchanges: Iterable[Exchange], by_seq: Callable[[int], Exchange], starts: Iterable[int]
 ) -> Callable[[int], Exchange]:
-    """``by_seq`` with the recorded turns at a fork's cursor (``starts``: their seqs) as the fork
-    sent them: a turn that continued an earlier answer (replayed, so the live upstream never gave
-    it) self-contained, its input the history that answer stood for. So a branch's first live
-    turn is compared with what it was sent as, not with the shorthand."""
+    """``by_seq`` with the recorded turns ``starts`` (their seqs: a fork's at its cursor, or every
+    turn ``looptap compare`` sends) as they are sent live: a turn that continued an earlier answer
+    (replayed, so the live upstream never gave it) self-contained, its input the history that
+    answer stood for. So a branch's first live turn is compared with what it was sent as, not
+    with the shorthand."""
     at = set(starts)
     made: dict[int, Exchange] = {}
     threads: list[Threads] = []
