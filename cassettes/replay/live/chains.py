@@ -102,10 +102,7 @@ def answer_of(chunks: list[Chunk], content_type: str | None) -> Any:
     if framed.kind == "json":
         return framed.value
     for ev in reversed(framed.events[-4:]):
-        try:
-            doc = bounds.loads(ev.data.encode("utf-8", "surrogateescape"))
-        except (orjson.JSONDecodeError, ValueError):
-            continue
+        doc = bounds.loads_or_none(ev.data.encode("utf-8", "surrogateescape"))
         if isinstance(doc, dict):
             return doc
     return None
@@ -228,7 +225,7 @@ class Chains:
         """The body of a request sent live as it goes (``None``: as the client sent it), and its
         note: self-contained when it continues an answer replayed from the recording, which the
         live upstream never gave (the same rule as over a WebSocket)."""
-        doc = _json(body)
+        doc = bounds.loads_or_none(body)
         chain = chaining_of(method, target, doc)
         if chain is None or chain.thread(doc, None)[0] is None:
             return None, []
@@ -239,7 +236,7 @@ class Chains:
         """The recorded ``answer`` stood, in this run, for the request as the client sent it
         (``body``: a tolerant prefix's changed tool results), not as recorded: a later request
         continuing it is made self-contained from what the client really sent."""
-        doc = _json(body)
+        doc = bounds.loads_or_none(body)
         chain = chaining_of(method, target, doc)
         if chain is not None:
             content_type = answer.response_header("content-type")
@@ -255,17 +252,9 @@ class Chains:
     ) -> None:
         """An answer the live upstream gave (``headers``, ``chunks`` as relayed) to a request sent
         live (``sent``: its body as sent): a later request continuing it goes as it is."""
-        doc = _json(sent)
+        doc = bounds.loads_or_none(sent)
         chain = chaining_of(method, target, doc)
         if chain is not None:
             body = decode_chunks(chunks, header(headers, "content-encoding")).chunks
             answer = answer_of(body, header(headers, "content-type"))
             self.answered(chain, doc, answer, self.live_ids)
-
-
-def _json(body: bytes) -> Any:
-    """A request body as JSON (``None``: empty or not JSON)."""
-    try:
-        return bounds.loads(body) if body else None
-    except (orjson.JSONDecodeError, ValueError):
-        return None

@@ -185,10 +185,7 @@ def apply_edits(
     item's JSON path and the client's value there)."""
     if not edits or not body:
         return body, []
-    try:
-        doc = bounds.loads(body)
-    except (orjson.JSONDecodeError, ValueError):
-        return body, []
+    doc = bounds.loads_or_none(body)
     marks: list[dict[str, Any]] = []
     for e in edits:
         hits = _hits(method, target, doc, e)
@@ -502,10 +499,7 @@ def edit_notes(marks: list[dict[str, Any]], inside: str | None = None) -> list[s
 def carried(method: str, target: str, body: bytes, e: Edit) -> list[Any]:
     """The values of the items of ``body`` that ``e`` would rewrite (none: the request does not
     carry its target), ``e`` and ``body`` left as they are."""
-    try:
-        doc = bounds.loads(body) if body else None
-    except (orjson.JSONDecodeError, ValueError):
-        return []
+    doc = bounds.loads_or_none(body)
     if e.kind == "continue":  # a request whose API can be asked to go on with a cut answer
         return [int(e.value)] if continuable(method, target, doc) else []
     return [before for _, before, _ in _hits(method, target, doc, e)]
