@@ -6,6 +6,7 @@ read files under the roots, never start a run or send a request."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -223,15 +224,13 @@ def _turn(t: dict[str, Any]) -> dict[str, Any]:
     """One turn of a report, every string made safe (the report's texts are the models' words)."""
     args = _dict(t.get("arguments"))
     samples = [s for s in _list(t.get("samples"), 50) if isinstance(s, dict)]
-    said: dict[str, int] = {}
-    violations: dict[str, int] = {}
-    for s in samples:
-        key = _said(s)
-        said[key] = said.get(key, 0) + 1
-        for c in _list(s.get("calls"), 10):
-            for e in _list(_dict(c).get("schema_errors"), 10):
-                v = f"{_dict(c).get('name')}: {e}"
-                violations[v] = violations.get(v, 0) + 1
+    said = Counter(_said(s) for s in samples)
+    violations = Counter(
+        f"{_dict(c).get('name')}: {e}"
+        for s in samples
+        for c in _list(s.get("calls"), 10)
+        for e in _list(_dict(c).get("schema_errors"), 10)
+    )
     return {
         "seq": number(t.get("seq")),
         "turn": number(t.get("turn")),
@@ -240,13 +239,9 @@ def _turn(t: dict[str, Any]) -> dict[str, Any]:
         "self_agreement": number(t.get("self_agreement")),
         "arguments": {k: number(args.get(k)) for k in _TALLY},
         "recorded_answer": text(_said(_dict(t.get("recorded"))), 300),
-        "answers": [
-            {"n": n, "said": text(k, 300)}
-            for k, n in sorted(said.items(), key=lambda kv: -kv[1])[:5]
-        ],
+        "answers": [{"n": n, "said": text(k, 300)} for k, n in said.most_common(5)],
         "schema_violations": [
-            {"n": n, "violation": text(v, 300)}
-            for v, n in sorted(violations.items(), key=lambda kv: -kv[1])[:5]
+            {"n": n, "violation": text(v, 300)} for v, n in violations.most_common(5)
         ],
         "finish": [text(s.get("finish"), 40) for s in samples[:10]],
         "new_to_client": [text(x, 300) for x in _list(t.get("new_to_client"), 10)],

@@ -56,6 +56,16 @@ def _err(msg: str) -> None:
     print(f"looptap: {msg}", file=sys.stderr)
 
 
+def _json(doc: Any) -> bytes:
+    """A ``--json`` document (or a saved report) as written: indented, ending in a newline."""
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str)
+
+
+def _print_json(doc: Any) -> None:
+    sys.stdout.buffer.write(_json(doc))
+    sys.stdout.flush()
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     notes: list[str] = []
     rel = relate(args.a, args.b)  # (the origin's digest computed once)
@@ -93,14 +103,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         for p in problem_lines(problems):
             _err(f"warning: {path}: {p}")
     if args.json:
-        sys.stdout.buffer.write(
-            orjson.dumps(
-                _diff_doc(args, notes, divs),
-                option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE,
-                default=str,
-            )
-        )
-        sys.stdout.flush()
+        _print_json(_diff_doc(args, notes, divs))
     elif unrelated is not None:
         print(f"looptap diff {args.a} {args.b}: {unrelated.message}")
     else:
@@ -282,10 +285,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # the candidate's answers may echo a key, as a recorded body may
     doc = redactor.document(result.as_json())
     if args.json:
-        sys.stdout.buffer.write(
-            orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str)
-        )
-        sys.stdout.flush()
+        _print_json(doc)
     else:
         for line in result.lines():
             print(line)
@@ -412,10 +412,7 @@ def _save_report(target: Any, doc: Any) -> None:
         replaced = target.replaces is not None and target.path.stat().st_size > 0
     except OSError:
         replaced = False
-    write_new(
-        target,
-        orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str),
-    )
+    write_new(target, _json(doc))
     _err(
         f"comparison saved to {target.path}"
         + (" (the earlier comparison there replaced)" if replaced else "")
