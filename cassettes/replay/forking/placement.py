@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from cassettes import providers
@@ -57,15 +57,8 @@ class CursorSpec:
     divergence: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "text": self.text,
-            "turn": self.turn,
-            "conversation": self.conversation,
-            "seq": self.seq,
-        }
-        if self.divergence:
-            out["divergence"] = True
-        return out
+        """The fields, ``divergence`` only when it is one."""
+        return {k: v for k, v in asdict(self).items() if k != "divergence" or v}
 
 
 def parse_cursor(text: str) -> CursorSpec:
