@@ -30,7 +30,7 @@ from cassettes.mcp.answers import (
     checked_roots,
     encode,
 )
-from cassettes.mcp.stdio import BoundedLines, serve_stdio
+from cassettes.mcp.stdio import BoundedLines, serve_stdio, usable_id
 from cassettes.untrusted import clean
 
 if TYPE_CHECKING:
@@ -338,11 +338,7 @@ def _refuse(message: str, stdio: bool) -> int:
             msg = {"id": None}
         if not isinstance(msg, dict) or "id" not in msg:
             continue  # a notification gets no answer
-        id_ = (
-            msg["id"]
-            if isinstance(msg["id"], str | int) and not isinstance(msg["id"], bool)
-            else None
-        )
+        id_ = msg["id"] if usable_id(msg["id"]) else None
         out.write(
             orjson.dumps(
                 {"jsonrpc": "2.0", "id": id_, "error": {"code": -32603, "message": message}},
