@@ -206,6 +206,14 @@ def loads(data: bytes | str) -> Any:
     return parse(data)[0]
 
 
+def loads_or_none(data: bytes | str | None) -> Any:
+    """:func:`loads`, or ``None`` for no data or data that is not JSON."""
+    try:
+        return loads(data) if data else None
+    except ValueError:  # (orjson.JSONDecodeError is one)
+        return None
+
+
 def record_fits(rec: Any, raw: bytes | None = None, limit: int = RECORD_DEPTH) -> bool:
     """Whether a cassette record nests no deeper than ``limit`` levels (by default, the most
     looptap writes: :data:`RECORD_DEPTH`)."""

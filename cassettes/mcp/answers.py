@@ -36,7 +36,9 @@ __all__ = [
     "encode",
     "json_size",
     "layer_of",
+    "number",
     "page",
+    "read_json",
     "safe_json",
     "shrink",
     "text",
@@ -136,6 +138,23 @@ def safe_json(value: Any, limit: int, depth: int = 0) -> Any:
     return value
 
 
+def number(value: Any) -> int | float | None:
+    """A number from a file (anything else, and a bool, is no number)."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def read_json(path: Path, most: int, what: str, **named: Any) -> Any:
+    """The JSON in ``path``, a file under the roots that anything may have edited; refused
+    (:class:`QueryError`, the question's ``named`` arguments quoted) over ``most`` bytes or when it
+    is not JSON."""
+    if path.stat().st_size > most:
+        raise QueryError(f"this {what} is over {most >> 20} MiB: not read", **named)
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise QueryError(f"this {what} is not JSON", **named, reason=str(exc)) from None
+
+
 def json_size(value: Any) -> int:
     """The bytes of ``value`` as JSON."""
     return len(orjson.dumps(value, default=str))
@@ -193,7 +212,7 @@ def encode(answer: dict[str, Any], max_bytes: Any = DEFAULT_BYTES) -> str:
         return data.decode()
     body = dict(answer)
     for chars, items in ((400, 50), (120, 10), (40, 3), (20, 1)):
-        body = {k: v if k == "note" else shrink(_cut(v, items), chars) for k, v in answer.items()}
+        body = {k: v if k == "note" else shrink(v, chars, items) for k, v in answer.items()}
         body["clipped"] = (
             f"texts and lists shortened to fit max_bytes={cap}; ask with a larger max_bytes, a "
             "smaller limit, or message=N"
@@ -213,29 +232,24 @@ def encode(answer: dict[str, Any], max_bytes: Any = DEFAULT_BYTES) -> str:
     return orjson.dumps({"error": f"this answer does not fit in max_bytes={cap}"}).decode()
 
 
-def _cut(value: Any, items: int) -> Any:
-    if isinstance(value, dict):
-        return {k: _cut(v, items) for k, v in list(value.items())[:items]} | (
-            {"…": count(len(value) - items, "more key")} if len(value) > items else {}
-        )
-    if isinstance(value, list):
-        return [_cut(v, items) for v in value[:items]] + (
-            [f"…{count(len(value) - items, 'more item')}"] if len(value) > items else []
-        )
-    return value
-
-
 def wrap(answer: dict[str, Any]) -> dict[str, Any]:
     """``answer`` with :data:`UNTRUSTED_NOTE` first."""
     return {"note": UNTRUSTED_NOTE, **answer}
 
 
-def shrink(value: Any, limit: int) -> Any:
+def shrink(value: Any, limit: int, items: int | None = None) -> Any:
+    """``value`` with its texts clipped to ``limit`` characters and, with ``items``, its objects
+    and lists cut to that many entries (how many more said in the last)."""
     if isinstance(value, str) and len(value) > limit:
         return value[:limit] + "…[clipped]"
     if isinstance(value, dict):
-        return {k: shrink(v, limit) for k, v in value.items()}
+        out = {k: shrink(v, limit, items) for k, v in list(value.items())[:items]}
+        if items is not None and len(value) > items:
+            out["…"] = shrink(count(len(value) - items, "more key"), limit)
+        return out
     if isinstance(value, list):
-        return [shrink(v, limit) for v in value]
+        out_l = [shrink(v, limit, items) for v in value[:items]]
+        if items is not None and len(value) > items:
+            out_l.append(shrink(f"…{count(len(value) - items, 'more item')}", limit))
+        return out_l
     return value
-

@@ -6,6 +6,7 @@ read files under the roots, never start a run or send a request."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ from cassettes.mcp.answers import (
     QueryError,
     byte_budget,
     layer_of,
+    number,
     page,
+    read_json,
     text,
     wrap,
 )
@@ -157,11 +160,6 @@ def report_path(runs: Runs, name: str) -> Path:
     raise QueryError("no file of this name under the roots", report=name)
 
 
-def _count(value: Any) -> int | float | None:
-    """A number from the report (anything else, and a bool, is no number)."""
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def comparison(runs: Runs, report: str, offset: int, limit: int, max_bytes: int) -> dict[str, Any]:
     """A saved comparison: its verdict (agreement, cost and latency ratios, E and A differences;
     whether it stopped early, which recorded turns it skipped), then per turn, agreement with the
@@ -173,16 +171,16 @@ def comparison(runs: Runs, report: str, offset: int, limit: int, max_bytes: int)
     items = [_turn(t) for t in turns[max(offset, 0) :]]
     shown, nxt = page(items, 0, max(1, min(limit, 200)), byte_budget(max_bytes))
     tally = _dict(doc.get("arguments"))
-    agreements = [a for a in (_count(t.get("agreement")) for t in turns) if a is not None]
+    agreements = [a for a in (number(t.get("agreement")) for t in turns) if a is not None]
     verdict = _dict(doc.get("verdict"))  # reports saved before the verdict have none: None
     return wrap(
         {
-            "samples": _count(doc.get("samples")),
+            "samples": number(doc.get("samples")),
             "turns": len(turns),
             "agreement": round(sum(agreements) / len(agreements), 4) if agreements else None,
-            "verdict": {k: _count(verdict.get(k)) for k in _VERDICT} if verdict else None,
+            "verdict": {k: number(verdict.get(k)) for k in _VERDICT} if verdict else None,
             "stopped": bool(doc.get("stopped")),
-            "arguments": {k: _count(tally.get(k)) for k in _TALLY},
+            "arguments": {k: number(tally.get(k)) for k in _TALLY},
             "recorded": {
                 "report": text(str(path.name), 200),
                 "run": text(doc.get("run"), 300),
@@ -201,14 +199,7 @@ def _report(runs: Runs, report: str) -> tuple[Path, dict[str, Any]]:
     """The comparison report ``report`` under the roots, read (at most :data:`MAX_REPORT_BYTES`)
     and checked to be one; else :class:`QueryError`."""
     path = report_path(runs, report)
-    if path.stat().st_size > MAX_REPORT_BYTES:
-        raise QueryError(
-            f"this report is over {MAX_REPORT_BYTES >> 20} MiB: not read", report=report
-        )
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise QueryError("this report is not JSON", report=report, reason=str(exc)) from None
+    doc = read_json(path, MAX_REPORT_BYTES, "report", report=report)
     if (
         not isinstance(doc, dict)
         or doc.get("looptap") != REPORT_KIND
@@ -233,30 +224,24 @@ def _turn(t: dict[str, Any]) -> dict[str, Any]:
     """One turn of a report, every string made safe (the report's texts are the models' words)."""
     args = _dict(t.get("arguments"))
     samples = [s for s in _list(t.get("samples"), 50) if isinstance(s, dict)]
-    said: dict[str, int] = {}
-    violations: dict[str, int] = {}
-    for s in samples:
-        key = _said(s)
-        said[key] = said.get(key, 0) + 1
-        for c in _list(s.get("calls"), 10):
-            for e in _list(_dict(c).get("schema_errors"), 10):
-                v = f"{_dict(c).get('name')}: {e}"
-                violations[v] = violations.get(v, 0) + 1
+    said = Counter(_said(s) for s in samples)
+    violations = Counter(
+        f"{_dict(c).get('name')}: {e}"
+        for s in samples
+        for c in _list(s.get("calls"), 10)
+        for e in _list(_dict(c).get("schema_errors"), 10)
+    )
     return {
-        "seq": _count(t.get("seq")),
-        "turn": _count(t.get("turn")),
+        "seq": number(t.get("seq")),
+        "turn": number(t.get("turn")),
         "conversation": text(t.get("conversation"), 40),
-        "agreement": _count(t.get("agreement")),
-        "self_agreement": _count(t.get("self_agreement")),
-        "arguments": {k: _count(args.get(k)) for k in _TALLY},
+        "agreement": number(t.get("agreement")),
+        "self_agreement": number(t.get("self_agreement")),
+        "arguments": {k: number(args.get(k)) for k in _TALLY},
         "recorded_answer": text(_said(_dict(t.get("recorded"))), 300),
-        "answers": [
-            {"n": n, "said": text(k, 300)}
-            for k, n in sorted(said.items(), key=lambda kv: -kv[1])[:5]
-        ],
+        "answers": [{"n": n, "said": text(k, 300)} for k, n in said.most_common(5)],
         "schema_violations": [
-            {"n": n, "violation": text(v, 300)}
-            for v, n in sorted(violations.items(), key=lambda kv: -kv[1])[:5]
+            {"n": n, "violation": text(v, 300)} for v, n in violations.most_common(5)
         ],
         "finish": [text(s.get("finish"), 40) for s in samples[:10]],
         "new_to_client": [text(x, 300) for x in _list(t.get("new_to_client"), 10)],

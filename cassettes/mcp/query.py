@@ -81,7 +81,6 @@ __all__ = [
     "tail",
     "turn",
     "web_report",
-    "web_report_answer",
     "why_report",
 ]
 
@@ -501,15 +500,11 @@ def _next_seq(r: Run, t: Turn) -> int | None:
 
 
 def web_report(runs: Runs, run: str, max_bytes: int) -> dict[str, Any]:
-    """The ``web_report`` answer for the run ``run`` names (a few hundred bytes: ``max_bytes``
-    never cuts it)."""
+    """The ``web_report`` answer for the run ``run`` names: the ``looptap export --html`` command
+    (with this interpreter, so it runs whatever is on PATH) and the page beside the run, if any
+    (a few hundred bytes: ``max_bytes`` never cuts it)."""
     del max_bytes
-    return web_report_answer(runs.resolve(run))
-
-
-def web_report_answer(path: Path) -> dict[str, Any]:
-    """The ``web_report`` answer for the run at ``path``: the ``looptap export --html`` command
-    (with this interpreter, so it runs whatever is on PATH) and the page beside the run, if any."""
+    path = runs.resolve(run)
     page = path.with_name(path.name + ".html")
     command = shlex.join(
         [sys.executable, "-m", "cassettes.cli", "export", "--html", str(path), "-o", str(page)]

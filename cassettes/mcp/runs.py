@@ -11,10 +11,10 @@ from typing import Any
 
 from cassettes.errors import CassetteError
 from cassettes.fleet.files import RUN_SUFFIXES, run_files
-from cassettes.matching import RuleError, find_config
+from cassettes.matching import RuleError, find_config, rules_of_args
 from cassettes.mcp.answers import QueryError, checked_roots, text
 from cassettes.reading.run import Run, open_run
-from cassettes.replay.forking.rundiff import comparing, diff_rules
+from cassettes.replay.forking.rundiff import comparing
 
 __all__ = ["RUN_SUFFIXES", "Runs"]
 
@@ -72,12 +72,12 @@ class Runs:
         (:func:`cassettes.replay.forking.rundiff.comparing`: the built-in detectors, each run's with
         its own working directory and home, and the project's rules for A's cassette), the project's
         file read only when it is under a root (else no rules: this server reads nothing else)."""
-        found = find_config(path_a)  # (as diff_rules finds it)
+        found = find_config(path_a)  # (as rules_of_args finds it)
         try:
             inside = found is not None and any(
                 found[0].resolve().is_relative_to(r) for r in self.roots
             )
-            rules = diff_rules(path_a) if inside else None
+            rules = rules_of_args(None, path_a) if inside else None
         except (RuleError, OSError) as exc:
             raise QueryError(
                 "the project's looptap rules for this run cannot be used",

@@ -30,7 +30,7 @@ from cassettes.mcp.answers import (
     checked_roots,
     encode,
 )
-from cassettes.mcp.stdio import serve_stdio
+from cassettes.mcp.stdio import BoundedLines, serve_stdio, usable_id
 from cassettes.untrusted import clean
 
 if TYPE_CHECKING:
@@ -234,8 +234,6 @@ def build_server(roots: list[str]) -> Any:
         never starts a run or sends a request. `run` defaults to the origin the branch names."""  # noqa: E501
         return locals()
 
-    del fork_diff
-
     @tool
     def comparison(
         report: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
@@ -249,8 +247,6 @@ def build_server(roots: list[str]) -> Any:
         never starts a comparison or sends a request."""  # noqa: E501
         return locals()
 
-    del comparison
-
     @tool
     def why_report(
         why: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES
@@ -262,8 +258,6 @@ def build_server(roots: list[str]) -> Any:
         it never runs a branch or sends a request."""  # noqa: E501
         return locals()
 
-    del why_report
-
     @tool
     def web_report(run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Where to get a run as one self-contained web page to show a person (turns with E/A/C badges,
@@ -271,8 +265,8 @@ def build_server(roots: list[str]) -> Any:
         it (this server only reads, it writes nothing) and the page, if one is already beside the run."""  # noqa: E501
         return locals()
 
-    del web_report
-    del list_runs, run_summary, findings, turn, search, growth, diff, tail
+    del list_runs, run_summary, findings, turn, search, growth, diff, tail, fork_diff, comparison
+    del why_report, web_report
     return server
 
 
@@ -325,10 +319,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-#: A JSON-RPC request line read by :func:`_refuse` (the client's ``initialize`` is small).
-_REFUSE_LINE = 1024 * 1024
-
-
 def _refuse(message: str, stdio: bool) -> int:
     """A server that cannot start says why on stderr and, on stdio to a client (stdin not a
     terminal), answers each request with a JSON-RPC error carrying the same line, until the
@@ -337,27 +327,18 @@ def _refuse(message: str, stdio: bool) -> int:
     print(message, file=sys.stderr)
     if not stdio or sys.stdin.isatty():
         return 2
-    raw, out = sys.stdin.buffer, sys.stdout.buffer
-    while True:
-        line = raw.readline(_REFUSE_LINE + 1)
-        if not line:
-            return 2
-        while len(line) > _REFUSE_LINE and not line.endswith(b"\n"):  # skipped, never held
-            more = raw.readline(64 * 1024)
-            if not more or more.endswith(b"\n"):
-                line = b"{}"
-                break
+    lines, out = BoundedLines(sys.stdin.buffer), sys.stdout.buffer
+    while (got := lines.readline()) is not None:
+        line, too_long = got
+        if too_long:  # skipped, never held
+            continue
         try:
             msg = orjson.loads(line)
         except orjson.JSONDecodeError:
             msg = {"id": None}
         if not isinstance(msg, dict) or "id" not in msg:
             continue  # a notification gets no answer
-        id_ = (
-            msg["id"]
-            if isinstance(msg["id"], str | int) and not isinstance(msg["id"], bool)
-            else None
-        )
+        id_ = msg["id"] if usable_id(msg["id"]) else None
         out.write(
             orjson.dumps(
                 {"jsonrpc": "2.0", "id": id_, "error": {"code": -32603, "message": message}},
@@ -365,6 +346,7 @@ def _refuse(message: str, stdio: bool) -> int:
             )
         )
         out.flush()
+    return 2
 
 
 _LOOPBACK = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1", "[::1]": "::1"}

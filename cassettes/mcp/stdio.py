@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-__all__ = ["LINE_LIMIT", "BoundedLines", "classify", "serve_stdio"]
+__all__ = ["LINE_LIMIT", "BoundedLines", "classify", "serve_stdio", "usable_id"]
 
 #: The longest request line read (MCP requests from a client are small: tool names and arguments).
 LINE_LIMIT = 4 * 1024 * 1024
@@ -50,7 +50,8 @@ class BoundedLines:
                 return b"", True
 
 
-def _usable_id(value: Any) -> bool:
+def usable_id(value: Any) -> bool:
+    """Whether a JSON-RPC id can be answered with: a string or an integer (not a boolean)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
@@ -94,7 +95,7 @@ def classify(line: bytes, too_long: bool = False) -> tuple[Any, dict[str, Any] |
             return None, error(
                 -32600, "Invalid Request: not a JSON-RPC 2.0 request, notification or response"
             )
-        id_ = data["id"] if _usable_id(data["id"]) else None
+        id_ = data["id"] if usable_id(data["id"]) else None
         return None, error(
             -32600,
             "Invalid Request: not a valid JSON-RPC 2.0 request "

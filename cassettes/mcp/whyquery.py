@@ -7,9 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from cassettes.mcp.answers import QueryError, byte_budget, page, text, wrap
+from cassettes.mcp.answers import QueryError, byte_budget, number, page, read_json, text, wrap
 from cassettes.mcp.runs import Runs
 from cassettes.why.state import STATE
 from cassettes.why.stats import wilson
@@ -33,10 +31,6 @@ def _state_path(runs: Runs, name: str) -> Path:
             raise QueryError("no why.json here (looptap why -o DIR writes it)", why=name)
         return state
     raise QueryError("nothing of this name under the roots", why=name)
-
-
-def _count(value: Any) -> int | float | None:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _so_far(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -72,13 +66,7 @@ def _so_far(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _read_state(runs: Runs, why: str) -> dict[str, Any]:
     """The state file of the why ``why``, as JSON: within :data:`MAX_STATE_BYTES`, a why's."""
-    path = _state_path(runs, why)
-    if path.stat().st_size > MAX_STATE_BYTES:
-        raise QueryError(f"this why.json is over {MAX_STATE_BYTES >> 20} MiB: not read", why=why)
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise QueryError("this why.json is not JSON", why=why, reason=str(exc)) from None
+    doc = read_json(_state_path(runs, why), MAX_STATE_BYTES, "why.json", why=why)
     if not isinstance(doc, dict) or doc.get("looptap") != "why":
         raise QueryError("this file is not the state of a looptap why", why=why)
     return doc
@@ -89,9 +77,9 @@ def _intervention(i: dict[str, Any]) -> dict[str, Any]:
     return {
         "layer": text(i.get("layer"), 2),
         "conversation": text(i.get("conversation"), 40),
-        "turn": _count(i.get("turn")),
-        **{k: _count(i.get(k)) for k in _NUMBERS},
-        "invalid": _count(i.get("invalid")),
+        "turn": number(i.get("turn")),
+        **{k: number(i.get(k)) for k in _NUMBERS},
+        "invalid": number(i.get("invalid")),
         "runnable": i.get("runnable") is True,
         "what": text(i.get("what"), 300),
         "missing": text(i.get("missing"), 400),
@@ -121,14 +109,14 @@ def why_report(runs: Runs, why: str, offset: int, limit: int, max_bytes: int) ->
     return wrap(
         {
             "finished": verdict is not None,
-            "samples": _count(doc.get("samples")),
+            "samples": number(doc.get("samples")),
             "interventions": len(report),
             "verdict": None
             if verdict is None
             else {
                 "determined": verdict.get("determined") is True,
-                "turn": _count(verdict.get("turn")),
-                **{k: _count(verdict.get(k)) for k in _NUMBERS},
+                "turn": number(verdict.get("turn")),
+                **{k: number(verdict.get(k)) for k in _NUMBERS},
             },
             "recorded": {
                 "run": text(doc.get("run"), 300),

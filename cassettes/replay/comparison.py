@@ -8,9 +8,7 @@ Errors are converted by the core CLI (one line, non-zero exit); these commands o
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import stat
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -21,9 +19,9 @@ import orjson
 
 from cassettes.errors import CassetteError, problem_lines
 from cassettes.hints import count
-from cassettes.matching import RuleError
+from cassettes.matching import RuleError, rules_of_args
 from cassettes.net import header_problem, said_name
-from cassettes.reading.branch import relate
+from cassettes.reading.branch import Relation, relate
 from cassettes.reading.run import open_run
 from cassettes.recording.redact import Redactor
 from cassettes.replay.forking.compare import (
@@ -43,11 +41,11 @@ from cassettes.replay.forking.rundiff import (
     Divergence,
     comparing,
     diff_analysed,
-    diff_rules,
     divergence_lines,
     fork_lined_up,
 )
 from cassettes.storage.paths import UnsafePath, check_target, same_path, write_new
+from cassettes.storage.store import open_regular
 from cassettes.untrusted import clean_line
 from cassettes.views.progress import reading_line
 
@@ -58,12 +56,23 @@ def _err(msg: str) -> None:
     print(f"looptap: {msg}", file=sys.stderr)
 
 
+def _json(doc: Any) -> bytes:
+    """A ``--json`` document (or a saved report) as written: indented, ending in a newline."""
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str)
+
+
+def _print_json(doc: Any) -> None:
+    sys.stdout.buffer.write(_json(doc))
+    sys.stdout.flush()
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     notes: list[str] = []
-    if not _related(args, notes):
+    rel = relate(args.a, args.b)  # (the origin's digest computed once)
+    if not _related(args, rel, notes):
         return 2
     try:  # refused before either run is read
-        rules = diff_rules(args.a, args)
+        rules = rules_of_args(args, args.a)
     except RuleError as exc:
         _err(f"error: {exc}")
         return 2
@@ -76,7 +85,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     # each run's detectors
     compare = comparing(rules, run_a.header, run_b.header, volatile=not args.no_volatile)
     # A branch forked from A is lined up from its cursor; else runs on no common API are one line.
-    forked = fork_lined_up(args.a, args.b, run_a, run_b, notes, compare=compare)
+    forked = None if rel is None else fork_lined_up(rel, run_a, run_b, notes, compare=compare)
     unrelated = None if forked is not None else different_apis(run_a, run_b)
     if forked is not None:
         divs = forked
@@ -94,14 +103,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         for p in problem_lines(problems):
             _err(f"warning: {path}: {p}")
     if args.json:
-        sys.stdout.buffer.write(
-            orjson.dumps(
-                _diff_doc(args, notes, divs),
-                option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE,
-                default=str,
-            )
-        )
-        sys.stdout.flush()
+        _print_json(_diff_doc(args, notes, divs))
     elif unrelated is not None:
         print(f"looptap diff {args.a} {args.b}: {unrelated.message}")
     else:
@@ -113,11 +115,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 1 if any(d.layer != "fork" for d in divs) else 0
 
 
-def _related(args: argparse.Namespace, notes: list[str]) -> bool:
-    """How ``args.a`` and ``args.b`` are related, said before either is read: a branch named
-    first is compared from its origin (``args`` swapped), a branch beside a run it was not forked
-    from is noted; ``False`` (said on stderr) when a branch's origin changed since the fork."""
-    rel = relate(args.a, args.b)
+def _related(args: argparse.Namespace, rel: Relation | None, notes: list[str]) -> bool:
+    """How ``args.a`` and ``args.b`` are related (``rel``), said before either is read: a branch
+    named first is compared from its origin (``args`` swapped), a branch beside a run it was not
+    forked from is noted; ``False`` (said on stderr) when a branch's origin changed since the
+    fork (the prefix cannot be compared: a turn-by-turn diff would only invent divergences)."""
     if rel is not None and rel.changed is not None:  # one line, not a false divergence per turn
         _err(f"looptap diff: {clean_line(rel.changed)}")
         return False
@@ -283,10 +285,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # the candidate's answers may echo a key, as a recorded body may
     doc = redactor.document(result.as_json())
     if args.json:
-        sys.stdout.buffer.write(
-            orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str)
-        )
-        sys.stdout.flush()
+        _print_json(doc)
     else:
         for line in result.lines():
             print(line)
@@ -371,13 +370,12 @@ _REPORT_START = re.compile(rb'\A\{\s*"looptap"\s*:\s*"compare"')
 
 def _is_report(path: Path) -> bool:
     """Whether ``path`` is a regular file that starts as a saved comparison does (read without
-    following a link or blocking)."""
+    following a link or blocking: :func:`~cassettes.storage.store.open_regular`)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open_regular(path, follow=False) as f:
+            return _REPORT_START.match(f.read(256)) is not None
     except OSError:
         return False
-    with os.fdopen(fd, "rb") as f:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and _REPORT_START.match(f.read(256)) is not None
 
 
 def _report_target(args: argparse.Namespace) -> Any:
@@ -414,10 +412,7 @@ def _save_report(target: Any, doc: Any) -> None:
         replaced = target.replaces is not None and target.path.stat().st_size > 0
     except OSError:
         replaced = False
-    write_new(
-        target,
-        orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str),
-    )
+    write_new(target, _json(doc))
     _err(
         f"comparison saved to {target.path}"
         + (" (the earlier comparison there replaced)" if replaced else "")

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CONTINUED", "edit_text", "edited_messages", "edits_json", "reconstructed_said"]
+__all__ = [
+    "CONTINUED",
+    "edit_text",
+    "edited_messages",
+    "edits_json",
+    "reconstructed_said",
+    "user_messages",
+]
 
 
 def edits_json(marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -55,7 +62,8 @@ def _edited_index(msgs: list[Any], label: str) -> int | None:
     if label.startswith("tool_result[") and label.endswith("]"):
         return _result_index(msgs, label[len("tool_result[") : -1])
     if label.startswith("user[") and label.endswith("]") and label[5:-1].isdigit():
-        return _user_index(msgs, int(label[5:-1]))
+        users = user_messages(msgs)
+        return users[int(label[5:-1])] if int(label[5:-1]) < len(users) else None
     if label == "system":
         return next((i for i, msg in enumerate(msgs) if msg.role in ("system", "developer")), -1)
     return None
@@ -75,16 +83,16 @@ def _result_index(msgs: list[Any], call_id: str) -> int | None:
     )
 
 
-def _user_index(msgs: list[Any], n: int) -> int | None:
-    """The ``n``-th user message that says something (text, not a tool result)."""
-    users = [
+def user_messages(msgs: list[Any]) -> list[int]:
+    """The indices of the user messages that say something (text, not a tool result): what a
+    ``user[N]`` edit counts."""
+    return [
         i
         for i, msg in enumerate(msgs)
         if msg.role == "user"
         and any(p.text for p in msg.parts)
         and not any(p.tool_result is not None for p in msg.parts)
     ]
-    return users[n] if n < len(users) else None
 
 
 #: What a ``continue`` mark's ``before`` is: the request is looptap's own (the client sent none of

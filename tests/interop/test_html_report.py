@@ -279,17 +279,16 @@ def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(
     (issue 43): it is said only when Jinja2 cannot be imported by the interpreter the command
     names."""
     pytest.importorskip("jinja2")
-    from cassettes.mcp.query import web_report_answer
+    from cassettes.mcp.query import Runs, web_report
 
     run = tmp_path / "demo.jsonl"
     run.write_bytes(demo_cassette.read_bytes())
-    here = web_report_answer(run)
+    here = web_report(Runs([tmp_path]), "demo.jsonl", 6000)
     assert "html extra" not in here["how"] and "install" not in here["how"], here["how"]
     code = (
         "import sys, json; sys.modules['jinja2'] = None\n"
-        "from pathlib import Path\n"
-        "from cassettes.mcp.query import web_report_answer\n"
-        f"print(json.dumps(web_report_answer(Path({str(run)!r}))))\n"
+        "from cassettes.mcp.query import Runs, web_report\n"
+        f"print(json.dumps(web_report(Runs([{str(tmp_path)!r}]), 'demo.jsonl', 6000)))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True

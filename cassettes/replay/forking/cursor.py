@@ -34,7 +34,7 @@ path's model where the adapter says the path names one: a deployment, or a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from cassettes.net import Request
 from cassettes.replay.forking.placement import (
     CursorError,
     CursorSpec,
+    listed_items,
     parse_cursor,
     place,
     selects,
@@ -343,15 +344,15 @@ class Cursor:
 
     def report_lines(self) -> list[str]:
         starts = sorted(self.starts.items(), key=lambda kv: kv[1])
-        where = _listed([f"{c or '-'} from seq {s}" for c, s in starts], 10)
-        went = _listed(sorted(str(c) for c in self.forked), 10)
+        where = listed_items([f"{c or '-'} from seq {s}" for c, s in starts], 10)
+        went = listed_items(sorted(str(c) for c in self.forked), 10)
         out = [
             f"fork at {self.spec.text}: {count(self.sent, 'request')} sent live; went live: "
             f"{went or 'none'} (cursor: {where})"
         ]
         for conv, sent in sorted(self.live_turns.items(), key=lambda kv: str(kv[0]))[:10]:
             models = ", ".join(dict.fromkeys(clean_line(m or "?")[:80] for _, m in sent))
-            turns = _listed([str(t) if t is not None else "?" for t, _ in sent], 20)
+            turns = listed_items([str(t) if t is not None else "?" for t, _ in sent], 20)
             out.append(
                 f"  live in {conv or '-'}: turns {turns} on "
                 f"{models}{' (--model)' if self.model is not None else ''}"
@@ -427,13 +428,6 @@ def _client_rewrote(
         if note not in out:
             out.append(note)
     return out
-
-
-def _listed(items: Sequence[str], limit: int) -> str:
-    """The first ``limit`` of ``items``, joined by commas, then how many more there are."""
-    return ", ".join(items[:limit]) + (
-        f", … {len(items) - limit} more" if len(items) > limit else ""
-    )
 
 
 def bases_of(items: Iterable[str], flag: str) -> dict[str, str]:

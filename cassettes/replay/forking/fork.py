@@ -138,14 +138,13 @@ def branch_meta(
     source: ForkSource,
     model: str | None,
     edits: list[str] | None = None,
-    check: list[Edit] | None = None,
     branch: Path | None = None,
     prefix: str = "strict",
     placed: Placement | None = None,
 ) -> dict[str, Any]:
     """The branch cassette's header ``meta`` (for a branch at ``branch``), naming its origin: the
-    cursor as :func:`locate` placed it (``placed``, else placed here with the edits ``check``)."""
-    at = placed or locate(source, model, list(check or []))
+    cursor as :func:`locate` placed it (``placed``, else placed here with no edit)."""
+    at = placed or locate(source, model, [])
     # the branch's own cwd and home (its agent is this process's child), as a recording's header has
     # them
     return {

@@ -6,7 +6,7 @@ rules propose`` (:mod:`~cassettes.replay.forking.propose`), ``looptap run --repe
 
 - Conversations are paired in the order they started, turns by their index in the conversation
   (:func:`conversation_pairs`); a branch is lined up with its origin from the cursor instead
-  (:func:`lined_up`, :func:`branch_turns`: each branch conversation continues the origin's whose
+  (:func:`lined_up`: each branch conversation continues the origin's whose
   request at the cursor its first is closest to).
 - Two requests are compared as replay matches them (:class:`Comparing`: ids and timestamps
   normalised, the detectors and the rules it is given).
@@ -37,7 +37,6 @@ __all__ = [
     "Comparing",
     "Lineup",
     "answer_kind",
-    "branch_turns",
     "canonical",
     "conversation_pairs",
     "emitted",
@@ -219,12 +218,3 @@ def lined_up(
     )
     lineup = _pair_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare)
     return origin, exa, lineup
-
-
-def branch_turns(
-    a: Run, b: Run, path_b: str | Path, meta: dict[str, Any], *, compare: Comparing
-) -> list[tuple[str, int, int | None, int]]:
-    """Every turn of the branch ``b`` lined up with its origin's, as
-    :func:`~cassettes.replay.forking.rundiff.branch_diff` lines them up, without comparing them
-    (``looptap run --repeat``'s agreement table)."""
-    return turns_of(lined_up(a, b, path_b, meta, compare)[2])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from cassettes import providers
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from cassettes.matching import Recorded
     from cassettes.providers import Provider
 
-__all__ = ["CursorError", "CursorSpec", "parse_cursor", "place", "selects"]
+__all__ = ["CursorError", "CursorSpec", "listed_items", "parse_cursor", "place", "selects"]
 
 _INT = re.compile(r"[0-9]{1,9}")
 _CONV = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -57,15 +57,8 @@ class CursorSpec:
     divergence: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "text": self.text,
-            "turn": self.turn,
-            "conversation": self.conversation,
-            "seq": self.seq,
-        }
-        if self.divergence:
-            out["divergence"] = True
-        return out
+        """The fields, ``divergence`` only when it is one."""
+        return {k: v for k, v in asdict(self).items() if k != "divergence" or v}
 
 
 def parse_cursor(text: str) -> CursorSpec:
@@ -222,9 +215,7 @@ def _turns_held(recorded: Iterable[Recorded], conversation: str | None = None) -
         if r.conversation is not None and r.turn is not None:
             turns.setdefault(r.conversation, set()).add(r.turn)
     if conversation is not None and conversation not in turns:
-        listed = ", ".join(sorted(turns)[:20]) + (
-            f", … {len(turns) - 20} more" if len(turns) > 20 else ""
-        )
+        listed = listed_items(sorted(turns), 20)
         return f"has no conversation {conversation} (its conversations: {listed or 'none'})"
     if conversation is not None:
         turns = {conversation: turns[conversation]}
@@ -235,13 +226,20 @@ def _turns_held(recorded: Iterable[Recorded], conversation: str | None = None) -
         alike.setdefault((len(held), min(held), max(held)), []).append(conv)
     said = []
     for (n, lo, hi), convs in list(alike.items())[:5]:
-        names = ", ".join(convs[:10]) + (f", … {len(convs) - 10} more" if len(convs) > 10 else "")
+        names = listed_items(convs, 10)
         span = f"{lo}–{hi}" if lo != hi else f"{lo}"
         said.append(
             f"{count(n, 'turn')} ({span}) in conversation{'s' if len(convs) > 1 else ''} {names}"
         )
     more = f"; … {len(alike) - 5} more" if len(alike) > 5 else ""
     return "has " + "; ".join(said) + more
+
+
+def listed_items(items: Sequence[str], limit: int) -> str:
+    """The first ``limit`` of ``items``, joined by commas, then how many more there are."""
+    return ", ".join(items[:limit]) + (
+        f", … {len(items) - limit} more" if len(items) > limit else ""
+    )
 
 
 def _model_vendor(model: str) -> str | None:

@@ -45,7 +45,7 @@ from cassettes.reading.run import open_run
 from cassettes.replay.forking.lineup import Comparing, conversation_pairs
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["Difference", "Proposal", "propose", "propose_files"]
+__all__ = ["Difference", "Proposal", "propose_files"]
 
 #: Top-level request fields whose text the model reads (besides the family's history key): a
 #: volatile value there is substituted narrowly, never its path ignored.
@@ -217,16 +217,6 @@ def _toml_str(s: str) -> str:
 # Lining the runs up
 
 
-def propose_files(path_a: str, path_b: str) -> tuple[Proposal, list[str]]:
-    """:func:`propose` for two recorded files (any format ``looptap`` reads); also their
-    problems."""
-    a, b = open_run(path_a), open_run(path_b)
-    return propose(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq), [
-        *a.problems,
-        *b.problems,
-    ]
-
-
 def _pairs(ra: RunAnalysis, rb: RunAnalysis, p: Proposal) -> list[tuple[str, int, int, int]]:
     """(conversation, turn, seq in A, seq in B) of every pair of turns, as ``looptap diff`` pairs
     them."""
@@ -252,12 +242,13 @@ def _pairs(ra: RunAnalysis, rb: RunAnalysis, p: Proposal) -> list[tuple[str, int
     return out
 
 
-def propose(
-    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange]
-) -> Proposal:
-    """The rules that would make run B's requests match run A's, and what they would not."""
+def propose_files(path_a: str, path_b: str) -> tuple[Proposal, list[str]]:
+    """The rules that would make the requests of run B (the file ``path_b``, any format
+    ``looptap`` reads) match run A's, and what they would not; also the two files' problems."""
+    a, b = open_run(path_a), open_run(path_b)
+    exa, exb = a.exchange_by_seq, b.exchange_by_seq
     p = Proposal()
-    pairs = _pairs(ra, rb, p)
+    pairs = _pairs(a.analysis, b.analysis, p)
     p.pairs = len(pairs)
     seen: dict[tuple[str, str, str], Difference] = {}
     vs = VolatileSpans()
@@ -291,7 +282,7 @@ def propose(
                 if text not in target:
                     target.append(text)
     _check(p, pairs, exa, exb)
-    return p
+    return p, [*a.problems, *b.problems]
 
 
 def _tools(key: RequestKey) -> dict[tuple[Any, ...], str]:

@@ -5,7 +5,7 @@ branches share is systematic (the model or the edit), one they do not is the mod
 A turn's answer is compared as ``looptap compare`` does: the tool calls with their arguments (or
 text / a refusal / an error: :func:`cassettes.replay.forking.lineup.turn_answer`). Each branch is
 lined up with the origin from the cursor as ``looptap diff`` lines it up
-(:func:`cassettes.replay.forking.lineup.branch_turns`).
+(:func:`cassettes.replay.forking.lineup.lined_up`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from cassettes.hints import count
 from cassettes.reading.branch import origin_of
 from cassettes.reading.run import open_run
-from cassettes.replay.forking.lineup import branch_turns, turn_answer
+from cassettes.replay.forking.lineup import lined_up, turn_answer, turns_of
 from cassettes.replay.forking.rundiff import comparing_files
 from cassettes.untrusted import clean_line
 
@@ -59,7 +59,7 @@ def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement
         # conversations paired as `looptap diff` pairs them: with the fork's notes, the origin's
         # turns at the cursor as they were sent live
         compare = comparing_files(run, a.header, b.header)
-        for conv_a, turn, seq_a, seq_b in branch_turns(a, b, path, origin, compare=compare):
+        for conv_a, turn, seq_a, seq_b in turns_of(lined_up(a, b, path, origin, compare)[2]):
             rec = a.analysis.turns.get(seq_a) if seq_a is not None else None
             ta = out.setdefault(
                 (conv_a, turn),

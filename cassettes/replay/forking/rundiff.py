@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from cassettes.analysis import RunAnalysis, Turn
-from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.matching import (
     IGNORED,
@@ -44,7 +43,7 @@ from cassettes.matching import (
     tolerated,
     tool_result_changes,
 )
-from cassettes.reading.branch import read_entries, relate
+from cassettes.reading.branch import Relation, read_entries
 from cassettes.replay.forking.lineup import (
     Comparing,
     Lineup,
@@ -68,7 +67,6 @@ __all__ = [
     "branch_diff",
     "comparing",
     "comparing_files",
-    "diff_rules",
     "divergence_lines",
 ]
 
@@ -77,7 +75,8 @@ def comparing(
     rules: Rules | None, header_a: Any, header_b: Any, volatile: bool = True
 ) -> Comparing:
     """How ``looptap diff A B`` compares requests: as ``looptap replay A`` matches them — the
-    ``rules`` (:func:`diff_rules`: the project's for A's cassette with the command line's), and
+    ``rules`` (:func:`~cassettes.matching.rules_of_args`: the project's for A's cassette, as the
+    replay finds them, with the command line's), and
     the built-in detectors unless turned off (``volatile=False``: ``--no-volatile``; or the
     project's ``volatile = false``). The detectors, one set for both sides (a text both hold is
     scanned once), know the working directories and homes both headers name (``meta.cwd``,
@@ -97,19 +96,10 @@ def comparing(
     return Comparing(spans, rules or None)
 
 
-def diff_rules(cassette_a: str | Path | None, args: Any = None) -> Rules:
-    """The rules two runs' requests are compared by: the project's, found from A's cassette as
-    the replay finds them (its ``looptap.toml``, else ``pyproject.toml``'s ``[tool.looptap]``:
-    :mod:`cassettes.matching`), with a command line's ``--ignore``, ``--substitute`` and
-    ``--volatile-tool`` added (``args``). Raises :class:`~cassettes.matching.RuleError`
-    (one line) for a rule that cannot be used."""
-    return rules_of_args(args, cassette_a)
-
-
 def comparing_files(cassette_a: str | Path, header_a: Any, header_b: Any) -> Comparing:
     """:func:`comparing` for two cassettes and no command line (MCP, the inspector): the
     project's rules for A's, the detectors unless the project turns them off."""
-    return comparing(diff_rules(cassette_a), header_a, header_b)
+    return comparing(rules_of_args(None, cassette_a), header_a, header_b)
 
 
 @dataclass
@@ -200,34 +190,20 @@ def _real(value: Any, ids: dict[str, str], depth: int = 0) -> Any:
 
 
 def fork_lined_up(
-    path_a: str | Path,
-    path_b: str | Path,
-    a: Any,
-    b: Any,
-    notes: list[str] | None,
-    *,
-    compare: Comparing,
-) -> list[Divergence] | None:
-    """When B (opened ``b``) is a branch forked from A (its header names A as its origin, checked
-    by the digest it keeps: :func:`cassettes.reading.branch.relate`), the divergences lined up
-    from the cursor (:func:`branch_diff`), and ``notes`` gets the lines saying how; ``None`` when B
-    is not A's branch. Raises :class:`~cassettes.errors.CassetteError` (one line) when A is the
-    file B names as its origin but not the run B was forked from (it changed since the fork):
-    the prefix cannot be compared, and a turn-by-turn diff would only invent divergences."""
-    rel = relate(path_a, path_b)
-    if rel is None or rel.swapped:
-        return None
-    if rel.changed is not None:
-        raise CassetteError(rel.changed)
-    found = branch_diff(a, b, path_b, rel.meta, compare=compare)
+    rel: Relation, a: Any, b: Any, notes: list[str], *, compare: Comparing
+) -> list[Divergence]:
+    """B (opened ``b``), a branch forked from A (opened ``a``) as ``rel`` says (its header names
+    A as its origin, checked by the digest it keeps: :func:`cassettes.reading.branch.relate`; an
+    origin changed since the fork is refused by the caller): the divergences lined up from the
+    cursor (:func:`branch_diff`); ``notes`` gets the lines saying how."""
+    found = branch_diff(a, b, rel.branch, rel.meta, compare=compare)
     cursor = rel.meta.get("cursor")
     where = cursor.get("text") if isinstance(cursor, dict) else None
-    if notes is not None:
-        notes.append(
-            f"B is a branch of A forked at {where}: lined up from the cursor; the prefix is A's, "
-            "served from it (equal by construction)"
-        )
-        notes.extend(found.said)
+    notes.append(
+        f"B is a branch of A forked at {where}: lined up from the cursor; the prefix is A's, "
+        "served from it (equal by construction)"
+    )
+    notes.extend(found.said)
     return found.divergences
 
 
@@ -251,9 +227,9 @@ class Divergences(list[Divergence]):
         super().__init__(*args)
         self.tolerated = []
 
-    def add(self, found: Iterable[Divergence], limit: int) -> None:
+    def add(self, found: Iterable[Divergence]) -> None:
         for d in found:
-            if len(self) < limit:
+            if len(self) < MAX_DIVERGENCES:
                 self.append(d)
             else:
                 self.left_out += 1
@@ -309,15 +285,12 @@ def diff_analysed(
     rb: RunAnalysis,
     exa: Callable[[int], Exchange],
     exb: Callable[[int], Exchange],
-    limit: int | None = None,
     *,
     compare: Comparing,
 ) -> Divergences:
     """The divergences of two analysed runs; ``exa``/``exb`` give a round trip's exchange by seq;
     ``compare``: how their requests are compared (:func:`comparing`; what it tolerates goes to
-    ``tolerated``). At most ``limit`` (:data:`MAX_DIVERGENCES`) are kept; ``left_out`` counts the
-    others."""
-    keep = MAX_DIVERGENCES if limit is None else limit
+    ``tolerated``). At most :data:`MAX_DIVERGENCES` are kept; ``left_out`` counts the others."""
     out = Divergences()
     runs = _Runs(ra, rb, exa, exb, compare, out)
     for ca, cb, offset in conversation_pairs(ra, rb):
@@ -329,9 +302,9 @@ def diff_analysed(
                 f"run {who} has a conversation run {other} never started "
                 f"({count(len(present.turns), 'turn')})"
             )
-            out.add([Divergence("C", message, ca.id if ca else None, cb.id if cb else None)], keep)
+            out.add([Divergence("C", message, ca.id if ca else None, cb.id if cb else None)])
             continue
-        out.add(_diff_conversation(runs, ca.turns, cb.turns, ca.id, cb.id, offset), keep)
+        out.add(_diff_conversation(runs, ca.turns, cb.turns, ca.id, cb.id, offset))
     return out
 
 

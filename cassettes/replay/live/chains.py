@@ -102,10 +102,7 @@ def answer_of(chunks: list[Chunk], content_type: str | None) -> Any:
     if framed.kind == "json":
         return framed.value
     for ev in reversed(framed.events[-4:]):
-        try:
-            doc = bounds.loads(ev.data.encode("utf-8", "surrogateescape"))
-        except (orjson.JSONDecodeError, ValueError):
-            continue
+        doc = bounds.loads_or_none(ev.data.encode("utf-8", "surrogateescape"))
         if isinstance(doc, dict):
             return doc
     return None
@@ -150,10 +147,11 @@ def threads_of(exchanges: Iterable[Exchange]) -> Threads:
 def as_sent_live(
     exchanges: Iterable[Exchange], by_seq: Callable[[int], Exchange], starts: Iterable[int]
 ) -> Callable[[int], Exchange]:
-    """``by_seq`` with the recorded turns at a fork's cursor (``starts``: their seqs) as the fork
-    sent them: a turn that continued an earlier answer (replayed, so the live upstream never gave
-    it) self-contained, its input the history that answer stood for. So a branch's first live
-    turn is compared with what it was sent as, not with the shorthand."""
+    """``by_seq`` with the recorded turns ``starts`` (their seqs: a fork's at its cursor, or every
+    turn ``looptap compare`` sends) as they are sent live: a turn that continued an earlier answer
+    (replayed, so the live upstream never gave it) self-contained, its input the history that
+    answer stood for. So a branch's first live turn is compared with what it was sent as, not
+    with the shorthand."""
     at = set(starts)
     made: dict[int, Exchange] = {}
     threads: list[Threads] = []
@@ -227,7 +225,7 @@ class Chains:
         """The body of a request sent live as it goes (``None``: as the client sent it), and its
         note: self-contained when it continues an answer replayed from the recording, which the
         live upstream never gave (the same rule as over a WebSocket)."""
-        doc = _json(body)
+        doc = bounds.loads_or_none(body)
         chain = chaining_of(method, target, doc)
         if chain is None or chain.thread(doc, None)[0] is None:
             return None, []
@@ -238,7 +236,7 @@ class Chains:
         """The recorded ``answer`` stood, in this run, for the request as the client sent it
         (``body``: a tolerant prefix's changed tool results), not as recorded: a later request
         continuing it is made self-contained from what the client really sent."""
-        doc = _json(body)
+        doc = bounds.loads_or_none(body)
         chain = chaining_of(method, target, doc)
         if chain is not None:
             content_type = answer.response_header("content-type")
@@ -254,17 +252,9 @@ class Chains:
     ) -> None:
         """An answer the live upstream gave (``headers``, ``chunks`` as relayed) to a request sent
         live (``sent``: its body as sent): a later request continuing it goes as it is."""
-        doc = _json(sent)
+        doc = bounds.loads_or_none(sent)
         chain = chaining_of(method, target, doc)
         if chain is not None:
             body = decode_chunks(chunks, header(headers, "content-encoding")).chunks
             answer = answer_of(body, header(headers, "content-type"))
             self.answered(chain, doc, answer, self.live_ids)
-
-
-def _json(body: bytes) -> Any:
-    """A request body as JSON (``None``: empty or not JSON)."""
-    try:
-        return bounds.loads(body) if body else None
-    except (orjson.JSONDecodeError, ValueError):
-        return None

@@ -84,10 +84,7 @@ class Continuation:
         """The next continuation request: its body (the request as first sent, asking the model
         to go on from ``so_far``), its headers (the marks, sealed for the recorder) and the text
         the new answer continues; ``None`` when the API has no form for it."""
-        try:
-            doc = bounds.loads(sent_body) if sent_body else None
-        except (orjson.JSONDecodeError, ValueError):
-            return None
+        doc = bounds.loads_or_none(sent_body)
         if not isinstance(doc, dict):
             return None
         made = self.adapter.replay.continuation_body(doc, so_far, PROMPT)
@@ -97,10 +94,7 @@ class Continuation:
         where = next((k for k in _HISTORY if k in body and body.get(k) is not doc.get(k)), None)
         if where is None:
             return None
-        try:
-            client = bounds.loads(self.client_body) if self.client_body else {}
-        except (orjson.JSONDecodeError, ValueError):
-            client = {}
+        client = bounds.loads_or_none(self.client_body)
         before = copy.deepcopy(client.get(where) if isinstance(client, dict) else None)
         marks = [m for m in self.marks if not (m.get("path") or [None])[0] == where]
         marks.append(edited.mark(self.edit.label, self.selector, [where], before))
@@ -179,9 +173,6 @@ def rendered_for(
 ) -> Rendered | None:
     """``answer`` in the format the client's request asked for (its event stream when it
     streamed), as this API sends it; ``None``: the API has no such form here."""
-    try:
-        doc = bounds.loads(client_body) if client_body else None
-    except (orjson.JSONDecodeError, ValueError):
-        doc = None
+    doc = bounds.loads_or_none(client_body)
     url = urlsplit(target)
     return adapter.replay.render_answer(answer, adapter.is_stream(url, doc), url, doc)

@@ -47,6 +47,7 @@ import orjson
 from cassettes import bounds, providers
 from cassettes.errors import CassetteError, CassetteIOError
 from cassettes.storage.paths import read_input
+from cassettes.views.edits import user_messages
 from cassettes.wire import edited
 
 __all__ = [
@@ -169,13 +170,11 @@ def _valid(kind: str, value: str) -> bool:
     return most is None or (value.strip().isdigit() and 0 < int(value.strip()) <= most)
 
 
-def edit_file(spec: str, base: Path | None = None) -> Path | None:
+def edit_file(spec: str) -> Path | None:
     """The file an ``--edit`` reads its text from (``TARGET=@FILE``), not opened; ``None`` for an
     inline text or a spec that cannot be read (:func:`parse_edit` says why)."""
     m = _SPEC.search(spec)
-    if m is None or not m.group(2):
-        return None
-    return (base or Path.cwd()) / spec[m.end() :]
+    return Path.cwd() / spec[m.end() :] if m is not None and m.group(2) else None
 
 
 def apply_edits(
@@ -186,10 +185,7 @@ def apply_edits(
     item's JSON path and the client's value there)."""
     if not edits or not body:
         return body, []
-    try:
-        doc = bounds.loads(body)
-    except (orjson.JSONDecodeError, ValueError):
-        return body, []
+    doc = bounds.loads_or_none(body)
     marks: list[dict[str, Any]] = []
     for e in edits:
         hits = _hits(method, target, doc, e)
@@ -438,17 +434,11 @@ def _adapter_text(method: str, target: str, doc: Any, e: Edit) -> str | None:
         return None
     parts = req.system
     if e.kind != "system":
-        users = [
-            m
-            for m in req.messages
-            if m.role == "user"
-            and any(p.text for p in m.parts)
-            and not any(p.tool_result is not None for p in m.parts)
-        ]
+        users = user_messages(req.messages)
         i = int(e.key or 0)
         if i >= len(users):
             return None
-        parts = users[i].parts
+        parts = req.messages[users[i]].parts
     texts = [p.text for p in parts if p.text]
     return texts[0] if len(texts) == 1 else None
 
@@ -509,10 +499,7 @@ def edit_notes(marks: list[dict[str, Any]], inside: str | None = None) -> list[s
 def carried(method: str, target: str, body: bytes, e: Edit) -> list[Any]:
     """The values of the items of ``body`` that ``e`` would rewrite (none: the request does not
     carry its target), ``e`` and ``body`` left as they are."""
-    try:
-        doc = bounds.loads(body) if body else None
-    except (orjson.JSONDecodeError, ValueError):
-        return []
+    doc = bounds.loads_or_none(body)
     if e.kind == "continue":  # a request whose API can be asked to go on with a cut answer
         return [int(e.value)] if continuable(method, target, doc) else []
     return [before for _, before, _ in _hits(method, target, doc, e)]

@@ -21,10 +21,7 @@ _MODEL_IN_PATH = re.compile(r"(/models/)([^/:]+)(:)")
 def model_of(method: str, target: str, body: bytes) -> str | None:
     """The model a request asks for: its body's ``model``, else its path's (as its API's adapter
     reads it)."""
-    try:
-        doc = bounds.loads(body) if body else None
-    except (orjson.JSONDecodeError, ValueError):
-        doc = None
+    doc = bounds.loads_or_none(body)
     if isinstance(doc, dict) and isinstance(doc.get("model"), str):
         return str(doc["model"])
     adapter = request_key(method, target, [], body).adapter
@@ -39,10 +36,7 @@ def with_model(
     ``/models/NAME:``); a note saying what changed or that it could not."""
     if model is None:
         return target, body, None
-    try:
-        doc = bounds.loads(body) if body else None
-    except (orjson.JSONDecodeError, ValueError):
-        doc = None
+    doc = bounds.loads_or_none(body)
     adapter = request_key(method, target, [], body).adapter
     path = adapter.url_with_model(urlsplit(target), model) if adapter is not None else None
     named = (

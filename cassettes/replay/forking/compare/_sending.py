@@ -9,8 +9,6 @@ import sys
 import time
 from typing import Any
 
-import orjson
-
 from cassettes.matching import request_key
 from cassettes.models import ToolSpec
 from cassettes.net import (
@@ -23,14 +21,12 @@ from cassettes.net import (
 from cassettes.replay.forking.compare._answer import Sample, offered_tools, sample_of
 from cassettes.replay.forking.compare._budget import Planned, price_of, rewritten
 from cassettes.replay.forking.compare._report import Comparison, TurnComparison
-from cassettes.replay.live.chains import chaining_of, self_contained, threads_of
+from cassettes.replay.live.chains import as_sent_live
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.own import without_own
 
 
-def _headers_sent(
-    ex: Exchange, headers: Headers, said_once: set[str] | None = None
-) -> tuple[Headers, list[str]]:
+def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str]) -> tuple[Headers, list[str]]:
     """The headers a recorded request is sent with: of the recorded ones only what says what the
     body is and which API version it speaks
     (:func:`cassettes.net.recorded_request_headers`: never a recorded
@@ -46,10 +42,8 @@ def _headers_sent(
             safe.append((k, v))
             continue
         said.append(f"recorded header {said_name(k)} of round trip {ex.seq} not sent: {why}")
-        # once per recorded round trip, not per sample
-        if said_once is None or k.lower() not in said_once:
-            if said_once is not None:
-                said_once.add(k.lower())
+        if k.lower() not in said_once:  # once per recorded round trip, not per sample
+            said_once.add(k.lower())
             print(f"looptap compare: {said[-1]}", file=sys.stderr)
     names = {k.lower() for k, _ in headers}
     recorded = recorded_request_headers(
@@ -113,18 +107,13 @@ def _self_contained(run: Any, planned: list[Planned]) -> None:
     ``previous_response_id``: its adapter says how its requests chain) gets :attr:`Planned.body`,
     the request self-contained: the history that answer stood for as its input, the id removed.
     The candidate never gave the recorded answers, so the id alone would be refused
-    (``previous_response_not_found``); teacher-forced means the recorded history, sent whole."""
-    threads = None
+    (``previous_response_not_found``); teacher-forced means the recorded history, sent whole
+    (:func:`~cassettes.replay.live.chains.as_sent_live`, as a fork sends its first live turn)."""
+    by_seq = {p.seq: p.ex for p in planned}
+    sent = as_sent_live(run.exchanges, by_seq.__getitem__, by_seq)
     for p in planned:
-        doc = p.ex.request_json()
-        chain = chaining_of(p.ex.method, p.ex.url, doc)
-        if chain is None:
-            continue
-        if threads is None:
-            threads = threads_of(run.exchanges)
-        sent, _note = self_contained(threads, chain, doc, ())
-        if sent is not doc:
-            p.body = orjson.dumps(sent)
+        if (made := sent(p.seq)) is not p.ex:
+            p.body = made.request_body
 
 
 def compare_run(
