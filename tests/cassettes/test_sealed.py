@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 from real_corpus import corpus_exchanges
 
 from cassettes.parsing.roundtrip import RoundTrip, parse_all
