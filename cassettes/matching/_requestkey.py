@@ -147,7 +147,7 @@ def _normalised_text(
 
 class _Found:
     """The volatile spans of one body, found as it is normalised (ids, uuids, temp directories
-    and ports numbered across the whole body: :data:`cassettes.matching.NUMBERED`), and
+    and ports numbered across the whole body: :data:`cassettes.matching._volatile.NUMBERED`), and
     the user's substitutions applied first (each match a span named after its rule)."""
 
     __slots__ = ("numbers", "spans", "subs", "volatile")

@@ -34,7 +34,7 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from cassettes.matching._config import RuleError, project_table
-from cassettes.matching._volatile import IGNORED, PathItem, Span
+from cassettes.matching._volatile import IGNORED, TOOL_RESULT, PathItem, Span
 from cassettes.patterns import PatternError, Template, UserPattern
 
 __all__ = [
@@ -54,10 +54,9 @@ __all__ = [
     "rules_from_config",
 ]
 
-#: The detector names of the spans user rules make (a :class:`Tolerated`'s ``detector``; an
-#: ignored value's, :data:`~cassettes.matching.IGNORED`, is the volatile module's).
+#: The detector name of the spans a substitution makes (a :class:`Tolerated`'s ``detector``; an
+#: ignored value's and a tool result's, ``IGNORED`` and ``TOOL_RESULT``, are the volatile module's).
 SUBSTITUTED: Final = "substituted"
-TOOL_RESULT: Final = "tool_result"
 
 #: What an ignored list element, and a volatile tool's result, are compared as.
 IGNORED_MARK: Final = "<ignored>"

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cassettes.matching._jsondiff import Change, format_path, json_diff, window
-from cassettes.matching._volatile import Tolerated
+from cassettes.matching._volatile import TOOL_RESULT, Tolerated
 from cassettes.recording.redact import Redactor
 
 if TYPE_CHECKING:
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEPT",
-    "PREFIX_MODES",
-    "TOOL_RESULT",
     "by_of",
     "entries_of",
     "entry_line",
@@ -52,11 +50,6 @@ KEPT = (400, 1600)
 #: Turns listed (a bounded walk) and entries listed in a report.
 MAX_TURNS = 10_000
 MAX_ENTRIES = 200
-#: How a fork's prefix is matched: ``strict`` (the default: only what replay tolerates, the
-#: volatile spans) or ``tolerant`` (also a changed tool result, answered in position).
-PREFIX_MODES = ("strict", "tolerant")
-#: What a changed tool result is tolerated as (the :attr:`Tolerated.detector` it carries).
-TOOL_RESULT = "tool_result"
 #: History items compared per request (a bounded walk: past it, fail closed).
 MAX_ITEMS = 10_000
 
@@ -148,15 +141,6 @@ def report_lines(turns: Sequence[Mapping[str, Any]], indent: str = "  ") -> list
             out.append(f"{indent}tolerated at {turn_label(t)}: {entry_line(e)}")
             n += 1
     return out
-
-
-#: How a fork's prefix is matched: ``strict`` (the default: only what replay tolerates, the
-#: volatile spans) or ``tolerant`` (also a changed tool result, answered in position).
-PREFIX_MODES = ("strict", "tolerant")
-#: What a changed tool result is tolerated as (the :attr:`Tolerated.detector` it carries).
-TOOL_RESULT = "tool_result"
-#: History items compared per request (a bounded walk: past it, fail closed).
-MAX_ITEMS = 10_000
 
 
 def tool_result_changes(
