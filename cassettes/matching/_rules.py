@@ -34,6 +34,7 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from cassettes.matching._config import RuleError, project_table
+from cassettes.matching._jsondiff import format_path
 from cassettes.matching._volatile import IGNORED, TOOL_RESULT, PathItem, Span
 from cassettes.patterns import PatternError, Template, UserPattern
 
@@ -102,7 +103,6 @@ _SEGMENT = re.compile(
     )""",
     re.X,
 )
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
 
 def parse_path(text: str) -> tuple[Segment, ...]:
@@ -149,17 +149,7 @@ def parse_path(text: str) -> tuple[Segment, ...]:
 
 def format_rule_path(path: Sequence[Segment]) -> str:
     """A path as :func:`parse_path` reads it (``messages[*].content``)."""
-    out = ""
-    for p in path:
-        if isinstance(p, _Any):
-            out += p.text if p is ANY_INDEX else ("." if out else "") + "*"
-        elif isinstance(p, int):
-            out += f"[{p}]"
-        elif _IDENT.match(p):
-            out += f".{p}" if out else p
-        else:
-            out += "[" + orjson.dumps(p).decode() + "]"
-    return out
+    return format_path(path) if path else ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -190,11 +190,8 @@ def tool_result_changes(
 def _results(key: RequestKey, hkey: str, item: Any) -> list[tuple[str, str, bool | None]] | None:
     """(call id, content, is_error) of each tool result in one history item, as the adapter reads
     it; ``None`` when the item is not (only) tool results."""
-    if key.adapter is None or not isinstance(key.raw, dict):
-        return None
-    try:
-        req = key.adapter.parse_request({**key.raw, hkey: [item]}, key.url)
-    except Exception:  # an item the adapter cannot read: not known to be a tool result
+    req = key.parsed(hkey, item)
+    if req is None:  # an item the adapter cannot read: not known to be a tool result
         return None
     out: list[tuple[str, str, bool | None]] = []
     for m in req.messages:
