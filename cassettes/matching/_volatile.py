@@ -493,9 +493,7 @@ def _random(name: str, token: str) -> bool:
     look-aheads over every word of a text cost more than the rest of the scan)."""
     digits = sum(c.isdigit() for c in token)
     letters = len(token) - digits
-    if name.startswith("id__prefixed"):
-        return digits >= 2 and letters >= 2
-    if name.startswith("id__hexshort"):
+    if name.startswith(("id__prefixed", "id__hexshort")):
         return digits >= 2 and letters >= 2
     if name.startswith("id__hex"):
         return digits > 0 and letters > 0
