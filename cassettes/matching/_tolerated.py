@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEPT",
-    "by_of",
     "entries_of",
     "entry_line",
     "report_lines",
@@ -54,12 +53,6 @@ MAX_ENTRIES = 200
 MAX_ITEMS = 10_000
 
 
-def by_of(t: Tolerated) -> str:
-    """What tolerated ``t``: the user's rule when one did (its name), else the built-in detector."""
-    rule = getattr(t, "rule", None)
-    return str(rule) if rule else t.detector
-
-
 def _kept(a: str, b: str) -> tuple[str, str]:
     """The two values cut to :data:`KEPT` around their first differing character."""
     d = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
@@ -75,7 +68,9 @@ def _kept(a: str, b: str) -> tuple[str, str]:
 def _entry(t: Tolerated) -> dict[str, Any]:
     r = Redactor()
     a, b = _kept(t.recorded, t.live)
-    return {"path": format_path(t.path), "by": by_of(t), "recorded": r.scrub(a), "live": r.scrub(b)}
+    # by: the user's rule that tolerated it, else the built-in detector
+    by = t.rule or t.detector
+    return {"path": format_path(t.path), "by": by, "recorded": r.scrub(a), "live": r.scrub(b)}
 
 
 def entries_of(found: Iterable[Tolerated]) -> list[dict[str, Any]]:
