@@ -149,7 +149,7 @@ def measure(exchanges: list[Exchange]) -> dict[str, object]:
                 times if not best[on] else [min(a, c) for a, c in zip(best[on], times, strict=True)]
             )
     on = Matcher(exchanges, volatile=True)
-    keys_on = [on._key(i) for i in range(len(exchanges))]
+    keys_on = [r.key for r in on.recorded]
     keys_off = [
         request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json())
         for ex in exchanges

@@ -24,10 +24,7 @@ from typing import TYPE_CHECKING, Any
 # Each name with the private module that defines it, loaded on first use (PEP 562): the pytest
 # plugin loads in every test session and needs only a few of them.
 _MODULES = {
-    "_volatile": (
-        "DETECTORS Detector IGNORED NUMBERED Numbering Span Tolerated VolatileSpans slug "
-        "this_process tolerated"
-    ),
+    "_volatile": ("IGNORED Numbering Span Tolerated VolatileSpans slug this_process tolerated"),
     "_rules": (
         "ANY_INDEX ANY_KEY MAX_MATCHES Rules format_rule_path from_flags "
         "from_table parse_ignore parse_path parse_substitution rules_from_config substitute"
@@ -41,10 +38,7 @@ _MODULES = {
     "_miss": "Miss",
     "_recording": "EXCHANGE_CACHE InMemory",
     "_indexed": "IndexedRecordings",
-    "_tolerated": (
-        "MAX_TURNS PREFIX_MODES TOOL_RESULT entries_of entry_line report_lines "
-        "tool_result_changes turn_entries"
-    ),
+    "_tolerated": ("MAX_TURNS entries_of entry_line report_lines tool_result_changes turn_entries"),
     "_userrules": "add_rule_flags project_rules rules_of_args",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
@@ -81,8 +75,6 @@ if TYPE_CHECKING:
     )
     from cassettes.matching._tolerated import (
         MAX_TURNS,
-        PREFIX_MODES,
-        TOOL_RESULT,
         entries_of,
         entry_line,
         report_lines,
@@ -96,10 +88,7 @@ if TYPE_CHECKING:
     )
     from cassettes.matching._verdicts import Verdict, attribute
     from cassettes.matching._volatile import (
-        DETECTORS,
         IGNORED,
-        NUMBERED,
-        Detector,
         Numbering,
         Span,
         Tolerated,
@@ -122,17 +111,12 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ANY_INDEX",
     "ANY_KEY",
-    "DETECTORS",
     "EXCHANGE_CACHE",
     "IGNORED",
     "MAX_MATCHES",
     "MAX_PATH",
     "MAX_TURNS",
-    "NUMBERED",
-    "PREFIX_MODES",
-    "TOOL_RESULT",
     "Change",
-    "Detector",
     "InMemory",
     "IndexedRecordings",
     "Matcher",

@@ -1,21 +1,11 @@
 """LLM-aware request matching: which recorded round trip answers a live request, and if none
 does, why not — the closest recorded turn, a JSON-path diff and the layer it implicates.
 
-A request is reduced to a :class:`RequestKey`: method, path, query (credentials dropped) and the
-body. JSON bodies compare semantically (key order ignored, list order kept) after the volatile
-values are normalised: ids the provider adapter names as made up per run (tool-call ids …) become
-``<id:1>``, ``<id:2>`` … in order of first appearance, so a run whose ids differ but pair the same
-way still matches; ISO-8601 timestamps become ``<timestamp>``; a multipart boundary becomes
-``<boundary>``. By default the volatile spans inside the body's text — dates, clocks, durations,
-uuids and random ids, temp paths, the working directory and home, loopback ports
-(:mod:`cassettes.matching`) — are written as placeholders on both sides too, and every
-one that differed between the recording and the request that matched it is kept
-(:attr:`Matcher.tolerated`): a tolerated difference, never a silent one, and never a rewrite of
-what is served. ``Matcher(…, volatile=False)`` compares them as sent. ``Matcher(…, rules=…)``
-adds the user's rules (:mod:`cassettes.matching`: ignored paths, substitutions, volatile
-tools), tolerated and kept the same way, each with the rule that tolerated it. Headers are ignored
-(SDK telemetry, user agents, keys) except, in strict mode, the few an adapter names as changing what
-the API does.
+A request is compared by its :class:`RequestKey` (:mod:`cassettes.matching._requestkey` says what
+it keeps and how the volatile values, the built-in detectors' spans and the user's rules are written
+on both sides); every span whose text differed between the recording and the request that matched
+it is kept (:attr:`Matcher.tolerated`): a tolerated difference, never a silent one, and never a
+rewrite of what is served.
 
 The recording is indexed per conversation and turn (the run analysis), so a miss names the turn
 the agent most likely meant: the unplayed turn whose request is closest, preferring the next turn

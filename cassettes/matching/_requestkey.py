@@ -75,6 +75,17 @@ class RequestKey:
             return None
         return self.adapter.history_key(self.raw)
 
+    def parsed(self, hkey: str | None = None, item: Any = None) -> Any:
+        """The body as its adapter reads it (with ``hkey``: with the history item ``item`` alone in
+        its history); ``None`` when there is no adapter or it cannot read it."""
+        if self.adapter is None or not isinstance(self.raw, dict):
+            return None
+        try:
+            body = self.raw if hkey is None else {**self.raw, hkey: [item]}
+            return self.adapter.parse_request(body, self.url)
+        except Exception:  # an item or body the adapter cannot read
+            return None
+
 
 #: Content types of a lone text part that is the same as the bare string (``"content": "x"``).
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
@@ -147,7 +158,7 @@ def _normalised_text(
 
 class _Found:
     """The volatile spans of one body, found as it is normalised (ids, uuids, temp directories
-    and ports numbered across the whole body: :data:`cassettes.matching.NUMBERED`), and
+    and ports numbered across the whole body: :data:`cassettes.matching._volatile.NUMBERED`), and
     the user's substitutions applied first (each match a span named after its rule)."""
 
     __slots__ = ("numbers", "spans", "subs", "volatile")

@@ -34,7 +34,8 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from cassettes.matching._config import RuleError, project_table
-from cassettes.matching._volatile import IGNORED, PathItem, Span
+from cassettes.matching._jsondiff import format_path
+from cassettes.matching._volatile import IGNORED, TOOL_RESULT, PathItem, Span
 from cassettes.patterns import PatternError, Template, UserPattern
 
 __all__ = [
@@ -54,10 +55,9 @@ __all__ = [
     "rules_from_config",
 ]
 
-#: The detector names of the spans user rules make (a :class:`Tolerated`'s ``detector``; an
-#: ignored value's, :data:`~cassettes.matching.IGNORED`, is the volatile module's).
+#: The detector name of the spans a substitution makes (a :class:`Tolerated`'s ``detector``; an
+#: ignored value's and a tool result's, ``IGNORED`` and ``TOOL_RESULT``, are the volatile module's).
 SUBSTITUTED: Final = "substituted"
-TOOL_RESULT: Final = "tool_result"
 
 #: What an ignored list element, and a volatile tool's result, are compared as.
 IGNORED_MARK: Final = "<ignored>"
@@ -103,7 +103,6 @@ _SEGMENT = re.compile(
     )""",
     re.X,
 )
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
 
 def parse_path(text: str) -> tuple[Segment, ...]:
@@ -150,17 +149,7 @@ def parse_path(text: str) -> tuple[Segment, ...]:
 
 def format_rule_path(path: Sequence[Segment]) -> str:
     """A path as :func:`parse_path` reads it (``messages[*].content``)."""
-    out = ""
-    for p in path:
-        if isinstance(p, _Any):
-            out += p.text if p is ANY_INDEX else ("." if out else "") + "*"
-        elif isinstance(p, int):
-            out += f"[{p}]"
-        elif _IDENT.match(p):
-            out += f".{p}" if out else p
-        else:
-            out += "[" + orjson.dumps(p).decode() + "]"
-    return out
+    return format_path(path) if path else ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -468,10 +457,10 @@ def from_table(table: Mapping[str, Any], where: str) -> Rules:
                 f"{', '.join(_TABLE_KEYS)})"
             )
     rules = Rules(sources=[where])
-    for item in _list(table, "ignore", where):
-        rules.ignore.append(_ignore_entry(item, where))
-    for item in _list(table, "substitute", where):
-        rules.substitute.append(_substitute_entry(item, where))
+    rules.ignore += [_entry("ignore", item, where) for item in _list(table, "ignore", where)]
+    rules.substitute += [
+        _entry("substitute", item, where) for item in _list(table, "substitute", where)
+    ]
     for item in _list(table, "volatile_tools", where):
         if not isinstance(item, str):
             raise RuleError(f"{where}: volatile_tools: each entry is a tool's name")
@@ -490,44 +479,30 @@ def rules_from_config(cassette: str | Path | None = None, cwd: str | Path | None
     return Rules() if found is None else from_table(*found)
 
 
-def _ignore_entry(item: Any, where: str) -> IgnorePath:
-    """One entry of ``ignore``: a string ``PATH`` / ``FAMILY:PATH`` or a table ``{path,
-    family}``."""
-    if isinstance(item, str):
-        return _at(where, parse_ignore, item)
-    if (
-        isinstance(item, Mapping)
-        and isinstance(item.get("path"), str)
-        and set(item) <= {"path", "family"}
-    ):
-        return _at(where, parse_ignore, item["path"], _family(item, "ignore", where))
-    raise RuleError(
-        f'{where}: ignore: each entry is a path ("metadata.*") or {{path = "…", family = "…"}}'
-    )
+#: How an entry of ``ignore`` and of ``substitute`` is read: a string (``PATH`` / ``FAMILY:PATH``,
+#: ``"REGEX=REPLACEMENT"``) or a table of these fields and ``family``, and what to write instead.
+_ENTRIES: dict[str, tuple[Callable[..., Any], tuple[str, ...], str]] = {
+    "ignore": (parse_ignore, ("path",), 'a path ("metadata.*") or {path = "…", family = "…"}'),
+    "substitute": (
+        parse_substitution,
+        ("pattern", "replacement"),
+        '"REGEX=REPLACEMENT" or {pattern = "…", replacement = "…"}',
+    ),
+}
 
 
-def _substitute_entry(item: Any, where: str) -> Substitution:
-    """One entry of ``substitute``: ``"REGEX=REPLACEMENT"`` or a table ``{pattern, replacement,
-    family}``."""
+def _entry(key: str, item: Any, where: str) -> Any:
+    """One entry of ``ignore`` or ``substitute`` (:data:`_ENTRIES`)."""
+    make, fields, shape = _ENTRIES[key]
     if isinstance(item, str):
-        return _at(where, parse_substitution, item)
+        return _at(where, make, item)
     if (
         isinstance(item, Mapping)
-        and isinstance(item.get("pattern"), str)
-        and isinstance(item.get("replacement"), str)
-        and set(item) <= {"pattern", "replacement", "family"}
+        and all(isinstance(item.get(f), str) for f in fields)
+        and set(item) <= {*fields, "family"}
     ):
-        return _at(
-            where,
-            parse_substitution,
-            item["pattern"],
-            item["replacement"],
-            _family(item, "substitute", where),
-        )
-    raise RuleError(
-        f'{where}: substitute: each entry is "REGEX=REPLACEMENT" '
-        'or {pattern = "…", replacement = "…"}'
-    )
+        return _at(where, make, *(item[f] for f in fields), _family(item, key, where))
+    raise RuleError(f"{where}: {key}: each entry is {shape}")
 
 
 def _family(item: Mapping[str, Any], key: str, where: str) -> str | None:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cassettes.matching._jsondiff import Change, format_path, json_diff, window
-from cassettes.matching._volatile import Tolerated
+from cassettes.matching._volatile import TOOL_RESULT, Tolerated
 from cassettes.recording.redact import Redactor
 
 if TYPE_CHECKING:
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEPT",
-    "PREFIX_MODES",
-    "TOOL_RESULT",
-    "by_of",
     "entries_of",
     "entry_line",
     "report_lines",
@@ -52,19 +49,8 @@ KEPT = (400, 1600)
 #: Turns listed (a bounded walk) and entries listed in a report.
 MAX_TURNS = 10_000
 MAX_ENTRIES = 200
-#: How a fork's prefix is matched: ``strict`` (the default: only what replay tolerates, the
-#: volatile spans) or ``tolerant`` (also a changed tool result, answered in position).
-PREFIX_MODES = ("strict", "tolerant")
-#: What a changed tool result is tolerated as (the :attr:`Tolerated.detector` it carries).
-TOOL_RESULT = "tool_result"
 #: History items compared per request (a bounded walk: past it, fail closed).
 MAX_ITEMS = 10_000
-
-
-def by_of(t: Tolerated) -> str:
-    """What tolerated ``t``: the user's rule when one did (its name), else the built-in detector."""
-    rule = getattr(t, "rule", None)
-    return str(rule) if rule else t.detector
 
 
 def _kept(a: str, b: str) -> tuple[str, str]:
@@ -82,7 +68,9 @@ def _kept(a: str, b: str) -> tuple[str, str]:
 def _entry(t: Tolerated) -> dict[str, Any]:
     r = Redactor()
     a, b = _kept(t.recorded, t.live)
-    return {"path": format_path(t.path), "by": by_of(t), "recorded": r.scrub(a), "live": r.scrub(b)}
+    # by: the user's rule that tolerated it, else the built-in detector
+    by = t.rule or t.detector
+    return {"path": format_path(t.path), "by": by, "recorded": r.scrub(a), "live": r.scrub(b)}
 
 
 def entries_of(found: Iterable[Tolerated]) -> list[dict[str, Any]]:
@@ -150,15 +138,6 @@ def report_lines(turns: Sequence[Mapping[str, Any]], indent: str = "  ") -> list
     return out
 
 
-#: How a fork's prefix is matched: ``strict`` (the default: only what replay tolerates, the
-#: volatile spans) or ``tolerant`` (also a changed tool result, answered in position).
-PREFIX_MODES = ("strict", "tolerant")
-#: What a changed tool result is tolerated as (the :attr:`Tolerated.detector` it carries).
-TOOL_RESULT = "tool_result"
-#: History items compared per request (a bounded walk: past it, fail closed).
-MAX_ITEMS = 10_000
-
-
 def tool_result_changes(
     recorded: RequestKey, live: RequestKey, changes: Sequence[Change]
 ) -> list[Tolerated] | None:
@@ -206,11 +185,8 @@ def tool_result_changes(
 def _results(key: RequestKey, hkey: str, item: Any) -> list[tuple[str, str, bool | None]] | None:
     """(call id, content, is_error) of each tool result in one history item, as the adapter reads
     it; ``None`` when the item is not (only) tool results."""
-    if key.adapter is None or not isinstance(key.raw, dict):
-        return None
-    try:
-        req = key.adapter.parse_request({**key.raw, hkey: [item]}, key.url)
-    except Exception:  # an item the adapter cannot read: not known to be a tool result
+    req = key.parsed(hkey, item)
+    if req is None:  # an item the adapter cannot read: not known to be a tool result
         return None
     out: list[tuple[str, str, bool | None]] = []
     for m in req.messages:

@@ -46,31 +46,29 @@ def add_rule_flags(p: Any, fork: bool = False, what: str | None = None) -> None:
     """``--ignore``, ``--substitute`` and ``--volatile-tool`` (repeatable) on a command's parser
     (``what``: what they match, in the help; ``looptap diff`` compares the requests so too)."""
     what = what or ("the fork's prefix" if fork else "the replay")
-    p.add_argument(
-        "--ignore",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help=f"when matching {what}: ignore this JSON path of the request body (wildcards: "
-        "metadata.*, messages[*].content[*].cache_control; one API family only: FAMILY:PATH); "
-        "repeatable; added to pyproject.toml's [tool.looptap] (docs/testing.md)",
-    )
-    p.add_argument(
-        "--substitute",
-        action="append",
-        default=[],
-        metavar="REGEX=REPLACEMENT",
-        help=f"when matching {what}: write every match of REGEX in the request's strings as "
-        "REPLACEMENT, on both sides (split at the last '='); repeatable",
-    )
-    p.add_argument(
-        "--volatile-tool",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help=f"when matching {what}: the results of the tool NAME are not compared (what the world "
-        "says now); repeatable",
-    )
+    for flag, metavar, said in (
+        (
+            "--ignore",
+            "PATH",
+            "ignore this JSON path of the request body (wildcards: metadata.*, "
+            "messages[*].content[*].cache_control; one API family only: FAMILY:PATH); repeatable; "
+            "added to pyproject.toml's [tool.looptap] (docs/testing.md)",
+        ),
+        (
+            "--substitute",
+            "REGEX=REPLACEMENT",
+            "write every match of REGEX in the request's strings as REPLACEMENT, on both sides "
+            "(split at the last '='); repeatable",
+        ),
+        (
+            "--volatile-tool",
+            "NAME",
+            "the results of the tool NAME are not compared (what the world says now); repeatable",
+        ),
+    ):
+        p.add_argument(
+            flag, action="append", default=[], metavar=metavar, help=f"when matching {what}: {said}"
+        )
 
 
 def rules_of_args(args: Any, cassette: str | Path | None) -> Rules:

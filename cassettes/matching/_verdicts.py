@@ -27,26 +27,14 @@ class Verdict:
         return f"{self.layer}: {self.message}"
 
 
-def _item_view(key: RequestKey, hkey: str, item: Any) -> tuple[str, list[str]]:
-    """(role, [call ids of the tool results in it]) of one raw history item, via the adapter."""
-    role, results = _item_results(key, hkey, item)
-    return role, [cid for cid, _ in results]
-
-
 def _item_results(
     key: RequestKey, hkey: str, item: Any
 ) -> tuple[str, list[tuple[str, tuple[str, bool | None]]]]:
     """(role, [(call id, (content, is_error)) of each tool result in it]) of one raw history
     item."""
-    if key.adapter is None or not isinstance(key.raw, dict):
+    req = key.parsed(hkey, item)
+    if req is None or not req.messages:
         return "?", []
-    try:
-        req = key.adapter.parse_request({**key.raw, hkey: [item]}, key.url)
-    except Exception:
-        return "?", []
-    if not req.messages:
-        return "?", []
-    msg = req.messages[0]
     results = [
         (
             p.tool_result.call_id or p.tool_result.name or "?",
@@ -56,17 +44,12 @@ def _item_results(
         for p in m.parts
         if p.tool_result is not None
     ]
-    return ("tool" if results else msg.role), results
+    return ("tool" if results else req.messages[0].role), results
 
 
 def _system_text(key: RequestKey) -> str | None:
-    if key.adapter is None or not isinstance(key.raw, dict):
-        return None
-    try:
-        req = key.adapter.parse_request(key.raw, key.url)
-    except Exception:
-        return None
-    return "".join(p.text or "" for p in req.system)
+    req = key.parsed()
+    return None if req is None else "".join(p.text or "" for p in req.system)
 
 
 def attribute(recorded: RequestKey, live: RequestKey, changes: Sequence[Change]) -> list[Verdict]:
@@ -156,9 +139,9 @@ def _change_verdicts(
 
 def _added_verdict(live: RequestKey, hkey: str | None, added_tail: list[int]) -> Verdict:
     first = min(added_tail)
-    role, results = _item_view(live, hkey or "", live.raw[hkey][first]) if hkey else ("?", [])
+    role, results = _item_results(live, hkey, live.raw[hkey][first]) if hkey else ("?", [])
     what = (
-        f"the tool result for {_orig(live, results[0])}"
+        f"the tool result for {_orig(live, results[0][0])}"
         if results
         else f"{'an' if role[:1] in 'aeiou' else 'a'} {role} message"
     )

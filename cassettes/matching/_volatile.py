@@ -27,12 +27,9 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal, get_args
 
 __all__ = [
-    "DETECTORS",
     "NUMBERED",
-    "Detector",
     "Numbering",
     "Span",
     "Tolerated",
@@ -40,23 +37,6 @@ __all__ = [
     "this_process",
     "tolerated",
 ]
-
-#: What a detector found; its name is also the placeholder's (``<date>``).
-Detector = Literal[
-    "datetime",
-    "date",
-    "time",
-    "timestamp",
-    "epoch",
-    "duration",
-    "uuid",
-    "id",
-    "tmp",
-    "cwd",
-    "home",
-    "port",
-]
-DETECTORS: tuple[Detector, ...] = get_args(Detector)
 
 PathItem = str | int
 
@@ -513,9 +493,7 @@ def _random(name: str, token: str) -> bool:
     look-aheads over every word of a text cost more than the rest of the scan)."""
     digits = sum(c.isdigit() for c in token)
     letters = len(token) - digits
-    if name.startswith("id__prefixed"):
-        return digits >= 2 and letters >= 2
-    if name.startswith("id__hexshort"):
+    if name.startswith(("id__prefixed", "id__hexshort")):
         return digits >= 2 and letters >= 2
     if name.startswith("id__hex"):
         return digits > 0 and letters > 0
@@ -532,6 +510,9 @@ def _has_space(text: str) -> bool:
 IGNORED = "ignored"
 #: How an ignored key that one request lacks reads in a :class:`Tolerated`.
 ABSENT = "(absent)"
+#: The detector of a volatile tool's result (a user rule) and of a changed tool result in a
+#: fork's tolerant prefix.
+TOOL_RESULT = "tool_result"
 
 
 def tolerated(recorded: Sequence[Span], live: Sequence[Span]) -> list[Tolerated]:

@@ -499,7 +499,12 @@ def test_the_table_reads_every_form_and_refuses_unknown_keys() -> None:
     for table, said in (
         ({"ignores": []}, "unknown key 'ignores'"),
         ({"ignore": "a"}, "ignore must be a list"),
-        ({"substitute": [{"pattern": "a"}]}, "substitute: each entry"),
+        (
+            {"substitute": [{"pattern": "a"}]},
+            'substitute: each entry is "REGEX=REPLACEMENT" or {pattern = "…", replacement = "…"}$',
+        ),
+        ({"ignore": [{"path": "a", "x": 1}]}, r'ignore: each entry is a path \("metadata\.\*"\)'),
+        ({"ignore": [{"path": "a", "family": 3}]}, "t: ignore: family must be a string"),
         ({"volatile": "no"}, "volatile must be true or false"),
         ({"ignore": ["a..b"]}, "t: ignore path 'a..b'"),
     ):

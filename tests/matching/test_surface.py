@@ -10,9 +10,9 @@ import pkgutil
 import cassettes.matching as matching
 
 EXPORTED = [
-    "ANY_INDEX", "ANY_KEY", "DETECTORS", "EXCHANGE_CACHE", "IGNORED", "MAX_MATCHES", "MAX_PATH",
-    "MAX_TURNS", "NUMBERED", "PREFIX_MODES", "TOOL_RESULT",
-    "Change", "Detector", "IndexedRecordings", "InMemory", "Matcher", "Miss", "Numbering",
+    "ANY_INDEX", "ANY_KEY", "EXCHANGE_CACHE", "IGNORED", "MAX_MATCHES", "MAX_PATH",
+    "MAX_TURNS",
+    "Change", "IndexedRecordings", "InMemory", "Matcher", "Miss", "Numbering",
     "Recorded", "RequestKey", "RuleError", "Rules", "Span", "Tolerated", "Verdict",
     "VolatileSpans",
     "add_rule_flags", "attribute", "bare_text", "clip", "entries_of", "entry_line", "find_config",

@@ -80,7 +80,7 @@ class Cursor:
     #: (:func:`cassettes.replay.live.edits.edited_headers`), so the branch keeps the client's
     #: request. ``None``: no marks are sent.
     edit_key: str | None = field(default=None, repr=False)
-    #: How the prefix is matched (:data:`cassettes.matching.PREFIX_MODES`):
+    #: How the prefix is matched:
     #: ``strict``, or ``tolerant`` (a request that differs from its recorded turn only in tool
     #: results is answered with that turn, in position, and the difference kept).
     prefix: str = "strict"
