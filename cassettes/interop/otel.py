@@ -40,7 +40,7 @@ import orjson
 from cassettes import providers
 from cassettes._version import __version__
 from cassettes.analysis import Finding, Turn
-from cassettes.analysis.model import Conversation
+from cassettes.analysis.model import Conversation, TokenCount
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run, timeline
@@ -440,9 +440,12 @@ def iter_requests(
     turns = run.analysis.turns
     spans: list[dict[str, Any]] = []
     bounds: dict[str, tuple[int, int]] = {}  # each conversation's first start and last end
+    totals = _Totals(run)
     for (ex, rt), (start, length, synthetic) in zip(run.pairs, timeline(run), strict=True):
         seq = ex.seq if ex.seq is not None else 0
         turn = turns.get(seq)
+        if turn is not None:
+            totals.note(seq, turn)
         conv = turn.conversation if turn is not None else None
         span = _round_trip_span(
             run,
@@ -465,7 +468,7 @@ def iter_requests(
     # The conversations' root spans, at most spans_per_request to a request (a run of a million
     # conversations is not one request of a million roots).
     roots = (
-        _conversation_span(run, conv_rec, bounds[conv_rec.id], identity)
+        _conversation_span(run, conv_rec, bounds[conv_rec.id], identity, totals)
         for conv_rec in run.analysis.conversations
         if conv_rec.id in bounds
     )
@@ -530,19 +533,53 @@ def _round_trip_span(
     return span
 
 
+class _Totals:
+    """What the conversations' root spans need of their turns, noted as the round-trip spans
+    read each turn (a turn is restored from the run's store once per export, not again for its
+    conversation's totals): the finding codes of each turn that has some, and the tokens of each
+    conversation's last turn. Memory: the findings' codes, one row per conversation and the seqs
+    read (as many as the conversations' turn lists already hold)."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._lasts = {c.turns[-1] for c in run.analysis.conversations if c.turns}
+        self.codes: dict[int, list[str]] = {}
+        self.last_tokens: dict[int, TokenCount] = {}
+        self._seen: set[int] = set()
+
+    def note(self, seq: int, turn: Turn) -> None:
+        if turn.findings:
+            self.codes[seq] = [f.code for f in turn.findings]
+        if seq in self._lasts:
+            self.last_tokens[seq] = turn.tokens
+        self._seen.add(seq)
+
+    def of(self, conv_rec: Conversation) -> tuple[list[str], TokenCount | None]:
+        """The conversation's finding codes in turn order and its last turn's tokens (a turn the
+        pass did not read, if any, is read here)."""
+        turns = self._run.analysis.turns
+        present = [s for s in conv_rec.turns if s in turns]  # (a turn the pass read is one of them)
+        codes = [
+            c
+            for s in present
+            for c in (
+                self.codes.get(s, []) if s in self._seen else [f.code for f in turns[s].findings]
+            )
+        ]
+        if not present:
+            return codes, None
+        last = present[-1]
+        return codes, self.last_tokens[last] if last in self.last_tokens else turns[last].tokens
+
+
 def _conversation_span(
-    run: Run, conv_rec: Conversation, bounds: tuple[int, int], identity: bytes
+    run: Run, conv_rec: Conversation, bounds: tuple[int, int], identity: bytes, totals: _Totals
 ) -> dict[str, Any]:
     """A conversation's root span: from its first round trip's start to its last one's end, with
-    the totals known only at the end of the run (its turns read again)."""
+    the totals known only at the end of the run."""
     run_tag = identity.hex()[:12]
     lo, hi = bounds
-    turns = run.analysis.turns
-    codes: list[str] = []
-    last = None
-    for turn in (turns[s] for s in conv_rec.turns if s in turns):  # one at a time
-        codes += [f.code for f in turn.findings]
-        last = turn.tokens
+    codes, last = totals.of(conv_rec)
     root_attrs: dict[str, AttrValue | None] = {
         # A conversation is one agent's run of the loop (Phoenix showed the root as UNKNOWN).
         "openinference.span.kind": "AGENT",
