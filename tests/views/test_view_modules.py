@@ -18,7 +18,14 @@ EXPORTED = {
         "SEVERITY_MARK", "GrowthRows", "analysis_lines", "caused_by_note", "finding_line",
         "growth_row",
     ],
-    "edits": ["CONTINUED", "edit_text", "edited_messages", "edits_json", "reconstructed_said", "user_messages"],
+    "edits": [
+        "CONTINUED",
+        "edit_text",
+        "edited_messages",
+        "edits_json",
+        "reconstructed_said",
+        "user_messages",
+    ],
 }  # fmt: skip
 
 
