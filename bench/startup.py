@@ -240,15 +240,35 @@ HOW = """
 ## What keeps it short
 
 - Heavy modules are imported inside the functions that use them (`looptap --help` loads no command's work).
+  A module imports the project's own modules at its top unless one of these forbids it, each said where
+  the import stays: a command's entry point (`cassettes/cli/__init__.py`: `__version__` for `--version`,
+  the terminal guard and `show`'s filter; `cli/show.py`: `matching`'s report, for a fork's branch only;
+  `inspector/cli.py`: textual), an optional dependency's seam (jinja2's page, and the report it shows, in `interop/cli.py`
+  and `fleet/cli.py`; `looptap mcp`'s query module and redactor, loaded by the first tool call rather than
+  before `initialize`; mitmproxy's is one `try` at the top of `proxy/cli.py`, whose two commands need it), a process seam
+  (`proxy/writer.py` and `proxy/messages.py`: the proxy process's hand-off loads no core module, the
+  recording pipeline and the redactor are imported in the writer process, `tests/test_boundaries.py`), or
+  a module the command would not load otherwise: under `--help`, `providers._base`; under `looptap mcp`'s
+  start, `providers` (the recorder options' listener names, `commands/__init__.py`); under a small `show`,
+  the stream readers (`providers/*/_stream.py`), `wire.edited` (`codec.py`,
+  `views/edits.py`), `_version`'s metadata read (`codec.py`) and, in `reading/run.py`, the redactor, the
+  vcrpy reader and the cassette writer; under `replay`, the analysis (`reading/held.py`, `reading/run.py`'s
+  findings, rules, incremental reader and snapshot), `views.summary`, the schema check
+  (`serving/faults.py`), `price_data` (`forking/placement.py`), `net._messages` (h11), the gitleaks rules
+  (`recording/detector.py`) and the cassette writer (`serving/server.py`'s `keep_sent`); in the recorder,
+  the WebSocket session's recorder (`proxy/addon.py`, at a session's first upgrade). A module only its
+  own command loads (`verify.py`, `mcp/server.py`) imports at its top. `bench/surface.py --list` lists them.
 - The `--json` schema's models (`cassettes/views/schema.py`) are not even imported by `show`: it builds the
-  `looptap.roundtrip/1` objects from plain values (`cassettes/views/roundtrip_object.py`, whose key lists the
-  schema module checks against its models). The core models build their validators at import: `show` and
+  `looptap.roundtrip/1` objects from plain values (`cassettes/views/roundtrip_object.py`; a test dumps every
+  corpus round trip through the models and compares the bytes). The core models build their validators at import: `show` and
   `replay` validate nearly all of them at once (`defer_build` measured: no gain), and pydantic before 2.14 may
   use a parent's validator when two threads build one model at once.
 - Every subcommand is declared once, as data, in `cassettes/commands/` (its arguments, and its handler as
   `"module:function"`): the parser is built from the declarations and the handler's module is imported only when
   its command runs, so `looptap replay --help` loads none of replay's modules.
-- genai-prices' network updater is never imported (`cassettes/analysis/price_data.py`); jsonschema loads only for
+- genai-prices' network updater is never imported (`cassettes/analysis/price_data.py`: the package's `__init__`,
+  which imports it with httpx and `importlib.metadata`, deferred; a plain `import genai_prices`, the public
+  way, makes a small `show` 1.07× the CPU and 6 MiB larger, and loads httpx, `farm-bench`, 15 pairs, 2026-11-26); jsonschema loads only for
   arguments that are not plainly valid (`cassettes/analysis/plain_schema.py`); `replay` imports no analysis before
   it serves.
 - `looptap` freezes the heap at exit (`gc.freeze` from `atexit`): the interpreter's last collection walked
