@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cassettes.errors import CassetteError
+from cassettes.errors import CassetteError, CassetteIOError
 from cassettes.hints import count
+from cassettes.storage.paths import read_input
 from cassettes.untrusted import clean
 
 if TYPE_CHECKING:
@@ -145,12 +146,18 @@ def number(value: Any) -> int | float | None:
 
 def read_json(path: Path, most: int, what: str, **named: Any) -> Any:
     """The JSON in ``path``, a file under the roots that anything may have edited; refused
-    (:class:`QueryError`, the question's ``named`` arguments quoted) over ``most`` bytes or when it
-    is not JSON."""
-    if path.stat().st_size > most:
+    (:class:`QueryError`, the question's ``named`` arguments quoted) when it is no longer a regular
+    file, over ``most`` bytes or not JSON. Read as :func:`~cassettes.storage.paths.read_input`
+    reads (at most ``most`` + 1 bytes, checked on the open file): whatever was put at ``path``
+    since it was found, or written to it since, never blocks nor is read past the bound."""
+    try:
+        data = read_input(path, what, most + 1)
+    except CassetteIOError as exc:
+        raise QueryError(f"this {what} cannot be read", **named, reason=str(exc)) from None
+    if len(data) > most:
         raise QueryError(f"this {what} is over {most >> 20} MiB: not read", **named)
     try:
-        return orjson.loads(path.read_bytes())
+        return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise QueryError(f"this {what} is not JSON", **named, reason=str(exc)) from None
 

@@ -5,6 +5,7 @@ on a whole word; the diff carries the two values the CLI's diff shows."""
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import orjson
@@ -14,6 +15,7 @@ from cassettes.mcp.answers import encode, text
 from cassettes.mcp.query import Runs, diff, run_summary
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_records
+from tests.support import progress
 
 WHOLE = "missing required property 'symbol'."
 
@@ -77,3 +79,38 @@ def test_a_diff_of_runs_on_different_apis_is_one_divergence(root: Path, tmp_path
     assert only["recorded_message"].startswith(
         "the runs use different APIs (anthropic POST /v1/messages against openai_chat"
     )
+
+
+_READ = """
+import os, sys
+from pathlib import Path
+from cassettes.mcp.answers import QueryError, read_json
+path = Path(sys.argv[1])
+if sys.argv[2] == "fifo":
+    os.mkfifo(path)
+else:
+    path.write_bytes(b'{"a": "' + b"x" * 100 + b'"}')
+try:
+    print("read", read_json(path, 64, "why.json", why="w"))
+except QueryError as exc:
+    print("refused:", exc)
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [("fifo", "refused: this why.json cannot be read"), ("big", "refused: this why.json is over")],
+)
+def test_a_saved_file_read_for_an_answer_never_blocks_and_stays_in_its_bound(
+    tmp_path: Path, kind: str, said: str
+) -> None:
+    """A why's state or a saved comparison is checked to be a regular file when it is found, then
+    read: a FIFO put at its name since (someone else's process may write under the roots) is
+    refused, not waited on until a writer comes; more than the bound is never read."""
+    out = progress.run(
+        [sys.executable, "-c", _READ, str(tmp_path / "why.json"), kind],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.startswith(said), out
