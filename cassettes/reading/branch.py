@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 from cassettes import bounds
+from cassettes.storage.store import open_regular
 from cassettes.untrusted import clean_line
 
 __all__ = [
@@ -264,13 +265,8 @@ def origin_of(path: str | Path) -> dict[str, Any] | None:
     """The origin a branch cassette names in its header (``meta.origin``), or ``None`` (not a
     branch, or not a looptap cassette: older files have no such field). Only the first line is
     read (at most 1 MiB)."""
-    import stat
-
     try:  # never blocks on a FIFO, never reads a device: a regular file's first line only
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
+        with open_regular(path) as f:
             first = f.readline(1 << 20)
         doc = bounds.loads(first)
     except (OSError, ValueError, orjson.JSONDecodeError):
@@ -295,16 +291,10 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
     the cursor that matched no recorded turn, an edit never applied). Empty when the branch has
     none. Only the file's last :data:`NOTES_TAIL` bytes are
     read."""
-    import stat
-
     out: dict[str, Any] = {"tolerated": [], "starts": {}, "failed": []}
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return out
-            f.seek(max(0, st.st_size - NOTES_TAIL))
+    try:  # a regular file only (open_regular): never blocks on a FIFO, never reads a device
+        with open_regular(path) as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - NOTES_TAIL))
             tail = f.read(NOTES_TAIL)
     except OSError:
         return out

@@ -98,7 +98,7 @@ def open_regular(path: str | Path, *, follow: bool = True) -> BinaryIO:
     """``path`` opened for reading, refused unless it is a regular file: a device, a FIFO or a
     socket (``/dev/zero``, ``/dev/stdin``) would never end. ``follow=False``: a link is refused
     too (``O_NOFOLLOW``). Raises :class:`CassetteIOError`. The one way looptap opens a file that
-    someone else may have put in its place (a cassette, a kept analysis, the machine key)."""
+    someone else may have put in its place (a cassette, a kept analysis, a branch's header)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:  # without blocking: a FIFO opens at once, and is refused below
         f = os.fdopen(os.open(path, flags), "rb")
@@ -147,13 +147,10 @@ def is_cassette(path: str | Path) -> bool:
     line, read without following a link and at most 1 MiB of it): a file looptap may replace or
     append to when a user names it again (storage/paths.py)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open_regular(path, follow=False) as f:
+            first = f.readline(1 << 20)
     except OSError:
         return False
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        first = f.readline(1 << 20)
     try:
         read_header(path, first.rstrip(b"\r\n"))
     except NewerFormatError:
