@@ -457,10 +457,10 @@ def from_table(table: Mapping[str, Any], where: str) -> Rules:
                 f"{', '.join(_TABLE_KEYS)})"
             )
     rules = Rules(sources=[where])
-    rules.ignore += [_entry("ignore", item, where) for item in _list(table, "ignore", where)]
-    rules.substitute += [
-        _entry("substitute", item, where) for item in _list(table, "substitute", where)
-    ]
+    for item in _list(table, "ignore", where):
+        rules.ignore.append(_ignore_entry(item, where))
+    for item in _list(table, "substitute", where):
+        rules.substitute.append(_substitute_entry(item, where))
     for item in _list(table, "volatile_tools", where):
         if not isinstance(item, str):
             raise RuleError(f"{where}: volatile_tools: each entry is a tool's name")
@@ -479,30 +479,44 @@ def rules_from_config(cassette: str | Path | None = None, cwd: str | Path | None
     return Rules() if found is None else from_table(*found)
 
 
-#: How an entry of ``ignore`` and of ``substitute`` is read: a string (``PATH`` / ``FAMILY:PATH``,
-#: ``"REGEX=REPLACEMENT"``) or a table of these fields and ``family``, and what to write instead.
-_ENTRIES: dict[str, tuple[Callable[..., Any], tuple[str, ...], str]] = {
-    "ignore": (parse_ignore, ("path",), 'a path ("metadata.*") or {path = "…", family = "…"}'),
-    "substitute": (
-        parse_substitution,
-        ("pattern", "replacement"),
-        '"REGEX=REPLACEMENT" or {pattern = "…", replacement = "…"}',
-    ),
-}
-
-
-def _entry(key: str, item: Any, where: str) -> Any:
-    """One entry of ``ignore`` or ``substitute`` (:data:`_ENTRIES`)."""
-    make, fields, shape = _ENTRIES[key]
+def _ignore_entry(item: Any, where: str) -> IgnorePath:
+    """One entry of ``ignore``: a string ``PATH`` / ``FAMILY:PATH`` or a table ``{path,
+    family}``."""
     if isinstance(item, str):
-        return _at(where, make, item)
+        return _at(where, parse_ignore, item)
     if (
         isinstance(item, Mapping)
-        and all(isinstance(item.get(f), str) for f in fields)
-        and set(item) <= {*fields, "family"}
+        and isinstance(item.get("path"), str)
+        and set(item) <= {"path", "family"}
     ):
-        return _at(where, make, *(item[f] for f in fields), _family(item, key, where))
-    raise RuleError(f"{where}: {key}: each entry is {shape}")
+        return _at(where, parse_ignore, item["path"], _family(item, "ignore", where))
+    raise RuleError(
+        f'{where}: ignore: each entry is a path ("metadata.*") or {{path = "…", family = "…"}}'
+    )
+
+
+def _substitute_entry(item: Any, where: str) -> Substitution:
+    """One entry of ``substitute``: ``"REGEX=REPLACEMENT"`` or a table ``{pattern, replacement,
+    family}``."""
+    if isinstance(item, str):
+        return _at(where, parse_substitution, item)
+    if (
+        isinstance(item, Mapping)
+        and isinstance(item.get("pattern"), str)
+        and isinstance(item.get("replacement"), str)
+        and set(item) <= {"pattern", "replacement", "family"}
+    ):
+        return _at(
+            where,
+            parse_substitution,
+            item["pattern"],
+            item["replacement"],
+            _family(item, "substitute", where),
+        )
+    raise RuleError(
+        f'{where}: substitute: each entry is "REGEX=REPLACEMENT" '
+        'or {pattern = "…", replacement = "…"}'
+    )
 
 
 def _family(item: Mapping[str, Any], key: str, where: str) -> str | None:
