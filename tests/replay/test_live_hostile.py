@@ -39,6 +39,7 @@ from tests.replay.conftest import (
     chat_response,
     write,
 )
+from tests.support import progress
 from tests.support.scripted import AFTER, Reply, ScriptedRequest, ScriptedUpstream
 
 #: Live calls per scenario (each on a fresh client).
@@ -112,6 +113,14 @@ def _fork(upstream: str, markers: list[str]) -> ReplayServer:
     return ReplayServer(_recording(markers), cursor=cursor)
 
 
+def _afters(live: ScriptedUpstream, n: int) -> None:
+    """The upstream did its hostile part after each of the ``n`` answers. Its handler counts that
+    once it has written the answer, so the client can hold the last answer before it is counted:
+    waited for (a hang is found by lack of progress), then the count must be exactly ``n``."""
+    progress.until(lambda: live.afters >= n, what="the upstream's part after its last answer")
+    assert live.afters == n
+
+
 def _no_call_failed(srv: ReplayServer, n: int) -> None:
     assert srv.internal_errors == [] and srv.misses == [], srv.report_lines()
     got = [(ex.status, ex.transport_error) for ex in srv.served]
@@ -128,11 +137,10 @@ def test_each_live_turn_of_a_fork_gets_its_own_answer_from_a_hostile_upstream(af
     markers = [f"REQ-{i}" for i in range(N)]
     with ScriptedUpstream(echo, after=after) as live, _fork(live.url, markers) as srv:
         answers = [_ask(srv.url, m, stream=i % 2 == 1) for i, m in enumerate(markers)]
+        _afters(live, N)
     assert answers == [_answer(m, m) for m in markers]
     _each_request_alone(live, markers)
     _no_call_failed(srv, N)
-    # the upstream did its hostile part after every answer
-    assert live.afters == N
 
 
 def _raw(url: str, data: bytes) -> bytes:
@@ -243,6 +251,7 @@ def test_each_request_compare_sends_gets_its_own_answer_from_a_hostile_upstream(
     key = _key("compare")
     with ScriptedUpstream(echo, after=after) as live:
         rc, doc = _compare(capsys, run, live.url, "--header", f"authorization: Bearer {key}")
+        _afters(live, 2 * len(markers))
     assert rc == 0 and doc["stopped"] is None, doc
     turns = doc["turns"]
     assert isinstance(turns, list)
@@ -251,7 +260,6 @@ def test_each_request_compare_sends_gets_its_own_answer_from_a_hostile_upstream(
     ]
     assert all(t["errors"] == 0 for t in turns)
     _each_request_alone(live, [m for m in markers for _ in range(2)], key)
-    assert live.afters == 2 * len(markers)
 
 
 def test_what_compare_sends_never_carries_both_content_length_and_chunked(
