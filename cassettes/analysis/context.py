@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import Finding, Layer, Severity, Turn
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
@@ -26,6 +28,7 @@ __all__ = [
     "ConversationState",
     "FinalCheck",
     "TurnContext",
+    "clipped",
     "failed",
     "provider_detail",
     "short",
@@ -147,6 +150,15 @@ def short(text: str | None, n: int = 80) -> str:
     """``text`` squashed to one line of at most ``n`` characters (an ellipsis where cut)."""
     t = " ".join((text or "").split())
     return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def clipped(value: Any, limit: int = 60) -> str:
+    """``value`` as compact JSON (its ``repr`` when not JSON), at most ``limit`` characters."""
+    try:
+        s = orjson.dumps(value).decode()
+    except TypeError:
+        s = repr(value)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 def provider_detail(resp: NormalisedResponse | None, key: str) -> Any:

@@ -2,10 +2,7 @@
 
 The layer (:func:`build`) lists the text, reasoning, refusal and tool calls of a turn's response.
 Each tool call is checked against the tool the request offered under that name: are the arguments
-JSON, do they satisfy the tool's JSON Schema (validated with ``jsonschema``, the schema's own
-``$schema`` draft or 2020-12 by default, formats not asserted; Gemini's OpenAPI-subset schemas with
-upper-case ``"OBJECT"``/``"STRING"`` types are lower-cased first; a schema that is itself invalid
-is simply not checked).
+JSON, do they satisfy the tool's JSON Schema (:mod:`cassettes.analysis.tool_schema`).
 
 Findings (layer E — caused by what the model produced):
 
@@ -46,21 +43,17 @@ being offered nor counted as loops: the client never dispatched them.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
+from cassettes.analysis.context import Check, FinalCheck, TurnContext, clipped, provider_detail
 from cassettes.analysis.message_keys import _canon, squashed, stable
 from cassettes.analysis.model import CallCheck, Emission, Finding, Severity
-from cassettes.analysis.plain_schema import surely_valid
+from cassettes.analysis.tool_schema import schema_errors
 from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec, emitted_calls
-from cassettes.recording.names import REDACTED
 
-if TYPE_CHECKING:
-    from jsonschema.protocols import Validator  # type: ignore[import-untyped]
-
-__all__ = ["CHECKS", "FINAL_CHECKS", "build", "canonical_call", "schema_errors"]
+__all__ = ["CHECKS", "FINAL_CHECKS", "build", "canonical_call"]
 
 #: Call kinds the client executes (and so must have offered).
 _CLIENT_KINDS = ("function", "custom")
@@ -81,127 +74,9 @@ _EXPLAINED_EMPTY = {
 }
 #: How jsonschema words an ``additionalProperties: false`` violation.
 _EXTRA = "Additional properties are not allowed"
-#: Schema violations listed per call (the rest are counted).
-_MAX_SCHEMA_ERRORS = 10
 #: Repeats: the n-th identical call from which a repeat is a loop (warning); earlier repeats are
 #: info.
 _LOOP_AT = 3
-
-
-# --- schema validation --------------------------------------------------------------------------
-
-
-def normalise_schema(schema: Any) -> Any:
-    """OpenAPI-subset schemas (Gemini) → JSON Schema: lower-case ``type``, ``nullable`` → null
-    allowed."""
-    if isinstance(schema, list):
-        return [normalise_schema(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for k, v in schema.items():
-        if k == "type" and isinstance(v, str):
-            out[k] = v.lower()
-        elif k == "type" and isinstance(v, list):
-            out[k] = [t.lower() if isinstance(t, str) else t for t in v]
-        elif k in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
-            v, dict
-        ):
-            out[k] = {name: normalise_schema(sub) for name, sub in v.items()}
-        elif k in ("enum", "const", "default", "example", "examples", "required"):
-            out[k] = v
-        else:
-            out[k] = normalise_schema(v)
-    if out.get("nullable") is True and isinstance(out.get("type"), str):
-        out["type"] = [out["type"], "null"]
-        if isinstance(out.get("enum"), list) and None not in out["enum"]:
-            out["enum"] = [*out["enum"], None]
-    return out
-
-
-_VALIDATORS: dict[bytes, Validator | None] = {}
-
-
-def _validator(schema: dict[str, Any]) -> Validator | None:
-    """A compiled validator for ``schema`` (cached: the same tools are re-sent every turn)."""
-    try:
-        key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        return None
-    if key in _VALIDATORS:
-        return _VALIDATORS[key]
-    # Here, not at the top: jsonschema (with referencing, attrs, rpds) is loaded when the first
-    # schema is checked, not by every command that imports the analysis.
-    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
-    from jsonschema.validators import validator_for  # type: ignore[import-untyped]
-
-    v: Validator | None
-    try:
-        norm = normalise_schema(schema)
-        cls = validator_for(norm, default=Draft202012Validator)
-        cls.check_schema(norm)
-        v = cls(norm)
-    except (SchemaError, Exception):  # an invalid or exotic schema is simply not checked
-        v = None
-    if len(_VALIDATORS) > 4096:
-        _VALIDATORS.clear()
-    _VALIDATORS[key] = v
-    return v
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    try:
-        s = orjson.dumps(value).decode()
-    except TypeError:
-        s = repr(value)
-    return s if len(s) <= limit else s[: limit - 1] + "…"
-
-
-def _describe(err: Any) -> str:
-    """One violation as ``$.path: what is wrong``, worded for the three common cases."""
-    path = getattr(err, "json_path", "$")
-    v = err.validator
-    if v == "required":
-        missing = [
-            r
-            for r in err.validator_value
-            if isinstance(err.instance, dict) and r not in err.instance
-        ]
-        return (
-            f"{path}: missing required property "
-            f"{', '.join(repr(m) for m in missing) or err.message}"
-        )
-    if v == "type":
-        return f"{path}: {_short(err.instance)} is not of type {_short(err.validator_value)}"
-    if v == "enum":
-        return f"{path}: {_short(err.instance)} is not one of {_short(err.validator_value, 120)}"
-    return f"{path}: {err.message if len(err.message) <= 160 else err.message[:159] + '…'}"
-
-
-def schema_errors(arguments: Any, schema: dict[str, Any] | None) -> list[str]:
-    """Violations of ``schema`` by ``arguments``, each ``$.path: reason``; [] when it cannot
-    check."""
-    if schema is None:
-        return []
-    if surely_valid(arguments, normalise_schema(schema)):
-        # what jsonschema would say, without loading it (cassettes/analysis/plain_schema.py)
-        return []
-    v = _validator(schema)
-    if v is None:
-        return []
-    try:
-        errors = sorted(
-            # a value the recorder masked is not the model's: not judged (docs/redaction.md)
-            (e for e in v.iter_errors(arguments) if e.instance != REDACTED),
-            key=lambda e: (list(map(str, e.absolute_path)), e.validator),
-        )
-    except Exception:  # unresolvable $ref, recursion … — not checked
-        return []
-    out = [_describe(e) for e in errors[:_MAX_SCHEMA_ERRORS]]
-    if len(errors) > _MAX_SCHEMA_ERRORS:
-        out.append(f"… and {len(errors) - _MAX_SCHEMA_ERRORS} more")
-    return out
 
 
 # --- the layer --------------------------------------------------------------------------------
@@ -610,7 +485,7 @@ def _repeated(
     return ctx.finding(
         "E.repeated_call",
         Severity.WARNING if loop else Severity.INFO,
-        f"The model called {_label(c)} with the same arguments {_short(c.arguments, 80)} for the "
+        f"The model called {_label(c)} with the same arguments {clipped(c.arguments, 80)} for the "
         f"{_ordinal(n)} time (earlier on turn{'s' if len(turns) > 1 else ''} "
         f"{', '.join(map(str, turns))}){tail}",
         path=f"tool_calls[{i}]",

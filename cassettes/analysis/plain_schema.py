@@ -1,6 +1,6 @@
 """Tool arguments that plainly satisfy a plain tool schema, told without jsonschema.
 
-Checking a call's arguments against its tool's JSON Schema (``emission.schema_errors``) needs
+Checking a call's arguments against its tool's JSON Schema (``tool_schema.schema_errors``) needs
 ``jsonschema``, whose import (with ``referencing``, ``attrs``, ``rpds`` and the dialects'
 meta-schemas) is about half of what ``looptap show`` of a small run spends after its own imports.
 Most schemas tools declare use a few keywords, and most calls satisfy them: :func:`surely_valid`
@@ -27,7 +27,7 @@ __all__ = ["DEPTH", "surely_valid"]
 DEPTH = 32
 
 #: Keywords that assert nothing about an instance (annotations; ``nullable`` is the OpenAPI
-#: marker ``emission.normalise_schema`` has already turned into a ``null`` type).
+#: marker ``tool_schema.normalise_schema`` has already turned into a ``null`` type).
 _NEUTRAL = frozenset(
     {
         "description",

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
 
-from cassettes.analysis.emission import normalise_schema, schema_errors
 from cassettes.analysis.plain_schema import surely_valid
+from cassettes.analysis.tool_schema import normalise_schema, schema_errors
 
 NAMES = ["string", "integer", "number", "boolean", "null", "object", "array", "bogus"]
 
