@@ -17,22 +17,27 @@ from typing import Any
 import orjson
 
 from cassettes.analysis.mcp import McpLinker
-from cassettes.analysis.model import Finding, Layer, Severity, Turn
+from cassettes.analysis.model import CallCheck, Finding, Layer, Severity, Turn
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.replay_miss import MissNote, read_miss
 
 __all__ = [
+    "CLIENT_KINDS",
     "Check",
     "ConversationState",
     "FinalCheck",
     "TurnContext",
+    "call_label",
     "clipped",
     "failed",
     "provider_detail",
     "short",
 ]
+
+#: Call kinds the client executes (and so must have offered).
+CLIENT_KINDS = ("function", "custom")
 
 
 @dataclass(eq=False)
@@ -150,6 +155,10 @@ def short(text: str | None, n: int = 80) -> str:
     """``text`` squashed to one line of at most ``n`` characters (an ellipsis where cut)."""
     t = " ".join((text or "").split())
     return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def call_label(c: CallCheck) -> str:
+    return f"`{c.name}`" + (f" (call {c.id})" if c.id else "")
 
 
 def clipped(value: Any, limit: int = 60) -> str:

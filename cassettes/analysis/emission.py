@@ -45,18 +45,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
-
-from cassettes.analysis.context import Check, FinalCheck, TurnContext, clipped, provider_detail
-from cassettes.analysis.message_keys import _canon, squashed, stable
+from cassettes.analysis.context import (
+    CLIENT_KINDS,
+    Check,
+    FinalCheck,
+    TurnContext,
+    call_label,
+    provider_detail,
+)
 from cassettes.analysis.model import CallCheck, Emission, Finding, Severity
+from cassettes.analysis.repeats import check_repeated_call
 from cassettes.analysis.tool_schema import schema_errors
 from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec, emitted_calls
 
-__all__ = ["CHECKS", "FINAL_CHECKS", "build", "canonical_call"]
+__all__ = ["CHECKS", "FINAL_CHECKS", "build"]
 
-#: Call kinds the client executes (and so must have offered).
-_CLIENT_KINDS = ("function", "custom")
 #: Finish classes whose own (A or E) finding already explains a turn without content.
 _EXPLAINED_EMPTY = {
     FinishReason.TOOL_CALL,
@@ -74,9 +77,6 @@ _EXPLAINED_EMPTY = {
 }
 #: How jsonschema words an ``additionalProperties: false`` violation.
 _EXTRA = "Additional properties are not allowed"
-#: Repeats: the n-th identical call from which a repeat is a loop (warning); earlier repeats are
-#: info.
-_LOOP_AT = 3
 
 
 # --- the layer --------------------------------------------------------------------------------
@@ -205,22 +205,9 @@ def _ok_2xx(ctx: TurnContext) -> NormalisedResponse | None:
     return r
 
 
-def _label(c: CallCheck) -> str:
-    return f"`{c.name}`" + (f" (call {c.id})" if c.id else "")
-
-
 def _detail(resp: NormalisedResponse | None, key: str) -> str | None:
     v = provider_detail(resp, key)
     return v if isinstance(v, str) else None
-
-
-def canonical_call(name: str | None, arguments: Any, raw: str | None) -> str:
-    """A call's identity for repeat detection: tool name + arguments as a canonical JSON value."""
-    args = _canon(arguments, squash=True) if arguments is not None else squashed(raw)
-    return (
-        f"{name}\x00"
-        f"{orjson.dumps(args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()}"
-    )
 
 
 def cut_calls(ctx: TurnContext) -> list[int]:
@@ -265,7 +252,7 @@ def check_arguments_not_json(ctx: TurnContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "E.arguments_not_json",
                 Severity.INFO,
-                f"The arguments of {_label(c)} are not valid JSON because {why} mid-call "
+                f"The arguments of {call_label(c)} are not valid JSON because {why} mid-call "
                 f"(they end with {tail!r}); see {cause} on this turn.",
                 path=f"tool_calls[{i}].arguments",
                 tool_call_id=c.id,
@@ -277,7 +264,7 @@ def check_arguments_not_json(ctx: TurnContext) -> Iterator[Finding]:
         yield ctx.finding(
             "E.arguments_not_json",
             Severity.ERROR,
-            f"The model called {_label(c)} with arguments that are not valid JSON "
+            f"The model called {call_label(c)} with arguments that are not valid JSON "
             f"({c.parse_error.removeprefix('arguments are not valid JSON: ')}); they end with "
             f"{tail!r}. The client cannot run this call as emitted.",
             path=f"tool_calls[{i}].arguments",
@@ -297,8 +284,8 @@ def check_arguments_schema(ctx: TurnContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "E.arguments_schema",
                 Severity.INFO,
-                f"The arguments of {_label(c)} are incomplete because the output hit the token cap "
-                f"mid-call ({'; '.join(c.schema_errors[:2])}"
+                f"The arguments of {call_label(c)} are incomplete because the output hit the "
+                f"token cap mid-call ({'; '.join(c.schema_errors[:2])}"
                 "); see A.truncated_length on this turn.",
                 path=f"tool_calls[{i}].arguments",
                 tool_call_id=c.id,
@@ -315,7 +302,7 @@ def check_arguments_schema(ctx: TurnContext) -> Iterator[Finding]:
         yield ctx.finding(
             "E.arguments_schema",
             Severity.INFO if extra_only else Severity.WARNING,
-            f"The arguments of {_label(c)} do not match the tool's schema: {listing}"
+            f"The arguments of {call_label(c)} do not match the tool's schema: {listing}"
             + (" (extra arguments only; a tool usually ignores them)." if extra_only else "."),
             path=f"tool_calls[{i}].arguments{first[1:]}",
             tool_call_id=c.id,
@@ -334,14 +321,14 @@ def check_tool_not_offered(ctx: TurnContext) -> Iterator[Finding]:
         n for n in ctx.conv.state.get("E.loaded_tools", {}) if n not in {t.name for t in ctx.tools}
     ]
     for i, c in enumerate(ctx.turn.e.tool_calls):
-        if c.kind not in _CLIENT_KINDS:
+        if c.kind not in CLIENT_KINDS:
             continue
         if c.offered is False:
             names = ", ".join(f"`{n}`" for n in offered[:12]) + (" …" if len(offered) > 12 else "")
             yield ctx.finding(
                 "E.tool_not_offered",
                 Severity.ERROR,
-                f"The model called {_label(c)}, which is not among "
+                f"The model called {call_label(c)}, which is not among "
                 f"the tools offered in this request ({names}).",
                 path=f"tool_calls[{i}].name",
                 tool_call_id=c.id,
@@ -357,7 +344,7 @@ def check_tool_not_offered(ctx: TurnContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "E.tool_not_offered",
                 Severity.ERROR,
-                f"The model called {_label(c)}, but the request offered no tools at all.",
+                f"The model called {call_label(c)}, but the request offered no tools at all.",
                 path=f"tool_calls[{i}].name",
                 tool_call_id=c.id,
                 tool=c.name,
@@ -365,143 +352,11 @@ def check_tool_not_offered(ctx: TurnContext) -> Iterator[Finding]:
             )
 
 
-def _record_results(ctx: TurnContext) -> tuple[dict[str, int], dict[str, set[int]]]:
-    """Tool results seen so far in the conversation: by call id, and the distinct ones by tool name.
-
-    Only whether results differ is ever asked, so each is kept as a hash of its normalised text,
-    not the text (a long run sends back megabytes of tool results)."""
-    by_id: dict[str, int] = ctx.conv.state.setdefault("E.results_by_id", {})
-    by_name: dict[str, set[int]] = ctx.conv.state.setdefault("E.results_by_name", {})
-    for m in ctx.turn.c.appended:
-        for p in m.parts:
-            tr = p.tool_result if p.kind == "tool_result" else None
-            if tr is None:
-                continue
-            content = stable(squashed(tr.content).encode("utf-8", "surrogatepass"))
-            if tr.call_id:
-                by_id[tr.call_id] = content
-            if tr.name:
-                by_name.setdefault(tr.name, set()).add(content)
-    return by_id, by_name
-
-
 def _raw_mentions_tools(ctx: TurnContext) -> bool:
     """The raw request has a non-empty tool-ish key the adapter did not turn into tools (a shape it
     does not know): then "no tools offered" cannot be asserted."""
     body = ctx.ex.request_json()
     return isinstance(body, dict) and any("tool" in k.lower() and v for k, v in body.items())
-
-
-def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
-    by_id, by_name = _record_results(ctx)
-    r = ctx.response
-    if r is None or r.complete is False or ctx.rt.transport_error:
-        return
-    # key → [(turn, call id)] of earlier identical calls (one per turn)
-    seen: dict[str, list[tuple[int, str | None]]] = ctx.conv.state.setdefault("E.repeated_call", {})
-    if _new_task(ctx):
-        seen.clear()  # the same question in a new task is asked afresh, not a loop
-    here: set[str] = set()
-    for i, c in enumerate(ctx.turn.e.tool_calls):
-        if c.parse_error is not None or c.kind not in _CLIENT_KINDS:
-            continue
-        key = canonical_call(c.name, c.arguments, c.arguments_raw)
-        if key in here:
-            continue  # parallel duplicates in one turn are not a loop across turns
-        here.add(key)
-        earlier = [(t, cid) for t, cid in seen.get(key, []) if t != ctx.index]
-        seen.setdefault(key, []).append((ctx.index, c.id))
-        if earlier:
-            results = _earlier_results(c, earlier, by_id, by_name)
-            never_run = [cid or "" for _, cid in earlier] if not results else None
-            yield _repeated(ctx, i, c, [t for t, _ in earlier], results, never_run)
-
-
-def _new_task(ctx: TurnContext) -> bool:
-    """This request starts a new task: the previous answer ended the loop (it called no tool) and
-    the client added a user message of its own (text, not tool results). The previous answer is
-    read where this request echoes it (right after the previous request's messages), not from the
-    previous turn's layers, which a released turn does not hold; a request that does not echo it
-    (a chained one sends only its new items) never starts one."""
-    prev = ctx.prev
-    if prev is None or not ctx.turn.c.appended:
-        return False
-    k = prev.n_messages
-    if (
-        k >= len(ctx.messages)
-        or ctx.messages[k].role != "assistant"
-        or any(p.kind == "tool_call" for p in ctx.messages[k].parts)
-    ):
-        return False
-    return any(
-        m.role == "user"
-        and any(p.kind == "text" and (p.text or "").strip() for p in m.parts)
-        and not any(p.kind == "tool_result" for p in m.parts)
-        for m in ctx.messages[k + 1 :]
-    )
-
-
-def _earlier_results(
-    c: CallCheck,
-    earlier: list[tuple[int, str | None]],
-    by_id: dict[str, int],
-    by_name: dict[str, set[int]],
-) -> set[int]:
-    """The distinct results (hashes) the earlier identical calls got: by their ids, else (calls
-    without ids) every result of the tool. Did the identical calls get different answers? Then
-    the tool is not a pure function of its arguments (a poll, a random draw): repeating it is no
-    sign of a stuck agent."""
-    results = {by_id[cid] for _, cid in earlier if cid and cid in by_id}
-    if not any(cid for _, cid in earlier) and c.name:
-        results = by_name.get(c.name, set())
-    return results
-
-
-def _repeated(
-    ctx: TurnContext,
-    i: int,
-    c: CallCheck,
-    turns: list[int],
-    results: set[int],
-    never_run: list[str] | None = None,
-) -> Finding:
-    """Call ``i`` repeats identical calls of ``turns``, whose results were ``results``: a warning
-    from the :data:`_LOOP_AT`-th time when the results did not differ, else a note. ``never_run``:
-    the earlier calls' ids (``""`` for none) when none of them got a result — the model retrying
-    calls the client never ran is right, and folds under the client's ``C.dropped_tool_result``
-    (``roots.CAUSES``)."""
-    extra: dict[str, Any] = {"never_run": never_run} if never_run is not None else {}
-    n = len(turns) + 1
-    varying = len(results) > 1
-    loop = n >= _LOOP_AT and not varying
-    if varying:
-        tail = "; its results differed, so this looks like polling or sampling, not a loop."
-    elif loop:
-        tail = ": the agent looks stuck in a loop" + (
-            " (it got the same result each time)." if results else "."
-        )
-    else:
-        tail = "; a second try can be legitimate (a retry or a poll)."
-    return ctx.finding(
-        "E.repeated_call",
-        Severity.WARNING if loop else Severity.INFO,
-        f"The model called {_label(c)} with the same arguments {clipped(c.arguments, 80)} for the "
-        f"{_ordinal(n)} time (earlier on turn{'s' if len(turns) > 1 else ''} "
-        f"{', '.join(map(str, turns))}){tail}",
-        path=f"tool_calls[{i}]",
-        tool_call_id=c.id,
-        related_turn=turns[-1],
-        tool=c.name,
-        times=n,
-        turns=[*turns, ctx.index],
-        results_differ=varying,
-        **extra,
-    )
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 def check_empty_response(ctx: TurnContext) -> Iterator[Finding]:
@@ -551,7 +406,7 @@ def check_tool_call_error(ctx: TurnContext) -> Iterator[Finding]:
     if r is None or r.finish_reason is not FinishReason.TOOL_CALL_ERROR:
         return
     why = _detail(r, "finishMessage") or _detail(r, "finish_message")
-    names = ", ".join(_label(c) for c in ctx.turn.e.tool_calls)
+    names = ", ".join(call_label(c) for c in ctx.turn.e.tool_calls)
     offered = [t.name for t in ctx.tools]
     yield ctx.finding(
         "E.tool_call_error",
@@ -573,7 +428,7 @@ def check_tool_choice_violated(ctx: TurnContext) -> Iterator[Finding]:
     if r is None or req is None or not ctx.tools:
         return
     mode = req.tool_choice_mode or ""
-    calls = [c for c in ctx.turn.e.tool_calls if c.kind in _CLIENT_KINDS]
+    calls = [c for c in ctx.turn.e.tool_calls if c.kind in CLIENT_KINDS]
     hosted = len(ctx.turn.e.tool_calls) > len(calls) or any(
         p.kind == "other"
         and str(((p.provider_details or {}).get("block") or {}).get("type", "")).endswith("_call")
@@ -589,7 +444,7 @@ def check_tool_choice_violated(ctx: TurnContext) -> Iterator[Finding]:
 def _choice_broken(mode: str, calls: list[CallCheck], *, hosted: bool) -> str | None:
     """How the client's ``calls`` (``hosted``: the provider ran a tool of its own) break the
     request's tool choice ``mode``; ``None``: they keep it."""
-    got = ", ".join(_label(c) for c in calls)
+    got = ", ".join(call_label(c) for c in calls)
     if mode == "required":
         if calls or hosted:
             return None
