@@ -7,7 +7,9 @@ ends in ``request-id``/``requestid``/``correlation-id`` or is ``x-generation-id`
 headers are those whose name contains ``ratelimit``, ``rate-limit``, ``retry-after`` or
 ``x-should-retry``.
 
-Findings (layer A — reported by the service about the call):
+Findings (layer A — reported by the service about the call; the checks of a failed call are in
+:mod:`~cassettes.analysis.api_errors`, ``A.model_mismatch`` in
+:mod:`~cassettes.analysis.served_model`):
 
 =============================  ==========  ===========================================================
 code                           severity    fires when
@@ -66,20 +68,19 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from cassettes import providers
-from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail, short
+from cassettes.analysis.api_errors import check_error_in_200, check_http_error
+from cassettes.analysis.context import Check, FinalCheck, TurnContext, call_label, provider_detail
 from cassettes.analysis.emission import cut_calls
 from cassettes.analysis.model import ApiReport, Finding, Severity
-from cassettes.analysis.price_data import known_model
+from cassettes.analysis.served_model import check_model_mismatch
 from cassettes.hints import count
-from cassettes.models import ApiError, FinishReason, NormalisedResponse
+from cassettes.models import FinishReason, NormalisedResponse
 
-__all__ = ["CHECKS", "FINAL_CHECKS", "build", "same_model"]
+__all__ = ["CHECKS", "FINAL_CHECKS", "build"]
 
 _RATE_HEADER = ("ratelimit", "rate-limit", "retry-after", "x-should-retry")
 _REQUEST_ID_SUFFIX = ("request-id", "requestid", "correlation-id")
 _REQUEST_ID_NAMES = ("x-generation-id",)
-_OVERLOADED = (503, 529)
 
 
 # --- the layer --------------------------------------------------------------------------------
@@ -126,49 +127,6 @@ def build(ctx: TurnContext) -> ApiReport:
     )
 
 
-# --- model names ------------------------------------------------------------------------------
-
-_DATE = re.compile(r"(?:[-_@]?20\d{2}-?[01]\d-?[0-3]\d)(?=$|[-_:.@])")
-_SUFFIX = re.compile(
-    r"(?:[-:@](?:latest|free|beta))$|(?:-v\d+(?::\d+)?)$|"
-    r"(?::\d+)$|(?<=\d)[-.]0$|-(?:0[1-9]|1[0-2])[0-3]\d$"
-)
-_ALPHA_PREFIX = re.compile(r"^(?:[a-z]+(?:-[a-z]+)*\.)+(?=[a-z])")
-
-
-def _core(model: str) -> str:
-    """A model name stripped of what does not change the model: path and region/vendor prefixes,
-    dated snapshots, ``latest``/``free`` tags and version suffixes."""
-    m = model.strip().lower()
-    m = m.rsplit("/", 1)[-1]
-    m = _ALPHA_PREFIX.sub("", m)
-    for _ in range(3):
-        prev = m
-        m = _SUFFIX.sub("", m)
-        m = _DATE.sub("", m)
-        if m == prev:
-            break
-    return m.strip("-_:.@")
-
-
-def _tokens(core: str) -> list[str]:
-    return [t for t in re.split(r"[^a-z0-9]+", core) if t]
-
-
-def same_model(requested: str, served: str) -> bool:
-    """True when ``served`` is ``requested`` or a snapshot/alias spelling of it."""
-    a, b = _core(requested), _core(served)
-    if a == b:
-        return True
-    ta, tb = _tokens(a), _tokens(b)
-    return "".join(ta) == "".join(tb) or sorted(ta) == sorted(tb)
-
-
-def _family(core: str) -> str:
-    m = re.match(r"[a-z]+", core)
-    return m.group(0) if m else core
-
-
 # --- helpers ----------------------------------------------------------------------------------
 
 
@@ -190,40 +148,6 @@ def _cap(params: dict[str, Any]) -> tuple[str, int] | None:
             if isinstance(v, dict):
                 stack.append((f"{prefix}{k}.", v))
     return None
-
-
-def _find_key(value: Any, key: str, depth: int = 0) -> Any:
-    if depth > 6:
-        return None
-    if isinstance(value, dict):
-        if key in value:
-            return value[key]
-        for v in value.values():
-            got = _find_key(v, key, depth + 1)
-            if got is not None:
-                return got
-    elif isinstance(value, list):
-        for v in value:
-            got = _find_key(v, key, depth + 1)
-            if got is not None:
-                return got
-    return None
-
-
-def _err_text(err: ApiError) -> str:
-    bits = [b for b in (err.type, err.code) if b and b != str(err.status)]
-    msg = (err.message or "").strip().rstrip(".")
-    if len(msg) > 300:
-        msg = msg[:299] + "…"
-    head = f" ({', '.join(dict.fromkeys(bits))})" if bits else ""
-    return f"{head}: {msg}" if msg else head
-
-
-def _is_pairing(ctx: TurnContext, err: ApiError | None) -> bool:
-    if err is None:
-        return False
-    p = providers.by_family(ctx.rt.family)
-    return p is not None and p.profile.is_pairing_error(err.message)
 
 
 def _output(r: NormalisedResponse) -> str:
@@ -263,7 +187,7 @@ def _truncated_length(ctx: TurnContext, r: NormalisedResponse) -> Finding:
     e = ctx.turn.e
     cut = [e.tool_calls[i] for i in cut_calls(ctx)]
     if cut:
-        names = ", ".join(f"`{c.name}`" + (f" (call {c.id})" if c.id else "") for c in cut)
+        names = ", ".join(call_label(c) for c in cut)
         how = (
             "they are cut and not valid JSON"
             if all(c.parse_error is not None for c in cut)
@@ -361,142 +285,6 @@ def check_guardrail_masked(ctx: TurnContext) -> Iterator[Finding]:
         )
 
 
-def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
-    rt = ctx.rt
-    status = rt.status or 0
-    if status < 400:
-        return
-    err = rt.response.error if rt.response else None
-    if _is_pairing(ctx, err):
-        return  # a C finding: the client mis-paired calls and results
-    if ctx.replay_miss is not None:
-        return  # looptap's replay answered, not the API: C.diverged_from_recording says why
-    if err is not None and err.code == "content_filter":
-        yield _prompt_filtered(ctx, err, status)
-        return
-    text = _err_text(err) if err is not None else ""
-    if status == 429:
-        yield _rate_limited(ctx, err, text)
-        return
-    if status in _OVERLOADED:
-        yield ctx.finding(
-            "A.overloaded",
-            Severity.WARNING,
-            "The service was overloaded or unavailable (HTTP "
-            f"{status}){text}. Retrying later usually works.",
-            status=status,
-            error=err.message if err else None,
-        )
-        return
-    yield ctx.finding(
-        "A.http_error",
-        Severity.ERROR,
-        f"The API answered HTTP {status}{text or ' with no error message'}.",
-        status=status,
-        type=err.type if err else None,
-        error_code=err.code if err else None,
-        error=err.message if err else None,
-    )
-
-
-def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
-    """A 4xx whose code is ``content_filter``: the API's filter refused the prompt. What it flagged
-    (``innererror.content_filter_result``: the categories ``filtered`` or ``detected``), and the
-    newest tool result of the request, the likeliest way the flagged text came in."""
-    inner = _find_key(err.raw, "content_filter_result")
-    flagged = sorted(
-        str(k)
-        for k, v in (inner.items() if isinstance(inner, dict) else ())
-        if isinstance(v, dict) and (v.get("filtered") is True or v.get("detected") is True)
-    )
-    src = next(
-        (
-            part.tool_result
-            for m in reversed(ctx.turn.c.appended)
-            for part in reversed(m.parts)
-            if part.tool_result is not None
-        ),
-        None,
-    )
-    name = src and (
-        src.name or next((p.name for p in ctx.turn.c.pairings if p.call_id == src.call_id), None)
-    )
-    return ctx.finding(
-        "A.prompt_blocked",
-        Severity.ERROR,
-        f"The API's content filter refused the prompt (HTTP {status}, content_filter)"
-        + (f": flagged {', '.join(flagged)}." if flagged else ".")
-        + (
-            f" The newest text came in with the result of {name or 'a tool'} "
-            f"({src.call_id or 'no id'}): {short(src.content, 120)!r}."
-            if src is not None
-            else ""
-        )
-        + " Nothing was generated.",
-        tool_call_id=src.call_id if src is not None else None,
-        status=status,
-        flagged=flagged,
-        tool=name,
-        error=err.message,
-    )
-
-
-def _rate_limited(ctx: TurnContext, err: ApiError | None, text: str) -> Finding:
-    """HTTP 429, with when the API asked to be tried again (its ``retry-after`` header or the
-    error's ``retryDelay``) and the rate-limit counters left."""
-    after = ctx.turn.a.rate_limit.get("retry-after")
-    delay = _find_key(err.raw, "retryDelay") if err is not None else None
-    wait = (
-        f" The API asked to retry after {after} s."
-        if after
-        else (f" The API asked to retry in {delay}." if delay else "")
-    )
-    limits = {k: v for k, v in ctx.turn.a.rate_limit.items() if "remaining" in k}
-    return ctx.finding(
-        "A.rate_limited",
-        Severity.WARNING,
-        f"Rate limited (HTTP 429){text}.{wait}".replace("..", "."),
-        status=429,
-        retry_after=after or delay,
-        remaining=limits,
-        error=err.message if err else None,
-    )
-
-
-def check_error_in_200(ctx: TurnContext) -> Iterator[Finding]:
-    rt = ctx.rt
-    r = rt.response
-    if r is None or not (200 <= (rt.status or 0) < 300):
-        return
-    err = r.error
-    if err is None and r.finish_reason is not FinishReason.ERROR:
-        return
-    if _is_pairing(ctx, err):
-        return
-    if err is not None:
-        where = "inside the stream" if err.in_stream else "in the body"
-        overloaded = "overload" in f"{err.type} {err.message}".lower()
-        yield ctx.finding(
-            "A.error_in_200",
-            Severity.ERROR,
-            f"The API sent HTTP {rt.status} but reported an error {where}{_err_text(err)}"
-            + (". The service was overloaded; a retry usually works." if overloaded else ".")
-            + (" Output before the error is partial." if r.parts else ""),
-            type=err.type,
-            error_code=err.code,
-            error=err.message,
-            in_stream=err.in_stream,
-        )
-    else:
-        yield ctx.finding(
-            "A.error_in_200",
-            Severity.ERROR,
-            f"The API sent HTTP {rt.status} but ended the turn with an error finish "
-            f"({r.finish_reason_raw!r}).",
-            finish_reason=r.finish_reason_raw,
-        )
-
-
 def check_stream_truncated(ctx: TurnContext) -> Iterator[Finding]:
     rt = ctx.rt
     r = rt.response
@@ -552,81 +340,6 @@ def check_tool_calls_without_calls(ctx: TurnContext) -> Iterator[Finding]:
         "carries no tool call. A client that trusts the finish reason will look for calls that "
         "are not there.",
         finish_reason=r.finish_reason_raw,
-    )
-
-
-def _deployment(url: str) -> str | None:
-    """Azure OpenAI's ``/openai/deployments/NAME/…``: the body's ``model`` is that deployment name
-    (the SDK copies it there), not a model; the deployment's model is what serves."""
-    m = re.search(r"/deployments/([^/?#]+)/", url)
-    return m.group(1) if m else None
-
-
-def _not_swapped(ctx: TurnContext, req: str, served: str) -> bool:
-    """The served name is the requested model itself: the same model, an ARN, or an Azure
-    deployment (it serves the model it was created with: nothing was swapped)."""
-    return (
-        req.lower().startswith("arn:")
-        or same_model(req, served)
-        or _deployment(ctx.rt.url) in (req, req.rsplit("/", 1)[-1])
-    )
-
-
-def _listed_fallback(body: object, served: str) -> bool:
-    """A fallback list in the request (``"models": [...]``) names the served model: expected."""
-    return isinstance(body, dict) and any(
-        isinstance(v, list) and any(isinstance(x, str) and same_model(x, served) for x in v)
-        for v in body.values()
-    )
-
-
-def _mismatch_how(req: str, known_req: str | None, *, fallback: bool, warn: bool) -> str:
-    """The end of the model-mismatch sentence: why the served model differs, as far as is known."""
-    if fallback:
-        return ", one of the fallback models the request listed."
-    if warn:
-        return f": a different model answered ({known_req or req} was asked for)."
-    if known_req is None:
-        return (
-            f" (`{req}` is not a published model name: an alias, "
-            "a deployment or a router resolved it)."
-        )
-    return " (an alias or a routed variant)."
-
-
-def check_model_mismatch(ctx: TurnContext) -> Iterator[Finding]:
-    a = ctx.turn.a
-    req, served = a.model_requested, a.model_served
-    if not req or not served or _not_swapped(ctx, req, served):
-        return
-    seen: set[tuple[str, str]] = ctx.conv.state.setdefault("A.model_mismatch", set())
-    if (req, served) in seen:
-        return
-    seen.add((req, served))
-    known_req, known_served = known_model(req), known_model(served)
-    if known_req is not None and known_req == known_served:
-        return  # two spellings of one published model (an alias, a snapshot, a vendor prefix)
-    body = ctx.ex.request_json()
-    named_in_body = isinstance(body, dict) and body.get("model") == req
-    fallback = _listed_fallback(body, served)
-    # Warn only when the request named a published model and a model of another family answered.
-    # A name that is no published model (a gateway alias such as LiteLLM's, a router such as
-    # ``openrouter/auto``, a deployment) is expected to resolve to something else; and a vendor's
-    # own aliases move within the family (``deepseek-reasoner`` served by ``deepseek-v4-flash``).
-    warn = (
-        known_req is not None
-        and _family(_core(req)) != _family(_core(served))
-        and named_in_body
-        and not fallback
-    )
-    how = _mismatch_how(req, known_req, fallback=fallback, warn=warn)
-    yield ctx.finding(
-        "A.model_mismatch",
-        Severity.WARNING if warn else Severity.INFO,
-        f"The request asked for `{req}` but `{served}` served it{how}",
-        requested=req,
-        served=served,
-        fallback=fallback,
     )
 
 

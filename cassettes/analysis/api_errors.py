@@ -1,0 +1,188 @@
+"""A's findings of a call that failed: an HTTP error status (``A.http_error``, ``A.rate_limited``,
+``A.overloaded``, a prompt the API's filter refused: ``A.prompt_blocked``) and an error inside a
+2xx (``A.error_in_200``). Their rows in the A catalogue: :mod:`cassettes.analysis.api`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from cassettes import providers
+from cassettes.analysis.context import TurnContext, short
+from cassettes.analysis.model import Finding, Severity
+from cassettes.models import ApiError, FinishReason
+
+__all__ = ["check_error_in_200", "check_http_error"]
+
+_OVERLOADED = (503, 529)
+
+
+def _find_key(value: Any, key: str, depth: int = 0) -> Any:
+    if depth > 6:
+        return None
+    if isinstance(value, dict):
+        if key in value:
+            return value[key]
+        for v in value.values():
+            got = _find_key(v, key, depth + 1)
+            if got is not None:
+                return got
+    elif isinstance(value, list):
+        for v in value:
+            got = _find_key(v, key, depth + 1)
+            if got is not None:
+                return got
+    return None
+
+
+def _err_text(err: ApiError) -> str:
+    bits = [b for b in (err.type, err.code) if b and b != str(err.status)]
+    msg = (err.message or "").strip().rstrip(".")
+    if len(msg) > 300:
+        msg = msg[:299] + "…"
+    head = f" ({', '.join(dict.fromkeys(bits))})" if bits else ""
+    return f"{head}: {msg}" if msg else head
+
+
+def _is_pairing(ctx: TurnContext, err: ApiError | None) -> bool:
+    if err is None:
+        return False
+    p = providers.by_family(ctx.rt.family)
+    return p is not None and p.profile.is_pairing_error(err.message)
+
+
+def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
+    rt = ctx.rt
+    status = rt.status or 0
+    if status < 400:
+        return
+    err = rt.response.error if rt.response else None
+    if _is_pairing(ctx, err):
+        return  # a C finding: the client mis-paired calls and results
+    if ctx.replay_miss is not None:
+        return  # looptap's replay answered, not the API: C.diverged_from_recording says why
+    if err is not None and err.code == "content_filter":
+        yield _prompt_filtered(ctx, err, status)
+        return
+    text = _err_text(err) if err is not None else ""
+    if status == 429:
+        yield _rate_limited(ctx, err, text)
+        return
+    if status in _OVERLOADED:
+        yield ctx.finding(
+            "A.overloaded",
+            Severity.WARNING,
+            "The service was overloaded or unavailable (HTTP "
+            f"{status}){text}. Retrying later usually works.",
+            status=status,
+            error=err.message if err else None,
+        )
+        return
+    yield ctx.finding(
+        "A.http_error",
+        Severity.ERROR,
+        f"The API answered HTTP {status}{text or ' with no error message'}.",
+        status=status,
+        type=err.type if err else None,
+        error_code=err.code if err else None,
+        error=err.message if err else None,
+    )
+
+
+def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
+    """A 4xx whose code is ``content_filter``: the API's filter refused the prompt. What it flagged
+    (``innererror.content_filter_result``: the categories ``filtered`` or ``detected``), and the
+    newest tool result of the request, the likeliest way the flagged text came in."""
+    inner = _find_key(err.raw, "content_filter_result")
+    flagged = sorted(
+        str(k)
+        for k, v in (inner.items() if isinstance(inner, dict) else ())
+        if isinstance(v, dict) and (v.get("filtered") is True or v.get("detected") is True)
+    )
+    src = next(
+        (
+            part.tool_result
+            for m in reversed(ctx.turn.c.appended)
+            for part in reversed(m.parts)
+            if part.tool_result is not None
+        ),
+        None,
+    )
+    name = src and (
+        src.name or next((p.name for p in ctx.turn.c.pairings if p.call_id == src.call_id), None)
+    )
+    return ctx.finding(
+        "A.prompt_blocked",
+        Severity.ERROR,
+        f"The API's content filter refused the prompt (HTTP {status}, content_filter)"
+        + (f": flagged {', '.join(flagged)}." if flagged else ".")
+        + (
+            f" The newest text came in with the result of {name or 'a tool'} "
+            f"({src.call_id or 'no id'}): {short(src.content, 120)!r}."
+            if src is not None
+            else ""
+        )
+        + " Nothing was generated.",
+        tool_call_id=src.call_id if src is not None else None,
+        status=status,
+        flagged=flagged,
+        tool=name,
+        error=err.message,
+    )
+
+
+def _rate_limited(ctx: TurnContext, err: ApiError | None, text: str) -> Finding:
+    """HTTP 429, with when the API asked to be tried again (its ``retry-after`` header or the
+    error's ``retryDelay``) and the rate-limit counters left."""
+    after = ctx.turn.a.rate_limit.get("retry-after")
+    delay = _find_key(err.raw, "retryDelay") if err is not None else None
+    wait = (
+        f" The API asked to retry after {after} s."
+        if after
+        else (f" The API asked to retry in {delay}." if delay else "")
+    )
+    limits = {k: v for k, v in ctx.turn.a.rate_limit.items() if "remaining" in k}
+    return ctx.finding(
+        "A.rate_limited",
+        Severity.WARNING,
+        f"Rate limited (HTTP 429){text}.{wait}".replace("..", "."),
+        status=429,
+        retry_after=after or delay,
+        remaining=limits,
+        error=err.message if err else None,
+    )
+
+
+def check_error_in_200(ctx: TurnContext) -> Iterator[Finding]:
+    rt = ctx.rt
+    r = rt.response
+    if r is None or not (200 <= (rt.status or 0) < 300):
+        return
+    err = r.error
+    if err is None and r.finish_reason is not FinishReason.ERROR:
+        return
+    if _is_pairing(ctx, err):
+        return
+    if err is not None:
+        where = "inside the stream" if err.in_stream else "in the body"
+        overloaded = "overload" in f"{err.type} {err.message}".lower()
+        yield ctx.finding(
+            "A.error_in_200",
+            Severity.ERROR,
+            f"The API sent HTTP {rt.status} but reported an error {where}{_err_text(err)}"
+            + (". The service was overloaded; a retry usually works." if overloaded else ".")
+            + (" Output before the error is partial." if r.parts else ""),
+            type=err.type,
+            error_code=err.code,
+            error=err.message,
+            in_stream=err.in_stream,
+        )
+    else:
+        yield ctx.finding(
+            "A.error_in_200",
+            Severity.ERROR,
+            f"The API sent HTTP {rt.status} but ended the turn with an error finish "
+            f"({r.finish_reason_raw!r}).",
+            finish_reason=r.finish_reason_raw,
+        )
