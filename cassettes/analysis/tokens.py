@@ -31,37 +31,29 @@ previous turn (its effective history + its output) so the stored part is counted
 Per-message estimates are kept per conversation and only the appended messages are measured on
 each turn, so a turn costs time proportional to what it added, not to the whole history.
 
-**Cost.** From ``genai-prices`` (offline data shipped with the library; never a hand-typed
-table): the provider is found from the request URL when genai-prices knows the host; otherwise
-the adapter's :attr:`~cassettes.providers.Profile.price_provider` (the vendor its wire format
-implies), else (OpenAI-format hosts have none) the model's list price by its name. A price at a
-host genai-prices does not know is an estimate whatever the family (a gateway or a proxy may
-charge otherwise), and so is a price of token counts looptap estimated: ``price_estimated``,
-shown ``~``. The model is the served one,
-or the requested one when nothing was served or the two name the same model
-(``models/gemini-2.5-pro`` vs ``gemini-2.5-pro``). The usage passed uses genai-prices' keys, which
-follow the same inclusive convention (its ``input_tokens`` includes cache reads/writes; cached
-tokens are then charged at their own rate). An unknown model or provider gives ``cost = None``,
-never 0, and ``price_source`` says why. ``cumulative_cost`` is the sum of the known costs so far in
-the conversation; ``cost_complete`` is ``False`` once a billed turn had no known price (the
-cumulative is then a lower bound). Turns with ``source == "missing"`` are not priced and do not
-make the cumulative incomplete.
+**Cost.** From ``genai-prices``, by :func:`cassettes.analysis.pricing.price` (which provider and
+model a turn is priced as, and when the price is an estimate). A price of token counts looptap
+estimated is an estimate too: ``price_estimated``, shown ``~``. The usage passed uses
+genai-prices' keys, which follow the same inclusive convention (its ``input_tokens`` includes
+cache reads/writes; cached tokens are then charged at their own rate). An unknown model or
+provider gives ``cost = None``, never 0, and ``price_source`` says why. ``cumulative_cost`` is the
+sum of the known costs so far in the conversation; ``cost_complete`` is ``False`` once a billed
+turn had no known price (the cumulative is then a lower bound). Turns with
+``source == "missing"`` are not priced and do not make the cumulative incomplete.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
 from cassettes import providers
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.model import Segments, TokenCount
-from cassettes.analysis.price_data import PRICES_VERSION, calc_price, provider_for_url
+from cassettes.analysis.pricing import price
 from cassettes.models import Message, NormalisedResponse, Part, ToolSpec, Usage
 
 __all__ = [
@@ -86,7 +78,6 @@ MEDIA_TOKENS = 500
 #: A string longer than this without a space is an encoded blob (base64, encrypted reasoning).
 _BLOB = 512
 
-_PRICES_VERSION = PRICES_VERSION
 _STATE = "_tokens"
 
 #: Indices into a message estimate vector. ``_SYS_PARTS`` is the content of system/developer
@@ -288,114 +279,6 @@ def _history(ctx: TurnContext, mem: _ConvTokens) -> tuple[Vec, Vec, Vec]:
     return total, new, _sub(total, mem.prefix[mem.base])
 
 
-def _when(ctx: TurnContext) -> datetime | None:
-    """When the call was made (prices change over time): the recording's clock, or the Date
-    header."""
-    if ctx.ex.started is not None:
-        try:
-            return datetime.fromtimestamp(ctx.ex.started, tz=UTC)
-        except (OverflowError, OSError, ValueError):
-            pass
-    date = ctx.ex.response_header("date")
-    if date:
-        from email.utils import parsedate_to_datetime  # a recording without its clock only
-
-        try:
-            when = parsedate_to_datetime(date)
-        except (TypeError, ValueError, IndexError):
-            return None
-        return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-    return None
-
-
-def _same_model(a: str, b: str) -> bool:
-    a, b = a.lower(), b.lower()
-    return a in b or b in a
-
-
-def _price_models(ctx: TurnContext, adapter: providers.Provider | None) -> list[str]:
-    """The model names to price a turn by, as genai-prices knows them: the served one, then the
-    requested one; only the served one when another model answered."""
-    req, resp = ctx.rt.request, ctx.rt.response
-    served = resp.model if resp is not None else None
-    requested = req.model if req is not None else None
-    if adapter is not None:
-        served = adapter.profile.price_model(served) if served else served
-        requested = adapter.profile.price_model(requested) if requested else requested
-    if served and requested and not _same_model(served, requested):
-        return [served]  # another model answered: its price, or none
-    return [m for m in (served, requested) if m]
-
-
-def _price_by_name(
-    ctx: TurnContext, usage: dict[str, int], models: list[str], host: str
-) -> tuple[Decimal | None, str]:
-    """An OpenAI-compatible server at a host genai-prices does not know (a local upstream, a
-    gateway, a proxy): the model's list price by its name alone, marked estimated."""
-    for model in models:
-        try:
-            total, prov, model_id = calc_price(usage, model, when=_when(ctx))
-        except LookupError:
-            continue
-        except (ValueError, ArithmeticError) as exc:
-            return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
-        return total, (
-            f"estimated: genai-prices {_PRICES_VERSION} list price of {prov}/{model_id}, by the "
-            f"model's name (host {host} is not a provider it knows; a local or proxied server may "
-            "charge otherwise)"
-        )
-    return (
-        None,
-        f"no price: genai-prices {_PRICES_VERSION} does not "
-        f"know the host {host} nor the model {models[0]!r}",
-    )
-
-
-def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str]:
-    """(cost, price_source) for one turn; ``None`` cost with the reason when no price is known."""
-    adapter = providers.by_family(ctx.rt.family)
-    models = _price_models(ctx, adapter)
-    if not models:
-        return None, "no price: the model is not known (neither requested nor served)"
-    host = urlsplit(ctx.rt.url).netloc or ctx.rt.url
-    how = ""
-    try:
-        provider_id: str | None = provider_for_url(ctx.rt.url)
-    except LookupError:
-        provider_id = adapter.profile.price_provider if adapter is not None else None
-        if provider_id is None:
-            return _price_by_name(ctx, usage, models, host)
-        # the wire format names the vendor, not who charges: a gateway or proxy may charge
-        # otherwise, so this is the list price, estimated, as for a host of no known family
-        how = (
-            f" (host {host} not known to genai-prices; priced "
-            f"as {provider_id}, from the API family; a gateway or proxy may charge otherwise)"
-        )
-    context = adapter.profile.price_context(ctx.rt.response) if adapter is not None else {}
-    for model in models:
-        try:
-            total, prov, model_id = calc_price(
-                usage,
-                model,
-                provider_id=provider_id,
-                when=_when(ctx),
-                price_context=context or None,
-            )
-        except LookupError:
-            continue
-        except (ValueError, ArithmeticError) as exc:  # usage genai-prices rejects (cache > input …)
-            return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
-        return (
-            total,
-            f"{'estimated: ' if how else ''}genai-prices {_PRICES_VERSION}: {prov}/{model_id}{how}",
-        )
-    return (
-        None,
-        f"no price: genai-prices {_PRICES_VERSION} does "
-        f"not know model {models[0]!r} at {provider_id}",
-    )
-
-
 def _failed_without_usage(ctx: TurnContext) -> bool:
     rt = ctx.rt
     resp = rt.response
@@ -513,7 +396,7 @@ def _cost(ctx: TurnContext, tv: TokenCount, usage: Usage | None, mem: _ConvToken
         price_usage = adapter.profile.price_usage(usage) if adapter is not None else {}
     else:
         price_usage = {"input_tokens": tv.input or 0, "output_tokens": tv.output or 0}
-    tv.cost, tv.price_source = _price(ctx, price_usage)
+    tv.cost, tv.price_source = price(ctx, price_usage)
     if tv.cost is None:
         mem.unknown += 1
         return

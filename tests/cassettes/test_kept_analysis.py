@@ -304,19 +304,19 @@ def test_other_price_data_analyses_again(
 ) -> None:
     """genai-prices' price table is part of the analyser: after it changed (an upgrade), show prints
     the new table's costs, as a fresh analysis does, not the kept analysis' (nor its kept views)."""
-    from cassettes.analysis import price_data, tokens
+    from cassettes.analysis import price_data, pricing
 
     path = str(_cassette(tmp_path / "run.jsonl", [200, 200, 200]))
     old = cli_output("show", "--json", path)
     assert old == cli_output("show", "--json", path)  # (the kept analysis and its views, taken)
-    real, identity = tokens.calc_price, price_data.table_identity()
+    real, identity = pricing.calc_price, price_data.table_identity()
     assert identity is not None and b'"cost"' in old[1]
 
     def doubled(*a: Any, **k: Any) -> Any:  # the new table's prices
         total, prov, model = real(*a, **k)
         return total * 2, prov, model
 
-    monkeypatch.setattr(tokens, "calc_price", doubled)
+    monkeypatch.setattr(pricing, "calc_price", doubled)
     # its data file, rewritten
     monkeypatch.setattr(price_data, "table_identity", lambda: [*identity[:-1], identity[-1] + 1])
     # (a new process)
