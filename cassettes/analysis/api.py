@@ -7,9 +7,7 @@ ends in ``request-id``/``requestid``/``correlation-id`` or is ``x-generation-id`
 headers are those whose name contains ``ratelimit``, ``rate-limit``, ``retry-after`` or
 ``x-should-retry``.
 
-Findings (layer A — reported by the service about the call; the checks of a failed call are in
-:mod:`~cassettes.analysis.api_errors`, ``A.model_mismatch`` in
-:mod:`~cassettes.analysis.served_model`):
+Findings (layer A — reported by the service about the call):
 
 =============================  ==========  ===========================================================
 code                           severity    fires when

@@ -1,7 +1,5 @@
-"""A's findings of a call that failed: an HTTP error status (``A.http_error``, ``A.rate_limited``,
-``A.overloaded``, a prompt the API's filter refused: ``A.prompt_blocked``) and an error inside a
-2xx (``A.error_in_200``). Their rows in the A catalogue: :mod:`cassettes.analysis.api`.
-"""
+"""A's findings of a failed call (catalogue: :mod:`cassettes.analysis.api`): an HTTP error status,
+a prompt the API's filter refused, an error inside a 2xx."""
 
 from __future__ import annotations
 

@@ -37,8 +37,7 @@ code                         severity    fires when
 ===========================  ==========  ================================================================
 
 Calls executed by the provider itself (``server``, ``mcp``, hosted tool kinds) are not checked for
-being offered nor counted as loops: the client never dispatched them. ``E.repeated_call`` is
-checked in :mod:`cassettes.analysis.repeats`.
+being offered nor counted as loops: the client never dispatched them.
 """  # noqa: E501
 
 from __future__ import annotations

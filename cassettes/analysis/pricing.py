@@ -22,8 +22,6 @@ from cassettes.analysis.price_data import PRICES_VERSION, calc_price, provider_f
 
 __all__ = ["price"]
 
-_PRICES_VERSION = PRICES_VERSION
-
 
 def _when(ctx: TurnContext) -> datetime | None:
     """When the call was made (prices change over time): the recording's clock, or the Date
@@ -75,15 +73,15 @@ def _price_by_name(
         except LookupError:
             continue
         except (ValueError, ArithmeticError) as exc:
-            return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
+            return None, f"no price: genai-prices {PRICES_VERSION} rejected the usage: {exc}"
         return total, (
-            f"estimated: genai-prices {_PRICES_VERSION} list price of {prov}/{model_id}, by the "
+            f"estimated: genai-prices {PRICES_VERSION} list price of {prov}/{model_id}, by the "
             f"model's name (host {host} is not a provider it knows; a local or proxied server may "
             "charge otherwise)"
         )
     return (
         None,
-        f"no price: genai-prices {_PRICES_VERSION} does not "
+        f"no price: genai-prices {PRICES_VERSION} does not "
         f"know the host {host} nor the model {models[0]!r}",
     )
 
@@ -121,13 +119,13 @@ def price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str]
         except LookupError:
             continue
         except (ValueError, ArithmeticError) as exc:  # usage genai-prices rejects (cache > input …)
-            return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
+            return None, f"no price: genai-prices {PRICES_VERSION} rejected the usage: {exc}"
         return (
             total,
-            f"{'estimated: ' if how else ''}genai-prices {_PRICES_VERSION}: {prov}/{model_id}{how}",
+            f"{'estimated: ' if how else ''}genai-prices {PRICES_VERSION}: {prov}/{model_id}{how}",
         )
     return (
         None,
-        f"no price: genai-prices {_PRICES_VERSION} does "
+        f"no price: genai-prices {PRICES_VERSION} does "
         f"not know model {models[0]!r} at {provider_id}",
     )

@@ -1,9 +1,5 @@
-"""``E.repeated_call``: the same tool call emitted again within a task — a retry, a poll, or a loop.
-
-A call is identified by its tool and its canonical arguments (:func:`canonical_call`); the results
-the earlier identical calls got tell a loop (the same answer each time) from polling or sampling
-(answers that differ). The finding's row in the E catalogue: :mod:`cassettes.analysis.emission`.
-"""
+"""``E.repeated_call`` (catalogue: :mod:`cassettes.analysis.emission`): the same tool call again
+within a task — a retry, a poll, or a loop."""
 
 from __future__ import annotations
 

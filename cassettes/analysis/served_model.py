@@ -1,10 +1,5 @@
-"""``A.model_mismatch``: whether the model that served a call is the one the request asked for.
-
-Model names are compared by their core (:func:`same_model`): path and region/vendor prefixes,
-dated snapshots, ``latest``/``free`` tags and version suffixes do not change the model, nor does
-an Azure deployment name or an ARN stand for another. The finding's row in the A catalogue:
-:mod:`cassettes.analysis.api`.
-"""
+"""``A.model_mismatch`` (catalogue: :mod:`cassettes.analysis.api`): is the model that served a call
+the one the request asked for, by the names' core (:func:`same_model`)."""
 
 from __future__ import annotations
 
