@@ -4,7 +4,8 @@ surface, pinned by tests/matching/test_surface.py):
 
 - what is volatile between two runs of one agent (dates, clocks, ids, temp paths, the working
   directory, ports), found by shape (``_volatile``), and where a run was recorded (``_places``);
-- the user's rules (``_rules``) and the file they live in (``_config``, ``_userrules``: the flags);
+- the user's rules (``_rules``), read from a table or flags (``_ruletable``), the file they live
+  in (``_config``) and a command's rule flags (``_userrules``);
 - the request key (``_requestkey``), the JSON-path diff (``_jsondiff``), the layer a difference
   implicates (``_verdicts``);
 - the recording indexed by request key, in memory or served from the offset index
@@ -26,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 _MODULES = {
     "_volatile": ("IGNORED Numbering Span Tolerated VolatileSpans slug this_process tolerated"),
     "_rules": (
-        "ANY_INDEX ANY_KEY MAX_MATCHES Rules format_rule_path from_flags "
-        "from_table parse_ignore parse_path parse_substitution rules_from_config substitute"
+        "ANY_INDEX ANY_KEY MAX_MATCHES Rules format_rule_path parse_ignore parse_path "
+        "parse_substitution substitute"
     ),
+    "_ruletable": "from_flags from_table rules_from_config",
     "_config": "RuleError find_config project_table",
     "_places": "MAX_PATH here path_value recorded recorded_time volatile_for",
     "_jsondiff": "Change clip format_path json_diff short window",
@@ -65,14 +67,12 @@ if TYPE_CHECKING:
         MAX_MATCHES,
         Rules,
         format_rule_path,
-        from_flags,
-        from_table,
         parse_ignore,
         parse_path,
         parse_substitution,
-        rules_from_config,
         substitute,
     )
+    from cassettes.matching._ruletable import from_flags, from_table, rules_from_config
     from cassettes.matching._tolerated import (
         MAX_TURNS,
         entries_of,
