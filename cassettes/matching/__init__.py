@@ -3,7 +3,8 @@ differs. One package, in private modules behind this façade (the names below ar
 surface, pinned by tests/matching/test_surface.py):
 
 - what is volatile between two runs of one agent (dates, clocks, ids, temp paths, the working
-  directory, ports), found by shape (``_volatile``), and where a run was recorded (``_places``);
+  directory, ports), found by shape (``_volatile``, its patterns ``_detectors``), and where a
+  run was recorded (``_places``);
 - the user's rules (``_rules``), read from a table or flags (``_ruletable``), the file they live
   in (``_config``) and a command's rule flags (``_userrules``);
 - the request key (``_requestkey``), the JSON-path diff (``_jsondiff``), the layer a difference
@@ -25,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 # Each name with the private module that defines it, loaded on first use (PEP 562): the pytest
 # plugin loads in every test session and needs only a few of them.
 _MODULES = {
-    "_volatile": ("IGNORED Numbering Span Tolerated VolatileSpans slug this_process tolerated"),
+    "_volatile": "IGNORED Numbering Span Tolerated VolatileSpans this_process tolerated",
+    "_detectors": "slug",
     "_rules": (
         "ANY_INDEX ANY_KEY MAX_MATCHES Rules format_rule_path parse_ignore parse_path "
         "parse_substitution substitute"
@@ -47,6 +49,7 @@ _EXPORTS = {name: module for module, names in _MODULES.items() for name in names
 
 if TYPE_CHECKING:
     from cassettes.matching._config import RuleError, find_config, project_table
+    from cassettes.matching._detectors import slug
     from cassettes.matching._indexed import IndexedRecordings
     from cassettes.matching._jsondiff import Change, clip, format_path, json_diff, short, window
     from cassettes.matching._matcher import Matcher, Recorded, tolerated_notes
@@ -93,7 +96,6 @@ if TYPE_CHECKING:
         Span,
         Tolerated,
         VolatileSpans,
-        slug,
         this_process,
         tolerated,
     )
