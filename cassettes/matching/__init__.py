@@ -3,8 +3,10 @@ differs. One package, in private modules behind this façade (the names below ar
 surface, pinned by tests/matching/test_surface.py):
 
 - what is volatile between two runs of one agent (dates, clocks, ids, temp paths, the working
-  directory, ports), found by shape (``_volatile``), and where a run was recorded (``_places``);
-- the user's rules (``_rules``) and the file they live in (``_config``, ``_userrules``: the flags);
+  directory, ports), found by shape (``_volatile``, its patterns ``_detectors``), and where a
+  run was recorded (``_places``);
+- the user's rules (``_rules``), read from a table or flags (``_ruletable``), the file they live
+  in (``_config``) and a command's rule flags (``_userrules``);
 - the request key (``_requestkey``), the JSON-path diff (``_jsondiff``), the layer a difference
   implicates (``_verdicts``);
 - the recording indexed by request key, in memory or served from the offset index
@@ -24,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 # Each name with the private module that defines it, loaded on first use (PEP 562): the pytest
 # plugin loads in every test session and needs only a few of them.
 _MODULES = {
-    "_volatile": ("IGNORED Numbering Span Tolerated VolatileSpans slug this_process tolerated"),
+    "_volatile": "IGNORED Numbering Span Tolerated VolatileSpans this_process tolerated",
+    "_detectors": "slug",
     "_rules": (
-        "ANY_INDEX ANY_KEY MAX_MATCHES Rules format_rule_path from_flags "
-        "from_table parse_ignore parse_path parse_substitution rules_from_config substitute"
+        "ANY_INDEX ANY_KEY MAX_MATCHES Rules format_rule_path parse_ignore parse_path "
+        "parse_substitution substitute"
     ),
+    "_ruletable": "from_flags from_table rules_from_config",
     "_config": "RuleError find_config project_table",
     "_places": "MAX_PATH here path_value recorded recorded_time volatile_for",
     "_jsondiff": "Change clip format_path json_diff short window",
@@ -45,6 +49,7 @@ _EXPORTS = {name: module for module, names in _MODULES.items() for name in names
 
 if TYPE_CHECKING:
     from cassettes.matching._config import RuleError, find_config, project_table
+    from cassettes.matching._detectors import slug
     from cassettes.matching._indexed import IndexedRecordings
     from cassettes.matching._jsondiff import Change, clip, format_path, json_diff, short, window
     from cassettes.matching._matcher import Matcher, Recorded, tolerated_notes
@@ -65,14 +70,12 @@ if TYPE_CHECKING:
         MAX_MATCHES,
         Rules,
         format_rule_path,
-        from_flags,
-        from_table,
         parse_ignore,
         parse_path,
         parse_substitution,
-        rules_from_config,
         substitute,
     )
+    from cassettes.matching._ruletable import from_flags, from_table, rules_from_config
     from cassettes.matching._tolerated import (
         MAX_TURNS,
         entries_of,
@@ -93,7 +96,6 @@ if TYPE_CHECKING:
         Span,
         Tolerated,
         VolatileSpans,
-        slug,
         this_process,
         tolerated,
     )

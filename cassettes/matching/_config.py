@@ -11,8 +11,8 @@ A file is untrusted input: read with the standard library's TOML reader, at most
 bytes, the walk upward at most :data:`MAX_UP` directories; what cannot be used is one
 :class:`RuleError` line naming the file.
 
-Finding and reading the file needs none of the rules' machinery (:mod:`cassettes.matching._rules`,
-which reads the table: :func:`~cassettes.matching.rules_from_config`): the pytest plugin checks at
+Finding and reading the file needs none of the rules' machinery (the table is read by
+:func:`~cassettes.matching.rules_from_config`): the pytest plugin checks at
 start-up, in every session, whether the project declares rules at all (:func:`project_table`).
 """
 

@@ -26,14 +26,13 @@ string.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import orjson
 
-from cassettes.matching._config import RuleError, project_table
+from cassettes.matching._config import RuleError
 from cassettes.matching._jsondiff import format_path
 from cassettes.matching._volatile import IGNORED, TOOL_RESULT, PathItem, Span
 from cassettes.patterns import PatternError, Template, UserPattern
@@ -41,9 +40,7 @@ from cassettes.patterns import PatternError, Template, UserPattern
 __all__ = [
     "ANY_INDEX",
     "ANY_KEY",
-    "IGNORED",
     "SUBSTITUTED",
-    "TOOL_RESULT",
     "IgnorePath",
     "Rules",
     "Substitution",
@@ -52,7 +49,6 @@ __all__ = [
     "parse_path",
     "parse_substitution",
     "parse_volatile_tool",
-    "rules_from_config",
 ]
 
 #: The detector name of the spans a substitution makes (a :class:`Tolerated`'s ``detector``; an
@@ -89,7 +85,6 @@ class _Any:
 ANY_KEY: Final = _Any("*")
 ANY_INDEX: Final = _Any("[*]")
 Segment = str | int | _Any
-_T = TypeVar("_T")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,127 +430,3 @@ def _drop(value: Any, rule: IgnorePath, i: int, at: tuple[PathItem, ...], spans:
                 lst[j] = _drop(value[j], rule, i + 1, (*at, j), spans)
         return lst
     return value
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading rules from a table (pyproject.toml's [tool.looptap], looptap.toml) and flags
-
-_TABLE_KEYS = ("ignore", "substitute", "volatile_tools", "volatile")
-
-
-def from_table(table: Mapping[str, Any], where: str) -> Rules:
-    """The rules a ``[tool.looptap]`` table (or a ``looptap.toml``) gives. Keys: ``ignore`` (paths,
-    each a string ``PATH`` / ``FAMILY:PATH`` or a table ``{path, family}``), ``substitute`` (each
-    ``"REGEX=REPLACEMENT"`` or ``{pattern, replacement, family}``), ``volatile_tools`` (names),
-    ``volatile`` (the built-in detectors, true by default). Anything else is refused."""
-    if not isinstance(table, Mapping):
-        raise RuleError(f"{where}: [tool.looptap] must be a table")
-    for k in table:
-        if k not in _TABLE_KEYS:
-            raise RuleError(
-                f"{where}: unknown key {str(k)[:40]!r} in the looptap table (known: "
-                f"{', '.join(_TABLE_KEYS)})"
-            )
-    rules = Rules(sources=[where])
-    for item in _list(table, "ignore", where):
-        rules.ignore.append(_ignore_entry(item, where))
-    for item in _list(table, "substitute", where):
-        rules.substitute.append(_substitute_entry(item, where))
-    for item in _list(table, "volatile_tools", where):
-        if not isinstance(item, str):
-            raise RuleError(f"{where}: volatile_tools: each entry is a tool's name")
-        rules.volatile_tools.append(_at(where, parse_volatile_tool, item))
-    if "volatile" in table:
-        if not isinstance(table["volatile"], bool):
-            raise RuleError(f"{where}: volatile must be true or false")
-        rules.volatile = table["volatile"]
-    return Rules().extend(rules)
-
-
-def rules_from_config(cassette: str | Path | None = None, cwd: str | Path | None = None) -> Rules:
-    """The rules of the project's file (:func:`~cassettes.matching.project_table`); none when
-    there is no file or table."""
-    found = project_table(cassette, cwd)
-    return Rules() if found is None else from_table(*found)
-
-
-def _ignore_entry(item: Any, where: str) -> IgnorePath:
-    """One entry of ``ignore``: a string ``PATH`` / ``FAMILY:PATH`` or a table ``{path,
-    family}``."""
-    if isinstance(item, str):
-        return _at(where, parse_ignore, item)
-    if (
-        isinstance(item, Mapping)
-        and isinstance(item.get("path"), str)
-        and set(item) <= {"path", "family"}
-    ):
-        return _at(where, parse_ignore, item["path"], _family(item, "ignore", where))
-    raise RuleError(
-        f'{where}: ignore: each entry is a path ("metadata.*") or {{path = "…", family = "…"}}'
-    )
-
-
-def _substitute_entry(item: Any, where: str) -> Substitution:
-    """One entry of ``substitute``: ``"REGEX=REPLACEMENT"`` or a table ``{pattern, replacement,
-    family}``."""
-    if isinstance(item, str):
-        return _at(where, parse_substitution, item)
-    if (
-        isinstance(item, Mapping)
-        and isinstance(item.get("pattern"), str)
-        and isinstance(item.get("replacement"), str)
-        and set(item) <= {"pattern", "replacement", "family"}
-    ):
-        return _at(
-            where,
-            parse_substitution,
-            item["pattern"],
-            item["replacement"],
-            _family(item, "substitute", where),
-        )
-    raise RuleError(
-        f'{where}: substitute: each entry is "REGEX=REPLACEMENT" '
-        'or {pattern = "…", replacement = "…"}'
-    )
-
-
-def _family(item: Mapping[str, Any], key: str, where: str) -> str | None:
-    """An entry's ``family``: a string, or absent."""
-    fam = item.get("family")
-    if fam is not None and not isinstance(fam, str):
-        raise RuleError(f"{where}: {key}: family must be a string")
-    return fam
-
-
-def _list(table: Mapping[str, Any], key: str, where: str) -> list[Any]:
-    v = table.get(key, [])
-    if not isinstance(v, list):
-        raise RuleError(f"{where}: {key} must be a list")
-    if len(v) > MAX_RULES:
-        raise RuleError(f"{where}: {key}: more than {MAX_RULES} entries")
-    return v
-
-
-def _at(where: str, make: Callable[..., _T], *args: Any) -> _T:
-    try:
-        return make(*args)
-    except RuleError as exc:
-        raise RuleError(f"{where}: {exc}") from None
-
-
-def from_flags(
-    ignore: Iterable[str] = (),
-    substitute: Iterable[str] = (),
-    volatile_tools: Iterable[str] = (),
-    where: str = "the command line",
-) -> Rules:
-    """The rules given as flags (``--ignore PATH``, ``--substitute REGEX=REPLACEMENT``,
-    ``--volatile-tool NAME``) or as pytest ini lines and marker arguments."""
-    rules = Rules(
-        [parse_ignore(s) for s in ignore],
-        [parse_substitution(s) for s in substitute],
-        [parse_volatile_tool(n) for n in volatile_tools],
-    )
-    if rules:
-        rules.sources.append(where)
-    return Rules().extend(rules)

@@ -32,7 +32,7 @@ def project_rules(
     """The project's rules for ``cassette`` (its ``looptap.toml`` or ``pyproject.toml``
     ``[tool.looptap]``) with the given ones added; a rule scoped to an API family no adapter
     speaks is refused. Raises :class:`~cassettes.matching.RuleError` (one line)."""
-    from cassettes.matching._rules import from_flags, rules_from_config
+    from cassettes.matching._ruletable import from_flags, rules_from_config
 
     rules = rules_from_config(cassette).extend(
         from_flags(ignore, substitute, volatile_tools, where)

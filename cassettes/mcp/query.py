@@ -17,8 +17,9 @@ symlinks); anything else is refused with :class:`QueryError`.
 
 The fence and the byte budget are :mod:`cassettes.mcp.answers`; the answer parts about recorded
 things (findings, messages, a turn's layers) are :mod:`cassettes.mcp.recorded`; the runs under the
-roots are :mod:`cassettes.mcp.runs`; this module answers the questions (a fork, a comparison and a
-why are answered by :mod:`cassettes.mcp.forkquery` and :mod:`cassettes.mcp.whyquery`).
+roots are :mod:`cassettes.mcp.runs`; this module answers the questions (a turn, a fork, a
+comparison and a why are answered by :mod:`cassettes.mcp.turnquery`,
+:mod:`cassettes.mcp.forkquery` and :mod:`cassettes.mcp.whyquery`).
 """
 
 from __future__ import annotations
@@ -32,12 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.analysis.dispatch import is_consequence
-from cassettes.analysis.model import Turn
 from cassettes.fleet.index import overviews, runs_mentioning
-from cassettes.hints import count, install_command
+from cassettes.hints import install_command
 from cassettes.mcp.answers import (
     DEFAULT_CHARS,
-    MAX_BYTES,
     UNTRUSTED_NOTE,
     QueryError,
     byte_budget,
@@ -51,15 +50,12 @@ from cassettes.mcp.forkquery import comparison, fork_diff
 from cassettes.mcp.recorded import (
     conversation_row,
     finding_part,
-    fit_turn,
-    message_part,
     tolerated_count,
     tolerated_lines,
-    turn_body,
 )
 from cassettes.mcp.runs import Runs
+from cassettes.mcp.turnquery import turn
 from cassettes.mcp.whyquery import why_report
-from cassettes.models import Message
 from cassettes.reading.run import Run
 from cassettes.replay.comparison import different_apis
 from cassettes.replay.forking.rundiff import diff_analysed
@@ -235,60 +231,6 @@ def findings(
     items = [finding_part(f, DEFAULT_CHARS) for f in fs]
     shown, nxt = page(items, offset, max(1, min(limit, 200)), byte_budget(max_bytes))
     return wrap({"total": len(items), "next_offset": nxt, "recorded": {"findings": shown}})
-
-
-def _turn(r: Run, seq: int | None, conversation: str | None, turn: int | None) -> Turn:
-    a = r.analysis
-    if seq is None:
-        conv = next((c for c in a.conversations if c.id == conversation), None)
-        head = a.turns.get(conv.turns[0]) if conv is not None and conv.turns else None
-        # a fork's branch keeps its origin's numbers
-        first = head.index if head is not None else 0
-        if conv is None or turn is None or not first <= turn < first + len(conv.turns):
-            raise QueryError(
-                "name a turn by seq, or by conversation and turn (as run_summary numbers them: "
-                "from 0, a branch from its origin's turn at the cursor)"
-            )
-        seq = conv.turns[turn - first]
-    t = a.turns.get(seq)
-    if t is None:
-        if r.by_seq(seq) is None:
-            seqs = [ex.seq for ex in r.exchanges if ex.seq is not None]
-            span = f"#{min(seqs)} to #{max(seqs)}" if seqs else "none"
-            raise QueryError(
-                f"seq {seq} is out of range: this run has "
-                f"{count(len(seqs), 'round trip')} ({span}); "
-                "run_summary lists its turns"
-            )
-        raise QueryError(
-            f"round trip #{seq} is not an LLM turn (the run recorded "
-            "it, but it is not an LLM API's traffic)"
-        )
-    return t
-
-
-def turn(
-    runs: Runs,
-    run: str,
-    seq: int | None,
-    conversation: str | None,
-    turn: int | None,
-    message: int | None,
-    chars: int,
-    max_bytes: int,
-) -> dict[str, Any]:
-    """One turn with E/A/C; ``message`` reads one message of its request whole (paged by
-    ``chars``)."""
-    _, r = runs.open(run)
-    t = _turn(r, seq, conversation, turn)
-    found = r.by_seq(t.seq)
-    msgs = found[1].request.messages if found and found[1].request is not None else []
-    if message is not None:
-        return _message_whole(t, msgs, message, chars, max_bytes)
-    chars = max(40, min(chars, MAX_BYTES // 2))
-    after = _next_seq(r, t)
-    next_turn = r.analysis.turns.get(after) if after is not None else None
-    return wrap(fit_turn(turn_body(t, msgs, after, next_turn, chars), max_bytes))
 
 
 def search(runs: Runs, query: str, run: str | None, limit: int, max_bytes: int) -> dict[str, Any]:
@@ -469,34 +411,6 @@ def tail(runs: Runs, run: str, after_seq: int, limit: int, max_bytes: int) -> di
             "recorded": {"round_trips": shown},
         }
     )
-
-
-def _message_whole(
-    t: Turn, msgs: list[Message], message: int, chars: int, max_bytes: int
-) -> dict[str, Any]:
-    """Message ``message`` of turn ``t``'s request, whole up to ``chars`` characters a text; its
-    texts shortened until it fits ``max_bytes``."""
-    if not 0 <= message < len(msgs):
-        raise QueryError(f"the request of #{t.seq} has {count(len(msgs), 'message')} (0-based)")
-    budget = byte_budget(max_bytes)
-    whole = max(1, min(chars, budget)) if chars else budget
-    answer = wrap(
-        {"seq": t.seq, "message": message, "recorded": message_part(msgs[message], whole)}
-    )
-    # texts shortened until the message fits
-    while (size := json_size(answer)) > budget and whole > 40:
-        whole = max(40, whole * budget // size * 9 // 10)
-        answer["recorded"] = message_part(msgs[message], whole)
-    return answer
-
-
-def _next_seq(r: Run, t: Turn) -> int | None:
-    """The seq of the turn after ``t`` in its conversation (``None``: the last)."""
-    conv = next((c for c in r.analysis.conversations if c.id == t.conversation), None)
-    if conv is None or t.seq not in conv.turns:
-        return None
-    i = conv.turns.index(t.seq)
-    return conv.turns[i + 1] if i + 1 < len(conv.turns) else None
 
 
 def web_report(runs: Runs, run: str, max_bytes: int) -> dict[str, Any]:

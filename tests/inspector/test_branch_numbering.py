@@ -188,7 +188,8 @@ def test_one_branch_turn_has_the_same_number_everywhere(
 
     # MCP: fork_diff, and the turn tool named by conversation and that number
     from cassettes.mcp.forkquery import fork_diff
-    from cassettes.mcp.query import Runs, turn
+    from cassettes.mcp.query import Runs
+    from cassettes.mcp.turnquery import turn
 
     runs = Runs([str(tmp_path)])
     answer = fork_diff(runs, str(branch), None, None, 20, 6000)

@@ -281,7 +281,8 @@ def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path) -> None:
 
 def test_a_turn_asked_for_a_billion_characters_stays_under_max_bytes(root: Path) -> None:
     from cassettes.mcp.answers import encode
-    from cassettes.mcp.query import Runs, turn
+    from cassettes.mcp.query import Runs
+    from cassettes.mcp.turnquery import turn
 
     runs = Runs([root])
     asked = {"seq": None, "conversation": None, "turn": None, "message": None}
