@@ -249,7 +249,7 @@ HOW = """
   (`proxy/writer.py` and `proxy/messages.py`: the proxy process's hand-off loads no core module, the
   recording pipeline and the redactor are imported in the writer process, `tests/test_boundaries.py`), or
   a module the command would not load otherwise: under `--help`, `providers._base`; under `looptap mcp`'s
-  start, `providers` (the recorder options' listener names, `commands/__init__.py`); under a small `show`,
+  start, `providers` (the recorder options' listener names, `commands/recording.py`); under a small `show`,
   the stream readers (`providers/*/_stream.py`), `wire.edited` (`codec.py`,
   `views/edits.py`), `_version`'s metadata read (`codec.py`) and, in `reading/run.py`, the redactor, the
   vcrpy reader and the cassette writer; under `replay`, the analysis (`reading/held.py`, `reading/run.py`'s

@@ -17,24 +17,17 @@ calls sent and got (OpenAI Chat and Anthropic; ``history`` inferred).
 
 from __future__ import annotations
 
-import base64
 import re
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from cassettes import bounds
 from cassettes.errors import ImportFormatError
 from cassettes.hints import count
-from cassettes.interop.documents import read_docs
+from cassettes.interop.otlp_spans import attributes, json_attribute, read_spans, span_id
 from cassettes.providers.rebuild import REBUILT, Call, chat_ids, from_parts
 
 __all__ = ["otlp_calls"]
 
-#: The largest OTLP file imported: its spans are held to be put in order, about 10 times the
-#: file's size in memory (a 28.7 MB file of 4,400 spans peaked at 271 MB).
-OTLP_LIMIT = 128 << 20
 _NOT_CALLS = {"invoke_agent", "create_agent", "execute_tool", "embeddings"}
 _CALL_OPS = {"chat", "text_completion", "generate_content", "responses"}
 #: Semconv (and raw) finish reasons → each family's own.
@@ -48,105 +41,10 @@ _OI_KEY = re.compile(r"llm\.(input|output)_messages\.(\d+)\.message\.(.+)")
 _OI_CALL = re.compile(r"tool_calls\.(\d+)\.tool_call\.(.+)")
 
 
-def _value(v: Any, depth: int = 0) -> Any:
-    """An OTLP ``AnyValue`` (JSON form) as a Python value."""
-    if not isinstance(v, dict) or depth > bounds.WALK_DEPTH:
-        return None
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "intValue" in v:
-        try:
-            return int(v["intValue"])
-        except (TypeError, ValueError):
-            return None
-    if "doubleValue" in v or "boolValue" in v:
-        return v.get("doubleValue", v.get("boolValue"))
-    if "arrayValue" in v:
-        return [_value(x, depth + 1) for x in (v["arrayValue"] or {}).get("values") or []]
-    if "kvlistValue" in v:
-        return _attrs((v["kvlistValue"] or {}).get("values"), depth + 1)
-    return v.get("bytesValue")
-
-
-def _attrs(kvs: Any, depth: int = 0) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for kv in kvs if isinstance(kvs, list) else []:
-        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
-            out[kv["key"]] = _value(kv.get("value"), depth)
-    return out
-
-
-def _json(v: Any) -> Any:
-    """An attribute that holds JSON as a string (as the semconv has it), parsed and bounded."""
-    if isinstance(v, str) and v[:1] in ("[", "{"):
-        try:
-            return bounds.loads(v)
-        except orjson.JSONDecodeError:
-            return None
-    return v
-
-
-def _spans_of(doc: Any, where: str) -> list[dict[str, Any]]:
-    if not isinstance(doc, dict):
-        raise ImportFormatError(f"{where}: not an OTLP ExportTraceServiceRequest")
-    spans: list[dict[str, Any]] = []
-    for rs in doc.get("resourceSpans") or doc.get("resource_spans") or []:
-        if not isinstance(rs, dict):
-            continue
-        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
-        for ss in scopes if isinstance(scopes, list) else []:
-            spans.extend(s for s in (ss or {}).get("spans") or [] if isinstance(s, dict))
-    return spans
-
-
-def _proto_docs(path: Path) -> list[tuple[int, Any]]:
-    try:
-        from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-    except ImportError:
-        raise ImportFormatError(
-            f"{path}: OTLP protobuf needs opentelemetry-proto (pip install opentelemetry-proto), "
-            "or export the traces as OTLP/JSON"
-        ) from None
-    if path.stat().st_size > bounds.MAX_DECODED_BYTES:
-        raise ImportFormatError(f"{path}: OTLP protobuf over 64 MiB; not imported (split it)")
-    msg = ExportTraceServiceRequest()
-    try:
-        msg.ParseFromString(path.read_bytes())
-    except Exception:  # the protobuf runtime's DecodeError, by implementation
-        raise ImportFormatError(f"{path}: not OTLP protobuf (it does not decode)") from None
-    return [(0, MessageToDict(msg))]
-
-
-def _hex(v: Any) -> str:
-    """A span id as OTLP/JSON spells it (hex); protobuf's JSON form gives base64."""
-    if not isinstance(v, str) or not v:
-        return ""
-    if re.fullmatch(r"[0-9a-fA-F]+", v):
-        return v.lower()
-    try:
-        return base64.b64decode(v).hex()
-    except ValueError:
-        return v
-
-
 def otlp_calls(path: Path, kind: str) -> list[Call]:
     """The model calls of an OTLP file, in the order they started."""
-    if path.stat().st_size > OTLP_LIMIT:
-        raise ImportFormatError(
-            f"{path}: {path.stat().st_size >> 20} MiB of OTLP is more than an import holds "
-            f"({OTLP_LIMIT >> 20} MiB); split it by trace and import the parts"
-        )
-    docs = _proto_docs(path) if kind == "otlp-proto" else read_docs(path)
-    spans: list[tuple[int, dict[str, Any]]] = []
-    for n, doc in docs:
-        where = f"{path}, line {n}" if n else str(path)
-        spans.extend((len(spans), s) for s in _spans_of(doc, where))
-    if not spans:
-        raise ImportFormatError(f"{path}: no spans in it; nothing imported")
-    ids = {_hex(s.get("spanId")) for _, s in spans}
+    spans = read_spans(path, kind)
+    ids = {span_id(s.get("spanId")) for _, s in spans}
 
     def start(item: tuple[int, dict[str, Any]]) -> tuple[int, int]:
         try:
@@ -155,13 +53,13 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
             return 0, item[0]
 
     calls = []
-    by_id = {_hex(s.get("spanId")): s for _, s in spans}
+    by_id = {span_id(s.get("spanId")): s for _, s in spans}
     histories: dict[str, list[dict[str, Any]]] = {}  # by agent span: what its calls sent and got
     for _, span in sorted(spans, key=start):
         call = _call(span)
         if call is None:
             continue
-        parent = _hex(span.get("parentSpanId"))
+        parent = span_id(span.get("parentSpanId"))
         if parent and parent not in ids:
             call.notes.append(
                 f"imported: the span's parent {parent[:16]} is not in the file (read as a root)"
@@ -182,16 +80,16 @@ def _agent_of(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str | N
     """The id of the nearest agent span (``invoke_agent``, OpenInference ``AGENT``) ``span`` runs
     under, if any (a cycle of parents, or a parent not in the file, ends the walk)."""
     seen: set[str] = set()
-    parent = _hex(span.get("parentSpanId"))
+    parent = span_id(span.get("parentSpanId"))
     while parent and parent in by_id and parent not in seen:
         seen.add(parent)
         up = by_id[parent]
-        a = _attrs(up.get("attributes"))
+        a = attributes(up.get("attributes"))
         if a.get("gen_ai.operation.name") == "invoke_agent" or (
             str(a.get("openinference.span.kind") or "").upper() == "AGENT"
         ):
             return parent
-        parent = _hex(up.get("parentSpanId"))
+        parent = span_id(up.get("parentSpanId"))
     return None
 
 
@@ -238,7 +136,7 @@ def _family(a: dict[str, Any]) -> str:
 
 
 def _call(span: dict[str, Any]) -> Call | None:
-    a = _attrs(span.get("attributes"))
+    a = attributes(span.get("attributes"))
     if not _is_call(a, span):
         return None
     family = _family(a)
@@ -251,7 +149,7 @@ def _call(span: dict[str, Any]) -> Call | None:
     if family == "openai_chat" and a.get("looptap.family") not in (None, "openai_chat"):
         call.notes.append(f"imported: a {a['looptap.family']} call, rebuilt as OpenAI Chat")
     _content(call, inputs, system, output)
-    tools = _json(a.get("gen_ai.tool.definitions"))
+    tools = json_attribute(a.get("gen_ai.tool.definitions"))
     call.tools = _tools(family, tools if isinstance(tools, list) else _oi_tools(a))
     if not call.tools:  # most instrumentations do not record the tools offered
         call.inferred.add("tools")
@@ -320,7 +218,7 @@ def _served(call: Call, a: dict[str, Any]) -> None:
         call.given.add("model")
     rid = a.get("gen_ai.response.id")
     if rid is None and a.get("output.mime_type") == "application/json":  # OpenInference
-        body = _json(a.get("output.value"))
+        body = json_attribute(a.get("output.value"))
         rid = body.get("id") if isinstance(body, dict) else None
     if isinstance(rid, str) and rid:
         call.response_id = rid
@@ -368,7 +266,7 @@ _PARAMS = {
 
 def _params(call: Call, a: dict[str, Any]) -> None:
     """The sampling parameters and the stream flag the trace kept, put back in the request."""
-    invoked = _json(a.get("llm.invocation_parameters"))  # OpenInference: the request's own
+    invoked = json_attribute(a.get("llm.invocation_parameters"))  # OpenInference: the request's own
     if isinstance(invoked, dict):
         call.params = {k: v for k, v in invoked.items() if k not in ("model", "messages", "tools")}
     for name, keys in _PARAMS.items():
@@ -392,10 +290,10 @@ def _semconv(
     events = [e for e in span.get("events") or [] if isinstance(e, dict)]
     for e in events:  # the inference details event carries the same attributes
         if e.get("name") == "gen_ai.client.inference.operation.details":
-            a = {**_attrs(e.get("attributes")), **a}
-    inputs = _json(a.get("gen_ai.input.messages"))
-    outputs = _json(a.get("gen_ai.output.messages"))
-    sys_parts = _json(a.get("gen_ai.system_instructions"))
+            a = {**attributes(e.get("attributes")), **a}
+    inputs = json_attribute(a.get("gen_ai.input.messages"))
+    outputs = json_attribute(a.get("gen_ai.output.messages"))
+    sys_parts = json_attribute(a.get("gen_ai.system_instructions"))
     system = [
         str(p.get("content") or "")
         for p in (sys_parts if isinstance(sys_parts, list) else [])
@@ -426,7 +324,7 @@ def _old_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
     content = body.get("content")
     if isinstance(content, str) and content:
         parts.append({"type": "text", "content": content})
-    for tc in _json(body.get("tool_calls")) or []:
+    for tc in json_attribute(body.get("tool_calls")) or []:
         if isinstance(tc, dict):
             fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else tc
             parts.append(
@@ -441,7 +339,7 @@ def _old_events(events: list[dict[str, Any]]) -> tuple[list[Any] | None, list[An
     inputs: list[Any] = []
     outputs: list[Any] = []
     for e in events:
-        body = _attrs(e.get("attributes"))
+        body = attributes(e.get("attributes"))
         role = _OLD_ROLES.get(str(e.get("name")))
         if role == "tool":
             inputs.append(
@@ -451,7 +349,7 @@ def _old_events(events: list[dict[str, Any]]) -> tuple[list[Any] | None, list[An
         elif role is not None:
             inputs.append({"role": role, "parts": _old_parts(body)})
         elif e.get("name") == "gen_ai.choice":
-            msg = _json(body.get("message"))
+            msg = json_attribute(body.get("message"))
             parts = _old_parts(msg if isinstance(msg, dict) else body)
             outputs.append({"parts": parts, "finish_reason": body.get("finish_reason")})
     return (inputs or None), (outputs or None)
@@ -503,7 +401,7 @@ def _openinference(
 def _oi_tools(a: dict[str, Any]) -> list[Any]:
     tools = []
     for key in sorted(k for k in a if re.fullmatch(r"llm\.tools\.\d+\.tool\.json_schema", k)):
-        t = _json(a[key])
+        t = json_attribute(a[key])
         fn = t.get("function") if isinstance(t, dict) else None
         if isinstance(fn, dict):
             tools.append({"type": "function", **fn})
