@@ -48,7 +48,8 @@ from cassettes.replay.testing.ready import (
 from cassettes.storage.paths import FileId, UnsafePath, check_dir, check_target, write_new
 from cassettes.storage.store import open_regular, private_open
 from proxy import messages
-from proxy.addon import DurableGate, LooptapRecorder
+from proxy.addon import LooptapRecorder
+from proxy.durable import DurableGate
 from proxy.faults import LiveFaults
 
 if TYPE_CHECKING:
