@@ -35,16 +35,10 @@ from cassettes.views.money import ESTIMATED_NOTE, money
 from proxy import messages
 
 try:  # mitmproxy: in the recorder's environment only; elsewhere record and run say how to get it
+    from proxy.config import RecorderConfig, RecorderError
     from proxy.faults import live_plan
-    from proxy.launcher import (
-        BusyPort,
-        RecorderConfig,
-        RecorderError,
-        check_confdir,
-        record_forever,
-        report_lost,
-        run_child,
-    )
+    from proxy.launcher import BusyPort, check_confdir
+    from proxy.session import record_forever, report_lost, run_child
 except ImportError:
     MITMPROXY = False
 else:
@@ -86,7 +80,7 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
     """Every path this command writes, checked before anything starts (storage/paths.py,
     docs/reliability.md "Paths looptap writes"): the cassette, the ready file, the command's
     output log, ``--confdir``. The cassette's :class:`~cassettes.storage.paths.Target`; raises
-    :class:`~cassettes.storage.paths.UnsafePath` or the launcher's ``RecorderError``."""
+    :class:`~cassettes.storage.paths.UnsafePath` or the recorder's ``RecorderError``."""
     path, append = _output(args.output)
     if getattr(args, "from_run", None) is not None:
         _check_fork_outputs(
@@ -510,7 +504,7 @@ def _finish_fork(fork: Any, path: Path, rc: int) -> int:
 async def _run_child(
     config: Any, argv: list[str], child_log: Any, viewer: Any, child_status: Any, fork: Any
 ) -> Any:
-    """:func:`~proxy.launcher.run_child`, with a fork's replay server in front of the recorder
+    """:func:`~proxy.session.run_child`, with a fork's replay server in front of the recorder
     when ``--from`` is given."""
     try:
         return await run_child(
