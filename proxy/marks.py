@@ -12,15 +12,7 @@ from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.own import OWN_RESPONSE_HEADERS
 
-__all__ = [
-    "EDITS",
-    "EDITS_REFUSED",
-    "MARKS_REFUSED",
-    "OWN_RESPONSE",
-    "drop_own_marks",
-    "marks_into",
-    "take_edit_marks",
-]
+__all__ = ["OWN_RESPONSE", "drop_own_marks", "marks_into", "take_edit_marks"]
 
 #: The flow metadata key of a fork's edit marks, taken off the request (cassettes.wire.edited).
 EDITS = "looptap_edits"

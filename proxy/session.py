@@ -21,7 +21,7 @@ from proxy.addon import LooptapRecorder
 from proxy.config import RecorderConfig, RecorderError
 from proxy.launcher import Recorder
 
-__all__ = ["FLUSHED", "record_forever", "report_lost", "run_child"]
+__all__ = ["record_forever", "report_lost", "run_child"]
 
 
 #: What ``looptap record`` says after a SIGUSR1 flush, followed by the number of round trips stored.
