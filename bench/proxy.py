@@ -391,7 +391,8 @@ async def serve_looptap(
     durable: bool = False,
     name: str = "looptap",
 ) -> None:
-    from proxy.launcher import Recorder, RecorderConfig
+    from proxy.config import RecorderConfig
+    from proxy.launcher import Recorder
 
     cfg = RecorderConfig(
         output=workdir / f"{name}.jsonl",

@@ -7,8 +7,8 @@ Each size, through a reverse listener (``Content-Length``) and through the forwa
 tests' loopback upstream: whether the agent got the upstream's answer, whether the upstream got
 every byte, and the peak resident memory (``VmHWM``) of the proxy process and of its writer process
 over their resident memory at start, once the round trip is in the cassette. The recorder keeps
-at most ``proxy.addon.MAX_REQUEST`` of a request; a longer body is streamed to the upstream, so the
-figures should not grow with the size. ``--shapes``: one long message, or 1 KiB messages (the
+at most ``proxy.capture.MAX_REQUEST`` of a request; a longer body is streamed to the upstream, so
+the figures should not grow with the size. ``--shapes``: one long message, or 1 KiB messages (the
 recorder then keeps a full 32 MiB: the writer's worst case).
 """
 

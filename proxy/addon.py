@@ -39,61 +39,39 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from mitmproxy import ctx, exceptions, http, version
-from mitmproxy.net.http import status_codes
-from mitmproxy.net.http.url import unparse as unparse_url
 from mitmproxy.proxy import mode_specs
 
 from cassettes.providers import is_llm_host, versioned_path
 from cassettes.recording.redact import Redactor
-from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
-from cassettes.wire.own import OWN_RESPONSE_HEADERS
 from proxy import failures, http1_fixes, messages
-from proxy.handoff import Handoff, HandoffError, Receipt
+from proxy.capture import (
+    CAPPED,
+    CLIENT_PATH,
+    MAX_REQUEST,
+    Capped,
+    Tee,
+    flow_to_exchange,
+    request_body,
+)
+from proxy.durable import RECEIPT, WS_RECEIPTS, DurableGate
+from proxy.handoff import Handoff, HandoffError
+from proxy.marks import drop_own_marks, take_edit_marks
 from proxy.pipe import SETTLE
 
 __all__ = [
-    "RECEIPT",
-    "WS_RECEIPTS",
-    "DurableGate",
     "LooptapRecorder",
-    "Tee",
     "addons",
-    "flow_to_exchange",
 ]
 
-#: The flow metadata key of a durable round trip's :class:`~proxy.handoff.Receipt`.
-RECEIPT = "looptap_receipt"
-#: The flow metadata key of a fork's edit marks, taken off the request (cassettes.wire.edited).
-EDITS = "looptap_edits"
-#: The flow metadata key set when a request carried edit marks not sealed with this run's key.
-EDITS_REFUSED = "looptap_edits_refused"
-MARKS_REFUSED = "looptap_marks_refused"
-#: Flow metadata set on a response the proxy made itself (a live fault, :mod:`proxy.faults`), not an
-#: upstream's.
-OWN_RESPONSE = "looptap_own_response"
-#: metadata key: the path the client sent, when a reverse listener put back the API's version
-#: segment its base URL lacked (:func:`cassettes.providers.versioned_path`).
-CLIENT_PATH = "looptap_client_path"
-#: The flow metadata key of the receipts of the WebSocket turns a message completed (durable mode).
-WS_RECEIPTS = "looptap_ws_receipts"
 #: How mitmproxy's error starts for an answer whose head it cannot parse: the upstream answered,
 #: wrongly, so mitmproxy's 502 stands even when the upstream then closed (not passed on as a close).
 _UNPARSEABLE = "Cannot parse HTTP response"
-#: The flow metadata key of a request streamed to the upstream through a :class:`Capped`.
-CAPPED = "looptap_capped"
-#: Bytes of a request body the recorder keeps (the size of a whole LLM request: Anthropic's limit
-#: for a Messages request, OpenAI's for the files of one; larger uploads are files and batches). A
-#: longer body, or one of unknown length (chunked), is streamed to the upstream as it comes instead
-#: of held whole (:class:`Capped`); the cassette keeps its first bytes, with a note. Never a 413:
-#: the proxy does not break an upload the API would take.
-MAX_REQUEST = 32 << 20
 
 
 #: The addon's options (mitmproxy's ``--set``): name, type, default and help.
@@ -153,89 +131,6 @@ OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
 )
 
 
-class Tee:
-    """The stream callable: forwards every chunk untouched and keeps a timestamped copy.
-
-    With :meth:`expect`, calls ``on_complete`` once the body's announced length has arrived,
-    before that last chunk is passed on."""
-
-    __slots__ = ("_left", "_on_complete", "chunks")
-
-    def __init__(self) -> None:
-        self.chunks: list[tuple[float, bytes]] = []
-        self._left = 0
-        self._on_complete: Callable[[], None] | None = None
-
-    def expect(self, length: int, on_complete: Callable[[], None]) -> None:
-        self._left = length
-        self._on_complete = on_complete
-
-    def __call__(self, data: bytes) -> bytes:
-        try:
-            if data:
-                self.chunks.append((time.time(), data))
-                if self._on_complete is not None:
-                    self._left -= len(data)
-                    if self._left <= 0:
-                        done, self._on_complete = self._on_complete, None
-                        done()
-        except Exception:  # never break the stream: a raising callable drops the chunk
-            pass
-        return data
-
-
-class Capped:
-    """The request stream callable: forwards every chunk untouched, keeps the first ``limit``
-    bytes and counts the rest; cannot raise."""
-
-    __slots__ = ("_chunks", "_joined", "_kept", "limit", "sent")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.sent = 0
-        self._kept = 0
-        self._chunks: list[bytes] = []
-        self._joined: tuple[int, bytes] = (0, b"")
-
-    def __call__(self, data: bytes) -> bytes:
-        try:
-            self.sent += len(data)
-            if self._kept < self.limit and data:
-                piece = data[: self.limit - self._kept]
-                self._chunks.append(piece)
-                self._kept += len(piece)
-        except Exception:  # never break the stream
-            pass
-        return data
-
-    @property
-    def cut(self) -> bool:
-        return self.sent > self._kept
-
-    def kept(self) -> bytes:
-        """What the cassette keeps: all of it, or the first bytes cut before their last quote (a
-        JSON string, a secret in it, is never kept in part)."""
-        if self._joined[0] != self.sent:  # (joined once per length: asked for by several hooks)
-            chunks = self._chunks
-            if self.cut:  # up to the last quote, copied once
-                last = next((i for i in range(len(chunks) - 1, -1, -1) if b'"' in chunks[i]), -1)
-                chunks = (
-                    [*chunks[:last], chunks[last][: chunks[last].rfind(b'"')]] if last >= 0 else []
-                )
-            self._joined = (self.sent, b"".join(chunks))
-        return self._joined[1]
-
-
-def _request_body(flow: http.HTTPFlow) -> bytes:
-    """The request body as the cassette keeps it (a streamed one: what its :class:`Capped`
-    kept)."""
-    raw = flow.request.raw_content
-    capped = flow.metadata.get(CAPPED)
-    if raw is None and isinstance(capped, Capped):
-        return capped.kept()
-    return raw or b""
-
-
 def _content_length(headers: Any) -> int | None:
     """The announced body length of a request or response, if it has one (not chunked)."""
     value = headers.get("content-length")
@@ -246,124 +141,6 @@ def _content_length(headers: Any) -> int | None:
     except ValueError:
         return None
     return n if n >= 0 else None
-
-
-def _has_own(headers: Any) -> bool:
-    """Whether any header is named like looptap's own (``x-looptap-…``): one pass over the raw
-    fields, instead of a case-insensitive lookup per name on every request and response."""
-    return any(k[:10].lower() == b"x-looptap-" for k, _ in headers.fields)
-
-
-def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) -> Exchange:
-    """The one place a mitmproxy flow becomes a neutral exchange. Bodies are left as they crossed
-    the wire (content-encoded, and marked so): the writer process's recording pipeline decodes
-    them, off the proxy's event loop."""
-    req = flow.request
-    start = req.timestamp_start
-    url = req.pretty_url if req.scheme else _routed(flow)
-    client_path = flow.metadata.get(CLIENT_PATH)
-    if isinstance(client_path, str) and url.endswith(req.path):
-        # what the client sent (replayed as such)
-        url = url[: len(url) - len(req.path)] + client_path
-    ex = Exchange(
-        method=req.method,
-        url=url,
-        request_headers=list(req.headers.items(multi=True)),
-        request_body=_request_body(flow),
-        started=start,
-        request_encoded=True,
-        response_encoded=True,
-    )
-    if flow.response is not None:
-        _response_into(ex, flow.response, tee, start)
-    if error:
-        ex.transport_error = error
-    dropped = http1_fixes.informational.get(req)
-    if dropped:
-        ex.notes.append(_informational_note(dropped))
-    if isinstance(client_path, str):
-        ex.notes.append(
-            "path: the client left out the API's version segment (its base URL lacks it); "
-            f"forwarded upstream as {req.path}"
-        )
-    capped = flow.metadata.get(CAPPED)
-    if isinstance(capped, Capped) and capped.cut:
-        ex.notes.append(
-            f"request body: {capped.sent:,} bytes went to the upstream; the cassette keeps the "
-            f"first {len(ex.request_body):,} (the recorder keeps at most {MAX_REQUEST >> 20} MiB "
-            "of a request, cut before a quote so that no JSON string is kept in part)"
-        )
-    _marks_into(ex, flow.metadata)
-    return ex
-
-
-def _informational_note(dropped: dict[int, int]) -> str:
-    """What an HTTP/1 upstream sent before its answer that the client did not get
-    (:data:`proxy.http1_fixes.informational`)."""
-    said = ", ".join(
-        f"{status} {status_codes.RESPONSES.get(status, '')}".rstrip()
-        + (f" ({n} times)" if n > 1 else "")
-        for status, n in sorted(dropped.items())
-    )
-    return (
-        f"informational: the upstream sent {said} before its answer; not passed to the client "
-        "(mitmproxy passes no 1xx on)"
-    )
-
-
-def _routed(flow: http.HTTPFlow) -> str:
-    """The URL of a request mitmproxy refused before routing it (one it could not frame, e.g. both
-    ``Content-Length`` and ``Transfer-Encoding``): a reverse listener's upstream, not the
-    listener's own address with no scheme."""
-    mode, req = flow.client_conn.proxy_mode, flow.request
-    if isinstance(mode, mode_specs.ReverseMode):
-        return unparse_url(mode.scheme, *mode.address, req.path)
-    return req.pretty_url
-
-
-def _response_into(ex: Exchange, resp: http.Response, tee: Tee | None, start: float) -> None:
-    """The response's status, headers, chunks (as the tee timed them) and timings, into ``ex``."""
-    ex.status = resp.status_code
-    ex.reason = resp.reason
-    ex.response_headers = list(resp.headers.items(multi=True))
-    if tee is not None and tee.chunks:
-        ex.response_chunks = [(max(0.0, t - start), c) for t, c in tee.chunks]
-    elif resp.raw_content:
-        # not streamed through the tee (a response an addon made, e.g. a live fault)
-        ex.response_chunks = [((resp.timestamp_end or start) - start, resp.raw_content)]
-    if resp.timestamp_start:
-        ex.ttfb = resp.timestamp_start - start
-    end = resp.timestamp_end or (tee.chunks[-1][0] if tee is not None and tee.chunks else None)
-    if end:
-        ex.duration = end - start
-    announced = resp.headers.get("trailer")
-    if announced and resp.http_version.startswith("HTTP/1"):
-        ex.notes.append(
-            f"trailers: the upstream announced trailer fields ({announced}) after the body; "
-            "the recorder's mitmproxy passes no HTTP/1 trailer fields: dropped, for the client and "
-            "the cassette alike"
-        )
-
-
-def _marks_into(ex: Exchange, metadata: dict[str, Any]) -> None:
-    """looptap's own marks the flow carried: the fork's edit marks read into ``ex``, and a note for
-    each mark that was dropped (not this recorder's or this fork's, or unreadable)."""
-    refused = metadata.get(MARKS_REFUSED)
-    if refused:
-        ex.notes.append(
-            f"marks: the upstream's response carried looptap's own headers ({', '.join(refused)}) "
-            "that this recorder did not write; dropped"
-        )
-    if metadata.get(EDITS_REFUSED):
-        ex.notes.append(
-            "edits: the request carried edit marks that this run's fork did not make (sent by the "
-            "client?); dropped"
-        )
-    marks = metadata.get(EDITS)
-    if marks is not None:
-        ex.edits = edited.from_header(marks)
-        if ex.edits is None:
-            ex.notes.append("edits: the request's edit marks could not be read; dropped")
 
 
 class LooptapRecorder:
@@ -453,7 +230,7 @@ class LooptapRecorder:
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         self._version_path(flow)
-        self._take_edit_marks(flow)
+        take_edit_marks(flow, self.edit_key)
         # mitmproxy holds a request whole before the ``request`` hook (65 MiB took the proxy to
         # +195 MiB, 200 MiB to +600 MiB): a long one, or one of unknown length, is streamed instead
         length = _content_length(flow.request.headers)
@@ -473,31 +250,9 @@ class LooptapRecorder:
             flow.metadata[CLIENT_PATH] = flow.request.path
             flow.request.path = fixed
 
-    def _take_edit_marks(self, flow: http.HTTPFlow) -> None:
-        """A fork's edit marks (:mod:`cassettes.wire.edited`) are for the cassette: taken off the
-        request here, before it goes upstream, whether the flow is recorded or not, and kept only
-        when sealed with this run's key (its fork's replay server made them). Any other marks (a
-        client sending the header itself; a run with no fork has no key) are dropped, with a
-        note."""
-        headers = flow.request.headers
-        if not _has_own(headers):
-            return
-        values, seals = headers.get_all(edited.HEADER), headers.get_all(edited.AUTH_HEADER)
-        for name in (edited.HEADER, edited.AUTH_HEADER):
-            if name in headers:
-                del headers[name]
-        if (
-            len(values) == 1
-            and len(seals) == 1
-            and edited.authentic(values[0], seals[0], self.edit_key)
-        ):
-            flow.metadata[EDITS] = values[0]
-        else:
-            flow.metadata[EDITS_REFUSED] = True
-
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         assert flow.response is not None
-        self._drop_own_marks(flow)
+        drop_own_marks(flow)
         if self._records(flow):
             length = _content_length(flow.response.headers)
             if self._durable and length is not None:
@@ -516,25 +271,6 @@ class LooptapRecorder:
             flow.metadata["looptap_tee"] = tee
         else:
             flow.response.stream = True  # never buffer traffic we do not record
-
-    @staticmethod
-    def _drop_own_marks(flow: http.HTTPFlow) -> None:
-        """An upstream's response never speaks for looptap: ``x-looptap-fault`` would make its own
-        error read as an injected one, ``x-looptap-replay: miss`` as a replay's miss (the client's
-        divergence). Such headers are dropped, for the client and the cassette alike, and the round
-        trip says so, unless the proxy made the response itself (a live fault, marked by
-        :data:`OWN_RESPONSE`)."""
-        assert flow.response is not None
-        if flow.metadata.get(OWN_RESPONSE):
-            return
-        headers = flow.response.headers
-        if not _has_own(headers):
-            return
-        found = [name for name in OWN_RESPONSE_HEADERS if name in headers]
-        for name in found:
-            del headers[name]
-        if found:
-            flow.metadata[MARKS_REFUSED] = found
 
     def response(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None and flow.response.status_code == 101 and self._records(flow):
@@ -708,36 +444,6 @@ class LooptapRecorder:
             flow.metadata.setdefault(WS_RECEIPTS, []).append(receipt)
 
 
-class DurableGate:
-    """With ``looptap_durable``: holds a recorded response's end until the writer has stored the
-    round trip (its :class:`~proxy.handoff.Receipt`, left on the flow by the recorder). A separate
-    addon after :class:`LooptapRecorder`, so the recorder's own hooks stay synchronous (and cheap)
-    when durability is off."""
-
-    async def response(self, flow: http.HTTPFlow) -> None:
-        await _written(flow)
-
-    async def error(self, flow: http.HTTPFlow) -> None:
-        await _written(flow)
-
-    async def websocket_message(self, flow: http.HTTPFlow) -> None:
-        """mitmproxy forwards a WebSocket message only once this hook returns: the message that
-        completes a turn reaches the agent after the turn is in the cassette."""
-        await _written(flow)
-
-    async def websocket_end(self, flow: http.HTTPFlow) -> None:
-        await _written(flow)
-
-
-async def _written(flow: http.HTTPFlow) -> None:
-    receipt = flow.metadata.pop(RECEIPT, None)
-    if isinstance(receipt, Receipt):
-        await receipt.wait()
-    for r in flow.metadata.pop(WS_RECEIPTS, ()):
-        if isinstance(r, Receipt):
-            await r.wait()
-
-
 #: For ``mitmdump -s proxy/addon.py`` / ``mitmweb -s proxy/addon.py``.
 _recorder = LooptapRecorder()
 addons = [_recorder, DurableGate()]
@@ -749,7 +455,7 @@ def _is_mcp(flow: http.HTTPFlow) -> bool:
     req = flow.request
     if any(h in req.headers for h in ("mcp-protocol-version", "mcp-session-id", "mcp-method")):
         return True
-    body = _request_body(flow)
+    body = request_body(flow)
     return req.method == "POST" and b'"jsonrpc"' in body[:200] and b'"method"' in body[:4096]
 
 

@@ -10,19 +10,15 @@ import asyncio
 import copy
 import importlib.util
 import os
-import shlex
 import shutil
 import sys
 import tempfile
 import time
-from collections import Counter
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis import analyse
 from cassettes.errors import CassetteError, CassetteIOError
-from cassettes.hints import count, install_command, looptap_command, recorder_install_command
+from cassettes.hints import count, install_command, recorder_install_command
 from cassettes.reading.run import open_run
 from cassettes.replay.forking.cursor import bases_of
 from cassettes.replay.forking.fork import fork_inputs, parse_from, start_fork
@@ -31,26 +27,20 @@ from cassettes.replay.serving.faults import FaultSpecError
 from cassettes.replay.testing.ready import check_ready_path
 from cassettes.storage.paths import UnsafePath, check_target, remove_if_same, same_path
 from cassettes.storage.store import is_cassette
-from cassettes.views.money import ESTIMATED_NOTE, money
 from proxy import messages
+from proxy.summary import summary_lines
 
 try:  # mitmproxy: in the recorder's environment only; elsewhere record and run say how to get it
+    from proxy.config import RecorderConfig, RecorderError
     from proxy.faults import live_plan
-    from proxy.launcher import (
-        BusyPort,
-        RecorderConfig,
-        RecorderError,
-        check_confdir,
-        record_forever,
-        report_lost,
-        run_child,
-    )
+    from proxy.launcher import BusyPort, check_confdir
+    from proxy.session import record_forever, report_lost, run_child
 except ImportError:
     MITMPROXY = False
 else:
     MITMPROXY = True
 
-__all__ = ["cmd_record", "cmd_run", "summary_lines"]
+__all__ = ["cmd_record", "cmd_run"]
 
 
 def _no_mitmproxy() -> str:
@@ -86,7 +76,7 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
     """Every path this command writes, checked before anything starts (storage/paths.py,
     docs/reliability.md "Paths looptap writes"): the cassette, the ready file, the command's
     output log, ``--confdir``. The cassette's :class:`~cassettes.storage.paths.Target`; raises
-    :class:`~cassettes.storage.paths.UnsafePath` or the launcher's ``RecorderError``."""
+    :class:`~cassettes.storage.paths.UnsafePath` or the recorder's ``RecorderError``."""
     path, append = _output(args.output)
     if getattr(args, "from_run", None) is not None:
         _check_fork_outputs(
@@ -221,53 +211,6 @@ def cmd_record(args: argparse.Namespace) -> int:
     except (BusyPort, RecorderError) as exc:
         messages.error(f"error: {exc}")
         return 2
-
-
-def summary_lines(path: Path, before: int = 0) -> list[str]:
-    """``looptap run``'s closing summary of the run it recorded into ``path`` (of the round trips
-    after the first ``before``, when it appended to an earlier recording)."""
-    try:
-        if before:  # appended to an earlier recording: this run's round trips only, on their own
-            recorded = open_run(path, whole=True, formats=("looptap",))
-            exchanges = len(recorded.exchanges) - before
-            run = analyse(list(recorded.exchanges)[before:])
-        else:
-            # Read as `show` reads it: analysed as a stream and kept (docs/kept-analysis.md), never
-            # the whole run in memory.
-            streamed = open_run(path, formats=("looptap",))
-            try:
-                exchanges = len(streamed.exchanges)
-                run = streamed.analysis
-                return _summary(path, before, exchanges, run)
-            finally:
-                streamed.close()
-    except Exception as exc:
-        return [f"could not read {path} for the summary: {exc}"]
-    return _summary(path, before, exchanges, run)
-
-
-def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
-    by_layer = Counter(f.layer for f in run.findings if f.severity.value != "info")
-    # one pass over the turns (a streamed run restores each from its store as it is read)
-    tokens = [t.tokens for t in run.turns.values()]
-    priced = [t for t in tokens if t.cost is not None]
-    cost = "unknown"
-    if priced:
-        guessed = any(t.price_estimated for t in priced)
-        cost = (
-            money(sum((t.cost for t in priced), Decimal(0)), guessed)
-            + ("" if len(priced) == len(tokens) else " (some prices unknown)")
-            + (f" ({ESTIMATED_NOTE.removeprefix('~: ')})" if guessed else "")
-        )
-    return [
-        f"{count(exchanges, 'round trip')}{' appended' if before else ''} in {path}: "
-        f"{count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
-        f"findings (warnings and errors) by layer: E {by_layer['E']}, "
-        f"A {by_layer['A']}, C {by_layer['C']}",
-        f"tokens in {sum(t.input or 0 for t in tokens)}, out {sum(t.output or 0 for t in tokens)}; "
-        f"cost {cost}",
-        f"details: {looptap_command()} show {shlex.quote(str(path))}",
-    ]
 
 
 def _default_output() -> str:
@@ -510,7 +453,7 @@ def _finish_fork(fork: Any, path: Path, rc: int) -> int:
 async def _run_child(
     config: Any, argv: list[str], child_log: Any, viewer: Any, child_status: Any, fork: Any
 ) -> Any:
-    """:func:`~proxy.launcher.run_child`, with a fork's replay server in front of the recorder
+    """:func:`~proxy.session.run_child`, with a fork's replay server in front of the recorder
     when ``--from`` is given."""
     try:
         return await run_child(

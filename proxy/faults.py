@@ -30,7 +30,7 @@ from cassettes.replay.serving.faults import (
     FaultSpecError,
     parse_fault,
 )
-from proxy.addon import OWN_RESPONSE
+from proxy.marks import OWN_RESPONSE
 
 __all__ = ["LIVE_KINDS", "LiveFaults", "live_plan"]
 
@@ -97,7 +97,7 @@ class LiveFaults:
 
     async def request(self, flow: http.HTTPFlow) -> None:
         if self.plan is None or not _is_llm(flow) or flow.request.raw_content is None:
-            return  # (None: streamed to the upstream already, proxy.addon.MAX_REQUEST: too late)
+            return  # (None: streamed to the upstream already, proxy.capture.MAX_REQUEST: too late)
         self._n += 1
         # live, ``*N`` fails this request and the next N-1 (the retries)
         if self._burst is not None:
@@ -128,7 +128,7 @@ class LiveFaults:
         flow.response = http.Response.make(
             status, orjson.dumps(body), [(k.encode(), v.encode()) for k, v in headers]
         )
-        # looptap's own answer: its x-looptap-fault stands (proxy.addon)
+        # looptap's own answer: its x-looptap-fault stands (proxy.marks)
         flow.metadata[OWN_RESPONSE] = True
 
 

@@ -14,26 +14,19 @@ import contextlib
 import errno
 import fcntl
 import os
-import signal
 import ssl
 import stat
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mitmproxy import exceptions, master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 from mitmproxy.proxy.mode_specs import ProxyMode
 
-from cassettes import __version__, interrupts
+from cassettes import __version__
 from cassettes.errors import CassetteIOError
-from cassettes.hints import count
 from cassettes.net import free_port
-from cassettes.providers import REVERSE_UPSTREAMS
-from cassettes.providers.clients import start_advice
 from cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
 from cassettes.replay.testing.ready import VERSION as READY_VERSION
 from cassettes.replay.testing.ready import (
@@ -46,192 +39,26 @@ from cassettes.replay.testing.ready import (
     write_ready,
 )
 from cassettes.storage.paths import FileId, UnsafePath, check_dir, check_target, write_new
-from cassettes.storage.store import open_regular, private_open
+from cassettes.storage.store import open_regular
 from proxy import messages
-from proxy.addon import DurableGate, LooptapRecorder
+from proxy.addon import LooptapRecorder
+from proxy.config import RECORDER_VAR, Listener, RecorderConfig, RecorderError
+from proxy.durable import DurableGate
 from proxy.faults import LiveFaults
-
-if TYPE_CHECKING:
-    from urllib.parse import SplitResult
 
 __all__ = [
     "BusyPort",
-    "Listener",
     "Recorder",
-    "RecorderConfig",
-    "RecorderError",
     "free_port",
 ]
-
-
-class RecorderError(RuntimeError):
-    """The recorder could not start (e.g. its cassette cannot be opened): one line for the user."""
 
 
 class BusyPort(OSError):
     """A listener could not bind its port."""
 
 
-@dataclass
-class Listener:
-    name: str
-    upstream: str | None  # None: the forward proxy
-    port: int
-    env: tuple[str, ...] = ()
-    suffix: str = ""
-    #: What the start says about this listener's upstream (the user's base-URL variable followed
-    #: or ignored); empty when it forwards to the built-in API or a ``--upstream``.
-    note: str = ""
-
-    @property
-    def spec(self) -> str:
-        return f"reverse:{self.upstream}@{self.port}" if self.upstream else f"regular@{self.port}"
-
-
-@dataclass
-class RecorderConfig:
-    output: Path
-    base_port: int = 0
-    upstreams: dict[str, str] = field(default_factory=dict)
-    record_hosts: tuple[str, ...] = ()
-    redact_headers: tuple[str, ...] = ()
-    redact_patterns: tuple[str, ...] = ()
-    ssl_insecure: bool = False
-    confdir: Path = field(default_factory=lambda: Path("~/.mitmproxy").expanduser())
-    host: str = "127.0.0.1"
-    fsync: bool = False
-    durable: bool = False
-    #: ``--fault`` specs answered in the proxy (proxy/faults.py), and the seed of their ``p=``.
-    faults: tuple[str, ...] = ()
-    fault_seed: int = 0
-    #: ``--ready-file``: where to write the ready file once listening
-    #: (cassettes/replay/testing/ready.py).
-    ready_file: Path | None = None
-    #: A fork's per-run key for its edit marks (``looptap run --from``; cassettes.wire.edited):
-    #: held in this process only, never in an option, a file or the child's environment.
-    edit_key: str | None = field(default=None, repr=False)
-    #: The environment the agent would get (``looptap run``/``record`` pass their own): a built-in
-    #: listener without ``--upstream`` forwards where its base-URL variable there points
-    #: (:func:`_follow`). Empty: the vendors' APIs.
-    environ: dict[str, str] = field(default_factory=dict)
-
-    def listeners(self) -> list[Listener]:
-        """One listener per upstream and the forward proxy, each on a port of its own."""
-        out: list[Listener] = []
-        names = list(REVERSE_UPSTREAMS) + [n for n in self.upstreams if n not in REVERSE_UPSTREAMS]
-        port = self.base_port
-        given: set[int] = set()
-
-        def pick() -> int:
-            got = port or free_port(given)
-            given.add(got)
-            return got
-
-        for name in names:
-            upstream, env, suffix = REVERSE_UPSTREAMS.get(
-                name, ("", (f"{name.upper().replace('-', '_')}_BASE_URL",), "")
-            )
-            upstream = self.upstreams.get(name, upstream)
-            out.append(Listener(name, upstream.rstrip("/"), pick(), env, suffix))
-            port = port + 1 if port else 0
-        out.append(Listener("forward", None, pick()))
-        for lst in out:
-            if lst.name in REVERSE_UPSTREAMS and lst.name not in self.upstreams:
-                _follow(lst, self.environ, self.host, given)
-        return out
-
-
-#: Exported with the base URLs (``host:port,…`` of the recorder's listeners): a recorder finding
-#: one of these in its own environment knows it was set by looptap (an enclosing run, or a stale
-#: ``eval "$(looptap record)"``), not by the user, and does not forward to it.
-RECORDER_VAR = "LOOPTAP_RECORDER"
 #: The forward proxy's variables, in the order they are exported.
 _PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
-_LOCAL = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
-
-
-def _follow(lst: Listener, environ: dict[str, str], host: str, own_ports: set[int]) -> None:
-    """A base-URL variable the user already set for this listener's API (the first of its
-    variables that is set) becomes its upstream, the URL's path the suffix the client gets
-    (``http://127.0.0.1:8000/v1`` → upstream ``http://127.0.0.1:8000``, the client
-    ``http://127.0.0.1:LISTENER/v1``), and ``lst.note`` says so. A URL of this recorder is ignored
-    (following it would loop), and so is one of a recorder named in :data:`RECORDER_VAR` that no
-    longer listens (a stale export); one that still listens (an enclosing ``looptap run``) is
-    followed: the traffic is recorded there too and goes on where it forwards. Raises
-    :class:`RecorderError` for a URL that cannot be an upstream: nothing is sent to the vendor
-    instead."""
-    var = next((v for v in lst.env if environ.get(v, "").strip()), None)
-    if var is None:
-        return
-    value = environ[var].strip()
-    shown = bare_url(value) or "(not a URL)"
-    u, port = _upstream_url(value, var, shown, lst.name)
-    assert u.hostname is not None
-    hostname = u.hostname.lower()
-    local = hostname in _LOCAL or hostname.startswith("127.") or hostname == host
-    exported = {
-        item.rsplit(":", 1)[-1] for item in environ.get(RECORDER_VAR, "").split(",") if ":" in item
-    }
-    via = ""
-    if local and port in own_ports:
-        lst.note = (
-            f"{lst.name}: your {var} {shown} is this recorder itself: "
-            f"not followed; the upstream is {lst.upstream}"
-        )
-        return
-    if local and str(port) in exported:
-        if not _listening(u.hostname, port):  # an `eval "$(looptap record)"` since stopped
-            lst.note = (
-                f"{lst.name}: your {var} {shown} is a looptap recorder that is gone (a stale "
-                f"export): not followed; the upstream is {lst.upstream}"
-            )
-            return
-        via = ", a looptap recorder that is running (an enclosing run): recorded there too"
-    netloc = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
-    lst.upstream = f"{u.scheme}://{netloc}" + (f":{u.port}" if u.port is not None else "")
-    lst.suffix = u.path.rstrip("/")
-    lst.note = (
-        f"{lst.name}: your {var} {shown} is the upstream{via} (--upstream {lst.name}=URL overrides)"
-    )
-
-
-def _upstream_url(value: str, var: str, shown: str, name: str) -> tuple[SplitResult, int]:
-    """``value`` (of the variable ``var``) split, and its port, when it can be listener ``name``'s
-    upstream: http(s)://host[:port][/path], without user or query. Raises :class:`RecorderError`
-    otherwise."""
-    from urllib.parse import urlsplit
-
-    try:
-        u = urlsplit(value)
-        port = u.port or (443 if u.scheme == "https" else 80)
-    except ValueError:
-        u, port = None, 0
-    if (
-        u is None
-        or u.scheme not in ("http", "https")
-        or not u.hostname
-        or u.username
-        or u.password
-        or u.query
-        or u.fragment
-    ):
-        raise RecorderError(
-            f"your {var} {shown} cannot be {name}'s upstream (http(s)://host[:port][/path], "
-            f"without user or query): give --upstream {name}=URL, or unset {var}"
-        )
-    return u, port
-
-
-def _listening(host: str, port: int) -> bool:
-    """Whether something accepts connections at ``host:port`` (a loopback address: one connect,
-    closed at once, nothing sent)."""
-    import socket
-
-    try:
-        with socket.create_connection((host, port), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 #: How many times a listener whose port was taken meanwhile gets another one (see
@@ -643,182 +470,3 @@ class Recorder:
             except BaseException:
                 pass
         self.master = None
-
-
-#: What ``looptap record`` says after a SIGUSR1 flush, followed by the number of round trips stored.
-FLUSHED = "flushed:"
-
-
-@contextlib.asynccontextmanager
-async def _recording(config: RecorderConfig) -> AsyncIterator[Recorder]:
-    """A started :class:`Recorder` (a ready file an earlier one left removed first: it must not be
-    read as this one's); at the end, however it comes, its ready file removed and it stopped."""
-    rec = Recorder(config)
-    rec.clear_stale_ready()
-    await rec.start()
-    try:
-        yield rec
-    finally:
-        rec.remove_ready()
-        await rec.stop()
-
-
-async def record_forever(config: RecorderConfig) -> int:
-    """Record until SIGINT or SIGTERM (storing what was captured on SIGUSR1), the export lines
-    printed once the recorder is ready; the exit status (3: round trips lost)."""
-    async with _recording(config) as rec:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        # Handlers first: whoever reads the export lines may signal a stop at once.
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        # a Ctrl-C during start-up that nothing raised: stop, do not wait for another
-        if interrupts.pending():
-            stop.set()
-        # SIGUSR1: store everything captured so far, then say how many round trips the cassette
-        # holds (the pytest plugin records a whole test session through one recorder and cuts the
-        # session cassette into one cassette per test at these marks).
-        flushes: set[asyncio.Task[None]] = set()
-
-        async def flush() -> None:
-            await loop.run_in_executor(None, rec.addon.handoff.flush)
-            # machine-read (cassettes/replay/testing/recording.py _FLUSHED): its words stay
-            messages.emit(f"{FLUSHED} {rec.addon.handoff.recorded} round trips stored")
-
-        def on_flush() -> None:
-            task = loop.create_task(flush())
-            flushes.add(task)
-            task.add_done_callback(flushes.discard)
-
-        if hasattr(signal, "SIGUSR1"):
-            loop.add_signal_handler(signal.SIGUSR1, on_flush)
-        rec.write_ready()  # after the handlers: its reader may signal at once
-        for k, v in rec.env.items():
-            print(f"export {k}={v}")
-        sys.stdout.flush()  # the exports are out before the ready line
-        messages.emit(f"recording to {config.output} (Ctrl-C to stop)")
-        await stop.wait()
-    messages.emit(
-        f"stopped; {count(rec.addon.handoff.recorded, 'round trip')} recorded in {config.output}"
-    )
-    return 3 if report_lost(rec.addon) else 0
-
-
-def report_lost(addon: LooptapRecorder) -> bool:
-    """Name what could not be recorded (redacted lines from the recorder), loudly; True if any
-    round trip was lost (``run`` and ``record`` then exit with status 3)."""
-    h = addon.handoff
-    lost = h.storage_errors + h.failed_records
-    if not lost:
-        return False
-
-    messages.error(f"{count(lost, 'round trip')} could NOT be stored (exit status 3):")
-    for line in h.lost[:10]:
-        messages.error(f"  {line}")
-    if len(h.lost) > 10:
-        messages.error(f"  … and {len(h.lost) - 10} more")
-    return True
-
-
-async def run_child(
-    config: RecorderConfig,
-    argv: Sequence[str],
-    child_log: Path | None = None,
-    viewer: Sequence[str] | None = None,
-    child_status: Path | None = None,
-    child_env: Callable[[dict[str, str]], Awaitable[dict[str, str]]] | None = None,
-) -> tuple[int, LooptapRecorder]:
-    """Record ``argv`` as a child process; its exit status is returned with the addon.
-
-    With ``viewer`` (``looptap run --inspect``), that command runs in the foreground terminal
-    beside the child (the inspector following the cassette live), and the child's output goes to
-    ``child_log`` so it does not draw over the inspector. The run ends when the child has exited
-    and the viewer has been closed. A viewer closed early leaves a line on the terminal saying the
-    child still runs (and where its output goes); the child's exit status is written to
-    ``child_status``, where a viewer still open reads it (it stops saying "live"). ``child_env``
-    turns the recorder's environment into the child's (a fork puts its replay server in front)."""
-    async with _recording(config) as rec:
-        rec.write_ready()
-        env = {
-            **os.environ,
-            **(await child_env(dict(rec.env)) if child_env is not None else rec.env),
-        }
-        messages.emit(rec.exports(env))  # before the command starts: it may say nothing for a while
-        for line in start_advice(argv, env):  # a client that will not work as started: what to do
-            messages.emit(line)
-        # The child's output may echo prompts and answers: created 0600, like the cassette.
-        # Appended to, never through a link, only a regular file of this user (storage/paths.py).
-        try:
-            log = private_open(child_log, append=True) if child_log is not None else None
-        except OSError as exc:
-            raise RecorderError(
-                f"cannot write the command's output to {child_log}: {exc}"
-            ) from None
-        try:
-            # a Ctrl-C during start-up that nothing raised: the command is not started
-            if interrupts.pending():
-                return 130, rec.addon
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *argv,
-                    env=env,
-                    stdin=subprocess.DEVNULL if viewer else None,
-                    stdout=log,
-                    stderr=log,
-                )
-            except OSError as exc:
-                raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-
-            def pass_on(sig: int) -> None:
-                if proc.returncode is None:
-                    proc.send_signal(sig)
-
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                # The child gets the terminal's SIGINT itself; SIGTERM is passed on.
-                asyncio.get_running_loop().add_signal_handler(sig, pass_on, sig)
-            rc = await _child_beside_viewer(
-                proc, viewer, child_log, child_status, rec.addon.handoff.flush
-            )
-        finally:
-            if log is not None:
-                log.close()
-    return rc, rec.addon
-
-
-async def _child_beside_viewer(
-    proc: asyncio.subprocess.Process,
-    viewer: Sequence[str] | None,
-    child_log: Path | None,
-    child_status: Path | None,
-    stored: Callable[[], None],
-) -> int:
-    """The child's exit status, once it has exited and the ``viewer`` started here beside it (if
-    any) has been closed; a viewer closed first leaves a line saying the child still runs. The
-    status is written to ``child_status`` as soon as the child exits and what it sent is stored
-    (``stored``: the writer has answered for every round trip handed over): a viewer still open
-    reads it, then the file once more, and must find every round trip there."""
-    view = None
-    if viewer:
-        try:
-            view = await asyncio.create_subprocess_exec(*viewer)
-        except OSError as exc:
-            messages.error(f"cannot start the inspector: {exc}")
-    child = asyncio.ensure_future(proc.wait())
-    if view is not None:
-        viewing = asyncio.ensure_future(view.wait())
-        done, _ = await asyncio.wait({child, viewing}, return_when=asyncio.FIRST_COMPLETED)
-        if viewing in done and child not in done:
-            where = f"; its output goes to {child_log}" if child_log is not None else ""
-            messages.emit(
-                f"the inspector was closed; the command is still running{where} (Ctrl-C stops it)"
-            )
-    rc = await child
-    if child_status is not None:
-        await asyncio.get_running_loop().run_in_executor(None, stored)
-        try:
-            child_status.write_text(str(rc))
-        except OSError:
-            pass
-    if view is not None:
-        await view.wait()
-    return rc

@@ -36,7 +36,9 @@ import proxy.addon as addon_module
 from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from proxy import messages
-from proxy.addon import RECEIPT, WS_RECEIPTS, DurableGate, LooptapRecorder, Tee
+from proxy.addon import LooptapRecorder
+from proxy.capture import Tee
+from proxy.durable import RECEIPT, WS_RECEIPTS, DurableGate
 from tests.support import progress
 
 CHAT = b"/v1/chat/completions"

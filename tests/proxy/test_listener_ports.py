@@ -22,7 +22,7 @@ SCRIPT = r"""
 import json, socket
 from pathlib import Path
 import random
-import proxy.launcher as launcher
+import proxy.config as config
 
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
@@ -34,7 +34,7 @@ class SameEveryTime:
 
 random.SystemRandom = SameEveryTime
 fake = "http://127.0.0.1:9"
-cfg = launcher.RecorderConfig(output=Path("x.jsonl"), upstreams={n: fake for n in launcher.REVERSE_UPSTREAMS})
+cfg = config.RecorderConfig(output=Path("x.jsonl"), upstreams={n: fake for n in config.REVERSE_UPSTREAMS})
 print(json.dumps([[lst.spec, lst.port] for lst in cfg.listeners()]))
 """  # noqa: E501
 
@@ -60,6 +60,7 @@ STOLEN = r"""
 import asyncio, json, socket, sys
 from pathlib import Path
 from cassettes.net import free_port
+import proxy.config as config
 import proxy.launcher as launcher
 
 tmp = Path(sys.argv[1])
@@ -77,11 +78,11 @@ def racing(avoid=()):
     draws.append(port)
     return port
 
-launcher.free_port = racing
+config.free_port = launcher.free_port = racing
 base = int(sys.argv[2])
 
 async def main():
-    cfg = launcher.RecorderConfig(output=tmp / "run.jsonl", confdir=tmp / "conf", base_port=stolen if base else 0)
+    cfg = config.RecorderConfig(output=tmp / "run.jsonl", confdir=tmp / "conf", base_port=stolen if base else 0)
     rec = launcher.Recorder(cfg)
     try:
         await rec.start()

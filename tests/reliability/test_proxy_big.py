@@ -4,7 +4,7 @@ A 100 MiB request body (one chat message), a 100 MiB SSE response (chat chunks o
 100 MiB JSON response, through a reverse listener and the forward proxy. The agent (raw socket)
 and the upstream compare SHA-256 digests of what was sent and received; the cassette holds each
 round trip with its whole body (the request's first bytes, with a note: the recorder keeps at
-most ``proxy.addon.MAX_REQUEST`` of one, tests/reliability/test_proxy_upload.py); the peak
+most ``proxy.capture.MAX_REQUEST`` of one, tests/reliability/test_proxy_upload.py); the peak
 resident memory (``VmHWM``) of the proxy process and of
 its writer process stays within a fixed multiple of the body size (the tee keeps the chunks it
 forwards, the capture joins them once, the queue to the writer pickles them once; see

@@ -1,6 +1,6 @@
 """A 65 MiB upload through the real recorder (issue 53 item 4): forwarded whole and answered by the
 upstream, never a 413 (the proxy does not break an upload the API would take), the recorder's
-memory bounded by what it keeps of a request (``proxy.addon.MAX_REQUEST``), not by the upload,
+memory bounded by what it keeps of a request (``proxy.capture.MAX_REQUEST``), not by the upload,
 and the cassette saying what it kept (the body's first bytes and a note of how many went out).
 
 Through a reverse listener with the openai SDK (retries off: one request, its ``Content-Length``
@@ -25,7 +25,7 @@ pytestmark = [needs_recorder]
 
 SIZE = 65 << 20
 MIB = 1 << 20
-#: ``proxy.addon.MAX_REQUEST`` (mitmproxy, which it imports, lives in the recorder's environment:
+#: ``proxy.capture.MAX_REQUEST`` (mitmproxy, which it imports, lives in the recorder's environment:
 #: the note checked below says the recorder's own figure).
 MAX_REQUEST = 32 * MIB
 #: What the proxy and the writer may grow by, at most, for an upload of any size: the bytes kept

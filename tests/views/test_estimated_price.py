@@ -184,7 +184,7 @@ def _otel(path: Path) -> None:
 
 def _closing_line(path: Path) -> None:
     """``looptap run``'s closing summary."""
-    from proxy.cli import summary_lines
+    from proxy.summary import summary_lines
 
     line = next(ln for ln in summary_lines(path) if ln.startswith("tokens in "))
     assert "; cost ~$" in line and "(estimated cost, " in line, line

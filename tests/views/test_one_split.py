@@ -380,7 +380,7 @@ def test_the_table_in_reading_md_is_what_show_prints(
 
 def test_the_recorders_closing_line_writes_the_run_cost_as_every_view(run_file: Path) -> None:
     """``looptap run``'s last lines give the run's cost with the same formatting and ``~``."""
-    from proxy.cli import summary_lines
+    from proxy.summary import summary_lines
 
     run = open_run(run_file)
     line = next(ln for ln in summary_lines(run_file) if ln.startswith("tokens in "))

@@ -36,7 +36,7 @@ from cassettes.wire.exchange import Exchange
 
 __all__ = ["RecorderProcess", "SessionRecorder", "how_to_install", "recorder_python"]
 
-#: The recorder's answer to SIGUSR1 (proxy/launcher.py ``FLUSHED``), with the number stored.
+#: The recorder's answer to SIGUSR1 (proxy/session.py ``FLUSHED``), with the number stored.
 _FLUSHED = re.compile(r"^looptap: flushed: (\d+) round trips stored$")
 
 def how_to_install() -> str:

@@ -1,0 +1,203 @@
+"""How ``looptap record`` and ``looptap run`` hold a recorder: until a signal, or for the length of
+a child command (beside the inspector with ``--inspect``); and what is said of round trips lost."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+
+from cassettes import interrupts
+from cassettes.hints import count
+from cassettes.providers.clients import start_advice
+from cassettes.storage.store import private_open
+from proxy import messages
+from proxy.addon import LooptapRecorder
+from proxy.config import RecorderConfig, RecorderError
+from proxy.launcher import Recorder
+
+__all__ = ["record_forever", "report_lost", "run_child"]
+
+
+#: What ``looptap record`` says after a SIGUSR1 flush, followed by the number of round trips stored.
+FLUSHED = "flushed:"
+
+
+@contextlib.asynccontextmanager
+async def _recording(config: RecorderConfig) -> AsyncIterator[Recorder]:
+    """A started :class:`Recorder` (a ready file an earlier one left removed first: it must not be
+    read as this one's); at the end, however it comes, its ready file removed and it stopped."""
+    rec = Recorder(config)
+    rec.clear_stale_ready()
+    await rec.start()
+    try:
+        yield rec
+    finally:
+        rec.remove_ready()
+        await rec.stop()
+
+
+async def record_forever(config: RecorderConfig) -> int:
+    """Record until SIGINT or SIGTERM (storing what was captured on SIGUSR1), the export lines
+    printed once the recorder is ready; the exit status (3: round trips lost)."""
+    async with _recording(config) as rec:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        # Handlers first: whoever reads the export lines may signal a stop at once.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        # a Ctrl-C during start-up that nothing raised: stop, do not wait for another
+        if interrupts.pending():
+            stop.set()
+        # SIGUSR1: store everything captured so far, then say how many round trips the cassette
+        # holds (the pytest plugin records a whole test session through one recorder and cuts the
+        # session cassette into one cassette per test at these marks).
+        flushes: set[asyncio.Task[None]] = set()
+
+        async def flush() -> None:
+            await loop.run_in_executor(None, rec.addon.handoff.flush)
+            # machine-read (cassettes/replay/testing/recording.py _FLUSHED): its words stay
+            messages.emit(f"{FLUSHED} {rec.addon.handoff.recorded} round trips stored")
+
+        def on_flush() -> None:
+            task = loop.create_task(flush())
+            flushes.add(task)
+            task.add_done_callback(flushes.discard)
+
+        if hasattr(signal, "SIGUSR1"):
+            loop.add_signal_handler(signal.SIGUSR1, on_flush)
+        rec.write_ready()  # after the handlers: its reader may signal at once
+        for k, v in rec.env.items():
+            print(f"export {k}={v}")
+        sys.stdout.flush()  # the exports are out before the ready line
+        messages.emit(f"recording to {config.output} (Ctrl-C to stop)")
+        await stop.wait()
+    messages.emit(
+        f"stopped; {count(rec.addon.handoff.recorded, 'round trip')} recorded in {config.output}"
+    )
+    return 3 if report_lost(rec.addon) else 0
+
+
+def report_lost(addon: LooptapRecorder) -> bool:
+    """Name what could not be recorded (redacted lines from the recorder), loudly; True if any
+    round trip was lost (``run`` and ``record`` then exit with status 3)."""
+    h = addon.handoff
+    lost = h.storage_errors + h.failed_records
+    if not lost:
+        return False
+
+    messages.error(f"{count(lost, 'round trip')} could NOT be stored (exit status 3):")
+    for line in h.lost[:10]:
+        messages.error(f"  {line}")
+    if len(h.lost) > 10:
+        messages.error(f"  … and {len(h.lost) - 10} more")
+    return True
+
+
+async def run_child(
+    config: RecorderConfig,
+    argv: Sequence[str],
+    child_log: Path | None = None,
+    viewer: Sequence[str] | None = None,
+    child_status: Path | None = None,
+    child_env: Callable[[dict[str, str]], Awaitable[dict[str, str]]] | None = None,
+) -> tuple[int, LooptapRecorder]:
+    """Record ``argv`` as a child process; its exit status is returned with the addon.
+
+    With ``viewer`` (``looptap run --inspect``), that command runs in the foreground terminal
+    beside the child (the inspector following the cassette live), and the child's output goes to
+    ``child_log`` so it does not draw over the inspector. The run ends when the child has exited
+    and the viewer has been closed. A viewer closed early leaves a line on the terminal saying the
+    child still runs (and where its output goes); the child's exit status is written to
+    ``child_status``, where a viewer still open reads it (it stops saying "live"). ``child_env``
+    turns the recorder's environment into the child's (a fork puts its replay server in front)."""
+    async with _recording(config) as rec:
+        rec.write_ready()
+        env = {
+            **os.environ,
+            **(await child_env(dict(rec.env)) if child_env is not None else rec.env),
+        }
+        messages.emit(rec.exports(env))  # before the command starts: it may say nothing for a while
+        for line in start_advice(argv, env):  # a client that will not work as started: what to do
+            messages.emit(line)
+        # The child's output may echo prompts and answers: created 0600, like the cassette.
+        # Appended to, never through a link, only a regular file of this user (storage/paths.py).
+        try:
+            log = private_open(child_log, append=True) if child_log is not None else None
+        except OSError as exc:
+            raise RecorderError(
+                f"cannot write the command's output to {child_log}: {exc}"
+            ) from None
+        try:
+            # a Ctrl-C during start-up that nothing raised: the command is not started
+            if interrupts.pending():
+                return 130, rec.addon
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    env=env,
+                    stdin=subprocess.DEVNULL if viewer else None,
+                    stdout=log,
+                    stderr=log,
+                )
+            except OSError as exc:
+                raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+
+            def pass_on(sig: int) -> None:
+                if proc.returncode is None:
+                    proc.send_signal(sig)
+
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                # The child gets the terminal's SIGINT itself; SIGTERM is passed on.
+                asyncio.get_running_loop().add_signal_handler(sig, pass_on, sig)
+            rc = await _child_beside_viewer(
+                proc, viewer, child_log, child_status, rec.addon.handoff.flush
+            )
+        finally:
+            if log is not None:
+                log.close()
+    return rc, rec.addon
+
+
+async def _child_beside_viewer(
+    proc: asyncio.subprocess.Process,
+    viewer: Sequence[str] | None,
+    child_log: Path | None,
+    child_status: Path | None,
+    stored: Callable[[], None],
+) -> int:
+    """The child's exit status, once it has exited and the ``viewer`` started here beside it (if
+    any) has been closed; a viewer closed first leaves a line saying the child still runs. The
+    status is written to ``child_status`` as soon as the child exits and what it sent is stored
+    (``stored``: the writer has answered for every round trip handed over): a viewer still open
+    reads it, then the file once more, and must find every round trip there."""
+    view = None
+    if viewer:
+        try:
+            view = await asyncio.create_subprocess_exec(*viewer)
+        except OSError as exc:
+            messages.error(f"cannot start the inspector: {exc}")
+    child = asyncio.ensure_future(proc.wait())
+    if view is not None:
+        viewing = asyncio.ensure_future(view.wait())
+        done, _ = await asyncio.wait({child, viewing}, return_when=asyncio.FIRST_COMPLETED)
+        if viewing in done and child not in done:
+            where = f"; its output goes to {child_log}" if child_log is not None else ""
+            messages.emit(
+                f"the inspector was closed; the command is still running{where} (Ctrl-C stops it)"
+            )
+    rc = await child
+    if child_status is not None:
+        await asyncio.get_running_loop().run_in_executor(None, stored)
+        try:
+            child_status.write_text(str(rc))
+        except OSError:
+            pass
+    if view is not None:
+        await view.wait()
+    return rc
