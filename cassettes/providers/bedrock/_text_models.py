@@ -13,8 +13,6 @@ from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
 from cassettes.providers._base import as_int, as_obj, as_str, finish_lookup, latest_count
 from cassettes.providers.openai_chat import OpenAIChat
 
-__all__ = ["chat_body", "metrics_usage", "text_body", "text_stream"]
-
 _TEXT_FINISH = {
     # Titan
     "FINISH": FinishReason.COMPLETE,

@@ -29,17 +29,6 @@ from cassettes.providers._base import (
     tool_call_from_object,
 )
 
-__all__ = [
-    "MEDIA",
-    "Item",
-    "interaction_response",
-    "item_parts",
-    "joins",
-    "messages_of",
-    "output_items",
-    "tools_of",
-]
-
 Item = dict[str, Any]
 
 MEDIA = {"image", "audio", "video", "document"}
