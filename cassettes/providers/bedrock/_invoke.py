@@ -18,7 +18,6 @@ from cassettes.models import (
     FinishReason,
     NormalisedRequest,
     NormalisedResponse,
-    Part,
     Usage,
 )
 from cassettes.providers._base import (
@@ -28,8 +27,6 @@ from cassettes.providers._base import (
     as_obj,
     as_str,
     aws_payload_bytes,
-    finish_lookup,
-    latest_count,
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.anthropic import AnthropicComplete, complete_request, complete_response
@@ -41,6 +38,12 @@ from cassettes.providers.bedrock._body import (
 )
 from cassettes.providers.bedrock._converse import BedrockConverse, BedrockReplay
 from cassettes.providers.bedrock._stream import CONVERSE_EVENTS
+from cassettes.providers.bedrock._text_models import (
+    chat_body,
+    metrics_usage,
+    text_body,
+    text_stream,
+)
 from cassettes.providers.cohere import reassemble_v1, v1_request, v1_response
 from cassettes.providers.embeddings import vectors_summary
 from cassettes.providers.openai_chat import OpenAIChat
@@ -88,29 +91,6 @@ __all__ = ["BedrockInvoke"]
 
 _INVOKE_ACTIONS = ("invoke", "invoke-with-response-stream")
 
-_TEXT_FINISH = {
-    # Titan
-    "FINISH": FinishReason.COMPLETE,
-    "LENGTH": FinishReason.TRUNCATED_LENGTH,
-    "CONTENT_FILTERED": FinishReason.FILTERED,
-    "STOP_CRITERIA_MET": FinishReason.COMPLETE,
-    "RAG_QUERY_WHEN_RAG_DISABLED": FinishReason.OTHER,
-    # Llama, Mistral
-    "stop": FinishReason.COMPLETE,
-    "length": FinishReason.TRUNCATED_LENGTH,
-    "tool_calls": FinishReason.TOOL_CALL,
-    "model_length": FinishReason.TRUNCATED_CONTEXT,
-    # Cohere Command
-    "COMPLETE": FinishReason.COMPLETE,
-    "MAX_TOKENS": FinishReason.TRUNCATED_LENGTH,
-    "ERROR_TOXIC": FinishReason.FILTERED,
-    "ERROR": FinishReason.ERROR,
-    # AI21 Jurassic-2
-    "endoftext": FinishReason.COMPLETE,
-    "stop_sequence": FinishReason.COMPLETE,
-    "max_tokens": FinishReason.TRUNCATED_LENGTH,
-}
-
 
 def _invoke_target(url: SplitResult) -> tuple[str, str] | None:
     found = model_action(url)
@@ -119,61 +99,6 @@ def _invoke_target(url: SplitResult) -> tuple[str, str] | None:
 
 def _is_embed_model(model: str | None) -> bool:
     return "embed" in (model or "").lower()
-
-
-TextChunk = tuple[str, str | None, int | None, int | None]
-
-
-def _text_chunk(d: dict[str, Any]) -> TextChunk:
-    """(text piece, finish, input tokens, output tokens) of a text-model body or stream chunk."""
-    for key, read in _TEXT_SHAPES:
-        if key in d:
-            return read(d)
-    if "text" in d and "is_finished" in d:  # Cohere Command stream chunk
-        return as_str(d.get("text")) or "", as_str(d.get("finish_reason")), None, None
-    return "", None, None, None
-
-
-def _first(d: dict[str, Any], key: str) -> dict[str, Any]:
-    return as_obj((d.get(key) or [{}])[0])
-
-
-def _titan(d: dict[str, Any]) -> TextChunk:
-    r = _first(d, "results")
-    return (
-        as_str(r.get("outputText")) or "",
-        as_str(r.get("completionReason")),
-        as_int(d.get("inputTextTokenCount")),
-        as_int(r.get("tokenCount")),
-    )
-
-
-def _jurassic(d: dict[str, Any]) -> TextChunk:
-    c = _first(d, "completions")
-    prompt_tokens = as_obj(d.get("prompt")).get("tokens")
-    out_tokens = as_obj(c.get("data")).get("tokens")
-    return (
-        as_str(as_obj(c.get("data")).get("text")) or "",
-        as_str(as_obj(c.get("finishReason")).get("reason")),
-        len(prompt_tokens) if isinstance(prompt_tokens, list) else None,
-        len(out_tokens) if isinstance(out_tokens, list) else None,
-    )
-
-
-def _chat_choice(d: dict[str, Any]) -> TextChunk:
-    """Mistral / Jamba chat (a message, or a chunk with a delta) and the OpenAI Completions body of
-    a custom-imported or OpenAI-compatible model (``choices[0].text``, ``usage``)."""
-    ch = _first(d, "choices")
-    text = as_obj(ch.get("message") or ch.get("delta")).get("content")
-    if not isinstance(text, str):
-        text = ch.get("text")
-    usage = as_obj(d.get("usage"))
-    return (
-        text if isinstance(text, str) else "",
-        as_str(ch.get("finish_reason") or ch.get("stop_reason")),
-        as_int(usage.get("prompt_tokens")),
-        as_int(usage.get("completion_tokens")),
-    )
 
 
 #: The keys InvokeModel adds beside a model's own body or stream chunk when a guardrail is
@@ -225,66 +150,6 @@ def _apply_guardrail(resp: NormalisedResponse, found: dict[str, Any]) -> Normali
         resp.finish_reason_raw = resp.finish_reason_raw or "guardrailAction: INTERVENED"
     resp.complete = True
     return resp
-
-
-#: The text models' shapes, by the key that tells them (first present wins).
-_TEXT_SHAPES: tuple[tuple[str, Callable[[dict[str, Any]], TextChunk]], ...] = (
-    ("results", _titan),
-    (
-        "outputText",
-        lambda d: (  # Titan stream chunk
-            as_str(d.get("outputText")) or "",
-            as_str(d.get("completionReason")),
-            as_int(d.get("inputTextTokenCount")),
-            as_int(d.get("totalOutputTextTokenCount")),
-        ),
-    ),
-    (
-        "generation",
-        lambda d: (  # Llama
-            as_str(d.get("generation")) or "",
-            as_str(d.get("stop_reason")),
-            as_int(d.get("prompt_token_count")),
-            as_int(d.get("generation_token_count")),
-        ),
-    ),
-    # Mistral text
-    (
-        "outputs",
-        lambda d: (
-            as_str(_first(d, "outputs").get("text")) or "",
-            as_str(_first(d, "outputs").get("stop_reason")),
-            None,
-            None,
-        ),
-    ),
-    # Cohere Command
-    (
-        "generations",
-        lambda d: (
-            as_str(_first(d, "generations").get("text")) or "",
-            as_str(_first(d, "generations").get("finish_reason")),
-            None,
-            None,
-        ),
-    ),
-    ("completions", _jurassic),  # AI21 Jurassic-2
-    ("choices", _chat_choice),
-)
-
-
-def _metrics_usage(usage: Usage | None, metrics: Any) -> Usage | None:
-    m = as_obj(metrics)
-    inp, out = as_int(m.get("inputTokenCount")), as_int(m.get("outputTokenCount"))
-    if inp is None and out is None:
-        return usage
-    u = usage or Usage()
-    u.input_tokens = u.input_tokens if u.input_tokens is not None else inp
-    u.output_tokens = u.output_tokens if u.output_tokens is not None else out
-    if u.input_tokens is not None and u.output_tokens is not None and u.total_tokens is None:
-        u.total_tokens = u.input_tokens + u.output_tokens
-    u.raw = {**(u.raw or {}), "invocationMetrics": m}
-    return u
 
 
 def _synthetic(kind: Any, items: Sequence[tuple[str | None, Any]]) -> Framed:
@@ -360,14 +225,14 @@ class BedrockInvoke(Provider):
 
     def _parse_body(self, b: dict[str, Any]) -> NormalisedResponse:
         """The body read by the first of the known shapes it has (``_BODY_SHAPES``); the text
-        models' shapes (``_TEXT_SHAPES``) otherwise."""
+        models' shapes (:mod:`~cassettes.providers.bedrock._text_models`) otherwise."""
         if (
             ("message" in b or "Message" in b)
             and len(b) <= 2
             and not isinstance(b.get("message"), dict)
         ):
             return self.error_answer(b)
-        read = next((read for test, read in _BODY_SHAPES if test(b)), _text_body)
+        read = next((read for test, read in _BODY_SHAPES if test(b)), text_body)
         return read(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
@@ -376,7 +241,7 @@ class BedrockInvoke(Provider):
     def add_header_facts(
         self, response: NormalisedResponse, header: Callable[[str], str | None]
     ) -> None:
-        response.usage = _metrics_usage(
+        response.usage = metrics_usage(
             response.usage,
             {
                 "inputTokenCount": header("x-amzn-bedrock-input-token-count"),
@@ -413,31 +278,6 @@ def _cohere_body(b: dict[str, Any]) -> NormalisedResponse:
     return v1_response(b)
 
 
-def _chat_body(b: dict[str, Any]) -> NormalisedResponse:
-    """Mistral / Jamba chat: OpenAI's shape, Mistral's finish in the choice's ``stop_reason``."""
-
-    resp = OpenAIChat().parse_response(b)
-    if resp.finish_reason_raw is None:
-        raw = _text_chunk(b)[1]
-        resp.finish_reason_raw = raw
-        resp.finish_reason = finish_lookup(_TEXT_FINISH, raw, bool(resp.tool_calls))
-    return resp
-
-
-def _text_body(b: dict[str, Any]) -> NormalisedResponse:
-    """A text model's body (Titan, Llama, Mistral text, Cohere Command, AI21, an imported
-    model's OpenAI Completions)."""
-    text, raw, inp, out = _text_chunk(b)
-    return NormalisedResponse(
-        id=as_str(b.get("id")),
-        parts=[Part(kind="text", text=text)] if text else [],
-        finish_reason_raw=raw,
-        finish_reason=finish_lookup(_TEXT_FINISH, raw),
-        usage=_metrics_usage(None, {"inputTokenCount": inp, "outputTokenCount": out}),
-        complete=True,
-    )
-
-
 def _completion_choices(b: dict[str, Any]) -> bool:
     """OpenAI Completions choices (``text``, no ``message``): a custom-imported model's body."""
     return any(
@@ -461,7 +301,7 @@ _BODY_SHAPES: tuple[
         ),
         _cohere_body,
     ),
-    (lambda b: "choices" in b and not _completion_choices(b), _chat_body),
+    (lambda b: "choices" in b and not _completion_choices(b), chat_body),
 )
 
 
@@ -506,7 +346,7 @@ class _InvokeStream(StreamParts):
 
     def close(self) -> NormalisedResponse:
         resp = _apply_guardrail(_read_chunks(self.chunks), self.guardrail)
-        resp.usage = _metrics_usage(resp.usage, self.metrics)
+        resp.usage = metrics_usage(resp.usage, self.metrics)
         self.done = resp.complete is True
         return self.finish(resp)
 
@@ -553,24 +393,4 @@ def _read_chunks(chunks: list[dict[str, Any]]) -> NormalisedResponse:
         resp = OpenAIChat().reassemble(_synthetic("sse", [(None, c) for c in chunks]))
         resp.complete = resp.finish_reason_raw is not None
         return resp
-    return _text_stream(chunks)
-
-
-def _text_stream(chunks: list[dict[str, Any]]) -> NormalisedResponse:
-    """The chunks of a text model (Titan, Llama, Mistral, Cohere Command, AI21)."""
-    text: list[str] = []
-    finish: str | None = None
-    inp = out = None
-    for c in chunks:
-        piece, f, i, o = _text_chunk(c)
-        text.append(piece)
-        finish = f or finish
-        inp, out = latest_count(inp, i), latest_count(out, o)  # Llama: the input count comes once
-    joined = "".join(text)
-    return NormalisedResponse(
-        parts=[Part(kind="text", text=joined)] if joined else [],
-        finish_reason_raw=finish,
-        finish_reason=finish_lookup(_TEXT_FINISH, finish),
-        usage=_metrics_usage(None, {"inputTokenCount": inp, "outputTokenCount": out}),
-        complete=finish is not None,
-    )
+    return text_stream(chunks)

@@ -39,13 +39,9 @@ from cassettes import bounds
 from cassettes.models import (
     ApiError,
     FinishReason,
-    Message,
     NormalisedRequest,
     NormalisedResponse,
     Part,
-    ToolResult,
-    ToolSpec,
-    Usage,
 )
 from cassettes.providers._base import (
     Chaining,
@@ -54,20 +50,23 @@ from cassettes.providers._base import (
     as_int,
     as_obj,
     as_str,
-    compact_json,
-    function_spec,
     inline_history,
     json_events,
-    media_part,
     parse_arguments,
-    text_of,
-    tool_call_from_object,
+)
+from cassettes.providers.gemini._interaction_body import (
+    MEDIA,
+    Item,
+    interaction_response,
+    item_parts,
+    joins,
+    messages_of,
+    output_items,
+    tools_of,
 )
 from cassettes.wire.framing import Framed
 
 __all__ = ["GeminiInteractions"]
-
-Item = dict[str, Any]
 
 _VERSION = re.compile(r"^v1(?:alpha|beta\d*)?$")
 _STRUCTURAL = {
@@ -78,20 +77,6 @@ _STRUCTURAL = {
     "tools",
     "stream",
     "previous_interaction_id",
-}
-_MEDIA = {"image", "audio", "video", "document"}
-#: Steps (and 1.x content types) the model produces; the rest of a history is the client's.
-_STATUS: dict[str, FinishReason | None] = {
-    "completed": FinishReason.COMPLETE,
-    "requires_action": FinishReason.TOOL_CALL,
-    "incomplete": FinishReason.TRUNCATED_LENGTH,
-    "failed": FinishReason.ERROR,
-    "cancelled": FinishReason.CANCELLED,
-    "requires_continuation": FinishReason.PAUSED,
-    "budget_exceeded": FinishReason.OTHER,
-    "in_progress": None,
-    "queued": None,
-    "idle": None,
 }
 _TERMINAL_EVENTS = ("interaction.completed", "interaction.complete")
 _STARTS = ("interaction.created", "interaction.start")
@@ -119,258 +104,6 @@ def _route(url: SplitResult) -> tuple[str, str | None] | None:
 
 def _google_host(url: SplitResult) -> bool:
     return (url.hostname or "").lower().endswith("googleapis.com")
-
-
-# --- usage and finish -------------------------------------------------------------------------
-
-
-def usage_from(u: Any) -> Usage | None:
-    """The interaction's ``usage`` in the inclusive convention: output counts thoughts (reported
-    apart, as ``generateContent``'s ``thoughtsTokenCount``), input counts tool-use prompts."""
-    if not isinstance(u, dict):
-        return None
-    inp, tool_use = as_int(u.get("total_input_tokens")), as_int(u.get("total_tool_use_tokens"))
-    out, thoughts = as_int(u.get("total_output_tokens")), as_int(u.get("total_thought_tokens"))
-    return Usage(
-        input_tokens=None if inp is None and tool_use is None else (inp or 0) + (tool_use or 0),
-        output_tokens=None if out is None and thoughts is None else (out or 0) + (thoughts or 0),
-        cache_read_tokens=as_int(u.get("total_cached_tokens")),
-        reasoning_tokens=thoughts,
-        total_tokens=as_int(u.get("total_tokens")),
-        raw=u,
-    )
-
-
-def _finish(status: str | None, has_calls: bool) -> tuple[FinishReason | None, bool | None]:
-    """(finish class, complete) of a status: a not-finished one (``in_progress`` …) neither."""
-    if status is None:
-        return None, None
-    if status not in _STATUS:
-        return (FinishReason.UNKNOWN if status == "" else FinishReason.OTHER), True
-    cls = _STATUS[status]
-    if cls is FinishReason.COMPLETE and has_calls:
-        cls = FinishReason.TOOL_CALL
-    return cls, (True if cls is not None else None)
-
-
-# --- steps and content ------------------------------------------------------------------------
-
-
-def _content_parts(content: Any) -> list[Part]:
-    if isinstance(content, str):
-        return [Part(kind="text", text=content)]
-    parts: list[Part] = []
-    for c in (
-        content if isinstance(content, list) else [content] if isinstance(content, dict) else []
-    ):
-        parts.extend(_item_parts(c)[1])
-    return parts
-
-
-def _thought_part(item: Item) -> Part:
-    summary = item.get("summary")
-    text = (
-        "".join(as_str(s.get("text")) or "" for s in summary if isinstance(s, dict))
-        if isinstance(summary, list)
-        else ""
-    )
-    sig = item.get("signature")
-    return Part(
-        kind="reasoning",
-        text=text or None,
-        provider_details={"signature": sig} if isinstance(sig, str) and sig else None,
-    )
-
-
-def _result_part(item: Item) -> Part:
-    result = item.get("result")
-    content = (
-        result
-        if isinstance(result, str)
-        else text_of(result)
-        if isinstance(result, list)
-        else compact_json(result)
-    )
-    return Part(
-        kind="tool_result",
-        tool_result=ToolResult(
-            call_id=as_str(item.get("call_id")),
-            name=as_str(item.get("name")),
-            named=True,
-            content=content,
-            is_error=item.get("is_error") if isinstance(item.get("is_error"), bool) else None,
-        ),
-    )
-
-
-def _item_parts(item: Any) -> tuple[str, list[Part]]:
-    """One step, 1.x turn or content block → (the role it speaks in, its parts): ``assistant``
-    for what the model produced, ``tool`` for a function's result, ``user`` for the rest."""
-    if not isinstance(item, dict):
-        return (
-            ("user", [Part(kind="text", text=item)])
-            if isinstance(item, str)
-            else ("user", [Part(kind="other", provider_details={"block": item})])
-        )
-    t = item.get("type")
-    if t is None and "role" in item:
-        return _turn_parts(item)
-    return _step_parts(t, item)
-
-
-def _turn_parts(item: Item) -> tuple[str, list[Part]]:
-    """A 1.x turn (``role`` and ``content``): a user turn of function results only is the tool's."""
-    role = "assistant" if item.get("role") == "model" else as_str(item.get("role")) or "user"
-    parts = _content_parts(item.get("content"))
-    if role == "user" and parts and all(p.kind == "tool_result" for p in parts):
-        role = "tool"
-    return role, parts
-
-
-def _step_parts(t: Any, item: Item) -> tuple[str, list[Part]]:
-    """A step or content block of type ``t``."""
-    if t == "user_input":
-        return "user", _content_parts(item.get("content"))
-    if t == "model_output":
-        return "assistant", _content_parts(item.get("content"))
-    if t == "text":
-        return "user", [Part(kind="text", text=as_str(item.get("text")) or "")]
-    if t == "thought":
-        return "assistant", [_thought_part(item)]
-    if t == "function_call":
-        call = tool_call_from_object(item.get("id"), item.get("name"), item.get("arguments"))
-        return "assistant", [Part(kind="tool_call", tool_call=call)]
-    if t == "function_result":
-        return "tool", [_result_part(item)]
-    if t in _MEDIA:
-        return "user", [
-            media_part(
-                {k: v for k, v in item.items() if k != "data"}, as_str(item.get("mime_type"))
-            )
-        ]
-    # a server-side tool's call or result (google_search_call, code_execution_result …): ran at the
-    # API
-    return "assistant", [Part(kind="other", provider_details={"block": item})]
-
-
-def _joins(last_role: str, role: str) -> bool:
-    """Consecutive model-side steps (thought, function calls, output) are one assistant turn, and
-    a user's content blocks one user message; each function result is a message of its own."""
-    return role == last_role and role in ("assistant", "user")
-
-
-def _messages(inp: Any) -> list[Message]:
-    if inp is None:
-        return []
-    if isinstance(inp, str):
-        return [Message(role="user", parts=[Part(kind="text", text=inp)])]
-    out: list[Message] = []
-    for item in (inp if isinstance(inp, list) else [inp])[: bounds.MAX_LIST]:
-        role, parts = _item_parts(item)
-        if (
-            out
-            and _joins(out[-1].role, role)
-            and not (isinstance(item, dict) and "role" in item and "type" not in item)
-        ):
-            out[-1].parts.extend(parts)
-        else:
-            out.append(Message(role=role, parts=parts))
-    return out
-
-
-def _tools(tools: Any) -> list[ToolSpec]:
-    out: list[ToolSpec] = []
-    for t in tools if isinstance(tools, list) else []:
-        if not isinstance(t, dict):
-            continue
-        if t.get("type") == "function" and isinstance(t.get("name"), str):
-            out.append(function_spec(t))
-        elif isinstance(t.get("type"), str):
-            out.append(ToolSpec(name=t["type"], kind="server"))
-    return out
-
-
-def _output_items(r: Item) -> list[Any]:
-    """The model's part of an interaction: its ``steps`` after the last ``user_input`` (a
-    retrieve with ``include_input`` carries the input's steps too), or the 1.x ``outputs``."""
-    steps = r.get("steps")
-    if isinstance(steps, list):
-        last_user = max(
-            (
-                i
-                for i, s in enumerate(steps)
-                if isinstance(s, dict) and s.get("type") in ("user_input", "function_result")
-            ),
-            default=-1,
-        )
-        return steps[last_user + 1 :]
-    outputs = r.get("outputs")
-    return outputs if isinstance(outputs, list) else []
-
-
-def _interaction_error(
-    r: Item, status: str | None, cls: FinishReason | None, in_stream: bool
-) -> ApiError | None:
-    """The error of an interaction that failed or is not finished: its last step's error, else the
-    last of its ``errors``."""
-    errors = [e for e in r.get("errors") or [] if isinstance(e, dict)]
-    step_errors = [
-        as_obj(s.get("error"))
-        for s in r.get("steps") or []
-        if isinstance(s, dict) and isinstance(s.get("error"), dict)
-    ]
-    err = (step_errors or errors or [None])[-1]
-    if isinstance(err, dict) and (status == "failed" or cls is None):
-        return ApiError(
-            code=as_str(err.get("code")),
-            message=as_str(err.get("message")),
-            in_stream=in_stream,
-            raw=err,
-        )
-    return None
-
-
-def _interaction(
-    r: Item, *, in_stream: bool = False, parts: list[Part] | None = None
-) -> NormalisedResponse:
-    if parts is None:
-        parts = []
-        for item in _output_items(r):
-            parts.extend(_item_parts(item)[1])
-    has_calls = any(p.tool_call is not None for p in parts)
-    status = as_str(r.get("status"))
-    cls, complete = _finish(status, has_calls)
-    error = _interaction_error(r, status, cls, in_stream)
-    details = {
-        k: r[k]
-        for k in (
-            "agent",
-            "previous_interaction_id",
-            "continuation_token",
-            "service_tier",
-            "errors",
-        )
-        if r.get(k) is not None
-    }
-    resp = NormalisedResponse(
-        id=as_str(r.get("id")) or None,
-        model=as_str(r.get("model")) or as_str(r.get("agent")),
-        parts=parts,
-        finish_reason_raw=status,
-        finish_reason=cls,
-        usage=usage_from(r.get("usage")),
-        error=error,
-        complete=complete,
-        provider_details=details or None,
-    )
-    if status is not None and cls is None:
-        resp.notes.append(
-            f"interaction {status}: not finished; the answer "
-            "so far (a later retrieve holds the rest)"
-        )
-    elif cls in (FinishReason.OTHER, FinishReason.UNKNOWN):
-        resp.notes.append(f"interaction status {status!r} is not one the SDK knows; kept raw")
-    return resp
 
 
 # --- the stream -------------------------------------------------------------------------------
@@ -429,7 +162,7 @@ class _Stream:
             step["signature"] = d.get("signature")
         elif t == "function_call":  # 1.x: the whole call in one delta
             self.steps[idx] = {**step, **d}
-        elif t in _MEDIA:
+        elif t in MEDIA:
             if step.get("type") in (None, "model_output"):
                 step["type"] = "model_output"
                 step.setdefault("content", []).append(d)
@@ -475,7 +208,7 @@ class _Stream:
                     step["arguments"] = args
                 elif err is not None:
                     step["arguments"] = raw  # cut arguments: kept as the text that came
-            parts.extend(_item_parts(step)[1])
+            parts.extend(item_parts(step)[1])
         return parts
 
     def response(self) -> NormalisedResponse:
@@ -485,7 +218,7 @@ class _Stream:
             merged["status"] = self.status if self.status not in (None, "in_progress") else None
         if merged.get("usage") is None and self.usage is not None:
             merged["usage"] = self.usage
-        resp = _interaction(merged, in_stream=True, parts=self.parts())
+        resp = interaction_response(merged, in_stream=True, parts=self.parts())
         resp.events = self.events
         if self.error is not None:
             resp.error = ApiError(
@@ -516,7 +249,7 @@ def _thread(request: Any, answer: Any) -> tuple[str | None, str | None, list[Any
     elif (
         isinstance(inp, list)
         and inp
-        and all(isinstance(i, dict) and i.get("type") in _MEDIA | {"text"} for i in inp)
+        and all(isinstance(i, dict) and i.get("type") in MEDIA | {"text"} for i in inp)
     ):
         items = [{"type": "user_input", "content": inp}]
     elif isinstance(inp, list):
@@ -529,7 +262,7 @@ def _thread(request: Any, answer: Any) -> tuple[str | None, str | None, list[Any
     if r.get("outputs") is not None and r.get("steps") is None:
         items.append({"role": "model", "content": r.get("outputs")})
     else:
-        items.extend(_output_items(r))
+        items.extend(output_items(r))
     return prev, as_str(r.get("id")) or None, items
 
 
@@ -585,18 +318,18 @@ class GeminiInteractions(Provider):
     def joins(self, prev: Any, item: Any) -> bool:
         if isinstance(item, dict) and "role" in item and "type" not in item:
             return False
-        return _joins(_item_parts(prev)[0], _item_parts(item)[0])
+        return joins(item_parts(prev)[0], item_parts(item)[0])
 
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
-        """Consecutive model-side steps are one message: walk the items as :func:`_messages`
+        """Consecutive model-side steps are one message: walk the items as :func:`messages_of`
         does."""
         inp = body.get("input") if isinstance(body, dict) else None
         if not isinstance(inp, list):
             return None
         msg, last, seen = -1, "", 0
         for i, item in enumerate(inp[: bounds.MAX_LIST]):
-            role, parts = _item_parts(item)
-            if not (msg >= 0 and self.joins(inp[i - 1], item) and _joins(last, role)):
+            role, parts = item_parts(item)
+            if not (msg >= 0 and self.joins(inp[i - 1], item) and joins(last, role)):
                 msg, seen, last = msg + 1, 0, role
             if msg == message_index:
                 if part_index is None or seen + len(parts) > part_index:
@@ -615,8 +348,8 @@ class GeminiInteractions(Provider):
             model=as_str(b.get("model")) or as_str(b.get("agent")),
             stream=b.get("stream") is True,
             system=[Part(kind="text", text=system)] if isinstance(system, str) and system else [],
-            messages=_messages(inp),
-            tools=_tools(b.get("tools")),
+            messages=messages_of(inp),
+            tools=tools_of(b.get("tools")),
             tool_choice=as_obj(b.get("generation_config")).get("tool_choice"),
             params={k: v for k, v in b.items() if k not in _STRUCTURAL},
             previous_response_id=as_str(b.get("previous_interaction_id")),
@@ -627,7 +360,7 @@ class GeminiInteractions(Provider):
         b: Item = as_obj(body)
         if isinstance(b.get("error"), dict) and "status" not in b:
             return self.error_answer(b)
-        return _interaction(b)
+        return interaction_response(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         if framed.kind == "json":

@@ -27,16 +27,14 @@ from cassettes.providers._base import (
 from cassettes.providers._parts import StreamParts, has_calls
 from cassettes.providers.gemini._body import (
     JSON,
-    block_name,
     camel,
     either_case,
     finish_class,
-    finish_name,
-    named_ratings,
     part_of,
     snake,
     usage_from,
 )
+from cassettes.providers.gemini._enum_numbers import block_name, finish_name, named_ratings
 from cassettes.wire.framing import Framed
 
 __all__ = ["GenerateStream"]
