@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes import bounds
-from cassettes.replay.live.edits import carried, parse_edit
+from cassettes.replay.live.edits import parse_edit
+from cassettes.replay.live.rewrite import carried
 
 __all__ = ["Intervention", "interventions"]
 
