@@ -35,15 +35,10 @@ from cassettes.replay.forking.compare import (
     where_sent,
 )
 from cassettes.replay.forking.cursor import live_router
+from cassettes.replay.forking.divergence import Divergence, divergence_lines
 from cassettes.replay.forking.fork import origin_of
 from cassettes.replay.forking.propose import propose_files
-from cassettes.replay.forking.rundiff import (
-    Divergence,
-    comparing,
-    diff_analysed,
-    divergence_lines,
-    fork_lined_up,
-)
+from cassettes.replay.forking.rundiff import comparing, diff_analysed, fork_lined_up
 from cassettes.storage.paths import UnsafePath, check_target, same_path, write_new
 from cassettes.storage.store import open_regular
 from cassettes.untrusted import clean_line

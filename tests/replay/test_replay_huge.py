@@ -96,7 +96,7 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(
     others counted in one line (text) and ``left_out`` (JSON), never held."""
     from cassettes.cli import main
     from cassettes.replay import comparison
-    from cassettes.replay.forking import rundiff
+    from cassettes.replay.forking import divergence, rundiff
 
     a = write_huge(tmp_path / "a.jsonl", 12)
     b = tmp_path / "b.jsonl"
@@ -104,7 +104,7 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(
     assert main(["diff", str(a), str(b)]) == 1
     whole = capsys.readouterr().out
     assert "12 divergences" in whole and "more divergences" not in whole
-    monkeypatch.setattr(rundiff, "MAX_DIVERGENCES", 5)
+    monkeypatch.setattr(divergence, "MAX_DIVERGENCES", 5)
     kept: list[int] = []
     real = rundiff.diff_analysed
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.live.edits import EditError, apply_edits, carried, parse_edit
+from cassettes.replay.live.edits import EditError, parse_edit
+from cassettes.replay.live.rewrite import apply_edits, carried
 from cassettes.why.interventions import Intervention
 from cassettes.why.outcome import Judged, Outcome, OutcomeError, parse_outcome
 from cassettes.why.stats import wilson

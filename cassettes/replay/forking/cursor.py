@@ -51,8 +51,9 @@ from cassettes.replay.forking.placement import (
 )
 from cassettes.replay.live.chains import Chains
 from cassettes.replay.live.continuation import Continuation
-from cassettes.replay.live.edits import Edit, apply_edits, edited_headers
+from cassettes.replay.live.edits import Edit, edited_headers
 from cassettes.replay.live.model import model_of, with_model
+from cassettes.replay.live.rewrite import apply_edits
 from cassettes.replay.serving.plan import Answer, Forward, Missed, Play
 from cassettes.untrusted import clean_line
 

@@ -26,7 +26,8 @@ from cassettes import providers
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.replay.live.chains import as_sent_live
-from cassettes.replay.live.edits import Edit, carried
+from cassettes.replay.live.edits import Edit
+from cassettes.replay.live.rewrite import carried
 from cassettes.untrusted import clean_line
 
 if TYPE_CHECKING:

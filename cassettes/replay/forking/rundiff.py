@@ -13,18 +13,15 @@ completeness: layer A). Token counts and latencies differ on every real run and 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from cassettes.analysis import RunAnalysis, Turn
 from cassettes.hints import count
 from cassettes.matching import (
     IGNORED,
-    MAX_TURNS,
     Change,
     RequestKey,
     Rules,
@@ -32,18 +29,17 @@ from cassettes.matching import (
     VolatileSpans,
     attribute,
     bare_text,
-    entries_of,
     json_diff,
     recorded,
     recorded_time,
-    report_lines,
     rules_of_args,
-    short,
     this_process,
     tolerated,
     tool_result_changes,
 )
 from cassettes.reading.branch import Relation, read_entries
+from cassettes.replay.forking.divergence import Divergence, Divergences, Pair
+from cassettes.replay.forking.forkchanges import Folding, fork_changes
 from cassettes.replay.forking.lineup import (
     Comparing,
     Lineup,
@@ -59,16 +55,7 @@ from cassettes.wire.exchange import Exchange
 if TYPE_CHECKING:
     from cassettes.reading.run import Run
 
-__all__ = [
-    "MAX_DIVERGENCES",
-    "Divergence",
-    "Divergences",
-    "ForkDiff",
-    "branch_diff",
-    "comparing",
-    "comparing_files",
-    "divergence_lines",
-]
+__all__ = ["ForkDiff", "branch_diff", "comparing", "comparing_files"]
 
 
 def comparing(
@@ -102,93 +89,6 @@ def comparing_files(cassette_a: str | Path, header_a: Any, header_b: Any) -> Com
     return comparing(rules_of_args(None, cassette_a), header_a, header_b)
 
 
-@dataclass
-class Divergence:
-    layer: str
-    message: str
-    #: Conversation ids in run A and run B (``None`` where the run has no such conversation).
-    conversation_a: str | None
-    conversation_b: str | None
-    #: Turn index in the conversation (``None`` for a whole missing conversation).
-    turn: int | None = None
-    seq_a: int | None = None
-    seq_b: int | None = None
-    path: str | None = None
-    changes: list[Change] = field(default_factory=list)
-    #: ``<id:N>`` placeholders of the compared requests → the ids each run really sent.
-    ids_a: dict[str, str] = field(default_factory=dict)
-    ids_b: dict[str, str] = field(default_factory=dict)
-    #: What the analysis of run B's turn says that run A's does not (code: message), warnings and
-    #: worse: the divergence's likely meaning in looptap's own words (e.g. an orphan tool result).
-    findings_b: list[str] = field(default_factory=list)
-    #: The items a fork's what-if edit rewrote in B's request (``tool_result[ID] at messages[3]``).
-    edited_b: list[str] = field(default_factory=list)
-    #: Later differences of the conversation that follow from this one (a fork's change, or what
-    #: the model emitted differently), folded under it rather than listed as the client's own.
-    folded: list[Divergence] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "layer": self.layer,
-            "message": self.message,
-            "conversation_a": self.conversation_a,
-            "conversation_b": self.conversation_b,
-            "turn": self.turn,
-            "seq_a": self.seq_a,
-            "seq_b": self.seq_b,
-            "path": self.path,
-            "changes": [
-                {"path": c.where, "kind": c.kind, "a": c.expected, "b": c.actual}
-                for c in self._real_changes(self.changes)
-            ],
-            "findings_b": self.findings_b,
-            "edited_b": self.edited_b,
-            **({"folded": [d.as_json() for d in self.folded]} if self.folded else {}),
-        }
-
-    @property
-    def where(self) -> str:
-        """Where it is, as the text report says it."""
-        if self.turn is None:
-            return "whole conversation"
-        seq_a, seq_b = ("-" if s is None else s for s in (self.seq_a, self.seq_b))
-        return f"turn {self.turn} (seq {seq_a} ↔ {seq_b})"
-
-    def _real_changes(self, changes: list[Change]) -> list[Change]:
-        """``changes`` with the ids each run really sent (not the placeholders they were compared
-        as)."""
-        return [
-            replace(c, expected=_real(c.expected, self.ids_a), actual=_real(c.actual, self.ids_b))
-            for c in changes
-        ]
-
-    def change_lines(self, limit: int) -> list[str]:
-        """Each change as a line, with the ids each run really sent."""
-        out = []
-        for c in self._real_changes(self.changes[:limit]):
-            a, b = c.shown()
-            if c.kind == "added":
-                out.append(f"{c.where}: only in B: {b}")
-            elif c.kind == "removed":
-                out.append(f"{c.where}: only in A: {a}")
-            else:
-                out.append(f"{c.where}: A {a}, B {b}")
-        return out
-
-
-def _real(value: Any, ids: dict[str, str], depth: int = 0) -> Any:
-    """``value`` with ``<id:N>`` placeholders put back to the ids they stood for (bounded walk)."""
-    if isinstance(value, str):
-        return ids.get(value, value)
-    if depth > 32:
-        return value
-    if isinstance(value, dict):
-        return {k: _real(v, ids, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_real(v, ids, depth + 1) for v in value]
-    return value
-
-
 def fork_lined_up(
     rel: Relation, a: Any, b: Any, notes: list[str], *, compare: Comparing
 ) -> list[Divergence]:
@@ -207,51 +107,6 @@ def fork_lined_up(
     return found.divergences
 
 
-#: Divergences a diff keeps (the first ones, in order); past it they are counted, not kept: two
-#: runs of a million round trips that differ everywhere cost a bounded report, not the run again.
-MAX_DIVERGENCES = 5_000
-
-
-class Divergences(list[Divergence]):
-    """The divergences kept, and how many more there were (:data:`MAX_DIVERGENCES`); what was
-    tolerated (:mod:`cassettes.matching`: per turn, for a branch beside its origin
-    the prefix's as the fork noted it, then the requests that differed only in what the matching
-    tolerates; the first :data:`~cassettes.matching.MAX_TURNS` turns, the others
-    counted in ``tolerated_left_out``)."""
-
-    left_out: int = 0
-    tolerated_left_out: int = 0
-    tolerated: list[dict[str, Any]]
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.tolerated = []
-
-    def add(self, found: Iterable[Divergence]) -> None:
-        for d in found:
-            if len(self) < MAX_DIVERGENCES:
-                self.append(d)
-            else:
-                self.left_out += 1
-
-    def tolerate(self, at: _Pair, found: list[Tolerated]) -> None:
-        """One turn's tolerated differences kept (the first :data:`MAX_TURNS` turns)."""
-        if not found:
-            return
-        if len(self.tolerated) >= MAX_TURNS:
-            self.tolerated_left_out += 1
-            return
-        self.tolerated.append(
-            {
-                "conversation": at.ida,
-                "turn": at.k,
-                "seq": at.sa,
-                "seq_b": at.sb,
-                "tolerated": entries_of(found),
-            }
-        )
-
-
 @dataclass(frozen=True)
 class _Runs:
     """The two analysed runs a diff compares: ``exa``/``exb`` give a round trip's exchange by
@@ -265,21 +120,6 @@ class _Runs:
     sink: Divergences
 
 
-@dataclass(frozen=True)
-class _Pair:
-    """Where two compared turns are: the conversations' ids in A and B, the turn index, each
-    run's seq."""
-
-    ida: str
-    idb: str
-    k: int
-    sa: int
-    sb: int
-
-    def divergence(self, layer: str, message: str, *more: Any) -> Divergence:
-        return Divergence(layer, message, self.ida, self.idb, self.k, self.sa, self.sb, *more)
-
-
 def diff_analysed(
     ra: RunAnalysis,
     rb: RunAnalysis,
@@ -290,7 +130,8 @@ def diff_analysed(
 ) -> Divergences:
     """The divergences of two analysed runs; ``exa``/``exb`` give a round trip's exchange by seq;
     ``compare``: how their requests are compared (:func:`comparing`; what it tolerates goes to
-    ``tolerated``). At most :data:`MAX_DIVERGENCES` are kept; ``left_out`` counts the others."""
+    ``tolerated``). At most :data:`~cassettes.replay.forking.divergence.MAX_DIVERGENCES` are kept;
+    ``left_out`` counts the others."""
     out = Divergences()
     runs = _Runs(ra, rb, exa, exb, compare, out)
     for ca, cb, offset in conversation_pairs(ra, rb):
@@ -320,16 +161,16 @@ def _diff_conversation(
     """The divergences of two conversations turn by turn (``ta``/``tb``: their seqs; ``offset``:
     the turn index of their first, as its run numbers it: a branch, its origin's numbers), as
     they are found. With ``fork`` (B is a branch of A: its ``meta.origin``), what the fork itself
-    changed is labelled as the fork's (:func:`_fork_changes`) and the differences that follow fold
-    under the change they follow from (:class:`_Folding`); a branch forked with ``--prefix
+    changed is labelled as the fork's (:func:`fork_changes`) and the differences that follow fold
+    under the change they follow from (:class:`Folding`); a branch forked with ``--prefix
     tolerant`` tolerates a request that differs only in tool results, as its prefix did."""
-    folding = _Folding() if fork is not None else None
+    folding = Folding() if fork is not None else None
     results = fork is not None and fork.get("prefix") == "tolerant"
     for k in range(min(len(ta), len(tb))):
         xa, xb = runs.exa(ta[k]), runs.exb(tb[k])
-        found = _diff_turn(runs, _Pair(ida, idb, k + offset, ta[k], tb[k]), xa, xb, results)
+        found = _diff_turn(runs, Pair(ida, idb, k + offset, ta[k], tb[k]), xa, xb, results)
         if fork is not None and folding is not None:
-            found = folding.fold(_fork_changes(found, xa, xb, fork), k + offset)
+            found = folding.fold(fork_changes(found, xa, xb, fork), k + offset)
         # not held while the caller takes this turn's divergences: a turn's bodies can be huge
         del xa, xb
         yield from found
@@ -350,7 +191,7 @@ def _diff_conversation(
 
 
 def _diff_turn(
-    runs: _Runs, at: _Pair, xa: Exchange, xb: Exchange, results: bool
+    runs: _Runs, at: Pair, xa: Exchange, xb: Exchange, results: bool
 ) -> list[Divergence]:
     """One pair of turns: the request (layer C, as replay matches; what the matching tolerates
     goes to the sink, and with ``results`` a request that differs only in tool results too), what
@@ -382,7 +223,7 @@ def _new_client_findings(turn_a: Turn, turn_b: Turn) -> list[str]:
 
 
 def _request_divergences(
-    runs: _Runs, at: _Pair, xa: Exchange, xb: Exchange, said: list[str], results: bool
+    runs: _Runs, at: Pair, xa: Exchange, xb: Exchange, said: list[str], results: bool
 ) -> list[Divergence]:
     """How two requests differ as replay matches them (each divergence with its body changes), the
     first C divergence carrying ``said`` (B's new client findings at this turn). A difference only
@@ -406,7 +247,7 @@ def _request_divergences(
 
 
 def _attributed(
-    at: _Pair, ka: RequestKey, kb: RequestKey, changes: list[Change], said: list[str]
+    at: Pair, ka: RequestKey, kb: RequestKey, changes: list[Change], said: list[str]
 ) -> list[Divergence]:
     """The differences of two requests as divergences, by the layer each group implicates; the
     first C divergence carries ``said``."""
@@ -506,80 +347,6 @@ def _as_sent(c: Change, ka: RequestKey, kb: RequestKey) -> Change:
     )
 
 
-#: The layer of a difference the fork itself made (``--model``, ``--edit``): not the client's.
-FORK = "fork"
-_MODEL_IN_PATH = re.compile(r"/models/([^/:]+)(?=:)")
-
-
-def _fork_changes(
-    found: list[Divergence], xa: Exchange, xb: Exchange, fork: dict[str, Any]
-) -> list[Divergence]:
-    """``found`` (one turn's divergences) with those the fork made labelled as the fork's: the
-    model it asked for (the body's ``model``, or a path's ``/models/NAME:``) and the items
-    its edits rewrote (B's edit marks)."""
-    model = fork.get("model") if isinstance(fork.get("model"), str) else None
-    for d in found:
-        if d.layer != "C":
-            continue
-        if d.edited_b:
-            d.layer, d.message = FORK, f"edited {', '.join(d.edited_b)} (asked with --edit)"
-        elif model is not None and d.path == "model" and d.changes and d.changes[0].actual == model:
-            d.layer, d.message = (
-                FORK,
-                f"model {_said(d.changes[0].expected)} → {_said(model)} (asked with --model)",
-            )
-        elif model is not None and d.path == "(url)" and d.message.startswith("the agent called"):
-            was = _model_in_path(xa.url, xb.url, model)
-            if was is not None:
-                d.layer, d.message = (
-                    FORK,
-                    f"model {_said(was)} → {_said(model)} (asked with --model, in the path)",
-                )
-    return found
-
-
-def _model_in_path(url_a: str, url_b: str, model: str) -> str | None:
-    """The model A's path names (``/models/NAME:``) where B's names ``model`` and is A's
-    otherwise, or ``None``."""
-    pa, pb = urlsplit(url_a).path, urlsplit(url_b).path
-    ma, mb = _MODEL_IN_PATH.search(pa), _MODEL_IN_PATH.search(pb)
-    if ma is None or mb is None or mb.group(1) != model:
-        return None
-    return ma.group(1) if pb[: mb.start(1)] + ma.group(1) + pb[mb.end(1) :] == pa else None
-
-
-def _said(value: Any) -> str:
-    """A model name as said in a line (a string as it is, clipped; anything else as JSON)."""
-    return value[:80] if isinstance(value, str) else short(value)
-
-
-class _Folding:
-    """A conversation's differences, turn by turn, folded under the change they follow from: the
-    conversation's first change (what the fork changed, or else what the model first emitted
-    differently) is listed, and every later difference of the client's request (its history now
-    holds the branch's own answers, the results of the calls they made, the edited item again)
-    and every repeat of the fork's change is folded under it. What the model emitted and what the
-    API reported stay listed turn by turn: that is the answer to the what-if."""
-
-    def __init__(self) -> None:
-        self.root: Divergence | None = None
-
-    def fold(self, found: list[Divergence], k: int) -> list[Divergence]:
-        out: list[Divergence] = []
-        for d in found:
-            later = self.root is not None and self.root.turn is not None and k > self.root.turn
-            if self.root is not None and (
-                (d.layer == FORK and (later or d.message == self.root.message))
-                or (d.layer == "C" and later)
-            ):
-                self.root.folded.append(d)
-                continue
-            if self.root is None and d.layer in (FORK, "E"):
-                self.root = d
-            out.append(d)
-        return out
-
-
 @dataclass
 class ForkDiff:
     """A branch beside its origin, lined up once from the cursor (:func:`branch_diff`)."""
@@ -657,76 +424,3 @@ def _diff_fork(runs: _Runs, origin: dict[str, Any], lineup: Lineup) -> list[str]
             f"{', '.join(replayed[:20])}"
         )
     return said
-
-
-#: Folded differences listed under their change in the text report (``--json``: all).
-FOLDED_SHOWN = 10
-
-
-def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 4) -> list[str]:
-    """The text report: what was tolerated (the requests' differences a replay tolerates; for a
-    branch beside its origin, first what its prefix tolerated), then the divergences grouped by
-    conversation, then turn."""
-    tolerated = _tolerated_lines(divs)
-    if not divs:
-        return [*tolerated, f"{title}: the runs do not diverge"]
-    head = tolerated
-    left_out = getattr(divs, "left_out", 0)
-    total = len(divs) + left_out
-    lines = [
-        *head,
-        f"{title}: {total:{',' if left_out else ''}} divergence{'s' if total > 1 else ''}",
-    ]
-    by_conv: dict[tuple[str | None, str | None], list[Divergence]] = {}
-    for d in divs:
-        by_conv.setdefault((d.conversation_a, d.conversation_b), []).append(d)
-    for (ca, cb), group in by_conv.items():
-        lines.append(f"conversation {ca or '-'} (A) ↔ {cb or '-'} (B):")
-        for d in group:
-            lines += _divergence_lines(d, max_changes)
-    if left_out:
-        lines.append(
-            f"… and {left_out:,} more divergences, not listed (the first {len(divs):,} are)"
-        )
-    return lines
-
-
-def _tolerated_lines(divs: Sequence[Divergence]) -> list[str]:
-    """What was tolerated, as :func:`divergence_lines` opens with it."""
-    tolerated = report_lines(getattr(divs, "tolerated", []), "")
-    if tolerated:
-        tolerated.insert(
-            0,
-            "tolerated (not divergences: what a replay or the fork's "
-            "prefix tolerates, each with what tolerated it):",
-        )
-        tolerated = [tolerated[0], *(f"  {line}" for line in tolerated[1:])]
-    more = getattr(divs, "tolerated_left_out", 0)
-    if more:
-        tolerated.append(f"  … and {more:,} more turns with tolerated differences, not listed")
-    return tolerated
-
-
-def _divergence_lines(d: Divergence, max_changes: int) -> list[str]:
-    """One divergence of :func:`divergence_lines`: where, what, its changes and what follows from
-    it."""
-    lines = [f"  {d.where}: {d.layer}: {d.message}"]
-    for f in d.findings_b:
-        lines.append(f"      looptap on B's turn: {f}")
-    if d.edited_b and d.layer == "C":
-        lines.append(f"      EDITED by the fork in B's request: {', '.join(d.edited_b)}")
-    for line in d.change_lines(max_changes):
-        lines.append(f"      {line}")
-    if len(d.changes) > max_changes:
-        lines.append(f"      … and {len(d.changes) - max_changes} more")
-    if d.folded:
-        n = len(d.folded)
-        lines.append(
-            f"      then {n} difference{'s' if n > 1 else ''} of B's requests that "
-            f"follow{'s' if n == 1 else ''} from it (not the client's own):"
-        )
-        for g in d.folded[:FOLDED_SHOWN]:
-            lines.append(f"        {g.where}: {g.layer}: {g.message}")
-        if n > FOLDED_SHOWN:
-            lines.append(f"        … and {n - FOLDED_SHOWN} more (--json lists them)")
-    return lines

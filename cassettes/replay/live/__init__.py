@@ -1,7 +1,7 @@
 """What a request sent to a live upstream (past a fork's cursor, or new episodes being recorded)
-is changed into: what-if edits (``edits``), a request continuing an answer the live upstream
-never gave sent self-contained (``chains``), an answer cut at the token cap continued
-(``continuation``). The clients that send it are :mod:`cassettes.net`'s.
+is changed into: what-if edits (``edits``, made in a request by ``rewrite``), a request continuing
+an answer the live upstream never gave sent self-contained (``chains``), an answer cut at the token
+cap continued (``continuation``). The clients that send it are :mod:`cassettes.net`'s.
 
 Used by the replay server and by the fork's cursor alike; imports neither.
 """

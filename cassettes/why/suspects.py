@@ -1,0 +1,98 @@
+"""The suspects of a run for ``looptap why`` (docs/why.md "Interventions"): the findings that call
+for an intervention, the turns they name and the turns of the final answer (each an E re-sample),
+and what a fork at a turn reaches (the seqs it may send live, which the budget counts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["answered_back", "last_turns", "later_turns", "named_turns", "serious_findings"]
+
+#: E re-samples at most this many turns of the conversation that gave the final answer (its last).
+_LAST_TURNS = 6
+
+
+def serious_findings(a: Any) -> list[Any]:
+    """The findings that call for an intervention (not info, placed at a turn), C first, then A,
+    then E, each in turn order."""
+    ordered = sorted(
+        a.findings,
+        key=lambda f: ({"C": 0, "A": 1, "E": 2}[f.layer], f.conversation or "", f.turn or 0),
+    )
+    return [
+        f
+        for f in ordered
+        if f.severity.value != "info" and f.conversation is not None and f.turn is not None
+    ]
+
+
+def named_turns(findings: list[Any]) -> set[tuple[str, int]]:
+    """The turns ``findings`` name, their own and the ones they relate to: each an E re-sample."""
+    named = {(f.conversation, f.turn) for f in findings}
+    return named | {
+        (f.conversation, f.related_turn) for f in findings if f.related_turn is not None
+    }
+
+
+def later_turns(a: Any) -> dict[tuple[str, int], list[int]]:
+    """Per (conversation, turn index): the seqs a fork there may send live: that turn and the
+    conversation's later ones, and the turns recorded after it in the conversations linked to it
+    (its parent, its sub-agents, a handoff, a group chat: a change there may reach them, and each
+    goes live from the first request it reaches: :mod:`cassettes.replay.forking.cursor`)."""
+    linked = _linked(a)
+    later: dict[tuple[str, int], list[int]] = {}
+    for c in a.conversations:
+        idx = [(a.turns[s].index, s) for s in c.turns if s in a.turns]
+        others = sorted(s for o in linked.get(c.id, ()) if o != c.id for s in _seqs(a, o))
+        for i, s in idx:
+            later[(c.id, i)] = sorted([t for j, t in idx if j >= i] + [t for t in others if t > s])
+    return later
+
+
+def _seqs(a: Any, conversation: str) -> list[int]:
+    return [s for c in a.conversations if c.id == conversation for s in c.turns if s in a.turns]
+
+
+def _linked(a: Any) -> dict[str, set[str]]:
+    """Per conversation, the conversations linked to it through parents and branches, itself
+    included (the tree it is in)."""
+    group = {c.id: {c.id} for c in a.conversations}
+    for c in a.conversations:
+        parent = a.turns.get(c.parent_seq) if c.parent_seq is not None else None
+        if parent is not None and parent.conversation in group:
+            merged = group[c.id] | group[parent.conversation]
+            for member in merged:
+                group[member] = merged
+    return group
+
+
+def last_turns(a: Any) -> set[tuple[str, int]]:
+    """The last :data:`_LAST_TURNS` turns of the conversation of the run's last turn."""
+    named: set[tuple[str, int]] = set()
+    last = max(a.turns.values(), key=lambda t: t.seq, default=None)
+    if last is not None:
+        conv = next((c for c in a.conversations if c.id == last.conversation), None)
+        for s in (conv.turns if conv is not None else [])[-_LAST_TURNS:]:
+            if s in a.turns:
+                named.add((last.conversation, a.turns[s].index))
+    return named
+
+
+def answered_back(a: Any) -> set[tuple[str, int]]:
+    """The last turn of each sub-agent (an agent used as a tool) of the conversation of the run's
+    last turn: its answer went back to that conversation as a tool's result."""
+    last = max(a.turns.values(), key=lambda t: t.seq, default=None)
+    out: set[tuple[str, int]] = set()
+    for c in a.conversations:
+        parent = a.turns.get(c.parent_seq) if c.parent_seq is not None else None
+        if (
+            last is not None
+            and parent is not None
+            and parent.conversation == last.conversation
+            and c.branch in ("sub_agent", "agent_tool")
+            and c.turns
+            and c.turns[-1] in a.turns
+        ):
+            out.add((c.id, a.turns[c.turns[-1]].index))
+    return set(sorted(out)[:_LAST_TURNS])
