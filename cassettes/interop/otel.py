@@ -43,7 +43,8 @@ from cassettes.analysis import Finding, Turn
 from cassettes.analysis.model import Conversation, TokenCount
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.reading.run import Run, timeline
+from cassettes.reading.run import Run
+from cassettes.reading.timeline import timeline
 from cassettes.views.growth import SPLIT, growth_bars
 
 __all__ = ["iter_requests"]
