@@ -15,7 +15,7 @@ from cassettes.errors import CassetteFormatError
 from cassettes.storage.mitmflow import is_flow_file
 from cassettes.storage.store import open_regular
 
-__all__ = ["DESCRIBED", "FORMATS", "HEAD", "detect", "refused", "sniff"]
+__all__ = ["FORMATS", "detect", "refused", "sniff"]
 
 #: The formats :func:`open_run` reads, by the name :attr:`Run.kind` gives them.
 FORMATS = ("looptap", "vcr", "mitmproxy")
