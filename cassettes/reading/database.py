@@ -1,6 +1,10 @@
 """The SQLite database a run's analysis is kept in (:mod:`cassettes.reading.kept` has its rows,
-docs/kept-analysis.md): where it is, one per cassette path, its schema, and how it is opened (a
-regular file only, WAL) or made anew, replacing one that is old, foreign or damaged."""
+docs/kept-analysis.md): where it is, its schema, and how it is opened (a regular file only) or
+made anew, replacing one that is old, foreign or damaged. One database per cassette path in the
+cache directory (``$LOOPTAP_CACHE_DIR``, else ``$XDG_CACHE_HOME/looptap/analyses``, else
+``~/.cache/looptap/analyses``; directory 0700, file 0600). SQLite's own locking lets readers and
+writers of the same database run at once: a writer replaces every row in one transaction, a
+reader reads in one (write-ahead log: a snapshot)."""
 
 from __future__ import annotations
 

@@ -6,12 +6,8 @@ What is kept is what :class:`~cassettes.reading.incremental.RunReader` holds onc
 run to its end: the offset index, the analysis (conversations, findings, errors, MCP links), the
 full turns (JSON, compressed a block at a time) and ``show``'s printed views
 (:mod:`cassettes.reading.printed_views`). Rows only: a JSON text, integers, compressed JSON;
-nothing read from the database can run code, so it needs no key. One database
-(:mod:`cassettes.reading.database`) per cassette path in the cache directory
-(``$LOOPTAP_CACHE_DIR``, else ``$XDG_CACHE_HOME/looptap/analyses``, else
-``~/.cache/looptap/analyses``; directory 0700, file
-0600). SQLite's own locking lets readers and writers of the same database run at once: a writer
-replaces every row in one transaction, a reader reads in one (write-ahead log: a snapshot).
+nothing read from the database (:mod:`cassettes.reading.database`, one per cassette path) can
+run code, so it needs no key.
 
 A kept analysis is taken only when it was made by the same analyser (a digest of looptap's source,
 Python, pydantic and the price table), its schema is
