@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cassettes.hints import count
-from cassettes.reading.run import RunTooLargeError, memory_budget, open_run, rss
+from cassettes.reading.budget import RunTooLargeError, memory_budget, rss
+from cassettes.reading.run import open_run
 from cassettes.storage.index import BLOCK
 from cassettes.storage.source import RecordSource
 from cassettes.wire.exchange import Exchange

@@ -4,15 +4,14 @@ them again (docs/kept-analysis.md).
 
 What is kept is what :class:`~cassettes.reading.incremental.RunReader` holds once it has read a
 run to its end: the offset index, the analysis (conversations, findings, errors, MCP links), the
-full turns (JSON, compressed a block at a time) and ``show``'s printed views. Rows only: a JSON
-text, integers, compressed JSON; nothing read from the database can run code, so it needs no key.
-One database per cassette path in the cache directory (``$LOOPTAP_CACHE_DIR``, else
-``$XDG_CACHE_HOME/looptap/analyses``, else ``~/.cache/looptap/analyses``; directory 0700, file
-0600). SQLite's own locking lets readers and writers of the same database run at once: a writer
-replaces every row in one transaction, a reader reads in one (write-ahead log: a snapshot).
+full turns (JSON, compressed a block at a time) and ``show``'s printed views
+(:mod:`cassettes.reading.printed_views`). Rows only: a JSON text, integers, compressed JSON;
+nothing read from the database (:mod:`cassettes.reading.database`, one per cassette path) can
+run code, so it needs no key.
 
 A kept analysis is taken only when it was made by the same analyser (a digest of looptap's source,
-Python, pydantic and the price table), its schema is :data:`SCHEMA`, and the cassette has the size
+Python, pydantic and the price table), its schema is
+:data:`~cassettes.reading.database.SCHEMA`, and the cassette has the size
 and the SHA-256 it had when it was analysed (the cassette is hashed as the analysis reads it; a
 later reader hashes it again), or it grew from those bytes: it is then continued from the
 analysis' state kept with them (``continuation``: :mod:`cassettes.analysis.continuation`), its
@@ -33,7 +32,6 @@ import json
 import os
 import secrets
 import sqlite3
-import stat
 import sys
 import tempfile
 from array import array
@@ -45,23 +43,20 @@ import orjson
 
 from cassettes.analysis import price_data, rules
 from cassettes.errors import CassetteError
+from cassettes.reading import database
 from cassettes.reading.packed import compressor, decompressor
 from cassettes.storage.store import open_regular
 
 __all__ = [
     "MAX_CONVERSATIONS",
     "MIN_BYTES",
-    "SCHEMA",
     "Kept",
-    "ViewsWriter",
     "analyser_digest",
     "digest_of",
     "disabled",
     "hasher",
     "keep",
-    "location",
     "take",
-    "views",
     "views_in",
 ]
 
@@ -71,60 +66,16 @@ MIN_BYTES = 1 << 20
 #: Runs of more conversations are not kept: their rows are read into memory when a kept analysis
 #: is taken, where the analysis spills them to disk.
 MAX_CONVERSATIONS = 20_000
-#: The rows' layout (``PRAGMA user_version``): another one is not read, and is replaced.
-SCHEMA = 2
 #: Bytes of the analysis' state a grown file is continued from (its JSON): more is not kept, and
 #: the grown file is analysed afresh.
 MAX_CONTINUATION = 256 << 20
-#: ``PRAGMA application_id`` of a looptap database (a foreign one is replaced).
-APPLICATION_ID = 0x4C54_4B41  # "LTKA"
 #: Bytes hashed at a time.
 _CHUNK = 4 << 20
-#: Uncompressed bytes of views per compressed row.
-_VIEWS_BLOCK = 1 << 20
-
-_TABLES = """
-CREATE TABLE run (
-    id INTEGER PRIMARY KEY CHECK (id = 1), generation BLOB NOT NULL, analyser TEXT NOT NULL,
-    size INTEGER NOT NULL, sha256 BLOB NOT NULL, reading TEXT NOT NULL, offsets BLOB NOT NULL,
-    lengths BLOB NOT NULL, seqs BLOB NOT NULL, analysis TEXT NOT NULL, views_done INTEGER,
-    continuation BLOB
-);
-CREATE TABLE conversations (ord INTEGER PRIMARY KEY, id TEXT NOT NULL, data TEXT NOT NULL);
-CREATE TABLE turns (
-    ord INTEGER PRIMARY KEY, seq INTEGER NOT NULL, conversation TEXT, input_tokens INTEGER,
-    output_tokens INTEGER, cost TEXT, block INTEGER NOT NULL, offset INTEGER NOT NULL,
-    length INTEGER NOT NULL
-);
-CREATE TABLE turn_blocks (block INTEGER PRIMARY KEY, data BLOB NOT NULL);
-CREATE TABLE findings (seq INTEGER PRIMARY KEY, pos INTEGER NOT NULL, data TEXT NOT NULL);
-CREATE TABLE views (ord INTEGER PRIMARY KEY, data BLOB NOT NULL);
-"""
-_WIPE = ("run", "conversations", "turns", "turn_blocks", "findings", "views")
 
 
 def disabled() -> bool:
     """``LOOPTAP_NO_CACHE`` is set (to anything but ``0`` or nothing)."""
     return os.environ.get("LOOPTAP_NO_CACHE", "").strip() not in ("", "0")
-
-
-def _dir() -> Path:
-    if os.environ.get("LOOPTAP_CACHE_DIR"):
-        return Path(os.environ["LOOPTAP_CACHE_DIR"])
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "looptap" / "analyses"
-
-
-def location(cassette: str | Path) -> Path | None:
-    """Where the analysis of the cassette at this path is kept (``None``: no cache directory,
-    e.g. no home). Named by a digest of the cassette's resolved path."""
-    try:
-        name = hashlib.blake2b(
-            str(Path(cassette).resolve()).encode("utf-8", "surrogateescape"), digest_size=16
-        ).hexdigest()
-        return _dir() / f"{name}.sqlite"
-    except (OSError, RuntimeError):
-        return None
 
 
 @functools.cache
@@ -145,81 +96,6 @@ def analyser_digest() -> str | None:
 def hasher() -> Any | None:
     """The hash to feed the cassette's bytes to as they are read (``None``: nothing kept)."""
     return None if disabled() else hashlib.sha256()
-
-
-def _note(where: Path, why: str) -> None:
-    print(f"looptap: the kept analysis {where.name} is {why}: analysed again", file=sys.stderr)
-
-
-def _connect(where: Path, *, create: bool) -> sqlite3.Connection | None:
-    """The database at ``where``, opened when it is a regular file (a FIFO or a link planted
-    there is not opened: ``None``), made when missing and ``create``; WAL, a minute's wait for
-    a lock."""
-    try:
-        st = os.lstat(where)
-    except FileNotFoundError:
-        if not create:
-            return None
-        where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with contextlib.suppress(FileExistsError):
-            os.close(os.open(where, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
-        st = os.lstat(where)
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    db = sqlite3.connect(f"{where.absolute().as_uri()}?nofollow=1", uri=True, timeout=60,
-                         isolation_level=None, check_same_thread=False)  # fmt: skip
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-    except sqlite3.Error:
-        db.close()
-        raise
-    return db
-
-
-def _ours(db: sqlite3.Connection) -> bool:
-    """This schema of looptap's (``False``: empty, old, newer or foreign)."""
-    (version,) = db.execute("PRAGMA user_version").fetchone()
-    (app,) = db.execute("PRAGMA application_id").fetchone()
-    return bool(version == SCHEMA and app == APPLICATION_ID)
-
-
-def _fresh(where: Path) -> sqlite3.Connection | None:
-    """The database at ``where`` with this schema's tables: one that is not (old, foreign,
-    corrupt) is replaced."""
-    for attempt in (0, 1):
-        db = None
-        try:
-            db = _connect(where, create=True)
-            if db is None:
-                return None
-            db.execute("BEGIN IMMEDIATE")
-            if not _ours(db):
-                for (name,) in db.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'"
-                ).fetchall():
-                    db.execute(f'DROP TABLE "{name}"')
-                for create in _TABLES.split(";"):
-                    db.execute(create)
-                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                db.execute(f"PRAGMA user_version = {SCHEMA}")
-            return db
-        except sqlite3.OperationalError:  # (locked past the wait, no room, read-only: not kept)
-            if db is not None:
-                db.close()
-            return None
-        except sqlite3.DatabaseError:  # not a database: replaced
-            if db is not None:
-                db.close()
-            if attempt:
-                return None
-            _remove(where)  # (the reader that found it said so: take)
-    return None
-
-
-def _remove(where: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        with contextlib.suppress(OSError):
-            os.unlink(f"{where}{suffix}")
 
 
 class Kept(NamedTuple):
@@ -283,19 +159,19 @@ def keep(
     from where each block is), and the state a grown file is continued from (:func:`packed`;
     ``None``: none, a grown file is analysed afresh). Replaces what was kept for this path, in one
     transaction. Never raises: the new generation, ``None`` when it could not be kept."""
-    where = location(cassette)
+    where = database.location(cassette)
     analyser = analyser_digest()
     if where is None or analyser is None:
         return None
     try:
-        db = _fresh(where)
+        db = database.fresh(where)
     except OSError:
         return None
     if db is None:
         return None
     generation = secrets.token_bytes(16)
     try:
-        for table in _WIPE:
+        for table in database.TABLES:
             db.execute(f"DELETE FROM {table}")  # (a table of ours)
         offsets, lengths, seqs = _arrays(state)
         db.execute(
@@ -330,7 +206,7 @@ def keep(
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
         if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-            _remove(where)  # (damaged inside: the next reader keeps its analysis anew)
+            database.remove(where)  # (damaged inside: the next reader keeps its analysis anew)
         return None
     finally:
         db.close()
@@ -362,55 +238,22 @@ def digest_of(cassette: Path, size: int) -> Any | None:
     return h
 
 
-@contextlib.contextmanager
-def _reading(db: sqlite3.Connection) -> Iterator[None]:
-    """A read transaction (a snapshot: a writer meanwhile changes nothing it reads)."""
-    db.execute("BEGIN")
-    try:
-        yield
-    finally:
-        db.execute("COMMIT")
-
-
-def _open(cassette: Path) -> tuple[Path, sqlite3.Connection] | None:
-    """The database kept for this cassette, when there is one of this schema (else ``None``, with
-    a note for one that cannot be read)."""
-    where = location(cassette)
-    if where is None:
-        return None
-    try:
-        db = _connect(where, create=False)
-        if db is None:
-            return None
-        if not _ours(db):
-            db.close()
-            return None
-        return where, db
-    except sqlite3.OperationalError:  # (locked past the wait, read-only: analysed, silently)
-        return None
-    except sqlite3.DatabaseError:
-        _note(where, "not a database this looptap reads")
-        return None
-    except OSError:
-        return None
-
-
 def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
     """The kept analysis of the cassette as it is now, checked (see the module's docstring);
     ``None`` when there is none, or it does not check out. Never raises."""
     if disabled() or analyser_digest() is None:
         return None
-    opened = _open(cassette)
+    opened = database.existing(cassette)
     if opened is None:
         return None
     where, db = opened
     try:
-        with _reading(db):
+        with database.reading(db):
             return _rows(db, cassette, store_dir)
     except sqlite3.OperationalError:
         return None
     except sqlite3.DatabaseError:
-        _note(where, "damaged")
+        database.note(where, "damaged")
         return None
     except (OSError, ValueError, CassetteError):
         return None
@@ -524,122 +367,6 @@ def _unpacked(packed: Any) -> bytes:
     if len(data) > MAX_CONTINUATION:
         raise ValueError("the kept state is too big to be one")
     return data
-
-
-# -- printed views: what show's printing pass made of each round trip ---------------------------
-
-
-class ViewsWriter:
-    """Keeps each round trip's printed view (a JSON-able object) as a printing pass makes them, to
-    a temporary file, then as rows bound to the kept analysis they were made from (its
-    generation): :meth:`commit` once the pass went through every round trip. Never raises: a view
-    that cannot be kept ends the keeping."""
-
-    def __init__(self, cassette: Path, generation: bytes) -> None:
-        self._cassette, self._generation = cassette, generation
-        self._buf = bytearray()
-        self._blocks: list[tuple[int, int]] = []
-        self._out: IO[bytes] | None = None
-        try:
-            self._out = tempfile.TemporaryFile(prefix="looptap-views-")
-        except OSError:
-            self._out = None
-
-    def add(self, view: Any) -> None:
-        if self._out is None:
-            return
-        try:
-            self._buf += orjson.dumps(view, option=orjson.OPT_APPEND_NEWLINE)
-            if len(self._buf) >= _VIEWS_BLOCK:
-                self._block()
-        except (OSError, TypeError, orjson.JSONEncodeError):
-            self.abandon()
-
-    def _block(self) -> None:
-        assert self._out is not None
-        packed = compressor().compress(bytes(self._buf))
-        self._buf = bytearray()
-        self._blocks.append((self._out.tell(), len(packed)))
-        self._out.write(packed)
-
-    def commit(self) -> None:
-        if self._out is None:
-            return
-        try:
-            if self._buf:
-                self._block()
-            self._store()
-        except (OSError, sqlite3.Error):
-            pass
-        finally:
-            self.abandon()
-
-    def _store(self) -> None:
-        opened = _open(self._cassette)
-        if opened is None:
-            return
-        db, out = opened[1], self._out
-        assert out is not None
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            if db.execute("SELECT 1 FROM run WHERE generation = ?", (self._generation,)).fetchone():
-                db.execute("DELETE FROM views")
-                for at, length in self._blocks:
-                    out.seek(at)
-                    db.execute("INSERT INTO views (data) VALUES (?)", (out.read(length),))
-                db.execute("UPDATE run SET views_done = 1")
-            db.execute("COMMIT")
-        finally:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            db.close()
-
-    def abandon(self) -> None:
-        if self._out is not None:
-            with contextlib.suppress(OSError):
-                self._out.close()
-            self._out = None
-
-
-def views(cassette: Path, generation: bytes) -> Iterator[Any] | None:
-    """The printed views kept for the kept analysis ``generation``, one by one, in order; ``None``
-    when there are none. Read in one transaction (a snapshot). Never raises."""
-    if disabled():
-        return None
-    opened = _open(cassette)
-    if opened is None:
-        return None
-    db = opened[1]
-    try:
-        db.execute("BEGIN")
-        row = db.execute("SELECT views_done FROM run WHERE generation = ?", (generation,))
-        if row.fetchone() != (1,):
-            db.execute("COMMIT")
-            db.close()
-            return None
-    except sqlite3.Error:
-        db.close()
-        return None
-    return _each_view(db)
-
-
-def _each_view(db: sqlite3.Connection) -> Iterator[Any]:
-    try:
-        last = 0
-        while True:  # a few rows at a time (one compressed MB each)
-            rows = db.execute(
-                "SELECT ord, data FROM views WHERE ord > ? ORDER BY ord LIMIT 4", (last,)
-            ).fetchall()
-            if not rows:
-                break
-            last = rows[-1][0]
-            for _, data in rows:
-                for line in decompressor().decompress(data).splitlines():
-                    yield orjson.loads(line)
-    finally:
-        with contextlib.suppress(sqlite3.Error):
-            db.execute("COMMIT")
-        db.close()
 
 
 def source_digest(root: Path, paths: list[Path], extra: bytes = b"") -> bytes | None:

@@ -12,11 +12,8 @@ the pytest plugin and the MCP server use (both exported from :mod:`cassettes`).
 position; ``run.pairs`` (each round trip with its exchange), ``run.exchanges`` and
 ``run.roundtrips`` are in position order (``run.pairs[k]`` is the k-th, read again).
 
-**The format is told from the file's first bytes, once** (:func:`sniff`), never from its name: a
-looptap cassette (JSON lines opening with the looptap header), a vcrpy / pytest-recording cassette
-(YAML, or vcrpy's JSON serializer), a mitmproxy flow dump (``mitmdump -w``: tnetstrings). A HAR
-file is recognised and refused with a message (looptap writes HAR, it does not read it); anything
-else gets one error naming what was tried.
+**The format is told from the file's first bytes, once** (:mod:`cassettes.reading.formats`),
+never from its name.
 
 **How each is read.** A looptap cassette is read as a stream (the large-file reader,
 :class:`~cassettes.reading.incremental.RunReader`, behind the same :class:`Run`): one pass
@@ -32,29 +29,23 @@ and :meth:`Run.full_turn` give the turns read so far, :meth:`Run.finish` ends it
 
 from __future__ import annotations
 
-import re
-from collections.abc import (
-    Callable,
-    Collection,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-    Sized,
-)
-from contextlib import contextmanager
-from datetime import datetime
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from cassettes.errors import CassetteError, CassetteFormatError
+from cassettes.errors import CassetteFormatError
 from cassettes.hints import count
 from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.reading import timeline
 from cassettes.reading.branch import branch_origin, first_turn
+from cassettes.reading.budget import memory_budget, within_budget
+from cassettes.reading.conversation import RunConversation
+from cassettes.reading.formats import FORMATS, detect, refused
 from cassettes.reading.held import Held
-from cassettes.storage.mitmflow import is_flow_file, load_flows
-from cassettes.storage.store import Problem, open_regular, read_records
+from cassettes.reading.reader import Reader, Records
+from cassettes.storage.mitmflow import load_flows
+from cassettes.storage.store import Problem, read_records
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
@@ -62,115 +53,14 @@ if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay se
     from cassettes.reading.incremental import Batch, RunReader
     from cassettes.views.summary import TurnSummary
 
-__all__ = [
-    "FORMATS",
-    "MEMORY_BUDGET_MB",
-    "Run",
-    "RunConversation",
-    "RunTooLargeError",
-    "cassette_of",
-    "detect",
-    "memory_budget",
-    "open_run",
-    "rss",
-    "sniff",
-    "timeline",
-]
+__all__ = ["Run", "open_run"]
 
-T = TypeVar("T", covariant=True)
 T2 = TypeVar("T2")
 
-#: The formats :func:`open_run` reads, by the name :attr:`Run.kind` gives them.
-FORMATS = ("looptap", "vcr", "mitmproxy")
-#: How each format is named in messages.
-DESCRIBED = {
-    "looptap": "a looptap cassette (JSON lines)",
-    "vcr": "a vcrpy cassette (YAML)",
-    "mitmproxy": "a mitmproxy flow file (mitmdump -w)",
-    "har": "a HAR file",
-}
 #: How much of a followed file :meth:`Run.step` reads at a time, by default (bytes).
 STEP_BYTES = 4 * 1024 * 1024
-#: How many bytes :func:`sniff` is given.
-HEAD = 4096
-
-_BOM = b"\xef\xbb\xbf"
-_JSON_KEY = re.compile(rb'\{\s*"([A-Za-z_]{1,32})"\s*:')
-#: A YAML document's first significant line: a directive, a document start or a top-level key.
-_YAML_START = re.compile(rb"(?:%YAML|---(?:\s|$)|[A-Za-z_][\w.-]*\s*:(?:\s|$))")
-
-
-class Records(Sized, Iterable[T], Protocol[T]):
-    """A run's round trips in recording order: a list, or a column read again from disk on every
-    pass (see :meth:`~cassettes.reading.incremental.RunReader.reread`)."""
-
-    def __iter__(self) -> Iterator[T]: ...
-
-    def __getitem__(self, k: int) -> T: ...
-
-
-class Reader(Protocol):
-    """What a :class:`Run` reads through: :class:`~cassettes.reading.incremental.RunReader` (a
-    looptap cassette read as a stream or followed) or :class:`~cassettes.reading.held.Held`
-    (exchanges in memory)."""
-
-    @property
-    def pairs(self) -> Records[tuple[Exchange, RoundTrip]]: ...
-    @property
-    def exchanges(self) -> Records[Exchange]: ...
-    @property
-    def roundtrips(self) -> Records[RoundTrip]: ...
-    @property
-    def analysis(self) -> RunAnalysis: ...
-    @property
-    def problems(self) -> Sequence[object]: ...
-    @property
-    def damage(self) -> list[Problem]: ...
-    @property
-    def records(self) -> int: ...
-    @property
-    def seqs(self) -> Sequence[int]: ...
-    @property
-    def read_bytes(self) -> int: ...
-    @property
-    def still_written(self) -> bool: ...
-    @property
-    def summaries(self) -> Mapping[int, TurnSummary]: ...
-    def progress(self) -> float | None: ...
-    def step(self, max_bytes: int | None) -> Batch: ...
-    def finish(self) -> tuple[dict[str, Any], float | None, dict[str, int]] | None: ...
-    def close(self) -> None: ...
-    def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]: ...
-    def full_turn(self, seq: int, *, remember: bool = ...) -> Turn: ...
-    def find(self, seq: int) -> tuple[Exchange, RoundTrip] | None: ...
-    def find_exchange(self, seq: int) -> Exchange: ...
-
 
 _RANK = {"info": 0, "warning": 1, "error": 2}  # by Severity (a StrEnum: its members are these keys)
-
-
-class RunConversation(list["Turn"]):
-    """One conversation's turns, in order (a list), with what the threading knows of it."""
-
-    def __init__(
-        self,
-        turns: Sequence[Turn],
-        id: str,
-        parent_seq: int | None = None,
-        branch: str | None = None,
-        title: str | None = None,
-    ) -> None:
-        super().__init__(turns)
-        #: ``c1``, ``c2`` … as in ``looptap show`` and the inspector.
-        self.id = id
-        #: For a sub-agent or a side call: the turn (seq) it branched from, and which it is.
-        self.parent_seq = parent_seq
-        self.branch = branch
-        #: The first words of its first user message.
-        self.title = title
-
-    def __repr__(self) -> str:
-        return f"RunConversation({self.id!r}, {count(len(self), 'turn')})"
 
 
 class Run:
@@ -213,7 +103,7 @@ class Run:
         )
         #: Epoch seconds to lay out round trips whose start time was not recorded (imports): the
         #: cassette's creation time, so an export of the same file is the same every time.
-        self.epoch = epoch if epoch is not None else _epoch(self.header, self.exchanges)
+        self.epoch = epoch if epoch is not None else timeline.epoch(self.header, self.exchanges)
         self._families = families
         #: The format it was read from: one of :data:`FORMATS`, or ``"exchanges"`` (in memory).
         self.kind = kind
@@ -273,7 +163,7 @@ class Run:
         if finished is None:  # (exchanges in memory: nothing was still to come)
             return
         self.header, first_started, self._families = finished
-        created = _created(self.header)
+        created = timeline.header_time(self.header)
         started = first_started if first_started is not None else 0.0
         self.epoch = created if created is not None else started
 
@@ -498,72 +388,6 @@ class Run:
         )
 
 
-def _created(header: dict[str, Any]) -> float | None:
-    created = header.get("created")
-    if not isinstance(created, str):
-        return None
-    try:
-        return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def _epoch(header: dict[str, Any], exchanges: Iterable[Exchange]) -> float:
-    """The header's creation time, else the first recorded start, else 0."""
-    created = _created(header)
-    if created is not None:
-        return created
-    if isinstance(exchanges, list):  # a run read from disk has its epoch given
-        return next((ex.started for ex in exchanges if ex.started is not None), 0.0)
-    return 0.0
-
-
-def sniff(head: bytes) -> str:
-    """The format of a file from its first bytes (:data:`HEAD` of them): one of :data:`FORMATS`,
-    ``"har"``, ``"empty"`` (nothing but white space) or ``"unknown"``. A JSON object is a looptap
-    cassette unless its first key names another format (its reader says what else is wrong)."""
-    if is_flow_file(head):
-        return "mitmproxy"
-    text = head.removeprefix(_BOM).lstrip()
-    if not text:  # (a head as long as HEAD was cut: more may follow the white space)
-        return "empty" if len(head) < HEAD else "unknown"
-    if text.startswith(b"{"):
-        m = _JSON_KEY.match(text)
-        key = m.group(1) if m else b""
-        return {b"log": "har", b"interactions": "vcr"}.get(key, "looptap")
-    for line in text.splitlines():
-        s = line.strip()
-        if s and not s.startswith(b"#"):
-            return "vcr" if _YAML_START.match(s) else "unknown"
-    return "unknown"
-
-
-def _refused(path: Path, kind: str, formats: Collection[str]) -> CassetteFormatError:
-    names = [DESCRIBED[f] for f in formats]
-    wanted = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
-    if kind == "har":
-        return CassetteFormatError(
-            f"{path}: a HAR file: looptap writes HAR (export "
-            f"--har) but does not read it; it reads {wanted}"
-        )
-    if kind == "empty":
-        return CassetteFormatError(f"{path}: empty file, nothing to read")
-    if kind == "unknown":
-        return CassetteFormatError(
-            f"{path}: not a looptap cassette, a vcrpy cassette or a mitmproxy flow file (its first "
-            "bytes are none of these)"
-        )
-    return CassetteFormatError(f"{path}: {DESCRIBED[kind]}; this command reads {wanted}")
-
-
-def detect(path: str | Path) -> str:
-    """The format of the file at ``path`` (:func:`sniff` of its first bytes). Raises
-    :class:`~cassettes.errors.CassetteIOError` for a file that cannot be opened or is not a
-    regular file."""
-    with open_regular(path) as fh:
-        return sniff(fh.read(HEAD))
-
-
 #: Called while a looptap cassette is read as a stream: (bytes read, file size, round trips read).
 Progress = Callable[[int, int, int], None]
 
@@ -586,7 +410,8 @@ def open_run(
     ``follow``: a looptap cassette that may still be growing (a recording in progress), read as
     it is written: nothing is read yet; :meth:`Run.step` reads what the file gained, and
     :meth:`Run.finish` runs the end-of-run checks once it is complete (the inspector, the MCP
-    server's ``tail``). :func:`cassette_of` turns another format into a cassette to follow.
+    server's ``tail``). :func:`~cassettes.reading.conversion.cassette_of` turns another format
+    into a cassette to follow.
 
     ``progress``: called after each block a streamed read analyses, with the bytes read, the
     file's size and the round trips read (a command's progress line, ``views.progress``).
@@ -601,7 +426,7 @@ def open_run(
     cache = cache is not False
     kind = detect(p)
     if kind not in formats:
-        raise _refused(p, kind, formats)
+        raise refused(p, kind, formats)
     return _read(p, kind, whole, progress, cache)
 
 
@@ -629,81 +454,12 @@ def _read(
     return run
 
 
-@contextmanager
-def cassette_of(path: str | Path, *, live: bool = False) -> Iterator[Path]:
-    """A looptap cassette holding the run at ``path``, for readers that follow a cassette file
-    (the inspector): the file itself when it is one (or, with ``live``, always: a recording being
-    written), or when its format cannot be told (the reader then says what is wrong); else the run
-    imported into a temporary cassette (redacted, as ``looptap import`` writes it), deleted on
-    exit."""
-    p = Path(path)
-    kind = "looptap"
-    if not live:
-        try:
-            kind = detect(p)
-        except (CassetteError, OSError):
-            kind = "looptap"
-    if kind not in ("vcr", "mitmproxy"):
-        yield p
-        return
-    import shutil
-    import tempfile
-
-    from cassettes.recording.pipeline import CassetteWriter
-
-    run = _read(p, kind, whole=True)
-    tmp = Path(tempfile.mkdtemp(prefix="looptap-"))
-    try:
-        out = tmp / f"{p.name}.jsonl"
-        with CassetteWriter(out, meta={"source": kind, "imported_from": p.name}) as w:
-            for ex in run.exchanges:
-                w.append(ex)
-        yield out
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def _read_whole(path: Path) -> Run:
     """A looptap cassette read into memory (:func:`~cassettes.storage.store.read_records`)."""
     cas = read_records(path)
     return Run.of(
         cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems], kind="looptap"
     )
-
-
-#: The memory a command may take to analyse a run, in MB, unless ``LOOPTAP_MEMORY_BUDGET_MB``
-#: says otherwise (``0``: no limit); never more than 60 % of an address-space limit (``ulimit -v``).
-MEMORY_BUDGET_MB = 2048
-
-
-class RunTooLargeError(CassetteError, MemoryError):
-    """Analysing the run would take more memory than the budget (:func:`memory_budget`)."""
-
-
-def memory_budget() -> int | None:
-    """The memory budget in bytes (``None``: none), from :data:`MEMORY_BUDGET_MB`, the
-    environment and the process's address-space limit."""
-    import os
-    import resource
-
-    raw = os.environ.get("LOOPTAP_MEMORY_BUDGET_MB", "").strip()
-    mb = int(raw) if raw.isdigit() else MEMORY_BUDGET_MB
-    budget = mb * 1024 * 1024 if mb > 0 else None
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY and soft > 0:
-        budget = min(budget or soft, int(soft * 0.6))
-    return budget
-
-
-def rss() -> int | None:
-    """This process's resident memory in bytes (Linux; ``None`` elsewhere)."""
-    import os
-
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _follow(p: Path, *, summaries: bool, cache: bool = False) -> Run:
@@ -717,8 +473,8 @@ def _follow(p: Path, *, summaries: bool, cache: bool = False) -> Run:
 def _stream(path: str | Path, progress: Progress | None = None, cache: bool = True) -> Run:
     """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
-    :class:`RunTooLargeError` (one clear line, not a ``MemoryError`` half-way) when the analysis
-    outgrows :func:`memory_budget`."""
+    :class:`~cassettes.reading.budget.RunTooLargeError` when the analysis outgrows
+    :func:`~cassettes.reading.budget.memory_budget`."""
     from cassettes.reading import snapshot
     from cassettes.reading.incremental import RunReader
 
@@ -733,45 +489,10 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
         at_end = run.step(STEP_BYTES).at_end
         if progress is not None:
             progress(reader.index.consumed, reader.index.size(), reader.records)
-        used = rss() if budget is not None else None
-        if used is not None and budget is not None and used > budget:
-            run.close()
-            raise RunTooLargeError(
-                f"{p}: analysing this run needs more than the memory budget of {budget // 2**20:,} "
-                f"MB ({count(reader.records, 'round trip')} and "
-                f"{count(len(reader.analysis.conversations), 'conversation')} "
-                f"read, {reader.index.consumed * 100 // max(reader.index.size(), 1)} "
-                "% of the file); set LOOPTAP_MEMORY_BUDGET_MB to allow more"
-            )
+        within_budget(p, budget, reader, run.close)
     try:
         run.finish()
     except CassetteFormatError as exc:  # nothing but an unfinished header line
         raise CassetteFormatError(str(exc)) from None
     reader.settle()  # complete: its analysis kept, its round trips read again on each pass
     return run
-
-
-def _length(ex: Exchange) -> float:
-    """How long the round trip took: its recorded duration, else the last chunk's offset, else
-    the time to the response headers, else 0."""
-    if ex.duration is not None:
-        return max(ex.duration, 0.0)
-    last = max((o for o, _ in ex.response_chunks if o is not None), default=None)
-    if last is not None:
-        return max(last, 0.0)
-    return max(ex.ttfb or 0.0, 0.0)
-
-
-def timeline(run: Run) -> Iterator[tuple[float, float, bool]]:
-    """``(start, seconds, synthetic)`` per exchange, in order (one pass over the run, nothing
-    kept). A round trip without a recorded start (an import) is laid out after the previous one,
-    from the run's epoch, so the layout is the same on every export of the same file."""
-    cursor = run.epoch
-    for ex in run.exchanges:
-        length = _length(ex)
-        if ex.started is None:
-            yield cursor, length, True
-            cursor += length + 0.001
-        else:
-            yield ex.started, length, False
-            cursor = max(cursor, ex.started + length)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from cassettes.analysis import continuation, plain_values
 from cassettes.analysis.model import Conversation, Finding, RunAnalysis
-from cassettes.reading import kept
+from cassettes.reading import kept, printed_views
 from cassettes.reading.stores import Places
 
 if TYPE_CHECKING:
@@ -267,10 +267,10 @@ def printed(reader: RunReader, make: Callable[[], Iterator[Any]]) -> Iterator[An
     if reader.kept_as is None:
         made: Iterator[Any] = make()
         return made
-    taken = kept.views(reader.index.path, reader.kept_as)
+    taken = printed_views.views(reader.index.path, reader.kept_as)
     if taken is not None:
         return taken
-    return _keeping(make(), kept.ViewsWriter(reader.index.path, reader.kept_as))
+    return _keeping(make(), printed_views.ViewsWriter(reader.index.path, reader.kept_as))
 
 
 def _parsed(
@@ -292,7 +292,7 @@ def _parsed(
     return state, result, flagged, places
 
 
-def _keeping(views: Iterator[Any], writer: kept.ViewsWriter) -> Iterator[Any]:
+def _keeping(views: Iterator[Any], writer: printed_views.ViewsWriter) -> Iterator[Any]:
     """``views``, each kept by ``writer`` before it is handed on; committed once all went by."""
     try:
         for v in views:

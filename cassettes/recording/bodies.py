@@ -1,5 +1,5 @@
-"""The redactor's net by name in bodies: JSON bodies, forms, and streams as their reader
-reassembles them; three parts of the :class:`~cassettes.recording.redact.Redactor`'s pipeline.
+"""The redactor's net by name in bodies: JSON bodies and streams as their reader reassembles
+them; two parts of the :class:`~cassettes.recording.redact.Redactor`'s pipeline.
 
 :class:`JsonRedactor`: a JSON body's credential fields (``api_key``, ``access_token``, ``password``
 …, and the configured ``body_keys``) are masked and learned, and every string is masked as the run
@@ -7,8 +7,8 @@ first decided for that text (:meth:`JsonRedactor.masks`: one mask per text, so w
 compares reads as it was sent). :class:`StreamRedactor`: each JSON event of an SSE, NDJSON,
 WebSocket or AWS event stream is redacted the same way, and the strings a field carries across
 events are joined and masked as that text is anywhere else, in every event it spans.
-:class:`BodyLearner`: forms, and credentials an endpoint mints, teach them to the redactor first.
-All three share the redactor's :class:`~cassettes.recording.scrub.Secrets` and
+:class:`~cassettes.recording.learner.BodyLearner` (forms, and credentials an endpoint mints) is
+the third part. All three share the redactor's :class:`~cassettes.recording.scrub.Secrets` and
 :class:`~cassettes.recording.scrub.Scrubber`; the headers and URLs are
 :mod:`cassettes.recording.redact`'s.
 """
@@ -18,10 +18,8 @@ from __future__ import annotations
 import base64
 import bisect
 import itertools
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
@@ -50,17 +48,13 @@ from cassettes.recording.streams import (
 )
 from cassettes.wire.framing import is_aws_eventstream, reseal_aws_eventstream
 
-__all__ = ["BodyLearner", "JsonRedactor", "StreamRedactor"]
+__all__ = ["JsonRedactor", "StreamRedactor"]
 
 #: How much text a redactor remembers its masks for (characters; a few agents' histories).
 SEEN_CHARS = 64 << 20
 #: JSON bodies larger than this are scrubbed as bytes only, not string by string.
 _WHOLE_BYTES = 8 << 20
 _REDACTED_BYTES = REDACTED.encode()
-#: A multipart form's field: its name and (the first 4 KiB of) its value.
-_MULTIPART_FIELD = re.compile(
-    rb'name="([^"\r\n]{1,200})"[^\n]*\n(?:[^\r\n]+\r?\n){0,8}\r?\n(.{0,4096}?)\r?\n--', re.S
-)
 
 
 def _json_rebuild(value: Any, it: Iterator[str], key: Callable[[str], str]) -> Any:
@@ -313,57 +307,6 @@ class JsonRedactor:
                 self._learn_leaves(v, depth + 1)
 
 
-class BodyLearner:
-    """Learns the credentials a body carries where no JSON walk of the redaction meets them by
-    name: a form's fields, a response's (a token it returns), a credential an endpoint mints. The
-    scrub of the bytes then masks them, here and wherever they come back."""
-
-    def __init__(self, secrets: Secrets, json: JsonRedactor) -> None:
-        self._secrets = secrets
-        self._json = json
-
-    def form(self, body: bytes, ctype: str) -> None:
-        """Learn the credential fields of a form-urlencoded or multipart body (``client_secret``,
-        ``refresh_token``, ``api_key``), so that scrubbing the bytes masks them."""
-        fields: list[tuple[str, str]] = []
-        if "x-www-form-urlencoded" in ctype:
-            fields = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
-        elif "multipart/" in ctype:
-            fields = [
-                (name.decode("utf-8", "replace"), value.decode("utf-8", "replace").strip())
-                for name, value in _MULTIPART_FIELD.findall(body)
-            ]
-        for name, value in fields:
-            kind = secret_name(name)
-            if value and (kind == "always" or (kind and looks_secret(value))):
-                self._secrets.learn(value)
-
-    def minted(self, url: str, chunks: list[tuple[float | None, bytes]]) -> None:
-        """A credential minted by an endpoint named for one (``POST /v1/realtime/client_secrets``
-        → ``{"value": "ek_…"}``, Gemini's ``auth_tokens`` → ``{"name": "auth_tokens/…"}``,
-        ``…/api_keys``, ``…/tokens``): its top-level ``value`` / ``token`` / ``key`` / ``secret`` /
-        ``name`` is learned when it looks like one, so the scrub masks it here and everywhere
-        after (the client then sends it back)."""
-        try:
-            segments = [seg for seg in urlsplit(url).path.split("/") if seg]
-        except ValueError:
-            return
-        if not any(
-            secret_name(seg) is not None or seg.lower() in ("tokens", "ephemeral_tokens")
-            for seg in segments[-3:]
-        ):
-            return
-        doc = _json_object(b"".join(c for _, c in chunks))
-        for k in ("value", "token", "key", "secret", "name", "client_secret"):
-            v = doc.get(k)
-            if isinstance(v, dict):
-                v = v.get("value")
-            if isinstance(v, str):
-                for piece in {v, v.rsplit("/", 1)[-1]}:
-                    if looks_secret(piece):
-                        self._secrets.learn(piece)
-
-
 class StreamRedactor:
     """Redacts a response's chunks as their reader reassembles them: the JSON events of an SSE,
     NDJSON, WebSocket or AWS event stream (or one JSON body) by field name and across events,
@@ -475,17 +418,6 @@ def _events(data: bytes, aws: bool) -> list[_Event]:
         except orjson.JSONDecodeError:
             pass
     return [(a, b, doc, 0, None) for a, b, doc in json_lines(data)]
-
-
-def _json_object(data: bytes) -> dict[str, Any]:
-    """A body of at most 1 MiB that is one JSON object, parsed; else ``{}``."""
-    if not data.lstrip().startswith(b"{") or len(data) > (1 << 20):
-        return {}
-    try:
-        doc = bounds.loads(data)
-    except orjson.JSONDecodeError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 def _shared(a: bytes, b: bytes) -> int:

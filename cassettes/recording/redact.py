@@ -40,7 +40,8 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 import orjson
 
 from cassettes.patterns import PatternError, UserPattern
-from cassettes.recording.bodies import BodyLearner, Chunks, JsonRedactor, StreamRedactor
+from cassettes.recording.bodies import Chunks, JsonRedactor, StreamRedactor
+from cassettes.recording.learner import BodyLearner
 from cassettes.recording.names import (
     _SAFE_HEADER_NAME,
     _SECRET_HEADER_NAME,
@@ -212,7 +213,7 @@ class Redactor:
     the :class:`~cassettes.recording.scrub.Scrubber` (by value learned and by pattern), the
     :class:`HeaderRedactor`, the :class:`UrlRedactor`, and for bodies the
     :class:`~cassettes.recording.bodies.JsonRedactor`,
-    :class:`~cassettes.recording.bodies.BodyLearner` and
+    :class:`~cassettes.recording.learner.BodyLearner` and
     :class:`~cassettes.recording.bodies.StreamRedactor`. This class only composes them, in the
     order an exchange needs (a request's headers learned before its body is scrubbed …).
     """

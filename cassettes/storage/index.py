@@ -29,14 +29,10 @@ import orjson
 
 from cassettes import interrupts
 from cassettes.errors import CassetteFormatError, CassetteIOError
-from cassettes.storage.codec import (
-    check_exchange_record,
-    loads_record,
-    migrate,
-    record_to_exchange,
-)
+from cassettes.storage.codec import loads_record, migrate, record_to_exchange
 from cassettes.storage.delta import HistoryDecoder
 from cassettes.storage.store import Problem, exchange_record, open_regular, read_header
+from cassettes.storage.validation import check_exchange_record
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["BLOCK", "BODY_CACHE", "RecordIndex", "RequestBodies"]

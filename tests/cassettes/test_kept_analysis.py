@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.reading import kept
+from cassettes.reading import database, kept
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire.exchange import Exchange
@@ -113,7 +113,7 @@ def test_the_rows_are_plain_data_queried_with_sqlite(
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
     _read(path)
     db = sqlite3.connect(_db(_cache))
-    assert db.execute("PRAGMA user_version").fetchone() == (kept.SCHEMA,)
+    assert db.execute("PRAGMA user_version").fetchone() == (database.SCHEMA,)
     assert db.execute("SELECT size FROM run").fetchone() == (path.stat().st_size,)
     convs = db.execute("SELECT id, data FROM conversations ORDER BY ord").fetchall()
     assert len(convs) == 3 and all(orjson.loads(data)["id"] == cid for cid, data in convs)
@@ -154,8 +154,8 @@ def test_a_database_it_cannot_take_is_rebuilt_with_at_most_a_note(
             db.execute("CREATE TABLE run (x)")
             db.execute("INSERT INTO run VALUES ('someone else')")
         else:
-            db.execute(f"PRAGMA application_id = {kept.APPLICATION_ID}")
-            db.execute(f"PRAGMA user_version = {kept.SCHEMA - 1}")
+            db.execute(f"PRAGMA application_id = {database.APPLICATION_ID}")
+            db.execute(f"PRAGMA user_version = {database.SCHEMA - 1}")
         db.commit()
         db.close()
     counted = Analysed(monkeypatch)

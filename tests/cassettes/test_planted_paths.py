@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading import kept
+from cassettes.reading import database, kept
 from tests.support import progress
 from tests.support.huge import write_huge
 from tests.support.recorder import clean_env
@@ -60,7 +60,7 @@ def test_show_ends_and_prints_the_run_past_a_fifo(
     cache = tmp_path / "cache"
     env = clean_env(LOOPTAP_CACHE_DIR=str(cache))
     monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(cache))
-    where = kept.location(run)
+    where = database.location(run)
     assert where is not None
     path = {
         "kept": where,

@@ -1,0 +1,136 @@
+"""The printed views kept with a kept analysis (docs/kept-analysis.md): what ``show``'s printing
+pass made of each round trip, kept as rows bound to the analysis they were made from
+(:class:`ViewsWriter`) and read back by the next reader of the same bytes (:func:`views`)."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from cassettes.reading import database
+from cassettes.reading.kept import disabled
+from cassettes.reading.packed import compressor, decompressor
+
+__all__ = ["ViewsWriter", "views"]
+
+#: Uncompressed bytes of views per compressed row.
+_VIEWS_BLOCK = 1 << 20
+
+
+class ViewsWriter:
+    """Keeps each round trip's printed view (a JSON-able object) as a printing pass makes them, to
+    a temporary file, then as rows bound to the kept analysis they were made from (its
+    generation): :meth:`commit` once the pass went through every round trip. Never raises: a view
+    that cannot be kept ends the keeping."""
+
+    def __init__(self, cassette: Path, generation: bytes) -> None:
+        self._cassette, self._generation = cassette, generation
+        self._buf = bytearray()
+        self._blocks: list[tuple[int, int]] = []
+        self._out: IO[bytes] | None = None
+        try:
+            self._out = tempfile.TemporaryFile(prefix="looptap-views-")
+        except OSError:
+            self._out = None
+
+    def add(self, view: Any) -> None:
+        if self._out is None:
+            return
+        try:
+            self._buf += orjson.dumps(view, option=orjson.OPT_APPEND_NEWLINE)
+            if len(self._buf) >= _VIEWS_BLOCK:
+                self._block()
+        except (OSError, TypeError, orjson.JSONEncodeError):
+            self.abandon()
+
+    def _block(self) -> None:
+        assert self._out is not None
+        packed = compressor().compress(bytes(self._buf))
+        self._buf = bytearray()
+        self._blocks.append((self._out.tell(), len(packed)))
+        self._out.write(packed)
+
+    def commit(self) -> None:
+        if self._out is None:
+            return
+        try:
+            if self._buf:
+                self._block()
+            self._store()
+        except (OSError, sqlite3.Error):
+            pass
+        finally:
+            self.abandon()
+
+    def _store(self) -> None:
+        opened = database.existing(self._cassette)
+        if opened is None:
+            return
+        db, out = opened[1], self._out
+        assert out is not None
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            if db.execute("SELECT 1 FROM run WHERE generation = ?", (self._generation,)).fetchone():
+                db.execute("DELETE FROM views")
+                for at, length in self._blocks:
+                    out.seek(at)
+                    db.execute("INSERT INTO views (data) VALUES (?)", (out.read(length),))
+                db.execute("UPDATE run SET views_done = 1")
+            db.execute("COMMIT")
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            db.close()
+
+    def abandon(self) -> None:
+        if self._out is not None:
+            with contextlib.suppress(OSError):
+                self._out.close()
+            self._out = None
+
+
+def views(cassette: Path, generation: bytes) -> Iterator[Any] | None:
+    """The printed views kept for the kept analysis ``generation``, one by one, in order; ``None``
+    when there are none. Read in one transaction (a snapshot). Never raises."""
+    if disabled():
+        return None
+    opened = database.existing(cassette)
+    if opened is None:
+        return None
+    db = opened[1]
+    try:
+        db.execute("BEGIN")
+        row = db.execute("SELECT views_done FROM run WHERE generation = ?", (generation,))
+        if row.fetchone() != (1,):
+            db.execute("COMMIT")
+            db.close()
+            return None
+    except sqlite3.Error:
+        db.close()
+        return None
+    return _each_view(db)
+
+
+def _each_view(db: sqlite3.Connection) -> Iterator[Any]:
+    try:
+        last = 0
+        while True:  # a few rows at a time (one compressed MB each)
+            rows = db.execute(
+                "SELECT ord, data FROM views WHERE ord > ? ORDER BY ord LIMIT 4", (last,)
+            ).fetchall()
+            if not rows:
+                break
+            last = rows[-1][0]
+            for _, data in rows:
+                for line in decompressor().decompress(data).splitlines():
+                    yield orjson.loads(line)
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("COMMIT")
+        db.close()

@@ -1,0 +1,62 @@
+"""A run laid out in time: its epoch (:func:`epoch`: when it was recorded) and each round trip's
+start and length (:func:`timeline`), the same on every export of the same file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from cassettes.wire.exchange import Exchange
+
+if TYPE_CHECKING:
+    from cassettes.reading.run import Run
+
+__all__ = ["epoch", "header_time", "timeline"]
+
+
+def header_time(header: dict[str, Any]) -> float | None:
+    """The header's creation time (epoch seconds), if it has one."""
+    created = header.get("created")
+    if not isinstance(created, str):
+        return None
+    try:
+        return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def epoch(header: dict[str, Any], exchanges: Iterable[Exchange]) -> float:
+    """The header's creation time, else the first recorded start, else 0."""
+    created = header_time(header)
+    if created is not None:
+        return created
+    if isinstance(exchanges, list):  # a run read from disk has its epoch given
+        return next((ex.started for ex in exchanges if ex.started is not None), 0.0)
+    return 0.0
+
+
+def _length(ex: Exchange) -> float:
+    """How long the round trip took: its recorded duration, else the last chunk's offset, else
+    the time to the response headers, else 0."""
+    if ex.duration is not None:
+        return max(ex.duration, 0.0)
+    last = max((o for o, _ in ex.response_chunks if o is not None), default=None)
+    if last is not None:
+        return max(last, 0.0)
+    return max(ex.ttfb or 0.0, 0.0)
+
+
+def timeline(run: Run) -> Iterator[tuple[float, float, bool]]:
+    """``(start, seconds, synthetic)`` per exchange, in order (one pass over the run, nothing
+    kept). A round trip without a recorded start (an import) is laid out after the previous one,
+    from the run's epoch, so the layout is the same on every export of the same file."""
+    cursor = run.epoch
+    for ex in run.exchanges:
+        length = _length(ex)
+        if ex.started is None:
+            yield cursor, length, True
+            cursor += length + 0.001
+        else:
+            yield ex.started, length, False
+            cursor = max(cursor, ex.started + length)
