@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from cassettes.reading.run import open_run  # noqa: E402
 from cassettes.views.htmlpage import render_html  # noqa: E402
 from cassettes.views.report import report_data  # noqa: E402
-from tests.interop.helpers import write_cassette  # noqa: E402
+from tests.interop.cassette_files import write_cassette  # noqa: E402
 from tests.interop.html_runs import long_run  # noqa: E402
 
 

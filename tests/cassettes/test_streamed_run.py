@@ -158,7 +158,7 @@ def test_exports_written_in_pieces_hold_the_whole_documents(
     from cassettes.cli import main
     from cassettes.interop import cli as export_cli
     from cassettes.interop import otel as otel_module
-    from tests.interop.helpers import build_request
+    from tests.interop.cassette_files import build_request
 
     whole_requests = otel_module.iter_requests
     piece = 10

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cassettes.reading.run import Run, open_run
-from tests.interop.helpers import write_cassette
+from tests.interop.cassette_files import write_cassette
 
 
 @pytest.fixture

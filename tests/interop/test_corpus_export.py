@@ -14,7 +14,7 @@ from cassettes.interop.har import har_chunks
 from cassettes.interop.otlp import encode_request
 from cassettes.interop.textconv import render
 from cassettes.reading.run import Run
-from tests.interop.helpers import HAR_SCHEMA, build_request
+from tests.interop.cassette_files import HAR_SCHEMA, build_request
 
 pytestmark = pytest.mark.corpus
 

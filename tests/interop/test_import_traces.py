@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from tests.interop.helpers import CORPUS, REPO, write_cassette
+from tests.interop.cassette_files import CORPUS, REPO, write_cassette
 from tests.replay.test_fork import AGENT as FORK_AGENT
 from tests.replay.test_fork import new_model_route, origin_route
 from tests.support import progress

@@ -23,7 +23,7 @@ from cassettes.mcp.answers import DEFAULT_BYTES, UNTRUSTED_NOTE
 from cassettes.mcp.server import build_server
 from cassettes.recording.pipeline import CassetteWriter
 from tests.hostile.corpus import hostile_exchanges
-from tests.interop.helpers import write_cassette
+from tests.interop.cassette_files import write_cassette
 from tests.real_corpus import corpus_files
 from tests.support import progress
 

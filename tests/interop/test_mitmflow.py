@@ -18,7 +18,7 @@ from cassettes.errors import ImportFormatError
 from cassettes.parsing.roundtrip import parse_all
 from cassettes.storage.mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
 from cassettes.storage.store import read_records
-from tests.interop.helpers import FIXTURES, REPO
+from tests.interop.cassette_files import FIXTURES, REPO
 from tests.support.tnetstring import tnet
 
 FIXTURE = FIXTURES / "flows_mitmproxy11.mitm"

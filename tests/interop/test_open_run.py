@@ -22,7 +22,7 @@ from cassettes.replay import ReplayServer
 from cassettes.replay import Run as ReplayRun
 from cassettes.storage.mitmflow import load_flows
 from cassettes.storage.store import read_records
-from tests.interop.helpers import CACHE_WRITE, FIXTURES, REASONING, REPO, write_cassette
+from tests.interop.cassette_files import CACHE_WRITE, FIXTURES, REASONING, REPO, write_cassette
 from tests.support import progress
 
 FLOWS = FIXTURES / "flows_mitmproxy11.mitm"

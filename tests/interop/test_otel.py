@@ -24,7 +24,7 @@ from cassettes.interop.otlp import encode_request
 from cassettes.reading.run import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.mitmflow import load_flows
-from tests.interop.helpers import (
+from tests.interop.cassette_files import (
     CACHE_WRITE,
     FIXTURES,
     REASONING,

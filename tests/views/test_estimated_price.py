@@ -173,7 +173,7 @@ async def _mcp(path: Path) -> None:
 
 
 def _otel(path: Path) -> None:
-    from tests.interop.helpers import build_request
+    from tests.interop.cassette_files import build_request
     from tests.interop.test_otel import attrs, spans_of
 
     turns = [a for a in map(attrs, spans_of(build_request(open_run(path)))) if "looptap.seq" in a]

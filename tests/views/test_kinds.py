@@ -82,7 +82,7 @@ async def test_every_view_reads_the_kind_and_parent_the_core_found(
         "agent used as a tool by #3",
     ]
 
-    from tests.interop.helpers import build_request
+    from tests.interop.cassette_files import build_request
     from tests.interop.test_otel import attrs, spans_of
 
     roots = {

@@ -213,7 +213,7 @@ async def _mcp(path: Path) -> dict[str, Any]:
 
 
 def _otel(path: Path) -> dict[str, Any]:
-    from tests.interop.helpers import build_request
+    from tests.interop.cassette_files import build_request
     from tests.interop.test_otel import attrs, spans_of
 
     span = next(
