@@ -28,7 +28,8 @@ from cassettes import bounds
 from cassettes.errors import ImportFormatError
 from cassettes.hints import count
 from cassettes.interop.documents import read_docs
-from cassettes.providers.rebuild import REBUILT, Call, chat_ids, from_parts
+from cassettes.providers.rebuild import REBUILT, Call, chat_ids
+from cassettes.providers.semconv_history import from_parts
 
 __all__ = ["otlp_calls"]
 
