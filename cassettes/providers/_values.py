@@ -15,29 +15,6 @@ from cassettes import bounds
 from cassettes.models import USAGE_COUNTS, ApiError, FinishReason, Part, ToolCall, ToolSpec, Usage
 from cassettes.wire.framing import Event, Framed
 
-__all__ = [
-    "as_int",
-    "as_obj",
-    "as_str",
-    "aws_payload_bytes",
-    "azure_deployment",
-    "compact_json",
-    "error_from_body",
-    "finish_lookup",
-    "function_spec",
-    "json_events",
-    "latest_count",
-    "media_part",
-    "merged_usage",
-    "other_spec",
-    "parse_arguments",
-    "summed_usage",
-    "text_of",
-    "tool_call_from_object",
-    "tool_call_from_string",
-    "tool_choice_mode",
-]
-
 
 def finish_lookup(
     table: dict[str, FinishReason], raw: str | None, has_calls: bool = False
