@@ -60,7 +60,7 @@ _ADAPTERS = (
     ("embeddings", "Embeddings"),
     ("cohere", "CohereChat"),
     ("anthropic", "AnthropicComplete"),
-    ("text_generation", "Watsonx"),
+    ("watsonx", "Watsonx"),
     ("text_generation", "TextGenerationInference"),
     ("text_generation", "SageMaker"),
     ("writer", "Writer"),

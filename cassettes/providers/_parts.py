@@ -26,7 +26,12 @@ import orjson
 
 from cassettes import bounds
 from cassettes.models import ApiError, FinishReason, NormalisedResponse, Part, PartKind, Usage
-from cassettes.providers._base import compact_json, json_events, merged_usage, tool_call_from_string
+from cassettes.providers._values import (
+    compact_json,
+    json_events,
+    merged_usage,
+    tool_call_from_string,
+)
 from cassettes.wire.framing import Framed
 
 __all__ = ["Slot", "StreamParts"]
@@ -173,7 +178,7 @@ class StreamParts:
             seen.append(name)
 
     def add_usage(self, usage: Usage | None) -> None:
-        """Usage reported by one more chunk (:func:`~cassettes.providers._base.merged_usage`)."""
+        """Usage reported by one more chunk (:func:`~cassettes.providers._values.merged_usage`)."""
         self.usage = merged_usage(self.usage, usage)
 
     def first(self, attr: str, value: Any) -> None:

@@ -12,9 +12,24 @@ from __future__ import annotations
 from typing import Any, ClassVar, NamedTuple
 from urllib.parse import SplitResult
 
-from cassettes.models import NormalisedResponse
+import orjson
 
-__all__ = ["Rendered", "ReplayShapes", "reset_at", "retry_after_value"]
+from cassettes.models import NormalisedResponse, ToolCall
+from cassettes.providers._values import compact_json
+
+__all__ = [
+    "Rendered",
+    "ReplayShapes",
+    "answer_calls",
+    "answer_text",
+    "arguments_not_json",
+    "call_arguments_object",
+    "call_arguments_text",
+    "pieces",
+    "reset_at",
+    "retry_after_value",
+    "sse",
+]
 
 
 def retry_after_value(value: float) -> str:
@@ -161,3 +176,49 @@ class ReplayShapes:
         answer so far is taken to be (the new answer continues it); ``None``: no such form here.
         ``request`` is left as it is."""
         return None
+
+
+def sse(obj: Any, event: str | None = None) -> bytes:
+    """One server-sent event carrying ``obj`` as JSON (with an ``event:`` line when named)."""
+    head = b"event: %s\n" % event.encode() if event else b""
+    return head + b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def pieces(text: str, n: int = 3) -> list[str]:
+    """``text`` in up to ``n`` consecutive pieces (a stream's deltas); none for an empty text."""
+    if not text:
+        return []
+    step = max(1, -(-len(text) // n))
+    return [text[i : i + step] for i in range(0, len(text), step)]
+
+
+def answer_text(answer: NormalisedResponse, kind: str = "text") -> str:
+    return "".join(p.text or "" for p in answer.parts if p.kind == kind)
+
+
+def answer_calls(answer: NormalisedResponse) -> list[ToolCall]:
+    """The answer's calls of the client's own functions (the server-side tools ran at the API and
+    are not the client's to run: they are left out of a rendered answer)."""
+    return [
+        p.tool_call
+        for p in answer.parts
+        if p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function"
+    ]
+
+
+def call_arguments_text(call: ToolCall) -> str:
+    """A call's arguments as the string a string-carrying API sends (cut ones stay cut)."""
+    if call.arguments_raw is not None:
+        return call.arguments_raw
+    return compact_json(call.arguments if call.arguments is not None else {})
+
+
+def arguments_not_json(calls: list[ToolCall]) -> bool:
+    """A call's arguments are text that is not JSON: an API that sends arguments as an object
+    cannot carry them."""
+    return any(c.arguments is None and c.arguments_raw is not None for c in calls)
+
+
+def call_arguments_object(call: ToolCall) -> dict[str, Any]:
+    """A call's arguments as the object an object-carrying API sends."""
+    return call.arguments if isinstance(call.arguments, dict) else {}

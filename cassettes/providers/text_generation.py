@@ -1,16 +1,6 @@
-"""Generation endpoints that are neither OpenAI's nor a chat vendor's own: IBM watsonx.ai, Hugging
-Face Text Generation Inference (TGI, also the HF Inference API) and Amazon SageMaker endpoints.
-
-**watsonx.ai** (``…/ml/v1/text/{generation,generation_stream,chat,chat_stream,embeddings}``,
-``…/ml/v1/deployments/{id}/text/…`` and the beta API's
-``…/ml/v1-beta/generation/{text,text_stream}``; documented in the watsonx.ai REST API reference):
-``generation`` takes ``{"input", "model_id", "parameters"}`` and answers ``{"model_id",
-"results": [{"generated_text", "generated_token_count", "input_token_count", "stop_reason"}]}``;
-``generation_stream`` sends the same object per SSE event (the output count cumulative, the input
-count on the first event and 0 on the later ones, ``stop_reason`` ``not_finished`` until the
-last). ``chat`` / ``chat_stream`` are OpenAI Chat Completions bodies with ``model_id`` for
-``model`` (parsed by the OpenAI Chat adapter's code). ``embeddings``
-(``{"inputs"}`` → ``{"results": [{"embedding"}], "input_token_count"}``) is a non-loop call.
+"""Generation endpoints that are neither OpenAI's nor a chat vendor's own: Hugging Face Text
+Generation Inference (TGI, also the HF Inference API) and Amazon SageMaker endpoints, with the
+prompt and chat bodies they share with IBM watsonx.ai (:mod:`cassettes.providers.watsonx`).
 
 **TGI** (``POST /generate``, ``/generate_stream``, ``/`` and the HF Inference API's
 ``/models/{id}``; schema: TGI's OpenAPI document): ``{"inputs", "parameters"}`` →
@@ -50,7 +40,6 @@ from cassettes.providers._base import (
     as_obj,
     as_str,
     aws_payload_bytes,
-    error_from_body,
     finish_lookup,
     json_events,
     summed_usage,
@@ -63,8 +52,10 @@ from cassettes.wire.framing import Event, Framed, frame
 __all__ = [
     "SageMaker",
     "TextGenerationInference",
-    "Watsonx",
+    "chat_request",
     "chat_stream_without_done",
+    "prompt_request",
+    "text_parts",
 ]
 
 JSON = dict[str, Any]
@@ -77,22 +68,12 @@ _TGI_FINISH = {
     "length": FinishReason.TRUNCATED_LENGTH,
 }
 
-_WATSONX_FINISH = {
-    "eos_token": FinishReason.COMPLETE,
-    "stop_sequence": FinishReason.COMPLETE,
-    "max_tokens": FinishReason.TRUNCATED_LENGTH,
-    "token_limit": FinishReason.TRUNCATED_CONTEXT,
-    "time_limit": FinishReason.TRUNCATED_LENGTH,
-    "cancelled": FinishReason.CANCELLED,
-    "error": FinishReason.ERROR,
-}
 
-
-def _text_parts(text: Any) -> list[Part]:
+def text_parts(text: Any) -> list[Part]:
     return [Part(kind="text", text=text)] if isinstance(text, str) and text else []
 
 
-def _prompt_request(
+def prompt_request(
     b: JSON, family: str, model: str | None, key: str, stream: bool
 ) -> NormalisedRequest:
     params = as_obj(b.get("parameters"))
@@ -112,7 +93,7 @@ def _prompt_request(
     )
 
 
-def _chat_request(b: JSON, family: str, model: str | None, url: SplitResult) -> NormalisedRequest:
+def chat_request(b: JSON, family: str, model: str | None, url: SplitResult) -> NormalisedRequest:
     req = _CHAT.parse_request(b, url)
     req.family = family
     req.model = req.model or as_str(b.get("model_id")) or model
@@ -151,7 +132,7 @@ def tgi_response(body: Any) -> NormalisedResponse:
     if details.get("seed") is not None:
         extra["seed"] = details["seed"]
     return NormalisedResponse(
-        parts=_text_parts(b.get("generated_text")),
+        parts=text_parts(b.get("generated_text")),
         finish_reason_raw=raw,
         finish_reason=finish_lookup(_TGI_FINISH, raw),
         usage=summed_usage(
@@ -193,9 +174,9 @@ class _TgiStream(StreamParts):
 
     def close(self) -> NormalisedResponse:
         if self.final is None:
-            return self.finish(parts=_text_parts(self.joined("text")))
+            return self.finish(parts=text_parts(self.joined("text")))
         if not self.final.parts:
-            self.final.parts = _text_parts(self.joined("text"))
+            self.final.parts = text_parts(self.joined("text"))
         self.final.events = self.events
         self.final.error = self.error  # the final event's own finish stands
         return self.final
@@ -255,7 +236,7 @@ class TextGenerationInference(Provider):
         return unquote(path[i + len("/models/") :]) if i >= 0 else None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        return _prompt_request(
+        return prompt_request(
             as_obj(body), self.family, self.model_from_url(url), "inputs", self.is_stream(url, body)
         )
 
@@ -276,163 +257,6 @@ class TextGenerationInference(Provider):
     ) -> None:
         _header_usage(response, header("x-prompt-tokens"), header("x-generated-tokens"))
         response.model = response.model or header("x-model-id")
-
-
-# -- watsonx -----------------------------------------------------------------------------------
-
-
-def _watsonx_route(url: SplitResult) -> str | None:
-    """``generation``, ``generation_stream``, ``chat`` … from ``…/ml/v1/text/{op}`` (also under
-    ``/ml/v1/deployments/{id}/``), or from IBM's own hosts without the ``ml`` segment (the IBM
-    Generative AI service's ``/v2/text/generation_stream``, the same bodies)."""
-    segs = [s for s in url.path.split("/") if s]
-    host = (url.hostname or "").lower()
-    if len(segs) >= 2 and segs[-2] == "text" and ("ml" in segs or host.endswith(".ibm.com")):
-        return segs[-1]
-    # The beta API's ``/ml/v1-beta/generation/text`` and ``/text_stream`` (older SDKs): the same
-    # bodies.
-    if len(segs) >= 3 and segs[-3:-1] == ["v1-beta", "generation"] and segs[-1] in _BETA_ROUTES:
-        return _BETA_ROUTES[segs[-1]]
-    return None
-
-
-_BETA_ROUTES = {"text": "generation", "text_stream": "generation_stream"}
-
-
-_WATSONX_OPS = {
-    "generation": "generate",
-    "generation_stream": "generate",
-    "chat": "generate",
-    "chat_stream": "generate",
-    "embeddings": "embed",
-}
-
-
-def _watsonx_result(b: JSON) -> tuple[list[Part], str | None, int | None, int | None]:
-    results = [r for r in b.get("results") or [] if isinstance(r, dict)]
-    r = results[0] if results else {}
-    return (
-        _text_parts(r.get("generated_text")),
-        as_str(r.get("stop_reason")),
-        as_int(r.get("input_token_count")),
-        as_int(r.get("generated_token_count")),
-    )
-
-
-class Watsonx(Provider):
-    family = "watsonx"
-    history_keys = ("messages",)  # a chat body's (OpenAI Chat's); a prompt has none
-    profile = Profile(
-        price_provider=None, otel_provider="ibm.watsonx.ai", api_key_env=("WATSONX_APIKEY",)
-    )
-
-    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
-        route = _watsonx_route(url)
-        if method.upper() != "POST" or route is None:
-            return 0
-        return 3 if route in _WATSONX_OPS else 1
-
-    def operation(self, method: str, url: SplitResult) -> str:
-        route = _watsonx_route(url) or "other"
-        return _WATSONX_OPS.get(route, route)
-
-    def parses(self, operation: str) -> bool:
-        return operation in ("generate", "embed")
-
-    def is_stream(self, url: SplitResult, body: Any) -> bool:
-        return (_watsonx_route(url) or "").endswith("_stream")
-
-    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = as_obj(body)
-        route = _watsonx_route(url) or ""
-        if route.startswith("chat"):
-            return _chat_request(b, self.family, None, url)
-        return _prompt_request(
-            b,
-            self.family,
-            None,
-            "inputs" if route == "embeddings" else "input",
-            self.is_stream(url, b),
-        )
-
-    def parse_response(self, body: Any) -> NormalisedResponse:
-        b = as_obj(body)
-        if "errors" in b and "results" not in b and "choices" not in b:
-            return self.error_answer(b)
-        if "choices" in b:
-            resp = _CHAT.parse_response(b)
-            resp.model = resp.model or as_str(b.get("model_id"))
-            return resp
-        if "input_token_count" in b and "results" in b:  # embeddings
-            n = as_int(b.get("input_token_count"))
-            return NormalisedResponse(
-                model=as_str(b.get("model_id")),
-                usage=summed_usage(n, None, {"input_token_count": n}),
-                complete=True,
-            )
-        parts, raw, inp, out = _watsonx_result(b)
-        return NormalisedResponse(
-            model=as_str(b.get("model_id")),
-            parts=parts,
-            finish_reason_raw=raw,
-            finish_reason=finish_lookup(_WATSONX_FINISH, raw),
-            usage=summed_usage(inp, out, {"input_token_count": inp, "generated_token_count": out}),
-            complete=True,
-        )
-
-    def parse_error(self, body: Any, status: int | None) -> ApiError:
-        """``{"errors": [{"code", "message"}], "trace", "status_code"}``."""
-        errors = body.get("errors") if isinstance(body, dict) else None
-        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-            e = errors[0]
-            return ApiError(
-                status=status,
-                code=as_str(e.get("code")),
-                message=as_str(e.get("message")),
-                raw=body,
-            )
-        return error_from_body(body, status)
-
-    def reassemble(self, framed: Framed) -> NormalisedResponse:
-        if any(isinstance(ev, dict) and "choices" in ev for _, ev in json_events(framed)):
-            return chat_stream_without_done(framed)
-        return _WatsonxStream(self.parse_error).read(framed)
-
-
-class _WatsonxStream(StreamParts):
-    """watsonx.ai ``generation_stream`` events: each a ``results`` piece, the last with the stop
-    reason."""
-
-    def __init__(self, parse_error: Callable[[Any, int | None], ApiError]) -> None:
-        super().__init__()
-        self.parse_error = parse_error
-
-    payloads = StreamParts.every_event
-
-    def on(self, name: str | None, ev: Any) -> None:
-        if not isinstance(ev, dict):
-            return
-        if "errors" in ev:
-            self.error = self.parse_error(ev, None)
-            self.error.in_stream = True
-            return
-        self.model = self.model or as_str(ev.get("model_id"))
-        parts, r, i, o = _watsonx_result(ev)
-        for p in parts:
-            self.text("text", p.text or "")
-        self.finish_raw = r if r not in (None, "not_finished") else self.finish_raw
-        # The input count comes on the first event and 0 on the later ones; the output count is
-        # cumulative.
-        self.add_usage(summed_usage(i, o, {"input_token_count": i, "generated_token_count": o}))
-
-    def close(self) -> NormalisedResponse:
-        return self.finish(parts=_text_parts(self.joined("text")))
-
-    def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_lookup(_WATSONX_FINISH, self.finish_raw)
-
-    def complete(self) -> bool:
-        return self.finish_raw is not None and self.error is None
 
 
 # -- SageMaker ---------------------------------------------------------------------------------
@@ -471,9 +295,9 @@ class SageMaker(Provider):
         b = as_obj(body)
         model = self.model_from_url(url)
         if "messages" in b:
-            return _chat_request(b, self.family, model, url)
+            return chat_request(b, self.family, model, url)
         key = next((k for k in ("inputs", "text_inputs", "prompt", "input") if k in b), "inputs")
-        return _prompt_request(b, self.family, model, key, self.is_stream(url, b))
+        return prompt_request(b, self.family, model, key, self.is_stream(url, b))
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
@@ -482,7 +306,7 @@ class SageMaker(Provider):
         if "generated_texts" in b:  # JumpStart
             texts = b["generated_texts"]
             first = texts[0] if isinstance(texts, list) and texts else None
-            return NormalisedResponse(parts=_text_parts(first), complete=True)
+            return NormalisedResponse(parts=text_parts(first), complete=True)
         if ("error" in b or "message" in b) and "generated_text" not in b:
             return self.error_answer(b)
         return tgi_response(body)

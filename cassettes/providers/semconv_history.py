@@ -1,0 +1,159 @@
+"""Semconv messages (``gen_ai.input.messages`` …: ``{"role", "parts": [...]}``) as a family's
+history, in the wire shape of OpenAI Chat, the Anthropic Messages API, OpenAI Responses or Gemini,
+and the readers of a semconv part that a rebuilt round trip (:mod:`cassettes.providers.rebuild`)
+shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+__all__ = ["arguments_object", "arguments_text", "from_parts", "part_text"]
+
+
+def part_text(p: dict[str, Any]) -> str:
+    c = p.get("content")
+    return c if isinstance(c, str) else ("" if c is None else orjson.dumps(c).decode())
+
+
+def arguments_text(args: Any) -> str:
+    return (
+        args if isinstance(args, str) else orjson.dumps(args if args is not None else {}).decode()
+    )
+
+
+def arguments_object(args: Any) -> Any:
+    if isinstance(args, str):
+        try:
+            return orjson.loads(args)
+        except orjson.JSONDecodeError:
+            return {"_raw": args}
+    return args if args is not None else {}
+
+
+def _chat_message(role: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    texts = [part_text(p) for p in parts if p.get("type") == "text"]
+    calls = [p for p in parts if p.get("type") == "tool_call"]
+    results = [p for p in parts if p.get("type") == "tool_call_response"]
+    out: list[dict[str, Any]] = [
+        {
+            "role": "tool",
+            "tool_call_id": str(r.get("id") or ""),
+            "content": part_text({"content": r.get("response")}),
+        }
+        for r in results
+    ]
+    if texts or calls or not results:
+        m: dict[str, Any] = {"role": role, "content": "".join(texts) if texts else None}
+        if calls:
+            m["tool_calls"] = [
+                {
+                    "id": str(c.get("id") or ""),
+                    "type": "function",
+                    "function": {
+                        "name": str(c.get("name") or ""),
+                        "arguments": arguments_text(c.get("arguments")),
+                    },
+                }
+                for c in calls
+            ]
+        elif m["content"] is None:
+            m["content"] = ""
+        out.append(m)
+    return out
+
+
+def _anthropic_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for p in parts:
+        t = p.get("type")
+        if t == "text":
+            blocks.append({"type": "text", "text": part_text(p)})
+        elif t == "tool_call":
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": str(p.get("id") or ""),
+                    "name": str(p.get("name") or ""),
+                    "input": arguments_object(p.get("arguments")),
+                }
+            )
+        elif t == "tool_call_response":
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": str(p.get("id") or ""),
+                "content": part_text({"content": p.get("response")}),
+            }
+            if p.get("is_error") is True:
+                block["is_error"] = True
+            blocks.append(block)
+    return blocks
+
+
+def _responses_items(role: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for p in parts:
+        t = p.get("type")
+        if t == "text" and role == "assistant":
+            text = [
+                {"type": "output_text", "text": part_text(p), "annotations": [], "logprobs": []}
+            ]
+            items.append({"type": "message", "role": "assistant", "content": text})
+        elif t == "text":
+            items.append({"role": role, "content": part_text(p)})
+        elif t == "tool_call":
+            args = arguments_text(p.get("arguments"))
+            items.append({"type": "function_call", "call_id": str(p.get("id") or ""),
+                          "name": str(p.get("name") or ""), "arguments": args})  # fmt: skip
+        elif t == "tool_call_response":
+            out = part_text({"content": p.get("response")})
+            items.append({"type": "function_call_output", "call_id": str(p.get("id") or ""),
+                          "output": out})  # fmt: skip
+    return items
+
+
+def _gemini_content(role: str, parts: list[dict[str, Any]], names: dict[str, str]) -> Any:
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        t = p.get("type")
+        if t == "text":
+            out.append({"text": part_text(p)})
+        elif t == "tool_call":
+            names[str(p.get("id") or "")] = str(p.get("name") or "")
+            call = {"name": str(p.get("name") or ""), "args": arguments_object(p.get("arguments"))}
+            out.append({"functionCall": call})
+        elif t == "tool_call_response":
+            name = names.get(str(p.get("id") or ""), "")
+            res = p.get("response")
+            res = res if isinstance(res, dict) else {"result": res}
+            out.append({"functionResponse": {"name": name, "response": res}})
+    return {"role": "model" if role == "assistant" else "user", "parts": out}
+
+
+def from_parts(
+    family: str, messages: list[dict[str, Any]]
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Semconv messages (``{"role", "parts": [...]}``) as ``family``'s history: (system texts
+    that ride beside it, the messages)."""
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # Gemini names a result by its call's name
+    for m in messages:
+        role = str(m.get("role") or "user")
+        parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
+        if family in ("gemini", "openai_responses") and role in ("system", "developer"):
+            system.append("".join(part_text(p) for p in parts if p.get("type") == "text"))
+        elif family == "gemini":
+            out.append(_gemini_content(role, parts, names))
+        elif family == "openai_responses":
+            out.extend(_responses_items(role, parts))
+        elif family == "anthropic":
+            if role in ("system", "developer"):
+                system.append("".join(part_text(p) for p in parts if p.get("type") == "text"))
+                continue
+            blocks = _anthropic_blocks(parts)
+            out.append({"role": "assistant" if role == "assistant" else "user", "content": blocks})
+        else:
+            out.extend(_chat_message(role, parts))
+    return system, out
