@@ -194,7 +194,9 @@ def _log(run: Run) -> dict[str, Any]:
 
 def iter_entries(run: Run) -> Iterator[dict[str, Any]]:
     """The run's HAR entries, one round trip at a time."""
-    for (ex, rt), (start, length, synthetic) in zip(run.pairs, timeline(run), strict=True):
+    for (ex, rt), (start, length, synthetic) in zip(
+        run.pairs, timeline(run.epoch, run.exchanges), strict=True
+    ):
         yield _entry(rt, ex, start, length, synthetic, run)
 
 

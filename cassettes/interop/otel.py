@@ -155,7 +155,9 @@ def iter_requests(
     spans: list[dict[str, Any]] = []
     bounds: dict[str, tuple[int, int]] = {}  # each conversation's first start and last end
     totals = _Totals(run)
-    for (ex, rt), (start, length, synthetic) in zip(run.pairs, timeline(run), strict=True):
+    for (ex, rt), (start, length, synthetic) in zip(
+        run.pairs, timeline(run.epoch, run.exchanges), strict=True
+    ):
         seq = ex.seq if ex.seq is not None else 0
         turn = turns.get(seq)
         if turn is not None:

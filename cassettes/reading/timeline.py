@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cassettes.wire.exchange import Exchange
-
-if TYPE_CHECKING:
-    from cassettes.reading.run import Run
 
 __all__ = ["epoch", "header_time", "timeline"]
 
@@ -47,12 +44,13 @@ def _length(ex: Exchange) -> float:
     return max(ex.ttfb or 0.0, 0.0)
 
 
-def timeline(run: Run) -> Iterator[tuple[float, float, bool]]:
-    """``(start, seconds, synthetic)`` per exchange, in order (one pass over the run, nothing
-    kept). A round trip without a recorded start (an import) is laid out after the previous one,
-    from the run's epoch, so the layout is the same on every export of the same file."""
-    cursor = run.epoch
-    for ex in run.exchanges:
+def timeline(start: float, exchanges: Iterable[Exchange]) -> Iterator[tuple[float, float, bool]]:
+    """``(start, seconds, synthetic)`` per exchange of a run whose epoch is ``start``, in order
+    (one pass over the run, nothing kept). A round trip without a recorded start (an import) is
+    laid out after the previous one, from the run's epoch, so the layout is the same on every
+    export of the same file."""
+    cursor = start
+    for ex in exchanges:
         length = _length(ex)
         if ex.started is None:
             yield cursor, length, True
