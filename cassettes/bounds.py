@@ -33,7 +33,6 @@ __all__ = [
     "loads",
     "parse",
     "record_fits",
-    "shallow",
     "too_deep",
 ]
 

@@ -50,7 +50,7 @@ from cassettes.models import Message
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Conversations", "Reload", "RunAnalyser", "analyse"]
+__all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Conversations", "RunAnalyser", "analyse"]
 
 #: Conversations whose latest request keeps its parsed history (the most recently active ones):
 #: the next turn of one of them is parsed incrementally, against it. Older ones are released.

@@ -30,7 +30,6 @@ from functools import cached_property
 from cassettes.matching._detectors import TMP, detectors
 
 __all__ = [
-    "NUMBERED",
     "Numbering",
     "Span",
     "Tolerated",

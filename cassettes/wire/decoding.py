@@ -30,11 +30,9 @@ from cassettes.wire.exchange import Exchange
 
 __all__ = [
     "MAX_DECODED_BYTES",
-    "DecodeResult",
     "OverBudget",
     "decode_chunks",
     "salvage",
-    "sniff_encoding",
 ]
 
 Chunk = tuple[float | None, bytes]

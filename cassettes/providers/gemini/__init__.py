@@ -82,7 +82,6 @@ __all__ = [
     "GeminiInteractions",
     "GeminiLive",
     "finish_class",
-    "render_generate",
     "usage_from",
 ]
 
