@@ -29,7 +29,6 @@ from cassettes.bounds import MAX_DECODED_BYTES
 from cassettes.wire.exchange import Exchange
 
 __all__ = [
-    "MAX_DECODED_BYTES",
     "OverBudget",
     "decode_chunks",
     "salvage",
