@@ -30,6 +30,7 @@ from functools import cached_property
 from cassettes.matching._detectors import TMP, detectors
 
 __all__ = [
+    "NUMBERED",
     "Numbering",
     "Span",
     "Tolerated",
