@@ -27,13 +27,11 @@ __all__ = [
     "RECORD_DEPTH",
     "STORE_DEPTH",
     "WALK_DEPTH",
-    "bounded",
     "cap_lists",
     "cut_reason",
     "loads",
     "parse",
     "record_fits",
-    "shallow",
     "too_deep",
 ]
 
@@ -119,16 +117,12 @@ def _has_long(value: Any) -> bool:
     return False
 
 
-def bounded(value: Any, raw: bytes | str | None = None) -> Any:
+def _bound(value: Any, raw: bytes | str | None) -> tuple[Any, str | None]:
     """``value`` (parsed JSON) if it nests at most :data:`WALK_DEPTH` levels and holds no list
     longer than :data:`MAX_LIST`, else a copy cut there and marked (:func:`shallow`), so every
-    later walk of it is bounded. ``raw``, the text it was parsed from, makes the common case free:
-    fewer brackets than the depth limit cannot nest deeper, fewer commas cannot make a long list."""
-    return _bound(value, raw)[0]
-
-
-def _bound(value: Any, raw: bytes | str | None) -> tuple[Any, str | None]:
-    """:func:`bounded`, and why it cut (``None`` when it did not)."""
+    later walk of it is bounded; and why it cut (``None`` when it did not). ``raw``, the text it
+    was parsed from, makes the common case free: fewer brackets than the depth limit cannot nest
+    deeper, fewer commas cannot make a long list."""
     if not isinstance(value, dict | list):
         return value, None
     why = None

@@ -33,7 +33,7 @@ from cassettes.storage.vcr import load_vcr
 if TYPE_CHECKING:
     from cassettes.storage.paths import Target
 
-__all__ = ["recorder_python", "run_demo"]
+__all__ = ["run_demo"]
 
 #: The bundled recording and the agent that reproduces its requests.
 RECORDING = "examples/tool_loop_anthropic.yaml"

@@ -21,7 +21,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["check", "pending", "seen", "watch"]
+__all__ = ["check", "pending", "watch"]
 
 _seen = False
 _previous: Any = None
@@ -43,15 +43,10 @@ def watch() -> None:
         sys.unraisablehook = _hook
 
 
-def seen() -> bool:
-    """Whether a Ctrl-C came and was swallowed before it could stop anything."""
-    return _seen
-
-
 def pending() -> bool:
     """For a server about to wait in ``asyncio.run`` for Ctrl-C: a Ctrl-C came and was swallowed
-    (:func:`seen`), or ``asyncio.run``'s Ctrl-C cancelled the running task and something let the
-    cancellation go."""
+    before it could stop anything, or ``asyncio.run``'s Ctrl-C cancelled the running task and
+    something let the cancellation go."""
     import asyncio  # (loaded already: this runs in a running loop)
 
     task = asyncio.current_task()

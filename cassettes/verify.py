@@ -49,7 +49,7 @@ from cassettes.storage.store import open_regular
 from cassettes.untrusted import clean_line
 from cassettes.wire.decoding import salvage
 
-__all__ = ["Find", "load_config_patterns", "main", "scan_file", "scan_lines"]
+__all__ = ["main", "scan_file", "scan_lines"]
 
 EXIT_CLEAN = 0
 EXIT_FOUND = 1

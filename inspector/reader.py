@@ -19,7 +19,7 @@ from cassettes.reading.incremental import Batch
 from cassettes.reading.run import Run
 from cassettes.storage.store import being_written
 
-__all__ = ["ChildExited", "RecorderClosed", "RunCompleted", "RunRead", "child_exit", "read_run"]
+__all__ = ["ChildExited", "RunRead", "read_run"]
 
 #: Bytes read before the first screen is drawn (small, so it appears at once), then per batch.
 FIRST_STEP = 256 * 1024

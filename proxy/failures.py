@@ -31,7 +31,6 @@ from typing import Any
 
 __all__ = [
     "CLOSED",
-    "CLOSE_FRAME",
     "RESET",
     "Ends",
     "drop_close_frame",

@@ -32,7 +32,7 @@ from cassettes.replay.serving.faults import (
 )
 from proxy.marks import OWN_RESPONSE
 
-__all__ = ["LIVE_KINDS", "LiveFaults", "live_plan"]
+__all__ = ["LiveFaults", "live_plan"]
 
 #: What a proxy can do to a request before it is answered.
 LIVE_KINDS = frozenset(STATUS_KINDS | {"reset", "slow_first_byte"})

@@ -37,7 +37,7 @@ from proxy import messages
 from proxy.pipe import SETTLE, FrameReader, enlarge_pipe, frame, write_parts
 from proxy.writer import writer_main  # light: the writer process imports the pipeline, not this one
 
-__all__ = ["START_TIMEOUT", "Handoff", "HandoffError", "Receipt"]
+__all__ = ["Handoff", "HandoffError", "Receipt"]
 
 #: Seconds the writer process may take to start (spawn, imports, opening the cassette).
 START_TIMEOUT = 60.0

@@ -43,7 +43,7 @@ from mitmproxy.proxy.layers.http import _http1
 from mitmproxy.proxy.layers.http._base import ReceiveHttp
 from mitmproxy.proxy.layers.http._events import ResponseHeaders
 
-__all__ = ["CHECKED", "TrailerlessChunkedReader", "apply", "informational"]
+__all__ = ["CHECKED", "apply", "informational"]
 
 #: The mitmproxy versions whose HTTP/1 layer these patches were checked against (11.0.2 by the
 #: tests; 11.1.x, whose ``_http1.py`` is 11.0.2's, and the 12.x tags by reading it: 12.x changed

@@ -31,7 +31,7 @@ from cassettes.analysis.repeats import canonical_call
 from cassettes.hints import count
 from cassettes.models import FinishReason
 
-__all__ = ["CHECKS", "check_ignored_tool_error", "check_ungrounded_claim", "unsourced"]
+__all__ = ["CHECKS", "unsourced"]
 
 #: An answer that says the work is done ...
 SUCCESS = re.compile(

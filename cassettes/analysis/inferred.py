@@ -10,7 +10,7 @@ from typing import Any
 
 from cassettes.analysis.model import Finding, Severity
 
-__all__ = ["RESTS_ON", "demote_inferred"]
+__all__ = ["demote_inferred"]
 
 #: What a finding rests on, by code, where that may be a field looptap inferred.
 RESTS_ON = {

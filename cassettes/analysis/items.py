@@ -10,7 +10,7 @@ from cassettes import providers
 from cassettes.models import Message, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip
 
-__all__ = ["MAX_REFERENCED_ITEMS", "Deliveries", "ItemReferences"]
+__all__ = ["Deliveries", "ItemReferences"]
 
 
 #: Answer items remembered by id for item references (the most recent; an older id stays

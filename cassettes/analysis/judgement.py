@@ -37,7 +37,6 @@ __all__ = [
     "NO_EXCHANGE",
     "failed",
     "judge",
-    "retry_after",
     "run_check",
     "settle",
     "slim",

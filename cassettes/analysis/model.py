@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from cassettes.models import SERVER_KINDS, ApiError, FinishReason, Message, Usage
 
 __all__ = [
-    "KIND_WORDS",
     "ApiReport",
     "CallCheck",
     "Conversation",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DEPTH", "surely_valid"]
+__all__ = ["surely_valid"]
 
 #: Deeper schemas or arguments are left to jsonschema.
 DEPTH = 32

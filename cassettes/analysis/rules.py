@@ -36,7 +36,7 @@ from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.models import Message
 
-__all__ = ["FILE", "Rule", "Rules", "RulesError", "active", "active_text", "check_rules", "load"]
+__all__ = ["FILE", "Rules", "RulesError", "active", "active_text", "check_rules", "load"]
 
 FILE = "looptap-rules.toml"
 KINDS: dict[str, dict[str, type]] = {

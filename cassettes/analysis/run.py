@@ -27,12 +27,10 @@ import cassettes.analysis.spill as spill_tables
 from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.dispatch.history import GROUP_CHAT
 from cassettes.analysis.judgement import (
-    CHECKS,
     EMPTY_A,
     EMPTY_C,
     EMPTY_E,
     EMPTY_TOKENS,
-    FINAL_CHECKS,
     failed,
     judge,
     settle,
@@ -42,7 +40,7 @@ from cassettes.analysis.model import (
     RunAnalysis,
     Turn,
 )
-from cassettes.analysis.records import ConversationRecord, Conversations
+from cassettes.analysis.records import ConversationRecord
 from cassettes.analysis.spill import Spill, SpillMap
 from cassettes.analysis.state import AnalyserState, Parked, Reload, conversation_of
 from cassettes.analysis.threading import Attempt, Link, Threader
@@ -50,7 +48,7 @@ from cassettes.models import Message
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Conversations", "Reload", "RunAnalyser", "analyse"]
+__all__ = ["ACTIVE", "RunAnalyser", "analyse"]
 
 #: Conversations whose latest request keeps its parsed history (the most recently active ones):
 #: the next turn of one of them is parsed incrementally, against it. Older ones are released.

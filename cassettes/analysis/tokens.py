@@ -57,10 +57,6 @@ from cassettes.analysis.pricing import price
 from cassettes.models import Message, NormalisedResponse, Part, ToolSpec, Usage
 
 __all__ = [
-    "BYTES_PER_TOKEN",
-    "MEDIA_TOKENS",
-    "MESSAGE_OVERHEAD",
-    "TOOL_OVERHEAD",
     "apportion",
     "build",
     "estimate_text",

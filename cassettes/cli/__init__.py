@@ -48,7 +48,7 @@ from cassettes.commands.registry import (  # noqa: E402
     loading,
 )
 
-__all__ = ["COMMANDS", "build_parser", "loading", "main", "subcommand_of", "tune_gc"]
+__all__ = ["build_parser", "loading", "main", "subcommand_of", "tune_gc"]
 
 
 class _Version(argparse.Action):

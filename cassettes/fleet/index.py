@@ -43,7 +43,6 @@ from cassettes.fleet.schema import TABLES
 
 __all__ = [
     "FleetError",
-    "Indexed",
     "connect",
     "default_fleet",
     "duckdb_module",

@@ -21,7 +21,7 @@ from cassettes.reading.branch import origin_in
 from cassettes.reading.run import open_run
 from cassettes.reading.shown import show_objects
 
-__all__ = ["STAMP_COLUMNS", "RunRows", "Stamp", "StatKey", "run_rows", "stamp_of", "stat_key"]
+__all__ = ["STAMP_COLUMNS", "RunRows", "Stamp", "run_rows", "stamp_of", "stat_key"]
 
 #: How much of each end of a file the change check reads.
 EDGE = 64 * 1024

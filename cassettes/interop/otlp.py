@@ -23,7 +23,7 @@ import orjson
 from cassettes.errors import CassetteError
 from cassettes.recording.redact import Redactor
 
-__all__ = ["ExportError", "batches", "encode_request", "send", "traces_url"]
+__all__ = ["batches", "encode_request", "send", "traces_url"]
 
 
 class ExportError(CassetteError, OSError):

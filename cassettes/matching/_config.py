@@ -24,7 +24,7 @@ from typing import Any
 
 from cassettes.errors import CassetteError
 
-__all__ = ["BESIDE", "MAX_FILE", "PYPROJECT", "RuleError", "find_config", "project_table"]
+__all__ = ["RuleError", "find_config", "project_table"]
 
 BESIDE = "looptap.toml"
 PYPROJECT = "pyproject.toml"

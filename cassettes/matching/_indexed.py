@@ -23,7 +23,7 @@ from cassettes.storage.index import BLOCK
 from cassettes.storage.source import RecordSource
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["WHOLE_BELOW", "IndexedRecordings"]
+__all__ = ["IndexedRecordings"]
 
 #: A recording up to this size is read whole to place its round trips in turns (:meth:`labels`).
 WHOLE_BELOW = 16 << 20

@@ -33,7 +33,7 @@ from cassettes.matching._recording import (
 from cassettes.matching._requestkey import RequestKey, request_key
 from cassettes.matching._rules import Rules
 from cassettes.matching._tolerated import tool_result_changes
-from cassettes.matching._verdicts import Verdict, attribute
+from cassettes.matching._verdicts import attribute
 from cassettes.matching._volatile import Tolerated, VolatileSpans, tolerated
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Exchange, Headers, header
@@ -42,9 +42,7 @@ __all__ = [
     "Matcher",
     "Miss",
     "Recorded",
-    "Recordings",
     "RequestKey",
-    "Verdict",
     "attribute",
     "request_key",
     "tolerated_notes",

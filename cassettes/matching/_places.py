@@ -20,7 +20,7 @@ from typing import Any
 
 from cassettes.matching._volatile import VolatileSpans, this_process
 
-__all__ = ["MAX_PATH", "PLACES", "here", "recorded", "recorded_time", "volatile_for"]
+__all__ = ["MAX_PATH", "here", "recorded", "recorded_time", "volatile_for"]
 
 #: The header fields (in ``meta``): the agent's working directory, its home.
 PLACES = ("cwd", "home")

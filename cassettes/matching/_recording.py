@@ -26,9 +26,7 @@ from cassettes.wire.exchange import Exchange
 
 __all__ = [
     "EXCHANGE_CACHE",
-    "KEY_CACHE",
     "InMemory",
-    "Index",
     "Recordings",
     "candidates",
     "exchange_at",

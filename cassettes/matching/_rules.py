@@ -40,7 +40,6 @@ from cassettes.patterns import PatternError, Template, UserPattern
 __all__ = [
     "ANY_INDEX",
     "ANY_KEY",
-    "SUBSTITUTED",
     "IgnorePath",
     "Rules",
     "Substitution",

@@ -35,13 +35,11 @@ if TYPE_CHECKING:
     from cassettes.matching._requestkey import RequestKey
 
 __all__ = [
-    "KEPT",
     "entries_of",
     "entry_line",
     "report_lines",
     "tool_result_changes",
     "turn_entries",
-    "turn_label",
 ]
 
 #: Characters of each value kept around where the two differ (before, after).

@@ -29,7 +29,6 @@ __all__ = [
     "DEFAULT_BYTES",
     "DEFAULT_CHARS",
     "MAX_BYTES",
-    "MIN_BYTES",
     "UNTRUSTED_NOTE",
     "QueryError",
     "byte_budget",

@@ -36,7 +36,7 @@ from cassettes.untrusted import clean
 if TYPE_CHECKING:
     from cassettes.mcp.runs import Runs
 
-__all__ = ["build_server", "cmd_mcp", "parse_http"]
+__all__ = ["build_server", "cmd_mcp"]
 
 INSTRUCTIONS = (
     "looptap recorded the HTTP traffic of an LLM agent into runs (cassettes). Each round trip is "

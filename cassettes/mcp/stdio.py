@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-__all__ = ["LINE_LIMIT", "BoundedLines", "classify", "serve_stdio", "usable_id"]
+__all__ = ["BoundedLines", "serve_stdio", "usable_id"]
 
 #: The longest request line read (MCP requests from a client are small: tool names and arguments).
 LINE_LIMIT = 4 * 1024 * 1024

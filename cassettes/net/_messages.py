@@ -28,10 +28,7 @@ from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers
 
 __all__ = [
-    "CREDENTIAL_HEADERS",
-    "SENT_FROM_RECORDING",
     "Answer",
-    "Unsendable",
     "header_problem",
     "recorded_request_headers",
     "said_name",

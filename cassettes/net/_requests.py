@@ -44,9 +44,6 @@ if TYPE_CHECKING:
 __all__ = [
     "HOP_BY_HOP",
     "MAX_BODY",
-    "MAX_HEADERS",
-    "MAX_TARGET",
-    "MAX_TRAILERS",
     "BadRequest",
     "Request",
     "read_request",

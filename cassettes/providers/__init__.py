@@ -27,7 +27,6 @@ __all__ = [
     "LLM_HOSTS",
     "OTEL_PROVIDER_HOSTS",
     "REVERSE_UPSTREAMS",
-    "VERSIONLESS_PATHS",
     "WS_TURN",
     "Chaining",
     "Profile",

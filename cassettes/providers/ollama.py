@@ -62,7 +62,7 @@ from cassettes.providers._base import (
 from cassettes.providers._parts import StreamParts, has_calls
 from cassettes.wire.framing import Framed
 
-__all__ = ["OllamaChat", "finish_class", "usage_from"]
+__all__ = ["OllamaChat"]
 
 JSON = dict[str, Any]
 

@@ -41,7 +41,6 @@ from cassettes.wire.framing import Framed
 
 __all__ = [
     "OpenAICompletions",
-    "finish_class",
     "is_value_stream",
     "prompt_messages",
     "value_stream",

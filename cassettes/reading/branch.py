@@ -33,12 +33,9 @@ from cassettes.storage.store import open_regular
 from cassettes.untrusted import clean_line
 
 __all__ = [
-    "Located",
     "Relation",
     "branch_line",
     "branch_origin",
-    "changed_line",
-    "file_digest",
     "first_turn",
     "fork_notes",
     "locate",

@@ -14,7 +14,7 @@ from cassettes.hints import count
 if TYPE_CHECKING:
     from cassettes.reading.incremental import RunReader
 
-__all__ = ["MEMORY_BUDGET_MB", "RunTooLargeError", "memory_budget", "rss", "within_budget"]
+__all__ = ["RunTooLargeError", "memory_budget", "rss", "within_budget"]
 
 #: The memory a command may take to analyse a run, in MB, unless ``LOOPTAP_MEMORY_BUDGET_MB``
 #: says otherwise (``0``: no limit); never more than 60 % of an address-space limit (``ulimit -v``).

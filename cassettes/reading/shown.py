@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from cassettes.parsing.roundtrip import RoundTrip
     from cassettes.wire.exchange import Exchange
 
-__all__ = ["EMPTY_TURN", "prefix_tolerated", "show_objects", "show_pairs"]
+__all__ = ["show_objects", "show_pairs"]
 
 #: The analysis additions of a round trip that is not a model call.
 EMPTY_TURN: dict[str, Any] = {

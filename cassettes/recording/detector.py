@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 
 from cassettes.patterns import UserPattern
 
-__all__ = ["LOOPTAP_RULES", "WINDOW", "Detector", "Rule", "default_detector", "entropy"]
+__all__ = ["WINDOW", "Detector", "default_detector"]
 
 #: (id, regex, keywords, entropy floor, secret group). The boundary guard is a look-behind placed
 #: *after* the literal prefix (so ``task-…`` does not match ``sk-``): the regex engine scans for the

@@ -59,7 +59,6 @@ from cassettes.wire.exchange import Exchange, Headers
 
 __all__ = [
     "REDACTED",
-    "URL_TOKEN",
     "Redactor",
     "detector",
     "looks_secret",

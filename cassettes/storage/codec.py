@@ -33,7 +33,6 @@ __all__ = [
     "header_record",
     "loads_record",
     "migrate",
-    "read_response",
     "record_to_exchange",
 ]
 

@@ -38,7 +38,7 @@ from cassettes.wire.exchange import Exchange, Headers, header
 
 # FlowFile, load_flows and read_flows are the storage layer's reading of a flow file: a run is read
 # with cassettes.open_run, which takes a flow file too.
-__all__ = ["TNetStringError", "is_flow_file", "tnetstring_pop"]
+__all__ = ["is_flow_file", "tnetstring_pop"]
 
 #: The newest flow format version whose layout this reader was written against (mitmproxy 11/12).
 KNOWN_VERSION = 21

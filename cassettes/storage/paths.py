@@ -35,7 +35,6 @@ from cassettes.errors import CassetteIOError
 
 __all__ = [
     "FileId",
-    "Staged",
     "Target",
     "UnsafePath",
     "check_dir",

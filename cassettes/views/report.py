@@ -37,7 +37,7 @@ from cassettes.views.growth import growth_bars, split_json
 from cassettes.views.money import money
 from cassettes.views.view import link_text
 
-__all__ = ["PART_LIMIT", "SCHEMA", "report_data"]
+__all__ = ["report_data"]
 
 SCHEMA = "looptap.report/1"
 #: Longest part kept in full (characters); the rest is counted.

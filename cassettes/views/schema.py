@@ -25,13 +25,7 @@ from cassettes.views.roundtrip_object import SCHEMA, roundtrip_json
 
 __all__ = [
     "SCHEMA",
-    "ErrorJson",
-    "FinishReasonJson",
-    "RequestJson",
     "RoundTripJson",
-    "TimingJson",
-    "ToolCallJson",
-    "UsageJson",
     "doc_table",
     "roundtrip_json",
     "schema_text",

@@ -24,7 +24,7 @@ from cassettes.untrusted import clean_line
 from cassettes.why.interventions import Intervention
 from cassettes.why.outcome import Judged, Outcome, judged_from
 
-__all__ = ["Baseline", "Branches", "WhyRunError", "baseline"]
+__all__ = ["Branches", "WhyRunError", "baseline"]
 
 #: Lines of a branch's stderr kept in its result when it could not be run.
 _SAID = 6

@@ -22,7 +22,7 @@ from typing import Any
 
 from cassettes.patterns import PatternError, UserPattern
 
-__all__ = ["Judged", "Outcome", "OutcomeError", "final_answer", "judged_from", "parse_outcome"]
+__all__ = ["Judged", "Outcome", "OutcomeError", "judged_from", "parse_outcome"]
 
 #: Characters of the final answer a pattern is matched against.
 _ANSWER_LIMIT = 200_000

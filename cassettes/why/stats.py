@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["Z95", "wilson"]
+__all__ = ["wilson"]
 
 #: The standard normal quantile of a two-sided 95% interval.
 Z95 = 1.959963984540054

@@ -29,12 +29,9 @@ from cassettes.bounds import MAX_DECODED_BYTES
 from cassettes.wire.exchange import Exchange
 
 __all__ = [
-    "MAX_DECODED_BYTES",
-    "DecodeResult",
     "OverBudget",
     "decode_chunks",
     "salvage",
-    "sniff_encoding",
 ]
 
 Chunk = tuple[float | None, bytes]

@@ -44,7 +44,6 @@ __all__ = [
     "HEADER",
     "KEY_ENV",
     "MAX_HEADER",
-    "MAX_MARKS",
     "authentic",
     "checked",
     "client_body",

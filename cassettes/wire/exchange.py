@@ -17,7 +17,6 @@ from cassettes import bounds
 
 __all__ = [
     "AGENT_CLOSED",
-    "CLIENT_CLOSED",
     "NEXT_TURN",
     "Exchange",
     "Headers",

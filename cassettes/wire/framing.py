@@ -26,7 +26,6 @@ from cassettes import bounds
 __all__ = [
     "Event",
     "Framed",
-    "FramingKind",
     "frame",
     "is_aws_eventstream",
     "parse_aws_eventstream",

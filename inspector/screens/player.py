@@ -35,7 +35,7 @@ from inspector.playback import (
 )
 from inspector.widgets.turn_pane import TurnPane
 
-__all__ = ["PlayState", "Player"]
+__all__ = ["Player"]
 
 
 @dataclass(frozen=True)

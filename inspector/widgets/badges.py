@@ -8,7 +8,7 @@ from rich.text import Text
 
 from cassettes.analysis.model import Finding, Layer, Severity
 
-__all__ = ["LAYERS", "SEVERITY_MARK", "layer_badges", "severity_style", "superscript", "worst"]
+__all__ = ["LAYERS", "SEVERITY_MARK", "layer_badges", "severity_style", "worst"]
 
 LAYERS: tuple[Layer, ...] = ("E", "A", "C")
 SEVERITY_MARK = {Severity.ERROR: "✖", Severity.WARNING: "▲", Severity.INFO: "·"}

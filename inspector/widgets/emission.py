@@ -14,7 +14,7 @@ from cassettes.untrusted import clean, clean_line
 from inspector.safe import wire
 from inspector.widgets.layers import PANE_ITEMS, LayerPane
 
-__all__ = ["EmissionPane", "part_text_result"]
+__all__ = ["EmissionPane"]
 
 _TEXT_LIMIT = 4000
 

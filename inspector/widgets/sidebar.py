@@ -26,7 +26,7 @@ from inspector.turns import TurnIndex
 from inspector.widgets.conversations import ALL, ConversationSwitcher
 from inspector.widgets.turn_list import TurnList, turn_width
 
-__all__ = ["Sidebar", "next_finding"]
+__all__ = ["Sidebar"]
 
 
 class Sidebar(Vertical):

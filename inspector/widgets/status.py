@@ -13,7 +13,7 @@ from textual.widgets import Static
 from cassettes.untrusted import clean, clean_line
 from cassettes.views.view import count
 
-__all__ = ["ErrorView", "RunState", "RunStatus", "fit_name"]
+__all__ = ["ErrorView", "RunState", "RunStatus"]
 
 
 def fit_name(name: str, room: int) -> str:

@@ -82,7 +82,6 @@ __all__ = [
     "complete_request",
     "complete_response",
     "finish_class",
-    "render_messages",
     "usage_from",
 ]
 

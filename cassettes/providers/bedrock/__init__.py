@@ -17,7 +17,7 @@ payload carries no ``type``. A stream is complete when ``messageStop`` *and* the
 """
 
 from cassettes.providers.bedrock._agents import BedrockAgents
-from cassettes.providers.bedrock._converse import BedrockConverse, BedrockReplay
+from cassettes.providers.bedrock._converse import BedrockConverse
 from cassettes.providers.bedrock._invoke import BedrockInvoke
 
-__all__ = ["BedrockAgents", "BedrockConverse", "BedrockInvoke", "BedrockReplay"]
+__all__ = ["BedrockAgents", "BedrockConverse", "BedrockInvoke"]

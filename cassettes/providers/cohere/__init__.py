@@ -62,7 +62,7 @@ from cassettes.providers.cohere._v1 import (
 from cassettes.providers.openai_completions import OpenAICompletions
 from cassettes.wire.framing import Framed
 
-__all__ = ["CohereChat", "reassemble_v1", "usage_from", "v1_request", "v1_response"]
+__all__ = ["CohereChat", "reassemble_v1", "v1_request", "v1_response"]
 
 JSON = dict[str, Any]
 

@@ -62,7 +62,6 @@ from cassettes.providers.gemini._body import (
     STRUCTURAL,
     camel,
     either_case,
-    finish_class,
     message_of,
     model_method,
     parts_of,
@@ -81,8 +80,6 @@ __all__ = [
     "Gemini",
     "GeminiInteractions",
     "GeminiLive",
-    "finish_class",
-    "render_generate",
     "usage_from",
 ]
 

@@ -45,7 +45,7 @@ from cassettes.reading.run import open_run
 from cassettes.replay.forking.lineup import Comparing, conversation_pairs
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["Difference", "Proposal", "propose_files"]
+__all__ = ["propose_files"]
 
 #: Top-level request fields whose text the model reads (besides the family's history key): a
 #: volatile value there is substituted narrowly, never its path ignored.

@@ -21,7 +21,7 @@ from cassettes.replay.forking.lineup import lined_up, turn_answer, turns_of
 from cassettes.replay.forking.rundiff import comparing_files
 from cassettes.untrusted import clean_line
 
-__all__ = ["TurnAgreement", "agreement", "agreement_lines"]
+__all__ = ["agreement", "agreement_lines"]
 
 
 @dataclass

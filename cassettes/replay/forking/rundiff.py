@@ -55,7 +55,7 @@ from cassettes.wire.exchange import Exchange
 if TYPE_CHECKING:
     from cassettes.reading.run import Run
 
-__all__ = ["ForkDiff", "branch_diff", "comparing", "comparing_files"]
+__all__ = ["branch_diff", "comparing", "comparing_files"]
 
 
 def comparing(

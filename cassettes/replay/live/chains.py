@@ -34,14 +34,9 @@ if TYPE_CHECKING:
     from cassettes.wire.framing import Chunk
 
 __all__ = [
-    "MAX_ANSWERS",
     "Chains",
     "Threads",
-    "answer_of",
     "as_sent_live",
-    "chaining_of",
-    "self_contained",
-    "threads_of",
 ]
 
 #: Answers remembered (the oldest forgotten first), and the longest chain of answers walked.

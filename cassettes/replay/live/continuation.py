@@ -39,7 +39,7 @@ from cassettes.wire.exchange import Exchange, Headers, header
 if TYPE_CHECKING:
     from cassettes.providers import Provider, Rendered
 
-__all__ = ["PROMPT", "Continuation", "cut_text", "joined", "parsed", "rendered_for"]
+__all__ = ["Continuation", "cut_text", "joined", "parsed", "rendered_for"]
 
 #: What a continuation asks, where the API needs words for it (not for a prefill).
 PROMPT = (

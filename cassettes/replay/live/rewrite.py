@@ -18,7 +18,7 @@ from cassettes.replay.live.edits import Edit
 from cassettes.views.edits import user_messages
 from cassettes.wire import edited
 
-__all__ = ["apply_edits", "carried", "continuable"]
+__all__ = ["apply_edits", "carried"]
 
 #: The fields that hold a tool's schema, in the tool itself, its ``function`` or one of its function
 #: declarations: field names of the wire (docs/WIRE.md), whichever API the request is in.

@@ -65,7 +65,7 @@ class Attempt(Protocol):
     @property
     def exchange(self) -> Any: ...
 
-__all__ = ["KINDS", "Fault", "FaultPlan", "parse_fault", "rewrite_answer"]
+__all__ = ["Fault", "FaultPlan", "parse_fault", "rewrite_answer"]
 
 #: kind → (what its argument is, default argument).
 KINDS: dict[str, tuple[str | None, float | None]] = {

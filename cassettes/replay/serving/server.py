@@ -46,7 +46,6 @@ from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.replay.serving.faults import FaultPlan
 from cassettes.replay.serving.plan import (
     MISS_CODE,
-    MISS_STATUS,
     Fallback,
     Forward,
     Planner,
@@ -68,10 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IDLE_TIMEOUT",
     "MISS_CODE",
-    "MISS_STATUS",
     "READ_TIMEOUT",
-    "RETAIN_BODIES",
-    "WRITE_TIMEOUT",
     "ReplayServer",
     "parse_pace",
     "replay_env",
