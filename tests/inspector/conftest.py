@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("textual")
 
 import fixture_run
+from helpers import FakeClock
 
 DEMO = Path(__file__).resolve().parents[2] / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 
@@ -26,19 +27,6 @@ def demo_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("demo") / "demo.jsonl"
     assert main(["import", str(DEMO), "-o", str(out), "-q"]) == 0
     return out
-
-
-class FakeClock:
-    """A clock the test moves by hand, for playback at recorded pace."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture

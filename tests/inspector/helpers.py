@@ -12,6 +12,19 @@ from textual.widgets import Static
 from inspector.app import InspectorApp
 
 
+class FakeClock:
+    """A clock the test moves by hand, for playback at recorded pace."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 async def until(pilot: Pilot[None], condition: object) -> None:
     """Let the app run until ``condition()`` holds (worker threads post their results). No
     wall-clock limit: hung only when the app's worker threads (and anything this test started)

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeClock
 from fixture_run import ANSWER, PACE
-from helpers import Recording, loaded, pane_text, plain, until
+from helpers import FakeClock, Recording, loaded, pane_text, plain, until
 from textual.widgets import Input, OptionList, Static, TabbedContent
 
 from inspector.app import InspectorApp, build_app

@@ -8,8 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import FakeClock
-from helpers import Recording, loaded, plain, until
+from helpers import FakeClock, Recording, loaded, plain, until
 from textual.widgets import Static
 
 from cassettes.storage.store import CassetteFile, being_written

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conftest import FakeClock
+from helpers import FakeClock
 
 from cassettes.views.timeline import TimelinePoint
 from inspector.playback import DWELL, SPEEDS, Advance, Playback, Reveal, StreamEnded, StreamStarted
