@@ -38,9 +38,9 @@ _MODULES = {
     "_jsondiff": "Change clip format_path json_diff short window",
     "_requestkey": "RequestKey bare_text request_key",
     "_verdicts": "Verdict attribute",
-    "_matcher": "Matcher Recorded tolerated_notes",
+    "_matcher": "Matcher tolerated_notes",
     "_miss": "Miss",
-    "_recording": "EXCHANGE_CACHE InMemory",
+    "_recording": "EXCHANGE_CACHE InMemory Recorded",
     "_indexed": "IndexedRecordings",
     "_tolerated": ("MAX_TURNS entries_of entry_line report_lines tool_result_changes turn_entries"),
     "_userrules": "add_rule_flags project_rules rules_of_args",
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from cassettes.matching._detectors import slug
     from cassettes.matching._indexed import IndexedRecordings
     from cassettes.matching._jsondiff import Change, clip, format_path, json_diff, short, window
-    from cassettes.matching._matcher import Matcher, Recorded, tolerated_notes
+    from cassettes.matching._matcher import Matcher, tolerated_notes
     from cassettes.matching._miss import Miss
     from cassettes.matching._places import (
         MAX_PATH,
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
         recorded_time,
         volatile_for,
     )
-    from cassettes.matching._recording import EXCHANGE_CACHE, InMemory
+    from cassettes.matching._recording import EXCHANGE_CACHE, InMemory, Recorded
     from cassettes.matching._requestkey import RequestKey, bare_text, request_key
     from cassettes.matching._rules import (
         ANY_INDEX,

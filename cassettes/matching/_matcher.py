@@ -22,9 +22,9 @@ from cassettes.matching._jsondiff import clip, format_path
 from cassettes.matching._miss import Miss, body_changes, learned, miss_of
 from cassettes.matching._recording import (
     InMemory,
+    Recorded,
     Recordings,
     candidates,
-    exchange_at,
     index_of,
     key_at,
     label_turns,
@@ -41,7 +41,6 @@ from cassettes.wire.exchange import Exchange, Headers, header
 __all__ = [
     "Matcher",
     "Miss",
-    "Recorded",
     "RequestKey",
     "attribute",
     "request_key",
@@ -50,68 +49,6 @@ __all__ = [
 
 # ---------------------------------------------------------------------------------------------
 # The matcher
-
-
-class Recorded:
-    """One recorded round trip and its place in the run: a view of the matcher's arrays (its
-    exchange and request key are read again from the recording when asked for, so a matcher over
-    a million round trips holds a few integers per round trip, not the run)."""
-
-    __slots__ = ("_m", "index")
-
-    def __init__(self, matcher: Matcher, index: int) -> None:
-        self._m = matcher
-        self.index = index
-
-    @property
-    def exchange(self) -> Exchange:
-        return exchange_at(self._m.index, self.index)
-
-    @property
-    def key(self) -> RequestKey:
-        return key_at(self._m.index, self.index)
-
-    @property
-    def seq(self) -> int:
-        """The recorded seq (its position when it has none)."""
-        return self._m.index.src.seq(self.index)
-
-    @property
-    def plays(self) -> int:
-        return self._m._plays[self.index]
-
-    @plays.setter
-    def plays(self, n: int) -> None:
-        self._m._set_plays(self.index, n)
-
-    @property
-    def conversation(self) -> str | None:
-        ix = self._m.index
-        c = ix.conv[self.index] if ix.conv else -1
-        return ix.conv_ids[c] if c >= 0 else None
-
-    @property
-    def turn(self) -> int | None:
-        turns = self._m.index.turn
-        t = turns[self.index] if turns else -1
-        return t if t >= 0 else None
-
-    @property
-    def label(self) -> str:
-        seq = self.seq
-        if self.conversation is not None and self.turn is not None:
-            return f"conversation {self.conversation}, turn {self.turn} (seq {seq})"
-        key = self.key
-        return f"round trip seq {seq} ({key.method} {key.path})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Recorded) and other._m is self._m and other.index == self.index
-
-    def __hash__(self) -> int:
-        return hash((id(self._m), self.index))
-
-    def __repr__(self) -> str:
-        return f"Recorded({self.index}, seq {self.seq}, plays {self.plays})"
 
 
 class _RecordedList(Sequence[Recorded]):

@@ -17,7 +17,7 @@ from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import MissNote, MissVerdict
 
 if TYPE_CHECKING:
-    from cassettes.matching._matcher import Recorded
+    from cassettes.matching._recording import Recorded
 
 __all__ = ["Miss", "body_changes", "learned", "miss_of"]
 

@@ -4,7 +4,8 @@ hashes in sorted order (a lookup is a bisection), the paths recorded, a few keys
 kept at hand, and once labelled each round trip's conversation and turn (:class:`Index`); with
 the functions that read it (:func:`exchange_at`, :func:`key_at`, :func:`candidates`,
 :func:`label_turns`) and the one that reads a client's base path under the recording's
-(:func:`rebased`)."""
+(:func:`rebased`); and :class:`Recorded`, one round trip as the matcher hands it out (a view of
+the index and of the matcher's play counts, :class:`Plays`)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from cassettes.wire.exchange import Exchange
 __all__ = [
     "EXCHANGE_CACHE",
     "InMemory",
+    "Recorded",
     "Recordings",
     "candidates",
     "exchange_at",
@@ -261,3 +263,76 @@ def rebased(
             bases[base] = recorded
             return alt
     return key
+
+
+class Plays(Protocol):
+    """What a :class:`Recorded` view reads of the :class:`~cassettes.matching.Matcher` it belongs
+    to: the recording's index, the times each round trip was played, and how a play count is set
+    (the matcher keeps its place among the unplayed)."""
+
+    index: Index
+    _plays: array[int]
+
+    def _set_plays(self, i: int, n: int) -> None: ...
+
+
+class Recorded:
+    """One recorded round trip and its place in the run: a view of the matcher's arrays (its
+    exchange and request key are read again from the recording when asked for, so a matcher over
+    a million round trips holds a few integers per round trip, not the run)."""
+
+    __slots__ = ("_m", "index")
+
+    def __init__(self, matcher: Plays, index: int) -> None:
+        self._m = matcher
+        self.index = index
+
+    @property
+    def exchange(self) -> Exchange:
+        return exchange_at(self._m.index, self.index)
+
+    @property
+    def key(self) -> RequestKey:
+        return key_at(self._m.index, self.index)
+
+    @property
+    def seq(self) -> int:
+        """The recorded seq (its position when it has none)."""
+        return self._m.index.src.seq(self.index)
+
+    @property
+    def plays(self) -> int:
+        return self._m._plays[self.index]
+
+    @plays.setter
+    def plays(self, n: int) -> None:
+        self._m._set_plays(self.index, n)
+
+    @property
+    def conversation(self) -> str | None:
+        ix = self._m.index
+        c = ix.conv[self.index] if ix.conv else -1
+        return ix.conv_ids[c] if c >= 0 else None
+
+    @property
+    def turn(self) -> int | None:
+        turns = self._m.index.turn
+        t = turns[self.index] if turns else -1
+        return t if t >= 0 else None
+
+    @property
+    def label(self) -> str:
+        seq = self.seq
+        if self.conversation is not None and self.turn is not None:
+            return f"conversation {self.conversation}, turn {self.turn} (seq {seq})"
+        key = self.key
+        return f"round trip seq {seq} ({key.method} {key.path})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Recorded) and other._m is self._m and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash((id(self._m), self.index))
+
+    def __repr__(self) -> str:
+        return f"Recorded({self.index}, seq {self.seq}, plays {self.plays})"
