@@ -15,13 +15,11 @@ from cassettes.errors import ReplayMiss
 if TYPE_CHECKING:
     from cassettes.replay.testing.loop import SessionLoop
     from cassettes.replay.testing.recording import SessionRecorder
-    from cassettes.replay.testing.session import LooptapSession
 
-__all__ = ["LOOP", "MISS", "MODES", "RECORDER", "REPORTS", "REPORTS_DIR", "SESSION"]
+__all__ = ["LOOP", "MISS", "MODES", "RECORDER", "REPORTS", "REPORTS_DIR"]
 
 #: The record modes, as in pytest-recording (``--looptap-record-mode``).
 MODES = ("none", "once", "new_episodes", "all")
-SESSION: pytest.StashKey[LooptapSession] = pytest.StashKey()
 RECORDER: pytest.StashKey[SessionRecorder] = pytest.StashKey()
 LOOP: pytest.StashKey[SessionLoop] = pytest.StashKey()
 REPORTS = pytest.StashKey[list[str]]()

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cassettes.errors import ReplayMiss
-from cassettes.replay.testing.keys import LOOP, MISS, MODES, RECORDER, REPORTS, SESSION
+from cassettes.replay.testing.keys import LOOP, MISS, MODES, RECORDER, REPORTS
 from cassettes.replay.testing.unrewritten import spare_core
 
 if TYPE_CHECKING:
@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 spare_core()  # the rest of the core loads as plain Python, not assertion-rewritten by pytest
 
 __all__ = ["LooptapSession", "looptap"]
+
+#: The test's session, kept by the fixture for the hooks.
+_SESSION: pytest.StashKey[LooptapSession] = pytest.StashKey()
 
 
 def _machinery() -> ModuleType:
@@ -194,7 +197,13 @@ def looptap(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[LooptapSession]:
     """Replay (or record) this test's LLM traffic; see the module docstring."""
-    yield from _machinery().looptap_session(request, monkeypatch, tmp_path_factory)
+    machinery = _machinery()
+    session = machinery.looptap_session(request, monkeypatch, tmp_path_factory)
+    request.node.stash[_SESSION] = session
+    try:
+        yield session
+    finally:
+        machinery.end_session(session, request.config, request.node.nodeid)
 
 
 @pytest.fixture(autouse=True)
@@ -222,7 +231,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     miss = _replay_miss(item, None)
     if miss is not None:
         raise miss
-    session = item.stash.get(SESSION, None)
+    session = item.stash.get(_SESSION, None)
     if session is not None and _machinery().fail_unplayed(item):
         left = session.unplayed_text()
         if left is not None:
@@ -234,7 +243,7 @@ def _replay_miss(item: pytest.Item, cause: BaseException | None) -> ReplayMiss |
     """The failure of a test whose replay missed, said once
     (:func:`cassettes.replay.testing.report.failure_text`; ``cause``: what the agent raised,
     ``None`` when it swallowed the error), kept for the test's report; ``None``: nothing missed."""
-    session = item.stash.get(SESSION, None)
+    session = item.stash.get(_SESSION, None)
     if session is None:
         return None
     text = _machinery().failure_text(session, cause, item.config.rootpath)
@@ -251,7 +260,7 @@ def pytest_runtest_makereport(
     """A replayed test's failure said by looptap, and the sections it adds
     (:func:`cassettes.replay.testing.report.add_sections`)."""
     report = yield
-    session = item.stash.get(SESSION, None)
+    session = item.stash.get(_SESSION, None)
     if session is not None:
         _machinery().add_sections(item, call, report, session)
     return report

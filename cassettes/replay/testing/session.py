@@ -12,7 +12,7 @@ import os
 import shutil
 import ssl
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +28,7 @@ from cassettes.net import Trust
 from cassettes.reading.run import Run, open_run
 from cassettes.replay.serving.faults import FaultPlan
 from cassettes.replay.serving.server import ReplayServer
-from cassettes.replay.testing.keys import LOOP, RECORDER, REPORTS, SESSION
+from cassettes.replay.testing.keys import LOOP, RECORDER, REPORTS
 from cassettes.replay.testing.loop import SessionLoop
 from cassettes.replay.testing.options import Options, upstreams
 from cassettes.replay.testing.report import add_sections, failure_text, summary_lines
@@ -43,6 +43,7 @@ __all__ = [
     "NO_HOST_CA",
     "LooptapSession",
     "add_sections",
+    "end_session",
     "fail_unplayed",
     "failure_text",
     "looptap_session",
@@ -138,8 +139,9 @@ def looptap_session(
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[LooptapSession]:
-    """The ``looptap`` fixture: this test's replay (or recording), from its start to its end."""
+) -> LooptapSession:
+    """The ``looptap`` fixture's start: this test's replay (or recording), its environment set;
+    :func:`end_session` ends it."""
     item = request.node
     config = request.config
     marker = item.get_closest_marker("looptap")
@@ -157,11 +159,7 @@ def looptap_session(
         raise
     for k, v in session.env.items():
         monkeypatch.setenv(k, v)
-    item.stash[SESSION] = session
-    try:
-        yield session
-    finally:
-        _teardown(session, config, item.nodeid)
+    return session
 
 
 def _session_recorder(
@@ -207,7 +205,7 @@ def _start_recording(
         )
     session.recorder = recorder
     session.env = dict(recorder.env)
-    # removed by _teardown
+    # removed by end_session
     session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"
 
 
@@ -341,7 +339,8 @@ def _loopback(entry: str) -> bool:
         return False
 
 
-def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> None:
+def end_session(session: LooptapSession, config: pytest.Config, nodeid: str) -> None:
+    """The end of a test's session: its replay server stopped, its recording stored."""
     reports = config.stash.get(REPORTS, [])
     if session.server is not None:
         _session_loop(config).run(session.server.stop_async())
