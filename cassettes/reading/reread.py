@@ -1,12 +1,13 @@
 """A pass over a :class:`~cassettes.reading.incremental.RunReader`'s round trips, read again from
 disk in recording order (what a command goes through once the analysis is done: memory holds one
-round trip at a time, not the run), and its turns restored from the reader's store on lookup."""
+round trip at a time, not the run), and its turns restored from the reader's store on lookup: over
+what the pass reads of the reader (:class:`Run`, which the reader is)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cassettes.analysis.model import Turn
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
@@ -14,14 +15,27 @@ from cassettes.storage.index import BODY_CACHE
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
-    from cassettes.reading.incremental import RunReader
+    from cassettes.reading.stores import Places
+    from cassettes.storage.source import RecordSource
 
 # the reader's own passes (cassettes.reading.incremental): no public surface
 __all__: list[str] = []
 
 
+class Run(Protocol):
+    """What a pass reads of the run it goes through (a
+    :class:`~cassettes.reading.incremental.RunReader`): its records (with their index), the
+    analysis' parses, and its store of full turns."""
+
+    source: RecordSource
+    places: Places
+
+    def parse_at(self, pos: int) -> RoundTrip | None: ...
+    def full_turn(self, seq: int, *, remember: bool = ...) -> Turn: ...
+
+
 class Reread:
-    """The exchanges and parsed round trips of an :class:`RunReader`, read again from disk in
+    """The exchanges and parsed round trips of a :class:`Run`, read again from disk in
     recording order on every pass: :attr:`pairs` (exchange and round trip together),
     :attr:`exchanges` and :attr:`roundtrips` are sized iterables (a small cache of the latest
     records serves the same record to each), and :attr:`turns` maps a turn's seq to its full turn,
@@ -29,7 +43,7 @@ class Reread:
 
     The records the analysis skipped (unreadable) are skipped here too."""
 
-    def __init__(self, run: RunReader, cache: int = 8) -> None:
+    def __init__(self, run: Run, cache: int = 8) -> None:
         self._run = run
         # The run's records again, through a file handle and a cache of bodies of this pass's own.
         self._records = run.source.fork(BODY_CACHE, keep_open=True)
@@ -59,7 +73,7 @@ class Reread:
 
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
         """The round trip with this seq (the last one when a seq repeats), read again from disk."""
-        pos = self._run.index.position(seq)
+        pos = self._records.index.position(seq)  # (the run's index: its forks share it)
         if pos is None or pos in self._records.skipped:
             return None
         return self.pair_at(pos)
@@ -124,9 +138,9 @@ class Column:
 
 
 class Turns(Mapping[int, Turn]):
-    """seq → full turn, restored from an :class:`RunReader`'s store on each lookup."""
+    """seq → full turn, restored from a :class:`Run`'s store on each lookup."""
 
-    def __init__(self, run: RunReader) -> None:
+    def __init__(self, run: Run) -> None:
         self._run = run
 
     def __getitem__(self, seq: int) -> Turn:
