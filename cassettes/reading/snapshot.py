@@ -2,13 +2,12 @@
 (:mod:`cassettes.reading.kept`, docs/kept-analysis.md): :func:`take` stands a reader where the
 reader that kept the rows stood once finished (or, for a file that grew since, where it stood
 after its last round trip, to read and analyse only what was added), :func:`keep` keeps a
-finished reader's analysis, and :func:`printed` serves the printed views kept with it: over the
-reader's fields (:class:`ReaderFields`, which the reader has)."""
+finished reader's analysis, and :func:`printed` serves the printed views kept with it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -19,13 +18,7 @@ from cassettes.reading import kept, printed_views
 from cassettes.reading.stores import Places
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from cassettes.analysis.run import RunAnalyser
-    from cassettes.reading.reread import Column, Reread
-    from cassettes.reading.stores import TurnStore
-    from cassettes.storage.index import RecordIndex
-    from cassettes.storage.source import RecordSource
+    from cassettes.reading.incremental import RunReader
 
 # the reader's kept rows (cassettes.reading.incremental, cassettes.reading.run): no public surface
 __all__: list[str] = []
@@ -39,38 +32,6 @@ MAX_FAMILIES = 256
 #: Bytes of a reader's state's JSON (its index's problems, a damaged file's one per bad line,
 #: are most of it): more is not read.
 MAX_STATE = 64 << 20
-
-
-class ReaderFields(Protocol):
-    """What taking, keeping and printing a kept analysis read and set of a reader
-    (:class:`~cassettes.reading.incremental.RunReader`'s fields: what it read, its analyser and
-    stores, its counts, and where it stands)."""
-
-    source: RecordSource
-    index: RecordIndex
-    store_dir: str | Path | None
-    analyser: RunAnalyser
-    turn_store: TurnStore
-    places: Places
-    usage: dict[int, tuple[str, int | None, int | None, str | None]]
-    records: int
-    families: dict[str, int]
-    first_started: float | None
-    summarising: bool
-    unsummarised: Iterator[int] | None
-    finished: bool
-    kept_as: bytes | None
-    continuation: bytes | None
-    before: Before | None
-
-    @property
-    def analysis(self) -> RunAnalysis: ...
-    @property
-    def pairs(self) -> Column: ...
-    @property
-    def settled(self) -> bool: ...
-    def reread(self) -> Reread: ...
-    def restart(self) -> None: ...
 
 
 class ReaderState(BaseModel):
@@ -121,7 +82,7 @@ def _checked(found: kept.Kept) -> ReaderState:
     return state
 
 
-def take(reader: ReaderFields) -> bool:
+def take(reader: RunReader) -> bool:
     """Before the reader's first step: take the kept analysis of its file when one checks out,
     and stand finished, as if the file had been read and analysed (``True``); for a file that
     grew from the kept bytes, stand where the reader that kept them stood after its last round
@@ -155,7 +116,7 @@ def take(reader: ReaderFields) -> bool:
 
 
 def _continue(
-    reader: ReaderFields,
+    reader: RunReader,
     found: kept.Kept,
     state: ReaderState,
     result: RunAnalysis,
@@ -196,7 +157,7 @@ class Before(NamedTuple):
     views: IO[bytes] | None
 
 
-def each_view(reader: ReaderFields, each: Callable[[Any, Any], Any]) -> Iterator[Any]:
+def each_view(reader: RunReader, each: Callable[[Any, Any], Any]) -> Iterator[Any]:
     """A printing pass (``each``: a round trip's printed view and growth row): for a continued
     reader, settled, the views kept of the round trips its file held before are taken again,
     but where the continued analysis changed what they show (a finding, the end-of-run pass's
@@ -210,7 +171,7 @@ def each_view(reader: ReaderFields, each: Callable[[Any, Any], Any]) -> Iterator
                     before.positions)  # fmt: skip
 
 
-def _changed(reader: ReaderFields, before: Before) -> set[int]:
+def _changed(reader: RunReader, before: Before) -> set[int]:
     """The seqs whose views the continued analysis changed: their findings, or an MCP call's
     link (the MCP round trip's and the model's turn's)."""
     flagged = reader.analyser.state.flagged
@@ -231,7 +192,7 @@ def _changed(reader: ReaderFields, before: Before) -> set[int]:
 
 
 def _reusing(
-    reader: ReaderFields,
+    reader: RunReader,
     each: Callable[[Any, Any], Any],
     views: Iterator[Any],
     changed: set[int],
@@ -250,7 +211,7 @@ def _reusing(
         again.close()
 
 
-def _stand(reader: ReaderFields, found: kept.Kept, state: ReaderState, places: Places) -> None:
+def _stand(reader: RunReader, found: kept.Kept, state: ReaderState, places: Places) -> None:
     """Stand ``reader`` where the kept analysis ``found`` (:func:`~cassettes.reading.kept.take`,
     its rows read by :func:`_parsed`) left the reader that kept it: its index, store of turns and
     counts (the analyser's part is the caller's)."""
@@ -267,7 +228,7 @@ def _stand(reader: ReaderFields, found: kept.Kept, state: ReaderState, places: P
         reader.unsummarised = iter(list(places))
 
 
-def keep(reader: ReaderFields) -> bool:
+def keep(reader: RunReader) -> bool:
     """Once the reader is finished: keep its analysis, for the next reader of the same bytes
     (when the file was hashed from its first byte as it was read: :func:`take`). Never raises."""
     index = reader.index
@@ -300,7 +261,7 @@ def keep(reader: ReaderFields) -> bool:
     return reader.kept_as is not None
 
 
-def printed(reader: ReaderFields, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+def printed(reader: RunReader, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
     """Each round trip's printed view: those kept with the reader's kept analysis when they check
     out, else ``make()``'s, kept for the next reader as they pass (docs/kept-analysis.md)."""
     if reader.kept_as is None:
@@ -342,7 +303,7 @@ def _keeping(views: Iterator[Any], writer: printed_views.ViewsWriter) -> Iterato
         writer.abandon()
 
 
-def continuation_of(reader: ReaderFields) -> bytes | None:
+def continuation_of(reader: RunReader) -> bytes | None:
     """The reader's analysis after its last round trip, before the end-of-run pass, as the JSON a
     grown file is continued from (:mod:`cassettes.analysis.continuation`), compressed
     (:func:`~cassettes.reading.kept.packed`); ``None`` when some
