@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cassettes.errors import CassetteError
 from cassettes.reading.formats import detect
-from cassettes.reading.run import open_run
+from cassettes.reading.run import _read
 
 __all__ = ["cassette_of"]
 
@@ -37,7 +37,7 @@ def cassette_of(path: str | Path, *, live: bool = False) -> Iterator[Path]:
 
     from cassettes.recording.pipeline import CassetteWriter
 
-    run = open_run(p, whole=True)
+    run = _read(p, kind, whole=True)  # the format told above, not told again
     tmp = Path(tempfile.mkdtemp(prefix="looptap-"))
     try:
         out = tmp / f"{p.name}.jsonl"
