@@ -1,5 +1,5 @@
 """The inspector app: a thin :class:`textual.app.App` over one
-:class:`inspector.screens.main.MainScreen`.
+:class:`inspector.screens.MainScreen`.
 
 The app holds what is the terminal's and the program's, not the run's: the stylesheet and the
 keys (:mod:`inspector.bindings`; they act on every screen, a modal one included, so they stay the
@@ -8,7 +8,7 @@ it changes, the command palette's commands, and the output boundary (every line 
 toast goes through :mod:`inspector.safe` / :func:`cassettes.untrusted.clean`).
 
 The run, its reading workers, the selected turn and playback are the main screen's
-(:mod:`inspector.screens.main`); what each part of the screen shows is its widget's
+(:mod:`inspector.screens._main`); what each part of the screen shows is its widget's
 (:mod:`inspector.widgets`): tests and embedders read it there (``app.main.player`` …).
 """
 
@@ -30,8 +30,7 @@ from cassettes.untrusted import clean, clean_line
 from inspector.bindings import APP_BINDINGS
 from inspector.playback import Clock
 from inspector.safe import UntrustedFilter
-from inspector.screens.help import HelpScreen, key_groups
-from inspector.screens.main import MainScreen
+from inspector.screens import HelpScreen, MainScreen, key_groups
 
 __all__ = ["InspectorApp", "build_app"]
 

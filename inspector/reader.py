@@ -3,7 +3,7 @@
 The loop decides when to show what it read (the first batch at once, then a few times a second
 while a big file is read, since every screen update takes the interpreter from the reader) and
 when a recording followed live is over (the recorded command exited, or the recorder closed the
-file). It runs in :meth:`inspector.screens.reading.RunReading.start`'s worker; the screen applies
+file). It runs in :meth:`inspector.screens._reading.RunReading.start`'s worker; the screen applies
 the messages.
 """
 

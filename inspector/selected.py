@@ -4,7 +4,7 @@ Two reads, each a message to the app: the turn restored from the store (a temp-f
 validation) with the tool results its next turn sent back and its MCP calls (:class:`TurnShown`,
 for the layer panes), and the round trip re-read in full (:class:`TurnLoaded`: its request and its
 text timeline, for the messages view and playback). The main screen's workers
-(:meth:`inspector.screens.reading.RunReading.load_panes`, ``load_selected``) run these functions.
+(:meth:`inspector.screens._reading.RunReading.load_panes`, ``load_selected``) run these functions.
 """
 
 from __future__ import annotations

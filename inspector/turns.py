@@ -3,7 +3,7 @@
 Recording order, each conversation's turns and each seq's place in recording order; a seq the
 run reports twice (records appended again) keeps one place, and moves to the conversation of its
 later record. Plain Python (no Textual): the run being read holds one
-(:class:`inspector.screens.reading.RunReading`).
+(:class:`inspector.screens._reading.RunReading`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from cassettes.analysis.model import Finding
 from cassettes.reading.run import Run
 from cassettes.views.growth import GrowthBar
 from cassettes.views.summary import TurnSummary
-from inspector.widgets.conversations import ALL
+from inspector.widgets import ALL
 
 __all__ = ["Added", "TurnIndex"]
 

@@ -44,7 +44,7 @@ def test_a_snippet_always_holds_the_whole_match_and_whole_words(
 
 
 def test_params_are_json_pairs_cut_whole() -> None:
-    from inspector.widgets.dispatch import PARAMS_LIMIT, params_text
+    from inspector.widgets import PARAMS_LIMIT, params_text
 
     line = params_text(
         {
@@ -54,9 +54,9 @@ def test_params_are_json_pairs_cut_whole() -> None:
             "stop": None,
         }
     )
-    assert "stream_options={\"include_usage\":true}" in line  # JSON, not {'include_usage': True}
+    assert 'stream_options={"include_usage":true}' in line  # JSON, not {'include_usage': True}
     assert "temperature=0.2" in line and "stop=null" in line
-    assert "metadata={\"k\":\"vvv" in line and "…" in line  # a long value shortened inside itself
+    assert 'metadata={"k":"vvv' in line and "…" in line  # a long value shortened inside itself
     many = params_text({f"p{i}": "x" * 40 for i in range(30)})
     assert len(many) <= PARAMS_LIMIT + 20 and many.endswith("more)")
     assert all(re.fullmatch(r"p\d+=\"x+\"", pair) for pair in many.split(", ")[:-1])

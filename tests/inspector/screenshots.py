@@ -21,7 +21,7 @@ from helpers import loaded, until
 
 from cassettes.cli import main as looptap
 from inspector.app import build_app
-from inspector.widgets.turn_list import TurnList
+from inspector.widgets import TurnList
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "inspector"

@@ -13,12 +13,15 @@ from helpers import FakeClock, Recording, loaded, pane_text, plain, until
 from textual.widgets import Input, OptionList, Static, TabbedContent
 
 from inspector.app import InspectorApp, build_app
-from inspector.screens.help import HelpScreen
-from inspector.screens.search import SearchScreen
-from inspector.widgets.conversations import ALL, ConversationSwitcher
-from inspector.widgets.emission import EmissionPane
-from inspector.widgets.findings import FindingsTable
-from inspector.widgets.turn_list import TurnList, turn_line
+from inspector.screens import HelpScreen, SearchScreen
+from inspector.widgets import (
+    ALL,
+    ConversationSwitcher,
+    EmissionPane,
+    FindingsTable,
+    TurnList,
+    turn_line,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -379,9 +382,8 @@ async def test_help_screen_and_command_palette(run_file: Path) -> None:
 
 
 async def test_every_binding_is_described() -> None:
-    from inspector.screens.search import SearchScreen
-    from inspector.widgets.layers import LayerPane
-    from inspector.widgets.messages import MessagesView
+    from inspector.screens import SearchScreen
+    from inspector.widgets import LayerPane, MessagesView
 
     for owner in (InspectorApp, TurnList, MessagesView, LayerPane, HelpScreen, SearchScreen):
         for b in owner.BINDINGS:
@@ -482,7 +484,7 @@ async def test_in_the_search_dialog_n_types_and_after_enter_moves_to_the_next_ma
 
 
 async def test_a_shows_all_messages_from_wherever_focus_is(run_file: Path) -> None:
-    from inspector.widgets.messages import MessagesView
+    from inspector.widgets import MessagesView
 
     app = build_app(run_file)
     async with app.run_test(size=SIZE) as pilot:
@@ -594,7 +596,7 @@ async def test_growth_segments_are_drawn_in_their_legend_colours(run_file: Path)
     from rich.color import Color, ColorSystem
 
     from cassettes.views.growth import GrowthBar
-    from inspector.widgets.growth import COST_COLOUR, SERIES, GrowthChart, legend_text
+    from inspector.widgets import COST_COLOUR, SERIES, GrowthChart, legend_text
 
     app = build_app(run_file)
     async with app.run_test(size=SIZE) as pilot:

@@ -58,7 +58,7 @@ def write_pair(folder: Path) -> tuple[Path, Path]:
     return run, branch
 
 
-INNER = '''
+INNER = """
 import os
 import pytest
 from openai import OpenAI
@@ -78,7 +78,7 @@ def test_forked(looptap):
             {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
         msgs += [{"role": "tool", "tool_call_id": c.id, "content": WEATHER[__import__("json").loads(c.function.arguments)["city"]]} for c in m.tool_calls]
     assert m.content == "the recorded answer"  # fails: the test's web page shows the run as served
-'''.replace("__WEATHER__", repr(WEATHER))  # noqa: E501
+""".replace("__WEATHER__", repr(WEATHER))  # noqa: E501
 
 
 def _pytest_turn(pytester: pytest.Pytester, run: Path, monkeypatch: pytest.MonkeyPatch) -> int:
@@ -160,7 +160,7 @@ def test_one_branch_turn_has_the_same_number_everywhere(
     from helpers import loaded
 
     from inspector.app import build_app
-    from inspector.widgets.turn_list import TurnList, turn_line
+    from inspector.widgets import TurnList, turn_line
 
     async def inspector() -> int:
         app = build_app(branch)

@@ -12,7 +12,7 @@ from fork_fixture import CHANGED, EDITED, ORIGINAL, write, write_tolerant
 from helpers import loaded, pane_text, until
 
 from inspector.app import InspectorApp, build_app
-from inspector.widgets.fork import ForkPane
+from inspector.widgets import ForkPane
 
 pytestmark = pytest.mark.anyio
 

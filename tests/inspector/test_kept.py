@@ -13,7 +13,7 @@ from helpers import loaded
 from cassettes.analysis.run import RunAnalyser
 from cassettes.reading import kept
 from inspector.app import build_app
-from inspector.widgets.turn_list import TurnList, turn_line
+from inspector.widgets import TurnList, turn_line
 
 pytestmark = pytest.mark.anyio
 

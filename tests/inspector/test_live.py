@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from cassettes.storage.store import CassetteFile, being_written
 from inspector.app import build_app
-from inspector.widgets.turn_list import TurnList
+from inspector.widgets import TurnList
 
 pytestmark = pytest.mark.anyio
 
@@ -274,7 +274,7 @@ def test_the_app_holds_no_copy_of_the_turns(run_file: Path) -> None:
 
 
 def test_growth_axis_ticks_are_whole_tokens_and_dollars() -> None:
-    from inspector.widgets.growth import dollars, nice_ticks, token_label
+    from inspector.widgets import dollars, nice_ticks, token_label
 
     assert nice_ticks(1034.2) == [0, 500, 1000, 1500]
     assert [token_label(t) for t in nice_ticks(1034.2)] == ["0", "500", "1,000", "1,500"]
@@ -286,7 +286,7 @@ def test_growth_axis_ticks_are_whole_tokens_and_dollars() -> None:
 async def test_the_growth_chart_shows_whole_token_ticks_and_a_dollar_axis(demo_file: Path) -> None:
     import re
 
-    from inspector.widgets.growth import GrowthChart
+    from inspector.widgets import GrowthChart
 
     app = build_app(demo_file)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -19,7 +19,7 @@ from textual.widgets import Static
 
 import inspector.selected as selected_module
 from inspector.app import InspectorApp, build_app
-from inspector.widgets.messages import MessagesView
+from inspector.widgets import MessagesView
 
 pytestmark = pytest.mark.anyio
 

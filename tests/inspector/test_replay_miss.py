@@ -10,7 +10,7 @@ import pytest
 from helpers import loaded, pane_text, shown, until
 
 from inspector.app import build_app
-from inspector.widgets.turn_list import turn_line
+from inspector.widgets import turn_line
 from tests.replay.conftest import served_miss_run
 
 pytestmark = pytest.mark.anyio

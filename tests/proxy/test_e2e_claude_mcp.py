@@ -70,7 +70,7 @@ def _claude_cmd(tmp_path: Path, claude: Path, url_expr: str) -> list[str]:
         'printf \'{"mcpServers": {"weather": {"type": "http", "url": "%s/mcp"}}}\' '
         f'"{url_expr}" > "{tmp_path}/mcp.json"\nexec "{claude}" -p "{PROMPT}" --model {MODEL} '
         f'--output-format json --no-session-persistence --mcp-config "{tmp_path}/mcp.json" '
-        '--strict-mcp-config --allowedTools mcp__weather\n'
+        "--strict-mcp-config --allowedTools mcp__weather\n"
     )
     script.chmod(0o755)
     return [str(script)]
@@ -210,7 +210,7 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(
 def _inspector_pane(path: Path, seq: int) -> str:
     """The inspector's E pane on turn ``seq`` (Textual Pilot, headless)."""
     from inspector.app import build_app
-    from inspector.widgets.turn_list import TurnList
+    from inspector.widgets import TurnList
     from tests.inspector.helpers import loaded, pane_text
 
     async def look() -> str:

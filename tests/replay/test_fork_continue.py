@@ -308,7 +308,7 @@ def test_a_continuation_mark_says_the_request_was_looptaps_not_the_clients() -> 
     client sent none of it), not "client sent → …" as an edit of the client's request reads."""
     from cassettes.views.edits import CONTINUED
     from cassettes.views.view import edit_lines
-    from inspector.widgets.messages import client_sent
+    from inspector.widgets import client_sent
 
     marks = [
         {

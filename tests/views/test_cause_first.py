@@ -123,8 +123,7 @@ def _show_json(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 async def _inspector(path: Path) -> None:
     from inspector.app import build_app
-    from inspector.widgets.findings import FindingsTable
-    from inspector.widgets.turn_list import TurnList
+    from inspector.widgets import FindingsTable, TurnList
 
     app = build_app(path)
     async with app.run_test(size=(160, 45)) as pilot:

@@ -116,7 +116,7 @@ def _show_json(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 async def _inspector(path: Path, firsts: dict[str, int]) -> None:
     """The A pane's cost row of a turn of each family, and the Growth tab's detail line."""
     from inspector.app import build_app
-    from inspector.widgets.turn_list import TurnList
+    from inspector.widgets import TurnList
 
     app = build_app(path)
     async with app.run_test(size=(160, 45)) as pilot:

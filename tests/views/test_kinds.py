@@ -62,7 +62,7 @@ async def test_every_view_reads_the_kind_and_parent_the_core_found(
     }
     assert [by_conv[c.id] for c in convs] == WANT
 
-    from inspector.widgets.conversations import conversation_label
+    from inspector.widgets import conversation_label
 
     assert [conversation_label(c).rsplit(" · ", 1)[-1] for c in convs[1::2]] == [
         "handoff from #0",

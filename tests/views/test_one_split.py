@@ -134,7 +134,7 @@ def _show_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
 async def _inspector(path: Path) -> dict[str, Any]:
     """The Growth tab's line for the turn and the A pane's cost row, as the screen shows them."""
     from inspector.app import build_app
-    from inspector.widgets.turn_list import TurnList
+    from inspector.widgets import TurnList
 
     app = build_app(path)
     async with app.run_test(size=(160, 45)) as pilot:
@@ -290,7 +290,7 @@ async def test_the_c_panes_link_says_what_it_means(tmp_path: Path) -> None:
     the C pane and on the HTML page; on main the pane said ``link header (previous turn #1)`` and no
     doc said what that was. docs/reading.md explains every link kind."""
     from inspector.app import build_app
-    from inspector.widgets.turn_list import TurnList
+    from inspector.widgets import TurnList
 
     if not RECORDING.exists():
         pytest.skip(f"the corpus recording is not here: {RECORDING}")

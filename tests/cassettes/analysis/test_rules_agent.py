@@ -236,7 +236,7 @@ async def test_the_inspector_lists_the_broken_rules(
     from helpers import loaded, until
 
     from inspector.app import build_app
-    from inspector.widgets.findings import FindingsTable
+    from inspector.widgets import FindingsTable
 
     monkeypatch.setenv("LOOPTAP_RULES", str(recording / "looptap-rules.toml"))
     app = build_app(recording / "retail.jsonl")

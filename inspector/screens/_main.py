@@ -2,10 +2,10 @@
 
 Data flow (STYLE.md; Textual's "attributes down, messages up"): the screen composes the parts,
 each a widget that owns its concept and its state — the run being read and every worker that
-reads it (:class:`inspector.screens.reading.RunReading`, invisible; its reactive ``run_state`` is
+reads it (:class:`inspector.screens._reading.RunReading`, invisible; its reactive ``run_state`` is
 what the status line shows), the sidebar (the conversation listed and the turn list), the Turn tab
-(:class:`inspector.widgets.turn_pane.TurnPane`: the pane that is up, the layer tabs), the Growth,
-Findings and Fork tabs, and playback with its line (:class:`inspector.screens.player.Player`).
+(:class:`inspector.widgets.TurnPane`: the pane that is up, the layer tabs), the Growth,
+Findings and Fork tabs, and playback with its line (:class:`inspector.screens._player.Player`).
 None of them knows this screen: each reports with its own messages (``TurnList.TurnSelected``,
 ``Player.TurnPlayed``, the workers' ``RunRead``, ``TurnLoaded`` …), and this screen
 hands the others what follows (attributes down). The keys (the app's bindings) call the actions
@@ -30,19 +30,25 @@ from cassettes.views.summary import TurnSummary
 from inspector.layout import FOCUS_NAMES, View, layout_classes
 from inspector.playback import Clock
 from inspector.reader import ChildExited, RunRead
-from inspector.screens.player import Player
-from inspector.screens.reading import RunReading
-from inspector.screens.search import Matches, SearchScreen
+from inspector.screens._player import Player
+from inspector.screens._reading import RunReading
+from inspector.screens._search import Matches, SearchScreen
 from inspector.selected import TurnLoaded, TurnShown
-from inspector.widgets.findings import FindingsTable, FindingsView
-from inspector.widgets.fork import ForkPane, ForkRead
-from inspector.widgets.growth import GrowthView
-from inspector.widgets.keys import KeyBar
-from inspector.widgets.sidebar import Sidebar
-from inspector.widgets.status import ErrorView, RunState, RunStatus
-from inspector.widgets.tabs import RunTabs
-from inspector.widgets.turn_list import TurnList
-from inspector.widgets.turn_pane import TurnPane
+from inspector.widgets import (
+    ErrorView,
+    FindingsTable,
+    FindingsView,
+    ForkPane,
+    ForkRead,
+    GrowthView,
+    KeyBar,
+    RunState,
+    RunStatus,
+    RunTabs,
+    Sidebar,
+    TurnList,
+    TurnPane,
+)
 
 __all__ = ["MainScreen"]
 

@@ -13,8 +13,8 @@ from cassettes.analysis.model import Dispatch, Layer, Turn
 from cassettes.untrusted import clean_line
 from cassettes.views.view import count, link_text
 from inspector.safe import wire_line
-from inspector.widgets.layers import PANE_ITEMS, LayerPane
-from inspector.widgets.messages import part_text
+from inspector.widgets._layers import PANE_ITEMS, LayerPane
+from inspector.widgets._messages import part_text
 
 __all__ = ["PARAMS_LIMIT", "DispatchPane", "params_text"]
 

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 from cassettes.analysis.model import Finding
 from cassettes.untrusted import clean_line
 from inspector.safe import wire, wire_line
-from inspector.widgets.badges import SEVERITY_MARK, severity_style
+from inspector.widgets._badges import SEVERITY_MARK, severity_style
 
 __all__ = ["FindingsTable", "FindingsView"]
 

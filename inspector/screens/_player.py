@@ -33,7 +33,7 @@ from inspector.playback import (
     StreamEnded,
     StreamStarted,
 )
-from inspector.widgets.turn_pane import TurnPane
+from inspector.widgets import TurnPane
 
 __all__ = ["Player"]
 

@@ -12,7 +12,7 @@ from cassettes.hints import count
 from cassettes.models import ToolResult
 from cassettes.untrusted import clean, clean_line
 from inspector.safe import wire
-from inspector.widgets.layers import PANE_ITEMS, LayerPane
+from inspector.widgets._layers import PANE_ITEMS, LayerPane
 
 __all__ = ["EmissionPane"]
 
@@ -175,5 +175,3 @@ def _mcp_line(run: McpCall) -> Text:
 def part_text_result(res: ToolResult) -> Text:
     content = " ".join(res.content.split())
     return wire(content[:300] + ("…" if len(content) > 300 else ""))
-
-

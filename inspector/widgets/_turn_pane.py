@@ -21,12 +21,12 @@ from textual.widgets import Tab, TabPane, Tabs
 from cassettes.analysis.model import Finding, Layer, McpCall, Turn
 from cassettes.models import NormalisedRequest, ToolResult
 from inspector.layout import TAB_LABEL, VIEWS, View, layer_to_bring_up, tab_labels, tab_view
-from inspector.widgets.api import ApiPane
-from inspector.widgets.badges import LAYERS
-from inspector.widgets.dispatch import DispatchPane
-from inspector.widgets.emission import EmissionPane
-from inspector.widgets.layers import LayerPane
-from inspector.widgets.messages import MessagesView
+from inspector.widgets._api import ApiPane
+from inspector.widgets._badges import LAYERS
+from inspector.widgets._dispatch import DispatchPane
+from inspector.widgets._emission import EmissionPane
+from inspector.widgets._layers import LayerPane
+from inspector.widgets._messages import MessagesView
 
 __all__ = ["TurnPane"]
 

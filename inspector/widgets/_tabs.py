@@ -12,10 +12,10 @@ from textual.widgets import TabbedContent, TabPane
 
 from cassettes.replay.forking.forkview import ForkComparison
 from inspector.turns import TurnIndex
-from inspector.widgets.conversations import ALL
-from inspector.widgets.findings import FindingsTable
-from inspector.widgets.fork import ForkPane
-from inspector.widgets.growth import GrowthView
+from inspector.widgets._conversations import ALL
+from inspector.widgets._findings import FindingsTable
+from inspector.widgets._fork import ForkPane
+from inspector.widgets._growth import GrowthView
 
 __all__ = ["RunTabs"]
 

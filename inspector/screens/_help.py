@@ -13,10 +13,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from inspector.bindings import APP_BINDINGS, HELP_OTHER
-from inspector.screens.search import SearchScreen
-from inspector.widgets.layers import LayerPane
-from inspector.widgets.messages import MessagesView
-from inspector.widgets.turn_list import TurnList
+from inspector.screens._search import SearchScreen
+from inspector.widgets import LayerPane, MessagesView, TurnList
 
 __all__ = ["HelpScreen", "key_groups"]
 

@@ -20,7 +20,7 @@ from cassettes.models import Message, NormalisedRequest, Part, ToolResult
 from cassettes.untrusted import clean, clean_line
 from cassettes.views.edits import CONTINUED, edit_text, edited_messages, reconstructed_said
 from inspector.safe import wire, wire_line
-from inspector.widgets.layers import pane_bindings
+from inspector.widgets._layers import pane_bindings
 
 __all__ = ["MessagesView", "part_text"]
 

@@ -1,8 +1,8 @@
 """The layer panes' base: a scrolling pane with one body, its border the layer's worst finding.
 
-The three panes of the selected turn are each a module: :mod:`inspector.widgets.emission` (E, the
-model's emission), :mod:`inspector.widgets.api` (A, the API's verdict) and
-:mod:`inspector.widgets.dispatch` (C, the client's dispatch).
+The three panes of the selected turn are each a module: :mod:`inspector.widgets._emission` (E, the
+model's emission), :mod:`inspector.widgets._api` (A, the API's verdict) and
+:mod:`inspector.widgets._dispatch` (C, the client's dispatch).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from textual.widgets import Static
 from cassettes.analysis.model import Finding, Layer, Turn
 from cassettes.untrusted import clean, clean_line
 from inspector.safe import wire_line
-from inspector.widgets.badges import SEVERITY_MARK, severity_style, worst
+from inspector.widgets._badges import SEVERITY_MARK, severity_style, worst
 
 __all__ = ["PANE_ITEMS", "LayerPane", "pane_bindings"]
 

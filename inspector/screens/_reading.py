@@ -31,8 +31,7 @@ from cassettes.reading.run import Run, open_run
 from cassettes.views.summary import TurnSummary
 from inspector.reader import ChildExited, RunRead, read_run
 from inspector.turns import Added, TurnIndex
-from inspector.widgets.fork import read_fork
-from inspector.widgets.status import RunState
+from inspector.widgets import RunState, read_fork
 
 __all__ = ["RunReading"]
 
@@ -212,7 +211,7 @@ class RunReading(Widget):
             self.load_panes(self.selected)
 
     def _read_fork(self) -> None:
-        """A branch beside its origin (inspector/widgets/fork.py draws what the core computes)."""
+        """A branch beside its origin (inspector/widgets/_fork.py draws what the core computes)."""
         read = read_fork(self.path)
         if read is not None and not get_current_worker().is_cancelled:
             self.post_message(read)

@@ -11,7 +11,7 @@ from cassettes.analysis.model import ApiReport, Layer, TokenCount, Turn
 from cassettes.untrusted import clean
 from cassettes.views.money import money
 from inspector.safe import wire_line
-from inspector.widgets.layers import LayerPane
+from inspector.widgets._layers import LayerPane
 
 __all__ = ["ApiPane"]
 
@@ -113,5 +113,3 @@ def _api_verdict(turn: Turn) -> Text | None:
         (f"{where}: ", "bold red"),
         clean(f"{err.type or ''} {err.code or ''} {err.message or ''}".strip()),
     )
-
-

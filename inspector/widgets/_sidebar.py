@@ -23,8 +23,8 @@ from cassettes.analysis.dispatch import ordered_findings
 from cassettes.views.summary import TurnSummary
 from inspector.layout import sidebar_width, width_sample
 from inspector.turns import TurnIndex
-from inspector.widgets.conversations import ALL, ConversationSwitcher
-from inspector.widgets.turn_list import TurnList, turn_width
+from inspector.widgets._conversations import ALL, ConversationSwitcher
+from inspector.widgets._turn_list import TurnList, turn_width
 
 __all__ = ["Sidebar"]
 
