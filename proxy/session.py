@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cassettes import interrupts
 from cassettes.hints import count
-from cassettes.providers.clients import start_advice
+from cassettes.providers import start_advice
 from cassettes.storage.store import private_open
 from proxy import messages
 from proxy.addon import LooptapRecorder

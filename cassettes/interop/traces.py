@@ -1,5 +1,5 @@
 """Production traces in: chat trajectories and OTLP traces (OTel GenAI semantic conventions,
-OpenInference) read as model calls (:class:`~cassettes.providers.rebuild.Call`), each rebuilt as
+OpenInference) read as model calls (:class:`~cassettes.providers.Call`), each rebuilt as
 the round trip the API would have carried and marked as reconstructed (docs/interop.md).
 
 Told apart by content (:func:`sniff`): a JSON list, or an object holding ``messages`` / ``traj`` /
@@ -23,7 +23,7 @@ from cassettes.errors import ImportFormatError
 from cassettes.hints import count
 from cassettes.interop.documents import read_docs
 from cassettes.interop.otlp_in import otlp_calls
-from cassettes.providers.rebuild import Call, chat_ids, exchange, link_items
+from cassettes.providers import Call, chat_ids, exchange, link_items
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.paths import staged
 

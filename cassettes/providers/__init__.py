@@ -6,6 +6,7 @@ request and talks to it through :class:`~cassettes.providers._base.Provider`.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
@@ -20,26 +21,46 @@ if TYPE_CHECKING:
         is_ws_turn,
         reset_at,
     )
+    from cassettes.providers._clients import GEMINI_CLI_AUTH, start_advice
     from cassettes.providers._profile import Profile
+    from cassettes.providers._rebuild import REBUILT, Call, chat_ids, exchange, link_items
+    from cassettes.providers._semconv_history import from_parts
 
 __all__ = [
     "FAMILIES",
+    "GEMINI_CLI_AUTH",
     "LLM_HOSTS",
     "OTEL_PROVIDER_HOSTS",
+    "REBUILT",
     "REVERSE_UPSTREAMS",
     "WS_TURN",
+    "Call",
     "Chaining",
     "Profile",
     "Provider",
     "Rendered",
     "WsTurns",
     "by_family",
+    "chat_ids",
     "detect",
+    "exchange",
+    "from_parts",
     "is_llm_host",
     "is_ws_turn",
+    "link_items",
     "reset_at",
+    "start_advice",
     "versioned_path",
 ]
+
+#: The names of the private modules other than ``_base`` that the façade serves, on first use:
+#: rebuilding imported calls as round trips, reading OTel semconv history, and what a client
+#: started by ``looptap run`` is told.
+_MODULES = {
+    "_rebuild": ("REBUILT", "Call", "chat_ids", "exchange", "link_items"),
+    "_semconv_history": ("from_parts",),
+    "_clients": ("GEMINI_CLI_AUTH", "start_advice"),
+}
 
 
 #: (module or family package, class) of every adapter, in recognition order.
@@ -78,8 +99,6 @@ _PROVIDERS: list[Provider] = []
 
 def _providers() -> list[Provider]:
     if not _PROVIDERS:
-        import importlib
-
         _PROVIDERS.extend(
             getattr(importlib.import_module(f"cassettes.providers.{m}"), c)() for m, c in _ADAPTERS
         )
@@ -90,9 +109,8 @@ def __getattr__(name: str) -> Any:  # PEP 562: the names that need the adapters 
     if name == "FAMILIES":
         return tuple(p.family for p in _providers())
     if name in __all__:  # the rest of ``__all__`` is defined here, found before this is asked
-        from cassettes.providers import _base
-
-        return getattr(_base, name)
+        module = next((m for m, names in _MODULES.items() if name in names), "_base")
+        return getattr(importlib.import_module(f"cassettes.providers.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

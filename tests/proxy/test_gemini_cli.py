@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cassettes.analysis import analyse
-from cassettes.providers.clients import GEMINI_CLI_AUTH, start_advice
+from cassettes.providers import GEMINI_CLI_AUTH, start_advice
 from cassettes.storage.store import read_records
 from tests.proxy.test_e2e_node_agents import explain, looptap_run, need, run_env
 from tests.support.recorder import needs_recorder

@@ -1,6 +1,6 @@
 """Semconv messages (``gen_ai.input.messages`` …: ``{"role", "parts": [...]}``) as a family's
 history, in the wire shape of OpenAI Chat, the Anthropic Messages API, OpenAI Responses or Gemini,
-and the readers of a semconv part that a rebuilt round trip (:mod:`cassettes.providers.rebuild`)
+and the readers of a semconv part that a rebuilt round trip (:mod:`cassettes.providers._rebuild`)
 shares."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import orjson
 
 from cassettes import providers
 from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
-from cassettes.providers.semconv_history import arguments_object, arguments_text, part_text
+from cassettes.providers._semconv_history import arguments_object, arguments_text, part_text
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["REBUILT", "Call", "chat_ids", "exchange", "link_items"]
