@@ -37,8 +37,7 @@ from urllib.parse import unquote
 import orjson
 
 from cassettes.bounds import record_fits
-from cassettes.commands import declared
-from cassettes.commands.registry import add_command
+from cassettes.commands import add_command, declared
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.patterns import PatternError, UserPattern

@@ -2,7 +2,7 @@
 
 Every subcommand is declared once in :mod:`cassettes.commands` (its arguments and its handler
 as ``"module:function"``); the parser is built from those declarations and the handler's module
-is imported only when its command runs (:mod:`cassettes.commands.registry`), so building the
+is imported only when its command runs (:mod:`cassettes.commands._registry`), so building the
 parser loads no command's work.
 
 Errors are converted here, at the boundary: one clear line on stderr and a non-zero exit, never a
@@ -39,8 +39,8 @@ finally:
     if _HELD is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, _HELD)
 
-from cassettes.commands import COMMANDS  # noqa: E402 - after the interrupt watch
-from cassettes.commands.registry import (  # noqa: E402
+from cassettes.commands import (  # noqa: E402 - after the interrupt watch
+    COMMANDS,
     EXIT_ERROR,
     EXIT_OK,
     add_command,

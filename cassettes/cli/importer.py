@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from cassettes.commands.registry import EXIT_ERROR, EXIT_OK, err
+from cassettes.commands import EXIT_ERROR, EXIT_OK, err
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.interop.traces import import_runs, runs_in, sniff

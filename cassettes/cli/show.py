@@ -16,7 +16,7 @@ import orjson
 
 from cassettes import providers
 from cassettes.cli.showfilter import show_filter
-from cassettes.commands.registry import EXIT_OK, err
+from cassettes.commands import EXIT_OK, err
 from cassettes.errors import problem_lines
 from cassettes.hints import count
 from cassettes.reading.branch import branch_line, branch_origin, fork_notes

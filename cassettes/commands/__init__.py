@@ -1,21 +1,52 @@
 """The commands of ``looptap``, each declared once: its name, help, handler (``"module:function"``,
-imported only when the command runs: :mod:`cassettes.commands.registry`) and arguments, each keyed
-by its flags and metavar as ``--help`` writes them (:data:`~cassettes.commands.registry.Args`).
+imported only when the command runs: :mod:`cassettes.commands._registry`) and arguments, each keyed
+by its flags and metavar as ``--help`` writes them (:data:`Args`).
 The order is the order ``looptap --help`` lists them in. A command of a package that may live in
 another environment (the recorder beside mitmproxy, the inspector beside Textual) is declared here
 too: its handler's module is imported only where it runs. The recorder's commands are declared in
-:mod:`~cassettes.commands.recording`, the fleet index's in :mod:`~cassettes.commands.fleet`.
+:mod:`~cassettes.commands._recording`, the fleet index's in :mod:`~cassettes.commands._fleet`.
+This package is the façade of all three (its names pinned by tests/test_commands.py).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from cassettes.commands.fleet import FLEET, INDEX, QUERY
-from cassettes.commands.recording import RECORD, RUN
-from cassettes.commands.registry import Arg, Args, Command, Extend, flag, many
+from cassettes.commands._fleet import FLEET, INDEX, QUERY
+from cassettes.commands._recording import RECORD, RUN
+from cassettes.commands._registry import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Arg,
+    Args,
+    Command,
+    Extend,
+    Handler,
+    add_args,
+    add_command,
+    err,
+    flag,
+    loading,
+    many,
+)
 
-__all__ = ["COMMANDS", "WHY_OPTIONS", "declared"]
+__all__ = [
+    "COMMANDS",
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "WHY_OPTIONS",
+    "Arg",
+    "Args",
+    "Command",
+    "Handler",
+    "add_args",
+    "add_command",
+    "declared",
+    "err",
+    "flag",
+    "loading",
+    "many",
+]
 
 #: ``--no-volatile`` of ``looptap diff`` and ``looptap replay``.
 _NO_VOLATILE = flag(

@@ -19,8 +19,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 
-from cassettes.commands import declared
-from cassettes.commands.registry import add_command
+from cassettes.commands import add_command, declared
 from cassettes.why.cli import split_options
 from cassettes.why.investigation import Refused, Result, investigate
 

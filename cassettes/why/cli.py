@@ -12,8 +12,7 @@ import sys
 
 import orjson
 
-from cassettes.commands import WHY_OPTIONS
-from cassettes.commands.registry import add_args
+from cassettes.commands import WHY_OPTIONS, add_args
 from cassettes.untrusted import clean_line
 from cassettes.why.investigation import Refused, investigate
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from cassettes.commands.registry import Arg, Command, Exclusive, flag
+from cassettes.commands._registry import Arg, Command, Exclusive, flag
 
 __all__ = ["FLEET", "INDEX", "QUERY"]
 

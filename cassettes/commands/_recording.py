@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from cassettes.commands.registry import Arg, Args, Command, Extend, add_args, flag, many
+from cassettes.commands._registry import Arg, Args, Command, Extend, add_args, flag, many
 
 __all__ = ["RECORD", "RUN", "recorder_options"]
 
@@ -83,7 +83,7 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
 RECORD = Command(
     "record",
     "run the recording proxy until Ctrl-C; prints the environment to export",
-    Extend("cassettes.commands.recording:recorder_options", output_required=True),
+    Extend("cassettes.commands._recording:recorder_options", output_required=True),
     run="proxy.cli:cmd_record",
     epilog=(
         "exit status: 0 every round trip was recorded; 2 the recorder could not start; 3 some "
@@ -95,7 +95,7 @@ RECORD = Command(
 RUN = Command(
     "run",
     "record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py",
-    Extend("cassettes.commands.recording:recorder_options", output_required=False),
+    Extend("cassettes.commands._recording:recorder_options", output_required=False),
     {
         "--inspect": flag(
             "open the inspector on the run while it is recorded (the command's output goes to "
