@@ -218,7 +218,7 @@ def test_replay_serves_without_the_analysis(tmp_path: Path) -> None:
     path = _run(tmp_path / "tools.jsonl", tools=True)
     mods = _modules(
         "import cassettes.cli, cassettes.replay.cli\n"
-        "from cassettes.replay.serving.server import ReplayServer\n"
+        "from cassettes.replay.serving import ReplayServer\n"
         f"s = ReplayServer({str(path)!r})\n"
         "assert len(s.matcher.recorded) == 2\n"
     )

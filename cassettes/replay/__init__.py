@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 # session, so importing the package must not import the server, the matcher and the analysis.
 _EXPORTS = {
     "Run": "cassettes.reading.run",
-    "ReplayServer": "cassettes.replay.serving.server",
+    "ReplayServer": "cassettes.replay.serving",
 }
 
 if TYPE_CHECKING:
     from cassettes.reading.run import Run
-    from cassettes.replay.serving.server import ReplayServer
+    from cassettes.replay.serving import ReplayServer
 
 
 def __getattr__(name: str) -> Any:

@@ -26,8 +26,7 @@ from cassettes.hints import count
 from cassettes.matching import here
 from cassettes.net import Trust
 from cassettes.reading.run import Run, open_run
-from cassettes.replay.serving.faults import FaultPlan
-from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.serving import FaultPlan, ReplayServer
 from cassettes.replay.testing.keys import LOOP, RECORDER, REPORTS
 from cassettes.replay.testing.loop import SessionLoop
 from cassettes.replay.testing.options import Options, upstreams
