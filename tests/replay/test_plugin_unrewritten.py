@@ -1,5 +1,5 @@
 """The core loads as plain Python in a pytest session, not through pytest's assertion rewriting
-(cassettes/replay/testing/unrewritten.py): pytest marks the plugin's whole distribution for
+(cassettes/replay/testing/_rewrite.py): pytest marks the plugin's whole distribution for
 rewriting, which parses and compiles every core module from source in each session where no
 ``.pyc`` may be written (``PYTHONDONTWRITEBYTECODE``). Checked by each module's loader in a fresh
 pytest process that loads the plugin from its entry point, not by time (the figures are

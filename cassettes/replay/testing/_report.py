@@ -19,7 +19,7 @@ import pytest
 from cassettes.hints import count
 from cassettes.matching import report_lines, turn_entries
 from cassettes.replay.serving import STATUS_KINDS, FaultPlan, parse_fault
-from cassettes.replay.testing.keys import MISS, REPORTS_DIR
+from cassettes.replay.testing._keys import MISS, REPORTS_DIR
 from cassettes.storage.paths import check_target, staged
 from cassettes.untrusted import clean_line
 
