@@ -32,8 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from cassettes.analysis import analyse  # noqa: E402
 from cassettes.recording.pipeline import CassetteWriter  # noqa: E402
-from cassettes.replay.serving.faults import FaultPlan, parse_fault  # noqa: E402
-from cassettes.replay.serving.server import ReplayServer  # noqa: E402
+from cassettes.replay.serving import FaultPlan, ReplayServer, parse_fault  # noqa: E402
 from cassettes.wire.exchange import Exchange  # noqa: E402
 
 FAULTS = [

@@ -23,8 +23,8 @@ from cassettes.reading.run import open_run
 from cassettes.replay.forking.cursor import bases_of
 from cassettes.replay.forking.fork import fork_inputs, parse_from, start_fork
 from cassettes.replay.forking.repeat import agreement, agreement_lines
-from cassettes.replay.serving.faults import FaultSpecError
-from cassettes.replay.testing.ready import check_ready_path
+from cassettes.replay.serving import FaultSpecError
+from cassettes.replay.testing import check_ready_path
 from cassettes.storage.paths import UnsafePath, check_target, remove_if_same, same_path
 from cassettes.storage.store import is_cassette
 from proxy import messages

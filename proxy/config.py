@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from cassettes.net import free_port
 from cassettes.providers import REVERSE_UPSTREAMS
-from cassettes.replay.testing.ready import bare_url
+from cassettes.replay.testing import bare_url
 
 if TYPE_CHECKING:
     from urllib.parse import SplitResult
@@ -54,7 +54,7 @@ class RecorderConfig:
     faults: tuple[str, ...] = ()
     fault_seed: int = 0
     #: ``--ready-file``: where to write the ready file once listening
-    #: (cassettes/replay/testing/ready.py).
+    #: (cassettes/replay/testing/_ready.py).
     ready_file: Path | None = None
     #: A fork's per-run key for its edit marks (``looptap run --from``; cassettes.wire.edited):
     #: held in this process only, never in an option, a file or the child's environment.

@@ -27,9 +27,9 @@ from mitmproxy.proxy.mode_specs import ProxyMode
 from cassettes import __version__
 from cassettes.errors import CassetteIOError
 from cassettes.net import free_port
-from cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
-from cassettes.replay.testing.ready import VERSION as READY_VERSION
-from cassettes.replay.testing.ready import (
+from cassettes.replay.testing import SCHEMA as READY_SCHEMA
+from cassettes.replay.testing import VERSION as READY_VERSION
+from cassettes.replay.testing import (
     Ready,
     ReadyListener,
     bare_url,
@@ -392,8 +392,8 @@ class Recorder:
         return env
 
     def ready(self) -> Ready:
-        """What the ready file says (cassettes/replay/testing/ready.py): where this recorder listens
-        and what a client needs; no secret (the environment is the export lines')."""
+        """What the ready file says (cassettes/replay/testing/_ready.py): where this recorder
+        listens and what a client needs; no secret (the environment is the export lines')."""
         forward = next(lst for lst in self.listeners if lst.upstream is None)
         return Ready(
             schema=READY_SCHEMA,

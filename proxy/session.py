@@ -61,7 +61,7 @@ async def record_forever(config: RecorderConfig) -> int:
 
         async def flush() -> None:
             await loop.run_in_executor(None, rec.addon.handoff.flush)
-            # machine-read (cassettes/replay/testing/recording.py _FLUSHED): its words stay
+            # machine-read (cassettes/replay/testing/_recorder.py _FLUSHED): its words stay
             messages.emit(f"{FLUSHED} {rec.addon.handoff.recorded} round trips stored")
 
         def on_flush() -> None:

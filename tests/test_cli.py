@@ -141,7 +141,7 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     # Its recording line runs as printed (fails on main: "python tool_search_agent.py", a file the
     # user does not have): here against the user's own gateway (ANTHROPIC_BASE_URL), the same
     # recorded answers served by a loopback replay.
-    from cassettes.replay.serving.server import ReplayServer
+    from cassettes.replay.serving import ReplayServer
     from cassettes.storage.store import read_records
     from cassettes.storage.vcr import load_vcr
 

@@ -389,7 +389,7 @@ COMMANDS = (
                 "sent live (repeatable; docs/fork.md)"
             ),
         },
-        run="cassettes.replay.cli:cmd_replay",
+        run="cassettes.replay:cmd_replay",
     ),
     Command(
         "rules",

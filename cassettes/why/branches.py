@@ -19,7 +19,7 @@ from typing import Any
 from cassettes.errors import CassetteError
 from cassettes.reading.branch import fork_notes
 from cassettes.reading.run import open_run
-from cassettes.replay.serving.server import replay_env
+from cassettes.replay.serving import replay_env
 from cassettes.untrusted import clean_line
 from cassettes.why.interventions import Intervention
 from cassettes.why.outcome import Judged, Outcome, judged_from

@@ -16,7 +16,7 @@ from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.reading.run import Run, open_run
 from cassettes.replay.forking.compare import BudgetError, upstream_bases
-from cassettes.replay.testing.recording import how_to_install, recorder_python
+from cassettes.replay.testing import how_to_install, recorder_python
 from cassettes.storage.paths import check_input
 from cassettes.untrusted import clean_line
 from cassettes.why import budget

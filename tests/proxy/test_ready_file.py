@@ -1,6 +1,6 @@
 """The recorder's ready file (``--ready-file``): written once listening, atomically and 0600, with
 the environment the export lines give and no secret; removed when the recorder stops; and what the
-shipped :class:`cassettes.replay.testing.recording.RecorderProcess` waits for, with a clear error
+shipped :class:`cassettes.replay.testing._recorder.RecorderProcess` waits for, with a clear error
 when the recorder exits first."""
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from cassettes.errors import CassetteError, CassetteFormatError
-from cassettes.replay.testing.ready import SCHEMA, VERSION, bare_url, read_ready
-from cassettes.replay.testing.recording import RecorderProcess
+from cassettes.replay.testing import SCHEMA, VERSION, RecorderProcess, bare_url, read_ready
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -206,8 +205,6 @@ def test_shipped_recorder_process_times_out_clearly(
     import threading
     from types import SimpleNamespace
 
-    from cassettes.replay.testing import recording
-
     pid_file = tmp_path / "fake.pid"
     fake = tmp_path / "python"
     fake.write_text(
@@ -226,7 +223,10 @@ def test_shipped_recorder_process_times_out_clearly(
             now[0] += 86400.0
         return now[0]
 
-    monkeypatch.setattr(recording, "time", SimpleNamespace(monotonic=monotonic))
+    # the clock of the module RecorderProcess is defined in (the testing package's own)
+    monkeypatch.setitem(
+        RecorderProcess.start.__globals__, "time", SimpleNamespace(monotonic=monotonic)
+    )
     raised: list[BaseException] = []
 
     def start() -> None:
@@ -262,8 +262,6 @@ def test_a_recorder_that_did_not_start_leaves_nothing_behind(
     when the interpreter could not be started)."""
     import tempfile
 
-    from cassettes.replay.testing import recording
-
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
@@ -285,7 +283,7 @@ def test_a_recorder_that_did_not_start_leaves_nothing_behind(
             raise KeyboardInterrupt
         return None
 
-    monkeypatch.setattr(recording, "read_ready", interrupted)
+    monkeypatch.setitem(RecorderProcess.start.__globals__, "read_ready", interrupted)
     with pytest.raises(KeyboardInterrupt):
         waiting.start()
     pid = int(pid_file.read_text())
@@ -311,7 +309,7 @@ def test_a_fifo_at_the_ready_file_is_refused_not_waited_on(tmp_path: Path) -> No
     os.mkfifo(path)
     read = (
         "import sys\nfrom cassettes.errors import CassetteFormatError\n"
-        "from cassettes.replay.testing.ready import read_ready\n"
+        "from cassettes.replay.testing import read_ready\n"
         "try:\n    read_ready(sys.argv[1])\nexcept CassetteFormatError as exc:\n    print(exc)\n"
     )  # (in a process of its own: one that waits must not hang the suite)
     r = progress.run([sys.executable, "-c", read, path], capture_output=True, text=True)

@@ -178,7 +178,7 @@ def test_an_enclosing_recorder_is_followed(tmp_path: Path) -> None:
 def test_looptap_record_reads_its_own_environment(tmp_path: Path) -> None:
     """``looptap record`` too: its export lines point at its listener (the user's path kept), its
     listener forwards to the user's base URL, and it exports ``LOOPTAP_RECORDER``."""
-    from cassettes.replay.testing.recording import RecorderProcess
+    from cassettes.replay.testing import RecorderProcess
     from tests.support.recorder import PROXY_PYTHON
     from tests.support.wire import http_request
 

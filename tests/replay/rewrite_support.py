@@ -12,8 +12,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.replay.serving.faults import FaultPlan, parse_fault
-from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.serving import FaultPlan, ReplayServer, parse_fault
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import write

@@ -183,7 +183,7 @@ def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> Non
 def test_a_branch_forked_or_replayed_again_is_numbered_as_show_numbers_it(tmp_path: Path) -> None:
     """``looptap run --from branch.jsonl@turn=2``: the cursor's turn 2 is the turn show calls 2
     (the branch's #1), in the fork's header and in the replay server that serves the branch."""
-    from cassettes.replay.serving.server import ReplayServer
+    from cassettes.replay.serving import ReplayServer
 
     _, branch = write_pair(tmp_path)
     again = tmp_path / "again.jsonl"

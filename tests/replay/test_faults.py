@@ -13,8 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
-from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.serving import FaultPlan, FaultSpecError, ReplayServer, parse_fault
 from tests.replay.conftest import (
     REPO,
     SYSTEM,

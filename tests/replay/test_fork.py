@@ -18,7 +18,7 @@ import pytest
 
 from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
 from cassettes.replay.forking.fork import origin_of
-from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import fork_agent
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder

@@ -18,7 +18,7 @@ import pytest
 from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
 from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
 from cassettes.replay.live.edits import EditError, parse_edit
-from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.serving import ReplayServer
 from cassettes.wire.exchange import Exchange
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 

@@ -365,7 +365,7 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
     from openai import OpenAI
 
     from cassettes.reading.run import open_run
-    from cassettes.replay.serving.server import ReplayServer
+    from cassettes.replay.serving import ReplayServer
     from cassettes.wire import edited
     from tests.replay.conftest import (
         CALL,

@@ -15,7 +15,7 @@ import pytest
 from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
 from cassettes.replay.forking.fork import ForkReplay, ForkSource, locate
 from cassettes.replay.forking.plan import MAX_BYTES, VERSION, PlanError, read_plan
-from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import tool_loop, write
 from tests.support import progress
 from tests.support.recorder import clean_env

@@ -321,7 +321,7 @@ def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_
     pytest.importorskip("websockets")
     from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
     from cassettes.replay.live.edits import parse_edit
-    from cassettes.replay.serving.server import ReplayServer
+    from cassettes.replay.serving import ReplayServer
     from tests.replay.test_websocket_replay import TOOLS
     from tests.support.ws_upstream import WsResponsesUpstream
 
@@ -383,7 +383,7 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(
     import socket
 
     from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
-    from cassettes.replay.serving.server import ReplayServer
+    from cassettes.replay.serving import ReplayServer
 
     path = sdk_cassette[0]
     with socket.socket() as s:  # a port nothing listens on

@@ -162,7 +162,7 @@ def test_the_replay_server_relays_an_upstreams_answer_without_looptaps_marks(
     import urllib.error
     import urllib.request
 
-    from cassettes.replay.serving.server import ReplayServer
+    from cassettes.replay.serving import ReplayServer
     from cassettes.storage.vcr import load_vcr
 
     repo = Path(__file__).resolve().parents[2]

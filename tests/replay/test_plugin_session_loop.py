@@ -1,5 +1,5 @@
 """One event loop per pytest session hosts every replayed test's server
-(cassettes/replay/testing/loop.py), and each test keeps its own server, port and cassette: a test
+(cassettes/replay/testing/_loop.py), and each test keeps its own server, port and cassette: a test
 that fails with a request left hanging leaves nothing behind for the next one, and a loop that a
 bug blocks is replaced, not waited for by every test after it.
 """
@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from cassettes.replay.testing import loop as session_loop
+from cassettes.replay.testing import SessionLoop
 from tests.replay.conftest import tool_loop, write
 from tests.replay.test_plugin import NOPLUG, SDK_LOOP, _clean_env  # noqa: F401 (autouse fixture)
 
@@ -74,7 +74,7 @@ def test_a_blocked_loop_is_replaced_not_waited_for(monkeypatch: pytest.MonkeyPat
     :meth:`SessionLoop.run` give up and the next call get a new loop; the blocked one ends when
     released. Only the wait that cannot succeed (the event is unset until the end) gets a short
     ceiling; the calls that must succeed keep the default one."""
-    loop = session_loop.SessionLoop()
+    loop = SessionLoop()
     release = threading.Event()
 
     async def blocks() -> None:
@@ -87,7 +87,7 @@ def test_a_blocked_loop_is_replaced_not_waited_for(monkeypatch: pytest.MonkeyPat
     first = loop.run(answers())
     try:
         with monkeypatch.context() as m:
-            m.setattr(session_loop, "WEDGED_AFTER", 0.2)
+            m.setitem(SessionLoop.run.__globals__, "WEDGED_AFTER", 0.2)  # the module's ceiling
             with pytest.raises(RuntimeError, match="did not answer"):
                 loop.run(blocks())
         second = loop.run(answers())

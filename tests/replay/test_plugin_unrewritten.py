@@ -1,5 +1,5 @@
 """The core loads as plain Python in a pytest session, not through pytest's assertion rewriting
-(cassettes/replay/testing/unrewritten.py): pytest marks the plugin's whole distribution for
+(cassettes/replay/testing/_rewrite.py): pytest marks the plugin's whole distribution for
 rewriting, which parses and compiles every core module from source in each session where no
 ``.pyc`` may be written (``PYTHONDONTWRITEBYTECODE``). Checked by each module's loader in a fresh
 pytest process that loads the plugin from its entry point, not by time (the figures are
@@ -25,13 +25,13 @@ def _rewritten():
 
 def test_core_is_not_rewritten():
     import cassettes.providers
-    import cassettes.replay.serving.server
+    import cassettes.replay.serving._server
 
     cassettes.providers.detect  # the adapters, as a replay's first request loads them
     rewritten = _rewritten()
     # the session does rewrite the plugin's distribution: the plugin module itself
     assert "cassettes.replay.testing.plugin" in rewritten
-    assert "cassettes.replay.serving.server" not in rewritten
+    assert "cassettes.replay.serving._server" not in rewritten
     assert "cassettes.providers" not in rewritten
     print("REWRITTEN", sorted(rewritten))
 """

@@ -14,16 +14,15 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.serving.server import UNPLAYED_LISTED, ReplayServer
+from cassettes.replay.serving import UNPLAYED_LISTED, ReplayServer
 from tests.support.huge import write_huge
 
 
 @pytest.fixture(autouse=True)
 def _served_from_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These runs are small: serve them from the offset index as a large one would be."""
-    from cassettes.replay.serving import server
-
-    monkeypatch.setattr(server, "IN_MEMORY_BELOW", 0)
+    """These runs are small: serve them from the offset index as a large one would be (the
+    threshold is the serving package's own: set where ReplayServer reads it)."""
+    monkeypatch.setitem(ReplayServer.__init__.__globals__, "IN_MEMORY_BELOW", 0)
 
 
 def _kept(path: Path) -> int:
@@ -144,11 +143,11 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(
 def test_a_small_run_is_held_in_memory_and_a_large_one_indexed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cassettes.matching import InMemory
-    from cassettes.replay.serving import server
+    from cassettes.matching import IndexedRecordings, InMemory
 
     path = write_huge(tmp_path / "run.jsonl", 20)
-    monkeypatch.setattr(server, "IN_MEMORY_BELOW", path.stat().st_size + 1)
+    where = ReplayServer.__init__.__globals__  # the module-level threshold ReplayServer reads
+    monkeypatch.setitem(where, "IN_MEMORY_BELOW", path.stat().st_size + 1)
     assert isinstance(ReplayServer(path).matcher.index.src, InMemory)
-    monkeypatch.setattr(server, "IN_MEMORY_BELOW", path.stat().st_size)
-    assert isinstance(ReplayServer(path).matcher.index.src, server.IndexedRecordings)
+    monkeypatch.setitem(where, "IN_MEMORY_BELOW", path.stat().st_size)
+    assert isinstance(ReplayServer(path).matcher.index.src, IndexedRecordings)

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.serving.server import MISS_CODE, ReplayServer, parse_pace
+from cassettes.replay.serving import MISS_CODE, ReplayServer, parse_pace
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import (
     CALL,
@@ -57,23 +57,19 @@ def test_stream_is_served_chunk_for_chunk_with_recorded_headers(tmp_path: Path) 
 
 
 def _sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The delays the replay server's player's ``asyncio.sleep`` is asked for (then slept as
-    asked)."""
+    """The delays ``asyncio.sleep`` is asked for while a replay server serves (then slept as
+    asked): in the product only the player waits so (pace, faults), and this test's client is a
+    plain socket."""
     import asyncio
 
-    from cassettes.replay.serving import player
-
+    sleep = asyncio.sleep
     slept: list[float] = []
 
-    class Spy:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(asyncio, name)
+    async def spy(delay: float, *args: Any) -> Any:
+        slept.append(delay)
+        return await sleep(delay, *args)
 
-        async def sleep(self, delay: float, *args: Any) -> Any:
-            slept.append(delay)
-            return await asyncio.sleep(delay, *args)
-
-    monkeypatch.setattr(player, "asyncio", Spy())
+    monkeypatch.setattr(asyncio, "sleep", spy)
     return slept
 
 

@@ -12,7 +12,7 @@ from real_corpus import corpus_files
 
 from cassettes.errors import CassetteError
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.testing.recording import SessionCassette
+from cassettes.replay.testing import SessionCassette
 from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange

@@ -25,7 +25,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.serving import ReplayServer
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import chat_response, tool_loop, write
 from tests.support import progress

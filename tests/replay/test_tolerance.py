@@ -230,7 +230,7 @@ def test_an_answer_served_in_position_stands_for_what_the_client_sent_when_a_liv
     self-contained, its history holds the tool output the client sent, not the recorded one."""
     from cassettes.net import Request
     from cassettes.replay.forking.cursor import Cursor, parse_cursor
-    from cassettes.replay.serving.plan import Forward, Planner, Play
+    from cassettes.replay.serving import Forward, Planner, Play
 
     def call(cid: str) -> dict[str, Any]:
         return {"type": "function_call", "call_id": cid, "name": "ls", "arguments": "{}"}

@@ -3,7 +3,7 @@ closed, as replay always is); from it on, they go to a live upstream and are rec
 
 The cursor as written and where it falls are :mod:`cassettes.replay.forking.placement`'s (plain
 data and functions; ``looptap run --from`` places it once and hands the placement on in its plan).
-:class:`Cursor` is the router the replay server receives (:class:`~cassettes.replay.serving.plan.
+:class:`Cursor` is the router the replay server receives (:class:`~cassettes.replay.serving._plan.
 Router`): plain data (the plan, where the cursor stands in this replay, what the report says) and
 the four calls the server makes.
 
@@ -19,7 +19,7 @@ report says so (:attr:`Cursor.reached`). A request that misses *before* the curs
 of the client and fails closed with the replay diff, as in replay.
 
 Over a WebSocket the cursor places a session's turns the same way; the session's first turn at
-or past it makes the whole session live from there (:mod:`cassettes.replay.serving.wsserve`), each
+or past it makes the whole session live from there (:mod:`cassettes.replay.serving`), each
 turn sent through :meth:`Cursor.outgoing` as an HTTP request is.
 
 A request past the cursor that continues an answer replayed from the recording (the Responses
@@ -54,7 +54,7 @@ from cassettes.replay.live.continuation import Continuation
 from cassettes.replay.live.edits import Edit, edited_headers
 from cassettes.replay.live.model import model_of, with_model
 from cassettes.replay.live.rewrite import apply_edits
-from cassettes.replay.serving.plan import Answer, Forward, Missed, Play
+from cassettes.replay.serving import Answer, Forward, Missed, Play
 from cassettes.untrusted import clean_line
 
 __all__ = [

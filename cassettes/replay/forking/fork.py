@@ -37,7 +37,7 @@ from cassettes.reading.run import open_run
 from cassettes.replay.forking.placement import CursorSpec, parse_cursor, place
 from cassettes.replay.forking.plan import RULES, ForkPlan
 from cassettes.replay.live.edits import Edit, edit_file, parse_edit
-from cassettes.replay.serving.server import replay_env
+from cassettes.replay.serving import replay_env
 from cassettes.storage.paths import check_input
 from cassettes.storage.store import CassetteFile
 from cassettes.wire.edited import KEY_ENV, new_key

@@ -181,7 +181,7 @@ class Chains:
     (``recorded``, read when a request first needs it), what a request served in position stood
     for, and the answers the live upstream gave (:attr:`live_ids`: a request continuing one goes
     as it is). Over HTTP the cursor's (:meth:`sent`, :meth:`served`, :meth:`relayed`); over a
-    WebSocket the relay's (:mod:`cassettes.replay.serving.wsserve`: :meth:`answered` and
+    WebSocket the relay's (:mod:`cassettes.replay.serving._websocket`: :meth:`answered` and
     :meth:`standalone`, with no recorded answers but the turns it served, and each session's own
     live answers)."""
 

@@ -1,11 +1,76 @@
-"""Serving a cassette (``looptap replay``): the loopback server (``server``, HTTP/1.1) and its
-WebSocket sessions (``wsserve``), both speaking what one planner decides (``plan``, asking the
-fork's router when there is one): recorded answers played by ``player`` (over HTTP or as a
-WebSocket session's messages: pace, chunks, faults), requests sent live relayed by ``relay`` (a
-WebSocket session by ``wsserve`` itself), all written through ``sender``, the one seam to the
-wire; the faults a replay injects (``faults``); the recorded round trips served, opened from any
-format (``recordings``).
+"""Serving a cassette (``looptap replay``), in private modules behind this façade (the names below
+are its whole surface, pinned by tests/replay/test_serving_surface.py): the loopback server
+(``_server``, HTTP/1.1) and its WebSocket sessions (``_websocket``), both speaking what one planner
+decides (``_plan``, asking the fork's router when there is one): recorded answers played by
+``_player`` (over HTTP or as a WebSocket session's messages: pace, chunks, faults), requests sent
+live relayed by ``_relay`` (a WebSocket session by ``_websocket`` itself), all written through
+``_sender``, the one seam to the wire; the faults a replay injects (``_faults``); the recorded
+round trips served, opened from any format (``_recordings``).
 
-Matching is :mod:`cassettes.matching`'s, what a request sent live
-becomes :mod:`cassettes.replay.live`'s, the wire :mod:`cassettes.net`'s.
+Matching is :mod:`cassettes.matching`'s, what a request sent live becomes
+:mod:`cassettes.replay.live`'s, the wire :mod:`cassettes.net`'s. Names load on first use (PEP 562):
+the recorder's start needs the faults only, the pytest plugin's session the server.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name with the private module that defines it, loaded on first use (PEP 562).
+_MODULES = {
+    "_faults": "REFUSAL_TEXT STATUS_KINDS Fault FaultPlan FaultSpecError parse_fault",
+    "_plan": "MISS_CODE Answer Forward Missed Planner Play",
+    "_server": "IDLE_TIMEOUT READ_TIMEOUT UNPLAYED_LISTED ReplayServer parse_pace replay_env",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from cassettes.replay.serving._faults import (
+        REFUSAL_TEXT,
+        STATUS_KINDS,
+        Fault,
+        FaultPlan,
+        FaultSpecError,
+        parse_fault,
+    )
+    from cassettes.replay.serving._plan import MISS_CODE, Answer, Forward, Missed, Planner, Play
+    from cassettes.replay.serving._server import (
+        IDLE_TIMEOUT,
+        READ_TIMEOUT,
+        UNPLAYED_LISTED,
+        ReplayServer,
+        parse_pace,
+        replay_env,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.replay.serving' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cassettes.replay.serving.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "IDLE_TIMEOUT",
+    "MISS_CODE",
+    "READ_TIMEOUT",
+    "REFUSAL_TEXT",
+    "STATUS_KINDS",
+    "UNPLAYED_LISTED",
+    "Answer",
+    "Fault",
+    "FaultPlan",
+    "FaultSpecError",
+    "Forward",
+    "Missed",
+    "Planner",
+    "Play",
+    "ReplayServer",
+    "parse_fault",
+    "parse_pace",
+    "replay_env",
+]

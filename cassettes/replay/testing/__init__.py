@@ -1,7 +1,76 @@
-"""Testing an agent with pytest: the looptap plugin (``plugin``: the ``looptap`` fixture and marker,
-the ``--looptap-*`` options, registered as the ``looptap`` pytest11 entry point), the recorder it
-starts as a child process to record a cassette (``recording``), and the recorder's ready file that
-tells it where the recorder listens (``ready``; ``looptap record --ready-file`` writes it).
+"""Testing an agent with pytest: the looptap plugin (``plugin``, the one public module: the
+``looptap`` pytest11 entry point, its fixture, marker and ``--looptap-*`` options) over private
+modules behind this façade (its names pinned by tests/replay/test_testing_surface.py): pytest's
+stash keys (``_keys``), the core spared pytest's assertion rewriting (``_rewrite``), a test's
+session (``_session``) with its options (``_options``), failure report (``_report``) and the
+session's event loop (``_loop``), the recorder it starts as a child process (``_recorder``) and
+the recorder's ready file that says where it listens (``_ready``; ``looptap record --ready-file``).
 
-Importing this package imports nothing: the plugin loads in every pytest session.
+Importing this package imports nothing (PEP 562: a name loads its module on first use): the plugin
+loads in every pytest session, and the recorder's start takes the ready file only.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name with the private module that defines it, loaded on first use (PEP 562).
+_MODULES = {
+    "_ready": (
+        "SCHEMA VERSION Ready ReadyListener bare_url check_ready_path clear_stale read_ready "
+        "remove_ready write_ready"
+    ),
+    "_recorder": "RecorderProcess SessionCassette how_to_install recorder_python",
+    "_loop": "SessionLoop",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from cassettes.replay.testing._loop import SessionLoop
+    from cassettes.replay.testing._ready import (
+        SCHEMA,
+        VERSION,
+        Ready,
+        ReadyListener,
+        bare_url,
+        check_ready_path,
+        clear_stale,
+        read_ready,
+        remove_ready,
+        write_ready,
+    )
+    from cassettes.replay.testing._recorder import (
+        RecorderProcess,
+        SessionCassette,
+        how_to_install,
+        recorder_python,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.replay.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cassettes.replay.testing.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "SCHEMA",
+    "VERSION",
+    "Ready",
+    "ReadyListener",
+    "RecorderProcess",
+    "SessionCassette",
+    "SessionLoop",
+    "bare_url",
+    "check_ready_path",
+    "clear_stale",
+    "how_to_install",
+    "read_ready",
+    "recorder_python",
+    "remove_ready",
+    "write_ready",
+]

@@ -23,20 +23,20 @@ Recording runs ``looptap record`` (the mitmproxy recorder, like ``looptap run``)
 from ``LOOPTAP_PROXY_PYTHON``; it forwards to the real APIs or to ``--looptap-upstream NAME=URL``.
 One recorder serves the whole session (per xdist worker), started when the first test records:
 each test's round trips are cut out of the session's recording at the test's start and end
-(:mod:`cassettes.replay.testing.recording`). Replay needs nothing but this package.
+(:mod:`cassettes.replay.testing._recorder`). Replay needs nothing but this package.
 
 A request the cassette cannot answer fails the test with the closest recorded turn, the JSON
 paths that differ and the layer they implicate, even when the agent swallowed the SDK's error:
 said once, with the test's own frames that made the request and none of the SDK's
-(:func:`cassettes.replay.testing.report.failure_text`). ``--looptap-fail-unplayed`` (or
+(:func:`cassettes.replay.testing._report.failure_text`). ``--looptap-fail-unplayed`` (or
 ``looptap_fail_unplayed = true`` in the ini file, or the marker's ``fail_unplayed=True``) also
 fails a test that left recorded round trips unplayed. The terminal summary lists, per test, the
 round trips played and unplayed and the faults injected.
 
 This module holds the hooks only: it loads in every pytest session of every project that has
 looptap installed, whether a test uses it or not. What a test that uses looptap needs is loaded by
-the first one (:mod:`cassettes.replay.testing.session`, :mod:`~cassettes.replay.testing.report`,
-:mod:`~cassettes.replay.testing.loop`).
+the first one (:mod:`cassettes.replay.testing._session`, :mod:`~cassettes.replay.testing._report`,
+:mod:`~cassettes.replay.testing._loop`).
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cassettes.errors import ReplayMiss
-from cassettes.replay.testing.keys import LOOP, MISS, MODES, RECORDER, REPORTS
-from cassettes.replay.testing.unrewritten import spare_core
+from cassettes.replay.testing._keys import LOOP, MISS, MODES, RECORDER, REPORTS
+from cassettes.replay.testing._rewrite import spare_core
 
 if TYPE_CHECKING:
-    from cassettes.replay.testing.session import LooptapSession
+    from cassettes.replay.testing._session import LooptapSession
 
 spare_core()  # the rest of the core loads as plain Python, not assertion-rewritten by pytest
 
@@ -65,9 +65,9 @@ _SESSION: pytest.StashKey[LooptapSession] = pytest.StashKey()
 
 def _machinery() -> ModuleType:
     """What a test that uses looptap needs, loaded by the first one."""
-    from cassettes.replay.testing import session
+    from cassettes.replay.testing import _session
 
-    return session
+    return _session
 
 
 def __getattr__(name: str) -> Any:
@@ -241,7 +241,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 def _replay_miss(item: pytest.Item, cause: BaseException | None) -> ReplayMiss | None:
     """The failure of a test whose replay missed, said once
-    (:func:`cassettes.replay.testing.report.failure_text`; ``cause``: what the agent raised,
+    (:func:`cassettes.replay.testing._report.failure_text`; ``cause``: what the agent raised,
     ``None`` when it swallowed the error), kept for the test's report; ``None``: nothing missed."""
     session = item.stash.get(_SESSION, None)
     if session is None:
@@ -258,7 +258,7 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A replayed test's failure said by looptap, and the sections it adds
-    (:func:`cassettes.replay.testing.report.add_sections`)."""
+    (:func:`cassettes.replay.testing._report.add_sections`)."""
     report = yield
     session = item.stash.get(_SESSION, None)
     if session is not None:

@@ -5,8 +5,8 @@ by an error event), over HTTP (:meth:`Player.answer`) or as a turn of a WebSocke
 (:meth:`Player.turn`, each event a message). Both transports are paced, stalled and cut by one
 loop (:meth:`Player._paced`).
 
-It writes through the server's :class:`~cassettes.replay.serving.sender.Sender` and keeps what it
-sent in its :class:`~cassettes.replay.serving.sender.ServedLog`.
+It writes through the server's :class:`~cassettes.replay.serving._sender.Sender` and keeps what it
+sent in its :class:`~cassettes.replay.serving._sender.ServedLog`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from cassettes.hints import count
 from cassettes.matching import Matcher, Miss, Recorded, request_key
 from cassettes.net import Request
 from cassettes.providers import Provider
-from cassettes.replay.serving.faults import Fault
-from cassettes.replay.serving.plan import (
+from cassettes.replay.serving._faults import Fault
+from cassettes.replay.serving._plan import (
     MISS_CODE,
     MISS_STATUS,
     NOT_REPLAYED,
@@ -35,7 +35,7 @@ from cassettes.replay.serving.plan import (
     Reset,
     Rewritten,
 )
-from cassettes.replay.serving.sender import Sender, ServedLog
+from cassettes.replay.serving._sender import Sender, ServedLog
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.framing import frame as frame_stream
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
@@ -148,7 +148,7 @@ class _Turn:
 
 class Player:
     """Plays recorded answers (and the faults that change them) at ``speed`` (0: instant; see
-    :func:`~cassettes.replay.serving.server.parse_pace`)."""
+    :func:`~cassettes.replay.serving._server.parse_pace`)."""
 
     def __init__(self, matcher: Matcher, sender: Sender, log: ServedLog, speed: float) -> None:
         self.matcher = matcher

@@ -18,14 +18,14 @@ import pytest
 
 from cassettes.hints import count
 from cassettes.matching import report_lines, turn_entries
-from cassettes.replay.serving.faults import STATUS_KINDS, FaultPlan, parse_fault
-from cassettes.replay.testing.keys import MISS, REPORTS_DIR
+from cassettes.replay.serving import STATUS_KINDS, FaultPlan, parse_fault
+from cassettes.replay.testing._keys import MISS, REPORTS_DIR
 from cassettes.storage.paths import check_target, staged
 from cassettes.untrusted import clean_line
 
 if TYPE_CHECKING:
     from cassettes.reading.run import Run
-    from cassettes.replay.serving.server import ReplayServer
+    from cassettes.replay.serving import ReplayServer
 
 __all__ = ["add_sections", "failure_text", "summary_lines"]
 

@@ -1,7 +1,7 @@
 """The machinery of a test that uses looptap, loaded by the first one (the plugin's hooks,
 :mod:`cassettes.replay.testing.plugin`, load in every pytest session and stay small): from what
-the test asks (:mod:`cassettes.replay.testing.options`), its replay server, hosted by the
-session's event loop (:mod:`cassettes.replay.testing.loop`), or its share of the session's
+the test asks (:mod:`cassettes.replay.testing._options`), its replay server, hosted by the
+session's event loop (:mod:`cassettes.replay.testing._loop`), or its share of the session's
 recorder, the environment the test gets, and what is kept at its end.
 """
 
@@ -26,17 +26,16 @@ from cassettes.hints import count
 from cassettes.matching import here
 from cassettes.net import Trust
 from cassettes.reading.run import Run, open_run
-from cassettes.replay.serving.faults import FaultPlan
-from cassettes.replay.serving.server import ReplayServer
-from cassettes.replay.testing.keys import LOOP, RECORDER, REPORTS
-from cassettes.replay.testing.loop import SessionLoop
-from cassettes.replay.testing.options import Options, upstreams
-from cassettes.replay.testing.report import add_sections, failure_text, summary_lines
+from cassettes.replay.serving import FaultPlan, ReplayServer
+from cassettes.replay.testing._keys import LOOP, RECORDER, REPORTS
+from cassettes.replay.testing._loop import SessionLoop
+from cassettes.replay.testing._options import Options, upstreams
+from cassettes.replay.testing._report import add_sections, failure_text, summary_lines
 from cassettes.storage.paths import check_target, staged
 from cassettes.storage.store import is_cassette, open_regular
 
 if TYPE_CHECKING:
-    from cassettes.replay.testing.recording import SessionRecorder
+    from cassettes.replay.testing._recorder import SessionRecorder
     from cassettes.wire.exchange import Exchange
 
 __all__ = [
@@ -171,7 +170,7 @@ def _session_recorder(
         return rec
     if rec is not None:
         rec.stop()
-    from cassettes.replay.testing.recording import SessionRecorder, recorder_python
+    from cassettes.replay.testing._recorder import SessionRecorder, recorder_python
 
     # LOOPTAP_PROXY_PYTHON relative to where pytest was started, whatever directory a test is in
     # now; a path that names nothing is said as missing (RecorderUnavailable) before anything

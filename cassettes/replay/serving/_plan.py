@@ -5,8 +5,8 @@
 it is sent), a rewritten one (:class:`Rewritten`), an injected API error (:class:`FaultStatus`),
 a reset (:class:`Reset`), a request passed on to a live upstream (:class:`Forward`: new episodes
 being recorded, or a conversation past its cursor) or a miss (:class:`Missed`). The servers
-(:mod:`cassettes.replay.serving.server` for HTTP, :mod:`cassettes.replay.serving.wsserve` for
-WebSocket) and their :mod:`~cassettes.replay.serving.player` only speak what was decided. The
+(:mod:`cassettes.replay.serving._server` for HTTP, :mod:`cassettes.replay.serving._websocket` for
+WebSocket) and their :mod:`~cassettes.replay.serving._player` only speak what was decided. The
 matcher's bookkeeping stays the matcher's: an attempt that does not get the recorded answer gives
 it back with :meth:`Matcher.release`.
 """
@@ -25,7 +25,7 @@ from cassettes.matching import Matcher, Miss, Recorded
 from cassettes.net import HOP_BY_HOP, Request
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.providers import Provider, Rendered
-from cassettes.replay.serving.faults import (
+from cassettes.replay.serving._faults import (
     REWRITE_KINDS,
     STATUS_KINDS,
     Fault,

@@ -1,7 +1,7 @@
 """The replay server's WebSocket sessions (Responses over a WebSocket): the upgrade, the frames,
-and each turn decided by the same :class:`~cassettes.replay.serving.plan.Planner` as an HTTP
+and each turn decided by the same :class:`~cassettes.replay.serving._plan.Planner` as an HTTP
 request and spoken as WebSocket messages by the same
-:class:`~cassettes.replay.serving.player.Player`.
+:class:`~cassettes.replay.serving._player.Player`.
 
 Each message that opens a turn (its API's ``ws_turns``) is planned like an HTTP request to the
 session's path; the recorded turn's events go back one message each, paced as recorded. Over a
@@ -30,8 +30,8 @@ from cassettes import bounds, net, providers
 from cassettes.matching import Miss
 from cassettes.net import Request
 from cassettes.replay.live.chains import Chains
-from cassettes.replay.serving.plan import Forward, Planner, Router
-from cassettes.replay.serving.player import Player
+from cassettes.replay.serving._plan import Forward, Planner, Router
+from cassettes.replay.serving._player import Player
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:

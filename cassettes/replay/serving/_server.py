@@ -43,19 +43,19 @@ from cassettes.matching import (
 )
 from cassettes.net import BackgroundServer, BadRequest, Request, read_request, refuse
 from cassettes.providers import REVERSE_UPSTREAMS
-from cassettes.replay.serving.faults import FaultPlan
-from cassettes.replay.serving.plan import (
+from cassettes.replay.serving._faults import FaultPlan
+from cassettes.replay.serving._plan import (
     MISS_CODE,
     Fallback,
     Forward,
     Planner,
     Router,
 )
-from cassettes.replay.serving.player import Player
-from cassettes.replay.serving.recordings import open_recordings
-from cassettes.replay.serving.relay import LiveRelay
-from cassettes.replay.serving.sender import Sender, ServedLog
-from cassettes.replay.serving.wsserve import WebSocketReplay
+from cassettes.replay.serving._player import Player
+from cassettes.replay.serving._recordings import open_recordings
+from cassettes.replay.serving._relay import LiveRelay
+from cassettes.replay.serving._sender import Sender, ServedLog
+from cassettes.replay.serving._websocket import WebSocketReplay
 from cassettes.storage.paths import check_target, staged
 from cassettes.untrusted import clean_line
 from cassettes.wire.decoding import decode_chunks

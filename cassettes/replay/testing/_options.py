@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from cassettes.matching import RuleError, project_rules
-from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
-from cassettes.replay.serving.server import parse_pace
-from cassettes.replay.testing.keys import MODES
+from cassettes.replay.serving import FaultPlan, FaultSpecError, parse_fault, parse_pace
+from cassettes.replay.testing._keys import MODES
 from cassettes.storage.paths import UnsafePath, check_target
 from cassettes.storage.store import is_cassette
 

@@ -2,8 +2,8 @@
 by h11, each write waited for within the write deadline, a header that cannot be sent dropped and
 said) and every request answered kept as an exchange (``ServedLog``).
 
-The player (:mod:`~cassettes.replay.serving.player`), the live relay
-(:mod:`~cassettes.replay.serving.relay`) and the WebSocket sessions speak through these two only,
+The player (:mod:`~cassettes.replay.serving._player`), the live relay
+(:mod:`~cassettes.replay.serving._relay`) and the WebSocket sessions speak through these two only,
 all in the server's one event loop.
 """
 

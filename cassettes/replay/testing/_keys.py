@@ -1,7 +1,7 @@
 """What the pytest plugin's hooks and the machinery its first test loads share: the record modes
 and the keys of what they keep in pytest's stash. A module of its own, below both, so that the
-machinery (:mod:`~cassettes.replay.testing.session`, :mod:`~cassettes.replay.testing.report`,
-:mod:`~cassettes.replay.testing.options`) never imports the hooks' module back."""
+machinery (:mod:`~cassettes.replay.testing._session`, :mod:`~cassettes.replay.testing._report`,
+:mod:`~cassettes.replay.testing._options`) never imports the hooks' module back."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from cassettes.errors import ReplayMiss
 
 if TYPE_CHECKING:
-    from cassettes.replay.testing.loop import SessionLoop
-    from cassettes.replay.testing.recording import SessionRecorder
+    from cassettes.replay.testing._loop import SessionLoop
+    from cassettes.replay.testing._recorder import SessionRecorder
 
 __all__ = ["LOOP", "MISS", "MODES", "RECORDER", "REPORTS", "REPORTS_DIR"]
 

@@ -65,6 +65,7 @@ class Attempt(Protocol):
     @property
     def exchange(self) -> Any: ...
 
+
 __all__ = ["Fault", "FaultPlan", "parse_fault", "rewrite_answer"]
 
 #: kind → (what its argument is, default argument).
@@ -357,7 +358,7 @@ def _model_fault(
     assert call is not None
     if fault.kind == "bad_arguments":
         raw = _arguments_text(call).rstrip()
-        bad_raw = (raw[:-1] if raw.endswith("}") else raw) + ',}'  # a trailing comma: not JSON
+        bad_raw = (raw[:-1] if raw.endswith("}") else raw) + ",}"  # a trailing comma: not JSON
         changed = call.model_copy(
             update={"arguments": None, "arguments_raw": bad_raw, "arguments_error": "not JSON"}
         )

@@ -31,13 +31,14 @@ from pathlib import Path
 
 from cassettes.errors import CassetteError, RecorderUnavailable
 from cassettes.hints import count
-from cassettes.replay.testing.ready import Ready, read_ready
+from cassettes.replay.testing._ready import Ready, read_ready
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["RecorderProcess", "SessionRecorder", "how_to_install", "recorder_python"]
 
 #: The recorder's answer to SIGUSR1 (proxy/session.py ``FLUSHED``), with the number stored.
 _FLUSHED = re.compile(r"^looptap: flushed: (\d+) round trips stored$")
+
 
 def how_to_install() -> str:
     """What to do when no recorder is there: the command that creates its environment (by the
@@ -86,9 +87,10 @@ def recorder_python(base: Path | None = None) -> str | None:
 #: Seconds a recorder that never became ready gets to exit on SIGINT before SIGKILL.
 _NOT_READY_GRACE = 3.0
 
+
 class RecorderProcess:
     """``looptap record -o OUTPUT`` in a child process, started by :meth:`start`, which waits for
-    its ready file (:mod:`cassettes.replay.testing.ready`): ``ready`` holds that file, ``env`` what
+    its ready file (:mod:`cassettes.replay.testing._ready`): ``ready`` holds that file, ``env`` what
     it says to export. ``args`` are more options for ``looptap record``; ``env`` replaces the
     child's environment (default: this one without proxy variables). The recorder runs in a session
     of its own, so :meth:`stop` and :meth:`kill` end it and its writer process together."""

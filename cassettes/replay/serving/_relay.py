@@ -3,7 +3,7 @@ a new episode being recorded) and its answer relayed as it arrives, chunk for ch
 fork's ``--edit continue``, an answer cut at the token cap continued and handed over joined.
 
 The fork's router (:class:`~cassettes.replay.forking.cursor.Cursor`) decided to send it
-(:class:`~cassettes.replay.serving.plan.Forward`) and hears of each answer relayed, so that a later
+(:class:`~cassettes.replay.serving._plan.Forward`) and hears of each answer relayed, so that a later
 request continuing it goes as it is.
 """
 
@@ -21,8 +21,8 @@ from cassettes.matching import request_key
 from cassettes.net import Request
 from cassettes.providers import Provider
 from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
-from cassettes.replay.serving.plan import Forward, Router
-from cassettes.replay.serving.player import Player
+from cassettes.replay.serving._plan import Forward, Router
+from cassettes.replay.serving._player import Player
 from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:

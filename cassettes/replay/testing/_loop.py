@@ -1,6 +1,6 @@
 """One event loop for a pytest session's replay servers.
 
-Each replayed test still gets its own :class:`~cassettes.replay.serving.server.ReplayServer` (its
+Each replayed test still gets its own :class:`~cassettes.replay.serving._server.ReplayServer` (its
 own port, cassette, matcher and log), but the servers run one after another in one event loop on
 one thread, started by the first test that replays and stopped with the session: a thread per
 test, started and waited for, then joined, was most of what a replayed test cost beyond vcrpy's.
