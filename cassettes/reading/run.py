@@ -475,7 +475,6 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`~cassettes.reading.budget.RunTooLargeError` when the analysis outgrows
     :func:`~cassettes.reading.budget.memory_budget`."""
-    from cassettes.reading import snapshot
     from cassettes.reading.incremental import RunReader
 
     p = Path(path)
@@ -483,7 +482,7 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
     run = Run((), name=p.name, kind="looptap", reader=reader, epoch=0.0)
     budget = memory_budget()
     # the analysis a reader of these same bytes kept (docs/kept-analysis.md)
-    taken = cache and snapshot.take(reader)
+    taken = cache and reader.take()
     at_end = taken
     while not at_end:
         at_end = run.step(STEP_BYTES).at_end

@@ -1,24 +1,27 @@
-"""A :class:`~cassettes.reading.incremental.RunReader` to and from the rows of a kept analysis
-(:mod:`cassettes.reading.kept`, docs/kept-analysis.md): :func:`take` stands a reader where the
-reader that kept the rows stood once finished (or, for a file that grew since, where it stood
-after its last round trip, to read and analyse only what was added), :func:`keep` keeps a
-finished reader's analysis, and :func:`printed` serves the printed views kept with it."""
+"""What a run reader (:mod:`cassettes.reading.incremental`) stands on and keeps, as values, to
+and from the rows of a kept analysis (:mod:`cassettes.reading.kept`, docs/kept-analysis.md):
+:func:`take` reads and checks the kept analysis of a file (:class:`Taken`: the reader stands where
+the reader that kept the rows stood once finished, or, for a file that grew since, where it stood
+after its last round trip, to read and analyse only what was added), :func:`keep` keeps a finished
+reader's analysis from the values it hands over, and :func:`printed` serves the printed views kept
+with it. The reader applies what it takes to itself: nothing here names it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from cassettes.analysis import continuation, plain_values
-from cassettes.analysis.model import Conversation, Finding, RunAnalysis
+from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis
+from cassettes.analysis.run import RunAnalyser
 from cassettes.reading import kept, printed_views
+from cassettes.reading.reread import Reread
 from cassettes.reading.stores import Places
-
-if TYPE_CHECKING:
-    from cassettes.reading.incremental import RunReader
+from cassettes.storage.index import RecordIndex
 
 # the reader's kept rows (cassettes.reading.incremental, cassettes.reading.run): no public surface
 __all__: list[str] = []
@@ -82,67 +85,36 @@ def _checked(found: kept.Kept) -> ReaderState:
     return state
 
 
-def take(reader: RunReader) -> bool:
-    """Before the reader's first step: take the kept analysis of its file when one checks out,
-    and stand finished, as if the file had been read and analysed (``True``); for a file that
-    grew from the kept bytes, stand where the reader that kept them stood after its last round
-    trip, and hash the rest as it is read (``False``: the reader reads and analyses what was
-    added); else hash the file as it is read, so that :func:`keep` can keep it."""
-    index = reader.index
-    assert reader.records == 0 and index.consumed == 0, (
-        "a kept analysis is taken before anything is read"
-    )
+class Taken(NamedTuple):
+    """A kept analysis that checked out (:func:`take`): its rows (:class:`~.kept.Kept`) and what
+    they hold, parsed (:func:`_parsed`), for a reader to stand on."""
+
+    found: kept.Kept
+    state: ReaderState
+    result: RunAnalysis
+    flagged: dict[int, tuple[int, list[Finding]]]
+    places: Places
+
+
+def take(index: RecordIndex, store_dir: str | Path | None) -> Taken | None:
+    """Before a reader's first step: the kept analysis of its file (``index``'s) when one checks
+    out, for the reader to stand on, finished, as if the file had been read and analysed (or,
+    for a file that grew from the kept bytes, where the reader that kept them stood after its
+    last round trip); else ``None``, and the file hashed as it is read, so that :func:`keep` can
+    keep it."""
     if kept.disabled() or index.size() < kept.MIN_BYTES:
-        return False
-    found = kept.take(index.path, reader.store_dir)
+        return None
+    found = kept.take(index.path, store_dir)
     if found is None:
         index.digest = kept.hasher()
-        return False
+        return None
     try:
         parsed = _parsed(found)
     except ValueError:  # (rows this analyser does not read: analysed again, and kept anew)
         found.turns.close()
         index.digest = kept.hasher()
-        return False
-    if found.continuation is not None:
-        _continue(reader, found, *parsed)
-        return False
-    _stand(reader, found, parsed[0], parsed[3])
-    reader.analyser.first_index = parsed[0].first_index
-    reader.analyser.take(parsed[1], parsed[2])
-    reader.finished = True
-    reader.kept_as = found.generation
-    return True
-
-
-def _continue(
-    reader: RunReader,
-    found: kept.Kept,
-    state: ReaderState,
-    result: RunAnalysis,
-    flagged: dict[int, tuple[int, list[Finding]]],
-    places: Places,
-) -> None:
-    """Stand ``reader`` where the reader that kept ``found`` stood after its last round trip,
-    before its end-of-run pass (:mod:`cassettes.analysis.continuation`), to read what the file
-    gained since; one that does not check out is read afresh (hashed as it is read)."""
-    assert found.continuation is not None and found.usage is not None
-    try:
-        data = plain_values.sections(found.continuation)
-        _stand(reader, found, state, places)
-        reader.usage = dict(found.usage)
-        continuation.restore(reader.analyser, data, result, flagged)
-    except (ValueError, KeyError, OSError):  # (JSONDecodeError is one; CassetteError an OSError)
-        if found.views is not None:
-            found.views.close()
-        reader.restart()
-        reader.index.digest = kept.hasher()
-        return
-    reader.index.digest, reader.index.hashed = found.hashed, found.size
-    reader.before = Before(
-        len(found.offsets), {s: data for s, (_, data) in found.findings.items()},
-        {s: c.model_dump_json().encode() for s, c in result.mcp_calls.items()}, found.views,
-    )  # fmt: skip
+        return None
+    return Taken(found, *parsed)
 
 
 class Before(NamedTuple):
@@ -157,28 +129,32 @@ class Before(NamedTuple):
     views: IO[bytes] | None
 
 
-def each_view(reader: RunReader, each: Callable[[Any, Any], Any]) -> Iterator[Any]:
-    """A printing pass (``each``: a round trip's printed view and growth row): for a continued
-    reader, settled, the views kept of the round trips its file held before are taken again,
-    but where the continued analysis changed what they show (a finding, the end-of-run pass's
-    ones among them, or an MCP link: by seq); the others are ``each``'s. Else ``each`` of
-    every round trip the reader read."""
-    before = reader.before
-    if before is None or before.views is None or not reader.settled:
-        return (each(ex, rt) for ex, rt in reader.pairs)
-    reader.before = None  # (once: the views are read from their file as they pass)
-    return _reusing(reader, each, kept.views_in(before.views), _changed(reader, before),
+def each_view(
+    before: Before,
+    views: IO[bytes],
+    flagged: dict[int, tuple[int, list[Finding]]],
+    calls: Mapping[int, McpCall],
+    again: Callable[[], Reread],
+    seqs: Sequence[int],
+    each: Callable[[Any, Any], Any],
+) -> Iterator[Any]:
+    """A printing pass (``each``: a round trip's printed view and growth row) of a continued
+    reader, settled (``again``: a pass over its round trips, at ``seqs``): the views kept of
+    the round trips its file held before (``views``) are taken again, but where the continued
+    analysis (``flagged``, ``calls``) changed what they show (a finding, the end-of-run pass's
+    ones among them, or an MCP link: by seq); the others are ``each``'s."""
+    return _reusing(again, seqs, each, kept.views_in(views), _changed(flagged, calls, before),
                     before.positions)  # fmt: skip
 
 
-def _changed(reader: RunReader, before: Before) -> set[int]:
+def _changed(
+    flagged: dict[int, tuple[int, list[Finding]]], calls: Mapping[int, McpCall], before: Before
+) -> set[int]:
     """The seqs whose views the continued analysis changed: their findings, or an MCP call's
     link (the MCP round trip's and the model's turn's)."""
-    flagged = reader.analyser.state.flagged
     now = {s: _FINDINGS.dump_json(f) for s, (_, f) in flagged.items() if f}
     was = {s: data for s, data in before.findings.items() if data != b"[]"}
     changed = {s for s in now.keys() | was.keys() if now.get(s) != was.get(s)}
-    calls = reader.analysis.mcp_calls
     for s in before.calls.keys() | calls.keys():
         call, old = calls.get(s), before.calls.get(s)
         if call is not None and call.model_dump_json().encode() == old:
@@ -192,14 +168,14 @@ def _changed(reader: RunReader, before: Before) -> set[int]:
 
 
 def _reusing(
-    reader: RunReader,
+    reread: Callable[[], Reread],
+    seqs: Sequence[int],
     each: Callable[[Any, Any], Any],
     views: Iterator[Any],
     changed: set[int],
     positions: int,
 ) -> Iterator[Any]:
-    seqs = reader.index.seqs
-    again = reader.reread()
+    again = reread()
     try:
         for pos in again.positions():
             view = next(views, None) if pos < positions else None
@@ -211,66 +187,52 @@ def _reusing(
         again.close()
 
 
-def _stand(reader: RunReader, found: kept.Kept, state: ReaderState, places: Places) -> None:
-    """Stand ``reader`` where the kept analysis ``found`` (:func:`~cassettes.reading.kept.take`,
-    its rows read by :func:`_parsed`) left the reader that kept it: its index, store of turns and
-    counts (the analyser's part is the caller's)."""
-    index = {**dict(state), "offsets": found.offsets, "lengths": found.lengths, "seqs": found.seqs}
-    reader.index.restore(index)
-    block = max(found.blocks, default=-1) + 1
-    reader.turn_store.adopt(found.turns, found.turns_end, {"blocks": found.blocks, "block": block})
-    reader.places = places
-    reader.records, reader.first_started = state.records, state.first_started
-    reader.families = dict(state.families)
-    reader.source.skipped.clear()  # (the set its forks share)
-    reader.source.skipped.update(state.skipped)
-    if reader.summarising:
-        reader.unsummarised = iter(list(places))
-
-
-def keep(reader: RunReader) -> bool:
-    """Once the reader is finished: keep its analysis, for the next reader of the same bytes
-    (when the file was hashed from its first byte as it was read: :func:`take`). Never raises."""
-    index = reader.index
-    if not reader.finished or index.digest is None or index.hashed != index.consumed:
-        return False
-    if index.pending:
-        return False
-    result, flagged = reader.analyser.kept()
+def keep(
+    index: RecordIndex,
+    result: RunAnalysis,
+    flagged: dict[int, tuple[int, list[Finding]]],
+    turns: tuple[IO[bytes] | None, int, dict[str, Any]],
+    state: dict[str, Any],
+    places: Places,
+    usage: Mapping[int, tuple[str, int | None, int | None, str | None]],
+    more: bytes | None,
+) -> bytes | None:
+    """A finished reader's analysis kept, for the next reader of the same bytes (its file, hashed
+    from its first byte as it was read: :func:`take`, ``index``): its analyser's ``result`` and
+    ``flagged``, its store of turns (``turns``), where it stands (``state``: a
+    :class:`ReaderState` but its version), its turns' ``places`` and ``usage``, its analysis
+    before the end-of-run pass (``more``: :func:`continuation_of`). The generation of the rows
+    (``None``: not kept). Never raises."""
+    assert index.digest is not None
     if len(result.conversations) > kept.MAX_CONVERSATIONS:
-        return False  # (a kept analysis' conversations are read into memory)
-    turns_file, _, turns = reader.turn_store.kept()
-    more = reader.continuation
-    state = {
-        "version": STATE_VERSION, **index.snapshot(), "first_index": reader.analyser.first_index,
-        "records": reader.records, "families": reader.families,
-        "first_started": reader.first_started, "skipped": sorted(reader.source.skipped),
-    }  # fmt: skip
-    places, usage = reader.places, reader.usage
+        return None  # (a kept analysis' conversations are read into memory)
+    turns_file, _, blocks = turns
     try:
-        reader.kept_as = kept.keep(
-            index.path, index.hashed, index.digest.digest(), state,
+        return kept.keep(
+            index.path, index.hashed, index.digest.digest(), {"version": STATE_VERSION, **state},
             result.model_copy(update={"conversations": []}).model_dump_json().encode(),
             ((c.id, c.model_dump_json().encode()) for c in result.conversations),
             {s: (pos, _FINDINGS.dump_json(f)) for s, (pos, f) in flagged.items()},
             ((seq, usage.get(seq), places.get(seq)) for seq in places),
-            (turns_file, turns["blocks"]), more,
+            (turns_file, blocks["blocks"]), more,
         )  # fmt: skip
     except (TypeError, ValueError):  # (not kept: analysed again next time)
-        return False
-    return reader.kept_as is not None
+        return None
 
 
-def printed(reader: RunReader, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
-    """Each round trip's printed view: those kept with the reader's kept analysis when they check
-    out, else ``make()``'s, kept for the next reader as they pass (docs/kept-analysis.md)."""
-    if reader.kept_as is None:
+def printed(
+    path: Path, generation: bytes | None, make: Callable[[], Iterator[Any]]
+) -> Iterator[Any]:
+    """Each round trip's printed view: those kept with the kept analysis (``generation``) of the
+    file at ``path`` when they check out, else ``make()``'s, kept for the next reader as they
+    pass (docs/kept-analysis.md)."""
+    if generation is None:
         made: Iterator[Any] = make()
         return made
-    taken = printed_views.views(reader.index.path, reader.kept_as)
+    taken = printed_views.views(path, generation)
     if taken is not None:
         return taken
-    return _keeping(make(), printed_views.ViewsWriter(reader.index.path, reader.kept_as))
+    return _keeping(make(), printed_views.ViewsWriter(path, generation))
 
 
 def _parsed(
@@ -303,14 +265,14 @@ def _keeping(views: Iterator[Any], writer: printed_views.ViewsWriter) -> Iterato
         writer.abandon()
 
 
-def continuation_of(reader: RunReader) -> bytes | None:
-    """The reader's analysis after its last round trip, before the end-of-run pass, as the JSON a
-    grown file is continued from (:mod:`cassettes.analysis.continuation`), compressed
-    (:func:`~cassettes.reading.kept.packed`); ``None`` when some
-    of it has no plain form, or it is more than :data:`~cassettes.reading.kept.MAX_CONTINUATION`
-    bytes (the grown file is then analysed afresh)."""
+def continuation_of(analyser: RunAnalyser) -> bytes | None:
+    """A reader's analysis (``analyser``) after its last round trip, before the end-of-run pass,
+    as the JSON a grown file is continued from (:mod:`cassettes.analysis.continuation`),
+    compressed (:func:`~cassettes.reading.kept.packed`); ``None`` when some of it has no plain
+    form, or it is more than :data:`~cassettes.reading.kept.MAX_CONTINUATION` bytes (the grown
+    file is then analysed afresh)."""
     try:
-        head, rest = plain_values.lines(continuation.capture(reader.analyser))
+        head, rest = plain_values.lines(continuation.capture(analyser))
     except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
         return None
     with rest, rest.getbuffer() as view:  # (the view released before the buffer is closed)
