@@ -25,7 +25,7 @@ from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.matching import here
 from cassettes.net import Trust
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import Run, open_run
 from cassettes.replay.serving.faults import FaultPlan
 from cassettes.replay.serving.server import ReplayServer
 from cassettes.replay.testing.keys import LOOP, RECORDER, REPORTS

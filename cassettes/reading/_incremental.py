@@ -1,7 +1,7 @@
 """The reader behind :class:`cassettes.Run` for a looptap cassette: read and analysed a piece at a
 time, for very large files and for recordings still being written (``open_run(path)``, which reads a
 run to its end, and ``open_run(path, follow=True)``, which follows it as it grows). Not a second way
-to read a run: :class:`RunReader` is what :class:`~cassettes.reading.run.Run` delegates to.
+to read a run: :class:`RunReader` is what :class:`~cassettes.reading._run.Run` delegates to.
 
 :class:`RunReader` reads the file through :class:`cassettes.storage.source.RecordSource` (record
 offsets, request bodies, a torn tail, a file still growing) and feeds the records, batch by batch,
@@ -13,8 +13,8 @@ navigation read: a few hundred bytes); the full turn goes, compressed, to an ano
 file and :meth:`RunReader.full_turn` restores it (a small cache keeps the recently shown
 ones). :meth:`RunReader.by_seq` re-reads one round trip in full (its whole message history)
 when a viewer shows it; :meth:`RunReader.reread` goes through every round trip again, one at a time.
-The stores are :mod:`.stores`', the passes :mod:`.reread`'s, and taking or keeping the analysis
-of a run read before (docs/kept-analysis.md) :mod:`.snapshot`'s, in values the reader hands
+The stores are :mod:`._stores`', the passes :mod:`._reread`'s, and taking or keeping the analysis
+of a run read before (docs/kept-analysis.md) :mod:`._snapshot`'s, in values the reader hands
 over or stands on (:meth:`RunReader.take`).
 
 What still grows with the run is about 3 KB per turn (the summary and growth bar, the threader's
@@ -36,10 +36,10 @@ from cassettes.analysis import continuation, plain_values
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
-from cassettes.reading import kept, snapshot
-from cassettes.reading.branch import branch_origin, first_turn
-from cassettes.reading.reread import Column, Reread
-from cassettes.reading.stores import ParseStore, Places, TurnStore
+from cassettes.reading import _analysis_cache, _snapshot
+from cassettes.reading._branch import branch_origin, first_turn
+from cassettes.reading._reread import Column, Reread
+from cassettes.reading._stores import ParseStore, Places, TurnStore
 from cassettes.storage.index import BLOCK, BODY_CACHE
 from cassettes.storage.source import RecordSource
 from cassettes.storage.store import Problem
@@ -72,7 +72,7 @@ class Batch:
 
 class RunReader:
     """A cassette read and analysed a batch at a time, with memory bounded by summaries (behind
-    :class:`~cassettes.reading.run.Run`).
+    :class:`~cassettes.reading._run.Run`).
 
     ``step()`` until ``at_end``; then ``finish()`` for the end-of-run checks. For a recording in
     progress keep calling ``step()`` (new records appear as the writer completes them) and call
@@ -143,7 +143,7 @@ class RunReader:
         self.continuation: bytes | None = None
         #: Continued from where a kept analysis of the file's first bytes left off: what those
         #: held (docs/kept-analysis.md, "A file that grew"; ``None``: not continued).
-        self.before: snapshot.Before | None = None
+        self.before: _snapshot.Before | None = None
 
     def restart(self) -> None:
         """Stand before the first byte again, nothing read (a kept state that did not check out
@@ -167,7 +167,7 @@ class RunReader:
     def problems(self) -> list[Problem]:
         return self.index.problems
 
-    # -- what a Run reads through it (the same members as a run held in memory, reading.held) ----
+    # -- what a Run reads through it (the same members as a run held in memory, _memory_reader)
     @property
     def damage(self) -> list[Problem]:
         """Damage found while reading, by line and kind (``torn``, ``corrupt`` …)."""
@@ -233,13 +233,13 @@ class RunReader:
             return (each(ex, rt) for ex, rt in self.pairs)
         self.before = None  # (once: the views are read from their file as they pass)
         flagged, calls = self.analyser.state.flagged, self.analysis.mcp_calls
-        return snapshot.each_view(before, before.views, flagged, calls, self.reread,
+        return _snapshot.each_view(before, before.views, flagged, calls, self.reread,
                                   self.index.seqs, each)  # fmt: skip
 
     def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
         """Each round trip's printed view (:func:`.snapshot.printed`: those kept with the run's
         kept analysis when they check out, else ``make()``'s)."""
-        return snapshot.printed(self.index.path, self.kept_as, make)
+        return _snapshot.printed(self.index.path, self.kept_as, make)
 
     def settle(self) -> None:
         """The run is read to its end and finished: hold its analysis with every turn mapped from
@@ -326,7 +326,7 @@ class RunReader:
             self.finished = True
             if self.index.digest is not None and not self.index.pending:
                 # before the end-of-run pass, which a continued run redoes
-                self.continuation = snapshot.continuation_of(self.analyser)
+                self.continuation = _snapshot.continuation_of(self.analyser)
             tail = self.source.close_tail()
             self._analyse(tail, len(self.index) - len(tail))
             self.analyser.finish()
@@ -345,7 +345,7 @@ class RunReader:
         assert self.records == 0 and self.index.consumed == 0, (
             "a kept analysis is taken before anything is read"
         )
-        taken = snapshot.take(self.index, self.store_dir)
+        taken = _snapshot.take(self.index, self.store_dir)
         if taken is None:
             return False
         if taken.found.continuation is not None:
@@ -358,7 +358,7 @@ class RunReader:
         self.kept_as = taken.found.generation
         return True
 
-    def _continue(self, taken: snapshot.Taken) -> None:
+    def _continue(self, taken: _snapshot.Taken) -> None:
         """Stand where the reader that kept ``taken`` stood after its last round trip, before its
         end-of-run pass (:mod:`cassettes.analysis.continuation`), to read what the file gained
         since; one that does not check out is read afresh (hashed as it is read)."""
@@ -373,16 +373,16 @@ class RunReader:
             if found.views is not None:
                 found.views.close()
             self.restart()
-            self.index.digest = kept.hasher()
+            self.index.digest = _analysis_cache.hasher()
             return
         self.index.digest, self.index.hashed = found.hashed, found.size
-        self.before = snapshot.Before(
+        self.before = _snapshot.Before(
             len(found.offsets), {s: data for s, (_, data) in found.findings.items()},
             {s: c.model_dump_json().encode() for s, c in taken.result.mcp_calls.items()},
             found.views,
         )  # fmt: skip
 
-    def _stand_on(self, taken: snapshot.Taken) -> None:
+    def _stand_on(self, taken: _snapshot.Taken) -> None:
         """Stand where the kept analysis ``taken`` (:func:`.snapshot.take`) left the reader that
         kept it: its index, store of turns and counts (the analyser's part is the caller's)."""
         found, state, places = taken.found, taken.state, taken.places
@@ -413,7 +413,7 @@ class RunReader:
             "families": self.families, "first_started": self.first_started,
             "skipped": sorted(self.source.skipped),
         }  # fmt: skip
-        self.kept_as = snapshot.keep(index, result, flagged, self.turn_store.kept(), state,
+        self.kept_as = _snapshot.keep(index, result, flagged, self.turn_store.kept(), state,
                                      self.places, self.usage, self.continuation)  # fmt: skip
 
     def _summarised(self, records: int, problems: list[Problem]) -> Batch:

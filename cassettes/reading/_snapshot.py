@@ -1,5 +1,5 @@
-"""What a run reader (:mod:`cassettes.reading.incremental`) stands on and keeps, as values, to
-and from the rows of a kept analysis (:mod:`cassettes.reading.kept`, docs/kept-analysis.md):
+"""What a run reader (:mod:`cassettes.reading._incremental`) stands on and keeps, as values, to
+and from the rows of a kept analysis (:mod:`._analysis_cache`, docs/kept-analysis.md):
 :func:`take` reads and checks the kept analysis of a file (:class:`Taken`: the reader stands where
 the reader that kept the rows stood once finished, or, for a file that grew since, where it stood
 after its last round trip, to read and analyse only what was added), :func:`keep` keeps a finished
@@ -18,12 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from cassettes.analysis import continuation, plain_values
 from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis
 from cassettes.analysis.run import RunAnalyser
-from cassettes.reading import kept, printed_views
-from cassettes.reading.reread import Reread
-from cassettes.reading.stores import Places
+from cassettes.reading import _analysis_cache, _view_cache
+from cassettes.reading._reread import Reread
+from cassettes.reading._stores import Places
 from cassettes.storage.index import RecordIndex
 
-# the reader's kept rows (cassettes.reading.incremental, cassettes.reading.run): no public surface
+# the reader's kept rows (cassettes.reading._incremental, cassettes.reading._run): no public surface
 __all__: list[str] = []
 
 _FINDINGS = TypeAdapter(list[Finding])
@@ -63,7 +63,7 @@ class ReaderState(BaseModel):
     skipped: list[int]
 
 
-def _checked(found: kept.Kept) -> ReaderState:
+def _checked(found: _analysis_cache.Kept) -> ReaderState:
     """The reader's state kept with ``found``, validated against the file and the index's arrays
     (``ValueError`` when it does not check out)."""
     if len(found.reading) > MAX_STATE:
@@ -89,7 +89,7 @@ class Taken(NamedTuple):
     """A kept analysis that checked out (:func:`take`): its rows (:class:`~.kept.Kept`) and what
     they hold, parsed (:func:`_parsed`), for a reader to stand on."""
 
-    found: kept.Kept
+    found: _analysis_cache.Kept
     state: ReaderState
     result: RunAnalysis
     flagged: dict[int, tuple[int, list[Finding]]]
@@ -102,17 +102,17 @@ def take(index: RecordIndex, store_dir: str | Path | None) -> Taken | None:
     for a file that grew from the kept bytes, where the reader that kept them stood after its
     last round trip); else ``None``, and the file hashed as it is read, so that :func:`keep` can
     keep it."""
-    if kept.disabled() or index.size() < kept.MIN_BYTES:
+    if _analysis_cache.disabled() or index.size() < _analysis_cache.MIN_BYTES:
         return None
-    found = kept.take(index.path, store_dir)
+    found = _analysis_cache.take(index.path, store_dir)
     if found is None:
-        index.digest = kept.hasher()
+        index.digest = _analysis_cache.hasher()
         return None
     try:
         parsed = _parsed(found)
     except ValueError:  # (rows this analyser does not read: analysed again, and kept anew)
         found.turns.close()
-        index.digest = kept.hasher()
+        index.digest = _analysis_cache.hasher()
         return None
     return Taken(found, *parsed)
 
@@ -143,8 +143,8 @@ def each_view(
     the round trips its file held before (``views``) are taken again, but where the continued
     analysis (``flagged``, ``calls``) changed what they show (a finding, the end-of-run pass's
     ones among them, or an MCP link: by seq); the others are ``each``'s."""
-    return _reusing(again, seqs, each, kept.views_in(views), _changed(flagged, calls, before),
-                    before.positions)  # fmt: skip
+    changed = _changed(flagged, calls, before)
+    return _reusing(again, seqs, each, _analysis_cache.views_in(views), changed, before.positions)
 
 
 def _changed(
@@ -204,11 +204,11 @@ def keep(
     before the end-of-run pass (``more``: :func:`continuation_of`). The generation of the rows
     (``None``: not kept). Never raises."""
     assert index.digest is not None
-    if len(result.conversations) > kept.MAX_CONVERSATIONS:
+    if len(result.conversations) > _analysis_cache.MAX_CONVERSATIONS:
         return None  # (a kept analysis' conversations are read into memory)
     turns_file, _, blocks = turns
     try:
-        return kept.keep(
+        return _analysis_cache.keep(
             index.path, index.hashed, index.digest.digest(), {"version": STATE_VERSION, **state},
             result.model_copy(update={"conversations": []}).model_dump_json().encode(),
             ((c.id, c.model_dump_json().encode()) for c in result.conversations),
@@ -229,16 +229,16 @@ def printed(
     if generation is None:
         made: Iterator[Any] = make()
         return made
-    taken = printed_views.views(path, generation)
+    taken = _view_cache.views(path, generation)
     if taken is not None:
         return taken
-    return _keeping(make(), printed_views.ViewsWriter(path, generation))
+    return _keeping(make(), _view_cache.ViewsWriter(path, generation))
 
 
 def _parsed(
-    found: kept.Kept,
+    found: _analysis_cache.Kept,
 ) -> tuple[ReaderState, RunAnalysis, dict[int, tuple[int, list[Finding]]], Places]:
-    """A kept analysis' rows (:class:`~cassettes.reading.kept.Kept`) as the reader holds them:
+    """A kept analysis' rows (:class:`~._analysis_cache.Kept`) as the reader holds them:
     the reader's state (validated), the analysis with its conversations, the findings by turn,
     the turns' places. Raises ``ValueError`` for rows it cannot read or trust."""
     try:
@@ -254,7 +254,7 @@ def _parsed(
     return state, result, flagged, places
 
 
-def _keeping(views: Iterator[Any], writer: printed_views.ViewsWriter) -> Iterator[Any]:
+def _keeping(views: Iterator[Any], writer: _view_cache.ViewsWriter) -> Iterator[Any]:
     """``views``, each kept by ``writer`` before it is handed on; committed once all went by."""
     try:
         for v in views:
@@ -268,12 +268,12 @@ def _keeping(views: Iterator[Any], writer: printed_views.ViewsWriter) -> Iterato
 def continuation_of(analyser: RunAnalyser) -> bytes | None:
     """A reader's analysis (``analyser``) after its last round trip, before the end-of-run pass,
     as the JSON a grown file is continued from (:mod:`cassettes.analysis.continuation`),
-    compressed (:func:`~cassettes.reading.kept.packed`); ``None`` when some of it has no plain
-    form, or it is more than :data:`~cassettes.reading.kept.MAX_CONTINUATION` bytes (the grown
+    compressed (:func:`~._analysis_cache.packed`); ``None`` when some of it has no plain
+    form, or it is more than :data:`~._analysis_cache.MAX_CONTINUATION` bytes (the grown
     file is then analysed afresh)."""
     try:
         head, rest = plain_values.lines(continuation.capture(analyser))
     except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
         return None
     with rest, rest.getbuffer() as view:  # (the view released before the buffer is closed)
-        return kept.packed(head, view)
+        return _analysis_cache.packed(head, view)
