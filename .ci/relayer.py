@@ -43,8 +43,8 @@ MOVES: tuple[tuple[str, str], ...] = (
     ("cassettes/interop/mitmflow.py", "cassettes/storage/mitmflow.py"),
     # Reading a run, in one package: open_run / Run and the large or growing file's reader. (The
     # diff of two runs stays in replay/: it aligns requests with replay's matcher.)
-    ("cassettes/interop/run.py", "cassettes/reading/run.py"),
-    ("cassettes/views/incremental.py", "cassettes/reading/incremental.py"),
+    ("cassettes/interop/run.py", "cassettes/reading/_run.py"),
+    ("cassettes/views/incremental.py", "cassettes/reading/_incremental.py"),
     # The MCP server (looptap mcp), its stdio transport and the queries it answers, in one package.
     ("cassettes/interop/mcp.py", "cassettes/mcp/server.py"),
     ("cassettes/interop/mcpstdio.py", "cassettes/mcp/stdio.py"),
@@ -84,7 +84,7 @@ Files read in (vcrpy cassettes, mitmproxy flows) are read by :mod:`cassettes.sto
 """,  # noqa: E501
     "cassettes/views": "A run for people and tools: ``show`` text and the ``show --json`` object "
     "(``view``, ``schema``), turn summaries, search, timelines and token growth.",
-    "cassettes/reading": "Reading a run: ``open_run`` and :class:`~cassettes.reading.run.Run` "
+    "cassettes/reading": "Reading a run: ``open_run`` and :class:`~cassettes.reading.Run` "
     "(``run``), and the large or growing run read a batch at a time (``incremental``).",
     "cassettes/mcp": "``looptap mcp``: the MCP server (``server``), its stdio transport "
     "(``stdio``) and the queries it answers over a root of runs (``query``), in bounded safe JSON "

@@ -200,7 +200,7 @@ def main() -> int:
             c_prefix += cpu([proc.pid, live.pid]) - before
             times[0].append(t)
         # turn 1 exactly as recorded (with the recorded call's id): matched at the cursor, sent live
-        from cassettes.reading.run import open_run
+        from cassettes.reading import open_run
 
         recorded = [
             ex for ex in open_run(run, whole=True).exchanges if b'"tool"' in ex.request_body

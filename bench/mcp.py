@@ -92,7 +92,7 @@ def main() -> int:
     size = path.stat().st_size / 2**20
     bare = _timed([sys.executable, "-c", "pass"])
     show = _timed([sys.executable, "-m", "cassettes.cli", "show", str(path)])
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
 
     run = open_run(path)
     conv = run.analysis.conversations[len(run.analysis.conversations) // 2]

@@ -108,11 +108,11 @@ result["recorder"] = counts(prof)
 
 from cassettes.views.timeline import text_timeline
 try:  # the inspector's reader: a Run followed as it grows (IncrementalRun before it was folded in)
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
     open_run(out, follow=True).close()
     follow = lambda: open_run(out, follow=True)
 except TypeError:
-    from cassettes.reading.incremental import IncrementalRun
+    from cassettes.reading import IncrementalRun
     follow = lambda: IncrementalRun(out)
 prof = cProfile.Profile()
 prof.enable()
@@ -146,7 +146,7 @@ result["inspector: jump to every turn"] = counts(prof)
 run.close()
 
 from cassettes.cli import main
-import cassettes.reading.run as _reading
+import cassettes.reading as _reading
 # show in its two passes: open_run (the analysis) and what follows (the printing pass, which
 # reads the round trips again from disk, one at a time); cmd_show imports open_run when it runs.
 _open_run = _reading.open_run

@@ -21,8 +21,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from real_corpus import corpus_files, rel  # noqa: E402
 
-from cassettes.reading.conversion import cassette_of  # noqa: E402
-from cassettes.reading.run import Run, open_run  # noqa: E402
+from cassettes.reading import Run, cassette_of, open_run  # noqa: E402
 from cassettes.storage.vcr import load_vcr  # noqa: E402
 
 

@@ -34,8 +34,8 @@ _EXPORTS = {
     "RoundTrip": "cassettes.parsing.roundtrip",
     "parse_exchange": "cassettes.parsing.roundtrip",
     "CassetteWriter": "cassettes.recording.pipeline",
-    "Run": "cassettes.reading.run",
-    "open_run": "cassettes.reading.run",
+    "Run": "cassettes.reading",
+    "open_run": "cassettes.reading",
     "roundtrip_json": "cassettes.views.roundtrip_object",
 }
 
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
         Usage,
     )
     from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
-    from cassettes.reading.run import Run, open_run
+    from cassettes.reading import Run, open_run
     from cassettes.recording.pipeline import CassetteWriter
     from cassettes.recording.redact import Redactor
     from cassettes.storage.codec import FORMAT_VERSION

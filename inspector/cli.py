@@ -10,7 +10,7 @@ import os
 import stat
 import sys
 
-from cassettes.reading.conversion import cassette_of
+from cassettes.reading import cassette_of
 from cassettes.storage.store import being_written
 from cassettes.untrusted import clean_line
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from textual.message import Message
 
-from cassettes.reading.incremental import Batch
-from cassettes.reading.run import Run
+from cassettes.reading import Batch, Run
 from cassettes.storage.store import being_written
 
 __all__ = ["ChildExited", "RunRead", "read_run"]

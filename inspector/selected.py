@@ -15,7 +15,7 @@ from textual.message import Message
 
 from cassettes.analysis.model import McpCall, Turn
 from cassettes.models import NormalisedRequest, ToolResult
-from cassettes.reading.run import Run
+from cassettes.reading import Run
 from cassettes.views.timeline import TimelinePoint, text_timeline
 from inspector.turns import TurnIndex
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from cassettes.analysis.dispatch import ordered_findings
 from cassettes.analysis.model import Finding
-from cassettes.reading.run import Run
+from cassettes.reading import Run
 from cassettes.views.growth import GrowthBar
 from cassettes.views.summary import TurnSummary
 from inspector.widgets import ALL

@@ -19,7 +19,7 @@ from typing import Any
 
 from cassettes.errors import CassetteError, CassetteIOError
 from cassettes.hints import count, install_command, recorder_install_command
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from cassettes.replay.forking.cursor import bases_of
 from cassettes.replay.forking.fork import fork_inputs, parse_from, start_fork
 from cassettes.replay.forking.repeat import agreement, agreement_lines

@@ -11,7 +11,7 @@ from typing import Any
 
 from cassettes.analysis import analyse
 from cassettes.hints import count, looptap_command
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from cassettes.views.money import ESTIMATED_NOTE, money
 
 __all__ = ["summary_lines"]

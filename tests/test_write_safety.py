@@ -609,7 +609,7 @@ def test_repeat_runs_every_branch_and_compares_only_what_it_wrote(
     """After the first failing branch no further branch ran while "run i of K" was still printed,
     and an OUT.i.jsonl an earlier run left was counted as the model's variance."""
     from cassettes.matching import Matcher
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
     from cassettes.recording.pipeline import CassetteWriter
     from cassettes.replay.forking.cursor import Cursor
     from cassettes.replay.forking.fork import origin_meta, parse_from

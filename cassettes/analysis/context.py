@@ -49,7 +49,7 @@ class ConversationState:
     #: The number of the next turn (its index): :attr:`first`, then one more per turn analysed.
     count: int = 0
     #: The number of its first turn: 0, or a fork branch's origin turn at the cursor
-    #: (:mod:`cassettes.reading.branch`).
+    #: (:mod:`cassettes.reading._branch`).
     first: int = 0
     #: Free-form memory for checks, keyed by the check's code.
     state: dict[str, Any] = field(default_factory=dict)

@@ -97,8 +97,8 @@ def get_snapshot() -> DataSnapshot:
 def table_identity() -> list[Any] | None:
     """Which price table is installed (the library's version; a digest of its data file's bytes
     and their length), ``None`` when that file cannot be found: part of the kept analysis' digest
-    (:mod:`cassettes.reading.kept`). By content, not by path and time: the same table installed in
-    the recorder's environment and in the reader's is one table."""
+    (:mod:`cassettes.reading._analysis_cache`). By content, not by path and time: the same table
+    installed in the recorder's environment and in the reader's is one table."""
     path = data_file()
     if path is None:
         return None

@@ -127,7 +127,7 @@ class RunAnalyser:
         self._rules = rules.active()
         self.state = AnalyserState.start(reload, keep_turns, active, keep)
         #: The number of a conversation's first turn: 0, or for a fork's branch the origin's turn
-        #: at the cursor (:func:`cassettes.reading.branch.first_turn`), so a branch keeps its
+        #: at the cursor (:func:`cassettes.reading.first_turn`), so a branch keeps its
         #: origin's numbers; a conversation started within the run (its parent turn is here) starts
         #: at 0.
         self.first_index = 0
@@ -135,7 +135,7 @@ class RunAnalyser:
         self.last_family = "none"
         #: Called with each round trip :meth:`add` parses, before the analysis reads it (a reader
         #: keeps that parse for its printers and viewers: parsed once,
-        #: cassettes.reading.incremental).
+        #: cassettes.reading._incremental).
         self.on_parse: Callable[[RoundTrip], None] | None = None
 
     @property

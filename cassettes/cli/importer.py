@@ -11,7 +11,7 @@ from cassettes.commands import EXIT_ERROR, EXIT_OK, err
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.interop.traces import import_runs, runs_in, sniff
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.paths import Target, UnsafePath, check_target, staged
 

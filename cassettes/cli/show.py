@@ -19,9 +19,7 @@ from cassettes.cli.showfilter import show_filter
 from cassettes.commands import EXIT_OK, err
 from cassettes.errors import problem_lines
 from cassettes.hints import count
-from cassettes.reading.branch import branch_line, branch_origin, fork_notes
-from cassettes.reading.run import open_run
-from cassettes.reading.shown import show_pairs
+from cassettes.reading import branch_line, branch_origin, fork_notes, open_run, show_pairs
 from cassettes.untrusted import clean_line
 from cassettes.views import roundtrip_object  # noqa: F401 - show_pairs' (loaded here)
 from cassettes.views.layers import GrowthRows, analysis_lines

@@ -17,9 +17,7 @@ from typing import Any
 
 from cassettes.analysis.rules import active_text
 from cassettes.errors import CassetteError
-from cassettes.reading.branch import origin_in
-from cassettes.reading.run import open_run
-from cassettes.reading.shown import show_objects
+from cassettes.reading import open_run, origin_in, show_objects
 
 __all__ = ["STAMP_COLUMNS", "RunRows", "Stamp", "run_rows", "stamp_of", "stat_key"]
 

@@ -24,7 +24,7 @@ from cassettes.interop.har import har_chunks
 from cassettes.interop.otel import iter_requests
 from cassettes.interop.otlp import send, traces_url
 from cassettes.interop.textconv import render
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from cassettes.recording.redact import Redactor
 from cassettes.storage.paths import UnsafePath, check_target, same_path, staged
 from cassettes.untrusted import SafeBinaryStream

@@ -24,8 +24,7 @@ import orjson
 
 from cassettes._version import __version__
 from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.reading.run import Run
-from cassettes.reading.timeline import timeline
+from cassettes.reading import Run, timeline
 from cassettes.wire.exchange import Exchange, Headers
 
 __all__ = ["har_chunks"]

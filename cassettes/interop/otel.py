@@ -34,8 +34,7 @@ from cassettes.analysis import Finding, Turn
 from cassettes.analysis.model import Conversation, TokenCount
 from cassettes.interop.span_attributes import AttrValue, span_attributes
 from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.reading.run import Run
-from cassettes.reading.timeline import timeline
+from cassettes.reading import Run, timeline
 
 __all__ = ["iter_requests"]
 

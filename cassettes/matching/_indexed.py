@@ -6,7 +6,7 @@ records every streaming command uses, :class:`~cassettes.storage.source.RecordSo
 exchange to the :class:`~cassettes.matching.Matcher` (which keeps a hash of its
 request key) and lets it go; a played round trip is read again from disk by its offset. The run
 analysis that places the round trips in conversations and turns (needed for a miss or the report
-only) is the streamed one (:func:`~cassettes.reading.run.open_run`). The memory budget of the
+only) is the streamed one (:func:`~cassettes.reading.open_run`). The memory budget of the
 commands that read a whole run (``LOOPTAP_MEMORY_BUDGET_MB``) holds here too: one line, never a
 ``MemoryError``.
 """
@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cassettes.hints import count
-from cassettes.reading.budget import RunTooLargeError, memory_budget, rss
-from cassettes.reading.run import open_run
+from cassettes.reading import RunTooLargeError, memory_budget, open_run, rss
 from cassettes.storage.index import BLOCK
 from cassettes.storage.source import RecordSource
 from cassettes.wire.exchange import Exchange

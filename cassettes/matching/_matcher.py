@@ -98,7 +98,7 @@ class Matcher:
     ) -> None:
         """``first_turn``: the number of a conversation's first turn in exchanges held in memory
         (a fork's branch: its origin's turn at the cursor,
-        :func:`cassettes.reading.branch.first_turn`; a file read from disk is numbered from its own
+        :func:`cassettes.reading.first_turn`; a file read from disk is numbered from its own
         header). ``volatile``: the built-in volatile-span detectors, for this process's working
         directory and home (``True``), for a context given (a
         :class:`~cassettes.matching.VolatileSpans`: the recording's cwd and home when known), or

@@ -25,7 +25,7 @@ from cassettes.mcp.answers import (
 )
 from cassettes.mcp.recorded import tolerated_count, tolerated_lines
 from cassettes.mcp.runs import Runs
-from cassettes.reading.branch import locate
+from cassettes.reading import locate
 from cassettes.replay.forking.fork import origin_of
 from cassettes.replay.forking.rundiff import branch_diff
 

@@ -56,7 +56,7 @@ from cassettes.mcp.recorded import (
 from cassettes.mcp.runs import Runs
 from cassettes.mcp.turnquery import turn
 from cassettes.mcp.whyquery import why_report
-from cassettes.reading.run import Run
+from cassettes.reading import Run
 from cassettes.replay.comparison import different_apis
 from cassettes.replay.forking.rundiff import diff_analysed
 from cassettes.untrusted import clean

@@ -13,7 +13,7 @@ from cassettes.errors import CassetteError
 from cassettes.fleet.files import RUN_SUFFIXES, run_files
 from cassettes.matching import RuleError, find_config, rules_of_args
 from cassettes.mcp.answers import QueryError, checked_roots, text
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import Run, open_run
 from cassettes.replay.forking.rundiff import comparing
 
 __all__ = ["RUN_SUFFIXES", "Runs"]

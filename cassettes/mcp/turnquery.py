@@ -12,7 +12,7 @@ from cassettes.mcp.answers import MAX_BYTES, QueryError, byte_budget, json_size,
 from cassettes.mcp.recorded import fit_turn, message_part, turn_body
 from cassettes.mcp.runs import Runs
 from cassettes.models import Message
-from cassettes.reading.run import Run
+from cassettes.reading import Run
 
 __all__ = ["turn"]
 

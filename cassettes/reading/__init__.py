@@ -1,2 +1,114 @@
-"""Reading a run: ``open_run`` and :class:`~cassettes.reading.run.Run` (``run``), and the large or
-growing run read a batch at a time (``incremental``)."""
+"""Reading a run: :func:`open_run` and :class:`Run` (``_run``), one class over every format
+(``_formats`` tells it), a looptap cassette read and analysed a batch at a time, large or still
+growing (``_incremental``: :class:`RunReader`, its stores of turns and parses ``_stores``, its
+passes again ``_reread``, compressed by ``_compression``) or exchanges held in memory
+(``_memory_reader``), both behind one interface (``_reader``). A run's analysis kept as SQLite
+rows for the next reader of the same bytes (``_analysis_cache``; the file ``_database``; the
+views printed with it ``_view_cache``; what a reader stands on ``_snapshot``). A fork's branch and
+its origin (``_branch``), the memory budget (``_budget``), ``show --json``'s objects
+(``_show_objects``), a run in time (``_timeline``), a conversation as a run hands it out
+(``_conversation``), another tool's file as a cassette (``_conversion``).
+
+Names load on first use (PEP 562): ``looptap show`` needs a few of these modules, not all."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name with the private module that defines it, loaded on first use.
+_MODULES = {
+    "_run": "Run open_run",
+    "_incremental": "Batch RunReader",
+    "_branch": (
+        "Relation branch_line branch_origin first_turn fork_notes locate origin_fields origin_in "
+        "origin_of read_entries relate with_notes"
+    ),
+    "_budget": "RunTooLargeError memory_budget rss",
+    "_compression": "compressor decompressor",
+    "_conversion": "cassette_of",
+    "_formats": "detect sniff",
+    "_analysis_cache": "MAX_CONTINUATION analyser_digest keep packed",
+    "_database": "APPLICATION_ID SCHEMA location",
+    "_show_objects": "show_objects show_pairs",
+    "_stores": "CHECKPOINT ParseStore TurnStore",
+    "_timeline": "timeline",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from cassettes.reading._analysis_cache import MAX_CONTINUATION, analyser_digest, keep, packed
+    from cassettes.reading._branch import (
+        Relation,
+        branch_line,
+        branch_origin,
+        first_turn,
+        fork_notes,
+        locate,
+        origin_fields,
+        origin_in,
+        origin_of,
+        read_entries,
+        relate,
+        with_notes,
+    )
+    from cassettes.reading._budget import RunTooLargeError, memory_budget, rss
+    from cassettes.reading._compression import compressor, decompressor
+    from cassettes.reading._conversion import cassette_of
+    from cassettes.reading._database import APPLICATION_ID, SCHEMA, location
+    from cassettes.reading._formats import detect, sniff
+    from cassettes.reading._incremental import Batch, RunReader
+    from cassettes.reading._run import Run, open_run
+    from cassettes.reading._show_objects import show_objects, show_pairs
+    from cassettes.reading._stores import CHECKPOINT, ParseStore, TurnStore
+    from cassettes.reading._timeline import timeline
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.reading' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cassettes.reading.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "APPLICATION_ID",
+    "CHECKPOINT",
+    "MAX_CONTINUATION",
+    "SCHEMA",
+    "Batch",
+    "ParseStore",
+    "Relation",
+    "Run",
+    "RunReader",
+    "RunTooLargeError",
+    "TurnStore",
+    "analyser_digest",
+    "branch_line",
+    "branch_origin",
+    "cassette_of",
+    "compressor",
+    "decompressor",
+    "detect",
+    "first_turn",
+    "fork_notes",
+    "keep",
+    "locate",
+    "location",
+    "memory_budget",
+    "open_run",
+    "origin_fields",
+    "origin_in",
+    "origin_of",
+    "packed",
+    "read_entries",
+    "relate",
+    "rss",
+    "show_objects",
+    "show_pairs",
+    "sniff",
+    "timeline",
+    "with_notes",
+]

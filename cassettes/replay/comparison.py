@@ -21,8 +21,7 @@ from cassettes.errors import CassetteError, problem_lines
 from cassettes.hints import count
 from cassettes.matching import RuleError, rules_of_args
 from cassettes.net import header_problem, said_name
-from cassettes.reading.branch import Relation, relate
-from cassettes.reading.run import open_run
+from cassettes.reading import Relation, open_run, relate
 from cassettes.recording.redact import Redactor
 from cassettes.replay.forking.compare import (
     BudgetError,

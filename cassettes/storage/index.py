@@ -14,7 +14,7 @@ or of one a recorder is still appending to, needs something else:
 
 Damage is reported as :class:`~cassettes.storage.store.Problem` entries exactly as the batch reader
 does; only a file that is not a looptap cassette (or is newer) raises. What drives the analysis over
-these records, batch by batch, is :class:`cassettes.reading.incremental.RunReader`.
+these records, batch by batch, is :class:`cassettes.reading.RunReader`.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ class RecordIndex:
         #: The last record, when :meth:`close_tail` found it complete without its newline.
         self.tail: list[tuple[int, dict[str, Any]]] = []
         #: A hash fed every byte :meth:`poll` reads, in order, a whole line at a time (a kept
-        #: analysis names the bytes it is the analysis of: ``cassettes.reading.kept``); ``None``:
-        #: not hashed.
+        #: analysis names the bytes it is the analysis of: ``cassettes.reading._analysis_cache``);
+        #: ``None``: not hashed.
         self.digest: Any = None
         #: Bytes fed to :attr:`digest`.
         self.hashed = 0

@@ -9,7 +9,7 @@ from disk by position (:meth:`RecordSource.exchange_at`). Memory holds a few int
 and a bounded cache of bodies, never the run.
 
 Built on it: the reader behind :class:`cassettes.Run` for a looptap cassette
-(:class:`~cassettes.reading.incremental.RunReader`, and its passes over the run again), the replay
+(:class:`~cassettes.reading.RunReader`, and its passes over the run again), the replay
 server's recordings (:mod:`cassettes.matching`) and the pytest plugin's session
 recording (:mod:`cassettes.replay.testing._recorder`). A second thread reads through a
 :meth:`RecordSource.fork`: the same index, a cache of bodies of its own. The whole-file decoding for

@@ -357,7 +357,7 @@ def _total_cost(turns: list[Turn]) -> tuple[Decimal | None, bool, bool]:
 
 
 def report_data(run: Any) -> dict[str, Any]:
-    """The page's data for ``run`` (a :class:`cassettes.reading.run.Run`), every string cleaned.
+    """The page's data for ``run`` (a :class:`cassettes.reading.Run`), every string cleaned.
     One pass over the round trips (read from disk one at a time for a streamed cassette)."""
     analysis = run.analysis
     turns_by_seq = analysis.turns

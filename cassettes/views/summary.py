@@ -2,7 +2,7 @@
 read, for runs too long to hold every analysed :class:`~cassettes.analysis.model.Turn`.
 
 A full ``Turn`` (its views, texts and appended messages as pydantic models) takes 10–25 KB in
-memory; a :class:`TurnSummary` a few hundred bytes. :class:`cassettes.reading.incremental.RunReader`
+memory; a :class:`TurnSummary` a few hundred bytes. :class:`cassettes.reading.RunReader`
 keeps summaries and stores the full turns out of memory, restoring one when a viewer shows it.
 """
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from cassettes.errors import CassetteError
 from cassettes.hints import count
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import Run, open_run
 from cassettes.replay.forking.compare import BudgetError, upstream_bases
 from cassettes.replay.testing import how_to_install, recorder_python
 from cassettes.storage.paths import check_input

@@ -1,6 +1,6 @@
 """The run on disk: :class:`RunReading`, the main screen's invisible widget that reads it.
 
-It holds the run being read (the core's :class:`cassettes.reading.run.Run`, which holds the turns'
+It holds the run being read (the core's :class:`cassettes.reading.Run`, which holds the turns'
 summaries; the reading keeps only seq indexes into them, a :class:`inspector.turns.TurnIndex`),
 the run's state as reactives (read so far, live, complete, the counts; :attr:`RunReading.run_state`
 is what the status line shows) and runs every thread worker that reads from disk: the run
@@ -27,7 +27,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 import inspector.selected
 from cassettes.errors import CassetteError
 from cassettes.hints import count
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import Run, open_run
 from cassettes.views.summary import TurnSummary
 from inspector.reader import ChildExited, RunRead, read_run
 from inspector.turns import Added, TurnIndex

@@ -64,7 +64,7 @@ def _verify(path: Path) -> subprocess.CompletedProcess[str]:
 def test_short_values_under_credential_names_in_json_strings_are_redacted_and_verify_agrees(
     tmp_path: Path,
 ) -> None:
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
 
     path = tmp_path / "run.jsonl"
     with CassetteWriter(path) as w:

@@ -15,9 +15,7 @@ import pytest
 
 from cassettes.analysis.run import ACTIVE, RunAnalyser, analyse
 from cassettes.cli import main
-from cassettes.reading.budget import RunTooLargeError
-from cassettes.reading.incremental import RunReader
-from cassettes.reading.run import open_run
+from cassettes.reading import RunReader, RunTooLargeError, open_run
 from cassettes.storage.store import read_records
 from tests.support.huge import write_huge
 

@@ -1,9 +1,10 @@
-"""The incremental reader (cassettes.storage.index, cassettes.reading.incremental) and the viewer
+"""The incremental reader (cassettes.storage.index, cassettes.reading._incremental) and the viewer
 helpers (growth, search, timeline)."""
 
 from __future__ import annotations
 
 import itertools
+import tempfile
 from pathlib import Path
 
 import fixture_run
@@ -12,7 +13,7 @@ import pytest
 from cassettes.analysis import analyse
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.parsing.roundtrip import parse_all
-from cassettes.reading.incremental import RunReader
+from cassettes.reading import RunReader
 from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_records
 from cassettes.views.growth import growth_bars
@@ -256,7 +257,7 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(
     filled it (a compressor thread made a busy machine's reader wait for the interpreter lock)."""
     import threading
 
-    from cassettes.reading.stores import TurnStore
+    from cassettes.reading import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 3000)
     want = analyse(read_records(fx).exchanges).turns
@@ -290,14 +291,14 @@ def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(
 ) -> None:
     """A full disk fails the reader's put that fills a block, with the system's error."""
 
-    from cassettes.reading.stores import TurnStore
+    from cassettes.reading import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 1000)
 
     def no_space(*a: object, **k: object) -> object:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("cassettes.reading.stores.tempfile.TemporaryFile", no_space)
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_space)  # (what the stores make files with)
     turn = next(iter(analyse(read_records(fx).exchanges).turns.values()))
     store = TurnStore()
     with pytest.raises(OSError, match="No space"):
@@ -309,7 +310,7 @@ def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(
 def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
     fx: Path, demo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cassettes.reading.stores import TurnStore
+    from cassettes.reading import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 2000)
     for path in (fx, demo):
@@ -324,7 +325,7 @@ def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
 def test_finish_compresses_the_last_block(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A finished run keeps no turn JSON in memory: the block being filled is compressed, and
     every full turn still comes back."""
-    from cassettes.reading.stores import TurnStore
+    from cassettes.reading import TurnStore
 
     monkeypatch.setattr(TurnStore, "BLOCK", 3000)
     run = RunReader(fx)

@@ -16,8 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.reading import database, kept
-from cassettes.reading.run import open_run
+from cassettes.reading import APPLICATION_ID, SCHEMA, RunReader, analyser_digest, keep, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire.exchange import Exchange
 from tests.support.analysed import Analysed, cli_output, keep_every_run
@@ -113,7 +112,7 @@ def test_the_rows_are_plain_data_queried_with_sqlite(
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
     _read(path)
     db = sqlite3.connect(_db(_cache))
-    assert db.execute("PRAGMA user_version").fetchone() == (database.SCHEMA,)
+    assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA,)
     assert db.execute("SELECT size FROM run").fetchone() == (path.stat().st_size,)
     convs = db.execute("SELECT id, data FROM conversations ORDER BY ord").fetchall()
     assert len(convs) == 3 and all(orjson.loads(data)["id"] == cid for cid, data in convs)
@@ -154,8 +153,8 @@ def test_a_database_it_cannot_take_is_rebuilt_with_at_most_a_note(
             db.execute("CREATE TABLE run (x)")
             db.execute("INSERT INTO run VALUES ('someone else')")
         else:
-            db.execute(f"PRAGMA application_id = {database.APPLICATION_ID}")
-            db.execute(f"PRAGMA user_version = {database.SCHEMA - 1}")
+            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            db.execute(f"PRAGMA user_version = {SCHEMA - 1}")
         db.commit()
         db.close()
     counted = Analysed(monkeypatch)
@@ -215,7 +214,7 @@ def test_a_reader_reads_one_snapshot_while_a_writer_commits(
     (here between the reader's first row and the rest) changes nothing the reader reads."""
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
     first = _read(path)
-    real = kept.digest_of
+    real = keep.__globals__["digest_of"]  # (the kept analysis' module)
 
     def hashed_while_written(*a: Any) -> Any:
         with sqlite3.connect(_db(_cache)) as writer:  # (commits on leaving)
@@ -223,7 +222,7 @@ def test_a_reader_reads_one_snapshot_while_a_writer_commits(
             writer.execute("DELETE FROM conversations")
         return real(*a)
 
-    monkeypatch.setattr(kept, "digest_of", hashed_while_written)
+    monkeypatch.setitem(keep.__globals__, "digest_of", hashed_while_written)
     counted = Analysed(monkeypatch)
     assert _read(path) == first  # the snapshot from before the writer's commit
     assert counted.added == 0
@@ -241,7 +240,7 @@ def test_a_keeping_that_fails_half_way_leaves_the_rows_it_would_replace(
         yield "c1", b"{}"
         raise OSError("the disk is full")
 
-    got = kept.keep(path, path.stat().st_size, b"\0" * 32, {"offsets": [], "lengths": [],
+    got = keep(path, path.stat().st_size, b"\0" * 32, {"offsets": [], "lengths": [],
                     "seqs": []}, b"{}", conversations(), {}, iter(()), (None, {}))  # fmt: skip
     assert got is None
     counted = Analysed(monkeypatch)
@@ -251,9 +250,9 @@ def test_a_keeping_that_fails_half_way_leaves_the_rows_it_would_replace(
 
 _KEEP = """
 import sys
-from cassettes.reading import kept
-kept.MIN_BYTES = 0
-from cassettes.reading.run import open_run
+from cassettes.reading import keep
+keep.__globals__["MIN_BYTES"] = 0
+from cassettes.reading import open_run
 for _ in range(int(sys.argv[2])):
     run = open_run(sys.argv[1])
     print(sorted((f.code, f.seq) for f in run.analysis.findings))
@@ -288,10 +287,10 @@ def test_readers_and_writers_in_several_processes_agree(
 def test_another_analyser_analyses_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200])
     first = _read(path)
-    digest = kept.analyser_digest()
+    digest = analyser_digest()
     assert digest is not None
     changed = "0" * len(digest)
-    monkeypatch.setattr(kept, "analyser_digest", lambda: changed)  # a changed source
+    monkeypatch.setitem(keep.__globals__, "analyser_digest", lambda: changed)  # a changed source
     counted = Analysed(monkeypatch)
     assert _read(path) == first
     assert counted.added == 3
@@ -320,7 +319,9 @@ def test_other_price_data_analyses_again(
     # its data file, rewritten
     monkeypatch.setattr(price_data, "table_identity", lambda: [*identity[:-1], identity[-1] + 1])
     # (a new process)
-    monkeypatch.setattr(kept, "analyser_digest", functools.cache(kept.analyser_digest.__wrapped__))
+    monkeypatch.setitem(
+        keep.__globals__, "analyser_digest", functools.cache(analyser_digest.__wrapped__)
+    )
     fresh = cli_output("show", "--json", "--no-cache", path)
     assert fresh != old
     counted = Analysed(monkeypatch)
@@ -452,11 +453,10 @@ def test_a_followed_kept_analysis_gives_its_turns_a_few_at_a_time(
 ) -> None:
     """The inspector's first screen does not wait for every turn of a kept analysis to be
     summarised."""
-    from cassettes.reading import incremental
 
     path = _cassette(tmp_path / "run.jsonl", [200, 500, 200, 200, 200])
     first = _read(path)
-    monkeypatch.setattr(incremental, "KEPT_STEP", 2)
+    monkeypatch.setitem(RunReader.step.__globals__, "KEPT_STEP", 2)  # (the reader's module)
     counted = Analysed(monkeypatch)
     run = open_run(path, follow=True, cache=True)
     sizes = []

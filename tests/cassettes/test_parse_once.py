@@ -14,8 +14,7 @@ import pytest
 from real_corpus import corpus_files
 
 from cassettes.parsing import roundtrip
-from cassettes.reading import stores
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import CHECKPOINT, ParseStore, Run, TurnStore, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
@@ -172,7 +171,7 @@ def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(
         quarter = (len(lines) - 1) // 4
         body = [lines[1 + c * quarter + k] for k in range(quarter) for c in range(4)]
         path.write_bytes(lines[0] + b"".join(body))
-        monkeypatch.setattr(stores, "SHOWN", 2)
+        monkeypatch.setitem(ParseStore.__init__.__globals__, "SHOWN", 2)  # (the stores' module)
     fresh = _fresh(path)
     parses = Parses(monkeypatch)
     # show: one pass analyses (each body parsed once there), the printing pass parses nothing.
@@ -241,11 +240,9 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(
     path = tmp_path / "run.jsonl"
     _record(path, _multi_turn(), requests=False)
     kept: list[tuple[int, bytes]] = []
-    real_put = stores.ParseStore.put
+    real_put = ParseStore.put
 
-    def put(
-        self: stores.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None
-    ) -> None:
+    def put(self: ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None) -> None:
         states = Counter[str]()
         real_state = BaseModel.__getstate__
 
@@ -267,7 +264,7 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(
         )
         kept.append((pos, pickle.dumps(packed, pickle.HIGHEST_PROTOCOL)))
 
-    monkeypatch.setattr(stores.ParseStore, "put", put)
+    monkeypatch.setattr(ParseStore, "put", put)
     run = _opened(path)
     reader = run._reader
     assert len(kept) > 20
@@ -298,36 +295,34 @@ def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_t
     turns = 300
     path = write_huge(tmp_path / "long.jsonl", 2 * turns, "long", turns=turns)
     wholes: list[int] = []
-    real_put = stores.ParseStore.put
+    real_put = ParseStore.put
 
-    def put(
-        self: stores.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None
-    ) -> None:
+    def put(self: ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None) -> None:
         real_put(self, pos, rt, base_pos)
         got = self.get(pos)
         if got is not None and got[0] is None:
             wholes.append(pos)
 
-    monkeypatch.setattr(stores.ParseStore, "put", put)
+    monkeypatch.setattr(ParseStore, "put", put)
     run = _opened(path)
     reader = run._reader
     assert reader is not None
-    step = stores.CHECKPOINT**2
+    step = CHECKPOINT**2
     assert len(wholes) == 2 * -(-turns // step), wholes  # (38 before)
     reads = Counter[int]()
-    real_get = stores.ParseStore.get
+    real_get = ParseStore.get
 
-    def get(self: stores.ParseStore, pos: int) -> Any:
+    def get(self: ParseStore, pos: int) -> Any:
         reads[pos] += 1
         return real_get(self, pos)
 
-    monkeypatch.setattr(stores.ParseStore, "get", get)
+    monkeypatch.setattr(ParseStore, "get", get)
     for pos, ex in enumerate(open_run(path).exchanges):
         reader.parses._shown.clear()
         reads.clear()
         got = reader.parse_at(pos)
         assert got is not None and got.request is not None
-        assert sum(reads.values()) <= 2 * stores.CHECKPOINT - 1, (pos, sum(reads.values()))
+        assert sum(reads.values()) <= 2 * CHECKPOINT - 1, (pos, sum(reads.values()))
         full = roundtrip.parse_exchange(ex)
         assert full.request is not None
         assert [m.model_dump() for m in got.request.messages] == [
@@ -356,14 +351,14 @@ def _interleaved_run(path: Path, conversations: int = 3, turns: int = 8) -> Path
 def _count_restores(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     """Turns restored from a reader's store of full turns, by seq (its read function wrapped)."""
     restores: Counter[int] = Counter()
-    real = stores.TurnStore.get
+    real = TurnStore.get
 
-    def get(self: stores.TurnStore, block: int, offset: int, length: int) -> Any:
+    def get(self: TurnStore, block: int, offset: int, length: int) -> Any:
         turn = real(self, block, offset, length)
         restores[turn.seq] += 1
         return turn
 
-    monkeypatch.setattr(stores.TurnStore, "get", get)
+    monkeypatch.setattr(TurnStore, "get", get)
     return restores
 
 

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 from support.huge import write_huge
 
-from cassettes.reading import run as run_module
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: many steps, as a large one is.
 _CHILD = """
 import sys
-import cassettes.reading.run as r, cassettes.views.progress as p
-r.STEP_BYTES, p.AFTER, p.EVERY = 2_000, 0.0, 0.0
+import cassettes.reading as r, cassettes.views.progress as p
+r.open_run.__globals__["STEP_BYTES"], p.AFTER, p.EVERY = 2_000, 0.0, 0.0
 from cassettes.cli import main
 raise SystemExit(main(sys.argv[1:]))
 """
@@ -42,7 +41,7 @@ def test_open_run_reports_each_step_up_to_the_whole_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _run(tmp_path)
-    monkeypatch.setattr(run_module, "STEP_BYTES", 2_000)
+    monkeypatch.setitem(open_run.__globals__, "STEP_BYTES", 2_000)  # (the run's module)
     calls: list[tuple[int, int, int]] = []
     run = open_run(path, progress=lambda read, size, records: calls.append((read, size, records)))
     size = path.stat().st_size

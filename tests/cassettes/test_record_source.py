@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from cassettes.matching import IndexedRecordings
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import Run, open_run
 from cassettes.storage.source import RecordSource
 from cassettes.storage.store import read_records
 

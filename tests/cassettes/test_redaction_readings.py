@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import REDACTED
 from cassettes.wire.exchange import Exchange

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.codec import header_record
 from cassettes.storage.store import read_records

@@ -373,7 +373,7 @@ def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
     stamp the one before reading; the next index reads it again, whole."""
     import threading
 
-    import cassettes.reading.run as reading
+    import cassettes.reading as reading
     from cassettes.fleet import index, rows
     from cassettes.recording.pipeline import CassetteWriter
 

@@ -11,7 +11,7 @@ import pytest
 from helpers import loaded
 
 from cassettes.analysis.run import RunAnalyser
-from cassettes.reading import kept
+from cassettes.reading import RunReader, keep
 from inspector.app import build_app
 from inspector.widgets import TurnList, turn_line
 
@@ -35,7 +35,7 @@ async def test_the_inspector_of_a_finished_run_takes_its_kept_analysis(
 ) -> None:
     path = tmp_path / "run.jsonl"
     path.write_bytes(run_file.read_bytes())
-    monkeypatch.setattr(kept, "MIN_BYTES", 0)
+    monkeypatch.setitem(keep.__globals__, "MIN_BYTES", 0)  # (the kept analysis' module)
     monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
     added = []
     real = RunAnalyser.add
@@ -58,14 +58,13 @@ async def test_every_turn_of_a_kept_analysis_is_listed_not_only_its_first_and_la
 ) -> None:
     """A kept analysis is summarised a few turns a step, and those steps read no record: each
     must still reach the screen (they were dropped, so the 1 GB run listed 888 of 52,600 turns)."""
-    from cassettes.reading import incremental
     from inspector import reader
 
     path = tmp_path / "run.jsonl"
     path.write_bytes(run_file.read_bytes())
-    monkeypatch.setattr(kept, "MIN_BYTES", 0)
+    monkeypatch.setitem(keep.__globals__, "MIN_BYTES", 0)  # (the kept analysis' module)
     monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(incremental, "KEPT_STEP", 1)
+    monkeypatch.setitem(RunReader.step.__globals__, "KEPT_STEP", 1)  # (the reader's module)
     monkeypatch.setattr(reader, "SHOW_EVERY", 0)  # every step shown as it comes
     first = await _seen(path)
     assert len(first[0]) == 5 and list((tmp_path / "cache").glob("*.sqlite"))

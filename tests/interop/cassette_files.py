@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.interop.otel import iter_requests
-from cassettes.reading.run import Run
+from cassettes.reading import Run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import Run, open_run
 from tests.interop.cassette_files import write_cassette
 
 

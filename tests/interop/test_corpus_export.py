@@ -13,7 +13,7 @@ from real_corpus import corpus_files, load
 from cassettes.interop.har import har_chunks
 from cassettes.interop.otlp import encode_request
 from cassettes.interop.textconv import render
-from cassettes.reading.run import Run
+from cassettes.reading import Run
 from tests.interop.cassette_files import HAR_SCHEMA, build_request
 
 pytestmark = pytest.mark.corpus

@@ -17,7 +17,7 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.interop.har import har_chunks
-from cassettes.reading.run import Run
+from cassettes.reading import Run
 from cassettes.storage.mitmflow import load_flows
 from cassettes.wire.exchange import Exchange
 from tests.interop.cassette_files import FIXTURES, HAR_SCHEMA
@@ -145,7 +145,7 @@ def test_mitmproxy_opens_the_har(proxy_python: str, demo_cassette: Path, tmp_pat
         assert proc.returncode == 0, proc.stderr
         flows = [json.loads(line) for line in proc.stdout.splitlines()]
         har = json.loads(har_path.read_text())
-        from cassettes.reading.run import open_run
+        from cassettes.reading import open_run
 
         run = open_run(cassette)
         assert len(flows) == len(run.exchanges) == len(har["log"]["entries"])

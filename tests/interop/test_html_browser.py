@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import Run, open_run
 from cassettes.views.report import report_data
 from tests.interop.html_runs import PAYLOADS, hostile_run, long_exchanges
 

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from cassettes.views.report import report_data
 from tests.interop.html_runs import PAYLOADS, hostile_run
 

@@ -15,9 +15,7 @@ import orjson
 import pytest
 
 from cassettes.errors import CassetteFormatError
-from cassettes.reading.conversion import cassette_of
-from cassettes.reading.formats import sniff
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import Run, cassette_of, open_run, sniff
 from cassettes.replay import ReplayServer
 from cassettes.replay import Run as ReplayRun
 from cassettes.storage.mitmflow import load_flows

@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from cassettes import providers
 from cassettes.cli import main
 from cassettes.interop.otlp import encode_request
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.mitmflow import load_flows
 from tests.interop.cassette_files import (

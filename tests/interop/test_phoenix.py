@@ -24,7 +24,7 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.net import free_port
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from tests.interop.cassette_files import REASONING, build_request, write_cassette
 from tests.support import progress
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from tests.proxy.test_e2e_node_agents import CODEX_CONFIG, explain, looptap_run, need, run_env
 from tests.support import progress
 from tests.support.recorder import needs_recorder

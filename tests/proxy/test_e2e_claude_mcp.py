@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from tests.proxy.test_e2e_node_agents import (
     CLAUDE_OFFLINE,
     REPO,

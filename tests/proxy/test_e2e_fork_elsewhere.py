@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, CODEX_CONFIG, explain, need, run_env
 from tests.support import progress
 from tests.support.clock import LIBFAKETIME, moved, needs_faketime

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from cassettes.recording.redact import REDACTED
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder

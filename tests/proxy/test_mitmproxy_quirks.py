@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RecorderProcess, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream

@@ -260,7 +260,7 @@ def _branch(folder: Path, day: dict[str, str], read: str | None = None) -> tuple
     meta = origin_meta(
         ForkSource(run, parse_cursor("turn=1")), None, {"c1": 1}, [], {"c1": 1}, branch
     )
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
 
     with CassetteWriter(
         branch,

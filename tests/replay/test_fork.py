@@ -163,7 +163,7 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(
     ), show.stdout
     assert origin_of(run) is None  # a plain recording names no origin
     # The branch records what went live: the continuation only, with the model asked for.
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
 
     recorded = list(open_run(branch, whole=True).exchanges)
     assert len(recorded) == 4 and all(
@@ -206,7 +206,7 @@ def test_a_cursor_in_one_conversation_leaves_the_others_replayed_and_repeat_says
     origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
 ) -> None:
     run, fake1, _ = origin
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
 
     r = open_run(run, whole=True)
     by_seq = {ex.seq: ex for ex in r.exchanges}

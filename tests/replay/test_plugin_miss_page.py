@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from tests.replay.conftest import served_miss_run
 from tests.replay.test_plugin import NOPLUG, SDK_LOOP, _clean_env, _inner
 from tests.replay.test_plugin_html import CHANGED

@@ -129,7 +129,7 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from cassettes.cli import main
-    from cassettes.reading.budget import RunTooLargeError
+    from cassettes.reading import RunTooLargeError
 
     path = write_huge(tmp_path / "run.jsonl", 50)
     monkeypatch.setenv("LOOPTAP_MEMORY_BUDGET_MB", "1")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from tests.support import progress
 from tests.support.clock import moved, needs_faketime
 from tests.support.recorder import PROXY_PYTHON, clean_env, needs_recorder

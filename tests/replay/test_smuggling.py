@@ -74,7 +74,7 @@ def hostile(tmp_path: Path) -> tuple[Path, list[Exchange]]:
     ):
         text = re.sub(rf'\["{name}","[^"]*"\]', f'["{name}","{value}"]', text)
     path.write_text(text)
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
 
     # the hostile values are in the file, as a hand-made cassette has them
     got = next(iter(open_run(path, whole=True).exchanges))

@@ -12,7 +12,7 @@ import pytest
 
 from cassettes.analysis.run import RunAnalyser
 from cassettes.cli import main
-from cassettes.reading import kept
+from cassettes.reading import keep
 
 
 def cli_output(*argv: str) -> tuple[int, bytes, str]:
@@ -45,7 +45,7 @@ class Analysed:
 
 def keep_every_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every run's analysis kept (however small), in a cache of the test's own: its directory."""
-    monkeypatch.setattr(kept, "MIN_BYTES", 0)
+    monkeypatch.setitem(keep.__globals__, "MIN_BYTES", 0)  # (the kept analysis' module)
     monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("LOOPTAP_NO_CACHE", raising=False)
     return tmp_path / "cache"

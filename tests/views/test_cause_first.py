@@ -176,7 +176,7 @@ async def _mcp(path: Path) -> None:
 async def test_every_view_lists_the_root_cause_first(
     run_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
 
     analysis = open_run(run_file).analysis
     assert [(f.code, f.seq, bool(f.details.get("caused_by"))) for f in analysis.findings] == WANT

@@ -31,7 +31,7 @@ from helpers import loaded, plain, shown, until
 from textual.widgets import Static
 
 from cassettes.cli import main
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.views.growth import growth_bars
 from tests.real_corpus import CORPUS, load

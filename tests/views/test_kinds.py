@@ -16,7 +16,7 @@ import pytest
 from test_agents import adk_handoff, agent_as_tool
 
 from cassettes.cli import main
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from cassettes.recording.pipeline import CassetteWriter
 
 pytestmark = pytest.mark.anyio

@@ -30,7 +30,7 @@ from helpers import loaded, plain, shown, until
 from textual.widgets import Static, TabbedContent
 
 from cassettes.cli import main
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.views.growth import growth_bars
 from cassettes.views.money import money

@@ -83,7 +83,7 @@ WIDER = """e => {
 def test_a_long_title_is_cut_at_a_word_with_an_ellipsis(browser: Any, tmp_path: Path) -> None:
     """The core cuts a title at a word and says so (…); where the menu is narrower than the
     option, the title is what is cut (it comes last) and the browser says so (…) too."""
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
 
     path = _three_turns(tmp_path)
     (conv,) = open_run(path).analysis.conversations

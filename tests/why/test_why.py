@@ -194,7 +194,7 @@ def c_run(c_runs: Callable[[str], Path]) -> Iterator[Path]:
 
 
 def c_call(run: Path) -> str:
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
 
     f = next(
         f for f in open_run(run, whole=True).analysis.findings if f.code == "C.dropped_tool_result"
@@ -656,8 +656,7 @@ def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(
     assert es and all(i["samples"] == 10 and i["flips"] <= 1 for i in es), es
     c = next(i for i in doc["interventions"] if i["layer"] == "C")
     branch = tmp_path / "w" / c["branches"][0]["branch"]
-    from cassettes.reading.branch import origin_in
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run, origin_in
 
     # an ordinary branch cassette, its origin named
     origin = origin_in(open_run(branch, whole=True).header)
@@ -781,7 +780,7 @@ def test_a_cause_lifting_the_cap_flips_it_and_continuing_the_cut_answer_flips_it
     ), v
     # the branch says the answer at turn 1 was continued by looptap: the continuation request marked
     # as the fork's edit, no C finding on the client
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
 
     branch = open_run(tmp_path / "w" / c["branches"][0]["branch"], whole=True)
     marked = [ex for ex in branch.exchanges if ex.edits]

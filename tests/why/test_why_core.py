@@ -278,7 +278,7 @@ def test_interventions_from_a_runs_findings_and_turns(tmp_path: Path) -> None:
     """Two results dropped at one turn: a C repair each (the one whose text is given runs, the other
     says what it needs); the last answer cut at the cap: the A intervention lifts it and the C side
     is listed as not run; every turn of the conversation re-sampled at E."""
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
     from cassettes.why.interventions import interventions
     from tests.replay.conftest import SYSTEM, USER, chat_exchange, write
 
@@ -596,7 +596,7 @@ def test_a_resumed_budget_line_says_what_is_left_whatever_the_count(n: int) -> N
 def test_a_turn_the_client_abandoned_is_awaited_to_its_end(tmp_path: Path) -> None:
     """``C.abandoned_answer``: the repair is the turn live again, its answer read to the end (as
     a retry), not "no repair"; and it stands for the turn's E re-sample (the same request)."""
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
     from cassettes.why.interventions import interventions
     from tests.replay.conftest import SYSTEM, USER, chat_exchange, write
 

@@ -32,8 +32,14 @@ from cassettes import bounds
 from cassettes.errors import CassetteError
 from cassettes.matching import Matcher, here, rules_of_args
 from cassettes.providers import REVERSE_UPSTREAMS
-from cassettes.reading.branch import first_turn, origin_fields, origin_in, origin_of, read_entries
-from cassettes.reading.run import open_run
+from cassettes.reading import (
+    first_turn,
+    open_run,
+    origin_fields,
+    origin_in,
+    origin_of,
+    read_entries,
+)
 from cassettes.replay.forking.placement import CursorSpec, parse_cursor, place
 from cassettes.replay.forking.plan import RULES, ForkPlan
 from cassettes.replay.live.edits import Edit, edit_file, parse_edit
@@ -89,7 +95,7 @@ def origin_meta(
     prefix: str = "strict",
 ) -> dict[str, Any]:
     """``meta.origin`` of a branch: the run (as typed, absolute, relative to the branch, and its
-    sha256 as it was at the fork: :mod:`cassettes.reading.branch` checks it), the cursor, the first
+    sha256 as it was at the fork: :mod:`cassettes.reading._branch` checks it), the cursor, the first
     seq at it and the origin's turn index there per conversation (``turn``: the number every view
     gives the branch's first turn), the model asked for, the edits."""
     known = [t for t in (turns or {}).values() if isinstance(t, int)]
@@ -358,7 +364,7 @@ class ForkReplay:
     def finish(self, path: Path) -> None:
         """Append to the branch cassette at ``path`` (once its recorder has stopped) what the prefix
         tolerated and, for ``@divergence``, where each conversation went live: a ``note`` record
-        (:func:`cassettes.reading.branch.fork_notes` reads it), when there is anything to say."""
+        (:func:`cassettes.reading.fork_notes` reads it), when there is anything to say."""
         if not any(self.tolerated.get(k) for k in ("tolerated", "starts", "failed")):
             return
         record = {"type": "note", "note": NOTE, "prefix": self.prefix, **self.tolerated}

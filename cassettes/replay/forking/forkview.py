@@ -17,8 +17,7 @@ from typing import Any
 
 from cassettes.hints import count
 from cassettes.matching import entry_line
-from cassettes.reading.branch import locate, origin_of
-from cassettes.reading.run import open_run
+from cassettes.reading import locate, open_run, origin_of
 from cassettes.replay.forking.rundiff import branch_diff, comparing_files
 from cassettes.replay.live.edits import edit_notes
 

@@ -26,12 +26,12 @@ import orjson
 
 from cassettes.analysis import Conversation, RunAnalysis, Turn
 from cassettes.matching import RequestKey, Rules, VolatileSpans, json_diff, request_key
-from cassettes.reading.branch import with_notes
+from cassettes.reading import with_notes
 from cassettes.replay.live.chains import as_sent_live
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
-    from cassettes.reading.run import Run
+    from cassettes.reading import Run
 
 __all__ = [
     "Comparing",

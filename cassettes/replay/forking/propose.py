@@ -41,7 +41,7 @@ from cassettes.matching import (
     parse_substitution,
     window,
 )
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from cassettes.replay.forking.lineup import Comparing, conversation_pairs
 from cassettes.wire.exchange import Exchange
 

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cassettes.hints import count
-from cassettes.reading.branch import origin_of
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run, origin_of
 from cassettes.replay.forking.lineup import lined_up, turn_answer, turns_of
 from cassettes.replay.forking.rundiff import comparing_files
 from cassettes.untrusted import clean_line

@@ -37,7 +37,7 @@ from cassettes.matching import (
     tolerated,
     tool_result_changes,
 )
-from cassettes.reading.branch import Relation, read_entries
+from cassettes.reading import Relation, read_entries
 from cassettes.replay.forking.divergence import Divergence, Divergences, Pair
 from cassettes.replay.forking.forkchanges import Folding, fork_changes
 from cassettes.replay.forking.lineup import (
@@ -53,7 +53,7 @@ from cassettes.replay.live.edits import edit_notes
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
-    from cassettes.reading.run import Run
+    from cassettes.reading import Run
 
 __all__ = ["branch_diff", "comparing", "comparing_files"]
 
@@ -93,7 +93,7 @@ def fork_lined_up(
     rel: Relation, a: Any, b: Any, notes: list[str], *, compare: Comparing
 ) -> list[Divergence]:
     """B (opened ``b``), a branch forked from A (opened ``a``) as ``rel`` says (its header names
-    A as its origin, checked by the digest it keeps: :func:`cassettes.reading.branch.relate`; an
+    A as its origin, checked by the digest it keeps: :func:`cassettes.reading.relate`; an
     origin changed since the fork is refused by the caller): the divergences lined up from the
     cursor (:func:`branch_diff`); ``notes`` gets the lines saying how."""
     found = branch_diff(a, b, rel.branch, rel.meta, compare=compare)
@@ -364,7 +364,7 @@ def branch_diff(
     """How the branch ``b`` (the file ``path_b``, whose header's ``meta.origin`` is ``meta``)
     differs from its origin ``a``, the one way ``looptap diff``, the inspector's Fork tab and MCP's
     ``fork_diff`` see it: with what the fork noted after the run (the prefix's tolerated, where
-    ``@divergence`` went live: :func:`~cassettes.reading.branch.with_notes`), the origin's turns at
+    ``@divergence`` went live: :func:`~cassettes.reading.with_notes`), the origin's turns at
     the cursor as the fork sent them (a chained turn self-contained:
     :func:`~cassettes.replay.live.chains.as_sent_live`, so the rewrite is no difference of the
     client), lined up once (:func:`~cassettes.replay.forking.lineup.lined_up`)."""

@@ -13,9 +13,7 @@ from typing import Any
 
 from cassettes.errors import CassetteError
 from cassettes.matching import IndexedRecordings, VolatileSpans, volatile_for
-from cassettes.reading.branch import first_turn, origin_in
-from cassettes.reading.formats import detect
-from cassettes.reading.run import open_run
+from cassettes.reading import detect, first_turn, open_run, origin_in
 from cassettes.storage.store import open_regular, read_header
 from cassettes.wire.exchange import Exchange
 
@@ -52,7 +50,7 @@ def open_recordings(
     ``indexed_from`` bytes or more is served from its offset index."""
     problems: Any = []
     recordings: Sequence[Exchange] | IndexedRecordings
-    # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading.branch)
+    # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading._branch)
     first = 0
     if isinstance(cassette, (str, Path)):
         # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file).

@@ -25,9 +25,15 @@ from test_agents import _group_chat, adk_handoff, agent_as_tool
 
 from cassettes.analysis import spill
 from cassettes.analysis.plain_values import lines, sections
-from cassettes.reading import incremental, kept, shown
-from cassettes.reading.packed import compressor, decompressor
-from cassettes.reading.run import open_run
+from cassettes.reading import (
+    MAX_CONTINUATION,
+    RunReader,
+    compressor,
+    decompressor,
+    open_run,
+    packed,
+    show_pairs,
+)
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_records
@@ -125,13 +131,13 @@ class Made:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.views = 0
-        real = shown.roundtrip_json
+        real = show_pairs.__globals__["roundtrip_json"]  # (show's objects' module)
 
         def counted(*a: Any) -> Any:
             self.views += 1
             return real(*a)
 
-        monkeypatch.setattr(shown, "roundtrip_json", counted)
+        monkeypatch.setitem(show_pairs.__globals__, "roundtrip_json", counted)
 
 
 class Read:
@@ -229,9 +235,9 @@ def _tampered(data: dict[str, Any], how: str) -> bytes:
     elif how == "an index of the wrong type":
         data["threads"]["by_response"] = [[1, 2]]
     elif how == "oversized":
-        return compressor().compress(b" " * (kept.MAX_CONTINUATION + 1))
+        return compressor().compress(b" " * (MAX_CONTINUATION + 1))
     head, rest = lines(data)
-    return kept.packed(head, rest.getbuffer())
+    return packed(head, rest.getbuffer())
 
 
 @pytest.mark.parametrize(
@@ -280,7 +286,7 @@ def test_the_inspector_of_a_grown_run_shows_what_a_fresh_analysis_shows(
     """The turn list of a grown run followed from its kept analysis: the kept turns summarised,
     then the appended ones read; the end-of-run pass's findings where a fresh read has them (a
     conversation whose last turn called a tool and never went on), gone where it went on."""
-    monkeypatch.setattr(incremental, "KEPT_STEP", 7)
+    monkeypatch.setitem(RunReader.step.__globals__, "KEPT_STEP", 7)  # (the reader's module)
     whole = _agents(tmp_path / "whole.jsonl")
     head, *records = whole.read_bytes().splitlines(keepends=True)
     path = tmp_path / "run.jsonl"

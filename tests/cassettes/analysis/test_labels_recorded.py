@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from cassettes.analysis.model import Finding
-from cassettes.reading.run import open_run
+from cassettes.reading import open_run
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream

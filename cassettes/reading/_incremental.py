@@ -1,7 +1,7 @@
 """The reader behind :class:`cassettes.Run` for a looptap cassette: read and analysed a piece at a
 time, for very large files and for recordings still being written (``open_run(path)``, which reads a
 run to its end, and ``open_run(path, follow=True)``, which follows it as it grows). Not a second way
-to read a run: :class:`RunReader` is what :class:`~cassettes.reading.run.Run` delegates to.
+to read a run: :class:`RunReader` is what :class:`~cassettes.reading._run.Run` delegates to.
 
 :class:`RunReader` reads the file through :class:`cassettes.storage.source.RecordSource` (record
 offsets, request bodies, a torn tail, a file still growing) and feeds the records, batch by batch,
@@ -13,8 +13,9 @@ navigation read: a few hundred bytes); the full turn goes, compressed, to an ano
 file and :meth:`RunReader.full_turn` restores it (a small cache keeps the recently shown
 ones). :meth:`RunReader.by_seq` re-reads one round trip in full (its whole message history)
 when a viewer shows it; :meth:`RunReader.reread` goes through every round trip again, one at a time.
-The stores are :mod:`.stores`', the passes :mod:`.reread`'s, and taking or keeping the analysis
-of a run read before (docs/kept-analysis.md) is :mod:`.snapshot`'s, over the reader's fields.
+The stores are :mod:`._stores`', the passes :mod:`._reread`'s, and taking or keeping the analysis
+of a run read before (docs/kept-analysis.md) :mod:`._snapshot`'s, in values the reader hands
+over or stands on (:meth:`RunReader.take`).
 
 What still grows with the run is about 3 KB per turn (the summary and growth bar, the threader's
 hashes, the checks' memory of call ids and calls, the index entries) and the latest turn of each
@@ -31,13 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cassettes.analysis import continuation, plain_values
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
-from cassettes.reading import snapshot
-from cassettes.reading.branch import branch_origin, first_turn
-from cassettes.reading.reread import Column, Reread
-from cassettes.reading.stores import ParseStore, Places, TurnStore
+from cassettes.reading import _analysis_cache, _snapshot
+from cassettes.reading._branch import branch_origin, first_turn
+from cassettes.reading._reread import Column, Reread
+from cassettes.reading._stores import ParseStore, Places, TurnStore
 from cassettes.storage.index import BLOCK, BODY_CACHE
 from cassettes.storage.source import RecordSource
 from cassettes.storage.store import Problem
@@ -70,7 +72,7 @@ class Batch:
 
 class RunReader:
     """A cassette read and analysed a batch at a time, with memory bounded by summaries (behind
-    :class:`~cassettes.reading.run.Run`).
+    :class:`~cassettes.reading._run.Run`).
 
     ``step()`` until ``at_end``; then ``finish()`` for the end-of-run checks. For a recording in
     progress keep calling ``step()`` (new records appear as the writer completes them) and call
@@ -141,7 +143,7 @@ class RunReader:
         self.continuation: bytes | None = None
         #: Continued from where a kept analysis of the file's first bytes left off: what those
         #: held (docs/kept-analysis.md, "A file that grew"; ``None``: not continued).
-        self.before: snapshot.Before | None = None
+        self.before: _snapshot.Before | None = None
 
     def restart(self) -> None:
         """Stand before the first byte again, nothing read (a kept state that did not check out
@@ -165,7 +167,7 @@ class RunReader:
     def problems(self) -> list[Problem]:
         return self.index.problems
 
-    # -- what a Run reads through it (the same members as a run held in memory, reading.held) ----
+    # -- what a Run reads through it (the same members as a run held in memory, _memory_reader)
     @property
     def damage(self) -> list[Problem]:
         """Damage found while reading, by line and kind (``torn``, ``corrupt`` …)."""
@@ -226,12 +228,18 @@ class RunReader:
     def each_view(self, each: Callable[[Exchange, RoundTrip], Any]) -> Iterator[Any]:
         """A printing pass (:func:`.snapshot.each_view`: a continued run takes again the views of
         what it held before, where its analysis did not change them)."""
-        return snapshot.each_view(self, each)
+        before = self.before
+        if before is None or before.views is None or not self.settled:
+            return (each(ex, rt) for ex, rt in self.pairs)
+        self.before = None  # (once: the views are read from their file as they pass)
+        flagged, calls = self.analyser.state.flagged, self.analysis.mcp_calls
+        return _snapshot.each_view(before, before.views, flagged, calls, self.reread,
+                                  self.index.seqs, each)  # fmt: skip
 
     def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
         """Each round trip's printed view (:func:`.snapshot.printed`: those kept with the run's
         kept analysis when they check out, else ``make()``'s)."""
-        return snapshot.printed(self, make)
+        return _snapshot.printed(self.index.path, self.kept_as, make)
 
     def settle(self) -> None:
         """The run is read to its end and finished: hold its analysis with every turn mapped from
@@ -251,7 +259,7 @@ class RunReader:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
         if self._cache:
             self._cache = False
-            if snapshot.take(self):
+            if self.take():
                 return self._summarised(self.records, list(self.index.problems))
         if self.unsummarised is not None:
             return self._summarised(0, [])
@@ -318,14 +326,95 @@ class RunReader:
             self.finished = True
             if self.index.digest is not None and not self.index.pending:
                 # before the end-of-run pass, which a continued run redoes
-                self.continuation = snapshot.continuation_of(self)
+                self.continuation = _snapshot.continuation_of(self.analyser)
             tail = self.source.close_tail()
             self._analyse(tail, len(self.index) - len(tail))
             self.analyser.finish()
             self.turn_store.flush()
             self.parses.flush()
-            snapshot.keep(self)  # when the file was hashed as it was read (snapshot.take)
+            self._keep()  # when the file was hashed as it was read (take)
         return self.index.header or {}, self.first_started, dict(self.families)
+
+    def take(self) -> bool:
+        """Before the reader's first step: take the kept analysis of its file when one checks out,
+        and stand finished, as if the file had been read and analysed (``True``); for a file that
+        grew from the kept bytes, stand where the reader that kept them stood after its last round
+        trip, and hash the rest as it is read (``False``: the reader reads and analyses what was
+        added); else hash the file as it is read, so that :meth:`_keep` can keep it
+        (:func:`.snapshot.take`)."""
+        assert self.records == 0 and self.index.consumed == 0, (
+            "a kept analysis is taken before anything is read"
+        )
+        taken = _snapshot.take(self.index, self.store_dir)
+        if taken is None:
+            return False
+        if taken.found.continuation is not None:
+            self._continue(taken)
+            return False
+        self._stand_on(taken)
+        self.analyser.first_index = taken.state.first_index
+        self.analyser.take(taken.result, taken.flagged)
+        self.finished = True
+        self.kept_as = taken.found.generation
+        return True
+
+    def _continue(self, taken: _snapshot.Taken) -> None:
+        """Stand where the reader that kept ``taken`` stood after its last round trip, before its
+        end-of-run pass (:mod:`cassettes.analysis.continuation`), to read what the file gained
+        since; one that does not check out is read afresh (hashed as it is read)."""
+        found = taken.found
+        assert found.continuation is not None and found.usage is not None
+        try:
+            data = plain_values.sections(found.continuation)
+            self._stand_on(taken)
+            self.usage = dict(found.usage)
+            continuation.restore(self.analyser, data, taken.result, taken.flagged)
+        except (ValueError, KeyError, OSError):  # (JSONDecodeError is one; CassetteError too)
+            if found.views is not None:
+                found.views.close()
+            self.restart()
+            self.index.digest = _analysis_cache.hasher()
+            return
+        self.index.digest, self.index.hashed = found.hashed, found.size
+        self.before = _snapshot.Before(
+            len(found.offsets), {s: data for s, (_, data) in found.findings.items()},
+            {s: c.model_dump_json().encode() for s, c in taken.result.mcp_calls.items()},
+            found.views,
+        )  # fmt: skip
+
+    def _stand_on(self, taken: _snapshot.Taken) -> None:
+        """Stand where the kept analysis ``taken`` (:func:`.snapshot.take`) left the reader that
+        kept it: its index, store of turns and counts (the analyser's part is the caller's)."""
+        found, state, places = taken.found, taken.state, taken.places
+        arrays = {"offsets": found.offsets, "lengths": found.lengths, "seqs": found.seqs}
+        self.index.restore({**dict(state), **arrays})
+        block = max(found.blocks, default=-1) + 1
+        blocks = {"blocks": found.blocks, "block": block}
+        self.turn_store.adopt(found.turns, found.turns_end, blocks)
+        self.places = places
+        self.records, self.first_started = state.records, state.first_started
+        self.families = dict(state.families)
+        self.source.skipped.clear()  # (the set its forks share)
+        self.source.skipped.update(state.skipped)
+        if self.summarising:
+            self.unsummarised = iter(list(places))
+
+    def _keep(self) -> None:
+        """Once finished: keep the analysis, for the next reader of the same bytes, when the file
+        was hashed from its first byte as it was read (:meth:`take`; :func:`.snapshot.keep`)."""
+        index = self.index
+        if not self.finished or index.digest is None or index.hashed != index.consumed:
+            return
+        if index.pending:
+            return
+        result, flagged = self.analyser.kept()
+        state = {
+            **index.snapshot(), "first_index": self.analyser.first_index, "records": self.records,
+            "families": self.families, "first_started": self.first_started,
+            "skipped": sorted(self.source.skipped),
+        }  # fmt: skip
+        self.kept_as = _snapshot.keep(index, result, flagged, self.turn_store.kept(), state,
+                                     self.places, self.usage, self.continuation)  # fmt: skip
 
     def _summarised(self, records: int, problems: list[Problem]) -> Batch:
         """The next :data:`KEPT_STEP` turns of a kept analysis, summarised (a viewer's first

@@ -1,4 +1,4 @@
-"""The stores behind a :class:`~cassettes.reading.incremental.RunReader`: :class:`TurnStore`
+"""The stores behind a :class:`~cassettes.reading._incremental.RunReader`: :class:`TurnStore`
 (each turn's full JSON) and :class:`ParseStore` (each round trip's parse as the analysis made it,
 a chain of requests kept as what each appended), each an anonymous temporary file of compressed
 blocks (gone when closed), and :class:`Places` (where each turn sits in the first, by seq)."""
@@ -23,9 +23,9 @@ from pydantic_core import PydanticUndefined
 from cassettes.analysis import spill
 from cassettes.analysis.model import Turn
 from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.reading.packed import compressor, decompressor
+from cassettes.reading._compression import compressor, decompressor
 
-# the reader's own stores (cassettes.reading.incremental): no public surface
+# the reader's own stores (cassettes.reading._incremental): no public surface
 __all__: list[str] = []
 
 #: Links of a chain of requests that each extend the previous one (:class:`ParseStore`) between two

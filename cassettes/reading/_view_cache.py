@@ -13,9 +13,9 @@ from typing import IO, Any
 
 import orjson
 
-from cassettes.reading import database
-from cassettes.reading.kept import disabled
-from cassettes.reading.packed import compressor, decompressor
+from cassettes.reading import _database
+from cassettes.reading._analysis_cache import disabled
+from cassettes.reading._compression import compressor, decompressor
 
 __all__ = ["ViewsWriter", "views"]
 
@@ -69,7 +69,7 @@ class ViewsWriter:
             self.abandon()
 
     def _store(self) -> None:
-        opened = database.existing(self._cassette)
+        opened = _database.existing(self._cassette)
         if opened is None:
             return
         db, out = opened[1], self._out
@@ -100,7 +100,7 @@ def views(cassette: Path, generation: bytes) -> Iterator[Any] | None:
     when there are none. Read in one transaction (a snapshot). Never raises."""
     if disabled():
         return None
-    opened = database.existing(cassette)
+    opened = _database.existing(cassette)
     if opened is None:
         return None
     db = opened[1]

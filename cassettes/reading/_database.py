@@ -1,4 +1,4 @@
-"""The SQLite database a run's analysis is kept in (:mod:`cassettes.reading.kept` has its rows,
+"""The SQLite database a run's analysis is kept in (:mod:`._analysis_cache` has its rows,
 docs/kept-analysis.md): where it is, its schema, and how it is opened (a regular file only) or
 made anew, replacing one that is old, foreign or damaged. One database per cassette path in the
 cache directory (``$LOOPTAP_CACHE_DIR``, else ``$XDG_CACHE_HOME/looptap/analyses``, else

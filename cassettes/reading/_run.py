@@ -12,11 +12,11 @@ the pytest plugin and the MCP server use (both exported from :mod:`cassettes`).
 position; ``run.pairs`` (each round trip with its exchange), ``run.exchanges`` and
 ``run.roundtrips`` are in position order (``run.pairs[k]`` is the k-th, read again).
 
-**The format is told from the file's first bytes, once** (:mod:`cassettes.reading.formats`),
+**The format is told from the file's first bytes, once** (:mod:`cassettes.reading._formats`),
 never from its name.
 
 **How each is read.** A looptap cassette is read as a stream (the large-file reader,
-:class:`~cassettes.reading.incremental.RunReader`, behind the same :class:`Run`): one pass
+:class:`~cassettes.reading._incremental.RunReader`, behind the same :class:`Run`): one pass
 analyses it, keeping an index of byte offsets and the analysed turns on disk, and every later pass
 reads the round trips again from disk one at a time. So ``show``, ``textconv`` and the exports hold
 one round trip at a time, not the run: a million tiny records cost megabytes. ``whole=True`` reads
@@ -37,20 +37,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cassettes.errors import CassetteFormatError
 from cassettes.hints import count
 from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.reading import timeline
-from cassettes.reading.branch import branch_origin, first_turn
-from cassettes.reading.budget import memory_budget, within_budget
-from cassettes.reading.conversation import RunConversation
-from cassettes.reading.formats import FORMATS, detect, refused
-from cassettes.reading.held import Held
-from cassettes.reading.reader import Reader, Records
+from cassettes.reading import _timeline
+from cassettes.reading._branch import branch_origin, first_turn
+from cassettes.reading._budget import memory_budget, within_budget
+from cassettes.reading._conversation import RunConversation
+from cassettes.reading._formats import FORMATS, detect, refused
+from cassettes.reading._memory_reader import Held
+from cassettes.reading._reader import Reader, Records
 from cassettes.storage.mitmflow import load_flows
 from cassettes.storage.store import Problem, read_records
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
     from cassettes.analysis import Finding, RunAnalysis, Severity, Turn
-    from cassettes.reading.incremental import Batch, RunReader
+    from cassettes.reading._incremental import Batch, RunReader
     from cassettes.views.summary import TurnSummary
 
 __all__ = ["Run", "open_run"]
@@ -73,9 +73,9 @@ class Run:
     seq.
 
     Every run reads through one reader: a looptap cassette read as a stream or followed, through
-    :class:`~cassettes.reading.incremental.RunReader` (its records through the one
+    :class:`~cassettes.reading._incremental.RunReader` (its records through the one
     :class:`~cassettes.storage.source.RecordSource`); exchanges held in memory, through
-    :class:`~cassettes.reading.held.Held`. Both have the members below, so this class has one
+    :class:`~._memory_reader.Held`. Both have the members below, so this class has one
     way of doing each.
     """
 
@@ -103,7 +103,7 @@ class Run:
         )
         #: Epoch seconds to lay out round trips whose start time was not recorded (imports): the
         #: cassette's creation time, so an export of the same file is the same every time.
-        self.epoch = epoch if epoch is not None else timeline.epoch(self.header, self.exchanges)
+        self.epoch = epoch if epoch is not None else _timeline.epoch(self.header, self.exchanges)
         self._families = families
         #: The format it was read from: one of :data:`FORMATS`, or ``"exchanges"`` (in memory).
         self.kind = kind
@@ -163,7 +163,7 @@ class Run:
         if finished is None:  # (exchanges in memory: nothing was still to come)
             return
         self.header, first_started, self._families = finished
-        created = timeline.header_time(self.header)
+        created = _timeline.header_time(self.header)
         started = first_started if first_started is not None else 0.0
         self.epoch = created if created is not None else started
 
@@ -410,7 +410,7 @@ def open_run(
     ``follow``: a looptap cassette that may still be growing (a recording in progress), read as
     it is written: nothing is read yet; :meth:`Run.step` reads what the file gained, and
     :meth:`Run.finish` runs the end-of-run checks once it is complete (the inspector, the MCP
-    server's ``tail``). :func:`~cassettes.reading.conversion.cassette_of` turns another format
+    server's ``tail``). :func:`~cassettes.reading._conversion.cassette_of` turns another format
     into a cassette to follow.
 
     ``progress``: called after each block a streamed read analyses, with the bytes read, the
@@ -464,7 +464,7 @@ def _read_whole(path: Path) -> Run:
 
 def _follow(p: Path, *, summaries: bool, cache: bool = False) -> Run:
     """A run over the reader of a looptap cassette, nothing read yet (see :func:`open_run`)."""
-    from cassettes.reading.incremental import RunReader
+    from cassettes.reading._incremental import RunReader
 
     reader = RunReader(p, summaries=summaries, cache=cache)
     return Run((), name=p.name, kind="looptap", reader=reader, epoch=0.0)
@@ -473,17 +473,16 @@ def _follow(p: Path, *, summaries: bool, cache: bool = False) -> Run:
 def _stream(path: str | Path, progress: Progress | None = None, cache: bool = True) -> Run:
     """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
-    :class:`~cassettes.reading.budget.RunTooLargeError` when the analysis outgrows
-    :func:`~cassettes.reading.budget.memory_budget`."""
-    from cassettes.reading import snapshot
-    from cassettes.reading.incremental import RunReader
+    :class:`~cassettes.reading._budget.RunTooLargeError` when the analysis outgrows
+    :func:`~cassettes.reading._budget.memory_budget`."""
+    from cassettes.reading._incremental import RunReader
 
     p = Path(path)
     reader = RunReader(p, summaries=False)
     run = Run((), name=p.name, kind="looptap", reader=reader, epoch=0.0)
     budget = memory_budget()
     # the analysis a reader of these same bytes kept (docs/kept-analysis.md)
-    taken = cache and snapshot.take(reader)
+    taken = cache and reader.take()
     at_end = taken
     while not at_end:
         at_end = run.step(STEP_BYTES).at_end

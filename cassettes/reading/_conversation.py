@@ -1,4 +1,4 @@
-"""One conversation of a run as :attr:`Run.conversations <cassettes.reading.run.Run>` hands it
+"""One conversation of a run as :attr:`Run.conversations <cassettes.reading._run.Run>` hands it
 out: its turns in order (a list), with what the threading knows of it."""
 
 from __future__ import annotations

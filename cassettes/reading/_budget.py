@@ -12,7 +12,7 @@ from cassettes.errors import CassetteError
 from cassettes.hints import count
 
 if TYPE_CHECKING:
-    from cassettes.reading.incremental import RunReader
+    from cassettes.reading._incremental import RunReader
 
 __all__ = ["RunTooLargeError", "memory_budget", "rss", "within_budget"]
 

@@ -2,16 +2,16 @@
 after a reader computed it, and taken by every later reader of the same bytes instead of analysing
 them again (docs/kept-analysis.md).
 
-What is kept is what :class:`~cassettes.reading.incremental.RunReader` holds once it has read a
+What is kept is what :class:`~cassettes.reading._incremental.RunReader` holds once it has read a
 run to its end: the offset index, the analysis (conversations, findings, errors, MCP links), the
 full turns (JSON, compressed a block at a time) and ``show``'s printed views
-(:mod:`cassettes.reading.printed_views`). Rows only: a JSON text, integers, compressed JSON;
-nothing read from the database (:mod:`cassettes.reading.database`, one per cassette path) can
+(:mod:`cassettes.reading._view_cache`). Rows only: a JSON text, integers, compressed JSON;
+nothing read from the database (:mod:`cassettes.reading._database`, one per cassette path) can
 run code, so it needs no key.
 
 A kept analysis is taken only when it was made by the same analyser (a digest of looptap's source,
 Python, pydantic and the price table), its schema is
-:data:`~cassettes.reading.database.SCHEMA`, and the cassette has the size
+:data:`~cassettes.reading._database.SCHEMA`, and the cassette has the size
 and the SHA-256 it had when it was analysed (the cassette is hashed as the analysis reads it; a
 later reader hashes it again), or it grew from those bytes: it is then continued from the
 analysis' state kept with them (``continuation``: :mod:`cassettes.analysis.continuation`), its
@@ -43,8 +43,8 @@ import orjson
 
 from cassettes.analysis import price_data, rules
 from cassettes.errors import CassetteError
-from cassettes.reading import database
-from cassettes.reading.packed import compressor, decompressor
+from cassettes.reading import _database
+from cassettes.reading._compression import compressor, decompressor
 from cassettes.storage.store import open_regular
 
 __all__ = [
@@ -159,19 +159,19 @@ def keep(
     from where each block is), and the state a grown file is continued from (:func:`packed`;
     ``None``: none, a grown file is analysed afresh). Replaces what was kept for this path, in one
     transaction. Never raises: the new generation, ``None`` when it could not be kept."""
-    where = database.location(cassette)
+    where = _database.location(cassette)
     analyser = analyser_digest()
     if where is None or analyser is None:
         return None
     try:
-        db = database.fresh(where)
+        db = _database.fresh(where)
     except OSError:
         return None
     if db is None:
         return None
     generation = secrets.token_bytes(16)
     try:
-        for table in database.TABLES:
+        for table in _database.TABLES:
             db.execute(f"DELETE FROM {table}")  # (a table of ours)
         offsets, lengths, seqs = _arrays(state)
         db.execute(
@@ -206,7 +206,7 @@ def keep(
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
         if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-            database.remove(where)  # (damaged inside: the next reader keeps its analysis anew)
+            _database.remove(where)  # (damaged inside: the next reader keeps its analysis anew)
         return None
     finally:
         db.close()
@@ -243,17 +243,17 @@ def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
     ``None`` when there is none, or it does not check out. Never raises."""
     if disabled() or analyser_digest() is None:
         return None
-    opened = database.existing(cassette)
+    opened = _database.existing(cassette)
     if opened is None:
         return None
     where, db = opened
     try:
-        with database.reading(db):
+        with _database.reading(db):
             return _rows(db, cassette, store_dir)
     except sqlite3.OperationalError:
         return None
     except sqlite3.DatabaseError:
-        database.note(where, "damaged")
+        _database.note(where, "damaged")
         return None
     except (OSError, ValueError, CassetteError):
         return None

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cassettes.errors import CassetteError
-from cassettes.reading.formats import detect
-from cassettes.reading.run import _read
+from cassettes.reading._formats import detect
+from cassettes.reading._run import _read
 
 __all__ = ["cassette_of"]
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cassettes.reading.branch import fork_notes, origin_in, tolerated_by_conversation
+from cassettes.reading._branch import fork_notes, origin_in, tolerated_by_conversation
 from cassettes.views.edits import edits_json
 from cassettes.views.layers import growth_row
 from cassettes.views.roundtrip_object import roundtrip_json

@@ -1,4 +1,4 @@
-"""What a :class:`~cassettes.reading.run.Run` reads through (:class:`Reader`) and the round
+"""What a :class:`~cassettes.reading._run.Run` reads through (:class:`Reader`) and the round
 trips it hands out in recording order (:class:`Records`)."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     from cassettes.analysis import RunAnalysis, Turn
     from cassettes.parsing.roundtrip import RoundTrip
-    from cassettes.reading.incremental import Batch
+    from cassettes.reading._incremental import Batch
     from cassettes.storage.store import Problem
     from cassettes.views.summary import TurnSummary
     from cassettes.wire.exchange import Exchange
 
 #: Nothing: these are the interface a Run holds, not classes a reader of a run meets (as they
-#: were in :mod:`cassettes.reading.run`).
+#: were in :mod:`cassettes.reading._run`).
 __all__: list[str] = []
 
 T = TypeVar("T", covariant=True)
@@ -23,7 +23,7 @@ T = TypeVar("T", covariant=True)
 
 class Records(Sized, Iterable[T], Protocol[T]):
     """A run's round trips in recording order: a list, or a column read again from disk on every
-    pass (see :meth:`~cassettes.reading.incremental.RunReader.reread`)."""
+    pass (see :meth:`~cassettes.reading._incremental.RunReader.reread`)."""
 
     def __iter__(self) -> Iterator[T]: ...
 
@@ -31,8 +31,8 @@ class Records(Sized, Iterable[T], Protocol[T]):
 
 
 class Reader(Protocol):
-    """What a :class:`Run` reads through: :class:`~cassettes.reading.incremental.RunReader` (a
-    looptap cassette read as a stream or followed) or :class:`~cassettes.reading.held.Held`
+    """What a :class:`Run` reads through: :class:`~cassettes.reading._incremental.RunReader` (a
+    looptap cassette read as a stream or followed) or :class:`~._memory_reader.Held`
     (exchanges in memory)."""
 
     @property

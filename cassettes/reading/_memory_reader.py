@@ -1,6 +1,6 @@
 """A run's exchanges held in memory (``Run.of``, imports, a cassette read whole), behind the same
 members as the reader of a looptap cassette read as a stream
-(:class:`~cassettes.reading.incremental.RunReader`), so that :class:`~cassettes.reading.run.Run`
+(:class:`~cassettes.reading._incremental.RunReader`), so that :class:`~cassettes.reading._run.Run`
 reads every run one way: parsed and analysed on first use, found by seq through a table made on
 first use, never followed (each ``step`` is at its end).
 """
@@ -15,7 +15,7 @@ from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
     from cassettes.analysis import RunAnalysis, Turn
-    from cassettes.reading.incremental import Batch
+    from cassettes.reading._incremental import Batch
     from cassettes.storage.store import Problem
     from cassettes.views.summary import TurnSummary
 
@@ -90,7 +90,7 @@ class Held:
         return 1.0
 
     def step(self, max_bytes: int | None = None) -> Batch:
-        from cassettes.reading.incremental import Batch
+        from cassettes.reading._incremental import Batch
 
         return Batch(turns=[], records=0, problems=[], at_end=True)
 

@@ -1,4 +1,4 @@
-"""A pass over a :class:`~cassettes.reading.incremental.RunReader`'s round trips, read again from
+"""A pass over a :class:`~cassettes.reading._incremental.RunReader`'s round trips, read again from
 disk in recording order (what a command goes through once the analysis is done: memory holds one
 round trip at a time, not the run), and its turns restored from the reader's store on lookup: over
 what the pass reads of the reader (:class:`Run`, which the reader is)."""
@@ -15,16 +15,16 @@ from cassettes.storage.index import BODY_CACHE
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
-    from cassettes.reading.stores import Places
+    from cassettes.reading._stores import Places
     from cassettes.storage.source import RecordSource
 
-# the reader's own passes (cassettes.reading.incremental): no public surface
+# the reader's own passes (cassettes.reading._incremental): no public surface
 __all__: list[str] = []
 
 
 class Run(Protocol):
     """What a pass reads of the run it goes through (a
-    :class:`~cassettes.reading.incremental.RunReader`): its records (with their index), the
+    :class:`~cassettes.reading._incremental.RunReader`): its records (with their index), the
     analysis' parses, and its store of full turns."""
 
     source: RecordSource

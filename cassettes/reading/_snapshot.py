@@ -1,0 +1,279 @@
+"""What a run reader (:mod:`cassettes.reading._incremental`) stands on and keeps, as values, to
+and from the rows of a kept analysis (:mod:`._analysis_cache`, docs/kept-analysis.md):
+:func:`take` reads and checks the kept analysis of a file (:class:`Taken`: the reader stands where
+the reader that kept the rows stood once finished, or, for a file that grew since, where it stood
+after its last round trip, to read and analyse only what was added), :func:`keep` keeps a finished
+reader's analysis from the values it hands over, and :func:`printed` serves the printed views kept
+with it. The reader applies what it takes to itself: nothing here names it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, Literal, NamedTuple
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from cassettes.analysis import continuation, plain_values
+from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis
+from cassettes.analysis.run import RunAnalyser
+from cassettes.reading import _analysis_cache, _view_cache
+from cassettes.reading._reread import Reread
+from cassettes.reading._stores import Places
+from cassettes.storage.index import RecordIndex
+
+# the reader's kept rows (cassettes.reading._incremental, cassettes.reading._run): no public surface
+__all__: list[str] = []
+
+_FINDINGS = TypeAdapter(list[Finding])
+
+#: The version of :class:`ReaderState`'s JSON: rows of another are analysed again.
+STATE_VERSION = 1
+#: API families a reader counts round trips of (a run names a handful): more is not a kept state.
+MAX_FAMILIES = 256
+#: Bytes of a reader's state's JSON (its index's problems, a damaged file's one per bad line,
+#: are most of it): more is not read.
+MAX_STATE = 64 << 20
+
+
+class ReaderState(BaseModel):
+    """Where a reader stood once it had read and analysed its file to the end, beside the
+    analysis' rows (the ``run`` row's ``reading``, JSON; the index's three arrays of offsets,
+    lengths and seqs beside it): what the next reader of the same bytes stands on. Validated
+    before anything is taken from it (its version, every field's type, its bounds against the
+    file and the index): a state that does not check out is analysed again, never trusted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1]
+    #: The index (:meth:`~cassettes.storage.index.RecordIndex.snapshot`).
+    header: dict[str, Any] | None
+    format_version: int = Field(ge=0)
+    problems: list[tuple[int, str, str]]
+    tail: list[tuple[int, dict[str, Any]]] = Field(max_length=1)
+    pos_of_seq: list[tuple[int, int]]
+    pos: int = Field(ge=0)
+    line: int = Field(ge=0)
+    #: The reader's counts.
+    first_index: int = Field(ge=0)
+    records: int = Field(ge=0)
+    families: dict[str, int] = Field(max_length=MAX_FAMILIES)
+    first_started: float | None
+    skipped: list[int]
+
+
+def _checked(found: _analysis_cache.Kept) -> ReaderState:
+    """The reader's state kept with ``found``, validated against the file and the index's arrays
+    (``ValueError`` when it does not check out)."""
+    if len(found.reading) > MAX_STATE:
+        raise ValueError("the reader's state is too big to be one")
+    state = ReaderState.model_validate_json(found.reading)
+    offsets, lengths, seqs = found.offsets, found.lengths, found.seqs
+    n = len(offsets)
+    if state.pos != found.size or not len(lengths) == len(seqs) == n:
+        raise ValueError("the reader's state is not the one of these bytes")
+    if state.records > n + len(state.tail) or len(state.pos_of_seq) > n:
+        raise ValueError("the reader's state counts more records than its index holds")
+    if any(not 0 <= p < n for _, p in state.pos_of_seq) or any(
+        not 0 <= p < n for p in state.skipped
+    ):
+        raise ValueError("the reader's state names records its index does not hold")
+    ends = zip(offsets, lengths, strict=True)
+    if any(at < 0 or length < 0 or at + length > state.pos for at, length in ends):
+        raise ValueError("the reader's index reaches past its file")
+    return state
+
+
+class Taken(NamedTuple):
+    """A kept analysis that checked out (:func:`take`): its rows (:class:`~.kept.Kept`) and what
+    they hold, parsed (:func:`_parsed`), for a reader to stand on."""
+
+    found: _analysis_cache.Kept
+    state: ReaderState
+    result: RunAnalysis
+    flagged: dict[int, tuple[int, list[Finding]]]
+    places: Places
+
+
+def take(index: RecordIndex, store_dir: str | Path | None) -> Taken | None:
+    """Before a reader's first step: the kept analysis of its file (``index``'s) when one checks
+    out, for the reader to stand on, finished, as if the file had been read and analysed (or,
+    for a file that grew from the kept bytes, where the reader that kept them stood after its
+    last round trip); else ``None``, and the file hashed as it is read, so that :func:`keep` can
+    keep it."""
+    if _analysis_cache.disabled() or index.size() < _analysis_cache.MIN_BYTES:
+        return None
+    found = _analysis_cache.take(index.path, store_dir)
+    if found is None:
+        index.digest = _analysis_cache.hasher()
+        return None
+    try:
+        parsed = _parsed(found)
+    except ValueError:  # (rows this analyser does not read: analysed again, and kept anew)
+        found.turns.close()
+        index.digest = _analysis_cache.hasher()
+        return None
+    return Taken(found, *parsed)
+
+
+class Before(NamedTuple):
+    """What a continued reader's file held when its analysis was kept: its round trips (by
+    position), their findings and MCP calls (JSON, by seq), and the printed views kept of them:
+    the views a printing pass takes again where the analysis did not change them
+    (:func:`each_view`)."""
+
+    positions: int
+    findings: dict[int, bytes]
+    calls: dict[int, bytes]
+    views: IO[bytes] | None
+
+
+def each_view(
+    before: Before,
+    views: IO[bytes],
+    flagged: dict[int, tuple[int, list[Finding]]],
+    calls: Mapping[int, McpCall],
+    again: Callable[[], Reread],
+    seqs: Sequence[int],
+    each: Callable[[Any, Any], Any],
+) -> Iterator[Any]:
+    """A printing pass (``each``: a round trip's printed view and growth row) of a continued
+    reader, settled (``again``: a pass over its round trips, at ``seqs``): the views kept of
+    the round trips its file held before (``views``) are taken again, but where the continued
+    analysis (``flagged``, ``calls``) changed what they show (a finding, the end-of-run pass's
+    ones among them, or an MCP link: by seq); the others are ``each``'s."""
+    changed = _changed(flagged, calls, before)
+    return _reusing(again, seqs, each, _analysis_cache.views_in(views), changed, before.positions)
+
+
+def _changed(
+    flagged: dict[int, tuple[int, list[Finding]]], calls: Mapping[int, McpCall], before: Before
+) -> set[int]:
+    """The seqs whose views the continued analysis changed: their findings, or an MCP call's
+    link (the MCP round trip's and the model's turn's)."""
+    now = {s: _FINDINGS.dump_json(f) for s, (_, f) in flagged.items() if f}
+    was = {s: data for s, data in before.findings.items() if data != b"[]"}
+    changed = {s for s in now.keys() | was.keys() if now.get(s) != was.get(s)}
+    for s in before.calls.keys() | calls.keys():
+        call, old = calls.get(s), before.calls.get(s)
+        if call is not None and call.model_dump_json().encode() == old:
+            continue
+        changed.add(s)
+        linked_before = orjson.loads(old).get("model_seq") if old is not None else None
+        for linked in (call.model_seq if call is not None else None, linked_before):
+            if isinstance(linked, int):
+                changed.add(linked)
+    return changed
+
+
+def _reusing(
+    reread: Callable[[], Reread],
+    seqs: Sequence[int],
+    each: Callable[[Any, Any], Any],
+    views: Iterator[Any],
+    changed: set[int],
+    positions: int,
+) -> Iterator[Any]:
+    again = reread()
+    try:
+        for pos in again.positions():
+            view = next(views, None) if pos < positions else None
+            if view is not None and seqs[pos] not in changed and view[0].get("seq") == seqs[pos]:
+                yield view
+            else:
+                yield each(*again.pair_at(pos))
+    finally:
+        again.close()
+
+
+def keep(
+    index: RecordIndex,
+    result: RunAnalysis,
+    flagged: dict[int, tuple[int, list[Finding]]],
+    turns: tuple[IO[bytes] | None, int, dict[str, Any]],
+    state: dict[str, Any],
+    places: Places,
+    usage: Mapping[int, tuple[str, int | None, int | None, str | None]],
+    more: bytes | None,
+) -> bytes | None:
+    """A finished reader's analysis kept, for the next reader of the same bytes (its file, hashed
+    from its first byte as it was read: :func:`take`, ``index``): its analyser's ``result`` and
+    ``flagged``, its store of turns (``turns``), where it stands (``state``: a
+    :class:`ReaderState` but its version), its turns' ``places`` and ``usage``, its analysis
+    before the end-of-run pass (``more``: :func:`continuation_of`). The generation of the rows
+    (``None``: not kept). Never raises."""
+    assert index.digest is not None
+    if len(result.conversations) > _analysis_cache.MAX_CONVERSATIONS:
+        return None  # (a kept analysis' conversations are read into memory)
+    turns_file, _, blocks = turns
+    try:
+        return _analysis_cache.keep(
+            index.path, index.hashed, index.digest.digest(), {"version": STATE_VERSION, **state},
+            result.model_copy(update={"conversations": []}).model_dump_json().encode(),
+            ((c.id, c.model_dump_json().encode()) for c in result.conversations),
+            {s: (pos, _FINDINGS.dump_json(f)) for s, (pos, f) in flagged.items()},
+            ((seq, usage.get(seq), places.get(seq)) for seq in places),
+            (turns_file, blocks["blocks"]), more,
+        )  # fmt: skip
+    except (TypeError, ValueError):  # (not kept: analysed again next time)
+        return None
+
+
+def printed(
+    path: Path, generation: bytes | None, make: Callable[[], Iterator[Any]]
+) -> Iterator[Any]:
+    """Each round trip's printed view: those kept with the kept analysis (``generation``) of the
+    file at ``path`` when they check out, else ``make()``'s, kept for the next reader as they
+    pass (docs/kept-analysis.md)."""
+    if generation is None:
+        made: Iterator[Any] = make()
+        return made
+    taken = _view_cache.views(path, generation)
+    if taken is not None:
+        return taken
+    return _keeping(make(), _view_cache.ViewsWriter(path, generation))
+
+
+def _parsed(
+    found: _analysis_cache.Kept,
+) -> tuple[ReaderState, RunAnalysis, dict[int, tuple[int, list[Finding]]], Places]:
+    """A kept analysis' rows (:class:`~._analysis_cache.Kept`) as the reader holds them:
+    the reader's state (validated), the analysis with its conversations, the findings by turn,
+    the turns' places. Raises ``ValueError`` for rows it cannot read or trust."""
+    try:
+        state = _checked(found)
+        result = RunAnalysis.model_validate_json(found.analysis)
+        result.conversations = [Conversation.model_validate_json(c) for c in found.conversations]
+        flagged = {s: (pos, _FINDINGS.validate_json(f)) for s, (pos, f) in found.findings.items()}
+        places = Places()
+        for seq, block, offset, length in found.places:
+            places.put(seq, (block, offset, length))
+    except (KeyError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    return state, result, flagged, places
+
+
+def _keeping(views: Iterator[Any], writer: _view_cache.ViewsWriter) -> Iterator[Any]:
+    """``views``, each kept by ``writer`` before it is handed on; committed once all went by."""
+    try:
+        for v in views:
+            writer.add(v)
+            yield v
+        writer.commit()
+    finally:
+        writer.abandon()
+
+
+def continuation_of(analyser: RunAnalyser) -> bytes | None:
+    """A reader's analysis (``analyser``) after its last round trip, before the end-of-run pass,
+    as the JSON a grown file is continued from (:mod:`cassettes.analysis.continuation`),
+    compressed (:func:`~._analysis_cache.packed`); ``None`` when some of it has no plain
+    form, or it is more than :data:`~._analysis_cache.MAX_CONTINUATION` bytes (the grown
+    file is then analysed afresh)."""
+    try:
+        head, rest = plain_values.lines(continuation.capture(analyser))
+    except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
+        return None
+    with rest, rest.getbuffer() as view:  # (the view released before the buffer is closed)
+        return _analysis_cache.packed(head, view)
