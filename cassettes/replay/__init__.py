@@ -6,7 +6,7 @@ requests sent to a live upstream (``live``), the loopback wire (``transports``);
 
     ReplayServer   the loopback HTTP/1.1 server (``looptap replay``), threaded or in a loop
     Run            a recorded or replayed run with its assertion helpers (findings by layer, tokens,
-                   cost): the one run class, :class:`cassettes.reading.run.Run`
+                   cost): the one run class, :class:`cassettes.reading.Run`
     cmd_replay     ``looptap replay`` (the command registry's handler)
 """
 
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 # Loaded on first use (PEP 562): the pytest plugin lives under this package and loads in every test
 # session, so importing the package must not import the server, the matcher and the analysis.
 _EXPORTS = {
-    "Run": "cassettes.reading.run",
+    "Run": "cassettes.reading",
     "ReplayServer": "cassettes.replay.serving",
     "cmd_replay": "cassettes.replay._command",
 }
 
 if TYPE_CHECKING:
-    from cassettes.reading.run import Run
+    from cassettes.reading import Run
     from cassettes.replay._command import cmd_replay
     from cassettes.replay.serving import ReplayServer
 

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.errors import CassetteError
-from cassettes.reading.branch import fork_notes
-from cassettes.reading.run import open_run
+from cassettes.reading import fork_notes, open_run
 from cassettes.replay.serving import replay_env
 from cassettes.untrusted import clean_line
 from cassettes.why.interventions import Intervention

@@ -34,7 +34,7 @@ def forked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     tool result edited; the fakes' logs and the branch."""
     if RECORDER[0] == "None":
         pytest.skip("no recorder environment")
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
 
     tmp = tmp_path_factory.mktemp("edits")
     confdir, run, branch = tmp / "conf", tmp / "run.jsonl", tmp / "branch.jsonl"
@@ -143,7 +143,7 @@ def test_every_request_the_upstream_receives_carries_the_edit_and_no_marker(
 def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_received(
     forked: dict[str, Any],
 ) -> None:
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
     from cassettes.replay.forking.fork import origin_of
 
     branch = open_run(forked["branch"], whole=True)
@@ -364,7 +364,7 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
     the edit: the branch's marks give that request back, so replay matches it."""
     from openai import OpenAI
 
-    from cassettes.reading.run import open_run
+    from cassettes.reading import open_run
     from cassettes.replay.serving import ReplayServer
     from cassettes.wire import edited
     from tests.replay.conftest import (

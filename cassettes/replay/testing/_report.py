@@ -24,7 +24,7 @@ from cassettes.storage.paths import check_target, staged
 from cassettes.untrusted import clean_line
 
 if TYPE_CHECKING:
-    from cassettes.reading.run import Run
+    from cassettes.reading import Run
     from cassettes.replay.serving import ReplayServer
 
 __all__ = ["add_sections", "failure_text", "summary_lines"]

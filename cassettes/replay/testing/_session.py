@@ -25,7 +25,7 @@ from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.matching import here
 from cassettes.net import Trust
-from cassettes.reading.run import Run, open_run
+from cassettes.reading import Run, open_run
 from cassettes.replay.serving import FaultPlan, ReplayServer
 from cassettes.replay.testing._keys import LOOP, RECORDER, REPORTS
 from cassettes.replay.testing._loop import SessionLoop
