@@ -257,7 +257,7 @@ HOW = """
   (`serving/faults.py`), `price_data` (`forking/placement.py`), `net._messages` (h11), the gitleaks rules
   (`recording/detector.py`) and the cassette writer (`serving/server.py`'s `keep_sent`); in the recorder,
   the WebSocket session's recorder (`proxy/addon.py`, at a session's first upgrade). A module only its
-  own command loads (`verify.py`, `mcp/server.py`) imports at its top. `bench/surface.py --list` lists them.
+  own command loads (`verify.py`, `mcp/_server.py`) imports at its top. `bench/surface.py --list` lists them.
 - The `--json` schema's models (`cassettes/views/schema.py`) are not even imported by `show`: it builds the
   `looptap.roundtrip/1` objects from plain values (`cassettes/views/roundtrip_object.py`; a test dumps every
   corpus round trip through the models and compares the bytes). The core models build their validators at import: `show` and

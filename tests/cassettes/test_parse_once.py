@@ -434,7 +434,7 @@ def test_the_mcp_run_summary_reads_each_turn_once(
 ) -> None:
     """``run_summary`` read each conversation's last turn three times (for its row, again for the
     row's findings, again for the run's cost): once now, its cost the same."""
-    from cassettes.mcp.query import Runs, run_summary
+    from cassettes.mcp import Runs, run_summary
 
     _interleaved_run(tmp_path / "run.jsonl")
     runs = Runs([tmp_path])

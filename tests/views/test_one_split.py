@@ -187,7 +187,7 @@ async def _mcp(path: Path) -> dict[str, Any]:
     """The MCP server's ``growth`` tool, called as a client calls it."""
     from mcp import Client
 
-    from cassettes.mcp.server import build_server
+    from cassettes.mcp import build_server
 
     async def call(tool: str, args: dict[str, Any]) -> Any:
         async with Client(build_server([str(path.parent)])) as c:
