@@ -53,8 +53,8 @@ MOVES: tuple[tuple[str, str], ...] = (
     ("cassettes/interop/forkquery.py", "cassettes/mcp/_forkquery.py"),
     # The HTML report (export --html, and the pytest plugin's page of a failed test) is a view of
     # a run: its data builder and its page, beside show's text and JSON (replay may import views).
-    ("cassettes/interop/report.py", "cassettes/views/report.py"),
-    ("cassettes/interop/htmlpage.py", "cassettes/views/htmlpage.py"),
+    ("cassettes/interop/report.py", "cassettes/views/_report.py"),
+    ("cassettes/interop/htmlpage.py", "cassettes/views/_htmlpage.py"),
     ("cassettes/interop/report_assets", "cassettes/views/report_assets"),
 )
 

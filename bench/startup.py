@@ -251,15 +251,15 @@ HOW = """
   a module the command would not load otherwise: under `--help`, `providers._base`; under `looptap mcp`'s
   start, `providers` (the recorder options' listener names, `commands/recording.py`); under a small `show`,
   the stream readers (`providers/*/_stream.py`), `wire.edited` (`codec.py`,
-  `views/edits.py`), `_version`'s metadata read (`codec.py`) and, in `reading/run.py`, the redactor, the
+  `views/_edits.py`), `_version`'s metadata read (`codec.py`) and, in `reading/run.py`, the redactor, the
   vcrpy reader and the cassette writer; under `replay`, the analysis (`reading/held.py`, `reading/run.py`'s
-  findings, rules, incremental reader and snapshot), `views.summary`, the schema check
+  findings, rules, incremental reader and snapshot), `views._summary`, the schema check
   (`serving/faults.py`), `price_data` (`forking/placement.py`), `net._messages` (h11), the gitleaks rules
   (`recording/detector.py`) and the cassette writer (`serving/server.py`'s `keep_sent`); in the recorder,
   the WebSocket session's recorder (`proxy/addon.py`, at a session's first upgrade). A module only its
   own command loads (`verify.py`, `mcp/_server.py`) imports at its top. `bench/surface.py --list` lists them.
 - The `--json` schema's models (`cassettes/views/schema.py`) are not even imported by `show`: it builds the
-  `looptap.roundtrip/1` objects from plain values (`cassettes/views/roundtrip_object.py`; a test dumps every
+  `looptap.roundtrip/1` objects from plain values (`cassettes/views/_roundtrip_object.py`; a test dumps every
   corpus round trip through the models and compares the bytes). The core models build their validators at import: `show` and
   `replay` validate nearly all of them at once (`defer_build` measured: no gain), and pydantic before 2.14 may
   use a parent's validator when two threads build one model at once.

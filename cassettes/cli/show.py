@@ -23,10 +23,13 @@ from cassettes.reading.branch import branch_line, branch_origin, fork_notes
 from cassettes.reading.run import open_run
 from cassettes.reading.shown import show_pairs
 from cassettes.untrusted import clean_line
-from cassettes.views import roundtrip_object  # noqa: F401 - show_pairs' (loaded here)
-from cassettes.views.layers import GrowthRows, analysis_lines
-from cassettes.views.progress import reading_line
-from cassettes.views.view import summary_lines
+from cassettes.views import (
+    GrowthRows,
+    analysis_lines,
+    reading_line,
+    roundtrip_json,  # noqa: F401 - show_pairs' (loaded here)
+    summary_lines,
+)
 
 __all__ = ["cmd_show"]
 

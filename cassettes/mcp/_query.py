@@ -60,9 +60,7 @@ from cassettes.reading.run import Run
 from cassettes.replay.comparison import different_apis
 from cassettes.replay.forking.rundiff import diff_analysed
 from cassettes.untrusted import clean
-from cassettes.views.growth import growth_bars, split_json
-from cassettes.views.money import money
-from cassettes.views.search import search_turns
+from cassettes.views import growth_bars, money, search_turns, split_json
 
 __all__ = [
     "Runs",

@@ -51,7 +51,7 @@ from cassettes.wire.exchange import Exchange
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
     from cassettes.analysis import Finding, RunAnalysis, Severity, Turn
     from cassettes.reading.incremental import Batch, RunReader
-    from cassettes.views.summary import TurnSummary
+    from cassettes.views import TurnSummary
 
 __all__ = ["Run", "open_run"]
 
@@ -414,7 +414,7 @@ def open_run(
     into a cassette to follow.
 
     ``progress``: called after each block a streamed read analyses, with the bytes read, the
-    file's size and the round trips read (a command's progress line, ``views.progress``).
+    file's size and the round trips read (a command's progress line, ``views._progress``).
 
     ``cache``: a looptap cassette read as a stream takes the analysis a previous read of the same
     bytes kept, and keeps its own (docs/kept-analysis.md); ``False`` (or ``LOOPTAP_NO_CACHE=1``)

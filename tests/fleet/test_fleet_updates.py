@@ -296,7 +296,7 @@ def test_fleet_page(tmp_path: Path) -> None:
 
 
 def test_the_index_reports_its_progress_run_by_run(tmp_path: Path) -> None:
-    """The progress callback (the command's progress line, views/progress.py) is told after each
+    """The progress callback (the command's progress line, views/_progress.py) is told after each
     run: bytes read grow to the total to read, round trips to those indexed."""
     from cassettes.fleet.index import connect, update
 

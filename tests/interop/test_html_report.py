@@ -20,12 +20,12 @@ import orjson
 import pytest
 
 from cassettes.reading.run import open_run
-from cassettes.views.report import report_data
+from cassettes.views import report_data
 from tests.interop.html_runs import PAYLOADS, hostile_run
 
 jinja2 = pytest.importorskip("jinja2")
 
-from cassettes.views.htmlpage import embed_json, render_html  # noqa: E402
+from cassettes.views import embed_json, render_html  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -240,7 +240,7 @@ def test_start_up_imports_neither_jinja2_nor_the_report() -> None:
     code = (
         "import sys, cassettes.cli, cassettes.interop.cli, cassettes.replay.testing.plugin\n"
         "from cassettes.mcp import cmd_mcp\nprint(sorted(m for m in ('jinja2', "
-        "'cassettes.views.report', 'cassettes.views.htmlpage') if m in sys.modules))\n"
+        "'cassettes.views._report', 'cassettes.views._htmlpage') if m in sys.modules))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True

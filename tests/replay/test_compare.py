@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.views.money import money
+from cassettes.views import money
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import SYSTEM, chat_exchange, chat_response, write
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream

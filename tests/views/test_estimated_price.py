@@ -33,7 +33,7 @@ from textual.widgets import Static
 from cassettes.cli import main
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.views.growth import growth_bars
+from cassettes.views import growth_bars
 from tests.real_corpus import CORPUS, load
 
 EVAL = CORPUS / "pydantic-ai/tests/cassettes/test_tool_search"

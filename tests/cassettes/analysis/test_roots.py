@@ -13,7 +13,7 @@ from scenarios import WEATHER, AgentScript, Call, Script, assistant_of, results_
 
 from cassettes.analysis.dispatch import ordered_findings
 from cassettes.analysis.model import Finding, RunAnalysis, Severity
-from cassettes.views.layers import analysis_lines
+from cassettes.views import analysis_lines
 
 ANTHROPIC_PAIRING = (
     "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: {id}. "
