@@ -46,15 +46,15 @@ MOVES: tuple[tuple[str, str], ...] = (
     ("cassettes/interop/run.py", "cassettes/reading/_run.py"),
     ("cassettes/views/incremental.py", "cassettes/reading/_incremental.py"),
     # The MCP server (looptap mcp), its stdio transport and the queries it answers, in one package.
-    ("cassettes/interop/mcp.py", "cassettes/mcp/server.py"),
-    ("cassettes/interop/mcpstdio.py", "cassettes/mcp/stdio.py"),
-    ("cassettes/interop/query.py", "cassettes/mcp/query.py"),
+    ("cassettes/interop/mcp.py", "cassettes/mcp/_server.py"),
+    ("cassettes/interop/mcpstdio.py", "cassettes/mcp/_stdio.py"),
+    ("cassettes/interop/query.py", "cassettes/mcp/_query.py"),
     # The MCP server's fork_diff tool (read-only): its query beside the others.
-    ("cassettes/interop/forkquery.py", "cassettes/mcp/forkquery.py"),
+    ("cassettes/interop/forkquery.py", "cassettes/mcp/_forkquery.py"),
     # The HTML report (export --html, and the pytest plugin's page of a failed test) is a view of
     # a run: its data builder and its page, beside show's text and JSON (replay may import views).
-    ("cassettes/interop/report.py", "cassettes/views/report.py"),
-    ("cassettes/interop/htmlpage.py", "cassettes/views/htmlpage.py"),
+    ("cassettes/interop/report.py", "cassettes/views/_report.py"),
+    ("cassettes/interop/htmlpage.py", "cassettes/views/_htmlpage.py"),
     ("cassettes/interop/report_assets", "cassettes/views/report_assets"),
 )
 

@@ -106,7 +106,7 @@ with w:
 prof.disable()
 result["recorder"] = counts(prof)
 
-from cassettes.views.timeline import text_timeline
+from cassettes.views import text_timeline
 try:  # the inspector's reader: a Run followed as it grows (IncrementalRun before it was folded in)
     from cassettes.reading import open_run
     open_run(out, follow=True).close()

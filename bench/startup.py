@@ -259,7 +259,7 @@ HOW = """
   the WebSocket session's recorder (`proxy/addon.py`, at a session's first upgrade). A module only its
   own command loads (`verify.py`, `mcp/server.py`) imports at its top. `bench/surface.py --list` lists them.
 - The `--json` schema's models (`cassettes/views/schema.py`) are not even imported by `show`: it builds the
-  `looptap.roundtrip/1` objects from plain values (`cassettes/views/roundtrip_object.py`; a test dumps every
+  `looptap.roundtrip/1` objects from plain values (`cassettes/views/_roundtrip_object.py`; a test dumps every
   corpus round trip through the models and compares the bytes). The core models build their validators at import: `show` and
   `replay` validate nearly all of them at once (`defer_build` measured: no gain), and pydantic before 2.14 may
   use a parent's validator when two threads build one model at once.

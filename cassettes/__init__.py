@@ -36,7 +36,7 @@ _EXPORTS = {
     "CassetteWriter": "cassettes.recording.pipeline",
     "Run": "cassettes.reading",
     "open_run": "cassettes.reading",
-    "roundtrip_json": "cassettes.views.roundtrip_object",
+    "roundtrip_json": "cassettes.views",
 }
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from cassettes.recording.pipeline import CassetteWriter
     from cassettes.recording.redact import Redactor
     from cassettes.storage.codec import FORMAT_VERSION
-    from cassettes.views.roundtrip_object import roundtrip_json
+    from cassettes.views import roundtrip_json
     from cassettes.wire.exchange import Exchange
 
 

@@ -197,7 +197,7 @@ class SafeTextStream:
     @property
     def unguarded(self) -> Any:
         """The stream beneath, for a line that must carry its own terminal controls (a progress
-        line rewritten in place: ``views.progress``); whatever comes from a file or the wire goes
+        line rewritten in place: ``views._progress``); whatever comes from a file or the wire goes
         through :func:`clean` first."""
         return self._raw
 

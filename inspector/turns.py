@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from cassettes.analysis.dispatch import ordered_findings
 from cassettes.analysis.model import Finding
 from cassettes.reading import Run
-from cassettes.views.growth import GrowthBar
-from cassettes.views.summary import TurnSummary
+from cassettes.views import GrowthBar, TurnSummary
 from inspector.widgets import ALL
 
 __all__ = ["Added", "TurnIndex"]

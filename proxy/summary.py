@@ -12,7 +12,7 @@ from typing import Any
 from cassettes.analysis import analyse
 from cassettes.hints import count, looptap_command
 from cassettes.reading import open_run
-from cassettes.views.money import ESTIMATED_NOTE, money
+from cassettes.views import ESTIMATED_NOTE, money
 
 __all__ = ["summary_lines"]
 

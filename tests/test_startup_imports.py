@@ -155,8 +155,8 @@ def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_pa
         == []
     )
     # the objects it prints are built without the schema's model classes
-    # (cassettes/views/roundtrip_object.py)
-    assert "cassettes.views.roundtrip_object" in mods
+    # (cassettes/views/_roundtrip_object.py)
+    assert "cassettes.views._roundtrip_object" in mods
     assert _loaded(mods, ("cassettes.views.schema",)) == []
 
 

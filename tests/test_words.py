@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cassettes.views.search import snippet_of
+from cassettes.views import snippet_of
 
 
 def test_a_search_snippet_keeps_whole_words() -> None:

@@ -565,8 +565,7 @@ def test_the_mcp_comparison_tool_serves_the_report_redacted(
     """The MCP ``comparison`` tool served the report's answers as stored: a candidate that echoed
     the user's key put it in what an MCP client reads. It reads the redacted report now."""
     from cassettes.cli import main
-    from cassettes.mcp.forkquery import comparison
-    from cassettes.mcp.query import Runs
+    from cassettes.mcp import Runs, comparison
 
     # without "Bearer ", which the MCP text cleaner masks on its own
     def echo_bare_key(req: ScriptedRequest) -> Reply:

@@ -21,10 +21,13 @@ from cassettes.errors import problem_lines
 from cassettes.hints import count
 from cassettes.reading import branch_line, branch_origin, fork_notes, open_run, show_pairs
 from cassettes.untrusted import clean_line
-from cassettes.views import roundtrip_object  # noqa: F401 - show_pairs' (loaded here)
-from cassettes.views.layers import GrowthRows, analysis_lines
-from cassettes.views.progress import reading_line
-from cassettes.views.view import summary_lines
+from cassettes.views import (
+    GrowthRows,
+    analysis_lines,
+    reading_line,
+    roundtrip_json,  # noqa: F401 - show_pairs' (loaded here)
+    summary_lines,
+)
 
 __all__ = ["cmd_show"]
 

@@ -313,7 +313,7 @@ COMMANDS = (
             ),
             "--http HOST:PORT": "serve streamable HTTP on this loopback address instead of stdio",
         },
-        run="cassettes.mcp.server:cmd_mcp",
+        run="cassettes.mcp:cmd_mcp",
         description=(
             "A read-only MCP server over the runs under --root: list runs, summaries, findings "
             "(root causes first), turns with E/A/C, search, token growth, diffs and a live tail. "

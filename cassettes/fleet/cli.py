@@ -34,7 +34,7 @@ from cassettes.fleet.index import export_parquet as write
 from cassettes.hints import count
 from cassettes.storage.paths import check_target, staged
 from cassettes.untrusted import clean_line
-from cassettes.views.progress import reading_line
+from cassettes.views import reading_line
 
 __all__ = ["cmd_fleet", "cmd_index", "cmd_query", "export_parquet"]
 
@@ -162,7 +162,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
 def _page(args: argparse.Namespace) -> int:
     """``looptap fleet page``: the named questions on one web page (docs/fleet.md)."""
-    from cassettes.views.htmlpage import render_fleet_html  # the html extra's seam (jinja2)
+    from cassettes.views import render_fleet_html  # the html extra's seam (jinja2)
 
     target = check_target(args.output, "the page", force=args.force, hint="--force replaces it")
     con = _open(args.fleet)

@@ -28,7 +28,7 @@ from cassettes.reading import open_run
 from cassettes.recording.redact import Redactor
 from cassettes.storage.paths import UnsafePath, check_target, same_path, staged
 from cassettes.untrusted import SafeBinaryStream
-from cassettes.views.progress import reading_line
+from cassettes.views import reading_line
 
 __all__ = ["cmd_export", "cmd_textconv"]
 
@@ -181,8 +181,7 @@ def write_html_report(run: Any, target: Any, shown: str) -> str:
     (``None``: stdout); what was written, for the summary line."""
     # the html extra's seam: jinja2 and the report load only for a page (the other exports and
     # every other command never need them)
-    from cassettes.views.htmlpage import render_html
-    from cassettes.views.report import report_data
+    from cassettes.views import render_html, report_data
 
     data = report_data(run)
     page = render_html(data).encode()

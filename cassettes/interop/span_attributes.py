@@ -23,7 +23,7 @@ from cassettes import providers
 from cassettes.analysis import Turn
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.views.growth import SPLIT, growth_bars
+from cassettes.views import SPLIT, growth_bars
 
 __all__ = ["AttrValue", "span_attributes"]
 
@@ -298,7 +298,7 @@ def _turn_attributes(turn: Turn) -> dict[str, AttrValue | None]:
 
 def _split_attributes(turn: Turn) -> dict[str, AttrValue | None]:
     """``looptap.tokens.split.{system,tools,history,tool_results,new}``: the turn's input split as
-    every view shows it (:func:`cassettes.views.growth.growth_bars`; the parts add up to the input,
+    every view shows it (:func:`cassettes.views.growth_bars`; the parts add up to the input,
     estimated from text size and scaled to it). None for a turn with nothing to split by."""
 
     (bar,) = growth_bars([turn])

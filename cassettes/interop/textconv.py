@@ -36,8 +36,7 @@ from cassettes.hints import count
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading import Run
-from cassettes.views.layers import SEVERITY_MARK
-from cassettes.views.view import error_phrase, status_text
+from cassettes.views import SEVERITY_MARK, error_phrase, status_text
 
 __all__ = ["render"]
 

@@ -1,3 +1,76 @@
-"""``looptap mcp``: the MCP server (``server``), its stdio transport (``stdio``) and the queries it
-answers over a root of runs (``query``), in bounded safe JSON (``answers``) with recorded parts
-(``recorded``)."""
+"""``looptap mcp``: a read-only MCP server over a root of runs. One façade over private modules,
+its names pinned by tests/interop/test_mcp_surface.py:
+
+- ``_server``: the server, its tools and the command; ``_stdio``: its stdio transport;
+- ``_query``: the questions it answers (``_turnquery`` a turn, ``_forkquery`` a fork or a
+  comparison, ``_whyquery`` a why) over the runs under the roots (``_runs``);
+- ``_answers``: bounded, safe JSON (the fence, the byte budget); ``_parts``: the parts of an
+  answer about recorded things (findings, messages, a turn's layers, what a diff tolerated).
+
+Names are loaded on first use (PEP 562): the server answers ``initialize`` before the queries,
+and what they load, are imported (tests/interop/test_mcp_start.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_MODULES = {
+    "_answers": "DEFAULT_BYTES UNTRUSTED_NOTE QueryError encode read_json text",
+    "_forkquery": "comparison fork_diff",
+    "_query": "diff list_runs run_summary search tail web_report",
+    "_runs": "Runs",
+    "_server": "build_server cmd_mcp",
+    "_turnquery": "turn",
+    "_whyquery": "why_report",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from cassettes.mcp._answers import (
+        DEFAULT_BYTES,
+        UNTRUSTED_NOTE,
+        QueryError,
+        encode,
+        read_json,
+        text,
+    )
+    from cassettes.mcp._forkquery import comparison, fork_diff
+    from cassettes.mcp._query import diff, list_runs, run_summary, search, tail, web_report
+    from cassettes.mcp._runs import Runs
+    from cassettes.mcp._server import build_server, cmd_mcp
+    from cassettes.mcp._turnquery import turn
+    from cassettes.mcp._whyquery import why_report
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.mcp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cassettes.mcp.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "DEFAULT_BYTES",
+    "UNTRUSTED_NOTE",
+    "QueryError",
+    "Runs",
+    "build_server",
+    "cmd_mcp",
+    "comparison",
+    "diff",
+    "encode",
+    "fork_diff",
+    "list_runs",
+    "read_json",
+    "run_summary",
+    "search",
+    "tail",
+    "text",
+    "turn",
+    "web_report",
+    "why_report",
+]

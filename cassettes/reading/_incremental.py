@@ -8,7 +8,7 @@ offsets, request bodies, a torn tail, a file still growing) and feeds the record
 through the incremental layer analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which
 releases what later turns no longer need), then releases each exchange's raw bytes. Each analysed
 turn is kept as a
-:class:`~cassettes.views.summary.TurnSummary` (what a turn list, the findings, the growth chart and
+:class:`~cassettes.views.TurnSummary` (what a turn list, the findings, the growth chart and
 navigation read: a few hundred bytes); the full turn goes, compressed, to an anonymous temporary
 file and :meth:`RunReader.full_turn` restores it (a small cache keeps the recently shown
 ones). :meth:`RunReader.by_seq` re-reads one round trip in full (its whole message history)
@@ -43,7 +43,7 @@ from cassettes.reading._stores import ParseStore, Places, TurnStore
 from cassettes.storage.index import BLOCK, BODY_CACHE
 from cassettes.storage.source import RecordSource
 from cassettes.storage.store import Problem
-from cassettes.views.summary import TurnSummary, summarise
+from cassettes.views import TurnSummary, summarise
 from cassettes.wire.exchange import Exchange
 
 # the reader behind cassettes.Run (open_run): not a second public way to read a run

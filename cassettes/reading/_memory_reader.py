@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from cassettes.analysis import RunAnalysis, Turn
     from cassettes.reading._incremental import Batch
     from cassettes.storage.store import Problem
-    from cassettes.views.summary import TurnSummary
+    from cassettes.views import TurnSummary
 
 __all__: list[str] = []  # what Run holds for exchanges in memory: not a second way to read a run
 
@@ -107,7 +107,7 @@ class Held:
     @property
     def summaries(self) -> Mapping[int, TurnSummary]:
         if self._summaries is None:
-            from cassettes.views.summary import summarise
+            from cassettes.views import summarise
 
             turns = self.analysis.turns
             self._summaries = {s: summarise(turns[s]) for s in sorted(turns)}

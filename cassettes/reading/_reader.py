@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from cassettes.parsing.roundtrip import RoundTrip
     from cassettes.reading._incremental import Batch
     from cassettes.storage.store import Problem
-    from cassettes.views.summary import TurnSummary
+    from cassettes.views import TurnSummary
     from cassettes.wire.exchange import Exchange
 
 #: Nothing: these are the interface a Run holds, not classes a reader of a run meets (as they

@@ -51,7 +51,7 @@ from cassettes.wire.exchange import Exchange
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
     from cassettes.analysis import Finding, RunAnalysis, Severity, Turn
     from cassettes.reading._incremental import Batch, RunReader
-    from cassettes.views.summary import TurnSummary
+    from cassettes.views import TurnSummary
 
 __all__ = ["Run", "open_run"]
 

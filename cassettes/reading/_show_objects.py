@@ -9,10 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cassettes.reading._branch import fork_notes, origin_in, tolerated_by_conversation
-from cassettes.views.edits import edits_json
-from cassettes.views.layers import growth_row
-from cassettes.views.roundtrip_object import roundtrip_json
-from cassettes.views.view import conversation_json, mcp_link_json, turn_json
+from cassettes.views import (
+    conversation_json,
+    edits_json,
+    growth_row,
+    mcp_link_json,
+    roundtrip_json,
+    turn_json,
+)
 
 if TYPE_CHECKING:
     from cassettes.parsing.roundtrip import RoundTrip

@@ -41,7 +41,7 @@ from cassettes.replay.forking.rundiff import comparing, diff_analysed, fork_line
 from cassettes.storage.paths import UnsafePath, check_target, same_path, write_new
 from cassettes.storage.store import open_regular
 from cassettes.untrusted import clean_line
-from cassettes.views.progress import reading_line
+from cassettes.views import reading_line
 
 __all__ = ["cmd_compare", "cmd_diff", "cmd_rules_propose", "different_apis"]
 

@@ -1,2 +1,125 @@
-"""A run for people and tools: ``show`` text and the ``show --json`` object (``view``, ``schema``),
-turn summaries, search, timelines and token growth."""
+"""A run for people and tools. One façade over private modules, its names pinned by
+tests/views/test_views_surface.py:
+
+- ``_roundtrip_view``: a round trip's ``show`` lines and the layer analysis' additions to its
+  ``show --json`` object; ``_roundtrip_object``: that object, ``looptap.roundtrip/1``;
+- ``_layers``: the layer analysis as text; ``_edits``: a fork's edits and an import's provenance
+  as shown; ``_progress``: the line shown while a large run is read;
+- ``_summary``, ``_search``, ``_timeline``, ``_growth``, ``_money``: turn summaries, search,
+  timelines, token growth and costs as shown;
+- ``_report`` and ``_htmlpage``: the HTML report's data and its page.
+
+``schema`` stays public: ``python -m cassettes.views.schema`` prints the object's JSON Schema and
+the doc's table (docs/show-json.md). Names are loaded on first use (PEP 562): ``show``, the
+recorder and the pytest plugin each need a few of them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_MODULES = {
+    "_edits": "CONTINUED edit_text edited_messages edits_json reconstructed_said user_messages",
+    "_growth": "SPLIT GrowthBar growth_bars split_json",
+    "_htmlpage": "HtmlExtraMissing embed_json render_fleet_html render_html",
+    "_layers": "SEVERITY_MARK GrowthRows analysis_lines growth_row",
+    "_money": "ESTIMATED_NOTE money",
+    "_progress": "reading_line",
+    "_report": "report_data",
+    "_roundtrip_object": "roundtrip_json",
+    "_roundtrip_view": (
+        "conversation_json edit_lines error_phrase link_text mcp_link_json status_text "
+        "summary_lines turn_json"
+    ),
+    "_search": "SearchHit search_turns snippet_of",
+    "_summary": "TurnSummary summarise",
+    "_timeline": "TimelinePoint text_timeline",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from cassettes.views._edits import (
+        CONTINUED,
+        edit_text,
+        edited_messages,
+        edits_json,
+        reconstructed_said,
+        user_messages,
+    )
+    from cassettes.views._growth import SPLIT, GrowthBar, growth_bars, split_json
+    from cassettes.views._htmlpage import (
+        HtmlExtraMissing,
+        embed_json,
+        render_fleet_html,
+        render_html,
+    )
+    from cassettes.views._layers import SEVERITY_MARK, GrowthRows, analysis_lines, growth_row
+    from cassettes.views._money import ESTIMATED_NOTE, money
+    from cassettes.views._progress import reading_line
+    from cassettes.views._report import report_data
+    from cassettes.views._roundtrip_object import roundtrip_json
+    from cassettes.views._roundtrip_view import (
+        conversation_json,
+        edit_lines,
+        error_phrase,
+        link_text,
+        mcp_link_json,
+        status_text,
+        summary_lines,
+        turn_json,
+    )
+    from cassettes.views._search import SearchHit, search_turns, snippet_of
+    from cassettes.views._summary import TurnSummary, summarise
+    from cassettes.views._timeline import TimelinePoint, text_timeline
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.views' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cassettes.views.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "CONTINUED",
+    "ESTIMATED_NOTE",
+    "SEVERITY_MARK",
+    "SPLIT",
+    "GrowthBar",
+    "GrowthRows",
+    "HtmlExtraMissing",
+    "SearchHit",
+    "TimelinePoint",
+    "TurnSummary",
+    "analysis_lines",
+    "conversation_json",
+    "edit_lines",
+    "edit_text",
+    "edited_messages",
+    "edits_json",
+    "embed_json",
+    "error_phrase",
+    "growth_bars",
+    "growth_row",
+    "link_text",
+    "mcp_link_json",
+    "money",
+    "reading_line",
+    "reconstructed_said",
+    "render_fleet_html",
+    "render_html",
+    "report_data",
+    "roundtrip_json",
+    "search_turns",
+    "snippet_of",
+    "split_json",
+    "status_text",
+    "summarise",
+    "summary_lines",
+    "text_timeline",
+    "turn_json",
+    "user_messages",
+]

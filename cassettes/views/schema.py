@@ -1,6 +1,6 @@
 """The schema of the ``looptap.roundtrip/1`` object: the models.
 
-:func:`~cassettes.views.roundtrip_object.roundtrip_json` (re-exported here) builds the stable,
+:func:`~cassettes.views._roundtrip_object.roundtrip_json` (re-exported here) builds the stable,
 documented per-round-trip object of ``looptap show --json`` (documented in ``docs/show-json.md``)
 from plain values. Its schema is the model :class:`RoundTripJson`, from which the doc's field
 table and ``docs/roundtrip.schema.json`` are generated (``python -m cassettes.views.schema --doc``).
@@ -21,7 +21,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field
 
 from cassettes.models import FinishReason
-from cassettes.views.roundtrip_object import SCHEMA, roundtrip_json
+from cassettes.views._roundtrip_object import SCHEMA, roundtrip_json
 
 __all__ = [
     "SCHEMA",

@@ -25,8 +25,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
-from cassettes.views.search import SearchHit, search_turns
-from cassettes.views.summary import TurnSummary
+from cassettes.views import SearchHit, TurnSummary, search_turns
 from inspector.layout import FOCUS_NAMES, View, layout_classes
 from inspector.playback import Clock
 from inspector.reader import ChildExited, RunRead

@@ -22,8 +22,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from cassettes.untrusted import clean_line
-from cassettes.views.summary import TurnSummary
-from cassettes.views.timeline import TimelinePoint
+from cassettes.views import TimelinePoint, TurnSummary
 from inspector.playback import (
     Advance,
     Clock,

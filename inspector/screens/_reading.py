@@ -28,7 +28,7 @@ import inspector.selected
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.reading import Run, open_run
-from cassettes.views.summary import TurnSummary
+from cassettes.views import TurnSummary
 from inspector.reader import ChildExited, RunRead, read_run
 from inspector.turns import Added, TurnIndex
 from inspector.widgets import RunState, read_fork

@@ -9,7 +9,7 @@ from rich.text import Text
 from cassettes.analysis.dispatch.replayed import replay_miss
 from cassettes.analysis.model import ApiReport, Layer, TokenCount, Turn
 from cassettes.untrusted import clean
-from cassettes.views.money import money
+from cassettes.views import money
 from inspector.safe import wire_line
 from inspector.widgets._layers import LayerPane
 

@@ -9,7 +9,7 @@ from textual.message import Message
 from textual.widgets import Select
 
 from cassettes.analysis.model import Conversation, kind_text
-from cassettes.views.view import count
+from cassettes.hints import count
 from inspector.safe import wire_line
 
 __all__ = ["ALL", "ConversationSwitcher"]

@@ -10,8 +10,9 @@ from rich.text import Text
 
 from cassettes.analysis.dispatch.replayed import replay_miss
 from cassettes.analysis.model import Dispatch, Layer, Turn
+from cassettes.hints import count
 from cassettes.untrusted import clean_line
-from cassettes.views.view import count, link_text
+from cassettes.views import link_text
 from inspector.safe import wire_line
 from inspector.widgets._layers import PANE_ITEMS, LayerPane
 from inspector.widgets._messages import part_text

@@ -18,7 +18,7 @@ from textual.widgets import Static
 from cassettes.hints import count
 from cassettes.models import Message, NormalisedRequest, Part, ToolResult
 from cassettes.untrusted import clean, clean_line
-from cassettes.views.edits import CONTINUED, edit_text, edited_messages, reconstructed_said
+from cassettes.views import CONTINUED, edit_text, edited_messages, reconstructed_said
 from inspector.safe import wire, wire_line
 from inspector.widgets._layers import pane_bindings
 
@@ -159,7 +159,7 @@ class MessagesView(VerticalScroll, can_focus=True):
         self._appended_from: int | None = None
         self._note = "select a turn"
         self._edits: list[dict[str, Any]] = []
-        #: An imported round trip's provenance, said (cassettes.views.edits.reconstructed_said).
+        #: An imported round trip's provenance, said (cassettes.views.reconstructed_said).
         self._reconstructed: str | None = None
         #: Message index (-1: the system prompt apart) → the edit marks that rewrote it.
         self._edited: dict[int, list[dict[str, Any]]] = {}

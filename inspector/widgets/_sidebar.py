@@ -20,7 +20,7 @@ from textual.containers import Vertical
 from textual.message import Message
 
 from cassettes.analysis.dispatch import ordered_findings
-from cassettes.views.summary import TurnSummary
+from cassettes.views import TurnSummary
 from inspector.layout import sidebar_width, width_sample
 from inspector.turns import TurnIndex
 from inspector.widgets._conversations import ALL, ConversationSwitcher

@@ -18,7 +18,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from cassettes.untrusted import clean_line
-from cassettes.views.summary import TurnSummary
+from cassettes.views import TurnSummary
 from inspector.widgets._badges import layer_badges
 
 __all__ = ["TurnList", "short_finish", "turn_line", "turn_width"]

@@ -318,7 +318,7 @@ def test_show_with_a_filter_holds_neither_the_conversations_nor_the_lines(tmp_pa
     time (a list of every conversation and of every line was ~2.5 KB per conversation: 2.5 GB
     at a million)."""
     from cassettes.cli.showfilter import ShowFilter
-    from cassettes.views.layers import analysis_lines
+    from cassettes.views import analysis_lines
 
     run = open_run(write_huge(tmp_path / "run.jsonl", 400))
     lines = 0

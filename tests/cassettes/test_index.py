@@ -16,9 +16,7 @@ from cassettes.parsing.roundtrip import parse_all
 from cassettes.reading import RunReader
 from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_records
-from cassettes.views.growth import growth_bars
-from cassettes.views.search import search_turns
-from cassettes.views.timeline import text_timeline
+from cassettes.views import growth_bars, search_turns, text_timeline
 
 DEMO = Path(__file__).resolve().parents[2] / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 

@@ -400,22 +400,22 @@ def test_the_growth_tables_rows_noted_by_the_printing_pass_are_the_turns_rows(
     disk (a table of 3 kept in memory), are the tables made from the turns themselves."""
     from cassettes.analysis import spill
     from cassettes.cli import main
-    from cassettes.views import layers
+    from cassettes.views import GrowthRows, analysis_lines
 
     path = _interleaved_run(tmp_path / "run.jsonl")
-    expected = "\n".join(layers.analysis_lines(open_run(path, whole=True).analysis)) + "\n"
+    expected = "\n".join(analysis_lines(open_run(path, whole=True).analysis)) + "\n"
     assert (
         expected.count("(~: estimated cost") == 1
         and expected.count("token growth, conversation") == 3
     )
     spilled: list[bool] = []
-    real_close = layers.GrowthRows.close
+    real_close = GrowthRows.close
 
-    def close(self: layers.GrowthRows) -> None:
+    def close(self: GrowthRows) -> None:
         spilled.append(self._spill.used)
         real_close(self)
 
-    monkeypatch.setattr(layers.GrowthRows, "close", close)
+    monkeypatch.setattr(GrowthRows, "close", close)
     monkeypatch.setattr(spill, "KEEP", 3)
     restores = _count_restores(monkeypatch)
     assert main(["show", str(path)]) == 0
@@ -429,7 +429,7 @@ def test_the_mcp_run_summary_reads_each_turn_once(
 ) -> None:
     """``run_summary`` read each conversation's last turn three times (for its row, again for the
     row's findings, again for the run's cost): once now, its cost the same."""
-    from cassettes.mcp.query import Runs, run_summary
+    from cassettes.mcp import Runs, run_summary
 
     _interleaved_run(tmp_path / "run.jsonl")
     runs = Runs([tmp_path])

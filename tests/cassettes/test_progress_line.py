@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: many steps, as a large one is.
 _CHILD = """
 import sys
-import cassettes.reading as r, cassettes.views.progress as p
+import cassettes.reading as r, cassettes.views._progress as p
 r.open_run.__globals__["STEP_BYTES"], p.AFTER, p.EVERY = 2_000, 0.0, 0.0
 from cassettes.cli import main
 raise SystemExit(main(sys.argv[1:]))

@@ -28,7 +28,7 @@ from real_corpus import CORPUS, load
 from cassettes.analysis import analyse
 from cassettes.cli import main
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.views.roundtrip_object import roundtrip_json
+from cassettes.views import roundtrip_json
 from cassettes.wire.exchange import Exchange
 
 P = "pydantic-ai/tests/models/cassettes/"

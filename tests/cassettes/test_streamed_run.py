@@ -15,8 +15,8 @@ from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.codec import header_record
 from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr
+from cassettes.views import turn_json
 from cassettes.views.schema import roundtrip_json
-from cassettes.views.view import turn_json
 from tests.hostile.corpus import hostile_exchanges, million_tiny
 from tests.real_corpus import corpus_files
 

@@ -39,7 +39,7 @@ CORPUS = ROOT / "tests" / "corpus"
 REGENERATE = "python -m cassettes.views.schema --doc"
 
 
-# -- the builder as it was before the model (frozen copy of cassettes/views/view.py at 95f0dc4) ----
+# -- the builder as it was before the model (frozen copy of views/view.py at 95f0dc4) ----
 
 
 def _old_iso(ts: float | None) -> str | None:

@@ -258,7 +258,7 @@ def test_the_core_and_the_pytest_plugin_never_import_duckdb(tmp_path: Path) -> N
 def test_mcp_search_reaches_an_old_run_through_the_index(tmp_path: Path) -> None:
     """The MCP search reads the 50 newest runs; with an index, the runs whose findings mention the
     query are read first, whatever their age."""
-    from cassettes.mcp.query import Runs, search
+    from cassettes.mcp import Runs, search
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -296,7 +296,7 @@ def test_fleet_page(tmp_path: Path) -> None:
 
 
 def test_the_index_reports_its_progress_run_by_run(tmp_path: Path) -> None:
-    """The progress callback (the command's progress line, views/progress.py) is told after each
+    """The progress callback (the command's progress line, views/_progress.py) is told after each
     run: bytes read grow to the total to read, round trips to those indexed."""
     from cassettes.fleet.index import connect, update
 

@@ -333,7 +333,7 @@ def test_mcp_lists_and_searches_a_root_of_deep_runs(
     code = textwrap.dedent(f"""
         import asyncio, sys
         from mcp import Client
-        from cassettes.mcp.server import build_server
+        from cassettes.mcp import build_server
         async def go():
             async with Client(build_server([{str(root)!r}])) as c:
                 for name, args in (("list_runs", {{}}), ("search", {{"query": "gpt-4o"}})):

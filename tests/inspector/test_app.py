@@ -595,7 +595,7 @@ async def test_growth_segments_are_drawn_in_their_legend_colours(run_file: Path)
 
     from rich.color import Color, ColorSystem
 
-    from cassettes.views.growth import GrowthBar
+    from cassettes.views import GrowthBar
     from inspector.widgets import COST_COLOUR, SERIES, GrowthChart, legend_text
 
     app = build_app(run_file)

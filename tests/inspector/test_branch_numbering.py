@@ -187,9 +187,7 @@ def test_one_branch_turn_has_the_same_number_everywhere(
     assert {d["turn"] for d in doc["divergences"] if d["seq_b"] == 1} == {seen["diff"]}
 
     # MCP: fork_diff, and the turn tool named by conversation and that number
-    from cassettes.mcp.forkquery import fork_diff
-    from cassettes.mcp.query import Runs
-    from cassettes.mcp.turnquery import turn
+    from cassettes.mcp import Runs, fork_diff, turn
 
     runs = Runs([str(tmp_path)])
     answer = fork_diff(runs, str(branch), None, None, 20, 6000)

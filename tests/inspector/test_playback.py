@@ -11,7 +11,7 @@ from pathlib import Path
 
 from helpers import FakeClock
 
-from cassettes.views.timeline import TimelinePoint
+from cassettes.views import TimelinePoint
 from inspector.playback import DWELL, SPEEDS, Advance, Playback, Reveal, StreamEnded, StreamStarted
 from tests.support import progress
 

@@ -20,12 +20,12 @@ import orjson
 import pytest
 
 from cassettes.reading import open_run
-from cassettes.views.report import report_data
+from cassettes.views import report_data
 from tests.interop.html_runs import PAYLOADS, hostile_run
 
 jinja2 = pytest.importorskip("jinja2")
 
-from cassettes.views.htmlpage import embed_json, render_html  # noqa: E402
+from cassettes.views import embed_json, render_html  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -195,7 +195,7 @@ def test_mcp_points_to_the_page_and_its_command_writes_it(
     pytest.importorskip("mcp")
     import shlex
 
-    from cassettes.mcp.server import build_server
+    from cassettes.mcp import build_server
     from tests.interop.test_mcp import _calls, _ok
 
     root = tmp_path / "runs"
@@ -238,9 +238,9 @@ def test_without_the_html_extra_the_command_says_how_to_install(
 
 def test_start_up_imports_neither_jinja2_nor_the_report() -> None:
     code = (
-        "import sys, cassettes.cli, cassettes.interop.cli, cassettes.mcp.server, "
-        "cassettes.replay.testing.plugin\nprint(sorted(m for m in ('jinja2', "
-        "'cassettes.views.report', 'cassettes.views.htmlpage') if m in sys.modules))\n"
+        "import sys, cassettes.cli, cassettes.interop.cli, cassettes.replay.testing.plugin\n"
+        "from cassettes.mcp import cmd_mcp\nprint(sorted(m for m in ('jinja2', "
+        "'cassettes.views._report', 'cassettes.views._htmlpage') if m in sys.modules))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
@@ -279,7 +279,7 @@ def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(
     (issue 43): it is said only when Jinja2 cannot be imported by the interpreter the command
     names."""
     pytest.importorskip("jinja2")
-    from cassettes.mcp.query import Runs, web_report
+    from cassettes.mcp import Runs, web_report
 
     run = tmp_path / "demo.jsonl"
     run.write_bytes(demo_cassette.read_bytes())
@@ -287,7 +287,7 @@ def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(
     assert "html extra" not in here["how"] and "install" not in here["how"], here["how"]
     code = (
         "import sys, json; sys.modules['jinja2'] = None\n"
-        "from cassettes.mcp.query import Runs, web_report\n"
+        "from cassettes.mcp import Runs, web_report\n"
         f"print(json.dumps(web_report(Runs([{str(tmp_path)!r}]), 'demo.jsonl', 6000)))\n"
     )
     done = subprocess.run(

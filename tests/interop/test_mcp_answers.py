@@ -11,8 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.mcp.answers import encode, text
-from cassettes.mcp.query import Runs, diff, run_summary
+from cassettes.mcp import Runs, diff, encode, run_summary, text
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_records
 from tests.support import progress
@@ -84,7 +83,7 @@ def test_a_diff_of_runs_on_different_apis_is_one_divergence(root: Path, tmp_path
 _READ = """
 import os, sys
 from pathlib import Path
-from cassettes.mcp.answers import QueryError, read_json
+from cassettes.mcp import QueryError, read_json
 path = Path(sys.argv[1])
 if sys.argv[2] == "fifo":
     os.mkfifo(path)

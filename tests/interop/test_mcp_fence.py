@@ -25,9 +25,8 @@ pytest.importorskip("mcp")
 
 from mcp import Client
 
-from cassettes.mcp.answers import UNTRUSTED_NOTE
-from cassettes.mcp.runs import RUN_SUFFIXES
-from cassettes.mcp.server import build_server
+from cassettes.fleet.files import RUN_SUFFIXES
+from cassettes.mcp import UNTRUSTED_NOTE, build_server
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.codec import header_record
 from tests.hostile.corpus import ESCAPES, build, hostile_exchanges
@@ -280,9 +279,7 @@ def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path) -> None:
 
 
 def test_a_turn_asked_for_a_billion_characters_stays_under_max_bytes(root: Path) -> None:
-    from cassettes.mcp.answers import encode
-    from cassettes.mcp.query import Runs
-    from cassettes.mcp.turnquery import turn
+    from cassettes.mcp import Runs, encode, turn
 
     runs = Runs([root])
     asked = {"seq": None, "conversation": None, "turn": None, "message": None}

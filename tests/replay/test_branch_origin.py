@@ -120,8 +120,7 @@ def test_a_changed_origin_is_one_line_in_diff_the_fork_tab_and_mcp(
         r.part == "prefix" for r in view.rows
     )
     assert all(not r.divergences for r in view.rows)  # no false divergence beside the rows
-    from cassettes.mcp.forkquery import fork_diff
-    from cassettes.mcp.query import QueryError, Runs
+    from cassettes.mcp import QueryError, Runs, fork_diff
 
     with pytest.raises(QueryError) as exc:
         fork_diff(Runs([str(tmp_path)]), str(branch), None, None, 20, 6000)
@@ -169,8 +168,7 @@ def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> Non
     for name in ("run.jsonl", "branch.jsonl"):
         shutil.copy(made.parent / name, sent / name)
     shutil.rmtree(made.parent)
-    from cassettes.mcp.forkquery import fork_diff
-    from cassettes.mcp.query import Runs
+    from cassettes.mcp import Runs, fork_diff
     from cassettes.replay.forking.forkview import fork_view
 
     answer = fork_diff(Runs([str(sent)]), str(sent / "branch.jsonl"), None, None, 20, 6000)

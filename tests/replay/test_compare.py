@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.views.money import money
+from cassettes.views import money
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import SYSTEM, chat_exchange, chat_response, write
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -347,8 +347,7 @@ def test_a_saved_report_is_what_the_mcp_comparison_tool_reads(
 ) -> None:
     """``--report`` (no file: beside the run) saves what ``--json`` prints; ``looptap mcp``'s
     ``comparison`` answers from it, by the report's path or the run's, and sends nothing."""
-    from cassettes.mcp.forkquery import comparison
-    from cassettes.mcp.query import QueryError, Runs
+    from cassettes.mcp import QueryError, Runs, comparison
 
     run = _schema_run(tmp_path)
     with shaky as fake:
@@ -946,8 +945,7 @@ def test_a_verdict_heads_the_report_and_the_mcp_tool_shows_it(
 ) -> None:
     """Overall agreement, cost ratio candidate/recorded, latency ratio, E and A differences: the
     first line of the text report, ``verdict`` in the JSON, and what ``comparison`` answers."""
-    from cassettes.mcp.forkquery import comparison
-    from cassettes.mcp.query import Runs
+    from cassettes.mcp import Runs, comparison
 
     run = _priced_run(tmp_path)
     # turn 1: the wrong city in both samples

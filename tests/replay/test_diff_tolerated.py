@@ -239,7 +239,7 @@ def test_a_working_directory_no_header_names_is_compared_as_sent(
 
 
 def test_mcp_diff_reads_it_as_the_cli_does(days: tuple[Path, Path]) -> None:
-    from cassettes.mcp.query import Runs, diff
+    from cassettes.mcp import Runs, diff
 
     runs = Runs([str(days[0].parent.parent)])
     answer = diff(runs, "a/monday.jsonl", "b/tuesday.jsonl", None, 20, 6000)
@@ -289,8 +289,7 @@ def test_past_a_forks_cursor_diff_mcp_and_the_fork_view_read_it_alike(
         MONDAY["cwd"],
         TUESDAY["cwd"],
     ) in found
-    from cassettes.mcp.forkquery import fork_diff
-    from cassettes.mcp.query import Runs
+    from cassettes.mcp import Runs, fork_diff
     from cassettes.replay.forking.forkview import fork_view
 
     answer = fork_diff(Runs([str(tmp_path)]), str(branch), None, None, 20, 6000)

@@ -306,8 +306,7 @@ def test_the_continuations_are_bounded() -> None:
 def test_a_continuation_mark_says_the_request_was_looptaps_not_the_clients() -> None:
     """show and the inspector's message pane: a ``continue`` mark's request is looptap's own (the
     client sent none of it), not "client sent → …" as an edit of the client's request reads."""
-    from cassettes.views.edits import CONTINUED
-    from cassettes.views.view import edit_lines
+    from cassettes.views import CONTINUED, edit_lines
     from inspector.widgets import client_sent
 
     marks = [

@@ -154,7 +154,7 @@ def _html(path: Path, tmp_path: Path) -> None:
 async def _mcp(path: Path) -> None:
     from mcp import Client
 
-    from cassettes.mcp.server import build_server
+    from cassettes.mcp import build_server
 
     async with Client(build_server([str(path.parent)])) as c:
 

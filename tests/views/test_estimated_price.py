@@ -33,7 +33,7 @@ from textual.widgets import Static
 from cassettes.cli import main
 from cassettes.reading import open_run
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.views.growth import growth_bars
+from cassettes.views import growth_bars
 from tests.real_corpus import CORPUS, load
 
 EVAL = CORPUS / "pydantic-ai/tests/cassettes/test_tool_search"
@@ -153,7 +153,7 @@ def _html(path: Path, tmp_path: Path) -> None:
 async def _mcp(path: Path) -> None:
     from mcp import Client
 
-    from cassettes.mcp.server import build_server
+    from cassettes.mcp import build_server
 
     async with Client(build_server([str(path.parent)])) as c:
 

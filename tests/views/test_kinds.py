@@ -103,7 +103,7 @@ async def _mcp_summary(path: Path) -> Any:
     pytest.importorskip("mcp")
     from mcp import Client
 
-    from cassettes.mcp.server import build_server
+    from cassettes.mcp import build_server
 
     async with Client(build_server([str(path.parent)])) as c:
         r = await c.call_tool("run_summary", {"run": path.name})

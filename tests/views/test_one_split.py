@@ -32,8 +32,7 @@ from textual.widgets import Static, TabbedContent
 from cassettes.cli import main
 from cassettes.reading import open_run
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.views.growth import growth_bars
-from cassettes.views.money import money
+from cassettes.views import growth_bars, money
 from tests.real_corpus import CORPUS, load
 
 RECORDING = (
@@ -187,7 +186,7 @@ async def _mcp(path: Path) -> dict[str, Any]:
     """The MCP server's ``growth`` tool, called as a client calls it."""
     from mcp import Client
 
-    from cassettes.mcp.server import build_server
+    from cassettes.mcp import build_server
 
     async def call(tool: str, args: dict[str, Any]) -> Any:
         async with Client(build_server([str(path.parent)])) as c:
@@ -306,7 +305,7 @@ async def test_the_c_panes_link_says_what_it_means(tmp_path: Path) -> None:
         await until(pilot, lambda: shown(app, 2))
         c = " ".join(plain(app.query_one("#pane-c Static", Static)).split())
     assert "linked by header — the X-Looptap-Conversation request header puts it after #1" in c, c
-    from cassettes.views.report import report_data
+    from cassettes.views import report_data
 
     assert report_data(open_run(out))["detail"]["2"]["layers"]["C"]["link_text"].startswith(
         "header — the X-Looptap-Conversation"

@@ -8,8 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.mcp.query import QueryError, Runs
-from cassettes.mcp.whyquery import why_report
+from cassettes.mcp import QueryError, Runs, why_report
 from cassettes.why.interventions import Intervention
 from cassettes.why.verdict import Tally, verdict
 

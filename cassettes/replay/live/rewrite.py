@@ -15,7 +15,7 @@ import orjson
 
 from cassettes import bounds, providers
 from cassettes.replay.live.edits import Edit
-from cassettes.views.edits import user_messages
+from cassettes.views import user_messages
 from cassettes.wire import edited
 
 __all__ = ["apply_edits", "carried"]

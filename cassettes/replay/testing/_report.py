@@ -236,8 +236,7 @@ def _write_html_report(item: pytest.Item, session: Replayed) -> str:
     directory (``.pytest_cache/d/looptap-reports/``): the line the failure shows. Never fails the
     test itself: a page that cannot be written says why instead."""
     try:
-        from cassettes.views.htmlpage import HtmlExtraMissing, render_html
-        from cassettes.views.report import report_data
+        from cassettes.views import HtmlExtraMissing, render_html, report_data
 
         run = session.run
         run.name = f"{item.nodeid} ({session.path.name})"  # the page's title

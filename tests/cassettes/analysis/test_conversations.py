@@ -434,7 +434,7 @@ def test_task_sub_agent_is_linked_to_the_call_that_started_it(family: str) -> No
     # a prompt nobody asked for: no parent
     assert by_id[run.turns[2].conversation].parent_seq is None
     assert [f for f in run.findings if f.severity != "info"] == []
-    from cassettes.views.layers import analysis_lines
+    from cassettes.views import analysis_lines
 
     shown = "\n".join(analysis_lines(run))
     sub_conv = by_id[run.turns[1].conversation]

@@ -13,7 +13,7 @@ from scenarios import WEATHER, AgentScript, Call, Script, assistant_of, results_
 
 from cassettes.analysis.dispatch import ordered_findings
 from cassettes.analysis.model import Finding, RunAnalysis, Severity
-from cassettes.views.layers import analysis_lines
+from cassettes.views import analysis_lines
 
 ANTHROPIC_PAIRING = (
     "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: {id}. "
@@ -98,7 +98,7 @@ def test_a_tool_error_after_a_call_against_the_schema_is_folded_under_it() -> No
 
 
 def test_mcp_and_the_pytest_helper_read_the_same_fold(tmp_path: Path) -> None:
-    from cassettes.mcp.query import Runs, run_summary
+    from cassettes.mcp import Runs, run_summary
     from cassettes.reading import open_run
     from cassettes.recording.pipeline import CassetteWriter
 

@@ -19,7 +19,7 @@ from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.replay.forking.compare._answer import price_usage
 from cassettes.replay.forking.cursor import bases_of
 from cassettes.replay.live.model import with_model
-from cassettes.views.money import money
+from cassettes.views import money
 from cassettes.wire.exchange import Exchange
 
 

@@ -19,7 +19,7 @@ from cassettes.replay.forking.compare._answer import (
 )
 from cassettes.replay.forking.lineup import canonical
 from cassettes.untrusted import clean_line
-from cassettes.views.money import money
+from cassettes.views import money
 
 #: What :attr:`TurnComparison.arguments` tallies of the samples' calls.
 _TALLIES = ("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered")

@@ -1,6 +1,6 @@
 """The data of ``looptap export --html``: a run as one JSON object the page renders.
 
-The page (``cassettes/views/htmlpage.py`` and its assets) only lays out what this computes, as
+The page (``cassettes/views/_htmlpage.py`` and its assets) only lays out what this computes, as
 the inspector does for the terminal: the conversations, each turn's row (E/A/C badges, finish,
 tokens; a replay miss named as one), its layers, the messages its request carried, the findings root
 cause first (a consequence right after its cause, with ``caused_by``: the analysis' own order,
@@ -33,9 +33,9 @@ from cassettes.analysis.model import kind_text
 from cassettes.hints import count
 from cassettes.models import Message, Part
 from cassettes.untrusted import clean
-from cassettes.views.growth import growth_bars, split_json
-from cassettes.views.money import money
-from cassettes.views.view import link_text
+from cassettes.views._growth import growth_bars, split_json
+from cassettes.views._money import money
+from cassettes.views._roundtrip_view import link_text
 
 __all__ = ["report_data"]
 
@@ -162,7 +162,7 @@ def _layers(t: Turn) -> dict[str, Any]:
                 "cumulative_cost": _money(k.cumulative_cost),
                 "price_estimated": k.price_estimated,
                 "cumulative_estimated": k.cumulative_estimated,
-                # The page writes what these say (cassettes.views.money, as every view).
+                # The page writes what these say (cassettes.views._money, as every view).
                 "cost_text": money(k.cost, k.price_estimated),
                 "cumulative_cost_text": money(k.cumulative_cost, k.cumulative_estimated),
                 "split": split_json(growth_bars([t])[0]),

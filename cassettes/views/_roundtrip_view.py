@@ -1,7 +1,7 @@
 """Views of a round trip for people and for tools: :func:`summary_lines` (``looptap show``), and
 the layer analysis' additions to a round trip's ``show --json`` object (:func:`turn_json`,
 :func:`finding_json`, :func:`mcp_link_json`). The analysis as text (counts, findings, growth
-tables) is :mod:`cassettes.views.layers`; a fork's edits as shown, :mod:`cassettes.views.edits`;
+tables) is :mod:`cassettes.views._layers`; a fork's edits as shown, :mod:`cassettes.views._edits`;
 the per-round-trip object itself, ``looptap.roundtrip/1``, :mod:`cassettes.views.schema`.
 """
 
@@ -14,9 +14,9 @@ from cassettes.analysis.dispatch.replayed import CODE as DIVERGED
 from cassettes.analysis.model import Conversation, Finding, McpCall, Turn
 from cassettes.errors import problem_lines
 from cassettes.hints import count
-from cassettes.views.edits import CONTINUED, edit_text, reconstructed_said
-from cassettes.views.growth import growth_bars, split_json
-from cassettes.views.layers import finding_line
+from cassettes.views._edits import CONTINUED, edit_text, reconstructed_said
+from cassettes.views._growth import growth_bars, split_json
+from cassettes.views._layers import finding_line
 
 __all__ = [
     "LINK_MEANINGS",
@@ -374,7 +374,7 @@ def mcp_link_json(call: McpCall) -> dict[str, Any]:
 
 def _tokens_json(turn: Turn) -> dict[str, Any]:
     """The turn's token accounting with its split as every view shows it (``split``, from
-    :func:`~cassettes.views.growth.growth_bars`); the analysis' overlapping working segments are
+    :func:`~cassettes.views._growth.growth_bars`); the analysis' overlapping working segments are
     left out (they read as another split of the same input)."""
 
     (bar,) = growth_bars([turn])

@@ -1,7 +1,7 @@
 """``looptap mcp``: a read-only MCP server over recorded runs, for the coding agent that debugs an
 agent (Claude Code, Codex, Cursor). Built on the official ``mcp`` SDK (``pip install
 'looptap[mcp]'``), imported only when the command runs. The answers come from
-:mod:`cassettes.mcp.query`: bounded, paged, recorded text delimited and made safe.
+:mod:`cassettes.mcp._query`: bounded, paged, recorded text delimited and made safe.
 
     looptap mcp --root ./runs                        # stdio (what coding agents start)
     looptap mcp --root ./runs --http 127.0.0.1:8765  # streamable HTTP on loopback
@@ -22,7 +22,7 @@ import orjson
 from cassettes import interrupts
 from cassettes._version import __version__
 from cassettes.hints import install_command
-from cassettes.mcp.answers import (
+from cassettes.mcp._answers import (
     DEFAULT_BYTES,
     UNTRUSTED_NOTE,
     QueryError,
@@ -30,11 +30,11 @@ from cassettes.mcp.answers import (
     checked_roots,
     encode,
 )
-from cassettes.mcp.stdio import BoundedLines, serve_stdio, usable_id
+from cassettes.mcp._stdio import BoundedLines, serve_stdio, usable_id
 from cassettes.untrusted import clean
 
 if TYPE_CHECKING:
-    from cassettes.mcp.runs import Runs
+    from cassettes.mcp._runs import Runs
 
 __all__ = ["build_server", "cmd_mcp"]
 
@@ -66,10 +66,10 @@ def build_server(roots: list[str]) -> Any:
 
     def ask(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The answer to the tool ``name`` called with ``arguments``: the function of that name in
-        :mod:`cassettes.mcp.query`. It is imported, and the runs made, by the first tool call:
+        :mod:`cassettes.mcp._query`. It is imported, and the runs made, by the first tool call:
         the analysis, the readers and the providers are loaded then, not before the server
         answers ``initialize`` (a coding agent waits for that answer at its own start)."""
-        from cassettes.mcp import query
+        import cassettes.mcp._query as query
 
         if not opened:
             opened.append(query.Runs(checked))
@@ -78,7 +78,7 @@ def build_server(roots: list[str]) -> Any:
 
     def tool(fn: Any) -> Any:
         """Register ``fn`` as a tool whose answer is one text block of compact JSON, at most
-        ``max_bytes`` bytes (a hard cap, :func:`~cassettes.mcp.answers.encode`); an error is
+        ``max_bytes`` bytes (a hard cap, :func:`~cassettes.mcp._answers.encode`); an error is
         JSON too, its own words apart from what it quotes (under ``recorded``). ``fn`` declares
         the tool (its arguments, their defaults, its description) and returns its arguments
         (``locals()``); the answer is :func:`ask`'s."""

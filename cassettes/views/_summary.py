@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from cassettes.analysis.dispatch.replayed import replay_miss
 from cassettes.analysis.model import Finding, Turn
-from cassettes.views.growth import GrowthBar, growth_bars
+from cassettes.views._growth import GrowthBar, growth_bars
 
 __all__ = ["TurnSummary", "summarise"]
 

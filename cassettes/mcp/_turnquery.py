@@ -8,9 +8,9 @@ from typing import Any
 
 from cassettes.analysis.model import Turn
 from cassettes.hints import count
-from cassettes.mcp.answers import MAX_BYTES, QueryError, byte_budget, json_size, wrap
-from cassettes.mcp.recorded import fit_turn, message_part, turn_body
-from cassettes.mcp.runs import Runs
+from cassettes.mcp._answers import MAX_BYTES, QueryError, byte_budget, json_size, wrap
+from cassettes.mcp._parts import fit_turn, message_part, turn_body
+from cassettes.mcp._runs import Runs
 from cassettes.models import Message
 from cassettes.reading import Run
 

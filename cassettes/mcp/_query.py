@@ -1,7 +1,7 @@
 """Read-only questions about recorded runs, answered in bounded JSON: what ``looptap mcp`` serves
 to a coding agent (and what any other program may call). Each answer is a function of the tool's
-name taking the :class:`~cassettes.mcp.runs.Runs` it reads and every argument of the tool
-(:mod:`cassettes.mcp.server` declares the tools: their arguments, defaults and descriptions).
+name taking the :class:`~cassettes.mcp._runs.Runs` it reads and every argument of the tool
+(:mod:`cassettes.mcp._server` declares the tools: their arguments, defaults and descriptions).
 
 Every answer is a plain dict, at most about ``max_bytes`` of JSON (default :data:`DEFAULT_BYTES`):
 lists are paged (``offset``/``limit``; ``next_offset`` says where the rest starts), long texts are
@@ -15,11 +15,11 @@ invisible characters made visible and secrets redacted once more; answers carry
 :data:`UNTRUSTED_NOTE`. Files are only read under the roots given at start (after resolving
 symlinks); anything else is refused with :class:`QueryError`.
 
-The fence and the byte budget are :mod:`cassettes.mcp.answers`; the answer parts about recorded
-things (findings, messages, a turn's layers) are :mod:`cassettes.mcp.recorded`; the runs under the
-roots are :mod:`cassettes.mcp.runs`; this module answers the questions (a turn, a fork, a
-comparison and a why are answered by :mod:`cassettes.mcp.turnquery`,
-:mod:`cassettes.mcp.forkquery` and :mod:`cassettes.mcp.whyquery`).
+The fence and the byte budget are :mod:`cassettes.mcp._answers`; the answer parts about recorded
+things (findings, messages, a turn's layers) are :mod:`cassettes.mcp._parts`; the runs under the
+roots are :mod:`cassettes.mcp._runs`; this module answers the questions (a turn, a fork, a
+comparison and a why are answered by :mod:`cassettes.mcp._turnquery`,
+:mod:`cassettes.mcp._forkquery` and :mod:`cassettes.mcp._whyquery`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 from cassettes.analysis.dispatch import is_consequence
 from cassettes.fleet.index import overviews, runs_mentioning
 from cassettes.hints import install_command
-from cassettes.mcp.answers import (
+from cassettes.mcp._answers import (
     DEFAULT_CHARS,
     UNTRUSTED_NOTE,
     QueryError,
@@ -46,23 +46,21 @@ from cassettes.mcp.answers import (
     text,
     wrap,
 )
-from cassettes.mcp.forkquery import comparison, fork_diff
-from cassettes.mcp.recorded import (
+from cassettes.mcp._forkquery import comparison, fork_diff
+from cassettes.mcp._parts import (
     conversation_row,
     finding_part,
     tolerated_count,
     tolerated_lines,
 )
-from cassettes.mcp.runs import Runs
-from cassettes.mcp.turnquery import turn
-from cassettes.mcp.whyquery import why_report
+from cassettes.mcp._runs import Runs
+from cassettes.mcp._turnquery import turn
+from cassettes.mcp._whyquery import why_report
 from cassettes.reading import Run
 from cassettes.replay.comparison import different_apis
 from cassettes.replay.forking.rundiff import diff_analysed
 from cassettes.untrusted import clean
-from cassettes.views.growth import growth_bars, split_json
-from cassettes.views.money import money
-from cassettes.views.search import search_turns
+from cassettes.views import growth_bars, money, search_turns, split_json
 
 __all__ = [
     "Runs",

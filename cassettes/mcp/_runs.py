@@ -1,5 +1,5 @@
 """The runs ``looptap mcp`` may read: the files under its roots (symlinks resolved, anything else
-refused with :class:`~cassettes.mcp.answers.QueryError`), opened on demand, the latest few kept
+refused with :class:`~cassettes.mcp._answers.QueryError`), opened on demand, the latest few kept
 open while unchanged, and a recording in progress followed as it grows."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from cassettes.errors import CassetteError
 from cassettes.fleet.files import RUN_SUFFIXES, run_files
 from cassettes.matching import RuleError, find_config, rules_of_args
-from cassettes.mcp.answers import QueryError, checked_roots, text
+from cassettes.mcp._answers import QueryError, checked_roots, text
 from cassettes.reading import Run, open_run
 from cassettes.replay.forking.rundiff import comparing
 

@@ -1,4 +1,4 @@
-"""What :mod:`cassettes.mcp.query` answers with about recorded things: findings, messages, a
+"""What :mod:`cassettes.mcp._query` answers with about recorded things: findings, messages, a
 conversation's row, a turn's three layers and what a diff tolerated, every recorded string made
 safe (:mod:`.answers`).
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 from cassettes.analysis.model import Conversation, Finding, RunAnalysis, Turn
 from cassettes.matching import report_lines
-from cassettes.mcp.answers import byte_budget, json_size, safe_json, shrink, text
+from cassettes.mcp._answers import byte_budget, json_size, safe_json, shrink, text
 from cassettes.models import Message
 
 __all__ = [

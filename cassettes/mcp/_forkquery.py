@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.mcp.answers import (
+from cassettes.mcp._answers import (
     DEFAULT_CHARS,
     QueryError,
     byte_budget,
@@ -23,8 +23,8 @@ from cassettes.mcp.answers import (
     text,
     wrap,
 )
-from cassettes.mcp.recorded import tolerated_count, tolerated_lines
-from cassettes.mcp.runs import Runs
+from cassettes.mcp._parts import tolerated_count, tolerated_lines
+from cassettes.mcp._runs import Runs
 from cassettes.reading import locate
 from cassettes.replay.forking.fork import origin_of
 from cassettes.replay.forking.rundiff import branch_diff

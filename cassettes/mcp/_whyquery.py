@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cassettes.mcp.answers import QueryError, byte_budget, number, page, read_json, text, wrap
-from cassettes.mcp.runs import Runs
+from cassettes.mcp._answers import QueryError, byte_budget, number, page, read_json, text, wrap
+from cassettes.mcp._runs import Runs
 from cassettes.why.state import STATE
 from cassettes.why.stats import wilson
 
@@ -104,7 +104,7 @@ def why_report(runs: Runs, why: str, offset: int, limit: int, max_bytes: int) ->
     )
     if verdict is None and not report:
         report = _so_far(doc)
-    items = [_intervention(i) for i in report[max(offset, 0):]]
+    items = [_intervention(i) for i in report[max(offset, 0) :]]
     shown, nxt = page(items, 0, max(1, min(limit, 200)), byte_budget(max_bytes))
     return wrap(
         {

@@ -10,8 +10,8 @@ from typing import Any
 from cassettes.analysis import spill
 from cassettes.analysis.model import Conversation, Finding, RunAnalysis, Turn, kind_text
 from cassettes.hints import count
-from cassettes.views.growth import growth_bars
-from cassettes.views.money import ESTIMATED_NOTE, money
+from cassettes.views._growth import growth_bars
+from cassettes.views._money import ESTIMATED_NOTE, money
 
 __all__ = [
     "SEVERITY_MARK",
@@ -179,7 +179,7 @@ def _estimated(t: Turn) -> bool:
 
 def _growth_row(t: Turn) -> str:
     """One turn's row of the growth table (``-``: a count the response did not report); the split
-    is :func:`~cassettes.views.growth.growth_bars`', as every other view's."""
+    is :func:`~cassettes.views._growth.growth_bars`', as every other view's."""
 
     k = t.tokens
     (bar,) = growth_bars([t])

@@ -1,0 +1,45 @@
+"""cassettes.views is one façade over private modules (issue 56): its exported names are pinned
+here, as httpx pins its ``__all__``, so that a name added to or dropped from the surface is a
+decision seen in review, not a side effect. ``schema`` alone stays a public module: users run
+``python -m cassettes.views.schema`` (docs/show-json.md)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import cassettes.views as views
+
+EXPORTED = [
+    "CONTINUED", "ESTIMATED_NOTE", "SEVERITY_MARK", "SPLIT",
+    "GrowthBar", "GrowthRows", "HtmlExtraMissing", "SearchHit", "TimelinePoint", "TurnSummary",
+    "analysis_lines", "conversation_json", "edit_lines", "edit_text", "edited_messages",
+    "edits_json", "embed_json", "error_phrase", "growth_bars", "growth_row", "link_text",
+    "mcp_link_json", "money", "reading_line", "reconstructed_said", "render_fleet_html",
+    "render_html", "report_data", "roundtrip_json", "search_turns", "snippet_of", "split_json",
+    "status_text", "summarise", "summary_lines", "text_timeline", "turn_json", "user_messages",
+]  # fmt: skip
+PUBLIC_MODULES = ["schema"]
+
+
+def test_the_exported_names_are_pinned() -> None:
+    assert views.__all__ == sorted(EXPORTED, key=lambda s: (not s.isupper(), s))
+
+
+def test_every_exported_name_resolves_and_every_module_is_private() -> None:
+    for name in views.__all__:
+        assert getattr(views, name) is not None, name
+    modules = [m.name for m in pkgutil.iter_modules(views.__path__)]
+    public = [m for m in modules if not m.startswith("_")]
+    assert modules and public == PUBLIC_MODULES, modules
+    for m in modules:
+        importlib.import_module(f"cassettes.views.{m}")
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        views.nothing_here  # noqa: B018
+    except AttributeError as exc:
+        assert "nothing_here" in str(exc)
+    else:
+        raise AssertionError("cassettes.views.nothing_here resolved")
