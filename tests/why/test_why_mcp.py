@@ -10,8 +10,7 @@ import pytest
 
 from cassettes.mcp.query import QueryError, Runs
 from cassettes.mcp.whyquery import why_report
-from cassettes.why.interventions import Intervention
-from cassettes.why.verdict import Tally, verdict
+from cassettes.why import Intervention, Tally, verdict
 
 
 def _why_dir(root: Path, finished: bool = True) -> Path:

@@ -21,8 +21,8 @@ from cassettes.reading.branch import fork_notes
 from cassettes.reading.run import open_run
 from cassettes.replay.serving.server import replay_env
 from cassettes.untrusted import clean_line
-from cassettes.why.interventions import Intervention
-from cassettes.why.outcome import Judged, Outcome, judged_from
+from cassettes.why._interventions import Intervention
+from cassettes.why._outcome import Judged, Outcome, judged_from
 
 __all__ = ["Branches", "WhyRunError", "baseline"]
 

@@ -36,7 +36,7 @@ import orjson
 from cassettes import bounds
 from cassettes.replay.live.edits import parse_edit
 from cassettes.replay.live.rewrite import carried
-from cassettes.why.suspects import (
+from cassettes.why._suspects import (
     answered_back,
     last_turns,
     later_turns,

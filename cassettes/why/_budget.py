@@ -25,7 +25,7 @@ from cassettes.replay.forking.compare import (
     plan_requests,
 )
 from cassettes.replay.forking.cursor import live_router
-from cassettes.why.interventions import Intervention
+from cassettes.why._interventions import Intervention
 
 __all__ = ["check"]
 
