@@ -34,8 +34,7 @@ from typing import Any
 import orjson
 
 from cassettes import bounds
-from cassettes.replay.live.edits import parse_edit
-from cassettes.replay.live.rewrite import carried
+from cassettes.replay.live import carried, parse_edit
 from cassettes.why._suspects import (
     answered_back,
     last_turns,

@@ -440,7 +440,7 @@ def test_a_pytest_test_forks_a_cassette_at_turn_1_onto_a_new_model(
 def test_an_edit_reaches_every_request_sent_live_and_not_the_clients_log(tmp_path: Path) -> None:
     from openai import OpenAI
 
-    from cassettes.replay.live.edits import parse_edit
+    from cassettes.replay.live import parse_edit
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, tool_loop
 
     (tmp_path / "result.txt").write_text("STORM WARNING in Paris")
@@ -498,7 +498,7 @@ def test_an_edit_that_never_applies_is_an_error(tmp_path: Path) -> None:
     import signal
     import subprocess
 
-    from cassettes.replay.live.edits import EditError, parse_edit
+    from cassettes.replay.live import EditError, parse_edit
     from tests.replay.conftest import tool_loop, write
 
     run = write(tmp_path / "run.jsonl", tool_loop())

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
-from cassettes.replay.live.edits import parse_edit
+from cassettes.replay.live import parse_edit
 from cassettes.replay.serving.server import ReplayServer
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, fork_agent, tool_loop, write

@@ -320,7 +320,7 @@ def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_
     live over a WebSocket, self-contained, with the model asked for and the tool result edited."""
     pytest.importorskip("websockets")
     from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
-    from cassettes.replay.live.edits import parse_edit
+    from cassettes.replay.live import parse_edit
     from cassettes.replay.serving.server import ReplayServer
     from tests.replay.test_websocket_replay import TOOLS
     from tests.support.ws_upstream import WsResponsesUpstream
@@ -402,7 +402,7 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(
 
 
 def test_threads_walk_the_chain_of_answers_and_say_when_they_cannot() -> None:
-    from cassettes.replay.live.chains import Threads
+    from cassettes.replay.live import Threads
 
     t = Threads(limit=3)
     t.add("r0", None, [])

@@ -312,7 +312,7 @@ def test_a_tolerated_value_is_redacted_and_cut_around_the_difference() -> None:
 
 def test_divergence_is_a_cursor_of_its_own_and_refuses_what_needs_a_turn() -> None:
     from cassettes.replay.forking.cursor import Cursor, CursorError, parse_cursor
-    from cassettes.replay.live.edits import parse_edit
+    from cassettes.replay.live import parse_edit
 
     spec = parse_cursor("divergence")
     assert (

@@ -10,8 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.live.edits import EditError, parse_edit
-from cassettes.replay.live.rewrite import apply_edits, carried
+from cassettes.replay.live import EditError, apply_edits, carried, parse_edit
 from cassettes.why import (
     Intervention,
     Judged,

@@ -36,7 +36,7 @@ from cassettes.reading.branch import first_turn, origin_fields, origin_in, origi
 from cassettes.reading.run import open_run
 from cassettes.replay.forking.placement import CursorSpec, parse_cursor, place
 from cassettes.replay.forking.plan import RULES, ForkPlan
-from cassettes.replay.live.edits import Edit, edit_file, parse_edit
+from cassettes.replay.live import Edit, edit_file, parse_edit
 from cassettes.replay.serving.server import replay_env
 from cassettes.storage.paths import check_input
 from cassettes.storage.store import CassetteFile

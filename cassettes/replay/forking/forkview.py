@@ -20,7 +20,7 @@ from cassettes.matching import entry_line
 from cassettes.reading.branch import locate, origin_of
 from cassettes.reading.run import open_run
 from cassettes.replay.forking.rundiff import branch_diff, comparing_files
-from cassettes.replay.live.edits import edit_notes
+from cassettes.replay.live import edit_notes
 
 __all__ = ["ForkComparison", "ForkRow", "fork_view"]
 

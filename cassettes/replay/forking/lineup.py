@@ -27,7 +27,7 @@ import orjson
 from cassettes.analysis import Conversation, RunAnalysis, Turn
 from cassettes.matching import RequestKey, Rules, VolatileSpans, json_diff, request_key
 from cassettes.reading.branch import with_notes
-from cassettes.replay.live.chains import as_sent_live
+from cassettes.replay.live import as_sent_live
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:

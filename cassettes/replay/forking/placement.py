@@ -25,9 +25,7 @@ from typing import TYPE_CHECKING, Any
 from cassettes import providers
 from cassettes.errors import CassetteError
 from cassettes.hints import count
-from cassettes.replay.live.chains import as_sent_live
-from cassettes.replay.live.edits import Edit
-from cassettes.replay.live.rewrite import carried
+from cassettes.replay.live import Edit, as_sent_live, carried
 from cassettes.untrusted import clean_line
 
 if TYPE_CHECKING:

@@ -49,7 +49,7 @@ from cassettes.replay.forking.lineup import (
     reported,
     turns_of,
 )
-from cassettes.replay.live.edits import edit_notes
+from cassettes.replay.live import edit_notes
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
@@ -366,7 +366,7 @@ def branch_diff(
     ``fork_diff`` see it: with what the fork noted after the run (the prefix's tolerated, where
     ``@divergence`` went live: :func:`~cassettes.reading.branch.with_notes`), the origin's turns at
     the cursor as the fork sent them (a chained turn self-contained:
-    :func:`~cassettes.replay.live.chains.as_sent_live`, so the rewrite is no difference of the
+    :func:`~cassettes.replay.live._chains.as_sent_live`, so the rewrite is no difference of the
     client), lined up once (:func:`~cassettes.replay.forking.lineup.lined_up`)."""
     origin, exa, lineup = lined_up(a, b, path_b, meta, compare)
     runs = _Runs(a.analysis, b.analysis, exa, b.exchange_by_seq, compare, Divergences())

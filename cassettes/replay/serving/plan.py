@@ -34,7 +34,7 @@ from cassettes.replay.serving.faults import (
 )
 
 if TYPE_CHECKING:
-    from cassettes.replay.live.continuation import Continuation
+    from cassettes.replay.live import Continuation
 
 __all__ = [
     "MISS_CODE",

@@ -29,7 +29,7 @@ import orjson
 from cassettes import bounds, net, providers
 from cassettes.matching import Miss
 from cassettes.net import Request
-from cassettes.replay.live.chains import Chains
+from cassettes.replay.live import Chains
 from cassettes.replay.serving.plan import Forward, Planner, Router
 from cassettes.replay.serving.player import Player
 from cassettes.wire.exchange import Exchange

@@ -18,7 +18,7 @@ from cassettes.hints import count
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.replay.forking.compare._answer import price_usage
 from cassettes.replay.forking.cursor import bases_of
-from cassettes.replay.live.model import with_model
+from cassettes.replay.live import with_model
 from cassettes.views.money import money
 from cassettes.wire.exchange import Exchange
 
