@@ -58,7 +58,7 @@ from cassettes.mcp.turnquery import turn
 from cassettes.mcp.whyquery import why_report
 from cassettes.reading.run import Run
 from cassettes.replay.comparison import different_apis
-from cassettes.replay.forking.rundiff import diff_analysed
+from cassettes.replay.forking import diff_analysed
 from cassettes.untrusted import clean
 from cassettes.views.growth import growth_bars, split_json
 from cassettes.views.money import money

@@ -106,8 +106,7 @@ def test_a_client_cannot_forge_edit_marks_through_a_plain_run(tmp_path: Path) ->
 def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_never_does(
     tmp_path: Path,
 ) -> None:
-    from cassettes.replay.forking.cursor import parse_cursor
-    from cassettes.replay.forking.fork import ForkReplay, ForkSource
+    from cassettes.replay.forking import ForkReplay, ForkSource, parse_cursor
     from cassettes.wire import edited
 
     run = write(tmp_path / "run.jsonl", tool_loop())
@@ -144,8 +143,7 @@ def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_n
 
 
 def test_a_plan_with_edits_without_the_key_is_refused(tmp_path: Path) -> None:
-    from cassettes.replay.forking.cursor import parse_cursor
-    from cassettes.replay.forking.fork import ForkReplay, ForkSource
+    from cassettes.replay.forking import ForkReplay, ForkSource, parse_cursor
     from cassettes.wire import edited
 
     run = write(tmp_path / "run.jsonl", tool_loop())

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
-from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
+from cassettes.replay.forking import Cursor, live_router, parse_cursor
 from cassettes.replay.live import EditError, parse_edit
 from cassettes.replay.serving.server import ReplayServer
 from cassettes.wire.exchange import Exchange

@@ -144,7 +144,7 @@ def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_rece
     forked: dict[str, Any],
 ) -> None:
     from cassettes.reading.run import open_run
-    from cassettes.replay.forking.fork import origin_of
+    from cassettes.replay.forking import origin_of
 
     branch = open_run(forked["branch"], whole=True)
     assert len(branch.exchanges) == 4

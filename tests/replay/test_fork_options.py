@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
+from cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
 from cassettes.replay.live import parse_edit
 from cassettes.replay.serving.server import ReplayServer
 from cassettes.wire.exchange import Exchange

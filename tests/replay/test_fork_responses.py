@@ -155,7 +155,7 @@ def three_views(run: Path, branch: Path, roots: list[Path]) -> list[tuple[object
     tolerated turns of the three alike."""
     from cassettes.mcp.forkquery import fork_diff
     from cassettes.mcp.runs import Runs
-    from cassettes.replay.forking.forkview import fork_view
+    from cassettes.replay.forking import fork_view
 
     diff = progress.run(
         [*RECORDER, "diff", "--json", str(run), str(branch)],

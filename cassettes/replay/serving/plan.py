@@ -152,7 +152,7 @@ Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed
 
 
 class Router(Protocol):
-    """A fork's cursor (:class:`cassettes.replay.forking.cursor.Cursor`): the answer for a request
+    """A fork's cursor (:class:`cassettes.replay.forking._cursor.Cursor`): the answer for a request
     past it (sent live), or ``None`` (replayed as any other)."""
 
     #: Requests sent live so far.

@@ -2,7 +2,7 @@
 a new episode being recorded) and its answer relayed as it arrives, chunk for chunk; under a
 fork's ``--edit continue``, an answer cut at the token cap continued and handed over joined.
 
-The fork's router (:class:`~cassettes.replay.forking.cursor.Cursor`) decided to send it
+The fork's router (:class:`~cassettes.replay.forking._cursor.Cursor`) decided to send it
 (:class:`~cassettes.replay.serving.plan.Forward`) and hears of each answer relayed, so that a later
 request continuing it goes as it is.
 """

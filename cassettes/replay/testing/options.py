@@ -184,7 +184,7 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
                 pytrace=False,
             )
         return None
-    from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
+    from cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
     from cassettes.replay.live import EditError, parse_edit
 
     live, model, edits, prefix = _fork_options(kw)

@@ -126,7 +126,7 @@ def compare_run(
     skipped: list[str] | None = None,
 ) -> Comparison:
     """Send every planned turn ``samples`` times (one after another) and compare; ``live`` maps a
-    request to the base URL of its API (:func:`cassettes.replay.forking.cursor.live_router`). A
+    request to the base URL of its API (:func:`cassettes.replay.forking._cursor.live_router`). A
     transport or credential failure stops it there (:attr:`Comparison.stopped`): the turn it
     happened in is left out, nothing more is sent."""
     recorded_tools = {c.name for t in run.analysis.turns.values() for c in t.e.tool_calls}

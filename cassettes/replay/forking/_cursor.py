@@ -1,7 +1,7 @@
 """A fork's cursor in the replay server: up to it, requests are answered from the recording (fail
 closed, as replay always is); from it on, they go to a live upstream and are recorded there.
 
-The cursor as written and where it falls are :mod:`cassettes.replay.forking.placement`'s (plain
+The cursor as written and where it falls are :mod:`cassettes.replay.forking._placement`'s (plain
 data and functions; ``looptap run --from`` places it once and hands the placement on in its plan).
 :class:`Cursor` is the router the replay server receives (:class:`~cassettes.replay.serving.plan.
 Router`): plain data (the plan, where the cursor stands in this replay, what the report says) and
@@ -41,7 +41,7 @@ from typing import Any
 from cassettes.hints import count
 from cassettes.matching import Matcher, Miss, Recorded, request_key
 from cassettes.net import Request
-from cassettes.replay.forking.placement import (
+from cassettes.replay.forking._placement import (
     CursorError,
     CursorSpec,
     listed_items,
@@ -93,7 +93,7 @@ class Cursor:
     starts: dict[str | None, int] = field(default_factory=dict)
     #: Per edit (its label): the value its item had where the recording first sends it.
     recorded_values: dict[str, Any] = field(default_factory=dict)
-    #: Placed in the run already (a fork's plan: :mod:`cassettes.replay.forking.plan` gives
+    #: Placed in the run already (a fork's plan: :mod:`cassettes.replay.forking._plan` gives
     #: :attr:`starts` and :attr:`recorded_values`): :meth:`bind` only holds the matcher.
     placed: bool = False
     # -- where the cursor stands in this replay
@@ -128,7 +128,7 @@ class Cursor:
         """Place the cursor in ``matcher``'s recording (labelled by turn), unless it is placed
         already; raises :class:`CursorError` when it selects no recorded round trip, saying what
         ``run`` (the recording, as the user named it) has
-        (:func:`cassettes.replay.forking.placement.place`)."""
+        (:func:`cassettes.replay.forking._placement.place`)."""
         matcher.label()
         self._matcher = matcher
         self._by_seq = {r.seq: r for r in matcher.recorded}
