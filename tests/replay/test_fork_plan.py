@@ -1,6 +1,6 @@
-"""A fork's plan (cassettes.replay.forking.read_plan): the cursor placed once in ``looptap run --from``'s
-process and handed to its replay server as one file, which the replay server takes as it is (no
-second placement) and refuses in one line when it is not a plan."""
+"""A fork's plan (cassettes.replay.forking.read_plan): the cursor placed once in
+``looptap run --from``'s process and handed to its replay server as one file, which the replay
+server takes as it is (no second placement) and refuses in one line when it is not a plan."""
 
 from __future__ import annotations
 
