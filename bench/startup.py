@@ -254,7 +254,7 @@ HOW = """
   `views/edits.py`), `_version`'s metadata read (`codec.py`) and, in `reading/_run.py`, the redactor, the
   vcrpy reader and the cassette writer; under `replay`, the analysis (`reading/_memory_reader.py`, `reading/_run.py`'s
   findings, rules, incremental reader and snapshot), `views.summary`, the schema check
-  (`serving/_faults.py`), `price_data` (`forking/placement.py`), `net._messages` (h11), the gitleaks rules
+  (`serving/_faults.py`), `price_data` (`forking/_placement.py`), `net._messages` (h11), the gitleaks rules
   (`recording/detector.py`) and the cassette writer (`serving/_server.py`'s `keep_sent`); in the recorder,
   the WebSocket session's recorder (`proxy/addon.py`, at a session's first upgrade). A module only its
   own command loads (`verify.py`, `mcp/server.py`) imports at its top. `bench/surface.py --list` lists them.

@@ -20,9 +20,14 @@ from typing import Any
 from cassettes.errors import CassetteError, CassetteIOError
 from cassettes.hints import count, install_command, recorder_install_command
 from cassettes.reading import open_run
-from cassettes.replay.forking.cursor import bases_of
-from cassettes.replay.forking.fork import fork_inputs, parse_from, start_fork
-from cassettes.replay.forking.repeat import agreement, agreement_lines
+from cassettes.replay.forking import (
+    agreement,
+    agreement_lines,
+    bases_of,
+    fork_inputs,
+    parse_from,
+    start_fork,
+)
 from cassettes.replay.serving import FaultSpecError
 from cassettes.replay.testing import check_ready_path
 from cassettes.storage.paths import UnsafePath, check_target, remove_if_same, same_path

@@ -436,7 +436,7 @@ def test_a_fork_replaces_an_earlier_cassette_saying_so_as_run_does(
     )
     assert "appends to it instead" not in proc.stderr  # a fork never appends
     assert len(fake.log) == sent + 1  # turn 1 went live; turn 0 came from the recording
-    from cassettes.replay.forking.fork import origin_of
+    from cassettes.replay.forking import origin_of
 
     o = origin_of(earlier)
     assert o is not None and o["run"] == str(run)
@@ -610,8 +610,7 @@ def test_repeat_runs_every_branch_and_compares_only_what_it_wrote(
     from cassettes.matching import Matcher
     from cassettes.reading import open_run
     from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.replay.forking.cursor import Cursor
-    from cassettes.replay.forking.fork import origin_meta, parse_from
+    from cassettes.replay.forking import Cursor, origin_meta, parse_from
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_exchange, chat_response
 
     run = _origin(tmp_path)

@@ -54,7 +54,7 @@ _NO_VOLATILE = flag(
     "loopback port tolerated (docs/testing.md)"
 )
 
-#: ``looptap why``'s options (:func:`cassettes.why.cli.split_options` reads those written after
+#: ``looptap why``'s options (:func:`cassettes.why._command.split_options` reads those written after
 #: the run with them).
 WHY_OPTIONS: Args = {
     "--outcome": Arg(
@@ -467,7 +467,7 @@ COMMANDS = (
         {
             "cmd": Arg("the agent command, after --", nargs=argparse.REMAINDER),
         },
-        run="cassettes.why.cli:cmd_why",
+        run="cassettes.why:cmd_why",
         epilog=(
             "exit status: 0 a verdict was reached or said to be undetermined; 1 no intervention "
             "could be run or judged; 2 refused (the run does not fail by the outcome, a budget "

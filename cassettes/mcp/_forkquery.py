@@ -1,6 +1,6 @@
 """The MCP answers about a fork and a comparison. ``fork_diff``: where a branch (``looptap run
 --from``) differs from the run it was forked from, lined up from the cursor
-(:func:`cassettes.replay.forking.rundiff.branch_diff`). ``comparison``: a report ``looptap compare
+(:func:`cassettes.replay.forking._rundiff.branch_diff`). ``comparison``: a report ``looptap compare
 --report`` saved (teacher-forced samples of a candidate model, by turn and layer). Read-only: they
 read files under the roots, never start a run or send a request."""
 
@@ -26,8 +26,7 @@ from cassettes.mcp._answers import (
 from cassettes.mcp._parts import tolerated_count, tolerated_lines
 from cassettes.mcp._runs import Runs
 from cassettes.reading import locate
-from cassettes.replay.forking.fork import origin_of
-from cassettes.replay.forking.rundiff import branch_diff
+from cassettes.replay.forking import branch_diff, origin_of
 
 __all__ = ["comparison", "fork_diff"]
 

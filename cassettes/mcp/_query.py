@@ -58,7 +58,7 @@ from cassettes.mcp._turnquery import turn
 from cassettes.mcp._whyquery import why_report
 from cassettes.reading import Run
 from cassettes.replay.comparison import different_apis
-from cassettes.replay.forking.rundiff import diff_analysed
+from cassettes.replay.forking import diff_analysed
 from cassettes.untrusted import clean
 from cassettes.views import growth_bars, money, search_turns, split_json
 

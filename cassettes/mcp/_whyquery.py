@@ -9,8 +9,7 @@ from typing import Any
 
 from cassettes.mcp._answers import QueryError, byte_budget, number, page, read_json, text, wrap
 from cassettes.mcp._runs import Runs
-from cassettes.why.state import STATE
-from cassettes.why.stats import wilson
+from cassettes.why import STATE, wilson
 
 __all__ = ["why_report"]
 

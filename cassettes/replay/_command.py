@@ -21,15 +21,16 @@ from cassettes import interrupts
 from cassettes.errors import CassetteError, problem_lines
 from cassettes.hints import count
 from cassettes.matching import rules_of_args, turn_entries
-from cassettes.replay.forking.cursor import (
+from cassettes.replay.forking import (
     Cursor,
     CursorError,
+    PlanError,
     bases_of,
     live_router,
     parse_cursor,
+    read_plan,
 )
-from cassettes.replay.forking.plan import PlanError, read_plan
-from cassettes.replay.live.edits import EditError, parse_edit
+from cassettes.replay.live import EditError, parse_edit
 from cassettes.replay.serving import (
     IDLE_TIMEOUT,
     READ_TIMEOUT,
@@ -102,7 +103,7 @@ def _cursor(args: argparse.Namespace) -> Any:
 
 
 def _planned(args: argparse.Namespace) -> Any:
-    """The cursor of a fork's plan (:mod:`cassettes.replay.forking.plan`), its settings put on
+    """The cursor of a fork's plan (:mod:`cassettes.replay.forking._plan`), its settings put on
     ``args``."""
     if args.cursor or args.live or args.model or args.edit:
         raise _Usage(

@@ -23,6 +23,16 @@ from cassettes.matching import RuleError, rules_of_args
 from cassettes.net import header_problem, said_name
 from cassettes.reading import Relation, open_run, relate
 from cassettes.recording.redact import Redactor
+from cassettes.replay.forking import (
+    Divergence,
+    comparing,
+    diff_analysed,
+    divergence_lines,
+    fork_lined_up,
+    live_router,
+    origin_of,
+    propose_files,
+)
 from cassettes.replay.forking.compare import (
     BudgetError,
     check_budget,
@@ -33,11 +43,6 @@ from cassettes.replay.forking.compare import (
     upstream_bases,
     where_sent,
 )
-from cassettes.replay.forking.cursor import live_router
-from cassettes.replay.forking.divergence import Divergence, divergence_lines
-from cassettes.replay.forking.fork import origin_of
-from cassettes.replay.forking.propose import propose_files
-from cassettes.replay.forking.rundiff import comparing, diff_analysed, fork_lined_up
 from cassettes.storage.paths import UnsafePath, check_target, same_path, write_new
 from cassettes.storage.store import open_regular
 from cassettes.untrusted import clean_line

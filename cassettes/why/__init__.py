@@ -1,14 +1,42 @@
 """``looptap why``: which layer made a recorded run fail, shown by changing it and running again
-(docs/why.md).
-
-The run's findings and turns give the suspects; each suspect becomes an *intervention* (a fork
-of the run at one turn with one thing changed: the model's emission re-sampled (E), the API's
-answer replaced by a clean one (A), the client's dispatch repaired as the finding says it should
-have been (C)), run K times; the outcome the user names is judged on every branch, and the
-verdict is how often each intervention flipped it, with a Wilson interval.
-
-The core here computes (:mod:`.outcome`, :mod:`.suspects`, :mod:`.interventions`, :mod:`.stats`,
-:mod:`.budget`, :mod:`.verdict`) and keeps the output directory (:mod:`.state`); :mod:`.branches`
-starts the processes (the real fork, ``looptap run --from``, in the recorder's environment, as the
-pytest plugin starts the recorder); :mod:`.cli` is the command. Nothing here imports mitmproxy.
+(docs/why.md). Each suspect becomes an *intervention* (a fork of the run at one turn with one thing
+changed: the model's emission re-sampled (E), the API's answer replaced by a clean one (A), the
+client's dispatch repaired as the finding says (C)), run K times; the verdict is how often each
+flipped the outcome the user names, with a Wilson interval. One façade, its names pinned by
+tests/why/test_why_surface.py, over: ``_command`` (the command) and ``_api`` (the same from
+Python), ``_investigation`` (one investigation, start to end), ``_outcome`` (the outcome judged),
+``_suspects`` and ``_interventions`` (per layer), ``_budget``, ``_branches`` (the processes: the
+real fork, ``looptap run --from``, in the recorder's environment), ``_state`` (the output
+directory), ``_verdict`` and ``_stats`` (its interval). Nothing here imports mitmproxy.
 """
+
+from cassettes.why._api import why
+from cassettes.why._budget import resumed_head
+from cassettes.why._command import cmd_why
+from cassettes.why._interventions import Intervention, interventions, refusal
+from cassettes.why._investigation import Refused, default_output, report_lines
+from cassettes.why._outcome import Judged, Outcome, OutcomeError, judged_from, parse_outcome
+from cassettes.why._state import STATE
+from cassettes.why._stats import wilson
+from cassettes.why._verdict import Tally, verdict
+
+__all__ = [
+    "STATE",
+    "Intervention",
+    "Judged",
+    "Outcome",
+    "OutcomeError",
+    "Refused",
+    "Tally",
+    "cmd_why",
+    "default_output",
+    "interventions",
+    "judged_from",
+    "parse_outcome",
+    "refusal",
+    "report_lines",
+    "resumed_head",
+    "verdict",
+    "why",
+    "wilson",
+]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from textual.widgets import TabbedContent, TabPane
 
-from cassettes.replay.forking.forkview import ForkComparison
+from cassettes.replay.forking import ForkComparison
 from inspector.turns import TurnIndex
 from inspector.widgets._conversations import ALL
 from inspector.widgets._findings import FindingsTable

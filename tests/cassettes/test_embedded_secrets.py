@@ -147,8 +147,7 @@ def test_an_edit_marks_client_value_is_redacted_like_the_request() -> None:
     """The mark's ``before`` (what the client sent, never sent upstream) goes through the same
     redaction as the cassette: a tool result holding ``{"password": "hunter2"}`` is masked there."""
     from cassettes.recording.redact import Redactor
-    from cassettes.replay.live.edits import parse_edit
-    from cassettes.replay.live.rewrite import apply_edits
+    from cassettes.replay.live import apply_edits, parse_edit
 
     body = orjson.dumps(
         {

@@ -19,8 +19,7 @@ import pytest
 from fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.forking.cursor import parse_cursor
-from cassettes.replay.forking.fork import ForkSource, origin_meta
+from cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
 from cassettes.wire.exchange import Exchange
 
 pytest_plugins = ["pytester"]

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from cassettes.matching import MAX_PATH, VolatileSpans, here, path_value, recorded, volatile_for
-from cassettes.replay.forking.fork import branch_meta, parse_from
+from cassettes.replay.forking import branch_meta, parse_from
 from cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import (
     USER,

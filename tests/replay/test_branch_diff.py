@@ -13,8 +13,7 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.forking.cursor import parse_cursor
-from cassettes.replay.forking.fork import ForkSource, origin_meta
+from cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
 from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
 from tests.inspector.fork_fixture import (

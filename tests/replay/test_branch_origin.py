@@ -17,8 +17,7 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.forking.cursor import parse_cursor
-from cassettes.replay.forking.fork import ForkSource, branch_meta, origin_meta, origin_of
+from cassettes.replay.forking import ForkSource, branch_meta, origin_meta, origin_of, parse_cursor
 from cassettes.storage.store import CassetteFile
 from tests.inspector.fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
@@ -112,7 +111,7 @@ def test_a_changed_origin_is_one_line_in_diff_the_fork_tab_and_mcp(
             and "changed since the fork (digest " in lines[0]
         ), err
         assert lines[0].endswith("the prefix cannot be compared"), err
-    from cassettes.replay.forking.forkview import fork_view
+    from cassettes.replay.forking import fork_view
 
     view = fork_view(branch)
     assert view is not None and view.origin_path is None
@@ -169,7 +168,7 @@ def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> Non
         shutil.copy(made.parent / name, sent / name)
     shutil.rmtree(made.parent)
     from cassettes.mcp import Runs, fork_diff
-    from cassettes.replay.forking.forkview import fork_view
+    from cassettes.replay.forking import fork_view
 
     answer = fork_diff(Runs([str(sent)]), str(sent / "branch.jsonl"), None, None, 20, 6000)
     assert answer["origin"] == "run.jsonl" and answer["divergences"] > 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cassettes.replay.live.edits import MAX_CONTINUE, EditError, parse_edit
+from cassettes.replay.live import MAX_CONTINUE, EditError, parse_edit
 
 WANTS = {
     "max_tokens": "max_tokens wants a positive number of tokens",

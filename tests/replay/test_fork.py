@@ -16,8 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
-from cassettes.replay.forking.fork import origin_of
+from cassettes.replay.forking import Cursor, CursorError, live_router, origin_of, parse_cursor
 from cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import fork_agent
 from tests.support import progress
@@ -439,7 +438,7 @@ def test_a_pytest_test_forks_a_cassette_at_turn_1_onto_a_new_model(
 def test_an_edit_reaches_every_request_sent_live_and_not_the_clients_log(tmp_path: Path) -> None:
     from openai import OpenAI
 
-    from cassettes.replay.live.edits import parse_edit
+    from cassettes.replay.live import parse_edit
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, tool_loop
 
     (tmp_path / "result.txt").write_text("STORM WARNING in Paris")
@@ -497,7 +496,7 @@ def test_an_edit_that_never_applies_is_an_error(tmp_path: Path) -> None:
     import signal
     import subprocess
 
-    from cassettes.replay.live.edits import EditError, parse_edit
+    from cassettes.replay.live import EditError, parse_edit
     from tests.replay.conftest import tool_loop, write
 
     run = write(tmp_path / "run.jsonl", tool_loop())

@@ -144,7 +144,7 @@ def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_rece
     forked: dict[str, Any],
 ) -> None:
     from cassettes.reading import open_run
-    from cassettes.replay.forking.fork import origin_of
+    from cassettes.replay.forking import origin_of
 
     branch = open_run(forked["branch"], whole=True)
     assert len(branch.exchanges) == 4
@@ -261,8 +261,7 @@ def test_diff_marks_the_edited_requests(forked: dict[str, Any]) -> None:
 
 
 def test_marks_round_trip_through_the_header_and_give_the_client_body_back() -> None:
-    from cassettes.replay.live.edits import edited_headers, parse_edit
-    from cassettes.replay.live.rewrite import apply_edits
+    from cassettes.replay.live import apply_edits, edited_headers, parse_edit
     from cassettes.wire import edited
 
     body = orjson.dumps(

@@ -16,8 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
-from cassettes.replay.live.edits import parse_edit
+from cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
+from cassettes.replay.live import parse_edit
 from cassettes.replay.serving import ReplayServer
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, fork_agent, tool_loop, write

@@ -1,6 +1,6 @@
-"""A fork's plan (cassettes.replay.forking.plan): the cursor placed once in ``looptap run --from``'s
-process and handed to its replay server as one file, which the replay server takes as it is (no
-second placement) and refuses in one line when it is not a plan."""
+"""A fork's plan (cassettes.replay.forking.read_plan): the cursor placed once in
+``looptap run --from``'s process and handed to its replay server as one file, which the replay
+server takes as it is (no second placement) and refuses in one line when it is not a plan."""
 
 from __future__ import annotations
 
@@ -12,9 +12,19 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
-from cassettes.replay.forking.fork import ForkReplay, ForkSource, locate
-from cassettes.replay.forking.plan import MAX_BYTES, VERSION, PlanError, read_plan
+from cassettes.replay.forking import (
+    MAX_BYTES,
+    VERSION,
+    Cursor,
+    CursorError,
+    ForkReplay,
+    ForkSource,
+    PlanError,
+    live_router,
+    locate,
+    parse_cursor,
+    read_plan,
+)
 from cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import tool_loop, write
 from tests.support import progress

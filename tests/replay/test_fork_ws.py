@@ -23,7 +23,7 @@ import pytest
 
 from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
 from cassettes.reading import open_run
-from cassettes.replay.forking.fork import origin_of
+from cassettes.replay.forking import origin_of
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 
@@ -319,8 +319,8 @@ def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_
     then replayed with the cursor at turn 1 (the result): turn 0 from the recording, turn 1 sent
     live over a WebSocket, self-contained, with the model asked for and the tool result edited."""
     pytest.importorskip("websockets")
-    from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
-    from cassettes.replay.live.edits import parse_edit
+    from cassettes.replay.forking import Cursor, live_router, parse_cursor
+    from cassettes.replay.live import parse_edit
     from cassettes.replay.serving import ReplayServer
     from tests.replay.test_websocket_replay import TOOLS
     from tests.support.ws_upstream import WsResponsesUpstream
@@ -382,7 +382,7 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(
     pytest.importorskip("websockets")
     import socket
 
-    from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
+    from cassettes.replay.forking import Cursor, live_router, parse_cursor
     from cassettes.replay.serving import ReplayServer
 
     path = sdk_cassette[0]
@@ -402,7 +402,7 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(
 
 
 def test_threads_walk_the_chain_of_answers_and_say_when_they_cannot() -> None:
-    from cassettes.replay.live.chains import Threads
+    from cassettes.replay.live import Threads
 
     t = Threads(limit=3)
     t.add("r0", None, [])

@@ -28,7 +28,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
+from cassettes.replay.forking import Cursor, live_router, parse_cursor
 from cassettes.replay.serving import ReplayServer
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import (

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from cassettes.matching import Matcher, Miss, Recorded, Rules, from_table
-from cassettes.replay.forking.propose import propose_files
+from cassettes.replay.forking import propose_files
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import REPO, chat_response, write
 

@@ -16,9 +16,14 @@ import orjson
 import pytest
 
 from cassettes.matching import rules_of_args
-from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
-from cassettes.replay.forking.fork import ForkReplay, parse_from
-from cassettes.replay.forking.plan import read_plan
+from cassettes.replay.forking import (
+    Cursor,
+    ForkReplay,
+    live_router,
+    parse_cursor,
+    parse_from,
+    read_plan,
+)
 from cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import raw_request, write
 from tests.replay.test_plugin import NOPLUG, _clean_env, expect  # noqa: F401 (_clean_env: autouse here too)

@@ -229,7 +229,7 @@ def test_an_answer_served_in_position_stands_for_what_the_client_sent_when_a_liv
     """Responses chains: the turn past the cursor continues an answer served in position; sent
     self-contained, its history holds the tool output the client sent, not the recorded one."""
     from cassettes.net import Request
-    from cassettes.replay.forking.cursor import Cursor, parse_cursor
+    from cassettes.replay.forking import Cursor, parse_cursor
     from cassettes.replay.serving import Forward, Planner, Play
 
     def call(cid: str) -> dict[str, Any]:
@@ -311,8 +311,8 @@ def test_a_tolerated_value_is_redacted_and_cut_around_the_difference() -> None:
 
 
 def test_divergence_is_a_cursor_of_its_own_and_refuses_what_needs_a_turn() -> None:
-    from cassettes.replay.forking.cursor import Cursor, CursorError, parse_cursor
-    from cassettes.replay.live.edits import parse_edit
+    from cassettes.replay.forking import Cursor, CursorError, parse_cursor
+    from cassettes.replay.live import parse_edit
 
     spec = parse_cursor("divergence")
     assert (

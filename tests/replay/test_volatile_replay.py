@@ -11,8 +11,7 @@ import pytest
 
 from cassettes.cli import build_parser
 from cassettes.matching import Matcher, Miss, Recorded, Tolerated, VolatileSpans, request_key
-from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
-from cassettes.replay.forking.fork import ForkReplay, parse_from
+from cassettes.replay.forking import Cursor, ForkReplay, live_router, parse_cursor, parse_from
 from cassettes.replay.serving import ReplayServer
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import (

@@ -603,9 +603,7 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(
             "--resume",
             agent=("--drop-second", "--expect", "rain"),
         )
-    assert rc == 0 and "--resume: 1 branch kept from the earlier run, 2 to run" in err, err[
-        -3000:
-    ]
+    assert rc == 0 and "--resume: 1 branch kept from the earlier run, 2 to run" in err, err[-3000:]
     # the budget said is what is left (issue 55), not the full 3 branches' requests
     assert (
         "looptap why: 2 requests left to send (2 of 3 branches left to run; 1 kept from the "
@@ -943,8 +941,8 @@ def test_the_c_repair_of_a_truncated_turn_continues_the_cut_answer_and_flips_it(
 def test_why_from_a_pytest_test_on_a_recorded_cassette(
     c_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The helper a test calls (cassettes.why.api.why): the command's code, the verdict returned."""
-    from cassettes.why.api import Refused, why
+    """The helper a test calls (cassettes.why.why): the command's code, the verdict returned."""
+    from cassettes.why import Refused, why
 
     for k, v in why_env().items():
         monkeypatch.setenv(k, v)

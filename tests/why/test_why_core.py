@@ -10,12 +10,17 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.live.edits import EditError, parse_edit
-from cassettes.replay.live.rewrite import apply_edits, carried
-from cassettes.why.interventions import Intervention
-from cassettes.why.outcome import Judged, Outcome, OutcomeError, parse_outcome
-from cassettes.why.stats import wilson
-from cassettes.why.verdict import Tally, verdict
+from cassettes.replay.live import EditError, apply_edits, carried, parse_edit
+from cassettes.why import (
+    Intervention,
+    Judged,
+    Outcome,
+    OutcomeError,
+    Tally,
+    parse_outcome,
+    verdict,
+    wilson,
+)
 from cassettes.wire.edited import checked, client_body
 
 
@@ -279,7 +284,7 @@ def test_interventions_from_a_runs_findings_and_turns(tmp_path: Path) -> None:
     says what it needs); the last answer cut at the cap: the A intervention lifts it and the C side
     is listed as not run; every turn of the conversation re-sampled at E."""
     from cassettes.reading import open_run
-    from cassettes.why.interventions import interventions
+    from cassettes.why import interventions
     from tests.replay.conftest import SYSTEM, USER, chat_exchange, write
 
     calls = [
@@ -434,7 +439,7 @@ def test_a_refused_request_decides_when_nothing_that_ran_flipped_it() -> None:
     assert "try K=" not in v.headline and v.as_json()["verdict"]["by"] == "refusal"
     assert v.as_json()["verdict"]["evidence"] == said
     # the text report spells out the fork that tests a fix
-    from cassettes.why.investigation import report_lines
+    from cassettes.why import report_lines
 
     lines = report_lines(v, Outcome("exit"), Path("w"), Path("run.jsonl"), ["python", "agent.py"])
     assert (
@@ -453,7 +458,7 @@ def _refusal_of(status: int, error: dict, request: dict, message: str = "") -> I
     from types import SimpleNamespace
 
     from cassettes.analysis.model import Finding
-    from cassettes.why.interventions import refusal
+    from cassettes.why import refusal
 
     f = Finding(
         code="A.http_error",
@@ -574,7 +579,7 @@ def test_an_edit_file_loses_its_one_trailing_newline(tmp_path: Path) -> None:
 
 
 def test_the_default_output_is_a_new_directory_beside_the_run(tmp_path: Path) -> None:
-    from cassettes.why.investigation import default_output
+    from cassettes.why import default_output
 
     run = tmp_path / "run.jsonl"
     assert default_output(run) == tmp_path / "run.why"
@@ -586,7 +591,7 @@ def test_the_default_output_is_a_new_directory_beside_the_run(tmp_path: Path) ->
 @pytest.mark.parametrize("n", [1, 2, 1000])
 def test_a_resumed_budget_line_says_what_is_left_whatever_the_count(n: int) -> None:
     from cassettes.hints import count
-    from cassettes.why.budget import resumed_head
+    from cassettes.why import resumed_head
 
     line = f"{count(n, 'request')} (1 turn × {count(n, 'sample')}); at most $0.01"
     said = "1 request left to send (1 of 2 branches left to run; 1 kept from the earlier run)"
@@ -597,7 +602,7 @@ def test_a_turn_the_client_abandoned_is_awaited_to_its_end(tmp_path: Path) -> No
     """``C.abandoned_answer``: the repair is the turn live again, its answer read to the end (as
     a retry), not "no repair"; and it stands for the turn's E re-sample (the same request)."""
     from cassettes.reading import open_run
-    from cassettes.why.interventions import interventions
+    from cassettes.why import interventions
     from tests.replay.conftest import SYSTEM, USER, chat_exchange, write
 
     ex = chat_exchange([SYSTEM, USER], b"")

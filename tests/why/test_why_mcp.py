@@ -9,8 +9,7 @@ import orjson
 import pytest
 
 from cassettes.mcp import QueryError, Runs, why_report
-from cassettes.why.interventions import Intervention
-from cassettes.why.verdict import Tally, verdict
+from cassettes.why import Intervention, Tally, verdict
 
 
 def _why_dir(root: Path, finished: bool = True) -> Path:

@@ -1,9 +1,103 @@
-"""Forking and comparing runs: a fork's cursor in the replay server (``cursor``), ``looptap run
---from`` (``fork``) and ``--repeat`` (``repeat``), a branch beside its origin for the inspector
-(``forkview``), where two runs diverge (``rundiff``, ``looptap diff``; what it finds and its report:
-``divergence``; what a fork itself changed: ``forkchanges``), the recorded requests sent to another
-model (``compare``, ``looptap compare``) and rules proposed from two recordings (``propose``,
-``looptap rules propose``), all reading two runs through ``lineup``.
+"""Forking and comparing runs. One façade, its names pinned by
+tests/replay/test_forking_surface.py, over: a fork's cursor in the replay server (``_cursor``; the
+cursor as written and where it falls: ``_placement``), ``looptap run --from`` (``_fork``; its plan
+handed to the replay server: ``_plan``) and ``--repeat`` (``_repeat``), a branch beside its origin
+for the inspector (``_forkview``), where two runs diverge (``_rundiff``, ``looptap diff``; what it
+finds and its report: ``_divergence``; what a fork itself changed: ``_forkchanges``) and rules
+proposed from two recordings (``_proposal``, ``looptap rules propose``), all reading two runs
+through ``_lineup``. The recorded requests sent to another model are the ``compare`` subpackage's
+(``looptap compare``), which has its own façade.
 
 Built on the serving side (:mod:`cassettes.replay.serving`), which never imports this package.
+Names are loaded on first use (PEP 562): ``looptap replay`` needs only the cursor and the plan.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_MODULES = {
+    "_cursor": "Cursor bases_of live_router",
+    "_placement": "CursorError parse_cursor",
+    "_divergence": "Divergence divergence_lines",
+    "_fork": (
+        "ForkReplay ForkSource branch_meta fork_inputs locate origin_meta origin_of parse_from "
+        "start_fork"
+    ),
+    "_forkview": "ForkComparison ForkRow fork_view",
+    "_plan": "MAX_BYTES VERSION PlanError read_plan",
+    "_proposal": "propose_files",
+    "_repeat": "agreement agreement_lines",
+    "_rundiff": "branch_diff comparing diff_analysed fork_lined_up",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from cassettes.replay.forking._cursor import Cursor, bases_of, live_router
+    from cassettes.replay.forking._divergence import Divergence, divergence_lines
+    from cassettes.replay.forking._fork import (
+        ForkReplay,
+        ForkSource,
+        branch_meta,
+        fork_inputs,
+        locate,
+        origin_meta,
+        origin_of,
+        parse_from,
+        start_fork,
+    )
+    from cassettes.replay.forking._forkview import ForkComparison, ForkRow, fork_view
+    from cassettes.replay.forking._placement import CursorError, parse_cursor
+    from cassettes.replay.forking._plan import MAX_BYTES, VERSION, PlanError, read_plan
+    from cassettes.replay.forking._proposal import propose_files
+    from cassettes.replay.forking._repeat import agreement, agreement_lines
+    from cassettes.replay.forking._rundiff import (
+        branch_diff,
+        comparing,
+        diff_analysed,
+        fork_lined_up,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.replay.forking' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cassettes.replay.forking.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "MAX_BYTES",
+    "VERSION",
+    "Cursor",
+    "CursorError",
+    "Divergence",
+    "ForkComparison",
+    "ForkReplay",
+    "ForkRow",
+    "ForkSource",
+    "PlanError",
+    "agreement",
+    "agreement_lines",
+    "bases_of",
+    "branch_diff",
+    "branch_meta",
+    "comparing",
+    "diff_analysed",
+    "divergence_lines",
+    "fork_inputs",
+    "fork_lined_up",
+    "fork_view",
+    "live_router",
+    "locate",
+    "origin_meta",
+    "origin_of",
+    "parse_cursor",
+    "parse_from",
+    "propose_files",
+    "read_plan",
+    "start_fork",
+]

@@ -1,7 +1,77 @@
 """What a request sent to a live upstream (past a fork's cursor, or new episodes being recorded)
-is changed into: what-if edits (``edits``, made in a request by ``rewrite``), a request continuing
-an answer the live upstream never gave sent self-contained (``chains``), an answer cut at the token
-cap continued (``continuation``). The clients that send it are :mod:`cassettes.net`'s.
+is changed into. One façade, its names pinned by tests/replay/test_live_surface.py, over:
+what-if edits (``_edits``, made in a request by ``_rewrite``), a request continuing an answer the
+live upstream never gave sent self-contained (``_chains``), an answer cut at the token cap
+continued (``_continuation``), the model a request asks for and the request with another
+(``_model``). The clients that send it are :mod:`cassettes.net`'s.
 
-Used by the replay server and by the fork's cursor alike; imports neither.
+Used by the replay server and by the fork's cursor alike; imports neither. Names are loaded on
+first use (PEP 562): the replay server a test starts needs only ``_chains`` and ``_continuation``.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_MODULES = {
+    "_chains": "Chains Threads as_sent_live",
+    "_continuation": "Continuation cut_text joined parsed rendered_for",
+    "_edits": "MAX_CONTINUE Edit EditError edit_file edit_notes edited_headers parse_edit",
+    "_model": "model_of with_model",
+    "_rewrite": "apply_edits carried",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from cassettes.replay.live._chains import Chains, Threads, as_sent_live
+    from cassettes.replay.live._continuation import (
+        Continuation,
+        cut_text,
+        joined,
+        parsed,
+        rendered_for,
+    )
+    from cassettes.replay.live._edits import (
+        MAX_CONTINUE,
+        Edit,
+        EditError,
+        edit_file,
+        edit_notes,
+        edited_headers,
+        parse_edit,
+    )
+    from cassettes.replay.live._model import model_of, with_model
+    from cassettes.replay.live._rewrite import apply_edits, carried
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.replay.live' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cassettes.replay.live.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "MAX_CONTINUE",
+    "Chains",
+    "Continuation",
+    "Edit",
+    "EditError",
+    "Threads",
+    "apply_edits",
+    "as_sent_live",
+    "carried",
+    "cut_text",
+    "edit_file",
+    "edit_notes",
+    "edited_headers",
+    "joined",
+    "model_of",
+    "parse_edit",
+    "parsed",
+    "rendered_for",
+    "with_model",
+]

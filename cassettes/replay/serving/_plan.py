@@ -34,7 +34,7 @@ from cassettes.replay.serving._faults import (
 )
 
 if TYPE_CHECKING:
-    from cassettes.replay.live.continuation import Continuation
+    from cassettes.replay.live import Continuation
 
 __all__ = [
     "MISS_CODE",
@@ -152,7 +152,7 @@ Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed
 
 
 class Router(Protocol):
-    """A fork's cursor (:class:`cassettes.replay.forking.cursor.Cursor`): the answer for a request
+    """A fork's cursor (:class:`cassettes.replay.forking._cursor.Cursor`): the answer for a request
     past it (sent live), or ``None`` (replayed as any other)."""
 
     #: Requests sent live so far.

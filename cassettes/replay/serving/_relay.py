@@ -2,7 +2,7 @@
 a new episode being recorded) and its answer relayed as it arrives, chunk for chunk; under a
 fork's ``--edit continue``, an answer cut at the token cap continued and handed over joined.
 
-The fork's router (:class:`~cassettes.replay.forking.cursor.Cursor`) decided to send it
+The fork's router (:class:`~cassettes.replay.forking._cursor.Cursor`) decided to send it
 (:class:`~cassettes.replay.serving._plan.Forward`) and hears of each answer relayed, so that a later
 request continuing it goes as it is.
 """
@@ -20,7 +20,7 @@ from cassettes.hints import count
 from cassettes.matching import request_key
 from cassettes.net import Request
 from cassettes.providers import Provider
-from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
+from cassettes.replay.live import cut_text, joined, parsed, rendered_for
 from cassettes.replay.serving._plan import Forward, Router
 from cassettes.replay.serving._player import Player
 from cassettes.wire.exchange import Exchange, Headers
@@ -181,7 +181,7 @@ class LiveRelay:
         said: list[str],
         notes: list[str],
     ) -> tuple[Rendered, int] | None:
-        """A fork's ``--edit continue`` (:mod:`cassettes.replay.live.continuation`) on the
+        """A fork's ``--edit continue`` (:mod:`cassettes.replay.live._continuation`) on the
         upstream's answer (``first``, read whole): when the token cap cut it, the model asked to go
         on (each request through the same recorder, marked as the fork's), and the one answer
         joining the parts, in the format the client asked for, with how many continuation requests

@@ -9,7 +9,7 @@ WebSocket the API's failures are messages: a miss or a status fault is the API's
 (the session goes on), a stream fault acts on the turn's event messages, a reset closes the
 connection.
 
-Past a fork's cursor (:mod:`cassettes.replay.forking.cursor`, docs/fork.md), at the session's first
+Past a fork's cursor (:mod:`cassettes.replay.forking._cursor`, docs/fork.md), at the session's first
 turn at or past it, the server opens a WebSocket of its own to the live upstream
 (:class:`cassettes.net.LiveSocket`) and from then on relays the session both ways, each turn sent
 self-contained when it continues an answer the live upstream never gave, with the fork's model and
@@ -29,7 +29,7 @@ import orjson
 from cassettes import bounds, net, providers
 from cassettes.matching import Miss
 from cassettes.net import Request
-from cassettes.replay.live.chains import Chains
+from cassettes.replay.live import Chains
 from cassettes.replay.serving._plan import Forward, Planner, Router
 from cassettes.replay.serving._player import Player
 from cassettes.wire.exchange import Exchange

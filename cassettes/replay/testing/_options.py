@@ -183,8 +183,8 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
                 pytrace=False,
             )
         return None
-    from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
-    from cassettes.replay.live.edits import EditError, parse_edit
+    from cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
+    from cassettes.replay.live import EditError, parse_edit
 
     live, model, edits, prefix = _fork_options(kw)
     try:

@@ -63,7 +63,7 @@ def add_sections(
         and session.server is not None
     ):
         report.sections.append(("looptap", _write_html_report(item, session)))
-        from cassettes.replay.forking.cursor import Cursor
+        from cassettes.replay.forking import Cursor
 
         cursor = session.server.router
         if isinstance(cursor, Cursor):  # a forked test: which turns went live, on which model

@@ -211,7 +211,7 @@ def _start_recording(
 def _listener_fallback(recorder_env: dict[str, str]) -> Any:
     """new_episodes: a request the cassette lacks goes to the recorder's listener for its API (the
     fork's router: a listener is named after the vendor, and its families share the prefix)."""
-    from cassettes.replay.forking.cursor import live_router
+    from cassettes.replay.forking import live_router
 
     bases: dict[str, str] = {}
     for name, (_upstream, variables, _suffix) in providers.REVERSE_UPSTREAMS.items():

@@ -21,7 +21,7 @@ from test_labels_recorded import AGENT
 from cassettes.analysis.model import Finding
 from cassettes.analysis.rules import RulesError, load
 from cassettes.reading import open_run
-from cassettes.why.outcome import Outcome, judged_from
+from cassettes.why import Outcome, judged_from
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream

@@ -14,7 +14,7 @@ from cassettes import providers
 from cassettes.analysis.tool_schema import schema_errors
 from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.replay.forking.lineup import answer_kind
+from cassettes.replay.forking._lineup import answer_kind
 from cassettes.wire.exchange import Exchange
 
 #: How two text answers are compared (stated in every report's header and in docs/fork.md).
@@ -106,7 +106,7 @@ class Sample:
 
     @property
     def signature(self) -> str:
-        """The kind of answer (:func:`~cassettes.replay.forking.lineup.answer_kind`). Two answers
+        """The kind of answer (:func:`~cassettes.replay.forking._lineup.answer_kind`). Two answers
         agree when their signatures are equal and, for text, the texts are similar
         (:meth:`agrees`)."""
         return answer_kind(self.status, self.error is not None, self.calls, self.refusal)

@@ -16,9 +16,9 @@ from cassettes.analysis.price_data import PRICES_VERSION, calc_price, provider_f
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.replay.forking._cursor import bases_of
 from cassettes.replay.forking.compare._answer import price_usage
-from cassettes.replay.forking.cursor import bases_of
-from cassettes.replay.live.model import with_model
+from cassettes.replay.live import with_model
 from cassettes.views import money
 from cassettes.wire.exchange import Exchange
 
@@ -176,7 +176,7 @@ def where_sent(
 
 def rewritten(ex: Exchange, body: bytes, model: str | None) -> tuple[str, bytes, str | None]:
     """(the recorded request's path and query, ``body``, what changed) with ``model`` asked for
-    (:func:`~cassettes.replay.forking.cursor.with_model`)."""
+    (:func:`~cassettes.replay.forking._cursor.with_model`)."""
     u = urlsplit(ex.url)
     return with_model(ex.method, u.path + (f"?{u.query}" if u.query else ""), body, model)
 

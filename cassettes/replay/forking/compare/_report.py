@@ -11,13 +11,13 @@ from typing import Any
 import orjson
 
 from cassettes.hints import count
+from cassettes.replay.forking._lineup import canonical
 from cassettes.replay.forking.compare._answer import (
     TEXT_MEASURE,
     TEXT_THRESHOLD,
     Sample,
     text_similarity,
 )
-from cassettes.replay.forking.lineup import canonical
 from cassettes.untrusted import clean_line
 from cassettes.views import money
 

@@ -1,7 +1,7 @@
 """``looptap why`` from Python: a pytest test (or any script) asks which layer made a recorded run
 fail, and asserts on the verdict (docs/why.md "From a pytest test, and from an MCP client")::
 
-    from cassettes.why.api import why
+    from cassettes.why._api import why
 
     def test_the_failure_is_the_clients(tmp_path):
         result = why("cassettes/loop.jsonl", ["python", "agent.py"], output=tmp_path / "why",
@@ -9,7 +9,7 @@ fail, and asserts on the verdict (docs/why.md "From a pytest test, and from an M
         assert result.verdict["layer"] == "C" and result.verdict["flips"] >= 4
 
 The same code as the command (the same checks, refusals and branches): a refusal raises
-:class:`~cassettes.why.investigation.Refused` with its one line.
+:class:`~cassettes.why._investigation.Refused` with its one line.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from cassettes.commands import add_command, declared
-from cassettes.why.cli import split_options
-from cassettes.why.investigation import Refused, Result, investigate
+from cassettes.why._command import split_options
+from cassettes.why._investigation import Refused, Result, investigate
 
 __all__ = ["Refused", "Result", "why"]
 

@@ -38,9 +38,9 @@ from cassettes.matching import (
     tool_result_changes,
 )
 from cassettes.reading import Relation, read_entries
-from cassettes.replay.forking.divergence import Divergence, Divergences, Pair
-from cassettes.replay.forking.forkchanges import Folding, fork_changes
-from cassettes.replay.forking.lineup import (
+from cassettes.replay.forking._divergence import Divergence, Divergences, Pair
+from cassettes.replay.forking._forkchanges import Folding, fork_changes
+from cassettes.replay.forking._lineup import (
     Comparing,
     Lineup,
     conversation_pairs,
@@ -49,7 +49,7 @@ from cassettes.replay.forking.lineup import (
     reported,
     turns_of,
 )
-from cassettes.replay.live.edits import edit_notes
+from cassettes.replay.live import edit_notes
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def diff_analysed(
 ) -> Divergences:
     """The divergences of two analysed runs; ``exa``/``exb`` give a round trip's exchange by seq;
     ``compare``: how their requests are compared (:func:`comparing`; what it tolerates goes to
-    ``tolerated``). At most :data:`~cassettes.replay.forking.divergence.MAX_DIVERGENCES` are kept;
+    ``tolerated``). At most :data:`~cassettes.replay.forking._divergence.MAX_DIVERGENCES` are kept;
     ``left_out`` counts the others."""
     out = Divergences()
     runs = _Runs(ra, rb, exa, exb, compare, out)
@@ -366,8 +366,8 @@ def branch_diff(
     ``fork_diff`` see it: with what the fork noted after the run (the prefix's tolerated, where
     ``@divergence`` went live: :func:`~cassettes.reading.with_notes`), the origin's turns at
     the cursor as the fork sent them (a chained turn self-contained:
-    :func:`~cassettes.replay.live.chains.as_sent_live`, so the rewrite is no difference of the
-    client), lined up once (:func:`~cassettes.replay.forking.lineup.lined_up`)."""
+    :func:`~cassettes.replay.live._chains.as_sent_live`, so the rewrite is no difference of the
+    client), lined up once (:func:`~cassettes.replay.forking._lineup.lined_up`)."""
     origin, exa, lineup = lined_up(a, b, path_b, meta, compare)
     runs = _Runs(a.analysis, b.analysis, exa, b.exchange_by_seq, compare, Divergences())
     return ForkDiff(runs.sink, _diff_fork(runs, origin, lineup), turns_of(lineup))
@@ -375,7 +375,7 @@ def branch_diff(
 
 def _diff_fork(runs: _Runs, origin: dict[str, Any], lineup: Lineup) -> list[str]:
     """A branch (``runs.rb``, forked from ``runs.ra`` at ``origin``'s cursor) as ``lineup`` lined it
-    up from the cursor (:func:`~cassettes.replay.forking.lineup.lined_up`: each conversation of the
+    up from the cursor (:func:`~cassettes.replay.forking._lineup.lined_up`: each conversation of the
     branch continues the origin's conversation whose turn at the cursor its first request is
     closest to); the turns before the cursor are the origin's (served from it, equal by
     construction) and are not compared; past it the requests are compared as ``runs.compare`` says

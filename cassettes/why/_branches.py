@@ -20,8 +20,8 @@ from cassettes.errors import CassetteError
 from cassettes.reading import fork_notes, open_run
 from cassettes.replay.serving import replay_env
 from cassettes.untrusted import clean_line
-from cassettes.why.interventions import Intervention
-from cassettes.why.outcome import Judged, Outcome, judged_from
+from cassettes.why._interventions import Intervention
+from cassettes.why._outcome import Judged, Outcome, judged_from
 
 __all__ = ["Branches", "WhyRunError", "baseline"]
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes.hints import count
-from cassettes.why.interventions import Intervention
-from cassettes.why.stats import wilson
+from cassettes.why._interventions import Intervention
+from cassettes.why._stats import wilson
 
 __all__ = ["Tally", "Verdict", "verdict"]
 

@@ -18,14 +18,14 @@ from decimal import Decimal
 from typing import Any
 
 from cassettes.hints import count
+from cassettes.replay.forking import live_router
 from cassettes.replay.forking.compare import (
     BudgetError,
     check_budget,
     estimate_costs,
     plan_requests,
 )
-from cassettes.replay.forking.cursor import live_router
-from cassettes.why.interventions import Intervention
+from cassettes.why._interventions import Intervention
 
 __all__ = ["check"]
 

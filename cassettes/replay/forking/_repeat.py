@@ -3,9 +3,9 @@ turn past it, how the K branches agree with each other and with the recording: a
 branches share is systematic (the model or the edit), one they do not is the model's variance.
 
 A turn's answer is compared as ``looptap compare`` does: the tool calls with their arguments (or
-text / a refusal / an error: :func:`cassettes.replay.forking.lineup.turn_answer`). Each branch is
+text / a refusal / an error: :func:`cassettes.replay.forking._lineup.turn_answer`). Each branch is
 lined up with the origin from the cursor as ``looptap diff`` lines it up
-(:func:`cassettes.replay.forking.lineup.lined_up`).
+(:func:`cassettes.replay.forking._lineup.lined_up`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from cassettes.hints import count
 from cassettes.reading import open_run, origin_of
-from cassettes.replay.forking.lineup import lined_up, turn_answer, turns_of
-from cassettes.replay.forking.rundiff import comparing_files
+from cassettes.replay.forking._lineup import lined_up, turn_answer, turns_of
+from cassettes.replay.forking._rundiff import comparing_files
 from cassettes.untrusted import clean_line
 
 __all__ = ["agreement", "agreement_lines"]

@@ -40,9 +40,9 @@ from cassettes.reading import (
     origin_of,
     read_entries,
 )
-from cassettes.replay.forking.placement import CursorSpec, parse_cursor, place
-from cassettes.replay.forking.plan import RULES, ForkPlan
-from cassettes.replay.live.edits import Edit, edit_file, parse_edit
+from cassettes.replay.forking._placement import CursorSpec, parse_cursor, place
+from cassettes.replay.forking._plan import RULES, ForkPlan
+from cassettes.replay.live import Edit, edit_file, parse_edit
 from cassettes.replay.serving import replay_env
 from cassettes.storage.paths import check_input
 from cassettes.storage.store import CassetteFile
@@ -127,9 +127,9 @@ class Placement:
 
 def locate(source: ForkSource, model: str | None, edits: list[Edit]) -> Placement:
     """The fork's cursor placed in its run, once, with the model and the ``edits`` it would send
-    (:func:`cassettes.replay.forking.placement.place`). A cursor that selects no recorded turn, a
+    (:func:`cassettes.replay.forking._placement.place`). A cursor that selects no recorded turn, a
     model of another API family, or an edit whose target the recording does not have is refused
-    here (:class:`~cassettes.replay.forking.placement.CursorError`), before any file is touched
+    here (:class:`~cassettes.replay.forking._placement.CursorError`), before any file is touched
     and before anything is sent."""
     run = open_run(source.run, whole=True)  # (a branch forked again: numbered as show numbers it)
     matcher = Matcher(list(run.exchanges), first_turn=first_turn(origin_in(run.header)))
@@ -216,7 +216,7 @@ class ForkReplay:
         CassetteFile(path, meta=self.meta).close()
 
     def plan(self, bases: dict[str, str]) -> ForkPlan:
-        """What the replay server is told (:mod:`cassettes.replay.forking.plan`), the cursor placed
+        """What the replay server is told (:mod:`cassettes.replay.forking._plan`), the cursor placed
         once: ``bases``, the recorder's listener per API name."""
         at = self.placed
         if at is None:

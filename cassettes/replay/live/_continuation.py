@@ -31,7 +31,7 @@ import orjson
 from cassettes import bounds
 from cassettes.models import USAGE_COUNTS, FinishReason, NormalisedResponse, Part, Usage
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.replay.live.edits import Edit, edited_headers
+from cassettes.replay.live._edits import Edit, edited_headers
 from cassettes.wire import edited
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange, Headers, header

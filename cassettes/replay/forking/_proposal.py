@@ -42,7 +42,7 @@ from cassettes.matching import (
     window,
 )
 from cassettes.reading import open_run
-from cassettes.replay.forking.lineup import Comparing, conversation_pairs
+from cassettes.replay.forking._lineup import Comparing, conversation_pairs
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["propose_files"]

@@ -34,9 +34,8 @@ from typing import Any
 import orjson
 
 from cassettes import bounds
-from cassettes.replay.live.edits import parse_edit
-from cassettes.replay.live.rewrite import carried
-from cassettes.why.suspects import (
+from cassettes.replay.live import carried, parse_edit
+from cassettes.why._suspects import (
     answered_back,
     last_turns,
     later_turns,

@@ -19,12 +19,12 @@ from cassettes.replay.forking.compare import BudgetError, upstream_bases
 from cassettes.replay.testing import how_to_install, recorder_python
 from cassettes.storage.paths import check_input
 from cassettes.untrusted import clean_line
-from cassettes.why import budget
-from cassettes.why.branches import Branches, WhyRunError, baseline
-from cassettes.why.interventions import Intervention, interventions
-from cassettes.why.outcome import Outcome, OutcomeError, judged_from, parse_outcome
-from cassettes.why.state import STATE, State, WhyDirError, read_state, run_digest
-from cassettes.why.verdict import Tally, Verdict, verdict
+from cassettes.why import _budget as budget
+from cassettes.why._branches import Branches, WhyRunError, baseline
+from cassettes.why._interventions import Intervention, interventions
+from cassettes.why._outcome import Outcome, OutcomeError, judged_from, parse_outcome
+from cassettes.why._state import STATE, State, WhyDirError, read_state, run_digest
+from cassettes.why._verdict import Tally, Verdict, verdict
 
 __all__ = ["Refused", "Result", "default_output", "investigate"]
 

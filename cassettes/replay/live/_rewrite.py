@@ -1,4 +1,4 @@
-"""An edit made in a request sent live (:mod:`cassettes.replay.live.edits` reads it): each item of
+"""An edit made in a request sent live (:mod:`cassettes.replay.live._edits` reads it): each item of
 the body its target names rewritten, and marked. The rewriting is structural and API-neutral: a tool
 result is the JSON object that carries the call's id next to its content (``content``, ``output`` or
 ``response``); the system prompt and a user message are the strings the API's adapter reads them
@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import bounds, providers
-from cassettes.replay.live.edits import Edit
+from cassettes.replay.live._edits import Edit
 from cassettes.views import user_messages
 from cassettes.wire import edited
 
@@ -72,7 +72,7 @@ def _hits(method: str, target: str, doc: Any, e: Edit) -> list[tuple[list[str | 
     elif e.kind == "tool_schema":
         _schema(doc, e.key or "", orjson.loads(e.value), hits)
     elif e.kind == "continue":
-        pass  # no item of the request: the answer is continued (cassettes.replay.live.continuation)
+        pass  # no item of the request: the answer is continued (_continuation)
     else:
         old = _adapter_text(method, target, doc, e)
         if old:

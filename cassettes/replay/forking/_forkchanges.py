@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cassettes.matching import short
-from cassettes.replay.forking.divergence import Divergence
+from cassettes.replay.forking._divergence import Divergence
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["Folding", "fork_changes"]

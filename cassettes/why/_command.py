@@ -2,7 +2,7 @@
 
 A core command: it only starts processes (the baseline replay, then each branch as ``looptap run
 --from`` in the recorder's environment), so it needs no mitmproxy here, runs from either
-environment, and the Python/pytest helper (:mod:`cassettes.why.api`) calls the same code.
+environment, and the Python/pytest helper (:mod:`cassettes.why._api`) calls the same code.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import orjson
 
 from cassettes.commands import WHY_OPTIONS, add_args
 from cassettes.untrusted import clean_line
-from cassettes.why.investigation import Refused, investigate
+from cassettes.why._investigation import Refused, investigate
 
 __all__ = ["cmd_why", "split_options"]
 

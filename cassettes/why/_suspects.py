@@ -39,7 +39,7 @@ def later_turns(a: Any) -> dict[tuple[str, int], list[int]]:
     """Per (conversation, turn index): the seqs a fork there may send live: that turn and the
     conversation's later ones, and the turns recorded after it in the conversations linked to it
     (its parent, its sub-agents, a handoff, a group chat: a change there may reach them, and each
-    goes live from the first request it reaches: :mod:`cassettes.replay.forking.cursor`)."""
+    goes live from the first request it reaches: :mod:`cassettes.replay.forking._cursor`)."""
     linked = _linked(a)
     later: dict[tuple[str, int], list[int]] = {}
     for c in a.conversations:

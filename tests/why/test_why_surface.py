@@ -1,0 +1,29 @@
+"""cassettes.why is one façade over private modules (issue 56): its exported names are pinned here,
+so that a name added to or dropped from the surface is a decision seen in review."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import cassettes.why as why
+
+EXPORTED = [
+    "STATE",
+    "Intervention", "Judged", "Outcome", "OutcomeError", "Refused", "Tally",
+    "cmd_why", "default_output", "interventions", "judged_from", "parse_outcome", "refusal",
+    "report_lines", "resumed_head", "verdict", "why", "wilson",
+]  # fmt: skip
+
+
+def test_the_exported_names_are_pinned() -> None:
+    assert why.__all__ == sorted(EXPORTED, key=lambda s: (not s.isupper(), s))
+
+
+def test_every_exported_name_resolves_and_every_module_is_private() -> None:
+    for name in why.__all__:
+        assert getattr(why, name) is not None, name
+    modules = [m.name for m in pkgutil.iter_modules(why.__path__)]
+    assert modules and all(m.startswith("_") for m in modules), modules
+    for m in modules:
+        importlib.import_module(f"cassettes.why.{m}")
