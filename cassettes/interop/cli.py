@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError, CassetteFormatError, problem_lines
-from cassettes.fleet.cli import export_parquet
+from cassettes.fleet import export_parquet
 from cassettes.hints import count
 from cassettes.interop.har import har_chunks
 from cassettes.interop.otel import iter_requests
