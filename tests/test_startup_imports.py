@@ -150,7 +150,7 @@ def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_pa
     assert (
         _loaded(
             mods,
-            ("proxy", "inspector", "cassettes.replay", "cassettes.mcp", "cassettes.interop.cli"),
+            ("proxy", "inspector", "cassettes.replay", "cassettes.mcp", "cassettes.interop"),
         )
         == []
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 from cassettes.commands.registry import EXIT_ERROR, EXIT_OK, err
 from cassettes.errors import CassetteError
 from cassettes.hints import count
-from cassettes.interop.traces import import_runs, runs_in, sniff
+from cassettes.interop import import_runs, runs_in, sniff
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.paths import Target, UnsafePath, check_target, staged
@@ -25,7 +25,7 @@ _TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".otlp")
 
 
 def _trace_kind(path: Path) -> str | None:
-    """What trace format ``path`` holds (``cassettes.interop.traces.sniff``), ``None`` for none."""
+    """What trace format ``path`` holds (``cassettes.interop._traces.sniff``), ``None`` for none."""
     try:
         with path.open("rb") as f:
             return sniff(f.read(1 << 16))

@@ -91,7 +91,7 @@ class Exchange:
     #: A fork's what-if edits made in this request (:mod:`cassettes.wire.edited`): the request
     #: is what the upstream received, these marks give back the client's own.
     edits: list[dict[str, Any]] | None = None
-    #: An imported trace's round trip rebuilt by looptap (:mod:`cassettes.interop.traces`): which
+    #: An imported trace's round trip rebuilt by looptap (:mod:`cassettes.interop._traces`): which
     #: fields came from the trace and which looptap inferred (``{"v": 1, "source", "from",
     #: "inferred"}``); ``None`` for a round trip that crossed a wire.
     reconstructed: dict[str, Any] | None = None

@@ -942,7 +942,7 @@ def test_a_bad_pyproject_table_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_otlp_endpoint_path_goes_before_the_query_and_is_printed_redacted() -> None:
-    from cassettes.interop.otlp import traces_url
+    from cassettes.interop import traces_url
 
     url = traces_url(
         "https://user:pw5Qx8Lm2Zt@collector.example.com:4318/otlp?api_key=Q9f3ltA8b7c6d5e4f3g2h1"

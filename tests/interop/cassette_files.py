@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cassettes.interop.otel import iter_requests
+from cassettes.interop import iter_requests
 from cassettes.reading.run import Run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr

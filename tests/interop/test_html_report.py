@@ -238,7 +238,7 @@ def test_without_the_html_extra_the_command_says_how_to_install(
 
 def test_start_up_imports_neither_jinja2_nor_the_report() -> None:
     code = (
-        "import sys, cassettes.cli, cassettes.interop.cli, cassettes.mcp.server, "
+        "import sys, cassettes.cli, cassettes.interop, cassettes.mcp.server, "
         "cassettes.replay.testing.plugin\nprint(sorted(m for m in ('jinja2', "
         "'cassettes.views.report', 'cassettes.views.htmlpage') if m in sys.modules))\n"
     )

@@ -21,8 +21,8 @@ from typing import Any
 from cassettes import bounds
 from cassettes.errors import ImportFormatError
 from cassettes.hints import count
-from cassettes.interop.documents import read_docs
-from cassettes.interop.otlp_in import otlp_calls
+from cassettes.interop._documents import read_docs
+from cassettes.interop._otlp_in import otlp_calls
 from cassettes.providers.rebuild import Call, chat_ids, exchange, link_items
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.paths import staged
