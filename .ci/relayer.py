@@ -38,7 +38,7 @@ MOVES: tuple[tuple[str, str], ...] = (
     # fills them, the analysis and the views read them): beside bounds and errors.
     ("cassettes/parsing/models.py", "cassettes/models.py"),
     # A WebSocket session read as turns needs the providers' turn rules: not "uninterpreted wire".
-    ("cassettes/wire/websocket.py", "cassettes/recording/websocket.py"),
+    ("cassettes/wire/websocket.py", "cassettes/recording/_websocket.py"),
     # The mitmproxy-flow reader beside the other readers of files (vcr).
     ("cassettes/interop/mitmflow.py", "cassettes/storage/mitmflow.py"),
     # Reading a run, in one package: open_run / Run and the large or growing file's reader. (The

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.wire.exchange import Exchange
 from tests.support import progress
 
@@ -233,7 +233,7 @@ def test_the_pattern_engine_loads_with_a_user_pattern_only() -> None:
     assert _loaded(_modules("import cassettes.replay.testing.plugin"), ("re2",)) == []
     for code in (
         "from cassettes.matching import parse_substitution\nparse_substitution('a+=b')",
-        "from cassettes.recording.redact import Redactor\nRedactor.configured(patterns=['k-.+'])",
+        "from cassettes.recording import Redactor\nRedactor.configured(patterns=['k-.+'])",
     ):
         assert "re2" in _modules(code), code
 

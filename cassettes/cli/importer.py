@@ -12,7 +12,7 @@ from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.interop import import_runs, runs_in, sniff
 from cassettes.reading.run import open_run
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.paths import Target, UnsafePath, check_target, staged
 
 __all__ = ["cmd_import"]

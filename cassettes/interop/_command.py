@@ -25,7 +25,7 @@ from cassettes.interop._otel import iter_requests
 from cassettes.interop._otlp import send, traces_url
 from cassettes.interop._textconv import render
 from cassettes.reading.run import open_run
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 from cassettes.storage.paths import UnsafePath, check_target, same_path, staged
 from cassettes.untrusted import SafeBinaryStream
 from cassettes.views.progress import reading_line

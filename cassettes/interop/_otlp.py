@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from cassettes.errors import CassetteError
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 
 __all__ = ["batches", "encode_request", "send", "traces_url"]
 

@@ -24,7 +24,7 @@ from cassettes.hints import count
 from cassettes.interop._documents import read_docs
 from cassettes.interop._otlp_in import otlp_calls
 from cassettes.providers.rebuild import Call, chat_ids, exchange, link_items
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.paths import staged
 
 __all__ = ["import_runs", "runs_in", "sniff"]

@@ -23,7 +23,7 @@ from cassettes.matching import RuleError, rules_of_args
 from cassettes.net import header_problem, said_name
 from cassettes.reading.branch import Relation, relate
 from cassettes.reading.run import open_run
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 from cassettes.replay.forking.compare import (
     BudgetError,
     check_budget,

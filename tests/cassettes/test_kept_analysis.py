@@ -18,7 +18,7 @@ import pytest
 
 from cassettes.reading import database, kept
 from cassettes.reading.run import open_run
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.wire.exchange import Exchange
 from tests.support.analysed import Analysed, cli_output, keep_every_run
 

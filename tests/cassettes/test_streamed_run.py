@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from cassettes.reading.run import Run, open_run
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.codec import header_record
 from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr

@@ -374,7 +374,7 @@ def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
 
     import cassettes.reading.run as reading
     from cassettes.fleet import connect, stamp_of, update
-    from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.recording import CassetteWriter
 
     runs = tmp_path / "runs"
     runs.mkdir()

@@ -18,7 +18,7 @@ import orjson
 import pytest
 from fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.replay.forking.cursor import parse_cursor
 from cassettes.replay.forking.fork import ForkSource, origin_meta
 from cassettes.wire.exchange import Exchange

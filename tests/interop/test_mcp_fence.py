@@ -28,7 +28,7 @@ from mcp import Client
 from cassettes.mcp.answers import UNTRUSTED_NOTE
 from cassettes.mcp.runs import RUN_SUFFIXES
 from cassettes.mcp.server import build_server
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.codec import header_record
 from tests.hostile.corpus import ESCAPES, build, hostile_exchanges
 

@@ -14,7 +14,7 @@ import pytest
 from cassettes.cli import main
 from cassettes.interop import render
 from cassettes.reading.run import Run, open_run
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from tests.support import progress
 
 

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.replay.forking.cursor import parse_cursor
 from cassettes.replay.forking.fork import ForkSource, origin_meta
 from cassettes.wire import edited

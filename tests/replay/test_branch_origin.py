@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.replay.forking.cursor import parse_cursor
 from cassettes.replay.forking.fork import ForkSource, branch_meta, origin_meta, origin_of
 from cassettes.storage.store import CassetteFile

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.replay.forking.cursor import parse_cursor
 from cassettes.replay.forking.fork import ForkSource, origin_meta
 from tests.inspector.fork_fixture import answer_body, chat_exchange, tool_call, tool_result

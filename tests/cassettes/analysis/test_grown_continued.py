@@ -28,7 +28,7 @@ from cassettes.analysis.plain_values import lines, sections
 from cassettes.reading import incremental, kept, shown
 from cassettes.reading.packed import compressor, decompressor
 from cassettes.reading.run import open_run
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
