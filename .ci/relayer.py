@@ -38,7 +38,7 @@ MOVES: tuple[tuple[str, str], ...] = (
     # fills them, the analysis and the views read them): beside bounds and errors.
     ("cassettes/parsing/models.py", "cassettes/models.py"),
     # A WebSocket session read as turns needs the providers' turn rules: not "uninterpreted wire".
-    ("cassettes/wire/websocket.py", "cassettes/recording/websocket.py"),
+    ("cassettes/wire/websocket.py", "cassettes/recording/_websocket.py"),
     # The mitmproxy-flow reader beside the other readers of files (vcr).
     ("cassettes/interop/mitmflow.py", "cassettes/storage/mitmflow.py"),
     # Reading a run, in one package: open_run / Run and the large or growing file's reader. (The
@@ -75,10 +75,10 @@ PACKAGES: dict[str, str] = {
     "secret detector, and WebSocket sessions read as turns (``websocket``).",
     "cassettes/interop": """Interoperability: a run out to other tools, and the commands that move runs in and out.
 
-* :mod:`cassettes.interop.otel` — OpenTelemetry GenAI spans (OTLP/JSON, OTLP/HTTP protobuf);
-* :mod:`cassettes.interop.har` — HAR 1.2 (browser devtools, mitmweb);
-* :mod:`cassettes.interop.textconv` — a stable line-per-item rendering for ``git diff``;
-* :mod:`cassettes.interop.cli` — ``looptap import`` / ``export`` / ``textconv``.
+* :mod:`cassettes.interop._otel` — OpenTelemetry GenAI spans (OTLP/JSON, OTLP/HTTP protobuf);
+* :mod:`cassettes.interop._har` — HAR 1.2 (browser devtools, mitmweb);
+* :mod:`cassettes.interop._textconv` — a stable line-per-item rendering for ``git diff``;
+* :mod:`cassettes.interop._command` — ``looptap import`` / ``export`` / ``textconv``.
 
 Files read in (vcrpy cassettes, mitmproxy flows) are read by :mod:`cassettes.storage`.
 """,  # noqa: E501

@@ -87,15 +87,15 @@ def _sql(db: Path, q: list[str]) -> float:
     """Seconds the named question's query takes in DuckDB, without the command's start-up."""
     import duckdb
 
-    from cassettes.fleet import questions
+    from cassettes.fleet import cost, failing_turns, findings, since_time
 
     if q[1] == "cost":
-        sql, params = questions.cost(q[3])
+        sql, params = cost(q[3])
     elif q[1] == "failing-turns":
-        sql, params = questions.failing_turns()
+        sql, params = failing_turns()
     else:
-        since = questions.since_time(q[3]) if len(q) > 2 else None
-        sql, params = questions.findings(since, "--new" in q)
+        since = since_time(q[3]) if len(q) > 2 else None
+        sql, params = findings(since, "--new" in q)
     con = duckdb.connect(str(db), read_only=True)
     t = time.monotonic()
     con.execute(sql, params).fetchall()

@@ -1,4 +1,4 @@
-"""Regenerate :mod:`cassettes.recording.gitleaks_rules` from gitleaks' maintained ruleset.
+"""Regenerate :mod:`cassettes.recording._gitleaks_rules` from gitleaks' maintained ruleset.
 
     python bench/gitleaks_refresh.py                  # fetch the latest release's config
     python bench/gitleaks_refresh.py --source FILE    # from a local gitleaks.toml
@@ -30,7 +30,7 @@ from pathlib import Path
 
 URL = "https://raw.githubusercontent.com/gitleaks/gitleaks/{ref}/config/gitleaks.toml"
 LICENSE_URL = "https://raw.githubusercontent.com/gitleaks/gitleaks/{ref}/LICENSE"
-OUT = Path(__file__).resolve().parents[1] / "cassettes" / "recording" / "gitleaks_rules.py"
+OUT = Path(__file__).resolve().parents[1] / "cassettes" / "recording" / "_gitleaks_rules.py"
 #: Left out on purpose (see the module's docstring).
 SKIP = {"generic-api-key"}
 _LEFT = r"[\w.-]{0,50}?"

@@ -55,7 +55,7 @@ try:
 except ImportError:  # an older tree: tests/_corpus.py
     from _corpus import corpus_files
 from cassettes.storage.vcr import load_vcr
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 
 files = [p for p in corpus_files("**/*.yaml") if "anthropic" in str(p) or "openai" in str(p)]
 exchanges = []

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cassettes.matching import parse_substitution, substitute
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 
 #: (pattern, unit, tail): the text is ``unit`` repeated to the size, then ``tail``.
 SHAPES = [

@@ -243,8 +243,8 @@ HOW = """
   A module imports the project's own modules at its top unless one of these forbids it, each said where
   the import stays: a command's entry point (`cassettes/cli/__init__.py`: `__version__` for `--version`,
   the terminal guard and `show`'s filter; `cli/show.py`: `matching`'s report, for a fork's branch only;
-  `inspector/cli.py`: textual), an optional dependency's seam (jinja2's page, and the report it shows, in `interop/cli.py`
-  and `fleet/cli.py`; `looptap mcp`'s query module and redactor, loaded by the first tool call rather than
+  `inspector/cli.py`: textual), an optional dependency's seam (jinja2's page, and the report it shows, in `interop/_command.py`
+  and `fleet/_command.py`; `looptap mcp`'s query module and redactor, loaded by the first tool call rather than
   before `initialize`; mitmproxy's is one `try` at the top of `proxy/cli.py`, whose two commands need it), a process seam
   (`proxy/writer.py` and `proxy/messages.py`: the proxy process's hand-off loads no core module, the
   recording pipeline and the redactor are imported in the writer process, `tests/test_boundaries.py`), or

@@ -30,10 +30,10 @@ _EXPORTS = {
     "ToolResult": "cassettes.models",
     "ToolSpec": "cassettes.models",
     "Usage": "cassettes.models",
-    "Redactor": "cassettes.recording.redact",
+    "Redactor": "cassettes.recording",
     "RoundTrip": "cassettes.parsing.roundtrip",
     "parse_exchange": "cassettes.parsing.roundtrip",
-    "CassetteWriter": "cassettes.recording.pipeline",
+    "CassetteWriter": "cassettes.recording",
     "Run": "cassettes.reading",
     "open_run": "cassettes.reading",
     "roundtrip_json": "cassettes.views",
@@ -62,8 +62,7 @@ if TYPE_CHECKING:
     )
     from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
     from cassettes.reading import Run, open_run
-    from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.recording.redact import Redactor
+    from cassettes.recording import CassetteWriter, Redactor
     from cassettes.storage.codec import FORMAT_VERSION
     from cassettes.views import roundtrip_json
     from cassettes.wire.exchange import Exchange

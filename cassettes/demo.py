@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cassettes.hints import looptap_command
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.replay.serving import ReplayServer
 from cassettes.storage.paths import UnsafePath, check_target, remove_if_same, staged
 from cassettes.storage.store import is_cassette

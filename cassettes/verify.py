@@ -1,6 +1,6 @@
 """``looptap verify FILE``: scan a cassette for secrets that should never have reached the disk.
 
-The scanner is the redactor's own detector (:mod:`cassettes.recording.detector`: gitleaks'
+The scanner is the redactor's own detector (:mod:`cassettes.recording._detector`: gitleaks'
 maintained ruleset plus looptap's rules for the LLM vendors' keys — one detector for both, so a key
 ``verify`` can find is a key redaction masks), plus configured patterns (``--pattern REGEX``, and
 ``patterns`` under ``[tool.looptap.verify]`` in ``pyproject.toml`` or in a ``--config`` TOML file).
@@ -41,8 +41,14 @@ from cassettes.commands import add_command, declared
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.patterns import PatternError, UserPattern
-from cassettes.recording.names import REDACTED, credential_values, looks_secret, secret_name
-from cassettes.recording.redact import detector, stream_texts
+from cassettes.recording import (
+    REDACTED,
+    credential_values,
+    detector,
+    looks_secret,
+    secret_name,
+    stream_texts,
+)
 from cassettes.storage.codec import decode_chunks
 from cassettes.storage.store import open_regular
 from cassettes.untrusted import clean_line
@@ -139,7 +145,7 @@ class Scanner:
     def named(self, text: str) -> Iterator[tuple[str, str, str]]:
         """(kind, value, form) for every value under a credential's name in JSON held in a
         string (tool-call arguments, a tool result) that is not redacted: the redactor masks
-        these whatever their length (:func:`cassettes.recording.names.credential_values`)."""
+        these whatever their length (:func:`cassettes.recording._credentials.credential_values`)."""
         if text.lstrip()[:1] not in ("{", "["):
             return
         for name, s, e, _quoted in credential_values(text):

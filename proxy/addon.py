@@ -47,7 +47,7 @@ from mitmproxy import ctx, exceptions, http, version
 from mitmproxy.proxy import mode_specs
 
 from cassettes.providers import is_llm_host, versioned_path
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 from cassettes.wire.exchange import Exchange
 from proxy import failures, http1_fixes, messages
 from proxy.capture import (
@@ -375,7 +375,7 @@ class LooptapRecorder:
 
     # -- WebSocket sessions (Responses over a WebSocket, …) ----------------------------------------
     def _start_session(self, flow: http.HTTPFlow) -> None:
-        from cassettes.recording.websocket import WsSession
+        from cassettes.recording import WsSession
 
         assert flow.response is not None
         flow.metadata["looptap_done"] = True  # the upgrade itself is not a round trip

@@ -1,7 +1,7 @@
 """The one way the recorder (addon, writer process, launcher, CLI) says anything on stderr.
 
 Every message goes through the logger ``looptap.recorder``, whose filter redacts it (the same
-:class:`~cassettes.recording.redact.Redactor` as the cassette: credentials in URLs, known key
+:class:`~cassettes.recording._redactor.Redactor` as the cassette: credentials in URLs, known key
 formats, and every value this process's redactor learned, e.g. a key removed from a header) and
 cleans it with
 :func:`cassettes.untrusted.clean_line` (URLs and error texts are wire data: controls are shown,
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cassettes.recording.redact import Redactor
+    from cassettes.recording import Redactor
 
 __all__ = ["LOG", "emit", "error", "learn_headers", "safe", "set_redactor", "to_stderr"]
 
@@ -37,7 +37,7 @@ _redactor: Redactor | None = None
 def _get() -> Redactor:
     global _redactor
     if _redactor is None:
-        from cassettes.recording.redact import Redactor
+        from cassettes.recording import Redactor
 
         _redactor = Redactor()
     return _redactor

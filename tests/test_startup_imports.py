@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.wire.exchange import Exchange
 from tests.support import progress
 
@@ -150,7 +150,7 @@ def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_pa
     assert (
         _loaded(
             mods,
-            ("proxy", "inspector", "cassettes.replay", "cassettes.mcp", "cassettes.interop.cli"),
+            ("proxy", "inspector", "cassettes.replay", "cassettes.mcp", "cassettes.interop"),
         )
         == []
     )
@@ -233,7 +233,7 @@ def test_the_pattern_engine_loads_with_a_user_pattern_only() -> None:
     assert _loaded(_modules("import cassettes.replay.testing.plugin"), ("re2",)) == []
     for code in (
         "from cassettes.matching import parse_substitution\nparse_substitution('a+=b')",
-        "from cassettes.recording.redact import Redactor\nRedactor.configured(patterns=['k-.+'])",
+        "from cassettes.recording import Redactor\nRedactor.configured(patterns=['k-.+'])",
     ):
         assert "re2" in _modules(code), code
 

@@ -609,7 +609,7 @@ def test_repeat_runs_every_branch_and_compares_only_what_it_wrote(
     and an OUT.i.jsonl an earlier run left was counted as the model's variance."""
     from cassettes.matching import Matcher
     from cassettes.reading import open_run
-    from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.recording import CassetteWriter
     from cassettes.replay.forking import Cursor, origin_meta, parse_from
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_exchange, chat_response
 

@@ -14,7 +14,7 @@ import orjson
 
 from cassettes.analysis.context import clipped
 from cassettes.analysis.plain_schema import surely_valid
-from cassettes.recording.names import REDACTED
+from cassettes.recording import REDACTED
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator  # type: ignore[import-untyped]

@@ -10,9 +10,9 @@ from pathlib import Path
 from cassettes.commands import EXIT_ERROR, EXIT_OK, err
 from cassettes.errors import CassetteError
 from cassettes.hints import count
-from cassettes.interop.traces import import_runs, runs_in, sniff
+from cassettes.interop import import_runs, runs_in, sniff
 from cassettes.reading import open_run
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.paths import Target, UnsafePath, check_target, staged
 
 __all__ = ["cmd_import"]
@@ -25,7 +25,7 @@ _TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".otlp")
 
 
 def _trace_kind(path: Path) -> str | None:
-    """What trace format ``path`` holds (``cassettes.interop.traces.sniff``), ``None`` for none."""
+    """What trace format ``path`` holds (``cassettes.interop._traces.sniff``), ``None`` for none."""
     try:
         with path.open("rb") as f:
             return sniff(f.read(1 << 16))

@@ -266,7 +266,7 @@ COMMANDS = (
             ),
             "-q --quiet": flag("print nothing on success"),
         },
-        run="cassettes.interop.cli:cmd_export",
+        run="cassettes.interop:cmd_export",
         description=(
             "Export a run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file) for "
             "other tools: OpenTelemetry GenAI spans (one trace per conversation, one span per "
@@ -429,7 +429,7 @@ COMMANDS = (
                 "register the driver in the git repository here (.gitattributes and git config)"
             ),
         },
-        run="cassettes.interop.cli:cmd_textconv",
+        run="cassettes.interop:cmd_textconv",
         description=(
             "Print a cassette one item per line (turns, appended messages, response parts, usage, "
             "findings; no timestamps; tool-call ids as <id:N>) so `git diff` shows what changed. "

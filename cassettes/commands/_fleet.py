@@ -27,7 +27,7 @@ _TABLE = {"format": "table"}
 FLEET = Command(
     "fleet",
     "everyday questions of the fleet index (docs/fleet.md)",
-    run="cassettes.fleet.cli:cmd_fleet",
+    run="cassettes.fleet:cmd_fleet",
     subparsers={"dest": "question", "metavar": "QUESTION", "required": True},
     subcommands=(
         Command(
@@ -78,7 +78,7 @@ INDEX = Command(
         ),
         "--jobs N": Arg("read runs in N processes (default 1)", type=int, default=1),
     },
-    run="cassettes.fleet.cli:cmd_index",
+    run="cassettes.fleet:cmd_index",
     description=(
         "Build or update the fleet index: runs, conversations, turns, findings and tool calls "
         "of every run under the directories (docs/fleet.md). An unchanged run is not read "
@@ -94,6 +94,6 @@ QUERY = Command(
         "sql SQL": "a DuckDB SQL query",
     },
     *_FLEET_OUTPUT,
-    run="cassettes.fleet.cli:cmd_query",
+    run="cassettes.fleet:cmd_query",
     defaults=_TABLE,
 )

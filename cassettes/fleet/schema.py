@@ -1,6 +1,6 @@
 """The fleet's tables: their columns, DuckDB types and meanings, named once here.
 
-The index (:mod:`cassettes.fleet.index`) creates them from this, the Parquet export writes them,
+The index (:mod:`cassettes.fleet._index`) creates them from this, the Parquet export writes them,
 docs/fleet.md's table is generated from it (``python -m cassettes.fleet.schema``) and a test pins
 it. Every figure in them is taken from a run's ``show --json`` objects (:func:`cassettes.cli.
 show_objects`): nothing is computed a second time. ``run`` (the file's absolute path) joins the

@@ -1,11 +1,36 @@
-"""Interoperability: a run out to other tools, and the commands that move runs in and out.
+"""Interoperability: a run out to other tools, and the commands that move runs in and out. One
+façade, its names pinned by tests/interop/test_interop_surface.py, over:
 
-* :mod:`cassettes.interop.otel` — OpenTelemetry GenAI spans (OTLP/JSON, OTLP/HTTP protobuf);
-* :mod:`cassettes.interop.har` — HAR 1.2 (browser devtools, mitmweb);
-* :mod:`cassettes.interop.textconv` — a stable line-per-item rendering for ``git diff``;
-* :mod:`cassettes.interop.cli` — ``looptap import`` / ``export`` / ``textconv``.
+- ``_otel``: OpenTelemetry GenAI spans (OTLP/JSON), their attributes in ``_span_attributes``;
+  ``_otlp``: the same as OTLP/HTTP protobuf, and the POST;
+- ``_har``: HAR 1.2 (browser devtools, mitmweb);
+- ``_textconv``: a stable line-per-item rendering for ``git diff``;
+- ``_traces``: trace files read in as runs (OTLP spans: ``_otlp_in``, ``_otlp_spans``,
+  ``_documents``);
+- ``_command``: ``looptap export`` / ``textconv``.
 
 Files read in (vcrpy cassettes, mitmproxy flows) are read by :mod:`cassettes.storage`.
 """
 
 from __future__ import annotations
+
+from cassettes.interop._command import cmd_export, cmd_textconv
+from cassettes.interop._har import har_chunks
+from cassettes.interop._otel import iter_requests
+from cassettes.interop._otlp import batches, encode_request, traces_url
+from cassettes.interop._textconv import render
+from cassettes.interop._traces import import_runs, runs_in, sniff
+
+__all__ = [
+    "batches",
+    "cmd_export",
+    "cmd_textconv",
+    "encode_request",
+    "har_chunks",
+    "import_runs",
+    "iter_requests",
+    "render",
+    "runs_in",
+    "sniff",
+    "traces_url",
+]

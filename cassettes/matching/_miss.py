@@ -11,7 +11,7 @@ from cassettes.errors import ReplayMiss
 from cassettes.matching._jsondiff import ECHO, Change, Shown, clip, json_diff, window
 from cassettes.matching._requestkey import RequestKey
 from cassettes.matching._verdicts import Verdict, attribute
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import MissNote, MissVerdict

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cassettes.matching._jsondiff import Change, format_path, json_diff, window
 from cassettes.matching._volatile import TOOL_RESULT, Tolerated
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 
 if TYPE_CHECKING:
     from cassettes.matching._recording import Recorded

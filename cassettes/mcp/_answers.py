@@ -23,7 +23,7 @@ from cassettes.storage.paths import read_input
 from cassettes.untrusted import clean
 
 if TYPE_CHECKING:
-    from cassettes.recording.redact import Redactor
+    from cassettes.recording import Redactor
 
 __all__ = [
     "DEFAULT_BYTES",
@@ -94,7 +94,7 @@ def checked_roots(roots: Sequence[str | Path]) -> list[Path]:
 def _redactor() -> Redactor:
     """The redactor of every recorded string answered (made on the first answer: its rules are a
     large module, which ``initialize`` need not wait for)."""
-    from cassettes.recording.redact import Redactor
+    from cassettes.recording import Redactor
 
     return Redactor()
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.analysis.dispatch import is_consequence
-from cassettes.fleet.index import overviews, runs_mentioning
+from cassettes.fleet import overviews, runs_mentioning
 from cassettes.hints import install_command
 from cassettes.mcp._answers import (
     DEFAULT_CHARS,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.errors import CassetteError
-from cassettes.fleet.files import RUN_SUFFIXES, run_files
+from cassettes.fleet import RUN_SUFFIXES, run_files
 from cassettes.matching import RuleError, find_config, rules_of_args
 from cassettes.mcp._answers import QueryError, checked_roots, text
 from cassettes.reading import Run, open_run

@@ -23,7 +23,7 @@ from http import HTTPStatus
 
 import h11
 
-from cassettes.recording.names import SECRET_HEADERS
+from cassettes.recording import SECRET_HEADERS
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers
 

@@ -438,7 +438,7 @@ def _read(
     # Other tools' files hold what crossed the wire, keys included: they are redacted as they are
     # read, as `looptap import` redacts them, so no command (export --har, show, mcp) passes a
     # key on to a file or a terminal.
-    from cassettes.recording.redact import Redactor
+    from cassettes.recording import Redactor
 
     redact = Redactor().exchange
     if kind == "mitmproxy":

@@ -1,3 +1,74 @@
-"""The one recording pipeline (redact, delta-encode, parse, seal, append), the redactor (``redact``,
-``bodies``, ``scrub``, ``names``, ``streams``) and its secret detector, and WebSocket sessions read
-as turns (``websocket``)."""
+"""The one recording pipeline (redact, delta-encode, parse, seal, append) and the redactor. One
+façade, its names pinned by tests/cassettes/test_recording_surface.py, over:
+
+- ``_pipeline``: the :class:`CassetteWriter` every recorded round trip goes through;
+- ``_redactor``: the :class:`Redactor` (headers, URLs, whole exchanges), over the bodies'
+  parts (``_bodies``, the credentials bodies teach: ``_learner``), the scrubber by value learned
+  and by pattern (``_scrubber``) and the stream texts joined (``_streams``);
+- ``_credentials``: which names and values are a credential's; ``_detector``: the secret
+  detector ``looptap verify`` uses too, over gitleaks' rules (``_gitleaks_rules``, generated);
+- ``_websocket``: a WebSocket session read as turns.
+
+Names are loaded on first use (PEP 562): ``show`` needs only ``REDACTED``, the recorder's proxy
+process only the redactor.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_MODULES = {
+    "_pipeline": "CassetteWriter",
+    "_redactor": "Redactor",
+    "_credentials": (
+        "EMBEDDED_MAX REDACTED SECRET_HEADERS credential_values looks_secret secret_name"
+    ),
+    "_detector": "WINDOW default_detector",
+    "_scrubber": "detector",
+    "_streams": "stream_texts",
+    "_websocket": "WsSession",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from cassettes.recording._credentials import (
+        EMBEDDED_MAX,
+        REDACTED,
+        SECRET_HEADERS,
+        credential_values,
+        looks_secret,
+        secret_name,
+    )
+    from cassettes.recording._detector import WINDOW, default_detector
+    from cassettes.recording._pipeline import CassetteWriter
+    from cassettes.recording._redactor import Redactor
+    from cassettes.recording._scrubber import detector
+    from cassettes.recording._streams import stream_texts
+    from cassettes.recording._websocket import WsSession
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.recording' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cassettes.recording.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "EMBEDDED_MAX",
+    "REDACTED",
+    "SECRET_HEADERS",
+    "WINDOW",
+    "CassetteWriter",
+    "Redactor",
+    "WsSession",
+    "credential_values",
+    "default_detector",
+    "detector",
+    "looks_secret",
+    "secret_name",
+    "stream_texts",
+]

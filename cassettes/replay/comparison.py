@@ -22,7 +22,7 @@ from cassettes.hints import count
 from cassettes.matching import RuleError, rules_of_args
 from cassettes.net import header_problem, said_name
 from cassettes.reading import Relation, open_run, relate
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 from cassettes.replay.forking import (
     Divergence,
     comparing,

@@ -78,7 +78,8 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
 
 
 def _transport(ex: Exchange | None) -> str:
-    # A turn recorded from a WebSocket session (cassettes.recording.websocket) says so in its notes.
+    # A turn recorded from a WebSocket session (cassettes.recording._websocket) says so in its
+    # notes.
     return (
         "websocket"
         if ex is not None and any(n.startswith("websocket ") for n in ex.notes)

@@ -42,7 +42,7 @@ def header(headers: Headers, name: str) -> str | None:
 #: HTTP/2 stream reset is not told apart from the upstream's by mitmproxy's message, and stays a
 #: transport error.
 CLIENT_CLOSED = "Client disconnected."
-#: How looptap's WebSocket recorder (:mod:`cassettes.recording.websocket`) begins the transport
+#: How looptap's WebSocket recorder (:mod:`cassettes.recording._websocket`) begins the transport
 #: error of a turn the agent cut: it closed the connection, or sent its next turn first.
 AGENT_CLOSED = "the agent closed the connection"
 NEXT_TURN = "the client started the next turn"
@@ -91,7 +91,7 @@ class Exchange:
     #: A fork's what-if edits made in this request (:mod:`cassettes.wire.edited`): the request
     #: is what the upstream received, these marks give back the client's own.
     edits: list[dict[str, Any]] | None = None
-    #: An imported trace's round trip rebuilt by looptap (:mod:`cassettes.interop.traces`): which
+    #: An imported trace's round trip rebuilt by looptap (:mod:`cassettes.interop._traces`): which
     #: fields came from the trace and which looptap inferred (``{"v": 1, "source", "from",
     #: "inferred"}``); ``None`` for a round trip that crossed a wire.
     reconstructed: dict[str, Any] | None = None

@@ -29,7 +29,7 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.store import RecordFile, read_records
 from cassettes.wire.exchange import Exchange
 
@@ -146,7 +146,7 @@ def build(paths, seed):
 
 
 def main(argv):
-    from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.recording import CassetteWriter
 
     path, seed, fsync = argv[0], int(argv[1]), argv[2] == "1"
     paths = argv[3:]

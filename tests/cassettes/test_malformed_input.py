@@ -34,8 +34,7 @@ from real_corpus import CORPUS, corpus_exchanges
 
 from cassettes.errors import CassetteError, CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.parsing.roundtrip import MAX_PARSE_BYTES, RoundTrip, parse_exchange
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.recording.redact import Redactor
+from cassettes.recording import CassetteWriter, Redactor
 from cassettes.storage.store import read_records
 from cassettes.storage.vcr import read_vcr
 from cassettes.wire.decoding import decode_chunks

@@ -15,7 +15,7 @@ from real_corpus import corpus_files
 
 from cassettes.parsing import roundtrip
 from cassettes.reading import CHECKPOINT, ParseStore, Run, TurnStore, open_run
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 

@@ -27,8 +27,7 @@ import orjson
 import pytest
 
 from cassettes.reading import open_run
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.recording.redact import REDACTED
+from cassettes.recording import REDACTED, CassetteWriter
 from cassettes.wire.exchange import Exchange
 from tests.support.upstream import event_json, synth_stream
 

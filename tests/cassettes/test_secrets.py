@@ -29,8 +29,7 @@ import pytest
 from real_corpus import corpus_exchanges
 
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.recording.redact import REDACTED, Redactor
+from cassettes.recording import REDACTED, CassetteWriter, Redactor
 from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.framing import parse_aws_eventstream
@@ -769,10 +768,9 @@ def test_a_pattern_that_crosses_lines_falls_back_to_one_scrub_per_string() -> No
 
 
 def test_history_scrub_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cassettes.recording.bodies as bodies
-
-    monkeypatch.setattr(bodies, "SEEN_CHARS", 10_000)
     red = Redactor()
+    # SEEN_CHARS where the JSON redactor reads it: the globals of its class's module
+    monkeypatch.setitem(type(red._json).__init__.__globals__, "SEEN_CHARS", 10_000)
     for i in range(50):
         red.exchange(_chat({"messages": [{"content": f"{i:04d} " + "w" * 995}]}))
     assert red._json._memo_chars <= 10_000
@@ -825,14 +823,14 @@ LOOK_ALIKES = (
 
 @pytest.mark.parametrize("name", CREDENTIAL_NAMES)
 def test_credential_names_are_classified(name: str) -> None:
-    from cassettes.recording.redact import secret_name
+    from cassettes.recording import secret_name
 
     assert secret_name(name) is not None
 
 
 @pytest.mark.parametrize("name", LOOK_ALIKES)
 def test_look_alike_names_are_not(name: str) -> None:
-    from cassettes.recording.redact import secret_name
+    from cassettes.recording import secret_name
 
     assert secret_name(name) is None
 
@@ -942,7 +940,7 @@ def test_a_bad_pyproject_table_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_otlp_endpoint_path_goes_before_the_query_and_is_printed_redacted() -> None:
-    from cassettes.interop.otlp import traces_url
+    from cassettes.interop import traces_url
 
     url = traces_url(
         "https://user:pw5Qx8Lm2Zt@collector.example.com:4318/otlp?api_key=Q9f3ltA8b7c6d5e4f3g2h1"
@@ -961,7 +959,7 @@ def test_a_letters_only_token_under_a_token_key_is_redacted() -> None:
     0.003 %), while words and camelCase / PascalCase names there stay."""
     import secrets as _secrets
 
-    from cassettes.recording.redact import looks_secret
+    from cassettes.recording import looks_secret
 
     alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
     found = sum(

@@ -11,8 +11,7 @@ import pytest
 from real_corpus import corpus_files, load, rel
 
 from cassettes.errors import CassetteFormatError, NewerFormatError
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.recording.redact import Redactor
+from cassettes.recording import CassetteWriter, Redactor
 from cassettes.storage import codec
 from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange

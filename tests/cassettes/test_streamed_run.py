@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from cassettes.reading import Run, open_run
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.codec import header_record
 from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr
@@ -156,14 +156,13 @@ def test_exports_written_in_pieces_hold_the_whole_documents(
     size is ``iter_requests``' parameter), so a run of 69 round trips is written in many pieces,
     round-trip spans and conversation roots alike (a run of 1,000+ round trips cost 30 s here)."""
     from cassettes.cli import main
-    from cassettes.interop import cli as export_cli
-    from cassettes.interop import otel as otel_module
+    from cassettes.interop import cmd_export, iter_requests
     from tests.interop.cassette_files import build_request
 
-    whole_requests = otel_module.iter_requests
+    whole_requests = iter_requests
     piece = 10
-    monkeypatch.setattr(  # where `looptap export` calls it
-        export_cli,
+    monkeypatch.setitem(  # where `looptap export` calls it: the globals of cmd_export's module
+        cmd_export.__globals__,
         "iter_requests",
         lambda run, content=True, project=None: whole_requests(
             run, content, project, spans_per_request=piece

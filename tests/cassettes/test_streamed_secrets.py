@@ -22,9 +22,7 @@ import orjson
 import pytest
 
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.recording.pipeline import CassetteWriter
-from cassettes.recording.redact import REDACTED, Redactor
-from cassettes.recording.websocket import WsSession
+from cassettes.recording import REDACTED, CassetteWriter, Redactor, WsSession
 from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from tests.support.secret_streams import (

@@ -1,4 +1,4 @@
-"""cassettes.recording.websocket.WsSession: a WebSocket session read as round trips, message by
+"""cassettes.recording._websocket.WsSession: a WebSocket session read as round trips, message by
 message."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from cassettes.analysis import analyse
 from cassettes.analysis.model import Severity
 from cassettes.parsing.roundtrip import parse_all, parse_exchange
 from cassettes.providers import is_llm_host
-from cassettes.recording import websocket
+from cassettes.recording import WsSession
 from tests.support.ws_upstream import events
 
 
-def _turn(session: websocket.WsSession, req: dict, rid: str, t: float) -> list:
+def _turn(session: WsSession, req: dict, rid: str, t: float) -> list:
     out = session.message(True, orjson.dumps(req), t)
     for i, ev in enumerate(events(req, rid)):
         out += session.message(False, ev, t + 0.01 * (i + 1))
@@ -22,7 +22,7 @@ def _turn(session: websocket.WsSession, req: dict, rid: str, t: float) -> list:
 
 
 def test_each_turn_is_handed_over_at_its_terminal_event() -> None:
-    s = websocket.WsSession(
+    s = WsSession(
         "wss://api.openai.com/v1/responses", [("authorization", "Bearer k")], [], started=0.0
     )
     req = {
@@ -50,7 +50,7 @@ def test_each_turn_is_handed_over_at_its_terminal_event() -> None:
 
 
 def test_a_turn_cut_by_the_connection_and_messages_outside_turns_are_kept() -> None:
-    s = websocket.WsSession("wss://api.openai.com/v1/responses", [], [], started=0.0)
+    s = WsSession("wss://api.openai.com/v1/responses", [], [], started=0.0)
     assert s.message(False, b'{"type": "session.created"}', 0.1) == []  # before any turn
     req = {"type": "response.create", "model": "gpt-5", "input": "Hi"}
     s.message(True, orjson.dumps(req), 0.2)
@@ -78,7 +78,7 @@ def test_who_cut_a_websocket_turn_says_whose_finding_it_is(
 ) -> None:
     """A turn the agent cut (it closed the connection, or sent its next turn first) is the
     client's doing, never an API failure; one the upstream cut is the API's."""
-    s = websocket.WsSession("wss://api.openai.com/v1/responses", [], [], started=0.0)
+    s = WsSession("wss://api.openai.com/v1/responses", [], [], started=0.0)
     req = {"type": "response.create", "model": "gpt-5", "input": "Hi"}
     s.message(True, orjson.dumps(req), 0.2)
     s.message(False, events(req, "resp_1")[0], 0.3)
@@ -93,20 +93,20 @@ def test_who_cut_a_websocket_turn_says_whose_finding_it_is(
 
 
 def test_an_error_message_is_the_turns_status() -> None:
-    s = websocket.WsSession("wss://api.openai.com/v1/responses", [], [], started=0.0)
+    s = WsSession("wss://api.openai.com/v1/responses", [], [], started=0.0)
     req = {"type": "response.create", "model": "gpt-5", "input": "RATE LIMIT"}
     (ex,) = _turn(s, req, "resp_1", 1.0)
     assert ex.status == 429 and parse_exchange(ex).response.error.code == "rate_limit_exceeded"
 
 
 def test_a_session_looptap_cannot_read_is_one_record_and_bounded(monkeypatch) -> None:
-    s = websocket.WsSession("wss://api.openai.com/v1/audio/stream?model=x", [], [], started=0.0)
+    s = WsSession("wss://api.openai.com/v1/audio/stream?model=x", [], [], started=0.0)
     assert not s.readable
     assert s.message(True, b'{"type": "session.update"}', 0.1) == []
     (rec,) = s.end(1000)
     assert rec.status == 101 and any("cannot read as turns" in n for n in rec.notes)
-    monkeypatch.setattr(websocket, "MAX_PENDING_BYTES", 100)
-    s = websocket.WsSession("wss://api.openai.com/v1/audio/stream", [], [], started=0.0)
+    monkeypatch.setitem(WsSession.message.__globals__, "MAX_PENDING_BYTES", 100)  # its module's
+    s = WsSession("wss://api.openai.com/v1/audio/stream", [], [], started=0.0)
     out = []
     for i in range(10):
         out += s.message(False, b"x" * 30, float(i))
@@ -141,9 +141,7 @@ def test_a_realtime_session_gathers_each_answers_request_and_drops_audio() -> No
     from cassettes.analysis import analyse
     from tests.support.ws_upstream import realtime_answer
 
-    s = websocket.WsSession(
-        "wss://api.openai.com/v1/realtime?model=gpt-realtime", [], [], started=0.0
-    )
+    s = WsSession("wss://api.openai.com/v1/realtime?model=gpt-realtime", [], [], started=0.0)
     tools = [
         {
             "type": "function",

@@ -17,7 +17,7 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.fleet.schema import TABLES, doc_table
+from cassettes.fleet import TABLES, doc_table
 from tests.support import progress
 
 duckdb = pytest.importorskip("duckdb")

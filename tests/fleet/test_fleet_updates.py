@@ -244,7 +244,7 @@ def test_the_core_and_the_pytest_plugin_never_import_duckdb(tmp_path: Path) -> N
     run = shutil.copy(B, tmp_path / "b.yaml")
     code = (
         "import sys, os\n"
-        "import cassettes, cassettes.replay.testing.plugin, cassettes.fleet.cli\n"
+        "import cassettes, cassettes.replay.testing.plugin, cassettes.fleet\n"
         "from cassettes.cli import main\n"
         f"main(['show', '--json', {str(run)!r}])\n"
         "os.write(2, str('duckdb' in sys.modules).encode())\n"
@@ -298,7 +298,7 @@ def test_fleet_page(tmp_path: Path) -> None:
 def test_the_index_reports_its_progress_run_by_run(tmp_path: Path) -> None:
     """The progress callback (the command's progress line, views/_progress.py) is told after each
     run: bytes read grow to the total to read, round trips to those indexed."""
-    from cassettes.fleet.index import connect, update
+    from cassettes.fleet import connect, update
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -316,7 +316,7 @@ def test_the_index_reports_its_progress_run_by_run(tmp_path: Path) -> None:
 
 def test_since_takes_a_date_or_a_git_ref(monkeypatch: pytest.MonkeyPatch) -> None:
     from cassettes.errors import CassetteError
-    from cassettes.fleet.questions import since_time
+    from cassettes.fleet import since_time
 
     assert since_time("2026-11-25") == datetime(2026, 11, 25)
     assert since_time("2026-11-25T10:00:00+02:00") == datetime(2026, 11, 25, 8)  # as UTC
@@ -335,15 +335,14 @@ def test_an_unchanged_run_is_not_opened_and_a_touched_one_is_hashed_once(
     """As git's index: a run whose ``stat`` (size, mtime, ctime, inode, device) is the indexed
     one is not opened; a touched one (another mtime, same bytes) is hashed, not read, and its new
     ``stat`` kept, so the index after that opens nothing either."""
-    from cassettes.fleet import index
-    from cassettes.fleet.rows import stamp_of
+    from cassettes.fleet import connect, stamp_of, update
 
     runs = tmp_path / "runs"
     runs.mkdir()
     for i, src in enumerate((A, B, C)):
         shutil.copy(src, runs / f"r{i}.yaml")
-    con = index.connect(tmp_path / "fleet.duckdb")
-    assert index.update(con, [runs]).read == 3
+    con = connect(tmp_path / "fleet.duckdb")
+    assert update(con, [runs]).read == 3
     hashed: list[Path] = []
     real = stamp_of
 
@@ -351,15 +350,15 @@ def test_an_unchanged_run_is_not_opened_and_a_touched_one_is_hashed_once(
         hashed.append(path)
         return real(path)
 
-    monkeypatch.setattr(index, "stamp_of", counted)
-    done = index.update(con, [runs])
+    monkeypatch.setitem(update.__globals__, "stamp_of", counted)  # the stamp_of update calls
+    done = update(con, [runs])
     assert (done.read, done.unchanged, hashed) == (0, 3, [])
     touched = runs / "r1.yaml"
     st = touched.stat()
     os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    done = index.update(con, [runs])
+    done = update(con, [runs])
     assert (done.read, done.unchanged, hashed) == (0, 3, [touched])
-    done = index.update(con, [runs])
+    done = update(con, [runs])
     assert (done.read, done.unchanged, hashed) == (0, 3, [touched])
     con.close()
 
@@ -374,8 +373,8 @@ def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
     import threading
 
     import cassettes.reading as reading
-    from cassettes.fleet import index, rows
-    from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.fleet import connect, stamp_of, update
+    from cassettes.recording import CassetteWriter
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -402,27 +401,28 @@ def test_a_run_written_while_indexing_is_indexed_as_far_as_read_then_read_again(
             progress.until(lambda: written[0] > at, what="the writer's next round trip")
         return real_open(path, **kw)
 
-    monkeypatch.setattr(rows, "open_run", opening)  # the index reads runs by rows.open_run
+    # the index reads runs by the open_run of the rows module (where stamp_of is)
+    monkeypatch.setitem(stamp_of.__globals__, "open_run", opening)
     thread = threading.Thread(target=write)
     stamped = live.stat().st_size
-    con = index.connect(tmp_path / "fleet.duckdb")
+    con = connect(tmp_path / "fleet.duckdb")
     said: list[str] = []
     try:
-        done = index.update(con, [runs], say=said.append)
+        done = update(con, [runs], say=said.append)
     finally:
         stop.set()
         thread.join()
         writer.close()
-    monkeypatch.setattr(rows, "open_run", real_open)
+    monkeypatch.setitem(stamp_of.__globals__, "open_run", real_open)
     assert (done.read, done.skipped, said) == (2, 0, [])
     row = "SELECT size, round_trips, error FROM runs WHERE run LIKE '%live.jsonl'"
     size, trips, error = con.execute(row).fetchone()
     assert error is None and size == stamped < live.stat().st_size
     assert len(exchanges) < trips <= written[0]
-    done = index.update(con, [runs])
+    done = update(con, [runs])
     assert (done.read, done.unchanged) == (1, 1)
     assert con.execute(row).fetchone() == (live.stat().st_size, written[0], None)
-    assert index.update(con, [runs]).read == 0
+    assert update(con, [runs]).read == 0
     con.close()
 
 
@@ -431,8 +431,7 @@ def test_worker_processes_give_the_rows_one_process_gives(
 ) -> None:
     """``--jobs``: the pool is used only with enough runs for each worker (RUNS_PER_WORKER);
     made 1 here, two workers read three runs into the rows one process makes."""
-    from cassettes.fleet import index
-    from cassettes.fleet.schema import TABLES
+    from cassettes.fleet import TABLES, connect, update
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -440,14 +439,14 @@ def test_worker_processes_give_the_rows_one_process_gives(
         shutil.copy(src, runs / f"r{i}.yaml")
 
     def tables(db: str, jobs: int) -> dict[str, list[tuple[Any, ...]]]:
-        con = index.connect(tmp_path / db)
-        assert index.update(con, [runs], jobs=jobs).read == 3
+        con = connect(tmp_path / db)
+        assert update(con, [runs], jobs=jobs).read == 3
         got = {t: sorted(con.execute(f"FROM {t}").fetchall(), key=repr) for t in TABLES}
         con.close()
         return got
 
     alone = tables("alone.duckdb", 1)
-    monkeypatch.setattr(index, "RUNS_PER_WORKER", 1)
+    monkeypatch.setitem(update.__globals__, "RUNS_PER_WORKER", 1)  # the one update reads
     assert tables("pooled.duckdb", 2) == alone and alone["turns"]
 
 

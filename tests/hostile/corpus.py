@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.codec import header_record
 from cassettes.wire.exchange import Exchange
 from tests.support.tnetstring import tnet

@@ -382,7 +382,7 @@ def test_bounds_parse_cuts_any_depth_and_keeps_shallow_json_whole() -> None:
 def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None:
     """Recorded live, the deep request keeps its exact bytes, and every reader says why it is
     cut."""
-    from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.recording import CassetteWriter
     from cassettes.storage.store import read_records
     from tests.hostile.corpus import _OK, _chat, _deep_param_body
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
 

@@ -18,7 +18,7 @@ import orjson
 import pytest
 from fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
 from cassettes.wire.exchange import Exchange
 

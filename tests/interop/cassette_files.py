@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cassettes.interop.otel import iter_requests
+from cassettes.interop import iter_requests
 from cassettes.reading import Run
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.vcr import load_vcr
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.interop.har import har_chunks
+from cassettes.interop import har_chunks
 from cassettes.reading import Run
 from cassettes.storage.mitmflow import load_flows
 from cassettes.wire.exchange import Exchange

@@ -238,7 +238,7 @@ def test_without_the_html_extra_the_command_says_how_to_install(
 
 def test_start_up_imports_neither_jinja2_nor_the_report() -> None:
     code = (
-        "import sys, cassettes.cli, cassettes.interop.cli, cassettes.replay.testing.plugin\n"
+        "import sys, cassettes.cli, cassettes.interop, cassettes.replay.testing.plugin\n"
         "from cassettes.mcp import cmd_mcp\nprint(sorted(m for m in ('jinja2', "
         "'cassettes.views._report', 'cassettes.views._htmlpage') if m in sys.modules))\n"
     )

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from cassettes.mcp import DEFAULT_BYTES, UNTRUSTED_NOTE, build_server
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from tests.hostile.corpus import hostile_exchanges
 from tests.interop.cassette_files import write_cassette
 from tests.real_corpus import corpus_files

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from cassettes.mcp import Runs, diff, encode, run_summary, text
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.store import read_records
 from tests.support import progress
 

@@ -25,9 +25,9 @@ pytest.importorskip("mcp")
 
 from mcp import Client
 
-from cassettes.fleet.files import RUN_SUFFIXES
+from cassettes.fleet import RUN_SUFFIXES
 from cassettes.mcp import UNTRUSTED_NOTE, build_server
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.codec import header_record
 from tests.hostile.corpus import ESCAPES, build, hostile_exchanges
 

@@ -20,9 +20,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from cassettes import providers
 from cassettes.cli import main
-from cassettes.interop.otlp import encode_request
+from cassettes.interop import encode_request
 from cassettes.reading import Run, open_run
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.mitmflow import load_flows
 from tests.interop.cassette_files import (
     CACHE_WRITE,
@@ -430,7 +430,7 @@ def test_an_unreachable_endpoint_is_one_line_without_its_credentials(
 def test_a_large_export_is_split_into_requests_that_together_hold_every_span(
     demo_run: Run, protocol: str
 ) -> None:
-    from cassettes.interop.otlp import batches
+    from cassettes.interop import batches
 
     req = build_request(demo_run)
     whole = batches(req, protocol)

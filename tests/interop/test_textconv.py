@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.interop.textconv import render
+from cassettes.interop import render
 from cassettes.reading import Run, open_run
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from tests.support import progress
 
 

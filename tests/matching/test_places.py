@@ -150,7 +150,7 @@ def test_the_plugins_and_the_proxys_writers_put_them_in_the_header(
 ) -> None:
     """The recorder's writer process (proxy.writer) writes this process's places, less a path the
     redactor would mask (a key in a folder's name never reaches the header)."""
-    from cassettes.recording.redact import Redactor
+    from cassettes.recording import Redactor
     from proxy.writer import header_places
 
     monkeypatch.chdir(tmp_path)

@@ -250,7 +250,7 @@ def shaped(shape: str, n: int) -> str:
 _APPLY = """
 import json, sys
 from cassettes.matching import parse_substitution, substitute
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 from tests.matching.test_rules import RUNAWAY, shaped
 out = []
 for pattern, shape, _ in RUNAWAY:

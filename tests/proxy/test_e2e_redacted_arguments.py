@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from cassettes.reading import open_run
-from cassettes.recording.redact import REDACTED
+from cassettes.recording import REDACTED
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream

@@ -193,7 +193,7 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        "import cassettes.recording.pipeline as s\n"
+        "import cassettes.recording as s\n"
         "_orig = s.CassetteWriter.append\n"
         "def append(self, ex):\n"
         "    if '&n=2&' in ex.url:\n"
@@ -304,7 +304,7 @@ def test_every_message_is_redacted_and_cleaned_by_the_logger_itself(
     traceback; without `to_stderr` (mitmdump/mitmweb) errors reach the root log at error level."""
     import logging
 
-    from cassettes.recording.redact import Redactor
+    from cassettes.recording import Redactor
     from proxy import messages
 
     key = "ltmsgQ" + secrets.token_hex(16)

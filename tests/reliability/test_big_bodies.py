@@ -7,7 +7,7 @@ import json
 import tracemalloc
 from pathlib import Path
 
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.vcr import load_vcr
 from cassettes.verify import main as verify_main
 from cassettes.verify import scan_file, scan_lines
@@ -61,7 +61,7 @@ def _clean_cassette(path: Path) -> Path:
 def test_patterns_are_the_redactors() -> None:
     """One detector: verify scans with exactly the rules the redactor masks with."""
     import cassettes.verify as verify
-    from cassettes.recording.redact import Redactor
+    from cassettes.recording import Redactor
 
     def rules(d: Any) -> list[tuple[str, str]]:
         return [(r.id, r.source) for r in d.rules]

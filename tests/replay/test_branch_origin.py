@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.replay.forking import ForkSource, branch_meta, origin_meta, origin_of, parse_cursor
 from cassettes.storage.store import CassetteFile
 from tests.inspector.fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result

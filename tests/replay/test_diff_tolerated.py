@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
 from tests.inspector.fork_fixture import answer_body, chat_exchange, tool_call, tool_result
 

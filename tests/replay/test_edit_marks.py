@@ -175,7 +175,7 @@ def test_a_plan_with_edits_without_the_key_is_refused(tmp_path: Path) -> None:
 def test_a_mark_stores_no_digest_a_word_list_can_reverse() -> None:
     """Beside a redacted password, a plain sha256 of the client's value let a five-word list
     recover it: the stored mark holds no digest of the value, redacted or not."""
-    from cassettes.recording.redact import Redactor
+    from cassettes.recording import Redactor
     from cassettes.replay.live import apply_edits, parse_edit
     from cassettes.storage.codec import exchange_to_record
 

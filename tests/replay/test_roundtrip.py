@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.replay.serving import ReplayServer
 from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange

@@ -11,7 +11,7 @@ import pytest
 from real_corpus import corpus_files
 
 from cassettes.errors import CassetteError
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.replay.testing import SessionCassette
 from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr

@@ -23,7 +23,7 @@ from cassettes import net
 from cassettes.matching import Matcher, Miss, Recorded, clip, tolerated_notes
 from cassettes.net import Request
 from cassettes.providers import Provider
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:

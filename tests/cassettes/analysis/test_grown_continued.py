@@ -34,7 +34,7 @@ from cassettes.reading import (
     packed,
     show_pairs,
 )
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange

@@ -29,7 +29,7 @@ from cassettes.analysis import analyse
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
 from cassettes.reading import RunReader
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.wire.exchange import Exchange
 
 

@@ -204,7 +204,7 @@ def test_the_fleet_index_lists_the_broken_rules_once_rules_are_in_force(
     findings depend on it), and its broken rules are the index's findings; the MCP server's
     listing takes the index's figures only under the rules they were indexed with."""
     pytest.importorskip("duckdb")
-    from cassettes.fleet.index import overviews
+    from cassettes.fleet import overviews
 
     run = tmp_path / "runs" / "retail.jsonl"
     run.parent.mkdir()

@@ -3,10 +3,10 @@
 :class:`Secrets` remembers every literal secret removed by name (for the life of the redactor);
 :class:`Scrubber` masks them wherever else they appear, as written or percent-encoded or behind
 JSON escapes, and masks whatever the detector ``looptap verify`` uses finds
-(:mod:`cassettes.recording.detector`: gitleaks' ruleset and looptap's rules for LLM vendors' keys,
+(:mod:`cassettes.recording._detector`: gitleaks' ruleset and looptap's rules for LLM vendors' keys,
 plus configured patterns). The nets by name are the other parts of the pipeline
-(:mod:`cassettes.recording.bodies`: bodies and streams; :mod:`cassettes.recording.redact`:
-headers and URLs, and the :class:`~cassettes.recording.redact.Redactor` composing them all).
+(:mod:`cassettes.recording._bodies`: bodies and streams; :mod:`cassettes.recording._redactor`:
+headers and URLs, and the :class:`~cassettes.recording._redactor.Redactor` composing them all).
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ import re
 from collections.abc import Iterable, Iterator
 from urllib.parse import quote
 
-from cassettes.recording.detector import Detector, default_detector
-from cassettes.recording.names import REDACTED
-from cassettes.recording.streams import merge
+from cassettes.recording._credentials import REDACTED
+from cassettes.recording._detector import Detector, default_detector
+from cassettes.recording._streams import merge
 
 __all__ = ["Scrubber", "Secrets", "detector"]
 
 
 def detector(extra_patterns: Iterable[str] = ()) -> Detector:
-    """The shared secret detector (:mod:`cassettes.recording.detector`: gitleaks' ruleset and
+    """The shared secret detector (:mod:`cassettes.recording._detector`: gitleaks' ruleset and
     looptap's), plus ``extra_patterns``: what ``looptap verify`` reports is what the redactor
     masks."""
     return default_detector().with_patterns(extra_patterns)

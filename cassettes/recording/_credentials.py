@@ -1,7 +1,7 @@
 """Which names and values are a credential's: header, query, form and JSON field names
 (:func:`secret_name`), credential-shaped values (:func:`looks_secret`), and where in a stream a
 name that may be one occurs (:func:`named_spans`). No state: the
-:class:`~cassettes.recording.redact.Redactor` decides with these what to learn and mask."""
+:class:`~cassettes.recording._redactor.Redactor` decides with these what to learn and mask."""
 
 from __future__ import annotations
 

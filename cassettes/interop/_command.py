@@ -18,14 +18,14 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError, CassetteFormatError, problem_lines
-from cassettes.fleet.cli import export_parquet
+from cassettes.fleet import export_parquet
 from cassettes.hints import count
-from cassettes.interop.har import har_chunks
-from cassettes.interop.otel import iter_requests
-from cassettes.interop.otlp import send, traces_url
-from cassettes.interop.textconv import render
+from cassettes.interop._har import har_chunks
+from cassettes.interop._otel import iter_requests
+from cassettes.interop._otlp import send, traces_url
+from cassettes.interop._textconv import render
 from cassettes.reading import open_run
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 from cassettes.storage.paths import UnsafePath, check_target, same_path, staged
 from cassettes.untrusted import SafeBinaryStream
 from cassettes.views import reading_line

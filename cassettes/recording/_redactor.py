@@ -9,7 +9,7 @@ Three nets, widest last:
 2. **By value learned** — every value removed by name is remembered (for the life of the
    redactor) and scrubbed wherever else it appears after: bodies, URLs, other headers, streams.
 3. **By pattern** — known key formats, by the detector ``looptap verify`` uses too
-   (:mod:`cassettes.recording.detector`: gitleaks' ruleset and looptap's rules for LLM vendors'
+   (:mod:`cassettes.recording._detector`: gitleaks' ruleset and looptap's rules for LLM vendors'
    keys), and any configured pattern, in headers, URLs and bodies.
 
 Streams are read as their reader reassembles them (:meth:`Redactor.chunks`): each JSON event of
@@ -19,10 +19,10 @@ masked in every event it spans. A text is masked as the run first decided for it
 a history sent again reads as it did (docs/redaction.md: what looptap reads is what was sent).
 
 The nets are parts of one pipeline, each with one job, composed by :class:`Redactor` and sharing
-the secrets learned (:class:`~cassettes.recording.scrub.Secrets`): the
-:class:`~cassettes.recording.scrub.Scrubber` (by value learned and by pattern), the
+the secrets learned (:class:`~cassettes.recording._scrubber.Secrets`): the
+:class:`~cassettes.recording._scrubber.Scrubber` (by value learned and by pattern), the
 :class:`HeaderRedactor` and :class:`UrlRedactor` here, and the bodies' parts
-(:mod:`cassettes.recording.bodies`: JSON by field name, streams, the credentials bodies teach).
+(:mod:`cassettes.recording._bodies`: JSON by field name, streams, the credentials bodies teach).
 
 The replacement keeps the shape readable (``Bearer [REDACTED]``) and never contains characters
 that would break the JSON or SSE it sits in.
@@ -40,9 +40,8 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 import orjson
 
 from cassettes.patterns import PatternError, UserPattern
-from cassettes.recording.bodies import Chunks, JsonRedactor, StreamRedactor
-from cassettes.recording.learner import BodyLearner
-from cassettes.recording.names import (
+from cassettes.recording._bodies import Chunks, JsonRedactor, StreamRedactor
+from cassettes.recording._credentials import (
     _SAFE_HEADER_NAME,
     _SECRET_HEADER_NAME,
     _SECRET_QUERY,
@@ -52,8 +51,9 @@ from cassettes.recording.names import (
     looks_secret,
     secret_name,
 )
-from cassettes.recording.scrub import Scrubber, Secrets, detector
-from cassettes.recording.streams import stream_texts
+from cassettes.recording._learner import BodyLearner
+from cassettes.recording._scrubber import Scrubber, Secrets, detector
+from cassettes.recording._streams import stream_texts
 from cassettes.wire.decoding import salvage
 from cassettes.wire.exchange import Exchange, Headers
 
@@ -208,12 +208,12 @@ class UrlRedactor:
 class Redactor:
     """Redacts exchanges. Remembers the literal secrets it removed, to scrub them everywhere.
 
-    A pipeline of parts sharing what was learned (:class:`~cassettes.recording.scrub.Secrets`):
-    the :class:`~cassettes.recording.scrub.Scrubber` (by value learned and by pattern), the
+    A pipeline of parts sharing what was learned (:class:`~cassettes.recording._scrubber.Secrets`):
+    the :class:`~cassettes.recording._scrubber.Scrubber` (by value learned and by pattern), the
     :class:`HeaderRedactor`, the :class:`UrlRedactor`, and for bodies the
-    :class:`~cassettes.recording.bodies.JsonRedactor`,
-    :class:`~cassettes.recording.learner.BodyLearner` and
-    :class:`~cassettes.recording.bodies.StreamRedactor`. This class only composes them, in the
+    :class:`~cassettes.recording._bodies.JsonRedactor`,
+    :class:`~cassettes.recording._learner.BodyLearner` and
+    :class:`~cassettes.recording._bodies.StreamRedactor`. This class only composes them, in the
     order an exchange needs (a request's headers learned before its body is scrubbed …).
     """
 

@@ -1,6 +1,7 @@
 """Credentials a body carries where no JSON walk of the redaction meets them by name: a form's
 fields, and a credential an endpoint mints (:class:`BodyLearner`, a part of the
-:class:`~cassettes.recording.redact.Redactor`'s pipeline beside :mod:`cassettes.recording.bodies`).
+:class:`~cassettes.recording._redactor.Redactor`'s pipeline beside
+:mod:`cassettes.recording._bodies`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from cassettes import bounds
-from cassettes.recording.bodies import JsonRedactor
-from cassettes.recording.names import looks_secret, secret_name
-from cassettes.recording.scrub import Secrets
+from cassettes.recording._bodies import JsonRedactor
+from cassettes.recording._credentials import looks_secret, secret_name
+from cassettes.recording._scrubber import Secrets
 
 __all__ = ["BodyLearner"]
 

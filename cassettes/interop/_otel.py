@@ -13,11 +13,11 @@ Time: spans start when the round trip started and last its recorded duration. Im
 wall-clock start: their round trips are laid out one after the other from the cassette's creation
 time, each lasting its recorded duration, and say so in ``looptap.timing = "synthetic"``.
 
-Attributes: :mod:`cassettes.interop.span_attributes`; every finding rides along as a
+Attributes: :mod:`cassettes.interop._span_attributes`; every finding rides along as a
 ``looptap.finding`` span event.
 
 The payload is OTLP/JSON (:func:`iter_requests`: hex ids, int64 as strings, per the OTLP
-spec); :mod:`cassettes.interop.otlp` encodes the same dict as OTLP protobuf for OTLP/HTTP.
+spec); :mod:`cassettes.interop._otlp` encodes the same dict as OTLP protobuf for OTLP/HTTP.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import orjson
 from cassettes._version import __version__
 from cassettes.analysis import Finding, Turn
 from cassettes.analysis.model import Conversation, TokenCount
-from cassettes.interop.span_attributes import AttrValue, span_attributes
+from cassettes.interop._span_attributes import AttrValue, span_attributes
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading import Run, timeline
 

@@ -1,4 +1,4 @@
-"""OTLP transport: the OTLP/JSON request of :mod:`cassettes.interop.otel` as protobuf, and the POST.
+"""OTLP transport: the OTLP/JSON request of :mod:`cassettes.interop._otel` as protobuf; the POST.
 
 The core carries no protobuf runtime, so the few OTLP trace messages are encoded by hand: the
 protobuf wire format is small (varints, fixed64, length-delimited fields) and the schema is fixed
@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from cassettes.errors import CassetteError
-from cassettes.recording.redact import Redactor
+from cassettes.recording import Redactor
 
 __all__ = ["batches", "encode_request", "send", "traces_url"]
 
@@ -152,7 +152,7 @@ def _resource_spans(rs: Mapping[str, Any]) -> bytes:
 
 
 def encode_request(req: Mapping[str, Any]) -> bytes:
-    """An OTLP/JSON ``ExportTraceServiceRequest`` (as :func:`~cassettes.interop.otel.iter_requests`
+    """An OTLP/JSON ``ExportTraceServiceRequest`` (as :func:`~cassettes.interop._otel.iter_requests`
     builds it) in the protobuf wire format."""
     return _msgs(1, req.get("resourceSpans"), _resource_spans)
 

@@ -7,7 +7,7 @@ core, the pytest plugin and every other command never import it.
 
 **Incremental.** A run whose ``stat`` (size, mtime, ctime, inode, device) is the one indexed
 is not opened; one with another ``stat`` but the same size and
-:func:`~cassettes.fleet.rows.stamp_of` digest (touched, copied back) is not read, its new ``stat``
+:func:`~cassettes.fleet._rows.stamp_of` digest (touched, copied back) is not read, its new ``stat``
 kept; a changed or grown one is read (its kept analysis serves the
 unchanged part, docs/kept-analysis.md) and its rows replaced; a removed one's rows leave. A run
 that cannot be read is a ``runs`` row with ``error``, and a line on stderr: never a stopped index.
@@ -30,8 +30,8 @@ import orjson
 
 from cassettes.analysis.rules import active_text
 from cassettes.errors import CassetteError
-from cassettes.fleet.files import run_stats
-from cassettes.fleet.rows import (
+from cassettes.fleet._files import run_stats
+from cassettes.fleet._rows import (
     STAMP_COLUMNS,
     RunRows,
     Stamp,

@@ -21,10 +21,10 @@ from typing import Any
 from cassettes import bounds
 from cassettes.errors import ImportFormatError
 from cassettes.hints import count
-from cassettes.interop.documents import read_docs
-from cassettes.interop.otlp_in import otlp_calls
+from cassettes.interop._documents import read_docs
+from cassettes.interop._otlp_in import otlp_calls
 from cassettes.providers import Call, chat_ids, exchange, link_items
-from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording import CassetteWriter
 from cassettes.storage.paths import staged
 
 __all__ = ["import_runs", "runs_in", "sniff"]

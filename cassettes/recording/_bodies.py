@@ -1,5 +1,5 @@
 """The redactor's net by name in bodies: JSON bodies and streams as their reader reassembles
-them; two parts of the :class:`~cassettes.recording.redact.Redactor`'s pipeline.
+them; two parts of the :class:`~cassettes.recording._redactor.Redactor`'s pipeline.
 
 :class:`JsonRedactor`: a JSON body's credential fields (``api_key``, ``access_token``, ``password``
 …, and the configured ``body_keys``) are masked and learned, and every string is masked as the run
@@ -7,10 +7,10 @@ first decided for that text (:meth:`JsonRedactor.masks`: one mask per text, so w
 compares reads as it was sent). :class:`StreamRedactor`: each JSON event of an SSE, NDJSON,
 WebSocket or AWS event stream is redacted the same way, and the strings a field carries across
 events are joined and masked as that text is anywhere else, in every event it spans.
-:class:`~cassettes.recording.learner.BodyLearner` (forms, and credentials an endpoint mints) is
-the third part. All three share the redactor's :class:`~cassettes.recording.scrub.Secrets` and
-:class:`~cassettes.recording.scrub.Scrubber`; the headers and URLs are
-:mod:`cassettes.recording.redact`'s.
+:class:`~cassettes.recording._learner.BodyLearner` (forms, and credentials an endpoint mints) is
+the third part. All three share the redactor's :class:`~cassettes.recording._scrubber.Secrets` and
+:class:`~cassettes.recording._scrubber.Scrubber`; the headers and URLs are
+:mod:`cassettes.recording._redactor`'s.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from cassettes import bounds
-from cassettes.recording.names import (
+from cassettes.recording._credentials import (
     _NAME_MARKERS,
     EMBEDDED_MAX,
     REDACTED,
@@ -34,8 +34,8 @@ from cassettes.recording.names import (
     named_spans,
     secret_name,
 )
-from cassettes.recording.scrub import Scrubber, Secrets
-from cassettes.recording.streams import (
+from cassettes.recording._scrubber import Scrubber, Secrets
+from cassettes.recording._streams import (
     STREAM_BYTES,
     apply_edits,
     aws_frame,

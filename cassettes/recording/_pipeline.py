@@ -25,7 +25,7 @@ import orjson
 
 from cassettes import providers
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
-from cassettes.recording.redact import Redactor
+from cassettes.recording._redactor import Redactor
 from cassettes.storage.codec import (
     depth_safe_record,
     dumps_record,

@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.fleet import questions
-from cassettes.fleet.index import (
+import cassettes.fleet._questions as questions
+from cassettes.fleet._index import (
     FLEET_NAME,
     FleetError,
     connect,
@@ -30,7 +30,7 @@ from cassettes.fleet.index import (
     parquet_views,
     update,
 )
-from cassettes.fleet.index import export_parquet as write
+from cassettes.fleet._index import export_parquet as write
 from cassettes.hints import count
 from cassettes.storage.paths import check_target, staged
 from cassettes.untrusted import clean_line

@@ -23,7 +23,7 @@ from typing import Any
 
 from cassettes.errors import ImportFormatError
 from cassettes.hints import count
-from cassettes.interop.otlp_spans import attributes, json_attribute, read_spans, span_id
+from cassettes.interop._otlp_spans import attributes, json_attribute, read_spans, span_id
 from cassettes.providers import REBUILT, Call, chat_ids, from_parts
 
 __all__ = ["otlp_calls"]

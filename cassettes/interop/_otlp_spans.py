@@ -12,7 +12,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.errors import ImportFormatError
-from cassettes.interop.documents import read_docs
+from cassettes.interop._documents import read_docs
 
 __all__ = ["attributes", "json_attribute", "read_spans", "span_id"]
 
