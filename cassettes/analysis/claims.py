@@ -24,8 +24,7 @@ import re
 from collections.abc import Iterator
 
 from cassettes.analysis.context import Check, TurnContext, short
-from cassettes.analysis.dispatch.history import reprompted
-from cassettes.analysis.dispatch.results import is_error_result, result_texts
+from cassettes.analysis.dispatch import is_error_result, reprompted, result_texts
 from cassettes.analysis.model import Finding, Severity
 from cassettes.analysis.repeats import canonical_call
 from cassettes.hints import count

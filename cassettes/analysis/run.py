@@ -25,7 +25,7 @@ import cassettes.analysis.retention as retention
 import cassettes.analysis.rules as rules
 import cassettes.analysis.spill as spill_tables
 from cassettes.analysis.context import ConversationState, TurnContext
-from cassettes.analysis.dispatch.history import GROUP_CHAT
+from cassettes.analysis.dispatch import GROUP_CHAT
 from cassettes.analysis.judgement import (
     EMPTY_A,
     EMPTY_C,

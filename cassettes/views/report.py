@@ -28,7 +28,7 @@ import orjson
 
 from cassettes._version import __version__
 from cassettes.analysis import Finding, Turn
-from cassettes.analysis.dispatch.replayed import replay_miss
+from cassettes.analysis.dispatch import replay_miss
 from cassettes.analysis.model import kind_text
 from cassettes.hints import count
 from cassettes.models import Message, Part

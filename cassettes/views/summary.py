@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from cassettes.analysis.dispatch.replayed import replay_miss
+from cassettes.analysis.dispatch import replay_miss
 from cassettes.analysis.model import Finding, Turn
 from cassettes.views.growth import GrowthBar, growth_bars
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from cassettes.analysis.dispatch.replayed import CODE as DIVERGED
+from cassettes.analysis.dispatch import CODE as DIVERGED
 from cassettes.analysis.model import Conversation, Finding, McpCall, Turn
 from cassettes.errors import problem_lines
 from cassettes.hints import count

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.text import Text
 
-from cassettes.analysis.dispatch.replayed import replay_miss
+from cassettes.analysis.dispatch import replay_miss
 from cassettes.analysis.model import ApiReport, Layer, TokenCount, Turn
 from cassettes.untrusted import clean
 from cassettes.views.money import money
@@ -113,5 +113,3 @@ def _api_verdict(turn: Turn) -> Text | None:
         (f"{where}: ", "bold red"),
         clean(f"{err.type or ''} {err.code or ''} {err.message or ''}".strip()),
     )
-
-

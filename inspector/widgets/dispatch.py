@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import RenderableType
 from rich.text import Text
 
-from cassettes.analysis.dispatch.replayed import replay_miss
+from cassettes.analysis.dispatch import replay_miss
 from cassettes.analysis.model import Dispatch, Layer, Turn
 from cassettes.untrusted import clean_line
 from cassettes.views.view import count, link_text

@@ -14,7 +14,7 @@ import pytest
 from scenarios import AgentScript, run_of
 
 from cassettes.analysis.claims import unsourced
-from cassettes.analysis.dispatch.results import blocked_page
+from cassettes.analysis.dispatch import blocked_page
 from cassettes.analysis.model import Finding, RunAnalysis
 from cassettes.wire.exchange import Exchange
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from cassettes import providers
 from cassettes.analysis.context import ConversationState, TurnContext, short
+from cassettes.analysis.dispatch._layer import _echo_ids, call_as_output, calls_as_text
 from cassettes.analysis.dispatch._shared import (
     _continues,
     _item,
@@ -15,7 +16,6 @@ from cassettes.analysis.dispatch._shared import (
     _result_part,
     attempts,
 )
-from cassettes.analysis.dispatch.layer import _echo_ids, call_as_output, calls_as_text
 from cassettes.analysis.message_keys import response_message
 from cassettes.analysis.model import Finding, Pairing, Severity
 from cassettes.models import FinishReason, ToolCall
