@@ -5,7 +5,7 @@ to read a run: :class:`RunReader` is what :class:`~cassettes.reading.run.Run` de
 
 :class:`RunReader` reads the file through :class:`cassettes.storage.source.RecordSource` (record
 offsets, request bodies, a torn tail, a file still growing) and feeds the records, batch by batch,
-through the incremental layer analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which
+through the incremental layer analysis (:class:`~cassettes.analysis._analyser.RunAnalyser`, which
 releases what later turns no longer need), then releases each exchange's raw bytes. Each analysed
 turn is kept as a
 :class:`~cassettes.views.summary.TurnSummary` (what a turn list, the findings, the growth chart and
@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis.model import RunAnalysis, Turn
-from cassettes.analysis.run import RunAnalyser
+from cassettes.analysis import RunAnalyser, RunAnalysis, Turn
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.reading import snapshot
 from cassettes.reading.branch import branch_origin, first_turn

@@ -12,8 +12,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from cassettes.analysis import continuation, plain_values
-from cassettes.analysis.model import Conversation, Finding, RunAnalysis
+from cassettes.analysis import Conversation, Finding, RunAnalysis, capture, lines, restore, sections
 from cassettes.reading import kept, printed_views
 from cassettes.reading.stores import Places
 
@@ -124,14 +123,14 @@ def _continue(
     places: Places,
 ) -> None:
     """Stand ``reader`` where the reader that kept ``found`` stood after its last round trip,
-    before its end-of-run pass (:mod:`cassettes.analysis.continuation`), to read what the file
+    before its end-of-run pass (:mod:`cassettes.analysis._continuation`), to read what the file
     gained since; one that does not check out is read afresh (hashed as it is read)."""
     assert found.continuation is not None and found.usage is not None
     try:
-        data = plain_values.sections(found.continuation)
+        data = sections(found.continuation)
         _stand(reader, found, state, places)
         reader.usage = dict(found.usage)
-        continuation.restore(reader.analyser, data, result, flagged)
+        restore(reader.analyser, data, result, flagged)
     except (ValueError, KeyError, OSError):  # (JSONDecodeError is one; CassetteError an OSError)
         if found.views is not None:
             found.views.close()
@@ -305,12 +304,12 @@ def _keeping(views: Iterator[Any], writer: printed_views.ViewsWriter) -> Iterato
 
 def continuation_of(reader: RunReader) -> bytes | None:
     """The reader's analysis after its last round trip, before the end-of-run pass, as the JSON a
-    grown file is continued from (:mod:`cassettes.analysis.continuation`), compressed
+    grown file is continued from (:mod:`cassettes.analysis._continuation`), compressed
     (:func:`~cassettes.reading.kept.packed`); ``None`` when some
     of it has no plain form, or it is more than :data:`~cassettes.reading.kept.MAX_CONTINUATION`
     bytes (the grown file is then analysed afresh)."""
     try:
-        head, rest = plain_values.lines(continuation.capture(reader.analyser))
+        head, rest = lines(capture(reader.analyser))
     except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
         return None
     with rest, rest.getbuffer() as view:  # (the view released before the buffer is closed)

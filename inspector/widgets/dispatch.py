@@ -8,8 +8,8 @@ from typing import Any
 from rich.console import RenderableType
 from rich.text import Text
 
+from cassettes.analysis import Dispatch, Layer, Turn
 from cassettes.analysis.dispatch import replay_miss
-from cassettes.analysis.model import Dispatch, Layer, Turn
 from cassettes.untrusted import clean_line
 from cassettes.views.view import count, link_text
 from inspector.safe import wire_line

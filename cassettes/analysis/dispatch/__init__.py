@@ -95,7 +95,7 @@ Catalogue (code, severity, when it fires):
 
 from __future__ import annotations
 
-from cassettes.analysis.context import Check, FinalCheck
+from cassettes.analysis._context import Check, FinalCheck
 from cassettes.analysis.dispatch._divergence import CODE, check_diverged_from_recording, replay_miss
 from cassettes.analysis.dispatch._history import (
     GROUP_CHAT,
