@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis.run import RunAnalyser
+from cassettes.analysis import RunAnalyser
 from cassettes.storage.codec import dumps_record, header_record
 from cassettes.storage.store import read_records
 

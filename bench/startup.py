@@ -266,10 +266,10 @@ HOW = """
 - Every subcommand is declared once, as data, in `cassettes/commands/` (its arguments, and its handler as
   `"module:function"`): the parser is built from the declarations and the handler's module is imported only when
   its command runs, so `looptap replay --help` loads none of replay's modules.
-- genai-prices' network updater is never imported (`cassettes/analysis/price_data.py`: the package's `__init__`,
+- genai-prices' network updater is never imported (`cassettes/analysis/_price_data.py`: the package's `__init__`,
   which imports it with httpx and `importlib.metadata`, deferred; a plain `import genai_prices`, the public
   way, makes a small `show` 1.07× the CPU and 6 MiB larger, and loads httpx, `farm-bench`, 15 pairs, 2026-11-26); jsonschema loads only for
-  arguments that are not plainly valid (`cassettes/analysis/plain_schema.py`); `replay` imports no analysis before
+  arguments that are not plainly valid (`cassettes/analysis/_plain_schema.py`); `replay` imports no analysis before
   it serves.
 - `looptap` freezes the heap at exit (`gc.freeze` from `atexit`): the interpreter's last collection walked
   every object a command left, a fifth of a small `show`'s CPU time. `show` imports its modules (reader, analysis,

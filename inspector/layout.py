@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from cassettes.analysis.model import Finding, Layer
+from cassettes.analysis import Finding, Layer
 from inspector.widgets import LAYERS, SEVERITY_MARK, worst
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import Any
 
 from textual.message import Message
 
-from cassettes.analysis.model import McpCall, Turn
+from cassettes.analysis import McpCall, Turn
 from cassettes.models import NormalisedRequest, ToolResult
 from cassettes.reading import Run
 from cassettes.views import TimelinePoint, text_timeline

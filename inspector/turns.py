@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from cassettes.analysis import Finding
 from cassettes.analysis.dispatch import ordered_findings
-from cassettes.analysis.model import Finding
 from cassettes.reading import Run
 from cassettes.views import GrowthBar, TurnSummary
 from inspector.widgets import ALL

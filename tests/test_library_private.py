@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 ALLOWED = {
     # genai-prices registered with its __init__ (the network updater) deferred to first use
-    ("cassettes/analysis/price_data.py", "sys.modules[...] replaced"),
+    ("cassettes/analysis/_price_data.py", "sys.modules[...] replaced"),
     # mitmproxy's connection handlers and its HTTP/1 layer: the releases of http1_fixes.CHECKED
     ("proxy/failures.py", "proxyserver.connections"),
     ("proxy/http1_fixes.py", "from h11._readers import ChunkedReader"),

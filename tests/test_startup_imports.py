@@ -143,7 +143,7 @@ def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_pa
     path = _run(tmp_path / "chat.jsonl", tools=False)
     mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(path)!r}])")
     # it did analyse and price the run
-    assert "cassettes.analysis.tokens" in mods and "genai_prices.data" in mods
+    assert "cassettes.analysis._tokens" in mods and "genai_prices.data" in mods
     assert _loaded(mods, NEVER) == []
     assert _loaded(mods, SCHEMA_CHECK) == []
     # a core command loads no other command's module (their entry points are not loaded)
@@ -197,13 +197,13 @@ def test_a_declared_pydantic_plugin_is_loaded_by_show(tmp_path: Path) -> None:
 
 def test_show_checks_a_plain_call_without_the_schema_validator(tmp_path: Path) -> None:
     """A call that plainly satisfies its tool's schema is told valid without jsonschema
-    (cassettes/analysis/plain_schema.py); one that does not is checked by jsonschema, whose words
+    (cassettes/analysis/_plain_schema.py); one that does not is checked by jsonschema, whose words
     the finding carries."""
     mods = _modules(
         "from cassettes.cli import main\nmain(['show', "
         f"{str(_run(tmp_path / 'tools.jsonl', tools=True))!r}])"
     )
-    assert "cassettes.analysis.emission" in mods
+    assert "cassettes.analysis._emission" in mods
     assert _loaded(mods, NEVER) == []
     assert _loaded(mods, SCHEMA_CHECK) == []
     bad = _run(tmp_path / "bad.jsonl", tools=True, arguments='{"city":5}')
@@ -295,7 +295,7 @@ def test_genai_prices_is_whole_for_whoever_asks() -> None:
     names."""
     code = (
         "import sys\n"
-        "from cassettes.analysis.price_data import calc_price, PRICES_VERSION\n"
+        "from cassettes.analysis import calc_price, PRICES_VERSION\n"
         "assert 'genai_prices.update_prices' not in sys.modules\n"
         "import genai_prices\n"
         "from genai_prices import Usage, UpdatePrices, calc_price as lib_calc\n"
@@ -374,7 +374,7 @@ def test_show_imports_with_the_collector_paused_and_freezes_what_it_imported(
         "'cassettes.providers.mcp' not in sys.modules))\n"
         "real = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\nfrom "
         f"cassettes.cli import main\nmain(['show', {str(path)!r}])\n"
-        "import cassettes.providers.mcp as adapter, cassettes.analysis.run as analysis\n"
+        "import cassettes.providers.mcp as adapter, cassettes.analysis as analysis\n"
         "tracked = {id(o) for o in gc.get_objects()}\n"
         "os.write(real, f'{sum(during)} {len(during)} {gc.get_freeze_count()} {id(adapter.Mcp) in "
         "tracked} {id(analysis.RunAnalyser) in tracked}'.encode())\n"

@@ -1,29 +1,106 @@
-"""Layer analysis: conversations, E/A/C layers per turn, findings by layer, token-cost growth."""
+"""Layer analysis: conversations, E/A/C layers per turn, findings by layer, token-cost growth.
+
+One façade over private modules (its names are the whole surface, pinned by
+tests/cassettes/analysis/test_analysis_surface.py): the run's analyser (``_analyser``) and what it
+produces (``_model``); the checks by layer, E (``_emission``, ``_tool_schema``, ``_plain_schema``,
+``_repeats``), A (``_api``, ``_api_errors``, ``_model_mismatch``), C (``dispatch/``), and across
+(``_claims``, an agent's ``_rules``, ``_evidence``); conversations threaded (``threading/``) by
+``_message_keys``; tokens and cost (``_tokens``, ``pricing``, ``_price_data``); the state kept
+while a run streams (``_state``, ``_records``, ``_parking``, ``_retention``, ``spill``) and a grown
+file's continuation (``_continuation``, ``_plain_values``). ``spill`` and ``pricing`` stay public:
+tests set their ``KEEP`` and ``calc_price``, read at call time. Importing any of it imports the
+analysis whole, as ``show`` wants it (imported with the collector paused, then frozen); only the
+continuation (``capture``, ``restore``) loads on first use: the recorder's start needs none of it.
+"""
 
 from __future__ import annotations
 
-from cassettes.analysis.model import (
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from cassettes.analysis._analyser import ACTIVE, RunAnalyser, analyse
+from cassettes.analysis._claims import unsourced
+from cassettes.analysis._mcp import McpLinker
+from cassettes.analysis._message_keys import message_key
+from cassettes.analysis._model import (
     ApiReport,
+    CallCheck,
     Conversation,
     Dispatch,
-    Emission,
     Finding,
+    Layer,
+    McpCall,
     RunAnalysis,
     Severity,
     TokenCount,
     Turn,
+    kind_text,
 )
-from cassettes.analysis.run import analyse
+from cassettes.analysis._model_mismatch import same_model
+from cassettes.analysis._plain_schema import surely_valid
+from cassettes.analysis._plain_values import lines, sections
+from cassettes.analysis._price_data import (
+    PRICES_VERSION,
+    calc_price,
+    get_snapshot,
+    provider_for_url,
+    table_identity,
+)
+from cassettes.analysis._repeats import canonical_call
+from cassettes.analysis._rules import FILE, RulesError, active, active_text, load
+from cassettes.analysis._tokens import apportion, estimate_text
+from cassettes.analysis._tool_schema import normalise_schema, schema_errors
+
+if TYPE_CHECKING:
+    from cassettes.analysis._continuation import capture, restore
+
+
+def __getattr__(name: str) -> Any:
+    if name not in ("capture", "restore"):
+        raise AttributeError(f"module 'cassettes.analysis' has no attribute {name!r}")
+    value = getattr(importlib.import_module("cassettes.analysis._continuation"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
+    "ACTIVE",
+    "FILE",
+    "PRICES_VERSION",
     "ApiReport",
+    "CallCheck",
     "Conversation",
     "Dispatch",
-    "Emission",
     "Finding",
+    "Layer",
+    "McpCall",
+    "McpLinker",
+    "RulesError",
+    "RunAnalyser",
     "RunAnalysis",
     "Severity",
     "TokenCount",
     "Turn",
+    "active",
+    "active_text",
     "analyse",
+    "apportion",
+    "calc_price",
+    "canonical_call",
+    "capture",
+    "estimate_text",
+    "get_snapshot",
+    "kind_text",
+    "lines",
+    "load",
+    "message_key",
+    "normalise_schema",
+    "provider_for_url",
+    "restore",
+    "same_model",
+    "schema_errors",
+    "sections",
+    "surely_valid",
+    "table_identity",
+    "unsourced",
 ]

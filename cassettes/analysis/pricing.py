@@ -1,6 +1,6 @@
 """The price of one turn: which provider and model it is priced as, and where the price came from.
 
-From ``genai-prices`` (offline data shipped with the library, :mod:`cassettes.analysis.price_data`;
+From ``genai-prices`` (offline data shipped with the library, :mod:`cassettes.analysis._price_data`;
 never a hand-typed table): the provider is found from the request URL when genai-prices knows the
 host; otherwise the adapter's :attr:`~cassettes.providers.Profile.price_provider` (the vendor its
 wire format implies), else (OpenAI-format hosts have none) the model's list price by its name. A
@@ -17,8 +17,8 @@ from decimal import Decimal
 from urllib.parse import urlsplit
 
 from cassettes import providers
-from cassettes.analysis.context import TurnContext
-from cassettes.analysis.price_data import PRICES_VERSION, calc_price, provider_for_url
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis._price_data import PRICES_VERSION, calc_price, provider_for_url
 
 __all__ = ["price"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis.rules import active_text
+from cassettes.analysis import active_text
 from cassettes.errors import CassetteError
 from cassettes.fleet._files import run_stats
 from cassettes.fleet._rows import (

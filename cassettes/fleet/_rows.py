@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis.rules import active_text
+from cassettes.analysis import active_text
 from cassettes.errors import CassetteError
 from cassettes.reading import open_run, origin_in, show_objects
 
@@ -63,7 +63,7 @@ STAMP_COLUMNS = ("size", "mtime_ns", "ctime_ns", "inode", "device", "digest")
 def stamp_of(path: Path) -> Stamp:
     """The file's :class:`Stamp` (its ``stat`` taken first, then both ends read: a file written
     meanwhile differs from it next time; an ``OSError`` when it cannot be read;
-    :class:`~cassettes.analysis.rules.RulesError` when the rules file is wrong)."""
+    :class:`~cassettes.analysis._rules.RulesError` when the rules file is wrong)."""
 
     agent_rules = active_text()
     with open(path, "rb") as f:

@@ -30,8 +30,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes._version import __version__
-from cassettes.analysis import Finding, Turn
-from cassettes.analysis.model import Conversation, TokenCount
+from cassettes.analysis import Conversation, Finding, TokenCount, Turn
 from cassettes.interop._span_attributes import AttrValue, span_attributes
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading import Run, timeline

@@ -30,8 +30,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes.analysis import Turn
-from cassettes.analysis.model import kind_text
+from cassettes.analysis import Turn, kind_text
 from cassettes.hints import count
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from cassettes.analysis.model import Conversation, Finding, RunAnalysis, Turn
+from cassettes.analysis import Conversation, Finding, RunAnalysis, Turn
 from cassettes.matching import report_lines
 from cassettes.mcp._answers import byte_budget, json_size, safe_json, shrink, text
 from cassettes.models import Message

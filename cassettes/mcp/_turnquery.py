@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes.analysis.model import Turn
+from cassettes.analysis import Turn
 from cassettes.hints import count
 from cassettes.mcp._answers import MAX_BYTES, QueryError, byte_budget, json_size, wrap
 from cassettes.mcp._parts import fit_turn, message_part, turn_body

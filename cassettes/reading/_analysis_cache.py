@@ -14,7 +14,7 @@ Python, pydantic and the price table), its schema is
 :data:`~cassettes.reading._database.SCHEMA`, and the cassette has the size
 and the SHA-256 it had when it was analysed (the cassette is hashed as the analysis reads it; a
 later reader hashes it again), or it grew from those bytes: it is then continued from the
-analysis' state kept with them (``continuation``: :mod:`cassettes.analysis.continuation`), its
+analysis' state kept with them (``continuation``: :mod:`cassettes.analysis._continuation`), its
 kept views taken again where the continued analysis did not change them. Anything else (a file
 that changed, another analyser, an old, foreign or corrupt database, a state that does not check
 out) leads to a fresh analysis, kept in its place; a database that
@@ -41,7 +41,7 @@ from typing import IO, Any, NamedTuple
 
 import orjson
 
-from cassettes.analysis import price_data, rules
+from cassettes.analysis import active_text, table_identity
 from cassettes.errors import CassetteError
 from cassettes.reading import _database
 from cassettes.reading._compression import compressor, decompressor
@@ -87,8 +87,8 @@ def analyser_digest() -> str | None:
     import pydantic
 
     root = Path(__file__).resolve().parents[1]  # cassettes/
-    prices = json.dumps(price_data.table_identity())
-    extra = f"{prices}\0{rules.active_text()}"  # an agent's rules decide findings too
+    prices = json.dumps(table_identity())
+    extra = f"{prices}\0{active_text()}"  # an agent's rules decide findings too
     got = source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{extra}\0".encode())
     return got.hex() if got is not None else None
 
@@ -120,7 +120,7 @@ class Kept(NamedTuple):
     #: What the kept printed views are bound to (:func:`views`).
     generation: bytes
     #: For a file that grew since: the analysis' state to continue from (JSON,
-    #: :mod:`cassettes.analysis.continuation`), the usage of each kept turn (seq → conversation,
+    #: :mod:`cassettes.analysis._continuation`), the usage of each kept turn (seq → conversation,
     #: tokens, cost) and the SHA-256 of the kept bytes as a hash to feed the rest to; ``None``
     #: for the same bytes.
     continuation: bytes | None = None

@@ -5,7 +5,7 @@ forked from (docs/fork.md, "The branch").
 **Numbering.** A branch holds only the turns sent live, from the cursor on; its first turn in each
 conversation is the origin's turn at the cursor, and it keeps that number everywhere (``show``,
 ``--turn``, ``show --json``, the inspector, ``diff``, the Fork tab, MCP, HTML): the analysis numbers
-a conversation's first turn :func:`first_turn` (:class:`cassettes.analysis.run.RunAnalyser`,
+a conversation's first turn :func:`first_turn` (:class:`cassettes.analysis._analyser.RunAnalyser`,
 ``first_index``), read from the branch header's ``meta.origin.turn``: the origin's turn index at the
 cursor, which is the same in every conversation that went live (``turn=N``: N in each;
 ``conversation=ID[:turn=N]`` and ``seq=N``: one conversation). A conversation the branch started on

@@ -5,7 +5,7 @@ to read a run: :class:`RunReader` is what :class:`~cassettes.reading._run.Run` d
 
 :class:`RunReader` reads the file through :class:`cassettes.storage.source.RecordSource` (record
 offsets, request bodies, a torn tail, a file still growing) and feeds the records, batch by batch,
-through the incremental layer analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which
+through the incremental layer analysis (:class:`~cassettes.analysis._analyser.RunAnalyser`, which
 releases what later turns no longer need), then releases each exchange's raw bytes. Each analysed
 turn is kept as a
 :class:`~cassettes.views.TurnSummary` (what a turn list, the findings, the growth chart and
@@ -32,9 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis import continuation, plain_values
-from cassettes.analysis.model import RunAnalysis, Turn
-from cassettes.analysis.run import RunAnalyser
+from cassettes.analysis import RunAnalyser, RunAnalysis, Turn, restore, sections
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.reading import _analysis_cache, _snapshot
 from cassettes.reading._branch import branch_origin, first_turn
@@ -360,15 +358,15 @@ class RunReader:
 
     def _continue(self, taken: _snapshot.Taken) -> None:
         """Stand where the reader that kept ``taken`` stood after its last round trip, before its
-        end-of-run pass (:mod:`cassettes.analysis.continuation`), to read what the file gained
+        end-of-run pass (:mod:`cassettes.analysis._continuation`), to read what the file gained
         since; one that does not check out is read afresh (hashed as it is read)."""
         found = taken.found
         assert found.continuation is not None and found.usage is not None
         try:
-            data = plain_values.sections(found.continuation)
+            data = sections(found.continuation)
             self._stand_on(taken)
             self.usage = dict(found.usage)
-            continuation.restore(self.analyser, data, taken.result, taken.flagged)
+            restore(self.analyser, data, taken.result, taken.flagged)
         except (ValueError, KeyError, OSError):  # (JSONDecodeError is one; CassetteError too)
             if found.views is not None:
                 found.views.close()

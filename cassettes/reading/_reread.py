@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cassettes.analysis.model import Turn
+from cassettes.analysis import Turn
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.storage.index import BODY_CACHE
 from cassettes.wire.exchange import Exchange

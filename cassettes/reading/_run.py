@@ -367,11 +367,11 @@ class Run:
         """Fail (``AssertionError``) listing every call that broke one of the agent's rules
         (docs/rules.md: ``looptap-rules.toml`` in the working directory, or ``$LOOPTAP_RULES``);
         fail too when no rules file is in force, so the assertion is never vacuous."""
-        from cassettes.analysis import rules
+        from cassettes.analysis import FILE, active
 
-        if rules.active() is None:
+        if active() is None:
             raise AssertionError(
-                f"no agent rules in force: no {rules.FILE} here and LOOPTAP_RULES unset"
+                f"no agent rules in force: no {FILE} here and LOOPTAP_RULES unset"
             )
         broken = [f for f in self.analysis.findings if f.code == "E.rule_broken"]
         if broken:

@@ -15,9 +15,15 @@ from typing import IO, Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from cassettes.analysis import continuation, plain_values
-from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis
-from cassettes.analysis.run import RunAnalyser
+from cassettes.analysis import (
+    Conversation,
+    Finding,
+    McpCall,
+    RunAnalyser,
+    RunAnalysis,
+    capture,
+    lines,
+)
 from cassettes.reading import _analysis_cache, _view_cache
 from cassettes.reading._reread import Reread
 from cassettes.reading._stores import Places
@@ -267,12 +273,12 @@ def _keeping(views: Iterator[Any], writer: _view_cache.ViewsWriter) -> Iterator[
 
 def continuation_of(analyser: RunAnalyser) -> bytes | None:
     """A reader's analysis (``analyser``) after its last round trip, before the end-of-run pass,
-    as the JSON a grown file is continued from (:mod:`cassettes.analysis.continuation`),
+    as the JSON a grown file is continued from (:mod:`cassettes.analysis._continuation`),
     compressed (:func:`~._analysis_cache.packed`); ``None`` when some of it has no plain
     form, or it is more than :data:`~._analysis_cache.MAX_CONTINUATION` bytes (the grown
     file is then analysed afresh)."""
     try:
-        head, rest = plain_values.lines(continuation.capture(analyser))
+        head, rest = lines(capture(analyser))
     except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
         return None
     with rest, rest.getbuffer() as view:  # (the view released before the buffer is closed)

@@ -20,8 +20,7 @@ from typing import IO, Any, NamedTuple
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from cassettes.analysis import spill
-from cassettes.analysis.model import Turn
+from cassettes.analysis import Turn, spill
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading._compression import compressor, decompressor
 

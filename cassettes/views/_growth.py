@@ -1,6 +1,6 @@
 """Token-cost growth as chart series: one stacked bar per turn and the cumulative cost line.
 
-The turn's :class:`~cassettes.analysis.model.Segments` split the input by what it carries
+The turn's :class:`~cassettes.analysis._model.Segments` split the input by what it carries
 (system, tools, user, assistant history, tool results) and say how much of it this turn appended
 (``new``, and of it the tool results: ``new_tool_results``, apportioned with the rest, so one
 estimator decides every part). A stacked bar needs parts that do not overlap, so ``new`` is taken
@@ -12,7 +12,7 @@ tool schemas are their own parts on every turn, the first one included. Bars sta
 This is **the** token split of a turn: every view that shows one reads it from here — ``show``'s
 growth table and ``show --json`` (``tokens.split``), the inspector's Growth tab, the HTML page's
 chart, the MCP ``growth`` tool and the OTel export (``looptap.tokens.split.*``). The raw
-:class:`~cassettes.analysis.model.Segments` (``user`` and ``assistant`` apart, ``new`` overlapping
+:class:`~cassettes.analysis._model.Segments` (``user`` and ``assistant`` apart, ``new`` overlapping
 them) are the analysis' working figures and are not shown (issue 43: ``show`` printed them while
 the inspector drew this split, and the two disagreed on the same turn).
 """
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from cassettes.analysis.model import Turn
+from cassettes.analysis import Turn
 
 __all__ = ["SPLIT", "GrowthBar", "growth_bars", "split_json"]
 

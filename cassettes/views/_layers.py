@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from cassettes.analysis import spill
-from cassettes.analysis.model import Conversation, Finding, RunAnalysis, Turn, kind_text
+from cassettes.analysis import Conversation, Finding, RunAnalysis, Turn, kind_text, spill
 from cassettes.hints import count
 from cassettes.views._growth import growth_bars
 from cassettes.views._money import ESTIMATED_NOTE, money

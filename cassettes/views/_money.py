@@ -9,7 +9,7 @@ the ``~`` (issue 43). Now:
 - four decimals from a tenth of a cent up (``$0.0036``, ``$1.2500``); below that two significant
   digits (``$0.000012``), so a small cost never reads as zero;
 - ``~`` in front when the price is an estimate
-  (:attr:`~cassettes.analysis.model.TokenCount.price_estimated`): the host is not a provider
+  (:attr:`~cassettes.analysis._model.TokenCount.price_estimated`): the host is not a provider
   genai-prices knows (a gateway, a proxy, a local server: the model's list price, whatever the API
   family), or the token counts were looptap's estimate (the API reported no usage).
 

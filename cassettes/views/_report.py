@@ -27,9 +27,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes._version import __version__
-from cassettes.analysis import Finding, Turn
-from cassettes.analysis.dispatch.replayed import replay_miss
-from cassettes.analysis.model import kind_text
+from cassettes.analysis import Finding, Turn, kind_text
+from cassettes.analysis.dispatch import replay_miss
 from cassettes.hints import count
 from cassettes.models import Message, Part
 from cassettes.untrusted import clean

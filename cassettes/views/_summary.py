@@ -1,5 +1,5 @@
 """A turn in a few hundred bytes: what a turn list, the findings, the growth chart and navigation
-read, for runs too long to hold every analysed :class:`~cassettes.analysis.model.Turn`.
+read, for runs too long to hold every analysed :class:`~cassettes.analysis._model.Turn`.
 
 A full ``Turn`` (its views, texts and appended messages as pydantic models) takes 10–25 KB in
 memory; a :class:`TurnSummary` a few hundred bytes. :class:`cassettes.reading.RunReader`
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from cassettes.analysis.dispatch.replayed import replay_miss
-from cassettes.analysis.model import Finding, Turn
+from cassettes.analysis import Finding, Turn
+from cassettes.analysis.dispatch import replay_miss
 from cassettes.views._growth import GrowthBar, growth_bars
 
 __all__ = ["TurnSummary", "summarise"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.text import Text
 
-from cassettes.analysis.dispatch.replayed import replay_miss
-from cassettes.analysis.model import ApiReport, Layer, TokenCount, Turn
+from cassettes.analysis import ApiReport, Layer, TokenCount, Turn
+from cassettes.analysis.dispatch import replay_miss
 from cassettes.untrusted import clean
 from cassettes.views import money
 from inspector.safe import wire_line

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from rich.text import Text
 
-from cassettes.analysis.model import Finding, Layer, Severity
+from cassettes.analysis import Finding, Layer, Severity
 
 __all__ = ["LAYERS", "SEVERITY_MARK", "layer_badges", "severity_style", "worst"]
 

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Select
 
-from cassettes.analysis.model import Conversation, kind_text
+from cassettes.analysis import Conversation, kind_text
 from cassettes.hints import count
 from inspector.safe import wire_line
 

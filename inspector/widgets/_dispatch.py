@@ -8,8 +8,8 @@ from typing import Any
 from rich.console import RenderableType
 from rich.text import Text
 
-from cassettes.analysis.dispatch.replayed import replay_miss
-from cassettes.analysis.model import Dispatch, Layer, Turn
+from cassettes.analysis import Dispatch, Layer, Turn
+from cassettes.analysis.dispatch import replay_miss
 from cassettes.hints import count
 from cassettes.untrusted import clean_line
 from cassettes.views import link_text

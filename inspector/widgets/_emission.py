@@ -7,7 +7,7 @@ from rich.console import RenderableType
 from rich.text import Text
 from textual.reactive import reactive
 
-from cassettes.analysis.model import CallCheck, Layer, McpCall, Turn
+from cassettes.analysis import CallCheck, Layer, McpCall, Turn
 from cassettes.hints import count
 from cassettes.models import ToolResult
 from cassettes.untrusted import clean, clean_line

@@ -8,7 +8,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from cassettes.analysis.model import Finding
+from cassettes.analysis import Finding
 from cassettes.untrusted import clean_line
 from inspector.safe import wire, wire_line
 from inspector.widgets._badges import SEVERITY_MARK, severity_style

@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from cassettes.analysis.model import Finding, Layer, Turn
+from cassettes.analysis import Finding, Layer, Turn
 from cassettes.untrusted import clean, clean_line
 from inspector.safe import wire_line
 from inspector.widgets._badges import SEVERITY_MARK, severity_style, worst

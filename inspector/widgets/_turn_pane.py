@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Tab, TabPane, Tabs
 
-from cassettes.analysis.model import Finding, Layer, McpCall, Turn
+from cassettes.analysis import Finding, Layer, McpCall, Turn
 from cassettes.models import NormalisedRequest, ToolResult
 from inspector.layout import TAB_LABEL, VIEWS, View, layer_to_bring_up, tab_labels, tab_view
 from inspector.widgets._api import ApiPane

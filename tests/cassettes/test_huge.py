@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.analysis.run import ACTIVE, RunAnalyser, analyse
+from cassettes.analysis import ACTIVE, RunAnalyser, analyse
 from cassettes.cli import main
 from cassettes.reading import RunReader, RunTooLargeError, open_run
 from cassettes.storage.store import read_records

@@ -303,12 +303,12 @@ def test_other_price_data_analyses_again(
 ) -> None:
     """genai-prices' price table is part of the analyser: after it changed (an upgrade), show prints
     the new table's costs, as a fresh analysis does, not the kept analysis' (nor its kept views)."""
-    from cassettes.analysis import price_data, pricing
+    from cassettes.analysis import pricing, table_identity
 
     path = str(_cassette(tmp_path / "run.jsonl", [200, 200, 200]))
     old = cli_output("show", "--json", path)
     assert old == cli_output("show", "--json", path)  # (the kept analysis and its views, taken)
-    real, identity = pricing.calc_price, price_data.table_identity()
+    real, identity = pricing.calc_price, table_identity()
     assert identity is not None and b'"cost"' in old[1]
 
     def doubled(*a: Any, **k: Any) -> Any:  # the new table's prices
@@ -317,7 +317,9 @@ def test_other_price_data_analyses_again(
 
     monkeypatch.setattr(pricing, "calc_price", doubled)
     # its data file, rewritten
-    monkeypatch.setattr(price_data, "table_identity", lambda: [*identity[:-1], identity[-1] + 1])
+    monkeypatch.setitem(
+        keep.__globals__, "table_identity", lambda: [*identity[:-1], identity[-1] + 1]
+    )
     # (a new process)
     monkeypatch.setitem(
         keep.__globals__, "analyser_digest", functools.cache(analyser_digest.__wrapped__)

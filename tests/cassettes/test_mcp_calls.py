@@ -461,7 +461,7 @@ def test_show_says_how_a_call_was_linked(tmp_path: Path) -> None:
 
 
 def test_a_server_tool_is_found_behind_any_client_prefix() -> None:
-    from cassettes.analysis.mcp import McpLinker
+    from cassettes.analysis import McpLinker
 
     linker = McpLinker()
     linker.side_call(0, {"method": "tools/list", "tools": ["get_weather", "get__time", "time"]})

@@ -6,8 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from cassettes.analysis import analyse
-from cassettes.analysis.model import Severity
+from cassettes.analysis import Severity, analyse
 from cassettes.parsing.roundtrip import parse_all, parse_exchange
 from cassettes.providers import is_llm_host
 from cassettes.recording import WsSession

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from helpers import loaded
 
-from cassettes.analysis.run import RunAnalyser
+from cassettes.analysis import RunAnalyser
 from cassettes.reading import RunReader, keep
 from inspector.app import build_app
 from inspector.widgets import TurnList, turn_line

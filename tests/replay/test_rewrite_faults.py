@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.analysis import analyse
-from cassettes.analysis.tool_schema import schema_errors
+from cassettes.analysis import analyse, schema_errors
 from cassettes.replay.serving import REFUSAL_TEXT
 from tests.replay.rewrite_support import Seen, cassette_for, is_json, replay, sdk_call
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.analysis.run import RunAnalyser
+from cassettes.analysis import RunAnalyser
 from cassettes.cli import main
 from cassettes.reading import keep
 

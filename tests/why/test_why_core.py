@@ -457,7 +457,7 @@ def test_a_refused_request_decides_when_nothing_that_ran_flipped_it() -> None:
 def _refusal_of(status: int, error: dict, request: dict, message: str = "") -> Intervention | None:
     from types import SimpleNamespace
 
-    from cassettes.analysis.model import Finding
+    from cassettes.analysis import Finding
     from cassettes.why import refusal
 
     f = Finding(

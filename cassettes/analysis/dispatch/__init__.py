@@ -1,9 +1,11 @@
-"""C — what the client dispatched: layer and checks.
+"""C — what the client dispatched: layer and checks, one façade over private modules.
 
-The layer (``layer.build``) and the checks by theme: ``results`` (tool results and their calls),
-``history`` (what the history sent back kept, echoed and changed), ``mcp_results`` (against what an
-MCP tool server returned), ``retry``, ``replayed`` (a replay's request the recording has not), and ``roots`` (root causes first: a finding that follows from another, by the
-table ``roots.CAUSES``, is folded under it as info with ``details.caused_by``, everywhere).
+The layer (``_layer.build``) and the checks by theme: ``_results`` (tool results and their calls),
+``_history`` (what the history sent back kept, echoed and changed), ``_mcp_results`` (against what
+an MCP tool server returned), ``_retry``, ``_divergence`` (a replay's request the recording has
+not), and ``_roots`` (root causes first: a finding that follows from another, by the table
+``CAUSES``, is folded under it as info with ``details.caused_by``, everywhere). The names below
+are the whole surface, pinned by tests/cassettes/analysis/test_dispatch_surface.py.
 
 The layer compares each request with the previous turn of its conversation: what was kept, what
 was appended (the answer echoed back, tool results, new input), what was dropped or rewritten, and
@@ -91,22 +93,24 @@ Catalogue (code, severity, when it fires):
 ==================================  ========  =====================================================
 """  # noqa: E501
 
-
 from __future__ import annotations
 
-from cassettes.analysis.context import Check, FinalCheck
-from cassettes.analysis.dispatch.history import (
+from cassettes.analysis._context import Check, FinalCheck
+from cassettes.analysis.dispatch._divergence import CODE, check_diverged_from_recording, replay_miss
+from cassettes.analysis.dispatch._history import (
+    GROUP_CHAT,
     check_assistant_echo,
     check_cache_prefix,
     check_continued_after_final,
     check_history_rewritten,
     check_refusal_treated_as_answer,
     check_truncated_treated_as_complete,
+    reprompted,
 )
-from cassettes.analysis.dispatch.layer import build
-from cassettes.analysis.dispatch.mcp_results import check_mcp_results
-from cassettes.analysis.dispatch.replayed import check_diverged_from_recording
-from cassettes.analysis.dispatch.results import (
+from cassettes.analysis.dispatch._layer import build
+from cassettes.analysis.dispatch._mcp_results import check_mcp_results
+from cassettes.analysis.dispatch._results import (
+    blocked_page,
     check_dropped_tool_result,
     check_orphan_tool_result,
     check_pairing_error,
@@ -116,9 +120,11 @@ from cassettes.analysis.dispatch.results import (
     check_tool_result_error,
     check_unanswered_history_call,
     final_pending_calls,
+    is_error_result,
+    result_texts,
 )
-from cassettes.analysis.dispatch.retry import check_abandoned, check_retry, final_gave_up
-from cassettes.analysis.dispatch.roots import (
+from cassettes.analysis.dispatch._retry import check_abandoned, check_retry, final_gave_up
+from cassettes.analysis.dispatch._roots import (
     CAUSES,
     fold_root_causes,
     is_consequence,
@@ -128,11 +134,18 @@ from cassettes.analysis.dispatch.roots import (
 __all__ = [
     "CAUSES",
     "CHECKS",
+    "CODE",
     "FINAL_CHECKS",
+    "GROUP_CHAT",
+    "blocked_page",
     "build",
     "fold_root_causes",
     "is_consequence",
+    "is_error_result",
     "ordered_findings",
+    "replay_miss",
+    "reprompted",
+    "result_texts",
 ]
 
 CHECKS: tuple[Check, ...] = (

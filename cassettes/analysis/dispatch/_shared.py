@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cassettes import providers
-from cassettes.analysis.context import TurnContext
+from cassettes.analysis._context import TurnContext
 
 
 def _prev_ok(ctx: TurnContext) -> bool:

@@ -49,7 +49,7 @@ tool (``agent_tool``). A prompt built like a conversation's latest one but for i
 after an answer that called no tool, is a ``sibling`` (a few-shot prompt); exactly a later turn's
 request again after it was answered is that conversation going back (``retry``: the answer was
 discarded); a history that opens with a conversation's latest answer continues it (the question
-before was dropped); and the next step of a re-rendered trajectory (:mod:`.trajectory`) continues
+before was dropped); and the next step of a re-rendered trajectory (:mod:`._trajectory`) continues
 the conversation whose latest request it re-renders.
 
 The state is plain data (:mod:`._data`: the turns and the indexes that find a round trip's

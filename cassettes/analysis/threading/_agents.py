@@ -4,7 +4,7 @@ agent used as a tool, a side call over the history). Each rule reads the threads
 
 from __future__ import annotations
 
-from cassettes.analysis.message_keys import _ROLE, _part_keys
+from cassettes.analysis._message_keys import _ROLE, _part_keys
 from cassettes.analysis.threading._data import (
     MAX_PER_PREFIX,
     Keys,

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes.analysis.message_keys import _message_keys, stable
+from cassettes.analysis._message_keys import _message_keys, stable
+from cassettes.analysis._trajectory import Fields, Step
 from cassettes.analysis.spill import KEEP, Spill, SpillMap
-from cassettes.analysis.trajectory import Fields, Step
 from cassettes.models import Message
 
 
@@ -221,7 +221,7 @@ class Threads:
 
     def family(self, family: str) -> int:
         """The API family as a number that is the same in every process (a str's ``hash`` is
-        salted per process: :func:`~.message_keys.stable`), for the tables' keys."""
+        salted per process: :func:`~._message_keys.stable`), for the tables' keys."""
         got = self.families.get(family)
         if got is None:
             got = self.families[family] = stable(family.encode("utf-8", "surrogatepass"))

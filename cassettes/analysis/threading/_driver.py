@@ -3,7 +3,7 @@ threads' indexes for later requests to find (:class:`Threader`)."""
 
 from __future__ import annotations
 
-from cassettes.analysis.message_keys import (
+from cassettes.analysis._message_keys import (
     _NO_NAMES,
     _call_ids,
     _call_names,
@@ -11,6 +11,7 @@ from cassettes.analysis.message_keys import (
     _part_keys,
     response_message,
 )
+from cassettes.analysis._trajectory import step_of
 from cassettes.analysis.spill import KEEP, Spill
 from cassettes.analysis.threading._data import (
     Attempt,
@@ -30,7 +31,6 @@ from cassettes.analysis.threading._words import (
     quote_key,
     start_len,
 )
-from cassettes.analysis.trajectory import step_of
 from cassettes.models import Message, NormalisedResponse, Part
 
 

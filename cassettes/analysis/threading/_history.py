@@ -4,7 +4,7 @@ another agent's side call), and how a link describes what the request kept of th
 
 from __future__ import annotations
 
-from cassettes.analysis.message_keys import _part_keys
+from cassettes.analysis._message_keys import _part_keys
 from cassettes.analysis.threading._agents import (
     agent_tool,
     choose,

@@ -9,7 +9,8 @@ import itertools
 
 import orjson
 
-from cassettes.analysis.message_keys import _ROLE, stable
+from cassettes.analysis._message_keys import _ROLE, stable
+from cassettes.analysis._trajectory import Fields, follows
 from cassettes.analysis.threading._agents import rank
 from cassettes.analysis.threading._data import MAX_PER_PREFIX, Link, Threads, TurnInfo
 from cassettes.analysis.threading._history import describe
@@ -24,7 +25,6 @@ from cassettes.analysis.threading._words import (
     quoted_only,
     start_len,
 )
-from cassettes.analysis.trajectory import Fields, follows
 
 
 def by_opening(s: Threads, r: Request) -> Link:

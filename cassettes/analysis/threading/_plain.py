@@ -1,5 +1,5 @@
 """What threading knows (:class:`~._data.Threads`) as plain data and back: the part of the state
-a grown file is continued from (:mod:`cassettes.analysis.continuation`). Every turn threaded and
+a grown file is continued from (:mod:`cassettes.analysis._continuation`). Every turn threaded and
 every index, spilled entries included; read back only into threading's own classes, checked."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from cassettes.analysis.plain_values import dump, load
+from cassettes.analysis._plain_values import dump, load
+from cassettes.analysis._trajectory import Fields, Step
 from cassettes.analysis.spill import SpillMap
 from cassettes.analysis.threading._data import Keys, Registered, Threads, TurnInfo
 from cassettes.analysis.threading._driver import Threader
-from cassettes.analysis.trajectory import Fields, Step
 
 __all__ = ["restore_threads", "threads_state"]
 
@@ -26,7 +26,7 @@ _MAPS = {
 def threads_state(threader: Threader) -> dict[str, Any]:
     """What ``threader`` knows, as JSON-able data (``TypeError``: a value it cannot be); its
     turns and indexes as iterators, to be written as they come
-    (:func:`~cassettes.analysis.plain_values.lines`)."""
+    (:func:`~cassettes.analysis._plain_values.lines`)."""
     s = threader.threads
     out: dict[str, Any] = {
         "turns": (dump(info, _CLASSES) for info in s.turns.entries()),

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import orjson
 
-from cassettes.analysis.message_keys import _call_ids, _part_keys, stable
+from cassettes.analysis._message_keys import _call_ids, _part_keys, stable
+from cassettes.analysis._trajectory import Fields
 from cassettes.analysis.threading._data import Attempt, Keys, Threads
 from cassettes.analysis.threading._words import SYSTEM_TEXT, trajectory
-from cassettes.analysis.trajectory import Fields
 from cassettes.models import Message, Part
 
 

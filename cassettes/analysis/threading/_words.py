@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis.message_keys import _NO_NAMES, _ROLE
-from cassettes.analysis.trajectory import Fields, fields_of
+from cassettes.analysis._message_keys import _NO_NAMES, _ROLE
+from cassettes.analysis._trajectory import Fields, fields_of
 from cassettes.models import Message
 
 #: Recent tool-call argument texts that may be a sub-agent's prompt (text → turn id).

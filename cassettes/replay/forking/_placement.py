@@ -245,7 +245,7 @@ def _model_vendor(model: str) -> str | None:
     """The vendor whose model ``model`` is, as the price library knows it (``None``: unknown)."""
     try:
         # the price table loads only for a fork given --model (replay starts without the analysis)
-        from cassettes.analysis.price_data import get_snapshot
+        from cassettes.analysis import get_snapshot
 
         provider, _ = get_snapshot().find_provider_model(model, None, None, None)
     except (LookupError, ValueError, ImportError):

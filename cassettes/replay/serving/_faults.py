@@ -411,7 +411,7 @@ def _break_schema(
 ) -> dict[str, Any] | str:
     """``arguments`` changed so that they break the offered tool's JSON Schema: a required
     property left out, else a property of the wrong type (checked against the schema)."""
-    from cassettes.analysis.tool_schema import schema_errors
+    from cassettes.analysis import schema_errors
 
     spec = next((t for t in (request.tools if request is not None else []) if t.name == name), None)
     schema = spec.parameters if spec is not None else None

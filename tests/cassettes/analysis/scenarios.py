@@ -31,8 +31,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis import analyse
-from cassettes.analysis.model import Conversation, RunAnalysis
+from cassettes.analysis import Conversation, RunAnalysis, analyse
 from cassettes.wire.exchange import Exchange
 
 __all__ = [

@@ -38,7 +38,7 @@ from scenarios import (
     threads,
 )
 
-from cassettes.analysis.model import RunAnalysis
+from cassettes.analysis import RunAnalysis
 from cassettes.wire.exchange import Exchange
 
 Json = dict[str, Any]

@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 from scenarios import FAMILIES, LENGTH, STREAM_FAMILIES, WEATHER, Call, Script, error
 
-from cassettes.analysis.model import Finding, RunAnalysis, Severity
-from cassettes.analysis.served_model import same_model
+from cassettes.analysis import Finding, RunAnalysis, Severity, same_model
 from cassettes.models import FinishReason
 from cassettes.parsing.roundtrip import parse_exchange
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from scenarios import (
     user_of,
 )
 
-from cassettes.analysis.model import Finding, RunAnalysis
+from cassettes.analysis import Finding, RunAnalysis
 from cassettes.wire.exchange import Exchange
 
 Json = dict[str, Any]
@@ -989,15 +990,13 @@ def test_a_threader_keeps_its_released_turns_to_itself() -> None:
     """No hidden shared state (issue 30 item 5): threading changes no module-level container
     (shared by every analysis in the process), and a superseded turn's released keys are
     ``None``, not a shared empty list that reads like "no parts"."""
-    from cassettes.analysis import message_keys
-    from cassettes.analysis import threading as threads
     from cassettes.analysis.threading import Threader
     from cassettes.models import Message, NormalisedResponse, Part
 
-    def containers() -> dict[str, int]:
+    def containers() -> dict[str, int]:  # of every module of the analysis (threading's included)
         return {
             f"{m.__name__}.{k}": len(v)
-            for m in (threads, message_keys)
+            for m in [m for name, m in sys.modules.items() if name.startswith("cassettes.analysis")]
             for k, v in vars(m).items()
             if isinstance(v, dict | list | set) and not k.startswith("__")
         }

@@ -28,9 +28,8 @@ from scenarios import (
     set_cache_read,
 )
 
-from cassettes.analysis import analyse
+from cassettes.analysis import Finding, RunAnalysis, Severity, analyse
 from cassettes.analysis.dispatch import CAUSES
-from cassettes.analysis.model import Finding, RunAnalysis, Severity
 
 #: Wires whose tool calls and results carry ids (Gemini may; Ollama never does).
 ID_FAMILIES = ("openai_chat", "openai_responses", "anthropic", "bedrock")

@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 from scenarios import FAMILIES, REQUIRED, STREAM_FAMILIES, UNIT, WEATHER, Call, Script, Tool
 
-from cassettes.analysis.model import Finding, RunAnalysis, Severity
-from cassettes.analysis.repeats import canonical_call
-from cassettes.analysis.tool_schema import schema_errors
+from cassettes.analysis import Finding, RunAnalysis, Severity, canonical_call, schema_errors
 
 # Families whose wire carries arguments as a JSON *string* in a non-streamed body.
 STRING_ARGS = ("openai_chat", "openai_responses")

@@ -23,8 +23,7 @@ from scenarios import WEATHER, Call, error, openai_chat_assistant, openai_chat_r
 from scenarios import openai_chat_turn as turn
 from test_agents import _group_chat, adk_handoff, agent_as_tool
 
-from cassettes.analysis import spill
-from cassettes.analysis.plain_values import lines, sections
+from cassettes.analysis import lines, sections, spill
 from cassettes.reading import (
     MAX_CONTINUATION,
     RunReader,

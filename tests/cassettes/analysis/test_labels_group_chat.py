@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from scenarios import AgentScript, run_of
 
-from cassettes.analysis.claims import unsourced
-from cassettes.analysis.dispatch.results import blocked_page
-from cassettes.analysis.model import Finding, RunAnalysis
+from cassettes.analysis import Finding, RunAnalysis, unsourced
+from cassettes.analysis.dispatch import blocked_page
 from cassettes.wire.exchange import Exchange
 
 TOPIC = "Write a one-line blurb for the K2 kettle from the spec the engineer shares."

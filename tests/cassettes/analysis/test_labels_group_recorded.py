@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.analysis.model import Finding
+from cassettes.analysis import Finding
 from cassettes.reading import open_run
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from cassettes.analysis.model import Finding
+from cassettes.analysis import Finding
 from cassettes.reading import open_run
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder

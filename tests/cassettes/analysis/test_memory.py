@@ -25,9 +25,7 @@ from scenarios import (
     openai_responses_user,
 )
 
-from cassettes.analysis import analyse
-from cassettes.analysis.model import RunAnalysis, Turn
-from cassettes.analysis.run import RunAnalyser
+from cassettes.analysis import RunAnalyser, RunAnalysis, Turn, analyse
 from cassettes.reading import RunReader
 from cassettes.recording import CassetteWriter
 from cassettes.wire.exchange import Exchange

@@ -24,8 +24,7 @@ import orjson
 import pytest
 from real_corpus import CORPUS, load
 
-from cassettes.analysis import analyse
-from cassettes.analysis.model import RunAnalysis
+from cassettes.analysis import RunAnalysis, analyse
 from cassettes.wire.exchange import Exchange
 
 Json = dict[str, Any]

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
 
-from cassettes.analysis.plain_schema import surely_valid
-from cassettes.analysis.tool_schema import normalise_schema, schema_errors
+from cassettes.analysis import normalise_schema, schema_errors, surely_valid
 
 NAMES = ["string", "integer", "number", "boolean", "null", "object", "array", "bogus"]
 

@@ -1,4 +1,4 @@
-"""``cassettes.analysis.price_data.calc_price`` (without the package's ``__init__``) gives what
+"""``cassettes.analysis._price_data.calc_price`` (without the package's ``__init__``) gives what
 ``genai_prices.calc_price`` gives, for every model of every provider in the bundled snapshot: the
 same total, provider and model, or the same error (type and message).
 
@@ -17,7 +17,7 @@ import pytest
 from genai_prices.data_snapshot import get_snapshot
 from genai_prices.types import ModelPrice, TieredPrices
 
-from cassettes.analysis.price_data import calc_price
+from cassettes.analysis import calc_price
 
 NOW = datetime(2026, 11, 23, 15, 0, tzinfo=UTC)
 

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scenarios import WEATHER, AgentScript, Call, Script, assistant_of, results_of
 
+from cassettes.analysis import Finding, RunAnalysis, Severity
 from cassettes.analysis.dispatch import ordered_findings
-from cassettes.analysis.model import Finding, RunAnalysis, Severity
 from cassettes.views import analysis_lines
 
 ANTHROPIC_PAIRING = (

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 from test_labels_recorded import AGENT
 
-from cassettes.analysis.model import Finding
-from cassettes.analysis.rules import RulesError, load
+from cassettes.analysis import Finding, RulesError, load
 from cassettes.reading import open_run
 from cassettes.why import Outcome, judged_from
 from tests.support import progress

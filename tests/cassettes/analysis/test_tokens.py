@@ -1,4 +1,4 @@
-"""Token accounting and cost per turn (cassettes.analysis.tokens), on real wire formats.
+"""Token accounting and cost per turn (cassettes.analysis._tokens), on real wire formats.
 
 Costs are hand-computed from the list prices genai-prices 0.2.x carries for the dates used here
 (gpt-4o: $2.50 / $1.25 cached / $10 per MTok; claude-sonnet-4-5: $3 / $0.30 read / $3.75 write
@@ -16,9 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cassettes.analysis import analyse
-from cassettes.analysis.model import RunAnalysis, TokenCount
-from cassettes.analysis.tokens import apportion, estimate_text
+from cassettes.analysis import RunAnalysis, TokenCount, analyse, apportion, estimate_text
 from cassettes.wire.exchange import Exchange
 
 WHEN = datetime(2025, 11, 3, 12, 0, tzinfo=UTC).timestamp()

@@ -199,7 +199,7 @@ def test_cohere_embed() -> None:
 
 
 def test_embeddings_make_no_turn_and_no_finding() -> None:
-    from cassettes.analysis.run import analyse
+    from cassettes.analysis import analyse
 
     ex = Exchange(
         "POST",

@@ -11,7 +11,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from cassettes import providers
-from cassettes.analysis.tool_schema import schema_errors
+from cassettes.analysis import schema_errors
 from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.replay.forking._lineup import answer_kind

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cassettes import providers
-from cassettes.analysis.price_data import PRICES_VERSION, calc_price, provider_for_url
+from cassettes.analysis import PRICES_VERSION, calc_price, provider_for_url
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.parsing.roundtrip import parse_exchange

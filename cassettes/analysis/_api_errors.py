@@ -1,4 +1,4 @@
-"""A's findings of a failed call (catalogue: :mod:`cassettes.analysis.api`): an HTTP error status,
+"""A's findings of a failed call (catalogue: :mod:`cassettes.analysis._api`): an HTTP error status,
 a prompt the API's filter refused, an error inside a 2xx."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from cassettes import providers
-from cassettes.analysis.context import TurnContext, short
-from cassettes.analysis.model import Finding, Severity
+from cassettes.analysis._context import TurnContext, short
+from cassettes.analysis._model import Finding, Severity
 from cassettes.models import ApiError, FinishReason
 
 __all__ = ["check_error_in_200", "check_http_error"]

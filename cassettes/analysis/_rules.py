@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis.context import TurnContext
-from cassettes.analysis.model import Finding, Severity
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis._model import Finding, Severity
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.models import Message

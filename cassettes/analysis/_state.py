@@ -1,7 +1,8 @@
 """What a run's analysis holds between round trips (:class:`AnalyserState`), as plain data.
 
-:class:`~cassettes.analysis.run.RunAnalyser` drives it one round trip at a time; parking a quiet
-conversation (:mod:`.parking`) and the end-of-run pass (:mod:`.final_pass`) are functions over it.
+:class:`~cassettes.analysis._analyser.RunAnalyser` drives it one round trip at a time; parking a
+quiet conversation (:mod:`._parking`) and the end-of-run pass (:mod:`._final_pass`) are functions
+over it.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cassettes.analysis.context import ConversationState, TurnContext
-from cassettes.analysis.items import Deliveries, ItemReferences
-from cassettes.analysis.mcp import McpLinker
-from cassettes.analysis.model import Finding, RunAnalysis, Turn
-from cassettes.analysis.records import Conversations
+from cassettes.analysis._context import ConversationState, TurnContext
+from cassettes.analysis._items import Deliveries, ItemReferences
+from cassettes.analysis._mcp import McpLinker
+from cassettes.analysis._model import Finding, RunAnalysis, Turn
+from cassettes.analysis._records import Conversations
 from cassettes.analysis.spill import Spill, SpillMap
 from cassettes.analysis.threading import Threader
 from cassettes.parsing.roundtrip import RoundTrip
@@ -98,8 +99,8 @@ class AnalyserState:
     #: (a conversation's state is spilled only once no context refers to it: parked)
     convs: SpillMap[str, ConversationState] = field(init=False)
     records: SpillMap[str, int] = field(init=False)  # conversation → its record's position
-    #: Quiet conversations whose latest context was dropped (:mod:`.parking`); spilled when no
-    #: list of findings is shared (see :func:`.final_pass.finish`).
+    #: Quiet conversations whose latest context was dropped (:mod:`._parking`); spilled when no
+    #: list of findings is shared (see :func:`._final_pass.finish`).
     parked: SpillMap[str, Parked] = field(init=False)
 
     def __post_init__(self) -> None:

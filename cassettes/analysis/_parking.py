@@ -2,7 +2,7 @@
 turn's context (the parsed round trip: a few KB of models), read again if the conversation goes
 on. The checks' memory of it is kept pickled (tens of bytes where it holds nothing), and the
 end-of-run checks run on it as it stands when it is parked, their findings applied by
-:func:`.final_pass.finish` unless a later turn continues it. So a run of a million one-turn
+:func:`._final_pass.finish` unless a later turn continues it. So a run of a million one-turn
 conversations keeps a small record per conversation, not a parsed round trip each. A failed
 latest turn is not parked (the check of its retry reads the failed attempt's timing, which is not
 stored)."""
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pickle
 
-from cassettes.analysis.context import TurnContext
-from cassettes.analysis.judgement import FINAL_CHECKS, NO_EXCHANGE, failed, run_check, slim
-from cassettes.analysis.model import Turn
-from cassettes.analysis.state import AnalyserState, Parked, conversation_of
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis._judgement import FINAL_CHECKS, NO_EXCHANGE, failed, run_check, slim
+from cassettes.analysis._model import Turn
+from cassettes.analysis._state import AnalyserState, Parked, conversation_of
 from cassettes.models import NormalisedRequest
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.wire.exchange import Exchange

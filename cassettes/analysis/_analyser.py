@@ -8,10 +8,10 @@ full); a turn an out-of-order ``previous_response_id`` points back to is read ag
 ``reload`` hook. What is kept per turn is the threader's hashes, the checks' memory (ids, hashes)
 and — unless ``keep_turns`` is off — the :class:`Turn` itself.
 
-With a ``reload`` hook a conversation that went quiet is *parked* (:mod:`.parking`): its latest
+With a ``reload`` hook a conversation that went quiet is *parked* (:mod:`._parking`): its latest
 turn's context is dropped and read again if the conversation goes on. :class:`RunAnalyser` drives
-one :class:`~.state.AnalyserState` (its tables, plain data) round trip by round trip;
-:func:`.final_pass.finish` is the end-of-run pass.
+one :class:`~._state.AnalyserState` (its tables, plain data) round trip by round trip;
+:func:`._final_pass.finish` is the end-of-run pass.
 """
 
 from __future__ import annotations
@@ -19,14 +19,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-import cassettes.analysis.final_pass as final_pass
-import cassettes.analysis.parking as parking
-import cassettes.analysis.retention as retention
-import cassettes.analysis.rules as rules
+import cassettes.analysis._final_pass as final_pass
+import cassettes.analysis._parking as parking
+import cassettes.analysis._retention as retention
+import cassettes.analysis._rules as rules
 import cassettes.analysis.spill as spill_tables
-from cassettes.analysis.context import ConversationState, TurnContext
-from cassettes.analysis.dispatch.history import GROUP_CHAT
-from cassettes.analysis.judgement import (
+from cassettes.analysis._context import ConversationState, TurnContext
+from cassettes.analysis._judgement import (
     EMPTY_A,
     EMPTY_C,
     EMPTY_E,
@@ -35,14 +34,15 @@ from cassettes.analysis.judgement import (
     judge,
     settle,
 )
-from cassettes.analysis.model import (
+from cassettes.analysis._model import (
     Finding,
     RunAnalysis,
     Turn,
 )
-from cassettes.analysis.records import ConversationRecord
+from cassettes.analysis._records import ConversationRecord
+from cassettes.analysis._state import AnalyserState, Parked, Reload, conversation_of
+from cassettes.analysis.dispatch import GROUP_CHAT
 from cassettes.analysis.spill import Spill, SpillMap
-from cassettes.analysis.state import AnalyserState, Parked, Reload, conversation_of
 from cassettes.analysis.threading import Attempt, Link, Threader
 from cassettes.models import Message
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
@@ -111,7 +111,7 @@ class RunAnalyser:
     ``previous_response_id`` may point back at any of them). With ``keep_turns`` off the
     analyser does not hold the turns it returns (``result.turns`` stays empty; the caller keeps
     what it needs, and the end-of-run checks still add their findings to the turns they concern).
-    What it holds between round trips is one :class:`~.state.AnalyserState`.
+    What it holds between round trips is one :class:`~._state.AnalyserState`.
     """
 
     def __init__(
@@ -246,7 +246,8 @@ class RunAnalyser:
 
     def _previous(self, link: Link, rt: RoundTrip) -> TurnContext | None:
         """The context of the turn ``rt`` continues, if any; a poll read as a model call takes
-        that turn's request's model, instructions, tools and settings (:func:`.parking.inherit`)."""
+        that turn's request's model, instructions, tools and settings
+        (:func:`._parking.inherit`)."""
         prev = retention.context(self.state, link.previous) if link.previous is not None else None
         if rt.polled and prev is not None and prev.rt.request is not None:
             assert rt.request is not None
@@ -348,7 +349,7 @@ class RunAnalyser:
 
     def finish(self) -> RunAnalysis:
         """Run the end-of-run checks and return the analysis (call once, after the last round
-        trip): :func:`.final_pass.finish`."""
+        trip): :func:`._final_pass.finish`."""
         return final_pass.finish(self.state)
 
 

@@ -1,4 +1,4 @@
-"""``A.model_mismatch`` (catalogue: :mod:`cassettes.analysis.api`): is the model that served a call
+"""``A.model_mismatch`` (catalogue: :mod:`cassettes.analysis._api`): is the model that served a call
 the one the request asked for, by the names' core (:func:`same_model`)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from cassettes.analysis.context import TurnContext
-from cassettes.analysis.model import Finding, Severity
-from cassettes.analysis.price_data import known_model
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis._model import Finding, Severity
+from cassettes.analysis._price_data import known_model
 
 __all__ = ["check_model_mismatch", "same_model"]
 

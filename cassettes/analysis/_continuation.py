@@ -20,18 +20,18 @@ import pickle
 from collections.abc import Mapping
 from typing import Any
 
-from cassettes.analysis.context import ConversationState, TurnContext
-from cassettes.analysis.items import Deliveries, ItemReferences
-from cassettes.analysis.judgement import NO_EXCHANGE, slim
-from cassettes.analysis.mcp import McpLinker, ModelCall
-from cassettes.analysis.model import Finding, McpCall, RunAnalysis
-from cassettes.analysis.parking import reloaded
-from cassettes.analysis.plain_values import dump, load
-from cassettes.analysis.records import Conversations
-from cassettes.analysis.run import RunAnalyser
-from cassettes.analysis.state import AnalyserState, Parked
+from cassettes.analysis._analyser import RunAnalyser
+from cassettes.analysis._context import ConversationState, TurnContext
+from cassettes.analysis._items import Deliveries, ItemReferences
+from cassettes.analysis._judgement import NO_EXCHANGE, slim
+from cassettes.analysis._mcp import McpLinker, ModelCall
+from cassettes.analysis._model import Finding, McpCall, RunAnalysis
+from cassettes.analysis._parking import reloaded
+from cassettes.analysis._plain_values import dump, load
+from cassettes.analysis._records import Conversations
+from cassettes.analysis._state import AnalyserState, Parked
+from cassettes.analysis._tokens import _ConvTokens
 from cassettes.analysis.threading import restore_threads, threads_state
-from cassettes.analysis.tokens import _ConvTokens
 from cassettes.models import Part, ToolSpec
 
 __all__ = ["capture", "restore"]

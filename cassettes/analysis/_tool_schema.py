@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cassettes.analysis.context import clipped
-from cassettes.analysis.plain_schema import surely_valid
+from cassettes.analysis._context import clipped
+from cassettes.analysis._plain_schema import surely_valid
 from cassettes.recording import REDACTED
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def schema_errors(arguments: Any, schema: dict[str, Any] | None) -> list[str]:
     if schema is None:
         return []
     if surely_valid(arguments, normalise_schema(schema)):
-        # what jsonschema would say, without loading it (cassettes/analysis/plain_schema.py)
+        # what jsonschema would say, without loading it (cassettes/analysis/_plain_schema.py)
         return []
     v = _validator(schema)
     if v is None:

@@ -1,5 +1,5 @@
 """The values an analysis holds between round trips, as JSON and back (the state a grown file is
-continued from: :mod:`.continuation`, docs/kept-analysis.md).
+continued from: :mod:`._continuation`, docs/kept-analysis.md).
 
 A closed set of types: JSON's own, and tuples, sets, frozen sets, dicts of any key, ordered dicts,
 decimals, bytes and arrays, each tagged (``{"t": [...]}`` …), and the classes named in the

@@ -2,7 +2,7 @@
 
 The layer (:func:`build`) lists the text, reasoning, refusal and tool calls of a turn's response.
 Each tool call is checked against the tool the request offered under that name: are the arguments
-JSON, do they satisfy the tool's JSON Schema (:mod:`cassettes.analysis.tool_schema`).
+JSON, do they satisfy the tool's JSON Schema (:mod:`cassettes.analysis._tool_schema`).
 
 Findings (layer E — caused by what the model produced):
 
@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cassettes.analysis.context import (
+from cassettes.analysis._context import (
     CLIENT_KINDS,
     Check,
     FinalCheck,
@@ -53,9 +53,9 @@ from cassettes.analysis.context import (
     call_label,
     provider_detail,
 )
-from cassettes.analysis.model import CallCheck, Emission, Finding, Severity
-from cassettes.analysis.repeats import check_repeated_call
-from cassettes.analysis.tool_schema import schema_errors
+from cassettes.analysis._model import CallCheck, Emission, Finding, Severity
+from cassettes.analysis._repeats import check_repeated_call
+from cassettes.analysis._tool_schema import schema_errors
 from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec, emitted_calls
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build"]

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from cassettes.analysis.model import McpCall, Turn
+from cassettes.analysis._model import McpCall, Turn
 from cassettes.models import NormalisedResponse
 
 __all__ = ["McpLinker", "ModelCall"]

@@ -23,11 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from cassettes.analysis.context import Check, TurnContext, short
-from cassettes.analysis.dispatch.history import reprompted
-from cassettes.analysis.dispatch.results import is_error_result, result_texts
-from cassettes.analysis.model import Finding, Severity
-from cassettes.analysis.repeats import canonical_call
+from cassettes.analysis._context import Check, TurnContext, short
+from cassettes.analysis._model import Finding, Severity
+from cassettes.analysis._repeats import canonical_call
+from cassettes.analysis.dispatch import is_error_result, reprompted, result_texts
 from cassettes.hints import count
 from cassettes.models import FinishReason
 

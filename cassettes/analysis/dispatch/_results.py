@@ -7,7 +7,10 @@ import re
 from collections.abc import Iterator
 
 from cassettes import providers
-from cassettes.analysis.context import ConversationState, TurnContext, short
+from cassettes.analysis._context import ConversationState, TurnContext, short
+from cassettes.analysis._message_keys import response_message
+from cassettes.analysis._model import Finding, Pairing, Severity
+from cassettes.analysis.dispatch._layer import _echo_ids, call_as_output, calls_as_text
 from cassettes.analysis.dispatch._shared import (
     _continues,
     _item,
@@ -15,9 +18,6 @@ from cassettes.analysis.dispatch._shared import (
     _result_part,
     attempts,
 )
-from cassettes.analysis.dispatch.layer import _echo_ids, call_as_output, calls_as_text
-from cassettes.analysis.message_keys import response_message
-from cassettes.analysis.model import Finding, Pairing, Severity
 from cassettes.models import FinishReason, ToolCall
 
 
@@ -54,8 +54,8 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
 
 def _output_call_as_text(ctx: TurnContext, prev_turn: int, calls: list[ToolCall]) -> Finding:
     """C.output_tool_as_text (info) — the answer's one call came back as the output it stood for
-    (:func:`~.layer.call_as_output`): the allowance :func:`final_pending_calls` makes for a run that
-    ends on an output tool, when the conversation is resumed."""
+    (:func:`~._layer.call_as_output`): the allowance :func:`final_pending_calls` makes for a run
+    that ends on an output tool, when the conversation is resumed."""
     c = next(c for c in calls if c.kind in ("function", "custom"))
     return ctx.finding(
         "C.output_tool_as_text",

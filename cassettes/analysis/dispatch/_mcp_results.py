@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from cassettes import providers
-from cassettes.analysis.context import TurnContext, short
+from cassettes.analysis._context import TurnContext, short
+from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis.dispatch._shared import _norm
-from cassettes.analysis.model import Finding, Severity
 from cassettes.models import ToolResult
 
 

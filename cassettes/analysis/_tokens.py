@@ -51,8 +51,8 @@ from typing import Any
 import orjson
 
 from cassettes import providers
-from cassettes.analysis.context import TurnContext
-from cassettes.analysis.model import Segments, TokenCount
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis._model import Segments, TokenCount
 from cassettes.analysis.pricing import price
 from cassettes.models import Message, NormalisedResponse, Part, ToolSpec, Usage
 

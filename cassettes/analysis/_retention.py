@@ -1,13 +1,13 @@
-"""What the analyser keeps of the turns it analysed (see :mod:`.run`'s docstring): the latest
+"""What the analyser keeps of the turns it analysed (see :mod:`._analyser`'s docstring): the latest
 turn's context of each conversation, the parsed histories of the most recently active ones, and
 recent round trips to parse a later request against; functions over an
-:class:`~.state.AnalyserState`. A context that was dropped is read again (:func:`context`)."""
+:class:`~._state.AnalyserState`. A context that was dropped is read again (:func:`context`)."""
 
 from __future__ import annotations
 
-import cassettes.analysis.parking as parking
-from cassettes.analysis.context import TurnContext
-from cassettes.analysis.state import AnalyserState
+import cassettes.analysis._parking as parking
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis._state import AnalyserState
 from cassettes.parsing.roundtrip import RoundTrip
 
 __all__ = ["context", "make_latest", "release_history", "remember"]
@@ -40,7 +40,7 @@ def context(state: AnalyserState, tid: int) -> TurnContext | None:
 def make_latest(state: AnalyserState, conv: str, tid: int, pos: int, ctx: TurnContext) -> None:
     """``ctx`` (turn ``tid``, at position ``pos``) is the latest of ``conv``: the one it
     supersedes is dropped, and the conversations that went quiet release their histories (and
-    are parked, :func:`.parking.park`)."""
+    are parked, :func:`._parking.park`)."""
     before = state.latest.get(conv)
     state.latest[conv] = (tid, pos)
     if before is not None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from cassettes.analysis.context import TurnContext
-from cassettes.analysis.model import Finding, Severity
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis._model import Finding, Severity
 
 __all__ = ["CODE", "check_diverged_from_recording", "replay_miss"]
 

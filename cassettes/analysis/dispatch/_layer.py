@@ -7,9 +7,9 @@ import re
 
 import orjson
 
-from cassettes.analysis.context import TurnContext
-from cassettes.analysis.message_keys import response_message
-from cassettes.analysis.model import Dispatch, Pairing
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis._message_keys import response_message
+from cassettes.analysis._model import Dispatch, Pairing
 from cassettes.analysis.threading import Link
 from cassettes.models import Message, ToolCall, ToolResult
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from cassettes.analysis.context import ConversationState, TurnContext, failed
+from cassettes.analysis._context import ConversationState, TurnContext, failed
+from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis.dispatch._shared import attempts
-from cassettes.analysis.model import Finding, Severity
 from cassettes.hints import count
 from cassettes.models import NormalisedRequest
 from cassettes.wire.exchange import NEXT_TURN

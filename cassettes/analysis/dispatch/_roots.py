@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cassettes.analysis.context import TurnContext
-from cassettes.analysis.model import Finding, Severity
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis._model import Finding, Severity
 
 #: consequence code → its possible causes, most specific first: (cause code, scope). Scope
 #: ``turn``: a finding of that code on the same turn; ``call``: one about the same tool call

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes.analysis.model import Finding, Severity
+from cassettes.analysis._model import Finding, Severity
 
 __all__ = ["demote_inferred"]
 

@@ -1,5 +1,5 @@
 """The end-of-run pass (:func:`finish`): the end-of-run checks on each conversation's last turn
-(run when it was parked, for a parked one: :mod:`.parking`), their findings added to the turns
+(run when it was parked, for a parked one: :mod:`._parking`), their findings added to the turns
 they concern, and the run's findings in order."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import cassettes.analysis.dispatch as dispatch
-from cassettes.analysis.judgement import FINAL_CHECKS, run_check
-from cassettes.analysis.model import Finding, RunAnalysis
+from cassettes.analysis._judgement import FINAL_CHECKS, run_check
+from cassettes.analysis._model import Finding, RunAnalysis
+from cassettes.analysis._state import AnalyserState
 from cassettes.analysis.spill import SpillMap
-from cassettes.analysis.state import AnalyserState
 
 __all__ = ["finish"]
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 
-import cassettes.analysis.api as api
-import cassettes.analysis.claims as claims
+import cassettes.analysis._api as api
+import cassettes.analysis._claims as claims
+import cassettes.analysis._emission as emission
+import cassettes.analysis._rules as rules
+import cassettes.analysis._tokens as tokens
 import cassettes.analysis.dispatch as dispatch
-import cassettes.analysis.emission as emission
-import cassettes.analysis.rules as rules
-import cassettes.analysis.tokens as tokens
-from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext, failed
-from cassettes.analysis.inferred import demote_inferred
-from cassettes.analysis.mcp import McpLinker
-from cassettes.analysis.model import (
+from cassettes.analysis._context import Check, ConversationState, FinalCheck, TurnContext, failed
+from cassettes.analysis._evidence import demote_inferred
+from cassettes.analysis._mcp import McpLinker
+from cassettes.analysis._model import (
     ApiReport,
     Dispatch,
     Emission,

@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis.context import TurnContext
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis._message_keys import message_key, response_message, stable
+from cassettes.analysis._model import Finding, Severity
+from cassettes.analysis._trajectory import fields_of, follows, step_of
 from cassettes.analysis.dispatch._shared import _continues, _item, _prev_ok
-from cassettes.analysis.message_keys import message_key, response_message, stable
-from cassettes.analysis.model import Finding, Severity
-from cassettes.analysis.trajectory import fields_of, follows, step_of
 from cassettes.models import FinishReason, Message
 
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
@@ -135,7 +135,8 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
 
 def _rewritten_steps(ctx: TurnContext) -> list[str]:
     """The step fields (``observation_0`` …) a re-rendered trajectory renders otherwise than the
-    previous request sent them (:mod:`cassettes.analysis.trajectory`); empty for other histories."""
+    previous request sent them (:mod:`cassettes.analysis._trajectory`); empty for other
+    histories."""
 
     prev = ctx.prev
     if prev is None or prev.rt.request is None or not ctx.messages or not prev.rt.request.messages:

@@ -1,4 +1,4 @@
-"""``E.repeated_call`` (catalogue: :mod:`cassettes.analysis.emission`): the same tool call again
+"""``E.repeated_call`` (catalogue: :mod:`cassettes.analysis._emission`): the same tool call again
 within a task — a retry, a poll, or a loop."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis.context import CLIENT_KINDS, TurnContext, call_label, clipped
-from cassettes.analysis.message_keys import _canon, squashed, stable
-from cassettes.analysis.model import CallCheck, Finding, Severity
+from cassettes.analysis._context import CLIENT_KINDS, TurnContext, call_label, clipped
+from cassettes.analysis._message_keys import _canon, squashed, stable
+from cassettes.analysis._model import CallCheck, Finding, Severity
 
 __all__ = ["canonical_call", "check_repeated_call"]
 

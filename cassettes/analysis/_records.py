@@ -1,5 +1,5 @@
 """What the analysis keeps of a run's conversations: a compact record each
-(:class:`ConversationRecord`), given as :class:`~.model.Conversation` models on access
+(:class:`ConversationRecord`), given as :class:`~._model.Conversation` models on access
 (:class:`Conversations`), the least recently used kept on disk (:mod:`.spill`)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
-from cassettes.analysis.model import Conversation
+from cassettes.analysis._model import Conversation
 from cassettes.analysis.spill import KEEP, Spill, SpillMap
 
 __all__ = ["ConversationRecord", "Conversations"]

@@ -1,8 +1,8 @@
 """What a check sees: one turn, its conversation, and the turn before it.
 
 Checks are plain functions ``check(ctx) -> Iterable[Finding]`` listed per layer in its module's
-``CHECKS`` (:mod:`cassettes.analysis.emission`, :mod:`cassettes.analysis.api`,
-:mod:`cassettes.analysis.dispatch`), gathered in :data:`cassettes.analysis.judgement.CHECKS`.
+``CHECKS`` (:mod:`cassettes.analysis._emission`, :mod:`cassettes.analysis._api`,
+:mod:`cassettes.analysis.dispatch`), gathered in :data:`cassettes.analysis._judgement.CHECKS`.
 They run in recording order, once per generation round trip, after the turn's E/A/C layers are
 built. A check that needs memory across turns keeps it in ``ctx.conv.state`` under its own key.
 Checks never raise out: the runner catches and reports.
@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis.mcp import McpLinker
-from cassettes.analysis.model import CallCheck, Finding, Layer, Severity, Turn
+from cassettes.analysis._mcp import McpLinker
+from cassettes.analysis._model import CallCheck, Finding, Layer, Severity, Turn
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.wire.exchange import Exchange

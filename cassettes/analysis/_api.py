@@ -66,11 +66,11 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from cassettes.analysis.api_errors import check_error_in_200, check_http_error
-from cassettes.analysis.context import Check, FinalCheck, TurnContext, call_label, provider_detail
-from cassettes.analysis.emission import cut_calls
-from cassettes.analysis.model import ApiReport, Finding, Severity
-from cassettes.analysis.served_model import check_model_mismatch
+from cassettes.analysis._api_errors import check_error_in_200, check_http_error
+from cassettes.analysis._context import Check, FinalCheck, TurnContext, call_label, provider_detail
+from cassettes.analysis._emission import cut_calls
+from cassettes.analysis._model import ApiReport, Finding, Severity
+from cassettes.analysis._model_mismatch import check_model_mismatch
 from cassettes.hints import count
 from cassettes.models import FinishReason, NormalisedResponse
 
