@@ -34,7 +34,7 @@ from cassettes.analysis import analyse  # noqa: E402
 from cassettes.recording.pipeline import CassetteWriter  # noqa: E402
 from cassettes.replay.serving.faults import FaultPlan, parse_fault  # noqa: E402
 from cassettes.replay.serving.server import ReplayServer  # noqa: E402
-from cassettes.wire.exchange import Exchange  # noqa: E402
+from cassettes.wire import Exchange  # noqa: E402
 
 FAULTS = [
     "rate_limit",

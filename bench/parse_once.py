@@ -41,7 +41,7 @@ COUNTED = (
     ("request parsed", "cassettes/parsing/roundtrip.py", ("parse_request_side", "_parse_request")),
     ("response parsed", "cassettes/parsing/roundtrip.py",
      ("parse_response_side", "_parse_response_side")),
-    ("response framed", "cassettes/wire/framing.py", ("frame",)),
+    ("response framed", "framing.py", ("frame",)),  # wire/_framing.py; wire/framing.py before
     ("sealed parse checked", "cassettes/parsing/sealed.py", ("restore",)),
 )
 

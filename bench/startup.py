@@ -250,7 +250,7 @@ HOW = """
   recording pipeline and the redactor are imported in the writer process, `tests/test_boundaries.py`), or
   a module the command would not load otherwise: under `--help`, `providers._base`; under `looptap mcp`'s
   start, `providers` (the recorder options' listener names, `commands/recording.py`); under a small `show`,
-  the stream readers (`providers/*/_stream.py`), `wire.edited` (`codec.py`,
+  the stream readers (`providers/*/_stream.py`), `wire._edit_marks` (`codec.py`,
   `views/edits.py`), `_version`'s metadata read (`codec.py`) and, in `reading/run.py`, the redactor, the
   vcrpy reader and the cassette writer; under `replay`, the analysis (`reading/held.py`, `reading/run.py`'s
   findings, rules, incremental reader and snapshot), `views.summary`, the schema check

@@ -23,7 +23,7 @@ import orjson
 from cassettes.parsing.roundtrip import parse_all
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _words(rng: random.Random, n: int) -> str:

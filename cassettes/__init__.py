@@ -19,7 +19,7 @@ _EXPORTS = {
     "CassetteIOError": "cassettes.errors",
     "ImportFormatError": "cassettes.errors",
     "NewerFormatError": "cassettes.errors",
-    "Exchange": "cassettes.wire.exchange",
+    "Exchange": "cassettes.wire",
     "ApiError": "cassettes.models",
     "FinishReason": "cassettes.models",
     "Message": "cassettes.models",
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from cassettes.recording.redact import Redactor
     from cassettes.storage.codec import FORMAT_VERSION
     from cassettes.views.roundtrip_object import roundtrip_json
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
 
 def __getattr__(name: str) -> Any:

@@ -20,8 +20,7 @@ from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import CallCheck, Finding, Layer, Severity, Turn
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.replay_miss import MissNote, read_miss
+from cassettes.wire import Exchange, MissNote, read_miss
 
 __all__ = [
     "CLIENT_KINDS",

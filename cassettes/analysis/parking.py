@@ -17,7 +17,7 @@ from cassettes.analysis.model import Turn
 from cassettes.analysis.state import AnalyserState, Parked, conversation_of
 from cassettes.models import NormalisedRequest
 from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["inherit", "park", "reloaded", "unpark"]
 

@@ -46,7 +46,7 @@ from cassettes.analysis.state import AnalyserState, Parked, Reload, conversation
 from cassettes.analysis.threading import Attempt, Link, Threader
 from cassettes.models import Message
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["ACTIVE", "RunAnalyser", "analyse"]
 

@@ -26,7 +26,7 @@ from cassettes._version import __version__
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run
 from cassettes.reading.timeline import timeline
-from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire import Exchange, Headers
 
 __all__ = ["har_chunks"]
 

@@ -21,7 +21,7 @@ from cassettes.reading.budget import RunTooLargeError, memory_budget, rss
 from cassettes.reading.run import open_run
 from cassettes.storage.index import BLOCK
 from cassettes.storage.source import RecordSource
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["IndexedRecordings"]
 

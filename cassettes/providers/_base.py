@@ -76,7 +76,7 @@ from cassettes.providers._values import (
     tool_call_from_string,
     tool_choice_mode,
 )
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = [
     "FREE_FORM_FIELDS",

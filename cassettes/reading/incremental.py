@@ -42,7 +42,7 @@ from cassettes.storage.index import BLOCK, BODY_CACHE
 from cassettes.storage.source import RecordSource
 from cassettes.storage.store import Problem
 from cassettes.views.summary import TurnSummary, summarise
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 # the reader behind cassettes.Run (open_run): not a second public way to read a run
 __all__: list[str] = []

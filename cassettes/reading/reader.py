@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from cassettes.reading.incremental import Batch
     from cassettes.storage.store import Problem
     from cassettes.views.summary import TurnSummary
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
 #: Nothing: these are the interface a Run holds, not classes a reader of a run meets (as they
 #: were in :mod:`cassettes.reading.run`).

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cassettes.analysis.model import Turn
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.storage.index import BODY_CACHE
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 if TYPE_CHECKING:
     from cassettes.reading.stores import Places

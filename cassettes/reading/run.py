@@ -46,7 +46,7 @@ from cassettes.reading.held import Held
 from cassettes.reading.reader import Reader, Records
 from cassettes.storage.mitmflow import load_flows
 from cassettes.storage.store import Problem, read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
     from cassettes.analysis import Finding, RunAnalysis, Severity, Turn

@@ -16,7 +16,7 @@ from cassettes.views.view import conversation_json, mcp_link_json, turn_json
 
 if TYPE_CHECKING:
     from cassettes.parsing.roundtrip import RoundTrip
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
 __all__ = ["show_objects", "show_pairs"]
 

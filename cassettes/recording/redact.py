@@ -54,8 +54,7 @@ from cassettes.recording.names import (
 )
 from cassettes.recording.scrub import Scrubber, Secrets, detector
 from cassettes.recording.streams import stream_texts
-from cassettes.wire.decoding import salvage
-from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire import Exchange, Headers, salvage
 
 __all__ = [
     "REDACTED",

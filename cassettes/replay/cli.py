@@ -33,7 +33,7 @@ from cassettes.replay.live.edits import EditError, parse_edit
 from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
 from cassettes.replay.serving.server import IDLE_TIMEOUT, READ_TIMEOUT, ReplayServer, parse_pace
 from cassettes.storage.store import write_private
-from cassettes.wire.edited import KEY_ENV
+from cassettes.wire import KEY_ENV
 
 __all__ = ["cmd_replay"]
 

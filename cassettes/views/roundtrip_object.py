@@ -20,7 +20,7 @@ from cassettes.parsing.roundtrip import side_call
 if TYPE_CHECKING:
     from cassettes.models import ApiError, NormalisedRequest, NormalisedResponse, Part, Usage
     from cassettes.parsing.roundtrip import RoundTrip
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
 __all__ = ["SCHEMA", "roundtrip_json"]
 

@@ -31,7 +31,7 @@ from real_corpus import CORPUS
 
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import RecordFile, read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
 KILLS = 200 if SLOW else 24
@@ -55,7 +55,7 @@ FILES = [
 CHILD_LIB = r'''
 import hashlib, random, sys
 import orjson
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from cassettes.storage.vcr import load_vcr
 
 HISTORY_KEYS = ("messages", "input", "contents")

@@ -19,7 +19,7 @@ import pytest
 from cassettes.reading import database, kept
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.analysed import Analysed, cli_output, keep_every_run
 
 URL = "https://api.openai.com/v1/chat/completions"

@@ -38,9 +38,7 @@ from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import Redactor
 from cassettes.storage.store import read_records
 from cassettes.storage.vcr import read_vcr
-from cassettes.wire.decoding import decode_chunks
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import parse_sse
+from cassettes.wire import Exchange, decode_chunks, parse_sse
 
 Chunks = list[tuple[float | None, bytes]]
 

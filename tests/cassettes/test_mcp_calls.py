@@ -12,7 +12,7 @@ import orjson
 
 from cassettes.analysis import analyse
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support import progress
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from cassettes.reading import stores
 from cassettes.reading.run import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _multi_turn(n: int = 12) -> list[Exchange]:

@@ -29,7 +29,7 @@ import pytest
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import REDACTED
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.upstream import event_json, synth_stream
 
 SCHEMA = {

@@ -32,8 +32,7 @@ from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import REDACTED, Redactor
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import parse_aws_eventstream
+from cassettes.wire import Exchange, parse_aws_eventstream
 
 _ALNUM = string.ascii_letters + string.digits
 _URLSAFE = _ALNUM + "-_"

@@ -29,7 +29,7 @@ from cassettes.analysis import analyse
 from cassettes.cli import main
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.views.roundtrip_object import roundtrip_json
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 P = "pydantic-ai/tests/models/cassettes/"
 RECORDED = {

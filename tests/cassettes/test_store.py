@@ -15,7 +15,7 @@ from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import Redactor
 from cassettes.storage import codec
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _json_or_bytes(data: bytes) -> Any:

@@ -26,7 +26,7 @@ from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import REDACTED, Redactor
 from cassettes.recording.websocket import WsSession
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.secret_streams import (
     bedrock_converse,
     bedrock_invoke,

@@ -31,7 +31,7 @@ from cassettes.views.schema import (
     schema_text,
     write_docs,
 )
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]

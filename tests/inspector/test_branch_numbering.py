@@ -21,7 +21,7 @@ from fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_res
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.forking.cursor import parse_cursor
 from cassettes.replay.forking.fork import ForkSource, origin_meta
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 pytest_plugins = ["pytester"]
 

@@ -15,7 +15,7 @@ import orjson
 from cassettes.replay.serving.faults import FaultPlan, parse_fault
 from cassettes.replay.serving.server import ReplayServer
 from cassettes.storage.vcr import load_vcr
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import write
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"

@@ -19,7 +19,7 @@ import pytest
 from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
 from cassettes.replay.live.edits import parse_edit
 from cassettes.replay.serving.server import ReplayServer
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, fork_agent, tool_loop, write
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder

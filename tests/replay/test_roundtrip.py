@@ -27,7 +27,7 @@ from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.serving.server import ReplayServer
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support import progress
 from tests.support.harness import outputs
 from tests.support.upstream import FakeUpstream

@@ -14,7 +14,7 @@ from cassettes.matching import Matcher, Miss, Recorded, Tolerated, VolatileSpans
 from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
 from cassettes.replay.forking.fork import ForkReplay, parse_from
 from cassettes.replay.serving.server import ReplayServer
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import (
     USER,
     chat_exchange,

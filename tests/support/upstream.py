@@ -110,7 +110,7 @@ from cassettes import net as http1
 from cassettes.net import BackgroundServer
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.storage.vcr import load_vcr
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["CORPUS", "SCENARIOS", "FakeUpstream", "Served", "main", "split_events"]
 

@@ -16,7 +16,7 @@ from cassettes.why.interventions import Intervention
 from cassettes.why.outcome import Judged, Outcome, OutcomeError, parse_outcome
 from cassettes.why.stats import wilson
 from cassettes.why.verdict import Tally, verdict
-from cassettes.wire.edited import checked, client_body
+from cassettes.wire import checked, client_body
 
 
 @pytest.mark.parametrize(

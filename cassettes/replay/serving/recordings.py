@@ -17,7 +17,7 @@ from cassettes.reading.branch import first_turn, origin_in
 from cassettes.reading.formats import detect
 from cassettes.reading.run import open_run
 from cassettes.storage.store import open_regular, read_header
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["open_recordings"]
 

@@ -33,7 +33,7 @@ import orjson
 
 from cassettes.analysis import analyse
 from cassettes.analysis.model import Conversation, RunAnalysis
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = [
     "FAMILIES",

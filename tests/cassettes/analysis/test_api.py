@@ -746,7 +746,7 @@ def test_errors_carry_an_error_model() -> None:
 def _legacy_exchange(stream: bool) -> Any:
     import orjson
 
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
     req = {
         "model": "gpt-3.5-turbo-0613",

@@ -29,7 +29,7 @@ from scenarios import (
 )
 
 from cassettes.analysis.model import Finding, RunAnalysis
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 Json = dict[str, Any]
 

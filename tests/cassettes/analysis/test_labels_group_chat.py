@@ -16,7 +16,7 @@ from scenarios import AgentScript, run_of
 from cassettes.analysis.claims import unsourced
 from cassettes.analysis.dispatch.results import blocked_page
 from cassettes.analysis.model import Finding, RunAnalysis
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 TOPIC = "Write a one-line blurb for the K2 kettle from the spec the engineer shares."
 WRITER = "You are Writer. Write the blurb; use only the facts you are given."

@@ -30,7 +30,7 @@ from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
 from cassettes.reading.incremental import RunReader
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _keep_everything(exchanges: list[Exchange], active: int = 1_000_000) -> RunAnalysis:

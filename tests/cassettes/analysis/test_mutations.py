@@ -19,7 +19,7 @@ from real_corpus import corpus_files, load, rel
 
 from cassettes.analysis import analyse
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 Body = dict[str, Any]
 

@@ -26,7 +26,7 @@ from real_corpus import CORPUS, load
 
 from cassettes.analysis import analyse
 from cassettes.analysis.model import RunAnalysis
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 Json = dict[str, Any]
 

@@ -15,7 +15,7 @@ import orjson
 
 from cassettes.analysis import analyse
 from cassettes.analysis.model import RunAnalysis, Severity
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 URL = "https://generativelanguage.googleapis.com/v1beta/models/gemini-3-pro-preview:generateContent"
 TOOLS = [

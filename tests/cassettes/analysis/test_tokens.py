@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from cassettes.analysis import analyse
 from cassettes.analysis.model import RunAnalysis, TokenCount
 from cassettes.analysis.tokens import apportion, estimate_text
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 WHEN = datetime(2025, 11, 3, 12, 0, tzinfo=UTC).timestamp()
 M = Decimal(1_000_000)

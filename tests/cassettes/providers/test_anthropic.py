@@ -17,8 +17,7 @@ from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.anthropic import AnthropicMessages, finish_class, usage_from
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import frame
+from cassettes.wire import Exchange, frame
 
 A = AnthropicMessages()
 

@@ -18,7 +18,7 @@ from real_corpus import corpus_exchanges, rel
 
 from cassettes.models import NormalisedResponse
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 anthropic = pytest.importorskip("anthropic")
 

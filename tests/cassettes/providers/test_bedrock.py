@@ -18,8 +18,7 @@ from cassettes.models import FinishReason
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.bedrock import BedrockConverse
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import frame, parse_aws_eventstream
+from cassettes.wire import Exchange, frame, parse_aws_eventstream
 
 A = BedrockConverse()
 

@@ -17,7 +17,7 @@ from test_bedrock import _frame  # the AWS event-stream frame builder
 
 from cassettes.models import FinishReason
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def rt(

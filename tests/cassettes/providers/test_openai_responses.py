@@ -15,8 +15,7 @@ from cassettes.analysis import analyse
 from cassettes.models import FinishReason
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers.openai_responses import OpenAIResponses
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import Event, Framed, frame, parse_sse
+from cassettes.wire import Event, Exchange, Framed, frame, parse_sse
 
 A = OpenAIResponses()
 

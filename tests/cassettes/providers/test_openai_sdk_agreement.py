@@ -28,7 +28,7 @@ from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 from cassettes.models import NormalisedResponse
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.providers.openai_responses import OpenAIResponses
-from cassettes.wire.framing import Framed, frame
+from cassettes.wire import Framed, frame
 
 openai = pytest.importorskip("openai")
 

@@ -13,7 +13,7 @@ import pytest
 
 from cassettes import providers
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 CHAT = "http://localhost:11434/api/chat"
 BODY = {"model": "qwen3:8b", "messages": [{"role": "user", "content": "hi"}], "stream": False}

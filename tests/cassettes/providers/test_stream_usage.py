@@ -28,7 +28,7 @@ from test_bedrock import _frame
 
 from cassettes.models import Usage
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 WATSONX = "https://us-south.ml.cloud.ibm.com/ml/v1-beta/generation/text_stream?version=2024-02-15"
 WARNING = {

@@ -15,7 +15,7 @@ from cassettes.analysis.tool_schema import schema_errors
 from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.replay.forking.lineup import answer_kind
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 #: How two text answers are compared (stated in every report's header and in docs/fork.md).
 TEXT_MEASURE = (

@@ -20,7 +20,7 @@ from cassettes.replay.forking.compare._answer import price_usage
 from cassettes.replay.forking.cursor import bases_of
 from cassettes.replay.live.model import with_model
 from cassettes.views.money import money
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 class BudgetError(CassetteError):
