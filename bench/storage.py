@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.parsing.roundtrip import parse_all
+from cassettes.parsing import parse_all
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_records
 from cassettes.wire import Exchange

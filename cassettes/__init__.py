@@ -31,8 +31,8 @@ _EXPORTS = {
     "ToolSpec": "cassettes.models",
     "Usage": "cassettes.models",
     "Redactor": "cassettes.recording.redact",
-    "RoundTrip": "cassettes.parsing.roundtrip",
-    "parse_exchange": "cassettes.parsing.roundtrip",
+    "RoundTrip": "cassettes.parsing",
+    "parse_exchange": "cassettes.parsing",
     "CassetteWriter": "cassettes.recording.pipeline",
     "Run": "cassettes.reading.run",
     "open_run": "cassettes.reading.run",
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
         ToolSpec,
         Usage,
     )
-    from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+    from cassettes.parsing import RoundTrip, parse_exchange
     from cassettes.reading.run import Run, open_run
     from cassettes.recording.pipeline import CassetteWriter
     from cassettes.recording.redact import Redactor

@@ -19,7 +19,7 @@ import orjson
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import CallCheck, Finding, Layer, Severity, Turn
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.wire import Exchange, MissNote, read_miss
 
 __all__ = [

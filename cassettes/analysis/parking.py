@@ -16,7 +16,7 @@ from cassettes.analysis.judgement import FINAL_CHECKS, NO_EXCHANGE, failed, run_
 from cassettes.analysis.model import Turn
 from cassettes.analysis.state import AnalyserState, Parked, conversation_of
 from cassettes.models import NormalisedRequest
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.wire import Exchange
 
 __all__ = ["inherit", "park", "reloaded", "unpark"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import cassettes.analysis.parking as parking
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.state import AnalyserState
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 
 __all__ = ["context", "make_latest", "release_history", "remember"]
 

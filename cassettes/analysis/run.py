@@ -45,7 +45,7 @@ from cassettes.analysis.spill import Spill, SpillMap
 from cassettes.analysis.state import AnalyserState, Parked, Reload, conversation_of
 from cassettes.analysis.threading import Attempt, Link, Threader
 from cassettes.models import Message
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
+from cassettes.parsing import RoundTrip, parse_exchange, side_call
 from cassettes.wire import Exchange
 
 __all__ = ["ACTIVE", "RunAnalyser", "analyse"]

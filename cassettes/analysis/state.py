@@ -18,7 +18,7 @@ from cassettes.analysis.model import Finding, RunAnalysis, Turn
 from cassettes.analysis.records import Conversations
 from cassettes.analysis.spill import Spill, SpillMap
 from cassettes.analysis.threading import Threader
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.wire import Exchange
 
 __all__ = ["AnalyserState", "Parked", "Reload", "conversation_of"]

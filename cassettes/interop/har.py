@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from cassettes._version import __version__
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.reading.run import Run
 from cassettes.reading.timeline import timeline
 from cassettes.wire import Exchange, Headers

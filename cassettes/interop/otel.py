@@ -33,7 +33,7 @@ from cassettes._version import __version__
 from cassettes.analysis import Finding, Turn
 from cassettes.analysis.model import Conversation, TokenCount
 from cassettes.interop.span_attributes import AttrValue, span_attributes
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.reading.run import Run
 from cassettes.reading.timeline import timeline
 

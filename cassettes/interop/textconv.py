@@ -34,7 +34,7 @@ from cassettes.analysis import Turn
 from cassettes.analysis.model import kind_text
 from cassettes.hints import count
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.reading.run import Run
 from cassettes.views.layers import SEVERITY_MARK
 from cassettes.views.view import error_phrase, status_text

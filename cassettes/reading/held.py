@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cassettes.parsing.roundtrip import RoundTrip, parse_all
+from cassettes.parsing import RoundTrip, parse_all
 from cassettes.wire import Exchange
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from typing import Any
 
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.reading import snapshot
 from cassettes.reading.branch import branch_origin, first_turn
 from cassettes.reading.reread import Column, Reread

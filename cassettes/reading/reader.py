@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from cassettes.analysis import RunAnalysis, Turn
-    from cassettes.parsing.roundtrip import RoundTrip
+    from cassettes.parsing import RoundTrip
     from cassettes.reading.incremental import Batch
     from cassettes.storage.store import Problem
     from cassettes.views.summary import TurnSummary

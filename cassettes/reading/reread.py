@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cassettes.analysis.model import Turn
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.storage.index import BODY_CACHE
 from cassettes.wire import Exchange
 

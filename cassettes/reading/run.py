@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cassettes.errors import CassetteFormatError
 from cassettes.hints import count
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.reading import timeline
 from cassettes.reading.branch import branch_origin, first_turn
 from cassettes.reading.budget import memory_budget, within_budget

@@ -15,7 +15,7 @@ from cassettes.views.roundtrip_object import roundtrip_json
 from cassettes.views.view import conversation_json, mcp_link_json, turn_json
 
 if TYPE_CHECKING:
-    from cassettes.parsing.roundtrip import RoundTrip
+    from cassettes.parsing import RoundTrip
     from cassettes.wire import Exchange
 
 __all__ = ["show_objects", "show_pairs"]

@@ -22,7 +22,7 @@ from pydantic_core import PydanticUndefined
 
 from cassettes.analysis import spill
 from cassettes.analysis.model import Turn
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.reading.packed import compressor, decompressor
 
 # the reader's own stores (cassettes.reading.incremental): no public surface

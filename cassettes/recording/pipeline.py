@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import providers
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.recording.redact import Redactor
 from cassettes.storage.codec import (
     depth_safe_record,

@@ -436,7 +436,7 @@ def test_a_failed_write_is_kept_apart_from_the_next(
 
 def test_child_builder_is_realistic() -> None:
     """The child's round trips are multi-turn streams of several families, some delta-encoded."""
-    from cassettes.parsing.roundtrip import parse_exchange
+    from cassettes.parsing import parse_exchange
 
     runs = _LIB["build"](_paths(), 1)
     sample: list[Exchange] = [next(runs) for _ in range(40)]

@@ -11,7 +11,7 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.parsing.roundtrip import parse_all
+from cassettes.parsing import parse_all
 from cassettes.reading.incremental import RunReader
 from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_records

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from real_corpus import CORPUS, corpus_exchanges
 
 from cassettes.errors import CassetteError, CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.parsing.roundtrip import MAX_PARSE_BYTES, RoundTrip, parse_exchange
+from cassettes.parsing import MAX_PARSE_BYTES, RoundTrip, parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import Redactor
 from cassettes.storage.store import read_records

@@ -25,7 +25,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.recording.redact import REDACTED, Redactor
 from cassettes.wire import Exchange
 from tests.support.secret_streams import aws_frame

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from real_corpus import corpus_exchanges
 
-from cassettes.parsing.roundtrip import RoundTrip, parse_all
+from cassettes.parsing import RoundTrip, parse_all
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_records
 from cassettes.wire import Exchange

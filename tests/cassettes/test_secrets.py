@@ -28,7 +28,7 @@ import orjson
 import pytest
 from real_corpus import corpus_exchanges
 
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import REDACTED, Redactor
 from cassettes.storage.store import read_records

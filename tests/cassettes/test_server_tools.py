@@ -27,7 +27,7 @@ from real_corpus import CORPUS, load
 
 from cassettes.analysis import analyse
 from cassettes.cli import main
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.views.roundtrip_object import roundtrip_json
 from cassettes.wire import Exchange
 

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import REDACTED, Redactor
 from cassettes.recording.websocket import WsSession

@@ -20,7 +20,7 @@ from real_corpus import load
 
 from cassettes.errors import CassetteError
 from cassettes.models import Part, emitted_calls
-from cassettes.parsing.roundtrip import RoundTrip, parse_all, parse_exchange, side_call
+from cassettes.parsing import RoundTrip, parse_all, parse_exchange, side_call
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.views.schema import (

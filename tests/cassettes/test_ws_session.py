@@ -8,7 +8,7 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.analysis.model import Severity
-from cassettes.parsing.roundtrip import parse_all, parse_exchange
+from cassettes.parsing import parse_all, parse_exchange
 from cassettes.providers import is_llm_host
 from cassettes.recording import websocket
 from tests.support.ws_upstream import events

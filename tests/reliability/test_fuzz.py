@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 from real_corpus import CORPUS
 
 from cassettes.errors import CassetteFormatError, ImportFormatError
-from cassettes.parsing.roundtrip import parse_all, parse_exchange
+from cassettes.parsing import parse_all, parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr, read_vcr

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.wire import Exchange
 from tests.support import progress
 from tests.support.recorder import RecorderProcess

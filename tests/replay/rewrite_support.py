@@ -61,7 +61,7 @@ class Seen:
 
 def recorded_answer(family: str, stream: bool) -> tuple[Exchange, str, dict[str, Any]]:
     """The recorded exchange, its call's name, and the tool schema to offer under that name."""
-    from cassettes.parsing.roundtrip import parse_exchange
+    from cassettes.parsing import parse_exchange
 
     rel, _, idx = ANSWERS[(family, stream)].rpartition("#")
     ex = load_vcr(CORPUS / rel)[int(idx)]

@@ -98,7 +98,7 @@ def test_model_on_an_azure_deployment_rewrites_the_deployment_in_the_url() -> No
     import genai_prices as gp
 
     from cassettes.analysis import analyse
-    from cassettes.parsing.roundtrip import parse_all
+    from cassettes.parsing import parse_all
 
     run = analyse(served, parse_all(served))
     live_turn = run.turns[max(run.turns)]

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from cassettes.analysis import analyse
-from cassettes.parsing.roundtrip import parse_all
+from cassettes.parsing import parse_all
 from cassettes.storage.store import read_records
 from cassettes.wire import OWN_RESPONSE_HEADERS, without_own
 from tests.support import progress

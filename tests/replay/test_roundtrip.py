@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.serving.server import ReplayServer
 from cassettes.storage.store import read_records

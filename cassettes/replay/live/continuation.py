@@ -30,7 +30,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.models import USAGE_COUNTS, FinishReason, NormalisedResponse, Part, Usage
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.replay.live.edits import Edit, edited_headers
 from cassettes.wire import Exchange, Headers, decode_chunks, header, mark
 

@@ -10,7 +10,7 @@ from scenarios import FAMILIES, LENGTH, STREAM_FAMILIES, WEATHER, Call, Script, 
 from cassettes.analysis.model import Finding, RunAnalysis, Severity
 from cassettes.analysis.served_model import same_model
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 
 
 def found(run: RunAnalysis, code: str) -> list[Finding]:
@@ -826,7 +826,7 @@ def test_legacy_function_call_is_a_tool_call(stream: bool) -> None:
     """Issue 14: the pre-tools ``function_call`` (non-streamed ``message.function_call``, streamed
     ``delta.function_call``) is the model's call; no false A.tool_calls_without_calls."""
     from cassettes.analysis import analyse
-    from cassettes.parsing.roundtrip import parse_exchange
+    from cassettes.parsing import parse_exchange
 
     ex = _legacy_exchange(stream)
     rt = parse_exchange(ex)

@@ -14,7 +14,7 @@ import pytest
 from real_corpus import corpus_exchanges, rel
 
 from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.anthropic import AnthropicMessages, finish_class, usage_from
 from cassettes.wire import Exchange, frame

@@ -17,7 +17,7 @@ import pytest
 from real_corpus import corpus_exchanges, rel
 
 from cassettes.models import NormalisedResponse
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.wire import Exchange
 
 anthropic = pytest.importorskip("anthropic")

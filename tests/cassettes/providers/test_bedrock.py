@@ -15,7 +15,7 @@ import pytest
 from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.bedrock import BedrockConverse
 from cassettes.wire import Exchange, frame, parse_aws_eventstream

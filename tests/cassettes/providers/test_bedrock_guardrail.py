@@ -21,7 +21,7 @@ from test_bedrock import _frame
 
 from cassettes.analysis import analyse
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.wire import Exchange
 
 HOST = "https://bedrock-runtime.eu-west-1.amazonaws.com/model/{}/{}"

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from cassettes.analysis import analyse
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_records
 from cassettes.wire import Exchange

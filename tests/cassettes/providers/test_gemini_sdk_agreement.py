@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from real_corpus import corpus_exchanges, rel
 
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.wire import Exchange, frame
 
 genai_types = pytest.importorskip("google.genai.types")

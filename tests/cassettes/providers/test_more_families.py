@@ -16,7 +16,7 @@ import pytest
 from test_bedrock import _frame  # the AWS event-stream frame builder
 
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.wire import Exchange
 
 

@@ -13,7 +13,7 @@ from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
 from cassettes.analysis import analyse
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.providers.openai_responses import OpenAIResponses
 from cassettes.wire import Event, Exchange, Framed, frame, parse_sse
 

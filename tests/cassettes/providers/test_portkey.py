@@ -9,7 +9,7 @@ import orjson
 
 from cassettes.analysis import analyse
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.wire import Exchange
 
 URL = "https://api.portkey.ai/v1/prompts/pp-weather-7f3a21/completions"

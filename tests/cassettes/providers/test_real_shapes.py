@@ -15,7 +15,7 @@ import orjson
 from test_more_families import BEDROCK, _chunk, rt, sse
 
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.storage.vcr import load_vcr
 
 STREAM = BEDROCK.replace("/invoke", "/invoke-with-response-stream")
@@ -1129,7 +1129,7 @@ def test_responses_background_retrieve_that_returns_calls_is_read() -> None:
 
 def test_a2a_is_its_own_protocol_not_mcp() -> None:
     """Was: labelled ``mcp`` (and its calls offered to the MCP checks)."""
-    from cassettes.parsing.roundtrip import side_call
+    from cassettes.parsing import side_call
     from cassettes.wire import Exchange
 
     req = {

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from cassettes import providers
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.wire import Exchange
 
 CHAT = "http://localhost:11434/api/chat"

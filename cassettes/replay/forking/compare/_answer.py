@@ -13,7 +13,7 @@ from typing import Any
 from cassettes import providers
 from cassettes.analysis.tool_schema import schema_errors
 from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.replay.forking.lineup import answer_kind
 from cassettes.wire import Exchange
 

@@ -15,7 +15,7 @@ from cassettes import providers
 from cassettes.analysis.price_data import PRICES_VERSION, calc_price, provider_for_url
 from cassettes.errors import CassetteError
 from cassettes.hints import count
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.replay.forking.compare._answer import price_usage
 from cassettes.replay.forking.cursor import bases_of
 from cassettes.replay.live.model import with_model
