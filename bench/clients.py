@@ -58,7 +58,7 @@ def _kinds(c: Client, reports: Path) -> str:
     for a conversation of its own, else its branch: ``sub_agent``, ``side_call``), from the run's
     recording kept beside its report."""
     from cassettes.analysis import analyse
-    from cassettes.parsing.roundtrip import parse_all
+    from cassettes.parsing import parse_all
     from cassettes.storage.store import read_records
 
     rec = reports / f"{c.id.replace(' ', '_')}.clean.jsonl"

@@ -59,7 +59,7 @@ def by_order(path: Path) -> tuple[int, int]:
     more than one agent (itself included) has had exactly t turns answered: their histories are
     identical, ids included."""
     from cassettes.analysis import analyse
-    from cassettes.parsing.roundtrip import parse_all
+    from cassettes.parsing import parse_all
     from cassettes.storage.store import read_records
 
     cas = read_records(path)

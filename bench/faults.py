@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from cassettes.analysis import analyse  # noqa: E402
 from cassettes.recording import CassetteWriter  # noqa: E402
 from cassettes.replay.serving import FaultPlan, ReplayServer, parse_fault  # noqa: E402
-from cassettes.wire.exchange import Exchange  # noqa: E402
+from cassettes.wire import Exchange  # noqa: E402
 
 FAULTS = [
     "rate_limit",

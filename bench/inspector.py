@@ -83,7 +83,7 @@ def _sse(events: list[tuple[str, dict[str, Any]]]) -> list[bytes]:
 
 
 def _turn(i: int, history: list[dict[str, Any]]) -> Any:
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
     text = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(260))
     call_id = f"toolu_{i:06d}"

@@ -804,7 +804,7 @@ class Child:
 def verify_cassette(
     path: Path, expected: int, sse_expected: int, ws_expected: int = 0
 ) -> dict[str, Any]:
-    from cassettes.parsing.roundtrip import parse_all
+    from cassettes.parsing import parse_all
     from cassettes.storage.store import read_records
 
     t = time.perf_counter()

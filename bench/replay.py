@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cassettes.recording import CassetteWriter  # noqa: E402
-from cassettes.wire.exchange import Exchange  # noqa: E402
+from cassettes.wire import Exchange  # noqa: E402
 
 URL = "https://api.openai.com/v1/chat/completions"
 TOOLS = [

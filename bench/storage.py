@@ -20,10 +20,10 @@ from typing import Any
 
 import orjson
 
-from cassettes.parsing.roundtrip import parse_all
+from cassettes.parsing import parse_all
 from cassettes.recording import CassetteWriter
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _words(rng: random.Random, n: int) -> str:

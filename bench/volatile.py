@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from real_corpus import corpus_files, load  # noqa: E402
 
 from cassettes.matching import Matcher, Recorded, request_key  # noqa: E402
-from cassettes.wire.exchange import Exchange  # noqa: E402
+from cassettes.wire import Exchange  # noqa: E402
 
 ROUNDS = 3
 

@@ -19,7 +19,7 @@ _EXPORTS = {
     "CassetteIOError": "cassettes.errors",
     "ImportFormatError": "cassettes.errors",
     "NewerFormatError": "cassettes.errors",
-    "Exchange": "cassettes.wire.exchange",
+    "Exchange": "cassettes.wire",
     "ApiError": "cassettes.models",
     "FinishReason": "cassettes.models",
     "Message": "cassettes.models",
@@ -31,8 +31,8 @@ _EXPORTS = {
     "ToolSpec": "cassettes.models",
     "Usage": "cassettes.models",
     "Redactor": "cassettes.recording",
-    "RoundTrip": "cassettes.parsing.roundtrip",
-    "parse_exchange": "cassettes.parsing.roundtrip",
+    "RoundTrip": "cassettes.parsing",
+    "parse_exchange": "cassettes.parsing",
     "CassetteWriter": "cassettes.recording",
     "Run": "cassettes.reading",
     "open_run": "cassettes.reading",
@@ -60,12 +60,12 @@ if TYPE_CHECKING:
         ToolSpec,
         Usage,
     )
-    from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+    from cassettes.parsing import RoundTrip, parse_exchange
     from cassettes.reading import Run, open_run
     from cassettes.recording import CassetteWriter, Redactor
     from cassettes.storage.codec import FORMAT_VERSION
     from cassettes.views import roundtrip_json
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
 
 def __getattr__(name: str) -> Any:

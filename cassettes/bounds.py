@@ -45,9 +45,10 @@ RECORD_DEPTH = 254
 #: What stands in for a subtree cut at a depth bound.
 MARKER = "[looptap: nested too deep; cut here]"
 #: The decompression budget: the most one body may decompress to, per Content-Encoding layer
-#: (``cassettes/wire/decoding.py``), in the recorder, the importers, the readers and the replay
-#: server alike. Above the analysis bound on a body (50 MB, ``parsing.roundtrip``): any body looptap
-#: would read fits; one that decompresses further is kept compressed, as received, and labelled.
+#: (``cassettes/wire/_decoding.py``), in the recorder, the importers, the readers and the replay
+#: server alike. Above the analysis bound on a body (50 MB, ``parsing.MAX_PARSE_BYTES``): any body
+#: looptap would read fits; one that decompresses further is kept compressed, as received, and
+#: labelled.
 MAX_DECODED_BYTES = 64 << 20
 
 

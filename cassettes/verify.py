@@ -52,7 +52,7 @@ from cassettes.recording import (
 from cassettes.storage.codec import decode_chunks
 from cassettes.storage.store import open_regular
 from cassettes.untrusted import clean_line
-from cassettes.wire.decoding import salvage
+from cassettes.wire import salvage
 
 __all__ = ["main", "scan_file", "scan_lines"]
 

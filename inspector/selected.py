@@ -50,7 +50,7 @@ class TurnLoaded(Message):
         self.seq = seq
         self.request = request
         self.timeline = timeline
-        #: A fork's what-if edits made in this request (cassettes.wire.edited), if any.
+        #: A fork's what-if edits made in this request (cassettes.wire._edit_marks), if any.
         self.edits = edits
         #: An imported round trip's provenance mark (what the trace gave, what looptap inferred).
         self.reconstructed = reconstructed

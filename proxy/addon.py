@@ -11,7 +11,7 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
   ``responseheaders``: mitmproxy would otherwise buffer a whole SSE stream before forwarding it.
   The tee returns each chunk unchanged, only appends it with a timestamp, and cannot raise.
 * The ``response`` and ``error`` hooks (or the tee, at the last byte of a fixed-length body)
-  turn the flow into a neutral :class:`~cassettes.wire.exchange.Exchange` in one function
+  turn the flow into a neutral :class:`~cassettes.wire.Exchange` in one function
   (:func:`flow_to_exchange`) and hand it to a writer process (:mod:`proxy.handoff`, which imports
   no mitmproxy), before the end of the response reaches the client; redaction, parsing and disk
   I/O never run on mitmproxy's event loop, nor compete with it for the GIL. The pipe outlives a
@@ -48,7 +48,7 @@ from mitmproxy.proxy import mode_specs
 
 from cassettes.providers import is_llm_host, versioned_path
 from cassettes.recording import Redactor
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from proxy import failures, http1_fixes, messages
 from proxy.capture import (
     CAPPED,

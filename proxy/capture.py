@@ -1,6 +1,6 @@
 """What a recorded flow is made of: the stream callables that keep a copy of its bodies as they
 pass (:class:`Tee` for a response, :class:`Capped` for a long request) and the one conversion of
-the flow into a neutral :class:`~cassettes.wire.exchange.Exchange` (:func:`flow_to_exchange`)."""
+the flow into a neutral :class:`~cassettes.wire.Exchange` (:func:`flow_to_exchange`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mitmproxy.net.http import status_codes
 from mitmproxy.net.http.url import unparse as unparse_url
 from mitmproxy.proxy import mode_specs
 
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from proxy import http1_fixes
 from proxy.marks import marks_into
 

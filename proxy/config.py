@@ -56,7 +56,7 @@ class RecorderConfig:
     #: ``--ready-file``: where to write the ready file once listening
     #: (cassettes/replay/testing/_ready.py).
     ready_file: Path | None = None
-    #: A fork's per-run key for its edit marks (``looptap run --from``; cassettes.wire.edited):
+    #: A fork's per-run key for its edit marks (``looptap run --from``; cassettes.wire._edit_marks):
     #: held in this process only, never in an option, a file or the child's environment.
     edit_key: str | None = field(default=None, repr=False)
     #: The environment the agent would get (``looptap run``/``record`` pass their own): a built-in

@@ -259,7 +259,7 @@ class Handoff:
 
     # -- handing over ----------------------------------------------------------------------------
     def hand_over(self, item: object, *, receipt: bool = False) -> Receipt | None:
-        """Give ``item`` (an :class:`~cassettes.wire.exchange.Exchange`) to the writer now, without
+        """Give ``item`` (an :class:`~cassettes.wire.Exchange`) to the writer now, without
         blocking. With ``receipt``, and on a running event loop, returns the :class:`Receipt` its
         answer releases. Raises :class:`HandoffError` (or the pickling error) if it could not be
         given; nothing is counted then (the caller says what was lost: :meth:`not_recorded`)."""

@@ -8,13 +8,18 @@ from typing import Any
 
 from mitmproxy import http
 
-from cassettes.wire import edited
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.own import OWN_RESPONSE_HEADERS
+from cassettes.wire import (
+    EDIT_AUTH_HEADER,
+    EDIT_HEADER,
+    OWN_RESPONSE_HEADERS,
+    Exchange,
+    authentic,
+    from_header,
+)
 
 __all__ = ["OWN_RESPONSE", "drop_own_marks", "marks_into", "take_edit_marks"]
 
-#: The flow metadata key of a fork's edit marks, taken off the request (cassettes.wire.edited).
+#: The flow metadata key of a fork's edit marks, taken off the request (cassettes.wire._edit_marks).
 EDITS = "looptap_edits"
 #: The flow metadata key set when a request carried edit marks not sealed with this run's key.
 EDITS_REFUSED = "looptap_edits_refused"
@@ -31,7 +36,7 @@ def _has_own(headers: Any) -> bool:
 
 
 def take_edit_marks(flow: http.HTTPFlow, key: str | None) -> None:
-    """A fork's edit marks (:mod:`cassettes.wire.edited`) are for the cassette: taken off the
+    """A fork's edit marks (:mod:`cassettes.wire._edit_marks`) are for the cassette: taken off the
     request here, before it goes upstream, whether the flow is recorded or not, and kept only
     when sealed with this run's key (its fork's replay server made them). Any other marks (a
     client sending the header itself; a run with no fork has no key) are dropped, with a
@@ -39,11 +44,11 @@ def take_edit_marks(flow: http.HTTPFlow, key: str | None) -> None:
     headers = flow.request.headers
     if not _has_own(headers):
         return
-    values, seals = headers.get_all(edited.HEADER), headers.get_all(edited.AUTH_HEADER)
-    for name in (edited.HEADER, edited.AUTH_HEADER):
+    values, seals = headers.get_all(EDIT_HEADER), headers.get_all(EDIT_AUTH_HEADER)
+    for name in (EDIT_HEADER, EDIT_AUTH_HEADER):
         if name in headers:
             del headers[name]
-    if len(values) == 1 and len(seals) == 1 and edited.authentic(values[0], seals[0], key):
+    if len(values) == 1 and len(seals) == 1 and authentic(values[0], seals[0], key):
         flow.metadata[EDITS] = values[0]
     else:
         flow.metadata[EDITS_REFUSED] = True
@@ -84,6 +89,6 @@ def marks_into(ex: Exchange, metadata: dict[str, Any]) -> None:
         )
     marks = metadata.get(EDITS)
     if marks is not None:
-        ex.edits = edited.from_header(marks)
+        ex.edits = from_header(marks)
         if ex.edits is None:
             ex.notes.append("edits: the request's edit marks could not be read; dropped")

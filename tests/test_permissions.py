@@ -12,7 +12,7 @@ import orjson
 from cassettes.cli import main
 from cassettes.recording import CassetteWriter
 from cassettes.storage.store import private_open, write_private
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _mode(p: Path) -> int:

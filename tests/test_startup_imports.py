@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from cassettes.recording import CassetteWriter
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support import progress
 
 URL = "https://api.openai.com/v1/chat/completions"

@@ -45,8 +45,8 @@ from cassettes.analysis.dispatch import GROUP_CHAT
 from cassettes.analysis.spill import Spill, SpillMap
 from cassettes.analysis.threading import Attempt, Link, Threader
 from cassettes.models import Message
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import RoundTrip, parse_exchange, side_call
+from cassettes.wire import Exchange
 
 __all__ = ["ACTIVE", "RunAnalyser", "analyse"]
 

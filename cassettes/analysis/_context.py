@@ -19,9 +19,8 @@ import orjson
 from cassettes.analysis._mcp import McpLinker
 from cassettes.analysis._model import CallCheck, Finding, Layer, Severity, Turn
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
-from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.replay_miss import MissNote, read_miss
+from cassettes.parsing import RoundTrip
+from cassettes.wire import Exchange, MissNote, read_miss
 
 __all__ = [
     "CLIENT_KINDS",

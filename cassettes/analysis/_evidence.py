@@ -1,5 +1,5 @@
 """No finding rests on a field looptap inferred (docs/interop.md): an imported round trip
-(:attr:`~cassettes.wire.exchange.Exchange.reconstructed`) names the fields its source gave; a
+(:attr:`~cassettes.wire.Exchange.reconstructed`) names the fields its source gave; a
 finding resting on another (looptap inferred it when it rebuilt the round trip, or it is not
 known) is no evidence, and the analysis demotes it to a note that says so, once, for every
 reader (show, ``--json``, the totals, ``why``, exports, the inspector, the fleet)."""

@@ -8,7 +8,7 @@ from collections import OrderedDict
 
 from cassettes import providers
 from cassettes.models import Message, NormalisedResponse, Part
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 
 __all__ = ["Deliveries", "ItemReferences"]
 

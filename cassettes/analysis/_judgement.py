@@ -25,7 +25,7 @@ from cassettes.analysis._model import (
     Turn,
 )
 from cassettes.analysis.threading import Link
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = [
     "CHECKS",

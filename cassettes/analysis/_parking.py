@@ -16,8 +16,8 @@ from cassettes.analysis._judgement import FINAL_CHECKS, NO_EXCHANGE, failed, run
 from cassettes.analysis._model import Turn
 from cassettes.analysis._state import AnalyserState, Parked, conversation_of
 from cassettes.models import NormalisedRequest
-from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import RoundTrip
+from cassettes.wire import Exchange
 
 __all__ = ["inherit", "park", "reloaded", "unpark"]
 

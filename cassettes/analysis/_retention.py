@@ -8,7 +8,7 @@ from __future__ import annotations
 import cassettes.analysis._parking as parking
 from cassettes.analysis._context import TurnContext
 from cassettes.analysis._state import AnalyserState
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 
 __all__ = ["context", "make_latest", "release_history", "remember"]
 

@@ -19,8 +19,8 @@ from cassettes.analysis._model import Finding, RunAnalysis, Turn
 from cassettes.analysis._records import Conversations
 from cassettes.analysis.spill import Spill, SpillMap
 from cassettes.analysis.threading import Threader
-from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import RoundTrip
+from cassettes.wire import Exchange
 
 __all__ = ["AnalyserState", "Parked", "Reload", "conversation_of"]
 

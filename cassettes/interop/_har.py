@@ -23,9 +23,9 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from cassettes._version import __version__
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.reading import Run, timeline
-from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire import Exchange, Headers
 
 __all__ = ["har_chunks"]
 

@@ -32,7 +32,7 @@ import orjson
 from cassettes._version import __version__
 from cassettes.analysis import Conversation, Finding, TokenCount, Turn
 from cassettes.interop._span_attributes import AttrValue, span_attributes
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.reading import Run, timeline
 
 __all__ = ["iter_requests"]

@@ -22,7 +22,7 @@ import orjson
 from cassettes import providers
 from cassettes.analysis import Turn
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.views import SPLIT, growth_bars
 
 __all__ = ["AttrValue", "span_attributes"]

@@ -33,7 +33,7 @@ import orjson
 from cassettes.analysis import Turn, kind_text
 from cassettes.hints import count
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.reading import Run
 from cassettes.views import SEVERITY_MARK, error_phrase, status_text
 

@@ -20,7 +20,7 @@ from cassettes.hints import count
 from cassettes.reading import RunTooLargeError, memory_budget, open_run, rss
 from cassettes.storage.index import BLOCK
 from cassettes.storage.source import RecordSource
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["IndexedRecordings"]
 

@@ -36,7 +36,7 @@ from cassettes.matching._tolerated import tool_result_changes
 from cassettes.matching._verdicts import attribute
 from cassettes.matching._volatile import Tolerated, VolatileSpans, tolerated
 from cassettes.untrusted import clean_line
-from cassettes.wire.exchange import Exchange, Headers, header
+from cassettes.wire import Exchange, Headers, header
 
 __all__ = [
     "Matcher",

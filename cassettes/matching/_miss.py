@@ -13,8 +13,7 @@ from cassettes.matching._requestkey import RequestKey
 from cassettes.matching._verdicts import Verdict, attribute
 from cassettes.recording import Redactor
 from cassettes.untrusted import clean_line
-from cassettes.wire.exchange import Exchange, Headers
-from cassettes.wire.replay_miss import MissNote, MissVerdict
+from cassettes.wire import Exchange, Headers, MissNote, MissVerdict
 
 if TYPE_CHECKING:
     from cassettes.matching._recording import Recorded
@@ -73,7 +72,7 @@ class Miss:
         )
 
     def note(self) -> MissNote:
-        """The miss as the analysis reads it off the answer (:mod:`cassettes.wire.replay_miss`):
+        """The miss as the analysis reads it off the answer (:mod:`cassettes.wire._miss_note`):
         the closest turn, the verdicts and the differences, shown as :meth:`lines` shows them."""
         return MissNote(
             closest=self.closest.label if self.closest is not None else None,

@@ -22,8 +22,7 @@ import orjson
 from cassettes.matching._requestkey import RequestKey, request_key
 from cassettes.matching._rules import Rules
 from cassettes.matching._volatile import VolatileSpans
-from cassettes.wire.edited import client_body
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange, client_body
 
 __all__ = [
     "EXCHANGE_CACHE",
@@ -104,7 +103,7 @@ def recorded_key(
     ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None
 ) -> RequestKey:
     """The key a recorded round trip is matched by: its request's, or, for a fork's edited
-    request, the one the agent sends (:mod:`cassettes.wire.edited`)."""
+    request, the one the agent sends (:mod:`cassettes.wire._edit_marks`)."""
     key = request_key(
         ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules
     )

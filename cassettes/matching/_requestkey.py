@@ -24,7 +24,7 @@ import orjson
 from cassettes import bounds, providers
 from cassettes.matching._rules import Rules, Substitution, substitute
 from cassettes.matching._volatile import IGNORED, Numbering, Span, VolatileSpans
-from cassettes.wire.exchange import Headers, header
+from cassettes.wire import Headers, header
 
 __all__ = ["RequestKey", "bare_text", "request_key"]
 

@@ -31,8 +31,7 @@ from cassettes.errors import CassetteError
 from cassettes.net._messages import sendable
 from cassettes.net._requests import HOP_BY_HOP
 from cassettes.untrusted import clean_line
-from cassettes.wire.exchange import Headers
-from cassettes.wire.own import without_own
+from cassettes.wire import Headers, without_own
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -239,8 +238,8 @@ class Upstream:
         self, response: UpstreamResponse, dropped: list[str] | None = None
     ) -> Headers:
         """The response headers a relay passes on: hop-by-hop ones dropped (it frames the body
-        itself), and looptap's own marks (:mod:`cassettes.wire.own`: an upstream's answer never
-        speaks for looptap), whose names go to ``dropped``."""
+        itself), and looptap's own marks (:mod:`cassettes.wire._own_headers`: an upstream's answer
+        never speaks for looptap), whose names go to ``dropped``."""
         kept, own = without_own(
             [(k, v) for k, v in response.headers if k.lower() not in HOP_BY_HOP]
         )

@@ -25,7 +25,7 @@ import h11
 
 from cassettes.recording import SECRET_HEADERS
 from cassettes.untrusted import clean_line
-from cassettes.wire.exchange import Headers
+from cassettes.wire import Headers
 
 __all__ = [
     "Answer",

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from cassettes.errors import CassetteError
 from cassettes.untrusted import clean_line
-from cassettes.wire.exchange import Headers, header
+from cassettes.wire import Headers, header
 
 if TYPE_CHECKING:
     import h11

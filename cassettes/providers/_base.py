@@ -76,7 +76,7 @@ from cassettes.providers._values import (
     tool_call_from_string,
     tool_choice_mode,
 )
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = [
     "FREE_FORM_FIELDS",
@@ -134,7 +134,7 @@ class Provider:
     replay: ClassVar[ReplayShapes] = ReplayShapes()
     #: Operations that poll for a model call's answer (a stored response, a run's status). A poll
     #: whose answer carries tool calls for the client is read as the model call that delivered
-    #: them (:func:`cassettes.parsing.roundtrip.parse_exchange`): a turn that continues the call it
+    #: them (:func:`cassettes.parsing.parse_exchange`): a turn that continues the call it
     #: polls, so the results the client sends next answer calls the analysis has seen.
     poll_operations: ClassVar[frozenset[str]] = frozenset()
     #: The top-level keys that may hold the resent history (none: a prompt, or a server-kept one).

@@ -32,7 +32,7 @@ from cassettes.providers._values import (
     merged_usage,
     tool_call_from_string,
 )
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["Slot", "StreamParts"]
 

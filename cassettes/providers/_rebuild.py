@@ -4,7 +4,7 @@ kept, in the wire shape of OpenAI Chat, the Anthropic Messages API, OpenAI Respo
 (the last two: the request built here, the answer by the API's own renderer, as replay serves it).
 
 What the source gave and what was made up here are listed on the exchange
-(:attr:`~cassettes.wire.exchange.Exchange.reconstructed`): ``from`` (the source) and ``inferred``
+(:attr:`~cassettes.wire.Exchange.reconstructed`): ``from`` (the source) and ``inferred``
 (this module: ids the source lacked, a finish reason read off the answer's tool calls, the
 framing — one JSON body, never a stream —, a model it did not name). An inferred finish reason is
 only ever ``stop``/``tool_calls`` (``end_turn``/``tool_use``): looptap never infers a truncation.
@@ -20,7 +20,7 @@ import orjson
 from cassettes import providers
 from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
 from cassettes.providers._semconv_history import arguments_object, arguments_text, part_text
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["REBUILT", "Call", "chat_ids", "exchange", "link_items"]
 

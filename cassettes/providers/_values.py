@@ -13,7 +13,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.models import USAGE_COUNTS, ApiError, FinishReason, Part, ToolCall, ToolSpec, Usage
-from cassettes.wire.framing import Event, Framed
+from cassettes.wire import Event, Framed
 
 
 def finish_lookup(

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.providers._base import Provider, as_obj, as_str, json_events
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["A2A"]
 

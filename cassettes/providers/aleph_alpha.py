@@ -40,7 +40,7 @@ from cassettes.providers._base import (
     summed_usage,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["AlephAlpha"]
 

@@ -57,7 +57,7 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import usage_from
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["OpenAIAssistants"]
 

@@ -26,7 +26,7 @@ from cassettes.providers._base import (
     compact_json,
     json_events,
 )
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["Mcp"]
 

@@ -60,7 +60,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["OllamaChat"]
 

@@ -44,7 +44,7 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._parts import Slot, StreamParts
 from cassettes.providers.openai_responses import finish_of
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["OpenAIRealtime"]
 

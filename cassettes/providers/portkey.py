@@ -21,7 +21,7 @@ from cassettes.models import NormalisedRequest, NormalisedResponse
 from cassettes.providers._base import Profile, Provider, as_obj, as_str
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.openai_completions import OpenAICompletions
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["PortkeyPrompt"]
 

@@ -38,7 +38,7 @@ from cassettes.providers._base import (
     summed_usage,
     text_of,
 )
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["Replicate"]
 

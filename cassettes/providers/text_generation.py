@@ -47,7 +47,7 @@ from cassettes.providers._base import (
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.openai_completions import prompt_messages
-from cassettes.wire.framing import Event, Framed, frame
+from cassettes.wire import Event, Framed, frame
 
 __all__ = [
     "SageMaker",

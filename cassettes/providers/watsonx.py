@@ -39,7 +39,7 @@ from cassettes.providers.text_generation import (
     prompt_request,
     text_parts,
 )
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["Watsonx"]
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.analysis import RunAnalyser, RunAnalysis, Turn, restore, sections
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.reading import _analysis_cache, _snapshot
 from cassettes.reading._branch import branch_origin, first_turn
 from cassettes.reading._reread import Column, Reread
@@ -42,7 +42,7 @@ from cassettes.storage.index import BLOCK, BODY_CACHE
 from cassettes.storage.source import RecordSource
 from cassettes.storage.store import Problem
 from cassettes.views import TurnSummary, summarise
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 # the reader behind cassettes.Run (open_run): not a second public way to read a run
 __all__: list[str] = []

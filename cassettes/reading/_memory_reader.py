@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cassettes.parsing.roundtrip import RoundTrip, parse_all
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import RoundTrip, parse_all
+from cassettes.wire import Exchange
 
 if TYPE_CHECKING:
     from cassettes.analysis import RunAnalysis, Turn

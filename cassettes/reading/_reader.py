@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from cassettes.analysis import RunAnalysis, Turn
-    from cassettes.parsing.roundtrip import RoundTrip
+    from cassettes.parsing import RoundTrip
     from cassettes.reading._incremental import Batch
     from cassettes.storage.store import Problem
     from cassettes.views import TurnSummary
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
 #: Nothing: these are the interface a Run holds, not classes a reader of a run meets (as they
 #: were in :mod:`cassettes.reading._run`).

@@ -10,9 +10,9 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cassettes.analysis import Turn
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.storage.index import BODY_CACHE
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 if TYPE_CHECKING:
     from cassettes.reading._stores import Places

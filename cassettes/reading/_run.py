@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cassettes.errors import CassetteFormatError
 from cassettes.hints import count
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.reading import _timeline
 from cassettes.reading._branch import branch_origin, first_turn
 from cassettes.reading._budget import memory_budget, within_budget
@@ -46,7 +46,7 @@ from cassettes.reading._memory_reader import Held
 from cassettes.reading._reader import Reader, Records
 from cassettes.storage.mitmflow import load_flows
 from cassettes.storage.store import Problem, read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
     from cassettes.analysis import Finding, RunAnalysis, Severity, Turn

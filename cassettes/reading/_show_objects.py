@@ -19,8 +19,8 @@ from cassettes.views import (
 )
 
 if TYPE_CHECKING:
-    from cassettes.parsing.roundtrip import RoundTrip
-    from cassettes.wire.exchange import Exchange
+    from cassettes.parsing import RoundTrip
+    from cassettes.wire import Exchange
 
 __all__ = ["show_objects", "show_pairs"]
 

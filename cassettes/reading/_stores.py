@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from cassettes.analysis import Turn, spill
-from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.parsing import RoundTrip
 from cassettes.reading._compression import compressor, decompressor
 
 # the reader's own stores (cassettes.reading._incremental): no public surface

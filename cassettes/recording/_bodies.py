@@ -46,7 +46,7 @@ from cassettes.recording._streams import (
     rewrite,
     string_leaves,
 )
-from cassettes.wire.framing import is_aws_eventstream, reseal_aws_eventstream
+from cassettes.wire import is_aws_eventstream, reseal_aws_eventstream
 
 __all__ = ["JsonRedactor", "StreamRedactor"]
 

@@ -11,7 +11,7 @@ is ``looptap show --json``'s, made when asked for, and the response's parse (``p
 until 2026-11) is the first reader's; readers ignore both blocks in older files. The
 caller hands over the exchange as it captured it: a side still content-encoded is marked so
 (``Exchange.request_encoded``, ``response_encoded``) and decoded here
-(``cassettes.wire.decoding.decode_exchange``) before anything reads it.
+(``cassettes.wire.decode_exchange``) before anything reads it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import providers
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.recording._redactor import Redactor
 from cassettes.storage.codec import (
     depth_safe_record,
@@ -33,8 +33,7 @@ from cassettes.storage.codec import (
 )
 from cassettes.storage.delta import HistoryEncoder
 from cassettes.storage.store import CassetteFile, read_records
-from cassettes.wire.decoding import decode_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange, decode_exchange
 
 __all__ = ["CassetteWriter"]
 

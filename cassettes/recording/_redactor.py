@@ -54,8 +54,7 @@ from cassettes.recording._credentials import (
 from cassettes.recording._learner import BodyLearner
 from cassettes.recording._scrubber import Scrubber, Secrets, detector
 from cassettes.recording._streams import stream_texts
-from cassettes.wire.decoding import salvage
-from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire import Exchange, Headers, salvage
 
 __all__ = [
     "REDACTED",

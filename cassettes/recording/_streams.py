@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from cassettes import bounds
-from cassettes.wire.framing import is_aws_eventstream
+from cassettes.wire import is_aws_eventstream
 
 __all__ = [
     "STREAM_BYTES",

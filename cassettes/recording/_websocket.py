@@ -4,7 +4,7 @@ Some APIs run an agent's turns over one WebSocket connection instead of one HTTP
 the client sends a message that starts a turn and the server answers with the same events its
 HTTP stream would carry, one per message, up to a terminal event. :class:`WsSession` is fed the
 messages as they cross (direction, bytes, time) and hands back each turn as soon as its terminal
-event arrives, as an ordinary :class:`~cassettes.wire.exchange.Exchange`:
+event arrives, as an ordinary :class:`~cassettes.wire.Exchange`:
 
 * ``POST`` to the session's URL (``wss`` → ``https``), with the upgrade request's headers;
 * the request body is the client's message as sent;
@@ -36,7 +36,7 @@ import orjson
 from cassettes import bounds, providers
 from cassettes.hints import count
 from cassettes.providers import WS_TURN
-from cassettes.wire.exchange import AGENT_CLOSED, NEXT_TURN, Exchange, Headers
+from cassettes.wire import AGENT_CLOSED, NEXT_TURN, Exchange, Headers
 
 if TYPE_CHECKING:
     from cassettes.providers import WsTurns

@@ -41,7 +41,7 @@ from cassettes.replay.serving import (
     parse_pace,
 )
 from cassettes.storage.store import write_private
-from cassettes.wire.edited import KEY_ENV
+from cassettes.wire import KEY_ENV
 
 __all__ = ["cmd_replay"]
 

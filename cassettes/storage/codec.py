@@ -22,7 +22,7 @@ from cassettes.bounds import RECORD_DEPTH, STORE_DEPTH, record_fits, too_deep
 from cassettes.errors import CassetteFormatError, NewerFormatError
 from cassettes.storage.delta import HistoryDecoder
 from cassettes.storage.validation import check_exchange_record, check_number
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = [
     "FORMAT_VERSION",
@@ -306,7 +306,7 @@ def exchange_to_record(
     if ex.notes:
         rec["notes"] = ex.notes
     if ex.edits:
-        rec["edits"] = ex.edits  # a fork's what-if edits (cassettes.wire.edited)
+        rec["edits"] = ex.edits  # a fork's what-if edits (cassettes.wire._edit_marks)
     if ex.reconstructed:
         rec["reconstructed"] = ex.reconstructed  # an imported trace's (docs/cassette-format.md)
     return rec
@@ -323,11 +323,11 @@ def read_response(
 
 
 def _read_edits(ex: Exchange, value: Any) -> None:
-    """A fork's edit marks (cassettes.wire.edited), checked; marks that are not such are noted and
-    dropped."""
-    from cassettes.wire import edited
+    """A fork's edit marks (cassettes.wire._edit_marks), checked; marks that are not such are noted
+    and dropped."""
+    from cassettes.wire import checked
 
-    ex.edits = edited.checked(value)
+    ex.edits = checked(value)
     if ex.edits is None:
         ex.notes.append("edits: the record's edit marks are malformed; ignored")
 

@@ -33,7 +33,7 @@ from cassettes.storage.codec import loads_record, migrate, record_to_exchange
 from cassettes.storage.delta import HistoryDecoder
 from cassettes.storage.store import Problem, exchange_record, open_regular, read_header
 from cassettes.storage.validation import check_exchange_record
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["BLOCK", "BODY_CACHE", "RecordIndex", "RequestBodies"]
 

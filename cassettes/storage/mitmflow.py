@@ -17,7 +17,7 @@ as it crossed the wire, still Content-Encoded; null when the body was streamed a
 ``host``, ``port``, ``authority``, ``path``; the response ``status_code`` and ``reason``. Dict keys
 are text in current files and bytes in very old ones; both are read.
 
-**Conversion.** Each HTTP flow becomes one :class:`~cassettes.wire.exchange.Exchange`: the URL as
+**Conversion.** Each HTTP flow becomes one :class:`~cassettes.wire.Exchange`: the URL as
 mitmproxy shows it (scheme, host, port unless the default, path), bodies decoded from their
 Content-Encoding, ``started`` / ``ttfb`` / ``duration`` from the message timestamps. A flow file
 keeps a streamed body whole, without chunk times, so an SSE body is split back into its events
@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.errors import ImportFormatError
-from cassettes.wire.decoding import decode_exchange
-from cassettes.wire.exchange import Exchange, Headers, header
+from cassettes.wire import Exchange, Headers, decode_exchange, header
 
 # FlowFile, load_flows and read_flows are the storage layer's reading of a flow file: a run is read
 # with cassettes.open_run, which takes a flow file too.

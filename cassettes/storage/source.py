@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 from cassettes.errors import CassetteFormatError
 from cassettes.storage.index import BODY_CACHE, RecordIndex, RequestBodies
 from cassettes.storage.store import Problem, open_regular
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["RecordSource"]
 

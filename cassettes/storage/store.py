@@ -39,7 +39,7 @@ from cassettes.storage.codec import (
 )
 from cassettes.storage.delta import HistoryDecoder
 from cassettes.storage.paths import open_append
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = [
     "CassetteFile",

@@ -1,4 +1,4 @@
-"""Import vcrpy / pytest-recording YAML cassettes as :class:`~cassettes.wire.exchange.Exchange`
+"""Import vcrpy / pytest-recording YAML cassettes as :class:`~cassettes.wire.Exchange`
 objects.
 
 Real-world variants handled (all seen in ``../shared/corpus``): bodies as strings, as bytes
@@ -20,8 +20,7 @@ import orjson
 import yaml
 
 from cassettes.errors import ImportFormatError
-from cassettes.wire.decoding import decode_exchange
-from cassettes.wire.exchange import Exchange, Headers, header
+from cassettes.wire import Exchange, Headers, decode_exchange, header
 
 __all__ = ["load_vcr", "read_vcr"]
 

@@ -18,9 +18,9 @@ __all__ = [
 
 
 def edits_json(marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A fork's edit marks of one round trip (cassettes.wire.edited) as ``show --json`` gives them:
-    each with the edited ``item`` named (``messages[3]``)."""
-    from cassettes.wire.edited import item_of
+    """A fork's edit marks of one round trip (cassettes.wire._edit_marks) as ``show --json`` gives
+    them: each with the edited ``item`` named (``messages[3]``)."""
+    from cassettes.wire import item_of
 
     return [
         {"edit": m["edit"], "item": item_of(m), **{k: v for k, v in m.items() if k != "edit"}}

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from cassettes.models import emitted_calls
-from cassettes.parsing.roundtrip import side_call
+from cassettes.parsing import side_call
 
 if TYPE_CHECKING:
     from cassettes.models import ApiError, NormalisedRequest, NormalisedResponse, Part, Usage
-    from cassettes.parsing.roundtrip import RoundTrip
-    from cassettes.wire.exchange import Exchange
+    from cassettes.parsing import RoundTrip
+    from cassettes.wire import Exchange
 
 __all__ = ["SCHEMA", "roundtrip_json"]
 

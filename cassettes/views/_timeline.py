@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cassettes import providers
-from cassettes.parsing.roundtrip import RoundTrip
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import Framed, frame
+from cassettes.parsing import RoundTrip
+from cassettes.wire import Exchange, Framed, frame
 
 __all__ = ["TimelinePoint", "text_timeline"]
 

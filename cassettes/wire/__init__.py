@@ -1,2 +1,140 @@
-"""What crossed the wire, uninterpreted: the raw exchange, Content-Encoding decoding and stream
-framing (SSE, NDJSON, JSON arrays, AWS event streams)."""
+"""What crossed the wire, uninterpreted. One package, in private modules behind this façade (the
+names below are its whole surface, pinned by tests/cassettes/test_wire_surface.py):
+
+- the raw round trip (``_exchange``), its Content-Encoding decoded within a budget
+  (``_decoding``) and its stream framed: SSE, NDJSON, JSON arrays, AWS event streams
+  (``_framing``);
+- the marks looptap itself writes on it: a fork's what-if edit marks (``_edit_marks``), the
+  response headers only looptap writes (``_own_headers``) and a replay miss's note
+  (``_miss_note``).
+
+Names are loaded on first use (PEP 562): the recorder and the pytest plugin start with a few.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name with the private module that defines it, loaded on first use.
+_MODULES = {
+    "_exchange": "AGENT_CLOSED NEXT_TURN UNSET Exchange Headers cut_by_client header",
+    "_decoding": "Decoder OverBudget decode_chunks decode_exchange salvage",
+    "_framing": (
+        "Chunk Event Framed frame is_aws_eventstream parse_aws_eventstream parse_sse "
+        "reseal_aws_eventstream"
+    ),
+    "_edit_marks": (
+        "EDIT_AUTH_HEADER EDIT_HEADER KEY_ENV MAX_HEADER authentic checked client_body "
+        "from_header item_of mark new_key seal to_header"
+    ),
+    "_own_headers": "OWN_RESPONSE_HEADERS without_own",
+    "_miss_note": "MAX_NOTE NOTE_HEADER REPLAY_HEADER MissNote MissVerdict read_miss",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from cassettes.wire._decoding import (
+        Decoder,
+        OverBudget,
+        decode_chunks,
+        decode_exchange,
+        salvage,
+    )
+    from cassettes.wire._edit_marks import (
+        EDIT_AUTH_HEADER,
+        EDIT_HEADER,
+        KEY_ENV,
+        MAX_HEADER,
+        authentic,
+        checked,
+        client_body,
+        from_header,
+        item_of,
+        mark,
+        new_key,
+        seal,
+        to_header,
+    )
+    from cassettes.wire._exchange import (
+        AGENT_CLOSED,
+        NEXT_TURN,
+        UNSET,
+        Exchange,
+        Headers,
+        cut_by_client,
+        header,
+    )
+    from cassettes.wire._framing import (
+        Chunk,
+        Event,
+        Framed,
+        frame,
+        is_aws_eventstream,
+        parse_aws_eventstream,
+        parse_sse,
+        reseal_aws_eventstream,
+    )
+    from cassettes.wire._miss_note import (
+        MAX_NOTE,
+        NOTE_HEADER,
+        REPLAY_HEADER,
+        MissNote,
+        MissVerdict,
+        read_miss,
+    )
+    from cassettes.wire._own_headers import OWN_RESPONSE_HEADERS, without_own
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.wire' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cassettes.wire.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "AGENT_CLOSED",
+    "EDIT_AUTH_HEADER",
+    "EDIT_HEADER",
+    "KEY_ENV",
+    "MAX_HEADER",
+    "MAX_NOTE",
+    "NEXT_TURN",
+    "NOTE_HEADER",
+    "OWN_RESPONSE_HEADERS",
+    "REPLAY_HEADER",
+    "UNSET",
+    "Chunk",
+    "Decoder",
+    "Event",
+    "Exchange",
+    "Framed",
+    "Headers",
+    "MissNote",
+    "MissVerdict",
+    "OverBudget",
+    "authentic",
+    "checked",
+    "client_body",
+    "cut_by_client",
+    "decode_chunks",
+    "decode_exchange",
+    "frame",
+    "from_header",
+    "header",
+    "is_aws_eventstream",
+    "item_of",
+    "mark",
+    "new_key",
+    "parse_aws_eventstream",
+    "parse_sse",
+    "read_miss",
+    "reseal_aws_eventstream",
+    "salvage",
+    "seal",
+    "to_header",
+    "without_own",
+]

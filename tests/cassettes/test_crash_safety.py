@@ -31,7 +31,7 @@ from real_corpus import CORPUS
 
 from cassettes.recording import CassetteWriter
 from cassettes.storage.store import RecordFile, read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
 KILLS = 200 if SLOW else 24
@@ -55,7 +55,7 @@ FILES = [
 CHILD_LIB = r'''
 import hashlib, random, sys
 import orjson
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from cassettes.storage.vcr import load_vcr
 
 HISTORY_KEYS = ("messages", "input", "contents")
@@ -436,7 +436,7 @@ def test_a_failed_write_is_kept_apart_from_the_next(
 
 def test_child_builder_is_realistic() -> None:
     """The child's round trips are multi-turn streams of several families, some delta-encoded."""
-    from cassettes.parsing.roundtrip import parse_exchange
+    from cassettes.parsing import parse_exchange
 
     runs = _LIB["build"](_paths(), 1)
     sample: list[Exchange] = [next(runs) for _ in range(40)]

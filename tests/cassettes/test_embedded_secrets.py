@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 
 from cassettes.recording import CassetteWriter
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import chat_exchange, chat_response, sse_exchange
 from tests.support import progress
 

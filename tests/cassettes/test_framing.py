@@ -12,8 +12,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cassettes.wire.decoding import decode_chunks
-from cassettes.wire.framing import frame, parse_sse
+from cassettes.wire import decode_chunks, frame, parse_sse
 
 SSE = (
     b'event: a\ndata: {"x":1}\n\n: keep-alive comment\ndata: '
@@ -148,8 +147,7 @@ def test_the_recording_pipeline_decodes_what_an_entry_point_marks_encoded(tmp_pa
 
     from cassettes.recording import CassetteWriter
     from cassettes.storage.store import read_records
-    from cassettes.wire.decoding import decode_exchange
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange, decode_exchange
 
     body = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
     answer = SSE

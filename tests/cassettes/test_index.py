@@ -12,7 +12,7 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.parsing.roundtrip import parse_all
+from cassettes.parsing import parse_all
 from cassettes.reading import RunReader
 from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_records

@@ -18,7 +18,7 @@ import pytest
 
 from cassettes.reading import APPLICATION_ID, SCHEMA, RunReader, analyser_digest, keep, open_run
 from cassettes.recording import CassetteWriter
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.analysed import Analysed, cli_output, keep_every_run
 
 URL = "https://api.openai.com/v1/chat/completions"

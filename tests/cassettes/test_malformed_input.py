@@ -33,13 +33,11 @@ from hypothesis import strategies as st
 from real_corpus import CORPUS, corpus_exchanges
 
 from cassettes.errors import CassetteError, CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.parsing.roundtrip import MAX_PARSE_BYTES, RoundTrip, parse_exchange
+from cassettes.parsing import MAX_PARSE_BYTES, RoundTrip, parse_exchange
 from cassettes.recording import CassetteWriter, Redactor
 from cassettes.storage.store import read_records
 from cassettes.storage.vcr import read_vcr
-from cassettes.wire.decoding import decode_chunks
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import parse_sse
+from cassettes.wire import Exchange, decode_chunks, parse_sse
 
 Chunks = list[tuple[float | None, bytes]]
 

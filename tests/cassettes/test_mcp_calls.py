@@ -12,7 +12,7 @@ import orjson
 
 from cassettes.analysis import analyse
 from cassettes.recording import CassetteWriter
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support import progress
 
 REPO = Path(__file__).resolve().parents[2]
@@ -263,7 +263,7 @@ def test_show_names_the_models_call_each_tools_call_ran(tmp_path: Path) -> None:
 
 
 def test_a_json_rpc_error_is_shown() -> None:
-    from cassettes.parsing.roundtrip import parse_exchange
+    from cassettes.parsing import parse_exchange
     from cassettes.views import summary_lines
     from cassettes.views.schema import roundtrip_json
 

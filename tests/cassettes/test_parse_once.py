@@ -6,18 +6,20 @@ nothing is parsed again. Counted on corpus runs by wrapping the two functions th
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections import Counter
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
 from real_corpus import corpus_files
 
-from cassettes.parsing import roundtrip
+import cassettes.parsing as parsing
 from cassettes.reading import CHECKPOINT, ParseStore, Run, TurnStore, open_run
 from cassettes.recording import CassetteWriter
 from cassettes.storage.vcr import load_vcr
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _multi_turn(n: int = 12) -> list[Exchange]:
@@ -40,28 +42,32 @@ def _multi_turn(n: int = 12) -> list[Exchange]:
 
 class Parses:
     """Which round trips had their request and their response parsed (by seq), and how many
-    request messages were parsed (all of them, or only those appended to a base)."""
+    request messages were parsed (all of them, or only those appended to a base). The two
+    functions that parse a body are watched by a profile hook from here on, not replaced."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, request: pytest.FixtureRequest) -> None:
         self.requests: Counter[int] = Counter()
         self.responses: Counter[int] = Counter()
         self.messages = 0
-        real_request, real_response = roundtrip.parse_request_side, roundtrip.parse_response_side
+        request_side = parsing.parse_request_side.__code__
+        response_side = parsing.parse_response_side.__code__
 
-        def request(rt: roundtrip.RoundTrip, *args: Any) -> None:
-            real_request(rt, *args)
-            assert rt.seq is not None
-            self.requests[rt.seq] += 1
-            n = len(rt.request.messages) if rt.request is not None else 0
-            self.messages += n - rt.reused[1] if rt.reused is not None else n
+        def watch(frame: FrameType, event: str, _arg: object) -> None:
+            if event == "call" and frame.f_code is response_side:
+                rt = frame.f_locals["rt"]
+                assert rt.seq is not None
+                self.responses[rt.seq] += 1
+            elif event == "return" and frame.f_code is request_side:
+                rt = frame.f_locals["rt"]
+                if rt.request is None:  # it raised: nothing was parsed
+                    return
+                assert rt.seq is not None
+                self.requests[rt.seq] += 1
+                n = len(rt.request.messages)
+                self.messages += n - rt.reused[1] if rt.reused is not None else n
 
-        def response(rt: roundtrip.RoundTrip, *args: Any) -> None:
-            assert rt.seq is not None
-            self.responses[rt.seq] += 1
-            real_response(rt, *args)
-
-        monkeypatch.setattr(roundtrip, "parse_request_side", request)
-        monkeypatch.setattr(roundtrip, "parse_response_side", response)
+        request.addfinalizer(lambda: sys.setprofile(None))
+        sys.setprofile(watch)
 
     def clear(self) -> None:
         self.requests.clear()
@@ -84,16 +90,16 @@ def _opened(path: Path) -> Run:
 
 
 def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     exchanges = _multi_turn()
     # Polls read as the model call that delivered their calls send no request to parse.
     polled = {
         i
         for i, ex in enumerate(exchanges)
-        if roundtrip.parse_exchange(dataclasses.replace(ex)).polled
+        if parsing.parse_exchange(dataclasses.replace(ex)).polled
     }
-    parses = Parses(monkeypatch)
+    parses = Parses(request)
     path = tmp_path / "run.jsonl"
     # The recorder (proxy/writer.py builds its writer so): nothing parsed.
     _record(path, exchanges, requests=False)
@@ -144,14 +150,14 @@ def _fresh(path: Path) -> dict[int, dict[str, Any]]:
 
     return {
         rt.seq: rt.model_dump()
-        for rt in roundtrip.parse_all(read_records(path).exchanges)
+        for rt in parsing.parse_all(read_records(path).exchanges)
         if rt.seq is not None
     }
 
 
 @pytest.mark.parametrize("shape", ["corpus", "long chains"])
 def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, shape: str
 ) -> None:
     """``looptap show`` reads a run twice (to analyse it, then to print it a round trip at a time)
     and the inspector jumps to any turn: both take the parse the analysis made, restored from the
@@ -173,7 +179,7 @@ def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(
         path.write_bytes(lines[0] + b"".join(body))
         monkeypatch.setitem(ParseStore.__init__.__globals__, "SHOWN", 2)  # (the stores' module)
     fresh = _fresh(path)
-    parses = Parses(monkeypatch)
+    parses = Parses(request)
     # show: one pass analyses (each body parsed once there), the printing pass parses nothing.
     every = open_run(path)
     assert set(parses.requests.values()) == {1} and len(parses.requests) >= len(fresh) // 2
@@ -242,7 +248,7 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(
     kept: list[tuple[int, bytes]] = []
     real_put = ParseStore.put
 
-    def put(self: ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None) -> None:
+    def put(self: ParseStore, pos: int, rt: parsing.RoundTrip, base_pos: int | None) -> None:
         states = Counter[str]()
         real_state = BaseModel.__getstate__
 
@@ -297,7 +303,7 @@ def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_t
     wholes: list[int] = []
     real_put = ParseStore.put
 
-    def put(self: ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None) -> None:
+    def put(self: ParseStore, pos: int, rt: parsing.RoundTrip, base_pos: int | None) -> None:
         real_put(self, pos, rt, base_pos)
         got = self.get(pos)
         if got is not None and got[0] is None:
@@ -323,7 +329,7 @@ def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_t
         got = reader.parse_at(pos)
         assert got is not None and got.request is not None
         assert sum(reads.values()) <= 2 * CHECKPOINT - 1, (pos, sum(reads.values()))
-        full = roundtrip.parse_exchange(ex)
+        full = parsing.parse_exchange(ex)
         assert full.request is not None
         assert [m.model_dump() for m in got.request.messages] == [
             m.model_dump() for m in full.request.messages

@@ -25,9 +25,9 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.recording import REDACTED, Redactor
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.secret_streams import aws_frame
 from tests.support.upstream import cut, synth_stream
 

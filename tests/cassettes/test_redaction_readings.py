@@ -28,7 +28,7 @@ import pytest
 
 from cassettes.reading import open_run
 from cassettes.recording import REDACTED, CassetteWriter
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.upstream import event_json, synth_stream
 
 SCHEMA = {

@@ -13,10 +13,10 @@ from typing import Any
 import orjson
 from real_corpus import corpus_exchanges
 
-from cassettes.parsing.roundtrip import RoundTrip, parse_all
+from cassettes.parsing import RoundTrip, parse_all
 from cassettes.recording import CassetteWriter
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _view(rt: RoundTrip) -> dict[str, Any]:

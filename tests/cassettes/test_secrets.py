@@ -28,11 +28,10 @@ import orjson
 import pytest
 from real_corpus import corpus_exchanges
 
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.recording import REDACTED, CassetteWriter, Redactor
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import parse_aws_eventstream
+from cassettes.wire import Exchange, parse_aws_eventstream
 
 _ALNUM = string.ascii_letters + string.digits
 _URLSAFE = _ALNUM + "-_"

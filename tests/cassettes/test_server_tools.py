@@ -27,9 +27,9 @@ from real_corpus import CORPUS, load
 
 from cassettes.analysis import analyse
 from cassettes.cli import main
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.views import roundtrip_json
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 P = "pydantic-ai/tests/models/cassettes/"
 RECORDED = {

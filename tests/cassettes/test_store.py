@@ -14,7 +14,7 @@ from cassettes.errors import CassetteFormatError, NewerFormatError
 from cassettes.recording import CassetteWriter, Redactor
 from cassettes.storage import codec
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _json_or_bytes(data: bytes) -> Any:

@@ -21,10 +21,10 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.recording import REDACTED, CassetteWriter, Redactor, WsSession
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.secret_streams import (
     bedrock_converse,
     bedrock_invoke,

@@ -20,7 +20,7 @@ from real_corpus import load
 
 from cassettes.errors import CassetteError
 from cassettes.models import Part, emitted_calls
-from cassettes.parsing.roundtrip import RoundTrip, parse_all, parse_exchange, side_call
+from cassettes.parsing import RoundTrip, parse_all, parse_exchange, side_call
 from cassettes.reading import open_run
 from cassettes.recording import CassetteWriter
 from cassettes.views.schema import (
@@ -31,7 +31,7 @@ from cassettes.views.schema import (
     schema_text,
     write_docs,
 )
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from cassettes.analysis import Severity, analyse
-from cassettes.parsing.roundtrip import parse_all, parse_exchange
+from cassettes.parsing import parse_all, parse_exchange
 from cassettes.providers import is_llm_host
 from cassettes.recording import WsSession
 from tests.support.ws_upstream import events

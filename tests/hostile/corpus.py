@@ -31,7 +31,7 @@ import orjson
 
 from cassettes.recording import CassetteWriter
 from cassettes.storage.codec import header_record
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.tnetstring import tnet
 
 ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[H\x1b[1A\x1b[31mRED\x9b32m\r\u202eevil\u200b\x08"

@@ -10,8 +10,7 @@ from pathlib import Path
 import orjson
 
 from cassettes.recording import CassetteWriter
-from cassettes.wire import edited
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange, mark
 
 URL = "https://api.openai.com/v1/chat/completions"
 TOOLS = [
@@ -108,9 +107,7 @@ def branch() -> list[Exchange]:
         chat_exchange(h2, answer_body("Go to Nice: the storm grounds Paris.")),
     ]
     for ex in out:
-        ex.edits = [
-            edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], ORIGINAL)
-        ]
+        ex.edits = [mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], ORIGINAL)]
     return out
 
 

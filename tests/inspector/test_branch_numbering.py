@@ -20,7 +20,7 @@ from fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_res
 
 from cassettes.recording import CassetteWriter
 from cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 pytest_plugins = ["pytester"]
 

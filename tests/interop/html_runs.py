@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 
 from cassettes.recording import CassetteWriter
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 URL = "https://api.openai.com/v1/chat/completions"
 TOOLS = [

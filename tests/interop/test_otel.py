@@ -286,7 +286,7 @@ def test_findings_ride_as_events_and_layer_labels_as_attributes(demo_run: Run) -
 
 
 def test_errors_set_the_span_status(tmp_path: Path) -> None:
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
     ex = Exchange(
         method="POST",

@@ -38,7 +38,7 @@ from cassettes.matching import (
     substitute,
     tolerated_notes,
 )
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]

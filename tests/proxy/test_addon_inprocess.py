@@ -34,7 +34,7 @@ from wsproto.frame_protocol import Opcode
 
 import proxy.addon as addon_module
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from proxy import messages
 from proxy.addon import LooptapRecorder
 from proxy.capture import Tee

@@ -37,7 +37,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.analysis import RunAnalysis, Severity, analyse  # noqa: E402
-from cassettes.parsing.roundtrip import (  # noqa: E402
+from cassettes.parsing import (  # noqa: E402
     RoundTrip,
     parse_all,
     parse_exchange,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.pipe import FrameReader, frame, write_parts
 from tests.support import progress

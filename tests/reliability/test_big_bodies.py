@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cassettes.recording import CassetteWriter
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _big_stream(i: int, mib: int) -> Exchange:

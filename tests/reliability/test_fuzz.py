@@ -41,13 +41,11 @@ from hypothesis import strategies as st
 from real_corpus import CORPUS
 
 from cassettes.errors import CassetteFormatError, ImportFormatError
-from cassettes.parsing.roundtrip import parse_all, parse_exchange
+from cassettes.parsing import parse_all, parse_exchange
 from cassettes.recording import CassetteWriter
 from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr, read_vcr
-from cassettes.wire.decoding import decode_chunks
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import frame
+from cassettes.wire import Exchange, decode_chunks, frame
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
 EXAMPLES = int(os.environ.get("LOOPTAP_FUZZ_EXAMPLES") or (2000 if SLOW else 40))

@@ -23,7 +23,7 @@ import pytest
 from cassettes.matching import Matcher
 from cassettes.recording import CassetteWriter
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]

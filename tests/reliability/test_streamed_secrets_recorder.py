@@ -389,7 +389,7 @@ def test_everything_was_recorded(recorded: dict[str, Any]) -> None:
 
 
 def _parsed(cas: Any) -> list[Any]:
-    from cassettes.parsing.roundtrip import parse_exchange
+    from cassettes.parsing import parse_exchange
 
     return [parse_exchange(ex) for ex in cas.exchanges]
 

@@ -20,7 +20,7 @@ from cassettes.recording import CassetteWriter
 from cassettes.storage.vcr import load_vcr
 from cassettes.verify import main as verify_main
 from cassettes.verify import scan_file, scan_lines
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support import progress
 from tests.support.reliability import encoded_forms, find_on_disk
 

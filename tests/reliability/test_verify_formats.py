@@ -19,7 +19,7 @@ import pytest
 from cassettes.recording import CassetteWriter
 from cassettes.storage.codec import dumps_record, exchange_to_record
 from cassettes.verify import scan_file
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.secret_streams import chat_sse, pieces, spoken, vendor_keys
 
 FORMS = ("plain", "json-escaped", "u-escaped", "split", "data-url", "url-encoded")

@@ -14,8 +14,7 @@ import pytest
 from cassettes.cli import main
 from cassettes.recording import CassetteWriter
 from cassettes.replay.forking import ForkSource, origin_meta, parse_cursor
-from cassettes.wire import edited
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange, mark
 from tests.inspector.fork_fixture import (
     EDITED,
     ORIGINAL,
@@ -140,9 +139,7 @@ def test_the_differences_that_follow_from_an_edit_fold_under_it(
         chat_exchange(h2, answer_body("Go to Nice: the storm grounds Paris.")),
     ]
     for ex in branch:
-        ex.edits = [
-            edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], ORIGINAL)
-        ]
+        ex.edits = [mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], ORIGINAL)]
     run, path = _write(tmp_path, origin(), branch, "turn=1", None, ["tool_result[call_A1]"], 1)
     rc, out, doc = _diff(run, path, capsys)
     assert rc == 1

@@ -16,7 +16,7 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.views import money
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import SYSTEM, chat_exchange, chat_response, write
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -281,7 +281,7 @@ def test_each_familys_tool_declarations_are_read_for_the_schema(family: str) -> 
     flat ``function`` tools)."""
     from cassettes.models import ToolCall
     from cassettes.replay.forking.compare import check_arguments, offered_tools
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     url, body = {

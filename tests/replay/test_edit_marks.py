@@ -107,7 +107,7 @@ def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_n
     tmp_path: Path,
 ) -> None:
     from cassettes.replay.forking import ForkReplay, ForkSource, parse_cursor
-    from cassettes.wire import edited
+    from cassettes.wire import KEY_ENV
 
     run = write(tmp_path / "run.jsonl", tool_loop())
     fork = ForkReplay(ForkSource(run, parse_cursor("turn=1")), edits=["tool_result[call_A1]=STORM"])
@@ -134,22 +134,22 @@ def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_n
 
     agent_env, environ, cmdline = asyncio.run(go())
     # the replay server's own environment
-    assert f"{edited.KEY_ENV}={fork.edit_key}".encode() in environ.split(b"\0")
+    assert f"{KEY_ENV}={fork.edit_key}".encode() in environ.split(b"\0")
     # never on its command line
     assert fork.edit_key.encode() not in cmdline and b"--fork-plan" in cmdline
     # the agent's: never
-    assert edited.KEY_ENV not in agent_env and fork.edit_key not in orjson.dumps(agent_env).decode()
-    assert fork.edit_key not in os.environ.get(edited.KEY_ENV, "")
+    assert KEY_ENV not in agent_env and fork.edit_key not in orjson.dumps(agent_env).decode()
+    assert fork.edit_key not in os.environ.get(KEY_ENV, "")
 
 
 def test_a_plan_with_edits_without_the_key_is_refused(tmp_path: Path) -> None:
     from cassettes.replay.forking import ForkReplay, ForkSource, parse_cursor
-    from cassettes.wire import edited
+    from cassettes.wire import KEY_ENV
 
     run = write(tmp_path / "run.jsonl", tool_loop())
     fork = ForkReplay(ForkSource(run, parse_cursor("turn=1")), edits=["tool_result[call_A1]=STORM"])
     fork.plan({"openai": "http://127.0.0.1:9"}).write(tmp_path / "plan.json")
-    env = {k: v for k, v in os.environ.items() if k != edited.KEY_ENV}
+    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
     proc = progress.run(
         [
             sys.executable,
@@ -166,7 +166,7 @@ def test_a_plan_with_edits_without_the_key_is_refused(tmp_path: Path) -> None:
     )
     assert (
         proc.returncode == 2
-        and edited.KEY_ENV in proc.stderr
+        and KEY_ENV in proc.stderr
         and len(proc.stderr.strip().splitlines()) == 1
     ), proc.stderr
     assert "Traceback" not in proc.stderr

@@ -19,7 +19,7 @@ from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
 from cassettes.replay.forking import Cursor, live_router, parse_cursor
 from cassettes.replay.live import EditError, parse_edit
 from cassettes.replay.serving import ReplayServer
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 CUT = "The weather in Paris is"
@@ -133,9 +133,9 @@ def test_the_parts_join_into_one_answer_in_the_format_the_client_asked(
     assert sent[history][: len(request[history])] == request[history] and {
         k: v for k, v in sent.items() if k != history
     } == {k: v for k, v in orjson.loads(client).items() if k != history}
-    from cassettes.wire import edited
+    from cassettes.wire import EDIT_HEADER, from_header
 
-    marks = edited.from_header(dict(headers)[edited.HEADER])
+    marks = from_header(dict(headers)[EDIT_HEADER])
     assert marks == [
         {"edit": "continue", "selector": "turn=0", "path": [history], "before": request[history]}
     ], marks

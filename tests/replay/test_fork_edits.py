@@ -111,7 +111,7 @@ def forked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 
 
 def _client_sent(ex: Any) -> Any:
-    from cassettes.wire.edited import client_body
+    from cassettes.wire import client_body
 
     return client_body(ex.request_json(), ex.edits)
 
@@ -262,7 +262,16 @@ def test_diff_marks_the_edited_requests(forked: dict[str, Any]) -> None:
 
 def test_marks_round_trip_through_the_header_and_give_the_client_body_back() -> None:
     from cassettes.replay.live import apply_edits, edited_headers, parse_edit
-    from cassettes.wire import edited
+    from cassettes.wire import (
+        EDIT_AUTH_HEADER,
+        EDIT_HEADER,
+        authentic,
+        client_body,
+        from_header,
+        new_key,
+        seal,
+        to_header,
+    )
 
     body = orjson.dumps(
         {
@@ -281,70 +290,63 @@ def test_marks_round_trip_through_the_header_and_give_the_client_body_back() -> 
         and marks[0]["path"] == ["messages", 1, "content"]
         and marks[0]["before"] == "sunny"
     )
-    key = edited.new_key()
+    key = new_key()
     hdrs = edited_headers(
         [("X-Looptap-Edit", "forged"), ("X-Looptap-Edit-Auth", "forged"), ("a", "b")], marks, key
     )
     # a marker the client sent never passes
-    assert [k for k, _ in hdrs] == ["a", edited.HEADER, edited.AUTH_HEADER]
+    assert [k for k, _ in hdrs] == ["a", EDIT_HEADER, EDIT_AUTH_HEADER]
     # no key: no marker at all
     assert edited_headers([("a", "b"), ("x-looptap-edit", "forged")], marks, None) == [("a", "b")]
-    value, seal = hdrs[1][1], hdrs[2][1]
+    value, auth = hdrs[1][1], hdrs[2][1]
     assert (
-        edited.authentic(value, seal, key)
-        and not edited.authentic(value, seal, edited.new_key())
-        and not edited.authentic(value, seal, None)
+        authentic(value, auth, key)
+        and not authentic(value, auth, new_key())
+        and not authentic(value, auth, None)
     )
-    assert not edited.authentic(value, edited.seal(value + "x", key), key) and not edited.authentic(
-        value, "", key
-    )
-    back = edited.from_header(value)
-    assert back == marks and edited.client_body(orjson.loads(new), back) == orjson.loads(body)
+    assert not authentic(value, seal(value + "x", key), key) and not authentic(value, "", key)
+    back = from_header(value)
+    assert back == marks and client_body(orjson.loads(new), back) == orjson.loads(body)
     assert orjson.loads(new)["messages"][1]["content"] == "STORM"  # given back on a copy
     for bad in (
         "",
         "!!!",
         "e30",
-        edited.to_header([{**marks[0], "edit": "rm -rf"}]),
-        edited.to_header([{**marks[0], "path": []}]),
-        edited.to_header([{k: v for k, v in marks[0].items() if k != "before"}]),
+        to_header([{**marks[0], "edit": "rm -rf"}]),
+        to_header([{**marks[0], "path": []}]),
+        to_header([{k: v for k, v in marks[0].items() if k != "before"}]),
     ):
-        assert edited.from_header(bad) is None, bad
-    old = edited.from_header(
-        edited.to_header([{**marks[0], "before_sha256": "0" * 64, "after_sha256": "1" * 64}])
+        assert from_header(bad) is None, bad
+    old = from_header(
+        to_header([{**marks[0], "before_sha256": "0" * 64, "after_sha256": "1" * 64}])
     )
     assert old == marks  # an older file's digests are read past and dropped
-    assert edited.client_body({"messages": []}, marks) is None  # a path not in the body
+    assert client_body({"messages": []}, marks) is None  # a path not in the body
 
 
-def test_a_mark_too_large_for_the_header_travels_without_its_value(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from cassettes.wire import edited
+def test_a_mark_too_large_for_the_header_travels_without_its_value() -> None:
+    from cassettes.wire import MAX_HEADER, client_body, from_header, mark, to_header
 
-    m = edited.mark("system", "turn=0", ["system"], "x" * 5000)
-    monkeypatch.setattr(edited, "MAX_HEADER", 4000)
-    (back,) = edited.from_header(edited.to_header([m])) or [None]
+    m = mark("system", "turn=0", ["system"], "x" * MAX_HEADER)
+    (back,) = from_header(to_header([m])) or [None]
     assert (
         back is not None
         and back["before_omitted"]
         and "before" not in back
         and not any("sha256" in k for k in back)
     )
-    assert edited.client_body({"system": "short"}, [back]) is None
+    assert client_body({"system": "short"}, [back]) is None
 
 
 def test_the_marks_are_redacted_and_stored_and_a_malformed_one_is_dropped(tmp_path: Path) -> None:
     from cassettes.recording import Redactor
     from cassettes.storage.codec import exchange_to_record, record_to_exchange
-    from cassettes.wire import edited
+    from cassettes.wire import mark
     from tests.replay.conftest import tool_loop
 
     ex = tool_loop()[1]
     secret = "sk-proj-" + "A1b2C3d4E5f6G7h8" * 4
-    ex.edits = [
-        edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], f"key {secret}")
-    ]
+    ex.edits = [mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], f"key {secret}")]
     red = Redactor().exchange(ex)
     assert (
         red.edits is not None
@@ -365,7 +367,7 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
 
     from cassettes.reading import open_run
     from cassettes.replay.serving import ReplayServer
-    from cassettes.wire import edited
+    from cassettes.wire import mark
     from tests.replay.conftest import (
         CALL,
         RESULT,
@@ -379,7 +381,7 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
     storm = {**RESULT, "content": "STORM"}
     ex = chat_exchange([SYSTEM, USER, CALL, storm], chat_response("Stay home: a storm."))
     ex.edits = [
-        edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], RESULT["content"])
+        mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], RESULT["content"])
     ]
     branch = write(tmp_path / "branch.jsonl", [ex])
     with ReplayServer(list(open_run(branch, whole=True).exchanges)) as srv:

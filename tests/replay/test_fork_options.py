@@ -19,7 +19,7 @@ import pytest
 from cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
 from cassettes.replay.live import parse_edit
 from cassettes.replay.serving import ReplayServer
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, fork_agent, tool_loop, write
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
@@ -98,7 +98,7 @@ def test_model_on_an_azure_deployment_rewrites_the_deployment_in_the_url() -> No
     import genai_prices as gp
 
     from cassettes.analysis import analyse
-    from cassettes.parsing.roundtrip import parse_all
+    from cassettes.parsing import parse_all
 
     run = analyse(served, parse_all(served))
     live_turn = run.turns[max(run.turns)]

@@ -14,7 +14,7 @@ import pytest
 from cassettes import net as http1
 from cassettes.net import BackgroundServer
 from cassettes.replay.serving import ReplayServer
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.upstream import FakeUpstream
 
 

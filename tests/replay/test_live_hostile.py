@@ -30,7 +30,7 @@ import pytest
 from cassettes.cli import main
 from cassettes.replay.forking import Cursor, live_router, parse_cursor
 from cassettes.replay.serving import ReplayServer
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import (
     SYSTEM,
     TOOLS,

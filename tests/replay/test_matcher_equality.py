@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from cassettes.matching import Matcher, Miss, Recorded
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_request, tool_loop
 
 PATH = "/v1/chat/completions"

@@ -1,6 +1,7 @@
 """An upstream never speaks for looptap: the response headers only looptap writes
-(``x-looptap-fault``, ``x-looptap-replay``, ``x-looptap-miss``; :mod:`cassettes.wire.own`) are
-dropped from an upstream's answer by whatever records or relays it, and the round trip says so.
+(``x-looptap-fault``, ``x-looptap-replay``, ``x-looptap-miss``;
+:mod:`cassettes.wire._own_headers`) are dropped from an upstream's answer by whatever records or
+relays it, and the round trip says so.
 
 Before, an upstream (a gateway, a hostile server) sending ``x-looptap-fault`` made its own 429 read
 as one looptap injected ("[injected by looptap: …]"), and ``x-looptap-replay: miss`` made its error
@@ -20,9 +21,9 @@ import orjson
 import pytest
 
 from cassettes.analysis import analyse
-from cassettes.parsing.roundtrip import parse_all
+from cassettes.parsing import parse_all
 from cassettes.storage.store import read_records
-from cassettes.wire.own import OWN_RESPONSE_HEADERS, without_own
+from cassettes.wire import OWN_RESPONSE_HEADERS, without_own
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 

@@ -208,8 +208,7 @@ def test_the_page_in_a_browser_opens_at_the_miss_and_says_what_it_is(
 
 def test_the_note_stays_a_small_ascii_header_keeping_the_first_verdict_and_a_change() -> None:
     """Clients cap a response's head (Node's at 16 KiB): a miss with long differences still fits."""
-    from cassettes.wire.exchange import Exchange
-    from cassettes.wire.replay_miss import MAX_NOTE, MissNote, MissVerdict, read_miss
+    from cassettes.wire import MAX_NOTE, Exchange, MissNote, MissVerdict, read_miss
 
     note = MissNote(
         "c" * 1000,

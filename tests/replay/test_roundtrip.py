@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.recording import CassetteWriter
 from cassettes.replay.serving import ReplayServer
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support import progress
 from tests.support.harness import outputs
 from tests.support.upstream import FakeUpstream

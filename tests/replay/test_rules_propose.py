@@ -14,7 +14,7 @@ import pytest
 
 from cassettes.matching import Matcher, Miss, Recorded, Rules, from_table
 from cassettes.replay.forking import propose_files
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import REPO, chat_response, write
 
 URL = "https://api.openai.com/v1/chat/completions"

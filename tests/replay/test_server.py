@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from cassettes.replay.serving import MISS_CODE, ReplayServer, parse_pace
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import (
     CALL,
     CHAT_URL,

@@ -15,7 +15,7 @@ from cassettes.recording import CassetteWriter
 from cassettes.replay.testing import SessionCassette
 from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _conversation() -> list[Exchange]:

@@ -26,7 +26,7 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.replay.serving import ReplayServer
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import chat_response, tool_loop, write
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder

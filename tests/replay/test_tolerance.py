@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from cassettes.matching import Matcher, Recorded, json_diff, request_key, tool_result_changes
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 CHAT = "https://api.openai.com/v1/chat/completions"
 MESSAGES = "https://api.anthropic.com/v1/messages"

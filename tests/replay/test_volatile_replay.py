@@ -13,7 +13,7 @@ from cassettes.cli import build_parser
 from cassettes.matching import Matcher, Miss, Recorded, Tolerated, VolatileSpans, request_key
 from cassettes.replay.forking import Cursor, ForkReplay, live_router, parse_cursor, parse_from
 from cassettes.replay.serving import ReplayServer
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.replay.conftest import (
     USER,
     chat_exchange,

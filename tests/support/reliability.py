@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 from cassettes.storage.store import RecordFile, read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.recorder import RecorderProcess, needs_recorder
 from tests.support.upstream import FakeUpstream
 from tests.support.wire import Response, http_request

@@ -108,9 +108,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from cassettes import net as http1
 from cassettes.net import BackgroundServer
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.storage.vcr import load_vcr
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["CORPUS", "SCENARIOS", "FakeUpstream", "Served", "main", "split_events"]
 

@@ -323,7 +323,7 @@ class WsResponsesUpstream:
         answer: Callable[[dict[str, Any], str], NormalisedResponse] | None = None,
     ) -> None:
         from cassettes.recording import WsSession
-        from cassettes.wire.exchange import Exchange
+        from cassettes.wire import Exchange
 
         #: What a recorder would have written: the session's turns, read by looptap's own WsSession.
         self.exchanges: list[Exchange] = []

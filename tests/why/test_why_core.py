@@ -21,7 +21,7 @@ from cassettes.why import (
     verdict,
     wilson,
 )
-from cassettes.wire.edited import checked, client_body
+from cassettes.wire import checked, client_body
 
 
 @pytest.mark.parametrize(

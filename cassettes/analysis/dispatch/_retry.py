@@ -11,7 +11,7 @@ from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis.dispatch._shared import attempts
 from cassettes.hints import count
 from cassettes.models import NormalisedRequest
-from cassettes.wire.exchange import NEXT_TURN
+from cassettes.wire import NEXT_TURN
 
 
 def _request_changes(

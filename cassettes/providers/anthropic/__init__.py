@@ -74,7 +74,7 @@ from cassettes.providers.anthropic._complete import (
 )
 from cassettes.providers.anthropic._render import render_messages
 from cassettes.providers.anthropic._stream import MessagesStream
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = [
     "AnthropicComplete",

@@ -34,7 +34,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
     tool_call_from_string,
 )
-from cassettes.wire.framing import Event
+from cassettes.wire import Event
 
 #: A JSON object as it travelled (open-ended: unknown keys are kept).
 JSONObject = dict[str, Any]

@@ -32,7 +32,7 @@ from cassettes.providers._base import (
     json_events,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["AnthropicComplete", "complete_request", "complete_response"]
 

@@ -25,7 +25,7 @@ from cassettes.providers.anthropic._body import (
     bedrock_payload,
     response_of,
 )
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["MessagesStream"]
 

@@ -54,7 +54,7 @@ from cassettes.models import (
 from cassettes.providers._base import Profile, Provider, as_obj, as_str
 from cassettes.providers.bedrock._agent_stream import AgentStream, action_call_id
 from cassettes.providers.bedrock._body import priced_model
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["BedrockAgents"]
 

@@ -37,7 +37,7 @@ from cassettes.providers.bedrock._body import (
     usage_from,
 )
 from cassettes.providers.bedrock._stream import ConverseStream
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 
 class BedrockReplay(ReplayShapes):

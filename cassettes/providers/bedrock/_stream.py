@@ -32,7 +32,7 @@ from cassettes.providers.bedrock._body import (
     usage_from,
     with_masks,
 )
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["CONVERSE_EVENTS", "ConverseStream"]
 

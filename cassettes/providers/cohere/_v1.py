@@ -40,7 +40,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["FINISH", "reassemble_v1", "usage_from", "v1_request", "v1_response"]
 

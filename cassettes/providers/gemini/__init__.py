@@ -74,7 +74,7 @@ from cassettes.providers.gemini._interactions import GeminiInteractions
 from cassettes.providers.gemini._live import GeminiLive
 from cassettes.providers.gemini._render import render_generate
 from cassettes.providers.gemini._stream import GenerateStream
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = [
     "Gemini",

@@ -64,7 +64,7 @@ from cassettes.providers.gemini._interaction_body import (
     output_items,
     tools_of,
 )
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["GeminiInteractions"]
 

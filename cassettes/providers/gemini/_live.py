@@ -38,7 +38,7 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.gemini._body import either_case, message_of, parts_of, tools_of, usage_from
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["GeminiLive"]
 

@@ -35,7 +35,7 @@ from cassettes.providers.gemini._body import (
     usage_from,
 )
 from cassettes.providers.gemini._enum_numbers import block_name, finish_name, named_ratings
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["GenerateStream"]
 

@@ -42,7 +42,7 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._parts import StreamParts, has_calls
 from cassettes.providers.openai_chat._render import render_chat
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["OpenAIChat"]
 

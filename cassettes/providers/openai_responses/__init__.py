@@ -48,7 +48,7 @@ from cassettes.providers.openai_responses._items import (
 )
 from cassettes.providers.openai_responses._render import render_responses
 from cassettes.providers.openai_responses._stream import ResponsesStream
-from cassettes.wire.framing import Framed
+from cassettes.wire import Framed
 
 __all__ = ["OpenAIResponses", "render_responses"]
 

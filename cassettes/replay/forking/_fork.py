@@ -46,7 +46,7 @@ from cassettes.replay.live import Edit, edit_file, parse_edit
 from cassettes.replay.serving import replay_env
 from cassettes.storage.paths import check_input
 from cassettes.storage.store import CassetteFile
-from cassettes.wire.edited import KEY_ENV, new_key
+from cassettes.wire import KEY_ENV, new_key
 
 __all__ = ["ForkReplay", "ForkSource", "origin_of", "parse_from"]
 
@@ -180,7 +180,7 @@ class ForkReplay:
     model: str | None = None
     #: ``--edit`` specs, passed on as given (checked by :func:`start_fork`).
     edits: list[str] = field(default_factory=list)
-    #: This run's key for the edit marks (cassettes.wire.edited): given to the replay server in
+    #: This run's key for the edit marks (cassettes.wire._edit_marks): given to the replay server in
     #: its environment and to the recorder in process (``RecorderConfig.edit_key``), never to the
     #: agent nor on a command line.
     edit_key: str = field(default_factory=new_key, repr=False)

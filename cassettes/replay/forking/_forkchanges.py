@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from cassettes.matching import short
 from cassettes.replay.forking._divergence import Divergence
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["Folding", "fork_changes"]
 

@@ -28,7 +28,7 @@ from cassettes.analysis import Conversation, RunAnalysis, Turn
 from cassettes.matching import RequestKey, Rules, VolatileSpans, json_diff, request_key
 from cassettes.reading import with_notes
 from cassettes.replay.live import as_sent_live
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 if TYPE_CHECKING:
     from cassettes.reading import Run

@@ -7,7 +7,7 @@ the prefix is matched and the rule flags, and the private files the replay serve
 The file is versioned (:data:`VERSION`), bounded (:data:`MAX_BYTES`) and checked field by field
 when read: a file that is not a plan is one line (:class:`PlanError`), never a traceback. The
 fork's per-run key for its edit marks is not in it (a secret never reaches a file): it stays in
-the replay server's environment (:data:`cassettes.wire.edited.KEY_ENV`).
+the replay server's environment (:data:`cassettes.wire.KEY_ENV`).
 """
 
 from __future__ import annotations

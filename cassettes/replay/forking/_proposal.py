@@ -43,7 +43,7 @@ from cassettes.matching import (
 )
 from cassettes.reading import open_run
 from cassettes.replay.forking._lineup import Comparing, conversation_pairs
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["propose_files"]
 

@@ -50,7 +50,7 @@ from cassettes.replay.forking._lineup import (
     turns_of,
 )
 from cassettes.replay.live import edit_notes
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 if TYPE_CHECKING:
     from cassettes.reading import Run

@@ -24,14 +24,11 @@ import orjson
 
 from cassettes import bounds, providers
 from cassettes.hints import count
-from cassettes.wire.decoding import decode_chunks
-from cassettes.wire.exchange import header
-from cassettes.wire.framing import frame
+from cassettes.wire import decode_chunks, frame, header
 
 if TYPE_CHECKING:
     from cassettes.providers import Chaining
-    from cassettes.wire.exchange import Exchange
-    from cassettes.wire.framing import Chunk
+    from cassettes.wire import Chunk, Exchange
 
 __all__ = [
     "Chains",

@@ -30,11 +30,9 @@ import orjson
 
 from cassettes import bounds
 from cassettes.models import USAGE_COUNTS, FinishReason, NormalisedResponse, Part, Usage
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.replay.live._edits import Edit, edited_headers
-from cassettes.wire import edited
-from cassettes.wire.decoding import decode_chunks
-from cassettes.wire.exchange import Exchange, Headers, header
+from cassettes.wire import Exchange, Headers, decode_chunks, header, mark
 
 if TYPE_CHECKING:
     from cassettes.providers import Provider, Rendered
@@ -97,7 +95,7 @@ class Continuation:
         client = bounds.loads_or_none(self.client_body)
         before = copy.deepcopy(client.get(where) if isinstance(client, dict) else None)
         marks = [m for m in self.marks if not (m.get("path") or [None])[0] == where]
-        marks.append(edited.mark(self.edit.label, self.selector, [where], before))
+        marks.append(mark(self.edit.label, self.selector, [where], before))
         self.sent += 1
         return orjson.dumps(body), edited_headers(headers, marks, self.key), continues
 

@@ -22,7 +22,7 @@ The last three are repairs ``looptap why`` makes (docs/why.md): a dropped result
 truncated answer's cap lifted, a truncated answer not taken as complete.
 
 The client keeps sending the original; the replay server rewrites each request it sends on, and
-marks each item it rewrote (:mod:`cassettes.wire.edited`: the item's path, the client's value).
+marks each item it rewrote (:mod:`cassettes.wire._edit_marks`: the item's path, the client's value).
 Sent to the fork's own looptap recorder, the marks travel in a request header sealed with the
 fork's per-run key, which the recorder checks and removes before the request goes upstream, and the
 branch records them beside the request the upstream received, so the client's own request is in the
@@ -41,7 +41,7 @@ import orjson
 
 from cassettes.errors import CassetteError, CassetteIOError
 from cassettes.storage.paths import read_input
-from cassettes.wire import edited
+from cassettes.wire import EDIT_AUTH_HEADER, EDIT_HEADER, item_of, seal, to_header
 
 __all__ = [
     "MAX_CONTINUE",
@@ -155,15 +155,15 @@ def edited_headers(
 ) -> list[tuple[str, str]]:
     """The headers of an edited request as sent on: a marker the client sent never passes; to a
     looptap recorder of this fork (``key``: the fork's per-run key) the marks go in
-    :data:`cassettes.wire.edited.HEADER`, sealed in :data:`~cassettes.wire.edited.AUTH_HEADER`;
+    :data:`cassettes.wire.EDIT_HEADER`, sealed in :data:`~cassettes.wire.EDIT_AUTH_HEADER`;
     the recorder checks the seal and removes both before the request goes upstream. Without a key
     no mark is sent."""
-    ours = (edited.HEADER, edited.AUTH_HEADER)
+    ours = (EDIT_HEADER, EDIT_AUTH_HEADER)
     kept = [(k, v) for k, v in headers if k.lower() not in ours]
     if not key:
         return kept
-    value = edited.to_header(marks)
-    return [*kept, (edited.HEADER, value), (edited.AUTH_HEADER, edited.seal(value, key))]
+    value = to_header(marks)
+    return [*kept, (EDIT_HEADER, value), (EDIT_AUTH_HEADER, seal(value, key))]
 
 
 def edit_notes(marks: list[dict[str, Any]], inside: str | None = None) -> list[str]:
@@ -172,7 +172,7 @@ def edit_notes(marks: list[dict[str, Any]], inside: str | None = None) -> list[s
     in."""
     out: dict[str, None] = {}
     for m in marks:
-        item = edited.item_of(m)
+        item = item_of(m)
         if inside is None or inside == item or inside.startswith((item + ".", item + "[")):
             out[f"{m['edit']} at {item}"] = None
     return list(out)

@@ -16,7 +16,7 @@ import orjson
 from cassettes import bounds, providers
 from cassettes.replay.live._edits import Edit
 from cassettes.views import user_messages
-from cassettes.wire import edited
+from cassettes.wire import mark
 
 __all__ = ["apply_edits", "carried"]
 
@@ -43,7 +43,7 @@ def apply_edits(
     method: str, target: str, body: bytes, edits: list[Edit], selector: str | None = None
 ) -> tuple[bytes, list[dict[str, Any]]]:
     """``body`` with every edit that applies to it made; a mark per item rewritten
-    (:func:`cassettes.wire.edited.mark`: the edit, ``selector`` unless the edit names its own, the
+    (:func:`cassettes.wire.mark`: the edit, ``selector`` unless the edit names its own, the
     item's JSON path and the client's value there)."""
     if not edits or not body:
         return body, []
@@ -54,8 +54,7 @@ def apply_edits(
         if hits:
             e.applied += 1
             marks += [
-                edited.mark(e.label, e.selector or selector, path, before)
-                for path, before, _after in hits
+                mark(e.label, e.selector or selector, path, before) for path, before, _after in hits
             ]
     return (orjson.dumps(doc), marks) if marks else (body, [])
 

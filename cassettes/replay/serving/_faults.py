@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cassettes.models import FinishReason, Part
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 
 if TYPE_CHECKING:
     from cassettes.matching import Recorded

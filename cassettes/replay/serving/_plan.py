@@ -23,7 +23,7 @@ import orjson
 from cassettes import bounds
 from cassettes.matching import Matcher, Miss, Recorded
 from cassettes.net import HOP_BY_HOP, Request
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.providers import Provider, Rendered
 from cassettes.replay.serving._faults import (
     REWRITE_KINDS,

@@ -36,10 +36,8 @@ from cassettes.replay.serving._plan import (
     Rewritten,
 )
 from cassettes.replay.serving._sender import Sender, ServedLog
-from cassettes.wire.exchange import Exchange, Headers
-from cassettes.wire.framing import frame as frame_stream
-from cassettes.wire.replay_miss import HEADER as MISS_HEADER
-from cassettes.wire.replay_miss import NOTE_HEADER
+from cassettes.wire import NOTE_HEADER, REPLAY_HEADER, Exchange, Headers
+from cassettes.wire import frame as frame_stream
 
 __all__ = ["Player"]
 
@@ -102,7 +100,7 @@ def _faulted(
 def _miss_marks(miss: Miss) -> Headers:
     """What marks a served exchange as a miss (the analysis reads it as the client's divergence,
     layer C, never the API's error)."""
-    return [(MISS_HEADER, "miss"), (NOTE_HEADER, miss.note().to_header())]
+    return [(REPLAY_HEADER, "miss"), (NOTE_HEADER, miss.note().to_header())]
 
 
 async def _first_byte(fault: Fault | None) -> bool:

@@ -15,7 +15,7 @@ from cassettes.errors import CassetteError
 from cassettes.matching import IndexedRecordings, VolatileSpans, volatile_for
 from cassettes.reading import detect, first_turn, open_run, origin_in
 from cassettes.storage.store import open_regular, read_header
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["open_recordings"]
 

@@ -23,7 +23,7 @@ from cassettes.providers import Provider
 from cassettes.replay.live import cut_text, joined, parsed, rendered_for
 from cassettes.replay.serving._plan import Forward, Router
 from cassettes.replay.serving._player import Player
-from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire import Exchange, Headers
 
 if TYPE_CHECKING:
     from cassettes.net import Trust, Upstream, UpstreamResponse

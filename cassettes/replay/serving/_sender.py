@@ -24,7 +24,7 @@ from cassettes.matching import Matcher, Miss, Recorded, clip, tolerated_notes
 from cassettes.net import Request
 from cassettes.providers import Provider
 from cassettes.recording import Redactor
-from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire import Exchange, Headers
 
 if TYPE_CHECKING:
     from cassettes.net import Answer

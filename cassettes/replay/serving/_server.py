@@ -58,8 +58,7 @@ from cassettes.replay.serving._sender import Sender, ServedLog
 from cassettes.replay.serving._websocket import WebSocketReplay
 from cassettes.storage.paths import check_target, staged
 from cassettes.untrusted import clean_line
-from cassettes.wire.decoding import decode_chunks
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange, decode_chunks
 
 if TYPE_CHECKING:
     from cassettes.net import Trust

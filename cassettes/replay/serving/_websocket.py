@@ -32,7 +32,7 @@ from cassettes.net import Request
 from cassettes.replay.live import Chains
 from cassettes.replay.serving._plan import Forward, Planner, Router
 from cassettes.replay.serving._player import Player
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 if TYPE_CHECKING:
     from cassettes.matching import Recorded

@@ -32,7 +32,7 @@ from pathlib import Path
 from cassettes.errors import CassetteError, RecorderUnavailable
 from cassettes.hints import count
 from cassettes.replay.testing._ready import Ready, read_ready
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = ["RecorderProcess", "SessionRecorder", "how_to_install", "recorder_python"]
 

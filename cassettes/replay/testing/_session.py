@@ -36,7 +36,7 @@ from cassettes.storage.store import is_cassette, open_regular
 
 if TYPE_CHECKING:
     from cassettes.replay.testing._recorder import SessionRecorder
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
 __all__ = [
     "NO_HOST_CA",

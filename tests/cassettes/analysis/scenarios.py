@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from cassettes.analysis import Conversation, RunAnalysis, analyse
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 __all__ = [
     "FAMILIES",

@@ -39,7 +39,7 @@ from scenarios import (
 )
 
 from cassettes.analysis import RunAnalysis
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 Json = dict[str, Any]
 

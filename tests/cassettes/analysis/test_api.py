@@ -9,7 +9,7 @@ from scenarios import FAMILIES, LENGTH, STREAM_FAMILIES, WEATHER, Call, Script, 
 
 from cassettes.analysis import Finding, RunAnalysis, Severity, same_model
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 
 
 def found(run: RunAnalysis, code: str) -> list[Finding]:
@@ -745,7 +745,7 @@ def test_errors_carry_an_error_model() -> None:
 def _legacy_exchange(stream: bool) -> Any:
     import orjson
 
-    from cassettes.wire.exchange import Exchange
+    from cassettes.wire import Exchange
 
     req = {
         "model": "gpt-3.5-turbo-0613",
@@ -825,7 +825,7 @@ def test_legacy_function_call_is_a_tool_call(stream: bool) -> None:
     """Issue 14: the pre-tools ``function_call`` (non-streamed ``message.function_call``, streamed
     ``delta.function_call``) is the model's call; no false A.tool_calls_without_calls."""
     from cassettes.analysis import analyse
-    from cassettes.parsing.roundtrip import parse_exchange
+    from cassettes.parsing import parse_exchange
 
     ex = _legacy_exchange(stream)
     rt = parse_exchange(ex)

@@ -31,7 +31,7 @@ from scenarios import (
     serious,
 )
 
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 Json = dict[str, Any]
 

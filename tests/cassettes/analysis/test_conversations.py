@@ -30,7 +30,7 @@ from scenarios import (
 )
 
 from cassettes.analysis import Finding, RunAnalysis
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 Json = dict[str, Any]
 

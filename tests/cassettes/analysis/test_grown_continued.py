@@ -36,7 +36,7 @@ from cassettes.reading import (
 from cassettes.recording import CassetteWriter
 from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.analysed import Analysed, cli_output, keep_every_run
 from tests.support.huge import write_huge
 

@@ -8,7 +8,7 @@ import pytest
 from real_corpus import corpus_files, load, rel
 
 from cassettes.analysis import analyse
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.recording import CassetteWriter
 from cassettes.storage.store import read_records
 

@@ -28,7 +28,7 @@ from scenarios import (
 from cassettes.analysis import RunAnalyser, RunAnalysis, Turn, analyse
 from cassettes.reading import RunReader
 from cassettes.recording import CassetteWriter
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 def _keep_everything(exchanges: list[Exchange], active: int = 1_000_000) -> RunAnalysis:
@@ -61,7 +61,7 @@ def test_releasing_contexts_and_histories_changes_no_finding() -> None:
 def _without_turns(exchanges: list[Exchange]) -> RunAnalysis:
     """The analysis holding no turns (as the incremental reader runs it), the turns it returned
     put back together."""
-    from cassettes.parsing.roundtrip import parse_exchange
+    from cassettes.parsing import parse_exchange
 
     turns: dict[int, Turn] = {}
     a = RunAnalyser(
@@ -113,7 +113,7 @@ def test_a_fork_to_a_released_turn_reads_it_again() -> None:
 
 
 def _reload(exchanges: list[Exchange], a: RunAnalyser, seq: int):  # type: ignore[no-untyped-def]
-    from cassettes.parsing.roundtrip import parse_exchange
+    from cassettes.parsing import parse_exchange
 
     return exchanges[seq], parse_exchange(exchanges[seq]), a.result.turns[seq]
 

@@ -18,8 +18,8 @@ import pytest
 from real_corpus import corpus_files, load, rel
 
 from cassettes.analysis import analyse
-from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import parse_exchange
+from cassettes.wire import Exchange
 
 Body = dict[str, Any]
 

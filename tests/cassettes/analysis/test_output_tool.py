@@ -25,7 +25,7 @@ import pytest
 from real_corpus import CORPUS, load
 
 from cassettes.analysis import RunAnalysis, analyse
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 Json = dict[str, Any]
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from cassettes.analysis import RunAnalysis, Severity, analyse
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 URL = "https://generativelanguage.googleapis.com/v1beta/models/gemini-3-pro-preview:generateContent"
 TOOLS = [

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cassettes.analysis import RunAnalysis, TokenCount, analyse, apportion, estimate_text
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 WHEN = datetime(2025, 11, 3, 12, 0, tzinfo=UTC).timestamp()
 M = Decimal(1_000_000)

@@ -14,11 +14,10 @@ import pytest
 from real_corpus import corpus_exchanges, rel
 
 from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.anthropic import AnthropicMessages, finish_class, usage_from
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import frame
+from cassettes.wire import Exchange, frame
 
 A = AnthropicMessages()
 

@@ -17,8 +17,8 @@ import pytest
 from real_corpus import corpus_exchanges, rel
 
 from cassettes.models import NormalisedResponse
-from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import parse_exchange
+from cassettes.wire import Exchange
 
 anthropic = pytest.importorskip("anthropic")
 

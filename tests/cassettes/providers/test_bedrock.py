@@ -15,11 +15,10 @@ import pytest
 from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.bedrock import BedrockConverse
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import frame, parse_aws_eventstream
+from cassettes.wire import Exchange, frame, parse_aws_eventstream
 
 A = BedrockConverse()
 

@@ -24,8 +24,8 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import RoundTrip, parse_exchange
+from cassettes.wire import Exchange
 from tests.cassettes.providers.test_bedrock import _frame
 
 REPO = Path(__file__).resolve().parents[3]

@@ -21,8 +21,8 @@ from test_bedrock import _frame
 
 from cassettes.analysis import analyse
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import parse_exchange
+from cassettes.wire import Exchange
 
 HOST = "https://bedrock-runtime.eu-west-1.amazonaws.com/model/{}/{}"
 CLAUDE = "eu.anthropic.claude-3-7-sonnet-20250219-v1:0"

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from cassettes.analysis import analyse
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.recording import CassetteWriter
 from cassettes.storage.store import read_records
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 from tests.support.concurrency import (
     BUG_TURN,
     CHILD,

@@ -11,10 +11,10 @@ import pytest
 from real_corpus import corpus_exchanges, rel
 
 from cassettes.models import FinishReason, NormalisedResponse
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.gemini import Gemini, usage_from
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 G = Gemini()
 AI_STUDIO = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash"

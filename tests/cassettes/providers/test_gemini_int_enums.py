@@ -19,8 +19,8 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import parse_exchange
+from cassettes.wire import Exchange
 
 QUERY = "%24alt=json%3Benum-encoding%3Dint"
 VERTEX = (

@@ -18,8 +18,8 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import RoundTrip, parse_exchange
+from cassettes.wire import Exchange
 
 genai = pytest.importorskip("google.genai")
 from google.genai import interactions as gi  # noqa: E402

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 from real_corpus import corpus_exchanges, rel
 
-from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import frame
+from cassettes.parsing import parse_exchange
+from cassettes.wire import Exchange, frame
 
 genai_types = pytest.importorskip("google.genai.types")
 genai_models = pytest.importorskip("google.genai.models")

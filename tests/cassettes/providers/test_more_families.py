@@ -16,8 +16,8 @@ import pytest
 from test_bedrock import _frame  # the AWS event-stream frame builder
 
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import RoundTrip, parse_exchange
+from cassettes.wire import Exchange
 
 
 def rt(

@@ -15,10 +15,10 @@ import pytest
 from real_corpus import corpus_exchanges, rel
 
 from cassettes.models import FinishReason, NormalisedResponse
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.ollama import OllamaChat
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 OLLAMA = OllamaChat()
 CHAT = "http://localhost:11434/api/chat"

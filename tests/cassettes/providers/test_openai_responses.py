@@ -13,10 +13,9 @@ from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
 from cassettes.analysis import analyse
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.providers.openai_responses import OpenAIResponses
-from cassettes.wire.exchange import Exchange
-from cassettes.wire.framing import Event, Framed, frame, parse_sse
+from cassettes.wire import Event, Exchange, Framed, frame, parse_sse
 
 A = OpenAIResponses()
 

@@ -26,9 +26,9 @@ import pytest
 from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
 from cassettes.models import NormalisedResponse
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.providers.openai_responses import OpenAIResponses
-from cassettes.wire.framing import Framed, frame
+from cassettes.wire import Framed, frame
 
 openai = pytest.importorskip("openai")
 

@@ -9,8 +9,8 @@ import orjson
 
 from cassettes.analysis import analyse
 from cassettes.models import FinishReason
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import RoundTrip, parse_exchange
+from cassettes.wire import Exchange
 
 URL = "https://api.portkey.ai/v1/prompts/pp-weather-7f3a21/completions"
 REQUEST = {"variables": {"city": "Paris"}, "max_tokens": 64}

@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from cassettes import providers
-from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import parse_exchange
+from cassettes.wire import Exchange
 
 CHAT = "http://localhost:11434/api/chat"
 BODY = {"model": "qwen3:8b", "messages": [{"role": "user", "content": "hi"}], "stream": False}

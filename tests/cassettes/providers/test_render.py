@@ -15,8 +15,8 @@ from real_corpus import corpus_exchanges
 
 from cassettes import providers
 from cassettes.models import FinishReason, NormalisedResponse
-from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import parse_exchange
+from cassettes.wire import Exchange
 
 RENDERED = ("openai_chat", "openai_responses", "anthropic", "gemini", "ollama")
 

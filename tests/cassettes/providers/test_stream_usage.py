@@ -27,8 +27,8 @@ import pytest
 from test_bedrock import _frame
 
 from cassettes.models import Usage
-from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.wire.exchange import Exchange
+from cassettes.parsing import parse_exchange
+from cassettes.wire import Exchange
 
 WATSONX = "https://us-south.ml.cloud.ibm.com/ml/v1-beta/generation/text_stream?version=2024-02-15"
 WARNING = {

@@ -13,9 +13,9 @@ from typing import Any
 from cassettes import providers
 from cassettes.analysis import schema_errors
 from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.replay.forking._lineup import answer_kind
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 #: How two text answers are compared (stated in every report's header and in docs/fork.md).
 TEXT_MEASURE = (

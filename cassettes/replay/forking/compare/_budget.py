@@ -15,12 +15,12 @@ from cassettes import providers
 from cassettes.analysis import PRICES_VERSION, calc_price, provider_for_url
 from cassettes.errors import CassetteError
 from cassettes.hints import count
-from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.parsing import parse_exchange
 from cassettes.replay.forking._cursor import bases_of
 from cassettes.replay.forking.compare._answer import price_usage
 from cassettes.replay.live import with_model
 from cassettes.views import money
-from cassettes.wire.exchange import Exchange
+from cassettes.wire import Exchange
 
 
 class BudgetError(CassetteError):

@@ -22,8 +22,7 @@ from cassettes.replay.forking.compare._answer import Sample, offered_tools, samp
 from cassettes.replay.forking.compare._budget import Planned, price_of, rewritten
 from cassettes.replay.forking.compare._report import Comparison, TurnComparison
 from cassettes.replay.live import as_sent_live
-from cassettes.wire.exchange import Exchange, Headers
-from cassettes.wire.own import without_own
+from cassettes.wire import Exchange, Headers, without_own
 
 
 def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str]) -> tuple[Headers, list[str]]:

@@ -1,4 +1,4 @@
-"""One raw :class:`~cassettes.wire.exchange.Exchange` → its parse, a :class:`RoundTrip`.
+"""One raw :class:`~cassettes.wire.Exchange` → its parse, a :class:`RoundTrip`.
 
 This is the single entry point from raw bytes to meaning: pick the adapter, frame the body, parse
 or reassemble, and record every problem as a labelled analysis error instead of raising. Whatever
@@ -15,8 +15,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from cassettes import providers
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.wire.exchange import Exchange, cut_by_client
-from cassettes.wire.framing import Framed, frame
+from cassettes.wire import Exchange, Framed, cut_by_client, frame
 
 __all__ = [
     "MAX_PARSE_BYTES",
@@ -94,7 +93,7 @@ class RoundTrip(BaseModel):
     @property
     def cut_by_client(self) -> bool:
         """Cut because the client hung up before the answer's end
-        (:func:`~cassettes.wire.exchange.cut_by_client`), not by the upstream or the network."""
+        (:func:`~cassettes.wire.cut_by_client`), not by the upstream or the network."""
         return cut_by_client(self.transport_error)
 
     @property

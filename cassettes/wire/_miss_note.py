@@ -1,8 +1,8 @@
 """The replay server's answer to a request its cassette cannot answer, as the analysis reads it.
 
 A replay miss is looptap's own answer, not the API's: the server sends an error in the API's
-shape (so the agent's SDK raises it) with the response header :data:`HEADER` set to ``miss``, and
-:data:`NOTE_HEADER` saying what the matcher found, as JSON (ASCII only)::
+shape (so the agent's SDK raises it) with the response header :data:`REPLAY_HEADER` set to
+``miss``, and :data:`NOTE_HEADER` saying what the matcher found, as JSON (ASCII only)::
 
     {"closest": "conversation c1, turn 1 (seq 1)",
      "reason": "1 of 2 recorded round trips are unplayed, none is this request",
@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 
 from cassettes import bounds
 from cassettes.untrusted import clean_line
-from cassettes.wire.exchange import Exchange
+from cassettes.wire._exchange import Exchange
 
-__all__ = ["HEADER", "MAX_NOTE", "NOTE_HEADER", "MissNote", "MissVerdict", "read_miss"]
+__all__ = ["MAX_NOTE", "NOTE_HEADER", "REPLAY_HEADER", "MissNote", "MissVerdict", "read_miss"]
 
 #: The response header the replay server marks its answers with (``miss``, ``seq=N`` …).
-HEADER = "x-looptap-replay"
+REPLAY_HEADER = "x-looptap-replay"
 #: The response header that carries a miss's note (:class:`MissNote` as JSON).
 NOTE_HEADER = "x-looptap-miss"
 #: The longest note sent, in characters; verdicts and changes past it are left out.
@@ -103,7 +103,7 @@ def read_miss(ex: Exchange) -> MissNote | None:
     """The note of ``ex`` when it is a replay server's answer to a request it could not answer;
     ``None`` for any other round trip. Untrusted (a header of a cassette): read as data, bounded,
     each string cleaned."""
-    if (ex.response_header(HEADER) or "").strip().lower() != "miss":
+    if (ex.response_header(REPLAY_HEADER) or "").strip().lower() != "miss":
         return None
     raw = ex.response_header(NOTE_HEADER)
     try:

@@ -14,10 +14,10 @@ so the client's own request is the recorded one with each ``before`` put back
 (:func:`client_body`). No digest of either value is kept: a plain hash of a short value beside
 its redacted copy gives it back to a word list.
 
-The replay server hands the marks to the recorder in the :data:`HEADER` request header (base64url
-JSON) with :data:`AUTH_HEADER`, an HMAC-SHA256 of that value under the fork's per-run key
-(:func:`new_key`: made by ``looptap run --from``, given to its recorder in process and to its
-replay server in the environment variable :data:`KEY_ENV`, never to the agent). The recorder
+The replay server hands the marks to the recorder in the :data:`EDIT_HEADER` request header
+(base64url JSON) with :data:`EDIT_AUTH_HEADER`, an HMAC-SHA256 of that value under the fork's
+per-run key (:func:`new_key`: made by ``looptap run --from``, given to its recorder in process and
+to its replay server in the environment variable :data:`KEY_ENV`, never to the agent). The recorder
 accepts marks only when :func:`authentic` says so, and removes both headers from every request
 before it goes upstream; a client sending the header itself (through a plain ``looptap run``,
 which has no key) gets a note on its round trip, never marks.
@@ -40,8 +40,8 @@ import orjson
 from cassettes import bounds
 
 __all__ = [
-    "AUTH_HEADER",
-    "HEADER",
+    "EDIT_AUTH_HEADER",
+    "EDIT_HEADER",
     "KEY_ENV",
     "MAX_HEADER",
     "authentic",
@@ -57,9 +57,9 @@ __all__ = [
 
 #: The request header carrying the marks from a fork's replay server to the recorder (stripped
 #: there).
-HEADER = "x-looptap-edit"
-#: The request header carrying :func:`seal` of :data:`HEADER`'s value (stripped there too).
-AUTH_HEADER = "x-looptap-edit-auth"
+EDIT_HEADER = "x-looptap-edit"
+#: The request header carrying :func:`seal` of :data:`EDIT_HEADER`'s value (stripped there too).
+EDIT_AUTH_HEADER = "x-looptap-edit-auth"
 #: The environment variable that gives a fork's replay server its per-run key (read and removed
 #: at its start; never in the agent's environment nor on a command line).
 KEY_ENV = "LOOPTAP_EDIT_KEY"
@@ -81,7 +81,8 @@ def new_key() -> str:
 
 
 def seal(value: str, key: str) -> str:
-    """The :data:`AUTH_HEADER` value for a :data:`HEADER` value: its HMAC-SHA256 under ``key``."""
+    """The :data:`EDIT_AUTH_HEADER` value for an :data:`EDIT_HEADER` value: its HMAC-SHA256
+    under ``key``."""
     return hmac.new(
         key.encode("utf-8"), value.encode("utf-8", "surrogateescape"), hashlib.sha256
     ).hexdigest()
@@ -111,8 +112,8 @@ def item_of(m: dict[str, Any]) -> str:
 
 
 def to_header(marks: list[dict[str, Any]]) -> str:
-    """The marks as the :data:`HEADER` value; over :data:`MAX_HEADER`, without their ``before``
-    values (``before_omitted``: the client's text is then not kept)."""
+    """The marks as the :data:`EDIT_HEADER` value; over :data:`MAX_HEADER`, without their
+    ``before`` values (``before_omitted``: the client's text is then not kept)."""
     value = base64.urlsafe_b64encode(orjson.dumps(marks)).decode("ascii")
     if len(value) <= MAX_HEADER:
         return value
@@ -123,7 +124,7 @@ def to_header(marks: list[dict[str, Any]]) -> str:
 
 
 def from_header(value: str) -> list[dict[str, Any]] | None:
-    """The marks a :data:`HEADER` value carries, or ``None`` when it is not such a value."""
+    """The marks an :data:`EDIT_HEADER` value carries, or ``None`` when it is not such a value."""
     if len(value) > MAX_HEADER + 16:
         return None
     try:

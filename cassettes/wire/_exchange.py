@@ -84,11 +84,11 @@ class Exchange:
     #: The Content-Encoding the body was decoded from, if any.
     decoded_from: str | None = None
     #: The request body / response chunks still carry their Content-Encoding, as they crossed the
-    #: wire. :func:`cassettes.wire.decoding.decode_exchange` removes it (and clears these), and
+    #: wire. :func:`cassettes.wire._decoding.decode_exchange` removes it (and clears these), and
     #: the recording pipeline runs it first, so an entry point only says what it captured.
     request_encoded: bool = False
     response_encoded: bool = False
-    #: A fork's what-if edits made in this request (:mod:`cassettes.wire.edited`): the request
+    #: A fork's what-if edits made in this request (:mod:`cassettes.wire._edit_marks`): the request
     #: is what the upstream received, these marks give back the client's own.
     edits: list[dict[str, Any]] | None = None
     #: An imported trace's round trip rebuilt by looptap (:mod:`cassettes.interop._traces`): which

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes.bounds import MAX_DECODED_BYTES
-from cassettes.wire.exchange import Exchange
+from cassettes.wire._exchange import Exchange
 
 __all__ = [
     "OverBudget",
