@@ -108,11 +108,14 @@ result["recorder"] = counts(prof)
 
 from cassettes.views.timeline import text_timeline
 try:  # the inspector's reader: a Run followed as it grows (IncrementalRun before it was folded in)
-    from cassettes.reading import open_run
+    try:
+        from cassettes.reading import open_run
+    except ImportError:  # a tree before the reading package's façade (issue 56)
+        from cassettes.reading.run import open_run
     open_run(out, follow=True).close()
     follow = lambda: open_run(out, follow=True)
 except TypeError:
-    from cassettes.reading import IncrementalRun
+    from cassettes.reading.incremental import IncrementalRun
     follow = lambda: IncrementalRun(out)
 prof = cProfile.Profile()
 prof.enable()
@@ -147,6 +150,8 @@ run.close()
 
 from cassettes.cli import main
 import cassettes.reading as _reading
+if not hasattr(_reading, "open_run"):  # a tree before the reading package's façade (issue 56)
+    import cassettes.reading.run as _reading
 # show in its two passes: open_run (the analysis) and what follows (the printing pass, which
 # reads the round trips again from disk, one at a time); cmd_show imports open_run when it runs.
 _open_run = _reading.open_run
