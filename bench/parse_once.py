@@ -36,12 +36,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The functions counted: (label, how its file's path ends, its names: today's and an older
-#: tree's). parsing/_roundtrip.py and wire/_framing.py were roundtrip.py and framing.py before.
+#: The functions counted: (label, module, its names: today's and an older tree's).
 COUNTED = (
-    ("request parsed", "roundtrip.py", ("parse_request_side", "_parse_request")),
-    ("response parsed", "roundtrip.py", ("parse_response_side", "_parse_response_side")),
-    ("response framed", "framing.py", ("frame",)),
+    ("request parsed", "cassettes/parsing/roundtrip.py", ("parse_request_side", "_parse_request")),
+    ("response parsed", "cassettes/parsing/roundtrip.py",
+     ("parse_response_side", "_parse_response_side")),
+    ("response framed", "cassettes/wire/framing.py", ("frame",)),
     ("sealed parse checked", "cassettes/parsing/sealed.py", ("restore",)),
 )
 
@@ -55,7 +55,7 @@ try:
 except ImportError:  # an older tree: tests/_corpus.py
     from _corpus import corpus_files
 from cassettes.storage.vcr import load_vcr
-from cassettes.recording import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 
 files = [p for p in corpus_files("**/*.yaml") if "anthropic" in str(p) or "openai" in str(p)]
 exchanges = []
@@ -70,10 +70,7 @@ counted = json.loads(sys.argv[4])
 
 # Request messages parsed (a counting hook: all of a request's messages, or only those appended to
 # the base it was parsed against).
-try:
-    from cassettes.parsing import _roundtrip as roundtrip
-except ImportError:  # an older tree: cassettes/parsing/_roundtrip.py
-    from cassettes.parsing import roundtrip
+from cassettes.parsing import roundtrip
 _name = "parse_request_side"
 if not hasattr(roundtrip, _name):  # an older tree
     _name = "_parse_request"
@@ -109,13 +106,16 @@ with w:
 prof.disable()
 result["recorder"] = counts(prof)
 
-from cassettes.views import text_timeline
+from cassettes.views.timeline import text_timeline
 try:  # the inspector's reader: a Run followed as it grows (IncrementalRun before it was folded in)
-    from cassettes.reading import open_run
+    try:
+        from cassettes.reading import open_run
+    except ImportError:  # a tree before the reading package's façade (issue 56)
+        from cassettes.reading.run import open_run
     open_run(out, follow=True).close()
     follow = lambda: open_run(out, follow=True)
 except TypeError:
-    from cassettes.reading import IncrementalRun
+    from cassettes.reading.incremental import IncrementalRun
     follow = lambda: IncrementalRun(out)
 prof = cProfile.Profile()
 prof.enable()
@@ -150,6 +150,8 @@ run.close()
 
 from cassettes.cli import main
 import cassettes.reading as _reading
+if not hasattr(_reading, "open_run"):  # a tree before the reading package's façade (issue 56)
+    import cassettes.reading.run as _reading
 # show in its two passes: open_run (the analysis) and what follows (the printing pass, which
 # reads the round trips again from disk, one at a time); cmd_show imports open_run when it runs.
 _open_run = _reading.open_run
