@@ -23,7 +23,7 @@ from real_corpus import corpus_files, rel  # noqa: E402
 
 from cassettes.reading.conversion import cassette_of  # noqa: E402
 from cassettes.reading.run import Run, open_run  # noqa: E402
-from cassettes.storage.vcr import load_vcr  # noqa: E402
+from cassettes.storage import load_vcr  # noqa: E402
 
 
 def reading(run: Run) -> dict[str, Any]:

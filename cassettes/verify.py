@@ -44,8 +44,7 @@ from cassettes.hints import count
 from cassettes.patterns import PatternError, UserPattern
 from cassettes.recording.names import REDACTED, credential_values, looks_secret, secret_name
 from cassettes.recording.redact import detector, stream_texts
-from cassettes.storage.codec import decode_chunks
-from cassettes.storage.store import open_regular
+from cassettes.storage import decode_chunks, open_regular
 from cassettes.untrusted import clean_line
 from cassettes.wire.decoding import salvage
 

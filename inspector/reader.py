@@ -17,7 +17,7 @@ from textual.message import Message
 
 from cassettes.reading.incremental import Batch
 from cassettes.reading.run import Run
-from cassettes.storage.store import being_written
+from cassettes.storage import being_written
 
 __all__ = ["ChildExited", "RunRead", "read_run"]
 

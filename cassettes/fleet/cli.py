@@ -32,7 +32,7 @@ from cassettes.fleet.index import (
 )
 from cassettes.fleet.index import export_parquet as write
 from cassettes.hints import count
-from cassettes.storage.paths import check_target, staged
+from cassettes.storage import check_target, staged
 from cassettes.untrusted import clean_line
 from cassettes.views.progress import reading_line
 

@@ -25,7 +25,7 @@ from cassettes.interop.documents import read_docs
 from cassettes.interop.otlp_in import otlp_calls
 from cassettes.providers.rebuild import Call, chat_ids, exchange, link_items
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.paths import staged
+from cassettes.storage import staged
 
 __all__ = ["import_runs", "runs_in", "sniff"]
 

@@ -3,7 +3,7 @@ time, for very large files and for recordings still being written (``open_run(pa
 run to its end, and ``open_run(path, follow=True)``, which follows it as it grows). Not a second way
 to read a run: :class:`RunReader` is what :class:`~cassettes.reading.run.Run` delegates to.
 
-:class:`RunReader` reads the file through :class:`cassettes.storage.source.RecordSource` (record
+:class:`RunReader` reads the file through :class:`cassettes.storage.RecordSource` (record
 offsets, request bodies, a torn tail, a file still growing) and feeds the records, batch by batch,
 through the incremental layer analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which
 releases what later turns no longer need), then releases each exchange's raw bytes. Each analysed
@@ -38,9 +38,7 @@ from cassettes.reading import snapshot
 from cassettes.reading.branch import branch_origin, first_turn
 from cassettes.reading.reread import Column, Reread
 from cassettes.reading.stores import ParseStore, Places, TurnStore
-from cassettes.storage.index import BLOCK, BODY_CACHE
-from cassettes.storage.source import RecordSource
-from cassettes.storage.store import Problem
+from cassettes.storage import BLOCK, BODY_CACHE, Problem, RecordSource
 from cassettes.views.summary import TurnSummary, summarise
 from cassettes.wire.exchange import Exchange
 

@@ -45,7 +45,7 @@ from cassettes.analysis import price_data, rules
 from cassettes.errors import CassetteError
 from cassettes.reading import database
 from cassettes.reading.packed import compressor, decompressor
-from cassettes.storage.store import open_regular
+from cassettes.storage import open_regular
 
 __all__ = [
     "MAX_CONVERSATIONS",

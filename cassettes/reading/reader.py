@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from cassettes.analysis import RunAnalysis, Turn
     from cassettes.parsing.roundtrip import RoundTrip
     from cassettes.reading.incremental import Batch
-    from cassettes.storage.store import Problem
+    from cassettes.storage import Problem
     from cassettes.views.summary import TurnSummary
     from cassettes.wire.exchange import Exchange
 

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cassettes.analysis.model import Turn
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
-from cassettes.storage.index import BODY_CACHE
+from cassettes.storage import BODY_CACHE
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:
     from cassettes.reading.stores import Places
-    from cassettes.storage.source import RecordSource
+    from cassettes.storage import RecordSource
 
 # the reader's own passes (cassettes.reading.incremental): no public surface
 __all__: list[str] = []

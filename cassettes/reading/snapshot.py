@@ -44,7 +44,7 @@ class ReaderState(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1]
-    #: The index (:meth:`~cassettes.storage.index.RecordIndex.snapshot`).
+    #: The index (:meth:`~cassettes.storage.RecordIndex.snapshot`).
     header: dict[str, Any] | None
     format_version: int = Field(ge=0)
     problems: list[tuple[int, str, str]]

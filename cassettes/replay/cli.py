@@ -32,7 +32,7 @@ from cassettes.replay.forking.plan import PlanError, read_plan
 from cassettes.replay.live.edits import EditError, parse_edit
 from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
 from cassettes.replay.serving.server import IDLE_TIMEOUT, READ_TIMEOUT, ReplayServer, parse_pace
-from cassettes.storage.store import write_private
+from cassettes.storage import write_private
 from cassettes.wire.edited import KEY_ENV
 
 __all__ = ["cmd_replay"]

@@ -147,7 +147,7 @@ def test_the_recording_pipeline_decodes_what_an_entry_point_marks_encoded(tmp_pa
     from pathlib import Path
 
     from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
     from cassettes.wire.decoding import decode_exchange
     from cassettes.wire.exchange import Exchange
 

@@ -18,7 +18,7 @@ from cassettes.cli import main
 from cassettes.reading.budget import RunTooLargeError
 from cassettes.reading.incremental import RunReader
 from cassettes.reading.run import open_run
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support.huge import write_huge
 
 _HEADER = (

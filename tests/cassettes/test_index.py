@@ -1,4 +1,4 @@
-"""The incremental reader (cassettes.storage.index, cassettes.reading.incremental) and the viewer
+"""The incremental reader (cassettes.storage._index, cassettes.reading.incremental) and the viewer
 helpers (growth, search, timeline)."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from cassettes.analysis import analyse
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.parsing.roundtrip import parse_all
 from cassettes.reading.incremental import RunReader
-from cassettes.storage.index import RecordIndex
-from cassettes.storage.store import read_records
+from cassettes.storage import RecordIndex, read_records
 from cassettes.views.growth import growth_bars
 from cassettes.views.search import search_turns
 from cassettes.views.timeline import text_timeline

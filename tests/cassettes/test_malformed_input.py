@@ -36,8 +36,7 @@ from cassettes.errors import CassetteError, CassetteFormatError, CassetteIOError
 from cassettes.parsing.roundtrip import MAX_PARSE_BYTES, RoundTrip, parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import Redactor
-from cassettes.storage.store import read_records
-from cassettes.storage.vcr import read_vcr
+from cassettes.storage import read_records, read_vcr
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.framing import parse_sse

@@ -17,7 +17,7 @@ from cassettes.parsing import roundtrip
 from cassettes.reading import stores
 from cassettes.reading.run import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 from cassettes.wire.exchange import Exchange
 
 
@@ -141,7 +141,7 @@ def test_the_recorder_writes_the_same_records_without_parsing_requests(tmp_path:
 
 def _fresh(path: Path) -> dict[int, dict[str, Any]]:
     """Every round trip of the cassette at ``path`` parsed afresh, in full, by seq."""
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     return {
         rt.seq: rt.model_dump()

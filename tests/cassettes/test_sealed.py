@@ -15,7 +15,7 @@ from real_corpus import corpus_exchanges
 
 from cassettes.parsing.roundtrip import RoundTrip, parse_all
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire.exchange import Exchange
 
 

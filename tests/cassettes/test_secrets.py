@@ -31,7 +31,7 @@ from real_corpus import corpus_exchanges
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import REDACTED, Redactor
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.framing import parse_aws_eventstream
 

@@ -25,7 +25,7 @@ from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import REDACTED, Redactor
 from cassettes.recording.websocket import WsSession
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire.exchange import Exchange
 from tests.support.secret_streams import (
     bedrock_converse,

@@ -14,7 +14,7 @@ import pytest
 from cassettes.mcp.answers import encode, text
 from cassettes.mcp.query import Runs, diff, run_summary
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support import progress
 
 WHOLE = "missing required property 'symbol'."

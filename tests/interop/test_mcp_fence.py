@@ -29,7 +29,7 @@ from cassettes.mcp.answers import UNTRUSTED_NOTE
 from cassettes.mcp.runs import RUN_SUFFIXES
 from cassettes.mcp.server import build_server
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.codec import header_record
+from cassettes.storage import header_record
 from tests.hostile.corpus import ESCAPES, build, hostile_exchanges
 
 #: Marks every attacker-chosen string; it may appear only inside the fence.

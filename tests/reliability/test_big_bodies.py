@@ -8,7 +8,7 @@ import tracemalloc
 from pathlib import Path
 
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire.exchange import Exchange
 
 

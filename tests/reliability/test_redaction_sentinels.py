@@ -22,7 +22,7 @@ import pytest
 
 from cassettes.matching import Matcher
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire.exchange import Exchange
 from tests.support import progress
 

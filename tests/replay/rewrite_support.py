@@ -14,7 +14,7 @@ import orjson
 
 from cassettes.replay.serving.faults import FaultPlan, parse_fault
 from cassettes.replay.serving.server import ReplayServer
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import write
 

@@ -19,7 +19,7 @@ from cassettes.cli import main
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.forking.cursor import parse_cursor
 from cassettes.replay.forking.fork import ForkSource, branch_meta, origin_meta, origin_of
-from cassettes.storage.store import CassetteFile
+from cassettes.storage import CassetteFile
 from tests.inspector.fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
 SYSTEM = {"role": "system", "content": "Use the weather tool."}

@@ -180,7 +180,7 @@ def test_a_mark_stores_no_digest_a_word_list_can_reverse() -> None:
     from cassettes.recording.redact import Redactor
     from cassettes.replay.live.edits import parse_edit
     from cassettes.replay.live.rewrite import apply_edits
-    from cassettes.storage.codec import exchange_to_record
+    from cassettes.storage import exchange_to_record
 
     original = '{"password": "hunter2"}'
     body = orjson.dumps(

@@ -337,7 +337,7 @@ def test_a_mark_too_large_for_the_header_travels_without_its_value(
 
 def test_the_marks_are_redacted_and_stored_and_a_malformed_one_is_dropped(tmp_path: Path) -> None:
     from cassettes.recording.redact import Redactor
-    from cassettes.storage.codec import exchange_to_record, record_to_exchange
+    from cassettes.storage import exchange_to_record, record_to_exchange
     from cassettes.wire import edited
     from tests.replay.conftest import tool_loop
 

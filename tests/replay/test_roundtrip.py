@@ -26,7 +26,7 @@ import pytest
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.serving.server import ReplayServer
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire.exchange import Exchange
 from tests.support import progress
 from tests.support.harness import outputs

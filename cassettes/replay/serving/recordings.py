@@ -16,7 +16,7 @@ from cassettes.matching import IndexedRecordings, VolatileSpans, volatile_for
 from cassettes.reading.branch import first_turn, origin_in
 from cassettes.reading.formats import detect
 from cassettes.reading.run import open_run
-from cassettes.storage.store import open_regular, read_header
+from cassettes.storage import open_regular, read_header
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["open_recordings"]

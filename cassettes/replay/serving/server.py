@@ -56,7 +56,7 @@ from cassettes.replay.serving.recordings import open_recordings
 from cassettes.replay.serving.relay import LiveRelay
 from cassettes.replay.serving.sender import Sender, ServedLog
 from cassettes.replay.serving.wsserve import WebSocketReplay
-from cassettes.storage.paths import check_target, staged
+from cassettes.storage import check_target, staged
 from cassettes.untrusted import clean_line
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange

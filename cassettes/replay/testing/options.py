@@ -19,8 +19,7 @@ from cassettes.matching import RuleError, project_rules
 from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
 from cassettes.replay.serving.server import parse_pace
 from cassettes.replay.testing.keys import MODES
-from cassettes.storage.paths import UnsafePath, check_target
-from cassettes.storage.store import is_cassette
+from cassettes.storage import UnsafePath, check_target, is_cassette
 
 __all__ = ["Options", "upstreams"]
 

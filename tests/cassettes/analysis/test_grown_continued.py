@@ -29,8 +29,7 @@ from cassettes.reading import incremental, kept, shown
 from cassettes.reading.packed import compressor, decompressor
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.index import RecordIndex
-from cassettes.storage.store import read_records
+from cassettes.storage import RecordIndex, read_records
 from cassettes.wire.exchange import Exchange
 from tests.support.analysed import Analysed, cli_output, keep_every_run
 from tests.support.huge import write_huge
