@@ -40,7 +40,7 @@ MOVES: tuple[tuple[str, str], ...] = (
     # A WebSocket session read as turns needs the providers' turn rules: not "uninterpreted wire".
     ("cassettes/wire/websocket.py", "cassettes/recording/_websocket.py"),
     # The mitmproxy-flow reader beside the other readers of files (vcr).
-    ("cassettes/interop/mitmflow.py", "cassettes/storage/mitmflow.py"),
+    ("cassettes/interop/mitmflow.py", "cassettes/storage/_mitmflow.py"),
     # Reading a run, in one package: open_run / Run and the large or growing file's reader. (The
     # diff of two runs stays in replay/: it aligns requests with replay's matcher.)
     ("cassettes/interop/run.py", "cassettes/reading/_run.py"),

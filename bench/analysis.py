@@ -23,8 +23,7 @@ from typing import Any
 import orjson
 
 from cassettes.analysis import RunAnalyser
-from cassettes.storage.codec import dumps_record, header_record
-from cassettes.storage.store import read_records
+from cassettes.storage import dumps_record, header_record, read_records
 
 TOOLS = [
     {

@@ -59,7 +59,7 @@ def _kinds(c: Client, reports: Path) -> str:
     recording kept beside its report."""
     from cassettes.analysis import analyse
     from cassettes.parsing import parse_all
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     rec = reports / f"{c.id.replace(' ', '_')}.clean.jsonl"
     if not rec.exists():

@@ -60,7 +60,7 @@ def by_order(path: Path) -> tuple[int, int]:
     identical, ids included."""
     from cassettes.analysis import analyse
     from cassettes.parsing import parse_all
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     cas = read_records(path)
     answered: dict[int, int] = {}

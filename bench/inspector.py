@@ -324,7 +324,7 @@ def child_app(path: str) -> dict[str, Any]:
 def child_batch(path: str) -> dict[str, Any]:
     from cassettes.analysis import analyse
     from cassettes.cli import tune_gc
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     tune_gc()  # as the looptap command does before any subcommand
 

@@ -206,7 +206,7 @@ def _start_upstream(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
 def check_cassette(path: Path, result: LoadResult) -> dict[str, Any]:
     """Zero lost, zero corrupted, every conversation threaded as its agent sent it."""
     from cassettes.analysis import analyse
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     cas = read_records(path)
     by_key: dict[tuple[int, int], Any] = {}

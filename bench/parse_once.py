@@ -54,7 +54,10 @@ try:
     from real_corpus import corpus_files
 except ImportError:  # an older tree: tests/_corpus.py
     from _corpus import corpus_files
-from cassettes.storage.vcr import load_vcr
+try:
+    from cassettes.storage import load_vcr
+except ImportError:  # an older tree: before storage's façade
+    from cassettes.storage.vcr import load_vcr
 from cassettes.recording.pipeline import CassetteWriter
 
 files = [p for p in corpus_files("**/*.yaml") if "anthropic" in str(p) or "openai" in str(p)]

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from real_corpus import corpus_files, rel  # noqa: E402
 
 from cassettes.analysis import analyse  # noqa: E402
-from cassettes.storage.vcr import load_vcr  # noqa: E402
+from cassettes.storage import load_vcr  # noqa: E402
 
 #: (code, phrase in the message or "") → (true?, why). Judged from every finding's message and the
 #: test that recorded it (what the test provoked: a misspelt model, an edited history …), not by

@@ -43,7 +43,7 @@ Measurements, each interleaved across targets in blocks (the order rotates per b
 4b. WebSocket turns (Responses over a WebSocket, as Codex sends them): one connection per target,
    a ``response.create`` per turn answered by 20 event messages 20 ms apart; time to the first
    message and per-message latency (receive time − the upstream's send time in the message)
-5. looptap's cassette, loaded with ``cassettes.storage.store.read_records``: round trips recorded ==
+5. looptap's cassette, loaded with ``cassettes.storage.read_records``: round trips recorded ==
    requests sent, every SSE stream complete
 
 Absolute numbers depend on the machine (shared, noisy 2-core boxes here, with the upstream, the
@@ -805,7 +805,7 @@ def verify_cassette(
     path: Path, expected: int, sse_expected: int, ws_expected: int = 0
 ) -> dict[str, Any]:
     from cassettes.parsing import parse_all
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     t = time.perf_counter()
     cas = read_records(path)
@@ -1009,7 +1009,7 @@ def report(
         and ver["sse_ok"] == ver["sse_expected"] == ver["sse_total"]
         and ver["ws_ok"] == ver["ws_expected"]
     )
-    print("recording (looptap cassette, read back with cassettes.storage.store.read_records):")
+    print("recording (looptap cassette, read back with cassettes.storage.read_records):")
     print(
         f"  round trips recorded {ver['recorded']} / requests sent {ver['expected']} "
         f"({ver['kinds']}); SSE streams complete {ver['sse_ok']}/{ver['sse_expected']} (20 events "

@@ -14,7 +14,7 @@ counts, so two trees can be compared line by line.
 ``inspector/``, public or not, that holds or reads a run's round trips, i.e. carries one of
 :data:`ROUND_TRIPS` (or reads a cassette's records itself), protocols listed apart; marked ``wraps
 index`` when its own code builds a
-:class:`~cassettes.storage.index.RecordIndex` or ``RequestBodies`` (reads a cassette's records
+:class:`~cassettes.storage.RecordIndex` or ``RequestBodies`` (reads a cassette's records
 itself rather than through another class), and ``zip`` counts ``zip(<x>.roundtrips,
 <x>.exchanges)`` (either order) in the tree's code and tests.
 """  # noqa: E501

@@ -22,7 +22,7 @@ import orjson
 
 from cassettes.parsing import parse_all
 from cassettes.recording import CassetteWriter
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire import Exchange
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 # every test session of every project that installs looptap loads) costs next to nothing.
 _EXPORTS = {
     "__version__": "cassettes._version",
-    "FORMAT_VERSION": "cassettes.storage.codec",
+    "FORMAT_VERSION": "cassettes.storage",
     "CassetteError": "cassettes.errors",
     "CassetteFormatError": "cassettes.errors",
     "CassetteIOError": "cassettes.errors",
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from cassettes.parsing import RoundTrip, parse_exchange
     from cassettes.reading import Run, open_run
     from cassettes.recording import CassetteWriter, Redactor
-    from cassettes.storage.codec import FORMAT_VERSION
+    from cassettes.storage import FORMAT_VERSION
     from cassettes.views import roundtrip_json
     from cassettes.wire import Exchange
 

@@ -26,12 +26,17 @@ from typing import TYPE_CHECKING
 from cassettes.hints import looptap_command
 from cassettes.recording import CassetteWriter
 from cassettes.replay.serving import ReplayServer
-from cassettes.storage.paths import UnsafePath, check_target, remove_if_same, staged
-from cassettes.storage.store import is_cassette
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import (
+    UnsafePath,
+    check_target,
+    is_cassette,
+    load_vcr,
+    remove_if_same,
+    staged,
+)
 
 if TYPE_CHECKING:
-    from cassettes.storage.paths import Target
+    from cassettes.storage import Target
 
 __all__ = ["run_demo"]
 
@@ -56,7 +61,7 @@ def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None]
 
     try:
         # An earlier demo (a cassette) is replaced; any other file, a link, a directory or a
-        # device at -o is refused before anything runs (storage/paths.py).
+        # device at -o is refused before anything runs (storage/_paths.py).
         target = check_target(
             dest, "the demo's cassette", owned=is_cassette, hint="give -o a new path"
         )

@@ -11,7 +11,7 @@ waited for a Ctrl-C that had already come.
 replacing Python's SIGINT handler, so ``asyncio.run`` still turns Ctrl-C into cancelling its main
 task), and a command about to wait for Ctrl-C asks :func:`pending` (in ``asyncio.run``) first, or
 calls :func:`check`; so does the reader of looptap cassettes before each block
-(:meth:`~cassettes.storage.index.RecordIndex.poll`), so a command reading a huge run stops within a
+(:meth:`~cassettes.storage.RecordIndex.poll`), so a command reading a huge run stops within a
 block instead of running on for minutes.
 """
 

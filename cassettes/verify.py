@@ -49,8 +49,7 @@ from cassettes.recording import (
     secret_name,
     stream_texts,
 )
-from cassettes.storage.codec import decode_chunks
-from cassettes.storage.store import open_regular
+from cassettes.storage import decode_chunks, open_regular
 from cassettes.untrusted import clean_line
 from cassettes.wire import salvage
 

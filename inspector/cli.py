@@ -11,7 +11,7 @@ import stat
 import sys
 
 from cassettes.reading import cassette_of
-from cassettes.storage.store import being_written
+from cassettes.storage import being_written
 from cassettes.untrusted import clean_line
 
 __all__ = ["cmd_inspect"]

@@ -30,8 +30,7 @@ from cassettes.replay.forking import (
 )
 from cassettes.replay.serving import FaultSpecError
 from cassettes.replay.testing import check_ready_path
-from cassettes.storage.paths import UnsafePath, check_target, remove_if_same, same_path
-from cassettes.storage.store import is_cassette
+from cassettes.storage import UnsafePath, check_target, is_cassette, remove_if_same, same_path
 from proxy import messages
 from proxy.summary import summary_lines
 
@@ -78,10 +77,10 @@ def _output(raw: str) -> tuple[Path, bool]:
 
 
 def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None = None) -> Any:
-    """Every path this command writes, checked before anything starts (storage/paths.py,
+    """Every path this command writes, checked before anything starts (storage/_paths.py,
     docs/reliability.md "Paths looptap writes"): the cassette, the ready file, the command's
-    output log, ``--confdir``. The cassette's :class:`~cassettes.storage.paths.Target`; raises
-    :class:`~cassettes.storage.paths.UnsafePath` or the recorder's ``RecorderError``."""
+    output log, ``--confdir``. The cassette's :class:`~cassettes.storage.Target`; raises
+    :class:`~cassettes.storage.UnsafePath` or the recorder's ``RecorderError``."""
     path, append = _output(args.output)
     if getattr(args, "from_run", None) is not None:
         _check_fork_outputs(
@@ -122,7 +121,7 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
 def _check_fork_outputs(args: argparse.Namespace, outputs: list[tuple[str, Path | None]]) -> None:
     """A fork never writes what it reads: no output (``-o``, the ready file, the output log) may
     be the run ``--from`` names or an ``--edit`` file, as a name, a link or a hard link
-    (:func:`~cassettes.storage.paths.same_path`: the same inode, or the same resolved path)."""
+    (:func:`~cassettes.storage.same_path`: the same inode, or the same resolved path)."""
     inputs = fork_inputs(args)
     for what, out in outputs:
         for i, src in enumerate(inputs):

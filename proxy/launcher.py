@@ -38,8 +38,7 @@ from cassettes.replay.testing import (
     remove_ready,
     write_ready,
 )
-from cassettes.storage.paths import FileId, UnsafePath, check_dir, check_target, write_new
-from cassettes.storage.store import open_regular
+from cassettes.storage import FileId, UnsafePath, check_dir, check_target, open_regular, write_new
 from proxy import messages
 from proxy.addon import LooptapRecorder
 from proxy.config import RECORDER_VAR, Listener, RecorderConfig, RecorderError
@@ -177,7 +176,7 @@ def prepare_confdir(confdir: Path, key_size: int = options.KEY_SIZE) -> tuple[Pa
 
 
 def check_confdir(confdir: Path) -> None:
-    """``--confdir`` checked before anything starts (storage/paths.py): a directory of this user
+    """``--confdir`` checked before anything starts (storage/_paths.py): a directory of this user
     (created 0700 when missing), and looptap's files in it regular files (replaced whole each
     start), never a link, a directory or a device; mitmproxy's CA files, where they are, regular
     files (a FIFO there would hang the start). Raises :class:`RecorderError`."""

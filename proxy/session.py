@@ -15,7 +15,7 @@ from pathlib import Path
 from cassettes import interrupts
 from cassettes.hints import count
 from cassettes.providers import start_advice
-from cassettes.storage.store import private_open
+from cassettes.storage import private_open
 from proxy import messages
 from proxy.addon import LooptapRecorder
 from proxy.config import RecorderConfig, RecorderError
@@ -126,7 +126,7 @@ async def run_child(
         for line in start_advice(argv, env):  # a client that will not work as started: what to do
             messages.emit(line)
         # The child's output may echo prompts and answers: created 0600, like the cassette.
-        # Appended to, never through a link, only a regular file of this user (storage/paths.py).
+        # Appended to, never through a link, only a regular file of this user (storage/_paths.py).
         try:
             log = private_open(child_log, append=True) if child_log is not None else None
         except OSError as exc:

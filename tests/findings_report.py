@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from real_corpus import corpus_files, rel
 
 from cassettes.analysis import analyse
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 from cassettes.wire import Exchange
 
 CORPUS = Path(os.environ.get("LOOPTAP_CORPUS") or Path(__file__).parent / "corpus")

@@ -142,8 +142,7 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     # user does not have): here against the user's own gateway (ANTHROPIC_BASE_URL), the same
     # recorded answers served by a loopback replay.
     from cassettes.replay.serving import ReplayServer
-    from cassettes.storage.store import read_records
-    from cassettes.storage.vcr import load_vcr
+    from cassettes.storage import load_vcr, read_records
 
     said = r.stdout.splitlines()
     line = said[

@@ -70,7 +70,7 @@ def test_a_concatenation_of_cassettes_is_refused_by_every_reader(
     with pytest.raises(QueryError) as exc:
         run_summary(Runs([str(tmp_path)]), "joined.jsonl", 6000)
     assert said in orjson.dumps(exc.value.answer()).decode()
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     with pytest.raises(Exception, match="second cassette header"):
         read_records(joined)

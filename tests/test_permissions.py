@@ -11,7 +11,7 @@ import orjson
 
 from cassettes.cli import main
 from cassettes.recording import CassetteWriter
-from cassettes.storage.store import private_open, write_private
+from cassettes.storage import private_open, write_private
 from cassettes.wire import Exchange
 
 

@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from cassettes.storage.paths import orphans, process_start
+from cassettes.storage import orphans, process_start
 
 if TYPE_CHECKING:
     import sqlite3

@@ -13,7 +13,7 @@ from cassettes.hints import count
 from cassettes.interop import import_runs, runs_in, sniff
 from cassettes.reading import open_run
 from cassettes.recording import CassetteWriter
-from cassettes.storage.paths import Target, UnsafePath, check_target, staged
+from cassettes.storage import Target, UnsafePath, check_target, staged
 
 __all__ = ["cmd_import"]
 
@@ -111,7 +111,7 @@ def _import_dest(
 
 def _import_one(src: Path, target: Target) -> str:
     """Import one vcrpy or mitmproxy file into a new cassette at the checked ``target``, written
-    under a private name beside it and put in place whole (storage/paths.py); the summary line."""
+    under a private name beside it and put in place whole (storage/_paths.py); the summary line."""
     dest = target.path
     run = open_run(src, formats=("vcr", "mitmproxy"))
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ from cassettes.fleet._index import (
 )
 from cassettes.fleet._index import export_parquet as write
 from cassettes.hints import count
-from cassettes.storage.paths import check_target, staged
+from cassettes.storage import check_target, staged
 from cassettes.untrusted import clean_line
 from cassettes.views import reading_line
 

@@ -26,7 +26,7 @@ from cassettes.interop._otlp import send, traces_url
 from cassettes.interop._textconv import render
 from cassettes.reading import open_run
 from cassettes.recording import Redactor
-from cassettes.storage.paths import UnsafePath, check_target, same_path, staged
+from cassettes.storage import UnsafePath, check_target, same_path, staged
 from cassettes.untrusted import SafeBinaryStream
 from cassettes.views import reading_line
 
@@ -38,7 +38,7 @@ class ExportUsageError(CassetteError, ValueError):
 
 
 def _export_target(path: str, args: argparse.Namespace, unnamed: bool = False) -> Any:
-    """Where an export goes, checked before anything is read (storage/paths.py): ``None`` for
+    """Where an export goes, checked before anything is read (storage/_paths.py): ``None`` for
     stdout; the input itself, a link, a directory, a device, a FIFO or a socket is refused, and an
     existing file unless ``--force`` (an empty one of this user is taken)."""
     if path == "-":
@@ -56,7 +56,7 @@ def _export_target(path: str, args: argparse.Namespace, unnamed: bool = False) -
 def _write_chunks(target: Any, chunks: Iterable[bytes]) -> None:
     """Write an export to ``target`` (``None``: stdout) a piece at a time (a large export is never
     held whole): 0600 like the cassette, under a private name beside it and put in place whole
-    when done (storage/paths.py); C1, bidi and zero-width characters in strings escaped (the same
+    when done (storage/_paths.py); C1, bidi and zero-width characters in strings escaped (the same
     JSON value) for terminals."""
     with nullcontext() if target is None else staged(target) as s:
         out = SafeBinaryStream(sys.stdout.buffer if s is None else s.file)
@@ -266,7 +266,7 @@ def _install_textconv(repo: Path) -> int:
 def _add_attribute(target: Any, line: str) -> bool:
     """Add ``line`` to the checked ``.gitattributes`` unless it is there: the file is rewritten
     whole under a private name beside it and renamed into place (its mode kept), so a crash never
-    leaves half of it, and a link put at its name is never followed (storage/paths.py). Whether
+    leaves half of it, and a link put at its name is never followed (storage/_paths.py). Whether
     the line was added."""
     path = target.path
     old = b""

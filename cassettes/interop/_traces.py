@@ -25,7 +25,7 @@ from cassettes.interop._documents import read_docs
 from cassettes.interop._otlp_in import otlp_calls
 from cassettes.providers import Call, chat_ids, exchange, link_items
 from cassettes.recording import CassetteWriter
-from cassettes.storage.paths import staged
+from cassettes.storage import staged
 
 __all__ = ["import_runs", "runs_in", "sniff"]
 

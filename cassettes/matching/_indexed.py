@@ -2,7 +2,7 @@
 round trip is a few integers, not the exchange.
 
 :class:`IndexedRecordings` reads the file once, a block at a time (the reader of a cassette's
-records every streaming command uses, :class:`~cassettes.storage.source.RecordSource`), hands each
+records every streaming command uses, :class:`~cassettes.storage.RecordSource`), hands each
 exchange to the :class:`~cassettes.matching.Matcher` (which keeps a hash of its
 request key) and lets it go; a played round trip is read again from disk by its offset. The run
 analysis that places the round trips in conversations and turns (needed for a miss or the report
@@ -18,8 +18,7 @@ from pathlib import Path
 
 from cassettes.hints import count
 from cassettes.reading import RunTooLargeError, memory_budget, open_run, rss
-from cassettes.storage.index import BLOCK
-from cassettes.storage.source import RecordSource
+from cassettes.storage import BLOCK, RecordSource
 from cassettes.wire import Exchange
 
 __all__ = ["IndexedRecordings"]

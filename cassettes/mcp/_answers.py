@@ -19,7 +19,7 @@ import orjson
 
 from cassettes.errors import CassetteError, CassetteIOError
 from cassettes.hints import count
-from cassettes.storage.paths import read_input
+from cassettes.storage import read_input
 from cassettes.untrusted import clean
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def number(value: Any) -> int | float | None:
 def read_json(path: Path, most: int, what: str, **named: Any) -> Any:
     """The JSON in ``path``, a file under the roots that anything may have edited; refused
     (:class:`QueryError`, the question's ``named`` arguments quoted) when it is no longer a regular
-    file, over ``most`` bytes or not JSON. Read as :func:`~cassettes.storage.paths.read_input`
+    file, over ``most`` bytes or not JSON. Read as :func:`~cassettes.storage.read_input`
     reads (at most ``most`` + 1 bytes, checked on the open file): whatever was put at ``path``
     since it was found, or written to it since, never blocks nor is read past the bound."""
     try:

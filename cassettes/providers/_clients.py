@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.errors import CassetteError
-from cassettes.storage.store import open_regular
+from cassettes.storage import open_regular
 
 __all__ = ["start_advice"]
 

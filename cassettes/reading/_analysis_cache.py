@@ -45,7 +45,7 @@ from cassettes.analysis import active_text, table_identity
 from cassettes.errors import CassetteError
 from cassettes.reading import _database
 from cassettes.reading._compression import compressor, decompressor
-from cassettes.storage.store import open_regular
+from cassettes.storage import open_regular
 
 __all__ = [
     "MAX_CONVERSATIONS",

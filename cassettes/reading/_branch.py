@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from cassettes import bounds
-from cassettes.storage.store import open_regular
+from cassettes.storage import open_regular
 from cassettes.untrusted import clean_line
 
 __all__ = [

@@ -12,8 +12,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from cassettes.errors import CassetteFormatError
-from cassettes.storage.mitmflow import is_flow_file
-from cassettes.storage.store import open_regular
+from cassettes.storage import is_flow_file, open_regular
 
 __all__ = ["FORMATS", "detect", "refused", "sniff"]
 

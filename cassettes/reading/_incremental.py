@@ -3,7 +3,7 @@ time, for very large files and for recordings still being written (``open_run(pa
 run to its end, and ``open_run(path, follow=True)``, which follows it as it grows). Not a second way
 to read a run: :class:`RunReader` is what :class:`~cassettes.reading._run.Run` delegates to.
 
-:class:`RunReader` reads the file through :class:`cassettes.storage.source.RecordSource` (record
+:class:`RunReader` reads the file through :class:`cassettes.storage.RecordSource` (record
 offsets, request bodies, a torn tail, a file still growing) and feeds the records, batch by batch,
 through the incremental layer analysis (:class:`~cassettes.analysis._analyser.RunAnalyser`, which
 releases what later turns no longer need), then releases each exchange's raw bytes. Each analysed
@@ -38,9 +38,7 @@ from cassettes.reading import _analysis_cache, _snapshot
 from cassettes.reading._branch import branch_origin, first_turn
 from cassettes.reading._reread import Column, Reread
 from cassettes.reading._stores import ParseStore, Places, TurnStore
-from cassettes.storage.index import BLOCK, BODY_CACHE
-from cassettes.storage.source import RecordSource
-from cassettes.storage.store import Problem
+from cassettes.storage import BLOCK, BODY_CACHE, Problem, RecordSource
 from cassettes.views import TurnSummary, summarise
 from cassettes.wire import Exchange
 

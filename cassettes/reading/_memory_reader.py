@@ -16,7 +16,7 @@ from cassettes.wire import Exchange
 if TYPE_CHECKING:
     from cassettes.analysis import RunAnalysis, Turn
     from cassettes.reading._incremental import Batch
-    from cassettes.storage.store import Problem
+    from cassettes.storage import Problem
     from cassettes.views import TurnSummary
 
 __all__: list[str] = []  # what Run holds for exchanges in memory: not a second way to read a run

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from cassettes.analysis import RunAnalysis, Turn
     from cassettes.parsing import RoundTrip
     from cassettes.reading._incremental import Batch
-    from cassettes.storage.store import Problem
+    from cassettes.storage import Problem
     from cassettes.views import TurnSummary
     from cassettes.wire import Exchange
 

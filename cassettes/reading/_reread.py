@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cassettes.analysis import Turn
 from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.storage.index import BODY_CACHE
+from cassettes.storage import BODY_CACHE
 from cassettes.wire import Exchange
 
 if TYPE_CHECKING:
     from cassettes.reading._stores import Places
-    from cassettes.storage.source import RecordSource
+    from cassettes.storage import RecordSource
 
 # the reader's own passes (cassettes.reading._incremental): no public surface
 __all__: list[str] = []

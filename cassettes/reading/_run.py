@@ -44,8 +44,7 @@ from cassettes.reading._conversation import RunConversation
 from cassettes.reading._formats import FORMATS, detect, refused
 from cassettes.reading._memory_reader import Held
 from cassettes.reading._reader import Reader, Records
-from cassettes.storage.mitmflow import load_flows
-from cassettes.storage.store import Problem, read_records
+from cassettes.storage import Problem, load_flows, read_records
 from cassettes.wire import Exchange
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
@@ -74,7 +73,7 @@ class Run:
 
     Every run reads through one reader: a looptap cassette read as a stream or followed, through
     :class:`~cassettes.reading._incremental.RunReader` (its records through the one
-    :class:`~cassettes.storage.source.RecordSource`); exchanges held in memory, through
+    :class:`~cassettes.storage.RecordSource`); exchanges held in memory, through
     :class:`~._memory_reader.Held`. Both have the members below, so this class has one
     way of doing each.
     """
@@ -446,7 +445,7 @@ def _read(
         run = Run.of([redact(ex) for ex in flows.exchanges], p.name, kind=kind)
         run.skipped = dict(flows.skipped)
         return run
-    from cassettes.storage.vcr import load_vcr
+    from cassettes.storage import load_vcr
 
     run = Run.of([redact(ex) for ex in load_vcr(p)], p.name, kind=kind)
     if not run.epoch:  # no header, no recorded start: lay the run out at the file's time
@@ -455,7 +454,7 @@ def _read(
 
 
 def _read_whole(path: Path) -> Run:
-    """A looptap cassette read into memory (:func:`~cassettes.storage.store.read_records`)."""
+    """A looptap cassette read into memory (:func:`~cassettes.storage.read_records`)."""
     cas = read_records(path)
     return Run.of(
         cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems], kind="looptap"

@@ -27,7 +27,7 @@ from cassettes.analysis import (
 from cassettes.reading import _analysis_cache, _view_cache
 from cassettes.reading._reread import Reread
 from cassettes.reading._stores import Places
-from cassettes.storage.index import RecordIndex
+from cassettes.storage import RecordIndex
 
 # the reader's kept rows (cassettes.reading._incremental, cassettes.reading._run): no public surface
 __all__: list[str] = []
@@ -53,7 +53,7 @@ class ReaderState(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1]
-    #: The index (:meth:`~cassettes.storage.index.RecordIndex.snapshot`).
+    #: The index (:meth:`~cassettes.storage.RecordIndex.snapshot`).
     header: dict[str, Any] | None
     format_version: int = Field(ge=0)
     problems: list[tuple[int, str, str]]

@@ -3,7 +3,7 @@ entry point (the recorder's writer process, ``looptap import``, the pytest plugi
 
     remove Content-Encoding → redact → delta-encode the request's history → parse (incrementally,
     against the round trip it extends; not in the recorder) → append to the
-    :class:`~cassettes.storage.store.CassetteFile`
+    :class:`~cassettes.storage.CassetteFile`
 
 Redaction runs before encoding, so a secret never reaches the file. Nothing is computed per
 record that no reader reads: the ``looptap.roundtrip/1`` view (``derived``, stored until 2026-11)
@@ -26,13 +26,14 @@ import orjson
 from cassettes import providers
 from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.recording._redactor import Redactor
-from cassettes.storage.codec import (
+from cassettes.storage import (
+    CassetteFile,
+    HistoryEncoder,
     depth_safe_record,
     dumps_record,
     exchange_to_record,
+    read_records,
 )
-from cassettes.storage.delta import HistoryEncoder
-from cassettes.storage.store import CassetteFile, read_records
 from cassettes.wire import Exchange, decode_exchange
 
 __all__ = ["CassetteWriter"]

@@ -40,7 +40,7 @@ from cassettes.replay.serving import (
     parse_fault,
     parse_pace,
 )
-from cassettes.storage.store import write_private
+from cassettes.storage import write_private
 from cassettes.wire import KEY_ENV
 
 __all__ = ["cmd_replay"]

@@ -43,8 +43,7 @@ from cassettes.replay.forking.compare import (
     upstream_bases,
     where_sent,
 )
-from cassettes.storage.paths import UnsafePath, check_target, same_path, write_new
-from cassettes.storage.store import open_regular
+from cassettes.storage import UnsafePath, check_target, open_regular, same_path, write_new
 from cassettes.untrusted import clean_line
 from cassettes.views import reading_line
 
@@ -255,7 +254,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     headers = _extra_headers(args.header)
     if headers is None:
         return 2
-    try:  # checked before anything is read or sent (storage/paths.py), as every output is
+    try:  # checked before anything is read or sent (storage/_paths.py), as every output is
         report, redactor = _report_target(args), _report_redactor(headers)
     except (CassetteError, ValueError) as exc:
         _err(f"error: {exc}")
@@ -369,7 +368,7 @@ _REPORT_START = re.compile(rb'\A\{\s*"looptap"\s*:\s*"compare"')
 
 def _is_report(path: Path) -> bool:
     """Whether ``path`` is a regular file that starts as a saved comparison does (read without
-    following a link or blocking: :func:`~cassettes.storage.store.open_regular`)."""
+    following a link or blocking: :func:`~cassettes.storage.open_regular`)."""
     try:
         with open_regular(path, follow=False) as f:
             return _REPORT_START.match(f.read(256)) is not None
@@ -406,7 +405,7 @@ def _report_redactor(headers: list[tuple[str, str]]) -> Any:
 
 
 def _save_report(target: Any, doc: Any) -> None:
-    """Write the comparison at the checked ``target`` whole, mode 0600 (storage/paths.py)."""
+    """Write the comparison at the checked ``target`` whole, mode 0600 (storage/_paths.py)."""
     try:
         replaced = target.replaces is not None and target.path.stat().st_size > 0
     except OSError:

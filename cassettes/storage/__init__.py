@@ -1,4 +1,144 @@
-"""Files of round trips: the cassette's record format and migrations (``codec``), its fields
-checked (``validation``), appends and forgiving reads (``store``), the offset index for
-incremental reading of large files (``index``), vcrpy cassettes (``vcr``), mitmproxy flow files
-(``mitmflow``) and the paths looptap writes (``paths``)."""
+"""Files of round trips, in private modules behind this façade (the names below are its whole
+surface, pinned by tests/cassettes/test_storage_surface.py):
+
+- the cassette's record format and migrations (``_codec``), its fields checked (``_validation``),
+  request histories stored as deltas of earlier ones (``_delta``);
+- appends and forgiving reads of a whole file (``_store``), the offset index for incremental
+  reading of large files (``_index``) and the one reader of a cassette's records built on it
+  (``_source``);
+- vcrpy cassettes (``_vcr``), mitmproxy flow files (``_mitmflow``) and the paths looptap writes
+  (``_paths``).
+
+Names are loaded on first use (PEP 562): ``looptap show`` and the recorder's start need a few of
+these modules, and ``_vcr`` loads PyYAML.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name with the private module that defines it, loaded on first use (PEP 562).
+_MODULES = {
+    "_codec": (
+        "FORMAT_VERSION decode_chunks depth_safe_record dumps_record exchange_to_record "
+        "header_record record_to_exchange"
+    ),
+    "_delta": "HistoryEncoder",
+    "_store": (
+        "CassetteFile Problem RecordFile being_written is_cassette open_regular private_open "
+        "read_header read_records write_private"
+    ),
+    "_index": "BLOCK BODY_CACHE RecordIndex",
+    "_source": "RecordSource",
+    "_paths": (
+        "FileId Target UnsafePath check_dir check_input check_target describe open_append orphans "
+        "process_start read_input reclaim_staged remove_if_same same_path staged write_new"
+    ),
+    "_mitmflow": "is_flow_file load_flows read_flows tnetstring_pop",
+    "_vcr": "load_vcr read_vcr",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from cassettes.storage._codec import (
+        FORMAT_VERSION,
+        decode_chunks,
+        depth_safe_record,
+        dumps_record,
+        exchange_to_record,
+        header_record,
+        record_to_exchange,
+    )
+    from cassettes.storage._delta import HistoryEncoder
+    from cassettes.storage._index import BLOCK, BODY_CACHE, RecordIndex
+    from cassettes.storage._mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
+    from cassettes.storage._paths import (
+        FileId,
+        Target,
+        UnsafePath,
+        check_dir,
+        check_input,
+        check_target,
+        describe,
+        open_append,
+        orphans,
+        process_start,
+        read_input,
+        reclaim_staged,
+        remove_if_same,
+        same_path,
+        staged,
+        write_new,
+    )
+    from cassettes.storage._source import RecordSource
+    from cassettes.storage._store import (
+        CassetteFile,
+        Problem,
+        RecordFile,
+        being_written,
+        is_cassette,
+        open_regular,
+        private_open,
+        read_header,
+        read_records,
+        write_private,
+    )
+    from cassettes.storage._vcr import load_vcr, read_vcr
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.storage' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cassettes.storage.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "BLOCK",
+    "BODY_CACHE",
+    "FORMAT_VERSION",
+    "CassetteFile",
+    "FileId",
+    "HistoryEncoder",
+    "Problem",
+    "RecordFile",
+    "RecordIndex",
+    "RecordSource",
+    "Target",
+    "UnsafePath",
+    "being_written",
+    "check_dir",
+    "check_input",
+    "check_target",
+    "decode_chunks",
+    "depth_safe_record",
+    "describe",
+    "dumps_record",
+    "exchange_to_record",
+    "header_record",
+    "is_cassette",
+    "is_flow_file",
+    "load_flows",
+    "load_vcr",
+    "open_append",
+    "open_regular",
+    "orphans",
+    "private_open",
+    "process_start",
+    "read_flows",
+    "read_header",
+    "read_input",
+    "read_records",
+    "read_vcr",
+    "reclaim_staged",
+    "record_to_exchange",
+    "remove_if_same",
+    "same_path",
+    "staged",
+    "tnetstring_pop",
+    "write_new",
+    "write_private",
+]

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError
-from cassettes.storage.paths import check_target, describe, read_input, write_new
+from cassettes.storage import check_target, describe, read_input, write_new
 
 __all__ = ["STATE", "State", "WhyDirError", "read_state", "run_digest"]
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from cassettes.recording import default_detector
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 from tests.support.secret_streams import spoken, vendor_keys
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"

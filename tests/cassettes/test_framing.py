@@ -146,7 +146,7 @@ def test_the_recording_pipeline_decodes_what_an_entry_point_marks_encoded(tmp_pa
     from pathlib import Path
 
     from cassettes.recording import CassetteWriter
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
     from cassettes.wire import Exchange, decode_exchange
 
     body = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})

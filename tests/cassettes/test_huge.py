@@ -16,7 +16,7 @@ import pytest
 from cassettes.analysis import ACTIVE, RunAnalyser, analyse
 from cassettes.cli import main
 from cassettes.reading import RunReader, RunTooLargeError, open_run
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support.huge import write_huge
 
 _HEADER = (

@@ -1,4 +1,4 @@
-"""The incremental reader (cassettes.storage.index, cassettes.reading._incremental) and the viewer
+"""The incremental reader (cassettes.storage._index, cassettes.reading._incremental) and the viewer
 helpers (growth, search, timeline)."""
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from cassettes.analysis import analyse
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.parsing import parse_all
 from cassettes.reading import RunReader
-from cassettes.storage.index import RecordIndex
-from cassettes.storage.store import read_records
+from cassettes.storage import RecordIndex, read_records
 from cassettes.views import growth_bars, search_turns, text_timeline
 
 DEMO = Path(__file__).resolve().parents[2] / "cassettes" / "examples" / "tool_loop_anthropic.yaml"

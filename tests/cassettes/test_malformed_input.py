@@ -35,8 +35,7 @@ from real_corpus import CORPUS, corpus_exchanges
 from cassettes.errors import CassetteError, CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.parsing import MAX_PARSE_BYTES, RoundTrip, parse_exchange
 from cassettes.recording import CassetteWriter, Redactor
-from cassettes.storage.store import read_records
-from cassettes.storage.vcr import read_vcr
+from cassettes.storage import read_records, read_vcr
 from cassettes.wire import Exchange, decode_chunks, parse_sse
 
 Chunks = list[tuple[float | None, bytes]]

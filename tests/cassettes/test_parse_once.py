@@ -18,7 +18,7 @@ from real_corpus import corpus_files
 import cassettes.parsing as parsing
 from cassettes.reading import CHECKPOINT, ParseStore, Run, TurnStore, open_run
 from cassettes.recording import CassetteWriter
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 from cassettes.wire import Exchange
 
 
@@ -146,7 +146,7 @@ def test_the_recorder_writes_the_same_records_without_parsing_requests(tmp_path:
 
 def _fresh(path: Path) -> dict[int, dict[str, Any]]:
     """Every round trip of the cassette at ``path`` parsed afresh, in full, by seq."""
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     return {
         rt.seq: rt.model_dump()

@@ -1,4 +1,4 @@
-"""Paths looptap writes or removes (cassettes/storage/paths.py, docs/reliability.md "Paths looptap
+"""Paths looptap writes or removes (cassettes/storage/_paths.py, docs/reliability.md "Paths looptap
 writes"), in-process: what is refused before anything is written, that nothing is written through
 a link planted at a temporary name, and that only the file looptap created is ever removed.
 
@@ -24,17 +24,19 @@ from cassettes.replay.testing import (
     remove_ready,
     write_ready,
 )
-from cassettes.storage.paths import (
+from cassettes.storage import (
+    CassetteFile,
     FileId,
     Target,
     UnsafePath,
     check_target,
+    is_cassette,
     open_append,
+    private_open,
     remove_if_same,
     staged,
     write_new,
 )
-from cassettes.storage.store import CassetteFile, is_cassette, private_open
 
 DEV_NULL = Path("/dev/null")
 
@@ -238,7 +240,7 @@ def test_staged_cleans_up_on_failure(tmp_path: Path) -> None:
 def test_a_place_that_takes_no_file_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     """check_target tries the directory (issue 42): /proc, a missing directory, a path under a file
     are refused whoever runs the tests (root ignores modes), and the try leaves nothing behind."""
-    from cassettes.storage.paths import UnsafePath, check_target
+    from cassettes.storage import UnsafePath, check_target
 
     (tmp_path / "file.txt").write_bytes(b"x")
     for path, why in (
@@ -259,7 +261,7 @@ def test_a_place_that_takes_no_file_is_refused_before_anything_is_written(tmp_pa
 
 def test_inputs_are_read_only_from_regular_files_without_blocking(tmp_path: Path) -> None:
     """A FIFO, a directory or a device named as an input is one line, never a block (issue 42)."""
-    from cassettes.storage.paths import check_input, read_input
+    from cassettes.storage import check_input, read_input
 
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -285,7 +287,7 @@ def test_describe_names_each_kind_of_file_and_same_path_compares_files(tmp_path:
     resolved)."""
     import socket
 
-    from cassettes.storage.paths import describe, same_path
+    from cassettes.storage import describe, same_path
 
     (tmp_path / "file").write_bytes(b"x")
     (tmp_path / "link").symlink_to(tmp_path / "file")

@@ -1,6 +1,6 @@
 """A FIFO put where looptap keeps its own files (issue 53 item 4): a kept analysis' database
 and its write-ahead log, the machine key (and a link in the database's place).
-``looptap show`` opens none of them unless it is a regular file (``storage.store.open_regular``;
+``looptap show`` opens none of them unless it is a regular file (``storage.open_regular``;
 an ``lstat`` before the database is opened), so it ends and prints the run as it does without
 one; before, opening the FIFO waited for a writer forever.
 

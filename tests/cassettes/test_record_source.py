@@ -1,5 +1,5 @@
-"""The one reader of a cassette's records (cassettes.storage.source) and the round trips a Run hands
-out with their exchanges (``Run.pairs``), whichever reader is behind the run."""
+"""The one reader of a cassette's records (cassettes.storage._source) and the round trips a Run
+hands out with their exchanges (``Run.pairs``), whichever reader is behind the run."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import pytest
 
 from cassettes.matching import IndexedRecordings
 from cassettes.reading import Run, open_run
-from cassettes.storage.source import RecordSource
-from cassettes.storage.store import read_records
+from cassettes.storage import RecordSource, read_records
 
 
 def _damaged(path: Path) -> Path:

@@ -185,7 +185,7 @@ def _read(tmp_path: Path, name: str, exchanges: list[Exchange]) -> tuple[Any, Pa
 
 def _stored_arguments(path: Path) -> list[str]:
     """Each tool call's arguments as the stored stream carries them, its events' pieces joined."""
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     first = read_records(path).exchanges[0]
     out: dict[int, str] = {}

@@ -15,7 +15,7 @@ from real_corpus import corpus_exchanges
 
 from cassettes.parsing import RoundTrip, parse_all
 from cassettes.recording import CassetteWriter
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire import Exchange
 
 

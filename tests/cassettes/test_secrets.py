@@ -30,7 +30,7 @@ from real_corpus import corpus_exchanges
 
 from cassettes.parsing import parse_exchange
 from cassettes.recording import REDACTED, CassetteWriter, Redactor
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire import Exchange, parse_aws_eventstream
 
 _ALNUM = string.ascii_letters + string.digits

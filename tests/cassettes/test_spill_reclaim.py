@@ -15,7 +15,7 @@ import pytest
 
 from cassettes.analysis import spill
 from cassettes.cli import main
-from cassettes.storage.paths import process_start
+from cassettes.storage import process_start
 from tests.support.huge import write_huge
 
 _CHILD = """

@@ -1,4 +1,4 @@
-"""A staged output file (``.NAME.<pid>-<start>-XXXX.tmp``, storage/paths.py ``staged``) left by a
+"""A staged output file (``.NAME.<pid>-<start>-XXXX.tmp``, storage/_paths.py ``staged``) left by a
 writer killed outright (SIGKILL: no ``finally`` runs) is removed by the next write of the same
 target; a live writer's file, a link, another name and an old-style name are left alone. Before,
 a killed ``looptap export`` of a huge run left a hidden file of hundreds of MB beside its target
@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 
 from cassettes.cli import main
-from cassettes.storage.paths import check_target, process_start, reclaim_staged, staged
+from cassettes.storage import check_target, process_start, reclaim_staged, staged
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 
 _CHILD = """
 import sys, time
-from cassettes.storage.paths import check_target, staged
+from cassettes.storage import check_target, staged
 with staged(check_target(sys.argv[1], "the test's output")) as s:
     s.file.write(b"x" * 100_000)
     s.file.flush()

@@ -12,8 +12,7 @@ from real_corpus import corpus_files, load, rel
 
 from cassettes.errors import CassetteFormatError, NewerFormatError
 from cassettes.recording import CassetteWriter, Redactor
-from cassettes.storage import codec
-from cassettes.storage.store import read_records
+from cassettes.storage import header_record, read_records
 from cassettes.wire import Exchange
 
 
@@ -231,8 +230,9 @@ def test_step_by_step_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         assert rec.get("renamed")
         return rec
 
-    monkeypatch.setattr(codec, "FORMAT_VERSION", 3)
-    monkeypatch.setattr(codec, "MIGRATIONS", {1: step1, 2: step2})
+    codec = header_record.__globals__  # the codec's (private) module, through a name of it
+    monkeypatch.setitem(codec, "FORMAT_VERSION", 3)
+    monkeypatch.setitem(codec, "MIGRATIONS", {1: step1, 2: step2})
     cas = read_records(out)
     assert steps == [1, 2] and len(cas.exchanges) == 1 and cas.format_version == 1
 

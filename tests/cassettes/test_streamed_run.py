@@ -12,9 +12,7 @@ import pytest
 
 from cassettes.reading import Run, open_run
 from cassettes.recording import CassetteWriter
-from cassettes.storage.codec import header_record
-from cassettes.storage.store import read_records
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import header_record, load_vcr, read_records
 from cassettes.views import turn_json
 from cassettes.views.schema import roundtrip_json
 from tests.hostile.corpus import hostile_exchanges, million_tiny

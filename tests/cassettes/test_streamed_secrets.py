@@ -23,7 +23,7 @@ import pytest
 
 from cassettes.parsing import parse_exchange
 from cassettes.recording import REDACTED, CassetteWriter, Redactor, WsSession
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire import Exchange
 from tests.support.secret_streams import (
     bedrock_converse,

@@ -9,7 +9,7 @@ import orjson
 import yaml
 
 from cassettes.parsing import parse_exchange
-from cassettes.storage.vcr import read_vcr
+from cassettes.storage import read_vcr
 from cassettes.wire import Exchange
 from tests.cassettes.test_malformed_input import anthropic_sse, openai_json, openai_sse
 

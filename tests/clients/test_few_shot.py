@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from cassettes.analysis import analyse
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.clients.test_matrix import _SCRUB, AGENTS_PYTHON
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder

@@ -37,7 +37,7 @@ import pytest
 
 from cassettes.analysis import Severity, analyse
 from cassettes.parsing import parse_all
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.clients.clients import BUG_CAUSES, CLIENTS, NODE_PRELUDE, PY_PRELUDE, Client, kind_of
 from tests.clients.route import route
 from tests.support import progress

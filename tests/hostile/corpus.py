@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from cassettes.recording import CassetteWriter
-from cassettes.storage.codec import header_record
+from cassettes.storage import header_record
 from cassettes.wire import Exchange
 from tests.support.tnetstring import tnet
 
@@ -151,7 +151,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
 
 def hostile_exchanges(hostile: str = HOSTILE) -> list[Exchange]:
-    from cassettes.storage.vcr import load_vcr
+    from cassettes.storage import load_vcr
 
     out: list[Exchange] = []
     for rel in SOURCES:

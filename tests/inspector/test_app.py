@@ -511,7 +511,7 @@ async def test_an_openai_turn_names_its_results_and_shows_its_system_prompt_once
     import orjson
 
     from cassettes.recording import CassetteWriter
-    from cassettes.storage.vcr import load_vcr
+    from cassettes.storage import load_vcr
 
     corpus = Path(__file__).resolve().parents[2] / "tests" / "corpus"
     src = (

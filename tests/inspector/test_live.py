@@ -11,7 +11,7 @@ import pytest
 from helpers import FakeClock, Recording, loaded, plain, until
 from textual.widgets import Static
 
-from cassettes.storage.store import CassetteFile, being_written
+from cassettes.storage import CassetteFile, being_written
 from inspector.app import build_app
 from inspector.widgets import TurnList
 

@@ -8,7 +8,7 @@ from typing import Any
 from cassettes.interop import iter_requests
 from cassettes.reading import Run
 from cassettes.recording import CassetteWriter
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus" / "pydantic-ai" / "tests" / "models" / "cassettes"

@@ -18,7 +18,7 @@ import pytest
 from cassettes.cli import main
 from cassettes.interop import har_chunks
 from cassettes.reading import Run
-from cassettes.storage.mitmflow import load_flows
+from cassettes.storage import load_flows
 from cassettes.wire import Exchange
 from tests.interop.cassette_files import FIXTURES, HAR_SCHEMA
 from tests.support import progress

@@ -135,7 +135,7 @@ def test_every_tool_on_the_demo_run(root: Path) -> None:
 
 
 def test_a_diff_names_the_layer_and_turn(root: Path, tmp_path: Path) -> None:
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     exs = read_records(root / "demo.jsonl").exchanges
     last = exs[-1]

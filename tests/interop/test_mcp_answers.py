@@ -13,7 +13,7 @@ import pytest
 
 from cassettes.mcp import Runs, diff, encode, run_summary, text
 from cassettes.recording import CassetteWriter
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support import progress
 
 WHOLE = "missing required property 'symbol'."

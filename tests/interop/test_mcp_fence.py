@@ -28,7 +28,7 @@ from mcp import Client
 from cassettes.fleet import RUN_SUFFIXES
 from cassettes.mcp import UNTRUSTED_NOTE, build_server
 from cassettes.recording import CassetteWriter
-from cassettes.storage.codec import header_record
+from cassettes.storage import header_record
 from tests.hostile.corpus import ESCAPES, build, hostile_exchanges
 
 #: Marks every attacker-chosen string; it may appear only inside the fence.

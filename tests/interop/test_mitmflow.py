@@ -16,8 +16,7 @@ import pytest
 from cassettes.cli import main
 from cassettes.errors import ImportFormatError
 from cassettes.parsing import parse_all
-from cassettes.storage.mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
-from cassettes.storage.store import read_records
+from cassettes.storage import is_flow_file, load_flows, read_flows, read_records, tnetstring_pop
 from tests.interop.cassette_files import FIXTURES, REPO
 from tests.support.tnetstring import tnet
 

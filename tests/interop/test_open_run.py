@@ -18,8 +18,7 @@ from cassettes.errors import CassetteFormatError
 from cassettes.reading import Run, cassette_of, open_run, sniff
 from cassettes.replay import ReplayServer
 from cassettes.replay import Run as ReplayRun
-from cassettes.storage.mitmflow import load_flows
-from cassettes.storage.store import read_records
+from cassettes.storage import load_flows, read_records
 from tests.interop.cassette_files import CACHE_WRITE, FIXTURES, REASONING, REPO, write_cassette
 from tests.support import progress
 

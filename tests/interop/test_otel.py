@@ -23,7 +23,7 @@ from cassettes.cli import main
 from cassettes.interop import encode_request
 from cassettes.reading import Run, open_run
 from cassettes.recording import CassetteWriter
-from cassettes.storage.mitmflow import load_flows
+from cassettes.storage import load_flows
 from tests.interop.cassette_files import (
     CACHE_WRITE,
     FIXTURES,

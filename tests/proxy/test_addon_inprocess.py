@@ -33,7 +33,7 @@ from mitmproxy.websocket import WebSocketMessage
 from wsproto.frame_protocol import Opcode
 
 import proxy.addon as addon_module
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire import Exchange
 from proxy import messages
 from proxy.addon import LooptapRecorder

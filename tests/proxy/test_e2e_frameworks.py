@@ -42,7 +42,7 @@ from cassettes.parsing import (  # noqa: E402
     parse_all,
     parse_exchange,
 )
-from cassettes.storage.store import RecordFile, read_records  # noqa: E402
+from cassettes.storage import RecordFile, read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder  # noqa: E402

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from cassettes.analysis import analyse
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support import progress
 from tests.support.clock import moved, needs_faketime
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder

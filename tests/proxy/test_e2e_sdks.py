@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.analysis import Severity, analyse  # noqa: E402
 from cassettes.parsing import RoundTrip, parse_all, parse_exchange  # noqa: E402
-from cassettes.storage.store import RecordFile, read_records  # noqa: E402
+from cassettes.storage import RecordFile, read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, RecorderProcess, needs_recorder  # noqa: E402
@@ -125,7 +125,7 @@ def assert_same_round_trip(ex: Any, rt: RoundTrip, s: Served, *, complete: bool 
     assert rt.stream == s.stream, where
     assert ex.status == s.status, where
     if len(s.chunks) == 1 and s.body.lstrip()[:1] in (b"{", b"["):
-        # The cassette stores a JSON body as JSON (cassettes/storage/codec.py), so it is equal as
+        # The cassette stores a JSON body as JSON (cassettes/storage/_codec.py), so it is equal as
         # JSON, not byte for byte (``5.67e-06`` comes back as ``5.67e-6``, whitespace is dropped).
         assert json.loads(ex.response_body) == json.loads(s.body), where
     else:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire import Exchange
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.pipe import FrameReader, frame, write_parts

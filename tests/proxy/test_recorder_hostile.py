@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import pytest
 
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 

@@ -17,8 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.replay.serving import ReplayServer  # noqa: E402
-from cassettes.storage.store import read_records  # noqa: E402
-from cassettes.storage.vcr import load_vcr  # noqa: E402
+from cassettes.storage import load_vcr, read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 
 PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")

@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream

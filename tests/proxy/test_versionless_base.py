@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from cassettes.analysis import analyse
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.clients.clients import NODE_PRELUDE, VERCEL_AI
 from tests.clients.route import route
 from tests.proxy.test_e2e_node_agents import looptap_run, run_env

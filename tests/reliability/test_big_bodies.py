@@ -8,7 +8,7 @@ import tracemalloc
 from pathlib import Path
 
 from cassettes.recording import CassetteWriter
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire import Exchange
 
 

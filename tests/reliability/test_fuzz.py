@@ -43,8 +43,7 @@ from real_corpus import CORPUS
 from cassettes.errors import CassetteFormatError, ImportFormatError
 from cassettes.parsing import parse_all, parse_exchange
 from cassettes.recording import CassetteWriter
-from cassettes.storage.store import read_records
-from cassettes.storage.vcr import load_vcr, read_vcr
+from cassettes.storage import load_vcr, read_records, read_vcr
 from cassettes.wire import Exchange, decode_chunks, frame
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, children, clean_env, cmdline
 from tests.support.reliability import needs_recorder

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.reliability import needs_recorder

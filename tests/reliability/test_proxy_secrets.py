@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 import pytest
 
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import RecorderProcess, clean_env
 from tests.support.reliability import MODES, find_on_disk, needs_recorder

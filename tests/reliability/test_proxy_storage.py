@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.reliability import needs_recorder

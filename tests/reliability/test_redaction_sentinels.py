@@ -22,7 +22,7 @@ import pytest
 
 from cassettes.matching import Matcher
 from cassettes.recording import CassetteWriter
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire import Exchange
 from tests.support import progress
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from tests.support import progress
 from tests.support.recorder import RecorderProcess, clean_env, needs_recorder
 from tests.support.secret_streams import (

@@ -17,7 +17,7 @@ import pytest
 from real_corpus import CORPUS
 
 from cassettes.recording import CassetteWriter
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 from cassettes.verify import main as verify_main
 from cassettes.verify import scan_file, scan_lines
 from cassettes.wire import Exchange

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cassettes.recording import CassetteWriter
-from cassettes.storage.codec import dumps_record, exchange_to_record
+from cassettes.storage import dumps_record, exchange_to_record
 from cassettes.verify import scan_file
 from cassettes.wire import Exchange
 from tests.support.secret_streams import chat_sse, pieces, spoken, vendor_keys

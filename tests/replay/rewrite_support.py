@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from cassettes.replay.serving import FaultPlan, ReplayServer, parse_fault
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 from cassettes.wire import Exchange
 from tests.replay.conftest import write
 

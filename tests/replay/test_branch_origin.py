@@ -18,7 +18,7 @@ import pytest
 from cassettes.cli import main
 from cassettes.recording import CassetteWriter
 from cassettes.replay.forking import ForkSource, branch_meta, origin_meta, origin_of, parse_cursor
-from cassettes.storage.store import CassetteFile
+from cassettes.storage import CassetteFile
 from tests.inspector.fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
 SYSTEM = {"role": "system", "content": "Use the weather tool."}

@@ -177,7 +177,7 @@ def test_a_mark_stores_no_digest_a_word_list_can_reverse() -> None:
     recover it: the stored mark holds no digest of the value, redacted or not."""
     from cassettes.recording import Redactor
     from cassettes.replay.live import apply_edits, parse_edit
-    from cassettes.storage.codec import exchange_to_record
+    from cassettes.storage import exchange_to_record
 
     original = '{"password": "hunter2"}'
     body = orjson.dumps(

@@ -340,7 +340,7 @@ def test_a_mark_too_large_for_the_header_travels_without_its_value() -> None:
 
 def test_the_marks_are_redacted_and_stored_and_a_malformed_one_is_dropped(tmp_path: Path) -> None:
     from cassettes.recording import Redactor
-    from cassettes.storage.codec import exchange_to_record, record_to_exchange
+    from cassettes.storage import exchange_to_record, record_to_exchange
     from cassettes.wire import mark
     from tests.replay.conftest import tool_loop
 

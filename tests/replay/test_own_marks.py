@@ -22,7 +22,7 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.parsing import parse_all
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire import OWN_RESPONSE_HEADERS, without_own
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
@@ -164,7 +164,7 @@ def test_the_replay_server_relays_an_upstreams_answer_without_looptaps_marks(
     import urllib.request
 
     from cassettes.replay.serving import ReplayServer
-    from cassettes.storage.vcr import load_vcr
+    from cassettes.storage import load_vcr
 
     repo = Path(__file__).resolve().parents[2]
     with ReplayServer(

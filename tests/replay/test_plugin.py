@@ -399,7 +399,7 @@ def test_record_modes_all_then_new_episodes(
     """``all`` records through the recorder; ``new_episodes`` replays what is recorded and sends
     the rest through the recorder, appended to the cassette; ``none`` then replays all of it."""
     pytest.importorskip("openai")
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
@@ -484,7 +484,7 @@ def test_a_session_records_every_test_through_one_recorder(
     Now one recorder serves the session, and each test's cassette holds exactly its own round
     trips, a failing test's included."""
     pytest.importorskip("openai")
-    from cassettes.storage.store import read_records
+    from cassettes.storage import read_records
 
     seen = pytester.path / "seen.txt"
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)

@@ -26,7 +26,7 @@ import pytest
 from cassettes.parsing import parse_exchange
 from cassettes.recording import CassetteWriter
 from cassettes.replay.serving import ReplayServer
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire import Exchange
 from tests.support import progress
 from tests.support.harness import outputs

@@ -1,5 +1,5 @@
 """The pytest plugin's reader of its session recording (``SessionCassette``), on the growing-file
-reader (:mod:`cassettes.storage.index`): round trips read as far as asked, requests stored as
+reader (:mod:`cassettes.storage._index`): round trips read as far as asked, requests stored as
 history deltas rebuilt in full, a record the writer has not finished left for the next read."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from real_corpus import corpus_files
 from cassettes.errors import CassetteError
 from cassettes.recording import CassetteWriter
 from cassettes.replay.testing import SessionCassette
-from cassettes.storage.store import read_records
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr, read_records
 from cassettes.wire import Exchange
 
 

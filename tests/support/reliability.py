@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from cassettes.storage.store import RecordFile, read_records
+from cassettes.storage import RecordFile, read_records
 from cassettes.wire import Exchange
 from tests.support.recorder import RecorderProcess, needs_recorder
 from tests.support.upstream import FakeUpstream

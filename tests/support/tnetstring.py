@@ -1,5 +1,5 @@
 """A tnetstring encoder (mitmproxy's flow-file container), for crafting flow files in tests: the
-reader under test (``cassettes.storage.mitmflow``) never sees this code."""
+reader under test (``cassettes.storage._mitmflow``) never sees this code."""
 
 from __future__ import annotations
 

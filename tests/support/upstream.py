@@ -109,7 +109,7 @@ from urllib.parse import parse_qs, urlsplit
 from cassettes import net as http1
 from cassettes.net import BackgroundServer
 from cassettes.parsing import parse_exchange
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 from cassettes.wire import Exchange
 
 __all__ = ["CORPUS", "SCENARIOS", "FakeUpstream", "Served", "main", "split_events"]

@@ -44,8 +44,7 @@ from cassettes.replay.forking._placement import CursorSpec, parse_cursor, place
 from cassettes.replay.forking._plan import RULES, ForkPlan
 from cassettes.replay.live import Edit, edit_file, parse_edit
 from cassettes.replay.serving import replay_env
-from cassettes.storage.paths import check_input
-from cassettes.storage.store import CassetteFile
+from cassettes.storage import CassetteFile, check_input
 from cassettes.wire import KEY_ENV, new_key
 
 __all__ = ["ForkReplay", "ForkSource", "origin_of", "parse_from"]

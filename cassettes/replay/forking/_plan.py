@@ -21,7 +21,7 @@ import orjson
 from cassettes.errors import CassetteError
 from cassettes.replay.forking._cursor import Cursor, CursorSpec, live_router
 from cassettes.replay.live import Edit
-from cassettes.storage.store import open_regular, write_private
+from cassettes.storage import open_regular, write_private
 
 __all__ = ["MAX_BYTES", "RULES", "VERSION", "ForkPlan", "PlanError", "read_plan"]
 

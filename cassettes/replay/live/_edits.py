@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError, CassetteIOError
-from cassettes.storage.paths import read_input
+from cassettes.storage import read_input
 from cassettes.wire import EDIT_AUTH_HEADER, EDIT_HEADER, item_of, seal, to_header
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import Any
 from cassettes.errors import CassetteError
 from cassettes.matching import IndexedRecordings, VolatileSpans, volatile_for
 from cassettes.reading import detect, first_turn, open_run, origin_in
-from cassettes.storage.store import open_regular, read_header
+from cassettes.storage import open_regular, read_header
 from cassettes.wire import Exchange
 
 __all__ = ["open_recordings"]

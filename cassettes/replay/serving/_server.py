@@ -56,7 +56,7 @@ from cassettes.replay.serving._recordings import open_recordings
 from cassettes.replay.serving._relay import LiveRelay
 from cassettes.replay.serving._sender import Sender, ServedLog
 from cassettes.replay.serving._websocket import WebSocketReplay
-from cassettes.storage.paths import check_target, staged
+from cassettes.storage import check_target, staged
 from cassettes.untrusted import clean_line
 from cassettes.wire import Exchange, decode_chunks
 

@@ -18,8 +18,7 @@ import pytest
 from cassettes.matching import RuleError, project_rules
 from cassettes.replay.serving import FaultPlan, FaultSpecError, parse_fault, parse_pace
 from cassettes.replay.testing._keys import MODES
-from cassettes.storage.paths import UnsafePath, check_target
-from cassettes.storage.store import is_cassette
+from cassettes.storage import UnsafePath, check_target, is_cassette
 
 __all__ = ["Options", "upstreams"]
 

@@ -21,16 +21,16 @@ from typing import Literal, TypedDict
 from urllib.parse import urlsplit
 
 from cassettes.errors import CassetteFormatError
-from cassettes.storage.paths import (
+from cassettes.storage import (
     FileId,
     Target,
     UnsafePath,
     check_target,
+    open_regular,
     remove_if_same,
     same_path,
     write_new,
 )
-from cassettes.storage.store import open_regular
 
 __all__ = [
     "SCHEMA",
@@ -117,10 +117,10 @@ def _is_ready_file(path: Path) -> bool:
 
 
 def check_ready_path(path: str | Path, *, cassette: str | Path | None = None) -> Target:
-    """Check ``--ready-file PATH`` before the recorder starts (storage/paths.py): refused when it is
-    the cassette, a link, a directory, a device, a FIFO or a socket, or an existing file that is
+    """Check ``--ready-file PATH`` before the recorder starts (storage/_paths.py): refused when it
+    is the cassette, a link, a directory, a device, a FIFO or a socket, or an existing file that is
     not a ready file a recorder left; such a left-over one is what :attr:`Target.replaces` names.
-    Raises :class:`~cassettes.storage.paths.UnsafePath`."""
+    Raises :class:`~cassettes.storage.UnsafePath`."""
     path = Path(path)
     if cassette is not None and same_path(path, cassette):
         raise UnsafePath(
@@ -144,7 +144,7 @@ def write_ready(path: str | Path, ready: Ready) -> FileId:
     """Write ``ready`` to ``path`` atomically, readable by its owner only, where no file is (a
     private temporary beside it, then linked into place: a name taken meanwhile, a link planted
     there, is left alone and refused). The identity of the file written, for
-    :func:`remove_ready`. Raises ``OSError`` (:class:`~cassettes.storage.paths.UnsafePath` for a
+    :func:`remove_ready`. Raises ``OSError`` (:class:`~cassettes.storage.UnsafePath` for a
     name taken)."""
     data = (json.dumps(ready, indent=2) + "\n").encode()
     return write_new(Target(Path(path)), data)

@@ -303,11 +303,11 @@ class RecorderProcess:
 class SessionCassette:
     """The pytest plugin's reader of the cassette its recorder is still appending to, read as far as
     the plugin asks: the records of a growing cassette as the inspector reads them
-    (:class:`~cassettes.storage.source.RecordSource`), each round trip rebuilt once (a session's
+    (:class:`~cassettes.storage.RecordSource`), each round trip rebuilt once (a session's
     cassette is read once in all, not once per test), requests stored as deltas rebuilt in full."""
 
     def __init__(self, path: Path) -> None:
-        from cassettes.storage.source import RecordSource
+        from cassettes.storage import RecordSource
 
         self.path = path
         self.exchanges: list[Exchange] = []

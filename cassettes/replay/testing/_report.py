@@ -20,7 +20,7 @@ from cassettes.hints import count
 from cassettes.matching import report_lines, turn_entries
 from cassettes.replay.serving import STATUS_KINDS, FaultPlan, parse_fault
 from cassettes.replay.testing._keys import MISS, REPORTS_DIR
-from cassettes.storage.paths import check_target, staged
+from cassettes.storage import check_target, staged
 from cassettes.untrusted import clean_line
 
 if TYPE_CHECKING:

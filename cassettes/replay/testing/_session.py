@@ -31,8 +31,7 @@ from cassettes.replay.testing._keys import LOOP, RECORDER, REPORTS
 from cassettes.replay.testing._loop import SessionLoop
 from cassettes.replay.testing._options import Options, upstreams
 from cassettes.replay.testing._report import add_sections, failure_text, summary_lines
-from cassettes.storage.paths import check_target, staged
-from cassettes.storage.store import is_cassette, open_regular
+from cassettes.storage import check_target, is_cassette, open_regular, staged
 
 if TYPE_CHECKING:
     from cassettes.replay.testing._recorder import SessionRecorder
@@ -392,7 +391,7 @@ def _write(path: Path, exchanges: Iterable[Exchange], meta: dict[str, Any] | Non
 def _place_recording(rec: Path, path: Path) -> None:
     """The test's recording copied to its cassette: checked again (a cassette, or nothing, is
     replaced; never through a link), written under a private name beside it and put in place
-    whole (storage/paths.py). Raises :class:`CassetteError`."""
+    whole (storage/_paths.py). Raises :class:`CassetteError`."""
     target = check_target(
         path, "the test's cassette", owned=is_cassette, hint="give the marker another path"
     )

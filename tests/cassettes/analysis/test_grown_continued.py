@@ -34,8 +34,7 @@ from cassettes.reading import (
     show_pairs,
 )
 from cassettes.recording import CassetteWriter
-from cassettes.storage.index import RecordIndex
-from cassettes.storage.store import read_records
+from cassettes.storage import RecordIndex, read_records
 from cassettes.wire import Exchange
 from tests.support.analysed import Analysed, cli_output, keep_every_run
 from tests.support.huge import write_huge

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cassettes.examples import tool_search_agent as agent
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 
 
 def _recorded() -> list[tuple[dict[str, Any], dict[str, Any]]]:

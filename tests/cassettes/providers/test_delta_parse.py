@@ -26,7 +26,7 @@ import pytest
 from cassettes.analysis import analyse
 from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.recording import CassetteWriter
-from cassettes.storage.store import read_records
+from cassettes.storage import read_records
 from cassettes.wire import Exchange
 from tests.support.concurrency import (
     BUG_TURN,

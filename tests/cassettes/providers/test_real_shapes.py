@@ -16,7 +16,7 @@ from test_more_families import BEDROCK, _chunk, rt, sse
 
 from cassettes.models import FinishReason
 from cassettes.parsing import RoundTrip, parse_exchange
-from cassettes.storage.vcr import load_vcr
+from cassettes.storage import load_vcr
 
 STREAM = BEDROCK.replace("/invoke", "/invoke-with-response-stream")
 

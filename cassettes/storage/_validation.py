@@ -1,6 +1,6 @@
 """An exchange record's fields checked before it is read: each has the type and the range looptap
 writes (:func:`check_exchange_record`), so one bad record is skipped and labelled by the
-codec's readers (:mod:`cassettes.storage.codec`) instead of failing a command later."""
+codec's readers (:mod:`cassettes.storage._codec`) instead of failing a command later."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The cassette codec: exchanges ↔ JSON records, versioned; a request's history may be stored as a
-delta of an earlier one (:mod:`cassettes.storage.delta`).
+delta of an earlier one (:mod:`cassettes.storage._delta`).
 
-Never touches the disk (that is :mod:`cassettes.storage.store`). A cassette is JSON Lines: a header
+Never touches the disk (that is :mod:`cassettes.storage._store`). A cassette is JSON Lines: a header
 record, then one record per round trip. See ``docs/cassette-format.md`` for the full schema.
 
 Bodies are stored decoded and readable: a JSON body as JSON (``{"json": …}``), text as text, other
@@ -20,8 +20,8 @@ import orjson
 from cassettes import bounds
 from cassettes.bounds import RECORD_DEPTH, STORE_DEPTH, record_fits, too_deep
 from cassettes.errors import CassetteFormatError, NewerFormatError
-from cassettes.storage.delta import HistoryDecoder
-from cassettes.storage.validation import check_exchange_record, check_number
+from cassettes.storage._delta import HistoryDecoder
+from cassettes.storage._validation import check_exchange_record, check_number
 from cassettes.wire import Exchange
 
 __all__ = [

@@ -1,8 +1,8 @@
 """A looptap cassette's round trips read a piece at a time: the one reader of a cassette's records
 that every reader of a run is built on.
 
-:class:`RecordSource` owns the offset index (:class:`~cassettes.storage.index.RecordIndex`) and the
-request bodies rebuilt from history deltas (:class:`~cassettes.storage.index.RequestBodies`): it
+:class:`RecordSource` owns the offset index (:class:`~cassettes.storage._index.RecordIndex`) and the
+request bodies rebuilt from history deltas (:class:`~cassettes.storage._index.RequestBodies`): it
 reads the records a file gained (:meth:`RecordSource.poll`), rebuilds their exchanges and skips
 (and reports) those that cannot be rebuilt (:meth:`RecordSource.take`), and reads any of them again
 from disk by position (:meth:`RecordSource.exchange_at`). Memory holds a few integers per record
@@ -13,7 +13,7 @@ Built on it: the reader behind :class:`cassettes.Run` for a looptap cassette
 server's recordings (:mod:`cassettes.matching`) and the pytest plugin's session
 recording (:mod:`cassettes.replay.testing._recorder`). A second thread reads through a
 :meth:`RecordSource.fork`: the same index, a cache of bodies of its own. The whole-file decoding for
-appending and for tests of the format stays :func:`~cassettes.storage.store.read_records` (one
+appending and for tests of the format stays :func:`~cassettes.storage._store.read_records` (one
 history decoder for the file, with the file-wide bound on what deltas rebuild).
 """
 
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from cassettes.errors import CassetteFormatError
-from cassettes.storage.index import BODY_CACHE, RecordIndex, RequestBodies
-from cassettes.storage.store import Problem, open_regular
+from cassettes.storage._index import BODY_CACHE, RecordIndex, RequestBodies
+from cassettes.storage._store import Problem, open_regular
 from cassettes.wire import Exchange
 
 __all__ = ["RecordSource"]

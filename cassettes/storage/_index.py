@@ -1,8 +1,8 @@
 """Reading a cassette file a piece at a time: its records, their offsets, and request bodies
 rebuilt.
 
-:func:`cassettes.storage.store.read_records` loads a whole run at once. A viewer of a 1 GB cassette,
-or of one a recorder is still appending to, needs something else:
+:func:`cassettes.storage._store.read_records` loads a whole run at once. A viewer of a 1 GB
+cassette, or of one a recorder is still appending to, needs something else:
 
 * :class:`RecordIndex` reads newly *completed* lines (a line the writer has not finished is left
   alone until its newline arrives; :meth:`RecordIndex.close_tail` reports it as torn once the file
@@ -12,7 +12,7 @@ or of one a recorder is still appending to, needs something else:
   request, which is held in a small LRU cache of recent bodies; a base that fell out of the cache
   is rebuilt from disk through the offsets. Memory no longer grows with (turns × history length).
 
-Damage is reported as :class:`~cassettes.storage.store.Problem` entries exactly as the batch reader
+Damage is reported as :class:`~cassettes.storage._store.Problem` entries exactly as the batch reader
 does; only a file that is not a looptap cassette (or is newer) raises. What drives the analysis over
 these records, batch by batch, is :class:`cassettes.reading.RunReader`.
 """
@@ -29,10 +29,10 @@ import orjson
 
 from cassettes import interrupts
 from cassettes.errors import CassetteFormatError, CassetteIOError
-from cassettes.storage.codec import loads_record, migrate, record_to_exchange
-from cassettes.storage.delta import HistoryDecoder
-from cassettes.storage.store import Problem, exchange_record, open_regular, read_header
-from cassettes.storage.validation import check_exchange_record
+from cassettes.storage._codec import loads_record, migrate, record_to_exchange
+from cassettes.storage._delta import HistoryDecoder
+from cassettes.storage._store import Problem, exchange_record, open_regular, read_header
+from cassettes.storage._validation import check_exchange_record
 from cassettes.wire import Exchange
 
 __all__ = ["BLOCK", "BODY_CACHE", "RecordIndex", "RequestBodies"]

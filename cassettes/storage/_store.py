@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.storage.codec import (
+from cassettes.storage._codec import (
     check_header,
     dumps_record,
     header_record,
@@ -37,8 +37,8 @@ from cassettes.storage.codec import (
     migrate,
     record_to_exchange,
 )
-from cassettes.storage.delta import HistoryDecoder
-from cassettes.storage.paths import open_append
+from cassettes.storage._delta import HistoryDecoder
+from cassettes.storage._paths import open_append
 from cassettes.wire import Exchange
 
 __all__ = [
@@ -80,8 +80,8 @@ def private_open(path: str | Path, *, append: bool = False) -> BinaryIO:
     """``path`` opened for writing, created with mode 0600 (it holds recorded prompts, like the
     cassette): created with the mode, so there is no moment when others can read it, and an
     existing file is narrowed to 0600 before anything is written. Never through a link, and
-    only a regular file of this user (storage/paths.py): anything else raises
-    :class:`~cassettes.storage.paths.UnsafePath`."""
+    only a regular file of this user (storage/_paths.py): anything else raises
+    :class:`~cassettes.storage._paths.UnsafePath`."""
     fd, _ = open_append(path, "the file")
     os.fchmod(fd, 0o600)
     if not append:
@@ -146,7 +146,7 @@ def read_header(path: str | Path, raw: bytes) -> tuple[dict[str, Any], int]:
 def is_cassette(path: str | Path) -> bool:
     """Whether ``path`` is a regular file that starts with a looptap cassette header (its first
     line, read without following a link and at most 1 MiB of it): a file looptap may replace or
-    append to when a user names it again (storage/paths.py)."""
+    append to when a user names it again (storage/_paths.py)."""
     try:
         with open_regular(path, follow=False) as f:
             first = f.readline(1 << 20)
@@ -269,7 +269,7 @@ class CassetteFile:
         self.fsync = fsync
         self._torn = False
         # Created exclusively, or an existing regular file of this user opened without following
-        # a link (a link, a device, a FIFO, a directory is refused): storage/paths.py.
+        # a link (a link, a device, a FIFO, a directory is refused): storage/_paths.py.
         self._fd, _ = open_append(self.path, "the cassette")
         # A shared lock held while the file is open for writing (released when it is closed or
         # the writer dies): :func:`being_written` tells a reader that a recording is in progress.
