@@ -249,15 +249,15 @@ HOW = """
   (`proxy/writer.py` and `proxy/messages.py`: the proxy process's hand-off loads no core module, the
   recording pipeline and the redactor are imported in the writer process, `tests/test_boundaries.py`), or
   a module the command would not load otherwise: under `--help`, `providers._base`; under `looptap mcp`'s
-  start, `providers` (the recorder options' listener names, `commands/recording.py`); under a small `show`,
-  the stream readers (`providers/*/_stream.py`), `wire._edit_marks` (`codec.py`,
-  `views/_edits.py`), `_version`'s metadata read (`codec.py`) and, in `reading/_run.py`, the redactor, the
+  start, `providers` (the recorder options' listener names, `commands/_recording.py`); under a small `show`,
+  the stream readers (`providers/*/_stream.py`), `wire._edit_marks` (`_codec.py`,
+  `views/_edits.py`), `_version`'s metadata read (`_codec.py`) and, in `reading/_run.py`, the redactor, the
   vcrpy reader and the cassette writer; under `replay`, the analysis (`reading/_memory_reader.py`, `reading/_run.py`'s
-  findings, rules, incremental reader and snapshot), `views.summary`, the schema check
+  findings, rules, incremental reader and snapshot), `views._summary`, the schema check
   (`serving/_faults.py`), `price_data` (`forking/_placement.py`), `net._messages` (h11), the gitleaks rules
-  (`recording/detector.py`) and the cassette writer (`serving/_server.py`'s `keep_sent`); in the recorder,
+  (`recording/_detector.py`) and the cassette writer (`serving/_server.py`'s `keep_sent`); in the recorder,
   the WebSocket session's recorder (`proxy/addon.py`, at a session's first upgrade). A module only its
-  own command loads (`verify.py`, `mcp/server.py`) imports at its top. `bench/surface.py --list` lists them.
+  own command loads (`verify.py`, `mcp/_server.py`) imports at its top. `bench/surface.py --list` lists them.
 - The `--json` schema's models (`cassettes/views/schema.py`) are not even imported by `show`: it builds the
   `looptap.roundtrip/1` objects from plain values (`cassettes/views/_roundtrip_object.py`; a test dumps every
   corpus round trip through the models and compares the bytes). The core models build their validators at import: `show` and
