@@ -19,8 +19,8 @@ from cassettes.replay.forking.compare import BudgetError, upstream_bases
 from cassettes.replay.testing import how_to_install, recorder_python
 from cassettes.storage import check_input
 from cassettes.untrusted import clean_line
-from cassettes.why import _budget as budget
 from cassettes.why._branches import Branches, WhyRunError, baseline
+from cassettes.why._budget import check as check_budget
 from cassettes.why._interventions import Intervention, interventions
 from cassettes.why._outcome import Outcome, OutcomeError, judged_from, parse_outcome
 from cassettes.why._state import STATE, State, WhyDirError, read_state, run_digest
@@ -107,7 +107,7 @@ def investigate(args: argparse.Namespace) -> Result:
     if args.resume and args.output is None:
         raise Refused("--resume continues the why in -o DIR: give the directory of the earlier one")
     try:
-        lines = budget.check(
+        lines = check_budget(
             run,
             runnable,
             args.samples,
