@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from cassettes.analysis import Finding, Layer
-from inspector.widgets import LAYERS, SEVERITY_MARK, worst
+from inspector.badges import LAYERS, SEVERITY_MARK, worst
 
 __all__ = [
     "FOCUS_NAMES",

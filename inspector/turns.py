@@ -15,9 +15,11 @@ from cassettes.analysis import Finding
 from cassettes.analysis.dispatch import ordered_findings
 from cassettes.reading import Run
 from cassettes.views import GrowthBar, TurnSummary
-from inspector.widgets import ALL
 
-__all__ = ["Added", "TurnIndex"]
+__all__ = ["ALL", "Added", "TurnIndex"]
+
+#: The conversation switcher's value for every conversation.
+ALL = "*"
 
 
 @dataclass

@@ -1,13 +1,14 @@
 """The inspector's widgets, one family per private module, grouped by screen area; the names below
 are the whole surface (pinned by tests/inspector/test_surface.py), each loaded with its own
-module on first use (PEP 562: ``inspector.layout`` and ``inspector.turns`` take a constant or two):
+module on first use (PEP 562):
 
 - the run's frame: the turn list (``_turn_list``), the conversation switcher (``_conversations``),
   the sidebar and tabs (``_sidebar``, ``_tabs``), the status line and error view (``_status``),
   the key bar (``_keys``);
 - a turn's panes (``_turn_pane``): the layers E, A and C (``_layers``, ``_emission``, ``_api``,
-  ``_dispatch``), the messages (``_messages``), the findings (``_findings``) and their badges
-  (``_badges``), the fork (``_fork``) and the token-cost growth chart (``_growth``).
+  ``_dispatch``), the messages (``_messages``), the findings (``_findings``), the fork
+  (``_fork``) and the token-cost growth chart (``_growth``). The findings' badges are
+  :mod:`inspector.badges`'s, which the layout reads too.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 #: Each private module with the names it defines.
 _MODULES = {
-    "_badges": "LAYERS SEVERITY_MARK worst",
-    "_conversations": "ALL ConversationSwitcher conversation_label",
+    "_conversations": "ConversationSwitcher conversation_label",
     "_dispatch": "PARAMS_LIMIT params_text",
     "_emission": "EmissionPane",
     "_findings": "FindingsTable FindingsView",
@@ -37,8 +37,7 @@ _MODULES = {
 }
 
 if TYPE_CHECKING:
-    from inspector.widgets._badges import LAYERS, SEVERITY_MARK, worst
-    from inspector.widgets._conversations import ALL, ConversationSwitcher, conversation_label
+    from inspector.widgets._conversations import ConversationSwitcher, conversation_label
     from inspector.widgets._dispatch import PARAMS_LIMIT, params_text
     from inspector.widgets._emission import EmissionPane
     from inspector.widgets._findings import FindingsTable, FindingsView
@@ -72,13 +71,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ALL",
     "COST_COLOUR",
     "KEYS",
-    "LAYERS",
     "PARAMS_LIMIT",
     "SERIES",
-    "SEVERITY_MARK",
     "ConversationSwitcher",
     "EmissionPane",
     "ErrorView",
@@ -108,5 +104,4 @@ __all__ = [
     "short_finish",
     "token_label",
     "turn_line",
-    "worst",
 ]

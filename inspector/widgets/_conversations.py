@@ -11,11 +11,11 @@ from textual.widgets import Select
 from cassettes.analysis import Conversation, kind_text
 from cassettes.hints import count
 from inspector.safe import wire_line
+from inspector.turns import ALL
 
-__all__ = ["ALL", "ConversationSwitcher"]
+__all__ = ["ConversationSwitcher"]
 
 #: The switcher's value for "every conversation, in recording order".
-ALL = "*"
 
 
 class ConversationSwitcher(Select[str]):

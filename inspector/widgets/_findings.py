@@ -10,8 +10,8 @@ from textual.widgets import DataTable, Static
 
 from cassettes.analysis import Finding
 from cassettes.untrusted import clean_line
+from inspector.badges import SEVERITY_MARK, severity_style
 from inspector.safe import wire, wire_line
-from inspector.widgets._badges import SEVERITY_MARK, severity_style
 
 __all__ = ["FindingsTable", "FindingsView"]
 

@@ -20,8 +20,8 @@ from textual.widgets import Static
 
 from cassettes.analysis import Finding, Layer, Turn
 from cassettes.untrusted import clean, clean_line
+from inspector.badges import SEVERITY_MARK, severity_style, worst
 from inspector.safe import wire_line
-from inspector.widgets._badges import SEVERITY_MARK, severity_style, worst
 
 __all__ = ["PANE_ITEMS", "LayerPane", "pane_bindings"]
 

@@ -22,8 +22,8 @@ from textual.message import Message
 from cassettes.analysis.dispatch import ordered_findings
 from cassettes.views import TurnSummary
 from inspector.layout import sidebar_width, width_sample
-from inspector.turns import TurnIndex
-from inspector.widgets._conversations import ALL, ConversationSwitcher
+from inspector.turns import ALL, TurnIndex
+from inspector.widgets._conversations import ConversationSwitcher
 from inspector.widgets._turn_list import TurnList, turn_width
 
 __all__ = ["Sidebar"]

@@ -11,8 +11,7 @@ from __future__ import annotations
 from textual.widgets import TabbedContent, TabPane
 
 from cassettes.replay.forking import ForkComparison
-from inspector.turns import TurnIndex
-from inspector.widgets._conversations import ALL
+from inspector.turns import ALL, TurnIndex
 from inspector.widgets._findings import FindingsTable
 from inspector.widgets._fork import ForkPane
 from inspector.widgets._growth import GrowthView

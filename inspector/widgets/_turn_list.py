@@ -19,7 +19,7 @@ from textual.strip import Strip
 
 from cassettes.untrusted import clean_line
 from cassettes.views import TurnSummary
-from inspector.widgets._badges import layer_badges
+from inspector.badges import layer_badges
 
 __all__ = ["TurnList", "short_finish", "turn_line", "turn_width"]
 

@@ -20,9 +20,9 @@ from textual.widgets import Tab, TabPane, Tabs
 
 from cassettes.analysis import Finding, Layer, McpCall, Turn
 from cassettes.models import NormalisedRequest, ToolResult
+from inspector.badges import LAYERS
 from inspector.layout import TAB_LABEL, VIEWS, View, layer_to_bring_up, tab_labels, tab_view
 from inspector.widgets._api import ApiPane
-from inspector.widgets._badges import LAYERS
 from inspector.widgets._dispatch import DispatchPane
 from inspector.widgets._emission import EmissionPane
 from inspector.widgets._layers import LayerPane

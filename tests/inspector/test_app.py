@@ -14,8 +14,8 @@ from textual.widgets import Input, OptionList, Static, TabbedContent
 
 from inspector.app import InspectorApp, build_app
 from inspector.screens import HelpScreen, SearchScreen
+from inspector.turns import ALL
 from inspector.widgets import (
-    ALL,
     ConversationSwitcher,
     EmissionPane,
     FindingsTable,

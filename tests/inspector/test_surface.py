@@ -11,12 +11,12 @@ import pytest
 
 EXPORTED = {
     "inspector.widgets": [
-        "ALL", "COST_COLOUR", "KEYS", "LAYERS", "PARAMS_LIMIT", "SERIES", "SEVERITY_MARK",
+        "COST_COLOUR", "KEYS", "PARAMS_LIMIT", "SERIES",
         "ConversationSwitcher", "EmissionPane", "ErrorView", "FindingsTable", "FindingsView",
         "ForkPane", "ForkRead", "GrowthChart", "GrowthView", "KeyBar", "LayerPane", "MessagesView",
         "RunState", "RunStatus", "RunTabs", "Sidebar", "TurnList", "TurnPane",
         "client_sent", "conversation_label", "dollars", "key_line", "legend_text", "nice_ticks",
-        "params_text", "read_fork", "short_finish", "token_label", "turn_line", "worst",
+        "params_text", "read_fork", "short_finish", "token_label", "turn_line",
     ],
     "inspector.screens": ["HelpScreen", "MainScreen", "SearchScreen", "key_groups"],
 }  # fmt: skip
