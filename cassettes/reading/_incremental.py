@@ -135,7 +135,7 @@ class RunReader:
         self._settled: RunAnalysis | None = None
         #: Its analysis after the last round trip, before the end-of-run pass (compressed JSON
         #: lines), to be kept
-        #: for the file to be continued from once it grew (:func:`.snapshot.continuation_of`).
+        #: for the file to be continued from once it grew (:func:`._snapshot.continuation_of`).
         self.continuation: bytes | None = None
         #: Continued from where a kept analysis of the file's first bytes left off: what those
         #: held (docs/kept-analysis.md, "A file that grew"; ``None``: not continued).
@@ -222,7 +222,7 @@ class RunReader:
         return found[0]
 
     def each_view(self, each: Callable[[Exchange, RoundTrip], Any]) -> Iterator[Any]:
-        """A printing pass (:func:`.snapshot.each_view`: a continued run takes again the views of
+        """A printing pass (:func:`._snapshot.each_view`: a continued run takes again the views of
         what it held before, where its analysis did not change them)."""
         before = self.before
         if before is None or before.views is None or not self.settled:
@@ -233,7 +233,7 @@ class RunReader:
                                   self.index.seqs, each)  # fmt: skip
 
     def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
-        """Each round trip's printed view (:func:`.snapshot.printed`: those kept with the run's
+        """Each round trip's printed view (:func:`._snapshot.printed`: those kept with the run's
         kept analysis when they check out, else ``make()``'s)."""
         return _snapshot.printed(self.index.path, self.kept_as, make)
 
@@ -255,7 +255,7 @@ class RunReader:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
         if self._cache:
             self._cache = False
-            if self.take():
+            if take(self):
                 return self._summarised(self.records, list(self.index.problems))
         if self.unsummarised is not None:
             return self._summarised(0, [])
@@ -328,89 +328,8 @@ class RunReader:
             self.analyser.finish()
             self.turn_store.flush()
             self.parses.flush()
-            self._keep()  # when the file was hashed as it was read (take)
+            keep(self)  # when the file was hashed as it was read (take)
         return self.index.header or {}, self.first_started, dict(self.families)
-
-    def take(self) -> bool:
-        """Before the reader's first step: take the kept analysis of its file when one checks out,
-        and stand finished, as if the file had been read and analysed (``True``); for a file that
-        grew from the kept bytes, stand where the reader that kept them stood after its last round
-        trip, and hash the rest as it is read (``False``: the reader reads and analyses what was
-        added); else hash the file as it is read, so that :meth:`_keep` can keep it
-        (:func:`.snapshot.take`)."""
-        assert self.records == 0 and self.index.consumed == 0, (
-            "a kept analysis is taken before anything is read"
-        )
-        taken = _snapshot.take(self.index, self.store_dir)
-        if taken is None:
-            return False
-        if taken.found.continuation is not None:
-            self._continue(taken)
-            return False
-        self._stand_on(taken)
-        self.analyser.first_index = taken.state.first_index
-        self.analyser.take(taken.result, taken.flagged)
-        self.finished = True
-        self.kept_as = taken.found.generation
-        return True
-
-    def _continue(self, taken: _snapshot.Taken) -> None:
-        """Stand where the reader that kept ``taken`` stood after its last round trip, before its
-        end-of-run pass (:mod:`cassettes.analysis._continuation`), to read what the file gained
-        since; one that does not check out is read afresh (hashed as it is read)."""
-        found = taken.found
-        assert found.continuation is not None and found.usage is not None
-        try:
-            data = sections(found.continuation)
-            self._stand_on(taken)
-            self.usage = dict(found.usage)
-            restore(self.analyser, data, taken.result, taken.flagged)
-        except (ValueError, KeyError, OSError):  # (JSONDecodeError is one; CassetteError too)
-            if found.views is not None:
-                found.views.close()
-            self.restart()
-            self.index.digest = _analysis_cache.hasher()
-            return
-        self.index.digest, self.index.hashed = found.hashed, found.size
-        self.before = _snapshot.Before(
-            len(found.offsets), {s: data for s, (_, data) in found.findings.items()},
-            {s: c.model_dump_json().encode() for s, c in taken.result.mcp_calls.items()},
-            found.views,
-        )  # fmt: skip
-
-    def _stand_on(self, taken: _snapshot.Taken) -> None:
-        """Stand where the kept analysis ``taken`` (:func:`.snapshot.take`) left the reader that
-        kept it: its index, store of turns and counts (the analyser's part is the caller's)."""
-        found, state, places = taken.found, taken.state, taken.places
-        arrays = {"offsets": found.offsets, "lengths": found.lengths, "seqs": found.seqs}
-        self.index.restore({**dict(state), **arrays})
-        block = max(found.blocks, default=-1) + 1
-        blocks = {"blocks": found.blocks, "block": block}
-        self.turn_store.adopt(found.turns, found.turns_end, blocks)
-        self.places = places
-        self.records, self.first_started = state.records, state.first_started
-        self.families = dict(state.families)
-        self.source.skipped.clear()  # (the set its forks share)
-        self.source.skipped.update(state.skipped)
-        if self.summarising:
-            self.unsummarised = iter(list(places))
-
-    def _keep(self) -> None:
-        """Once finished: keep the analysis, for the next reader of the same bytes, when the file
-        was hashed from its first byte as it was read (:meth:`take`; :func:`.snapshot.keep`)."""
-        index = self.index
-        if not self.finished or index.digest is None or index.hashed != index.consumed:
-            return
-        if index.pending:
-            return
-        result, flagged = self.analyser.kept()
-        state = {
-            **index.snapshot(), "first_index": self.analyser.first_index, "records": self.records,
-            "families": self.families, "first_started": self.first_started,
-            "skipped": sorted(self.source.skipped),
-        }  # fmt: skip
-        self.kept_as = _snapshot.keep(index, result, flagged, self.turn_store.kept(), state,
-                                     self.places, self.usage, self.continuation)  # fmt: skip
 
     def _summarised(self, records: int, problems: list[Problem]) -> Batch:
         """The next :data:`KEPT_STEP` turns of a kept analysis, summarised (a viewer's first
@@ -490,3 +409,92 @@ class RunReader:
         self.parses.close()
         if self.before is not None and self.before.views is not None:
             self.before.views.close()
+
+
+# -- the kept analysis (docs/kept-analysis.md): taken before a reader's first step, kept once it
+# finished; the values are :mod:`._snapshot`'s, applied to the reader here.
+
+
+def take(reader: RunReader) -> bool:
+    """Before the reader's first step: take the kept analysis of its file when one checks out,
+    and stand finished, as if the file had been read and analysed (``True``); for a file that
+    grew from the kept bytes, stand where the reader that kept them stood after its last round
+    trip, and hash the rest as it is read (``False``: the reader reads and analyses what was
+    added); else hash the file as it is read, so that :func:`keep` can keep it
+    (:func:`._snapshot.take`)."""
+    assert reader.records == 0 and reader.index.consumed == 0, (
+        "a kept analysis is taken before anything is read"
+    )
+    taken = _snapshot.take(reader.index, reader.store_dir)
+    if taken is None:
+        return False
+    if taken.found.continuation is not None:
+        _continue(reader, taken)
+        return False
+    _stand_on(reader, taken)
+    reader.analyser.first_index = taken.state.first_index
+    reader.analyser.take(taken.result, taken.flagged)
+    reader.finished = True
+    reader.kept_as = taken.found.generation
+    return True
+
+
+def _continue(reader: RunReader, taken: _snapshot.Taken) -> None:
+    """Stand where the reader that kept ``taken`` stood after its last round trip, before its
+    end-of-run pass (:mod:`cassettes.analysis._continuation`), to read what the file gained
+    since; one that does not check out is read afresh (hashed as it is read)."""
+    found = taken.found
+    assert found.continuation is not None and found.usage is not None
+    try:
+        data = sections(found.continuation)
+        _stand_on(reader, taken)
+        reader.usage = dict(found.usage)
+        restore(reader.analyser, data, taken.result, taken.flagged)
+    except (ValueError, KeyError, OSError):  # (JSONDecodeError is one; CassetteError too)
+        if found.views is not None:
+            found.views.close()
+        reader.restart()
+        reader.index.digest = _analysis_cache.hasher()
+        return
+    reader.index.digest, reader.index.hashed = found.hashed, found.size
+    reader.before = _snapshot.Before(
+        len(found.offsets), {s: data for s, (_, data) in found.findings.items()},
+        {s: c.model_dump_json().encode() for s, c in taken.result.mcp_calls.items()},
+        found.views,
+    )  # fmt: skip
+
+
+def _stand_on(reader: RunReader, taken: _snapshot.Taken) -> None:
+    """Stand where the kept analysis ``taken`` (:func:`._snapshot.take`) left the reader that
+    kept it: its index, store of turns and counts (the analyser's part is the caller's)."""
+    found, state, places = taken.found, taken.state, taken.places
+    arrays = {"offsets": found.offsets, "lengths": found.lengths, "seqs": found.seqs}
+    reader.index.restore({**dict(state), **arrays})
+    block = max(found.blocks, default=-1) + 1
+    blocks = {"blocks": found.blocks, "block": block}
+    reader.turn_store.adopt(found.turns, found.turns_end, blocks)
+    reader.places = places
+    reader.records, reader.first_started = state.records, state.first_started
+    reader.families = dict(state.families)
+    reader.source.skipped.clear()  # (the set its forks share)
+    reader.source.skipped.update(state.skipped)
+    if reader.summarising:
+        reader.unsummarised = iter(list(places))
+
+
+def keep(reader: RunReader) -> None:
+    """Once finished: keep the analysis, for the next reader of the same bytes, when the file
+    was hashed from its first byte as it was read (:func:`take`; :func:`._snapshot.keep`)."""
+    index = reader.index
+    if not reader.finished or index.digest is None or index.hashed != index.consumed:
+        return
+    if index.pending:
+        return
+    result, flagged = reader.analyser.kept()
+    state = {
+        **index.snapshot(), "first_index": reader.analyser.first_index, "records": reader.records,
+        "families": reader.families, "first_started": reader.first_started,
+        "skipped": sorted(reader.source.skipped),
+    }  # fmt: skip
+    reader.kept_as = _snapshot.keep(index, result, flagged, reader.turn_store.kept(), state,
+                                 reader.places, reader.usage, reader.continuation)  # fmt: skip

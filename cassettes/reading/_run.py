@@ -474,14 +474,14 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`~cassettes.reading._budget.RunTooLargeError` when the analysis outgrows
     :func:`~cassettes.reading._budget.memory_budget`."""
-    from cassettes.reading._incremental import RunReader
+    from cassettes.reading._incremental import RunReader, take
 
     p = Path(path)
     reader = RunReader(p, summaries=False)
     run = Run((), name=p.name, kind="looptap", reader=reader, epoch=0.0)
     budget = memory_budget()
     # the analysis a reader of these same bytes kept (docs/kept-analysis.md)
-    taken = cache and reader.take()
+    taken = cache and take(reader)
     at_end = taken
     while not at_end:
         at_end = run.step(STEP_BYTES).at_end
