@@ -6,8 +6,9 @@ A run, in any format looptap reads, is opened one way: ``open_run(path)`` gives 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 # Exports are loaded on first use (PEP 562), so `import cassettes` (and the pytest plugin, which
 # every test session of every project that installs looptap loads) costs next to nothing.
@@ -68,13 +69,7 @@ if TYPE_CHECKING:
     from cassettes.wire import Exchange
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

@@ -20,8 +20,9 @@ session and needs only a few of them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 # Each name with the private module that defines it, loaded on first use (PEP 562): the pytest
 # plugin loads in every test session and needs only a few of them.
@@ -101,13 +102,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes.matching' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cassettes.matching.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [

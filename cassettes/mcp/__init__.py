@@ -13,8 +13,9 @@ and what they load, are imported (tests/interop/test_mcp_start.py).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 _MODULES = {
     "_answers": "DEFAULT_BYTES UNTRUSTED_NOTE QueryError encode read_json text",
@@ -44,13 +45,7 @@ if TYPE_CHECKING:
     from cassettes.mcp._whyquery import why_report
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes.mcp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cassettes.mcp.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [

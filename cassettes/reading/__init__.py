@@ -13,8 +13,9 @@ Names load on first use (PEP 562): ``looptap show`` needs a few of these modules
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 # Each name with the private module that defines it, loaded on first use.
 _MODULES = {
@@ -64,13 +65,7 @@ if TYPE_CHECKING:
     from cassettes.reading._timeline import timeline
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes.reading' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cassettes.reading.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [

@@ -15,8 +15,9 @@ process only the redactor.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 _MODULES = {
     "_pipeline": "CassetteWriter",
@@ -48,13 +49,7 @@ if TYPE_CHECKING:
     from cassettes.recording._websocket import WsSession
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes.recording' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cassettes.recording.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [

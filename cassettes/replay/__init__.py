@@ -12,8 +12,9 @@ requests sent to a live upstream (``live``), the loopback wire (``transports``);
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 # Loaded on first use (PEP 562): the pytest plugin lives under this package and loads in every test
 # session, so importing the package must not import the server, the matcher and the analysis.
@@ -29,13 +30,7 @@ if TYPE_CHECKING:
     from cassettes.replay.serving import ReplayServer
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes.replay' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = ["ReplayServer", "Run", "cmd_replay"]

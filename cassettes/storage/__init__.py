@@ -15,8 +15,9 @@ these modules, and ``_vcr`` loads PyYAML.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 # Each name with the private module that defines it, loaded on first use (PEP 562).
 _MODULES = {
@@ -87,13 +88,7 @@ if TYPE_CHECKING:
     from cassettes.storage._vcr import load_vcr, read_vcr
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes.storage' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cassettes.storage.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [

@@ -16,8 +16,9 @@ recorder and the pytest plugin each need a few of them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 _MODULES = {
     "_edits": "CONTINUED edit_text edited_messages edits_json reconstructed_said user_messages",
@@ -74,13 +75,7 @@ if TYPE_CHECKING:
     from cassettes.views._timeline import TimelinePoint, text_timeline
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes.views' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cassettes.views.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [

@@ -13,8 +13,9 @@ Names are loaded on first use (PEP 562): the recorder and the pytest plugin star
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 # Each name with the private module that defines it, loaded on first use.
 _MODULES = {
@@ -86,13 +87,7 @@ if TYPE_CHECKING:
     from cassettes.wire._own_headers import OWN_RESPONSE_HEADERS, without_own
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes.wire' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cassettes.wire.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [

@@ -13,8 +13,9 @@ module on first use (PEP 562):
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 #: Each private module with the names it defines.
 _MODULES = {
@@ -62,12 +63,9 @@ if TYPE_CHECKING:
     from inspector.widgets._turn_pane import TurnPane
 
 
-def __getattr__(name: str) -> Any:
-    module = next((m for m, names in _MODULES.items() if name in names.split()), None)
-    if module is None:
-        raise AttributeError(f"module 'inspector.widgets' has no attribute {name!r}")
-    globals()[name] = value = getattr(importlib.import_module(f"inspector.widgets.{module}"), name)
-    return value
+__getattr__ = on_first_use(
+    __name__, {name: module for module, names in _MODULES.items() for name in names.split()}
+)
 
 
 __all__ = [

@@ -14,8 +14,9 @@ Names are loaded on first use (PEP 562): ``looptap replay`` needs only the curso
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 _MODULES = {
     "_cursor": "Cursor bases_of live_router",
@@ -60,13 +61,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes.replay.forking' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cassettes.replay.forking.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [

@@ -11,8 +11,9 @@ first use (PEP 562): the replay server a test starts needs only ``_chains`` and 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 _MODULES = {
     "_chains": "Chains Threads as_sent_live",
@@ -45,13 +46,7 @@ if TYPE_CHECKING:
     from cassettes.replay.live._rewrite import apply_edits, carried
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes.replay.live' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cassettes.replay.live.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [

@@ -14,8 +14,9 @@ the recorder's start needs the faults only, the pytest plugin's session the serv
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cassettes.lazy import on_first_use
 
 # Each name with the private module that defines it, loaded on first use (PEP 562).
 _MODULES = {
@@ -45,13 +46,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cassettes.replay.serving' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"cassettes.replay.serving.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [
