@@ -15,8 +15,7 @@ continuation (``capture``, ``restore``) loads on first use: the recorder's start
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cassettes.analysis._analyser import ACTIVE, RunAnalyser, analyse
 from cassettes.analysis._claims import unsourced
@@ -50,17 +49,13 @@ from cassettes.analysis._repeats import canonical_call
 from cassettes.analysis._rules import FILE, RulesError, active, active_text, load
 from cassettes.analysis._tokens import apportion, estimate_text
 from cassettes.analysis._tool_schema import normalise_schema, schema_errors
+from cassettes.lazy import on_first_use
 
 if TYPE_CHECKING:
     from cassettes.analysis._continuation import capture, restore
 
 
-def __getattr__(name: str) -> Any:
-    if name not in ("capture", "restore"):
-        raise AttributeError(f"module 'cassettes.analysis' has no attribute {name!r}")
-    value = getattr(importlib.import_module("cassettes.analysis._continuation"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, {"capture": "_continuation", "restore": "_continuation"})
 
 
 __all__ = [
