@@ -13,14 +13,9 @@ import sys
 import orjson
 
 from cassettes.commands import WHY_OPTIONS, add_args
-from cassettes.untrusted import clean_line
-from cassettes.why._investigation import Refused, investigate
+from cassettes.why._investigation import Refused, investigate, say
 
 __all__ = ["cmd_why", "split_options"]
-
-
-def _err(msg: str) -> None:
-    print(clean_line(f"looptap why: {msg}"), file=sys.stderr, flush=True)
 
 
 def split_options(args: argparse.Namespace) -> None:
@@ -45,8 +40,8 @@ def cmd_why(args: argparse.Namespace) -> int:
         result = investigate(args)
     except Refused as exc:
         for line in exc.lines:
-            _err(line)
-        _err(str(exc))
+            say(line)
+        say(str(exc))
         return 2
     if args.json:
         sys.stdout.buffer.write(

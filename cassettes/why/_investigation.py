@@ -26,7 +26,7 @@ from cassettes.why._outcome import Outcome, OutcomeError, judged_from, parse_out
 from cassettes.why._state import STATE, State, WhyDirError, read_state, run_digest
 from cassettes.why._verdict import Tally, Verdict, verdict
 
-__all__ = ["Refused", "Result", "default_output", "investigate"]
+__all__ = ["Refused", "Result", "default_output", "investigate", "say"]
 
 
 @dataclass
@@ -54,8 +54,8 @@ class Refused(CassetteError):
         self.lines = list(lines or [])
 
 
-def _say(line: str) -> None:
-
+def say(line: str) -> None:
+    """A line of ``looptap why`` on stderr, cleaned for a terminal."""
     print(clean_line(f"looptap why: {line}"), file=sys.stderr, flush=True)
 
 
@@ -123,16 +123,16 @@ def investigate(args: argparse.Namespace) -> Result:
         return _dry_run(args, outcome, found, lines)
     if args.output is None:
         args.output = str(default_output(path))
-        _say(f"the branches go to {args.output} (a new directory beside the run; -o DIR names one)")
+        say(f"the branches go to {args.output} (a new directory beside the run; -o DIR names one)")
 
     python = recorder_python()
     if python is None:
         raise Refused(how_to_install())
 
     state = _opened(args, path, argv, outcome, recorded)
-    _say(_fails(outcome, state.doc["recorded"]))  # first: what every branch is measured against
+    say(_fails(outcome, state.doc["recorded"]))  # first: what every branch is measured against
     for line in lines:
-        _say(line)
+        say(line)
     return _run(args, run, path, state, outcome, found, argv, python)
 
 
@@ -315,7 +315,7 @@ def _run(
     )
     if done:
         kept = count(done, "branch", "branches")
-        _say(f"--resume: {kept} kept from the earlier run, {len(todo)} to run")
+        say(f"--resume: {kept} kept from the earlier run, {len(todo)} to run")
     state.put("interventions", [i.as_json() for i in found])
 
     stopping = threading.Event()
@@ -328,13 +328,13 @@ def _run(
         # A branch that ended after a Ctrl-C is no sample (the interrupt it was passed decided its
         # status, not the outcome): not kept, --resume runs it again.
         if stopping.is_set():
-            _say(
+            say(
                 f"{i.layer} {i.conversation} turn {i.turn} ({i.kind}) sample {k}/{args.samples}: "
                 "interrupted, not kept (--resume runs it again)"
             )
             return
         state.put_branch(i.key, k, result)
-        _say(
+        say(
             f"{i.layer} {i.conversation} turn {i.turn} ({i.kind}) "
             f"sample {k}/{args.samples}: {result['result']}"
             + (f": {result['why']}" if result.get("why") else "")

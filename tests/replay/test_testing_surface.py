@@ -17,7 +17,7 @@ from tests.support import progress
 
 EXPORTED = [
     "SCHEMA", "VERSION",
-    "Ready", "ReadyListener", "RecorderProcess", "SessionCassette", "SessionLoop",
+    "Ready", "ReadyListener", "RecorderProcess", "SessionCassette",
     "bare_url", "check_ready_path", "clear_stale", "how_to_install", "read_ready",
     "recorder_python", "remove_ready", "write_ready",
 ]  # fmt: skip

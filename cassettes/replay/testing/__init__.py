@@ -2,9 +2,9 @@
 ``looptap`` pytest11 entry point, its fixture, marker and ``--looptap-*`` options) over private
 modules behind this façade (its names pinned by tests/replay/test_testing_surface.py): pytest's
 stash keys (``_keys``), the core spared pytest's assertion rewriting (``_rewrite``), a test's
-session (``_session``) with its options (``_options``), failure report (``_report``) and the
-session's event loop (``_loop``), the recorder it starts as a child process (``_recorder``) and
-the recorder's ready file that says where it listens (``_ready``; ``looptap record --ready-file``).
+session (``_session``) with its options (``_options``) and failure report (``_report``), the
+recorder it starts as a child process (``_recorder``) and the recorder's ready file that says where
+it listens (``_ready``; ``looptap record --ready-file``).
 
 Importing this package imports nothing (PEP 562: a name loads its module on first use): the plugin
 loads in every pytest session, and the recorder's start takes the ready file only.
@@ -23,12 +23,10 @@ _MODULES = {
         "remove_ready write_ready"
     ),
     "_recorder": "RecorderProcess SessionCassette how_to_install recorder_python",
-    "_loop": "SessionLoop",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 if TYPE_CHECKING:
-    from cassettes.replay.testing._loop import SessionLoop
     from cassettes.replay.testing._ready import (
         SCHEMA,
         VERSION,
@@ -59,7 +57,6 @@ __all__ = [
     "ReadyListener",
     "RecorderProcess",
     "SessionCassette",
-    "SessionLoop",
     "bare_url",
     "check_ready_path",
     "clear_stale",

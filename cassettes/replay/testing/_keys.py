@@ -13,15 +13,13 @@ import pytest
 from cassettes.errors import ReplayMiss
 
 if TYPE_CHECKING:
-    from cassettes.replay.testing._loop import SessionLoop
     from cassettes.replay.testing._recorder import SessionRecorder
 
-__all__ = ["LOOP", "MISS", "MODES", "RECORDER", "REPORTS", "REPORTS_DIR"]
+__all__ = ["MISS", "MODES", "RECORDER", "REPORTS", "REPORTS_DIR"]
 
 #: The record modes, as in pytest-recording (``--looptap-record-mode``).
 MODES = ("none", "once", "new_episodes", "all")
 RECORDER: pytest.StashKey[SessionRecorder] = pytest.StashKey()
-LOOP: pytest.StashKey[SessionLoop] = pytest.StashKey()
 REPORTS = pytest.StashKey[list[str]]()
 REPORTS_DIR = pytest.StashKey[Path]()
 #: The replay miss that failed the test (its text: :func:`~.report.failure_text`).

@@ -1,8 +1,7 @@
 """The machinery of a test that uses looptap, loaded by the first one (the plugin's hooks,
 :mod:`cassettes.replay.testing.plugin`, load in every pytest session and stay small): from what
-the test asks (:mod:`cassettes.replay.testing._options`), its replay server, hosted by the
-session's event loop (:mod:`cassettes.replay.testing._loop`), or its share of the session's
-recorder, the environment the test gets, and what is kept at its end.
+the test asks (:mod:`cassettes.replay.testing._options`), its replay server, or its share of the
+session's recorder, the environment the test gets, and what is kept at its end.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ from cassettes.matching import here
 from cassettes.net import Trust
 from cassettes.reading import Run, open_run
 from cassettes.replay.serving import FaultPlan, ReplayServer
-from cassettes.replay.testing._keys import LOOP, RECORDER, REPORTS
-from cassettes.replay.testing._loop import SessionLoop
+from cassettes.replay.testing._keys import RECORDER, REPORTS
 from cassettes.replay.testing._options import Options, upstreams
 from cassettes.replay.testing._report import add_sections, failure_text, summary_lines
 from cassettes.storage import check_target, is_cassette, open_regular, staged
@@ -222,14 +220,6 @@ def _listener_fallback(recorder_env: dict[str, str]) -> Any:
     return live_router(bases)
 
 
-def _session_loop(config: pytest.Config) -> SessionLoop:
-    """The session's event loop for the replay servers (started by the first replay)."""
-    loop = config.stash.get(LOOP, None)
-    if loop is None:
-        loop = config.stash[LOOP] = SessionLoop()
-    return loop
-
-
 def _start_replay(
     session: LooptapSession,
     opts: Options,
@@ -252,7 +242,7 @@ def _start_replay(
             rules=opts.rules,
             trust=trust,
         )
-        _session_loop(config).run(session.server.start_async())
+        session.server.start()
     except CassetteError as exc:  # a cursor that selects nothing in the cassette
         pytest.fail(f"looptap: {exc}", pytrace=False)
     session.env = {**session.server.env}
@@ -341,7 +331,7 @@ def end_session(session: LooptapSession, config: pytest.Config, nodeid: str) -> 
     """The end of a test's session: its replay server stopped, its recording stored."""
     reports = config.stash.get(REPORTS, [])
     if session.server is not None:
-        _session_loop(config).run(session.server.stop_async())
+        session.server.stop()
         reports.extend(
             f"{nodeid}: {line.removeprefix('looptap ')}" for line in summary_lines(session)
         )

@@ -35,8 +35,7 @@ round trips played and unplayed and the faults injected.
 
 This module holds the hooks only: it loads in every pytest session of every project that has
 looptap installed, whether a test uses it or not. What a test that uses looptap needs is loaded by
-the first one (:mod:`cassettes.replay.testing._session`, :mod:`~cassettes.replay.testing._report`,
-:mod:`~cassettes.replay.testing._loop`).
+the first one (:mod:`cassettes.replay.testing._session`, :mod:`~cassettes.replay.testing._report`).
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cassettes.errors import ReplayMiss
-from cassettes.replay.testing._keys import LOOP, MISS, MODES, RECORDER, REPORTS
+from cassettes.replay.testing._keys import MISS, MODES, RECORDER, REPORTS
 from cassettes.replay.testing._rewrite import spare_core
 
 if TYPE_CHECKING:
@@ -184,10 +183,9 @@ def _ini_rules(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    recorder, loop = config.stash.get(RECORDER, None), config.stash.get(LOOP, None)
-    for running in (recorder, loop):
-        if running is not None:
-            running.stop()
+    recorder = config.stash.get(RECORDER, None)
+    if recorder is not None:
+        recorder.stop()
 
 
 @pytest.fixture
