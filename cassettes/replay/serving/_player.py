@@ -168,13 +168,11 @@ class Player:
             return await self.miss(req, writer, answer.miss)
         if isinstance(answer, Reset):
             why = f"{answer.fault.describe()} (connection closed before any response)"
-            label = f"fault {answer.fault.text}"
-            return self._reset(req, writer, label, f"looptap fault: {why}", answer.rec)
+            return self._reset(req, writer, f"looptap fault: {why}", answer.rec)
         if isinstance(answer, FaultStatus):
             headers = [*answer.headers, ("x-looptap-fault", answer.fault.describe())]
             body = orjson.dumps(answer.body)
-            label = f"fault {answer.fault.text}"
-            return await self._json(req, writer, answer.status, headers, body, label, answer.rec)
+            return await self._json(req, writer, answer.status, headers, body, answer.rec)
         if isinstance(answer, Rewritten):
             return await self._rewritten(req, writer, answer, t0)
         if await _first_byte(answer.fault):
@@ -191,7 +189,7 @@ class Player:
         )
         body = orjson.dumps(adapter.replay.error(MISS_STATUS, str(miss), MISS_CODE))
         headers = [*adapter.replay.error_headers(retry=False), *_miss_marks(miss)]
-        return await self._json(req, writer, MISS_STATUS, headers, body, miss, None)
+        return await self._json(req, writer, MISS_STATUS, headers, body, None)
 
     async def _json(
         self,
@@ -200,17 +198,16 @@ class Player:
         status: int,
         headers: Headers,
         body: bytes,
-        label: Miss | str,
         rec: Recorded | None,
     ) -> bool:
         """A whole JSON answer (a miss, an injected API error) with ``headers`` between its
-        content type and length, kept as answered by ``label`` (from ``rec``'s origin)."""
+        content type and length, kept with ``rec``'s origin."""
         headers = [
             ("content-type", "application/json"),
             *headers,
             ("content-length", str(len(body))),
         ]
-        logged = self.log(req, status, headers, [(0.0, body)], label, origin_of=rec)
+        logged = self.log(req, status, headers, [(0.0, body)], origin_of=rec)
         await self.sender.send_whole(writer, status, headers, body, req=req, logged=logged)
         return True
 
@@ -218,12 +215,12 @@ class Player:
         self,
         req: Request,
         writer: asyncio.StreamWriter,
-        label: Recorded | str,
         why: str,
-        rec: Recorded | None = None,
+        rec: Recorded,
+        played: bool = False,
     ) -> bool:
         """The connection closed before any answer (``why``: the served exchange's error)."""
-        self.log(req, None, [], [], label, why, origin_of=rec)
+        self.log(req, None, [], [], why, origin_of=rec, played=played)
         writer.transport.abort()
         return False
 
@@ -251,9 +248,7 @@ class Player:
         else:
             headers.append(("content-length", str(sum(len(c) for c in rendered.chunks))))
         sent: list[tuple[float | None, bytes]] = []
-        logged = self.log(
-            req, 200, headers, sent, f"fault {answer.fault.text}", origin_of=answer.rec
-        )
+        logged = self.log(req, 200, headers, sent, origin_of=answer.rec)
         out = await self.sender.send_head(writer, 200, headers, req=req, logged=logged)
         pieces = [(None, chunk, chunk) for chunk in rendered.chunks]
         await self._paced(writer, out.data, pieces, None, _Clock(self.speed, t0), logged, sent)
@@ -272,7 +267,8 @@ class Player:
         ex = rec.exchange
         if ex.status is None:  # recorded as a transport failure before any response
             await clock.until(ex.duration)
-            return self._reset(req, writer, rec, ex.transport_error or "no response recorded")
+            why = ex.transport_error or "no response recorded"
+            return self._reset(req, writer, why, rec, played=True)
         headers = self._play_headers(rec, fault)
         chunks = self._play_chunks(req, rec, fault)
         chunked = _chunked(ex, chunks, fault)
@@ -283,15 +279,8 @@ class Player:
         )
         await clock.until(ex.ttfb)
         sent: list[tuple[float | None, bytes]] = []
-        logged = self.log(
-            req,
-            ex.status,
-            headers,
-            sent,
-            f"fault {fault.text}" if fault is not None else rec,
-            ex.transport_error,
-            origin_of=rec,
-        )
+        played = fault is None
+        logged = self.log(req, ex.status, headers, sent, ex.transport_error, rec, played)
         if answer.note is not None:
             logged.notes.append(answer.note)
         out = await self.sender.send_head(writer, ex.status, headers, req=req, logged=logged)
@@ -368,14 +357,12 @@ class Player:
             await self.ws_miss(turn, writer, adapter, answer.miss)
             return True
         if isinstance(answer, Reset):
-            why = "looptap fault: reset (connection closed)"
-            return self._reset(turn, writer, f"fault {answer.fault.text}", why, answer.rec)
+            return self._reset(turn, writer, "looptap fault: reset (connection closed)", answer.rec)
         rec, fault = answer.rec, answer.fault
         await _first_byte(fault)
         spoken = _spoken(answer, adapter)
-        label: Recorded | str = f"fault {fault.text}" if fault is not None else rec
         sent: list[tuple[float | None, bytes]] = []
-        logged = self.log(turn, spoken.status, spoken.headers, sent, label, origin_of=rec)
+        logged = self.log(turn, spoken.status, spoken.headers, sent, None, rec, fault is None)
         logged.notes.append("websocket replay")
         if isinstance(answer, Play) and answer.note is not None:
             logged.notes.append(answer.note)
@@ -408,7 +395,7 @@ class Player:
         # The served turn carries the marks an HTTP miss sends; over the WebSocket only the
         # message goes.
         marks = _miss_marks(miss) if status == MISS_STATUS else []
-        self.log(turn, status, [("content-type", "application/json"), *marks], [(0.0, body)], miss)
+        self.log(turn, status, [("content-type", "application/json"), *marks], [(0.0, body)])
         writer.write(net.frame(net.TEXT, body))
         await self.sender.drain(writer)
 

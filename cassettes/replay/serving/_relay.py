@@ -113,7 +113,7 @@ class LiveRelay:
         else:
             status, out = 200, _joined_headers(rendered, answer.why, parts)
         sent: list[tuple[float | None, bytes]] = []
-        logged = self.log(req, status, out, sent, answer.why, origin_of=answer.rec)
+        logged = self.log(req, status, out, sent, origin_of=answer.rec)
         self._relay_notes(logged, notes, own, said)
         relay = await self.sender.send_head(writer, status, out, req=req, logged=logged)
         try:
@@ -270,7 +270,7 @@ class LiveRelay:
             ("x-looptap-replay", answer.why),
             ("content-length", str(len(body))),
         ]
-        logged = self.log(req, 502, headers, [(0.0, body)], answer.why, why, origin_of=answer.rec)
+        logged = self.log(req, 502, headers, [(0.0, body)], why, origin_of=answer.rec)
         logged.notes.extend(answer.notes)
         await self.sender.send_whole(writer, 502, headers, body, req=req, logged=logged)
         return True

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import net
-from cassettes.matching import Matcher, Miss, Recorded, clip, tolerated_notes
+from cassettes.matching import Matcher, Recorded, clip, tolerated_notes
 from cassettes.net import Request
 from cassettes.providers import Provider
 from cassettes.recording import Redactor
@@ -158,15 +158,13 @@ class Sender:
 
 class ServedLog:
     """Every request answered, as an exchange (:attr:`served`: the live request and what was sent
-    back) with what answered it (:attr:`answers`: the recorded round trip, the miss, or a word);
-    request bodies that differ from the recording kept within ``retain_bodies`` bytes. ``url``
-    gives the server's own origin (known once it listens)."""
+    back); request bodies that differ from the recording kept within ``retain_bodies`` bytes.
+    ``url`` gives the server's own origin (known once it listens)."""
 
     def __init__(self, matcher: Matcher, url: Callable[[], str], retain_bodies: int) -> None:
         self.matcher = matcher
         self.url = url
         self.served: list[Exchange] = []
-        self.answers: list[Recorded | Miss | str] = []
         #: What is left of the budget for request bodies kept in :attr:`served`.
         self.retain_left = retain_bodies
 
@@ -176,17 +174,18 @@ class ServedLog:
         status: int | None,
         headers: Headers,
         chunks: list[tuple[float | None, bytes]],
-        answer: Recorded | Miss | str,
         transport_error: str | None = None,
         origin_of: Recorded | None = None,
+        played: bool = False,
     ) -> Exchange:
         """Record what is being answered *before* any of it reaches the client (``chunks`` is
         the list the sender appends to before each write): a test that inspects the run as soon
-        as its client returns must find every byte the client saw."""
+        as its client returns must find every byte the client saw. ``origin_of``: the recorded
+        round trip whose origin it keeps; ``played``: that one answered it as recorded."""
         # A replayed round trip keeps the recorded origin: the run's analysis (provider, prices)
         # must see the API that answered, not this loopback server.
         origin = self.url()
-        source = answer if isinstance(answer, Recorded) else origin_of
+        source = origin_of
         if source is not None:
             u = urlsplit(source.exchange.url)
             origin = f"{u.scheme}://{u.netloc}" if u.scheme and u.netloc else self.url()
@@ -202,13 +201,12 @@ class ServedLog:
             transport_error=transport_error,
         )
         ex.request_body = self._retained(req.body, source, ex)
-        if isinstance(answer, Recorded) and answer.index in self.matcher.tolerated:
+        if played and source is not None and source.index in self.matcher.tolerated:
             # a changed tool result is the client's text: no secret in a note
             scrub = Redactor().scrub
-            ex.notes.extend(scrub(n) for n in tolerated_notes(self.matcher.tolerated[answer.index]))
+            ex.notes.extend(scrub(n) for n in tolerated_notes(self.matcher.tolerated[source.index]))
         ex.seq = len(self.served)
         self.served.append(ex)
-        self.answers.append(answer)
         return ex
 
     def _retained(self, body: bytes, source: Recorded | None, ex: Exchange) -> bytes:

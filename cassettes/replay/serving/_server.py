@@ -228,11 +228,6 @@ class ReplayServer(BackgroundServer):
         return self.log.served
 
     @property
-    def answers(self) -> list[Recorded | Miss | str]:
-        """Per served exchange: the recorded round trip that answered it, or the miss."""
-        return self.log.answers
-
-    @property
     def misses(self) -> list[Miss]:
         return list(self.matcher.misses)
 
@@ -354,7 +349,7 @@ class ReplayServer(BackgroundServer):
                 f"looptap replay refuses CONNECT {req.target}: the run is replayed offline from "
                 f"{self.source}; point the client's base URL at the replay server instead"
             ).encode()
-            self.log(req, 403, [], [(0.0, msg)], "refused CONNECT")
+            self.log(req, 403, [], [(0.0, msg)])
             await self.sender.send_whole(
                 writer,
                 403,

@@ -161,7 +161,7 @@ class WebSocketReplay:
             or rules.gathers is not None
         ):
             refusal = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
-            self._log(req, 400, [], [(0.0, refusal)], "refused WebSocket")
+            self._log(req, 400, [], [(0.0, refusal)])
             headers = [
                 ("content-type", "text/plain"),
                 ("content-length", str(len(refusal))),
@@ -274,7 +274,7 @@ class WebSocketReplay:
             )
             notes += more
         sent: list[tuple[float | None, bytes]] = []
-        logged = self._log(turn, 200, [], sent, "live past the cursor", origin_of=rec)
+        logged = self._log(turn, 200, [], sent, origin_of=rec)
         logged.notes += ["websocket live", *notes]
         live.turn(sent, logged, bounds.loads(body) if body is not turn.body else msg)
         await live.sock.send(net.TEXT, body)
