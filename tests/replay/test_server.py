@@ -254,6 +254,67 @@ def test_exhausted_cassette_and_connect_are_refused(tmp_path: Path) -> None:
         assert status == 403 and b"replayed offline" in chunks[0][1]
 
 
+def test_what_it_does_not_serve_is_refused_in_plain_text_and_kept(tmp_path: Path) -> None:
+    """CONNECT, and a WebSocket upgrade where no session is replayed: a plain-text refusal that
+    closes the connection, kept among the served exchanges as it was sent."""
+    upgrade = {
+        "connection": "Upgrade",
+        "upgrade": "websocket",
+        "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "sec-websocket-version": "13",
+    }
+    with ReplayServer(write(tmp_path / "t.jsonl", tool_loop())) as srv:
+        connect = raw_request(srv.url, "CONNECT", "api.example.com:443")
+        ws = raw_request(srv.url, "GET", "/v1/chat/completions", headers=upgrade)
+    for (status, headers, chunks), want, said in (
+        (connect, 403, b"looptap replay refuses CONNECT api.example.com:443: the run is replayed"),
+        (ws, 400, b"looptap replay: no WebSocket session is replayed at /v1/chat/completions"),
+    ):
+        body = chunks[0][1]
+        assert status == want and body.startswith(said)
+        assert headers == [
+            ("content-type", "text/plain"),
+            ("content-length", str(len(body))),
+            ("connection", "close"),
+        ]
+    assert [(e.status, e.response_chunks[0][1]) for e in srv.served] == [
+        (403, connect[2][0][1]),
+        (400, ws[2][0][1]),
+    ]
+
+
+def test_a_live_upstream_that_cannot_be_reached_is_a_502_in_the_apis_shape(
+    tmp_path: Path,
+) -> None:
+    """Past a fork's cursor the request goes live; an upstream that cannot be reached is the
+    API's own error (502, looptap_upstream_error), kept with the failure as its transport error."""
+    import socket
+
+    from cassettes.replay.forking import Cursor, live_router, parse_cursor
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{s.getsockname()[1]}"
+    cursor = Cursor(parse_cursor("turn=0"), live_router({"openai": down}))
+    with ReplayServer(write(tmp_path / "t.jsonl", tool_loop()), cursor=cursor) as srv:
+        status, headers, chunks = raw_request(
+            srv.url, "POST", "/v1/chat/completions", chat_request([SYSTEM, USER])
+        )
+    error = orjson.loads(chunks[0][1])["error"]
+    assert status == 502 and error["code"] == "looptap_upstream_error"
+    assert error["message"].startswith(
+        f"looptap: the live upstream failed: cannot connect to {down}"
+    )
+    assert headers[:3] == [
+        ("content-type", "application/json"),
+        ("x-looptap-replay", "live past the cursor"),
+        ("content-length", str(len(chunks[0][1]))),
+    ]
+    (served,) = srv.served
+    assert served.status == 502 and served.response_headers == headers[:3]
+    assert served.transport_error is not None and down in served.transport_error
+
+
 def test_recorded_transport_failure_is_replayed_as_one(tmp_path: Path) -> None:
     events = chat_events(["a", "b", "c"])
     ex = sse_exchange(events[:2])

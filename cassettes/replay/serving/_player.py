@@ -172,7 +172,7 @@ class Player:
         if isinstance(answer, FaultStatus):
             headers = [*answer.headers, ("x-looptap-fault", answer.fault.describe())]
             body = orjson.dumps(answer.body)
-            return await self._json(req, writer, answer.status, headers, body, answer.rec)
+            return await self.json(req, writer, answer.status, headers, body, answer.rec)
         if isinstance(answer, Rewritten):
             return await self._rewritten(req, writer, answer, t0)
         if await _first_byte(answer.fault):
@@ -189,9 +189,24 @@ class Player:
         )
         body = orjson.dumps(adapter.replay.error(MISS_STATUS, str(miss), MISS_CODE))
         headers = [*adapter.replay.error_headers(retry=False), *_miss_marks(miss)]
-        return await self._json(req, writer, MISS_STATUS, headers, body, None)
+        return await self.json(req, writer, MISS_STATUS, headers, body, None)
 
-    async def _json(
+    async def refuse(
+        self, req: Request, writer: asyncio.StreamWriter, status: int, text: str
+    ) -> bool:
+        """A request looptap does not serve (``CONNECT``, a WebSocket it has no session for):
+        ``text`` as a plain-text answer, the connection closed after it (``False``)."""
+        msg = text.encode()
+        self.log(req, status, [], [(0.0, msg)])
+        headers = [
+            ("content-type", "text/plain"),
+            ("content-length", str(len(msg))),
+            ("connection", "close"),
+        ]
+        await self.sender.send_whole(writer, status, headers, msg, req=req)
+        return False
+
+    async def json(
         self,
         req: Request,
         writer: asyncio.StreamWriter,
@@ -199,15 +214,19 @@ class Player:
         headers: Headers,
         body: bytes,
         rec: Recorded | None,
+        error: str | None = None,
+        notes: Sequence[str] = (),
     ) -> bool:
-        """A whole JSON answer (a miss, an injected API error) with ``headers`` between its
-        content type and length, kept with ``rec``'s origin."""
+        """A whole JSON answer (a miss, an injected API error, a live upstream's failure) with
+        ``headers`` between its content type and length, kept with ``rec``'s origin, ``error`` as
+        its transport error and ``notes``."""
         headers = [
             ("content-type", "application/json"),
             *headers,
             ("content-length", str(len(body))),
         ]
-        logged = self.log(req, status, headers, [(0.0, body)], origin_of=rec)
+        logged = self.log(req, status, headers, [(0.0, body)], error, rec)
+        logged.notes.extend(notes)
         await self.sender.send_whole(writer, status, headers, body, req=req, logged=logged)
         return True
 

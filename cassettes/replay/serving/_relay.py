@@ -63,6 +63,7 @@ class LiveRelay:
         self.router = router
         self.trust = trust
         self.send_miss = player.miss
+        self.send_json = player.json
 
     async def forward(
         self,
@@ -258,19 +259,8 @@ class LiveRelay:
         why: str,
     ) -> bool:
         """The live upstream past the cursor failed: a 502 in the API's error shape."""
-        key = request_key(req.method, req.target, req.headers, req.body)
-        adapter = key.adapter or Provider()
-        body = orjson.dumps(
-            adapter.replay.error(
-                502, f"looptap: the live upstream failed: {why}", "looptap_upstream_error"
-            )
-        )
-        headers: Headers = [
-            ("content-type", "application/json"),
-            ("x-looptap-replay", answer.why),
-            ("content-length", str(len(body))),
-        ]
-        logged = self.log(req, 502, headers, [(0.0, body)], why, origin_of=answer.rec)
-        logged.notes.extend(answer.notes)
-        await self.sender.send_whole(writer, 502, headers, body, req=req, logged=logged)
-        return True
+        adapter = request_key(req.method, req.target, req.headers, req.body).adapter or Provider()
+        text = f"looptap: the live upstream failed: {why}"
+        body = orjson.dumps(adapter.replay.error(502, text, "looptap_upstream_error"))
+        headers = [("x-looptap-replay", answer.why)]
+        return await self.send_json(req, writer, 502, headers, body, answer.rec, why, answer.notes)

@@ -348,20 +348,8 @@ class ReplayServer(BackgroundServer):
             msg = (
                 f"looptap replay refuses CONNECT {req.target}: the run is replayed offline from "
                 f"{self.source}; point the client's base URL at the replay server instead"
-            ).encode()
-            self.log(req, 403, [], [(0.0, msg)])
-            await self.sender.send_whole(
-                writer,
-                403,
-                [
-                    ("content-type", "text/plain"),
-                    ("content-length", str(len(msg))),
-                    ("connection", "close"),
-                ],
-                msg,
-                req=req,
             )
-            return False
+            return await self.player.refuse(req, writer, 403, msg)
         answer = self.planner.plan(req)
         if isinstance(answer, Forward):
             return await self.relay.forward(req, writer, answer)

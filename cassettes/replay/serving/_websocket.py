@@ -160,14 +160,8 @@ class WebSocketReplay:
             or rules is None
             or rules.gathers is not None
         ):
-            refusal = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
-            self._log(req, 400, [], [(0.0, refusal)])
-            headers = [
-                ("content-type", "text/plain"),
-                ("content-length", str(len(refusal))),
-                ("connection", "close"),
-            ]
-            await self._sender.send_whole(writer, 400, headers, refusal, req=req)
+            refusal = f"looptap replay: no WebSocket session is replayed at {req.target}"
+            await self.player.refuse(req, writer, 400, refusal)
             return None
         accept = net.accept_key(key)
         headers = [
@@ -195,24 +189,16 @@ class WebSocketReplay:
                 async with asyncio.timeout(idle):
                     op, data = await incoming.next()
             except net.WsProtocolError as exc:
-                writer.write(
-                    net.frame(net.CLOSE, struct.pack("!H", exc.code) + str(exc).encode()[:120])
-                )
-                await self._sender.drain(writer)
-                return None
+                op, data = net.CLOSE, struct.pack("!H", exc.code) + str(exc).encode()[:120]
             except TimeoutError:
-                writer.write(
-                    net.frame(
-                        net.CLOSE, struct.pack("!H", 1001) + f"no frame for {idle:g} s".encode()
-                    )
-                )
-                await self._sender.drain(writer)
-                return None
+                op, data = net.CLOSE, struct.pack("!H", 1001) + f"no frame for {idle:g} s".encode()
+            else:
+                data = data[:2] if op == net.CLOSE else data  # the client's close: its code echoed
             if op == net.PING:
                 writer.write(net.frame(net.PONG, data))
                 await self._sender.drain(writer)
             elif op == net.CLOSE:
-                writer.write(net.frame(net.CLOSE, data[:2]))
+                writer.write(net.frame(net.CLOSE, data))
                 await self._sender.drain(writer)
                 return None
             elif op != net.PONG:
