@@ -93,12 +93,8 @@ UNPLAYED_LISTED = 100
 IN_MEMORY_BELOW = 8 << 20
 
 
-def parse_pace(value: str | float) -> float:
+def parse_pace(value: str) -> float:
     """``instant`` → 0, ``recorded`` → 1, ``x2``/``2x``/``2`` → 2 (times faster than recorded)."""
-    if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError("pace must be >= 0")
-        return float(value)
     v = value.strip().lower()
     if v == "instant":
         return 0.0
@@ -147,7 +143,7 @@ class ReplayServer(BackgroundServer):
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        pace: str | float = "instant",
+        pace: str = "instant",
         strict: bool = False,
         fallback: Fallback | None = None,
         faults: FaultPlan | None = None,
@@ -190,7 +186,7 @@ class ReplayServer(BackgroundServer):
         self.relay = LiveRelay(self.player, router=cursor, trust=trust)
         #: Answers the WebSocket sessions, turn by turn, as the planner decides.
         self.websockets = WebSocketReplay(
-            self.planner, self.player, idle_timeout=idle_timeout, trust=trust, router=cursor
+            self.planner, self.player, idle_timeout=idle_timeout, trust=trust
         )
         #: Failures of the server itself (answered with a 500); empty unless looptap has a bug.
         self.internal_errors: list[str] = []

@@ -30,7 +30,7 @@ from cassettes import bounds, net, providers
 from cassettes.matching import Miss
 from cassettes.net import Request
 from cassettes.replay.live import Chains
-from cassettes.replay.serving._plan import Forward, Planner, Router
+from cassettes.replay.serving._plan import Forward, Planner
 from cassettes.replay.serving._player import Player
 from cassettes.wire import Exchange
 
@@ -70,9 +70,9 @@ class Live:
 class WebSocketReplay:
     """The WebSocket sessions of one replay server, a collaborator it holds: the server hands each
     upgrade request to :meth:`serve`. What it needs is given here: the ``planner`` that decides
-    every turn, the ``player`` that speaks it (and writes through its sender, logs in its log),
-    the ``idle_timeout`` of the server, the fork's ``router`` (its cursor: the model and edits of a
-    turn sent live), the CA store a session sent live verifies (``trust``)."""
+    every turn (and holds the fork's cursor: the model and edits of a turn sent live), the
+    ``player`` that speaks it (and writes through its sender, logs in its log), the
+    ``idle_timeout`` of the server, the CA store a session sent live verifies (``trust``)."""
 
     def __init__(
         self,
@@ -81,12 +81,9 @@ class WebSocketReplay:
         *,
         idle_timeout: float | None = None,
         trust: Trust | None = None,
-        router: Router | None = None,
     ) -> None:
         self.planner = planner
         self.player = player
-        #: A fork's router (its cursor), the one the planner asks: a session past it goes live.
-        self.router = router
         self.idle_timeout = idle_timeout
         self._log = player.log
         self._sender = player.sender
@@ -108,7 +105,7 @@ class WebSocketReplay:
         adapter, rules = session
         incoming = net.MessageReader(reader)
         # a fork remembers what each recorded answer stood for (a later turn may go live)
-        remember = rules.chaining is not None and self.router is not None
+        remember = rules.chaining is not None and self.planner.cursor is not None
         live: Live | None = None
         try:
             while True:
@@ -253,7 +250,7 @@ class WebSocketReplay:
         if chain is not None:  # as an HTTP request past the cursor is
             doc, notes = self.chains.standalone(chain, msg, live.sock.known)
             body = orjson.dumps(doc) if doc is not msg else body
-        cursor = self.router
+        cursor = self.planner.cursor
         if cursor is not None:
             _, body, more, _ = cursor.outgoing(
                 Request(turn.method, turn.target, turn.headers, body)
