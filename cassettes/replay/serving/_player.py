@@ -65,6 +65,13 @@ def _events(body: bytes, ctype: str) -> list[bytes]:
     return _SSE_EVENT.findall(body) if "event-stream" in ctype else [body] if body else []
 
 
+def _ws_error(status: int, obj: object) -> bytes:
+    """The API's error (``obj``, its body over HTTP) as the message a WebSocket session gets."""
+    return orjson.dumps(
+        {"type": "error", "status": status, **(obj if isinstance(obj, dict) else {"error": obj})}
+    )
+
+
 def _sse(name: str | None, payload: bytes) -> bytes:
     """A WebSocket message as the server-sent event it stands for."""
     return (b"event: %s\n" % name.encode() if name else b"") + b"data: " + payload + b"\n\n"
@@ -408,9 +415,7 @@ class Player:
         the API's error message; the session goes on."""
         status = status or MISS_STATUS
         code = MISS_CODE if status == MISS_STATUS else "looptap_upstream_error"
-        body = orjson.dumps(
-            {"type": "error", "status": status, **adapter.replay.error(status, str(miss), code)}
-        )
+        body = _ws_error(status, adapter.replay.error(status, str(miss), code))
         # The served turn carries the marks an HTTP miss sends; over the WebSocket only the
         # message goes.
         marks = _miss_marks(miss) if status == MISS_STATUS else []
@@ -470,15 +475,7 @@ def _spoken(answer: Play | Rewritten | FaultStatus, adapter: Provider) -> _Turn:
         return _Turn(status, messages, headers)
     headers.append(("x-looptap-fault", fault.describe()))
     if isinstance(answer, FaultStatus):
-        obj = answer.body
-        body = orjson.dumps(
-            {
-                "type": "error",
-                "status": answer.status,
-                **(obj if isinstance(obj, dict) else {"error": obj}),
-            }
-        )
-        return _Turn(answer.status, [(0.0, None, body)], headers)
+        return _Turn(answer.status, [(0.0, None, _ws_error(answer.status, answer.body))], headers)
     if isinstance(answer, Rewritten):
         messages = [(None, None, _sse_data(ev)) for ev in answer.rendered.chunks]
         return _Turn(status, messages, headers)
