@@ -99,10 +99,7 @@ def investigate(args: argparse.Namespace) -> Result:
     if not outcome.needs_run:
         recorded = outcome.failed(judged_from(run))
         if not recorded:
-            raise Refused(
-                f"the recorded run does not fail by the outcome ({outcome.describe()}): nothing to "
-                "explain, nothing sent"
-            )
+            raise _not_failing(outcome)
     runnable = [i for i in found if i.missing is None]
     if args.resume and args.output is None:
         raise Refused("--resume continues the why in -o DIR: give the directory of the earlier one")
@@ -221,10 +218,14 @@ def _recorded_by_running(state: Any, path: Path, argv: list[str], outcome: Outco
             "recorded", {"failed": failed, "exit": base.judged.exit, "check": base.judged.check}
         )
     if not failed:
-        raise Refused(
-            f"the recorded run does not fail by the outcome ({outcome.describe()}): nothing to "
-            "explain, nothing sent"
-        )
+        raise _not_failing(outcome)
+
+
+def _not_failing(outcome: Outcome) -> Refused:
+    return Refused(
+        f"the recorded run does not fail by the outcome ({outcome.describe()}): nothing to "
+        "explain, nothing sent"
+    )
 
 
 def _fails(outcome: Outcome, recorded: dict[str, Any]) -> str:
