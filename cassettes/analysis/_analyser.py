@@ -40,9 +40,8 @@ from cassettes.analysis._model import (
     Turn,
 )
 from cassettes.analysis._records import ConversationRecord
-from cassettes.analysis._state import AnalyserState, Parked, Reload, conversation_of
+from cassettes.analysis._state import AnalyserState, Reload, conversation_of
 from cassettes.analysis.dispatch import GROUP_CHAT
-from cassettes.analysis.spill import Spill, SpillMap
 from cassettes.analysis.threading import Attempt, Link, Threader
 from cassettes.models import Message
 from cassettes.parsing import RoundTrip, parse_exchange, side_call
@@ -142,19 +141,6 @@ class RunAnalyser:
     def result(self) -> RunAnalysis:
         """The analysis so far (its findings ordered by :meth:`finish`)."""
         return self.state.result
-
-    # (the tests of spilling and parking look at these)
-    @property
-    def _spill(self) -> Spill:
-        return self.state.spill
-
-    @property
-    def _threader(self) -> Threader:
-        return self.state.threader
-
-    @property
-    def _parked(self) -> SpillMap[str, Parked]:
-        return self.state.parked
 
     def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
         """Analyse one round trip; returns its turn (``None`` for a non-generation round trip)."""
