@@ -35,11 +35,11 @@ from cassettes.analysis._judgement import (
     settle,
 )
 from cassettes.analysis._model import (
+    Conversation,
     Finding,
     RunAnalysis,
     Turn,
 )
-from cassettes.analysis._records import ConversationRecord
 from cassettes.analysis._state import AnalyserState, Reload, conversation_of
 from cassettes.analysis.dispatch import GROUP_CHAT
 from cassettes.analysis.threading import Attempt, Link, Threader
@@ -277,13 +277,14 @@ class RunAnalyser:
         conv = st.convs[link.conversation] = ConversationState(
             link.conversation, rt.family, count=first, first=first
         )
-        record = ConversationRecord(
-            link.conversation,
-            rt.family,
-            label,
-            _title(rt.request.messages),
-            parent,
-            link.branch if parent is not None else None,
+        record = Conversation.model_construct(
+            id=link.conversation,
+            family=rt.family,
+            turns=[],
+            label=label,
+            title=_title(rt.request.messages),
+            parent_seq=parent,
+            branch=link.branch if parent is not None else None,
         )
         if parent is not None and link.branch == "handoff":
             st.handed_off.add(parent)
