@@ -35,14 +35,13 @@ from cassettes.analysis._judgement import (
     settle,
 )
 from cassettes.analysis._model import (
+    Conversation,
     Finding,
     RunAnalysis,
     Turn,
 )
-from cassettes.analysis._records import ConversationRecord
-from cassettes.analysis._state import AnalyserState, Parked, Reload, conversation_of
+from cassettes.analysis._state import AnalyserState, Reload, conversation_of
 from cassettes.analysis.dispatch import GROUP_CHAT
-from cassettes.analysis.spill import Spill, SpillMap
 from cassettes.analysis.threading import Attempt, Link, Threader
 from cassettes.models import Message
 from cassettes.parsing import RoundTrip, parse_exchange, side_call
@@ -142,19 +141,6 @@ class RunAnalyser:
     def result(self) -> RunAnalysis:
         """The analysis so far (its findings ordered by :meth:`finish`)."""
         return self.state.result
-
-    # (the tests of spilling and parking look at these)
-    @property
-    def _spill(self) -> Spill:
-        return self.state.spill
-
-    @property
-    def _threader(self) -> Threader:
-        return self.state.threader
-
-    @property
-    def _parked(self) -> SpillMap[str, Parked]:
-        return self.state.parked
 
     def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
         """Analyse one round trip; returns its turn (``None`` for a non-generation round trip)."""
@@ -291,13 +277,14 @@ class RunAnalyser:
         conv = st.convs[link.conversation] = ConversationState(
             link.conversation, rt.family, count=first, first=first
         )
-        record = ConversationRecord(
-            link.conversation,
-            rt.family,
-            label,
-            _title(rt.request.messages),
-            parent,
-            link.branch if parent is not None else None,
+        record = Conversation.model_construct(
+            id=link.conversation,
+            family=rt.family,
+            turns=[],
+            label=label,
+            title=_title(rt.request.messages),
+            parent_seq=parent,
+            branch=link.branch if parent is not None else None,
         )
         if parent is not None and link.branch == "handoff":
             st.handed_off.add(parent)

@@ -19,18 +19,13 @@ _OVERLOADED = (503, 529)
 def _find_key(value: Any, key: str, depth: int = 0) -> Any:
     if depth > 6:
         return None
-    if isinstance(value, dict):
-        if key in value:
-            return value[key]
-        for v in value.values():
-            got = _find_key(v, key, depth + 1)
-            if got is not None:
-                return got
-    elif isinstance(value, list):
-        for v in value:
-            got = _find_key(v, key, depth + 1)
-            if got is not None:
-                return got
+    if isinstance(value, dict) and key in value:
+        return value[key]
+    inside = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for v in inside:
+        got = _find_key(v, key, depth + 1)
+        if got is not None:
+            return got
     return None
 
 

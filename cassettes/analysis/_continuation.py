@@ -16,7 +16,6 @@ same parse. Read back only into the analyser's own types, and checked against th
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,7 +36,7 @@ from cassettes.models import Part, ToolSpec
 __all__ = ["capture", "restore"]
 
 #: The version of the state's layout: another is not continued from.
-VERSION = 1
+VERSION = 2
 
 _CLASSES: dict[str, type] = {
     c.__qualname__: c for c in (Finding, McpCall, ModelCall, Part, ToolSpec, _ConvTokens)
@@ -57,9 +56,7 @@ def capture(analyser: RunAnalyser) -> dict[str, Any]:
     parked = []
     for conv_id, p in st.parked.entries():
         lasts.append(p.seq)
-        memory = pickle.loads(p.state)  # pickled by this analyser, from its own state
-        parked.append([conv_id, p.tid, p.seq, dump(memory, _CLASSES), dump(p.final, _CLASSES),
-                       p.errors])  # fmt: skip
+        parked.append([conv_id, p.tid, p.seq, dump(p.final, _CLASSES), p.errors])
     convs = []
     for _, c in st.convs.entries():
         turns = [tids[id(ctx)] for ctx in c.turns]  # (KeyError: not a latest turn)
@@ -208,14 +205,13 @@ def _conversations(analyser: RunAnalyser, st: AnalyserState, data: dict[str, Any
 
 
 def _parked(st: AnalyserState, parked: Any) -> None:
-    """The parked conversations: their checks' memory, what the end-of-run checks found when
-    they were parked."""
-    for conv_id, tid, seq, memory, final, errors in parked:
+    """The parked conversations: what the end-of-run checks found when they were parked."""
+    for conv_id, tid, seq, final, errors in parked:
         if not (conv_id in st.convs and st.seq_of_tid[tid] == seq):
             raise _bad("the parked conversations")
         final = load(final, _CLASSES)
         st.parked[conv_id] = Parked(
-            tid, seq, _findings(st, seq, conv_id), pickle.dumps(load(memory, _CLASSES)),
+            tid, seq, _findings(st, seq, conv_id),
             final if final is None or all(type(f) is Finding for f in final) else [],
             errors if errors is None or all(type(e) is str for e in errors) else None,
         )  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from cassettes import providers
+from cassettes.analysis._mcp import put
 from cassettes.models import Message, NormalisedResponse, Part
 from cassettes.parsing import RoundTrip
 
@@ -109,8 +110,5 @@ class Deliveries:
         calls = tuple(sorted(c.id or c.name or "" for c in r.tool_calls))
         if rt.polled and self._calls.get(r.id) == calls:
             return True
-        self._calls[r.id] = calls
-        self._calls.move_to_end(r.id)
-        while len(self._calls) > _DELIVERED_MAX:
-            self._calls.popitem(last=False)
+        put(self._calls, r.id, calls, _DELIVERED_MAX)
         return False

@@ -23,7 +23,7 @@ import orjson
 from cassettes.analysis._model import McpCall, Turn
 from cassettes.models import NormalisedResponse
 
-__all__ = ["McpLinker", "ModelCall"]
+__all__ = ["McpLinker", "ModelCall", "put"]
 
 _LIMIT = 10_000
 #: tools/call round trips kept waiting for the model's answer that made them.
@@ -56,10 +56,11 @@ def _digest(arguments: Any) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-def _put(table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+def put(table: OrderedDict[Any, Any], key: Any, value: Any, limit: int = _LIMIT) -> None:
+    """``table[key] = value``, the newest: the oldest dropped past ``limit`` entries."""
     table[key] = value
     table.move_to_end(key)
-    while len(table) > _LIMIT:
+    while len(table) > limit:
         table.popitem(last=False)
 
 
@@ -118,9 +119,9 @@ class McpLinker:
                     _digest(tc.arguments),
                     prefix,
                 )
-                _put(self.calls, tc.id, made)
+                put(self.calls, tc.id, made)
                 if not self._ran_early(tc.id, made):
-                    _put(self.pending, tc.id, None)
+                    put(self.pending, tc.id, None)
 
     def _ran_early(self, call_id: str, made: ModelCall) -> bool:
         """Link the model's call ``made`` to a tools/call already read that ran it (recorded after
@@ -147,7 +148,7 @@ class McpLinker:
             call.call_id, call.linked_by = call_id, "name_arguments"
         call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
         self._ran(made)
-        _put(self.results, call_id, (call.seq, side))
+        put(self.results, call_id, (call.seq, side))
         return True
 
     def side_call(self, seq: int, side: dict[str, Any]) -> McpCall | None:
@@ -156,14 +157,14 @@ class McpLinker:
         if side.get("method") == "tools/list":
             for name in side.get("tools") or []:
                 if isinstance(name, str):
-                    _put(self.listed, name, None)
+                    put(self.listed, name, None)
             return None
         if side.get("method") != "tools/call":
             return None
         tool = side.get("tool")
         if isinstance(tool, str):
             seqs = self.runs.get(tool) or []
-            _put(self.runs, tool, [*seqs[-63:], seq])
+            put(self.runs, tool, [*seqs[-63:], seq])
         err = side.get("error")
         text = side.get("result")
         call = McpCall(
@@ -176,13 +177,11 @@ class McpLinker:
         self._link(call, side)
         made = self.calls.get(call.call_id) if call.call_id is not None else None
         if made is None and call.candidates == 0:  # its model call may not be read yet
-            _put(self.early, seq, (call, side, _digest(side.get("arguments"))))
-            while len(self.early) > _EARLY:
-                self.early.popitem(last=False)
+            put(self.early, seq, (call, side, _digest(side.get("arguments"))), _EARLY)
         if call.call_id is None:
             return call
         self.pending.pop(call.call_id, None)
-        _put(self.results, call.call_id, (seq, side))
+        put(self.results, call.call_id, (seq, side))
         if made is not None:
             call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
             self._ran(made)
@@ -191,7 +190,7 @@ class McpLinker:
     def _ran(self, made: ModelCall) -> None:
         """A tools/call ran the model's call ``made``: a prefix it was read behind is a server's."""
         if made.prefix is not None:
-            _put(self.prefixes, made.prefix, None)
+            put(self.prefixes, made.prefix, None)
 
     def _link(self, call: McpCall, side: dict[str, Any]) -> None:
         """Which model call ``call`` ran: the id the client sent with it, else the one pending call

@@ -1,6 +1,6 @@
 """Parking: a conversation that went quiet on a run with a ``reload`` hook gives up its latest
 turn's context (the parsed round trip: a few KB of models), read again if the conversation goes
-on. The checks' memory of it is kept pickled (tens of bytes where it holds nothing), and the
+on. The checks' memory of it stays with the conversation's state (spilled with it), and the
 end-of-run checks run on it as it stands when it is parked, their findings applied by
 :func:`._final_pass.finish` unless a later turn continues it. So a run of a million one-turn
 conversations keeps a small record per conversation, not a parsed round trip each. A failed
@@ -8,8 +8,6 @@ latest turn is not parked (the check of its retry reads the failed attempt's tim
 stored)."""
 
 from __future__ import annotations
-
-import pickle
 
 from cassettes.analysis._context import TurnContext
 from cassettes.analysis._judgement import FINAL_CHECKS, NO_EXCHANGE, failed, run_check, slim
@@ -50,18 +48,13 @@ def park(state: AnalyserState, ctx: TurnContext) -> None:
     latest = state.latest.get(conv.id)
     if latest is None or state.contexts.get(latest[0]) is not ctx:
         return
-    try:
-        pickled = pickle.dumps(conv.state, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # a check keeps something that does not pickle: keep the context
-        return
     errors: list[str] = []
     final = [f for check in FINAL_CHECKS for f in run_check(check, conv, errors)]
     state.parked[conv.id] = Parked(
-        latest[0], ctx.seq, ctx.turn.findings, pickled, final or None, errors or None
+        latest[0], ctx.seq, ctx.turn.findings, final or None, errors or None
     )
     del state.contexts[latest[0]]
     conv.turns = []
-    conv.state = {}
 
 
 def reloaded(state: AnalyserState, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
@@ -89,7 +82,6 @@ def unpark(state: AnalyserState, tid: int) -> TurnContext | None:
     assert rt.request is not None
     del state.parked[conv_id]
     conv = state.convs[conv_id]
-    conv.state = pickle.loads(parked.state)  # pickled by this analyser, from its own state
     if not state.keep_turns:
         turn = slim(turn)
         turn.findings = parked.findings

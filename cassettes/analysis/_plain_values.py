@@ -2,7 +2,7 @@
 continued from: :mod:`._continuation`, docs/kept-analysis.md).
 
 A closed set of types: JSON's own, and tuples, sets, frozen sets, dicts of any key, ordered dicts,
-decimals, bytes and arrays, each tagged (``{"t": [...]}`` …), and the classes named in the
+decimals and bytes, each tagged (``{"t": [...]}`` …), and the classes named in the
 ``classes`` a caller passes (dataclasses, named tuples, classes with ``__slots__``: their fields;
 pydantic models: their JSON, validated). Reading runs no code of the data's choosing: a tag or a
 class name that is not one of these, or a class's fields that are not exactly its own, is a
@@ -14,7 +14,6 @@ import dataclasses
 import functools
 import io
 import math
-from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
@@ -62,7 +61,6 @@ _OUT: dict[type, Callable[[Any, Classes], Any]] = {
     OrderedDict: lambda v, c: {"o": _entries(v, c)},
     Decimal: lambda v, _: {"n": str(v)},
     bytes: lambda v, _: {"b": v.hex()},
-    array: lambda v, _: {"a": [v.typecode, v.tolist()]},
 }
 
 
@@ -105,15 +103,6 @@ def _text(x: Any) -> str:
     return x
 
 
-def _array(x: Any) -> array[int]:
-    code, items = _pair(x)
-    if code not in ("q", "i", "B") or not isinstance(items, list):
-        raise _bad("an array")
-    if not all(type(i) is int for i in items):
-        raise _bad("an array")
-    return array(code, items)
-
-
 def _special(x: Any) -> float:
     if x not in ("nan", "inf", "-inf"):
         raise _bad("a number")
@@ -129,7 +118,6 @@ _IN: dict[str, Callable[[Any, Classes], Any]] = {
     "o": lambda x, c: OrderedDict(_pairs(x, c)),
     "n": lambda x, _: Decimal(_text(x)),
     "b": lambda x, _: bytes.fromhex(_text(x)),
-    "a": lambda x, _: _array(x),
     "F": lambda x, _: _special(x),
 }
 

@@ -1,6 +1,5 @@
-"""What the analysis keeps of a run's conversations: a compact record each
-(:class:`ConversationRecord`), given as :class:`~._model.Conversation` models on access
-(:class:`Conversations`), the least recently used kept on disk (:mod:`.spill`)."""
+"""What the analysis keeps of a run's conversations (:class:`Conversations`): a
+:class:`~._model.Conversation` each, the least recently used kept on disk (:mod:`.spill`)."""
 
 from __future__ import annotations
 
@@ -10,51 +9,18 @@ from typing import Any, overload
 from cassettes.analysis._model import Conversation
 from cassettes.analysis.spill import KEEP, Spill, SpillMap
 
-__all__ = ["ConversationRecord", "Conversations"]
+__all__ = ["Conversations"]
 
 
-class ConversationRecord:
-    """A conversation's record as the analyser keeps it: a :class:`Conversation` without
-    pydantic's per-instance cost (a pydantic model is about 1.2 KB; this, a fifth of that), which
-    matters for a run of a million conversations."""
-
-    __slots__ = ("branch", "family", "id", "label", "parent_seq", "title", "turns")
-
-    def __init__(
-        self,
-        id: str,
-        family: str,
-        label: str | None,
-        title: str | None,
-        parent_seq: int | None,
-        branch: str | None,
-    ) -> None:
-        self.id, self.family, self.label, self.title, self.parent_seq, self.branch = (
-            id,
-            family,
-            label,
-            title,
-            parent_seq,
-            branch,
-        )
-        self.turns: list[int] = []
-
-    def model(self) -> Conversation:
-        return Conversation.model_construct(
-            id=self.id,
-            family=self.family,
-            turns=list(self.turns),
-            label=self.label,
-            title=self.title,
-            parent_seq=self.parent_seq,
-            branch=self.branch,
-        )
+def _copy(c: Conversation) -> Conversation:
+    """``c`` with a list of turns of its own, every field set (as the analyser makes one)."""
+    return Conversation.model_construct(**{**dict(c), "turns": list(c.turns)})
 
 
 class Conversations(Sequence[Conversation]):
-    """A run's conversations in order of their first turn, each given as a :class:`Conversation`
-    made on access from the analyser's compact record (so a copy: changing it changes nothing).
-    Past ``keep`` records the least recently used are kept on disk (:mod:`.spill`)."""
+    """A run's conversations in order of their first turn, each given as a copy of the
+    analyser's (changing it changes nothing). Past ``keep`` of them the least recently used are
+    kept on disk (:mod:`.spill`)."""
 
     def __init__(
         self,
@@ -63,22 +29,20 @@ class Conversations(Sequence[Conversation]):
         spill: Spill | None = None,
         keep: int = KEEP,
     ) -> None:
-        self._records: SpillMap[int, ConversationRecord] = SpillMap(spill, keep)
+        self._records: SpillMap[int, Conversation] = SpillMap(spill, keep)
         self._n = 0
         for c in conversations:
-            r = ConversationRecord(c.id, c.family, c.label, c.title, c.parent_seq, c.branch)
-            r.turns = list(c.turns)
-            self.append(r)
+            self.append(_copy(c))
         self.trim()
 
-    def append(self, record: ConversationRecord) -> int:
-        """Add a record; its position."""
+    def append(self, record: Conversation) -> int:
+        """Add a conversation (the analyser's own); its position."""
         self._records[self._n] = record
         self._n += 1
         return self._n - 1
 
-    def record(self, i: int) -> ConversationRecord:
-        """The record at ``i``, to change (until the next :meth:`trim`)."""
+    def record(self, i: int) -> Conversation:
+        """The conversation at ``i`` itself, to change (until the next :meth:`trim`)."""
         return self._records[i]
 
     def trim(self) -> None:
@@ -88,7 +52,7 @@ class Conversations(Sequence[Conversation]):
         return self._n
 
     def _model(self, i: int) -> Conversation:
-        return self._records.peek(i).model()
+        return _copy(self._records.peek(i))
 
     @overload
     def __getitem__(self, i: int) -> Conversation: ...

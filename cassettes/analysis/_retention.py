@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import cassettes.analysis._parking as parking
 from cassettes.analysis._context import TurnContext
+from cassettes.analysis._mcp import put
 from cassettes.analysis._state import AnalyserState
 from cassettes.parsing import RoundTrip
 
@@ -15,11 +16,7 @@ __all__ = ["context", "make_latest", "release_history", "remember"]
 
 def remember(state: AnalyserState, seq: int, rt: RoundTrip, tid: int | None) -> None:
     """Keep ``rt`` among the recent round trips a later request may be parsed against."""
-    rts = state.rts
-    rts[seq] = (rt, tid)
-    rts.move_to_end(seq)
-    while len(rts) > 4 * state.active:
-        rts.popitem(last=False)
+    put(state.rts, seq, (rt, tid), 4 * state.active)
 
 
 def context(state: AnalyserState, tid: int) -> TurnContext | None:

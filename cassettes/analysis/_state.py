@@ -37,8 +37,6 @@ class Parked:
     seq: int
     #: That turn's findings: the list the caller holds (end-of-run checks add to it).
     findings: list[Finding]
-    #: The checks' memory of the conversation, pickled.
-    state: bytes
     #: What the end-of-run checks found on it, and the errors they raised (``None``: nothing).
     final: list[Finding] | None
     errors: list[str] | None

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cassettes.analysis._message_keys import squashed
+
 __all__ = ["Fields", "Step", "fields_of", "follows", "step_of"]
 
 #: A field marker, on a line of its own.
@@ -27,10 +29,6 @@ _STEP = re.compile(r"^(\w+?)_(\d{1,4})$")
 _MAX_TEXT = 1_000_000
 #: Most fields read in one message.
 _MAX_FIELDS = 512
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +53,7 @@ def fields_of(text: str) -> Fields | None:
     steps: list[tuple[str, str]] = []
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        value = _squash(text[m.end() : end])
+        value = squashed(text[m.end() : end])
         (steps if _STEP.match(m.group(1)) else head).append((m.group(1), value))
     if not steps and not any(name == "trajectory" for name, _ in head):
         return None
@@ -80,7 +78,7 @@ def step_of(text: str) -> Step | None:
         name = m.group(1)
         if name.startswith("next_"):
             end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-            out.append((name.removeprefix("next_"), _squash(text[m.end() : end])))
+            out.append((name.removeprefix("next_"), squashed(text[m.end() : end])))
     return Step(tuple(out)) if out else None
 
 

@@ -62,30 +62,6 @@ def _price_models(ctx: TurnContext, adapter: providers.Provider | None) -> list[
     return [m for m in (served, requested) if m]
 
 
-def _price_by_name(
-    ctx: TurnContext, usage: dict[str, int], models: list[str], host: str
-) -> tuple[Decimal | None, str]:
-    """An OpenAI-compatible server at a host genai-prices does not know (a local upstream, a
-    gateway, a proxy): the model's list price by its name alone, marked estimated."""
-    for model in models:
-        try:
-            total, prov, model_id = calc_price(usage, model, when=_when(ctx))
-        except LookupError:
-            continue
-        except (ValueError, ArithmeticError) as exc:
-            return None, f"no price: genai-prices {PRICES_VERSION} rejected the usage: {exc}"
-        return total, (
-            f"estimated: genai-prices {PRICES_VERSION} list price of {prov}/{model_id}, by the "
-            f"model's name (host {host} is not a provider it knows; a local or proxied server may "
-            "charge otherwise)"
-        )
-    return (
-        None,
-        f"no price: genai-prices {PRICES_VERSION} does not "
-        f"know the host {host} nor the model {models[0]!r}",
-    )
-
-
 def price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str]:
     """(cost, price_source) for one turn; ``None`` cost with the reason when no price is known."""
     adapter = providers.by_family(ctx.rt.family)
@@ -98,15 +74,20 @@ def price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str]
         provider_id: str | None = provider_for_url(ctx.rt.url)
     except LookupError:
         provider_id = adapter.profile.price_provider if adapter is not None else None
-        if provider_id is None:
-            return _price_by_name(ctx, usage, models, host)
         # the wire format names the vendor, not who charges: a gateway or proxy may charge
-        # otherwise, so this is the list price, estimated, as for a host of no known family
-        how = (
-            f" (host {host} not known to genai-prices; priced "
-            f"as {provider_id}, from the API family; a gateway or proxy may charge otherwise)"
-        )
-    context = adapter.profile.price_context(ctx.rt.response) if adapter is not None else {}
+        # otherwise, so this is the list price, estimated, as for a host of no known family;
+        # with no vendor either (an OpenAI-compatible server at a host genai-prices does not
+        # know: a local upstream, a gateway), the model's list price by its name alone
+        if provider_id is not None:
+            how = (
+                f" (host {host} not known to genai-prices; priced "
+                f"as {provider_id}, from the API family; a gateway or proxy may charge otherwise)"
+            )
+    context = (
+        adapter.profile.price_context(ctx.rt.response)
+        if adapter is not None and provider_id is not None
+        else {}
+    )
     for model in models:
         try:
             total, prov, model_id = calc_price(
@@ -120,9 +101,20 @@ def price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str]
             continue
         except (ValueError, ArithmeticError) as exc:  # usage genai-prices rejects (cache > input …)
             return None, f"no price: genai-prices {PRICES_VERSION} rejected the usage: {exc}"
+        if provider_id is None:
+            return total, (
+                f"estimated: genai-prices {PRICES_VERSION} list price of {prov}/{model_id}, by the "
+                f"model's name (host {host} is not a provider it knows; a local or proxied server "
+                "may charge otherwise)"
+            )
         return (
             total,
             f"{'estimated: ' if how else ''}genai-prices {PRICES_VERSION}: {prov}/{model_id}{how}",
+        )
+    if provider_id is None:
+        return None, (
+            f"no price: genai-prices {PRICES_VERSION} does not "
+            f"know the host {host} nor the model {models[0]!r}"
         )
     return (
         None,

@@ -132,11 +132,6 @@ class Spill:
         """Whether anything was spilled to disk."""
         return self._db is not None
 
-    @property
-    def tables(self) -> int:
-        """How many tables were made in it (the next one's name follows)."""
-        return self._tables
-
     def close(self) -> None:
         if self._finalizer is not None:
             self._finalizer()
@@ -320,4 +315,3 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
             raise
         db.execute("COMMIT")
         self._cold += len(out)
-

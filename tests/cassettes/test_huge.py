@@ -160,7 +160,7 @@ def test_parking_quiet_conversations_changes_nothing_found(tmp_path: Path) -> No
     while not inc.step().at_end:
         pass
     inc.finish()
-    assert inc.analyser._parked, "the run never parked a conversation: the test tests nothing"
+    assert inc.analyser.state.parked, "the run never parked a conversation: the test tests nothing"
     got = inc.whole()
     inc.close()
     assert [c.model_dump() for c in got.conversations] == [
@@ -275,7 +275,7 @@ def test_a_spilled_analysis_equals_the_one_held_in_memory(
     while not inc.step().at_end:
         pass
     inc.finish()
-    assert inc.analyser._spill.used and inc.analyser._threader._spill.used, (
+    assert inc.analyser.state.spill.used and inc.analyser.state.threader._spill.used, (
         "nothing was spilled: the test tests nothing"
     )
     got = inc.whole()
