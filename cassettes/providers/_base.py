@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeGuard
 from urllib.parse import SplitResult
 
+from cassettes import bounds
 from cassettes.models import (
     ApiError,
     FinishReason,
@@ -197,6 +198,31 @@ class Provider:
         """The JSON path of a normalised history message (and one of its parts) in the request as
         sent, when the wire does not hold one item per message (``None``: ``KEY[message_index]``
         is right). Only asked when a finding needs a path."""
+        return None
+
+    def merged_item_path(
+        self,
+        body: Any,
+        message_index: int,
+        part_index: int | None,
+        item_parts: Callable[[Any], tuple[str, list[Part]]],
+    ) -> str | None:
+        """:meth:`item_path` of an API whose consecutive ``input`` items may make one message
+        (:meth:`joins` says when): the items walked as the parse merges them, ``item_parts``
+        giving each item's parts."""
+        inp = body.get("input") if isinstance(body, dict) else None
+        if not isinstance(inp, list):
+            return None
+        msg, seen = -1, 0
+        for i, item in enumerate(inp[: bounds.MAX_LIST]):
+            if not (msg >= 0 and self.joins(inp[i - 1], item)):
+                msg, seen = msg + 1, 0
+            if msg == message_index:
+                seen += len(item_parts(item)[1])
+                if part_index is None or seen > part_index:
+                    return f"input[{i}]"
+            elif msg > message_index:
+                break
         return None
 
     def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:

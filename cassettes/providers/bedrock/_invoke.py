@@ -270,14 +270,6 @@ def _embedding_body(b: dict[str, Any]) -> NormalisedResponse:
     )
 
 
-def _complete_body(b: dict[str, Any]) -> NormalisedResponse:
-    return complete_response(b)
-
-
-def _cohere_body(b: dict[str, Any]) -> NormalisedResponse:
-    return v1_response(b)
-
-
 def _completion_choices(b: dict[str, Any]) -> bool:
     """OpenAI Completions choices (``text``, no ``message``): a custom-imported model's body."""
     return any(
@@ -292,14 +284,14 @@ _BODY_SHAPES: tuple[
     # Nova: Converse's shape
     (lambda b: isinstance(b.get("output"), dict), lambda b: BedrockConverse().parse_response(b)),
     (lambda b: "embedding" in b or "embeddings" in b, _embedding_body),
-    (lambda b: "completion" in b and "stop_reason" in b, _complete_body),  # Claude 2
+    (lambda b: "completion" in b and "stop_reason" in b, complete_response),  # Claude 2
     (
         lambda b: (
             "response_id" in b
             or "generation_id" in b
             or ("text" in b and "finish_reason" in b and "is_finished" not in b)
         ),
-        _cohere_body,
+        v1_response,
     ),
     (lambda b: "choices" in b and not _completion_choices(b), chat_body),
 )

@@ -35,7 +35,6 @@ import re
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes import bounds
 from cassettes.models import (
     ApiError,
     FinishReason,
@@ -321,23 +320,8 @@ class GeminiInteractions(Provider):
         return joins(item_parts(prev)[0], item_parts(item)[0])
 
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
-        """Consecutive model-side steps are one message: walk the items as :func:`messages_of`
-        does."""
-        inp = body.get("input") if isinstance(body, dict) else None
-        if not isinstance(inp, list):
-            return None
-        msg, last, seen = -1, "", 0
-        for i, item in enumerate(inp[: bounds.MAX_LIST]):
-            role, parts = item_parts(item)
-            if not (msg >= 0 and self.joins(inp[i - 1], item) and joins(last, role)):
-                msg, seen, last = msg + 1, 0, role
-            if msg == message_index:
-                if part_index is None or seen + len(parts) > part_index:
-                    return f"input[{i}]"
-                seen += len(parts)
-            elif msg > message_index:
-                break
-        return None
+        """Consecutive model-side steps are one message (as :func:`messages_of` has them)."""
+        return self.merged_item_path(body, message_index, part_index, item_parts)
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b: Item = as_obj(body)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
-from cassettes import bounds
 from cassettes.models import (
     ApiError,
     FinishReason,
@@ -41,7 +40,6 @@ from cassettes.providers.openai_responses._items import (
     item_role_parts,
     messages_of,
     output_parts,
-    roles_join,
     system_of,
     tool_choice_of,
     tools_of,
@@ -321,27 +319,8 @@ class OpenAIResponses(Provider):
         return item_joins(prev, item)
 
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
-        """Consecutive model-side items (reasoning, calls, text) are one normalised message: walk
-        the items as ``_items.messages_of`` merges them to find the one that holds the part."""
-        inp = body.get("input") if isinstance(body, dict) else None
-        if not isinstance(inp, list):
-            return None
-        msg = -1
-        last_role = ""
-        seen_parts = 0
-        for i, item in enumerate(inp[: bounds.MAX_LIST]):
-            role, parts = item_role_parts(item)
-            if not (msg >= 0 and roles_join(last_role, role)):
-                msg += 1
-                seen_parts = 0
-                last_role = role
-            if msg == message_index:
-                if part_index is None or seen_parts + len(parts) > part_index:
-                    return f"input[{i}]"
-                seen_parts += len(parts)
-            elif msg > message_index:
-                break
-        return None
+        """Consecutive model-side items (reasoning, calls, text) are one normalised message."""
+        return self.merged_item_path(body, message_index, part_index, item_role_parts)
 
     def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:
         # Besides call ids: the ids of echoed output items (fc_…, rs_…, msg_…) and the chained

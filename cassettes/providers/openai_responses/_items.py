@@ -31,7 +31,6 @@ __all__ = [
     "item_role_parts",
     "messages_of",
     "output_parts",
-    "roles_join",
     "system_of",
     "tool_choice_of",
     "tools_of",
