@@ -26,7 +26,6 @@ from cassettes.models import (
     Part,
     ToolResult,
     ToolSpec,
-    Usage,
 )
 from cassettes.providers._base import (
     Profile,
@@ -43,7 +42,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import Slot, StreamParts
-from cassettes.providers.openai_responses import finish_of
+from cassettes.providers.openai_responses import finish_of, usage_from
 from cassettes.wire import Framed
 
 __all__ = ["OpenAIRealtime"]
@@ -146,20 +145,6 @@ def _tools(tools: Any) -> list[ToolSpec]:
     return out
 
 
-def _usage(u: Any) -> Usage | None:
-    if not isinstance(u, dict):
-        return None
-    found = u.get("input_token_details")
-    ind: Item = as_obj(found)
-    return Usage(
-        input_tokens=as_int(u.get("input_tokens")),
-        output_tokens=as_int(u.get("output_tokens")),
-        cache_read_tokens=as_int(ind.get("cached_tokens")),
-        total_tokens=as_int(u.get("total_tokens")),
-        raw=u,
-    )
-
-
 def _response(resp: Item, events: int | None, complete: bool) -> NormalisedResponse:
     parts: list[Part] = []
     for item in resp.get("output") or []:  # the answer's messages and calls, read as items are
@@ -176,7 +161,7 @@ def _response(resp: Item, events: int | None, complete: bool) -> NormalisedRespo
         parts=parts,
         finish_reason_raw=raw,
         finish_reason=cls,
-        usage=_usage(resp.get("usage")),
+        usage=usage_from(resp.get("usage")),
         complete=complete,
         events=events,
         error=error_from_body({"error": err}, None, in_stream=True)

@@ -197,16 +197,10 @@ class _Stream:
             if idx in self.args:
                 raw = "".join(self.args[idx])
                 args, err = parse_arguments(raw)
-                if (
-                    err is None
-                    and isinstance(step.get("arguments"), dict)
-                    and not step["arguments"]
-                ):
-                    step["arguments"] = args
-                elif err is None and not step.get("arguments"):
-                    step["arguments"] = args
-                elif err is not None:
+                if err is not None:
                     step["arguments"] = raw  # cut arguments: kept as the text that came
+                elif not step.get("arguments"):
+                    step["arguments"] = args
             parts.extend(item_parts(step)[1])
         return parts
 

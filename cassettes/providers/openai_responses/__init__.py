@@ -81,13 +81,12 @@ def _responses_index(url: SplitResult) -> tuple[list[str], int] | None:
 
 
 def usage_from(u: Any) -> Usage | None:
-    """Responses usage is already inclusive: ``input_tokens`` counts cached tokens."""
+    """Responses usage is already inclusive: ``input_tokens`` counts cached tokens. Realtime's
+    ``response.usage`` is the same but for ``input_token_details``."""
     if not isinstance(u, dict):
         return None
-    ind = u.get("input_tokens_details")
-    outd = u.get("output_tokens_details")
-    ind = as_obj(ind)
-    outd = as_obj(outd)
+    ind = as_obj(u.get("input_tokens_details", u.get("input_token_details")))
+    outd = as_obj(u.get("output_tokens_details"))
     return Usage(
         input_tokens=as_int(u.get("input_tokens")),
         output_tokens=as_int(u.get("output_tokens")),
