@@ -55,7 +55,6 @@ from cassettes.providers._replay import (
     retry_after_value,
     sse,
 )
-from cassettes.providers._result_paths import locate_results
 from cassettes.providers._values import (
     as_int,
     as_obj,
@@ -68,6 +67,7 @@ from cassettes.providers._values import (
     function_spec,
     json_events,
     latest_count,
+    locate_results,
     media_part,
     other_spec,
     parse_arguments,
