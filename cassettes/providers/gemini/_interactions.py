@@ -50,9 +50,9 @@ from cassettes.providers._base import (
     as_obj,
     as_str,
     inline_history,
-    json_events,
     parse_arguments,
 )
+from cassettes.providers._parts import Slot, StreamParts
 from cassettes.providers.gemini._interaction_body import (
     MEDIA,
     Item,
@@ -108,50 +108,54 @@ def _google_host(url: SplitResult) -> bool:
 # --- the stream -------------------------------------------------------------------------------
 
 
-class _Stream:
-    """The SDK's accumulation of a stream: steps by index, their deltas joined."""
+class _Stream(StreamParts):
+    """The SDK's accumulation of a stream: steps by index (a slot's block), their deltas joined."""
+
+    payloads = StreamParts.dict_events
 
     def __init__(self) -> None:
-        self.steps: dict[int, Item] = {}
-        self.text: dict[int, list[str]] = {}
-        self.args: dict[int, list[str]] = {}
+        super().__init__()
         self.start: Item = {}
         self.end: Item | None = None
         self.status: str | None = None
-        self.usage: Any = None
-        self.error: Item | None = None
-        self.events = 0
+        #: The wire's usage object (read with the rest of the interaction when it closes).
+        self.wire_usage: Any = None
 
-    def feed(self, name: str | None, ev: Item) -> None:
-        self.events += 1
+    def on(self, name: str | None, ev: Item) -> None:
         kind = as_str(ev.get("event_type")) or name
         idx = as_int(ev.get("index"))
         if kind in _STARTS:
             self.start = as_obj(ev.get("interaction"))
         elif kind in ("step.start", "content.start") and idx is not None:
             step = ev.get("step") if kind == "step.start" else ev.get("content")
-            self.steps[idx] = dict(step) if isinstance(step, dict) else {}
+            self.slot(idx, "step").block = dict(step) if isinstance(step, dict) else {}
         elif kind in ("step.delta", "content.delta") and idx is not None:
-            self._delta(idx, as_obj(ev.get("delta")))
-            self.usage = as_obj(ev.get("metadata")).get("total_usage") or self.usage
+            self._delta(self.slot(idx, "step"), as_obj(ev.get("delta")))
+            self.wire_usage = as_obj(ev.get("metadata")).get("total_usage") or self.wire_usage
         elif kind in ("step.stop", "content.stop"):
-            self.usage = ev.get("usage") or self.usage
+            self.wire_usage = ev.get("usage") or self.wire_usage
         elif kind == "interaction.status_update":
             self.status = as_str(ev.get("status")) or self.status
-            self.usage = ev.get("usage") or self.usage
+            self.wire_usage = ev.get("usage") or self.wire_usage
         elif kind in _TERMINAL_EVENTS:
             self.end = as_obj(ev.get("interaction"))
         elif kind == "error":
-            self.error = as_obj(ev.get("error")) or ev
+            err = as_obj(ev.get("error")) or ev
+            self.error = ApiError(
+                code=as_str(err.get("code")),
+                message=as_str(err.get("message")),
+                in_stream=True,
+                raw=err,
+            )
 
-    def _delta(self, idx: int, d: Item) -> None:
-        step = self.steps.setdefault(idx, {})
+    def _delta(self, st: Slot, d: Item) -> None:
+        step = st.block
         t = d.get("type")
         if t == "text":
-            self.text.setdefault(idx, []).append(as_str(d.get("text")) or "")
+            st.add_text(as_str(d.get("text")) or "")
             step.setdefault("type", "model_output")
         elif t == "arguments_delta":
-            self.args.setdefault(idx, []).append(as_str(d.get("arguments")) or "")
+            st.add_args(as_str(d.get("arguments")) or "")
         elif t == "thought_summary":
             c = as_obj(d.get("content"))
             step.setdefault("type", "thought")
@@ -160,66 +164,56 @@ class _Stream:
             step.setdefault("type", "thought")
             step["signature"] = d.get("signature")
         elif t == "function_call":  # 1.x: the whole call in one delta
-            self.steps[idx] = {**step, **d}
+            st.block = {**step, **d}
         elif t in MEDIA:
             if step.get("type") in (None, "model_output"):
                 step["type"] = "model_output"
                 step.setdefault("content", []).append(d)
             else:
-                self.steps[idx] = {**step, **d}
-        elif isinstance(t, str):
-            self.steps[idx] = (
-                {**step, **d} if not step.get("type") or step.get("type") == t else step
-            )
+                st.block = {**step, **d}
+        elif isinstance(t, str) and (not step.get("type") or step.get("type") == t):
+            st.block = {**step, **d}
 
-    def parts(self) -> list[Part]:
-        parts: list[Part] = []
-        for idx in sorted(self.steps):
-            step = dict(self.steps[idx])
-            text = "".join(self.text.get(idx, []))
-            if text:
-                if step.get("type") == "text":  # 1.x: a text content block
-                    step = {
-                        "type": "model_output",
-                        "content": [
-                            {"type": "text", "text": (as_str(step.get("text")) or "") + text}
-                        ],
-                    }
-                else:
-                    step["content"] = [
-                        *[
-                            c
-                            for c in step.get("content") or []
-                            if isinstance(c, dict) and c.get("type") != "text"
-                        ],
-                        {"type": "text", "text": text},
-                    ]
-            if idx in self.args:
-                raw = "".join(self.args[idx])
-                args, err = parse_arguments(raw)
-                if err is not None:
-                    step["arguments"] = raw  # cut arguments: kept as the text that came
-                elif not step.get("arguments"):
-                    step["arguments"] = args
-            parts.extend(item_parts(step)[1])
-        return parts
+    @staticmethod
+    def _step_parts(st: Slot) -> list[Part]:
+        step = dict(st.block)
+        text = st.text or ""
+        if text:
+            if step.get("type") == "text":  # 1.x: a text content block
+                step = {
+                    "type": "model_output",
+                    "content": [{"type": "text", "text": (as_str(step.get("text")) or "") + text}],
+                }
+            else:
+                step["content"] = [
+                    *[
+                        c
+                        for c in step.get("content") or []
+                        if isinstance(c, dict) and c.get("type") != "text"
+                    ],
+                    {"type": "text", "text": text},
+                ]
+        if st.args is not None:
+            raw = st.arguments or ""
+            args, err = parse_arguments(raw)
+            if err is not None:
+                step["arguments"] = raw  # cut arguments: kept as the text that came
+            elif not step.get("arguments"):
+                step["arguments"] = args
+        return item_parts(step)[1]
 
-    def response(self) -> NormalisedResponse:
+    def close(self) -> NormalisedResponse:
         end = self.end if self.end is not None else {}
         merged: Item = {**self.start, **{k: v for k, v in end.items() if v is not None}}
         if self.end is None:
             merged["status"] = self.status if self.status not in (None, "in_progress") else None
-        if merged.get("usage") is None and self.usage is not None:
-            merged["usage"] = self.usage
-        resp = interaction_response(merged, in_stream=True, parts=self.parts())
+        if merged.get("usage") is None and self.wire_usage is not None:
+            merged["usage"] = self.wire_usage
+        parts = [p for idx in sorted(self.slots) for p in self._step_parts(self.slots[idx])]
+        resp = interaction_response(merged, in_stream=True, parts=parts)
         resp.events = self.events
         if self.error is not None:
-            resp.error = ApiError(
-                code=as_str(self.error.get("code")),
-                message=as_str(self.error.get("message")),
-                in_stream=True,
-                raw=self.error,
-            )
+            resp.error = self.error
             resp.finish_reason = FinishReason.ERROR
             resp.complete = True
         elif self.end is None:
@@ -343,8 +337,4 @@ class GeminiInteractions(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         if framed.kind == "json":
             return self.parse_response(framed.value)
-        stream = _Stream()
-        for name, ev in json_events(framed):
-            if isinstance(ev, dict):
-                stream.feed(name, ev)
-        return stream.response()
+        return _Stream().read(framed)
