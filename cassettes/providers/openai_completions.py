@@ -60,10 +60,6 @@ _FINISH = {
 _STRUCTURAL = {"model", "prompt", "stream"}
 
 
-def finish_class(raw: str | None) -> FinishReason | None:
-    return finish_lookup(_FINISH, raw)
-
-
 def prompt_messages(prompt: Any) -> list[Message]:
     """A completion prompt (string, list of strings, token ids, list of token-id lists) as user
     messages, one per prompt; token ids are described, not decoded."""
@@ -151,7 +147,7 @@ class _Completion(StreamParts):
         return self.finish(parts=self.text_parts())
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_class(self.finish_raw)
+        return finish_lookup(_FINISH, self.finish_raw)
 
 
 class OpenAICompletions(Provider):
@@ -204,7 +200,7 @@ class OpenAICompletions(Provider):
             model=as_str(b.get("model")),
             parts=ch.text_parts(),
             finish_reason_raw=ch.finish_raw,
-            finish_reason=finish_class(ch.finish_raw)
+            finish_reason=finish_lookup(_FINISH, ch.finish_raw)
             if ch.finish_raw is not None
             else (FinishReason.UNKNOWN if b.get("choices") else None),
             usage=usage_from(b.get("usage")),

@@ -54,11 +54,6 @@ _AUDIO_DELTAS = frozenset({"response.output_audio.delta", "response.audio.delta"
 _AUDIO_INPUTS = frozenset({"input_audio_buffer.append"})
 
 
-def _is_realtime(url: SplitResult) -> bool:
-    segs = [s for s in url.path.split("/") if s]
-    return bool(segs) and segs[-1] == "realtime"
-
-
 def _scrub(msg: Any) -> Any:
     if not isinstance(msg, dict):
         return None
@@ -207,7 +202,7 @@ class OpenAIRealtime(WsProvider):
     gathered = _SessionRequest
 
     def at(self, url: SplitResult) -> bool:
-        return _is_realtime(url)
+        return url.path.rstrip("/").rsplit("/", 1)[-1] == "realtime"
 
     def model_from_url(self, url: SplitResult) -> str | None:
         return parse_qs(url.query).get("model", [None])[-1]

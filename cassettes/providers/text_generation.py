@@ -143,12 +143,9 @@ def tgi_response(body: Any) -> NormalisedResponse:
     )
 
 
-def tgi_stream(framed: Framed) -> NormalisedResponse:
-    """Token events; the last carries ``generated_text`` and ``details``; ``{"error"}`` events."""
-    return _TgiStream().read(framed)
-
-
 class _TgiStream(StreamParts):
+    """Token events; the last carries ``generated_text`` and ``details``; ``{"error"}`` events."""
+
     def __init__(self) -> None:
         super().__init__()
         self.final: NormalisedResponse | None = None
@@ -250,7 +247,7 @@ class TextGenerationInference(Provider):
             resp = tgi_response(framed.value)
             resp.events = len(framed.events)
             return resp
-        return tgi_stream(framed)
+        return _TgiStream().read(framed)
 
     def add_header_facts(
         self, response: NormalisedResponse, header: Callable[[str], str | None]
@@ -316,7 +313,7 @@ class SageMaker(Provider):
             return tgi_response(framed.value)
         inner, errors = _unwrap(framed)
         if errors:
-            resp = tgi_stream(inner) if inner.events else NormalisedResponse(complete=False)
+            resp = _TgiStream().read(inner) if inner.events else NormalisedResponse(complete=False)
             h = errors[-1].headers or {}
             resp.error = ApiError(
                 type=as_str(h.get(":exception-type") or h.get(":error-code")),
@@ -329,7 +326,7 @@ class SageMaker(Provider):
             return chat_stream_without_done(inner)
         if inner.kind == "json":  # a container that streams one JSON body
             return self.parse_response(inner.value)
-        return tgi_stream(inner)
+        return _TgiStream().read(inner)
 
     def add_header_facts(
         self, response: NormalisedResponse, header: Callable[[str], str | None]

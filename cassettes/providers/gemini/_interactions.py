@@ -101,10 +101,6 @@ def _route(url: SplitResult) -> tuple[str, str | None] | None:
     return None
 
 
-def _google_host(url: SplitResult) -> bool:
-    return (url.hostname or "").lower().endswith("googleapis.com")
-
-
 # --- the stream -------------------------------------------------------------------------------
 
 
@@ -270,7 +266,7 @@ class GeminiInteractions(Provider):
         route = _route(url)
         if route is None:
             return 0
-        google = _google_host(url)
+        google = (url.hostname or "").lower().endswith("googleapis.com")
         segs = [s for s in url.path.split("/") if s]
         i = segs.index("interactions")
         if not google and not _VERSION.match(segs[i - 1] if i else ""):

@@ -36,10 +36,10 @@ from cassettes.providers._base import (
 from cassettes.providers.openai_responses._items import (
     CLIENT_CALLS,
     additional_tools,
-    item_joins,
     item_role_parts,
     messages_of,
     output_parts,
+    roles_join,
     system_of,
     tool_choice_of,
     tools_of,
@@ -315,7 +315,7 @@ class OpenAIResponses(Provider):
         )
 
     def joins(self, prev: Any, item: Any) -> bool:
-        return item_joins(prev, item)
+        return roles_join(item_role_parts(prev)[0], item_role_parts(item)[0])
 
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
         """Consecutive model-side items (reasoning, calls, text) are one normalised message."""
