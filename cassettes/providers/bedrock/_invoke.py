@@ -97,10 +97,6 @@ def _invoke_target(url: SplitResult) -> tuple[str, str] | None:
     return found if found is not None and found[1] in _INVOKE_ACTIONS else None
 
 
-def _is_embed_model(model: str | None) -> bool:
-    return "embed" in (model or "").lower()
-
-
 #: The keys InvokeModel adds beside a model's own body or stream chunk when a guardrail is
 #: applied (InvokeModel API reference): the action (``INTERVENED`` / ``NONE``) and its trace.
 _GUARDRAIL_ACTION = "amazon-bedrock-guardrailAction"
@@ -176,7 +172,7 @@ class BedrockInvoke(Provider):
         return 2
 
     def operation(self, method: str, url: SplitResult) -> str:
-        return "embed" if _is_embed_model(self.model_from_url(url)) else "generate"
+        return "embed" if "embed" in (self.model_from_url(url) or "").lower() else "generate"
 
     def parses(self, operation: str) -> bool:
         return operation in ("generate", "embed")

@@ -130,14 +130,6 @@ _WS_TERMINAL = frozenset(
 )
 
 
-def _ws_opens(msg: Any) -> bool:
-    return isinstance(msg, dict) and msg.get("type") == "response.create"
-
-
-def _ws_closes(msg: Any) -> bool:
-    return isinstance(msg, dict) and msg.get("type") in _WS_TERMINAL
-
-
 def _ws_thread(request: Any, closing: Any) -> tuple[str | None, str | None, list[Any]]:
     """(previous_response_id, the answer's id, the turn's input items then its output items).
     ``closing``: the answer's closing event (a stream's or a WebSocket session's ``response.*``
@@ -251,7 +243,11 @@ class OpenAIResponses(Provider):
     def ws_turns(self) -> WsTurns:
         """Responses over a WebSocket: each ``response.create`` message is a turn, answered by the
         HTTP stream's events one per message up to the terminal one (or an ``error`` message)."""
-        return WsTurns(_ws_opens, _ws_closes, chaining=self.chaining())
+        return WsTurns(
+            opens=lambda m: isinstance(m, dict) and m.get("type") == "response.create",
+            closes=lambda m: isinstance(m, dict) and m.get("type") in _WS_TERMINAL,
+            chaining=self.chaining(),
+        )
 
     def chaining(self) -> Chaining:
         """``previous_response_id`` names an answer the server stored; the same request made
