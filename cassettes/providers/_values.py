@@ -267,6 +267,11 @@ def _block_text(b: Any) -> str:
     return f"[{kind}{': ' + media if media else ''}]"
 
 
+def text_parts(text: Any) -> list[Part]:
+    """A text as the parts of an answer: one text part, none for an empty or missing one."""
+    return [Part(kind="text", text=text)] if isinstance(text, str) and text else []
+
+
 def media_part(block: dict[str, Any], media_type: str | None) -> Part:
     return Part(kind="media", media_type=media_type, provider_details={"block": block})
 

@@ -30,7 +30,6 @@ from cassettes.models import (
     FinishReason,
     NormalisedRequest,
     NormalisedResponse,
-    Part,
     Usage,
 )
 from cassettes.providers._base import (
@@ -43,6 +42,7 @@ from cassettes.providers._base import (
     finish_lookup,
     json_events,
     summed_usage,
+    text_parts,
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import OpenAIChat
@@ -55,7 +55,6 @@ __all__ = [
     "chat_request",
     "chat_stream_without_done",
     "prompt_request",
-    "text_parts",
 ]
 
 JSON = dict[str, Any]
@@ -67,10 +66,6 @@ _TGI_FINISH = {
     "stop_sequence": FinishReason.COMPLETE,
     "length": FinishReason.TRUNCATED_LENGTH,
 }
-
-
-def text_parts(text: Any) -> list[Part]:
-    return [Part(kind="text", text=text)] if isinstance(text, str) and text else []
 
 
 def prompt_request(
