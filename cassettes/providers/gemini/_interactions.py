@@ -31,7 +31,6 @@ only the new turn (the Responses API's ``previous_response_id``).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import SplitResult
 
@@ -53,6 +52,7 @@ from cassettes.providers._base import (
     parse_arguments,
 )
 from cassettes.providers._parts import Slot, StreamParts
+from cassettes.providers.gemini._body import VERSION_RE
 from cassettes.providers.gemini._interaction_body import (
     MEDIA,
     Item,
@@ -67,7 +67,6 @@ from cassettes.wire import Framed
 
 __all__ = ["GeminiInteractions"]
 
-_VERSION = re.compile(r"^v1(?:alpha|beta\d*)?$")
 _STRUCTURAL = {
     "model",
     "agent",
@@ -89,7 +88,7 @@ def _route(url: SplitResult) -> tuple[str, str | None] | None:
     if "interactions" not in segs:
         return None
     i = len(segs) - 1 - segs[::-1].index("interactions")
-    if not any(_VERSION.match(s) for s in segs[:i]):
+    if not any(VERSION_RE.match(s) for s in segs[:i]):
         return None
     rest = segs[i + 1 :]
     if not rest:
@@ -269,7 +268,7 @@ class GeminiInteractions(Provider):
         google = (url.hostname or "").lower().endswith("googleapis.com")
         segs = [s for s in url.path.split("/") if s]
         i = segs.index("interactions")
-        if not google and not _VERSION.match(segs[i - 1] if i else ""):
+        if not google and not VERSION_RE.match(segs[i - 1] if i else ""):
             return 0  # elsewhere only as the SDK writes it, ``…/{version}/interactions``
         asked = (route[0], method.upper())
         if asked == ("create", "POST"):
