@@ -204,7 +204,8 @@ class _Stream(StreamParts):
             merged["status"] = self.status if self.status not in (None, "in_progress") else None
         if merged.get("usage") is None and self.wire_usage is not None:
             merged["usage"] = self.wire_usage
-        parts = [p for idx in sorted(self.slots) for p in self._step_parts(self.slots[idx])]
+        order = sorted(i for i in self.slots if isinstance(i, int))  # every key is a step index
+        parts = [p for idx in order for p in self._step_parts(self.slots[idx])]
         resp = interaction_response(merged, in_stream=True, parts=parts)
         resp.events = self.events
         if self.error is not None:
