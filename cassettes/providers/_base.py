@@ -231,18 +231,21 @@ class Provider:
         """(Replay, beside ``replay``: it needs the parser.) Ids in a request body that differ from
         run to run (tool-call ids, made up by the model or the client): matching remaps them
         consistently instead of comparing them."""
+        out: list[str] = []
+        for p in self._request_parts(body, url):
+            if p.tool_call is not None and p.tool_call.id:
+                out.append(p.tool_call.id)
+            if p.tool_result is not None and p.tool_result.call_id:
+                out.append(p.tool_result.call_id)
+        return out
+
+    def _request_parts(self, body: Any, url: SplitResult) -> list[Part]:
+        """The parts of a request body's messages; none when it does not parse."""
         try:
             req = self.parse_request(body, url)
         except Exception:
             return []
-        out: list[str] = []
-        for m in req.messages:
-            for p in m.parts:
-                if p.tool_call is not None and p.tool_call.id:
-                    out.append(p.tool_call.id)
-                if p.tool_result is not None and p.tool_result.call_id:
-                    out.append(p.tool_result.call_id)
-        return out
+        return [p for m in req.messages for p in m.parts]
 
     def tool_result_paths(
         self, body: Any, url: SplitResult
@@ -254,19 +257,9 @@ class Provider:
         compared as sent (fail closed). This reading finds, for each parsed result in order, the
         object that carries its call id (or, without one, its name) and a value that flattens
         to the parsed content; an adapter whose wire hides results otherwise overrides it."""
-        try:
-            req = self.parse_request(body, url)
-        except Exception:
-            return []
-        names = {
-            p.tool_call.id: p.tool_call.name
-            for m in req.messages
-            for p in m.parts
-            if p.tool_call is not None and p.tool_call.id
-        }
-        results = [
-            p.tool_result for m in req.messages for p in m.parts if p.tool_result is not None
-        ]
+        parts = self._request_parts(body, url)
+        names = {p.tool_call.id: p.tool_call.name for p in parts if p.tool_call and p.tool_call.id}
+        results = [p.tool_result for p in parts if p.tool_result is not None]
         if not results:
             return []
         return locate_results(
