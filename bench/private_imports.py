@@ -11,7 +11,7 @@ would find it through the directories the tests and bench scripts put on ``sys.p
 (pyproject's pytest ``pythonpath``: ``from test_bedrock import _frame`` is
 ``tests.cassettes.providers.test_bedrock._frame``). A name is private when it starts with an
 underscore and is not a dunder (``__all__``) nor ``_`` alone. Each use is counted against the
-module ``M`` that holds the private name (``cassettes.providers._result_paths`` for ``_result_in``,
+module ``M`` that holds the private name (``cassettes.providers._values`` for ``_result_in``,
 ``cassettes.providers`` for its submodule ``_base``; a directory without ``__init__.py``, such as
 tests/, is a package too):
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeGuard
 from urllib.parse import SplitResult
 
+from cassettes import bounds
 from cassettes.models import (
     ApiError,
     FinishReason,
@@ -54,7 +55,6 @@ from cassettes.providers._replay import (
     retry_after_value,
     sse,
 )
-from cassettes.providers._result_paths import locate_results
 from cassettes.providers._values import (
     as_int,
     as_obj,
@@ -67,11 +67,13 @@ from cassettes.providers._values import (
     function_spec,
     json_events,
     latest_count,
+    locate_results,
     media_part,
     other_spec,
     parse_arguments,
     summed_usage,
     text_of,
+    text_parts,
     tool_call_from_object,
     tool_call_from_string,
     tool_choice_mode,
@@ -116,6 +118,7 @@ __all__ = [
     "sse",
     "summed_usage",
     "text_of",
+    "text_parts",
     "tool_call_from_object",
     "tool_call_from_string",
     "tool_choice_mode",
@@ -199,22 +202,50 @@ class Provider:
         is right). Only asked when a finding needs a path."""
         return None
 
+    def merged_item_path(
+        self,
+        body: Any,
+        message_index: int,
+        part_index: int | None,
+        item_parts: Callable[[Any], tuple[str, list[Part]]],
+    ) -> str | None:
+        """:meth:`item_path` of an API whose consecutive ``input`` items may make one message
+        (:meth:`joins` says when): the items walked as the parse merges them, ``item_parts``
+        giving each item's parts."""
+        inp = body.get("input") if isinstance(body, dict) else None
+        if not isinstance(inp, list):
+            return None
+        msg, seen = -1, 0
+        for i, item in enumerate(inp[: bounds.MAX_LIST]):
+            if not (msg >= 0 and self.joins(inp[i - 1], item)):
+                msg, seen = msg + 1, 0
+            if msg == message_index:
+                seen += len(item_parts(item)[1])
+                if part_index is None or seen > part_index:
+                    return f"input[{i}]"
+            elif msg > message_index:
+                break
+        return None
+
     def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:
         """(Replay, beside ``replay``: it needs the parser.) Ids in a request body that differ from
         run to run (tool-call ids, made up by the model or the client): matching remaps them
         consistently instead of comparing them."""
+        out: list[str] = []
+        for p in self._request_parts(body, url):
+            if p.tool_call is not None and p.tool_call.id:
+                out.append(p.tool_call.id)
+            if p.tool_result is not None and p.tool_result.call_id:
+                out.append(p.tool_result.call_id)
+        return out
+
+    def _request_parts(self, body: Any, url: SplitResult) -> list[Part]:
+        """The parts of a request body's messages; none when it does not parse."""
         try:
             req = self.parse_request(body, url)
         except Exception:
             return []
-        out: list[str] = []
-        for m in req.messages:
-            for p in m.parts:
-                if p.tool_call is not None and p.tool_call.id:
-                    out.append(p.tool_call.id)
-                if p.tool_result is not None and p.tool_result.call_id:
-                    out.append(p.tool_result.call_id)
-        return out
+        return [p for m in req.messages for p in m.parts]
 
     def tool_result_paths(
         self, body: Any, url: SplitResult
@@ -226,19 +257,9 @@ class Provider:
         compared as sent (fail closed). This reading finds, for each parsed result in order, the
         object that carries its call id (or, without one, its name) and a value that flattens
         to the parsed content; an adapter whose wire hides results otherwise overrides it."""
-        try:
-            req = self.parse_request(body, url)
-        except Exception:
-            return []
-        names = {
-            p.tool_call.id: p.tool_call.name
-            for m in req.messages
-            for p in m.parts
-            if p.tool_call is not None and p.tool_call.id
-        }
-        results = [
-            p.tool_result for m in req.messages for p in m.parts if p.tool_result is not None
-        ]
+        parts = self._request_parts(body, url)
+        names = {p.tool_call.id: p.tool_call.name for p in parts if p.tool_call and p.tool_call.id}
+        results = [p.tool_result for p in parts if p.tool_result is not None]
         if not results:
             return []
         return locate_results(

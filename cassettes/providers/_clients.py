@@ -47,10 +47,6 @@ def _program(argv: Sequence[str], env: Mapping[str, str]) -> str:
     return " ".join([real, *words[1:]])
 
 
-def _is_gemini_cli(argv: Sequence[str], env: Mapping[str, str]) -> bool:
-    return "gemini-cli" in _program(argv, env).replace("\\", "/")
-
-
 def _read_settings(path: Path) -> Any:
     """A settings file's JSON (comments allowed, as the CLI allows them), or ``None``."""
     import orjson
@@ -103,7 +99,7 @@ def start_advice(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None =
     if (
         env.get("GOOGLE_GEMINI_BASE_URL")
         and not chose_other
-        and _is_gemini_cli(argv, env)
+        and "gemini-cli" in _program(argv, env).replace("\\", "/")
         and not _auth_chosen(env, cwd or Path.cwd())
     ):
         out.append(GEMINI_CLI_AUTH)

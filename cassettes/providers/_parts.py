@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import orjson
 
@@ -28,13 +28,15 @@ from cassettes import bounds
 from cassettes.models import ApiError, FinishReason, NormalisedResponse, Part, PartKind, Usage
 from cassettes.providers._values import (
     compact_json,
+    finish_lookup,
     json_events,
     merged_usage,
+    text_parts,
     tool_call_from_string,
 )
 from cassettes.wire import Framed
 
-__all__ = ["Slot", "StreamParts"]
+__all__ = ["Slot", "StreamParts", "TextStream"]
 
 Key = Hashable
 
@@ -283,6 +285,20 @@ class StreamParts:
         if self.details:
             response.provider_details = {**(response.provider_details or {}), **self.details}
         return response
+
+
+class TextStream(StreamParts):
+    """A stream whose answer is one text (a completion): its pieces joined under the key
+    ``"text"``, its raw finish looked up in :attr:`finishes`."""
+
+    #: Raw finish value → class (:func:`~cassettes.providers._values.finish_lookup`).
+    finishes: ClassVar[dict[str, FinishReason]] = {}
+
+    def close(self) -> NormalisedResponse:
+        return self.finish(parts=text_parts(self.joined("text")))
+
+    def classify(self, parts: list[Part]) -> FinishReason | None:
+        return finish_lookup(self.finishes, self.finish_raw)
 
 
 def has_calls(parts: list[Part]) -> bool:

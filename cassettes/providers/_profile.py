@@ -37,10 +37,6 @@ def usage_keys(usage: Usage) -> dict[str, int]:
     return {key: v for key, v in pairs if v is not None and v >= 0}
 
 
-def _model_as_sent(model: str) -> str:
-    return model
-
-
 #: Fields whose value is the caller's own data in most APIs (tool schemas, a tool call's input, a
 #: function's response, metadata): :attr:`Profile.free_form_fields` unless a family adds its own.
 FREE_FORM_FIELDS = frozenset(
@@ -86,7 +82,7 @@ class Profile:
     model_vendor: str | None = None
     #: ``price_model(model)``: a model name as genai-prices knows it (the wire may decorate it
     #: with a resource path or a region prefix).
-    price_model: Callable[[str], str] = _model_as_sent
+    price_model: Callable[[str], str] = str
     #: ``price_usage(usage)``: ``usage`` as genai-prices usage keys (:func:`usage_keys`, which a
     #: family whose usage carries more, priced apart, extends).
     price_usage: Callable[[Usage], dict[str, int]] = usage_keys

@@ -142,16 +142,14 @@ def from_parts(
     for m in messages:
         role = str(m.get("role") or "user")
         parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
-        if family in ("gemini", "openai_responses") and role in ("system", "developer"):
+        apart = family in ("gemini", "openai_responses", "anthropic")  # system beside the history
+        if apart and role in ("system", "developer"):
             system.append("".join(part_text(p) for p in parts if p.get("type") == "text"))
         elif family == "gemini":
             out.append(_gemini_content(role, parts, names))
         elif family == "openai_responses":
             out.extend(_responses_items(role, parts))
         elif family == "anthropic":
-            if role in ("system", "developer"):
-                system.append("".join(part_text(p) for p in parts if p.get("type") == "text"))
-                continue
             blocks = _anthropic_blocks(parts)
             out.append({"role": "assistant" if role == "assistant" else "user", "content": blocks})
         else:

@@ -39,7 +39,7 @@ from cassettes.providers._base import (
     media_part,
     summed_usage,
 )
-from cassettes.providers._parts import StreamParts
+from cassettes.providers._parts import TextStream
 from cassettes.wire import Framed
 
 __all__ = ["AlephAlpha"]
@@ -77,11 +77,12 @@ def _usage(b: dict[str, Any]) -> Usage | None:
     return summed_usage(inp, out, {"num_tokens_prompt_total": inp, "num_tokens_generated": out})
 
 
-class _CompleteStream(StreamParts):
+class _CompleteStream(TextStream):
     """``stream_chunk`` pieces of completion 0, its ``stream_summary`` finish, and the
     ``completion_summary`` that ends the stream with the counts."""
 
-    payloads = StreamParts.every_event
+    payloads = TextStream.every_event
+    finishes = _FINISH
 
     def on(self, name: str | None, ev: Any) -> None:
         if not isinstance(ev, dict):
@@ -105,13 +106,6 @@ class _CompleteStream(StreamParts):
             self.error = error_from_body(ev, None, in_stream=True)
         elif kind not in ("stream_chunk", "stream_summary"):
             self.unknown(as_str(kind))
-
-    def close(self) -> NormalisedResponse:
-        text = self.joined("text")
-        return self.finish(parts=[Part(kind="text", text=text)] if text else [])
-
-    def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_lookup(_FINISH, self.finish_raw)
 
 
 class AlephAlpha(Provider):

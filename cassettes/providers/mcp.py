@@ -42,6 +42,16 @@ def is_mcp_request(body: Any) -> bool:
     )
 
 
+def _answers(obj: Any, rid: Any) -> bool:
+    """``obj`` is the JSON-RPC response to the request whose id is ``rid``."""
+    return (
+        isinstance(obj, dict)
+        and obj.get("jsonrpc") == "2.0"
+        and obj.get("id") == rid
+        and ("result" in obj or "error" in obj)
+    )
+
+
 def _result_text(result: Any, limit: int = 2000) -> str:
     """A tool result's content as text (text parts joined; other parts named)."""
     if not isinstance(result, dict):
@@ -84,12 +94,7 @@ class McpReplay(ReplayShapes):
                 obj = orjson.loads(data)
             except orjson.JSONDecodeError:
                 return data
-            if (
-                isinstance(obj, dict)
-                and obj.get("jsonrpc") == "2.0"
-                and obj.get("id") == old_id
-                and ("result" in obj or "error" in obj)
-            ):
+            if _answers(obj, old_id):
                 obj["id"] = new_id
                 return orjson.dumps(obj)
             return data
@@ -169,12 +174,4 @@ class Mcp(Provider):
             )
         else:
             candidates = [obj for _, obj in json_events(framed)]
-        for obj in candidates:
-            if (
-                isinstance(obj, dict)
-                and obj.get("jsonrpc") == "2.0"
-                and obj.get("id") == rid
-                and ("result" in obj or "error" in obj)
-            ):
-                return obj
-        return None
+        return next((obj for obj in candidates if _answers(obj, rid)), None)

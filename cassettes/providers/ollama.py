@@ -52,6 +52,7 @@ from cassettes.providers._base import (
     as_str,
     call_arguments_object,
     error_from_body,
+    finish_lookup,
     function_spec,
     media_part,
     other_spec,
@@ -154,18 +155,6 @@ def render_native(answer: NormalisedResponse, stream: bool, route: str) -> Rende
         lines.append(line("", True, False))
     lines.append(line("", False, True))
     return Rendered("application/x-ndjson", [orjson.dumps(obj) + b"\n" for obj in lines])
-
-
-def finish_class(raw: str | None, has_calls: bool, done: bool) -> FinishReason | None:
-    """WIRE.md §G.1 for Ollama. ``None`` while no final line was seen."""
-    if not done:
-        return None
-    if raw is None or raw == "":
-        return FinishReason.UNKNOWN
-    cls = _FINISH.get(raw, FinishReason.OTHER)
-    if cls is FinishReason.COMPLETE and has_calls:
-        return FinishReason.TOOL_CALL
-    return cls
 
 
 def usage_from(line: Any) -> Usage | None:
@@ -291,7 +280,10 @@ class _Lines(StreamParts):
         return self.finish(parts=[p for p in parts if p.kind == "tool_call" or p.text])
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_class(self.finish_raw, has_calls(parts), self.done)
+        # WIRE.md §G.1: none before the final line; a final line without done_reason is unknown
+        if not self.done:
+            return None
+        return finish_lookup(_FINISH, self.finish_raw or "", has_calls(parts))
 
 
 #: The order of an answer's parts: thinking, text, then the calls as they came.

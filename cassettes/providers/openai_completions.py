@@ -34,8 +34,9 @@ from cassettes.providers._base import (
     error_from_body,
     finish_lookup,
     json_events,
+    text_parts,
 )
-from cassettes.providers._parts import StreamParts
+from cassettes.providers._parts import TextStream
 from cassettes.providers.openai_chat import usage_from
 from cassettes.wire import Framed
 
@@ -58,10 +59,6 @@ _FINISH = {
 }
 
 _STRUCTURAL = {"model", "prompt", "stream"}
-
-
-def finish_class(raw: str | None) -> FinishReason | None:
-    return finish_lookup(_FINISH, raw)
 
 
 def prompt_messages(prompt: Any) -> list[Message]:
@@ -98,8 +95,10 @@ def prompt_messages(prompt: Any) -> list[Message]:
     return out
 
 
-class _Completion(StreamParts):
+class _Completion(TextStream):
     """Choice 0's text and finish, folded over stream chunks or read from one body."""
+
+    finishes = _FINISH
 
     def choices(self, chunk: dict[str, Any]) -> None:
         for ch in chunk.get("choices") or []:
@@ -122,10 +121,6 @@ class _Completion(StreamParts):
             if chunk.get(key) is not None:
                 self.details[key] = chunk[key]
 
-    def text_parts(self) -> list[Part]:
-        text = self.joined("text")
-        return [Part(kind="text", text=text)] if text else []
-
     def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
         for name, chunk in json_events(framed):
             if name == "[DONE]":  # the sentinel, or an event named so
@@ -146,12 +141,6 @@ class _Completion(StreamParts):
         if chunk.get("usage"):
             self.add_usage(usage_from(chunk["usage"]))
         self.choices(chunk)
-
-    def close(self) -> NormalisedResponse:
-        return self.finish(parts=self.text_parts())
-
-    def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_class(self.finish_raw)
 
 
 class OpenAICompletions(Provider):
@@ -202,9 +191,9 @@ class OpenAICompletions(Provider):
         return NormalisedResponse(
             id=as_str(b.get("id")),
             model=as_str(b.get("model")),
-            parts=ch.text_parts(),
+            parts=text_parts(ch.joined("text")),
             finish_reason_raw=ch.finish_raw,
-            finish_reason=finish_class(ch.finish_raw)
+            finish_reason=finish_lookup(_FINISH, ch.finish_raw)
             if ch.finish_raw is not None
             else (FinishReason.UNKNOWN if b.get("choices") else None),
             usage=usage_from(b.get("usage")),
@@ -233,8 +222,8 @@ def is_value_stream(framed: Framed) -> bool:
     return seen
 
 
-class _ValueStream(StreamParts):
-    payloads = StreamParts.every_event
+class _ValueStream(TextStream):
+    payloads = TextStream.every_event
 
     def on(self, name: str | None, ev: Any) -> None:
         if isinstance(ev, dict) and isinstance(ev.get("value"), str):
@@ -245,8 +234,7 @@ class _ValueStream(StreamParts):
             self.unparsed()
 
     def close(self) -> NormalisedResponse:
-        text = self.joined("text")
-        resp = self.finish(parts=[Part(kind="text", text=text)] if text else [])
+        resp = super().close()
         if resp.error is None:
             resp.complete = None  # the API sends no terminal event: a whole stream cannot be told
             resp.notes.append(

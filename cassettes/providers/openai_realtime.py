@@ -26,7 +26,6 @@ from cassettes.models import (
     Part,
     ToolResult,
     ToolSpec,
-    Usage,
 )
 from cassettes.providers._base import (
     Profile,
@@ -43,7 +42,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import Slot, StreamParts
-from cassettes.providers.openai_responses import finish_of
+from cassettes.providers.openai_responses import finish_of, usage_from
 from cassettes.wire import Framed
 
 __all__ = ["OpenAIRealtime"]
@@ -53,11 +52,6 @@ Item = dict[str, Any]
 #: Server events whose base64 ``delta`` is audio, and client events whose ``audio`` is.
 _AUDIO_DELTAS = frozenset({"response.output_audio.delta", "response.audio.delta"})
 _AUDIO_INPUTS = frozenset({"input_audio_buffer.append"})
-
-
-def _is_realtime(url: SplitResult) -> bool:
-    segs = [s for s in url.path.split("/") if s]
-    return bool(segs) and segs[-1] == "realtime"
 
 
 def _scrub(msg: Any) -> Any:
@@ -146,20 +140,6 @@ def _tools(tools: Any) -> list[ToolSpec]:
     return out
 
 
-def _usage(u: Any) -> Usage | None:
-    if not isinstance(u, dict):
-        return None
-    found = u.get("input_token_details")
-    ind: Item = as_obj(found)
-    return Usage(
-        input_tokens=as_int(u.get("input_tokens")),
-        output_tokens=as_int(u.get("output_tokens")),
-        cache_read_tokens=as_int(ind.get("cached_tokens")),
-        total_tokens=as_int(u.get("total_tokens")),
-        raw=u,
-    )
-
-
 def _response(resp: Item, events: int | None, complete: bool) -> NormalisedResponse:
     parts: list[Part] = []
     for item in resp.get("output") or []:  # the answer's messages and calls, read as items are
@@ -176,7 +156,7 @@ def _response(resp: Item, events: int | None, complete: bool) -> NormalisedRespo
         parts=parts,
         finish_reason_raw=raw,
         finish_reason=cls,
-        usage=_usage(resp.get("usage")),
+        usage=usage_from(resp.get("usage")),
         complete=complete,
         events=events,
         error=error_from_body({"error": err}, None, in_stream=True)
@@ -222,7 +202,7 @@ class OpenAIRealtime(WsProvider):
     gathered = _SessionRequest
 
     def at(self, url: SplitResult) -> bool:
-        return _is_realtime(url)
+        return url.path.rstrip("/").rsplit("/", 1)[-1] == "realtime"
 
     def model_from_url(self, url: SplitResult) -> str | None:
         return parse_qs(url.query).get("model", [None])[-1]

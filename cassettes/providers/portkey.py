@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import NormalisedRequest, NormalisedResponse
-from cassettes.providers._base import Profile, Provider, as_obj, as_str
+from cassettes.providers._base import Profile, Provider, as_obj, as_str, json_events
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.openai_completions import OpenAICompletions
 from cassettes.wire import Framed
@@ -67,17 +67,11 @@ class PortkeyPrompt(Provider):
         return OpenAIChat().parse_response(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        for event in framed.events:
-            try:
-                data = event.json()
-            except ValueError:
-                continue  # ``[DONE]``, a comment
-            if not isinstance(data, dict):
-                continue
-            chat = data.get("object") == "chat.completion.chunk" or any(
-                isinstance(c, dict) and "delta" in c for c in data.get("choices") or []
-            )
-            return (
-                OpenAIChat().reassemble(framed) if chat else OpenAICompletions().reassemble(framed)
-            )
-        return OpenAIChat().reassemble(framed)
+        # the first JSON object tells a chat template's chunks from a completion one's
+        first = next((d for _, d in json_events(framed) if isinstance(d, dict)), None)
+        chat = (
+            first is None
+            or first.get("object") == "chat.completion.chunk"
+            or any(isinstance(c, dict) and "delta" in c for c in first.get("choices") or [])
+        )
+        return (OpenAIChat() if chat else OpenAICompletions()).reassemble(framed)

@@ -30,7 +30,6 @@ from cassettes.models import (
     FinishReason,
     NormalisedRequest,
     NormalisedResponse,
-    Part,
     Usage,
 )
 from cassettes.providers._base import (
@@ -43,6 +42,7 @@ from cassettes.providers._base import (
     finish_lookup,
     json_events,
     summed_usage,
+    text_parts,
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import OpenAIChat
@@ -55,7 +55,6 @@ __all__ = [
     "chat_request",
     "chat_stream_without_done",
     "prompt_request",
-    "text_parts",
 ]
 
 JSON = dict[str, Any]
@@ -67,10 +66,6 @@ _TGI_FINISH = {
     "stop_sequence": FinishReason.COMPLETE,
     "length": FinishReason.TRUNCATED_LENGTH,
 }
-
-
-def text_parts(text: Any) -> list[Part]:
-    return [Part(kind="text", text=text)] if isinstance(text, str) and text else []
 
 
 def prompt_request(
@@ -143,12 +138,9 @@ def tgi_response(body: Any) -> NormalisedResponse:
     )
 
 
-def tgi_stream(framed: Framed) -> NormalisedResponse:
-    """Token events; the last carries ``generated_text`` and ``details``; ``{"error"}`` events."""
-    return _TgiStream().read(framed)
-
-
 class _TgiStream(StreamParts):
+    """Token events; the last carries ``generated_text`` and ``details``; ``{"error"}`` events."""
+
     def __init__(self) -> None:
         super().__init__()
         self.final: NormalisedResponse | None = None
@@ -250,7 +242,7 @@ class TextGenerationInference(Provider):
             resp = tgi_response(framed.value)
             resp.events = len(framed.events)
             return resp
-        return tgi_stream(framed)
+        return _TgiStream().read(framed)
 
     def add_header_facts(
         self, response: NormalisedResponse, header: Callable[[str], str | None]
@@ -316,7 +308,7 @@ class SageMaker(Provider):
             return tgi_response(framed.value)
         inner, errors = _unwrap(framed)
         if errors:
-            resp = tgi_stream(inner) if inner.events else NormalisedResponse(complete=False)
+            resp = _TgiStream().read(inner) if inner.events else NormalisedResponse(complete=False)
             h = errors[-1].headers or {}
             resp.error = ApiError(
                 type=as_str(h.get(":exception-type") or h.get(":error-code")),
@@ -329,7 +321,7 @@ class SageMaker(Provider):
             return chat_stream_without_done(inner)
         if inner.kind == "json":  # a container that streams one JSON body
             return self.parse_response(inner.value)
-        return tgi_stream(inner)
+        return _TgiStream().read(inner)
 
     def add_header_facts(
         self, response: NormalisedResponse, header: Callable[[str], str | None]

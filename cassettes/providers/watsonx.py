@@ -30,14 +30,14 @@ from cassettes.providers._base import (
     finish_lookup,
     json_events,
     summed_usage,
+    text_parts,
 )
-from cassettes.providers._parts import StreamParts
+from cassettes.providers._parts import TextStream
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.text_generation import (
     chat_request,
     chat_stream_without_done,
     prompt_request,
-    text_parts,
 )
 from cassettes.wire import Framed
 
@@ -176,7 +176,7 @@ class Watsonx(Provider):
         return _WatsonxStream(self.parse_error).read(framed)
 
 
-class _WatsonxStream(StreamParts):
+class _WatsonxStream(TextStream):
     """watsonx.ai ``generation_stream`` events: each a ``results`` piece, the last with the stop
     reason."""
 
@@ -184,7 +184,8 @@ class _WatsonxStream(StreamParts):
         super().__init__()
         self.parse_error = parse_error
 
-    payloads = StreamParts.every_event
+    payloads = TextStream.every_event
+    finishes = _WATSONX_FINISH
 
     def on(self, name: str | None, ev: Any) -> None:
         if not isinstance(ev, dict):
@@ -201,12 +202,6 @@ class _WatsonxStream(StreamParts):
         # The input count comes on the first event and 0 on the later ones; the output count is
         # cumulative.
         self.add_usage(summed_usage(i, o, {"input_token_count": i, "generated_token_count": o}))
-
-    def close(self) -> NormalisedResponse:
-        return self.finish(parts=text_parts(self.joined("text")))
-
-    def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_lookup(_WATSONX_FINISH, self.finish_raw)
 
     def complete(self) -> bool:
         return self.finish_raw is not None and self.error is None

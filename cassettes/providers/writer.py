@@ -42,11 +42,6 @@ def _route(url: SplitResult) -> str | None:
     return None
 
 
-def _writer_host(url: SplitResult) -> bool:
-    host = (url.hostname or "").lower()
-    return host == "writer.com" or host.endswith(".writer.com")
-
-
 class Writer(Provider):
     family = "writer"
     history_keys = ("messages",)
@@ -56,7 +51,8 @@ class Writer(Provider):
         route = _route(url)
         if method.upper() != "POST" or route is None:
             return 0
-        if _writer_host(url):
+        host = (url.hostname or "").lower()
+        if host == "writer.com" or host.endswith(".writer.com"):
             return 5  # over OpenAI's legacy completions, whose path this is too
         # Off Writer's host (a gateway, a base-URL override): /v1/chat with a messages body is
         # no one else's (Cohere's v1 chat sends ``message``, its v2 is /v2/chat).

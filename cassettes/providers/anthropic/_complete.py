@@ -31,7 +31,7 @@ from cassettes.providers._base import (
     finish_lookup,
     json_events,
 )
-from cassettes.providers._parts import StreamParts
+from cassettes.providers._parts import TextStream
 from cassettes.wire import Framed
 
 __all__ = ["AnthropicComplete", "complete_request", "complete_response"]
@@ -119,8 +119,10 @@ class AnthropicComplete(Provider):
         return _CompletionStream().read(framed)
 
 
-class _CompletionStream(StreamParts):
+class _CompletionStream(TextStream):
     """Text Completions events: ``completion`` pieces, the ``stop_reason`` on the last."""
+
+    finishes = _FINISH
 
     def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
         for name, ev in json_events(framed):
@@ -140,12 +142,6 @@ class _CompletionStream(StreamParts):
             self.text("text", ev["completion"])
         if ev.get("stop_reason") is not None:
             self.finish_raw = as_str(ev["stop_reason"])
-
-    def close(self) -> NormalisedResponse:
-        return self.finish(parts=[p for p in self.parts() if p.text])
-
-    def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_lookup(_FINISH, self.finish_raw)
 
     def complete(self) -> bool:
         return self.finish_raw is not None and self.error is None

@@ -82,13 +82,6 @@ def _route(url: SplitResult) -> str | None:
     return None
 
 
-def _agent_host(url: SplitResult) -> bool:
-    host = (url.hostname or "").lower()
-    return host.startswith("bedrock-agent-runtime.") and host.endswith(
-        (".amazonaws.com", ".amazonaws.com.cn")
-    )
-
-
 def _rag_model(body: Item) -> str | None:
     conf = as_obj(body.get("retrieveAndGenerateConfiguration"))
     for key in ("knowledgeBaseConfiguration", "externalSourcesConfiguration"):
@@ -244,7 +237,10 @@ class BedrockAgents(Provider):
         route = _route(url)
         if route is None or method.upper() != "POST":
             return 0
-        if _agent_host(url):
+        host = (url.hostname or "").lower()
+        if host.startswith("bedrock-agent-runtime.") and host.endswith(
+            (".amazonaws.com", ".amazonaws.com.cn")
+        ):
             return 5
         b = as_obj(body)
         if route == "invoke_agent":

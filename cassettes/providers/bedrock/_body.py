@@ -72,10 +72,6 @@ def priced_model(model: str) -> str:
     return rest if head in ("us", "eu", "apac", "global", "jp", "au", "ca") and rest else m
 
 
-def finish_class(raw: str | None) -> FinishReason | None:
-    return finish_lookup(_FINISH, raw)
-
-
 def _guardrail_actions(v: Any, into: set[str]) -> set[str]:
     """Every policy ``action`` a guardrail trace names, at whatever depth its policies nest it
     (``topicPolicy.topics[].action``, ``sensitiveInformationPolicy.piiEntities[].action`` …)."""
@@ -158,7 +154,7 @@ def converse_finish(raw: str | None, trace: Any, calls: bool) -> FinishReason | 
     reason in place of the model's, so the class comes from the content: calls or text)."""
     if raw == "guardrail_intervened" and guardrail_only_masked(trace):
         return FinishReason.TOOL_CALL if calls else FinishReason.COMPLETE
-    return finish_class(raw)
+    return finish_lookup(_FINISH, raw)
 
 
 def usage_from(u: Any) -> Usage | None:

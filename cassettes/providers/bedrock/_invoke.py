@@ -97,10 +97,6 @@ def _invoke_target(url: SplitResult) -> tuple[str, str] | None:
     return found if found is not None and found[1] in _INVOKE_ACTIONS else None
 
 
-def _is_embed_model(model: str | None) -> bool:
-    return "embed" in (model or "").lower()
-
-
 #: The keys InvokeModel adds beside a model's own body or stream chunk when a guardrail is
 #: applied (InvokeModel API reference): the action (``INTERVENED`` / ``NONE``) and its trace.
 _GUARDRAIL_ACTION = "amazon-bedrock-guardrailAction"
@@ -176,7 +172,7 @@ class BedrockInvoke(Provider):
         return 2
 
     def operation(self, method: str, url: SplitResult) -> str:
-        return "embed" if _is_embed_model(self.model_from_url(url)) else "generate"
+        return "embed" if "embed" in (self.model_from_url(url) or "").lower() else "generate"
 
     def parses(self, operation: str) -> bool:
         return operation in ("generate", "embed")
@@ -270,14 +266,6 @@ def _embedding_body(b: dict[str, Any]) -> NormalisedResponse:
     )
 
 
-def _complete_body(b: dict[str, Any]) -> NormalisedResponse:
-    return complete_response(b)
-
-
-def _cohere_body(b: dict[str, Any]) -> NormalisedResponse:
-    return v1_response(b)
-
-
 def _completion_choices(b: dict[str, Any]) -> bool:
     """OpenAI Completions choices (``text``, no ``message``): a custom-imported model's body."""
     return any(
@@ -292,14 +280,14 @@ _BODY_SHAPES: tuple[
     # Nova: Converse's shape
     (lambda b: isinstance(b.get("output"), dict), lambda b: BedrockConverse().parse_response(b)),
     (lambda b: "embedding" in b or "embeddings" in b, _embedding_body),
-    (lambda b: "completion" in b and "stop_reason" in b, _complete_body),  # Claude 2
+    (lambda b: "completion" in b and "stop_reason" in b, complete_response),  # Claude 2
     (
         lambda b: (
             "response_id" in b
             or "generation_id" in b
             or ("text" in b and "finish_reason" in b and "is_finished" not in b)
         ),
-        _cohere_body,
+        v1_response,
     ),
     (lambda b: "choices" in b and not _completion_choices(b), chat_body),
 )

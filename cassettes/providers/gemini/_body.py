@@ -33,7 +33,8 @@ JSON = dict[str, Any]
 #: ``…/models/{model}:{method}`` (also tuned models and Vertex endpoints), anchored at the end.
 _METHOD_RE = re.compile(r"/(?:models|tunedModels|endpoints)/([^/:]+):([A-Za-z]+)$")
 _PUBLISHER_RE = re.compile(r"/publishers/([^/]+)/")
-_VERSION_RE = re.compile(r"^v1(?:alpha|beta\d*)?$")
+#: A Gemini API version segment (``v1``, ``v1alpha``, ``v1beta``, ``v1beta2`` …).
+VERSION_RE = re.compile(r"^v1(?:alpha|beta\d*)?$")
 
 METHODS: dict[str, str] = {
     "generateContent": "generate",
@@ -83,7 +84,7 @@ def side_api(url: SplitResult) -> str | None:
     segs = [s for s in url.path.split("/") if s]
     if segs and segs[0] == "upload":
         segs = segs[1:]
-    if len(segs) < 2 or not _VERSION_RE.match(segs[0]):
+    if len(segs) < 2 or not VERSION_RE.match(segs[0]):
         return None
     coll = segs[1].split(":")[0]
     if coll not in _SIDE_APIS:

@@ -31,11 +31,9 @@ only the new turn (the Responses API's ``previous_response_id``).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes import bounds
 from cassettes.models import (
     ApiError,
     FinishReason,
@@ -51,9 +49,10 @@ from cassettes.providers._base import (
     as_obj,
     as_str,
     inline_history,
-    json_events,
     parse_arguments,
 )
+from cassettes.providers._parts import Slot, StreamParts
+from cassettes.providers.gemini._body import VERSION_RE
 from cassettes.providers.gemini._interaction_body import (
     MEDIA,
     Item,
@@ -68,7 +67,6 @@ from cassettes.wire import Framed
 
 __all__ = ["GeminiInteractions"]
 
-_VERSION = re.compile(r"^v1(?:alpha|beta\d*)?$")
 _STRUCTURAL = {
     "model",
     "agent",
@@ -90,7 +88,7 @@ def _route(url: SplitResult) -> tuple[str, str | None] | None:
     if "interactions" not in segs:
         return None
     i = len(segs) - 1 - segs[::-1].index("interactions")
-    if not any(_VERSION.match(s) for s in segs[:i]):
+    if not any(VERSION_RE.match(s) for s in segs[:i]):
         return None
     rest = segs[i + 1 :]
     if not rest:
@@ -102,57 +100,57 @@ def _route(url: SplitResult) -> tuple[str, str | None] | None:
     return None
 
 
-def _google_host(url: SplitResult) -> bool:
-    return (url.hostname or "").lower().endswith("googleapis.com")
-
-
 # --- the stream -------------------------------------------------------------------------------
 
 
-class _Stream:
-    """The SDK's accumulation of a stream: steps by index, their deltas joined."""
+class _Stream(StreamParts):
+    """The SDK's accumulation of a stream: steps by index (a slot's block), their deltas joined."""
+
+    payloads = StreamParts.dict_events
 
     def __init__(self) -> None:
-        self.steps: dict[int, Item] = {}
-        self.text: dict[int, list[str]] = {}
-        self.args: dict[int, list[str]] = {}
+        super().__init__()
         self.start: Item = {}
         self.end: Item | None = None
         self.status: str | None = None
-        self.usage: Any = None
-        self.error: Item | None = None
-        self.events = 0
+        #: The wire's usage object (read with the rest of the interaction when it closes).
+        self.wire_usage: Any = None
 
-    def feed(self, name: str | None, ev: Item) -> None:
-        self.events += 1
+    def on(self, name: str | None, ev: Item) -> None:
         kind = as_str(ev.get("event_type")) or name
         idx = as_int(ev.get("index"))
         if kind in _STARTS:
             self.start = as_obj(ev.get("interaction"))
         elif kind in ("step.start", "content.start") and idx is not None:
             step = ev.get("step") if kind == "step.start" else ev.get("content")
-            self.steps[idx] = dict(step) if isinstance(step, dict) else {}
+            self.slot(idx, "step").block = dict(step) if isinstance(step, dict) else {}
         elif kind in ("step.delta", "content.delta") and idx is not None:
-            self._delta(idx, as_obj(ev.get("delta")))
-            self.usage = as_obj(ev.get("metadata")).get("total_usage") or self.usage
+            self._delta(self.slot(idx, "step"), as_obj(ev.get("delta")))
+            self.wire_usage = as_obj(ev.get("metadata")).get("total_usage") or self.wire_usage
         elif kind in ("step.stop", "content.stop"):
-            self.usage = ev.get("usage") or self.usage
+            self.wire_usage = ev.get("usage") or self.wire_usage
         elif kind == "interaction.status_update":
             self.status = as_str(ev.get("status")) or self.status
-            self.usage = ev.get("usage") or self.usage
+            self.wire_usage = ev.get("usage") or self.wire_usage
         elif kind in _TERMINAL_EVENTS:
             self.end = as_obj(ev.get("interaction"))
         elif kind == "error":
-            self.error = as_obj(ev.get("error")) or ev
+            err = as_obj(ev.get("error")) or ev
+            self.error = ApiError(
+                code=as_str(err.get("code")),
+                message=as_str(err.get("message")),
+                in_stream=True,
+                raw=err,
+            )
 
-    def _delta(self, idx: int, d: Item) -> None:
-        step = self.steps.setdefault(idx, {})
+    def _delta(self, st: Slot, d: Item) -> None:
+        step = st.block
         t = d.get("type")
         if t == "text":
-            self.text.setdefault(idx, []).append(as_str(d.get("text")) or "")
+            st.add_text(as_str(d.get("text")) or "")
             step.setdefault("type", "model_output")
         elif t == "arguments_delta":
-            self.args.setdefault(idx, []).append(as_str(d.get("arguments")) or "")
+            st.add_args(as_str(d.get("arguments")) or "")
         elif t == "thought_summary":
             c = as_obj(d.get("content"))
             step.setdefault("type", "thought")
@@ -161,72 +159,57 @@ class _Stream:
             step.setdefault("type", "thought")
             step["signature"] = d.get("signature")
         elif t == "function_call":  # 1.x: the whole call in one delta
-            self.steps[idx] = {**step, **d}
+            st.block = {**step, **d}
         elif t in MEDIA:
             if step.get("type") in (None, "model_output"):
                 step["type"] = "model_output"
                 step.setdefault("content", []).append(d)
             else:
-                self.steps[idx] = {**step, **d}
-        elif isinstance(t, str):
-            self.steps[idx] = (
-                {**step, **d} if not step.get("type") or step.get("type") == t else step
-            )
+                st.block = {**step, **d}
+        elif isinstance(t, str) and (not step.get("type") or step.get("type") == t):
+            st.block = {**step, **d}
 
-    def parts(self) -> list[Part]:
-        parts: list[Part] = []
-        for idx in sorted(self.steps):
-            step = dict(self.steps[idx])
-            text = "".join(self.text.get(idx, []))
-            if text:
-                if step.get("type") == "text":  # 1.x: a text content block
-                    step = {
-                        "type": "model_output",
-                        "content": [
-                            {"type": "text", "text": (as_str(step.get("text")) or "") + text}
-                        ],
-                    }
-                else:
-                    step["content"] = [
-                        *[
-                            c
-                            for c in step.get("content") or []
-                            if isinstance(c, dict) and c.get("type") != "text"
-                        ],
-                        {"type": "text", "text": text},
-                    ]
-            if idx in self.args:
-                raw = "".join(self.args[idx])
-                args, err = parse_arguments(raw)
-                if (
-                    err is None
-                    and isinstance(step.get("arguments"), dict)
-                    and not step["arguments"]
-                ):
-                    step["arguments"] = args
-                elif err is None and not step.get("arguments"):
-                    step["arguments"] = args
-                elif err is not None:
-                    step["arguments"] = raw  # cut arguments: kept as the text that came
-            parts.extend(item_parts(step)[1])
-        return parts
+    @staticmethod
+    def _step_parts(st: Slot) -> list[Part]:
+        step = dict(st.block)
+        text = st.text or ""
+        if text:
+            if step.get("type") == "text":  # 1.x: a text content block
+                step = {
+                    "type": "model_output",
+                    "content": [{"type": "text", "text": (as_str(step.get("text")) or "") + text}],
+                }
+            else:
+                step["content"] = [
+                    *[
+                        c
+                        for c in step.get("content") or []
+                        if isinstance(c, dict) and c.get("type") != "text"
+                    ],
+                    {"type": "text", "text": text},
+                ]
+        if st.args is not None:
+            raw = st.arguments or ""
+            args, err = parse_arguments(raw)
+            if err is not None:
+                step["arguments"] = raw  # cut arguments: kept as the text that came
+            elif not step.get("arguments"):
+                step["arguments"] = args
+        return item_parts(step)[1]
 
-    def response(self) -> NormalisedResponse:
+    def close(self) -> NormalisedResponse:
         end = self.end if self.end is not None else {}
         merged: Item = {**self.start, **{k: v for k, v in end.items() if v is not None}}
         if self.end is None:
             merged["status"] = self.status if self.status not in (None, "in_progress") else None
-        if merged.get("usage") is None and self.usage is not None:
-            merged["usage"] = self.usage
-        resp = interaction_response(merged, in_stream=True, parts=self.parts())
+        if merged.get("usage") is None and self.wire_usage is not None:
+            merged["usage"] = self.wire_usage
+        order = sorted(i for i in self.slots if isinstance(i, int))  # every key is a step index
+        parts = [p for idx in order for p in self._step_parts(self.slots[idx])]
+        resp = interaction_response(merged, in_stream=True, parts=parts)
         resp.events = self.events
         if self.error is not None:
-            resp.error = ApiError(
-                code=as_str(self.error.get("code")),
-                message=as_str(self.error.get("message")),
-                in_stream=True,
-                raw=self.error,
-            )
+            resp.error = self.error
             resp.finish_reason = FinishReason.ERROR
             resp.complete = True
         elif self.end is None:
@@ -283,10 +266,10 @@ class GeminiInteractions(Provider):
         route = _route(url)
         if route is None:
             return 0
-        google = _google_host(url)
+        google = (url.hostname or "").lower().endswith("googleapis.com")
         segs = [s for s in url.path.split("/") if s]
         i = segs.index("interactions")
-        if not google and not _VERSION.match(segs[i - 1] if i else ""):
+        if not google and not VERSION_RE.match(segs[i - 1] if i else ""):
             return 0  # elsewhere only as the SDK writes it, ``…/{version}/interactions``
         asked = (route[0], method.upper())
         if asked == ("create", "POST"):
@@ -321,23 +304,8 @@ class GeminiInteractions(Provider):
         return joins(item_parts(prev)[0], item_parts(item)[0])
 
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
-        """Consecutive model-side steps are one message: walk the items as :func:`messages_of`
-        does."""
-        inp = body.get("input") if isinstance(body, dict) else None
-        if not isinstance(inp, list):
-            return None
-        msg, last, seen = -1, "", 0
-        for i, item in enumerate(inp[: bounds.MAX_LIST]):
-            role, parts = item_parts(item)
-            if not (msg >= 0 and self.joins(inp[i - 1], item) and joins(last, role)):
-                msg, seen, last = msg + 1, 0, role
-            if msg == message_index:
-                if part_index is None or seen + len(parts) > part_index:
-                    return f"input[{i}]"
-                seen += len(parts)
-            elif msg > message_index:
-                break
-        return None
+        """Consecutive model-side steps are one message (as :func:`messages_of` has them)."""
+        return self.merged_item_path(body, message_index, part_index, item_parts)
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b: Item = as_obj(body)
@@ -365,8 +333,4 @@ class GeminiInteractions(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         if framed.kind == "json":
             return self.parse_response(framed.value)
-        stream = _Stream()
-        for name, ev in json_events(framed):
-            if isinstance(ev, dict):
-                stream.feed(name, ev)
-        return stream.response()
+        return _Stream().read(framed)

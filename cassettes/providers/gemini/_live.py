@@ -45,10 +45,6 @@ __all__ = ["GeminiLive"]
 Item = dict[str, Any]
 
 
-def _is_live(url: SplitResult) -> bool:
-    return url.path.rstrip("/").endswith(("BidiGenerateContent", "BidiGenerateContentConstrained"))
-
-
 def _has(msg: Any, key: str) -> bool:
     return isinstance(msg, dict) and either_case(msg, key) is not None
 
@@ -150,7 +146,9 @@ class GeminiLive(WsProvider):
     gathered = _LiveRequest
 
     def at(self, url: SplitResult) -> bool:
-        return _is_live(url)
+        return url.path.rstrip("/").endswith(
+            ("BidiGenerateContent", "BidiGenerateContentConstrained")
+        )
 
     def session_model(self, named: str | None, url: SplitResult) -> str | None:
         return named.removeprefix("models/") if named is not None else None

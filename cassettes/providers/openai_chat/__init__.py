@@ -259,8 +259,7 @@ class OpenAIChat(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = as_obj(body)
         if "error" in b and not b.get("choices"):
-            err = self.parse_error(b, None)
-            return NormalisedResponse(error=err, finish_reason=FinishReason.ERROR, complete=True)
+            return self.error_answer(b)
         choices = [c for c in (b.get("choices") or []) if isinstance(c, dict)]
         choice = next((c for c in choices if c.get("index", 0) == 0), choices[0] if choices else {})
         msg = _message(choice.get("message") or {})

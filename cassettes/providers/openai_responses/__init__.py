@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
-from cassettes import bounds
 from cassettes.models import (
     ApiError,
     FinishReason,
@@ -37,7 +36,6 @@ from cassettes.providers._base import (
 from cassettes.providers.openai_responses._items import (
     CLIENT_CALLS,
     additional_tools,
-    item_joins,
     item_role_parts,
     messages_of,
     output_parts,
@@ -83,13 +81,12 @@ def _responses_index(url: SplitResult) -> tuple[list[str], int] | None:
 
 
 def usage_from(u: Any) -> Usage | None:
-    """Responses usage is already inclusive: ``input_tokens`` counts cached tokens."""
+    """Responses usage is already inclusive: ``input_tokens`` counts cached tokens. Realtime's
+    ``response.usage`` is the same but for ``input_token_details``."""
     if not isinstance(u, dict):
         return None
-    ind = u.get("input_tokens_details")
-    outd = u.get("output_tokens_details")
-    ind = as_obj(ind)
-    outd = as_obj(outd)
+    ind = as_obj(u.get("input_tokens_details", u.get("input_token_details")))
+    outd = as_obj(u.get("output_tokens_details"))
     return Usage(
         input_tokens=as_int(u.get("input_tokens")),
         output_tokens=as_int(u.get("output_tokens")),
@@ -131,14 +128,6 @@ def finish_of(
 _WS_TERMINAL = frozenset(
     {"response.completed", "response.incomplete", "response.failed", "response.cancelled", "error"}
 )
-
-
-def _ws_opens(msg: Any) -> bool:
-    return isinstance(msg, dict) and msg.get("type") == "response.create"
-
-
-def _ws_closes(msg: Any) -> bool:
-    return isinstance(msg, dict) and msg.get("type") in _WS_TERMINAL
 
 
 def _ws_thread(request: Any, closing: Any) -> tuple[str | None, str | None, list[Any]]:
@@ -254,7 +243,11 @@ class OpenAIResponses(Provider):
     def ws_turns(self) -> WsTurns:
         """Responses over a WebSocket: each ``response.create`` message is a turn, answered by the
         HTTP stream's events one per message up to the terminal one (or an ``error`` message)."""
-        return WsTurns(_ws_opens, _ws_closes, chaining=self.chaining())
+        return WsTurns(
+            opens=lambda m: isinstance(m, dict) and m.get("type") == "response.create",
+            closes=lambda m: isinstance(m, dict) and m.get("type") in _WS_TERMINAL,
+            chaining=self.chaining(),
+        )
 
     def chaining(self) -> Chaining:
         """``previous_response_id`` names an answer the server stored; the same request made
@@ -318,30 +311,11 @@ class OpenAIResponses(Provider):
         )
 
     def joins(self, prev: Any, item: Any) -> bool:
-        return item_joins(prev, item)
+        return roles_join(item_role_parts(prev)[0], item_role_parts(item)[0])
 
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
-        """Consecutive model-side items (reasoning, calls, text) are one normalised message: walk
-        the items as ``_items.messages_of`` merges them to find the one that holds the part."""
-        inp = body.get("input") if isinstance(body, dict) else None
-        if not isinstance(inp, list):
-            return None
-        msg = -1
-        last_role = ""
-        seen_parts = 0
-        for i, item in enumerate(inp[: bounds.MAX_LIST]):
-            role, parts = item_role_parts(item)
-            if not (msg >= 0 and roles_join(last_role, role)):
-                msg += 1
-                seen_parts = 0
-                last_role = role
-            if msg == message_index:
-                if part_index is None or seen_parts + len(parts) > part_index:
-                    return f"input[{i}]"
-                seen_parts += len(parts)
-            elif msg > message_index:
-                break
-        return None
+        """Consecutive model-side items (reasoning, calls, text) are one normalised message."""
+        return self.merged_item_path(body, message_index, part_index, item_role_parts)
 
     def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:
         # Besides call ids: the ids of echoed output items (fc_…, rs_…, msg_…) and the chained

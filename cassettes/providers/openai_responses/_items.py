@@ -27,7 +27,6 @@ from cassettes.providers._base import (
 __all__ = [
     "CLIENT_CALLS",
     "additional_tools",
-    "item_joins",
     "item_role_parts",
     "messages_of",
     "output_parts",
@@ -272,12 +271,6 @@ def roles_join(last_role: str, role: str) -> bool:
     parse would not extend its prefix's parse (and a parse of only the appended items, which
     keeps it apart, would disagree with the full one)."""
     return role == "assistant" and last_role == "assistant"
-
-
-def item_joins(prev: Any, item: Any) -> bool:
-    """Whether the input ``item`` continues the normalised message of the item before it,
-    ``prev``."""
-    return roles_join(item_role_parts(prev)[0], item_role_parts(item)[0])
 
 
 def output_parts(output: Any) -> list[Part]:

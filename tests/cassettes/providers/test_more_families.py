@@ -1077,3 +1077,25 @@ def test_a_turn_that_completed_with_tool_calls_is_a_tool_call(
     r = rt(url, req, resp, chunks=chunks)
     assert r.response is not None and r.response.tool_calls
     assert r.response.finish_reason is FinishReason.TOOL_CALL, r.response.finish_reason
+
+
+def test_realtime_usage_reads_its_cached_count_from_input_token_details() -> None:
+    """Realtime's ``response.usage`` is the Responses usage with ``input_token_details`` (no
+    ``s``): the cached count is read there, the audio and text split is kept raw."""
+    from cassettes.providers import by_family
+
+    usage = {
+        "total_tokens": 30,
+        "input_tokens": 20,
+        "output_tokens": 10,
+        "input_token_details": {"cached_tokens": 5, "text_tokens": 15, "audio_tokens": 0},
+        "output_token_details": {"text_tokens": 10, "audio_tokens": 0},
+    }
+    done = {"type": "response.done", "response": {"id": "r", "status": "completed", "usage": usage}}
+    adapter = by_family("openai_realtime")
+    assert adapter is not None
+    u = adapter.parse_response(done).usage
+    assert u is not None
+    assert (u.input_tokens, u.output_tokens, u.total_tokens) == (20, 10, 30)
+    assert (u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens) == (5, None, None)
+    assert u.raw == usage
