@@ -371,7 +371,7 @@ class LooptapRecorder:
     def _not_recorded(self, flow: http.HTTPFlow, what: str, exc: Exception) -> None:
         # The flow's credentials are learned first: the exception text may carry one.
         messages.learn_headers(flow.request.headers.items(multi=True))
-        self.handoff.not_recorded(_safe_line(f"{what}: {type(exc).__name__}: {exc}"))
+        self.handoff.not_recorded(messages.safe(f"{what}: {type(exc).__name__}: {exc}"))
 
     # -- WebSocket sessions (Responses over a WebSocket, …) ----------------------------------------
     def _start_session(self, flow: http.HTTPFlow) -> None:
@@ -387,11 +387,9 @@ class LooptapRecorder:
         )
         flow.metadata["looptap_ws"] = session
         if not session.readable:
-            messages.error(
-                _safe_line(
-                    f"a WebSocket session on {flow.request.pretty_url} is not one looptap reads as "
-                    "turns: it is kept whole, as one record, when it ends"
-                )
+            messages.error(  # (the logger's filter makes it safe)
+                f"a WebSocket session on {flow.request.pretty_url} is not one looptap reads as "
+                "turns: it is kept whole, as one record, when it ends"
             )
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
@@ -457,9 +455,3 @@ def _is_mcp(flow: http.HTTPFlow) -> bool:
         return True
     body = request_body(flow)
     return req.method == "POST" and b'"jsonrpc"' in body[:200] and b'"method"' in body[:4096]
-
-
-def _safe_line(text: str) -> str:
-    """A message about a flow, fit for stderr (:func:`proxy.messages.safe`: redacted, one line,
-    controls shown, bounded)."""
-    return messages.safe(text)

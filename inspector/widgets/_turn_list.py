@@ -3,8 +3,8 @@ turns)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import ClassVar, overload
+from collections.abc import Mapping
+from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -160,9 +160,9 @@ class TurnList(ScrollView, can_focus=True):
     # -- data (attributes down) ---------------------------------------------------------------
 
     @property
-    def turns(self) -> Sequence[TurnSummary]:
+    def turns(self) -> list[TurnSummary]:
         """The listed turns, in order (read from the run's summaries: the list holds seqs)."""
-        return _Rows(self._seqs, self._summaries)
+        return [self._summaries[s] for s in self._seqs]
 
     @property
     def seqs(self) -> list[int]:
@@ -192,7 +192,7 @@ class TurnList(ScrollView, can_focus=True):
             self._seqs.append(s)
         self._resize()
         if (first and self._seqs) or (self.following and seqs):
-            self._set_cursor(len(self._seqs) - 1 if self.following else 0)
+            self.cursor = len(self._seqs) - 1 if self.following else 0
         self.refresh()
 
     @property
@@ -220,9 +220,6 @@ class TurnList(ScrollView, can_focus=True):
             return False
         self.move_to(target)
         return True
-
-    def _set_cursor(self, row: int) -> None:
-        self.cursor = row
 
     def _resize(self) -> None:
         self.virtual_size = Size(self.scrollable_content_region.width or 40, len(self._seqs))
@@ -283,25 +280,3 @@ class TurnList(ScrollView, can_focus=True):
 
     def on_blur(self) -> None:
         self.refresh()
-
-
-class _Rows(Sequence[TurnSummary]):
-    """The listed turns as a sequence, read through to the run's summaries."""
-
-    def __init__(self, seqs: list[int], summaries: Mapping[int, TurnSummary]) -> None:
-        self._seqs = seqs
-        self._summaries = summaries
-
-    def __len__(self) -> int:
-        return len(self._seqs)
-
-    @overload
-    def __getitem__(self, i: int) -> TurnSummary: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[TurnSummary]: ...
-
-    def __getitem__(self, i: int | slice) -> TurnSummary | list[TurnSummary]:
-        if isinstance(i, slice):
-            return [self._summaries[s] for s in self._seqs[i]]
-        return self._summaries[self._seqs[i]]
