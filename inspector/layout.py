@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from cassettes.analysis import Finding, Layer
-from inspector.badges import LAYERS, SEVERITY_MARK, worst
+from inspector.badges import LAYERS, RANK, SEVERITY_MARK, worst
 
 __all__ = [
     "FOCUS_NAMES",
@@ -51,8 +51,6 @@ LIST_MAX = 56
 WIDTH_SAMPLE = 200
 #: The widgets named on the playback line when focus is on them (keys then act on that pane).
 FOCUS_NAMES = {"pane-e": "E pane", "pane-a": "A pane", "pane-c": "C pane", "messages": "messages"}
-
-_RANK = {None: 0, "info": 1, "warning": 2, "error": 3}
 
 
 def layout_classes(width: int, height: int) -> dict[str, bool]:
@@ -99,7 +97,7 @@ def layer_to_bring_up(findings: Sequence[Finding], shown: View) -> Layer | None:
     has none; ``None``: keep ``shown``."""
 
     def level(layer: Layer) -> int:
-        return _RANK[worst(findings, layer)]
+        return RANK[worst(findings, layer)]
 
     best = max(LAYERS, key=lambda x: (level(x), -LAYERS.index(x)))
     if level(best) == 0:
