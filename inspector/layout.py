@@ -23,7 +23,6 @@ __all__ = [
     "layout_classes",
     "sidebar_width",
     "tab_labels",
-    "tab_view",
     "width_sample",
 ]
 
@@ -106,11 +105,3 @@ def layer_to_bring_up(findings: Sequence[Finding], shown: View) -> Layer | None:
     if (level(best) >= 2 and level(best) > current) or current == 0:
         return best
     return None
-
-
-def tab_view(tab_id: str | None) -> View | None:
-    """The view a layer tab (``layer-E`` …) shows."""
-    if not tab_id or not tab_id.startswith("layer-"):
-        return None
-    name = tab_id.removeprefix("layer-")
-    return next((v for v in VIEWS if v == name), None)
