@@ -95,10 +95,8 @@ class InspectorApp(App[None]):
         self.main.player.play_pause()
 
     def action_step(self, delta: int) -> None:
-        self.main.turn_list.step(delta)
-
-    def action_turn(self, delta: int) -> None:
-        """``j``/``k`` from a pane (``app.turn``): the turn list moves, focus stays."""
+        """``[``/``]``, and ``j``/``k`` from a pane (``app.step``): the turn list moves, focus
+        stays."""
         self.main.turn_list.step(delta)
 
     def action_speed(self, direction: int) -> None:
@@ -116,29 +114,24 @@ class InspectorApp(App[None]):
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        main = self.main
-        yield SystemCommand(
-            "Play / pause", "Play the turns at recorded pace", main.player.play_pause
-        )
-        yield SystemCommand(
-            "Next finding", "Jump to the next turn with a finding", lambda: main.finding(1)
-        )
-        yield SystemCommand(
-            "Search the run", "Search text, tool calls, results, findings", main.search
-        )
-        yield SystemCommand(
-            "Show the growth chart",
-            "Token-cost growth of the conversation",
-            lambda: main.action_tab("growth"),
-        )
-        yield SystemCommand(
-            "Show the findings", "Every finding of the run", lambda: main.action_tab("findings")
-        )
-        yield SystemCommand(
-            "Next conversation",
-            "Cycle through the run's conversations",
-            main.sidebar.next_conversation,
-        )
+        main, tab = self.main, self.main.action_tab
+        for title, help_text, run in (
+            ("Play / pause", "Play the turns at recorded pace", main.player.play_pause),
+            ("Next finding", "Jump to the next turn with a finding", lambda: main.finding(1)),
+            ("Search the run", "Search text, tool calls, results, findings", main.search),
+            (
+                "Show the growth chart",
+                "Token-cost growth of the conversation",
+                lambda: tab("growth"),
+            ),
+            ("Show the findings", "Every finding of the run", lambda: tab("findings")),
+            (
+                "Next conversation",
+                "Cycle through the run's conversations",
+                main.sidebar.next_conversation,
+            ),
+        ):
+            yield SystemCommand(title, help_text, run)
 
     # -- the output boundary (inspector/safe.py) -----------------------------------------------
 

@@ -7,12 +7,13 @@ from collections.abc import Iterable
 from rich.text import Text
 
 from cassettes.analysis import Finding, Layer, Severity
+from cassettes.views import SEVERITY_MARK
 
-__all__ = ["LAYERS", "SEVERITY_MARK", "layer_badges", "severity_style", "worst"]
+__all__ = ["LAYERS", "RANK", "SEVERITY_MARK", "layer_badges", "severity_style", "worst"]
 
 LAYERS: tuple[Layer, ...] = ("E", "A", "C")
-SEVERITY_MARK = {Severity.ERROR: "✖", Severity.WARNING: "▲", Severity.INFO: "·"}
-_RANK = {Severity.INFO: 1, Severity.WARNING: 2, Severity.ERROR: 3}
+#: Each severity's rank (``None``: nothing found), by value (Severity is a StrEnum).
+RANK = {None: 0, "info": 1, "warning": 2, "error": 3}
 
 
 def severity_style(sev: Severity | None) -> str:
@@ -31,7 +32,7 @@ def worst(findings: Iterable[Finding], layer: Layer | None = None) -> Severity |
     for f in findings:
         if layer is not None and f.layer != layer:
             continue
-        if best is None or _RANK[f.severity] > _RANK[best]:
+        if best is None or RANK[f.severity] > RANK[best]:
             best = f.severity
     return best
 

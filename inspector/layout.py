@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from cassettes.analysis import Finding, Layer
-from inspector.badges import LAYERS, SEVERITY_MARK, worst
+from inspector.badges import LAYERS, RANK, SEVERITY_MARK, worst
 
 __all__ = [
     "FOCUS_NAMES",
@@ -23,7 +23,6 @@ __all__ = [
     "layout_classes",
     "sidebar_width",
     "tab_labels",
-    "tab_view",
     "width_sample",
 ]
 
@@ -51,8 +50,6 @@ LIST_MAX = 56
 WIDTH_SAMPLE = 200
 #: The widgets named on the playback line when focus is on them (keys then act on that pane).
 FOCUS_NAMES = {"pane-e": "E pane", "pane-a": "A pane", "pane-c": "C pane", "messages": "messages"}
-
-_RANK = {None: 0, "info": 1, "warning": 2, "error": 3}
 
 
 def layout_classes(width: int, height: int) -> dict[str, bool]:
@@ -99,7 +96,7 @@ def layer_to_bring_up(findings: Sequence[Finding], shown: View) -> Layer | None:
     has none; ``None``: keep ``shown``."""
 
     def level(layer: Layer) -> int:
-        return _RANK[worst(findings, layer)]
+        return RANK[worst(findings, layer)]
 
     best = max(LAYERS, key=lambda x: (level(x), -LAYERS.index(x)))
     if level(best) == 0:
@@ -108,11 +105,3 @@ def layer_to_bring_up(findings: Sequence[Finding], shown: View) -> Layer | None:
     if (level(best) >= 2 and level(best) > current) or current == 0:
         return best
     return None
-
-
-def tab_view(tab_id: str | None) -> View | None:
-    """The view a layer tab (``layer-E`` …) shows."""
-    if not tab_id or not tab_id.startswith("layer-"):
-        return None
-    name = tab_id.removeprefix("layer-")
-    return next((v for v in VIEWS if v == name), None)

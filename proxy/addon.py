@@ -105,14 +105,6 @@ OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
         "(also [tool.looptap.redact] patterns in ./pyproject.toml).",
     ),
     (
-        "looptap_flow_bodies",
-        bool,
-        True,
-        "Put each streamed response body back on its flow once it has ended, for the tools that "
-        "show or save flows (mitmweb, mitmdump -w). looptap's own launcher has none and turns "
-        "this off: one copy less of every body in memory.",
-    ),
-    (
         "looptap_durable",
         bool,
         False,
@@ -156,7 +148,10 @@ class LooptapRecorder:
         self.output: Path | None = None
         self.handoff = Handoff()
         self._extra_hosts: tuple[str, ...] = ()
-        self._flow_bodies = True
+        #: Put each streamed response body back on its flow once it has ended, for the tools that
+        #: show or save flows (mitmweb, mitmdump -w). looptap's own launcher has none and turns
+        #: this off: one copy less of every body in memory.
+        self.flow_bodies = True
         self._durable = False
         #: How each upstream connection ended (reset or closed by the peer), to pass it on as it
         #: was.
@@ -177,8 +172,6 @@ class LooptapRecorder:
     def configure(self, updated: set[str]) -> None:
         if "looptap_durable" in updated:
             self._durable = bool(ctx.options.looptap_durable)
-        if "looptap_flow_bodies" in updated:
-            self._flow_bodies = bool(ctx.options.looptap_flow_bodies)
         if "looptap_record_hosts" in updated:
             self._extra_hosts = tuple(ctx.options.looptap_record_hosts)
         if updated & {"looptap_output", "looptap_fsync", "looptap_durable"}:
@@ -278,7 +271,7 @@ class LooptapRecorder:
             return
         tee = flow.metadata.get("looptap_tee")
         if (
-            self._flow_bodies
+            self.flow_bodies
             and tee is not None
             and flow.response is not None
             and flow.response.raw_content is None
@@ -371,7 +364,7 @@ class LooptapRecorder:
     def _not_recorded(self, flow: http.HTTPFlow, what: str, exc: Exception) -> None:
         # The flow's credentials are learned first: the exception text may carry one.
         messages.learn_headers(flow.request.headers.items(multi=True))
-        self.handoff.not_recorded(_safe_line(f"{what}: {type(exc).__name__}: {exc}"))
+        self.handoff.not_recorded(messages.safe(f"{what}: {type(exc).__name__}: {exc}"))
 
     # -- WebSocket sessions (Responses over a WebSocket, …) ----------------------------------------
     def _start_session(self, flow: http.HTTPFlow) -> None:
@@ -387,11 +380,9 @@ class LooptapRecorder:
         )
         flow.metadata["looptap_ws"] = session
         if not session.readable:
-            messages.error(
-                _safe_line(
-                    f"a WebSocket session on {flow.request.pretty_url} is not one looptap reads as "
-                    "turns: it is kept whole, as one record, when it ends"
-                )
+            messages.error(  # (the logger's filter makes it safe)
+                f"a WebSocket session on {flow.request.pretty_url} is not one looptap reads as "
+                "turns: it is kept whole, as one record, when it ends"
             )
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
@@ -457,9 +448,3 @@ def _is_mcp(flow: http.HTTPFlow) -> bool:
         return True
     body = request_body(flow)
     return req.method == "POST" and b'"jsonrpc"' in body[:200] and b'"method"' in body[:4096]
-
-
-def _safe_line(text: str) -> str:
-    """A message about a flow, fit for stderr (:func:`proxy.messages.safe`: redacted, one line,
-    controls shown, bounded)."""
-    return messages.safe(text)

@@ -37,24 +37,6 @@ from inspector.widgets import TurnPane
 __all__ = ["Player"]
 
 
-@dataclass(frozen=True)
-class PlayState:
-    """What the playback line says: playing or not, the speed, the selected turn, and a notice
-    (a search match, where focus is) that replaces the previous one."""
-
-    playing: bool = False
-    speed: float = 1.0
-    position: int = 0
-    total: int = 0
-    streaming: bool = False
-    label: str = ""
-    #: Waiting at the end of a live recording for its next turn.
-    waiting: bool = False
-    #: ``G``: the cursor stays on the newest turn.
-    following: bool = False
-    notice: str = ""
-
-
 class Player(Static):
     """Play, pause, step, speed, re-stream; and the line: playing or paused, the speed, and which
     turn is selected, named as everywhere else (``#seq``, its conversation and turn), with its
@@ -75,7 +57,8 @@ class Player(Static):
     live: reactive[bool] = reactive(False)
     #: The latest short notice (a search match, where focus is): one at a time, replaced.
     notice: reactive[str] = reactive("")
-    state: reactive[PlayState] = reactive(PlayState, layout=False)
+    #: The line drawn from the reactives above (recomputed when any of them changes).
+    line: reactive[Text] = reactive(Text, layout=False)
 
     @dataclass
     class TurnPlayed(Message):
@@ -95,41 +78,31 @@ class Player(Static):
         # Runs only while playing or re-streaming: an idle timer would take the GIL from the reader.
         self._ticker = self.set_interval(1 / 30, self._tick, pause=True)
 
-    def compute_state(self) -> PlayState:
-        return PlayState(
-            playing=self.playing,
-            speed=self.speed,
-            position=self.position,
-            total=self.total,
-            streaming=self.streaming,
-            label=self.label,
-            waiting=self.waiting,
-            following=self.following and self.live,
-            notice=self.notice,
-        )
-
-    def watch_state(self, st: PlayState) -> None:
+    def compute_line(self) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis", end="")
-        if st.waiting:
+        if self.waiting:
             t.append("▶ waiting for the next turn", style="bold yellow")
         else:
             t.append(
-                "▶ playing" if st.playing else "⏸ paused",
-                style="bold green" if st.playing else "bold",
+                "▶ playing" if self.playing else "⏸ paused",
+                style="bold green" if self.playing else "bold",
             )
-        t.append(f"  {st.speed:g}×")
-        if st.total:
-            t.append(f"  {clean_line(st.label)}" if st.label else "", style="bold")
-            t.append(f" ({st.position + 1}/{st.total})", style="dim")
+        t.append(f"  {self.speed:g}×")
+        if self.total:
+            t.append(f"  {clean_line(self.label)}" if self.label else "", style="bold")
+            t.append(f" ({self.position + 1}/{self.total})", style="dim")
         else:
             t.append("  no turns yet", style="dim")
-        if st.following:
+        if self.following and self.live:
             t.append("  following new turns (G)", style="cyan")
-        if st.streaming:
+        if self.streaming:
             t.append("  re-streaming at recorded pace", style="yellow")
-        if st.notice:
-            t.append(f"  │ {clean_line(st.notice)}", style="bold")
-        self.update(t)
+        if self.notice:
+            t.append(f"  │ {clean_line(self.notice)}", style="bold")
+        return t
+
+    def watch_line(self, line: Text) -> None:
+        self.update(line)
 
     # -- applying what Playback decided ------------------------------------------------------------
 

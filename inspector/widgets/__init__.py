@@ -1,6 +1,5 @@
 """The inspector's widgets, one family per private module, grouped by screen area; the names below
-are the whole surface (pinned by tests/inspector/test_surface.py), each loaded with its own
-module on first use (PEP 562):
+are the whole surface (pinned by tests/inspector/test_surface.py):
 
 - the run's frame: the turn list (``_turn_list``), the conversation switcher (``_conversations``),
   the sidebar and tabs (``_sidebar``, ``_tabs``), the status line and error view (``_status``),
@@ -13,60 +12,29 @@ module on first use (PEP 562):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from cassettes.lazy import on_first_use
-
-#: Each private module with the names it defines.
-_MODULES = {
-    "_conversations": "ConversationSwitcher conversation_label",
-    "_dispatch": "PARAMS_LIMIT params_text",
-    "_emission": "EmissionPane",
-    "_findings": "FindingsTable FindingsView",
-    "_fork": "ForkPane ForkRead read_fork",
-    "_growth": (
-        "COST_COLOUR SERIES GrowthChart GrowthView dollars legend_text nice_ticks token_label"
-    ),
-    "_keys": "KEYS KeyBar key_line",
-    "_layers": "LayerPane",
-    "_messages": "MessagesView client_sent",
-    "_sidebar": "Sidebar",
-    "_status": "ErrorView RunState RunStatus",
-    "_tabs": "RunTabs",
-    "_turn_list": "TurnList short_finish turn_line",
-    "_turn_pane": "TurnPane",
-}
-
-if TYPE_CHECKING:
-    from inspector.widgets._conversations import ConversationSwitcher, conversation_label
-    from inspector.widgets._dispatch import PARAMS_LIMIT, params_text
-    from inspector.widgets._emission import EmissionPane
-    from inspector.widgets._findings import FindingsTable, FindingsView
-    from inspector.widgets._fork import ForkPane, ForkRead, read_fork
-    from inspector.widgets._growth import (
-        COST_COLOUR,
-        SERIES,
-        GrowthChart,
-        GrowthView,
-        dollars,
-        legend_text,
-        nice_ticks,
-        token_label,
-    )
-    from inspector.widgets._keys import KEYS, KeyBar, key_line
-    from inspector.widgets._layers import LayerPane
-    from inspector.widgets._messages import MessagesView, client_sent
-    from inspector.widgets._sidebar import Sidebar
-    from inspector.widgets._status import ErrorView, RunState, RunStatus
-    from inspector.widgets._tabs import RunTabs
-    from inspector.widgets._turn_list import TurnList, short_finish, turn_line
-    from inspector.widgets._turn_pane import TurnPane
-
-
-__getattr__ = on_first_use(
-    __name__, {name: module for module, names in _MODULES.items() for name in names.split()}
+from inspector.widgets._conversations import ConversationSwitcher, conversation_label
+from inspector.widgets._dispatch import PARAMS_LIMIT, params_text
+from inspector.widgets._emission import EmissionPane
+from inspector.widgets._findings import FindingsTable, FindingsView
+from inspector.widgets._fork import ForkPane, ForkRead, read_fork
+from inspector.widgets._growth import (
+    COST_COLOUR,
+    SERIES,
+    GrowthChart,
+    GrowthView,
+    dollars,
+    legend_text,
+    nice_ticks,
+    token_label,
 )
-
+from inspector.widgets._keys import KEYS, KeyBar, key_line
+from inspector.widgets._layers import LayerPane
+from inspector.widgets._messages import MessagesView, client_sent
+from inspector.widgets._sidebar import Sidebar
+from inspector.widgets._status import ErrorView, RunState, RunStatus
+from inspector.widgets._tabs import RunTabs
+from inspector.widgets._turn_list import TurnList, short_finish, turn_line
+from inspector.widgets._turn_pane import TurnPane
 
 __all__ = [
     "COST_COLOUR",

@@ -15,8 +15,6 @@ from inspector.turns import ALL
 
 __all__ = ["ConversationSwitcher"]
 
-#: The switcher's value for "every conversation, in recording order".
-
 
 class ConversationSwitcher(Select[str]):
     """Choose which conversation the turn list shows (or all of them)."""

@@ -15,7 +15,7 @@ from cassettes.untrusted import clean_line
 from cassettes.views import link_text
 from inspector.safe import wire_line
 from inspector.widgets._layers import PANE_ITEMS, LayerPane
-from inspector.widgets._messages import part_text
+from inspector.widgets._messages import call_names, part_text
 
 __all__ = ["PARAMS_LIMIT", "DispatchPane", "params_text"]
 
@@ -89,12 +89,7 @@ def _dispatch_rows(turn: Turn) -> list[tuple[str, str | Text]]:
 
 def _appended_lines(c: Dispatch) -> list[RenderableType]:
     """The messages this turn appended (the last :data:`PANE_ITEMS`), each part on a line."""
-    names = {
-        q.tool_call.id: q.tool_call.name
-        for x in c.appended
-        for q in x.parts
-        if q.tool_call is not None and q.tool_call.id and q.tool_call.name
-    }
+    names = call_names(c.appended)
     names |= {pr.call_id: pr.name for pr in c.pairings if pr.call_id and pr.name}
     out: list[RenderableType] = []
     skipped = max(0, len(c.appended) - PANE_ITEMS)

@@ -33,23 +33,20 @@ class FindingsTable(DataTable[Text]):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
-        self._findings: list[Finding] = []
+        #: The rows' findings, in order.
+        self.findings: list[Finding] = []
 
     def on_mount(self) -> None:
         self.add_columns("", "layer", "code", "turn", "message")
 
-    @property
-    def findings(self) -> list[Finding]:
-        return self._findings
-
     def show_findings(self, findings: list[Finding]) -> None:
         """Replace the rows (attributes down); the cursor stays on the same row number."""
-        if [id(f) for f in findings] == [id(f) for f in self._findings]:
+        if [id(f) for f in findings] == [id(f) for f in self.findings]:
             return
         row = self.cursor_row
-        self._findings = list(findings)
+        self.findings = list(findings)
         self.clear()
-        for i, f in enumerate(self._findings):
+        for i, f in enumerate(self.findings):
             where = f"#{f.seq} {f.conversation}/{f.turn}"
             self.add_row(
                 Text(SEVERITY_MARK[f.severity], style=severity_style(f.severity)),
@@ -59,13 +56,13 @@ class FindingsTable(DataTable[Text]):
                 wire_line(" ".join(f.message.split())),
                 key=str(i),
             )
-        if self._findings:
-            self.move_cursor(row=min(row, len(self._findings) - 1))
+        if self.findings:
+            self.move_cursor(row=min(row, len(self.findings) - 1))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         if event.row_key.value is not None:
-            self.post_message(self.FindingChosen(self, self._findings[int(event.row_key.value)]))
+            self.post_message(self.FindingChosen(self, self.findings[int(event.row_key.value)]))
 
 
 class FindingsView(Vertical):

@@ -39,7 +39,7 @@ def pane_bindings(scope: str) -> list[BindingType]:
     return [
         Binding(
             "j",
-            "app.turn(1)",
+            "app.step(1)",
             "Next turn",
             show=False,
             tooltip="Select the next turn (focus stays here)",
@@ -47,7 +47,7 @@ def pane_bindings(scope: str) -> list[BindingType]:
         ),
         Binding(
             "k",
-            "app.turn(-1)",
+            "app.step(-1)",
             "Previous turn",
             show=False,
             tooltip="Select the previous turn (focus stays here)",

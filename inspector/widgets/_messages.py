@@ -22,7 +22,7 @@ from cassettes.views import CONTINUED, edit_text, edited_messages, reconstructed
 from inspector.safe import wire, wire_line
 from inspector.widgets._layers import pane_bindings
 
-__all__ = ["MessagesView", "part_text"]
+__all__ = ["MessagesView", "call_names", "part_text"]
 
 #: Longest part shown in full; longer ones are cut with a note of how much was left out.
 PART_LIMIT = 2000
@@ -127,7 +127,7 @@ def _left_out(start: int, capped: bool) -> list[RenderableType]:
     return [Text(""), Text(note, style="dim italic")]
 
 
-def _call_names(msgs: list[Message]) -> dict[str, str]:
+def call_names(msgs: list[Message]) -> dict[str, str]:
     """Each tool call's name by its id (a result in OpenAI's format names only the call)."""
     return {
         p.tool_call.id: p.tool_call.name
@@ -286,7 +286,7 @@ class MessagesView(VerticalScroll, can_focus=True):
             out += [Text(""), self._system(req)]
         start, capped = self._first_drawn(len(msgs), new_from)
         out += _left_out(start, capped)
-        names = _call_names(msgs)
+        names = call_names(msgs)
         for i in range(start, len(msgs)):
             if i == new_from and i > start:
                 self._before_new = list(out)

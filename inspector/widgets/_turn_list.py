@@ -3,8 +3,8 @@ turns)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import ClassVar, overload
+from collections.abc import Mapping
+from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -153,20 +153,17 @@ class TurnList(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self._seqs: list[int] = []
+        #: The listed turns' seqs, in order.
+        self.seqs: list[int] = []
         self._summaries: Mapping[int, TurnSummary] = {}
         self._row_of: dict[int, int] = {}
 
     # -- data (attributes down) ---------------------------------------------------------------
 
     @property
-    def turns(self) -> Sequence[TurnSummary]:
+    def turns(self) -> list[TurnSummary]:
         """The listed turns, in order (read from the run's summaries: the list holds seqs)."""
-        return _Rows(self._seqs, self._summaries)
-
-    @property
-    def seqs(self) -> list[int]:
-        return self._seqs
+        return [self._summaries[s] for s in self.seqs]
 
     def set_turns(
         self, seqs: list[int], summaries: Mapping[int, TurnSummary], select: int | None = None
@@ -174,9 +171,9 @@ class TurnList(ScrollView, can_focus=True):
         """List these turns (seqs into ``summaries``, the run's own); keep the selected seq if it is
         among them (or select ``select``)."""
         keep = select if select is not None else self.selected_seq
-        self._seqs = list(seqs)
+        self.seqs = list(seqs)
         self._summaries = summaries
-        self._row_of = {s: i for i, s in enumerate(self._seqs)}
+        self._row_of = {s: i for i, s in enumerate(self.seqs)}
         self._resize()
         self.cursor = self._row_of.get(keep, 0) if keep is not None else 0
         self.refresh()
@@ -184,21 +181,21 @@ class TurnList(ScrollView, can_focus=True):
     def extend(self, seqs: list[int]) -> None:
         """Append turns (a live recording grew); the selection stays where it is, or, following
         (``G``), moves to the new last turn."""
-        first = not self._seqs
+        first = not self.seqs
         for s in seqs:
             if s in self._row_of:
                 continue
-            self._row_of[s] = len(self._seqs)
-            self._seqs.append(s)
+            self._row_of[s] = len(self.seqs)
+            self.seqs.append(s)
         self._resize()
-        if (first and self._seqs) or (self.following and seqs):
-            self._set_cursor(len(self._seqs) - 1 if self.following else 0)
+        if (first and self.seqs) or (self.following and seqs):
+            self.cursor = len(self.seqs) - 1 if self.following else 0
         self.refresh()
 
     @property
     def selected_seq(self) -> int | None:
-        if 0 <= self.cursor < len(self._seqs):
-            return self._seqs[self.cursor]
+        if 0 <= self.cursor < len(self.seqs):
+            return self.seqs[self.cursor]
         return None
 
     def select_seq(self, seq: int) -> bool:
@@ -216,27 +213,24 @@ class TurnList(ScrollView, can_focus=True):
     def step(self, delta: int) -> bool:
         """The turn ``delta`` rows from the cursor (``False``: there is none)."""
         target = self.cursor + delta
-        if not 0 <= target < len(self._seqs):
+        if not 0 <= target < len(self.seqs):
             return False
         self.move_to(target)
         return True
 
-    def _set_cursor(self, row: int) -> None:
-        self.cursor = row
-
     def _resize(self) -> None:
-        self.virtual_size = Size(self.scrollable_content_region.width or 40, len(self._seqs))
+        self.virtual_size = Size(self.scrollable_content_region.width or 40, len(self.seqs))
 
     # -- behaviour ----------------------------------------------------------------------------
 
     def validate_cursor(self, value: int) -> int:
-        return max(0, min(value, len(self._seqs) - 1)) if self._seqs else 0
+        return max(0, min(value, len(self.seqs) - 1)) if self.seqs else 0
 
     def watch_cursor(self, old: int, new: int) -> None:
-        if not self._seqs:
+        if not self.seqs:
             return
         self.scroll_to_region(Region(0, new, 1, 1), animate=False, force=True)
-        self.post_message(self.TurnSelected(self, self._seqs[new]))
+        self.post_message(self.TurnSelected(self, self.seqs[new]))
 
     def action_cursor(self, delta: int) -> None:
         self.move_to(self.cursor + delta)
@@ -248,12 +242,12 @@ class TurnList(ScrollView, can_focus=True):
         self.move_to(0)
 
     def action_last(self) -> None:
-        self.move_to(len(self._seqs) - 1)
+        self.move_to(len(self.seqs) - 1)
         self.following = True
 
     def on_click(self, event: events.Click) -> None:
         row = int(self.scroll_offset.y + event.y)
-        if 0 <= row < len(self._seqs):
+        if 0 <= row < len(self.seqs):
             self.move_to(row)
 
     def on_resize(self, event: events.Resize) -> None:
@@ -264,9 +258,9 @@ class TurnList(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         row = y + int(self.scroll_offset.y)
-        if row >= len(self._seqs):
+        if row >= len(self.seqs):
             return Strip.blank(width, self.rich_style)
-        text = turn_line(self._summaries[self._seqs[row]], self.show_conversation, width)
+        text = turn_line(self._summaries[self.seqs[row]], self.show_conversation, width)
         text.truncate(width, overflow="ellipsis", pad=True)
         base = self.rich_style
         if row == self.cursor:
@@ -283,25 +277,3 @@ class TurnList(ScrollView, can_focus=True):
 
     def on_blur(self) -> None:
         self.refresh()
-
-
-class _Rows(Sequence[TurnSummary]):
-    """The listed turns as a sequence, read through to the run's summaries."""
-
-    def __init__(self, seqs: list[int], summaries: Mapping[int, TurnSummary]) -> None:
-        self._seqs = seqs
-        self._summaries = summaries
-
-    def __len__(self) -> int:
-        return len(self._seqs)
-
-    @overload
-    def __getitem__(self, i: int) -> TurnSummary: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[TurnSummary]: ...
-
-    def __getitem__(self, i: int | slice) -> TurnSummary | list[TurnSummary]:
-        if isinstance(i, slice):
-            return [self._summaries[s] for s in self._seqs[i]]
-        return self._summaries[self._seqs[i]]

@@ -21,7 +21,7 @@ from textual.widgets import Tab, TabPane, Tabs
 from cassettes.analysis import Finding, Layer, McpCall, Turn
 from cassettes.models import NormalisedRequest, ToolResult
 from inspector.badges import LAYERS
-from inspector.layout import TAB_LABEL, VIEWS, View, layer_to_bring_up, tab_labels, tab_view
+from inspector.layout import TAB_LABEL, VIEWS, View, layer_to_bring_up, tab_labels
 from inspector.widgets._api import ApiPane
 from inspector.widgets._dispatch import DispatchPane
 from inspector.widgets._emission import EmissionPane
@@ -167,7 +167,7 @@ class TurnPane(TabPane):
         # ``active`` is stale, and would undo that change.
         if event.tab.id != self.layer_tabs.active or not self.is_attached:
             return
-        view = tab_view(event.tab.id)
+        view = next((v for v in VIEWS if f"layer-{v}" == event.tab.id), None)
         if view is not None and view != self.view:
             self.show_view(view)
 
