@@ -104,12 +104,11 @@ class Command:
         run: str | None = None,
         description: str | None = None,
         epilog: str | None = None,
-        defaults: dict[str, Any] | None = None,
         subparsers: dict[str, Any] | None = None,
         subcommands: tuple[Command, ...] = (),
     ) -> None:
         self.name, self.help, self.args, self.run = name, help, args, run
-        self.description, self.epilog, self.defaults = description, epilog, defaults or {}
+        self.description, self.epilog = description, epilog
         self.subparsers, self.subcommands = subparsers or {}, subcommands
 
 
@@ -173,7 +172,5 @@ def add_command(sub: Any, command: Command) -> None:
         nested = p.add_subparsers(**command.subparsers)
         for c in command.subcommands:
             add_command(nested, c)
-    if command.defaults:
-        p.set_defaults(**command.defaults)
     if command.run is not None:
         p.set_defaults(func=Handler(command.name, command.run))
