@@ -28,7 +28,7 @@ import os
 import re
 import sys
 import tomllib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,6 @@ from urllib.parse import unquote
 import orjson
 
 from cassettes.bounds import record_fits
-from cassettes.commands import add_command, declared
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.patterns import PatternError, UserPattern
@@ -53,7 +52,7 @@ from cassettes.storage import decode_chunks, open_regular
 from cassettes.untrusted import clean_line
 from cassettes.wire import salvage
 
-__all__ = ["main", "scan_file", "scan_lines"]
+__all__ = ["scan_file", "scan_lines"]
 
 EXIT_CLEAN = 0
 EXIT_FOUND = 1
@@ -459,10 +458,3 @@ def _files_under(root: Path) -> list[str]:
             if p.suffix.lower() in _DIR_SUFFIXES and not p.is_symlink() and p.is_file():
                 out.append(str(p))
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="looptap")
-    add_command(parser.add_subparsers(dest="command"), declared("verify"))
-    args = parser.parse_args(["verify", *(argv or [])])
-    return int(args.func(args))

@@ -177,7 +177,7 @@ def test_hints_name_how_this_user_runs_looptap(
 
 
 def test_the_demo_next_line_runs_as_printed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cassettes import demo as demo_mod
+    from cassettes.cli import demo as demo_mod
 
     said: list[str] = []
     monkeypatch.setattr(demo_mod, "looptap_command", lambda: ".venv-proxy/bin/looptap")

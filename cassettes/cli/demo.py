@@ -1,20 +1,164 @@
-"""``looptap demo``: the bundled example agent recorded through the proxy, offline, and the run
-shown (the README's first command)."""
+"""``looptap demo``: record a real agent run through the proxy, offline, then show it.
+
+The agent is ``cassettes/examples/tool_search_agent.py`` (standard library only, a tool loop with
+tool search, deferred tools and argument validation). Its model is the loopback replay server
+serving the answers Claude gave in the bundled recording (``examples/tool_loop_anthropic.yaml``),
+so the run needs no network and no API key. The recorder (``looptap run``) sits in between as it
+would in front of the real API, and the cassette it writes is shown with its findings.
+
+The recorder needs mitmproxy (its own environment, see docs/recorder.md). Without it the demo says
+so and shows the bundled recording imported instead, so the command is useful either way.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from importlib.resources import as_file, files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cassettes.cli.show import cmd_show
-from cassettes.demo import run_demo
+from cassettes.hints import looptap_command
+from cassettes.recording import CassetteWriter
+from cassettes.replay.serving import ReplayServer
+from cassettes.storage import (
+    UnsafePath,
+    check_target,
+    is_cassette,
+    load_vcr,
+    remove_if_same,
+    staged,
+)
+
+if TYPE_CHECKING:
+    from cassettes.storage import Target
 
 __all__ = ["cmd_demo"]
 
+#: The bundled recording and the agent that reproduces its requests.
+RECORDING = "examples/tool_loop_anthropic.yaml"
+AGENT = "examples/tool_search_agent.py"
+#: The listener the agent's SDK variable points at (``looptap run`` sets ANTHROPIC_BASE_URL for it).
+LISTENER = "anthropic"
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    """Record the bundled example agent through the proxy, offline, and show the run (the
-    README's first command); without the recorder installed, show the bundled recording."""
-    return run_demo(
-        Path(args.output), lambda path: cmd_show(argparse.Namespace(file=str(path), json=False))
+
+def recorder_python() -> str | None:
+    """An interpreter that can run the recorder: this one if mitmproxy is importable here, else
+    ``$LOOPTAP_PROXY_PYTHON``, else None."""
+    if importlib.util.find_spec("mitmproxy") is not None:
+        return sys.executable
+    other = os.environ.get("LOOPTAP_PROXY_PYTHON")
+    return other if other and Path(other).exists() else None
+
+
+def cmd_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
+    """Record the bundled example agent through the proxy, offline, into ``-o`` and show the run
+    (the README's first command); without the recorder installed, show the bundled recording. The
+    exit status of the two."""
+    dest = Path(args.output)
+    try:
+        # An earlier demo (a cassette) is replaced; any other file, a link, a directory or a
+        # device at -o is refused before anything runs (storage/_paths.py).
+        target = check_target(
+            dest, "the demo's cassette", owned=is_cassette, hint="give -o a new path"
+        )
+    except UnsafePath as exc:
+        say(f"looptap demo: error: {exc}")
+        return 2
+    recording = files("cassettes").joinpath(RECORDING)
+    agent = files("cassettes").joinpath(AGENT)
+    python = recorder_python()
+    with as_file(recording) as rec_path, as_file(agent) as agent_path:
+        exchanges = load_vcr(rec_path)
+        if python is None:
+            say(
+                "looptap demo: the recorder (mitmproxy) is not installed in this environment, so "
+                "this shows the bundled recording instead of recording it live. The README's first "
+                "command installs the recorder."
+            )
+            return _import_and_show(rec_path, target, say)
+        remove_if_same(dest, target.replaces)
+        with (
+            ReplayServer(exchanges) as upstream,
+            tempfile.TemporaryDirectory(prefix="looptap-demo-") as conf,
+        ):
+            cmd = [
+                python, "-m", "cassettes.cli", "run", "-o", str(dest),
+                "--upstream", f"{LISTENER}={upstream.url}", "--confdir", conf,
+                "--", sys.executable, str(agent_path),
+            ]  # fmt: skip
+            say(
+                "looptap demo: the model is a loopback server replaying "
+                f"the recorded answers ({upstream.url})"
+            )
+            say(
+                "looptap demo: recording the agent; with your ANTHROPIC_API_KEY (or "
+                "ANTHROPIC_BASE_URL), this line records it live:"
+            )
+            say(
+                f"  {_looptap(python)} run -o {shlex.quote(str(dest))} -- python3 "
+                f"{shlex.quote(str(agent_path))}\n"
+            )
+            env = {
+                **os.environ,
+                "ANTHROPIC_API_KEY": "sk-ant-api03-looptap-demo-key-never-written-to-disk",
+            }
+            sys.stdout.flush()
+            rc = subprocess.run(cmd, env=env, check=False).returncode
+            misses = upstream.misses
+        if misses:
+            say(f"looptap demo: the agent sent {len(misses)} request(s) the recording never had:")
+            for m in misses[:3]:
+                say(f"  {m.headline}")
+        if rc != 0 or not dest.exists():
+            say(f"looptap demo: the recorded run failed (exit status {rc})")
+            return rc or 2
+    say("")
+    return next_steps(_show(dest), dest, say, _looptap(python))
+
+
+def _looptap(python: str) -> str:
+    """How the user runs the recorder: as they run looptap when this is the recorder's
+    environment, else by the recorder's interpreter (``LOOPTAP_PROXY_PYTHON``)."""
+
+    return (
+        looptap_command() if python == sys.executable else f"{shlex.quote(python)} -m cassettes.cli"
     )
+
+
+def next_steps(rc: int, dest: Path, say: Callable[[str], None], recorder: str | None = None) -> int:
+    """What to try next, once the run was shown (``recorder``: how to run the recorder, when it
+    is not this looptap)."""
+
+    me = looptap_command()  # as the user runs looptap, so the lines run as printed
+    say(
+        f"\nnext: {me} inspect {shlex.quote(str(dest))}   "
+        "(turn by turn in the terminal; ? for the keys)"
+    )
+    say(
+        f"      {recorder or me} run -o run.jsonl -- python your_agent.py   (record your own agent)"
+    )
+    return rc
+
+
+def _show(dest: Path) -> int:
+    return cmd_show(argparse.Namespace(file=str(dest), json=False))
+
+
+def _import_and_show(src: Path, target: Target, say: Callable[[str], None]) -> int:
+    dest = target.path
+    with (
+        staged(target) as s,
+        CassetteWriter(s.path, meta={"source": "vcr", "imported_from": src.name}) as w,
+    ):
+        for ex in load_vcr(src):
+            w.append(ex)
+    say(f"{src.name} → {dest}\n")
+    return next_steps(_show(dest), dest, say)

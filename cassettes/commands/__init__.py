@@ -26,7 +26,6 @@ from cassettes.commands._registry import (
     add_command,
     err,
     flag,
-    loading,
     many,
 )
 
@@ -44,7 +43,6 @@ __all__ = [
     "declared",
     "err",
     "flag",
-    "loading",
     "many",
 ]
 
@@ -129,7 +127,6 @@ COMMANDS = (
             ),
         },
         run="cassettes.cli.show:cmd_show",
-        loading=True,
     ),
     Command(
         "import",
@@ -157,7 +154,6 @@ COMMANDS = (
             "-o --output": Arg("where to write the demo cassette", default="looptap-demo.jsonl"),
         },
         run="cassettes.cli.demo:cmd_demo",
-        loading=True,
     ),
     Command(
         "compare",

@@ -17,12 +17,17 @@ _FLEET_OUTPUT = (
     },
     Exclusive(
         {
-            "--json": Arg("one object per row", dest="format", action="store_const", const="json"),
+            "--json": Arg(
+                "one object per row",
+                dest="format",
+                action="store_const",
+                const="json",
+                default="table",
+            ),
             "--csv": Arg("CSV", dest="format", action="store_const", const="csv"),
         },
     ),
 )
-_TABLE = {"format": "table"}
 
 FLEET = Command(
     "fleet",
@@ -38,7 +43,6 @@ FLEET = Command(
                 "--new": flag("only codes no run before --since had"),
             },
             *_FLEET_OUTPUT,
-            defaults=_TABLE,
         ),
         Command(
             "cost",
@@ -47,13 +51,11 @@ FLEET = Command(
                 "--by": Arg(choices=("model", "agent", "day"), default="model"),
             },
             *_FLEET_OUTPUT,
-            defaults=_TABLE,
         ),
         Command(
             "failing-turns",
             "runs grouped by their first root-cause error and the turn's request shape",
             *_FLEET_OUTPUT,
-            defaults=_TABLE,
         ),
         Command(
             "page",
@@ -95,5 +97,4 @@ QUERY = Command(
     },
     *_FLEET_OUTPUT,
     run="cassettes.fleet:cmd_query",
-    defaults=_TABLE,
 )

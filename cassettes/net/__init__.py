@@ -15,11 +15,21 @@ Names load on first use (PEP 562): ``free_port`` costs the recorder's launcher n
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-#: The private modules, in the order a name is looked for in them (the lightest first).
-_MODULES = ("_serve", "_requests", "_ws", "_messages", "_client", "_wsclient")
+from cassettes.lazy import on_first_use
+
+_MODULES = {
+    "_serve": "BackgroundServer Handler free_port",
+    "_requests": "HOP_BY_HOP MAX_BODY BadRequest Request read_request refuse",
+    "_ws": (
+        "CLOSE FRAME_COST MAX_MESSAGE PING PONG TEXT MessageReader WsProtocolError accept_key frame"
+    ),
+    "_messages": "Answer header_problem recorded_request_headers said_name",
+    "_client": "READ_TIMEOUT Trust Upstream UpstreamError UpstreamResponse",
+    "_wsclient": "LiveSocket",
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 if TYPE_CHECKING:
     from cassettes.net._client import (
@@ -59,19 +69,7 @@ if TYPE_CHECKING:
     from cassettes.net._wsclient import LiveSocket
 
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module 'cassettes.net' has no attribute {name!r}")
-    for private in _MODULES:
-        module = importlib.import_module(f"cassettes.net.{private}")
-        if name in module.__all__:
-            globals()[name] = value = getattr(module, name)
-            return value
-    raise AssertionError(f"cassettes.net.{name} is exported but defined nowhere")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [

@@ -16,9 +16,9 @@ from urllib.parse import quote
 import pytest
 from real_corpus import CORPUS
 
+from cassettes.cli import main
 from cassettes.recording import CassetteWriter
 from cassettes.storage import load_vcr
-from cassettes.verify import main as verify_main
 from cassettes.verify import scan_file, scan_lines
 from cassettes.wire import Exchange
 from tests.support import progress
@@ -138,7 +138,7 @@ def test_each_key_format_found_wherever_it_hides(
     assert finds, f"{kind} key in {where} not found"
     assert {f.line for f in finds} == {4}
     assert any(f.field == field for f in finds), [str(f) for f in finds]
-    assert verify_main([str(path)]) == 1
+    assert main(["verify", str(path)]) == 1
     out, err = capsys.readouterr()
     assert f"{path}:4:{field}:" in out
     assert key not in out and key[8:] not in out and key not in err
@@ -152,34 +152,34 @@ def test_configured_patterns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     )
     path.write_bytes(b"\n".join(lines) + b"\n")
     monkeypatch.chdir(tmp_path)
-    assert verify_main([str(path)]) == 0  # not a known format
+    assert main(["verify", str(path)]) == 0  # not a known format
     assert scan_file(path, [r"corp-tok-\d{6}"])[0].field == "internal"
-    assert verify_main([str(path), "--pattern", r"corp-tok-\d{6}"]) == 1
+    assert main(["verify", str(path), "--pattern", r"corp-tok-\d{6}"]) == 1
     # From [tool.looptap.verify] in ./pyproject.toml, and from --config.
     (tmp_path / "pyproject.toml").write_text(
         '[tool.looptap.verify]\npatterns = ["corp-tok-[0-9]+"]\n'
     )
-    assert verify_main([str(path)]) == 1
+    assert main(["verify", str(path)]) == 1
     # The recorder's [tool.looptap.redact] patterns are scanned for as well.
     (tmp_path / "pyproject.toml").write_text(
         '[tool.looptap.redact]\npatterns = ["corp-tok-[0-9]+"]\n'
     )
-    assert verify_main([str(path)]) == 1
+    assert main(["verify", str(path)]) == 1
     (tmp_path / "pyproject.toml").write_text('[tool.looptap.redact]\npatterns = ["other-[0-9]+"]\n')
-    assert verify_main([str(path)]) == 0
+    assert main(["verify", str(path)]) == 0
     (tmp_path / "pyproject.toml").unlink()
     cfg = tmp_path / "verify.toml"
     cfg.write_text('patterns = ["tok-1234"]\n')
-    assert verify_main([str(path), "--config", str(cfg)]) == 1
+    assert main(["verify", str(path), "--config", str(cfg)]) == 1
 
 
 def test_errors_exit_2(tmp_path: Path) -> None:
-    assert verify_main([str(tmp_path / "missing.jsonl")]) == 2
+    assert main(["verify", str(tmp_path / "missing.jsonl")]) == 2
     path = _clean_cassette(tmp_path / "c.jsonl")
-    assert verify_main([str(path), "--pattern", "(unclosed"]) == 2
+    assert main(["verify", str(path), "--pattern", "(unclosed"]) == 2
     bad = tmp_path / "bad.toml"
     bad.write_text("patterns = 3\n")
-    assert verify_main([str(path), "--config", str(bad)]) == 2
+    assert main(["verify", str(path), "--config", str(bad)]) == 2
 
 
 def test_redacted_values_are_not_finds() -> None:
