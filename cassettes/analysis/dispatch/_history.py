@@ -84,6 +84,7 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     compacted = any(_is_compaction(m) for m in ctx.messages[: c.kept + 1])
     if dropped or len(ctx.messages) < prev_len or compacted:
         asked = " (the user's question among them)" if dropped and dropped[1] else ""
+        cut: dict[str, Any] = {"dropped": dropped[0]} if dropped else {}
         yield ctx.finding(
             "C.history_trimmed",
             Severity.INFO,
@@ -97,7 +98,7 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
             path=_item(ctx, c.kept),
             related_turn=ctx.prev.index,
             kept=c.kept,
-            **({"dropped": dropped[0]} if dropped else {}),
+            **cut,
         )
     elif c.kept < len(ctx.messages) and all(
         m.role in ("system", "developer") for m in ctx.messages[: c.kept + 1]
