@@ -102,9 +102,9 @@ def counts(prof):
 result = {"records": len(exchanges)}
 prof = cProfile.Profile()
 prof.enable()
-try:
+try:  # (a tree before 2026-11-26: the recorder's writer parsed unless told not to)
     w = CassetteWriter(out, meta={"source": "looptap proxy"}, requests=False)
-except TypeError:  # an older tree: the recorder's writer took no such option
+except TypeError:  # today's writer parses nothing
     w = CassetteWriter(out, meta={"source": "looptap proxy"})
 with w:
     for ex in exchanges:

@@ -87,7 +87,6 @@ def writer_main(
             meta={"source": "looptap proxy", **header_places(redactor)},
             redactor=redactor,
             fsync=fsync,
-            requests=False,
         )
     except (CassetteError, OSError, ValueError) as exc:
         answers.send("storage_error", messages.safe(f"cannot open {path}: {exc}"))

@@ -11,6 +11,7 @@ from cassettes.commands import EXIT_ERROR, EXIT_OK, err
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.interop import import_runs, runs_in, sniff
+from cassettes.parsing import parse_exchange
 from cassettes.reading import open_run
 from cassettes.recording import CassetteWriter
 from cassettes.storage import Target, UnsafePath, check_target, staged
@@ -124,8 +125,7 @@ def _import_one(src: Path, target: Target) -> str:
         CassetteWriter(s.path, meta={"source": run.kind, "imported_from": src.name}) as w,
     ):
         for ex in run.exchanges:
-            rt = w.append(ex)
-            assert rt is not None  # (a writer that parses)
+            rt = parse_exchange(w.append(ex))
             fams[rt.family] = fams.get(rt.family, 0) + 1
             errors += bool(rt.analysis_errors)
     llm = sum(n for f, n in fams.items() if f != "none")

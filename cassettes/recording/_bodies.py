@@ -274,11 +274,7 @@ class JsonRedactor:
         and appended to ``acc`` as ``REDACTED`` (True: the value is done); a number under a
         credential's name is learned (False: it is rebuilt as text); ``None`` when nothing was
         found here."""
-        kind = (
-            ("always" if k.lower() in self._body_keys else secret_name(k))
-            if v and not isinstance(v, bool)
-            else None
-        )
+        kind = self.name_kind(k) if v and not isinstance(v, bool) else None
         if kind is None:
             return None
         if isinstance(v, str) and (kind == "always" or looks_secret(v)):

@@ -1,14 +1,13 @@
 """The recording pipeline: one round trip in, one cassette record out, the same way for every
 entry point (the recorder's writer process, ``looptap import``, the pytest plugin, the demo).
 
-    remove Content-Encoding → redact → delta-encode the request's history → parse (incrementally,
-    against the round trip it extends; not in the recorder) → append to the
+    remove Content-Encoding → redact → delta-encode the request's history → append to the
     :class:`~cassettes.storage.CassetteFile`
 
 Redaction runs before encoding, so a secret never reaches the file. Nothing is computed per
 record that no reader reads: the ``looptap.roundtrip/1`` view (``derived``, stored until 2026-11)
-is ``looptap show --json``'s, made when asked for, and the response's parse (``parsed``, stored
-until 2026-11) is the first reader's; readers ignore both blocks in older files. The
+is ``looptap show --json``'s, made when asked for, and the parse (``parsed``, stored until 2026-11)
+is the first reader's; readers ignore both blocks in older files. The
 caller hands over the exchange as it captured it: a side still content-encoded is marked so
 (``Exchange.request_encoded``, ``response_encoded``) and decoded here
 (``cassettes.wire.decode_exchange``) before anything reads it.
@@ -24,7 +23,6 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import providers
-from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.recording._redactor import Redactor
 from cassettes.storage import (
     CassetteFile,
@@ -38,9 +36,6 @@ from cassettes.wire import Exchange, decode_exchange
 
 __all__ = ["CassetteWriter"]
 
-#: How many recent round trips the writer keeps as bases for incremental parsing.
-_RECENT = 64
-
 
 class CassetteWriter:
     """Appends round trips to a cassette file. Thread-safe; one line per ``append``."""
@@ -51,19 +46,11 @@ class CassetteWriter:
         meta: dict[str, Any] | None = None,
         redactor: Redactor | None = None,
         fsync: bool = False,
-        *,
-        requests: bool = True,
     ) -> None:
         self.path = Path(path)
-        #: Whether :meth:`append` parses each round trip (and returns its parse). Nothing stored
-        #: needs it (a reader parses what it reads): the recorder passes ``False`` and parses
-        #: nothing.
-        self.requests = requests
         self.redactor = redactor or Redactor()
         self._lock = threading.Lock()
         self._encoder = HistoryEncoder()
-        # the latest round trips, bases for incremental parsing
-        self._recent: dict[int, RoundTrip] = {}
         self._seq = 0
         if self.path.exists() and self.path.stat().st_size > 0:
             self._resume()
@@ -91,18 +78,15 @@ class CassetteWriter:
             adapter = None
         return adapter.history_key(body) if adapter is not None else None
 
-    def _encode_request(
-        self, ex: Exchange, seq: int
-    ) -> tuple[dict[str, Any] | None, RoundTrip | None]:
-        """Encode the request body (history delta when it extends an earlier request) and return
-        that earlier round trip when it is at hand, so only the appended part gets parsed."""
+    def _encode_request(self, ex: Exchange, seq: int) -> dict[str, Any] | None:
+        """The request body's stored form: a history delta when it extends an earlier request."""
         body = ex.request_json()
         if not isinstance(body, dict) or ex.request_json_cut:
-            return None, None  # (a body cut at the walk bound is stored raw: exchange_to_record)
+            return None  # (a body cut at the walk bound is stored raw: exchange_to_record)
         form = self._encoder.encode(seq, body, self._history_key(ex, body))
         delta = form.get("delta")
         if delta is None:
-            return form, None
+            return form
         ex.history_delta = {
             "base": delta["base"],
             "keep": delta["keep"],
@@ -110,11 +94,12 @@ class CassetteWriter:
         }
         if delta.get("rewritten"):
             ex.history_delta["rewritten"] = True
-        return form, self._recent.get(delta["base"])
+        return form
 
-    def append(self, ex: Exchange) -> RoundTrip | None:
-        """Decode, redact, encode, parse (unless :attr:`requests` is false: then ``None``) and
-        write one round trip; returns its parsed round trip."""
+    def append(self, ex: Exchange) -> Exchange:
+        """Decode, redact, encode and write one round trip; returns it as written (redacted, its
+        ``seq`` set): what a caller that wants its parse hands to
+        :func:`cassettes.parsing.parse_exchange`."""
         decode_exchange(ex)
         with self._lock:
             seq = self._seq
@@ -122,27 +107,18 @@ class CassetteWriter:
             clean = self.redactor.exchange(ex)
             clean.seq = seq
             try:
-                form, base = self._encode_request(clean, seq)
+                form = self._encode_request(clean, seq)
             except orjson.JSONEncodeError:
                 # History items nested deeper than orjson writes cannot be hashed for the delta
                 # encoding: the body is stored whole (raw, see depth_safe_record) instead.
-                form, base = None, None
-            rt = parse_exchange(clean, base) if self.requests else None
-            if rt is not None:
-                # A base for a later request needs only the request side: keeping the response too
-                # held up to _RECENT whole responses (a 100 MB stream each) in the writer's memory.
-                self._recent[seq] = (
-                    rt.model_copy(update={"response": None}) if rt.response is not None else rt
-                )
-                while len(self._recent) > _RECENT:
-                    self._recent.pop(next(iter(self._recent)))
+                form = None
             rec = exchange_to_record(clean, seq, request_form=form)
             try:
                 data = dumps_record(rec)
             except orjson.JSONEncodeError:
                 data = dumps_record(depth_safe_record(rec, clean))
             self._file.append(data)
-            return rt
+            return clean
 
     def close(self) -> None:
         with self._lock:

@@ -156,8 +156,7 @@ def main(argv):
     for _ in range(5000):
         ex = next(runs)
         body = ex.request_json()
-        rt = w.append(ex)
-        print(rt.seq, digest(body, ex.response_chunks), flush=True)
+        print(w.append(ex).seq, digest(body, ex.response_chunks), flush=True)
 '''  # noqa: E501
 
 _LIB: dict[str, Any] = {}

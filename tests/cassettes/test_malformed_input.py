@@ -209,7 +209,7 @@ def write_read(*exchanges: Exchange) -> tuple[list[RoundTrip], list[Exchange]]:
     """Append to a fresh cassette, read it back; the writer's views and the read exchanges."""
     path = _tmp() / f"c{next(_names)}.jsonl"
     with CassetteWriter(path) as w:
-        views = [w.append(ex) for ex in exchanges]
+        views = [parse_exchange(w.append(ex)) for ex in exchanges]
     cas = read_records(path)
     assert cas.problems == [], [str(p) for p in cas.problems]
     assert len(cas.exchanges) == len(exchanges)

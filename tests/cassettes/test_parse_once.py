@@ -75,8 +75,8 @@ class Parses:
         self.messages = 0
 
 
-def _record(path: Path, exchanges: list[Exchange], **options: Any) -> None:
-    with CassetteWriter(path, meta={"source": "looptap proxy"}, **options) as w:
+def _record(path: Path, exchanges: list[Exchange]) -> None:
+    with CassetteWriter(path, meta={"source": "looptap proxy"}) as w:
         for ex in exchanges:
             w.append(dataclasses.replace(ex))
 
@@ -102,7 +102,7 @@ def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(
     parses = Parses(request)
     path = tmp_path / "run.jsonl"
     # The recorder (proxy/writer.py builds its writer so): nothing parsed.
-    _record(path, exchanges, requests=False)
+    _record(path, exchanges)
     assert not parses.requests and not parses.responses
     # The inspector opening the run: every request and every response parsed once.
     run = _opened(path)
@@ -132,18 +132,6 @@ def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(
     )
 
 
-def test_the_recorder_writes_the_same_records_without_parsing_requests(tmp_path: Path) -> None:
-    """What the recorder stores does not depend on the request parse it no longer makes: the same
-    round trips written with and without it give the same records."""
-    exchanges = _multi_turn()
-    with_requests, without = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    _record(with_requests, exchanges)
-    _record(without, exchanges, requests=False)
-    a, b = with_requests.read_bytes().splitlines()[1:], without.read_bytes().splitlines()[1:]
-    assert len(a) == len(exchanges)
-    assert a == b
-
-
 def _fresh(path: Path) -> dict[int, dict[str, Any]]:
     """Every round trip of the cassette at ``path`` parsed afresh, in full, by seq."""
     from cassettes.storage import read_records
@@ -167,7 +155,7 @@ def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(
     back through stored bases."""
     path = tmp_path / "run.jsonl"
     if shape == "corpus":
-        _record(path, _multi_turn(), requests=False)
+        _record(path, _multi_turn())
     else:
         from support.huge import write_huge
 
@@ -244,7 +232,7 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(
     from pydantic import BaseModel
 
     path = tmp_path / "run.jsonl"
-    _record(path, _multi_turn(), requests=False)
+    _record(path, _multi_turn())
     kept: list[tuple[int, bytes]] = []
     real_put = ParseStore.put
 

@@ -389,6 +389,7 @@ def test_bounds_parse_cuts_any_depth_and_keeps_shallow_json_whole() -> None:
 def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None:
     """Recorded live, the deep request keeps its exact bytes, and every reader says why it is
     cut."""
+    from cassettes.parsing import parse_exchange
     from cassettes.recording import CassetteWriter
     from cassettes.storage import read_records
     from tests.hostile.corpus import _OK, _chat, _deep_param_body
@@ -397,7 +398,7 @@ def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None
         path = tmp_path / f"d{depth}.jsonl"
         body = _deep_param_body(depth)
         with CassetteWriter(path) as w:
-            rt = w.append(_chat(body, _OK))
+            rt = parse_exchange(w.append(_chat(body, _OK)))
         assert any(_DEEP in e for e in rt.analysis_errors), rt.analysis_errors
         (ex,) = read_records(path).exchanges
         assert ex.request_body == body

@@ -79,33 +79,26 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
         return
     prev_len = ctx.prev.n_messages
     dropped = _dropped_before_answer(ctx)
-    if dropped:
-        asked = " (the user's question among them)" if dropped[1] else ""
+    # A provider item standing for earlier history (a compaction summary) marks a deliberate
+    # rewrite.
+    compacted = any(_is_compaction(m) for m in ctx.messages[: c.kept + 1])
+    if dropped or len(ctx.messages) < prev_len or compacted:
+        asked = " (the user's question among them)" if dropped and dropped[1] else ""
+        cut: dict[str, Any] = {"dropped": dropped[0]} if dropped else {}
         yield ctx.finding(
             "C.history_trimmed",
             Severity.INFO,
             f"The history starts with turn {ctx.prev.index}'s answer: the {dropped[0]} message(s) "
             f"of its request before it were dropped{asked}, so the model no longer sees what it "
-            "was asked.",
-            path=_item(ctx, c.kept),
-            related_turn=ctx.prev.index,
-            kept=c.kept,
-            dropped=dropped[0],
-        )
-        return
-    # A provider item standing for earlier history (a compaction summary) marks a deliberate
-    # rewrite.
-    compacted = any(_is_compaction(m) for m in ctx.messages[: c.kept + 1])
-    if len(ctx.messages) < prev_len or compacted:
-        yield ctx.finding(
-            "C.history_trimmed",
-            Severity.INFO,
-            f"The history was shortened or compacted: {prev_len} messages last turn, "
+            "was asked."
+            if dropped
+            else f"The history was shortened or compacted: {prev_len} messages last turn, "
             f"{len(ctx.messages)} now (kept the first {c.kept}). Intentional trimming or "
             "summarising looks like this.",
             path=_item(ctx, c.kept),
             related_turn=ctx.prev.index,
             kept=c.kept,
+            **cut,
         )
     elif c.kept < len(ctx.messages) and all(
         m.role in ("system", "developer") for m in ctx.messages[: c.kept + 1]

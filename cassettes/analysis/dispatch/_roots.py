@@ -63,24 +63,14 @@ def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]
 
 
 def _cause_of(f: Finding, here: list[Finding], before: list[Finding]) -> Finding | None:
+    """The first finding of this turn, then (scopes ``call`` and ``unrun``) of the previous one,
+    that is a cause of ``f`` by :data:`CAUSES`."""
     for code, scope in CAUSES.get(f.code, ()):
-        for c in here:
+        for c in here if scope == "turn" else here + before:
             if c is f or c.code != code or c.details.get("caused_by"):
                 continue
-            if (
-                scope == "turn"
-                or (scope == "call" and _same_call(f, c))
-                or (scope == "unrun" and _unrun_call(f, c))
-            ):
+            if scope == "turn" or (_same_call(f, c) if scope == "call" else _unrun_call(f, c)):
                 return c
-        if scope in ("call", "unrun"):
-            for c in before:
-                if (
-                    c.code == code
-                    and (_same_call(f, c) if scope == "call" else _unrun_call(f, c))
-                    and not c.details.get("caused_by")
-                ):
-                    return c
     return None
 
 
