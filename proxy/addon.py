@@ -105,6 +105,14 @@ OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
         "(also [tool.looptap.redact] patterns in ./pyproject.toml).",
     ),
     (
+        "looptap_flow_bodies",
+        bool,
+        True,
+        "Put each streamed response body back on its flow once it has ended, for the tools that "
+        "show or save flows (mitmweb, mitmdump -w). looptap's own launcher has none and turns "
+        "this off: one copy less of every body in memory.",
+    ),
+    (
         "looptap_durable",
         bool,
         False,
@@ -148,10 +156,7 @@ class LooptapRecorder:
         self.output: Path | None = None
         self.handoff = Handoff()
         self._extra_hosts: tuple[str, ...] = ()
-        #: Put each streamed response body back on its flow once it has ended, for the tools that
-        #: show or save flows (mitmweb, mitmdump -w). looptap's own launcher has none and turns
-        #: this off: one copy less of every body in memory.
-        self.flow_bodies = True
+        self._flow_bodies = True
         self._durable = False
         #: How each upstream connection ended (reset or closed by the peer), to pass it on as it
         #: was.
@@ -172,6 +177,8 @@ class LooptapRecorder:
     def configure(self, updated: set[str]) -> None:
         if "looptap_durable" in updated:
             self._durable = bool(ctx.options.looptap_durable)
+        if "looptap_flow_bodies" in updated:
+            self._flow_bodies = bool(ctx.options.looptap_flow_bodies)
         if "looptap_record_hosts" in updated:
             self._extra_hosts = tuple(ctx.options.looptap_record_hosts)
         if updated & {"looptap_output", "looptap_fsync", "looptap_durable"}:
@@ -271,7 +278,7 @@ class LooptapRecorder:
             return
         tee = flow.metadata.get("looptap_tee")
         if (
-            self.flow_bodies
+            self._flow_bodies
             and tee is not None
             and flow.response is not None
             and flow.response.raw_content is None

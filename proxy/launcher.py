@@ -225,7 +225,6 @@ class Recorder:
         self.config = config
         self.listeners = config.listeners()
         self.addon = LooptapRecorder()
-        self.addon.flow_bodies = False  # no flow is shown or saved: one copy less of each body
         self.master: master.Master | None = None
         self._task: asyncio.Task[None] | None = None
         self.env: dict[str, str] = {}
@@ -269,6 +268,7 @@ class Recorder:
                 looptap_record_hosts=list(cfg.record_hosts),
                 looptap_redact_headers=list(cfg.redact_headers),
                 looptap_redact_patterns=list(cfg.redact_patterns),
+                looptap_flow_bodies=False,
                 looptap_durable=cfg.durable,
                 looptap_fsync=cfg.fsync,
             )
