@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from cassettes.fleet._command import cmd_fleet, cmd_index, cmd_query, export_parquet
 from cassettes.fleet._files import RUN_SUFFIXES, run_files
-from cassettes.fleet._index import connect, runs_mentioning, update
+from cassettes.fleet._index import connect, overviews, runs_mentioning, update
 from cassettes.fleet._questions import cost, failing_turns, findings, since_time
 from cassettes.fleet._rows import stamp_of
 from cassettes.fleet.schema import TABLES, doc_table
@@ -32,6 +32,7 @@ __all__ = [
     "export_parquet",
     "failing_turns",
     "findings",
+    "overviews",
     "run_files",
     "runs_mentioning",
     "since_time",

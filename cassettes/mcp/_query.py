@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.analysis.dispatch import is_consequence
-from cassettes.fleet import runs_mentioning
+from cassettes.fleet import overviews, runs_mentioning
 from cassettes.hints import install_command
 from cassettes.mcp._answers import (
     DEFAULT_CHARS,
@@ -130,7 +130,14 @@ def list_runs(runs: Runs, offset: int, limit: int, max_bytes: int) -> dict[str, 
     files = runs.files()
     chosen = files[max(offset, 0) : max(offset, 0) + max(1, min(limit, 100))]
     rows: list[dict[str, Any]] = []
+    indexed = overviews(runs.roots, chosen)  # the fleet index's, where it is up to date
     for p in chosen:
+        hit = indexed.get(p)
+        if hit is not None:
+            rows.append(
+                {"recorded_run": text(runs.label(p), 300), "bytes": p.stat().st_size, **hit}
+            )
+            continue
         try:
             rows.append(_overview(runs, *runs.open(str(p))))
         except QueryError as exc:

@@ -176,3 +176,33 @@ def test_schema_is_the_documented_one(indexed: tuple[Path, Path]) -> None:
         "caused_by", "message",
     ]  # fmt: skip
     assert list(TABLES) == ["runs", "conversations", "turns", "findings", "tool_calls"]
+
+
+def test_mcp_list_runs_reads_the_index_and_gives_the_same_answer(
+    indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an index beside the root, ``list_runs`` takes each up-to-date run's figures from it
+    (no run is opened) and answers exactly as when it reads the runs; a run changed since the
+    index is read."""
+    from cassettes.mcp import Runs, list_runs
+
+    runs, _ = indexed
+    shutil.rmtree(runs.parent / ".looptap", ignore_errors=True)
+    read = list_runs(Runs([runs]), 0, 100, 6000)
+    r = looptap("index", str(runs))
+    assert r.returncode == 0, r.stderr
+    assert (runs.parent / ".looptap" / "fleet.duckdb").is_file()
+    opened: list[str] = []
+    real_open = Runs.open
+
+    def counted(self: Runs, name: str) -> Any:
+        opened.append(name)
+        return real_open(self, name)
+
+    monkeypatch.setattr(Runs, "open", counted)
+    assert list_runs(Runs([runs]), 0, 100, 6000) == read
+    assert opened == []
+    changed = sorted(runs.glob("*.yaml"))[0]
+    os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns + 10**9))
+    list_runs(Runs([runs]), 0, 100, 6000)
+    assert opened == [str(changed)]

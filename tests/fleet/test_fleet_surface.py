@@ -13,7 +13,7 @@ import cassettes.fleet as fleet
 EXPORTED = [
     "RUN_SUFFIXES", "TABLES",
     "cmd_fleet", "cmd_index", "cmd_query", "connect", "cost", "doc_table", "export_parquet",
-    "failing_turns", "findings", "run_files", "runs_mentioning", "since_time",
+    "failing_turns", "findings", "overviews", "run_files", "runs_mentioning", "since_time",
     "stamp_of", "update",
 ]  # fmt: skip
 PUBLIC_MODULES = ["schema"]

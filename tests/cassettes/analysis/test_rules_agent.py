@@ -197,11 +197,13 @@ def test_the_html_report_lists_the_broken_rules(recording: Path, tmp_path: Path)
 
 @needs_recorder
 def test_the_fleet_index_lists_the_broken_rules_once_rules_are_in_force(
-    recording: Path, tmp_path: Path
+    recording: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Indexed first with no rules, the run is read again when a rules file comes in force (its
-    findings depend on it), and its broken rules are the index's findings."""
+    findings depend on it), and its broken rules are the index's findings; the MCP server's
+    listing takes the index's figures only under the rules they were indexed with."""
     pytest.importorskip("duckdb")
+    from cassettes.fleet import overviews
 
     run = tmp_path / "runs" / "retail.jsonl"
     run.parent.mkdir()
@@ -217,6 +219,10 @@ def test_the_fleet_index_lists_the_broken_rules_once_rules_are_in_force(
     assert index_and_count("") == 0
     assert index_and_count(rules) == 5
     assert index_and_count(rules) == 5  # unchanged: not read again, kept
+    monkeypatch.setenv("LOOPTAP_RULES", rules)
+    assert overviews([run.parent], [run])[run]["findings"]["E"] == {"warning": 5}
+    monkeypatch.setenv("LOOPTAP_RULES", "")
+    assert overviews([run.parent], [run]) == {}
 
 
 @needs_recorder
