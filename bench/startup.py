@@ -272,7 +272,9 @@ HOW = """
   arguments that are not plainly valid (`cassettes/analysis/_plain_schema.py`); `replay` imports no analysis before
   it serves.
 - `looptap` freezes the heap at exit (`gc.freeze` from `atexit`): the interpreter's last collection walked
-  every object a command left, a fifth of a small `show`'s CPU time.
+  every object a command left, a fifth of a small `show`'s CPU time. `show` imports its modules (reader, analysis,
+  views, every provider adapter) with the collector paused and then freezes them (`cassettes.cli.loading`):
+  no collection walks those classes and validators, then or later.
 
 `tests/test_startup_imports.py` holds these boundaries by the modules a fresh interpreter loads (no timings in tests).
 """  # noqa: E501

@@ -104,7 +104,7 @@ def test_the_registry_facade_names_are_pinned() -> None:
     assert commands.__all__ == [
         "COMMANDS", "EXIT_ERROR", "EXIT_OK", "WHY_OPTIONS",
         "Arg", "Args", "Command", "Handler",
-        "add_args", "add_command", "declared", "err", "flag", "many",
+        "add_args", "add_command", "declared", "err", "flag", "loading", "many",
     ]  # fmt: skip
     assert all(getattr(commands, name) is not None for name in commands.__all__)
     modules = [m.name for m in pkgutil.iter_modules(commands.__path__)]

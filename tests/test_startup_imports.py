@@ -357,3 +357,36 @@ def test_the_command_line_does_not_collect_garbage_at_exit(tmp_path: Path) -> No
     ).stderr
     frozen = [int(line.split()[1]) for line in err.splitlines() if line.startswith("FROZEN ")]
     assert len(frozen) == 1 and frozen[0] > 10_000, err
+
+
+def test_show_imports_with_the_collector_paused_and_freezes_what_it_imported(
+    tmp_path: Path,
+) -> None:
+    """``show`` imports its modules (the run's reader, the analysis, the views, every provider
+    adapter) with the cyclic collector paused, then freezes them (``cli.loading``): no collection
+    walks them while they are built, and none after (they are out of ``gc.get_objects()``)."""
+    path = _run(tmp_path / "chat.jsonl", tools=False)
+    code = (
+        "import gc, os, sys\n"
+        "during = []\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and "
+        "during.append('cassettes.reading._run' in sys.modules and "
+        "'cassettes.providers.mcp' not in sys.modules))\n"
+        "real = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\nfrom "
+        f"cassettes.cli import main\nmain(['show', {str(path)!r}])\n"
+        "import cassettes.providers.mcp as adapter, cassettes.analysis as analysis\n"
+        "tracked = {id(o) for o in gc.get_objects()}\n"
+        "os.write(real, f'{sum(during)} {len(during)} {gc.get_freeze_count()} {id(adapter.Mcp) in "
+        "tracked} {id(analysis.RunAnalyser) in tracked}'.encode())\n"
+    )
+    out = progress.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[1],
+    ).stdout
+    while_importing, collections, frozen, adapter_tracked, analyser_tracked = out.split()
+    assert int(collections) > 0  # the collector did run, before and after
+    assert int(while_importing) == 0, out
+    assert int(frozen) > 10_000 and adapter_tracked == "False" and analyser_tracked == "False", out

@@ -45,9 +45,10 @@ from cassettes.commands import (  # noqa: E402 - after the interrupt watch
     EXIT_OK,
     add_command,
     err,
+    loading,
 )
 
-__all__ = ["build_parser", "main", "subcommand_of", "tune_gc"]
+__all__ = ["build_parser", "loading", "main", "subcommand_of", "tune_gc"]
 
 
 class _Version(argparse.Action):

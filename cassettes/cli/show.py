@@ -1,5 +1,7 @@
 """``looptap show``: a run printed, one summary per round trip (or one
-JSON object per line), then its analysis.
+JSON object per line), then its analysis. The registry imports this module under
+:func:`cassettes.cli.loading` (the collector paused, then frozen): the run's reader, the analysis,
+the views and every provider adapter load here, at the top.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from cassettes.commands._registry import (
     add_command,
     err,
     flag,
+    loading,
     many,
 )
 
@@ -43,6 +44,7 @@ __all__ = [
     "declared",
     "err",
     "flag",
+    "loading",
     "many",
 ]
 
@@ -127,6 +129,7 @@ COMMANDS = (
             ),
         },
         run="cassettes.cli.show:cmd_show",
+        loading=True,
     ),
     Command(
         "import",
@@ -154,6 +157,7 @@ COMMANDS = (
             "-o --output": Arg("where to write the demo cassette", default="looptap-demo.jsonl"),
         },
         run="cassettes.cli.demo:cmd_demo",
+        loading=True,
     ),
     Command(
         "compare",
