@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from proxy import messages
 from proxy.pipe import SETTLE, FrameReader, enlarge_pipe, frame, write_parts
@@ -45,6 +45,23 @@ START_TIMEOUT = 60.0
 
 class HandoffError(RuntimeError):
     """The writer could not start, or a round trip could not be handed to it (one line)."""
+
+
+class WriterProcess(Protocol):
+    """What :class:`Handoff` needs of the writer: a ``multiprocessing.Process`` (or a thread, in
+    tests)."""
+
+    def is_alive(self) -> bool: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+
+class Pipe(Protocol):
+    """One end of a pipe (a ``multiprocessing`` connection): only its file descriptor is used."""
+
+    def fileno(self) -> int: ...
+
+    def close(self) -> None: ...
 
 
 class Receipt:
@@ -93,11 +110,9 @@ class Handoff:
         #: writer answers in that order): its receipt, if it has one. Guarded by :attr:`_done`.
         self._pending: deque[Receipt | None] = deque()
         self._done = threading.Condition()
-        #: The writer (a ``multiprocessing.Process``; a thread, in tests) and the connections to
-        #: and from it (``multiprocessing``'s), used only for their file descriptors.
-        self._process: Any = None
-        self._inbox: Any = None
-        self._outbox: Any = None
+        self._process: WriterProcess | None = None
+        self._inbox: Pipe | None = None
+        self._outbox: Pipe | None = None
         self._answers = FrameReader()
         self._answers_eof = False
         self._writer_gone = False
@@ -149,7 +164,7 @@ class Handoff:
             raise
 
     def connect(
-        self, process: Any, inbox: Any, outbox: Any, timeout: float = START_TIMEOUT
+        self, process: WriterProcess, inbox: Pipe, outbox: Pipe, timeout: float = START_TIMEOUT
     ) -> None:
         """Use a started writer: frames go into ``inbox``, its answers come from ``outbox``. Waits
         for its ``ready`` answer; raises :class:`HandoffError` (both ends closed) without one."""
@@ -224,6 +239,7 @@ class Handoff:
         self.flush()
         self._detach()  # from here on this thread does the pumping
         inbox, outbox = self._inbox, self._outbox
+        assert inbox is not None and outbox is not None
         deadline = time.monotonic() + 30
         while (
             self._overflow
@@ -279,6 +295,7 @@ class Handoff:
         messages.error(f"round trip NOT recorded: {what}")
 
     def _send(self, parts: list[memoryview]) -> None:
+        assert self._inbox is not None
         with self._io:
             if not self._overflow:
                 try:
