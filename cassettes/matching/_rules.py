@@ -299,13 +299,6 @@ class Rules:
         out: list[IgnorePath | Substitution] = [r for r in self.ignore if r.family is not None]
         return out + [s for s in self.substitute if s.family is not None]
 
-    def texts(self) -> list[str]:
-        return (
-            [r.text for r in self.ignore]
-            + [s.text for s in self.substitute]
-            + [f"volatile tool {n}" for n in self.volatile_tools]
-        )
-
     # -- applying ----------------------------------------------------------------------------
     def wants_results(self) -> bool:
         """Whether :meth:`prepare` needs the body's tool results located (a tool rule is set)."""

@@ -25,7 +25,7 @@ _MODULES = {
         "Relation branch_line branch_origin first_turn fork_notes locate origin_fields origin_in "
         "origin_of read_entries relate with_notes"
     ),
-    "_budget": "RunTooLargeError memory_budget rss",
+    "_budget": "RunTooLargeError memory_budget within_budget",
     "_compression": "compressor decompressor",
     "_conversion": "cassette_of",
     "_formats": "detect sniff",
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
         relate,
         with_notes,
     )
-    from cassettes.reading._budget import RunTooLargeError, memory_budget, rss
+    from cassettes.reading._budget import RunTooLargeError, memory_budget, within_budget
     from cassettes.reading._compression import compressor, decompressor
     from cassettes.reading._conversion import cassette_of
     from cassettes.reading._database import APPLICATION_ID, SCHEMA, location
@@ -98,10 +98,10 @@ __all__ = [
     "packed",
     "read_entries",
     "relate",
-    "rss",
     "show_objects",
     "show_pairs",
     "sniff",
     "timeline",
     "with_notes",
+    "within_budget",
 ]

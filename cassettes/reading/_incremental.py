@@ -81,20 +81,17 @@ class RunReader:
         path: str | Path,
         body_cache: int = BODY_CACHE,
         turn_cache: int = TURN_CACHE,
-        store_dir: str | Path | None = None,
         *,
         summaries: bool = True,
         cache: bool = False,
     ) -> None:
-        self._made = (path, body_cache, turn_cache, store_dir, summaries)  # (:meth:`restart`)
+        self._made = (path, body_cache, turn_cache, summaries)  # (:meth:`restart`)
         #: The cassette's records (index and request bodies), read ahead by :meth:`step`.
         self.source = RecordSource(path, body_cache)
         self.index = self.source.index
         # Take a kept analysis on the first step, or keep this one once finished
         # (docs/kept-analysis.md).
         self._cache = cache
-        #: Where the stores' temporary files go (``None``: the system's temporary directory).
-        self.store_dir = store_dir
         # The records for viewers re-reading one round trip: a cache of bodies of their own, so a
         # viewer thread can read while another thread steps the analysis.
         self._viewer = self.source.fork(16)
@@ -110,7 +107,7 @@ class RunReader:
         #: the rows of a kept analysis.
         self.usage: dict[int, tuple[str, int | None, int | None, str | None]] = {}
         #: Every turn's full JSON (:meth:`full_turn`).
-        self.turn_store = TurnStore(store_dir)
+        self.turn_store = TurnStore()
         self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
         self._turn_cache = turn_cache
         self._lock = threading.Lock()
@@ -145,8 +142,8 @@ class RunReader:
         self._viewer.close()
         self.analyser.state.threader.close()
         self.analyser.state.spill.close()
-        path, body_cache, turn_cache, store_dir, summaries = self._made
-        self.__init__(path, body_cache, turn_cache, store_dir, summaries=summaries)  # type: ignore[misc]
+        path, body_cache, turn_cache, summaries = self._made
+        self.__init__(path, body_cache, turn_cache, summaries=summaries)  # type: ignore[misc]
 
     @property
     def analysis(self) -> RunAnalysis:
@@ -400,7 +397,7 @@ def take(reader: RunReader) -> bool:
     assert reader.records == 0 and reader.index.consumed == 0, (
         "a kept analysis is taken before anything is read"
     )
-    taken = _snapshot.take(reader.index, reader.store_dir)
+    taken = _snapshot.take(reader.index)
     if taken is None:
         return False
     if taken.found.continuation is not None:

@@ -10,7 +10,6 @@ from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterator
-from pathlib import Path
 from typing import IO, Any
 
 from cassettes.analysis import Turn
@@ -39,8 +38,7 @@ class TurnStore:
     #: Uncompressed bytes per block (about 25 turns of a coding agent).
     BLOCK = 256 * 1024
 
-    def __init__(self, directory: str | Path | None = None) -> None:
-        self._dir = directory
+    def __init__(self) -> None:
         self._file: IO[bytes] | None = None
         self._end = 0
         self._lock = threading.Lock()
@@ -85,9 +83,7 @@ class TurnStore:
             if self._closed:
                 return
             if self._file is None:
-                self._file = tempfile.TemporaryFile(
-                    prefix="looptap-turns-", dir=self._dir, buffering=0
-                )
+                self._file = tempfile.TemporaryFile(prefix="looptap-turns-", buffering=0)
             at = self._end
             self._file.seek(at)
             self._file.write(packed)
@@ -130,18 +126,6 @@ class TurnStore:
             block = self._seal() if self._filling and not self._closed else None
         if block is not None:
             self._compress(block)
-
-    def buffered(self) -> int:
-        """Bytes held in memory for the file: the block being filled and a block being compressed
-        (two blocks at most, however long the run)."""
-        with self._lock:
-            return len(self._filling) + sum(len(d) for d in self._waiting.values())
-
-    @property
-    def size(self) -> int:
-        """Bytes on disk (compressed blocks) and in memory (blocks not yet compressed)."""
-        with self._lock:
-            return self._end + len(self._filling) + sum(len(d) for d in self._waiting.values())
 
     def kept(self) -> tuple[IO[bytes] | None, int, dict[str, Any]]:
         """Its file (``None``: nothing written yet), the bytes it holds, and where each block is

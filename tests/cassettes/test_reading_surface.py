@@ -15,8 +15,8 @@ EXPORTED = [
     "analyser_digest", "branch_line", "branch_origin", "cassette_of", "compressor",
     "decompressor", "detect", "first_turn", "fork_notes", "keep", "locate", "location",
     "memory_budget", "open_run", "origin_fields", "origin_in", "origin_of", "packed",
-    "read_entries", "relate", "rss", "show_objects", "show_pairs", "sniff", "timeline",
-    "with_notes",
+    "read_entries", "relate", "show_objects", "show_pairs", "sniff", "timeline",
+    "with_notes", "within_budget",
 ]  # fmt: skip
 
 
