@@ -33,7 +33,7 @@ _MODULES = {
     "_database": "APPLICATION_ID SCHEMA location",
     "_show_objects": "show_objects show_pairs",
     "_stores": "TurnStore",
-    "_timeline": "timeline",
+    "_timeline": "header_time timeline",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from cassettes.reading._run import Run, open_run
     from cassettes.reading._show_objects import show_objects, show_pairs
     from cassettes.reading._stores import TurnStore
-    from cassettes.reading._timeline import timeline
+    from cassettes.reading._timeline import header_time, timeline
 
 
 __getattr__ = on_first_use(__name__, _EXPORTS)
@@ -87,6 +87,7 @@ __all__ = [
     "detect",
     "first_turn",
     "fork_notes",
+    "header_time",
     "keep",
     "locate",
     "location",

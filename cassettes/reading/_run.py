@@ -217,7 +217,7 @@ class Run:
         return again(each) if again is not None else (each(ex, rt) for ex, rt in self.pairs)
 
     def close(self) -> None:
-        """Let go of what the reader keeps on disk (the store of full turns and parses)."""
+        """Let go of what the reader keeps on disk (the store of full turns)."""
         self._reader.close()
 
     def __bool__(self) -> bool:  # a run is a run, even an empty one

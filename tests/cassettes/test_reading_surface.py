@@ -13,8 +13,8 @@ EXPORTED = [
     "APPLICATION_ID", "MAX_CONTINUATION", "SCHEMA",
     "Batch", "Relation", "Run", "RunReader", "RunTooLargeError", "TurnStore",
     "analyser_digest", "branch_line", "branch_origin", "cassette_of", "compressor",
-    "decompressor", "detect", "first_turn", "fork_notes", "keep", "locate", "location",
-    "memory_budget", "open_run", "origin_fields", "origin_in", "origin_of", "packed",
+    "decompressor", "detect", "first_turn", "fork_notes", "header_time", "keep", "locate",
+    "location", "memory_budget", "open_run", "origin_fields", "origin_in", "origin_of", "packed",
     "read_entries", "relate", "show_objects", "show_pairs", "sniff", "timeline",
     "with_notes", "within_budget",
 ]  # fmt: skip
