@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from cassettes.hints import count
 from cassettes.reading import memory_budget, open_run, within_budget
 from cassettes.storage import BLOCK, RecordSource
 from cassettes.wire import Exchange
@@ -59,8 +58,7 @@ class IndexedRecordings:
             recs = self.source.poll(BLOCK)
             at_end = index.consumed + index.pending >= index.size()
             yield from self._take(recs, len(index) - len(recs))
-            read = count(len(self.source), "round trip")
-            within_budget(self.path, budget, "serving", read, index)
+            within_budget(self.path, budget, "serving", index, len(self.source))
             if at_end:
                 break
         tail = self.source.close_tail()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cassettes.errors import CassetteError
+from cassettes.hints import count
 
 if TYPE_CHECKING:
     from cassettes.storage import RecordIndex
@@ -54,16 +55,20 @@ def within_budget(
     p: Path,
     budget: int | None,
     doing: str,
-    read: str,
     index: RecordIndex,
+    records: int,
+    conversations: int | None = None,
     close: Callable[[], None] = lambda: None,
 ) -> None:
     """Raise :class:`RunTooLargeError` (after ``close()``) when this process holds more than
     ``budget`` bytes while ``doing`` (``analysing``, ``serving``) the run at ``p``, read through
-    ``index``; saying how far it got (``read``: what was read)."""
+    ``index``; saying how far it got (the round trips and conversations read)."""
     used = rss() if budget is not None else None
     if used is not None and budget is not None and used > budget:
         close()
+        read = count(records, "round trip")
+        if conversations is not None:
+            read += f" and {count(conversations, 'conversation')}"
         raise RunTooLargeError(
             f"{p}: {doing} this run needs more than the memory budget of {budget // 2**20:,} "
             f"MB ({read} read, {index.consumed * 100 // max(index.size(), 1)} "

@@ -487,15 +487,11 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
         at_end = run.step(STEP_BYTES).at_end
         if progress is not None:
             progress(reader.index.consumed, reader.index.size(), reader.records)
-        within_budget(p, budget, "analysing", _so_far(reader), reader.index, run.close)
+        convs = len(reader.analysis.conversations)
+        within_budget(p, budget, "analysing", reader.index, reader.records, convs, run.close)
     try:
         run.finish()
     except CassetteFormatError as exc:  # nothing but an unfinished header line
         raise CassetteFormatError(str(exc)) from None
     reader.settle()  # complete: its analysis kept, its round trips read again on each pass
     return run
-
-
-def _so_far(reader: RunReader) -> str:
-    conversations = len(reader.analysis.conversations)
-    return f"{count(reader.records, 'round trip')} and {count(conversations, 'conversation')}"
