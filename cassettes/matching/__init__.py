@@ -35,7 +35,7 @@ _MODULES = {
     ),
     "_ruletable": "from_flags from_table rules_from_config",
     "_config": "RuleError find_config project_table",
-    "_places": "MAX_PATH here path_value recorded recorded_time volatile_for",
+    "_places": "MAX_PATH here path_value recorded volatile_for",
     "_jsondiff": "Change clip format_path json_diff short window",
     "_requestkey": "RequestKey bare_text request_key",
     "_verdicts": "Verdict attribute",
@@ -60,7 +60,6 @@ if TYPE_CHECKING:
         here,
         path_value,
         recorded,
-        recorded_time,
         volatile_for,
     )
     from cassettes.matching._recording import EXCHANGE_CACHE, InMemory, Recorded
@@ -147,7 +146,6 @@ __all__ = [
     "project_rules",
     "project_table",
     "recorded",
-    "recorded_time",
     "report_lines",
     "request_key",
     "rules_from_config",

@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from cassettes.hints import count
-from cassettes.reading import RunTooLargeError, memory_budget, open_run, rss
+from cassettes.reading import memory_budget, open_run, within_budget
 from cassettes.storage import BLOCK, RecordSource
 from cassettes.wire import Exchange
 
@@ -59,14 +58,7 @@ class IndexedRecordings:
             recs = self.source.poll(BLOCK)
             at_end = index.consumed + index.pending >= index.size()
             yield from self._take(recs, len(index) - len(recs))
-            used = rss() if budget is not None else None
-            if used is not None and budget is not None and used > budget:
-                raise RunTooLargeError(
-                    f"{self.path}: serving this run needs more than the memory budget of "
-                    f"{budget // 2**20:,} MB ({count(len(self.source), 'round trip')} read, "
-                    f"{index.consumed * 100 // max(index.size(), 1)} % of the file); set "
-                    "LOOPTAP_MEMORY_BUDGET_MB to allow more"
-                )
+            within_budget(self.path, budget, "serving", index, len(self.source))
             if at_end:
                 break
         tail = self.source.close_tail()

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cassettes.errors import ReplayMiss
 from cassettes.matching._jsondiff import ECHO, Change, Shown, clip, json_diff, window
 from cassettes.matching._requestkey import RequestKey
 from cassettes.matching._verdicts import Verdict, attribute
@@ -86,9 +85,6 @@ class Miss:
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
-
-    def error(self) -> ReplayMiss:
-        return ReplayMiss(str(self))
 
 
 def miss_of(

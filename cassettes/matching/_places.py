@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from cassettes.matching._volatile import VolatileSpans, this_process
+from cassettes.reading import header_time
 
-__all__ = ["MAX_PATH", "here", "recorded", "recorded_time", "volatile_for"]
+__all__ = ["MAX_PATH", "here", "recorded", "volatile_for"]
 
 #: The header fields (in ``meta``): the agent's working directory, its home.
 PLACES = ("cwd", "home")
@@ -60,25 +61,8 @@ def recorded(header: Any) -> tuple[list[str], list[str]]:
     return ([cwd] if cwd else []), ([home] if home else [])
 
 
-def recorded_time(header: Any) -> float | None:
-    """When the run under ``header`` was recorded (its ``created`` time, epoch seconds), or
-    ``None`` when the header does not say it in a form read here."""
-    import datetime as dt
-
-    created = header.get("created") if isinstance(header, Mapping) else None
-    if not isinstance(created, str) or len(created) > 64:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(created.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
-
-
 def volatile_for(header: Any) -> VolatileSpans:
     """The built-in detectors for replaying the run under ``header`` here: this process's cwd and
     home, and the recording's; an epoch near when it was recorded."""
     cwds, homes = recorded(header)
-    return VolatileSpans(
-        recorded_cwd=cwds, recorded_home=homes, recorded_time=recorded_time(header)
-    )
+    return VolatileSpans(recorded_cwd=cwds, recorded_home=homes, recorded_time=header_time(header))

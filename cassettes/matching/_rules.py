@@ -299,13 +299,6 @@ class Rules:
         out: list[IgnorePath | Substitution] = [r for r in self.ignore if r.family is not None]
         return out + [s for s in self.substitute if s.family is not None]
 
-    def texts(self) -> list[str]:
-        return (
-            [r.text for r in self.ignore]
-            + [s.text for s in self.substitute]
-            + [f"volatile tool {n}" for n in self.volatile_tools]
-        )
-
     # -- applying ----------------------------------------------------------------------------
     def wants_results(self) -> bool:
         """Whether :meth:`prepare` needs the body's tool results located (a tool rule is set)."""
@@ -323,11 +316,11 @@ class Rules:
         spans: list[Span] = []
         tools = set(self.volatile_tools)
         for path, name in results:
-            if name in tools:
-                body = _replace_at(body, path, 0, spans, f"volatile tool {name}")
+            if name in tools and path:
+                body = _written_out(body, path, 0, (), spans, f"volatile tool {name}", TOOL_RESULT)
         for rule in self.ignore:
             if rule.family is None or rule.family == family:
-                body = _drop(body, rule, 0, (), spans)
+                body = _written_out(body, rule.path, 0, (), spans, rule.text, IGNORED)
         return body, spans
 
     def substitutions(self, family: str | None) -> list[Substitution]:
@@ -375,27 +368,21 @@ def _shown(value: Any) -> str:
     )
 
 
-def _replace_at(body: Any, path: tuple[PathItem, ...], i: int, spans: list[Span], rule: str) -> Any:
-    """``body`` with the value at ``path`` written :data:`TOOL_RESULT_MARK` (copied along the
-    path)."""
-    if i == len(path):
-        spans.append(Span(path, TOOL_RESULT, _shown(body), rule))
-        return TOOL_RESULT_MARK
-    step = path[i]
-    if isinstance(body, dict) and isinstance(step, str) and step in body:
-        return {**body, step: _replace_at(body[step], path, i + 1, spans, rule)}
-    if isinstance(body, list) and isinstance(step, int) and 0 <= step < len(body):
-        out = list(body)
-        out[step] = _replace_at(body[step], path, i + 1, spans, rule)
-        return out
-    return body
-
-
-def _drop(value: Any, rule: IgnorePath, i: int, at: tuple[PathItem, ...], spans: list[Span]) -> Any:
-    """``value`` (at body path ``at``) without what ``rule.path[i:]`` names; unchanged parts
-    shared."""
-    seg = rule.path[i]
-    last = i == len(rule.path) - 1
+def _written_out(
+    value: Any,
+    path: Sequence[Segment],
+    i: int,
+    at: tuple[PathItem, ...],
+    spans: list[Span],
+    rule: str,
+    detector: str,
+) -> Any:
+    """``value`` (at body path ``at``) with what ``path[i:]`` names written out, and a span for
+    each value it stood for: an ignored key (``IGNORED``) dropped, an ignored list element
+    written :data:`IGNORED_MARK`, a volatile tool's result (``TOOL_RESULT``)
+    :data:`TOOL_RESULT_MARK`. Unchanged parts shared."""
+    seg = path[i]
+    last = i == len(path) - 1
     if isinstance(value, dict) and (seg is ANY_KEY or isinstance(seg, str)):
         keys: list[str] = (
             list(value)
@@ -406,26 +393,29 @@ def _drop(value: Any, rule: IgnorePath, i: int, at: tuple[PathItem, ...], spans:
             return value
         out = dict(value)
         for k in keys:
-            if last:
-                spans.append(Span((*at, k), IGNORED, _shown(value[k]), rule.text))
+            if not last:
+                out[k] = _written_out(value[k], path, i + 1, (*at, k), spans, rule, detector)
+                continue
+            spans.append(Span((*at, k), detector, _shown(value[k]), rule))
+            if detector == IGNORED:
                 del out[k]
             else:
-                out[k] = _drop(value[k], rule, i + 1, (*at, k), spans)
+                out[k] = TOOL_RESULT_MARK
         return out
     if isinstance(value, list) and (seg is ANY_INDEX or isinstance(seg, int)):
         idx = (
             range(len(value))
             if seg is ANY_INDEX
-            else ([seg] if isinstance(seg, int) and seg < len(value) else [])
+            else ([seg] if isinstance(seg, int) and 0 <= seg < len(value) else [])
         )
         if not idx:
             return value
         lst = list(value)
         for j in idx:
-            if last:
-                spans.append(Span((*at, j), IGNORED, _shown(value[j]), rule.text))
-                lst[j] = IGNORED_MARK
-            else:
-                lst[j] = _drop(value[j], rule, i + 1, (*at, j), spans)
+            if not last:
+                lst[j] = _written_out(value[j], path, i + 1, (*at, j), spans, rule, detector)
+                continue
+            spans.append(Span((*at, j), detector, _shown(value[j]), rule))
+            lst[j] = IGNORED_MARK if detector == IGNORED else TOOL_RESULT_MARK
         return lst
     return value

@@ -10,9 +10,7 @@ from typing import Any, TypeVar
 from cassettes.matching._config import RuleError, project_table
 from cassettes.matching._rules import (
     MAX_RULES,
-    IgnorePath,
     Rules,
-    Substitution,
     parse_ignore,
     parse_substitution,
     parse_volatile_tool,
@@ -40,9 +38,9 @@ def from_table(table: Mapping[str, Any], where: str) -> Rules:
             )
     rules = Rules(sources=[where])
     for item in _list(table, "ignore", where):
-        rules.ignore.append(_ignore_entry(item, where))
+        rules.ignore.append(_entry(item, where, "ignore", parse_ignore, _IGNORE))
     for item in _list(table, "substitute", where):
-        rules.substitute.append(_substitute_entry(item, where))
+        rules.substitute.append(_entry(item, where, "substitute", parse_substitution, _SUBSTITUTE))
     for item in _list(table, "volatile_tools", where):
         if not isinstance(item, str):
             raise RuleError(f"{where}: volatile_tools: each entry is a tool's name")
@@ -61,44 +59,30 @@ def rules_from_config(cassette: str | Path | None = None, cwd: str | Path | None
     return Rules() if found is None else from_table(*found)
 
 
-def _ignore_entry(item: Any, where: str) -> IgnorePath:
-    """One entry of ``ignore``: a string ``PATH`` / ``FAMILY:PATH`` or a table ``{path,
-    family}``."""
-    if isinstance(item, str):
-        return _at(where, parse_ignore, item)
-    if (
-        isinstance(item, Mapping)
-        and isinstance(item.get("path"), str)
-        and set(item) <= {"path", "family"}
-    ):
-        return _at(where, parse_ignore, item["path"], _family(item, "ignore", where))
-    raise RuleError(
-        f'{where}: ignore: each entry is a path ("metadata.*") or {{path = "…", family = "…"}}'
-    )
+#: An entry of ``ignore`` and of ``substitute`` as a table: its fields (besides ``family``), and
+#: how a message says the entry's forms.
+_IGNORE = (("path",), 'a path ("metadata.*") or {path = "…", family = "…"}')
+_SUBSTITUTE = (
+    ("pattern", "replacement"),
+    '"REGEX=REPLACEMENT" or {pattern = "…", replacement = "…"}',
+)
 
 
-def _substitute_entry(item: Any, where: str) -> Substitution:
-    """One entry of ``substitute``: ``"REGEX=REPLACEMENT"`` or a table ``{pattern, replacement,
-    family}``."""
+def _entry(
+    item: Any, where: str, key: str, parse: Callable[..., _T], form: tuple[tuple[str, ...], str]
+) -> _T:
+    """One entry of ``key`` (``ignore``, ``substitute``): a string (``PATH`` /
+    ``FAMILY:PATH``, ``"REGEX=REPLACEMENT"``), or a table of ``form``'s fields and ``family``."""
     if isinstance(item, str):
-        return _at(where, parse_substitution, item)
+        return _at(where, parse, item)
+    fields, said = form
     if (
         isinstance(item, Mapping)
-        and isinstance(item.get("pattern"), str)
-        and isinstance(item.get("replacement"), str)
-        and set(item) <= {"pattern", "replacement", "family"}
+        and all(isinstance(item.get(f), str) for f in fields)
+        and set(item) <= {*fields, "family"}
     ):
-        return _at(
-            where,
-            parse_substitution,
-            item["pattern"],
-            item["replacement"],
-            _family(item, "substitute", where),
-        )
-    raise RuleError(
-        f'{where}: substitute: each entry is "REGEX=REPLACEMENT" '
-        'or {pattern = "…", replacement = "…"}'
-    )
+        return _at(where, parse, *(item[f] for f in fields), _family(item, key, where))
+    raise RuleError(f"{where}: {key}: each entry is {said}")
 
 
 def _family(item: Mapping[str, Any], key: str, where: str) -> str | None:

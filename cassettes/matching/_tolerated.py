@@ -24,14 +24,15 @@ dropped — is a divergence as before (docs/fork.md, "Prefix modes").
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from cassettes.matching._jsondiff import Change, format_path, json_diff, window
+from cassettes.matching._verdicts import item_results
 from cassettes.matching._volatile import TOOL_RESULT, Tolerated
 from cassettes.recording import Redactor
 
 if TYPE_CHECKING:
-    from cassettes.matching._recording import Recorded
+    from cassettes.matching._matcher import Matcher
     from cassettes.matching._requestkey import RequestKey
 
 __all__ = [
@@ -86,18 +87,7 @@ def entries_of(found: Iterable[Tolerated]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-class Tolerating(Protocol):
-    """What :func:`turn_entries` reads of a :class:`~cassettes.matching.Matcher`: what each
-    recorded round trip's last match tolerated (by position), the round trips, and the labelling
-    that places them in their conversation and turn."""
-
-    tolerated: dict[int, list[Tolerated]]
-    recorded: Sequence[Recorded]
-
-    def label(self) -> None: ...
-
-
-def turn_entries(matcher: Tolerating) -> list[dict[str, Any]]:
+def turn_entries(matcher: Matcher) -> list[dict[str, Any]]:
     """Per recorded round trip that answered a request with tolerated differences, in recording
     order: its conversation, turn and seq, and the entries."""
     if not matcher.tolerated:
@@ -191,29 +181,6 @@ def tool_result_changes(
     return out or None
 
 
-def _results(key: RequestKey, hkey: str, item: Any) -> list[tuple[str, str, bool | None]] | None:
-    """(call id, content, is_error) of each tool result in one history item, as the adapter reads
-    it; ``None`` when the item is not (only) tool results."""
-    req = key.parsed(hkey, item)
-    if req is None:  # an item the adapter cannot read: not known to be a tool result
-        return None
-    out: list[tuple[str, str, bool | None]] = []
-    for m in req.messages:
-        for p in m.parts:
-            if p.tool_result is None:
-                if p.kind != "tool_result":
-                    return None  # text or a call beside the results: not only what a tool returned
-                continue
-            out.append(
-                (
-                    p.tool_result.call_id or p.tool_result.name or "?",
-                    p.tool_result.content,
-                    p.tool_result.is_error,
-                )
-            )
-    return out or None
-
-
 def _item_changes(
     recorded: RequestKey, live: RequestKey, hkey: str, i: int
 ) -> list[Tolerated] | None:
@@ -221,10 +188,14 @@ def _item_changes(
     in the same order (ids as sent: a fork serves the recorded ids), the same error flags, and each
     value that differs (compared as sent) a string found in that side's result content."""
     rec_item, live_item = recorded.raw[hkey][i], live.raw[hkey][i]
-    rr, lr = _results(recorded, hkey, rec_item), _results(live, hkey, live_item)
-    if rr is None or lr is None or [(c, e) for c, _, e in rr] != [(c, e) for c, _, e in lr]:
+    # only tool results on both sides (text or a call beside them: not only what a tool returned)
+    _, rr, r_only = item_results(recorded, hkey, rec_item)
+    _, lr, l_only = item_results(live, hkey, live_item)
+    if not (rr and lr and r_only and l_only) or [(c, e) for c, (_, e) in rr] != [
+        (c, e) for c, (_, e) in lr
+    ]:
         return None
-    rtext, ltext = "\n".join(t for _, t, _ in rr), "\n".join(t for _, t, _ in lr)
+    rtext, ltext = "\n".join(t for _, (t, _) in rr), "\n".join(t for _, (t, _) in lr)
     out: list[Tolerated] = []
     for ch in json_diff(rec_item, live_item, (hkey, i)):
         if (

@@ -27,24 +27,25 @@ class Verdict:
         return f"{self.layer}: {self.message}"
 
 
-def _item_results(
+def item_results(
     key: RequestKey, hkey: str, item: Any
-) -> tuple[str, list[tuple[str, tuple[str, bool | None]]]]:
-    """(role, [(call id, (content, is_error)) of each tool result in it]) of one raw history
-    item."""
+) -> tuple[str, list[tuple[str, tuple[str, bool | None]]], bool]:
+    """(role, [(call id, (content, is_error)) of each tool result in it], whether it holds tool
+    results only) of one raw history item, as the adapter reads it."""
     req = key.parsed(hkey, item)
     if req is None or not req.messages:
-        return "?", []
+        return "?", [], False
+    parts = [p for m in req.messages for p in m.parts]
     results = [
         (
             p.tool_result.call_id or p.tool_result.name or "?",
             (p.tool_result.content, p.tool_result.is_error),
         )
-        for m in req.messages
-        for p in m.parts
+        for p in parts
         if p.tool_result is not None
     ]
-    return ("tool" if results else req.messages[0].role), results
+    only = all(p.tool_result is not None or p.kind == "tool_result" for p in parts)
+    return ("tool" if results else req.messages[0].role), results, only
 
 
 def _system_text(key: RequestKey) -> str | None:
@@ -139,7 +140,7 @@ def _change_verdicts(
 
 def _added_verdict(live: RequestKey, hkey: str | None, added_tail: list[int]) -> Verdict:
     first = min(added_tail)
-    role, results = _item_results(live, hkey, live.raw[hkey][first]) if hkey else ("?", [])
+    role, results, _ = item_results(live, hkey, live.raw[hkey][first]) if hkey else ("?", [], False)
     what = (
         f"the tool result for {_orig(live, results[0][0])}"
         if results
@@ -160,13 +161,13 @@ def _orig(key: RequestKey, ident: str) -> str:
 
 
 def _item_verdict(recorded: RequestKey, live: RequestKey, hkey: str, i: int, ch: Change) -> Verdict:
-    role, results = _item_results(recorded, hkey, recorded.raw[hkey][i])
+    role, results, _ = item_results(recorded, hkey, recorded.raw[hkey][i])
     where = ch.where
     if results:
-        _, lresults = (
-            _item_results(live, hkey, live.raw[hkey][i])
+        _, lresults, _ = (
+            item_results(live, hkey, live.raw[hkey][i])
             if i < len(live.raw.get(hkey, []))
-            else ("?", [])
+            else ("?", [], False)
         )
         # the results that differ, paired by call id (parallel results: not by position)
         was = dict(results)

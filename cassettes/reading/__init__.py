@@ -1,6 +1,6 @@
 """Reading a run: :func:`open_run` and :class:`Run` (``_run``), one class over every format
 (``_formats`` tells it), a looptap cassette read and analysed a batch at a time, large or still
-growing (``_incremental``: :class:`RunReader`, its stores of turns and parses ``_stores``, its
+growing (``_incremental``: :class:`RunReader`, its store of turns ``_stores``, its
 passes again ``_reread``, compressed by ``_compression``) or exchanges held in memory
 (``_memory_reader``), both behind one interface (``_reader``). A run's analysis kept as SQLite
 rows for the next reader of the same bytes (``_analysis_cache``; the file ``_database``; the
@@ -25,15 +25,15 @@ _MODULES = {
         "Relation branch_line branch_origin first_turn fork_notes locate origin_fields origin_in "
         "origin_of read_entries relate with_notes"
     ),
-    "_budget": "RunTooLargeError memory_budget rss",
+    "_budget": "RunTooLargeError memory_budget within_budget",
     "_compression": "compressor decompressor",
     "_conversion": "cassette_of",
     "_formats": "detect sniff",
     "_analysis_cache": "MAX_CONTINUATION analyser_digest keep packed",
     "_database": "APPLICATION_ID SCHEMA location",
     "_show_objects": "show_objects show_pairs",
-    "_stores": "CHECKPOINT ParseStore TurnStore",
-    "_timeline": "timeline",
+    "_stores": "TurnStore",
+    "_timeline": "header_time timeline",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
         relate,
         with_notes,
     )
-    from cassettes.reading._budget import RunTooLargeError, memory_budget, rss
+    from cassettes.reading._budget import RunTooLargeError, memory_budget, within_budget
     from cassettes.reading._compression import compressor, decompressor
     from cassettes.reading._conversion import cassette_of
     from cassettes.reading._database import APPLICATION_ID, SCHEMA, location
@@ -61,8 +61,8 @@ if TYPE_CHECKING:
     from cassettes.reading._incremental import Batch, RunReader
     from cassettes.reading._run import Run, open_run
     from cassettes.reading._show_objects import show_objects, show_pairs
-    from cassettes.reading._stores import CHECKPOINT, ParseStore, TurnStore
-    from cassettes.reading._timeline import timeline
+    from cassettes.reading._stores import TurnStore
+    from cassettes.reading._timeline import header_time, timeline
 
 
 __getattr__ = on_first_use(__name__, _EXPORTS)
@@ -70,11 +70,9 @@ __getattr__ = on_first_use(__name__, _EXPORTS)
 
 __all__ = [
     "APPLICATION_ID",
-    "CHECKPOINT",
     "MAX_CONTINUATION",
     "SCHEMA",
     "Batch",
-    "ParseStore",
     "Relation",
     "Run",
     "RunReader",
@@ -89,6 +87,7 @@ __all__ = [
     "detect",
     "first_turn",
     "fork_notes",
+    "header_time",
     "keep",
     "locate",
     "location",
@@ -100,10 +99,10 @@ __all__ = [
     "packed",
     "read_entries",
     "relate",
-    "rss",
     "show_objects",
     "show_pairs",
     "sniff",
     "timeline",
     "with_notes",
+    "within_budget",
 ]

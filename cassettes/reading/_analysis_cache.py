@@ -89,7 +89,7 @@ def analyser_digest() -> str | None:
     root = Path(__file__).resolve().parents[1]  # cassettes/
     prices = json.dumps(table_identity())
     extra = f"{prices}\0{active_text()}"  # an agent's rules decide findings too
-    got = source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{extra}\0".encode())
+    got = source_digest(root, f"{sys.version}\0{pydantic.VERSION}\0{extra}\0".encode())
     return got.hex() if got is not None else None
 
 
@@ -192,14 +192,7 @@ def keep(
             "offset, length) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             ((seq, *(usage or (None,) * 4), *at) for seq, usage, at in places),
         )
-        file, blocks = turns
-        for block, (at, length) in sorted(blocks.items()):
-            assert file is not None
-            file.seek(at)
-            data = file.read(length)
-            if len(data) != length:
-                raise OSError("the store of full turns ended early")
-            db.execute("INSERT INTO turn_blocks VALUES (?, ?)", (block, data))
+        db.executemany("INSERT INTO turn_blocks VALUES (?, ?)", _database.blocks(*turns))
         db.execute("COMMIT")
         return generation
     except (OSError, ValueError, TypeError, sqlite3.Error) as exc:
@@ -238,7 +231,7 @@ def digest_of(cassette: Path, size: int) -> Any | None:
     return h
 
 
-def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
+def take(cassette: Path) -> Kept | None:
     """The kept analysis of the cassette as it is now, checked (see the module's docstring);
     ``None`` when there is none, or it does not check out. Never raises."""
     if disabled() or analyser_digest() is None:
@@ -249,7 +242,7 @@ def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
     where, db = opened
     try:
         with _database.reading(db):
-            return _rows(db, cassette, store_dir)
+            return _rows(db, cassette)
     except sqlite3.OperationalError:
         return None
     except sqlite3.DatabaseError:
@@ -261,7 +254,7 @@ def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
         db.close()
 
 
-def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) -> Kept | None:
+def _rows(db: sqlite3.Connection, cassette: Path) -> Kept | None:
     row = db.execute(
         "SELECT generation, analyser, size, sha256, reading, offsets, lengths, seqs, analysis, "
         "continuation FROM run"
@@ -272,7 +265,7 @@ def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) 
     hashed, grew = _hashed(cassette, analyser, size, sha256, cont)
     if hashed is None or any(len(raw) % 8 for raw in (offsets, lengths, seqs)):
         return None  # (other bytes; or not arrays of 64-bit integers)
-    grown = _grown(db, cont, store_dir) if grew else (None, None, None)
+    grown = _grown(db, cont) if grew else (None, None, None)
     offsets, lengths, seqs = array("q", offsets), array("q", lengths), array("q", seqs)
     convs = [d.encode() for (d,) in db.execute("SELECT data FROM conversations ORDER BY ord")]
     findings = {
@@ -280,7 +273,7 @@ def _rows(db: sqlite3.Connection, cassette: Path, store_dir: str | Path | None) 
         for seq, pos, data in db.execute("SELECT seq, pos, data FROM findings")
     }
     places = db.execute("SELECT seq, block, offset, length FROM turns ORDER BY ord").fetchall()
-    out: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-kept-", dir=store_dir)
+    out: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-kept-")
     try:
         blocks: dict[int, tuple[int, int]] = {}
         for block, data in db.execute("SELECT block, data FROM turn_blocks ORDER BY block"):
@@ -313,7 +306,7 @@ def _hashed(
 
 
 def _grown(
-    db: sqlite3.Connection, continuation: Any, store_dir: str | Path | None
+    db: sqlite3.Connection, continuation: Any
 ) -> tuple[bytes, dict[int, tuple[str, int | None, int | None, str | None]], IO[bytes] | None]:
     """What a file that grew from the kept bytes is continued from: the state, each kept turn's
     usage, the kept views (:class:`Kept`)."""
@@ -323,15 +316,15 @@ def _grown(
             "SELECT seq, conversation, input_tokens, output_tokens, cost FROM turns"
         )
     }
-    return _unpacked(continuation), usage, _views_copied(db, store_dir)
+    return _unpacked(continuation), usage, _views_copied(db)
 
 
-def _views_copied(db: sqlite3.Connection, store_dir: str | Path | None) -> IO[bytes] | None:
+def _views_copied(db: sqlite3.Connection) -> IO[bytes] | None:
     """The printed views kept (their compressed blocks, each behind its length) in a temporary
     file, read from its start; ``None`` when none were kept."""
     if db.execute("SELECT views_done FROM run").fetchone() != (1,):
         return None
-    out: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-views-", dir=store_dir)
+    out: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-views-")
     try:
         for (data,) in db.execute("SELECT data FROM views ORDER BY ord"):
             out.write(len(data).to_bytes(8, "little") + data)
@@ -369,20 +362,16 @@ def _unpacked(packed: Any) -> bytes:
     return data
 
 
-def source_digest(root: Path, paths: list[Path], extra: bytes = b"") -> bytes | None:
-    """A digest of ``extra`` and of the Python source under ``paths`` (a directory: every ``.py``
-    below it), each file by its path relative to ``root``, its length and its bytes; ``None``
-    when a file cannot be read."""
+def source_digest(root: Path, extra: bytes) -> bytes | None:
+    """A digest of ``extra`` and of every ``.py`` file under ``root``, each by its path relative
+    to ``root``, its length and its bytes; ``None`` when a file cannot be read."""
     h = hashlib.blake2b(digest_size=16)
     h.update(extra)
     try:
-        for p in paths:
-            for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
-                data = f.read_bytes()
-                h.update(
-                    f.relative_to(root).as_posix().encode() + b"\0" + len(data).to_bytes(8, "big")
-                )
-                h.update(data)
+        for f in sorted(root.rglob("*.py")):
+            data = f.read_bytes()
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + len(data).to_bytes(8, "big"))
+            h.update(data)
     except OSError:
         return None
     return h.digest()

@@ -12,7 +12,7 @@ from cassettes.errors import CassetteError
 from cassettes.hints import count
 
 if TYPE_CHECKING:
-    from cassettes.reading._incremental import RunReader
+    from cassettes.storage import RecordIndex
 
 __all__ = ["RunTooLargeError", "memory_budget", "rss", "within_budget"]
 
@@ -52,17 +52,25 @@ def rss() -> int | None:
 
 
 def within_budget(
-    p: Path, budget: int | None, reader: RunReader, close: Callable[[], None]
+    p: Path,
+    budget: int | None,
+    doing: str,
+    index: RecordIndex,
+    records: int,
+    conversations: int | None = None,
+    close: Callable[[], None] = lambda: None,
 ) -> None:
     """Raise :class:`RunTooLargeError` (after ``close()``) when this process holds more than
-    ``budget`` bytes while ``reader`` analyses the run at ``p``; saying how far it got."""
+    ``budget`` bytes while ``doing`` (``analysing``, ``serving``) the run at ``p``, read through
+    ``index``; saying how far it got (the round trips and conversations read)."""
     used = rss() if budget is not None else None
     if used is not None and budget is not None and used > budget:
         close()
+        read = count(records, "round trip")
+        if conversations is not None:
+            read += f" and {count(conversations, 'conversation')}"
         raise RunTooLargeError(
-            f"{p}: analysing this run needs more than the memory budget of {budget // 2**20:,} "
-            f"MB ({count(reader.records, 'round trip')} and "
-            f"{count(len(reader.analysis.conversations), 'conversation')} "
-            f"read, {reader.index.consumed * 100 // max(reader.index.size(), 1)} "
+            f"{p}: {doing} this run needs more than the memory budget of {budget // 2**20:,} "
+            f"MB ({read} read, {index.consumed * 100 // max(index.size(), 1)} "
             "% of the file); set LOOPTAP_MEMORY_BUDGET_MB to allow more"
         )

@@ -1,7 +1,6 @@
-"""The compression of what a reader keeps for itself: the blocks of full turns and parses in its
-anonymous temporary files (:mod:`cassettes.reading._incremental`) and the kept views' blocks
-(:mod:`._analysis_cache`). zstd at level 1, imported on the first block (a small run never
-fills one)."""
+"""The compression of what a reader keeps for itself: the blocks of full turns and printed views
+in anonymous temporary files (:mod:`._stores`), kept as rows (:mod:`._analysis_cache`). zstd at
+level 1, imported on the first block (a small run never fills one)."""
 
 from __future__ import annotations
 

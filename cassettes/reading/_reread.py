@@ -1,13 +1,12 @@
 """A pass over a :class:`~cassettes.reading._incremental.RunReader`'s round trips, read again from
 disk in recording order (what a command goes through once the analysis is done: memory holds one
-round trip at a time, not the run), and its turns restored from the reader's store on lookup: over
-what the pass reads of the reader (:class:`Run`, which the reader is)."""
+round trip at a time, not the run), and its turns restored from the reader's store on lookup."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from cassettes.analysis import Turn
 from cassettes.parsing import RoundTrip, parse_exchange
@@ -15,27 +14,17 @@ from cassettes.storage import BODY_CACHE
 from cassettes.wire import Exchange
 
 if TYPE_CHECKING:
-    from cassettes.reading._stores import Places
-    from cassettes.storage import RecordSource
+    from cassettes.reading._incremental import RunReader
 
 # the reader's own passes (cassettes.reading._incremental): no public surface
 __all__: list[str] = []
 
-
-class Run(Protocol):
-    """What a pass reads of the run it goes through (a
-    :class:`~cassettes.reading._incremental.RunReader`): its records (with their index), the
-    analysis' parses, and its store of full turns."""
-
-    source: RecordSource
-    places: Places
-
-    def parse_at(self, pos: int) -> RoundTrip | None: ...
-    def full_turn(self, seq: int, *, remember: bool = ...) -> Turn: ...
+#: Requests a pass keeps as bases for the next ones (the latest turn of that many conversations).
+BASES = 64
 
 
 class Reread:
-    """The exchanges and parsed round trips of a :class:`Run`, read again from disk in
+    """The exchanges and parsed round trips of a reader's run, read again from disk in
     recording order on every pass: :attr:`pairs` (exchange and round trip together),
     :attr:`exchanges` and :attr:`roundtrips` are sized iterables (a small cache of the latest
     records serves the same record to each), and :attr:`turns` maps a turn's seq to its full turn,
@@ -43,13 +32,16 @@ class Reread:
 
     The records the analysis skipped (unreadable) are skipped here too."""
 
-    def __init__(self, run: Run, cache: int = 8) -> None:
+    def __init__(self, run: RunReader, cache: int = 8) -> None:
         self._run = run
         # The run's records again, through a file handle and a cache of bodies of this pass's own.
         self._records = run.source.fork(BODY_CACHE, keep_open=True)
         # position → [exchange, round trip or None]
         self._recent: OrderedDict[int, list[Any]] = OrderedDict()
         self._cache = cache
+        # seq → request side of the round trips parsed lately: the bases the next requests of
+        # their conversations are parsed on (only what each appended), however interleaved
+        self._bases: OrderedDict[int, RoundTrip] = OrderedDict()
         self.exchanges = Column(self, 0)
         self.roundtrips = Column(self, 1)
         self.pairs = Column(self, 2)
@@ -85,21 +77,14 @@ class Reread:
     def roundtrip_at(self, pos: int) -> RoundTrip:
         entry = self._entry(pos)
         if entry[1] is None:
-            entry[1] = self._run.parse_at(pos)  # the analysis' parse: not parsed again
-        if entry[1] is None:
             ex = entry[0]
             base_seq = (ex.history_delta or {}).get("base")
-            base = None
-            if isinstance(base_seq, int):  # parse only what it appended to a recent request
-                base = next(
-                    (
-                        e[1]
-                        for e in self._recent.values()
-                        if e[1] is not None and e[0].seq == base_seq
-                    ),
-                    None,
-                )
-            entry[1] = parse_exchange(ex, base)
+            base = self._bases.get(base_seq) if isinstance(base_seq, int) else None
+            entry[1] = parsed = parse_exchange(ex, base)
+            if ex.seq is not None and parsed.request is not None:
+                self._bases[ex.seq] = parsed.model_copy(update={"response": None})
+                while len(self._bases) > BASES:
+                    self._bases.popitem(last=False)
         rt: RoundTrip = entry[1]
         return rt
 
@@ -138,9 +123,9 @@ class Column:
 
 
 class Turns(Mapping[int, Turn]):
-    """seq → full turn, restored from a :class:`Run`'s store on each lookup."""
+    """seq → full turn, restored from a reader's store on each lookup."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: RunReader) -> None:
         self._run = run
 
     def __getitem__(self, seq: int) -> Turn:

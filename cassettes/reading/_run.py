@@ -217,7 +217,7 @@ class Run:
         return again(each) if again is not None else (each(ex, rt) for ex, rt in self.pairs)
 
     def close(self) -> None:
-        """Let go of what the reader keeps on disk (the store of full turns and parses)."""
+        """Let go of what the reader keeps on disk (the store of full turns)."""
         self._reader.close()
 
     def __bool__(self) -> bool:  # a run is a run, even an empty one
@@ -487,7 +487,8 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
         at_end = run.step(STEP_BYTES).at_end
         if progress is not None:
             progress(reader.index.consumed, reader.index.size(), reader.records)
-        within_budget(p, budget, reader, run.close)
+        convs = len(reader.analysis.conversations)
+        within_budget(p, budget, "analysing", reader.index, reader.records, convs, run.close)
     try:
         run.finish()
     except CassetteFormatError as exc:  # nothing but an unfinished header line

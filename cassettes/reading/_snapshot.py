@@ -102,7 +102,7 @@ class Taken(NamedTuple):
     places: Places
 
 
-def take(index: RecordIndex, store_dir: str | Path | None) -> Taken | None:
+def take(index: RecordIndex) -> Taken | None:
     """Before a reader's first step: the kept analysis of its file (``index``'s) when one checks
     out, for the reader to stand on, finished, as if the file had been read and analysed (or,
     for a file that grew from the kept bytes, where the reader that kept them stood after its
@@ -110,7 +110,7 @@ def take(index: RecordIndex, store_dir: str | Path | None) -> Taken | None:
     keep it."""
     if _analysis_cache.disabled() or index.size() < _analysis_cache.MIN_BYTES:
         return None
-    found = _analysis_cache.take(index.path, store_dir)
+    found = _analysis_cache.take(index.path)
     if found is None:
         index.digest = _analysis_cache.hasher()
         return None

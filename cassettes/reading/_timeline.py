@@ -3,8 +3,8 @@ start and length (:func:`timeline`), the same on every export of the same file."
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from datetime import datetime
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from cassettes.wire import Exchange
@@ -12,15 +12,18 @@ from cassettes.wire import Exchange
 __all__ = ["epoch", "header_time", "timeline"]
 
 
-def header_time(header: dict[str, Any]) -> float | None:
-    """The header's creation time (epoch seconds), if it has one."""
-    created = header.get("created")
-    if not isinstance(created, str):
+def header_time(header: Any) -> float | None:
+    """When the run under ``header`` was recorded (its ``created`` time, epoch seconds; a time
+    without a zone is UTC's, so the same file lays out the same everywhere), or ``None`` when the
+    header does not say it in a form read here."""
+    created = header.get("created") if isinstance(header, Mapping) else None
+    if not isinstance(created, str) or len(created) > 64:
         return None
     try:
-        return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+        when = datetime.fromisoformat(created.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def epoch(header: dict[str, Any], exchanges: Iterable[Exchange]) -> float:

@@ -6,81 +6,62 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
 from cassettes.reading import _database
 from cassettes.reading._analysis_cache import disabled
-from cassettes.reading._compression import compressor, decompressor
+from cassettes.reading._compression import decompressor
+from cassettes.reading._stores import TurnStore
 
 __all__ = ["ViewsWriter", "views"]
 
-#: Uncompressed bytes of views per compressed row.
-_VIEWS_BLOCK = 1 << 20
-
 
 class ViewsWriter:
-    """Keeps each round trip's printed view (a JSON-able object) as a printing pass makes them, to
-    a temporary file, then as rows bound to the kept analysis they were made from (its
+    """Keeps each round trip's printed view (a JSON-able object) as a printing pass makes them, in
+    compressed blocks of JSON lines in a temporary file (a :class:`~._stores.TurnStore`, as full
+    turns are kept), then as rows bound to the kept analysis they were made from (its
     generation): :meth:`commit` once the pass went through every round trip. Never raises: a view
     that cannot be kept ends the keeping."""
 
     def __init__(self, cassette: Path, generation: bytes) -> None:
         self._cassette, self._generation = cassette, generation
-        self._buf = bytearray()
-        self._blocks: list[tuple[int, int]] = []
-        self._out: IO[bytes] | None = None
-        try:
-            self._out = tempfile.TemporaryFile(prefix="looptap-views-")
-        except OSError:
-            self._out = None
+        self._store: TurnStore | None = TurnStore()
 
     def add(self, view: Any) -> None:
-        if self._out is None:
+        if self._store is None:
             return
         try:
-            self._buf += orjson.dumps(view, option=orjson.OPT_APPEND_NEWLINE)
-            if len(self._buf) >= _VIEWS_BLOCK:
-                self._block()
+            self._store.put_data(orjson.dumps(view, option=orjson.OPT_APPEND_NEWLINE))
         except (OSError, TypeError, orjson.JSONEncodeError):
             self.abandon()
 
-    def _block(self) -> None:
-        assert self._out is not None
-        packed = compressor().compress(bytes(self._buf))
-        self._buf = bytearray()
-        self._blocks.append((self._out.tell(), len(packed)))
-        self._out.write(packed)
-
     def commit(self) -> None:
-        if self._out is None:
+        if self._store is None:
             return
         try:
-            if self._buf:
-                self._block()
-            self._store()
+            self._store.flush()
+            self._keep(self._store)
         except (OSError, sqlite3.Error):
             pass
         finally:
             self.abandon()
 
-    def _store(self) -> None:
+    def _keep(self, store: TurnStore) -> None:
         opened = _database.existing(self._cassette)
         if opened is None:
             return
-        db, out = opened[1], self._out
-        assert out is not None
+        db = opened[1]
+        file, _, state = store.kept()
         try:
             db.execute("BEGIN IMMEDIATE")
             if db.execute("SELECT 1 FROM run WHERE generation = ?", (self._generation,)).fetchone():
                 db.execute("DELETE FROM views")
-                for at, length in self._blocks:
-                    out.seek(at)
-                    db.execute("INSERT INTO views (data) VALUES (?)", (out.read(length),))
+                for _, data in _database.blocks(file, state["blocks"]):
+                    db.execute("INSERT INTO views (data) VALUES (?)", (data,))
                 db.execute("UPDATE run SET views_done = 1")
             db.execute("COMMIT")
         finally:
@@ -89,10 +70,9 @@ class ViewsWriter:
             db.close()
 
     def abandon(self) -> None:
-        if self._out is not None:
-            with contextlib.suppress(OSError):
-                self._out.close()
-            self._out = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
 
 def views(cassette: Path, generation: bytes) -> Iterator[Any] | None:
@@ -120,7 +100,7 @@ def views(cassette: Path, generation: bytes) -> Iterator[Any] | None:
 def _each_view(db: sqlite3.Connection) -> Iterator[Any]:
     try:
         last = 0
-        while True:  # a few rows at a time (one compressed MB each)
+        while True:  # a few rows at a time (a compressed block of 256 KB of views each)
             rows = db.execute(
                 "SELECT ord, data FROM views WHERE ord > ? ORDER BY ord LIMIT 4", (last,)
             ).fetchall()

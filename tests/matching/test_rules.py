@@ -478,6 +478,15 @@ def test_no_rule_hides_a_change_outside_what_it_names(path: tuple[Any, ...], val
 # -- tables and files --------------------------------------------------------------------------
 
 
+def _texts(rules: Rules) -> list[str]:
+    """Every rule as it is said, in order."""
+    return (
+        [r.text for r in rules.ignore]
+        + [s.text for s in rules.substitute]
+        + [f"volatile tool {n}" for n in rules.volatile_tools]
+    )
+
+
 def test_the_table_reads_every_form_and_refuses_unknown_keys() -> None:
     rules = from_table(
         {
@@ -488,7 +497,7 @@ def test_the_table_reads_every_form_and_refuses_unknown_keys() -> None:
         },
         "t",
     )
-    assert rules.texts() == [
+    assert _texts(rules) == [
         "ignore metadata.*",
         "ignore anthropic:temperature",
         r"substitute a\d=a",
@@ -523,15 +532,15 @@ def test_the_file_beside_the_cassettes_wins_then_the_first_pyproject_upward_then
     )
     cas = cassettes / "run.jsonl"
     assert find_config(cas) == (project / "pyproject.toml", True)
-    assert rules_from_config(cas).texts() == ["ignore metadata.*"]
+    assert _texts(rules_from_config(cas)) == ["ignore metadata.*"]
     (cassettes / "looptap.toml").write_text('volatile_tools = ["ls"]\n')
     assert find_config(cas) == (cassettes / "looptap.toml", False)
     # the file beside the cassettes, alone
-    assert rules_from_config(cas).texts() == ["volatile tool ls"]
+    assert _texts(rules_from_config(cas)) == ["volatile tool ls"]
     # A pyproject.toml without the table stops the search: the project says nothing.
     (cassettes / "looptap.toml").unlink()
     (project / "tests" / "pyproject.toml").write_text("[project]\nname = 'inner'\n")
-    assert rules_from_config(cas).texts() == []
+    assert _texts(rules_from_config(cas)) == []
     # Nothing upward of the cassette: the working directory's.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -18,7 +18,7 @@ EXPORTED = [
     "add_rule_flags", "attribute", "bare_text", "clip", "entries_of", "entry_line", "find_config",
     "format_path", "format_rule_path", "from_flags", "from_table", "here", "json_diff",
     "parse_ignore", "parse_path", "parse_substitution", "path_value", "project_rules",
-    "project_table", "recorded", "recorded_time", "report_lines", "request_key",
+    "project_table", "recorded", "report_lines", "request_key",
     "rules_from_config", "rules_of_args", "short", "slug", "substitute", "this_process",
     "tolerated", "tolerated_notes", "tool_result_changes", "turn_entries", "volatile_for", "window",
 ]  # fmt: skip

@@ -31,13 +31,12 @@ from cassettes.matching import (
     bare_text,
     json_diff,
     recorded,
-    recorded_time,
     rules_of_args,
     this_process,
     tolerated,
     tool_result_changes,
 )
-from cassettes.reading import Relation, read_entries
+from cassettes.reading import Relation, header_time, read_entries
 from cassettes.replay.forking._divergence import Divergence, Divergences, Pair
 from cassettes.replay.forking._forkchanges import Folding, fork_changes
 from cassettes.replay.forking._lineup import (
@@ -78,7 +77,7 @@ def comparing(
     cwds = [*(cwd_a or here), *(cwd_b or here)]
     homes = [*(home_a or [home]), *(home_b or [home])]
     spans = VolatileSpans(
-        cwds[0] if cwds else None, homes[0], cwds[1:], homes[1:], recorded_time(header_a)
+        cwds[0] if cwds else None, homes[0], cwds[1:], homes[1:], header_time(header_a)
     )
     return Comparing(spans, rules or None)
 
