@@ -140,33 +140,23 @@ def as_sent_live(
     exchanges: Iterable[Exchange], by_seq: Callable[[int], Exchange], starts: Iterable[int]
 ) -> Callable[[int], Exchange]:
     """``by_seq`` with the recorded turns ``starts`` (their seqs: a fork's at its cursor, or every
-    turn ``looptap compare`` sends) as they are sent live: a turn that continued an earlier answer
-    (replayed, so the live upstream never gave it) self-contained, its input the history that
-    answer stood for. So a branch's first live turn is compared with what it was sent as, not
-    with the shorthand."""
+    turn ``looptap compare`` sends) as they are sent live (:meth:`Chains.sent`, no answer the live
+    upstream gave). So a branch's first live turn is compared with what it was sent as, not with
+    the shorthand."""
     at = set(starts)
-    made: dict[int, Exchange] = {}
-    threads: list[Threads] = []
+    chains = Chains(lambda: exchanges)
+    made: dict[int, Exchange] = {}  # only the rewritten ones: a turn held would pin its bodies
 
     def lookup(seq: int) -> Exchange:
         ex = by_seq(seq)
-        if seq not in at:
+        if seq not in at or seq in made:
+            return made.get(seq, ex)
+        body, _ = chains.sent(ex.method, ex.url, ex.request_body)
+        if body is None:
             return ex
-        if seq in made:
-            return made[seq]
-        msg = ex.request_json()
-        chain = chaining_of(ex.method, ex.url, msg)
-        if chain is None:
-            return ex
-        if not threads:
-            threads.append(threads_of(exchanges))
-        doc, _ = self_contained(threads[0], chain, msg, ())
-        if doc is msg:
-            return ex
-        out = copy.copy(ex)
-        out.request_body = orjson.dumps(doc)
-        out.set_request_json(doc)
-        made[seq] = out
+        made[seq] = out = copy.copy(ex)
+        out.request_body = body
+        out.forget_request_json()
         return out
 
     return lookup
