@@ -183,7 +183,6 @@ class ForkReplay:
     #: its environment and to the recorder in process (``RecorderConfig.edit_key``), never to the
     #: agent nor on a command line.
     edit_key: str = field(default_factory=new_key, repr=False)
-    python: str = sys.executable
     #: ``False``: the prefix compared as sent (``looptap run --from … --no-volatile``).
     volatile: bool = True
     #: The rule flags given (``--ignore``, ``--substitute``, ``--volatile-tool``: checked by
@@ -196,12 +195,8 @@ class ForkReplay:
     #: What the replay server tolerated (per recorded turn) and, for ``@divergence``, where each
     #: conversation went live: read back when it stops, written into the branch (:meth:`finish`).
     tolerated: dict[str, Any] = field(default_factory=dict)
-    #: When the prefix missed: what the agent sent (a cassette the replay server wrote), kept in a
-    #: private directory of its own for ``looptap rules propose`` (:meth:`_keep_sent`).
-    sent: Path | None = None
     _dir: str | None = None
     proc: asyncio.subprocess.Process | None = None
-    url: str | None = None
     report: list[str] = field(default_factory=list)
     #: The replay server's exit status once stopped (1: the prefix diverged).
     status: int = 0
@@ -247,7 +242,7 @@ class ForkReplay:
         own = {k: v for k, v in os.environ.items() if k != KEY_ENV}
         argv = ["-m", "cassettes.cli", "replay", str(self.source.run), "--fork-plan", plan]
         self.proc = await asyncio.create_subprocess_exec(
-            self.python,
+            sys.executable,
             *argv,
             stdout=asyncio.subprocess.PIPE,
             stderr=self._err,
@@ -266,7 +261,6 @@ class ForkReplay:
                 )
             name, _, value = line.removeprefix("export ").partition("=")
             env[name] = value
-        self.url = env.get("OPENAI_BASE_URL", "").removesuffix("/v1") or None
         # Only the base URLs: the recorder's proxy variables would send a client past the replay.
         return {
             **{
@@ -316,7 +310,6 @@ class ForkReplay:
         except OSError as exc:
             self.report.append(f"what the agent sent could not be kept: {exc.strerror or exc}")
             return
-        self.sent = kept
         run = shlex.quote(str(self.source.run))
         self.report.append(
             f"what the agent sent: {kept}; rules that would make it match, if what differs is "
