@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from cassettes.lazy import on_first_use
 
 _MODULES = {
-    "_cursor": "Cursor bases_of live_router",
+    "_cursor": "Cursor bases_of live_bases live_router",
     "_placement": "CursorError parse_cursor",
     "_divergence": "Divergence divergence_lines",
     "_fork": (
@@ -35,7 +35,7 @@ _MODULES = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 if TYPE_CHECKING:
-    from cassettes.replay.forking._cursor import Cursor, bases_of, live_router
+    from cassettes.replay.forking._cursor import Cursor, bases_of, live_bases, live_router
     from cassettes.replay.forking._divergence import Divergence, divergence_lines
     from cassettes.replay.forking._fork import (
         ForkReplay,
@@ -86,6 +86,7 @@ __all__ = [
     "fork_inputs",
     "fork_lined_up",
     "fork_view",
+    "live_bases",
     "live_router",
     "locate",
     "origin_meta",

@@ -24,14 +24,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
 from cassettes import bounds
 from cassettes.errors import CassetteError
 from cassettes.matching import Matcher, here, rules_of_args
-from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.reading import (
     first_turn,
     open_run,
@@ -40,6 +38,7 @@ from cassettes.reading import (
     origin_of,
     read_entries,
 )
+from cassettes.replay.forking._cursor import live_bases
 from cassettes.replay.forking._placement import CursorSpec, parse_cursor, place
 from cassettes.replay.forking._plan import RULES, ForkPlan
 from cassettes.replay.live import Edit, edit_file, parse_edit
@@ -157,18 +156,6 @@ def branch_meta(
         **here(),
         ORIGIN: origin_meta(source, model, at.starts, edits, at.turns, branch, prefix),
     }
-
-
-def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:
-    """The recorder's reverse listener per API name (its name → ``http://127.0.0.1:PORT``)."""
-    bases: dict[str, str] = {}
-    for name, (_upstream, variables, _suffix) in REVERSE_UPSTREAMS.items():
-        for var in variables:
-            if var in recorder_env:
-                u = urlsplit(recorder_env[var])
-                bases[name] = f"{u.scheme}://{u.netloc}"
-                break
-    return bases
 
 
 @dataclass
