@@ -12,7 +12,8 @@ EXPORTED = [
     "MAX_CONTINUE",
     "Chains", "Continuation", "Edit", "EditError", "Threads",
     "apply_edits", "as_sent_live", "carried", "cut_text", "edit_file", "edit_notes",
-    "edited_headers", "joined", "model_of", "parse_edit", "parsed", "rendered_for", "with_model",
+    "edited_headers", "joined", "model_of", "parse_edit", "parse_edits", "parsed", "rendered_for",
+    "with_model",
 ]  # fmt: skip
 
 

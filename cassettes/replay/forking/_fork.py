@@ -41,7 +41,7 @@ from cassettes.reading import (
 from cassettes.replay.forking._cursor import live_bases
 from cassettes.replay.forking._placement import CursorSpec, parse_cursor, place
 from cassettes.replay.forking._plan import RULES, ForkPlan
-from cassettes.replay.live import Edit, edit_file, parse_edit
+from cassettes.replay.live import Edit, edit_file, parse_edit, parse_edits
 from cassettes.replay.serving import replay_env
 from cassettes.storage import CassetteFile, check_input
 from cassettes.wire import KEY_ENV, new_key
@@ -367,13 +367,7 @@ def start_fork(args: Any) -> ForkReplay:
     :class:`CassetteError` for a ``--from`` that names no run (or not a regular file) or no turn,
     an ``--edit`` that cannot be read."""
     source = parse_from(args.from_run)
-    edits = [parse_edit(e) for e in args.edit]  # refused here, before anything starts
-    for e in edits:
-        if e.selector is not None and e.selector != source.cursor.text:
-            raise CassetteError(
-                f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor "
-                f"({source.cursor.text}) on; its selector, if given, is the cursor's"
-            )
+    edits = parse_edits(args.edit, source.cursor.text)  # refused here, before anything starts
     out = str(getattr(args, "output", "") or "")
     branch = Path(out[1:] if out.startswith("+") and len(out) > 1 else out) if out else None
     # the project's rules and the flags, refused here (RuleError) before anything starts

@@ -26,6 +26,7 @@ from cassettes.replay.live._edits import (
     edit_notes,
     edited_headers,
     parse_edit,
+    parse_edits,
 )
 from cassettes.replay.live._model import model_of, with_model
 from cassettes.replay.live._rewrite import apply_edits, carried
@@ -47,6 +48,7 @@ __all__ = [
     "joined",
     "model_of",
     "parse_edit",
+    "parse_edits",
     "parsed",
     "rendered_for",
     "with_model",

@@ -33,6 +33,7 @@ never applies is an error (the report names it, the fork exits 1), not a silent 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ __all__ = [
     "edit_notes",
     "edited_headers",
     "parse_edit",
+    "parse_edits",
 ]
 
 #: The target (after an optional ``SELECTOR:``): its kind and key, and whether the value is
@@ -117,6 +119,21 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
     return Edit(
         spec, kind, key, value.strip() if kind in ("max_tokens", "continue") else value, selector
     )
+
+
+def parse_edits(
+    specs: Iterable[str], cursor: str, flag: str = "--edit", base: Path | None = None
+) -> list[Edit]:
+    """Each of ``specs`` read (:func:`parse_edit`); raises :class:`EditError` for one whose
+    selector is not the fork's ``cursor`` (as written): an edit applies from the cursor on."""
+    edits = [parse_edit(s, base) for s in specs]
+    for e in edits:
+        if e.selector is not None and e.selector != cursor:
+            raise EditError(
+                f"{flag} {e.spec[:60]!r}: an edit applies from the fork's cursor ({cursor}) on; "
+                "its selector, if given, is the cursor's"
+            )
+    return edits
 
 
 #: What the value of an edit of these kinds must be, as the error says it.
