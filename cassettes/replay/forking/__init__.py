@@ -23,8 +23,7 @@ _MODULES = {
     "_placement": "CursorError parse_cursor",
     "_divergence": "Divergence divergence_lines",
     "_fork": (
-        "ForkReplay ForkSource branch_meta fork_inputs locate origin_meta origin_of parse_from "
-        "start_fork"
+        "ForkReplay ForkSource branch_meta fork_inputs locate origin_meta parse_from start_fork"
     ),
     "_forkview": "ForkComparison ForkRow fork_view",
     "_plan": "MAX_BYTES VERSION PlanError read_plan",
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
         fork_inputs,
         locate,
         origin_meta,
-        origin_of,
         parse_from,
         start_fork,
     )
@@ -90,7 +88,6 @@ __all__ = [
     "live_router",
     "locate",
     "origin_meta",
-    "origin_of",
     "parse_cursor",
     "parse_from",
     "propose_files",

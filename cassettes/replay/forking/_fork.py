@@ -30,14 +30,7 @@ import orjson
 from cassettes import bounds
 from cassettes.errors import CassetteError
 from cassettes.matching import Matcher, here, rules_of_args
-from cassettes.reading import (
-    first_turn,
-    open_run,
-    origin_fields,
-    origin_in,
-    origin_of,
-    read_entries,
-)
+from cassettes.reading import first_turn, open_run, origin_fields, origin_in, read_entries
 from cassettes.replay.forking._cursor import live_bases
 from cassettes.replay.forking._placement import CursorSpec, parse_cursor, place
 from cassettes.replay.forking._plan import RULES, ForkPlan
@@ -46,7 +39,7 @@ from cassettes.replay.serving import replay_env
 from cassettes.storage import CassetteFile, check_input
 from cassettes.wire import KEY_ENV, new_key
 
-__all__ = ["ForkReplay", "ForkSource", "origin_of", "parse_from"]
+__all__ = ["ForkReplay", "ForkSource", "parse_from"]
 
 #: The key of the branch's origin in the cassette header's ``meta``.
 ORIGIN = "origin"
