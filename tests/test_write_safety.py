@@ -436,7 +436,7 @@ def test_a_fork_replaces_an_earlier_cassette_saying_so_as_run_does(
     )
     assert "appends to it instead" not in proc.stderr  # a fork never appends
     assert len(fake.log) == sent + 1  # turn 1 went live; turn 0 came from the recording
-    from cassettes.replay.forking import origin_of
+    from cassettes.reading import origin_of
 
     o = origin_of(earlier)
     assert o is not None and o["run"] == str(run)

@@ -25,8 +25,8 @@ from cassettes.mcp._answers import (
 )
 from cassettes.mcp._parts import tolerated_count, tolerated_lines
 from cassettes.mcp._runs import Runs
-from cassettes.reading import locate
-from cassettes.replay.forking import branch_diff, origin_of
+from cassettes.reading import locate, origin_of
+from cassettes.replay.forking import branch_diff
 
 __all__ = ["comparison", "fork_diff"]
 

@@ -30,7 +30,7 @@ from cassettes.replay.forking import (
     parse_cursor,
     read_plan,
 )
-from cassettes.replay.live import EditError, parse_edit
+from cassettes.replay.live import EditError, parse_edits
 from cassettes.replay.serving import (
     IDLE_TIMEOUT,
     READ_TIMEOUT,
@@ -90,15 +90,9 @@ def _cursor(args: argparse.Namespace) -> Any:
     try:
         bases = bases_of(args.live, "--live")
         spec = parse_cursor(args.cursor)
-        edits = [parse_edit(e) for e in args.edit]
+        edits = parse_edits(args.edit, spec.text)
     except (CursorError, EditError, ValueError) as exc:
         raise _Usage(str(exc)) from None
-    for e in edits:
-        if e.selector is not None and e.selector != spec.text:
-            raise _Usage(
-                f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; "
-                "its selector, if given, is the cursor's"
-            )
     return Cursor(spec, live_router(bases), model=args.model, edits=edits, prefix=args.prefix)
 
 

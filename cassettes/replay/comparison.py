@@ -21,7 +21,7 @@ from cassettes.errors import CassetteError, problem_lines
 from cassettes.hints import count
 from cassettes.matching import RuleError, rules_of_args
 from cassettes.net import header_problem, said_name
-from cassettes.reading import Relation, open_run, relate
+from cassettes.reading import Relation, open_run, origin_of, relate
 from cassettes.recording import Redactor
 from cassettes.replay.forking import (
     Divergence,
@@ -30,7 +30,6 @@ from cassettes.replay.forking import (
     divergence_lines,
     fork_lined_up,
     live_router,
-    origin_of,
     propose_files,
 )
 from cassettes.replay.forking.compare import (

@@ -16,8 +16,9 @@ import orjson
 import pytest
 
 from cassettes.cli import main
+from cassettes.reading import origin_of
 from cassettes.recording import CassetteWriter
-from cassettes.replay.forking import ForkSource, branch_meta, origin_meta, origin_of, parse_cursor
+from cassettes.replay.forking import ForkSource, branch_meta, origin_meta, parse_cursor
 from cassettes.storage import CassetteFile
 from tests.inspector.fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.forking import Cursor, CursorError, live_router, origin_of, parse_cursor
+from cassettes.reading import origin_of
+from cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
 from cassettes.replay.serving import ReplayServer
 from tests.replay.conftest import fork_agent
 from tests.support import progress

@@ -143,8 +143,7 @@ def test_every_request_the_upstream_receives_carries_the_edit_and_no_marker(
 def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_received(
     forked: dict[str, Any],
 ) -> None:
-    from cassettes.reading import open_run
-    from cassettes.replay.forking import origin_of
+    from cassettes.reading import open_run, origin_of
 
     branch = open_run(forked["branch"], whole=True)
     assert len(branch.exchanges) == 4

@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 
 from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
-from cassettes.reading import open_run
-from cassettes.replay.forking import origin_of
+from cassettes.reading import open_run, origin_of
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 

@@ -15,7 +15,7 @@ EXPORTED = [
     "PlanError",
     "agreement", "agreement_lines", "bases_of", "branch_diff", "branch_meta", "comparing",
     "diff_analysed", "divergence_lines", "fork_inputs", "fork_lined_up", "fork_view",
-    "live_router", "locate", "origin_meta", "origin_of", "parse_cursor", "parse_from",
+    "live_bases", "live_router", "locate", "origin_meta", "parse_cursor", "parse_from",
     "propose_files", "read_plan", "start_fork",
 ]  # fmt: skip
 

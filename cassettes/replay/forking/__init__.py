@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING
 from cassettes.lazy import on_first_use
 
 _MODULES = {
-    "_cursor": "Cursor bases_of live_router",
+    "_cursor": "Cursor bases_of live_bases live_router",
     "_placement": "CursorError parse_cursor",
     "_divergence": "Divergence divergence_lines",
     "_fork": (
-        "ForkReplay ForkSource branch_meta fork_inputs locate origin_meta origin_of parse_from "
-        "start_fork"
+        "ForkReplay ForkSource branch_meta fork_inputs locate origin_meta parse_from start_fork"
     ),
     "_forkview": "ForkComparison ForkRow fork_view",
     "_plan": "MAX_BYTES VERSION PlanError read_plan",
@@ -35,7 +34,7 @@ _MODULES = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 if TYPE_CHECKING:
-    from cassettes.replay.forking._cursor import Cursor, bases_of, live_router
+    from cassettes.replay.forking._cursor import Cursor, bases_of, live_bases, live_router
     from cassettes.replay.forking._divergence import Divergence, divergence_lines
     from cassettes.replay.forking._fork import (
         ForkReplay,
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
         fork_inputs,
         locate,
         origin_meta,
-        origin_of,
         parse_from,
         start_fork,
     )
@@ -86,10 +84,10 @@ __all__ = [
     "fork_inputs",
     "fork_lined_up",
     "fork_view",
+    "live_bases",
     "live_router",
     "locate",
     "origin_meta",
-    "origin_of",
     "parse_cursor",
     "parse_from",
     "propose_files",

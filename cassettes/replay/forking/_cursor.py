@@ -37,7 +37,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from cassettes import providers
 from cassettes.hints import count
 from cassettes.matching import Matcher, Miss, Recorded, request_key
 from cassettes.net import Request
@@ -65,6 +67,7 @@ __all__ = [
     "Cursor",
     "CursorError",
     "CursorSpec",
+    "live_bases",
     "live_router",
     "parse_cursor",
 ]
@@ -444,6 +447,18 @@ def bases_of(items: Iterable[str], flag: str) -> dict[str, str]:
         if not sep or not name.strip() or not url.startswith(("http://", "https://")):
             raise ValueError(f"{flag} wants NAME=http(s)://host[:port], not {item[:80]!r}")
         bases[name.strip().lower()] = url.strip().rstrip("/")
+    return bases
+
+
+def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:
+    """The recorder's reverse listener per API name (its name → ``http://127.0.0.1:PORT``)."""
+    bases: dict[str, str] = {}
+    for name, (_upstream, variables, _suffix) in providers.REVERSE_UPSTREAMS.items():
+        for var in variables:
+            if var in recorder_env:
+                u = urlsplit(recorder_env[var])
+                bases[name] = f"{u.scheme}://{u.netloc}"
+                break
     return bases
 
 

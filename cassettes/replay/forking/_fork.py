@@ -24,30 +24,22 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
 from cassettes import bounds
 from cassettes.errors import CassetteError
 from cassettes.matching import Matcher, here, rules_of_args
-from cassettes.providers import REVERSE_UPSTREAMS
-from cassettes.reading import (
-    first_turn,
-    open_run,
-    origin_fields,
-    origin_in,
-    origin_of,
-    read_entries,
-)
+from cassettes.reading import first_turn, open_run, origin_fields, origin_in, read_entries
+from cassettes.replay.forking._cursor import live_bases
 from cassettes.replay.forking._placement import CursorSpec, parse_cursor, place
 from cassettes.replay.forking._plan import RULES, ForkPlan
-from cassettes.replay.live import Edit, edit_file, parse_edit
+from cassettes.replay.live import Edit, edit_file, parse_edit, parse_edits
 from cassettes.replay.serving import replay_env
 from cassettes.storage import CassetteFile, check_input
 from cassettes.wire import KEY_ENV, new_key
 
-__all__ = ["ForkReplay", "ForkSource", "origin_of", "parse_from"]
+__all__ = ["ForkReplay", "ForkSource", "parse_from"]
 
 #: The key of the branch's origin in the cassette header's ``meta``.
 ORIGIN = "origin"
@@ -159,18 +151,6 @@ def branch_meta(
     }
 
 
-def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:
-    """The recorder's reverse listener per API name (its name → ``http://127.0.0.1:PORT``)."""
-    bases: dict[str, str] = {}
-    for name, (_upstream, variables, _suffix) in REVERSE_UPSTREAMS.items():
-        for var in variables:
-            if var in recorder_env:
-                u = urlsplit(recorder_env[var])
-                bases[name] = f"{u.scheme}://{u.netloc}"
-                break
-    return bases
-
-
 @dataclass
 class ForkReplay:
     """The replay server of a fork, as a child process (see the module docstring)."""
@@ -183,7 +163,6 @@ class ForkReplay:
     #: its environment and to the recorder in process (``RecorderConfig.edit_key``), never to the
     #: agent nor on a command line.
     edit_key: str = field(default_factory=new_key, repr=False)
-    python: str = sys.executable
     #: ``False``: the prefix compared as sent (``looptap run --from … --no-volatile``).
     volatile: bool = True
     #: The rule flags given (``--ignore``, ``--substitute``, ``--volatile-tool``: checked by
@@ -196,12 +175,8 @@ class ForkReplay:
     #: What the replay server tolerated (per recorded turn) and, for ``@divergence``, where each
     #: conversation went live: read back when it stops, written into the branch (:meth:`finish`).
     tolerated: dict[str, Any] = field(default_factory=dict)
-    #: When the prefix missed: what the agent sent (a cassette the replay server wrote), kept in a
-    #: private directory of its own for ``looptap rules propose`` (:meth:`_keep_sent`).
-    sent: Path | None = None
     _dir: str | None = None
     proc: asyncio.subprocess.Process | None = None
-    url: str | None = None
     report: list[str] = field(default_factory=list)
     #: The replay server's exit status once stopped (1: the prefix diverged).
     status: int = 0
@@ -247,7 +222,7 @@ class ForkReplay:
         own = {k: v for k, v in os.environ.items() if k != KEY_ENV}
         argv = ["-m", "cassettes.cli", "replay", str(self.source.run), "--fork-plan", plan]
         self.proc = await asyncio.create_subprocess_exec(
-            self.python,
+            sys.executable,
             *argv,
             stdout=asyncio.subprocess.PIPE,
             stderr=self._err,
@@ -266,7 +241,6 @@ class ForkReplay:
                 )
             name, _, value = line.removeprefix("export ").partition("=")
             env[name] = value
-        self.url = env.get("OPENAI_BASE_URL", "").removesuffix("/v1") or None
         # Only the base URLs: the recorder's proxy variables would send a client past the replay.
         return {
             **{
@@ -316,7 +290,6 @@ class ForkReplay:
         except OSError as exc:
             self.report.append(f"what the agent sent could not be kept: {exc.strerror or exc}")
             return
-        self.sent = kept
         run = shlex.quote(str(self.source.run))
         self.report.append(
             f"what the agent sent: {kept}; rules that would make it match, if what differs is "
@@ -387,13 +360,7 @@ def start_fork(args: Any) -> ForkReplay:
     :class:`CassetteError` for a ``--from`` that names no run (or not a regular file) or no turn,
     an ``--edit`` that cannot be read."""
     source = parse_from(args.from_run)
-    edits = [parse_edit(e) for e in args.edit]  # refused here, before anything starts
-    for e in edits:
-        if e.selector is not None and e.selector != source.cursor.text:
-            raise CassetteError(
-                f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor "
-                f"({source.cursor.text}) on; its selector, if given, is the cursor's"
-            )
+    edits = parse_edits(args.edit, source.cursor.text)  # refused here, before anything starts
     out = str(getattr(args, "output", "") or "")
     branch = Path(out[1:] if out.startswith("+") and len(out) > 1 else out) if out else None
     # the project's rules and the flags, refused here (RuleError) before anything starts

@@ -111,22 +111,15 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
             _prefix_rows(view, ra, cid, k, convs[cid].turns if cid in convs else [], tolerated)
         if sum(1 for r in view.rows if r.conversation == cid and r.part == "past") >= PAST_ROWS:
             continue
-        xb = rb.exchange_by_seq(sb)
-        row = ForkRow(
-            cid,
-            "past",
-            k,
-            sa,
-            sb,
+        origin_said = (
             _emitted(ra.analysis.turns.get(sa))
             if sa is not None
-            else "(the origin stopped before this turn)",
-            _emitted(rb.analysis.turns.get(sb)),
-            edit_notes(xb.edits or []),
-            by_turn.get((sa, sb), []),
-            tolerated.get(("", sa, sb), []),
+            else "(the origin stopped before this turn)"
         )
-        view.rows.append(row)
+        past = _past(rb, cid, k, sa, sb, origin_said)
+        past.divergences = by_turn.get((sa, sb), [])
+        past.tolerated = tolerated.get(("", sa, sb), [])
+        view.rows.append(past)
     return view
 
 
@@ -156,19 +149,13 @@ def _branch_only(view: ForkComparison, rb: Any, changed: str | None = None) -> N
         view.rows.append(ForkRow(str(conv.id), "fork", None))
         for sb in conv.turns[:PAST_ROWS]:
             t = rb.analysis.turns.get(sb)
-            xb = rb.exchange_by_seq(sb)
-            view.rows.append(
-                ForkRow(
-                    str(conv.id),
-                    "past",
-                    t.index if t else None,
-                    None,
-                    sb,
-                    None,
-                    _emitted(t),
-                    edit_notes(xb.edits or []),
-                )
-            )
+            view.rows.append(_past(rb, str(conv.id), t.index if t else None, None, sb, None))
+
+
+def _past(rb: Any, cid: str, k: int | None, sa: int | None, sb: int, origin: str | None) -> ForkRow:
+    """A turn past the cursor: the branch's (``rb``, its seq ``sb``) beside what the origin had."""
+    said, xb = _emitted(rb.analysis.turns.get(sb)), rb.exchange_by_seq(sb)
+    return ForkRow(cid, "past", k, sa, sb, origin, said, edit_notes(xb.edits or []))
 
 
 def _divergences_by_turn(divs: list[Any]) -> dict[tuple[int | None, int | None], list[str]]:
@@ -205,7 +192,7 @@ def _prefix_rows(
     cid: str,
     k: int,
     seqs: list[int],
-    tolerated: dict[tuple[str, int | None, int | None], list[str]] | None = None,
+    tolerated: dict[tuple[str, int | None, int | None], list[str]],
 ) -> None:
     """The origin's turns before the cursor (turn ``k``) of conversation ``cid``: the last
     :data:`PREFIX_ROWS` of them (a line counting the earlier ones), then the fork row."""
@@ -225,7 +212,7 @@ def _prefix_rows(
                 s,
                 None,
                 _emitted(ra.analysis.turns.get(s)),
-                tolerated=(tolerated or {}).get((cid, s, None), []),
+                tolerated=tolerated.get((cid, s, None), []),
             )
         )
     view.rows.append(ForkRow(cid, "fork", k))

@@ -17,6 +17,7 @@ the ``[tool.looptap]`` block printed.
 
 from __future__ import annotations
 
+import calendar
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -69,25 +70,12 @@ _READ = frozenset(
 _MAX_TEXT = 50_000
 _MAX_TOKENS = 8_000
 _TOKENS = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9]")
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_WEEKDAYS = tuple(calendar.day_name)
 #: The literal text a proposed substitution is anchored on: the plain characters next to the
 #: token (never a space, a placeholder or a control character: the pattern is printed).
 _LEFT = re.compile(r"[A-Za-z0-9_.:/@#+-]{0,40}$")
 _RIGHT = re.compile(r"[A-Za-z0-9_.:/@#+-]{0,40}")
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
+_MONTHS = tuple(calendar.month_name)[1:]
 #: The built-in detectors' names as kinds a reader knows.
 _KIND_OF_DETECTOR = {
     "tmp": "path",

@@ -5,49 +5,31 @@ live upstream never gave sent self-contained (``_chains``), an answer cut at the
 continued (``_continuation``), the model a request asks for and the request with another
 (``_model``). The clients that send it are :mod:`cassettes.net`'s.
 
-Used by the replay server and by the fork's cursor alike; imports neither. Names are loaded on
-first use (PEP 562): the replay server a test starts needs only ``_chains`` and ``_continuation``.
+Used by the replay server and by the fork's cursor alike; imports neither.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from cassettes.lazy import on_first_use
-
-_MODULES = {
-    "_chains": "Chains Threads as_sent_live",
-    "_continuation": "Continuation cut_text joined parsed rendered_for",
-    "_edits": "MAX_CONTINUE Edit EditError edit_file edit_notes edited_headers parse_edit",
-    "_model": "model_of with_model",
-    "_rewrite": "apply_edits carried",
-}
-_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
-
-if TYPE_CHECKING:
-    from cassettes.replay.live._chains import Chains, Threads, as_sent_live
-    from cassettes.replay.live._continuation import (
-        Continuation,
-        cut_text,
-        joined,
-        parsed,
-        rendered_for,
-    )
-    from cassettes.replay.live._edits import (
-        MAX_CONTINUE,
-        Edit,
-        EditError,
-        edit_file,
-        edit_notes,
-        edited_headers,
-        parse_edit,
-    )
-    from cassettes.replay.live._model import model_of, with_model
-    from cassettes.replay.live._rewrite import apply_edits, carried
-
-
-__getattr__ = on_first_use(__name__, _EXPORTS)
-
+from cassettes.replay.live._chains import Chains, Threads, as_sent_live
+from cassettes.replay.live._continuation import (
+    Continuation,
+    cut_text,
+    joined,
+    parsed,
+    rendered_for,
+)
+from cassettes.replay.live._edits import (
+    MAX_CONTINUE,
+    Edit,
+    EditError,
+    edit_file,
+    edit_notes,
+    edited_headers,
+    parse_edit,
+    parse_edits,
+)
+from cassettes.replay.live._model import model_of, with_model
+from cassettes.replay.live._rewrite import apply_edits, carried
 
 __all__ = [
     "MAX_CONTINUE",
@@ -66,6 +48,7 @@ __all__ = [
     "joined",
     "model_of",
     "parse_edit",
+    "parse_edits",
     "parsed",
     "rendered_for",
     "with_model",

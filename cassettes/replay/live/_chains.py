@@ -7,7 +7,7 @@ it, so a request naming one of them would be refused there (the Responses API's
 ``previous_response_not_found``). The API's adapter says how its requests chain
 (``Provider.chaining``); :class:`Chains` keeps (in :class:`Threads`), for every answer, the
 answer it continued and the items its turn added (its input, the answer's output), and
-:func:`self_contained` gives the request carrying that history itself, without the id. A request
+:meth:`Chains.standalone` gives the request carrying that history itself, without the id. A request
 continuing an answer the live upstream gave goes as the client sent it. Nothing here names an API.
 """
 
@@ -100,27 +100,6 @@ def answer_of(chunks: list[Chunk], content_type: str | None) -> Any:
     return None
 
 
-def self_contained(
-    threads: Threads, chain: Chaining, request: Any, known: Collection[str]
-) -> tuple[Any, str | None]:
-    """``request`` as a fork sends it live: when it continues an answer the live upstream never gave
-    (not in ``known``), self-contained, its input the history that answer stood for. (The request,
-    a note for the log; the request is ``request`` itself when it goes as it is.)"""
-    prev, _, _ = chain.thread(request, None)
-    if prev is None or prev in known:
-        return request, None
-    history = threads.history(prev)
-    if history is None:
-        return (
-            request,
-            f"fork: continues {prev[:80]}, an answer this replay server never saw: sent as it is",
-        )
-    return chain.standalone(request, history), (
-        f"fork: sent self-contained: it continued {prev[:80]}, an answer the live upstream never "
-        f"gave; the {count(len(history), 'item')} that answer stood for are its input instead"
-    )
-
-
 def threads_of(exchanges: Iterable[Exchange]) -> Threads:
     """The answers of a recording's round trips (HTTP and WebSocket turns) whose API chains them."""
     threads = Threads()
@@ -140,33 +119,23 @@ def as_sent_live(
     exchanges: Iterable[Exchange], by_seq: Callable[[int], Exchange], starts: Iterable[int]
 ) -> Callable[[int], Exchange]:
     """``by_seq`` with the recorded turns ``starts`` (their seqs: a fork's at its cursor, or every
-    turn ``looptap compare`` sends) as they are sent live: a turn that continued an earlier answer
-    (replayed, so the live upstream never gave it) self-contained, its input the history that
-    answer stood for. So a branch's first live turn is compared with what it was sent as, not
-    with the shorthand."""
+    turn ``looptap compare`` sends) as they are sent live (:meth:`Chains.sent`, no answer the live
+    upstream gave). So a branch's first live turn is compared with what it was sent as, not with
+    the shorthand."""
     at = set(starts)
-    made: dict[int, Exchange] = {}
-    threads: list[Threads] = []
+    chains = Chains(lambda: exchanges)
+    made: dict[int, Exchange] = {}  # only the rewritten ones: a turn held would pin its bodies
 
     def lookup(seq: int) -> Exchange:
         ex = by_seq(seq)
-        if seq not in at:
+        if seq not in at or seq in made:
+            return made.get(seq, ex)
+        body, _ = chains.sent(ex.method, ex.url, ex.request_body)
+        if body is None:
             return ex
-        if seq in made:
-            return made[seq]
-        msg = ex.request_json()
-        chain = chaining_of(ex.method, ex.url, msg)
-        if chain is None:
-            return ex
-        if not threads:
-            threads.append(threads_of(exchanges))
-        doc, _ = self_contained(threads[0], chain, msg, ())
-        if doc is msg:
-            return ex
-        out = copy.copy(ex)
-        out.request_body = orjson.dumps(doc)
-        out.set_request_json(doc)
-        made[seq] = out
+        made[seq] = out = copy.copy(ex)
+        out.request_body = body
+        out.forget_request_json()
         return out
 
     return lookup
@@ -207,11 +176,25 @@ class Chains:
     def standalone(
         self, chain: Chaining, request: Any, known: Collection[str]
     ) -> tuple[Any, list[str]]:
-        """``request`` (JSON) as it goes live (:func:`self_contained`: ``known``, the answers the
-        live upstream gave), counted in :attr:`made` when made self-contained; and its note."""
-        made, note = self_contained(self.threads, chain, request, known)
+        """``request`` (JSON) as it goes live, and its note: when it continues an answer the live
+        upstream never gave (not in ``known``), self-contained (counted in :attr:`made`), its
+        input the history that answer stood for; else ``request`` itself."""
+        prev, _, _ = chain.thread(request, None)
+        if prev is None or prev in known:
+            return request, []
+        history = self.threads.history(prev)
+        if history is None:
+            return request, [
+                f"fork: continues {prev[:80]}, an answer this replay server never saw: sent as "
+                "it is"
+            ]
+        made = chain.standalone(request, history)
         self.made += made is not request
-        return made, [note] if note is not None else []
+        return made, [
+            f"fork: sent self-contained: it continued {prev[:80]}, an answer the live upstream "
+            f"never gave; the {count(len(history), 'item')} that answer stood for are its input "
+            "instead"
+        ]
 
     def sent(self, method: str, target: str, body: bytes) -> tuple[bytes | None, list[str]]:
         """The body of a request sent live as it goes (``None``: as the client sent it), and its

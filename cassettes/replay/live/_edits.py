@@ -33,6 +33,7 @@ never applies is an error (the report names it, the fork exits 1), not a silent 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,15 +52,14 @@ __all__ = [
     "edit_notes",
     "edited_headers",
     "parse_edit",
+    "parse_edits",
 ]
 
-_TARGET = re.compile(
-    r"(tool_result|user|restore_result|tool_schema)\[([^\]]{1,200})\]|(system|max_tokens|continue)"
-)
-#: Where the target starts (after an optional ``SELECTOR:``), and whether the value is ``@file``.
+#: The target (after an optional ``SELECTOR:``): its kind and key, and whether the value is
+#: ``@file``.
 _SPEC = re.compile(
-    r"(?:^|(?<=:))((?:restore_result|tool_result|tool_schema)\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]"
-    r"|system|max_tokens|continue)=(@?)"
+    r"(?:^|(?<=:))(?:(restore_result|tool_result|tool_schema)\[([^\]]{1,200})\]"
+    r"|(user)\[([0-9]{1,6})\]|(system|max_tokens|continue))=(@?)"
 )
 #: The most continuation requests ``continue=N`` may ask for per answer.
 MAX_CONTINUE = 8
@@ -100,11 +100,9 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
             f"tool_result[CALL_ID], system, user[N] or tool_schema[NAME]; not {spec[:80]!r}"
         )
     selector = spec[: m.start()].rstrip(":") or None
-    t = _TARGET.fullmatch(m.group(1))
-    assert t is not None
-    kind, key = t.group(1) or t.group(3), t.group(2)
+    kind, key = m.group(1) or m.group(3) or m.group(5), m.group(2) or m.group(4)
     value = spec[m.end() :]
-    if m.group(2):
+    if m.group(6):
         path = (base or Path.cwd()) / value
         try:  # a FIFO, a device or a directory is refused, never read (it would block or never end)
             data = read_input(path, "the edit file", _MAX_FILE + 1)
@@ -121,6 +119,21 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
     return Edit(
         spec, kind, key, value.strip() if kind in ("max_tokens", "continue") else value, selector
     )
+
+
+def parse_edits(
+    specs: Iterable[str], cursor: str, flag: str = "--edit", base: Path | None = None
+) -> list[Edit]:
+    """Each of ``specs`` read (:func:`parse_edit`); raises :class:`EditError` for one whose
+    selector is not the fork's ``cursor`` (as written): an edit applies from the cursor on."""
+    edits = [parse_edit(s, base) for s in specs]
+    for e in edits:
+        if e.selector is not None and e.selector != cursor:
+            raise EditError(
+                f"{flag} {e.spec[:60]!r}: an edit applies from the fork's cursor ({cursor}) on; "
+                "its selector, if given, is the cursor's"
+            )
+    return edits
 
 
 #: What the value of an edit of these kinds must be, as the error says it.
@@ -147,7 +160,7 @@ def edit_file(spec: str) -> Path | None:
     """The file an ``--edit`` reads its text from (``TARGET=@FILE``), not opened; ``None`` for an
     inline text or a spec that cannot be read (:func:`parse_edit` says why)."""
     m = _SPEC.search(spec)
-    return Path.cwd() / spec[m.end() :] if m is not None and m.group(2) else None
+    return Path.cwd() / spec[m.end() :] if m is not None and m.group(6) else None
 
 
 def edited_headers(

@@ -8,6 +8,7 @@ from, replaced where they occur.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -63,9 +64,9 @@ def _hits(method: str, target: str, doc: Any, e: Edit) -> list[tuple[list[str | 
     """Make ``e`` in ``doc`` (changed in place); each item rewritten as (path, before, after)."""
     hits: list[tuple[list[str | int], Any, Any]] = []
     if e.kind == "tool_result":
-        _tool_result(doc, e.key or "", e.value, [], hits)
+        _tool_result(doc, e.key or "", e.value, hits)
     elif e.kind == "restore_result":
-        _restore_result(doc, e.key or "", e.value, [], hits)
+        _restore_result(doc, e.key or "", e.value, hits)
     elif e.kind == "max_tokens":
         _cap(doc, int(e.value), hits)
     elif e.kind == "tool_schema":
@@ -75,7 +76,7 @@ def _hits(method: str, target: str, doc: Any, e: Edit) -> list[tuple[list[str | 
     else:
         old = _adapter_text(method, target, doc, e)
         if old:
-            _replace_string(doc, old, e.value, [], hits)
+            _replace_string(doc, old, e.value, hits)
     return hits
 
 
@@ -92,11 +93,7 @@ def _ids_of(node: dict[str, Any]) -> list[str]:
 
 
 def _restore_result(
-    node: Any,
-    call_id: str,
-    value: str,
-    path: list[str | int],
-    hits: list[tuple[list[str | int], Any, Any]],
+    doc: Any, call_id: str, value: str, hits: list[tuple[list[str | int], Any, Any]]
 ) -> None:
     """Put back the result of ``call_id`` where the client sent none: in the list that holds the
     results of the same answer's other calls, a copy of the first of them with the call's id and
@@ -105,36 +102,49 @@ def _restore_result(
     shape. A request that already carries the result, or carries no sibling result to copy (all
     the answer's results dropped), is left as it is. The mark's path is the list and its
     ``before`` the list the client sent, so the client's request is that list put back."""
-    if len(path) > _DEPTH or hits:
-        return
-    if isinstance(node, dict):
-        for k, v in node.items():
-            _restore_result(v, call_id, value, [*path, k], hits)
-        return
-    if not isinstance(node, list):
-        return
-    calls = _calls_with(node, call_id)
-    if calls is not None:
+    for node, path, _, _ in _walk(doc):
+        if not isinstance(node, list) or len(path) > _DEPTH:
+            continue
+        calls = _calls_with(node, call_id)
+        if calls is None:
+            continue
         results = [i for i, x in enumerate(node) if _result_of(x, calls)]
-        if results and not any(_result_of(x, {call_id}) for x in node):
-            last = node[results[-1]]
-            if _direct_result(last, calls):
-                into, at, where = node, results[-1] + 1, list(path)
-            else:
-                # a message holding the result blocks (a user turn of them): the block goes in
-                # beside them
-                into = last["content"]
-                at, where = (
-                    max(i for i, y in enumerate(into) if _result_of(y, calls)) + 1,
-                    [*path, results[-1], "content"],
-                )
-            before = list(into)
-            made = _with_id(into[at - 1], calls, call_id, value)
-            into.insert(at, made)
-            hits.append((where, before, made))
-            return
-    for i, v in enumerate(node):
-        _restore_result(v, call_id, value, [*path, i], hits)
+        if not results or any(_result_of(x, {call_id}) for x in node):
+            continue
+        last = node[results[-1]]
+        if _direct_result(last, calls):
+            into, at, where = node, results[-1] + 1, list(path)
+        else:
+            # a message holding the result blocks (a user turn of them): the block goes in
+            # beside them
+            into = last["content"]
+            at, where = (
+                max(i for i, y in enumerate(into) if _result_of(y, calls)) + 1,
+                [*path, results[-1], "content"],
+            )
+        before = list(into)
+        made = _with_id(into[at - 1], calls, call_id, value)
+        into.insert(at, made)
+        hits.append((where, before, made))
+        return
+
+
+def _walk(
+    doc: Any, path: list[str | int] | None = None
+) -> Iterator[tuple[Any, list[str | int], Any, str | int | None]]:
+    """``doc`` and every value in it, each with its path, the object or list holding it and its
+    key there, in document order: a value before what it holds, which is read after the caller
+    had the value (what it replaced is walked as replaced). Values nested deeper than
+    :data:`_DEPTH` are not walked (a request nested deeper is not edited below it)."""
+    if path is None:
+        yield doc, [], None, None
+        path = []
+    if len(path) > _DEPTH:
+        return
+    keys = list(doc) if isinstance(doc, dict) else range(len(doc)) if isinstance(doc, list) else ()
+    for k in keys:
+        yield doc[k], [*path, k], doc, k
+        yield from _walk(doc[k], [*path, k])
 
 
 def _calls_with(items: list[Any], call_id: str) -> set[str] | None:
@@ -245,28 +255,17 @@ def _schema(
 
 
 def _tool_result(
-    node: Any,
-    call_id: str,
-    value: str,
-    path: list[str | int],
-    hits: list[tuple[list[str | int], Any, Any]],
+    doc: Any, call_id: str, value: str, hits: list[tuple[list[str | int], Any, Any]]
 ) -> None:
     """Replace the content of every object carrying ``call_id`` as a result (not as a call)."""
-    if len(path) > _DEPTH:
-        return
-    if isinstance(node, dict):
-        carries = _carries_id(node, call_id)
+    for node, path, _, _ in _walk(doc):
+        if not isinstance(node, dict) or len(path) > _DEPTH or not _carries_id(node, call_id):
+            continue
         slot = next((k for k in _CONTENT_KEYS if k in node), None)
-        if carries and not _is_call(node) and slot is not None:
+        if not _is_call(node) and slot is not None:
             before = node[slot]
             node[slot] = _as_content(before, value)
             hits.append(([*path, slot], before, node[slot]))
-        for k, v in node.items():
-            if k != slot or not carries:
-                _tool_result(v, call_id, value, [*path, k], hits)
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            _tool_result(v, call_id, value, [*path, i], hits)
 
 
 def _as_content(old: Any, value: str) -> Any:
@@ -305,28 +304,13 @@ def _adapter_text(method: str, target: str, doc: Any, e: Edit) -> str | None:
 
 
 def _replace_string(
-    node: Any,
-    old: str,
-    new: str,
-    path: list[str | int],
-    hits: list[tuple[list[str | int], Any, Any]],
+    doc: Any, old: str, new: str, hits: list[tuple[list[str | int], Any, Any]]
 ) -> None:
     """Replace every string value equal to ``old`` (and a text part holding it) with ``new``."""
-    if len(path) > _DEPTH:
-        return
-    items: Any = (
-        node.items()
-        if isinstance(node, dict)
-        else enumerate(node)
-        if isinstance(node, list)
-        else ()
-    )
-    for k, v in list(items):
-        if isinstance(v, str) and v == old:
-            node[k] = new
-            hits.append(([*path, k], old, new))
-        else:
-            _replace_string(v, old, new, [*path, k], hits)
+    for v, path, holder, k in _walk(doc):
+        if holder is not None and isinstance(v, str) and v == old:
+            holder[k] = new
+            hits.append((path, old, new))
 
 
 def carried(method: str, target: str, body: bytes, e: Edit) -> list[Any]:

@@ -183,21 +183,15 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
             )
         return None
     from cassettes.replay.forking import Cursor, CursorError, live_router, parse_cursor
-    from cassettes.replay.live import EditError, parse_edit
+    from cassettes.replay.live import EditError, parse_edits
 
     live, model, edits, prefix = _fork_options(kw)
     try:
         spec = parse_cursor(given)
-        parsed = [parse_edit(str(e), base) for e in ([edits] if isinstance(edits, str) else edits)]
+        given_edits = [str(e) for e in ([edits] if isinstance(edits, str) else edits)]
+        parsed = parse_edits(given_edits, spec.text, "edit", base)
     except (CursorError, EditError) as exc:
         pytest.fail(f"looptap: {exc}", pytrace=False)
-    for e in parsed:
-        if e.selector is not None and e.selector != spec.text:
-            pytest.fail(
-                f"looptap: edit {e.spec[:60]!r}: an edit applies from the fork's cursor "
-                f"({spec.text}) on; its selector, if given, is the cursor's",
-                pytrace=False,
-            )
     return Cursor(
         spec,
         live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}),

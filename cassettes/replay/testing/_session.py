@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -208,16 +207,9 @@ def _start_recording(
 def _listener_fallback(recorder_env: dict[str, str]) -> Any:
     """new_episodes: a request the cassette lacks goes to the recorder's listener for its API (the
     fork's router: a listener is named after the vendor, and its families share the prefix)."""
-    from cassettes.replay.forking import live_router
+    from cassettes.replay.forking import live_bases, live_router
 
-    bases: dict[str, str] = {}
-    for name, (_upstream, variables, _suffix) in providers.REVERSE_UPSTREAMS.items():
-        for var in variables:
-            if var in recorder_env:
-                u = urlsplit(recorder_env[var])
-                bases[name] = f"{u.scheme}://{u.netloc}"
-                break
-    return live_router(bases)
+    return live_router(live_bases(recorder_env))
 
 
 def _start_replay(
