@@ -24,7 +24,7 @@ dropped — is a divergence as before (docs/fork.md, "Prefix modes").
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cassettes.matching._jsondiff import Change, format_path, json_diff, window
 from cassettes.matching._verdicts import item_results
@@ -32,7 +32,7 @@ from cassettes.matching._volatile import TOOL_RESULT, Tolerated
 from cassettes.recording import Redactor
 
 if TYPE_CHECKING:
-    from cassettes.matching._matcher import Matcher
+    from cassettes.matching._recording import Recorded
     from cassettes.matching._requestkey import RequestKey
 
 __all__ = [
@@ -87,7 +87,18 @@ def entries_of(found: Iterable[Tolerated]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def turn_entries(matcher: Matcher) -> list[dict[str, Any]]:
+class Tolerating(Protocol):
+    """What :func:`turn_entries` reads of a :class:`~cassettes.matching.Matcher`: what each
+    recorded round trip's last match tolerated (by position), the round trips, and the labelling
+    that places them in their conversation and turn."""
+
+    tolerated: dict[int, list[Tolerated]]
+    recorded: Sequence[Recorded]
+
+    def label(self) -> None: ...
+
+
+def turn_entries(matcher: Tolerating) -> list[dict[str, Any]]:
     """Per recorded round trip that answered a request with tolerated differences, in recording
     order: its conversation, turn and seq, and the entries."""
     if not matcher.tolerated:

@@ -1,12 +1,13 @@
 """A pass over a :class:`~cassettes.reading._incremental.RunReader`'s round trips, read again from
 disk in recording order (what a command goes through once the analysis is done: memory holds one
-round trip at a time, not the run), and its turns restored from the reader's store on lookup."""
+round trip at a time, not the run), and its turns restored from the reader's store on lookup: over
+what the pass reads of the reader (:class:`Run`, which the reader is)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cassettes.analysis import Turn
 from cassettes.parsing import RoundTrip, parse_exchange
@@ -14,7 +15,8 @@ from cassettes.storage import BODY_CACHE
 from cassettes.wire import Exchange
 
 if TYPE_CHECKING:
-    from cassettes.reading._incremental import RunReader
+    from cassettes.reading._stores import Places
+    from cassettes.storage import RecordSource
 
 # the reader's own passes (cassettes.reading._incremental): no public surface
 __all__: list[str] = []
@@ -23,8 +25,19 @@ __all__: list[str] = []
 BASES = 64
 
 
+class Run(Protocol):
+    """What a pass reads of the run it goes through (a
+    :class:`~cassettes.reading._incremental.RunReader`): its records (with their index) and its
+    store of full turns."""
+
+    source: RecordSource
+    places: Places
+
+    def full_turn(self, seq: int, *, remember: bool = ...) -> Turn: ...
+
+
 class Reread:
-    """The exchanges and parsed round trips of a reader's run, read again from disk in
+    """The exchanges and parsed round trips of a :class:`Run`, read again from disk in
     recording order on every pass: :attr:`pairs` (exchange and round trip together),
     :attr:`exchanges` and :attr:`roundtrips` are sized iterables (a small cache of the latest
     records serves the same record to each), and :attr:`turns` maps a turn's seq to its full turn,
@@ -32,7 +45,7 @@ class Reread:
 
     The records the analysis skipped (unreadable) are skipped here too."""
 
-    def __init__(self, run: RunReader, cache: int = 8) -> None:
+    def __init__(self, run: Run, cache: int = 8) -> None:
         self._run = run
         # The run's records again, through a file handle and a cache of bodies of this pass's own.
         self._records = run.source.fork(BODY_CACHE, keep_open=True)
@@ -125,7 +138,7 @@ class Column:
 class Turns(Mapping[int, Turn]):
     """seq → full turn, restored from a reader's store on each lookup."""
 
-    def __init__(self, run: RunReader) -> None:
+    def __init__(self, run: Run) -> None:
         self._run = run
 
     def __getitem__(self, seq: int) -> Turn:
