@@ -17,7 +17,7 @@ one :class:`~._state.AnalyserState` (its tables, plain data) round trip by round
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import cassettes.analysis._final_pass as final_pass
 import cassettes.analysis._parking as parking
@@ -132,6 +132,10 @@ class RunAnalyser:
         self.first_index = 0
         #: The API family of the round trip :meth:`add` took last ("none" when not an LLM API's).
         self.last_family = "none"
+        #: Called with each round trip :meth:`add` parses, before the analysis reads it (a reader
+        #: keeps that parse for its printers and viewers: parsed once,
+        #: cassettes.reading._incremental).
+        self.on_parse: Callable[[RoundTrip], None] | None = None
 
     @property
     def result(self) -> RunAnalysis:
@@ -221,7 +225,10 @@ class RunAnalyser:
         """``ex`` parsed (on the round trip its history delta is based on, when there is one)."""
         base_seq = (ex.history_delta or {}).get("base")
         base = self.state.rts.get(base_seq) if isinstance(base_seq, int) else None
-        return parse_exchange(ex, base[0] if base is not None else None)
+        rt = parse_exchange(ex, base[0] if base is not None else None)
+        if self.on_parse is not None:
+            self.on_parse(rt)
+        return rt
 
     def _previous(self, link: Link, rt: RoundTrip) -> TurnContext | None:
         """The context of the turn ``rt`` continues, if any; a poll read as a model call takes

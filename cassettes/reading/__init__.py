@@ -1,6 +1,6 @@
 """Reading a run: :func:`open_run` and :class:`Run` (``_run``), one class over every format
 (``_formats`` tells it), a looptap cassette read and analysed a batch at a time, large or still
-growing (``_incremental``: :class:`RunReader`, its store of turns ``_stores``, its
+growing (``_incremental``: :class:`RunReader`, its stores of turns and parses ``_stores``, its
 passes again ``_reread``, compressed by ``_compression``) or exchanges held in memory
 (``_memory_reader``), both behind one interface (``_reader``). A run's analysis kept as SQLite
 rows for the next reader of the same bytes (``_analysis_cache``; the file ``_database``; the
@@ -32,7 +32,7 @@ _MODULES = {
     "_analysis_cache": "MAX_CONTINUATION analyser_digest keep packed",
     "_database": "APPLICATION_ID SCHEMA location",
     "_show_objects": "show_objects show_pairs",
-    "_stores": "TurnStore",
+    "_stores": "CHECKPOINT ParseStore TurnStore",
     "_timeline": "header_time timeline",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from cassettes.reading._incremental import Batch, RunReader
     from cassettes.reading._run import Run, open_run
     from cassettes.reading._show_objects import show_objects, show_pairs
-    from cassettes.reading._stores import TurnStore
+    from cassettes.reading._stores import CHECKPOINT, ParseStore, TurnStore
     from cassettes.reading._timeline import header_time, timeline
 
 
@@ -70,9 +70,11 @@ __getattr__ = on_first_use(__name__, _EXPORTS)
 
 __all__ = [
     "APPLICATION_ID",
+    "CHECKPOINT",
     "MAX_CONTINUATION",
     "SCHEMA",
     "Batch",
+    "ParseStore",
     "Relation",
     "Run",
     "RunReader",

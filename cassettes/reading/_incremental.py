@@ -37,7 +37,7 @@ from cassettes.parsing import RoundTrip, parse_exchange
 from cassettes.reading import _analysis_cache, _snapshot
 from cassettes.reading._branch import branch_origin, first_turn
 from cassettes.reading._reread import Column, Reread
-from cassettes.reading._stores import Places, TurnStore
+from cassettes.reading._stores import ParseStore, Places, TurnStore
 from cassettes.storage import BLOCK, BODY_CACHE, Problem, RecordSource
 from cassettes.views import TurnSummary, summarise
 from cassettes.wire import Exchange
@@ -96,6 +96,10 @@ class RunReader:
         # viewer thread can read while another thread steps the analysis.
         self._viewer = self.source.fork(16)
         self.analyser = RunAnalyser(self._reload, keep_turns=False)
+        #: The analysis' parse of each round trip, kept for the printers and viewers (parse once).
+        self.parses = ParseStore()
+        self._at = 0  # position in the index of the record being analysed
+        self.analyser.on_parse = self._keep_parse
         #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`); left
         #: empty with ``summaries=False`` (a command going through the run once: the turns are
         #: read from the store only, which keeps memory at a few integers per turn).
@@ -267,10 +271,11 @@ class RunReader:
             self.analyser.first_index = first_turn(
                 branch_origin(self.index.header, self.index.path)
             )
-        for _, ex in self.source.take(recs, first):  # (one that cannot be read: skipped)
+        for pos, ex in self.source.take(recs, first):  # (one that cannot be read: skipped)
             self.records += 1
             if ex.started is not None and self.first_started is None:
                 self.first_started = ex.started
+            self._at = pos
             turn = self.analyser.add(ex)
             family = self.analyser.last_family
             self.families[family] = self.families.get(family, 0) + 1
@@ -291,6 +296,20 @@ class RunReader:
             ex.set_request_json(None)
         return turns
 
+    def _keep_parse(self, rt: RoundTrip) -> None:
+        """The analyser parsed the round trip being analysed: keep that parse (before the analysis
+        reads it, which resolves referenced items in place)."""
+        reused = rt.reused
+        self.parses.put(
+            self._at, rt, self.index.position(reused[0]) if reused is not None else None
+        )
+
+    def parse_at(self, pos: int) -> RoundTrip | None:
+        """The analysis' parse of the round trip at ``pos`` (a position in the index), restored,
+        with its request's whole message history; ``None`` when none was kept (the caller parses).
+        Safe to call from another thread than :meth:`step`'s."""
+        return self.parses.restore(pos, self.index.position)
+
     def finish(self) -> tuple[dict[str, Any], float | None, dict[str, int]]:
         """The file is complete: report a torn tail and run the end-of-run checks (once; the
         findings they add appear in the summaries' ``findings``). Returns the run's header, the
@@ -305,6 +324,7 @@ class RunReader:
             self._analyse(tail, len(self.index) - len(tail))
             self.analyser.finish()
             self.turn_store.flush()
+            self.parses.flush()
             keep(self)  # when the file was hashed as it was read (take)
         return self.index.header or {}, self.first_started, dict(self.families)
 
@@ -366,9 +386,13 @@ class RunReader:
         return self._viewer.exchange_by_seq(seq)
 
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip]:
-        """The exchange and parsed round trip with this seq, with the complete message history."""
+        """The exchange and parsed round trip with this seq, with the complete message history.
+        The parse is the analysis' (:meth:`parse_at`: nothing is parsed again, a jump to a turn
+        included); a round trip the analysis kept no parse of is parsed."""
         ex = self.exchange_by_seq(seq)
-        return ex, parse_exchange(ex)
+        pos = self.index.position(seq)
+        rt = self.parse_at(pos) if pos is not None else None
+        return ex, rt if rt is not None else parse_exchange(ex)
 
     def reread(self) -> Reread:
         """Every round trip read so far, read again from disk in recording order on each pass
@@ -377,8 +401,9 @@ class RunReader:
         return Reread(self)
 
     def close(self) -> None:
-        """Delete the store of full turns (the summaries stay readable)."""
+        """Delete the store of full turns and parses (the summaries stay readable)."""
         self.turn_store.close()
+        self.parses.close()
         if self.before is not None and self.before.views is not None:
             self.before.views.close()
 

@@ -21,18 +21,16 @@ if TYPE_CHECKING:
 # the reader's own passes (cassettes.reading._incremental): no public surface
 __all__: list[str] = []
 
-#: Requests a pass keeps as bases for the next ones (the latest turn of that many conversations).
-BASES = 64
-
 
 class Run(Protocol):
     """What a pass reads of the run it goes through (a
-    :class:`~cassettes.reading._incremental.RunReader`): its records (with their index) and its
-    store of full turns."""
+    :class:`~cassettes.reading._incremental.RunReader`): its records (with their index), the
+    analysis' parses, and its store of full turns."""
 
     source: RecordSource
     places: Places
 
+    def parse_at(self, pos: int) -> RoundTrip | None: ...
     def full_turn(self, seq: int, *, remember: bool = ...) -> Turn: ...
 
 
@@ -52,9 +50,6 @@ class Reread:
         # position → [exchange, round trip or None]
         self._recent: OrderedDict[int, list[Any]] = OrderedDict()
         self._cache = cache
-        # seq → request side of the round trips parsed lately: the bases the next requests of
-        # their conversations are parsed on (only what each appended), however interleaved
-        self._bases: OrderedDict[int, RoundTrip] = OrderedDict()
         self.exchanges = Column(self, 0)
         self.roundtrips = Column(self, 1)
         self.pairs = Column(self, 2)
@@ -90,14 +85,21 @@ class Reread:
     def roundtrip_at(self, pos: int) -> RoundTrip:
         entry = self._entry(pos)
         if entry[1] is None:
+            entry[1] = self._run.parse_at(pos)  # the analysis' parse: not parsed again
+        if entry[1] is None:
             ex = entry[0]
             base_seq = (ex.history_delta or {}).get("base")
-            base = self._bases.get(base_seq) if isinstance(base_seq, int) else None
-            entry[1] = parsed = parse_exchange(ex, base)
-            if ex.seq is not None and parsed.request is not None:
-                self._bases[ex.seq] = parsed.model_copy(update={"response": None})
-                while len(self._bases) > BASES:
-                    self._bases.popitem(last=False)
+            base = None
+            if isinstance(base_seq, int):  # parse only what it appended to a recent request
+                base = next(
+                    (
+                        e[1]
+                        for e in self._recent.values()
+                        if e[1] is not None and e[0].seq == base_seq
+                    ),
+                    None,
+                )
+            entry[1] = parse_exchange(ex, base)
         rt: RoundTrip = entry[1]
         return rt
 

@@ -224,6 +224,8 @@ def _peak_kept(path: Path) -> int:
     inc = RunReader(path, summaries=False)  # as the commands read a run (open_run)
     while not inc.step().at_end:
         pass
+    # (its blocks waiting for the compressor: a few MB at most, however long the run)
+    inc.parses.flush()
     gc.collect()
     # (less the block of turns being filled for the turn store: up to 256 KB, however long the run)
     after = tracemalloc.get_traced_memory()[0] - inc.turn_store._filling.__sizeof__()

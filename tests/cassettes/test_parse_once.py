@@ -1,8 +1,7 @@
-"""Parse once, from the recorder to the reader: each body is parsed by a reader's analysis alone
-(the recorder's writer stores no parse, so it makes none); what prints a round trip afterwards
-(``show``'s printing pass) parses each request on the one it extends, as the analysis did, and a
-viewer's selection or jump parses that round trip. Counted on corpus runs by watching the two
-functions that parse a body."""
+"""Parse once, from the recorder to the screen: each body is parsed by a reader's analysis alone
+(the recorder's writer stores no parse, so it makes none), and what prints or shows a round trip
+afterwards (``show``'s printing pass, a viewer's selection or jump) takes the analysis' parse:
+nothing is parsed again. Counted on corpus runs by wrapping the two functions that parse a body."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ import pytest
 from real_corpus import corpus_files
 
 import cassettes.parsing as parsing
-from cassettes.reading import Run, TurnStore, open_run
+from cassettes.reading import CHECKPOINT, ParseStore, Run, TurnStore, open_run
 from cassettes.recording import CassetteWriter
 from cassettes.storage import load_vcr
 from cassettes.wire import Exchange
@@ -113,7 +112,24 @@ def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(
     assert set(parses.requests) >= set(generations) - polled and set(parses.requests.values()) == {
         1
     }
+    opened = parses.messages
+    parses.clear()
+    # Every turn selected in recording order (the inspector's selection): no response parsed
+    # again, and the requests' messages are parsed no more than the opening parsed them.
+    for seq in generations:
+        _, rt = run.by_seq(seq)
+        assert rt.request is not None and rt.response is not None
+    assert not parses.responses, f"responses parsed again on selection: {sorted(parses.responses)}"
+    assert parses.messages <= opened, (parses.messages, opened)
     run.close()
+    # A command's pass over the run once analysed (open_run, as show and the exports read it):
+    # no response parsed again.
+    every = open_run(path)
+    parses.clear()
+    assert sum(1 for _ in every.pairs) == len(exchanges)
+    assert not parses.responses, (
+        f"responses parsed again by a pass over the run: {sorted(parses.responses)}"
+    )
 
 
 def _fresh(path: Path) -> dict[int, dict[str, Any]]:
@@ -128,41 +144,184 @@ def _fresh(path: Path) -> dict[int, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("shape", ["corpus", "long chains"])
-def test_show_and_a_jump_to_a_turn_give_what_a_full_parse_gives(
-    tmp_path: Path, request: pytest.FixtureRequest, shape: str
+def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, shape: str
 ) -> None:
-    """``looptap show`` reads a run twice (to analyse it, then to print it a round trip at a
-    time): the printing pass parses each request on the one it extends, as the analysis did (no
-    more messages than the analysis parsed), and what it and a viewer's jump to any turn get is
-    what a full parse gives. "long chains": sixteen conversations of 10 turns each extending the
-    one before, interleaved round trip by round trip (a base is 16 round trips back)."""
+    """``looptap show`` reads a run twice (to analyse it, then to print it a round trip at a time)
+    and the inspector jumps to any turn: both take the parse the analysis made, restored from the
+    reader's store, so no request and no response is parsed a second time, and what they get is
+    what a full parse gives. "long chains": conversations of 40 turns each extending the one
+    before (deeper than a checkpoint), interleaved, with a small cache of bases, so restoring goes
+    back through stored bases."""
     path = tmp_path / "run.jsonl"
     if shape == "corpus":
         _record(path, _multi_turn())
     else:
         from support.huge import write_huge
 
-        write_huge(path, 160, "long", turns=10)
+        write_huge(path, 160, "long", turns=40)
         lines = path.read_bytes().splitlines(keepends=True)
-        body = [lines[1 + c * 10 + k] for k in range(10) for c in range(16)]
+        # four conversations of 40, interleaved round trip by round trip
+        quarter = (len(lines) - 1) // 4
+        body = [lines[1 + c * quarter + k] for k in range(quarter) for c in range(4)]
         path.write_bytes(lines[0] + b"".join(body))
+        monkeypatch.setitem(ParseStore.__init__.__globals__, "SHOWN", 2)  # (the stores' module)
     fresh = _fresh(path)
     parses = Parses(request)
-    # show: one pass analyses (each body parsed once there), the printing pass parses again
+    # show: one pass analyses (each body parsed once there), the printing pass parses nothing.
     every = open_run(path)
     assert set(parses.requests.values()) == {1} and len(parses.requests) >= len(fresh) // 2
-    analysed = parses.messages
     parses.clear()
     printed = {rt.seq: rt.model_dump() for _, rt in every.pairs}
-    assert parses.messages <= analysed, (parses.messages, analysed)
+    assert not parses.requests, f"requests parsed again to print: {sorted(parses.requests)}"
+    assert not parses.responses, f"responses parsed again to print: {sorted(parses.responses)}"
     assert printed == fresh
-    # The inspector: every turn reached by a jump (last first)
+    # The inspector: every turn reached by a jump (last first), none parsed again.
     run = _opened(path)
+    parses.clear()
     seqs = sorted(run.summaries, reverse=True)
     assert len(seqs) > 20
     for seq in seqs:
         _, rt = run.by_seq(seq)
         assert rt.model_dump() == fresh[seq], seq
+    assert not parses.requests and not parses.responses, (
+        sorted(parses.requests),
+        sorted(parses.responses),
+    )
+    run.close()
+
+
+def _same_tree(a: Any, b: Any, where: str = "rt") -> None:
+    """``a`` and ``b`` are the same tree: the same types all the way down, and models with the same
+    fields, fields set, extra and private attributes (what pydantic's ``==`` does not compare)."""
+    from enum import Enum
+
+    from pydantic import BaseModel
+
+    assert type(a) is type(b), where
+    if isinstance(a, BaseModel):
+        assert a.__pydantic_fields_set__ == b.__pydantic_fields_set__, where
+        assert a.__pydantic_extra__ == b.__pydantic_extra__, where
+        assert a.__pydantic_private__ == b.__pydantic_private__, where
+        assert a.__dict__.keys() == b.__dict__.keys(), where
+        for k in a.__dict__:
+            _same_tree(a.__dict__[k], b.__dict__[k], f"{where}.{k}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same_tree(x, y, f"{where}[{i}]")
+    elif isinstance(a, dict):
+        assert list(a) == list(b), where
+        for k in a:
+            _same_tree(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, Enum):
+        assert a is b, where
+    else:
+        assert a == b or (a != a and b != b), where  # (NaN)
+
+
+def test_the_store_of_parses_gives_back_the_tree_it_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each parse the analysis keeps comes back from the store as the tree the analysis made (types,
+    enum members, fields set and private attributes included), and keeping it builds no per-model
+    state dict (``BaseModel.__getstate__``: most of the store's cost, a seventh of a batch read's
+    CPU)."""
+    import pickle
+
+    from pydantic import BaseModel
+
+    path = tmp_path / "run.jsonl"
+    _record(path, _multi_turn())
+    kept: list[tuple[int, bytes]] = []
+    real_put = ParseStore.put
+
+    def put(self: ParseStore, pos: int, rt: parsing.RoundTrip, base_pos: int | None) -> None:
+        states = Counter[str]()
+        real_state = BaseModel.__getstate__
+
+        def counted(model: BaseModel) -> dict[Any, Any]:
+            states["called"] += 1
+            return real_state(model)
+
+        # what a stock pickle of the same parse gives back: the reference
+        packed = rt.model_copy(
+            update={"request": rt.request.model_copy() if rt.request is not None else None}
+        )
+        monkeypatch.setattr(BaseModel, "__getstate__", counted)
+        try:
+            real_put(self, pos, rt, base_pos)
+        finally:
+            monkeypatch.setattr(BaseModel, "__getstate__", real_state)
+        assert not states, (
+            f"BaseModel.__getstate__ called {states['called']} times to keep one parse"
+        )
+        kept.append((pos, pickle.dumps(packed, pickle.HIGHEST_PROTOCOL)))
+
+    monkeypatch.setattr(ParseStore, "put", put)
+    run = _opened(path)
+    reader = run._reader
+    assert len(kept) > 20
+    for pos, reference in kept:
+        got = reader.parses.get(pos)
+        assert got is not None
+        base_seq, keep, rt = got
+        want = pickle.loads(reference)
+        want.forget_history_base()
+        if base_seq is not None:
+            assert want.request is not None
+            want.request.messages = want.request.messages[keep:]
+        _same_tree(rt, want)
+    run.close()
+
+
+def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chain of requests that each extend the previous one is stored as deltas: links against
+    their base, checkpoints against the previous checkpoint, and whole message lists only every
+    ``CHECKPOINT``-th checkpoint (every 16th link kept its history whole before: most of what a
+    long conversation pickled). Every turn still restores to the messages a full parse of its
+    request gives, reading at most ``2 * CHECKPOINT - 1`` records, with no restored base to start
+    from."""
+    from support.huge import write_huge
+
+    turns = 300
+    path = write_huge(tmp_path / "long.jsonl", 2 * turns, "long", turns=turns)
+    wholes: list[int] = []
+    real_put = ParseStore.put
+
+    def put(self: ParseStore, pos: int, rt: parsing.RoundTrip, base_pos: int | None) -> None:
+        real_put(self, pos, rt, base_pos)
+        got = self.get(pos)
+        if got is not None and got[0] is None:
+            wholes.append(pos)
+
+    monkeypatch.setattr(ParseStore, "put", put)
+    run = _opened(path)
+    reader = run._reader
+    assert reader is not None
+    step = CHECKPOINT**2
+    assert len(wholes) == 2 * -(-turns // step), wholes  # (38 before)
+    reads = Counter[int]()
+    real_get = ParseStore.get
+
+    def get(self: ParseStore, pos: int) -> Any:
+        reads[pos] += 1
+        return real_get(self, pos)
+
+    monkeypatch.setattr(ParseStore, "get", get)
+    for pos, ex in enumerate(open_run(path).exchanges):
+        reader.parses._shown.clear()
+        reads.clear()
+        got = reader.parse_at(pos)
+        assert got is not None and got.request is not None
+        assert sum(reads.values()) <= 2 * CHECKPOINT - 1, (pos, sum(reads.values()))
+        full = parsing.parse_exchange(ex)
+        assert full.request is not None
+        assert [m.model_dump() for m in got.request.messages] == [
+            m.model_dump() for m in full.request.messages
+        ], pos
     run.close()
 
 
