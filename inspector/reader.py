@@ -1,9 +1,10 @@
 """Reading the run in a thread worker: what was read reaches the app as messages.
 
-The loop posts each batch as it is read (a small first one, so the first screen comes at once)
-and decides when a recording followed live is over (the recorded command exited, or the recorder
-closed the file). It runs in :meth:`inspector.screens._reading.RunReading.start`'s worker; the
-screen applies the messages.
+The loop decides when to show what it read (the first batch at once, then a few times a second
+while a big file is read, since every screen update takes the interpreter from the reader) and
+when a recording followed live is over (the recorded command exited, or the recorder closed the
+file). It runs in :meth:`inspector.screens._reading.RunReading.start`'s worker; the screen applies
+the messages.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ FIRST_STEP = 256 * 1024
 STEP = 4 * 1024 * 1024
 #: Seconds between looks at a live recording for new records.
 POLL = 0.25
+#: Seconds between screen updates while a file is read (the first batch is shown at once).
+SHOW_EVERY = 1.0
 
 
 class RunRead(Message):
@@ -65,6 +68,23 @@ def child_exit(status_file: Path | None) -> int | None:
         return None
 
 
+def _joined(held: Batch, batch: Batch) -> Batch:
+    """A batch read but not yet shown, with the one read after it."""
+    held.turns.extend(batch.turns)
+    held.records += batch.records
+    held.problems.extend(batch.problems)
+    held.at_end = batch.at_end
+    return held
+
+
+def _hold(batch: Batch, now: float, shown_at: float) -> bool:
+    """Keep ``batch`` for the next screen update: a big file is still being read, nothing went
+    wrong, and the screen was updated less than :data:`SHOW_EVERY` ago."""
+    return (
+        not batch.at_end and not batch.problems and now - shown_at < SHOW_EVERY and bool(shown_at)
+    )
+
+
 def _recording_over(
     source: Run,
     path: Path,
@@ -98,6 +118,8 @@ def read_run(
 ) -> None:
     """Read ``source`` to its end (``live``: until the recording is over), posting what was read."""
     step = FIRST_STEP
+    held: Batch | None = None  # read but not yet shown
+    shown_at = 0.0
     while not cancelled():
         if live and not path.exists():
             # `looptap run --inspect` may start the inspector before the recorder's first write.
@@ -107,8 +129,16 @@ def read_run(
         closed = live and child_status is None and not being_written(path)
         batch = source.step(step)
         step = STEP
+        if held is not None:
+            batch = _joined(held, batch)
         progress = None if batch.at_end else source.progress()
+        now = time.monotonic()
+        if _hold(batch, now, shown_at):
+            held = batch
+            continue
+        held = None
         if batch.records or batch.problems or batch.turns or batch.at_end:
+            shown_at = now
             post(RunRead(batch, progress))
         if batch.at_end:
             if not live:

@@ -26,7 +26,7 @@ from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
 from cassettes.views import SearchHit, TurnSummary, search_turns
-from inspector.layout import FOCUS_NAMES, layout_classes
+from inspector.layout import FOCUS_NAMES, View, layout_classes
 from inspector.playback import Clock
 from inspector.reader import ChildExited, RunRead
 from inspector.screens._player import Player
@@ -126,6 +126,10 @@ class MainScreen(Screen[None]):
     def fit_sidebar(self) -> None:
         self.sidebar.fit(compact=self.turn_pane.compact, width=self.app.size.width)
 
+    def show_view(self, view: View) -> None:
+        """Make ``view``'s pane the one shown in the narrow and compact layouts."""
+        self.turn_pane.show_view(view)
+
     def label_tabs(self, turn: TurnSummary | None = None) -> None:
         turn = turn if turn is not None else self.reading.summary(self.reading.selected)
         findings = turn.findings if turn is not None else []
@@ -174,7 +178,7 @@ class MainScreen(Screen[None]):
         f = message.finding
         self.jump(f.seq, f.conversation)
         if self.turn_pane.narrow:
-            self.turn_pane.show_view(f.layer)
+            self.show_view(f.layer)
 
     def on_sidebar_conversation_shown(self, message: Sidebar.ConversationShown) -> None:
         self.player.total = message.count

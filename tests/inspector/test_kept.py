@@ -58,11 +58,14 @@ async def test_every_turn_of_a_kept_analysis_is_listed_not_only_its_first_and_la
 ) -> None:
     """A kept analysis is summarised a few turns a step, and those steps read no record: each
     must still reach the screen (they were dropped, so the 1 GB run listed 888 of 52,600 turns)."""
+    from inspector import reader
+
     path = tmp_path / "run.jsonl"
     path.write_bytes(run_file.read_bytes())
     monkeypatch.setitem(keep.__globals__, "MIN_BYTES", 0)  # (the kept analysis' module)
     monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setitem(RunReader.step.__globals__, "KEPT_STEP", 1)  # (the reader's module)
+    monkeypatch.setattr(reader, "SHOW_EVERY", 0)  # every step shown as it comes
     first = await _seen(path)
     assert len(first[0]) == 5 and list((tmp_path / "cache").glob("*.sqlite"))
     assert await _seen(path) == first
