@@ -18,8 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.errors import CassetteError, CassetteIOError
-from cassettes.hints import count, install_command, recorder_install_command
-from cassettes.reading import open_run
+from cassettes.hints import (
+    HANDED_OFF,
+    INVOKED_AS,
+    count,
+    install_command,
+    looptap_command,
+    recorder_install_command,
+)
 from cassettes.replay.forking import (
     agreement,
     agreement_lines,
@@ -29,9 +35,10 @@ from cassettes.replay.forking import (
     start_fork,
 )
 from cassettes.replay.serving import FaultSpecError
-from cassettes.replay.testing import check_ready_path
-from cassettes.storage import UnsafePath, check_target, is_cassette, remove_if_same, same_path
+from cassettes.replay.testing import check_ready_path, recorder_python
+from cassettes.storage import UnsafePath, check_target, is_cassette, same_path
 from proxy import messages
+from proxy.output import output_of, prepare_output, settle_earlier
 from proxy.summary import summary_lines
 
 try:  # mitmproxy: in the recorder's environment only; elsewhere record and run say how to get it
@@ -47,13 +54,38 @@ else:
 __all__ = ["cmd_record", "cmd_run"]
 
 
-def _no_mitmproxy() -> str:
-    command, python = recorder_install_command()
-    return (
-        f"error: the recorder needs mitmproxy, which is not installed in {sys.prefix}; install it "
-        f"in its own environment (see docs/recorder.md): {command}; then run "
-        f"{python.removesuffix('/python')}/looptap"
-    )
+def _hand_off(args: argparse.Namespace) -> str:
+    """Without mitmproxy here (the ``looptap`` of the user's project): run this very command with
+    the recorder's interpreter (:func:`~cassettes.replay.testing.recorder_python`:
+    ``LOOPTAP_PROXY_PYTHON``, else the checkout's ``.venv-proxy``), by ``exec``: the same process,
+    terminal and signals, its hints said as the user runs looptap. Returns only when it cannot: the
+    one line that says what to do."""
+    try:
+        python = recorder_python()
+    except CassetteError as exc:
+        return f"error: {exc}"
+    if os.environ.get(HANDED_OFF) or (
+        python is not None and os.path.abspath(python) == os.path.abspath(sys.executable)
+    ):  # the recorder's environment is this one, and has no mitmproxy: repaired, never made anew
+        return (
+            f"error: the recorder's environment {sys.prefix} has no mitmproxy; install it there: "
+            f"{install_command('proxy', 'inspector', 'mcp', 'html')}"
+        )
+    if python is None:
+        command, _ = recorder_install_command()
+        return (
+            "error: recording needs the looptap recorder (mitmproxy, in an environment of its "
+            f"own), not found: create it with `{command}`, then run this again"
+        )
+    argv = [python, "-m", "cassettes.cli", *getattr(args, "cli_argv", sys.argv[1:])]
+    env = {**os.environ, HANDED_OFF: "1", INVOKED_AS: looptap_command()}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(python, argv, env)
+    except OSError as exc:
+        return f"error: cannot run the recorder {python}: {exc.strerror or exc}"
+    return ""  # not reached: execve replaced this process
 
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -69,19 +101,12 @@ def _warn_exposure(args: argparse.Namespace) -> None:
         )
 
 
-def _output(raw: str) -> tuple[Path, bool]:
-    """The cassette path and whether to append to it (``+FILE``)."""
-    if raw.startswith("+") and len(raw) > 1:
-        return Path(raw[1:]), True
-    return Path(raw), False
-
-
 def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None = None) -> Any:
     """Every path this command writes, checked before anything starts (storage/_paths.py,
     docs/reliability.md "Paths looptap writes"): the cassette, the ready file, the command's
     output log, ``--confdir``. The cassette's :class:`~cassettes.storage.Target`; raises
     :class:`~cassettes.storage.UnsafePath` or the recorder's ``RecorderError``."""
-    path, append = _output(args.output)
+    path, append = output_of(args.output)
     if getattr(args, "from_run", None) is not None:
         _check_fork_outputs(
             args,
@@ -133,39 +158,6 @@ def _check_fork_outputs(args: argparse.Namespace, outputs: list[tuple[str, Path 
                 )
 
 
-def _prepare_output(target: Any, append: bool, fork: bool = False) -> int:
-    """Replace an existing cassette (the checked file, and only while it is still that file),
-    or count what is in it when appending (the summary describes this run only). Returns the
-    number of round trips recorded before this run."""
-    path = target.path
-    if target.replaces is None:
-        return 0
-    try:
-        st = path.stat()
-    except OSError:
-        return 0
-    if not append:
-        if st.st_size:
-            earlier = is_cassette(path)
-            if remove_if_same(path, target.replaces):
-                if earlier:
-                    # (a fork never appends)
-                    instead = "" if fork else f"; -o +{path} appends to it instead"
-                    messages.emit(
-                        f"replacing the earlier recording in {path} ({st.st_size:,} bytes){instead}"
-                    )
-                else:
-                    messages.emit(
-                        f"replacing {path} ({st.st_size:,} bytes, not a cassette; --force)"
-                    )
-        return 0
-
-    try:
-        return len(open_run(path, whole=True, formats=("looptap",)))
-    except Exception:
-        return 0
-
-
 def _config(args: argparse.Namespace) -> Any:
     if args.fault:
         try:
@@ -178,7 +170,7 @@ def _config(args: argparse.Namespace) -> Any:
     except ValueError as exc:
         raise SystemExit(f"looptap: error: {exc}") from None
     return RecorderConfig(
-        output=_output(args.output)[0],
+        output=output_of(args.output)[0],
         base_port=args.port,
         upstreams=upstreams,
         record_hosts=tuple(args.record_host),
@@ -200,7 +192,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     messages.to_stderr()
     _warn_exposure(args)
     if not MITMPROXY:
-        messages.error(_no_mitmproxy())
+        messages.error(_hand_off(args))
         return 2
     config = _config(args)
 
@@ -209,12 +201,14 @@ def cmd_record(args: argparse.Namespace) -> int:
     except (CassetteIOError, RecorderError) as exc:
         messages.error(f"error: {exc}")
         return 2
-    _prepare_output(target, _output(args.output)[1])
+    _, aside = prepare_output(target, output_of(args.output)[1])
     try:
         return asyncio.run(record_forever(config))
     except (BusyPort, RecorderError) as exc:
         messages.error(f"error: {exc}")
         return 2
+    finally:
+        settle_earlier(target.path, aside)
 
 
 def _default_output() -> str:
@@ -285,7 +279,7 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     first branch starts; every branch runs whatever the others did; the failed ones are listed,
     and only branches written and finished in this run are compared (never a file an earlier run
     left)."""
-    out, append = _output(args.output)
+    out, append = output_of(args.output)
     if append:
         messages.error(
             f"error: -o +{out}: a fork writes branches of their own, "
@@ -298,7 +292,7 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
         one.output = str(out.with_name(f"{out.stem}.{i}{out.suffix}"))
         ones.append(one)
     if not MITMPROXY:
-        messages.error(_no_mitmproxy())
+        messages.error(_hand_off(args))
         return 2
 
     try:
@@ -349,7 +343,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         messages.error("error: nothing to run (looptap run -o run.jsonl -- python agent.py)")
         return 2
     if not MITMPROXY:
-        messages.error(_no_mitmproxy())
+        messages.error(_hand_off(args))
         return 2
     config = _config(args)
     _warn_exposure(args)
@@ -375,7 +369,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         messages.error(inspecting)
         return 2
     viewer, child_log, child_status = inspecting
-    before = _prepare_output(target, _output(args.output)[1], fork is not None)
+    before, aside = prepare_output(target, output_of(args.output)[1], fork is not None)
     if fork is not None:
         try:
             fork.begin(target.path)
@@ -392,10 +386,12 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
     except FileNotFoundError as exc:
         messages.error(f"error: {exc}")
         return 127
+    finally:
+        kept = settle_earlier(target.path, aside)
     if child_status is not None:
         shutil.rmtree(child_status.parent, ignore_errors=True)
         messages.emit(f"the command exited with status {rc}")
-    for line in summary_lines(config.output, before):
+    for line in [] if kept else summary_lines(config.output, before):
         messages.emit(line)
     if fork is not None:
         rc = _finish_fork(fork, target.path, rc)

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 from cassettes import interrupts
-from cassettes.hints import count
+from cassettes.hints import HANDOVER, count
 from cassettes.providers import start_advice
 from cassettes.storage import private_open
 from proxy import messages
@@ -119,7 +119,7 @@ async def run_child(
     async with _recording(config) as rec:
         rec.write_ready()
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k not in HANDOVER},
             **(await child_env(dict(rec.env)) if child_env is not None else rec.env),
         }
         messages.emit(rec.exports(env))  # before the command starts: it may say nothing for a while

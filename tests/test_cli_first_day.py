@@ -167,10 +167,10 @@ def test_hints_name_how_this_user_runs_looptap(
     assert hints.looptap_command() == "looptap"  # on PATH: the name
     monkeypatch.setattr(sys, "argv", ["-m"])
     assert hints.looptap_command().endswith(" -m cassettes.cli")
-    assert (
-        ".[" not in hints.install_command("mcp")
-        and "'.[" not in hints.recorder_install_command()[0]
-    )
+    assert ".[" not in hints.install_command("mcp")
+    # the recorder's environment is made in the checkout, entered first (never the user's project)
+    made = hints.recorder_install_command()[0]
+    assert "'.[" not in made or made.startswith(f"(cd {hints.looptap_checkout()} && "), made
     checkout = hints.looptap_checkout()
     if checkout is not None:  # an editable install: by the checkout's absolute path
         assert f"{checkout}[mcp]" in hints.install_command("mcp")

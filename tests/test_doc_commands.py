@@ -3,8 +3,8 @@
 The commands are the lines of the fenced ``sh``/``bash``/``shell``/``console`` blocks (``console``:
 the lines after ``$ ``); a ``\\`` continues a line. They run one by one with bash, in a clone of
 this checkout (``git clone --shared``: what a fresh clone has, with ``.venv-proxy`` linked to the
-suite's recorder environment), in the shell the README's first command leaves (``.venv-proxy/bin``
-appended to ``PATH``), with a fresh ``HOME`` and no API keys. Each page starts from the same files,
+suite's recorder environment), in the shell the README's first command leaves (``.venv-proxy/path``,
+where it links ``looptap`` alone, appended to ``PATH``), with a fresh ``HOME`` and no API keys. Each page starts from the same files,
 made from the bundled example and the loopback fixtures: ``run.jsonl`` (the demo run),
 ``before.jsonl``/``after.jsonl``, ``runs/``, ``flows.mitm``, ``my_test_cassettes/test_agent.yaml``,
 and stub agents (``my_agent.py``, ``agent.py``, ``your_agent.py``) that make no LLM call, since
@@ -19,7 +19,7 @@ A comment on the line right above a block's fence says how the block is taken:
 - ``<!-- doc-commands: install (REASON) -->``: the install steps of a line (``python3 -m venv``,
   ``pip install``, ``uv pip install``, split at ``&&``) are not run: the suite's environment was
   made by them, and is checked to have every extra they name; the rest of the line runs as written
-  from a shell without ``.venv-proxy/bin`` on ``PATH``. ``bash .ci/run`` is this suite.
+  from a shell without ``.venv-proxy/path`` on ``PATH``. ``bash .ci/run`` is this suite.
 
 A ``claude mcp add`` line is followed by ``claude mcp list``, which must say the server is
 Connected (Claude Code from ``LOOPTAP_NPM_AGENTS``). After ``looptap demo`` its ``next:`` lines run
@@ -28,6 +28,7 @@ as printed too (the TUI one is only resolved on ``PATH``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -150,6 +151,10 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("fresh") / "looptap"
     progress.run(["git", "clone", "-q", "--shared", str(ROOT), str(where)], check=True)
     (where / ".venv-proxy").symlink_to(_PROXY.parent.parent)
+    # what the README's first command links there (its install line may not be the first run)
+    (_PROXY.parent.parent / "path").mkdir(exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        (_PROXY.parent.parent / "path" / "looptap").symlink_to("../bin/looptap")
     return where
 
 
@@ -192,7 +197,7 @@ def _env(home: Path, after_setup: bool, root: Path) -> dict[str, str]:
     if agents:
         path.append(str(Path(agents) / "node_modules" / ".bin"))
     if after_setup:  # the shell the README's first command leaves
-        path.append(str(root / ".venv-proxy" / "bin"))
+        path.append(str(root / ".venv-proxy" / "path"))
     env = {k: os.environ[k] for k in keep if k in os.environ}
     (home / ".codex").mkdir(exist_ok=True)
     env.update(

@@ -114,6 +114,8 @@ def tune_gc() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(subcommand_of(argv))
     args = parser.parse_args(argv)
+    # the words after ``looptap``, for a command handed to another interpreter (proxy/cli.py)
+    args.cli_argv = list(sys.argv[1:] if argv is None else argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_ERROR

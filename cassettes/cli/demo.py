@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cassettes.cli.show import cmd_show
-from cassettes.hints import looptap_command
+from cassettes.hints import INVOKED_AS, found_recorder, looptap_command
 from cassettes.recording import CassetteWriter
 from cassettes.replay.serving import ReplayServer
 from cassettes.storage import (
@@ -51,11 +51,14 @@ LISTENER = "anthropic"
 
 def recorder_python() -> str | None:
     """An interpreter that can run the recorder: this one if mitmproxy is importable here, else
-    ``$LOOPTAP_PROXY_PYTHON``, else None."""
+    ``$LOOPTAP_PROXY_PYTHON``, else the one set-up made (the checkout's ``.venv-proxy``), else
+    None."""
     if importlib.util.find_spec("mitmproxy") is not None:
         return sys.executable
     other = os.environ.get("LOOPTAP_PROXY_PYTHON")
-    return other if other and Path(other).exists() else None
+    if other and Path(other).exists():
+        return other
+    return found_recorder()
 
 
 def cmd_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
@@ -109,6 +112,7 @@ def cmd_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
             env = {
                 **os.environ,
                 "ANTHROPIC_API_KEY": "sk-ant-api03-looptap-demo-key-never-written-to-disk",
+                INVOKED_AS: looptap_command(),  # its "details:" line as the user runs looptap
             }
             sys.stdout.flush()
             rc = subprocess.run(cmd, env=env, check=False).returncode

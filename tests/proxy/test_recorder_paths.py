@@ -178,8 +178,11 @@ def test_an_existing_file_that_is_not_a_cassette_is_not_replaced(tmp_path: Path)
     proc = _run(tmp_path, "-o", f"+{notes}")  # nor appended to
     _refused(proc, "-o +FILE appends only to a looptap cassette")
     assert notes.read_text() == PRECIOUS
-    proc = _run(tmp_path, "-o", str(notes), "--force")  # said so: replaced
-    assert proc.returncode == 0, proc.stderr
+    proc = _run(tmp_path, "-o", str(notes), "--force")  # kept: the command recorded nothing
+    assert proc.returncode == 0 and notes.read_text() == PRECIOUS, proc.stderr
+    proc = _run(tmp_path, "-o", str(notes), "--force", "--upstream", "openai=http://127.0.0.1:9",
+                child=_ONE_ROUND_TRIP)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr  # said so: replaced, once a round trip was recorded
     assert notes.read_text().startswith('{"type":"header","format":"looptap-cassette"')
 
 
@@ -196,6 +199,39 @@ def test_an_existing_cassette_is_replaced_or_appended_to_as_documented(tmp_path:
     appended = _run(tmp_path, "-o", "+run.jsonl")
     assert appended.returncode == 0, appended.stderr
     assert (tmp_path / "run.jsonl").read_bytes().count(b'"type":"header"') == 1 and header
+
+
+#: A child that sends one request through the recorder to an upstream that is not there (port 9):
+#: one round trip recorded (the recorder's 502), no server needed.
+_ONE_ROUND_TRIP = (
+    "import os, urllib.request as u\n"
+    "try: u.urlopen(u.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', "
+    "data=b'{\"model\":\"m\",\"messages\":[]}', headers={'content-type': 'application/json'}))\n"
+    "except Exception as e: print(e)\n"
+)
+
+
+def test_a_command_that_records_nothing_never_costs_the_earlier_recording(tmp_path: Path) -> None:
+    """Issue 71 item 1: ``looptap run -o run.jsonl -- python my_agent.py`` whose agent fails
+    before its first round trip (``No module named 'openai'``) left an empty cassette where a good
+    one was. The earlier file is set aside, put back byte for byte when nothing was recorded (said
+    on stderr, no summary of an empty run), and replaced once a round trip is."""
+    first = _run(tmp_path, "-o", "run.jsonl", "--upstream", "openai=http://127.0.0.1:9",
+                 child=_ONE_ROUND_TRIP)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    good = (tmp_path / "run.jsonl").read_bytes()
+    assert good.count(b"\n") >= 2, good  # a header and a round trip
+    failed = _run(tmp_path, "-o", "run.jsonl", child="raise SystemExit(\"No module named 'openai'\")")
+    assert failed.returncode == 1, failed.stderr
+    assert (tmp_path / "run.jsonl").read_bytes() == good, failed.stderr
+    assert "the command recorded nothing: run.jsonl keeps the earlier recording" in failed.stderr
+    assert "0 round trips" not in failed.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "conf") == ["run.jsonl"]
+    again = _run(tmp_path, "-o", "run.jsonl", "--upstream", "openai=http://127.0.0.1:9",
+                 child=_ONE_ROUND_TRIP)  # fmt: skip
+    assert again.returncode == 0 and "1 round trip in run.jsonl" in again.stderr, again.stderr
+    assert (tmp_path / "run.jsonl").read_bytes() != good
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "conf") == ["run.jsonl"]
 
 
 @pytest.mark.parametrize("which", ["dev_null", "private_device", "fifo"])

@@ -186,9 +186,13 @@ def test_mode_none_without_a_cassette_fails_clearly(
 def test_recording_without_the_recorder_says_how_to_install(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # No LOOPTAP_PROXY_PYTHON (and no mitmproxy here); one that names no file is said as missing
+    # No LOOPTAP_PROXY_PYTHON (and no mitmproxy here), no recorder where set-up makes it (found
+    # there: tests/test_newcomer.py); one that names no file is said as missing
     # (tests/replay/test_plugin_toy_project.py).
+    from cassettes import hints
+
     monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
+    monkeypatch.setattr(hints, "found_recorder", lambda: None)
     pytester.makepyfile(test_inner="import pytest\n@pytest.mark.looptap\ndef test_x():\n    pass\n")
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=once")
     result.assert_outcomes(errors=1)
@@ -197,10 +201,10 @@ def test_recording_without_the_recorder_says_how_to_install(
         "looptap: cannot record *test_x.jsonl (mode once): recording needs the looptap recorder "
         "(mitmproxy*LOOPTAP_PROXY_PYTHON",
     )
-    # what installs looptap (by the checkout's absolute path), never -e '.[proxy]', which in the
-    # user's project would install the user's project
+    # what installs looptap (in the checkout, entered by its absolute path), never -e '.[proxy]'
+    # from where the user is, which in the user's project would install the user's project
     out = result.stdout.str()
-    assert "'.[proxy" not in out and f"-e '{REPO}[proxy" in out, out
+    assert f"`(cd {REPO} && python3 -m venv .venv-proxy && " in out, out
 
 
 # ---------------------------------------------------------------------------------------------

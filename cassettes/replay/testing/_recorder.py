@@ -42,14 +42,15 @@ _FLUSHED = re.compile(r"^looptap: flushed: (\d+) round trips stored$")
 
 def how_to_install() -> str:
     """What to do when no recorder is there: the command that creates its environment (by the
-    looptap checkout's absolute path: it runs from the user's own project too)."""
+    looptap checkout's absolute path: it runs from the user's own project too), where it is found
+    from then on (:func:`recorder_python`)."""
     from cassettes.hints import recorder_install_command
 
-    command, python = recorder_install_command()
+    command, _python = recorder_install_command()
     return (
-        "recording needs the looptap recorder (mitmproxy, in its own environment): create it with "
-        f"`{command}` and set LOOPTAP_PROXY_PYTHON={python}; or replay only "
-        "(--looptap-record-mode=none) with a recorded cassette"
+        "recording needs the looptap recorder (mitmproxy, in its own environment), not found: "
+        f"create it with `{command}` (found there from then on; LOOPTAP_PROXY_PYTHON names one "
+        "elsewhere), or replay only (--looptap-record-mode=none) with a recorded cassette"
     )
 
 
@@ -58,7 +59,10 @@ _SCRUB = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
 
 
 def recorder_python(base: Path | None = None) -> str | None:
-    """The interpreter that can run the recorder, or ``None``. ``LOOPTAP_PROXY_PYTHON`` is read as
+    """The interpreter that can run the recorder, or ``None``: ``LOOPTAP_PROXY_PYTHON``, else this
+    one when mitmproxy is importable here, else the environment set-up made
+    (:func:`cassettes.hints.found_recorder`: the checkout's ``.venv-proxy``, whichever environment
+    this looptap is installed in). ``LOOPTAP_PROXY_PYTHON`` is read as
     users write it: ``~`` expanded, a relative path taken from ``base`` (where pytest was started;
     default: the current directory), never resolved through its links (a virtual environment's
     ``python`` is one). Raises :class:`RecorderUnavailable` when it names no file: said as missing,
@@ -81,7 +85,9 @@ def recorder_python(base: Path | None = None) -> str | None:
         return str(path)
     if importlib.util.find_spec("mitmproxy") is not None:
         return sys.executable
-    return None
+    from cassettes import hints
+
+    return hints.found_recorder()
 
 
 #: Seconds a recorder that never became ready gets to exit on SIGINT before SIGKILL.
