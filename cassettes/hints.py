@@ -88,7 +88,13 @@ def install_command(*extras: str) -> str:
     spec_extras = f"[{names}]" if names else ""
     checkout = looptap_checkout()
     python = shlex.quote(sys.executable)
-    uv = "uv" if shutil.which("uv") else f"{python} -m pip install -q uv && {python} -m uv"
+    beside = Path(sys.executable).parent / "uv"  # the README's set-up puts uv there
+    if shutil.which("uv"):
+        uv = "uv"
+    elif beside.exists():
+        uv = shlex.quote(str(beside))
+    else:
+        uv = f"{python} -m pip install -q uv && {python} -m uv"
     if checkout is not None:
         override = checkout / ".ci" / "proxy-overrides.txt"
         over = (

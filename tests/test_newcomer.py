@@ -150,3 +150,21 @@ def test_pytest_recording_finds_the_checkouts_recorder(monkeypatch: pytest.Monke
 
     monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
     assert recorder_python() == str(_CHECKOUT_RECORDER)
+
+
+def test_the_readme_says_command_two_for_what_it_is() -> None:
+    """Items 4, 5: command 2 read as part of set-up; nothing said it is optional, what it installs,
+    how to run a part of it, how to remove it; npm behind a TLS-inspecting proxy hung silently
+    (only uv's ``SSL_CERT_FILE`` was named). The removal line names every directory ``.ci/run``
+    makes by default, and none that command 1 made."""
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "NODE_EXTRA_CA_CERTS=" in readme and "SSL_CERT_FILE=" in readme
+    assert re.search(r"# 2\. Optional, only to run looptap's own test suite", readme), readme[:2000]
+    assert '"$@"' in ci.splitlines()[-1] and "bash .ci/run tests/" in readme  # a part of it
+    made = set(re.findall(r"\$\{LOOPTAP_\w+:-(\.[\w-]+)\}", ci))
+    assert {".venv", ".venv-clients", ".npm-agents"} <= made, made
+    removal = re.search(r"`rm -rf ([^`]+)` removes it", readme)
+    assert removal, "the README says how to remove what command 2 installs"
+    assert set(removal.group(1).split()) == made - {".venv-proxy"}, (removal.group(1), made)
+    assert re.search(r"about \d+ minutes", readme) and re.search(r"\d(\.\d)? GB", readme)

@@ -1,7 +1,7 @@
 """The fleet index: a DuckDB file holding :data:`~cassettes.fleet.schema.TABLES` for every run
 under some directories, updated incrementally, and its Parquet export.
 
-DuckDB is the optional extra ``looptap[fleet]``: it is imported here, inside the functions that
+DuckDB is the optional extra ``fleet``: it is imported here, inside the functions that
 need it, and :func:`duckdb_module` turns its absence into one line saying how to install it. The
 core, the pytest plugin and every other command never import it.
 
@@ -69,7 +69,12 @@ def duckdb_module() -> Any:
     try:
         import duckdb
     except ImportError:
-        raise FleetError("the fleet commands need DuckDB: pip install 'looptap[fleet]'") from None
+        from cassettes.hints import install_command
+
+        # looptap is on no package index: the extra from the checkout, into this environment
+        raise FleetError(
+            f"the fleet commands need DuckDB (the fleet extra): {install_command('fleet')}"
+        ) from None
     return duckdb
 
 

@@ -17,6 +17,7 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
+from cassettes.hints import install_command, looptap_checkout
 from tests.support import progress
 
 duckdb = pytest.importorskip("duckdb")
@@ -234,10 +235,15 @@ def test_without_duckdb_the_commands_say_how_to_install_it(tmp_path: Path) -> No
             [sys.executable, "-c", _NO_DUCKDB, *args], capture_output=True, text=True, cwd=tmp_path
         )
         assert r.returncode == 2, r.stderr
-        assert (
-            r.stderr
-            == "looptap: error: the fleet commands need DuckDB: pip install 'looptap[fleet]'\n"
-        )
+        # issue 71 item 3: was "pip install 'looptap[fleet]'", and looptap is on no package index:
+        # the extra from this checkout, into this environment, as it runs when typed
+        assert r.stderr == (
+            "looptap: error: the fleet commands need DuckDB (the fleet extra): "
+            f"{install_command('fleet')}\n"
+        ), r.stderr
+        assert f"--python {sys.executable} " in r.stderr and "'looptap[fleet]'" not in r.stderr
+        checkout = looptap_checkout()
+        assert checkout is None or f"-e '{checkout}[fleet]'" in r.stderr, r.stderr
 
 
 def test_the_core_and_the_pytest_plugin_never_import_duckdb(tmp_path: Path) -> None:
