@@ -168,3 +168,52 @@ def test_the_readme_says_command_two_for_what_it_is() -> None:
     assert removal, "the README says how to remove what command 2 installs"
     assert set(removal.group(1).split()) == made - {".venv-proxy"}, (removal.group(1), made)
     assert re.search(r"about \d+ minutes", readme) and re.search(r"\d(\.\d)? GB", readme)
+
+
+def test_replay_prints_a_key_line_a_keyless_openai_sdk_works_with(tmp_path: Path) -> None:
+    """Item 7: ``looptap replay`` printed base-URL lines only: the openai SDK (the test
+    environment's, ``openai`` from PyPI) without ``OPENAI_API_KEY`` failed with "Missing
+    credentials" though docs/testing.md says any agent can use it. Its export lines, evaluated as
+    printed by a shell with no key, are all the SDK needs: the recorded answer comes back."""
+    import orjson
+    from real_corpus import CORPUS
+
+    from cassettes.cli import main
+    from cassettes.reading import open_run
+
+    src = CORPUS / "pydantic-ai/tests/cassettes/test_settings/test_stop_settings[openai].yaml"
+    run = tmp_path / "run.jsonl"
+    assert main(["import", "-q", str(src), "-o", str(run)]) == 0
+    recorded = open_run(run, whole=True).exchanges[0]
+    (tmp_path / "body.json").write_bytes(orjson.dumps(recorded.request_json()))
+    agent = (
+        "import json, openai\n"
+        "body = json.load(open('body.json'))\n"
+        "reply = openai.OpenAI(max_retries=0).chat.completions.create(**body)\n"
+        "print('answer:', reply.choices[0].message.content)\n"
+    )
+    (tmp_path / "agent.py").write_text(agent)
+    env = clean_env(scrub=("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "cassettes.cli", "replay", str(run), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None and server.stderr is not None
+        # the "replaying …" line on stderr comes once every export line was flushed to stdout
+        said = server.stderr.readline()
+        assert "replaying" in said, said
+        os.set_blocking(server.stdout.fileno(), False)
+        exports = [ln.strip() for ln in server.stdout.read().splitlines()]
+        assert exports and all(ln.startswith("export ") for ln in exports), exports
+        assert "export OPENAI_API_KEY=looptap-replay-placeholder-key" in exports, exports
+        assert sum("GOOGLE_API_KEY" in ln or "GEMINI_API_KEY" in ln for ln in exports) == 1
+        r = progress.run(
+            ["bash", "-c", "\n".join([*exports, f"{sys.executable} agent.py"])],
+            cwd=tmp_path, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+    finally:
+        server.send_signal(2)
+        progress.communicate(server)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith("answer: "), r.stdout

@@ -39,6 +39,7 @@ from cassettes.replay.serving import (
     ReplayServer,
     parse_fault,
     parse_pace,
+    placeholder_keys,
 )
 from cassettes.storage import write_private
 from cassettes.wire import KEY_ENV
@@ -246,7 +247,8 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
             why = "address already in use" if "in use" in str(exc) else (exc.strerror or str(exc))
             _err(f"error: cannot listen on {args.host}:{args.port}: {why}")
             return False
-        for k, v in server.env.items():
+        # the base URLs, and a placeholder key for each SDK that will not start without one
+        for k, v in {**server.env, **placeholder_keys(os.environ)}.items():
             print(f"export {k}={v}")
         sys.stdout.flush()
         n = len(server.matcher.recorded)

@@ -22,7 +22,8 @@ from cassettes.lazy import on_first_use
 _MODULES = {
     "_faults": "REFUSAL_TEXT STATUS_KINDS Fault FaultPlan FaultSpecError parse_fault",
     "_plan": "MISS_CODE Answer Forward Missed Planner Play",
-    "_server": "IDLE_TIMEOUT READ_TIMEOUT UNPLAYED_LISTED ReplayServer parse_pace replay_env",
+    "_server": "IDLE_TIMEOUT PLACEHOLDER_KEY READ_TIMEOUT UNPLAYED_LISTED ReplayServer parse_pace "
+    "placeholder_keys replay_env",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
@@ -38,10 +39,12 @@ if TYPE_CHECKING:
     from cassettes.replay.serving._plan import MISS_CODE, Answer, Forward, Missed, Planner, Play
     from cassettes.replay.serving._server import (
         IDLE_TIMEOUT,
+        PLACEHOLDER_KEY,
         READ_TIMEOUT,
         UNPLAYED_LISTED,
         ReplayServer,
         parse_pace,
+        placeholder_keys,
         replay_env,
     )
 
@@ -52,6 +55,7 @@ __getattr__ = on_first_use(__name__, _EXPORTS)
 __all__ = [
     "IDLE_TIMEOUT",
     "MISS_CODE",
+    "PLACEHOLDER_KEY",
     "READ_TIMEOUT",
     "REFUSAL_TEXT",
     "STATUS_KINDS",
@@ -67,5 +71,6 @@ __all__ = [
     "ReplayServer",
     "parse_fault",
     "parse_pace",
+    "placeholder_keys",
     "replay_env",
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +42,7 @@ from cassettes.matching import (
     turn_entries,
 )
 from cassettes.net import BackgroundServer, BadRequest, Request, read_request, refuse
-from cassettes.providers import REVERSE_UPSTREAMS
+from cassettes.providers import FAMILIES, REVERSE_UPSTREAMS, by_family
 from cassettes.replay.serving._faults import FaultPlan
 from cassettes.replay.serving._plan import (
     MISS_CODE,
@@ -118,6 +118,23 @@ def replay_env(url: str) -> dict[str, str]:
         for var in variables:
             env[var] = url + suffix
     return env
+
+
+#: The key each SDK that refuses to start without one gets when replaying (never a real one: the
+#: replay server is offline and never checks it).
+PLACEHOLDER_KEY = "looptap-replay-placeholder-key"
+
+
+def placeholder_keys(environ: Mapping[str, str]) -> dict[str, str]:
+    """A placeholder key for each API whose SDK refuses to start without one and that has none in
+    ``environ``: its first variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, …)."""
+    keys: dict[str, str] = {}
+    for fam in FAMILIES:
+        adapter = by_family(fam)
+        names = adapter.profile.api_key_env if adapter is not None else ()
+        if names and not any(environ.get(n) or n in keys for n in names):
+            keys.setdefault(names[0], PLACEHOLDER_KEY)
+    return keys
 
 
 class ReplayServer(BackgroundServer):

@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cassettes import providers
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.matching import here
 from cassettes.net import Trust
 from cassettes.reading import Run, open_run
-from cassettes.replay.serving import FaultPlan, ReplayServer
+from cassettes.replay.serving import FaultPlan, ReplayServer, placeholder_keys
 from cassettes.replay.testing._keys import RECORDER, REPORTS
 from cassettes.replay.testing._options import Options, upstreams
 from cassettes.replay.testing._report import add_sections, failure_text, summary_lines
@@ -43,8 +42,6 @@ __all__ = [
     "failure_text",
     "looptap_session",
 ]
-
-_PLACEHOLDER_KEY = "looptap-replay-placeholder-key"
 
 
 @dataclass
@@ -264,11 +261,8 @@ def _start_replay(
 
 def _api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """A placeholder key for each API whose SDK refuses to start without one (replay only)."""
-    for fam in providers.FAMILIES:
-        adapter = providers.by_family(fam)
-        names = adapter.profile.api_key_env if adapter is not None else ()
-        if names and not any(os.environ.get(n) for n in names):
-            monkeypatch.setenv(names[0], _PLACEHOLDER_KEY)
+    for name, value in placeholder_keys(os.environ).items():
+        monkeypatch.setenv(name, value)
 
 
 #: The CA store of a replayed test: one self-signed CA certificate whose private key was never
