@@ -12,7 +12,7 @@ from typing import Any
 from cassettes.analysis import analyse
 from cassettes.hints import count, looptap_command
 from cassettes.reading import open_run
-from cassettes.views import ESTIMATED_NOTE, money
+from cassettes.views import estimated_note, estimated_why, money
 
 __all__ = ["summary_lines"]
 
@@ -47,11 +47,14 @@ def _summary(path: Path, before: int, exchanges: int, run: Any) -> list[str]:
     priced = [t for t in tokens if t.cost is not None]
     cost = "unknown"
     if priced:
-        guessed = any(t.price_estimated for t in priced)
-        cost = (
-            money(sum((t.cost for t in priced), Decimal(0)), guessed)
-            + ("" if len(priced) == len(tokens) else " (some prices unknown)")
-            + (f" ({ESTIMATED_NOTE.removeprefix('~: ')})" if guessed else "")
+        why = 0
+        for t in priced:
+            why |= estimated_why(t)
+        notes = ([] if len(priced) == len(tokens) else ["some prices unknown"]) + (
+            [estimated_note(why).removeprefix("~: ")] if why else []
+        )  # one pair of parentheses, whatever is said in it
+        cost = money(sum((t.cost for t in priced), Decimal(0)), bool(why)) + (
+            f" ({'; '.join(notes)})" if notes else ""
         )
     return [
         f"{count(exchanges, 'round trip')}{' appended' if before else ''} in {path}: "

@@ -25,7 +25,7 @@ _MODULES = {
     "_growth": "SPLIT GrowthBar growth_bars split_json",
     "_htmlpage": "HtmlExtraMissing embed_json render_fleet_html render_html",
     "_layers": "SEVERITY_MARK GrowthRows analysis_lines growth_row",
-    "_money": "ESTIMATED_NOTE money",
+    "_money": "BY_HOST BY_TOKENS estimated_note estimated_why money",
     "_progress": "reading_line",
     "_report": "report_data",
     "_roundtrip_object": "roundtrip_json",
@@ -56,7 +56,13 @@ if TYPE_CHECKING:
         render_html,
     )
     from cassettes.views._layers import SEVERITY_MARK, GrowthRows, analysis_lines, growth_row
-    from cassettes.views._money import ESTIMATED_NOTE, money
+    from cassettes.views._money import (
+        BY_HOST,
+        BY_TOKENS,
+        estimated_note,
+        estimated_why,
+        money,
+    )
     from cassettes.views._progress import reading_line
     from cassettes.views._report import report_data
     from cassettes.views._roundtrip_object import roundtrip_json
@@ -79,8 +85,9 @@ __getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [
+    "BY_HOST",
+    "BY_TOKENS",
     "CONTINUED",
-    "ESTIMATED_NOTE",
     "SEVERITY_MARK",
     "SPLIT",
     "GrowthBar",
@@ -97,6 +104,8 @@ __all__ = [
     "edits_json",
     "embed_json",
     "error_phrase",
+    "estimated_note",
+    "estimated_why",
     "growth_bars",
     "growth_row",
     "link_text",

@@ -10,7 +10,7 @@ from typing import Any
 from cassettes.analysis import Conversation, Finding, RunAnalysis, Turn, kind_text, spill
 from cassettes.hints import count
 from cassettes.views._growth import growth_bars
-from cassettes.views._money import ESTIMATED_NOTE, money
+from cassettes.views._money import estimated_note, estimated_why, money
 
 __all__ = [
     "SEVERITY_MARK",
@@ -99,26 +99,26 @@ class GrowthRows:
     (``show``'s printing pass, which restores each turn once) for :func:`analysis_lines`, which
     prints the tables after that pass: so no turn is restored from the reader's store again.
 
-    A row is a line of text and a flag (its cost estimated). The most recently noted
-    :data:`~cassettes.analysis.spill.KEEP` rows stay in memory, the others go to a temporary file
-    (:class:`~cassettes.analysis.spill.SpillMap`): a run of a million turns holds no more than a
-    run of ten thousand. :meth:`close` removes the file."""
+    A row is a line of text and why its cost is estimated (bits, 0: it is not). The most
+    recently noted :data:`~cassettes.analysis.spill.KEEP` rows stay in memory, the others go to a
+    temporary file (:class:`~cassettes.analysis.spill.SpillMap`): a run of a million turns holds
+    no more than a run of ten thousand. :meth:`close` removes the file."""
 
     def __init__(self) -> None:
         self._spill = spill.Spill()
-        self._rows: spill.SpillMap[int, tuple[str, bool]] = spill.SpillMap(
+        self._rows: spill.SpillMap[int, tuple[str, int]] = spill.SpillMap(
             self._spill, keep=spill.KEEP
         )
 
     def note(self, turn: Turn) -> None:
         self.put(turn.seq, growth_row(turn))
 
-    def put(self, seq: int, row: tuple[str, bool] | list[Any]) -> None:
+    def put(self, seq: int, row: tuple[str, int] | list[Any]) -> None:
         """Note turn ``seq``'s row (:func:`growth_row`; a list when read back from a kept view)."""
-        self._rows[seq] = (row[0], row[1])
+        self._rows[seq] = (row[0], int(row[1]))
         self._rows.trim()
 
-    def get(self, seq: int) -> tuple[str, bool] | None:
+    def get(self, seq: int) -> tuple[str, int] | None:
         """The row noted for the turn ``seq`` (``None``: none was)."""
         try:
             return self._rows.peek(seq)
@@ -130,10 +130,10 @@ class GrowthRows:
         self._spill.close()
 
 
-def growth_row(turn: Turn) -> tuple[str, bool]:
-    """A turn's row of the token-growth table, and whether its cost is estimated
-    (:class:`GrowthRows`)."""
-    return _growth_row(turn), _estimated(turn)
+def growth_row(turn: Turn) -> tuple[str, int]:
+    """A turn's row of the token-growth table, and why its own cost is estimated
+    (:func:`~cassettes.views._money.estimated_why`, 0: it is not; :class:`GrowthRows`)."""
+    return _growth_row(turn), estimated_why(turn.tokens)
 
 
 def _growth_lines(
@@ -155,25 +155,20 @@ def _growth_lines(
         f"{'reason':>6}  {'system':>6} {'tools':>6} {'history':>7} {'results':>7} {'new':>6}  "
         f"{'cost':>10} {'cumulative':>11}  source"
     )
-    estimated = False
+    why = 0
     for s in conv.turns:
         row = rows.get(s) if rows is not None else None
         if row is None:
             t = analysis.turns[s]
-            row = (_growth_row(t), _estimated(t))
+            row = (_growth_row(t), estimated_why(t.tokens))
         yield row[0]
-        estimated = estimated or row[1]
+        why |= int(row[1])
     yield (
         "  (system + tools + history + results + new = input: estimated from text size, scaled to "
         "the reported input; docs/reading.md)"
     )
-    if estimated:
-        yield f"  ({ESTIMATED_NOTE})"
-
-
-def _estimated(t: Turn) -> bool:
-    """The turn's row shows an estimated price (its own, or one in the cumulative)."""
-    return t.tokens.price_estimated or t.tokens.cumulative_estimated
+    if why:
+        yield f"  ({estimated_note(why)})"
 
 
 def _growth_row(t: Turn) -> str:

@@ -20,14 +20,34 @@ here.
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
-__all__ = ["ESTIMATED_NOTE", "money"]
+__all__ = ["BY_HOST", "BY_TOKENS", "estimated_note", "estimated_why", "money"]
 
-#: What ``~`` means, for the line under a table or a pane that shows one.
-ESTIMATED_NOTE = (
-    "~: estimated cost, the list price of the model; the host is not a provider looptap knows, "
-    "or the API reported no usage and looptap estimated the tokens"
-)
+#: Why a cost is estimated, as bits (a turn may have both): the host is not a provider genai-prices
+#: knows, so the price is the model's list price; the API reported no usage, so the token counts
+#: are looptap's.
+BY_HOST, BY_TOKENS = 1, 2
+
+
+def estimated_why(tokens: Any) -> int:
+    """Why this turn's own price is an estimate (:data:`BY_HOST`, :data:`BY_TOKENS`; 0: it is
+    not); a cumulative estimate is an earlier turn's, said by that turn."""
+    if not getattr(tokens, "price_estimated", False):
+        return 0
+    why = BY_HOST if (tokens.price_source or "").startswith("estimated:") else 0
+    return why | (BY_TOKENS if tokens.source == "estimated" else 0)
+
+
+def estimated_note(why: int) -> str:
+    """What ``~`` means here, saying which of the two it is (both when both are)."""
+    parts = []
+    if why & BY_HOST:
+        parts.append("the host is not a provider looptap knows, so the model's list price")
+    if why & BY_TOKENS:
+        parts.append("the API reported no usage, so looptap estimated the tokens")
+    return "~: estimated cost" + (f": {'; '.join(parts)}" if parts else "")
+
 
 #: Below this many dollars a cost is written to two significant digits instead of four decimals.
 _SMALL = Decimal("0.001")

@@ -187,7 +187,9 @@ def _closing_line(path: Path) -> None:
     from proxy.summary import summary_lines
 
     line = next(ln for ln in summary_lines(path) if ln.startswith("tokens in "))
-    assert "; cost ~$" in line and "(estimated cost, " in line, line
+    assert line.endswith(
+        "(estimated cost: the host is not a provider looptap knows, so the model's list price)"
+    ), line  # issue 71 item 11: which of the two it is, not "… or the API reported no usage"
 
 
 async def test_a_gateway_price_reads_estimated_in_every_family_and_every_view(
@@ -201,6 +203,41 @@ async def test_a_gateway_price_reads_estimated_in_every_family_and_every_view(
     await _mcp(run_file)
     _otel(run_file)
     _closing_line(run_file)
+
+
+def test_the_closing_line_says_which_estimate_in_one_pair_of_parentheses(
+    run_file: Path, tmp_path: Path
+) -> None:
+    """Issue 71 item 11: with an error turn the closing line read "(some prices unknown)
+    (estimated cost, …; the host is not a provider looptap knows, or the API reported no usage …)":
+    parentheses doubled, and an either/or. Now one pair, and the reason that holds; a price of
+    looptap's token estimate says that one instead."""
+    from proxy.summary import summary_lines
+
+    from cassettes.views import BY_HOST, BY_TOKENS, estimated_note, estimated_why
+
+    failed = tmp_path / "failed.jsonl"
+    exchanges = list(open_run(run_file, whole=True).exchanges)
+    bad = exchanges[0]
+    bad.seq, bad.status = len(exchanges), 400
+    bad.response_chunks = [(None, orjson.dumps({"error": {"message": "bad", "type": "invalid"}}))]
+    with CassetteWriter(failed, meta={"source": "vcr"}) as w:
+        for ex in [*exchanges, bad]:
+            w.append(ex)
+    line = next(ln for ln in summary_lines(failed) if ln.startswith("tokens in "))
+    assert line.count("(") == 1 and line.endswith(
+        "(some prices unknown; estimated cost: the host is not a provider looptap knows, so the "
+        "model's list price)"
+    ), line
+    # each reason by itself, and both
+    host = next(iter(open_run(run_file).analysis.turns.values())).tokens
+    assert estimated_why(host) == BY_HOST
+    guessed = host.model_copy(update={"source": "estimated", "price_source": "genai-prices"})
+    assert estimated_why(guessed) == BY_TOKENS
+    assert estimated_note(BY_TOKENS) == (
+        "~: estimated cost: the API reported no usage, so looptap estimated the tokens"
+    )
+    assert "list price; the API reported no usage" in estimated_note(BY_HOST | BY_TOKENS)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

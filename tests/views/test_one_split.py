@@ -383,4 +383,4 @@ def test_the_recorders_closing_line_writes_the_run_cost_as_every_view(run_file: 
 
     run = open_run(run_file)
     line = next(ln for ln in summary_lines(run_file) if ln.startswith("tokens in "))
-    assert f"; cost {money(run.cost, True)} (estimated cost, " in line, line
+    assert f"; cost {money(run.cost, True)} (estimated cost: the host is not a " in line, line

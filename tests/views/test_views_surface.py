@@ -11,10 +11,11 @@ import pkgutil
 import cassettes.views as views
 
 EXPORTED = [
-    "CONTINUED", "ESTIMATED_NOTE", "SEVERITY_MARK", "SPLIT",
+    "BY_HOST", "BY_TOKENS", "CONTINUED", "SEVERITY_MARK", "SPLIT",
     "GrowthBar", "GrowthRows", "HtmlExtraMissing", "SearchHit", "TimelinePoint", "TurnSummary",
     "analysis_lines", "conversation_json", "edit_lines", "edit_text", "edited_messages",
-    "edits_json", "embed_json", "error_phrase", "growth_bars", "growth_row", "link_text",
+    "edits_json", "embed_json", "error_phrase", "estimated_note", "estimated_why", "growth_bars",
+    "growth_row", "link_text",
     "mcp_link_json", "money", "reading_line", "reconstructed_said", "render_fleet_html",
     "render_html", "report_data", "roundtrip_json", "search_turns", "snippet_of", "split_json",
     "status_text", "summarise", "summary_lines", "text_timeline", "turn_json", "user_messages",
