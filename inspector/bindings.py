@@ -35,7 +35,7 @@ APP_BINDINGS: list[BindingType] = [
         "f",
         "finding(1)",
         "Next finding",
-        tooltip="Jump to the next turn with a finding, the worst first",
+        tooltip="Jump to the next turn below with a finding (round to the top)",
         id="findings.next",
     ),
     Binding(
@@ -105,7 +105,7 @@ APP_BINDINGS: list[BindingType] = [
         "finding(-1)",
         "Prev finding",
         show=False,
-        tooltip="Jump back to the previous turn with a finding (worst first)",
+        tooltip="Jump to the previous turn above with a finding (round to the bottom)",
         id="findings.previous",
     ),
     Binding(

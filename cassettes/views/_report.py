@@ -366,7 +366,10 @@ def report_data(run: Any) -> dict[str, Any]:
     answered: dict[tuple[str, str], int] = {}
     bars: dict[int, list[Any]] = {}
     shown: list[Turn] = []
-    opened: int | None = None  # the turn the page opens at: the first replay miss (a failed test's)
+    # the turn the page opens at: the first replay miss (a failed test's), else the first that
+    # failed (an API error, an error finding)
+    opened: int | None = None
+    failed: int | None = None
     for rt in run.roundtrips:
         seq = rt.seq
         if seq is None or seq not in turns_by_seq:
@@ -380,6 +383,10 @@ def report_data(run: Any) -> dict[str, Any]:
         rows.append(_row(t))
         if opened is None and rows[-1]["miss"] is not None:
             opened = seq
+        if failed is None and (
+            rows[-1]["error"] or any(f.severity.value == "error" for f in t.findings)
+        ):
+            failed = seq
         detail[str(seq)] = _detail(rt, t, history, pinned)
         bars[seq] = _bar(t)
     _mark_answered(rows, detail, answered)
@@ -411,7 +418,7 @@ def report_data(run: Any) -> dict[str, Any]:
         "analysis_errors": list(analysis.errors),
         "conversations": conversations,
         "turns": rows,
-        "open": opened,
+        "open": opened if opened is not None else failed,
         "detail": detail,
         "messages": msgs.table,
         "findings": findings,

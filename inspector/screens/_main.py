@@ -240,11 +240,13 @@ class MainScreen(Screen[None]):
         if self.is_attached:
             self.reading.child_exited(message)
             self.player.end_wait()
+            self.player.notice = f"run ended: the command exited with status {message.status}"
 
     def on_recorder_closed(self) -> None:
         if self.is_attached:
             self.reading.file_closed()
             self.player.end_wait()
+            self.player.notice = "recording ended: the recorder closed the file"
 
     def on_run_reading_failed(self, message: RunReading.Failed) -> None:
         self.show_failure(message.text)
@@ -299,11 +301,16 @@ class MainScreen(Screen[None]):
         self.turn_pane.toggle_all_messages()
 
     def finding(self, direction: int) -> None:
-        """``f`` / ``F``: the next / previous turn with a finding (the sidebar moves there)."""
-        turn = self.sidebar.next_finding(direction)
-        if turn is None:
-            self.player.notice = "no further turn with findings in this list"
+        """``f`` / ``F``: the next turn below / above with a finding, in the list's order, round
+        past the end (the sidebar moves there; each notice fits 80 columns)."""
+        found = self.sidebar.next_finding(direction)
+        if found is None:
+            self.player.notice = "no turn in this list has findings"
             return
+        turn, wrapped = found
+        if wrapped:
+            key, end = ("f", "top") if direction > 0 else ("F", "bottom")
+            self.player.notice = f"{key}: wrapped round to the {end}"
         self.action_tab("turn")
         self.turn_pane.bring_up(turn.findings, jump=True)
 

@@ -176,20 +176,14 @@ class RunReading(Widget):
         self.torn = any(p.kind == "torn" for p in self.source.damage)
 
     def child_exited(self, message: ChildExited) -> None:
+        # said by the status line ("ended (exit N)") and the player's notice, never by a toast
+        # drawn over the panes
         self.live = False
         self.exit_status = message.status
-        self.notify(
-            f"The recorded command exited with status {message.status}; the recording is complete.",
-            title="run ended",
-            severity="information" if message.status == 0 else "warning",
-        )
 
     def file_closed(self) -> None:
         self.live = False
         self.recorder_closed = True
-        self.notify(
-            "The recorder closed the file; the recording is complete.", title="recording ended"
-        )
 
     def completed(self) -> None:
         """The whole file was read and the end-of-run checks ran."""

@@ -41,6 +41,16 @@ class ApiPane(LayerPane):
             out.append(wire_line(f"price: {k.price_source}", style="dim"))
         self._set(out, turn)
 
+    def quiet(self, turn: Turn | None) -> str:
+        """No A finding, but the API answered an error (a 400 whose cause is the client's): it
+        says so, never "ok"."""
+        if turn is None:
+            return "ok"
+        status = turn.a.status
+        if turn.a.error is not None or (status is not None and status >= 400):
+            return f"HTTP {status}" if status is not None and status >= 400 else "error"
+        return "ok"
+
 
 def _model_text(a: ApiReport) -> str:
     """The model that answered, and the one asked for when it differs (or only that one)."""

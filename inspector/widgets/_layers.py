@@ -88,8 +88,14 @@ class LayerPane(VerticalScroll, can_focus=True):
         self.set_class(sev is not None, "-has-findings")
         n = sum(1 for f in turn.findings if f.layer == self.LAYER) if turn is not None else 0
         self.border_subtitle = (
-            f"{SEVERITY_MARK[sev]} {n} finding{'s' if n != 1 else ''}" if sev is not None else "ok"
+            f"{SEVERITY_MARK[sev]} {n} finding{'s' if n != 1 else ''}"
+            if sev is not None
+            else self.quiet(turn)
         )
+
+    def quiet(self, turn: Turn | None) -> str:
+        """The subtitle of a pane with no finding of its layer."""
+        return "ok"
 
     def clear(self, note: str) -> None:
         self._set([Text(note, style="dim italic")], None)

@@ -19,7 +19,6 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 
-from cassettes.analysis.dispatch import ordered_findings
 from cassettes.views import TurnSummary
 from inspector.layout import sidebar_width, width_sample
 from inspector.turns import ALL, TurnIndex
@@ -86,13 +85,14 @@ class Sidebar(Vertical):
         if not self.turn_list.select_seq(seq):
             self.show_conversation(conversation or ALL, select=seq)
 
-    def next_finding(self, direction: int) -> TurnSummary | None:
-        """``f`` / ``F``: to the next / previous listed turn with a finding (``None``: none)."""
+    def next_finding(self, direction: int) -> tuple[TurnSummary, bool] | None:
+        """``f`` / ``F``: to the next / previous listed turn with a finding, in list order,
+        wrapping around; and whether it wrapped (``None``: no listed turn has one)."""
         rows = self.turn_list.turns
-        seq = next_finding(rows, self.turn_list.selected_seq, direction)
-        if seq is None or not self.turn_list.select_seq(seq):
+        found = next_finding(rows, self.turn_list.selected_seq, direction)
+        if found is None or not self.turn_list.select_seq(found[0]):
             return None
-        return rows[self.turn_list.cursor]
+        return rows[self.turn_list.cursor], found[1]
 
     def add_fresh(self, fresh: list[int], *, first: bool, live: bool, at_end: bool) -> None:
         """Turns read for the first time: the first batch lists the conversation viewed; later ones
@@ -136,14 +136,18 @@ class Sidebar(Vertical):
         self.styles.width = sidebar_width(width, need)
 
 
-def next_finding(rows: Sequence[TurnSummary], here: int | None, direction: int) -> int | None:
-    """The next / previous turn with a finding in the order of the findings (the core's: root
-    causes by severity, each followed by what it caused), among ``rows``; from a turn without one,
-    forward starts at the worst and back at the last (``None``: no further one)."""
-    found = ordered_findings(f for t in rows for f in t.findings)
-    walk = list(dict.fromkeys(f.seq for f in found if f.seq is not None))
-    if here in walk:
-        i = walk.index(here) + direction
-    else:
-        i = 0 if direction > 0 else len(walk) - 1
-    return walk[i] if 0 <= i < len(walk) else None
+def next_finding(
+    rows: Sequence[TurnSummary], here: int | None, direction: int
+) -> tuple[int, bool] | None:
+    """The next / previous turn with a finding in the list's order, from turn ``here`` (from the
+    top / the bottom when it is not listed), wrapping around past the end / the start; with whether
+    it wrapped. ``None``: no listed turn has a finding."""
+    n = len(rows)
+    at = next((i for i, t in enumerate(rows) if t.seq == here), None)
+    if at is None:
+        at = -1 if direction > 0 else n
+    for step in range(1, n + 1):
+        i = at + direction * step
+        if rows[i % n].findings:
+            return rows[i % n].seq, not 0 <= i < n
+    return None

@@ -124,18 +124,18 @@ async def test_jump_to_findings_by_key_and_from_the_findings_table(run_file: Pat
     app = build_app(run_file)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
-        # f walks the turns in the order of their findings, root cause first: #3's error (C
-        # dropped a result), then the warnings in recording order (#2, #3 already seen, #4)
-        await pilot.press("f")
-        assert _selected(app) == 3
+        # f walks down the list to the next turn with findings (#2, #3, #4), round to the top;
+        # F up, round to the bottom (issue 71 item 6; tests/inspector/test_find_next.py)
         await pilot.press("f")
         assert _selected(app) == 2
-        await pilot.press("F")
+        await pilot.press("f")
         assert _selected(app) == 3
+        await pilot.press("F")
+        assert _selected(app) == 2
         await pilot.press("G", "f")
-        assert _selected(app) == 4  # no further finding: stays
+        assert _selected(app) == 2  # from the last: round to the top
         await pilot.press("F")
-        assert _selected(app) == 2
+        assert _selected(app) == 4  # from the first: round to the bottom
         await pilot.press("3")
         assert app.query_one(TabbedContent).active == "findings"
         table = app.query_one(FindingsTable)
@@ -365,7 +365,7 @@ async def test_help_screen_and_command_palette(run_file: Path) -> None:
         text = "\n".join(plain(s) for s in app.screen.query(Static))
         for words in (
             "Re-stream this turn's text",
-            "Jump to the next turn with a finding",
+            "Jump to the next turn below with a finding",
             "ctrl+p",
             "▌ NEW",
         ):
@@ -654,7 +654,7 @@ async def test_narrow_terminal_shows_the_layers_as_tabs(run_file: Path) -> None:
         assert shown == ["pane-e"]
         e = app.query_one("#pane-e")
         assert e.size.width >= 50 and e.size.height >= 4, e.size  # a real pane, not a sliver
-        await pilot.press("f", "f")  # #3's error first, then #2: the schema violation is E's
+        await pilot.press("f")  # #2, the first turn below with findings: the schema violation, E's
         await until(pilot, lambda: app.main.reading.request_of == 2)
         assert app.main.turn_pane.view == "E" and "E.arguments_schema" in pane_text(app, "#pane-e")
         await pilot.press("j")  # #3: an A warning and a C error: the error's layer comes up

@@ -133,12 +133,13 @@ async def test_a_visibly_changes_the_messages_at_every_size(run_file: Path) -> N
 
 async def test_f_to_a_turn_whose_only_finding_is_in_c_shows_c(demo_file: Path) -> None:
     """Demo turn #5's only finding is a C info (the tool error #4's bad arguments caused); with E
-    shown (#4's E warning, where ``f`` goes first), the next ``f`` lands there and must show C."""
+    shown (#4's E warning, where ``f`` goes from #1), the next ``f`` lands there and must show C."""
     for size in ((80, 24), (100, 30)):
         app = build_app(demo_file)
         async with app.run_test(size=size) as pilot:
             await loaded(pilot)
             assert app.main.turn_pane.view == "E"
+            app.query_one(TurnList).select_seq(1)
             await pilot.press("f")
             assert app.query_one(TurnList).selected_seq == 4
             assert app.main.turn_pane.view == "E", size

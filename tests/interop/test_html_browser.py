@@ -214,3 +214,34 @@ def test_script_from_a_recording_never_runs(browser: Any, tmp_path: Path, compre
     page.wait_for_function("window.__csp.length > 0")  # the refusal is reported (it was refused)
     assert page.evaluate("window.__csp")[0].startswith("script-src")
     page.close()
+
+
+def test_a_400_turn_reads_as_one_and_the_page_opens_there(browser: Any, demo_cassette: Path,
+                                                         tmp_path: Path) -> None:  # fmt: skip
+    """Issue 71 item 12: a 400 turn's row read "error error -→-" (the error flag, the finish
+    reason "error", tokens the API never reported), and the page opened at the first turn, not
+    the one that failed."""
+    import orjson
+
+    from cassettes.recording import CassetteWriter
+
+    exchanges = list(open_run(demo_cassette, whole=True).exchanges)
+    bad = exchanges[2]
+    bad.status = 400
+    bad.response_headers = [("content-type", "application/json")]
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": "roles"}}
+    bad.response_chunks = [(None, orjson.dumps(body))]
+    run = tmp_path / "failed.jsonl"
+    with CassetteWriter(run, meta={"source": "test"}) as w:
+        for ex in exchanges:
+            w.append(ex)
+    assert report_data(open_run(run))["open"] == 2
+    page = open_page(browser, write_page(run, tmp_path / "failed.html"))
+    opened = page.locator('#turnlist .row[aria-selected="true"]')
+    assert opened.get_attribute("data-seq") == "2"
+    fin = opened.locator(".fin").text_content()
+    assert fin == "HTTP 400", fin
+    assert page.text_content("#detail h2").startswith("#2 ")
+    clean_run(page)
+    page.close()
+

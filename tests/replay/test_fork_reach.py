@@ -103,6 +103,7 @@ def test_a_sub_agents_changed_answer_takes_its_parent_live_from_the_request_it_r
         text=True,
         env=why_env(),
     )
-    assert "(turns 0-0 served from A)" in diff.stdout and "turn 1 (seq 3 ↔" in diff.stdout, (
+    # issue 71 item 12: one turn served is "turn 0", never "turns 0-0"
+    assert "(turn 0 served from A)" in diff.stdout and "turn 1 (seq 3 ↔" in diff.stdout, (
         diff.stdout
     )

@@ -397,8 +397,8 @@ def _diff_fork(runs: _Runs, origin: dict[str, Any], lineup: Lineup) -> list[str]
         )
     for cid, seqs, turn, cb in pairs:
         said.append(
-            f"conversation {cid} (A) ↔ {cb.id} (B): lined up from the cursor at turn {turn} (turns "
-            f"0-{turn - 1} served from A)"
+            f"conversation {cid} (A) ↔ {cb.id} (B): lined up from the cursor at turn {turn} "
+            f"({'turn 0' if turn == 1 else f'turns 0-{turn - 1}'} served from A)"
             if turn
             else f"conversation {cid} (A) ↔ {cb.id} (B): live from its first turn"
         )

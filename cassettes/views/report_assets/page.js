@@ -116,6 +116,13 @@
 
     // -- turn list, a page at a time -----------------------------------------------------------
     const list = document.getElementById("turnlist");
+    // A turn's row: how it ended (an API error by its status, said once), its tokens when known.
+    function rowFinish(r) {
+      const http = r.status !== null && r.status !== undefined ? "HTTP " + r.status : "";
+      const said = r.error ? (r.status >= 400 ? http : "error") : (r.finish || http);
+      const tokens = r.in === null && r.out === null ? "" : " " + num(r.in) + "→" + num(r.out);
+      return said + tokens + (r.calls ? " ⚙" + r.calls : "");
+    }
     function renderList() {
       list.textContent = "";
       const pages = Math.max(1, Math.ceil(rows.length / PAGE));
@@ -128,8 +135,7 @@
         d.setAttribute("aria-selected", String(r.seq === selected));
         const b = el("span");
         add(b, badge("E", r.badges.E), badge("A", r.badges.A), badge("C", r.badges.C));
-        const fin = r.miss ? rowMiss(r.miss) : (r.error ? "error " : "") + (r.finish || (r.status !== null ? "HTTP " + r.status : "")) +
-          " " + num(r.in) + "→" + num(r.out) + (r.calls ? " ⚙" + r.calls : "");
+        const fin = r.miss ? rowMiss(r.miss) : rowFinish(r);
         add(d, el("span", null, "#" + r.seq + " " + r.conv + "/" + r.turn), b, el("span", "fin", fin));
         d.addEventListener("click", () => select(r.seq));
         frag.appendChild(d);
@@ -419,7 +425,8 @@
       growthBox.appendChild(el("p", "dim", "Input split: system + tools + history + tool results + new = input, estimated from text size and scaled to the reported input (as looptap show prints it)."));
     }
 
-    // Open at the turn that failed (a replay miss: data.open), else at the first.
+    // Open at the turn that failed (data.open: a replay miss, else the first API error or error
+    // finding), else at the first.
     const opening = rows.findIndex((r) => r.seq === data.open);
     page = Math.floor(Math.max(0, opening) / PAGE);
     renderList();
