@@ -244,4 +244,3 @@ def test_a_400_turn_reads_as_one_and_the_page_opens_there(browser: Any, demo_cas
     assert page.text_content("#detail h2").startswith("#2 ")
     clean_run(page)
     page.close()
-
