@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -96,48 +97,64 @@ def test_import_directory(tmp_path: Path) -> None:
     assert len(list((tmp_path / "out").glob("*.jsonl"))) == len(list(src.glob("*.yaml")))
 
 
-def test_demo_without_the_recorder_shows_the_bundled_recording(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "LOOPTAP_PROXY_PYTHON"}
-    r = looptap("demo", "-o", str(tmp_path / "demo.jsonl"), env=env)
-    assert r.returncode == 0, r.stderr
-    assert "the recorder (mitmproxy) is not installed in this environment" in r.stdout
-    assert "11 round trips, 11 to LLM APIs (anthropic 11)" in r.stdout
-    assert "tool call: get_exchange_rate" in r.stdout
-    # as this user runs looptap (here: python -m cassettes.cli), so the line runs as printed
-    assert f"next: {sys.executable} -m cassettes.cli inspect {tmp_path / 'demo.jsonl'}" in r.stdout
+def test_demo_without_the_recorder_shows_the_bundled_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cassettes import hints
+    from cassettes.cli.demo import cmd_demo
+
+    # no recorder where set-up makes it either (the checkout's .venv-proxy): run in-process
+    monkeypatch.setattr("cassettes.cli.demo.found_recorder", lambda: None)
+    monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
+    said: list[str] = []
+    rc = cmd_demo(argparse.Namespace(output=str(tmp_path / "demo.jsonl")), said.append)
+    out = "\n".join(said)
+    assert rc == 0, out
+    assert "the recorder (mitmproxy) is not installed in this environment" in out
+    assert "recorded 11 round trips: 4 conversations, 11 turns" in out
+    assert "root cause: ▲ E E.arguments_schema (#4 c2/turn 1)" in out
+    # as this user runs looptap, so the line runs as printed
+    me = hints.looptap_command()
+    assert f"next: {me} show {tmp_path / 'demo.jsonl'}" in out, out
 
 
 def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> None:
     """The README's first command: the example agent runs its tool loop through the real recorder
-    against the loopback replay of the recorded model answers; the cassette is the live run."""
+    against the loopback replay of the recorded model answers; the cassette is the live run. Its
+    first screen (issue 71 item 10: it was 155 lines, 53 wider than 100 columns, the summary and
+    the next step last, after the whole ``show``): a short summary, the root cause, the next
+    commands with ``show`` first; no line over 100 columns."""
     proxy_python = os.environ.get("LOOPTAP_PROXY_PYTHON")
     if not proxy_python or not Path(proxy_python).exists():
         pytest.skip("LOOPTAP_PROXY_PYTHON (the recorder's environment) is not set")
     out = tmp_path / "demo.jsonl"
-    r = looptap("demo", "-o", str(out))
+    # as the README's set-up leaves it: the recorder's looptap alone, linked into a directory on
+    # PATH
+    linked = tmp_path / "path"
+    linked.mkdir()
+    (linked / "looptap").symlink_to(Path(proxy_python).parent / "looptap")
+    on_path = {**os.environ, "PATH": f"{os.environ.get('PATH', '')}{os.pathsep}{linked}"}
+    r = progress.run(
+        ["looptap", "demo", "-o", "demo.jsonl"], capture_output=True, text=True, cwd=tmp_path,
+        env=on_path,
+    )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
-    assert (
-        "looptap demo: recording the agent; with your ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL), "
-        "this line records it live:" in r.stdout
-    )
-    # the recorder's own
-    assert (
-        f"      {proxy_python} -m cassettes.cli run -o run.jsonl -- python your_agent.py"
-        in r.stdout
-    )
-    # The agent's own output: the answers it got after running its tools.
-    assert "A: The current exchange rate is **1 USD = 0.92 EUR**" in r.stdout
-    assert "A: The current stock price for AAPL (Apple Inc.) is **$150.00**." in r.stdout
-    # The recorder's summary, then the show of what it recorded.
-    assert "looptap: 11 round trips in" in r.stderr and "4 conversations, 11 turns" in r.stderr
-    assert "11 round trips, 11 to LLM APIs (anthropic 11)" in r.stdout
-    assert "POST 127.0.0.1:" in r.stdout  # recorded live, not imported
-    # as this user runs looptap
-    assert f"next: {sys.executable} -m cassettes.cli inspect {out}" in r.stdout
-    assert "E.arguments_schema" in r.stdout and "C.tool_result_error" in r.stdout
+    lines = r.stdout.splitlines()
+    assert len(lines) <= 20 and max(map(len, lines)) <= 100, r.stdout
+    assert r.stderr == "", r.stderr  # the recorder's lines are the run's: show has them
+    assert "recorded 11 round trips: 4 conversations, 11 turns; tokens in " in r.stdout
+    assert "findings: E 1 warning · A none · C 3 info" in r.stdout
+    assert "root cause: ▲ E E.arguments_schema (#4 c2/turn 1): " in r.stdout
+    assert "  ↳ · C C.tool_result_error (#5 c2/turn 2): " in r.stdout
+    # the whole run one command away, as the user runs looptap (never ".../python -m cassettes.cli")
+    assert "next: looptap show demo.jsonl   (" in r.stdout and "-m cassettes.cli" not in r.stdout
+    assert "      looptap run -o run.jsonl -- python your_agent.py" in r.stdout
     data = out.read_bytes()
     assert b"looptap-demo-key-never-written-to-disk" not in data
     assert b"x-looptap-conversation" in data.lower()
+    shown = looptap("show", str(out))
+    assert "POST 127.0.0.1:" in shown.stdout  # recorded live, not imported
+    assert "E.arguments_schema" in shown.stdout and "C.tool_result_error" in shown.stdout
     # Its recording line runs as printed (fails on main: "python tool_search_agent.py", a file the
     # user does not have): here against the user's own gateway (ANTHROPIC_BASE_URL), the same
     # recorded answers served by a loopback replay.
@@ -145,17 +162,17 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     from cassettes.storage import load_vcr, read_records
 
     said = r.stdout.splitlines()
-    line = said[
-        said.index(next(ln for ln in said if ln.startswith("looptap demo: recording the agent;")))
-        + 1
-    ].strip()
+    at = said.index(next(ln for ln in said if ln.startswith("with your ANTHROPIC_API_KEY"))) + 1
+    line = said[at].strip()
+    if line.endswith("\\"):  # a long path goes on a line of its own
+        line = f"{line}\n{said[at + 1]}"
     assert line.endswith("cassettes/examples/tool_search_agent.py"), line
+    assert line.startswith("looptap run -o run.jsonl -- python3 "), line
     again = tmp_path / "again"
     again.mkdir()
-    out.unlink()
     with ReplayServer(load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml")) as up:
         env = {
-            **os.environ,
+            **on_path,
             "ANTHROPIC_BASE_URL": up.url,
             "ANTHROPIC_API_KEY": "sk-ant-test",
             "PYTHONPATH": str(REPO),
@@ -164,7 +181,7 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
             ["bash", "-c", line], capture_output=True, text=True, cwd=again, env=env
         )
     assert rerun.returncode == 0, line + "\n" + rerun.stdout[-2000:] + rerun.stderr[-2000:]
-    assert len(read_records(out).exchanges) == 11
+    assert len(read_records(again / "run.jsonl").exchanges) == 11
 
 
 def test_the_demos_cassette_is_ignored_by_git() -> None:

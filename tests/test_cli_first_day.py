@@ -182,7 +182,8 @@ def test_the_demo_next_line_runs_as_printed(monkeypatch: pytest.MonkeyPatch) -> 
     said: list[str] = []
     monkeypatch.setattr(demo_mod, "looptap_command", lambda: ".venv-proxy/bin/looptap")
     demo_mod.next_steps(0, Path("looptap-demo.jsonl"), said.append)
-    assert said[0].strip().startswith("next: .venv-proxy/bin/looptap inspect looptap-demo.jsonl")
+    assert said[0].strip().startswith("next: .venv-proxy/bin/looptap show looptap-demo.jsonl")
+    assert said[1].strip().startswith(".venv-proxy/bin/looptap inspect looptap-demo.jsonl")
 
 
 def test_mcp_that_cannot_start_answers_the_client_with_the_reason(tmp_path: Path) -> None:

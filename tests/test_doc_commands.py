@@ -3,8 +3,9 @@
 The commands are the lines of the fenced ``sh``/``bash``/``shell``/``console`` blocks (``console``:
 the lines after ``$ ``); a ``\\`` continues a line. They run one by one with bash, in a clone of
 this checkout (``git clone --shared``: what a fresh clone has, with ``.venv-proxy`` linked to the
-suite's recorder environment), in the shell the README's first command leaves (``.venv-proxy/path``,
-where it links ``looptap`` alone, appended to ``PATH``), with a fresh ``HOME`` and no API keys. Each page starts from the same files,
+suite's recorder environment), in the shell the README's first command leaves
+(``.venv-proxy/path``, where it links ``looptap`` alone, appended to ``PATH``), with a fresh
+``HOME`` and no API keys. Each page starts from the same files,
 made from the bundled example and the loopback fixtures: ``run.jsonl`` (the demo run),
 ``before.jsonl``/``after.jsonl``, ``runs/``, ``flows.mitm``, ``my_test_cassettes/test_agent.yaml``,
 and stub agents (``my_agent.py``, ``agent.py``, ``your_agent.py``) that make no LLM call, since
@@ -373,7 +374,7 @@ def _next_lines(out: str, root: Path, env: dict[str, str], note: object) -> None
     said = [lines[start].removeprefix("next:")] if start < len(lines) else []
     said += [ln for ln in lines[start + 1:] if ln.startswith("      ")]
     hints = [s.strip().split("   (")[0] for s in said if s.strip()]
-    assert hints and hints[0].startswith("looptap inspect "), out[-500:]
+    assert hints and hints[0].startswith("looptap show "), out[-500:]
     for hint in hints:
         words = shlex.split(hint)
         if words[1] == "inspect":

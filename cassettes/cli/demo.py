@@ -19,13 +19,16 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
+from decimal import Decimal
 from importlib.resources import as_file, files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cassettes.cli.show import cmd_show
-from cassettes.hints import INVOKED_AS, found_recorder, looptap_command
+from cassettes.errors import CassetteError
+from cassettes.hints import INVOKED_AS, count, found_recorder, looptap_command
+from cassettes.reading import open_run
 from cassettes.recording import CassetteWriter
 from cassettes.replay.serving import ReplayServer
 from cassettes.storage import (
@@ -36,6 +39,7 @@ from cassettes.storage import (
     remove_if_same,
     staged,
 )
+from cassettes.views import estimated_why, money, root_cause_lines
 
 if TYPE_CHECKING:
     from cassettes.storage import Target
@@ -98,16 +102,9 @@ def cmd_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
                 "--", sys.executable, str(agent_path),
             ]  # fmt: skip
             say(
-                "looptap demo: the model is a loopback server replaying "
-                f"the recorded answers ({upstream.url})"
-            )
-            say(
-                "looptap demo: recording the agent; with your ANTHROPIC_API_KEY (or "
-                "ANTHROPIC_BASE_URL), this line records it live:"
-            )
-            say(
-                f"  {_looptap(python)} run -o {shlex.quote(str(dest))} -- python3 "
-                f"{shlex.quote(str(agent_path))}\n"
+                "looptap demo: the bundled example agent asks Claude 4 questions, answered offline "
+                "by a\nloopback server replaying a real recording, through the recorder into "
+                f"{dest}"
             )
             env = {
                 **os.environ,
@@ -115,17 +112,23 @@ def cmd_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
                 INVOKED_AS: looptap_command(),  # its "details:" line as the user runs looptap
             }
             sys.stdout.flush()
-            rc = subprocess.run(cmd, env=env, check=False).returncode
+            # the agent's answers and the recorder's lines are the run: `show` has them
+            done = subprocess.run(
+                cmd, env=env, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+            rc = done.returncode
             misses = upstream.misses
         if misses:
             say(f"looptap demo: the agent sent {len(misses)} request(s) the recording never had:")
             for m in misses[:3]:
                 say(f"  {m.headline}")
         if rc != 0 or not dest.exists():
+            said = done.stdout.decode("utf-8", "replace").splitlines()[-12:]
+            say("\n".join(f"  {ln[:200]}" for ln in said))
             say(f"looptap demo: the recorded run failed (exit status {rc})")
             return rc or 2
-    say("")
-    return next_steps(_show(dest), dest, say, _looptap(python))
+    live = f"{_looptap(python)} run -o run.jsonl -- python3 {shlex.quote(str(agent_path))}"
+    return first_screen(dest, say, live=live, recorder=_looptap(python))
 
 
 def _looptap(python: str) -> str:
@@ -137,23 +140,70 @@ def _looptap(python: str) -> str:
     )
 
 
+#: The widest line of the demo's first screen (a recorded message is cut to it).
+WIDTH = 100
+
+
+def first_screen(
+    dest: Path, say: Callable[[str], None], *, live: str | None = None, recorder: str | None = None
+) -> int:
+    """The demo's first screen: a short summary of the run, its root cause (and what it caused),
+    the next commands, ``show`` first (the whole run, one command away); no line wider than
+    :data:`WIDTH` but a path the user gave. The exit status (2: the run cannot be read)."""
+    try:
+        run = open_run(dest)
+        analysis = run.analysis
+    except CassetteError as exc:
+        say(f"looptap demo: error: {exc}")
+        return 2
+    turns = analysis.turns.values()
+    priced = [t.tokens for t in turns if t.tokens.cost is not None]
+    why = 0
+    for k in priced:
+        why |= estimated_why(k)
+    cost = money(sum((k.cost for k in priced), Decimal(0)), bool(why)) if priced else "unknown"
+    tokens_in = sum(t.tokens.input or 0 for t in turns)
+    tokens_out = sum(t.tokens.output or 0 for t in turns)
+    say(
+        f"\nrecorded {count(len(run), 'round trip')}: "
+        f"{count(len(analysis.conversations), 'conversation')}, "
+        f"{count(len(analysis.turns), 'turn')}; tokens in {tokens_in:,}, out {tokens_out:,}; "
+        f"cost {cost}"
+    )
+    by: dict[str, Counter[str]] = {layer: Counter() for layer in "EAC"}
+    for f in analysis.findings:
+        by[f.layer][f.severity.value] += 1
+    said = [
+        f"{layer} " + (", ".join(f"{c[sev]} {sev}" for sev in _SEVERITIES if c[sev]) or "none")
+        for layer, c in by.items()
+    ]
+    say("findings: " + " · ".join(said))
+    for line in root_cause_lines(analysis.findings, WIDTH):
+        say(line)
+    if live is not None:
+        say("\nwith your ANTHROPIC_API_KEY this records the example agent live:")
+        head, _, agent = live.rpartition(" ")
+        # a long path on a line of its own, continued as the shell reads it
+        say(f"  {live}" if len(live) + 2 <= WIDTH else f"  {head} \\\n    {agent}")
+    return next_steps(0, dest, say, recorder)
+
+
+#: Severities in the order the findings line says them.
+_SEVERITIES = ("error", "warning", "info")
+
+
 def next_steps(rc: int, dest: Path, say: Callable[[str], None], recorder: str | None = None) -> int:
-    """What to try next, once the run was shown (``recorder``: how to run the recorder, when it
-    is not this looptap)."""
+    """What to try next: the whole run (``show``), turn by turn (``inspect``), your own agent
+    (``recorder``: how to run the recorder, when it is not this looptap)."""
 
     me = looptap_command()  # as the user runs looptap, so the lines run as printed
-    say(
-        f"\nnext: {me} inspect {shlex.quote(str(dest))}   "
-        "(turn by turn in the terminal; ? for the keys)"
-    )
+    d = shlex.quote(str(dest))
+    say(f"\nnext: {me} show {d}   (every round trip, the findings, the token growth)")
+    say(f"      {me} inspect {d}   (turn by turn in the terminal; ? for the keys)")
     say(
         f"      {recorder or me} run -o run.jsonl -- python your_agent.py   (record your own agent)"
     )
     return rc
-
-
-def _show(dest: Path) -> int:
-    return cmd_show(argparse.Namespace(file=str(dest), json=False))
 
 
 def _import_and_show(src: Path, target: Target, say: Callable[[str], None]) -> int:
@@ -164,5 +214,5 @@ def _import_and_show(src: Path, target: Target, say: Callable[[str], None]) -> i
     ):
         for ex in load_vcr(src):
             w.append(ex)
-    say(f"{src.name} → {dest}\n")
-    return next_steps(_show(dest), dest, say)
+    say(f"{src.name} → {dest}")
+    return first_screen(dest, say)

@@ -24,7 +24,7 @@ _MODULES = {
     "_edits": "CONTINUED edit_text edited_messages edits_json reconstructed_said user_messages",
     "_growth": "SPLIT GrowthBar growth_bars split_json",
     "_htmlpage": "HtmlExtraMissing embed_json render_fleet_html render_html",
-    "_layers": "SEVERITY_MARK GrowthRows analysis_lines growth_row",
+    "_layers": "SEVERITY_MARK GrowthRows analysis_lines growth_row root_cause_lines",
     "_money": "BY_HOST BY_TOKENS estimated_note estimated_why money",
     "_progress": "reading_line",
     "_report": "report_data",
@@ -55,7 +55,13 @@ if TYPE_CHECKING:
         render_fleet_html,
         render_html,
     )
-    from cassettes.views._layers import SEVERITY_MARK, GrowthRows, analysis_lines, growth_row
+    from cassettes.views._layers import (
+        SEVERITY_MARK,
+        GrowthRows,
+        analysis_lines,
+        growth_row,
+        root_cause_lines,
+    )
     from cassettes.views._money import (
         BY_HOST,
         BY_TOKENS,
@@ -116,6 +122,7 @@ __all__ = [
     "render_fleet_html",
     "render_html",
     "report_data",
+    "root_cause_lines",
     "roundtrip_json",
     "search_turns",
     "snippet_of",

@@ -19,6 +19,7 @@ __all__ = [
     "caused_by_note",
     "finding_line",
     "growth_row",
+    "root_cause_lines",
 ]
 
 
@@ -92,6 +93,24 @@ def finding_line(f: Finding | dict[str, Any], *, where: bool = False) -> str:
     under = "  ↳ " if caused_by_note(f) else ""
     at = f" (#{seq} {conv}/turn {turn})" if where else ""
     return f"  {under}{SEVERITY_MARK[sev]} {layer} {code}{at}: {message}{caused_by_note(f)}"
+
+
+def root_cause_lines(findings: list[Finding], width: int) -> list[str]:
+    """The run's root cause at a glance: its first finding worse than info (the analysis' order
+    puts root causes first), then what it caused, each line cut to ``width`` (``[]``: none)."""
+    root = next((f for f in findings if f.severity.value != "info"), None)
+    if root is None:
+        return []
+
+    def fit(line: str) -> str:
+        return line if len(line) <= width else line[: width - 1] + "…"
+
+    lines = [fit("root cause: " + finding_line(root, where=True).strip())]
+    for f in findings:
+        d = f.details or {}
+        if f is not root and caused_by_note(f) and d.get("caused_by_seq") == root.seq:
+            lines.append(fit("  " + finding_line(f, where=True).strip()))
+    return lines
 
 
 class GrowthRows:

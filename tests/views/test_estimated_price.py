@@ -212,9 +212,8 @@ def test_the_closing_line_says_which_estimate_in_one_pair_of_parentheses(
     (estimated cost, …; the host is not a provider looptap knows, or the API reported no usage …)":
     parentheses doubled, and an either/or. Now one pair, and the reason that holds; a price of
     looptap's token estimate says that one instead."""
-    from proxy.summary import summary_lines
-
     from cassettes.views import BY_HOST, BY_TOKENS, estimated_note, estimated_why
+    from proxy.summary import summary_lines
 
     failed = tmp_path / "failed.jsonl"
     exchanges = list(open_run(run_file, whole=True).exchanges)

@@ -17,7 +17,8 @@ EXPORTED = [
     "edits_json", "embed_json", "error_phrase", "estimated_note", "estimated_why", "growth_bars",
     "growth_row", "link_text",
     "mcp_link_json", "money", "reading_line", "reconstructed_said", "render_fleet_html",
-    "render_html", "report_data", "roundtrip_json", "search_turns", "snippet_of", "split_json",
+    "render_html", "report_data", "root_cause_lines", "roundtrip_json", "search_turns",
+    "snippet_of", "split_json",
     "status_text", "summarise", "summary_lines", "text_timeline", "turn_json", "user_messages",
 ]  # fmt: skip
 PUBLIC_MODULES = ["schema"]
