@@ -38,8 +38,9 @@ Catalogue (code, severity, when it fires):
 ``C.continued_after_final_answer``  warning / a text-only final answer was followed by another
                                     info      request with no new input (a text-protocol action,
                                               ``Action:`` / ``Code:``, is not a final answer); info
-                                              in a group chat (messages carry speakers' names),
-                                              once for a run of re-prompts of the same agent
+                                              in a group chat (user-side messages from two named
+                                              speakers or more), once for a run of re-prompts of
+                                              the same agent, naming it
 ``C.truncated_treated_as_complete`` warning   a cut-off answer (token cap, cut stream) was echoed
                                               or its calls executed as if whole
 ``C.refusal_treated_as_answer``     warning   a refused or filtered answer was echoed and the loop

@@ -131,3 +131,21 @@ def test_block_pages_are_told(page: str) -> None:
 )
 def test_clean_twins_texts_about_block_pages_are_not_block_pages(page: str) -> None:
     assert blocked_page(page) is None
+
+
+def test_the_group_chat_info_names_the_agent_given_the_floor() -> None:
+    run = run_of(_chat("K2: 1.7 litres, 2200 W."))
+    (again,) = _found(run, "C.continued_after_final_answer")
+    assert again.details["agent"] == "Writer" and "agent 'Writer'" in again.message
+
+
+def test_one_agent_whose_messages_carry_names_is_no_group_chat() -> None:
+    """A single agent framework (AutoGen's AssistantAgent) names the user's messages and its own:
+    re-prompted with nothing new, it is the client's warning, not a group chat's floor."""
+    solo = AgentScript("openai_chat", system=WRITER, tools=())
+    solo.history.append(_named(TOPIC + " " + SPEC, "user"))
+    first = solo.reply("K2: 1.7 litres at 2200 W.")
+    solo.history[-1]["name"] = "writer"
+    run = run_of([first, solo.reply("K2: 1.7 litres.")])
+    (again,) = _found(run, "C.continued_after_final_answer")
+    assert again.severity == "warning" and "group chat" not in again.message
