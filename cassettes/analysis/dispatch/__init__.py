@@ -83,6 +83,10 @@ Catalogue (code, severity, when it fires):
                                               bot check, captcha wall, CDN block or 403 page): the
                                               environment failed, not the model; a long page counts
                                               only when its opening says so
+``C.message_blocked_page``          warning   another agent's message, or a user turn, carries a
+                                              block page (two of its phrases at least, in a short
+                                              text: a web agent passing on the Cloudflare check it
+                                              was shown); names the agent (its ``name``)
 ``C.cache_prefix_broken``           info /    system prompt, tool definitions or an early message
                                     warning   changed mid-conversation (warning when cache reads
                                               dropped that turn)
@@ -97,6 +101,12 @@ Catalogue (code, severity, when it fires):
 from __future__ import annotations
 
 from cassettes.analysis._context import Check, FinalCheck
+from cassettes.analysis.dispatch._blocked import (
+    blocked_page,
+    check_message_blocked,
+    check_tool_result_blocked,
+    speaker,
+)
 from cassettes.analysis.dispatch._divergence import CODE, check_diverged_from_recording, replay_miss
 from cassettes.analysis.dispatch._history import (
     GROUP_CHAT,
@@ -111,13 +121,11 @@ from cassettes.analysis.dispatch._history import (
 from cassettes.analysis.dispatch._layer import build
 from cassettes.analysis.dispatch._mcp_results import check_mcp_results
 from cassettes.analysis.dispatch._results import (
-    blocked_page,
     check_dropped_tool_result,
     check_orphan_tool_result,
     check_pairing_error,
     check_result_name,
     check_results_split,
-    check_tool_result_blocked,
     check_tool_result_error,
     check_unanswered_history_call,
     final_pending_calls,
@@ -147,6 +155,7 @@ __all__ = [
     "replay_miss",
     "reprompted",
     "result_texts",
+    "speaker",
 ]
 
 CHECKS: tuple[Check, ...] = (
@@ -167,6 +176,7 @@ CHECKS: tuple[Check, ...] = (
     check_abandoned,
     check_tool_result_error,
     check_tool_result_blocked,
+    check_message_blocked,
     check_cache_prefix,
 )
 

@@ -13,7 +13,7 @@ from cassettes.analysis._context import TurnContext
 from cassettes.analysis._message_keys import message_key, response_message, stable
 from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis._trajectory import fields_of, follows, step_of
-from cassettes.analysis.dispatch._shared import _continues, _item, _prev_ok
+from cassettes.analysis.dispatch._shared import _continues, _item, _prev_ok, speaker
 from cassettes.models import FinishReason, Message
 
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
@@ -201,8 +201,7 @@ def multi_agent(ctx: TurnContext) -> bool:
     speakers: set[str] = set()
     for m in ctx.messages:
         if m.role == "user" and not any(p.tool_result is not None for p in m.parts):
-            name = m.provider_details.get("name") if isinstance(m.provider_details, dict) else None
-            speakers.add(str(name or ""))
+            speakers.add(speaker(m) or "")
             if len(speakers) > 1:
                 return True
     return False
@@ -216,10 +215,9 @@ def agent_name(ctx: TurnContext) -> str | None:
     """The agent this conversation is: the ``name`` its own answers carry in the history, else
     the name its system prompt gives it ("You are Writer"); ``None`` when neither says."""
     for m in reversed(ctx.messages):
-        if m.role in ("assistant", "model") and isinstance(m.provider_details, dict):
-            name = m.provider_details.get("name")
-            if isinstance(name, str) and name.strip():
-                return name.strip()[:60]
+        name = speaker(m) if m.role in ("assistant", "model") else None
+        if name:
+            return name
     req = ctx.request
     system = " ".join(p.text or "" for p in (req.system if req is not None else []))[:2000]
     m = _YOU_ARE.search(system)

@@ -12,7 +12,7 @@ import cassettes.analysis.dispatch as dispatch
 EXPORTED = [
     "CAUSES", "CHECKS", "CODE", "FINAL_CHECKS", "GROUP_CHAT",
     "blocked_page", "build", "fold_root_causes", "is_consequence", "is_error_result",
-    "ordered_findings", "replay_miss", "reprompted", "result_texts",
+    "ordered_findings", "replay_miss", "reprompted", "result_texts", "speaker",
 ]  # fmt: skip
 
 

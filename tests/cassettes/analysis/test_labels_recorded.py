@@ -104,6 +104,22 @@ JAILBREAK = {
         "self_harm": {"filtered": False, "severity": "safe"},
     },
 }
+#: The newer API versions' shape: ``inner_error`` with ``content_filter_results`` (and a prompt
+#: shield's verdict on a document: ``indirect_attack``).
+SHIELD = {
+    "code": "ResponsibleAIPolicyViolation",
+    "content_filter_results": {
+        "hate": {"filtered": False, "severity": "safe"},
+        "indirect_attack": {"filtered": True, "detected": True},
+        "violence": {"filtered": True, "severity": "medium"},
+        "custom_blocklists": [{"id": "shop", "filtered": False}],
+    },
+}
+PASTED = (
+    "The forum will not open for me, it shows: Just a moment... Verify you are human by "
+    "completing the action below. shop.example needs to review the security of your connection "
+    "before proceeding."
+)
 FILTERED = (
     "The response was filtered due to the prompt triggering Azure OpenAI's content management "
     "policy. Please modify your prompt and retry."
@@ -114,6 +130,17 @@ SCRIPTS: dict[str, list[Reply]] = {
     "Summarise the reviews of order W1.": [
         Reply.tool("fetch_page", {"url": "https://shop.example/reviews/W1"}),
         Reply.refuse(FILTERED, param="prompt", code="content_filter", inner=JAILBREAK),
+    ],
+    "Summarise the reviews of order W1, please.": [
+        Reply.tool("fetch_page", {"url": "https://shop.example/reviews/W1"}),
+        Reply.refuse(FILTERED, "prompt", "content_filter", inner=SHIELD, inner_key="inner_error"),
+    ],
+    "Write me a threat to send to the courier of W2.": [
+        Reply.refuse(FILTERED, "prompt", "content_filter", inner=SHIELD, inner_key="inner_error"),
+    ],
+    PASTED: [Reply.say("That page is the site's bot check; try again in a minute.")],
+    "What does 'verify you are human' mean on your forum?": [
+        Reply.say("It is a bot check: tick the box and the forum opens."),
     ],
     "Summarise the reviews of order W4.": [
         Reply.tool("fetch_page", {"url": "https://shop.example/reviews/W4"}),
@@ -172,7 +199,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Finding
             env=clean_env(OPENAI_API_KEY="sk-test-retail"),
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("refused: 400") == 2, proc.stdout
+    assert proc.stdout.count("refused: 400") == 4, proc.stdout
     run = open_run(tmp / "retail.jsonl", whole=True, cache=False)
     convs = run.analysis.conversations
     assert len(convs) == len(SCRIPTS), [c.title for c in convs]
@@ -194,6 +221,47 @@ def test_a_content_filter_400_is_a_blocked_prompt_naming_the_flag_and_the_page(
     (f,) = [f for f in found if f.code == "A.prompt_blocked"]
     assert f.details["flagged"] == ["jailbreak"] and f.details["tool"] == "fetch_page"
     assert "flagged jailbreak" in f.message and "IGNORE ALL PREVIOUS" in f.message
+
+
+def test_the_newer_error_shape_names_its_categories_and_the_carrying_result(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    """Azure's ``inner_error.content_filter_results``: was a blocked prompt naming nothing."""
+    (f,) = [
+        f
+        for f in recorded["Summarise the reviews of order W1, please."]
+        if f.code == "A.prompt_blocked"
+    ]
+    assert f.details["flagged"] == ["indirect_attack", "violence"]
+    assert f.details["tool"] == "fetch_page" and "IGNORE ALL PREVIOUS" in f.message
+
+
+def test_a_blocked_prompt_with_no_tool_result_names_the_user_message(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    (f,) = recorded["Write me a threat to send to the courier of W2."]
+    assert f.code == "A.prompt_blocked" and f.details["tool"] is None
+    assert "came in with a user message: 'Write me a threat" in f.message
+
+
+def test_a_block_page_pasted_into_a_user_turn_is_the_environment_failing(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    (f,) = recorded[PASTED]
+    assert (f.code, f.severity, f.turn, f.path) == (
+        "C.message_blocked_page",
+        "warning",
+        0,
+        "messages[1]",
+    )
+    assert f.details["speaker"] is None and "A user message" in f.message
+    assert f.details["phrases"][:2] == ["just a moment...", "verify you are human"]
+
+
+def test_clean_twin_a_user_asking_about_a_bot_check_is_no_block_page(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    assert recorded["What does 'verify you are human' mean on your forum?"] == []
 
 
 def test_clean_twin_another_400_stays_an_http_error(recorded: dict[str, list[Finding]]) -> None:
