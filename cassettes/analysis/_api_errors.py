@@ -139,7 +139,7 @@ def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
         status=status,
         flagged=flagged,
         tool=name if what.startswith("the result") else None,
-        **({"speaker": name} if what.startswith("agent") else {}),
+        speaker=name if what.startswith("agent") else None,
         error=err.message,
     )
 

@@ -105,17 +105,18 @@ from cassettes.analysis.dispatch._blocked import (
     blocked_page,
     check_message_blocked,
     check_tool_result_blocked,
-    speaker,
 )
 from cassettes.analysis.dispatch._divergence import CODE, check_diverged_from_recording, replay_miss
 from cassettes.analysis.dispatch._history import (
     GROUP_CHAT,
+    TEXT_ACTION,
     check_assistant_echo,
     check_cache_prefix,
     check_continued_after_final,
     check_history_rewritten,
     check_refusal_treated_as_answer,
     check_truncated_treated_as_complete,
+    multi_agent,
     reprompted,
 )
 from cassettes.analysis.dispatch._layer import build
@@ -139,6 +140,7 @@ from cassettes.analysis.dispatch._roots import (
     is_consequence,
     ordered_findings,
 )
+from cassettes.analysis.dispatch._shared import speaker
 
 __all__ = [
     "CAUSES",
@@ -146,11 +148,13 @@ __all__ = [
     "CODE",
     "FINAL_CHECKS",
     "GROUP_CHAT",
+    "TEXT_ACTION",
     "blocked_page",
     "build",
     "fold_root_causes",
     "is_consequence",
     "is_error_result",
+    "multi_agent",
     "ordered_findings",
     "replay_miss",
     "reprompted",

@@ -220,8 +220,8 @@ def agent_name(ctx: TurnContext) -> str | None:
             return name
     req = ctx.request
     system = " ".join(p.text or "" for p in (req.system if req is not None else []))[:2000]
-    m = _YOU_ARE.search(system)
-    return m.group(1) if m else None
+    said = _YOU_ARE.search(system)
+    return said.group(1) if said else None
 
 
 def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:

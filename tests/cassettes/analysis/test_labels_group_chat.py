@@ -55,7 +55,7 @@ def test_a_re_prompted_agent_inventing_facts_is_an_ungrounded_claim_and_the_re_p
     )
     (claim,) = _found(run, "E.ungrounded_claim")
     assert claim.severity == "warning" and claim.turn == 1 and claim.related_turn == 0
-    assert claim.details["spans"] == ["https://k2.example/r", "12,000", "4.8"]
+    assert claim.details["spans"] == ["https://k2.example/r", "45 seconds", "12,000", "4.8"]
     (again,) = _found(run, "C.continued_after_final_answer")
     assert again.severity == "info" and again.turn == 1
 
@@ -89,8 +89,9 @@ def test_clean_twin_one_agent_re_prompted_with_nothing_new_is_still_the_clients_
 def test_trivial_numbers_are_not_claims() -> None:
     """Enumerations, small counts, years and a number written otherwise are not ungrounded."""
     src = "Orders: W1 ($1,299.00), W2. Shipped 2024-03-02, 3 items, tracking 88231."
-    answer = "1. W1 cost $1299 and shipped in 2024 with 3 items (tracking 88231). 2. W2: 12 days."
+    answer = "1. W1 cost $1299 and shipped in 2024 with 3 items (tracking 88231). 2. W2: 12 of them."
     assert unsourced(answer, src) == []
+    assert unsourced("W2 arrives in 12 days.", src) == ["12 days"]  # a number with its unit
     assert unsourced("W1 cost $1,399.", src) == ["$1,399"]
 
 

@@ -159,7 +159,7 @@ def test_a_re_prompted_agent_inventing_facts_is_an_ungrounded_claim_with_its_spa
 ) -> None:
     (claim,) = [f for f in found[TOPIC_A, "writer"] if f.code == "E.ungrounded_claim"]
     assert claim.severity == "warning" and claim.turn == 1 and claim.related_turn == 0
-    assert claim.details["spans"] == ["https://k2.example/r", "12,000", "4.8"]
+    assert claim.details["spans"] == ["https://k2.example/r", "45 seconds", "12,000", "4.8"]
 
 
 def test_re_prompts_in_a_row_are_said_once_per_agent_at_info(

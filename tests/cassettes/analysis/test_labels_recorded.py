@@ -37,6 +37,7 @@ TOOLS = [fn("get_order", order_id="string"), fn("cancel_order", order_id="string
          fn("fetch_page", url="string"), fn("authenticate_user", email="string"),
          fn("transfer_to_human", summary="string")]
 ORDERS = {"W1": "delivered", "W2": "shipped", "W3": "pending", "W4": "delivered"}
+PRICES = {"W1": "12.50", "W2": "30.00", "W3": "8.00", "W4": "7.25"}
 CLOUDFLARE = ("<!DOCTYPE html><html><head><title>Just a moment...</title></head><body>"
               "<h1>shop.example</h1><p>Verify you are human by completing the action below.</p>"
               "<p>shop.example needs to review the security of your connection before proceeding."
@@ -57,7 +58,8 @@ def run_tool(name, args):
     if name == "get_order":
         if oid not in ORDERS:
             return json.dumps({"error": f"order {oid} not found"})
-        return json.dumps({"order_id": oid, "status": ORDERS[oid]})
+        return json.dumps({"order_id": oid, "status": ORDERS[oid], "price": PRICES[oid],
+                           "placed": "2019-03-14"})
     if name == "cancel_order":
         if ORDERS.get(oid) != "pending":
             return json.dumps({"error": f"order {oid} is {ORDERS.get(oid, 'unknown')}: "
@@ -141,6 +143,15 @@ SCRIPTS: dict[str, list[Reply]] = {
     PASTED: [Reply.say("That page is the site's bot check; try again in a minute.")],
     "What does 'verify you are human' mean on your forum?": [
         Reply.say("It is a bot check: tick the box and the forum opens."),
+    ],
+    "When did order W1 ship?": [
+        Reply.tool("get_order", {"order_id": "W1"}),
+        Reply.say("W1 (placed 2019-03-14) shipped on March 2, 2019 and was delivered."),
+    ],
+    "What do W1 and W4 cost together?": [
+        Reply.tool("get_order", {"order_id": "W1"}),
+        Reply.tool("get_order", {"order_id": "W4"}),
+        Reply.say("W1 costs $12.50 and W4 $7.25: $19.75 together, both placed on 14 March 2019."),
     ],
     "Summarise the reviews of order W4.": [
         Reply.tool("fetch_page", {"url": "https://shop.example/reviews/W4"}),
@@ -262,6 +273,23 @@ def test_clean_twin_a_user_asking_about_a_bot_check_is_no_block_page(
     recorded: dict[str, list[Finding]],
 ) -> None:
     assert recorded["What does 'verify you are human' mean on your forum?"] == []
+
+
+def test_an_invented_date_in_an_answer_from_tools_is_an_ungrounded_claim(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    """Not a re-prompt: the answer made from the order's result; its day and year appear in the
+    result (2019-03-14), the date does not. Info: answers from tools are judged, a warning is
+    kept for a re-prompt with nothing new."""
+    (f,) = recorded["When did order W1 ship?"]
+    assert (f.code, f.severity, f.turn) == ("E.ungrounded_claim", "info", 1)
+    assert f.details["spans"] == ["March 2, 2019"]
+
+
+def test_clean_twin_a_total_and_a_date_from_the_results_are_grounded(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    assert recorded["What do W1 and W4 cost together?"] == []
 
 
 def test_clean_twin_another_400_stays_an_http_error(recorded: dict[str, list[Finding]]) -> None:
