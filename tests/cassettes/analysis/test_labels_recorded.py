@@ -153,6 +153,22 @@ SCRIPTS: dict[str, list[Reply]] = {
         Reply.tool("get_order", {"order_id": "W4"}),
         Reply.say("W1 costs $12.50 and W4 $7.25: $19.75 together, both placed on 14 March 2019."),
     ],
+    "Where is my most recent order?": [
+        Reply.tool("get_order", {"order_id": "W7731"}),
+        Reply.say("I could not find that order; which order number is it?"),
+    ],
+    "Where is order W4, and what does it cost?": [
+        Reply.tool("get_order", {"order_id": "W4"}),
+        Reply.say("W4 was delivered; it cost $7.25."),
+    ],
+    "Show me the receipt of W1.": [
+        Reply.tool("fetch_page", {"url": "/workspace/path_to_local_copy_of_the_receipt"}),
+        Reply.say("Here is the receipt."),
+    ],
+    "Fetch https://example.com/status for me.": [
+        Reply.tool("fetch_page", {"url": "https://example.com/status"}),
+        Reply.say("That page was not found."),
+    ],
     "Summarise the reviews of order W4.": [
         Reply.tool("fetch_page", {"url": "https://shop.example/reviews/W4"}),
         Reply.refuse("Invalid value for 'temperature'.", param="temperature", code="invalid_value"),
@@ -290,6 +306,39 @@ def test_clean_twin_a_total_and_a_date_from_the_results_are_grounded(
     recorded: dict[str, list[Finding]],
 ) -> None:
     assert recorded["What do W1 and W4 cost together?"] == []
+
+
+def test_an_identifier_from_nowhere_is_an_invented_argument(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    (f,) = [f for f in recorded["Where is my most recent order?"] if f.severity != "info"]
+    assert (f.code, f.turn, f.details["argument"], f.details["value"]) == (
+        "E.invented_argument",
+        0,
+        "order_id",
+        "W7731",
+    )
+
+
+def test_clean_twin_an_identifier_the_user_gave_is_no_invention(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    assert recorded["Where is order W4, and what does it cost?"] == []
+
+
+def test_a_placeholder_argument_acted_on_is_named(recorded: dict[str, list[Finding]]) -> None:
+    (f,) = [f for f in recorded["Show me the receipt of W1."] if f.severity != "info"]
+    assert (f.code, f.turn, f.details["placeholder"]) == (
+        "E.placeholder_argument",
+        0,
+        "path_to_local_copy_of_the_receipt",
+    )
+
+
+def test_clean_twin_a_placeholder_looking_value_the_user_gave_is_a_value(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    assert [f.code for f in recorded["Fetch https://example.com/status for me."]] == []
 
 
 def test_clean_twin_another_400_stays_an_http_error(recorded: dict[str, list[Finding]]) -> None:
