@@ -24,7 +24,9 @@ Catalogue (code, severity, when it fires):
 ``C.tool_result_wrong_name``        warning   a result answers a call by id but names another
                                               function (Gemini's ``functionResponse.name``)
 ``C.assistant_not_echoed``          warning   the previous answer is not in the history sent back
-                                              (typographic normalisation, reasoning inlined as
+                                              (a stream's chunks sent back as streamed, as
+                                              separate text parts; typographic normalisation,
+                                              reasoning inlined as
                                               ``<think>`` text, and a text-protocol answer re-rendered
                                               with the same words or its observation replaced are
                                               tolerated)
