@@ -28,7 +28,8 @@ Catalogue (code, severity, when it fires):
                                               separate text parts; typographic normalisation,
                                               reasoning inlined as
                                               ``<think>`` text, and a text-protocol answer re-rendered
-                                              with the same words or its observation replaced are
+                                              with the same words — JSON's literals as Python's
+                                              ``True``/``None`` — or its observation replaced are
                                               tolerated)
 ``C.history_mutated``               warning   an earlier message was changed in place
 ``C.history_trimmed``               info      the history was shortened or compacted (intentional);
