@@ -89,7 +89,7 @@ def test_clean_twin_one_agent_re_prompted_with_nothing_new_is_still_the_clients_
 def test_trivial_numbers_are_not_claims() -> None:
     """Enumerations, small counts, years and a number written otherwise are not ungrounded."""
     src = "Orders: W1 ($1,299.00), W2. Shipped 2024-03-02, 3 items, tracking 88231."
-    answer = "1. W1 cost $1299 and shipped in 2024 with 3 items (tracking 88231). 2. W2: 12 of them."
+    answer = "1. W1 cost $1299 and shipped in 2024 with 3 items (tracking 88231). 2. W2: 12 of it."
     assert unsourced(answer, src) == []
     assert unsourced("W2 arrives in 12 days.", src) == ["12 days"]  # a number with its unit
     assert unsourced("W1 cost $1,399.", src) == ["$1,399"]

@@ -78,7 +78,8 @@ def ledger(loop: bool) -> str:
     """Magentic-One's progress ledger, as its orchestrator answers it."""
     return (
         '{"is_request_satisfied": {"reason": "No wattage yet.", "answer": false}, '
-        f'"is_in_loop": {{"reason": "The researcher repeats itself.", "answer": {str(loop).lower()}}}, '
+        '"is_in_loop": {"reason": "The researcher repeats itself.", '
+        f'"answer": {str(loop).lower()}}}, '
         '"next_speaker": {"reason": "Ask again.", "answer": "researcher"}}'
     )
 
@@ -112,8 +113,8 @@ CHATS = [
     f"{TOPIC_C} :: researcher,writer,writer",
     f"{TOPIC_D} :: researcher,writer",
     f"{TOPIC_E} :: researcher,writer",
-    f"{TOPIC_F} :: orchestrator,researcher,orchestrator,researcher,orchestrator,researcher,orchestrator",
-    f"{TOPIC_G} :: orchestrator,researcher,orchestrator,researcher,orchestrator,researcher,orchestrator",
+    f"{TOPIC_F} :: " + ",".join(["orchestrator", "researcher"] * 3 + ["orchestrator"]),
+    f"{TOPIC_G} :: " + ",".join(["orchestrator", "researcher"] * 3 + ["orchestrator"]),
 ]
 SHIELD = {
     "code": "ResponsibleAIPolicyViolation",
