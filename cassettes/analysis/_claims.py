@@ -36,7 +36,6 @@ from cassettes.analysis.dispatch import (
     multi_agent,
     reprompted,
     result_texts,
-    speaker,
 )
 from cassettes.hints import count
 from cassettes.models import FinishReason
@@ -129,14 +128,10 @@ def _sources(ctx: TurnContext) -> str:
 
 
 def _has_material(ctx: TurnContext) -> bool:
-    """The request gives the model material to answer from: a tool's result, or another agent's
-    message (a group chat). Without any, an answer speaks from the model's own knowledge, which
-    is no claim to ground."""
-    return (
-        bool(ctx.turn.c.pairings)
-        or any(m.role == "user" and speaker(m) for m in ctx.messages)
-        or multi_agent(ctx)
-    )
+    """The request gives the model material to answer from: a tool's result, or other agents'
+    messages (a group chat, :func:`multi_agent`). Without any, an answer speaks from the model's
+    own knowledge, which is no claim to ground."""
+    return bool(ctx.turn.c.pairings) or multi_agent(ctx)
 
 
 #: A tool result's non-text part, as the normaliser describes it (``[document]``, ``[image: …]``).

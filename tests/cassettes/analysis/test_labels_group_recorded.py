@@ -42,8 +42,11 @@ for chat in sys.argv[1:]:
     named = "(no names)" not in topic  # else the others' answers come as plain user messages
     said = []  # the shared history: (speaker, text)
     for me in order.split(","):  # the manager's picks, in order
-        msgs = [{"role": "system", "content": SYSTEM[me]}, {"role": "user", "content": topic}]
-        msgs += [{"role": "assistant", "content": text} if who == me else
+        solo = "(one agent)" in topic  # AutoGen's lone AssistantAgent: the user and itself named
+        msgs = [{"role": "system", "content": SYSTEM[me]},
+                {"role": "user", "content": topic} | ({"name": "user"} if solo else {})]
+        msgs += [{"role": "assistant", "content": text} | ({"name": me} if solo else {})
+                 if who == me else
                  {"role": "user", "content": text} | ({"name": who} if named else {})
                  for who, text in said]
         try:
@@ -70,6 +73,7 @@ SURFED = (
     "viewport:\n\nVerify you are human by completing the action below.\nkettles.example needs "
     "to review the security of your connection before proceeding."
 )
+TOPIC_H = "Write a one-line blurb for the K2 kettle: 1.7 litres, 2200 W (one agent)."
 TOPIC_F = "Find the K2 kettle's wattage (the orchestrator keeps a ledger)."
 TOPIC_G = "Find the K2 kettle's volume (the orchestrator keeps a ledger)."
 
@@ -98,6 +102,7 @@ SCRIPTS: dict[tuple[str, str], list[str]] = {
     (TOPIC_D, "writer"): ["I cannot write it: the page did not load."],
     (TOPIC_E, "researcher"): [REVIEWS],
     (TOPIC_E, "writer"): [],
+    (TOPIC_H, "writer"): [BLURB, "K2: 1.7 litres, 2200 W."],
     (TOPIC_F, "orchestrator"): [ledger(False), ledger(True), ledger(True), ledger(True)],
     (TOPIC_F, "researcher"): ["Searching.", "Searching again.", "Still searching."],
     (TOPIC_G, "orchestrator"): [ledger(False), ledger(True), ledger(False), ledger(True)],
@@ -113,6 +118,7 @@ CHATS = [
     f"{TOPIC_C} :: researcher,writer,writer",
     f"{TOPIC_D} :: researcher,writer",
     f"{TOPIC_E} :: researcher,writer",
+    f"{TOPIC_H} :: writer,writer",
     f"{TOPIC_F} :: " + ",".join(["orchestrator", "researcher"] * 3 + ["orchestrator"]),
     f"{TOPIC_G} :: " + ",".join(["orchestrator", "researcher"] * 3 + ["orchestrator"]),
 ]
@@ -153,7 +159,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
             env=clean_env(OPENAI_API_KEY="sk-test-groupchat"),
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("writer: ") == 9 and INVENTED in proc.stdout, proc.stdout
+    assert proc.stdout.count("writer: ") == 11 and INVENTED in proc.stdout, proc.stdout
     assert proc.stdout.count("writer: refused 400") == 1, proc.stdout
     return tmp / "chat.jsonl"
 
@@ -249,3 +255,13 @@ def test_clean_twin_a_loop_said_once_then_recovered_is_no_finding(
     found: dict[tuple[str, str], list[Finding]],
 ) -> None:
     assert found[TOPIC_G, "orchestrator"] == []
+
+
+def test_a_lone_agent_re_prompted_with_nothing_new_is_the_clients_warning(
+    found: dict[tuple[str, str], list[Finding]],
+) -> None:
+    """Was info, "the group chat gave this agent the floor", where there is no group chat: one
+    agent naming the user's message and its own answers (as AutoGen's AssistantAgent does)."""
+    (f,) = found[TOPIC_H, "writer"]
+    assert (f.code, f.severity, f.turn) == ("C.continued_after_final_answer", "warning", 1)
+    assert "group chat" not in f.message
