@@ -134,10 +134,11 @@ def _has_material(ctx: TurnContext) -> bool:
     return bool(ctx.turn.c.pairings) or multi_agent(ctx)
 
 
-#: A tool result's non-text part, as the normaliser describes it (``[document]``, ``[image: …]``).
+#: A non-text part, as the normaliser describes it (``[document]``, ``[image: …]``,
+#: ``[application/pdf]``).
 _MEDIA_RESULT = re.compile(
-    r"\[(?:image|image_url|input_image|document|file|input_file|audio|input_audio|video|media)"
-    r"\b[^\]\n]{0,80}\]"
+    r"\[(?:image|document|file|audio|video|media|input_\w+)\w*\b[^\]\n]{0,80}\]"
+    r"|\[(?:application|image|audio|video)/[\w.+-]{1,80}\]"
 )
 
 
@@ -150,8 +151,9 @@ def _unreadable_material(ctx: TurnContext) -> bool:
         (r is not None and any(p.kind not in ("text", "reasoning") for p in r.parts))
         or any(t.kind not in ("function", "custom") for t in ctx.tools)
         or any(
-            p.kind == "media"
+            p.kind in ("media", "other")
             or (p.tool_result is not None and _MEDIA_RESULT.search(p.tool_result.content[:20000]))
+            or (p.kind == "text" and _MEDIA_RESULT.fullmatch((p.text or "")[:200].strip()))
             for m in ctx.messages
             for p in m.parts
         )

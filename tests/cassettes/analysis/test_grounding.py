@@ -77,3 +77,13 @@ def test_a_unit_converted_from_a_source_is_grounded() -> None:
     """The corpus' weather answers: "Sunny, 22C in Paris" answered as 72°F."""
     assert unsourced("It is sunny and 72°F (about 22°C) in Paris.", "Sunny, 22C in Paris") == []
     assert unsourced("It is sunny and 80°F in Paris.", "Sunny, 22C in Paris") == ["80°F"]
+
+
+def test_an_answer_resting_on_a_document_is_not_judged() -> None:
+    """The corpus' multimodal runs: the model quotes a PDF a tool returned ([application/pdf],
+    [document_url] as the normaliser describes it); looptap cannot read it, so it cannot judge."""
+    from cassettes.analysis._claims import _MEDIA_RESULT
+
+    for marker in ("[application/pdf]", "[document_url]", "[image: image/png]", "[input_file]"):
+        assert _MEDIA_RESULT.fullmatch(marker), marker
+    assert not _MEDIA_RESULT.search("[Paris] is [sunny]")
