@@ -24,7 +24,7 @@ Findings (read against the request the answer was made from):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from cassettes.analysis._context import Check, TurnContext, short
@@ -98,69 +98,77 @@ def _seen(value: str, given: str) -> bool:
     )
 
 
-def _calls(ctx: TurnContext) -> list[CallCheck]:
-    return [c for c in ctx.turn.e.tool_calls if c.kind in ("function", "custom")][:20]
+def _suspects(
+    ctx: TurnContext,
+    hit: Callable[[str, str], str | None],
+    seen: Callable[[str, str], bool],
+) -> Iterator[tuple[CallCheck, str, str, str]]:
+    """(call, argument, value, what is suspect) for the first argument of each of the answer's
+    calls that ``hit`` finds suspect (by its name and value) and ``seen`` does not find in what
+    the model was given (:func:`_given`, built once, only when needed)."""
+    given: str | None = None
+    for c in [c for c in ctx.turn.e.tool_calls if c.kind in ("function", "custom")][:20]:
+        for key, value in _strings(c.arguments):
+            suspect = hit(key, value)
+            if suspect is None:
+                continue
+            given = _given(ctx) if given is None else given
+            if not seen(suspect, given):
+                yield c, key, value, suspect
+                break
+
+
+def _identifier(key: str, value: str) -> str | None:
+    """The value, when the argument is named as an identifier and the value is shaped as one."""
+    v = value.strip()
+    if (
+        _ID_KEY.search(key)
+        and _ID_VALUE.fullmatch(v)
+        and any(ch.isdigit() for ch in v)
+        and not _NOT_ID.fullmatch(v.lstrip("#"))
+    ):
+        return v
+    return None
+
+
+def _placeholder(key: str, value: str) -> str | None:
+    m = PLACEHOLDER.search(value)
+    return m.group(0).strip() if m else None
+
+
+def _holds(span: str, given: str) -> bool:
+    return span.strip(" '\"").lower() in given.lower()
 
 
 def check_invented_argument(ctx: TurnContext) -> Iterator[Finding]:
     """E.invented_argument — an identifier in a call that nothing earlier holds."""
-    calls = _calls(ctx)
-    if not calls:
-        return
-    given: str | None = None
-    for c in calls:
-        for key, value in _strings(c.arguments):
-            v = value.strip()
-            if (
-                not _ID_KEY.search(key)
-                or not _ID_VALUE.fullmatch(v)
-                or not any(ch.isdigit() for ch in v)
-                or _NOT_ID.fullmatch(v.lstrip("#"))
-            ):
-                continue
-            given = _given(ctx) if given is None else given
-            if _seen(v, given):
-                continue
-            yield ctx.finding(
-                "E.invented_argument",
-                Severity.WARNING,
-                f"The model called {c.name or 'a tool'} with {key}={short(v, 60)!r}, an "
-                "identifier found in no message, tool result or prompt before it: it made the "
-                "value up.",
-                tool_call_id=c.id,
-                tool=c.name,
-                argument=key,
-                value=v[:120],
-            )
-            break
+    for c, key, _, v in _suspects(ctx, _identifier, _seen):
+        yield ctx.finding(
+            "E.invented_argument",
+            Severity.WARNING,
+            f"The model called {c.name or 'a tool'} with {key}={short(v, 60)!r}, an "
+            "identifier found in no message, tool result or prompt before it: it made the "
+            "value up.",
+            tool_call_id=c.id,
+            tool=c.name,
+            argument=key,
+            value=v[:120],
+        )
 
 
 def check_placeholder_argument(ctx: TurnContext) -> Iterator[Finding]:
     """E.placeholder_argument — a template's placeholder passed as a value."""
-    calls = _calls(ctx)
-    if not calls:
-        return
-    given: str | None = None
-    for c in calls:
-        for key, value in _strings(c.arguments):
-            m = PLACEHOLDER.search(value)
-            if m is None:
-                continue
-            given = _given(ctx).lower() if given is None else given
-            if m.group(0).strip(" '\"").lower() in given:
-                continue
-            yield ctx.finding(
-                "E.placeholder_argument",
-                Severity.WARNING,
-                f"The model called {c.name or 'a tool'} with {key or 'an argument'}="
-                f"{short(value, 80)!r}: {m.group(0).strip()!r} is a placeholder, not a value "
-                "it was given.",
-                tool_call_id=c.id,
-                tool=c.name,
-                argument=key,
-                placeholder=m.group(0).strip(),
-            )
-            break
+    for c, key, value, found in _suspects(ctx, _placeholder, _holds):
+        yield ctx.finding(
+            "E.placeholder_argument",
+            Severity.WARNING,
+            f"The model called {c.name or 'a tool'} with {key or 'an argument'}="
+            f"{short(value, 80)!r}: {found!r} is a placeholder, not a value it was given.",
+            tool_call_id=c.id,
+            tool=c.name,
+            argument=key,
+            placeholder=found,
+        )
 
 
 def check_loop_reported(ctx: TurnContext) -> Iterator[Finding]:
