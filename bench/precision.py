@@ -556,6 +556,18 @@ FALSE_WHY: dict[tuple[str, str, str], str] = {
 }
 
 
+#: The line after which docs/findings-precision.md is written by hand (each fire of a new or
+#: changed code, judged one by one): ``--write`` keeps it and what follows.
+HAND = "<!-- written by hand below: bench/precision.py --write keeps it -->"
+
+
+def _write(text: str) -> None:
+    doc = ROOT / "docs" / "findings-precision.md"
+    old = doc.read_text() if doc.exists() else ""
+    kept = old[old.index(HAND) :] if HAND in old else ""
+    doc.write_text(text + ("\n" + kept if kept else ""))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -585,7 +597,7 @@ def main() -> None:
         )
         print(text)
         if args.write:
-            (ROOT / "docs" / "findings-precision.md").write_text(text)
+            _write(text)
         return
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -607,7 +619,7 @@ def main() -> None:
     text = render(result, before)
     print(text)
     if args.write:
-        (ROOT / "docs" / "findings-precision.md").write_text(text)
+        _write(text)
         print(f"wrote {ROOT / 'docs' / 'findings-precision.md'}")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cassettes.analysis._analyser import ACTIVE, RunAnalyser, analyse
-from cassettes.analysis._claims import unsourced
+from cassettes.analysis._grounding import unsourced
 from cassettes.analysis._mcp import McpLinker
 from cassettes.analysis._message_keys import message_key
 from cassettes.analysis._model import (

@@ -20,8 +20,10 @@ code                           severity    fires when
 ``A.prompt_blocked``           warning /   the prompt itself was blocked before generation; *error*
                                error       when the API refused the request for it (an HTTP 400 whose
                                            code is ``content_filter``, Azure's): what the filter
-                                           flagged, and the tool result that brought the newest text
-                                           in (when one did).
+                                           flagged (``innererror.content_filter_result`` or
+                                           ``inner_error.content_filter_results``), and the message
+                                           that brought the newest text in: a tool result, another
+                                           agent's message (by its ``name``) or a user message.
 ``A.guardrail_masked``         info        a guardrail only masked personal data (Bedrock's
                                            ``ANONYMIZED``, nothing blocked): which kinds, in the
                                            prompt or the answer; the answer is whole.

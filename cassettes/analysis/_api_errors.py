@@ -9,6 +9,7 @@ from typing import Any
 from cassettes import providers
 from cassettes.analysis._context import TurnContext, short
 from cassettes.analysis._model import Finding, Severity
+from cassettes.analysis.dispatch import speaker
 from cassettes.models import ApiError, FinishReason
 
 __all__ = ["check_error_in_200", "check_http_error"]
@@ -83,44 +84,62 @@ def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
     )
 
 
+def _flagged(raw: object) -> list[str]:
+    """The categories Azure's filter ``filtered`` or ``detected``, in either of its error shapes:
+    ``innererror.content_filter_result`` (Chat Completions) or
+    ``inner_error.content_filter_results`` (newer API versions, the Responses API). A category's
+    verdict is an object (``{"filtered": true, …}``); a blocklist's is a list of them."""
+    out: set[str] = set()
+    for key in ("content_filter_result", "content_filter_results"):
+        inner = _find_key(raw, key)
+        for k, v in list(inner.items())[:50] if isinstance(inner, dict) else ():
+            verdicts = v[:20] if isinstance(v, list) else [v]
+            if any(
+                isinstance(x, dict) and (x.get("filtered") is True or x.get("detected") is True)
+                for x in verdicts
+            ):
+                out.add(str(k)[:60])
+    return sorted(out)
+
+
+def _carrier(ctx: TurnContext) -> tuple[str, str, str | None, str | None]:
+    """What brought the newest text into the refused prompt: the newest tool result this request
+    appended, else its newest user-side message (in a group chat, another agent's, by its
+    ``name``). (what, the text, the call id, the tool or agent)."""
+    for m in reversed(ctx.turn.c.appended):
+        for part in reversed(m.parts):
+            src = part.tool_result
+            if src is not None:
+                name = src.name or next(
+                    (p.name for p in ctx.turn.c.pairings if p.call_id == src.call_id), None
+                )
+                what = f"the result of {name or 'a tool'} ({src.call_id or 'no id'})"
+                return what, src.content, src.call_id, name
+        if m.role == "user":
+            text = "\n".join(p.text for p in m.parts if p.kind == "text" and p.text)
+            who = speaker(m)
+            return (f"agent {who!r}'s message" if who else "a user message"), text, None, who
+    return "", "", None, None
+
+
 def _prompt_filtered(ctx: TurnContext, err: ApiError, status: int) -> Finding:
     """A 4xx whose code is ``content_filter``: the API's filter refused the prompt. What it flagged
-    (``innererror.content_filter_result``: the categories ``filtered`` or ``detected``), and the
-    newest tool result of the request, the likeliest way the flagged text came in."""
-    inner = _find_key(err.raw, "content_filter_result")
-    flagged = sorted(
-        str(k)
-        for k, v in (inner.items() if isinstance(inner, dict) else ())
-        if isinstance(v, dict) and (v.get("filtered") is True or v.get("detected") is True)
-    )
-    src = next(
-        (
-            part.tool_result
-            for m in reversed(ctx.turn.c.appended)
-            for part in reversed(m.parts)
-            if part.tool_result is not None
-        ),
-        None,
-    )
-    name = src and (
-        src.name or next((p.name for p in ctx.turn.c.pairings if p.call_id == src.call_id), None)
-    )
+    (:func:`_flagged`), and the message that brought the newest text in (:func:`_carrier`), the
+    likeliest way the flagged text came in."""
+    flagged = _flagged(err.raw)
+    what, text, call_id, name = _carrier(ctx)
     return ctx.finding(
         "A.prompt_blocked",
         Severity.ERROR,
         f"The API's content filter refused the prompt (HTTP {status}, content_filter)"
         + (f": flagged {', '.join(flagged)}." if flagged else ".")
-        + (
-            f" The newest text came in with the result of {name or 'a tool'} "
-            f"({src.call_id or 'no id'}): {short(src.content, 120)!r}."
-            if src is not None
-            else ""
-        )
+        + (f" The newest text came in with {what}: {short(text, 120)!r}." if what else "")
         + " Nothing was generated.",
-        tool_call_id=src.call_id if src is not None else None,
+        tool_call_id=call_id,
         status=status,
         flagged=flagged,
-        tool=name,
+        tool=name if what.startswith("the result") else None,
+        speaker=name if what.startswith("agent") else None,
         error=err.message,
     )
 

@@ -7,14 +7,17 @@ Findings (layer E, read against the request the answer was made from):
                                         the model called the same tool with the same arguments
                                         again, or answered (text, no call) with words that claim
                                         success and none that own the failure
-``E.ungrounded_claim``        warning   an answer made from a request with no new input (the
-                                        model called again after its final answer: a group chat
-                                        re-prompting a speaker) brings URLs, quotes or numbers that
-                                        no message, tool result, call or system prompt of the
-                                        request holds: each such span is listed. Small integers
-                                        (under 100: counts, enumerations) and years are not
-                                        counted, nor is a number written otherwise in a source
-                                        (``1,200`` for ``1200``)
+``E.ungrounded_claim``        warning   an answer to the user (text, no call, not a text-protocol
+                              / info    step) asserts claims (:mod:`cassettes.analysis._grounding`:
+                                        URLs given as sources, quotes, whole dates, numbers with
+                                        their units or signs, numbers of 100 or more) that no
+                                        message, tool result, call or system prompt of its request
+                                        holds, nor its own arithmetic on grounded numbers: each is
+                                        listed. *Warning* when the model was called again with
+                                        nothing new after its final answer (a re-prompt: it had
+                                        nothing to add); *info* on an answer made from tools'
+                                        results or other agents' messages. An answer with no such
+                                        material (the model's own knowledge) is not judged
 ============================  ========  ==========================================================
 """
 
@@ -24,9 +27,16 @@ import re
 from collections.abc import Iterator
 
 from cassettes.analysis._context import Check, TurnContext, short
+from cassettes.analysis._grounding import unsourced
 from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis._repeats import canonical_call
-from cassettes.analysis.dispatch import is_error_result, reprompted, result_texts
+from cassettes.analysis.dispatch import (
+    TEXT_ACTION,
+    is_error_result,
+    multi_agent,
+    reprompted,
+    result_texts,
+)
 from cassettes.hints import count
 from cassettes.models import FinishReason
 
@@ -101,50 +111,6 @@ def check_ignored_tool_error(ctx: TurnContext) -> Iterator[Finding]:
     )
 
 
-#: The spans of an answer that carry facts: URLs, quotes of three words or more, and numbers
-#: (with their currency sign or percent).
-URL = re.compile(r"https?://[^\s)\]>\"'`]+")
-QUOTE = re.compile(r"[\"“]([^\"“”\n]{12,300})[\"”]")
-NUMBER = re.compile(r"(?<![\w.,/-])[$€£]?\d[\d,]*(?:\.\d+)?%?(?![\w-]|[.,/]\d)")
-
-
-def _digits(span: str) -> str:
-    """A number's digits as compared: no sign, no separators, no trailing decimal zeros."""
-    n = span.strip("$€£%").replace(",", "")
-    return n.rstrip("0").rstrip(".") if "." in n else n
-
-
-def _counts(span: str) -> bool:
-    """A number that carries a fact: not a small integer (a count, an item's number), nor a year."""
-    n = _digits(span)
-    if span[0] in "$€£" or span.endswith("%") or "." in n:
-        return True
-    return n.isdigit() and int(n) >= 100 and not (n.startswith(("19", "20")) and len(n) == 4)
-
-
-def unsourced(answer: str, sources: str) -> list[str]:
-    """The spans of ``answer`` (URLs, quotes, numbers) found nowhere in ``sources``."""
-    low = " ".join(sources.split()).lower()
-    digits = {_digits(n) for n in re.findall(r"\d+(?:\.\d+)?", low.replace(",", ""))}
-    out: list[str] = []
-    text = URL.sub(lambda m: _url(m.group(0).rstrip(".,;:!?"), low, out), answer)
-    for q in QUOTE.finditer(text):
-        words = " ".join(q.group(1).split()).lower()
-        if len(words.split()) >= 3 and words.strip(" .,;:!?") not in low:
-            out.append(q.group(0))
-    for m in NUMBER.finditer(QUOTE.sub(" ", text)):
-        span = m.group(0).rstrip(",")
-        if _counts(span) and _digits(span) not in digits:
-            out.append(span)
-    return list(dict.fromkeys(out))
-
-
-def _url(url: str, low: str, out: list[str]) -> str:
-    if url.lower().rstrip("/") not in low:
-        out.append(url)
-    return " "
-
-
 def _sources(ctx: TurnContext) -> str:
     """Every text the model was given: system prompt, messages (calls' arguments and results
     included) and the tools' descriptions."""
@@ -161,24 +127,75 @@ def _sources(ctx: TurnContext) -> str:
     return "\n".join(bits)
 
 
+def _has_material(ctx: TurnContext) -> bool:
+    """The request gives the model material to answer from: a tool's result, or other agents'
+    messages (a group chat, :func:`multi_agent`). Without any, an answer speaks from the model's
+    own knowledge, which is no claim to ground."""
+    return bool(ctx.turn.c.pairings) or multi_agent(ctx)
+
+
+#: A non-text part, as the normaliser describes it (``[document]``, ``[image: …]``,
+#: ``[application/pdf]``).
+_MEDIA_RESULT = re.compile(
+    r"\[(?:image|document|file|audio|video|media|input_\w+)\w*\b[^\]\n]{0,80}\]"
+    r"|\[(?:application|image|audio|video)/[\w.+-]{1,80}\]"
+)
+
+
+def _unreadable_material(ctx: TurnContext) -> bool:
+    """The answer may rest on what looptap cannot read: an image, a document or audio in the
+    request (or in a tool's result), a search or other tool the provider runs itself (offered, or
+    in the answer)."""
+    r = ctx.response
+    return (
+        (r is not None and any(p.kind not in ("text", "reasoning") for p in r.parts))
+        or any(t.kind not in ("function", "custom") for t in ctx.tools)
+        or any(
+            p.kind in ("media", "other")
+            or (p.tool_result is not None and _MEDIA_RESULT.search(p.tool_result.content[:20000]))
+            or (p.kind == "text" and _MEDIA_RESULT.fullmatch((p.text or "")[:200].strip()))
+            for m in ctx.messages
+            for p in m.parts
+        )
+    )
+
+
 def check_ungrounded_claim(ctx: TurnContext) -> Iterator[Finding]:
-    """E.ungrounded_claim — re-prompted with nothing new, the model brings facts from nowhere."""
+    """E.ungrounded_claim — an answer to the user brings facts found in nothing it was given:
+    a warning when the model was called again with nothing new (it had nothing to add), info on
+    an answer made from tools' results or other agents' messages."""
+    r = ctx.response
     text = ctx.turn.e.text or ""
-    if not text or not reprompted(ctx):
+    if (
+        not text
+        or r is None
+        or r.finish_reason is not FinishReason.COMPLETE
+        or ctx.turn.e.tool_calls
+        or TEXT_ACTION.search(text[:20000])
+    ):
+        return
+    again = reprompted(ctx)
+    if not again and not _has_material(ctx):
+        return
+    if _unreadable_material(ctx):
         return
     spans = unsourced(text, _sources(ctx))
-    if spans:
-        yield ctx.finding(
-            "E.ungrounded_claim",
-            Severity.WARNING,
-            f"Called again with nothing new, the model answered with {count(len(spans), 'span')}"
-            " found in no message, tool result or prompt it was given: "
-            + ", ".join(repr(short(s, 60)) for s in spans[:5])
-            + ("…" if len(spans) > 5 else "")
-            + ".",
-            related_turn=ctx.prev.index if ctx.prev is not None else None,
-            spans=spans,
+    if not spans:
+        return
+    listed = ", ".join(repr(short(s, 60)) for s in spans[:5]) + ("…" if len(spans) > 5 else "")
+    yield ctx.finding(
+        "E.ungrounded_claim",
+        Severity.WARNING if again else Severity.INFO,
+        (
+            "Called again with nothing new, the model answered with "
+            if again
+            else "The model's answer brings "
         )
+        + f"{count(len(spans), 'claim')} found in no message, tool result or prompt it was "
+        f"given: {listed}.",
+        related_turn=ctx.prev.index if again and ctx.prev is not None else None,
+        spans=spans,
+    )
 
 
 CHECKS: tuple[Check, ...] = (check_ignored_tool_error, check_ungrounded_claim)

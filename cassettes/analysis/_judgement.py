@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import cassettes.analysis._api as api
 import cassettes.analysis._claims as claims
 import cassettes.analysis._emission as emission
+import cassettes.analysis._provenance as provenance
 import cassettes.analysis._rules as rules
 import cassettes.analysis._tokens as tokens
 import cassettes.analysis.dispatch as dispatch
@@ -43,7 +44,13 @@ __all__ = [
 ]
 
 #: Every per-turn check, by layer. Order matters only for the order findings are listed in.
-CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS, *claims.CHECKS)
+CHECKS: tuple[Check, ...] = (
+    *emission.CHECKS,
+    *api.CHECKS,
+    *dispatch.CHECKS,
+    *claims.CHECKS,
+    *provenance.CHECKS,
+)
 FINAL_CHECKS: tuple[FinalCheck, ...] = (
     *emission.FINAL_CHECKS,
     *api.FINAL_CHECKS,

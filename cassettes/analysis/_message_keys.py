@@ -29,6 +29,13 @@ def squashed(text: str | None) -> str:
     return " ".join(text.split()) if text else ""
 
 
+def _unspaced(text: str | None) -> str:
+    """``text`` with no whitespace at all: a text's key. Adjacent text parts are one text, however
+    a client splits or joins them — a stream's chunks sent back as streamed (Gemini's parts, one per
+    chunk, cut mid-word), blocks joined with a newline or a space."""
+    return "".join(text.split()) if text else ""
+
+
 def _canon(value: Any, squash: bool = False) -> Any:
     """Arguments compared as JSON values: key order ignored, absent and null treated alike
     (``squash``: and strings' whitespace squashed)."""
@@ -43,7 +50,7 @@ def _part_key(p: Part) -> Any:
     """One part's key with its tool-call id (``None`` for parts left out of comparisons)."""
     key: Any = None
     if p.kind in ("text", "refusal"):
-        t = squashed(p.text)
+        t = _unspaced(p.text)
         key = ("t", t) if t else None
     elif p.kind == "tool_call" and p.tool_call is not None:
         tc = p.tool_call
@@ -71,7 +78,7 @@ def _part_keys(parts: list[Part], ids: bool = False) -> list[Any]:
             continue
         if k[0] == "t":
             if out and out[-1][0] == "t":
-                out[-1] = ("t", out[-1][1] + " " + k[1])
+                out[-1] = ("t", out[-1][1] + k[1])
             else:
                 out.append(k)
         elif ids or k[0] == "m":

@@ -107,8 +107,10 @@ class Reply:
     status: int = 400
     param: str | None = None
     code: str | None = None
-    #: Azure's ``innererror`` beside an OpenAI-shaped error (its content filter's verdict).
+    #: Azure's ``innererror`` beside an OpenAI-shaped error (its content filter's verdict), under
+    #: :attr:`inner_key` (``inner_error`` in newer API versions' shape).
     inner: dict[str, Any] | None = None
+    inner_key: str = "innererror"
 
     @classmethod
     def refuse(
@@ -118,9 +120,16 @@ class Reply:
         code: str | None = None,
         status: int = 400,
         inner: dict[str, Any] | None = None,
+        inner_key: str = "innererror",
     ) -> Reply:
         return cls(
-            refused=message, status=status, param=param, code=code, what="refused", inner=inner
+            refused=message,
+            status=status,
+            param=param,
+            code=code,
+            what="refused",
+            inner=inner,
+            inner_key=inner_key,
         )
 
     @classmethod
@@ -617,7 +626,7 @@ class ScriptedUpstream:
                     upstream._record(req, reply, reply.status)
                     body = _error_body(fam, reply.refused, reply.param, reply.code)
                     if reply.inner is not None:
-                        body["error"]["innererror"] = reply.inner
+                        body["error"][reply.inner_key] = reply.inner
                     self._json(reply.status, body)
                     return
                 if upstream.validate:

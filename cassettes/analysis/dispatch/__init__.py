@@ -24,9 +24,12 @@ Catalogue (code, severity, when it fires):
 ``C.tool_result_wrong_name``        warning   a result answers a call by id but names another
                                               function (Gemini's ``functionResponse.name``)
 ``C.assistant_not_echoed``          warning   the previous answer is not in the history sent back
-                                              (typographic normalisation, reasoning inlined as
+                                              (a stream's chunks sent back as streamed, as
+                                              separate text parts; typographic normalisation,
+                                              reasoning inlined as
                                               ``<think>`` text, and a text-protocol answer re-rendered
-                                              with the same words or its observation replaced are
+                                              with the same words — JSON's literals as Python's
+                                              ``True``/``None`` — or its observation replaced are
                                               tolerated)
 ``C.history_mutated``               warning   an earlier message was changed in place
 ``C.history_trimmed``               info      the history was shortened or compacted (intentional);
@@ -38,8 +41,9 @@ Catalogue (code, severity, when it fires):
 ``C.continued_after_final_answer``  warning / a text-only final answer was followed by another
                                     info      request with no new input (a text-protocol action,
                                               ``Action:`` / ``Code:``, is not a final answer); info
-                                              in a group chat (messages carry speakers' names),
-                                              once for a run of re-prompts of the same agent
+                                              in a group chat (user-side messages from two named
+                                              speakers or more), once for a run of re-prompts of
+                                              the same agent, naming it
 ``C.truncated_treated_as_complete`` warning   a cut-off answer (token cap, cut stream) was echoed
                                               or its calls executed as if whole
 ``C.refusal_treated_as_answer``     warning   a refused or filtered answer was echoed and the loop
@@ -82,6 +86,10 @@ Catalogue (code, severity, when it fires):
                                               bot check, captcha wall, CDN block or 403 page): the
                                               environment failed, not the model; a long page counts
                                               only when its opening says so
+``C.message_blocked_page``          warning   another agent's message, or a user turn, carries a
+                                              block page (two of its phrases at least, in a short
+                                              text: a web agent passing on the Cloudflare check it
+                                              was shown); names the agent (its ``name``)
 ``C.cache_prefix_broken``           info /    system prompt, tool definitions or an early message
                                     warning   changed mid-conversation (warning when cache reads
                                               dropped that turn)
@@ -96,27 +104,32 @@ Catalogue (code, severity, when it fires):
 from __future__ import annotations
 
 from cassettes.analysis._context import Check, FinalCheck
+from cassettes.analysis.dispatch._blocked import (
+    blocked_page,
+    check_message_blocked,
+    check_tool_result_blocked,
+)
 from cassettes.analysis.dispatch._divergence import CODE, check_diverged_from_recording, replay_miss
 from cassettes.analysis.dispatch._history import (
     GROUP_CHAT,
+    TEXT_ACTION,
     check_assistant_echo,
     check_cache_prefix,
     check_continued_after_final,
     check_history_rewritten,
     check_refusal_treated_as_answer,
     check_truncated_treated_as_complete,
+    multi_agent,
     reprompted,
 )
 from cassettes.analysis.dispatch._layer import build
 from cassettes.analysis.dispatch._mcp_results import check_mcp_results
 from cassettes.analysis.dispatch._results import (
-    blocked_page,
     check_dropped_tool_result,
     check_orphan_tool_result,
     check_pairing_error,
     check_result_name,
     check_results_split,
-    check_tool_result_blocked,
     check_tool_result_error,
     check_unanswered_history_call,
     final_pending_calls,
@@ -130,6 +143,7 @@ from cassettes.analysis.dispatch._roots import (
     is_consequence,
     ordered_findings,
 )
+from cassettes.analysis.dispatch._shared import speaker
 
 __all__ = [
     "CAUSES",
@@ -137,15 +151,18 @@ __all__ = [
     "CODE",
     "FINAL_CHECKS",
     "GROUP_CHAT",
+    "TEXT_ACTION",
     "blocked_page",
     "build",
     "fold_root_causes",
     "is_consequence",
     "is_error_result",
+    "multi_agent",
     "ordered_findings",
     "replay_miss",
     "reprompted",
     "result_texts",
+    "speaker",
 ]
 
 CHECKS: tuple[Check, ...] = (
@@ -166,6 +183,7 @@ CHECKS: tuple[Check, ...] = (
     check_abandoned,
     check_tool_result_error,
     check_tool_result_blocked,
+    check_message_blocked,
     check_cache_prefix,
 )
 

@@ -13,7 +13,7 @@ from cassettes.analysis._context import TurnContext
 from cassettes.analysis._message_keys import message_key, response_message, stable
 from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis._trajectory import fields_of, follows, step_of
-from cassettes.analysis.dispatch._shared import _continues, _item, _prev_ok
+from cassettes.analysis.dispatch._shared import _continues, _item, _prev_ok, speaker
 from cassettes.models import FinishReason, Message
 
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
@@ -191,19 +191,43 @@ GROUP_CHAT = "group_chat"
 
 
 def multi_agent(ctx: TurnContext) -> bool:
-    """The history speaks with several agents' voices: a message carries a speaker's ``name``
-    (a group chat's other agents, as AutoGen and its kin send them), or the threader linked the
-    conversation into a group chat (:data:`GROUP_CHAT`)."""
-    return bool(ctx.conv.state.get(GROUP_CHAT)) or any(
-        isinstance(m.provider_details, dict) and m.provider_details.get("name")
-        for m in ctx.messages
-    )
+    """The history speaks with several agents' voices: its user-side messages come from two
+    speakers or more (a group chat's other agents carry their ``name``, as AutoGen and its kin
+    send them, beside the task's unnamed or named user), or the threader linked the conversation
+    into a group chat (:data:`GROUP_CHAT`). One agent's own ``name`` on its answers, or the
+    user's on the user's messages, is no group chat."""
+    if ctx.conv.state.get(GROUP_CHAT):
+        return True
+    speakers: set[str] = set()
+    for m in ctx.messages:
+        if m.role == "user" and not any(p.tool_result is not None for p in m.parts):
+            speakers.add(speaker(m) or "")
+            if len(speakers) > 1:
+                return True
+    return False
+
+
+#: How a system prompt names its agent: "You are Writer." / "You are the Researcher,".
+_YOU_ARE = re.compile(r"\bYou are (?:the |an? )?([A-Z][\w-]{1,40})\b")
+
+
+def agent_name(ctx: TurnContext) -> str | None:
+    """The agent this conversation is: the ``name`` its own answers carry in the history, else
+    the name its system prompt gives it ("You are Writer"); ``None`` when neither says."""
+    for m in reversed(ctx.messages):
+        name = speaker(m) if m.role in ("assistant", "model") else None
+        if name:
+            return name
+    req = ctx.request
+    system = " ".join(p.text or "" for p in (req.system if req is not None else []))[:2000]
+    said = _YOU_ARE.search(system)
+    return said.group(1) if said else None
 
 
 def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
     """C.continued_after_final_answer — another request without new input after a final answer.
     In a group chat (:func:`multi_agent`) re-prompting a speaker is the chat's manager at work:
-    said at info, once for a run of re-prompts of the same agent."""
+    said at info, once for a run of re-prompts of the same agent, naming the agent."""
     if not reprompted(ctx):
         return
     prev = ctx.prev
@@ -212,12 +236,15 @@ def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
         said = ctx.conv.state.get("C.continued_after_final_answer")
         ctx.conv.state["C.continued_after_final_answer"] = ctx.index
         if said != prev.index:
+            name = agent_name(ctx)
             yield ctx.finding(
                 "C.continued_after_final_answer",
                 Severity.INFO,
-                f"Turn {prev.index} ended with a final answer, and the group chat gave this agent "
-                "the floor again with nothing new to answer.",
+                f"Turn {prev.index} ended with a final answer, and the group chat gave "
+                + (f"agent {name!r}" if name else "this agent")
+                + " the floor again with nothing new to answer.",
                 related_turn=prev.index,
+                **({"agent": name} if name else {}),
             )
         return
     yield ctx.finding(

@@ -98,11 +98,17 @@ _WORD = re.compile(r"\w+")
 _OBSERVATION = re.compile(r"^\s*Observation\s*:", re.M)
 
 
+#: JSON's literals as Python's repr spells them (``true``/``True``, ``null``/``None``).
+_LITERAL = {"true": "true", "false": "false", "null": "null", "none": "null"}
+
+
 def _words(text: str) -> str:
     """The text's words, one space apart, padded: a rendering-blind form in which JSON and Python
-    reprs, quotes and whitespace no longer differ (``{"city": "Paris"}`` and ``{'city':
-    'Paris'}``)."""
-    return " " + " ".join(_WORD.findall(text)) + " "
+    reprs, quotes and whitespace no longer differ (``{"city": "Paris", "metric": true, "station":
+    null}`` and ``{'city': 'Paris', 'metric': True, 'station': None}``: LlamaIndex's ReAct
+    re-renders a step's ``Action Input`` as the Python dict)."""
+    words = (_LITERAL.get(w.lower(), w) for w in _WORD.findall(text))
+    return " " + " ".join(words) + " "
 
 
 def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:

@@ -337,55 +337,6 @@ def check_tool_result_error(ctx: TurnContext) -> Iterator[Finding]:
             )
 
 
-#: What a page that turned a tool away says (a bot check, a captcha wall, a CDN's block page),
-#: as one pattern: each phrase is the page's own wording, never a topic word ("captcha" alone).
-BLOCK_PAGE = re.compile(
-    r"verify (?:that )?you are (?:a )?human|are you a robot|prove you(?:'|’)re (?:a )?human"
-    r"|checking (?:if the site connection is secure|your browser before accessing)"
-    r"|just a moment\.{3}|just a moment…|enable javascript and cookies to continue"
-    r"|attention required! \| cloudflare|sorry, you have been blocked|cf-chl-|challenge-platform"
-    r"|(?:complete|solve) the (?:security check|captcha)|press (?:&|and) hold"
-    r"|unusual traffic from your computer network|incapsula incident id|pardon our interruption"
-    r"|you don't have permission to access .{0,200} on this server"
-    r"|^\W*(?:<[^>]*>\s*)*(?:http(?: error)? )?403\b.{0,20}forbidden|^\W*error 403\b",
-    re.IGNORECASE | re.DOTALL,
-)
-#: A block page is short: its text (tags, scripts and styles left out) is at most this long; a
-#: longer text that says a phrase is an article or a document about it.
-_BLOCK_PAGE_LEN = 1500
-_MARKUP = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.IGNORECASE | re.DOTALL)
-
-
-def blocked_page(content: str) -> str | None:
-    """The phrase that makes a tool result a block page, or ``None``: a short page (its text) that
-    says one of :data:`BLOCK_PAGE` (an article that mentions a captcha is not one)."""
-    text = content.strip()
-    if len(text) > 20 * _BLOCK_PAGE_LEN or len(" ".join(_MARKUP.sub(" ", text).split())) > (
-        _BLOCK_PAGE_LEN
-    ):
-        return None
-    m = BLOCK_PAGE.search(text)
-    return m.group(0) if m else None
-
-
-def check_tool_result_blocked(ctx: TurnContext) -> Iterator[Finding]:
-    """C.tool_result_blocked — a tool's result is a page that turned the tool away."""
-    for p, content in result_texts(ctx):
-        phrase = blocked_page(content)
-        if phrase is not None:
-            yield ctx.finding(
-                "C.tool_result_blocked",
-                Severity.WARNING,
-                f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is a page that "
-                f"blocked the tool ({short(phrase, 60)!r}: a bot check, captcha or block "
-                "page): the environment failed, not the model.",
-                path=f"{ctx.history_key}[{p.message_index}]",
-                tool_call_id=p.call_id,
-                tool=p.name,
-                phrase=phrase,
-            )
-
-
 def final_pending_calls(conv: ConversationState) -> Iterator[Finding]:
     """C.stopped_with_pending_calls — the conversation ended while the model waited for results."""
     if not conv.turns:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from cassettes import providers
 from cassettes.analysis._context import TurnContext
+from cassettes.models import Message
 
 
 def _prev_ok(ctx: TurnContext) -> bool:
@@ -63,3 +64,9 @@ def _result_part(ctx: TurnContext, pairing_number: int) -> tuple[int, int | None
 
 def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
+
+
+def speaker(m: Message) -> str | None:
+    """The ``name`` a message carries (a group chat's agent, a named user), bounded."""
+    name = m.provider_details.get("name") if isinstance(m.provider_details, dict) else None
+    return name.strip()[:60] if isinstance(name, str) and name.strip() else None

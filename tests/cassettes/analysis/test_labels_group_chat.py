@@ -55,7 +55,7 @@ def test_a_re_prompted_agent_inventing_facts_is_an_ungrounded_claim_and_the_re_p
     )
     (claim,) = _found(run, "E.ungrounded_claim")
     assert claim.severity == "warning" and claim.turn == 1 and claim.related_turn == 0
-    assert claim.details["spans"] == ["https://k2.example/r", "12,000", "4.8"]
+    assert claim.details["spans"] == ["https://k2.example/r", "45 seconds", "12,000", "4.8"]
     (again,) = _found(run, "C.continued_after_final_answer")
     assert again.severity == "info" and again.turn == 1
 
@@ -89,8 +89,9 @@ def test_clean_twin_one_agent_re_prompted_with_nothing_new_is_still_the_clients_
 def test_trivial_numbers_are_not_claims() -> None:
     """Enumerations, small counts, years and a number written otherwise are not ungrounded."""
     src = "Orders: W1 ($1,299.00), W2. Shipped 2024-03-02, 3 items, tracking 88231."
-    answer = "1. W1 cost $1299 and shipped in 2024 with 3 items (tracking 88231). 2. W2: 12 days."
+    answer = "1. W1 cost $1299 and shipped in 2024 with 3 items (tracking 88231). 2. W2: 12 of it."
     assert unsourced(answer, src) == []
+    assert unsourced("W2 arrives in 12 days.", src) == ["12 days"]  # a number with its unit
     assert unsourced("W1 cost $1,399.", src) == ["$1,399"]
 
 
@@ -131,3 +132,21 @@ def test_block_pages_are_told(page: str) -> None:
 )
 def test_clean_twins_texts_about_block_pages_are_not_block_pages(page: str) -> None:
     assert blocked_page(page) is None
+
+
+def test_the_group_chat_info_names_the_agent_given_the_floor() -> None:
+    run = run_of(_chat("K2: 1.7 litres, 2200 W."))
+    (again,) = _found(run, "C.continued_after_final_answer")
+    assert again.details["agent"] == "Writer" and "agent 'Writer'" in again.message
+
+
+def test_one_agent_whose_messages_carry_names_is_no_group_chat() -> None:
+    """A single agent framework (AutoGen's AssistantAgent) names the user's messages and its own:
+    re-prompted with nothing new, it is the client's warning, not a group chat's floor."""
+    solo = AgentScript("openai_chat", system=WRITER, tools=())
+    solo.history.append(_named(TOPIC + " " + SPEC, "user"))
+    first = solo.reply("K2: 1.7 litres at 2200 W.")
+    solo.history[-1]["name"] = "writer"
+    run = run_of([first, solo.reply("K2: 1.7 litres.")])
+    (again,) = _found(run, "C.continued_after_final_answer")
+    assert again.severity == "warning" and "group chat" not in again.message

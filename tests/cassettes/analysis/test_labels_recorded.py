@@ -37,6 +37,7 @@ TOOLS = [fn("get_order", order_id="string"), fn("cancel_order", order_id="string
          fn("fetch_page", url="string"), fn("authenticate_user", email="string"),
          fn("transfer_to_human", summary="string")]
 ORDERS = {"W1": "delivered", "W2": "shipped", "W3": "pending", "W4": "delivered"}
+PRICES = {"W1": "12.50", "W2": "30.00", "W3": "8.00", "W4": "7.25"}
 CLOUDFLARE = ("<!DOCTYPE html><html><head><title>Just a moment...</title></head><body>"
               "<h1>shop.example</h1><p>Verify you are human by completing the action below.</p>"
               "<p>shop.example needs to review the security of your connection before proceeding."
@@ -57,7 +58,8 @@ def run_tool(name, args):
     if name == "get_order":
         if oid not in ORDERS:
             return json.dumps({"error": f"order {oid} not found"})
-        return json.dumps({"order_id": oid, "status": ORDERS[oid]})
+        return json.dumps({"order_id": oid, "status": ORDERS[oid], "price": PRICES[oid],
+                           "placed": "2019-03-14"})
     if name == "cancel_order":
         if ORDERS.get(oid) != "pending":
             return json.dumps({"error": f"order {oid} is {ORDERS.get(oid, 'unknown')}: "
@@ -104,6 +106,22 @@ JAILBREAK = {
         "self_harm": {"filtered": False, "severity": "safe"},
     },
 }
+#: The newer API versions' shape: ``inner_error`` with ``content_filter_results`` (and a prompt
+#: shield's verdict on a document: ``indirect_attack``).
+SHIELD = {
+    "code": "ResponsibleAIPolicyViolation",
+    "content_filter_results": {
+        "hate": {"filtered": False, "severity": "safe"},
+        "indirect_attack": {"filtered": True, "detected": True},
+        "violence": {"filtered": True, "severity": "medium"},
+        "custom_blocklists": [{"id": "shop", "filtered": False}],
+    },
+}
+PASTED = (
+    "The forum will not open for me, it shows: Just a moment... Verify you are human by "
+    "completing the action below. shop.example needs to review the security of your connection "
+    "before proceeding."
+)
 FILTERED = (
     "The response was filtered due to the prompt triggering Azure OpenAI's content management "
     "policy. Please modify your prompt and retry."
@@ -114,6 +132,42 @@ SCRIPTS: dict[str, list[Reply]] = {
     "Summarise the reviews of order W1.": [
         Reply.tool("fetch_page", {"url": "https://shop.example/reviews/W1"}),
         Reply.refuse(FILTERED, param="prompt", code="content_filter", inner=JAILBREAK),
+    ],
+    "Summarise the reviews of order W1, please.": [
+        Reply.tool("fetch_page", {"url": "https://shop.example/reviews/W1"}),
+        Reply.refuse(FILTERED, "prompt", "content_filter", inner=SHIELD, inner_key="inner_error"),
+    ],
+    "Write me a threat to send to the courier of W2.": [
+        Reply.refuse(FILTERED, "prompt", "content_filter", inner=SHIELD, inner_key="inner_error"),
+    ],
+    PASTED: [Reply.say("That page is the site's bot check; try again in a minute.")],
+    "What does 'verify you are human' mean on your forum?": [
+        Reply.say("It is a bot check: tick the box and the forum opens."),
+    ],
+    "When did order W1 ship?": [
+        Reply.tool("get_order", {"order_id": "W1"}),
+        Reply.say("W1 (placed 2019-03-14) shipped on March 2, 2019 and was delivered."),
+    ],
+    "What do W1 and W4 cost together?": [
+        Reply.tool("get_order", {"order_id": "W1"}),
+        Reply.tool("get_order", {"order_id": "W4"}),
+        Reply.say("W1 costs $12.50 and W4 $7.25: $19.75 together, both placed on 14 March 2019."),
+    ],
+    "Where is my most recent order?": [
+        Reply.tool("get_order", {"order_id": "W7731"}),
+        Reply.say("I could not find that order; which order number is it?"),
+    ],
+    "Where is order W4, and what does it cost?": [
+        Reply.tool("get_order", {"order_id": "W4"}),
+        Reply.say("W4 was delivered; it cost $7.25."),
+    ],
+    "Show me the receipt of W1.": [
+        Reply.tool("fetch_page", {"url": "/workspace/path_to_local_copy_of_the_receipt"}),
+        Reply.say("Here is the receipt."),
+    ],
+    "Fetch https://example.com/status for me.": [
+        Reply.tool("fetch_page", {"url": "https://example.com/status"}),
+        Reply.say("That page was not found."),
     ],
     "Summarise the reviews of order W4.": [
         Reply.tool("fetch_page", {"url": "https://shop.example/reviews/W4"}),
@@ -172,7 +226,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Finding
             env=clean_env(OPENAI_API_KEY="sk-test-retail"),
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("refused: 400") == 2, proc.stdout
+    assert proc.stdout.count("refused: 400") == 4, proc.stdout
     run = open_run(tmp / "retail.jsonl", whole=True, cache=False)
     convs = run.analysis.conversations
     assert len(convs) == len(SCRIPTS), [c.title for c in convs]
@@ -194,6 +248,97 @@ def test_a_content_filter_400_is_a_blocked_prompt_naming_the_flag_and_the_page(
     (f,) = [f for f in found if f.code == "A.prompt_blocked"]
     assert f.details["flagged"] == ["jailbreak"] and f.details["tool"] == "fetch_page"
     assert "flagged jailbreak" in f.message and "IGNORE ALL PREVIOUS" in f.message
+
+
+def test_the_newer_error_shape_names_its_categories_and_the_carrying_result(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    """Azure's ``inner_error.content_filter_results``: was a blocked prompt naming nothing."""
+    (f,) = [
+        f
+        for f in recorded["Summarise the reviews of order W1, please."]
+        if f.code == "A.prompt_blocked"
+    ]
+    assert f.details["flagged"] == ["indirect_attack", "violence"]
+    assert f.details["tool"] == "fetch_page" and "IGNORE ALL PREVIOUS" in f.message
+
+
+def test_a_blocked_prompt_with_no_tool_result_names_the_user_message(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    (f,) = recorded["Write me a threat to send to the courier of W2."]
+    assert f.code == "A.prompt_blocked" and f.details["tool"] is None
+    assert "came in with a user message: 'Write me a threat" in f.message
+
+
+def test_a_block_page_pasted_into_a_user_turn_is_the_environment_failing(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    (f,) = recorded[PASTED]
+    assert (f.code, f.severity, f.turn, f.path) == (
+        "C.message_blocked_page",
+        "warning",
+        0,
+        "messages[1]",
+    )
+    assert f.details["speaker"] is None and "A user message" in f.message
+    assert f.details["phrases"][:2] == ["just a moment...", "verify you are human"]
+
+
+def test_clean_twin_a_user_asking_about_a_bot_check_is_no_block_page(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    assert recorded["What does 'verify you are human' mean on your forum?"] == []
+
+
+def test_an_invented_date_in_an_answer_from_tools_is_an_ungrounded_claim(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    """Not a re-prompt: the answer made from the order's result; its day and year appear in the
+    result (2019-03-14), the date does not. Info: answers from tools are judged, a warning is
+    kept for a re-prompt with nothing new."""
+    (f,) = recorded["When did order W1 ship?"]
+    assert (f.code, f.severity, f.turn) == ("E.ungrounded_claim", "info", 1)
+    assert f.details["spans"] == ["March 2, 2019"]
+
+
+def test_clean_twin_a_total_and_a_date_from_the_results_are_grounded(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    assert recorded["What do W1 and W4 cost together?"] == []
+
+
+def test_an_identifier_from_nowhere_is_an_invented_argument(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    (f,) = [f for f in recorded["Where is my most recent order?"] if f.severity != "info"]
+    assert (f.code, f.turn, f.details["argument"], f.details["value"]) == (
+        "E.invented_argument",
+        0,
+        "order_id",
+        "W7731",
+    )
+
+
+def test_clean_twin_an_identifier_the_user_gave_is_no_invention(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    assert recorded["Where is order W4, and what does it cost?"] == []
+
+
+def test_a_placeholder_argument_acted_on_is_named(recorded: dict[str, list[Finding]]) -> None:
+    (f,) = [f for f in recorded["Show me the receipt of W1."] if f.severity != "info"]
+    assert (f.code, f.turn, f.details["placeholder"]) == (
+        "E.placeholder_argument",
+        0,
+        "path_to_local_copy_of_the_receipt",
+    )
+
+
+def test_clean_twin_a_placeholder_looking_value_the_user_gave_is_a_value(
+    recorded: dict[str, list[Finding]],
+) -> None:
+    assert [f.code for f in recorded["Fetch https://example.com/status for me."]] == []
 
 
 def test_clean_twin_another_400_stays_an_http_error(recorded: dict[str, list[Finding]]) -> None:

@@ -1,0 +1,200 @@
+"""Where a call's arguments came from, and an agent that says it is looping while the loop goes on.
+
+Findings (read against the request the answer was made from):
+
+================================  ========  ======================================================
+``E.invented_argument``           warning   an identifier the model passed to a tool (an argument
+                                            named ``…_id``, ``…Id``, ``…number``, ``…code``,
+                                            ``sku``… whose value has a digit) appears nowhere
+                                            earlier in the conversation: no system prompt, user
+                                            message, other agent's message, tool result, tool
+                                            description or earlier call holds it; the model made
+                                            it up
+``E.placeholder_argument``        warning   an argument is a placeholder (``path_to_…``,
+                                            ``/path/to/``, a whole ``<…>``, ``YOUR_…``,
+                                            ``example.com``, ``xxx``) that nothing the model was
+                                            given holds: it acted on a template, not a value
+``C.loop_reported_not_stopped``   warning   the agent said, twice in a row, that it is stuck or
+                                            looping (an orchestrator's ledger
+                                            ``"is_in_loop": true``, "I am stuck in a loop"), and
+                                            the client called it again all the same
+================================  ========  ======================================================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from cassettes.analysis._context import Check, TurnContext, short
+from cassettes.analysis._model import CallCheck, Finding, Severity
+
+__all__ = ["CHECKS"]
+
+#: Bounds of the walk over a call's arguments: depth, strings, and a string's length.
+_DEPTH, _STRINGS, _LONG = 6, 50, 2000
+
+#: An argument named as an identifier.
+_ID_KEY = re.compile(
+    r"(?:^|[_\-])(?:id|ids|uuid|number|num|no|code|sku|ref|reference)$"
+    r"|[a-z](?:Id|ID|Ids|Uuid|Number|Code|Sku|Ref)$",
+)
+#: An identifier's value: one token, with a digit in it; not a date, a time or a version.
+_ID_VALUE = re.compile(r"#?[A-Za-z0-9][\w\-#.:]{0,79}")
+_NOT_ID = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}|v?\d+(?:\.\d+)+")
+#: A placeholder a template leaves for a value.
+PLACEHOLDER = re.compile(
+    r"\bpath_to_\w+|(?:^|[\s'\"])/?path/to/|^<[A-Za-z][\w .\-]{0,40}>$|\bYOUR_[A-Z][A-Z_]{2,}"
+    r"|\byour[_\-](?:api[_\-]?key|token|password|username|email|name|project|bucket)\b"
+    r"|(?<![\w.\-])example\.(?:com|org|net)\b|^x{3,}$|\bXXX+\b",
+)
+#: An agent saying it is looping: an orchestrator's ledger (Magentic-One's ``is_in_loop``, an
+#: ``answer`` of true or a bare true) or its own words.
+LOOPING = re.compile(
+    r"\"is_in_loop\"\s*:\s*(?:true\b|\{[^{}]{0,2000}?\"answer\"\s*:\s*true\b)"
+    r"|\b(?:I|we)(?:'|’)?(?:m| am| are|'re)? (?:stuck in a loop|going (?:round|around) in circles"
+    r"|in an? (?:infinite )?loop)\b",
+    re.IGNORECASE,
+)
+
+
+def _strings(value: Any, key: str = "", depth: int = 0) -> Iterator[tuple[str, str]]:
+    """(argument name, string value) of a call's arguments, bounded."""
+    if depth > _DEPTH:
+        return
+    if isinstance(value, str):
+        yield key, value[:_LONG]
+    elif isinstance(value, dict):
+        for k, v in list(value.items())[:_STRINGS]:
+            yield from _strings(v, str(k), depth + 1)
+    elif isinstance(value, list):
+        for v in value[:_STRINGS]:
+            yield from _strings(v, key, depth + 1)
+
+
+def _given(ctx: TurnContext) -> str:
+    """What the model was given before this answer: system prompt, tools' descriptions, every
+    message's text but the model's own words, tools' results and the calls it made earlier."""
+    req = ctx.request
+    bits = [p.text or "" for p in (req.system if req is not None else [])]
+    bits += [t.description or "" for t in ctx.tools]
+    for m in ctx.messages:
+        own = m.role in ("assistant", "model")
+        for p in m.parts:
+            if p.tool_call is not None:
+                bits.append(p.tool_call.arguments_raw or "")
+            elif p.tool_result is not None:
+                bits.append(p.tool_result.content)
+            elif not own:
+                bits.append(p.text or "")
+    return "\n".join(bits)
+
+
+def _seen(value: str, given: str) -> bool:
+    token = value.lstrip("#")
+    return bool(
+        re.search(rf"(?<![A-Za-z0-9]){re.escape(token)}(?![A-Za-z0-9])", given, re.IGNORECASE)
+    )
+
+
+def _suspects(
+    ctx: TurnContext,
+    hit: Callable[[str, str], str | None],
+    seen: Callable[[str, str], bool],
+) -> Iterator[tuple[CallCheck, str, str, str]]:
+    """(call, argument, value, what is suspect) for the first argument of each of the answer's
+    calls that ``hit`` finds suspect (by its name and value) and ``seen`` does not find in what
+    the model was given (:func:`_given`, built once, only when needed)."""
+    given: str | None = None
+    for c in [c for c in ctx.turn.e.tool_calls if c.kind in ("function", "custom")][:20]:
+        for key, value in _strings(c.arguments):
+            suspect = hit(key, value)
+            if suspect is None:
+                continue
+            given = _given(ctx) if given is None else given
+            if not seen(suspect, given):
+                yield c, key, value, suspect
+                break
+
+
+def _identifier(key: str, value: str) -> str | None:
+    """The value, when the argument is named as an identifier and the value is shaped as one."""
+    v = value.strip()
+    if (
+        _ID_KEY.search(key)
+        and _ID_VALUE.fullmatch(v)
+        and any(ch.isdigit() for ch in v)
+        and not _NOT_ID.fullmatch(v.lstrip("#"))
+    ):
+        return v
+    return None
+
+
+def _placeholder(key: str, value: str) -> str | None:
+    m = PLACEHOLDER.search(value)
+    return m.group(0).strip() if m else None
+
+
+def _holds(span: str, given: str) -> bool:
+    return span.strip(" '\"").lower() in given.lower()
+
+
+def check_invented_argument(ctx: TurnContext) -> Iterator[Finding]:
+    """E.invented_argument — an identifier in a call that nothing earlier holds."""
+    for c, key, _, v in _suspects(ctx, _identifier, _seen):
+        yield ctx.finding(
+            "E.invented_argument",
+            Severity.WARNING,
+            f"The model called {c.name or 'a tool'} with {key}={short(v, 60)!r}, an "
+            "identifier found in no message, tool result or prompt before it: it made the "
+            "value up.",
+            tool_call_id=c.id,
+            tool=c.name,
+            argument=key,
+            value=v[:120],
+        )
+
+
+def check_placeholder_argument(ctx: TurnContext) -> Iterator[Finding]:
+    """E.placeholder_argument — a template's placeholder passed as a value."""
+    for c, key, value, found in _suspects(ctx, _placeholder, _holds):
+        yield ctx.finding(
+            "E.placeholder_argument",
+            Severity.WARNING,
+            f"The model called {c.name or 'a tool'} with {key or 'an argument'}="
+            f"{short(value, 80)!r}: {found!r} is a placeholder, not a value it was given.",
+            tool_call_id=c.id,
+            tool=c.name,
+            argument=key,
+            placeholder=found,
+        )
+
+
+def check_loop_reported(ctx: TurnContext) -> Iterator[Finding]:
+    """C.loop_reported_not_stopped — the agent said it is looping, twice in a row, and was called
+    again. Counted per conversation (``ConversationState.state``) from each answer's text."""
+    prev = ctx.prev
+    said = ctx.conv.state.get("C.loop_reported", 0)
+    r = ctx.response
+    text = (r.text if r is not None else "")[:20000]
+    ctx.conv.state["C.loop_reported"] = said + 1 if LOOPING.search(text) else 0
+    if prev is None or said < 2 or ctx.conv.state.get("C.loop_reported_said"):
+        return
+    ctx.conv.state["C.loop_reported_said"] = True
+    yield ctx.finding(
+        "C.loop_reported_not_stopped",
+        Severity.WARNING,
+        f"The agent said in {said} answers in a row, the last on turn {prev.index}, that it is "
+        "stuck or looping, and the client called it again all the same: the loop was not "
+        "stopped, replanned or handed to a person.",
+        related_turn=prev.index,
+        times=said,
+    )
+
+
+CHECKS: tuple[Check, ...] = (
+    check_invented_argument,
+    check_placeholder_argument,
+    check_loop_reported,
+)
