@@ -52,10 +52,27 @@ SECRET_HEADERS = frozenset(
 _SECRET_HEADER_NAME = re.compile(
     r"(?i)(api[-_]?key|token|secret|passw|auth|cookie|credential|signature)"
 )
-_SAFE_HEADER_NAME = re.compile(
-    r"(?i)(ratelimit|rate-limit|tokens?-(limit|remaining|"
-    r"reset)|x-stainless|anthropic-beta|www-authenticate)"
+_SAFE_HEADER_NAME = re.compile(r"(?i)(x-stainless|anthropic-beta|www-authenticate)")
+#: Counters of tokens, not tokens: rate limits (``x-ratelimit-remaining-tokens``,
+#: ``anthropic-ratelimit-input-tokens-limit``) and usage (Bedrock InvokeModel's
+#: ``x-amzn-bedrock-input-token-count``); as in field names (``token_count``, ``max_tokens``), the
+#: word ``token`` is followed or preceded by a word that counts it.
+_COUNTER_HEADER_NAME = re.compile(
+    r"(?i)(ratelimit|rate-limit|tokens?-(limit|remaining|reset|count)(?![a-z]))"
 )
+#: Words that make a header a credential's even beside a counter's words.
+_STRONG_HEADER_NAME = re.compile(r"(?i)(api[-_]?key|secret|passw|auth|cookie|credential|signature)")
+
+
+def counter_header(name: str, value: str) -> bool:
+    """Whether a header whose name says "token" is a counter of tokens (its value kept): a rate
+    limit or a usage count, no credential word beside it, and for a count a number."""
+    m = _COUNTER_HEADER_NAME.search(name)
+    if m is None or _STRONG_HEADER_NAME.search(name):
+        return False
+    return m.group(2) != "count" or value.strip().isdigit()
+
+
 _SECRET_QUERY = re.compile(
     r"(?i)^(key|api[-_]?key|apikey|token|access[-_]?token|auth|sig|signature|secret|password|"
     r"x-amz-signature|x-amz-credential|x-amz-security-token|code)$"

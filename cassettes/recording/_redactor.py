@@ -48,6 +48,7 @@ from cassettes.recording._credentials import (
     REDACTED,
     SECRET_HEADERS,
     URL_TOKEN,
+    counter_header,
     looks_secret,
     secret_name,
 )
@@ -130,7 +131,8 @@ class HeaderRedactor:
         if lname == "sec-websocket-protocol":
             return self._subprotocols(value)
         named = _SECRET_HEADER_NAME.search(lname) or secret_name(lname) is not None
-        if lname in self._names or (named and not _SAFE_HEADER_NAME.search(lname)):
+        kept = _SAFE_HEADER_NAME.search(lname) or counter_header(lname, value)
+        if lname in self._names or (named and not kept):
             if not value:
                 return value
             self._learn_header(lname, value)

@@ -67,6 +67,8 @@ for op, kwargs in json.loads(sys.argv[2]):
 class _Fake(BaseHTTPRequestHandler):
     script: ClassVar[list[tuple[int, list[tuple[str, str]], bytes]]] = []
     seen: ClassVar[list[Exchange]] = []
+    #: The service the fake stands for (the URL its exchanges are recorded under).
+    upstream: ClassVar[str] = UPSTREAM
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -80,7 +82,7 @@ class _Fake(BaseHTTPRequestHandler):
         self.seen.append(
             Exchange(
                 "POST",
-                UPSTREAM + self.path,
+                self.upstream + self.path,
                 req,
                 body,
                 status=status,
