@@ -43,6 +43,7 @@ from cassettes.patterns import PatternError, UserPattern
 from cassettes.recording import (
     REDACTED,
     credential_values,
+    cut_credential,
     detector,
     looks_secret,
     secret_name,
@@ -50,7 +51,7 @@ from cassettes.recording import (
 )
 from cassettes.storage import decode_chunks, open_regular
 from cassettes.untrusted import clean_line
-from cassettes.wire import salvage
+from cassettes.wire import body_cut, salvage
 
 __all__ = ["scan_file", "scan_lines"]
 
@@ -267,6 +268,7 @@ def scan_lines(
         finds.extend(
             _stream_finds(scanner, rec, path, n, {(f.kind, f.masked) for f in finds if f.line == n})
         )
+        finds.extend(_cut_finds(rec, path, n))
         finds.extend(_digest_finds(rec, path, n))
         finds.extend(_named_finds(rec, path, n))
     return finds
@@ -356,6 +358,34 @@ def _stream_finds(
                     Find(path, n, "response.body (reassembled)", kind, _mask(secret, kind), form)
                 )
     return out
+
+
+def _cut_finds(rec: Any, path: str, n: int) -> list[Find]:
+    """A credential cut short by the end of a response cut mid-way (a reset, a gzip stream
+    without its end): ``authorization=Bearer sk-p`` holds too little of the key for any format to
+    find, and the redactor masks it for that (:func:`cut_credential`). Read in the body as
+    stored, and in what a body kept compressed decodes to as far as it goes."""
+    if not isinstance(rec, dict):
+        return []
+    error, notes = rec.get("transport_error"), rec.get("notes")
+    notes = [x for x in notes if isinstance(x, str)] if isinstance(notes, list) else []
+    if not body_cut(error if isinstance(error, str) else None, notes):
+        return []
+    resp = rec.get("response")
+    try:
+        data = b"".join(
+            c for _, c in decode_chunks(resp.get("body") if isinstance(resp, dict) else None)
+        )
+    except (CassetteError, ValueError, TypeError, binascii.Error):
+        return []
+    for form, body in (("text", data), ("compressed", salvage(data))):
+        text = body.decode("utf-8", "replace")
+        at = cut_credential(text) if body else None
+        if at is not None:
+            where = "response.body (cut short)"
+            kind = "a credential cut short by the end of a cut body"
+            return [Find(path, n, where, kind, f"{len(text) - at} chars", form)]
+    return []
 
 
 def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find]:

@@ -19,6 +19,7 @@ __all__ = [
     "SECRET_HEADERS",
     "URL_TOKEN",
     "credential_values",
+    "cut_credential",
     "inside_strings",
     "looks_secret",
     "named_spans",
@@ -422,3 +423,35 @@ def _json_string(token: str) -> str:
 def _credential(name: str, value: str, kind: Callable[[str], str | None]) -> bool:
     k = kind(name)
     return k == "always" or (k == "if-secret" and looks_secret(value))
+
+
+#: How much of a cut body's end :func:`cut_credential` reads.
+CUT_TAIL = 512
+#: The end of a body cut in a credential: a value running to the cut after ``Bearer`` or after a
+#: name and ``=`` / ``:`` (``authorization=Bearer sk-pro``, ``"api_key": "sk-pro``, ``token=ab``).
+_CUT_CREDENTIAL = re.compile(
+    r"(?i)(?:\bbearer\s+|\b([a-z][\w.-]{0,60})[\"']?\s*[=:]\s*[\"']?(?:bearer\s+)?)"
+    r"([^\s\"',;&<>(){}\[\]\\]+)\Z"
+)
+
+
+def cut_credential(text: str) -> int | None:
+    """Where a credential cut short by the end of ``text`` begins (``text`` is a body cut mid-way:
+    a reset, a gzip stream without its end), or ``None``. A key cut after its first characters
+    has no format left to find it by and is not the value a run learned: its name or ``Bearer``
+    before it says what it is, whatever its length (a name that may be a credential's, ``key``,
+    ``token``, when the piece could begin one: a digit, ``-`` or ``_`` in it, or 16 characters)."""
+    tail = text[-CUT_TAIL:]
+    m = _CUT_CREDENTIAL.search(tail)
+    if m is None:
+        return None
+    name, value = m.group(1), m.group(2)
+    if name is not None and "bearer" not in m.group(0).lower():
+        kind = "always" if name.lower() in SECRET_HEADERS else secret_name(name)
+        if kind is None:
+            return None
+        if kind == "if-secret" and not (
+            len(value) >= 16 or any(c.isdigit() or c in "-_" for c in value)
+        ):
+            return None
+    return len(text) - len(tail) + m.start(2)

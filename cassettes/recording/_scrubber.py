@@ -49,6 +49,17 @@ class Secrets:
         """``secret`` as it is (a span the scrub found, already judged one)."""
         self._values.add(secret)
 
+    def cut_at_end(self, text: str, shortest: int = 3) -> int | None:
+        """Where the first characters of a learned secret end ``text`` (a body cut in it), at
+        least ``shortest`` of them; ``None`` if none does."""
+        found = [
+            len(text) - k
+            for secret in self._values
+            for k in range(min(len(secret) - 1, len(text)), shortest - 1, -1)
+            if text.endswith(secret[:k])
+        ]
+        return min(found, default=None)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 

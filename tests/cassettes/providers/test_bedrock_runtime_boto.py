@@ -11,10 +11,7 @@ usage headers are also checked on the real recordings of the corpus that carry t
 from __future__ import annotations
 
 import json
-import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,7 +26,7 @@ from cassettes.reading import open_run
 from cassettes.recording import Redactor
 from cassettes.wire import Exchange
 from tests.cassettes.providers.test_bedrock import _frame
-from tests.cassettes.providers.test_bedrock_agents import CLIENTS_PYTHON, STREAM, _Fake
+from tests.cassettes.providers.test_bedrock_agents import STREAM, _Fake, run_boto, serve_fake
 
 RUNTIME = "https://bedrock-runtime.us-east-1.amazonaws.com"
 NOVA = "amazon.nova-pro-v1:0"
@@ -82,27 +79,11 @@ MESSAGES = [{"role": "user", "content": [{"text": "How did revenue do?"}]}]
 
 @pytest.fixture
 def fake() -> Iterator[tuple[str, type[_Fake]]]:
-    if not CLIENTS_PYTHON.exists():
-        pytest.skip("no .venv-clients (boto3)")
-    handler = type("Fake", (_Fake,), {"script": [], "seen": [], "upstream": RUNTIME})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
+    yield from serve_fake(RUNTIME)
 
 
 def _boto(url: str, *calls: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [str(CLIENTS_PYTHON), "-c", _CLIENT, url, json.dumps(calls)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return [json.loads(line) for line in out.stdout.splitlines()]
+    return run_boto(_CLIENT, url, *calls)
 
 
 def _recorded(handler: type[_Fake]) -> list[tuple[Exchange, RoundTrip]]:
