@@ -365,17 +365,13 @@ def _cut_finds(rec: Any, path: str, n: int) -> list[Find]:
     without its end): ``authorization=Bearer sk-p`` holds too little of the key for any format to
     find, and the redactor masks it for that (:func:`cut_credential`). Read in the body as
     stored, and in what a body kept compressed decodes to as far as it goes."""
-    if not isinstance(rec, dict):
-        return []
-    error, notes = rec.get("transport_error"), rec.get("notes")
+    rec = rec if isinstance(rec, dict) else {}
+    error, notes, resp = rec.get("transport_error"), rec.get("notes"), rec.get("response")
     notes = [x for x in notes if isinstance(x, str)] if isinstance(notes, list) else []
-    if not body_cut(error if isinstance(error, str) else None, notes):
+    if not body_cut(error if isinstance(error, str) else None, notes) or not isinstance(resp, dict):
         return []
-    resp = rec.get("response")
     try:
-        data = b"".join(
-            c for _, c in decode_chunks(resp.get("body") if isinstance(resp, dict) else None)
-        )
+        data = b"".join(c for _, c in decode_chunks(resp.get("body")))
     except (CassetteError, ValueError, TypeError, binascii.Error):
         return []
     for form, body in (("text", data), ("compressed", salvage(data))):
@@ -389,9 +385,16 @@ def _cut_finds(rec: Any, path: str, n: int) -> list[Find]:
 
 
 def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find]:
-    """Every secret in the cassette at ``path``. Raises ``OSError`` if it cannot be read."""
+    """Every secret in the cassette at ``path`` (a gzip-compressed one, LangChain's ``.yaml.gz``,
+    read as it decompresses, as far as it goes). Raises ``OSError`` if it cannot be read."""
     p = Path(path)
     with open_regular(p) as f:
+        if f.read(2) == b"\x1f\x8b":
+            f.seek(0)
+            inner = salvage(f.read())
+            if inner:
+                return scan_lines(inner.splitlines(), str(p), extra_patterns)
+        f.seek(0)
         return scan_lines((line.rstrip(b"\r\n") for line in f), str(p), extra_patterns)
 
 
@@ -475,6 +478,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 #: What ``verify DIR`` scans: recordings and what is exported from them (the same as ``import DIR``
 #: reads, plus looptap's own cassettes and exports).
 _DIR_SUFFIXES = (".jsonl", ".yaml", ".yml", ".har", ".json")
+#: …and LangChain's gzipped cassettes.
+_GZIP_SUFFIXES = (".yaml.gz", ".yml.gz")
 
 
 def _files_under(root: Path) -> list[str]:
@@ -485,6 +490,7 @@ def _files_under(root: Path) -> list[str]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "node_modules")
         for name in sorted(filenames):
             p = Path(dirpath) / name
-            if p.suffix.lower() in _DIR_SUFFIXES and not p.is_symlink() and p.is_file():
+            named = p.suffix.lower() in _DIR_SUFFIXES or name.lower().endswith(_GZIP_SUFFIXES)
+            if named and not p.is_symlink() and p.is_file():
                 out.append(str(p))
     return out

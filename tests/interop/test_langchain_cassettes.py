@@ -127,3 +127,20 @@ def test_import_help_names_every_format_it_reads() -> None:
         assert suffix in text, suffix
     top = " ".join(looptap("--help").stdout.split())
     assert "import vcrpy and LangChain cassettes, mitmproxy flows, OTLP traces and chat" in top
+
+
+def test_verify_reads_a_gzipped_cassette(tmp_path: Path) -> None:
+    """A key in a LangChain cassette is found, not hidden by the gzip (``verify`` called such a
+    file clean: it scanned the compressed bytes); in a directory ``*.yaml.gz`` is scanned too."""
+    key = "sk-proj-" + "Qm4xT8vLp2Zr6Wn1Kd9Bs3Hy7Gc5Fj0Ae" * 2
+    unmasked = f"x-api-key:\n    - {key}".encode()  # a header its recorder did not mask
+    doc = gzip.decompress(THINKING.read_bytes()).replace(
+        b"x-api-key:\n    - '**REDACTED**'", unmasked, 1
+    )
+    assert key.encode() in doc
+    (tmp_path / "leaky.yaml.gz").write_bytes(gzip.compress(doc))
+    shutil.copy(THINKING, tmp_path / THINKING.name)
+    r = looptap("verify", str(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "leaky.yaml.gz: 1 secret found" in r.stderr and f"{THINKING.name}: clean" in r.stderr
+    assert key not in r.stdout + r.stderr
