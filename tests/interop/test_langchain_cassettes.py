@@ -9,11 +9,13 @@ import gzip
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from cassettes.reading import open_run, sniff
+from cassettes.replay import ReplayServer
 from cassettes.storage import read_records
 from tests.interop.cassette_files import FIXTURES, REPO
 from tests.support import progress
@@ -144,3 +146,18 @@ def test_verify_reads_a_gzipped_cassette(tmp_path: Path) -> None:
     assert r.returncode == 1, r.stdout + r.stderr
     assert "leaky.yaml.gz: 1 secret found" in r.stderr and f"{THINKING.name}: clean" in r.stderr
     assert key not in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("cassette", [THINKING, REASONING], ids=["anthropic", "openai-masked-url"])
+def test_a_langchain_cassette_is_replayed_to_the_sdk_it_came_from(cassette: Path) -> None:
+    """The replay server serves each recorded request its answer (the masked URL served at the
+    endpoint its bodies speak)."""
+    run = open_run(cassette)
+    with ReplayServer(cassette) as server:
+        for ex in run.exchanges:
+            path = "/" + ex.url.split("/", 3)[3]
+            req = urllib.request.Request(server.url + path, data=ex.request_body, method="POST",
+                                         headers={"content-type": "application/json"})  # fmt: skip
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                assert resp.status == 200 and resp.read() == ex.response_body
+        assert not server.misses
