@@ -52,13 +52,16 @@ class Secrets:
     def cut_at_end(self, text: str, shortest: int = 3) -> int | None:
         """Where the first characters of a learned secret end ``text`` (a body cut in it), at
         least ``shortest`` of them; ``None`` if none does."""
-        found = [
-            len(text) - k
-            for secret in self._values
-            for k in range(min(len(secret) - 1, len(text)), shortest - 1, -1)
-            if text.endswith(secret[:k])
-        ]
-        return min(found, default=None)
+        best: int | None = None
+        for secret in self._values:
+            window = text[-(len(secret) - 1) :] if len(secret) > shortest else ""
+            i = window.find(secret[:shortest])  # (each start of it, the longest first: one pass)
+            while i >= 0 and not secret.startswith(window[i:]):
+                i = window.find(secret[:shortest], i + 1)
+            if i >= 0:
+                at = len(text) - len(window) + i
+                best = at if best is None else min(best, at)
+        return best
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
