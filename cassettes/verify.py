@@ -43,6 +43,7 @@ from cassettes.patterns import PatternError, UserPattern
 from cassettes.recording import (
     REDACTED,
     credential_values,
+    cut_credential,
     detector,
     looks_secret,
     secret_name,
@@ -50,7 +51,7 @@ from cassettes.recording import (
 )
 from cassettes.storage import decode_chunks, open_regular
 from cassettes.untrusted import clean_line
-from cassettes.wire import salvage
+from cassettes.wire import body_cut, salvage
 
 __all__ = ["scan_file", "scan_lines"]
 
@@ -267,6 +268,7 @@ def scan_lines(
         finds.extend(
             _stream_finds(scanner, rec, path, n, {(f.kind, f.masked) for f in finds if f.line == n})
         )
+        finds.extend(_cut_finds(rec, path, n))
         finds.extend(_digest_finds(rec, path, n))
         finds.extend(_named_finds(rec, path, n))
     return finds
@@ -358,10 +360,41 @@ def _stream_finds(
     return out
 
 
+def _cut_finds(rec: Any, path: str, n: int) -> list[Find]:
+    """A credential cut short by the end of a response cut mid-way (a reset, a gzip stream
+    without its end): ``authorization=Bearer sk-p`` holds too little of the key for any format to
+    find, and the redactor masks it for that (:func:`cut_credential`). Read in the body as
+    stored, and in what a body kept compressed decodes to as far as it goes."""
+    rec = rec if isinstance(rec, dict) else {}
+    error, notes, resp = rec.get("transport_error"), rec.get("notes"), rec.get("response")
+    notes = [x for x in notes if isinstance(x, str)] if isinstance(notes, list) else []
+    if not body_cut(error if isinstance(error, str) else None, notes) or not isinstance(resp, dict):
+        return []
+    try:
+        data = b"".join(c for _, c in decode_chunks(resp.get("body")))
+    except (CassetteError, ValueError, TypeError, binascii.Error):
+        return []
+    for form, body in (("text", data), ("compressed", salvage(data))):
+        text = body.decode("utf-8", "replace")
+        at = cut_credential(text) if body else None
+        if at is not None:
+            where = "response.body (cut short)"
+            kind = "a credential cut short by the end of a cut body"
+            return [Find(path, n, where, kind, f"{len(text) - at} chars", form)]
+    return []
+
+
 def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find]:
-    """Every secret in the cassette at ``path``. Raises ``OSError`` if it cannot be read."""
+    """Every secret in the cassette at ``path`` (a gzip-compressed one, LangChain's ``.yaml.gz``,
+    read as it decompresses, as far as it goes). Raises ``OSError`` if it cannot be read."""
     p = Path(path)
     with open_regular(p) as f:
+        if f.read(2) == b"\x1f\x8b":
+            f.seek(0)
+            inner = salvage(f.read())
+            if inner:
+                return scan_lines(inner.splitlines(), str(p), extra_patterns)
+        f.seek(0)
         return scan_lines((line.rstrip(b"\r\n") for line in f), str(p), extra_patterns)
 
 
@@ -445,6 +478,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 #: What ``verify DIR`` scans: recordings and what is exported from them (the same as ``import DIR``
 #: reads, plus looptap's own cassettes and exports).
 _DIR_SUFFIXES = (".jsonl", ".yaml", ".yml", ".har", ".json")
+#: …and LangChain's gzipped cassettes.
+_GZIP_SUFFIXES = (".yaml.gz", ".yml.gz")
 
 
 def _files_under(root: Path) -> list[str]:
@@ -455,6 +490,7 @@ def _files_under(root: Path) -> list[str]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "node_modules")
         for name in sorted(filenames):
             p = Path(dirpath) / name
-            if p.suffix.lower() in _DIR_SUFFIXES and not p.is_symlink() and p.is_file():
+            named = p.suffix.lower() in _DIR_SUFFIXES or name.lower().endswith(_GZIP_SUFFIXES)
+            if named and not p.is_symlink() and p.is_file():
                 out.append(str(p))
     return out

@@ -1,5 +1,5 @@
-"""``looptap import``: vcrpy and mitmproxy files, and traces or trajectories, as new
-cassettes (a directory's tree mirrored under ``-o``)."""
+"""``looptap import``: vcrpy and LangChain cassettes, mitmproxy files, and traces or trajectories,
+as new cassettes (a directory's tree mirrored under ``-o``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ __all__ = ["cmd_import"]
 #: What ``import`` picks up in a directory (a file named on the command line is read whatever its
 #: name).
 _IMPORT_SUFFIXES = (".yaml", ".yml", ".mitm", ".flow", ".flows")
+#: …and gzipped YAML (LangChain's cassettes: ``NAME.yaml.gz``).
+_GZIP_SUFFIXES = (".yaml.gz", ".yml.gz")
 #: …and traces or trajectories (docs/interop.md), when their content says they are such.
 _TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".otlp")
 
@@ -82,12 +84,20 @@ def _import_plan(inputs: list[Path]) -> list[tuple[Path, Path]]:
                 if q.is_file()
                 and (
                     q.suffix.lower() in _IMPORT_SUFFIXES
+                    or q.name.lower().endswith(_GZIP_SUFFIXES)
                     or (q.suffix.lower() in _TRACE_SUFFIXES and _trace_kind(q) is not None)
                 )
             )
         else:
             files.append((p, Path(p.name)))
     return files
+
+
+def _jsonl(path: Path) -> Path:
+    """``path`` named as a cassette: ``.jsonl`` for its suffix, both of ``NAME.yaml.gz``'s."""
+    if path.name.lower().endswith(_GZIP_SUFFIXES):
+        path = path.with_suffix("")
+    return path.with_suffix(".jsonl")
 
 
 def _import_dest(
@@ -97,22 +107,23 @@ def _import_dest(
     never replaced (two inputs that map to one name, ``a.yaml`` and ``a.yml``, get distinct
     names)."""
     if not many:  # without -o: the input's name, in the current directory (never beside the input)
-        return out or Path(src.with_suffix(".jsonl").name)
-    dest = (out or Path(".")) / rel.with_suffix(".jsonl")
+        return out or Path(_jsonl(src).name)
+    dest = (out or Path(".")) / _jsonl(rel)
     if dest in written:
         dest = dest.with_name(rel.name + ".jsonl")
     n = 2
     while dest in written:
         dest = dest.with_name(f"{rel.name}.{n}.jsonl")
         n += 1
-    if dest.name != rel.with_suffix(".jsonl").name and not quiet:
-        print(f"note: {src} → {dest} (another input already maps to {rel.with_suffix('.jsonl')})")
+    if dest.name != _jsonl(rel).name and not quiet:
+        print(f"note: {src} → {dest} (another input already maps to {_jsonl(rel)})")
     return dest
 
 
 def _import_one(src: Path, target: Target) -> str:
-    """Import one vcrpy or mitmproxy file into a new cassette at the checked ``target``, written
-    under a private name beside it and put in place whole (storage/_paths.py); the summary line."""
+    """Import one vcrpy, LangChain or mitmproxy file into a new cassette at the checked
+    ``target``, written under a private name beside it and put in place whole
+    (storage/_paths.py); the summary line."""
     dest = target.path
     run = open_run(src, formats=("vcr", "mitmproxy"))
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -133,11 +133,13 @@ COMMANDS = (
     ),
     Command(
         "import",
-        "import vcrpy / pytest-recording YAML cassettes and mitmproxy flow files",
+        "import vcrpy and LangChain cassettes, mitmproxy flows, OTLP traces and chat "
+        "trajectories as looptap cassettes",
         {
             "inputs": Arg(
-                "vcrpy cassettes or mitmproxy flow files (mitmdump -w), or directories of them "
-                "(*.yaml, *.yml, *.mitm, *.flow, *.flows)",
+                "files in any of those formats, whatever their names, or directories of them "
+                "(there: *.yaml, *.yml, *.yaml.gz, *.mitm, *.flow, *.flows, and *.json, *.jsonl, "
+                "*.ndjson, *.pb, *.otlp that hold a trace or trajectory)",
                 nargs="+",
             ),
             "-o --output": (
@@ -149,6 +151,15 @@ COMMANDS = (
             "-q --quiet": flag("print nothing on success"),
         },
         run="cassettes.cli.importer:cmd_import",
+        description=(
+            "Import other tools' recordings as looptap cassettes, each told by its content: "
+            "vcrpy / pytest-recording cassettes (YAML, or vcrpy's JSON); LangChain's cassettes "
+            "(its partner packages' tests/cassettes/*.yaml.gz, gzipped YAML or not); mitmproxy "
+            "flow files (mitmdump -w, mitmweb's Save); OTLP traces (OTLP/JSON lines or protobuf: "
+            "OpenTelemetry GenAI conventions, OpenInference); chat trajectories (a JSON list of "
+            "OpenAI or Anthropic messages, or JSON Lines of them). Secrets are redacted as when "
+            "recording (docs/interop.md)."
+        ),
     ),
     Command(
         "demo",

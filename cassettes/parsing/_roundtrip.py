@@ -348,6 +348,7 @@ def parse_response_side(
     status = ex.status or 0
     if status >= 400:
         rt.response = _error_response(adapter, framed, ex.status)
+        adapter.add_header_facts(rt.response, ex.response_header)  # (an error sent without a body)
         if framed.kind == "json":  # a JSON document ends where it ends: none of it is missing
             _whole_despite_close(rt, "the answer's last byte")
         return

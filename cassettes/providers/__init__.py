@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         reset_at,
     )
     from cassettes.providers._clients import GEMINI_CLI_AUTH, start_advice
+    from cassettes.providers._masked import masked_endpoint
     from cassettes.providers._profile import Profile
     from cassettes.providers._rebuild import REBUILT, Call, chat_ids, exchange, link_items
     from cassettes.providers._semconv_history import from_parts
@@ -48,6 +49,7 @@ __all__ = [
     "is_llm_host",
     "is_ws_turn",
     "link_items",
+    "masked_endpoint",
     "reset_at",
     "start_advice",
     "versioned_path",
@@ -60,6 +62,7 @@ _MODULES = {
     "_rebuild": ("REBUILT", "Call", "chat_ids", "exchange", "link_items"),
     "_semconv_history": ("from_parts",),
     "_clients": ("GEMINI_CLI_AUTH", "start_advice"),
+    "_masked": ("masked_endpoint",),
 }
 
 

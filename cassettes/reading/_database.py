@@ -2,7 +2,8 @@
 docs/kept-analysis.md): where it is, its schema, and how it is opened (a regular file only) or
 made anew, replacing one that is old, foreign or damaged. One database per cassette path in the
 cache directory (``$LOOPTAP_CACHE_DIR``, else ``$XDG_CACHE_HOME/looptap/analyses``, else
-``~/.cache/looptap/analyses``; directory 0700, file 0600). SQLite's own locking lets readers and
+``~/.cache/looptap/analyses``; directory 0700, file 0600: one found looser is made 0700, one of
+another user's not used). SQLite's own locking lets readers and
 writers of the same database run at once: a writer replaces every row in one transaction, a
 reader reads in one (write-ahead log: a snapshot)."""
 
@@ -17,6 +18,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+from cassettes.storage import UnsafePath, check_dir
 
 __all__ = [
     "APPLICATION_ID",
@@ -76,6 +79,32 @@ def location(cassette: str | Path) -> Path | None:
         return None
 
 
+#: The cache directories this process checked, and whether each may be used.
+_CHECKED: dict[Path, bool] = {}
+
+
+def _private(where: Path) -> bool:
+    """Whether the cache directory ``where`` may hold kept analyses
+    (:func:`~cassettes.storage.check_dir`: a directory of this user's, made 0700 if it was looser,
+    and said so); one that is not (another user's: planted, a shared ``/tmp`` path) is not used:
+    nothing is kept in it or taken from it, said once a process. A missing one is made 0700 when
+    something is kept."""
+    known = _CHECKED.get(where)
+    if known is not None:
+        return known
+    if not os.path.lexists(where):
+        return True
+    try:
+        check_dir(where, "the cache directory", create=False, tighten=True)
+        ok = True
+    except UnsafePath as exc:
+        ok = False
+        if os.path.isdir(where):  # (a file in its place: not kept, as when it cannot be made)
+            print(f"looptap: {exc}; no analysis is kept or taken there", file=sys.stderr)
+    _CHECKED[where] = ok
+    return ok
+
+
 def note(where: Path, why: str) -> None:
     print(f"looptap: the kept analysis {where.name} is {why}: analysed again", file=sys.stderr)
 
@@ -84,12 +113,15 @@ def _connect(where: Path, *, create: bool) -> sqlite3.Connection | None:
     """The database at ``where``, opened when it is a regular file (a FIFO or a link planted
     there is not opened: ``None``), made when missing and ``create``; WAL, a minute's wait for
     a lock."""
+    if not _private(where.parent):
+        return None
     try:
         st = os.lstat(where)
     except FileNotFoundError:
         if not create:
             return None
         where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _CHECKED[where.parent] = True  # (made here: 0700, ours)
         with contextlib.suppress(FileExistsError):
             os.close(os.open(where, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
         st = os.lstat(where)

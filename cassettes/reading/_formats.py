@@ -1,6 +1,7 @@
 """The format of a file a run is read from, told from its first bytes, once (:func:`sniff`), never
 from its name: a looptap cassette (JSON lines opening with the looptap header), a vcrpy /
-pytest-recording cassette (YAML, or vcrpy's JSON serializer), a mitmproxy flow dump
+pytest-recording cassette (YAML, or vcrpy's JSON serializer; LangChain's, gzipped or not), a
+mitmproxy flow dump
 (``mitmdump -w``: tnetstrings). A HAR file is recognised and refused with a message (looptap
 writes HAR, it does not read it); anything else gets one error naming what was tried
 (:func:`refused`)."""
@@ -8,20 +9,23 @@ writes HAR, it does not read it); anything else gets one error naming what was t
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Collection
 from pathlib import Path
 
+from cassettes.bounds import loads_or_none
 from cassettes.errors import CassetteFormatError
 from cassettes.storage import is_flow_file, open_regular
+from cassettes.wire import Exchange
 
-__all__ = ["FORMATS", "detect", "refused", "sniff"]
+__all__ = ["FORMATS", "detect", "refused", "sniff", "unmasked"]
 
 #: The formats :func:`open_run` reads, by the name :attr:`Run.kind` gives them.
 FORMATS = ("looptap", "vcr", "mitmproxy")
 #: How each format is named in messages.
 DESCRIBED = {
     "looptap": "a looptap cassette (JSON lines)",
-    "vcr": "a vcrpy cassette (YAML)",
+    "vcr": "a vcrpy cassette (YAML, or LangChain's .yaml.gz)",
     "mitmproxy": "a mitmproxy flow file (mitmdump -w)",
     "har": "a HAR file",
 }
@@ -37,7 +41,15 @@ _YAML_START = re.compile(rb"(?:%YAML|---(?:\s|$)|[A-Za-z_][\w.-]*\s*:(?:\s|$))")
 def sniff(head: bytes) -> str:
     """The format of a file from its first bytes (:data:`HEAD` of them): one of :data:`FORMATS`,
     ``"har"``, ``"empty"`` (nothing but white space) or ``"unknown"``. A JSON object is a looptap
-    cassette unless its first key names another format (its reader says what else is wrong)."""
+    cassette unless its first key names another format (its reader says what else is wrong). A
+    gzip-compressed file is told by what it holds: a vcrpy cassette (LangChain's ``.yaml.gz``) or
+    ``"unknown"``."""
+    if head[:2] == b"\x1f\x8b":
+        try:
+            inner = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, HEAD)
+        except zlib.error:
+            return "unknown"
+        return "vcr" if inner[:2] != b"\x1f\x8b" and sniff(inner) == "vcr" else "unknown"
     if is_flow_file(head):
         return "mitmproxy"
     text = head.removeprefix(_BOM).lstrip()
@@ -78,3 +90,26 @@ def detect(path: str | Path) -> str:
     regular file."""
     with open_regular(path) as fh:
         return sniff(fh.read(HEAD))
+
+
+def unmasked(ex: Exchange) -> Exchange:
+    """``ex`` with a URL where its recording masked it (LangChain's langchain-openai cassettes
+    store ``uri: '**REDACTED**'``): the OpenAI endpoint its bodies' shape says
+    (:func:`cassettes.providers.masked_endpoint`), noted as inferred on the round trip."""
+    if "://" in ex.url:
+        return ex
+    from cassettes.providers import masked_endpoint
+
+    found = masked_endpoint(
+        loads_or_none(ex.request_body), b"".join(c for _t, c in ex.response_chunks)
+    )
+    masked = ex.url[:40]
+    if found is None:
+        ex.notes.append(f"the recording gives no URL ({masked!r}); its API is not told")
+        return ex
+    ex.url, api = found
+    ex.notes.append(
+        f"the recording masked the URL ({masked!r}): {ex.url} inferred from the bodies' shape "
+        f"({api}; the host is not recorded)"
+    )
+    return ex

@@ -41,7 +41,7 @@ from cassettes.reading import _timeline
 from cassettes.reading._branch import branch_origin, first_turn
 from cassettes.reading._budget import memory_budget, within_budget
 from cassettes.reading._conversation import RunConversation
-from cassettes.reading._formats import FORMATS, detect, refused
+from cassettes.reading._formats import FORMATS, detect, refused, unmasked
 from cassettes.reading._memory_reader import Held
 from cassettes.reading._reader import Reader, Records
 from cassettes.storage import Problem, load_flows, read_records
@@ -447,7 +447,7 @@ def _read(
         return run
     from cassettes.storage import load_vcr
 
-    run = Run.of([redact(ex) for ex in load_vcr(p)], p.name, kind=kind)
+    run = Run.of([redact(unmasked(ex)) for ex in load_vcr(p)], p.name, kind=kind)
     if not run.epoch:  # no header, no recorded start: lay the run out at the file's time
         run.epoch = p.stat().st_mtime
     return run

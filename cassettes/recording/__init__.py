@@ -23,7 +23,8 @@ _MODULES = {
     "_pipeline": "CassetteWriter",
     "_redactor": "Redactor",
     "_credentials": (
-        "EMBEDDED_MAX REDACTED SECRET_HEADERS credential_values looks_secret secret_name"
+        "EMBEDDED_MAX REDACTED SECRET_HEADERS credential_values cut_credential looks_secret "
+        "secret_name"
     ),
     "_detector": "WINDOW default_detector",
     "_scrubber": "detector",
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         REDACTED,
         SECRET_HEADERS,
         credential_values,
+        cut_credential,
         looks_secret,
         secret_name,
     )
@@ -61,6 +63,7 @@ __all__ = [
     "Redactor",
     "WsSession",
     "credential_values",
+    "cut_credential",
     "default_detector",
     "detector",
     "looks_secret",

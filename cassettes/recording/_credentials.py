@@ -19,6 +19,7 @@ __all__ = [
     "SECRET_HEADERS",
     "URL_TOKEN",
     "credential_values",
+    "cut_credential",
     "inside_strings",
     "looks_secret",
     "named_spans",
@@ -52,10 +53,27 @@ SECRET_HEADERS = frozenset(
 _SECRET_HEADER_NAME = re.compile(
     r"(?i)(api[-_]?key|token|secret|passw|auth|cookie|credential|signature)"
 )
-_SAFE_HEADER_NAME = re.compile(
-    r"(?i)(ratelimit|rate-limit|tokens?-(limit|remaining|"
-    r"reset)|x-stainless|anthropic-beta|www-authenticate)"
+_SAFE_HEADER_NAME = re.compile(r"(?i)(x-stainless|anthropic-beta|www-authenticate)")
+#: Counters of tokens, not tokens: rate limits (``x-ratelimit-remaining-tokens``,
+#: ``anthropic-ratelimit-input-tokens-limit``) and usage (Bedrock InvokeModel's
+#: ``x-amzn-bedrock-input-token-count``); as in field names (``token_count``, ``max_tokens``), the
+#: word ``token`` is followed or preceded by a word that counts it.
+_COUNTER_HEADER_NAME = re.compile(
+    r"(?i)(ratelimit|rate-limit|tokens?-(limit|remaining|reset|count)(?![a-z]))"
 )
+#: Words that make a header a credential's even beside a counter's words.
+_STRONG_HEADER_NAME = re.compile(r"(?i)(api[-_]?key|secret|passw|auth|cookie|credential|signature)")
+
+
+def counter_header(name: str, value: str) -> bool:
+    """Whether a header whose name says "token" is a counter of tokens (its value kept): a rate
+    limit or a usage count, no credential word beside it, and for a count a number."""
+    m = _COUNTER_HEADER_NAME.search(name)
+    if m is None or _STRONG_HEADER_NAME.search(name):
+        return False
+    return m.group(2) != "count" or value.strip().isdigit()
+
+
 _SECRET_QUERY = re.compile(
     r"(?i)^(key|api[-_]?key|apikey|token|access[-_]?token|auth|sig|signature|secret|password|"
     r"x-amz-signature|x-amz-credential|x-amz-security-token|code)$"
@@ -405,3 +423,35 @@ def _json_string(token: str) -> str:
 def _credential(name: str, value: str, kind: Callable[[str], str | None]) -> bool:
     k = kind(name)
     return k == "always" or (k == "if-secret" and looks_secret(value))
+
+
+#: How much of a cut body's end :func:`cut_credential` reads.
+CUT_TAIL = 512
+#: The end of a body cut in a credential: a value running to the cut after ``Bearer`` or after a
+#: name and ``=`` / ``:`` (``authorization=Bearer sk-pro``, ``"api_key": "sk-pro``, ``token=ab``).
+_CUT_CREDENTIAL = re.compile(
+    r"(?i)(?:\bbearer\s+|\b([a-z][\w.-]{0,60})[\"']?\s*[=:]\s*[\"']?(?:bearer\s+)?)"
+    r"([^\s\"',;&<>(){}\[\]\\]+)\Z"
+)
+
+
+def cut_credential(text: str) -> int | None:
+    """Where a credential cut short by the end of ``text`` begins (``text`` is a body cut mid-way:
+    a reset, a gzip stream without its end), or ``None``. A key cut after its first characters
+    has no format left to find it by and is not the value a run learned: its name or ``Bearer``
+    before it says what it is, whatever its length (a name that may be a credential's, ``key``,
+    ``token``, when the piece could begin one: a digit, ``-`` or ``_`` in it, or 16 characters)."""
+    tail = text[-CUT_TAIL:]
+    m = _CUT_CREDENTIAL.search(tail)
+    if m is None:
+        return None
+    name, value = m.group(1), m.group(2)
+    if name is not None and "bearer" not in m.group(0).lower():
+        kind = "always" if name.lower() in SECRET_HEADERS else secret_name(name)
+        if kind is None:
+            return None
+        if kind == "if-secret" and not (
+            len(value) >= 16 or any(c.isdigit() or c in "-_" for c in value)
+        ):
+            return None
+    return len(text) - len(tail) + m.start(2)

@@ -45,16 +45,19 @@ from cassettes.recording._credentials import (
     _SAFE_HEADER_NAME,
     _SECRET_HEADER_NAME,
     _SECRET_QUERY,
+    CUT_TAIL,
     REDACTED,
     SECRET_HEADERS,
     URL_TOKEN,
+    counter_header,
+    cut_credential,
     looks_secret,
     secret_name,
 )
 from cassettes.recording._learner import BodyLearner
 from cassettes.recording._scrubber import Scrubber, Secrets, detector
 from cassettes.recording._streams import stream_texts
-from cassettes.wire import Exchange, Headers, salvage
+from cassettes.wire import Exchange, Headers, body_cut, salvage
 
 __all__ = [
     "REDACTED",
@@ -130,7 +133,8 @@ class HeaderRedactor:
         if lname == "sec-websocket-protocol":
             return self._subprotocols(value)
         named = _SECRET_HEADER_NAME.search(lname) or secret_name(lname) is not None
-        if lname in self._names or (named and not _SAFE_HEADER_NAME.search(lname)):
+        kept = _SAFE_HEADER_NAME.search(lname) or counter_header(lname, value)
+        if lname in self._names or (named and not kept):
             if not value:
                 return value
             self._learn_header(lname, value)
@@ -315,8 +319,9 @@ class Redactor:
         try:
             parsed, changed = self._json.scrub_json(orjson.loads(out))
             scrubbed = orjson.dumps(parsed) if changed else out
-        except orjson.JSONDecodeError:
+        except orjson.JSONDecodeError:  # (a prefix: what decoded before the stream broke)
             scrubbed = self._scrubber.scrub(text).encode("utf-8", "surrogateescape")
+            scrubbed = self._cut_end([(None, scrubbed)])[0][1]
             changed = scrubbed != out
         if not changed:
             return None
@@ -345,13 +350,16 @@ class Redactor:
         resp_headers = self.headers(ex.response_headers)
         response = self._response_chunks(ex, notes)
         body, parsed = request()
+        chunks = response()
         out = replace(
             ex,
             url=url,
             request_headers=req_headers,
             request_body=body,
             response_headers=resp_headers,
-            response_chunks=response(),
+            response_chunks=self._cut_end(chunks)
+            if body_cut(ex.transport_error, ex.notes)
+            else chunks,
             transport_error=self._scrubber.scrub(ex.transport_error)
             if ex.transport_error
             else None,
@@ -361,6 +369,34 @@ class Redactor:
         out.forget_request_json()
         if body is ex.request_body and parsed is not None:
             out.set_request_json(parsed)  # unchanged: its parse is kept
+        return out
+
+    def _cut_at(self, text: str) -> int | None:
+        """Where a credential cut short by the end of ``text`` (a body cut mid-way) begins: after
+        ``Bearer`` or a credential's name, or the first characters of a value learned."""
+        found = [cut_credential(text), self._secrets.cut_at_end(text)]
+        return min((i for i in found if i is not None), default=None)
+
+    def _cut_end(self, chunks: Chunks) -> Chunks:
+        """A body cut mid-way (a reset, a compressed stream without its end) may end in the first
+        characters of a key: no format finds so few, and they are not the value learned. Its end
+        is masked from where :meth:`_cut_at` says one begins (``[REDACTED]`` in the chunk it
+        begins in; the chunks after it, holding only the rest of it, dropped)."""
+        body = b"".join(c for _, c in chunks)
+        tail = body[-4 * CUT_TAIL :]
+        text = tail.decode("utf-8", "surrogateescape")
+        start = self._cut_at(text)
+        if start is None:
+            return chunks
+        at = len(body) - len(tail) + len(text[:start].encode("utf-8", "surrogateescape"))
+        out: Chunks = []
+        pos = 0
+        for t, data in chunks:
+            if pos + len(data) <= at:
+                out.append((t, data))
+            elif pos <= at:
+                out.append((t, data[: at - pos] + REDACTED.encode()))
+            pos += len(data)
         return out
 
     def _request_body(self, ex: Exchange, notes: list[str]) -> Callable[[], tuple[bytes, Any]]:

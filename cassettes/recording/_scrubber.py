@@ -49,6 +49,20 @@ class Secrets:
         """``secret`` as it is (a span the scrub found, already judged one)."""
         self._values.add(secret)
 
+    def cut_at_end(self, text: str, shortest: int = 3) -> int | None:
+        """Where the first characters of a learned secret end ``text`` (a body cut in it), at
+        least ``shortest`` of them; ``None`` if none does."""
+        best: int | None = None
+        for secret in self._values:
+            window = text[-(len(secret) - 1) :] if len(secret) > shortest else ""
+            i = window.find(secret[:shortest])  # (each start of it, the longest first: one pass)
+            while i >= 0 and not secret.startswith(window[i:]):
+                i = window.find(secret[:shortest], i + 1)
+            if i >= 0:
+                at = len(text) - len(window) + i
+                best = at if best is None else min(best, at)
+        return best
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 

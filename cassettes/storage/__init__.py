@@ -33,11 +33,12 @@ _MODULES = {
     "_index": "BLOCK BODY_CACHE RecordIndex",
     "_source": "RecordSource",
     "_paths": (
-        "FileId Target UnsafePath check_dir check_input check_target describe open_append orphans "
+        "FileId Target UnsafePath check_input check_target describe open_append orphans "
         "process_start read_input reclaim_staged remove_if_same same_path staged write_new"
     ),
     "_mitmflow": "is_flow_file load_flows read_flows tnetstring_pop",
     "_vcr": "load_vcr read_vcr",
+    "_dirs": "check_dir",
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
@@ -52,13 +53,13 @@ if TYPE_CHECKING:
         record_to_exchange,
     )
     from cassettes.storage._delta import HistoryEncoder
+    from cassettes.storage._dirs import check_dir
     from cassettes.storage._index import BLOCK, BODY_CACHE, RecordIndex
     from cassettes.storage._mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
     from cassettes.storage._paths import (
         FileId,
         Target,
         UnsafePath,
-        check_dir,
         check_input,
         check_target,
         describe,

@@ -37,7 +37,6 @@ __all__ = [
     "FileId",
     "Target",
     "UnsafePath",
-    "check_dir",
     "check_input",
     "check_target",
     "describe",
@@ -471,28 +470,3 @@ def open_append(path: str | Path, what: str) -> tuple[int, bool]:
         raise UnsafePath(f"{what} {path} is {why}: looptap does not write to it")
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     return fd, created
-
-
-def check_dir(path: str | Path, what: str) -> Path:
-    """A directory looptap keeps files in (``--confdir``): created (mode 0700, with its parents)
-    when missing; refused unless it is a directory of this user (a link to one is followed: the
-    directory is what it names)."""
-    path = Path(path)
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise UnsafePath(f"{what} {path} cannot be created: {exc.strerror or exc}") from None
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise UnsafePath(f"{what} {path} cannot be checked: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise UnsafePath(f"{what} {path} is {describe(st)}, not a directory")
-    if st.st_uid != os.geteuid():
-        raise UnsafePath(
-            f"{what} {path} belongs to another user: looptap keeps its CA and files only in a "
-            "directory of its own"
-        )
-    return path

@@ -8,6 +8,12 @@ serializer) or as a parsed mapping under ``body`` itself; vcrpy 4's httpx respon
 gzip bodies with or without a truthful ``Content-Encoding``; header names in any case and values as
 lists or scalars; a whole SSE stream stored as one string; non-LLM calls mixed in. An imported
 stream is one chunk with no timing (vcrpy records none).
+
+LangChain's own cassettes (its partner packages' ``tests/cassettes/*.yaml.gz``, written by the
+serializer of ``langchain-tests``) are vcrpy's recording dumped as it is held, not as vcrpy writes
+it: two lists, ``requests`` and ``responses``, paired by position, instead of ``interactions``;
+the YAML gzip-compressed as a whole (or not). Their header values are often all masked
+(``**REDACTED**``, ``Content-Type`` too): the parsers tell a body's framing from the bytes.
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ from typing import Any
 import orjson
 import yaml
 
+from cassettes.bounds import MAX_DECODED_BYTES
 from cassettes.errors import ImportFormatError
-from cassettes.wire import Exchange, Headers, decode_exchange, header
+from cassettes.wire import Decoder, Exchange, Headers, OverBudget, decode_exchange, header
 
 __all__ = ["load_vcr", "read_vcr"]
 
@@ -172,16 +179,57 @@ def _check_yaml(data: bytes | str, name: str) -> None:
         return  # the loader reports it, with its own message
 
 
+def _gunzip(data: bytes, name: str) -> bytes:
+    """A gzip-compressed file's content (LangChain's ``.yaml.gz``), at most
+    :data:`~cassettes.bounds.MAX_DECODED_BYTES`; a file cut short or past the budget is refused."""
+    dec = Decoder("gzip")
+    try:
+        out = b"".join(dec.feed(data[i : i + (1 << 20)]) for i in range(0, len(data), 1 << 20))
+    except OverBudget:
+        raise ImportFormatError(
+            f"{name}: gzip data decompresses past {MAX_DECODED_BYTES >> 20} MiB; not loaded"
+        ) from None
+    except Exception as exc:
+        raise ImportFormatError(f"{name}: damaged gzip data ({exc}); not loaded") from None
+    if not dec.finished:
+        raise ImportFormatError(f"{name}: gzip data cut short; not loaded")
+    return out
+
+
+def _interactions(doc: Any, name: str) -> list[Any]:
+    """vcrpy's ``interactions``, or LangChain's ``requests`` and ``responses`` paired by position (a
+    request left without its response is imported with a note saying so)."""
+    if isinstance(doc, dict) and isinstance(doc.get("interactions"), list):
+        return list(doc["interactions"])
+    if isinstance(doc, dict) and isinstance(doc.get("requests"), list):
+        responses = doc.get("responses")
+        if not isinstance(responses, list):
+            raise ImportFormatError(f"{name}: a 'requests' list without its 'responses' list")
+        if len(responses) > len(doc["requests"]):
+            raise ImportFormatError(
+                f"{name}: {len(responses)} responses to {len(doc['requests'])} requests"
+            )
+        return [
+            {"request": req, "response": responses[i] if i < len(responses) else None}
+            for i, req in enumerate(doc["requests"])
+        ]
+    raise ImportFormatError(
+        f"{name}: not a vcrpy cassette (no 'interactions' list, nor LangChain's 'requests' and "
+        "'responses')"
+    )
+
+
 def read_vcr(data: bytes | str, name: str = "<vcr>") -> Iterator[Exchange]:
-    """Exchanges of a vcrpy YAML cassette. Raises :class:`ImportFormatError` if it is not one."""
+    """Exchanges of a vcrpy YAML cassette, or of LangChain's (gzipped or not). Raises
+    :class:`ImportFormatError` if it is neither."""
+    if isinstance(data, bytes) and data[:2] == b"\x1f\x8b":
+        data = _gunzip(data, name)
     _check_yaml(data, name)
     try:
         doc = yaml.load(data, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise ImportFormatError(f"{name}: not valid YAML: {str(exc).splitlines()[0]}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("interactions"), list):
-        raise ImportFormatError(f"{name}: not a vcrpy cassette (no 'interactions' list)")
-    for i, item in enumerate(doc["interactions"]):
+    for i, item in enumerate(_interactions(doc, name)):
         yield _exchange(item, i)
 
 

@@ -20,7 +20,7 @@ from cassettes.lazy import on_first_use
 # Each name with the private module that defines it, loaded on first use.
 _MODULES = {
     "_exchange": "AGENT_CLOSED NEXT_TURN UNSET Exchange Headers cut_by_client header",
-    "_decoding": "Decoder OverBudget decode_chunks decode_exchange salvage",
+    "_decoding": "Decoder OverBudget body_cut decode_chunks decode_exchange salvage",
     "_framing": (
         "Chunk Event Framed frame is_aws_eventstream parse_aws_eventstream parse_sse "
         "reseal_aws_eventstream"
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from cassettes.wire._decoding import (
         Decoder,
         OverBudget,
+        body_cut,
         decode_chunks,
         decode_exchange,
         salvage,
@@ -112,6 +113,7 @@ __all__ = [
     "MissVerdict",
     "OverBudget",
     "authentic",
+    "body_cut",
     "checked",
     "client_body",
     "cut_by_client",

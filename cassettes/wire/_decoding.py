@@ -29,7 +29,9 @@ from cassettes.bounds import MAX_DECODED_BYTES
 from cassettes.wire._exchange import Exchange
 
 __all__ = [
+    "CUT_SHORT",
     "OverBudget",
+    "body_cut",
     "decode_chunks",
     "salvage",
 ]
@@ -41,6 +43,16 @@ Chunk = tuple[float | None, bytes]
 _ZSTD_SLICE = 512
 #: The largest zstd window accepted (RFC 9659: HTTP's zstd decoders need no more than 8 MiB).
 _ZSTD_WINDOW = 8 << 20
+
+
+#: What the note on a body whose compressed stream has no end says (the body decoded is a prefix).
+CUT_SHORT = "body is cut short"
+
+
+def body_cut(transport_error: str | None, notes: Sequence[str]) -> bool:
+    """Whether a response's body ends before its end: cut in transit (``transport_error``) or a
+    compressed stream without its end (a note says :data:`CUT_SHORT`)."""
+    return transport_error is not None or any(CUT_SHORT in n for n in notes)
 
 
 class OverBudget(ValueError):
@@ -266,7 +278,7 @@ def _decode_one(
             notes.append(f"{enc} body is cut before any of it could be decoded; kept as received")
             return DecodeResult(list(chunks), None, notes)
         notes.append(
-            f"{enc} body is cut short (its compressed stream "
+            f"{enc} {CUT_SHORT} (its compressed stream "
             f"has no end); the {total} bytes decoded are kept"
         )
     return DecodeResult(out, enc, notes)

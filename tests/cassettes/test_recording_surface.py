@@ -15,8 +15,8 @@ import cassettes.recording as recording
 EXPORTED = [
     "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "WINDOW",
     "CassetteWriter", "Redactor", "WsSession",
-    "credential_values", "default_detector", "detector", "looks_secret", "secret_name",
-    "stream_texts",
+    "credential_values", "cut_credential", "default_detector", "detector", "looks_secret",
+    "secret_name", "stream_texts",
 ]  # fmt: skip
 
 

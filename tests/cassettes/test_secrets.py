@@ -972,3 +972,25 @@ def test_a_letters_only_token_under_a_token_key_is_redacted() -> None:
         "color",
     ):
         assert not looks_secret(name), name
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "kept"),
+    [
+        ("x-amzn-bedrock-input-token-count", "17", True),  # a usage count (InvokeModel)
+        ("X-Amzn-Bedrock-Cache-Read-Input-Token-Count", "0", True),
+        ("x-ratelimit-remaining-tokens", "149984", True),
+        ("anthropic-ratelimit-input-tokens-reset", "2026-11-27T00:00:00Z", True),
+        ("x-amzn-bedrock-input-token-count", "tkn_4f9aQ2LmZx81", False),  # not a count: masked
+        ("x-auth-token-count", "12", False),  # a credential's word beside the counter's
+        ("x-session-token", "4f9aQ2LmZx81Kd7Pq0", False),
+        ("x-custom-auth-token", "abc", False),
+        ("x-token-counter", "abcdef1234567890", False),  # "counter" is not the count word
+    ],
+)
+def test_token_counters_are_kept_and_tokens_are_not(name: str, value: str, kept: bool) -> None:
+    """Issue 69 item 4: InvokeModel's usage headers were masked for the word "token" in their
+    names (usage lost, a false A.usage_missing). A counter of tokens is kept when no credential
+    word stands beside it and, for a count, its value is a number."""
+    (got,) = Redactor().headers([(name, value)])
+    assert (got[1] == value) is kept, got

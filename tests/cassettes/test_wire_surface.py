@@ -16,10 +16,10 @@ EXPORTED = [
     "NEXT_TURN", "NOTE_HEADER", "OWN_RESPONSE_HEADERS", "REPLAY_HEADER", "UNSET",
     "Chunk", "Decoder", "Event", "Exchange", "Framed", "Headers", "MissNote", "MissVerdict",
     "OverBudget",
-    "authentic", "checked", "client_body", "cut_by_client", "decode_chunks", "decode_exchange",
-    "frame", "from_header", "header", "is_aws_eventstream", "item_of", "mark", "new_key",
-    "parse_aws_eventstream", "parse_sse", "read_miss", "reseal_aws_eventstream", "salvage",
-    "seal", "to_header", "without_own",
+    "authentic", "body_cut", "checked", "client_body", "cut_by_client", "decode_chunks",
+    "decode_exchange", "frame", "from_header", "header", "is_aws_eventstream", "item_of", "mark",
+    "new_key", "parse_aws_eventstream", "parse_sse", "read_miss", "reseal_aws_eventstream",
+    "salvage", "seal", "to_header", "without_own",
 ]  # fmt: skip
 
 

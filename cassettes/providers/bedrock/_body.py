@@ -5,6 +5,7 @@ the stream reader (:mod:`cassettes.providers.bedrock._stream`) and InvokeModel
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
@@ -12,6 +13,7 @@ import orjson
 
 from cassettes.models import (
     FinishReason,
+    NormalisedResponse,
     Part,
     ToolResult,
     ToolSpec,
@@ -225,6 +227,8 @@ def part_of(block: Any) -> Part:
             ),
             provider_details={"type": tr["type"]} if tr.get("type") else None,
         )
+    if isinstance(block.get("citationsContent"), dict):
+        return _cited(block["citationsContent"])
     if isinstance(block.get("reasoningContent"), dict):
         rc = block["reasoningContent"]
         rt = as_obj(rc.get("reasoningText"))
@@ -238,6 +242,31 @@ def part_of(block: Any) -> Part:
         if key in block:
             return _media(block, key)
     return Part(kind="other", provider_details={"block": block})
+
+
+def error_type_header(response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+    """An error answered without a body (an InvokeModel or Converse 4xx sent empty) still says
+    what it is in ``x-amzn-ErrorType`` (``ValidationException:http://internal…``): its type."""
+    err = response.error
+    raw = header("x-amzn-errortype")
+    if err is not None and err.type is None and raw:
+        err.type = raw.split(":", 1)[0].strip()[:200] or None
+
+
+def _cited(cc: dict[str, Any]) -> Part:
+    """A ``citationsContent`` block: the text the model wrote (``content``: ``[{"text"}]``, read
+    whole) with the sources it cites kept beside it (``citations``)."""
+    content = cc.get("content")
+    pieces = content if isinstance(content, list) else []
+    text = "".join(
+        p["text"] for p in pieces if isinstance(p, dict) and isinstance(p.get("text"), str)
+    )
+    citations = cc.get("citations")
+    return Part(
+        kind="text",
+        text=text,
+        provider_details={"citations": citations} if citations else None,
+    )
 
 
 def tools_of(tool_config: Any) -> list[ToolSpec]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult
 
@@ -30,6 +31,7 @@ from cassettes.providers.bedrock._body import (
     STRUCTURAL,
     converse_finish,
     details_of,
+    error_type_header,
     model_action,
     part_of,
     tool_choice_of,
@@ -149,3 +151,8 @@ class BedrockConverse(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return ConverseStream().read(framed)
+
+    def add_header_facts(
+        self, response: NormalisedResponse, header: Callable[[str], str | None]
+    ) -> None:
+        error_type_header(response, header)

@@ -31,6 +31,7 @@ from cassettes.providers._base import (
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.anthropic import AnthropicComplete, complete_request, complete_response
 from cassettes.providers.bedrock._body import (
+    error_type_header,
     guardrail_only_masked,
     model_action,
     priced_model,
@@ -237,6 +238,7 @@ class BedrockInvoke(Provider):
     def add_header_facts(
         self, response: NormalisedResponse, header: Callable[[str], str | None]
     ) -> None:
+        error_type_header(response, header)
         response.usage = metrics_usage(
             response.usage,
             {

@@ -99,6 +99,9 @@ class ConverseStream(StreamParts):
         if isinstance(delta.get("text"), str):
             st = self.block(idx, "text")
             st["text"] = st.get("text", "") + delta["text"]
+        elif isinstance(delta.get("citation"), dict):
+            # A cited passage: its text comes in the block's text deltas, before or after this.
+            self.block(idx, "text").setdefault("citations", []).append(delta["citation"])
         elif isinstance(delta.get("toolUse"), dict):
             st = self.block(idx, "toolUse")
             piece = delta["toolUse"].get("input")
@@ -166,7 +169,12 @@ def _reasoning_delta(st: Block, rc: Block) -> None:
 def _stream_part(st: Block) -> Part:
     kind = st["kind"]
     if kind == "text":
-        return Part(kind="text", text=st.get("text", ""))
+        cites = st.get("citations")
+        return Part(
+            kind="text",
+            text=st.get("text", ""),
+            provider_details={"citations": cites} if cites else None,
+        )
     if kind == "toolUse":
         start = st.get("start") or {}
         call_kind = "server" if start.get("type") == "server_tool_use" else "function"

@@ -450,7 +450,7 @@ def test_exception_frame_mid_stream() -> None:
 
 def test_unknown_event_and_delta_kept() -> None:
     odd = _frame(
-        "contentBlockDelta", {"contentBlockIndex": 2, "delta": {"citation": {"title": "t"}}}
+        "contentBlockDelta", {"contentBlockIndex": 2, "delta": {"hologram": {"title": "t"}}}
     )
     resp = _stream(
         _START,

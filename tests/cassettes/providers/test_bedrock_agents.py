@@ -67,6 +67,8 @@ for op, kwargs in json.loads(sys.argv[2]):
 class _Fake(BaseHTTPRequestHandler):
     script: ClassVar[list[tuple[int, list[tuple[str, str]], bytes]]] = []
     seen: ClassVar[list[Exchange]] = []
+    #: The service the fake stands for (the URL its exchanges are recorded under).
+    upstream: ClassVar[str] = UPSTREAM
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -80,7 +82,7 @@ class _Fake(BaseHTTPRequestHandler):
         self.seen.append(
             Exchange(
                 "POST",
-                UPSTREAM + self.path,
+                self.upstream + self.path,
                 req,
                 body,
                 status=status,
@@ -100,11 +102,11 @@ class _Fake(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def fake() -> Iterator[tuple[str, type[_Fake]]]:
+def serve_fake(upstream: str = UPSTREAM) -> Iterator[tuple[str, type[_Fake]]]:
+    """A loopback fake standing for the AWS service at ``upstream`` (skipped without boto3)."""
     if not CLIENTS_PYTHON.exists():
         pytest.skip("no .venv-clients (boto3)")
-    handler = type("Fake", (_Fake,), {"script": [], "seen": []})
+    handler = type("Fake", (_Fake,), {"script": [], "seen": [], "upstream": upstream})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -114,15 +116,28 @@ def fake() -> Iterator[tuple[str, type[_Fake]]]:
         server.server_close()
 
 
-def _boto(url: str, *calls: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
+@pytest.fixture
+def fake() -> Iterator[tuple[str, type[_Fake]]]:
+    yield from serve_fake()
+
+
+def run_boto(
+    client: str, url: str, *calls: tuple[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """What boto3 read: each call of ``calls`` made by the ``client`` script against ``url``, one
+    JSON line each."""
     out = subprocess.run(
-        [str(CLIENTS_PYTHON), "-c", _CLIENT, url, json.dumps(calls)],
+        [str(CLIENTS_PYTHON), "-c", client, url, json.dumps(calls)],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
     return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def _boto(url: str, *calls: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return run_boto(_CLIENT, url, *calls)
 
 
 def _rt(ex: Exchange) -> RoundTrip:

@@ -15,7 +15,7 @@ EXPORTED = [
     "REVERSE_UPSTREAMS", "WS_TURN",
     "Call", "Chaining", "Profile", "Provider", "Rendered", "WsTurns",
     "by_family", "chat_ids", "detect", "exchange", "from_parts", "is_llm_host", "is_ws_turn",
-    "link_items", "reset_at", "start_advice", "versioned_path",
+    "link_items", "masked_endpoint", "reset_at", "start_advice", "versioned_path",
 ]  # fmt: skip
 
 #: The adapters' modules and packages (the registry's table names them): the public modules.
