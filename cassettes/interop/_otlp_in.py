@@ -23,9 +23,9 @@ from typing import Any
 from cassettes.errors import ImportFormatError
 from cassettes.hints import count
 from cassettes.interop._otlp_merge import merged
-from cassettes.interop._otlp_numbered import numbered
+from cassettes.interop._otlp_numbered import numbered, numbered_tools
 from cassettes.interop._otlp_openinference import openinference, openinference_tools
-from cassettes.interop._otlp_spans import attributes, json_attribute, read_spans, span_id
+from cassettes.interop._otlp_spans import SCOPE, attributes, json_attribute, read_spans, span_id
 from cassettes.providers import REBUILT, Call, chat_ids, from_parts
 
 __all__ = ["otlp_calls"]
@@ -114,6 +114,7 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
     events = {e.get("name") for e in span.get("events") or [] if isinstance(e, dict)}
     return (
         op in _CALL_OPS
+        or a.get("llm.request.type") in ("chat", "completion")  # openllmetry before 0.50
         or "gen_ai.input.messages" in a
         or any(str(e).startswith("gen_ai.") for e in events)
     )
@@ -148,7 +149,9 @@ def _call(span: dict[str, Any]) -> Call | None:
         call.notes.append(f"imported: a {a['looptap.family']} call, rebuilt as OpenAI Chat")
     _content(call, inputs, system, output)
     tools = json_attribute(a.get("gen_ai.tool.definitions"))
-    _tools(call, tools if isinstance(tools, list) else openinference_tools(a), a)
+    if not isinstance(tools, list):
+        tools = openinference_tools(a) if oi else numbered_tools(a)
+    _tools(call, tools, a)
     _metadata(call, a, span, finish)
     call.given.discard("")
     return call
@@ -190,8 +193,8 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
     if isinstance(raw, str) and raw and raw != "unknown":
         call.finish = _FINISH.get(call.family, {}).get(raw, raw)
         call.given.add("finish_reason")
-    _params(call, a)
-    usage = {k: a.get(semconv, a.get(oi)) for k, (semconv, oi) in _USAGE.items()}
+    _params(call, a, span)
+    usage = {k: next((a[n] for n in names if a.get(n) is not None), None) for k, names in _USAGE.items()}
     call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
     if call.usage:
         call.given.add("usage")
@@ -221,17 +224,23 @@ def _served(call: Call, a: dict[str, Any]) -> None:
 
 #: The usage counts: the GenAI conventions' attribute, else OpenInference's.
 _USAGE = {
-    "input_tokens": ("gen_ai.usage.input_tokens", "llm.token_count.prompt"),
-    "output_tokens": ("gen_ai.usage.output_tokens", "llm.token_count.completion"),
+    "input_tokens": (
+        "gen_ai.usage.input_tokens", "llm.token_count.prompt", "gen_ai.usage.prompt_tokens"
+    ),
+    "output_tokens": (
+        "gen_ai.usage.output_tokens", "llm.token_count.completion", "gen_ai.usage.completion_tokens"
+    ),
     "cache_read": (
         "gen_ai.usage.cache_read.input_tokens",
         "llm.token_count.prompt_details.cache_read",
+        "gen_ai.usage.cache_read_input_tokens",
     ),
     "cache_write": (
         "gen_ai.usage.cache_creation.input_tokens",
         "llm.token_count.prompt_details.cache_write",
+        "gen_ai.usage.cache_creation_input_tokens",
     ),
-}
+}  # fmt: skip
 
 
 def _timing(call: Call, span: dict[str, Any]) -> None:
@@ -276,7 +285,11 @@ _API_PARAMS = {
 }
 
 
-def _params(call: Call, a: dict[str, Any]) -> None:
+#: Scopes whose spans carry the stream flag only on a call that streams (no flag: not streamed).
+_FLAGS_A_STREAM_ONLY = {"com.anthropic.sdk.python"}
+
+
+def _params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
     """The sampling parameters and the stream flag the trace kept, put back in the request: the
     API's own parameters only (a ``null`` is a parameter not sent)."""
     invoked = json_attribute(a.get("llm.invocation_parameters"))  # OpenInference: the request's own
@@ -301,7 +314,8 @@ def _params(call: Call, a: dict[str, Any]) -> None:
         invoked.get("streaming"),  # LangChain's setting
     )
     call.stream = any(f is True for f in flags)
-    if all(f is None for f in flags):
+    said = "llm.invocation_parameters" in a or span.get(SCOPE) in _FLAGS_A_STREAM_ONLY
+    if all(f is None for f in flags) and not said:  # (invocation parameters: the request's own)
         call.inferred.add("stream")  # the trace does not say (pydantic-ai, OTel contrib openai-v2)
     if not call.stream:
         call.params.pop("stream_options", None)

@@ -11,10 +11,11 @@ from typing import Any
 
 from cassettes.interop._otlp_spans import json_attribute
 
-__all__ = ["numbered"]
+__all__ = ["numbered", "numbered_tools"]
 
 _KEY = re.compile(r"gen_ai\.(prompt|completion)\.(\d+)\.(.+)")
 _CALL = re.compile(r"tool_calls\.(\d+)\.(.+)")
+_TOOL = re.compile(r"llm\.request\.functions\.(\d+)\.(name|description|parameters|input_schema)")
 
 
 def _message(msg: dict[str, Any]) -> dict[str, Any]:
@@ -63,3 +64,17 @@ def numbered(a: dict[str, Any]) -> tuple[list[Any] | None, list[Any] | None]:
     inputs = [_message(m) for _, m in sorted(sides["prompt"].items())]
     outputs = [_message(m) for _, m in sorted(sides["completion"].items())]
     return inputs or None, outputs or None
+
+
+def numbered_tools(a: dict[str, Any]) -> list[dict[str, Any]]:
+    """``llm.request.functions.N.{name,description,parameters}`` (``input_schema`` for
+    Anthropic) as semconv tool definitions."""
+    tools: dict[int, dict[str, Any]] = {}
+    for key, value in a.items():
+        m = _TOOL.fullmatch(key)
+        if m is not None:
+            field = m.group(2)
+            tools.setdefault(int(m.group(1)), {})[field] = (
+                json_attribute(value) if field in ("parameters", "input_schema") else value
+            )
+    return [t for _, t in sorted(tools.items())]
