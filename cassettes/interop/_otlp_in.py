@@ -194,7 +194,7 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
         call.finish = _FINISH.get(call.family, {}).get(raw, raw)
         call.given.add("finish_reason")
     _params(call, a, span)
-    usage = {k: next((a[n] for n in names if a.get(n) is not None), None) for k, names in _USAGE.items()}
+    usage = {k: next((a[n] for n in ns if a.get(n) is not None), None) for k, ns in _USAGE.items()}
     call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
     if call.usage:
         call.given.add("usage")

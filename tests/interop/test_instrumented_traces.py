@@ -146,7 +146,7 @@ def test_the_older_openllmetry_attributes_are_content(
 
 def _fork(trace: Path, tmp_path: Path, agent: list[str]) -> tuple[Any, ScriptedUpstream]:
     env = clean_env(OPENAI_API_KEY="sk-test-fork", ANTHROPIC_API_KEY="sk-ant-test-fork")
-    up = ["--upstream", f"openai=URL", "--upstream", f"anthropic=URL"]
+    up = ["--upstream", "openai=URL", "--upstream", "anthropic=URL"]
     with ScriptedUpstream(new_model_route, validate=True) as fake:
         argv = [
             *RECORDER, "run", "--from", f"{trace}@turn=2", "-o", str(tmp_path / "branch.jsonl"),
@@ -167,9 +167,7 @@ SDK_KINDS = {
 
 @needs_recorder
 @pytest.mark.parametrize("kind", list(SDK_KINDS))
-def test_a_fork_at_turn_2_of_an_imported_trace_serves_the_prefix(
-    kind: str, tmp_path: Path
-) -> None:
+def test_a_fork_at_turn_2_of_an_imported_trace_serves_the_prefix(kind: str, tmp_path: Path) -> None:
     """``run --from IMPORTED@turn=2`` with the agent that made the trace: the 2 turns before the
     cursor served from the trace's answers, only turn 2 live, exit 0."""
     trace = imported(kind, tmp_path)
@@ -199,7 +197,7 @@ def test_a_fork_of_the_langchain_trace(tmp_path: Path) -> None:
     assert len(fake.log) == 4 and proc.stdout.count("NEW MODEL") == 4, proc.stdout
 
 
-REPLAYED = '''
+REPLAYED = """
 import sys
 sys.path.insert(0, {agent_dir!r})
 import pytest
@@ -211,7 +209,7 @@ def test_weather(looptap):
     for label, agent in sorted(AGENTS.items()):
         assert "Sunny in Paris and Lyon." in agent(), label
     assert len(looptap.run.turns) == 12
-'''
+"""
 
 
 @pytest.mark.parametrize("kind", ["openllmetry", "openinference"])
