@@ -189,6 +189,12 @@ FRAMEWORKS_PYTHON = os.environ.get("LOOPTAP_TRACES_PYTHON")
     reason="LOOPTAP_TRACES_PYTHON: an environment with langchain-openai/-anthropic "
     "(tests/interop/traces/requirements.txt)",
 )
+@pytest.mark.xfail(
+    strict=True,
+    reason="langchain-anthropic sends is_error: false on each tool_result, which the trace does not "
+    "keep: the anthropic conversations go live at turn 1 (matching does not yet tolerate what the "
+    "import marks inferred; issue 69 item 3)",
+)
 def test_a_fork_of_the_langchain_trace(tmp_path: Path) -> None:
     trace = imported("openinference-langchain", tmp_path)
     agent = [str(FRAMEWORKS_PYTHON), str(FRAMEWORKS), "langchain"]
