@@ -178,12 +178,29 @@ def _content(
         _, out = from_parts(call.family, [{"role": "assistant", **output}])
         call.output = {k: v for k, v in (out[-1] if out else {}).items() if k != "role"}
         call.given.add("output")
+    parts = [p for m in inputs or [] for p in _listed(m.get("parts"))]
+    if call.family == "openai_chat" and any(
+        isinstance(p, dict) and p.get("type") == "tool_call" for p in parts
+    ):
+        # the history's calls as the model spelled them (or as an object): an agent may send
+        # them back spelled its own way (pydantic-ai re-serialises them)
+        call.inferred.add("arguments text")
+    blocks = [b for m in call.messages for b in _listed(m.get("content"))]
+    if call.family == "anthropic" and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" and "is_error" not in b
+        for b in blocks
+    ):
+        call.inferred.add("tool_result.is_error")  # an SDK may send is_error: false
     if call.family == "openai_chat":  # ids the trace left out, as the next call will name them
         said = chat_ids(
             [*call.messages, {"role": "assistant", **(call.output or {})}], call.inferred
         )
         call.messages = said[:-1]
         call.output = {k: v for k, v in said[-1].items() if k != "role"} if call.output else None
+
+
+def _listed(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
 
 
 def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) -> None:
@@ -306,6 +323,8 @@ def _params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
         key = keys[call.family == "anthropic"]
         if value is not None and key is not None:
             call.params[key] = value
+            if key == "max_tokens" and call.family == "openai_chat":
+                call.inferred.add("max_tokens name")  # or max_completion_tokens: not said
     flags = (
         a.get("gen_ai.request.stream"),  # the semconv's, the anthropic SDK's own span
         a.get("gen_ai.is_streaming"),  # openllmetry

@@ -162,6 +162,7 @@ SDK_KINDS = {
     "openllmetry": (),
     "openinference": (),
     "openllmetry-legacy": ("openai", "openai-stream", "anthropic"),
+    "openai-v2": ("openai", "openai-stream"),  # no stream flag, no tools in its trace
 }
 
 
@@ -186,21 +187,71 @@ FRAMEWORKS_PYTHON = os.environ.get("LOOPTAP_TRACES_PYTHON")
 @needs_recorder
 @pytest.mark.skipif(
     not FRAMEWORKS_PYTHON,
-    reason="LOOPTAP_TRACES_PYTHON: an environment with langchain-openai/-anthropic "
-    "(tests/interop/traces/requirements.txt)",
+    reason="LOOPTAP_TRACES_PYTHON: an environment made from tests/interop/traces/requirements.txt "
+    "(LangChain, pydantic-ai)",
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="langchain-anthropic sends is_error: false on each tool_result, which the trace does not "
-    "keep: the anthropic conversations go live at turn 1 (matching does not yet tolerate what the "
-    "import marks inferred; issue 69 item 3)",
+@pytest.mark.parametrize(
+    ("kind", "framework"),
+    [("openinference-langchain", "langchain"), ("pydantic-ai", "pydantic-ai")],
 )
-def test_a_fork_of_the_langchain_trace(tmp_path: Path) -> None:
-    trace = imported("openinference-langchain", tmp_path)
-    agent = [str(FRAMEWORKS_PYTHON), str(FRAMEWORKS), "langchain"]
+def test_a_fork_at_turn_2_of_a_frameworks_trace(kind: str, framework: str, tmp_path: Path) -> None:
+    """The LangChain and pydantic-ai agents forked from their imported traces: what the trace does
+    not keep (langchain-anthropic's ``is_error: false``, pydantic-ai's ``tool_choice``, its
+    ``max_completion_tokens``, its re-spelled arguments, whether a call streamed) is no miss, and
+    a streamed call the trace did not flag gets its answer as a stream."""
+    trace = imported(kind, tmp_path)
+    agent = [str(FRAMEWORKS_PYTHON), str(FRAMEWORKS), framework]
     proc, fake = _fork(trace, tmp_path, agent)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert len(fake.log) == 4 and proc.stdout.count("NEW MODEL") == 4, proc.stdout
+    assert all(len(x.request.tool_results()) == 2 for x in fake.log)
+
+
+def _recorded_requests(kind: str) -> list[Any]:
+    from cassettes.reading import open_run
+
+    return list(open_run(TRACES / f"{kind}.run.jsonl", whole=True).exchanges)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_request_the_agent_sent_is_answered_by_the_imported_run(
+    kind: str, tmp_path: Path
+) -> None:
+    """Replay's matcher on the imported run, given the requests the agent really sent (the
+    recording of the same run): each is answered by its own call, a field looptap inferred never
+    the reason for a miss; what was left out of the comparison is on the record."""
+    from cassettes.matching import Matcher
+    from cassettes.reading import open_run
+
+    matcher = Matcher(open_run(imported(kind, tmp_path), whole=True).exchanges)
+    for ex in _recorded_requests(kind):
+        found = matcher.match(ex.method, ex.url, ex.request_headers, ex.request_body)
+        assert not hasattr(found, "reason"), (ex.url, getattr(found, "reason", ""))
+    assert matcher.count_unplayed() == 0
+    inferred = {t.path for ts in matcher.tolerated.values() for t in ts if t.detector == "inferred"}
+    if kind == "pydantic-ai":
+        assert ("tool_choice",) in inferred and ("max_completion_tokens",) in inferred
+
+
+def test_only_what_was_inferred_is_left_out(tmp_path: Path) -> None:
+    """A parameter the trace kept (max_tokens, sent as max_completion_tokens), changed, and a
+    changed message are misses still; a parameter the trace has no word of is not."""
+    from cassettes.matching import Matcher
+    from cassettes.reading import open_run
+
+    ex = _recorded_requests("pydantic-ai")[0]
+    body = orjson.loads(ex.request_body)
+    rome = [*body["messages"][:-1], {"role": "user", "content": "Rome?"}]
+    cases = [
+        ({**body, "max_completion_tokens": 999}, False),
+        ({**body, "messages": rome}, False),
+        ({**body, "temperature": 0.5}, True),
+    ]
+    run = imported("pydantic-ai", tmp_path)
+    for changed, answered in cases:
+        matcher = Matcher(open_run(run, whole=True).exchanges)
+        found = matcher.match(ex.method, ex.url, ex.request_headers, orjson.dumps(changed))
+        assert hasattr(found, "reason") is not answered, changed
 
 
 REPLAYED = """
