@@ -25,6 +25,7 @@ recording has (a handful: one per set of marks and recorded keys).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,34 +98,22 @@ def _tool(t: Any) -> Any:
     return t
 
 
-def _no_false_is_error(messages: Any) -> Any:
+def _each(messages: Any, key: str, change: Callable[[Any], Any]) -> Any:
+    """``messages`` with each item of each message's list ``key`` changed by ``change``."""
     if not isinstance(messages, list):
         return messages
-    out = []
-    for m in messages:
-        content = m.get("content") if isinstance(m, dict) else None
-        if isinstance(content, list):
-            content = [
-                {k: v for k, v in b.items() if not (k == "is_error" and v is False)}
-                if isinstance(b, dict) and b.get("type") == "tool_result"
-                else b
-                for b in content
-            ]
-            m = {**m, "content": content}
-        out.append(m)
-    return out
+    return [
+        {**m, key: [change(x) for x in m[key]]}
+        if isinstance(m, dict) and isinstance(m.get(key), list)
+        else m
+        for m in messages
+    ]
 
 
-def _parsed_arguments(messages: Any) -> Any:
-    if not isinstance(messages, list):
-        return messages
-    out = []
-    for m in messages:
-        calls = m.get("tool_calls") if isinstance(m, dict) else None
-        if isinstance(calls, list):
-            m = {**m, "tool_calls": [_call_parsed(c) for c in calls]}
-        out.append(m)
-    return out
+def _no_false_is_error(b: Any) -> Any:
+    if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("is_error") is False:
+        return {k: v for k, v in b.items() if k != "is_error"}
+    return b
 
 
 def _call_parsed(c: Any) -> Any:
@@ -149,7 +138,7 @@ def reduced(body: Any, p: Profile) -> Any:
     if p.schemas and isinstance(out.get("tools"), list):
         out["tools"] = [_tool(t) for t in out["tools"]]
     if p.is_error and "messages" in out:
-        out["messages"] = _no_false_is_error(out["messages"])
+        out["messages"] = _each(out["messages"], "content", _no_false_is_error)
     if p.arguments and "messages" in out:
-        out["messages"] = _parsed_arguments(out["messages"])
+        out["messages"] = _each(out["messages"], "tool_calls", _call_parsed)
     return out

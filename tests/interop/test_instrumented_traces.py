@@ -298,3 +298,21 @@ def test_why_runs_on_an_imported_trace(tmp_path: Path, capsys: pytest.CaptureFix
     out = capsys.readouterr()
     assert code == 0, out.err[-3000:]
     assert out.out.strip()
+
+
+def test_no_content_is_said_of_the_round_trips_that_have_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A span of a call the instrumentation did not trace (the anthropic SDK's own, alone) is
+    metadata only; the import says so of it, not of the run."""
+    doc = orjson.loads((TRACES / "openllmetry.otlp.json").read_bytes())
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            if ss["scope"]["name"] == "opentelemetry.instrumentation.anthropic":
+                ss["spans"] = ss["spans"][1:]  # one call the instrumentation missed
+    src = tmp_path / "partial.otlp.json"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    capsys.readouterr()
+    assert main(["import", str(src), "-o", str(tmp_path / "partial.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "12 round trips" in out and "1 of 12 round trips without message content" in out, out
