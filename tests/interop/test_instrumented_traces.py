@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
+from tests.interop.cassette_files import REPO
 from tests.interop.test_import_traces import show_json
 from tests.replay.test_fork import AGENT as FORK_AGENT
 from tests.replay.test_fork import new_model_route
@@ -181,7 +182,10 @@ def test_a_fork_at_turn_2_of_an_imported_trace_serves_the_prefix(kind: str, tmp_
     assert proc.stdout.count("NEW MODEL") == n, proc.stdout
 
 
-FRAMEWORKS_PYTHON = os.environ.get("LOOPTAP_TRACES_PYTHON")
+_TRACES_VENV = REPO / ".venv-traces" / "bin" / "python"  # .ci/run makes it
+FRAMEWORKS_PYTHON = os.environ.get("LOOPTAP_TRACES_PYTHON") or (
+    str(_TRACES_VENV) if _TRACES_VENV.exists() else None
+)
 
 
 @needs_recorder
