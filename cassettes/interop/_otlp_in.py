@@ -24,8 +24,14 @@ from cassettes.errors import ImportFormatError
 from cassettes.hints import count
 from cassettes.interop._otlp_merge import merged
 from cassettes.interop._otlp_numbered import numbered, numbered_tools
-from cassettes.interop._otlp_openinference import openinference, openinference_tools
-from cassettes.interop._otlp_spans import SCOPE, attributes, json_attribute, read_spans, span_id
+from cassettes.interop._otlp_openinference import (
+    echoed_tools,
+    openinference,
+    openinference_tools,
+    response_echo,
+)
+from cassettes.interop._otlp_params import params
+from cassettes.interop._otlp_spans import attributes, json_attribute, read_spans, span_id
 from cassettes.providers import REBUILT, Call, chat_ids, from_parts
 
 __all__ = ["otlp_calls"]
@@ -127,7 +133,7 @@ def _family(a: dict[str, Any]) -> str:
         return str(fam)
     provider = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or "")
     provider = (provider or str(a.get("llm.provider") or a.get("llm.system") or "")).lower()
-    if str(a.get("url.full") or "").split("?")[0].endswith("/responses"):
+    if str(a.get("url.full") or "").split("?")[0].endswith("/responses") or response_echo(a):
         return "openai_responses"
     if provider in ("gcp.gemini", "gcp.vertex_ai", "gemini", "google", "vertex_ai"):
         return "gemini"
@@ -150,7 +156,7 @@ def _call(span: dict[str, Any]) -> Call | None:
     _content(call, inputs, system, output)
     tools = json_attribute(a.get("gen_ai.tool.definitions"))
     if not isinstance(tools, list):
-        tools = openinference_tools(a) if oi else numbered_tools(a)
+        tools = (openinference_tools(a) or echoed_tools(a)) if oi else numbered_tools(a)
     _tools(call, tools, a)
     _metadata(call, a, span, finish)
     call.given.discard("")
@@ -210,7 +216,7 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
     if isinstance(raw, str) and raw and raw != "unknown":
         call.finish = _FINISH.get(call.family, {}).get(raw, raw)
         call.given.add("finish_reason")
-    _params(call, a, span)
+    params(call, a, span)
     usage = {k: next((a[n] for n in ns if a.get(n) is not None), None) for k, ns in _USAGE.items()}
     call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
     if call.usage:
@@ -269,79 +275,6 @@ def _timing(call: Call, span: dict[str, Any]) -> None:
     if t0 > 0:
         call.started, call.duration = t0 / 1e9, max(0, t1 - t0) / 1e9 if t1 >= t0 else None
         call.given.add("timing")
-
-
-#: ``gen_ai.request.*`` → the request's own names (OpenAI Chat, Anthropic; ``None``: not sent).
-_PARAMS = {
-    "max_tokens": ("max_tokens", "max_tokens"),
-    "temperature": ("temperature", "temperature"),
-    "top_p": ("top_p", "top_p"),
-    "top_k": (None, "top_k"),
-    "frequency_penalty": ("frequency_penalty", None),
-    "presence_penalty": ("presence_penalty", None),
-    "seed": ("seed", None),
-    "stop_sequences": ("stop", "stop_sequences"),
-}
-
-
-#: The request parameters of each family an invocation-parameters attribute may hold beside a
-#: framework's own settings (LangChain's ``model_name``, ``_type``, ``streaming``, ``max_retries``
-#: …), which no request carries.
-_API_PARAMS = {
-    "openai_chat": frozenset(
-        "temperature top_p max_tokens max_completion_tokens n stop presence_penalty "
-        "frequency_penalty logit_bias logprobs top_logprobs seed response_format tool_choice "
-        "parallel_tool_calls user stream_options reasoning_effort service_tier store metadata "
-        "modalities prediction audio verbosity web_search_options prompt_cache_key "
-        "safety_identifier".split()
-    ),
-    "anthropic": frozenset(
-        "max_tokens temperature top_p top_k stop_sequences tool_choice metadata thinking "
-        "service_tier container mcp_servers output_config".split()
-    ),
-}
-
-
-#: Scopes whose spans carry the stream flag only on a call that streams (no flag: not streamed).
-_FLAGS_A_STREAM_ONLY = {"com.anthropic.sdk.python"}
-
-
-def _params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
-    """The sampling parameters and the stream flag the trace kept, put back in the request: the
-    API's own parameters only (a ``null`` is a parameter not sent)."""
-    invoked = json_attribute(a.get("llm.invocation_parameters"))  # OpenInference: the request's own
-    invoked = invoked if isinstance(invoked, dict) else {}
-    known = _API_PARAMS.get(call.family)
-    call.params = {
-        k: v
-        for k, v in invoked.items()
-        if v is not None and not k.startswith("_") and (known is None or k in known)
-        and k not in ("model", "messages", "tools", "stream", "streaming")
-    }  # fmt: skip
-    for name, keys in _PARAMS.items():
-        value = a.get(f"gen_ai.request.{name}")
-        key = keys[call.family == "anthropic"]
-        if value is not None and key is not None:
-            call.params[key] = value
-            if key == "max_tokens" and call.family == "openai_chat":
-                call.inferred.add("max_tokens name")  # or max_completion_tokens: not said
-    flags = (
-        a.get("gen_ai.request.stream"),  # the semconv's, the anthropic SDK's own span
-        a.get("gen_ai.is_streaming"),  # openllmetry
-        a.get("llm.is_streaming"),
-        invoked.get("stream"),
-        invoked.get("streaming"),  # LangChain's setting
-    )
-    call.stream = any(f is True for f in flags)
-    said = "llm.invocation_parameters" in a or span.get(SCOPE) in _FLAGS_A_STREAM_ONLY
-    if all(f is None for f in flags) and not said:  # (invocation parameters: the request's own)
-        call.inferred.add("stream")  # the trace does not say (pydantic-ai, OTel contrib openai-v2)
-    if not call.stream:
-        call.params.pop("stream_options", None)
-    if call.params:
-        call.given.add("params")
-    if "llm.invocation_parameters" not in a:
-        call.inferred.add("params")  # only some parameters are on a semconv span
 
 
 # -- the GenAI semantic conventions --------------------------------------------------------------
@@ -476,8 +409,9 @@ def _tools(call: Call, defs: list[Any], a: dict[str, Any]) -> None:
             fn = {"name": d["name"], "parameters": params}
             if d.get("description"):
                 fn["description"] = d["description"]
-            if strict.get(d["name"]) is not None:
-                fn["strict"] = strict[d["name"]]
+            said = strict.get(d["name"], d.get("strict"))
+            if isinstance(said, bool):
+                fn["strict"] = said
             tool = {"type": "function", "function": fn}
         out.append(tool)
     call.tools = out

@@ -93,3 +93,26 @@ def openinference_tools(a: dict[str, Any]) -> list[dict[str, Any]]:
         elif isinstance(t, dict) and isinstance(t.get("name"), str):
             tools.append(t)
     return tools
+
+
+def response_echo(a: dict[str, Any]) -> dict[str, Any] | None:
+    """The OpenAI Responses answer an LLM span keeps as its ``output.value`` (OpenInference's
+    openai-agents instrumentation): the call was a Responses call, and its
+    ``llm.invocation_parameters`` are the answer's echo of the request's (defaults filled in), not
+    what was sent."""
+    if a.get("output.mime_type") != "application/json":
+        return None
+    body = json_attribute(a.get("output.value"))
+    return body if isinstance(body, dict) and body.get("object") == "response" else None
+
+
+def echoed_tools(a: dict[str, Any]) -> list[dict[str, Any]]:
+    """The function tools a Responses answer echoes, as semconv tool definitions (``strict``
+    kept)."""
+    echo = response_echo(a) or {}
+    tools = echo.get("tools")
+    return [
+        {k: t[k] for k in ("name", "description", "parameters", "strict") if k in t}
+        for t in (tools if isinstance(tools, list) else [])
+        if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str)
+    ]

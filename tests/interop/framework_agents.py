@@ -4,6 +4,7 @@ traces of their instrumentations (tests/interop/traced_agent.py):
 
     python framework_agents.py langchain [LABEL ...]   # langchain-openai / langchain-anthropic
     python framework_agents.py pydantic-ai [LABEL ...] # pydantic-ai's Agent with a tool
+    python framework_agents.py openai-agents [LABEL ...]  # openai-agents' Runner (Responses API)
 
 LABELs as fork_agent's: ``openai``, ``openai-stream``, ``anthropic``, ``anthropic-stream`` (default:
 all four, one after another). The SDKs read their base URLs and keys from the environment, as under
@@ -90,9 +91,49 @@ def pydantic_ai_run(label: str) -> str:
     return asyncio.run(streamed())
 
 
+def openai_agents_run(label: str) -> str:
+    """openai-agents' Runner on the Responses API (labels ``openai``, ``openai-stream``): the whole
+    input sent each turn, its tracing left on (an instrumentation takes its spans)."""
+    from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, function_tool
+    from openai import AsyncOpenAI
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return weather(city)
+
+    agent = Agent(
+        name="weather", instructions=SYSTEM, tools=[get_weather],
+        # a client of its own: each label runs in an event loop of its own
+        model=OpenAIResponsesModel("gpt-4o-mini", AsyncOpenAI(max_retries=0)),
+        model_settings=ModelSettings(max_tokens=200),
+    )  # fmt: skip
+
+    async def run() -> str:
+        return str((await Runner.run(agent, _question(label), max_turns=5)).final_output)
+
+    if not label.endswith("-stream"):
+        return asyncio.run(run())
+
+    async def streamed() -> str:
+        run = Runner.run_streamed(agent, _question(label), max_turns=5)
+        async for _ in run.stream_events():
+            pass
+        return str(run.final_output)
+
+    return asyncio.run(streamed())
+
+
+RUNS = {
+    "langchain": langchain_loop,
+    "pydantic-ai": pydantic_ai_run,
+    "openai-agents": openai_agents_run,
+}
+
+
 def main() -> int:
     framework, labels = sys.argv[1], sys.argv[2:] or list(LABELS)
-    run = langchain_loop if framework == "langchain" else pydantic_ai_run
+    run = RUNS[framework]
     for label in labels:
         print(f"{label}: {run(label)}")
     return 0

@@ -37,6 +37,10 @@ KINDS = {
     "openai-v2": ("openai-v2", [str(SDK_AGENT), "openai", "openai-stream"]),
     "openinference-langchain": ("openinference-langchain", [str(FRAMEWORKS), "langchain"]),
     "pydantic-ai": ("pydantic-ai", [str(FRAMEWORKS), "pydantic-ai"]),
+    "openinference-openai-agents": (
+        "openinference-openai-agents",
+        [str(FRAMEWORKS), "openai-agents", "openai", "openai-stream"],
+    ),
 }
 
 

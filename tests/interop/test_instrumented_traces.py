@@ -34,6 +34,8 @@ KINDS = {
     "openinference-langchain": (),
     "pydantic-ai": ("stream",),  # pydantic-ai's span does not say; the anthropic SDK's span does
     "openai-v2": ("stream", "tools"),
+    # its LLM span keeps the Responses answer; the scripted upstream echoes no tools in it
+    "openinference-openai-agents": ("stream", "tools"),
 }
 
 
@@ -196,18 +198,24 @@ FRAMEWORKS_PYTHON = os.environ.get("LOOPTAP_TRACES_PYTHON") or (
 )
 @pytest.mark.parametrize(
     ("kind", "framework"),
-    [("openinference-langchain", "langchain"), ("pydantic-ai", "pydantic-ai")],
+    [
+        ("openinference-langchain", "langchain"),
+        ("pydantic-ai", "pydantic-ai"),
+        ("openinference-openai-agents", "openai-agents openai openai-stream"),
+    ],
 )
 def test_a_fork_at_turn_2_of_a_frameworks_trace(kind: str, framework: str, tmp_path: Path) -> None:
-    """The LangChain and pydantic-ai agents forked from their imported traces: what the trace does
+    """The LangChain, pydantic-ai and openai-agents agents forked from their imported traces (the
+    last on the Responses API): what the trace does
     not keep (langchain-anthropic's ``is_error: false``, pydantic-ai's ``tool_choice``, its
     ``max_completion_tokens``, its re-spelled arguments, whether a call streamed) is no miss, and
     a streamed call the trace did not flag gets its answer as a stream."""
     trace = imported(kind, tmp_path)
-    agent = [str(FRAMEWORKS_PYTHON), str(FRAMEWORKS), framework]
+    agent = [str(FRAMEWORKS_PYTHON), str(FRAMEWORKS), *framework.split()]
+    n = len(framework.split()[1:]) or 4
     proc, fake = _fork(trace, tmp_path, agent)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert len(fake.log) == 4 and proc.stdout.count("NEW MODEL") == 4, proc.stdout
+    assert len(fake.log) == n and proc.stdout.count("NEW MODEL") == n, proc.stdout
     assert all(len(x.request.tool_results()) == 2 for x in fake.log)
 
 

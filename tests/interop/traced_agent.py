@@ -78,7 +78,14 @@ def _pydantic_ai(provider: TracerProvider) -> None:
     Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
 
 
+def _openai_agents(provider: TracerProvider) -> None:
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)  # its processor alone
+
+
 KINDS = {
+    "openinference-openai-agents": _openai_agents,
     "openai-v2": _openai_v2,
     "openinference": _openinference,
     "openllmetry": _openllmetry,
