@@ -335,3 +335,30 @@ def test_no_content_is_said_of_the_round_trips_that_have_none(
     assert main(["import", str(src), "-o", str(tmp_path / "partial.jsonl")]) == 0
     out = capsys.readouterr().out
     assert "12 round trips" in out and "1 of 12 round trips without message content" in out, out
+
+
+def test_an_empty_assistant_message_in_a_spans_input_does_not_split_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pydantic-ai has been seen to open an Anthropic call's input with an empty assistant
+    message: no API takes one, so it is left out (with a note) and the run is the same."""
+    doc = orjson.loads((TRACES / "pydantic-ai.otlp.json").read_bytes())
+    touched = 0
+    for span in _spans(doc):
+        for a in span["attributes"]:
+            value = a["value"].get("stringValue", "")
+            if a["key"] == "gen_ai.input.messages" and '"toolu_' in value:
+                msgs = orjson.loads(value)
+                empty = {"role": "assistant", "parts": []}
+                a["value"] = {"stringValue": orjson.dumps([*msgs[:1], empty, *msgs[1:]]).decode()}
+                touched += 1
+    assert touched
+    src = tmp_path / "empty.otlp.json"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    out = tmp_path / "empty.jsonl"
+    assert main(["import", "-q", str(src), "-o", str(out)]) == 0
+    views = show_json(out, capsys)
+    lacks = set(KINDS["pydantic-ai"])
+    recorded = show_json(TRACES / "pydantic-ai.run.jsonl", capsys)
+    assert _conversations(views, lacks) == _conversations(recorded, lacks)
+    assert sum(any("empty assistant message" in n for n in v["notes"]) for v in views) == touched
