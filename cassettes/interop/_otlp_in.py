@@ -17,12 +17,20 @@ calls sent and got (OpenAI Chat and Anthropic; ``history`` inferred).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from cassettes.errors import ImportFormatError
 from cassettes.hints import count
+from cassettes.interop._otlp_merge import merged
+from cassettes.interop._otlp_numbered import numbered, numbered_tools
+from cassettes.interop._otlp_openinference import (
+    echoed_tools,
+    openinference,
+    openinference_tools,
+    response_echo,
+)
+from cassettes.interop._otlp_params import params
 from cassettes.interop._otlp_spans import attributes, json_attribute, read_spans, span_id
 from cassettes.providers import REBUILT, Call, chat_ids, from_parts
 
@@ -37,8 +45,6 @@ _FINISH = {
     "anthropic": {"stop": "end_turn", "tool_call": "tool_use", "tool_calls": "tool_use",
                   "length": "max_tokens"},
 }  # fmt: skip
-_OI_KEY = re.compile(r"llm\.(input|output)_messages\.(\d+)\.message\.(.+)")
-_OI_CALL = re.compile(r"tool_calls\.(\d+)\.tool_call\.(.+)")
 
 
 def otlp_calls(path: Path, kind: str) -> list[Call]:
@@ -52,13 +58,11 @@ def otlp_calls(path: Path, kind: str) -> list[Call]:
         except (TypeError, ValueError):
             return 0, item[0]
 
-    calls = []
     by_id = {span_id(s.get("spanId")): s for _, s in spans}
+    found = [(span, call) for _, span in sorted(spans, key=start) if (call := _call(span))]
+    calls = []
     histories: dict[str, list[dict[str, Any]]] = {}  # by agent span: what its calls sent and got
-    for _, span in sorted(spans, key=start):
-        call = _call(span)
-        if call is None:
-            continue
+    for span, call in merged(found, by_id):
         parent = span_id(span.get("parentSpanId"))
         if parent and parent not in ids:
             call.notes.append(
@@ -116,6 +120,7 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
     events = {e.get("name") for e in span.get("events") or [] if isinstance(e, dict)}
     return (
         op in _CALL_OPS
+        or a.get("llm.request.type") in ("chat", "completion")  # openllmetry before 0.50
         or "gen_ai.input.messages" in a
         or any(str(e).startswith("gen_ai.") for e in events)
     )
@@ -128,7 +133,7 @@ def _family(a: dict[str, Any]) -> str:
         return str(fam)
     provider = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or "")
     provider = (provider or str(a.get("llm.provider") or a.get("llm.system") or "")).lower()
-    if str(a.get("url.full") or "").split("?")[0].endswith("/responses"):
+    if str(a.get("url.full") or "").split("?")[0].endswith("/responses") or response_echo(a):
         return "openai_responses"
     if provider in ("gcp.gemini", "gcp.vertex_ai", "gemini", "google", "vertex_ai"):
         return "gemini"
@@ -143,18 +148,16 @@ def _call(span: dict[str, Any]) -> Call | None:
     oi = not any(k.startswith("gen_ai.") and "messages" in k for k in a) and any(
         k.startswith("llm.input_messages.") or k.startswith("llm.output_messages.") for k in a
     )
-    inputs, system, output, finish = (_openinference if oi else _semconv)(a, span)
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
+    inputs, system, output, finish = openinference(a, span) if oi else _semconv(a, span, call)
     call.given.add("provider" if "gen_ai.provider.name" in a or "llm.provider" in a else "")
     if family == "openai_chat" and a.get("looptap.family") not in (None, "openai_chat"):
         call.notes.append(f"imported: a {a['looptap.family']} call, rebuilt as OpenAI Chat")
     _content(call, inputs, system, output)
     tools = json_attribute(a.get("gen_ai.tool.definitions"))
-    call.tools = _tools(family, tools if isinstance(tools, list) else _oi_tools(a))
-    if not call.tools:  # most instrumentations do not record the tools offered
-        call.inferred.add("tools")
-    else:
-        call.given.add("tools")
+    if not isinstance(tools, list):
+        tools = (openinference_tools(a) or echoed_tools(a)) if oi else numbered_tools(a)
+    _tools(call, tools, a)
     _metadata(call, a, span, finish)
     call.given.discard("")
     return call
@@ -181,12 +184,29 @@ def _content(
         _, out = from_parts(call.family, [{"role": "assistant", **output}])
         call.output = {k: v for k, v in (out[-1] if out else {}).items() if k != "role"}
         call.given.add("output")
+    parts = [p for m in inputs or [] for p in _listed(m.get("parts"))]
+    if call.family == "openai_chat" and any(
+        isinstance(p, dict) and p.get("type") == "tool_call" for p in parts
+    ):
+        # the history's calls as the model spelled them (or as an object): an agent may send
+        # them back spelled its own way (pydantic-ai re-serialises them)
+        call.inferred.add("arguments text")
+    blocks = [b for m in call.messages for b in _listed(m.get("content"))]
+    if call.family == "anthropic" and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" and "is_error" not in b
+        for b in blocks
+    ):
+        call.inferred.add("tool_result.is_error")  # an SDK may send is_error: false
     if call.family == "openai_chat":  # ids the trace left out, as the next call will name them
         said = chat_ids(
             [*call.messages, {"role": "assistant", **(call.output or {})}], call.inferred
         )
         call.messages = said[:-1]
         call.output = {k: v for k, v in said[-1].items() if k != "role"} if call.output else None
+
+
+def _listed(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
 
 
 def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) -> None:
@@ -196,8 +216,8 @@ def _metadata(call: Call, a: dict[str, Any], span: dict[str, Any], finish: Any) 
     if isinstance(raw, str) and raw and raw != "unknown":
         call.finish = _FINISH.get(call.family, {}).get(raw, raw)
         call.given.add("finish_reason")
-    _params(call, a)
-    usage = {k: a.get(semconv, a.get(oi)) for k, (semconv, oi) in _USAGE.items()}
+    params(call, a, span)
+    usage = {k: next((a[n] for n in ns if a.get(n) is not None), None) for k, ns in _USAGE.items()}
     call.usage = {k: v for k, v in usage.items() if isinstance(v, int) and v >= 0}
     if call.usage:
         call.given.add("usage")
@@ -227,17 +247,23 @@ def _served(call: Call, a: dict[str, Any]) -> None:
 
 #: The usage counts: the GenAI conventions' attribute, else OpenInference's.
 _USAGE = {
-    "input_tokens": ("gen_ai.usage.input_tokens", "llm.token_count.prompt"),
-    "output_tokens": ("gen_ai.usage.output_tokens", "llm.token_count.completion"),
+    "input_tokens": (
+        "gen_ai.usage.input_tokens", "llm.token_count.prompt", "gen_ai.usage.prompt_tokens"
+    ),
+    "output_tokens": (
+        "gen_ai.usage.output_tokens", "llm.token_count.completion", "gen_ai.usage.completion_tokens"
+    ),
     "cache_read": (
         "gen_ai.usage.cache_read.input_tokens",
         "llm.token_count.prompt_details.cache_read",
+        "gen_ai.usage.cache_read_input_tokens",
     ),
     "cache_write": (
         "gen_ai.usage.cache_creation.input_tokens",
         "llm.token_count.prompt_details.cache_write",
+        "gen_ai.usage.cache_creation_input_tokens",
     ),
-}
+}  # fmt: skip
 
 
 def _timing(call: Call, span: dict[str, Any]) -> None:
@@ -251,49 +277,20 @@ def _timing(call: Call, span: dict[str, Any]) -> None:
         call.given.add("timing")
 
 
-#: ``gen_ai.request.*`` → the request's own names (OpenAI Chat, Anthropic; ``None``: not sent).
-_PARAMS = {
-    "max_tokens": ("max_tokens", "max_tokens"),
-    "temperature": ("temperature", "temperature"),
-    "top_p": ("top_p", "top_p"),
-    "top_k": (None, "top_k"),
-    "frequency_penalty": ("frequency_penalty", None),
-    "presence_penalty": ("presence_penalty", None),
-    "seed": ("seed", None),
-    "stop_sequences": ("stop", "stop_sequences"),
-}
-
-
-def _params(call: Call, a: dict[str, Any]) -> None:
-    """The sampling parameters and the stream flag the trace kept, put back in the request."""
-    invoked = json_attribute(a.get("llm.invocation_parameters"))  # OpenInference: the request's own
-    if isinstance(invoked, dict):
-        call.params = {k: v for k, v in invoked.items() if k not in ("model", "messages", "tools")}
-    for name, keys in _PARAMS.items():
-        value = a.get(f"gen_ai.request.{name}")
-        key = keys[call.family == "anthropic"]
-        if value is not None and key is not None:
-            call.params[key] = value
-    call.stream = a.get("gen_ai.request.stream") is True or call.params.pop("stream", None) is True
-    call.params.pop("stream_options", None)
-    if call.params:
-        call.given.add("params")
-
-
 # -- the GenAI semantic conventions --------------------------------------------------------------
 
 
 def _semconv(
-    a: dict[str, Any], span: dict[str, Any]
+    a: dict[str, Any], span: dict[str, Any], call: Call
 ) -> tuple[list[Any] | None, list[str], dict[str, Any] | None, Any]:
     """(input messages, system texts, the output message, its finish reason) of a span."""
     events = [e for e in span.get("events") or [] if isinstance(e, dict)]
     for e in events:  # the inference details event carries the same attributes
         if e.get("name") == "gen_ai.client.inference.operation.details":
             a = {**attributes(e.get("attributes")), **a}
-    inputs = json_attribute(a.get("gen_ai.input.messages"))
-    outputs = json_attribute(a.get("gen_ai.output.messages"))
-    sys_parts = json_attribute(a.get("gen_ai.system_instructions"))
+    inputs = _messages_json(a, "gen_ai.input.messages", call)
+    outputs = _messages_json(a, "gen_ai.output.messages", call)
+    sys_parts = _messages_json(a, "gen_ai.system_instructions", call)
     system = [
         str(p.get("content") or "")
         for p in (sys_parts if isinstance(sys_parts, list) else [])
@@ -301,14 +298,48 @@ def _semconv(
     ]
     if not isinstance(inputs, list) and not isinstance(outputs, list):
         inputs, outputs = _old_events(events)
+    if not isinstance(inputs, list) and not isinstance(outputs, list):
+        inputs, outputs = numbered(a)  # openllmetry before 0.50: gen_ai.prompt.N / completion.N
     out = outputs[0] if isinstance(outputs, list) and outputs else None
-    out = out if isinstance(out, dict) else None
-    return (
-        [m for m in inputs if isinstance(m, dict)] if isinstance(inputs, list) else None,
-        system,
-        out,
-        out.get("finish_reason") if out else None,
-    )
+    out = _parts_read(out) if isinstance(out, dict) else None
+    if isinstance(inputs, list):
+        inputs = [_parts_read(m) for m in inputs if isinstance(m, dict)]
+        empty = [m for m in inputs if m.get("role") == "assistant" and not m.get("parts")]
+        if empty:  # pydantic-ai's Anthropic history: no API takes an assistant message of nothing
+            inputs = [m for m in inputs if not any(m is e for e in empty)]
+            call.notes.append(
+                f"imported: {count(len(empty), 'empty assistant message')} in the span's input "
+                "left out (no request carries one)"
+            )
+    return inputs, system, out, out.get("finish_reason") if out else None
+
+
+def _messages_json(a: dict[str, Any], key: str, call: Call) -> Any:
+    """A messages attribute parsed; one that is not valid JSON is said on the round trip."""
+    raw = a.get(key)
+    value = json_attribute(raw)
+    if isinstance(raw, str) and raw and value is None:
+        call.notes.append(
+            f"imported: the span's {key} is not valid JSON ({len(raw)} characters); read as missing"
+        )
+        call.inferred.add("malformed " + key.removeprefix("gen_ai."))
+    return value
+
+
+def _parts_read(m: dict[str, Any]) -> dict[str, Any]:
+    """A semconv message whose tool results are under ``result`` (pydantic-ai) as under
+    ``response``."""
+    parts = m.get("parts")
+    if not isinstance(parts, list):
+        return m
+    fixed = [
+        {**p, "response": p["result"]}
+        if isinstance(p, dict) and p.get("type") == "tool_call_response"
+        and "response" not in p and "result" in p
+        else p
+        for p in parts
+    ]  # fmt: skip
+    return {**m, "parts": fixed}
 
 
 _OLD_ROLES = {
@@ -355,67 +386,22 @@ def _old_events(events: list[dict[str, Any]]) -> tuple[list[Any] | None, list[An
     return (inputs or None), (outputs or None)
 
 
-# -- OpenInference -------------------------------------------------------------------------------
-
-
-def _oi_messages(a: dict[str, Any], side: str) -> list[dict[str, Any]]:
-    msgs: dict[int, dict[str, Any]] = {}
-    for key, value in a.items():
-        m = _OI_KEY.fullmatch(key)
-        if m is None or m.group(1) != side:
-            continue
-        msg = msgs.setdefault(int(m.group(2)), {"calls": {}})
-        field = m.group(3)
-        c = _OI_CALL.fullmatch(field)
-        if c is not None:
-            msg["calls"].setdefault(int(c.group(1)), {})[c.group(2)] = value
-        else:
-            msg[field] = value
-    out = []
-    for _, msg in sorted(msgs.items()):
-        parts: list[dict[str, Any]] = []
-        if msg.get("role") == "tool":
-            parts.append(
-                {"type": "tool_call_response", "id": msg.get("tool_call_id"),
-                 "response": msg.get("content")}
-            )  # fmt: skip
-        elif isinstance(msg.get("content"), str):
-            parts.append({"type": "text", "content": msg["content"]})
-        for _, call in sorted(msg["calls"].items()):
-            parts.append(
-                {"type": "tool_call", "id": call.get("id"), "name": call.get("function.name"),
-                 "arguments": call.get("function.arguments")}
-            )  # fmt: skip
-        out.append({"role": str(msg.get("role") or "user"), "parts": parts})
-    return out
-
-
-def _openinference(
-    a: dict[str, Any], span: dict[str, Any]
-) -> tuple[list[Any] | None, list[str], dict[str, Any] | None, Any]:
-    inputs = _oi_messages(a, "input")
-    outputs = _oi_messages(a, "output")
-    return inputs or None, [], (outputs[0] if outputs else None), a.get("llm.finish_reason")
-
-
-def _oi_tools(a: dict[str, Any]) -> list[Any]:
-    tools = []
-    for key in sorted(k for k in a if re.fullmatch(r"llm\.tools\.\d+\.tool\.json_schema", k)):
-        t = json_attribute(a[key])
-        fn = t.get("function") if isinstance(t, dict) else None
-        if isinstance(fn, dict):
-            tools.append({"type": "function", **fn})
-    return tools
-
-
-def _tools(family: str, defs: list[Any]) -> list[dict[str, Any]]:
-    """Semconv tool definitions in ``family``'s request shape."""
+def _tools(call: Call, defs: list[Any], a: dict[str, Any]) -> None:
+    """The tools offered, from semconv definitions (``parameters``) or OpenInference's JSON
+    schemas (the OpenAI shape, or the Anthropic one with ``input_schema``), in the call's family's
+    request shape. A tool whose schema the trace does not give gets an empty one: ``tool schemas``
+    inferred; OpenAI's ``strict`` comes from pydantic-ai's ``model_request_parameters``."""
+    strict = _strict(a)
     out: list[dict[str, Any]] = []
     for d in defs:
         if not isinstance(d, dict) or not isinstance(d.get("name"), str):
             continue
-        params = d.get("parameters") or {"type": "object", "properties": {}}
-        if family == "anthropic":
+        schemas = (d.get(k) for k in ("parameters", "input_schema", "inputSchema"))
+        params = next((x for x in schemas if isinstance(x, dict)), None)
+        if params is None:
+            call.inferred.add("tool schemas")
+            params = {"type": "object", "properties": {}}
+        if call.family == "anthropic":
             tool = {"name": d["name"], "input_schema": params}
             if d.get("description"):
                 tool["description"] = d["description"]
@@ -423,6 +409,24 @@ def _tools(family: str, defs: list[Any]) -> list[dict[str, Any]]:
             fn = {"name": d["name"], "parameters": params}
             if d.get("description"):
                 fn["description"] = d["description"]
+            said = strict.get(d["name"], d.get("strict"))
+            if isinstance(said, bool):
+                fn["strict"] = said
             tool = {"type": "function", "function": fn}
         out.append(tool)
-    return out
+    call.tools = out
+    # most instrumentations do not record the tools offered
+    (call.given if out else call.inferred).add("tools")
+
+
+def _strict(a: dict[str, Any]) -> dict[str, bool]:
+    """pydantic-ai's ``model_request_parameters``: each function tool's ``strict`` (OpenAI)."""
+    mrp = json_attribute(a.get("model_request_parameters"))
+    tools = mrp.get("function_tools") if isinstance(mrp, dict) else None
+    return {
+        t["name"]: t["strict"]
+        for t in (tools if isinstance(tools, list) else [])
+        if isinstance(t, dict)
+        and isinstance(t.get("name"), str)
+        and isinstance(t.get("strict"), bool)
+    }

@@ -196,8 +196,14 @@ _KINDS = {"trajectory": "a trajectory", "otlp": "OTLP/JSON", "otlp-proto": "OTLP
 
 def _limits(calls: list[Call]) -> str:
     """What cannot be done with a run whose trace kept no message content."""
-    if not any({"messages", "output"} <= c.inferred for c in calls):
+    bare = sum(1 for c in calls if {"messages", "output"} <= c.inferred)
+    if not bare:
         return ""
+    if bare < len(calls):  # the rest have theirs: said of these only
+        return (
+            f" ({bare} of {count(len(calls), 'round trip')} without message content in the "
+            "trace: models, usage and timing only for those)"
+        )
     return (
         " (no message content in the trace: models, usage and timing only; turns, tool calls, "
         "findings on what was said, fork and replay need the messages)"

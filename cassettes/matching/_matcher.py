@@ -18,6 +18,9 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
+import orjson
+
+from cassettes.matching._inferred import INFERRED, profile_of, reduced
 from cassettes.matching._jsondiff import clip, format_path
 from cassettes.matching._miss import Miss, body_changes, learned, miss_of
 from cassettes.matching._recording import (
@@ -171,9 +174,15 @@ class Matcher:
         live = request_key(method, target, headers, body, volatile=self.volatile, rules=self.rules)
         key = self._rebased(live)
         found = self._find(key)
+        inferred: list[Tolerated] = []
+        if isinstance(found, Miss) and self.index.profiles:
+            hit = self._rebuilt(method, target, headers, live)
+            if hit is not None:
+                found, key, inferred = hit
         if isinstance(found, Recorded):
             found.plays += 1
             tol = tolerated(found.key.spans, key.spans) if key.spans or found.key.spans else []
+            tol += inferred
             if tol:
                 self.tolerated[found.index] = tol
             else:
@@ -186,6 +195,37 @@ class Matcher:
         found.changes = [c.compact() for c in found.changes]  # kept for the report: no large values
         self.misses.append(found)
         return found
+
+    def _rebuilt(
+        self, method: str, target: str, headers: Headers, live: RequestKey
+    ) -> tuple[Recorded, RequestKey, list[Tolerated]] | None:
+        """A rebuilt round trip (``looptap import``) answering a request that differs from it only
+        in what looptap inferred (:mod:`cassettes.matching._inferred`); with the key it matched
+        by and what was left out of the comparison, on the record."""
+        if not live.is_json or not isinstance(live.raw, dict):
+            return None
+        for p in sorted(self.index.profiles, key=repr):
+            doc = reduced(live.raw, p)
+            raw = orjson.dumps(doc)
+            key = self._rebased(
+                request_key(method, target, headers, raw, doc, self.volatile, self.rules)
+            )
+            found = self._first_unplayed(key.digest)
+            if found is not None and profile_of(found.exchange) == p:
+                rec = found.exchange.request_json()
+                rec = rec if isinstance(rec, dict) else {}
+
+                def text(v: object) -> str:
+                    return clip(orjson.dumps(v).decode(), 200)
+
+                left = [
+                    Tolerated((k,), INFERRED, text(rec[k]) if k in rec else "(not in the trace)",
+                              text(v))
+                    for k, v in live.raw.items()
+                    if k not in doc or doc[k] != v
+                ]  # fmt: skip
+                return found, key, left
+        return None
 
     def in_position(
         self,

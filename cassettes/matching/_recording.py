@@ -19,6 +19,7 @@ from typing import Protocol
 
 import orjson
 
+from cassettes.matching._inferred import Profile, profile_of, reduced
 from cassettes.matching._requestkey import RequestKey, request_key
 from cassettes.matching._rules import Rules
 from cassettes.matching._volatile import VolatileSpans
@@ -104,12 +105,18 @@ def recorded_key(
 ) -> RequestKey:
     """The key a recorded round trip is matched by: its request's, or, for a fork's edited
     request, the one the agent sends (:mod:`cassettes.wire._edit_marks`)."""
-    key = request_key(
+    edited = client_key(ex, volatile, rules) if ex.edits else None
+    if edited is not None:
+        return edited
+    inferred = profile_of(ex)  # a rebuilt request: what looptap inferred is not compared
+    if inferred is not None:
+        body = reduced(ex.request_json(), inferred)
+        return request_key(
+            ex.method, ex.url, ex.request_headers, orjson.dumps(body), body, volatile, rules
+        )
+    return request_key(
         ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules
     )
-    if ex.edits:
-        key = client_key(ex, volatile, rules) or key
-    return key
 
 
 @dataclass
@@ -138,6 +145,8 @@ class Index:
     conv: array[int] = field(default_factory=lambda: array("l"))
     turn: array[int] = field(default_factory=lambda: array("l"))
     conv_ids: list[str] = field(default_factory=list)
+    #: How the rebuilt round trips among them are compared (:mod:`cassettes.matching._inferred`).
+    profiles: set[Profile] = field(default_factory=set)
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -148,8 +157,12 @@ def index_of(src: Recordings, volatile: VolatileSpans | None, rules: Rules | Non
     hashes: array[int] = array("q")
     paths: set[str] = set()
     keys: list[RequestKey] | None = [] if isinstance(src, InMemory) else None
+    profiles: set[Profile] = set()
     for ex in src.scan():
         key = recorded_key(ex, volatile, rules)
+        inferred = profile_of(ex)
+        if inferred is not None:
+            profiles.add(inferred)
         hashes.append(hash(key.digest))
         paths.add(key.path)
         if keys is not None:
@@ -164,6 +177,7 @@ def index_of(src: Recordings, volatile: VolatileSpans | None, rules: Rules | Non
         array("q", (hashes[i] for i in order)),
         paths,
         keys,
+        profiles=profiles,
     )
 
 

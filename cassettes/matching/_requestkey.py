@@ -327,4 +327,3 @@ def _normalised_json(
         adapter.profile.free_form_fields,
         found,
     )
-

@@ -1,9 +1,13 @@
-"""tests/why/why_agent.py (a real-SDK tool loop, optionally with a sub-agent) traced by a real
-instrumentation of the openai SDK, its spans written at exit as one OTLP/JSON
+"""An agent run traced by a real instrumentation, its spans written at exit as one OTLP/JSON
 ``ExportTraceServiceRequest`` line (hex ids, as the OTLP file exporter writes them) and as OTLP
 protobuf beside it (``OUT.pb``):
 
-    python traced_agent.py openai-v2|openinference OUT.json [why_agent.py's arguments …]
+    python traced_agent.py KIND OUT.json [AGENT.py] [the agent's arguments …]
+
+AGENT.py defaults to tests/why/why_agent.py. KIND names the instrumentation (:data:`KINDS`); the
+tracer provider is also made the global one, as an application sets it up, so that an SDK that
+traces its own calls (anthropic 2.x, scope ``com.anthropic.sdk.python``) writes its spans too.
+tests/interop/make_traces.py runs this under ``looptap run`` to make tests/interop/traces/.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -36,19 +41,69 @@ def _hex_ids(v: Any) -> Any:
     return [_hex_ids(x) for x in v] if isinstance(v, list) else v
 
 
+def _openai_v2(provider: TracerProvider) -> None:
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+
+
+def _openinference(provider: TracerProvider) -> None:
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+    try:
+        from openinference.instrumentation.anthropic import AnthropicInstrumentor
+    except ImportError:  # the why tests' environment has the openai one only
+        return
+    AnthropicInstrumentor().instrument(tracer_provider=provider)
+
+
+def _openllmetry(provider: TracerProvider) -> None:
+    from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+    AnthropicInstrumentor().instrument(tracer_provider=provider)
+
+
+def _langchain(provider: TracerProvider) -> None:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    LangChainInstrumentor().instrument(tracer_provider=provider)
+
+
+def _pydantic_ai(provider: TracerProvider) -> None:
+    from pydantic_ai import Agent, InstrumentationSettings
+
+    Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
+
+
+def _openai_agents(provider: TracerProvider) -> None:
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)  # its processor alone
+
+
+KINDS = {
+    "openinference-openai-agents": _openai_agents,
+    "openai-v2": _openai_v2,
+    "openinference": _openinference,
+    "openllmetry": _openllmetry,
+    "openinference-langchain": _langchain,
+    "pydantic-ai": _pydantic_ai,
+}
+
+
 def main() -> None:
     kind, out = sys.argv[1], Path(sys.argv[2])
+    agent, args = AGENT, sys.argv[3:]
+    if args and args[0].endswith(".py"):
+        agent, args = Path(args[0]), args[1:]
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    if kind == "openai-v2":
-        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
-
-        OpenAIInstrumentor().instrument(tracer_provider=provider)
-    else:
-        from openinference.instrumentation.openai import OpenAIInstrumentor as OIInstrumentor
-
-        OIInstrumentor().instrument(tracer_provider=provider)
+    trace.set_tracer_provider(provider)
+    KINDS[kind](provider)
 
     def write() -> None:
         from google.protobuf.json_format import MessageToDict
@@ -58,8 +113,8 @@ def main() -> None:
         out.write_text(json.dumps(_hex_ids(MessageToDict(req))) + "\n")
 
     atexit.register(write)
-    sys.argv = [str(AGENT), *sys.argv[3:]]
-    runpy.run_path(str(AGENT), run_name="__main__")
+    sys.argv = [str(agent), *args]
+    runpy.run_path(str(agent), run_name="__main__")
 
 
 if __name__ == "__main__":

@@ -95,11 +95,14 @@ class Play:
 
 @dataclass
 class Rewritten:
-    """The recorded answer as a rewriting fault changed it, rendered in the API's format."""
+    """The recorded answer as a rewriting fault changed it, rendered in the API's format; or
+    (no ``fault``) a rebuilt answer whose framing looptap inferred, rendered as the request asks
+    (``note`` says so on the served exchange)."""
 
     rec: Recorded
-    fault: Fault
+    fault: Fault | None
     rendered: Rendered
+    note: str | None = None
 
 
 @dataclass
@@ -215,8 +218,31 @@ class Planner:
             return Missed(found)
         fault = self.faults.decide(found) if self.faults is not None else None
         if fault is None:
-            return Play(found)
+            return self._reframed(req, found) or Play(found)
         return self._faulted(req, found, fault, websocket)
+
+    def _reframed(self, req: Request, rec: Recorded) -> Rewritten | None:
+        """A round trip ``looptap import`` rebuilt from a trace that did not say whether the call
+        was streamed (``stream`` inferred), asked the other way: its answer rendered as the
+        request asks, by the API's own renderer."""
+        ex, adapter = rec.exchange, rec.key.adapter
+        mark = ex.reconstructed or {}
+        if adapter is None or "stream" not in (mark.get("inferred") or ()):
+            return None
+        url = urlsplit(req.target)
+        try:
+            body = bounds.loads(req.body) if req.body else None
+        except (orjson.JSONDecodeError, ValueError):
+            return None
+        stream = adapter.is_stream(url, body)
+        rt = parse_exchange(ex)
+        if stream == rt.stream or rt.response is None or rt.response.error is not None:
+            return None
+        rendered = adapter.replay.render_answer(rt.response, stream, url, body)
+        if rendered is None:
+            return None
+        how = "streamed" if stream else "as one JSON body"
+        return Rewritten(rec, None, rendered, f"the trace did not say how it was framed: {how}")
 
     def _faulted(self, req: Request, rec: Recorded, fault: Fault, websocket: bool) -> Answer:
         adapter = rec.key.adapter or Provider()

@@ -267,14 +267,17 @@ class Player:
         headers: Headers = [
             ("content-type", rendered.content_type),
             ("x-looptap-replay", f"seq={ex.seq}"),
-            ("x-looptap-fault", answer.fault.describe()),
         ]
+        if answer.fault is not None:
+            headers.append(("x-looptap-fault", answer.fault.describe()))
         if stream:
             headers.append(("transfer-encoding", "chunked"))
         else:
             headers.append(("content-length", str(sum(len(c) for c in rendered.chunks))))
         sent: list[tuple[float | None, bytes]] = []
         logged = self.log(req, 200, headers, sent, origin_of=answer.rec)
+        if answer.note is not None:
+            logged.notes.append(answer.note)
         out = await self.sender.send_head(writer, 200, headers, req=req, logged=logged)
         pieces = [(None, chunk, chunk) for chunk in rendered.chunks]
         await self._paced(writer, out.data, pieces, None, _Clock(self.speed, t0), logged, sent)

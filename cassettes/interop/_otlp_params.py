@@ -1,0 +1,90 @@
+"""The request's parameters and its stream flag, as a span kept them: the semconv's
+``gen_ai.request.*`` (sampling parameters only), OpenInference's ``llm.invocation_parameters``
+(the request's own, where a framework's settings ride along: only the API's parameters are kept,
+never a ``null``), and the stream flag wherever an instrumentation put it. What a span cannot say
+is marked inferred (``params``, ``stream``, ``max_tokens name``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cassettes.interop._otlp_openinference import response_echo
+from cassettes.interop._otlp_spans import SCOPE, json_attribute
+from cassettes.providers import Call
+
+__all__ = ["params"]
+
+#: ``gen_ai.request.*`` → the request's own names (OpenAI Chat, Anthropic; ``None``: not sent).
+_PARAMS = {
+    "max_tokens": ("max_tokens", "max_tokens"),
+    "temperature": ("temperature", "temperature"),
+    "top_p": ("top_p", "top_p"),
+    "top_k": (None, "top_k"),
+    "frequency_penalty": ("frequency_penalty", None),
+    "presence_penalty": ("presence_penalty", None),
+    "seed": ("seed", None),
+    "stop_sequences": ("stop", "stop_sequences"),
+}
+
+
+#: The request parameters of each family an invocation-parameters attribute may hold beside a
+#: framework's own settings (LangChain's ``model_name``, ``_type``, ``streaming``, ``max_retries``
+#: …), which no request carries.
+_API_PARAMS = {
+    "openai_chat": frozenset(
+        "temperature top_p max_tokens max_completion_tokens n stop presence_penalty "
+        "frequency_penalty logit_bias logprobs top_logprobs seed response_format tool_choice "
+        "parallel_tool_calls user stream_options reasoning_effort service_tier store metadata "
+        "modalities prediction audio verbosity web_search_options prompt_cache_key "
+        "safety_identifier".split()
+    ),
+    "anthropic": frozenset(
+        "max_tokens temperature top_p top_k stop_sequences tool_choice metadata thinking "
+        "service_tier container mcp_servers output_config".split()
+    ),
+}
+
+
+#: Scopes whose spans carry the stream flag only on a call that streams (no flag: not streamed).
+_FLAGS_A_STREAM_ONLY = {"com.anthropic.sdk.python"}
+
+
+def params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
+    """The sampling parameters and the stream flag the trace kept, put back in the request: the
+    API's own parameters only (a ``null`` is a parameter not sent)."""
+    invoked = json_attribute(a.get("llm.invocation_parameters"))  # OpenInference: the request's own
+    if response_echo(a) is not None:  # openai-agents: the answer's echo of them, defaults and all
+        invoked = None
+    given = isinstance(invoked, dict)
+    invoked = invoked if isinstance(invoked, dict) else {}
+    known = _API_PARAMS.get(call.family)
+    call.params = {
+        k: v
+        for k, v in invoked.items()
+        if v is not None and not k.startswith("_") and (known is None or k in known)
+        and k not in ("model", "messages", "tools", "stream", "streaming")
+    }  # fmt: skip
+    for name, keys in _PARAMS.items():
+        value = a.get(f"gen_ai.request.{name}")
+        key = keys[call.family == "anthropic"]
+        if value is not None and key is not None:
+            call.params[key] = value
+            if key == "max_tokens" and call.family == "openai_chat":
+                call.inferred.add("max_tokens name")  # or max_completion_tokens: not said
+    flags = (
+        a.get("gen_ai.request.stream"),  # the semconv's, the anthropic SDK's own span
+        a.get("gen_ai.is_streaming"),  # openllmetry
+        a.get("llm.is_streaming"),
+        invoked.get("stream"),
+        invoked.get("streaming"),  # LangChain's setting
+    )
+    call.stream = any(f is True for f in flags)
+    said = given or span.get(SCOPE) in _FLAGS_A_STREAM_ONLY
+    if all(f is None for f in flags) and not said:  # (invocation parameters: the request's own)
+        call.inferred.add("stream")  # the trace does not say (pydantic-ai, OTel contrib openai-v2)
+    if not call.stream:
+        call.params.pop("stream_options", None)
+    if call.params:
+        call.given.add("params")
+    if not given:
+        call.inferred.add("params")  # only some parameters are on a semconv span

@@ -1,0 +1,143 @@
+"""The fork tests' weather agent (tests/replay/fork_agent.py: ask for the weather until the model
+stops calling the tool; print ``LABEL: final text``) written on two agent frameworks, for the
+traces of their instrumentations (tests/interop/traced_agent.py):
+
+    python framework_agents.py langchain [LABEL ...]   # langchain-openai / langchain-anthropic
+    python framework_agents.py pydantic-ai [LABEL ...] # pydantic-ai's Agent with a tool
+    python framework_agents.py openai-agents [LABEL ...]  # openai-agents' Runner (Responses API)
+
+LABELs as fork_agent's: ``openai``, ``openai-stream``, ``anthropic``, ``anthropic-stream`` (default:
+all four, one after another). The SDKs read their base URLs and keys from the environment, as under
+``looptap run``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+LABELS = ("openai", "openai-stream", "anthropic", "anthropic-stream")
+SYSTEM = "Use the weather tool."
+
+
+def weather(city: str) -> str:
+    return f"sunny, 21 C in {city}"
+
+
+def _question(label: str) -> str:
+    return f"[{label}] Weather in three cities?"
+
+
+def langchain_loop(label: str) -> str:
+    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return weather(city)
+
+    stream = label.endswith("-stream")
+    llm: Any
+    if label.startswith("openai"):
+        from langchain_openai import ChatOpenAI
+
+        llm = ChatOpenAI(model="gpt-4o-mini", streaming=stream, max_retries=0)
+    else:
+        from langchain_anthropic import ChatAnthropic
+
+        llm = ChatAnthropic(  # type: ignore[call-arg]
+            model_name="claude-haiku-4-5", max_tokens=200, streaming=stream, max_retries=0
+        )
+    bound = llm.bind_tools([get_weather])
+    messages: list[Any] = [SystemMessage(SYSTEM), HumanMessage(_question(label))]
+    for _ in range(5):
+        ai = bound.invoke(messages)
+        messages.append(ai)
+        if not ai.tool_calls:
+            return str(ai.text)
+        for tc in ai.tool_calls:
+            messages.append(ToolMessage(weather(**tc["args"]), tool_call_id=tc["id"]))
+    return "(no answer after 5 turns)"
+
+
+def pydantic_ai_run(label: str) -> str:
+    from pydantic_ai import Agent
+
+    model: Any
+    if label.startswith("openai"):
+        from pydantic_ai.models.openai import OpenAIChatModel
+
+        model = OpenAIChatModel("gpt-4o-mini")
+    else:
+        from pydantic_ai.models.anthropic import AnthropicModel
+
+        model = AnthropicModel("claude-haiku-4-5")
+    agent = Agent(model, instructions=SYSTEM, model_settings={"max_tokens": 200})
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return weather(city)
+
+    if not label.endswith("-stream"):
+        return str(agent.run_sync(_question(label)).output)
+
+    async def streamed() -> str:
+        async with agent.run_stream(_question(label)) as run:
+            return str(await run.get_output())
+
+    return asyncio.run(streamed())
+
+
+def openai_agents_run(label: str) -> str:
+    """openai-agents' Runner on the Responses API (labels ``openai``, ``openai-stream``): the whole
+    input sent each turn, its tracing left on (an instrumentation takes its spans)."""
+    from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, function_tool
+    from openai import AsyncOpenAI
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return weather(city)
+
+    agent = Agent(
+        name="weather", instructions=SYSTEM, tools=[get_weather],
+        # a client of its own: each label runs in an event loop of its own
+        model=OpenAIResponsesModel("gpt-4o-mini", AsyncOpenAI(max_retries=0)),
+        model_settings=ModelSettings(max_tokens=200),
+    )  # fmt: skip
+
+    async def run() -> str:
+        return str((await Runner.run(agent, _question(label), max_turns=5)).final_output)
+
+    if not label.endswith("-stream"):
+        return asyncio.run(run())
+
+    async def streamed() -> str:
+        run = Runner.run_streamed(agent, _question(label), max_turns=5)
+        async for _ in run.stream_events():
+            pass
+        return str(run.final_output)
+
+    return asyncio.run(streamed())
+
+
+RUNS = {
+    "langchain": langchain_loop,
+    "pydantic-ai": pydantic_ai_run,
+    "openai-agents": openai_agents_run,
+}
+
+
+def main() -> int:
+    framework, labels = sys.argv[1], sys.argv[2:] or list(LABELS)
+    run = RUNS[framework]
+    for label in labels:
+        print(f"{label}: {run(label)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Makes tests/interop/traces/: the fork tests' weather agent (3 turns: Paris, Lyon, the answer;
+openai Chat and anthropic Messages, streamed and not) run once under ``looptap run`` against a
+scripted loopback upstream, traced at the same time by a real instrumentation
+(tests/interop/traced_agent.py). For each KIND it writes ``KIND.otlp.json`` (the spans the
+instrumentation wrote, OTLP/JSON) and ``KIND.run.jsonl`` (looptap's recording of the same run):
+
+    LOOPTAP_PROXY_PYTHON=.venv-proxy/bin/python PYTHONPATH=. .venv/bin/python \\
+        tests/interop/make_traces.py --python ENV/bin/python [KIND ...]
+
+ENV holds the instrumentations and SDKs at the versions tests/interop/traces/README.md names
+(requirements-traces.txt beside it). Needs no network: the upstream is on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.replay.test_fork import origin_route
+from tests.support import progress
+from tests.support.recorder import RECORDER, clean_env
+from tests.support.scripted import ScriptedUpstream
+
+HERE = Path(__file__).parent
+OUT = HERE / "traces"
+SDK_AGENT = HERE.parent / "replay" / "fork_agent.py"
+FRAMEWORKS = HERE / "framework_agents.py"
+#: KIND → (instrumentation, the agent it traces: the script and its arguments).
+KINDS = {
+    "openllmetry": ("openllmetry", [str(SDK_AGENT)]),
+    # 0.46's wrapper of messages.stream breaks anthropic 2.x's stream helper: not streamed there
+    "openllmetry-legacy": ("openllmetry", [str(SDK_AGENT), "openai", "openai-stream", "anthropic"]),
+    "openinference": ("openinference", [str(SDK_AGENT)]),
+    "openai-v2": ("openai-v2", [str(SDK_AGENT), "openai", "openai-stream"]),
+    "openinference-langchain": ("openinference-langchain", [str(FRAMEWORKS), "langchain"]),
+    "pydantic-ai": ("pydantic-ai", [str(FRAMEWORKS), "pydantic-ai"]),
+    "openinference-openai-agents": (
+        "openinference-openai-agents",
+        [str(FRAMEWORKS), "openai-agents", "openai", "openai-stream"],
+    ),
+}
+
+
+def make(kind: str, python: str) -> None:
+    instrumentation, agent = KINDS[kind]
+    env = clean_env(
+        OPENAI_API_KEY="sk-test-traces",
+        ANTHROPIC_API_KEY="sk-ant-test-traces",
+        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_ONLY",
+        OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
+    )
+    with tempfile.TemporaryDirectory() as tmp, ScriptedUpstream(origin_route) as fake:
+        t = Path(tmp)
+        cmd = [python, str(HERE / "traced_agent.py"), instrumentation, str(t / "trace.json")]
+        proc = progress.run(
+            [*RECORDER, "run", "-o", str(t / "run.jsonl"), "--confdir", str(t / "conf"),
+             "--upstream", f"openai={fake.url}", "--upstream", f"anthropic={fake.url}", "--",
+             *cmd, *agent],
+            env=env, capture_output=True, text=True, cwd=t,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            sys.exit(f"{kind}: the agent failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+        OUT.mkdir(exist_ok=True)
+        shutil.copyfile(t / "trace.json", OUT / f"{kind}.otlp.json")
+        shutil.copyfile(t / "run.jsonl", OUT / f"{kind}.run.jsonl")
+    print(f"{kind}: {len(fake.log)} requests → {OUT / kind}.otlp.json, .run.jsonl")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--python", required=True, help="the environment with the instrumentations")
+    ap.add_argument("kinds", nargs="*", default=list(KINDS))
+    args = ap.parse_args()
+    for kind in args.kinds:
+        make(kind, args.python)
+
+
+if __name__ == "__main__":
+    main()

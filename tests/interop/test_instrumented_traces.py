@@ -1,0 +1,364 @@
+"""Traces written by real instrumentations (tests/interop/traces/, made by make_traces.py: the fork
+tests' weather agent — openai Chat and anthropic Messages, streamed and not, 3 turns each — run once
+under ``looptap run`` against a scripted upstream and traced at the same time) imported as the run
+that happened: the recording of the same run's conversations, turns, tool calls, tool results,
+text, usage and stream flag; the anthropic SDK's own spans merged, never a second round trip; a fork
+at turn 2, the pytest replay and ``why`` on the imported run."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from cassettes.cli import main
+from tests.interop.cassette_files import REPO
+from tests.interop.test_import_traces import show_json
+from tests.replay.test_fork import AGENT as FORK_AGENT
+from tests.replay.test_fork import new_model_route
+from tests.support import progress
+from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.scripted import ScriptedUpstream
+
+TRACES = Path(__file__).with_name("traces")
+FRAMEWORKS = Path(__file__).with_name("framework_agents.py")
+#: Each trace: what the trace cannot say, so is marked inferred and left out of the comparison.
+KINDS = {
+    "openllmetry": (),
+    "openllmetry-legacy": (),
+    "openinference": (),
+    "openinference-langchain": (),
+    "pydantic-ai": ("stream",),  # pydantic-ai's span does not say; the anthropic SDK's span does
+    "openai-v2": ("stream", "tools"),
+    # its LLM span keeps the Responses answer; the scripted upstream echoes no tools in it
+    "openinference-openai-agents": ("stream", "tools"),
+}
+
+
+def facts(v: dict[str, Any], lacks: set[str]) -> dict[str, Any]:
+    """What an imported round trip must share with the recording of the same call."""
+    appended = v["layers"]["C"].get("appended") or []
+    results = [
+        (p["tool_result"]["call_id"], p["tool_result"]["content"])
+        for m in appended
+        for p in m["parts"]
+        if p["kind"] == "tool_result"
+    ]
+    return {
+        "kind": v["conversation_kind"],
+        "turn": v["turn"],
+        "calls": [(c["id"], c["name"], c["arguments"]) for c in v["tool_calls"]],
+        "results": results,
+        "text": v["text"] or None,  # a stream of tool calls sends an empty text delta
+        "usage": ((v["usage"] or {}).get("input"), (v["usage"] or {}).get("output")),
+        "stream": None if "stream" in lacks else v["stream"],
+        "tools": None if "tools" in lacks else v["request"]["tools"],
+        "findings": sorted(f["code"] for f in v["findings"] if f["severity"] != "info"),
+    }
+
+
+def _conversations(views: list[dict[str, Any]], lacks: set[str]) -> list[list[dict[str, Any]]]:
+    convs: dict[str, list[dict[str, Any]]] = {}
+    for v in views:
+        convs.setdefault(v["conversation"], []).append(facts(v, lacks))
+    return sorted(convs.values(), key=lambda c: orjson.dumps(c))
+
+
+def imported(kind: str, tmp_path: Path) -> Path:
+    out = tmp_path / f"{kind}.jsonl"
+    assert main(["import", "-q", str(TRACES / f"{kind}.otlp.json"), "-o", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_real_instrumentations_trace_imports_as_the_recording_of_the_same_run(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lacks = set(KINDS[kind])
+    recorded = show_json(TRACES / f"{kind}.run.jsonl", capsys)
+    views = show_json(imported(kind, tmp_path), capsys)
+    # one round trip per call: the anthropic SDK's own spans are not a second one
+    assert len(views) == len(recorded)
+    assert _conversations(views, lacks) == _conversations(recorded, lacks)
+    streamed = {_said(v): v["stream"] for v in recorded}
+    for v in views:
+        mark = set(v["reconstructed"]["inferred"])
+        assert not {"messages", "output", "history"} & mark, mark
+        # the stream flag where the trace says it, else marked inferred
+        assert "stream" in mark or v["stream"] == streamed[_said(v)], v["notes"]
+        if "stream" not in lacks:
+            assert "stream" not in mark, v["notes"]
+
+
+def _said(v: dict[str, Any]) -> bytes:
+    f = facts(v, {"stream", "tools"})
+    return orjson.dumps([f["calls"], f["results"], f["text"], v["request"]["messages"]])
+
+
+def test_the_anthropic_sdks_own_span_is_merged_with_its_usage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """openllmetry 0.62.4 counts a streamed answer's output as 24 (message_start's 1 and
+    message_delta's 23); the anthropic SDK's span of the same call says the API's 23, kept, and
+    the round trip says so."""
+    views = show_json(imported("openllmetry", tmp_path), capsys)
+    streamed = [v for v in views if v["family"] == "anthropic" and v["stream"]]
+    assert len(streamed) == 3 and all(v["usage"]["output"] in (23, 13) for v in streamed)
+    notes = [n for v in views for n in v["notes"] if "one call, two spans" in n]
+    assert len(notes) == 6 and any("output_tokens 24 → 23" in n for n in notes), notes
+
+
+def _spans(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+
+
+def test_malformed_message_json_is_imported_with_a_note_and_content_said_truthfully(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = orjson.loads((TRACES / "openllmetry.otlp.json").read_bytes())
+    broken = next(s for s in _spans(doc) if s["name"] == "openai.chat")
+    for a in broken["attributes"]:
+        if a["key"] == "gen_ai.input.messages":
+            a["value"] = {"stringValue": '[{"role": "user", "parts": [{"type": "te'}
+    src, out = tmp_path / "broken.otlp.json", tmp_path / "broken.jsonl"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    capsys.readouterr()
+    assert main(["import", str(src), "-o", str(out)]) == 0
+    said = capsys.readouterr()
+    assert "no message content" not in said.out + said.err  # 11 of 12 have theirs
+    views = show_json(out, capsys)
+    assert len(views) == 12
+    noted = [v for v in views if any("not valid JSON" in n for n in v["notes"])]
+    assert len(noted) == 1
+    assert "malformed input.messages" in noted[0]["reconstructed"]["inferred"]
+
+
+def test_the_older_openllmetry_attributes_are_content(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    out = tmp_path / "legacy.jsonl"
+    assert main(["import", str(TRACES / "openllmetry-legacy.otlp.json"), "-o", str(out)]) == 0
+    assert "no message content" not in capsys.readouterr().out
+    assert sum(len(v["tool_calls"]) for v in show_json(out, capsys)) == 6
+
+
+def _fork(trace: Path, tmp_path: Path, agent: list[str]) -> tuple[Any, ScriptedUpstream]:
+    env = clean_env(OPENAI_API_KEY="sk-test-fork", ANTHROPIC_API_KEY="sk-ant-test-fork")
+    up = ["--upstream", "openai=URL", "--upstream", "anthropic=URL"]
+    with ScriptedUpstream(new_model_route, validate=True) as fake:
+        argv = [
+            *RECORDER, "run", "--from", f"{trace}@turn=2", "-o", str(tmp_path / "branch.jsonl"),
+            "--confdir", str(tmp_path / "conf"), *(u.replace("URL", fake.url) for u in up), "--",
+            *agent,
+        ]  # fmt: skip
+        proc = progress.run(argv, env=env, capture_output=True, text=True, cwd=tmp_path)
+    return proc, fake
+
+
+#: The traces whose agent runs on the SDKs alone (the test environment's), with the labels run.
+SDK_KINDS = {
+    "openllmetry": (),
+    "openinference": (),
+    "openllmetry-legacy": ("openai", "openai-stream", "anthropic"),
+    "openai-v2": ("openai", "openai-stream"),  # no stream flag, no tools in its trace
+}
+
+
+@needs_recorder
+@pytest.mark.parametrize("kind", list(SDK_KINDS))
+def test_a_fork_at_turn_2_of_an_imported_trace_serves_the_prefix(kind: str, tmp_path: Path) -> None:
+    """``run --from IMPORTED@turn=2`` with the agent that made the trace: the 2 turns before the
+    cursor served from the trace's answers, only turn 2 live, exit 0."""
+    trace = imported(kind, tmp_path)
+    labels = SDK_KINDS[kind]
+    proc, fake = _fork(trace, tmp_path, [sys.executable, str(FORK_AGENT), *labels])
+    n = len(labels) or 4
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert len(fake.log) == n, [x.line() for x in fake.log]
+    assert all(len(x.request.tool_results()) == 2 for x in fake.log)
+    assert proc.stdout.count("NEW MODEL") == n, proc.stdout
+
+
+_TRACES_VENV = REPO / ".venv-traces" / "bin" / "python"  # .ci/run makes it
+FRAMEWORKS_PYTHON = os.environ.get("LOOPTAP_TRACES_PYTHON") or (
+    str(_TRACES_VENV) if _TRACES_VENV.exists() else None
+)
+
+
+@needs_recorder
+@pytest.mark.skipif(
+    not FRAMEWORKS_PYTHON,
+    reason="LOOPTAP_TRACES_PYTHON: an environment made from tests/interop/traces/requirements.txt "
+    "(LangChain, pydantic-ai)",
+)
+@pytest.mark.parametrize(
+    ("kind", "framework"),
+    [
+        ("openinference-langchain", "langchain"),
+        ("pydantic-ai", "pydantic-ai"),
+        ("openinference-openai-agents", "openai-agents openai openai-stream"),
+    ],
+)
+def test_a_fork_at_turn_2_of_a_frameworks_trace(kind: str, framework: str, tmp_path: Path) -> None:
+    """The LangChain, pydantic-ai and openai-agents agents forked from their imported traces (the
+    last on the Responses API): what the trace does
+    not keep (langchain-anthropic's ``is_error: false``, pydantic-ai's ``tool_choice``, its
+    ``max_completion_tokens``, its re-spelled arguments, whether a call streamed) is no miss, and
+    a streamed call the trace did not flag gets its answer as a stream."""
+    trace = imported(kind, tmp_path)
+    agent = [str(FRAMEWORKS_PYTHON), str(FRAMEWORKS), *framework.split()]
+    n = len(framework.split()[1:]) or 4
+    proc, fake = _fork(trace, tmp_path, agent)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert len(fake.log) == n and proc.stdout.count("NEW MODEL") == n, proc.stdout
+    assert all(len(x.request.tool_results()) == 2 for x in fake.log)
+
+
+def _recorded_requests(kind: str) -> list[Any]:
+    from cassettes.reading import open_run
+
+    return list(open_run(TRACES / f"{kind}.run.jsonl", whole=True).exchanges)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_request_the_agent_sent_is_answered_by_the_imported_run(
+    kind: str, tmp_path: Path
+) -> None:
+    """Replay's matcher on the imported run, given the requests the agent really sent (the
+    recording of the same run): each is answered by its own call, a field looptap inferred never
+    the reason for a miss; what was left out of the comparison is on the record."""
+    from cassettes.matching import Matcher
+    from cassettes.reading import open_run
+
+    matcher = Matcher(open_run(imported(kind, tmp_path), whole=True).exchanges)
+    for ex in _recorded_requests(kind):
+        found = matcher.match(ex.method, ex.url, ex.request_headers, ex.request_body)
+        assert not hasattr(found, "reason"), (ex.url, getattr(found, "reason", ""))
+    assert matcher.count_unplayed() == 0
+    inferred = {t.path for ts in matcher.tolerated.values() for t in ts if t.detector == "inferred"}
+    if kind == "pydantic-ai":
+        assert ("tool_choice",) in inferred and ("max_completion_tokens",) in inferred
+
+
+def test_only_what_was_inferred_is_left_out(tmp_path: Path) -> None:
+    """A parameter the trace kept (max_tokens, sent as max_completion_tokens), changed, and a
+    changed message are misses still; a parameter the trace has no word of is not."""
+    from cassettes.matching import Matcher
+    from cassettes.reading import open_run
+
+    ex = _recorded_requests("pydantic-ai")[0]
+    body = orjson.loads(ex.request_body)
+    rome = [*body["messages"][:-1], {"role": "user", "content": "Rome?"}]
+    cases = [
+        ({**body, "max_completion_tokens": 999}, False),
+        ({**body, "messages": rome}, False),
+        ({**body, "temperature": 0.5}, True),
+    ]
+    run = imported("pydantic-ai", tmp_path)
+    for changed, answered in cases:
+        matcher = Matcher(open_run(run, whole=True).exchanges)
+        found = matcher.match(ex.method, ex.url, ex.request_headers, orjson.dumps(changed))
+        assert hasattr(found, "reason") is not answered, changed
+
+
+REPLAYED = """
+import sys
+sys.path.insert(0, {agent_dir!r})
+import pytest
+from fork_agent import AGENTS
+
+
+@pytest.mark.looptap
+def test_weather(looptap):
+    labels = {labels!r} or sorted(AGENTS)
+    for label in labels:
+        assert "Sunny in Paris and Lyon." in AGENTS[label](), label
+    assert len(looptap.run.turns) == 3 * len(labels)
+"""
+
+
+@pytest.mark.parametrize("kind", list(SDK_KINDS))
+def test_the_pytest_plugin_replays_an_imported_trace_offline(kind: str, tmp_path: Path) -> None:
+    """docs/testing.md's way: a test of the agents the trace came from, its cassette the imported
+    trace, replayed offline (``CI=1``: nothing may be recorded)."""
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_agent.py").write_text(
+        REPLAYED.format(agent_dir=str(FORK_AGENT.parent), labels=list(SDK_KINDS[kind]))
+    )
+    cassette = project / "tests" / "cassettes" / "test_agent" / "test_weather.jsonl"
+    assert main(["import", "-q", str(TRACES / f"{kind}.otlp.json"), "-o", str(cassette)]) == 0
+    proc = progress.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        env=clean_env(CI="1", OPENAI_API_KEY="sk-test-imported", ANTHROPIC_API_KEY="sk-ant-t"),
+        capture_output=True, text=True, cwd=project,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-4000:]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_why_runs_on_an_imported_trace(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``why`` plans its interventions on the imported run as on a recording (``--dry-run``: the
+    plan, no branch run): the failure (the answer names Lyon) is found in it and the turns to
+    intervene on are listed."""
+    trace = imported(kind, tmp_path)
+    capsys.readouterr()
+    code = main(
+        ["why", str(trace), "--answer-matches", "Lyon", "--dry-run", "-o",
+         str(tmp_path / "why"), "--", sys.executable, str(FORK_AGENT)]
+    )  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err[-3000:]
+    assert out.out.strip()
+
+
+def test_no_content_is_said_of_the_round_trips_that_have_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A span of a call the instrumentation did not trace (the anthropic SDK's own, alone) is
+    metadata only; the import says so of it, not of the run."""
+    doc = orjson.loads((TRACES / "openllmetry.otlp.json").read_bytes())
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            if ss["scope"]["name"] == "opentelemetry.instrumentation.anthropic":
+                ss["spans"] = ss["spans"][1:]  # one call the instrumentation missed
+    src = tmp_path / "partial.otlp.json"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    capsys.readouterr()
+    assert main(["import", str(src), "-o", str(tmp_path / "partial.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "12 round trips" in out and "1 of 12 round trips without message content" in out, out
+
+
+def test_an_empty_assistant_message_in_a_spans_input_does_not_split_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pydantic-ai has been seen to open an Anthropic call's input with an empty assistant
+    message: no API takes one, so it is left out (with a note) and the run is the same."""
+    doc = orjson.loads((TRACES / "pydantic-ai.otlp.json").read_bytes())
+    touched = 0
+    for span in _spans(doc):
+        for a in span["attributes"]:
+            value = a["value"].get("stringValue", "")
+            if a["key"] == "gen_ai.input.messages" and '"toolu_' in value:
+                msgs = orjson.loads(value)
+                empty = {"role": "assistant", "parts": []}
+                a["value"] = {"stringValue": orjson.dumps([*msgs[:1], empty, *msgs[1:]]).decode()}
+                touched += 1
+    assert touched
+    src = tmp_path / "empty.otlp.json"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    out = tmp_path / "empty.jsonl"
+    assert main(["import", "-q", str(src), "-o", str(out)]) == 0
+    views = show_json(out, capsys)
+    lacks = set(KINDS["pydantic-ai"])
+    recorded = show_json(TRACES / "pydantic-ai.run.jsonl", capsys)
+    assert _conversations(views, lacks) == _conversations(recorded, lacks)
+    assert sum(any("empty assistant message" in n for n in v["notes"]) for v in views) == touched
