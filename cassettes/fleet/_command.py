@@ -67,26 +67,59 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _open(fleet: str | None) -> Any:
-    """A read-only connection to the fleet: an index file, or a Parquet export's directory."""
+    """A read-only, locked connection to the fleet (no file access, settings fixed): an index
+    file, or a Parquet export's directory."""
     where = Path(fleet) if fleet else FLEET_NAME
     if where.is_dir():
-        con = duckdb_module().connect(":memory:")
-        parquet_views(con, where)
-        return con
+        return parquet_views(where)
     return connect(where, read_only=True)
 
 
-def _run(args: argparse.Namespace, sql: str, params: Sequence[object] = ()) -> int:
+def _failed(exc: BaseException) -> FleetError:
+    return FleetError(
+        f"the query failed: {clean_line(str(exc).splitlines()[0] if str(exc) else '')}"
+    )
+
+
+def _run(
+    args: argparse.Namespace, sql: str, params: Sequence[object] = (), *, given: bool = False
+) -> int:
+    """Run ``sql`` on the fleet and print its rows; ``given``: SQL the user wrote, which may only
+    read (a query, ``EXPLAIN``), and says so in one line otherwise."""
     con = _open(args.fleet)
+    duckdb = duckdb_module()
     try:
+        if given:
+            _reads_only(con, sql)
         cur = con.execute(sql, list(params))
-    except duckdb_module().Error as exc:
-        raise FleetError(f"the query failed: {str(exc).splitlines()[0]}") from None
-    names = [d[0] for d in cur.description or ()]
-    rows = cur.fetchall()
-    con.close()
+        names = [d[0] for d in cur.description or ()]
+        rows = cur.fetchall() if cur.description else []
+    except duckdb.Error as exc:
+        raise _failed(exc) from None
+    finally:
+        con.close()
     _print(names, rows, args.format)
     return 0
+
+
+#: The statements ``looptap query`` runs: those that only read.
+_READING = ("SELECT", "EXPLAIN")
+
+
+def _reads_only(con: Any, sql: str) -> None:
+    """Refuse in one line SQL that is empty or would do anything but read (``COPY``, ``ATTACH``,
+    ``INSTALL``, ``SET`` …: the connection is locked besides, this says it first and plainly)."""
+    statements = con.extract_statements(sql)
+    if not statements:
+        raise FleetError('no SQL given: looptap query "SELECT count(*) FROM runs"')
+    for st in statements:
+        kind = getattr(st.type, "name", str(st.type))
+        if kind not in _READING:
+            word = st.query.split(None, 1)[0].upper() if st.query.split() else kind
+            kind = word if word.isalpha() else kind  # INSTALL is a LOAD statement to DuckDB
+            raise FleetError(
+                f"looptap query only reads the fleet: {kind} is refused (a SELECT, or EXPLAIN)"
+            )
 
 
 def _plain(v: Any) -> Any:
@@ -114,9 +147,19 @@ def _print(names: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
     if fmt == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(names)
-        w.writerows([_plain(v) for v in r] for r in rows)
+        w.writerows([_defused(v) for v in r] for r in rows)
         return
     _table(names, rows)
+
+
+#: What begins a cell a spreadsheet would run as a formula (OWASP, "CSV Injection").
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _defused(v: Any) -> Any:
+    """A CSV cell: a text that begins as a formula begins gets a ``'`` first, as OWASP's CSV
+    injection guidance says; a number is written as it is (``-5``, ``-0.5``: not formulas)."""
+    return "'" + v if isinstance(v, str) and v.startswith(_FORMULA) else _plain(v)
 
 
 def _table(names: list[str], rows: list[tuple[Any, ...]]) -> None:
@@ -144,7 +187,7 @@ def _table(names: list[str], rows: list[tuple[Any, ...]]) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    return _run(args, args.sql)
+    return _run(args, args.sql, given=True)
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
