@@ -13,7 +13,7 @@ Importing this package imports no DuckDB: only ``_index``'s functions do, when c
 
 from __future__ import annotations
 
-from cassettes.fleet._command import cmd_fleet, cmd_index, cmd_query, export_parquet
+from cassettes.fleet._command import cmd_fleet, cmd_index, cmd_query, export_parquet, open_fleet
 from cassettes.fleet._files import RUN_SUFFIXES, run_files
 from cassettes.fleet._index import connect, update
 from cassettes.fleet._mcp import overviews, runs_mentioning
@@ -33,6 +33,7 @@ __all__ = [
     "export_parquet",
     "failing_turns",
     "findings",
+    "open_fleet",
     "overviews",
     "run_files",
     "runs_mentioning",

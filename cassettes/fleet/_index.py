@@ -85,9 +85,10 @@ def default_fleet(first_dir: Path) -> Path:
 LOCKED = {"enable_external_access": False, "lock_configuration": True}
 
 
-def connect(db: Path, *, read_only: bool = False) -> Any:
+def connect(db: Path, *, read_only: bool = False, locked: bool = True) -> Any:
     """A connection to the index at ``db`` (created with its tables unless ``read_only``; a
-    read-only one is :data:`LOCKED`)."""
+    read-only one is :data:`LOCKED` unless ``locked`` is false: the Parquet export's, which
+    writes files)."""
     duckdb = duckdb_module()
     if read_only and not db.is_file():
         raise FleetError(f"no fleet index at {db}: make one with looptap index DIR")
@@ -95,7 +96,8 @@ def connect(db: Path, *, read_only: bool = False) -> Any:
     if not read_only:
         db.parent.mkdir(parents=True, exist_ok=True)
     try:
-        con = duckdb.connect(str(db), read_only=read_only, config=LOCKED if read_only else {})
+        config = LOCKED if read_only and locked else {}
+        con = duckdb.connect(str(db), read_only=read_only, config=config)
     except duckdb.Error as exc:
         raise FleetError(f"cannot open the fleet index {db}: {exc}") from None
     if not read_only:

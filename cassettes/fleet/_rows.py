@@ -17,6 +17,7 @@ from typing import Any
 
 from cassettes.analysis import active_text
 from cassettes.errors import CassetteError
+from cassettes.fleet._agent import agent_of, command_text
 from cassettes.reading import open_run, origin_in, show_objects
 
 __all__ = ["STAMP_COLUMNS", "RunRows", "Stamp", "run_rows", "stamp_of", "stat_key"]
@@ -99,6 +100,8 @@ def run_rows(path: str) -> RunRows:
     except OSError as exc:
         return RunRows(path, None, skipped=f"cannot read: {exc.strerror or exc}")
     base = {"run": path, "day": None, "recorded": None}
+    # the directory names the agent until the header is read (a run that cannot be read keeps it)
+    base.update(zip(("agent", "agent_source"), agent_of({}, p), strict=True))
     when = datetime.fromtimestamp(stamp.mtime_ns / 1e9, UTC)
     run_row: dict[str, Any] = {**base, **stamp.columns()}
     out = RunRows(path, stamp, {"runs": [run_row]})
@@ -125,15 +128,15 @@ def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> Non
             when = datetime.fromtimestamp(run.epoch, UTC)
         day = when.date().isoformat()
         meta = _dict(run.header.get("meta"))
+        run_row.update(zip(("agent", "agent_source"), agent_of(meta, p), strict=True))
         origin = origin_in(run.header)
         client = _client(run)
         run_row.update(
             day=day,
             recorded=when.isoformat(),
             format=run.kind,
-            command=_str(meta.get("command")),
+            command=command_text(meta.get("command")),
             client=client,
-            agent=_str(meta.get("agent")) or (client.split("/")[0].split()[0] if client else None),
             branch_origin=_str(origin.get("path") or origin.get("run")) if origin else None,
             problems=len(run.problems),
         )

@@ -13,8 +13,8 @@ import cassettes.fleet as fleet
 EXPORTED = [
     "RUN_SUFFIXES", "TABLES",
     "cmd_fleet", "cmd_index", "cmd_query", "connect", "cost", "doc_table", "export_parquet",
-    "failing_turns", "findings", "overviews", "run_files", "runs_mentioning", "since_time",
-    "stamp_of", "update",
+    "failing_turns", "findings", "open_fleet", "overviews", "run_files", "runs_mentioning",
+    "since_time", "stamp_of", "update",
 ]  # fmt: skip
 PUBLIC_MODULES = ["schema"]
 
