@@ -28,7 +28,6 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis import active_text
 from cassettes.errors import CassetteError
 from cassettes.fleet._files import run_stats
 from cassettes.fleet._rows import (
@@ -192,6 +191,8 @@ def update(
 
 def _rules_digest() -> str:
     """A digest of the agent rules in force (docs/rules.md), as ``fleet_meta`` keeps it."""
+
+    from cassettes.analysis import active_text  # (here: the questions never load the analysis)
 
     return hashlib.sha256(active_text().encode()).hexdigest()
 

@@ -15,10 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis import active_text
 from cassettes.errors import CassetteError
 from cassettes.fleet._agent import agent_of, command_text
-from cassettes.reading import open_run, origin_in, show_objects
 
 __all__ = ["STAMP_COLUMNS", "RunRows", "Stamp", "run_rows", "stamp_of", "stat_key"]
 
@@ -65,6 +63,8 @@ def stamp_of(path: Path) -> Stamp:
     """The file's :class:`Stamp` (its ``stat`` taken first, then both ends read: a file written
     meanwhile differs from it next time; an ``OSError`` when it cannot be read;
     :class:`~cassettes.analysis._rules.RulesError` when the rules file is wrong)."""
+
+    from cassettes.analysis import active_text  # (here: the questions never load the analysis)
 
     agent_rules = active_text()
     with open(path, "rb") as f:
@@ -122,6 +122,8 @@ def _failed(out: RunRows, run_row: dict[str, Any], when: datetime, why: str) -> 
 
 
 def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> None:
+    from cassettes.reading import origin_in, show_objects  # (as open_run, below)
+
     run = open_run(p)
     try:
         if run.epoch is not None:
@@ -174,6 +176,14 @@ def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> Non
         )
     finally:
         run.close()
+
+
+def open_run(path: Path, **kw: Any) -> Any:
+    """:func:`cassettes.reading.open_run`, loaded when a run is read: the questions and
+    ``query``, which read no run, never load the reader and the analysis (0.8 s of start-up)."""
+    from cassettes.reading import open_run as reader
+
+    return reader(path, **kw)
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import orjson
 import pytest
 from real_corpus import CORPUS
 
-from cassettes.fleet._agent import agent_of, program
+from cassettes.fleet import agent_of, program
 from cassettes.recording import agent_name, run_about
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
