@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from real_corpus import CORPUS
 
 from cassettes.fleet import agent_of, program
 from cassettes.recording import agent_name, run_about
+from tests.fleet.test_fleet import looptap
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
 from tests.support.scripted import ScriptedUpstream
@@ -32,16 +32,6 @@ duckdb = pytest.importorskip("duckdb")
 REPO = Path(__file__).resolve().parents[2]
 TRACED = REPO / "tests" / "interop" / "traced_agent.py"
 VCR = CORPUS / "llm-anthropic/tests/cassettes/test_anthropic/test_tools.yaml"
-
-
-def looptap(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=dict(os.environ),
-    )
 
 
 def header(path: Path) -> dict[str, Any]:

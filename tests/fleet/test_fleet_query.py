@@ -8,29 +8,16 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from real_corpus import CORPUS
 
-from tests.support import progress
+from tests.fleet.test_fleet import looptap
 
 duckdb = pytest.importorskip("duckdb")
 RUN = CORPUS / "llm-anthropic/tests/cassettes/test_anthropic/test_tools.yaml"
-
-
-def looptap(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=dict(os.environ),
-    )
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
@@ -29,8 +27,7 @@ import pytest
 from real_corpus import CORPUS
 
 from cassettes.fleet import since_time
-from tests.fleet.test_fleet import RUNS
-from tests.support import progress
+from tests.fleet.test_fleet import RUNS, looptap
 from tests.support.huge import write_huge
 
 duckdb = pytest.importorskip("duckdb")
@@ -48,16 +45,6 @@ TIMED = [
     ("gpt-4o-mini", "coder", 6.5, 5), ("gpt-4o", "triage", 11.5, 6),
     ("gpt-4o-mini", "triage", 15.5, 4),
 ]  # fmt: skip
-
-
-def looptap(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=dict(os.environ),
-    )
 
 
 def ask(db: Path, *question: str) -> list[dict[str, Any]]:
