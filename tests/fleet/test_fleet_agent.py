@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,29 @@ def test_the_sources_in_order_and_an_untrusted_header() -> None:
     assert agent_name(" coder ", {"LOOPTAP_AGENT": "other"}) == "coder"
     masked = run_about("a", ["tool", "--key", "sk-123"], lambda s: s.replace("sk-123", "[R]"))
     assert masked == {"agent": "a", "command": ["tool", "--key", "[R]"]}
+
+
+@needs_recorder
+def test_looptap_record_keeps_the_agent_given(tmp_path: Path) -> None:
+    """``looptap record --agent``: the header names it from the start (the cassette is opened,
+    its header written, before the recorder says it is ready)."""
+    import signal
+
+    ready = tmp_path / "ready.json"
+    out = tmp_path / "rec" / "run.jsonl"
+    out.parent.mkdir()
+    proc = subprocess.Popen(
+        [*RECORDER, "record", "-o", str(out), "--confdir", str(tmp_path / "conf"),
+         "--agent", "reviewer", "--ready-file", str(ready)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "LOOPTAP_AGENT": "not-this-one"},
+    )  # fmt: skip
+    try:
+        progress.until(lambda: ready.exists() or proc.poll() is not None, what="the ready file")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        progress.wait(proc)
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    meta = header(out)
+    assert meta["agent"] == "reviewer" and "command" not in meta
+    assert agent_of(meta, out) == ("reviewer", "given")
