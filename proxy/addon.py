@@ -128,6 +128,18 @@ OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
         "fsync the cassette after every round trip (slower; survives power loss, not only "
         "crashes).",
     ),
+    (
+        "looptap_agent",
+        str,
+        "",
+        "The agent's name, kept in a new cassette's header (the fleet index groups runs by it).",
+    ),
+    (
+        "looptap_command",
+        Sequence[str],
+        [],
+        "The command the agent runs as, kept (redacted) in a new cassette's header.",
+    ),
 )
 
 
@@ -202,6 +214,7 @@ class LooptapRecorder:
                 fsync=ctx.options.looptap_fsync,
                 settle=0.0 if self._durable else SETTLE,
                 redact=redact,
+                about=(ctx.options.looptap_agent, list(ctx.options.looptap_command)),
             )
         except HandoffError as exc:
             raise exceptions.OptionsError(f"looptap_output: {exc}") from None

@@ -26,6 +26,7 @@ from cassettes.hints import (
     looptap_command,
     recorder_install_command,
 )
+from cassettes.recording import agent_name, run_about
 from cassettes.replay.forking import (
     agreement,
     agreement_lines,
@@ -169,6 +170,11 @@ def _config(args: argparse.Namespace) -> Any:
         upstreams = bases_of(args.upstream, "--upstream")
     except ValueError as exc:
         raise SystemExit(f"looptap: error: {exc}") from None
+    try:
+        agent = agent_name(getattr(args, "agent", None), os.environ)
+    except ValueError as exc:
+        messages.error(f"error: {exc}")
+        raise SystemExit(2) from None  # the recorder does not start (docs/recorder.md)
     return RecorderConfig(
         output=output_of(args.output)[0],
         base_port=args.port,
@@ -185,7 +191,22 @@ def _config(args: argparse.Namespace) -> Any:
         fault_seed=args.fault_seed,
         ready_file=Path(args.ready_file) if args.ready_file else None,
         environ=dict(os.environ),
+        agent=agent,
     )
+
+
+def _about(config: Any) -> dict[str, Any]:
+    """The header's ``agent`` and ``command`` of a fork's branch, masked as the recorder's writer
+    masks them (its redactor, with the extra names and patterns given)."""
+    from cassettes.recording import Redactor
+
+    try:
+        redactor = Redactor.configured(
+            headers=list(config.redact_headers), patterns=list(config.redact_patterns)
+        )
+    except ValueError:  # a bad pattern: the recorder says so when it opens the cassette
+        redactor = Redactor()
+    return run_about(config.agent, config.command, redactor.scrub)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -346,6 +367,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         messages.error(_hand_off(args))
         return 2
     config = _config(args)
+    config.command = tuple(argv)
     _warn_exposure(args)
 
     try:
@@ -364,6 +386,8 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         return 2
     if fork is not None and fork.edits:
         config.edit_key = fork.edit_key
+    if fork is not None:  # the branch's header is written here, not by the recorder's writer
+        fork.meta.update(_about(config))
     inspecting = _inspecting(args, config)
     if isinstance(inspecting, str):
         messages.error(inspecting)

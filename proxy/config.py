@@ -63,6 +63,10 @@ class RecorderConfig:
     #: listener without ``--upstream`` forwards where its base-URL variable there points
     #: (:func:`_follow`). Empty: the vendors' APIs.
     environ: dict[str, str] = field(default_factory=dict)
+    #: The agent's name (``--agent``, else ``$LOOPTAP_AGENT``) and the command ``looptap run``
+    #: runs: the cassette header's ``agent`` and ``command`` (cassettes.recording._about).
+    agent: str | None = None
+    command: tuple[str, ...] = ()
 
     def listeners(self) -> list[Listener]:
         """One listener per upstream and the forward proxy, each on a port of its own."""

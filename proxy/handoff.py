@@ -135,6 +135,7 @@ class Handoff:
         settle: float = SETTLE,
         redact: tuple[Sequence[str], Sequence[str]] = ((), ()),
         timeout: float = START_TIMEOUT,
+        about: tuple[str, Sequence[str]] = ("", ()),
     ) -> None:
         """Start a writer process on the cassette at ``path`` and return once it can write (a
         round trip held only in this process in the first seconds would be lost by a crash).
@@ -148,7 +149,15 @@ class Handoff:
         enlarge_pipe(in_w.fileno())
         process = mp.Process(
             target=writer_main,
-            args=(str(path), fsync, in_r, out_w, settle, (list(redact[0]), list(redact[1]))),
+            args=(
+                str(path),
+                fsync,
+                in_r,
+                out_w,
+                settle,
+                (list(redact[0]), list(redact[1])),
+                (about[0], list(about[1])),
+            ),
             name="looptap-writer",
             daemon=True,
         )

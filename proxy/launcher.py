@@ -271,6 +271,8 @@ class Recorder:
                 looptap_flow_bodies=False,
                 looptap_durable=cfg.durable,
                 looptap_fsync=cfg.fsync,
+                looptap_agent=cfg.agent or "",
+                looptap_command=list(cfg.command),
             )
             if cfg.faults:
                 opts.update(looptap_faults=list(cfg.faults), looptap_fault_seed=cfg.fault_seed)

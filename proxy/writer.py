@@ -58,13 +58,14 @@ def writer_main(
     outbox: Any,
     settle: float = 0.0,
     redact: tuple[list[str], list[str]] = ([], []),
+    about: tuple[str, list[str]] = ("", []),
 ) -> None:
     """The writer process. ``inbox`` and ``outbox`` are ``multiprocessing`` connections, used only
     for their file descriptors (the framing is :func:`frame`)."""
     import signal
 
     from cassettes.errors import CassetteError
-    from cassettes.recording import CassetteWriter, Redactor
+    from cassettes.recording import CassetteWriter, Redactor, run_about
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when to stop
     # Niced: on a 2-core machine an un-niced writer competes with the proxy and raised its added
@@ -84,7 +85,11 @@ def writer_main(
         messages.set_redactor(redactor)
         writer = CassetteWriter(
             Path(path),
-            meta={"source": "looptap proxy", **header_places(redactor)},
+            meta={
+                "source": "looptap proxy",
+                **header_places(redactor),
+                **run_about(about[0] or None, about[1], redactor.scrub),
+            },
             redactor=redactor,
             fsync=fsync,
         )

@@ -232,12 +232,14 @@ COMMANDS = (
         {
             "file": (
                 "a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by "
-                "content); with --parquet, a directory of runs"
+                "content); with --parquet, a directory of runs, or a fleet index (a .duckdb file "
+                "looptap index made) to export as it is"
             ),
             "more DIR": Arg("with --parquet: more directories", nargs="*"),
             "--parquet OUTDIR": (
-                "index the runs under the directories (looptap index) and write its tables as "
-                "Parquet partitioned by day under OUTDIR (docs/fleet.md; the fleet extra)"
+                "index the runs under the directories (looptap index), or take the index given, "
+                "and write its tables as Parquet partitioned by day under OUTDIR (docs/fleet.md; "
+                "the fleet extra)"
             ),
             "--otel OUT.json": (
                 "write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file format) to "

@@ -29,6 +29,15 @@ _FLEET_OUTPUT = (
     ),
 )
 
+#: The time window every question takes (docs/fleet.md).
+_WINDOW = {
+    "--since WHEN": (
+        "runs recorded from then on: a date (2026-11-25), an ISO time, a time ago (7d, 12h, 2w), "
+        "today, yesterday or a git ref (its commit time)"
+    ),
+    "--until WHEN": "runs recorded before then (as --since)",
+}
+
 FLEET = Command(
     "fleet",
     "everyday questions of the fleet index (docs/fleet.md)",
@@ -38,33 +47,57 @@ FLEET = Command(
         Command(
             "findings",
             "findings by code: how many, in how many runs, when",
-            {
-                "--since REF|DATE": "runs recorded since a date or a git ref",
-                "--new": flag("only codes no run before --since had"),
-            },
+            _WINDOW,
+            {"--new": flag("only codes no run before --since had")},
             *_FLEET_OUTPUT,
         ),
         Command(
             "cost",
-            "cost and tokens by model, agent or day",
-            {
-                "--by": Arg(choices=("model", "agent", "day"), default="model"),
-            },
+            "cost and tokens by model, agent, day or week",
+            {"--by": Arg(choices=("model", "agent", "day", "week"), default="model")},
+            _WINDOW,
             *_FLEET_OUTPUT,
         ),
         Command(
             "failing-turns",
             "runs grouped by their first root-cause error and the turn's request shape",
+            _WINDOW,
+            *_FLEET_OUTPUT,
+        ),
+        Command(
+            "weekly",
+            "per week: runs, turns, cost, findings and errors, and the change from the week before",
+            _WINDOW,
+            *_FLEET_OUTPUT,
+        ),
+        Command(
+            "grew",
+            "what grew from the period before to this one (default: the last 7 days against the "
+            "7 before): findings by code, or cost and findings by agent or model",
+            {"--by": Arg(choices=("code", "agent", "model"), default="code")},
+            _WINDOW,
+            *_FLEET_OUTPUT,
+        ),
+        Command(
+            "latency",
+            "latency percentiles (p50, p95) by model or agent",
+            {"--by": Arg(choices=("model", "agent"), default="model")},
+            _WINDOW,
             *_FLEET_OUTPUT,
         ),
         Command(
             "page",
-            "the questions above as one web page (the html extra)",
+            "the questions above as one web page, each run linked to its HTML report (the html "
+            "extra)",
             {
                 "-o --output": Arg("default fleet.html", default="fleet.html"),
                 "--force": flag("replace an existing page"),
                 "--fleet FLEET": "as for the questions",
+                "--no-reports": flag(
+                    "do not write the runs' reports beside the page (the runs are then not linked)"
+                ),
             },
+            _WINDOW,
         ),
     ),
 )

@@ -29,6 +29,11 @@ def recorder_options(p: argparse.ArgumentParser, output_required: bool) -> None:
             required=output_required,
         ),
         "--force": flag("let -o replace an existing file that is not a looptap cassette"),
+        "--agent NAME": (
+            "the agent's name, kept in the cassette's header: the fleet index groups runs by it "
+            "(default $LOOPTAP_AGENT; without either, the index names the agent from the "
+            "command run or the directory: docs/fleet.md)"
+        ),
         "--port": Arg("first port to listen on (default: free ports)", type=int, default=0),
         "--upstream NAME=URL": many(
             "a reverse listener forwarding to URL (a local model server, a gateway …); the "

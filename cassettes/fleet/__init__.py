@@ -3,7 +3,7 @@
 over:
 
 - ``_files``: the run files under a directory; ``_rows``: one run's rows and its stamp;
-- ``_index``: the DuckDB index, updated run by run, and what it answers the MCP server;
+- ``_index``: the DuckDB index, updated run by run; ``_mcp``: what it answers the MCP server;
 - ``_questions``: the named questions' SQL; ``_command``: the commands;
 - ``schema``: the tables' columns (public: ``python -m cassettes.fleet.schema`` prints the docs'
   table).
@@ -13,16 +13,29 @@ Importing this package imports no DuckDB: only ``_index``'s functions do, when c
 
 from __future__ import annotations
 
-from cassettes.fleet._command import cmd_fleet, cmd_index, cmd_query, export_parquet
+from cassettes.fleet._agent import agent_of, program
+from cassettes.fleet._command import cmd_fleet, cmd_index, cmd_query, export_parquet, open_fleet
 from cassettes.fleet._files import RUN_SUFFIXES, run_files
-from cassettes.fleet._index import connect, overviews, runs_mentioning, update
-from cassettes.fleet._questions import cost, failing_turns, findings, since_time
+from cassettes.fleet._index import connect, update
+from cassettes.fleet._mcp import overviews, runs_mentioning
+from cassettes.fleet._questions import (
+    Window,
+    cost,
+    failing_turns,
+    findings,
+    grew,
+    latency,
+    since_time,
+    weekly,
+)
 from cassettes.fleet._rows import stamp_of
 from cassettes.fleet.schema import TABLES, doc_table
 
 __all__ = [
     "RUN_SUFFIXES",
     "TABLES",
+    "Window",
+    "agent_of",
     "cmd_fleet",
     "cmd_index",
     "cmd_query",
@@ -32,10 +45,15 @@ __all__ = [
     "export_parquet",
     "failing_turns",
     "findings",
+    "grew",
+    "latency",
+    "open_fleet",
     "overviews",
+    "program",
     "run_files",
     "runs_mentioning",
     "since_time",
     "stamp_of",
     "update",
+    "weekly",
 ]

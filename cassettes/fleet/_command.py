@@ -32,11 +32,10 @@ from cassettes.fleet._index import (
 )
 from cassettes.fleet._index import export_parquet as write
 from cassettes.hints import count
-from cassettes.storage import check_target, staged
 from cassettes.untrusted import clean_line
 from cassettes.views import reading_line
 
-__all__ = ["cmd_fleet", "cmd_index", "cmd_query", "export_parquet"]
+__all__ = ["cmd_fleet", "cmd_index", "cmd_query", "export_parquet", "open_fleet"]
 
 #: A table cell's width at most, in characters.
 CELL = 60
@@ -66,27 +65,60 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open(fleet: str | None) -> Any:
-    """A read-only connection to the fleet: an index file, or a Parquet export's directory."""
+def open_fleet(fleet: str | None) -> Any:
+    """A read-only, locked connection to the fleet (no file access, settings fixed): an index
+    file, or a Parquet export's directory."""
     where = Path(fleet) if fleet else FLEET_NAME
     if where.is_dir():
-        con = duckdb_module().connect(":memory:")
-        parquet_views(con, where)
-        return con
+        return parquet_views(where)
     return connect(where, read_only=True)
 
 
-def _run(args: argparse.Namespace, sql: str, params: Sequence[object] = ()) -> int:
-    con = _open(args.fleet)
+def _failed(exc: BaseException) -> FleetError:
+    return FleetError(
+        f"the query failed: {clean_line(str(exc).splitlines()[0] if str(exc) else '')}"
+    )
+
+
+def _run(
+    args: argparse.Namespace, sql: str, params: Sequence[object] = (), *, given: bool = False
+) -> int:
+    """Run ``sql`` on the fleet and print its rows; ``given``: SQL the user wrote, which may only
+    read (a query, ``EXPLAIN``), and says so in one line otherwise."""
+    con = open_fleet(args.fleet)
+    duckdb = duckdb_module()
     try:
+        if given:
+            _reads_only(con, sql)
         cur = con.execute(sql, list(params))
-    except duckdb_module().Error as exc:
-        raise FleetError(f"the query failed: {str(exc).splitlines()[0]}") from None
-    names = [d[0] for d in cur.description or ()]
-    rows = cur.fetchall()
-    con.close()
+        names = [d[0] for d in cur.description or ()]
+        rows = cur.fetchall() if cur.description else []
+    except duckdb.Error as exc:
+        raise _failed(exc) from None
+    finally:
+        con.close()
     _print(names, rows, args.format)
     return 0
+
+
+#: The statements ``looptap query`` runs: those that only read.
+_READING = ("SELECT", "EXPLAIN")
+
+
+def _reads_only(con: Any, sql: str) -> None:
+    """Refuse in one line SQL that is empty or would do anything but read (``COPY``, ``ATTACH``,
+    ``INSTALL``, ``SET`` …: the connection is locked besides, this says it first and plainly)."""
+    statements = con.extract_statements(sql)
+    if not statements:
+        raise FleetError('no SQL given: looptap query "SELECT count(*) FROM runs"')
+    for st in statements:
+        kind = getattr(st.type, "name", str(st.type))
+        if kind not in _READING:
+            word = st.query.split(None, 1)[0].upper() if st.query.split() else kind
+            kind = word if word.isalpha() else kind  # INSTALL is a LOAD statement to DuckDB
+            raise FleetError(
+                f"looptap query only reads the fleet: {kind} is refused (a SELECT, or EXPLAIN)"
+            )
 
 
 def _plain(v: Any) -> Any:
@@ -114,9 +146,19 @@ def _print(names: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
     if fmt == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(names)
-        w.writerows([_plain(v) for v in r] for r in rows)
+        w.writerows([_defused(v) for v in r] for r in rows)
         return
     _table(names, rows)
+
+
+#: What begins a cell a spreadsheet would run as a formula (OWASP, "CSV Injection").
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _defused(v: Any) -> Any:
+    """A CSV cell: a text that begins as a formula begins gets a ``'`` first, as OWASP's CSV
+    injection guidance says; a number is written as it is (``-5``, ``-0.5``: not formulas)."""
+    return "'" + v if isinstance(v, str) and v.startswith(_FORMULA) else _plain(v)
 
 
 def _table(names: list[str], rows: list[tuple[Any, ...]]) -> None:
@@ -144,60 +186,48 @@ def _table(names: list[str], rows: list[tuple[Any, ...]]) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    return _run(args, args.sql)
+    return _run(args, args.sql, given=True)
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
+    window = questions.Window.of(args.since, args.until)
+    if args.question == "page":
+        from cassettes.fleet._page import write_page
+
+        return write_page(args, open_fleet(args.fleet), _plain)
     if args.question == "findings":
-        since = questions.since_time(args.since) if args.since else None
-        sql, params = questions.findings(since, args.new)
+        sql, params = questions.findings(window.since, args.new, window.until)
     elif args.question == "cost":
-        sql, params = questions.cost(args.by)
+        sql, params = questions.cost(args.by, window)
     elif args.question == "failing-turns":
-        sql, params = questions.failing_turns()
+        sql, params = questions.failing_turns(window)
+    elif args.question == "weekly":
+        sql, params = questions.weekly(window)
+    elif args.question == "latency":
+        sql, params = questions.latency(args.by, window)
     else:
-        return _page(args)
+        before, latest = questions.periods(window)
+        _say(
+            f"{latest.since:%Y-%m-%d %H:%M} to {latest.until:%Y-%m-%d %H:%M} UTC against "
+            f"{before.since:%Y-%m-%d %H:%M} to {before.until:%Y-%m-%d %H:%M}"
+        )
+        sql, params = questions.grew(args.by, latest)
     return _run(args, sql, params)
-
-
-def _page(args: argparse.Namespace) -> int:
-    """``looptap fleet page``: the named questions on one web page (docs/fleet.md)."""
-    from cassettes.views import render_fleet_html  # the html extra's seam (jinja2)
-
-    target = check_target(args.output, "the page", force=args.force, hint="--force replaces it")
-    con = _open(args.fleet)
-    tables = []
-    try:
-        for title, (sql, params) in (
-            ("Findings by code", questions.findings(None, False)),
-            ("Cost by model", questions.cost("model")),
-            ("Cost by agent", questions.cost("agent")),
-            ("Failing turns", questions.failing_turns()),
-        ):
-            cur = con.execute(sql, params)
-            names = [d[0] for d in cur.description or ()]
-            rows = [
-                [clean_line(str(_plain(v))) if v is not None else "" for v in r]
-                for r in cur.fetchmany(200)
-            ]
-            tables.append((title, names, rows))
-        runs, failed = con.execute("SELECT count(*), count(error) FROM runs").fetchone()
-    except duckdb_module().Error as exc:
-        raise FleetError(f"the fleet cannot be read: {str(exc).splitlines()[0]}") from None
-    finally:
-        con.close()
-    page = render_fleet_html(f"{count(runs, 'run')} ({failed:,} unreadable)", tables)
-    with staged(target) as s:
-        s.file.write(page.encode())
-    _say(f"wrote {args.output}")
-    return 0
 
 
 def export_parquet(dirs: Sequence[str], out: Path, quiet: bool) -> int:
     """``looptap export --parquet OUTDIR DIR...``: the index of ``dirs`` brought up to date (the
-    default one, beside the first), then its tables written as Parquet under ``out``."""
+    default one, beside the first), then its tables written as Parquet under ``out``;
+    ``looptap export --parquet OUTDIR FLEET.duckdb``: an existing index's tables as they are (no
+    run is read)."""
     parquet_dir(out)  # refused before anything is read
-    con, _ = index_dirs(dirs, None, 1)
+    given = Path(dirs[0])
+    if given.is_file() or given.is_symlink():
+        if len(dirs) > 1:
+            raise FleetError("one index at a time: looptap export --parquet OUTDIR FLEET.duckdb")
+        con = connect(given, read_only=True, locked=False)
+    else:
+        con, _ = index_dirs(dirs, None, 1)
     try:
         written = write(con, out)
     finally:

@@ -28,7 +28,6 @@ from typing import Any
 
 import orjson
 
-from cassettes.analysis import active_text
 from cassettes.errors import CassetteError
 from cassettes.fleet._files import run_stats
 from cassettes.fleet._rows import (
@@ -84,8 +83,16 @@ def default_fleet(first_dir: Path) -> Path:
     return (d if d == Path.cwd().resolve() else d.parent) / FLEET_NAME
 
 
-def connect(db: Path, *, read_only: bool = False) -> Any:
-    """A connection to the index at ``db`` (created with its tables unless ``read_only``)."""
+#: A reading connection's settings (``looptap query``, the questions, the page): no file but the
+#: index itself is read or written (``read_text``, ``COPY … TO``, ``ATTACH``, ``INSTALL``, ``LOAD``
+#: of an extension not built in), and no setting changes after (not even these two).
+LOCKED = {"enable_external_access": False, "lock_configuration": True}
+
+
+def connect(db: Path, *, read_only: bool = False, locked: bool = True) -> Any:
+    """A connection to the index at ``db`` (created with its tables unless ``read_only``; a
+    read-only one is :data:`LOCKED` unless ``locked`` is false: the Parquet export's, which
+    writes files)."""
     duckdb = duckdb_module()
     if read_only and not db.is_file():
         raise FleetError(f"no fleet index at {db}: make one with looptap index DIR")
@@ -93,7 +100,8 @@ def connect(db: Path, *, read_only: bool = False) -> Any:
     if not read_only:
         db.parent.mkdir(parents=True, exist_ok=True)
     try:
-        con = duckdb.connect(str(db), read_only=read_only)
+        config = LOCKED if read_only and locked else {}
+        con = duckdb.connect(str(db), read_only=read_only, config=config)
     except duckdb.Error as exc:
         raise FleetError(f"cannot open the fleet index {db}: {exc}") from None
     if not read_only:
@@ -188,6 +196,8 @@ def update(
 
 def _rules_digest() -> str:
     """A digest of the agent rules in force (docs/rules.md), as ``fleet_meta`` keeps it."""
+
+    from cassettes.analysis import active_text  # (here: the questions never load the analysis)
 
     return hashlib.sha256(active_text().encode()).hexdigest()
 
@@ -355,8 +365,11 @@ def _exported(table_dir: Path) -> bool:
     return True
 
 
-def parquet_views(con: Any, where: Path) -> None:
-    """Views named as the tables over a Parquet export at ``where`` (``looptap query --fleet``)."""
+def parquet_views(where: Path) -> Any:
+    """An in-memory connection holding a Parquet export at ``where`` under the tables' names
+    (``looptap query --fleet OUTDIR``), :data:`LOCKED` once they are read: a view over the files
+    would need the file access a query may not have."""
+    con = duckdb_module().connect(":memory:")
     for table, columns in TABLES.items():
         if not any((where / table).glob("**/*.parquet")):  # no row: the table, empty
             cols = ", ".join(f'"{n}" {t}' for n, t, _ in columns)
@@ -364,136 +377,13 @@ def parquet_views(con: Any, where: Path) -> None:
             continue
         pattern = str(where / table / "**" / "*.parquet")
         con.execute(
-            f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{_quoted(pattern)}', "
+            f"CREATE TABLE {table} AS SELECT * FROM read_parquet('{_quoted(pattern)}', "
             "hive_partitioning = true)"
         )
+    for name, value in LOCKED.items():
+        con.execute(f"SET {name} = {str(value).lower()}")
+    return con
 
 
 def _quoted(s: str) -> str:
     return s.replace("'", "''")
-
-
-def find_index(roots: Sequence[Path]) -> Path | None:
-    """The index of ``roots`` (``.looptap/fleet.duckdb`` in the first root or beside it), if any."""
-    if not roots:
-        return None
-    for where in (roots[0] / FLEET_NAME, roots[0].parent / FLEET_NAME):
-        if where.is_file():
-            return where
-    return None
-
-
-def overviews(roots: Sequence[Path], paths: Sequence[Path]) -> dict[Path, dict[str, Any]]:
-    """The MCP server's ``list_runs`` figures of those of ``paths`` the index of ``roots`` holds
-    as they are now (same size, mtime and digest, read without error); ``{}`` without DuckDB,
-    without an index, or when it cannot be read (being written): the caller reads the runs
-    instead."""
-    db = find_index(roots)
-    if db is None or not paths:
-        return {}
-    try:
-        import duckdb
-    except ImportError:
-        return {}
-    stamps: dict[str, tuple[Path, int, int]] = {}
-    for p in paths:
-        try:
-            st = p.stat()
-        except OSError:
-            continue
-        stamps[str(p)] = (p, st.st_size, st.st_mtime_ns)
-    try:
-        con = duckdb.connect(str(db), read_only=True)
-    except duckdb.Error:
-        return {}
-    try:
-        return _overviews(con, stamps)
-    except duckdb.Error:
-        return {}
-    finally:
-        con.close()
-
-
-def _same(path: Path, digest: str) -> bool:
-    """The run's digest is still ``digest`` (the agent rules in force are those it was indexed
-    with: its findings figures hold)."""
-    try:
-        return stamp_of(path).digest == digest
-    except (OSError, CassetteError):
-        return False
-
-
-def _overviews(con: Any, stamps: dict[str, tuple[Path, int, int]]) -> dict[Path, dict[str, Any]]:
-    names = list(stamps)
-    out: dict[Path, dict[str, Any]] = {}
-    for run, size, mtime, digest, trips, problems in con.execute(
-        "SELECT run, size, mtime_ns, digest, round_trips, problems FROM runs "
-        "WHERE run IN (SELECT unnest(?::VARCHAR[])) AND error IS NULL",
-        [names],
-    ).fetchall():
-        path, now_size, now_mtime = stamps[run]
-        if (size, mtime) == (now_size, now_mtime) and _same(path, digest):
-            out[path] = {"round_trips": trips, "conversations": 0, "turns": 0, "findings": {}}
-            out[path].update(cost_usd=0.0, cost_estimated=False, problems=problems)
-    held = [str(p) for p in out]
-    by_run = {str(p): o for p, o in out.items()}
-    for run, conversations, turns in con.execute(
-        "SELECT run, count(DISTINCT conversation), count(*) FROM turns "
-        "WHERE run IN (SELECT unnest(?::VARCHAR[])) GROUP BY run",
-        [held],
-    ).fetchall():
-        by_run[run].update(conversations=conversations, turns=turns)
-    for run, layer, severity, n in con.execute(
-        "SELECT run, layer, severity, count(*) FROM findings "
-        "WHERE run IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL ORDER BY ALL",
-        [held],
-    ).fetchall():
-        by_run[run]["findings"].setdefault(layer, {})[severity] = n
-    # each conversation's last turn: its cumulative cost, summed as the listing sums it
-    priced = dict.fromkeys(held, True)
-    for run, cumulative, estimated in con.execute(
-        "SELECT run, arg_max(cumulative_cost, turn), arg_max(cumulative_estimated, turn) "
-        "FROM turns WHERE run IN (SELECT unnest(?::VARCHAR[])) GROUP BY run, conversation "
-        "ORDER BY run, min(seq)",
-        [held],
-    ).fetchall():
-        o = by_run[run]
-        if cumulative is None:
-            priced[run] = False
-            continue
-        o["cost_usd"] += float(cumulative)
-        o["cost_estimated"] = o["cost_estimated"] or bool(estimated)
-    for run, o in by_run.items():
-        o["cost_usd"] = round(o["cost_usd"], 6) if priced[run] else None
-        o["cost_estimated"] = o["cost_estimated"] if priced[run] else None
-    return out
-
-
-def runs_mentioning(roots: Sequence[Path], query: str, limit: int = 50) -> list[Path]:
-    """Runs of the index of ``roots`` with a finding message or a tool call's name holding
-    ``query`` (case-insensitive), newest first: the MCP server's search reads these first, so a
-    hit beyond the newest runs is found. ``[]`` without DuckDB or an index."""
-    db = find_index(roots)
-    if db is None:
-        return []
-    try:
-        import duckdb
-    except ImportError:
-        return []
-    try:
-        con = duckdb.connect(str(db), read_only=True)
-    except duckdb.Error:
-        return []
-    try:
-        found = con.execute(
-            "SELECT run FROM runs WHERE run IN ("
-            "  SELECT run FROM findings WHERE contains(lower(message), lower(?))"
-            "  UNION SELECT run FROM tool_calls WHERE contains(lower(name), lower(?))"
-            ") ORDER BY recorded DESC LIMIT ?",
-            [query, query, limit],
-        ).fetchall()
-    except duckdb.Error:
-        return []
-    finally:
-        con.close()
-    return [Path(r[0]) for r in found if Path(r[0]).is_file()]

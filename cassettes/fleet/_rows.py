@@ -15,9 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis import active_text
 from cassettes.errors import CassetteError
-from cassettes.reading import open_run, origin_in, show_objects
+from cassettes.fleet._agent import agent_of, command_text
 
 __all__ = ["STAMP_COLUMNS", "RunRows", "Stamp", "run_rows", "stamp_of", "stat_key"]
 
@@ -65,6 +64,8 @@ def stamp_of(path: Path) -> Stamp:
     meanwhile differs from it next time; an ``OSError`` when it cannot be read;
     :class:`~cassettes.analysis._rules.RulesError` when the rules file is wrong)."""
 
+    from cassettes.analysis import active_text  # (here: the questions never load the analysis)
+
     agent_rules = active_text()
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
@@ -99,6 +100,8 @@ def run_rows(path: str) -> RunRows:
     except OSError as exc:
         return RunRows(path, None, skipped=f"cannot read: {exc.strerror or exc}")
     base = {"run": path, "day": None, "recorded": None}
+    # the directory names the agent until the header is read (a run that cannot be read keeps it)
+    base.update(zip(("agent", "agent_source"), agent_of({}, p), strict=True))
     when = datetime.fromtimestamp(stamp.mtime_ns / 1e9, UTC)
     run_row: dict[str, Any] = {**base, **stamp.columns()}
     out = RunRows(path, stamp, {"runs": [run_row]})
@@ -119,21 +122,23 @@ def _failed(out: RunRows, run_row: dict[str, Any], when: datetime, why: str) -> 
 
 
 def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> None:
+    from cassettes.reading import origin_in, show_objects  # (as open_run, below)
+
     run = open_run(p)
     try:
         if run.epoch is not None:
             when = datetime.fromtimestamp(run.epoch, UTC)
         day = when.date().isoformat()
         meta = _dict(run.header.get("meta"))
+        run_row.update(zip(("agent", "agent_source"), agent_of(meta, p), strict=True))
         origin = origin_in(run.header)
         client = _client(run)
         run_row.update(
             day=day,
             recorded=when.isoformat(),
             format=run.kind,
-            command=_str(meta.get("command")),
+            command=command_text(meta.get("command")),
             client=client,
-            agent=_str(meta.get("agent")) or (client.split("/")[0].split()[0] if client else None),
             branch_origin=_str(origin.get("path") or origin.get("run")) if origin else None,
             problems=len(run.problems),
         )
@@ -171,6 +176,14 @@ def _read(p: Path, out: RunRows, run_row: dict[str, Any], when: datetime) -> Non
         )
     finally:
         run.close()
+
+
+def open_run(path: Path, **kw: Any) -> Any:
+    """:func:`cassettes.reading.open_run`, loaded when a run is read: the questions and
+    ``query``, which read no run, never load the reader and the analysis (0.8 s of start-up)."""
+    from cassettes.reading import open_run as reader
+
+    return reader(path, **kw)
 
 
 def _dict(value: Any) -> dict[str, Any]:

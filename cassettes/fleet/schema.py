@@ -24,13 +24,28 @@ TABLES: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("device", "UBIGINT", "the file's device when indexed"),
         ("digest", "VARCHAR", "sha256 of the file's size, first and last 64 KiB (change check)"),
         ("format", "VARCHAR", "`looptap`, `vcr` or `mitmproxy`; null when unreadable"),
-        ("command", "VARCHAR", "the header's `meta.command` when the recording names one"),
+        ("command", "VARCHAR", "the command `looptap run` ran (the header's `meta.command`)"),
         ("client", "VARCHAR", "the first request's User-Agent (clipped to 120 characters)"),
-        ("agent", "VARCHAR", "the header's `meta.agent`, else the client's first word"),
+        (
+            "agent",
+            "VARCHAR",
+            "the agent: the name given, else the trace's service, else the program run, else "
+            "the run's directory",
+        ),
+        (
+            "agent_source",
+            "VARCHAR",
+            "where `agent` came from: `given` (`--agent`, `$LOOPTAP_AGENT`), `service` (the "
+            "trace's `service.name`), `command` (the program `looptap run` ran) or `directory`",
+        ),
         ("branch_origin", "VARCHAR", "for a fork's branch: the origin run as its header names it"),
         ("round_trips", "INTEGER", "round trips in the run"),
         ("problems", "INTEGER", "reading problems (damaged records, cut tail)"),
-        ("error", "VARCHAR", "why the run could not be read (its other columns then null)"),
+        (
+            "error",
+            "VARCHAR",
+            "why the run could not be read (its other columns but `agent` then null)",
+        ),
     ),
     "conversations": (
         ("run", "VARCHAR", "the run"),

@@ -7,7 +7,8 @@ façade, its names pinned by tests/cassettes/test_recording_surface.py, over:
   and by pattern (``_scrubber``) and the stream texts joined (``_streams``);
 - ``_credentials``: which names and values are a credential's; ``_detector``: the secret
   detector ``looptap verify`` uses too, over gitleaks' rules (``_gitleaks_rules``, generated);
-- ``_websocket``: a WebSocket session read as turns.
+- ``_websocket``: a WebSocket session read as turns;
+- ``_about``: what a recording's header says of its agent (its name, the command run).
 
 Names are loaded on first use (PEP 562): ``show`` needs only ``REDACTED``, the recorder's proxy
 process only the redactor.
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from cassettes.lazy import on_first_use
 
 _MODULES = {
+    "_about": "AGENT_ENV agent_name run_about valid_agent",
     "_pipeline": "CassetteWriter",
     "_redactor": "Redactor",
     "_credentials": (
@@ -34,6 +36,7 @@ _MODULES = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 if TYPE_CHECKING:
+    from cassettes.recording._about import AGENT_ENV, agent_name, run_about, valid_agent
     from cassettes.recording._credentials import (
         EMBEDDED_MAX,
         REDACTED,
@@ -55,6 +58,7 @@ __getattr__ = on_first_use(__name__, _EXPORTS)
 
 
 __all__ = [
+    "AGENT_ENV",
     "EMBEDDED_MAX",
     "REDACTED",
     "SECRET_HEADERS",
@@ -62,11 +66,14 @@ __all__ = [
     "CassetteWriter",
     "Redactor",
     "WsSession",
+    "agent_name",
     "credential_values",
     "cut_credential",
     "default_detector",
     "detector",
     "looks_secret",
+    "run_about",
     "secret_name",
     "stream_texts",
+    "valid_agent",
 ]

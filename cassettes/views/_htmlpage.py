@@ -86,10 +86,11 @@ def _needs_jinja2(what: str = "export --html") -> None:
         ) from exc
 
 
-def render_fleet_html(summary: str, tables: list[tuple[str, list[str], list[list[str]]]]) -> str:
+def render_fleet_html(summary: str, tables: list[tuple[str, list[str], list[list[Any]]]]) -> str:
     """``looptap fleet page``: the fleet's named questions as plain tables, each cell text
-    (autoescaped, already cleaned by the caller); no script at all, the page's style allowed by
-    its hash only."""
+    (autoescaped, already cleaned by the caller), or ``(text, href)``: a link to a relative
+    address the caller made (a run's report beside the page); no script at all, the page's
+    style allowed by its hash only."""
     _needs_jinja2("fleet page")
     import jinja2
 

@@ -13,10 +13,10 @@ import sys
 import cassettes.recording as recording
 
 EXPORTED = [
-    "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "WINDOW",
+    "AGENT_ENV", "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "WINDOW",
     "CassetteWriter", "Redactor", "WsSession",
-    "credential_values", "cut_credential", "default_detector", "detector", "looks_secret",
-    "secret_name", "stream_texts",
+    "agent_name", "credential_values", "cut_credential", "default_detector", "detector", "looks_secret",
+    "run_about", "secret_name", "stream_texts", "valid_agent",
 ]  # fmt: skip
 
 

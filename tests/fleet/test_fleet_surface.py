@@ -11,10 +11,10 @@ import pkgutil
 import cassettes.fleet as fleet
 
 EXPORTED = [
-    "RUN_SUFFIXES", "TABLES",
-    "cmd_fleet", "cmd_index", "cmd_query", "connect", "cost", "doc_table", "export_parquet",
-    "failing_turns", "findings", "overviews", "run_files", "runs_mentioning", "since_time",
-    "stamp_of", "update",
+    "RUN_SUFFIXES", "TABLES", "Window",
+    "agent_of", "cmd_fleet", "cmd_index", "cmd_query", "connect", "cost", "doc_table",
+    "export_parquet", "failing_turns", "findings", "grew", "latency", "open_fleet", "overviews",
+    "program", "run_files", "runs_mentioning", "since_time", "stamp_of", "update", "weekly",
 ]  # fmt: skip
 PUBLIC_MODULES = ["schema"]
 

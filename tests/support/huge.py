@@ -15,6 +15,9 @@ memory matters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -31,11 +34,11 @@ _URL = "https://api.openai.com/v1/chat/completions"
 _HEADERS = [["content-type", "application/json"]]
 
 
-def _response(seq: int) -> bytes:
+def _response(seq: int, model: str) -> bytes:
     body = {
         "id": f"chatcmpl-{seq}",
         "object": "chat.completion",
-        "model": "gpt-4o-mini-2024-07-18",
+        "model": model,
         "choices": [
             {
                 "index": 0,
@@ -50,33 +53,62 @@ def _response(seq: int) -> bytes:
     )
 
 
-def _record(seq: int, body: dict[str, object]) -> bytes:
+def _record(seq: int, body: dict[str, object], run: _Run) -> bytes:
+    ttfb, duration = run.timing(seq) if run.timing else (0.4, 0.5)
     rec = {
         "type": "exchange",
         "seq": seq,
-        "started": 1767225600.0 + seq,
+        "started": run.start + seq,
         "method": "POST",
         "url": _URL,
         "request": {"headers": _HEADERS, "body": body},
-        "response": orjson.Fragment(_response(seq)),
-        "timing": {"ttfb": 0.4, "duration": 0.5},
+        "response": orjson.Fragment(_response(seq, run.served)),
+        "timing": {"ttfb": ttfb, "duration": duration},
     }
     return orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE)
 
 
-def write_huge(path: Path, n: int, shape: str = "one_turn", turns: int = 1000) -> Path:
-    """Write a cassette of ``n`` round trips of ``shape`` (see the module docstring) at ``path``."""
+@dataclass(frozen=True)
+class _Run:
+    start: float
+    model: str
+    served: str
+    timing: Callable[[int], tuple[float, float]] | None
+
+
+def write_huge(
+    path: Path,
+    n: int,
+    shape: str = "one_turn",
+    turns: int = 1000,
+    *,
+    start: float = 1767225600.0,
+    model: str = "gpt-4o-mini",
+    meta: dict[str, object] | None = None,
+    timing: Callable[[int], tuple[float, float]] | None = None,
+) -> Path:
+    """Write a cassette of ``n`` round trips of ``shape`` (see the module docstring) at ``path``;
+    its header made and its first round trip started at ``start`` (epoch seconds), one a second
+    after; ``model``
+    asked for (served as ``gpt-4o-mini-2024-07-18`` when it is the default, else as asked);
+    ``meta``: the header's; ``timing``: seq → (ttfb, duration) seconds (default 0.4, 0.5)."""
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
+    served = "gpt-4o-mini-2024-07-18" if model == "gpt-4o-mini" else model
+    run = _Run(start, model, served, timing)
+    created = datetime.fromtimestamp(start, UTC).isoformat(timespec="milliseconds")
+    header = _HEADER.replace(b"2026-01-01T00:00:00.000Z", created.replace("+00:00", "Z").encode())
+    if meta is not None:
+        header = header.replace(b'"meta":{}', b'"meta":' + orjson.dumps(meta))
     with path.open("wb") as fh:
-        fh.write(_HEADER)
+        fh.write(header)
         buf: list[bytes] = []
         for seq in range(n):
             if shape == "one_turn" or seq % turns == 0:
                 conv = seq if shape == "one_turn" else seq // turns
                 body: dict[str, object] = {
                     "json": {
-                        "model": "gpt-4o-mini",
+                        "model": model,
                         "messages": [{"role": "user", "content": f"Question {conv} of the sweep?"}],
                     }
                 }
@@ -97,7 +129,7 @@ def write_huge(path: Path, n: int, shape: str = "one_turn", turns: int = 1000) -
                         "set": {},
                     }
                 }
-            buf.append(_record(seq, body))
+            buf.append(_record(seq, body, run))
             if len(buf) >= 4096:
                 fh.write(b"".join(buf))
                 buf.clear()
