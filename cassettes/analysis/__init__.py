@@ -46,7 +46,7 @@ from cassettes.analysis._price_data import (
     table_identity,
 )
 from cassettes.analysis._repeats import canonical_call
-from cassettes.analysis._rules import FILE, RulesError, active, active_text, load
+from cassettes.analysis._rules import FILE, RulesError, active, active_text, load, using
 from cassettes.analysis._tokens import apportion, estimate_text
 from cassettes.analysis._tool_schema import normalise_schema, schema_errors
 from cassettes.lazy import on_first_use
@@ -98,4 +98,5 @@ __all__ = [
     "surely_valid",
     "table_identity",
     "unsourced",
+    "using",
 ]

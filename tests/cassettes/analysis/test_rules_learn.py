@@ -1,0 +1,159 @@
+"""``looptap rules learn`` and ``looptap rules check`` (issue 70 item 4, docs/rules.md) on a
+tau-bench-retail-like agent recorded through ``looptap run`` (retail_policy.py: the real openai SDK,
+deterministic tools, a scripted model): the rules learnt from its 20 passing conversations say the
+policy (authenticate by email or by name and zip first, look an order up before a write, the
+user's yes before a write, at most one item change per order, no address change after the items,
+one write at a time, no invented payment method), break in none of them, and find each of the 10
+planted breaks of the failing conversations at the turn it was planted.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from retail_policy import AGENT, FAILING, PASSING, PLANTED, question, route
+
+from tests.support import progress
+from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.scripted import ScriptedUpstream
+
+pytestmark = needs_recorder
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """passing.jsonl (20 conversations) and failing.jsonl (10), each one ``looptap run``."""
+    pytest.importorskip("openai")
+    tmp = tmp_path_factory.mktemp("retail")
+    (tmp / "agent.py").write_text(AGENT)
+    with ScriptedUpstream(route, validate=True) as fake:
+        for name, scripts in (("passing", PASSING), ("failing", FAILING)):
+            proc = progress.run(
+                [*RECORDER, "run", "-o", f"{name}.jsonl", "--confdir", str(tmp / "conf"),
+                 "--upstream", f"openai={fake.url}", "--", sys.executable, "agent.py",
+                 *(question(s) for s in scripts.values())],
+                capture_output=True,
+                text=True,
+                cwd=tmp,
+                env=clean_env(OPENAI_API_KEY="sk-test-retail-policy"),
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            assert proc.stdout.count("answer:") == sum(len(s.said) for s in scripts.values())
+    return tmp
+
+
+def looptap(*args: str, cwd: Path, code: int = 0) -> str:
+    done = progress.run(
+        [sys.executable, "-m", "cassettes.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=clean_env(),
+    )
+    assert done.returncode == code, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    return str(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def learnt(runs: Path) -> dict[str, dict[str, object]]:
+    out = looptap("rules", "learn", "passing.jsonl", "-o", "rules.toml", cwd=runs)
+    assert "rules.toml: " in out and "proposed from 20 traces" in out, out
+    rules = tomllib.loads((runs / "rules.toml").read_text())["rule"]
+    return {r["name"]: r for r in rules}
+
+
+def test_learn_proposes_the_policy_from_the_passing_runs(learnt: dict[str, dict]) -> None:
+    by_kind: dict[str, list[dict]] = {}
+    for r in learnt.values():
+        by_kind.setdefault(r["kind"], []).append(r)
+    writes = {"cancel_pending_order", "modify_pending_order_items", "modify_pending_order_address"}
+    # consent before a write
+    (consent,) = by_kind["consent"]
+    assert set(consent["tools"]) == writes
+    # authenticate by email, or by name and zip, before any account tool
+    auth = [r for r in by_kind["order"] if len(r["first"]) == 2]
+    assert [set(r["first"]) for r in auth] == [
+        {"find_user_id_by_email", "find_user_id_by_name_zip"}
+    ]
+    assert {"get_user_details", "get_order_details"} <= set(auth[0]["then"])
+    (details,) = [r for r in by_kind["order"] if r["first"] == ["get_user_details"]]
+    assert writes <= set(details["then"])
+    # a lookup of the same order before a write
+    (lookup,) = [r for r in by_kind["order"] if r["first"] == ["get_order_details"]]
+    assert set(lookup["then"]) == writes and lookup["per"] == "order_id"
+    # at most one item change per order, in the whole conversation
+    (items,) = [r for r in by_kind["count"] if r["tool"] == ["modify_pending_order_items"]]
+    assert (items["max"], items["per"], items["scope"]) == (1, "order_id", "conversation")
+    # no address change after the items changed (on the same order)
+    (after,) = [r for r in by_kind["forbidden"] if "after" in r]
+    assert after["tool"] == ["modify_pending_order_address"]
+    assert after["after"] == ["modify_pending_order_items"] and after["per"] == "order_id"
+    # one write at a time
+    (alone,) = [r for r in by_kind["forbidden"] if r.get("pending")]
+    assert writes <= set(alone["tool"]) and "get_order_details" not in alone["tool"]
+    # the payment method comes from the user's record
+    (pay,) = [r for r in by_kind["provenance"] if r["argument"] == "payment_method_id"]
+    assert pay["from"] == ["get_user_details"]
+
+
+def test_each_proposal_says_what_holds_and_the_traces_that_support_it(runs: Path, learnt) -> None:
+    text = (runs / "rules.toml").read_text()
+    assert "Nothing here is in force" in text
+    blocks = text.split("[[rule]]")[1:]
+    assert len(blocks) == len(learnt)
+    for before in text.split("[[rule]]")[:-1]:
+        said = before.rstrip().splitlines()[-1]
+        assert said.startswith("# supported by ") and "passing.jsonl c" in said, said
+        n = int(said.split()[3])
+        assert n >= 5 and said.count("passing.jsonl c") == n
+
+
+def test_the_learnt_rules_break_in_no_passing_run(runs: Path, learnt) -> None:
+    out = looptap("rules", "check", "rules.toml", "passing.jsonl", cwd=runs)
+    assert "passing.jsonl: no rule broken" in out and "broken 0" not in out
+
+
+def test_the_learnt_rules_find_each_planted_break_at_its_turn(runs: Path, learnt) -> None:
+    out = looptap("rules", "check", "--json", "rules.toml", "failing.jsonl", cwd=runs, code=1)
+    rows = [json.loads(line) for line in out.splitlines()]
+    by_conv: dict[str, list[dict]] = {}
+    for r in rows:
+        by_conv.setdefault(r["conversation"], []).append(r)
+    convs = [f"c{i + 1}" for i in range(len(FAILING))]
+    got = {}
+    for conv, (q, (turn, kind)) in zip(convs, PLANTED.items(), strict=True):
+        found = by_conv.get(conv, [])
+        assert found, f"{conv} ({q!r}): nothing found"
+        first = min(r["turn"] for r in found)
+        got[q] = (first, sorted({r["kind"] for r in found if r["turn"] == first}))
+        assert first == turn and kind in got[q][1], (q, found)
+    assert len(got) == 10
+
+
+def test_check_prints_each_broken_rule_per_run_and_turn(runs: Path, learnt) -> None:
+    out = looptap("rules", "check", "rules.toml", "passing.jsonl", "failing.jsonl", cwd=runs,
+                  code=1)  # fmt: skip
+    assert "passing.jsonl: no rule broken\n" in out
+    assert "failing.jsonl: " in out and "c4 turn 0 (seq " in out
+    assert "'yes before cancel_pending_order, " in out and "of 2 runs" in out
+
+
+def test_learn_refuses_to_overwrite_and_to_learn_from_too_few(runs: Path, learnt) -> None:
+    done = progress.run(
+        [sys.executable, "-m", "cassettes.cli", "rules", "learn", "passing.jsonl", "-o",
+         "rules.toml"],
+        capture_output=True, text=True, cwd=runs, env=clean_env(),
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "looptap: error: rules.toml exists: not overwritten (--force to replace it)"
+    ]
+    out = looptap("rules", "learn", "passing.jsonl", "-o", "rules.toml", "--force",
+                  "--min-support", "21", cwd=runs)  # fmt: skip
+    assert " 0 rules proposed from 20 traces" in out
+    assert "[[rule]]" not in (runs / "rules.toml").read_text()
+    looptap("rules", "learn", "passing.jsonl", "-o", "rules.toml", "--force", cwd=runs)
