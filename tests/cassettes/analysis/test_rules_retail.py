@@ -157,3 +157,124 @@ def test_learn_refuses_to_overwrite_and_to_learn_from_too_few(runs: Path, learnt
     assert " 0 rules proposed from 20 traces" in out
     assert "[[rule]]" not in (runs / "rules.toml").read_text()
     looptap("rules", "learn", "passing.jsonl", "-o", "rules.toml", "--force", cwd=runs)
+
+
+# -- the format says the policy: scope, per, failed calls, any of several first, RE2 ------------
+
+#: The policy as a person writes it (docs/rules.md).
+WRITES = '["cancel_pending_order", "modify_pending_order_items", "modify_pending_order_address"]'
+AUTH = '["find_user_id_by_email", "find_user_id_by_name_zip"]'
+
+
+def broken(runs: Path, name: str, text: str) -> list[tuple[str | None, int | None, str]]:
+    """(conversation, turn, rule) of each rule ``text`` finds broken in ``name``, in process."""
+    from cassettes.analysis import using
+    from cassettes.analysis._rules import parse
+    from cassettes.reading import open_run
+
+    with using(parse(text, "policy.toml")):
+        run = open_run(runs / name, whole=True, cache=False)
+        found = [f for f in run.analysis.findings if f.code == "E.rule_broken"]
+    return [(f.conversation, f.turn, f.details["rule"]) for f in found]
+
+
+def rule(name: str, kind: str, **fields: str | int) -> str:
+    body = "".join(
+        f"{k} = {v}\n" if isinstance(v, int) or v.startswith("[") else f'{k} = "{v}"\n'
+        for k, v in fields.items()
+    )
+    return f'[[rule]]\nname = "{name}"\nkind = "{kind}"\n{body}'
+
+
+def conv(scripts: dict[str, object], first_words: str) -> str:
+    """The conversation id (c1 …) of the script whose first user message has these words."""
+    (i,) = [i for i, q in enumerate(scripts) if first_words in q]
+    return f"c{i + 1}"
+
+
+ONE_CHANGE = rule("one item change per order", "count", tool="modify_pending_order_items", max=1,
+                  per="order_id", scope="conversation")  # fmt: skip
+
+
+def test_a_conversation_scope_sees_a_second_change_two_user_turns_apart(runs: Path) -> None:
+    second = conv(FAILING, "Please swap the kettle in W401")
+    same_task = conv(FAILING, "Swap both items in W301")
+    found = broken(runs, "failing.jsonl", ONE_CHANGE)
+    assert sorted((c, t) for c, t, _ in found) == sorted([(same_task, 5), (second, 7)])
+    # the twin: a task's scope (since the user's latest message) sees only the one in a task
+    in_task = ONE_CHANGE.replace('"conversation"', '"task"')
+    assert [(c, t) for c, t, _ in broken(runs, "failing.jsonl", in_task)] == [(same_task, 5)]
+
+
+def test_a_count_per_order_counts_each_order_apart(runs: Path) -> None:
+    assert broken(runs, "passing.jsonl", ONE_CHANGE) == []
+    # the twin: unkeyed, two orders' changes in one conversation are two changes
+    unkeyed = ONE_CHANGE.replace('per = "order_id"\n', "")
+    two_orders = conv(PASSING, "Swap the kettle in W101 for N5501.")
+    assert [(c, t) for c, t, _ in broken(runs, "passing.jsonl", unkeyed)] == [(two_orders, 8)]
+
+
+def test_first_takes_any_of_several_tools_and_a_failed_call_is_not_one(runs: Path) -> None:
+    auth = rule("authenticate first", "order", first=AUTH,
+                then='["get_user_details", "get_order_details"]')  # fmt: skip
+    assert broken(runs, "passing.jsonl", auth) == []  # a failed email lookup, then name and zip
+    found = broken(runs, "failing.jsonl", auth)
+    unauthenticated = conv(FAILING, "Cancel order W201 now.")
+    failed = conv(FAILING, "bob.okafor")
+    assert (unauthenticated, 0, "authenticate first") in found
+    assert (failed, 1, "authenticate first") in found  # its email lookup failed
+    # the twin: by email only, every conversation authenticated by name and zip breaks it
+    by_email = auth.replace(AUTH, '"find_user_id_by_email"')
+    named = {c for c, _, _ in broken(runs, "passing.jsonl", by_email)}
+    assert len(named) == sum(1 for q in PASSING if ", zip " in q or "(" in q) == 9
+
+
+def test_a_failed_call_is_not_counted(runs: Path) -> None:
+    once = rule("one lookup of the user", "count", tool=AUTH, max=1, scope="conversation")
+    assert broken(runs, "passing.jsonl", once) == []  # a typo's failed email lookup, then a name's
+    # the twin: calls that did not fail are counted (an order looked up again in a later task)
+    again = rule("one lookup per order", "count", tool="get_order_details", max=1,
+                 per="order_id", scope="conversation")  # fmt: skip
+    found = broken(runs, "passing.jsonl", again)
+    assert sorted(c for c, _, _ in found) == sorted(
+        conv(PASSING, f"Ship {o} to 12 Elm St") for o in ("W202", "W302", "W402")
+    )
+
+
+#: A consent rule whose yes backtracks for ever in Python's re on a message without a z.
+RUNAWAY = rule("yes", "consent", tools=WRITES) + "yes = '^(.|.)*Z'\n"
+
+
+def test_a_runaway_yes_pattern_is_matched_in_linear_time(runs: Path, tmp_path: Path) -> None:
+    """The rules file of the working directory (an untrusted checkout's) with a backtracking
+    bomb: ``show`` and ``rules check`` finish within a CPU budget (RE2; Python's re would take
+    2^70 steps on the 70 characters the consent rule reads)."""
+    (tmp_path / "looptap-rules.toml").write_text(RUNAWAY)
+    for args in (
+        ["show", str(runs / "failing.jsonl")],
+        ["rules", "check", "looptap-rules.toml", str(runs / "failing.jsonl")],
+    ):
+        done = progress.run(
+            [sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True,
+            cwd=tmp_path, env=clean_env(LOOPTAP_NO_CACHE="1"), cpu=60,
+        )  # fmt: skip
+        assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_working_directorys_rules_file_is_named_on_stderr(runs: Path, tmp_path: Path) -> None:
+    (tmp_path / "looptap-rules.toml").write_text(ONE_CHANGE)
+    path = str((tmp_path / "looptap-rules.toml").resolve())
+
+    def show(**env: str) -> str:
+        done = progress.run(
+            [sys.executable, "-m", "cassettes.cli", "show", str(runs / "failing.jsonl")],
+            capture_output=True, text=True, cwd=tmp_path,
+            env=clean_env(LOOPTAP_NO_CACHE="1", **env),
+        )  # fmt: skip
+        assert done.returncode == 0 and "E.rule_broken" in done.stdout, done.stderr
+        return str(done.stderr)
+
+    assert show().splitlines() == [
+        f"looptap: the agent's rules of {path} are in force (1 rule; LOOPTAP_RULES= for none)"
+    ]
+    assert show(LOOPTAP_RULES=path) == ""  # the twin: named by the user, not picked up
