@@ -6,8 +6,8 @@ shapes a backtracking engine explodes on, and the ratio of each doubling (linear
 Each shape is applied as a substitution rule (``rules.substitute``, what replay, diff and a fork
 do with ``--substitute``), as a redaction pattern (``Redactor.scrub``, what the recorder's
 writer does with ``--redact-pattern``) and as the ``yes`` of a consent rule in an agent's rules
-file (docs/rules.md: read from the working directory, so from any checkout). Figures are this process's CPU time (not wall-clock: the
-machine is shared), the best of ``RUNS`` runs; Python's own
+file (docs/rules.md: read from the working directory, so from any checkout). Figures are this
+process's CPU time (not wall-clock: the machine is shared), the best of ``RUNS`` runs; Python's own
 ``re`` on the first shape is shown for 18 to 24 characters (its time quadruples every two).
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cassettes.analysis._rules import parse as parse_rules
+from cassettes.analysis import parse_rules
 from cassettes.matching import parse_substitution, substitute
 from cassettes.recording import Redactor
 

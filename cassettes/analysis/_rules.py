@@ -53,6 +53,7 @@ __all__ = [
     "active",
     "active_text",
     "load",
+    "parse_rules",
     "using",
 ]
 
@@ -124,10 +125,10 @@ def load(path: str | Path) -> Rules:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RulesError(f"{p}: cannot read the rules file: {exc.__class__.__name__}") from None
-    return parse(text, str(p))
+    return parse_rules(text, str(p))
 
 
-def parse(text: str, where: str) -> Rules:
+def parse_rules(text: str, where: str) -> Rules:
     """The rules of ``text`` (the file ``where``); :class:`RulesError` in one line when wrong."""
     try:
         data = tomllib.loads(text)

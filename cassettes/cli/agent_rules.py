@@ -11,9 +11,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis import Finding, RulesError, load, using
-from cassettes.analysis._rule_learn import Proposal, Trace, learn
-from cassettes.analysis._rules import Rule, parse
+from cassettes.analysis import (
+    Finding,
+    Proposal,
+    Rule,
+    RulesError,
+    Trace,
+    learn,
+    load,
+    parse_rules,
+    using,
+)
 from cassettes.commands import EXIT_ERROR, EXIT_OK, err
 from cassettes.errors import problem_lines
 from cassettes.hints import count
@@ -130,7 +138,7 @@ def cmd_rules_learn(args: argparse.Namespace) -> int:
     proposals = learn(every, args.min_support)
     text = proposals_toml(proposals, args.runs, len(every), args.min_support)
     try:
-        parse(text, str(out))  # what is written reads back
+        parse_rules(text, str(out))  # what is written reads back
     except RulesError as exc:  # pragma: no cover - a writer's bug, said rather than written
         err(f"error: the proposed rules do not read back: {exc}")
         return EXIT_ERROR

@@ -72,6 +72,7 @@ def test_learn_proposes_the_policy_from_the_passing_runs(learnt: dict[str, dict]
     for r in learnt.values():
         by_kind.setdefault(r["kind"], []).append(r)
     writes = {"cancel_pending_order", "modify_pending_order_items", "modify_pending_order_address"}
+    assert len(learnt) == 23  # (the figure of docs/rules.md)
     # consent before a write
     (consent,) = by_kind["consent"]
     assert set(consent["tools"]) == writes
@@ -132,7 +133,7 @@ def test_the_learnt_rules_find_each_planted_break_at_its_turn(runs: Path, learnt
         first = min(r["turn"] for r in found)
         got[q] = (first, sorted({r["kind"] for r in found if r["turn"] == first}))
         assert first == turn and kind in got[q][1], (q, found)
-    assert len(got) == 10
+    assert len(got) == 10 and len(rows) == 17  # (the figures of docs/rules.md)
 
 
 def test_check_prints_each_broken_rule_per_run_and_turn(runs: Path, learnt) -> None:
@@ -168,11 +169,10 @@ AUTH = '["find_user_id_by_email", "find_user_id_by_name_zip"]'
 
 def broken(runs: Path, name: str, text: str) -> list[tuple[str | None, int | None, str]]:
     """(conversation, turn, rule) of each rule ``text`` finds broken in ``name``, in process."""
-    from cassettes.analysis import using
-    from cassettes.analysis._rules import parse
+    from cassettes.analysis import parse_rules, using
     from cassettes.reading import open_run
 
-    with using(parse(text, "policy.toml")):
+    with using(parse_rules(text, "policy.toml")):
         run = open_run(runs / name, whole=True, cache=False)
         found = [f for f in run.analysis.findings if f.code == "E.rule_broken"]
     return [(f.conversation, f.turn, f.details["rule"]) for f in found]
