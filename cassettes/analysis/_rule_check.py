@@ -17,6 +17,7 @@ from cassettes.hints import count
 from cassettes.models import Message, ToolCall
 
 __all__ = [
+    "JUDGED",
     "Done",
     "History",
     "broken",
@@ -27,6 +28,8 @@ __all__ = [
     "key_of",
 ]
 
+#: The kinds of call the rules judge: the client's tools (not a provider's hosted ones).
+JUDGED = ("function", "custom")
 #: The longest value a per-argument key or a provenance check reads (longer: not judged).
 LONGEST_VALUE = 1000
 
@@ -209,7 +212,7 @@ def judged(
 
 def check_rules(ctx: TurnContext, rules: Rules) -> Iterator[Finding]:
     """E.rule_broken — a call of this turn's answer breaks one of ``rules``."""
-    calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in ("function", "custom")]
+    calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in JUDGED]
     if not calls or not rules.rules:
         return
     for c, rule, why in judged(rules, ctx.messages, calls):

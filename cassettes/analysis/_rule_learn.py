@@ -27,7 +27,15 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
-from cassettes.analysis._rule_check import Done, History, broken, found_in, history, key_of
+from cassettes.analysis._rule_check import (
+    JUDGED,
+    Done,
+    History,
+    broken,
+    found_in,
+    history,
+    key_of,
+)
 from cassettes.analysis._rules import Rule, _default_yes
 from cassettes.models import Message
 
@@ -66,8 +74,11 @@ def _answers(traces: Sequence[Trace]) -> list[_Answer]:
     out = []
     for t in traces:
         for i, m in enumerate(t.messages):
-            calls = [(p.tool_call.name, p.tool_call.arguments) for p in m.parts if p.tool_call]
-            calls = [(n, a) for n, a in calls if n]
+            calls = [
+                (c.name, c.arguments)
+                for c in (p.tool_call for p in m.parts)
+                if c is not None and c.name and c.kind in JUDGED
+            ]
             if m.role == "assistant" and calls:
                 out.append(_Answer(t.ref, history(t.messages[:i]), calls))  # type: ignore[arg-type]
     return out

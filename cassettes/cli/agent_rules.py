@@ -23,7 +23,7 @@ from cassettes.analysis import (
     using,
 )
 from cassettes.commands import EXIT_ERROR, EXIT_OK, err
-from cassettes.errors import problem_lines
+from cassettes.errors import CassetteError, problem_lines
 from cassettes.hints import count
 from cassettes.models import Message, Part
 from cassettes.reading import Run, open_run
@@ -35,7 +35,13 @@ EXIT_BROKEN = 1
 
 
 def _read(path: Path) -> Run:
-    run = open_run(path, whole=True, cache=False)
+    """The run at ``path``; a run that cannot be read is a :class:`CassetteError` naming it."""
+    try:
+        run = open_run(path, whole=True, cache=False)
+    except CassetteError as exc:
+        raise CassetteError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise CassetteError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     for p in problem_lines(run.problems):
         err(f"warning: {path}: {p}")
     return run
@@ -46,9 +52,15 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
     if not rules.rules:
         err(f"warning: {rules.path} declares no rule")
     found: list[tuple[str, Finding]] = []
+    unread = 0
     with using(rules):
         for name in args.runs:
-            run = _read(Path(name))
+            try:
+                run = _read(Path(name))
+            except CassetteError as exc:  # said, and the other runs still checked
+                err(f"error: {exc}")
+                unread += 1
+                continue
             mine = [f for f in run.analysis.findings if f.code == "E.rule_broken"]
             found += [(name, f) for f in mine]
             if not args.json:
@@ -56,7 +68,7 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
     if args.json:
         for name, f in found:
             print(json.dumps(_row(name, f), ensure_ascii=False))
-        return EXIT_BROKEN if found else EXIT_OK
+        return EXIT_ERROR if unread else EXIT_BROKEN if found else EXIT_OK
     by_rule = Counter(f.details.get("rule") for _, f in found)
     runs_of = {r: {n for n, f in found if f.details.get("rule") == r} for r in by_rule}
     print(f"{count(len(args.runs), 'run')}, {count(len(rules.rules), 'rule')}:")
@@ -65,6 +77,9 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
         runs = f"{len(runs_of.get(rule.name, ()))} of {count(len(args.runs), 'run')}"
         what = f"broken {count(n, 'time')} in {runs}" if n else "never broken"
         print(f"  {rule.name!r} ({rule.kind}): {what}")
+    if unread:
+        err(f"error: {count(unread, 'run')} of {len(args.runs)} could not be read (above)")
+        return EXIT_ERROR
     return EXIT_BROKEN if found else EXIT_OK
 
 

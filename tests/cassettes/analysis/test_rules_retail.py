@@ -278,3 +278,32 @@ def test_the_working_directorys_rules_file_is_named_on_stderr(runs: Path, tmp_pa
         f"looptap: the agent's rules of {path} are in force (1 rule; LOOPTAP_RULES= for none)"
     ]
     assert show(LOOPTAP_RULES=path) == ""  # the twin: named by the user, not picked up
+
+
+def test_a_run_that_cannot_be_read_is_named_and_never_learnt_without(
+    runs: Path, learnt: dict[str, dict[str, object]], tmp_path: Path
+) -> None:
+    """``check`` says which run it could not read and checks the others (exit 2); ``learn``
+    stops, since rules learnt without a passing run are not the rules of the runs asked for."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("interactions:\n- response: {}\n")  # a vcrpy cassette of no request
+
+    def looptap_2(*args: str) -> tuple[str, list[str]]:
+        done = progress.run(
+            [sys.executable, "-m", "cassettes.cli", *args],
+            capture_output=True, text=True, cwd=runs, env=clean_env(),
+        )  # fmt: skip
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        return str(done.stdout), done.stderr.strip().splitlines()
+
+    out, said = looptap_2("rules", "check", "rules.toml", str(bad), "failing.jsonl")
+    assert "failing.jsonl: 17 calls break a rule" in out
+    assert said == [
+        f"looptap: error: {bad}: interaction 0 has no request",
+        "looptap: error: 1 run of 2 could not be read (above)",
+    ]
+    out, said = looptap_2(
+        "rules", "learn", "passing.jsonl", str(bad), "-o", str(tmp_path / "r.toml")
+    )
+    assert said == [f"looptap: error: {bad}: interaction 0 has no request"]
+    assert not (tmp_path / "r.toml").exists()
