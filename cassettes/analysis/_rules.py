@@ -43,6 +43,7 @@ from cassettes.analysis._model import Severity
 from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.patterns import PatternError, UserPattern
+from cassettes.untrusted import clean_line
 
 __all__ = [
     "FILE",
@@ -265,13 +266,21 @@ def active() -> Rules | None:
     key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
     if key not in _loaded:
         _loaded[key] = load(p)
-        if not named:  # picked up, not asked for: say so, and how to turn it off
+        if not named and _main_process():
+            # picked up, not asked for: say so, and how to turn it off (once: not by the workers
+            # of a `looptap index --jobs N`, whose parent said it)
             print(
-                f"looptap: the agent's rules of {key[0]} are in force "
+                f"looptap: the agent's rules of {clean_line(key[0])} are in force "
                 f"({count(len(_loaded[key].rules), 'rule')}; LOOPTAP_RULES= for none)",
                 file=sys.stderr,
             )
     return _loaded[key]
+
+
+def _main_process() -> bool:
+    import multiprocessing  # (here: a command that picks no file up does not load it)
+
+    return multiprocessing.parent_process() is None
 
 
 def active_text() -> str:
