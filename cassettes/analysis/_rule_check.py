@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cassettes.analysis._context import TurnContext
@@ -23,9 +23,11 @@ __all__ = [
     "broken",
     "check_rules",
     "found_in",
+    "histories",
     "history",
     "judged",
     "key_of",
+    "made",
 ]
 
 #: The kinds of call the rules judge: the client's tools (not a provider's hosted ones).
@@ -34,15 +36,27 @@ JUDGED = ("function", "custom")
 LONGEST_VALUE = 1000
 
 
-@dataclass
+@dataclass(frozen=True)
 class Done:
-    """A call of the history: its name, its arguments, whether its result was an error, and
-    whether it was made in the task (since the user's latest message)."""
+    """A call of the history: its name, its arguments (and each scalar one as a key, for
+    ``per``), whether its result was an error, and whether it was made in the task (since the
+    user's latest message). Never changed: a history's snapshot keeps what it saw."""
 
     name: str
     arguments: Any
     failed: bool = False
     task: bool = True
+    keys: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+def made(name: str, arguments: Any) -> Done:
+    """A call just made (its result not known yet)."""
+    keys = {}
+    for k in arguments if isinstance(arguments, dict) else ():
+        key = key_of(arguments, k)
+        if key is not None:
+            keys[k] = key
+    return Done(name, arguments, keys=keys)
 
 
 @dataclass
@@ -63,35 +77,44 @@ def _user_text(m: Message) -> str | None:
     return m.text
 
 
-def history(messages: Sequence[Message]) -> History:
-    """The history of ``messages`` as the rules read it."""
-    h = History()
-    by_id: dict[str, Done] = {}
-    answered: set[str] = set()
-    for m in messages:
+def histories(messages: Sequence[Message]) -> Iterator[tuple[int, History]]:
+    """Walking ``messages`` once: before each answer that makes calls, its index and the
+    history before it; last, ``len(messages)`` and the whole history."""
+    calls: list[Done] = []
+    at: dict[str, int] = {}
+    unanswered: set[str] = set()
+    texts: list[tuple[str, str, bool]] = []
+    said = ""
+    for i, m in enumerate(messages):
+        if m.role == "assistant" and any(p.tool_call is not None for p in m.parts):
+            yield i, History(list(calls), said, len(unanswered), list(texts))
         text = _user_text(m)
         if text is not None and text.strip():
-            for done in h.calls:
-                done.task = False
-            h.texts = [(s, t, False) for s, t, _ in h.texts]
-            h.said = text
-            h.texts.append(("user", text, True))
+            calls = [replace(d, task=False) if d.task else d for d in calls]
+            texts = [(s, t, False) for s, t, _ in texts]
+            said = text
+            texts.append(("user", text, True))
         for p in m.parts:
             c = p.tool_call
             if c is not None and c.name:
-                done = Done(c.name, c.arguments)
-                h.calls.append(done)
+                calls.append(made(c.name, c.arguments))
                 if c.id:
-                    by_id[c.id] = done
+                    at[c.id] = len(calls) - 1
+                    unanswered.add(c.id)
             r = p.tool_result
             if r is not None:
-                answered.add(r.call_id or "")
-                done_by = by_id.get(r.call_id or "")
-                if done_by is not None and is_error_result(r, r.content):
-                    done_by.failed = True
-                elif done_by is not None:
-                    h.texts.append((done_by.name, r.content, True))
-    h.pending = sum(1 for i in by_id if i not in answered)
+                unanswered.discard(r.call_id or "")
+                j = at.get(r.call_id or "")
+                if j is not None and is_error_result(r, r.content):
+                    calls[j] = replace(calls[j], failed=True)
+                elif j is not None:
+                    texts.append((calls[j].name, r.content, True))
+    yield len(messages), History(calls, said, len(unanswered), texts)
+
+
+def history(messages: Sequence[Message]) -> History:
+    """The history of ``messages`` as the rules read it."""
+    *_, (_, h) = histories(messages)
     return h
 
 
@@ -147,12 +170,14 @@ def broken(rule: Rule, name: str, arguments: Any, h: History, others: Sequence[s
     if not judged:
         return ""
     key = key_of(arguments, rule.per) if rule.per else None
+    matter = {"order": rule.first, "count": rule.tool, "forbidden": rule.after}.get(rule.kind, ())
     done = [
         d
         for d in h.calls
-        if not d.failed
+        if d.name in matter
+        and not d.failed
         and (d.task or rule.scope == "conversation")
-        and (not rule.per or key_of(d.arguments, rule.per) == key)
+        and (not rule.per or d.keys.get(rule.per) == key)
     ]
     where = "this task" if rule.scope == "task" else "this conversation"
     if rule.kind == "order" and name in rule.then and not any(d.name in rule.first for d in done):
@@ -207,7 +232,7 @@ def judged(
             why = broken(rule, name, c.arguments, h, others)
             if why:
                 yield c, rule, why
-        h.calls.append(Done(name, c.arguments))
+        h.calls.append(made(name, c.arguments))
 
 
 def check_rules(ctx: TurnContext, rules: Rules) -> Iterator[Finding]:

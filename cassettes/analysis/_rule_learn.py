@@ -29,12 +29,12 @@ from typing import Any
 
 from cassettes.analysis._rule_check import (
     JUDGED,
-    Done,
     History,
     broken,
     found_in,
-    history,
+    histories,
     key_of,
+    made,
 )
 from cassettes.analysis._rules import Rule, _default_yes
 from cassettes.models import Message
@@ -73,14 +73,16 @@ class Proposal:
 def _answers(traces: Sequence[Trace]) -> list[_Answer]:
     out = []
     for t in traces:
-        for i, m in enumerate(t.messages):
+        for i, h in histories(t.messages):
+            if i == len(t.messages):
+                continue  # (the whole history: no answer after it)
             calls = [
                 (c.name, c.arguments)
-                for c in (p.tool_call for p in m.parts)
+                for c in (p.tool_call for p in t.messages[i].parts)
                 if c is not None and c.name and c.kind in JUDGED
             ]
-            if m.role == "assistant" and calls:
-                out.append(_Answer(t.ref, history(t.messages[:i]), calls))  # type: ignore[arg-type]
+            if calls:
+                out.append(_Answer(t.ref, h, calls))
     return out
 
 
@@ -88,8 +90,8 @@ def _each_call(answers: Iterable[_Answer]) -> Iterable[tuple[_Answer, int, str, 
     """Each call with the history as the checker sees it (the answer's earlier calls made)."""
     for a in answers:
         for i, (name, args) in enumerate(a.calls):
-            made = [Done(n, x) for n, x in a.calls[:i]]
-            yield a, i, name, args, History([*a.h.calls, *made], a.h.said, a.h.pending, a.h.texts)
+            now = [made(n, x) for n, x in a.calls[:i]]
+            yield a, i, name, args, History([*a.h.calls, *now], a.h.said, a.h.pending, a.h.texts)
 
 
 def _holds(rule: Rule, answers: Sequence[_Answer]) -> bool:
@@ -132,20 +134,21 @@ def _keys(cs: Sequence[tuple[_Answer, Any, History]]) -> list[str]:
     more tools of the history take first (an entity's key, ``order_id``, before ``item_ids``)."""
     shared: set[str] | None = None
     takers: dict[str, set[str]] = defaultdict(set)
-    for _, args, h in cs:
+    last: dict[str, History] = {}  # each trace's latest history before a call of the tool
+    for a, args, h in cs:
         have = {k for k in args if key_of(args, k) is not None} if isinstance(args, dict) else set()
         shared = have if shared is None else shared & have
+        last[a.trace] = h
+    for h in last.values():
         for d in h.calls:
-            for k in d.arguments if isinstance(d.arguments, dict) else ():
+            for k in d.keys:
                 takers[k].add(d.name)
     return sorted(shared or (), key=lambda k: (-len(takers[k]), k))
 
 
 def _before(h: History, per: str, args: Any) -> set[str]:
     key = key_of(args, per) if per else None
-    return {
-        d.name for d in h.calls if not d.failed and (not per or key_of(d.arguments, per) == key)
-    }
+    return {d.name for d in h.calls if not d.failed and (not per or d.keys.get(per) == key)}
 
 
 def _orders(
