@@ -170,12 +170,13 @@ def cmd_rules_learn(args: argparse.Namespace) -> int:
 
 def _c(text: str) -> str:
     """Text for a comment line: recorded names never end it (a newline is written ``\\n``)."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+    return _s(text)[1:-1]
 
 
 def _s(v: str) -> str:
-    """A TOML basic string (JSON's escapes are TOML's)."""
-    return json.dumps(v, ensure_ascii=False)
+    """A TOML basic string: JSON's escapes are TOML's, and DEL, which JSON leaves as it is and
+    TOML refuses, is escaped too."""
+    return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _list(vs: Sequence[str]) -> str:

@@ -26,7 +26,7 @@ def result(cid: str, content: str) -> Message:
 
 
 #: A tool whose name would end a comment line and start a rule, were it written raw.
-SLY = 'look"up\n[[rule]]\nkind = "count"'
+SLY = 'look"up\x7f\n[[rule]]\nkind = "count"'
 
 
 def trace(i: int) -> Trace:
