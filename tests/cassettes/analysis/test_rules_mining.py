@@ -58,3 +58,27 @@ def test_what_learn_writes_reads_back_as_what_it_proposed() -> None:
 def test_fewer_traces_than_the_support_asked_for_propose_nothing() -> None:
     assert learn([trace(i) for i in range(4)], min_support=5) == []
     assert learn([trace(i) for i in range(5)], min_support=5) != []
+
+
+def test_the_documented_example_is_a_rules_file() -> None:
+    """docs/rules.md's example, one rule of each kind and each field, reads as it says."""
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[3] / "docs" / "rules.md").read_text()
+    example = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    rules = parse_rules(example, "docs/rules.md").rules
+    assert [r.kind for r in rules] == [
+        "order",
+        "order",
+        "consent",
+        "count",
+        "forbidden",
+        "provenance",
+    ]
+    assert rules[0].first == ("find_user_id_by_email", "find_user_id_by_name_zip")
+    assert (rules[3].per, rules[3].scope, rules[4].scope) == (
+        "order_id",
+        "conversation",
+        "conversation",
+    )
+    assert rules[5].sources == ("get_user_details",) and rules[2].yes is not None
