@@ -4,9 +4,10 @@ shapes a backtracking engine explodes on, and the ratio of each doubling (linear
     python bench/patterns.py [-n RUNS]
 
 Each shape is applied as a substitution rule (``rules.substitute``, what replay, diff and a fork
-do with ``--substitute``) and as a redaction pattern (``Redactor.scrub``, what the recorder's
-writer does with ``--redact-pattern``). Figures are this process's CPU time (not wall-clock: the
-machine is shared), the best of ``RUNS`` runs; Python's own
+do with ``--substitute``), as a redaction pattern (``Redactor.scrub``, what the recorder's
+writer does with ``--redact-pattern``) and as the ``yes`` of a consent rule in an agent's rules
+file (docs/rules.md: read from the working directory, so from any checkout). Figures are this
+process's CPU time (not wall-clock: the machine is shared), the best of ``RUNS`` runs; Python's own
 ``re`` on the first shape is shown for 18 to 24 characters (its time quadruples every two).
 """
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cassettes.analysis import parse_rules
 from cassettes.matching import parse_substitution, substitute
 from cassettes.recording import Redactor
 
@@ -34,6 +36,7 @@ SHAPES = [
     ("(x+x+)+y", "x", ""),
     ("(?:a|ab)*c*(x.*)+", "ab", "x!"),
     (r"([a-z0-9]+[-.]?)+@", "ab-", ""),
+    ("^(.|.)*Z", "a", "!"),  # a rules file's yes = '^(.|.)*Z' (issue 70)
 ]
 SIZES = (1 << 20, 2 << 20, 4 << 20)
 
@@ -58,9 +61,13 @@ def main() -> int:
         rule = parse_substitution(pattern + "=<x>")
         redactor = Redactor.configured(patterns=[pattern])
         texts = [unit * (size // len(unit)) + tail for size in SIZES]
+        consent = f"[[rule]]\nkind = 'consent'\ntools = ['x']\nyes = '{pattern}'\n"  # literal
+        yes = parse_rules(consent, "bench").rules[0].yes
+        assert yes is not None
         uses: dict[str, Callable[[str], object]] = {
             "substitute": lambda t, rule=rule: substitute([rule], t, ()),
             "redact": redactor.scrub,
+            "rules yes": yes.search,
         }
         for name, use in uses.items():
             times = [_best(lambda t=t, use=use: use(t), args.runs) for t in texts]

@@ -46,16 +46,35 @@ from cassettes.analysis._price_data import (
     table_identity,
 )
 from cassettes.analysis._repeats import canonical_call
-from cassettes.analysis._rules import FILE, RulesError, active, active_text, load
+from cassettes.analysis._rules import (
+    FILE,
+    Rule,
+    RulesError,
+    active,
+    active_text,
+    load,
+    parse_rules,
+    using,
+)
 from cassettes.analysis._tokens import apportion, estimate_text
 from cassettes.analysis._tool_schema import normalise_schema, schema_errors
 from cassettes.lazy import on_first_use
 
 if TYPE_CHECKING:
     from cassettes.analysis._continuation import capture, restore
+    from cassettes.analysis._rule_learn import Proposal, Trace, learn
 
 
-__getattr__ = on_first_use(__name__, {"capture": "_continuation", "restore": "_continuation"})
+__getattr__ = on_first_use(
+    __name__,
+    {
+        "capture": "_continuation",
+        "restore": "_continuation",
+        "learn": "_rule_learn",
+        "Proposal": "_rule_learn",
+        "Trace": "_rule_learn",
+    },
+)
 
 
 __all__ = [
@@ -70,11 +89,14 @@ __all__ = [
     "Layer",
     "McpCall",
     "McpLinker",
+    "Proposal",
+    "Rule",
     "RulesError",
     "RunAnalyser",
     "RunAnalysis",
     "Severity",
     "TokenCount",
+    "Trace",
     "Turn",
     "active",
     "active_text",
@@ -86,10 +108,12 @@ __all__ = [
     "estimate_text",
     "get_snapshot",
     "kind_text",
+    "learn",
     "lines",
     "load",
     "message_key",
     "normalise_schema",
+    "parse_rules",
     "provider_for_url",
     "restore",
     "same_model",
@@ -98,4 +122,5 @@ __all__ = [
     "surely_valid",
     "table_identity",
     "unsourced",
+    "using",
 ]

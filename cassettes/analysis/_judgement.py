@@ -10,6 +10,7 @@ import cassettes.analysis._api as api
 import cassettes.analysis._claims as claims
 import cassettes.analysis._emission as emission
 import cassettes.analysis._provenance as provenance
+import cassettes.analysis._rule_check as rule_check
 import cassettes.analysis._rules as rules
 import cassettes.analysis._tokens as tokens
 import cassettes.analysis.dispatch as dispatch
@@ -126,7 +127,7 @@ def judge(
     for check in CHECKS:
         turn.findings.extend(run_check(check, ctx, errors))
     if rules_in_force is not None:
-        agent = functools.partial(rules.check_rules, rules=rules_in_force)
+        agent = functools.partial(rule_check.check_rules, rules=rules_in_force)
         turn.findings.extend(run_check(agent, ctx, errors))
     turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
     demote_inferred(turn.findings, ctx.ex.reconstructed)  # an import's (docs/interop.md)

@@ -1,52 +1,88 @@
 """An agent's own rules, declared in a small TOML file and checked on every turn (docs/rules.md).
 
 The file is ``$LOOPTAP_RULES`` when that is set (empty: no rules), else ``looptap-rules.toml`` in
-the working directory. Each ``[[rule]]`` has a ``name``, a ``kind`` and the fields of its kind:
+the working directory, named on stderr in one line when it is picked up so (a checkout's file is
+not the user's). Each ``[[rule]]`` has a ``name``, a ``kind`` and the fields of its kind; a field
+that names tools takes one name or a list of them (any of them):
 
-=============  ===============================================================================
-``order``      ``first`` (a tool) must have been called in the conversation before any of
-               ``then`` (tools): "authenticate the user before any account tool"
-``consent``    a call of one of ``tools`` needs the user's latest message to say yes (``yes``: a
-               regular expression, by default yes / confirm / go ahead …)
-``count``      at most ``max`` calls of ``tool`` per task (since the user's latest message)
-``forbidden``  never ``tool`` with calls pending (``pending = true``: other calls in the same
-               answer, or calls of the history left without a result), nor after any of
-               ``after`` (tools) in the same task
-=============  ===============================================================================
+==============  ==============================================================================
+``order``       one of ``first`` must have been called, and not failed, before any of ``then``
+                ("authenticate the user, by email or by name and zip, before any account tool")
+``consent``     a call of one of ``tools`` needs the user's latest message to say yes (``yes``:
+                a pattern, RE2, by default yes / confirm / go ahead …)
+``count``       at most ``max`` calls of ``tool`` that did not fail
+``forbidden``   never ``tool`` with calls pending (``pending = true``: other calls in the same
+                answer, or calls of the history left without a result), nor after a call of any
+                of ``after`` that did not fail
+``provenance``  the value of ``argument`` in a call of ``tool`` must appear earlier in a result of
+                one of ``from`` (tool names; ``"user"``: the user's messages): never invented
+==============  ==============================================================================
 
-and optionally ``severity`` (``info``, ``warning``: the default, ``error``). A broken rule is the
-finding ``E.rule_broken`` on the turn whose answer made the call (the model's emission), with the
-rule's name in ``details.rule``. A file that cannot be read, or a rule that is wrong, raises
-:class:`RulesError` in one line naming the file, the line and what is wrong.
+``scope``: how far back a rule looks, ``task`` (since the user's latest message) or
+``conversation``; by default ``conversation`` for order and provenance, ``task`` for count and
+forbidden. ``per``: an argument the calls are keyed on (order, count, forbidden): only calls with
+the same value of it count ("at most one item change per order_id"). ``severity``: ``info``,
+``warning`` (the default) or ``error``. A file that cannot be read, or a rule that is wrong, raises
+:class:`RulesError` in one line naming the file, the line and what is wrong. The rules are checked
+by :mod:`~cassettes.analysis._rule_check`.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cassettes.analysis._context import TurnContext
-from cassettes.analysis._model import Finding, Severity
+from cassettes.analysis._model import Severity
 from cassettes.errors import CassetteError
 from cassettes.hints import count
-from cassettes.models import Message
+from cassettes.patterns import PatternError, UserPattern
+from cassettes.untrusted import clean_line
 
-__all__ = ["FILE", "Rules", "RulesError", "active", "active_text", "check_rules", "load"]
+__all__ = [
+    "FILE",
+    "SCOPES",
+    "Rule",
+    "Rules",
+    "RulesError",
+    "active",
+    "active_text",
+    "load",
+    "parse_rules",
+    "using",
+]
 
 FILE = "looptap-rules.toml"
+#: Each kind's fields that must be there, and the type each needs (``tuple``: tool names).
 KINDS: dict[str, dict[str, type]] = {
-    "order": {"first": str, "then": list},
-    "consent": {"tools": list},
-    "count": {"tool": str, "max": int},
-    "forbidden": {"tool": str},
+    "order": {"first": tuple, "then": tuple},
+    "consent": {"tools": tuple},
+    "count": {"tool": tuple, "max": int},
+    "forbidden": {"tool": tuple},
+    "provenance": {"tool": tuple, "argument": str, "from": tuple},
 }
-OPTIONAL = {"name", "kind", "severity", "yes", "pending", "after"}
+#: Each kind's optional fields (besides ``name``, ``severity``, ``scope``).
+OPTIONAL: dict[str, set[str]] = {
+    "order": {"per"},
+    "consent": {"yes"},
+    "count": {"per"},
+    "forbidden": {"pending", "after", "per"},
+    "provenance": set(),
+}
+SCOPES = ("task", "conversation")
+DEFAULT_SCOPE = {"order": "conversation", "provenance": "conversation"}
 YES = r"^\W*(?:yes|yep|yeah|y|sure|ok(?:ay)?|confirm(?:ed)?|go ahead|please do|do it)\b"
+_WHAT = {
+    tuple: "a tool name or a list of tool names",
+    str: "a non-empty string",
+    int: "a positive integer",
+}
 
 
 class RulesError(CassetteError, ValueError):
@@ -58,14 +94,21 @@ class Rule:
     name: str
     kind: str
     severity: Severity = Severity.WARNING
-    first: str = ""
+    #: ``task`` or ``conversation`` (see the module's docstring).
+    scope: str = "task"
+    first: tuple[str, ...] = ()
     then: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
-    tool: str = ""
+    tool: tuple[str, ...] = ()
     max: int = 0
-    yes: re.Pattern[str] = field(default_factory=lambda: re.compile(YES, re.IGNORECASE))
+    #: What counts as yes, compiled by RE2 (case-insensitive) like every user pattern.
+    yes: UserPattern | None = None
     pending: bool = False
     after: tuple[str, ...] = ()
+    #: The argument calls are keyed on ("" for none).
+    per: str = ""
+    argument: str = ""
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,24 +124,40 @@ def load(path: str | Path) -> Rules:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
-        data = tomllib.loads(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise RulesError(f"{p}: cannot read the rules file: {exc.__class__.__name__}") from None
+    return parse_rules(text, str(p))
+
+
+def parse_rules(text: str, where: str) -> Rules:
+    """The rules of ``text`` (the file ``where``); :class:`RulesError` in one line when wrong."""
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         line = re.search(r"line (\d+)", str(exc))
-        raise RulesError(f"{p}:{line.group(1) if line else 1}: not TOML: {exc}") from None
+        raise RulesError(f"{where}:{line.group(1) if line else 1}: not TOML: {exc}") from None
     starts = [i for i, s in enumerate(text.splitlines(), 1) if s.strip() == "[[rule]]"]
     extra = sorted(set(data) - {"rule"})
     if extra:
-        raise RulesError(f"{p}:1: unknown table {extra[0]!r}: a rules file holds [[rule]] only")
+        raise RulesError(f"{where}:1: unknown table {extra[0]!r}: a rules file holds [[rule]] only")
     raw = data.get("rule", [])
     if not isinstance(raw, list):
-        raise RulesError(f"{p}:1: rules are [[rule]] tables, not one {type(raw).__name__}")
+        raise RulesError(f"{where}:1: rules are [[rule]] tables, not one {type(raw).__name__}")
     rules = tuple(
-        _rule(r, f"{p}:{starts[i] if i < len(starts) else 1}: rule {i + 1}")
+        _rule(r, f"{where}:{starts[i] if i < len(starts) else 1}: rule {i + 1}")
         for i, r in enumerate(raw)
     )
-    return Rules(str(p), rules, text)
+    return Rules(where, rules, text)
+
+
+def _names(v: Any) -> tuple[str, ...] | None:
+    """One tool name or a list of them, as a tuple (``None``: neither, or empty)."""
+    names = [v] if isinstance(v, str) else v
+    if not isinstance(names, list) or not names:
+        return None
+    if not all(isinstance(x, str) and x for x in names):
+        return None
+    return tuple(names)
 
 
 def _rule(r: Any, where: str) -> Rule:
@@ -108,43 +167,92 @@ def _rule(r: Any, where: str) -> Rule:
     if kind not in KINDS:
         raise RulesError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
     need = KINDS[str(kind)]
-    unknown = sorted(set(r) - OPTIONAL - set(need))
+    allowed = {"name", "kind", "severity", "scope"} | OPTIONAL[kind] | set(need)
+    unknown = sorted(set(r) - allowed)
     if unknown:
         raise RulesError(f"{where}: {kind} rule has no field {unknown[0]!r}")
-    for k, typ in need.items():
+    got: dict[str, Any] = {}
+    for k, typ in {**need, "after": tuple}.items():
         v = r.get(k)
-        ok = isinstance(v, typ) and not isinstance(v, bool) and bool(v)
-        if isinstance(v, list):
-            ok = ok and all(isinstance(x, str) and x for x in v)
-        if not ok or (isinstance(v, int) and v < 0):
-            what = {str: "a tool name", list: "a list of tool names", int: "a positive integer"}
-            raise RulesError(f"{where}: {kind} rule needs {k} = {what[typ]}")
+        if v is None and k not in need:
+            continue
+        value = _names(v) if typ is tuple else v
+        ok = value is not None and isinstance(value, typ) and not isinstance(value, bool)
+        if not ok or not value or (isinstance(value, int) and value < 1):
+            raise RulesError(f"{where}: {kind} rule needs {k} = {_WHAT[typ]}")
+        got[k] = value
+    for k in ("per", "name"):
+        if k in r and (not isinstance(r[k], str) or not r[k].strip()):
+            raise RulesError(f"{where}: {k} must be {_WHAT[str]}, not {r[k]!r}")
+    scope = r.get("scope", DEFAULT_SCOPE.get(kind, "task"))
+    if scope not in SCOPES:
+        raise RulesError(f"{where}: scope must be task or conversation, not {scope!r}")
+    if "pending" in r and not isinstance(r["pending"], bool):
+        raise RulesError(f"{where}: pending must be true or false, not {r['pending']!r}")
     try:
         severity = Severity(r.get("severity", "warning"))
-        yes = re.compile(r.get("yes", YES), re.IGNORECASE)
-    except (ValueError, re.error, TypeError) as exc:
+    except ValueError as exc:
         raise RulesError(f"{where}: {exc}") from None
+    yes = _yes_of(r["yes"], where) if "yes" in r else None
     return Rule(
         name=str(r.get("name") or f"{kind} rule"),
         kind=kind,
         severity=severity,
-        first=r.get("first", ""),
-        then=tuple(r.get("then", ())),
-        tools=tuple(r.get("tools", ())),
-        tool=r.get("tool", ""),
-        max=r.get("max", 0),
-        yes=yes,
+        scope=scope,
+        first=got.get("first", ()),
+        then=got.get("then", ()),
+        tools=got.get("tools", ()),
+        tool=got.get("tool", ()),
+        max=got.get("max", 0),
+        yes=yes if yes is not None else (_default_yes() if kind == "consent" else None),
         pending=r.get("pending") is True,
-        after=tuple(r.get("after", ())),
+        after=got.get("after", ()),
+        per=r.get("per", ""),
+        argument=got.get("argument", ""),
+        sources=got.get("from", ()),
     )
 
 
+def _yes_of(pattern: Any, where: str) -> UserPattern:
+    """A rule's ``yes``, compiled by RE2 and matched case-insensitively; refused in one line."""
+    if not isinstance(pattern, str) or not pattern:
+        raise RulesError(f"{where}: yes must be a pattern (a non-empty string), not {pattern!r}")
+    try:
+        UserPattern(pattern)  # (refused as the user wrote it)
+    except PatternError as exc:
+        raise RulesError(f"{where}: yes = {pattern!r}: {exc}") from None
+    return UserPattern("(?i)" + pattern)
+
+
+_yes: list[UserPattern] = []
+
+
+def _default_yes() -> UserPattern:
+    if not _yes:
+        _yes.append(UserPattern("(?i)" + YES))
+    return _yes[0]
+
+
 _loaded: dict[tuple[str, int, int], Rules] = {}
+_forced: list[Rules | None] = []
+
+
+@contextmanager
+def using(rules: Rules | None) -> Iterator[None]:
+    """Within the block, ``rules`` are in force whatever the environment and the working
+    directory say (``looptap rules check``: a dry run of a file that is not in force)."""
+    _forced.append(rules)
+    try:
+        yield
+    finally:
+        _forced.pop()
 
 
 def active() -> Rules | None:
     """The rules in force: ``$LOOPTAP_RULES``, else ``looptap-rules.toml`` in the working
-    directory, else none. Read again when the file changed."""
+    directory (named on stderr in one line, once), else none. Read again when the file changed."""
+    if _forced:
+        return _forced[-1]
     named = os.environ.get("LOOPTAP_RULES")
     if named is not None and not named.strip():
         return None
@@ -158,7 +266,21 @@ def active() -> Rules | None:
     key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
     if key not in _loaded:
         _loaded[key] = load(p)
+        if not named and _main_process():
+            # picked up, not asked for: say so, and how to turn it off (once: not by the workers
+            # of a `looptap index --jobs N`, whose parent said it)
+            print(
+                f"looptap: the agent's rules of {clean_line(key[0])} are in force "
+                f"({count(len(_loaded[key].rules), 'rule')}; LOOPTAP_RULES= for none)",
+                file=sys.stderr,
+            )
     return _loaded[key]
+
+
+def _main_process() -> bool:
+    import multiprocessing  # (here: a command that picks no file up does not load it)
+
+    return multiprocessing.parent_process() is None
 
 
 def active_text() -> str:
@@ -166,88 +288,3 @@ def active_text() -> str:
     of what a kept analysis and a fleet index were made with."""
     rules = active()
     return rules.text if rules is not None else ""
-
-
-def _user_text(m: Message) -> str | None:
-    if m.role != "user" or any(p.kind == "tool_result" for p in m.parts):
-        return None
-    return m.text
-
-
-def _history(messages: list[Message]) -> tuple[set[str], list[str], str, set[str | None]]:
-    """What the request's history shows: the tools called in it, those called since the user's
-    latest message (the task), that message, and the ids of calls with a result."""
-    called: set[str] = set()
-    task: list[str] = []
-    said = ""
-    answered: set[str | None] = set()
-    for m in messages:
-        text = _user_text(m)
-        if text is not None and text.strip():
-            task, said = [], text
-        for p in m.parts:
-            if p.tool_call is not None and p.tool_call.name:
-                called.add(p.tool_call.name)
-                task.append(p.tool_call.name)
-            if p.tool_result is not None:
-                answered.add(p.tool_result.call_id)
-    return called, task, said, answered
-
-
-def check_rules(ctx: TurnContext, rules: Rules) -> Iterator[Finding]:
-    """E.rule_broken — a call of this turn's answer breaks one of ``rules``."""
-    calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in ("function", "custom")]
-    if not calls or not rules.rules:
-        return
-    called, task, said, answered = _history(ctx.messages)
-    pending_ids = [
-        p.tool_call.id
-        for m in ctx.messages
-        for p in m.parts
-        if p.tool_call is not None and p.tool_call.id and p.tool_call.id not in answered
-    ]
-    for c in calls:
-        name = c.name or ""
-        others = [x.name for x in calls if x is not c]
-        for rule in rules.rules:
-            broken = _broken(rule, name, called, task, said, others, pending_ids)
-            if broken:
-                yield ctx.finding(
-                    "E.rule_broken",
-                    rule.severity,
-                    f"The model called {name}, which breaks the rule {rule.name!r} "
-                    f"({rules.path}): {broken}.",
-                    tool_call_id=c.id,
-                    rule=rule.name,
-                    kind=rule.kind,
-                    tool=name,
-                )
-        called.add(name)
-        task.append(name)
-
-
-def _broken(
-    rule: Rule,
-    name: str,
-    called: set[str],
-    task: list[str],
-    said: str,
-    others: list[str | None],
-    pending: list[str],
-) -> str:
-    """Why calling ``name`` now breaks ``rule`` (``""``: it does not)."""
-    if rule.kind == "order" and name in rule.then and rule.first not in called:
-        return f"{rule.first} was not called before it"
-    if rule.kind == "consent" and name in rule.tools and not rule.yes.search(said.strip()):
-        quoted = " ".join(said.split())[:80]
-        return f"the user's latest message does not say yes ({quoted!r})"
-    if rule.kind == "count" and name == rule.tool and task.count(name) == rule.max:
-        return f"it is call {rule.max + 1} of {name} in this task (at most {rule.max})"
-    if rule.kind == "forbidden" and name == rule.tool:
-        if rule.pending and (others or pending):
-            left = ", ".join(str(o) for o in others) or count(len(pending), "call") + " unanswered"
-            return f"calls are pending ({left})"
-        before = [a for a in rule.after if a in task]
-        if before:
-            return f"it follows {before[0]} in this task"
-    return ""

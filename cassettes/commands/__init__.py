@@ -406,8 +406,9 @@ COMMANDS = (
     ),
     Command(
         "rules",
-        "matching rules: propose them from two recordings of the same agent (docs/testing.md)",
-        subparsers={"dest": "rules_command", "metavar": "{propose}", "required": True},
+        "matching rules: propose them from two recordings of the same agent (docs/testing.md); "
+        "an agent's rules: check them, learn them (docs/rules.md)",
+        subparsers={"dest": "rules_command", "metavar": "{propose,check,learn}", "required": True},
         subcommands=(
             Command(
                 "propose",
@@ -424,6 +425,33 @@ COMMANDS = (
                     ),
                 },
                 run="cassettes.replay.comparison:cmd_rules_propose",
+            ),
+            Command(
+                "check",
+                "a dry run of an agent's rules file: what each rule finds in each run, at which "
+                "turn (exit 1 when a rule is broken)",
+                {
+                    "rules FILE": "the agent's rules (docs/rules.md), in force or not",
+                    "runs RUN": Arg("runs to check (the formats of looptap show)", nargs="+"),
+                    "--json": flag("one JSON object per broken rule"),
+                },
+                run="cassettes.cli.agent_rules:cmd_rules_check",
+            ),
+            Command(
+                "learn",
+                "propose the agent's rules that hold in every passing run, each with the runs "
+                "that support it, written for review (never put in force)",
+                {
+                    "runs RUN": Arg("passing runs (each conversation is one trace)", nargs="+"),
+                    "-o --output FILE": Arg("the rules file to write", required=True),
+                    "--force": flag("replace an existing file"),
+                    "--min-support N": Arg(
+                        "propose only rules exercised in at least N traces (default 5)",
+                        type=int,
+                        default=5,
+                    ),
+                },
+                run="cassettes.cli.agent_rules:cmd_rules_learn",
             ),
         ),
     ),

@@ -18,7 +18,7 @@ from cassettes.analysis.dispatch._shared import (
     _result_part,
     attempts,
 )
-from cassettes.models import FinishReason, ToolCall
+from cassettes.models import FinishReason, ToolCall, ToolResult
 
 
 def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
@@ -316,8 +316,9 @@ def result_texts(ctx: TurnContext) -> Iterator[tuple[Pairing, str]]:
         yield p, content
 
 
-def is_error_result(p: Pairing, content: str) -> bool:
-    """A result that is an error: its flag, or a text that opens as one."""
+def is_error_result(p: Pairing | ToolResult, content: str) -> bool:
+    """A result that is an error: its flag, or a text that opens as one (a pairing's, or a
+    result's as the history carries it: the agent's rules skip failed calls, docs/rules.md)."""
     head = content.lstrip()
     return p.is_error is True or head.lower().startswith(_ERRORISH) or head.startswith('{"error"')
 

@@ -16,11 +16,12 @@ import cassettes.analysis as analysis
 EXPORTED = [
     "ACTIVE", "FILE", "PRICES_VERSION",
     "ApiReport", "CallCheck", "Conversation", "Dispatch", "Finding", "Layer", "McpCall",
-    "McpLinker", "RulesError", "RunAnalyser", "RunAnalysis", "Severity", "TokenCount", "Turn",
+    "McpLinker", "Proposal", "Rule", "RulesError", "RunAnalyser", "RunAnalysis", "Severity",
+    "TokenCount", "Trace", "Turn",
     "active", "active_text", "analyse", "apportion", "calc_price", "canonical_call", "capture",
-    "estimate_text", "get_snapshot", "kind_text", "lines", "load", "message_key",
-    "normalise_schema", "provider_for_url", "restore", "same_model", "schema_errors", "sections",
-    "surely_valid", "table_identity", "unsourced",
+    "estimate_text", "get_snapshot", "kind_text", "learn", "lines", "load", "message_key",
+    "normalise_schema", "parse_rules", "provider_for_url", "restore", "same_model",
+    "schema_errors", "sections", "surely_valid", "table_identity", "unsourced", "using",
 ]  # fmt: skip
 PUBLIC = ["dispatch", "pricing", "spill", "threading"]
 

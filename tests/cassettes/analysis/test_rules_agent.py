@@ -275,11 +275,11 @@ def test_assert_rules_without_a_rules_file_fails_rather_than_passing(
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ('[[rule]]\nkind = "order"\nfirst = "a"\n', ":1: rule 1: order rule needs then = a list"),
+        ('[[rule]]\nkind = "order"\nfirst = "a"\n', ":1: rule 1: order rule needs then = a"),
         (RULES + '\n[[rule]]\nkind = "count"\ntool = "x"\nmax = "two"\n', ":25: rule 5: count"),
         ('[[rule]]\nkind = "sometimes"\n', ":1: rule 1: kind must be one of order, consent"),
         ('[[rule]]\nkind = "count"\ntool = "x"\nmax = 1\nmaximum = 2\n', "has no field 'maximum'"),
-        ('[[rule]]\nkind = "consent"\ntools = ["x"]\nyes = "(("\n', ":1: rule 1: missing ),"),
+        ('[[rule]]\nkind = "consent"\ntools = ["x"]\nyes = "(("\n', ":1: rule 1: yes = '(('"),
         ("[[rule]\n", ":1: not TOML"),
         ("[rules]\nx = 1\n", ":1: unknown table 'rules'"),
         ('rule = "x"\n', ":1: rules are [[rule]] tables, not one str"),

@@ -1,0 +1,254 @@
+"""The agent's rules (:mod:`~cassettes.analysis._rules`) checked on the calls of one answer, given
+the history the request carried: what ``E.rule_broken`` says (:func:`check_rules`), and what
+``looptap rules learn`` tries each proposal on (:func:`broken`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from cassettes.analysis._context import TurnContext
+from cassettes.analysis._model import CallCheck, Finding
+from cassettes.analysis._rules import Rule, Rules
+from cassettes.analysis.dispatch import is_error_result
+from cassettes.hints import count
+from cassettes.models import Message, ToolCall
+
+__all__ = [
+    "JUDGED",
+    "Done",
+    "History",
+    "broken",
+    "check_rules",
+    "found_in",
+    "histories",
+    "history",
+    "judged",
+    "key_of",
+    "made",
+]
+
+#: The kinds of call the rules judge: the client's tools (not a provider's hosted ones).
+JUDGED = ("function", "custom")
+#: The longest value a per-argument key or a provenance check reads (longer: not judged).
+LONGEST_VALUE = 1000
+
+
+@dataclass(frozen=True)
+class Done:
+    """A call of the history: its name, its arguments (and each scalar one as a key, for
+    ``per``), whether its result was an error, and whether it was made in the task (since the
+    user's latest message). Never changed: a history's snapshot keeps what it saw."""
+
+    name: str
+    arguments: Any
+    failed: bool = False
+    task: bool = True
+    keys: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+def made(name: str, arguments: Any) -> Done:
+    """A call just made (its result not known yet)."""
+    keys = {}
+    for k in arguments if isinstance(arguments, dict) else ():
+        key = key_of(arguments, k)
+        if key is not None:
+            keys[k] = key
+    return Done(name, arguments, keys=keys)
+
+
+@dataclass
+class History:
+    """What a request's history shows the rules: its calls in order, the user's latest message,
+    the calls left without a result, and the texts a value may come from (``user`` for the
+    user's messages, the tool's name for a result that is not an error)."""
+
+    calls: list[Done] = field(default_factory=list)
+    said: str = ""
+    pending: int = 0
+    texts: list[tuple[str, str, bool]] = field(default_factory=list)  # (source, text, in task)
+
+
+def _user_text(m: Message) -> str | None:
+    if m.role != "user" or any(p.kind == "tool_result" for p in m.parts):
+        return None
+    return m.text
+
+
+def histories(messages: Sequence[Message]) -> Iterator[tuple[int, History]]:
+    """Walking ``messages`` once: before each answer that makes calls, its index and the
+    history before it; last, ``len(messages)`` and the whole history."""
+    calls: list[Done] = []
+    at: dict[str, int] = {}
+    unanswered: set[str] = set()
+    texts: list[tuple[str, str, bool]] = []
+    said = ""
+    for i, m in enumerate(messages):
+        if m.role == "assistant" and any(p.tool_call is not None for p in m.parts):
+            yield i, History(list(calls), said, len(unanswered), list(texts))
+        text = _user_text(m)
+        if text is not None and text.strip():
+            calls = [replace(d, task=False) if d.task else d for d in calls]
+            texts = [(s, t, False) for s, t, _ in texts]
+            said = text
+            texts.append(("user", text, True))
+        for p in m.parts:
+            c = p.tool_call
+            if c is not None and c.name:
+                calls.append(made(c.name, c.arguments))
+                if c.id:
+                    at[c.id] = len(calls) - 1
+                    unanswered.add(c.id)
+            r = p.tool_result
+            if r is not None:
+                unanswered.discard(r.call_id or "")
+                j = at.get(r.call_id or "")
+                if j is not None and is_error_result(r, r.content):
+                    calls[j] = replace(calls[j], failed=True)
+                elif j is not None:
+                    texts.append((calls[j].name, r.content, True))
+    yield len(messages), History(calls, said, len(unanswered), texts)
+
+
+def history(messages: Sequence[Message]) -> History:
+    """The history of ``messages`` as the rules read it."""
+    *_, (_, h) = histories(messages)
+    return h
+
+
+def key_of(arguments: Any, per: str) -> str | None:
+    """The value of argument ``per`` as a key (``None``: the call has none)."""
+    if not isinstance(arguments, dict) or per not in arguments or arguments[per] is None:
+        return None
+    v = arguments[per]
+    key = v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+    return key[:LONGEST_VALUE] if key != "" else None
+
+
+def found_in(value: str, text: str) -> bool:
+    """Whether ``value`` is in ``text`` as a whole (not inside a longer word or number)."""
+    at = text.find(value)
+    while at >= 0:
+        before = text[at - 1] if at > 0 else " "
+        end = at + len(value)
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or after.isalnum()):
+            return True
+        at = text.find(value, at + 1)
+    return False
+
+
+def _values(v: Any) -> list[str] | None:
+    """The values of an argument a provenance rule looks for (a string, a number, or a list of
+    them); ``None`` when it is none of these."""
+    items = v if isinstance(v, list) else [v]
+    out = []
+    for x in items:
+        if isinstance(x, bool) or not isinstance(x, str | int | float):
+            return None
+        s = str(x).strip()
+        if not s or len(s) > LONGEST_VALUE:
+            return None
+        out.append(s)
+    return out
+
+
+def _keyed(rule: Rule, arguments: Any) -> tuple[bool, str]:
+    """Whether a call with ``arguments`` is judged by ``rule``'s ``per``, and its words for it."""
+    if not rule.per:
+        return True, ""
+    key = key_of(arguments, rule.per)
+    return key is not None, f" for {rule.per} {key!r}"
+
+
+def broken(rule: Rule, name: str, arguments: Any, h: History, others: Sequence[str]) -> str:
+    """Why calling ``name`` with ``arguments`` now breaks ``rule`` (``""``: it does not), the
+    answer making the ``others`` calls too, after history ``h``."""
+    judged, said_key = _keyed(rule, arguments)
+    if not judged:
+        return ""
+    key = key_of(arguments, rule.per) if rule.per else None
+    matter = {"order": rule.first, "count": rule.tool, "forbidden": rule.after}.get(rule.kind, ())
+    done = [
+        d
+        for d in h.calls
+        if d.name in matter
+        and not d.failed
+        and (d.task or rule.scope == "conversation")
+        and (not rule.per or d.keys.get(rule.per) == key)
+    ]
+    where = "this task" if rule.scope == "task" else "this conversation"
+    if rule.kind == "order" and name in rule.then and not any(d.name in rule.first for d in done):
+        firsts = " or ".join(rule.first)
+        return f"{firsts} was not called (or failed) before it in {where}{said_key}"
+    if rule.kind == "consent" and name in rule.tools and rule.yes is not None:
+        if not rule.yes.search(h.said.strip()):
+            quoted = " ".join(h.said.split())[:80]
+            return f"the user's latest message does not say yes ({quoted!r})"
+    if rule.kind == "count" and name in rule.tool:
+        n = sum(1 for d in done if d.name in rule.tool)
+        if n == rule.max:
+            return (
+                f"it is call {n + 1} of {' or '.join(rule.tool)} in {where}{said_key} "
+                f"(at most {rule.max}; failed calls not counted)"
+            )
+    if rule.kind == "forbidden" and name in rule.tool:
+        if rule.pending and (others or h.pending):
+            left = ", ".join(others) or count(h.pending, "call") + " unanswered"
+            return f"calls are pending ({left})"
+        before = [d.name for d in done if d.name in rule.after]
+        if before:
+            return f"it follows {before[-1]} in {where}{said_key}"
+    if rule.kind == "provenance" and name in rule.tool and isinstance(arguments, dict):
+        values = _values(arguments.get(rule.argument))
+        texts = [
+            t for s, t, task in h.texts if s in rule.sources and (task or rule.scope != "task")
+        ]
+        for v in values or ():
+            if not any(found_in(v, t) for t in texts):
+                return (
+                    f"its {rule.argument} {v[:80]!r} appears in no earlier "
+                    f"{' or '.join(_source_words(rule.sources))} in {where}"
+                )
+    return ""
+
+
+def _source_words(sources: Sequence[str]) -> list[str]:
+    return ["user message" if s == "user" else f"{s} result" for s in sources]
+
+
+def judged(
+    rules: Rules, messages: Sequence[Message], calls: Sequence[ToolCall | CallCheck]
+) -> Iterator[tuple[ToolCall | CallCheck, Rule, str]]:
+    """Each call of one answer (``calls``, after ``messages``) that breaks a rule, the rule and
+    why. The answer's earlier calls count as made (their results are not known yet)."""
+    h = history(messages)
+    for c in calls:
+        name = c.name or ""
+        for rule in rules.rules:
+            others = [x.name or "" for x in calls if x is not c]
+            why = broken(rule, name, c.arguments, h, others)
+            if why:
+                yield c, rule, why
+        h.calls.append(made(name, c.arguments))
+
+
+def check_rules(ctx: TurnContext, rules: Rules) -> Iterator[Finding]:
+    """E.rule_broken — a call of this turn's answer breaks one of ``rules``."""
+    calls = [c for c in ctx.turn.e.tool_calls if c.name and c.kind in JUDGED]
+    if not calls or not rules.rules:
+        return
+    for c, rule, why in judged(rules, ctx.messages, calls):
+        yield ctx.finding(
+            "E.rule_broken",
+            rule.severity,
+            f"The model called {c.name}, which breaks the rule {rule.name!r} "
+            f"({rules.path}): {why}.",
+            tool_call_id=c.id,
+            rule=rule.name,
+            kind=rule.kind,
+            tool=c.name,
+            why=why,
+        )

@@ -1,0 +1,224 @@
+"""``looptap rules check FILE RUN…`` (a dry run of an agent's rules file: what each rule finds, per
+run, at which turn) and ``looptap rules learn PASSING_RUN… -o FILE`` (the rules that hold in every
+passing run, written for review, never put in force): docs/rules.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cassettes.analysis import (
+    Finding,
+    Proposal,
+    Rule,
+    RulesError,
+    Trace,
+    learn,
+    load,
+    parse_rules,
+    using,
+)
+from cassettes.commands import EXIT_ERROR, EXIT_OK, err
+from cassettes.errors import CassetteError, problem_lines
+from cassettes.hints import count
+from cassettes.models import Message, Part
+from cassettes.reading import Run, open_run
+
+__all__ = ["cmd_rules_check", "cmd_rules_learn", "proposals_toml", "traces"]
+
+#: ``rules check``'s exit status when a rule is broken (0: none; 2: an error).
+EXIT_BROKEN = 1
+
+
+def _read(path: Path) -> Run:
+    """The run at ``path``; a run that cannot be read is a :class:`CassetteError` naming it."""
+    try:
+        run = open_run(path, whole=True, cache=False)
+    except CassetteError as exc:
+        raise CassetteError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise CassetteError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    for p in problem_lines(run.problems):
+        err(f"warning: {path}: {p}")
+    return run
+
+
+def cmd_rules_check(args: argparse.Namespace) -> int:
+    rules = load(args.rules)
+    if not rules.rules:
+        err(f"warning: {rules.path} declares no rule")
+    found: list[tuple[str, Finding]] = []
+    unread = 0
+    with using(rules):
+        for name in args.runs:
+            try:
+                run = _read(Path(name))
+            except CassetteError as exc:  # said, and the other runs still checked
+                err(f"error: {exc}")
+                unread += 1
+                continue
+            mine = [f for f in run.analysis.findings if f.code == "E.rule_broken"]
+            found += [(name, f) for f in mine]
+            if not args.json:
+                _print_run(name, mine)
+    if args.json:
+        for name, f in found:
+            print(json.dumps(_row(name, f), ensure_ascii=False))
+        return EXIT_ERROR if unread else EXIT_BROKEN if found else EXIT_OK
+    by_rule = Counter(f.details.get("rule") for _, f in found)
+    runs_of = {r: {n for n, f in found if f.details.get("rule") == r} for r in by_rule}
+    print(f"{count(len(args.runs), 'run')}, {count(len(rules.rules), 'rule')}:")
+    for rule in rules.rules:
+        n = by_rule.get(rule.name, 0)
+        runs = f"{len(runs_of.get(rule.name, ()))} of {count(len(args.runs), 'run')}"
+        what = f"broken {count(n, 'time')} in {runs}" if n else "never broken"
+        print(f"  {rule.name!r} ({rule.kind}): {what}")
+    if unread:
+        err(f"error: {count(unread, 'run')} of {len(args.runs)} could not be read (above)")
+        return EXIT_ERROR
+    return EXIT_BROKEN if found else EXIT_OK
+
+
+def _row(run: str, f: Finding) -> dict[str, Any]:
+    return {
+        "run": run,
+        "conversation": f.conversation,
+        "turn": f.turn,
+        "seq": f.seq,
+        "rule": f.details.get("rule"),
+        "kind": f.details.get("kind"),
+        "tool": f.details.get("tool"),
+        "tool_call_id": f.tool_call_id,
+        "severity": f.severity.value,
+        "why": f.details.get("why"),
+    }
+
+
+def _print_run(name: str, found: list[Finding]) -> None:
+    if not found:
+        print(f"{name}: no rule broken")
+        return
+    print(f"{name}: {count(len(found), 'call')} {'breaks' if len(found) == 1 else 'break'} a rule")
+    for f in found:
+        d = f.details
+        print(
+            f"  {f.conversation} turn {f.turn} (seq {f.seq}): {d.get('rule')!r} "
+            f"{d.get('tool')}: {d.get('why')}"
+        )
+
+
+# -- learn ---------------------------------------------------------------------------------------
+
+
+def traces(run: Run, name: str) -> list[Trace]:
+    """Each conversation of ``run`` as a trace: the history of its last turn and that turn's
+    answer (a request that continues a stored response, ``previous_response_id``, is read after
+    the history before it)."""
+    out = []
+    for conv in run.conversations:
+        history: list[Message] = []
+        for turn in conv:
+            found = run.by_seq(turn.seq)
+            rt = found[1] if found is not None else None
+            if rt is None or rt.request is None:
+                continue
+            sent = list(rt.request.messages)
+            history = [*history, *sent] if rt.request.previous_response_id else sent
+            calls = rt.response.tool_calls if rt.response is not None else []
+            answer = Message(
+                role="assistant", parts=[Part(kind="tool_call", tool_call=c) for c in calls]
+            )
+            history = [*history, answer]
+        if history:
+            out.append(Trace(f"{name} {conv.id}", history))
+    return out
+
+
+def cmd_rules_learn(args: argparse.Namespace) -> int:
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        err(f"error: {out} exists: not overwritten (--force to replace it)")
+        return EXIT_ERROR
+    if args.min_support < 1:
+        err("error: --min-support must be 1 or more")
+        return EXIT_ERROR
+    every: list[Trace] = []
+    with using(None):  # the traces as recorded, whatever rules file is about
+        for name in args.runs:
+            every += traces(_read(Path(name)), name)
+    proposals = learn(every, args.min_support)
+    text = proposals_toml(proposals, args.runs, len(every), args.min_support)
+    try:
+        parse_rules(text, str(out))  # what is written reads back
+    except RulesError as exc:  # pragma: no cover - a writer's bug, said rather than written
+        err(f"error: the proposed rules do not read back: {exc}")
+        return EXIT_ERROR
+    out.write_text(text, encoding="utf-8")
+    print(
+        f"{out}: {count(len(proposals), 'rule')} proposed from {count(len(every), 'trace')} "
+        f"(conversations) of {count(len(args.runs), 'run')}; review them — nothing is in force "
+        f"until the file is looptap-rules.toml or named by LOOPTAP_RULES"
+    )
+    for p in proposals:
+        print(f"  {p.rule.kind:10} {p.rule.name} ({len(p.support)} traces)")
+    return EXIT_OK
+
+
+def _c(text: str) -> str:
+    """Text for a comment line: recorded names never end it (a newline is written ``\\n``)."""
+    return _s(text)[1:-1]
+
+
+def _s(v: str) -> str:
+    """A TOML basic string: JSON's escapes are TOML's, and DEL, which JSON leaves as it is and
+    TOML refuses, is escaped too."""
+    return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _list(vs: Sequence[str]) -> str:
+    return "[" + ", ".join(_s(v) for v in vs) + "]"
+
+
+def _fields(r: Rule) -> list[tuple[str, str]]:
+    if r.kind == "order":
+        f = [("first", _list(r.first)), ("then", _list(r.then))]
+    elif r.kind == "consent":
+        f = [("tools", _list(r.tools))]
+    elif r.kind == "count":
+        f = [("tool", _list(r.tool)), ("max", str(r.max))]
+    elif r.kind == "forbidden":
+        f = [("tool", _list(r.tool))]
+        f += [("pending", "true")] if r.pending else [("after", _list(r.after))]
+    else:
+        f = [("tool", _list(r.tool)), ("argument", _s(r.argument)), ("from", _list(r.sources))]
+    if r.per:
+        f.append(("per", _s(r.per)))
+    if r.kind != "consent" and not r.pending:
+        f.append(("scope", _s(r.scope)))
+    return f
+
+
+def proposals_toml(
+    proposals: Sequence[Proposal], runs: Sequence[str], n_traces: int, min_support: int
+) -> str:
+    """The proposals as a rules file, each with what holds and the traces that support it."""
+    lines = [
+        f"# Proposed by looptap rules learn from {count(len(runs), 'passing run')} "
+        f"({count(n_traces, 'trace')}: one per conversation): {_c(', '.join(runs))}.",
+        "# Each rule held in every trace, and is proposed only where at least "
+        f"{min_support} traces exercised it",
+        "# (docs/rules.md). Review each: a rule that held by accident would flag correct runs.",
+        "# Nothing here is in force until this file is looptap-rules.toml or named by "
+        "LOOPTAP_RULES.",
+    ]
+    for p in proposals:
+        lines += ["", f"# {_c(p.said)}", f"# supported by {count(len(p.support), 'trace')}: "]
+        refs = _c(", ".join(p.support))
+        lines[-1] += refs if len(refs) < 400 else refs[:400] + " …"
+        lines += ["[[rule]]", f"name = {_s(p.rule.name)}", f"kind = {_s(p.rule.kind)}"]
+        lines += [f"{k} = {v}" for k, v in _fields(p.rule)]
+    return "\n".join(lines) + "\n"
