@@ -64,8 +64,9 @@ def _verdict_turn(doc: dict[str, Any]) -> tuple[dict[str, Any], str, int]:
             "the why holds no verdict (interrupted, or nothing could be run): no turn to confirm "
             "a fix from (finish it with --resume first)"
         )
-    turn = v.get("turn")
-    if not isinstance(turn, int) or turn < 0 or not (v.get("determined") or v.get("layer_only")):
+    # a verdict of the layer only (E, the turn not determined): from the earliest turn it names
+    turn = v.get("turn") if v.get("determined") else v.get("from_turn")
+    if not isinstance(turn, int) or turn < 0 or not v.get("layer_determined"):
         said = clean_line(str(v.get("headline") or ""))[:300]
         raise _refused(
             f"the why's verdict names no cause ({said!r}): no turn to confirm a fix from"

@@ -94,7 +94,7 @@ def _options(args: argparse.Namespace) -> tuple[Outcome, list[str], Decimal | No
 def investigate(args: argparse.Namespace) -> Result:
 
     outcome, argv, max_cost, results = _options(args)
-    bases, path, run, found = _suspects(args, results)
+    bases, path, run, found = _suspects(args, results, outcome)
     recorded = None
     if not outcome.needs_run:
         recorded = outcome.failed(judged_from(run))
@@ -134,10 +134,11 @@ def investigate(args: argparse.Namespace) -> Result:
 
 
 def _suspects(
-    args: argparse.Namespace, results: dict[str, str]
+    args: argparse.Namespace, results: dict[str, str], outcome: Outcome
 ) -> tuple[dict[str, str], Path, Run, list[Intervention]]:
     """Where each API's requests go, the run named and the interventions to try in it (those of
-    ``--layer``'s layers)."""
+    ``--layer``'s layers; an E re-sample holds its later turns when the outcome is judged on what
+    the command did, which includes the turns served after the change)."""
     try:
         bases = upstream_bases(args.upstream)
         path = check_input(Path(args.file), "the run")
@@ -146,7 +147,7 @@ def _suspects(
         raise Refused(str(exc)) from None
     found = [
         i
-        for i in interventions(run, results, args.model)
+        for i in interventions(run, results, args.model, hold=outcome.needs_run)
         if not args.layer or i.layer in args.layer
     ]
     return bases, path, run, found
