@@ -100,6 +100,10 @@ WHY_OPTIONS: Args = {
         "list the interventions and the live requests each costs; run nothing, send nothing"
     ),
     "--json": flag("the verdict and every intervention as one JSON object"),
+    "--confirm": flag(
+        "FILE is an earlier why's directory: run the fixed agent (the command after --) K times "
+        "from its verdict's turn, live after it, and count the runs that now succeed"
+    ),
 }
 
 
@@ -502,7 +506,8 @@ COMMANDS = (
         "which layer made a recorded run fail: fork it with one suspect changed, K times, and "
         "count the flips",
         {
-            "file": "the recorded run that failed (a looptap cassette)",
+            "file": "the recorded run that failed (a looptap cassette); with --confirm, the "
+            "directory of an earlier why",
         },
         WHY_OPTIONS,
         {

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cassettes.commands import add_command, declared
 from cassettes.why._command import split_options
+from cassettes.why._confirm import confirm as run_confirm
 from cassettes.why._investigation import Refused, Result, investigate
 
 __all__ = ["Refused", "Result", "why"]
@@ -46,9 +47,12 @@ def why(
     max_cost: Decimal | str | None = None,
     dry_run: bool = False,
     resume: bool = False,
+    confirm: bool = False,
 ) -> Result:
     """Run ``looptap why`` on ``run`` with the agent ``command``; the result (``.verdict``,
-    ``.doc``: what ``--json`` prints). Options as the command's (docs/why.md)."""
+    ``.doc``: what ``--json`` prints). Options as the command's (docs/why.md). ``confirm=True``:
+    ``run`` is an earlier why's directory and ``command`` the fixed agent, run ``samples`` times
+    from its verdict's turn (``.doc["confirm"]``)."""
     argv: list[str] = [str(run), "--samples", str(samples), "--jobs", str(jobs)]
     pairs = {
         "--output": output,
@@ -67,10 +71,10 @@ def why(
     argv += [x for cid, text in (results or {}).items() for x in ("--result", f"{cid}={text}")]
     argv += [x for layer in layers for x in ("--layer", layer)]
     argv += [x for name, url in (upstream or {}).items() for x in ("--upstream", f"{name}={url}")]
-    argv += ["--dry-run"] * dry_run + ["--resume"] * resume
+    argv += ["--dry-run"] * dry_run + ["--resume"] * resume + ["--confirm"] * confirm
     parser = argparse.ArgumentParser(prog="looptap")
 
     add_command(parser.add_subparsers(dest="command"), declared("why"))
     args = parser.parse_args(["why", *argv, "--", *command])
     split_options(args)
-    return investigate(args)
+    return run_confirm(args) if args.confirm else investigate(args)

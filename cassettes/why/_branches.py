@@ -8,6 +8,7 @@ cassette ``show``, ``diff`` and the inspector read, and nothing of the fork is r
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from cassettes.untrusted import clean_line
 from cassettes.why._interventions import Intervention
 from cassettes.why._outcome import Judged, Outcome, judged_from
 
-__all__ = ["Branches", "WhyRunError", "baseline"]
+__all__ = ["Branches", "WhyRunError", "baseline", "passed_flags"]
 
 #: Lines of a branch's stderr kept in its result when it could not be run.
 _SAID = 6
@@ -35,6 +36,14 @@ _FORK_FAILED = ("the fork failed (above)", "could NOT be stored", "looptap: erro
 class WhyRunError(CassetteError):
     """A process of the investigation could not be run as it must (no recorder, a diverging
     command)."""
+
+
+def passed_flags(args: Any) -> list[str]:
+    """``looptap run``'s flags every branch gets (``--upstream``, ``--confdir``, made absolute):
+    what reaches the investigation's upstream again (a confirmation's forks get the same)."""
+    return [x for u in args.upstream for x in ("--upstream", u)] + (
+        ["--confdir", str(Path(args.confdir).expanduser().resolve())] if args.confdir else []
+    )
 
 
 def _scrubbed(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -181,7 +190,7 @@ class Branches:
                     self.running.discard(proc)
         said = _tail(log)
         base = {"branch": out.name, "log": log.name, "status": rc}
-        broken = _fork_failed(out, said)
+        broken = _fork_failed(out, said) or _unreached(out)
         if rc == 127 or broken is not None or not out.exists():
             return {
                 **base,
@@ -226,6 +235,31 @@ def _fork_failed(branch: Path, said: list[str]) -> str | None:
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         return f"the fork failed: {failed[0]}{more}"
     return next((ln for ln in said if any(m in ln for m in _FORK_FAILED)), None)
+
+
+#: A live request's transport error that says the upstream was never reached (nothing answered:
+#: the run says nothing of the change, whatever the agent did then).
+_UNREACHED = re.compile(
+    r"Connect call failed|Connection refused|Name or service not known|getaddrinfo|"
+    r"No route to host|nodename nor servname"
+)
+
+
+def _unreached(branch: Path) -> str | None:
+    """Why ``branch`` is no sample when a request it sent live never reached the upstream (a
+    connection refused, a name not resolved: the ``--upstream`` is down or wrong), else
+    ``None``."""
+    if not branch.exists():
+        return None
+    try:
+        exchanges = list(open_run(branch, whole=True).exchanges)
+    except CassetteError:
+        return None
+    for ex in exchanges:
+        err = ex.transport_error or ""
+        if _UNREACHED.search(err):
+            return f"a request sent live never reached the upstream ({clean_line(err)[:200]})"
+    return None
 
 
 def _tail(log: Path) -> list[str]:

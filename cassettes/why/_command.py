@@ -13,6 +13,7 @@ import sys
 import orjson
 
 from cassettes.commands import WHY_OPTIONS, add_args
+from cassettes.why._confirm import confirm
 from cassettes.why._investigation import Refused, investigate, say
 
 __all__ = ["cmd_why", "split_options"]
@@ -37,7 +38,7 @@ def split_options(args: argparse.Namespace) -> None:
 def cmd_why(args: argparse.Namespace) -> int:
     split_options(args)
     try:
-        result = investigate(args)
+        result = confirm(args) if args.confirm else investigate(args)
     except Refused as exc:
         for line in exc.lines:
             say(line)

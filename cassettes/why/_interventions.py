@@ -4,7 +4,10 @@ layer (docs/why.md "Interventions").
 * **E** — the model's emission at turn t re-sampled: the run forked at t, the same request sent
   live to the same model (and, with ``--model``, to that model too): at every turn a finding
   names, the last turns of the conversation that gave the final answer, and the last turn of each
-  of its sub-agents (the answer that went back to it as a tool's result).
+  of its sub-agents (the answer that went back to it as a tool's result). Only turn t: the later
+  turns of its conversation are held (the ``…:hold`` cursor: served as recorded while their
+  requests still match, live from the first that differs), so two E suspects of one conversation
+  are told apart, not nested.
 * **A** — the API's answer at turn t replaced by a clean one: the same request sent live; for a
   truncation (``A.truncated_length``) with the cap lifted (the ``max_tokens`` edit); for an error
   or a cut stream, the retry the client did not make — never for a request the API refused for
@@ -97,10 +100,14 @@ class Intervention:
     #: How a fix would be tested when the repair needs what only the user knows (a refused
     #: request: the ``--edit`` or ``--model`` of a fork at its turn).
     fix: str | None = None
+    #: Only this turn re-sampled: the later turns of its conversation held (served as recorded
+    #: while their requests still match: the ``…:hold`` cursor), so E re-samples of one
+    #: conversation are not nested in each other.
+    hold: bool = False
 
     @property
     def cursor(self) -> str:
-        return f"conversation={self.conversation}:turn={self.turn}"
+        return f"conversation={self.conversation}:turn={self.turn}" + ":hold" * self.hold
 
     @property
     def live_requests(self) -> int:
@@ -138,11 +145,13 @@ class Intervention:
 
 
 def interventions(
-    run: Any, results: dict[str, str] | None = None, model: str | None = None
+    run: Any, results: dict[str, str] | None = None, model: str | None = None, hold: bool = True
 ) -> list[Intervention]:
     """The interventions for ``run`` (an opened run with its analysis), C first, then A, then E,
     each in turn order. ``results``: the text to put back per call id (``--result``: a file spec
-    ``@PATH`` or the text); ``model``: also re-sample each E turn on that model."""
+    ``@PATH`` or the text); ``model``: also re-sample each E turn on that model; ``hold``: an E
+    re-sample holds the later turns of its conversation (an outcome judged on what the command
+    did: the turns served after the change are part of it)."""
     a = run.analysis
     by_turn = {(t.conversation, t.index): t for t in a.turns.values()}
     later = later_turns(a)
@@ -155,14 +164,18 @@ def interventions(
         if t is None or where in retried or t.a.status is None or t.a.status >= 400:
             continue  # a failed call has no emission to re-sample: its A retry is that intervention
         seqs = later.get(where, [])
+        # a turn with later ones in its conversation: those held while they match
+        held_here = hold and any(c == where[0] and j > where[1] for c, j in by_turn)
+        held = "; its later turns held while their requests match" if held_here else ""
         out.append(
             Intervention(
                 "E",
                 where[0],
                 where[1],
-                "the model's emission re-sampled (same request, same model)",
+                f"the model's emission re-sampled (same request, same model){held}",
                 "e-resample",
                 seqs=seqs,
+                hold=held_here,
             )
         )
         if model is not None:
@@ -171,10 +184,11 @@ def interventions(
                     "E",
                     where[0],
                     where[1],
-                    f"the model's emission re-sampled on {model}",
+                    f"the model's emission re-sampled on {model}{held}",
                     "e-model",
                     model=model,
                     seqs=seqs,
+                    hold=held_here,
                 )
             )
     return out

@@ -19,11 +19,11 @@ from cassettes.replay.forking.compare import BudgetError, upstream_bases
 from cassettes.replay.testing import how_to_install, recorder_python
 from cassettes.storage import check_input
 from cassettes.untrusted import clean_line
-from cassettes.why._branches import Branches, WhyRunError, baseline
+from cassettes.why._branches import Branches, WhyRunError, baseline, passed_flags
 from cassettes.why._budget import check as check_budget
 from cassettes.why._interventions import Intervention, interventions
 from cassettes.why._outcome import Outcome, OutcomeError, judged_from, parse_outcome
-from cassettes.why._state import STATE, State, WhyDirError, read_state, run_digest
+from cassettes.why._state import STATE, State, WhyDirError, kept_flags, read_state, run_digest
 from cassettes.why._verdict import Tally, Verdict, verdict
 
 __all__ = ["Refused", "Result", "default_output", "investigate", "say"]
@@ -94,7 +94,7 @@ def _options(args: argparse.Namespace) -> tuple[Outcome, list[str], Decimal | No
 def investigate(args: argparse.Namespace) -> Result:
 
     outcome, argv, max_cost, results = _options(args)
-    bases, path, run, found = _suspects(args, results)
+    bases, path, run, found = _suspects(args, results, outcome)
     recorded = None
     if not outcome.needs_run:
         recorded = outcome.failed(judged_from(run))
@@ -134,10 +134,11 @@ def investigate(args: argparse.Namespace) -> Result:
 
 
 def _suspects(
-    args: argparse.Namespace, results: dict[str, str]
+    args: argparse.Namespace, results: dict[str, str], outcome: Outcome
 ) -> tuple[dict[str, str], Path, Run, list[Intervention]]:
     """Where each API's requests go, the run named and the interventions to try in it (those of
-    ``--layer``'s layers)."""
+    ``--layer``'s layers; an E re-sample holds its later turns when the outcome is judged on what
+    the command did, which includes the turns served after the change)."""
     try:
         bases = upstream_bases(args.upstream)
         path = check_input(Path(args.file), "the run")
@@ -146,7 +147,7 @@ def _suspects(
         raise Refused(str(exc)) from None
     found = [
         i
-        for i in interventions(run, results, args.model)
+        for i in interventions(run, results, args.model, hold=outcome.needs_run)
         if not args.layer or i.layer in args.layer
     ]
     return bases, path, run, found
@@ -157,7 +158,13 @@ def _opened(
 ) -> State:
     """The why's directory (``-o``), opened or resumed, with whether the recorded run fails by
     the outcome: read from the recording (``recorded``), else found by running it once."""
-    fresh = {"outcome": outcome.as_json(), "samples": args.samples, "command": argv}
+    fresh = {
+        "outcome": outcome.as_json(),
+        "samples": args.samples,
+        "command": argv,
+        "run_path": str(path.resolve()),
+        "passed": kept_flags(passed_flags(args)),  # --confirm reaches the same upstream with them
+    }
     try:
         state = State.open(Path(args.output), path, run_digest(path), args.resume, fresh)
     except (WhyDirError, OSError) as exc:
@@ -300,10 +307,7 @@ def _run(
 ) -> Result:
     from concurrent.futures import ThreadPoolExecutor
 
-    passed = [x for u in args.upstream for x in ("--upstream", u)] + (
-        ["--confdir", args.confdir] if args.confdir else []
-    )
-    runner = Branches(path.resolve(), argv, outcome, state.directory, passed, python)
+    runner = Branches(path.resolve(), argv, outcome, state.directory, passed_flags(args), python)
     todo = [
         (i, k)
         for i in found
@@ -405,6 +409,11 @@ def report_lines(
         lines.append(
             f"to test a fix: looptap run --from {shlex.quote(f'{run}@{i.cursor}')} {i.fix} "
             f"-o fixed.jsonl -- {cmd}"
+        )
+    if v.determined and v.best is not None:
+        lines.append(
+            f"to confirm a fix: looptap why {shlex.quote(str(directory))} --confirm -- "
+            "FIXED_AGENT_COMMAND (runs it K times from the verdict's turn, live after it)"
         )
     lines.append("interventions, ranked:")
     lines += [f"  {t.line()}" for t in v.ranked]

@@ -19,7 +19,7 @@ import orjson
 from cassettes.errors import CassetteError
 from cassettes.storage import check_target, describe, read_input, write_new
 
-__all__ = ["STATE", "State", "WhyDirError", "read_state", "run_digest"]
+__all__ = ["STATE", "State", "WhyDirError", "kept_flags", "read_state", "run_digest"]
 
 #: The state file's name inside the output directory.
 STATE = "why.json"
@@ -37,6 +37,18 @@ def run_digest(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def kept_flags(passed: list[str]) -> list[str] | None:
+    """The branches' ``--upstream``/``--confdir`` as ``why.json`` keeps them (what ``--confirm``
+    reaches the same upstream with): ``None``, not kept, when an upstream URL carries credentials
+    (``user:password@``): a secret never reaches a file."""
+    from urllib.parse import urlsplit
+
+    for flag, value in zip(passed[::2], passed[1::2], strict=True):
+        if flag == "--upstream" and urlsplit(value.partition("=")[2]).password is not None:
+            return None
+    return list(passed)
 
 
 def read_state(path: Path) -> dict[str, Any] | None:

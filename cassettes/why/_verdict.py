@@ -21,6 +21,7 @@ from typing import Any
 
 from cassettes.hints import count
 from cassettes.why._interventions import Intervention
+from cassettes.why._separating import advice, why_alike
 from cassettes.why._stats import wilson
 
 __all__ = ["Tally", "Verdict", "verdict"]
@@ -97,6 +98,9 @@ class Verdict:
     either: bool = False
     #: The verdict rests on a refused request (``best`` is its suspect, not run), not on flips.
     refused: bool = False
+    #: Not determined at a turn, but every intervention that could be the cause is the model's
+    #: (E re-samples): the layer is determined.
+    layer_only: bool = False
 
     def as_json(self) -> dict[str, Any]:
         b = self.best
@@ -118,6 +122,13 @@ class Verdict:
             "evidence": b.intervention.evidence if b else None,
             "fix": b.intervention.fix if b else None,
             "left_out": b.invalid if b else 0,
+            "layer_determined": self.determined or self.layer_only,
+            # where a fix of a layer-only verdict is confirmed from: its earliest turn there
+            "from_turn": min(
+                (t.intervention.turn for t in [b, *self.tied] if _alongside(t, b)), default=None
+            )
+            if b
+            else None,
         }
         return {"verdict": head, "interventions": [t.as_json() for t in self.ranked]}
 
@@ -196,21 +207,38 @@ def _said(best: Tally) -> str:
 
 def _overlapping(best: Tally, tied: list[Tally], ranked: list[Tally], samples: int) -> Verdict:
     """The verdict when others that flipped the outcome have intervals reaching ``best``'s low
-    end: not determined, more samples may separate them."""
+    end: not determined; "try K=…" only when more samples can separate them
+    (:func:`~cassettes.why._separating.advice`). When every one is an E re-sample, the layer is
+    determined (the model's), the turn is not."""
     others = "; ".join(
         f"{t.intervention.layer} at {t.intervention.conversation} turn {t.intervention.turn} "
         f"({t.intervention.what}) {t.flips}/{t.samples}"
         for t in tied
     )
+    if all(t.intervention.layer == "E" for t in [best, *tied]):
+        return Verdict(
+            False,
+            f"the model (E); which turn is not determined with K={samples}: {_said(best)}, and "
+            f"its interval overlaps {others}; {why_alike(best, tied)}",
+            best,
+            tied,
+            ranked,
+            samples,
+            layer_only=True,
+        )
     return Verdict(
         False,
         f"not determined with K={samples}: {_said(best)}, and its interval overlaps {others}; "
-        f"{_more(samples)}",
+        f"{advice(best, tied)}",
         best,
         tied,
         ranked,
         samples,
     )
+
+
+def _alongside(t: Tally, best: Tally) -> bool:
+    return t.intervention.conversation == best.intervention.conversation
 
 
 def _still_failed(t: Tally) -> str:

@@ -103,11 +103,14 @@ def test_the_verdict_names_the_one_that_flips_and_says_when_k_cannot_tell() -> N
         "evidence": None,
         "fix": None,
         "left_out": 0,
+        "layer_determined": True,
+        "from_turn": 1,
     }
     assert [i["layer"] for i in doc["interventions"]] == ["C", "E", "E"]
-    # overlapping intervals: not determined, and K quadrupled is suggested
+    # overlapping intervals: not determined, and the K that would separate them at the rates seen
+    # is suggested (issue 68: not K quadrupled, which need not separate anything)
     v = verdict([_tally("A", 2, 4, 5, "a-cap"), _tally("C", 2, 3, 5, "c-restore-result")], 5)
-    assert not v.determined and "not determined with K=5" in v.headline and "try K=20" in v.headline
+    assert not v.determined and "not determined with K=5" in v.headline and "try K=87" in v.headline
     assert v.as_json()["verdict"]["tied"] == ["C-c1-t2-c-restore-result"]
     # two that flip every time: no K separates two sufficient fixes, so both are named (not "try
     # K=20")
@@ -128,7 +131,7 @@ def test_the_verdict_names_the_one_that_flips_and_says_when_k_cannot_tell() -> N
     )
     # one of them short of every time: still not determined, and more samples may tell
     v = verdict([_tally("A", 1, 5, 5, "a-cap"), _tally("C", 1, 4, 5, "c-continue")], 5)
-    assert not v.determined and not v.either and "try K=20" in v.headline
+    assert not v.determined and not v.either and "try K=43" in v.headline
     # nothing flips
     v = verdict([_tally("E", 0, 0, 5), _tally("E", 1, 0, 5)], 5)
     assert (
@@ -137,6 +140,38 @@ def test_the_verdict_names_the_one_that_flips_and_says_when_k_cannot_tell() -> N
         and v.headline.startswith("nothing flipped the outcome")
         and "try K=20" in v.headline
     )
+
+
+def test_more_samples_are_advised_only_when_they_can_separate_the_suspects() -> None:
+    """Issue 68 item 3: two that flip the outcome at the same rate are never told apart by more
+    samples ("try K=20" could not converge); a C and an E suspect alike say so, and E suspects
+    alike determine the layer (E), not the turn."""
+    v = verdict([_tally("C", 1, 3, 5, "c-restore-result"), _tally("E", 1, 3, 5)], 5)
+    assert not v.determined and not v.layer_only and "try K=" not in v.headline, v.headline
+    assert v.headline.endswith(
+        "more samples would not separate them: at the rates seen (3/5, 3/5) their intervals "
+        "overlap at any K up to 200"
+    ), v.headline
+    held = Intervention("E", "c1", 0, "E change", "e-resample", hold=True)
+    v = verdict([Tally(held, flips=2, samples=5), _tally("E", 1, 2, 5)], 5)
+    doc = v.as_json()["verdict"]
+    assert v.layer_only and not v.determined and "try K=" not in v.headline, v.headline
+    assert v.headline.startswith("the model (E); which turn is not determined with K=5: E at c1")
+    assert "the re-sampled earlier turn answered differently" in v.headline, v.headline
+    assert (doc["layer"], doc["layer_determined"], doc["from_turn"]) == ("E", True, 0), doc
+    # held, and rates far enough apart: the K that separates them
+    v = verdict([Tally(held, flips=1, samples=5), _tally("E", 1, 5, 5)], 5)
+    assert v.layer_only and "try K=9 (--samples 9)" in v.headline, v.headline
+    # nested (not held): no K tells the turns apart; the earliest turn that flips is said
+    v = verdict([_tally("E", 0, 1, 5), _tally("E", 1, 5, 5)], 5)
+    assert v.layer_only and "try K=" not in v.headline, v.headline
+    assert v.headline.endswith(
+        "so more samples cannot tell which turn: the earliest turn from which re-sampling flips "
+        "it is c1 turn 0"
+    ), v.headline
+    # an E suspect tied with a C one: the layer is not determined either
+    v = verdict([_tally("E", 1, 4, 5), _tally("C", 1, 3, 5, "c-restore-result")], 5)
+    assert not v.as_json()["verdict"]["layer_determined"]
 
 
 def test_an_intervention_that_cannot_run_is_listed_not_ranked_first() -> None:

@@ -117,6 +117,9 @@ class Cursor:
     #: Continuation requests sent (the ``continue`` edit), and the answers joined for the client.
     continued: int = 0
     # -- held while serving
+    #: Conversations whose requests past the cursor stopped matching the recording (``…:hold``
+    #: serves none of their later turns).
+    _left: set[str | None] = field(default_factory=set)
     _matcher: Matcher | None = None
     _by_seq: dict[int, Recorded] = field(default_factory=dict)
     #: The answers requests sent live may continue (the recorded ones, the live upstream's).
@@ -151,7 +154,16 @@ class Cursor:
                 else None
             )
             return start is not None and r.index >= start.index
-        return selects(self.spec, r, self._by_seq)
+        return selects(self.spec, r, self._by_seq) and not self._held(r)
+
+    def _held(self, r: Recorded) -> bool:
+        """``…:hold``: whether ``r``, a recorded turn a request matched, is served although past
+        the cursor: a later turn of a conversation that has not left the recording (every
+        request of it since the cursor's turn matched)."""
+        if not self.spec.hold or r.conversation in self._left:
+            return False
+        start = self._by_seq.get(self.starts.get(r.conversation, -1))
+        return start is not None and r.index > start.index
 
     def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None:
         """The answer for a request past the cursor (sent live), or ``None`` (replayed)."""
@@ -173,6 +185,7 @@ class Cursor:
                     # @divergence: live from here
                     self.starts.setdefault(closest.conversation, closest.seq)
             rec, miss = closest, found
+            self._left.add(rec.conversation)  # ``…:hold``: live from its first difference on
         base = self.live(req.method, req.target, req.body)
         if base is None:
             why = (

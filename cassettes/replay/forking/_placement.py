@@ -54,21 +54,32 @@ class CursorSpec:
     #: ``divergence``: no turn given; each conversation goes live at its first request that
     #: differs from the recording beyond what the prefix mode tolerates.
     divergence: bool = False
+    #: ``…:hold``: only the turn at the cursor goes live; a later turn of its conversation whose
+    #: request still matches the recording (the live answer changed nothing it sends) is served as
+    #: recorded, and from its first request that differs the conversation is live.
+    hold: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        """The fields, ``divergence`` only when it is one."""
-        return {k: v for k, v in asdict(self).items() if k != "divergence" or v}
+        """The fields, ``divergence`` and ``hold`` only when set."""
+        return {k: v for k, v in asdict(self).items() if k not in ("divergence", "hold") or v}
 
 
 def parse_cursor(text: str) -> CursorSpec:
     """Read ``turn=N``, ``seq=N``, ``conversation=ID``, ``conversation=ID:turn=N``,
-    ``divergence``."""
+    ``divergence``; any of the first four but ``conversation=ID`` may end ``:hold``."""
     raw = text.strip()
     if raw == "divergence":
         return CursorSpec(raw, divergence=True)
     turn = seq = None
     conversation = None
-    for part in raw.split(":"):
+    parts = raw.split(":")
+    hold = parts[-1].strip() == "hold"
+    if hold and all("turn=" not in p and "seq=" not in p for p in parts):
+        raise CursorError(
+            f"cursor {raw[:60]!r}: hold keeps the turns after the cursor's one: give a turn= or "
+            "seq= before it"
+        )
+    for part in parts[:-1] if hold else parts:
         name, eq, value = part.partition("=")
         name, value = name.strip(), value.strip()
         if not eq or not value:
@@ -100,7 +111,7 @@ def parse_cursor(text: str) -> CursorSpec:
             f"cursor {raw[:60]!r}: seq= names a round trip on "
             "its own (no turn= or conversation= with it)"
         )
-    return CursorSpec(raw, turn, conversation, seq)
+    return CursorSpec(raw, turn, conversation, seq, hold=hold)
 
 
 def selects(spec: CursorSpec, r: Recorded, by_seq: Mapping[int, Recorded]) -> bool:
