@@ -52,10 +52,10 @@ except ImportError:
 else:
     MITMPROXY = True
 
-__all__ = ["cmd_record", "cmd_run"]
+__all__ = ["cmd_record", "cmd_run", "hand_off"]
 
 
-def _hand_off(args: argparse.Namespace) -> str:
+def hand_off(args: argparse.Namespace) -> str:
     """Without mitmproxy here (the ``looptap`` of the user's project): run this very command with
     the recorder's interpreter (:func:`~cassettes.replay.testing.recorder_python`:
     ``LOOPTAP_PROXY_PYTHON``, else the checkout's ``.venv-proxy``), by ``exec``: the same process,
@@ -213,7 +213,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     messages.to_stderr()
     _warn_exposure(args)
     if not MITMPROXY:
-        messages.error(_hand_off(args))
+        messages.error(hand_off(args))
         return 2
     config = _config(args)
 
@@ -313,7 +313,7 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
         one.output = str(out.with_name(f"{out.stem}.{i}{out.suffix}"))
         ones.append(one)
     if not MITMPROXY:
-        messages.error(_hand_off(args))
+        messages.error(hand_off(args))
         return 2
 
     try:
@@ -364,7 +364,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         messages.error("error: nothing to run (looptap run -o run.jsonl -- python agent.py)")
         return 2
     if not MITMPROXY:
-        messages.error(_hand_off(args))
+        messages.error(hand_off(args))
         return 2
     config = _config(args)
     config.command = tuple(argv)

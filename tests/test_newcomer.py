@@ -31,9 +31,7 @@ def _command_one() -> str:
 
 
 def _executables(d: Path) -> set[str]:
-    return {
-        p.name for p in d.iterdir() if p.is_file() and os.access(p, os.X_OK) and not p.is_dir()
-    }
+    return {p.name for p in d.iterdir() if p.is_file() and os.access(p, os.X_OK) and not p.is_dir()}
 
 
 def test_set_up_puts_looptap_and_nothing_else_on_path(tmp_path: Path) -> None:
@@ -70,19 +68,6 @@ def test_set_up_puts_looptap_and_nothing_else_on_path(tmp_path: Path) -> None:
     assert said == "looptap from .venv-proxy", r.stdout
 
 
-def _looptap_here(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The ``looptap`` of an environment without mitmproxy (this test environment: the user's
-    project, installed as docs/testing.md says)."""
-    return progress.run(
-        [sys.executable, "-m", "cassettes.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 _ONE_ROUND_TRIP = (
     "import os, urllib.request as u\n"
     "try: u.urlopen(u.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', "
@@ -102,10 +87,12 @@ def test_the_projects_looptap_hands_run_to_the_recorder(tmp_path: Path) -> None:
 
     assert importlib.util.find_spec("mitmproxy") is None, "this test needs an SDK-side environment"
     env = clean_env(scrub=("LOOPTAP_PROXY_PYTHON",))
-    r = _looptap_here(
-        "run", "-o", "run.jsonl", "--confdir", str(tmp_path / "conf"),
-        "--upstream", "openai=http://127.0.0.1:9", "--", sys.executable, "-c", _ONE_ROUND_TRIP,
-        cwd=tmp_path, env=env,
+    # the looptap of an environment without mitmproxy (this one: the user's project's)
+    r = progress.run(
+        [sys.executable, "-m", "cassettes.cli", "run", "-o", "run.jsonl",
+         "--confdir", str(tmp_path / "conf"), "--upstream", "openai=http://127.0.0.1:9",
+         "--", sys.executable, "-c", _ONE_ROUND_TRIP],
+        cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "looptap: 1 round trip in run.jsonl" in r.stderr, r.stderr
@@ -128,7 +115,7 @@ def test_no_recorder_says_the_exact_command_in_one_line_that_fits(
     monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
     monkeypatch.delenv(hints.HANDED_OFF, raising=False)
     monkeypatch.setattr(hints, "found_recorder", lambda: None)
-    said = cli._hand_off(cli.argparse.Namespace(cli_argv=["run", "--", "python", "a.py"]))
+    said = cli.hand_off(cli.argparse.Namespace(cli_argv=["run", "--", "python", "a.py"]))
     command, _ = hints.recorder_install_command()
     assert said.endswith(f"create it with `{command}`, then run this again"), said
     assert len("looptap: " + said) <= messages.MAX_CHARS, len(said)
@@ -137,8 +124,9 @@ def test_no_recorder_says_the_exact_command_in_one_line_that_fits(
         assert command.startswith(f"(cd {checkout} && python3 -m venv .venv-proxy && "), command
     # the recorder named is this very environment (no mitmproxy): repaired, not made anew
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", sys.executable)
-    said = cli._hand_off(cli.argparse.Namespace(cli_argv=["run"]))
-    assert said.startswith(f"error: the recorder's environment {sys.prefix} has no mitmproxy; "), said
+    said = cli.hand_off(cli.argparse.Namespace(cli_argv=["run"]))
+    repair = f"error: the recorder's environment {sys.prefix} has no mitmproxy; "
+    assert said.startswith(repair), said
     assert "python3 -m venv" not in said and "pip install" in said, said
 
 

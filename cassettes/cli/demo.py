@@ -161,7 +161,8 @@ def first_screen(
     why = 0
     for k in priced:
         why |= estimated_why(k)
-    cost = money(sum((k.cost for k in priced), Decimal(0)), bool(why)) if priced else "unknown"
+    total = sum((k.cost for k in priced if k.cost is not None), Decimal(0))
+    cost = money(total, bool(why)) if priced else "unknown"
     tokens_in = sum(t.tokens.input or 0 for t in turns)
     tokens_out = sum(t.tokens.output or 0 for t in turns)
     say(

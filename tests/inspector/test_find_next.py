@@ -78,21 +78,10 @@ async def test_the_a_pane_of_a_400_turn_never_says_ok(demo_file: Path, tmp_path:
     """Item 12: on a 400 turn whose findings are all another layer's (the client's bad request is
     the cause), the A pane's subtitle read "ok". It says the status; a turn the API answered well
     still reads "ok"."""
-    import orjson
-
     from cassettes.reading import open_run
-    from cassettes.recording import CassetteWriter
+    from tests.support.failed_turn import with_a_400
 
-    exchanges = list(open_run(demo_file, whole=True).exchanges)
-    bad = exchanges[2]
-    bad.status = 400
-    bad.response_headers = [("content-type", "application/json")]
-    body = {"type": "error", "error": {"type": "invalid_request_error", "message": "roles"}}
-    bad.response_chunks = [(None, orjson.dumps(body))]
-    run = tmp_path / "failed.jsonl"
-    with CassetteWriter(run, meta={"source": "test"}) as w:
-        for ex in exchanges:
-            w.append(ex)
+    run = with_a_400(demo_file, tmp_path / "failed.jsonl")
     turns = open_run(run).analysis.turns
     app = build_app(run)
     async with app.run_test(size=(160, 45)) as pilot:

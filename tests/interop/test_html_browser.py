@@ -221,20 +221,9 @@ def test_a_400_turn_reads_as_one_and_the_page_opens_there(browser: Any, demo_cas
     """Issue 71 item 12: a 400 turn's row read "error error -→-" (the error flag, the finish
     reason "error", tokens the API never reported), and the page opened at the first turn, not
     the one that failed."""
-    import orjson
+    from tests.support.failed_turn import with_a_400
 
-    from cassettes.recording import CassetteWriter
-
-    exchanges = list(open_run(demo_cassette, whole=True).exchanges)
-    bad = exchanges[2]
-    bad.status = 400
-    bad.response_headers = [("content-type", "application/json")]
-    body = {"type": "error", "error": {"type": "invalid_request_error", "message": "roles"}}
-    bad.response_chunks = [(None, orjson.dumps(body))]
-    run = tmp_path / "failed.jsonl"
-    with CassetteWriter(run, meta={"source": "test"}) as w:
-        for ex in exchanges:
-            w.append(ex)
+    run = with_a_400(demo_cassette, tmp_path / "failed.jsonl")
     assert report_data(open_run(run))["open"] == 2
     page = open_page(browser, write_page(run, tmp_path / "failed.html"))
     opened = page.locator('#turnlist .row[aria-selected="true"]')

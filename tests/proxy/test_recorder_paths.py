@@ -221,7 +221,7 @@ def test_a_command_that_records_nothing_never_costs_the_earlier_recording(tmp_pa
     assert first.returncode == 0, first.stderr
     good = (tmp_path / "run.jsonl").read_bytes()
     assert good.count(b"\n") >= 2, good  # a header and a round trip
-    failed = _run(tmp_path, "-o", "run.jsonl", child="raise SystemExit(\"No module named 'openai'\")")
+    failed = _run(tmp_path, "-o", "run.jsonl", child="raise SystemExit(\"No module named 'x'\")")
     assert failed.returncode == 1, failed.stderr
     assert (tmp_path / "run.jsonl").read_bytes() == good, failed.stderr
     assert "the command recorded nothing: run.jsonl keeps the earlier recording" in failed.stderr
