@@ -6,6 +6,8 @@ parts appear elsewhere)."""
 
 from __future__ import annotations
 
+from scenarios import AgentScript, Call
+
 from cassettes.analysis import unsourced
 
 ORDER = (
@@ -79,11 +81,24 @@ def test_a_unit_converted_from_a_source_is_grounded() -> None:
     assert unsourced("It is sunny and 80°F in Paris.", "Sunny, 22C in Paris") == ["80°F"]
 
 
-def test_an_answer_resting_on_a_document_is_not_judged() -> None:
-    """The corpus' multimodal runs: the model quotes a PDF a tool returned ([application/pdf],
-    [document_url] as the normaliser describes it); looptap cannot read it, so it cannot judge."""
-    from cassettes.analysis._claims import _MEDIA_RESULT
+def _read_file(content: object) -> list[tuple[str, str]]:
+    """A tool returns ``content`` (Anthropic blocks) and the model quotes a document."""
+    s = AgentScript("anthropic", system="You describe files.", tools=())
+    s.user("Describe the file.")
+    s.reply(calls=[Call("get_file", {}, id="toolu_1")])
+    s.history.append(
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": content}
+        ]}
+    )  # fmt: skip
+    s.reply('The document says "This is a simple PDF file."')
+    return [(f.code, f.severity) for f in s.analyse().findings if f.code == "E.ungrounded_claim"]
 
-    for marker in ("[application/pdf]", "[document_url]", "[image: image/png]", "[input_file]"):
-        assert _MEDIA_RESULT.fullmatch(marker), marker
-    assert not _MEDIA_RESULT.search("[Paris] is [sunny]")
+
+def test_an_answer_resting_on_a_document_is_not_judged() -> None:
+    """The corpus' multimodal runs: the model quotes a PDF a tool returned, which looptap cannot
+    read (the normaliser describes it: ``[document: application/pdf]``), so it cannot judge."""
+    pdf = {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjMK"}
+    assert _read_file([{"type": "document", "source": pdf}]) == []
+    # twin: a text result that does not hold the quote
+    assert _read_file("A plain page.") == [("E.ungrounded_claim", "info")]
