@@ -328,18 +328,30 @@ def _messages_json(a: dict[str, Any], key: str, call: Call) -> Any:
 
 def _parts_read(m: dict[str, Any]) -> dict[str, Any]:
     """A semconv message whose tool results are under ``result`` (pydantic-ai) as under
-    ``response``."""
+    ``response``, and without the text part that only repeats a tool call of the same message as
+    JSON (openllmetry's LangChain instrumentation writes each Anthropic ``tool_use`` block so,
+    beside its ``tool_call`` part)."""
     parts = m.get("parts")
     if not isinstance(parts, list):
         return m
+    calls = {p.get("id") for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"}
     fixed = [
         {**p, "response": p["result"]}
         if isinstance(p, dict) and p.get("type") == "tool_call_response"
         and "response" not in p and "result" in p
         else p
         for p in parts
+        if not (isinstance(p, dict) and _echoed_call(p, calls))
     ]  # fmt: skip
     return {**m, "parts": fixed}
+
+
+def _echoed_call(p: dict[str, Any], calls: set[Any]) -> bool:
+    """A text part that is a ``tool_use`` block, as JSON, of a call the message has."""
+    if p.get("type") != "text" or not str(p.get("content") or "").startswith('{"id": '):
+        return False
+    block = json_attribute(p.get("content"))
+    return isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") in calls
 
 
 _OLD_ROLES = {

@@ -37,6 +37,7 @@ KINDS = {
     "openai-v2": ("openai-v2", [str(SDK_AGENT), "openai", "openai-stream"]),
     "openinference-langchain": ("openinference-langchain", [str(FRAMEWORKS), "langchain"]),
     "pydantic-ai": ("pydantic-ai", [str(FRAMEWORKS), "pydantic-ai"]),
+    "openllmetry-langchain": ("openllmetry-langchain", [str(FRAMEWORKS), "langchain"]),
     "openinference-openai-agents": (
         "openinference-openai-agents",
         [str(FRAMEWORKS), "openai-agents", "openai", "openai-stream"],

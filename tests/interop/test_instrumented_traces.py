@@ -32,6 +32,7 @@ KINDS = {
     "openllmetry-legacy": (),
     "openinference": (),
     "openinference-langchain": (),
+    "openllmetry-langchain": ("stream",),  # its span does not say; the anthropic SDK's span does
     "pydantic-ai": ("stream",),  # pydantic-ai's span does not say; the anthropic SDK's span does
     "openai-v2": ("stream", "tools"),
     # its LLM span keeps the Responses answer; the scripted upstream echoes no tools in it
@@ -200,6 +201,7 @@ FRAMEWORKS_PYTHON = os.environ.get("LOOPTAP_TRACES_PYTHON") or (
     ("kind", "framework"),
     [
         ("openinference-langchain", "langchain"),
+        ("openllmetry-langchain", "langchain"),
         ("pydantic-ai", "pydantic-ai"),
         ("openinference-openai-agents", "openai-agents openai openai-stream"),
     ],

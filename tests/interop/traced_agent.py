@@ -84,7 +84,14 @@ def _openai_agents(provider: TracerProvider) -> None:
     OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)  # its processor alone
 
 
+def _openllmetry_langchain(provider: TracerProvider) -> None:
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+    LangchainInstrumentor().instrument(tracer_provider=provider)
+
+
 KINDS = {
+    "openllmetry-langchain": _openllmetry_langchain,
     "openinference-openai-agents": _openai_agents,
     "openai-v2": _openai_v2,
     "openinference": _openinference,
