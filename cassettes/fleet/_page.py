@@ -75,9 +75,11 @@ def write_page(args: argparse.Namespace, con: Any, plain: Callable[[Any], Any]) 
             rows = []
             for r in cur.fetchmany(ROWS):
                 row: list[Any] = []
+                # a run the index could not read has no report to link (its error says why)
+                unread = "error" in names and r[names.index("error")] is not None
                 for n, v in zip(names, r, strict=True):
                     text = clean_line(str(plain(v))) if v is not None else ""
-                    if reports is not None and n in RUN_COLUMNS and isinstance(v, str) and v:
+                    if reports and n in RUN_COLUMNS and isinstance(v, str) and v and not unread:
                         name = linked.setdefault(v, _report_name(v))
                         row.append((text, f"{reports.name}/{name}"))
                     else:

@@ -297,3 +297,21 @@ def test_export_parquet_from_an_existing_index_reads_no_run(fleet: Fleet, tmp_pa
         )
         assert got == want and want[0] > 0, table
     con.close()
+
+
+def test_the_page_links_no_run_the_index_could_not_read(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(CORPUS / RUNS[6], runs / "good.yaml")
+    (runs / "bad.jsonl").write_text("not a run\n")
+    r = looptap("index", str(runs), "-o", str(tmp_path / "f.duckdb"))
+    assert r.returncode == 0 and "skipped" in r.stderr, r.stderr
+    r = looptap(
+        "fleet", "page", "--fleet", str(tmp_path / "f.duckdb"), "-o", str(tmp_path / "p.html")
+    )
+    assert r.returncode == 0 and "no report" not in r.stderr, r.stderr
+    html = (tmp_path / "p.html").read_text()
+    linked = set(re.findall(r'<a href="p\.runs/[^"]+">([^<]+)</a>', html))
+    assert linked == {str((runs / "good.yaml").resolve())}
+    assert str((runs / "bad.jsonl").resolve()) in html  # listed, with why, not linked
+    assert [p.name.split("-")[0] for p in (tmp_path / "p.runs").iterdir()] == ["good"]
