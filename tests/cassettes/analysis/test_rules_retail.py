@@ -151,7 +151,7 @@ def test_learn_refuses_to_overwrite_and_to_learn_from_too_few(runs: Path, learnt
         capture_output=True, text=True, cwd=runs, env=clean_env(),
     )  # fmt: skip
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
-        "looptap: error: rules.toml exists: not overwritten (--force to replace it)"
+        "looptap: error: the rules file rules.toml exists (--force replaces it)"
     ]
     out = looptap("rules", "learn", "passing.jsonl", "-o", "rules.toml", "--force",
                   "--min-support", "21", cwd=runs)  # fmt: skip
