@@ -27,6 +27,7 @@ from cassettes.errors import CassetteError, problem_lines
 from cassettes.hints import count
 from cassettes.models import Message, Part
 from cassettes.reading import Run, open_run
+from cassettes.storage import check_target, staged
 
 __all__ = ["cmd_rules_check", "cmd_rules_learn", "proposals_toml", "traces"]
 
@@ -140,9 +141,7 @@ def traces(run: Run, name: str) -> list[Trace]:
 
 def cmd_rules_learn(args: argparse.Namespace) -> int:
     out = Path(args.output)
-    if out.exists() and not args.force:
-        err(f"error: {out} exists: not overwritten (--force to replace it)")
-        return EXIT_ERROR
+    target = check_target(out, "the rules file", force=args.force, hint="--force replaces it")
     if args.min_support < 1:
         err("error: --min-support must be 1 or more")
         return EXIT_ERROR
@@ -157,7 +156,8 @@ def cmd_rules_learn(args: argparse.Namespace) -> int:
     except RulesError as exc:  # pragma: no cover - a writer's bug, said rather than written
         err(f"error: the proposed rules do not read back: {exc}")
         return EXIT_ERROR
-    out.write_text(text, encoding="utf-8")
+    with staged(target, mode=0o644) as s:  # (written whole, or not at all)
+        s.file.write(text.encode())
     print(
         f"{out}: {count(len(proposals), 'rule')} proposed from {count(len(every), 'trace')} "
         f"(conversations) of {count(len(args.runs), 'run')}; review them — nothing is in force "

@@ -151,7 +151,7 @@ def test_learn_refuses_to_overwrite_and_to_learn_from_too_few(runs: Path, learnt
         capture_output=True, text=True, cwd=runs, env=clean_env(),
     )  # fmt: skip
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
-        "looptap: error: rules.toml exists: not overwritten (--force to replace it)"
+        "looptap: error: the rules file rules.toml exists (--force replaces it)"
     ]
     out = looptap("rules", "learn", "passing.jsonl", "-o", "rules.toml", "--force",
                   "--min-support", "21", cwd=runs)  # fmt: skip
@@ -247,18 +247,27 @@ RUNAWAY = rule("yes", "consent", tools=WRITES) + "yes = '^(.|.)*Z'\n"
 
 def test_a_runaway_yes_pattern_is_matched_in_linear_time(runs: Path, tmp_path: Path) -> None:
     """The rules file of the working directory (an untrusted checkout's) with a backtracking
-    bomb: ``show`` and ``rules check`` finish within a CPU budget (RE2; Python's re would take
-    2^70 steps on the 70 characters the consent rule reads)."""
+    bomb: ``show``, ``rules check`` and ``index`` finish within a CPU budget (RE2; Python's re
+    would take 2^70 steps on the 70 characters the consent rule reads), the rule judged."""
     (tmp_path / "looptap-rules.toml").write_text(RUNAWAY)
-    for args in (
-        ["show", str(runs / "failing.jsonl")],
-        ["rules", "check", "looptap-rules.toml", str(runs / "failing.jsonl")],
-    ):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "failing.jsonl").write_bytes((runs / "failing.jsonl").read_bytes())
+    said = {
+        "show": (["show", "runs/failing.jsonl"], 0, "E.rule_broken"),
+        "check": (["rules", "check", "looptap-rules.toml", "runs/failing.jsonl"], 1,
+                  "'yes' (consent): broken "),
+        "index": (["index", "runs"], 0, ""),
+    }  # fmt: skip
+    try:
+        import duckdb  # noqa: F401 - the fleet extra's
+    except ImportError:
+        del said["index"]
+    for args, code, out in said.values():
         done = progress.run(
             [sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True,
             cwd=tmp_path, env=clean_env(LOOPTAP_NO_CACHE="1"), cpu=60,
         )  # fmt: skip
-        assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+        assert done.returncode == code and out in done.stdout, done.stdout + done.stderr
 
 
 def test_the_working_directorys_rules_file_is_named_on_stderr(runs: Path, tmp_path: Path) -> None:
