@@ -78,7 +78,8 @@ class Intervention:
     #: What is changed, in a few words.
     what: str
     #: ``e-resample``, ``e-model``, ``a-cap``, ``a-retry``, ``c-restore-result``, ``c-continue``,
-    #: ``c-await``.
+    #: ``c-await``; ``together`` (repairs combined: :mod:`cassettes.why._together`), ``confirm``
+    #: (the user's fixed agent: :mod:`cassettes.why._confirm`).
     kind: str
     #: The finding it answers, if any.
     finding: str | None = None
@@ -104,6 +105,8 @@ class Intervention:
     #: while their requests still match: the ``…:hold`` cursor), so E re-samples of one
     #: conversation are not nested in each other.
     hold: bool = False
+    #: A combination of repairs (``together``): its members' keys.
+    parts: list[str] = field(default_factory=list)
 
     @property
     def cursor(self) -> str:
@@ -141,6 +144,7 @@ class Intervention:
             "missing": self.missing,
             "evidence": self.evidence,
             "fix": self.fix,
+            **({"together": list(self.parts)} if self.parts else {}),
         }
 
 

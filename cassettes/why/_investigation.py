@@ -24,6 +24,7 @@ from cassettes.why._budget import check as check_budget
 from cassettes.why._interventions import Intervention, interventions
 from cassettes.why._outcome import Outcome, OutcomeError, judged_from, parse_outcome
 from cassettes.why._state import STATE, State, WhyDirError, kept_flags, read_state, run_digest
+from cassettes.why._together import flips_alone, rounds, together_verdict
 from cassettes.why._verdict import Tally, Verdict, verdict
 
 __all__ = ["Refused", "Result", "default_output", "investigate", "say"]
@@ -116,6 +117,7 @@ def investigate(args: argparse.Namespace) -> Result:
         )
     except BudgetError as exc:
         raise Refused(str(exc), exc.lines) from None
+    together = _together_budget(args, run, runnable, bases, max_cost, lines)
     if args.dry_run:
         return _dry_run(args, outcome, found, lines)
     if args.output is None:
@@ -130,7 +132,7 @@ def investigate(args: argparse.Namespace) -> Result:
     say(_fails(outcome, state.doc["recorded"]))  # first: what every branch is measured against
     for line in lines:
         say(line)
-    return _run(args, run, path, state, outcome, found, argv, python)
+    return _run(args, path, state, outcome, found, argv, python, together)
 
 
 def _suspects(
@@ -295,19 +297,87 @@ def _dry_run(
     return Result(0, doc, [clean_line(ln) for ln in [*out, *lines]])
 
 
-def _run(
+def _together_budget(
     args: argparse.Namespace,
     run: Any,
+    runnable: list[Intervention],
+    bases: dict[str, str],
+    max_cost: Decimal | None,
+    lines: list[str],
+) -> bool:
+    """Whether the combinations tried when no single change flips the outcome fit the limits
+    (:mod:`cassettes.why._together`); a line said either way (``lines``)."""
+    extra = [c for r in rounds(runnable) for c in r]
+    if not extra:
+        return False
+    more = sum(c.live_requests for c in extra) * args.samples
+    try:
+        check_budget(
+            run, runnable + extra, args.samples, bases, args.max_requests, max_cost,
+            args.allow_unknown_price, _kept(args) if args.resume else None,
+        )  # fmt: skip
+    except BudgetError:
+        lines.append(
+            f"the {count(len(extra), 'combination')} of repairs tried when no single change flips "
+            f"it ({count(more, 'request')} more) would go over the limits: not tried"
+        )
+        return False
+    lines.append(
+        f"and up to {count(more, 'request')} more for {count(len(extra), 'combination')} of "
+        "repairs, sent only if no single change flips it"
+    )
+    return True
+
+
+def _run(
+    args: argparse.Namespace,
     path: Path,
     state: Any,
     outcome: Outcome,
     found: list[Intervention],
     argv: list[str],
     python: str,
+    together: bool,
 ) -> Result:
+    runner = Branches(path.resolve(), argv, outcome, state.directory, passed_flags(args), python)
+    state.put("interventions", [i.as_json() for i in found])
+    _sample(args, runner, state, found)
+    tallies = _tallies(state, found, args.samples)
+    v = verdict(tallies, args.samples)
+    tried: list[Intervention] = []
+    for combos in rounds(found) if together and flips_alone(tallies, v) else []:
+        say(f"no single change flipped it: trying {count(len(combos), 'combination')} of repairs")
+        state.put("interventions", [i.as_json() for i in [*found, *tried, *combos]])
+        _sample(args, runner, state, combos)
+        tried += combos
+        if any(t.flips for t in _tallies(state, combos, args.samples)):
+            break
+    if tried:
+        v = together_verdict(v, tallies, _tallies(state, tried, args.samples), args.samples)
+    doc = {
+        "looptap": "why",
+        "run": str(args.file),
+        "outcome": outcome.as_json(),
+        "recorded": state.doc.get("recorded"),
+        "samples": args.samples,
+        "output": str(state.directory),
+        **v.as_json(),
+    }
+    state.put("verdict", doc["verdict"])
+    state.put("report", doc["interventions"])
+    return Result(
+        0 if v.refused or any(t.samples for t in v.ranked) else 1,
+        doc,
+        report_lines(v, outcome, state.directory, path, argv),
+    )
+
+
+def _sample(
+    args: argparse.Namespace, runner: Branches, state: Any, found: list[Intervention]
+) -> None:
+    """Run the branches of ``found`` not kept yet (``--jobs`` at a time), each kept as it ends."""
     from concurrent.futures import ThreadPoolExecutor
 
-    runner = Branches(path.resolve(), argv, outcome, state.directory, passed_flags(args), python)
     todo = [
         (i, k)
         for i in found
@@ -321,7 +391,6 @@ def _run(
     if done:
         kept = count(done, "branch", "branches")
         say(f"--resume: {kept} kept from the earlier run, {len(todo)} to run")
-    state.put("interventions", [i.as_json() for i in found])
 
     stopping = threading.Event()
 
@@ -354,23 +423,6 @@ def _run(
             stopping.set()
             runner.interrupt()
             raise
-    v = verdict(_tallies(state, found, args.samples), args.samples)
-    doc = {
-        "looptap": "why",
-        "run": str(args.file),
-        "outcome": outcome.as_json(),
-        "recorded": state.doc.get("recorded"),
-        "samples": args.samples,
-        "output": str(state.directory),
-        **v.as_json(),
-    }
-    state.put("verdict", doc["verdict"])
-    state.put("report", doc["interventions"])
-    return Result(
-        0 if v.refused or any(t.samples for t in v.ranked) else 1,
-        doc,
-        report_lines(v, outcome, state.directory, path, argv),
-    )
 
 
 def _tallies(state: Any, found: list[Intervention], samples: int) -> list[Tally]:
