@@ -15,8 +15,8 @@ import cassettes.recording as recording
 EXPORTED = [
     "AGENT_ENV", "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "WINDOW",
     "CassetteWriter", "Redactor", "WsSession",
-    "agent_name", "credential_values", "cut_credential", "default_detector", "detector", "looks_secret",
-    "run_about", "secret_name", "stream_texts", "valid_agent",
+    "agent_name", "credential_values", "cut_credential", "default_detector", "detector",
+    "looks_secret", "run_about", "secret_name", "stream_texts", "valid_agent",
 ]  # fmt: skip
 
 
