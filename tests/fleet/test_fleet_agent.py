@@ -82,6 +82,15 @@ def test_each_run_gets_an_agent_and_the_index_says_from_where(tmp_path: Path) ->
             "--redact-pattern", "xyz-secret-[0-9]+",
             argv=["env", "LOOPTAP_TEST_TOKEN=xyz-secret-42", sys.executable, str(WHY_AGENT)],
         )  # fmt: skip
+        # a fork of the $LOOPTAP_AGENT run, named: its branch's header (written by the fork)
+        record(
+            runs / "forks" / "branch.jsonl",
+            "--from", f"{runs / 'ci' / 'env.jsonl'}@turn=1", "--agent", "forker",
+            argv=[sys.executable, str(WHY_AGENT)],
+        )  # fmt: skip
+    branch = header(runs / "forks" / "branch.jsonl")
+    assert branch["agent"] == "forker" and branch["origin"]["turn"] == 1
+    assert branch["command"] == [sys.executable, str(WHY_AGENT), *agent]
     given, command = header(runs / "ci" / "given.jsonl"), header(runs / "ci" / "command.jsonl")
     assert given["agent"] == "planner" and given["command"][1:3] == [str(TRACED), "openai-v2"]
     assert header(runs / "ci" / "env.jsonl")["agent"] == "triage"
@@ -109,6 +118,7 @@ def test_each_run_gets_an_agent_and_the_index_says_from_where(tmp_path: Path) ->
         "ci/command.jsonl": ("why_agent", "command"),
         "ci/env.jsonl": ("triage", "given"),
         "ci/given.jsonl": ("planner", "given"),
+        "forks/branch.jsonl": ("forker", "given"),
         "imports/traced.jsonl": ("checkout-bot", "service"),
         "support-team/tools.yaml": ("support-team", "directory"),
     }
