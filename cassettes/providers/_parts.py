@@ -273,13 +273,8 @@ class StreamParts:
             parts = self.parts() if parts is None else parts
             finish = self.classify(parts)  # first: a class may come with its own raw value
             response = NormalisedResponse(
-                id=self.id,
-                model=self.model,
-                role=self.role,
-                parts=parts,
-                finish_reason_raw=self.finish_raw,
-                finish_reason=finish,
-                usage=self.usage,
+                id=self.id, model=self.model, role=self.role, parts=parts,
+                finish_reason_raw=self.finish_raw, finish_reason=finish, usage=self.usage,
             )
         if self.error is not None:
             response.error = self.error

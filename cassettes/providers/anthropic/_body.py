@@ -66,6 +66,7 @@ VERTEX_PATH = re.compile(
 _RESPONSE_KEYS = {"id", "type", "role", "model", "content", "stop_reason", "usage"}
 
 
+
 def finish_class(raw: str | None) -> FinishReason | None:
     """The G.1 class of a ``stop_reason`` (``None`` when there is none)."""
     return finish_lookup(_FINISH, raw)

@@ -162,15 +162,9 @@ class GeminiLive(WsProvider):
 
 def _function_response(fr: Item) -> Part:
     out = either_case(fr, "response")
-    return Part(
-        kind="tool_result",
-        tool_result=ToolResult(
-            call_id=as_str(either_case(fr, "id")),
-            name=as_str(either_case(fr, "name")),
-            named=True,
-            content=out if isinstance(out, str) else compact_json(out),
-        ),
-    )
+    return Part(kind="tool_result", tool_result=ToolResult(
+        call_id=as_str(either_case(fr, "id")), name=as_str(either_case(fr, "name")), named=True,
+        content=out if isinstance(out, str) else compact_json(out)))
 
 
 class _LiveTurn(StreamParts):

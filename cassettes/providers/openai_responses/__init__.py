@@ -66,6 +66,7 @@ _STRUCTURAL = {
 _SUB_OPERATIONS = {"input_tokens": "count_tokens", "compact": "compact"}
 
 
+
 def _responses_index(url: SplitResult) -> tuple[list[str], int] | None:
     """Path segments and the position of the last ``responses`` segment (at most 2 from the end)."""
     segs = [s for s in url.path.split("/") if s]
@@ -169,7 +170,7 @@ class ResponsesReplay(ReplayShapes):
     def fault_event(self, kind: str) -> bytes:
         return (
             b'event: error\ndata: {"type":"error","code":"server_error","message":"The server had '
-            b"an error while processing your request. Sorry about "
+            b'an error while processing your request. Sorry about '
             b'that!","param":null,"sequence_number":0}\n\n'
         )
 

@@ -21,7 +21,6 @@ Item = dict[str, Any]
 _TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
 _LIFECYCLE = {"response.created", "response.in_progress", "response.queued"}
 
-
 class ResponsesStream(StreamParts):
     """Responses events → the terminal response, its output rebuilt from the item events (keyed
     by ``output_index``) when it has none; a cut stream is read from its last snapshot."""
