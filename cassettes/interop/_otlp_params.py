@@ -10,7 +10,7 @@ from typing import Any
 
 from cassettes.interop._otlp_openinference import response_echo
 from cassettes.interop._otlp_spans import SCOPE, json_attribute
-from cassettes.providers import Call
+from cassettes.providers import API_PARAMS, Call
 
 __all__ = ["params"]
 
@@ -27,24 +27,6 @@ _PARAMS = {
 }
 
 
-#: The request parameters of each family an invocation-parameters attribute may hold beside a
-#: framework's own settings (LangChain's ``model_name``, ``_type``, ``streaming``, ``max_retries``
-#: …), which no request carries.
-_API_PARAMS = {
-    "openai_chat": frozenset(
-        "temperature top_p max_tokens max_completion_tokens n stop presence_penalty "
-        "frequency_penalty logit_bias logprobs top_logprobs seed response_format tool_choice "
-        "parallel_tool_calls user stream_options reasoning_effort service_tier store metadata "
-        "modalities prediction audio verbosity web_search_options prompt_cache_key "
-        "safety_identifier".split()
-    ),
-    "anthropic": frozenset(
-        "max_tokens temperature top_p top_k stop_sequences tool_choice metadata thinking "
-        "service_tier container mcp_servers output_config".split()
-    ),
-}
-
-
 #: Scopes whose spans carry the stream flag only on a call that streams (no flag: not streamed).
 _FLAGS_A_STREAM_ONLY = {"com.anthropic.sdk.python"}
 
@@ -57,7 +39,7 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
         invoked = None
     given = isinstance(invoked, dict)
     invoked = invoked if isinstance(invoked, dict) else {}
-    known = _API_PARAMS.get(call.family)
+    known = API_PARAMS.get(call.family)
     call.params = {
         k: v
         for k, v in invoked.items()

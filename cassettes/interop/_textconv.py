@@ -39,7 +39,6 @@ from cassettes.views import SEVERITY_MARK, error_phrase, status_text
 
 __all__ = ["render"]
 
-
 def _one_line(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
 

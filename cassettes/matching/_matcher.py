@@ -20,7 +20,6 @@ from typing import overload
 
 import orjson
 
-from cassettes.matching._inferred import INFERRED, profile_of, reduced
 from cassettes.matching._jsondiff import clip, format_path
 from cassettes.matching._miss import Miss, body_changes, learned, miss_of
 from cassettes.matching._recording import (
@@ -38,6 +37,7 @@ from cassettes.matching._rules import Rules
 from cassettes.matching._tolerated import tool_result_changes
 from cassettes.matching._verdicts import attribute
 from cassettes.matching._volatile import Tolerated, VolatileSpans, tolerated
+from cassettes.providers import INFERRED, inferred_fields, reduced
 from cassettes.untrusted import clean_line
 from cassettes.wire import Exchange, Headers, header
 
@@ -200,7 +200,7 @@ class Matcher:
         self, method: str, target: str, headers: Headers, live: RequestKey
     ) -> tuple[Recorded, RequestKey, list[Tolerated]] | None:
         """A rebuilt round trip (``looptap import``) answering a request that differs from it only
-        in what looptap inferred (:mod:`cassettes.matching._inferred`); with the key it matched
+        in what looptap inferred (:mod:`cassettes.providers._inferred`); with the key it matched
         by and what was left out of the comparison, on the record."""
         if not live.is_json or not isinstance(live.raw, dict):
             return None
@@ -211,7 +211,7 @@ class Matcher:
                 request_key(method, target, headers, raw, doc, self.volatile, self.rules)
             )
             found = self._first_unplayed(key.digest)
-            if found is not None and profile_of(found.exchange) == p:
+            if found is not None and inferred_fields(found.exchange) == p:
                 rec = found.exchange.request_json()
                 rec = rec if isinstance(rec, dict) else {}
 

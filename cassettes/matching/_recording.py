@@ -19,10 +19,10 @@ from typing import Protocol
 
 import orjson
 
-from cassettes.matching._inferred import Profile, profile_of, reduced
 from cassettes.matching._requestkey import RequestKey, request_key
 from cassettes.matching._rules import Rules
 from cassettes.matching._volatile import VolatileSpans
+from cassettes.providers import InferredFields, inferred_fields, reduced
 from cassettes.wire import Exchange, client_body
 
 __all__ = [
@@ -108,7 +108,7 @@ def recorded_key(
     edited = client_key(ex, volatile, rules) if ex.edits else None
     if edited is not None:
         return edited
-    inferred = profile_of(ex)  # a rebuilt request: what looptap inferred is not compared
+    inferred = inferred_fields(ex)  # a rebuilt request: what looptap inferred is not compared
     if inferred is not None:
         body = reduced(ex.request_json(), inferred)
         return request_key(
@@ -145,8 +145,8 @@ class Index:
     conv: array[int] = field(default_factory=lambda: array("l"))
     turn: array[int] = field(default_factory=lambda: array("l"))
     conv_ids: list[str] = field(default_factory=list)
-    #: How the rebuilt round trips among them are compared (:mod:`cassettes.matching._inferred`).
-    profiles: set[Profile] = field(default_factory=set)
+    #: How the rebuilt round trips among them are compared (:mod:`cassettes.providers._inferred`).
+    profiles: set[InferredFields] = field(default_factory=set)
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -157,10 +157,10 @@ def index_of(src: Recordings, volatile: VolatileSpans | None, rules: Rules | Non
     hashes: array[int] = array("q")
     paths: set[str] = set()
     keys: list[RequestKey] | None = [] if isinstance(src, InMemory) else None
-    profiles: set[Profile] = set()
+    profiles: set[InferredFields] = set()
     for ex in src.scan():
         key = recorded_key(ex, volatile, rules)
-        inferred = profile_of(ex)
+        inferred = inferred_fields(ex)
         if inferred is not None:
             profiles.add(inferred)
         hashes.append(hash(key.digest))

@@ -327,3 +327,4 @@ def _normalised_json(
         adapter.profile.free_form_fields,
         found,
     )
+

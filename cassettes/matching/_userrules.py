@@ -79,3 +79,4 @@ def rules_of_args(args: Any, cassette: str | Path | None) -> Rules:
         getattr(args, "substitute", ()) or (),
         getattr(args, "volatile_tool", ()) or (),
     )
+

@@ -22,14 +22,24 @@ if TYPE_CHECKING:
         reset_at,
     )
     from cassettes.providers._clients import GEMINI_CLI_AUTH, start_advice
+    from cassettes.providers._inferred import INFERRED, InferredFields, inferred_fields, reduced
     from cassettes.providers._masked import masked_endpoint
     from cassettes.providers._profile import Profile
-    from cassettes.providers._rebuild import REBUILT, Call, chat_ids, exchange, link_items
+    from cassettes.providers._rebuild import (
+        API_PARAMS,
+        REBUILT,
+        Call,
+        chat_ids,
+        exchange,
+        link_items,
+    )
     from cassettes.providers._semconv_history import from_parts
 
 __all__ = [
+    "API_PARAMS",
     "FAMILIES",
     "GEMINI_CLI_AUTH",
+    "INFERRED",
     "LLM_HOSTS",
     "OTEL_PROVIDER_HOSTS",
     "REBUILT",
@@ -37,6 +47,7 @@ __all__ = [
     "WS_TURN",
     "Call",
     "Chaining",
+    "InferredFields",
     "Profile",
     "Provider",
     "Rendered",
@@ -46,20 +57,23 @@ __all__ = [
     "detect",
     "exchange",
     "from_parts",
+    "inferred_fields",
     "is_llm_host",
     "is_ws_turn",
     "link_items",
     "masked_endpoint",
+    "reduced",
     "reset_at",
     "start_advice",
     "versioned_path",
 ]
 
 #: The names of the private modules other than ``_base`` that the façade serves, on first use:
-#: rebuilding imported calls as round trips, reading OTel semconv history, and what a client
-#: started by ``looptap run`` is told.
+#: rebuilding imported calls as round trips (and what of them matching leaves out), reading OTel
+#: semconv history, and what a client started by ``looptap run`` is told.
 _MODULES = {
-    "_rebuild": ("REBUILT", "Call", "chat_ids", "exchange", "link_items"),
+    "_rebuild": ("API_PARAMS", "REBUILT", "Call", "chat_ids", "exchange", "link_items"),
+    "_inferred": ("INFERRED", "InferredFields", "inferred_fields", "reduced"),
     "_semconv_history": ("from_parts",),
     "_clients": ("GEMINI_CLI_AUTH", "start_advice"),
     "_masked": ("masked_endpoint",),

@@ -22,7 +22,7 @@ from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, U
 from cassettes.providers._semconv_history import arguments_object, arguments_text, part_text
 from cassettes.wire import Exchange
 
-__all__ = ["REBUILT", "Call", "chat_ids", "exchange", "link_items"]
+__all__ = ["API_PARAMS", "REBUILT", "Call", "chat_ids", "exchange", "link_items"]
 
 #: The families a round trip is rebuilt in, with the URL it is given.
 REBUILT = {
@@ -32,6 +32,22 @@ REBUILT = {
     "gemini": "https://generativelanguage.googleapis.com/v1beta/models/{model}:{method}",
 }
 _JSON = [("content-type", "application/json")]
+#: The request parameters of each family an invocation-parameters attribute may hold beside a
+#: framework's own settings (LangChain's ``model_name``, ``_type``, ``streaming``, ``max_retries``
+#: …), which no request carries.
+API_PARAMS = {
+    "openai_chat": frozenset(
+        "temperature top_p max_tokens max_completion_tokens n stop presence_penalty "
+        "frequency_penalty logit_bias logprobs top_logprobs seed response_format tool_choice "
+        "parallel_tool_calls user stream_options reasoning_effort service_tier store metadata "
+        "modalities prediction audio verbosity web_search_options prompt_cache_key "
+        "safety_identifier".split()
+    ),
+    "anthropic": frozenset(
+        "max_tokens temperature top_p top_k stop_sequences tool_choice metadata thinking "
+        "service_tier container mcp_servers output_config".split()
+    ),
+}
 #: The families whose every answer is rendered by the API's own renderer (as replay serves it).
 _RENDERED = ("openai_responses", "gemini")
 #: The start of a response id made up for a family's answer.

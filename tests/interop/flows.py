@@ -72,7 +72,6 @@ def record_flows(proxy_python: str, out: Path, confdir: Path) -> tuple[list[Serv
             [proxy_python, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
         try:
-
             def listening() -> bool:  # mitmproxy starts in seconds, slower on a busy machine
                 try:
                     socket.create_connection(("127.0.0.1", port), 0.2).close()

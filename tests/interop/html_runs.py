@@ -27,9 +27,9 @@ TOOLS = [
 #: What a recording may carry to break out of the page: each sets a global or the title if it runs.
 PAYLOADS = (
     "<script>window.__pwned_script = 1; document.title = 'pwned';</script>",
-    "<img src=x onerror=\"window.__pwned_img = 1; document.title = 'pwned'\">",
+    '<img src=x onerror="window.__pwned_img = 1; document.title = \'pwned\'">',
     "</script><script>window.__pwned_close = 1</script><!--",
-    '\u2028</script>\u2029<svg onload="window.__pwned_svg=1">',
+    "\u2028</script>\u2029<svg onload=\"window.__pwned_svg=1\">",
     "&lt;script&gt;window.__pwned_entity=1&lt;/script&gt; {{ 7*7 }}",
 )
 

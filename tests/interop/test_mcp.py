@@ -355,7 +355,6 @@ def test_streamable_http_on_loopback(root: Path) -> None:
         stderr=subprocess.PIPE,
     )
     try:
-
         def listening() -> bool:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()

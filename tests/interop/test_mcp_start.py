@@ -28,10 +28,7 @@ def _session(root: Path, *requests: dict) -> tuple[list[dict], set[str]]:
     next), close stdin; the answers and the modules the server process imported."""
     proc = subprocess.Popen(
         [sys.executable, "-X", "importtime", "-m", "cassettes.cli", "mcp", "--root", str(root)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     answers = []

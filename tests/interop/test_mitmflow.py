@@ -23,6 +23,7 @@ from tests.support.tnetstring import tnet
 FIXTURE = FIXTURES / "flows_mitmproxy11.mitm"
 
 
+
 def http_flow(
     version: Any = 20,
     *,

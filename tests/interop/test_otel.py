@@ -43,7 +43,7 @@ def attrs(span: dict[str, Any]) -> dict[str, Any]:
     """A span's attributes as plain values (what an OTLP/JSON reader would decode)."""
 
     def val(v: dict[str, Any]) -> Any:
-        ((kind, x),) = v.items()
+        (kind, x), = v.items()
         if kind == "intValue":
             return int(x)
         if kind == "arrayValue":

@@ -66,7 +66,6 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-
         def healthy() -> bool:
             try:
                 # one probe; the wait is watched

@@ -18,9 +18,10 @@ the mark says, nothing else:
   model's spelling, or an object; an agent may send them back its own way): compared as the JSON
   they hold.
 
-Each recorded round trip with such a mark has a :class:`Profile`; the matcher keys it by its body
-so reduced, and a request that matched nothing exactly is tried again reduced by each profile the
-recording has (a handful: one per set of marks and recorded keys).
+Each recorded round trip with such a mark has its :class:`InferredFields`; the matcher
+(:mod:`cassettes.matching`) keys it by its body so reduced, and a request that matched nothing
+exactly is tried again reduced by each the recording has (a handful: one per set of marks and
+recorded keys). The shapes are the API families' (this module is where they are named).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import orjson
 from cassettes import bounds
 from cassettes.wire import Exchange
 
-__all__ = ["INFERRED", "Profile", "profile_of", "reduced"]
+__all__ = ["INFERRED", "InferredFields", "inferred_fields", "reduced"]
 
 #: The detector a difference left out this way is on the record under (what was tolerated).
 INFERRED = "inferred"
@@ -56,7 +57,7 @@ _MARKS = {
 
 
 @dataclass(frozen=True)
-class Profile:
+class InferredFields:
     """How a rebuilt round trip's requests are compared: keys dropped, the keys compared (all
     when ``None``), tool schemas and ``is_error: false`` left out."""
 
@@ -68,8 +69,9 @@ class Profile:
     arguments: bool = False
 
 
-def profile_of(ex: Exchange) -> Profile | None:
-    """The profile of a recorded round trip (``None``: compared as it is)."""
+def inferred_fields(ex: Exchange) -> InferredFields | None:
+    """What of a recorded round trip's request is left out of the comparison (``None``: compared
+    as it is)."""
     mark = ex.reconstructed
     inferred = mark.get("inferred") if isinstance(mark, dict) else None
     if not isinstance(inferred, list):
@@ -82,7 +84,7 @@ def profile_of(ex: Exchange) -> Profile | None:
     if "params" in marks:
         body = ex.request_json()
         only = frozenset((set(body) | _CONTENT) - drop) if isinstance(body, dict) else None
-    return Profile(
+    return InferredFields(
         drop, only, "tool schemas" in marks, "tool_result.is_error" in marks,
         "max_tokens name" in marks, "arguments text" in marks,
     )  # fmt: skip
@@ -127,7 +129,7 @@ def _call_parsed(c: Any) -> Any:
     return {**c, "function": {**fn, "arguments": args}}
 
 
-def reduced(body: Any, p: Profile) -> Any:
+def reduced(body: Any, p: InferredFields) -> Any:
     """``body`` (a request's JSON) as ``p`` compares it."""
     if not isinstance(body, dict):
         return body
