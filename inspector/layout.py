@@ -75,14 +75,26 @@ def sidebar_width(terminal_width: int, need: int) -> int:
     return max(LIST_MIN, min(need + 2, cap))
 
 
-def tab_labels(findings: Sequence[Finding], *, compact: bool, room: int) -> dict[View, str]:
-    """Each layer tab says its layer's findings (``E ✖1``); the long labels if they all fit in
-    ``room`` cells, else the short ones, so every layer's count is always on screen."""
+def api_quiet(status: int | None, error: bool) -> str:
+    """What A says with no finding of its own: ``ok``, or the error the API answered (a 400 whose
+    finding the client's layer holds), never "ok" then."""
+    if status is not None and status >= 400:
+        return f"HTTP {status}"
+    return "error" if error else "ok"
+
+
+def tab_labels(
+    findings: Sequence[Finding], *, compact: bool, room: int, api: str = "ok"
+) -> dict[View, str]:
+    """Each layer tab says its layer's findings (``E ✖1``; A without one: ``api``, from
+    :func:`api_quiet`); the long labels if they all fit in ``room`` cells, else the short ones, so
+    every layer's count is always on screen."""
     marks: dict[View, str] = {"M": ""}
     for layer in LAYERS:
         sev = worst(findings, layer)
         n = sum(1 for f in findings if f.layer == layer)
-        marks[layer] = f" {SEVERITY_MARK[sev]}{n}" if sev is not None else " ok"
+        quiet = api if layer == "A" else "ok"
+        marks[layer] = f" {SEVERITY_MARK[sev]}{n}" if sev is not None else f" {quiet}"
     shown = [v for v in VIEWS if v != "M" or compact]
     # Each tab takes its label and two cells of padding.
     long = sum(len(TAB_LABEL[v][0] + marks[v]) + 2 for v in shown)

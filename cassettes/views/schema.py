@@ -124,7 +124,7 @@ class RequestJson(_Object):
     # A plain mapping, not a model: its keys come in the order the cassette stored them.
     history: dict[str, int | bool] | None = Field(
         description='`{"base": seq, "keep": n, "appended": m, "rewritten"?: true}` when the body '
-        "was delta-encoded "
+        'was delta-encoded '
         "against an earlier request, else null"
     )
 

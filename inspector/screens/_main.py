@@ -26,7 +26,7 @@ from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
 from cassettes.views import SearchHit, TurnSummary, search_turns
-from inspector.layout import FOCUS_NAMES, View, layout_classes
+from inspector.layout import FOCUS_NAMES, View, api_quiet, layout_classes
 from inspector.playback import Clock
 from inspector.reader import ChildExited, RunRead
 from inspector.screens._player import Player
@@ -133,7 +133,8 @@ class MainScreen(Screen[None]):
     def label_tabs(self, turn: TurnSummary | None = None) -> None:
         turn = turn if turn is not None else self.reading.summary(self.reading.selected)
         findings = turn.findings if turn is not None else []
-        self.turn_pane.label_tabs(findings, width=self.app.size.width)
+        api = api_quiet(turn.status, turn.error) if turn is not None else "ok"
+        self.turn_pane.label_tabs(findings, width=self.app.size.width, api=api)
 
     # -- focus and the status line -----------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from cassettes.analysis import ApiReport, Layer, TokenCount, Turn
 from cassettes.analysis.dispatch import replay_miss
 from cassettes.untrusted import clean
 from cassettes.views import money
+from inspector.layout import api_quiet
 from inspector.safe import wire_line
 from inspector.widgets._layers import LayerPane
 
@@ -46,10 +47,7 @@ class ApiPane(LayerPane):
         says so, never "ok"."""
         if turn is None:
             return "ok"
-        status = turn.a.status
-        if turn.a.error is not None or (status is not None and status >= 400):
-            return f"HTTP {status}" if status is not None and status >= 400 else "error"
-        return "ok"
+        return api_quiet(turn.a.status, turn.a.error is not None)
 
 
 def _model_text(a: ApiReport) -> str:

@@ -173,11 +173,12 @@ class TurnPane(TabPane):
 
     # -- the layer tabs' labels, and the layer a turn's findings bring up ------------------------
 
-    def label_tabs(self, findings: Sequence[Finding], *, width: int) -> None:
-        """Each layer tab says its layer's findings (``E ✖1``); the long labels if they all fit the
-        tab strip, else the short ones, so every layer's count is always on screen."""
+    def label_tabs(self, findings: Sequence[Finding], *, width: int, api: str = "ok") -> None:
+        """Each layer tab says its layer's findings (``E ✖1``; A without one: ``api``); the long
+        labels if they all fit the tab strip, else the short ones, so every layer's count is always
+        on screen."""
         room = (self.layer_tabs.size.width or width) - 2
-        labels = tab_labels(findings, compact=self.compact, room=room)
+        labels = tab_labels(findings, compact=self.compact, room=room, api=api)
         for v, label in labels.items():
             self.layer_tabs.query_one(f"#layer-{v}", Tab).label = label
 

@@ -91,3 +91,9 @@ async def test_the_a_pane_of_a_400_turn_never_says_ok(demo_file: Path, tmp_path:
         assert pane.border_subtitle == "HTTP 400"
         pane.show_turn(turns[1].model_copy(update={"findings": []}))
         assert pane.border_subtitle == "ok"
+    # the narrow layout's A tab says so too, from the turn's summary
+    from inspector.layout import api_quiet, tab_labels
+
+    summary = app.main.reading.summary(2)
+    assert summary is not None and api_quiet(summary.status, summary.error) == "HTTP 400"
+    assert tab_labels([], compact=False, room=200, api="HTTP 400")["A"].endswith(" HTTP 400")
