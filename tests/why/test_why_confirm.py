@@ -124,7 +124,8 @@ def test_a_confirm_is_refused_before_anything_is_sent(
     undecided = tmp_path / "undecided"
     undecided.mkdir()
     doc = orjson.loads((w / "why.json").read_bytes())
-    vague = {**doc["verdict"], "determined": False, "headline": "not determined …"}
+    vague = {**doc["verdict"], "determined": False, "layer_determined": False}
+    vague["headline"] = "not determined …"
     (undecided / "why.json").write_bytes(orjson.dumps({**doc, "verdict": vague}))
     older = tmp_path / "older"
     older.mkdir()
