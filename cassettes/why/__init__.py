@@ -16,8 +16,9 @@ from cassettes.why._command import cmd_why
 from cassettes.why._interventions import Intervention, interventions, refusal
 from cassettes.why._investigation import Refused, default_output, report_lines
 from cassettes.why._outcome import Judged, Outcome, OutcomeError, judged_from, parse_outcome
-from cassettes.why._state import STATE
+from cassettes.why._state import STATE, kept_flags
 from cassettes.why._stats import wilson
+from cassettes.why._together import rounds, together_verdict
 from cassettes.why._verdict import Tally, verdict
 
 __all__ = [
@@ -32,10 +33,13 @@ __all__ = [
     "default_output",
     "interventions",
     "judged_from",
+    "kept_flags",
     "parse_outcome",
     "refusal",
     "report_lines",
     "resumed_head",
+    "rounds",
+    "together_verdict",
     "verdict",
     "why",
     "wilson",

@@ -285,8 +285,14 @@ def test_a_refused_schema_is_the_clients_request_with_the_apis_message_and_no_mo
         assert rc == 0, err[-4000:]
         doc = orjson.loads(out)
         v = doc["verdict"]
-        message = refused_schema(fake.log[-1].request)
-        assert message is not None and fake.log[-1].status == 400
+        # the E re-sample of turn 0 holds turn 1: answered as recorded, its request matched and
+        # the recorded 400 was served; no live request was refused
+        assert fake.log and all(x.status != 400 for x in fake.log), [x.line() for x in fake.log]
+        said = (
+            "custom.input_schema: JSON schema is invalid"
+            if family == "anthropic"
+            else "Invalid schema for function 'get_forecast': ['city'] is not of type 'object'."
+        )
         assert (v["layer"], v["conversation"], v["turn"], v["by"], v["determined"]) == (
             "C",
             "c1",
@@ -294,7 +300,7 @@ def test_a_refused_schema_is_the_clients_request_with_the_apis_message_and_no_mo
             "refusal",
             True,
         ), v
-        assert v["evidence"] == message.refused and message.refused in v["headline"], v
+        assert said in v["evidence"] and v["evidence"] in v["headline"], v
         assert v["fix"] == "--edit 'tool_schema[get_forecast]=@SCHEMA.json'", v
         assert "try K=" not in v["headline"] and "more samples cannot change it" in v["headline"]
         assert not [i for i in doc["interventions"] if i["layer"] == "A"], doc["interventions"]

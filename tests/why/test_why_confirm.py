@@ -124,7 +124,8 @@ def test_a_confirm_is_refused_before_anything_is_sent(
     undecided = tmp_path / "undecided"
     undecided.mkdir()
     doc = orjson.loads((w / "why.json").read_bytes())
-    vague = {**doc["verdict"], "determined": False, "headline": "not determined …"}
+    vague = {**doc["verdict"], "determined": False, "layer_determined": False}
+    vague["headline"] = "not determined …"
     (undecided / "why.json").write_bytes(orjson.dumps({**doc, "verdict": vague}))
     older = tmp_path / "older"
     older.mkdir()
@@ -142,7 +143,7 @@ def test_a_confirm_is_refused_before_anything_is_sent(
 
 
 def test_an_upstream_with_credentials_is_not_kept() -> None:
-    from cassettes.why._state import kept_flags
+    from cassettes.why import kept_flags
 
     flags = ["--upstream", "openai=http://127.0.0.1:9/v1", "--confdir", "/c"]
     assert kept_flags(flags) == flags

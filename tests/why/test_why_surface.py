@@ -11,8 +11,9 @@ import cassettes.why as why
 EXPORTED = [
     "STATE",
     "Intervention", "Judged", "Outcome", "OutcomeError", "Refused", "Tally",
-    "cmd_why", "default_output", "interventions", "judged_from", "parse_outcome", "refusal",
-    "report_lines", "resumed_head", "verdict", "why", "wilson",
+    "cmd_why", "default_output", "interventions", "judged_from", "kept_flags", "parse_outcome",
+    "refusal", "report_lines", "resumed_head", "rounds", "together_verdict", "verdict", "why",
+    "wilson",
 ]  # fmt: skip
 
 
