@@ -446,6 +446,19 @@ def test_a_refused_request_decides_when_nothing_that_ran_flipped_it() -> None:
         "to test a fix: looptap run --from run.jsonl@conversation=c1:turn=1 --edit "
         "'tool_schema[get_forecast]=@SCHEMA.json' -o fixed.jsonl -- python agent.py" in lines
     ), lines
+    # the fix's fork reaches the upstream every branch reached (issue 68: run as printed, it went
+    # to the real host), and no branch ran: no directory of branches is pointed at
+    passed = ["--upstream", "gemini=http://127.0.0.1:9/", "--confdir", "/tmp/my conf"]
+    lines = report_lines(
+        verdict([refused], 5), Outcome("exit"), Path("w"), Path("run.jsonl"), ["python", "a.py"],
+        passed,
+    )  # fmt: skip
+    assert (
+        "to test a fix: looptap run --from run.jsonl@conversation=c1:turn=1 --edit "
+        "'tool_schema[get_forecast]=@SCHEMA.json' --upstream gemini=http://127.0.0.1:9/ "
+        "--confdir '/tmp/my conf' -o fixed.jsonl -- python a.py" in lines
+    ), lines
+    assert not [ln for ln in lines if ln.startswith("branches")], lines
     # nothing ran at all (the first request refused): still the verdict, never "try K="
     v = verdict([refused], 5)
     assert v.refused and "nothing could be run" in v.headline and "try K=" not in v.headline
