@@ -535,9 +535,9 @@ def test_a_4xx_that_names_the_request_is_the_clients_with_the_fix_to_test() -> N
     # Gemini's message runs over lines (one per field it refused): the evidence is one line, and
     # the headline, which quotes it, shows no literal "\\n" (issue 68)
     said = (
-        "Invalid JSON payload received. Unknown name \"propertie\" at "
+        'Invalid JSON payload received. Unknown name "propertie" at '
         "'tools[0].function_declarations[0].parameters': Cannot find field.\n"
-        "Invalid JSON payload received. Unknown name \"typ\" at "
+        'Invalid JSON payload received. Unknown name "typ" at '
         "'tools[0].function_declarations[0].parameters': Cannot find field."
     )
     gemini = _refusal_of(400, {"message": said, "status": "INVALID_ARGUMENT", "code": 400}, {})
