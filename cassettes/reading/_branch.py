@@ -285,10 +285,11 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
     ``starts``, where each conversation went live that the cursor did not place (an
     ``@divergence`` fork's every one; a conversation a change past the cursor reached):
     conversation → [seq, turn]; ``failed``, why the fork failed, one line each (a request before
-    the cursor that matched no recorded turn, an edit never applied). Empty when the branch has
-    none. Only the file's last :data:`NOTES_TAIL` bytes are
-    read."""
-    out: dict[str, Any] = {"tolerated": [], "starts": {}, "failed": []}
+    the cursor that matched no recorded turn, an edit never applied); ``lived``, each request
+    answered in order, the origin's seq served or ``None`` (sent live): the run as the agent
+    lived it (``None``: not noted, a branch from before it). Empty when the branch has none.
+    Only the file's last :data:`NOTES_TAIL` bytes are read."""
+    out: dict[str, Any] = {"tolerated": [], "starts": {}, "failed": [], "lived": None}
     try:  # a regular file only (open_regular): never blocks on a FIFO, never reads a device
         with open_regular(path) as f:
             f.seek(max(0, os.fstat(f.fileno()).st_size - NOTES_TAIL))
@@ -313,7 +314,17 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
         failed = doc.get("failed")
         if isinstance(failed, list):
             out["failed"] += [clean_line(x)[:2000] for x in failed[:20] if isinstance(x, str)]
+        out["lived"] = _lived(doc.get("lived"))
     return out
+
+
+def _lived(value: Any) -> list[int | None] | None:
+    """A fork note's ``lived``: per request the fork answered, in order, the origin's seq it served
+    (an int) or ``None`` (sent live, in the branch); ``None`` when not noted or not read."""
+    if not isinstance(value, list):
+        return None
+    ok = all(x is None or (type(x) is int and x >= 0) for x in value)
+    return list(value) if ok else None
 
 
 def with_notes(path: str | Path, origin: dict[str, Any]) -> dict[str, Any]:

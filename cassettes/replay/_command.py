@@ -184,6 +184,9 @@ def _write_tolerated(server: Any, path: str) -> None:
                     "tolerated": turn_entries(server.matcher),
                     "starts": _starts(server),
                     "failed": _failed(server),
+                    # the run as the agent lived it: per request answered, the recorded seq served
+                    # or None (sent live); none kept past the cap (not known then)
+                    "lived": _lived(server),
                 }
             ),
         )
@@ -213,6 +216,12 @@ def _failed(server: Any) -> list[str]:
         for e in (cursor.unapplied() if cursor is not None else [])
     ]
     return out[:20]
+
+
+def _lived(server: Any) -> list[int | None] | None:
+    """Every request the fork answered, in order: the recorded seq served, or ``None`` (sent live)
+    (:attr:`cassettes.replay.forking.Cursor.lived`); ``None`` past its cap (not known)."""
+    return server.router.lived_order() if server.router is not None else None
 
 
 def _starts(server: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from cassettes.reading import fork_notes, open_run
 from cassettes.replay.serving import replay_env
 from cassettes.untrusted import clean_line
 from cassettes.why._interventions import Intervention
-from cassettes.why._outcome import Judged, Outcome, judged_from
+from cassettes.why._outcome import Judged, Outcome, judged_from, lived_run
 
 __all__ = ["Branches", "WhyRunError", "baseline", "passed_flags"]
 
@@ -150,6 +150,7 @@ class Branches:
     #: The branches' processes now running, each the leader of a process group of its own.
     running: set[subprocess.Popen[bytes]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _opened: Any = None
 
     def path(self, i: Intervention, k: int) -> Path:
         return self.directory / f"{i.key}.{k}.jsonl"
@@ -202,9 +203,17 @@ class Branches:
             judged.check = run_check(self.outcome.value, self.cwd)
         elif not self.outcome.needs_run:
             try:
-                judged = judged_from(open_run(out, whole=True))
+                lived = lived_run(self._origin(), out)
             except CassetteError as exc:
                 return {**base, "result": "invalid", "why": f"the branch cannot be read: {exc}"}
+            if lived is None:
+                return {
+                    **base,
+                    "result": "invalid",
+                    "why": "the run the agent lived is not known: the fork noted no order of "
+                    "what it served and sent",
+                }
+            judged = judged_from(lived)
         failed = self.outcome.failed(judged)
         if failed is None:
             return {
@@ -214,6 +223,13 @@ class Branches:
                 f"it answered with text; the command exited {rc})",
             }
         return {**base, "result": "failed" if failed else "flipped"}
+
+    def _origin(self) -> Any:
+        """The recorded run, opened once (what each branch's served round trips are)."""
+        with self._lock:
+            if self._opened is None:
+                self._opened = open_run(self.run, whole=True)
+            return self._opened
 
     def interrupt(self) -> None:
         """Pass a Ctrl-C on to every branch running (its recorder stops, its agent gets it)."""

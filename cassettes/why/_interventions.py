@@ -387,7 +387,8 @@ def refusal(f: Any, ex: Any) -> Intervention | None:
         f.code,
         missing=f"the API refuses this request whenever it is sent, so no re-run flips it; {test}",
         tag=str(status),
-        evidence=message[:500] or None,
+        # one line (Gemini's message has one per field it refused), never a quoted "\n"
+        evidence=" ".join(message[:2000].split())[:500] or None,
         fix=fix,
     )
 

@@ -368,7 +368,7 @@ def _run(
     return Result(
         0 if v.refused or any(t.samples for t in v.ranked) else 1,
         doc,
-        report_lines(v, outcome, state.directory, path, argv),
+        report_lines(v, outcome, state.directory, path, argv, runner.passed),
     )
 
 
@@ -446,9 +446,16 @@ def _tallies(state: Any, found: list[Intervention], samples: int) -> list[Tally]
 
 
 def report_lines(
-    v: Verdict, outcome: Outcome, directory: Path, run: Path, argv: list[str] | None = None
+    v: Verdict,
+    outcome: Outcome,
+    directory: Path,
+    run: Path,
+    argv: list[str] | None = None,
+    passed: list[str] | None = None,
 ) -> list[str]:
-    """The report as text (each line cleaned for a terminal)."""
+    """The report as text (each line cleaned for a terminal); ``passed``: the ``looptap run``
+    options every branch had (``--upstream``, ``--confdir``), which the fork that tests a fix needs
+    too, to reach the same upstream (never the real API's host instead)."""
     import shlex
 
     lines = [
@@ -460,7 +467,8 @@ def report_lines(
         cmd = shlex.join(argv or ["CMD"])
         lines.append(
             f"to test a fix: looptap run --from {shlex.quote(f'{run}@{i.cursor}')} {i.fix} "
-            f"-o fixed.jsonl -- {cmd}"
+            + "".join(f"{shlex.quote(x)} " for x in passed or [])
+            + f"-o fixed.jsonl -- {cmd}"
         )
     if v.determined and v.best is not None:
         lines.append(
@@ -469,8 +477,9 @@ def report_lines(
         )
     lines.append("interventions, ranked:")
     lines += [f"  {t.line()}" for t in v.ranked]
-    lines.append(
-        f"branches (ordinary branch cassettes) in {directory}: looptap diff {run} "
-        f"{directory}/BRANCH.jsonl shows what each changed"
-    )
+    if any(t.branches for t in v.ranked):  # none ran (a refusal only): no directory to point at
+        lines.append(
+            f"branches (ordinary branch cassettes) in {directory}: looptap diff {run} "
+            f"{directory}/BRANCH.jsonl shows what each changed"
+        )
     return [clean_line(ln) for ln in lines]

@@ -17,12 +17,15 @@ A finding and the final answer are read from the recording itself.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from cassettes.patterns import PatternError, UserPattern
+from cassettes.reading import Run, fork_notes, open_run
+from cassettes.wire import Exchange
 
-__all__ = ["Judged", "Outcome", "OutcomeError", "judged_from", "parse_outcome"]
+__all__ = ["Judged", "Outcome", "OutcomeError", "judged_from", "lived_run", "parse_outcome"]
 
 #: Characters of the final answer a pattern is matched against.
 _ANSWER_LIMIT = 200_000
@@ -128,6 +131,37 @@ def final_answer(run: Any) -> str | None:
         if text:
             return str(text)
     return None
+
+
+def lived_run(origin: Any, branch: Path) -> Any:
+    """The run a branch's agent lived (an opened :class:`~cassettes.reading.Run`): every request
+    it made, in the order made, answered by the recording (``origin``'s round trip: the prefix,
+    and each recorded turn served after the change, in every conversation) or live (``branch``'s
+    own round trip); ``None`` when the fork noted no order (a branch made before it, one past
+    its cap). A branch holds only its live round trips: judged alone, a sub-agent's answer would
+    stand for the run's and a parent's failing turns, served from the recording, would be no
+    part of it. A continuation the fork asked for (the ``continue`` edit) stays after its turn."""
+    lived = fork_notes(branch)["lived"]
+    if lived is None:
+        return None
+    recorded = {ex.seq: ex for ex in origin.exchanges}
+    live = iter(open_run(branch, whole=True).exchanges)
+    out: list[Exchange] = []
+
+    def take_live() -> None:
+        for ex in live:
+            out.append(ex)
+            if not any(m.get("edit") == "continue" for m in ex.edits or []):
+                return
+
+    for seq in lived:
+        if seq is None:
+            take_live()
+        elif seq in recorded:
+            out.append(recorded[seq])
+    out += list(live)
+    copies = [replace(ex, seq=n, history_delta=None) for n, ex in enumerate(out)]
+    return Run.of(copies, name=branch.name)
 
 
 def judged_from(run: Any) -> Judged:

@@ -358,7 +358,8 @@ def test_a_finding_outcome_is_judged_on_each_branchs_own_round_trips(
     c_run: Path, tmp_path: Path
 ) -> None:
     """--finding CODE: the recording has it (no baseline run: nothing of the command's is needed);
-    a branch fails when its own round trips, from the cursor on, have it."""
+    a branch fails when the run its agent lived (the prefix served, its live round trips from the
+    cursor on) has it: the repaired request, as sent, has no dropped result."""
     with ScriptedUpstream(c_route) as fake:
         rc, out, err = _why(
             tmp_path,

@@ -481,6 +481,19 @@ def test_a_refused_request_decides_when_nothing_that_ran_flipped_it() -> None:
         "to test a fix: looptap run --from run.jsonl@conversation=c1:turn=1 --edit "
         "'tool_schema[get_forecast]=@SCHEMA.json' -o fixed.jsonl -- python agent.py" in lines
     ), lines
+    # the fix's fork reaches the upstream every branch reached (issue 68: run as printed, it went
+    # to the real host), and no branch ran: no directory of branches is pointed at
+    passed = ["--upstream", "gemini=http://127.0.0.1:9/", "--confdir", "/tmp/my conf"]
+    lines = report_lines(
+        verdict([refused], 5), Outcome("exit"), Path("w"), Path("run.jsonl"), ["python", "a.py"],
+        passed,
+    )  # fmt: skip
+    assert (
+        "to test a fix: looptap run --from run.jsonl@conversation=c1:turn=1 --edit "
+        "'tool_schema[get_forecast]=@SCHEMA.json' --upstream gemini=http://127.0.0.1:9/ "
+        "--confdir '/tmp/my conf' -o fixed.jsonl -- python a.py" in lines
+    ), lines
+    assert not [ln for ln in lines if ln.startswith("branches")], lines
     # nothing ran at all (the first request refused): still the verdict, never "try K="
     v = verdict([refused], 5)
     assert v.refused and "nothing could be run" in v.headline and "try K=" not in v.headline
@@ -554,6 +567,22 @@ def test_a_4xx_that_names_the_request_is_the_clients_with_the_fix_to_test() -> N
         400, {"message": "bad", "type": "invalid_request_error", "param": "temperature"}, {}
     )
     assert param is not None and param.fix is None and "'temperature'" in param.what
+    # Gemini's message runs over lines (one per field it refused): the evidence is one line, and
+    # the headline, which quotes it, shows no literal "\\n" (issue 68)
+    said = (
+        'Invalid JSON payload received. Unknown name "propertie" at '
+        "'tools[0].function_declarations[0].parameters': Cannot find field.\n"
+        'Invalid JSON payload received. Unknown name "typ" at '
+        "'tools[0].function_declarations[0].parameters': Cannot find field."
+    )
+    gemini = _refusal_of(400, {"message": said, "status": "INVALID_ARGUMENT", "code": 400}, {})
+    gemini = gemini or _refusal_of(
+        400, {"message": said, "type": "INVALID_ARGUMENT", "code": 400}, {}
+    )
+    assert gemini is not None and gemini.evidence is not None, gemini
+    assert "\n" not in gemini.evidence and "Cannot find field. Invalid JSON" in gemini.evidence
+    v = verdict([Tally(gemini), _tally("E", 0, 0, 5)], 5)
+    assert v.refused and "\\n" not in v.headline and "\n" not in v.headline, v.headline
     # not the request's fault: an error that names nothing of it, a rate limit, a server error
     assert _refusal_of(400, {"message": "Bad Request", "type": "api_error"}, {}) is None
     assert _refusal_of(429, {"message": "slow down", "type": "rate_limit_error"}, {}) is None

@@ -14,7 +14,12 @@ sub-agent (its own system prompt and tools, the question as its first user messa
 sub-agent's answer back as the tool's result; ``handoff``, a triage agent that hands the run over
 to the weather agent (a ``transfer_to_weather_agent`` call, answered as openai-agents answers it,
 then the same history under the weather agent's system prompt and tools). ``--drop-second`` is
-then the weather agent's bug, after the hand-over or inside the sub-agent.
+then the weather agent's bug, after the hand-over or inside the sub-agent. ``sub-agents``: the
+main agent asks the weather sub-agent twice in one answer (a city each) and ``--drop-second`` is
+the main agent's bug (the second sub-agent's answer dropped, after a correct sub-agent);
+``group``, a group chat: a planner speaks first (no tool), its answer goes on, with the
+question, to the weather agent (whose bug ``--drop-second`` is), whose answer goes back to the
+planner, who sums it up (the final answer).
 
 ``--vary FILE``: the agent counts its runs in FILE; its 2nd, 5th, 8th … run asks another question
 (the client diverging from the recording, as a client whose prompt carries what changed does).
@@ -72,6 +77,8 @@ ASK: dict[str, Any] = {
         },
     },
 }
+#: The group chat's first agent: it answers with a plan, no tool.
+PLANNER_SYSTEM = "You are the planner. Say which cities to look up."
 #: The handoff shape's first agent: its one tool hands the run over.
 TRIAGE_SYSTEM = "You are the triage agent. Hand weather questions to the weather agent."
 TRANSFER: dict[str, Any] = {
@@ -118,9 +125,21 @@ def question(opts: argparse.Namespace) -> str:
 
 def agents(opts: argparse.Namespace, loop: Callable[[Agent, str], str]) -> tuple[Agent, str]:
     """The first agent of ``--shape`` and its question (``loop`` runs a sub-agent)."""
-    weather = Agent(WEATHER_SYSTEM, TOOLS, lambda n, a: run_tool(n, **a), drop=opts.drop_second)
-    if opts.shape == "sub-agent":
-        return Agent(MAIN_SYSTEM, [ASK], lambda n, a: loop(weather, a["question"])), question(opts)
+    parent_drops = opts.shape == "sub-agents"  # --drop-second is then the main agent's bug
+    weather = Agent(
+        WEATHER_SYSTEM,
+        TOOLS,
+        lambda n, a: run_tool(n, **a),
+        drop=opts.drop_second and not parent_drops,
+    )
+    if opts.shape in ("sub-agent", "sub-agents"):
+        ask = Agent(
+            MAIN_SYSTEM,
+            [ASK],
+            lambda n, a: loop(weather, a["question"]),
+            drop=parent_drops and opts.drop_second,
+        )
+        return ask, question(opts)
     if opts.shape == "handoff":
         to = {"transfer_to_weather_agent": weather}
         return Agent(TRIAGE_SYSTEM, [TRANSFER], lambda n, a: "", handoff=to), question(opts)
@@ -138,8 +157,8 @@ def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
             client.chat.completions.create(
                 model="gpt-4o-mini",
                 messages=[{"role": "system", "content": agent.system}, *history],
-                tools=tools,
                 max_tokens=60,
+                **({"tools": tools} if tools else {}),
             )  # type: ignore[arg-type]
             .choices[0]
             .message
@@ -163,8 +182,9 @@ def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
         )
         after = None
         for k, c in enumerate(calls):
-            if agent.drop and k == 1:
-                continue  # the bug: the second result never goes back
+            if agent.drop and k == 1:  # the bug: the tool runs, its result never goes back
+                agent.run(c.function.name, json.loads(c.function.arguments))
+                continue
             if c.function.name in agent.handoff:
                 after = agent.handoff[c.function.name]
                 out = json.dumps({"assistant": "weather_agent"})  # as openai-agents answers it
@@ -175,9 +195,20 @@ def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
     return "(no answer after 4 turns)"
 
 
+def shaped(opts: argparse.Namespace, loop: Callable[[argparse.Namespace, Agent, str], str]) -> str:
+    """The run of ``--shape`` on one API's ``loop``; ``group``: a group chat, the planner speaks
+    first and its answer goes to the weather agent with the question."""
+    first, asked = agents(opts, lambda a, q: loop(opts, a, q))
+    if opts.shape == "group":
+        planner = Agent(PLANNER_SYSTEM, [], lambda n, a: "")
+        plan = loop(opts, planner, asked)
+        found = loop(opts, first, f"{asked}\nThe planner said: {plan}")
+        return loop(opts, planner, f"{asked}\nThe weather agent said: {found}\nSum it up.")
+    return loop(opts, first, asked)
+
+
 def chat(opts: argparse.Namespace) -> str:
-    first, question = agents(opts, lambda a, q: chat_loop(opts, a, q))
-    return chat_loop(opts, first, question)
+    return shaped(opts, chat_loop)
 
 
 def responses(opts: argparse.Namespace) -> str:
@@ -242,7 +273,7 @@ def anthropic_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str
             max_tokens=60,
             system=agent.system,
             messages=messages,
-            tools=_anthropic_tools(tools),
+            **({"tools": _anthropic_tools(tools)} if tools else {}),
         )  # type: ignore[arg-type]
         uses = [b for b in msg.content if b.type == "tool_use"]
         if not uses:
@@ -253,6 +284,7 @@ def anthropic_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str
         after, results = None, []
         for k, b in enumerate(uses):
             if agent.drop and k == 1:
+                agent.run(b.name, dict(b.input))  # type: ignore[arg-type]
                 continue
             if b.name in agent.handoff:
                 after = agent.handoff[b.name]
@@ -266,8 +298,7 @@ def anthropic_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str
 
 
 def anthropic(opts: argparse.Namespace) -> str:
-    first, question = agents(opts, lambda a, q: anthropic_loop(opts, a, q))
-    return anthropic_loop(opts, first, question)
+    return shaped(opts, anthropic_loop)
 
 
 def main() -> int:
@@ -276,7 +307,9 @@ def main() -> int:
     ap.add_argument("--expect", default="sunny")
     ap.add_argument("--family", choices=("chat", "responses", "anthropic"), default="chat")
     ap.add_argument("--answer-file", help="also write the answer there (what a --check reads)")
-    ap.add_argument("--shape", choices=("plain", "sub-agent", "handoff"), default="plain")
+    ap.add_argument(
+        "--shape", choices=("plain", "sub-agent", "sub-agents", "handoff", "group"), default="plain"
+    )
     ap.add_argument("--bad-schema", action="store_true")
     ap.add_argument("--vary", metavar="FILE")
     opts = ap.parse_args()

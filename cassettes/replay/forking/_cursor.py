@@ -72,6 +72,9 @@ __all__ = [
     "parse_cursor",
 ]
 
+#: The most requests :attr:`Cursor.lived` keeps (past them, the lived run is not known: ``None``).
+LIVED_MAX = 100_000
+
 
 @dataclass
 class Cursor:
@@ -116,6 +119,9 @@ class Cursor:
     in_position: list[int] = field(default_factory=list)
     #: Continuation requests sent (the ``continue`` edit), and the answers joined for the client.
     continued: int = 0
+    #: Each request answered, in order: the recorded seq served, or ``None`` (sent live): the run
+    #: as the agent lived it (``looptap why`` judges it). At most :data:`LIVED_MAX`.
+    lived: list[int | None] = field(default_factory=list)
     # -- held while serving
     #: Conversations whose requests past the cursor stopped matching the recording (``…:hold``
     #: serves none of their later turns).
@@ -167,6 +173,21 @@ class Cursor:
 
     def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None:
         """The answer for a request past the cursor (sent live), or ``None`` (replayed)."""
+        answer = self._route(req, found, websocket)
+        if len(self.lived) < LIVED_MAX:
+            if isinstance(answer, Play):
+                self.lived.append(answer.rec.seq)
+            elif isinstance(answer, Forward):
+                self.lived.append(None)
+            elif answer is None and isinstance(found, Recorded):
+                self.lived.append(found.seq)
+        return answer
+
+    def lived_order(self) -> list[int | None] | None:
+        """:attr:`lived`, or ``None`` when it reached its cap (the rest is not known)."""
+        return None if len(self.lived) >= LIVED_MAX else list(self.lived)
+
+    def _route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None:
         if isinstance(found, Recorded):
             if not self.at(found):
                 return None

@@ -325,19 +325,21 @@ class ForkReplay:
             self._dir = None
         if isinstance(doc, dict):
             starts, failed = doc.get("starts"), doc.get("failed")
+            lived = doc.get("lived")
             self.tolerated = {
                 "tolerated": read_entries(doc.get("tolerated")),
                 "starts": starts if isinstance(starts, dict) else {},
                 "failed": [str(x) for x in failed if isinstance(x, str)]
                 if isinstance(failed, list)
                 else [],
+                "lived": lived if isinstance(lived, list) else None,
             }
 
     def finish(self, path: Path) -> None:
         """Append to the branch cassette at ``path`` (once its recorder has stopped) what the prefix
         tolerated and, for ``@divergence``, where each conversation went live: a ``note`` record
         (:func:`cassettes.reading.fork_notes` reads it), when there is anything to say."""
-        if not any(self.tolerated.get(k) for k in ("tolerated", "starts", "failed")):
+        if not any(self.tolerated.get(k) for k in ("tolerated", "starts", "failed", "lived")):
             return
         record = {"type": "note", "note": NOTE, "prefix": self.prefix, **self.tolerated}
         with CassetteFile(path) as f:

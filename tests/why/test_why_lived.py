@@ -1,0 +1,149 @@
+"""A branch is judged on the run as its agent lived it (issue 68 item 1): the served prefix, its
+live turns and every recorded turn served after the change, in every conversation, by the reader
+that judged the recording. Before, a branch was judged on its own live round trips only: re-sampling
+a correct sub-agent (or the first speaker of a group chat) left the parent's failing turns served
+from the recording, outside the branch, so the sub-agent's answer stood for the run's and every such
+branch was scored a flip, though the agent printed the same failure and exited 1.
+
+Scripted fakes (tests/support/scripted.py) drive real-SDK agents (tests/why/why_agent.py, openai
+Chat and Anthropic Messages, the versions in .venv) through the real recorder and the real fork.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.support.recorder import RECORDER, needs_recorder
+from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
+from tests.why.test_why import _why, record_run
+from tests.why.test_why_agents import dropped
+
+pytestmark = [needs_recorder]
+
+CITIES = {"Paris": "sunny", "Lyon": "rain"}
+
+
+def route(req: ScriptedRequest) -> Reply:
+    """The main agent asks the weather sub-agent about each city in one answer and reports what
+    came back; the planner of a group chat names the cities; the weather agent calls the tool for
+    the cities it is asked about and answers with what came back."""
+    results = req.tool_results()
+    if "main agent" in req.system:
+        if not results:
+            return Reply(
+                calls=tuple(
+                    Call("ask_weather_agent", {"question": f"What is the weather in {c} today?"})
+                    for c in CITIES
+                )
+            )
+        return Reply.say("Report: " + " ".join(results))
+    if "planner" in req.system:
+        said = req.user_texts()[-1]
+        if "weather agent said" not in said:
+            return Reply.say("Look up Paris and Lyon, one call each.")
+        told = said.split("said: ", 1)[1].split("\n")[0]
+        return Reply.say(f"Summary: {told}" + ("" if "Lyon" in told else " Lyon: not known."))
+    asked = [c for c in CITIES if c in " ".join(req.user_texts())]
+    if not results:
+        return Reply(calls=tuple(Call("get_weather", {"city": c}) for c in asked))
+    return Reply.say(" ".join(f"{c}: {r}." for c, r in zip(asked, results, strict=False)))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    made: dict[tuple[str, ...], Path] = {}
+
+    def recorded(family: str, shape: str) -> Path:
+        if RECORDER[0] == "None":
+            pytest.skip("no recorder environment")
+        if (family, shape) not in made:
+            tmp = tmp_path_factory.mktemp(f"lived-{family}-{shape}")
+            made[(family, shape)] = record_run(
+                tmp, route, "--drop-second", "--expect", "rain", "--family", family,
+                "--shape", shape,
+            )  # fmt: skip
+        return made[(family, shape)]
+
+    return recorded
+
+
+def _es(doc: dict[str, object]) -> list[dict[str, object]]:
+    return [i for i in doc["interventions"] if i["layer"] == "E"]  # type: ignore[index,union-attr]
+
+
+#: The outcomes the parent's failure is judged by: the exit status, its finding, its answer.
+OUTCOMES = {
+    "exit": (),
+    "finding": ("--finding", "C.dropped_tool_result"),
+    "answer": ("--answer-not-matches", "rain"),
+}
+
+
+@pytest.mark.parametrize(
+    ("family", "outcome"),
+    [("chat", "exit"), ("chat", "finding"), ("chat", "answer"), ("anthropic", "answer")],
+)
+def test_a_correct_sub_agent_re_sampled_is_no_flip_while_the_parent_drops_its_answer(
+    family: str, outcome: str, runs: Callable[..., Path], tmp_path: Path
+) -> None:
+    """The main agent (c1) asks the weather sub-agent twice in one answer; the second sub-agent
+    (Lyon) answers right ("Lyon: rain.") and the main agent drops its answer. Re-sampling the
+    sub-agent's last turn changes nothing: the main agent's next request is the recorded one,
+    served, and it fails as recorded. Before, the branch held only the sub-agent's live turn, so
+    its "Lyon: rain." was the run's answer and its findings none: a flip in every sample (the
+    verdict "the model (E) at the sub-agent"). Now no E intervention flips and none is named;
+    the C repair (the dropped answer put back) flips every sample, its parent turn live."""
+    run = runs(family, "sub-agents")
+    call, _, _ = dropped(run)
+    with ScriptedUpstream(route) as fake:
+        rc, out, err = _why(
+            tmp_path, run, fake, *OUTCOMES[outcome], "--samples", "1", "--jobs", "2",
+            "--result", f"{call}=Lyon: rain.", "-o", str(tmp_path / "w"), "--json",
+            agent=("--drop-second", "--expect", "rain", "--shape", "sub-agents"), family=family,
+        )  # fmt: skip
+    assert rc == 0, err[-4000:]
+    doc = orjson.loads(out)
+    es = _es(doc)
+    sub = [i for i in es if i["conversation"] != "c1"]
+    assert sub, doc["interventions"]  # the sub-agents' last turns were suspects, and ran
+    assert all(i["samples"] == 1 and i["flips"] == 0 for i in es), [
+        (i["conversation"], i["turn"], i["flips"], i["samples"]) for i in es
+    ]
+    v = doc["verdict"]
+    assert (v["layer"], v["conversation"], v["turn"], v["flips"]) == ("C", "c1", 1, 1), v
+
+
+@pytest.mark.parametrize("outcome", ["finding", "answer"])
+def test_a_group_chat_whose_second_agent_drops_a_result_is_not_the_models(
+    outcome: str, runs: Callable[..., Path], tmp_path: Path
+) -> None:
+    """A group chat: the planner (c1) speaks, the weather agent (c2) drops the result of its
+    second call and answers "Paris: sunny.", the planner sums up ("… Lyon: not known."), the
+    final answer. Re-sampling the weather agent leaves its answer as it was, so the planner's
+    summary is served as recorded and the run fails as it did: no flip. Before, the branch's
+    answer was the weather agent's live "Paris: sunny." (no "not known") and its findings those
+    of its own turns: the model (E) at c2 was scored a flip."""
+    run = runs("chat", "group")
+    judged = (
+        ("--finding", "C.dropped_tool_result")
+        if outcome == "finding"
+        else ("--answer-matches", "not known")
+    )
+    with ScriptedUpstream(route) as fake:
+        rc, out, err = _why(
+            tmp_path, run, fake, *judged, "--layer", "E", "--samples", "1", "--jobs", "2",
+            "-o", str(tmp_path / "w"), "--json",
+            agent=("--drop-second", "--expect", "rain", "--shape", "group"),
+        )  # fmt: skip
+    assert rc == 0, err[-4000:]
+    doc = orjson.loads(out)
+    es = _es(doc)
+    assert any(i["conversation"] == "c2" for i in es), es
+    assert all(i["samples"] == 1 and i["flips"] == 0 for i in es), [
+        (i["conversation"], i["turn"], i["flips"], i["samples"]) for i in es
+    ]
+    assert doc["verdict"]["flips"] == 0, doc["verdict"]
