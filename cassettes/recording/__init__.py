@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from cassettes.lazy import on_first_use
 
 _MODULES = {
-    "_about": "AGENT_ENV agent_name run_about valid_agent",
+    "_about": "AGENT_ENV agent_name program_at run_about valid_agent",
     "_pipeline": "CassetteWriter",
     "_redactor": "Redactor",
     "_credentials": (
@@ -36,7 +36,7 @@ _MODULES = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 if TYPE_CHECKING:
-    from cassettes.recording._about import AGENT_ENV, agent_name, run_about, valid_agent
+    from cassettes.recording._about import AGENT_ENV, agent_name, program_at, run_about, valid_agent
     from cassettes.recording._credentials import (
         EMBEDDED_MAX,
         REDACTED,
@@ -72,6 +72,7 @@ __all__ = [
     "default_detector",
     "detector",
     "looks_secret",
+    "program_at",
     "run_about",
     "secret_name",
     "stream_texts",

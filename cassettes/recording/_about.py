@@ -3,18 +3,21 @@ user gave it (``looptap run --agent NAME``, ``looptap record --agent``, else ``$
 and the command ``looptap run`` ran, for the header's ``meta`` (``"agent"``, ``"command"``). The
 fleet index names each run's agent from them (docs/fleet.md).
 
-A name is 1 to 100 printable characters; the command is kept as its arguments (64 at most, each
-clipped to 300 characters), each scrubbed by the recording's redactor first: a key given on a
-command line never reaches the header.
+A name is 1 to 100 printable characters; of the command, only the words up to the program it ran
+are kept (``python agent.py --key K`` keeps ``python agent.py``: the arguments after the program
+may carry a key no pattern knows), each clipped to 300 characters and scrubbed by the recording's
+redactor first (a ``VAR=value`` before the program).
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import PurePath
 from typing import Any
 
-__all__ = ["AGENT_ENV", "agent_name", "run_about", "valid_agent"]
+__all__ = ["AGENT_ENV", "agent_name", "program_at", "run_about", "valid_agent"]
 
 #: The environment variable that names the agent when ``--agent`` is not given.
 AGENT_ENV = "LOOPTAP_AGENT"
@@ -22,6 +25,44 @@ AGENT_ENV = "LOOPTAP_AGENT"
 NAME_MAX = 100
 ARGS_MAX = 64
 ARG_MAX = 300
+
+
+#: Programs that run another (an interpreter, a package runner, a wrapper): the program is what
+#: they run.
+_RUNNERS = re.compile(
+    r"(python|pypy|py)[\d.]*[mtw]?|node|nodejs|bun|bunx|deno|ruby|php|perl|java|dotnet|"
+    r"uv|uvx|pipx|poetry|pipenv|hatch|pdm|rye|conda|npx|npm|pnpm|yarn|tsx|ts-node|"
+    r"env|sh|bash|zsh|dash|fish|time|nice|nohup|timeout|xvfb-run|exec|sudo"
+)
+#: A runner's subcommands that take the program after them (``uv run``, ``npm exec`` …).
+_RUN_WORDS = {"run", "exec", "x", "dlx", "tool", "script", "--"}
+_SUFFIX = re.compile(r"\.(py|pyw|js|mjs|cjs|ts|mts|rb|sh|php|pl|exe)$", re.IGNORECASE)
+
+
+def program_at(words: Sequence[str]) -> tuple[str | None, int]:
+    """The program ``words`` (a command) ran, named as a team knows it: ``python agent.py`` →
+    ``agent``, ``python -m support.bot`` → ``support.bot``, ``uv run tsx src/triage.ts`` →
+    ``triage``, ``claude -p …`` → ``claude``; a runner alone (``python -c …``) → ``python``.
+    Options and ``VAR=value`` words are passed over. With the number of words read to name it
+    (what :func:`run_about` keeps). ``None``: none readable."""
+    runner: str | None = None
+    i = 0
+    while i < len(words):
+        w = words[i]
+        i += 1
+        if w == "-m" and i < len(words):
+            return valid_agent(words[i]), i + 1
+        if w in ("-c", "-e", "--eval") and runner is not None:
+            i -= 1  # code given inline: the runner is all there is to name
+            break
+        if w.startswith("-") or re.fullmatch(r"[A-Za-z_]\w*=.*", w):
+            continue
+        name = _SUFFIX.sub("", PurePath(w).name)
+        if _RUNNERS.fullmatch(name.lower()) or (runner is not None and w in _RUN_WORDS):
+            runner = runner or name
+            continue
+        return valid_agent(name), i
+    return valid_agent(runner), i
 
 
 def valid_agent(value: Any) -> str | None:
@@ -63,7 +104,8 @@ def run_about(
     name = valid_agent(agent)
     if name is not None:
         out["agent"] = scrub(name)
-    args = [scrub(str(a))[:ARG_MAX] for a in list(command or ())[:ARGS_MAX]]
+    words = [str(a) for a in list(command or ())[:ARGS_MAX]]
+    args = [scrub(a)[:ARG_MAX] for a in words[: program_at(words)[1]]]
     if args:
         out["command"] = args
     return out

@@ -16,7 +16,7 @@ EXPORTED = [
     "AGENT_ENV", "EMBEDDED_MAX", "REDACTED", "SECRET_HEADERS", "WINDOW",
     "CassetteWriter", "Redactor", "WsSession",
     "agent_name", "credential_values", "cut_credential", "default_detector", "detector",
-    "looks_secret", "run_about", "secret_name", "stream_texts", "valid_agent",
+    "looks_secret", "program_at", "run_about", "secret_name", "stream_texts", "valid_agent",
 ]  # fmt: skip
 
 

@@ -90,9 +90,10 @@ def test_each_run_gets_an_agent_and_the_index_says_from_where(tmp_path: Path) ->
         )  # fmt: skip
     branch = header(runs / "forks" / "branch.jsonl")
     assert branch["agent"] == "forker" and branch["origin"]["turn"] == 1
-    assert branch["command"] == [sys.executable, str(WHY_AGENT), *agent]
+    # only the words up to the program: an argument after it may be a key no pattern knows
+    assert branch["command"] == [sys.executable, str(WHY_AGENT)]
     given, command = header(runs / "ci" / "given.jsonl"), header(runs / "ci" / "command.jsonl")
-    assert given["agent"] == "planner" and given["command"][1:3] == [str(TRACED), "openai-v2"]
+    assert given["agent"] == "planner" and given["command"][1:] == [str(TRACED)]
     assert header(runs / "ci" / "env.jsonl")["agent"] == "triage"
     assert "agent" not in command and command["command"][0] == "env"
     assert "xyz-secret-42" not in (runs / "ci" / "command.jsonl").read_text()
@@ -184,7 +185,9 @@ def test_the_sources_in_order_and_an_untrusted_header() -> None:
     assert agent_name(None, {"LOOPTAP_AGENT": "  "}) is None
     assert agent_name(" coder ", {"LOOPTAP_AGENT": "other"}) == "coder"
     masked = run_about("a", ["tool", "--key", "sk-123"], lambda s: s.replace("sk-123", "[R]"))
-    assert masked == {"agent": "a", "command": ["tool", "--key", "[R]"]}
+    assert masked == {"agent": "a", "command": ["tool"]}  # the arguments after the program: none
+    masked = run_about(None, ["env", "K=sk-123", "python", "-m", "bot", "x"], lambda s: s[:4])
+    assert masked == {"command": ["env", "K=sk", "pyth", "-m", "bot"]}
 
 
 @needs_recorder
