@@ -380,7 +380,7 @@ def _cut_finds(rec: Any, path: str, n: int) -> list[Find]:
         if at is not None:
             where = "response.body (cut short)"
             kind = "a credential cut short by the end of a cut body"
-            return [Find(path, n, where, kind, f"{len(text) - at} chars", form)]
+            return [Find(path, n, where, kind, count(len(text) - at, "char"), form)]
     return []
 
 

@@ -24,7 +24,7 @@ TABLES: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("device", "UBIGINT", "the file's device when indexed"),
         ("digest", "VARCHAR", "sha256 of the file's size, first and last 64 KiB (change check)"),
         ("format", "VARCHAR", "`looptap`, `vcr` or `mitmproxy`; null when unreadable"),
-        ("command", "VARCHAR", "the command `looptap run` ran, up to its program (the header's `meta.command`)"),
+        ("command", "VARCHAR", "the command `looptap run` ran, up to its program (`meta.command`)"),
         ("client", "VARCHAR", "the first request's User-Agent (clipped to 120 characters)"),
         (
             "agent",

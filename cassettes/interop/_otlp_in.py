@@ -320,7 +320,8 @@ def _messages_json(a: dict[str, Any], key: str, call: Call) -> Any:
     value = json_attribute(raw)
     if isinstance(raw, str) and raw and value is None:
         call.notes.append(
-            f"imported: the span's {key} is not valid JSON ({len(raw)} characters); read as missing"
+            f"imported: the span's {key} is not valid JSON ({count(len(raw), 'character')}); "
+            "read as missing"
         )
         call.inferred.add("malformed " + key.removeprefix("gen_ai."))
     return value

@@ -27,6 +27,7 @@ import yaml
 
 from cassettes.bounds import MAX_DECODED_BYTES
 from cassettes.errors import ImportFormatError
+from cassettes.hints import count
 from cassettes.wire import Decoder, Exchange, Headers, OverBudget, decode_exchange, header
 
 __all__ = ["load_vcr", "read_vcr"]
@@ -207,7 +208,8 @@ def _interactions(doc: Any, name: str) -> list[Any]:
             raise ImportFormatError(f"{name}: a 'requests' list without its 'responses' list")
         if len(responses) > len(doc["requests"]):
             raise ImportFormatError(
-                f"{name}: {len(responses)} responses to {len(doc['requests'])} requests"
+                f"{name}: {count(len(responses), 'response')} to "
+                f"{count(len(doc['requests']), 'request')}"
             )
         return [
             {"request": req, "response": responses[i] if i < len(responses) else None}

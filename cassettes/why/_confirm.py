@@ -260,8 +260,8 @@ def _report(
     v = doc["verdict"]
     at = f"{fork.conversation} turn {fork.turn}"
     head = (
-        f"the fixed agent succeeds in {ok}/{n} runs (95% CI {low:.2f}–{high:.2f}) from {at} on "
-        "(the recorded prefix served, live from there); the recorded run failed"
+        f"the fixed agent succeeds in {ok}/{count(n, 'run')} (95% CI {low:.2f}–{high:.2f}) "
+        f"from {at} on (the recorded prefix served, live from there); the recorded run failed"
         if n
         else f"no run of the fixed agent could be judged ({count(len(results), 'run')}: see below)"
     )

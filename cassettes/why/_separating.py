@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cassettes.hints import count
 from cassettes.why._stats import wilson
 
 if TYPE_CHECKING:
@@ -42,7 +43,10 @@ def advice(best: Tally, tied: list[Tally]) -> str:
     ks = [needed(best, t) for t in tied]
     if all(k is not None for k in ks):
         k = max(k for k in ks if k is not None)
-        return f"try K={k} (--samples {k}): at the rates seen, {k} samples each would separate them"
+        return (
+            f"try K={k} (--samples {k}): at the rates seen, "
+            f"{count(k, 'sample')} each would separate them"
+        )
     alike = [t for t, k in zip(tied, ks, strict=True) if k is None]
     rates = ", ".join(f"{t.flips}/{t.samples}" for t in [best, *alike])
     return (

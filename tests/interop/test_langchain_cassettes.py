@@ -103,7 +103,7 @@ def test_a_langchain_directory_and_an_uncompressed_file_import(tmp_path: Path) -
     [
         (THINKING.read_bytes()[:-200], "gzip data cut short"),
         (gzip.compress(b"requests:\n- {method: GET, uri: x}\n"), "without its 'responses'"),
-        (gzip.compress(b"requests: []\nresponses: [{}]\n"), "1 responses to 0 requests"),
+        (gzip.compress(b"requests: []\nresponses: [{}]\n"), "1 response to 0 requests"),
     ],
     ids=["cut", "no-responses", "more-responses"],
 )

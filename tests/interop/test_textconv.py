@@ -148,9 +148,15 @@ def test_git_diff_through_the_driver_shows_the_changed_message(
         for line in diff.splitlines()
         if line[:1] in "+-" and not line.startswith(("+++", "---"))
     ]
+    # the changed result, and what it changes in the analysis: the model's answer still says 0.92,
+    # now found in no result (E.ungrounded_claim, info), so the header counts one finding more
     assert changed == [
+        "-looptap cassette, format 1: 11 round trips, 4 conversations, 4 findings",
+        "+looptap cassette, format 1: 11 round trips, 4 conversations, 5 findings",
         "-  > [4] user tool_result get_exchange_rate id=<id:2>: 1 USD = 0.92 EUR",
         "+  > [4] user tool_result get_exchange_rate id=<id:2>: 1 USD = 0.95 EUR",
+        "+  · E E.ungrounded_claim: The model's answer brings 2 claims found in no message, tool "
+        "result or prompt it was given: '0.92 EUR', '0.92 Euros'.",
     ], diff
     # without the driver the same change is one long JSON line per touched record
     raw = _git_diff(repo, "--no-textconv")

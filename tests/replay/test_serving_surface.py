@@ -16,9 +16,10 @@ import cassettes.replay.serving as serving
 from tests.support import progress
 
 EXPORTED = [
-    "IDLE_TIMEOUT", "MISS_CODE", "READ_TIMEOUT", "REFUSAL_TEXT", "STATUS_KINDS", "UNPLAYED_LISTED",
+    "IDLE_TIMEOUT", "MISS_CODE", "PLACEHOLDER_KEY", "READ_TIMEOUT", "REFUSAL_TEXT", "STATUS_KINDS",
+    "UNPLAYED_LISTED",
     "Answer", "Fault", "FaultPlan", "FaultSpecError", "Forward", "Missed", "Planner", "Play",
-    "ReplayServer", "parse_fault", "parse_pace", "replay_env",
+    "ReplayServer", "parse_fault", "parse_pace", "placeholder_keys", "replay_env",
 ]  # fmt: skip
 
 
