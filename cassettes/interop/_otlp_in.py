@@ -31,7 +31,13 @@ from cassettes.interop._otlp_openinference import (
     response_echo,
 )
 from cassettes.interop._otlp_params import params
-from cassettes.interop._otlp_spans import attributes, json_attribute, read_spans, span_id
+from cassettes.interop._otlp_spans import (
+    SERVICE,
+    attributes,
+    json_attribute,
+    read_spans,
+    span_id,
+)
 from cassettes.providers import REBUILT, Call, chat_ids, from_parts
 
 __all__ = ["otlp_calls"]
@@ -149,6 +155,7 @@ def _call(span: dict[str, Any]) -> Call | None:
         k.startswith("llm.input_messages.") or k.startswith("llm.output_messages.") for k in a
     )
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
+    call.service = span.get(SERVICE)
     inputs, system, output, finish = openinference(a, span) if oi else _semconv(a, span, call)
     call.given.add("provider" if "gen_ai.provider.name" in a or "llm.provider" in a else "")
     if family == "openai_chat" and a.get("looptap.family") not in (None, "openai_chat"):

@@ -13,11 +13,15 @@ import orjson
 from cassettes import bounds
 from cassettes.errors import ImportFormatError
 from cassettes.interop._documents import read_docs
+from cassettes.recording import valid_agent
 
-__all__ = ["SCOPE", "attributes", "json_attribute", "read_spans", "span_id"]
+__all__ = ["SCOPE", "SERVICE", "attributes", "json_attribute", "read_spans", "span_id"]
 
 #: The key a span read here keeps its instrumentation scope's name under.
 SCOPE = "looptap.scope"
+#: The key a span read here keeps its resource's ``service.name`` under, when one was set (an
+#: SDK's default, ``unknown_service…``, is none): the fleet names the run's agent from it.
+SERVICE = "looptap.service"
 
 #: The largest OTLP file imported: its spans are held to be put in order, about 10 times the
 #: file's size in memory (a 28.7 MB file of 4,400 spans peaked at 271 MB).
@@ -70,13 +74,22 @@ def _spans_of(doc: Any, where: str) -> list[dict[str, Any]]:
     for rs in doc.get("resourceSpans") or doc.get("resource_spans") or []:
         if not isinstance(rs, dict):
             continue
+        resource = rs.get("resource")
+        service = valid_agent(
+            attributes(resource.get("attributes") if isinstance(resource, dict) else None).get(
+                "service.name"
+            )
+        )
+        if service is not None and service.startswith("unknown_service"):
+            service = None
         scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
         for ss in scopes if isinstance(scopes, list) else []:
             scope = (ss or {}).get("scope")
             name = scope.get("name") if isinstance(scope, dict) else None
             for s in (ss or {}).get("spans") or []:
                 if isinstance(s, dict):
-                    spans.append({**s, SCOPE: name} if isinstance(name, str) else s)
+                    s = {**s, SCOPE: name} if isinstance(name, str) else s
+                    spans.append({**s, SERVICE: service} if service is not None else s)
     return spans
 
 

@@ -14,6 +14,7 @@ line at a time.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ from cassettes.errors import ImportFormatError
 from cassettes.hints import count
 from cassettes.interop._documents import read_docs
 from cassettes.interop._otlp_in import otlp_calls
-from cassettes.interop._service import trace_service
 from cassettes.providers import Call, chat_ids, exchange, link_items
 from cassettes.recording import CassetteWriter
 from cassettes.storage import staged
@@ -176,7 +176,9 @@ def import_runs(path: Path, kind: str, targets: list[Any]) -> list[str]:
     for target, calls in zip(targets, runs, strict=False):
         target.path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"source": f"import ({kind})", "imported_from": path.name}
-        meta |= trace_service(path, kind)  # service.name: the fleet's agent (docs/fleet.md)
+        services = Counter(c.service for c in calls if c.service)
+        if services:  # service.name, of most of its calls: the fleet's agent (docs/fleet.md)
+            meta["service"] = services.most_common(1)[0][0]
         inferred: set[str] = set()
         link_items(calls)
         with staged(target) as s, CassetteWriter(s.path, meta=meta) as w:

@@ -16,7 +16,12 @@ the mark says, nothing else:
 - ``tool_result.is_error``: an Anthropic tool result's ``is_error: false`` (the trace keeps none);
 - ``arguments text``: how a Chat history's tool-call arguments are spelled (the trace kept the
   model's spelling, or an object; an agent may send them back its own way): compared as the JSON
-  they hold.
+  they hold;
+- ``system role``: Gemini's ``systemInstruction.role`` (google-genai sends ``"user"``; a trace
+  keeps the system text only);
+- ``schema key``: the key a Gemini function declaration's schema is under (``parameters``,
+  ``parametersJsonSchema``, ``parameters_json_schema``: a trace keeps the schema, not which one
+  the SDK used); the schema itself is compared.
 
 Each recorded round trip with such a mark has its :class:`InferredFields`; the matcher
 (:mod:`cassettes.matching`) keys it by its body so reduced, and a request that matched nothing
@@ -52,7 +57,7 @@ _DROPPED = {
 }
 _MARKS = {
     *_DROPPED, "tool schemas", "params", "max_tokens name", "tool_result.is_error",
-    "arguments text",
+    "arguments text", "system role", "schema key",
 }  # fmt: skip
 
 
@@ -67,6 +72,8 @@ class InferredFields:
     is_error: bool = False
     max_tokens_name: bool = False
     arguments: bool = False
+    system_role: bool = False
+    schema_key: bool = False
 
 
 def inferred_fields(ex: Exchange) -> InferredFields | None:
@@ -86,7 +93,8 @@ def inferred_fields(ex: Exchange) -> InferredFields | None:
         only = frozenset((set(body) | _CONTENT) - drop) if isinstance(body, dict) else None
     return InferredFields(
         drop, only, "tool schemas" in marks, "tool_result.is_error" in marks,
-        "max_tokens name" in marks, "arguments text" in marks,
+        "max_tokens name" in marks, "arguments text" in marks, "system role" in marks,
+        "schema key" in marks,
     )  # fmt: skip
 
 
@@ -98,6 +106,25 @@ def _tool(t: Any) -> Any:
     if isinstance(fn, dict):
         t["function"] = {k: v for k, v in fn.items() if k not in ("parameters", "strict")}
     return t
+
+
+_SCHEMA_KEYS = ("parameters", "parametersJsonSchema", "parameters_json_schema")
+
+
+def _declarations(t: Any) -> Any:
+    """A Gemini tool whose function declarations hold their schema under ``parameters``."""
+    decls = t.get("functionDeclarations") if isinstance(t, dict) else None
+    if not isinstance(decls, list):
+        return t
+    out = []
+    for d in decls:
+        if isinstance(d, dict):
+            schema = next((d[k] for k in _SCHEMA_KEYS if k in d), None)
+            d = {k: v for k, v in d.items() if k not in _SCHEMA_KEYS}
+            if schema is not None:
+                d["parameters"] = schema
+        out.append(d)
+    return {**t, "functionDeclarations": out}
 
 
 def _each(messages: Any, key: str, change: Callable[[Any], Any]) -> Any:
@@ -143,4 +170,9 @@ def reduced(body: Any, p: InferredFields) -> Any:
         out["messages"] = _each(out["messages"], "content", _no_false_is_error)
     if p.arguments and "messages" in out:
         out["messages"] = _each(out["messages"], "tool_calls", _call_parsed)
+    si = out.get("systemInstruction")
+    if p.system_role and isinstance(si, dict) and "role" in si:
+        out["systemInstruction"] = {k: v for k, v in si.items() if k != "role"}
+    if p.schema_key and isinstance(out.get("tools"), list):
+        out["tools"] = [_declarations(t) for t in out["tools"]]
     return out

@@ -82,6 +82,8 @@ class Call:
     given: set[str] = field(default_factory=set)
     inferred: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    #: The service that made the call (an OTLP resource's ``service.name``), if it was named.
+    service: str | None = None
 
 
 def exchange(call: Call, n: int) -> Exchange:
@@ -170,8 +172,10 @@ def _answer(call: Call) -> NormalisedResponse:
             parts.append(Part(kind="text", text=part_text(p)))
         elif p.get("type") == "tool_call":
             args = arguments_object(p.get("arguments"))
+            # Gemini's calls carry no id (they pair by name and order, as the rebuilt history
+            # does): one in its trace was made by the instrumentation (google-genai's name_N)
             tc = ToolCall(
-                id=str(p.get("id") or "") or None,
+                id=None if call.family == "gemini" else str(p.get("id") or "") or None,
                 name=str(p.get("name") or ""),
                 arguments=args,
                 arguments_raw=arguments_text(p.get("arguments")),
@@ -258,9 +262,11 @@ def _gemini_request(call: Call) -> dict[str, Any]:
     req: dict[str, Any] = {"contents": call.messages}
     if call.system:
         req["systemInstruction"] = {"parts": [{"text": s} for s in call.system]}
+        call.inferred.add("system role")
     if call.tools:
         decls = [t["function"] for t in call.tools if isinstance(t.get("function"), dict)]
         req["tools"] = [{"functionDeclarations": decls}]
+        call.inferred.add("schema key")
     config = {_GEMINI_PARAMS[k]: v for k, v in call.params.items() if k in _GEMINI_PARAMS}
     if config:
         req["generationConfig"] = config

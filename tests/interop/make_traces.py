@@ -25,6 +25,8 @@ from tests.support.recorder import RECORDER, clean_env
 from tests.support.scripted import ScriptedUpstream
 
 HERE = Path(__file__).parent
+#: The APIs the agents call, each pointed at the scripted upstream.
+APIS = ("openai", "anthropic", "gemini")
 OUT = HERE / "traces"
 SDK_AGENT = HERE.parent / "replay" / "fork_agent.py"
 FRAMEWORKS = HERE / "framework_agents.py"
@@ -34,6 +36,7 @@ KINDS = {
     # 0.46's wrapper of messages.stream breaks anthropic 2.x's stream helper: not streamed there
     "openllmetry-legacy": ("openllmetry", [str(SDK_AGENT), "openai", "openai-stream", "anthropic"]),
     "openinference": ("openinference", [str(SDK_AGENT)]),
+    "google-genai": ("google-genai", [str(SDK_AGENT), "gemini", "gemini-stream"]),
     "openai-v2": ("openai-v2", [str(SDK_AGENT), "openai", "openai-stream"]),
     "openinference-langchain": ("openinference-langchain", [str(FRAMEWORKS), "langchain"]),
     "pydantic-ai": ("pydantic-ai", [str(FRAMEWORKS), "pydantic-ai"]),
@@ -50,6 +53,7 @@ def make(kind: str, python: str) -> None:
     env = clean_env(
         OPENAI_API_KEY="sk-test-traces",
         ANTHROPIC_API_KEY="sk-ant-test-traces",
+        GOOGLE_API_KEY="gemini-test-traces",
         OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_ONLY",
         OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
     )
@@ -58,7 +62,7 @@ def make(kind: str, python: str) -> None:
         cmd = [python, str(HERE / "traced_agent.py"), instrumentation, str(t / "trace.json")]
         proc = progress.run(
             [*RECORDER, "run", "-o", str(t / "run.jsonl"), "--confdir", str(t / "conf"),
-             "--upstream", f"openai={fake.url}", "--upstream", f"anthropic={fake.url}", "--",
+             *(f for api in APIS for f in ("--upstream", f"{api}={fake.url}")), "--",
              *cmd, *agent],
             env=env, capture_output=True, text=True, cwd=t,
         )  # fmt: skip

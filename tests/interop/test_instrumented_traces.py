@@ -35,6 +35,7 @@ KINDS = {
     "openllmetry-langchain": ("stream",),  # its span does not say; the anthropic SDK's span does
     "pydantic-ai": ("stream",),  # pydantic-ai's span does not say; the anthropic SDK's span does
     "openai-v2": ("stream", "tools"),
+    "google-genai": ("stream",),  # gen_ai.request.stream is written on a streamed call only
     # its LLM span keeps the Responses answer; the scripted upstream echoes no tools in it
     "openinference-openai-agents": ("stream", "tools"),
 }
@@ -149,8 +150,10 @@ def test_the_older_openllmetry_attributes_are_content(
 
 
 def _fork(trace: Path, tmp_path: Path, agent: list[str]) -> tuple[Any, ScriptedUpstream]:
-    env = clean_env(OPENAI_API_KEY="sk-test-fork", ANTHROPIC_API_KEY="sk-ant-test-fork")
-    up = ["--upstream", "openai=URL", "--upstream", "anthropic=URL"]
+    env = clean_env(
+        OPENAI_API_KEY="sk-test-fork", ANTHROPIC_API_KEY="sk-ant-test-fork", GOOGLE_API_KEY="g-fork"
+    )
+    up = ["--upstream", "openai=URL", "--upstream", "anthropic=URL", "--upstream", "gemini=URL"]
     with ScriptedUpstream(new_model_route, validate=True) as fake:
         argv = [
             *RECORDER, "run", "--from", f"{trace}@turn=2", "-o", str(tmp_path / "branch.jsonl"),
@@ -167,6 +170,7 @@ SDK_KINDS = {
     "openinference": (),
     "openllmetry-legacy": ("openai", "openai-stream", "anthropic"),
     "openai-v2": ("openai", "openai-stream"),  # no stream flag, no tools in its trace
+    "google-genai": ("gemini", "gemini-stream"),
 }
 
 
@@ -272,14 +276,14 @@ REPLAYED = """
 import sys
 sys.path.insert(0, {agent_dir!r})
 import pytest
-from fork_agent import AGENTS
+from fork_agent import AGENTS, ALL_AGENTS
 
 
 @pytest.mark.looptap
 def test_weather(looptap):
     labels = {labels!r} or sorted(AGENTS)
     for label in labels:
-        assert "Sunny in Paris and Lyon." in AGENTS[label](), label
+        assert "Sunny in Paris and Lyon." in ALL_AGENTS[label](), label
     assert len(looptap.run.turns) == 3 * len(labels)
 """
 
@@ -297,7 +301,7 @@ def test_the_pytest_plugin_replays_an_imported_trace_offline(kind: str, tmp_path
     assert main(["import", "-q", str(TRACES / f"{kind}.otlp.json"), "-o", str(cassette)]) == 0
     proc = progress.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        env=clean_env(CI="1", OPENAI_API_KEY="sk-test-imported", ANTHROPIC_API_KEY="sk-ant-t"),
+        env=clean_env(CI="1", OPENAI_API_KEY="sk-imported", ANTHROPIC_API_KEY="a", GOOGLE_API_KEY="g"),
         capture_output=True, text=True, cwd=project,
     )  # fmt: skip
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-4000:]

@@ -90,7 +90,14 @@ def _openllmetry_langchain(provider: TracerProvider) -> None:
     LangchainInstrumentor().instrument(tracer_provider=provider)
 
 
+def _google_genai(provider: TracerProvider) -> None:
+    from opentelemetry.instrumentation.google_genai import GoogleGenAiSdkInstrumentor
+
+    GoogleGenAiSdkInstrumentor().instrument(tracer_provider=provider)
+
+
 KINDS = {
+    "google-genai": _google_genai,
     "openllmetry-langchain": _openllmetry_langchain,
     "openinference-openai-agents": _openai_agents,
     "openai-v2": _openai_v2,

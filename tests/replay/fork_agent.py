@@ -3,6 +3,7 @@ openai Chat and anthropic Messages, each streamed and not. Each asks for the wea
 model stops calling the tool (at most 5 turns) and prints ``LABEL: final text``.
 
     python fork_agent.py [LABEL ...]     # default: all four
+    python fork_agent.py gemini gemini-stream  # google-genai's, the same loop on Gemini
 """
 
 from __future__ import annotations
@@ -135,12 +136,62 @@ def anthropic_loop(label: str, stream: bool) -> str:
     return "(no answer after 5 turns)"
 
 
+def gemini_loop(label: str, stream: bool) -> str:
+    from google import genai
+    from google.genai import types
+
+    # GOOGLE_API_KEY and GOOGLE_GEMINI_BASE_URL from the environment; the API version named, as
+    # google-genai 3.x posts to /v1 where 2.x (the trace's) posts to /v1beta
+    client = genai.Client(http_options=types.HttpOptions(api_version="v1beta"))
+    decl = types.FunctionDeclaration(
+        name=TOOL["name"], description=TOOL["description"], parameters_json_schema=TOOL["schema"]
+    )
+    config = types.GenerateContentConfig(
+        system_instruction="Use the weather tool.",
+        tools=[types.Tool(function_declarations=[decl])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    question = types.Part(text=f"[{label}] Weather in three cities?")
+    contents: list[types.Content] = [types.Content(role="user", parts=[question])]
+    for _ in range(5):
+        ask = {"model": "gemini-2.5-flash", "contents": contents, "config": config}
+        if stream:
+            parts = [
+                p
+                for chunk in client.models.generate_content_stream(**ask)  # type: ignore[arg-type]
+                if chunk.candidates and chunk.candidates[0].content
+                for p in chunk.candidates[0].content.parts or []
+            ]
+        else:
+            answer = client.models.generate_content(**ask)  # type: ignore[arg-type]
+            content = answer.candidates[0].content if answer.candidates else None
+            parts = list(content.parts or []) if content else []
+        calls = [p.function_call for p in parts if p.function_call]
+        if not calls:
+            return "".join(p.text or "" for p in parts)
+        contents.append(types.Content(role="model", parts=parts))
+        results = [
+            types.Part.from_function_response(
+                name=c.name or "", response={"result": weather(**(c.args or {}))}
+            )
+            for c in calls
+        ]
+        contents.append(types.Content(role="user", parts=results))
+    return "(no answer after 5 turns)"
+
+
 AGENTS = {
     "openai": lambda: openai_loop("openai", False),
     "openai-stream": lambda: openai_loop("openai-stream", True),
     "anthropic": lambda: anthropic_loop("anthropic", False),
     "anthropic-stream": lambda: anthropic_loop("anthropic-stream", True),
 }
+#: Run when named only (the default is :data:`AGENTS`).
+MORE_AGENTS = {
+    "gemini": lambda: gemini_loop("gemini", False),
+    "gemini-stream": lambda: gemini_loop("gemini-stream", True),
+}
+ALL_AGENTS = {**AGENTS, **MORE_AGENTS}
 
 
 def main() -> int:
@@ -150,7 +201,7 @@ def main() -> int:
 
     def run(label: str) -> None:
         try:
-            out[label] = AGENTS[label]()
+            out[label] = ALL_AGENTS[label]()
         except Exception as exc:  # said, and the exit status says so
             errors.append(f"{label}: {type(exc).__name__}: {str(exc)[:2000]}")
 
