@@ -301,7 +301,7 @@ def test_the_pytest_plugin_replays_an_imported_trace_offline(kind: str, tmp_path
     assert main(["import", "-q", str(TRACES / f"{kind}.otlp.json"), "-o", str(cassette)]) == 0
     proc = progress.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        env=clean_env(CI="1", OPENAI_API_KEY="sk-imported", ANTHROPIC_API_KEY="a", GOOGLE_API_KEY="g"),
+        env=clean_env(CI="1", OPENAI_API_KEY="sk-i", ANTHROPIC_API_KEY="a", GOOGLE_API_KEY="g"),
         capture_output=True, text=True, cwd=project,
     )  # fmt: skip
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-4000:]
