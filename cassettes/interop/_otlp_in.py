@@ -143,6 +143,8 @@ def _family(a: dict[str, Any]) -> str:
         return "openai_responses"
     if provider in ("gcp.gemini", "gcp.vertex_ai", "gemini", "google", "vertex_ai"):
         return "gemini"
+    if provider in ("aws.bedrock", "aws", "bedrock"):
+        return "bedrock"
     return "anthropic" if provider == "anthropic" else "openai_chat"
 
 

@@ -82,14 +82,21 @@ def openinference(
 
 def openinference_tools(a: dict[str, Any]) -> list[dict[str, Any]]:
     """``llm.tools.N.tool.json_schema`` as semconv tool definitions (name, description and the
-    schema as its source spelled it: ``parameters`` or ``input_schema``), in N's order."""
+        schema as its source spelled it: ``parameters`` or ``input_schema``; that of Bedrock's
+    ``toolSpec``, ``inputSchema.json``, as ``parameters``), in N's order."""
     tools = []
     found = ((int(m.group(1)), k) for k in a if (m := _OI_TOOL.fullmatch(k)) is not None)
     for _, key in sorted(found):
         t = json_attribute(a[key])
         fn = t.get("function") if isinstance(t, dict) else None
+        spec = t.get("toolSpec") if isinstance(t, dict) else None  # Bedrock Converse's
         if isinstance(fn, dict):
             tools.append({"type": "function", **fn})
+        elif isinstance(spec, dict) and isinstance(spec.get("name"), str):
+            schema = spec.get("inputSchema")
+            schema = schema.get("json") if isinstance(schema, dict) else None
+            tools.append({"name": spec["name"], "description": spec.get("description"),
+                          "parameters": schema})  # fmt: skip
         elif isinstance(t, dict) and isinstance(t.get("name"), str):
             tools.append(t)
     return tools

@@ -59,6 +59,7 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
         a.get("llm.is_streaming"),
         invoked.get("stream"),
         invoked.get("streaming"),  # LangChain's setting
+        True if str(span.get("name") or "").endswith(".converse_stream") else None,  # OI bedrock
     )
     call.stream = any(f is True for f in flags)
     said = given or span.get(SCOPE) in _FLAGS_A_STREAM_ONLY

@@ -30,6 +30,8 @@ REBUILT = {
     "anthropic": "https://api.anthropic.com/v1/messages",
     "openai_responses": "https://api.openai.com/v1/responses",
     "gemini": "https://generativelanguage.googleapis.com/v1beta/models/{model}:{method}",
+    # the region is not in a trace: the path is what a request is matched on
+    "bedrock": "https://bedrock-runtime.us-east-1.amazonaws.com/model/{model}/{method}",
 }
 _JSON = [("content-type", "application/json")]
 #: The request parameters of each family an invocation-parameters attribute may hold beside a
@@ -138,6 +140,12 @@ def _request(family: str, call: Call) -> tuple[str, dict[str, Any], dict[str, An
         return url, _gemini_request(call), None
     if family == "openai_responses":
         return REBUILT[family], _responses_request(call), None
+    if family == "bedrock":
+        from urllib.parse import quote
+
+        method = "converse-stream" if call.stream else "converse"
+        url = REBUILT[family].format(model=quote(call.model or "unknown", safe=""), method=method)
+        return url, *_bedrock(call)
     return REBUILT[family], *(_anthropic if family == "anthropic" else _chat)(call)
 
 
@@ -271,6 +279,56 @@ def _gemini_request(call: Call) -> dict[str, Any]:
     if config:
         req["generationConfig"] = config
     return req
+
+
+_BEDROCK_PARAMS = {"max_tokens": "maxTokens", "maxTokens": "maxTokens", "top_p": "topP",
+                   "topP": "topP", "temperature": "temperature", "stop": "stopSequences",
+                   "stopSequences": "stopSequences"}  # fmt: skip
+_BEDROCK_STOP = {"stop": "end_turn", "tool_call": "tool_use", "tool_calls": "tool_use",
+                 "length": "max_tokens"}  # fmt: skip
+
+
+def _bedrock(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Bedrock Converse: the request body (the model is in the URL) and its answer."""
+    if call.model and "." not in call.model and not call.model.startswith("arn:"):
+        # a Bedrock model id or inference profile is PROVIDER.MODEL (or an ARN)
+        call.inferred.add("model id")
+        call.notes.append(
+            f"imported: the trace's model {call.model[:80]!r} is not a whole Bedrock model id "
+            "(its provider prefix left out, as openllmetry writes it): the URL's model is a "
+            "guess, and an agent's request to /model/ID/… will not match it"
+        )
+    req: dict[str, Any] = {"messages": call.messages}
+    if call.system:
+        req["system"] = [{"text": s} for s in call.system]
+    config = {_BEDROCK_PARAMS[k]: v for k, v in call.params.items() if k in _BEDROCK_PARAMS}
+    if config:
+        req["inferenceConfig"] = config
+    if call.tools:
+        specs = []
+        for t in call.tools:
+            fn = t.get("function") if isinstance(t.get("function"), dict) else t
+            spec = {"name": fn.get("name"), "inputSchema": {"json": fn.get("parameters") or {}}}
+            if fn.get("description"):
+                spec["description"] = fn["description"]
+            specs.append({"toolSpec": spec})
+        req["toolConfig"] = {"tools": specs}
+    if call.output is None:
+        return req, None
+    content = [b for b in call.output.get("content") or [] if isinstance(b, dict)]
+    stop = call.finish or ""
+    if not stop:
+        call.inferred.add("finish_reason")
+        stop = "tool_use" if any("toolUse" in b for b in content) else "end_turn"
+    resp: dict[str, Any] = {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": _BEDROCK_STOP.get(stop, stop),
+    }
+    if call.usage:
+        i, o = call.usage.get("input_tokens", 0), call.usage.get("output_tokens", 0)
+        resp["usage"] = {"inputTokens": i, "outputTokens": o, "totalTokens": i + o}
+    resp["metrics"] = {"latencyMs": int((call.duration or 0) * 1000)}
+    return req, resp
 
 
 def _calls_of(out: dict[str, Any] | None, chat: bool) -> bool:

@@ -1,5 +1,6 @@
 """Semconv messages (``gen_ai.input.messages`` …: ``{"role", "parts": [...]}``) as a family's
-history, in the wire shape of OpenAI Chat, the Anthropic Messages API, OpenAI Responses or Gemini,
+history, in the wire shape of OpenAI Chat, the Anthropic Messages API, OpenAI Responses, Gemini or
+Bedrock Converse,
 and the readers of a semconv part that a rebuilt round trip (:mod:`cassettes.providers._rebuild`)
 shares."""
 
@@ -131,6 +132,25 @@ def _gemini_content(role: str, parts: list[dict[str, Any]], names: dict[str, str
     return {"role": "model" if role == "assistant" else "user", "parts": out}
 
 
+def _bedrock_blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for p in parts:
+        t = p.get("type")
+        if t == "text":
+            blocks.append({"text": part_text(p)})
+        elif t == "tool_call":
+            use = {"toolUseId": str(p.get("id") or ""), "name": str(p.get("name") or ""),
+                   "input": arguments_object(p.get("arguments"))}  # fmt: skip
+            blocks.append({"toolUse": use})
+        elif t == "tool_call_response":
+            text = part_text({"content": p.get("response")})
+            result = {"toolUseId": str(p.get("id") or ""), "content": [{"text": text}]}
+            if p.get("is_error") is True:
+                result["status"] = "error"
+            blocks.append({"toolResult": result})
+    return blocks
+
+
 def from_parts(
     family: str, messages: list[dict[str, Any]]
 ) -> tuple[list[str], list[dict[str, Any]]]:
@@ -142,11 +162,17 @@ def from_parts(
     for m in messages:
         role = str(m.get("role") or "user")
         parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
-        apart = family in ("gemini", "openai_responses", "anthropic")  # system beside the history
+        apart = family in ("gemini", "openai_responses", "anthropic", "bedrock")  # system apart
         if apart and role in ("system", "developer"):
             system.append("".join(part_text(p) for p in parts if p.get("type") == "text"))
         elif family == "gemini":
             out.append(_gemini_content(role, parts, names))
+        elif family == "bedrock":  # roles alternate: a tool message's results are the user's
+            said = "assistant" if role == "assistant" else "user"
+            if out and out[-1]["role"] == said:
+                out[-1]["content"] += _bedrock_blocks(parts)
+            else:
+                out.append({"role": said, "content": _bedrock_blocks(parts)})
         elif family == "openai_responses":
             out.extend(_responses_items(role, parts))
         elif family == "anthropic":

@@ -26,7 +26,7 @@ from tests.support.scripted import ScriptedUpstream
 
 HERE = Path(__file__).parent
 #: The APIs the agents call, each pointed at the scripted upstream.
-APIS = ("openai", "anthropic", "gemini")
+APIS = ("openai", "anthropic", "gemini", "bedrock")
 OUT = HERE / "traces"
 SDK_AGENT = HERE.parent / "replay" / "fork_agent.py"
 FRAMEWORKS = HERE / "framework_agents.py"
@@ -36,6 +36,12 @@ KINDS = {
     # 0.46's wrapper of messages.stream breaks anthropic 2.x's stream helper: not streamed there
     "openllmetry-legacy": ("openllmetry", [str(SDK_AGENT), "openai", "openai-stream", "anthropic"]),
     "openinference": ("openinference", [str(SDK_AGENT)]),
+    "openllmetry-bedrock": ("openllmetry-bedrock", [str(SDK_AGENT), "bedrock", "bedrock-stream"]),
+    "openinference-bedrock": (
+        "openinference-bedrock",
+        [str(SDK_AGENT), "bedrock", "bedrock-stream"],
+    ),
+    "botocore": ("botocore", [str(SDK_AGENT), "bedrock", "bedrock-stream"]),
     "google-genai": ("google-genai", [str(SDK_AGENT), "gemini", "gemini-stream"]),
     "openai-v2": ("openai-v2", [str(SDK_AGENT), "openai", "openai-stream"]),
     "openinference-langchain": ("openinference-langchain", [str(FRAMEWORKS), "langchain"]),
@@ -54,6 +60,8 @@ def make(kind: str, python: str) -> None:
         OPENAI_API_KEY="sk-test-traces",
         ANTHROPIC_API_KEY="sk-ant-test-traces",
         GOOGLE_API_KEY="gemini-test-traces",
+        AWS_ACCESS_KEY_ID="AKIDTRACES",
+        AWS_SECRET_ACCESS_KEY="secret-test-traces",
         OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_ONLY",
         OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
     )

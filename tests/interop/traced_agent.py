@@ -96,7 +96,28 @@ def _google_genai(provider: TracerProvider) -> None:
     GoogleGenAiSdkInstrumentor().instrument(tracer_provider=provider)
 
 
+def _openllmetry_bedrock(provider: TracerProvider) -> None:
+    from opentelemetry.instrumentation.bedrock import BedrockInstrumentor
+
+    BedrockInstrumentor().instrument(tracer_provider=provider)
+
+
+def _openinference_bedrock(provider: TracerProvider) -> None:
+    from openinference.instrumentation.bedrock import BedrockInstrumentor
+
+    BedrockInstrumentor().instrument(tracer_provider=provider)
+
+
+def _botocore(provider: TracerProvider) -> None:
+    from opentelemetry.instrumentation.botocore import BotocoreInstrumentor
+
+    BotocoreInstrumentor().instrument(tracer_provider=provider)
+
+
 KINDS = {
+    "openllmetry-bedrock": _openllmetry_bedrock,
+    "openinference-bedrock": _openinference_bedrock,
+    "botocore": _botocore,
     "google-genai": _google_genai,
     "openllmetry-langchain": _openllmetry_langchain,
     "openinference-openai-agents": _openai_agents,

@@ -4,6 +4,7 @@ model stops calling the tool (at most 5 turns) and prints ``LABEL: final text``.
 
     python fork_agent.py [LABEL ...]     # default: all four
     python fork_agent.py gemini gemini-stream  # google-genai's, the same loop on Gemini
+    python fork_agent.py bedrock bedrock-stream  # boto3's Bedrock Converse (BEDROCK_BASE_URL)
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from typing import Any
 
 TOOL = {
     "name": "get_weather",
@@ -180,6 +182,68 @@ def gemini_loop(label: str, stream: bool) -> str:
     return "(no answer after 5 turns)"
 
 
+def bedrock_loop(label: str, stream: bool) -> str:
+    import os
+
+    import boto3  # type: ignore[import-untyped]
+    from botocore.config import Config  # type: ignore[import-untyped]
+
+    client = boto3.client(
+        "bedrock-runtime",
+        endpoint_url=os.environ["BEDROCK_BASE_URL"],  # looptap run --upstream bedrock=URL
+        region_name="us-east-1",
+        config=Config(retries={"max_attempts": 1}),
+    )
+    spec = {"name": TOOL["name"], "description": TOOL["description"]}
+    tools = {"tools": [{"toolSpec": {**spec, "inputSchema": {"json": TOOL["schema"]}}}]}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"text": f"[{label}] Weather in three cities?"}]}
+    ]
+    for _ in range(5):
+        ask = {
+            "modelId": "anthropic.claude-3-haiku-20240307-v1:0",
+            "system": [{"text": "Use the weather tool."}],
+            "messages": messages,
+            "toolConfig": tools,
+            "inferenceConfig": {"maxTokens": 200},
+        }
+        content: list[dict[str, Any]] = []
+        if stream:
+            inputs: dict[int, str] = {}
+            for ev in client.converse_stream(**ask)["stream"]:
+                if "contentBlockStart" in ev:
+                    use = ev["contentBlockStart"]["start"]["toolUse"]
+                    content.append({"toolUse": {**use, "input": {}}})
+                    inputs[len(content) - 1] = ""
+                elif "contentBlockDelta" in ev:
+                    d = ev["contentBlockDelta"]["delta"]
+                    if "text" in d:
+                        if not content or "text" not in content[-1]:
+                            content.append({"text": ""})
+                        content[-1]["text"] += d["text"]
+                    elif "toolUse" in d:
+                        inputs[len(content) - 1] += d["toolUse"]["input"]
+            for i, raw in inputs.items():
+                content[i]["toolUse"]["input"] = json.loads(raw or "{}")
+        else:
+            content = client.converse(**ask)["output"]["message"]["content"]
+        uses = [b["toolUse"] for b in content if "toolUse" in b]
+        if not uses:
+            return "".join(b.get("text", "") for b in content)
+        messages.append({"role": "assistant", "content": content})
+        results = [
+            {
+                "toolResult": {
+                    "toolUseId": u["toolUseId"],
+                    "content": [{"text": weather(**u["input"])}],
+                }
+            }
+            for u in uses
+        ]
+        messages.append({"role": "user", "content": results})
+    return "(no answer after 5 turns)"
+
+
 AGENTS = {
     "openai": lambda: openai_loop("openai", False),
     "openai-stream": lambda: openai_loop("openai-stream", True),
@@ -190,6 +254,8 @@ AGENTS = {
 MORE_AGENTS = {
     "gemini": lambda: gemini_loop("gemini", False),
     "gemini-stream": lambda: gemini_loop("gemini-stream", True),
+    "bedrock": lambda: bedrock_loop("bedrock", False),
+    "bedrock-stream": lambda: bedrock_loop("bedrock-stream", True),
 }
 ALL_AGENTS = {**AGENTS, **MORE_AGENTS}
 

@@ -50,7 +50,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 #: How a reply's JSON answer goes out (``Reply.wire``), besides as it should (``""``).
 WIRES = {
@@ -165,12 +165,16 @@ class ScriptedRequest:
     # -- views of the body shared by the families ------------------------------------------------
     @property
     def model(self) -> str:
+        if self.family == "bedrock":  # /model/{modelId}/converse
+            return unquote(urlsplit(self.path).path.split("/model/", 1)[-1].rsplit("/", 1)[0])
         return str(self.body.get("model", "")) if isinstance(self.body, dict) else ""
 
     @property
     def stream(self) -> bool:
         if self.family == "gemini":
             return urlsplit(self.path).path.endswith(":streamGenerateContent")
+        if self.family == "bedrock":
+            return urlsplit(self.path).path.endswith("/converse-stream")
         return bool(self.body.get("stream")) if isinstance(self.body, dict) else False
 
     @property
@@ -178,7 +182,7 @@ class ScriptedRequest:
         """The system prompt as one string (Anthropic ``system``, Responses ``instructions``, or the
         Chat ``system`` messages)."""
         b = self.body if isinstance(self.body, dict) else {}
-        if self.family == "anthropic":
+        if self.family in ("anthropic", "bedrock"):
             return _text_of(b.get("system"))
         if self.family == "openai_responses":
             return str(b.get("instructions") or "")
@@ -193,9 +197,8 @@ class ScriptedRequest:
 
     @property
     def tools(self) -> list[str]:
-        b = self.body if isinstance(self.body, dict) else {}
         out = []
-        for t in b.get("tools") or []:
+        for t in self._tool_list():
             if isinstance(t, dict):
                 for decl in t.get("functionDeclarations") or t.get("function_declarations") or []:
                     if isinstance(decl, dict) and decl.get("name"):
@@ -205,9 +208,23 @@ class ScriptedRequest:
                     out.append(str(name))
         return out
 
-    def tool_schema(self, name: str) -> dict[str, Any] | None:
+    def _tool_list(self) -> list[Any]:
+        """The tools offered (Bedrock's ``toolConfig.tools`` as their ``toolSpec``)."""
         b = self.body if isinstance(self.body, dict) else {}
-        for t in b.get("tools") or []:
+        if self.family == "bedrock":
+            specs = (b.get("toolConfig") or {}).get("tools") or []
+            return [
+                {
+                    **t["toolSpec"],
+                    "input_schema": (t["toolSpec"].get("inputSchema") or {}).get("json"),
+                }
+                for t in specs
+                if isinstance(t, dict) and isinstance(t.get("toolSpec"), dict)
+            ]
+        return list(b.get("tools") or [])
+
+    def tool_schema(self, name: str) -> dict[str, Any] | None:
+        for t in self._tool_list():
             if not isinstance(t, dict):
                 continue
             # Gemini
@@ -266,6 +283,11 @@ class ScriptedRequest:
                     _text_of(p.get("content"))
                     for p in m["content"]
                     if isinstance(p, dict) and p.get("type") == "tool_result"
+                ]
+                out += [  # Bedrock Converse
+                    _text_of(p["toolResult"].get("content"))
+                    for p in m["content"]
+                    if isinstance(p, dict) and isinstance(p.get("toolResult"), dict)
                 ]
         return out
 
@@ -361,11 +383,15 @@ class Logged:
 
 
 Route = Callable[[ScriptedRequest], Reply]
+#: Bedrock ConverseStream's content type (AWS event-stream frames).
+STREAM_AWS = "application/vnd.amazon.eventstream"
 
 
 def _family(path: str) -> str | None:
     if path.endswith((":generateContent", ":streamGenerateContent")):
         return "gemini"
+    if path.startswith("/model/") and path.endswith(("/converse", "/converse-stream")):
+        return "bedrock"
     # As the Anthropic API: its paths are under /v1 (a client that leaves it out gets a 404 there).
     if path.endswith("/v1/messages/count_tokens"):
         return "anthropic_count"
@@ -639,6 +665,15 @@ class ScriptedUpstream:
                 usage_in = max(1, len(raw) // 4)
                 if fam == "anthropic":
                     self._anthropic(req, reply, usage_in, logged)
+                    return
+                if fam == "bedrock":
+                    from tests.support.scripted_bedrock import converse, converse_stream
+
+                    answer = converse(upstream, reply, usage_in, logged)
+                    if req.stream:
+                        self._chunks(converse_stream(answer), STREAM_AWS)
+                    else:
+                        self._json(200, answer, reply.wire)
                     return
                 if fam == "openai_responses":
                     body_out = upstream._responses(req, reply, usage_in, logged)

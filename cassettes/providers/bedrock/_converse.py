@@ -20,6 +20,7 @@ from cassettes.providers._base import (
     FREE_FORM_FIELDS,
     Profile,
     Provider,
+    Rendered,
     ReplayShapes,
     as_obj,
     as_str,
@@ -48,6 +49,16 @@ class BedrockReplay(ReplayShapes):
 
     def error(self, status: int, message: str, code: str) -> Any:
         return {"message": message, "__type": code}
+
+    def render_answer(
+        self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any
+    ) -> Rendered | None:
+        """A ConverseStream answer (a Converse one is served as its JSON body)."""
+        if not stream or not url.path.endswith("/converse-stream"):
+            return None
+        from cassettes.providers.bedrock._render import render_converse_stream
+
+        return render_converse_stream(answer)
 
 
 class BedrockConverse(Provider):

@@ -69,6 +69,7 @@ __all__ = [
     "CursorSpec",
     "live_bases",
     "live_router",
+    "named_listeners",
     "parse_cursor",
 ]
 
@@ -485,7 +486,8 @@ def bases_of(items: Iterable[str], flag: str) -> dict[str, str]:
 
 
 def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:
-    """The recorder's reverse listener per API name (its name → ``http://127.0.0.1:PORT``)."""
+    """The recorder's reverse listener per API name (its name → ``http://127.0.0.1:PORT``), the
+    ones ``--upstream NAME=URL`` added (``NAME_BASE_URL``) among them."""
     bases: dict[str, str] = {}
     for name, (_upstream, variables, _suffix) in providers.REVERSE_UPSTREAMS.items():
         for var in variables:
@@ -493,7 +495,24 @@ def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:
                 u = urlsplit(recorder_env[var])
                 bases[name] = f"{u.scheme}://{u.netloc}"
                 break
+    for var, name in named_listeners(recorder_env).items():
+        bases.setdefault(name, recorder_env[var].rstrip("/"))
     return bases
+
+
+_RECORDER_VAR = "LOOPTAP_RECORDER"  # the recorder's listeners, host:port,… (proxy/config.py)
+
+
+def named_listeners(recorder_env: dict[str, str]) -> dict[str, str]:
+    """The base-URL variables of the listeners ``--upstream NAME=URL`` added for a name no
+    provider has (``BEDROCK_BASE_URL`` → ``bedrock``): those that point at this recorder."""
+    ours = {x.strip() for x in recorder_env.get(_RECORDER_VAR, "").split(",") if x.strip()}
+    known = {v for _, vs, _ in providers.REVERSE_UPSTREAMS.values() for v in vs}
+    return {
+        var: var.removesuffix("_BASE_URL").lower().replace("_", "-")
+        for var, value in recorder_env.items()
+        if var.endswith("_BASE_URL") and var not in known and urlsplit(value).netloc in ours
+    }
 
 
 def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None]:

@@ -24,6 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -31,7 +32,7 @@ from cassettes import bounds
 from cassettes.errors import CassetteError
 from cassettes.matching import Matcher, here, rules_of_args
 from cassettes.reading import first_turn, open_run, origin_fields, origin_in, read_entries
-from cassettes.replay.forking._cursor import live_bases
+from cassettes.replay.forking._cursor import live_bases, named_listeners
 from cassettes.replay.forking._placement import CursorSpec, parse_cursor, place
 from cassettes.replay.forking._plan import RULES, ForkPlan
 from cassettes.replay.live import Edit, edit_file, parse_edit, parse_edits
@@ -241,6 +242,9 @@ class ForkReplay:
                 )
             name, _, value = line.removeprefix("export ").partition("=")
             env[name] = value
+        # a listener --upstream NAME=URL added goes through the replay server too
+        u = urlsplit(next(iter(env.values())))
+        env.update((var, f"{u.scheme}://{u.netloc}") for var in named_listeners(recorder_env))
         # Only the base URLs: the recorder's proxy variables would send a client past the replay.
         return {
             **{
@@ -351,7 +355,7 @@ def _unprefixed(line: str) -> str:
     ``looptap replay: no recorded …`` → ``replay: no recorded …``."""
     for prefix in ("looptap: ", "looptap "):
         if line.startswith(prefix):
-            return line[len(prefix):]
+            return line[len(prefix) :]
     return line
 
 
