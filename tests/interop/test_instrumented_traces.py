@@ -8,7 +8,6 @@ at turn 2, the pytest replay and ``why`` on the imported run."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from tests.interop.cassette_files import REPO
 from tests.interop.make_traces import APIS
 from tests.interop.test_import_traces import show_json
 from tests.replay.test_fork import AGENT as FORK_AGENT
-from tests.replay.test_fork import new_model_route, origin_route
+from tests.replay.test_fork import new_model_route
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import ScriptedUpstream
@@ -281,118 +280,6 @@ def test_only_what_was_inferred_is_left_out(tmp_path: Path) -> None:
         matcher = Matcher(open_run(run, whole=True).exchanges)
         found = matcher.match(ex.method, ex.url, ex.request_headers, orjson.dumps(changed))
         assert hasattr(found, "reason") is not answered, changed
-
-
-REPLAYED = """
-import sys
-sys.path.insert(0, {agent_dir!r})
-import pytest
-from fork_agent import AGENTS, ALL_AGENTS
-
-
-@pytest.mark.looptap
-def test_weather(looptap):
-    labels = {labels!r} or sorted(AGENTS)
-    for label in labels:
-        assert "Sunny in Paris and Lyon." in ALL_AGENTS[label](), label
-    assert len(looptap.run.turns) == 3 * len(labels)
-"""
-
-
-@pytest.mark.parametrize("kind", list(SDK_KINDS))
-def test_the_pytest_plugin_replays_an_imported_trace_offline(kind: str, tmp_path: Path) -> None:
-    """docs/testing.md's way: a test of the agents the trace came from, its cassette the imported
-    trace, replayed offline (``CI=1``: nothing may be recorded)."""
-    project = tmp_path / "project"
-    (project / "tests").mkdir(parents=True)
-    (project / "tests" / "test_agent.py").write_text(
-        REPLAYED.format(agent_dir=str(FORK_AGENT.parent), labels=list(SDK_KINDS[kind]))
-    )
-    cassette = project / "tests" / "cassettes" / "test_agent" / "test_weather.jsonl"
-    assert main(["import", "-q", str(TRACES / f"{kind}.otlp.json"), "-o", str(cassette)]) == 0
-    proc = progress.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        env=clean_env(CI="1", OPENAI_API_KEY="sk-i", ANTHROPIC_API_KEY="a", GOOGLE_API_KEY="g"),
-        capture_output=True, text=True, cwd=project,
-    )  # fmt: skip
-    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-4000:]
-
-
-#: The agent that made each trace, as ``why`` reruns it: (whether it needs the traces'
-#: environment, LOOPTAP_TRACES_PYTHON, else the test environment's; the script; the arguments
-#: before the label).
-WHY_AGENTS: dict[str, tuple[bool, Path, tuple[str, ...]]] = {
-    **{k: (False, FORK_AGENT, ()) for k in SDK_KINDS},
-    "openinference-langchain": (True, FRAMEWORKS, ("langchain",)),
-    "openllmetry-langchain": (True, FRAMEWORKS, ("langchain",)),
-    "pydantic-ai": (True, FRAMEWORKS, ("pydantic-ai",)),
-    "openinference-openai-agents": (True, FRAMEWORKS, ("openai-agents",)),
-    "openinference-bedrock": (True, FORK_AGENT, ()),  # boto3
-}
-
-
-def _final_label(trace: Path, views: list[dict[str, Any]]) -> str:
-    """The agent loop (fork_agent's label) whose answer is the run's final one: ``why`` judges
-    the answer of the last turn that answered with text."""
-    from cassettes.reading import open_run
-
-    last = max(v["seq"] for v in views if v["text"])
-    ex = next(ex for ex in open_run(trace, whole=True).exchanges if ex.seq == last)
-    found = re.search(rb"\[([a-z-]+)\] Weather", ex.request_body)
-    assert found is not None, ex.request_body[:2000]
-    return found.group(1).decode()
-
-
-#: ``why`` on each trace costs 40–70 s on a loaded machine: by default one trace per API family
-#: (Chat + Messages, Gemini, Bedrock Converse); ``LOOPTAP_WHY_ALL_TRACES=1`` runs every one.
-WHY_DEFAULT = ("openllmetry", "google-genai", "openinference-bedrock")
-
-
-@needs_recorder
-@pytest.mark.parametrize(
-    "kind",
-    [
-        k if k in WHY_DEFAULT else pytest.param(k, marks=pytest.mark.skipif(
-            not os.environ.get("LOOPTAP_WHY_ALL_TRACES"),
-            reason="LOOPTAP_WHY_ALL_TRACES=1 runs why on every trace (40–70 s each)",
-        ))
-        for k in WHY_AGENTS
-    ],
-)  # fmt: skip
-def test_why_runs_on_an_imported_trace(
-    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``why`` run on the imported run as on a recording (K=1, its branches forks of the imported
-    run against a scripted upstream): the failure (the answer names Lyon) is read from it, every
-    branch runs the agent live past its cursor, and it ends with a verdict (here "not
-    determined": the scripted model answers as recorded), never a traceback. The agent runs
-    only the loop whose answer is the final one: the others' conversations are not intervened on."""
-    traces, script, args = WHY_AGENTS[kind]
-    if traces and not FRAMEWORKS_PYTHON:
-        pytest.skip("LOOPTAP_TRACES_PYTHON: the traces' environment")
-    python = FRAMEWORKS_PYTHON if traces else sys.executable
-    trace = imported(kind, tmp_path)
-    label = _final_label(trace, show_json(trace, capsys))
-    agent = [str(python), str(script), *args, label]
-    env = clean_env(
-        OPENAI_API_KEY="sk-why", ANTHROPIC_API_KEY="sk-ant-why", GOOGLE_API_KEY="g-why",
-        AWS_ACCESS_KEY_ID="AKIDWHY", AWS_SECRET_ACCESS_KEY="secret-why",
-    )  # fmt: skip
-    with ScriptedUpstream(origin_route) as fake:
-        up = [f for api in APIS for f in ("--upstream", f"{api}={fake.url}")]
-        proc = progress.run(
-            [sys.executable, "-m", "cassettes.cli", "why", str(trace), "--answer-matches", "Lyon",
-             "--samples", "1", "--jobs", "3", "-o", str(tmp_path / "why"), "--confdir",
-             str(tmp_path / "conf"), *up, "--", *agent],
-            env=env, capture_output=True, text=True, cwd=tmp_path,
-        )  # fmt: skip
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert proc.stdout.startswith("verdict: "), proc.stdout
-    assert "the recorded run fails by the outcome" in proc.stderr
-    runs = [line for line in proc.stderr.splitlines() if " sample 1/1: " in line]
-    assert runs and all(line.endswith((": failed", ": flipped")) for line in runs), runs
-    assert fake.log, "no branch sent anything live"
 
 
 def test_no_content_is_said_of_the_round_trips_that_have_none(
