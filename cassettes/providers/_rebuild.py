@@ -307,7 +307,7 @@ def _bedrock(call: Call) -> tuple[dict[str, Any], dict[str, Any] | None]:
     if call.tools:
         specs = []
         for t in call.tools:
-            fn = t.get("function") if isinstance(t.get("function"), dict) else t
+            fn: dict[str, Any] = t["function"] if isinstance(t.get("function"), dict) else t
             spec = {"name": fn.get("name"), "inputSchema": {"json": fn.get("parameters") or {}}}
             if fn.get("description"):
                 spec["description"] = fn["description"]

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from cassettes.models import FinishReason, NormalisedResponse
-from cassettes.providers._replay import Rendered, answer_calls, answer_text
+from cassettes.providers._replay import Rendered, answer_calls, answer_text, call_arguments_text
 
 __all__ = ["render_converse_stream"]
 
@@ -43,16 +43,15 @@ def render_converse_stream(answer: NormalisedResponse) -> Rendered:
     if text:
         blocks.append((None, {"text": text}))
     for c in answer_calls(answer):
-        start = {"toolUse": {"toolUseId": c.id or "", "name": c.name}}
-        args = c.arguments_raw if c.arguments_raw is not None else orjson.dumps(c.arguments or {})
-        delta = args.decode() if isinstance(args, bytes) else args
-        blocks.append((start, {"toolUse": {"input": delta}}))
-    for i, (start, delta) in enumerate(blocks):
-        if start is not None:
-            out.append(_frame("contentBlockStart", {"contentBlockIndex": i, "start": start}))
-        out.append(_frame("contentBlockDelta", {"contentBlockIndex": i, "delta": delta}))
-        out.append(_frame("contentBlockStop", {"contentBlockIndex": i}))
-    out.append(_frame("messageStop", {"stopReason": _STOP.get(answer.finish_reason, "end_turn")}))
+        use = {"toolUse": {"toolUseId": c.id or "", "name": c.name}}
+        blocks.append((use, {"toolUse": {"input": call_arguments_text(c)}}))
+    for n, (first, delta) in enumerate(blocks):
+        if first is not None:
+            out.append(_frame("contentBlockStart", {"contentBlockIndex": n, "start": first}))
+        out.append(_frame("contentBlockDelta", {"contentBlockIndex": n, "delta": delta}))
+        out.append(_frame("contentBlockStop", {"contentBlockIndex": n}))
+    stop = _STOP.get(answer.finish_reason, "end_turn") if answer.finish_reason else "end_turn"
+    out.append(_frame("messageStop", {"stopReason": stop}))
     u = answer.usage
     if u is not None:
         i, o = u.input_tokens or 0, u.output_tokens or 0
