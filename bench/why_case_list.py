@@ -58,6 +58,10 @@ def codex_env(tmp: Path, keys: dict[str, str]) -> dict[str, str]:
     return clean_env(**keys, CODEX_HOME=str(home), HOME=str(tmp / "home"))
 
 
+#: The model's first answer in most cases: the weather of both cities, in one answer.
+BOTH = Reply(calls=(Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Lyon"})))
+
+
 class Flaky:
     """A model whose final answer is wrong with probability ``p`` (seeded); in the recording the
     first one is wrong (the failing run that was recorded)."""
@@ -90,12 +94,7 @@ def relay(recording: bool) -> Route:
                 "Report: " + (said.replace("rain", "sunny") if flaky.wrong() else said)
             )
         if not results:
-            return Reply(
-                calls=(
-                    Call("get_weather", {"city": "Paris"}),
-                    Call("get_weather", {"city": "Lyon"}),
-                )
-            )
+            return BOTH
         return Reply.say(f"Paris: {results[0]}; Lyon: {results[1]}.")
 
     return route
@@ -109,12 +108,7 @@ def flaky_final(recording: bool) -> Route:
     def route(req: ScriptedRequest) -> Reply:
         results = req.tool_results()
         if not results:
-            return Reply(
-                calls=(
-                    Call("get_weather", {"city": "Paris"}),
-                    Call("get_weather", {"city": "Lyon"}),
-                )
-            )
+            return BOTH
         lyon = "sunny too, I think" if flaky.wrong() else results[1]
         return Reply.say(f"Paris: {results[0]}; Lyon: {lyon}.")
 
@@ -148,12 +142,7 @@ def recover(recording: bool) -> Route:
             return refused
         results = req.tool_results()
         if not results:
-            return Reply(
-                calls=(
-                    Call("get_weather", {"city": "Paris"}),
-                    Call("get_weather", {"city": "Lyon"}),
-                )
-            )
+            return BOTH
         return Reply.say(f"Paris: {results[0]}; Lyon: {results[1]}.")
 
     return route
@@ -174,12 +163,7 @@ def gemini_schema(recording: bool) -> Route:
                 )
         results = req.tool_results()
         if not results:
-            return Reply(
-                calls=(
-                    Call("get_weather", {"city": "Paris"}),
-                    Call("get_weather", {"city": "Lyon"}),
-                )
-            )
+            return BOTH
         rain = any("rain" in r for r in results)
         return Reply.say("Paris: sunny; Lyon: " + ("rain." if rain else "sunny too, I guess."))
 
@@ -207,21 +191,16 @@ def claude(recording: bool) -> Route:
 def codex(recording: bool) -> Callable[[dict[str, Any], str], Any]:
     """A Responses-over-WebSocket model for Codex: it answers the task at once, wrongly 40% of the
     time on the recorded model (the recording: the first time), right on o3 (the fix: ``-m o3``).
-    Codex's prewarm (``generate: false``) gets an empty answer."""
+    Codex's prewarm (``generate: false``) gets the empty answer of tests/support/ws_upstream.py."""
     from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
+    from tests.support.ws_upstream import spawn_script
 
-    flaky = Flaky(0.4, recording)
+    flaky, prewarm = Flaky(0.4, recording), spawn_script()
 
     def answer(req: dict[str, Any], rid: str) -> Any:
         model = str(req.get("model") or "gpt-5")
         if req.get("generate") is False:
-            return NormalisedResponse(
-                id=rid,
-                model=model,
-                parts=[],
-                finish_reason=FinishReason.COMPLETE,
-                usage=Usage(input_tokens=0, output_tokens=0),
-            )
+            return prewarm(req, rid)
         said = "raining" if model != "o3" and flaky.wrong() else "sunny"
         return NormalisedResponse(
             id=rid,
@@ -369,8 +348,8 @@ CASES = [
     Case("handoff", "handoff: the weather agent drops a result after the hand-over (C c1 t2)",
          AGENTS, ["--drop-second", "--expect", "rain", "--shape", "handoff"],
          ["--expect", "rain", "--shape", "handoff"], ("C", "c1", 2), result="rain"),
-    Case("steps", "a dropped result that shows first on turn 5 of 8 (C c1 t5)", steps,
-         ["steps"], ["steps", "--fixed"], ("C", "c1", 5), script=CASES_AGENT,
+    Case("steps", "a dropped result that shows first in the 5th of 8 turns (C c1 t4)", steps,
+         ["steps"], ["steps", "--fixed"], ("C", "c1", 4), script=CASES_AGENT,
          result="12:00 in Lyon"),
     Case("codex", "Codex over its WebSocket: the model's answer wrong 40% of the time (E c1 t0)",
          codex, [], [], ("E", "c1", 0), apis=("openai",),

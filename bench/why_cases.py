@@ -219,6 +219,7 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated case keys")
     ap.add_argument("--docs", action="store_true", help="write the table into docs/why.md")
     ap.add_argument("--json", metavar="FILE", help="also write the rows there")
+    ap.add_argument("--keep", metavar="DIR", help="keep each case's run and why in DIR/CASE")
     opts = ap.parse_args()
     if RECORDER[0] == "None":
         raise SystemExit("needs the recorder's environment: set LOOPTAP_PROXY_PYTHON")
@@ -229,8 +230,13 @@ def main() -> int:
         if missing:
             rows.append({"case": case.key, "planted": case.planted, "error": missing})
             continue
-        with tempfile.TemporaryDirectory() as d:
-            row = run_case(case, opts.k, opts.jobs, Path(d))
+        if opts.keep:
+            kept = Path(opts.keep) / case.key
+            kept.mkdir(parents=True)
+            row = run_case(case, opts.k, opts.jobs, kept)
+        else:
+            with tempfile.TemporaryDirectory() as d:
+                row = run_case(case, opts.k, opts.jobs, Path(d))
         rows.append(row)
         print(table([row], opts.k)[-1], flush=True)
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")

@@ -9,9 +9,9 @@ the model relays it wrongly now and then. Fixed: the main agent checks that its 
 the sub-agent's answer and asks again when it does not (up to 3 times).
 ``flaky``: the weather agent, both cities in one answer, no client bug; the model's final answer
 is sometimes wrong. Fixed: the same check (the answer must carry every tool result).
-``steps``: one city a turn over 8 turns; on the fifth answer the model asks two tools and the
-client drops the second result (turn 5 of 8 is the first request the bug shows in). Fixed: no
-drop.
+``steps``: one city a turn over 8 turns; on its fourth answer (Lyon's) the model asks two tools
+and the client drops the second result: the fifth of 8 requests (turn 4, counted from 0) is the
+first the bug shows in. Fixed: no drop.
 ``recover``: the first request offers a tool whose schema the API refuses (400); the client
 retries without it (a changed retry: it recovered); then the weather tool has a bug (Lyon's
 weather read wrong), off the wire. Fixed: the tool reads right (the refusal and retry stay).
@@ -68,6 +68,16 @@ def chat_loop(
     from openai import BadRequestError, OpenAI
 
     client = OpenAI(max_retries=0)
+
+    def ask(messages: list[Any], offered: list[Any], cap: int) -> Any:
+        return (
+            client.chat.completions.create(
+                model="gpt-4o-mini", messages=messages, max_tokens=cap, tools=offered
+            )  # type: ignore[arg-type]
+            .choices[0]
+            .message
+        )
+
     history: list[dict[str, Any]] = [{"role": "user", "content": question}]
     offered = tools + ([BAD] if opts.case == "recover" else [])
     for n in range(10):
@@ -76,24 +86,12 @@ def chat_loop(
         asks = 3 if opts.fixed and opts.case in ("relay", "flaky") else 1
         for _ in range(asks):
             try:
-                msg = (
-                    client.chat.completions.create(
-                        model="gpt-4o-mini", messages=messages, max_tokens=cap, tools=offered
-                    )  # type: ignore[arg-type]
-                    .choices[0]
-                    .message
-                )
+                msg = ask(messages, offered, cap)
             except BadRequestError:
                 if offered == tools:
                     raise
                 offered = tools  # the client's recovery: the refused tool left out, asked again
-                msg = (
-                    client.chat.completions.create(
-                        model="gpt-4o-mini", messages=messages, max_tokens=cap, tools=offered
-                    )  # type: ignore[arg-type]
-                    .choices[0]
-                    .message
-                )
+                msg = ask(messages, offered, cap)
             results = [m["content"] for m in history if m["role"] == "tool"]
             if msg.tool_calls or all(r in (msg.content or "") for r in results):
                 break  # the fixed agent's check: a final answer carries every result
