@@ -179,7 +179,8 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         f"{len(det) - len(wrong)} determined and right; "
         f"{sum(1 for r in ran if r['right'])} right (a case with nothing on the wire is right "
         "when no cause is determined)",
-        f"confirm: {turned} of {len(confirms)} fixed agents succeed in ≥ 90% of their runs",
+        f"confirm: {turned} of {len(confirms)} fixed agents succeed in ≥ 90% of their runs "
+        f"({sum(1 for _, n in confirms if not n)} with no run that could be judged)",
         f"budget: {within} of {len(ran)} estimates within 10% of the requests sent",
     ]
 
