@@ -1,0 +1,360 @@
+"""The planted-cause cases of bench/why_cases.py: for each, the scripted model (its route), the
+agent with its planted bug and without it (the fixed agent a confirm runs), how the failure is
+judged, and the cause that was planted (what a right verdict names).
+
+The agents are tests/why/why_agent.py (openai / anthropic SDKs), bench/why_cases_agent.py (the
+cases why_agent.py has no flag for; google-genai) and Claude Code (tests/why/test_why_claude.py's
+script and route). Randomness in a route is drawn from a seeded generator: a case's figures
+depend only on K and the order branches reach it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.why_cases_agent import STEP_CITIES
+from tests.support.recorder import PROXY_PYTHON, clean_env
+from tests.support.scripted import (
+    Call,
+    Reply,
+    ScriptedRequest,
+    ScriptedUpstream,
+    claude_code_side_call,
+)
+from tests.why import test_why_agents, test_why_lived
+from tests.why.test_why_together import both_needed
+
+ROOT = Path(__file__).resolve().parents[1]
+WHY_AGENT = ROOT / "tests" / "why" / "why_agent.py"
+CASES_AGENT = ROOT / "bench" / "why_cases_agent.py"
+Route = Callable[[ScriptedRequest], Reply]
+#: The Claude Code case's fix: its sub-agents on another model (the line before ``exec``).
+FIX = "CLAUDE_CODE_SUBAGENT_MODEL=claude-opus-4-5 exec "
+CODEX_TASK = "What is the weather in Paris?"
+
+
+def codex_env(tmp: Path, keys: dict[str, str]) -> dict[str, str]:
+    """tests/replay/test_fork_ws.py's wrapper: Codex on its default settings but ``openai_base_url``
+    (read from ``OPENAI_BASE_URL``, as a fork sets it), its own home."""
+    exe = Path(os.environ["LOOPTAP_NPM_AGENTS"]) / "node_modules" / ".bin" / "codex"
+    home = tmp / "codex-home"
+    home.mkdir(exist_ok=True)
+    (tmp / "home").mkdir(exist_ok=True)
+    wrapper = tmp / "codex.sh"
+    wrapper.write_text(
+        "#!/bin/sh\nset -e\n"
+        'printf \'openai_base_url = "%s"\\n\\n[analytics]\\nenabled = '
+        'false\\n\\n[features]\\nplugins = false\\n\' "$OPENAI_BASE_URL" > '
+        f'"$CODEX_HOME/config.toml"\nexec "{exe}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return clean_env(**keys, CODEX_HOME=str(home), HOME=str(tmp / "home"))
+
+
+#: The model's first answer in most cases: the weather of both cities, in one answer.
+BOTH = Reply(calls=(Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Lyon"})))
+
+
+class Flaky:
+    """A model whose final answer is wrong with probability ``p`` (seeded); in the recording the
+    first one is wrong (the failing run that was recorded)."""
+
+    def __init__(self, p: float, recording: bool, seed: int = 68) -> None:
+        self.p, self.forced = p, recording
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+
+    def wrong(self) -> bool:
+        with self.lock:
+            if self.forced:
+                self.forced = False
+                return True
+            return self.rng.random() < self.p
+
+
+def relay(recording: bool) -> Route:
+    """The weather sub-agent answers right; the main agent relays its answer wrongly 30% of the
+    time (Lyon's rain said as sun)."""
+    flaky = Flaky(0.3, recording)
+
+    def route(req: ScriptedRequest) -> Reply:
+        results = req.tool_results()
+        if "main agent" in req.system:
+            if not results:
+                return Reply.tool("ask_weather_agent", {"question": "Weather in Paris and Lyon?"})
+            said = results[-1]
+            return Reply.say(
+                "Report: " + (said.replace("rain", "sunny") if flaky.wrong() else said)
+            )
+        if not results:
+            return BOTH
+        return Reply.say(f"Paris: {results[0]}; Lyon: {results[1]}.")
+
+    return route
+
+
+def flaky_final(recording: bool) -> Route:
+    """Both cities in one answer, both results back (no client bug); the final answer drops
+    Lyon's rain 40% of the time."""
+    flaky = Flaky(0.4, recording)
+
+    def route(req: ScriptedRequest) -> Reply:
+        results = req.tool_results()
+        if not results:
+            return BOTH
+        lyon = "sunny too, I think" if flaky.wrong() else results[1]
+        return Reply.say(f"Paris: {results[0]}; Lyon: {lyon}.")
+
+    return route
+
+
+def steps(recording: bool) -> Route:
+    """One city a turn (its weather; Lyon's weather and time in one answer), then a report of every
+    result: 8 requests."""
+
+    def route(req: ScriptedRequest) -> Reply:
+        k = sum(1 for m in req.messages if isinstance(m, dict) and m.get("role") == "assistant")
+        if k < len(STEP_CITIES):
+            city = STEP_CITIES[k]
+            calls = [Call("get_weather", {"city": city})]
+            if city == "Lyon":
+                calls.append(Call("get_time", {"city": city}))
+            return Reply(calls=tuple(calls))
+        return Reply.say("Report: " + "; ".join(req.tool_results()) + ".")
+
+    return route
+
+
+def recover(recording: bool) -> Route:
+    """The API refuses the schema it cannot read (OpenAI's 400); the model answers with what the
+    tools returned."""
+
+    def route(req: ScriptedRequest) -> Reply:
+        refused = test_why_agents.refused_schema(req)
+        if refused is not None:
+            return refused
+        results = req.tool_results()
+        if not results:
+            return BOTH
+        return Reply.say(f"Paris: {results[0]}; Lyon: {results[1]}.")
+
+    return route
+
+
+def gemini_schema(recording: bool) -> Route:
+    """Gemini's 400 for a schema whose ``properties`` is an array, in its own words (the API's
+    field path, "Proto field is not repeating, cannot start list."); else both cities, then the
+    answer from the results."""
+
+    def route(req: ScriptedRequest) -> Reply:
+        for i, name in enumerate(req.tools):
+            if isinstance((req.tool_schema(name) or {}).get("properties"), list):
+                return Reply.refuse(
+                    'Invalid JSON payload received. Unknown name "properties" at '
+                    f"'tools[0].function_declarations[{i}].parameters_json_schema': Proto field "
+                    "is not repeating, cannot start list."
+                )
+        results = req.tool_results()
+        if not results:
+            return BOTH
+        rain = any("rain" in r for r in results)
+        return Reply.say("Paris: sunny; Lyon: " + ("rain." if rain else "sunny too, I guess."))
+
+    return route
+
+
+def claude(recording: bool) -> Route:
+    """tests/why/test_why_claude.py's model, but its sub-agent counts at once (no tool), flaky: on
+    the recorded model it miscounts the vowels 30% of the time (the recording: the first time);
+    on claude-opus-4-5 (the fix: Claude Code's ``CLAUDE_CODE_SUBAGENT_MODEL``) it counts right."""
+    from tests.why.test_why_claude import Route as ClaudeRoute
+
+    flaky = Flaky(0.3, recording)
+    base = ClaudeRoute()
+
+    def route(req: ScriptedRequest) -> Reply:
+        if "cc_is_subagent=true" not in req.system or claude_code_side_call(req):
+            return base(req)
+        n = 2 if "opus" not in req.model and flaky.wrong() else 3
+        return Reply.say(f"There are {n} vowels in looptap.", what="sub:answer")
+
+    return route
+
+
+def codex(recording: bool) -> Callable[[dict[str, Any], str], Any]:
+    """A Responses-over-WebSocket model for Codex: it answers the task at once, wrongly 40% of the
+    time on the recorded model (the recording: the first time), right on o3 (the fix: ``-m o3``).
+    Codex's prewarm (``generate: false``) gets the empty answer of tests/support/ws_upstream.py."""
+    from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
+    from tests.support.ws_upstream import spawn_script
+
+    flaky, prewarm = Flaky(0.4, recording), spawn_script()
+
+    def answer(req: dict[str, Any], rid: str) -> Any:
+        model = str(req.get("model") or "gpt-5")
+        if req.get("generate") is False:
+            return prewarm(req, rid)
+        said = "raining" if model != "o3" and flaky.wrong() else "sunny"
+        return NormalisedResponse(
+            id=rid,
+            model=model,
+            parts=[Part(kind="text", text=f"It is {said} in Paris.")],
+            finish_reason=FinishReason.COMPLETE,
+            usage=Usage(input_tokens=40, output_tokens=8),
+        )
+
+    return answer
+
+
+def _static(route: Route) -> Callable[[bool], Route]:
+    return lambda recording: route
+
+
+def _dropped_call(run: Path) -> str:
+    return test_why_agents.dropped(run)[0]
+
+
+@dataclass
+class Case:
+    key: str
+    planted: str
+    route: Callable[[bool], Route]
+    #: The agent's arguments after its script (the planted bug in), and with it removed.
+    agent: list[str]
+    fixed: list[str]
+    #: The verdict a right answer names: (layer, conversation, turn); None: nothing on the wire
+    #: can flip it (right when no cause is determined).
+    expected: tuple[str, str, int] | None
+    script: Path = WHY_AGENT
+    outcome: list[str] = field(default_factory=list)
+    #: ``--result CALL=TEXT``: the text the C repair puts back for the dropped call.
+    result: str | None = None
+    apis: tuple[str, ...] = ("openai", "anthropic")
+    python: str = sys.executable
+    #: Claude Code: the recording exits 0 and fails by its answer.
+    exit_ok: bool = False
+
+    def serve(self, recording: bool) -> Any:
+        """The scripted upstream, to use as a context manager (``.url``)."""
+        if self.key == "codex":
+            from tests.support.ws_upstream import WsResponsesUpstream
+
+            return WsResponsesUpstream(answer=self.route(recording))  # type: ignore[arg-type]
+        return ScriptedUpstream(self.route(recording))
+
+    @staticmethod
+    def sent(fake: Any) -> int:
+        """The requests the upstream received (Codex's: its ``response.create`` messages)."""
+        if hasattr(fake, "log"):
+            return len(fake.log)
+        return sum(
+            1 for m in fake.received if isinstance(m, dict) and m.get("type") == "response.create"
+        )
+
+    def command(self, tmp: Path, fixed: bool = False) -> list[str]:
+        if self.key == "codex":
+            fix = ["-m", "o3"] if fixed else []
+            return [str(tmp / "codex.sh"), "exec", "--skip-git-repo-check", *fix, CODEX_TASK]
+        if self.key == "claude":
+            return [str(tmp / ("claude-fixed.sh" if fixed else "claude.sh"))]
+        return [self.python, str(self.script), *(self.fixed if fixed else self.agent)]
+
+    def why_args(self, run: Path, tmp: Path) -> list[str]:
+        extra = ["--result", f"{_dropped_call(run)}={self.result}"] if self.result else []
+        return [*self.outcome, *extra]
+
+    def env(self, tmp: Path) -> dict[str, str]:
+        keys = {
+            "OPENAI_API_KEY": "sk-bench-why-cases",
+            "ANTHROPIC_API_KEY": "sk-ant-bench-why-cases",
+            "GEMINI_API_KEY": "bench-why-cases",
+            "LOOPTAP_PROXY_PYTHON": str(PROXY_PYTHON),
+        }
+        if self.key == "codex":
+            return codex_env(tmp, keys)
+        if self.key != "claude":
+            return clean_env(**keys)
+        from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, run_env
+        from tests.why.test_why_claude import SCRIPT
+
+        exe = Path(os.environ["LOOPTAP_NPM_AGENTS"]) / "node_modules" / ".bin" / "claude"
+        for name, fix in (("claude.sh", "exec "), ("claude-fixed.sh", FIX)):
+            s = tmp / name
+            s.write_text(SCRIPT.format(counter=tmp / "runs.txt", claude=exe).replace("exec ", fix))
+            s.chmod(0o755)
+        return run_env(tmp, **keys, **CLAUDE_OFFLINE)
+
+    def right(self, v: dict[str, Any]) -> bool:
+        if self.expected is None:
+            return not v.get("determined") and not v.get("layer_determined")
+        layer, conversation, turn = self.expected
+        if v.get("determined"):
+            return (v.get("layer"), v.get("conversation"), v.get("turn")) == self.expected
+        # the layer settled, not the turn: right when it is the planted layer, from a turn at or
+        # before the planted one
+        return bool(
+            v.get("layer_determined")
+            and v.get("layer") == layer
+            and v.get("conversation") == conversation
+            and (v.get("from_turn") or 0) <= turn
+        )
+
+    def missing(self) -> str | None:
+        if self.key in ("claude", "codex"):
+            npm = os.environ.get("LOOPTAP_NPM_AGENTS")
+            if not npm or not (Path(npm) / "node_modules" / ".bin" / self.key).exists():
+                return f"needs LOOPTAP_NPM_AGENTS with {self.key}"
+        return None
+
+
+LIVED = _static(test_why_lived.route)
+AGENTS = _static(test_why_agents.route)
+SUB = ["--expect", "rain", "--shape", "sub-agents"]
+DROP = "parent drops a correct sub-agent's answer (C c1 t1)"
+CASES = [
+    Case("group", "group chat: the second agent drops a tool result (C c2 t1)", LIVED,
+         ["--drop-second", "--expect", "rain", "--shape", "group"],
+         ["--expect", "rain", "--shape", "group"], ("C", "c2", 1), result="rain"),
+    Case("anthropic-400", "Anthropic 400: a tool schema the API refuses (C c1 t1)", AGENTS,
+         ["--bad-schema", "--expect", "rain", "--family", "anthropic"],
+         ["--expect", "rain", "--family", "anthropic"], ("C", "c1", 1)),
+    Case("gemini-400", "Gemini 400: a tool schema the API refuses (C c1 t1)", gemini_schema,
+         ["gemini-schema"], ["gemini-schema", "--fixed"], ("C", "c1", 1), script=CASES_AGENT,
+         apis=("gemini",)),
+    Case("parent-exit", f"{DROP}, judged by exit", LIVED,
+         ["--drop-second", *SUB], SUB, ("C", "c1", 1), result="Lyon: rain."),
+    Case("parent-finding", f"{DROP}, judged by `--finding`", LIVED,
+         ["--drop-second", *SUB], SUB, ("C", "c1", 1), result="Lyon: rain.",
+         outcome=["--finding", "C.dropped_tool_result"]),
+    Case("parent-answer", f"{DROP}, judged by `--answer-not-matches`", LIVED,
+         ["--drop-second", *SUB], SUB, ("C", "c1", 1), result="Lyon: rain.",
+         outcome=["--answer-not-matches", "rain"]),
+    Case("relay", "parent relays a correct sub-agent's answer wrongly 30% of the time (E c1 t1)",
+         relay, ["relay"], ["relay", "--fixed"], ("E", "c1", 1), script=CASES_AGENT),
+    Case("flaky", "flaky final answer (wrong 40%), no client bug (E c1 t1)", flaky_final,
+         ["flaky"], ["flaky", "--fixed"], ("E", "c1", 1), script=CASES_AGENT),
+    Case("together", "two bugs needed together: a dropped result, a 60-token cap (C+A c1 t1)",
+         _static(both_needed), ["together"], ["together", "--fixed", "--cap", "200"],
+         ("C+A", "c1", 1), script=CASES_AGENT, result="rain"),
+    Case("recover", "a 400 the client recovered from, then a tool bug off the wire (none)",
+         recover, ["recover"], ["recover", "--fixed"], None, script=CASES_AGENT),
+    Case("handoff", "handoff: the weather agent drops a result after the hand-over (C c1 t2)",
+         AGENTS, ["--drop-second", "--expect", "rain", "--shape", "handoff"],
+         ["--expect", "rain", "--shape", "handoff"], ("C", "c1", 2), result="rain"),
+    Case("steps", "a dropped result that shows first in the 5th of 8 turns (C c1 t4)", steps,
+         ["steps"], ["steps", "--fixed"], ("C", "c1", 4), script=CASES_AGENT,
+         result="12:00 in Lyon"),
+    Case("codex", "Codex over its WebSocket: the model's answer wrong 40% of the time (E c1 t0)",
+         codex, [], [], ("E", "c1", 0), apis=("openai",),
+         outcome=["--answer-not-matches", "sunny"], exit_ok=True),
+    Case("claude", "Claude Code: its Agent sub-agent miscounts 30% of the time (E c2 t0)", claude,
+         [], [], ("E", "c2", 0), apis=("anthropic",),
+         outcome=["--answer-not-matches", "3 vowels"], exit_ok=True),
+]  # fmt: skip

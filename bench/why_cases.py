@@ -1,0 +1,261 @@
+"""``looptap why`` on planted-cause cases (issue 68's must-show): for each, a failing run recorded by
+the real recorder (real SDKs, or Claude Code, against a scripted upstream whose behaviour is
+known), ``looptap why`` on it with no layer chosen (every suspect it finds), and for each
+determined verdict ``looptap why DIR --confirm`` on the agent with the planted bug removed.
+
+    .venv/bin/python bench/why_cases.py                  # K = 5, every case
+    .venv/bin/python bench/why_cases.py --k 3 --only relay,steps
+    .venv/bin/python bench/why_cases.py --docs           # the table into docs/why.md
+
+Per case: the planted cause, the verdict's headline (its layer, conversation and turn), right?
+(the planted cause's layer, conversation and turn; or, where nothing on the wire can flip it, no
+determined verdict), the verdict's interval, the live calls the budget estimated against the
+requests the upstream received (a why's own: its baseline sends none), the wall time of the why,
+and the confirm: how many of K runs of the fixed agent succeed. Needs the recorder's environment
+(``source /work/briefs/s36/env.sh``); the Claude Code case needs ``LOOPTAP_NPM_AGENTS``.
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.why_case_list import CASES, Case  # noqa: E402
+from tests.support.recorder import RECORDER  # noqa: E402
+
+WHY = [sys.executable, "-m", "cassettes.cli", "why"]
+#: The markers between which docs/why.md holds the generated table.
+BEGIN, END = "<!-- why_cases: begin -->", "<!-- why_cases: end -->"
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
+
+
+def _estimated(err: str, combined: bool) -> int | None:
+    """The requests the budget lines on stderr count: the single interventions', plus the
+    combinations' "up to" when they were tried."""
+    singles = re.search(r"(?m)^(?:looptap why: )?([\d,]+) requests? \(", err)
+    more = re.search(r"and up to ([\d,]+) requests? more", err)
+    if singles is None:
+        return None
+    n = int(singles.group(1).replace(",", ""))
+    return n + (int(more.group(1).replace(",", "")) if more and combined else 0)
+
+
+def run_case(case: Case, k: int, jobs: int, tmp: Path) -> dict[str, Any]:
+    env = case.env(tmp)
+    row: dict[str, Any] = {"case": case.key, "planted": case.planted}
+    with case.serve(recording=True) as fake:
+        up = [a for name in case.apis for a in ("--upstream", f"{name}={fake.url}")]
+        conf = ["--confdir", str(tmp / "conf")]
+        rec = _run(
+            [*RECORDER, "run", "-o", str(tmp / "run.jsonl"), *conf, *up, "--", *case.command(tmp)],
+            env,
+            tmp,
+        )
+    if rec.returncode != 1 and not (case.exit_ok and rec.returncode == 0):
+        row["error"] = f"recording exited {rec.returncode}: {rec.stderr[-600:]}"
+        return row
+    run = tmp / "run.jsonl"
+    with case.serve(recording=False) as fake:
+        up = [a for name in case.apis for a in ("--upstream", f"{name}={fake.url}")]
+        t0 = time.perf_counter()
+        why = _run(
+            [
+                *WHY, str(run), *up, *conf, *case.why_args(run, tmp), "--samples", str(k),
+                "--jobs", str(jobs), "-o", str(tmp / "w"), "--json", "--", *case.command(tmp),
+            ],
+            env,
+            tmp,
+        )  # fmt: skip
+        row["wall"] = time.perf_counter() - t0
+        row["sent"] = case.sent(fake)
+        if why.returncode != 0 or not why.stdout.strip():
+            row["error"] = f"why exited {why.returncode}: {why.stderr[-800:]}"
+            return row
+        doc = orjson.loads(why.stdout)
+        v = doc["verdict"]
+        combined = any(i.get("kind") == "together" for i in doc.get("interventions") or [])
+        row["estimated"] = _estimated(why.stderr, combined)
+        row["verdict"] = v
+        row["right"] = case.right(v)
+        if not v.get("determined"):
+            return row
+        before = case.sent(fake)
+        confirm = _run(
+            [*WHY, str(tmp / "w"), "--confirm", "--samples", str(k), "--json", "--",
+             *case.command(tmp, fixed=True)],
+            env,
+            tmp,
+        )  # fmt: skip
+        row["confirm_sent"] = case.sent(fake) - before
+        try:
+            c = orjson.loads(confirm.stdout)["confirm"]
+            row["confirm"] = (c["succeeded"], c["samples"])
+            row["confirm_invalid"] = [
+                r["after"] for r in c["runs"] if r["after"].startswith("invalid")
+            ]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            row["confirm_error"] = f"exited {confirm.returncode}: {confirm.stderr[-600:]}"
+    return row
+
+
+def _where(v: dict[str, Any]) -> str:
+    if not v.get("determined") and not v.get("layer_determined"):
+        return "not determined"
+    layer = v.get("layer") or "?"
+    if v.get("determined"):
+        return f"{layer} {v.get('conversation')} t{v.get('turn')}"
+    return f"{layer} (layer only, from t{v.get('from_turn')})"
+
+
+def _short(said: str) -> str:
+    """A confirm's reason for no sample, in a table cell: its first clause, no pipes."""
+    return said.split(" (and ")[0].split(": C: ")[-1].replace("|", "/")[:110]
+
+
+def table(rows: list[dict[str, Any]], k: int) -> list[str]:
+    out = [
+        "| planted cause | verdict | right? | interval | live calls (est. → sent) | wall s "
+        "| confirm (fixed agent) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['planted']} | (not run: {r['error'].splitlines()[-1][:120]}) "
+                       f"| | | | | |")  # fmt: skip
+            continue
+        v = r["verdict"]
+        interval = (
+            f"{v.get('flips')}/{v.get('samples')}, {v.get('low', 0):.2f}–{v.get('high', 0):.2f}"
+            if v.get("samples")
+            else "—"
+        )
+        est = r.get("estimated")
+        gap = f" ({(est - r['sent']) / r['sent']:+.0%})" if est and r["sent"] else ""
+        if "confirm" in r:
+            ok, n = r["confirm"]
+            bad = r.get("confirm_invalid") or []
+            conf = f"{ok}/{n} succeed" + (
+                f"; {len(bad)} no sample ({_short(bad[0])})" if bad else ""
+            )
+        elif "confirm_error" in r:
+            conf = f"failed to run: {r['confirm_error'].splitlines()[-1][:80]}"
+        else:
+            conf = "— (no determined verdict)"
+        out.append(
+            f"| {r['planted']} | {_where(v)} | {'yes' if r['right'] else '**no**'} | {interval} "
+            f"| {est} → {r['sent']}{gap} | {r['wall']:.0f} | {conf} |"
+        )
+    return out
+
+
+def summary(rows: list[dict[str, Any]]) -> list[str]:
+    ran = [r for r in rows if "verdict" in r]
+    det = [r for r in ran if r["verdict"].get("determined")]
+    wrong = [r for r in det if not r["right"]]
+    confirms = [r["confirm"] for r in det if "confirm" in r]
+    turned = sum(1 for ok, n in confirms if n and ok / n >= 0.9)
+    within = sum(
+        1 for r in ran if r.get("estimated") and r["sent"] and abs(r["estimated"] - r["sent"])
+        <= 0.1 * r["sent"]
+    )  # fmt: skip
+    return [
+        f"{len(rows)} cases, {len(ran)} ran; {len(det)} determined, {len(wrong)} of them wrong; "
+        f"{len(det) - len(wrong)} determined and right; "
+        f"{sum(1 for r in ran if r['right'])} right (a case with nothing on the wire is right "
+        "when no cause is determined)",
+        f"confirm: {turned} of {len(confirms)} fixed agents succeed in ≥ 90% of their runs "
+        f"({sum(1 for _, n in confirms if not n)} with no run that could be judged)",
+        f"budget: {within} of {len(ran)} estimates within 10% of the requests sent",
+    ]
+
+
+def versions() -> str:
+    import anthropic
+    import openai
+
+    said = [f"openai {openai.__version__}", f"anthropic {anthropic.__version__}"]
+    from google import genai
+
+    said.append(f"google-genai {genai.__version__}")
+    npm = os.environ.get("LOOPTAP_NPM_AGENTS")
+    if npm:
+        pkg = Path(npm) / "node_modules/@anthropic-ai/claude-code/package.json"
+        if pkg.is_file():
+            said.append(f"Claude Code {orjson.loads(pkg.read_bytes())['version']}")
+    return ", ".join(said)
+
+
+def to_docs(lines: list[str]) -> None:
+    doc = ROOT / "docs" / "why.md"
+    text = doc.read_text()
+    block = "\n".join([BEGIN, *lines, END])
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        raise SystemExit(f"{doc} has no {BEGIN} … {END} block to put the table in")
+    doc.write_text(text)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--k", type=int, default=5, help="samples per intervention and per confirm")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", help="comma-separated case keys")
+    ap.add_argument("--docs", action="store_true", help="write the table into docs/why.md")
+    ap.add_argument("--json", metavar="FILE", help="also write the rows there")
+    ap.add_argument("--keep", metavar="DIR", help="keep each case's run and why in DIR/CASE")
+    opts = ap.parse_args()
+    if RECORDER[0] == "None":
+        raise SystemExit("needs the recorder's environment: set LOOPTAP_PROXY_PYTHON")
+    chosen = [c for c in CASES if not opts.only or c.key in opts.only.split(",")]
+    rows = []
+    for case in chosen:
+        missing = case.missing()
+        if missing:
+            rows.append({"case": case.key, "planted": case.planted, "error": missing})
+            continue
+        if opts.keep:
+            kept = Path(opts.keep) / case.key
+            kept.mkdir(parents=True)
+            row = run_case(case, opts.k, opts.jobs, kept)
+        else:
+            with tempfile.TemporaryDirectory() as d:
+                row = run_case(case, opts.k, opts.jobs, Path(d))
+        rows.append(row)
+        print(table([row], opts.k)[-1], flush=True)
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    lines = [
+        f"Measured {when} by `bench/why_cases.py --k {opts.k}` (K = {opts.k} samples per "
+        f"intervention and per confirm; {versions()}; scripted upstreams, the real recorder):",
+        "",
+        *table(rows, opts.k),
+        "",
+        *[f"- {s}" for s in summary(rows)],
+    ]
+    print("\n".join(lines))
+    if opts.json:
+        Path(opts.json).write_bytes(orjson.dumps(rows, option=orjson.OPT_INDENT_2))
+    if opts.docs:
+        to_docs(lines)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
