@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes.models import NormalisedResponse, Usage
+from cassettes.models import FinishReason, NormalisedResponse, Usage
 from cassettes.providers import OTEL_PROVIDER_HOSTS
 
 __all__ = ["FREE_FORM_FIELDS", "Profile", "usage_keys"]
@@ -57,6 +57,10 @@ FREE_FORM_FIELDS = frozenset(
 class Profile:
     """What one API family's wire is and demands, as data (the defaults: an API that says none of
     it)."""
+
+    #: The API's raw finish reasons → their class (WIRE.md §G.1;
+    #: :func:`~cassettes.providers._values.finish_lookup`: a value not here is ``other``).
+    finishes: dict[str, FinishReason] = field(default_factory=dict, hash=False)
 
     # -- what the API demands of the client's dispatch (WIRE.md §G) ---------------------------
 

@@ -45,8 +45,8 @@ from cassettes.providers._base import (
     text_parts,
 )
 from cassettes.providers._parts import StreamParts
+from cassettes.providers.completions import prompt_messages
 from cassettes.providers.openai_chat import OpenAIChat
-from cassettes.providers.openai_completions import prompt_messages
 from cassettes.wire import Event, Framed, frame
 
 __all__ = [

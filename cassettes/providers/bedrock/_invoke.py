@@ -46,9 +46,9 @@ from cassettes.providers.bedrock._text_models import (
     text_stream,
 )
 from cassettes.providers.cohere import reassemble_v1, v1_request, v1_response
+from cassettes.providers.completions import prompt_messages
 from cassettes.providers.embeddings import vectors_summary
 from cassettes.providers.openai_chat import OpenAIChat
-from cassettes.providers.openai_completions import prompt_messages
 from cassettes.wire import Event, Framed
 
 __all__ = ["BedrockInvoke"]

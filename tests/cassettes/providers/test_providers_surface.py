@@ -21,8 +21,8 @@ EXPORTED = [
 
 #: The adapters' modules and packages (the registry's table names them): the public modules.
 ADAPTERS = [
-    "a2a", "aleph_alpha", "anthropic", "assistants", "bedrock", "cohere", "embeddings", "gemini",
-    "mcp", "ollama", "openai_chat", "openai_completions", "openai_realtime", "openai_responses",
+    "a2a", "anthropic", "assistants", "bedrock", "cohere", "completions", "embeddings", "gemini",
+    "mcp", "ollama", "openai_chat", "openai_realtime", "openai_responses",
     "portkey", "replicate", "text_generation", "watsonx", "writer",
 ]  # fmt: skip
 
