@@ -1,46 +1,34 @@
-"""One-text completion APIs: a prompt in, one text out. Each is a row of :data:`DIALECTS` (where
-its body says each thing) read by one implementation; code is kept only where a wire truly
-differs (OpenAI's ``usage`` object, Aleph Alpha's typed stream events).
+"""One-text completion APIs (a prompt in, one text out), each a row of :data:`DIALECTS` (where its
+body says each thing) read by one implementation; code only where a wire truly differs (OpenAI's
+``usage`` object, Aleph Alpha's typed stream events, the prompt items).
 
-* **OpenAI's legacy text completions**, ``POST …/completions`` (not ``/chat/completions``), as
-  served by OpenAI, Azure OpenAI (``/openai/deployments/{name}/completions``), vLLM, Together and
-  the other OpenAI-compatible servers. Schema: the ``openai`` SDK's ``Completion`` /
-  ``CompletionChoice`` / ``CompletionUsage`` types (``tests/cassettes/providers/
-  test_text_completions.py`` validates the fixtures against them). ``choices[0].text`` is the
-  text; other choices are counted in ``provider_details``. vLLM adds ``stop_reason`` (the matched
-  stop string or token id, kept), Together sends ``eos`` (a stop) and reports ``null`` with the
-  usage on a last chunk. Streams are SSE chunks of the same object ending in ``data: [DONE]``;
-  usage comes on the last chunk when ``stream_options.include_usage`` is set (OpenAI), or on
-  every chunk (vLLM: last wins). Text completions have no tool calls.
-* **Aleph Alpha**: ``POST /complete`` (``api.aleph-alpha.com``) and ``/v1/complete`` (PhariaAI
-  inference, ``*.inference.pharia.ai``). Shapes from the official client (``aleph-alpha-client``,
-  ``completion.py``) and the recordings in its test suite: ``{"model", "prompt",
-  "maximum_tokens", "stream", …}`` where ``prompt`` is a string or a list of prompt items
-  (``{"type": "text", "data": "…"}``, ``image``, ``token_ids``); the answer is
-  ``{"model_version", "completions": [{"completion", "finish_reason", …}],
-  "num_tokens_prompt_total", "num_tokens_generated"}``. Streamed, SSE ``data:`` events of three
-  types: ``stream_chunk`` (``index``, ``completion``), ``stream_summary`` (``index``,
-  ``model_version``, ``finish_reason``: the end of that completion) and ``completion_summary``
-  (the token counts: the end of the stream). The path is Anthropic's legacy ``/v1/complete`` too:
-  the body tells them apart (Aleph Alpha's ``maximum_tokens`` or prompt items; Anthropic's
-  ``max_tokens_to_sample``), and Aleph Alpha's hosts.
-* **IBM watsonx.ai**'s ``generation`` (:mod:`cassettes.providers.watsonx` holds the rest of that
-  API): ``{"model_id", "results": [{"generated_text", "generated_token_count",
-  "input_token_count", "stop_reason"}]}``, the stream the same object per event (``stop_reason``
-  ``not_finished`` until the last).
-* Writer's completion stream (:mod:`cassettes.providers.writer`), which OpenAI's path also serves:
-  every event a ``{"value": str}`` chunk, no ``[DONE]`` and no terminal event; read here for both.
+* **OpenAI's legacy completions**, ``POST …/completions`` (OpenAI, Azure's
+  ``/openai/deployments/{name}/completions``, vLLM, Together and other compatible servers; the
+  ``openai`` SDK's ``Completion`` types, which ``test_text_completions.py`` validates the fixtures
+  against): ``choices[0].text``; vLLM's ``stop_reason`` (the matched stop) is kept, Together's
+  ``eos`` is a stop. Streams: the same object per SSE chunk, then ``data: [DONE]``; usage on the
+  last chunk (``stream_options.include_usage``) or on every one (vLLM: the last wins).
+* **Aleph Alpha**, ``POST /complete`` and PhariaAI's ``/v1/complete`` (``aleph-alpha-client``'s
+  ``completion.py`` and its recordings): ``prompt`` a string or prompt items (``{"type": "text",
+  "data"}``, ``image``, ``token_ids``) → ``{"model_version", "completions": [{"completion",
+  "finish_reason"}], "num_tokens_prompt_total", "num_tokens_generated"}``; streamed as
+  ``stream_chunk``, ``stream_summary`` (the finish) and ``completion_summary`` (the counts: the
+  end). Anthropic's legacy ``/v1/complete`` is told apart by the body (``max_tokens_to_sample``).
+* **IBM watsonx.ai**'s ``generation`` (:mod:`cassettes.providers.watsonx` holds the rest):
+  ``{"model_id", "results": [{"generated_text", "generated_token_count", "input_token_count",
+  "stop_reason"}]}``, streamed as the same object per event (``not_finished`` until the last).
+* Writer's ``{"value": str}`` completion stream, which OpenAI's path also serves (no ``[DONE]``,
+  no terminal event): read here for both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import SplitResult
 
 from cassettes.models import (
-    ApiError,
     FinishReason,
     Message,
     NormalisedRequest,
@@ -84,14 +72,13 @@ class Dialect:
     """Where a completion API's body (and each event of its stream, the same object) says each
     thing: a row of :data:`DIALECTS`. The raw finish values are the family's profile's."""
 
-    #: The list of answers; the first (OpenAI: each at ``index`` 0) is the answer.
+    #: The list of answers (the first, or each at ``index`` 0, is the answer), an answer's text
+    #: and its raw finish reason.
     answers: str
-    #: An answer's text, and its raw finish reason.
     text: str
     finish: str
-    #: The input and output counts; ``None``: an OpenAI ``usage`` object under ``usage``.
+    #: The input and output counts (``None``: an OpenAI ``usage`` object), in the answer or not.
     counts: tuple[str, str] | None = None
-    #: The counts are in the answer (else at the top of the body).
     counts_in_answer: bool = False
     #: The body's model and id (``None``: it names none).
     model: str | None = "model"
@@ -183,16 +170,10 @@ class Answers(TextStream):
     """A dialect's answers read from a body, or folded over its stream's events (each the same
     object): the first answer's text, finish and counts, the rest counted."""
 
-    def __init__(
-        self,
-        d: Dialect,
-        finishes: dict[str, FinishReason],
-        parse_error: Callable[[Any, int | None], ApiError],
-        *,
-        in_stream: bool = True,
-    ) -> None:
+    def __init__(self, api: Completions, *, in_stream: bool = True) -> None:
         super().__init__(in_stream=in_stream)
-        self.d, self.finishes_, self.parse_error = d, finishes, parse_error
+        self.d, self.finishes_ = DIALECTS[api.family], api.profile.finishes
+        self.parse_error = api.parse_error
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
         return finish_lookup(self.finishes_, self.finish_raw)
@@ -283,13 +264,6 @@ class Completions(Provider):
     #: How its stream's events are read (a dialect whose events differ from its body's).
     stream: ClassVar[type[Answers]] = Answers
 
-    @property
-    def dialect(self) -> Dialect:
-        return DIALECTS[self.family]
-
-    def reader(self, stream: type[Answers] = Answers, in_stream: bool = True) -> Answers:
-        return stream(self.dialect, self.profile.finishes, self.parse_error, in_stream=in_stream)
-
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = as_obj(body)
         return NormalisedRequest(
@@ -307,13 +281,14 @@ class Completions(Provider):
         b = as_obj(body)
         if self.is_error(b):
             return self.error_answer(b)
-        return self.reader(in_stream=False).body(b)
+        return Answers(self, in_stream=False).body(b)
 
     def is_error(self, b: JSON) -> bool:
-        return self.dialect.error in b and not b.get(self.dialect.answers)
+        d = DIALECTS[self.family]
+        return d.error in b and not b.get(d.answers)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        return self.reader(self.stream).read(framed)
+        return self.stream(self).read(framed)
 
 
 class OpenAICompletions(Completions):

@@ -28,7 +28,7 @@ from cassettes.providers._base import (
     json_events,
     summed_usage,
 )
-from cassettes.providers.completions import Completions
+from cassettes.providers.completions import Answers, Completions
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.text_generation import (
     chat_request,
@@ -133,7 +133,7 @@ class Watsonx(Completions):
                 usage=summed_usage(n, None, {"input_token_count": n}),
                 complete=True,
             )
-        return self.reader(in_stream=False).body(b)
+        return Answers(self, in_stream=False).body(b)
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         """``{"errors": [{"code", "message"}], "trace", "status_code"}``."""
