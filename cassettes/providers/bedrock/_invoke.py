@@ -40,6 +40,7 @@ from cassettes.providers.bedrock._body import (
 from cassettes.providers.bedrock._converse import BedrockConverse, BedrockReplay
 from cassettes.providers.bedrock._stream import CONVERSE_EVENTS
 from cassettes.providers.bedrock._text_models import (
+    TEXT_FINISH,
     chat_body,
     metrics_usage,
     text_body,
@@ -156,7 +157,12 @@ def _synthetic(kind: Any, items: Sequence[tuple[str | None, Any]]) -> Framed:
 class BedrockInvoke(Provider):
     family = "bedrock_invoke"
     history_keys = ("messages", "chat_history")
-    profile = Profile(price_provider="aws", price_model=priced_model, otel_provider="aws.bedrock")
+    profile = Profile(
+        finishes=TEXT_FINISH,
+        price_provider="aws",
+        price_model=priced_model,
+        otel_provider="aws.bedrock",
+    )
     replay = BedrockReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:

@@ -243,6 +243,7 @@ class CohereChat(Provider):
     family = "cohere"
     history_keys = ("messages", "chat_history")
     profile = Profile(
+        finishes=FINISH,
         price_provider="cohere",
         otel_provider="cohere",
         api_key_env=("CO_API_KEY", "COHERE_API_KEY"),
