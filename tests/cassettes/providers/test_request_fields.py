@@ -15,6 +15,7 @@ import pytest
 
 from cassettes import providers
 from cassettes.analysis._api import _cap
+from cassettes.interop._otlp_params import params as otlp_params
 from cassettes.interop._span_attributes import _params
 from cassettes.models import NormalisedRequest
 from cassettes.replay.live import apply_edits, parse_edit
@@ -104,3 +105,18 @@ def test_every_field_of_the_table_is_read_by_the_export() -> None:
             assert f"gen_ai.request.{name}" in _params(
                 NormalisedRequest(family="any", params={field: value})
             ), field
+
+
+@pytest.mark.parametrize("family", ["openai_chat", "anthropic"])
+def test_a_traces_parameters_are_put_back_under_names_the_table_reads(family: str) -> None:
+    """The OTel import (``gen_ai.request.*`` → a rebuilt request) names each parameter as the
+    family's API does, by the same table: what it writes, the readers find."""
+    a = {f"gen_ai.request.{n}": v for n, v in (("max_tokens", 100), ("top_k", 5), ("seed", 3),
+                                                ("stop_sequences", ["x"]))}  # fmt: skip
+    call = providers.Call(family=family, source="otel", messages=[])
+    otlp_params(call, a, {})
+    assert _cap(call.params) is not None and _cap(call.params)[1] == 100  # type: ignore[index]
+    sent = set(call.params)
+    assert sent <= providers.API_PARAMS[family], sent - providers.API_PARAMS[family]
+    for n in ("max_tokens", "stop_sequences"):
+        assert providers.request_field(call.params, n) is not None, (family, n)
