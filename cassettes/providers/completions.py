@@ -208,27 +208,30 @@ class Answers(TextStream):
         """The answers of one body or chunk; its usage added (and returned)."""
         d = self.d
         answers = [a for a in body.get(d.answers) or [] if isinstance(a, dict)]
-        for i, a in enumerate(answers):
-            if d.indexed and a.get("index", 0) != 0:
-                self.details[d.many or ""] = max(
-                    self.details.get(d.many or "", 1), int(a.get("index") or 0) + 1
-                )
-                continue
-            if not d.indexed and i:
-                break
-            if isinstance(a.get(d.text), str):
-                self.text("text", a[d.text])
-            raw = as_str(a.get(d.finish))
-            if raw is not None and raw != d.unfinished:
-                self.finish_raw = raw
-            self.details.update({k: a[k] for k in d.kept if a.get(k) is not None})
-            self.details.update({k: True for k in d.flagged if a.get(k) is not None})
+        for a in answers if d.indexed else answers[:1]:
+            self.answer(a)
         self.details.update({k: body[k] for k in d.noted if body.get(k) is not None})
         if not d.indexed and d.many and len(answers) > 1:
             self.details[d.many] = len(answers)
         usage = self.usage_of(body, answers[0] if answers else {})
         self.add_usage(usage)
         return usage
+
+    def answer(self, a: JSON) -> None:
+        """The answer's text piece, its finish (once said) and the details kept from it; another
+        answer (an ``index`` not 0) counted."""
+        d = self.d
+        if d.indexed and a.get("index", 0) != 0:
+            n = int(a.get("index") or 0) + 1
+            self.details[d.many or ""] = max(self.details.get(d.many or "", 1), n)
+            return
+        if isinstance(a.get(d.text), str):
+            self.text("text", a[d.text])
+        raw = as_str(a.get(d.finish))
+        if raw is not None and raw != d.unfinished:
+            self.finish_raw = raw
+        self.details.update({k: a[k] for k in d.kept if a.get(k) is not None})
+        self.details.update({k: True for k in d.flagged if a.get(k) is not None})
 
     def usage_of(self, body: JSON, answer: JSON) -> Usage | None:
         if self.d.counts is None:
