@@ -4,10 +4,10 @@ body says each thing) read by one implementation; code only where a wire truly d
 
 * **OpenAI's legacy completions**, ``POST …/completions`` (OpenAI, Azure's
   ``/openai/deployments/{name}/completions``, vLLM, Together and other compatible servers; the
-  ``openai`` SDK's ``Completion`` types, which ``test_text_completions.py`` validates the fixtures
-  against): ``choices[0].text``; vLLM's ``stop_reason`` (the matched stop) is kept, Together's
-  ``eos`` is a stop. Streams: the same object per SSE chunk, then ``data: [DONE]``; usage on the
-  last chunk (``stream_options.include_usage``) or on every one (vLLM: the last wins).
+  ``openai`` SDK's ``Completion`` types): ``choices[0].text``; vLLM's ``stop_reason`` (the
+  matched stop) is kept, Together's ``eos`` is a stop. Streams: the same object per SSE chunk,
+  then ``data: [DONE]``; usage on the last chunk (``stream_options.include_usage``) or on every
+  one (vLLM: the last wins).
 * **Aleph Alpha**, ``POST /complete`` and PhariaAI's ``/v1/complete`` (``aleph-alpha-client``'s
   ``completion.py`` and its recordings): ``prompt`` a string or prompt items (``{"type": "text",
   "data"}``, ``image``, ``token_ids``) → ``{"model_version", "completions": [{"completion",
