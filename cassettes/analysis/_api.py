@@ -63,11 +63,11 @@ code                           severity    fires when
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from cassettes import providers
 from cassettes.analysis._api_errors import check_error_in_200, check_http_error
 from cassettes.analysis._context import Check, FinalCheck, TurnContext, call_label, provider_detail
 from cassettes.analysis._emission import cut_calls
@@ -131,23 +131,9 @@ def build(ctx: TurnContext) -> ApiReport:
 
 
 def _cap(params: dict[str, Any]) -> tuple[str, int] | None:
-    """The output-token cap the request set (any ``max…tokens`` / ``num_predict`` key, nested)."""
-    stack: list[tuple[str, Any]] = [("", params)]
-    while stack:
-        prefix, d = stack.pop()
-        if not isinstance(d, dict):
-            continue
-        for k, v in d.items():
-            kl = k.lower().replace("_", "")
-            if (
-                isinstance(v, int)
-                and not isinstance(v, bool)
-                and (re.fullmatch(r"max\w*tokens", kl) or kl == "numpredict")
-            ):
-                return f"{prefix}{k}", v
-            if isinstance(v, dict):
-                stack.append((f"{prefix}{k}.", v))
-    return None
+    """The output-token cap the request set (``providers.REQUEST_FIELDS``)."""
+    found = providers.request_field(params, "max_tokens")
+    return found if found and isinstance(found[1], int) and not isinstance(found[1], bool) else None
 
 
 def _output(r: NormalisedResponse) -> str:

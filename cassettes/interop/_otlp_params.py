@@ -10,21 +10,15 @@ from typing import Any
 
 from cassettes.interop._otlp_openinference import response_echo
 from cassettes.interop._otlp_spans import SCOPE, json_attribute
-from cassettes.providers import API_PARAMS, Call
+from cassettes.providers import API_PARAMS, REQUEST_FIELDS, Call
 
 __all__ = ["params"]
 
-#: ``gen_ai.request.*`` → the request's own names (OpenAI Chat, Anthropic; ``None``: not sent).
-_PARAMS = {
-    "max_tokens": ("max_tokens", "max_tokens"),
-    "temperature": ("temperature", "temperature"),
-    "top_p": ("top_p", "top_p"),
-    "top_k": (None, "top_k"),
-    "frequency_penalty": ("frequency_penalty", None),
-    "presence_penalty": ("presence_penalty", None),
-    "seed": ("seed", None),
-    "stop_sequences": ("stop", "stop_sequences"),
-}
+#: The ``gen_ai.request.*`` parameters put back in a request, each under the first of its names
+#: (``providers.REQUEST_FIELDS``) the family's API takes (a family without a list: OpenAI Chat's).
+_PARAMS = (
+    "max_tokens temperature top_p top_k frequency_penalty presence_penalty seed stop_sequences"
+)
 
 
 #: Scopes whose spans carry the stream flag only on a call that streams (no flag: not streamed).
@@ -46,9 +40,10 @@ def params(call: Call, a: dict[str, Any], span: dict[str, Any]) -> None:
         if v is not None and not k.startswith("_") and (known is None or k in known)
         and k not in ("model", "messages", "tools", "stream", "streaming")
     }  # fmt: skip
-    for name, keys in _PARAMS.items():
+    takes = API_PARAMS.get(call.family, API_PARAMS["openai_chat"])
+    for name in _PARAMS.split():
         value = a.get(f"gen_ai.request.{name}")
-        key = keys[call.family == "anthropic"]
+        key = next((k for k in REQUEST_FIELDS[name] if k in takes), None)
         if value is not None and key is not None:
             call.params[key] = value
             if key == "max_tokens" and call.family == "openai_chat":

@@ -40,29 +40,18 @@ _FINISH = {
     FinishReason.ERROR: "error",
 }
 
-#: Sampling parameters as request bodies spell them → ``gen_ai.request.*`` (name, kind).
-_PARAMS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("gen_ai.request.temperature", "double", ("temperature",)),
-    ("gen_ai.request.top_p", "double", ("top_p", "topP")),
-    ("gen_ai.request.top_k", "double", ("top_k", "topK")),
-    ("gen_ai.request.frequency_penalty", "double", ("frequency_penalty", "frequencyPenalty")),
-    ("gen_ai.request.presence_penalty", "double", ("presence_penalty", "presencePenalty")),
-    (
-        "gen_ai.request.max_tokens",
-        "int",
-        (
-            "max_tokens",
-            "max_completion_tokens",
-            "max_output_tokens",
-            "maxOutputTokens",
-            "maxTokens",
-            "num_predict",
-        ),
-    ),
-    ("gen_ai.request.seed", "int", ("seed",)),
-    ("gen_ai.request.choice.count", "int", ("n", "candidateCount")),
-    ("gen_ai.request.stop_sequences", "strings", ("stop", "stop_sequences", "stopSequences")),
-)
+#: Sampling parameters → their kind (what a request calls each: ``providers.REQUEST_FIELDS``).
+_PARAMS = {
+    "temperature": "double",
+    "top_p": "double",
+    "top_k": "double",
+    "frequency_penalty": "double",
+    "presence_penalty": "double",
+    "max_tokens": "int",
+    "seed": "int",
+    "choice.count": "int",
+    "stop_sequences": "strings",
+}
 
 
 def _json(v: Any) -> str:
@@ -136,8 +125,10 @@ def _tool_definitions(req: NormalisedRequest) -> list[dict[str, Any]]:
 
 def _params(req: NormalisedRequest) -> dict[str, AttrValue | None]:
     out: dict[str, AttrValue | None] = {}
-    for attr, kind, keys in _PARAMS:
-        v = next((req.params[k] for k in keys if k in req.params), None)
+    for name, kind in _PARAMS.items():
+        attr = f"gen_ai.request.{name}"
+        found = providers.request_field(req.params, name)
+        v = found[1] if found else None
         if v is None or isinstance(v, bool):
             continue
         if kind == "double" and isinstance(v, (int, float)):

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from cassettes.providers._clients import GEMINI_CLI_AUTH, start_advice
     from cassettes.providers._inferred import INFERRED, InferredFields, inferred_fields, reduced
     from cassettes.providers._masked import masked_endpoint
-    from cassettes.providers._profile import Profile
+    from cassettes.providers._profile import REQUEST_FIELDS, Profile, request_field, request_places
     from cassettes.providers._rebuild import (
         API_PARAMS,
         REBUILT,
@@ -43,6 +43,7 @@ __all__ = [
     "LLM_HOSTS",
     "OTEL_PROVIDER_HOSTS",
     "REBUILT",
+    "REQUEST_FIELDS",
     "REVERSE_UPSTREAMS",
     "WS_TURN",
     "Call",
@@ -63,6 +64,8 @@ __all__ = [
     "link_items",
     "masked_endpoint",
     "reduced",
+    "request_field",
+    "request_places",
     "reset_at",
     "start_advice",
     "versioned_path",
@@ -70,13 +73,15 @@ __all__ = [
 
 #: The names of the private modules other than ``_base`` that the façade serves, on first use:
 #: rebuilding imported calls as round trips (and what of them matching leaves out), reading OTel
-#: semconv history, and what a client started by ``looptap run`` is told.
+#: semconv history, what a client started by ``looptap run`` is told, and the request fields
+#: every API says the same setting with.
 _MODULES = {
     "_rebuild": ("API_PARAMS", "REBUILT", "Call", "chat_ids", "exchange", "link_items"),
     "_inferred": ("INFERRED", "InferredFields", "inferred_fields", "reduced"),
     "_semconv_history": ("from_parts",),
     "_clients": ("GEMINI_CLI_AUTH", "start_advice"),
     "_masked": ("masked_endpoint",),
+    "_profile": ("REQUEST_FIELDS", "request_field", "request_places"),
 }
 
 
@@ -93,7 +98,7 @@ _ADAPTERS = (
     ("bedrock", "BedrockConverse"),
     ("bedrock", "BedrockInvoke"),
     ("bedrock", "BedrockAgents"),
-    ("openai_completions", "OpenAICompletions"),
+    ("completions", "OpenAICompletions"),
     ("embeddings", "Embeddings"),
     ("cohere", "CohereChat"),
     ("anthropic", "AnthropicComplete"),
@@ -102,7 +107,7 @@ _ADAPTERS = (
     ("text_generation", "SageMaker"),
     ("writer", "Writer"),
     ("portkey", "PortkeyPrompt"),
-    ("aleph_alpha", "AlephAlpha"),
+    ("completions", "AlephAlpha"),
     ("replicate", "Replicate"),
     ("assistants", "OpenAIAssistants"),
     ("a2a", "A2A"),

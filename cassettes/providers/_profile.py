@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes.models import NormalisedResponse, Usage
+from cassettes.models import FinishReason, NormalisedResponse, Usage
 from cassettes.providers import OTEL_PROVIDER_HOSTS
 
-__all__ = ["FREE_FORM_FIELDS", "Profile", "usage_keys"]
+__all__ = [
+    "FREE_FORM_FIELDS",
+    "REQUEST_FIELDS",
+    "SETTINGS",
+    "Profile",
+    "request_field",
+    "request_places",
+    "usage_keys",
+]
 
 
 def usage_keys(usage: Usage) -> dict[str, int]:
@@ -53,10 +61,68 @@ FREE_FORM_FIELDS = frozenset(
 )
 
 
+#: What a request sets (by its ``gen_ai.request.*`` name) → the fields every API family says it
+#: with (docs/WIRE.md), first the likeliest: the one table the live rewrite (``max_tokens=N``), the
+#: analysis (the cap a truncated answer hit) and the OTel export read.
+REQUEST_FIELDS: dict[str, tuple[str, ...]] = {
+    "temperature": ("temperature",),
+    "top_p": ("top_p", "topP"),
+    "top_k": ("top_k", "topK"),
+    "frequency_penalty": ("frequency_penalty", "frequencyPenalty"),
+    "presence_penalty": ("presence_penalty", "presencePenalty"),
+    "max_tokens": (
+        "max_tokens",  # OpenAI Chat (older), Anthropic, Cohere, Mistral, Writer, Replicate's LLMs
+        "max_completion_tokens",  # OpenAI Chat
+        "max_output_tokens",  # OpenAI Responses
+        "maxOutputTokens",  # Gemini's generationConfig
+        "maxTokens",  # Bedrock Converse's inferenceConfig
+        "num_predict",  # Ollama's options
+        "max_new_tokens",  # TGI's and watsonx.ai's parameters
+        "maximum_tokens",  # Aleph Alpha
+        "max_tokens_to_sample",  # Anthropic Text Completions
+        "maxTokenCount",  # Amazon Titan's textGenerationConfig
+        "max_gen_len",  # Meta Llama on Bedrock
+    ),
+    "seed": ("seed",),
+    "choice.count": ("n", "candidateCount"),
+    "stop_sequences": ("stop", "stop_sequences", "stopSequences"),
+}
+#: The objects of generation settings those fields sit in on some wires (the top level first).
+SETTINGS = (
+    "generationConfig",
+    "generation_config",
+    "options",
+    "inferenceConfig",
+    "parameters",
+    "textGenerationConfig",
+    "input",
+)
+
+
+def request_places(body: Any, name: str) -> list[tuple[dict[str, Any], tuple[str, ...], str]]:
+    """Where ``body`` (a request as sent, or its ``params``) sets ``name`` (a key of
+    :data:`REQUEST_FIELDS`): each (object, its path, the field), the top level first, then the
+    :data:`SETTINGS` objects, each in the table's order."""
+    if not isinstance(body, dict):
+        return []
+    objects = [(body, ())] + [(body[k], (k,)) for k in SETTINGS if isinstance(body.get(k), dict)]
+    return [(o, at, f) for o, at in objects for f in REQUEST_FIELDS[name] if o.get(f) is not None]
+
+
+def request_field(body: Any, name: str) -> tuple[str, Any] | None:
+    """The first of :func:`request_places`: the field's dotted path and its value."""
+    places = request_places(body, name)
+    return (".".join((*places[0][1], places[0][2])), places[0][0][places[0][2]]) if places else None
+
+
 @dataclass(frozen=True)
 class Profile:
     """What one API family's wire is and demands, as data (the defaults: an API that says none of
     it)."""
+
+    #: The API's raw finish reasons → their class (WIRE.md §G.1;
+    #: :func:`~cassettes.providers._values.finish_lookup`: a value not here is ``other``).
+    finishes: dict[str, FinishReason] = field(default_factory=dict, hash=False)
 
     # -- what the API demands of the client's dispatch (WIRE.md §G) ---------------------------
 

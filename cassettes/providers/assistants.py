@@ -231,7 +231,10 @@ class OpenAIAssistants(Provider):
     # finds it ``requires_action`` is where the model's tool calls arrive.
     poll_operations = frozenset({"retrieve_run"})
     profile = Profile(
-        price_provider="openai", otel_provider="openai", api_key_env=("OPENAI_API_KEY",)
+        finishes=_STATUS,
+        price_provider="openai",
+        otel_provider="openai",
+        api_key_env=("OPENAI_API_KEY",),
     )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:

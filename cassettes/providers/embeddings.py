@@ -43,7 +43,7 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import Profile, Provider, as_int, as_obj, as_str, azure_deployment
-from cassettes.providers.openai_completions import prompt_messages
+from cassettes.providers.completions import prompt_messages
 
 __all__ = ["Embeddings", "vectors_summary"]
 

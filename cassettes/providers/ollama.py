@@ -130,7 +130,9 @@ def render_native(answer: NormalisedResponse, stream: bool, route: str) -> Rende
     counts: dict[str, Any] = {}
     if u is not None:
         counts = {k: v for k, v in (u.raw or {}).items() if k in _USAGE_KEYS} or {
-            "prompt_eval_count": u.input_tokens or 0, "eval_count": u.output_tokens or 0}
+            "prompt_eval_count": u.input_tokens or 0,
+            "eval_count": u.output_tokens or 0,
+        }
     head = {"model": answer.model or "", "created_at": "2026-01-01T00:00:00Z"}
     wire_calls = [
         {"function": {"name": c.name or "", "arguments": call_arguments_object(c)}} for c in calls
@@ -322,7 +324,7 @@ class OllamaReplay(ReplayShapes):
 class OllamaChat(Provider):
     family = "ollama"
     # not a semconv well-known value; custom values are allowed
-    profile = Profile(otel_provider="ollama")
+    profile = Profile(finishes=_FINISH, otel_provider="ollama")
     replay = OllamaReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:

@@ -19,8 +19,8 @@ from urllib.parse import SplitResult
 
 from cassettes.models import NormalisedRequest, NormalisedResponse
 from cassettes.providers._base import Profile, Provider, as_obj, as_str, json_events
+from cassettes.providers.completions import OpenAICompletions
 from cassettes.providers.openai_chat import OpenAIChat
-from cassettes.providers.openai_completions import OpenAICompletions
 from cassettes.wire import Framed
 
 __all__ = ["PortkeyPrompt"]

@@ -152,7 +152,10 @@ class Replicate(Provider):
     family = "replicate"
     history_keys = ()
     profile = Profile(
-        price_provider=None, otel_provider="replicate", api_key_env=("REPLICATE_API_TOKEN",)
+        finishes=_STATUS,
+        price_provider=None,
+        otel_provider="replicate",
+        api_key_env=("REPLICATE_API_TOKEN",),
     )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:

@@ -45,8 +45,8 @@ from cassettes.providers._base import (
     text_parts,
 )
 from cassettes.providers._parts import StreamParts
+from cassettes.providers.completions import prompt_messages
 from cassettes.providers.openai_chat import OpenAIChat
-from cassettes.providers.openai_completions import prompt_messages
 from cassettes.wire import Event, Framed, frame
 
 __all__ = [
@@ -190,7 +190,10 @@ class TextGenerationInference(Provider):
     family = "tgi"
     history_keys = ()
     profile = Profile(
-        otel_provider="huggingface", otel_operation="text_completion", api_key_env=("HF_TOKEN",)
+        finishes=_TGI_FINISH,
+        otel_provider="huggingface",
+        otel_operation="text_completion",
+        api_key_env=("HF_TOKEN",),
     )
 
     def _route(self, url: SplitResult) -> str | None:
@@ -268,7 +271,7 @@ def _endpoint(url: SplitResult) -> tuple[str, str] | None:
 class SageMaker(Provider):
     family = "sagemaker"
     history_keys = ("messages",)  # a chat body's (OpenAI Chat's); a prompt has none
-    profile = Profile(otel_provider="aws.sagemaker")
+    profile = Profile(finishes=_TGI_FINISH, otel_provider="aws.sagemaker")
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST" or _endpoint(url) is None:

@@ -15,24 +15,20 @@ last). ``chat`` / ``chat_stream`` are OpenAI Chat Completions bodies with ``mode
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.models import ApiError, FinishReason, NormalisedRequest, NormalisedResponse, Part
+from cassettes.models import ApiError, FinishReason, NormalisedRequest, NormalisedResponse
 from cassettes.providers._base import (
     Profile,
-    Provider,
     as_int,
     as_obj,
     as_str,
     error_from_body,
-    finish_lookup,
     json_events,
     summed_usage,
-    text_parts,
 )
-from cassettes.providers._parts import TextStream
+from cassettes.providers.completions import Answers, Completions
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.text_generation import (
     chat_request,
@@ -46,16 +42,6 @@ __all__ = ["Watsonx"]
 JSON = dict[str, Any]
 
 _CHAT = OpenAIChat()
-
-_WATSONX_FINISH = {
-    "eos_token": FinishReason.COMPLETE,
-    "stop_sequence": FinishReason.COMPLETE,
-    "max_tokens": FinishReason.TRUNCATED_LENGTH,
-    "token_limit": FinishReason.TRUNCATED_CONTEXT,
-    "time_limit": FinishReason.TRUNCATED_LENGTH,
-    "cancelled": FinishReason.CANCELLED,
-    "error": FinishReason.ERROR,
-}
 
 
 def _watsonx_route(url: SplitResult) -> str | None:
@@ -85,22 +71,22 @@ _WATSONX_OPS = {
 }
 
 
-def _watsonx_result(b: JSON) -> tuple[list[Part], str | None, int | None, int | None]:
-    results = [r for r in b.get("results") or [] if isinstance(r, dict)]
-    r = results[0] if results else {}
-    return (
-        text_parts(r.get("generated_text")),
-        as_str(r.get("stop_reason")),
-        as_int(r.get("input_token_count")),
-        as_int(r.get("generated_token_count")),
-    )
-
-
-class Watsonx(Provider):
+class Watsonx(Completions):
     family = "watsonx"
     history_keys = ("messages",)  # a chat body's (OpenAI Chat's); a prompt has none
     profile = Profile(
-        price_provider=None, otel_provider="ibm.watsonx.ai", api_key_env=("WATSONX_APIKEY",)
+        price_provider=None,
+        otel_provider="ibm.watsonx.ai",
+        api_key_env=("WATSONX_APIKEY",),
+        finishes={
+            "eos_token": FinishReason.COMPLETE,
+            "stop_sequence": FinishReason.COMPLETE,
+            "max_tokens": FinishReason.TRUNCATED_LENGTH,
+            "token_limit": FinishReason.TRUNCATED_CONTEXT,
+            "time_limit": FinishReason.TRUNCATED_LENGTH,
+            "cancelled": FinishReason.CANCELLED,
+            "error": FinishReason.ERROR,
+        },
     )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
@@ -147,15 +133,7 @@ class Watsonx(Provider):
                 usage=summed_usage(n, None, {"input_token_count": n}),
                 complete=True,
             )
-        parts, raw, inp, out = _watsonx_result(b)
-        return NormalisedResponse(
-            model=as_str(b.get("model_id")),
-            parts=parts,
-            finish_reason_raw=raw,
-            finish_reason=finish_lookup(_WATSONX_FINISH, raw),
-            usage=summed_usage(inp, out, {"input_token_count": inp, "generated_token_count": out}),
-            complete=True,
-        )
+        return Answers(self, in_stream=False).body(b)
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         """``{"errors": [{"code", "message"}], "trace", "status_code"}``."""
@@ -173,35 +151,4 @@ class Watsonx(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         if any(isinstance(ev, dict) and "choices" in ev for _, ev in json_events(framed)):
             return chat_stream_without_done(framed)
-        return _WatsonxStream(self.parse_error).read(framed)
-
-
-class _WatsonxStream(TextStream):
-    """watsonx.ai ``generation_stream`` events: each a ``results`` piece, the last with the stop
-    reason."""
-
-    def __init__(self, parse_error: Callable[[Any, int | None], ApiError]) -> None:
-        super().__init__()
-        self.parse_error = parse_error
-
-    payloads = TextStream.every_event
-    finishes = _WATSONX_FINISH
-
-    def on(self, name: str | None, ev: Any) -> None:
-        if not isinstance(ev, dict):
-            return
-        if "errors" in ev:
-            self.error = self.parse_error(ev, None)
-            self.error.in_stream = True
-            return
-        self.model = self.model or as_str(ev.get("model_id"))
-        parts, r, i, o = _watsonx_result(ev)
-        for p in parts:
-            self.text("text", p.text or "")
-        self.finish_raw = r if r not in (None, "not_finished") else self.finish_raw
-        # The input count comes on the first event and 0 on the later ones; the output count is
-        # cumulative.
-        self.add_usage(summed_usage(i, o, {"input_token_count": i, "generated_token_count": o}))
-
-    def complete(self) -> bool:
-        return self.finish_raw is not None and self.error is None
+        return super().reassemble(framed)

@@ -25,8 +25,8 @@ from urllib.parse import SplitResult
 
 from cassettes.models import NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import Profile, Provider, as_obj, as_str
+from cassettes.providers.completions import OpenAICompletions, is_value_stream, value_stream
 from cassettes.providers.openai_chat import OpenAIChat
-from cassettes.providers.openai_completions import OpenAICompletions, is_value_stream, value_stream
 from cassettes.providers.text_generation import chat_stream_without_done
 from cassettes.wire import Framed
 

@@ -54,6 +54,7 @@ from cassettes.providers._base import (
 )
 from cassettes.providers.anthropic._body import (
     BEDROCK_PATH,
+    FINISH,
     STRUCTURAL,
     VERTEX_PATH,
     JSONObject,
@@ -202,6 +203,7 @@ class MessagesReplay(ReplayShapes):
 class AnthropicMessages(Provider):
     family = "anthropic"
     profile = Profile(
+        finishes=FINISH,
         pairing_errors=(
             r"`tool_use` ids were found without `tool_result` blocks immediately after",
             r"unexpected `tool_use_id` found in `tool_result` blocks",

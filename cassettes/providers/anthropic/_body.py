@@ -39,7 +39,7 @@ from cassettes.wire import Event
 #: A JSON object as it travelled (open-ended: unknown keys are kept).
 JSONObject = dict[str, Any]
 
-_FINISH = {
+FINISH = {
     "end_turn": FinishReason.COMPLETE,
     "stop_sequence": FinishReason.COMPLETE,
     "max_tokens": FinishReason.TRUNCATED_LENGTH,
@@ -66,10 +66,9 @@ VERTEX_PATH = re.compile(
 _RESPONSE_KEYS = {"id", "type", "role", "model", "content", "stop_reason", "usage"}
 
 
-
 def finish_class(raw: str | None) -> FinishReason | None:
     """The G.1 class of a ``stop_reason`` (``None`` when there is none)."""
-    return finish_lookup(_FINISH, raw)
+    return finish_lookup(FINISH, raw)
 
 
 def usage_from(u: Any) -> Usage | None:

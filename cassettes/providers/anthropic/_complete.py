@@ -93,6 +93,7 @@ class AnthropicComplete(Provider):
     family = "anthropic_complete"
     history_keys = ()
     profile = Profile(
+        finishes=_FINISH,
         price_provider="anthropic",
         otel_provider="anthropic",
         otel_operation="text_completion",

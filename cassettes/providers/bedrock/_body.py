@@ -32,7 +32,7 @@ Block = dict[str, Any]
 
 ACTIONS = {"converse": "generate", "converse-stream": "generate", "count-tokens": "count_tokens"}
 
-_FINISH = {
+FINISH = {
     "end_turn": FinishReason.COMPLETE,
     "stop_sequence": FinishReason.COMPLETE,
     "tool_use": FinishReason.TOOL_CALL,
@@ -156,7 +156,7 @@ def converse_finish(raw: str | None, trace: Any, calls: bool) -> FinishReason | 
     reason in place of the model's, so the class comes from the content: calls or text)."""
     if raw == "guardrail_intervened" and guardrail_only_masked(trace):
         return FinishReason.TOOL_CALL if calls else FinishReason.COMPLETE
-    return finish_lookup(_FINISH, raw)
+    return finish_lookup(FINISH, raw)
 
 
 def usage_from(u: Any) -> Usage | None:

@@ -29,6 +29,7 @@ from cassettes.providers._base import (
 from cassettes.providers._parts import has_calls
 from cassettes.providers.bedrock._body import (
     ACTIONS,
+    FINISH,
     STRUCTURAL,
     converse_finish,
     details_of,
@@ -64,6 +65,7 @@ class BedrockReplay(ReplayShapes):
 class BedrockConverse(Provider):
     family = "bedrock"
     profile = Profile(
+        finishes=FINISH,
         pairing_errors=(
             r"(?i)toolResult blocks? .{0,80}exceeds? the number of toolUse blocks",
             r"(?i)number of toolResult blocks .{0,60}toolUse blocks",

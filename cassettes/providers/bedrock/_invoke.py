@@ -40,15 +40,16 @@ from cassettes.providers.bedrock._body import (
 from cassettes.providers.bedrock._converse import BedrockConverse, BedrockReplay
 from cassettes.providers.bedrock._stream import CONVERSE_EVENTS
 from cassettes.providers.bedrock._text_models import (
+    TEXT_FINISH,
     chat_body,
     metrics_usage,
     text_body,
     text_stream,
 )
 from cassettes.providers.cohere import reassemble_v1, v1_request, v1_response
+from cassettes.providers.completions import prompt_messages
 from cassettes.providers.embeddings import vectors_summary
 from cassettes.providers.openai_chat import OpenAIChat
-from cassettes.providers.openai_completions import prompt_messages
 from cassettes.wire import Event, Framed
 
 __all__ = ["BedrockInvoke"]
@@ -156,7 +157,12 @@ def _synthetic(kind: Any, items: Sequence[tuple[str | None, Any]]) -> Framed:
 class BedrockInvoke(Provider):
     family = "bedrock_invoke"
     history_keys = ("messages", "chat_history")
-    profile = Profile(price_provider="aws", price_model=priced_model, otel_provider="aws.bedrock")
+    profile = Profile(
+        finishes=TEXT_FINISH,
+        price_provider="aws",
+        price_model=priced_model,
+        otel_provider="aws.bedrock",
+    )
     replay = BedrockReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:

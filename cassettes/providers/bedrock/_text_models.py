@@ -13,7 +13,7 @@ from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
 from cassettes.providers._base import as_int, as_obj, as_str, finish_lookup, latest_count
 from cassettes.providers.openai_chat import OpenAIChat
 
-_TEXT_FINISH = {
+TEXT_FINISH = {
     # Titan
     "FINISH": FinishReason.COMPLETE,
     "LENGTH": FinishReason.TRUNCATED_LENGTH,
@@ -159,7 +159,7 @@ def chat_body(b: dict[str, Any]) -> NormalisedResponse:
     if resp.finish_reason_raw is None:
         raw = _text_chunk(b)[1]
         resp.finish_reason_raw = raw
-        resp.finish_reason = finish_lookup(_TEXT_FINISH, raw, bool(resp.tool_calls))
+        resp.finish_reason = finish_lookup(TEXT_FINISH, raw, bool(resp.tool_calls))
     return resp
 
 
@@ -171,7 +171,7 @@ def text_body(b: dict[str, Any]) -> NormalisedResponse:
         id=as_str(b.get("id")),
         parts=[Part(kind="text", text=text)] if text else [],
         finish_reason_raw=raw,
-        finish_reason=finish_lookup(_TEXT_FINISH, raw),
+        finish_reason=finish_lookup(TEXT_FINISH, raw),
         usage=metrics_usage(None, {"inputTokenCount": inp, "outputTokenCount": out}),
         complete=True,
     )
@@ -191,7 +191,7 @@ def text_stream(chunks: list[dict[str, Any]]) -> NormalisedResponse:
     return NormalisedResponse(
         parts=[Part(kind="text", text=joined)] if joined else [],
         finish_reason_raw=finish,
-        finish_reason=finish_lookup(_TEXT_FINISH, finish),
+        finish_reason=finish_lookup(TEXT_FINISH, finish),
         usage=metrics_usage(None, {"inputTokenCount": inp, "outputTokenCount": out}),
         complete=finish is not None,
     )

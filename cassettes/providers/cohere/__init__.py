@@ -59,7 +59,7 @@ from cassettes.providers.cohere._v1 import (
     v1_request,
     v1_response,
 )
-from cassettes.providers.openai_completions import OpenAICompletions
+from cassettes.providers.completions import OpenAICompletions
 from cassettes.wire import Framed
 
 __all__ = ["CohereChat", "reassemble_v1", "v1_request", "v1_response"]
@@ -243,6 +243,7 @@ class CohereChat(Provider):
     family = "cohere"
     history_keys = ("messages", "chat_history")
     profile = Profile(
+        finishes=FINISH,
         price_provider="cohere",
         otel_provider="cohere",
         api_key_env=("CO_API_KEY", "COHERE_API_KEY"),

@@ -58,6 +58,7 @@ from cassettes.providers._base import (
     error_from_body,
 )
 from cassettes.providers.gemini._body import (
+    FINISH,
     METHODS,
     STRUCTURAL,
     camel,
@@ -182,6 +183,7 @@ class GenerateReplay(ReplayShapes):
 class Gemini(Provider):
     family = "gemini"
     profile = Profile(
+        finishes=FINISH,
         pairing_errors=(
             r"number of function response parts is equal to the number of function call parts",
             r"function call turn comes immediately after a "

@@ -119,7 +119,7 @@ def camel(key: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Finish reasons and usage
 
-_FINISH: dict[str, FinishReason] = {
+FINISH: dict[str, FinishReason] = {
     "STOP": FinishReason.COMPLETE,
     "MAX_TOKENS": FinishReason.TRUNCATED_LENGTH,
     "CONTINUATION": FinishReason.TRUNCATED_LENGTH,
@@ -145,7 +145,7 @@ def finish_class(raw: str | None, has_calls: bool) -> FinishReason | None:
     """WIRE.md §G.1 for Gemini: ``STOP`` with ``functionCall`` parts is a tool call."""
     if raw is None:
         return None
-    cls = _FINISH.get(raw, FinishReason.OTHER)
+    cls = FINISH.get(raw, FinishReason.OTHER)
     if cls is FinishReason.COMPLETE and has_calls:
         return FinishReason.TOOL_CALL
     return cls

@@ -217,6 +217,7 @@ class ChatReplay(ReplayShapes):
 class OpenAIChat(Provider):
     family = "openai_chat"
     profile = Profile(
+        finishes=_FINISH,
         pairing_errors=(
             r"assistant message with 'tool_calls' must be followed by tool messages",
             r"(?i)messages with role 'tool' must be a response to a prece",

@@ -24,17 +24,6 @@ __all__ = ["apply_edits", "carried"]
 #: The fields that hold a tool's schema, in the tool itself, its ``function`` or one of its function
 #: declarations: field names of the wire (docs/WIRE.md), whichever API the request is in.
 _SCHEMA_KEYS = ("parameters", "input_schema", "parametersJsonSchema", "parameters_json_schema")
-#: The fields that carry a request's output token cap, at the top level or under the generation
-#: settings (``generationConfig``, ``options``), as the OTel export reads them: field names of the
-#: wire (docs/WIRE.md), whichever API the request is in.
-_CAPS = (
-    "max_tokens",
-    "max_completion_tokens",
-    "max_output_tokens",
-    "maxOutputTokens",
-    "num_predict",
-)
-_CAP_PARENTS = ("generationConfig", "generation_config", "options")
 #: Depth of the JSON walk (a request nested deeper is not edited below it).
 _DEPTH = 64
 _CONTENT_KEYS = ("content", "output", "response")
@@ -211,21 +200,12 @@ def _with_id(item: dict[str, Any], calls: set[str], call_id: str, value: str) ->
 
 def _cap(doc: Any, tokens: int, hits: list[tuple[list[str | int], Any, Any]]) -> None:
     """Set the request's output token cap to ``tokens`` where it has one (top level, or under
-    the generation settings); a request without a cap is left as it is (none to lift)."""
-    if not isinstance(doc, dict):
-        return
-    places: list[tuple[dict[str, Any], list[str | int]]] = [(doc, [])]
-    places += [(doc[p], [p]) for p in _CAP_PARENTS if isinstance(doc.get(p), dict)]
-    for node, path in places:
-        for k in _CAPS:
-            if (
-                isinstance(node.get(k), int)
-                and not isinstance(node.get(k), bool)
-                and node[k] != tokens
-            ):
-                before = node[k]
-                node[k] = tokens
-                hits.append(([*path, k], before, tokens))
+    the generation settings: ``providers.REQUEST_FIELDS``); a request without a cap is left as it
+    is (none to lift)."""
+    for node, at, k in providers.request_places(doc, "max_tokens"):
+        if isinstance(node[k], int) and not isinstance(node[k], bool) and node[k] != tokens:
+            hits.append(([*at, k], node[k], tokens))
+            node[k] = tokens
 
 
 def _schema(

@@ -12,17 +12,17 @@ import cassettes.providers as providers
 
 EXPORTED = [
     "API_PARAMS", "FAMILIES", "GEMINI_CLI_AUTH", "INFERRED", "LLM_HOSTS", "OTEL_PROVIDER_HOSTS",
-    "REBUILT", "REVERSE_UPSTREAMS", "WS_TURN",
+    "REBUILT", "REQUEST_FIELDS", "REVERSE_UPSTREAMS", "WS_TURN",
     "Call", "Chaining", "InferredFields", "Profile", "Provider", "Rendered", "WsTurns",
     "by_family", "chat_ids", "detect", "exchange", "from_parts", "inferred_fields", "is_llm_host",
     "is_ws_turn", "link_items", "masked_endpoint",
-    "reduced", "reset_at", "start_advice", "versioned_path",
+    "reduced", "request_field", "request_places", "reset_at", "start_advice", "versioned_path",
 ]  # fmt: skip
 
 #: The adapters' modules and packages (the registry's table names them): the public modules.
 ADAPTERS = [
-    "a2a", "aleph_alpha", "anthropic", "assistants", "bedrock", "cohere", "embeddings", "gemini",
-    "mcp", "ollama", "openai_chat", "openai_completions", "openai_realtime", "openai_responses",
+    "a2a", "anthropic", "assistants", "bedrock", "cohere", "completions", "embeddings", "gemini",
+    "mcp", "ollama", "openai_chat", "openai_realtime", "openai_responses",
     "portkey", "replicate", "text_generation", "watsonx", "writer",
 ]  # fmt: skip
 
