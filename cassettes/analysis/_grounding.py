@@ -34,6 +34,13 @@ _ATTRIBUTED = re.compile(
     r"|\b(?:says?|said|states?|wrote|writes|titled|entitled|called|named)\b[^.\n]{0,40}$",
     re.IGNORECASE,
 )
+#: Speech the model puts forward itself ("you could say", "so to say", "as they say"): its own
+#: phrase, not a source's words.
+_OWN_SAY = re.compile(
+    r"\b(?:could|might|would|can|may|should|shall|'d|let's|let us|so to|as they|as people)"
+    r"\s+say\b[^.\n]{0,40}$",
+    re.IGNORECASE,
+)
 #: A quote the model searched for or typed, not a fact it asserts.
 _QUERY = re.compile(
     r"\b(?:search(?:ed|ing)?(?: for)?|quer(?:y|ied)|look(?:ed|ing)? up|typed|googl(?:e|ed|ing)"
@@ -199,6 +206,7 @@ def unsourced(answer: str, sources: str) -> list[str]:
             and len(words.split()) >= 3
             and _ATTRIBUTED.search(text[max(0, q.start() - 60) : q.start()])
             and not _QUERY.search(text[max(0, q.start() - 60) : q.start()])
+            and not _OWN_SAY.search(text[max(0, q.start() - 60) : q.start()])
             and not re.search(r"\{[\w.:]*\}|%[sd]", inner)
             and words.strip(" .,;:!?") not in low
         ):

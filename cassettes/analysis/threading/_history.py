@@ -4,7 +4,7 @@ another agent's side call), and how a link describes what the request kept of th
 
 from __future__ import annotations
 
-from cassettes.analysis._message_keys import _part_keys
+from cassettes.analysis._message_keys import _ROLE, _part_keys
 from cassettes.analysis.threading._agents import (
     agent_tool,
     choose,
@@ -18,6 +18,7 @@ from cassettes.analysis.threading._agents import (
 )
 from cassettes.analysis.threading._data import MAX_PER_PREFIX, Link, Registered, Threads, TurnInfo
 from cassettes.analysis.threading._request import Request
+from cassettes.analysis.threading._words import demo_pairs, fields_prompt, start_len
 
 #: The longest wait after a failure that still reads as a retry when the client's retry counter
 #: does not say it is one: the SDKs honour a retry-after of up to 60 s and back off for less; an
@@ -161,6 +162,9 @@ def _extends(s: Threads, r: Request, regs: list[Registered]) -> Link:
     # Compared with the conversation's latest turn, not the older turn it matched best: a
     # history that extends an earlier turn has dropped or rewritten what came after it.
     latest = s.last_of[best.conversation]
+    if latest != best.turn and few_shot_again(s, r, latest):
+        root = s.sibling_root.get(best.conversation, latest)
+        return Link(s.new_conversation(), None, "start", parent=root, branch="sibling")
     known = best.length - best.with_echo if latest == best.turn else 0
     link = describe(s, r, best.conversation, latest, "extends", known)
     if forks_running_calls(r, s.turns[latest], link):
@@ -219,3 +223,47 @@ def describe(s: Threads, r: Request, conv: str, prev: int, how: str, known: int 
     if rewritten and how == "extends":
         how = "rewritten"
     return Link(conv, prev, how, kept=kept, echoed=echoed, rewritten=rewritten)
+
+
+def answered_alike(s: Threads, r: Request, tid: int) -> bool:
+    """Turn ``tid``, a conversation's latest, was this agent's and was answered without a
+    call: a prompt may be its sibling."""
+    t = s.turns[tid]
+    return (
+        t.keys is not None
+        and not t.failed
+        and not t.echo_ids
+        and not t.echo_names
+        and t.system == r.system
+        and t.tools == r.tools
+    )
+
+
+def built_like(s: Threads, r: Request, tid: int) -> bool:
+    """The request is turn ``tid``'s (a conversation's latest, answered without a call) but for
+    its last message, a question where ``tid`` had one too: another prompt built alike."""
+    t, key, n = s.turns[tid], r.keys.key, len(r.keys.key)
+    last = r.messages[-1] if r.messages else None
+    return (
+        last is not None
+        and _ROLE.get(last.role, last.role) == "user"
+        and all(p.tool_result is None for p in last.parts)
+        and answered_alike(s, r, tid)
+        and t.length == n
+        and not any(k[0] == "r" for k in t.last_parts or ())
+        and t.keys.key[: n - 1] == key[: n - 1]  # type: ignore[union-attr]
+    )
+
+
+def few_shot_again(s: Threads, r: Request, tid: int) -> bool:
+    """A prompt optimiser's few-shot prompt built like the latest request ``tid`` of a
+    conversation but for its last question, where that request went on from an earlier one
+    (DSPy 2.5 re-sends a bootstrapped demo exactly as it was asked and answered, so the first
+    compiled prompt extends that demo's own turn): written in DSPy's fields, demo pairs and a
+    question. A sibling of ``tid``, not ``tid``'s history rewritten."""
+    return (
+        s.latest(tid)
+        and demo_pairs(r.messages, start_len(r.messages))
+        and fields_prompt(r.messages)
+        and built_like(s, r, tid)
+    )

@@ -13,7 +13,7 @@ from cassettes.analysis._message_keys import _ROLE, stable
 from cassettes.analysis._trajectory import Fields, follows
 from cassettes.analysis.threading._agents import rank
 from cassettes.analysis.threading._data import MAX_PER_PREFIX, Link, Threads, TurnInfo
-from cassettes.analysis.threading._history import describe
+from cassettes.analysis.threading._history import answered_alike, built_like, describe
 from cassettes.analysis.threading._request import Request
 from cassettes.analysis.threading._words import (
     MIN_PROMPT,
@@ -159,17 +159,11 @@ def sibling(s: Threads, r: Request) -> Link | None:
     cands = s.by_start.get(hash((r.fam, key[start - 1])))
     if not cands:
         return None
-    latest = [t for t in cands[-MAX_PER_PREFIX:] if s.latest(t) and _answered_alike(s, r, t)]
+    latest = [t for t in cands[-MAX_PER_PREFIX:] if s.latest(t) and answered_alike(s, r, t)]
     if not latest:
         return None
     # Built like a conversation's latest request: the same messages but the last.
-    same = [
-        t
-        for t in latest
-        if s.turns[t].length == n
-        and not any(k[0] == "r" for k in s.turns[t].last_parts or ())
-        and s.turns[t].keys.key[: n - 1] == key[: n - 1]  # type: ignore[union-attr]
-    ]
+    same = [t for t in latest if built_like(s, r, t)]
     if not same:
         tid = max(latest, key=lambda t: (rank(s, r, t, True), t))
         if not demo_pairs(messages, start) or _goes_on(r, s.turns[tid]):
@@ -178,20 +172,6 @@ def sibling(s: Threads, r: Request) -> Link | None:
         tid = max(same, key=lambda t: (rank(s, r, t, True), t))
     root = s.sibling_root.get(s.turns[tid].conversation, tid)
     return Link(s.new_conversation(), None, "start", parent=root, branch="sibling")
-
-
-def _answered_alike(s: Threads, r: Request, tid: int) -> bool:
-    """Turn ``tid``, a conversation's latest, was this agent's and was answered without a
-    call: a prompt may be its sibling."""
-    t = s.turns[tid]
-    return (
-        t.keys is not None
-        and not t.failed
-        and not t.echo_ids
-        and not t.echo_names
-        and t.system == r.system
-        and t.tools == r.tools
-    )
 
 
 def _goes_on(r: Request, t: TurnInfo) -> bool:

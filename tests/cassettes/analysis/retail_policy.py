@@ -6,9 +6,10 @@ address change after the items changed, one write at a time — in 20 passing co
 breaks it once, at a known turn, in each of 10 failing ones.
 
 ``AGENT`` is the agent (run by ``looptap run``, one conversation per argument: the user's messages
-joined by `` || ``); ``PASSING`` and ``FAILING`` the scripts, keyed by the first user message;
-``PLANTED`` the turn and the rule kind of each failing conversation's break; :func:`route` the
-scripted model.
+joined by `` || ``), its loop :data:`LOOP`, which :func:`agent` puts after another agent's tools
+(tests/cassettes/analysis/test_labels_recorded.py's); ``PASSING`` and ``FAILING`` the scripts,
+keyed by the first user message; ``PLANTED`` the turn and the rule kind of each failing
+conversation's break; :func:`route` the scripted model.
 """
 
 from __future__ import annotations
@@ -17,10 +18,49 @@ from dataclasses import dataclass, field
 
 from tests.support.scripted import Call, Reply, ScriptedRequest
 
-AGENT = r"""
-import json, sys
-from openai import OpenAI
+LOOP = r"""
+client = OpenAI(max_retries=0)
+for question in sys.argv[1:]:
+    first, *replies = question.split(" || ")  # the user's later messages, one per answer
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": first}]
+    try:
+        for _ in range(BOUND):
+            m = client.chat.completions.create(
+                model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
+            if not m.tool_calls:
+                print("answer:", m.content)
+                if not replies:
+                    break
+                msgs += [{"role": "assistant", "content": m.content},
+                         {"role": "user", "content": replies.pop(0)}]
+                continue
+            msgs.append({"role": "assistant", "content": m.content, "tool_calls": [
+                {"id": c.id, "type": "function", "function": {
+                    "name": c.function.name, "arguments": c.function.arguments}}
+                for c in m.tool_calls]})
+            msgs += [{"role": "tool", "tool_call_id": c.id,
+                      "content": run_tool(c.function.name, json.loads(c.function.arguments))}
+                     for c in m.tool_calls]
+    except openai.BadRequestError as exc:
+        if not REFUSALS:
+            raise
+        print("refused:", exc.status_code)
+"""
 
+
+def agent(tools: str, system: str, bound: int, refusals: bool = False) -> str:
+    """An agent's source: ``tools`` (Python defining ``TOOLS`` and ``run_tool(name, args)``),
+    then the loop — per argument (the user's messages joined by `` || ``), the model called
+    until it answers without a call (at most ``bound`` times), each call's result sent back, the
+    user's next message after each answer; a 400 is printed as ``refused: 400`` where
+    ``refusals`` (else it ends the agent)."""
+    head = f"import json, sys\nimport openai\nfrom openai import OpenAI\n{tools}\n"
+    consts = f"SYSTEM, BOUND, REFUSALS = {system!r}, {bound}, {refusals}\n"
+    return head + consts + LOOP
+
+
+AGENT = agent(
+    r"""
 def fn(name, **props):
     return {"type": "function", "function": {"name": name, "parameters": {
         "type": "object", "properties": {k: {"type": v} for k, v in props.items()}}}}
@@ -70,30 +110,10 @@ def run_tool(name, a):
             {"item_id": "I" + n + "1", "name": "kettle"},
             {"item_id": "I" + n + "2", "name": "lamp"}]})
     return json.dumps({"order_id": oid, "done": name, **a})
-
-client = OpenAI(max_retries=0)
-for question in sys.argv[1:]:
-    first, *replies = question.split(" || ")  # the user's later messages, one per answer
-    msgs = [{"role": "system", "content": "You are a retail agent. Follow the policy."},
-            {"role": "user", "content": first}]
-    for _ in range(30):
-        m = client.chat.completions.create(
-            model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
-        if not m.tool_calls:
-            print("answer:", m.content)
-            if not replies:
-                break
-            msgs += [{"role": "assistant", "content": m.content},
-                     {"role": "user", "content": replies.pop(0)}]
-            continue
-        msgs.append({"role": "assistant", "content": m.content, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {
-                "name": c.function.name, "arguments": c.function.arguments}}
-            for c in m.tool_calls]})
-        msgs += [{"role": "tool", "tool_call_id": c.id,
-                  "content": run_tool(c.function.name, json.loads(c.function.arguments))}
-                 for c in m.tool_calls]
-"""
+""",
+    "You are a retail agent. Follow the policy.",
+    30,
+)
 
 #: (email, first name, last name, zip, orders, payment methods) by user id, as the agent has them.
 USERS = {

@@ -75,6 +75,20 @@ def test_a_quote_of_the_models_own_is_no_claim() -> None:
     ]
 
 
+def test_a_phrase_the_model_says_itself_is_no_claim() -> None:
+    """llm-anthropic's corpus answer (the last false ``E.ungrounded_claim`` there): "I guess you
+    could say" puts the model's own joke forward; what a review says is still a claim."""
+    joke = (
+        "Looks like this version is still in alpha testing... I guess you could say it's going "
+        'through a "0.32a good time" before becoming stable!'
+    )
+    assert unsourced(joke, ORDER) == []
+    assert unsourced('As they say, "a watched pot never boils".', ORDER) == []
+    assert unsourced('One review says it is going through "a really good time".', ORDER) == [
+        '"a really good time"'
+    ]
+
+
 def test_a_unit_converted_from_a_source_is_grounded() -> None:
     """The corpus' weather answers: "Sunny, 22C in Paris" answered as 72°F."""
     assert unsourced("It is sunny and 72°F (about 22°C) in Paris.", "Sunny, 22C in Paris") == []

@@ -18,17 +18,15 @@ import pytest
 
 from cassettes.analysis import Finding
 from cassettes.reading import open_run
+from tests.cassettes.analysis.retail_policy import agent
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 pytestmark = needs_recorder
 
-AGENT = r"""
-import json, sys
-import openai
-from openai import OpenAI
-
+AGENT = agent(
+    r"""
 def fn(name, **props):
     return {"type": "function", "function": {"name": name, "parameters": {
         "type": "object", "properties": {k: {"type": v} for k, v in props.items()}}}}
@@ -70,33 +68,11 @@ def run_tool(name, args):
     if name == "transfer_to_human":
         return "transferred"
     return PAGES.get(args.get("url", ""), "404 page not found")
-
-client = OpenAI(max_retries=0)
-for question in sys.argv[1:]:
-    first, *replies = question.split(" || ")  # the user's later messages, one per answer
-    msgs = [{"role": "system", "content": "You are a retail support agent. Use the tools."},
-            {"role": "user", "content": first}]
-    try:
-        for _ in range(8):
-            m = client.chat.completions.create(
-                model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
-            if not m.tool_calls:
-                print("answer:", m.content)
-                if not replies:
-                    break
-                msgs += [{"role": "assistant", "content": m.content},
-                         {"role": "user", "content": replies.pop(0)}]
-                continue
-            msgs.append({"role": "assistant", "content": m.content, "tool_calls": [
-                {"id": c.id, "type": "function", "function": {
-                    "name": c.function.name, "arguments": c.function.arguments}}
-                for c in m.tool_calls]})
-            msgs += [{"role": "tool", "tool_call_id": c.id,
-                      "content": run_tool(c.function.name, json.loads(c.function.arguments))}
-                     for c in m.tool_calls]
-    except openai.BadRequestError as exc:
-        print("refused:", exc.status_code)
-"""
+""",
+    "You are a retail support agent. Use the tools.",
+    8,
+    refusals=True,
+)
 
 JAILBREAK = {
     "code": "ResponsibleAIPolicyViolation",
