@@ -308,7 +308,8 @@ def test_the_state_is_compressed_as_it_is_written_never_held_as_json() -> None:
     import tracemalloc
 
     n = 200_000  # (~24 MB of JSON lines)
-    state = {"version": 2, "turns": ({"seq": i, "hash": f"{i:0>64}", "kind": "x"} for i in range(n)),
+    turns = ({"seq": i, "hash": f"{i:0>64}", "kind": "x"} for i in range(n))
+    state = {"version": 2, "turns": turns,
              "threads": {"by_response": ([f"resp_{i}", i] for i in range(n))}}  # fmt: skip
     tracemalloc.start()
     try:
