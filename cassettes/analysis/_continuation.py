@@ -16,7 +16,7 @@ same parse. Read back only into the analyser's own types, and checked against th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cassettes.analysis._analyser import RunAnalyser
@@ -53,24 +53,33 @@ def capture(analyser: RunAnalyser) -> dict[str, Any]:
         raise TypeError("only an analyser that reloads its turns and keeps none is continued")
     tids = {id(ctx): tid for tid, ctx in st.contexts.items()}
     lasts = [ctx.seq for ctx in st.contexts.values()]
-    parked = []
-    for conv_id, p in st.parked.entries():
-        lasts.append(p.seq)
-        parked.append([conv_id, p.tid, p.seq, dump(p.final, _CLASSES), p.errors])
-    convs = []
-    for _, c in st.convs.entries():
-        turns = [tids[id(ctx)] for ctx in c.turns]  # (KeyError: not a latest turn)
-        convs.append([c.id, c.family, c.count, c.first, dump(c.state, _CLASSES), turns])
+
+    # The tables are iterators, written a line at a time (:func:`._plain_values.lines`): a
+    # conversation's state is read back from the spill and written, never all held at once.
+    # ``lasts`` grows as ``parked`` is written, before ``flagged`` (written after it) reads it,
+    # and is written itself with the head, last.
+    def parked() -> Iterator[list[Any]]:
+        for conv_id, p in st.parked.entries():
+            lasts.append(p.seq)
+            yield [conv_id, p.tid, p.seq, dump(p.final, _CLASSES), p.errors]
+
+    def convs() -> Iterator[list[Any]]:
+        for _, c in st.convs.entries():
+            turns = [tids[id(ctx)] for ctx in c.turns]  # (KeyError: not a latest turn)
+            yield [c.id, c.family, c.count, c.first, dump(c.state, _CLASSES), turns]
+
+    def flagged() -> Iterator[list[Any]]:
+        return ([s, st.flagged[s][0], dump(st.flagged[s][1], _CLASSES)]
+                for s in lasts if s in st.flagged)  # fmt: skip
+
     return {
         "version": VERSION, "first_index": analyser.first_index, "pos": st.pos,
         "handed_off": sorted(st.handed_off), "seq_of_tid": st.seq_of_tid.tolist(),
         "owned": sorted(st.owned), "errors": list(st.result.errors),
         "latest": [[c, *at] for c, at in st.latest.entries()],
         "contexts": [[tid, _context(ctx)] for tid, ctx in st.contexts.items()],
-        "histories": list(st.histories), "convs": convs, "parked": parked,
-        "flagged": [[s, st.flagged[s][0], dump(st.flagged[s][1], _CLASSES)]
-                    for s in lasts if s in st.flagged],
-        "lasts": lasts, "mcp_calls": dump(st.result.mcp_calls, _CLASSES),
+        "histories": list(st.histories), "convs": convs(), "parked": parked(),
+        "flagged": flagged(), "lasts": lasts, "mcp_calls": dump(st.result.mcp_calls, _CLASSES),
         **{name: {k: dump(v, _CLASSES) for k, v in vars(getattr(st, name)).items()}
            for name in _OWN},
         "threads": threads_state(st.threader),

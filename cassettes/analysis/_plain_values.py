@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import io
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -166,14 +165,12 @@ def _instance(v: dict[str, Any], classes: Classes) -> Any:
     return obj
 
 
-def lines(state: dict[str, Any]) -> tuple[bytes, io.BytesIO]:
+def lines(state: dict[str, Any], write: Callable[[bytes], Any]) -> None:
     """``state`` (JSON-able, its long tables iterators, at its top level or one level down) as
-    JSON lines: a head line (the rest, and each table's place and length), then each table's
-    entries, one a line, written as they come (memory holds their text, never all their values
-    at once). Returned as the head line and the buffer of the lines after it, to be written one
-    after the other (not joined: that would hold their text twice); :func:`sections` reads the
-    two, written, back."""
-    out = io.BytesIO()  # (each line written at once: orjson's bytes hold a buffer of 4 KB or more)
+    JSON lines handed to ``write`` as they come: each table's entries, one a line, then the head
+    line (the rest, and each table's place and length), last, since only then are the tables'
+    lengths known. Memory holds one entry's text at a time, never the tables' (a compressor as
+    ``write``: never their text either); :func:`sections` reads them back."""
     places: list[list[Any]] = []
 
     def flat(d: dict[str, Any], where: list[str]) -> dict[str, Any]:
@@ -182,24 +179,24 @@ def lines(state: dict[str, Any]) -> tuple[bytes, io.BytesIO]:
             if isinstance(v, Iterator):
                 n = 0
                 for n, e in enumerate(v, 1):  # noqa: B007 - (the count of lines written)
-                    out.write(b"\n" + orjson.dumps(e))
+                    write(orjson.dumps(e, option=orjson.OPT_APPEND_NEWLINE))
                 places.append([*where, k, n])
             else:
                 head[k] = flat(v, [*where, k]) if isinstance(v, dict) and not where else v
         return head
 
     head = flat(state, [])
-    return orjson.dumps({"head": head, "tables": places}), out
+    write(orjson.dumps({"head": head, "tables": places}))
 
 
 def sections(data: bytes) -> dict[str, Any]:
     """What :func:`lines` wrote, each table an iterator reading its lines as it goes
     (``ValueError`` when ``data`` is not that)."""
     rows = data.split(b"\n")
-    first = orjson.loads(rows[0])
+    first = orjson.loads(rows.pop())
     if not isinstance(first, dict) or set(first) != {"head", "tables"}:
         raise _bad("a head")
-    head, at = first["head"], 1
+    head, at = first["head"], 0
     for *where, n in first["tables"] if isinstance(first["tables"], list) else ():
         into = head if len(where) == 1 else head.get(where[0])
         if type(n) is not int or n < 0 or not isinstance(into, dict) or len(where) > 2:

@@ -81,29 +81,32 @@ def cmd_show(args: argparse.Namespace) -> int:
         if origin is not None:
             title += "\n" + clean_line(branch_line(origin))
             title += "".join("\n" + clean_line(line) for line in _prefix_lines(path, origin))
-        _print_lines(
-            summary_lines(
-                kept(), run.problems, title=title, total=len(run.exchanges), families=run.families
-            )
-        )
-        _print_lines(
-            analysis_lines(
-                keep.analysis(run.analysis) if keep is not None else run.analysis, growth
-            )
-        )
-        growth.close()
-        if inferred:
-            said = ", ".join(f"{code} ×{n}" for code, n in sorted(inferred.items()))
-            print(
-                f"\n{count(sum(inferred.values()), 'finding')} above rest on what an imported "
-                "trace did not give (looptap inferred it when it rebuilt the round trip; not "
-                f"evidence): {said}"
-            )
-        if keep is not None:
-            print(
-                f"\nfiltered ({keep.said}): {count(shown, 'round trip')} "
-                f"of {len(run.exchanges):,} shown"
-            )
+        _print_lines([title])
+
+        def text() -> Iterator[str]:  # every line after the title
+            try:
+                yield from summary_lines(
+                    kept(), run.problems, total=len(run.exchanges), families=run.families
+                )
+                yield from analysis_lines(
+                    keep.analysis(run.analysis) if keep is not None else run.analysis, growth
+                )
+            finally:
+                growth.close()
+            if inferred:
+                said = ", ".join(f"{code} ×{n}" for code, n in sorted(inferred.items()))
+                yield ""
+                yield (
+                    f"{count(sum(inferred.values()), 'finding')} above rest on what an imported "
+                    "trace did not give (looptap inferred it when it rebuilt the round trip; not "
+                    f"evidence): {said}"
+                )
+            if keep is not None:
+                yield ""
+                yield f"filtered ({keep.said}): {count(shown, 'round trip')} of {len(run.exchanges):,} shown"  # noqa: E501
+
+        # unfiltered, the text kept with a kept analysis (views are not rendered again)
+        _print_lines(text() if keep is not None else run.printed(text, "texts"))
     return EXIT_OK
 
 

@@ -229,10 +229,10 @@ class RunReader:
         return _snapshot.each_view(before, before.views, flagged, calls, self.reread,
                                   self.index.seqs, each)  # fmt: skip
 
-    def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
-        """Each round trip's printed view (:func:`._snapshot.printed`: those kept with the run's
-        kept analysis when they check out, else ``make()``'s)."""
-        return _snapshot.printed(self.index.path, self.kept_as, make)
+    def printed(self, make: Callable[[], Iterator[Any]], kind: str = "views") -> Iterator[Any]:
+        """Each round trip's printed view, or ``kind`` (:func:`._snapshot.printed`: those kept
+        with the run's kept analysis when they check out, else ``make()``'s)."""
+        return _snapshot.printed(self.index.path, self.kept_as, make, kind)
 
     def settle(self) -> None:
         """The run is read to its end and finished: hold its analysis with every turn mapped from

@@ -100,7 +100,7 @@ class Held:
     def close(self) -> None:
         return None
 
-    def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+    def printed(self, make: Callable[[], Iterator[Any]], kind: str = "views") -> Iterator[Any]:
         return make()
 
     # -- turns and round trips by seq

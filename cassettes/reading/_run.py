@@ -202,11 +202,12 @@ class Run:
         ``remember=False`` for a pass over many turns (a search): not kept in the reader's cache."""
         return self._reader.full_turn(seq, remember=remember)
 
-    def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+    def printed(self, make: Callable[[], Iterator[Any]], kind: str = "views") -> Iterator[Any]:
         """Each round trip's printed view (``show``'s, a JSON-able object per round trip, in
-        order): those kept with the run's kept analysis when they check out, else ``make()``'s,
-        kept for the next reader as they pass (docs/kept-analysis.md)."""
-        return self._reader.printed(make)
+        order; ``kind="texts"``: the lines ``show`` printed after its title, unfiltered): those
+        kept with the run's kept analysis when they check out, else ``make()``'s, kept for the
+        next reader as they pass (docs/kept-analysis.md)."""
+        return self._reader.printed(make, kind)
 
     def each_view(self, each: Callable[[Exchange, RoundTrip], T2]) -> Iterator[T2]:
         """``each(exchange, round trip)`` of every round trip, in recording order, for a printing

@@ -22,7 +22,6 @@ from cassettes.analysis import (
     RunAnalyser,
     RunAnalysis,
     capture,
-    lines,
 )
 from cassettes.reading import _analysis_cache, _view_cache
 from cassettes.reading._reread import Reread
@@ -227,18 +226,19 @@ def keep(
 
 
 def printed(
-    path: Path, generation: bytes | None, make: Callable[[], Iterator[Any]]
+    path: Path, generation: bytes | None, make: Callable[[], Iterator[Any]], kind: str = "views"
 ) -> Iterator[Any]:
-    """Each round trip's printed view: those kept with the kept analysis (``generation``) of the
-    file at ``path`` when they check out, else ``make()``'s, kept for the next reader as they
-    pass (docs/kept-analysis.md)."""
+    """Each round trip's printed view (``kind``: or the lines of text printed,
+    :data:`~._view_cache.KINDS`): those kept with the kept analysis (``generation``) of the file
+    at ``path`` when they check out, else ``make()``'s, kept for the next reader as they pass
+    (docs/kept-analysis.md)."""
     if generation is None:
         made: Iterator[Any] = make()
         return made
-    taken = _view_cache.views(path, generation)
+    taken = _view_cache.views(path, generation, kind)
     if taken is not None:
         return taken
-    return _keeping(make(), _view_cache.ViewsWriter(path, generation))
+    return _keeping(make(), _view_cache.ViewsWriter(path, generation, kind))
 
 
 def _parsed(
@@ -274,12 +274,10 @@ def _keeping(views: Iterator[Any], writer: _view_cache.ViewsWriter) -> Iterator[
 def continuation_of(analyser: RunAnalyser) -> bytes | None:
     """A reader's analysis (``analyser``) after its last round trip, before the end-of-run pass,
     as the JSON a grown file is continued from (:mod:`cassettes.analysis._continuation`),
-    compressed (:func:`~._analysis_cache.packed`); ``None`` when some of it has no plain
-    form, or it is more than :data:`~._analysis_cache.MAX_CONTINUATION` bytes (the grown
-    file is then analysed afresh)."""
+    compressed as it is written (:func:`~._analysis_cache.packed`); ``None`` when some of it has
+    no plain form, or it is more than :data:`~._analysis_cache.MAX_CONTINUATION` bytes (the
+    grown file is then analysed afresh)."""
     try:
-        head, rest = lines(capture(analyser))
+        return _analysis_cache.packed(capture(analyser))
     except (TypeError, KeyError, ValueError, RecursionError):  # (orjson's errors are TypeErrors)
         return None
-    with rest, rest.getbuffer() as view:  # (the view released before the buffer is closed)
-        return _analysis_cache.packed(head, view)

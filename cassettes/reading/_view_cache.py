@@ -1,6 +1,7 @@
 """The printed views kept with a kept analysis (docs/kept-analysis.md): what ``show``'s printing
-pass made of each round trip, kept as rows bound to the analysis they were made from
-(:class:`ViewsWriter`) and read back by the next reader of the same bytes (:func:`views`)."""
+pass made of each round trip (``views``), and the text it printed of them (``texts``: its lines
+after the title, when nothing was filtered), kept as rows bound to the analysis they were made
+from (:class:`ViewsWriter`) and read back by the next reader of the same bytes (:func:`views`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from cassettes.reading._analysis_cache import disabled
 from cassettes.reading._compression import decompressor
 from cassettes.reading._stores import TurnStore
 
-__all__ = ["ViewsWriter", "views"]
+__all__ = ["KINDS", "ViewsWriter", "views"]
+
+#: What is kept (a JSON value each, in order): the table of its rows and its ``run`` flag.
+KINDS = {"views": ("views", "views_done"), "texts": ("texts", "texts_done")}
 
 
 class ViewsWriter:
@@ -27,8 +31,9 @@ class ViewsWriter:
     generation): :meth:`commit` once the pass went through every round trip. Never raises: a view
     that cannot be kept ends the keeping."""
 
-    def __init__(self, cassette: Path, generation: bytes) -> None:
+    def __init__(self, cassette: Path, generation: bytes, kind: str = "views") -> None:
         self._cassette, self._generation = cassette, generation
+        self._table, self._done = KINDS[kind]
         self._store: TurnStore | None = TurnStore()
 
     def add(self, view: Any) -> None:
@@ -59,10 +64,12 @@ class ViewsWriter:
         try:
             db.execute("BEGIN IMMEDIATE")
             if db.execute("SELECT 1 FROM run WHERE generation = ?", (self._generation,)).fetchone():
-                db.execute("DELETE FROM views")
-                for _, data in _database.blocks(file, state["blocks"]):
-                    db.execute("INSERT INTO views (data) VALUES (?)", (data,))
-                db.execute("UPDATE run SET views_done = 1")
+                db.execute(f"DELETE FROM {self._table}")  # (a table of ours: KINDS)
+                db.executemany(
+                    f"INSERT INTO {self._table} (data) VALUES (?)",
+                    ((data,) for _, data in _database.blocks(file, state["blocks"])),
+                )
+                db.execute(f"UPDATE run SET {self._done} = 1")
             db.execute("COMMIT")
         finally:
             if db.in_transaction:
@@ -75,9 +82,11 @@ class ViewsWriter:
             self._store = None
 
 
-def views(cassette: Path, generation: bytes) -> Iterator[Any] | None:
-    """The printed views kept for the kept analysis ``generation``, one by one, in order; ``None``
-    when there are none. Read in one transaction (a snapshot). Never raises."""
+def views(cassette: Path, generation: bytes, kind: str = "views") -> Iterator[Any] | None:
+    """The printed views (``kind``: :data:`KINDS`) kept for the kept analysis ``generation``, one
+    by one, in order; ``None`` when there are none. Read in one transaction (a snapshot). Never
+    raises."""
+    table, done = KINDS[kind]
     if disabled():
         return None
     opened = _database.existing(cassette)
@@ -86,7 +95,7 @@ def views(cassette: Path, generation: bytes) -> Iterator[Any] | None:
     db = opened[1]
     try:
         db.execute("BEGIN")
-        row = db.execute("SELECT views_done FROM run WHERE generation = ?", (generation,))
+        row = db.execute(f"SELECT {done} FROM run WHERE generation = ?", (generation,))
         if row.fetchone() != (1,):
             db.execute("COMMIT")
             db.close()
@@ -94,15 +103,15 @@ def views(cassette: Path, generation: bytes) -> Iterator[Any] | None:
     except sqlite3.Error:
         db.close()
         return None
-    return _each_view(db)
+    return _each_view(db, table)
 
 
-def _each_view(db: sqlite3.Connection) -> Iterator[Any]:
+def _each_view(db: sqlite3.Connection, table: str) -> Iterator[Any]:
     try:
         last = 0
         while True:  # a few rows at a time (a compressed block of 256 KB of views each)
             rows = db.execute(
-                "SELECT ord, data FROM views WHERE ord > ? ORDER BY ord LIMIT 4", (last,)
+                f"SELECT ord, data FROM {table} WHERE ord > ? ORDER BY ord LIMIT 4", (last,)
             ).fetchall()
             if not rows:
                 break

@@ -46,8 +46,6 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return keep_every_run(tmp_path, monkeypatch)
 
 
-
-
 def _read(path: Path) -> tuple[list[tuple[str, int | None]], list[Any], int]:
     """Findings (code, seq), conversations and round trips of one ``open_run``."""
     run = open_run(path)
@@ -486,3 +484,46 @@ def test_a_relative_cache_directory_is_used_as_any(
     assert _read(path) == first
     assert counted.added == 0
     assert list((tmp_path / "relative-cache").glob("*.sqlite"))
+
+
+def test_a_second_show_prints_the_kept_text_without_rendering_a_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path
+) -> None:
+    """Issue 73 item 3: the first unfiltered ``show`` keeps the lines it printed after its title
+    (``texts`` rows); the next one prints them, rendering no view and no analysis table, byte for
+    byte what a fresh analysis prints. A filtered ``show`` renders its own (and keeps none), and
+    text not kept whole is not taken."""
+    import cassettes.cli.show as show
+
+    path = str(_cassette(tmp_path / "run.jsonl", [200, 500, 200]))
+    fresh = cli_output("show", "--no-cache", path)
+    filtered = cli_output("show", "--no-cache", "--layer", "A", path)
+    assert cli_output("show", "--json", path)[0] == 0  # (kept: the analysis and its views)
+    assert cli_output("show", path) == fresh  # (the views kept, rendered: the text kept)
+    db = sqlite3.connect(_db(_cache))
+    assert db.execute("SELECT count(*), texts_done FROM texts, run").fetchone() == (1, 1)
+    db.close()
+
+    def rendered(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a view was rendered again")
+
+    with monkeypatch.context() as m:
+        m.setattr(show, "summary_lines", rendered)
+        m.setattr(show, "analysis_lines", rendered)
+        assert cli_output("show", path) == fresh
+    assert cli_output("show", "--layer", "A", path) == filtered
+    assert filtered != fresh and b"A.http_error" in fresh[1]
+    db = sqlite3.connect(_db(_cache))
+    db.execute("UPDATE run SET texts_done = NULL")  # (a printing pass that did not end)
+    db.commit()
+    db.close()
+    calls: list[int] = []
+    real = show.summary_lines
+
+    def counted(*a: Any, **k: Any) -> Any:
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(show, "summary_lines", counted)
+    assert cli_output("show", path) == fresh
+    assert calls == [1]

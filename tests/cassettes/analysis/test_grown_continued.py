@@ -23,7 +23,7 @@ from scenarios import WEATHER, Call, error, openai_chat_assistant, openai_chat_r
 from scenarios import openai_chat_turn as turn
 from test_agents import _group_chat, adk_handoff, agent_as_tool
 
-from cassettes.analysis import lines, sections, spill
+from cassettes.analysis import sections, spill
 from cassettes.reading import (
     MAX_CONTINUATION,
     RunReader,
@@ -234,8 +234,9 @@ def _tampered(data: dict[str, Any], how: str) -> bytes:
         data["threads"]["by_response"] = [[1, 2]]
     elif how == "oversized":
         return compressor().compress(b" " * (MAX_CONTINUATION + 1))
-    head, rest = lines(data)
-    return packed(head, rest.getbuffer())
+    kept = packed(data)
+    assert kept is not None
+    return kept
 
 
 @pytest.mark.parametrize(
@@ -252,7 +253,7 @@ def test_a_kept_state_it_cannot_trust_is_read_afresh(
     path.write_bytes(head + b"".join(records[:30]))
     assert cli_output("show", "--json", str(path))[0] == 0
     db, packed = _kept_state(_cache)
-    data = _listed(sections(decompressor().decompress(packed)))
+    data = _listed(sections(decompressor().decompressobj().decompress(packed)))
     db.execute("UPDATE run SET continuation = ?", (_tampered(data, how),))
     db.commit()
     db.close()
@@ -298,3 +299,27 @@ def test_the_inspector_of_a_grown_run_shows_what_a_fresh_analysis_shows(
     fresh = _followed(path, cache=False)
     assert grown == fresh
     assert any("C.stopped_with_pending_calls" in codes for seq, codes in fresh if seq < 69)
+
+
+def test_the_state_is_compressed_as_it_is_written_never_held_as_json() -> None:
+    """Issue 73: the state a grown file is continued from is written a line at a time into the
+    compressor; memory never holds its JSON (a 250 MB run's first ``show`` held it whole, 21 MB
+    over its peak), and it reads back to the same tables."""
+    import tracemalloc
+
+    n = 200_000  # (~24 MB of JSON lines)
+    turns = ({"seq": i, "hash": f"{i:0>64}", "kind": "x"} for i in range(n))
+    state = {"version": 2, "turns": turns,
+             "threads": {"by_response": ([f"resp_{i}", i] for i in range(n))}}  # fmt: skip
+    tracemalloc.start()
+    try:
+        kept = packed(state)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert kept is not None
+    assert peak < 6_000_000, peak  # (the compressed bytes, and a line at a time)
+    data = sections(decompressor().decompressobj().decompress(kept))
+    assert data["version"] == 2
+    assert [t["seq"] for t in data["turns"]] == list(range(n))
+    assert list(data["threads"]["by_response"])[-1] == [f"resp_{n - 1}", n - 1]
