@@ -177,8 +177,8 @@ def _priced_key(
     usage: dict[str, int], provider: Any, model: Any, context: dict[str, Any] | None
 ) -> tuple[Any, ...] | None:
     """What a price depends on, as plain values, or ``None`` when it may depend on more: the time
-    (a model with dated or timed prices, or dated price variants and a price context), or a usage genai-prices reads its own
-    way (a float, a bool, a key it does not know)."""
+    (a model with dated or timed prices, or dated price variants and a price context), or a usage
+    genai-prices reads its own way (a float, a bool, a key it does not know)."""
     from genai_prices.types import ModelPrice
 
     if not isinstance(model.prices, ModelPrice) or (

@@ -15,8 +15,6 @@ from urllib.parse import urlsplit
 import jsonschema
 import orjson
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from pydantic import BaseModel
 from real_corpus import load
 
@@ -323,19 +321,3 @@ def test_write_docs_rewrites_a_stale_table(tmp_path: Path) -> None:
         ROOT / "docs" / "show-json.md"
     ).read_text()
     assert (tmp_path / "docs" / "roundtrip.schema.json").read_text() == schema_text()
-
-
-@given(
-    st.lists(
-        st.sampled_from(["word", "é", " ", "  ", "\n", "\t", "x" * 50, "…", "\u3000"]), max_size=400
-    ),
-    st.sampled_from([1, 2, 80, 100, 140, 200]),
-)
-def test_a_long_text_is_clipped_from_its_head_alone(pieces: list[str], n: int) -> None:
-    """``show`` clips a long text to its first characters, squashed: from the head of the text
-    when that is long enough (issue 73), the same as squashing the whole text first."""
-    from cassettes.views._roundtrip_view import _clip
-
-    text = "".join(pieces)
-    whole = " ".join(text.split())
-    assert _clip(text, n) == (whole if len(whole) <= n else whole[: n - 1] + "…")

@@ -215,7 +215,7 @@ def test_a_price_is_computed_once_per_model_and_usage(monkeypatch: pytest.Monkey
         assert (
             calc_price(dict(usage), "claude-sonnet-4-5", provider_id="anthropic", when=later)
             == first
-        )  # noqa: E501
+        )
     assert calls[0] == 1
     # other counts, another model, a bool for an int: each its own price
     calc_price({**usage, "output_tokens": 421}, "claude-sonnet-4-5", provider_id="anthropic")
