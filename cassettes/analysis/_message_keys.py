@@ -24,37 +24,16 @@ def stable(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
 
 
-#: The last texts squashed and unspaced, by text: one text is read several times a turn (the
-#: answer when it is threaded, again when the next request echoes it; a tool result by the
-#: threader and by the repeat check), each time the same result. Texts up to _MEMO_LONGEST
-#: characters; emptied when _MEMO_SIZE are kept.
-_SQUASHED: dict[str, str] = {}
-_UNSPACED: dict[str, str] = {}
-_MEMO_SIZE = 512
-_MEMO_LONGEST = 1 << 16
-
-
-def _memo(memo: dict[str, str], text: str, sep: str) -> str:
-    out = memo.get(text)
-    if out is None:
-        out = sep.join(text.split())
-        if len(text) <= _MEMO_LONGEST:
-            if len(memo) >= _MEMO_SIZE:
-                memo.clear()
-            memo[text] = out
-    return out
-
-
 def squashed(text: str | None) -> str:
     """``text`` with every run of whitespace made one space, and none at either end."""
-    return _memo(_SQUASHED, text, " ") if text else ""
+    return " ".join(text.split()) if text else ""
 
 
 def _unspaced(text: str | None) -> str:
     """``text`` with no whitespace at all: a text's key. Adjacent text parts are one text, however
     a client splits or joins them — a stream's chunks sent back as streamed (Gemini's parts, one per
     chunk, cut mid-word), blocks joined with a newline or a space."""
-    return _memo(_UNSPACED, text, "") if text else ""
+    return "".join(text.split()) if text else ""
 
 
 def _canon(value: Any, squash: bool = False) -> Any:
