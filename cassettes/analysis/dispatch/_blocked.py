@@ -37,8 +37,8 @@ _MARKUP = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.IGNORECASE | re
 def _short_page(content: str) -> str | None:
     """The text stripped, or ``None`` when it is too long to be a block page. Taking out the
     markup and squashing the whitespace never lengthens a text: one of at most
-    :data:`_BLOCK_PAGE_LEN` characters is short as it is; a text without markup is squashed once
-    (the threader squashed the same result)."""
+    :data:`_BLOCK_PAGE_LEN` characters is short as it is; a text without markup is not run through
+    the markup pattern."""
     text = content.strip()
     if len(text) <= _BLOCK_PAGE_LEN:
         return text
