@@ -75,6 +75,8 @@ ENV = {
     if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"))
 }
 SECTIONS = ("startup", "replay", "batch", "own", "inspector")
+#: Sections other benches write into the same document (bench/first_read.py), kept as they are.
+OTHER_SECTIONS = ("first read",)
 #: What a run without ``--only`` measures (``own`` writes a large run per tree: asked for by name).
 DEFAULT_SECTIONS = ("startup", "replay", "batch", "inspector")
 
@@ -594,8 +596,13 @@ def batch(trees: list[tuple[str, Path]], path: Path, rounds: int = 1) -> list[st
     what = "`open_run(path)` + its analysis (goal ≤ 20 s, ≤ 500 MB)" + (
         f"; median of {rounds} interleaved runs, highest peak" if rounds > 1 else ""
     )
-    lines.append(f"| {what} | " + " | ".join(cell(b) for b, _ in rows) + " | "
-                 + " | ".join(ratio(head, b) for b, _ in rows[1:]) + " |")
+    lines.append(
+        f"| {what} | "
+        + " | ".join(cell(b) for b, _ in rows)
+        + " | "
+        + " | ".join(ratio(head, b) for b, _ in rows[1:])
+        + " |"
+    )
     lines.append(
         "| `looptap show FILE > /dev/null` | "
         + " | ".join(f"{s:.1f} s (CPU {c:.1f} s), {r:,.0f} MB" for _, (s, c, r) in rows)
@@ -735,7 +742,9 @@ def _write(section: str, block: list[str]) -> None:
         for part in DOC.read_text().split("\n### ")[1:]:
             blocks[part.split("\n", 1)[0].strip()] = "### " + part.rstrip("\n") + "\n"
     blocks[section] = "\n".join(block).rstrip("\n") + "\n"
-    DOC.write_text(head + "".join("\n" + blocks[s] for s in SECTIONS if s in blocks))
+    DOC.write_text(
+        head + "".join("\n" + blocks[s] for s in (*SECTIONS, *OTHER_SECTIONS) if s in blocks)
+    )
     print(f"wrote {section} into {DOC}", file=sys.stderr, flush=True)
 
 

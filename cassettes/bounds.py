@@ -83,6 +83,8 @@ def shallow(value: Any, limit: int = WALK_DEPTH) -> Any:
 def _few_brackets(raw: bytes | str | None, limit: int) -> bool:
     if raw is None:
         return False
+    if len(raw) <= limit:  # (no more brackets than characters)
+        return True
     if isinstance(raw, str):
         return raw.count("[") + raw.count("{") <= limit
     return raw.count(b"[") + raw.count(b"{") <= limit
@@ -129,7 +131,10 @@ def _bound(value: Any, raw: bytes | str | None) -> tuple[Any, str | None]:
     why = None
     if not _few_brackets(raw, WALK_DEPTH) and too_deep(value, WALK_DEPTH):
         value, why = shallow(value, WALK_DEPTH), cut_reason()
-    many = raw is None or (raw.count(b",") if isinstance(raw, bytes) else raw.count(",")) > MAX_LIST
+    many = raw is None or (
+        len(raw) > MAX_LIST  # (no more commas than characters)
+        and (raw.count(b",") if isinstance(raw, bytes) else raw.count(",")) > MAX_LIST
+    )
     if many and _has_long(value):
         value = _cut_long(value)
         why = (

@@ -71,6 +71,26 @@ def _class(ranges: tuple[tuple[int, int], ...], keep: str) -> str:
 # are kept.
 _UNSAFE = re.compile(_class(_RANGES, "\n\t"))
 _UNSAFE_LINE = re.compile(_class(_RANGES, ""))
+#: The same sets' ASCII part (a class of few ranges, which the regex engine tests fast: the whole
+#: class takes ~1 µs a character, most of show's printing), and the runs of other characters, which
+#: alone the whole class needs to see.
+_ASCII = tuple((lo, min(hi, 0x7F)) for lo, hi in _RANGES if lo <= 0x7F)
+_FIRST = {
+    _UNSAFE: re.compile(_class(_ASCII, "\n\t")),
+    _UNSAFE_LINE: re.compile(_class(_ASCII, "")),
+}
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def _found(pattern: re.Pattern[str], text: str) -> bool:
+    """``pattern.search(text) is not None`` for :data:`_UNSAFE` or :data:`_UNSAFE_LINE` (classes
+    of single characters): the ASCII part over the text, the whole class over its other
+    characters only."""
+    if _FIRST[pattern].search(text) is not None:
+        return True
+    if text.isascii():
+        return False
+    return any(pattern.search(run) is not None for run in _NOT_ASCII.findall(text))
 
 
 def _visible(m: re.Match[str]) -> str:
@@ -98,7 +118,7 @@ def clean(text: str, *, newlines: bool = True) -> str:
     if not isinstance(text, str):
         text = str(text)
     pattern = _UNSAFE if newlines else _UNSAFE_LINE
-    if pattern.search(text) is None:
+    if not _found(pattern, text):
         return text
     return pattern.sub(_visible, text)
 
@@ -112,14 +132,14 @@ def strip_unsafe(text: str) -> str:
     """``text`` without its controls and invisible format characters (newlines and tabs kept).
     For places where the width must not change: every removed character is zero cells wide in a
     terminal, except a lone surrogate, which becomes U+FFFD."""
-    if _UNSAFE.search(text) is None:
+    if not _found(_UNSAFE, text):
         return text
     return _UNSAFE.sub(lambda m: "\ufffd" if "\ud800" <= m.group() <= "\udfff" else "", text)
 
 
 def has_unsafe(text: str) -> bool:
     """Whether :func:`clean` would change ``text`` (newlines and tabs aside)."""
-    return _UNSAFE.search(text) is not None
+    return _found(_UNSAFE, text)
 
 
 # -- the byte form: JSON and other bytes written to stdout (the same set; newline and tab kept) --
@@ -148,7 +168,7 @@ def json_safe(data: bytes) -> bytes:
     holds only ASCII structure, and orjson already escapes C0 inside strings; what it leaves raw
     (C1, bidi, zero-width, line separators) becomes an escape."""
     text = data.decode("utf-8", "surrogateescape")
-    return data if _UNSAFE.search(text) is None else _escape_text(text)
+    return data if not _found(_UNSAFE, text) else _escape_text(text)
 
 
 class SafeBinaryStream:

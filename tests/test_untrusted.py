@@ -303,3 +303,22 @@ def test_the_unsafe_table_is_unicodes_classes_for_this_python() -> None:
 )
 def test_variation_selectors_and_format_characters_are_shown(ch: str) -> None:
     assert clean("a" + ch + "b") != "a" + ch + "b" and not has_unsafe(clean("a" + ch + "b"))
+
+
+def test_every_unsafe_character_is_found_in_ascii_and_other_text() -> None:
+    """What ``clean`` finds unsafe, found fast (issue 73: the whole class costs ~1 µs a character,
+    most of show's printing; the ASCII part is tested by a small class, only the other characters
+    by the whole one): for every code point, inside ASCII and inside non-ASCII text, exactly the
+    characters of the table (newline and tab kept)."""
+    from cassettes.unsafe_chars import RANGES
+    from cassettes.untrusted import has_unsafe
+
+    unsafe = bytearray(0x110000)
+    for lo, hi in RANGES:
+        unsafe[lo : hi + 1] = b"\x01" * (hi + 1 - lo)
+    unsafe[ord("\n")] = unsafe[ord("\t")] = 0
+    for wrap in ("ab{}cd", "é{}…"):
+        got = bytes(has_unsafe(wrap.format(chr(c))) for c in range(0x110000))
+        assert got == bytes(unsafe), wrap
+    assert clean("plain … text\n") == "plain … text\n"
+    assert clean("a\x1b[31m …") == "a␛[31m …"

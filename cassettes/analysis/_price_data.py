@@ -118,6 +118,27 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> tuple[str, int]:
     return hashlib.blake2b(data, digest_size=16).hexdigest(), len(data)
 
 
+#: The usage keys a price is kept for (what the providers' ``price_usage`` give): a key genai-prices
+#: does not know warns at each call, so a usage with one always goes to the library.
+_PLAIN_KEYS = frozenset(
+    {
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cache_write_5m_tokens",
+        "cache_write_1h_tokens",
+        "output_reasoning_tokens",
+    }
+)
+#: Prices computed, by value: (provider, model, price context, usage) → (total, provider id,
+#: model id). A big run prices the same model and counts again and again (a retried call, a
+#: template an agent repeats); genai-prices takes ~0.4 ms a call. Cleared when full.
+_PRICED: dict[tuple[Any, ...], tuple[Decimal, str, str]] = {}
+_PRICED_MAX = 4096
+_PRICED_FROM: list[Any] = [None]  # the snapshot _PRICED's provider and model objects belong to
+
+
 def calc_price(
     usage: dict[str, int],
     model_ref: str,
@@ -128,13 +149,50 @@ def calc_price(
 ) -> tuple[Decimal, str, str]:
     """(total price in USD, provider id, model id) of one call: ``genai_prices.calc_price`` (which
     is ``DataSnapshot.calc`` on the bundled data). Raises ``LookupError`` for an unknown model or
-    provider and ``ValueError`` / ``ArithmeticError`` for usage genai-prices rejects."""
+    provider and ``ValueError`` / ``ArithmeticError`` for usage genai-prices rejects.
+
+    A model whose price does not change with time is priced once per (price context, usage): the
+    same values give the same price (the kept value is the library's own result)."""
     from genai_prices.types import Usage
 
-    calc = get_snapshot().calc(
-        Usage(**usage), model_ref, provider_id, None, when, price_context or None
-    )
-    return calc.total_price, calc.provider.id, calc.model.id
+    snap = get_snapshot()
+    # the lookup DataSnapshot.calc starts with (its errors are the caller's); kept by genai-prices
+    provider, model = snap.find_provider_model(model_ref, None, provider_id, None)
+    key = _priced_key(usage, provider, model, price_context)
+    if _PRICED_FROM[0] is not snap:
+        _PRICED.clear()
+        _PRICED_FROM[0] = snap
+    if key is not None and (hit := _PRICED.get(key)) is not None:
+        return hit
+    calc = snap.calc(Usage(**usage), model_ref, provider_id, None, when, price_context or None)
+    result = calc.total_price, calc.provider.id, calc.model.id
+    if key is not None:
+        if len(_PRICED) >= _PRICED_MAX:
+            _PRICED.clear()
+        _PRICED[key] = result
+    return result
+
+
+def _priced_key(
+    usage: dict[str, int], provider: Any, model: Any, context: dict[str, Any] | None
+) -> tuple[Any, ...] | None:
+    """What a price depends on, as plain values, or ``None`` when it may depend on more: the time
+    (a model with dated or timed prices, or dated price variants and a price context), or a usage
+    genai-prices reads its own way (a float, a bool, a key it does not know)."""
+    from genai_prices.types import ModelPrice
+
+    if not isinstance(model.prices, ModelPrice) or (
+        context and any(v.constraint is not None for v in model.price_variants or ())
+    ):
+        return None  # (genai-prices reads the variants only for a call with a price context)
+    if any(type(v) is not int or k not in _PLAIN_KEYS for k, v in usage.items()):
+        return None
+    try:
+        ctx = tuple(sorted(context.items())) if context else ()
+        hash(ctx)
+    except TypeError:
+        return None
+    return id(provider), id(model), ctx, tuple(usage.items())
 
 
 def provider_for_url(url: str) -> str:

@@ -171,6 +171,15 @@ def check_placeholder_argument(ctx: TurnContext) -> Iterator[Finding]:
         )
 
 
+def _says_looping(text: str) -> bool:
+    """:data:`LOOPING` in ``text``. Every phrase it finds holds ``loop`` or ``rcle`` (of
+    "circles"), letters that match only themselves and their capitals case-insensitively, so a
+    text with neither, lower-cased, is answered without the pattern (which tries each of its
+    branches at every word: ~30 µs for an answer of 1,400 characters, 2 µs this way)."""
+    low = text.lower()
+    return ("loop" in low or "rcle" in low) and LOOPING.search(text) is not None
+
+
 def check_loop_reported(ctx: TurnContext) -> Iterator[Finding]:
     """C.loop_reported_not_stopped — the agent said it is looping, twice in a row, and was called
     again. Counted per conversation (``ConversationState.state``) from each answer's text."""
@@ -178,7 +187,7 @@ def check_loop_reported(ctx: TurnContext) -> Iterator[Finding]:
     said = ctx.conv.state.get("C.loop_reported", 0)
     r = ctx.response
     text = (r.text if r is not None else "")[:20000]
-    ctx.conv.state["C.loop_reported"] = said + 1 if LOOPING.search(text) else 0
+    ctx.conv.state["C.loop_reported"] = said + 1 if _says_looping(text) else 0
     if prev is None or said < 2 or ctx.conv.state.get("C.loop_reported_said"):
         return
     ctx.conv.state["C.loop_reported_said"] = True

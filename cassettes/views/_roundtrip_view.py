@@ -32,6 +32,13 @@ __all__ = [
 
 
 def _clip(text: str, n: int = 100) -> str:
+    """``text`` squashed (whitespace runs one space) and cut to ``n`` characters. A long text's
+    squashed head is the head of it squashed: when the head alone is longer than ``n``, the rest
+    is not read."""
+    if len(text) > 8 * n:
+        head = " ".join(text[: 8 * n].split())
+        if len(head) > n:
+            return head[: n - 1] + "…"
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
 

@@ -110,13 +110,19 @@ class _SSEParser:
         # 20 MB stream took 15 s that way.
         buf = self._buf + "".join(self._pending) + text if self._pending else self._buf + text
         self._pending = []
+        line = self._line
+        if "\r" not in buf:  # LF only (nearly every stream): its lines are split at C speed
+            *lines, self._buf = buf.split("\n")
+            for one in lines:
+                line(one, offset)
+            return
         start = 0
         n = len(buf)
         for m in _EOL.finditer(buf):
             i = m.start()
             if m.end() - i == 1 and buf[i] == "\r" and i + 1 >= n and not final:
                 break  # a CR at the end of the buffer may be the first half of CRLF
-            self._line(buf[start:i], offset)
+            line(buf[start:i], offset)
             start = m.end()
         self._buf = buf[start:]
 

@@ -193,3 +193,20 @@ def test_the_recording_pipeline_decodes_what_an_entry_point_marks_encoded(tmp_pa
     assert first.request_body == body and b"".join(c for _, c in first.response_chunks) == answer
     assert first.decoded_from == "gzip"
     assert second.request_body == req_packed and second.decoded_from is None
+
+
+def test_an_lf_stream_and_its_crlf_twin_frame_alike() -> None:
+    """An LF-only stream is split at C speed, one with a CR by the CR/CRLF/LF pattern (issue 73):
+    the same events either way, however the stream is cut into chunks."""
+    events = [f'{{"type":"delta","n":{k},"text":"w{k} "}}' for k in range(40)]
+    body = "".join(f"event: delta\ndata: {e}\n\n" for e in events).encode()
+    for size in (1, 2, 7, 64, len(body)):
+        chunks = [(0.1, body[i : i + size]) for i in range(0, len(body), size)]
+        lf = parse_sse(chunks)
+        assert [e.data for e in lf.events] == events and lf.tail == ""
+        assert {e.event for e in lf.events} == {"delta"}
+        for eol in (b"\r\n", b"\r"):
+            twin = parse_sse([(t, c.replace(b"\n", eol)) for t, c in chunks])
+            assert [(e.data, e.event) for e in twin.events] == [
+                (e.data, e.event) for e in lf.events
+            ]

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 
 from cassettes.analysis._context import TurnContext, short
+from cassettes.analysis._message_keys import squashed
 from cassettes.analysis._model import Finding, Severity
 from cassettes.analysis.dispatch._results import result_texts
 from cassettes.analysis.dispatch._shared import speaker
@@ -34,13 +35,17 @@ _MARKUP = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.IGNORECASE | re
 
 
 def _short_page(content: str) -> str | None:
-    """The text stripped, or ``None`` when it is too long to be a block page."""
+    """The text stripped, or ``None`` when it is too long to be a block page. Taking out the
+    markup and squashing the whitespace never lengthens a text: one of at most
+    :data:`_BLOCK_PAGE_LEN` characters is short as it is; a text without markup is not run through
+    the markup pattern."""
     text = content.strip()
-    if len(text) > 20 * _BLOCK_PAGE_LEN or len(" ".join(_MARKUP.sub(" ", text).split())) > (
-        _BLOCK_PAGE_LEN
-    ):
+    if len(text) <= _BLOCK_PAGE_LEN:
+        return text
+    if len(text) > 20 * _BLOCK_PAGE_LEN:
         return None
-    return text
+    plain = text if "<" not in text else _MARKUP.sub(" ", text)
+    return text if len(squashed(plain)) <= _BLOCK_PAGE_LEN else None
 
 
 def blocked_page(content: str) -> str | None:

@@ -189,3 +189,65 @@ class _nothing:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts genai-prices' own price computations (``ModelPrice.calc_price``)."""
+    calls = [0]
+    real = ModelPrice.calc_price
+
+    def counted(self: ModelPrice, usage: Any) -> Any:
+        calls[0] += 1
+        return real(self, usage)
+
+    monkeypatch.setattr(ModelPrice, "calc_price", counted)
+    return calls
+
+
+def test_a_price_is_computed_once_per_model_and_usage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big run prices the same model and counts again and again: genai-prices computes it once
+    (issue 73), and every later call gives the library's own result."""
+    calls = _counting(monkeypatch)
+    usage = {"input_tokens": 73_001, "output_tokens": 420, "cache_read_tokens": 1200}
+    first = calc_price(usage, "claude-sonnet-4-5", provider_id="anthropic", when=NOW)
+    for k in range(5):
+        later = NOW + timedelta(days=k)
+        assert (
+            calc_price(dict(usage), "claude-sonnet-4-5", provider_id="anthropic", when=later)
+            == first
+        )
+    assert calls[0] == 1
+    # other counts, another model, a bool for an int: each its own price
+    calc_price({**usage, "output_tokens": 421}, "claude-sonnet-4-5", provider_id="anthropic")
+    calc_price(usage, "claude-3-5-haiku-latest", provider_id="anthropic")
+    assert calls[0] == 3
+    assert first == _library(usage, "claude-sonnet-4-5", "anthropic", NOW, None)
+    one = {"input_tokens": 10, "output_tokens": 1}
+    assert _ours(one, "gpt-4o", "openai", NOW, None) == _library(one, "gpt-4o", "openai", NOW, None)
+    flag = {"input_tokens": 10, "output_tokens": True}
+    assert _ours(flag, "gpt-4o", "openai", NOW, None) == _library(
+        flag, "gpt-4o", "openai", NOW, None
+    )
+
+
+def test_a_price_that_changes_with_time_is_computed_each_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A model with dated or timed prices (deepseek's off-peak hours) is priced at each call's
+    time, never taken from another call's."""
+    timed = [
+        (p.id, m)
+        for p in get_snapshot().providers
+        for m in p.models
+        if not isinstance(m.prices, ModelPrice)
+        and any(c.constraint is not None and hasattr(c.constraint, "start_time") for c in m.prices)
+    ]
+    assert timed, "genai-prices has no model with timed prices any more"
+    provider_id, model = timed[0]
+    usage = {"input_tokens": 100_000, "output_tokens": 5_000}
+    whens = [datetime.combine(NOW.date(), time(h, 0), tzinfo=UTC) for h in range(0, 24, 3)]
+    calls = _counting(monkeypatch)
+    got = [_ours(usage, model.id, provider_id, w, None) for w in whens]
+    assert calls[0] == len(whens)
+    assert got == [_library(usage, model.id, provider_id, w, None) for w in whens]
+    assert len({g[0] for g in got}) > 1  # the time of day chose the price

@@ -63,3 +63,33 @@ def test_a_spill_table_get_is_a_lookup_not_a_caught_key_error(
     assert list(table._hot) == [9, 8, 3]
     assert [table.get(i) for i in range(10)] == [f"value {i}" for i in range(10)]
     spill.close()
+
+
+def test_a_long_result_is_a_block_page_as_before() -> None:
+    """C.tool_result_blocked reads every tool result: a short one is short as it is, a long one
+    without a tag is squashed without the markup pattern (issue 73); what is a block page stays
+    one, what is not stays not."""
+    from cassettes.analysis.dispatch import blocked_page
+
+    page = "<html><body><h1>Sorry, you have been blocked</h1>" + "<p>ray id</p>" * 200
+    texts = [
+        "Just a moment... Enable JavaScript and cookies to continue",
+        "   Just a moment...   ",
+        "word " * 290 + "are you a robot?",  # 1,466 characters
+        "word  " * 250 + "are you a robot?",  # long, but short once squashed
+        "word " * 400 + "are you a robot?",  # too long
+        page,  # short once its tags are out
+        page.replace("<p>ray id</p>", "<p>" + "x" * 20 + "</p>"),  # long without its tags too
+        "<script>" + "x" * 5000 + "</script> verify you are human",
+    ]
+    got = [blocked_page(t) for t in texts]
+    assert got == [
+        "Just a moment...",
+        "Just a moment...",
+        "are you a robot",
+        "are you a robot",
+        None,
+        "Sorry, you have been blocked",
+        None,
+        "verify you are human",
+    ]
