@@ -13,7 +13,7 @@ import pytest
 from cassettes.reading import open_run
 from cassettes.replay.live import EditError, apply_edits, parse_edit
 from cassettes.why import interventions
-from tests.cassettes.analysis.scenarios import Call, Script
+from tests.cassettes.analysis.scenarios import Call, Script, edit_request
 from tests.replay.conftest import write
 
 #: The API's own pairing texts (docs/WIRE.md).
@@ -75,6 +75,22 @@ def test_why_puts_the_dropped_answer_back_as_the_c_repair(family: str, tmp_path:
     # a request that already carries the answer is left as it is
     again = apply_edits("POST", sent.url, body, [parse_edit(e) for e in repair.edits])
     assert again[1] == []
+
+
+def test_an_answer_changed_not_dropped_gets_no_answer_put_back(tmp_path: Path) -> None:
+    """The client kept the answer's calls but changed their arguments: putting the answer back
+    would send it twice, so no such repair is proposed (the finding stays listed without one)."""
+    calls = [Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Rome"})]
+    s = _run("openai_chat", True, calls)
+
+    def reworded(body: dict[str, object]) -> None:
+        call = body["messages"][1]["tool_calls"][0]  # type: ignore[index]
+        call["function"]["arguments"] = '{"city": "Lyon"}'
+
+    edit_request(s.exchanges[1], reworded)
+    found = interventions(open_run(write(tmp_path / "run.jsonl", s.exchanges), whole=True))
+    c = [(i.kind, i.finding) for i in found if i.layer == "C"]
+    assert c == [("c-none", "C.assistant_not_echoed")], c
 
 
 def test_a_restore_answer_edit_wants_a_list_of_items() -> None:
