@@ -58,20 +58,9 @@ def route(req: ScriptedRequest) -> Reply:
 def test_why_names_the_client_and_puts_the_dropped_answer_back(family: str, tmp_path: Path) -> None:
     (tmp_path / "rec").mkdir()
     run = record_run(tmp_path / "rec", route, *AGENT, "--family", family)
+    only_c = ("--layer", "C", "--samples", "2", "-o", str(tmp_path / "w"))
     with ScriptedUpstream(route) as fake:
-        rc, out, err = _why(
-            tmp_path,
-            run,
-            fake,
-            "--layer",
-            "C",
-            "--samples",
-            "2",
-            "-o",
-            str(tmp_path / "w"),
-            agent=AGENT,
-            family=family,
-        )
+        rc, out, err = _why(tmp_path, run, fake, *only_c, agent=AGENT, family=family)
     assert rc == 0, err[-4000:]
     lines = out.splitlines()
     assert lines[0].startswith("verdict: the client (C): C at c1 turn 1 (the dropped answer"), out
