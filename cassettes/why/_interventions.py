@@ -15,7 +15,9 @@ layer (docs/why.md "Interventions").
 * **C** — the client's dispatch at turn t repaired as its finding says it should have been, an
   edit applied to every request sent live from t on: ``C.dropped_tool_result`` → the result put
   back (``restore_result[CALL_ID]``, its text given with ``--result CALL_ID=@FILE``: the recording
-  never had it); a truncated answer taken as complete (``C.truncated_treated_as_complete``, or an
+  never had it); ``C.assistant_not_echoed`` of an answer whose results were sent without it → the
+  recorded answer put back before them (``restore_answer[CALL_ID]``, in the API's own shape); a
+  truncated answer taken as complete (``C.truncated_treated_as_complete``, or an
   ``A.truncated_length`` the client carried on from) → the cut answer continued, as a correct
   client does (``continue=N``: the fork asks the model for the rest in the API's own form, at most
   N more requests, and hands the client one answer; the budget counts those N). A C finding
@@ -37,7 +39,8 @@ from typing import Any
 import orjson
 
 from cassettes import bounds
-from cassettes.replay.live import carried, parse_edit
+from cassettes.providers import from_parts
+from cassettes.replay.live import apply_edits, carried, parse_edit
 from cassettes.why._suspects import (
     answered_back,
     last_turns,
@@ -77,7 +80,8 @@ class Intervention:
     turn: int
     #: What is changed, in a few words.
     what: str
-    #: ``e-resample``, ``e-model``, ``a-cap``, ``a-retry``, ``c-restore-result``, ``c-continue``,
+    #: ``e-resample``, ``e-model``, ``a-cap``, ``a-retry``, ``c-restore-result``,
+    #: ``c-restore-answer``, ``c-continue``,
     #: ``c-await``; ``together`` (repairs combined: :mod:`cassettes.why._together`), ``confirm``
     #: (the user's fixed agent: :mod:`cassettes.why._confirm`).
     kind: str
@@ -220,7 +224,8 @@ def _for_findings(
                 _continue(run, cut, f.code, later.get(cut, seqs), _exchange(run, by_turn.get(cut)))
             )
         elif f.layer == "C":
-            out.append(_c(f, seqs, results))
+            prev = by_turn.get((f.conversation, f.related_turn))
+            out.append(_c(f, seqs, results, prev, _exchange(run, by_turn.get(where))))
             if out[-1].kind == "c-await":
                 retried.add(where)  # the turn live again is its emission re-sampled too
         elif (refused := refusal(f, _exchange(run, by_turn.get(where)))) is not None:
@@ -241,8 +246,15 @@ def _for_findings(
     return out, retried
 
 
-def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
+def _c(
+    f: Any, seqs: list[int], results: dict[str, str], prev: Any = None, ex: Any = None
+) -> Intervention:
+    """The C repair of ``f``; ``prev``: the turn it relates to, ``ex``: its own round trip."""
     assert f.conversation is not None and f.turn is not None
+    if f.code == "C.assistant_not_echoed":
+        answer = _answer_back(f, prev, seqs, ex)
+        if answer is not None:
+            return answer
     if f.code == "C.dropped_tool_result" and f.tool_call_id:
         cid = str(f.tool_call_id)
         i = Intervention(
@@ -285,6 +297,54 @@ def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
         missing=f"looptap has no repair for {f.code} yet",
         tag=f.code,
     )
+
+
+#: The APIs whose answer looptap can put back in the history in their own shape
+#: (:func:`cassettes.providers.from_parts`).
+_ANSWER_SHAPES = ("openai_chat", "openai_responses", "anthropic", "gemini")
+
+
+def _answer_back(f: Any, prev: Any, seqs: list[int], ex: Any) -> Intervention | None:
+    """The C repair of an answer with tool calls that the client dropped from the history while
+    sending its results (the API's pairing 400 follows): the recorded answer put back before
+    them (``restore_answer[CALL_ID]``), in the API's own shape. ``None`` where the recorded
+    request has no result of its calls without the call (an answer changed, not dropped; an
+    answer without calls of the client's tools): no repair yet."""
+    calls = [c for c in prev.e.tool_calls if c.id and not c.by_server] if prev else []
+    if not calls or ex is None:
+        return None
+    cid = str(calls[0].id)
+    probe = parse_edit(f"restore_answer[{cid}]=[{{}}]")
+    if not apply_edits(ex.method, ex.url, ex.request_body, [probe])[1]:
+        return None  # the history carries the calls: the answer was changed, not dropped
+    i = Intervention(
+        "C",
+        f.conversation,
+        f.turn,
+        f"the dropped answer of turn {prev.index} put back before its calls' results",
+        "c-restore-answer",
+        f.code,
+        seqs=seqs,
+        tag=cid,
+    )
+    if prev.family not in _ANSWER_SHAPES or prev.e.reasoning:
+        i.missing = "looptap cannot rebuild this answer in the API's own shape" + (
+            " (it holds reasoning the API wants back verbatim)" if prev.e.reasoning else ""
+        )
+        return i
+    parts: list[dict[str, Any]] = [{"type": "text", "content": prev.e.text}] * bool(prev.e.text)
+    parts += [
+        {
+            "type": "tool_call",
+            "id": c.id,
+            "name": c.name,
+            "arguments": c.arguments_raw if c.arguments_raw is not None else c.arguments,
+        }
+        for c in calls
+    ]
+    _, items = from_parts(prev.family, [{"role": "assistant", "parts": parts}])
+    i.edits = [f"restore_answer[{cid}]={orjson.dumps(items).decode()}"]
+    return i
 
 
 def _continue(

@@ -24,6 +24,10 @@ planner, who sums it up (the final answer).
 ``--vary FILE``: the agent counts its runs in FILE; its 2nd, 5th, 8th … run asks another question
 (the client diverging from the recording, as a client whose prompt carries what changed does).
 
+``--drop-answer`` (Chat and Anthropic): the most common client bug: the answer that made the tool
+calls is never appended to the history, its results are sent all the same (the API answers with
+its pairing 400; the SDK raises, the agent fails).
+
 ``--bad-schema``: from its second request on, the client also offers a ``get_forecast`` tool whose
 schema the API refuses (``properties`` an array): a client bug the API answers with a 400.
 """
@@ -166,20 +170,20 @@ def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
         calls = list(msg.tool_calls or [])
         if not calls:
             return msg.content or ""
-        history.append(
-            {
-                "role": "assistant",
-                "content": msg.content,
-                "tool_calls": [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.function.name, "arguments": c.function.arguments},
-                    }
-                    for c in calls
-                ],
-            }
-        )
+        answer = {
+            "role": "assistant",
+            "content": msg.content,
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in calls
+            ],
+        }
+        if not opts.drop_answer:  # --drop-answer: the answer with the calls never goes back
+            history.append(answer)
         after = None
         for k, c in enumerate(calls):
             if agent.drop and k == 1:  # the bug: the tool runs, its result never goes back
@@ -278,9 +282,9 @@ def anthropic_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str
         uses = [b for b in msg.content if b.type == "tool_use"]
         if not uses:
             return "".join(b.text for b in msg.content if b.type == "text")
-        messages.append(
-            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]}
-        )
+        if not opts.drop_answer:  # --drop-answer: the answer with the calls never goes back
+            content = [b.model_dump(exclude_none=True) for b in msg.content]
+            messages.append({"role": "assistant", "content": content})
         after, results = None, []
         for k, b in enumerate(uses):
             if agent.drop and k == 1:
@@ -304,6 +308,7 @@ def anthropic(opts: argparse.Namespace) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--drop-second", action="store_true")
+    ap.add_argument("--drop-answer", action="store_true")
     ap.add_argument("--expect", default="sunny")
     ap.add_argument("--family", choices=("chat", "responses", "anthropic"), default="chat")
     ap.add_argument("--answer-file", help="also write the answer there (what a --check reads)")
