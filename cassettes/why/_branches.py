@@ -190,7 +190,7 @@ class Branches:
                 with self._lock:
                     self.running.discard(proc)
         said = _tail(log)
-        base = {"branch": out.name, "log": log.name, "status": rc}
+        base = {"branch": out.name, "log": log.name, "status": rc, **_sent(out)}
         broken = _fork_failed(out, said) or _unreached(out)
         if rc == 127 or broken is not None or not out.exists():
             return {
@@ -239,6 +239,13 @@ class Branches:
             for proc in self.running:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGINT)
+
+
+def _sent(branch: Path) -> dict[str, int]:
+    """``{"sent": N}``: the requests the branch sent live (the fork's note of what it served and
+    sent, in order), what the budget estimated; ``{}`` when the fork noted none."""
+    lived = fork_notes(branch)["lived"] if branch.exists() else None
+    return {} if lived is None else {"sent": sum(1 for s in lived if s is None)}
 
 
 def _fork_failed(branch: Path, said: list[str]) -> str | None:

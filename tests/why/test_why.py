@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -136,7 +137,10 @@ def _why(
     *args: str,
     agent: tuple[str, ...] = (),
     family: str = "chat",
+    budget: str = "estimate",
 ) -> tuple[int, str, str]:
+    """``looptap why RUN ARGS -- why_agent.py AGENT`` against ``fake``; with ``--json``, the
+    requests its branches sent are checked against the budget (:func:`budget_kept`)."""
     up = (
         ["--upstream", f"{'anthropic' if family == 'anthropic' else 'openai'}={fake.url}"]
         if fake is not None
@@ -162,7 +166,32 @@ def _why(
         text=True,
         cwd=tmp,
     )
+    if "--json" in args and proc.returncode in (0, 1) and proc.stdout.startswith("{"):
+        budget_kept(orjson.loads(proc.stdout), budget)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def budget_kept(doc: dict[str, Any], budget: str = "estimate") -> tuple[int, int, int]:
+    """(estimated, at most, sent) live requests of a why's branches (each intervention's
+    ``live_requests_per_sample`` and ``at_most_per_sample`` times its branches that noted what
+    they sent, against their ``sent``): never more sent than the at-most the limits are kept
+    against, and with ``budget="estimate"`` (a scripted model that answers a re-sample as it
+    answered the recording) the estimate within 10% of what was sent (issue 68 item 6).
+    ``budget="bound"``: a model that answers a re-sample otherwise sends more than the estimate
+    (its held turns go live), up to the at-most."""
+    est = most = sent = 0
+    for i in doc.get("interventions") or []:
+        noted = [b for b in i.get("branches") or [] if "sent" in b]
+        est += i["live_requests_per_sample"] * len(noted)
+        most += i["at_most_per_sample"] * len(noted)
+        sent += sum(b["sent"] for b in noted)
+    if log := os.environ.get("LOOPTAP_WHY_BUDGET_LOG"):
+        with open(log, "a") as f:
+            f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?')}\t{est}\t{most}\t{sent}\n")
+    assert sent <= most, (est, most, sent)
+    if budget == "estimate":
+        assert abs(est - sent) <= 0.1 * sent, (est, most, sent)
+    return est, most, sent
 
 
 @pytest.fixture(scope="module")
@@ -475,6 +504,8 @@ def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(
         assert out.splitlines()[0].startswith(
             "verdict: the client (C): C at c1 turn 1 (the dropped result of call"
         ), out
+        # "sufficient" only with the repaired call's exact arguments shown (issue 68 item 6)
+        assert """(get_weather({"city": "Lyon"})) put back): flipped 2/2""" in out, out
         assert err.splitlines()[0] == (
             "looptap why: the recorded run fails by the outcome (the command exits with a status "
             "other than 0): against the recording (nothing sent) the command exited 1"
