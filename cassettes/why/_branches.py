@@ -20,6 +20,7 @@ from typing import Any
 from cassettes.errors import CassetteError
 from cassettes.reading import fork_notes, open_run
 from cassettes.replay.serving import replay_env
+from cassettes.storage import open_regular
 from cassettes.untrusted import clean_line
 from cassettes.why._interventions import Intervention
 from cassettes.why._outcome import Judged, Outcome, judged_from, lived_run
@@ -242,10 +243,14 @@ class Branches:
 
 
 def _sent(branch: Path) -> dict[str, int]:
-    """``{"sent": N}``: the requests the branch sent live (the fork's note of what it served and
-    sent, in order), what the budget estimated; ``{}`` when the fork noted none."""
-    lived = fork_notes(branch)["lived"] if branch.exists() else None
-    return {} if lived is None else {"sent": sum(1 for s in lived if s is None)}
+    """``{"sent": N}``: the requests the branch sent live (its round trips: a branch file holds
+    only those, a cut answer's continuations included), what the budget estimated; ``{}`` when
+    it cannot be read."""
+    try:  # a regular file only: never blocks on a FIFO, never reads a device
+        with open_regular(branch) as f:
+            return {"sent": sum(1 for line in f if line.startswith(b'{"type":"exchange"'))}
+    except OSError:
+        return {}
 
 
 def _fork_failed(branch: Path, said: list[str]) -> str | None:

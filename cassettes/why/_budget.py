@@ -47,11 +47,14 @@ def planned_for(
     for i in chosen:
         seqs = sorted(set(i.seqs) | set(i.reach)) if most else i.seqs
         mine = [dataclasses.replace(by_seq[s], said=set()) for s in seqs if s in by_seq]
-        # the requests a sample may send beyond (a cut answer's continuations): each priced as its
-        # turn
+        # the requests a sample may send beyond (a cut answer's continuations: one expected, each
+        # at most): each priced as its turn
         start = by_seq.get(i.seqs[0]) if i.seqs else None
         mine += (
-            [dataclasses.replace(start, said=set()) for _ in range(i.extra)]
+            [
+                dataclasses.replace(start, said=set())
+                for _ in range(i.extra if most else min(i.extra, 1))
+            ]
             if start is not None
             else []
         )
@@ -87,35 +90,32 @@ def check(
     models = sorted({i.model for i in chosen if i.model})
     who = "the recorded model" + (f" and {', '.join(models)}" if models else "")
     done = {i.key: min(samples, (kept or {}).get(i.key, 0)) for i in chosen}
-
-    def left(most: bool) -> list[Any]:
-        return [
-            p for i in chosen for p in planned_for(run, [i], bases, most) * (samples - done[i.key])
-        ]
-
     branches = sum(samples - d for d in done.values())
-    said = (
-        f"{count(len(left(False)), 'request')} left to send ({branches} of "
-        f"{count(len(chosen) * samples, 'branch', 'branches')} left to run; "
-        f"{sum(done.values())} kept from the earlier run)"
-        if any(done.values())
-        else None
-    )
+    most = [p for i in chosen for p in planned_for(run, [i], bases, True) * (samples - done[i.key])]
+    expected = [p for i in chosen for p in planned_for(run, [i], bases) * (samples - done[i.key])]
 
-    def resumed(lines: list[str]) -> list[str]:
-        return [resumed_head(lines[0], said), *lines[1:]] if said else lines
+    def head(lines: list[str], n: int, at_most: bool) -> list[str]:
+        """``lines`` (check_budget's on every request, once) headed by what they count."""
+        said = f"at most {count(n, 'request')}" if at_most else count(n, "request")
+        if any(done.values()):
+            of = count(len(chosen) * samples, "branch", "branches")
+            said += (
+                f" left to send ({branches} of {of} left to run; {sum(done.values())} kept from "
+                "the earlier run)"
+            )
+        else:
+            said += (
+                f"{'' if at_most else ' expected'} ({n // max(samples, 1)} a sample of "
+                f"{count(len(chosen), 'intervention')} × {count(samples, 'sample')})"
+            )
+        return [resumed_head(lines[0], said), *lines[1:]]
 
     # the limits are kept against what the branches may send at most
-    most = left(True)
     try:
         check_budget(most, 1, max_requests, max_cost, allow_unknown, who)
     except BudgetError as exc:
-        raise BudgetError(str(exc), resumed(exc.lines)) from None
-    expected = left(False)
-    if said is None:  # the estimate, said per turn and sample
-        lines = check_budget(planned_for(run, chosen, bases), samples, None, None, True, who)
-    else:
-        lines = resumed(check_budget(expected, 1, None, None, True, who))
+        raise BudgetError(str(exc), head(exc.lines, len(most), True)) from None
+    lines = head(check_budget(expected, 1, None, None, True, who), len(expected), False)
     if len(most) > len(expected):
         lines.append(
             f"at most {count(len(most), 'request')} if re-sampled answers differ from the "

@@ -62,8 +62,9 @@ class Intervention:
 
     @property
     def live_requests(self) -> int:
-        """The live requests one sample may send: the recorded ones it re-runs, and its extra."""
-        return len(self.seqs) + self.extra
+        """The live requests one sample is expected to send: the recorded ones it re-runs, and
+        one of its extra (a cut answer continued once; at most :attr:`extra`)."""
+        return len(self.seqs) + min(self.extra, 1)
 
     @property
     def most_requests(self) -> int:

@@ -266,7 +266,8 @@ def test_dry_run_and_the_budget_guard_send_nothing(
         assert any(
             "E: the model's emission re-sampled" in ln
             and "conversation=c1:turn=0" in ln
-            and "20 live requests (2 × 10 samples)" in ln
+            # held: turn 1 served while its request matches, live at most
+            and ln.endswith("10 live requests (1 × 10 samples); at most 20")
             for ln in lines
         ), out
         assert not (tmp_path / "w").exists()
@@ -318,7 +319,11 @@ def test_another_model_is_re_sampled_too_and_priced_at_its_own_price(
         args = ("--samples", "10", "--result", f"{c_call(c_run)}=rain", "--max-cost", "0.01")
         rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", *args)
         assert (
-            rc == 0 and "40 requests (4 turns × 10 samples)" in out and "openai/gpt-4o-mini" in out
+            rc == 0
+            and "30 requests expected (3 a sample of 3 interventions × 10 samples)" in out
+            and "openai/gpt-4o-mini" in out
+            # the held re-sample of turn 0 may take turn 1 live too: the limits count that
+            and "at most 40 requests if re-sampled answers differ" in out
         ), out + err
         rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", "--model", "gpt-4o", *args)
         assert (
@@ -871,10 +876,11 @@ def test_the_continuations_of_a_cut_answer_are_counted_before_anything_is_sent(
                 "would fork at conversation=c1:turn=1 [--edit continue=3]: C: the truncated answer "
                 "not treated as complete"
             )
-            and ln.endswith("20 live requests (1 + 3 continuations × 5 samples)")
+            and ln.endswith("10 live requests (1 + 1 continuation × 5 samples); at most 20")
             for ln in out.splitlines()
         ), out
-        assert "40 requests (8 turns × 5 samples)" in out, out
+        assert "25 requests expected (5 a sample of 4 interventions × 5 samples)" in out, out
+        assert "at most 40 requests if re-sampled answers differ" in out, out
         rc, out, err = _why(
             tmp_path,
             run,
@@ -927,7 +933,7 @@ def test_the_continuations_of_a_cut_answer_are_counted_before_anything_is_sent(
         assert (
             rc == 2
             and "over --max-cost 0.000001: nothing sent" in err
-            and "20 requests (4 turns × 5 samples)" in err
+            and "at most 20 requests (4 a sample of 1 intervention × 5 samples)" in err
         ), err
         assert fake.log == [] and not (tmp_path / "w").exists()
 

@@ -76,7 +76,7 @@ def test_two_bugs_needed_together_are_found_together(tmp_path: Path) -> None:
             "--layer",
             "A",
             "--samples",
-            "3",
+            "2",
             "--result",
             f"{c_call(run)}=@lyon.txt",
             "-o",
@@ -91,7 +91,8 @@ def test_two_bugs_needed_together_are_found_together(tmp_path: Path) -> None:
     assert len(singles) == 3 and all(i["flips"] == 0 for i in singles), singles
     assert "up to" in err and "only if no single change flips it" in err, err
     assert v["determined"] and v["headline"].startswith("needed together: "), v["headline"]
-    assert v["flips"] == 3 and v["layer"] == "C+A", v
+    # K=2 is enough to tell: the pair flips every sample, every single and other pair none
+    assert v["flips"] == 2 and v["samples"] == 2 and v["layer"] == "C+A", v
     best = next(i for i in doc["interventions"] if i["key"] == v["intervention"])
     parts = " ".join(best["together"])
     assert "a-cap" in parts and "c-restore-result" in parts and "continue" not in parts, best
