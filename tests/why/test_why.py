@@ -893,12 +893,14 @@ def test_the_continuations_of_a_cut_answer_are_counted_before_anything_is_sent(
             family=family,
         )
         c = next(i for i in orjson.loads(out)["interventions"] if i["layer"] == "C")
-        assert (c["kind"], c["runnable"], c["live_requests_per_sample"], c["edits"]) == (
-            "c-continue",
-            True,
-            4,
-            ["continue=3"],
-        ), c
+        # one continuation expected; the turn and its 3 continuations at most
+        assert (
+            c["kind"],
+            c["runnable"],
+            c["live_requests_per_sample"],
+            c["at_most_per_sample"],
+            c["edits"],
+        ) == ("c-continue", True, 2, 4, ["continue=3"]), c
         rc, out, err = _why(
             tmp_path,
             run,
