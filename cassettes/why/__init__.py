@@ -13,9 +13,10 @@ directory), ``_verdict`` and ``_stats`` (its interval). Nothing here imports mit
 from cassettes.why._api import why
 from cassettes.why._budget import resumed_head
 from cassettes.why._command import cmd_why
-from cassettes.why._interventions import Intervention, interventions, refusal
+from cassettes.why._interventions import Intervention, interventions
 from cassettes.why._investigation import Refused, default_output, report_lines
 from cassettes.why._outcome import Judged, Outcome, OutcomeError, judged_from, parse_outcome
+from cassettes.why._refusal import refusal
 from cassettes.why._state import STATE, kept_flags
 from cassettes.why._stats import wilson
 from cassettes.why._together import rounds, together_verdict

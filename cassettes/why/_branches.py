@@ -20,6 +20,7 @@ from typing import Any
 from cassettes.errors import CassetteError
 from cassettes.reading import fork_notes, open_run
 from cassettes.replay.serving import replay_env
+from cassettes.storage import open_regular
 from cassettes.untrusted import clean_line
 from cassettes.why._interventions import Intervention
 from cassettes.why._outcome import Judged, Outcome, judged_from, lived_run
@@ -190,7 +191,7 @@ class Branches:
                 with self._lock:
                     self.running.discard(proc)
         said = _tail(log)
-        base = {"branch": out.name, "log": log.name, "status": rc}
+        base = {"branch": out.name, "log": log.name, "status": rc, **_sent(out)}
         broken = _fork_failed(out, said) or _unreached(out)
         if rc == 127 or broken is not None or not out.exists():
             return {
@@ -239,6 +240,17 @@ class Branches:
             for proc in self.running:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGINT)
+
+
+def _sent(branch: Path) -> dict[str, int]:
+    """``{"sent": N}``: the requests the branch sent live (its round trips: a branch file holds
+    only those, a cut answer's continuations included), what the budget estimated; ``{}`` when
+    it cannot be read."""
+    try:  # a regular file only: never blocks on a FIFO, never reads a device
+        with open_regular(branch) as f:
+            return {"sent": sum(1 for line in f if line.startswith(b'{"type":"exchange"'))}
+    except OSError:
+        return {}
 
 
 def _fork_failed(branch: Path, said: list[str]) -> str | None:

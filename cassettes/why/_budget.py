@@ -2,9 +2,13 @@
 (:func:`cassettes.replay.forking.compare.check_budget`), on the recorded turns each branch re-runs
 live.
 
-A branch re-runs live the recorded turns of its conversation from the cursor on (the agent may
-make more or fewer: the estimate is the recorded continuation's), and the requests an
-intervention may add (a cut answer's continuations: each counted, priced as the turn it continues).
+A branch re-runs live the recorded turns the fork puts live
+(:func:`cassettes.why._suspects.live_turns`: the turn, its conversation's later ones unless held,
+and for a repair the conversations its answer goes to; the agent may make more or fewer: the
+estimate is the recorded continuation's), and the requests an intervention may add (a cut
+answer's continuations: each counted, priced as the turn it continues). The limits
+(``--max-requests``, ``--max-cost``) are kept against what it may send at most: held turns and
+every linked conversation live too.
 Each turn is priced by the model the branch actually uses (``--model``, else the one the turn
 recorded), at that model's own price on the recorded usage, as ``looptap compare`` prices a
 candidate. A resumed investigation counts only the branches left to run.
@@ -30,20 +34,27 @@ from cassettes.why._interventions import Intervention
 __all__ = ["check"]
 
 
-def planned_for(run: Any, chosen: list[Intervention], bases: dict[str, str]) -> list[Any]:
+def planned_for(
+    run: Any, chosen: list[Intervention], bases: dict[str, str], most: bool = False
+) -> list[Any]:
     """One :class:`~cassettes.replay.forking.compare.Planned` per live request of one sample of
-    every intervention in ``chosen``, priced for the model that intervention uses."""
+    every intervention in ``chosen`` (``most``: every one it may reach), priced for the model
+    that intervention uses."""
 
     by_seq = {p.seq: p for p in plan_requests(run)}
     router = live_router(bases)
     out: list[Any] = []
     for i in chosen:
-        mine = [dataclasses.replace(by_seq[s], said=set()) for s in i.seqs if s in by_seq]
-        # the requests a sample may send beyond (a cut answer's continuations): each priced as its
-        # turn
+        seqs = sorted(set(i.seqs) | set(i.reach)) if most else i.seqs
+        mine = [dataclasses.replace(by_seq[s], said=set()) for s in seqs if s in by_seq]
+        # the requests a sample may send beyond (a cut answer's continuations: one expected, each
+        # at most): each priced as its turn
         start = by_seq.get(i.seqs[0]) if i.seqs else None
         mine += (
-            [dataclasses.replace(start, said=set()) for _ in range(i.extra)]
+            [
+                dataclasses.replace(start, said=set())
+                for _ in range(i.extra if most else min(i.extra, 1))
+            ]
             if start is not None
             else []
         )
@@ -79,23 +90,37 @@ def check(
     models = sorted({i.model for i in chosen if i.model})
     who = "the recorded model" + (f" and {', '.join(models)}" if models else "")
     done = {i.key: min(samples, (kept or {}).get(i.key, 0)) for i in chosen}
-    if not any(done.values()):
-        return check_budget(
-            planned_for(run, chosen, bases), samples, max_requests, max_cost, allow_unknown, who
-        )
-
-    left = [p for i in chosen for p in planned_for(run, [i], bases) * (samples - done[i.key])]
     branches = sum(samples - d for d in done.values())
-    said = (
-        f"{count(len(left), 'request')} left to send ({branches} of "
-        f"{count(len(chosen) * samples, 'branch', 'branches')} left to run; "
-        f"{sum(done.values())} kept from the earlier run)"
-    )
+    most = [p for i in chosen for p in planned_for(run, [i], bases, True) * (samples - done[i.key])]
+    expected = [p for i in chosen for p in planned_for(run, [i], bases) * (samples - done[i.key])]
 
-    def resumed(lines: list[str]) -> list[str]:
+    def head(lines: list[str], n: int, at_most: bool) -> list[str]:
+        """``lines`` (check_budget's on every request, once) headed by what they count."""
+        said = f"at most {count(n, 'request')}" if at_most else count(n, "request")
+        if any(done.values()):
+            of = count(len(chosen) * samples, "branch", "branches")
+            said += (
+                f" left to send ({branches} of {of} left to run; {sum(done.values())} kept from "
+                "the earlier run)"
+            )
+        else:
+            said += (
+                f"{'' if at_most else ' expected'} ({n // max(samples, 1)} a sample of "
+                f"{count(len(chosen), 'intervention')} × {count(samples, 'sample')})"
+            )
         return [resumed_head(lines[0], said), *lines[1:]]
 
+    # the limits are kept against what the branches may send at most
     try:
-        return resumed(check_budget(left, 1, max_requests, max_cost, allow_unknown, who))
+        check_budget(most, 1, max_requests, max_cost, allow_unknown, who)
     except BudgetError as exc:
-        raise BudgetError(str(exc), resumed(exc.lines)) from None
+        raise BudgetError(str(exc), head(exc.lines, len(most), True)) from None
+    lines = head(check_budget(expected, 1, None, None, True, who), len(expected), False)
+    if len(most) > len(expected):
+        lines.append(
+            f"at most {count(len(most), 'request')} if re-sampled answers differ from the "
+            "recording and each change reaches the conversations linked to it (held turns and "
+            "those conversations are served while their requests match); --max-requests and "
+            "--max-cost are kept against that"
+        )
+    return lines

@@ -282,10 +282,16 @@ def _dry_run(
         )
     ]
     for i in found:
-        per = f"{len(i.seqs)} + {count(i.extra, 'continuation')}" if i.extra else f"{len(i.seqs)}"
+        per = (
+            f"{len(i.seqs)} + {count(min(i.extra, 1), 'continuation')}"
+            if i.extra
+            else f"{len(i.seqs)}"
+        )
+        most = i.most_requests * args.samples
         cost = (
             f"{count(i.live_requests * args.samples, 'live request')} ({per} × "
             f"{count(args.samples, 'sample')})"
+            + (f"; at most {most}" if most > i.live_requests * args.samples else "")
             if i.missing is None
             else f"not run: {i.missing}"
         )

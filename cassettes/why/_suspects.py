@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["answered_back", "last_turns", "later_turns", "named_turns", "serious_findings"]
+__all__ = [
+    "answered_back",
+    "last_turns",
+    "later_turns",
+    "live_turns",
+    "named_turns",
+    "serious_findings",
+]
 
 #: E re-samples at most this many turns of the conversation that gave the final answer (its last).
 _LAST_TURNS = 6
@@ -48,6 +55,42 @@ def later_turns(a: Any) -> dict[tuple[str, int], list[int]]:
         for i, s in idx:
             later[(c.id, i)] = sorted([t for j, t in idx if j >= i] + [t for t in others if t > s])
     return later
+
+
+def live_turns(a: Any, where: tuple[str, int], *, held: bool, repair: bool) -> list[int]:
+    """The seqs a fork at ``where`` puts live, as far as the recording tells (what the budget
+    estimates; :func:`later_turns` is what it may reach at most): that turn; its conversation's
+    later turns unless ``held`` (served as recorded while their requests match); and for a
+    ``repair`` (C, A: a change to what the conversation says), the conversations its answer goes
+    to: those started from that turn or a later one (a sub-agent, a handoff, a group chat's next
+    speaker: all their turns) and, for a sub-agent, its parent's turns after its last. An E
+    re-sample is counted as answering as recorded: what it would reach otherwise is served while
+    it matches."""
+    convs = {c.id: c for c in a.conversations}
+    conv = convs.get(where[0])
+    if conv is None:
+        return []
+    own = [s for s in conv.turns if s in a.turns and a.turns[s].index >= where[1]]
+    out = set(own[:1] if held else own)
+    todo, seen = [where] if repair else [], set()
+    while todo:
+        cid, index = todo.pop()
+        if cid in seen or cid not in convs:
+            continue
+        seen.add(cid)
+        for d in a.conversations:
+            start = a.turns.get(d.parent_seq) if d.parent_seq is not None else None
+            if start is not None and start.conversation == cid and start.index >= index:
+                out |= {s for s in d.turns if s in a.turns}
+                todo.append((d.id, 0))
+        c = convs[cid]
+        parent = a.turns.get(c.parent_seq) if c.parent_seq is not None else None
+        if parent is not None and c.branch in ("sub_agent", "agent_tool") and c.turns:
+            after = [s for s in _seqs(a, parent.conversation) if s > c.turns[-1]]
+            out |= set(after)
+            if after:
+                todo.append((parent.conversation, a.turns[after[0]].index))
+    return sorted(out)
 
 
 def _seqs(a: Any, conversation: str) -> list[int]:

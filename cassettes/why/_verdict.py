@@ -12,6 +12,9 @@ A request the API refused for what it holds (``c-refused``: a 4xx naming a tool'
 parameter, the model) is the client's, shown by the API's message: when nothing that ran flipped
 the outcome, the verdict names it, with the fork that would test a fix, and advises no more
 samples (the same request is refused every time; more samples of what ran cannot change that).
+A refusal the client recovered from (``c-recovered``) is context, never the verdict: when nothing
+that ran flipped the outcome, the headline says so plainly (the cause is likely off the wire:
+the tools' code, the environment, the data) and names the refusal as context.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ class Tally:
             "rate": self.rate,
             "low": round(low, 4),
             "high": round(high, 4),
+            # the requests its branches sent live (against live_requests_per_sample × branches)
+            "sent": sum(int(b.get("sent") or 0) for b in self.branches),
             "branches": self.branches,
         }
 
@@ -153,16 +158,7 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
         )
     best, rivals = ranked[0], ranked[1 : len(ran)]
     if best.flips == 0:
-        return Verdict(
-            False,
-            f"nothing flipped the outcome in {count(best.samples, 'sample')} of any intervention: "
-            f"not determined with K={samples}; {_more(samples)}, or the cause is not among these "
-            "suspects" + _resting(best),
-            None,
-            [],
-            ranked,
-            samples,
-        )
+        return Verdict(False, _off_the_wire(tallies, ran, samples), None, [], ranked, samples)
     tied = [t for t in rivals if t.flips and t.interval[1] >= best.interval[0]]
     if tied and best.flips == best.samples and all(t.flips == t.samples for t in tied):
         # every one flipped it every time: more samples cannot separate two sufficient changes
@@ -289,6 +285,34 @@ def _refusal(
         [refused, *[t for t in ranked if t is not refused]],
         samples,
         refused=True,
+    )
+
+
+def _off_the_wire(tallies: list[Tally], ran: list[Tally], samples: int) -> str:
+    """The headline when nothing that ran flipped the outcome: said plainly, the cause is likely
+    where a fork cannot reach (the tools' code, the environment, the data); a refusal the client
+    recovered from is named as context; more samples are advised only to rule out a change that
+    flips the outcome rarely (the widest interval's high end)."""
+    n = sum(t.samples for t in ran)
+    tried = (
+        f"the one intervention run did not flip it in {count(n, 'sample')}"
+        if len(ran) == 1
+        else f"none of the {len(ran)} interventions run flipped it in {count(n, 'sample')}"
+    )
+    context = "".join(
+        f"; the API's refusal at {t.intervention.conversation} turn {t.intervention.turn} is "
+        f"{t.intervention.missing}"
+        for t in tallies
+        if t.intervention.kind == "c-recovered"
+    )
+    high = max(t.interval[1] for t in ran)
+    left = [t for t in ran if t.invalid]
+    return (
+        f"not determined: nothing looptap can change flipped the outcome ({tried}); the cause is "
+        "likely off the wire (the tools' code, the environment, the data the agent read), where "
+        f"a fork cannot reach{context}; a change that flips it in fewer than {high:.0%} of runs "
+        f"could still hide in K={samples}: {_more(samples)} to rule that out"
+        + (_resting(left[0]) if left else "")
     )
 
 

@@ -68,7 +68,7 @@ MAX_HEADER = 1 << 20
 #: Marks per request.
 MAX_MARKS = 256
 _LABEL = re.compile(
-    r"((?:restore_result|tool_result)\[[^\]\r\n]{1,200}\]|"
+    r"((?:restore_result|restore_answer|tool_result)\[[^\]\r\n]{1,200}\]|"
     r"user\[[0-9]{1,6}\]|system|max_tokens|continue)"
 )
 _PATH_LEN = 64

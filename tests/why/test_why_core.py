@@ -137,9 +137,12 @@ def test_the_verdict_names_the_one_that_flips_and_says_when_k_cannot_tell() -> N
     assert (
         not v.determined
         and v.best is None
-        and v.headline.startswith("nothing flipped the outcome")
-        and "try K=20" in v.headline
-    )
+        and v.headline.startswith(
+            "not determined: nothing looptap can change flipped the outcome (none of the 2 "
+            "interventions run flipped it in 10 samples); the cause is likely off the wire"
+        )
+        and "fewer than 54% of runs could still hide in K=5: try K=20 (--samples 20)" in v.headline
+    ), v.headline
 
 
 def test_more_samples_are_advised_only_when_they_can_separate_the_suspects() -> None:
@@ -387,6 +390,11 @@ def test_interventions_from_a_runs_findings_and_turns(tmp_path: Path) -> None:
         and b.seqs == [1]
     )
     assert c.edits == [] and c.missing is not None and "--result call_C=@FILE" in c.missing
+    # the repaired call is shown with its exact arguments: a flip says the result put back is
+    # enough for this call, not that the model's arguments were right (issue 68 item 6)
+    assert b.what == 'the dropped result of call call_B (get_weather({"city":"B"})) put back', (
+        b.what
+    )
     a = by_key["A-c1-t1-a-cap"]
     assert a.edits == ["max_tokens=4156"] and a.finding == "A.truncated_length"
     # the C repair of the truncated turn: the cut answer continued, its 3 continuations counted
@@ -395,11 +403,14 @@ def test_interventions_from_a_runs_findings_and_turns(tmp_path: Path) -> None:
         cont.missing is None
         and cont.edits == ["continue=3"]
         and cont.extra == 3
-        and cont.live_requests == len(cont.seqs) + 3
+        # one continuation expected, the 3 it may send at most
+        and cont.live_requests == len(cont.seqs) + 1
+        and cont.most_requests == len(cont.seqs) + 3
     )
-    assert sorted(i.turn for i in found if i.layer == "E") == [0, 1] and by_key[
-        "E-c1-t0-e-resample"
-    ].seqs == [0, 1]
+    assert sorted(i.turn for i in found if i.layer == "E") == [0, 1]
+    # the held re-sample puts its own turn live; turn 1 is served while its request matches
+    e0 = by_key["E-c1-t0-e-resample"]
+    assert (e0.seqs, e0.reach, e0.live_requests, e0.most_requests) == ([0], [0, 1], 1, 2)
 
 
 # -- issue 55: every line says what ran and what it shows ---------------------------------------

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.support import progress
 from tests.support.recorder import RECORDER, needs_recorder
@@ -44,15 +45,21 @@ class FlakyLast:
         return Reply.say(RIGHT if right else WRONG)
 
 
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The failing run (the final answer always wrong), recorded once for the module: each test
+    only forks it."""
+    return record_run(tmp_path_factory.mktemp("why-turns"), FlakyLast(wrong=True))
+
+
 def _finals(fake: ScriptedUpstream) -> int:
     return sum(1 for x in fake.log if x.request.tool_results())
 
 
-def test_a_held_fork_serves_the_later_turns_while_they_match(tmp_path: Path) -> None:
+def test_a_held_fork_serves_the_later_turns_while_they_match(run: Path, tmp_path: Path) -> None:
     """``looptap run --from RUN@conversation=c1:turn=0:hold``: turn 0 live; its answer is the
     recorded one (another call id, remapped), so turn 1's request matches and is served: one
     request reaches the fake. A turn 0 answered differently takes turn 1 live."""
-    run = record_run(tmp_path, FlakyLast(wrong=True))
 
     def fork(route: object) -> tuple[int, str, int]:
         with ScriptedUpstream(route) as fake:  # type: ignore[arg-type]
@@ -92,13 +99,14 @@ def test_a_held_fork_serves_the_later_turns_while_they_match(tmp_path: Path) -> 
     assert (rc, sent) == (0, 2), err[-3000:]
 
 
-def test_a_flaky_final_answer_is_put_on_its_own_turn_not_an_earlier_one(tmp_path: Path) -> None:
+def test_a_flaky_final_answer_is_put_on_its_own_turn_not_an_earlier_one(
+    run: Path, tmp_path: Path
+) -> None:
     """No client bug, the variance only in the last turn. Held, the re-sample of turn 0 (answered
     as recorded) leaves turn 1 served, failing: 0/5; turn 1 re-sampled flips about half: the
     verdict names c1 turn 1, determined, and advises no more samples. (On d031e55f turn 0's
     re-sample re-sampled turn 1 too: both flipped alike, "not determined … try K=20", which
     more samples never settle.)"""
-    run = record_run(tmp_path, FlakyLast(wrong=True))
     flaky = FlakyLast()
     with ScriptedUpstream(flaky) as fake:
         rc, out, err = _why(
@@ -125,13 +133,12 @@ def test_a_flaky_final_answer_is_put_on_its_own_turn_not_an_earlier_one(tmp_path
 
 
 def test_nested_re_samples_say_the_layer_and_the_earliest_turn_not_a_cause(
-    tmp_path: Path,
+    run: Path, tmp_path: Path
 ) -> None:
     """With --answer-not-matches the later turns are not held (the branch's own answer is
     judged): each re-sample from turn 0 re-samples turn 1 too, so both flip. The verdict names
     the model (E) as the layer, says the turn is not determined and why, names the earliest turn
     from which re-sampling flips, and never "try K=…" (no K separates nested re-samples)."""
-    run = record_run(tmp_path, FlakyLast(wrong=True))
     # seed 7: 7 of the first 10 draws right, so each of the two re-samples flips 2 to 5 of its 5
     with ScriptedUpstream(FlakyLast(seed=7)) as fake:
         rc, out, err = _why(

@@ -4,7 +4,7 @@ asks about the weather in Paris and Lyon, runs the tools the model calls, prints
 and exits 1 when it lacks the word the task needs (``--expect``), as a task's own check would.
 
     python why_agent.py [--drop-second] [--expect WORD] [--family chat|responses|anthropic]
-                        [--shape plain|sub-agent|handoff] [--bad-schema]
+                        [--shape plain|sub-agent|handoff] [--bad-schema [--recover]] [--tool-bug]
 
 ``--drop-second``: the client bug of the C case: of an answer's tool calls, only the first one's
 result is sent back (the second is dropped). The cap is 60 output tokens (the A case lifts it).
@@ -24,8 +24,17 @@ planner, who sums it up (the final answer).
 ``--vary FILE``: the agent counts its runs in FILE; its 2nd, 5th, 8th … run asks another question
 (the client diverging from the recording, as a client whose prompt carries what changed does).
 
+``--drop-answer`` (Chat and Anthropic): the most common client bug: the answer that made the tool
+calls is never appended to the history, its results are sent all the same (the API answers with
+its pairing 400; the SDK raises, the agent fails).
+
 ``--bad-schema``: from its second request on, the client also offers a ``get_forecast`` tool whose
-schema the API refuses (``properties`` an array): a client bug the API answers with a 400.
+schema the API refuses (``properties`` an array): a client bug the API answers with a 400. With
+``--recover`` the client recovers from it as a careful one does: on the 400 it sends the same
+history again with the schema mended (an object), and keeps the mended one.
+
+``--tool-bug``: a bug in the weather tool's own code (Lyon's weather read from the wrong row:
+"sunny"), which no request shows: the model answers right from what the tool said.
 """
 
 from __future__ import annotations
@@ -55,9 +64,15 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
+#: ``--tool-bug``: the weather tool reads Lyon's weather from Paris's row.
+TOOL_BUG: list[bool] = [False]
+
+
 def run_tool(name: str, city: str) -> str:
     if name == "get_time":
         return f"12:00 in {city}"
+    if TOOL_BUG[0] and city == "Lyon":
+        city = "Paris"
     return {"Paris": "sunny", "Lyon": "rain"}.get(city, "cloudy")
 
 
@@ -98,6 +113,32 @@ BAD: dict[str, Any] = {
         "parameters": {"type": "object", "properties": ["city"]},
     },
 }
+#: ``--recover``: the same tool with its schema mended.
+MENDED: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        **BAD["function"],
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def offered(opts: argparse.Namespace, tools: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The tools of request ``n``: with ``--bad-schema``, the refused one from the second on
+    (mended once the client recovered from its 400)."""
+    return tools + ([MENDED if opts.mended else BAD] if opts.bad_schema and n else [])
+
+
+def recovering(opts: argparse.Namespace, send: Callable[[], Any]) -> Any:
+    """``send()``; with ``--recover``, a 400 on the refused schema is answered by mending it and
+    sending the same history again (once)."""
+    try:
+        return send()
+    except Exception as exc:
+        if not (opts.recover and getattr(exc, "status_code", None) == 400 and not opts.mended):
+            raise
+        opts.mended = True
+        return send()
 
 
 @dataclass
@@ -152,34 +193,36 @@ def chat_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str:
     client = OpenAI(max_retries=0)
     history: list[dict[str, object]] = [{"role": "user", "content": question}]
     for n in range(4):
-        tools = agent.tools + ([BAD] if opts.bad_schema and n else [])
         msg = (
-            client.chat.completions.create(
-                model="gpt-4o-mini",
-                messages=[{"role": "system", "content": agent.system}, *history],
-                max_tokens=60,
-                **({"tools": tools} if tools else {}),
-            )  # type: ignore[arg-type]
+            recovering(
+                opts,
+                lambda a=agent, k=n: client.chat.completions.create(
+                    model="gpt-4o-mini",
+                    messages=[{"role": "system", "content": a.system}, *history],
+                    max_tokens=60,
+                    **({"tools": t} if (t := offered(opts, a.tools, k)) else {}),
+                ),  # type: ignore[arg-type]
+            )
             .choices[0]
             .message
         )
         calls = list(msg.tool_calls or [])
         if not calls:
             return msg.content or ""
-        history.append(
-            {
-                "role": "assistant",
-                "content": msg.content,
-                "tool_calls": [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.function.name, "arguments": c.function.arguments},
-                    }
-                    for c in calls
-                ],
-            }
-        )
+        answer = {
+            "role": "assistant",
+            "content": msg.content,
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in calls
+            ],
+        }
+        if not opts.drop_answer:  # --drop-answer: the answer with the calls never goes back
+            history.append(answer)
         after = None
         for k, c in enumerate(calls):
             if agent.drop and k == 1:  # the bug: the tool runs, its result never goes back
@@ -267,20 +310,22 @@ def anthropic_loop(opts: argparse.Namespace, agent: Agent, question: str) -> str
     client = Anthropic(max_retries=0)
     messages: list[dict[str, object]] = [{"role": "user", "content": question}]
     for n in range(4):
-        tools = agent.tools + ([BAD] if opts.bad_schema and n else [])
-        msg = client.messages.create(
-            model="claude-haiku-4-5",
-            max_tokens=60,
-            system=agent.system,
-            messages=messages,
-            **({"tools": _anthropic_tools(tools)} if tools else {}),
-        )  # type: ignore[arg-type]
+        msg = recovering(
+            opts,
+            lambda a=agent, k=n: client.messages.create(
+                model="claude-haiku-4-5",
+                max_tokens=60,
+                system=a.system,
+                messages=messages,
+                **({"tools": _anthropic_tools(t)} if (t := offered(opts, a.tools, k)) else {}),
+            ),  # type: ignore[arg-type]
+        )
         uses = [b for b in msg.content if b.type == "tool_use"]
         if not uses:
             return "".join(b.text for b in msg.content if b.type == "text")
-        messages.append(
-            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]}
-        )
+        if not opts.drop_answer:  # --drop-answer: the answer with the calls never goes back
+            content = [b.model_dump(exclude_none=True) for b in msg.content]
+            messages.append({"role": "assistant", "content": content})
         after, results = None, []
         for k, b in enumerate(uses):
             if agent.drop and k == 1:
@@ -304,6 +349,7 @@ def anthropic(opts: argparse.Namespace) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--drop-second", action="store_true")
+    ap.add_argument("--drop-answer", action="store_true")
     ap.add_argument("--expect", default="sunny")
     ap.add_argument("--family", choices=("chat", "responses", "anthropic"), default="chat")
     ap.add_argument("--answer-file", help="also write the answer there (what a --check reads)")
@@ -311,8 +357,12 @@ def main() -> int:
         "--shape", choices=("plain", "sub-agent", "sub-agents", "handoff", "group"), default="plain"
     )
     ap.add_argument("--bad-schema", action="store_true")
+    ap.add_argument("--recover", action="store_true")
+    ap.add_argument("--tool-bug", action="store_true")
     ap.add_argument("--vary", metavar="FILE")
     opts = ap.parse_args()
+    opts.mended = False
+    TOOL_BUG[0] = opts.tool_bug
     text = {"chat": chat, "responses": responses, "anthropic": anthropic}[opts.family](opts)
     print(f"answer: {text}")
     if opts.answer_file:

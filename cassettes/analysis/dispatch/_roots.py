@@ -34,6 +34,8 @@ CAUSES: dict[str, tuple[tuple[str, str], ...]] = {
         ("C.orphan_tool_result", "turn"),
         ("C.duplicate_tool_result", "turn"),
         ("C.tool_result_wrong_name", "turn"),
+        # the answer that made the calls dropped from the history, its results sent anyway
+        ("C.assistant_not_echoed", "turn"),
     ),
     # a result sent as text leaves its call unanswered
     "C.dropped_tool_result": (("C.tool_result_as_text", "call"),),
@@ -53,13 +55,24 @@ def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]
     findings = _name_wrong_ids(ctx, findings)
     before = ctx.prev.turn.findings if ctx.prev is not None else []
     out: list[Finding] = []
+    graver: dict[int, Severity] = {}  # a cause of this turn milder than what it caused
     for f in findings:
         if f.details.get("caused_by"):
             out.append(_demoted(f))
             continue
         cause = _cause_of(f, findings, before)
         out.append(_caused_by(f, cause) if cause is not None else f)
-    return out
+        if cause is not None and _rank(f.severity) > _rank(cause.severity):
+            graver[id(cause)] = f.severity
+    # the cause carries the severity: the gravest of its own and what it caused
+    return [
+        f.model_copy(update={"severity": graver[id(g)]}) if id(g) in graver else f
+        for f, g in zip(out, findings, strict=True)
+    ]
+
+
+def _rank(s: Severity) -> int:
+    return (Severity.INFO, Severity.WARNING, Severity.ERROR).index(s)
 
 
 def _cause_of(f: Finding, here: list[Finding], before: list[Finding]) -> Finding | None:

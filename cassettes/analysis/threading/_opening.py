@@ -16,13 +16,13 @@ from cassettes.analysis.threading._data import MAX_PER_PREFIX, Link, Threads, Tu
 from cassettes.analysis.threading._history import answered_alike, built_like, describe
 from cassettes.analysis.threading._request import Request
 from cassettes.analysis.threading._words import (
-    MIN_PROMPT,
     SCAN_OPENING,
     SCAN_PROMPTS,
     demo_pairs,
     fields_prompt,
     norm_prompt,
     quoted_only,
+    short,
     start_len,
 )
 
@@ -109,13 +109,23 @@ def start_link(s: Threads, r: Request) -> Link:
         if _ROLE.get(m.role, m.role) != "user":
             continue
         text = norm_prompt(" ".join(p.text for p in m.parts if p.kind == "text" and p.text))
-        if len(text) < MIN_PROMPT:
-            continue
-        found = _prompted_by(s, text)
+        found = _short_prompted_by(s, r, text) if short(text) else _prompted_by(s, text)
         if found is not None:
             link.parent, link.branch = found
             break
     return link
+
+
+def _short_prompted_by(s: Threads, r: Request, text: str) -> tuple[int, str] | None:
+    """A short first message (``hi``) is a sub-agent's only by the call that started it: the
+    whole of a call's argument, of its conversation's latest turn (the call still running),
+    made by another agent (another system prompt or tool set). Never looked for inside other
+    words: a short text matches by accident there."""
+    tid = s.prompts.get(text) if text else None
+    if tid is None or not s.latest(tid):
+        return None
+    t = s.turns[tid]
+    return (tid, "sub_agent") if t.system != r.system or t.tools != r.tools else None
 
 
 def _prompted_by(s: Threads, text: str) -> tuple[int, str] | None:
@@ -126,7 +136,8 @@ def _prompted_by(s: Threads, text: str) -> tuple[int, str] | None:
         return tid, "sub_agent"
     # A prompt the sub-agent's client wrapped in more words: the most recent few only (a run
     # of many new conversations must not scan every prompt each time).
-    for prompt, t in itertools.islice(reversed(s.prompts.items()), SCAN_PROMPTS):
+    recent = (x for x in reversed(s.prompts.items()) if not short(x[0]))
+    for prompt, t in itertools.islice(recent, SCAN_PROMPTS):
         if prompt in text:
             return t, "side_call" if quoted_only(text, prompt) else "sub_agent"
     # A request that quotes a recent call's arguments whole (Claude Code's tool-use summary:

@@ -19,21 +19,31 @@ MAX_PROMPTS = 4096
 SCAN_PROMPTS = 64
 #: Messages read at a new conversation's start for a pending call's prompt (system ones skipped).
 SCAN_OPENING = 16
-#: Shortest argument text taken as a sub-agent prompt (shorter ones match by accident).
+#: Shortest argument text looked for inside a new conversation's first words (a shorter one is
+#: taken only as the whole first message of another agent while its call runs: :func:`short`).
 MIN_PROMPT = 24
+#: Longest argument text registered as a prompt.
+MAX_PROMPT = 100_000
 
 
 def norm_prompt(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+def short(prompt: str) -> bool:
+    """A prompt too short to be looked for inside other words (it would match by accident)."""
+    return len(prompt) < MIN_PROMPT
+
+
 def prompt_strings(value: Any, out: list[str], depth: int = 0) -> None:
-    """String values of a call's arguments long enough to be a prompt (bounded walk)."""
+    """String values of a call's arguments that may be a prompt, however short (bounded walk):
+    one shorter than :data:`MIN_PROMPT` is matched only whole (:func:`short`)."""
     if depth > 8 or len(out) > 16:
         return
     if isinstance(value, str):
-        if len(value) >= MIN_PROMPT:
-            out.append(norm_prompt(value))
+        text = norm_prompt(value[:MAX_PROMPT])
+        if text:
+            out.append(text)
     elif isinstance(value, dict):
         for v in value.values():
             prompt_strings(v, out, depth + 1)

@@ -6,6 +6,10 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
     user[N]=@question.txt              the N-th user message (0: the first)
     restore_result[CALL_ID]=@file.txt  a result the client never sent for that call, put back
                                        beside the results it sent for the same answer's calls
+    restore_answer[CALL_ID]=ITEMS      the answer that made that call, which the client dropped
+                                       from the history but answered, put back before its
+                                       results (ITEMS: a JSON list of history items in the
+                                       API's own shape)
     tool_schema[NAME]=@schema.json     the JSON schema of the tool NAME offers (its parameters,
                                        whatever the API calls the field)
     max_tokens=N                       the token cap, whatever the API calls the field
@@ -18,8 +22,9 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
 A file's text is what an editor saves: its one trailing newline ends the file, not the text, and
 is left out (a second one is kept).
 
-The last three are repairs ``looptap why`` makes (docs/why.md): a dropped result put back, a
-truncated answer's cap lifted, a truncated answer not taken as complete.
+``restore_result``, ``restore_answer``, ``max_tokens`` and ``continue`` are repairs ``looptap why``
+makes (docs/why.md): a dropped result put back, a dropped answer put back, a truncated answer's cap
+lifted, a truncated answer not taken as complete.
 
 The client keeps sending the original; the replay server rewrites each request it sends on, and
 marks each item it rewrote (:mod:`cassettes.wire._edit_marks`: the item's path, the client's value).
@@ -58,7 +63,7 @@ __all__ = [
 #: The target (after an optional ``SELECTOR:``): its kind and key, and whether the value is
 #: ``@file``.
 _SPEC = re.compile(
-    r"(?:^|(?<=:))(?:(restore_result|tool_result|tool_schema)\[([^\]]{1,200})\]"
+    r"(?:^|(?<=:))(?:(restore_result|restore_answer|tool_result|tool_schema)\[([^\]]{1,200})\]"
     r"|(user)\[([0-9]{1,6})\]|(system|max_tokens|continue))=(@?)"
 )
 #: The most continuation requests ``continue=N`` may ask for per answer.
@@ -74,8 +79,8 @@ class EditError(CassetteError, ValueError):
 @dataclass
 class Edit:
     spec: str
-    #: ``tool_result``, ``system``, ``user``, ``restore_result``, ``tool_schema``, ``max_tokens``
-    #: or ``continue``.
+    #: ``tool_result``, ``system``, ``user``, ``restore_result``, ``restore_answer``,
+    #: ``tool_schema``, ``max_tokens`` or ``continue``.
     kind: str
     #: The call id (tool_result) or the index (user).
     key: str | None
@@ -142,16 +147,20 @@ _WANTS = {
     "continue": "continue wants the most continuation requests per cut answer, "
     f"1 to {MAX_CONTINUE}",
     "tool_schema": "tool_schema wants a JSON object (a schema)",
+    "restore_answer": "restore_answer wants a JSON list of history items (JSON objects)",
 }
 
 
 def _valid(kind: str, value: str) -> bool:
     """Whether an edit of ``kind`` can use ``value`` (:data:`_WANTS`)."""
-    if kind == "tool_schema":
+    if kind in ("tool_schema", "restore_answer"):
         try:
-            return isinstance(orjson.loads(value), dict)
+            doc = orjson.loads(value)
         except orjson.JSONDecodeError:
             return False
+        if kind == "tool_schema":
+            return isinstance(doc, dict)
+        return isinstance(doc, list) and bool(doc) and all(isinstance(x, dict) for x in doc)
     most = {"max_tokens": (1 << 31) - 1, "continue": MAX_CONTINUE}.get(kind)
     return most is None or (value.strip().isdigit() and 0 < int(value.strip()) <= most)
 

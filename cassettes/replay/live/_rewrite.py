@@ -56,6 +56,8 @@ def _hits(method: str, target: str, doc: Any, e: Edit) -> list[tuple[list[str | 
         _tool_result(doc, e.key or "", e.value, hits)
     elif e.kind == "restore_result":
         _restore_result(doc, e.key or "", e.value, hits)
+    elif e.kind == "restore_answer":
+        _restore_answer(doc, e.key or "", orjson.loads(e.value), hits)
     elif e.kind == "max_tokens":
         _cap(doc, int(e.value), hits)
     elif e.kind == "tool_schema":
@@ -115,6 +117,27 @@ def _restore_result(
         made = _with_id(into[at - 1], calls, call_id, value)
         into.insert(at, made)
         hits.append((where, before, made))
+        return
+
+
+def _restore_answer(
+    doc: Any, call_id: str, items: list[Any], hits: list[tuple[list[str | int], Any, Any]]
+) -> None:
+    """Put back the answer that made ``call_id`` where the client dropped it and sent its result
+    anyway: ``items`` (the answer as history items, in the API's own shape) inserted right before
+    the first result of the call, in the first list (in document order: the history) that holds
+    the result but not the call. A request that carries the call, or no result of it, is left as
+    it is. The mark's path is the list and its ``before`` the list the client sent."""
+    for node, path, _, _ in _walk(doc):
+        if not isinstance(node, list) or len(path) > _DEPTH:
+            continue
+        at = next((i for i, x in enumerate(node) if _result_of(x, {call_id})), None)
+        if at is None:
+            continue
+        if _calls_with(node, call_id) is None:
+            before = list(node)
+            node[at:at] = copy.deepcopy(items)
+            hits.append((list(path), before, items))
         return
 
 

@@ -68,6 +68,42 @@ def test_a_pairing_error_with_no_cause_on_its_turn_stays_an_error() -> None:
     assert pairing.severity is Severity.ERROR and "caused_by" not in pairing.details
 
 
+@pytest.mark.parametrize("family", ["openai_chat", "anthropic"])
+def test_a_pairing_error_after_a_dropped_answer_is_folded_under_it(family: str) -> None:
+    """Issue 71 item 8: the answer that made the calls is left out of the history, its results
+    sent anyway, and the API answers 400: the dropped answer is the root cause (it carries the
+    error), the 400 folded under it, and show says so."""
+    s = Script(family)
+    s.user("Weather in Paris?")
+    paris = Call("get_weather", {"city": "Paris"})
+    s.reply(calls=[paris], echo=False)
+    s.results("sunny")
+    message = (
+        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
+        "with 'tool_calls'."
+        if family == "openai_chat"
+        else f"messages.1.content.0: unexpected `tool_use_id` found in `tool_result` blocks: "
+        f"{paris.id}. Each `tool_result` block must have a corresponding `tool_use` block in the "
+        "previous message."
+    )
+    s.fail(400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}})
+    run = s.analyse()
+    dropped, pairing = (f for f in ordered_findings(run.findings) if f.seq == 1)
+    assert (dropped.code, dropped.severity, dropped.related_turn) == (
+        "C.assistant_not_echoed",
+        Severity.ERROR,
+        0,
+    )
+    assert (pairing.code, pairing.severity, pairing.details["caused_by"]) == (
+        "C.pairing_error",
+        Severity.INFO,
+        "C.assistant_not_echoed",
+    )
+    text = "\n".join(analysis_lines(run))
+    assert "(caused by C.assistant_not_echoed on #1)" in text
+    assert text.index("C.assistant_not_echoed") < text.index("C.pairing_error")
+
+
 def _schema_then_error(bad_arguments: bool) -> RunAnalysis:
     s = Script("openai_chat", tools=[WEATHER])
     s.user("Weather in Paris?")

@@ -1,0 +1,103 @@
+"""One intervention of ``looptap why``: what a fork changes at which turn, what it may send live,
+and why it cannot run when it cannot (docs/why.md "Interventions");
+:mod:`cassettes.why._interventions` makes them from a run's findings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Intervention"]
+
+
+@dataclass
+class Intervention:
+    layer: str
+    conversation: str
+    turn: int
+    #: What is changed, in a few words.
+    what: str
+    #: ``e-resample``, ``e-model``, ``a-cap``, ``a-retry``, ``c-restore-result``,
+    #: ``c-restore-answer``, ``c-continue``, ``c-await``; ``c-refused`` (a request the API
+    #: refused, listed), ``c-recovered`` (one the client then recovered from: context);
+    #: ``together`` (repairs combined: :mod:`cassettes.why._together`), ``confirm`` (the user's
+    #: fixed agent: :mod:`cassettes.why._confirm`).
+    kind: str
+    #: The finding it answers, if any.
+    finding: str | None = None
+    #: ``--edit`` specs the fork makes.
+    edits: list[str] = field(default_factory=list)
+    #: ``--model`` of the fork (``None``: the recorded model).
+    model: str | None = None
+    #: The recorded round trips the branch re-runs live, by seq (what the budget estimates:
+    #: :func:`cassettes.why._suspects.live_turns`).
+    seqs: list[int] = field(default_factory=list)
+    #: Those it may reach at most (held turns, linked conversations: served while they match);
+    #: empty: ``seqs``.
+    reach: list[int] = field(default_factory=list)
+    #: Requests a sample may send beyond those (the continuations of a cut answer, at most).
+    extra: int = 0
+    #: Why it cannot run (``None``: it can).
+    missing: str | None = None
+    #: What tells it from another of its kind at the same turn (the call a result is put back for,
+    #: the finding's code).
+    tag: str = ""
+    #: What shows it, beside the finding (a refused request: the API's own message).
+    evidence: str | None = None
+    #: How a fix would be tested when the repair needs what only the user knows (a refused
+    #: request: the ``--edit`` or ``--model`` of a fork at its turn).
+    fix: str | None = None
+    #: Only this turn re-sampled: the later turns of its conversation held (served as recorded
+    #: while their requests still match: the ``…:hold`` cursor), so E re-samples of one
+    #: conversation are not nested in each other.
+    hold: bool = False
+    #: A combination of repairs (``together``): its members' keys.
+    parts: list[str] = field(default_factory=list)
+
+    @property
+    def cursor(self) -> str:
+        return f"conversation={self.conversation}:turn={self.turn}" + ":hold" * self.hold
+
+    @property
+    def live_requests(self) -> int:
+        """The live requests one sample is expected to send: the recorded ones it re-runs, and
+        one of its extra (a cut answer continued once; at most :attr:`extra`)."""
+        return len(self.seqs) + min(self.extra, 1)
+
+    @property
+    def most_requests(self) -> int:
+        """The live requests one sample may send at most (what the limits are kept against)."""
+        return max(len(self.reach), len(self.seqs)) + self.extra
+
+    @property
+    def key(self) -> str:
+        """A stable name (the branch files and the state file use it)."""
+        extra = "".join(f"-{x}" for x in (self.tag, self.model) if x)
+        return re.sub(
+            r"[^A-Za-z0-9._-]",
+            "_",
+            f"{self.layer}-{self.conversation}-t{self.turn}-{self.kind}{extra}",
+        )[:160]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "layer": self.layer,
+            "conversation": self.conversation,
+            "turn": self.turn,
+            "what": self.what,
+            "kind": self.kind,
+            "finding": self.finding,
+            "cursor": self.cursor,
+            "edits": list(self.edits),
+            "model": self.model,
+            "live_requests_per_sample": self.live_requests,
+            "at_most_per_sample": self.most_requests,
+            "runnable": self.missing is None,
+            "missing": self.missing,
+            "evidence": self.evidence,
+            "fix": self.fix,
+            **({"together": list(self.parts)} if self.parts else {}),
+        }
