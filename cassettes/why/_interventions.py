@@ -150,7 +150,7 @@ def _for_findings(
             out.append(_c(f, seqs, results, prev, _exchange(run, by_turn.get(where))))
             if out[-1].kind == "c-await":
                 retried.add(where)  # the turn live again is its emission re-sampled too
-        elif refused := refusal_or_context(f, _exchange(run, by_turn.get(where)), a, by_turn):
+        elif refused := refusal_or_context(f, _exchange(run, by_turn.get(where)), a, by_turn, run):
             out.append(refused)
             retried.add(where)  # the refused turn has no emission to re-sample, nor a retry
         elif (

@@ -25,7 +25,7 @@ from cassettes.why._interventions import Intervention, interventions
 from cassettes.why._outcome import Outcome, OutcomeError, judged_from, parse_outcome
 from cassettes.why._state import STATE, State, WhyDirError, kept_flags, read_state, run_digest
 from cassettes.why._together import flips_alone, rounds, together_verdict
-from cassettes.why._verdict import Tally, Verdict, verdict
+from cassettes.why._verdict import Tally, Verdict, only_context, verdict
 
 __all__ = ["Refused", "Result", "default_output", "investigate", "say"]
 
@@ -372,7 +372,7 @@ def _run(
     state.put("verdict", doc["verdict"])
     state.put("report", doc["interventions"])
     return Result(
-        0 if v.refused or any(t.samples for t in v.ranked) else 1,
+        0 if v.refused or only_context(v.ranked) or any(t.samples for t in v.ranked) else 1,
         doc,
         report_lines(v, outcome, state.directory, path, argv, runner.passed),
     )

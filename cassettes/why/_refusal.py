@@ -67,11 +67,45 @@ def refusal(f: Any, ex: Any) -> Intervention | None:
     )
 
 
-def recovered(a: Any, by_turn: dict[tuple[str, int], Any], where: tuple[str, int]) -> str | None:
+def recovered(
+    a: Any, by_turn: dict[tuple[str, int], Any], where: tuple[str, int], run: Any = None
+) -> str | None:
     """How the client recovered from the failed turn ``where``: a later turn of its conversation
     re-sent the same history with the request changed (looptap's ``C.retry`` with ``changed``) and
-    was answered (a chain of changed retries followed to its first answer); ``None`` when no
-    changed retry was answered."""
+    was answered (a chain of changed retries followed to its first answer), or, where the changed
+    request was threaded as another conversation (a tool taken out makes another agent's
+    request), a later request of the run carried the same messages and was answered
+    (:func:`_resent`); ``None`` when neither."""
+    return _retried(a, by_turn, where) or (_resent(run, a, by_turn, where) if run else None)
+
+
+def _resent(
+    run: Any, a: Any, by_turn: dict[tuple[str, int], Any], where: tuple[str, int]
+) -> str | None:
+    """The first later turn (any conversation; the next 64 looked at) whose request carried the
+    refused request's messages, the same, and was answered."""
+    failed = by_turn.get(where)
+    found = run.by_seq(failed.seq) if failed is not None else None
+    req = found[1].request if found is not None else None
+    if req is None or not req.messages:
+        return None
+    later = sorted((t for t in a.turns.values() if t.seq > failed.seq), key=lambda t: t.seq)
+    for t in later[:64]:
+        status = t.a.status if t.a is not None else None
+        other = run.by_seq(t.seq) if status is not None and status < 400 else None
+        if (
+            other is not None
+            and other[1].request is not None
+            and other[1].request.messages == req.messages
+        ):
+            return (
+                f"{t.conversation} turn {t.index} sent the same messages again, the request "
+                "changed, and was answered"
+            )
+    return None
+
+
+def _retried(a: Any, by_turn: dict[tuple[str, int], Any], where: tuple[str, int]) -> str | None:
     turn = where
     for _ in range(64):  # a chain of retries, bounded
         retry = next(
@@ -97,13 +131,13 @@ def recovered(a: Any, by_turn: dict[tuple[str, int], Any], where: tuple[str, int
 
 
 def refusal_or_context(
-    f: Any, ex: Any, a: Any, by_turn: dict[tuple[str, int], Any]
+    f: Any, ex: Any, a: Any, by_turn: dict[tuple[str, int], Any], run: Any = None
 ) -> Intervention | None:
     """:func:`refusal` of ``f``; when the client recovered from it (:func:`recovered`), context,
     not a suspect: the run's failure does not follow from it (``c-recovered``: listed, not run,
     never the verdict)."""
     i = refusal(f, ex)
-    how = recovered(a, by_turn, (f.conversation, f.turn)) if i is not None else None
+    how = recovered(a, by_turn, (f.conversation, f.turn), run) if i is not None else None
     if i is None or how is None:
         return i
     i.kind, i.fix = "c-recovered", None

@@ -147,6 +147,8 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     by_refusal = _refusal(tallies, ran, ranked, samples)
     if by_refusal is not None:
         return by_refusal
+    if not ran and only_context(ranked):
+        return Verdict(False, _only_context(ranked), None, [], ranked, samples)
     if not ran:
         return Verdict(
             False,
@@ -313,6 +315,26 @@ def _off_the_wire(tallies: list[Tally], ran: list[Tally], samples: int) -> str:
         f"a fork cannot reach{context}; a change that flips it in fewer than {high:.0%} of runs "
         f"could still hide in K={samples}: {_more(samples)} to rule that out"
         + (_resting(left[0]) if left else "")
+    )
+
+
+def only_context(ranked: list[Tally]) -> bool:
+    """Every suspect found is a refusal the client recovered from: context, nothing to run."""
+    return bool(ranked) and all(t.intervention.kind == "c-recovered" for t in ranked)
+
+
+def _only_context(ranked: list[Tally]) -> str:
+    """The headline when the only suspects on the wire are refusals the client recovered from:
+    nothing looptap can change is left, so the cause is likely off the wire."""
+    said = "; ".join(
+        f"the API's refusal at {t.intervention.conversation} turn {t.intervention.turn} is "
+        f"{t.intervention.missing}"
+        for t in ranked
+    )
+    return (
+        f"not determined: {said}; nothing else looptap can change was found in the layers "
+        "searched, so the cause is likely off the wire (the tools' code, the environment, the "
+        "data the agent read), where a fork cannot reach"
     )
 
 

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import orjson
-import pytest
 
 from bench.why_case_list import CASES_AGENT, recover
 from tests.support import progress
@@ -21,17 +20,14 @@ from tests.why.test_why import WHY, why_env
 pytestmark = [needs_recorder]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 68 item 2 (the why helper's): a 4xx followed by a successful changed retry is "
-    "still named the cause ('C at c1 turn 0 … more samples cannot change it')",
-)
 def test_a_refusal_the_client_recovered_from_is_not_the_verdict(tmp_path: Path) -> None:
     """The client's first request offers a tool whose schema the API refuses (OpenAI's 400); it
     asks again without that tool (200: recovered, a changed retry), then its weather tool reads
     Lyon's weather wrong, off the wire: the answer lacks "rain", exit 1. The refusal did not decide
     the run: no cause is determined, and nothing says more samples cannot change a refusal (on
-    9dbacc33: "C at c1 turn 0", determined, the refused request)."""
+    9dbacc33: "C at c1 turn 0", determined, the refused request). The retry that took the tool
+    out is threaded as another conversation (its tools differ: another agent's request), so
+    no ``C.retry`` links it: the same messages sent again and answered say it recovered."""
     agent = [sys.executable, str(CASES_AGENT), "recover"]
     run = tmp_path / "run.jsonl"
     conf = ["--confdir", str(tmp_path / "conf")]
