@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from cassettes.hints import count
 from cassettes.providers import from_parts
 from cassettes.replay.live import apply_edits, carried, parse_edit
 from cassettes.why._intervention import Intervention
@@ -239,7 +240,11 @@ def _call_said(prev: Any, cid: str) -> str | None:
     raw = call.arguments_raw
     if raw is None:
         raw = orjson.dumps(call.arguments).decode() if call.arguments is not None else ""
-    shown = raw if len(raw) <= _ARGUMENTS_SHOWN else f"{raw[:_ARGUMENTS_SHOWN]}… ({len(raw)} chars)"
+    shown = (
+        raw
+        if len(raw) <= _ARGUMENTS_SHOWN
+        else f"{raw[:_ARGUMENTS_SHOWN]}… ({count(len(raw), 'character')})"
+    )
     return f"{call.name or '?'}({shown})"
 
 

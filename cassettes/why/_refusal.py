@@ -85,7 +85,9 @@ def _resent(
     """The first later turn (any conversation; the next 64 looked at) whose request carried the
     refused request's messages, the same, and was answered."""
     failed = by_turn.get(where)
-    found = run.by_seq(failed.seq) if failed is not None else None
+    if failed is None:
+        return None
+    found = run.by_seq(failed.seq)
     req = found[1].request if found is not None else None
     if req is None or not req.messages:
         return None
