@@ -250,8 +250,7 @@ HOW = """
   recording pipeline and the redactor are imported in the writer process, `tests/test_boundaries.py`), or
   a module the command would not load otherwise: under `--help`, `providers._base`; under `looptap mcp`'s
   start, `providers` (the recorder options' listener names, `commands/_recording.py`); under a small `show`,
-  the stream readers (`providers/*/_stream.py`), `wire._edit_marks` (`_codec.py`,
-  `views/_edits.py`), `_version`'s metadata read (`_codec.py`) and, in `reading/_run.py`, the redactor, the
+  the stream readers (`providers/*/_stream.py`), `_version`'s metadata read (`_codec.py`) and, in `reading/_run.py`, the redactor, the
   vcrpy reader and the cassette writer; under `replay`, the analysis (`reading/_memory_reader.py`, `reading/_run.py`'s
   findings, rules, incremental reader and snapshot), `views._summary`, the schema check
   (`serving/_faults.py`), `price_data` (`forking/_placement.py`), `net._messages` (h11), the gitleaks rules

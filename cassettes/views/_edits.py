@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cassettes.wire import item_of
+
 __all__ = [
     "CONTINUED",
     "edit_text",
@@ -20,8 +22,6 @@ __all__ = [
 def edits_json(marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A fork's edit marks of one round trip (cassettes.wire._edit_marks) as ``show --json`` gives
     them: each with the edited ``item`` named (``messages[3]``)."""
-    from cassettes.wire import item_of
-
     return [
         {"edit": m["edit"], "item": item_of(m), **{k: v for k, v in m.items() if k != "edit"}}
         for m in marks
