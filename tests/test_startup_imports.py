@@ -158,6 +158,8 @@ def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_pa
     # (cassettes/views/_roundtrip_object.py)
     assert "cassettes.views._roundtrip_object" in mods
     assert _loaded(mods, ("cassettes.views.schema",)) == []
+    # nor PyYAML: the storage package's vcrpy reader loads it when it reads a cassette
+    assert "cassettes.storage._vcr" in mods and _loaded(mods, ("yaml",)) == []
 
 
 _PLUGIN = """
