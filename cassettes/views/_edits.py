@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cassettes.models import user_messages
 from cassettes.wire import item_of
 
 __all__ = [
@@ -15,7 +16,6 @@ __all__ = [
     "edited_messages",
     "edits_json",
     "reconstructed_said",
-    "user_messages",
 ]
 
 
@@ -81,18 +81,6 @@ def _result_index(msgs: list[Any], call_id: str) -> int | None:
         ),
         None,
     )
-
-
-def user_messages(msgs: list[Any]) -> list[int]:
-    """The indices of the user messages that say something (text, not a tool result): what a
-    ``user[N]`` edit counts."""
-    return [
-        i
-        for i, msg in enumerate(msgs)
-        if msg.role == "user"
-        and any(p.text for p in msg.parts)
-        and not any(p.tool_result is not None for p in msg.parts)
-    ]
 
 
 #: What a ``continue`` mark's ``before`` is: the request is looptap's own (the client sent none of
