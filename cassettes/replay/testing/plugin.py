@@ -23,7 +23,7 @@ Recording runs ``looptap record`` (the mitmproxy recorder, like ``looptap run``)
 from ``LOOPTAP_PROXY_PYTHON``; it forwards to the real APIs or to ``--looptap-upstream NAME=URL``.
 One recorder serves the whole session (per xdist worker), started when the first test records:
 each test's round trips are cut out of the session's recording at the test's start and end
-(:mod:`cassettes.replay.testing._recorder`). Replay needs nothing but this package.
+(:mod:`cassettes.replay.testing.recorder`). Replay needs nothing but this package.
 
 A request the cassette cannot answer fails the test with the closest recorded turn, the JSON
 paths that differ and the layer they implicate, even when the agent swallowed the SDK's error:
