@@ -219,7 +219,7 @@ def test_replay_serves_without_the_analysis(tmp_path: Path) -> None:
     the analysis (and pricing, schema checks) loads when a miss or the report needs it."""
     path = _run(tmp_path / "tools.jsonl", tools=True)
     mods = _modules(
-        "import cassettes.cli\nfrom cassettes.replay import cmd_replay\n"
+        "import cassettes.cli\nfrom cassettes.replay.command import cmd_replay\n"
         "from cassettes.replay.serving import ReplayServer\n"
         f"s = ReplayServer({str(path)!r})\n"
         "assert len(s.matcher.recorded) == 2\n"
@@ -321,7 +321,7 @@ def test_a_command_is_built_from_its_declaration_without_loading_its_handler() -
     from cassettes.commands import COMMANDS
 
     handlers = sorted({c.run.partition(":")[0] for c in COMMANDS if c.run})
-    assert "proxy.cli" in handlers and "cassettes.replay" in handlers
+    assert "proxy.cli" in handlers and "cassettes.replay.command" in handlers
     code = (
         "import sys\n"
         "import cassettes.cli as c\n"

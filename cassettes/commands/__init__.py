@@ -406,7 +406,7 @@ COMMANDS = (
                 "sent live (repeatable; docs/fork.md)"
             ),
         },
-        run="cassettes.replay:cmd_replay",
+        run="cassettes.replay.command:cmd_replay",
     ),
     Command(
         "rules",

@@ -64,7 +64,7 @@ _RANK = {"info": 0, "warning": 1, "error": 2}  # by Severity (a StrEnum: its mem
 
 class Run:
     """A run: its raw exchanges, their parsed round trips, the layer analysis, and the assertion
-    helpers a regression test uses (``cassettes.replay.Run`` is this class).
+    helpers a regression test uses (``cassettes.Run`` is this class).
 
     :func:`open_run` opens a file; :meth:`Run.of` takes exchanges held in memory (parsed and
     analysed on first use). ``pairs`` are the round trips with their exchanges (``roundtrips``
