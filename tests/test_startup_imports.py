@@ -287,7 +287,7 @@ def test_the_pytest_plugin_loads_the_rules_checker_only_for_declared_rules(
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     mods, out = _pytest_session(tmp_path)
-    assert "cassettes.replay.testing.plugin" in mods and "cassettes.matching._config" in mods
+    assert "cassettes.replay.testing.plugin" in mods and "cassettes.project" in mods
     assert bool(_loaded(mods, RULES_CHECKER)) is checked, _loaded(mods, RULES_CHECKER)
     assert said in out and out.splitlines()[-1] == ("4" if said != "0" else "0"), out
 
