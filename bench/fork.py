@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 DOC = REPO / "docs" / "fork.md"
 BEGIN, END = "<!-- fork-cost:begin (bench/fork.py --write) -->", "<!-- fork-cost:end -->"
 
-from cassettes.replay.testing import RecorderProcess  # noqa: E402
+from cassettes.replay.testing.recorder import RecorderProcess  # noqa: E402
 from tests.support.recorder import children, proc_stats  # noqa: E402
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream  # noqa: E402
 

@@ -250,14 +250,31 @@ HOW = """
   recording pipeline and the redactor are imported in the writer process, `tests/test_boundaries.py`), or
   a module the command would not load otherwise: under `--help`, `providers._base`; under `looptap mcp`'s
   start, `providers` (the recorder options' listener names, `commands/_recording.py`); under a small `show`,
-  the stream readers (`providers/*/_stream.py`), `wire._edit_marks` (`_codec.py`,
-  `views/_edits.py`), `_version`'s metadata read (`_codec.py`) and, in `reading/_run.py`, the redactor, the
+  the stream readers (`providers/*/_stream.py`), `_version`'s metadata read (`_codec.py`) and, in `reading/_run.py`, the redactor, the
   vcrpy reader and the cassette writer; under `replay`, the analysis (`reading/_memory_reader.py`, `reading/_run.py`'s
   findings, rules, incremental reader and snapshot), `views._summary`, the schema check
   (`serving/_faults.py`), `price_data` (`forking/_placement.py`), `net._messages` (h11), the gitleaks rules
   (`recording/_detector.py`) and the cassette writer (`serving/_server.py`'s `keep_sent`); in the recorder,
   the WebSocket session's recorder (`proxy/addon.py`, at a session's first upgrade). A module only its
   own command loads (`verify.py`, `mcp/_server.py`) imports at its top. `bench/surface.py --list` lists them.
+- A package's names load on first use (PEP 562) only where a command that starts often imports the
+  package for a few light names; each such package's docstring gives the figure: the command's
+  whole-process CPU time with the package's names imported plainly, against the table (medians of
+  6 interleaved pairs, 2026-11-27). Seven do: the top package `cassettes` (the pytest plugin's
+  import, 2.3×), `providers` (`looptap --help`, 2.8×), `reading` (replay's start, 1.31×), `net`
+  (replay's start, 1.18×: h11 and the WebSocket client), `replay.forking` (replay's start,
+  1.25×: the fork's report loads the analysis), `mcp` (`looptap mcp` before `initialize`, 1.26×) and `recording` (the recorder's
+  proxy process, 1.45×). The others import plainly: `wire`, `storage`, `views`, `matching`,
+  `replay.serving` and `analysis`; `replay` and `replay.testing` re-export nothing, their callers
+  name the module (`replay.command`, `replay.serving`, `testing.ready`, `testing.recorder`), so
+  the plugin's import still loads none of them. Where a light path needed two names of a heavy
+  package, the names moved: a project's rule file and the rule flags to `cassettes/project.py`
+  (`--help` and the plugin's start), `user_messages` to `cassettes.models` (replay's live
+  rewrite); the vcrpy reader imports PyYAML when it reads a cassette, and the HTML report reads
+  `_version`'s metadata when it writes one. Against 9dbacc33 (before this, 12 packages with
+  tables), CPU medians of 6 interleaved pairs: `show` of 2 round trips 1.03× before the last
+  step (the report's `_version` read, since deferred), of the demo run 1.02×, replay's start
+  0.98×, the plugin's import 1.02×, a pytest session 1.00×, `looptap --help` 1.01×.
 - The `--json` schema's models (`cassettes/views/schema.py`) are not even imported by `show`: it builds the
   `looptap.roundtrip/1` objects from plain values (`cassettes/views/_roundtrip_object.py`; a test dumps every
   corpus round trip through the models and compares the bytes). The core models build their validators at import: `show` and

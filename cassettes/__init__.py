@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from cassettes.lazy import on_first_use
 
 # Exports are loaded on first use (PEP 562), so `import cassettes` (and the pytest plugin, which
-# every test session of every project that installs looptap loads) costs next to nothing.
+# every test session of every project that installs looptap loads) costs next to nothing. With
+# them imported plainly, `import pytest, cassettes.replay.testing.plugin` took 2.3x the CPU time
+# (0.37 s against 0.16 s; whole-process medians of 6 interleaved pairs, 2026-11-27).
 _EXPORTS = {
     "__version__": "cassettes._version",
     "FORMAT_VERSION": "cassettes.storage",

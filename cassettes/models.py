@@ -37,6 +37,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "emitted_calls",
+    "user_messages",
 ]
 
 PartKind = Literal["text", "tool_call", "tool_result", "reasoning", "refusal", "media", "other"]
@@ -283,3 +284,15 @@ def emitted_calls(response: NormalisedResponse | None) -> list[ToolCall]:
             if hosted is not None:
                 out.append(hosted)
     return out
+
+
+def user_messages(msgs: list[Message]) -> list[int]:
+    """The indices of the user messages that say something (text, not a tool result): what a
+    ``user[N]`` edit counts."""
+    return [
+        i
+        for i, msg in enumerate(msgs)
+        if msg.role == "user"
+        and any(p.text for p in msg.parts)
+        and not any(p.tool_result is not None for p in msg.parts)
+    ]

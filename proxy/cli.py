@@ -36,7 +36,8 @@ from cassettes.replay.forking import (
     start_fork,
 )
 from cassettes.replay.serving import FaultSpecError
-from cassettes.replay.testing import check_ready_path, recorder_python
+from cassettes.replay.testing.ready import check_ready_path
+from cassettes.replay.testing.recorder import recorder_python
 from cassettes.storage import UnsafePath, check_target, is_cassette, same_path
 from proxy import messages
 from proxy.output import output_of, prepare_output, settle_earlier

@@ -27,9 +27,9 @@ from mitmproxy.proxy.mode_specs import ProxyMode
 from cassettes import __version__
 from cassettes.errors import CassetteIOError
 from cassettes.net import free_port
-from cassettes.replay.testing import SCHEMA as READY_SCHEMA
-from cassettes.replay.testing import VERSION as READY_VERSION
-from cassettes.replay.testing import (
+from cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
+from cassettes.replay.testing.ready import VERSION as READY_VERSION
+from cassettes.replay.testing.ready import (
     Ready,
     ReadyListener,
     bare_url,

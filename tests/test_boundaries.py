@@ -167,6 +167,7 @@ def test_the_pytest_plugin_loads_nothing_heavy() -> None:
         "cassettes",
         "cassettes.errors",
         "cassettes.lazy",  # the façades' names on first use: importlib and sys only
+        "cassettes.project",  # where a project declares rules: pathlib and cassettes.errors only
         "cassettes.replay",
         "cassettes.replay.testing",
         "cassettes.replay.testing._keys",  # pytest's stash keys: pytest and cassettes.errors only

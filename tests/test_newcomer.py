@@ -134,7 +134,7 @@ def test_no_recorder_says_the_exact_command_in_one_line_that_fits(
 def test_pytest_recording_finds_the_checkouts_recorder(monkeypatch: pytest.MonkeyPatch) -> None:
     """Item 2: recording from pytest without ``LOOPTAP_PROXY_PYTHON`` said to create the recorder
     environment that the README's first command had made; it is found."""
-    from cassettes.replay.testing import recorder_python
+    from cassettes.replay.testing.recorder import recorder_python
 
     monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
     assert recorder_python() == str(_CHECKOUT_RECORDER)

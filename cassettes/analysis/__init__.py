@@ -9,15 +9,15 @@ produces (``_model``); the checks by layer, E (``_emission``, ``_tool_schema``, 
 while a run streams (``_state``, ``_records``, ``_parking``, ``_retention``, ``spill``) and a grown
 file's continuation (``_continuation``, ``_plain_values``). ``spill`` and ``pricing`` stay public:
 tests set their ``KEEP`` and ``calc_price``, read at call time. Importing any of it imports the
-analysis whole, as ``show`` wants it (imported with the collector paused, then frozen); only the
-continuation (``capture``, ``restore``) loads on first use: the recorder's start needs none of it.
+analysis whole, as ``show`` wants it (imported with the collector paused, then frozen), the
+continuation and an agent's rules learnt (``_rule_learn``) too: two modules the recorder's start
+did not load before.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from cassettes.analysis._analyser import ACTIVE, RunAnalyser, analyse
+from cassettes.analysis._continuation import capture, restore
 from cassettes.analysis._grounding import unsourced
 from cassettes.analysis._mcp import McpLinker
 from cassettes.analysis._message_keys import message_key
@@ -46,6 +46,7 @@ from cassettes.analysis._price_data import (
     table_identity,
 )
 from cassettes.analysis._repeats import canonical_call
+from cassettes.analysis._rule_learn import Proposal, Trace, learn
 from cassettes.analysis._rules import (
     FILE,
     Rule,
@@ -58,24 +59,6 @@ from cassettes.analysis._rules import (
 )
 from cassettes.analysis._tokens import apportion, estimate_text
 from cassettes.analysis._tool_schema import normalise_schema, schema_errors
-from cassettes.lazy import on_first_use
-
-if TYPE_CHECKING:
-    from cassettes.analysis._continuation import capture, restore
-    from cassettes.analysis._rule_learn import Proposal, Trace, learn
-
-
-__getattr__ = on_first_use(
-    __name__,
-    {
-        "capture": "_continuation",
-        "restore": "_continuation",
-        "learn": "_rule_learn",
-        "Proposal": "_rule_learn",
-        "Trace": "_rule_learn",
-    },
-)
-
 
 __all__ = [
     "ACTIVE",

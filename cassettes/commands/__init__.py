@@ -226,7 +226,7 @@ COMMANDS = (
             "--json": flag("the divergences as JSON"),
             "--no-volatile": _NO_VOLATILE,
         },
-        Extend("cassettes.matching:add_rule_flags", what="the requests"),
+        Extend("cassettes.project:add_rule_flags", what="the requests"),
         run="cassettes.replay.comparison:cmd_diff",
     ),
     Command(
@@ -359,7 +359,7 @@ COMMANDS = (
             ),
             "--no-volatile": _NO_VOLATILE,
         },
-        Extend("cassettes.matching:add_rule_flags"),
+        Extend("cassettes.project:add_rule_flags"),
         {
             "--fault SELECTOR:KIND": many(
                 "inject a fault in the API's own format (repeatable), e.g. 'turn=1:overloaded*2', "
@@ -406,7 +406,7 @@ COMMANDS = (
                 "sent live (repeatable; docs/fork.md)"
             ),
         },
-        run="cassettes.replay:cmd_replay",
+        run="cassettes.replay.command:cmd_replay",
     ),
     Command(
         "rules",

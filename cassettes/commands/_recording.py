@@ -127,7 +127,7 @@ RUN = Command(
             "id, temp path, cwd or port tolerated; docs/testing.md)"
         ),
     },
-    Extend("cassettes.matching:add_rule_flags", fork=True),
+    Extend("cassettes.project:add_rule_flags", fork=True),
     {
         "--repeat K": Arg(
             "with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) "

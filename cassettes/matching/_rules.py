@@ -32,10 +32,10 @@ from typing import Any, Final
 
 import orjson
 
-from cassettes.matching._config import RuleError
 from cassettes.matching._jsondiff import format_path
 from cassettes.matching._volatile import IGNORED, TOOL_RESULT, PathItem, Span
 from cassettes.patterns import PatternError, Template, UserPattern
+from cassettes.project import RuleError
 
 __all__ = [
     "ANY_INDEX",

@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cassettes.matching._config import RuleError, project_table
 from cassettes.matching._rules import (
     MAX_RULES,
     Rules,
@@ -15,6 +14,7 @@ from cassettes.matching._rules import (
     parse_substitution,
     parse_volatile_tool,
 )
+from cassettes.project import RuleError, project_table
 
 __all__ = ["from_flags", "from_table", "rules_from_config"]
 

@@ -3,9 +3,9 @@ place, checked before anything listens or is sent (:mod:`cassettes.matching`,
 :mod:`cassettes.matching`).
 
 ``looptap replay``, ``looptap run --from`` and ``looptap diff`` take the same flags
-(:func:`add_rule_flags`); the fork hands them to its replay server in the fork plan
-(:mod:`cassettes.replay.forking._plan`), which reads the project's file itself from the same run and
-working directory, so both read the same rules.
+(:func:`cassettes.project.add_rule_flags`); the fork hands them to its replay server in the fork
+plan (:mod:`cassettes.replay.forking._plan`), which reads the project's file itself from the same
+run and working directory, so both read the same rules.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from cassettes import providers
 if TYPE_CHECKING:  # the flags are registered at start-up; the rules are read when a command runs
     from cassettes.matching._rules import Rules
 
-__all__ = ["add_rule_flags", "project_rules", "rules_of_args"]
+__all__ = ["project_rules", "rules_of_args"]
 
 
 def project_rules(
@@ -42,41 +42,12 @@ def project_rules(
     return rules
 
 
-def add_rule_flags(p: Any, fork: bool = False, what: str | None = None) -> None:
-    """``--ignore``, ``--substitute`` and ``--volatile-tool`` (repeatable) on a command's parser
-    (``what``: what they match, in the help; ``looptap diff`` compares the requests so too)."""
-    what = what or ("the fork's prefix" if fork else "the replay")
-    for flag, metavar, said in (
-        (
-            "--ignore",
-            "PATH",
-            "ignore this JSON path of the request body (wildcards: metadata.*, "
-            "messages[*].content[*].cache_control; one API family only: FAMILY:PATH); repeatable; "
-            "added to pyproject.toml's [tool.looptap] (docs/testing.md)",
-        ),
-        (
-            "--substitute",
-            "REGEX=REPLACEMENT",
-            "write every match of REGEX in the request's strings as REPLACEMENT, on both sides "
-            "(split at the last '='); repeatable",
-        ),
-        (
-            "--volatile-tool",
-            "NAME",
-            "the results of the tool NAME are not compared (what the world says now); repeatable",
-        ),
-    ):
-        p.add_argument(
-            flag, action="append", default=[], metavar=metavar, help=f"when matching {what}: {said}"
-        )
-
-
 def rules_of_args(args: Any, cassette: str | Path | None) -> Rules:
-    """:func:`project_rules` for a command line with :func:`add_rule_flags`'s flags."""
+    """:func:`project_rules` for a command line with the flags of
+    :func:`~cassettes.project.add_rule_flags`."""
     return project_rules(
         cassette,
         getattr(args, "ignore", ()) or (),
         getattr(args, "substitute", ()) or (),
         getattr(args, "volatile_tool", ()) or (),
     )
-

@@ -8,7 +8,9 @@ its names pinned by tests/interop/test_mcp_surface.py:
   answer about recorded things (findings, messages, a turn's layers, what a diff tolerated).
 
 Names are loaded on first use (PEP 562): the server answers ``initialize`` before the queries,
-and what they load, are imported (tests/interop/test_mcp_start.py).
+and what they load, are imported (tests/interop/test_mcp_start.py). With the names imported
+plainly, ``looptap mcp``'s start up to reading its closed stdin took 1.26x the CPU time (0.86 s
+against 0.68 s; whole-process medians of 6 interleaved pairs, 2026-11-27).
 """
 
 from __future__ import annotations

@@ -10,7 +10,11 @@
 - WebSocket framing by wsproto (:func:`frame`, :class:`MessageReader`), and a live session's
   client side (:class:`LiveSocket`).
 
-Names load on first use (PEP 562): ``free_port`` costs the recorder's launcher no HTTP client.
+Names load on first use (PEP 562): ``looptap replay`` serves with ``_serve`` and ``_requests``
+alone, and ``free_port`` costs the recorder's launcher no HTTP client. With the names imported
+plainly, replay's start (the command's module imported, the server built on a 2-round-trip
+cassette) took 1.18x the CPU time (0.34 s against 0.29 s: h11 and the WebSocket client;
+whole-process medians of 6 interleaved pairs, 2026-11-27).
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 Shared code never names a provider: it asks :func:`detect` for the adapter that recognises a
 request and talks to it through :class:`~cassettes.providers._base.Provider`.
+
+The adapters and most names load on first use (PEP 562): ``looptap --help`` and the recorder's
+start read the host tables only. With the names imported plainly, ``looptap --help`` took 2.8x the
+CPU time (0.19 s against 0.07 s; whole-process medians of 6 interleaved pairs, 2026-11-27).
 """
 
 from __future__ import annotations

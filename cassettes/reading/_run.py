@@ -44,7 +44,7 @@ from cassettes.reading._conversation import RunConversation
 from cassettes.reading._formats import FORMATS, detect, refused, unmasked
 from cassettes.reading._memory_reader import Held
 from cassettes.reading._reader import Reader, Records
-from cassettes.storage import Problem, load_flows, read_records
+from cassettes.storage import Problem, load_flows, load_vcr, read_records
 from cassettes.wire import Exchange
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
@@ -64,7 +64,7 @@ _RANK = {"info": 0, "warning": 1, "error": 2}  # by Severity (a StrEnum: its mem
 
 class Run:
     """A run: its raw exchanges, their parsed round trips, the layer analysis, and the assertion
-    helpers a regression test uses (``cassettes.replay.Run`` is this class).
+    helpers a regression test uses (``cassettes.Run`` is this class).
 
     :func:`open_run` opens a file; :meth:`Run.of` takes exchanges held in memory (parsed and
     analysed on first use). ``pairs`` are the round trips with their exchanges (``roundtrips``
@@ -97,8 +97,10 @@ class Run:
         #: The cassette header (``{}`` for inputs that have none, like vcrpy YAML).
         self.header: dict[str, Any] = header if header is not None else {}
         # What the run reads through: a looptap cassette's reader, or the exchanges held in memory.
-        self._reader: Reader = reader if reader is not None else Held(
-            list(exchanges), analysis, problems, self._first_turn
+        self._reader: Reader = (
+            reader
+            if reader is not None
+            else Held(list(exchanges), analysis, problems, self._first_turn)
         )
         #: Epoch seconds to lay out round trips whose start time was not recorded (imports): the
         #: cassette's creation time, so an export of the same file is the same every time.
@@ -370,9 +372,7 @@ class Run:
         from cassettes.analysis import FILE, active
 
         if active() is None:
-            raise AssertionError(
-                f"no agent rules in force: no {FILE} here and LOOPTAP_RULES unset"
-            )
+            raise AssertionError(f"no agent rules in force: no {FILE} here and LOOPTAP_RULES unset")
         broken = [f for f in self.analysis.findings if f.code == "E.rule_broken"]
         if broken:
             lines = [f"{count(len(broken), 'call')} broke the agent's rules:"]
@@ -446,8 +446,6 @@ def _read(
         run = Run.of([redact(ex) for ex in flows.exchanges], p.name, kind=kind)
         run.skipped = dict(flows.skipped)
         return run
-    from cassettes.storage import load_vcr
-
     run = Run.of([redact(unmasked(ex)) for ex in load_vcr(p)], p.name, kind=kind)
     if not run.epoch:  # no header, no recorded start: lay the run out at the file's time
         run.epoch = p.stat().st_mtime

@@ -11,7 +11,9 @@ façade, its names pinned by tests/cassettes/test_recording_surface.py, over:
 - ``_about``: what a recording's header says of its agent (its name, the command run).
 
 Names are loaded on first use (PEP 562): ``show`` needs only ``REDACTED``, the recorder's proxy
-process only the redactor.
+process only the redactor. With the names imported plainly, importing the recorder's addon in the
+proxy process took 1.45x the CPU time (0.49 s against 0.34 s: the pipeline brings pydantic and the
+store; whole-process medians of 6 interleaved pairs, 2026-11-27).
 """
 
 from __future__ import annotations

@@ -9,88 +9,56 @@ surface, pinned by tests/cassettes/test_storage_surface.py):
 - vcrpy cassettes (``_vcr``), mitmproxy flow files (``_mitmflow``) and the paths looptap writes
   (``_paths``).
 
-Names are loaded on first use (PEP 562): ``looptap show`` and the recorder's start need a few of
-these modules, and ``_vcr`` loads PyYAML.
+Plain imports: ``show`` and ``replay`` load all but ``_vcr`` and ``_dirs`` anyway, and ``_vcr``
+loads PyYAML only when it reads a cassette.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from cassettes.lazy import on_first_use
-
-# Each name with the private module that defines it, loaded on first use (PEP 562).
-_MODULES = {
-    "_codec": (
-        "FORMAT_VERSION decode_chunks depth_safe_record dumps_record exchange_to_record "
-        "header_record record_to_exchange"
-    ),
-    "_delta": "HistoryEncoder",
-    "_store": (
-        "CassetteFile Problem RecordFile being_written is_cassette open_regular private_open "
-        "read_header read_records write_private"
-    ),
-    "_index": "BLOCK BODY_CACHE RecordIndex",
-    "_source": "RecordSource",
-    "_paths": (
-        "FileId Target UnsafePath check_input check_target describe open_append orphans "
-        "process_start read_input reclaim_staged remove_if_same same_path staged write_new"
-    ),
-    "_mitmflow": "is_flow_file load_flows read_flows tnetstring_pop",
-    "_vcr": "load_vcr read_vcr",
-    "_dirs": "check_dir",
-}
-_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
-
-if TYPE_CHECKING:
-    from cassettes.storage._codec import (
-        FORMAT_VERSION,
-        decode_chunks,
-        depth_safe_record,
-        dumps_record,
-        exchange_to_record,
-        header_record,
-        record_to_exchange,
-    )
-    from cassettes.storage._delta import HistoryEncoder
-    from cassettes.storage._dirs import check_dir
-    from cassettes.storage._index import BLOCK, BODY_CACHE, RecordIndex
-    from cassettes.storage._mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
-    from cassettes.storage._paths import (
-        FileId,
-        Target,
-        UnsafePath,
-        check_input,
-        check_target,
-        describe,
-        open_append,
-        orphans,
-        process_start,
-        read_input,
-        reclaim_staged,
-        remove_if_same,
-        same_path,
-        staged,
-        write_new,
-    )
-    from cassettes.storage._source import RecordSource
-    from cassettes.storage._store import (
-        CassetteFile,
-        Problem,
-        RecordFile,
-        being_written,
-        is_cassette,
-        open_regular,
-        private_open,
-        read_header,
-        read_records,
-        write_private,
-    )
-    from cassettes.storage._vcr import load_vcr, read_vcr
-
-
-__getattr__ = on_first_use(__name__, _EXPORTS)
-
+from cassettes.storage._codec import (
+    FORMAT_VERSION,
+    decode_chunks,
+    depth_safe_record,
+    dumps_record,
+    exchange_to_record,
+    header_record,
+    record_to_exchange,
+)
+from cassettes.storage._delta import HistoryEncoder
+from cassettes.storage._dirs import check_dir
+from cassettes.storage._index import BLOCK, BODY_CACHE, RecordIndex
+from cassettes.storage._mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
+from cassettes.storage._paths import (
+    FileId,
+    Target,
+    UnsafePath,
+    check_input,
+    check_target,
+    describe,
+    open_append,
+    orphans,
+    process_start,
+    read_input,
+    reclaim_staged,
+    remove_if_same,
+    same_path,
+    staged,
+    write_new,
+)
+from cassettes.storage._source import RecordSource
+from cassettes.storage._store import (
+    CassetteFile,
+    Problem,
+    RecordFile,
+    being_written,
+    is_cassette,
+    open_regular,
+    private_open,
+    read_header,
+    read_records,
+    write_private,
+)
+from cassettes.storage._vcr import load_vcr, read_vcr
 
 __all__ = [
     "BLOCK",

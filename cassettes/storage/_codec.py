@@ -22,7 +22,7 @@ from cassettes.bounds import RECORD_DEPTH, STORE_DEPTH, record_fits, too_deep
 from cassettes.errors import CassetteFormatError, NewerFormatError
 from cassettes.storage._delta import HistoryDecoder
 from cassettes.storage._validation import check_exchange_record, check_number
-from cassettes.wire import Exchange
+from cassettes.wire import Exchange, checked
 
 __all__ = [
     "FORMAT_VERSION",
@@ -325,8 +325,6 @@ def read_response(
 def _read_edits(ex: Exchange, value: Any) -> None:
     """A fork's edit marks (cassettes.wire._edit_marks), checked; marks that are not such are noted
     and dropped."""
-    from cassettes.wire import checked
-
     ex.edits = checked(value)
     if ex.edits is None:
         ex.notes.append("edits: the record's edit marks are malformed; ignored")

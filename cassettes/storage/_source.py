@@ -11,7 +11,7 @@ and a bounded cache of bodies, never the run.
 Built on it: the reader behind :class:`cassettes.Run` for a looptap cassette
 (:class:`~cassettes.reading.RunReader`, and its passes over the run again), the replay
 server's recordings (:mod:`cassettes.matching`) and the pytest plugin's session
-recording (:mod:`cassettes.replay.testing._recorder`). A second thread reads through a
+recording (:mod:`cassettes.replay.testing.recorder`). A second thread reads through a
 :meth:`RecordSource.fork`: the same index, a cache of bodies of its own. The whole-file decoding for
 appending and for tests of the format stays :func:`~cassettes.storage._store.read_records` (one
 history decoder for the file, with the file-wide bound on what deltas rebuild).

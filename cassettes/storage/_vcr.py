@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from cassettes.bounds import MAX_DECODED_BYTES
 from cassettes.errors import ImportFormatError
@@ -31,8 +30,6 @@ from cassettes.hints import count
 from cassettes.wire import Decoder, Exchange, Headers, OverBudget, decode_exchange, header
 
 __all__ = ["load_vcr", "read_vcr"]
-
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _headers(raw: Any) -> Headers:
@@ -142,14 +139,24 @@ YAML_DEPTH = 200
 YAML_EXPANDED = 2_000_000
 
 
+def _loader() -> Any:
+    """PyYAML's safe loader, in C where it is built with libyaml. PyYAML is loaded by the first
+    vcrpy cassette read, not by every command that imports the storage package."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _check_yaml(data: bytes | str, name: str) -> None:
     """Refuse YAML nested deeper than :data:`YAML_DEPTH` or expanding (aliases counted as many times
     as they are used) past :data:`YAML_EXPANDED` nodes. Reads the event stream, which the parser
     produces without recursion, before anything is composed."""
+    import yaml
+
     sizes: dict[str, int] = {}
     stack: list[tuple[str | None, int]] = [(None, 0)]  # (anchor, nodes so far) per open collection
     try:
-        for ev in yaml.parse(data, Loader=_Loader):
+        for ev in yaml.parse(data, Loader=_loader()):
             if isinstance(ev, yaml.CollectionStartEvent):
                 stack.append((ev.anchor, 1))
                 if len(stack) - 1 > YAML_DEPTH:
@@ -224,11 +231,13 @@ def _interactions(doc: Any, name: str) -> list[Any]:
 def read_vcr(data: bytes | str, name: str = "<vcr>") -> Iterator[Exchange]:
     """Exchanges of a vcrpy YAML cassette, or of LangChain's (gzipped or not). Raises
     :class:`ImportFormatError` if it is neither."""
+    import yaml  # as _loader says
+
     if isinstance(data, bytes) and data[:2] == b"\x1f\x8b":
         data = _gunzip(data, name)
     _check_yaml(data, name)
     try:
-        doc = yaml.load(data, Loader=_Loader)
+        doc = yaml.load(data, Loader=_loader())
     except yaml.YAMLError as exc:
         raise ImportFormatError(f"{name}: not valid YAML: {str(exc).splitlines()[0]}") from None
     for i, item in enumerate(_interactions(doc, name)):

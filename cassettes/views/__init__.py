@@ -10,85 +10,56 @@ tests/views/test_views_surface.py:
 - ``_report`` and ``_htmlpage``: the HTML report's data and its page.
 
 ``schema`` stays public: ``python -m cassettes.views.schema`` prints the object's JSON Schema and
-the doc's table (docs/show-json.md). Names are loaded on first use (PEP 562): ``show``, the
-recorder and the pytest plugin each need a few of them.
+the doc's table (docs/show-json.md). Plain imports: ``show`` loads all but the HTML report's
+modules anyway; ``replay`` loads none of them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from cassettes.lazy import on_first_use
-
-_MODULES = {
-    "_edits": "CONTINUED edit_text edited_messages edits_json reconstructed_said user_messages",
-    "_growth": "SPLIT GrowthBar growth_bars split_json",
-    "_htmlpage": "HtmlExtraMissing embed_json render_fleet_html render_html",
-    "_layers": "SEVERITY_MARK GrowthRows analysis_lines growth_row root_cause_lines",
-    "_money": "BY_HOST BY_TOKENS estimated_note estimated_why money",
-    "_progress": "reading_line",
-    "_report": "report_data",
-    "_roundtrip_object": "roundtrip_json",
-    "_roundtrip_view": (
-        "conversation_json edit_lines error_phrase link_text mcp_link_json status_text "
-        "summary_lines turn_json"
-    ),
-    "_search": "SearchHit search_turns snippet_of",
-    "_summary": "TurnSummary summarise",
-    "_timeline": "TimelinePoint text_timeline",
-}
-_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
-
-if TYPE_CHECKING:
-    from cassettes.views._edits import (
-        CONTINUED,
-        edit_text,
-        edited_messages,
-        edits_json,
-        reconstructed_said,
-        user_messages,
-    )
-    from cassettes.views._growth import SPLIT, GrowthBar, growth_bars, split_json
-    from cassettes.views._htmlpage import (
-        HtmlExtraMissing,
-        embed_json,
-        render_fleet_html,
-        render_html,
-    )
-    from cassettes.views._layers import (
-        SEVERITY_MARK,
-        GrowthRows,
-        analysis_lines,
-        growth_row,
-        root_cause_lines,
-    )
-    from cassettes.views._money import (
-        BY_HOST,
-        BY_TOKENS,
-        estimated_note,
-        estimated_why,
-        money,
-    )
-    from cassettes.views._progress import reading_line
-    from cassettes.views._report import report_data
-    from cassettes.views._roundtrip_object import roundtrip_json
-    from cassettes.views._roundtrip_view import (
-        conversation_json,
-        edit_lines,
-        error_phrase,
-        link_text,
-        mcp_link_json,
-        status_text,
-        summary_lines,
-        turn_json,
-    )
-    from cassettes.views._search import SearchHit, search_turns, snippet_of
-    from cassettes.views._summary import TurnSummary, summarise
-    from cassettes.views._timeline import TimelinePoint, text_timeline
-
-
-__getattr__ = on_first_use(__name__, _EXPORTS)
-
+from cassettes.views._edits import (
+    CONTINUED,
+    edit_text,
+    edited_messages,
+    edits_json,
+    reconstructed_said,
+)
+from cassettes.views._growth import SPLIT, GrowthBar, growth_bars, split_json
+from cassettes.views._htmlpage import (
+    HtmlExtraMissing,
+    embed_json,
+    render_fleet_html,
+    render_html,
+)
+from cassettes.views._layers import (
+    SEVERITY_MARK,
+    GrowthRows,
+    analysis_lines,
+    growth_row,
+    root_cause_lines,
+)
+from cassettes.views._money import (
+    BY_HOST,
+    BY_TOKENS,
+    estimated_note,
+    estimated_why,
+    money,
+)
+from cassettes.views._progress import reading_line
+from cassettes.views._report import report_data
+from cassettes.views._roundtrip_object import roundtrip_json
+from cassettes.views._roundtrip_view import (
+    conversation_json,
+    edit_lines,
+    error_phrase,
+    link_text,
+    mcp_link_json,
+    status_text,
+    summary_lines,
+    turn_json,
+)
+from cassettes.views._search import SearchHit, search_turns, snippet_of
+from cassettes.views._summary import TurnSummary, summarise
+from cassettes.views._timeline import TimelinePoint, text_timeline
 
 __all__ = [
     "BY_HOST",
@@ -132,5 +103,4 @@ __all__ = [
     "summary_lines",
     "text_timeline",
     "turn_json",
-    "user_messages",
 ]

@@ -7,21 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from cassettes.models import user_messages
+from cassettes.wire import item_of
+
 __all__ = [
     "CONTINUED",
     "edit_text",
     "edited_messages",
     "edits_json",
     "reconstructed_said",
-    "user_messages",
 ]
 
 
 def edits_json(marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A fork's edit marks of one round trip (cassettes.wire._edit_marks) as ``show --json`` gives
     them: each with the edited ``item`` named (``messages[3]``)."""
-    from cassettes.wire import item_of
-
     return [
         {"edit": m["edit"], "item": item_of(m), **{k: v for k, v in m.items() if k != "edit"}}
         for m in marks
@@ -81,18 +81,6 @@ def _result_index(msgs: list[Any], call_id: str) -> int | None:
         ),
         None,
     )
-
-
-def user_messages(msgs: list[Any]) -> list[int]:
-    """The indices of the user messages that say something (text, not a tool result): what a
-    ``user[N]`` edit counts."""
-    return [
-        i
-        for i, msg in enumerate(msgs)
-        if msg.role == "user"
-        and any(p.text for p in msg.parts)
-        and not any(p.tool_result is not None for p in msg.parts)
-    ]
 
 
 #: What a ``continue`` mark's ``before`` is: the request is looptap's own (the client sent none of

@@ -27,7 +27,6 @@ from typing import Any
 
 import orjson
 
-from cassettes._version import __version__
 from cassettes.errors import CassetteError
 from cassettes.hints import count, install_command
 
@@ -94,6 +93,8 @@ def render_fleet_html(summary: str, tables: list[tuple[str, list[str], list[list
     _needs_jinja2("fleet page")
     import jinja2
 
+    from cassettes._version import __version__  # its metadata read, when a page is written
+
     style = _asset("page.css")
     csp = f"default-src 'none'; style-src {_hash(style)}; base-uri 'none'; form-action 'none'"
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
@@ -108,6 +109,8 @@ def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
     ``None`` decides by size, ``True`` / ``False`` force it (tests)."""
     _needs_jinja2()
     import jinja2
+
+    from cassettes._version import __version__  # as in render_fleet_html
 
     script = _asset("uPlot.iife.min.js") + "\n" + _asset("page.js")
     style = _asset("uPlot.min.css") + "\n" + _asset("page.css")

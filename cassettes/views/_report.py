@@ -26,7 +26,6 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes._version import __version__
 from cassettes.analysis import Finding, Turn, kind_text
 from cassettes.analysis.dispatch import replay_miss
 from cassettes.hints import count
@@ -358,6 +357,8 @@ def _total_cost(turns: list[Turn]) -> tuple[Decimal | None, bool, bool]:
 def report_data(run: Any) -> dict[str, Any]:
     """The page's data for ``run`` (a :class:`cassettes.reading.Run`), every string cleaned.
     One pass over the round trips (read from disk one at a time for a streamed cassette)."""
+    from cassettes._version import __version__  # its metadata read, when a report is made
+
     analysis = run.analysis
     turns_by_seq = analysis.turns
     msgs = _Messages()

@@ -20,7 +20,7 @@ from cassettes.errors import CassetteError
 from cassettes.hints import count
 from cassettes.reading import Run, open_run
 from cassettes.replay.forking.compare import BudgetError, upstream_bases
-from cassettes.replay.testing import how_to_install, recorder_python
+from cassettes.replay.testing.recorder import how_to_install, recorder_python
 from cassettes.untrusted import clean_line
 from cassettes.why._branches import Branches, passed_flags
 from cassettes.why._budget import check as check_budget

@@ -8,88 +8,63 @@ names below are its whole surface, pinned by tests/cassettes/test_wire_surface.p
   response headers only looptap writes (``_own_headers``) and a replay miss's note
   (``_miss_note``).
 
-Names are loaded on first use (PEP 562): the recorder and the pytest plugin start with a few.
+Plain imports: what the package adds to a command that reads a run is two small modules
+(``_edit_marks``, ``_own_headers``); its dependencies (hashlib, secrets) are loaded anyway.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from cassettes.lazy import on_first_use
-
-# Each name with the private module that defines it, loaded on first use.
-_MODULES = {
-    "_exchange": "AGENT_CLOSED NEXT_TURN UNSET Exchange Headers cut_by_client header",
-    "_decoding": "Decoder OverBudget body_cut decode_chunks decode_exchange salvage",
-    "_framing": (
-        "Chunk Event Framed frame is_aws_eventstream parse_aws_eventstream parse_sse "
-        "reseal_aws_eventstream"
-    ),
-    "_edit_marks": (
-        "EDIT_AUTH_HEADER EDIT_HEADER KEY_ENV MAX_HEADER authentic checked client_body "
-        "from_header item_of mark new_key seal to_header"
-    ),
-    "_own_headers": "OWN_RESPONSE_HEADERS without_own",
-    "_miss_note": "MAX_NOTE NOTE_HEADER REPLAY_HEADER MissNote MissVerdict read_miss",
-}
-_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
-
-if TYPE_CHECKING:
-    from cassettes.wire._decoding import (
-        Decoder,
-        OverBudget,
-        body_cut,
-        decode_chunks,
-        decode_exchange,
-        salvage,
-    )
-    from cassettes.wire._edit_marks import (
-        EDIT_AUTH_HEADER,
-        EDIT_HEADER,
-        KEY_ENV,
-        MAX_HEADER,
-        authentic,
-        checked,
-        client_body,
-        from_header,
-        item_of,
-        mark,
-        new_key,
-        seal,
-        to_header,
-    )
-    from cassettes.wire._exchange import (
-        AGENT_CLOSED,
-        NEXT_TURN,
-        UNSET,
-        Exchange,
-        Headers,
-        cut_by_client,
-        header,
-    )
-    from cassettes.wire._framing import (
-        Chunk,
-        Event,
-        Framed,
-        frame,
-        is_aws_eventstream,
-        parse_aws_eventstream,
-        parse_sse,
-        reseal_aws_eventstream,
-    )
-    from cassettes.wire._miss_note import (
-        MAX_NOTE,
-        NOTE_HEADER,
-        REPLAY_HEADER,
-        MissNote,
-        MissVerdict,
-        read_miss,
-    )
-    from cassettes.wire._own_headers import OWN_RESPONSE_HEADERS, without_own
-
-
-__getattr__ = on_first_use(__name__, _EXPORTS)
-
+from cassettes.wire._decoding import (
+    Decoder,
+    OverBudget,
+    body_cut,
+    decode_chunks,
+    decode_exchange,
+    salvage,
+)
+from cassettes.wire._edit_marks import (
+    EDIT_AUTH_HEADER,
+    EDIT_HEADER,
+    KEY_ENV,
+    MAX_HEADER,
+    authentic,
+    checked,
+    client_body,
+    from_header,
+    item_of,
+    mark,
+    new_key,
+    seal,
+    to_header,
+)
+from cassettes.wire._exchange import (
+    AGENT_CLOSED,
+    NEXT_TURN,
+    UNSET,
+    Exchange,
+    Headers,
+    cut_by_client,
+    header,
+)
+from cassettes.wire._framing import (
+    Chunk,
+    Event,
+    Framed,
+    frame,
+    is_aws_eventstream,
+    parse_aws_eventstream,
+    parse_sse,
+    reseal_aws_eventstream,
+)
+from cassettes.wire._miss_note import (
+    MAX_NOTE,
+    NOTE_HEADER,
+    REPLAY_HEADER,
+    MissNote,
+    MissVerdict,
+    read_miss,
+)
+from cassettes.wire._own_headers import OWN_RESPONSE_HEADERS, without_own
 
 __all__ = [
     "AGENT_CLOSED",

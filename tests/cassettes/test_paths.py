@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cassettes.errors import CassetteIOError
-from cassettes.replay.testing import (
+from cassettes.replay.testing.ready import (
     SCHEMA,
     VERSION,
     Ready,

@@ -33,12 +33,3 @@ def test_every_exported_name_resolves_and_every_module_is_private() -> None:
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
         importlib.import_module(f"cassettes.storage.{m}")
-
-
-def test_an_unknown_name_is_an_attribute_error() -> None:
-    try:
-        storage.nothing_here  # noqa: B018
-    except AttributeError as exc:
-        assert "nothing_here" in str(exc)
-    else:
-        raise AssertionError("cassettes.storage.nothing_here resolved")

@@ -7,8 +7,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import pytest
-
 import cassettes.wire as wire
 
 EXPORTED = [
@@ -34,8 +32,3 @@ def test_every_exported_name_resolves_and_every_module_is_private() -> None:
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
         importlib.import_module(f"cassettes.wire.{m}")
-
-
-def test_an_unknown_name_is_an_attribute_error() -> None:
-    with pytest.raises(AttributeError, match="nothing_here"):
-        wire.nothing_here  # noqa: B018

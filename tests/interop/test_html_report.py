@@ -236,11 +236,13 @@ def test_without_the_html_extra_the_command_says_how_to_install(
     assert not (tmp_path / "x.html").exists()
 
 
-def test_start_up_imports_neither_jinja2_nor_the_report() -> None:
+def test_start_up_imports_no_jinja2() -> None:
+    """The report's modules load with the views package, imported plainly (issue 72: a small show
+    measured 1.00x the CPU of 9dbacc33's); Jinja2 loads when a page is written."""
     code = (
         "import sys, cassettes.cli, cassettes.interop, cassettes.replay.testing.plugin\n"
-        "from cassettes.mcp import cmd_mcp\nprint(sorted(m for m in ('jinja2', "
-        "'cassettes.views._report', 'cassettes.views._htmlpage') if m in sys.modules))\n"
+        "from cassettes.mcp import cmd_mcp\nprint(sorted(m for m in ('jinja2',) "
+        "if m in sys.modules))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True

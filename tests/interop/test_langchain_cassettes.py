@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cassettes.reading import open_run, sniff
-from cassettes.replay import ReplayServer
+from cassettes.replay.serving import ReplayServer
 from cassettes.storage import read_records
 from tests.interop.cassette_files import FIXTURES, REPO
 from tests.support import progress

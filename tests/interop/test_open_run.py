@@ -14,10 +14,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+import cassettes
 from cassettes.errors import CassetteFormatError
 from cassettes.reading import Run, cassette_of, open_run, sniff
-from cassettes.replay import ReplayServer
-from cassettes.replay import Run as ReplayRun
+from cassettes.replay.serving import ReplayServer
 from cassettes.storage import load_flows, read_records
 from tests.interop.cassette_files import CACHE_WRITE, FIXTURES, REASONING, REPO, write_cassette
 from tests.support import progress
@@ -88,7 +88,7 @@ def test_every_format_opens_into_the_one_run(tmp_path: Path, odd_yaml: Path) -> 
         "json": "vcr",
         "mitmproxy": "mitmproxy",
     }
-    assert all(isinstance(r, Run) for r in runs.values()) and ReplayRun is Run
+    assert all(isinstance(r, Run) for r in runs.values()) and cassettes.Run is Run
     for key in ("looptap", "vcr"):  # the same recording, two containers
         assert runs[key].families == {"bedrock": 2} and len(runs[key].turns) == 2
         assert runs[key].total_tokens == runs["looptap"].total_tokens > 0

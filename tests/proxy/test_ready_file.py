@@ -1,6 +1,6 @@
 """The recorder's ready file (``--ready-file``): written once listening, atomically and 0600, with
 the environment the export lines give and no secret; removed when the recorder stops; and what the
-shipped :class:`cassettes.replay.testing._recorder.RecorderProcess` waits for, with a clear error
+shipped :class:`cassettes.replay.testing.recorder.RecorderProcess` waits for, with a clear error
 when the recorder exits first."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from cassettes.errors import CassetteError, CassetteFormatError
-from cassettes.replay.testing import SCHEMA, VERSION, RecorderProcess, bare_url, read_ready
+from cassettes.replay.testing.ready import SCHEMA, VERSION, bare_url, read_ready
+from cassettes.replay.testing.recorder import RecorderProcess
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -309,7 +310,7 @@ def test_a_fifo_at_the_ready_file_is_refused_not_waited_on(tmp_path: Path) -> No
     os.mkfifo(path)
     read = (
         "import sys\nfrom cassettes.errors import CassetteFormatError\n"
-        "from cassettes.replay.testing import read_ready\n"
+        "from cassettes.replay.testing.ready import read_ready\n"
         "try:\n    read_ready(sys.argv[1])\nexcept CassetteFormatError as exc:\n    print(exc)\n"
     )  # (in a process of its own: one that waits must not hang the suite)
     r = progress.run([sys.executable, "-c", read, path], capture_output=True, text=True)

@@ -128,8 +128,13 @@ def test_upstream_overrides_the_users_base_url(tmp_path: Path) -> None:
     """``--upstream`` wins over the variable; the variable's API is then not announced."""
     with FakeUpstream(delay=0.001) as up, FakeUpstream(delay=0.001) as other:
         rc, _stdout, stderr, _out = _run(
-            tmp_path, "--upstream", f"openai={up.url}", "--upstream", f"anthropic={up.url}",
-            OPENAI_BASE_URL=other.url + "/v1", ANTHROPIC_BASE_URL=other.url,
+            tmp_path,
+            "--upstream",
+            f"openai={up.url}",
+            "--upstream",
+            f"anthropic={up.url}",
+            OPENAI_BASE_URL=other.url + "/v1",
+            ANTHROPIC_BASE_URL=other.url,
         )
         assert rc == 0, stderr
         assert len(up.llm_served()) == 2 and other.llm_served() == []
@@ -178,7 +183,7 @@ def test_an_enclosing_recorder_is_followed(tmp_path: Path) -> None:
 def test_looptap_record_reads_its_own_environment(tmp_path: Path) -> None:
     """``looptap record`` too: its export lines point at its listener (the user's path kept), its
     listener forwards to the user's base URL, and it exports ``LOOPTAP_RECORDER``."""
-    from cassettes.replay.testing import RecorderProcess
+    from cassettes.replay.testing.recorder import RecorderProcess
     from tests.support.recorder import PROXY_PYTHON
     from tests.support.wire import http_request
 

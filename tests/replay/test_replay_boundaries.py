@@ -27,7 +27,7 @@ def test_replay_names_no_provider() -> None:
 def test_plugin_and_server_import_without_mitmproxy_or_the_proxy_package() -> None:
     code = (
         "import sys, cassettes.replay.testing.plugin, cassettes.replay\n"
-        "from cassettes.replay import cmd_replay\n"
+        "from cassettes.replay.command import cmd_replay\n"
         "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('mitmproxy', 'proxy', "
         "'textual', 'inspector'))))\n"
     )

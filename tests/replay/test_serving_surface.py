@@ -1,19 +1,14 @@
 """cassettes.replay.serving is one façade over private modules (issue 56): the server, its
 WebSocket sessions, the planner, the player, the relay, the sender, the faults, the recordings.
 Its exported names are pinned here, as httpx pins its ``__all__``: a name added to or dropped from
-the surface is a decision seen in review. Names load on first use: the recorder takes the faults
-from here without the server."""
+the surface is a decision seen in review."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-import sys
-
-import pytest
 
 import cassettes.replay.serving as serving
-from tests.support import progress
 
 EXPORTED = [
     "IDLE_TIMEOUT", "MISS_CODE", "PLACEHOLDER_KEY", "READ_TIMEOUT", "REFUSAL_TEXT", "STATUS_KINDS",
@@ -31,25 +26,3 @@ def test_the_exported_names_are_pinned_and_every_module_is_private() -> None:
     assert modules and all(m.startswith("_") for m in modules), modules
     for m in modules:
         importlib.import_module(f"cassettes.replay.serving.{m}")
-
-
-def test_an_unknown_name_is_an_attribute_error() -> None:
-    with pytest.raises(AttributeError, match="nothing_here"):
-        serving.nothing_here  # noqa: B018
-
-
-def test_the_faults_load_without_the_server() -> None:
-    """The recorder's start (proxy/faults.py, proxy/cli.py) takes the faults from the façade: the
-    server, the player and the matcher stay unloaded."""
-    code = (
-        "import sys; from cassettes.replay.serving import FaultPlan, FaultSpecError; "
-        "print(sorted(m for m in sys.modules if m.startswith('cassettes.replay')))"
-    )
-    out = progress.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
-    assert out == [
-        "['cassettes.replay',",
-        "'cassettes.replay.serving',",
-        "'cassettes.replay.serving._faults']",
-    ], out

@@ -12,7 +12,7 @@ from real_corpus import corpus_files
 
 from cassettes.errors import CassetteError
 from cassettes.recording import CassetteWriter
-from cassettes.replay.testing import SessionCassette
+from cassettes.replay.testing.recorder import SessionCassette
 from cassettes.storage import load_vcr, read_records
 from cassettes.wire import Exchange
 

@@ -2,7 +2,7 @@
 
 The recorder runs from ``$LOOPTAP_PROXY_PYTHON`` (mitmproxy 11 cannot share the test environment,
 see MITMPROXY.md §0), in a new session so that it and its writer process can be killed together.
-:class:`RecorderProcess` is the shipped one (:mod:`cassettes.replay.testing._recorder`, which waits
+:class:`RecorderProcess` is the shipped one (:mod:`cassettes.replay.testing.recorder`, which waits
 for the recorder's ready file) with what tests look at: its listening ports, and the CPU time and
 memory of the proxy process and of its writer process, read from ``/proc``.
 """
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from cassettes.errors import CassetteError
-from cassettes.replay.testing import RecorderProcess as Shipped
+from cassettes.replay.testing.recorder import RecorderProcess as Shipped
 from tests.support import progress
 
 __all__ = [
@@ -140,7 +140,7 @@ def cmdline(pid: int) -> str:
 class RecorderProcess:
     """``looptap record -o OUT --upstream openai=… …`` until :meth:`stop` (SIGINT) or :meth:`kill`.
 
-    The shipped :class:`cassettes.replay.testing._recorder.RecorderProcess` (which waits for the
+    The shipped :class:`cassettes.replay.testing.recorder.RecorderProcess` (which waits for the
     recorder's ready file) in the tests' terms: started at once, a failure to start is an
     ``AssertionError`` with all the recorder said, ``output`` is that text, and the ports and the
     recorder's processes can be looked up."""

@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import bounds, providers
+from cassettes.models import user_messages
 from cassettes.replay.live._edits import Edit
-from cassettes.views import user_messages
 from cassettes.wire import mark
 
 __all__ = ["apply_edits", "carried"]

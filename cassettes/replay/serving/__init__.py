@@ -8,49 +8,31 @@ live relayed by ``_relay`` (a WebSocket session by ``_websocket`` itself), all w
 round trips served, opened from any format (``_recordings``).
 
 Matching is :mod:`cassettes.matching`'s, what a request sent live becomes
-:mod:`cassettes.replay.live`'s, the wire :mod:`cassettes.net`'s. Names load on first use (PEP 562):
-the recorder's start needs the faults only, the pytest plugin's session the server.
+:mod:`cassettes.replay.live`'s, the wire :mod:`cassettes.net`'s. Plain imports: each caller (the
+replay command, the recorder, the pytest plugin's session) loads the server anyway.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from cassettes.lazy import on_first_use
-
-# Each name with the private module that defines it, loaded on first use (PEP 562).
-_MODULES = {
-    "_faults": "REFUSAL_TEXT STATUS_KINDS Fault FaultPlan FaultSpecError parse_fault",
-    "_plan": "MISS_CODE Answer Forward Missed Planner Play",
-    "_server": "IDLE_TIMEOUT PLACEHOLDER_KEY READ_TIMEOUT UNPLAYED_LISTED ReplayServer parse_pace "
-    "placeholder_keys replay_env",
-}
-_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
-
-if TYPE_CHECKING:
-    from cassettes.replay.serving._faults import (
-        REFUSAL_TEXT,
-        STATUS_KINDS,
-        Fault,
-        FaultPlan,
-        FaultSpecError,
-        parse_fault,
-    )
-    from cassettes.replay.serving._plan import MISS_CODE, Answer, Forward, Missed, Planner, Play
-    from cassettes.replay.serving._server import (
-        IDLE_TIMEOUT,
-        PLACEHOLDER_KEY,
-        READ_TIMEOUT,
-        UNPLAYED_LISTED,
-        ReplayServer,
-        parse_pace,
-        placeholder_keys,
-        replay_env,
-    )
-
-
-__getattr__ = on_first_use(__name__, _EXPORTS)
-
+from cassettes.replay.serving._faults import (
+    REFUSAL_TEXT,
+    STATUS_KINDS,
+    Fault,
+    FaultPlan,
+    FaultSpecError,
+    parse_fault,
+)
+from cassettes.replay.serving._plan import MISS_CODE, Answer, Forward, Missed, Planner, Play
+from cassettes.replay.serving._server import (
+    IDLE_TIMEOUT,
+    PLACEHOLDER_KEY,
+    READ_TIMEOUT,
+    UNPLAYED_LISTED,
+    ReplayServer,
+    parse_pace,
+    placeholder_keys,
+    replay_env,
+)
 
 __all__ = [
     "IDLE_TIMEOUT",

@@ -13,7 +13,7 @@ import pytest
 from cassettes.errors import ReplayMiss
 
 if TYPE_CHECKING:
-    from cassettes.replay.testing._recorder import SessionRecorder
+    from cassettes.replay.testing.recorder import SessionRecorder
 
 __all__ = ["MISS", "MODES", "RECORDER", "REPORTS", "REPORTS_DIR"]
 

@@ -30,7 +30,7 @@ from cassettes.replay.testing._report import add_sections, failure_text, summary
 from cassettes.storage import check_target, is_cassette, open_regular, staged
 
 if TYPE_CHECKING:
-    from cassettes.replay.testing._recorder import SessionRecorder
+    from cassettes.replay.testing.recorder import SessionRecorder
     from cassettes.wire import Exchange
 
 __all__ = [
@@ -163,7 +163,7 @@ def _session_recorder(
         return rec
     if rec is not None:
         rec.stop()
-    from cassettes.replay.testing._recorder import SessionRecorder, recorder_python
+    from cassettes.replay.testing.recorder import SessionRecorder, recorder_python
 
     # LOOPTAP_PROXY_PYTHON relative to where pytest was started, whatever directory a test is in
     # now; a path that names nothing is said as missing (RecorderUnavailable) before anything

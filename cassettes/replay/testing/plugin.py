@@ -23,7 +23,7 @@ Recording runs ``looptap record`` (the mitmproxy recorder, like ``looptap run``)
 from ``LOOPTAP_PROXY_PYTHON``; it forwards to the real APIs or to ``--looptap-upstream NAME=URL``.
 One recorder serves the whole session (per xdist worker), started when the first test records:
 each test's round trips are cut out of the session's recording at the test's start and end
-(:mod:`cassettes.replay.testing._recorder`). Replay needs nothing but this package.
+(:mod:`cassettes.replay.testing.recorder`). Replay needs nothing but this package.
 
 A request the cassette cannot answer fails the test with the closest recorded turn, the JSON
 paths that differ and the layer they implicate, even when the agent swallowed the SDK's error:
@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cassettes.errors import ReplayMiss
+from cassettes.project import RuleError, project_table
 from cassettes.replay.testing._keys import MISS, MODES, RECORDER, REPORTS
 from cassettes.replay.testing._rewrite import spare_core
 
@@ -169,16 +170,16 @@ def _ini_rules(config: pytest.Config) -> None:
     """The ini's rules and the project's file (found from the rootdir), checked at start-up. The
     rules' machinery loads only when one of them declares some: a session of a project that
     declares none reads its file and nothing more."""
-    from cassettes import matching  # here, not at the top: plugin.py loads no more than its hooks
-
     cassette = Path(str(config.rootpath)) / "_"
     ignore, substitute, tools = (
         config.getini(f"looptap_{k}") for k in ("ignore", "substitute", "volatile_tools")
     )
     try:
-        if ignore or substitute or tools or matching.project_table(cassette) is not None:
-            matching.project_rules(cassette, ignore, substitute, tools, "pytest's ini")
-    except matching.RuleError as exc:
+        if ignore or substitute or tools or project_table(cassette) is not None:
+            from cassettes.matching import project_rules  # the rules' machinery, when used
+
+            project_rules(cassette, ignore, substitute, tools, "pytest's ini")
+    except RuleError as exc:
         raise pytest.UsageError(f"looptap: {exc}") from None
 
 

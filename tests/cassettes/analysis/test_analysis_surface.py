@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import pytest
-
 import cassettes.analysis as analysis
 
 EXPORTED = [
@@ -37,8 +35,3 @@ def test_every_exported_name_resolves_and_every_other_module_is_private() -> Non
     assert sorted(m for m in modules if not m.startswith("_")) == PUBLIC, modules
     for m in modules:
         importlib.import_module(f"cassettes.analysis.{m}")
-
-
-def test_an_unknown_name_is_an_attribute_error() -> None:
-    with pytest.raises(AttributeError, match="nothing_here"):
-        analysis.nothing_here  # noqa: B018

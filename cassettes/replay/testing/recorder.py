@@ -31,10 +31,16 @@ from pathlib import Path
 
 from cassettes.errors import CassetteError, RecorderUnavailable
 from cassettes.hints import count
-from cassettes.replay.testing._ready import Ready, read_ready
+from cassettes.replay.testing.ready import Ready, read_ready
 from cassettes.wire import Exchange
 
-__all__ = ["RecorderProcess", "SessionRecorder", "how_to_install", "recorder_python"]
+__all__ = [
+    "RecorderProcess",
+    "SessionCassette",
+    "SessionRecorder",
+    "how_to_install",
+    "recorder_python",
+]
 
 #: The recorder's answer to SIGUSR1 (proxy/session.py ``FLUSHED``), with the number stored.
 _FLUSHED = re.compile(r"^looptap: flushed: (\d+) round trips stored$")
@@ -96,7 +102,7 @@ _NOT_READY_GRACE = 3.0
 
 class RecorderProcess:
     """``looptap record -o OUTPUT`` in a child process, started by :meth:`start`, which waits for
-    its ready file (:mod:`cassettes.replay.testing._ready`): ``ready`` holds that file, ``env`` what
+    its ready file (:mod:`cassettes.replay.testing.ready`): ``ready`` holds that file, ``env`` what
     it says to export. ``args`` are more options for ``looptap record``; ``env`` replaces the
     child's environment (default: this one without proxy variables). The recorder runs in a session
     of its own, so :meth:`stop` and :meth:`kill` end it and its writer process together."""

@@ -1,4 +1,5 @@
-"""Where a project's matching rules live: one file it commits, found from the cassette.
+"""Where a project's matching rules come from: one file it commits, found from the cassette, and
+the command line's flags that add to it (:func:`add_rule_flags`).
 
 Precedence (docs/testing.md, "Rules"): a ``looptap.toml`` in the cassette's own directory (beside
 the cassettes) is read, and nothing else; without one, the first ``pyproject.toml`` found from the
@@ -11,9 +12,10 @@ A file is untrusted input: read with the standard library's TOML reader, at most
 bytes, the walk upward at most :data:`MAX_UP` directories; what cannot be used is one
 :class:`RuleError` line naming the file.
 
-Finding and reading the file needs none of the rules' machinery (the table is read by
-:func:`~cassettes.matching.rules_from_config`): the pytest plugin checks at
-start-up, in every session, whether the project declares rules at all (:func:`project_table`).
+Finding and reading the file, and declaring the flags, need none of the rules' machinery (the
+table is read by :func:`~cassettes.matching.rules_from_config`): the pytest plugin checks at
+start-up, in every session, whether the project declares rules at all (:func:`project_table`), and
+``looptap --help`` lists the flags.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from cassettes.errors import CassetteError
 
-__all__ = ["RuleError", "find_config", "project_table"]
+__all__ = ["RuleError", "add_rule_flags", "find_config", "project_table"]
 
 BESIDE = "looptap.toml"
 PYPROJECT = "pyproject.toml"
@@ -97,3 +99,32 @@ def _read(path: Path) -> dict[str, Any]:
         return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise RuleError(f"{path}: not valid TOML: {exc}") from None
+
+
+def add_rule_flags(p: Any, fork: bool = False, what: str | None = None) -> None:
+    """``--ignore``, ``--substitute`` and ``--volatile-tool`` (repeatable) on a command's parser
+    (``what``: what they match, in the help; ``looptap diff`` compares the requests so too)."""
+    what = what or ("the fork's prefix" if fork else "the replay")
+    for flag, metavar, said in (
+        (
+            "--ignore",
+            "PATH",
+            "ignore this JSON path of the request body (wildcards: metadata.*, "
+            "messages[*].content[*].cache_control; one API family only: FAMILY:PATH); repeatable; "
+            "added to pyproject.toml's [tool.looptap] (docs/testing.md)",
+        ),
+        (
+            "--substitute",
+            "REGEX=REPLACEMENT",
+            "write every match of REGEX in the request's strings as REPLACEMENT, on both sides "
+            "(split at the last '='); repeatable",
+        ),
+        (
+            "--volatile-tool",
+            "NAME",
+            "the results of the tool NAME are not compared (what the world says now); repeatable",
+        ),
+    ):
+        p.add_argument(
+            flag, action="append", default=[], metavar=metavar, help=f"when matching {what}: {said}"
+        )
