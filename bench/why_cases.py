@@ -48,7 +48,7 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
 def _estimated(err: str, combined: bool) -> int | None:
     """The requests the budget lines on stderr count: the single interventions', plus the
     combinations' "up to" when they were tried."""
-    singles = re.search(r"(?m)^(?:looptap why: )?([\d,]+) requests? \(", err)
+    singles = re.search(r"(?m)^(?:looptap why: )?([\d,]+) requests? (?:expected )?\(", err)
     more = re.search(r"and up to ([\d,]+) requests? more", err)
     if singles is None:
         return None
