@@ -26,11 +26,15 @@ HEAVY = (
 def _session(root: Path, *requests: dict) -> tuple[list[dict], set[str]]:
     """Run ``looptap mcp`` on stdio, send ``requests`` one at a time (each answered before the
     next), close stdin; the answers and the modules the server process imported."""
-    proc = subprocess.Popen(
-        [sys.executable, "-X", "importtime", "-m", "cassettes.cli", "mcp", "--root", str(root)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
-    )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    # stderr (importtime writes a line per module) goes to a file: a pipe nobody reads while the
+    # answers are read fills up and the server blocks on it (a hang, not a failure)
+    log = root / f"importtime.{len(list(root.glob('importtime.*')))}.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-m", "cassettes.cli", "mcp", "--root", str(root)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink, cwd=REPO,
+        )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
     answers = []
     for req in requests:
         proc.stdin.write((json.dumps(req) + "\n").encode())
@@ -38,8 +42,8 @@ def _session(root: Path, *requests: dict) -> tuple[list[dict], set[str]]:
         if "id" in req:
             answers.append(json.loads(proc.stdout.readline()))
     proc.stdin.close()
-    err = proc.stderr.read().decode("utf-8", "replace")
     proc.wait()
+    err = log.read_text("utf-8", "replace")
     modules = {
         line.split("|")[-1].strip()
         for line in err.splitlines()
