@@ -505,7 +505,7 @@ _RECORDER_VAR = "LOOPTAP_RECORDER"  # the recorder's listeners, host:port,… (p
 
 def named_listeners(recorder_env: dict[str, str]) -> dict[str, str]:
     """The base-URL variables of the listeners ``--upstream NAME=URL`` added for a name no
-    provider has (``BEDROCK_BASE_URL`` → ``bedrock``): those that point at this recorder."""
+    provider has (``MYAPI_BASE_URL`` → ``myapi``): those that point at this recorder."""
     ours = {x.strip() for x in recorder_env.get(_RECORDER_VAR, "").split(",") if x.strip()}
     known = {v for _, vs, _ in providers.REVERSE_UPSTREAMS.values() for v in vs}
     return {
