@@ -68,7 +68,7 @@ def refusal(f: Any, ex: Any) -> Intervention | None:
 
 
 def recovered(
-    a: Any, by_turn: dict[tuple[str, int], Any], where: tuple[str, int], run: Any = None
+    a: Any, by_turn: dict[tuple[str, int], Any], where: tuple[str, int], run: Any
 ) -> str | None:
     """How the client recovered from the failed turn ``where``: a later turn of its conversation
     re-sent the same history with the request changed (looptap's ``C.retry`` with ``changed``) and
@@ -76,7 +76,7 @@ def recovered(
     request was threaded as another conversation (a tool taken out makes another agent's
     request), a later request of the run carried the same messages and was answered
     (:func:`_resent`); ``None`` when neither."""
-    return _retried(a, by_turn, where) or (_resent(run, a, by_turn, where) if run else None)
+    return _retried(a, by_turn, where) or _resent(run, a, by_turn, where)
 
 
 def _resent(
@@ -100,10 +100,7 @@ def _resent(
             and other[1].request is not None
             and other[1].request.messages == req.messages
         ):
-            return (
-                f"{t.conversation} turn {t.index} sent the same messages again, the request "
-                "changed, and was answered"
-            )
+            return f"{t.conversation} turn {t.index} sent the same messages again and was answered"
     return None
 
 
@@ -133,7 +130,7 @@ def _retried(a: Any, by_turn: dict[tuple[str, int], Any], where: tuple[str, int]
 
 
 def refusal_or_context(
-    f: Any, ex: Any, a: Any, by_turn: dict[tuple[str, int], Any], run: Any = None
+    f: Any, ex: Any, a: Any, by_turn: dict[tuple[str, int], Any], run: Any
 ) -> Intervention | None:
     """:func:`refusal` of ``f``; when the client recovered from it (:func:`recovered`), context,
     not a suspect: the run's failure does not follow from it (``c-recovered``: listed, not run,
