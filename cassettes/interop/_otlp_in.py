@@ -17,6 +17,7 @@ calls sent and got (OpenAI Chat and Anthropic; ``history`` inferred).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from cassettes.interop._otlp_openinference import (
 )
 from cassettes.interop._otlp_params import params
 from cassettes.interop._otlp_spans import (
+    SCOPE,
     SERVICE,
     attributes,
     json_attribute,
@@ -132,7 +134,7 @@ def _is_call(a: dict[str, Any], span: dict[str, Any]) -> bool:
     )
 
 
-def _family(a: dict[str, Any]) -> str:
+def _family(a: dict[str, Any], span: dict[str, Any]) -> str:
     """The API family a call is rebuilt in: looptap's own label, the URL, the provider named."""
     fam = a.get("looptap.family")
     if fam in REBUILT:
@@ -141,23 +143,46 @@ def _family(a: dict[str, Any]) -> str:
     provider = (provider or str(a.get("llm.provider") or a.get("llm.system") or "")).lower()
     if str(a.get("url.full") or "").split("?")[0].endswith("/responses") or response_echo(a):
         return "openai_responses"
-    if provider in ("gcp.gemini", "gcp.vertex_ai", "gemini", "google", "vertex_ai"):
+    if provider in _GEMINI or _vertex(a, span):
         return "gemini"
     if provider in ("aws.bedrock", "aws", "bedrock"):
         return "bedrock"
     return "anthropic" if provider == "anthropic" else "openai_chat"
 
 
+_GEMINI = ("gcp.gemini", "gcp.vertex_ai", "gemini", "google", "vertex_ai")
+#: The instrumentation of the Vertex AI SDK's Gemini calls (OTel contrib vertexai), which names
+#: no provider under the latest GenAI conventions.
+_VERTEX_SCOPE = "opentelemetry.instrumentation.vertexai"
+#: A Vertex AI region, as its host names it (``{region}-aiplatform.googleapis.com``).
+_REGION = re.compile(r"([a-z][a-z0-9-]{0,39})-aiplatform\.googleapis\.com")
+
+
+def _vertex(a: dict[str, Any], span: dict[str, Any]) -> bool:
+    """A Gemini call to Vertex AI: its provider, its instrumentation or its server says so."""
+    provider = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or "").lower()
+    host = str(a.get("server.address") or "")
+    return (
+        provider in ("gcp.vertex_ai", "vertex_ai")
+        or span.get(SCOPE) == _VERTEX_SCOPE
+        or (host.endswith("aiplatform.googleapis.com") and not provider)
+    )
+
+
 def _call(span: dict[str, Any]) -> Call | None:
     a = attributes(span.get("attributes"))
     if not _is_call(a, span):
         return None
-    family = _family(a)
+    family = _family(a, span)
     oi = not any(k.startswith("gen_ai.") and "messages" in k for k in a) and any(
         k.startswith("llm.input_messages.") or k.startswith("llm.output_messages.") for k in a
     )
     call = Call(family, "an OpenInference trace" if oi else "an OTel GenAI trace", [])
     call.service = span.get(SERVICE)
+    if family == "gemini" and _vertex(a, span):
+        call.vertex = True
+        region = _REGION.fullmatch(str(a.get("server.address") or ""))
+        call.region = region.group(1) if region else None
     inputs, system, output, finish = openinference(a, span) if oi else _semconv(a, span, call)
     call.given.add("provider" if "gen_ai.provider.name" in a or "llm.provider" in a else "")
     if family == "openai_chat" and a.get("looptap.family") not in (None, "openai_chat"):

@@ -207,8 +207,9 @@ class Matcher:
         for p in sorted(self.index.profiles, key=repr):
             doc = reduced(live.raw, p)
             raw = orjson.dumps(doc)
+            asked = target.split("?", 1)[0] if p.query else target
             key = self._rebased(
-                request_key(method, target, headers, raw, doc, self.volatile, self.rules)
+                request_key(method, asked, headers, raw, doc, self.volatile, self.rules)
             )
             found = self._first_unplayed(key.digest)
             if found is not None and inferred_fields(found.exchange) == p:
@@ -224,6 +225,8 @@ class Matcher:
                     for k, v in live.raw.items()
                     if k not in doc or doc[k] != v
                 ]  # fmt: skip
+                if asked != target:
+                    left.append(Tolerated(("?",), INFERRED, "(not in the trace)", live.target))
                 return found, key, left
         return None
 

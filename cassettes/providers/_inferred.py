@@ -21,7 +21,9 @@ the mark says, nothing else:
   keeps the system text only);
 - ``schema key``: the key a Gemini function declaration's schema is under (``parameters``,
   ``parametersJsonSchema``, ``parameters_json_schema``: a trace keeps the schema, not which one
-  the SDK used); the schema itself is compared.
+  the SDK used); the schema itself is compared;
+- ``query``: the URL's query string (a Vertex AI call: which client and transport sent it, the
+  Vertex AI SDK's REST ``$alt=json;enum-encoding=int`` or none, the trace does not say).
 
 Each recorded round trip with such a mark has its :class:`InferredFields`; the matcher
 (:mod:`cassettes.matching`) keys it by its body so reduced, and a request that matched nothing
@@ -57,7 +59,7 @@ _DROPPED = {
 }
 _MARKS = {
     *_DROPPED, "tool schemas", "params", "max_tokens name", "tool_result.is_error",
-    "arguments text", "system role", "schema key",
+    "arguments text", "system role", "schema key", "query",
 }  # fmt: skip
 
 
@@ -74,6 +76,7 @@ class InferredFields:
     arguments: bool = False
     system_role: bool = False
     schema_key: bool = False
+    query: bool = False
 
 
 def inferred_fields(ex: Exchange) -> InferredFields | None:
@@ -94,7 +97,7 @@ def inferred_fields(ex: Exchange) -> InferredFields | None:
     return InferredFields(
         drop, only, "tool schemas" in marks, "tool_result.is_error" in marks,
         "max_tokens name" in marks, "arguments text" in marks, "system role" in marks,
-        "schema key" in marks,
+        "schema key" in marks, "query" in marks,
     )  # fmt: skip
 
 

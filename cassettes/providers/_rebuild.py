@@ -33,6 +33,11 @@ REBUILT = {
     # the region is not in a trace: the path is what a request is matched on
     "bedrock": "https://bedrock-runtime.us-east-1.amazonaws.com/model/{model}/{method}",
 }
+#: Gemini on Vertex AI (:attr:`Call.vertex`): a trace names no project, perhaps no region. A
+#: client's other project, region or API version is its base path (read under the recording's, as
+#: for any recording); the query its transport adds (the Vertex AI SDK's REST
+#: ``$alt=json;enum-encoding=int``, ``alt=sse``) is left out of the comparison (``query`` inferred).
+_VERTEX = "https://{host}/v1/projects/unknown/locations/{region}/publishers/google/models/{model}"
 _JSON = [("content-type", "application/json")]
 #: The request parameters of each family an invocation-parameters attribute may hold beside a
 #: framework's own settings (LangChain's ``model_name``, ``_type``, ``streaming``, ``max_retries``
@@ -86,6 +91,9 @@ class Call:
     notes: list[str] = field(default_factory=list)
     #: The service that made the call (an OTLP resource's ``service.name``), if it was named.
     service: str | None = None
+    #: A Gemini call to Vertex AI, and its region when the trace names it (its server's host).
+    vertex: bool = False
+    region: str | None = None
 
 
 def exchange(call: Call, n: int) -> Exchange:
@@ -137,6 +145,8 @@ def _request(family: str, call: Call) -> tuple[str, dict[str, Any], dict[str, An
     if family == "gemini":
         method = "streamGenerateContent?alt=sse" if call.stream else "generateContent"
         url = REBUILT["gemini"].format(model=call.model or "unknown", method=method)
+        if call.vertex:
+            url = _vertex_url(call, method)
         return url, _gemini_request(call), None
     if family == "openai_responses":
         return REBUILT[family], _responses_request(call), None
@@ -147,6 +157,22 @@ def _request(family: str, call: Call) -> tuple[str, dict[str, Any], dict[str, An
         url = REBUILT[family].format(model=quote(call.model or "unknown", safe=""), method=method)
         return url, *_bedrock(call)
     return REBUILT[family], *(_anthropic if family == "anthropic" else _chat)(call)
+
+
+def _vertex_url(call: Call, method: str) -> str:
+    region = call.region or "unknown"
+    host = (
+        f"{call.region}-aiplatform.googleapis.com" if call.region else "aiplatform.googleapis.com"
+    )
+    call.inferred |= {"project", "query"} | (set() if call.region else {"location"})
+    call.notes.append(
+        "imported: a Gemini call to Vertex AI; the trace names no project"
+        + ("" if call.region else " nor location")
+        + ": the URL's are placeholders, and a request of the same model and method under any "
+        "project's and location's base matches it, whatever query its transport adds"
+    )
+    model = call.model or "unknown"
+    return f"{_VERTEX.format(host=host, region=region, model=model)}:{method}"
 
 
 def _marked(ex: Exchange, call: Call) -> Exchange:

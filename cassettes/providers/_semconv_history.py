@@ -161,6 +161,7 @@ def from_parts(
     names: dict[str, str] = {}  # Gemini names a result by its call's name
     for m in messages:
         role = str(m.get("role") or "user")
+        role = "assistant" if role == "model" else role  # Gemini's own word (OTel contrib vertexai)
         parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
         apart = family in ("gemini", "openai_responses", "anthropic", "bedrock")  # system apart
         if apart and role in ("system", "developer"):

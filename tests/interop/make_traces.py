@@ -26,7 +26,7 @@ from tests.support.scripted import ScriptedUpstream
 
 HERE = Path(__file__).parent
 #: The APIs the agents call, each pointed at the scripted upstream.
-APIS = ("openai", "anthropic", "gemini", "bedrock")
+APIS = ("openai", "anthropic", "gemini", "bedrock", "vertex")
 OUT = HERE / "traces"
 SDK_AGENT = HERE.parent / "replay" / "fork_agent.py"
 FRAMEWORKS = HERE / "framework_agents.py"
@@ -43,6 +43,7 @@ KINDS = {
     ),
     "botocore": ("botocore", [str(SDK_AGENT), "bedrock", "bedrock-stream"]),
     "google-genai": ("google-genai", [str(SDK_AGENT), "gemini", "gemini-stream"]),
+    "vertexai": ("vertexai", [str(SDK_AGENT), "vertex"]),  # 2.2b0 traces no stream
     "openai-v2": ("openai-v2", [str(SDK_AGENT), "openai", "openai-stream"]),
     "openinference-langchain": ("openinference-langchain", [str(FRAMEWORKS), "langchain"]),
     "pydantic-ai": ("pydantic-ai", [str(FRAMEWORKS), "pydantic-ai"]),

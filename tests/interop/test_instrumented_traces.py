@@ -37,6 +37,7 @@ KINDS = {
     "pydantic-ai": ("stream",),  # pydantic-ai's span does not say; the anthropic SDK's span does
     "openai-v2": ("stream", "tools"),
     "google-genai": ("stream",),  # gen_ai.request.stream is on a streamed call only
+    "vertexai": ("stream", "tools"),  # 2.2b0 writes neither (and traces no streamed call)
     "openinference-bedrock": (),
     "openllmetry-bedrock": ("stream",),  # its span does not say (nor the whole model id)
     # its LLM span keeps the Responses answer; the scripted upstream echoes no tools in it
@@ -193,6 +194,9 @@ def test_a_fork_at_turn_2_of_an_imported_trace_serves_the_prefix(kind: str, tmp_
     assert proc.stdout.count("NEW MODEL") == n, proc.stdout
 
 
+#: The traces whose agent is fork_agent.py on an SDK the test environment lacks (the traces' has
+#: it: boto3, google-cloud-aiplatform).
+SDKS_ELSEWHERE = ("openinference-bedrock", "vertexai")
 _TRACES_VENV = REPO / ".venv-traces" / "bin" / "python"  # .ci/run makes it
 FRAMEWORKS_PYTHON = os.environ.get("LOOPTAP_TRACES_PYTHON") or (
     str(_TRACES_VENV) if _TRACES_VENV.exists() else None
@@ -213,6 +217,7 @@ FRAMEWORKS_PYTHON = os.environ.get("LOOPTAP_TRACES_PYTHON") or (
         ("pydantic-ai", "pydantic-ai"),
         ("openinference-openai-agents", "openai-agents openai openai-stream"),
         ("openinference-bedrock", "bedrock bedrock-stream"),
+        ("vertexai", "vertex"),
     ],
 )
 def test_a_fork_at_turn_2_of_a_frameworks_trace(kind: str, framework: str, tmp_path: Path) -> None:
@@ -222,7 +227,8 @@ def test_a_fork_at_turn_2_of_a_frameworks_trace(kind: str, framework: str, tmp_p
     ``max_completion_tokens``, its re-spelled arguments, whether a call streamed) is no miss, and
     a streamed call the trace did not flag gets its answer as a stream."""
     trace = imported(kind, tmp_path)
-    script = FORK_AGENT if "bedrock" in kind else FRAMEWORKS  # boto3: in the traces' environment
+    # boto3 and the Vertex AI SDK: in the traces' environment
+    script = FORK_AGENT if kind in SDKS_ELSEWHERE else FRAMEWORKS
     agent = [str(FRAMEWORKS_PYTHON), str(script), *framework.split()]
     n = len(framework.split()[script is FRAMEWORKS :]) or 4
     proc, fake = _fork(trace, tmp_path, agent)

@@ -73,8 +73,9 @@ import pytest
 @pytest.mark.looptap
 def test_weather(looptap):
     # the agent runs in the frameworks' environment, with the base URLs the plugin set; a
-    # boto3 agent is given the replay server as its endpoint_url
-    env = {{**os.environ, "BEDROCK_BASE_URL": looptap.url.split("/v1")[0]}}
+    # boto3 or Vertex AI SDK agent is given the replay server as its endpoint
+    base = looptap.url.split("/v1")[0]
+    env = {{**os.environ, "BEDROCK_BASE_URL": base, "VERTEX_BASE_URL": base}}
     proc = subprocess.run({agent!r}, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("Sunny in Paris and Lyon.") == {n}, proc.stdout
@@ -102,13 +103,14 @@ def _all_traces(*params: Any) -> Any:
             2,
         ),
         ("openinference-bedrock", [FORK_AGENT, "bedrock", "bedrock-stream"], 2),
+        ("vertexai", [FORK_AGENT, "vertex"], 1),
     ],
 )
 def test_the_pytest_plugin_replays_a_frameworks_trace(
     kind: str, agent: list[Any], n: int, tmp_path: Path
 ) -> None:
-    """The LangChain, pydantic-ai, openai-agents and boto3 agents run for real inside a pytest
-    test of the plugin, against the imported trace replayed offline (``CI=1``)."""
+    """The LangChain, pydantic-ai, openai-agents, boto3 and Vertex AI SDK agents run for real
+    inside a pytest test of the plugin, against the imported trace replayed offline (``CI=1``)."""
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
     argv = [str(FRAMEWORKS_PYTHON), *map(str, agent)]
@@ -136,6 +138,7 @@ WHY_AGENTS: dict[str, tuple[bool, Path, tuple[str, ...]]] = {
     "pydantic-ai": (True, FRAMEWORKS, ("pydantic-ai",)),
     "openinference-openai-agents": (True, FRAMEWORKS, ("openai-agents",)),
     "openinference-bedrock": (True, FORK_AGENT, ()),  # boto3
+    "vertexai": (True, FORK_AGENT, ()),  # google-cloud-aiplatform
 }
 
 
@@ -152,8 +155,9 @@ def _final_label(trace: Path, views: list[dict[str, Any]]) -> str:
 
 
 #: ``why`` on each trace costs 40–70 s on a loaded machine: by default one trace per API family
-#: (Chat + Messages, Gemini, Bedrock Converse); ``LOOPTAP_ALL_TRACES=1`` runs every one.
-WHY_DEFAULT = ("openllmetry", "google-genai", "openinference-bedrock")
+#: (Chat + Messages, Gemini, Bedrock Converse, Gemini on Vertex AI); ``LOOPTAP_ALL_TRACES=1`` runs
+#: every one.
+WHY_DEFAULT = ("openllmetry", "google-genai", "openinference-bedrock", "vertexai")
 
 
 @needs_recorder

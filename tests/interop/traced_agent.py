@@ -96,6 +96,12 @@ def _google_genai(provider: TracerProvider) -> None:
     GoogleGenAiSdkInstrumentor().instrument(tracer_provider=provider)
 
 
+def _vertexai(provider: TracerProvider) -> None:
+    from opentelemetry.instrumentation.vertexai import VertexAIInstrumentor
+
+    VertexAIInstrumentor().instrument(tracer_provider=provider)
+
+
 def _openllmetry_bedrock(provider: TracerProvider) -> None:
     from opentelemetry.instrumentation.bedrock import BedrockInstrumentor
 
@@ -119,6 +125,7 @@ KINDS = {
     "openinference-bedrock": _openinference_bedrock,
     "botocore": _botocore,
     "google-genai": _google_genai,
+    "vertexai": _vertexai,
     "openllmetry-langchain": _openllmetry_langchain,
     "openinference-openai-agents": _openai_agents,
     "openai-v2": _openai_v2,

@@ -5,6 +5,7 @@ model stops calling the tool (at most 5 turns) and prints ``LABEL: final text``.
     python fork_agent.py [LABEL ...]     # default: all four
     python fork_agent.py gemini gemini-stream  # google-genai's, the same loop on Gemini
     python fork_agent.py bedrock bedrock-stream  # boto3's Bedrock Converse (BEDROCK_BASE_URL)
+    python fork_agent.py vertex vertex-stream  # the Vertex AI SDK's Gemini (VERTEX_BASE_URL)
 """
 
 from __future__ import annotations
@@ -244,6 +245,58 @@ def bedrock_loop(label: str, stream: bool) -> str:
     return "(no answer after 5 turns)"
 
 
+def vertex_loop(label: str, stream: bool) -> str:
+    """google-cloud-aiplatform's ``vertexai.generative_models`` over REST: its endpoint
+    ``VERTEX_BASE_URL`` (``looptap run --upstream vertex=URL``), anonymous credentials (the
+    upstream is a loopback one), a project and region as the URL names them."""
+    import os
+
+    import vertexai  # type: ignore[import-untyped]
+    from google.auth.credentials import AnonymousCredentials  # type: ignore[import-untyped]
+    from vertexai.generative_models import (  # type: ignore[import-untyped]
+        Content,
+        FunctionDeclaration,
+        GenerativeModel,
+        Part,
+        Tool,
+    )
+
+    vertexai.init(
+        project="looptap-test",
+        location="us-central1",
+        api_endpoint=os.environ["VERTEX_BASE_URL"],
+        api_transport="rest",
+        credentials=AnonymousCredentials(),
+    )
+    decl = FunctionDeclaration(
+        name=TOOL["name"], description=TOOL["description"], parameters=TOOL["schema"]
+    )
+    model = GenerativeModel(
+        "gemini-2.5-flash",
+        system_instruction="Use the weather tool.",
+        tools=[Tool(function_declarations=[decl])],
+    )
+    question = Part.from_text(f"[{label}] Weather in three cities?")
+    contents = [Content(role="user", parts=[question])]
+    for _ in range(5):
+        if stream:
+            chunks = model.generate_content(contents, stream=True)
+            parts = [p for c in chunks if c.candidates for p in c.candidates[0].content.parts]
+        else:
+            answer = model.generate_content(contents)
+            parts = list(answer.candidates[0].content.parts) if answer.candidates else []
+        calls = [p.function_call for p in parts if p.to_dict().get("function_call")]
+        if not calls:
+            return "".join(p.to_dict().get("text", "") for p in parts)
+        contents.append(Content(role="model", parts=parts))
+        results = [
+            Part.from_function_response(name=c.name, response={"result": weather(**dict(c.args))})
+            for c in calls
+        ]
+        contents.append(Content(role="user", parts=results))
+    return "(no answer after 5 turns)"
+
+
 AGENTS = {
     "openai": lambda: openai_loop("openai", False),
     "openai-stream": lambda: openai_loop("openai-stream", True),
@@ -256,6 +309,8 @@ MORE_AGENTS = {
     "gemini-stream": lambda: gemini_loop("gemini-stream", True),
     "bedrock": lambda: bedrock_loop("bedrock", False),
     "bedrock-stream": lambda: bedrock_loop("bedrock-stream", True),
+    "vertex": lambda: vertex_loop("vertex", False),
+    "vertex-stream": lambda: vertex_loop("vertex-stream", True),
 }
 ALL_AGENTS = {**AGENTS, **MORE_AGENTS}
 
