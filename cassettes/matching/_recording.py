@@ -111,8 +111,9 @@ def recorded_key(
     inferred = inferred_fields(ex)  # a rebuilt request: what looptap inferred is not compared
     if inferred is not None:
         body = reduced(ex.request_json(), inferred)
+        url = ex.url.split("?", 1)[0] if inferred.query else ex.url
         return request_key(
-            ex.method, ex.url, ex.request_headers, orjson.dumps(body), body, volatile, rules
+            ex.method, url, ex.request_headers, orjson.dumps(body), body, volatile, rules
         )
     return request_key(
         ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules

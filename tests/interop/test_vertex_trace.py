@@ -109,6 +109,28 @@ def test_a_request_matches_under_any_project_location_and_query_and_on_nothing_e
             assert any(t.path == ("?",) and t.detector == "inferred" for t in tolerated)
 
 
+def test_a_streamed_vertex_call_matches_whatever_query_its_transport_adds(tmp_path: Path) -> None:
+    """A call the trace says streamed is rebuilt as ``streamGenerateContent?alt=sse`` (served as
+    SSE); a stream request with google-genai's ``alt=sse`` or the Vertex AI SDK's REST query is
+    answered by it all the same."""
+    doc = orjson.loads((TRACES / "vertexai.otlp.json").read_bytes())
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for s in ss["spans"]:
+                s["attributes"].append(
+                    {"key": "gen_ai.request.stream", "value": {"boolValue": True}}
+                )
+    src, out = tmp_path / "trace.json", tmp_path / "run.jsonl"
+    src.write_bytes(orjson.dumps(doc) + b"\n")
+    assert main(["import", "-q", str(src), "-o", str(out)]) == 0
+    rebuilt = list(open_run(out, whole=True).exchanges)[0]
+    assert rebuilt.url.endswith(":streamGenerateContent?alt=sse"), rebuilt.url
+    first = _recorded()[0]
+    streamed = first.url.replace(":generateContent", ":streamGenerateContent")
+    for url in (streamed, streamed.split("?")[0] + "?alt=sse"):
+        assert _ask(Matcher(open_run(out, whole=True).exchanges), first, url), url
+
+
 def test_a_query_is_compared_where_the_import_did_not_infer_it(tmp_path: Path) -> None:
     """Only a round trip marked ``query`` inferred leaves the query out: the google-genai trace's
     rebuilt Gemini calls (a generativelanguage URL, no such mark) still compare it."""
