@@ -160,18 +160,20 @@ def _request(family: str, call: Call) -> tuple[str, dict[str, Any], dict[str, An
 
 
 def _vertex_url(call: Call, method: str) -> str:
+    from urllib.parse import quote
+
     region = call.region or "unknown"
     host = (
         f"{call.region}-aiplatform.googleapis.com" if call.region else "aiplatform.googleapis.com"
     )
     call.inferred |= {"project", "query"} | (set() if call.region else {"location"})
     call.notes.append(
-        "imported: a Gemini call to Vertex AI; the trace names no project"
+        "imported: a Gemini call to Vertex AI whose trace names no project"
         + ("" if call.region else " nor location")
-        + ": the URL's are placeholders, and a request of the same model and method under any "
-        "project's and location's base matches it, whatever query its transport adds"
+        + ": placeholders in the URL; a request for the same model and method under any project, "
+        "location and API version matches it, whatever query its transport adds"
     )
-    model = call.model or "unknown"
+    model = quote(call.model or "unknown", safe="")
     return f"{_VERTEX.format(host=host, region=region, model=model)}:{method}"
 
 

@@ -36,7 +36,7 @@ def test_a_vertex_trace_is_rebuilt_as_gemini_on_vertex(
     for v in views:
         assert v["path"].startswith("/v1/projects/unknown/locations/unknown/publishers/google/")
         assert {"project", "location", "query"} <= set(v["reconstructed"]["inferred"])
-        assert any("names no project nor location" in n for n in v["notes"]), v["notes"]
+        assert any("trace names no project nor location" in n for n in v["notes"]), v["notes"]
     last = orjson.loads(list(open_run(run, whole=True).exchanges)[-1].request_body)
     roles = [m["role"] for m in last["contents"]]
     assert roles == ["user", "model", "user", "model", "user"], roles
