@@ -44,6 +44,7 @@ KINDS = {
     "botocore": ("botocore", [str(SDK_AGENT), "bedrock", "bedrock-stream"]),
     "google-genai": ("google-genai", [str(SDK_AGENT), "gemini", "gemini-stream"]),
     "vertexai": ("vertexai", [str(SDK_AGENT), "vertex"]),  # 2.2b0 traces no stream
+    "vertexai-default": ("vertexai", [str(SDK_AGENT), "vertex"]),
     "openai-v2": ("openai-v2", [str(SDK_AGENT), "openai", "openai-stream"]),
     "openinference-langchain": ("openinference-langchain", [str(FRAMEWORKS), "langchain"]),
     "pydantic-ai": ("pydantic-ai", [str(FRAMEWORKS), "pydantic-ai"]),
@@ -52,6 +53,16 @@ KINDS = {
         "openinference-openai-agents",
         [str(FRAMEWORKS), "openai-agents", "openai", "openai-stream"],
     ),
+}
+
+
+#: KIND → the environment it is traced in, where not the others' (content on the spans).
+SETTINGS = {
+    # the instrumentation's default conventions: no content on its spans (events carry it)
+    "vertexai-default": {
+        "OTEL_SEMCONV_STABILITY_OPT_IN": "",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+    },
 }
 
 
@@ -66,6 +77,7 @@ def make(kind: str, python: str) -> None:
         OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_ONLY",
         OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
     )
+    env.update(SETTINGS.get(kind, {}))
     with tempfile.TemporaryDirectory() as tmp, ScriptedUpstream(origin_route) as fake:
         t = Path(tmp)
         cmd = [python, str(HERE / "traced_agent.py"), instrumentation, str(t / "trace.json")]
