@@ -225,8 +225,9 @@ class Matcher:
                     for k, v in live.raw.items()
                     if k not in doc or doc[k] != v
                 ]  # fmt: skip
-                if asked != target:
-                    left.append(Tolerated(("?",), INFERRED, "(not in the trace)", live.target))
+                if asked != target:  # the URL's query (a Gemini body has no "query" key)
+                    query = "?" + target.split("?", 1)[1]
+                    left.append(Tolerated(("query",), INFERRED, "(not in the trace)", query))
                 return found, key, left
         return None
 

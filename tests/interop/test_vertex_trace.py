@@ -106,7 +106,7 @@ def test_a_request_matches_under_any_project_location_and_query_and_on_nothing_e
         assert _ask(matcher, first, url, changed) is answered, url
         if answered and "?" in url:
             tolerated = [t for ts in matcher.tolerated.values() for t in ts]
-            assert any(t.path == ("?",) and t.detector == "inferred" for t in tolerated)
+            assert any(t.path == ("query",) and t.detector == "inferred" for t in tolerated)
 
 
 def test_a_streamed_vertex_call_matches_whatever_query_its_transport_adds(tmp_path: Path) -> None:
