@@ -350,22 +350,26 @@ def test_a_bedrock_model_the_trace_cut_is_said_on_import(
     assert all(any("not a whole Bedrock model id" in n for n in v["notes"]) for v in views)
 
 
-def test_botocores_trace_without_content_imports_as_metadata_and_says_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("kind", "n"), [("botocore", 6), ("vertexai-default", 3)])
+def test_a_trace_without_content_imports_as_metadata_and_says_so(
+    kind: str, n: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """OTel contrib botocore 0.66b2 keeps a Bedrock call's messages out of its spans (they go to
-    the logs API as events): the import is the models, usage and finish reasons of the six calls
-    the recording has, and says in one line that fork and replay need the messages."""
+    """OTel contrib botocore 0.66b2, and vertexai 2.2b0 under its default conventions (no
+    ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``), keep a call's messages out of
+    its spans (they go to the logs API as events): the import is the models, usage and finish
+    reasons of the calls the recording has, and says in one line that fork and replay need the
+    messages."""
     capsys.readouterr()
-    out = tmp_path / "botocore.jsonl"
-    assert main(["import", str(TRACES / "botocore.otlp.json"), "-o", str(out)]) == 0
+    out = tmp_path / f"{kind}.jsonl"
+    assert main(["import", str(TRACES / f"{kind}.otlp.json"), "-o", str(out)]) == 0
     said = capsys.readouterr().out
     assert "no message content in the trace" in said and "fork and replay" in said, said
-    views, recorded = show_json(out, capsys), show_json(TRACES / "botocore.run.jsonl", capsys)
+    assert said.count("\n") == 1, said
+    views, recorded = show_json(out, capsys), show_json(TRACES / f"{kind}.run.jsonl", capsys)
 
     def usage(vs: list[dict[str, Any]]) -> list[Any]:
         return sorted((v["usage"]["input"], v["usage"]["output"]) for v in vs)
 
-    assert len(views) == 6 and usage(views) == usage(recorded)
-    # /model/ID/converse(-stream): the id the agent called (whether it streamed: not said)
-    assert {v["path"].split("/")[2] for v in views} == {v["path"].split("/")[2] for v in recorded}
+    assert len(views) == n and usage(views) == usage(recorded)
+    # the model the agent called (whether it streamed: not said)
+    assert {v["model_requested"] for v in views} == {v["model_requested"] for v in recorded}

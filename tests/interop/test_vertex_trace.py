@@ -138,25 +138,3 @@ def test_a_query_is_compared_where_the_import_did_not_infer_it(tmp_path: Path) -
     ex = next(e for e in open_run(run, whole=True).exchanges if ":generateContent" in e.url)
     assert "query" not in (ex.reconstructed or {})["inferred"]
     assert _ask(Matcher(open_run(run, whole=True).exchanges), ex, ex.url + "?x=1") is False
-
-
-def test_under_its_default_conventions_the_trace_is_metadata_and_the_import_says_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Without ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` 2.2b0 keeps the
-    messages off its spans (they go to the logs API as events): vertexai-default.otlp.json is
-    metadata only, said in one line; the models, usage and methods are the recording's."""
-    capsys.readouterr()
-    out = tmp_path / "default.jsonl"
-    assert main(["import", str(TRACES / "vertexai-default.otlp.json"), "-o", str(out)]) == 0
-    said = capsys.readouterr().out
-    assert "no message content in the trace" in said and said.count("\n") == 1, said
-    views = show_json(out, capsys)
-    recorded = show_json(TRACES / "vertexai-default.run.jsonl", capsys)
-
-    def facts(vs: list[dict[str, Any]]) -> list[Any]:
-        return [
-            (v["usage"]["input"], v["usage"]["output"], v["path"].rsplit("/", 1)[1]) for v in vs
-        ]
-
-    assert len(views) == 3 and facts(views) == facts(recorded)
