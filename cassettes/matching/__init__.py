@@ -22,9 +22,10 @@ same way through it. Plain imports: the pytest plugin's start, and ``looptap --h
 
 from __future__ import annotations
 
+from cassettes.jsonpath import ANY_INDEX, ANY_KEY, format_path, parse_path
 from cassettes.matching._detectors import slug
 from cassettes.matching._indexed import IndexedRecordings
-from cassettes.matching._jsondiff import Change, clip, format_path, json_diff, short, window
+from cassettes.matching._jsondiff import Change, clip, json_diff, short, window
 from cassettes.matching._matcher import Matcher, tolerated_notes
 from cassettes.matching._miss import Miss
 from cassettes.matching._places import (
@@ -37,13 +38,9 @@ from cassettes.matching._places import (
 from cassettes.matching._recording import EXCHANGE_CACHE, InMemory, Recorded
 from cassettes.matching._requestkey import RequestKey, bare_text, request_key
 from cassettes.matching._rules import (
-    ANY_INDEX,
-    ANY_KEY,
     MAX_MATCHES,
     Rules,
-    format_rule_path,
     parse_ignore,
-    parse_path,
     parse_substitution,
     substitute,
 )
@@ -101,7 +98,6 @@ __all__ = [
     "entry_line",
     "find_config",
     "format_path",
-    "format_rule_path",
     "from_flags",
     "from_table",
     "here",

@@ -27,6 +27,7 @@ from cassettes.wire._edit_marks import (
     EDIT_HEADER,
     KEY_ENV,
     MAX_HEADER,
+    TARGET,
     authentic,
     checked,
     client_body,
@@ -35,6 +36,7 @@ from cassettes.wire._edit_marks import (
     mark,
     new_key,
     seal,
+    target_of,
     to_header,
 )
 from cassettes.wire._exchange import (
@@ -77,6 +79,7 @@ __all__ = [
     "NOTE_HEADER",
     "OWN_RESPONSE_HEADERS",
     "REPLAY_HEADER",
+    "TARGET",
     "UNSET",
     "Chunk",
     "Decoder",
@@ -107,6 +110,7 @@ __all__ = [
     "reseal_aws_eventstream",
     "salvage",
     "seal",
+    "target_of",
     "to_header",
     "without_own",
 ]
