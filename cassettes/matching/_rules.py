@@ -32,8 +32,8 @@ from typing import Any, Final
 
 import orjson
 
-from cassettes.jsonpath import ANY_INDEX, ANY_KEY, Segment, format_path, parse_path
-from cassettes.matching._volatile import IGNORED, TOOL_RESULT, PathItem, Span
+from cassettes.jsonpath import ANY_INDEX, ANY_KEY, PathItem, Segment, format_path, parse_path
+from cassettes.matching._volatile import IGNORED, TOOL_RESULT, Span
 from cassettes.patterns import PatternError, Template, UserPattern
 from cassettes.project import RuleError
 
