@@ -391,3 +391,51 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
             tools=orjson.loads(ex.request_body)["tools"],
         )  # type: ignore[list-item]
     assert r.choices[0].message.content == "Stay home: a storm." and not srv.misses
+
+
+@needs_recorder
+def test_a_tool_schema_edit_is_marked_in_the_branch(forked: dict[str, Any], tmp_path: Path) -> None:
+    """The recorder keeps the marks of every target ``--edit`` takes: a ``tool_schema[NAME]``
+    edit's were refused as unreadable ('edits: the request's edit marks could not be read;
+    dropped'), so the branch could not give the client's own schema back."""
+    from cassettes.reading import open_run
+
+    schema = {"type": "object", "properties": {"city": {"type": "string", "minLength": 2}}}
+    (tmp_path / "schema.json").write_text(orjson.dumps(schema).decode())
+    branch = tmp_path / "schema-branch.jsonl"
+    fake = ScriptedUpstream(new_model_route, validate=True)
+    fake._ids = itertools.count(900)
+    with fake:
+        proc = progress.run(
+            [
+                *RECORDER,
+                "run",
+                "--from",
+                f"{forked['run']}@turn=1",
+                "--edit",
+                "turn=1:tool_schema[get_weather]=@schema.json",
+                "-o",
+                str(branch),
+                "--confdir",
+                str(tmp_path / "conf"),
+                *_upstreams(fake.url),
+                "--",
+                sys.executable,
+                str(AGENT),
+                *AGENTS,
+            ],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    exchanges = open_run(branch, whole=True).exchanges
+    assert exchanges and all(
+        orjson.dumps(schema) in orjson.dumps(ex.request_json()) for ex in exchanges
+    )
+    for ex in exchanges:
+        assert not [n for n in ex.notes if n.startswith("edits:")], ex.notes
+        assert {m["edit"] for m in ex.edits} == {"tool_schema[get_weather]"}, ex.edits
+        mine = _client_sent(ex)  # the client's own schema back
+        assert mine is not None and orjson.dumps(schema) not in orjson.dumps(mine)
