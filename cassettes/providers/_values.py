@@ -113,6 +113,19 @@ def summed_usage(inp: int | None, out: int | None, raw: Any) -> Usage | None:
     )
 
 
+def filled_usage(usage: Usage | None, inp: int | None, out: int | None) -> Usage | None:
+    """``usage`` with the counts it lacks taken from elsewhere (response headers, invocation
+    metrics), and its total when it has none; ``usage`` as it is when there are none."""
+    if inp is None and out is None:
+        return usage
+    u = usage or Usage()
+    u.input_tokens = u.input_tokens if u.input_tokens is not None else inp
+    u.output_tokens = u.output_tokens if u.output_tokens is not None else out
+    if u.input_tokens is not None and u.output_tokens is not None and u.total_tokens is None:
+        u.total_tokens = u.input_tokens + u.output_tokens
+    return u
+
+
 def latest_count(before: int | None, now: int | None) -> int | None:
     """A count a stream repeats on its chunks: the latest, unless it is absent or 0 after a count
     (:func:`merged_usage`)."""
