@@ -38,7 +38,7 @@ from typing import Any, TypeGuard
 import orjson
 
 from cassettes import bounds
-from cassettes.jsonpath import format_path, put
+from cassettes.jsonpath import MAX_SEGMENTS, format_path, put
 
 __all__ = [
     "EDIT_AUTH_HEADER",
@@ -77,7 +77,6 @@ TARGET = (
     r"|(user)\[([0-9]{1,6})\]|(system|max_tokens|continue))"
 )
 _LABEL = re.compile(TARGET)
-_PATH_LEN = 64
 _KEY_LEN = 200
 
 
@@ -149,8 +148,8 @@ def from_header(value: str) -> list[dict[str, Any]] | None:
 
 def checked(value: Any) -> list[dict[str, Any]] | None:
     """``value`` when it is a list of marks in the shape above (unknown keys dropped), else
-    ``None``. Bounded: at most :data:`MAX_MARKS` marks, paths of :data:`_PATH_LEN` steps, values
-    no deeper than the walk bound."""
+    ``None``. Bounded: at most :data:`MAX_MARKS` marks, paths of
+    :data:`~cassettes.jsonpath.MAX_SEGMENTS` steps, values no deeper than the walk bound."""
     if not isinstance(value, list) or not 0 < len(value) <= MAX_MARKS:
         return None
     out: list[dict[str, Any]] = []
@@ -186,8 +185,8 @@ def _checked_mark(m: Any) -> dict[str, Any] | None:
 
 
 def _checked_path(path: Any) -> TypeGuard[list[Any]]:
-    """A path of 1 to :data:`_PATH_LEN` steps, each a short key or a non-negative 31-bit index."""
-    if not isinstance(path, list) or not 0 < len(path) <= _PATH_LEN:
+    """A path of 1 to ``MAX_SEGMENTS`` steps, each a short key or a non-negative 31-bit index."""
+    if not isinstance(path, list) or not 0 < len(path) <= MAX_SEGMENTS:
         return False
     return all(
         (isinstance(p, str) and len(p) <= _KEY_LEN)
