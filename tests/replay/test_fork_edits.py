@@ -76,28 +76,7 @@ def forked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         # the new model's call ids are not the recording's (a fresh fake numbers from 0 again)
         fake2._ids = itertools.count(900)
         with fake2:
-            proc = progress.run(
-                [
-                    *RECORDER,
-                    "run",
-                    "--from",
-                    f"{run}@turn=1",
-                    *edits,
-                    "-o",
-                    str(branch),
-                    "--confdir",
-                    str(confdir),
-                    *_upstreams(fake2.url),
-                    "--",
-                    sys.executable,
-                    str(AGENT),
-                    *AGENTS,
-                ],
-                env=_env(),
-                capture_output=True,
-                text=True,
-                cwd=tmp,
-            )
+            proc = _fork(run, edits, branch, confdir, fake2.url)
         yield {
             "proc": proc,
             "run": run,
@@ -108,6 +87,33 @@ def forked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             "calls": calls,
             "origin": origin,
         }
+
+
+def _fork(run: Path, edits: list[str], branch: Path, confdir: Path, url: str) -> Any:
+    """``looptap run --from RUN@turn=1`` with ``edits`` (``@file`` values beside ``branch``), both
+    agents, onto the fake at ``url``."""
+    return progress.run(
+        [
+            *RECORDER,
+            "run",
+            "--from",
+            f"{run}@turn=1",
+            *edits,
+            "-o",
+            str(branch),
+            "--confdir",
+            str(confdir),
+            *_upstreams(url),
+            "--",
+            sys.executable,
+            str(AGENT),
+            *AGENTS,
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        cwd=branch.parent,
+    )
 
 
 def _client_sent(ex: Any) -> Any:
@@ -406,28 +412,12 @@ def test_a_tool_schema_edit_is_marked_in_the_branch(forked: dict[str, Any], tmp_
     fake = ScriptedUpstream(new_model_route, validate=True)
     fake._ids = itertools.count(900)
     with fake:
-        proc = progress.run(
-            [
-                *RECORDER,
-                "run",
-                "--from",
-                f"{forked['run']}@turn=1",
-                "--edit",
-                "turn=1:tool_schema[get_weather]=@schema.json",
-                "-o",
-                str(branch),
-                "--confdir",
-                str(tmp_path / "conf"),
-                *_upstreams(fake.url),
-                "--",
-                sys.executable,
-                str(AGENT),
-                *AGENTS,
-            ],
-            env=_env(),
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
+        proc = _fork(
+            forked["run"],
+            ["--edit", "turn=1:tool_schema[get_weather]=@schema.json"],
+            branch,
+            tmp_path / "conf",
+            fake.url,
         )
     assert proc.returncode == 0, proc.stderr[-4000:]
     exchanges = open_run(branch, whole=True).exchanges
